@@ -1,0 +1,168 @@
+"""One frozen settings section per component. Field names are the long flags in snake case, which are
+also the TOML keys; `scaler.config.loader` loads them from flags, environment and TOML.
+
+Defaults follow the reference surface (docs/configuration.md lists where we chose otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from scaler.config.fields import setting
+
+LOGGING_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
+EVENT_LOOPS = ("builtin", "uvloop")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoggingSettings:
+    logging_level: str = setting("INFO", help="log level", short=("-ll",), choices=LOGGING_LEVELS)
+    logging_paths: tuple[str, ...] = setting(
+        ("/dev/stdout",), help="where logs go: /dev/stdout, /dev/stderr or file paths", short=("-lp",)
+    )
+    logging_config_file: Optional[str] = setting(
+        None, help="a Python logging .conf file; overrides the other logging settings", short=("-lcf",)
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectStorageServerConfig(LoggingSettings):
+    bind_address: str = setting(help="address to listen on, e.g. tcp://127.0.0.1:8517", positional=True)
+    identity: str = setting("ObjectStorageServer", help="name used in logs")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SchedulerConfig(LoggingSettings):
+    bind_address: str = setting(
+        help="address clients, workers and managers connect to, e.g. tcp://127.0.0.1:8516",
+        positional=True,
+        aliases=("scheduler_address",),
+    )
+    object_storage_address: Optional[str] = setting(
+        None,
+        help="object storage server to use; when omitted the scheduler starts one at its port + 1",
+        short=("-osa",),
+    )
+    advertised_object_storage_address: Optional[str] = setting(
+        None, help="object storage address given to clients and workers (NAT, public IP)", short=("-aosa",)
+    )
+    monitor_address: Optional[str] = setting(
+        None, help="where status snapshots are published (default: scheduler port + 2)", short=("-ma",)
+    )
+    status_report_interval_seconds: float = setting(
+        1.0, help="period of the status snapshots on the monitor address", short=("-sri",), gt=0
+    )
+    protected: bool = setting(False, help="refuse clients' requests to shut the cluster down", short=("-p",))
+    max_number_of_tasks_waiting: int = setting(
+        -1, help="queued tasks allowed while no worker has room; -1 for no limit", short=("-mt",), ge=-1
+    )
+    client_timeout_seconds: float = setting(
+        60, help="drop a client silent this long and cancel its tasks", short=("-ct",), gt=0
+    )
+    worker_timeout_seconds: float = setting(
+        60, help="drop a worker silent this long and re-dispatch its tasks", short=("-wt",), gt=0
+    )
+    worker_manager_timeout_seconds: float = setting(
+        10, help="forget a worker manager silent this long", short=("-wmt",), gt=0
+    )
+    object_retention_seconds: float = setting(
+        60, help="keep objects of a departed client this long before deleting them", short=("-ot",), gt=0
+    )
+    max_task_retries: int = setting(
+        3, help="times a task is re-dispatched after its worker died before it fails with WorkerDiedError",
+        short=("-mtr",), ge=0,
+    )  # fmt: skip
+    load_balance_seconds: float = setting(
+        1, help="period of load balancing; negative disables it", short=("-ls",)
+    )
+    load_balance_trigger_times: int = setting(
+        2, help="identical balance decisions in a row needed before tasks move", short=("-lbt",), gt=0
+    )
+    event_loop: str = setting("builtin", help="asyncio loop flavour", short=("-el", "-e"), choices=EVENT_LOOPS)
+    io_threads: int = setting(1, help="ZeroMQ I/O threads", short=("-it",), gt=0)
+    policy_engine_type: str = setting(
+        "simple", help="scaling policy engine", short=("-et",), choices=("simple", "waterfall_v1")
+    )
+    policy_content: str = setting(
+        "allocate=even_load; scaling=vanilla", help="policy of the engine (see docs/scaling.md)", short=("-pc",)
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerSettings(LoggingSettings):
+    """Flags every worker shares, whoever starts it (scaler_cluster, a worker manager, scaler_worker)."""
+
+    object_storage_address: Optional[str] = setting(
+        None, help="object storage for the workers; default: what the scheduler advertises", short=("-osa",)
+    )
+    per_worker_capabilities: str = setting(
+        "", help='capabilities each worker advertises, e.g. "linux,cpu=8"', short=("-pwc",)
+    )
+    per_worker_task_queue_size: int = setting(
+        1000, help="most tasks a worker holds at once (running plus prefetched)", short=("-wtqs",), gt=0
+    )
+    heartbeat_interval_seconds: float = setting(2, help="worker heartbeat period", short=("-his",), gt=0)
+    task_timeout_seconds: float = setting(
+        0, help="stop a task running longer than this; 0 for no limit", short=("-tts",), ge=0
+    )
+    death_timeout_seconds: float = setting(
+        300, help="a worker without scheduler contact this long exits", short=("-dts", "-ds"), gt=0
+    )
+    garbage_collect_interval_seconds: float = setting(
+        30, help="period of garbage collection in processors", short=("-gc",), gt=0
+    )
+    trim_memory_threshold_bytes: int = setting(
+        1 << 30, help="resident memory above which processors return freed memory to the OS", short=("-tm",), ge=0
+    )
+    hard_processor_suspend: bool = setting(
+        False, help="accepted for compatibility; blocked parents always yield their slot", short=("-hps",)
+    )
+    io_threads: int = setting(1, help="ZeroMQ I/O threads per worker", short=("-it",), gt=0)
+    event_loop: str = setting("builtin", help="asyncio loop flavour", short=("-el", "-e"), choices=EVENT_LOOPS)
+    preload: Optional[str] = setting(
+        None, help="\"pkg.mod:func\" or \"pkg.mod:func('x', debug=False)\", run once per processor before any task"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerConfig(WorkerSettings):
+    """One worker process (`scaler_worker`, and what pools and managers start)."""
+
+    scheduler_address: str = setting(help="scheduler to connect to", positional=True)
+    worker_manager_id: str = setting("", help="manager this worker belongs to", short=("-wmi",))
+    worker_type: str = setting("FIX", help="prefix of the worker id, e.g. FIX, NAT, ECS")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterConfig(WorkerSettings):
+    """`scaler_cluster`: a fixed pool of local workers (section [cluster])."""
+
+    scheduler_address: str = setting(help="scheduler the workers connect to", positional=True)
+    num_of_workers: int = setting(
+        max(1, (os.cpu_count() or 2) - 1), help="number of workers", short=("-n",), gt=0
+    )
+    worker_manager_id: str = setting("cluster", help="manager id the workers report", short=("-wmi",))
+    worker_type: str = setting("FIX", help="prefix of the worker ids")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NativeWorkerManagerConfig(WorkerSettings):
+    """`scaler_worker_manager baremetal_native`: local worker processes, fixed or scheduler-driven."""
+
+    scheduler_address: str = setting(help="scheduler the manager connects to", positional=True)
+    worker_manager_id: str = setting(help="stable id, unique per scheduler", short=("-wmi",))
+    worker_scheduler_address: Optional[str] = setting(
+        None, help="scheduler address given to the workers (default: scheduler_address)", short=("-wsa",)
+    )
+    max_task_concurrency: int = setting(
+        os.cpu_count() or 1,
+        help="most workers at once (-1: no limit); the exact pool size in fixed mode",
+        short=("-mtc", "-n"),
+        aliases=("num_of_workers",),
+        ge=-1,
+    )
+    mode: str = setting("dynamic", help="dynamic: the scheduler decides; fixed: start exactly -mtc workers",
+                        choices=("dynamic", "fixed"))  # fmt: skip
+    worker_type: Optional[str] = setting(None, help="prefix of worker ids (default NAT for dynamic, FIX for fixed)")

@@ -1,0 +1,104 @@
+"""Exceptions a user of scaler can see. Importable from `scaler` and from `scaler.utility.exceptions`."""
+
+from __future__ import annotations
+
+
+class ScalerError(Exception):
+    """Base of the exceptions raised by scaler itself (not by user functions)."""
+
+
+class WorkerDiedError(ScalerError):
+    """The task's worker died (process gone, connection closed or silent) more often than the retry budget."""
+
+
+class ProcessorDiedError(ScalerError):
+    """The process running the task exited while running it (segfault, OOM kill, os._exit, ...)."""
+
+
+class TaskTimeoutError(ScalerError, TimeoutError):
+    """The task ran longer than the worker's task timeout and was stopped."""
+
+
+class TaskNotFoundError(ScalerError):
+    """The scheduler does not know the task (already finished or never submitted)."""
+
+
+class NoWorkerError(ScalerError):
+    """No worker can run the task."""
+
+
+class DisconnectedError(ScalerError, ConnectionError):
+    """The connection to the scheduler is gone; pending futures cannot complete."""
+
+
+class ClientCancelledException(ScalerError):
+    """The task was cancelled because its client cleared, disconnected or shut down."""
+
+
+class ClientShutdownException(ScalerError):
+    """The scheduler refused the client's request to shut the cluster down (protected mode)."""
+
+
+class ClientQuitException(ScalerError):
+    """The client was used after it disconnected."""
+
+
+class MissingObjects(ScalerError, LookupError):
+    """An object a task needs is not in object storage (deleted by clear(), or its owner left)."""
+
+
+class TaskExceptionNotSerializableError(ScalerError):
+    """The task raised an exception that could not be pickled; its text and traceback are kept."""
+
+
+class ResultNotSerializableError(ScalerError):
+    """The task's return value could not be serialized."""
+
+
+class DeserializeObjectError(ScalerError):
+    """A payload could not be deserialized (missing module on this side, corrupt bytes, ...)."""
+
+
+class ObjectStorageException(ScalerError):
+    """The object storage server could not carry out a request."""
+
+
+class IncompatiblePeerError(ScalerError, ConnectionError):
+    """A peer refused the connection: different protocol version or Python version."""
+
+
+class PreloadError(ScalerError):
+    """A worker's --preload specification is malformed or its function failed."""
+
+
+class RemoteTraceback(Exception):
+    """Carries the formatted traceback of an exception raised on a worker (set as `__cause__`)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+__all__ = [
+    "ClientCancelledException",
+    "ClientQuitException",
+    "ClientShutdownException",
+    "DeserializeObjectError",
+    "DisconnectedError",
+    "IncompatiblePeerError",
+    "MissingObjects",
+    "NoWorkerError",
+    "ObjectStorageException",
+    "PreloadError",
+    "ProcessorDiedError",
+    "RemoteTraceback",
+    "ResultNotSerializableError",
+    "ScalerError",
+    "TaskExceptionNotSerializableError",
+    "TaskNotFoundError",
+    "TaskTimeoutError",
+    "WorkerDiedError",
+]

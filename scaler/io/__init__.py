@@ -1,0 +1,1 @@
+"""Transport: addresses, event loops and ZeroMQ sockets driven by asyncio."""

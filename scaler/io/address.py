@@ -1,0 +1,105 @@
+"""Address grammar: parse, validate and derive the addresses components bind and connect to.
+
+Accepted forms: `tcp://host:port`, `ipc:///absolute/path` and `inproc://name`. A malformed address
+is refused with an `AddressError` that lists the accepted forms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ACCEPTED_FORMS = "tcp://HOST:PORT (e.g. tcp://127.0.0.1:8516), ipc:///ABSOLUTE/PATH or inproc://NAME"
+
+
+class AddressError(ValueError):
+    """An address string that does not follow the grammar."""
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    scheme: str  #: "tcp", "ipc" or "inproc"
+    host: str  #: host for tcp, path for ipc, name for inproc
+    port: int | None  #: tcp only
+
+    def __str__(self) -> str:
+        if self.scheme == "tcp":
+            return f"tcp://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}"
+
+    def with_port_offset(self, offset: int) -> Address:
+        """The same host with port + offset: the convention for object storage (+1) and monitor (+2)."""
+        if self.port is None:
+            raise AddressError(f"{self} has no port, so no address can be derived from it; give one explicitly")
+        port = self.port + offset
+        if not 0 < port < 65536:
+            raise AddressError(f"{self}: port {self.port} + {offset} is outside 1-65535")
+        return Address(self.scheme, self.host, port)
+
+    def connectable(self) -> Address:
+        """An address a peer can connect to: a wildcard bind host becomes the loopback address."""
+        if self.scheme == "tcp" and self.host in ("*", "0.0.0.0"):
+            return Address("tcp", "127.0.0.1", self.port)
+        return self
+
+
+def parse_address(text: str) -> Address:
+    if not isinstance(text, str) or "://" not in text:
+        raise AddressError(f"malformed address {text!r}: accepted forms are {ACCEPTED_FORMS}")
+    scheme, _, rest = text.partition("://")
+    if scheme == "tcp":
+        host, sep, port_text = rest.rpartition(":")
+        if not sep or not host or not port_text.isdigit():
+            raise AddressError(f"malformed address {text!r}: tcp needs a host and a port; accepted forms are "
+                               f"{ACCEPTED_FORMS}")  # fmt: skip
+        port = int(port_text)
+        if not 0 < port < 65536:
+            raise AddressError(f"malformed address {text!r}: port {port} is outside 1-65535")
+        return Address("tcp", host, port)
+    if scheme == "ipc":
+        if not rest.startswith("/"):
+            raise AddressError(f"malformed address {text!r}: ipc needs an absolute path; accepted forms are "
+                               f"{ACCEPTED_FORMS}")  # fmt: skip
+        return Address("ipc", rest, None)
+    if scheme == "inproc":
+        if not rest:
+            raise AddressError(f"malformed address {text!r}: inproc needs a name; accepted forms are {ACCEPTED_FORMS}")
+        return Address("inproc", rest, None)
+    raise AddressError(f"malformed address {text!r}: unknown scheme {scheme!r}; accepted forms are {ACCEPTED_FORMS}")
+
+
+def validate_address(text: str) -> str:
+    """Check an address and return it normalised; raises AddressError."""
+    return str(parse_address(text))
+
+
+def free_tcp_address(host: str = "127.0.0.1") -> str:
+    """A tcp address on a port that is free right now (for local clusters and tests)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        port = probe.getsockname()[1]
+    return f"tcp://{host}:{port}"
+
+
+def free_tcp_port_block(count: int, host: str = "127.0.0.1") -> int:
+    """A base port such that base .. base+count-1 are all free right now."""
+    import socket
+
+    for _ in range(200):
+        base = int(free_tcp_address(host).rsplit(":", 1)[1])
+        if base + count >= 65536:
+            continue
+        sockets = []
+        try:
+            for offset in range(count):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(s)
+                s.bind((host, base + offset))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise OSError(f"could not find {count} consecutive free ports on {host}")

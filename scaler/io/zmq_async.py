@@ -1,0 +1,201 @@
+"""ZeroMQ sockets driven by an asyncio loop through their file descriptor.
+
+`zmq.asyncio` pays a future per message; here a socket's descriptor is registered once with
+`loop.add_reader`, and each wake-up drains every queued multipart message (in bursts, so one busy
+socket cannot starve the loop). Sends never block: high-water marks are off, and a ROUTER created
+with `mandatory=True` raises `PeerUnreachable` for an identity that is gone, which is how a shell
+learns at once that a peer died.
+
+ZeroMQ descriptors are edge-triggered: any socket operation may consume the readiness edge. So after
+a send the socket's EVENTS are checked and a drain is scheduled if messages are waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import zmq
+
+logger = logging.getLogger(__name__)
+
+#: Messages handled per wake-up before yielding to other callbacks.
+BURST = 512
+
+Frames = list[Any]  #: bytes, or zmq.Frame when received with copy=False
+
+
+class PeerUnreachable(Exception):
+    """A ROUTER socket has no connection for this identity any more."""
+
+    def __init__(self, identity: bytes) -> None:
+        super().__init__(identity)
+        self.identity = identity
+
+
+def new_context() -> zmq.Context[Any]:
+    return zmq.Context(io_threads=1)
+
+
+def configure(sock: zmq.Socket[Any], identity: bytes | None = None) -> None:
+    """Options every socket of ours shares: unbounded queues, no linger on close."""
+    sock.setsockopt(zmq.SNDHWM, 0)
+    sock.setsockopt(zmq.RCVHWM, 0)
+    sock.setsockopt(zmq.LINGER, 0)
+    if identity is not None:
+        sock.setsockopt(zmq.IDENTITY, identity)
+
+
+class AsyncSocket:
+    """One ZeroMQ socket on an asyncio loop. `on_message(frames)` is called for every message."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: zmq.Socket[Any],
+        on_message: Callable[[Frames], None] | None,
+        copy: bool = True,
+    ) -> None:
+        self._loop = loop
+        self._socket = sock
+        self._on_message = on_message
+        self._copy = copy
+        self._drain_scheduled = False
+        self._closed = False
+        if on_message is not None:
+            loop.add_reader(sock.getsockopt(zmq.FD), self._drain)
+            self._schedule_drain()  # messages may already be queued; the edge may be gone
+
+    @property
+    def zmq_socket(self) -> zmq.Socket[Any]:
+        return self._socket
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def send(self, frames: Sequence[Any], copy: bool = True) -> None:
+        """Send one multipart message without blocking. Raises PeerUnreachable (mandatory ROUTER)."""
+        if self._closed:
+            return
+        try:
+            self._socket.send_multipart(frames, zmq.NOBLOCK, copy=copy)
+        except zmq.ZMQError as error:
+            if error.errno == errno.EHOSTUNREACH:
+                raise PeerUnreachable(bytes(frames[0])) from None
+            raise
+        finally:
+            self._check_pending()
+
+    def _check_pending(self) -> None:
+        if self._on_message is not None and not self._closed and self._socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            self._schedule_drain()
+
+    def _schedule_drain(self) -> None:
+        if not self._drain_scheduled and not self._closed:
+            self._drain_scheduled = True
+            self._loop.call_soon(self._drain_soon)
+
+    def _drain_soon(self) -> None:
+        self._drain_scheduled = False
+        self._drain()
+
+    def _drain(self) -> None:
+        if self._closed or self._on_message is None:
+            return
+        sock, handle = self._socket, self._on_message
+        for _ in range(BURST):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=self._copy)
+            except zmq.Again:
+                return
+            except zmq.ZMQError as error:
+                if self._closed or error.errno in (zmq.ENOTSOCK, zmq.ETERM):
+                    return
+                raise
+            try:
+                handle(frames)
+            except Exception:
+                logger.exception("error while handling a message; the message is dropped")
+            if self._closed:
+                return
+        self._schedule_drain()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._on_message is not None:
+            try:
+                self._loop.remove_reader(self._socket.getsockopt(zmq.FD))
+            except (zmq.ZMQError, ValueError, RuntimeError):
+                pass
+        self._socket.close(linger=0)
+
+
+class Outbox:
+    """Coalesces the frames sent to each peer during one loop iteration into one multipart message.
+
+    Each frame is a complete encoded message, so the receiver treats a multipart message as a batch.
+    `routed=True` prefixes each multipart message with the peer identity (ROUTER sockets).
+    `on_unreachable(identity)` is called when a mandatory ROUTER cannot route to a peer.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: AsyncSocket,
+        routed: bool,
+        on_unreachable: Callable[[bytes], None] | None = None,
+    ) -> None:
+        self._loop = loop
+        self._socket = sock
+        self._routed = routed
+        self._on_unreachable = on_unreachable
+        self._pending: dict[bytes, list[bytes]] = {}
+        self._flush_scheduled = False
+        self.frames_sent = 0
+
+    def send(self, peer: bytes, frame: bytes) -> None:
+        frames = self._pending.get(peer)
+        if frames is None:
+            self._pending[peer] = [frame]
+        else:
+            frames.append(frame)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        pending, self._pending = self._pending, {}
+        for peer, frames in pending.items():
+            self.frames_sent += len(frames)
+            try:
+                self._socket.send([peer, *frames] if self._routed else frames)
+            except PeerUnreachable as error:
+                if self._on_unreachable is not None:
+                    self._on_unreachable(error.identity)
+            except zmq.ZMQError as error:
+                logger.warning("could not send %d frame(s): %s", len(frames), error)
+
+
+def monitor_events(
+    loop: asyncio.AbstractEventLoop,
+    sock: zmq.Socket[Any],
+    events: int,
+    on_event: Callable[[int, int], None],
+) -> AsyncSocket:
+    """Watch a socket's connection events; `on_event(event, value)` (value is the fd for tcp/ipc)."""
+    from zmq.utils.monitor import parse_monitor_message
+
+    monitor = sock.get_monitor_socket(events)
+
+    def handle(frames: Frames) -> None:
+        message = parse_monitor_message(frames)
+        on_event(int(message["event"]), int(message["value"]))
+
+    return AsyncSocket(loop, monitor, handle)

@@ -1,0 +1,372 @@
+@0xb3f1c2d4e5a69788;
+
+# The scheduler protocol. Every ZeroMQ frame exchanged with the scheduler (and between a worker
+# agent and its processors) is one encoded `Message`. Several messages for the same peer may travel
+# as the frames of one multipart ZeroMQ message; each frame is still one complete `Message`.
+#
+# Conventions: ids are opaque bytes; times are seconds (Float64); sizes are bytes.
+# docs/protocol.md describes every message, its fields and its direction.
+
+struct Capability {
+  name @0 :Text;
+  value @1 :Int64;          # -1 means "present, no quantity"
+}
+
+struct WorkerLimit {
+  union {
+    unlimited @0 :Void;     # no cap on the number of workers
+    limit @1 :UInt32;
+  }
+}
+
+# ---------------------------------------------------------------- connection set-up
+
+struct Hello {
+  protocolVersion @0 :UInt32;
+  pythonVersion @1 :Text;   # "3.11.7"; peers must share major.minor with the scheduler
+  pid @2 :UInt32;
+  hostname @3 :Text;
+  role :union {
+    client @4 :ClientInfo;
+    worker @5 :WorkerInfo;
+    manager @6 :ManagerInfo;
+    processor @7 :ProcessorInfo;
+  }
+}
+
+struct ClientInfo {
+  name @0 :Text;
+}
+
+struct WorkerInfo {
+  capabilities @0 :List(Capability);
+  capacity @1 :UInt32;      # tasks the scheduler may have assigned to this worker at once
+  managerId @2 :Text;       # worker manager that started it; empty when none
+  workerType @3 :Text;      # "FIX", "NAT", "ECS", ... (cosmetic)
+}
+
+struct ManagerInfo {
+  managerId @0 :Text;
+  capabilities @1 :List(Capability);   # what each worker of this manager advertises
+  maxWorkers @2 :WorkerLimit;
+  managerType @3 :Text;     # "baremetal_native", "aws_raw_ecs", ...
+}
+
+struct ProcessorInfo {
+  processorId @0 :Data;
+}
+
+struct HelloReply {
+  accepted @0 :Bool;
+  reason @1 :Text;          # why a peer was refused; empty when accepted
+  protocolVersion @2 :UInt32;
+  pythonVersion @3 :Text;
+  objectStorageAddress @4 :Text;
+  heartbeatIntervalSeconds @5 :Float64;
+  workerCount @6 :UInt32;   # connected workers, a hint for clients sizing map batches
+}
+
+struct Heartbeat {
+  # Sent by clients, workers and managers. The scheduler answers each with a HeartbeatEcho.
+  cpuPercent @0 :Float32;
+  rssBytes @1 :UInt64;
+  union {
+    client @2 :Void;
+    worker @3 :WorkerStatus;
+    manager @4 :ManagerStatus;
+  }
+}
+
+struct WorkerStatus {
+  queued @0 :UInt32;        # tasks held by the worker, not yet started
+  running @1 :UInt32;       # tasks being executed now
+  blocked @2 :UInt32;       # nested parents waiting on their children
+  freeMemoryBytes @3 :UInt64;
+  processors @4 :List(ProcessorStatus);
+}
+
+struct ProcessorStatus {
+  pid @0 :UInt32;
+  cpuPercent @1 :Float32;
+  rssBytes @2 :UInt64;
+  state @3 :Text;           # "starting", "idle", "running", "blocked"
+}
+
+struct ManagerStatus {
+  units @0 :UInt32;         # units the manager's backend currently reports
+  pendingUnits @1 :UInt32;  # launched but not yet running
+}
+
+struct HeartbeatEcho {
+  objectStorageAddress @0 :Text;
+  workerCount @1 :UInt32;
+}
+
+struct Ping {
+  # Probe; the receiver ignores it. Used by the scheduler to test whether a peer is still routable.
+  nonce @0 :UInt64;
+}
+
+struct ProtocolError {
+  # Answer to a message the receiver could not accept (malformed, unexpected, hello missing).
+  reason @0 :Text;
+}
+
+# ---------------------------------------------------------------- tasks
+
+struct Argument {
+  keyword @0 :Text;         # empty for a positional argument
+  union {
+    inline @1 :Data;        # the serialized value
+    objectId @2 :Data;      # the serialized value lives in object storage
+    taskResult @3 :Data;    # graphs only: the result of that task (client -> scheduler)
+  }
+}
+
+struct TaskBody {
+  # Everything only the processor needs. The scheduler and the worker agent forward it unread.
+  functionId @0 :Data;      # object id of the serialized function in object storage
+  serializerId @1 :Data;    # object id of the client's serializer; empty = default (cloudpickle)
+  args @2 :List(Argument);
+  profiling @3 :Bool;
+  streamOutput @4 :Bool;
+  schedulerAddress @5 :Text;   # for clients created inside the task
+}
+
+struct Task {
+  taskId @0 :Data;
+  clientId @1 :Data;        # owner of the task and of its result
+  functionName @2 :Text;    # for monitoring only
+  priority @3 :Int32;       # higher runs first; nested children run above their parents
+  capabilities @4 :List(Capability);
+  body @5 :Data;            # an encoded TaskBody
+  graphId @6 :Data;         # empty unless the task is a node of a graph
+}
+
+enum ResultStatus {
+  success @0;               # payload holds the serialized return value
+  failed @1;                # payload holds the pickled exception raised by the function
+  workerDied @2;            # the task outlived its retry budget of dead workers
+  processorDied @3;         # the process running the task exited (signal, os._exit, OOM)
+  timedOut @4;              # the task ran longer than the worker's task timeout
+  canceled @5;
+  notSerializable @6;       # the result (or its exception) could not be serialized
+  missingObject @7;         # an input object was not found in object storage
+  error @8;                 # anything else; errorMessage says what
+}
+
+struct Profile {
+  durationSeconds @0 :Float64;
+  cpuSeconds @1 :Float64;
+  peakMemoryBytes @2 :UInt64;
+}
+
+struct TaskResult {
+  taskId @0 :Data;
+  status @1 :ResultStatus;
+  errorMessage @2 :Text;    # human-readable reason for any status but success
+  union {
+    none @3 :Void;
+    inline @4 :Data;
+    objectId @5 :Data;
+  }
+  profile @6 :Profile;
+  workerId @7 :Data;        # who produced it; empty when the scheduler made it
+}
+
+struct TaskCancel {
+  taskIds @0 :List(Data);
+}
+
+enum CancelOutcome {
+  canceled @0;
+  notFound @1;              # already finished or never seen
+}
+
+struct TaskCancelConfirm {
+  taskId @0 :Data;
+  outcome @1 :CancelOutcome;
+}
+
+struct TaskLog {
+  taskId @0 :Data;
+  stream @1 :LogStream;
+  text @2 :Text;
+}
+
+enum LogStream {
+  stdout @0;
+  stderr @1;
+}
+
+# ---------------------------------------------------------------- graphs
+
+struct GraphTask {
+  # A culled DAG. Nodes reference each other through Argument.taskResult.
+  graphId @0 :Data;
+  clientId @1 :Data;
+  nodes @2 :List(Task);
+  targets @3 :List(Data);   # task ids whose results the client wants
+}
+
+# ---------------------------------------------------------------- clients
+
+struct ClientDisconnect {
+  shutdownCluster @0 :Bool; # true: the client asks the whole cluster to stop
+}
+
+struct ShutdownReply {
+  accepted @0 :Bool;
+  reason @1 :Text;
+}
+
+# ---------------------------------------------------------------- workers
+
+struct WorkerCapacity {
+  # The worker changes how many tasks it accepts at once (nested parents blocked, prefetch tuned).
+  capacity @0 :UInt32;
+}
+
+struct WorkerLeaving {
+  # A worker that stops on purpose. The scheduler re-queues its tasks and answers with Shutdown.
+  reason @0 :Text;
+}
+
+struct TaskReturn {
+  # scheduler -> worker: give these queued, not yet started tasks back.
+  # worker -> scheduler: these were given back (a subset of what was asked).
+  taskIds @0 :List(Data);
+}
+
+struct Shutdown {
+  reason @0 :Text;
+}
+
+# ---------------------------------------------------------------- worker managers
+
+struct TargetEntry {
+  capabilities @0 :List(Capability);
+  workers @1 :UInt32;
+}
+
+struct ManagerTarget {
+  # Declarative: how many workers the scheduler wants from this manager, per capability set.
+  entries @0 :List(TargetEntry);
+  drain @1 :List(Text);     # ids of this manager's workers that are idle; stop these first
+}
+
+# ---------------------------------------------------------------- processor <-> agent (private)
+
+struct ProcessorReady {
+  pid @0 :UInt32;
+}
+
+struct ProcessorBlocked {
+  # The processor's task waits on nested futures; its slot may serve other tasks.
+  taskId @0 :Data;
+}
+
+struct ProcessorResumeRequest {
+  # The nested futures are done; the processor waits for ProcessorResume before running on.
+  taskId @0 :Data;
+}
+
+struct ProcessorResume {
+  taskId @0 :Data;
+}
+
+# ---------------------------------------------------------------- monitoring (PUB)
+
+struct StatusSnapshot {
+  time @0 :Float64;
+  scheduler @1 :SchedulerStats;
+  workers @2 :List(WorkerSummary);
+  clients @3 :List(ClientSummary);
+  managers @4 :List(ManagerSummary);
+  pending @5 :List(PendingGroup);
+}
+
+struct SchedulerStats {
+  address @0 :Text;
+  cpuPercent @1 :Float32;
+  rssBytes @2 :UInt64;
+  queued @3 :UInt32;
+  running @4 :UInt32;
+  succeeded @5 :UInt64;
+  failed @6 :UInt64;
+  canceled @7 :UInt64;
+  workerDied @8 :UInt64;
+  objectCount @9 :UInt64;
+  objectBytes @10 :UInt64;
+  messagesReceived @11 :UInt64;
+  messagesSent @12 :UInt64;
+  graphs @13 :UInt32;
+}
+
+struct WorkerSummary {
+  workerId @0 :Data;
+  managerId @1 :Text;
+  capabilities @2 :List(Capability);
+  capacity @3 :UInt32;
+  assigned @4 :UInt32;
+  status @5 :WorkerStatus;
+  cpuPercent @6 :Float32;
+  rssBytes @7 :UInt64;
+  lastSeenSecondsAgo @8 :Float64;
+  hostname @9 :Text;
+  pid @10 :UInt32;
+}
+
+struct ClientSummary {
+  clientId @0 :Data;
+  tasks @1 :UInt32;
+}
+
+struct ManagerSummary {
+  managerId @0 :Text;
+  managerType @1 :Text;
+  capabilities @2 :List(Capability);
+  maxWorkers @3 :WorkerLimit;
+  connectedWorkers @4 :UInt32;
+  targetWorkers @5 :UInt32;
+  units @6 :UInt32;
+  pendingUnits @7 :UInt32;
+}
+
+struct PendingGroup {
+  # Queued tasks that share a capability set, and why they are not running.
+  capabilities @0 :List(Capability);
+  count @1 :UInt32;
+  reason @2 :Text;
+}
+
+# ---------------------------------------------------------------- envelope
+
+struct Message {
+  union {
+    hello @0 :Hello;
+    helloReply @1 :HelloReply;
+    heartbeat @2 :Heartbeat;
+    heartbeatEcho @3 :HeartbeatEcho;
+    ping @4 :Ping;
+    protocolError @5 :ProtocolError;
+    task @6 :Task;
+    taskResult @7 :TaskResult;
+    taskCancel @8 :TaskCancel;
+    taskCancelConfirm @9 :TaskCancelConfirm;
+    taskLog @10 :TaskLog;
+    graphTask @11 :GraphTask;
+    clientDisconnect @12 :ClientDisconnect;
+    shutdownReply @13 :ShutdownReply;
+    workerCapacity @14 :WorkerCapacity;
+    workerLeaving @15 :WorkerLeaving;
+    taskReturn @16 :TaskReturn;
+    shutdown @17 :Shutdown;
+    managerTarget @18 :ManagerTarget;
+    processorReady @19 :ProcessorReady;
+    processorBlocked @20 :ProcessorBlocked;
+    processorResumeRequest @21 :ProcessorResumeRequest;
+    processorResume @22 :ProcessorResume;
+    statusSnapshot @23 :StatusSnapshot;
+  }
+}

@@ -1,0 +1,457 @@
+"""Every wire message as a frozen value. Python code only ever sees these; `codec` maps them to bytes.
+
+Field names are snake_case versions of the schema's (`scaler/protocol/message.capnp`). Optional
+structs of the schema become `None`; unions become small enums or `X | None` pairs.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Union
+
+from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID
+
+PROTOCOL_VERSION = 1
+
+#: A capability set, normalised: sorted by name. Value -1 means "present, no quantity".
+Capabilities = tuple[tuple[str, int], ...]
+
+
+def make_capabilities(values: dict[str, int] | None) -> Capabilities:
+    if not values:
+        return ()
+    return tuple(sorted((str(name), int(value)) for name, value in values.items()))
+
+
+#: Worker limit of a manager: None means unlimited.
+WorkerLimit = Union[int, None]
+
+
+# ---------------------------------------------------------------- connection set-up
+
+
+class Role(enum.Enum):
+    CLIENT = "client"
+    WORKER = "worker"
+    MANAGER = "manager"
+    PROCESSOR = "processor"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientInfo:
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    capabilities: Capabilities = ()
+    capacity: int = 1
+    manager_id: str = ""
+    worker_type: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerInfo:
+    manager_id: str
+    capabilities: Capabilities = ()
+    max_workers: WorkerLimit = None
+    manager_type: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorInfo:
+    processor_id: bytes
+
+
+RoleInfo = Union[ClientInfo, WorkerInfo, ManagerInfo, ProcessorInfo]
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    protocol_version: int
+    python_version: str
+    pid: int
+    hostname: str
+    info: RoleInfo
+
+    @property
+    def role(self) -> Role:
+        return ROLE_OF_INFO[type(self.info)]
+
+
+ROLE_OF_INFO: dict[type, Role] = {
+    ClientInfo: Role.CLIENT,
+    WorkerInfo: Role.WORKER,
+    ManagerInfo: Role.MANAGER,
+    ProcessorInfo: Role.PROCESSOR,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HelloReply:
+    accepted: bool
+    reason: str = ""
+    protocol_version: int = PROTOCOL_VERSION
+    python_version: str = ""
+    object_storage_address: str = ""
+    heartbeat_interval_seconds: float = 2.0
+    worker_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorStatus:
+    pid: int
+    cpu_percent: float = 0.0
+    rss_bytes: int = 0
+    state: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStatus:
+    queued: int = 0
+    running: int = 0
+    blocked: int = 0
+    free_memory_bytes: int = 0
+    processors: tuple[ProcessorStatus, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerStatus:
+    units: int = 0
+    pending_units: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    cpu_percent: float = 0.0
+    rss_bytes: int = 0
+    worker: WorkerStatus | None = None  #: set by workers
+    manager: ManagerStatus | None = None  #: set by managers
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatEcho:
+    object_storage_address: str = ""
+    worker_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    nonce: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolError:
+    reason: str
+
+
+# ---------------------------------------------------------------- tasks
+
+
+class ArgumentKind(enum.Enum):
+    INLINE = "inline"
+    OBJECT_ID = "objectId"
+    TASK_RESULT = "taskResult"
+
+
+@dataclass(frozen=True, slots=True)
+class Argument:
+    kind: ArgumentKind
+    data: bytes  #: serialized value, object id or task id, according to `kind`
+    keyword: str = ""  #: empty for a positional argument
+
+
+@dataclass(frozen=True, slots=True)
+class TaskBody:
+    function_id: ObjectID
+    args: tuple[Argument, ...] = ()
+    serializer_id: ObjectID = ObjectID(b"")
+    profiling: bool = False
+    stream_output: bool = False
+    scheduler_address: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    task_id: TaskID
+    client_id: ClientID
+    body: bytes  #: an encoded TaskBody; only processors (and graphs in the scheduler) read it
+    function_name: str = ""
+    priority: int = 0
+    capabilities: Capabilities = ()
+    graph_id: GraphID = GraphID(b"")
+
+
+class ResultStatus(enum.Enum):
+    SUCCESS = "success"
+    FAILED = "failed"
+    WORKER_DIED = "workerDied"
+    PROCESSOR_DIED = "processorDied"
+    TIMED_OUT = "timedOut"
+    CANCELED = "canceled"
+    NOT_SERIALIZABLE = "notSerializable"
+    MISSING_OBJECT = "missingObject"
+    ERROR = "error"
+
+
+class PayloadKind(enum.Enum):
+    NONE = "none"
+    INLINE = "inline"
+    OBJECT_ID = "objectId"
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    duration_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    peak_memory_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TaskResult:
+    task_id: TaskID
+    status: ResultStatus
+    payload_kind: PayloadKind = PayloadKind.NONE
+    payload: bytes = b""  #: serialized value / pickled exception, or an object id
+    error_message: str = ""
+    profile: Profile = field(default_factory=Profile)
+    worker_id: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCancel:
+    task_ids: tuple[TaskID, ...]
+
+
+class CancelOutcome(enum.Enum):
+    CANCELED = "canceled"
+    NOT_FOUND = "notFound"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCancelConfirm:
+    task_id: TaskID
+    outcome: CancelOutcome
+
+
+class LogStream(enum.Enum):
+    STDOUT = "stdout"
+    STDERR = "stderr"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskLog:
+    task_id: TaskID
+    stream: LogStream
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class GraphTask:
+    graph_id: GraphID
+    client_id: ClientID
+    nodes: tuple[Task, ...]
+    targets: tuple[TaskID, ...]
+
+
+# ---------------------------------------------------------------- clients
+
+
+@dataclass(frozen=True, slots=True)
+class ClientDisconnect:
+    shutdown_cluster: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ShutdownReply:
+    accepted: bool
+    reason: str = ""
+
+
+# ---------------------------------------------------------------- workers
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerCapacity:
+    capacity: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLeaving:
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskReturn:
+    task_ids: tuple[TaskID, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    reason: str = ""
+
+
+# ---------------------------------------------------------------- worker managers
+
+
+@dataclass(frozen=True, slots=True)
+class TargetEntry:
+    capabilities: Capabilities
+    workers: int
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerTarget:
+    entries: tuple[TargetEntry, ...]
+    drain: tuple[str, ...] = ()  #: ids of the manager's idle workers, best to stop first
+
+
+# ---------------------------------------------------------------- processor <-> agent
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorReady:
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorBlocked:
+    task_id: TaskID
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorResumeRequest:
+    task_id: TaskID
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorResume:
+    task_id: TaskID
+
+
+# ---------------------------------------------------------------- monitoring
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerStats:
+    address: str = ""
+    cpu_percent: float = 0.0
+    rss_bytes: int = 0
+    queued: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    canceled: int = 0
+    worker_died: int = 0
+    object_count: int = 0
+    object_bytes: int = 0
+    messages_received: int = 0
+    messages_sent: int = 0
+    graphs: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSummary:
+    worker_id: bytes
+    manager_id: str = ""
+    capabilities: Capabilities = ()
+    capacity: int = 0
+    assigned: int = 0
+    status: WorkerStatus = field(default_factory=WorkerStatus)
+    cpu_percent: float = 0.0
+    rss_bytes: int = 0
+    last_seen_seconds_ago: float = 0.0
+    hostname: str = ""
+    pid: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSummary:
+    client_id: bytes
+    tasks: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerSummary:
+    manager_id: str
+    manager_type: str = ""
+    capabilities: Capabilities = ()
+    max_workers: WorkerLimit = None
+    connected_workers: int = 0
+    target_workers: int = 0
+    units: int = 0
+    pending_units: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PendingGroup:
+    capabilities: Capabilities
+    count: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StatusSnapshot:
+    time: float
+    scheduler: SchedulerStats
+    workers: tuple[WorkerSummary, ...] = ()
+    clients: tuple[ClientSummary, ...] = ()
+    managers: tuple[ManagerSummary, ...] = ()
+    pending: tuple[PendingGroup, ...] = ()
+
+
+Message = Union[
+    Hello,
+    HelloReply,
+    Heartbeat,
+    HeartbeatEcho,
+    Ping,
+    ProtocolError,
+    Task,
+    TaskResult,
+    TaskCancel,
+    TaskCancelConfirm,
+    TaskLog,
+    GraphTask,
+    ClientDisconnect,
+    ShutdownReply,
+    WorkerCapacity,
+    WorkerLeaving,
+    TaskReturn,
+    Shutdown,
+    ManagerTarget,
+    ProcessorReady,
+    ProcessorBlocked,
+    ProcessorResumeRequest,
+    ProcessorResume,
+    StatusSnapshot,
+]
+
+#: Every message type, in schema order; the codec and the routing tables are checked against it.
+MESSAGE_TYPES: tuple[type, ...] = (
+    Hello,
+    HelloReply,
+    Heartbeat,
+    HeartbeatEcho,
+    Ping,
+    ProtocolError,
+    Task,
+    TaskResult,
+    TaskCancel,
+    TaskCancelConfirm,
+    TaskLog,
+    GraphTask,
+    ClientDisconnect,
+    ShutdownReply,
+    WorkerCapacity,
+    WorkerLeaving,
+    TaskReturn,
+    Shutdown,
+    ManagerTarget,
+    ProcessorReady,
+    ProcessorBlocked,
+    ProcessorResumeRequest,
+    ProcessorResume,
+    StatusSnapshot,
+)

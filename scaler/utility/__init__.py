@@ -1,0 +1,1 @@
+"""Compatibility package: keeps the import paths of existing user code working."""

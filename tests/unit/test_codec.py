@@ -1,0 +1,111 @@
+"""Every message survives a round trip through the codec, and bad frames are refused clearly."""
+
+import pytest
+
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol import storage_messages as sm
+from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID
+
+T = TaskID(b"t" * 16)
+C = ClientID(b"Client|abc")
+TASK = m.Task(T, C, b"body", "f", 2, (("gpu", -1),), GraphID(b"g"))
+STATUS = m.WorkerStatus(1, 2, 3, 4, (m.ProcessorStatus(10, 1.5, 100, "running"),))
+
+SAMPLES: list[m.Message] = [
+    m.Hello(1, "3.11.7", 42, "host", m.ClientInfo("me")),
+    m.Hello(1, "3.11.7", 42, "host", m.WorkerInfo((("cpu", 8), ("linux", -1)), 3, "mgr", "FIX")),
+    m.Hello(1, "3.11.7", 42, "host", m.ManagerInfo("mgr", (), None, "baremetal_native")),
+    m.Hello(1, "3.11.7", 42, "host", m.ManagerInfo("mgr", (("gpu", 1),), 8, "aws_raw_ecs")),
+    m.Hello(1, "3.11.7", 42, "host", m.ProcessorInfo(b"p1")),
+    m.HelloReply(False, "no", 1, "3.12.0", "tcp://127.0.0.1:1", 1.5, 3),
+    m.Heartbeat(1.0, 2, STATUS, None),
+    m.Heartbeat(1.0, 2, None, m.ManagerStatus(3, 1)),
+    m.Heartbeat(0.0, 0),
+    m.HeartbeatEcho("tcp://x:1", 2),
+    m.Ping(7),
+    m.ProtocolError("bad"),
+    TASK,
+    m.TaskResult(T, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v", "", m.Profile(1.0, 0.5, 99), b"w"),
+    m.TaskResult(T, m.ResultStatus.FAILED, m.PayloadKind.OBJECT_ID, b"o", "boom"),
+    m.TaskResult(T, m.ResultStatus.WORKER_DIED, error_message="gone"),
+    m.TaskCancel((T, TaskID(b"u" * 16))),
+    m.TaskCancelConfirm(T, m.CancelOutcome.NOT_FOUND),
+    m.TaskLog(T, m.LogStream.STDERR, "hello\n"),
+    m.GraphTask(GraphID(b"g"), C, (TASK, TASK), (T,)),
+    m.ClientDisconnect(True),
+    m.ShutdownReply(False, "protected"),
+    m.WorkerCapacity(4),
+    m.WorkerLeaving("sigterm"),
+    m.TaskReturn((T,)),
+    m.Shutdown("bye"),
+    m.ManagerTarget((m.TargetEntry((), 3), m.TargetEntry((("gpu", -1),), 1)), ("w1",)),
+    m.ProcessorReady(5),
+    m.ProcessorBlocked(T),
+    m.ProcessorResumeRequest(T),
+    m.ProcessorResume(T),
+    m.StatusSnapshot(
+        1.0,
+        m.SchedulerStats("tcp://a:1", 1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13),
+        (m.WorkerSummary(b"w", "mgr", (("a", -1),), 2, 1, STATUS, 1.0, 5, 0.5, "h", 9),),
+        (m.ClientSummary(b"c", 3),),
+        (m.ManagerSummary("mgr", "baremetal_native", (), 4, 1, 2, 3, 4),),
+        (m.PendingGroup((("gpu", -1),), 3, "no worker has gpu"),),
+    ),
+]
+
+
+@pytest.mark.parametrize("message", SAMPLES, ids=lambda s: type(s).__name__)
+def test_round_trip(message: m.Message) -> None:
+    assert codec.decode(codec.encode(message)) == message
+
+
+def test_every_message_type_has_a_sample() -> None:
+    assert {type(s) for s in SAMPLES} == set(m.MESSAGE_TYPES)
+
+
+def test_body_round_trip() -> None:
+    body = m.TaskBody(
+        ObjectID(b"f"),
+        (
+            m.Argument(m.ArgumentKind.INLINE, b"1"),
+            m.Argument(m.ArgumentKind.OBJECT_ID, b"o", "x"),
+            m.Argument(m.ArgumentKind.TASK_RESULT, b"t", "y"),
+        ),
+        ObjectID(b"s"),
+        True,
+        True,
+        "tcp://127.0.0.1:1",
+    )
+    assert codec.decode_body(codec.encode_body(body)) == body
+
+
+@pytest.mark.parametrize("frame", [b"", b"\x00" * 7, b"garbage!" * 3, b"\xff" * 64])
+def test_garbage_is_refused_with_a_decode_error(frame: bytes) -> None:
+    with pytest.raises(codec.DecodeError, match="not a valid"):
+        codec.decode(frame)
+
+
+STORAGE_REQUESTS = [
+    sm.StorageHello(1, "3.11.7", "client"),
+    sm.Put(ObjectID(b"o"), b"owner", 10, "name"),
+    sm.Get(ObjectID(b"o")),
+    sm.Delete((ObjectID(b"a"), ObjectID(b"b"))),
+    sm.Exists(ObjectID(b"o")),
+    sm.Info(),
+    sm.DeleteOwner(b"owner"),
+]
+
+
+@pytest.mark.parametrize("operation", STORAGE_REQUESTS, ids=lambda s: type(s).__name__)
+def test_storage_request_round_trip(operation: sm.StorageOperation) -> None:
+    request = sm.StorageRequest(7, operation)
+    assert codec.decode_storage_request(codec.encode_storage_request(request)) == request
+
+
+@pytest.mark.parametrize(
+    "value", [None, sm.ObjectSize(5), True, False, sm.StorageInfo(1, 2, 3), 4], ids=lambda v: repr(v)
+)
+def test_storage_reply_round_trip(value: sm.ReplyValue) -> None:
+    reply = sm.StorageReply(3, sm.StorageStatus.NOT_FOUND, "why", value)
+    assert codec.decode_storage_reply(codec.encode_storage_reply(reply)) == reply
