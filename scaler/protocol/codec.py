@@ -94,6 +94,12 @@ def _set_task(builder: Any, task: m.Task) -> None:
     builder.body = task.body
     if task.graph_id:
         builder.graphId = task.graph_id
+    if task.dependencies:
+        builder.dependencies = list(task.dependencies)
+    if task.inputs:
+        for item, given in zip(builder.init("inputs", len(task.inputs)), task.inputs):
+            item.taskId = given.task_id
+            setattr(item, given.kind.value, given.data)
 
 
 def _task(reader: Any) -> m.Task:
@@ -105,7 +111,14 @@ def _task(reader: Any) -> m.Task:
         priority=reader.priority,
         capabilities=_capabilities(reader.capabilities) if reader.capabilities else (),
         graph_id=GraphID(reader.graphId),
+        dependencies=tuple(TaskID(d) for d in reader.dependencies) if reader.dependencies else (),
+        inputs=tuple(_task_input(i) for i in reader.inputs) if reader.inputs else (),
     )
+
+
+def _task_input(reader: Any) -> m.TaskInput:
+    kind = reader.which()
+    return m.TaskInput(TaskID(reader.taskId), m.PayloadKind(kind), getattr(reader, kind))
 
 
 # ---------------------------------------------------------------- encoders, one per message type
@@ -407,6 +420,8 @@ _DECODERS: dict[str, Callable[[Any], m.Message]] = {
 
 
 def decode(frame: bytes | memoryview) -> m.Message:
+    if not isinstance(frame, bytes):
+        frame = bytes(frame)  # Cap'n Proto needs word-aligned data; bytes objects are, zmq buffers may not be
     try:
         with _schema.Message.from_bytes(frame, traversal_limit_in_words=_TRAVERSAL_LIMIT) as envelope:
             kind = envelope.which()
@@ -438,6 +453,8 @@ def encode_body(body: m.TaskBody) -> bytes:
 
 
 def decode_body(data: bytes) -> m.TaskBody:
+    if not isinstance(data, bytes):
+        data = bytes(data)  # see decode()
     try:
         with _schema.TaskBody.from_bytes(data, traversal_limit_in_words=_TRAVERSAL_LIMIT) as r:
             args = []
@@ -484,6 +501,8 @@ def encode_storage_request(request: sm.StorageRequest) -> bytes:
 
 
 def decode_storage_request(frame: bytes | memoryview) -> sm.StorageRequest:
+    if not isinstance(frame, bytes):
+        frame = bytes(frame)  # see decode()
     try:
         with _storage_schema.StorageRequest.from_bytes(frame, traversal_limit_in_words=_TRAVERSAL_LIMIT) as r:
             kind = r.which()
@@ -530,6 +549,8 @@ def encode_storage_reply(reply: sm.StorageReply) -> bytes:
 
 
 def decode_storage_reply(frame: bytes | memoryview) -> sm.StorageReply:
+    if not isinstance(frame, bytes):
+        frame = bytes(frame)  # see decode()
     try:
         with _storage_schema.StorageReply.from_bytes(frame, traversal_limit_in_words=_TRAVERSAL_LIMIT) as r:
             kind = r.which()

@@ -141,6 +141,16 @@ struct Task {
   capabilities @4 :List(Capability);
   body @5 :Data;            # an encoded TaskBody
   graphId @6 :Data;         # empty unless the task is a node of a graph
+  dependencies @7 :List(Data);   # graph nodes: ids of the nodes whose results this one needs
+  inputs @8 :List(TaskInput);    # scheduler -> worker: those results, for Argument.taskResult
+}
+
+struct TaskInput {
+  taskId @0 :Data;
+  union {
+    inline @1 :Data;
+    objectId @2 :Data;
+  }
 }
 
 enum ResultStatus {
@@ -153,6 +163,7 @@ enum ResultStatus {
   notSerializable @6;       # the result (or its exception) could not be serialized
   missingObject @7;         # an input object was not found in object storage
   error @8;                 # anything else; errorMessage says what
+  noWorker @9;              # refused: the queue is full (max-number-of-tasks-waiting)
 }
 
 struct Profile {

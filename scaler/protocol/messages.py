@@ -172,15 +172,32 @@ class TaskBody:
     scheduler_address: str = ""
 
 
+class PayloadKind(enum.Enum):
+    NONE = "none"
+    INLINE = "inline"
+    OBJECT_ID = "objectId"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInput:
+    """The result of a graph node, handed to the nodes that depend on it."""
+
+    task_id: TaskID
+    kind: PayloadKind  #: INLINE or OBJECT_ID
+    data: bytes
+
+
 @dataclass(frozen=True, slots=True)
 class Task:
     task_id: TaskID
     client_id: ClientID
-    body: bytes  #: an encoded TaskBody; only processors (and graphs in the scheduler) read it
+    body: bytes  #: an encoded TaskBody; only processors read it
     function_name: str = ""
     priority: int = 0
     capabilities: Capabilities = ()
     graph_id: GraphID = GraphID(b"")
+    dependencies: tuple[TaskID, ...] = ()  #: graph nodes: nodes whose results this one needs
+    inputs: tuple[TaskInput, ...] = ()  #: scheduler -> worker: those results
 
 
 class ResultStatus(enum.Enum):
@@ -193,12 +210,7 @@ class ResultStatus(enum.Enum):
     NOT_SERIALIZABLE = "notSerializable"
     MISSING_OBJECT = "missingObject"
     ERROR = "error"
-
-
-class PayloadKind(enum.Enum):
-    NONE = "none"
-    INLINE = "inline"
-    OBJECT_ID = "objectId"
+    NO_WORKER = "noWorker"
 
 
 @dataclass(frozen=True, slots=True)

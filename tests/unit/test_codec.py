@@ -9,7 +9,17 @@ from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID
 
 T = TaskID(b"t" * 16)
 C = ClientID(b"Client|abc")
-TASK = m.Task(T, C, b"body", "f", 2, (("gpu", -1),), GraphID(b"g"))
+TASK = m.Task(
+    T,
+    C,
+    b"body",
+    "f",
+    2,
+    (("gpu", -1),),
+    GraphID(b"g"),
+    (TaskID(b"d" * 16),),
+    (m.TaskInput(TaskID(b"d" * 16), m.PayloadKind.INLINE, b"v"), m.TaskInput(T, m.PayloadKind.OBJECT_ID, b"o")),
+)
 STATUS = m.WorkerStatus(1, 2, 3, 4, (m.ProcessorStatus(10, 1.5, 100, "running"),))
 
 SAMPLES: list[m.Message] = [

@@ -1,0 +1,80 @@
+"""scaler: submit Python functions as tasks; a scheduler runs them on local or cloud workers.
+
+The public API is re-exported here lazily, so that `import scaler` stays cheap for processes that
+only need a part of the package (workers, the scheduler).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scaler.errors import (
+    ClientCancelledException,
+    ClientQuitException,
+    ClientShutdownException,
+    DeserializeObjectError,
+    DisconnectedError,
+    IncompatiblePeerError,
+    MissingObjects,
+    NoWorkerError,
+    ObjectStorageException,
+    ProcessorDiedError,
+    TaskExceptionNotSerializableError,
+    TaskNotFoundError,
+    TaskTimeoutError,
+    WorkerDiedError,
+)
+from scaler.version import __version__
+
+if TYPE_CHECKING:
+    from scaler.client.client import Client
+    from scaler.client.future import ScalerFuture
+    from scaler.client.object_reference import ObjectReference
+    from scaler.client.serializer import Serializer
+    from scaler.cluster.combo import SchedulerClusterCombo
+
+logging.getLogger("scaler").addHandler(logging.NullHandler())
+
+_LAZY = {
+    "Client": "scaler.client.client",
+    "ScalerFuture": "scaler.client.future",
+    "ObjectReference": "scaler.client.object_reference",
+    "Serializer": "scaler.client.serializer",
+    "SchedulerClusterCombo": "scaler.cluster.combo",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'scaler' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "Client",
+    "ClientCancelledException",
+    "ClientQuitException",
+    "ClientShutdownException",
+    "DeserializeObjectError",
+    "DisconnectedError",
+    "IncompatiblePeerError",
+    "MissingObjects",
+    "NoWorkerError",
+    "ObjectReference",
+    "ObjectStorageException",
+    "ProcessorDiedError",
+    "SchedulerClusterCombo",
+    "ScalerFuture",
+    "Serializer",
+    "TaskExceptionNotSerializableError",
+    "TaskNotFoundError",
+    "TaskTimeoutError",
+    "WorkerDiedError",
+    "__version__",
+]

@@ -1,0 +1,1 @@
+"""The client side: Client, futures, serializers, object references and graphs."""

@@ -1,0 +1,235 @@
+"""The client's background I/O thread: the only code that touches the client's scheduler socket.
+
+The user thread hands it encoded frames (`send`), which leave in batches; it completes futures from
+the scheduler's answers, heartbeats, and fails every pending future with DisconnectedError as soon
+as the connection closes or the scheduler stops answering. It never does blocking I/O (results are
+fetched from object storage by the thread that asks for them), so heartbeats keep flowing while the
+user thread computes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import sys
+import threading
+import time
+from typing import Any
+
+import zmq
+
+from scaler.errors import DisconnectedError, IncompatiblePeerError
+from scaler.io.zmq_async import AsyncSocket, Frames, configure, monitor_events
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol.ids import TaskID, short
+from scaler.client.future import ScalerFuture
+
+logger = logging.getLogger(__name__)
+
+
+class ClientAgent:
+    def __init__(
+        self,
+        address: str,
+        identity: bytes,
+        hello: m.Hello,
+        heartbeat_interval_seconds: float,
+        timeout_seconds: float,
+    ) -> None:
+        self.address = address
+        self.identity = identity
+        self.futures: dict[TaskID, ScalerFuture] = {}
+        self.hello_reply: m.HelloReply | None = None
+        self.worker_count = 0
+        self.error: BaseException | None = None  #: why the connection is gone, once it is
+        self._hello = hello
+        self._heartbeat_interval = heartbeat_interval_seconds
+        self._timeout = timeout_seconds
+        self._outgoing: collections.deque[bytes] = collections.deque()
+        self._ready = threading.Event()
+        self._shutdown_reply: m.ShutdownReply | None = None
+        self._shutdown_answered = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name=f"scaler-client-{short(identity)}", daemon=True)
+
+    # ------------------------------------------------------------ user thread side
+
+    def start(self) -> m.HelloReply:
+        self._thread.start()
+        if not self._ready.wait(self._timeout):
+            self.stop(0.5)
+            raise ConnectionError(f"no scheduler answered at {self.address} within {self._timeout:g} s")
+        if self.error is not None:
+            raise self.error
+        assert self.hello_reply is not None
+        return self.hello_reply
+
+    def send(self, frames: list[bytes]) -> None:
+        """Queue frames for the scheduler (thread-safe); they leave together with others queued meanwhile."""
+        if self.error is not None:
+            raise self.error
+        was_empty = not self._outgoing
+        self._outgoing.extend(frames)
+        if was_empty and self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._flush)
+            except RuntimeError:  # loop closed
+                pass
+
+    def request_shutdown(self, timeout_seconds: float) -> m.ShutdownReply | None:
+        self.send([codec.encode(m.ClientDisconnect(shutdown_cluster=True))])
+        self._shutdown_answered.wait(timeout_seconds)
+        return self._shutdown_reply
+
+    def stop(self, timeout_seconds: float) -> None:
+        """Close the connection (after sending what is queued) and end the thread."""
+        loop = self._loop
+        if loop is not None and not self._stopping:
+            try:
+                loop.call_soon_threadsafe(self._begin_stop)
+            except RuntimeError:
+                pass
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout_seconds)
+
+    @property
+    def is_alive(self) -> bool:
+        return self._thread.is_alive() and self.error is None
+
+    # ------------------------------------------------------------ the thread
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._main())
+        except Exception as error:
+            logger.exception("client I/O thread failed")
+            self._lost(DisconnectedError(f"client I/O thread failed: {error!r}"))
+        finally:
+            loop.close()
+            self._ready.set()
+
+    async def _main(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._closed = loop.create_future()
+        context: zmq.Context[Any] = zmq.Context()
+        sock = context.socket(zmq.DEALER)
+        configure(sock, identity=self.identity)
+        sock.connect(self.address)
+        self._socket = AsyncSocket(loop, sock, self._on_frames)
+        self._monitor = monitor_events(loop, sock, zmq.EVENT_DISCONNECTED, self._on_socket_event)
+        self._socket.send([codec.encode(self._hello)])
+        heartbeat = asyncio.ensure_future(self._heartbeat_routine())
+        try:
+            await self._closed
+        finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+            self._flush()
+            await asyncio.sleep(0)
+            self._monitor.close()
+            self._socket.close()
+            context.term()
+
+    def _flush(self) -> None:
+        if not self._outgoing or self._socket.closed:
+            return
+        frames = []
+        while self._outgoing:
+            frames.append(self._outgoing.popleft())
+        try:
+            self._socket.send(frames)
+        except zmq.ZMQError as error:
+            self._lost(DisconnectedError(f"could not send to the scheduler at {self.address}: {error}"))
+
+    def _begin_stop(self) -> None:
+        self._stopping = True
+        self._flush()
+        if not self._closed.done():
+            self._closed.set_result(None)
+        self._lost(DisconnectedError("the client disconnected"), quiet=True)
+
+    def _on_frames(self, frames: Frames) -> None:
+        for frame in frames:
+            try:
+                message = codec.decode(frame)
+            except codec.DecodeError as error:
+                logger.warning("undecodable frame from the scheduler: %s", error)
+                continue
+            self._on_message(message)
+
+    def _on_message(self, message: m.Message) -> None:
+        self._last_heard = time.monotonic()
+        if isinstance(message, m.TaskResult):
+            future = self.futures.pop(message.task_id, None)
+            if future is not None:
+                future._complete(message)
+        elif isinstance(message, m.TaskCancelConfirm):
+            future = self.futures.pop(message.task_id, None)
+            if future is not None:
+                future._confirm_cancelled()
+        elif isinstance(message, m.HeartbeatEcho):
+            self._echo_pending = False
+            self.worker_count = message.worker_count
+        elif isinstance(message, m.TaskLog):
+            self._print_log(message)
+        elif isinstance(message, m.HelloReply):
+            self._on_hello_reply(message)
+        elif isinstance(message, m.ShutdownReply):
+            self._shutdown_reply = message
+            self._shutdown_answered.set()
+        elif isinstance(message, m.ProtocolError):
+            self._lost(DisconnectedError(f"the scheduler at {self.address} dropped this client: {message.reason}"))
+
+    def _on_hello_reply(self, reply: m.HelloReply) -> None:
+        self.hello_reply = reply
+        self.worker_count = reply.worker_count
+        if not reply.accepted:
+            self._lost(IncompatiblePeerError(f"the scheduler at {self.address} refused this client: {reply.reason}"))
+        self._ready.set()
+
+    def _on_socket_event(self, event: int, value: int) -> None:
+        if not self._stopping:
+            self._lost(DisconnectedError(f"the connection to the scheduler at {self.address} closed"))
+
+    async def _heartbeat_routine(self) -> None:
+        self._last_heard = time.monotonic()
+        self._echo_pending = False
+        heartbeat = codec.encode(m.Heartbeat())
+        while True:
+            await asyncio.sleep(min(self._heartbeat_interval, 1.0))
+            silent = time.monotonic() - self._last_heard
+            if self.hello_reply is not None and silent > self._timeout:
+                self._lost(DisconnectedError(f"the scheduler at {self.address} has not answered for {silent:.0f} s"))
+                return
+            if not self._echo_pending and self.hello_reply is not None:
+                self._echo_pending = True
+                self._outgoing.append(heartbeat)
+                self._flush()
+
+    def _lost(self, error: BaseException, quiet: bool = False) -> None:
+        if self.error is None:
+            self.error = error
+            if not quiet:
+                logger.warning("%s", error)
+        pending = list(self.futures.values())
+        self.futures.clear()
+        for future in pending:
+            future._fail(error)
+        self._shutdown_answered.set()
+        self._ready.set()
+        closed = getattr(self, "_closed", None)
+        if closed is not None and not closed.done():
+            closed.set_result(None)
+
+    @staticmethod
+    def _print_log(log: m.TaskLog) -> None:
+        stream = sys.stdout if log.stream is m.LogStream.STDOUT else sys.stderr
+        prefix = f"[task {log.task_id.hex()[:8]}] "
+        lines = log.text.splitlines(keepends=True)
+        stream.write("".join(prefix + line for line in lines))
+        stream.flush()

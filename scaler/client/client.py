@@ -1,0 +1,338 @@
+"""Client: the user's handle on a scheduler. submit, map, starmap, get (graphs), send_object, clear,
+disconnect, shutdown.
+
+Every wait on the scheduler is bounded by a timeout. A Client created inside a task without an
+address connects to that task's scheduler; a Client passed into a task reconnects there (one
+connection per processor is reused for every task that receives the same client).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from scaler.client.agent import ClientAgent
+from scaler.client.future import ScalerFuture
+from scaler.client.object_reference import ObjectReference
+from scaler.client.result_reader import ResultReader
+from scaler.client.serializer import DefaultSerializer, Serializer
+from scaler.client.task_builder import TaskBuilder, describe
+from scaler.errors import ClientQuitException, ClientShutdownException, DisconnectedError
+from scaler.io.address import validate_address
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol.handshake import local_python_version
+from scaler.protocol.ids import ClientID, ObjectID, TaskID, new_client_id, new_task_id
+from scaler.worker import processor_context
+from scaler.worker.processor_context import BlockingWait
+
+logger = logging.getLogger(__name__)
+
+#: Bound on the waits of clear(), disconnect() and shutdown().
+CLOSE_TIMEOUT_SECONDS = 10.0
+
+
+class Client:
+    def __init__(
+        self,
+        address: str | None = None,
+        profiling: bool = False,
+        timeout_seconds: float = 60,
+        heartbeat_interval_seconds: float = 2,
+        serializer: Serializer | None = None,
+        stream_output: bool = False,
+        object_storage_address: str | None = None,
+        security_config: Any = None,
+    ) -> None:
+        if address is None:
+            context = processor_context.current()
+            if context is None:
+                raise ValueError(
+                    "Client() needs the scheduler's address, e.g. Client(address='tcp://127.0.0.1:8516'); "
+                    "only a Client created inside a task finds its scheduler by itself"
+                )
+            address = context.scheduler_address
+        self._address = validate_address(address)
+        self._profiling = profiling
+        self._timeout_seconds = timeout_seconds
+        self._heartbeat_interval_seconds = heartbeat_interval_seconds
+        self._serializer: Serializer = serializer if serializer is not None else DefaultSerializer()
+        self._stream_output = stream_output
+        self._identity = ClientID(new_client_id())
+        self._closed = False
+        self._lock = threading.Lock()
+        self._storage_connection: Any = None
+        self._serializer_id: ObjectID | None = None
+        hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), m.ClientInfo())
+        self._agent = ClientAgent(self._address, self._identity, hello, heartbeat_interval_seconds, timeout_seconds)
+        reply = self._agent.start()
+        self._object_storage_address = object_storage_address or reply.object_storage_address
+        self._builder = TaskBuilder(self._identity, self._serializer, self._store, self._current_serializer_id)
+        self._reader = ResultReader(self._serializer, self._storage)
+
+    # ------------------------------------------------------------ properties and plumbing
+
+    @property
+    def identity(self) -> ClientID:
+        return self._identity
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    def __repr__(self) -> str:
+        return f"Client(address={self._address!r}, identity={self._identity.decode()!r})"
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.disconnect()
+
+    def __del__(self) -> None:
+        try:
+            if not getattr(self, "_closed", True):
+                self._closed = True
+                self._agent.stop(0.0)
+        except Exception:
+            pass
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        serializer = None if isinstance(self._serializer, DefaultSerializer) else self._serializer
+        return (
+            _rebuild_client,
+            (self._address, self._identity, self._profiling, self._timeout_seconds,
+             self._heartbeat_interval_seconds, serializer, self._stream_output),
+        )  # fmt: skip
+
+    def _storage(self) -> Any:
+        with self._lock:
+            if self._storage_connection is None:
+                from scaler.object_storage.connection import ObjectStorageConnection
+
+                self._storage_connection = ObjectStorageConnection(
+                    self._object_storage_address, role="client", timeout_seconds=self._timeout_seconds
+                )
+            return self._storage_connection
+
+    def _store(self, object_id: ObjectID, payload: bytes, name: str) -> None:
+        self._storage().put(object_id, payload, owner_id=self._identity, name=name)
+
+    def _current_serializer_id(self) -> ObjectID:
+        if isinstance(self._serializer, DefaultSerializer) and type(self._serializer) is DefaultSerializer:
+            return ObjectID(b"")
+        if self._serializer_id is None:
+            payload = DefaultSerializer.serialize(self._serializer)
+            self._serializer_id = self._builder.put_object(payload, "serializer")
+        return self._serializer_id
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientQuitException("this client is disconnected; create a new Client to submit more work")
+        if self._agent.error is not None:
+            raise self._agent.error
+
+    def _new_future(self, task_id: TaskID, profiling: bool) -> ScalerFuture:
+        future = ScalerFuture(task_id, self._reader, self._request_cancel, profiling)
+        self._agent.futures[task_id] = future
+        return future
+
+    def _request_cancel(self, task_id: TaskID) -> None:
+        try:
+            self._agent.send([codec.encode(m.TaskCancel((task_id,)))])
+        except Exception as error:
+            future = self._agent.futures.pop(task_id, None)
+            if future is not None:
+                future._fail(error if isinstance(error, DisconnectedError) else DisconnectedError(str(error)))
+
+    def _priority(self) -> int:
+        context = processor_context.current()
+        return context.task_priority + 1 if context is not None else 0
+
+    # ------------------------------------------------------------ tasks
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ScalerFuture:
+        """Run fn(*args, **kwargs) on a worker. `profiling=True` profiles this task; it also reaches fn
+        when fn has a parameter of that name."""
+        profiling = self._profiling
+        if "profiling" in kwargs:
+            entry = self._builder.function(fn)
+            profiling = bool(kwargs["profiling"]) or profiling
+            if not entry.takes_profiling:
+                kwargs = {key: value for key, value in kwargs.items() if key != "profiling"}
+        return self.submit_verbose(fn, args, kwargs, profiling=profiling)
+
+    def submit_verbose(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        capabilities: dict[str, int] | None = None,
+        reserialize: bool = False,
+        profiling: bool | None = None,
+    ) -> ScalerFuture:
+        self._check_open()
+        entry = self._builder.function(fn)
+        profiling = self._profiling if profiling is None else profiling
+        task_id = new_task_id()
+        task = self._builder.task(
+            task_id, entry, self._builder.arguments(args, kwargs), profiling=profiling,
+            stream_output=self._stream_output, priority=self._priority(),
+            capabilities=m.make_capabilities(capabilities),
+        )  # fmt: skip
+        future = self._new_future(task_id, profiling)
+        self._agent.send([codec.encode(task)])
+        return future
+
+    def map(
+        self, fn: Callable[..., Any], *iterables: Iterable[Any], capabilities: dict[str, int] | None = None,
+        reserialize: bool = False,
+    ) -> list[Any]:  # fmt: skip
+        """Like built-in map (stops at the shortest iterable), run on the workers; returns the results."""
+        if not iterables:
+            raise TypeError("map() needs at least one iterable")
+        return self.starmap(fn, zip(*iterables), capabilities=capabilities)
+
+    def starmap(
+        self, fn: Callable[..., Any], iterable: Iterable[Iterable[Any]], capabilities: dict[str, int] | None = None,
+        reserialize: bool = False,
+    ) -> list[Any]:  # fmt: skip
+        """fn(*args) for each args in iterable, run on the workers; returns the results in order."""
+        self._check_open()
+        entry = self._builder.function(fn)
+        priority, caps = self._priority(), m.make_capabilities(capabilities)
+        futures: list[ScalerFuture] = []
+        frames: list[bytes] = []
+        for args in iterable:
+            task_id = new_task_id()
+            arguments = self._builder.arguments(tuple(args), {})
+            task = self._builder.task(
+                task_id, entry, arguments, profiling=self._profiling, stream_output=self._stream_output,
+                priority=priority, capabilities=caps,
+            )  # fmt: skip
+            futures.append(self._new_future(task_id, self._profiling))
+            frames.append(codec.encode(task))
+            if len(frames) >= 1024:
+                self._agent.send(frames)
+                frames = []
+        if frames:
+            self._agent.send(frames)
+        return self._gather(futures)
+
+    def _gather(self, futures: list[ScalerFuture]) -> list[Any]:
+        try:
+            with BlockingWait():
+                concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
+            return [future.result() for future in futures]
+        except BaseException:
+            for future in futures:
+                if not future.done():
+                    self._request_cancel(future.task_id)
+            raise
+
+    def get(
+        self,
+        graph: dict[str, Any],
+        keys: list[str],
+        block: bool = True,
+        capabilities: dict[str, int] | None = None,
+        reserialize: bool = False,
+    ) -> dict[str, Any]:
+        """Run a dict graph (values are data, callables, or tuples (fn, arg, ...) whose arguments may name
+        other keys) and return {key: result} for the requested keys, or {key: future} with block=False."""
+        from scaler.client.graph import submit_graph
+
+        self._check_open()
+        futures = submit_graph(self, graph, keys, capabilities)
+        if not block:
+            return futures
+        values = self._gather(list(futures.values()))
+        return dict(zip(futures.keys(), values))
+
+    # ------------------------------------------------------------ objects
+
+    def send_object(self, obj: Any, name: str | None = None) -> ObjectReference:
+        """Store obj once; tasks receive the object wherever they get the returned reference."""
+        self._check_open()
+        try:
+            payload = self._serializer.serialize(obj)
+        except Exception as error:
+            raise TypeError(f"cannot serialize the object of type {describe(obj)}: {error}") from error
+        label = name if name is not None else f"object of {describe(obj)}"
+        object_id = self._builder.put_object(payload, label)
+        return ObjectReference(label.encode(), len(payload), object_id)
+
+    # ------------------------------------------------------------ ending
+
+    def clear(self) -> None:
+        """Cancel this client's unfinished tasks and delete every object it stored."""
+        self._check_open()
+        self._cancel_all(CLOSE_TIMEOUT_SECONDS)
+        self._storage().delete_owner(self._identity)
+        self._builder.forget_stored()
+        self._serializer_id = None
+
+    def disconnect(self) -> None:
+        """Cancel this client's unfinished tasks and leave; the cluster keeps running."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._agent.error is None:
+                self._cancel_all(CLOSE_TIMEOUT_SECONDS)
+                self._agent.send([codec.encode(m.ClientDisconnect(shutdown_cluster=False))])
+        except Exception as error:
+            logger.debug("disconnect: %s", error)
+        finally:
+            self._agent.stop(CLOSE_TIMEOUT_SECONDS)
+            self._close_storage()
+
+    def shutdown(self) -> None:
+        """Ask the scheduler to stop the whole cluster; refused when the scheduler is protected."""
+        self._check_open()
+        self._cancel_all(CLOSE_TIMEOUT_SECONDS)
+        reply = self._agent.request_shutdown(CLOSE_TIMEOUT_SECONDS)
+        if reply is not None and not reply.accepted:
+            raise ClientShutdownException(reply.reason)
+        self._closed = True
+        self._agent.stop(CLOSE_TIMEOUT_SECONDS)
+        self._close_storage()
+
+    def _cancel_all(self, timeout_seconds: float) -> None:
+        pending = [future for future in list(self._agent.futures.values()) if not future.done()]
+        if not pending:
+            return
+        self._agent.send([codec.encode(m.TaskCancel(tuple(f.task_id for f in pending)))])
+        concurrent.futures.wait(pending, timeout=timeout_seconds)
+
+    def _close_storage(self) -> None:
+        with self._lock:
+            if self._storage_connection is not None:
+                self._storage_connection.close()
+                self._storage_connection = None
+
+
+#: Clients unpickled in this process, by the identity of the client that was pickled.
+_unpickled: dict[tuple[bytes, str], Client] = {}
+_unpickled_lock = threading.Lock()
+
+
+def _rebuild_client(
+    address: str, identity: bytes, profiling: bool, timeout_seconds: float, heartbeat_interval_seconds: float,
+    serializer: Serializer | None, stream_output: bool,
+) -> Client:  # fmt: skip
+    context = processor_context.current()
+    if context is not None:
+        address = context.scheduler_address
+    key = (identity, address)
+    with _unpickled_lock:
+        client = _unpickled.get(key)
+        if client is None or client._closed or client._agent.error is not None:
+            client = Client(address, profiling, timeout_seconds, heartbeat_interval_seconds, serializer, stream_output)
+            _unpickled[key] = client
+        return client

@@ -1,0 +1,146 @@
+"""ScalerFuture: a `concurrent.futures.Future` whose value is deserialized when first asked for.
+
+The client's I/O thread completes a future with the raw TaskResult; `result()` and `exception()`
+turn it into a value or an exception in the thread that asks (large results are fetched from
+object storage then, not on the I/O thread). Futures work with `concurrent.futures.wait`,
+`as_completed`, done callbacks and `await` (through `asyncio.wrap_future`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
+
+from scaler.protocol import messages as m
+from scaler.protocol.ids import TaskID
+from scaler.worker.processor_context import BlockingWait
+
+if TYPE_CHECKING:
+    from scaler.client.result_reader import ResultReader
+
+_UNSET = object()
+
+#: How long cancel() waits for the scheduler's confirmation when no timeout is given.
+DEFAULT_CANCEL_TIMEOUT_SECONDS = 30.0
+
+
+class ScalerFuture(concurrent.futures.Future[Any]):
+    def __init__(
+        self,
+        task_id: TaskID,
+        reader: ResultReader | None,
+        request_cancel: Callable[[TaskID], None] | None,
+        profiling: bool = False,
+    ) -> None:
+        super().__init__()
+        self._task_id = task_id
+        self._reader = reader
+        self._request_cancel = request_cancel
+        self._profiling = profiling
+        self._raw: m.TaskResult | None = None
+        self._value: Any = _UNSET
+        self._error: BaseException | None = None
+        self._materialize_lock = threading.Lock()
+        self._cancel_answered = threading.Event()
+
+    @property
+    def task_id(self) -> TaskID:
+        return self._task_id
+
+    # ------------------------------------------------------------ completion (called by the I/O thread)
+
+    def _complete(self, result: m.TaskResult) -> None:
+        if self.done():
+            return
+        self._raw = result
+        self._cancel_answered.set()
+        try:
+            self.set_result(None)
+        except concurrent.futures.InvalidStateError:
+            pass
+
+    def _complete_with_value(self, value: Any) -> None:
+        if self.done():
+            return
+        self._value = value
+        self._cancel_answered.set()
+        try:
+            self.set_result(value)
+        except concurrent.futures.InvalidStateError:
+            pass
+
+    def _fail(self, error: BaseException) -> None:
+        if self.done():
+            return
+        self._error = error
+        self._cancel_answered.set()
+        try:
+            self.set_result(None)
+        except concurrent.futures.InvalidStateError:
+            pass
+
+    def _confirm_cancelled(self) -> None:
+        concurrent.futures.Future.cancel(self)
+        self._cancel_answered.set()
+
+    # ------------------------------------------------------------ user API
+
+    def result(self, timeout: float | None = None) -> Any:
+        if not self.done():
+            with BlockingWait():
+                concurrent.futures.Future.result(self, timeout)
+        else:
+            concurrent.futures.Future.result(self, timeout)  # raises CancelledError when cancelled
+        self._materialize()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if not self.done():
+            with BlockingWait():
+                concurrent.futures.Future.exception(self, timeout)
+        else:
+            concurrent.futures.Future.exception(self, timeout)
+        self._materialize()
+        return self._error
+
+    def cancel(self, timeout: float | None = None) -> bool:
+        """Ask the scheduler to cancel the task (a graph member cancels its whole graph); waits for
+        its answer up to `timeout` seconds. True if the task was cancelled, False if it finished first."""
+        if self.done():
+            return self.cancelled()
+        if self._request_cancel is None:
+            return bool(concurrent.futures.Future.cancel(self))
+        self._request_cancel(self._task_id)
+        self._cancel_answered.wait(DEFAULT_CANCEL_TIMEOUT_SECONDS if timeout is None else timeout)
+        return self.cancelled()
+
+    def profiling_info(self) -> Any:
+        from scaler.client.profile import ProfileResult
+
+        self.result()
+        raw = self._raw
+        if raw is None or not self._profiling:
+            raise ValueError("no profiling information: submit with profiling=True or use Client(profiling=True)")
+        return ProfileResult.from_profile(raw.profile)
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return asyncio.wrap_future(self).__await__()
+
+    # ------------------------------------------------------------ internals
+
+    def _materialize(self) -> None:
+        if self._value is not _UNSET or self._error is not None or self._raw is None:
+            return
+        with self._materialize_lock:
+            if self._value is not _UNSET or self._error is not None:
+                return
+            assert self._reader is not None
+            try:
+                self._value = self._reader.read(self._raw)
+            except BaseException as error:
+                self._error = error

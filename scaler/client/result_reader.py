@@ -1,0 +1,59 @@
+"""Turns a TaskResult into the task's value, or into the exception the caller should see."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+from scaler import errors
+from scaler.client.serializer import Serializer, deserialize_with
+from scaler.protocol import messages as m
+
+#: Exceptions for the statuses that carry only a message.
+STATUS_ERRORS: dict[m.ResultStatus, type[Exception]] = {
+    m.ResultStatus.WORKER_DIED: errors.WorkerDiedError,
+    m.ResultStatus.PROCESSOR_DIED: errors.ProcessorDiedError,
+    m.ResultStatus.TIMED_OUT: errors.TaskTimeoutError,
+    m.ResultStatus.NOT_SERIALIZABLE: errors.ResultNotSerializableError,
+    m.ResultStatus.MISSING_OBJECT: errors.MissingObjects,
+    m.ResultStatus.NO_WORKER: errors.NoWorkerError,
+    m.ResultStatus.CANCELED: errors.ClientCancelledException,
+    m.ResultStatus.ERROR: errors.ScalerError,
+}
+
+
+class ResultReader:
+    def __init__(self, serializer: Serializer, storage: Callable[[], Any]) -> None:
+        self._serializer = serializer
+        self._storage = storage
+
+    def read(self, result: m.TaskResult) -> Any:
+        if result.status is m.ResultStatus.SUCCESS:
+            return deserialize_with(self._serializer, self._payload(result))
+        if result.status is m.ResultStatus.FAILED:
+            raise self._exception(self._payload(result))
+        raise STATUS_ERRORS[result.status](result.error_message)
+
+    def _payload(self, result: m.TaskResult) -> bytes | bytearray | memoryview:
+        if result.payload_kind is not m.PayloadKind.OBJECT_ID:
+            return result.payload
+        storage = self._storage()
+        payload = storage.get(result.payload)
+        try:
+            storage.delete([result.payload])
+        except Exception:  # the owner's cleanup deletes it anyway
+            pass
+        return payload
+
+    @staticmethod
+    def _exception(payload: bytes | bytearray | memoryview) -> BaseException:
+        try:
+            error, trace = pickle.loads(payload)
+        except Exception as problem:
+            return errors.DeserializeObjectError(f"the task failed, and its exception could not be read here: {problem!r}")
+        if isinstance(error, BaseException):
+            if trace and error.__cause__ is None:
+                error.__cause__ = errors.RemoteTraceback(f'\n"""\n{trace}"""')
+            return error
+        return errors.ScalerError(f"the task failed with a non-exception value {error!r}")

@@ -1,0 +1,140 @@
+"""Builds the wire form of tasks: functions stored once per client, arguments inline or in storage.
+
+Object ids of what a client stores are content-addressed (sha256 of the client id and the bytes), so
+identical functions and objects are stored once; ids differ between clients, so one client's
+cleanup never deletes another's objects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from scaler.client.object_reference import ObjectReference
+from scaler.client.serializer import Serializer
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol.ids import ClientID, ObjectID, TaskID
+
+#: Arguments up to this size travel inside the task message; bigger ones go to object storage.
+INLINE_LIMIT_BYTES = 64 * 1024
+
+
+def content_id(owner: bytes, payload: bytes | bytearray | memoryview) -> ObjectID:
+    digest = hashlib.sha256(owner)
+    digest.update(payload)
+    return ObjectID(digest.digest()[:16])
+
+
+def describe(value: Any) -> str:
+    kind = type(value)
+    return f"{kind.__module__}.{kind.__qualname__}" if kind.__module__ != "builtins" else kind.__qualname__
+
+
+@dataclass(frozen=True)
+class FunctionEntry:
+    function: Any  #: kept alive so that its id() stays unique while cached
+    object_id: ObjectID
+    name: str
+    takes_profiling: bool  #: the function has its own `profiling` parameter
+
+
+class TaskBuilder:
+    """Per-client: function cache and argument encoding. `store(object_id, payload, name)` puts an object."""
+
+    def __init__(
+        self,
+        client_id: ClientID,
+        serializer: Serializer,
+        store: Callable[[ObjectID, bytes, str], None],
+        serializer_id: Callable[[], ObjectID],
+    ) -> None:
+        self._client_id = client_id
+        self._serializer = serializer
+        self._store = store
+        self._serializer_id = serializer_id
+        self._functions: dict[int, FunctionEntry] = {}
+        self._stored: set[ObjectID] = set()
+
+    def forget_stored(self) -> None:
+        """After client.clear(): everything must be stored again."""
+        self._functions.clear()
+        self._stored.clear()
+
+    def function(self, function: Any) -> FunctionEntry:
+        entry = self._functions.get(id(function))
+        if entry is not None and entry.function is function:
+            return entry
+        if not callable(function):
+            raise TypeError(f"cannot submit {describe(function)}: it is not callable")
+        try:
+            payload = self._serializer.serialize(function)
+        except Exception as error:
+            raise TypeError(f"cannot serialize the function {_function_name(function)}: {error}") from error
+        object_id = self.put_object(payload, f"function {_function_name(function)}")
+        entry = FunctionEntry(function, object_id, _function_name(function), _takes_profiling(function))
+        if len(self._functions) > 10_000:
+            self._functions.clear()
+        self._functions[id(function)] = entry
+        return entry
+
+    def put_object(self, payload: bytes, name: str) -> ObjectID:
+        object_id = content_id(self._client_id, payload)
+        if object_id not in self._stored:
+            self._store(object_id, payload, name)
+            self._stored.add(object_id)
+        return object_id
+
+    def argument(self, value: Any, keyword: str, position: int) -> m.Argument:
+        if isinstance(value, ObjectReference):
+            return m.Argument(m.ArgumentKind.OBJECT_ID, value.object_id, keyword)
+        try:
+            payload = self._serializer.serialize(value)
+        except Exception as error:
+            which = f"keyword argument {keyword!r}" if keyword else f"argument {position}"
+            raise TypeError(f"cannot serialize {which} of type {describe(value)}: {error}") from error
+        if len(payload) <= INLINE_LIMIT_BYTES:
+            return m.Argument(m.ArgumentKind.INLINE, payload, keyword)
+        return m.Argument(m.ArgumentKind.OBJECT_ID, self.put_object(payload, f"argument of {describe(value)}"), keyword)
+
+    def arguments(self, args: Iterable[Any], kwargs: dict[str, Any]) -> tuple[m.Argument, ...]:
+        encoded = [self.argument(value, "", position) for position, value in enumerate(args)]
+        encoded.extend(self.argument(value, keyword, 0) for keyword, value in kwargs.items())
+        return tuple(encoded)
+
+    def task(
+        self,
+        task_id: TaskID,
+        function: FunctionEntry,
+        arguments: tuple[m.Argument, ...],
+        *,
+        profiling: bool,
+        stream_output: bool,
+        priority: int,
+        capabilities: m.Capabilities,
+        graph_id: bytes = b"",
+        dependencies: tuple[TaskID, ...] = (),
+    ) -> m.Task:
+        body = codec.encode_body(
+            m.TaskBody(function.object_id, arguments, self._serializer_id(), profiling, stream_output)
+        )
+        return m.Task(
+            task_id, self._client_id, body, function.name, priority, capabilities, m.GraphID(graph_id), dependencies
+        )
+
+
+def _function_name(function: Any) -> str:
+    name = getattr(function, "__qualname__", None) or getattr(function, "__name__", None)
+    return str(name) if name else describe(function)
+
+
+def _takes_profiling(function: Any) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+    parameter = parameters.get("profiling")
+    return parameter is not None and parameter.kind is not inspect.Parameter.POSITIONAL_ONLY

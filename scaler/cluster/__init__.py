@@ -1,0 +1,1 @@
+"""Local clusters: child process handling, fixed worker pools, SchedulerClusterCombo."""

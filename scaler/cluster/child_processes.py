@@ -1,0 +1,87 @@
+"""Starting and stopping the child processes of a component, so that none outlives its parent.
+
+On Linux each child asks the kernel for SIGKILL when its parent dies (PR_SET_PDEATHSIG), so even a
+SIGKILLed parent leaves no orphan behind. Stopping is SIGTERM, a grace period, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+logger = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def start_python_child(
+    module_args: Sequence[str],
+    env: dict[str, str] | None = None,
+    new_session: bool = False,
+    die_with_parent: bool = True,
+) -> subprocess.Popen[bytes]:
+    """Start `python -m <module_args...>` with this interpreter."""
+    argv = [sys.executable, "-m", *module_args]
+    return subprocess.Popen(  # noqa: S603 - our own interpreter and module
+        argv,
+        env=env,
+        start_new_session=new_session,
+        preexec_fn=_die_with_parent if die_with_parent else None,  # noqa: PLW1509
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def stop_children(children: Sequence[subprocess.Popen[bytes]], grace_seconds: float = 5.0) -> None:
+    """SIGTERM every child that runs, wait up to the grace period in total, then SIGKILL the rest."""
+    for child in children:
+        if child.poll() is None:
+            try:
+                child.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + grace_seconds
+    for child in children:
+        remaining = max(0.0, deadline - time.monotonic())
+        try:
+            child.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            logger.warning("process %d did not stop within %.0f s; killing it", child.pid, grace_seconds)
+            child.kill()
+            child.wait()
+
+
+def describe_exit(returncode: int | None) -> str:
+    """'exit code 3', 'killed by SIGKILL', or 'running'."""
+    if returncode is None:
+        return "running"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

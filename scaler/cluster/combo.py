@@ -1,0 +1,204 @@
+"""SchedulerClusterCombo: object storage, a scheduler and a fixed pool of workers on this machine.
+
+All processes start at once (ZeroMQ connections wait for their peer), and the constructor returns
+when the scheduler answers. `shutdown()` (or leaving a `with` block) stops workers, then the
+scheduler, then object storage, and leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import time
+from typing import Any
+
+import zmq
+
+from scaler.cluster.child_processes import describe_exit, start_python_child, stop_children
+from scaler.cluster.worker_pool import start_workers
+from scaler.config.sections import SchedulerConfig, WorkerConfig
+from scaler.io.address import free_tcp_port_block, parse_address
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol.handshake import local_python_version
+from scaler.protocol.ids import new_client_id
+from scaler.scheduler.process import scheduler_config_to_json
+
+logger = logging.getLogger(__name__)
+
+START_TIMEOUT_SECONDS = 60.0
+
+
+class SchedulerClusterCombo:
+    def __init__(
+        self,
+        n_workers: int = 4,
+        address: str | None = None,
+        object_storage_address: str | None = None,
+        monitor_address: str | None = None,
+        per_worker_capabilities: dict[str, int] | None = None,
+        worker_io_threads: int = 1,
+        scheduler_io_threads: int = 1,
+        max_number_of_tasks_waiting: int = -1,
+        heartbeat_interval_seconds: float = 2,
+        client_timeout_seconds: float = 60,
+        worker_timeout_seconds: float = 60,
+        object_retention_seconds: float = 60,
+        task_timeout_seconds: float = 0,
+        death_timeout_seconds: float = 300,
+        load_balance_seconds: float = 1,
+        load_balance_trigger_times: int = 2,
+        garbage_collect_interval_seconds: float = 30,
+        trim_memory_threshold_bytes: int = 1 << 30,
+        per_worker_task_queue_size: int = 1000,
+        hard_processor_suspend: bool = False,
+        protected: bool = True,
+        scaler_policy: Any = None,
+        event_loop: str = "builtin",
+        logging_paths: tuple[str, ...] = ("/dev/stdout",),
+        logging_level: str = "INFO",
+        logging_config_file: str | None = None,
+        worker_manager_id: str = "combo",
+        security_config: Any = None,
+        policy_engine_type: str = "simple",
+        policy_content: str = "allocate=even_load; scaling=no",
+        max_task_retries: int = 3,
+        preload: str | None = None,
+    ) -> None:
+        if isinstance(n_workers, str):  # SchedulerClusterCombo("tcp://...", ...) as some older code does
+            n_workers, address = 4 if address is None else int(address), n_workers  # type: ignore[assignment]
+        if address is None:
+            base = free_tcp_port_block(3)
+            address = f"tcp://127.0.0.1:{base}"
+        scheduler_address = parse_address(address)
+        if object_storage_address is None:
+            object_storage_address = str(scheduler_address.with_port_offset(1))
+        if scaler_policy is not None:
+            policy_engine_type = getattr(scaler_policy, "policy_engine_type", policy_engine_type)
+            policy_content = getattr(scaler_policy, "policy_content", policy_content)
+        self._address = str(scheduler_address)
+        self._object_storage_address = object_storage_address
+        self._monitor_address = monitor_address or str(scheduler_address.with_port_offset(2))
+        logging_paths = tuple(logging_paths)
+        scheduler = SchedulerConfig(
+            bind_address=self._address,
+            object_storage_address=object_storage_address,
+            monitor_address=self._monitor_address,
+            protected=protected,
+            max_number_of_tasks_waiting=max_number_of_tasks_waiting,
+            client_timeout_seconds=client_timeout_seconds,
+            worker_timeout_seconds=worker_timeout_seconds,
+            object_retention_seconds=object_retention_seconds,
+            max_task_retries=max_task_retries,
+            load_balance_seconds=load_balance_seconds,
+            load_balance_trigger_times=load_balance_trigger_times,
+            event_loop=event_loop,
+            io_threads=scheduler_io_threads,
+            policy_engine_type=policy_engine_type,
+            policy_content=policy_content,
+            logging_paths=logging_paths,
+            logging_level=logging_level,
+            logging_config_file=logging_config_file,
+        )
+        capabilities = ",".join(
+            name if value == -1 else f"{name}={value}" for name, value in (per_worker_capabilities or {}).items()
+        )
+        worker = WorkerConfig(
+            scheduler_address=self._address,
+            worker_manager_id=worker_manager_id,
+            worker_type="FIX",
+            per_worker_capabilities=capabilities,
+            per_worker_task_queue_size=per_worker_task_queue_size,
+            heartbeat_interval_seconds=heartbeat_interval_seconds,
+            task_timeout_seconds=task_timeout_seconds,
+            death_timeout_seconds=death_timeout_seconds,
+            garbage_collect_interval_seconds=garbage_collect_interval_seconds,
+            trim_memory_threshold_bytes=trim_memory_threshold_bytes,
+            hard_processor_suspend=hard_processor_suspend,
+            io_threads=worker_io_threads,
+            event_loop=event_loop,
+            preload=preload,
+            logging_paths=logging_paths,
+            logging_level=logging_level,
+            logging_config_file=logging_config_file,
+        )
+        self._storage: list[subprocess.Popen[bytes]] = []
+        self._scheduler: list[subprocess.Popen[bytes]] = []
+        self._workers: list[subprocess.Popen[bytes]] = []
+        self._stopped = False
+        try:
+            self._storage.append(
+                start_python_child(
+                    ["scaler.object_storage.server", object_storage_address, "--logging-level", logging_level]
+                )
+            )
+            self._scheduler.append(
+                start_python_child(["scaler.scheduler.process", scheduler_config_to_json(scheduler)])
+            )
+            self._workers = start_workers(worker, n_workers)
+            self._wait_for_scheduler()
+        except BaseException:
+            self.shutdown()
+            raise
+        logger.info("local cluster at %s with %d workers", self._address, n_workers)
+
+    def get_address(self) -> str:
+        return self._address
+
+    @property
+    def object_storage_address(self) -> str:
+        return self._object_storage_address
+
+    @property
+    def monitor_address(self) -> str:
+        return self._monitor_address
+
+    def processes(self) -> list[subprocess.Popen[bytes]]:
+        return [*self._storage, *self._scheduler, *self._workers]
+
+    def shutdown(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        stop_children(self._workers, grace_seconds=5.0)
+        stop_children(self._scheduler, grace_seconds=5.0)
+        stop_children(self._storage, grace_seconds=5.0)
+
+    def __enter__(self) -> SchedulerClusterCombo:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __del__(self) -> None:
+        try:
+            self.shutdown()
+        except Exception:
+            pass
+
+    def _wait_for_scheduler(self) -> None:
+        """Block until the scheduler answers a hello; fail early if one of the processes died."""
+        context: zmq.Context[Any] = zmq.Context()
+        probe = context.socket(zmq.DEALER)
+        probe.setsockopt(zmq.LINGER, 0)
+        probe.setsockopt(zmq.IDENTITY, new_client_id("probe"))
+        probe.connect(self._address)
+        hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), m.ClientInfo("probe"))
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        try:
+            probe.send(codec.encode(hello))
+            while time.monotonic() < deadline:
+                for child in self._storage + self._scheduler:
+                    if child.poll() is not None:
+                        raise RuntimeError(f"a cluster process (pid {child.pid}) exited: {describe_exit(child.returncode)}")
+                if probe.poll(50):
+                    reply = codec.decode(probe.recv())
+                    if isinstance(reply, m.HelloReply):
+                        probe.send(codec.encode(m.ClientDisconnect()))
+                        return
+            raise RuntimeError(f"the scheduler at {self._address} did not answer within {START_TIMEOUT_SECONDS:g} s")
+        finally:
+            probe.close(linger=100)
+            context.term()

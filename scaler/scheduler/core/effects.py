@@ -1,0 +1,42 @@
+"""What the core asks the shell to do. A small, closed set; the shell performs them in order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from scaler.protocol.ids import ClientID, ObjectID, PeerID
+from scaler.protocol.messages import Message, StatusSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    peer: PeerID
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """A status snapshot for the monitor socket."""
+
+    snapshot: StatusSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteObjects:
+    object_ids: tuple[ObjectID, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOwnerObjects:
+    """Delete every object a (departed) client owns."""
+
+    owner: ClientID
+
+
+@dataclass(frozen=True, slots=True)
+class StopScheduler:
+    reason: str
+
+
+Effect = Union[Send, Publish, DeleteObjects, DeleteOwnerObjects, StopScheduler]

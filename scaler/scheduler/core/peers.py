@@ -1,0 +1,69 @@
+"""Records of the scheduler's connected peers: clients, workers and worker managers.
+
+Every peer registers with a Hello and is known by its transport identity (PeerID) from then on.
+`last_seen` is refreshed by any message from the peer, not only heartbeats (a client busy in user
+code may be late with heartbeats but still sends tasks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scaler.protocol.ids import PeerID, TaskID
+from scaler.protocol.messages import Capabilities, ManagerTarget, WorkerLimit, WorkerStatus
+
+
+@dataclass(slots=True)
+class ClientRecord:
+    peer: PeerID
+    name: str
+    hostname: str
+    pid: int
+    connected_at: float
+    last_seen: float
+
+
+@dataclass(slots=True)
+class WorkerRecord:
+    peer: PeerID
+    capabilities: Capabilities
+    capability_names: frozenset[str]
+    capacity: int  #: tasks it accepts at once (running + prefetch + slots yielded by blocked parents)
+    manager_id: str
+    worker_type: str
+    hostname: str
+    pid: int
+    connected_at: float
+    last_seen: float
+    assigned: set[TaskID] = field(default_factory=set)  #: DISPATCHED or CANCELING tasks held there
+    status: WorkerStatus = field(default_factory=WorkerStatus)
+    cpu_percent: float = 0.0
+    rss_bytes: int = 0
+    sequence: int = 0  #: join order, breaks ties between equally loaded workers
+
+    @property
+    def free_slots(self) -> int:
+        return self.capacity - len(self.assigned)
+
+    @property
+    def is_idle(self) -> bool:
+        return not self.assigned
+
+    def can_run(self, capability_names: frozenset[str]) -> bool:
+        return capability_names <= self.capability_names
+
+
+@dataclass(slots=True)
+class ManagerRecord:
+    peer: PeerID
+    manager_id: str
+    manager_type: str
+    capabilities: Capabilities
+    max_workers: WorkerLimit
+    hostname: str
+    pid: int
+    connected_at: float
+    last_seen: float
+    units: int = 0
+    pending_units: int = 0
+    last_target: ManagerTarget | None = None

@@ -1,0 +1,341 @@
+"""SchedulerCore: the scheduler's one mutator. `handle(event) -> list[Effect]`; nothing else writes.
+
+Routing is a table from message type to handler (`test_scheduler_core.py` checks that every message
+a peer may send has one). Peers register with a Hello; anything else from an unknown peer is answered
+with a ProtocolError. Liveness is judged on `Tick(now)` against the last message of each peer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from scaler.protocol import messages as m
+from scaler.protocol.handshake import incompatibility
+from scaler.protocol.ids import ClientID, PeerID, short
+from scaler.scheduler.core.effects import DeleteOwnerObjects, Effect, Send, StopScheduler
+from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
+from scaler.scheduler.core.graphs import GraphRegistry
+from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
+from scaler.scheduler.core.status import StatusBuilder
+from scaler.scheduler.core.task_lifecycle import TaskLifecycle
+from scaler.scheduler.core.task_table import TaskTable
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CoreSettings:
+    scheduler_address: str
+    object_storage_address: str  #: what clients and workers are told
+    python_version: str  #: the scheduler's own; peers must share major.minor
+    protected: bool = False
+    client_timeout_seconds: float = 60
+    worker_timeout_seconds: float = 60
+    manager_timeout_seconds: float = 10
+    max_task_retries: int = 3
+    max_tasks_waiting: int = -1
+    status_interval_seconds: float = 1
+    heartbeat_interval_seconds: float = 2
+    allocate: str = "even_load"  #: "even_load" (capabilities ignored) or "capability"
+
+
+class ScalingHook(Protocol):
+    """What the core needs from the scaling policy: targets for managers, given the core's state."""
+
+    def targets(self, core: SchedulerCore, manager: ManagerRecord) -> m.ManagerTarget | None: ...
+
+
+class SchedulerCore:
+    def __init__(self, settings: CoreSettings, scaling: ScalingHook | None = None) -> None:
+        self.settings = settings
+        self._scaling = scaling
+        self.effects: list[Effect] = []
+        self.tasks = TaskTable(ignore_capabilities=settings.allocate == "even_load")
+        self.graphs = GraphRegistry()
+        self.clients: dict[PeerID, ClientRecord] = {}
+        self.workers: dict[PeerID, WorkerRecord] = {}
+        self.managers: dict[PeerID, ManagerRecord] = {}
+        self.lifecycle = TaskLifecycle(
+            self.tasks,
+            self.workers,
+            self.graphs,
+            self.effects,
+            settings.max_task_retries,
+            settings.max_tasks_waiting,
+            ignore_capabilities=settings.allocate == "even_load",
+        )
+        self.status = StatusBuilder(self)
+        self.now = 0.0
+        self._worker_sequence = 0
+        self._last_status_at: float | None = None
+        self._client_handlers: dict[type, Callable[[PeerID, Any], None]] = {
+            m.Heartbeat: self._on_client_heartbeat,
+            m.Task: self._on_task,
+            m.GraphTask: self._on_graph,
+            m.TaskCancel: self._on_client_cancel,
+            m.ClientDisconnect: self._on_client_disconnect,
+        }
+        self._worker_handlers: dict[type, Callable[[PeerID, Any], None]] = {
+            m.Heartbeat: self._on_worker_heartbeat,
+            m.TaskResult: self._on_result,
+            m.TaskCancelConfirm: self._on_cancel_confirm,
+            m.TaskLog: self._on_task_log,
+            m.WorkerCapacity: self._on_worker_capacity,
+            m.WorkerLeaving: self._on_worker_leaving,
+            m.TaskReturn: self._on_task_return,
+        }
+        self._manager_handlers: dict[type, Callable[[PeerID, Any], None]] = {
+            m.Heartbeat: self._on_manager_heartbeat,
+        }
+
+    # ------------------------------------------------------------ the one mutator
+
+    def handle(self, event: Event) -> list[Effect]:
+        if isinstance(event, Received):
+            self._advance(event.now)
+            self._on_received(event.peer, event.message)
+        elif isinstance(event, Tick):
+            self._advance(event.now)
+            self._on_tick()
+        elif isinstance(event, PeerLost):
+            self._advance(event.now)
+            self._drop_peer(event.peer, event.reason)
+        elif isinstance(event, Undecodable):
+            self._advance(event.now)
+            logger.warning("undecodable frame from %s: %s", short(event.peer), event.reason)
+            self._send(event.peer, m.ProtocolError(f"frame refused: {event.reason}"))
+        elif isinstance(event, ShellStats):
+            self.status.shell_stats = event
+        self.lifecycle.dispatch()
+        effects = self.effects[:]
+        self.effects.clear()
+        return effects
+
+    def _advance(self, now: float) -> None:
+        self.now = now
+        self.lifecycle.now = now
+
+    def _on_received(self, peer: PeerID, message: m.Message) -> None:
+        if isinstance(message, m.Hello):
+            self._on_hello(peer, message)
+            return
+        handlers: dict[type, Callable[[PeerID, Any], None]]
+        client, worker, manager = self.clients.get(peer), self.workers.get(peer), self.managers.get(peer)
+        if client is not None:
+            client.last_seen = self.now
+            handlers = self._client_handlers
+        elif worker is not None:
+            worker.last_seen = self.now
+            handlers = self._worker_handlers
+        elif manager is not None:
+            manager.last_seen = self.now
+            handlers = self._manager_handlers
+        else:
+            if not isinstance(message, (m.ProtocolError, m.WorkerLeaving, m.ClientDisconnect)):
+                self._send(peer, m.ProtocolError("unknown peer: send a Hello first (the scheduler may have restarted)"))
+            return
+        handler = handlers.get(type(message))
+        if handler is None:
+            logger.warning("%s sent an unexpected %s; ignored", short(peer), type(message).__name__)
+            self._send(peer, m.ProtocolError(f"{type(message).__name__} is not a message this peer may send"))
+            return
+        handler(peer, message)
+
+    # ------------------------------------------------------------ hello
+
+    def _on_hello(self, peer: PeerID, hello: m.Hello) -> None:
+        role = hello.role.value
+        reason = incompatibility(hello.protocol_version, hello.python_version, role)
+        if reason is None and hello.role is m.Role.PROCESSOR:
+            reason = "processors talk to their worker agent, not to the scheduler"
+        if reason is None:
+            reason = self._register(peer, hello)
+        if reason is not None:
+            logger.warning("refused %s %s (pid %d on %s): %s", role, short(peer), hello.pid, hello.hostname, reason)
+            self._send(peer, m.HelloReply(False, reason, python_version=self.settings.python_version))
+            return
+        self._send(
+            peer,
+            m.HelloReply(
+                True,
+                python_version=self.settings.python_version,
+                object_storage_address=self.settings.object_storage_address,
+                heartbeat_interval_seconds=self.settings.heartbeat_interval_seconds,
+                worker_count=len(self.workers),
+            ),
+        )
+        if isinstance(hello.info, m.ManagerInfo):
+            self._send_target(self.managers[peer])
+
+    def _register(self, peer: PeerID, hello: m.Hello) -> str | None:
+        info, now = hello.info, self.now
+        known_roles = [kind for kind, table in (("client", self.clients), ("worker", self.workers),
+                                                ("manager", self.managers)) if peer in table]  # fmt: skip
+        if known_roles and known_roles != [hello.role.value]:
+            return f"this connection is already registered as a {known_roles[0]}"
+        if isinstance(info, m.ClientInfo):
+            if peer not in self.clients:
+                self.clients[peer] = ClientRecord(peer, info.name, hello.hostname, hello.pid, now, now)
+                logger.info("client %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
+            return None
+        if isinstance(info, m.WorkerInfo):
+            if peer not in self.workers:
+                self._worker_sequence += 1
+                self.workers[peer] = WorkerRecord(
+                    peer, info.capabilities, frozenset(name for name, _ in info.capabilities), max(1, info.capacity),
+                    info.manager_id, info.worker_type, hello.hostname, hello.pid, now, now,
+                    sequence=self._worker_sequence,
+                )  # fmt: skip
+                logger.info("worker %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
+            return None
+        assert isinstance(info, m.ManagerInfo)
+        for other in self.managers.values():
+            if other.manager_id == info.manager_id and other.peer != peer:
+                return (
+                    f"worker manager id {info.manager_id!r} is already connected (pid {other.pid} on "
+                    f"{other.hostname}); each manager needs its own --worker-manager-id"
+                )
+        if peer not in self.managers:
+            self.managers[peer] = ManagerRecord(
+                peer, info.manager_id, info.manager_type, info.capabilities, info.max_workers,
+                hello.hostname, hello.pid, now, now,
+            )  # fmt: skip
+            logger.info("worker manager %r (%s) connected", info.manager_id, info.manager_type)
+        return None
+
+    # ------------------------------------------------------------ clients
+
+    def _on_client_heartbeat(self, peer: PeerID, heartbeat: m.Heartbeat) -> None:
+        self._send(peer, m.HeartbeatEcho(self.settings.object_storage_address, len(self.workers)))
+
+    def _on_task(self, peer: PeerID, task: m.Task) -> None:
+        if task.client_id != peer:
+            self._send(peer, m.ProtocolError("a task's client id must be the id of the connection that sends it"))
+            return
+        self.lifecycle.submit(ClientID(peer), task)
+
+    def _on_graph(self, peer: PeerID, graph: m.GraphTask) -> None:
+        if graph.client_id != peer or any(node.client_id != peer for node in graph.nodes):
+            self._send(peer, m.ProtocolError("a graph's client id must be the id of the connection that sends it"))
+            return
+        self.lifecycle.submit_graph(ClientID(peer), graph)
+
+    def _on_client_cancel(self, peer: PeerID, cancel: m.TaskCancel) -> None:
+        self.lifecycle.cancel_by_client(ClientID(peer), cancel.task_ids)
+
+    def _on_client_disconnect(self, peer: PeerID, request: m.ClientDisconnect) -> None:
+        if not request.shutdown_cluster:
+            self._drop_client(peer, "disconnected")
+            return
+        if self.settings.protected:
+            reason = "the scheduler is protected (started with --protected): clients cannot shut it down"
+            self._send(peer, m.ShutdownReply(False, reason))
+            return
+        logger.info("client %s asked the cluster to shut down", short(peer))
+        self._send(peer, m.ShutdownReply(True))
+        self._drop_client(peer, "shut the cluster down")
+        for other in list(self.workers) + list(self.managers):
+            self._send(other, m.Shutdown("the cluster is shutting down at a client's request"))
+        self.effects.append(StopScheduler("a client asked the cluster to shut down"))
+
+    def _drop_client(self, peer: PeerID, reason: str) -> None:
+        if self.clients.pop(peer, None) is None:
+            return
+        logger.info("client %s %s; its tasks are cancelled and its objects deleted", short(peer), reason)
+        self.lifecycle.client_gone(ClientID(peer))
+        self.effects.append(DeleteOwnerObjects(ClientID(peer)))
+
+    # ------------------------------------------------------------ workers
+
+    def _on_worker_heartbeat(self, peer: PeerID, heartbeat: m.Heartbeat) -> None:
+        worker = self.workers[peer]
+        if heartbeat.worker is not None:
+            worker.status = heartbeat.worker
+        worker.cpu_percent = heartbeat.cpu_percent
+        worker.rss_bytes = heartbeat.rss_bytes
+        self._send(peer, m.HeartbeatEcho(self.settings.object_storage_address, len(self.workers)))
+
+    def _on_result(self, peer: PeerID, result: m.TaskResult) -> None:
+        self.lifecycle.result_from(peer, result)
+
+    def _on_cancel_confirm(self, peer: PeerID, confirm: m.TaskCancelConfirm) -> None:
+        self.lifecycle.cancel_confirmed_by(peer, confirm)
+
+    def _on_task_log(self, peer: PeerID, log: m.TaskLog) -> None:
+        record = self.tasks.get(log.task_id)
+        if record is not None and record.worker == peer and not record.client_gone:
+            self._send(PeerID(record.client_id), log)
+
+    def _on_worker_capacity(self, peer: PeerID, capacity: m.WorkerCapacity) -> None:
+        self.workers[peer].capacity = max(1, capacity.capacity)
+
+    def _on_worker_leaving(self, peer: PeerID, leaving: m.WorkerLeaving) -> None:
+        self._drop_worker(peer, f"left: {leaving.reason or 'no reason given'}", graceful=True)
+        self._send(peer, m.Shutdown("leave acknowledged"))
+
+    def _on_task_return(self, peer: PeerID, returned: m.TaskReturn) -> None:
+        self.lifecycle.returned_by(peer, returned.task_ids)
+
+    def _drop_worker(self, peer: PeerID, reason: str, graceful: bool) -> None:
+        worker = self.workers.pop(peer, None)
+        if worker is None:
+            return
+        text = f"worker {short(peer)} (pid {worker.pid} on {worker.hostname}) {reason}"
+        logger.info("%s; %d task(s) go back to the queue", text, len(worker.assigned))
+        self.lifecycle.worker_gone(worker, text, graceful)
+
+    # ------------------------------------------------------------ managers
+
+    def _on_manager_heartbeat(self, peer: PeerID, heartbeat: m.Heartbeat) -> None:
+        manager = self.managers[peer]
+        if heartbeat.manager is not None:
+            manager.units = heartbeat.manager.units
+            manager.pending_units = heartbeat.manager.pending_units
+        self._send(peer, m.HeartbeatEcho(self.settings.object_storage_address, len(self.workers)))
+        self._send_target(manager)
+
+    def _send_target(self, manager: ManagerRecord) -> None:
+        if self._scaling is None:
+            return
+        target = self._scaling.targets(self, manager)
+        if target is not None:
+            manager.last_target = target
+            self._send(manager.peer, target)
+
+    # ------------------------------------------------------------ time
+
+    def _on_tick(self) -> None:
+        settings, now = self.settings, self.now
+        for peer, client in list(self.clients.items()):
+            if now - client.last_seen > settings.client_timeout_seconds:
+                self._drop_client(peer, f"was silent for more than {settings.client_timeout_seconds:g} s")
+        for peer, worker in list(self.workers.items()):
+            if now - worker.last_seen > settings.worker_timeout_seconds:
+                self._drop_worker(peer, f"was silent for more than {settings.worker_timeout_seconds:g} s", False)
+        for peer, manager in list(self.managers.items()):
+            if now - manager.last_seen > settings.manager_timeout_seconds:
+                logger.warning("worker manager %r silent for %g s: forgotten", manager.manager_id, now - manager.last_seen)
+                del self.managers[peer]
+        if self._last_status_at is None or now - self._last_status_at >= settings.status_interval_seconds:
+            self._last_status_at = now
+            self.effects.append(self.status.publish())
+
+    def _drop_peer(self, peer: PeerID, reason: str) -> None:
+        if peer in self.clients:
+            self._drop_client(peer, f"connection lost ({reason})")
+        elif peer in self.workers:
+            self._drop_worker(peer, f"connection lost ({reason})", graceful=False)
+        elif peer in self.managers:
+            manager = self.managers.pop(peer)
+            logger.warning("worker manager %r connection lost (%s)", manager.manager_id, reason)
+
+    def _send(self, peer: PeerID, message: m.Message) -> None:
+        self.effects.append(Send(peer, message))
+
+    # ------------------------------------------------------------ queries (tests, status, scaling)
+
+    def worker_of(self, peer: PeerID) -> WorkerRecord | None:
+        return self.workers.get(peer)

@@ -1,0 +1,280 @@
+"""Every task transition, implemented once. Callers name an event; `task_state.TRANSITIONS` picks the
+outcome; the methods here carry it out and append effects. Nothing else mutates task records.
+
+Also owns dispatch: handing QUEUED tasks to workers with free credit, least loaded first.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from dataclasses import replace
+
+from scaler.protocol.ids import ClientID, ObjectID, PeerID, TaskID
+from scaler.protocol.messages import (
+    CancelOutcome,
+    GraphTask,
+    PayloadKind,
+    ResultStatus,
+    Task,
+    TaskCancel,
+    TaskCancelConfirm,
+    TaskInput,
+    TaskResult,
+)
+from scaler.scheduler.core.effects import DeleteObjects, Effect, Send
+from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
+from scaler.scheduler.core.peers import WorkerRecord
+from scaler.scheduler.core.task_state import Outcome, TaskEvent, TaskState, outcome
+from scaler.scheduler.core.task_table import TaskRecord, TaskTable
+
+logger = logging.getLogger(__name__)
+
+
+class TaskLifecycle:
+    def __init__(
+        self,
+        tasks: TaskTable,
+        workers: dict[PeerID, WorkerRecord],
+        graphs: GraphRegistry,
+        effects: list[Effect],
+        max_task_retries: int,
+        max_tasks_waiting: int,
+        ignore_capabilities: bool,
+    ) -> None:
+        self._tasks = tasks
+        self._workers = workers
+        self._graphs = graphs
+        self._effects = effects
+        self._max_task_retries = max_task_retries
+        self._max_tasks_waiting = max_tasks_waiting
+        self._ignore_capabilities = ignore_capabilities
+        self.now = 0.0
+
+    # ------------------------------------------------------------ entry points
+
+    def submit(self, client: ClientID, task: Task) -> None:
+        if task.task_id in self._tasks.records:
+            logger.warning("task %s submitted twice; the second copy is ignored", task.task_id.hex())
+            return
+        if self._max_tasks_waiting >= 0 and len(self._tasks.queue) >= self._max_tasks_waiting:
+            reason = f"refused: {len(self._tasks.queue)} tasks already wait for a worker (max-number-of-tasks-waiting)"
+            self._send(PeerID(client), TaskResult(task.task_id, ResultStatus.NO_WORKER, error_message=reason))
+            return
+        record = self._tasks.add(task, TaskState.QUEUED, self.now)
+        self._tasks.queue.push(record)
+
+    def submit_graph(self, client: ClientID, graph: GraphTask) -> None:
+        problem = graph_problem(graph)
+        if problem is None and any(node.task_id in self._tasks.records for node in graph.nodes):
+            problem = "a node reuses the id of a task that is still running"
+        if problem is not None:
+            for target in graph.targets:
+                self._send(PeerID(client), TaskResult(target, ResultStatus.ERROR, error_message=problem))
+            return
+        self._graphs.register(graph)
+        for node in graph.nodes:
+            state = TaskState.QUEUED if not node.dependencies else TaskState.WAITING
+            added = self._tasks.add(node, state, self.now)
+            if state is TaskState.QUEUED:
+                self._tasks.queue.push(added)
+
+    def apply(self, task_id: TaskID, event: TaskEvent, **details: object) -> None:
+        record = self._tasks.get(task_id)
+        if record is None:
+            return
+        action = outcome(record.state, event)
+        if action is Outcome.IGNORE:
+            logger.debug("task %s: %s ignored in state %s", task_id.hex(), event.value, record.state.value)
+            return
+        getattr(self, "_" + action.value)(record, **details)
+
+    def result_from(self, worker: PeerID, result: TaskResult) -> None:
+        record = self._tasks.get(result.task_id)
+        if record is None or record.worker != worker:
+            logger.debug("stale result for task %s dropped", result.task_id.hex())
+            return
+        self.apply(result.task_id, TaskEvent.RESULT, result=result)
+
+    def cancel_confirmed_by(self, worker: PeerID, confirm: TaskCancelConfirm) -> None:
+        record = self._tasks.get(confirm.task_id)
+        if record is None or record.worker != worker:
+            return
+        self.apply(confirm.task_id, TaskEvent.CANCEL_CONFIRMED)
+
+    def cancel_by_client(self, client: ClientID, task_ids: tuple[TaskID, ...]) -> None:
+        for task_id in task_ids:
+            record = self._tasks.get(task_id)
+            if record is None or record.client_id != client:
+                self._send(PeerID(client), TaskCancelConfirm(task_id, CancelOutcome.NOT_FOUND))
+                continue
+            graph = self._graphs.get(record.graph_id) if record.graph_id else None
+            if graph is not None:
+                self.cancel_graph(graph)
+            else:
+                self.apply(task_id, TaskEvent.CANCEL)
+
+    def cancel_graph(self, graph: GraphRecord) -> None:
+        graph.canceled = True
+        for node in sorted(graph.live, key=lambda n: self._tasks.records[n].sequence):
+            self.apply(node, TaskEvent.CANCEL)
+
+    def client_gone(self, client: ClientID) -> None:
+        for task_id in list(self._tasks.by_client.get(client, ())):
+            record = self._tasks.records.get(task_id)
+            if record is None:
+                continue
+            record.client_gone = True
+            self.apply(task_id, TaskEvent.CANCEL)
+
+    def worker_gone(self, worker: WorkerRecord, reason: str, graceful: bool) -> None:
+        event = TaskEvent.RETURNED if graceful else TaskEvent.WORKER_LOST
+        for task_id in sorted(worker.assigned, key=lambda t: self._tasks.records[t].sequence):
+            self.apply(task_id, event, reason=reason)
+        worker.assigned.clear()
+
+    def returned_by(self, worker: PeerID, task_ids: tuple[TaskID, ...]) -> None:
+        for task_id in task_ids:
+            record = self._tasks.get(task_id)
+            if record is not None and record.worker == worker:
+                self.apply(task_id, TaskEvent.RETURNED)
+
+    # ------------------------------------------------------------ dispatch
+
+    def dispatch(self) -> None:
+        """Hand QUEUED tasks to workers with free credit, the least loaded worker first."""
+        queue = self._tasks.queue
+        if not queue.queued_count:
+            return
+        free = [(len(w.assigned), w.sequence, w) for w in self._workers.values() if w.free_slots > 0]
+        heapq.heapify(free)
+        records = self._tasks.records
+        while free and queue.queued_count:
+            _, _, worker = heapq.heappop(free)
+            key = self._best_queue_for(worker)
+            if key is None:
+                continue  # nothing this worker can run; it drops out of this round
+            record = queue.pop(key, records)
+            self.apply(record.task_id, TaskEvent.DISPATCH, worker=worker)
+            if worker.free_slots > 0:
+                heapq.heappush(free, (len(worker.assigned), worker.sequence, worker))
+
+    def _best_queue_for(self, worker: WorkerRecord) -> tuple[tuple[str, int], ...] | None:
+        queue, records = self._tasks.queue, self._tasks.records
+        best_key, best_entry = None, None
+        for key in list(queue.queued_count):
+            if not self._ignore_capabilities and not worker.can_run(frozenset(name for name, _ in key)):
+                continue
+            entry = queue.peek(key, records)
+            if entry is not None and (best_entry is None or entry < best_entry):
+                best_key, best_entry = key, entry
+        return best_key
+
+    def _assign(self, record: TaskRecord, worker: WorkerRecord) -> None:
+        record.state = TaskState.DISPATCHED
+        record.worker = worker.peer
+        record.attempts += 1
+        record.dispatched_at = self.now
+        worker.assigned.add(record.task_id)
+        self._send(worker.peer, record.task)
+
+    # ------------------------------------------------------------ outcomes (named after task_state.Outcome)
+
+    def _enqueue(self, record: TaskRecord) -> None:
+        graph = self._graphs.get(record.graph_id)
+        if graph is not None:
+            record.task = replace(record.task, inputs=self._graphs.inputs_of(graph, record.task_id))
+        record.state = TaskState.QUEUED
+        self._tasks.queue.push(record)
+
+    def _finish(self, record: TaskRecord, result: TaskResult) -> None:
+        self._release_worker(record)
+        if result.status is ResultStatus.SUCCESS:
+            self._tasks.succeeded += 1
+        else:
+            self._tasks.failed += 1
+        self._end(record, result)
+
+    def _cancel_now(self, record: TaskRecord) -> None:
+        self._tasks.canceled += 1
+        self._end(record, TaskCancelConfirm(record.task_id, CancelOutcome.CANCELED))
+
+    def _cancel_at_worker(self, record: TaskRecord) -> None:
+        assert record.worker is not None
+        record.state = TaskState.CANCELING
+        self._send(record.worker, TaskCancel((record.task_id,)))
+
+    def _end_canceled(self, record: TaskRecord, reason: str = "") -> None:
+        self._release_worker(record)
+        self._tasks.canceled += 1
+        self._end(record, TaskCancelConfirm(record.task_id, CancelOutcome.CANCELED))
+
+    def _redispatch(self, record: TaskRecord, reason: str) -> None:
+        self._release_worker(record)
+        record.lost_workers.append(reason)
+        if record.attempts > self._max_task_retries:
+            self._tasks.worker_died += 1
+            text = (
+                f"the task's worker died {record.attempts} time(s), more than the retry budget of "
+                f"{self._max_task_retries}; last: {reason}"
+            )
+            self._end(record, TaskResult(record.task_id, ResultStatus.WORKER_DIED, error_message=text))
+            return
+        record.state = TaskState.QUEUED
+        self._tasks.queue.push(record)
+
+    def _requeue(self, record: TaskRecord, reason: str = "") -> None:
+        self._release_worker(record)
+        record.attempts -= 1
+        record.state = TaskState.QUEUED
+        self._tasks.queue.push(record)
+
+    def _fail_from_dependency(self, record: TaskRecord, failure: TaskResult) -> None:
+        self._tasks.failed += 1
+        # the node that failed first already failed everything downstream of it, this node included
+        self._end(record, replace(failure, task_id=record.task_id), propagate=False)
+
+    # ------------------------------------------------------------ helpers
+
+    def _release_worker(self, record: TaskRecord) -> None:
+        if record.worker is not None:
+            worker = self._workers.get(record.worker)
+            if worker is not None:
+                worker.assigned.discard(record.task_id)
+            record.worker = None
+
+    def _end(self, record: TaskRecord, answer: TaskResult | TaskCancelConfirm, propagate: bool = True) -> None:
+        """Remove the record; tell the client if it waits for this task; advance its graph."""
+        self._tasks.remove(record)
+        graph = self._graphs.get(record.graph_id) if record.graph_id else None
+        if graph is None:
+            if not record.client_gone:
+                self._send(PeerID(record.client_id), answer)
+            return
+        self._end_graph_node(graph, record, answer, propagate)
+
+    def _end_graph_node(
+        self, graph: GraphRecord, record: TaskRecord, answer: TaskResult | TaskCancelConfirm, propagate: bool
+    ) -> None:
+        node = record.task_id
+        released: list[TaskInput] = []
+        if isinstance(answer, TaskResult) and answer.status is ResultStatus.SUCCESS:
+            ready, released = self._graphs.succeeded(graph, node, answer)
+            for user in ready:
+                self.apply(user, TaskEvent.READY)
+        elif isinstance(answer, TaskResult) and propagate:
+            for user in self._graphs.downstream(graph, node):
+                self.apply(user, TaskEvent.DEPENDENCY_FAILED, failure=answer)
+        if node in graph.targets and not record.client_gone:
+            self._send(PeerID(record.client_id), answer)
+        released.extend(self._graphs.ended(graph, node))
+        garbage = tuple(
+            ObjectID(given.data)
+            for given in released
+            if given.kind is PayloadKind.OBJECT_ID and given.task_id not in graph.targets
+        )
+        if garbage:
+            self._effects.append(DeleteObjects(garbage))
+
+    def _send(self, peer: PeerID, message: Task | TaskResult | TaskCancel | TaskCancelConfirm) -> None:
+        self._effects.append(Send(peer, message))

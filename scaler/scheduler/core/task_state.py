@@ -1,0 +1,96 @@
+"""The task lifecycle as data: states, events, and the outcome of every (state, event) pair.
+
+Rules:
+1. One record per live task, in one table (`task_table.TaskTable`). A task that reaches an end
+   (success, failure, cancel, death past its retry budget) leaves the table in the same step.
+2. Every (state, event) pair below has an explicit outcome. `IGNORE` means "log and drop": the
+   event is stale (a late result from a worker that lost the task, a second cancel, ...). There is
+   no implicit fall-through; `test_task_state.py` checks that the table is total.
+3. Only the task's current worker may end a DISPATCHED or CANCELING task; a result from any other
+   worker is stale. This is what makes "each result arrives once" hold across re-dispatches.
+
+States:
+- WAITING: a graph node whose dependencies have not all succeeded yet. Not dispatchable.
+- QUEUED: ready, in the dispatch queue, no worker.
+- DISPATCHED: assigned to a worker (running or prefetched there); holds one unit of its credit.
+- CANCELING: a cancel was sent to the worker; the slot stays taken until the worker answers.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class TaskState(enum.Enum):
+    WAITING = "waiting"
+    QUEUED = "queued"
+    DISPATCHED = "dispatched"
+    CANCELING = "canceling"
+
+
+class TaskEvent(enum.Enum):
+    READY = "ready"  #: all dependencies succeeded
+    DISPATCH = "dispatch"  #: the dispatcher picked a worker
+    RESULT = "result"  #: the current worker sent a result
+    CANCEL = "cancel"  #: the client (or its departure, or its graph) cancels the task
+    CANCEL_CONFIRMED = "cancel_confirmed"  #: the worker confirms (canceled or not found)
+    WORKER_LOST = "worker_lost"  #: the task's worker died or left
+    RETURNED = "returned"  #: the worker gave the task back unstarted (balancing)
+    DEPENDENCY_FAILED = "dependency_failed"  #: a node this one needs failed
+
+
+class Outcome(enum.Enum):
+    """What a (state, event) pair does; `task_lifecycle` implements each."""
+
+    IGNORE = "ignore"
+    ENQUEUE = "enqueue"  #: -> QUEUED
+    ASSIGN = "assign"  #: -> DISPATCHED, send the task to the worker
+    FINISH = "finish"  #: end with the worker's result, forward it to the client
+    CANCEL_NOW = "cancel_now"  #: end as canceled at once, confirm to the client
+    CANCEL_AT_WORKER = "cancel_at_worker"  #: -> CANCELING, ask the worker to stop it
+    END_CANCELED = "end_canceled"  #: end as canceled, release the worker slot, confirm
+    REDISPATCH = "redispatch"  #: back to QUEUED (attempt counted) or WorkerDiedError past the budget
+    REQUEUE = "requeue"  #: back to QUEUED, no attempt counted, release the worker slot
+    FAIL_FROM_DEPENDENCY = "fail_from_dependency"  #: end with the failure of a dependency
+
+
+S, E, O = TaskState, TaskEvent, Outcome
+
+TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
+    (S.WAITING, E.READY): O.ENQUEUE,
+    (S.WAITING, E.DISPATCH): O.IGNORE,
+    (S.WAITING, E.RESULT): O.IGNORE,
+    (S.WAITING, E.CANCEL): O.CANCEL_NOW,
+    (S.WAITING, E.CANCEL_CONFIRMED): O.IGNORE,
+    (S.WAITING, E.WORKER_LOST): O.IGNORE,
+    (S.WAITING, E.RETURNED): O.IGNORE,
+    (S.WAITING, E.DEPENDENCY_FAILED): O.FAIL_FROM_DEPENDENCY,
+    (S.QUEUED, E.READY): O.IGNORE,
+    (S.QUEUED, E.DISPATCH): O.ASSIGN,
+    (S.QUEUED, E.RESULT): O.IGNORE,
+    (S.QUEUED, E.CANCEL): O.CANCEL_NOW,
+    (S.QUEUED, E.CANCEL_CONFIRMED): O.IGNORE,
+    (S.QUEUED, E.WORKER_LOST): O.IGNORE,
+    (S.QUEUED, E.RETURNED): O.IGNORE,
+    (S.QUEUED, E.DEPENDENCY_FAILED): O.FAIL_FROM_DEPENDENCY,
+    (S.DISPATCHED, E.READY): O.IGNORE,
+    (S.DISPATCHED, E.DISPATCH): O.IGNORE,
+    (S.DISPATCHED, E.RESULT): O.FINISH,
+    (S.DISPATCHED, E.CANCEL): O.CANCEL_AT_WORKER,
+    (S.DISPATCHED, E.CANCEL_CONFIRMED): O.END_CANCELED,  # the worker dropped it on its own
+    (S.DISPATCHED, E.WORKER_LOST): O.REDISPATCH,
+    (S.DISPATCHED, E.RETURNED): O.REQUEUE,
+    (S.DISPATCHED, E.DEPENDENCY_FAILED): O.IGNORE,  # its dependencies had all succeeded
+    (S.CANCELING, E.READY): O.IGNORE,
+    (S.CANCELING, E.DISPATCH): O.IGNORE,
+    (S.CANCELING, E.RESULT): O.FINISH,  # the result won the race: the client gets it, cancel() is False
+    (S.CANCELING, E.CANCEL): O.IGNORE,  # already on its way
+    (S.CANCELING, E.CANCEL_CONFIRMED): O.END_CANCELED,
+    (S.CANCELING, E.WORKER_LOST): O.END_CANCELED,
+    (S.CANCELING, E.RETURNED): O.END_CANCELED,  # given back unstarted: that is a cancel too
+    (S.CANCELING, E.DEPENDENCY_FAILED): O.IGNORE,
+}
+
+
+def outcome(state: TaskState, event: TaskEvent) -> Outcome:
+    return TRANSITIONS[(state, event)]

@@ -1,0 +1,148 @@
+"""Running a scheduler process from its settings section: addresses, object storage, loop, signals."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import subprocess
+import time
+
+import zmq
+
+from scaler.cluster.child_processes import start_python_child, stop_children
+from scaler.config.sections import SchedulerConfig
+from scaler.io.address import AddressError, parse_address
+from scaler.io.event_loop import new_event_loop
+from scaler.protocol.handshake import local_python_version
+from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
+from scaler.scheduler.scaling_hook import make_scaling_hook
+
+logger = logging.getLogger(__name__)
+
+STORAGE_START_TIMEOUT_SECONDS = 15.0
+
+
+def derived_addresses(config: SchedulerConfig) -> tuple[str, str, str | None]:
+    """(bind address, monitor address, object storage address or None when the scheduler starts one)."""
+    bind = parse_address(config.bind_address)
+    monitor = config.monitor_address or str(bind.with_port_offset(2))
+    parse_address(monitor)
+    if config.object_storage_address is not None:
+        parse_address(config.object_storage_address)
+    return str(bind), monitor, config.object_storage_address
+
+
+def wait_for_object_storage(address: str, timeout_seconds: float, child: subprocess.Popen[bytes] | None) -> None:
+    """Block until the object storage server answers, or raise RuntimeError."""
+    from scaler.object_storage.connection import ObjectStorageConnection
+
+    deadline = time.monotonic() + timeout_seconds
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        if child is not None and child.poll() is not None:
+            raise RuntimeError(f"the object storage server at {address} exited during start-up")
+        connection = ObjectStorageConnection(address, role="scheduler", timeout_seconds=1.0)
+        try:
+            connection.info()
+            return
+        except Exception as error:
+            last_error = error
+        finally:
+            connection.close()
+        time.sleep(0.05)
+    raise RuntimeError(f"the object storage server at {address} did not answer within {timeout_seconds:g} s: {last_error}")
+
+
+def run_scheduler(config: SchedulerConfig) -> int:
+    try:
+        bind, monitor, storage = derived_addresses(config)
+    except AddressError as error:
+        logger.error("%s", error)
+        return 1
+
+    children: list[subprocess.Popen[bytes]] = []
+    try:
+        if storage is None:
+            storage = str(parse_address(bind).with_port_offset(1))
+            logger.info("no --object-storage-address given: starting an object storage server at %s (port + 1)", storage)
+            child = start_python_child(
+                ["scaler.object_storage.server", storage, "--logging-level", config.logging_level]
+            )
+            children.append(child)
+            wait_for_object_storage(storage, STORAGE_START_TIMEOUT_SECONDS, child)
+        advertised = config.advertised_object_storage_address or str(parse_address(storage).connectable())
+        settings = CoreSettings(
+            scheduler_address=bind,
+            object_storage_address=advertised,
+            python_version=local_python_version(),
+            protected=config.protected,
+            client_timeout_seconds=config.client_timeout_seconds,
+            worker_timeout_seconds=config.worker_timeout_seconds,
+            manager_timeout_seconds=config.worker_manager_timeout_seconds,
+            max_task_retries=config.max_task_retries,
+            max_tasks_waiting=config.max_number_of_tasks_waiting,
+            status_interval_seconds=config.status_report_interval_seconds,
+            allocate=allocation_of(config),
+        )
+        core = SchedulerCore(settings, make_scaling_hook(config.policy_engine_type, config.policy_content))
+        return _serve(core, config, bind, monitor, storage)
+    except (ValueError, RuntimeError) as error:
+        logger.error("%s", error)
+        return 1
+    finally:
+        stop_children(children)
+
+
+def allocation_of(config: SchedulerConfig) -> str:
+    from scaler.scheduler.scaling_hook import allocation_policy
+
+    return allocation_policy(config.policy_engine_type, config.policy_content)
+
+
+def _serve(core: SchedulerCore, config: SchedulerConfig, bind: str, monitor: str, storage: str) -> int:
+    from scaler.scheduler.server import SchedulerServer
+
+    server = SchedulerServer(core, bind, monitor, storage, io_threads=config.io_threads)
+    loop = new_event_loop(config.event_loop)
+    asyncio.set_event_loop(loop)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, server.stop, f"received {signal.Signals(signum).name}")
+    try:
+        logger.info("scheduler listening on %s (event loop: %s)", bind, config.event_loop)
+        logger.info("monitor address is %s", monitor)
+        logger.info("object storage address is %s", storage)
+        reason = loop.run_until_complete(server.run())
+        logger.info("scheduler stopped: %s", reason)
+        return 0
+    except zmq.ZMQError as error:
+        logger.error("could not bind %s or %s: %s", bind, monitor, error.strerror)
+        return 1
+    finally:
+        loop.close()
+        asyncio.set_event_loop(None)
+
+
+def scheduler_config_to_json(config: SchedulerConfig) -> str:
+    import dataclasses
+    import json
+
+    return json.dumps(dataclasses.asdict(config))
+
+
+def main() -> None:
+    """`python -m scaler.scheduler.process '<SchedulerConfig as JSON>'`: how local clusters start a scheduler."""
+    import json
+    import sys
+
+    from scaler.config.logging_setup import setup_logging
+
+    values = json.loads(sys.argv[1])
+    values["logging_paths"] = tuple(values["logging_paths"])
+    config = SchedulerConfig(**values)
+    setup_logging(config, "scheduler")
+    sys.exit(run_scheduler(config))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""The scheduler's asyncio shell: sockets in, `SchedulerCore.handle` in the middle, effects out.
+
+It decides nothing. It decodes frames, stamps them with the monotonic clock, feeds the core, and
+performs the effects the core returns: sends (coalesced per peer), status publication, object
+deletions. It also turns transport facts into events: a peer whose connection closed is probed
+(ROUTER_MANDATORY makes a send to a gone identity fail at once) and reported as `PeerLost`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import Any
+
+import zmq
+
+from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, PeerUnreachable, configure, monitor_events
+from scaler.object_storage.async_connection import AsyncObjectStorageConnection
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol.ids import PeerID
+from scaler.scheduler.core.effects import DeleteObjects, DeleteOwnerObjects, Effect, Publish, Send, StopScheduler
+from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
+from scaler.scheduler.core.scheduler_core import SchedulerCore
+
+logger = logging.getLogger(__name__)
+
+TICK_SECONDS = 0.25
+STATS_SECONDS = 1.0
+#: Delays after a closed connection at which its peers are probed (the routing entry goes away
+#: a moment after the close event).
+PROBE_DELAYS_SECONDS = (0.05, 0.5, 2.0)
+
+
+class SchedulerServer:
+    def __init__(
+        self,
+        core: SchedulerCore,
+        bind_address: str,
+        monitor_address: str,
+        object_storage_address: str,
+        io_threads: int = 1,
+    ) -> None:
+        self._core = core
+        self._bind_address = bind_address
+        self._monitor_address = monitor_address
+        self._object_storage_address = object_storage_address
+        self._context: zmq.Context[Any] = zmq.Context(io_threads=io_threads)
+        self._stopped = asyncio.Event()
+        self.stop_reason = ""
+        self._fd_peers: dict[int, set[PeerID]] = {}
+        self._received = 0
+        self._background_tasks: set[asyncio.Future[Any]] = set()
+
+    def stop(self, reason: str) -> None:
+        if not self._stopped.is_set():
+            self.stop_reason = reason
+            self._stopped.set()
+
+    async def run(self) -> str:
+        loop = asyncio.get_running_loop()
+        router_socket = self._context.socket(zmq.ROUTER)
+        configure(router_socket)
+        router_socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        router_socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        router_socket.bind(self._bind_address)
+        publisher = self._context.socket(zmq.PUB)
+        configure(publisher)
+        publisher.bind(self._monitor_address)
+        self._router = AsyncSocket(loop, router_socket, self._on_frames, copy=False)
+        self._outbox = Outbox(loop, self._router, routed=True, on_unreachable=self._on_unreachable)
+        self._publisher = AsyncSocket(loop, publisher, None)
+        self._monitor = monitor_events(loop, router_socket, zmq.EVENT_DISCONNECTED, self._on_socket_event)
+        self._storage = AsyncObjectStorageConnection(self._object_storage_address, role="scheduler", context=self._context)
+        routines = [
+            asyncio.ensure_future(self._tick_routine()),
+            asyncio.ensure_future(self._stats_routine()),
+        ]
+        try:
+            await self._stopped.wait()
+        finally:
+            for routine in routines:
+                routine.cancel()
+            await asyncio.gather(*routines, return_exceptions=True)
+            if self._background_tasks:  # object deletions in flight get a moment to finish
+                await asyncio.wait(self._background_tasks, timeout=1.0)
+                for task in self._background_tasks:
+                    task.cancel()
+                await asyncio.gather(*self._background_tasks, return_exceptions=True)
+            self._outbox.flush()
+            await asyncio.sleep(0.05)  # let the last replies (shutdown answers) leave
+            self._monitor.close()
+            self._router.close()
+            self._publisher.close()
+            self._storage.close()
+            self._context.term()
+        return self.stop_reason
+
+    # ------------------------------------------------------------ inbound
+
+    def _on_frames(self, frames: Frames) -> None:
+        if len(frames) < 2:
+            return
+        peer = PeerID(frames[0].bytes)
+        now = time.monotonic()
+        events: list[Event] = []
+        for frame in frames[1:]:
+            self._received += 1
+            try:
+                message = codec.decode(frame.buffer)
+            except codec.DecodeError as error:
+                events.append(Undecodable(peer, str(error), now))
+                continue
+            if isinstance(message, m.Hello):
+                self._remember_fd(peer, frame)
+            events.append(Received(peer, message, now))
+        self._feed(events)
+
+    def _remember_fd(self, peer: PeerID, frame: zmq.Frame) -> None:
+        try:
+            fd = int(frame.get(zmq.SRCFD))
+        except (zmq.ZMQError, ValueError, TypeError):
+            return
+        self._fd_peers.setdefault(fd, set()).add(peer)
+
+    def _on_socket_event(self, event: int, value: int) -> None:
+        peers = self._fd_peers.pop(value, None)
+        if not peers:
+            return
+        loop = asyncio.get_running_loop()
+        for delay in PROBE_DELAYS_SECONDS:
+            loop.call_later(delay, self._probe, tuple(peers))
+
+    def _probe(self, peers: tuple[PeerID, ...]) -> None:
+        """Send a Ping to each peer; an unroutable one is gone."""
+        for peer in peers:
+            if self._router.closed:
+                return
+            try:
+                self._router.send([peer, codec.encode(m.Ping())])
+            except PeerUnreachable:
+                self._feed([PeerLost(peer, "connection closed", time.monotonic())])
+            except zmq.ZMQError:
+                return
+
+    def _on_unreachable(self, identity: bytes) -> None:
+        asyncio.get_running_loop().call_soon(
+            self._feed, [PeerLost(PeerID(identity), "connection closed", time.monotonic())]
+        )
+
+    # ------------------------------------------------------------ the core and its effects
+
+    def _feed(self, events: list[Event]) -> None:
+        for event in events:
+            try:
+                effects = self._core.handle(event)
+            except Exception:
+                logger.exception("the scheduler core failed on %s; the event is dropped", type(event).__name__)
+                continue
+            self._perform(effects)
+
+    def _perform(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            try:
+                if isinstance(effect, Send):
+                    self._outbox.send(effect.peer, codec.encode(effect.message))
+                elif isinstance(effect, Publish):
+                    self._publisher.send([codec.encode(effect.snapshot)])
+                elif isinstance(effect, DeleteObjects):
+                    self._background(self._storage.delete(list(effect.object_ids)), "delete objects")
+                elif isinstance(effect, DeleteOwnerObjects):
+                    self._background(self._storage.delete_owner(effect.owner), "delete a client's objects")
+                elif isinstance(effect, StopScheduler):
+                    logger.info("stopping: %s", effect.reason)
+                    asyncio.get_running_loop().call_later(0.2, self.stop, effect.reason)
+            except Exception:
+                logger.exception("could not perform %s", type(effect).__name__)
+
+    def _background(self, work: Any, what: str) -> None:
+        task = asyncio.ensure_future(work)
+        self._background_tasks.add(task)
+
+        def done(finished: asyncio.Future[Any]) -> None:
+            self._background_tasks.discard(finished)
+            if not finished.cancelled() and finished.exception() is not None:
+                logger.warning("could not %s in object storage: %s", what, finished.exception())
+
+        task.add_done_callback(done)
+
+    # ------------------------------------------------------------ routines
+
+    async def _tick_routine(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            self._feed([Tick(time.monotonic())])
+
+    async def _stats_routine(self) -> None:
+        import psutil
+
+        process = psutil.Process(os.getpid())
+        process.cpu_percent()
+        object_count = object_bytes = 0
+        while True:
+            await asyncio.sleep(STATS_SECONDS)
+            try:
+                info = await asyncio.wait_for(self._storage.info(), timeout=STATS_SECONDS)
+                object_count, object_bytes = info.object_count, info.total_bytes
+            except Exception as error:
+                logger.debug("object storage info unavailable: %s", error)
+            stats = ShellStats(
+                cpu_percent=process.cpu_percent(),
+                rss_bytes=process.memory_info().rss,
+                object_count=object_count,
+                object_bytes=object_bytes,
+                messages_received=self._received,
+                messages_sent=self._outbox.frames_sent,
+            )
+            self._feed([stats])

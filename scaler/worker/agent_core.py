@@ -1,0 +1,458 @@
+"""The worker agent's pure core: which task runs in which processor, and what the scheduler is told.
+
+Rules:
+1. At most `slots` processors compute at once (RUNNING). A processor whose task waits on nested
+   futures is BLOCKED and does not count: its slot serves other tasks (children first, by priority).
+   When its futures are done it asks to resume (RESUMING) and runs again as soon as a slot is free;
+   resumes go before new tasks, so parents finish and free their processes.
+2. The scheduler may assign `capacity = slots + prefetch + blocked` tasks at once. Prefetch follows
+   the measured task duration: enough queued work to hide a round trip for tiny tasks, a single task
+   ahead for long ones. Every change of capacity is announced with WorkerCapacity.
+3. Every task ends exactly once towards the scheduler: a result, a cancel confirmation, a return, or
+   a failure made here (timeout, processor died).
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import itertools
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Union
+
+from scaler.protocol import messages as m
+from scaler.protocol.ids import TaskID
+
+logger = logging.getLogger(__name__)
+
+#: Queued work the prefetch aims to hold, in seconds of measured task time.
+PREFETCH_HORIZON_SECONDS = 0.005
+MAX_PREFETCH = 64
+#: Processors kept beyond what runs or waits, ready for the next blocked parent.
+SPARE_PROCESSORS = 1
+#: Processor start failures in a row after which the worker gives up.
+MAX_START_FAILURES = 3
+
+
+class ProcessorState(enum.Enum):
+    STARTING = "starting"
+    IDLE = "idle"
+    RUNNING = "running"
+    BLOCKED = "blocked"
+    RESUMING = "resuming"  #: wants to run on; waits for a slot
+    STOPPING = "stopping"  #: being killed; its exit is expected
+
+
+@dataclass(slots=True)
+class ProcessorRecord:
+    processor_id: bytes
+    state: ProcessorState = ProcessorState.STARTING
+    task_id: TaskID | None = None
+    pid: int = 0
+
+
+@dataclass(slots=True)
+class HeldTask:
+    task: m.Task
+    sequence: int
+    processor: bytes | None = None
+    started_at: float = 0.0
+
+
+# ---------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class FromScheduler:
+    message: m.Message
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class FromProcessor:
+    processor_id: bytes
+    message: m.Message
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorExited:
+    processor_id: bytes
+    description: str  #: "exit code 1", "killed by SIGKILL"
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveRequested:
+    reason: str
+    now: float
+
+
+Event = Union[Tick, FromScheduler, FromProcessor, ProcessorExited, LeaveRequested]
+
+
+# ---------------------------------------------------------------- effects
+
+
+@dataclass(frozen=True, slots=True)
+class ToScheduler:
+    message: m.Message
+
+
+@dataclass(frozen=True, slots=True)
+class SendHeartbeat:
+    status: m.WorkerStatus
+
+
+@dataclass(frozen=True, slots=True)
+class ToProcessor:
+    processor_id: bytes
+    message: m.Message
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnProcessor:
+    processor_id: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class KillProcessor:
+    processor_id: bytes
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    code: int
+    reason: str
+
+
+Effect = Union[ToScheduler, SendHeartbeat, ToProcessor, SpawnProcessor, KillProcessor, Exit]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_NEVER_CONNECTED = 2
+EXIT_SCHEDULER_LOST = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    slots: int = 1
+    max_held_tasks: int = 1000  #: --per-worker-task-queue-size
+    heartbeat_interval_seconds: float = 2.0
+    death_timeout_seconds: float = 300.0
+    task_timeout_seconds: float = 0.0  #: 0: no limit
+    object_storage_address: str = ""  #: override; empty: what the scheduler says
+    has_preload: bool = False
+
+
+@dataclass
+class _Counters:
+    ids: itertools.count[int] = field(default_factory=itertools.count)
+    sequence: itertools.count[int] = field(default_factory=itertools.count)
+
+
+class AgentCore:
+    def __init__(self, settings: AgentSettings, started_at: float, processor_prefix: bytes = b"p") -> None:
+        self.settings = settings
+        self.effects: list[Effect] = []
+        self.tasks: dict[TaskID, HeldTask] = {}
+        self.processors: dict[bytes, ProcessorRecord] = {}
+        self._queue: list[tuple[int, int, TaskID]] = []  #: (-priority, sequence, task) of unstarted tasks
+        self._counters = _Counters()
+        self._prefix = processor_prefix
+        self._storage_address = settings.object_storage_address
+        self._connected = False
+        self._leaving = False
+        self._last_contact = started_at
+        self._last_heartbeat = -math.inf
+        self._average_duration: float | None = None
+        self._announced_capacity = 0
+        self._start_failures = 0
+        self.now = started_at
+
+    # ------------------------------------------------------------ the one mutator
+
+    def handle(self, event: Event) -> list[Effect]:
+        self.now = event.now
+        if isinstance(event, FromScheduler):
+            self._last_contact = event.now
+            self._on_scheduler(event.message)
+        elif isinstance(event, FromProcessor):
+            self._on_processor(event.processor_id, event.message)
+        elif isinstance(event, ProcessorExited):
+            self._on_exit(event.processor_id, event.description)
+        elif isinstance(event, Tick):
+            self._on_tick()
+        elif isinstance(event, LeaveRequested):
+            self._leave(event.reason)
+        self._schedule()
+        effects = self.effects[:]
+        self.effects.clear()
+        return effects
+
+    def start(self) -> list[Effect]:
+        """Effects for start-up: the first processor, so it warms up while the hello travels."""
+        self._spawn()
+        return self.handle(Tick(self.now))
+
+    # ------------------------------------------------------------ counts
+
+    @property
+    def running(self) -> int:
+        return sum(1 for p in self.processors.values() if p.state is ProcessorState.RUNNING)
+
+    @property
+    def blocked(self) -> int:
+        return sum(1 for p in self.processors.values() if p.state in (ProcessorState.BLOCKED, ProcessorState.RESUMING))
+
+    @property
+    def capacity(self) -> int:
+        return min(self.settings.slots + self._prefetch() + self.blocked, self.settings.max_held_tasks + self.blocked)
+
+    def _prefetch(self) -> int:
+        if self._average_duration is None:
+            return 1
+        wanted = math.ceil(PREFETCH_HORIZON_SECONDS / max(self._average_duration, 1e-6))
+        return max(1, min(MAX_PREFETCH, wanted))
+
+    def status(self) -> m.WorkerStatus:
+        return m.WorkerStatus(queued=len(self._queue), running=self.running, blocked=self.blocked)
+
+    # ------------------------------------------------------------ scheduler messages
+
+    def _on_scheduler(self, message: m.Message) -> None:
+        if isinstance(message, m.Task):
+            self._accept(message)
+        elif isinstance(message, m.TaskCancel):
+            for task_id in message.task_ids:
+                self._cancel(task_id)
+        elif isinstance(message, m.TaskReturn):
+            self._give_back(message.task_ids)
+        elif isinstance(message, m.HelloReply):
+            self._on_hello_reply(message)
+        elif isinstance(message, m.Shutdown):
+            self._exit(EXIT_OK, f"the scheduler asked this worker to stop: {message.reason}")
+        elif isinstance(message, m.ProtocolError):
+            self._exit(EXIT_SCHEDULER_LOST, f"the scheduler refused a message: {message.reason}")
+
+    def _on_hello_reply(self, reply: m.HelloReply) -> None:
+        if not reply.accepted:
+            self._exit(EXIT_ERROR, f"the scheduler refused this worker: {reply.reason}")
+            return
+        self._connected = True
+        if not self._storage_address:
+            self._storage_address = reply.object_storage_address
+        for processor in self.processors.values():
+            if processor.state is not ProcessorState.STARTING:
+                self._configure(processor)
+        self._announce_capacity()
+
+    def _accept(self, task: m.Task) -> None:
+        if task.task_id in self.tasks:
+            return
+        self.tasks[task.task_id] = HeldTask(task, next(self._counters.sequence))
+        heapq.heappush(self._queue, (-task.priority, self.tasks[task.task_id].sequence, task.task_id))
+
+    def _cancel(self, task_id: TaskID) -> None:
+        held = self.tasks.get(task_id)
+        if held is None:
+            self._to_scheduler(m.TaskCancelConfirm(task_id, m.CancelOutcome.NOT_FOUND))
+            return
+        if held.processor is not None:
+            self._kill(held.processor, "its task was cancelled")
+        del self.tasks[task_id]
+        self._to_scheduler(m.TaskCancelConfirm(task_id, m.CancelOutcome.CANCELED))
+
+    def _give_back(self, task_ids: tuple[TaskID, ...]) -> None:
+        returned = []
+        for task_id in task_ids:
+            held = self.tasks.get(task_id)
+            if held is not None and held.processor is None:
+                del self.tasks[task_id]
+                returned.append(task_id)
+        self._to_scheduler(m.TaskReturn(tuple(returned)))
+
+    # ------------------------------------------------------------ processor messages
+
+    def _on_processor(self, processor_id: bytes, message: m.Message) -> None:
+        processor = self.processors.get(processor_id)
+        if processor is None or processor.state is ProcessorState.STOPPING:
+            return
+        if isinstance(message, m.ProcessorReady):
+            processor.pid = message.pid
+            processor.state = ProcessorState.IDLE
+            self._start_failures = 0
+            if self._connected:
+                self._configure(processor)
+        elif isinstance(message, m.TaskResult):
+            self._on_result(processor, message)
+        elif isinstance(message, m.TaskLog):
+            if processor.task_id == message.task_id:
+                self._to_scheduler(message)
+        elif isinstance(message, m.ProcessorBlocked):
+            if processor.state is ProcessorState.RUNNING:
+                processor.state = ProcessorState.BLOCKED
+        elif isinstance(message, m.ProcessorResumeRequest):
+            if processor.state is ProcessorState.BLOCKED:
+                processor.state = ProcessorState.RESUMING
+
+    def _on_result(self, processor: ProcessorRecord, result: m.TaskResult) -> None:
+        held = self.tasks.pop(result.task_id, None)
+        processor.task_id = None
+        processor.state = ProcessorState.IDLE
+        if held is None:
+            return  # cancelled meanwhile; the scheduler was told already
+        self._learn_duration(self.now - held.started_at)
+        self._to_scheduler(result)
+
+    def _learn_duration(self, seconds: float) -> None:
+        if self._average_duration is None:
+            self._average_duration = seconds
+        else:
+            self._average_duration = 0.8 * self._average_duration + 0.2 * seconds
+
+    def _on_exit(self, processor_id: bytes, description: str) -> None:
+        processor = self.processors.pop(processor_id, None)
+        if processor is None or processor.state is ProcessorState.STOPPING:
+            return
+        if processor.state is ProcessorState.STARTING:
+            self._start_failures += 1
+            logger.error("processor failed while starting (%s)", description)
+            if self.settings.has_preload:
+                self._exit(EXIT_ERROR, f"a processor failed to start ({description}); check the --preload function")
+            elif self._start_failures >= MAX_START_FAILURES:
+                self._exit(EXIT_ERROR, f"processors failed to start {self._start_failures} times; last: {description}")
+            return
+        if processor.task_id is not None and processor.task_id in self.tasks:
+            del self.tasks[processor.task_id]
+            text = f"the processor (pid {processor.pid}) running the task died: {description}"
+            logger.warning("%s", text)
+            self._to_scheduler(m.TaskResult(processor.task_id, m.ResultStatus.PROCESSOR_DIED, error_message=text))
+
+    # ------------------------------------------------------------ time
+
+    def _on_tick(self) -> None:
+        settings, now = self.settings, self.now
+        if now - self._last_contact > settings.death_timeout_seconds:
+            if self._connected:
+                self._exit(EXIT_SCHEDULER_LOST, f"no word from the scheduler for {settings.death_timeout_seconds:g} s")
+            else:
+                self._exit(EXIT_NEVER_CONNECTED, f"could not reach the scheduler in {settings.death_timeout_seconds:g} s")
+            return
+        if settings.task_timeout_seconds > 0:
+            for held in list(self.tasks.values()):
+                if held.processor is not None and now - held.started_at > settings.task_timeout_seconds:
+                    self._time_out(held)
+        if now - self._last_heartbeat >= settings.heartbeat_interval_seconds:
+            self._last_heartbeat = now
+            self.effects.append(SendHeartbeat(self.status()))
+
+    def _time_out(self, held: HeldTask) -> None:
+        assert held.processor is not None
+        self._kill(held.processor, "its task timed out")
+        del self.tasks[held.task.task_id]
+        text = f"the task ran longer than the task timeout of {self.settings.task_timeout_seconds:g} s and was stopped"
+        self._to_scheduler(m.TaskResult(held.task.task_id, m.ResultStatus.TIMED_OUT, error_message=text))
+
+    # ------------------------------------------------------------ placing work on processors
+
+    def _schedule(self) -> None:
+        if self._leaving:
+            return
+        if self._connected:
+            self._resume_parents()
+            self._start_tasks()
+        self._keep_processors()
+        self._announce_capacity()
+
+    def _resume_parents(self) -> None:
+        for processor in self.processors.values():
+            if self.running >= self.settings.slots:
+                return
+            if processor.state is ProcessorState.RESUMING and processor.task_id is not None:
+                processor.state = ProcessorState.RUNNING
+                self._to_processor(processor, m.ProcessorResume(processor.task_id))
+
+    def _start_tasks(self) -> None:
+        while self._queue and self.running < self.settings.slots:
+            idle = next((p for p in self.processors.values() if p.state is ProcessorState.IDLE), None)
+            if idle is None:
+                return
+            _, _, task_id = heapq.heappop(self._queue)
+            held = self.tasks.get(task_id)
+            if held is None or held.processor is not None:
+                continue  # cancelled or returned while queued
+            held.processor = idle.processor_id
+            held.started_at = self.now
+            idle.task_id = task_id
+            idle.state = ProcessorState.RUNNING
+            self._to_processor(idle, held.task)
+
+    def _keep_processors(self) -> None:
+        """Have a processor ready for every task that could start now (at least one), plus a spare
+        while parents are blocked; retire idle processors beyond that (with one of slack)."""
+        states = [p.state for p in self.processors.values()]
+        ready = states.count(ProcessorState.IDLE) + states.count(ProcessorState.STARTING)
+        free_slots = max(0, self.settings.slots - self.running)
+        keep = max(1, min(free_slots, len(self._queue))) + (SPARE_PROCESSORS if self.blocked else 0)
+        for _ in range(max(0, keep - ready)):
+            self._spawn()
+        surplus = ready - (keep + 1)
+        for processor in list(self.processors.values()):
+            if surplus <= 0:
+                break
+            if processor.state is ProcessorState.IDLE:
+                self._kill(processor.processor_id, "not needed any more")
+                surplus -= 1
+
+    def _announce_capacity(self) -> None:
+        if not self._connected:
+            return
+        capacity = self.capacity
+        if capacity != self._announced_capacity:
+            self._announced_capacity = capacity
+            self._to_scheduler(m.WorkerCapacity(capacity))
+
+    # ------------------------------------------------------------ helpers
+
+    def _spawn(self) -> None:
+        processor_id = self._prefix + b"-" + str(next(self._counters.ids)).encode()
+        self.processors[processor_id] = ProcessorRecord(processor_id)
+        self.effects.append(SpawnProcessor(processor_id))
+
+    def _configure(self, processor: ProcessorRecord) -> None:
+        self._to_processor(processor, m.HelloReply(True, object_storage_address=self._storage_address))
+
+    def _kill(self, processor_id: bytes, reason: str) -> None:
+        processor = self.processors.get(processor_id)
+        if processor is None or processor.state is ProcessorState.STOPPING:
+            return
+        processor.state = ProcessorState.STOPPING
+        processor.task_id = None
+        self.effects.append(KillProcessor(processor_id, reason))
+
+    def _leave(self, reason: str) -> None:
+        if self._leaving:
+            return
+        self._leaving = True
+        self._to_scheduler(m.WorkerLeaving(reason))
+
+    def _exit(self, code: int, reason: str) -> None:
+        self._leaving = True
+        for processor_id in list(self.processors):
+            self._kill(processor_id, "the worker is stopping")
+        self.effects.append(Exit(code, reason))
+
+    def _to_scheduler(self, message: m.Message) -> None:
+        self.effects.append(ToScheduler(message))
+
+    def _to_processor(self, processor: ProcessorRecord, message: m.Message) -> None:
+        self.effects.append(ToProcessor(processor.processor_id, message))

@@ -1,0 +1,114 @@
+"""Running one worker process from its settings: check them, fork the zygote, run the agent.
+
+`python -m scaler.worker.process '<settings as JSON>'` is how pools and managers start workers (the
+JSON is `dataclasses.asdict(WorkerConfig)`); `scaler_worker` is the command for people.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+
+from scaler.config.sections import WorkerConfig
+from scaler.errors import PreloadError
+from scaler.io.address import AddressError, parse_address
+from scaler.io.event_loop import new_event_loop
+from scaler.protocol.ids import new_worker_id
+from scaler.worker import agent_core
+from scaler.worker.preload import parse_preload
+
+logger = logging.getLogger(__name__)
+
+
+def parse_worker_capabilities(text: str) -> tuple[tuple[str, int], ...]:
+    from scaler.policy.capability import parse_capabilities
+
+    return parse_capabilities(text)
+
+
+def check_worker_config(config: WorkerConfig) -> str | None:
+    """Why these settings cannot start a worker, or None."""
+    try:
+        parse_address(config.scheduler_address)
+        if config.object_storage_address:
+            parse_address(config.object_storage_address)
+        parse_worker_capabilities(config.per_worker_capabilities)
+        if config.preload:
+            parse_preload(config.preload)
+    except (AddressError, PreloadError, ValueError) as error:
+        return str(error)
+    return None
+
+
+def run_worker(config: WorkerConfig) -> int:
+    problem = check_worker_config(config)
+    if problem is not None:
+        logger.error("%s", problem)
+        return agent_core.EXIT_ERROR
+    from scaler.worker.agent import WorkerAgent, build_hello
+    from scaler.worker.processor import ProcessorSettings, run_processor
+    from scaler.worker.zygote import Zygote
+
+    worker_id = new_worker_id(config.worker_type or "FIX")
+    processor_address = f"ipc://{tempfile.gettempdir()}/scaler-worker-{os.getpid()}-{worker_id[-12:].decode()}.sock"
+    processor_settings = ProcessorSettings(
+        agent_address=processor_address,
+        scheduler_address=config.scheduler_address,
+        preload=config.preload,
+        garbage_collect_interval_seconds=config.garbage_collect_interval_seconds,
+        trim_memory_threshold_bytes=config.trim_memory_threshold_bytes,
+    )
+    # Fork the zygote first: no thread, event loop or ZeroMQ context exists yet.
+    zygote = Zygote.start(lambda processor_id: run_processor(processor_settings, processor_id))
+    settings = agent_core.AgentSettings(
+        slots=1,
+        max_held_tasks=config.per_worker_task_queue_size,
+        heartbeat_interval_seconds=config.heartbeat_interval_seconds,
+        death_timeout_seconds=config.death_timeout_seconds,
+        task_timeout_seconds=config.task_timeout_seconds,
+        object_storage_address=config.object_storage_address or "",
+        has_preload=bool(config.preload),
+    )
+    capabilities = parse_worker_capabilities(config.per_worker_capabilities)
+    worker_core = agent_core.AgentCore(settings, time.monotonic(), processor_prefix=worker_id[-8:])
+    hello = build_hello(capabilities, worker_core.capacity, config.worker_manager_id, config.worker_type or "FIX")
+    agent = WorkerAgent(
+        worker_core, worker_id, config.scheduler_address, processor_address, hello, zygote, config.io_threads
+    )
+    loop = new_event_loop(config.event_loop)
+    try:
+        logger.info("worker %s connecting to %s", worker_id.decode(), config.scheduler_address)
+        return loop.run_until_complete(agent.run())
+    finally:
+        loop.close()
+        try:
+            os.unlink(processor_address[len("ipc://") :])
+        except OSError:
+            pass
+
+
+def worker_config_to_json(config: WorkerConfig) -> str:
+    return json.dumps(dataclasses.asdict(config))
+
+
+def worker_config_from_json(text: str) -> WorkerConfig:
+    values = json.loads(text)
+    values["logging_paths"] = tuple(values["logging_paths"])
+    return WorkerConfig(**values)
+
+
+def main() -> None:
+    config = worker_config_from_json(sys.argv[1])
+    from scaler.config.logging_setup import setup_logging
+
+    setup_logging(config, "worker")
+    sys.exit(run_worker(config))
+
+
+if __name__ == "__main__":
+    main()

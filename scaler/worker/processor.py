@@ -1,0 +1,152 @@
+"""A processor: the child process of a worker that runs user functions, one task at a time.
+
+It talks only to its agent (a DEALER on the agent's private ipc socket) and to object storage. It
+starts by running the preload function, announces itself with ProcessorReady, learns the object
+storage address from a HelloReply, then executes each Task it receives and answers with a
+TaskResult. A task waiting on nested futures tells the agent (ProcessorBlocked) and, when its futures
+are done, asks to run on (ProcessorResumeRequest) and waits for ProcessorResume.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.worker import processor_context
+from scaler.worker.preload import run_preload
+from scaler.worker.task_execution import TaskExecutor, _rss_bytes
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProcessorSettings:
+    agent_address: str  #: the agent's private ipc socket
+    scheduler_address: str  #: for clients created inside tasks
+    preload: str | None = None
+    garbage_collect_interval_seconds: float = 30.0
+    trim_memory_threshold_bytes: int = 1 << 30
+
+
+class _AgentChannel:
+    """The processor's socket to its agent; used from the processor's main thread only."""
+
+    def __init__(self, context: zmq.Context[Any], settings: ProcessorSettings, processor_id: bytes) -> None:
+        self.socket = context.socket(zmq.DEALER)
+        self.socket.setsockopt(zmq.IDENTITY, processor_id)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.SNDHWM, 0)
+        self.socket.setsockopt(zmq.RCVHWM, 0)
+        self.socket.connect(settings.agent_address)
+
+    def send(self, message: m.Message) -> None:
+        self.socket.send(codec.encode(message))
+
+    def receive(self, timeout_seconds: float | None) -> list[m.Message]:
+        if timeout_seconds is not None and not self.socket.poll(int(timeout_seconds * 1000)):
+            return []
+        return [codec.decode(frame) for frame in self.socket.recv_multipart()]
+
+
+class _NestedWaits:
+    """Block/unblock hooks given to clients created in tasks (see processor_context)."""
+
+    def __init__(self, channel: _AgentChannel) -> None:
+        self._channel = channel
+        self.task_id: m.TaskID | None = None
+        self._depth = 0
+
+    def on_block(self) -> None:
+        self._depth += 1
+        if self._depth == 1 and self.task_id is not None:
+            self._channel.send(m.ProcessorBlocked(self.task_id))
+
+    def on_unblock(self) -> None:
+        self._depth -= 1
+        if self._depth != 0 or self.task_id is None:
+            return
+        self._channel.send(m.ProcessorResumeRequest(self.task_id))
+        while True:  # wait for the agent to hand the slot back
+            for message in self._channel.receive(None):
+                if isinstance(message, m.ProcessorResume) and message.task_id == self.task_id:
+                    return
+
+
+class _Storage:
+    """Opens the object storage connection on first use, once the agent said where storage is."""
+
+    def __init__(self, context: zmq.Context[Any]) -> None:
+        self._context = context
+        self.address = ""
+        self._connection: Any = None
+
+    def __call__(self) -> Any:
+        if self._connection is None:
+            from scaler.object_storage.connection import ObjectStorageConnection
+
+            if not self.address:
+                raise RuntimeError("object storage address unknown: the worker has not heard from the scheduler")
+            self._connection = ObjectStorageConnection(self.address, role="processor", context=self._context)
+        return self._connection
+
+
+def run_processor(settings: ProcessorSettings, processor_id: bytes) -> int:
+    if settings.preload:
+        try:
+            run_preload(settings.preload)
+        except Exception as error:
+            logger.error("preload %r failed: %s: %s; this processor stops", settings.preload, type(error).__name__, error)
+            return 1
+    context: zmq.Context[Any] = zmq.Context()
+    channel = _AgentChannel(context, settings, processor_id)
+    waits = _NestedWaits(channel)
+    processor_context.install(
+        processor_context.ProcessorContext(settings.scheduler_address, 0, waits.on_block, waits.on_unblock)
+    )
+    storage = _Storage(context)
+    executor = TaskExecutor(storage, channel.send)
+    channel.send(m.ProcessorReady(os.getpid()))
+    last_collect = time.monotonic()
+    try:
+        while True:
+            for message in channel.receive(settings.garbage_collect_interval_seconds):
+                if isinstance(message, m.HelloReply):
+                    storage.address = message.object_storage_address
+                elif isinstance(message, m.Task):
+                    _run_one(message, executor, waits, channel)
+            if time.monotonic() - last_collect >= settings.garbage_collect_interval_seconds:
+                last_collect = time.monotonic()
+                _collect_garbage(settings.trim_memory_threshold_bytes)
+    finally:
+        channel.socket.close(linger=0)
+        context.term()
+
+
+def _run_one(task: m.Task, executor: TaskExecutor, waits: _NestedWaits, channel: _AgentChannel) -> None:
+    context = processor_context.current()
+    if context is not None:
+        context.task_priority = task.priority
+    waits.task_id = task.task_id
+    try:
+        result = executor.run(task)
+    finally:
+        waits.task_id = None
+    channel.send(result)
+
+
+def _collect_garbage(trim_threshold_bytes: int) -> None:
+    gc.collect()
+    if _rss_bytes() > trim_threshold_bytes:
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except OSError:
+            pass

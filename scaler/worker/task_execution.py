@@ -1,0 +1,313 @@
+"""Running one task inside a processor: resolve the function and arguments, call, package the result.
+
+Every way a task can end becomes one TaskResult: the return value (inline up to 64 KiB, else an
+object in storage owned by the task's client), the pickled exception with its traceback text, or a
+status naming what went wrong around the call (missing object, result not serializable).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import pickle
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import cloudpickle
+
+from scaler.client import object_reference
+from scaler.client.serializer import DefaultSerializer, Serializer, deserialize_with
+from scaler.errors import DeserializeObjectError, MissingObjects, TaskExceptionNotSerializableError
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol.ids import ObjectID, new_random_object_id
+
+#: Results up to this size travel inside the result message; bigger ones go to object storage.
+INLINE_LIMIT_BYTES = 64 * 1024
+#: Deserialized objects kept per processor (by serialized size), for objects reused across tasks.
+OBJECT_CACHE_BYTES = 1 << 30
+MEMORY_SAMPLE_SECONDS = 0.05
+
+_DEFAULT = DefaultSerializer()
+
+
+class StorageAccess:
+    """What task execution needs from object storage (an ObjectStorageConnection satisfies it)."""
+
+    def get(self, object_id: bytes) -> bytes | bytearray | memoryview: ...
+    def put(self, object_id: bytes, payload: Any, owner_id: bytes = b"", name: str = "") -> None: ...
+    def exists(self, object_id: bytes) -> bool: ...
+
+
+class ObjectCache:
+    """Deserialized objects by id, least recently used dropped first beyond a byte budget."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self._budget = budget_bytes
+        self._used = 0
+        self._entries: collections.OrderedDict[tuple[bytes, bytes], tuple[Any, int]] = collections.OrderedDict()
+
+    def get(self, key: tuple[bytes, bytes]) -> tuple[bool, Any]:
+        entry = self._entries.get(key)
+        if entry is None:
+            return False, None
+        self._entries.move_to_end(key)
+        return True, entry[0]
+
+    def put(self, key: tuple[bytes, bytes], value: Any, size: int) -> None:
+        if size > self._budget:
+            return
+        self._entries[key] = (value, size)
+        self._used += size
+        while self._used > self._budget:
+            _, (_, dropped) = self._entries.popitem(last=False)
+            self._used -= dropped
+
+
+class _TaskFailure(Exception):
+    """Ends a task with a status other than success/failed (raised before the user function runs)."""
+
+    def __init__(self, status: m.ResultStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class TaskExecutor:
+    def __init__(self, storage: Callable[[], StorageAccess], send_log: Callable[[m.TaskLog], None]) -> None:
+        self._storage = storage
+        self._send_log = send_log
+        self._functions: dict[bytes, Any] = {}
+        self._serializers: dict[bytes, Serializer] = {}
+        self._objects = ObjectCache(OBJECT_CACHE_BYTES)
+
+    def run(self, task: m.Task) -> m.TaskResult:
+        started, cpu_started = time.perf_counter(), time.process_time()
+        sampler: _MemorySampler | None = None
+        try:
+            body = codec.decode_body(task.body)
+            serializer = self._serializer(body.serializer_id)
+            function = self._function(body.function_id, serializer)
+            args, kwargs = self._arguments(body, task, serializer)
+        except _TaskFailure as failure:
+            return m.TaskResult(task.task_id, failure.status, error_message=str(failure))
+        except Exception as error:
+            return self._failed(task, error, "".join(traceback.format_exception(error)))
+        if body.profiling:
+            sampler = _MemorySampler()
+        try:
+            with _OutputCapture(task.task_id, self._send_log, body.stream_output):
+                value = function(*args, **kwargs)
+        except SystemExit as exit_request:
+            error = RuntimeError(f"the task called sys.exit({exit_request.code!r})")
+            return self._failed(task, error, "".join(traceback.format_exception(exit_request)))
+        except Exception as error:
+            return self._failed(task, error, _user_traceback(error))
+        finally:
+            profile = m.Profile(
+                time.perf_counter() - started, time.process_time() - cpu_started, sampler.stop() if sampler else 0
+            )
+        return self._succeeded(task, serializer, value, profile)
+
+    # ------------------------------------------------------------ inputs
+
+    def _serializer(self, serializer_id: ObjectID) -> Serializer:
+        if not serializer_id:
+            return _DEFAULT
+        serializer = self._serializers.get(serializer_id)
+        if serializer is None:
+            payload = self._fetch(serializer_id, "the client's serializer")
+            try:
+                serializer = pickle.loads(payload)
+            except Exception as error:
+                raise DeserializeObjectError(f"could not load the client's serializer: {error!r}") from error
+            self._serializers[serializer_id] = serializer
+        return serializer
+
+    def _function(self, function_id: ObjectID, serializer: Serializer) -> Any:
+        key = function_id
+        function = self._functions.get(key)
+        if function is None:
+            payload = self._fetch(function_id, "the task's function")
+            try:
+                function = deserialize_with(serializer, payload)
+            except Exception as error:
+                raise DeserializeObjectError(f"could not deserialize the task's function: {error!r}") from error
+            self._functions[key] = function
+        return function
+
+    def _arguments(self, body: m.TaskBody, task: m.Task, serializer: Serializer) -> tuple[list[Any], dict[str, Any]]:
+        inputs = {given.task_id: given for given in task.inputs}
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        object_reference.install_resolver(lambda object_id: self._object(object_id, serializer))
+        try:
+            for position, argument in enumerate(body.args):
+                value = self._argument(argument, inputs, serializer, position)
+                if argument.keyword:
+                    kwargs[argument.keyword] = value
+                else:
+                    args.append(value)
+        finally:
+            object_reference.install_resolver(None)
+        return args, kwargs
+
+    def _argument(
+        self, argument: m.Argument, inputs: dict[bytes, m.TaskInput], serializer: Serializer, position: int
+    ) -> Any:
+        kind, data = argument.kind, argument.data
+        if kind is m.ArgumentKind.TASK_RESULT:
+            given = inputs.get(data)
+            if given is None:
+                raise _TaskFailure(m.ResultStatus.ERROR, f"the result of graph node {data.hex()} was not provided")
+            kind = m.ArgumentKind.INLINE if given.kind is m.PayloadKind.INLINE else m.ArgumentKind.OBJECT_ID
+            data = given.data
+        if kind is m.ArgumentKind.OBJECT_ID:
+            return self._object(data, serializer)
+        try:
+            return deserialize_with(serializer, data)
+        except _TaskFailure:
+            raise
+        except Exception as error:
+            name = argument.keyword or f"#{position}"
+            raise DeserializeObjectError(f"could not deserialize argument {name}: {error!r}") from error
+
+    def _object(self, object_id: bytes, serializer: Serializer) -> Any:
+        """An object argument; a cached copy is used only while the object still exists in storage, so
+        a reference made stale by client.clear() fails instead of silently using old data."""
+        key = (id(serializer).to_bytes(8, "little"), object_id)
+        found, value = self._objects.get(key)
+        if found:
+            if not self._storage().exists(object_id):
+                raise _TaskFailure(
+                    m.ResultStatus.MISSING_OBJECT,
+                    f"object {object_id.hex()} is not in object storage any more: it was deleted by client.clear() "
+                    f"or its client left",
+                )
+            return value
+        payload = self._fetch(ObjectID(object_id), "an object the task needs")
+        try:
+            value = deserialize_with(serializer, payload)
+        except Exception as error:
+            raise DeserializeObjectError(f"could not deserialize object {object_id.hex()}: {error!r}") from error
+        self._objects.put(key, value, len(payload))
+        return value
+
+    def _fetch(self, object_id: ObjectID, what: str) -> bytes | bytearray | memoryview:
+        try:
+            return self._storage().get(object_id)
+        except MissingObjects as error:
+            raise _TaskFailure(
+                m.ResultStatus.MISSING_OBJECT,
+                f"{what} (object {object_id.hex()}) is not in object storage: it was deleted by client.clear() "
+                f"or its client left ({error})",
+            ) from None
+
+    # ------------------------------------------------------------ outputs
+
+    def _succeeded(self, task: m.Task, serializer: Serializer, value: Any, profile: m.Profile) -> m.TaskResult:
+        try:
+            payload = serializer.serialize(value)
+        except Exception as error:
+            text = f"the task's result of type {type(value).__qualname__} could not be serialized: {error!r}"
+            return m.TaskResult(task.task_id, m.ResultStatus.NOT_SERIALIZABLE, error_message=text, profile=profile)
+        if len(payload) <= INLINE_LIMIT_BYTES:
+            return m.TaskResult(task.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, payload, profile=profile)
+        object_id = new_random_object_id()
+        self._storage().put(object_id, payload, owner_id=task.client_id, name="result")
+        return m.TaskResult(task.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.OBJECT_ID, object_id, profile=profile)
+
+    def _failed(self, task: m.Task, error: BaseException, trace: str) -> m.TaskResult:
+        try:
+            payload = cloudpickle.dumps((error, trace), protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.loads(payload)  # an exception that pickles but cannot unpickle would fail in the client
+        except Exception as pickling_error:
+            replacement = TaskExceptionNotSerializableError(
+                f"the task raised {type(error).__qualname__}: {error} (the exception itself could not be "
+                f"pickled: {pickling_error!r})"
+            )
+            payload = cloudpickle.dumps((replacement, trace), protocol=pickle.HIGHEST_PROTOCOL)
+        return m.TaskResult(task.task_id, m.ResultStatus.FAILED, m.PayloadKind.INLINE, payload)
+
+
+def _user_traceback(error: BaseException) -> str:
+    """The traceback from the user's function down, without the processor's own frames."""
+    tb = error.__traceback__
+    if tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(error), error, tb))
+
+
+class _MemorySampler:
+    """Samples this process's resident memory while a profiled task runs; reports the peak growth."""
+
+    def __init__(self) -> None:
+        self._start = _rss_bytes()
+        self._peak = self._start
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="scaler-memory-sampler", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stopped.wait(MEMORY_SAMPLE_SECONDS):
+            self._peak = max(self._peak, _rss_bytes())
+
+    def stop(self) -> int:
+        self._stopped.set()
+        self._thread.join()
+        self._peak = max(self._peak, _rss_bytes())
+        return max(0, self._peak - self._start)
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class _LogStream:
+    def __init__(self, task_id: m.TaskID, stream: m.LogStream, send: Callable[[m.TaskLog], None], original: Any):
+        self._task_id, self._stream, self._send, self._original = task_id, stream, send, original
+        self._main = threading.main_thread()
+
+    def write(self, text: str) -> int:
+        if text and threading.current_thread() is self._main:
+            self._send(m.TaskLog(self._task_id, self._stream, text))
+        elif text:
+            self._original.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def encoding(self) -> str:
+        return "utf-8"
+
+
+class _OutputCapture:
+    """While active, the task's stdout and stderr go to its client as TaskLog messages."""
+
+    def __init__(self, task_id: m.TaskID, send: Callable[[m.TaskLog], None], enabled: bool) -> None:
+        self._task_id, self._send, self._enabled = task_id, send, enabled
+        self._saved: tuple[Any, Any] | None = None
+
+    def __enter__(self) -> None:
+        if self._enabled:
+            self._saved = (sys.stdout, sys.stderr)
+            sys.stdout = _LogStream(self._task_id, m.LogStream.STDOUT, self._send, sys.stdout)  # type: ignore[assignment]
+            sys.stderr = _LogStream(self._task_id, m.LogStream.STDERR, self._send, sys.stderr)  # type: ignore[assignment]
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is not None:
+            sys.stdout, sys.stderr = self._saved

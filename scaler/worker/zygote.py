@@ -1,0 +1,184 @@
+"""A pre-imported, single-threaded child of the worker agent that forks processors on request.
+
+Starting a Python process and importing zmq, capnp and cloudpickle costs a few hundred
+milliseconds; forking this zygote costs a few. The zygote is forked by the agent at start-up, before
+the agent creates any thread, event loop or ZeroMQ context, so forking it again is safe.
+
+Line protocol on a Unix socket pair:
+  agent -> zygote: "spawn <processor id hex>\n"
+  zygote -> agent: "started <processor id hex> <pid>\n"
+                   "exited <processor id hex> <wait status>\n"
+The zygote dies with the agent (PR_SET_PDEATHSIG) and kills its processors when the agent closes the
+socket, so no processor outlives its worker.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import select
+import signal
+import socket
+import sys
+from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def describe_wait_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        hint = " (out of memory, or killed)" if number == signal.SIGKILL else ""
+        return f"killed by {name}{hint}"
+    if os.WIFEXITED(status):
+        return f"exit code {os.WEXITSTATUS(status)}"
+    return f"wait status {status}"
+
+
+class Zygote:
+    """The agent's handle on its zygote."""
+
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid = pid
+        self.socket = sock
+        self._buffer = b""
+
+    @classmethod
+    def start(cls, run_processor: Callable[[bytes], int]) -> Zygote:
+        parent_end, child_end = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:  # the zygote
+            parent_end.close()
+            code = 1
+            try:
+                die_with_parent()
+                code = _serve(child_end, run_processor)
+            finally:
+                os._exit(code)
+        child_end.close()
+        parent_end.setblocking(False)
+        return cls(pid, parent_end)
+
+    def spawn(self, processor_id: bytes) -> None:
+        self.socket.setblocking(True)
+        try:
+            self.socket.sendall(b"spawn " + processor_id.hex().encode() + b"\n")
+        finally:
+            self.socket.setblocking(False)
+
+    def read_reports(self) -> list[tuple[str, bytes, int]]:
+        """Reports available now: ("started", processor id, pid) or ("exited", processor id, status).
+        An empty read means the zygote is gone: ("gone", b"", 0)."""
+        try:
+            data = self.socket.recv(65536)
+        except BlockingIOError:
+            return []
+        if not data:
+            return [("gone", b"", 0)]
+        self._buffer += data
+        reports = []
+        while b"\n" in self._buffer:
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            kind, processor_hex, number = line.decode().split()
+            reports.append((kind, bytes.fromhex(processor_hex), int(number)))
+        return reports
+
+    def close(self) -> None:
+        try:
+            self.socket.close()
+        finally:
+            try:
+                os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                pass
+
+
+def _serve(sock: socket.socket, run_processor: Callable[[bytes], int]) -> int:
+    """The zygote's loop: fork on request, report starts and exits, stop when the agent goes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent decides when processors stop
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    children: dict[int, bytes] = {}
+    buffer = b""
+    try:
+        while True:
+            try:
+                readable, _, _ = select.select([sock, wake_read], [], [])
+            except InterruptedError:
+                readable = []
+            if wake_read in readable:
+                os.read(wake_read, 4096)
+            _reap(children, sock)
+            if sock in readable:
+                data = sock.recv(65536)
+                if not data:
+                    return 0
+                buffer += data
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    _, processor_hex = line.decode().split()
+                    processor_id = bytes.fromhex(processor_hex)
+                    pid = _fork_processor(sock, wake_read, wake_write, run_processor, processor_id)
+                    children[pid] = processor_id
+                    sock.sendall(f"started {processor_hex} {pid}\n".encode())
+    finally:
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _fork_processor(
+    sock: socket.socket, wake_read: int, wake_write: int, run_processor: Callable[[bytes], int], processor_id: bytes
+) -> int:
+    pid = os.fork()
+    if pid != 0:
+        return pid
+    code = 1
+    try:
+        sock.close()
+        signal.set_wakeup_fd(-1)
+        os.close(wake_read)
+        os.close(wake_write)
+        for signum in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_DFL)
+        die_with_parent()
+        code = run_processor(processor_id)
+    except BaseException:
+        logger.exception("processor crashed")
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _reap(children: dict[int, bytes], sock: socket.socket) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        processor_id = children.pop(pid, None)
+        if processor_id is not None:
+            sock.sendall(f"exited {processor_id.hex()} {status}\n".encode())
