@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Optional
 
 from scaler.config.fields import setting
 
@@ -22,14 +21,18 @@ class LoggingSettings:
     logging_paths: tuple[str, ...] = setting(
         ("/dev/stdout",), help="where logs go: /dev/stdout, /dev/stderr or file paths", short=("-lp",)
     )
-    logging_config_file: Optional[str] = setting(
-        None, help="a Python logging .conf file; overrides the other logging settings", short=("-lcf",)
+    logging_config_file: str | None = setting(
+        None, help="a Python logging .conf file; overrides the other logging settings", short=("-lcf", "-lc")
     )
 
 
 @dataclass(frozen=True, kw_only=True)
 class ObjectStorageServerConfig(LoggingSettings):
-    bind_address: str = setting(help="address to listen on, e.g. tcp://127.0.0.1:8517", positional=True)
+    bind_address: str = setting(
+        help="address to listen on, e.g. tcp://127.0.0.1:8517",
+        positional=True,
+        aliases=("object_storage_address",),  # the 1.x name (positional and TOML key)
+    )
     identity: str = setting("ObjectStorageServer", help="name used in logs")
 
 
@@ -40,15 +43,15 @@ class SchedulerConfig(LoggingSettings):
         positional=True,
         aliases=("scheduler_address",),
     )
-    object_storage_address: Optional[str] = setting(
+    object_storage_address: str | None = setting(
         None,
         help="object storage server to use; when omitted the scheduler starts one at its port + 1",
         short=("-osa",),
     )
-    advertised_object_storage_address: Optional[str] = setting(
+    advertised_object_storage_address: str | None = setting(
         None, help="object storage address given to clients and workers (NAT, public IP)", short=("-aosa",)
     )
-    monitor_address: Optional[str] = setting(
+    monitor_address: str | None = setting(
         None, help="where status snapshots are published (default: scheduler port + 2)", short=("-ma",)
     )
     status_report_interval_seconds: float = setting(
@@ -74,14 +77,12 @@ class SchedulerConfig(LoggingSettings):
         3, help="times a task is re-dispatched after its worker died before it fails with WorkerDiedError",
         short=("-mtr",), ge=0,
     )  # fmt: skip
-    load_balance_seconds: float = setting(
-        1, help="period of load balancing; negative disables it", short=("-ls",)
-    )
+    load_balance_seconds: float = setting(1, help="period of load balancing; negative disables it", short=("-ls",))
     load_balance_trigger_times: int = setting(
         2, help="identical balance decisions in a row needed before tasks move", short=("-lbt",), gt=0
     )
     event_loop: str = setting("builtin", help="asyncio loop flavour", short=("-el", "-e"), choices=EVENT_LOOPS)
-    io_threads: int = setting(1, help="ZeroMQ I/O threads", short=("-it",), gt=0)
+    io_threads: int = setting(1, help="ZeroMQ I/O threads", short=("-it", "-wit"), aliases=("worker_io_threads",), gt=0)
     policy_engine_type: str = setting(
         "simple", help="scaling policy engine", short=("-et",), choices=("simple", "waterfall_v1")
     )
@@ -94,7 +95,7 @@ class SchedulerConfig(LoggingSettings):
 class WorkerSettings(LoggingSettings):
     """Flags every worker shares, whoever starts it (scaler_cluster, a worker manager, scaler_worker)."""
 
-    object_storage_address: Optional[str] = setting(
+    object_storage_address: str | None = setting(
         None, help="object storage for the workers; default: what the scheduler advertises", short=("-osa",)
     )
     per_worker_capabilities: str = setting(
@@ -103,7 +104,9 @@ class WorkerSettings(LoggingSettings):
     per_worker_task_queue_size: int = setting(
         1000, help="most tasks a worker holds at once (running plus prefetched)", short=("-wtqs",), gt=0
     )
-    heartbeat_interval_seconds: float = setting(2, help="worker heartbeat period", short=("-his",), gt=0)
+    heartbeat_interval_seconds: float = setting(
+        2, help="worker heartbeat period", short=("-his", "-hi"), aliases=("heartbeat_interval",), gt=0
+    )
     task_timeout_seconds: float = setting(
         0, help="stop a task running longer than this; 0 for no limit", short=("-tts",), ge=0
     )
@@ -119,10 +122,12 @@ class WorkerSettings(LoggingSettings):
     hard_processor_suspend: bool = setting(
         False, help="accepted for compatibility; blocked parents always yield their slot", short=("-hps",)
     )
-    io_threads: int = setting(1, help="ZeroMQ I/O threads per worker", short=("-it",), gt=0)
+    io_threads: int = setting(
+        1, help="ZeroMQ I/O threads per worker", short=("-it", "-wit"), aliases=("worker_io_threads",), gt=0
+    )
     event_loop: str = setting("builtin", help="asyncio loop flavour", short=("-el", "-e"), choices=EVENT_LOOPS)
-    preload: Optional[str] = setting(
-        None, help="\"pkg.mod:func\" or \"pkg.mod:func('x', debug=False)\", run once per processor before any task"
+    preload: str | None = setting(
+        None, help='"pkg.mod:func" or "pkg.mod:func(\'x\', debug=False)", run once per processor before any task'
     )
 
 
@@ -141,28 +146,125 @@ class ClusterConfig(WorkerSettings):
 
     scheduler_address: str = setting(help="scheduler the workers connect to", positional=True)
     num_of_workers: int = setting(
-        max(1, (os.cpu_count() or 2) - 1), help="number of workers", short=("-n",), gt=0
+        max(1, (os.cpu_count() or 2) - 1),
+        help="number of workers",
+        short=("-n", "-mtc"),
+        aliases=("max_task_concurrency",),  # the 1.24 spelling
+        gt=0,
     )
     worker_manager_id: str = setting("cluster", help="manager id the workers report", short=("-wmi",))
     worker_type: str = setting("FIX", help="prefix of the worker ids")
 
 
 @dataclass(frozen=True, kw_only=True)
-class NativeWorkerManagerConfig(WorkerSettings):
-    """`scaler_worker_manager baremetal_native`: local worker processes, fixed or scheduler-driven."""
+class WorkerManagerSettings(WorkerSettings):
+    """Settings every `scaler_worker_manager <type>` shares; the worker settings are passed on to its workers."""
 
     scheduler_address: str = setting(help="scheduler the manager connects to", positional=True)
     worker_manager_id: str = setting(help="stable id, unique per scheduler", short=("-wmi",))
-    worker_scheduler_address: Optional[str] = setting(
+    worker_scheduler_address: str | None = setting(
         None, help="scheduler address given to the workers (default: scheduler_address)", short=("-wsa",)
     )
     max_task_concurrency: int = setting(
         os.cpu_count() or 1,
+        help="most workers at once; -1 for no limit",
+        short=("-mtc", "-mw"),
+        aliases=("max_workers",),  # -mw/--max-workers: the 1.12-1.15 worker adapters
+        ge=-1,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class NativeWorkerManagerConfig(WorkerManagerSettings):
+    """`scaler_worker_manager baremetal_native`: local worker processes, fixed or scheduler-driven."""
+
+    max_task_concurrency: int = setting(
+        os.cpu_count() or 1,
         help="most workers at once (-1: no limit); the exact pool size in fixed mode",
-        short=("-mtc", "-n"),
-        aliases=("num_of_workers",),
+        short=("-mtc", "-mw", "-n"),
+        aliases=("num_of_workers", "max_workers"),
         ge=-1,
     )
     mode: str = setting("dynamic", help="dynamic: the scheduler decides; fixed: start exactly -mtc workers",
                         choices=("dynamic", "fixed"))  # fmt: skip
-    worker_type: Optional[str] = setting(None, help="prefix of worker ids (default NAT for dynamic, FIX for fixed)")
+    worker_type: str | None = setting(None, help="prefix of worker ids (default NAT for dynamic, FIX for fixed)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ECSWorkerManagerConfig(WorkerManagerSettings):
+    """`scaler_worker_manager aws_raw_ecs`: whole workers in AWS ECS Fargate tasks."""
+
+    aws_access_key_id: str | None = setting(None, help="AWS access key (default: the AWS credential chain)")
+    aws_secret_access_key: str | None = setting(None, help="AWS secret key (default: the AWS credential chain)")
+    aws_region: str = setting("us-east-1", help="AWS region")
+    aws_endpoint_url: str | None = setting(None, help="AWS API endpoint (e.g. a local moto server); default: AWS")
+    ecs_subnets: str = setting(help="comma-separated subnets the Fargate tasks run in")
+    ecs_security_groups: str = setting("", help="comma-separated security groups of the tasks (default: none given)")
+    ecs_cluster: str = setting("scaler-cluster", help="ECS cluster, created when missing")
+    ecs_task_image: str = setting("public.ecr.aws/v4u8j8r6/scaler:latest", help="container image of the tasks")
+    ecs_python_requirements: str = setting(
+        "tomli;pargraph;parfun;pandas", help="';'-separated pip requirements installed in the container"
+    )
+    ecs_python_version: str = setting("3.12.11", help="Python version installed in the container")
+    ecs_task_definition: str = setting("scaler-task-definition", help="task definition family, created when missing")
+    ecs_task_cpu: int = setting(4, help="vCPUs per task, which is also the number of workers per task", gt=0)
+    ecs_task_memory: int = setting(30, help="memory per task in GB", gt=0)
+    ecs_execution_role_arn: str | None = setting(
+        None, help="task execution role (default: ecsTaskExecutionRole, created when missing)"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AWSHPCWorkerManagerConfig(WorkerManagerSettings):
+    """`scaler_worker_manager aws_hpc`: each task runs as an AWS Batch job."""
+
+    job_queue: str = setting(help="AWS Batch job queue", short=("-q",))
+    job_definition: str = setting(help="AWS Batch job definition", short=("-d",))
+    s3_bucket: str = setting(help="S3 bucket for task payloads and results")
+    backend: str = setting("batch", help="AWS HPC backend", short=("-b",), choices=("batch",))
+    name: str | None = setting(None, help="worker name (default: aws-<backend>-worker)", short=("-n",))
+    aws_region: str = setting("us-east-1", help="AWS region")
+    aws_endpoint_url: str | None = setting(None, help="AWS API endpoint (e.g. a local moto server); default: AWS")
+    s3_prefix: str = setting("scaler-tasks", help="key prefix of the task objects in the bucket")
+    max_concurrent_jobs: int = setting(100, help="most Batch jobs in flight per proxy worker", short=("-mcj",), gt=0)
+    job_timeout_minutes: int = setting(60, help="a job running longer than this is stopped", gt=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SymphonyWorkerManagerConfig(WorkerManagerSettings):
+    """`scaler_worker_manager symphony`: each task runs as an IBM Symphony (SOAM) task."""
+
+    service_name: str = setting(help="Symphony service the tasks are sent to", short=("-sn",))
+
+
+#: `scaler_worker_manager <type>`: the sub-command (also the `type` of a [[worker_manager]] entry) -> its section.
+WORKER_MANAGER_SECTIONS: dict[str, type[WorkerManagerSettings]] = {
+    "baremetal_native": NativeWorkerManagerConfig,
+    "aws_raw_ecs": ECSWorkerManagerConfig,
+    "aws_hpc": AWSHPCWorkerManagerConfig,
+    "symphony": SymphonyWorkerManagerConfig,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopConfig:
+    """`scaler_top`: the terminal monitor (section [top]); it has no logging settings."""
+
+    monitor_address: str = setting(help="the scheduler's monitor address, e.g. tcp://127.0.0.1:8518", positional=True)
+    timeout: float = setting(5, help="seconds without a status report before the display says so", short=("-t",),
+                             gt=0)  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class GUIConfig(LoggingSettings):
+    """`scaler_gui`: the web monitor (section [gui]; the 1.x [webui] section is read too)."""
+
+    monitor_address: str = setting(help="the scheduler's monitor address, e.g. tcp://127.0.0.1:8518", positional=True)
+    gui_address: str = setting("0.0.0.0:50001", help="host:port the web page is served on")
+    broadcast_interval_seconds: float = setting(
+        0.5, help="period of the updates pushed to the browsers", short=("-bi",), gt=0
+    )
+    task_log_max_size: int = setting(500, help="finished tasks kept in the task log", short=("-tl",), gt=0)
+    status_report_interval_seconds: float = setting(
+        1, help="the scheduler's -sri; a scheduler silent for 5 periods is shown as stale", short=("-sri",), gt=0
+    )

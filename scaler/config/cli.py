@@ -1,0 +1,258 @@
+"""The command line of a settings section, generated from its fields: spellings, help text and defaults.
+
+The parser only collects what the user typed (every default is `argparse.SUPPRESS`), as strings;
+`scaler.config.loader` validates them together with the environment and the TOML file. So a value in the file
+is never overridden by a parser default, and a bad value gets the same message whichever source it came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import textwrap
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+from scaler.config.fields import ALIASES, CHOICES, HELP, HIDDEN, POSITIONAL, SHORT
+from scaler.config.sections import LoggingSettings, WorkerManagerSettings, WorkerSettings
+
+#: Namespace attribute of -c/--config.
+CONFIG_DEST = "config"
+
+#: Words a boolean flag accepts as its optional value (case-insensitive), e.g. `-p False`, `--protected=yes`.
+BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0", "t", "f", "y", "n"})
+
+#: Argument groups of `-h`, for settings declared by these shared bases; a section's own settings come first.
+_GROUP_TITLES: dict[type, str] = {
+    WorkerManagerSettings: "worker manager settings",
+    WorkerSettings: "worker settings (given to every worker)",
+    LoggingSettings: "logging settings",
+}
+
+
+def build_parser(
+    section_type: type, prog: str, description: str = "", *, epilog: str | None = None
+) -> argparse.ArgumentParser:
+    """An argparse parser for `section_type`: `--field-name`, every `short` and `aliases` spelling, the
+    positional field as an optional positional, `-c/--config FILE`. Two fields claiming one spelling raise
+    ValueError here, when the parser is built, not when a user trips over it."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        epilog=epilog,
+        allow_abbrev=False,
+        formatter_class=_HelpFormatter,
+    )
+    claimed: dict[str, str] = {"-h": "help", "--help": "help"}
+    _claim(claimed, ("-c", "--config"), CONFIG_DEST, section_type)
+    parser.add_argument(
+        "-c",
+        "--config",
+        dest=CONFIG_DEST,
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="TOML file to read settings from (its sections are listed below)",
+    )
+    hints = typing.get_type_hints(section_type)
+    positional = positional_field(section_type)
+    groups = _argument_groups(parser, section_type, prog)
+    for field in dataclasses.fields(section_type):
+        annotation = hints[field.name]
+        if field is positional:
+            parser.add_argument(
+                field.name,
+                nargs="?",
+                default=argparse.SUPPRESS,
+                help=_help(field, "required: here, in the config file or in the environment"),
+            )
+            continue
+        spellings = option_strings(field)
+        _claim(claimed, spellings, field.name, section_type)
+        group = groups[_declaring_class(section_type, field.name)]
+        group.add_argument(*spellings, dest=field.name, default=argparse.SUPPRESS, **_argument_kind(field, annotation))
+    for action in parser._actions:
+        if isinstance(action, (_BooleanAction, _ListAction)) and positional is not None:
+            action.positional_dest = positional.name
+    return parser
+
+
+def positional_field(section_type: type) -> dataclasses.Field[Any] | None:
+    """The field given as the command's positional argument, if any (at most one)."""
+    positionals = [field for field in dataclasses.fields(section_type) if field.metadata.get(POSITIONAL)]
+    if len(positionals) > 1:
+        raise ValueError(f"{section_type.__name__}: several positional settings {[f.name for f in positionals]}")
+    return positionals[0] if positionals else None
+
+
+def option_strings(field: dataclasses.Field[Any]) -> tuple[str, ...]:
+    """Short spellings first (as -h shows them), then `--field-name`, then the aliases."""
+    longs = [field.name, *field.metadata.get(ALIASES, ())]
+    return (*field.metadata.get(SHORT, ()), *(f"--{name.replace('_', '-')}" for name in longs))
+
+
+def flag_label(field: dataclasses.Field[Any]) -> str:
+    """How messages name a setting given on the command line."""
+    if field.metadata.get(POSITIONAL):
+        return f"positional argument {field.name}"
+    return "/".join(option_strings(field)[: 1 + len(field.metadata.get(SHORT, ()))])
+
+
+class _BooleanAction(argparse.Action):
+    """`--flag` alone means true; `--flag WORD` and `--flag=WORD` take a word of BOOLEAN_WORDS (`-p False`).
+
+    argparse gives an optional value the next token whatever it is, so in `-p tcp://host:port` the flag would
+    swallow the address. A token that is not a boolean word but looks like an address (has "://") is
+    therefore the positional argument, when that has not been given yet.
+    """
+
+    positional_dest: str | None = None
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        if values is None:
+            setattr(namespace, self.dest, True)
+            return
+        assert isinstance(values, str)
+        if values.lower() in BOOLEAN_WORDS:
+            setattr(namespace, self.dest, values)
+            return
+        if "://" in values and self.positional_dest is not None and not hasattr(namespace, self.positional_dest):
+            setattr(namespace, self.dest, True)
+            setattr(namespace, self.positional_dest, values)
+            return
+        raise argparse.ArgumentError(self, f"expected a boolean (true/false, yes/no, 1/0), got {values!r}")
+
+
+class _ListAction(argparse.Action):
+    """A list setting (`-lp /dev/stdout /tmp/x.log`). argparse gives it every following token, so in
+    `-lp /tmp/x.log tcp://host:port` a last token that looks like an address ("://") and a positional argument
+    not given yet make that token the positional argument, as for `_BooleanAction`."""
+
+    positional_dest: str | None = None
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        items = [values] if isinstance(values, str) else list(values or ())
+        dest = self.positional_dest
+        if len(items) > 1 and "://" in items[-1] and dest is not None and not hasattr(namespace, dest):
+            setattr(namespace, dest, items.pop())
+        setattr(namespace, self.dest, items)
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Wider columns, each option's spellings with its value name once (`-wt, --worker-timeout-seconds SECONDS`),
+    and no line breaks at hyphens."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=44, width=120)
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if not action.option_strings or action.nargs == 0:
+            return super()._format_action_invocation(action)
+        value = self._format_args(action, self._get_default_metavar_for_optional(action))
+        return f"{', '.join(action.option_strings)} {value}"
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        # Never break inside a value such as "scaler-task-definition" or a flag.
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+def _argument_kind(field: dataclasses.Field[Any], annotation: Any) -> dict[str, Any]:
+    kind: dict[str, Any] = {"help": _help(field, _default_note(field))}
+    if field.metadata.get(HIDDEN):
+        kind["help"] = argparse.SUPPRESS
+    base = _without_none(annotation)
+    if base is bool:
+        kind.update(action=_BooleanAction, nargs="?", metavar="BOOL")
+    elif typing.get_origin(base) is tuple:
+        kind.update(action=_ListAction, nargs="+", metavar=_metavar(field.name, str))
+    elif CHOICES in field.metadata:
+        kind["metavar"] = "{" + ",".join(field.metadata[CHOICES]) + "}"
+    else:
+        kind["metavar"] = _metavar(field.name, base)
+    return kind
+
+
+def _help(field: dataclasses.Field[Any], note: str | None) -> str:
+    text = str(field.metadata.get(HELP, ""))
+    return (f"{text} ({note})" if note else text).replace("%", "%%")
+
+
+def _default_note(field: dataclasses.Field[Any]) -> str | None:
+    """ "default: 60", "required"; nothing for a None default the help text already explains."""
+    if field.default is dataclasses.MISSING:
+        return "required"
+    if field.default is None and "default" in str(field.metadata.get(HELP, "")):
+        return None
+    return f"default: {_show_default(field.default)}"
+
+
+def _show_default(default: Any) -> str:
+    if default is None:
+        return "none"
+    if isinstance(default, bool):
+        return str(default).lower()
+    if isinstance(default, tuple):
+        return " ".join(str(item) for item in default)
+    if default == "":
+        return '""'
+    return str(default)
+
+
+def _metavar(name: str, base: Any) -> str:
+    if name.endswith("address"):
+        return "ADDR"
+    if name.endswith(("_file", "_paths", "_path")):
+        return "PATH"
+    if name.endswith("_seconds"):
+        return "SECONDS"
+    return {int: "INT", float: "NUMBER"}.get(base, "TEXT")
+
+
+def _without_none(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        arguments = [argument for argument in typing.get_args(annotation) if argument is not type(None)]
+        if len(arguments) == 1:
+            return arguments[0]
+    return annotation
+
+
+def _claim(claimed: dict[str, str], spellings: Sequence[str], owner: str, section_type: type) -> None:
+    for spelling in spellings:
+        previous = claimed.setdefault(spelling, owner)
+        if previous != owner:
+            raise ValueError(f"{section_type.__name__}: {spelling} is claimed by both {previous} and {owner}")
+
+
+def _declaring_class(section_type: type, field_name: str) -> type:
+    """The most derived class in the MRO that declares the field."""
+    for cls in section_type.__mro__:
+        if field_name in inspect.get_annotations(cls):
+            return cls
+    return section_type
+
+
+def _argument_groups(
+    parser: argparse.ArgumentParser, section_type: type, prog: str
+) -> dict[type, argparse._ArgumentGroup]:
+    groups: dict[type, argparse._ArgumentGroup] = {}
+    own = parser.add_argument_group(f"{prog} settings")
+    for cls in section_type.__mro__:
+        if cls in _GROUP_TITLES:
+            groups[cls] = parser.add_argument_group(_GROUP_TITLES[cls])
+        elif dataclasses.is_dataclass(cls):
+            groups[cls] = own
+    return groups
