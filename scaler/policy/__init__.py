@@ -1,0 +1,33 @@
+"""Scaling policies: a frozen snapshot of the cluster in, a target per worker manager out.
+
+Public surface: capability strings (`parse_capabilities`, `format_capabilities`), the snapshot and
+decision values, the `ScalingPolicy` protocol and `make_policy`. The simulator (`scaler.policy.simulator`)
+is not imported here; it is for tests and for `python -m scaler.policy.comparison`.
+"""
+
+from __future__ import annotations
+
+from scaler.policy.capability import covers, format_capabilities, parse_capabilities
+from scaler.policy.decision import ScalingDecision, ScalingMemory, ScalingStep
+from scaler.policy.protocols import ScalingPolicy
+from scaler.policy.registry import DEFAULT_ENGINE_TYPE, DEFAULT_POLICY_CONTENT, ENGINE_TYPES, PolicyConfig, make_policy
+from scaler.policy.snapshot import ManagerView, ScalingSnapshot, TaskGroup, WorkerView
+
+__all__ = [
+    "DEFAULT_ENGINE_TYPE",
+    "DEFAULT_POLICY_CONTENT",
+    "ENGINE_TYPES",
+    "ManagerView",
+    "PolicyConfig",
+    "ScalingDecision",
+    "ScalingMemory",
+    "ScalingPolicy",
+    "ScalingSnapshot",
+    "ScalingStep",
+    "TaskGroup",
+    "WorkerView",
+    "covers",
+    "format_capabilities",
+    "make_policy",
+    "parse_capabilities",
+]

@@ -1,0 +1,72 @@
+"""Capability strings (`linux,cpu=8`) and capability-set matching.
+
+One grammar for every place a user types capabilities: a worker's or a manager's
+`--per-worker-capabilities`, and the capability sets scaling policies reason about.
+
+Matching is by **names** only: a provider covers a requirement when the requirement's names are a
+subset of the provider's names. Quantities (`cpu=8`) are carried along but never compared, as in the
+reference implementation's capability allocation and scaling.
+"""
+
+from __future__ import annotations
+
+from scaler.protocol.messages import Capabilities
+
+#: Value of a capability that is present without a quantity (`linux` rather than `cpu=8`).
+PRESENT = -1
+
+
+def parse_capabilities(text: str) -> Capabilities:
+    """Parse `"linux,cpu=8"` into `(("cpu", 8), ("linux", -1))` (sorted by name).
+
+    An empty or blank string means no capabilities. Raises `ValueError` naming the bad item for an
+    empty name (`=1`, a trailing comma), a value that is not an integer (`cpu=`, `gpu=x`), a value below
+    -1, or a name given twice.
+    """
+    if not text.strip():
+        return ()
+    values: dict[str, int] = {}
+    for position, raw_item in enumerate(text.split(","), start=1):
+        name, value = _parse_item(raw_item, position, text)
+        if name in values:
+            raise ValueError(f"capability {name!r} is given twice in {text!r}")
+        values[name] = value
+    return tuple(sorted(values.items()))
+
+
+def _parse_item(raw_item: str, position: int, text: str) -> tuple[str, int]:
+    item = raw_item.strip()
+    name, has_value, raw_value = item.partition("=")
+    name = name.strip()
+    if not name:
+        raise ValueError(
+            f"capability item {position} ({raw_item.strip()!r}) in {text!r} has an empty name; "
+            "expected 'name' or 'name=<int>', separated by commas"
+        )
+    if not has_value:
+        return name, PRESENT
+    raw_value = raw_value.strip()
+    try:
+        value = int(raw_value)
+    except ValueError:
+        raise ValueError(
+            f"capability {name!r} in {text!r} has value {raw_value!r}, which is not an integer; "
+            "write 'name' for a capability without quantity or 'name=<int>'"
+        ) from None
+    if value < PRESENT:
+        raise ValueError(f"capability {name!r} in {text!r} has value {value}; quantities are >= 0 (or -1 for none)")
+    return name, value
+
+
+def format_capabilities(capabilities: Capabilities) -> str:
+    """The printed form: `name` for a value of -1, else `name=value`, comma-joined, sorted by name."""
+    return ",".join(name if value == PRESENT else f"{name}={value}" for name, value in sorted(capabilities))
+
+
+def capability_names(capabilities: Capabilities) -> frozenset[str]:
+    return frozenset(name for name, _value in capabilities)
+
+
+def covers(offered: Capabilities, required: Capabilities) -> bool:
+    """True when every name in `required` is also in `offered` (values are ignored)."""
+    return capability_names(required) <= capability_names(offered)

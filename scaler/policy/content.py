@@ -1,0 +1,205 @@
+"""Parsing of `policy_content` for both engines into typed, validated values.
+
+`simple`: `;`-separated `key=value` items, whitespace trimmed, items without `=` ignored; `allocate`
+and `scaling` are required, the threshold keys below are optional and belong to one scaling each.
+
+`waterfall_v1`: one rule per line, `priority, worker_manager_id[, max_workers]`; `#` starts a comment
+anywhere on a line; blank lines are skipped. Our one extension: a `tasks_per_worker=<int>` line.
+
+Every refusal is a `ValueError` whose text names the bad key, value or line (with its number).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+AllocateName = Literal["even_load", "capability"]
+ScalingName = Literal["no", "vanilla", "capability", "work"]
+
+ALLOCATE_NAMES: dict[str, AllocateName] = {"even_load": "even_load", "capability": "capability"}
+SCALING_NAMES: dict[str, ScalingName] = {"no": "no", "vanilla": "vanilla", "capability": "capability", "work": "work"}
+
+Number = int | float
+NameT = TypeVar("NameT", bound=str)
+
+
+@dataclass(frozen=True, slots=True)
+class _Threshold:
+    scaling: ScalingName  #: the only scaling the key applies to
+    is_integer: bool
+    minimum: Number
+    is_minimum_allowed: bool
+    default: Number
+
+
+#: Optional keys of the `simple` grammar: what they tune and their bounds.
+THRESHOLDS: dict[str, _Threshold] = {
+    "vanilla_upper_ratio": _Threshold("vanilla", False, 0, False, 10.0),
+    "vanilla_lower_ratio": _Threshold("vanilla", False, 0, True, 1.0),
+    "capability_tasks_per_worker": _Threshold("capability", True, 1, True, 5),
+    "work_tasks_per_worker": _Threshold("work", True, 1, True, 1),
+    "cooldown_seconds": _Threshold("work", False, 0, True, 15.0),
+}
+REQUIRED_SIMPLE_KEYS = ("allocate", "scaling")
+
+
+@dataclass(frozen=True, slots=True)
+class SimpleContent:
+    allocate: AllocateName
+    scaling: ScalingName
+    # the thresholds; their defaults and bounds live in THRESHOLDS
+    vanilla_upper_ratio: float  #: tasks per worker above which a manager gets one more worker
+    vanilla_lower_ratio: float  #: tasks per worker below which managers shrink
+    capability_tasks_per_worker: int  #: per capability set, one worker per this many tasks
+    work_tasks_per_worker: int  #: work policy: tasks one worker takes on at a time
+    cooldown_seconds: float  #: work policy: how long a surplus must last before scaling down
+
+
+def parse_simple_content(text: str) -> SimpleContent:
+    items = _split_items(text)
+    allowed = (*REQUIRED_SIMPLE_KEYS, *THRESHOLDS)
+    for key in items:
+        if key not in allowed:
+            raise ValueError(f"policy_content {text!r}: unknown key {key!r}; allowed keys: {', '.join(allowed)}")
+    for key in REQUIRED_SIMPLE_KEYS:
+        if key not in items:
+            raise ValueError(f"policy_content {text!r}: key {key!r} is missing; 'allocate' and 'scaling' are required")
+    allocate = _choice(text, "allocate", items["allocate"], ALLOCATE_NAMES)
+    scaling = _choice(text, "scaling", items["scaling"], SCALING_NAMES)
+    values = {key: _threshold(text, key, value, scaling) for key, value in items.items() if key in THRESHOLDS}
+
+    def value_of(key: str) -> Number:
+        return values.get(key, THRESHOLDS[key].default)
+
+    content = SimpleContent(
+        allocate=allocate,
+        scaling=scaling,
+        vanilla_upper_ratio=float(value_of("vanilla_upper_ratio")),
+        vanilla_lower_ratio=float(value_of("vanilla_lower_ratio")),
+        capability_tasks_per_worker=int(value_of("capability_tasks_per_worker")),
+        work_tasks_per_worker=int(value_of("work_tasks_per_worker")),
+        cooldown_seconds=float(value_of("cooldown_seconds")),
+    )
+    if content.vanilla_lower_ratio > content.vanilla_upper_ratio:
+        raise ValueError(
+            f"policy_content {text!r}: vanilla_lower_ratio={content.vanilla_lower_ratio:g} is above "
+            f"vanilla_upper_ratio={content.vanilla_upper_ratio:g}"
+        )
+    return content
+
+
+def _split_items(text: str) -> dict[str, str]:
+    items: dict[str, str] = {}
+    for raw_item in text.split(";"):
+        key, has_value, value = raw_item.partition("=")
+        if not has_value:
+            continue
+        key = key.strip()
+        if key in items:
+            raise ValueError(f"policy_content {text!r}: key {key!r} is given twice")
+        items[key] = value.strip()
+    return items
+
+
+def _choice(text: str, key: str, value: str, names: dict[str, NameT]) -> NameT:
+    if value not in names:
+        raise ValueError(f"policy_content {text!r}: {key}={value!r} is not one of: {', '.join(names)}")
+    return names[value]
+
+
+def _threshold(text: str, key: str, raw_value: str, scaling: ScalingName) -> Number:
+    threshold = THRESHOLDS[key]
+    if threshold.scaling != scaling:
+        raise ValueError(
+            f"policy_content {text!r}: {key} applies to scaling={threshold.scaling}, not scaling={scaling}"
+        )
+    kind = "an integer" if threshold.is_integer else "a number"
+    try:
+        value: Number = int(raw_value) if threshold.is_integer else float(raw_value)
+    except ValueError:
+        raise ValueError(f"policy_content {text!r}: {key}={raw_value!r} is not {kind}") from None
+    is_below = value < threshold.minimum if threshold.is_minimum_allowed else value <= threshold.minimum
+    if is_below or not math.isfinite(value):
+        bound = ">=" if threshold.is_minimum_allowed else ">"
+        noun = "an integer" if threshold.is_integer else "a finite number"
+        raise ValueError(f"policy_content {text!r}: {key}={raw_value!r} must be {noun} {bound} {threshold.minimum}")
+    return value
+
+
+# ---------------------------------------------------------------- waterfall_v1
+
+WATERFALL_SETTINGS = ("tasks_per_worker",)
+RULE_SHAPE = "'priority, worker_manager_id[, max_workers]'"
+
+
+@dataclass(frozen=True, slots=True)
+class WaterfallRule:
+    priority: int  #: smaller is preferred
+    manager_id: str  #: matched exactly against the manager's id
+    max_workers: int | None = None  #: None: the manager's own reported maximum
+
+
+@dataclass(frozen=True, slots=True)
+class WaterfallContent:
+    rules: tuple[WaterfallRule, ...]  #: ascending priority; equal priorities keep their written order
+    tasks_per_worker: int = 10  #: the total target per capability set is ceil(tasks / this)
+
+
+def parse_waterfall_content(text: str) -> WaterfallContent:
+    rules: list[WaterfallRule] = []
+    tasks_per_worker = 10
+    seen_ids: dict[str, int] = {}
+    for number, raw_line in enumerate(text.splitlines(), start=1):
+        line = raw_line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if "=" in line and "," not in line:
+            tasks_per_worker = _waterfall_setting(number, line)
+            continue
+        rule = _waterfall_rule(number, line)
+        if rule.manager_id in seen_ids:
+            raise ValueError(
+                f"waterfall_v1 line {number} ({line!r}): worker manager id {rule.manager_id!r} "
+                f"already has a rule on line {seen_ids[rule.manager_id]}"
+            )
+        seen_ids[rule.manager_id] = number
+        rules.append(rule)
+    if not rules:
+        raise ValueError(f"waterfall_v1 policy_content has no rules; write one {RULE_SHAPE} per line")
+    rules.sort(key=lambda rule: rule.priority)
+    return WaterfallContent(rules=tuple(rules), tasks_per_worker=tasks_per_worker)
+
+
+def _waterfall_rule(number: int, line: str) -> WaterfallRule:
+    fields = [field.strip() for field in line.split(",")]
+    where = f"waterfall_v1 line {number} ({line!r})"
+    if len(fields) not in (2, 3):
+        raise ValueError(f"{where}: expected {RULE_SHAPE}, got {len(fields)} fields")
+    priority = _integer(where, "priority", fields[0])
+    manager_id = fields[1]
+    if not manager_id:
+        raise ValueError(f"{where}: worker_manager_id is empty")
+    max_workers = _integer(where, "max_workers", fields[2]) if len(fields) == 3 else None
+    if max_workers is not None and max_workers < 0:
+        raise ValueError(f"{where}: max_workers must be >= 0 (leave the field out to use the manager's own maximum)")
+    return WaterfallRule(priority, manager_id, max_workers)
+
+
+def _waterfall_setting(number: int, line: str) -> int:
+    key, _, raw_value = (part.strip() for part in line.partition("="))
+    where = f"waterfall_v1 line {number} ({line!r})"
+    if key not in WATERFALL_SETTINGS:
+        raise ValueError(f"{where}: unknown setting {key!r}; allowed settings: {', '.join(WATERFALL_SETTINGS)}")
+    value = _integer(where, key, raw_value)
+    if value < 1:
+        raise ValueError(f"{where}: {key} must be >= 1")
+    return value
+
+
+def _integer(where: str, name: str, raw_value: str) -> int:
+    try:
+        return int(raw_value)
+    except ValueError:
+        raise ValueError(f"{where}: {name} {raw_value!r} is not an integer") from None

@@ -1,0 +1,45 @@
+"""`scaling=vanilla`: one wildcard target per manager from the cluster's task-to-worker ratio.
+
+Per online manager, with T = all tasks (queued + running), W = all connected workers and C = this
+manager's workers: W = 0 -> C+1 if T > 0 else C; T/W > upper -> C+1; T/W < lower -> 0 if T = 0 else
+max(1, ceil(T/upper)); otherwise C. Clamped to the manager's max_workers, never below 0. So ramp-up
+is one worker per manager heartbeat, and scale-down may ask for fewer workers than are busy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from scaler.policy.decision import ScalingDecision, ScalingMemory, ScalingStep, clamp_workers, make_target
+from scaler.policy.snapshot import ScalingSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class VanillaScaling:
+    upper_ratio: float = 10.0
+    lower_ratio: float = 1.0
+
+    @property
+    def name(self) -> str:
+        return f"vanilla(upper_ratio={self.upper_ratio:g}, lower_ratio={self.lower_ratio:g})"
+
+    def decide(self, snapshot: ScalingSnapshot, memory: ScalingMemory) -> ScalingStep:
+        tasks = snapshot.total_tasks
+        all_workers = len(snapshot.workers)
+        decision: ScalingDecision = {}
+        for manager in snapshot.online_managers():
+            current = len(snapshot.workers_of(manager.manager_id))
+            workers = clamp_workers(self.desired_workers(tasks, all_workers, current), manager.max_workers)
+            decision[manager.manager_id] = make_target(snapshot, manager.manager_id, [((), workers)])
+        return ScalingStep(decision=decision, memory=memory)
+
+    def desired_workers(self, tasks: int, all_workers: int, current: int) -> int:
+        if all_workers == 0:
+            return current + 1 if tasks > 0 else current
+        ratio = tasks / all_workers
+        if ratio > self.upper_ratio:
+            return current + 1
+        if ratio < self.lower_ratio:
+            return 0 if tasks == 0 else max(1, ceil(tasks / self.upper_ratio))
+        return current

@@ -1,0 +1,184 @@
+"""`scaling=work`: ask for the outstanding work in one step; give workers back only after a cooldown.
+
+Need: per capability-name set, ceil((queued + running) / tasks_per_worker) workers.
+
+Spread over the online managers that cover the set, most specific sets first, in two passes:
+1. keep work where workers already are: each manager (in id order) takes up to what it holds
+   (connected workers, or its last target if larger: launches in flight count);
+2. the rest fills managers in id order, each up to its remaining `max_workers`.
+So a stable load never moves between managers, and a new load lands on the first manager by id.
+
+Level: up at once to the need; down only when the need has stayed below the level for
+`cooldown_seconds`, and then only to the highest need seen during that time plus a noise margin
+(see `step_down_to`); the next step down needs another full cooldown. A manager's total never drops
+below its busy workers and never exceeds its `max_workers`. The levels live in `ScalingMemory`, so a
+decision that is computed but not sent (the scheduler sends only the heartbeating manager's target)
+still counts, and a departed manager's levels are forgotten with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from math import ceil, isqrt
+
+from scaler.policy.capability import covers
+from scaler.policy.decision import (
+    LevelKey,
+    ScalingDecision,
+    ScalingMemory,
+    ScalingStep,
+    SetLevel,
+    clamp_workers,
+    make_target,
+    target_total,
+)
+from scaler.policy.scaling.capability_sets import CapabilityNames, capability_sets, most_specific_first, names_of
+from scaler.policy.snapshot import ManagerView, ScalingSnapshot
+from scaler.protocol.messages import Capabilities, WorkerLimit
+
+#: need per capability set of one manager: names -> (capabilities to carry, workers)
+Needs = dict[CapabilityNames, tuple[Capabilities, int]]
+Levels = dict[CapabilityNames, SetLevel]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkScaling:
+    tasks_per_worker: int = 1
+    cooldown_seconds: float = 15.0
+
+    @property
+    def name(self) -> str:
+        return f"work(tasks_per_worker={self.tasks_per_worker}, cooldown_seconds={self.cooldown_seconds:g})"
+
+    def decide(self, snapshot: ScalingSnapshot, memory: ScalingMemory) -> ScalingStep:
+        managers = sorted(snapshot.online_managers(), key=lambda manager: manager.manager_id)
+        needs = self._spread(snapshot, managers)
+        decision: ScalingDecision = {}
+        kept: list[tuple[LevelKey, SetLevel]] = []
+        for manager in managers:
+            levels = self._follow(snapshot, needs[manager.manager_id], _previous_levels(snapshot, manager, memory))
+            levels = _within_limit(_at_least_busy(snapshot, manager, levels), manager.max_workers)
+            entries = [(level.capabilities, level.workers) for level in levels.values()]
+            decision[manager.manager_id] = make_target(snapshot, manager.manager_id, entries)
+            kept.extend(
+                ((manager.manager_id, names), level)
+                for names, level in levels.items()
+                if level.workers > 0 or level.surplus_since is not None
+            )
+        kept.sort(key=lambda item: item[0])
+        tracked = frozenset(manager.manager_id for manager in managers)
+        return ScalingStep(decision=decision, memory=replace(memory, levels=tuple(kept), tracked_manager_ids=tracked))
+
+    def _spread(self, snapshot: ScalingSnapshot, managers: list[ManagerView]) -> dict[str, Needs]:
+        room: dict[str, WorkerLimit] = {manager.manager_id: manager.max_workers for manager in managers}
+        held = {
+            manager.manager_id: max(len(snapshot.workers_of(manager.manager_id)), target_total(manager.last_target))
+            for manager in managers
+        }
+        needs: dict[str, Needs] = {manager.manager_id: {} for manager in managers}
+        for capability_set in most_specific_first(capability_sets(snapshot)):
+            remaining = ceil(capability_set.tasks / self.tasks_per_worker)
+            eligible = [manager for manager in managers if covers(manager.capabilities, capability_set.capabilities)]
+            for is_keeping_pass in (True, False):
+                for manager in eligible:
+                    manager_id = manager.manager_id
+                    share = _bounded(remaining, room[manager_id])
+                    if is_keeping_pass:
+                        share = min(share, held[manager_id])
+                        held[manager_id] -= share
+                    if share <= 0:
+                        continue
+                    remaining -= share
+                    manager_room = room[manager_id]
+                    room[manager_id] = None if manager_room is None else manager_room - share
+                    _, before = needs[manager_id].get(capability_set.names, (capability_set.capabilities, 0))
+                    needs[manager_id][capability_set.names] = (capability_set.capabilities, before + share)
+        return needs
+
+    def _follow(self, snapshot: ScalingSnapshot, needs: Needs, previous: Levels) -> Levels:
+        """Each set's new level: up to the need at once, down after a full cooldown of surplus."""
+        levels: Levels = {}
+        for names in dict.fromkeys([*needs, *previous]):
+            level = previous.get(names)
+            capabilities, need = needs.get(names, (level.capabilities if level else (), 0))
+            if level is None or need >= level.workers:
+                levels[names] = SetLevel(capabilities, need)
+                continue
+            since = snapshot.now if level.surplus_since is None else level.surplus_since
+            peak = max(need, level.surplus_peak if level.surplus_since is not None else 0)
+            if snapshot.now - since < self.cooldown_seconds:
+                levels[names] = SetLevel(capabilities, level.workers, since, peak)
+                continue
+            lowered = step_down_to(level.workers, peak)
+            if lowered < level.workers:
+                levels[names] = SetLevel(capabilities, lowered)
+            else:  # not worth a step: watch the next cooldown afresh
+                levels[names] = SetLevel(capabilities, level.workers, snapshot.now, need)
+        return levels
+
+
+def step_down_to(level: int, peak: int) -> int:
+    """The level after a full cooldown in which the need never exceeded `peak` (< `level`).
+
+    A random arrival process whose need peaks at `peak` swings by about sqrt(peak) (the spread of a
+    Poisson count), so keep that much headroom above the peak, and only step when it saves at least
+    sqrt(level) workers. Without this dead band a steady load see-saws: step down to a quiet window's
+    peak, launch again at the next busy moment. Scaling to zero is never held back (peak 0 -> 0).
+    """
+    lowered = peak + isqrt_ceil(peak)
+    return lowered if lowered <= level - isqrt_ceil(level) else level
+
+
+def isqrt_ceil(value: int) -> int:
+    root = isqrt(value)
+    return root if root * root == value else root + 1
+
+
+def _bounded(workers: int, limit: WorkerLimit) -> int:
+    return workers if limit is None else min(workers, limit)
+
+
+def _previous_levels(snapshot: ScalingSnapshot, manager: ManagerView, memory: ScalingMemory) -> Levels:
+    """The manager's levels from memory, or on first sight from its last target, else its workers.
+
+    First sight is after a scheduler restart, a policy change, or the manager's return after being
+    offline: holding what it has for one cooldown is the safe start. Only sets the manager still covers
+    are kept (its capabilities may change when it restarts).
+    """
+    if manager.manager_id in memory.tracked_manager_ids:
+        levels = memory.levels_of(manager.manager_id)
+    elif manager.last_target is not None:
+        levels = {}
+        for entry in manager.last_target.entries:
+            names = names_of(entry.capabilities)
+            known = levels.get(names)
+            levels[names] = SetLevel(entry.capabilities, entry.workers + (known.workers if known else 0))
+    else:
+        connected = len(snapshot.workers_of(manager.manager_id))
+        levels = {(): SetLevel((), connected)} if connected else {}
+    return {names: level for names, level in levels.items() if covers(manager.capabilities, level.capabilities)}
+
+
+def _at_least_busy(snapshot: ScalingSnapshot, manager: ManagerView, levels: Levels) -> Levels:
+    """Never ask for fewer workers than are busy: the shortfall goes to the generic set."""
+    busy = sum(1 for worker in snapshot.workers_of(manager.manager_id) if worker.is_busy)
+    shortfall = clamp_workers(busy, manager.max_workers) - sum(level.workers for level in levels.values())
+    if shortfall <= 0:
+        return levels
+    generic = levels.get((), SetLevel((), 0))
+    return {**levels, (): replace(generic, workers=generic.workers + shortfall)}
+
+
+def _within_limit(levels: Levels, max_workers: WorkerLimit) -> Levels:
+    """Trim the last sets first until the total fits in `max_workers` (it may have been lowered)."""
+    if max_workers is None:
+        return levels
+    excess = sum(level.workers for level in levels.values()) - max_workers
+    trimmed = dict(levels)
+    for names in reversed(list(levels)):
+        if excess <= 0:
+            break
+        cut = min(excess, trimmed[names].workers)
+        trimmed[names] = replace(trimmed[names], workers=trimmed[names].workers - cut)
+        excess -= cut
+    return trimmed

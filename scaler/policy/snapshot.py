@@ -1,0 +1,96 @@
+"""The frozen view of the cluster a scaling policy decides from.
+
+The scheduler core builds one `ScalingSnapshot` per decision from its registries; the simulator builds
+them from its model. A policy never sees anything else: no registries, no clock, no sockets.
+
+Invariants:
+- a worker belongs to the manager named by its `manager_id` (the only place the grouping lives);
+  `""` means the worker was started by hand and no manager owns it;
+- `now` and every `*_since` value are on the same monotonic clock, in seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from scaler.protocol.messages import Capabilities, ManagerTarget, WorkerLimit
+
+#: The scheduler forgets a manager that has been silent this long (reference: 10 s, hard-coded).
+DEFAULT_MANAGER_TIMEOUT_SECONDS = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class TaskGroup:
+    """The scheduler's tasks that require one capability set."""
+
+    capabilities: Capabilities  #: what the tasks require, as submitted (sorted)
+    queued: int  #: waiting for a worker
+    running: int  #: assigned to a worker (running or prefetched there)
+    oldest_queued_seconds: float = 0.0  #: age of the oldest queued task; 0 when none is queued
+
+    @property
+    def tasks(self) -> int:
+        return self.queued + self.running
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerView:
+    """A connected worker, as far as scaling is concerned."""
+
+    worker_id: str
+    manager_id: str  #: the manager that started it; "" when no manager owns it
+    capabilities: Capabilities = ()
+    capacity: int = 1  #: task slots (running plus prefetch)
+    assigned: int = 0  #: tasks the scheduler has given it and not yet seen finish
+    connected_since: float = 0.0
+
+    @property
+    def is_busy(self) -> bool:
+        return self.assigned > 0
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerView:
+    """A worker manager the scheduler has heard from."""
+
+    manager_id: str
+    capabilities: Capabilities = ()  #: what each of its workers advertises
+    max_workers: WorkerLimit = None  #: None = unlimited
+    last_target: ManagerTarget | None = None  #: the last target sent to it; None before the first
+    seconds_since_heartbeat: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingSnapshot:
+    """Everything a scaling policy may look at, frozen at one instant."""
+
+    now: float
+    task_groups: tuple[TaskGroup, ...] = ()  #: one per capability set with tasks, in the scheduler's order
+    workers: tuple[WorkerView, ...] = ()
+    managers: tuple[ManagerView, ...] = ()
+    manager_timeout_seconds: float = DEFAULT_MANAGER_TIMEOUT_SECONDS
+
+    #: manager id -> its workers; derived from `workers` so the grouping has one source of truth
+    _workers_by_manager: Mapping[str, tuple[WorkerView, ...]] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
+
+    def __post_init__(self) -> None:
+        grouped: dict[str, list[WorkerView]] = {}
+        for worker in self.workers:
+            grouped.setdefault(worker.manager_id, []).append(worker)
+        object.__setattr__(self, "_workers_by_manager", {key: tuple(value) for key, value in grouped.items()})
+
+    @property
+    def total_tasks(self) -> int:
+        return sum(group.tasks for group in self.task_groups)
+
+    def workers_of(self, manager_id: str) -> tuple[WorkerView, ...]:
+        return self._workers_by_manager.get(manager_id, ())
+
+    def is_online(self, manager: ManagerView) -> bool:
+        return manager.seconds_since_heartbeat <= self.manager_timeout_seconds
+
+    def online_managers(self) -> tuple[ManagerView, ...]:
+        return tuple(manager for manager in self.managers if self.is_online(manager))

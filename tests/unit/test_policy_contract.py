@@ -1,0 +1,148 @@
+"""One contract, every scaling policy (style.md point 12): random snapshots, the same promises.
+
+For seeded random sequences of snapshots (memory carried from one decision to the next):
+- targets go only to online managers; every entry is > 0 and the total is <= max_workers when limited;
+- an entry names only a capability set the manager's capabilities cover;
+- drain lists only that manager's idle workers, each once;
+- decide() does not mutate the snapshot, and gives the same answer for the same inputs;
+- memory refers only to managers still in the snapshot (F37: per-manager state is forgotten).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+
+from scaler.policy.capability import covers
+from scaler.policy.content import WaterfallRule
+from scaler.policy.decision import ScalingMemory
+from scaler.policy.protocols import ScalingPolicy
+from scaler.policy.registry import make_policy
+from scaler.policy.scaling import CapabilityScaling, NoScaling, VanillaScaling, WaterfallScaling, WorkScaling
+from scaler.policy.snapshot import ManagerView, ScalingSnapshot, TaskGroup, WorkerView
+from scaler.protocol.messages import Capabilities, ManagerTarget, TargetEntry
+
+NAMES = ("gpu", "linux", "mem", "fpga")
+MANAGER_IDS = ("m0", "m1", "m2", "m3")
+
+POLICIES: dict[str, ScalingPolicy] = {
+    "no": NoScaling(),
+    "vanilla": VanillaScaling(),
+    "vanilla-tight": VanillaScaling(upper_ratio=2.0, lower_ratio=0.5),
+    "capability": CapabilityScaling(),
+    "capability-1": CapabilityScaling(tasks_per_worker=1),
+    "waterfall": WaterfallScaling(
+        (WaterfallRule(1, "m2", 3), WaterfallRule(2, "m0"), WaterfallRule(2, "absent"), WaterfallRule(5, "m1", 0)),
+        tasks_per_worker=10,
+    ),
+    "waterfall-1": WaterfallScaling((WaterfallRule(1, "m3"), WaterfallRule(2, "m1", 2)), tasks_per_worker=1),
+    "work": WorkScaling(),
+    "work-fast": WorkScaling(tasks_per_worker=3, cooldown_seconds=0.0),
+    "work-registry": make_policy("simple", "allocate=even_load; scaling=work; cooldown_seconds=4").scaling,
+}
+
+
+def random_capabilities(rng: random.Random) -> Capabilities:
+    chosen = rng.sample(NAMES, rng.randint(0, 2))
+    return tuple(sorted((name, rng.choice((-1, 1, 4))) for name in chosen))
+
+
+def random_target(rng: random.Random) -> ManagerTarget | None:
+    if rng.random() < 0.3:
+        return None
+    entries = tuple(TargetEntry(random_capabilities(rng), rng.randint(0, 12)) for _ in range(rng.randint(0, 2)))
+    return ManagerTarget(entries)
+
+
+def random_snapshot(rng: random.Random, now: float) -> ScalingSnapshot:
+    manager_ids = rng.sample(MANAGER_IDS, rng.randint(0, len(MANAGER_IDS)))
+    managers = tuple(
+        ManagerView(
+            manager_id,
+            random_capabilities(rng),
+            rng.choice((None, 0, 1, 3, 10)),
+            random_target(rng),
+            rng.choice((0.0, 1.5, 9.0, 25.0)),
+        )
+        for manager_id in manager_ids
+    )
+    owners = [*manager_ids, "", "departed"]
+    workers = tuple(
+        WorkerView(
+            f"w{index}",
+            rng.choice(owners),
+            random_capabilities(rng),
+            capacity=rng.randint(1, 3),
+            assigned=rng.choice((0, 0, 1, 2)),
+            connected_since=now - rng.uniform(0.0, 100.0),
+        )
+        for index in range(rng.randint(0, 14))
+    )
+    groups = tuple(
+        TaskGroup(random_capabilities(rng), rng.randint(0, 40), rng.randint(0, 8), rng.uniform(0.0, 30.0))
+        for _ in range(rng.randint(0, 4))
+    )
+    return ScalingSnapshot(now=now, task_groups=groups, workers=workers, managers=managers)
+
+
+def check_step(policy: ScalingPolicy, snapshot: ScalingSnapshot, memory: ScalingMemory) -> ScalingMemory:
+    before = copy.deepcopy(snapshot)
+    step = policy.decide(snapshot, memory)
+    assert snapshot == before, "decide() mutated the snapshot"
+    assert policy.decide(snapshot, memory) == step, "decide() is not a function of its inputs"
+
+    online = {manager.manager_id: manager for manager in snapshot.online_managers()}
+    assert set(step.decision) <= set(online)
+    for manager_id, target in step.decision.items():
+        manager = online[manager_id]
+        assert all(entry.workers > 0 for entry in target.entries)
+        if manager.max_workers is not None:
+            assert sum(entry.workers for entry in target.entries) <= manager.max_workers
+        for entry in target.entries:
+            assert covers(manager.capabilities, entry.capabilities), (manager, entry)
+        own = [worker for worker in snapshot.workers if worker.manager_id == manager_id]
+        idle = {worker.worker_id for worker in own if not worker.is_busy}
+        assert set(target.drain) <= idle
+        assert len(set(target.drain)) == len(target.drain)
+
+    present = {manager.manager_id for manager in snapshot.managers}
+    assert {owner for (owner, _names), _level in step.memory.levels} <= set(online)
+    assert step.memory.tracked_manager_ids <= set(online)
+    assert step.memory.warned_manager_ids <= present
+    return step.memory
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_contract_over_random_sequences(name: str) -> None:
+    policy = POLICIES[name]
+    for seed in range(60):
+        rng = random.Random(seed)
+        memory, now = ScalingMemory(), rng.uniform(0.0, 1000.0)
+        for _step in range(8):
+            memory = check_step(policy, random_snapshot(rng, now), memory)
+            now += rng.choice((0.0, 0.5, 2.0, 7.0, 20.0))
+
+
+@pytest.mark.parametrize("name", ["work", "work-fast", "work-registry"])
+def test_work_policy_never_asks_for_fewer_workers_than_are_busy(name: str) -> None:
+    policy = POLICIES[name]
+    for seed in range(60):
+        rng = random.Random(seed)
+        memory, now = ScalingMemory(), 0.0
+        for _step in range(8):
+            snapshot = random_snapshot(rng, now)
+            step = policy.decide(snapshot, memory)
+            for manager_id, target in step.decision.items():
+                manager = next(manager for manager in snapshot.managers if manager.manager_id == manager_id)
+                busy = sum(1 for worker in snapshot.workers_of(manager_id) if worker.is_busy)
+                floor = busy if manager.max_workers is None else min(busy, manager.max_workers)
+                assert sum(entry.workers for entry in target.entries) >= floor
+            memory, now = step.memory, now + rng.choice((0.5, 2.0, 20.0))
+
+
+def test_no_policy_never_emits() -> None:
+    rng = random.Random(7)
+    for _ in range(50):
+        assert NoScaling().decide(random_snapshot(rng, 0.0), ScalingMemory()).decision == {}
