@@ -18,13 +18,12 @@ import zmq
 
 from scaler.cluster.child_processes import describe_exit, start_python_child, stop_children
 from scaler.cluster.worker_pool import start_workers
-from scaler.config.sections import SchedulerConfig, WorkerConfig
+from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, section_to_json
 from scaler.io.address import free_tcp_port_block, parse_address
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import new_client_id
-from scaler.scheduler.process import scheduler_config_to_json
 
 logger = logging.getLogger(__name__)
 
@@ -129,14 +128,14 @@ class SchedulerClusterCombo:
         self._workers: list[subprocess.Popen[bytes]] = []
         self._stopped = False
         try:
-            self._storage.append(
-                start_python_child(
-                    ["scaler.object_storage.server", object_storage_address, "--logging-level", logging_level]
-                )
+            storage = ObjectStorageServerConfig(
+                bind_address=object_storage_address,
+                logging_paths=logging_paths,
+                logging_level=logging_level,
+                logging_config_file=logging_config_file,
             )
-            self._scheduler.append(
-                start_python_child(["scaler.scheduler.process", scheduler_config_to_json(scheduler)])
-            )
+            self._storage.append(start_python_child(["scaler.object_storage.server", section_to_json(storage)]))
+            self._scheduler.append(start_python_child(["scaler.scheduler.process", section_to_json(scheduler)]))
             self._workers = start_workers(worker, n_workers)
             self._wait_for_scheduler()
         except BaseException:

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TypeVar
 
 from scaler.config.fields import setting
+
+_S = TypeVar("_S")
 
 LOGGING_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 EVENT_LOOPS = ("builtin", "uvloop")
@@ -268,3 +271,22 @@ class GUIConfig(LoggingSettings):
     status_report_interval_seconds: float = setting(
         1, help="the scheduler's -sri; a scheduler silent for 5 periods is shown as stale", short=("-sri",), gt=0
     )
+
+
+def section_to_json(section: object) -> str:
+    """A section as JSON: how a process hands its children their settings (see `section_from_json`)."""
+    import dataclasses
+    import json
+
+    return json.dumps(dataclasses.asdict(section))  # type: ignore[call-overload]
+
+
+def section_from_json(section_type: type[_S], text: str) -> _S:
+    import dataclasses
+    import json
+
+    values = json.loads(text)
+    for field in dataclasses.fields(section_type):  # type: ignore[arg-type]
+        if isinstance(values.get(field.name), list):
+            values[field.name] = tuple(values[field.name])
+    return section_type(**values)

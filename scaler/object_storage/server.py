@@ -286,25 +286,13 @@ async def serve(
 
 
 def _setup_logging(config: ObjectStorageServerConfig) -> None:
-    """Minimal logging until the shared logging module exists."""
-    handlers: list[logging.Handler] = []
-    for path in config.logging_paths:
-        if path == "/dev/stdout":
-            handlers.append(logging.StreamHandler(sys.stdout))
-        elif path == "/dev/stderr":
-            handlers.append(logging.StreamHandler(sys.stderr))
-        else:
-            handlers.append(logging.FileHandler(path))
-    logging.basicConfig(
-        level=config.logging_level,
-        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
-        handlers=handlers or None,
-        force=True,
-    )
+    from scaler.config.logging_setup import setup_logging
+
+    setup_logging(config, "object_storage_server")
 
 
 def _announce(endpoint: str) -> None:
-    print(f"object storage server listening on {endpoint}", flush=True)
+    logger.info("object storage server listening on %s", endpoint)
 
 
 async def _serve_until_signalled(config: ObjectStorageServerConfig) -> None:
@@ -337,7 +325,17 @@ def run_object_storage_server(config: ObjectStorageServerConfig) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    from scaler.entry_points.object_storage_server import main
+def main() -> None:
+    """`python -m scaler.object_storage.server '<ObjectStorageServerConfig as JSON>'`: how local clusters and
+    schedulers start object storage without paying for the command line's config loader."""
+    from scaler.config.sections import section_from_json
 
-    sys.exit(main())
+    if not sys.argv[1:] or not sys.argv[1].startswith("{"):
+        from scaler.entry_points.object_storage_server import main as command_line
+
+        sys.exit(command_line())
+    sys.exit(run_object_storage_server(section_from_json(ObjectStorageServerConfig, sys.argv[1])))
+
+
+if __name__ == "__main__":
+    main()

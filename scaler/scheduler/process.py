@@ -11,7 +11,7 @@ import time
 import zmq
 
 from scaler.cluster.child_processes import start_python_child, stop_children
-from scaler.config.sections import SchedulerConfig
+from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_from_json, section_to_json
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
 from scaler.protocol.handshake import local_python_version
@@ -66,9 +66,13 @@ def run_scheduler(config: SchedulerConfig) -> int:
         if storage is None:
             storage = str(parse_address(bind).with_port_offset(1))
             logger.info("no --object-storage-address given: starting an object storage server at %s (port + 1)", storage)
-            child = start_python_child(
-                ["scaler.object_storage.server", storage, "--logging-level", config.logging_level]
+            storage_config = ObjectStorageServerConfig(
+                bind_address=storage,
+                logging_paths=config.logging_paths,
+                logging_level=config.logging_level,
+                logging_config_file=config.logging_config_file,
             )
+            child = start_python_child(["scaler.object_storage.server", section_to_json(storage_config)])
             children.append(child)
             wait_for_object_storage(storage, STORAGE_START_TIMEOUT_SECONDS, child)
         advertised = config.advertised_object_storage_address or str(parse_address(storage).connectable())
@@ -123,23 +127,13 @@ def _serve(core: SchedulerCore, config: SchedulerConfig, bind: str, monitor: str
         asyncio.set_event_loop(None)
 
 
-def scheduler_config_to_json(config: SchedulerConfig) -> str:
-    import dataclasses
-    import json
-
-    return json.dumps(dataclasses.asdict(config))
-
-
 def main() -> None:
     """`python -m scaler.scheduler.process '<SchedulerConfig as JSON>'`: how local clusters start a scheduler."""
-    import json
     import sys
 
     from scaler.config.logging_setup import setup_logging
 
-    values = json.loads(sys.argv[1])
-    values["logging_paths"] = tuple(values["logging_paths"])
-    config = SchedulerConfig(**values)
+    config = section_from_json(SchedulerConfig, sys.argv[1])
     setup_logging(config, "scheduler")
     sys.exit(run_scheduler(config))
 

@@ -6,15 +6,13 @@ JSON is `dataclasses.asdict(WorkerConfig)`); `scaler_worker` is the command for 
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import os
 import sys
 import tempfile
 import time
 
-from scaler.config.sections import WorkerConfig
+from scaler.config.sections import WorkerConfig, section_from_json, section_to_json
 from scaler.errors import PreloadError
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
@@ -93,17 +91,11 @@ def run_worker(config: WorkerConfig) -> int:
 
 
 def worker_config_to_json(config: WorkerConfig) -> str:
-    return json.dumps(dataclasses.asdict(config))
-
-
-def worker_config_from_json(text: str) -> WorkerConfig:
-    values = json.loads(text)
-    values["logging_paths"] = tuple(values["logging_paths"])
-    return WorkerConfig(**values)
+    return section_to_json(config)
 
 
 def main() -> None:
-    config = worker_config_from_json(sys.argv[1])
+    config = section_from_json(WorkerConfig, sys.argv[1])
     from scaler.config.logging_setup import setup_logging
 
     setup_logging(config, "worker")

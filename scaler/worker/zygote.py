@@ -110,8 +110,11 @@ class Zygote:
 
 def _serve(sock: socket.socket, run_processor: Callable[[bytes], int]) -> int:
     """The zygote's loop: fork on request, report starts and exits, stop when the agent goes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent decides when processors stop
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # The agent alone decides when the zygote and processors stop (it closes the socket, or dies and the
+    # kernel sends SIGKILL): a Ctrl-C to the process group must not kill a running task before the
+    # worker has handed it back to the scheduler.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
@@ -159,8 +162,7 @@ def _fork_processor(
         signal.set_wakeup_fd(-1)
         os.close(wake_read)
         os.close(wake_write)
-        for signum in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # SIGINT and SIGTERM stay ignored (see _serve)
         die_with_parent()
         code = run_processor(processor_id)
     except BaseException:

@@ -1,0 +1,33 @@
+"""`scaler_cluster [options] SCHEDULER_ADDRESS`: a fixed pool of local workers (section [cluster])."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from scaler.config.loader import load_section
+from scaler.config.sections import ClusterConfig, WorkerConfig
+
+
+def worker_config_of(cluster: ClusterConfig) -> WorkerConfig:
+    shared = {field.name for field in dataclasses.fields(WorkerConfig)}
+    return WorkerConfig(**{name: value for name, value in dataclasses.asdict(cluster).items() if name in shared})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    config = load_section(
+        ClusterConfig,
+        argv,
+        prog="scaler_cluster",
+        description="Start a fixed pool of workers on this machine, connected to a scheduler.",
+        toml_sections=["cluster"],
+    )
+    from scaler.cluster.worker_pool import run_worker_pool
+    from scaler.config.logging_setup import setup_logging
+
+    setup_logging(config, "cluster")
+    return run_worker_pool(worker_config_of(config), config.num_of_workers)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,27 @@
+"""`scaler_worker [options] SCHEDULER_ADDRESS`: one worker process."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scaler.config.loader import load_section
+from scaler.config.sections import WorkerConfig
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    config = load_section(
+        WorkerConfig,
+        argv,
+        prog="scaler_worker",
+        description="Run one worker connected to a scheduler.",
+        toml_sections=["worker"],
+    )
+    from scaler.config.logging_setup import setup_logging
+    from scaler.worker.process import run_worker
+
+    setup_logging(config, "worker")
+    return run_worker(config)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

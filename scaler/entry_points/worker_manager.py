@@ -1,0 +1,47 @@
+"""`scaler_worker_manager TYPE [options] SCHEDULER_ADDRESS`: start a worker manager of one type."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Sequence
+
+from scaler.config.loader import load_worker_manager
+from scaler.config.sections import NativeWorkerManagerConfig, WorkerConfig, WorkerManagerSettings
+
+
+def worker_config_of(manager: WorkerManagerSettings, worker_type: str) -> WorkerConfig:
+    """The settings each worker of this manager runs with."""
+    shared = {field.name for field in dataclasses.fields(WorkerConfig)}
+    values = {name: value for name, value in dataclasses.asdict(manager).items() if name in shared}
+    values["scheduler_address"] = getattr(manager, "worker_scheduler_address", None) or manager.scheduler_address
+    values["worker_type"] = worker_type
+    return WorkerConfig(**values)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    config = load_worker_manager(argv)
+    from scaler.config.logging_setup import setup_logging
+
+    setup_logging(config, f"worker_manager[{config.worker_manager_id}]")
+    if isinstance(config, NativeWorkerManagerConfig):
+        return _run_native(config)
+    print(f"scaler_worker_manager: {type(config).__name__} is not available in this version", file=sys.stderr)
+    return 2
+
+
+def _run_native(config: NativeWorkerManagerConfig) -> int:
+    if config.mode == "fixed":
+        from scaler.cluster.worker_pool import run_worker_pool
+
+        if config.max_task_concurrency < 1:
+            print("scaler_worker_manager: fixed mode needs --max-task-concurrency (or -n) of at least 1", file=sys.stderr)
+            return 2
+        return run_worker_pool(worker_config_of(config, config.worker_type or "FIX"), config.max_task_concurrency)
+    from scaler.worker_manager.native import run_native_manager
+
+    return run_native_manager(config)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
