@@ -30,8 +30,6 @@ logger = logging.getLogger(__name__)
 #: Queued work the prefetch aims to hold, in seconds of measured task time.
 PREFETCH_HORIZON_SECONDS = 0.005
 MAX_PREFETCH = 64
-#: Processors kept beyond what runs or waits, ready for the next blocked parent.
-SPARE_PROCESSORS = 1
 #: Processor start failures in a row after which the worker gives up.
 MAX_START_FAILURES = 3
 
@@ -397,12 +395,13 @@ class AgentCore:
             self._to_processor(idle, held.task)
 
     def _keep_processors(self) -> None:
-        """Have a processor ready for every task that could start now (at least one), plus a spare
-        while parents are blocked; retire idle processors beyond that (with one of slack)."""
+        """One processor ready (idle or starting) per slot that could start a task now, at least one
+        while a slot is free; idle processors beyond that (with one of slack) are retired. Forking from
+        the zygote takes milliseconds, so no spare is kept while every slot computes."""
         states = [p.state for p in self.processors.values()]
         ready = states.count(ProcessorState.IDLE) + states.count(ProcessorState.STARTING)
         free_slots = max(0, self.settings.slots - self.running)
-        keep = max(1, min(free_slots, len(self._queue))) + (SPARE_PROCESSORS if self.blocked else 0)
+        keep = min(free_slots, max(1, len(self._queue)))
         for _ in range(max(0, keep - ready)):
             self._spawn()
         surplus = ready - (keep + 1)

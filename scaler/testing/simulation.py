@@ -1,0 +1,159 @@
+"""SimulatedCluster: the real SchedulerCore with fake clients and workers in memory, on a fake clock.
+
+No sockets, no processes, no real time: races (a result racing a cancel, a worker dying mid-task, a
+graph finishing while it is cancelled) replay deterministically from a seed. Fake workers obey the
+worker protocol (credit, results, cancel confirmations); fake clients record every answer, so tests
+can check that each task ends exactly once.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from scaler.protocol import messages as m
+from scaler.protocol.ids import ClientID, PeerID, TaskID
+from scaler.scheduler.core.effects import Effect, Send
+from scaler.scheduler.core.events import Event, PeerLost, Received, Tick
+from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
+
+PYTHON = "3.11.7"
+
+
+def hello(info: m.RoleInfo, python_version: str = PYTHON, protocol_version: int = m.PROTOCOL_VERSION) -> m.Hello:
+    return m.Hello(protocol_version, python_version, 1, "sim", info)
+
+
+def task(client: bytes, number: int, priority: int = 0, capabilities: m.Capabilities = ()) -> m.Task:
+    return m.Task(TaskID(number.to_bytes(16, "big")), ClientID(client), b"body", "f", priority, capabilities)
+
+
+def success(task_id: TaskID, value: bytes = b"v") -> m.TaskResult:
+    return m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, value)
+
+
+@dataclass
+class FakeWorker:
+    peer: PeerID
+    capacity: int = 1
+    held: list[TaskID] = field(default_factory=list)  #: tasks the scheduler gave it, in order
+    alive: bool = True
+
+
+@dataclass
+class FakeClient:
+    peer: PeerID
+    #: every final answer about each task: ("result", status) or ("cancelled", outcome)
+    answers: dict[TaskID, list[tuple[str, str]]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+class SimulatedCluster:
+    def __init__(self, settings: CoreSettings | None = None, seed: int = 0) -> None:
+        self.settings = settings or CoreSettings("tcp://sim:1", "tcp://sim:2", PYTHON)
+        self.core = SchedulerCore(self.settings)
+        self.now = 0.0
+        self.random = random.Random(seed)
+        self.workers: dict[PeerID, FakeWorker] = {}
+        self.clients: dict[PeerID, FakeClient] = {}
+        self.effects: list[Effect] = []
+
+    # ------------------------------------------------------------ driving the core
+
+    def feed(self, event: Event) -> list[Effect]:
+        effects = self.core.handle(event)
+        self.effects.extend(effects)
+        for effect in effects:
+            if isinstance(effect, Send):
+                self._deliver(effect.peer, effect.message)
+        return effects
+
+    def send(self, peer: bytes, message: m.Message) -> list[Effect]:
+        return self.feed(Received(PeerID(peer), message, self.now))
+
+    def advance(self, seconds: float) -> list[Effect]:
+        self.now += seconds
+        return self.feed(Tick(self.now))
+
+    # ------------------------------------------------------------ peers
+
+    def add_client(self, name: str = "c") -> FakeClient:
+        peer = PeerID(b"Client|" + name.encode())
+        client = self.clients[peer] = FakeClient(peer)
+        self.send(peer, hello(m.ClientInfo(name)))
+        return client
+
+    def add_worker(self, name: str = "w", capacity: int = 1, capabilities: m.Capabilities = ()) -> FakeWorker:
+        peer = PeerID(b"Worker|SIM|" + name.encode())
+        worker = self.workers[peer] = FakeWorker(peer, capacity)
+        self.send(peer, hello(m.WorkerInfo(capabilities, capacity, "", "SIM")))
+        return worker
+
+    def submit(self, client: FakeClient, tasks: Iterable[m.Task]) -> None:
+        for item in tasks:
+            client.answers.setdefault(item.task_id, [])
+            self.send(client.peer, item)
+
+    def finish(self, worker: FakeWorker, task_id: TaskID | None = None, status: m.ResultStatus | None = None) -> None:
+        """The worker completes a task it holds (the oldest one by default)."""
+        chosen = task_id if task_id is not None else worker.held[0]
+        worker.held.remove(chosen)
+        if status is None or status is m.ResultStatus.SUCCESS:
+            result = success(chosen)
+        else:
+            result = m.TaskResult(chosen, status, m.PayloadKind.INLINE, b"error")
+        self.send(worker.peer, result)
+
+    def kill(self, worker: FakeWorker) -> None:
+        worker.alive = False
+        worker.held.clear()
+        self.feed(PeerLost(worker.peer, "killed", self.now))
+
+    def cancel(self, client: FakeClient, task_ids: Iterable[TaskID]) -> None:
+        self.send(client.peer, m.TaskCancel(tuple(task_ids)))
+
+    # ------------------------------------------------------------ what peers receive
+
+    def _deliver(self, peer: PeerID, message: m.Message) -> None:
+        worker = self.workers.get(peer)
+        if worker is not None:
+            if not worker.alive:
+                return
+            if isinstance(message, m.Task):
+                worker.held.append(message.task_id)
+            elif isinstance(message, m.TaskCancel):
+                for task_id in message.task_ids:
+                    outcome = m.CancelOutcome.NOT_FOUND
+                    if task_id in worker.held:
+                        worker.held.remove(task_id)
+                        outcome = m.CancelOutcome.CANCELED
+                    self.send(worker.peer, m.TaskCancelConfirm(task_id, outcome))
+            return
+        client = self.clients.get(peer)
+        if client is None:
+            return
+        if isinstance(message, m.TaskResult):
+            client.answers.setdefault(message.task_id, []).append(("result", message.status.value))
+        elif isinstance(message, m.TaskCancelConfirm):
+            client.answers.setdefault(message.task_id, []).append(("cancelled", message.outcome.value))
+        elif isinstance(message, m.ProtocolError):
+            client.errors.append(message.reason)
+
+    # ------------------------------------------------------------ checks
+
+    def check_invariants(self) -> None:
+        """The scheduler's bookkeeping agrees with itself (raises AssertionError otherwise)."""
+        core = self.core
+        for peer, worker in core.workers.items():
+            assert len(worker.assigned) <= worker.capacity, f"{peer!r} holds more than its capacity"
+            for task_id in worker.assigned:
+                record = core.tasks.records.get(task_id)
+                assert record is not None, "a worker holds a task that is not live"
+                assert record.worker == peer, "a task's worker does not hold it"
+        for task_id, record in core.tasks.records.items():
+            if record.worker is not None:
+                assert task_id in core.workers[record.worker].assigned, "a dispatched task is not held by its worker"
+        assert len(core.tasks.queue) == sum(
+            1 for r in core.tasks.records.values() if r.state.value == "queued"
+        ), "the queue count disagrees with the table"

@@ -1,0 +1,312 @@
+"""The scheduler core, events in and effects out: registration, dispatch, results, cancel, deaths."""
+
+from __future__ import annotations
+
+import pytest
+
+from scaler.protocol import messages as m
+from scaler.protocol.ids import PeerID, TaskID
+from scaler.scheduler.core.effects import DeleteOwnerObjects, Publish, Send, StopScheduler
+from scaler.scheduler.core.events import PeerLost, Received, Tick, Undecodable
+from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
+from scaler.scheduler.core.task_state import TRANSITIONS, TaskEvent, TaskState
+from scaler.testing.simulation import PYTHON, SimulatedCluster, hello, task
+
+
+def sent_to(effects: list, peer: bytes, kind: type) -> list:  # type: ignore[type-arg]
+    return [e.message for e in effects if isinstance(e, Send) and e.peer == peer and isinstance(e.message, kind)]
+
+
+def test_transition_table_is_total() -> None:
+    assert {(s, e) for s in TaskState for e in TaskEvent} == set(TRANSITIONS)
+
+
+def test_every_message_a_peer_may_send_has_a_handler() -> None:
+    core = SchedulerCore(CoreSettings("a", "b", PYTHON))
+    client_sends = {m.Heartbeat, m.Task, m.GraphTask, m.TaskCancel, m.ClientDisconnect}
+    worker_sends = {m.Heartbeat, m.TaskResult, m.TaskCancelConfirm, m.TaskLog, m.WorkerCapacity, m.WorkerLeaving,
+                    m.TaskReturn}  # fmt: skip
+    assert set(core._client_handlers) == client_sends
+    assert set(core._worker_handlers) == worker_sends
+    assert set(core._manager_handlers) == {m.Heartbeat}
+
+
+# ---------------------------------------------------------------- hello
+
+
+def test_hello_is_answered_with_the_object_storage_address() -> None:
+    sim = SimulatedCluster()
+    effects = sim.send(b"Client|x", hello(m.ClientInfo()))
+    (reply,) = sent_to(effects, b"Client|x", m.HelloReply)
+    assert reply.accepted and reply.object_storage_address == "tcp://sim:2"
+
+
+@pytest.mark.parametrize(
+    "protocol, python, words",
+    [(99, PYTHON, "protocol version 99"), (m.PROTOCOL_VERSION, "3.9.1", "Python 3.9.1")],
+)
+def test_incompatible_peer_is_refused_with_a_readable_reason(protocol: int, python: str, words: str) -> None:
+    sim = SimulatedCluster()
+    effects = sim.send(b"Worker|x", hello(m.WorkerInfo(), python, protocol))
+    (reply,) = sent_to(effects, b"Worker|x", m.HelloReply)
+    assert not reply.accepted and words in reply.reason
+    assert not sim.core.workers
+
+
+def test_message_from_an_unknown_peer_gets_a_protocol_error() -> None:
+    sim = SimulatedCluster()
+    effects = sim.send(b"Client|ghost", task(b"Client|ghost", 1))
+    (error,) = sent_to(effects, b"Client|ghost", m.ProtocolError)
+    assert "Hello" in error.reason
+
+
+def test_undecodable_frame_is_answered_and_the_core_carries_on() -> None:
+    sim = SimulatedCluster()
+    effects = sim.feed(Undecodable(PeerID(b"x"), "garbage", 0.0))
+    assert sent_to(effects, b"x", m.ProtocolError)
+    client = sim.add_client()
+    sim.add_worker()
+    sim.submit(client, [task(client.peer, 1)])
+    assert sim.workers[PeerID(b"Worker|SIM|w")].held
+
+
+def test_duplicate_manager_id_is_refused() -> None:
+    sim = SimulatedCluster()
+    sim.send(b"m1", hello(m.ManagerInfo("tier1")))
+    effects = sim.send(b"m2", hello(m.ManagerInfo("tier1")))
+    (reply,) = sent_to(effects, b"m2", m.HelloReply)
+    assert not reply.accepted and "tier1" in reply.reason and "already connected" in reply.reason
+
+
+# ---------------------------------------------------------------- dispatch
+
+
+def test_tasks_wait_for_a_worker_then_run() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    sim.submit(client, [task(client.peer, 1)])
+    worker = sim.add_worker()
+    assert worker.held == [TaskID((1).to_bytes(16, "big"))]
+    sim.finish(worker)
+    assert client.answers[TaskID((1).to_bytes(16, "big"))] == [("result", "success")]
+    sim.check_invariants()
+
+
+def test_dispatch_respects_credit_and_spreads_load_evenly() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    a, b = sim.add_worker("a", capacity=2), sim.add_worker("b", capacity=2)
+    sim.submit(client, [task(client.peer, n) for n in range(10)])
+    assert len(a.held) == 2 and len(b.held) == 2
+    assert len(sim.core.tasks.queue) == 6
+    sim.finish(a)
+    assert len(a.held) == 2 and len(sim.core.tasks.queue) == 5
+    sim.check_invariants()
+
+
+def test_capacity_updates_change_the_credit() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=1)
+    sim.submit(client, [task(client.peer, n) for n in range(5)])
+    assert len(worker.held) == 1
+    sim.send(worker.peer, m.WorkerCapacity(4))
+    assert len(worker.held) == 4
+
+
+def test_higher_priority_runs_first_then_submission_order() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2, priority=3), task(client.peer, 3)])
+    worker = sim.add_worker(capacity=3)
+    assert worker.held == [TaskID(n.to_bytes(16, "big")) for n in (2, 1, 3)]
+
+
+def test_capability_tasks_wait_for_a_capable_worker_without_blocking_others() -> None:
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, allocate="capability"))
+    client = sim.add_client()
+    plain = sim.add_worker("plain", capacity=5)
+    sim.submit(client, [task(client.peer, 1, capabilities=(("gpu", 1),)), task(client.peer, 2)])
+    assert plain.held == [TaskID((2).to_bytes(16, "big"))]
+    (group,) = sim.core.status.pending_groups()
+    assert group.count == 1 and "gpu" in group.reason
+    gpu = sim.add_worker("gpu", capabilities=(("gpu", -1),))
+    assert gpu.held == [TaskID((1).to_bytes(16, "big"))]
+
+
+def test_admission_control_refuses_tasks_beyond_the_waiting_limit() -> None:
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, max_tasks_waiting=2))
+    client = sim.add_client()
+    sim.submit(client, [task(client.peer, n) for n in range(3)])
+    assert client.answers[TaskID((2).to_bytes(16, "big"))] == [("result", "noWorker")]
+
+
+# ---------------------------------------------------------------- results and cancel
+
+
+def test_a_result_from_another_worker_is_stale_and_dropped() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    a, b = sim.add_worker("a"), sim.add_worker("b")
+    sim.submit(client, [task(client.peer, 1)])
+    holder, other = (a, b) if a.held else (b, a)
+    task_id = holder.held[0]
+    sim.send(other.peer, m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"x"))
+    assert client.answers[task_id] == []
+    sim.finish(holder)
+    assert client.answers[task_id] == [("result", "success")]
+
+
+def test_cancel_of_a_queued_task_confirms_at_once() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    sim.submit(client, [task(client.peer, 1)])
+    sim.cancel(client, [TaskID((1).to_bytes(16, "big"))])
+    assert client.answers[TaskID((1).to_bytes(16, "big"))] == [("cancelled", "canceled")]
+    assert not sim.core.tasks.records
+
+
+def test_cancel_of_a_running_task_goes_through_its_worker() -> None:
+    sim = SimulatedCluster()
+    client, worker = sim.add_client(), sim.add_worker()
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
+    first = worker.held[0]
+    sim.cancel(client, [first])
+    assert client.answers[first] == [("cancelled", "canceled")]
+    assert worker.held == [TaskID((2).to_bytes(16, "big"))], "the freed slot took the next task"
+    sim.check_invariants()
+
+
+def test_a_result_that_wins_the_race_with_cancel_is_delivered_once() -> None:
+    sim = SimulatedCluster()
+    client, worker = sim.add_client(), sim.add_worker()
+    sim.submit(client, [task(client.peer, 1)])
+    task_id = worker.held[0]
+    worker.alive = False  # the cancel is lost in flight: the worker finishes first
+    sim.cancel(client, [task_id])
+    worker.alive = True
+    sim.send(worker.peer, m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v"))
+    sim.send(worker.peer, m.TaskCancelConfirm(task_id, m.CancelOutcome.NOT_FOUND))
+    assert client.answers[task_id] == [("result", "success")]
+    assert not sim.core.workers[worker.peer].assigned
+
+
+def test_cancel_of_an_unknown_task_says_not_found() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    sim.cancel(client, [TaskID(b"z" * 16)])
+    assert client.answers[TaskID(b"z" * 16)] == [("cancelled", "notFound")]
+
+
+def test_cancel_while_the_worker_dies_ends_as_cancelled() -> None:
+    sim = SimulatedCluster()
+    client, worker = sim.add_client(), sim.add_worker()
+    sim.submit(client, [task(client.peer, 1)])
+    task_id = worker.held[0]
+    worker.alive = False
+    sim.cancel(client, [task_id])
+    sim.kill(worker)
+    assert client.answers[task_id] == [("cancelled", "canceled")]
+
+
+# ---------------------------------------------------------------- deaths
+
+
+def test_a_dead_workers_tasks_run_again_elsewhere() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    a = sim.add_worker("a", capacity=2)
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
+    held = list(a.held)
+    b = sim.add_worker("b", capacity=2)
+    sim.kill(a)
+    assert b.held == held
+    sim.finish(b)
+    sim.finish(b)
+    assert all(client.answers[t] == [("result", "success")] for t in held)
+
+
+def test_a_task_that_outlives_the_retry_budget_fails_with_worker_died() -> None:
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, max_task_retries=2))
+    client = sim.add_client()
+    sim.submit(client, [task(client.peer, 1)])
+    for number in range(3):
+        sim.kill(sim.add_worker(f"w{number}"))
+    assert client.answers[TaskID((1).to_bytes(16, "big"))] == [("result", "workerDied")]
+    result = [e.message for e in sim.effects if isinstance(e, Send) and isinstance(e.message, m.TaskResult)][-1]
+    assert "3 time(s)" in result.error_message and "killed" in result.error_message
+
+
+def test_a_gracefully_leaving_worker_hands_its_tasks_back_without_using_the_budget() -> None:
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, max_task_retries=0))
+    client, worker = sim.add_client(), sim.add_worker()
+    sim.submit(client, [task(client.peer, 1)])
+    effects = sim.send(worker.peer, m.WorkerLeaving("sigterm"))
+    assert sent_to(effects, worker.peer, m.Shutdown)
+    other = sim.add_worker("other")
+    sim.finish(other)
+    assert client.answers[TaskID((1).to_bytes(16, "big"))] == [("result", "success")]
+
+
+def test_silent_workers_and_clients_are_dropped_on_tick() -> None:
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, worker_timeout_seconds=5, client_timeout_seconds=5))
+    client, worker = sim.add_client(), sim.add_worker()
+    sim.submit(client, [task(client.peer, 1)])
+    effects = sim.advance(6)
+    assert not sim.core.workers and not sim.core.clients
+    assert any(isinstance(e, DeleteOwnerObjects) and e.owner == client.peer for e in effects)
+    assert not sim.core.tasks.records
+    del worker
+
+
+def test_a_departed_clients_running_tasks_are_cancelled_at_their_workers() -> None:
+    sim = SimulatedCluster()
+    client, worker = sim.add_client(), sim.add_worker()
+    sim.submit(client, [task(client.peer, 1)])
+    effects = sim.feed(PeerLost(client.peer, "closed", 0.0))
+    assert sent_to(effects, worker.peer, m.TaskCancel)
+    assert any(isinstance(e, DeleteOwnerObjects) for e in effects)
+    assert not worker.held and not sim.core.tasks.records
+
+
+def test_status_is_published_on_ticks() -> None:
+    sim = SimulatedCluster()
+    sim.add_worker()
+    effects = sim.feed(Tick(1.0))
+    (publish,) = [e for e in effects if isinstance(e, Publish)]
+    assert len(publish.snapshot.workers) == 1
+
+
+# ---------------------------------------------------------------- shutdown
+
+
+def test_protected_scheduler_refuses_shutdown() -> None:
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, protected=True))
+    client = sim.add_client()
+    effects = sim.send(client.peer, m.ClientDisconnect(shutdown_cluster=True))
+    (reply,) = sent_to(effects, client.peer, m.ShutdownReply)
+    assert not reply.accepted and "protected" in reply.reason
+    assert not [e for e in effects if isinstance(e, StopScheduler)]
+
+
+def test_unprotected_scheduler_stops_workers_and_itself() -> None:
+    sim = SimulatedCluster()
+    client, worker = sim.add_client(), sim.add_worker()
+    effects = sim.send(client.peer, m.ClientDisconnect(shutdown_cluster=True))
+    assert sent_to(effects, client.peer, m.ShutdownReply)[0].accepted
+    assert sent_to(effects, worker.peer, m.Shutdown)
+    assert [e for e in effects if isinstance(e, StopScheduler)]
+
+
+def test_a_task_whose_client_id_is_forged_is_refused() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    effects = sim.send(client.peer, task(b"Client|someone-else", 1))
+    assert sent_to(effects, client.peer, m.ProtocolError)
+    assert not sim.core.tasks.records
+
+
+def test_received_events_advance_the_core_clock() -> None:
+    core = SchedulerCore(CoreSettings("s", "o", PYTHON))
+    core.handle(Received(PeerID(b"Client|a"), hello(m.ClientInfo()), 42.0))
+    assert core.clients[PeerID(b"Client|a")].last_seen == 42.0

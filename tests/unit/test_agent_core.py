@@ -1,0 +1,202 @@
+"""The worker agent's pure core: processors, credit, nested parents, timeouts, deaths."""
+
+from __future__ import annotations
+
+from scaler.protocol import messages as m
+from scaler.protocol.ids import ClientID, TaskID
+from scaler.worker import agent_core as core
+
+
+def make(**settings: object) -> tuple[core.AgentCore, list[core.Effect]]:
+    agent = core.AgentCore(core.AgentSettings(**settings), started_at=0.0)  # type: ignore[arg-type]
+    effects = agent.start()
+    return agent, effects
+
+
+def spawned(effects: list[core.Effect]) -> list[bytes]:
+    return [e.processor_id for e in effects if isinstance(e, core.SpawnProcessor)]
+
+
+def to_scheduler(effects: list[core.Effect], kind: type) -> list:  # type: ignore[type-arg]
+    return [e.message for e in effects if isinstance(e, core.ToScheduler) and isinstance(e.message, kind)]
+
+
+def to_processor(effects: list[core.Effect], kind: type) -> list[tuple[bytes, m.Message]]:
+    return [(e.processor_id, e.message) for e in effects if isinstance(e, core.ToProcessor) and isinstance(e.message, kind)]
+
+
+def task(number: int, priority: int = 0) -> m.Task:
+    return m.Task(TaskID(number.to_bytes(16, "big")), ClientID(b"Client|c"), b"body", priority=priority)
+
+
+def tid(number: int) -> TaskID:
+    return TaskID(number.to_bytes(16, "big"))
+
+
+def connect(agent: core.AgentCore, now: float = 0.0) -> list[core.Effect]:
+    return agent.handle(core.FromScheduler(m.HelloReply(True, object_storage_address="tcp://s:2"), now))
+
+
+def ready(agent: core.AgentCore, processor: bytes, now: float = 0.0) -> list[core.Effect]:
+    return agent.handle(core.FromProcessor(processor, m.ProcessorReady(100), now))
+
+
+def result(number: int) -> m.TaskResult:
+    return m.TaskResult(tid(number), m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v")
+
+
+def test_the_first_processor_starts_before_the_scheduler_answers() -> None:
+    _, effects = make()
+    assert len(spawned(effects)) == 1
+
+
+def test_tasks_run_one_at_a_time_and_results_go_upstream() -> None:
+    agent, effects = make()
+    (first,) = spawned(effects)
+    connect(agent)
+    effects = ready(agent, first)
+    assert to_processor(effects, m.HelloReply)
+    agent.handle(core.FromScheduler(task(1), 0.0))
+    effects = agent.handle(core.FromScheduler(task(2), 0.0))
+    assert [message.task_id for _, message in to_processor(effects, m.Task)] == []  # 1 was sent before
+    effects = agent.handle(core.FromProcessor(first, result(1), 0.5))
+    assert to_scheduler(effects, m.TaskResult)[0].task_id == tid(1)
+    assert [message.task_id for _, message in to_processor(effects, m.Task)] == [tid(2)]
+
+
+def test_prefetch_grows_for_tiny_tasks_and_is_announced() -> None:
+    agent, effects = make()
+    (first,) = spawned(effects)
+    connect(agent)
+    ready(agent, first)
+    announced = []
+    now = 0.0
+    for number in range(20):
+        agent.handle(core.FromScheduler(task(number), now))
+        now += 0.0001
+        effects = agent.handle(core.FromProcessor(first, result(number), now))
+        announced += [message.capacity for message in to_scheduler(effects, m.WorkerCapacity)]
+    assert announced and announced[-1] > 2
+
+
+def test_long_tasks_keep_a_single_task_ahead() -> None:
+    agent, effects = make()
+    (first,) = spawned(effects)
+    connect(agent)
+    ready(agent, first)
+    agent.handle(core.FromScheduler(task(1), 0.0))
+    agent.handle(core.FromProcessor(first, result(1), 2.0))
+    assert agent.capacity == 2
+
+
+def test_a_blocked_parent_yields_its_slot_and_resumes_before_new_tasks() -> None:
+    agent, effects = make()
+    (parent_processor,) = spawned(effects)
+    connect(agent)
+    ready(agent, parent_processor)
+    agent.handle(core.FromScheduler(task(1), 0.0))
+    effects = agent.handle(core.FromProcessor(parent_processor, m.ProcessorBlocked(tid(1)), 0.1))
+    assert agent.blocked == 1 and agent.capacity >= 3
+    (child_processor, *_) = spawned(effects)
+    ready(agent, child_processor)
+    effects = agent.handle(core.FromScheduler(task(2, priority=1), 0.2))
+    assert to_processor(effects, m.Task) == [(child_processor, task(2, priority=1))]
+    agent.handle(core.FromScheduler(task(3), 0.2))
+    effects = agent.handle(core.FromProcessor(parent_processor, m.ProcessorResumeRequest(tid(1)), 0.3))
+    assert not to_processor(effects, m.ProcessorResume), "the slot is taken by the child"
+    effects = agent.handle(core.FromProcessor(child_processor, result(2), 0.4))
+    assert to_processor(effects, m.ProcessorResume) == [(parent_processor, m.ProcessorResume(tid(1)))]
+    assert not to_processor(effects, m.Task), "task 3 waits for the parent to finish"
+
+
+def test_cancel_of_a_queued_running_or_unknown_task() -> None:
+    agent, effects = make()
+    (first,) = spawned(effects)
+    connect(agent)
+    ready(agent, first)
+    agent.handle(core.FromScheduler(task(1), 0.0))
+    agent.handle(core.FromScheduler(task(2), 0.0))
+    effects = agent.handle(core.FromScheduler(m.TaskCancel((tid(2), tid(1), tid(9))), 0.1))
+    outcomes = [(c.task_id, c.outcome) for c in to_scheduler(effects, m.TaskCancelConfirm)]
+    assert outcomes == [
+        (tid(2), m.CancelOutcome.CANCELED),
+        (tid(1), m.CancelOutcome.CANCELED),
+        (tid(9), m.CancelOutcome.NOT_FOUND),
+    ]
+    assert [e.processor_id for e in effects if isinstance(e, core.KillProcessor)] == [first]
+    assert spawned(effects), "a fresh processor replaces the killed one"
+
+
+def test_a_task_past_its_timeout_is_killed_and_reported() -> None:
+    agent, effects = make(task_timeout_seconds=1.0)
+    (first,) = spawned(effects)
+    connect(agent)
+    ready(agent, first)
+    agent.handle(core.FromScheduler(task(1), 0.0))
+    effects = agent.handle(core.Tick(1.5))
+    (failure,) = to_scheduler(effects, m.TaskResult)
+    assert failure.status is m.ResultStatus.TIMED_OUT and "timeout" in failure.error_message
+    assert any(isinstance(e, core.KillProcessor) for e in effects)
+
+
+def test_a_processor_that_dies_fails_only_its_task() -> None:
+    agent, effects = make()
+    (first,) = spawned(effects)
+    connect(agent)
+    ready(agent, first)
+    agent.handle(core.FromScheduler(task(1), 0.0))
+    agent.handle(core.FromScheduler(task(2), 0.0))
+    effects = agent.handle(core.ProcessorExited(first, "killed by SIGSEGV", 0.2))
+    (failure,) = to_scheduler(effects, m.TaskResult)
+    assert failure.task_id == tid(1) and failure.status is m.ResultStatus.PROCESSOR_DIED
+    assert "SIGSEGV" in failure.error_message
+    (replacement,) = spawned(effects)
+    effects = ready(agent, replacement)
+    assert [message.task_id for _, message in to_processor(effects, m.Task)] == [tid(2)]
+
+
+def test_a_failing_preload_stops_the_worker() -> None:
+    agent, effects = make(has_preload=True)
+    (first,) = spawned(effects)
+    effects = agent.handle(core.ProcessorExited(first, "exit code 1", 0.1))
+    (exit_effect,) = [e for e in effects if isinstance(e, core.Exit)]
+    assert exit_effect.code == core.EXIT_ERROR and "preload" in exit_effect.reason
+
+
+def test_death_timeout_tells_never_connected_from_lost() -> None:
+    agent, _ = make(death_timeout_seconds=5)
+    effects = agent.handle(core.Tick(6.0))
+    assert [e.code for e in effects if isinstance(e, core.Exit)] == [core.EXIT_NEVER_CONNECTED]
+    agent, _ = make(death_timeout_seconds=5)
+    connect(agent, now=1.0)
+    effects = agent.handle(core.Tick(7.0))
+    assert [e.code for e in effects if isinstance(e, core.Exit)] == [core.EXIT_SCHEDULER_LOST]
+
+
+def test_refused_hello_and_shutdown_stop_the_worker() -> None:
+    agent, _ = make()
+    effects = agent.handle(core.FromScheduler(m.HelloReply(False, "Python 2.7"), 0.0))
+    (exit_effect,) = [e for e in effects if isinstance(e, core.Exit)]
+    assert exit_effect.code == core.EXIT_ERROR and "Python 2.7" in exit_effect.reason
+    agent, _ = make()
+    connect(agent)
+    effects = agent.handle(core.FromScheduler(m.Shutdown("bye"), 0.0))
+    assert [e.code for e in effects if isinstance(e, core.Exit)] == [core.EXIT_OK]
+
+
+def test_heartbeats_follow_the_interval() -> None:
+    agent, effects = make(heartbeat_interval_seconds=2.0)
+    assert [e for e in effects if isinstance(e, core.SendHeartbeat)]
+    assert not [e for e in agent.handle(core.Tick(1.0)) if isinstance(e, core.SendHeartbeat)]
+    assert [e for e in agent.handle(core.Tick(2.5)) if isinstance(e, core.SendHeartbeat)]
+
+
+def test_queued_tasks_are_given_back_on_request_but_running_ones_are_not() -> None:
+    agent, effects = make()
+    (first,) = spawned(effects)
+    connect(agent)
+    ready(agent, first)
+    agent.handle(core.FromScheduler(task(1), 0.0))
+    agent.handle(core.FromScheduler(task(2), 0.0))
+    effects = agent.handle(core.FromScheduler(m.TaskReturn((tid(1), tid(2))), 0.1))
+    assert to_scheduler(effects, m.TaskReturn) == [m.TaskReturn((tid(2),))]
