@@ -183,7 +183,10 @@ class ClientAgent:
             self._shutdown_reply = message
             self._shutdown_answered.set()
         elif isinstance(message, m.ProtocolError):
-            self._lost(DisconnectedError(f"the scheduler at {self.address} dropped this client: {message.reason}"))
+            if message.kind is m.ProtocolErrorKind.UNKNOWN_PEER:
+                self._lost(DisconnectedError(f"the scheduler at {self.address} dropped this client: {message.reason}"))
+            else:
+                logger.warning("the scheduler refused a message of this client: %s", message.reason)
 
     def _on_hello_reply(self, reply: m.HelloReply) -> None:
         self.hello_reply = reply

@@ -44,3 +44,31 @@ def install_resolver(resolver: Callable[[bytes], Any] | None) -> None:
     """Processors install a resolver that returns the object for an id (fetching it if needed)."""
     global _resolver
     _resolver = resolver
+
+
+_node_resolver: Callable[[bytes], Any] | None = None
+
+
+class NodeResult:
+    """Stands for the result of another graph node inside an argument (e.g. in a list). Inside a
+    processor it unpickles as that result; the scheduler sends the result along with the task."""
+
+    def __init__(self, task_id: bytes) -> None:
+        self.task_id = task_id
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_node_result, (self.task_id,))
+
+    def __repr__(self) -> str:
+        return f"NodeResult({self.task_id.hex()[:16]}...)"
+
+
+def _rebuild_node_result(task_id: bytes) -> Any:
+    if _node_resolver is not None:
+        return _node_resolver(task_id)
+    return NodeResult(task_id)
+
+
+def install_node_resolver(resolver: Callable[[bytes], Any] | None) -> None:
+    global _node_resolver
+    _node_resolver = resolver

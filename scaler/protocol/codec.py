@@ -279,7 +279,7 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.Heartbeat: ("heartbeat", _enc_heartbeat),
     m.HeartbeatEcho: ("heartbeatEcho", _enc_heartbeat_echo),
     m.Ping: ("ping", _enc_fields(nonce="nonce")),
-    m.ProtocolError: ("protocolError", _enc_fields(reason="reason")),
+    m.ProtocolError: ("protocolError", _enc_fields(reason="reason", kind="kind")),
     m.Task: ("task", _set_task),
     m.TaskResult: ("taskResult", _enc_task_result),
     m.TaskCancel: ("taskCancel", _enc_ids),
@@ -393,7 +393,7 @@ _DECODERS: dict[str, Callable[[Any], m.Message]] = {
     "heartbeat": _dec_heartbeat,
     "heartbeatEcho": lambda r: m.HeartbeatEcho(r.objectStorageAddress, r.workerCount),
     "ping": lambda r: m.Ping(r.nonce),
-    "protocolError": lambda r: m.ProtocolError(r.reason),
+    "protocolError": lambda r: m.ProtocolError(r.reason, m.ProtocolErrorKind(str(r.kind))),
     "task": _task,
     "taskResult": _dec_task_result,
     "taskCancel": lambda r: m.TaskCancel(tuple(TaskID(t) for t in r.taskIds)),
@@ -447,8 +447,6 @@ def encode_body(body: m.TaskBody) -> bytes:
             setattr(item, arg.kind.value, arg.data)
     b.profiling = body.profiling
     b.streamOutput = body.stream_output
-    if body.scheduler_address:
-        b.schedulerAddress = body.scheduler_address
     return bytes(b.to_bytes())
 
 
@@ -461,10 +459,7 @@ def decode_body(data: bytes) -> m.TaskBody:
             for a in r.args:
                 kind = a.which()
                 args.append(m.Argument(m.ArgumentKind(kind), getattr(a, kind), a.keyword))
-            return m.TaskBody(
-                ObjectID(r.functionId), tuple(args), ObjectID(r.serializerId), r.profiling, r.streamOutput,
-                r.schedulerAddress,
-            )  # fmt: skip
+            return m.TaskBody(ObjectID(r.functionId), tuple(args), ObjectID(r.serializerId), r.profiling, r.streamOutput)
     except Exception as error:
         raise DecodeError(f"not a valid task body ({len(data)} bytes): {error}") from None
 

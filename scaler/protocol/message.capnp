@@ -108,8 +108,15 @@ struct Ping {
 }
 
 struct ProtocolError {
-  # Answer to a message the receiver could not accept (malformed, unexpected, hello missing).
+  # Answer to a message the receiver could not accept. Never answered itself.
   reason @0 :Text;
+  kind @1 :ProtocolErrorKind;
+}
+
+enum ProtocolErrorKind {
+  malformed @0;             # the frame is not a valid message
+  unexpected @1;            # a valid message this peer may not send
+  unknownPeer @2;           # the sender never said hello (or the scheduler restarted): say hello again
 }
 
 # ---------------------------------------------------------------- tasks
@@ -130,7 +137,6 @@ struct TaskBody {
   args @2 :List(Argument);
   profiling @3 :Bool;
   streamOutput @4 :Bool;
-  schedulerAddress @5 :Text;   # for clients created inside the task
 }
 
 struct Task {

@@ -141,9 +141,16 @@ class Ping:
     nonce: int = 0
 
 
+class ProtocolErrorKind(enum.Enum):
+    MALFORMED = "malformed"
+    UNEXPECTED = "unexpected"
+    UNKNOWN_PEER = "unknownPeer"
+
+
 @dataclass(frozen=True, slots=True)
 class ProtocolError:
     reason: str
+    kind: ProtocolErrorKind = ProtocolErrorKind.UNEXPECTED
 
 
 # ---------------------------------------------------------------- tasks
@@ -169,7 +176,6 @@ class TaskBody:
     serializer_id: ObjectID = ObjectID(b"")
     profiling: bool = False
     stream_output: bool = False
-    scheduler_address: str = ""
 
 
 class PayloadKind(enum.Enum):

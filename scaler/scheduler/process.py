@@ -88,6 +88,8 @@ def run_scheduler(config: SchedulerConfig) -> int:
             max_tasks_waiting=config.max_number_of_tasks_waiting,
             status_interval_seconds=config.status_report_interval_seconds,
             allocate=allocation_of(config),
+            load_balance_seconds=config.load_balance_seconds,
+            load_balance_trigger_times=config.load_balance_trigger_times,
         )
         core = SchedulerCore(settings, make_scaling_hook(config.policy_engine_type, config.policy_content))
         return _serve(core, config, bind, monitor, storage)

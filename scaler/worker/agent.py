@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import time
+from dataclasses import replace
 from typing import Any
 
 import psutil
@@ -149,6 +150,9 @@ class WorkerAgent:
                 self._to_scheduler.send(b"", codec.encode(effect.message))
             elif isinstance(effect, core.ToProcessor):
                 self._to_processors.send(effect.processor_id, codec.encode(effect.message))
+            elif isinstance(effect, core.SayHello):
+                hello = replace(self._hello, info=replace(self._hello.info, capacity=self._core.capacity))
+                self._to_scheduler.send(b"", codec.encode(hello))
             elif isinstance(effect, core.SendHeartbeat):
                 self._to_scheduler.send(b"", codec.encode(self._heartbeat(effect.status)))
             elif isinstance(effect, core.SpawnProcessor):

@@ -105,6 +105,11 @@ class ToScheduler:
 
 
 @dataclass(frozen=True, slots=True)
+class SayHello:
+    """Register with the scheduler again."""
+
+
+@dataclass(frozen=True, slots=True)
 class SendHeartbeat:
     status: m.WorkerStatus
 
@@ -132,7 +137,7 @@ class Exit:
     reason: str
 
 
-Effect = Union[ToScheduler, SendHeartbeat, ToProcessor, SpawnProcessor, KillProcessor, Exit]
+Effect = Union[ToScheduler, SayHello, SendHeartbeat, ToProcessor, SpawnProcessor, KillProcessor, Exit]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -239,7 +244,10 @@ class AgentCore:
         elif isinstance(message, m.Shutdown):
             self._exit(EXIT_OK, f"the scheduler asked this worker to stop: {message.reason}")
         elif isinstance(message, m.ProtocolError):
-            self._exit(EXIT_SCHEDULER_LOST, f"the scheduler refused a message: {message.reason}")
+            if message.kind is m.ProtocolErrorKind.UNKNOWN_PEER and self._connected:
+                self._rejoin()
+            else:
+                logger.warning("the scheduler refused a message: %s", message.reason)
 
     def _on_hello_reply(self, reply: m.HelloReply) -> None:
         if not reply.accepted:
@@ -252,6 +260,20 @@ class AgentCore:
             if processor.state is not ProcessorState.STARTING:
                 self._configure(processor)
         self._announce_capacity()
+
+    def _rejoin(self) -> None:
+        """The scheduler does not know this worker any more (it restarted): drop what it gave us and
+        register again."""
+        logger.warning("the scheduler forgot this worker (restarted?): dropping %d task(s), saying hello again",
+                       len(self.tasks))  # fmt: skip
+        for processor in list(self.processors.values()):
+            if processor.task_id is not None:
+                self._kill(processor.processor_id, "its task belongs to a scheduler that is gone")
+        self.tasks.clear()
+        self._queue.clear()
+        self._connected = False
+        self._announced_capacity = 0
+        self.effects.append(SayHello())
 
     def _accept(self, task: m.Task) -> None:
         if task.task_id in self.tasks:

@@ -144,6 +144,9 @@ class TaskExecutor:
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         object_reference.install_resolver(lambda object_id: self._object(object_id, serializer))
+        object_reference.install_node_resolver(
+            lambda task_id: self._argument(m.Argument(m.ArgumentKind.TASK_RESULT, task_id), inputs, serializer, -1)
+        )
         try:
             for position, argument in enumerate(body.args):
                 value = self._argument(argument, inputs, serializer, position)
@@ -153,6 +156,7 @@ class TaskExecutor:
                     args.append(value)
         finally:
             object_reference.install_resolver(None)
+            object_reference.install_node_resolver(None)
         return args, kwargs
 
     def _argument(
@@ -230,7 +234,8 @@ class TaskExecutor:
                 f"pickled: {pickling_error!r})"
             )
             payload = cloudpickle.dumps((replacement, trace), protocol=pickle.HIGHEST_PROTOCOL)
-        return m.TaskResult(task.task_id, m.ResultStatus.FAILED, m.PayloadKind.INLINE, payload)
+        message = f"{type(error).__qualname__}: {error}"[:1000]
+        return m.TaskResult(task.task_id, m.ResultStatus.FAILED, m.PayloadKind.INLINE, payload, message)
 
 
 def _user_traceback(error: BaseException) -> str:
@@ -273,19 +278,30 @@ def _rss_bytes() -> int:
 
 
 class _LogStream:
+    """A task's stdout or stderr: complete lines go to the client as TaskLog messages (the rest when
+    the task ends). Writes from threads other than the task's main thread go to the original stream."""
+
     def __init__(self, task_id: m.TaskID, stream: m.LogStream, send: Callable[[m.TaskLog], None], original: Any):
         self._task_id, self._stream, self._send, self._original = task_id, stream, send, original
         self._main = threading.main_thread()
+        self._pending = ""
 
     def write(self, text: str) -> int:
-        if text and threading.current_thread() is self._main:
-            self._send(m.TaskLog(self._task_id, self._stream, text))
-        elif text:
-            self._original.write(text)
+        if threading.current_thread() is not self._main:
+            return int(self._original.write(text))
+        self._pending += text
+        if "\n" in self._pending:
+            complete, _, self._pending = self._pending.rpartition("\n")
+            self._send(m.TaskLog(self._task_id, self._stream, complete + "\n"))
         return len(text)
 
     def flush(self) -> None:
         pass
+
+    def close_task(self) -> None:
+        if self._pending:
+            self._send(m.TaskLog(self._task_id, self._stream, self._pending))
+            self._pending = ""
 
     def isatty(self) -> bool:
         return False
@@ -310,4 +326,7 @@ class _OutputCapture:
 
     def __exit__(self, *exc: object) -> None:
         if self._saved is not None:
+            for stream in (sys.stdout, sys.stderr):
+                if isinstance(stream, _LogStream):
+                    stream.close_task()
             sys.stdout, sys.stderr = self._saved

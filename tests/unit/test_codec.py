@@ -34,7 +34,7 @@ SAMPLES: list[m.Message] = [
     m.Heartbeat(0.0, 0),
     m.HeartbeatEcho("tcp://x:1", 2),
     m.Ping(7),
-    m.ProtocolError("bad"),
+    m.ProtocolError("bad", m.ProtocolErrorKind.UNKNOWN_PEER),
     TASK,
     m.TaskResult(T, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v", "", m.Profile(1.0, 0.5, 99), b"w"),
     m.TaskResult(T, m.ResultStatus.FAILED, m.PayloadKind.OBJECT_ID, b"o", "boom"),
@@ -85,7 +85,6 @@ def test_body_round_trip() -> None:
         ObjectID(b"s"),
         True,
         True,
-        "tcp://127.0.0.1:1",
     )
     assert codec.decode_body(codec.encode_body(body)) == body
 

@@ -14,7 +14,8 @@ from typing import Any, Protocol
 
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import incompatibility
-from scaler.protocol.ids import ClientID, PeerID, short
+from scaler.protocol.ids import ClientID, PeerID, TaskID, short
+from scaler.scheduler.core.balancing import balance_plan
 from scaler.scheduler.core.effects import DeleteOwnerObjects, Effect, Send, StopScheduler
 from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
 from scaler.scheduler.core.graphs import GraphRegistry
@@ -40,6 +41,8 @@ class CoreSettings:
     status_interval_seconds: float = 1
     heartbeat_interval_seconds: float = 2
     allocate: str = "even_load"  #: "even_load" (capabilities ignored) or "capability"
+    load_balance_seconds: float = 1.0  #: <= 0 disables balancing
+    load_balance_trigger_times: int = 2
 
 
 class ScalingHook(Protocol):
@@ -71,6 +74,10 @@ class SchedulerCore:
         self.now = 0.0
         self._worker_sequence = 0
         self._last_status_at: float | None = None
+        self._last_balance_at = 0.0
+        self._balance_advice: dict[PeerID, tuple[TaskID, ...]] = {}
+        self._balance_advice_seen = 0
+        self._return_asked: set[TaskID] = set()
         self._client_handlers: dict[type, Callable[[PeerID, Any], None]] = {
             m.Heartbeat: self._on_client_heartbeat,
             m.Task: self._on_task,
@@ -106,7 +113,7 @@ class SchedulerCore:
         elif isinstance(event, Undecodable):
             self._advance(event.now)
             logger.warning("undecodable frame from %s: %s", short(event.peer), event.reason)
-            self._send(event.peer, m.ProtocolError(f"frame refused: {event.reason}"))
+            self._send(event.peer, m.ProtocolError(f"frame refused: {event.reason}", m.ProtocolErrorKind.MALFORMED))
         elif isinstance(event, ShellStats):
             self.status.shell_stats = event
         self.lifecycle.dispatch()
@@ -122,6 +129,10 @@ class SchedulerCore:
         if isinstance(message, m.Hello):
             self._on_hello(peer, message)
             return
+        if isinstance(message, (m.ProtocolError, m.Ping)):
+            if isinstance(message, m.ProtocolError):
+                logger.warning("%s refused a message of ours: %s", short(peer), message.reason)
+            return  # never answered, so that two peers cannot bounce errors forever
         handlers: dict[type, Callable[[PeerID, Any], None]]
         client, worker, manager = self.clients.get(peer), self.workers.get(peer), self.managers.get(peer)
         if client is not None:
@@ -134,8 +145,9 @@ class SchedulerCore:
             manager.last_seen = self.now
             handlers = self._manager_handlers
         else:
-            if not isinstance(message, (m.ProtocolError, m.WorkerLeaving, m.ClientDisconnect)):
-                self._send(peer, m.ProtocolError("unknown peer: send a Hello first (the scheduler may have restarted)"))
+            if not isinstance(message, (m.WorkerLeaving, m.ClientDisconnect)):
+                reason = "unknown peer: send a Hello first (the scheduler may have restarted)"
+                self._send(peer, m.ProtocolError(reason, m.ProtocolErrorKind.UNKNOWN_PEER))
             return
         handler = handlers.get(type(message))
         if handler is None:
@@ -322,6 +334,31 @@ class SchedulerCore:
         if self._last_status_at is None or now - self._last_status_at >= settings.status_interval_seconds:
             self._last_status_at = now
             self.effects.append(self.status.publish())
+        if settings.load_balance_seconds > 0 and now - self._last_balance_at >= settings.load_balance_seconds:
+            self._last_balance_at = now
+            self._balance()
+
+    def _balance(self) -> None:
+        """Act on a balance plan once it has been the same `load_balance_trigger_times` times in a row."""
+        self._return_asked &= set(self.tasks.records)
+        if len(self.tasks.queue):
+            advice: dict[PeerID, tuple[TaskID, ...]] = {}  # queued work goes to idle workers anyway
+        else:
+            records = self.tasks.records
+            advice = balance_plan(
+                self.workers.values(),
+                lambda task_id: frozenset(name for name, _ in records[task_id].task.capabilities),
+                lambda task_id: records[task_id].sequence,
+                lambda task_id: task_id in self._return_asked,
+            )
+        if advice != self._balance_advice:
+            self._balance_advice, self._balance_advice_seen = advice, 1
+        else:
+            self._balance_advice_seen += 1
+        if advice and self._balance_advice_seen == self.settings.load_balance_trigger_times:
+            for donor, task_ids in advice.items():
+                self._return_asked.update(task_ids)
+                self._send(donor, m.TaskReturn(task_ids))
 
     def _drop_peer(self, peer: PeerID, reason: str) -> None:
         if peer in self.clients:

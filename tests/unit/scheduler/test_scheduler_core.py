@@ -310,3 +310,34 @@ def test_received_events_advance_the_core_clock() -> None:
     core = SchedulerCore(CoreSettings("s", "o", PYTHON))
     core.handle(Received(PeerID(b"Client|a"), hello(m.ClientInfo()), 42.0))
     assert core.clients[PeerID(b"Client|a")].last_seen == 42.0
+
+
+# ---------------------------------------------------------------- balancing
+
+
+def test_an_idle_worker_gets_a_prefetched_task_back_from_a_busy_one() -> None:
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, load_balance_seconds=1, load_balance_trigger_times=2))
+    client = sim.add_client()
+    busy = sim.add_worker("busy", capacity=2)
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
+    idle = sim.add_worker("idle", capacity=2)
+    assert len(busy.held) == 2 and not idle.held
+    sim.advance(1.0)  # first sighting of the plan
+    effects = sim.advance(1.0)  # second: act
+    (request,) = sent_to(effects, busy.peer, m.TaskReturn)
+    assert request.task_ids == (TaskID((2).to_bytes(16, "big")),)
+    busy.held.remove(request.task_ids[0])
+    sim.send(busy.peer, m.TaskReturn(request.task_ids))
+    assert idle.held == [TaskID((2).to_bytes(16, "big"))]
+    assert not sent_to(sim.advance(1.0) + sim.advance(1.0), busy.peer, m.TaskReturn), "asked only once"
+    sim.check_invariants()
+
+
+def test_no_balancing_while_tasks_wait_in_the_queue_or_when_disabled() -> None:
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, load_balance_seconds=-1))
+    client = sim.add_client()
+    busy = sim.add_worker("busy", capacity=2)
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
+    sim.add_worker("idle", capacity=2)
+    effects = sim.advance(1.0) + sim.advance(1.0) + sim.advance(1.0)
+    assert not sent_to(effects, busy.peer, m.TaskReturn)

@@ -1,0 +1,134 @@
+"""Dict graphs for `Client.get`: cull, validate, and turn into one GraphTask the scheduler runs.
+
+A graph maps keys to values. A tuple whose first element is callable is a call: `(fn, arg, ...)`;
+an argument that is a key of the graph stands for that key's value (also inside lists); anything
+else is passed as it is. Every other value, bare functions included, is data.
+
+Only the keys the requested ones need are sent. Data is sent inside the arguments of the calls that
+use it; calls become graph nodes whose results flow from node to node inside the cluster, and only
+the requested results come back to the client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any
+
+from scaler.client.future import ScalerFuture
+from scaler.client.object_reference import NodeResult
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol.ids import ClientID, TaskID, new_graph_id, new_task_id
+
+if TYPE_CHECKING:
+    from scaler.client.client import Client
+
+
+def is_call(value: Any) -> bool:
+    return isinstance(value, tuple) and len(value) > 0 and callable(value[0])
+
+
+def _references(graph: dict[Hashable, Any], argument: Any) -> list[Hashable]:
+    """Keys an argument names, looking inside lists."""
+    if isinstance(argument, list):
+        return [key for item in argument for key in _references(graph, item)]
+    if isinstance(argument, Hashable) and not isinstance(argument, tuple) and argument in graph:
+        return [argument]
+    return []
+
+
+def needed_keys(graph: dict[Hashable, Any], keys: list[Hashable]) -> list[Hashable]:
+    """The requested keys and everything they depend on, dependencies first. Raises KeyError for a
+    requested key that is not in the graph and ValueError for a cycle, naming the key."""
+    for key in keys:
+        if key not in graph:
+            raise KeyError(f"key {key!r} is not in the graph")
+    order: list[Hashable] = []
+    state: dict[Hashable, str] = {}  # "visiting" or "done"
+    for root in keys:
+        stack: list[tuple[Hashable, list[Hashable]]] = [(root, _dependencies(graph, root))]
+        if state.get(root) == "done":
+            continue
+        state[root] = "visiting"
+        while stack:
+            key, pending = stack[-1]
+            if not pending:
+                stack.pop()
+                state[key] = "done"
+                order.append(key)
+                continue
+            dependency = pending.pop()
+            seen = state.get(dependency)
+            if seen == "visiting":
+                raise ValueError(f"the graph has a cycle through key {dependency!r}")
+            if seen is None:
+                state[dependency] = "visiting"
+                stack.append((dependency, _dependencies(graph, dependency)))
+    return order
+
+
+def _dependencies(graph: dict[Hashable, Any], key: Hashable) -> list[Hashable]:
+    value = graph[key]
+    if not is_call(value):
+        return []
+    return [reference for argument in value[1:] for reference in _references(graph, argument)]
+
+
+def submit_graph(
+    client: Client, graph: dict[Hashable, Any], keys: list[Hashable], capabilities: dict[str, int] | None
+) -> dict[Hashable, ScalerFuture]:
+    order = needed_keys(graph, list(keys))
+    builder = client._builder
+    graph_id = new_graph_id()
+    node_ids: dict[Hashable, TaskID] = {key: new_task_id() for key in order if is_call(graph[key])}
+    priority, caps = client._priority(), m.make_capabilities(capabilities)
+    nodes: list[m.Task] = []
+    for key in order:
+        value = graph[key]
+        if not is_call(value):
+            continue
+        function, *arguments = value
+        encoded, dependencies = [], []
+        for position, argument in enumerate(arguments):
+            resolved, used = _resolve(graph, node_ids, argument)
+            dependencies.extend(used)
+            if isinstance(resolved, NodeResult):
+                encoded.append(m.Argument(m.ArgumentKind.TASK_RESULT, resolved.task_id))
+            else:
+                encoded.append(builder.argument(resolved, "", position))
+        nodes.append(
+            builder.task(
+                node_ids[key], builder.function(function), tuple(encoded), profiling=client._profiling,
+                stream_output=client._stream_output, priority=priority, capabilities=caps, graph_id=graph_id,
+                dependencies=tuple(dict.fromkeys(dependencies)),
+            )  # fmt: skip
+        )
+    futures: dict[Hashable, ScalerFuture] = {}
+    for key in keys:
+        if key in node_ids:
+            futures[key] = client._new_future(node_ids[key], client._profiling)
+        else:
+            ready = ScalerFuture(TaskID(b""), None, None)
+            ready._complete_with_value(graph[key])
+            futures[key] = ready
+    if nodes:
+        targets = tuple(node_ids[key] for key in dict.fromkeys(keys) if key in node_ids)
+        message = m.GraphTask(graph_id, ClientID(client.identity), tuple(nodes), targets)
+        client._agent.send([codec.encode(message)])
+    return futures
+
+
+def _resolve(graph: dict[Hashable, Any], node_ids: dict[Hashable, TaskID], argument: Any) -> tuple[Any, list[TaskID]]:
+    """The argument with graph keys replaced: data by its value, calls by a NodeResult placeholder."""
+    if isinstance(argument, list):
+        items, used = [], []
+        for item in argument:
+            resolved, item_used = _resolve(graph, node_ids, item)
+            items.append(resolved)
+            used.extend(item_used)
+        return items, used
+    if isinstance(argument, Hashable) and not isinstance(argument, tuple) and argument in graph:
+        if argument in node_ids:
+            return NodeResult(node_ids[argument]), [node_ids[argument]]
+        return graph[argument], []
+    return argument, []

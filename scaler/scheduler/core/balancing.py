@@ -1,0 +1,42 @@
+"""Balancing what prefetch left behind: when a worker sits idle while others hold tasks they have not
+started, ask those workers to give some back (TaskReturn). Credit-based dispatch keeps the queue in
+the scheduler, so this only moves the few prefetched tasks of the last moments of a batch.
+
+The plan is a pure function of the workers' state; the core acts on it once it has been the same
+for `trigger_times` consecutive periods, and never asks twice for the same task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from scaler.protocol.ids import PeerID, TaskID
+from scaler.scheduler.core.peers import WorkerRecord
+
+
+def balance_plan(
+    workers: Iterable[WorkerRecord],
+    capability_names_of: Callable[[TaskID], frozenset[str]],
+    dispatch_order: Callable[[TaskID], int],
+    already_asked: Callable[[TaskID], bool],
+) -> dict[PeerID, tuple[TaskID, ...]]:
+    """For each idle worker, one task from the most loaded worker that holds tasks it could run
+    (the most recently dispatched first, as those are the least likely to have started)."""
+    workers = list(workers)
+    idle = [w for w in workers if w.is_idle and w.free_slots > 0]
+    if not idle:
+        return {}
+    spare: dict[PeerID, list[TaskID]] = {}
+    for worker in workers:
+        if len(worker.assigned) > 1:
+            candidates = sorted((t for t in worker.assigned if not already_asked(t)), key=dispatch_order)
+            spare[worker.peer] = candidates[1:]  # the oldest is assumed to run
+    plan: dict[PeerID, list[TaskID]] = {}
+    for taker in idle:
+        for donor in sorted(spare, key=lambda peer: -len(spare[peer])):
+            movable = next((t for t in reversed(spare[donor]) if capability_names_of(t) <= taker.capability_names), None)
+            if movable is not None:
+                spare[donor].remove(movable)
+                plan.setdefault(donor, []).append(movable)
+                break
+    return {donor: tuple(sorted(tasks)) for donor, tasks in plan.items() if tasks}
