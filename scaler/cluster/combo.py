@@ -8,22 +8,14 @@ scheduler, then object storage, and leaves no process behind.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import subprocess
-import time
 from typing import Any
 
-import zmq
-
-from scaler.cluster.child_processes import describe_exit, start_python_child, stop_children
+from scaler.cluster.child_processes import start_python_child, stop_children
+from scaler.cluster.readiness import wait_for_scheduler
 from scaler.cluster.worker_pool import start_workers
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, section_to_json
 from scaler.io.address import free_tcp_port_block, parse_address
-from scaler.protocol import codec
-from scaler.protocol import messages as m
-from scaler.protocol.handshake import local_python_version
-from scaler.protocol.ids import new_client_id
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +129,7 @@ class SchedulerClusterCombo:
             self._storage.append(start_python_child(["scaler.object_storage.server", section_to_json(storage)]))
             self._scheduler.append(start_python_child(["scaler.scheduler.process", section_to_json(scheduler)]))
             self._workers = start_workers(worker, n_workers)
-            self._wait_for_scheduler()
+            wait_for_scheduler(self._address, START_TIMEOUT_SECONDS, self._storage + self._scheduler)
         except BaseException:
             self.shutdown()
             raise
@@ -176,28 +168,3 @@ class SchedulerClusterCombo:
             self.shutdown()
         except Exception:
             pass
-
-    def _wait_for_scheduler(self) -> None:
-        """Block until the scheduler answers a hello; fail early if one of the processes died."""
-        context: zmq.Context[Any] = zmq.Context()
-        probe = context.socket(zmq.DEALER)
-        probe.setsockopt(zmq.LINGER, 0)
-        probe.setsockopt(zmq.IDENTITY, new_client_id("probe"))
-        probe.connect(self._address)
-        hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), m.ClientInfo("probe"))
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        try:
-            probe.send(codec.encode(hello))
-            while time.monotonic() < deadline:
-                for child in self._storage + self._scheduler:
-                    if child.poll() is not None:
-                        raise RuntimeError(f"a cluster process (pid {child.pid}) exited: {describe_exit(child.returncode)}")
-                if probe.poll(50):
-                    reply = codec.decode(probe.recv())
-                    if isinstance(reply, m.HelloReply):
-                        probe.send(codec.encode(m.ClientDisconnect()))
-                        return
-            raise RuntimeError(f"the scheduler at {self._address} did not answer within {START_TIMEOUT_SECONDS:g} s")
-        finally:
-            probe.close(linger=100)
-            context.term()

@@ -6,11 +6,11 @@ import asyncio
 import logging
 import signal
 import subprocess
-import time
 
 import zmq
 
 from scaler.cluster.child_processes import start_python_child, stop_children
+from scaler.cluster.readiness import wait_for_object_storage
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_from_json, section_to_json
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
@@ -33,27 +33,6 @@ def derived_addresses(config: SchedulerConfig) -> tuple[str, str, str | None]:
     return str(bind), monitor, config.object_storage_address
 
 
-def wait_for_object_storage(address: str, timeout_seconds: float, child: subprocess.Popen[bytes] | None) -> None:
-    """Block until the object storage server answers, or raise RuntimeError."""
-    from scaler.object_storage.connection import ObjectStorageConnection
-
-    deadline = time.monotonic() + timeout_seconds
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        if child is not None and child.poll() is not None:
-            raise RuntimeError(f"the object storage server at {address} exited during start-up")
-        connection = ObjectStorageConnection(address, role="scheduler", timeout_seconds=1.0)
-        try:
-            connection.info()
-            return
-        except Exception as error:
-            last_error = error
-        finally:
-            connection.close()
-        time.sleep(0.05)
-    raise RuntimeError(f"the object storage server at {address} did not answer within {timeout_seconds:g} s: {last_error}")
-
-
 def run_scheduler(config: SchedulerConfig) -> int:
     try:
         bind, monitor, storage = derived_addresses(config)
@@ -74,7 +53,7 @@ def run_scheduler(config: SchedulerConfig) -> int:
             )
             child = start_python_child(["scaler.object_storage.server", section_to_json(storage_config)])
             children.append(child)
-            wait_for_object_storage(storage, STORAGE_START_TIMEOUT_SECONDS, child)
+            wait_for_object_storage(storage, STORAGE_START_TIMEOUT_SECONDS, [child])
         advertised = config.advertised_object_storage_address or str(parse_address(storage).connectable())
         settings = CoreSettings(
             scheduler_address=bind,

@@ -1,0 +1,187 @@
+"""`scaler FILE`: start object storage, the scheduler and every worker manager of one TOML file.
+
+Start order: object storage (wait until it answers), scheduler (wait until it answers), then each
+[[worker_manager]] in file order. The launcher then watches its children: if one exits unexpectedly
+it says which and why, stops the rest and exits non-zero. SIGINT/SIGTERM stop everything in reverse
+start order with one shared grace period, then kill whatever is left, descendants included (the
+workers managers started), so no process outlives the launcher. A second SIGINT skips the grace.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, replace
+from types import FrameType
+
+import psutil
+
+from scaler.cluster.child_processes import describe_exit, start_python_child
+from scaler.cluster.readiness import wait_for_object_storage, wait_for_scheduler
+from scaler.config.loader import LauncherFile
+from scaler.config.sections import SchedulerConfig, section_to_json
+from scaler.io.address import parse_address
+
+logger = logging.getLogger(__name__)
+
+READY_TIMEOUT_SECONDS = 30.0
+STOP_GRACE_SECONDS = 10.0
+POLL_SECONDS = 0.2
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[bytes]
+
+
+class Launcher:
+    def __init__(self, file: LauncherFile, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
+        self._file = file
+        self._grace_seconds = grace_seconds
+        self._children: list[Child] = []
+        self._signals: list[int] = []
+
+    def run(self) -> int:
+        previous = {signum: signal.signal(signum, self._on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            try:
+                self._start_all()
+            except (RuntimeError, ValueError) as error:
+                logger.error("start-up failed: %s", error)
+                return 1
+            return self._watch()
+        finally:
+            self._stop_all()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals.append(signum)
+        if len(self._signals) > 1:
+            self._grace_seconds = 0.0
+
+    # ------------------------------------------------------------ start
+
+    def _start_all(self) -> None:
+        file = self._file
+        storage_address: str | None = None
+        if file.object_storage_server is not None:
+            storage = file.object_storage_server
+            storage_address = str(parse_address(storage.bind_address).connectable())
+            child = self._start("object storage server", ["scaler.object_storage.server", section_to_json(storage)])
+            wait_for_object_storage(storage_address, READY_TIMEOUT_SECONDS, [child.process])
+            print(f"scaler: object storage server at {storage.bind_address} (pid {child.process.pid})", flush=True)
+        self._check_signals()
+        if file.scheduler is not None:
+            scheduler = self._scheduler_settings(file.scheduler, storage_address)
+            child = self._start("scheduler", ["scaler.scheduler.process", section_to_json(scheduler)])
+            address = str(parse_address(scheduler.bind_address).connectable())
+            wait_for_scheduler(address, READY_TIMEOUT_SECONDS, [c.process for c in self._children])
+            monitor = scheduler.monitor_address or str(parse_address(scheduler.bind_address).with_port_offset(2))
+            print(f"scaler: scheduler at {scheduler.bind_address} (pid {child.process.pid}), monitor at {monitor}",
+                  flush=True)  # fmt: skip
+        for manager in file.worker_managers:
+            self._check_signals()
+            type_name = manager_type(manager)
+            child = self._start(
+                f"worker manager {manager.worker_manager_id!r} ({type_name})",
+                ["scaler.cluster.manager_process", type_name, section_to_json(manager)],
+            )
+            print(f"scaler: worker manager {manager.worker_manager_id!r} ({type_name}) for "
+                  f"{manager.scheduler_address} (pid {child.process.pid})", flush=True)  # fmt: skip
+
+    def _scheduler_settings(self, scheduler: SchedulerConfig, storage_address: str | None) -> SchedulerConfig:
+        """A scheduler without -osa uses the file's object storage server when there is one."""
+        if scheduler.object_storage_address is None and storage_address is not None:
+            return replace(scheduler, object_storage_address=storage_address)
+        return scheduler
+
+    def _start(self, name: str, module_args: list[str]) -> Child:
+        child = Child(name, start_python_child(module_args))
+        self._children.append(child)
+        logger.info("started %s (pid %d)", name, child.process.pid)
+        return child
+
+    def _check_signals(self) -> None:
+        if self._signals:
+            raise RuntimeError(f"received {signal.Signals(self._signals[0]).name} during start-up")
+
+    # ------------------------------------------------------------ watch and stop
+
+    def _watch(self) -> int:
+        while not self._signals:
+            for child in self._children:
+                code = child.process.poll()
+                if code is not None:
+                    logger.error("%s exited unexpectedly (%s); stopping the rest", child.name, describe_exit(code))
+                    return 1
+            time.sleep(POLL_SECONDS)
+        logger.info("received %s: stopping", signal.Signals(self._signals[0]).name)
+        return 0
+
+    def _stop_all(self) -> None:
+        descendants = _descendants()
+        deadline = time.monotonic() + self._grace_seconds
+        for child in reversed(self._children):
+            if child.process.poll() is None:
+                logger.info("stopping %s (pid %d)", child.name, child.process.pid)
+                try:
+                    child.process.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                _wait(child.process, max(0.0, deadline - time.monotonic()) / 2)
+        for child in self._children:
+            _wait(child.process, max(0.0, deadline - time.monotonic()))
+        leftovers = [p for p in descendants + _descendants() if _running(p)]
+        for process in leftovers:
+            logger.warning("killing leftover process %d (%s)", process.pid, _name(process))
+            try:
+                process.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(leftovers, timeout=5)
+        for child in self._children:
+            if child.process.poll() is None:
+                child.process.kill()
+                child.process.wait()
+
+
+def manager_type(manager: object) -> str:
+    from scaler.config.sections import WORKER_MANAGER_SECTIONS
+
+    for name, section_type in WORKER_MANAGER_SECTIONS.items():
+        if type(manager) is section_type:
+            return name
+    raise ValueError(f"unknown worker manager settings {type(manager).__name__}")
+
+
+def _descendants() -> list[psutil.Process]:
+    try:
+        return psutil.Process(os.getpid()).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _name(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline()[:4])
+    except psutil.Error:
+        return "?"
+
+
+def _wait(process: subprocess.Popen[bytes], seconds: float) -> None:
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        pass

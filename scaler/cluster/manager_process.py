@@ -1,0 +1,22 @@
+"""`python -m scaler.cluster.manager_process TYPE '<settings as JSON>'`: how `scaler FILE` starts a worker
+manager without paying for the command line's config loader."""
+
+from __future__ import annotations
+
+import sys
+
+from scaler.config.logging_setup import setup_logging
+from scaler.config.sections import WORKER_MANAGER_SECTIONS, section_from_json
+
+
+def main() -> None:
+    type_name, encoded = sys.argv[1], sys.argv[2]
+    config = section_from_json(WORKER_MANAGER_SECTIONS[type_name], encoded)
+    setup_logging(config, f"worker_manager[{config.worker_manager_id}]")
+    from scaler.entry_points.worker_manager import run_worker_manager
+
+    sys.exit(run_worker_manager(config))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Waiting until a freshly started component answers: object storage (info request), scheduler (hello)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import zmq
+
+from scaler.cluster.child_processes import describe_exit
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol.handshake import local_python_version
+from scaler.protocol.ids import new_client_id
+
+
+def _check_alive(children: Sequence[subprocess.Popen[bytes]], what: str) -> None:
+    for child in children:
+        if child.poll() is not None:
+            raise RuntimeError(f"{what} (pid {child.pid}) exited during start-up: {describe_exit(child.returncode)}")
+
+
+def wait_for_object_storage(
+    address: str, timeout_seconds: float, children: Sequence[subprocess.Popen[bytes]] = ()
+) -> None:
+    """Block until the object storage server at `address` answers, or raise RuntimeError."""
+    from scaler.object_storage.connection import ObjectStorageConnection
+
+    deadline = time.monotonic() + timeout_seconds
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        _check_alive(children, "the object storage server")
+        connection = ObjectStorageConnection(address, role="readiness-probe", timeout_seconds=0.5)
+        try:
+            connection.info()
+            return
+        except Exception as error:
+            last_error = error
+        finally:
+            connection.close()
+    raise RuntimeError(f"the object storage server at {address} did not answer within {timeout_seconds:g} s: {last_error}")
+
+
+def wait_for_scheduler(address: str, timeout_seconds: float, children: Sequence[subprocess.Popen[bytes]] = ()) -> None:
+    """Block until the scheduler at `address` answers a hello, or raise RuntimeError."""
+    context: zmq.Context[Any] = zmq.Context()
+    probe = context.socket(zmq.DEALER)
+    probe.setsockopt(zmq.LINGER, 0)
+    probe.setsockopt(zmq.IDENTITY, new_client_id("probe"))
+    probe.connect(address)
+    info = m.ClientInfo("readiness-probe")
+    hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
+    deadline = time.monotonic() + timeout_seconds
+    try:
+        probe.send(codec.encode(hello))
+        while time.monotonic() < deadline:
+            _check_alive(children, "a cluster process")
+            if probe.poll(50):
+                reply = codec.decode(probe.recv())
+                if isinstance(reply, m.HelloReply):
+                    probe.send(codec.encode(m.ClientDisconnect()))
+                    if not reply.accepted:
+                        raise RuntimeError(f"the scheduler at {address} refused us: {reply.reason}")
+                    return
+        raise RuntimeError(f"the scheduler at {address} did not answer within {timeout_seconds:g} s")
+    finally:
+        probe.close(linger=100)
+        context.term()
