@@ -9,6 +9,7 @@ connection per processor is reused for every task that receives the same client)
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import os
 import socket
@@ -18,6 +19,7 @@ from typing import Any
 
 from scaler.client.agent import ClientAgent
 from scaler.client.future import ScalerFuture
+from scaler.client.map_chunks import chunk_size, run_chunk
 from scaler.client.object_reference import ObjectReference
 from scaler.client.result_reader import ResultReader
 from scaler.client.serializer import DefaultSerializer, Serializer
@@ -73,6 +75,7 @@ class Client:
         reply = self._agent.start()
         self._object_storage_address = object_storage_address or reply.object_storage_address
         self._builder = TaskBuilder(self._identity, self._serializer, self._store, self._current_serializer_id)
+        self._chunk_runners: dict[int, functools.partial[list[Any]]] = {}
         self._reader = ResultReader(self._serializer, self._storage)
 
     # ------------------------------------------------------------ properties and plumbing
@@ -202,18 +205,34 @@ class Client:
         self, fn: Callable[..., Any], iterable: Iterable[Iterable[Any]], capabilities: dict[str, int] | None = None,
         reserialize: bool = False,
     ) -> list[Any]:  # fmt: skip
-        """fn(*args) for each args in iterable, run on the workers; returns the results in order."""
+        """fn(*args) for each args in iterable, run on the workers; returns the results in order.
+        A large map travels in chunks of several calls per task (see map_chunks)."""
         self._check_open()
+        calls = [tuple(args) for args in iterable]
+        size = chunk_size(len(calls), self._agent.worker_count)
+        if size == 1 or not isinstance(self._serializer, DefaultSerializer):
+            return self._gather(self._submit_many(fn, calls, capabilities))
+        runner = self._chunk_runners.get(id(fn))
+        if runner is None or runner.args[0] is not fn:
+            runner = self._chunk_runners[id(fn)] = functools.partial(run_chunk, fn)
+        chunks = [(calls[start : start + size],) for start in range(0, len(calls), size)]
+        results: list[Any] = []
+        for chunk_results in self._gather(self._submit_many(runner, chunks, capabilities)):
+            results.extend(chunk_results)
+        return results
+
+    def _submit_many(
+        self, fn: Callable[..., Any], calls: list[tuple[Any, ...]], capabilities: dict[str, int] | None
+    ) -> list[ScalerFuture]:
         entry = self._builder.function(fn)
         priority, caps = self._priority(), m.make_capabilities(capabilities)
         futures: list[ScalerFuture] = []
         frames: list[bytes] = []
-        for args in iterable:
+        for args in calls:
             task_id = new_task_id()
-            arguments = self._builder.arguments(tuple(args), {})
             task = self._builder.task(
-                task_id, entry, arguments, profiling=self._profiling, stream_output=self._stream_output,
-                priority=priority, capabilities=caps,
+                task_id, entry, self._builder.arguments(args, {}), profiling=self._profiling,
+                stream_output=self._stream_output, priority=priority, capabilities=caps,
             )  # fmt: skip
             futures.append(self._new_future(task_id, self._profiling))
             frames.append(codec.encode(task))
@@ -222,7 +241,7 @@ class Client:
                 frames = []
         if frames:
             self._agent.send(frames)
-        return self._gather(futures)
+        return futures
 
     def _gather(self, futures: list[ScalerFuture]) -> list[Any]:
         try:

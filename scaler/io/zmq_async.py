@@ -141,7 +141,8 @@ class Outbox:
 
     Each frame is a complete encoded message, so the receiver treats a multipart message as a batch.
     `routed=True` prefixes each multipart message with the peer identity (ROUTER sockets).
-    `on_unreachable(identity)` is called when a mandatory ROUTER cannot route to a peer.
+    `on_unreachable(identity)` is called when a mandatory ROUTER cannot route to a peer. With
+    `is_busy`, frames wait up to `coalesce_seconds` while `is_busy()` says more will follow soon.
     """
 
     def __init__(
@@ -150,11 +151,15 @@ class Outbox:
         sock: AsyncSocket,
         routed: bool,
         on_unreachable: Callable[[bytes], None] | None = None,
+        coalesce_seconds: float = 0.0,
+        is_busy: Callable[[], bool] | None = None,
     ) -> None:
         self._loop = loop
         self._socket = sock
         self._routed = routed
         self._on_unreachable = on_unreachable
+        self._coalesce_seconds = coalesce_seconds
+        self._is_busy = is_busy
         self._pending: dict[bytes, list[bytes]] = {}
         self._flush_scheduled = False
         self.frames_sent = 0
@@ -167,9 +172,14 @@ class Outbox:
             frames.append(frame)
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self._loop.call_soon(self.flush)
+            if self._is_busy is not None and self._is_busy():
+                self._loop.call_later(self._coalesce_seconds, self.flush)
+            else:
+                self._loop.call_soon(self.flush)
 
     def flush(self) -> None:
+        if not self._flush_scheduled:
+            return
         self._flush_scheduled = False
         pending, self._pending = self._pending, {}
         for peer, frames in pending.items():

@@ -301,7 +301,12 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
 }
 
 
+_FORWARDABLE = (m.Task, m.TaskResult)
+
+
 def encode(message: m.Message) -> bytes:
+    if isinstance(message, _FORWARDABLE) and message.wire is not None:
+        return message.wire  # forwarded unchanged: no need to build it again
     name, encoder = _ENCODERS[type(message)]
     envelope = _schema.Message.new_message()
     encoder(envelope.init(name), message)
@@ -425,7 +430,10 @@ def decode(frame: bytes | memoryview) -> m.Message:
     try:
         with _schema.Message.from_bytes(frame, traversal_limit_in_words=_TRAVERSAL_LIMIT) as envelope:
             kind = envelope.which()
-            return _DECODERS[kind](getattr(envelope, kind))
+            message = _DECODERS[kind](getattr(envelope, kind))
+        if isinstance(message, _FORWARDABLE):
+            object.__setattr__(message, "wire", frame)
+        return message
     except DecodeError:
         raise
     except Exception as error:  # capnp raises several unrelated types for malformed input

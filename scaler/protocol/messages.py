@@ -204,6 +204,9 @@ class Task:
     graph_id: GraphID = GraphID(b"")
     dependencies: tuple[TaskID, ...] = ()  #: graph nodes: nodes whose results this one needs
     inputs: tuple[TaskInput, ...] = ()  #: scheduler -> worker: those results
+    #: the frame this value was decoded from; the codec reuses it when the value is forwarded unchanged.
+    #: Not part of the value: not compared, and dropped by dataclasses.replace.
+    wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
 
 class ResultStatus(enum.Enum):
@@ -235,6 +238,8 @@ class TaskResult:
     error_message: str = ""
     profile: Profile = field(default_factory=Profile)
     worker_id: bytes = b""
+    #: see Task.wire
+    wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -114,9 +114,11 @@ def main() -> None:
 
     from scaler.config.logging_setup import setup_logging
 
+    from scaler.io.process_profiling import run_profiled
+
     config = section_from_json(SchedulerConfig, sys.argv[1])
     setup_logging(config, "scheduler")
-    sys.exit(run_scheduler(config))
+    sys.exit(run_profiled("scheduler", lambda: run_scheduler(config)))
 
 
 if __name__ == "__main__":

@@ -153,13 +153,12 @@ class SchedulerServer:
     # ------------------------------------------------------------ the core and its effects
 
     def _feed(self, events: list[Event]) -> None:
-        for event in events:
-            try:
-                effects = self._core.handle(event)
-            except Exception:
-                logger.exception("the scheduler core failed on %s; the event is dropped", type(event).__name__)
-                continue
-            self._perform(effects)
+        try:
+            effects = self._core.handle_all(events)  # logs and drops an event whose handling fails
+        except Exception:
+            logger.exception("the scheduler core failed on a batch of %d event(s)", len(events))
+            return
+        self._perform(effects)
 
     def _perform(self, effects: list[Effect]) -> None:
         for effect in effects:

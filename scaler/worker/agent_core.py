@@ -19,6 +19,7 @@ import heapq
 import itertools
 import logging
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -184,22 +185,30 @@ class AgentCore:
     # ------------------------------------------------------------ the one mutator
 
     def handle(self, event: Event) -> list[Effect]:
-        self.now = event.now
-        if isinstance(event, FromScheduler):
-            self._last_contact = event.now
-            self._on_scheduler(event.message)
-        elif isinstance(event, FromProcessor):
-            self._on_processor(event.processor_id, event.message)
-        elif isinstance(event, ProcessorExited):
-            self._on_exit(event.processor_id, event.description)
-        elif isinstance(event, Tick):
-            self._on_tick()
-        elif isinstance(event, LeaveRequested):
-            self._leave(event.reason)
+        return self.handle_all((event,))
+
+    def handle_all(self, events: Iterable[Event]) -> list[Effect]:
+        """Apply events in order, then place work once (a batch from one socket read is one step)."""
+        for event in events:
+            self.now = event.now
+            if isinstance(event, FromScheduler):
+                self._last_contact = event.now
+                self._on_scheduler(event.message)
+            elif isinstance(event, FromProcessor):
+                self._on_processor(event.processor_id, event.message)
+            elif isinstance(event, ProcessorExited):
+                self._on_exit(event.processor_id, event.description)
+            elif isinstance(event, Tick):
+                self._on_tick()
+            elif isinstance(event, LeaveRequested):
+                self._leave(event.reason)
         self._schedule()
         effects = self.effects[:]
         self.effects.clear()
         return effects
+
+    def has_queued_work(self) -> bool:
+        return bool(self._queue)
 
     def start(self) -> list[Effect]:
         """Effects for start-up: the first processor, so it warms up while the hello travels."""

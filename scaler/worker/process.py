@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import tempfile
 import time
 
 from scaler.config.sections import WorkerConfig, section_from_json, section_to_json
@@ -53,16 +52,21 @@ def run_worker(config: WorkerConfig) -> int:
     from scaler.worker.zygote import Zygote
 
     worker_id = new_worker_id(config.worker_type or "FIX")
-    processor_address = f"ipc://{tempfile.gettempdir()}/scaler-worker-{os.getpid()}-{worker_id[-12:].decode()}.sock"
     processor_settings = ProcessorSettings(
-        agent_address=processor_address,
         scheduler_address=config.scheduler_address,
+        worker_id=worker_id,
         preload=config.preload,
         garbage_collect_interval_seconds=config.garbage_collect_interval_seconds,
         trim_memory_threshold_bytes=config.trim_memory_threshold_bytes,
     )
     # Fork the zygote first: no thread, event loop or ZeroMQ context exists yet.
-    zygote = Zygote.start(lambda processor_id: run_processor(processor_settings, processor_id))
+    from scaler.io.process_profiling import run_profiled
+
+    zygote = Zygote.start(
+        lambda processor_id, channel: run_profiled(
+            "processor", lambda: run_processor(processor_settings, processor_id, channel)
+        )
+    )
     settings = agent_core.AgentSettings(
         slots=1,
         max_held_tasks=config.per_worker_task_queue_size,
@@ -75,19 +79,13 @@ def run_worker(config: WorkerConfig) -> int:
     capabilities = parse_worker_capabilities(config.per_worker_capabilities)
     worker_core = agent_core.AgentCore(settings, time.monotonic(), processor_prefix=worker_id[-8:])
     hello = build_hello(capabilities, worker_core.capacity, config.worker_manager_id, config.worker_type or "FIX")
-    agent = WorkerAgent(
-        worker_core, worker_id, config.scheduler_address, processor_address, hello, zygote, config.io_threads
-    )
+    agent = WorkerAgent(worker_core, worker_id, config.scheduler_address, hello, zygote, config.io_threads)
     loop = new_event_loop(config.event_loop)
     try:
         logger.info("worker %s connecting to %s", worker_id.decode(), config.scheduler_address)
         return loop.run_until_complete(agent.run())
     finally:
         loop.close()
-        try:
-            os.unlink(processor_address[len("ipc://") :])
-        except OSError:
-            pass
 
 
 def worker_config_to_json(config: WorkerConfig) -> str:
@@ -99,7 +97,9 @@ def main() -> None:
     from scaler.config.logging_setup import setup_logging
 
     setup_logging(config, "worker")
-    sys.exit(run_worker(config))
+    from scaler.io.process_profiling import run_profiled
+
+    sys.exit(run_profiled("worker", lambda: run_worker(config)))
 
 
 if __name__ == "__main__":

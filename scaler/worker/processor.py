@@ -1,6 +1,6 @@
 """A processor: the child process of a worker that runs user functions, one task at a time.
 
-It talks only to its agent (a DEALER on the agent's private ipc socket) and to object storage. It
+It talks only to its agent (a Unix socket pair, see processor_channel) and to object storage. It
 starts by running the preload function, announces itself with ProcessorReady, learns the object
 storage address from a HelloReply, then executes each Task it receives and answers with a
 TaskResult. A task waiting on nested futures tells the agent (ProcessorBlocked) and, when its futures
@@ -13,16 +13,17 @@ import ctypes
 import gc
 import logging
 import os
+import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import zmq
 
-from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.worker import processor_context
 from scaler.worker.preload import run_preload
+from scaler.worker.processor_channel import BlockingChannel, ChannelClosed
 from scaler.worker.task_execution import TaskExecutor, _rss_bytes
 
 logger = logging.getLogger(__name__)
@@ -30,37 +31,17 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ProcessorSettings:
-    agent_address: str  #: the agent's private ipc socket
     scheduler_address: str  #: for clients created inside tasks
+    worker_id: bytes = b""  #: stamped on results
     preload: str | None = None
     garbage_collect_interval_seconds: float = 30.0
     trim_memory_threshold_bytes: int = 1 << 30
 
 
-class _AgentChannel:
-    """The processor's socket to its agent; used from the processor's main thread only."""
-
-    def __init__(self, context: zmq.Context[Any], settings: ProcessorSettings, processor_id: bytes) -> None:
-        self.socket = context.socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.IDENTITY, processor_id)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.SNDHWM, 0)
-        self.socket.setsockopt(zmq.RCVHWM, 0)
-        self.socket.connect(settings.agent_address)
-
-    def send(self, message: m.Message) -> None:
-        self.socket.send(codec.encode(message))
-
-    def receive(self, timeout_seconds: float | None) -> list[m.Message]:
-        if timeout_seconds is not None and not self.socket.poll(int(timeout_seconds * 1000)):
-            return []
-        return [codec.decode(frame) for frame in self.socket.recv_multipart()]
-
-
 class _NestedWaits:
     """Block/unblock hooks given to clients created in tasks (see processor_context)."""
 
-    def __init__(self, channel: _AgentChannel) -> None:
+    def __init__(self, channel: BlockingChannel) -> None:
         self._channel = channel
         self.task_id: m.TaskID | None = None
         self._depth = 0
@@ -98,8 +79,12 @@ class _Storage:
             self._connection = ObjectStorageConnection(self.address, role="processor", context=self._context)
         return self._connection
 
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
 
-def run_processor(settings: ProcessorSettings, processor_id: bytes) -> int:
+
+def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_socket: socket.socket) -> int:
     if settings.preload:
         try:
             run_preload(settings.preload)
@@ -107,7 +92,7 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes) -> int:
             logger.error("preload %r failed: %s: %s; this processor stops", settings.preload, type(error).__name__, error)
             return 1
     context: zmq.Context[Any] = zmq.Context()
-    channel = _AgentChannel(context, settings, processor_id)
+    channel = BlockingChannel(channel_socket)
     waits = _NestedWaits(channel)
     processor_context.install(
         processor_context.ProcessorContext(settings.scheduler_address, 0, waits.on_block, waits.on_unblock)
@@ -118,20 +103,27 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes) -> int:
     last_collect = time.monotonic()
     try:
         while True:
-            for message in channel.receive(settings.garbage_collect_interval_seconds):
+            try:
+                messages = channel.receive(settings.garbage_collect_interval_seconds)
+            except ChannelClosed:
+                return 0  # the agent is gone
+            for message in messages:
                 if isinstance(message, m.HelloReply):
                     storage.address = message.object_storage_address
                 elif isinstance(message, m.Task):
-                    _run_one(message, executor, waits, channel)
+                    _run_one(message, executor, waits, channel, settings.worker_id)
             if time.monotonic() - last_collect >= settings.garbage_collect_interval_seconds:
                 last_collect = time.monotonic()
                 _collect_garbage(settings.trim_memory_threshold_bytes)
     finally:
-        channel.socket.close(linger=0)
+        channel.close()
+        storage.close()
         context.term()
 
 
-def _run_one(task: m.Task, executor: TaskExecutor, waits: _NestedWaits, channel: _AgentChannel) -> None:
+def _run_one(
+    task: m.Task, executor: TaskExecutor, waits: _NestedWaits, channel: BlockingChannel, worker_id: bytes
+) -> None:
     context = processor_context.current()
     if context is not None:
         context.task_priority = task.priority
@@ -140,7 +132,7 @@ def _run_one(task: m.Task, executor: TaskExecutor, waits: _NestedWaits, channel:
         result = executor.run(task)
     finally:
         waits.task_id = None
-    channel.send(result)
+    channel.send(replace(result, worker_id=worker_id))
 
 
 def _collect_garbage(trim_threshold_bytes: int) -> None:

@@ -4,10 +4,11 @@ Starting a Python process and importing zmq, capnp and cloudpickle costs a few h
 milliseconds; forking this zygote costs a few. The zygote is forked by the agent at start-up, before
 the agent creates any thread, event loop or ZeroMQ context, so forking it again is safe.
 
-Line protocol on a Unix socket pair:
-  agent -> zygote: "spawn <processor id hex>\n"
-  zygote -> agent: "started <processor id hex> <pid>\n"
-                   "exited <processor id hex> <wait status>\n"
+Messages on a Unix SOCK_SEQPACKET pair (one message per send):
+  agent -> zygote: "spawn <processor id hex>" with one file descriptor attached (SCM_RIGHTS): the
+                   processor's end of its channel to the agent (see processor_channel)
+  zygote -> agent: "started <processor id hex> <pid>"
+                   "exited <processor id hex> <wait status>"
 The zygote dies with the agent (PR_SET_PDEATHSIG) and kills its processors when the agent closes the
 socket, so no processor outlives its worker.
 """
@@ -56,11 +57,11 @@ class Zygote:
     def __init__(self, pid: int, sock: socket.socket) -> None:
         self.pid = pid
         self.socket = sock
-        self._buffer = b""
 
     @classmethod
-    def start(cls, run_processor: Callable[[bytes], int]) -> Zygote:
-        parent_end, child_end = socket.socketpair()
+    def start(cls, run_processor: Callable[[bytes, socket.socket], int]) -> Zygote:
+        """Fork the zygote. `run_processor(processor_id, channel)` runs in each forked processor."""
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:  # the zygote
             parent_end.close()
@@ -74,29 +75,30 @@ class Zygote:
         parent_end.setblocking(False)
         return cls(pid, parent_end)
 
-    def spawn(self, processor_id: bytes) -> None:
+    def spawn(self, processor_id: bytes) -> socket.socket:
+        """Ask for a processor; returns the agent's end of its channel."""
+        agent_end, processor_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.socket.setblocking(True)
         try:
-            self.socket.sendall(b"spawn " + processor_id.hex().encode() + b"\n")
+            socket.send_fds(self.socket, [b"spawn " + processor_id.hex().encode()], [processor_end.fileno()])
         finally:
             self.socket.setblocking(False)
+            processor_end.close()
+        return agent_end
 
     def read_reports(self) -> list[tuple[str, bytes, int]]:
         """Reports available now: ("started", processor id, pid) or ("exited", processor id, status).
         An empty read means the zygote is gone: ("gone", b"", 0)."""
-        try:
-            data = self.socket.recv(65536)
-        except BlockingIOError:
-            return []
-        if not data:
-            return [("gone", b"", 0)]
-        self._buffer += data
         reports = []
-        while b"\n" in self._buffer:
-            line, self._buffer = self._buffer.split(b"\n", 1)
-            kind, processor_hex, number = line.decode().split()
+        while True:
+            try:
+                data = self.socket.recv(4096)
+            except BlockingIOError:
+                return reports
+            if not data:
+                return [*reports, ("gone", b"", 0)]
+            kind, processor_hex, number = data.decode().split()
             reports.append((kind, bytes.fromhex(processor_hex), int(number)))
-        return reports
 
     def close(self) -> None:
         try:
@@ -108,7 +110,7 @@ class Zygote:
                 pass
 
 
-def _serve(sock: socket.socket, run_processor: Callable[[bytes], int]) -> int:
+def _serve(sock: socket.socket, run_processor: Callable[[bytes, socket.socket], int]) -> int:
     """The zygote's loop: fork on request, report starts and exits, stop when the agent goes."""
     # The agent alone decides when the zygote and processors stop (it closes the socket, or dies and the
     # kernel sends SIGKILL): a Ctrl-C to the process group must not kill a running task before the
@@ -120,7 +122,6 @@ def _serve(sock: socket.socket, run_processor: Callable[[bytes], int]) -> int:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: dict[int, bytes] = {}
-    buffer = b""
     try:
         while True:
             try:
@@ -131,17 +132,15 @@ def _serve(sock: socket.socket, run_processor: Callable[[bytes], int]) -> int:
                 os.read(wake_read, 4096)
             _reap(children, sock)
             if sock in readable:
-                data = sock.recv(65536)
+                data, fds, _, _ = socket.recv_fds(sock, 4096, 1)
                 if not data:
                     return 0
-                buffer += data
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    _, processor_hex = line.decode().split()
-                    processor_id = bytes.fromhex(processor_hex)
-                    pid = _fork_processor(sock, wake_read, wake_write, run_processor, processor_id)
-                    children[pid] = processor_id
-                    sock.sendall(f"started {processor_hex} {pid}\n".encode())
+                _, processor_hex = data.decode().split()
+                channel = socket.socket(fileno=fds[0])
+                pid = _fork_processor(sock, wake_read, wake_write, run_processor, bytes.fromhex(processor_hex), channel)
+                channel.close()
+                children[pid] = bytes.fromhex(processor_hex)
+                sock.send(f"started {processor_hex} {pid}".encode())
     finally:
         for pid in children:
             try:
@@ -151,7 +150,12 @@ def _serve(sock: socket.socket, run_processor: Callable[[bytes], int]) -> int:
 
 
 def _fork_processor(
-    sock: socket.socket, wake_read: int, wake_write: int, run_processor: Callable[[bytes], int], processor_id: bytes
+    sock: socket.socket,
+    wake_read: int,
+    wake_write: int,
+    run_processor: Callable[[bytes, socket.socket], int],
+    processor_id: bytes,
+    channel: socket.socket,
 ) -> int:
     pid = os.fork()
     if pid != 0:
@@ -164,7 +168,7 @@ def _fork_processor(
         os.close(wake_write)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # SIGINT and SIGTERM stay ignored (see _serve)
         die_with_parent()
-        code = run_processor(processor_id)
+        code = run_processor(processor_id, channel)
     except BaseException:
         logger.exception("processor crashed")
     finally:
@@ -183,4 +187,4 @@ def _reap(children: dict[int, bytes], sock: socket.socket) -> None:
             return
         processor_id = children.pop(pid, None)
         if processor_id is not None:
-            sock.sendall(f"exited {processor_id.hex()} {status}\n".encode())
+            sock.send(f"exited {processor_id.hex()} {status}".encode())

@@ -8,7 +8,7 @@ with a ProtocolError. Liveness is judged on `Tick(now)` against the last message
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -101,6 +101,25 @@ class SchedulerCore:
     # ------------------------------------------------------------ the one mutator
 
     def handle(self, event: Event) -> list[Effect]:
+        return self.handle_all((event,))
+
+    def handle_all(self, events: Iterable[Event]) -> list[Effect]:
+        """Apply events in order, then dispatch once (a batch from one socket read is one step). An
+        event whose handling fails is logged and dropped; the others are still applied."""
+        for event in events:
+            try:
+                self._apply(event)
+            except Exception:
+                logger.exception("failed to handle %s; it is dropped", _describe(event))
+        try:
+            self.lifecycle.dispatch()
+        except Exception:
+            logger.exception("dispatch failed")
+        effects = self.effects[:]
+        self.effects.clear()
+        return effects
+
+    def _apply(self, event: Event) -> None:
         if isinstance(event, Received):
             self._advance(event.now)
             self._on_received(event.peer, event.message)
@@ -113,13 +132,10 @@ class SchedulerCore:
         elif isinstance(event, Undecodable):
             self._advance(event.now)
             logger.warning("undecodable frame from %s: %s", short(event.peer), event.reason)
-            self._send(event.peer, m.ProtocolError(f"frame refused: {event.reason}", m.ProtocolErrorKind.MALFORMED))
+            reason = f"frame refused: {event.reason}"
+            self._send(event.peer, m.ProtocolError(reason, m.ProtocolErrorKind.MALFORMED))
         elif isinstance(event, ShellStats):
             self.status.shell_stats = event
-        self.lifecycle.dispatch()
-        effects = self.effects[:]
-        self.effects.clear()
-        return effects
 
     def _advance(self, now: float) -> None:
         self.now = now
@@ -376,3 +392,9 @@ class SchedulerCore:
 
     def worker_of(self, peer: PeerID) -> WorkerRecord | None:
         return self.workers.get(peer)
+
+
+def _describe(event: Event) -> str:
+    if isinstance(event, Received):
+        return f"{type(event.message).__name__} from {short(event.peer)}"
+    return type(event).__name__

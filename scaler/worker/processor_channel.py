@@ -1,0 +1,156 @@
+"""The private link between a worker agent and one of its processors: a Unix socket pair.
+
+Each frame is one encoded message, prefixed with its length (4 bytes, little endian); several frames
+written together form a batch. A socket pair costs one write and one read per batch, where a ZeroMQ
+ipc socket adds two I/O-thread hand-offs; this link carries every task and result of the worker.
+The processor side blocks; the agent side runs on the agent's asyncio loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import select
+import socket
+import struct
+from collections.abc import Callable, Iterable
+
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+
+_LENGTH = struct.Struct("<I")
+
+
+def encode_frames(frames: Iterable[bytes]) -> bytes:
+    return b"".join(_LENGTH.pack(len(frame)) + frame for frame in frames)
+
+
+class FrameReader:
+    """Accumulates bytes and yields the complete frames (pure: no I/O)."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._buffer += data
+        frames = []
+        offset, size = 0, len(self._buffer)
+        while size - offset >= 4:
+            (length,) = _LENGTH.unpack_from(self._buffer, offset)
+            if size - offset - 4 < length:
+                break
+            frames.append(bytes(self._buffer[offset + 4 : offset + 4 + length]))
+            offset += 4 + length
+        if offset:
+            del self._buffer[:offset]
+        return frames
+
+
+class ChannelClosed(Exception):
+    """The other side of the channel is gone."""
+
+
+class BlockingChannel:
+    """The processor's side: blocking sends and receives, from the processor's main thread only."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._socket = sock
+        self._socket.setblocking(True)
+        self._reader = FrameReader()
+        self._ready: list[bytes] = []
+
+    def send(self, message: m.Message) -> None:
+        self._socket.sendall(encode_frames([codec.encode(message)]))
+
+    def receive(self, timeout_seconds: float | None) -> list[m.Message]:
+        """Messages available within the timeout (None: wait for at least one)."""
+        if not self._ready:
+            if timeout_seconds is not None:
+                readable, _, _ = select.select([self._socket], [], [], timeout_seconds)
+                if not readable:
+                    return []
+            data = self._socket.recv(1 << 20)
+            if not data:
+                raise ChannelClosed("the worker agent closed the channel")
+            self._ready = self._reader.feed(data)
+        frames, self._ready = self._ready, []
+        return [codec.decode(frame) for frame in frames]
+
+    def close(self) -> None:
+        self._socket.close()
+
+
+class AsyncChannel:
+    """The agent's side of one processor's channel, on the running loop. `on_frames(frames)` gets
+    each batch; `on_closed()` is called once when the processor's end is gone."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: socket.socket,
+        on_frames: Callable[[list[bytes]], None],
+        on_closed: Callable[[], None],
+    ) -> None:
+        self._loop = loop
+        self._socket = sock
+        self._socket.setblocking(False)
+        self._on_frames = on_frames
+        self._on_closed = on_closed
+        self._reader = FrameReader()
+        self._outgoing = bytearray()
+        self._closed = False
+        loop.add_reader(sock.fileno(), self._readable)
+
+    def send(self, frames: list[bytes]) -> None:
+        if self._closed:
+            return
+        writing = bool(self._outgoing)
+        self._outgoing += encode_frames(frames)
+        if not writing:
+            self._write()
+
+    def _write(self) -> None:
+        try:
+            sent = self._socket.send(self._outgoing)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self._close_and_report()
+            return
+        del self._outgoing[:sent]
+        if self._outgoing:
+            self._loop.add_writer(self._socket.fileno(), self._writable)
+
+    def _writable(self) -> None:
+        self._loop.remove_writer(self._socket.fileno())
+        if not self._closed and self._outgoing:
+            self._write()
+
+    def _readable(self) -> None:
+        try:
+            data = self._socket.recv(1 << 20)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._close_and_report()
+            return
+        frames = self._reader.feed(data)
+        if frames:
+            self._on_frames(frames)
+
+    def _close_and_report(self) -> None:
+        if self._closed:
+            return
+        self.close()
+        self._on_closed()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        fileno = self._socket.fileno()
+        if fileno >= 0:
+            self._loop.remove_reader(fileno)
+            self._loop.remove_writer(fileno)
+        self._socket.close()
