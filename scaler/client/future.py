@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from scaler.client.result_reader import ResultReader
 
 _UNSET = object()
+#: The state of a cancelled future whose waiters were not told yet.
+_CANCELLED = concurrent.futures._base.CANCELLED
 
 #: How long cancel() waits for the scheduler's confirmation when no timeout is given.
 DEFAULT_CANCEL_TIMEOUT_SECONDS = 30.0
@@ -83,8 +85,19 @@ class ScalerFuture(concurrent.futures.Future[Any]):
             pass
 
     def _confirm_cancelled(self) -> None:
-        concurrent.futures.Future.cancel(self)
+        self._cancel_and_notify()
         self._cancel_answered.set()
+
+    def _cancel_and_notify(self) -> bool:
+        """Cancel, and wake `concurrent.futures.wait`/`as_completed` callers: `Future.cancel` alone does not
+        (executors notify them later through `set_running_or_notify_cancel`), so a wait on a cancelled
+        future would sleep until its timeout."""
+        if not concurrent.futures.Future.cancel(self):
+            return False
+        with self._condition:  # a reentrant lock, also taken by set_running_or_notify_cancel
+            if self._state == _CANCELLED:
+                self.set_running_or_notify_cancel()
+        return True
 
     # ------------------------------------------------------------ user API
 
@@ -114,7 +127,7 @@ class ScalerFuture(concurrent.futures.Future[Any]):
         if self.done():
             return self.cancelled()
         if self._request_cancel is None:
-            return bool(concurrent.futures.Future.cancel(self))
+            return self._cancel_and_notify()
         self._request_cancel(self._task_id)
         self._cancel_answered.wait(DEFAULT_CANCEL_TIMEOUT_SECONDS if timeout is None else timeout)
         return self.cancelled()

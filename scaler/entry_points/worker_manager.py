@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Sequence
 
 from scaler.config.loader import load_worker_manager
-from scaler.config.sections import NativeWorkerManagerConfig, WorkerConfig, WorkerManagerSettings
-
-
-def worker_config_of(manager: WorkerManagerSettings, worker_type: str) -> WorkerConfig:
-    """The settings each worker of this manager runs with."""
-    shared = {field.name for field in dataclasses.fields(WorkerConfig)}
-    values = {name: value for name, value in dataclasses.asdict(manager).items() if name in shared}
-    values["scheduler_address"] = getattr(manager, "worker_scheduler_address", None) or manager.scheduler_address
-    values["worker_type"] = worker_type
-    return WorkerConfig(**values)
+from scaler.config.sections import NativeWorkerManagerConfig, WorkerManagerSettings
+from scaler.worker_manager.backend import worker_config_of
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -24,6 +15,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from scaler.config.logging_setup import setup_logging
 
     setup_logging(config, f"worker_manager[{config.worker_manager_id}]")
+    return run_worker_manager(config)
+
+
+def run_worker_manager(config: WorkerManagerSettings) -> int:
+    """Run the manager these settings describe (also used by `scaler FILE`)."""
     if isinstance(config, NativeWorkerManagerConfig):
         return _run_native(config)
     print(f"scaler_worker_manager: {type(config).__name__} is not available in this version", file=sys.stderr)
@@ -35,7 +31,9 @@ def _run_native(config: NativeWorkerManagerConfig) -> int:
         from scaler.cluster.worker_pool import run_worker_pool
 
         if config.max_task_concurrency < 1:
-            print("scaler_worker_manager: fixed mode needs --max-task-concurrency (or -n) of at least 1", file=sys.stderr)
+            print(
+                "scaler_worker_manager: fixed mode needs --max-task-concurrency (or -n) of at least 1", file=sys.stderr
+            )
             return 2
         return run_worker_pool(worker_config_of(config, config.worker_type or "FIX"), config.max_task_concurrency)
     from scaler.worker_manager.native import run_native_manager
