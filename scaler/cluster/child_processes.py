@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 
@@ -34,15 +35,20 @@ def start_python_child(
     env: dict[str, str] | None = None,
     new_session: bool = False,
     die_with_parent: bool = True,
+    pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
-    """Start `python -m <module_args...>` with this interpreter."""
+    """Start `python -m <module_args...>` with this interpreter. The child dies with this process
+    when started from the main thread (the kernel ties the death signal to the spawning thread, so a
+    child started from a short-lived thread would die with that thread)."""
     argv = [sys.executable, "-m", *module_args]
+    tie = die_with_parent and threading.current_thread() is threading.main_thread()
     return subprocess.Popen(  # noqa: S603 - our own interpreter and module
         argv,
         env=env,
         start_new_session=new_session,
-        preexec_fn=_die_with_parent if die_with_parent else None,  # noqa: PLW1509
+        preexec_fn=_die_with_parent if tie else None,  # noqa: PLW1509
         stdin=subprocess.DEVNULL,
+        pass_fds=pass_fds,
     )
 
 
@@ -85,3 +91,15 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+_PR_SET_NAME = 15
+
+
+def name_this_process(name: str) -> None:
+    """The name `ps` and psutil show for this process (at most 15 bytes; Linux only)."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+        except OSError:
+            pass

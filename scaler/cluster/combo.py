@@ -7,13 +7,15 @@ scheduler, then object storage, and leaves no process behind.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import select
 import subprocess
 from typing import Any
 
-from scaler.cluster.child_processes import start_python_child, stop_children
+from scaler.cluster.child_processes import describe_exit, start_python_child, stop_children
 from scaler.cluster.readiness import wait_for_scheduler
-from scaler.cluster.worker_pool import start_workers
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, section_to_json
 from scaler.io.address import free_tcp_port_block, parse_address
 
@@ -115,24 +117,37 @@ class SchedulerClusterCombo:
             logging_level=logging_level,
             logging_config_file=logging_config_file,
         )
-        self._storage: list[subprocess.Popen[bytes]] = []
-        self._scheduler: list[subprocess.Popen[bytes]] = []
-        self._workers: list[subprocess.Popen[bytes]] = []
+        storage = ObjectStorageServerConfig(
+            bind_address=object_storage_address,
+            logging_paths=logging_paths,
+            logging_level=logging_level,
+            logging_config_file=logging_config_file,
+        )
+        plan = {
+            "object_storage_server": section_to_json(storage),
+            "scheduler": section_to_json(scheduler),
+            "worker": section_to_json(worker),
+            "n_workers": n_workers,
+        }
+        self._host: subprocess.Popen[bytes] | None = None
+        self._pids: dict[str, Any] = {}
         self._stopped = False
+        report_read, report_write = os.pipe()
         try:
-            storage = ObjectStorageServerConfig(
-                bind_address=object_storage_address,
-                logging_paths=logging_paths,
-                logging_level=logging_level,
-                logging_config_file=logging_config_file,
+            self._host = start_python_child(
+                ["scaler.cluster.host", json.dumps(plan), str(report_write)], pass_fds=[report_write]
             )
-            self._storage.append(start_python_child(["scaler.object_storage.server", section_to_json(storage)]))
-            self._scheduler.append(start_python_child(["scaler.scheduler.process", section_to_json(scheduler)]))
-            self._workers = start_workers(worker, n_workers)
-            wait_for_scheduler(self._address, START_TIMEOUT_SECONDS, self._storage + self._scheduler)
+            os.close(report_write)
+            report_write = -1
+            self._pids = _read_report(report_read, self._host)
+            wait_for_scheduler(self._address, START_TIMEOUT_SECONDS, [self._host])
         except BaseException:
             self.shutdown()
             raise
+        finally:
+            os.close(report_read)
+            if report_write >= 0:
+                os.close(report_write)
         logger.info("local cluster at %s with %d workers", self._address, n_workers)
 
     def get_address(self) -> str:
@@ -147,15 +162,29 @@ class SchedulerClusterCombo:
         return self._monitor_address
 
     def processes(self) -> list[subprocess.Popen[bytes]]:
-        return [*self._storage, *self._scheduler, *self._workers]
+        """The cluster's process (its host; object storage, scheduler and workers are its children)."""
+        return [self._host] if self._host is not None else []
+
+    @property
+    def scheduler_pid(self) -> int:
+        return int(self._pids["scheduler"])
+
+    @property
+    def object_storage_pid(self) -> int:
+        return int(self._pids["object_storage_server"])
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Pids of the worker agents (each forks a zygote, which forks the processors)."""
+        return [int(pid) for pid in self._pids.get("workers", [])]
 
     def shutdown(self) -> None:
+        """Stop workers, then the scheduler, then object storage; no process is left behind."""
         if self._stopped:
             return
         self._stopped = True
-        stop_children(self._workers, grace_seconds=5.0)
-        stop_children(self._scheduler, grace_seconds=5.0)
-        stop_children(self._storage, grace_seconds=5.0)
+        if self._host is not None:
+            stop_children([self._host], grace_seconds=20.0)
 
     def __enter__(self) -> SchedulerClusterCombo:
         return self
@@ -168,3 +197,17 @@ class SchedulerClusterCombo:
             self.shutdown()
         except Exception:
             pass
+
+
+def _read_report(fd: int, host: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """The pids the host reports once it has forked the cluster's processes."""
+    data = b""
+    while not data.endswith(b"\n"):
+        readable, _, _ = select.select([fd], [], [], START_TIMEOUT_SECONDS)
+        if not readable:
+            raise RuntimeError(f"the cluster host did not start within {START_TIMEOUT_SECONDS:g} s")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            raise RuntimeError(f"the cluster host exited during start-up ({describe_exit(host.wait())})")
+        data += chunk
+    return dict(json.loads(data))

@@ -24,6 +24,8 @@ import socket
 import sys
 from collections.abc import Callable
 
+from scaler.cluster.child_processes import name_this_process
+
 logger = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
@@ -117,6 +119,7 @@ def _serve(sock: socket.socket, run_processor: Callable[[bytes, socket.socket], 
     # worker has handed it back to the scheduler.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    name_this_process("scaler-zygote")
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
@@ -168,6 +171,7 @@ def _fork_processor(
         os.close(wake_write)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # SIGINT and SIGTERM stay ignored (see _serve)
         die_with_parent()
+        name_this_process("scaler-processor")
         code = run_processor(processor_id, channel)
     except BaseException:
         logger.exception("processor crashed")
