@@ -19,12 +19,12 @@ from typing import Any
 
 import zmq
 
+from scaler.client.future import ScalerFuture
 from scaler.errors import DisconnectedError, IncompatiblePeerError
 from scaler.io.zmq_async import AsyncSocket, Frames, configure, monitor_events
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID, short
-from scaler.client.future import ScalerFuture
 
 logger = logging.getLogger(__name__)
 

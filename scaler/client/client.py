@@ -199,7 +199,7 @@ class Client:
         """Like built-in map (stops at the shortest iterable), run on the workers; returns the results."""
         if not iterables:
             raise TypeError("map() needs at least one iterable")
-        return self.starmap(fn, zip(*iterables), capabilities=capabilities)
+        return self.starmap(fn, zip(*iterables, strict=False), capabilities=capabilities)
 
     def starmap(
         self, fn: Callable[..., Any], iterable: Iterable[Iterable[Any]], capabilities: dict[str, int] | None = None,
@@ -256,12 +256,12 @@ class Client:
 
     def get(
         self,
-        graph: dict[str, Any],
-        keys: list[str],
+        graph: dict[Any, Any],
+        keys: list[Any],
         block: bool = True,
         capabilities: dict[str, int] | None = None,
         reserialize: bool = False,
-    ) -> dict[str, Any]:
+    ) -> dict[Any, Any]:
         """Run a dict graph (values are data, callables, or tuples (fn, arg, ...) whose arguments may name
         other keys) and return {key: result} for the requested keys, or {key: future} with block=False."""
         from scaler.client.graph import submit_graph
@@ -271,7 +271,7 @@ class Client:
         if not block:
             return futures
         values = self._gather(list(futures.values()))
-        return dict(zip(futures.keys(), values))
+        return dict(zip(futures.keys(), values, strict=True))
 
     # ------------------------------------------------------------ objects
 

@@ -98,10 +98,16 @@ def submit_graph(
                 encoded.append(builder.argument(resolved, "", position))
         nodes.append(
             builder.task(
-                node_ids[key], builder.function(function), tuple(encoded), profiling=client._profiling,
-                stream_output=client._stream_output, priority=priority, capabilities=caps, graph_id=graph_id,
+                node_ids[key],
+                builder.function(function),
+                tuple(encoded),
+                profiling=client._profiling,
+                stream_output=client._stream_output,
+                priority=priority,
+                capabilities=caps,
+                graph_id=graph_id,
                 dependencies=tuple(dict.fromkeys(dependencies)),
-            )  # fmt: skip
+            )
         )
     futures: dict[Hashable, ScalerFuture] = {}
     for key in keys:

@@ -39,7 +39,7 @@ class ResultReader:
         if result.payload_kind is not m.PayloadKind.OBJECT_ID:
             return result.payload
         storage = self._storage()
-        payload = storage.get(result.payload)
+        payload: bytes | bytearray | memoryview = storage.get(result.payload)
         try:
             storage.delete([result.payload])
         except Exception:  # the owner's cleanup deletes it anyway
@@ -51,7 +51,9 @@ class ResultReader:
         try:
             error, trace = pickle.loads(payload)
         except Exception as problem:
-            return errors.DeserializeObjectError(f"the task failed, and its exception could not be read here: {problem!r}")
+            return errors.DeserializeObjectError(
+                f"the task failed, and its exception could not be read here: {problem!r}"
+            )
         if isinstance(error, BaseException):
             if trace and error.__cause__ is None:
                 error.__cause__ = errors.RemoteTraceback(f'\n"""\n{trace}"""')

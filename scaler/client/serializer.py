@@ -30,7 +30,8 @@ class DefaultSerializer(Serializer):
 
     @staticmethod
     def serialize(obj: Any) -> bytes:
-        return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)  # type: ignore[no-any-return]
+        payload: bytes = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        return payload
 
     @staticmethod
     def deserialize(payload: bytes) -> Any:
@@ -59,7 +60,7 @@ class TagByte(int):
 class Payload(bytes):
     """The bytes handed to a custom `Serializer.deserialize`. Slices are plain bytes."""
 
-    def __getitem__(self, index: Any) -> Any:  # type: ignore[override]
+    def __getitem__(self, index: Any) -> Any:
         item = bytes.__getitem__(self, index)
         return TagByte(item) if isinstance(item, int) else item
 

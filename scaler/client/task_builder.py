@@ -17,7 +17,7 @@ from scaler.client.object_reference import ObjectReference
 from scaler.client.serializer import Serializer
 from scaler.protocol import codec
 from scaler.protocol import messages as m
-from scaler.protocol.ids import ClientID, ObjectID, TaskID
+from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID
 
 #: Arguments up to this size travel inside the task message; bigger ones go to object storage.
 INLINE_LIMIT_BYTES = 64 * 1024
@@ -122,7 +122,7 @@ class TaskBuilder:
             m.TaskBody(function.object_id, arguments, self._serializer_id(), profiling, stream_output)
         )
         return m.Task(
-            task_id, self._client_id, body, function.name, priority, capabilities, m.GraphID(graph_id), dependencies
+            task_id, self._client_id, body, function.name, priority, capabilities, GraphID(graph_id), dependencies
         )
 
 

@@ -42,11 +42,11 @@ def start_python_child(
     child started from a short-lived thread would die with that thread)."""
     argv = [sys.executable, "-m", *module_args]
     tie = die_with_parent and threading.current_thread() is threading.main_thread()
-    return subprocess.Popen(  # noqa: S603 - our own interpreter and module
+    return subprocess.Popen(
         argv,
         env=env,
         start_new_session=new_session,
-        preexec_fn=_die_with_parent if tie else None,  # noqa: PLW1509
+        preexec_fn=_die_with_parent if tie else None,
         stdin=subprocess.DEVNULL,
         pass_fds=pass_fds,
     )

@@ -61,7 +61,7 @@ class SchedulerClusterCombo:
         preload: str | None = None,
     ) -> None:
         if isinstance(n_workers, str):  # SchedulerClusterCombo("tcp://...", ...) as some older code does
-            n_workers, address = 4 if address is None else int(address), n_workers  # type: ignore[assignment]
+            n_workers, address = 4 if address is None else int(address), n_workers
         if address is None:
             base = free_tcp_port_block(3)
             address = f"tcp://127.0.0.1:{base}"

@@ -161,14 +161,15 @@ def manager_type(manager: object) -> str:
 
 def _descendants() -> list[psutil.Process]:
     try:
-        return psutil.Process(os.getpid()).children(recursive=True)
+        children: list[psutil.Process] = psutil.Process(os.getpid()).children(recursive=True)
+        return children
     except psutil.Error:
         return []
 
 
 def _running(process: psutil.Process) -> bool:
     try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 

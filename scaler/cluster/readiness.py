@@ -42,7 +42,9 @@ def wait_for_object_storage(
             last_error = error
         finally:
             connection.close()
-    raise RuntimeError(f"the object storage server at {address} did not answer within {timeout_seconds:g} s: {last_error}")
+    raise RuntimeError(
+        f"the object storage server at {address} did not answer within {timeout_seconds:g} s: {last_error}"
+    )
 
 
 def wait_for_scheduler(address: str, timeout_seconds: float, children: Sequence[subprocess.Popen[bytes]] = ()) -> None:

@@ -20,7 +20,6 @@ def run_profiled(component: str, function: Callable[[], T]) -> T:
     if not directory:
         return function()
     import cProfile
-
     import time
 
     profiler = cProfile.Profile(time.process_time)  # CPU time: waiting for other processes is not cost

@@ -66,8 +66,11 @@ class AsyncSocket:
         self._drain_scheduled = False
         self._closed = False
         if on_message is not None:
-            loop.add_reader(sock.getsockopt(zmq.FD), self._drain)
+            loop.add_reader(self._fd(), self._drain)
             self._schedule_drain()  # messages may already be queued; the edge may be gone
+
+    def _fd(self) -> int:
+        return int(self._socket.getsockopt(zmq.FD))
 
     @property
     def zmq_socket(self) -> zmq.Socket[Any]:
@@ -91,7 +94,7 @@ class AsyncSocket:
             self._check_pending()
 
     def _check_pending(self) -> None:
-        if self._on_message is not None and not self._closed and self._socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        if self._on_message is not None and not self._closed and int(self._socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
             self._schedule_drain()
 
     def _schedule_drain(self) -> None:
@@ -130,7 +133,7 @@ class AsyncSocket:
         self._closed = True
         if self._on_message is not None:
             try:
-                self._loop.remove_reader(self._socket.getsockopt(zmq.FD))
+                self._loop.remove_reader(self._fd())
             except (zmq.ZMQError, ValueError, RuntimeError):
                 pass
         self._socket.close(linger=0)

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-import capnp  # type: ignore[import-untyped]
+import capnp
 
 from scaler.protocol import messages as m
 from scaler.protocol import storage_messages as sm
@@ -38,7 +38,7 @@ def _set_capabilities(builder: Any, name: str, capabilities: m.Capabilities) -> 
     if not capabilities:
         return
     items = builder.init(name, len(capabilities))
-    for item, (cap_name, value) in zip(items, capabilities):
+    for item, (cap_name, value) in zip(items, capabilities, strict=True):
         item.name = cap_name
         item.value = value
 
@@ -65,7 +65,7 @@ def _set_worker_status(builder: Any, status: m.WorkerStatus) -> None:
     builder.freeMemoryBytes = status.free_memory_bytes
     if status.processors:
         items = builder.init("processors", len(status.processors))
-        for item, processor in zip(items, status.processors):
+        for item, processor in zip(items, status.processors, strict=True):
             item.pid = processor.pid
             item.cpuPercent = processor.cpu_percent
             item.rssBytes = processor.rss_bytes
@@ -97,7 +97,7 @@ def _set_task(builder: Any, task: m.Task) -> None:
     if task.dependencies:
         builder.dependencies = list(task.dependencies)
     if task.inputs:
-        for item, given in zip(builder.init("inputs", len(task.inputs)), task.inputs):
+        for item, given in zip(builder.init("inputs", len(task.inputs)), task.inputs, strict=True):
             item.taskId = given.task_id
             setattr(item, given.kind.value, given.data)
 
@@ -199,13 +199,13 @@ def _enc_task_result(b: Any, msg: m.TaskResult) -> None:
 def _enc_graph(b: Any, msg: m.GraphTask) -> None:
     b.graphId = msg.graph_id
     b.clientId = msg.client_id
-    for item, node in zip(b.init("nodes", len(msg.nodes)), msg.nodes):
+    for item, node in zip(b.init("nodes", len(msg.nodes)), msg.nodes, strict=True):
         _set_task(item, node)
     b.targets = list(msg.targets)
 
 
 def _enc_manager_target(b: Any, msg: m.ManagerTarget) -> None:
-    for item, entry in zip(b.init("entries", len(msg.entries)), msg.entries):
+    for item, entry in zip(b.init("entries", len(msg.entries)), msg.entries, strict=True):
         _set_capabilities(item, "capabilities", entry.capabilities)
         item.workers = entry.workers
     b.drain = list(msg.drain)
@@ -228,7 +228,7 @@ def _enc_snapshot(b: Any, msg: m.StatusSnapshot) -> None:
     s.messagesReceived = stats.messages_received
     s.messagesSent = stats.messages_sent
     s.graphs = stats.graphs
-    for item, worker in zip(b.init("workers", len(msg.workers)), msg.workers):
+    for item, worker in zip(b.init("workers", len(msg.workers)), msg.workers, strict=True):
         item.workerId = worker.worker_id
         item.managerId = worker.manager_id
         _set_capabilities(item, "capabilities", worker.capabilities)
@@ -240,10 +240,10 @@ def _enc_snapshot(b: Any, msg: m.StatusSnapshot) -> None:
         item.lastSeenSecondsAgo = worker.last_seen_seconds_ago
         item.hostname = worker.hostname
         item.pid = worker.pid
-    for item, client in zip(b.init("clients", len(msg.clients)), msg.clients):
+    for item, client in zip(b.init("clients", len(msg.clients)), msg.clients, strict=True):
         item.clientId = client.client_id
         item.tasks = client.tasks
-    for item, manager in zip(b.init("managers", len(msg.managers)), msg.managers):
+    for item, manager in zip(b.init("managers", len(msg.managers)), msg.managers, strict=True):
         item.managerId = manager.manager_id
         item.managerType = manager.manager_type
         _set_capabilities(item, "capabilities", manager.capabilities)
@@ -252,7 +252,7 @@ def _enc_snapshot(b: Any, msg: m.StatusSnapshot) -> None:
         item.targetWorkers = manager.target_workers
         item.units = manager.units
         item.pendingUnits = manager.pending_units
-    for item, group in zip(b.init("pending", len(msg.pending)), msg.pending):
+    for item, group in zip(b.init("pending", len(msg.pending)), msg.pending, strict=True):
         _set_capabilities(item, "capabilities", group.capabilities)
         item.count = group.count
         item.reason = group.reason
@@ -335,9 +335,14 @@ def _dec_hello(r: Any) -> m.Hello:
 
 def _dec_hello_reply(r: Any) -> m.HelloReply:
     return m.HelloReply(
-        r.accepted, r.reason, r.protocolVersion, r.pythonVersion, r.objectStorageAddress,
-        r.heartbeatIntervalSeconds, r.workerCount,
-    )  # fmt: skip
+        r.accepted,
+        r.reason,
+        r.protocolVersion,
+        r.pythonVersion,
+        r.objectStorageAddress,
+        r.heartbeatIntervalSeconds,
+        r.workerCount,
+    )
 
 
 def _dec_heartbeat(r: Any) -> m.Heartbeat:
@@ -370,22 +375,49 @@ def _dec_task_result(r: Any) -> m.TaskResult:
 def _dec_snapshot(r: Any) -> m.StatusSnapshot:
     s = r.scheduler
     stats = m.SchedulerStats(
-        s.address, s.cpuPercent, s.rssBytes, s.queued, s.running, s.succeeded, s.failed, s.canceled,
-        s.workerDied, s.objectCount, s.objectBytes, s.messagesReceived, s.messagesSent, s.graphs,
-    )  # fmt: skip
+        s.address,
+        s.cpuPercent,
+        s.rssBytes,
+        s.queued,
+        s.running,
+        s.succeeded,
+        s.failed,
+        s.canceled,
+        s.workerDied,
+        s.objectCount,
+        s.objectBytes,
+        s.messagesReceived,
+        s.messagesSent,
+        s.graphs,
+    )
     workers = tuple(
         m.WorkerSummary(
-            w.workerId, w.managerId, _capabilities(w.capabilities), w.capacity, w.assigned,
-            _worker_status(w.status), w.cpuPercent, w.rssBytes, w.lastSeenSecondsAgo, w.hostname, w.pid,
-        )  # fmt: skip
+            w.workerId,
+            w.managerId,
+            _capabilities(w.capabilities),
+            w.capacity,
+            w.assigned,
+            _worker_status(w.status),
+            w.cpuPercent,
+            w.rssBytes,
+            w.lastSeenSecondsAgo,
+            w.hostname,
+            w.pid,
+        )
         for w in r.workers
     )
     clients = tuple(m.ClientSummary(c.clientId, c.tasks) for c in r.clients)
     managers = tuple(
         m.ManagerSummary(
-            g.managerId, g.managerType, _capabilities(g.capabilities), _limit(g.maxWorkers),
-            g.connectedWorkers, g.targetWorkers, g.units, g.pendingUnits,
-        )  # fmt: skip
+            g.managerId,
+            g.managerType,
+            _capabilities(g.capabilities),
+            _limit(g.maxWorkers),
+            g.connectedWorkers,
+            g.targetWorkers,
+            g.units,
+            g.pendingUnits,
+        )
         for g in r.managers
     )
     pending = tuple(m.PendingGroup(_capabilities(p.capabilities), p.count, p.reason) for p in r.pending)
@@ -449,7 +481,7 @@ def encode_body(body: m.TaskBody) -> bytes:
     if body.serializer_id:
         b.serializerId = body.serializer_id
     if body.args:
-        for item, arg in zip(b.init("args", len(body.args)), body.args):
+        for item, arg in zip(b.init("args", len(body.args)), body.args, strict=True):
             if arg.keyword:
                 item.keyword = arg.keyword
             setattr(item, arg.kind.value, arg.data)
@@ -467,7 +499,9 @@ def decode_body(data: bytes) -> m.TaskBody:
             for a in r.args:
                 kind = a.which()
                 args.append(m.Argument(m.ArgumentKind(kind), getattr(a, kind), a.keyword))
-            return m.TaskBody(ObjectID(r.functionId), tuple(args), ObjectID(r.serializerId), r.profiling, r.streamOutput)
+            return m.TaskBody(
+                ObjectID(r.functionId), tuple(args), ObjectID(r.serializerId), r.profiling, r.streamOutput
+            )
     except Exception as error:
         raise DecodeError(f"not a valid task body ({len(data)} bytes): {error}") from None
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Union
 
 from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID
 
@@ -25,7 +24,7 @@ def make_capabilities(values: dict[str, int] | None) -> Capabilities:
 
 
 #: Worker limit of a manager: None means unlimited.
-WorkerLimit = Union[int, None]
+WorkerLimit = int | None
 
 
 # ---------------------------------------------------------------- connection set-up
@@ -64,7 +63,7 @@ class ProcessorInfo:
     processor_id: bytes
 
 
-RoleInfo = Union[ClientInfo, WorkerInfo, ManagerInfo, ProcessorInfo]
+RoleInfo = ClientInfo | WorkerInfo | ManagerInfo | ProcessorInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +172,7 @@ class Argument:
 class TaskBody:
     function_id: ObjectID
     args: tuple[Argument, ...] = ()
-    serializer_id: ObjectID = ObjectID(b"")
+    serializer_id: ObjectID = ObjectID(b"")  # noqa: RUF009 - a NewType of immutable bytes
     profiling: bool = False
     stream_output: bool = False
 
@@ -201,7 +200,7 @@ class Task:
     function_name: str = ""
     priority: int = 0
     capabilities: Capabilities = ()
-    graph_id: GraphID = GraphID(b"")
+    graph_id: GraphID = GraphID(b"")  # noqa: RUF009 - a NewType of immutable bytes
     dependencies: tuple[TaskID, ...] = ()  #: graph nodes: nodes whose results this one needs
     inputs: tuple[TaskInput, ...] = ()  #: scheduler -> worker: those results
     #: the frame this value was decoded from; the codec reuses it when the value is forwarded unchanged.
@@ -424,32 +423,32 @@ class StatusSnapshot:
     pending: tuple[PendingGroup, ...] = ()
 
 
-Message = Union[
-    Hello,
-    HelloReply,
-    Heartbeat,
-    HeartbeatEcho,
-    Ping,
-    ProtocolError,
-    Task,
-    TaskResult,
-    TaskCancel,
-    TaskCancelConfirm,
-    TaskLog,
-    GraphTask,
-    ClientDisconnect,
-    ShutdownReply,
-    WorkerCapacity,
-    WorkerLeaving,
-    TaskReturn,
-    Shutdown,
-    ManagerTarget,
-    ProcessorReady,
-    ProcessorBlocked,
-    ProcessorResumeRequest,
-    ProcessorResume,
-    StatusSnapshot,
-]
+Message = (
+    Hello
+    | HelloReply
+    | Heartbeat
+    | HeartbeatEcho
+    | Ping
+    | ProtocolError
+    | Task
+    | TaskResult
+    | TaskCancel
+    | TaskCancelConfirm
+    | TaskLog
+    | GraphTask
+    | ClientDisconnect
+    | ShutdownReply
+    | WorkerCapacity
+    | WorkerLeaving
+    | TaskReturn
+    | Shutdown
+    | ManagerTarget
+    | ProcessorReady
+    | ProcessorBlocked
+    | ProcessorResumeRequest
+    | ProcessorResume
+    | StatusSnapshot
+)
 
 #: Every message type, in schema order; the codec and the routing tables are checked against it.
 MESSAGE_TYPES: tuple[type, ...] = (

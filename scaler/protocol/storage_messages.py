@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Union
 
 from scaler.protocol.ids import ObjectID
 
@@ -56,7 +55,7 @@ class DeleteOwner:
     owner_id: bytes
 
 
-StorageOperation = Union[StorageHello, Put, Get, Delete, Exists, Info, DeleteOwner]
+StorageOperation = StorageHello | Put | Get | Delete | Exists | Info | DeleteOwner
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +85,7 @@ class StorageInfo:
 
 
 #: What a reply carries: an object's size (get), a bool (exists), info, a deleted count, or nothing.
-ReplyValue = Union[ObjectSize, bool, StorageInfo, int, None]
+ReplyValue = ObjectSize | bool | StorageInfo | int | None
 
 
 @dataclass(frozen=True, slots=True)

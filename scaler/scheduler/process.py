@@ -44,7 +44,9 @@ def run_scheduler(config: SchedulerConfig) -> int:
     try:
         if storage is None:
             storage = str(parse_address(bind).with_port_offset(1))
-            logger.info("no --object-storage-address given: starting an object storage server at %s (port + 1)", storage)
+            logger.info(
+                "no --object-storage-address given: starting an object storage server at %s (port + 1)", storage
+            )
             storage_config = ObjectStorageServerConfig(
                 bind_address=storage,
                 logging_paths=config.logging_paths,
@@ -113,7 +115,6 @@ def main() -> None:
     import sys
 
     from scaler.config.logging_setup import setup_logging
-
     from scaler.io.process_profiling import run_profiled
 
     config = section_from_json(SchedulerConfig, sys.argv[1])

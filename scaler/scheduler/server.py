@@ -73,7 +73,9 @@ class SchedulerServer:
         self._outbox = Outbox(loop, self._router, routed=True, on_unreachable=self._on_unreachable)
         self._publisher = AsyncSocket(loop, publisher, None)
         self._monitor = monitor_events(loop, router_socket, zmq.EVENT_DISCONNECTED, self._on_socket_event)
-        self._storage = AsyncObjectStorageConnection(self._object_storage_address, role="scheduler", context=self._context)
+        self._storage = AsyncObjectStorageConnection(
+            self._object_storage_address, role="scheduler", context=self._context
+        )
         routines = [
             asyncio.ensure_future(self._tick_routine()),
             asyncio.ensure_future(self._stats_routine()),
@@ -146,9 +148,8 @@ class SchedulerServer:
                 return
 
     def _on_unreachable(self, identity: bytes) -> None:
-        asyncio.get_running_loop().call_soon(
-            self._feed, [PeerLost(PeerID(identity), "connection closed", time.monotonic())]
-        )
+        lost: list[Event] = [PeerLost(PeerID(identity), "connection closed", time.monotonic())]
+        asyncio.get_running_loop().call_soon(self._feed, lost)
 
     # ------------------------------------------------------------ the core and its effects
 

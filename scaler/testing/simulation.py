@@ -154,6 +154,6 @@ class SimulatedCluster:
         for task_id, record in core.tasks.records.items():
             if record.worker is not None:
                 assert task_id in core.workers[record.worker].assigned, "a dispatched task is not held by its worker"
-        assert len(core.tasks.queue) == sum(
-            1 for r in core.tasks.records.values() if r.state.value == "queued"
-        ), "the queue count disagrees with the table"
+        assert len(core.tasks.queue) == sum(1 for r in core.tasks.records.values() if r.state.value == "queued"), (
+            "the queue count disagrees with the table"
+        )

@@ -157,7 +157,9 @@ class WorkerAgent:
                 if channel is not None:
                     channel.send([codec.encode(effect.message)])
             elif isinstance(effect, core.SayHello):
-                hello = replace(self._hello, info=replace(self._hello.info, capacity=self._core.capacity))
+                info = self._hello.info
+                assert isinstance(info, m.WorkerInfo)
+                hello = replace(self._hello, info=replace(info, capacity=self._core.capacity))
                 self._to_scheduler.send(b"", codec.encode(hello))
             elif isinstance(effect, core.SendHeartbeat):
                 self._to_scheduler.send(b"", codec.encode(self._heartbeat(effect.status)))
@@ -182,8 +184,11 @@ class WorkerAgent:
             loop,
             sock,
             lambda frames: self._on_processor_frames(processor_id, frames),
-            lambda: self._channels.pop(processor_id, None),
+            lambda: self._forget_channel(processor_id),
         )
+
+    def _forget_channel(self, processor_id: bytes) -> None:
+        self._channels.pop(processor_id, None)
 
     def _kill(self, processor_id: bytes, reason: str) -> None:
         pid = self._pids.get(processor_id)

@@ -21,7 +21,6 @@ import logging
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Union
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
@@ -94,7 +93,7 @@ class LeaveRequested:
     now: float
 
 
-Event = Union[Tick, FromScheduler, FromProcessor, ProcessorExited, LeaveRequested]
+Event = Tick | FromScheduler | FromProcessor | ProcessorExited | LeaveRequested
 
 
 # ---------------------------------------------------------------- effects
@@ -138,7 +137,7 @@ class Exit:
     reason: str
 
 
-Effect = Union[ToScheduler, SayHello, SendHeartbeat, ToProcessor, SpawnProcessor, KillProcessor, Exit]
+Effect = ToScheduler | SayHello | SendHeartbeat | ToProcessor | SpawnProcessor | KillProcessor | Exit
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -374,7 +373,9 @@ class AgentCore:
             if self._connected:
                 self._exit(EXIT_SCHEDULER_LOST, f"no word from the scheduler for {settings.death_timeout_seconds:g} s")
             else:
-                self._exit(EXIT_NEVER_CONNECTED, f"could not reach the scheduler in {settings.death_timeout_seconds:g} s")
+                self._exit(
+                    EXIT_NEVER_CONNECTED, f"could not reach the scheduler in {settings.death_timeout_seconds:g} s"
+                )
             return
         if settings.task_timeout_seconds > 0:
             for held in list(self.tasks.values()):

@@ -7,7 +7,6 @@ JSON is `dataclasses.asdict(WorkerConfig)`); `scaler_worker` is the command for 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 

@@ -21,6 +21,7 @@ from typing import Any
 import zmq
 
 from scaler.protocol import messages as m
+from scaler.protocol.ids import TaskID
 from scaler.worker import processor_context
 from scaler.worker.preload import run_preload
 from scaler.worker.processor_channel import BlockingChannel, ChannelClosed
@@ -43,7 +44,7 @@ class _NestedWaits:
 
     def __init__(self, channel: BlockingChannel) -> None:
         self._channel = channel
-        self.task_id: m.TaskID | None = None
+        self.task_id: TaskID | None = None
         self._depth = 0
 
     def on_block(self) -> None:
@@ -89,7 +90,9 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
         try:
             run_preload(settings.preload)
         except Exception as error:
-            logger.error("preload %r failed: %s: %s; this processor stops", settings.preload, type(error).__name__, error)
+            logger.error(
+                "preload %r failed: %s: %s; this processor stops", settings.preload, type(error).__name__, error
+            )
             return 1
     context: zmq.Context[Any] = zmq.Context()
     channel = BlockingChannel(channel_socket)

@@ -15,7 +15,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import cloudpickle
 
@@ -24,7 +24,7 @@ from scaler.client.serializer import DefaultSerializer, Serializer, deserialize_
 from scaler.errors import DeserializeObjectError, MissingObjects, TaskExceptionNotSerializableError
 from scaler.protocol import codec
 from scaler.protocol import messages as m
-from scaler.protocol.ids import ObjectID, new_random_object_id
+from scaler.protocol.ids import ObjectID, TaskID, new_random_object_id
 
 #: Results up to this size travel inside the result message; bigger ones go to object storage.
 INLINE_LIMIT_BYTES = 64 * 1024
@@ -35,7 +35,7 @@ MEMORY_SAMPLE_SECONDS = 0.05
 _DEFAULT = DefaultSerializer()
 
 
-class StorageAccess:
+class StorageAccess(Protocol):
     """What task execution needs from object storage (an ObjectStorageConnection satisfies it)."""
 
     def get(self, object_id: bytes) -> bytes | bytearray | memoryview: ...
@@ -102,8 +102,8 @@ class TaskExecutor:
             with _OutputCapture(task.task_id, self._send_log, body.stream_output):
                 value = function(*args, **kwargs)
         except SystemExit as exit_request:
-            error = RuntimeError(f"the task called sys.exit({exit_request.code!r})")
-            return self._failed(task, error, "".join(traceback.format_exception(exit_request)))
+            replacement = RuntimeError(f"the task called sys.exit({exit_request.code!r})")
+            return self._failed(task, replacement, "".join(traceback.format_exception(exit_request)))
         except Exception as error:
             return self._failed(task, error, _user_traceback(error))
         finally:
@@ -160,11 +160,11 @@ class TaskExecutor:
         return args, kwargs
 
     def _argument(
-        self, argument: m.Argument, inputs: dict[bytes, m.TaskInput], serializer: Serializer, position: int
+        self, argument: m.Argument, inputs: dict[TaskID, m.TaskInput], serializer: Serializer, position: int
     ) -> Any:
         kind, data = argument.kind, argument.data
         if kind is m.ArgumentKind.TASK_RESULT:
-            given = inputs.get(data)
+            given = inputs.get(TaskID(data))
             if given is None:
                 raise _TaskFailure(m.ResultStatus.ERROR, f"the result of graph node {data.hex()} was not provided")
             kind = m.ArgumentKind.INLINE if given.kind is m.PayloadKind.INLINE else m.ArgumentKind.OBJECT_ID
@@ -281,7 +281,7 @@ class _LogStream:
     """A task's stdout or stderr: complete lines go to the client as TaskLog messages (the rest when
     the task ends). Writes from threads other than the task's main thread go to the original stream."""
 
-    def __init__(self, task_id: m.TaskID, stream: m.LogStream, send: Callable[[m.TaskLog], None], original: Any):
+    def __init__(self, task_id: TaskID, stream: m.LogStream, send: Callable[[m.TaskLog], None], original: Any):
         self._task_id, self._stream, self._send, self._original = task_id, stream, send, original
         self._main = threading.main_thread()
         self._pending = ""
@@ -314,15 +314,15 @@ class _LogStream:
 class _OutputCapture:
     """While active, the task's stdout and stderr go to its client as TaskLog messages."""
 
-    def __init__(self, task_id: m.TaskID, send: Callable[[m.TaskLog], None], enabled: bool) -> None:
+    def __init__(self, task_id: TaskID, send: Callable[[m.TaskLog], None], enabled: bool) -> None:
         self._task_id, self._send, self._enabled = task_id, send, enabled
         self._saved: tuple[Any, Any] | None = None
 
     def __enter__(self) -> None:
         if self._enabled:
             self._saved = (sys.stdout, sys.stderr)
-            sys.stdout = _LogStream(self._task_id, m.LogStream.STDOUT, self._send, sys.stdout)  # type: ignore[assignment]
-            sys.stderr = _LogStream(self._task_id, m.LogStream.STDERR, self._send, sys.stderr)  # type: ignore[assignment]
+            sys.stdout = _LogStream(self._task_id, m.LogStream.STDOUT, self._send, sys.stdout)
+            sys.stderr = _LogStream(self._task_id, m.LogStream.STDERR, self._send, sys.stderr)
 
     def __exit__(self, *exc: object) -> None:
         if self._saved is not None:

@@ -23,6 +23,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from scaler.cluster.child_processes import name_this_process
 
@@ -91,7 +92,7 @@ class Zygote:
     def read_reports(self) -> list[tuple[str, bytes, int]]:
         """Reports available now: ("started", processor id, pid) or ("exited", processor id, status).
         An empty read means the zygote is gone: ("gone", b"", 0)."""
-        reports = []
+        reports: list[tuple[str, bytes, int]] = []
         while True:
             try:
                 data = self.socket.recv(4096)
@@ -128,7 +129,8 @@ def _serve(sock: socket.socket, run_processor: Callable[[bytes, socket.socket], 
     try:
         while True:
             try:
-                readable, _, _ = select.select([sock, wake_read], [], [])
+                watched: list[Any] = [sock, wake_read]
+                readable: list[Any] = select.select(watched, [], [])[0]
             except InterruptedError:
                 readable = []
             if wake_read in readable:

@@ -34,7 +34,9 @@ def balance_plan(
     plan: dict[PeerID, list[TaskID]] = {}
     for taker in idle:
         for donor in sorted(spare, key=lambda peer: -len(spare[peer])):
-            movable = next((t for t in reversed(spare[donor]) if capability_names_of(t) <= taker.capability_names), None)
+            movable = next(
+                (t for t in reversed(spare[donor]) if capability_names_of(t) <= taker.capability_names), None
+            )
             if movable is not None:
                 spare[donor].remove(movable)
                 plan.setdefault(donor, []).append(movable)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from scaler.protocol.ids import ClientID, ObjectID, PeerID
 from scaler.protocol.messages import Message, StatusSnapshot
@@ -39,4 +38,4 @@ class StopScheduler:
     reason: str
 
 
-Effect = Union[Send, Publish, DeleteObjects, DeleteOwnerObjects, StopScheduler]
+Effect = Send | Publish | DeleteObjects | DeleteOwnerObjects | StopScheduler

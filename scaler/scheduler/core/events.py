@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from scaler.protocol.ids import PeerID
 from scaler.protocol.messages import Message
@@ -55,4 +54,4 @@ class ShellStats:
     messages_sent: int
 
 
-Event = Union[Received, Undecodable, PeerLost, Tick, ShellStats]
+Event = Received | Undecodable | PeerLost | Tick | ShellStats

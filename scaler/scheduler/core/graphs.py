@@ -44,7 +44,11 @@ def graph_problem(graph: GraphTask) -> str | None:
     for target in graph.targets:
         if target not in known:
             return f"target {target.hex()} is not a node of the graph"
-    # Kahn's algorithm: every node must be reachable in a topological order.
+    return None if _is_acyclic(graph) else "the graph has a cycle"
+
+
+def _is_acyclic(graph: GraphTask) -> bool:
+    """Kahn's algorithm: every node must come out in a topological order."""
     missing = {node.task_id: len(set(node.dependencies)) for node in graph.nodes}
     dependents: dict[TaskID, list[TaskID]] = {}
     for node in graph.nodes:
@@ -59,9 +63,7 @@ def graph_problem(graph: GraphTask) -> str | None:
             missing[dependent] -= 1
             if missing[dependent] == 0:
                 ready.append(dependent)
-    if ordered != len(ids):
-        return "the graph has a cycle"
-    return None
+    return ordered == len(graph.nodes)
 
 
 class GraphRegistry:

@@ -240,13 +240,13 @@ class SchedulerCore:
         self._send(peer, m.HeartbeatEcho(self.settings.object_storage_address, len(self.workers)))
 
     def _on_task(self, peer: PeerID, task: m.Task) -> None:
-        if task.client_id != peer:
+        if bytes(task.client_id) != bytes(peer):
             self._send(peer, m.ProtocolError("a task's client id must be the id of the connection that sends it"))
             return
         self.lifecycle.submit(ClientID(peer), task)
 
     def _on_graph(self, peer: PeerID, graph: m.GraphTask) -> None:
-        if graph.client_id != peer or any(node.client_id != peer for node in graph.nodes):
+        if bytes(graph.client_id) != bytes(peer) or any(bytes(node.client_id) != bytes(peer) for node in graph.nodes):
             self._send(peer, m.ProtocolError("a graph's client id must be the id of the connection that sends it"))
             return
         self.lifecycle.submit_graph(ClientID(peer), graph)
@@ -345,7 +345,9 @@ class SchedulerCore:
                 self._drop_worker(peer, f"was silent for more than {settings.worker_timeout_seconds:g} s", False)
         for peer, manager in list(self.managers.items()):
             if now - manager.last_seen > settings.manager_timeout_seconds:
-                logger.warning("worker manager %r silent for %g s: forgotten", manager.manager_id, now - manager.last_seen)
+                logger.warning(
+                    "worker manager %r silent for %g s: forgotten", manager.manager_id, now - manager.last_seen
+                )
                 del self.managers[peer]
         if self._last_status_at is None or now - self._last_status_at >= settings.status_interval_seconds:
             self._last_status_at = now

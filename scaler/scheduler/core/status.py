@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
-from scaler.scheduler.core.effects import Publish
 from scaler.protocol.ids import ClientID
+from scaler.scheduler.core.effects import Publish
 from scaler.scheduler.core.events import ShellStats
 from scaler.scheduler.core.peers import ManagerRecord
 from scaler.scheduler.core.task_state import TaskState
