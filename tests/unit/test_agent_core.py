@@ -22,7 +22,9 @@ def to_scheduler(effects: list[core.Effect], kind: type) -> list:  # type: ignor
 
 
 def to_processor(effects: list[core.Effect], kind: type) -> list[tuple[bytes, m.Message]]:
-    return [(e.processor_id, e.message) for e in effects if isinstance(e, core.ToProcessor) and isinstance(e.message, kind)]
+    return [
+        (e.processor_id, e.message) for e in effects if isinstance(e, core.ToProcessor) and isinstance(e.message, kind)
+    ]
 
 
 def task(number: int, priority: int = 0) -> m.Task:

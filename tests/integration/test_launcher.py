@@ -1,0 +1,209 @@
+"""`scaler FILE`: start order, work through the stack, shutdown by SIGTERM/SIGINT, a crashing child,
+and no process left behind (workers that managers started included). Also: every example file in
+config/ loads and validates."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from scaler import Client
+from scaler.config.loader import load_launcher_file
+from scaler.policy.registry import make_policy
+from tests.integration.conftest import BIN_DIR, free_addresses, is_alive, probe_scheduler, wait_for, wait_for_workers
+
+pytestmark = pytest.mark.integration
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
+
+
+@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.toml")), ids=lambda path: path.name)
+def test_every_example_config_loads_and_its_policy_is_valid(path: Path) -> None:
+    file = load_launcher_file(str(path))
+    assert file.scheduler is not None and file.worker_managers
+    make_policy(file.scheduler.policy_engine_type, file.scheduler.policy_content)
+    ids = [manager.worker_manager_id for manager in file.worker_managers]
+    assert len(ids) == len(set(ids))
+
+
+def stack_file(tmp_path: Path, template: str = "fixed_pool.toml") -> tuple[Path, str, str]:
+    """The example file with free ports instead of 8516-8518; returns (path, scheduler, monitor)."""
+    addresses = free_addresses()
+    text = (CONFIG_DIR / template).read_text()
+    text = text.replace("tcp://127.0.0.1:8516", addresses.scheduler)
+    text = text.replace("tcp://127.0.0.1:8517", addresses.object_storage)
+    path = tmp_path / template
+    path.write_text(text)
+    return path, addresses.scheduler, addresses.monitor
+
+
+class Stack:
+    def __init__(self, path: Path, log: Path) -> None:
+        self.log_path = log
+        with open(log, "wb") as output:
+            self.popen = subprocess.Popen(
+                [str(BIN_DIR / "scaler"), str(path)], stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+        self.seen: dict[int, psutil.Process] = {}
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def remember(self) -> None:
+        try:
+            for process in psutil.Process(self.popen.pid).children(recursive=True):
+                self.seen.setdefault(process.pid, process)
+        except psutil.NoSuchProcess:
+            pass
+
+    def leftovers(self) -> list[int]:
+        wait_for(lambda: not any(is_alive(p) for p in self.seen.values()), "every process of the stack to exit", 20)
+        return [p.pid for p in self.seen.values() if is_alive(p)]
+
+    def kill_everything(self) -> None:
+        self.remember()
+        for process in [*self.seen.values(), psutil.Process(self.popen.pid)]:
+            try:
+                process.kill()
+            except psutil.Error:
+                pass
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[tuple[Stack, str, str]]:
+    path, scheduler, monitor = stack_file(tmp_path)
+    running = Stack(path, tmp_path / "scaler.log")
+    try:
+        yield running, scheduler, monitor
+    finally:
+        if running.popen.poll() is None:
+            running.kill_everything()
+        running.popen.wait(timeout=30)
+
+
+def run_work(scheduler: str) -> float:
+    with Client(address=scheduler, timeout_seconds=30) as client:
+        return float(sum(client.map(math.sqrt, range(100))))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_the_stack_starts_in_order_runs_work_and_stops_without_orphans(
+    stack: tuple[Stack, str, str], stop_signal: signal.Signals
+) -> None:
+    running, scheduler, monitor = stack
+    probe_scheduler(scheduler)
+    wait_for_workers(monitor, 4)
+    assert run_work(scheduler) == pytest.approx(661.46, abs=0.01)
+    log = running.log()
+    order = [log.index("object storage server at"), log.index("scaler: scheduler at"), log.index("worker manager")]
+    assert order == sorted(order), log
+    assert "monitor at" in log
+    running.remember()
+    assert len(running.seen) >= 3 + 4 * 3, "storage, scheduler, manager, and 4 workers with zygote and processor"
+    running.popen.send_signal(stop_signal)
+    assert running.popen.wait(timeout=60) == 0
+    assert running.leftovers() == []
+
+
+@pytest.mark.timeout(120)
+def test_a_child_that_dies_stops_the_rest_and_the_launcher_exits_non_zero(stack: tuple[Stack, str, str]) -> None:
+    running, scheduler, monitor = stack
+    probe_scheduler(scheduler)
+    wait_for_workers(monitor, 4)
+    running.remember()
+    scheduler_process = next(p for p in running.seen.values() if "scaler.scheduler.process" in " ".join(p.cmdline()))
+    scheduler_process.kill()
+    assert running.popen.wait(timeout=60) == 1
+    assert "scheduler exited unexpectedly (killed by SIGKILL)" in running.log()
+    assert running.leftovers() == []
+
+
+@pytest.mark.timeout(60)
+def test_a_broken_file_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text('[scheduler]\nbind_address = "tcp://127.0.0.1:1"\nworker_timeout_secs = 5\n')
+    done = subprocess.run([str(BIN_DIR / "scaler"), str(path)], capture_output=True, text=True, timeout=50)
+    assert done.returncode == 2
+    assert "worker_timeout_secs" in done.stderr and "[scheduler]" in done.stderr and str(path) in done.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_file_without_any_section_to_start_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "nothing.toml"
+    path.write_text('[top]\nmonitor_address = "tcp://127.0.0.1:1"\n')
+    done = subprocess.run([str(BIN_DIR / "scaler"), str(path)], capture_output=True, text=True, timeout=50)
+    assert done.returncode != 0 and "none of" in done.stderr
+
+
+@pytest.mark.timeout(120)
+def test_the_seed_unified_config_starts_its_components_one_by_one(tmp_path: Path) -> None:
+    """Seed 001's example_config.toml with `scaler_object_storage_server/scaler_scheduler/scaler_cluster
+    --config`, the cluster overridden to 2 workers (the file says 8) with --num-of-workers."""
+    addresses = free_addresses()
+    text = f"""# This is a unified configuration file for all Scaler components.
+
+[scheduler]
+scheduler_address = "{addresses.scheduler}"
+object_storage_address = "{addresses.object_storage}"
+monitor_address = "{addresses.monitor}"
+allocate_policy = "even"
+logging_level = "INFO"
+logging_paths = ["/dev/stdout", "{tmp_path}/scheduler.log"]
+
+[cluster]
+scheduler_address = "{addresses.scheduler}"
+num_of_workers = 8
+per_worker_capabilities = "linux,cpu=8"
+task_timeout_seconds = 600
+
+[object_storage_server]
+object_storage_address = "{addresses.object_storage}"
+
+[webui]
+monitor_address = "{addresses.monitor}"
+web_port = 8081
+"""
+    path = tmp_path / "example_config.toml"
+    path.write_text(text)
+    commands = [
+        ["scaler_object_storage_server", "--config", str(path)],
+        ["scaler_scheduler", "--config", str(path)],
+        ["scaler_cluster", "--config", str(path), "--num-of-workers", "2"],
+    ]
+    started = []
+    try:
+        for command in commands:
+            with open(tmp_path / f"{command[0]}.log", "wb") as log:
+                started.append(
+                    subprocess.Popen([str(BIN_DIR / command[0]), *command[1:]], stdout=log, stderr=subprocess.STDOUT)
+                )
+        snapshot = wait_for_workers(addresses.monitor, 2)
+        assert len(snapshot.workers) == 2
+        assert all(dict(w.capabilities) == {"cpu": 8, "linux": -1} for w in snapshot.workers)
+        assert run_work(addresses.scheduler) == pytest.approx(661.46, abs=0.01)
+        assert (tmp_path / "scheduler.log").read_text(), "the second logging path receives the log too"
+    finally:
+        for popen in reversed(started):
+            popen.send_signal(signal.SIGTERM)
+            try:
+                popen.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                popen.kill()
+                popen.wait()
+
+
+def test_the_launcher_reads_the_environment_too(tmp_path: Path) -> None:
+    path, _, _ = stack_file(tmp_path)
+    environment = {**os.environ, "SCALER_SCHEDULER_WORKER_TIMEOUT_SECONDS": "7"}
+    code = f"from scaler.config.loader import load_launcher_file; print(load_launcher_file({str(path)!r}).scheduler.worker_timeout_seconds)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=30)
+    assert done.stdout.strip() == "7.0", done.stderr

@@ -1,0 +1,252 @@
+"""The worker manager's reconciler: a pure function of target, listed units and time (plus bookkeeping)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scaler.protocol.messages import ManagerTarget, TargetEntry
+from scaler.worker_manager.backend import UnitInfo, UnitState, unit_id_of_worker, worker_type_for_unit
+from scaler.worker_manager.reconciler import Reconciler, ReconcilerSettings, Target, choose_victims
+
+RUNNING, PENDING, STOPPING, GONE = UnitState.RUNNING, UnitState.PENDING, UnitState.STOPPING, UnitState.GONE
+T0 = 1_000_000.0  #: wall-clock-like times, as the runner passes them
+
+
+def unit(
+    unit_id: str, state: UnitState = RUNNING, created_at: float = T0 - 100, workers: tuple[str, ...] = ()
+) -> UnitInfo:
+    return UnitInfo(unit_id, state, created_at, workers)
+
+
+def worker_of(unit_id: str, n: int = 0) -> str:
+    return f"Worker|{worker_type_for_unit('NAT', unit_id)}|{n:032x}"
+
+
+def reconciler(**settings: object) -> Reconciler:
+    return Reconciler(ReconcilerSettings(**settings))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- counting and launching
+
+
+def test_no_target_yet_changes_nothing() -> None:
+    r = reconciler()
+    plan = r.plan(None, [unit("a"), unit("b")], T0)
+    assert plan.is_empty
+    assert r.units == 2
+
+
+def test_launches_what_is_missing() -> None:
+    plan = reconciler().plan(Target(3), [unit("a")], T0)
+    assert plan.launch == 2 and plan.terminate == ()
+
+
+def test_units_round_up_and_respect_max_units() -> None:
+    assert reconciler(workers_per_unit=4).plan(Target(5), [], T0).launch == 2
+    assert reconciler(max_units=3).plan(Target(10), [], T0).launch == 3
+    assert reconciler(max_units=0).plan(Target(10), [], T0).launch == 0
+
+
+def test_launches_not_listed_yet_count_so_nothing_is_doubled() -> None:
+    r = reconciler()
+    assert r.plan(Target(2), [], T0).launch == 2
+    r.launched(["a", "b"], 2, T0)
+    assert r.plan(Target(2), [], T0 + 1).is_empty  # the backend does not list them yet
+    assert (r.units, r.pending_units) == (2, 2)
+    assert r.plan(Target(2), [unit("a", created_at=T0), unit("b", PENDING, T0)], T0 + 2).is_empty
+    assert (r.units, r.pending_units) == (2, 1)
+
+
+def test_adopts_units_that_exist_at_start_up() -> None:
+    r = reconciler()
+    units = [unit("old1", created_at=T0 - 200), unit("old2", created_at=T0 - 100)]
+    assert r.plan(Target(2), units, T0).is_empty
+    assert r.plan(Target(1), units, T0).terminate == ("old2",)  # without idle workers: the newest first
+
+
+def test_stopping_and_gone_units_do_not_count() -> None:
+    plan = reconciler().plan(Target(2), [unit("a"), unit("b", STOPPING), unit("c", GONE)], T0)
+    assert plan.launch == 1 and plan.terminate == ()
+
+
+def test_target_sums_every_entry_without_matching_values() -> None:
+    # #905: the scheduler only sends entries for this manager; their capability values are not compared
+    message = ManagerTarget(
+        entries=(TargetEntry((("gpu", 2),), 2), TargetEntry((), 3), TargetEntry((("linux", -1),), 1)),
+        drain=("w1",),
+    )
+    assert Target.of(message) == Target(6, ("w1",))
+    assert Target.of(ManagerTarget(entries=())) == Target(0)
+
+
+# ---------------------------------------------------------------- dead units and back-off
+
+
+def test_a_dead_unit_is_replaced_at_once() -> None:
+    r = reconciler()
+    assert r.plan(Target(2), [unit("a"), unit("b")], T0).is_empty
+    plan = r.plan(Target(2), [unit("a")], T0 + 1)  # b died after running for a long time
+    assert plan.launch == 1
+    assert any("b ended on its own" in note for note in plan.notes)
+    assert r.failures == 0
+
+
+def test_early_deaths_back_off_exponentially_up_to_the_cap() -> None:
+    r = reconciler(backoff_base_seconds=1, backoff_cap_seconds=4, early_death_seconds=10)
+    now = T0
+    delays = []
+    for attempt in range(5):
+        plan = r.plan(Target(1), [], now)
+        assert plan.launch == 1, f"attempt {attempt}"
+        r.launched([f"u{attempt}"], 1, now)
+        r.plan(Target(1), [unit(f"u{attempt}", created_at=now)], now)
+        now += 1  # ... and it dies one second later
+        assert r.plan(Target(1), [], now).launch == 0
+        delays.append(r.backoff_seconds())
+        now += r.backoff_seconds()  # the failure happened at `now - delay`: the next launch is allowed now
+    assert delays == [1, 2, 4, 4, 4]
+
+
+def test_back_off_holds_launches_until_the_delay_has_passed() -> None:
+    r = reconciler(backoff_base_seconds=1)
+    r.launch_failed(T0)
+    r.launch_failed(T0)  # two failures: 2 s
+    assert r.plan(Target(1), [], T0 + 1.9).launch == 0
+    assert r.plan(Target(1), [], T0 + 2.0).launch == 1
+
+
+def test_back_off_is_noted_once() -> None:
+    r = reconciler()
+    r.launch_failed(T0)
+    first = r.plan(Target(1), [], T0 + 0.1)
+    second = r.plan(Target(1), [], T0 + 0.2)
+    assert len(first.notes) == 1 and second.notes == ()
+
+
+def test_a_partial_launch_counts_as_a_failure() -> None:
+    r = reconciler()
+    r.launched(["a"], 3, T0)
+    assert r.failures == 1
+    assert r.plan(Target(3), [], T0 + 0.5).launch == 0
+
+
+def test_a_healthy_unit_launched_after_the_failures_clears_them() -> None:
+    r = reconciler(early_death_seconds=10)
+    r.launch_failed(T0)
+    r.launch_failed(T0)
+    r.plan(Target(1), [unit("old", created_at=T0 - 500)], T0 + 20)  # an old unit proves nothing
+    assert r.failures == 2
+    r.plan(Target(1), [unit("new", created_at=T0 + 5)], T0 + 20)
+    assert r.failures == 0
+
+
+def test_a_unit_listed_gone_right_after_its_launch_is_a_failure() -> None:
+    r = reconciler()
+    r.launched(["a"], 1, T0)
+    plan = r.plan(Target(1), [unit("a", GONE, T0)], T0 + 1)
+    assert r.failures == 1 and plan.launch == 0
+
+
+def test_a_unit_stuck_pending_is_terminated_and_replaced() -> None:
+    r = reconciler(pending_timeout_seconds=60, backoff_base_seconds=1)
+    stuck = unit("a", PENDING, created_at=T0)
+    plan = r.plan(Target(1), [stuck], T0 + 61)
+    assert plan.terminate == ("a",) and plan.launch == 0  # the failure backs off the replacement by 1 s
+    r.terminating(["a"], T0 + 61)
+    assert r.plan(Target(1), [unit("a", STOPPING, T0)], T0 + 62).launch == 1
+
+
+def test_a_launch_never_listed_is_given_up_after_the_pending_timeout() -> None:
+    r = reconciler(pending_timeout_seconds=60)
+    r.launched(["ghost"], 1, T0)
+    plan = r.plan(Target(1), [], T0 + 61)
+    assert plan.terminate == ("ghost",)
+    assert r.failures == 1
+
+
+# ---------------------------------------------------------------- shrinking
+
+
+def test_terminated_units_are_not_counted_nor_lost() -> None:
+    r = reconciler()
+    units = [unit("a", created_at=T0 - 200), unit("b", created_at=T0 - 100)]
+    plan = r.plan(Target(1), units, T0)
+    assert plan.terminate == ("b",)
+    r.terminating(list(plan.terminate), T0)
+    assert r.plan(Target(1), units, T0 + 1).is_empty  # still listed RUNNING by a slow backend: not counted
+    after = r.plan(Target(1), units[:1], T0 + 2)  # gone on request
+    assert after.is_empty and after.notes == () and r.failures == 0
+
+
+def test_a_failed_terminate_is_retried() -> None:
+    r = reconciler()
+    units = [unit("a", created_at=T0 - 200), unit("b", created_at=T0 - 100)]
+    victims = r.plan(Target(1), units, T0).terminate
+    r.terminating(list(victims), T0)
+    r.terminate_failed(list(victims))
+    assert r.plan(Target(1), units, T0 + 1).terminate == victims
+
+
+def test_victims_pending_first_then_unlisted_then_idle_in_drain_order_then_newest() -> None:
+    alive = [
+        unit("busy_old", created_at=T0 - 50),
+        unit("idle1", created_at=T0 - 40),
+        unit("pend", PENDING, T0 - 5),
+        unit("busy_new", created_at=T0 - 10),
+        unit("idle2", created_at=T0 - 30),
+    ]
+    drain = (worker_of("idle2"), worker_of("idle1"))
+    order = choose_victims(alive, {"launching": T0}, drain, workers_per_unit=1, count=10)
+    assert order == ["pend", "launching", "idle2", "idle1", "busy_new", "busy_old"]
+
+
+def test_never_a_busy_unit_while_an_idle_one_exists() -> None:
+    r = reconciler()
+    units = [unit("busy1", created_at=T0 - 1), unit("busy2", created_at=T0 - 2), unit("idle", created_at=T0 - 300)]
+    plan = r.plan(Target(2, drain=(worker_of("idle"),)), units, T0)
+    assert plan.terminate == ("idle",)
+
+
+def test_drain_ids_match_exact_worker_ids_when_the_backend_knows_them() -> None:
+    units = [unit("a", workers=("w-a",)), unit("b", created_at=T0 - 1, workers=("w-b",))]
+    assert choose_victims(units, {}, ("w-a",), workers_per_unit=1, count=1) == ["a"]
+
+
+def test_a_multi_worker_unit_is_idle_only_when_all_its_workers_are() -> None:
+    units = [unit("half", created_at=T0 - 100), unit("full", created_at=T0 - 200)]
+    drain = (worker_of("half", 0), worker_of("full", 0), worker_of("full", 1))
+    assert choose_victims(units, {}, drain, workers_per_unit=2, count=1) == ["full"]
+
+
+def test_shrinking_to_zero_terminates_everything() -> None:
+    units = [unit("a"), unit("b", PENDING), unit("c")]
+    plan = reconciler().plan(Target(0), units, T0)
+    assert sorted(plan.terminate) == ["a", "b", "c"]
+
+
+def test_unknown_drain_ids_are_ignored() -> None:
+    units = [unit("a", created_at=T0 - 2), unit("b", created_at=T0 - 1)]
+    drain = ("Worker|FIX|0123", "Client|x", worker_of("zzz"))
+    assert choose_victims(units, {}, drain, workers_per_unit=1, count=1) == ["b"]
+
+
+# ---------------------------------------------------------------- worker ids <-> unit ids
+
+
+def test_unit_ids_round_trip_through_worker_ids() -> None:
+    assert unit_id_of_worker(worker_of("3f2a9c1b0d4e")) == "3f2a9c1b0d4e"
+    assert unit_id_of_worker("Worker|MY-TYPE-abc|ffff") == "abc"  # a prefix may contain '-'
+    assert unit_id_of_worker("Worker|FIX|ffff") is None
+    assert unit_id_of_worker("Worker|NAT-|ffff") is None
+    assert unit_id_of_worker("Client|NAT-a|ffff") is None
+
+
+@pytest.mark.parametrize("bad", ["", "a-b", "a|b"])
+def test_unit_ids_with_separators_are_refused(bad: str) -> None:
+    with pytest.raises(ValueError):
+        worker_type_for_unit("NAT", bad)
+
+
+def test_workers_per_unit_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        reconciler(workers_per_unit=0)
