@@ -284,7 +284,7 @@ def test_a_profiling_client_profiles_every_task() -> None:
 
 @pytest.mark.timeout(120)
 def test_the_documented_tagged_serializer_round_trips_dataframes_ints_and_the_rest() -> None:
-    code = f"""
+    code = """
 import pandas as pd
 from custom_serializer import CustomSerializer
 from scaler import Client, SchedulerClusterCombo
@@ -299,7 +299,7 @@ with SchedulerClusterCombo(n_workers=1, logging_level="WARNING") as cluster:
     with Client(address=cluster.get_address(), serializer=CustomSerializer()) as client:
         print(client.submit(add, 1, 2).result())
         print(client.submit(add, "a", "b").result())
-        frame = client.submit(total, pd.DataFrame({{"x": [1, 2, 3]}})).result()
+        frame = client.submit(total, pd.DataFrame({"x": [1, 2, 3]})).result()
         print(list(frame["y"]))
 """
     # "All libraries used for serialization must be installed on workers": the workers import the

@@ -204,6 +204,9 @@ web_port = 8081
 def test_the_launcher_reads_the_environment_too(tmp_path: Path) -> None:
     path, _, _ = stack_file(tmp_path)
     environment = {**os.environ, "SCALER_SCHEDULER_WORKER_TIMEOUT_SECONDS": "7"}
-    code = f"from scaler.config.loader import load_launcher_file; print(load_launcher_file({str(path)!r}).scheduler.worker_timeout_seconds)"
+    code = (
+        "from scaler.config.loader import load_launcher_file; "
+        f"print(load_launcher_file({str(path)!r}).scheduler.worker_timeout_seconds)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=30)
     assert done.stdout.strip() == "7.0", done.stderr
