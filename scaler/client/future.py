@@ -45,8 +45,7 @@ class ScalerFuture(concurrent.futures.Future[Any]):
         self._raw: m.TaskResult | None = None
         self._value: Any = _UNSET
         self._error: BaseException | None = None
-        self._materialize_lock = threading.Lock()
-        self._cancel_answered = threading.Event()
+        self._cancel_answered: threading.Event | None = None  #: made by cancel(), the rare case
 
     @property
     def task_id(self) -> TaskID:
@@ -54,11 +53,16 @@ class ScalerFuture(concurrent.futures.Future[Any]):
 
     # ------------------------------------------------------------ completion (called by the I/O thread)
 
+    def _answered(self) -> None:
+        event = self._cancel_answered
+        if event is not None:
+            event.set()
+
     def _complete(self, result: m.TaskResult) -> None:
         if self.done():
             return
         self._raw = result
-        self._cancel_answered.set()
+        self._answered()
         try:
             self.set_result(None)
         except concurrent.futures.InvalidStateError:
@@ -68,7 +72,7 @@ class ScalerFuture(concurrent.futures.Future[Any]):
         if self.done():
             return
         self._value = value
-        self._cancel_answered.set()
+        self._answered()
         try:
             self.set_result(value)
         except concurrent.futures.InvalidStateError:
@@ -78,7 +82,7 @@ class ScalerFuture(concurrent.futures.Future[Any]):
         if self.done():
             return
         self._error = error
-        self._cancel_answered.set()
+        self._answered()
         try:
             self.set_result(None)
         except concurrent.futures.InvalidStateError:
@@ -86,7 +90,7 @@ class ScalerFuture(concurrent.futures.Future[Any]):
 
     def _confirm_cancelled(self) -> None:
         self._cancel_and_notify()
-        self._cancel_answered.set()
+        self._answered()
 
     def _cancel_and_notify(self) -> bool:
         """Cancel, and wake `concurrent.futures.wait`/`as_completed` callers: `Future.cancel` alone does not
@@ -128,8 +132,12 @@ class ScalerFuture(concurrent.futures.Future[Any]):
             return self.cancelled()
         if self._request_cancel is None:
             return self._cancel_and_notify()
+        with self._condition:
+            if self._cancel_answered is None:
+                self._cancel_answered = threading.Event()
         self._request_cancel(self._task_id)
-        self._cancel_answered.wait(DEFAULT_CANCEL_TIMEOUT_SECONDS if timeout is None else timeout)
+        if not self.done():
+            self._cancel_answered.wait(DEFAULT_CANCEL_TIMEOUT_SECONDS if timeout is None else timeout)
         return self.cancelled()
 
     def profiling_info(self) -> Any:
@@ -149,7 +157,7 @@ class ScalerFuture(concurrent.futures.Future[Any]):
     def _materialize(self) -> None:
         if self._value is not _UNSET or self._error is not None or self._raw is None:
             return
-        with self._materialize_lock:
+        with self._condition:  # the future's own reentrant lock
             if self._value is not _UNSET or self._error is not None:
                 return
             assert self._reader is not None
