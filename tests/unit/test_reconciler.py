@@ -152,7 +152,7 @@ def test_a_unit_stuck_pending_is_terminated_and_replaced() -> None:
     stuck = unit("a", PENDING, created_at=T0)
     plan = r.plan(Target(1), [stuck], T0 + 61)
     assert plan.terminate == ("a",) and plan.launch == 0  # the failure backs off the replacement by 1 s
-    r.terminating(["a"], T0 + 61)
+    r.terminating(["a"])
     assert r.plan(Target(1), [unit("a", STOPPING, T0)], T0 + 62).launch == 1
 
 
@@ -172,7 +172,7 @@ def test_terminated_units_are_not_counted_nor_lost() -> None:
     units = [unit("a", created_at=T0 - 200), unit("b", created_at=T0 - 100)]
     plan = r.plan(Target(1), units, T0)
     assert plan.terminate == ("b",)
-    r.terminating(list(plan.terminate), T0)
+    r.terminating(list(plan.terminate))
     assert r.plan(Target(1), units, T0 + 1).is_empty  # still listed RUNNING by a slow backend: not counted
     after = r.plan(Target(1), units[:1], T0 + 2)  # gone on request
     assert after.is_empty and after.notes == () and r.failures == 0
@@ -182,7 +182,7 @@ def test_a_failed_terminate_is_retried() -> None:
     r = reconciler()
     units = [unit("a", created_at=T0 - 200), unit("b", created_at=T0 - 100)]
     victims = r.plan(Target(1), units, T0).terminate
-    r.terminating(list(victims), T0)
+    r.terminating(list(victims))
     r.terminate_failed(list(victims))
     assert r.plan(Target(1), units, T0 + 1).terminate == victims
 

@@ -1,0 +1,1 @@
+"""`baremetal_native`: units are local worker processes (see `backend.NativeBackend`)."""

@@ -1,0 +1,262 @@
+"""The pure decision of a worker manager: given the target and the units that exist, what to launch and
+what to terminate. No I/O, no clock: time comes in as `now` (wall-clock seconds, the clock of
+`UnitInfo.created_at`). The runner calls `plan` on every new target and on a timer, performs the plan,
+and reports back with `launched`, `launch_failed`, `terminating` and `terminate_failed`.
+
+Rules (docs/worker_managers.md explains why):
+1. Count the units listed PENDING or RUNNING (not those being terminated), plus launches the backend
+   returned but does not list yet. Units that already existed when the manager started are listed,
+   so they count: a restarted manager adopts its units instead of doubling them.
+2. Wanted units: ceil(target workers / workers per unit), at most `max_units`. No target received yet
+   (the `no` policy): launch and shrink nothing.
+3. Fewer than wanted: launch the difference, unless backing off after failures (rule 7).
+4. A unit that died is simply not listed as PENDING/RUNNING any more, so rule 3 replaces it.
+5. More than wanted: terminate the surplus in this order: PENDING units (newest first), launches not
+   listed yet, units whose workers are all idle (in the scheduler's drain order), and only then the
+   other units, newest first (most likely still booting). A unit with a busy worker is never chosen
+   while an idle one exists.
+6. A unit PENDING for longer than `pending_timeout_seconds` is terminated (and, by rule 3, replaced).
+7. Failures: a launch that raised or returned fewer units than asked, a unit stuck PENDING (rule 6), a
+   launch never listed within the pending timeout, and a unit that ended on its own within
+   `early_death_seconds` of its launch. After n failures no launch happens before 1 s, 2 s, 4 s ...
+   (at most `backoff_cap_seconds`) after the latest one. A unit launched after the latest failure that has
+   been RUNNING for `early_death_seconds` clears the count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from math import ceil
+
+from scaler.protocol.messages import ManagerTarget
+from scaler.worker_manager.backend import UnitInfo, UnitState, unit_id_of_worker
+
+#: Back-off exponent cap, only to keep the arithmetic small; the delay is capped by the settings anyway.
+_MAX_EXPONENT = 30
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcilerSettings:
+    workers_per_unit: int = 1
+    max_units: int | None = None  #: None = unlimited
+    pending_timeout_seconds: float = 300.0  #: a unit PENDING longer than this is replaced
+    backoff_base_seconds: float = 1.0
+    backoff_cap_seconds: float = 30.0
+    early_death_seconds: float = 10.0  #: a unit ending on its own younger than this is a failed launch
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What the scheduler's latest ManagerTarget asks of this manager."""
+
+    workers: int
+    drain: tuple[str, ...] = ()  #: idle worker ids, best to stop first
+
+    @classmethod
+    def of(cls, message: ManagerTarget) -> Target:
+        # Every entry the scheduler sends is meant for this manager (a policy only names capability sets
+        # the manager covers), so the entries are summed without matching capability values (#905).
+        return cls(sum(max(0, entry.workers) for entry in message.entries), message.drain)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    launch: int = 0  #: units to launch
+    terminate: tuple[str, ...] = ()  #: unit ids to terminate
+    notes: tuple[str, ...] = ()  #: what was noticed and decided, for the log
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.launch and not self.terminate
+
+
+class Reconciler:
+    """Target + listed units + time -> a Plan. Keeps only the bookkeeping the next plan needs."""
+
+    def __init__(self, settings: ReconcilerSettings) -> None:
+        if settings.workers_per_unit < 1:
+            raise ValueError("workers_per_unit must be at least 1")
+        self.settings = settings
+        self.failures = 0  #: failures since the count was last cleared (rule 7)
+        self.units = 0  #: units counted at the last plan (heartbeat `units`)
+        self.pending_units = 0  #: of those, PENDING or not listed yet (heartbeat `pending_units`)
+        #: unit id -> created_at of the units counted at the last plan; a unit that leaves it unasked was lost
+        self._counted: dict[str, float] = {}
+        #: unit id -> launch time, for ids `launch` returned that `list_units` has not shown yet
+        self._unlisted: dict[str, float] = {}
+        #: units terminate was asked for; dropped once the backend stops listing them (or lists them GONE)
+        self._terminating: set[str] = set()
+        self._last_failure_at = 0.0
+        self._backoff_noted = False
+
+    # ------------------------------------------------------------ the decision
+
+    def wanted_units(self, workers: int) -> int:
+        units = ceil(max(0, workers) / self.settings.workers_per_unit)
+        max_units = self.settings.max_units
+        return units if max_units is None else min(units, max_units)
+
+    def plan(self, target: Target | None, units: Sequence[UnitInfo], now: float) -> Plan:
+        notes: list[str] = []
+        listed = {unit.unit_id: unit for unit in units}
+        self._forget_finished(listed, now, notes)
+        alive = [unit for unit in units if unit.is_alive and unit.unit_id not in self._terminating]
+        self._note_losses(listed, {unit.unit_id for unit in alive}, now, notes)
+        terminate = self._stuck(alive, now, notes) + self._expired_launches(now, notes)
+        alive = [unit for unit in alive if unit.unit_id not in terminate]
+        self._clear_failures_if_healthy(alive, now)
+        self._counted = {unit.unit_id: unit.created_at for unit in alive}
+        count = len(alive) + len(self._unlisted)
+        self.units = count
+        self.pending_units = sum(1 for unit in alive if unit.state is UnitState.PENDING) + len(self._unlisted)
+        launch = 0
+        if target is not None:
+            wanted = self.wanted_units(target.workers)
+            if count < wanted:
+                launch = self._launches_allowed(wanted - count, now, notes)
+            elif count > wanted:
+                victims = choose_victims(
+                    alive, self._unlisted, target.drain, self.settings.workers_per_unit, count - wanted
+                )
+                notes.append(f"{count} units for a target of {wanted}: terminating {', '.join(victims)}")
+                terminate.extend(victims)
+                for unit_id in victims:  # going on request, not lost
+                    self._counted.pop(unit_id, None)
+        return Plan(launch, tuple(terminate), tuple(notes))
+
+    # ------------------------------------------------------------ what the runner reports back
+
+    def launched(self, unit_ids: Sequence[str], requested: int, now: float) -> None:
+        for unit_id in unit_ids:
+            self._unlisted[unit_id] = now
+        if len(unit_ids) < requested:
+            self._failure(now)
+
+    def launch_failed(self, now: float) -> None:
+        self._failure(now)
+
+    def terminating(self, unit_ids: Sequence[str]) -> None:
+        for unit_id in unit_ids:
+            self._terminating.add(unit_id)
+            self._unlisted.pop(unit_id, None)
+
+    def terminate_failed(self, unit_ids: Sequence[str]) -> None:
+        """The backend raised: count the units again, so that the next plan retries."""
+        self._terminating.difference_update(unit_ids)
+
+    def backoff_seconds(self) -> float:
+        if not self.failures:
+            return 0.0
+        exponent = min(self.failures - 1, _MAX_EXPONENT)
+        return float(min(self.settings.backoff_cap_seconds, self.settings.backoff_base_seconds * 2**exponent))
+
+    # ------------------------------------------------------------ bookkeeping
+
+    def _forget_finished(self, listed: Mapping[str, UnitInfo], now: float, notes: list[str]) -> None:
+        for unit_id in list(self._terminating):
+            unit = listed.get(unit_id)
+            if unit is None or unit.state is UnitState.GONE:
+                self._terminating.discard(unit_id)
+        for unit_id, launched_at in list(self._unlisted.items()):
+            unit = listed.get(unit_id)
+            if unit is None:
+                continue
+            del self._unlisted[unit_id]
+            if not unit.is_alive and unit_id not in self._terminating:
+                notes.append(_ended(unit_id, now - launched_at, unit.detail) + ": counted as a failure")
+                self._failure(now)
+
+    def _note_losses(self, listed: Mapping[str, UnitInfo], alive_ids: set[str], now: float, notes: list[str]) -> None:
+        for unit_id, created_at in self._counted.items():
+            if unit_id in alive_ids or unit_id in self._terminating:
+                continue
+            age = now - created_at
+            ended = _ended(unit_id, age, listed[unit_id].detail if unit_id in listed else "")
+            if age < self.settings.early_death_seconds:
+                notes.append(f"{ended}: counted as a failure")
+                self._failure(now)
+            else:
+                notes.append(f"{ended}: it will be replaced")
+
+    def _stuck(self, alive: Sequence[UnitInfo], now: float, notes: list[str]) -> list[str]:
+        stuck = []
+        for unit in alive:
+            waited = now - unit.created_at
+            if unit.state is UnitState.PENDING and waited > self.settings.pending_timeout_seconds:
+                notes.append(f"unit {unit.unit_id} has been pending for {waited:.0f} s: terminating it")
+                self._failure(now)
+                stuck.append(unit.unit_id)
+        return stuck
+
+    def _expired_launches(self, now: float, notes: list[str]) -> list[str]:
+        expired = [
+            unit_id
+            for unit_id, launched_at in self._unlisted.items()
+            if now - launched_at > self.settings.pending_timeout_seconds
+        ]
+        for unit_id in expired:
+            notes.append(f"unit {unit_id} was launched but never listed: terminating it")
+            del self._unlisted[unit_id]
+            self._failure(now)
+        return expired
+
+    def _clear_failures_if_healthy(self, alive: Sequence[UnitInfo], now: float) -> None:
+        if self.failures and any(
+            unit.state is UnitState.RUNNING
+            and unit.created_at > self._last_failure_at
+            and now - unit.created_at >= self.settings.early_death_seconds
+            for unit in alive
+        ):
+            self.failures = 0
+
+    def _failure(self, now: float) -> None:
+        self.failures += 1
+        self._last_failure_at = max(self._last_failure_at, now)
+        self._backoff_noted = False
+
+    def _launches_allowed(self, missing: int, now: float, notes: list[str]) -> int:
+        delay = self.backoff_seconds()
+        if delay and now < self._last_failure_at + delay:
+            if not self._backoff_noted:
+                self._backoff_noted = True
+                notes.append(f"{self.failures} failure(s) in a row: next launch {delay:g} s after the last one")
+            return 0
+        return missing
+
+
+def _ended(unit_id: str, age_seconds: float, detail: str) -> str:
+    return f"unit {unit_id} ended on its own {age_seconds:.0f} s after its launch" + (f" ({detail})" if detail else "")
+
+
+def choose_victims(
+    alive: Sequence[UnitInfo],
+    unlisted: Mapping[str, float],
+    drain: Sequence[str],
+    workers_per_unit: int,
+    count: int,
+) -> list[str]:
+    """The `count` units to terminate first (rule 5)."""
+    by_worker = {worker_id: unit.unit_id for unit in alive for worker_id in unit.worker_ids}
+    idle_workers: dict[str, int] = {}
+    first_rank: dict[str, int] = {}
+    for rank, worker_id in enumerate(drain):
+        unit_id = by_worker.get(worker_id) or unit_id_of_worker(worker_id)
+        if unit_id is None:
+            continue
+        idle_workers[unit_id] = idle_workers.get(unit_id, 0) + 1
+        first_rank.setdefault(unit_id, rank)
+
+    def is_idle(unit: UnitInfo) -> bool:
+        return idle_workers.get(unit.unit_id, 0) >= (len(unit.worker_ids) or workers_per_unit)
+
+    def newest_first(unit: UnitInfo) -> tuple[float, str]:
+        return -unit.created_at, unit.unit_id
+
+    pending = sorted((unit for unit in alive if unit.state is UnitState.PENDING), key=newest_first)
+    running = [unit for unit in alive if unit.state is not UnitState.PENDING]
+    idle = sorted((unit for unit in running if is_idle(unit)), key=lambda unit: first_rank[unit.unit_id])
+    others = sorted((unit for unit in running if not is_idle(unit)), key=newest_first)
+    not_listed = sorted(unlisted, key=lambda unit_id: (-unlisted[unit_id], unit_id))
+    order = [unit.unit_id for unit in pending] + not_listed + [unit.unit_id for unit in idle + others]
+    return order[:count]

@@ -1,0 +1,329 @@
+"""The asyncio shell every worker manager type shares: the scheduler link and the reconcile loop.
+
+It decides nothing itself. It registers with the scheduler (Hello with ManagerInfo; a refusal, such as
+a duplicate manager id, ends the manager with exit code 1 and the scheduler's reason in the log),
+heartbeats with the unit counts, keeps the latest ManagerTarget, and reconciles on every new target
+and on a timer: `backend.list_units()` -> `Reconciler.plan` -> `backend.terminate` / `backend.launch`.
+Backend errors are logged and retried with back-off; they never end the manager.
+
+It stops on SIGINT/SIGTERM or the scheduler's Shutdown (units terminated, exit 0), and when the
+scheduler has been silent for longer than the scheduler timeout (the workers' death timeout; units
+terminated, exit 2 if it never answered, 3 if it went away).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from math import ceil
+from typing import Any
+
+import psutil
+import zmq
+
+from scaler.io.zmq_async import AsyncSocket, Frames, configure
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol.handshake import local_python_version
+from scaler.worker_manager.backend import LaunchSpec, UnitBackend, UnitState
+from scaler.worker_manager.reconciler import Reconciler, ReconcilerSettings, Target
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_ERROR = 1  #: refused by the scheduler, or a configuration error
+EXIT_NEVER_CONNECTED = 2  #: the scheduler never answered within the scheduler timeout
+EXIT_SCHEDULER_LOST = 3  #: the scheduler stopped answering
+
+#: Longest wait between two attempts to list the units after errors.
+LIST_BACKOFF_CAP_SECONDS = 30.0
+#: How long a reconcile pass in progress may take to finish when the manager stops.
+RECONCILE_FINISH_SECONDS = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerSettings:
+    scheduler_address: str  #: where the manager itself connects
+    manager_id: str
+    manager_type: str  #: e.g. baremetal_native
+    capabilities: m.Capabilities = ()  #: what each worker advertises
+    max_workers: m.WorkerLimit = None  #: None = unlimited
+    heartbeat_interval_seconds: float = 2.0
+    reconcile_interval_seconds: float = 1.0
+    scheduler_timeout_seconds: float = 300.0
+    stop_timeout_seconds: float = 20.0  #: how long shutdown waits for the units to be gone
+    pending_timeout_seconds: float = 300.0
+    io_threads: int = 1
+
+
+class ManagerRunner:
+    def __init__(
+        self,
+        settings: RunnerSettings,
+        backend: UnitBackend,
+        spec: LaunchSpec,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._settings = settings
+        self._backend = backend
+        self._spec = spec
+        self._clock = clock  #: the reconciler's clock: wall-clock seconds, as UnitInfo.created_at
+        workers_per_unit = backend.workers_per_unit
+        max_units = None if settings.max_workers is None else ceil(settings.max_workers / workers_per_unit)
+        self._reconciler = Reconciler(
+            ReconcilerSettings(
+                workers_per_unit=workers_per_unit,
+                max_units=max_units,
+                pending_timeout_seconds=settings.pending_timeout_seconds,
+            )
+        )
+        #: what the Hello reports: whole units' worth of workers
+        self._max_workers = None if max_units is None else max_units * workers_per_unit
+        self._identity = f"Manager|{settings.manager_type}|{uuid.uuid4().hex}".encode()
+        self._target: Target | None = None
+        self._accepted = False
+        self._stop_units = True  #: False when refused: the units may belong to the manager holding this id
+        self._stopping = False
+        self._list_failures = 0
+        self._last_heard = time.monotonic()
+        self.exit_reason = ""
+
+    # ------------------------------------------------------------ lifetime
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        self._done: asyncio.Future[int] = loop.create_future()
+        self._wake = asyncio.Event()
+        context: zmq.Context[Any] = zmq.Context(io_threads=self._settings.io_threads)
+        sock = context.socket(zmq.DEALER)
+        configure(sock, identity=self._identity)
+        sock.connect(self._settings.scheduler_address)
+        self._socket = AsyncSocket(loop, sock, self._on_frames)
+        signals = self._install_signal_handlers(loop)
+        logger.info(
+            "worker manager %r (%s) connecting to %s; at most %s workers",
+            self._settings.manager_id, self._settings.manager_type, self._settings.scheduler_address,
+            "unlimited" if self._max_workers is None else self._max_workers,
+        )  # fmt: skip
+        self._last_heard = time.monotonic()
+        self._send(self._hello())
+        heartbeat = asyncio.ensure_future(self._heartbeat_routine())
+        reconcile = asyncio.ensure_future(self._reconcile_routine())
+        try:
+            code = await self._done
+        finally:
+            self._stopping = True
+            self._wake.set()
+            for signum in signals:
+                loop.remove_signal_handler(signum)
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+            await self._finish_routine(reconcile)
+        try:
+            if self._stop_units:
+                await self._stop_all_units(self.exit_reason)
+            await self._backend.close()
+        except Exception:
+            logger.exception("the backend failed while the manager was stopping")
+            code = code or EXIT_ERROR
+        finally:
+            self._socket.close()
+            context.term()
+        return code
+
+    def stop(self, reason: str, code: int = EXIT_OK) -> None:
+        done: asyncio.Future[int] | None = getattr(self, "_done", None)
+        if done is not None and not done.done():
+            self.exit_reason = reason
+            log = logger.info if code == EXIT_OK else logger.error
+            log("worker manager %r stopping: %s", self._settings.manager_id, reason)
+            done.set_result(code)
+
+    def _install_signal_handlers(self, loop: asyncio.AbstractEventLoop) -> list[int]:
+        installed: list[int] = []
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(signum, self.stop, f"received {signal.Signals(signum).name}")
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+                continue
+            installed.append(signum)
+        return installed
+
+    async def _finish_routine(self, routine: asyncio.Future[None]) -> None:
+        """Let a reconcile pass in progress finish (a launch cut short could lose track of a unit)."""
+        try:
+            await asyncio.wait_for(routine, RECONCILE_FINISH_SECONDS)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            pass
+        except Exception:
+            logger.exception("the reconcile loop failed")
+
+    async def _stop_all_units(self, reason: str) -> None:
+        """Terminate every unit and wait (up to stop_timeout_seconds) until none is left."""
+        deadline = time.monotonic() + self._settings.stop_timeout_seconds
+        announced = False
+        while True:
+            try:
+                units = [unit for unit in await self._backend.list_units() if unit.state is not UnitState.GONE]
+            except Exception as error:
+                logger.error("could not list the units to stop them: %s", error)
+                return
+            if not units:
+                return
+            if not announced:
+                announced = True
+                logger.info("terminating %d unit(s)", len(units))
+            running = [unit.unit_id for unit in units if unit.state is not UnitState.STOPPING]
+            if running:
+                try:
+                    await self._backend.terminate(running, f"the worker manager is stopping: {reason}")
+                except Exception as error:
+                    logger.error("could not terminate units %s: %s", ", ".join(running), error)
+            if time.monotonic() > deadline:
+                left = ", ".join(f"{unit.unit_id} ({unit.state.value})" for unit in units)
+                logger.warning("units still not gone after %g s: %s", self._settings.stop_timeout_seconds, left)
+                return
+            await asyncio.sleep(0.2)
+
+    # ------------------------------------------------------------ scheduler link
+
+    def _hello(self) -> m.Hello:
+        info = m.ManagerInfo(
+            self._settings.manager_id, self._settings.capabilities, self._max_workers, self._settings.manager_type
+        )
+        return m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
+
+    def _send(self, message: m.Message) -> None:
+        try:
+            self._socket.send([codec.encode(message)])
+        except zmq.ZMQError as error:
+            logger.warning("could not send %s to the scheduler: %s", type(message).__name__, error)
+
+    def _on_frames(self, frames: Frames) -> None:
+        for frame in frames:
+            try:
+                message = codec.decode(frame)
+            except codec.DecodeError as error:
+                logger.warning("undecodable frame from the scheduler: %s", error)
+                continue
+            self._last_heard = time.monotonic()
+            self._on_message(message)
+
+    def _on_message(self, message: m.Message) -> None:
+        if isinstance(message, m.ManagerTarget):
+            self._target = Target.of(message)
+            self._wake.set()
+        elif isinstance(message, m.HelloReply):
+            self._on_hello_reply(message)
+        elif isinstance(message, m.Shutdown):
+            self.stop(f"the scheduler asked the manager to stop: {message.reason or 'no reason given'}")
+        elif isinstance(message, m.ProtocolError):
+            logger.warning("the scheduler refused a message: %s", message.reason)
+            if self._accepted and message.kind is m.ProtocolErrorKind.UNKNOWN_PEER:
+                # It forgot this manager (it restarted, or took the manager for dead): register again.
+                self._accepted = False
+                self._send(self._hello())
+        elif not isinstance(message, (m.HeartbeatEcho, m.Ping)):
+            logger.warning("unexpected %s from the scheduler; ignored", type(message).__name__)
+
+    def _on_hello_reply(self, reply: m.HelloReply) -> None:
+        if not reply.accepted:
+            self._stop_units = False
+            self.stop(f"the scheduler at {self._settings.scheduler_address} refused it: {reply.reason}", EXIT_ERROR)
+            return
+        if not self._accepted:
+            logger.info("registered with the scheduler at %s", self._settings.scheduler_address)
+        self._accepted = True
+        self._wake.set()
+
+    async def _heartbeat_routine(self) -> None:
+        process = psutil.Process()
+        process.cpu_percent()
+        timeout = self._settings.scheduler_timeout_seconds
+        while True:
+            await asyncio.sleep(self._settings.heartbeat_interval_seconds)
+            silent = time.monotonic() - self._last_heard
+            if silent > timeout:
+                if self._accepted:
+                    self.stop(f"no word from the scheduler for {timeout:g} s", EXIT_SCHEDULER_LOST)
+                else:
+                    self.stop(f"could not reach the scheduler in {timeout:g} s", EXIT_NEVER_CONNECTED)
+                return
+            if self._accepted:
+                status = m.ManagerStatus(self._reconciler.units, self._reconciler.pending_units)
+                self._send(m.Heartbeat(process.cpu_percent(), process.memory_info().rss, manager=status))
+
+    # ------------------------------------------------------------ reconcile loop
+
+    async def _reconcile_routine(self) -> None:
+        delay = self._settings.reconcile_interval_seconds
+        while not self._stopping:
+            try:
+                await asyncio.wait_for(self._wake.wait(), delay)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            if self._stopping or not self._accepted:
+                continue
+            delay = await self._reconcile_once()
+
+    async def _reconcile_once(self) -> float:
+        """One pass; returns the delay until the next timed pass."""
+        try:
+            units = await self._backend.list_units()
+        except Exception as error:
+            self._list_failures += 1
+            delay = min(LIST_BACKOFF_CAP_SECONDS, 2.0 ** min(self._list_failures - 1, 10))
+            logger.warning("could not list the units (%s); next attempt in %g s", _describe(error), delay)
+            logger.debug("list_units failed", exc_info=True)
+            return delay
+        self._list_failures = 0
+        target = self._target
+        plan = self._reconciler.plan(target, units, self._clock())
+        for note in plan.notes:
+            logger.info("%s", note)
+        if plan.terminate:
+            await self._terminate(list(plan.terminate))
+        if plan.launch:
+            await self._launch(plan.launch, target)
+        return self._settings.reconcile_interval_seconds
+
+    async def _terminate(self, unit_ids: list[str]) -> None:
+        self._reconciler.terminating(unit_ids)
+        try:
+            await self._backend.terminate(unit_ids, "the scheduler's target is lower")
+        except Exception as error:
+            logger.warning("could not terminate %s (%s); will retry", ", ".join(unit_ids), _describe(error))
+            logger.debug("terminate failed", exc_info=True)
+            self._reconciler.terminate_failed(unit_ids)
+
+    async def _launch(self, count: int, target: Target | None) -> None:
+        logger.info(
+            "launching %d unit(s): target %s workers, %d unit(s) counted",
+            count, target.workers if target else "-", self._reconciler.units,
+        )  # fmt: skip
+        try:
+            unit_ids = await self._backend.launch(count, self._spec)
+        except Exception as error:
+            self._reconciler.launch_failed(self._clock())
+            logger.error(
+                "launching %d unit(s) failed (%s); next attempt in %g s",
+                count, _describe(error), self._reconciler.backoff_seconds(),
+            )  # fmt: skip
+            logger.debug("launch failed", exc_info=True)
+            return
+        self._reconciler.launched(unit_ids, count, self._clock())
+        logger.info("launched unit(s) %s", ", ".join(unit_ids) or "(none)")
+        if len(unit_ids) < count:
+            logger.warning("asked for %d unit(s), the backend launched %d", count, len(unit_ids))
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"

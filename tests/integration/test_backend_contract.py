@@ -1,0 +1,254 @@
+"""The contract every provisioning backend keeps (scaler/worker_manager/backend.py), as one suite.
+
+Each test runs against every entry of BACKENDS. Adding a backend (ECS against the fake cloud, a
+Kubernetes fake ...) is one more `pytest.param(BackendKind(...))`: a factory for fresh instances with a
+given manager id, and a way to find the local processes of a unit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from scaler.config.sections import WorkerConfig
+from scaler.worker_manager.backend import LaunchSpec, UnitBackend, UnitInfo, UnitState
+from scaler.worker_manager.baremetal_native.backend import NativeBackend
+from tests.integration.conftest import Addresses, Launcher, ProcessWatch, monitor
+from tests.integration.manager_harness import processes_with_setting, workers_of
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+DEADLINE_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class BackendKind:
+    #: (manager id, state directory) -> a fresh backend instance; two instances with the same
+    #: arguments see the same units (as a restarted manager does)
+    new_backend: Callable[[str, Path], UnitBackend]
+    #: live local processes of a unit (every process it started, or its harness started for it)
+    unit_processes: Callable[[str], list[psutil.Process]]
+
+
+def native_backend(manager_id: str, state_directory: Path) -> UnitBackend:
+    return NativeBackend(manager_id, state_directory, grace_seconds=5.0)
+
+
+def native_unit_processes(unit_id: str) -> list[psutil.Process]:
+    return processes_with_setting(f"NAT-{unit_id}")  # the worker type in the worker's JSON settings
+
+
+BACKENDS = [pytest.param(BackendKind(native_backend, native_unit_processes), id="native")]
+
+
+@pytest.fixture(scope="module")
+def scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
+    """One object storage and scheduler (`scaling=no`) for the whole module."""
+    watch = ProcessWatch()
+    addresses, _scheduler, _storage = Launcher(watch, tmp_path_factory.mktemp("scheduler")).stack(
+        workers=0, scheduler_args=("--policy-content", "allocate=even_load; scaling=no")
+    )
+    try:
+        yield addresses
+    finally:
+        watch.stop_all()
+    leftovers = watch.leftovers()
+    assert not leftovers, f"processes left behind: {leftovers}"
+
+
+@dataclass
+class Case:
+    kind: BackendKind
+    manager_id: str
+    state_directory: Path
+    spec: LaunchSpec
+
+    def backend(self) -> UnitBackend:
+        return self.kind.new_backend(self.manager_id, self.state_directory)
+
+
+@pytest.fixture(params=BACKENDS)
+def case(request: pytest.FixtureRequest, scheduler: Addresses, tmp_path: Path) -> Iterator[Case]:
+    manager_id = f"contract-{uuid.uuid4().hex[:8]}"
+    worker = WorkerConfig(
+        scheduler_address=scheduler.scheduler,
+        worker_manager_id=manager_id,
+        worker_type="NAT",
+        heartbeat_interval_seconds=1,
+        death_timeout_seconds=60,
+        logging_paths=(str(tmp_path / "workers.log"),),
+    )
+    yield Case(request.param, manager_id, tmp_path / "units", LaunchSpec(manager_id, worker))
+    left = processes_with_setting(manager_id)  # every worker of this test names the manager id
+    for process in left:
+        process.kill()
+    assert not left, f"processes left running: {[process.pid for process in left]}"
+
+
+# ---------------------------------------------------------------- helpers
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]], what: str, timeout_seconds: float = DEADLINE_SECONDS
+) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_seconds
+    while not await check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out after {timeout_seconds:g} s waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+def states(units: list[UnitInfo]) -> dict[str, UnitState]:
+    return {unit.unit_id: unit.state for unit in units}
+
+
+async def is_gone(backend: UnitBackend, unit_id: str) -> bool:
+    return states(await backend.list_units()).get(unit_id, UnitState.GONE) is UnitState.GONE
+
+
+async def all_running(backend: UnitBackend, unit_ids: list[str]) -> bool:
+    listed = states(await backend.list_units())
+    return all(listed.get(unit_id) is UnitState.RUNNING for unit_id in unit_ids)
+
+
+async def stop_everything(backend: UnitBackend) -> None:
+    """What a manager does when it stops: terminate every unit, wait until none is left, close."""
+    try:
+
+        async def nothing_left() -> bool:
+            units = [unit for unit in await backend.list_units() if unit.state is not UnitState.GONE]
+            running = [unit.unit_id for unit in units if unit.state is not UnitState.STOPPING]
+            if running:
+                await backend.terminate(running, "test teardown")
+            return not units
+
+        await eventually(nothing_left, "every unit to be gone")
+    finally:
+        await backend.close()
+
+
+# ---------------------------------------------------------------- the contract
+
+
+def test_launched_units_are_listed_running(case: Case) -> None:
+    async def scenario() -> None:
+        backend = case.backend()
+        try:
+            unit_ids = await backend.launch(2, case.spec)
+            assert len(set(unit_ids)) == 2
+            await eventually(lambda: all_running(backend, unit_ids), "2 RUNNING units")
+            assert sorted(states(await backend.list_units())) == sorted(unit_ids)
+        finally:
+            await stop_everything(backend)
+
+    asyncio.run(scenario())
+
+
+def test_terminate_stops_one_unit_and_its_processes(case: Case) -> None:
+    async def scenario() -> None:
+        backend = case.backend()
+        try:
+            victim, survivor = await backend.launch(2, case.spec)
+            await eventually(lambda: all_running(backend, [victim, survivor]), "2 RUNNING units")
+            await eventually(lambda: has_processes(case, victim), "the unit's processes")
+            await backend.terminate([victim], "contract test")
+            assert states(await backend.list_units()).get(victim) in (UnitState.STOPPING, UnitState.GONE, None)
+            await eventually(lambda: is_gone(backend, victim), "the terminated unit to be GONE")
+            await eventually(lambda: _true(not case.kind.unit_processes(victim)), "its processes to exit")
+            assert states(await backend.list_units())[survivor] is UnitState.RUNNING
+        finally:
+            await stop_everything(backend)
+
+    asyncio.run(scenario())
+
+
+def test_terminate_of_unknown_or_gone_units_is_a_no_op(case: Case) -> None:
+    async def scenario() -> None:
+        backend = case.backend()
+        try:
+            await backend.terminate(["nosuchunit"], "contract test")
+            (unit_id,) = await backend.launch(1, case.spec)
+            await backend.terminate([unit_id], "contract test")
+            await backend.terminate([unit_id], "contract test")  # twice while stopping
+            await eventually(lambda: is_gone(backend, unit_id), "the unit to be GONE")
+            await backend.terminate([unit_id, "nosuchunit"], "contract test")  # after it is gone
+            assert all(unit.state is UnitState.GONE for unit in await backend.list_units())
+        finally:
+            await stop_everything(backend)
+
+    asyncio.run(scenario())
+
+
+def test_a_fresh_instance_adopts_the_units_of_its_manager(case: Case) -> None:
+    async def scenario() -> None:
+        first = case.backend()
+        unit_ids = await first.launch(2, case.spec)
+        await eventually(lambda: all_running(first, unit_ids), "2 RUNNING units")
+        # a restarted manager: a new instance with the same manager id
+        second = case.backend()
+        try:
+            assert states(await second.list_units()) == dict.fromkeys(unit_ids, UnitState.RUNNING)
+            other = case.kind.new_backend(f"{case.manager_id}-other", case.state_directory.parent / "other-units")
+            assert await other.list_units() == []  # only this manager's units
+            await other.close()
+        finally:
+            await stop_everything(second)
+            await first.close()  # the instance that started them cleans up after them
+
+    asyncio.run(scenario())
+
+
+def test_launched_workers_carry_the_manager_id(case: Case, scheduler: Addresses) -> None:
+    backend = case.backend()
+    try:
+        (unit_id,) = asyncio.run(backend.launch(1, case.spec))
+        with monitor(scheduler.monitor) as next_snapshot:
+            snapshot = next_snapshot(lambda snapshot: bool(workers_of(snapshot, case.manager_id)), DEADLINE_SECONDS)
+        (worker,) = workers_of(snapshot, case.manager_id)
+        assert f"-{unit_id}|" in worker.worker_id.decode()  # the unit id travels in the worker id
+    finally:
+        asyncio.run(stop_everything(backend))
+
+
+def test_close_after_stopping_leaves_nothing_running(case: Case) -> None:
+    async def scenario() -> None:
+        backend = case.backend()
+        unit_ids = await backend.launch(2, case.spec)
+        await eventually(lambda: all_running(backend, unit_ids), "2 RUNNING units")
+        await backend.terminate(unit_ids, "contract test")
+        await backend.close()  # completes the stops in flight at once
+        for unit_id in unit_ids:
+            assert not case.kind.unit_processes(unit_id)
+        fresh = case.backend()
+        assert [unit for unit in await fresh.list_units() if unit.state is not UnitState.GONE] == []
+        await fresh.close()
+
+    asyncio.run(scenario())
+
+
+def test_close_leaves_other_units_running_for_adoption(case: Case) -> None:
+    async def scenario() -> None:
+        backend = case.backend()
+        (unit_id,) = await backend.launch(1, case.spec)
+        await eventually(lambda: all_running(backend, [unit_id]), "a RUNNING unit")
+        await backend.close()
+        await eventually(lambda: has_processes(case, unit_id), "the unit's processes, still running")
+        await stop_everything(case.backend())
+        assert not case.kind.unit_processes(unit_id)
+
+    asyncio.run(scenario())
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def has_processes(case: Case, unit_id: str) -> bool:
+    # polled: right after a launch a process may still be inside execve, with no command line to match
+    return bool(case.kind.unit_processes(unit_id))
