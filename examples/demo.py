@@ -26,7 +26,10 @@ def square(value: int) -> int:
 def main() -> int:
     config = sys.argv[1] if len(sys.argv) > 1 else CONFIG
     print(f"starting the local stack: scaler {os.path.relpath(config)}", flush=True)
-    stack = subprocess.Popen([sys.executable, "-m", "scaler.entry_points.launcher", config])
+    # The stack's own logs would drown the demo's output: only warnings and errors (environment beats
+    # the file, see docs/configuration.md).
+    environment = {**os.environ, "SCALER_LOGGING_LEVEL": os.environ.get("SCALER_LOGGING_LEVEL", "WARNING")}
+    stack = subprocess.Popen([sys.executable, "-m", "scaler.entry_points.launcher", config], env=environment)
     try:
         with Client(address=SCHEDULER, timeout_seconds=60) as client:
             started = time.perf_counter()

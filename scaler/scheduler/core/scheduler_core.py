@@ -385,7 +385,7 @@ class SchedulerCore:
             self._drop_worker(peer, f"connection lost ({reason})", graceful=False)
         elif peer in self.managers:
             manager = self.managers.pop(peer)
-            logger.warning("worker manager %r connection lost (%s)", manager.manager_id, reason)
+            logger.info("worker manager %r connection closed (%s)", manager.manager_id, reason)
 
     def _send(self, peer: PeerID, message: m.Message) -> None:
         self.effects.append(Send(peer, message))
