@@ -103,16 +103,21 @@ def _set_task(builder: Any, task: m.Task) -> None:
 
 
 def _task(reader: Any) -> m.Task:
+    # Hot path (every task crosses it several times): readers are Any, so the id NewTypes are not
+    # called, and empty lists are detected with one length read.
+    capabilities = reader.capabilities
+    dependencies = reader.dependencies
+    inputs = reader.inputs
     return m.Task(
-        task_id=TaskID(reader.taskId),
-        client_id=ClientID(reader.clientId),
-        body=reader.body,
-        function_name=reader.functionName,
-        priority=reader.priority,
-        capabilities=_capabilities(reader.capabilities) if reader.capabilities else (),
-        graph_id=GraphID(reader.graphId),
-        dependencies=tuple(TaskID(d) for d in reader.dependencies) if reader.dependencies else (),
-        inputs=tuple(_task_input(i) for i in reader.inputs) if reader.inputs else (),
+        reader.taskId,
+        reader.clientId,
+        reader.body,
+        reader.functionName,
+        reader.priority,
+        _capabilities(capabilities) if len(capabilities) else (),
+        reader.graphId,
+        tuple(dependencies) if len(dependencies) else (),
+        tuple(_task_input(i) for i in inputs) if len(inputs) else (),
     )
 
 
@@ -352,6 +357,10 @@ def _dec_heartbeat(r: Any) -> m.Heartbeat:
     return m.Heartbeat(r.cpuPercent, r.rssBytes, worker, manager)
 
 
+_RESULT_STATUSES = {raw: m.ResultStatus(name) for raw, name in enumerate(_schema.ResultStatus.schema.enumerants)}
+_NO_PROFILE = m.Profile()
+
+
 def _dec_task_result(r: Any) -> m.TaskResult:
     kind = r.which()
     if kind == "inline":
@@ -360,15 +369,13 @@ def _dec_task_result(r: Any) -> m.TaskResult:
         payload_kind, payload = m.PayloadKind.OBJECT_ID, r.objectId
     else:
         payload_kind, payload = m.PayloadKind.NONE, b""
-    p = r.profile
+    if r._has("profile"):
+        p = r.profile
+        profile = m.Profile(p.durationSeconds, p.cpuSeconds, p.peakMemoryBytes)
+    else:
+        profile = _NO_PROFILE
     return m.TaskResult(
-        task_id=TaskID(r.taskId),
-        status=m.ResultStatus(str(r.status)),
-        payload_kind=payload_kind,
-        payload=payload,
-        error_message=r.errorMessage,
-        profile=m.Profile(p.durationSeconds, p.cpuSeconds, p.peakMemoryBytes),
-        worker_id=r.workerId,
+        r.taskId, _RESULT_STATUSES[r.status.raw], payload_kind, payload, r.errorMessage, profile, r.workerId
     )
 
 
@@ -460,9 +467,15 @@ def decode(frame: bytes | memoryview) -> m.Message:
     if not isinstance(frame, bytes):
         frame = bytes(frame)  # Cap'n Proto needs word-aligned data; bytes objects are, zmq buffers may not be
     try:
-        with _schema.Message.from_bytes(frame, traversal_limit_in_words=_TRAVERSAL_LIMIT) as envelope:
+        # read_multiple_bytes reads the same unpacked encoding as from_bytes, without a context manager
+        message: m.Message | None = None
+        for envelope in _schema.Message.read_multiple_bytes(frame, traversal_limit_in_words=_TRAVERSAL_LIMIT):
+            if message is not None:
+                raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): it holds several messages")
             kind = envelope.which()
             message = _DECODERS[kind](getattr(envelope, kind))
+        if message is None:
+            raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): no message in it")
         if isinstance(message, _FORWARDABLE):
             object.__setattr__(message, "wire", frame)
         return message

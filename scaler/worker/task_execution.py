@@ -33,6 +33,7 @@ OBJECT_CACHE_BYTES = 1 << 30
 MEMORY_SAMPLE_SECONDS = 0.05
 
 _DEFAULT = DefaultSerializer()
+_NO_PROFILE = m.Profile()
 
 
 class StorageAccess(Protocol):
@@ -85,7 +86,6 @@ class TaskExecutor:
         self._objects = ObjectCache(OBJECT_CACHE_BYTES)
 
     def run(self, task: m.Task) -> m.TaskResult:
-        started, cpu_started = time.perf_counter(), time.process_time()
         sampler: _MemorySampler | None = None
         try:
             body = codec.decode_body(task.body)
@@ -98,6 +98,7 @@ class TaskExecutor:
             return self._failed(task, error, "".join(traceback.format_exception(error)))
         if body.profiling:
             sampler = _MemorySampler()
+        started, cpu_started = time.perf_counter(), time.process_time()
         try:
             with _OutputCapture(task.task_id, self._send_log, body.stream_output):
                 value = function(*args, **kwargs)
@@ -107,9 +108,9 @@ class TaskExecutor:
         except Exception as error:
             return self._failed(task, error, _user_traceback(error))
         finally:
-            profile = m.Profile(
-                time.perf_counter() - started, time.process_time() - cpu_started, sampler.stop() if sampler else 0
-            )
+            profile = _NO_PROFILE
+            if sampler is not None:  # only profiled tasks carry (and pay for) measurements
+                profile = m.Profile(time.perf_counter() - started, time.process_time() - cpu_started, sampler.stop())
         return self._succeeded(task, serializer, value, profile)
 
     # ------------------------------------------------------------ inputs
