@@ -28,6 +28,10 @@ from scaler.protocol.ids import TaskID, short
 
 logger = logging.getLogger(__name__)
 
+#: A message sent this long after the previous direct send leaves from the caller's thread at once;
+#: closer ones are queued for the I/O thread, which sends them together.
+DIRECT_SEND_GAP_SECONDS = 0.0005
+
 
 class ClientAgent:
     def __init__(
@@ -48,6 +52,11 @@ class ClientAgent:
         self._heartbeat_interval = heartbeat_interval_seconds
         self._timeout = timeout_seconds
         self._outgoing: collections.deque[bytes] = collections.deque()
+        #: Orders every send: held while frames leave the queue or the user thread sends directly.
+        self._send_lock = threading.Lock()
+        self._socket_lock = threading.Lock()  #: serialises ZeroMQ calls of the two threads
+        self._direct = False  #: the socket is open for direct sends from the user thread
+        self._last_direct_send = 0.0
         self._ready = threading.Event()
         self._shutdown_reply: m.ShutdownReply | None = None
         self._shutdown_answered = threading.Event()
@@ -68,11 +77,22 @@ class ClientAgent:
         return self.hello_reply
 
     def send(self, frames: list[bytes]) -> None:
-        """Queue frames for the scheduler (thread-safe); they leave together with others queued meanwhile."""
+        """Send frames to the scheduler (thread-safe). A lone message leaves at once from the calling
+        thread; messages that follow each other closely are queued and leave together from the I/O
+        thread, in order either way."""
         if self.error is not None:
             raise self.error
-        was_empty = not self._outgoing
-        self._outgoing.extend(frames)
+        with self._send_lock:
+            now = time.monotonic()
+            if self._direct and not self._outgoing and now - self._last_direct_send > DIRECT_SEND_GAP_SECONDS:
+                self._last_direct_send = now
+                try:
+                    self._socket.send_from_other_thread(frames)
+                    return
+                except zmq.ZMQError:
+                    pass  # the socket is closing: queue, the I/O thread reports what happened
+            was_empty = not self._outgoing
+            self._outgoing.extend(frames)
         if was_empty and self._loop is not None:
             try:
                 self._loop.call_soon_threadsafe(self._flush)
@@ -120,13 +140,16 @@ class ClientAgent:
         sock = context.socket(zmq.DEALER)
         configure(sock, identity=self.identity)
         sock.connect(self.address)
-        self._socket = AsyncSocket(loop, sock, self._on_frames)
+        self._socket = AsyncSocket(loop, sock, self._on_frames, lock=self._socket_lock)
         self._monitor = monitor_events(loop, sock, zmq.EVENT_DISCONNECTED, self._on_socket_event)
         self._socket.send([codec.encode(self._hello)])
+        self._direct = True
         heartbeat = asyncio.ensure_future(self._heartbeat_routine())
         try:
             await self._closed
         finally:
+            with self._send_lock:
+                self._direct = False
             heartbeat.cancel()
             await asyncio.gather(heartbeat, return_exceptions=True)
             self._flush()
@@ -138,13 +161,16 @@ class ClientAgent:
     def _flush(self) -> None:
         if not self._outgoing or self._socket.closed:
             return
-        frames = []
-        while self._outgoing:
-            frames.append(self._outgoing.popleft())
-        try:
-            self._socket.send(frames)
-        except zmq.ZMQError as error:
-            self._lost(DisconnectedError(f"could not send to the scheduler at {self.address}: {error}"))
+        with self._send_lock:
+            frames = []
+            while self._outgoing:
+                frames.append(self._outgoing.popleft())
+            try:
+                self._socket.send(frames)
+                return
+            except zmq.ZMQError as error:
+                failure = DisconnectedError(f"could not send to the scheduler at {self.address}: {error}")
+        self._lost(failure)
 
     def _begin_stop(self) -> None:
         self._stopping = True

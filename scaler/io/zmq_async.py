@@ -13,8 +13,10 @@ a send the socket's EVENTS are checked and a drain is scheduled if messages are 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -50,7 +52,11 @@ def configure(sock: zmq.Socket[Any], identity: bytes | None = None) -> None:
 
 
 class AsyncSocket:
-    """One ZeroMQ socket on an asyncio loop. `on_message(frames)` is called for every message."""
+    """One ZeroMQ socket on an asyncio loop. `on_message(frames)` is called for every message;
+    `on_burst_end()` after each burst of messages (a good moment to send what they caused).
+
+    With `lock`, every ZeroMQ call on the socket is made under it, so that another thread may also
+    send on the socket (ZeroMQ allows that when calls are serialised with a full memory barrier)."""
 
     def __init__(
         self,
@@ -58,11 +64,15 @@ class AsyncSocket:
         sock: zmq.Socket[Any],
         on_message: Callable[[Frames], None] | None,
         copy: bool = True,
+        on_burst_end: Callable[[], None] | None = None,
+        lock: threading.Lock | None = None,
     ) -> None:
         self._loop = loop
         self._socket = sock
         self._on_message = on_message
         self._copy = copy
+        self._on_burst_end = on_burst_end
+        self._lock: threading.Lock | contextlib.nullcontext[None] = lock or contextlib.nullcontext()
         self._drain_scheduled = False
         self._closed = False
         if on_message is not None:
@@ -84,18 +94,34 @@ class AsyncSocket:
         """Send one multipart message without blocking. Raises PeerUnreachable (mandatory ROUTER)."""
         if self._closed:
             return
-        try:
-            self._socket.send_multipart(frames, zmq.NOBLOCK, copy=copy)
-        except zmq.ZMQError as error:
-            if error.errno == errno.EHOSTUNREACH:
-                raise PeerUnreachable(bytes(frames[0])) from None
-            raise
-        finally:
-            self._check_pending()
-
-    def _check_pending(self) -> None:
-        if self._on_message is not None and not self._closed and int(self._socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+        with self._lock:
+            try:
+                self._socket.send_multipart(frames, zmq.NOBLOCK, copy=copy)
+            except zmq.ZMQError as error:
+                if error.errno == errno.EHOSTUNREACH:
+                    raise PeerUnreachable(bytes(frames[0])) from None
+                raise
+            finally:
+                pending = self._has_pending()
+        if pending:
             self._schedule_drain()
+
+    def send_from_other_thread(self, frames: Sequence[Any]) -> None:
+        """Send from a thread other than the loop's (needs `lock`); wakes the loop if messages wait."""
+        with self._lock:
+            if self._closed:
+                raise zmq.ZMQError(zmq.ENOTSOCK)
+            self._socket.send_multipart(frames, zmq.NOBLOCK)
+            pending = self._has_pending()
+        if pending:
+            self._loop.call_soon_threadsafe(self._schedule_drain)
+
+    def _has_pending(self) -> bool:
+        return (
+            self._on_message is not None
+            and not self._closed
+            and bool(int(self._socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
+        )
 
     def _schedule_drain(self) -> None:
         if not self._drain_scheduled and not self._closed:
@@ -110,22 +136,29 @@ class AsyncSocket:
         if self._closed or self._on_message is None:
             return
         sock, handle = self._socket, self._on_message
-        for _ in range(BURST):
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=self._copy)
-            except zmq.Again:
-                return
-            except zmq.ZMQError as error:
-                if self._closed or error.errno in (zmq.ENOTSOCK, zmq.ETERM):
+        handled = 0
+        try:
+            for _ in range(BURST):
+                try:
+                    with self._lock:
+                        frames = sock.recv_multipart(zmq.NOBLOCK, copy=self._copy)
+                except zmq.Again:
                     return
-                raise
-            try:
-                handle(frames)
-            except Exception:
-                logger.exception("error while handling a message; the message is dropped")
-            if self._closed:
-                return
-        self._schedule_drain()
+                except zmq.ZMQError as error:
+                    if self._closed or error.errno in (zmq.ENOTSOCK, zmq.ETERM):
+                        return
+                    raise
+                handled += 1
+                try:
+                    handle(frames)
+                except Exception:
+                    logger.exception("error while handling a message; the message is dropped")
+                if self._closed:
+                    return
+            self._schedule_drain()
+        finally:
+            if handled and self._on_burst_end is not None and not self._closed:
+                self._on_burst_end()
 
     def close(self) -> None:
         if self._closed:
@@ -136,7 +169,8 @@ class AsyncSocket:
                 self._loop.remove_reader(self._fd())
             except (zmq.ZMQError, ValueError, RuntimeError):
                 pass
-        self._socket.close(linger=0)
+        with self._lock:
+            self._socket.close(linger=0)
 
 
 class Outbox:
@@ -165,6 +199,7 @@ class Outbox:
         self._is_busy = is_busy
         self._pending: dict[bytes, list[bytes]] = {}
         self._flush_scheduled = False
+        self._held = False  #: the scheduled flush waits on purpose (coalescing while busy)
         self.frames_sent = 0
 
     def send(self, peer: bytes, frame: bytes) -> None:
@@ -175,10 +210,16 @@ class Outbox:
             frames.append(frame)
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            if self._is_busy is not None and self._is_busy():
+            self._held = self._is_busy is not None and self._is_busy()
+            if self._held:
                 self._loop.call_later(self._coalesce_seconds, self.flush)
             else:
                 self._loop.call_soon(self.flush)
+
+    def flush_unless_held(self) -> None:
+        """Send now what waits for the next loop iteration (not what is held on purpose)."""
+        if self._flush_scheduled and not self._held:
+            self.flush()
 
     def flush(self) -> None:
         if not self._flush_scheduled:

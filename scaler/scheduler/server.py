@@ -69,7 +69,7 @@ class SchedulerServer:
         publisher = self._context.socket(zmq.PUB)
         configure(publisher)
         publisher.bind(self._monitor_address)
-        self._router = AsyncSocket(loop, router_socket, self._on_frames, copy=False)
+        self._router = AsyncSocket(loop, router_socket, self._on_frames, copy=False, on_burst_end=self._burst_end)
         self._outbox = Outbox(loop, self._router, routed=True, on_unreachable=self._on_unreachable)
         self._publisher = AsyncSocket(loop, publisher, None)
         self._monitor = monitor_events(loop, router_socket, zmq.EVENT_DISCONNECTED, self._on_socket_event)
@@ -119,6 +119,9 @@ class SchedulerServer:
                 self._remember_fd(peer, frame)
             events.append(Received(peer, message, now))
         self._feed(events)
+
+    def _burst_end(self) -> None:
+        self._outbox.flush_unless_held()
 
     def _remember_fd(self, peer: PeerID, frame: zmq.Frame) -> None:
         try:

@@ -111,6 +111,7 @@ class WorkerAgent:
             except codec.DecodeError as error:
                 logger.warning("undecodable frame from processor %s: %s", processor_id, error)
         self._feed(*events)
+        self._to_scheduler.flush_unless_held()
 
     def _on_zygote(self) -> None:
         for kind, processor_id, number in self._zygote.read_reports():
