@@ -1,0 +1,68 @@
+"""The systems under test and their virtual environments under `benchmarks/.venvs/<system>`.
+
+Each system gets its own venv because `ours` and `opengris-scaler` are both imported as `scaler`. A venv is
+(re)built when its stamp (base interpreter, pip arguments, for `ours` a hash of pyproject.toml) changes; `ours` is an
+editable install, so source edits need no rebuild.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent.parent
+REPO_ROOT = BENCH_DIR.parent
+VENVS_DIR = BENCH_DIR / ".venvs"
+WORKLOAD_MAIN = BENCH_DIR / "workloads" / "main.py"
+
+COMMON_REQUIREMENTS = ["psutil"]  # the workload side samples processes with psutil
+REQUIREMENTS: dict[str, list[str]] = {
+    "ours": ["-e", str(REPO_ROOT)],
+    "opengris": ["opengris-scaler==2.9.0"],
+    "dask": ["dask[distributed]==2026.8.0"],
+}
+SYSTEMS = tuple(REQUIREMENTS)
+STAMP_NAME = ".bench-stamp"
+
+
+class VenvError(RuntimeError):
+    pass
+
+
+def venv_python(system: str) -> Path:
+    return VENVS_DIR / system / "bin" / "python"
+
+
+def _stamp(system: str, base_python: str) -> str:
+    content: dict[str, object] = {"pip": REQUIREMENTS[system] + COMMON_REQUIREMENTS}
+    content["python"] = os.path.realpath(base_python)
+    if system == "ours":
+        content["pyproject"] = hashlib.sha256((REPO_ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    return json.dumps(content, sort_keys=True)
+
+
+def ensure_venv(system: str, base_python: str) -> Path:
+    """Creates or refreshes the system's venv; returns its python. Raises VenvError with pip's output tail."""
+    venv = VENVS_DIR / system
+    python = venv_python(system)
+    stamp_file = venv / STAMP_NAME
+    stamp = _stamp(system, base_python)
+    if python.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
+        return python
+    print(f"[setup] building venv for {system} in {venv} ...", flush=True)
+    log = venv.parent / f"{system}-install.log"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    commands = [
+        [base_python, "-m", "venv", "--clear", str(venv)],
+        [str(python), "-m", "pip", "install", *REQUIREMENTS[system], *COMMON_REQUIREMENTS],
+    ]
+    with open(log, "w") as out:
+        for command in commands:
+            out.write(f"$ {' '.join(command)}\n")
+            out.flush()
+            if subprocess.run(command, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
+                tail = "\n".join(log.read_text().splitlines()[-15:])
+                raise VenvError(f"{system}: `{' '.join(command)}` failed (full log: {log}):\n{tail}")
+    stamp_file.write_text(stamp)
+    return python
