@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def start_python_child(
     )
 
 
-def stop_children(children: Sequence[subprocess.Popen[bytes]], grace_seconds: float = 5.0) -> None:
+def stop_children(children: Sequence[Any], grace_seconds: float = 5.0) -> None:
     """SIGTERM every child that runs, wait up to the grace period in total, then SIGKILL the rest."""
     for child in children:
         if child.poll() is None:

@@ -15,6 +15,7 @@ import subprocess
 from typing import Any
 
 from scaler.cluster.child_processes import describe_exit, start_python_child, stop_children
+from scaler.cluster.host import ForkedHost, fork_host, import_runtime, os_thread_count
 from scaler.cluster.readiness import wait_for_scheduler
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, section_to_json
 from scaler.io.address import free_tcp_port_block, parse_address
@@ -129,14 +130,17 @@ class SchedulerClusterCombo:
             "worker": section_to_json(worker),
             "n_workers": n_workers,
         }
-        self._host: subprocess.Popen[bytes] | None = None
+        self._host: subprocess.Popen[bytes] | ForkedHost | None = None
         self._pids: dict[str, Any] = {}
         self._stopped = False
         report_read, report_write = os.pipe()
         try:
-            self._host = start_python_child(
-                ["scaler.cluster.host", json.dumps(plan), str(report_write)], pass_fds=[report_write]
-            )
+            if os_thread_count() == 1:
+                self._host = fork_host(plan, report_write)
+            else:
+                self._host = start_python_child(
+                    ["scaler.cluster.host", json.dumps(plan), str(report_write)], pass_fds=[report_write]
+                )
             os.close(report_write)
             report_write = -1
             self._pids = _read_report(report_read, self._host)
@@ -161,7 +165,7 @@ class SchedulerClusterCombo:
     def monitor_address(self) -> str:
         return self._monitor_address
 
-    def processes(self) -> list[subprocess.Popen[bytes]]:
+    def processes(self) -> list[Any]:
         """The cluster's process (its host; object storage, scheduler and workers are its children)."""
         return [self._host] if self._host is not None else []
 
@@ -199,7 +203,7 @@ class SchedulerClusterCombo:
             pass
 
 
-def _read_report(fd: int, host: subprocess.Popen[bytes]) -> dict[str, Any]:
+def _read_report(fd: int, host: Any) -> dict[str, Any]:
     """The pids the host reports once it has forked the cluster's processes."""
     data = b""
     while not data.endswith(b"\n"):
@@ -211,3 +215,8 @@ def _read_report(fd: int, host: subprocess.Popen[bytes]) -> dict[str, Any]:
             raise RuntimeError(f"the cluster host exited during start-up ({describe_exit(host.wait())})")
         data += chunk
     return dict(json.loads(data))
+
+
+# A local cluster forks its processes from this one when it can (see scaler.cluster.host): importing
+# this module imports what they run.
+import_runtime()

@@ -8,6 +8,9 @@ then watches them. SIGTERM/SIGINT stop them in order (workers, scheduler, object
 child dies with the host (PR_SET_PDEATHSIG), so nothing outlives it.
 
     python -m scaler.cluster.host '<plan as JSON>' <fd of the pid pipe>
+
+When the process creating the cluster has a single OS thread (ZeroMQ's native threads count), the
+host is forked from it instead (`fork_host`), and `import_runtime()` has made the imports already.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 from scaler.cluster.child_processes import describe_exit, name_this_process
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, section_from_json
@@ -51,8 +56,11 @@ def fork_child(name: str, run: Callable[[], int]) -> int:
 
 
 def main() -> None:
-    plan = json.loads(sys.argv[1])
-    report_fd = int(sys.argv[2])
+    sys.exit(run_host(json.loads(sys.argv[1]), int(sys.argv[2])))
+
+
+def run_host(plan: dict[str, Any], report_fd: int) -> int:
+    """Fork the cluster's processes, report their pids on `report_fd`, watch them; the exit code."""
     from scaler.config.logging_setup import setup_logging
     from scaler.object_storage.server import run_object_storage_server
     from scaler.scheduler.process import run_scheduler
@@ -86,7 +94,90 @@ def main() -> None:
     }
     with os.fdopen(report_fd, "w") as report:
         report.write(json.dumps(pids) + "\n")
-    sys.exit(_watch(pids))
+    return _watch(pids)
+
+
+# ---------------------------------------------------------------- starting the host
+
+
+def import_runtime() -> None:
+    """Import what the host's children run, so that a host forked from this process needs no import."""
+    import scaler.config.logging_setup
+    import scaler.object_storage.server
+    import scaler.scheduler.process
+    import scaler.scheduler.server
+    import scaler.worker.agent
+    import scaler.worker.process
+    import scaler.worker.processor  # noqa: F401
+
+
+def os_thread_count() -> int:
+    """Threads of this process as the OS sees them (ZeroMQ's I/O threads included)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 2  # unknown: assume threads, so that nobody forks
+
+
+class ForkedHost:
+    """A host forked from this process, with the part of the Popen interface the callers use."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.returncode = 0
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"cluster host {self.pid}", timeout or 0)
+            time.sleep(0.01)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def fork_host(plan: dict[str, Any], report_fd: int) -> ForkedHost:
+    """Fork the host from this process; only safe while the process has a single OS thread."""
+    pid = os.fork()
+    if pid != 0:
+        return ForkedHost(pid)
+    code = 1
+    try:
+        os.setpgid(0, 0)  # a Ctrl-C in the parent's terminal reaches the parent only; it stops the cluster
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_DFL)
+        code = run_host(plan, report_fd)
+    except BaseException:
+        logger.exception("the cluster host failed")
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _watch(pids: dict[str, object]) -> int:

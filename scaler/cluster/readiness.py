@@ -12,6 +12,7 @@ from typing import Any
 import zmq
 
 from scaler.cluster.child_processes import describe_exit
+from scaler.io.zmq_async import configure
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
@@ -51,8 +52,7 @@ def wait_for_scheduler(address: str, timeout_seconds: float, children: Sequence[
     """Block until the scheduler at `address` answers a hello, or raise RuntimeError."""
     context: zmq.Context[Any] = zmq.Context()
     probe = context.socket(zmq.DEALER)
-    probe.setsockopt(zmq.LINGER, 0)
-    probe.setsockopt(zmq.IDENTITY, new_client_id("probe"))
+    configure(probe, identity=new_client_id("probe"))
     probe.connect(address)
     info = m.ClientInfo("readiness-probe")
     hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
