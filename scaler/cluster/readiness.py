@@ -19,7 +19,7 @@ from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import new_client_id
 
 
-def _check_alive(children: Sequence[subprocess.Popen[bytes]], what: str) -> None:
+def _check_alive(children: Sequence[Any], what: str) -> None:
     for child in children:
         if child.poll() is not None:
             raise RuntimeError(f"{what} (pid {child.pid}) exited during start-up: {describe_exit(child.returncode)}")
@@ -48,7 +48,7 @@ def wait_for_object_storage(
     )
 
 
-def wait_for_scheduler(address: str, timeout_seconds: float, children: Sequence[subprocess.Popen[bytes]] = ()) -> None:
+def wait_for_scheduler(address: str, timeout_seconds: float, children: Sequence[Any] = ()) -> None:
     """Block until the scheduler at `address` answers a hello, or raise RuntimeError."""
     context: zmq.Context[Any] = zmq.Context()
     probe = context.socket(zmq.DEALER)
