@@ -24,7 +24,10 @@ from harness import process, report
 from harness.spec import WORKLOADS
 from harness.systems import BENCH_DIR, REPO_ROOT, SYSTEMS, WORKLOAD_MAIN, VenvError, ensure_venv
 
-DEFAULT_POLICY_CONTENT = "allocate=even_load; scaling=vanilla"
+#: WS runs each system with its recommended policy: ours the work-based one (docs/scaling.md),
+#: opengris-scaler its vanilla one (it has no work-based policy).
+DEFAULT_POLICY_CONTENT = "allocate=even_load; scaling=work"
+ANCHOR_POLICY_CONTENT = "allocate=even_load; scaling=vanilla"
 
 
 def parse_args() -> argparse.Namespace:
@@ -34,7 +37,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=3, help="rounds; systems alternate within each round")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--python", default=sys.executable, help="interpreter the venvs are built from")
-    parser.add_argument("--policy-content", default=DEFAULT_POLICY_CONTENT, help="WS scheduler --policy-content")
+    parser.add_argument("--policy-content", default=DEFAULT_POLICY_CONTENT, help="WS --policy-content of ours")
+    parser.add_argument(
+        "--anchor-policy-content", default=ANCHOR_POLICY_CONTENT, help="WS --policy-content of opengris-scaler"
+    )
     parser.add_argument(
         "--quiet-threshold", type=float, default=0.25, help="before each run, wait until the machine is less busy"
     )
@@ -93,7 +99,8 @@ def git_state() -> dict[str, Any]:
 
 def run_one(args: argparse.Namespace, python: str, system: str, workload: str, log_dir: Path) -> dict[str, Any]:
     command = [python, str(WORKLOAD_MAIN), "--system", system, "--workload", workload, "--log-dir", str(log_dir)]
-    command += ["--policy-content", args.policy_content] + (["--quick"] if args.quick else [])
+    policy = args.policy_content if system == "ours" else args.anchor_policy_content
+    command += ["--policy-content", policy] + (["--quick"] if args.quick else [])
     busy_before = process.wait_until_quiet(args.quiet_threshold, args.quiet_wait) if args.quiet_wait > 0 else None
     outcome = process.run(command, WORKLOADS[workload].timeout_seconds, subprocess_env())
     payload = outcome.payload or {}
