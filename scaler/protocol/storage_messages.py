@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from scaler.protocol.ids import ObjectID
 
 #: Largest payload frame; bigger objects are split into frames of this size.
-CHUNK_BYTES = 64 * 1024 * 1024
+CHUNK_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
