@@ -11,9 +11,10 @@ from scaler.config.sections import WORKER_MANAGER_SECTIONS, section_from_json
 
 def main() -> None:
     type_name, encoded = sys.argv[1], sys.argv[2]
-    config = section_from_json(WORKER_MANAGER_SECTIONS[type_name], encoded)
+    from scaler.entry_points.worker_manager import run_worker_manager, with_manager_id
+
+    config = with_manager_id(section_from_json(WORKER_MANAGER_SECTIONS[type_name], encoded))
     setup_logging(config, f"worker_manager[{config.worker_manager_id}]")
-    from scaler.entry_points.worker_manager import run_worker_manager
 
     sys.exit(run_worker_manager(config))
 

@@ -164,7 +164,9 @@ class WorkerManagerSettings(WorkerSettings):
     """Settings every `scaler_worker_manager <type>` shares; the worker settings are passed on to its workers."""
 
     scheduler_address: str = setting(help="scheduler the manager connects to", positional=True)
-    worker_manager_id: str = setting(help="stable id, unique per scheduler", short=("-wmi",))
+    worker_manager_id: str = setting(
+        "", help="stable id, unique per scheduler (default: <type>@<host name>)", short=("-wmi",)
+    )
     worker_scheduler_address: str | None = setting(
         None, help="scheduler address given to the workers (default: scheduler_address)", short=("-wsa",)
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import socket
 import sys
 from collections.abc import Sequence
 
@@ -11,7 +13,7 @@ from scaler.worker_manager.backend import worker_config_of
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = load_worker_manager(argv)
+    config = with_manager_id(load_worker_manager(argv))
     from scaler.config.logging_setup import setup_logging
 
     setup_logging(config, f"worker_manager[{config.worker_manager_id}]")
@@ -20,10 +22,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_worker_manager(config: WorkerManagerSettings) -> int:
     """Run the manager these settings describe (also used by `scaler FILE`)."""
+    config = with_manager_id(config)
     if isinstance(config, NativeWorkerManagerConfig):
         return _run_native(config)
     print(f"scaler_worker_manager: {type(config).__name__} is not available in this version", file=sys.stderr)
     return 2
+
+
+def with_manager_id(config: WorkerManagerSettings) -> WorkerManagerSettings:
+    """A manager started without --worker-manager-id is `<type>@<host name>` (stable across restarts,
+    so it adopts its workers; a second one on the same host is refused as a duplicate, with a message)."""
+    if config.worker_manager_id:
+        return config
+    from scaler.config.sections import WORKER_MANAGER_SECTIONS
+
+    type_name = next(name for name, kind in WORKER_MANAGER_SECTIONS.items() if kind is type(config))
+    return dataclasses.replace(config, worker_manager_id=f"{type_name}@{socket.gethostname()}")
 
 
 def _run_native(config: NativeWorkerManagerConfig) -> int:

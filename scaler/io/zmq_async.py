@@ -102,27 +102,35 @@ class AsyncSocket:
         """Send one multipart message without blocking. Raises PeerUnreachable (mandatory ROUTER)."""
         if self._closed:
             return
-        with self._lock:
-            try:
-                self._socket.send_multipart(frames, zmq.NOBLOCK, copy=copy)
-            except zmq.ZMQError as error:
-                if error.errno == errno.EHOSTUNREACH:
-                    raise PeerUnreachable(bytes(frames[0])) from None
-                raise
-            finally:
-                pending = self._has_pending()
-        if pending:
-            self._schedule_drain()
+        pending = False
+        try:
+            with self._lock:
+                try:
+                    self._socket.send_multipart(frames, zmq.NOBLOCK, copy=copy)
+                except zmq.ZMQError as error:
+                    if error.errno == errno.EHOSTUNREACH:
+                        raise PeerUnreachable(bytes(frames[0])) from None
+                    raise
+                finally:
+                    pending = self._has_pending()
+        finally:  # a failed send consumes the readiness edge too: never leave waiting messages unread
+            if pending:
+                self._schedule_drain()
 
     def send_from_other_thread(self, frames: Sequence[Any]) -> None:
         """Send from a thread other than the loop's (needs `lock`); wakes the loop if messages wait."""
-        with self._lock:
-            if self._closed:
-                raise zmq.ZMQError(zmq.ENOTSOCK)
-            self._socket.send_multipart(frames, zmq.NOBLOCK)
-            pending = self._has_pending()
-        if pending:
-            self._loop.call_soon_threadsafe(self._schedule_drain)
+        pending = False
+        try:
+            with self._lock:
+                if self._closed:
+                    raise zmq.ZMQError(zmq.ENOTSOCK)
+                try:
+                    self._socket.send_multipart(frames, zmq.NOBLOCK)
+                finally:
+                    pending = self._has_pending()
+        finally:
+            if pending:
+                self._loop.call_soon_threadsafe(self._schedule_drain)
 
     def _has_pending(self) -> bool:
         return (
