@@ -80,7 +80,7 @@ class SchedulerConfig(LoggingSettings):
         3, help="times a task is re-dispatched after its worker died before it fails with WorkerDiedError",
         short=("-mtr",), ge=0,
     )  # fmt: skip
-    load_balance_seconds: float = setting(1, help="period of load balancing; negative disables it", short=("-ls",))
+    load_balance_seconds: float = setting(1, help="period of load balancing; 0 or negative disables it", short=("-ls",))
     load_balance_trigger_times: int = setting(
         2, help="identical balance decisions in a row needed before tasks move", short=("-lbt",), gt=0
     )

@@ -2,7 +2,7 @@
 
 # The object storage protocol. A request is one ZeroMQ multipart message whose first frame is an
 # encoded StorageRequest; a put carries the object's bytes in the frames that follow (chunks of at
-# most 64 MiB, concatenated in order). A reply is one multipart message whose first frame is an
+# most 256 MiB, concatenated in order). A reply is one multipart message whose first frame is an
 # encoded StorageReply; a successful get carries the object's bytes in the frames that follow.
 # Every connection starts with a hello; a request from a peer that has not said hello is answered
 # with status helloRequired and not carried out.

@@ -252,7 +252,7 @@ class AgentCore:
         elif isinstance(message, m.Shutdown):
             self._exit(EXIT_OK, f"the scheduler asked this worker to stop: {message.reason}")
         elif isinstance(message, m.ProtocolError):
-            if message.kind is m.ProtocolErrorKind.UNKNOWN_PEER and self._connected:
+            if message.kind is m.ProtocolErrorKind.UNKNOWN_PEER and self._connected and not self._leaving:
                 self._rejoin()
             else:
                 logger.warning("the scheduler refused a message: %s", message.reason)

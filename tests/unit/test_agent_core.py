@@ -202,3 +202,16 @@ def test_queued_tasks_are_given_back_on_request_but_running_ones_are_not() -> No
     agent.handle(core.FromScheduler(task(2), 0.0))
     effects = agent.handle(core.FromScheduler(m.TaskReturn((tid(1), tid(2))), 0.1))
     assert to_scheduler(effects, m.TaskReturn) == [m.TaskReturn((tid(2),))]
+
+
+def test_a_scheduler_that_forgot_the_worker_gets_a_new_hello_unless_the_worker_is_leaving() -> None:
+    forgotten = m.ProtocolError("unknown peer", m.ProtocolErrorKind.UNKNOWN_PEER)
+    agent, _ = make()
+    connect(agent)
+    effects = agent.handle(core.FromScheduler(forgotten, 1.0))
+    assert [e for e in effects if isinstance(e, core.SayHello)]
+    agent, _ = make()
+    connect(agent)
+    agent.handle(core.LeaveRequested("sigterm", 1.0))
+    effects = agent.handle(core.FromScheduler(forgotten, 1.1))
+    assert not [e for e in effects if isinstance(e, core.SayHello)]

@@ -17,7 +17,7 @@ from scaler.scheduler.core.peers import WorkerRecord
 def balance_plan(
     workers: Iterable[WorkerRecord],
     capability_names_of: Callable[[TaskID], frozenset[str]],
-    dispatch_order: Callable[[TaskID], int],
+    dispatch_order: Callable[[TaskID], tuple[float, int]],
     already_asked: Callable[[TaskID], bool],
 ) -> dict[PeerID, tuple[TaskID, ...]]:
     """For each idle worker, one task from the most loaded worker that holds tasks it could run

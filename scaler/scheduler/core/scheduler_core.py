@@ -22,7 +22,7 @@ from scaler.scheduler.core.graphs import GraphRegistry
 from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
 from scaler.scheduler.core.status import StatusBuilder
 from scaler.scheduler.core.task_lifecycle import TaskLifecycle
-from scaler.scheduler.core.task_table import TaskTable
+from scaler.scheduler.core.task_table import TaskRecord, TaskTable
 
 logger = logging.getLogger(__name__)
 
@@ -241,13 +241,16 @@ class SchedulerCore:
 
     def _on_task(self, peer: PeerID, task: m.Task) -> None:
         if bytes(task.client_id) != bytes(peer):
-            self._send(peer, m.ProtocolError("a task's client id must be the id of the connection that sends it"))
+            reason = "refused: a task's client id must be the id of the connection that sends it"
+            self._send(peer, m.TaskResult(task.task_id, m.ResultStatus.ERROR, error_message=reason))
             return
         self.lifecycle.submit(ClientID(peer), task)
 
     def _on_graph(self, peer: PeerID, graph: m.GraphTask) -> None:
         if bytes(graph.client_id) != bytes(peer) or any(bytes(node.client_id) != bytes(peer) for node in graph.nodes):
-            self._send(peer, m.ProtocolError("a graph's client id must be the id of the connection that sends it"))
+            reason = "refused: a graph's client id must be the id of the connection that sends it"
+            for target in graph.targets:
+                self._send(peer, m.TaskResult(target, m.ResultStatus.ERROR, error_message=reason))
             return
         self.lifecycle.submit_graph(ClientID(peer), graph)
 
@@ -363,10 +366,11 @@ class SchedulerCore:
             advice: dict[PeerID, tuple[TaskID, ...]] = {}  # queued work goes to idle workers anyway
         else:
             records = self.tasks.records
+            ignore_capabilities = self.settings.allocate == "even_load"
             advice = balance_plan(
                 self.workers.values(),
-                lambda task_id: frozenset(name for name, _ in records[task_id].task.capabilities),
-                lambda task_id: records[task_id].sequence,
+                lambda task_id: frozenset() if ignore_capabilities else capability_names(records[task_id]),
+                lambda task_id: (records[task_id].dispatched_at, records[task_id].sequence),
                 lambda task_id: task_id in self._return_asked,
             )
         if advice != self._balance_advice:
@@ -400,3 +404,7 @@ def _describe(event: Event) -> str:
     if isinstance(event, Received):
         return f"{type(event.message).__name__} from {short(event.peer)}"
     return type(event).__name__
+
+
+def capability_names(record: TaskRecord) -> frozenset[str]:
+    return frozenset(name for name, _ in record.task.capabilities)

@@ -298,11 +298,12 @@ def test_unprotected_scheduler_stops_workers_and_itself() -> None:
     assert [e for e in effects if isinstance(e, StopScheduler)]
 
 
-def test_a_task_whose_client_id_is_forged_is_refused() -> None:
+def test_a_task_whose_client_id_is_forged_is_refused_and_its_sender_told() -> None:
     sim = SimulatedCluster()
     client = sim.add_client()
     effects = sim.send(client.peer, task(b"Client|someone-else", 1))
-    assert sent_to(effects, client.peer, m.ProtocolError)
+    (refusal,) = sent_to(effects, client.peer, m.TaskResult)
+    assert refusal.status is m.ResultStatus.ERROR and "client id" in refusal.error_message
     assert not sim.core.tasks.records
 
 
