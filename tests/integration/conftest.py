@@ -93,6 +93,15 @@ def kill_tree(pid: int) -> list[psutil.Process]:
     return tree
 
 
+def describe_tree(pid: int) -> str:
+    """'pid name status, ...' for a process and its descendants (for failure messages)."""
+    parts = []
+    for process in process_tree(pid):
+        with contextlib.suppress(psutil.Error):
+            parts.append(f"{process.pid} {process.name()} {process.status()}")
+    return ", ".join(parts) or f"{pid} gone"
+
+
 def wait_all_gone(processes: list[psutil.Process], what: str, timeout_seconds: float = DEADLINE_SECONDS) -> None:
     wait_for(lambda: not any(is_alive(p) for p in processes), what, timeout_seconds)
 
@@ -256,7 +265,11 @@ def running_cluster(n_workers: int = 2, **settings: Any) -> Iterator[SchedulerCl
         watch.add(popen)
     try:
         if n_workers:
-            wait_for_workers(cluster.monitor_address, n_workers)
+            try:
+                wait_for_workers(cluster.monitor_address, n_workers)
+            except AssertionError as error:
+                trees = "; ".join(describe_tree(popen.pid) for popen in cluster.processes())
+                raise AssertionError(f"{error}; the cluster's processes: {trees}") from None
         watch.remember()
         yield cluster
     finally:
