@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -17,10 +18,12 @@ from scaler.client.object_reference import ObjectReference
 from scaler.client.serializer import Serializer
 from scaler.protocol import codec
 from scaler.protocol import messages as m
-from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID
+from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID, new_random_object_id
 
 #: Arguments up to this size travel inside the task message; bigger ones go to object storage.
 INLINE_LIMIT_BYTES = 64 * 1024
+#: From this size, an object whose size matches nothing stored yet travels while it is being hashed.
+LARGE_OBJECT_BYTES = 8 * 1024 * 1024
 
 
 def content_id(owner: bytes, payload: bytes | bytearray | memoryview) -> ObjectID:
@@ -58,11 +61,16 @@ class TaskBuilder:
         self._serializer_id = serializer_id
         self._functions: dict[int, FunctionEntry] = {}
         self._stored: set[ObjectID] = set()
+        #: large objects: content digest -> id, and the sizes stored (equal content needs equal size)
+        self._large: dict[bytes, ObjectID] = {}
+        self._large_sizes: set[int] = set()
 
     def forget_stored(self) -> None:
         """After client.clear(): everything must be stored again."""
         self._functions.clear()
         self._stored.clear()
+        self._large.clear()
+        self._large_sizes.clear()
 
     def function(self, function: Any) -> FunctionEntry:
         entry = self._functions.get(id(function))
@@ -82,10 +90,31 @@ class TaskBuilder:
         return entry
 
     def put_object(self, payload: bytes, name: str) -> ObjectID:
+        """Store the bytes once per client: identical content gets the same id and is stored once."""
+        if len(payload) >= LARGE_OBJECT_BYTES and len(payload) not in self._large_sizes:
+            return self._put_large(payload, name)
         object_id = content_id(self._client_id, payload)
+        if object_id in self._large:
+            return self._large[object_id]
         if object_id not in self._stored:
             self._store(object_id, payload, name)
             self._stored.add(object_id)
+        return object_id
+
+    def _put_large(self, payload: bytes, name: str) -> ObjectID:
+        """No stored object has this size, so this content is new: send it under a fresh id while its
+        digest is computed on another thread (hashing 100 MB costs about as much as sending it), and
+        remember the digest so that the same content sent again is not stored twice."""
+        digest: list[ObjectID] = []
+        hashing = threading.Thread(target=lambda: digest.append(content_id(self._client_id, payload)))
+        hashing.start()
+        object_id = new_random_object_id()
+        try:
+            self._store(object_id, payload, name)
+        finally:
+            hashing.join()
+        self._large[digest[0]] = object_id
+        self._large_sizes.add(len(payload))
         return object_id
 
     def argument(self, value: Any, keyword: str, position: int) -> m.Argument:

@@ -382,3 +382,11 @@ def test_seed_cluster_combo_accepts_the_documented_arguments() -> None:
             assert short_lived.submit(inc, 1).result(timeout=30) == 2
     finally:
         cluster.shutdown()
+
+
+def test_a_large_object_sent_twice_is_stored_once(client: Client) -> None:
+    big = bytes(range(256)) * (9 * 4096)  # 9 MiB: above the size where hashing runs beside the upload
+    first = client.send_object(big)
+    second = client.send_object(bytes(big))
+    assert first == second
+    assert client.submit(len, second).result(timeout=60) == len(big)

@@ -328,13 +328,17 @@ class SchedulerCore:
         self._send(peer, m.HeartbeatEcho(self.settings.object_storage_address, len(self.workers)))
         self._send_target(manager)
 
-    def _send_target(self, manager: ManagerRecord) -> None:
+    def _send_target(self, manager: ManagerRecord, only_if_changed: bool = False) -> None:
+        """Every heartbeat gets the current target (declarative, idempotent: a manager that missed one
+        converges on the next); between heartbeats a target goes out only when it changed, so that work
+        arriving on an idle cluster starts workers within a tick rather than a heartbeat."""
         if self._scaling is None:
             return
         target = self._scaling.targets(self, manager)
-        if target is not None:
-            manager.last_target = target
-            self._send(manager.peer, target)
+        if target is None or (only_if_changed and target == manager.last_target):
+            return
+        manager.last_target = target
+        self._send(manager.peer, target)
 
     # ------------------------------------------------------------ time
 
@@ -355,6 +359,8 @@ class SchedulerCore:
         if self._last_status_at is None or now - self._last_status_at >= settings.status_interval_seconds:
             self._last_status_at = now
             self.effects.append(self.status.publish())
+        for manager in list(self.managers.values()):
+            self._send_target(manager, only_if_changed=True)
         if settings.load_balance_seconds > 0 and now - self._last_balance_at >= settings.load_balance_seconds:
             self._last_balance_at = now
             self._balance()

@@ -342,3 +342,27 @@ def test_no_balancing_while_tasks_wait_in_the_queue_or_when_disabled() -> None:
     sim.add_worker("idle", capacity=2)
     effects = sim.advance(1.0) + sim.advance(1.0) + sim.advance(1.0)
     assert not sent_to(effects, busy.peer, m.TaskReturn)
+
+
+# ---------------------------------------------------------------- worker managers
+
+
+class QueueLengthHook:
+    """A scaling hook that asks for one worker per queued task (enough to see when targets go out)."""
+
+    def targets(self, core: SchedulerCore, manager: object) -> m.ManagerTarget:
+        return m.ManagerTarget((m.TargetEntry((), len(core.tasks.queue)),))
+
+
+def test_a_changed_target_goes_out_on_the_next_tick_without_waiting_for_a_heartbeat() -> None:
+    sim = SimulatedCluster()
+    sim.core = SchedulerCore(sim.settings, QueueLengthHook())
+    effects = sim.send(b"manager", hello(m.ManagerInfo("m1")))
+    assert sent_to(effects, b"manager", m.ManagerTarget) == [m.ManagerTarget((m.TargetEntry((), 0),))]
+    client = sim.add_client()
+    sim.submit(client, [task(client.peer, n) for n in range(3)])
+    effects = sim.advance(0.25)
+    assert sent_to(effects, b"manager", m.ManagerTarget) == [m.ManagerTarget((m.TargetEntry((), 3),))]
+    assert sent_to(sim.advance(0.25), b"manager", m.ManagerTarget) == [], "unchanged: only heartbeats repeat it"
+    effects = sim.send(b"manager", m.Heartbeat(manager=m.ManagerStatus(0, 0)))
+    assert sent_to(effects, b"manager", m.ManagerTarget) == [m.ManagerTarget((m.TargetEntry((), 3),))]
