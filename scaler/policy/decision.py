@@ -30,6 +30,7 @@ class SetLevel:
     workers: int  #: the target last computed (sent or not)
     surplus_since: float | None = None  #: snapshot time since which the need has been below `workers`
     surplus_peak: int = 0  #: the highest need seen since then: the level to step down to
+    idle_since: float | None = None  #: snapshot time since which the need has been zero
 
 
 @dataclass(frozen=True, slots=True)

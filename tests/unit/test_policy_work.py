@@ -156,3 +156,11 @@ def test_a_stale_last_target_does_not_bring_a_dropped_level_back() -> None:
     steps = run(policy, *(view(now, managers=managers) for now in times))
     assert [totals(step.decision)["b"] for step in steps] == [8, 8, 0, 0, 0]
     assert steps[-1].memory.tracked_manager_ids == frozenset({"a", "b"})
+
+
+def test_a_full_cooldown_without_any_work_lets_every_worker_go_in_one_step() -> None:
+    """The tail of a batch (need falling from the level towards zero) may step the level down, but once
+    there has been no work for a whole cooldown the target is zero, without waiting another cooldown."""
+    policy = WorkScaling(cooldown_seconds=10.0)
+    steps = run(policy, view(0.0, queued=8), view(0.5, running=3), view(1.0), view(10.9), view(11.0))
+    assert [totals(step.decision)["m"] for step in steps] == [8, 8, 8, 5, 0]

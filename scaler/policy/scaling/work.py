@@ -10,7 +10,8 @@ So a stable load never moves between managers, and a new load lands on the first
 
 Level: up at once to the need; down only when the need has stayed below the level for
 `cooldown_seconds`, and then only to the highest need seen during that time plus a noise margin
-(see `step_down_to`); the next step down needs another full cooldown. A manager's total never drops
+(see `step_down_to`); the next step down needs another full cooldown. A set with no work at all
+for a full cooldown goes to zero in one step. A manager's total never drops
 below its busy workers and never exceeds its `max_workers`. The levels live in `ScalingMemory`, so a
 decision that is computed but not sent (the scheduler sends only the heartbeating manager's target)
 still counts, and a departed manager's levels are forgotten with it.
@@ -106,14 +107,18 @@ class WorkScaling:
                 continue
             since = snapshot.now if level.surplus_since is None else level.surplus_since
             peak = max(need, level.surplus_peak if level.surplus_since is not None else 0)
+            idle_since = None if need else (snapshot.now if level.idle_since is None else level.idle_since)
+            if idle_since is not None and snapshot.now - idle_since >= self.cooldown_seconds:
+                levels[names] = SetLevel(capabilities, 0)  # a full cooldown without any work: let all go
+                continue
             if snapshot.now - since < self.cooldown_seconds:
-                levels[names] = SetLevel(capabilities, level.workers, since, peak)
+                levels[names] = SetLevel(capabilities, level.workers, since, peak, idle_since)
                 continue
             lowered = step_down_to(level.workers, peak)
-            if lowered < level.workers:
-                levels[names] = SetLevel(capabilities, lowered)
+            if lowered < level.workers:  # a new surplus window starts; the idle time keeps counting
+                levels[names] = SetLevel(capabilities, lowered, idle_since=idle_since)
             else:  # not worth a step: watch the next cooldown afresh
-                levels[names] = SetLevel(capabilities, level.workers, snapshot.now, need)
+                levels[names] = SetLevel(capabilities, level.workers, snapshot.now, need, idle_since)
         return levels
 
 
