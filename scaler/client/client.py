@@ -22,8 +22,8 @@ from scaler.client.future import ScalerFuture
 from scaler.client.map_chunks import chunk_size, run_chunk
 from scaler.client.object_reference import ObjectReference
 from scaler.client.result_reader import ResultReader
-from scaler.client.serializer import DefaultSerializer, Serializer
-from scaler.client.task_builder import TaskBuilder, describe
+from scaler.client.serializer import DefaultSerializer, Serializer, serialize_to_frames
+from scaler.client.task_builder import TaskBuilder, describe, frames_size
 from scaler.errors import ClientQuitException, ClientShutdownException, DisconnectedError
 from scaler.io.address import validate_address
 from scaler.protocol import codec
@@ -123,7 +123,7 @@ class Client:
                 )
             return self._storage_connection
 
-    def _store(self, object_id: ObjectID, payload: bytes, name: str) -> None:
+    def _store(self, object_id: ObjectID, payload: bytes | list[Any], name: str) -> None:
         self._storage().put(object_id, payload, owner_id=self._identity, name=name)
 
     def _current_serializer_id(self) -> ObjectID:
@@ -279,12 +279,12 @@ class Client:
         """Store obj once; tasks receive the object wherever they get the returned reference."""
         self._check_open()
         try:
-            payload = self._serializer.serialize(obj)
+            frames = serialize_to_frames(self._serializer, obj)
         except Exception as error:
             raise TypeError(f"cannot serialize the object of type {describe(obj)}: {error}") from error
         label = name if name is not None else f"object of {describe(obj)}"
-        object_id = self._builder.put_object(payload, label)
-        return ObjectReference(label.encode(), len(payload), object_id)
+        object_id = self._builder.put_object(frames if len(frames) > 1 else frames[0], label)
+        return ObjectReference(label.encode(), frames_size(frames), object_id)
 
     # ------------------------------------------------------------ ending
 

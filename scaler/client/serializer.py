@@ -65,6 +65,31 @@ class Payload(bytes):
         return TagByte(item) if isinstance(item, int) else item
 
 
+#: First frame of a large `bytes` object stored as is, without pickling (no pickle stream starts with 0).
+RAW_BYTES_MARKER = b"\x00scaler:raw-bytes"
+#: From this size, `bytes` sent with the default serializer travel as raw frames (no pickle copy).
+RAW_BYTES_THRESHOLD = 1024 * 1024
+
+
+def serialize_to_frames(serializer: Serializer, obj: Any) -> list[Any]:
+    """The frames an object is stored as: one serialized payload, or for a large `bytes` object with
+    the default serializer, a marker and the object itself (sent and hashed without being copied)."""
+    if type(obj) is bytes and len(obj) >= RAW_BYTES_THRESHOLD and type(serializer) is DefaultSerializer:
+        return [RAW_BYTES_MARKER, obj]
+    return [serializer.serialize(obj)]
+
+
+def deserialize_frames(serializer: Serializer, frames: list[memoryview]) -> Any:
+    """The object stored as these frames (see serialize_to_frames)."""
+    if len(frames) >= 2 and frames[0] == RAW_BYTES_MARKER:
+        if len(frames) == 2:
+            return bytes(frames[1])
+        return b"".join(frames[1:])
+    if len(frames) == 1:
+        return deserialize_with(serializer, frames[0])
+    return deserialize_with(serializer, b"".join(frames))
+
+
 def deserialize_with(serializer: Serializer, payload: bytes | bytearray | memoryview) -> Any:
     """Call a serializer's deserialize: the default one reads buffers directly, custom ones get a Payload."""
     if isinstance(serializer, DefaultSerializer) or type(serializer) is DefaultSerializer:

@@ -26,10 +26,18 @@ INLINE_LIMIT_BYTES = 64 * 1024
 LARGE_OBJECT_BYTES = 8 * 1024 * 1024
 
 
-def content_id(owner: bytes, payload: bytes | bytearray | memoryview) -> ObjectID:
+Frames = list[Any]  #: the buffers an object is stored as (see serializer.serialize_to_frames)
+
+
+def content_id(owner: bytes, payload: bytes | bytearray | memoryview | Frames) -> ObjectID:
     digest = hashlib.sha256(owner)
-    digest.update(payload)
+    for frame in payload if isinstance(payload, list) else [payload]:
+        digest.update(frame)
     return ObjectID(digest.digest()[:16])
+
+
+def frames_size(payload: bytes | Frames) -> int:
+    return sum(len(frame) for frame in payload) if isinstance(payload, list) else len(payload)
 
 
 def describe(value: Any) -> str:
@@ -52,7 +60,7 @@ class TaskBuilder:
         self,
         client_id: ClientID,
         serializer: Serializer,
-        store: Callable[[ObjectID, bytes, str], None],
+        store: Callable[[ObjectID, bytes | Frames, str], None],
         serializer_id: Callable[[], ObjectID],
     ) -> None:
         self._client_id = client_id
@@ -89,9 +97,10 @@ class TaskBuilder:
         self._functions[id(function)] = entry
         return entry
 
-    def put_object(self, payload: bytes, name: str) -> ObjectID:
-        """Store the bytes once per client: identical content gets the same id and is stored once."""
-        if len(payload) >= LARGE_OBJECT_BYTES and len(payload) not in self._large_sizes:
+    def put_object(self, payload: bytes | Frames, name: str) -> ObjectID:
+        """Store the bytes (or frames) once per client: identical content gets the same id and is stored once."""
+        size = frames_size(payload)
+        if size >= LARGE_OBJECT_BYTES and size not in self._large_sizes:
             return self._put_large(payload, name)
         object_id = content_id(self._client_id, payload)
         if object_id in self._large:
@@ -101,7 +110,7 @@ class TaskBuilder:
             self._stored.add(object_id)
         return object_id
 
-    def _put_large(self, payload: bytes, name: str) -> ObjectID:
+    def _put_large(self, payload: bytes | Frames, name: str) -> ObjectID:
         """No stored object has this size, so this content is new: send it under a fresh id while its
         digest is computed on another thread (hashing 100 MB costs about as much as sending it), and
         remember the digest so that the same content sent again is not stored twice."""
@@ -114,7 +123,7 @@ class TaskBuilder:
         finally:
             hashing.join()
         self._large[digest[0]] = object_id
-        self._large_sizes.add(len(payload))
+        self._large_sizes.add(frames_size(payload))
         return object_id
 
     def argument(self, value: Any, keyword: str, position: int) -> m.Argument:

@@ -205,6 +205,15 @@ class ObjectStorageConnection:
         reply, frames = self._call(Get(ObjectID(bytes(object_id))))
         return object_from_frames(frames, reply_value(reply, ObjectSize, self._address).total_bytes, self._address)
 
+    def get_frames(self, object_id: bytes) -> list[memoryview]:
+        """The object's bytes as the frames they travelled in (views, no copy); raises MissingObjects."""
+        reply, frames = self._call(Get(ObjectID(bytes(object_id))))
+        total = reply_value(reply, ObjectSize, self._address).total_bytes
+        views = [frame.buffer if isinstance(frame, zmq.Frame) else memoryview(frame) for frame in frames]
+        if sum(len(view) for view in views) != total:
+            raise ObjectStorageException(f"object storage at {self._address} sent a truncated object")
+        return views
+
     def delete(self, object_ids: Iterable[bytes]) -> int:
         """Delete objects (missing ones are ignored); returns how many were removed."""
         ids = tuple(ObjectID(bytes(object_id)) for object_id in object_ids)

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import cloudpickle
 
 from scaler.client import object_reference
-from scaler.client.serializer import DefaultSerializer, Serializer, deserialize_with
+from scaler.client.serializer import DefaultSerializer, Serializer, deserialize_frames, deserialize_with
 from scaler.errors import DeserializeObjectError, MissingObjects, TaskExceptionNotSerializableError
 from scaler.protocol import codec
 from scaler.protocol import messages as m
@@ -40,6 +40,7 @@ class StorageAccess(Protocol):
     """What task execution needs from object storage (an ObjectStorageConnection satisfies it)."""
 
     def get(self, object_id: bytes) -> bytes | bytearray | memoryview: ...
+    def get_frames(self, object_id: bytes) -> list[memoryview]: ...
     def put(self, object_id: bytes, payload: Any, owner_id: bytes = b"", name: str = "") -> None: ...
     def exists(self, object_id: bytes) -> bool: ...
 
@@ -193,17 +194,21 @@ class TaskExecutor:
                     f"or its client left",
                 )
             return value
-        payload = self._fetch(ObjectID(object_id), "an object the task needs")
+        frames = self._fetch_frames(ObjectID(object_id), "an object the task needs")
         try:
-            value = deserialize_with(serializer, payload)
+            value = deserialize_frames(serializer, frames)
         except Exception as error:
             raise DeserializeObjectError(f"could not deserialize object {object_id.hex()}: {error!r}") from error
-        self._objects.put(key, value, len(payload))
+        self._objects.put(key, value, sum(len(frame) for frame in frames))
         return value
 
     def _fetch(self, object_id: ObjectID, what: str) -> bytes | bytearray | memoryview:
+        frames = self._fetch_frames(object_id, what)
+        return frames[0] if len(frames) == 1 else b"".join(frames)
+
+    def _fetch_frames(self, object_id: ObjectID, what: str) -> list[memoryview]:
         try:
-            return self._storage().get(object_id)
+            return self._storage().get_frames(object_id)
         except MissingObjects as error:
             raise _TaskFailure(
                 m.ResultStatus.MISSING_OBJECT,

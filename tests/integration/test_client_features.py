@@ -390,3 +390,15 @@ def test_a_large_object_sent_twice_is_stored_once(client: Client) -> None:
     second = client.send_object(bytes(big))
     assert first == second
     assert client.submit(len, second).result(timeout=60) == len(big)
+
+
+def kind_and_size(value: object) -> tuple[str, int]:
+    return type(value).__name__, len(value)  # type: ignore[arg-type]
+
+
+def test_large_bytes_objects_travel_raw_and_arrive_as_bytes(client: Client) -> None:
+    blob = bytes(range(256)) * 8192  # 2 MiB: stored as a marker frame and the raw bytes
+    assert client.submit(kind_and_size, client.send_object(blob)).result(timeout=60) == ("bytes", len(blob))
+    assert client.submit(lambda b: b == blob, client.send_object(blob)).result(timeout=60) is True
+    array = bytearray(blob)  # not bytes: pickled as usual
+    assert client.submit(kind_and_size, client.send_object(array)).result(timeout=60) == ("bytearray", len(blob))
