@@ -24,6 +24,49 @@ from dataclasses import dataclass, field
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
+from scaler.worker.agent_events import (
+    EXIT_ERROR,
+    EXIT_NEVER_CONNECTED,
+    EXIT_OK,
+    EXIT_SCHEDULER_LOST,
+    Effect,
+    Event,
+    Exit,
+    FromProcessor,
+    FromScheduler,
+    KillProcessor,
+    LeaveRequested,
+    ProcessorExited,
+    SayHello,
+    SendHeartbeat,
+    SpawnProcessor,
+    Tick,
+    ToProcessor,
+    ToScheduler,
+)
+
+__all__ = [  # the events and effects are part of the core's interface
+    "EXIT_ERROR",
+    "EXIT_NEVER_CONNECTED",
+    "EXIT_OK",
+    "EXIT_SCHEDULER_LOST",
+    "AgentCore",
+    "AgentSettings",
+    "Effect",
+    "Event",
+    "Exit",
+    "FromProcessor",
+    "FromScheduler",
+    "KillProcessor",
+    "LeaveRequested",
+    "ProcessorExited",
+    "SayHello",
+    "SendHeartbeat",
+    "SpawnProcessor",
+    "Tick",
+    "ToProcessor",
+    "ToScheduler",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -57,92 +100,6 @@ class HeldTask:
     sequence: int
     processor: bytes | None = None
     started_at: float = 0.0
-
-
-# ---------------------------------------------------------------- events
-
-
-@dataclass(frozen=True, slots=True)
-class Tick:
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class FromScheduler:
-    message: m.Message
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class FromProcessor:
-    processor_id: bytes
-    message: m.Message
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessorExited:
-    processor_id: bytes
-    description: str  #: "exit code 1", "killed by SIGKILL"
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class LeaveRequested:
-    reason: str
-    now: float
-
-
-Event = Tick | FromScheduler | FromProcessor | ProcessorExited | LeaveRequested
-
-
-# ---------------------------------------------------------------- effects
-
-
-@dataclass(frozen=True, slots=True)
-class ToScheduler:
-    message: m.Message
-
-
-@dataclass(frozen=True, slots=True)
-class SayHello:
-    """Register with the scheduler again."""
-
-
-@dataclass(frozen=True, slots=True)
-class SendHeartbeat:
-    status: m.WorkerStatus
-
-
-@dataclass(frozen=True, slots=True)
-class ToProcessor:
-    processor_id: bytes
-    message: m.Message
-
-
-@dataclass(frozen=True, slots=True)
-class SpawnProcessor:
-    processor_id: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class KillProcessor:
-    processor_id: bytes
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Exit:
-    code: int
-    reason: str
-
-
-Effect = ToScheduler | SayHello | SendHeartbeat | ToProcessor | SpawnProcessor | KillProcessor | Exit
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_NEVER_CONNECTED = 2
-EXIT_SCHEDULER_LOST = 3
 
 
 @dataclass(frozen=True, slots=True)

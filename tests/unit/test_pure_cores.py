@@ -14,6 +14,7 @@ PURE_MODULES = sorted(
     [
         *(ROOT / "scheduler" / "core").glob("*.py"),
         ROOT / "worker" / "agent_core.py",
+        ROOT / "worker" / "agent_events.py",
         ROOT / "worker_manager" / "reconciler.py",
         ROOT / "object_storage" / "store.py",
         *[path for path in (ROOT / "policy").rglob("*.py") if path.name not in ("comparison.py",)],

@@ -1,0 +1,96 @@
+"""What the worker agent's core takes in (events) and asks its shell to do (effects).
+
+Every event carries `now` (monotonic seconds, stamped by the shell); the core has no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaler.protocol import messages as m
+
+# ---------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class FromScheduler:
+    message: m.Message
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class FromProcessor:
+    processor_id: bytes
+    message: m.Message
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorExited:
+    processor_id: bytes
+    description: str  #: "exit code 1", "killed by SIGKILL"
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveRequested:
+    reason: str
+    now: float
+
+
+Event = Tick | FromScheduler | FromProcessor | ProcessorExited | LeaveRequested
+
+
+# ---------------------------------------------------------------- effects
+
+
+@dataclass(frozen=True, slots=True)
+class ToScheduler:
+    message: m.Message
+
+
+@dataclass(frozen=True, slots=True)
+class SayHello:
+    """Register with the scheduler again."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendHeartbeat:
+    status: m.WorkerStatus
+
+
+@dataclass(frozen=True, slots=True)
+class ToProcessor:
+    processor_id: bytes
+    message: m.Message
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnProcessor:
+    processor_id: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class KillProcessor:
+    processor_id: bytes
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    code: int
+    reason: str
+
+
+Effect = ToScheduler | SayHello | SendHeartbeat | ToProcessor | SpawnProcessor | KillProcessor | Exit
+
+#: Exit codes of a worker process.
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_NEVER_CONNECTED = 2
+EXIT_SCHEDULER_LOST = 3
