@@ -22,7 +22,9 @@ logger = logging.getLogger(__name__)
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def set_parent_death_signal() -> None:
+    """Ask the kernel for SIGKILL when the parent of this process dies (Linux). It is tied to the parent's
+    *thread* that forked: a child forked from a short-lived thread would die with that thread."""
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(None, use_errno=True)
@@ -47,7 +49,7 @@ def start_python_child(
         argv,
         env=env,
         start_new_session=new_session,
-        preexec_fn=_die_with_parent if tie else None,
+        preexec_fn=set_parent_death_signal if tie else None,
         stdin=subprocess.DEVNULL,
         pass_fds=pass_fds,
     )

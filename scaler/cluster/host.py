@@ -26,9 +26,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from scaler.cluster.child_processes import describe_exit, name_this_process
+from scaler.cluster.child_processes import describe_exit, name_this_process, set_parent_death_signal
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, section_from_json
-from scaler.worker.zygote import die_with_parent
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +41,7 @@ def fork_child(name: str, run: Callable[[], int]) -> int:
         return pid
     code = 1
     try:
-        die_with_parent()
+        set_parent_death_signal()
         name_this_process(name)
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.SIG_DFL)
@@ -70,7 +69,7 @@ def run_host(plan: dict[str, Any], report_fd: int) -> int:
     scheduler = section_from_json(SchedulerConfig, plan["scheduler"])
     worker = section_from_json(WorkerConfig, plan["worker"])
     setup_logging(scheduler, "cluster")
-    die_with_parent()
+    set_parent_death_signal()
     name_this_process("scaler-host")
 
     def configured(component: str, config: object, run: Callable[[], int]) -> Callable[[], int]:

@@ -18,13 +18,14 @@ from typing import Any
 import psutil
 import zmq
 
+from scaler.cluster.fork_server import describe_wait_status
 from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, configure
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.worker import agent_core as core
 from scaler.worker.processor_channel import AsyncChannel
-from scaler.worker.zygote import Zygote, describe_wait_status
+from scaler.worker.zygote import Zygote
 
 logger = logging.getLogger(__name__)
 

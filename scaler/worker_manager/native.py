@@ -1,11 +1,13 @@
 """`scaler_worker_manager baremetal_native --mode dynamic`: local workers started and stopped on the
-scheduler's target (the fixed mode is `scaler.cluster.worker_pool`)."""
+scheduler's target (the fixed mode is `scaler.cluster.worker_pool`). Workers are forked by a worker forker
+started with the manager (`baremetal_native.worker_forker`), so a scale-up costs forks, not Python start-ups."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
+from scaler.cluster.fork_server import ForkServer
 from scaler.config.sections import NativeWorkerManagerConfig
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
@@ -14,6 +16,7 @@ from scaler.worker.process import check_worker_config
 from scaler.worker_manager.backend import LaunchSpec, worker_config_of
 from scaler.worker_manager.baremetal_native.backend import NativeBackend
 from scaler.worker_manager.baremetal_native.unit_records import state_directory_for
+from scaler.worker_manager.baremetal_native.worker_forker import start_worker_forker
 from scaler.worker_manager.runner import EXIT_ERROR, ManagerRunner, RunnerSettings
 
 logger = logging.getLogger(__name__)
@@ -38,9 +41,8 @@ def run_native_manager(config: NativeWorkerManagerConfig) -> int:
         scheduler_timeout_seconds=config.death_timeout_seconds,
         io_threads=config.io_threads,
     )
-    backend = NativeBackend(
-        config.worker_manager_id, state_directory_for(config.worker_manager_id, spec.scheduler_address)
-    )
+    state_directory = state_directory_for(config.worker_manager_id, spec.scheduler_address)
+    backend = NativeBackend(config.worker_manager_id, state_directory, forker=_start_forker(spec))
     loop = new_event_loop(config.event_loop)
     try:
         asyncio.set_event_loop(loop)
@@ -48,6 +50,15 @@ def run_native_manager(config: NativeWorkerManagerConfig) -> int:
     finally:
         asyncio.set_event_loop(None)
         loop.close()
+
+
+def _start_forker(spec: LaunchSpec) -> ForkServer | None:
+    """The worker forker, started now so that it has its imports done when the first target arrives."""
+    try:
+        return start_worker_forker(spec.worker)
+    except OSError as error:
+        logger.warning("could not start the worker forker (%s): workers will start as new processes", error)
+        return None
 
 
 def _check(config: NativeWorkerManagerConfig) -> str | None:

@@ -1,13 +1,16 @@
 """The contract every provisioning backend keeps (scaler/worker_manager/backend.py), as one suite.
 
 Each test runs against every entry of BACKENDS. Adding a backend (ECS against the fake cloud, a
-Kubernetes fake ...) is one more `pytest.param(BackendKind(...))`: a factory for fresh instances with a
-given manager id, and a way to find the local processes of a unit.
+Kubernetes fake ...) is one more `pytest.param(BackendKind(...))`: a factory for fresh instances of a
+given manager (from its launch spec), and a way to find the local processes of a unit. The native
+backend runs twice: forking workers from a worker forker (as the manager does) and starting them as
+commands (what it falls back to without a forker).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -19,8 +22,14 @@ import pytest
 from scaler.config.sections import WorkerConfig
 from scaler.worker_manager.backend import LaunchSpec, UnitBackend, UnitInfo, UnitState
 from scaler.worker_manager.baremetal_native.backend import NativeBackend
+from scaler.worker_manager.baremetal_native.worker_forker import start_worker_forker
 from tests.integration.conftest import Addresses, Launcher, ProcessWatch, monitor
-from tests.integration.manager_harness import processes_with_setting, workers_of
+from tests.integration.manager_harness import (
+    forkers_with_setting,
+    unit_processes,
+    worker_processes_with_setting,
+    workers_of,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -29,22 +38,25 @@ DEADLINE_SECONDS = 30.0
 
 @dataclass(frozen=True)
 class BackendKind:
-    #: (manager id, state directory) -> a fresh backend instance; two instances with the same
-    #: arguments see the same units (as a restarted manager does)
-    new_backend: Callable[[str, Path], UnitBackend]
+    #: (launch spec, state directory) -> a fresh backend instance; two instances of the same manager
+    #: and directory see the same units (as a restarted manager does)
+    new_backend: Callable[[LaunchSpec, Path], UnitBackend]
     #: live local processes of a unit (every process it started, or its harness started for it)
     unit_processes: Callable[[str], list[psutil.Process]]
 
 
-def native_backend(manager_id: str, state_directory: Path) -> UnitBackend:
-    return NativeBackend(manager_id, state_directory, grace_seconds=5.0)
+def native_forking_backend(spec: LaunchSpec, state_directory: Path) -> UnitBackend:
+    return NativeBackend(spec.manager_id, state_directory, grace_seconds=5.0, forker=start_worker_forker(spec.worker))
 
 
-def native_unit_processes(unit_id: str) -> list[psutil.Process]:
-    return processes_with_setting(f"NAT-{unit_id}")  # the worker type in the worker's JSON settings
+def native_command_backend(spec: LaunchSpec, state_directory: Path) -> UnitBackend:
+    return NativeBackend(spec.manager_id, state_directory, grace_seconds=5.0)
 
 
-BACKENDS = [pytest.param(BackendKind(native_backend, native_unit_processes), id="native")]
+BACKENDS = [
+    pytest.param(BackendKind(native_forking_backend, unit_processes), id="native-forked"),
+    pytest.param(BackendKind(native_command_backend, unit_processes), id="native-command"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +82,7 @@ class Case:
     spec: LaunchSpec
 
     def backend(self) -> UnitBackend:
-        return self.kind.new_backend(self.manager_id, self.state_directory)
+        return self.kind.new_backend(self.spec, self.state_directory)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -85,7 +97,8 @@ def case(request: pytest.FixtureRequest, scheduler: Addresses, tmp_path: Path) -
         logging_paths=(str(tmp_path / "workers.log"),),
     )
     yield Case(request.param, manager_id, tmp_path / "units", LaunchSpec(manager_id, worker))
-    left = processes_with_setting(manager_id)  # every worker of this test names the manager id
+    # every worker of this test names the manager id, and so does the command line of its forkers
+    left = worker_processes_with_setting(manager_id) + forkers_with_setting(manager_id)
     for process in left:
         process.kill()
     assert not left, f"processes left running: {[process.pid for process in left]}"
@@ -194,7 +207,8 @@ def test_a_fresh_instance_adopts_the_units_of_its_manager(case: Case) -> None:
         second = case.backend()
         try:
             assert states(await second.list_units()) == dict.fromkeys(unit_ids, UnitState.RUNNING)
-            other = case.kind.new_backend(f"{case.manager_id}-other", case.state_directory.parent / "other-units")
+            other_spec = dataclasses.replace(case.spec, manager_id=f"{case.manager_id}-other")
+            other = case.kind.new_backend(other_spec, case.state_directory.parent / "other-units")
             assert await other.list_units() == []  # only this manager's units
             await other.close()
         finally:

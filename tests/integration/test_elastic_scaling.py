@@ -15,7 +15,7 @@ import pytest
 from scaler import Client
 from scaler.protocol import messages as m
 from tests.integration.conftest import Addresses, Launcher, ProcessWatch, Service, monitor, pid_is_alive, wait_for
-from tests.integration.manager_harness import manager_of, processes_with_setting, start_manager, workers_of
+from tests.integration.manager_harness import manager_of, start_manager, worker_processes_with_setting, workers_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -44,7 +44,9 @@ def make_stack(launcher: Launcher, processes: ProcessWatch) -> Iterator[Callable
     yield make
     processes.stop_all()
     deadline = time.monotonic() + 15.0
-    while (left := [p for a in made for p in processes_with_setting(a.scheduler)]) and time.monotonic() < deadline:
+    while (left := [p for a in made for p in worker_processes_with_setting(a.scheduler)]) and (
+        time.monotonic() < deadline
+    ):
         time.sleep(0.1)
     for process in left:
         process.kill()
@@ -73,7 +75,7 @@ def run_while_watching(
 
 
 def assert_no_worker_left(addresses: Addresses) -> None:
-    wait_for(lambda: not processes_with_setting(addresses.scheduler), "every worker process of the test to exit")
+    wait_for(lambda: not worker_processes_with_setting(addresses.scheduler), "every worker process of the test to exit")
 
 
 # ---------------------------------------------------------------- (a) from zero, and back to zero

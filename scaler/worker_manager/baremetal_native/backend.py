@@ -1,10 +1,12 @@
 """The local-process backend: one unit = one worker process on this machine.
 
-- launch: `python -m scaler.worker.process '<WorkerConfig>'` in a new session, so the worker agent leads a
-  process group holding its zygote and processors. The worker type is `<prefix>-<unit id>`, which puts
-  the unit id into the worker id (see `scaler.worker_manager.backend`). Units do not die with the
-  manager: a manager that crashed and restarts adopts them (see `unit_records`).
-- list_units: the units recorded for this manager whose process still runs (same pid *and* start time).
+- launch: a worker agent in a new session, so that it leads a process group holding its zygote and
+  processors: forked by the manager's worker forker when there is one (`worker_forker`: milliseconds),
+  else started as `python -m scaler.worker.process '<WorkerConfig>'`. The worker type is
+  `<prefix>-<unit id>`, which puts the unit id into the worker id (see `scaler.worker_manager.backend`).
+  Units do not die with the manager: a manager that crashed and restarts adopts them (`unit_records`).
+- list_units: the units recorded for this manager whose process still runs (same pid *and* start time,
+  and the process is that unit's worker).
 - terminate: SIGTERM to the worker agent, which leaves the scheduler gracefully (its tasks go back to
   the queue); SIGKILL to the whole process group if it is still there after the grace period.
 """
@@ -23,8 +25,11 @@ from pathlib import Path
 import psutil
 
 from scaler.cluster.child_processes import describe_exit, start_python_child
+from scaler.cluster.fork_server import ForkServer, describe_wait_status
+from scaler.config.sections import section_to_json
 from scaler.worker_manager.backend import LaunchSpec, UnitInfo, UnitState
 from scaler.worker_manager.baremetal_native.unit_records import UnitRecord, UnitRecords
+from scaler.worker_manager.baremetal_native.worker_forker import worker_process_name
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +39,8 @@ DEFAULT_GRACE_SECONDS = 10.0
 _START_TIME_TOLERANCE_SECONDS = 0.05
 #: How long after its start a process may still show no command line (its execve is not finished).
 _EXEC_WINDOW_SECONDS = 5.0
+#: How long a launch waits for the worker forker to report its forks (it may still be importing).
+FORKER_REPORT_TIMEOUT_SECONDS = 30.0
 
 #: Handles of units left running by `close()` (for the next manager to adopt). Kept so that Python does
 #: not warn about child processes still running when their handles are collected.
@@ -41,12 +48,24 @@ _LEFT_RUNNING: list[subprocess.Popen[bytes]] = []
 
 
 class NativeBackend:
-    def __init__(self, manager_id: str, state_directory: Path, grace_seconds: float = DEFAULT_GRACE_SECONDS) -> None:
+    def __init__(
+        self,
+        manager_id: str,
+        state_directory: Path,
+        grace_seconds: float = DEFAULT_GRACE_SECONDS,
+        forker: ForkServer | None = None,
+    ) -> None:
         self._manager_id = manager_id
         self._records = UnitRecords(state_directory)
         self._grace_seconds = grace_seconds
-        #: units this instance started: their handles (to reap them)
+        #: the worker forker (owned: closed by `close`); None: workers start as new interpreters
+        self._forker = forker
+        #: units this instance started as commands: their handles (to reap them)
         self._children: dict[str, subprocess.Popen[bytes]] = {}
+        #: units this instance had forked, by unit id: the forker reaps them and reports their exits
+        self._forked: set[str] = set()
+        self._fork_pids: dict[str, int] = {}  #: "started" reports not yet taken by `launch`
+        self._fork_exits: dict[str, int] = {}  #: "exited" reports: wait status by unit id
         #: units being stopped -> the timer that forces the stop
         self._stopping: dict[str, asyncio.TimerHandle] = {}
         self._known: dict[str, UnitRecord] = {}  #: latest records seen or written, by unit id
@@ -60,22 +79,9 @@ class NativeBackend:
     async def launch(self, count: int, spec: LaunchSpec) -> list[str]:
         if spec.manager_id != self._manager_id:
             raise ValueError(f"this backend serves manager {self._manager_id!r}, not {spec.manager_id!r}")
-        unit_ids: list[str] = []
-        for _ in range(count):
-            unit_id = uuid.uuid4().hex[:12]
-            try:
-                child = start_python_child(spec.worker_module_args(unit_id), new_session=True, die_with_parent=False)
-            except OSError:
-                if not unit_ids:
-                    raise
-                logger.exception("could not start a worker process; %d of %d started", len(unit_ids), count)
-                break
-            record = UnitRecord(unit_id, self._manager_id, child.pid, _start_time(child.pid), time.time())
-            self._children[unit_id] = child
-            self._known[unit_id] = record
-            self._records.save(record)
-            logger.debug("unit %s: worker pid %d", unit_id, child.pid)
-            unit_ids.append(unit_id)
+        unit_ids = await self._fork_units(count, spec) if self._forker is not None else []
+        if len(unit_ids) < count:
+            unit_ids += self._start_units(count - len(unit_ids), spec, partial_ok=bool(unit_ids))
         return unit_ids
 
     async def list_units(self) -> list[UnitInfo]:
@@ -108,22 +114,107 @@ class NativeBackend:
             if record is not None:
                 self._force_stop(record)
         for record in self._current_records():
-            child = self._children.get(record.unit_id)
-            if child is not None and record.unit_id in self._stopping:
-                await _wait_for_exit(child, self._grace_seconds)
+            if record.unit_id in self._stopping:
+                await self._wait_for_exit(record)
             if not self._is_running(record):
                 self._collect(record)
         _LEFT_RUNNING.extend(self._children.values())
         self._children.clear()
         self._stopping.clear()
+        if self._forker is not None:
+            self._forker.close()  # the units it forked keep running: they lead their own sessions
+            self._forker = None
         self._records.remove_directory_if_empty()
+
+    async def _wait_for_exit(self, record: UnitRecord) -> None:
+        """Wait (without reaping) until the unit's worker ends, at most the grace period."""
+        step = 0.02
+        for _ in range(max(1, int(self._grace_seconds / step))):
+            self._read_forker_reports()
+            if not self._is_running(record):
+                return
+            await asyncio.sleep(step)
 
     # ------------------------------------------------------------ processes
 
+    async def _fork_units(self, count: int, spec: LaunchSpec) -> list[str]:
+        """Units forked by the worker forker: as many as it reported started (fewer if it died or hung)."""
+        assert self._forker is not None
+        requested: list[str] = []
+        for _ in range(count):
+            unit_id = uuid.uuid4().hex[:12]
+            try:
+                self._forker.request(unit_id.encode(), section_to_json(spec.worker_config(unit_id)).encode())
+            except OSError as error:
+                self._lose_forker(f"it does not take requests ({error})")
+                break
+            requested.append(unit_id)
+        deadline = time.monotonic() + FORKER_REPORT_TIMEOUT_SECONDS
+        self._read_forker_reports()
+        while self._forker is not None and not all(unit_id in self._fork_pids for unit_id in requested):
+            if time.monotonic() > deadline:
+                self._lose_forker(f"it reported no fork within {FORKER_REPORT_TIMEOUT_SECONDS:g} s", kill=True)
+                break
+            await asyncio.sleep(0.005)
+            self._read_forker_reports()
+        unit_ids = []
+        for unit_id in requested:
+            pid = self._fork_pids.pop(unit_id, None)
+            if pid is not None:
+                self._remember(UnitRecord(unit_id, self._manager_id, pid, _start_time(pid), time.time()))
+                self._forked.add(unit_id)
+                unit_ids.append(unit_id)
+        return unit_ids
+
+    def _start_units(self, count: int, spec: LaunchSpec, partial_ok: bool) -> list[str]:
+        """Units started as new interpreters."""
+        unit_ids: list[str] = []
+        for _ in range(count):
+            unit_id = uuid.uuid4().hex[:12]
+            try:
+                child = start_python_child(spec.worker_module_args(unit_id), new_session=True, die_with_parent=False)
+            except OSError:
+                if not (unit_ids or partial_ok):
+                    raise
+                logger.exception("could not start a worker process; %d of %d started", len(unit_ids), count)
+                break
+            self._children[unit_id] = child
+            self._remember(UnitRecord(unit_id, self._manager_id, child.pid, _start_time(child.pid), time.time()))
+            unit_ids.append(unit_id)
+        return unit_ids
+
+    def _remember(self, record: UnitRecord) -> None:
+        self._known[record.unit_id] = record
+        self._records.save(record)
+        logger.debug("unit %s: worker pid %d", record.unit_id, record.pid)
+
+    def _read_forker_reports(self) -> None:
+        if self._forker is None:
+            return
+        for kind, child_id, number in self._forker.read_reports():
+            if kind == "started":
+                self._fork_pids[child_id.decode()] = number
+            elif kind == "exited":
+                self._fork_exits[child_id.decode()] = number
+            else:
+                self._lose_forker("it exited")
+                return
+
+    def _lose_forker(self, why: str, kill: bool = False) -> None:
+        """Stop using the forker: new workers start as new interpreters; its running units stay (they are
+        watched like adopted ones from now on)."""
+        assert self._forker is not None
+        logger.warning("the worker forker is unusable (%s): starting workers as new processes from now on", why)
+        if kill:
+            self._forker.kill()
+        self._forker.close()
+        self._forker = None
+
     def _current_records(self) -> list[UnitRecord]:
         """The recorded units of this manager, and the ones this instance started even if their record is gone."""
+        self._read_forker_reports()
         records = {r.unit_id: r for r in self._records.load_all() if r.manager_id == self._manager_id}
-        for unit_id in self._children:
+        for unit_id in [*self._children, *self._forked]:
             if unit_id not in records and unit_id in self._known:
                 records[unit_id] = self._known[unit_id]
         self._known.update(records)
@@ -133,9 +224,14 @@ class NativeBackend:
         child = self._children.get(record.unit_id)
         if child is not None:
             return not _has_exited(child)
+        if record.unit_id in self._fork_exits:
+            return False
+        if record.unit_id in self._forked and self._forker is not None:
+            return True  # the forker reports its exit
         return _is_same_live_process(record)
 
     def _force_stop(self, record: UnitRecord) -> None:
+        self._read_forker_reports()
         if not self._is_running(record):
             return
         logger.warning("unit %s did not stop within %g s: killing its processes", record.unit_id, self._grace_seconds)
@@ -151,6 +247,10 @@ class NativeBackend:
                 _kill_group(record.pid)
             child.wait()
             detail = f"pid {record.pid}: {describe_exit(child.returncode)}"
+        self._forked.discard(record.unit_id)
+        status = self._fork_exits.pop(record.unit_id, None)
+        if status is not None:
+            detail = f"pid {record.pid}: {describe_wait_status(status)}"
         timer = self._stopping.pop(record.unit_id, None)
         if timer is not None:
             timer.cancel()
@@ -179,24 +279,18 @@ def _has_exited(child: subprocess.Popen[bytes]) -> bool:
         return True
 
 
-async def _wait_for_exit(child: subprocess.Popen[bytes], timeout_seconds: float) -> None:
-    """Wait (without reaping) until the child ends, at most `timeout_seconds`."""
-    step = 0.02
-    for _ in range(max(1, int(timeout_seconds / step))):
-        if _has_exited(child):
-            return
-        await asyncio.sleep(step)
-
-
 def _is_same_live_process(record: UnitRecord) -> bool:
     """An adopted unit: its process exists, is not a zombie, started when the record says, and is a worker
-    of that unit (its settings name the unit), so a stale or forged record never makes us signal a stranger."""
+    of that unit (forked: named after the unit; started as a command: its settings name the unit), so a
+    stale or forged record never makes us signal a stranger."""
     try:
         process = psutil.Process(record.pid)
         if abs(process.create_time() - record.process_started) > _START_TIME_TOLERANCE_SECONDS:
             return False
         if process.status() == psutil.STATUS_ZOMBIE:
             return False
+        if process.name() == worker_process_name(record.unit_id):
+            return True
         arguments = process.cmdline()
         if not arguments:  # still inside execve (the arguments are not mapped yet): trust the start time
             return time.time() - record.process_started < _EXEC_WINDOW_SECONDS
