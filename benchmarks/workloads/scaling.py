@@ -39,14 +39,24 @@ QUICK = Burst(tasks=40, task_seconds=0.1, concurrency=8, scale_down_cap_seconds=
 SETTLE_SECONDS = 2.0  # after starting the manager, so that it has registered before the first submit
 
 
+#: Our native manager's worker forker (a process name): not a worker; it forks the worker agents, which are
+#: therefore its children, not the manager's. Its forked workers share its command line.
+FORK_SERVER_NAME = "scaler-forker"
+
+
 def worker_processes(manager: psutil.Process) -> list[psutil.Process]:
-    """The manager's live descendants, except multiprocessing's resource tracker (not a worker). A zombie (exited,
-    not yet reaped by the manager) counts as gone."""
+    """The manager's live descendants that belong to workers (agents, and their processors), so neither
+    multiprocessing's resource tracker (opengris) nor our worker forker. A zombie (exited, not yet reaped)
+    counts as gone."""
     try:
         children = manager.children(recursive=True)
     except psutil.NoSuchProcess:
         return []
-    return [p for p in children if _alive(p) and "resource_tracker" not in procs.describe(p)]
+    return [
+        p
+        for p in children
+        if _alive(p) and "resource_tracker" not in procs.describe(p) and _name(p) != FORK_SERVER_NAME
+    ]
 
 
 def _alive(process: psutil.Process) -> bool:
@@ -57,8 +67,20 @@ def _alive(process: psutil.Process) -> bool:
 
 
 def worker_count(manager: psutil.Process) -> int:
-    """Direct children of the manager: one per worker (a worker's processors are its own children)."""
-    return sum(1 for p in worker_processes(manager) if _ppid(p) == manager.pid)
+    """Worker agents: children of the manager or of its worker forker (a worker's processors are its own
+    children)."""
+    try:
+        parents = {manager.pid} | {p.pid for p in manager.children() if _name(p) == FORK_SERVER_NAME}
+    except psutil.NoSuchProcess:
+        return 0
+    return sum(1 for p in worker_processes(manager) if _ppid(p) in parents)
+
+
+def _name(process: psutil.Process) -> str:
+    try:
+        return str(process.name())
+    except psutil.NoSuchProcess:
+        return ""
 
 
 def _ppid(process: psutil.Process) -> int:
