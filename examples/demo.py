@@ -1,6 +1,6 @@
 """The `make demo` script: start the local stack from config/local.toml, run a little work, stop it.
 
-    python examples/demo.py [CONFIG_FILE]
+Usage: `python examples/demo.py [CONFIG_FILE]`.
 """
 
 from __future__ import annotations
