@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck benchmark clean
+.PHONY: demo test test-pythons check lint typecheck benchmark clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,14 +24,32 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check scaler tests benchmarks examples
 	$(BIN)/ruff format --check scaler tests benchmarks examples
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 check: lint typecheck test
 
+# The pure tiers (unit and simulation: no processes, no sockets) on the oldest and newest Python we
+# support, each in its own venv. An interpreter that is not on this machine is reported and skipped.
+PURE_PYTHONS ?= 3.10 3.13
+test-pythons:
+	@for version in $(PURE_PYTHONS); do \
+		interpreter=""; \
+		for candidate in $$(ls -d $$HOME/.pyenv/versions/$$version.*/bin/python 2>/dev/null) $$(command -v python$$version); do \
+			if $$candidate -c "import venv" >/dev/null 2>&1; then interpreter=$$candidate; fi; \
+		done; \
+		if [ -z "$$interpreter" ]; then echo "test-pythons: Python $$version not found on this machine: skipped"; continue; fi; \
+		venv=.venv-$$version; \
+		[ -x $$venv/bin/python ] || $$interpreter -m venv $$venv || exit 1; \
+		$$venv/bin/python -m pip install --quiet -e . "pytest>=8" "pytest-timeout>=2.3" || exit 1; \
+		echo "pure tiers on $$($$venv/bin/python --version)"; \
+		$$venv/bin/python -m pytest -q -p no:cacheprovider tests/unit tests/simulation || exit 1; \
+	done
+
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) .venv-3.* build *.egg-info

@@ -17,10 +17,12 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from scaler.client import processor_context
 from scaler.client.agent import ClientAgent
 from scaler.client.future import ScalerFuture
 from scaler.client.map_chunks import chunk_size, run_chunk
 from scaler.client.object_reference import ObjectReference
+from scaler.client.processor_context import BlockingWait
 from scaler.client.result_reader import ResultReader
 from scaler.client.serializer import DefaultSerializer, Serializer, serialize_to_frames
 from scaler.client.task_builder import TaskBuilder, describe, frames_size
@@ -30,8 +32,6 @@ from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ClientID, ObjectID, TaskID, new_client_id, new_task_id
-from scaler.worker import processor_context
-from scaler.worker.processor_context import BlockingWait
 
 logger = logging.getLogger(__name__)
 

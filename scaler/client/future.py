@@ -14,9 +14,9 @@ import threading
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
+from scaler.client.processor_context import BlockingWait
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
-from scaler.worker.processor_context import BlockingWait
 
 if TYPE_CHECKING:
     from scaler.client.result_reader import ResultReader

@@ -14,11 +14,11 @@ import select
 import subprocess
 from typing import Any
 
-from scaler.cluster.child_processes import describe_exit, start_python_child, stop_children
 from scaler.cluster.host import ForkedHost, fork_host, import_runtime, os_thread_count
 from scaler.cluster.readiness import wait_for_scheduler
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, section_to_json
 from scaler.io.address import free_tcp_port_block, parse_address
+from scaler.io.child_processes import describe_exit, start_python_child, stop_children
 
 logger = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from scaler.cluster.child_processes import describe_exit, name_this_process, set_parent_death_signal
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, section_from_json
+from scaler.io.child_processes import describe_exit, name_this_process, set_parent_death_signal
 
 logger = logging.getLogger(__name__)
 

@@ -19,11 +19,12 @@ from types import FrameType
 
 import psutil
 
-from scaler.cluster.child_processes import describe_exit, start_python_child
-from scaler.cluster.readiness import wait_for_object_storage, wait_for_scheduler
+from scaler.cluster.readiness import wait_for_scheduler
 from scaler.config.loader import LauncherFile
 from scaler.config.sections import SchedulerConfig, section_to_json
 from scaler.io.address import parse_address
+from scaler.io.child_processes import describe_exit, start_python_child
+from scaler.object_storage.readiness import wait_for_object_storage
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ class Launcher:
             type_name = manager_type(manager)
             child = self._start(
                 f"worker manager {manager.worker_manager_id!r} ({type_name})",
-                ["scaler.cluster.manager_process", type_name, section_to_json(manager)],
+                ["scaler.worker_manager.process", type_name, section_to_json(manager)],
             )
             print(f"scaler: worker manager {manager.worker_manager_id!r} ({type_name}) for "
                   f"{manager.scheduler_address} (pid {child.process.pid})", flush=True)  # fmt: skip

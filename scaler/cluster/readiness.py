@@ -1,17 +1,16 @@
-"""Waiting until a freshly started component answers: object storage (info request), scheduler (hello)."""
+"""Waiting until a freshly started scheduler answers a hello (object storage: `scaler.object_storage.readiness`)."""
 
 from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import zmq
 
-from scaler.cluster.child_processes import describe_exit
+from scaler.io.child_processes import describe_exit
 from scaler.io.zmq_async import configure
 from scaler.protocol import codec
 from scaler.protocol import messages as m
@@ -23,29 +22,6 @@ def _check_alive(children: Sequence[Any], what: str) -> None:
     for child in children:
         if child.poll() is not None:
             raise RuntimeError(f"{what} (pid {child.pid}) exited during start-up: {describe_exit(child.returncode)}")
-
-
-def wait_for_object_storage(
-    address: str, timeout_seconds: float, children: Sequence[subprocess.Popen[bytes]] = ()
-) -> None:
-    """Block until the object storage server at `address` answers, or raise RuntimeError."""
-    from scaler.object_storage.connection import ObjectStorageConnection
-
-    deadline = time.monotonic() + timeout_seconds
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        _check_alive(children, "the object storage server")
-        connection = ObjectStorageConnection(address, role="readiness-probe", timeout_seconds=0.5)
-        try:
-            connection.info()
-            return
-        except Exception as error:
-            last_error = error
-        finally:
-            connection.close()
-    raise RuntimeError(
-        f"the object storage server at {address} did not answer within {timeout_seconds:g} s: {last_error}"
-    )
 
 
 def wait_for_scheduler(address: str, timeout_seconds: float, children: Sequence[Any] = ()) -> None:

@@ -22,8 +22,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Start a fixed pool of workers on this machine, connected to a scheduler.",
         toml_sections=["cluster"],
     )
-    from scaler.cluster.worker_pool import run_worker_pool
     from scaler.config.logging_setup import setup_logging
+    from scaler.worker_manager.baremetal_native.fixed_pool import run_worker_pool
 
     setup_logging(config, "cluster")
     return run_worker_pool(worker_config_of(config), config.num_of_workers)

@@ -28,7 +28,7 @@ from scaler.io.event_loop import run
 from scaler.io.zmq_async import AsyncSocket, Frames, configure, new_context
 from scaler.object_storage.store import ObjectStore, PayloadBuffer
 from scaler.protocol.codec import DecodeError, decode_storage_request, encode_storage_reply
-from scaler.protocol.handshake import incompatibility, local_python_version
+from scaler.protocol.handshake import incompatibility
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.storage_messages import (
     Delete,
@@ -131,7 +131,7 @@ class StorageService:
             return _bad_request(request_id, f"hello requests carry no payload, got {len(payload)} extra frame(s)")
         # Storage moves opaque bytes, so only the protocol version must match: passing our own Python
         # version makes `incompatibility` check the protocol alone, with the same wording as everywhere.
-        reason = incompatibility(hello.protocol_version, local_python_version(), hello.role or "peer")
+        reason = incompatibility(hello.protocol_version, hello.python_version, None, hello.role or "peer")
         if reason is not None:
             self._greeted.pop(peer, None)
             return Answer(StorageReply(request_id, StorageStatus.REFUSED, reason))
@@ -331,9 +331,7 @@ def main() -> None:
     from scaler.config.sections import section_from_json
 
     if not sys.argv[1:] or not sys.argv[1].startswith("{"):
-        from scaler.entry_points.object_storage_server import main as command_line
-
-        sys.exit(command_line())
+        sys.exit("usage: python -m scaler.object_storage.server '<settings as JSON>'; use scaler_object_storage_server")
     sys.exit(run_object_storage_server(section_from_json(ObjectStorageServerConfig, sys.argv[1])))
 
 

@@ -340,9 +340,3 @@ def _stop_order(alive: list[_Worker], drain: tuple[str, ...]) -> list[_Worker]:
     rest = [worker for worker in reversed(alive) if worker.connected_at is not None and worker not in drained]
     rest.sort(key=lambda worker: worker.task is not None)
     return [*booting, *drained, *rest]
-
-
-if __name__ == "__main__":  # the command line lives in the shell module; this keeps `-m ...simulator --compare`
-    from scaler.policy.comparison import main
-
-    raise SystemExit(main())

@@ -9,11 +9,11 @@ import subprocess
 
 import zmq
 
-from scaler.cluster.child_processes import start_python_child, stop_children
-from scaler.cluster.readiness import wait_for_object_storage
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_from_json, section_to_json
 from scaler.io.address import AddressError, parse_address
+from scaler.io.child_processes import start_python_child, stop_children
 from scaler.io.event_loop import new_event_loop
+from scaler.object_storage.readiness import wait_for_object_storage
 from scaler.protocol.handshake import local_python_version
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.scaling_hook import make_scaling_hook

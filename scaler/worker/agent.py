@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 import zmq
 
-from scaler.cluster.fork_server import describe_wait_status
+from scaler.io.fork_server import describe_wait_status
 from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, configure
 from scaler.protocol import codec
 from scaler.protocol import messages as m

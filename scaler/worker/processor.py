@@ -20,9 +20,9 @@ from typing import Any
 
 import zmq
 
+from scaler.client import processor_context
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
-from scaler.worker import processor_context
 from scaler.worker.preload import run_preload
 from scaler.worker.processor_channel import BlockingChannel, ChannelClosed
 from scaler.worker.task_execution import TaskExecutor, _rss_bytes

@@ -1,4 +1,4 @@
-"""The worker agent's zygote: a fork server (`scaler.cluster.fork_server`) forked at the agent's start-up,
+"""The worker agent's zygote: a fork server (`scaler.io.fork_server`) forked at the agent's start-up,
 before any thread, event loop or ZeroMQ context exists, that forks processors on request.
 
 Each request carries one file descriptor: the processor's end of its channel to the agent (see
@@ -12,8 +12,8 @@ import os
 import socket
 from collections.abc import Callable
 
-from scaler.cluster.child_processes import name_this_process, set_parent_death_signal
-from scaler.cluster.fork_server import ForkServer, serve_forks, socket_pair
+from scaler.io.child_processes import name_this_process, set_parent_death_signal
+from scaler.io.fork_server import ForkServer, serve_forks, socket_pair
 
 
 class Zygote(ForkServer):

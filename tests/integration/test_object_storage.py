@@ -78,7 +78,7 @@ def start_server(log_dir: Path, address: str | None = None) -> ServerProcess:
     address = address or free_tcp_address()
     log_path = log_dir / f"server-{time.monotonic_ns()}.log"
     with open(log_path, "wb") as log:
-        command = [sys.executable, "-m", "scaler.object_storage.server", address]
+        command = [sys.executable, "-m", "scaler.entry_points.object_storage_server", address]
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     server = ServerProcess(address, process, log_path)
     try:
@@ -515,7 +515,7 @@ def test_sigterm_stops_the_server_cleanly(server: ServerProcess) -> None:
 @pytest.mark.parametrize("reason", ["in use", "malformed"])
 def test_bind_failure_is_one_clear_line(server: ServerProcess, reason: str) -> None:
     address = server.address if reason == "in use" else "tcp://127.0.0.1"
-    command = [sys.executable, "-m", "scaler.object_storage.server", address]
+    command = [sys.executable, "-m", "scaler.entry_points.object_storage_server", address]
     result = subprocess.run(command, capture_output=True, text=True, timeout=60)
     output = result.stdout + result.stderr
     assert result.returncode == 1

@@ -176,7 +176,7 @@ class SchedulerCore:
 
     def _on_hello(self, peer: PeerID, hello: m.Hello) -> None:
         role = hello.role.value
-        reason = incompatibility(hello.protocol_version, hello.python_version, role)
+        reason = incompatibility(hello.protocol_version, hello.python_version, self.settings.python_version, role)
         if reason is None and hello.role is m.Role.PROCESSOR:
             reason = "processors talk to their worker agent, not to the scheduler"
         if reason is None:

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import psutil
 
-from scaler.cluster.child_processes import describe_exit, start_python_child
-from scaler.cluster.fork_server import ForkServer, describe_wait_status
 from scaler.config.sections import section_to_json
+from scaler.io.child_processes import describe_exit, start_python_child
+from scaler.io.fork_server import ForkServer, describe_wait_status
 from scaler.worker_manager.backend import LaunchSpec, UnitInfo, UnitState
 from scaler.worker_manager.baremetal_native.unit_records import UnitRecord, UnitRecords
 from scaler.worker_manager.baremetal_native.worker_forker import worker_process_name

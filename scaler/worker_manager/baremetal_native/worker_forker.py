@@ -1,4 +1,4 @@
-"""The native manager's worker forker: a fork server (`scaler.cluster.fork_server`) that has the worker's
+"""The native manager's worker forker: a fork server (`scaler.io.fork_server`) that has the worker's
 modules imported and forks one worker process per request.
 
     python -m scaler.worker_manager.baremetal_native.worker_forker FD '<the manager's WorkerConfig as JSON>'
@@ -17,9 +17,9 @@ from __future__ import annotations
 import socket
 import sys
 
-from scaler.cluster.child_processes import name_this_process, start_python_child
-from scaler.cluster.fork_server import ForkServer, serve_forks, socket_pair
 from scaler.config.sections import WorkerConfig, section_from_json, section_to_json
+from scaler.io.child_processes import name_this_process, start_python_child
+from scaler.io.fork_server import ForkServer, serve_forks, socket_pair
 
 
 def worker_process_name(unit_id: str) -> str:

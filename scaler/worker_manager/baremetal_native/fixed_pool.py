@@ -13,8 +13,8 @@ import subprocess
 import time
 from types import FrameType
 
-from scaler.cluster.child_processes import describe_exit, start_python_child, stop_children
 from scaler.config.sections import WorkerConfig
+from scaler.io.child_processes import describe_exit, start_python_child, stop_children
 from scaler.worker.process import check_worker_config, worker_config_to_json
 
 logger = logging.getLogger(__name__)

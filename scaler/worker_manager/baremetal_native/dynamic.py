@@ -1,16 +1,16 @@
 """`scaler_worker_manager baremetal_native --mode dynamic`: local workers started and stopped on the
-scheduler's target (the fixed mode is `scaler.cluster.worker_pool`). Workers are forked by a worker forker
-started with the manager (`baremetal_native.worker_forker`), so a scale-up costs forks, not Python start-ups."""
+scheduler's target (the fixed mode is `fixed_pool`). Workers are forked by a worker forker started with
+the manager (`worker_forker`), so a scale-up costs forks, not Python start-ups."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
-from scaler.cluster.fork_server import ForkServer
 from scaler.config.sections import NativeWorkerManagerConfig
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
+from scaler.io.fork_server import ForkServer
 from scaler.policy.capability import parse_capabilities
 from scaler.worker.process import check_worker_config
 from scaler.worker_manager.backend import LaunchSpec, worker_config_of

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from scaler.cluster.child_processes import name_this_process, set_parent_death_signal
+from scaler.io.child_processes import name_this_process, set_parent_death_signal
 
 logger = logging.getLogger(__name__)
 
