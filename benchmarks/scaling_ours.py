@@ -25,12 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import zmq
-
 from scaler import Client
 from scaler.io.address import free_tcp_port_block
-from scaler.protocol import codec
-from scaler.protocol import messages as m
+from scaler.monitor import FeedReader
+from scaler.protocol.feed import FeedTopic, SchedulerView
 
 MANAGER_ID = "bench"
 
@@ -44,12 +42,9 @@ class StatusFeed:
     """The scheduler's status snapshots, read on a thread; `wait_for(predicate)` blocks until one matches."""
 
     def __init__(self, address: str) -> None:
-        self._context: zmq.Context[Any] = zmq.Context()
-        self._socket = self._context.socket(zmq.SUB)
-        self._socket.setsockopt(zmq.SUBSCRIBE, b"")
-        self._socket.connect(address)
+        self._feed = FeedReader(address, topics=(FeedTopic.STATUS,), reader="benchmarks/scaling_ours.py")
         self.peak_workers = 0
-        self._latest: m.StatusSnapshot | None = None
+        self._latest: SchedulerView | None = None
         self._changed = threading.Condition()
         self._running = True
         self._thread = threading.Thread(target=self._read, daemon=True)
@@ -57,10 +52,9 @@ class StatusFeed:
 
     def _read(self) -> None:
         while self._running:
-            if not self._socket.poll(100):
-                continue
-            snapshot = codec.decode(self._socket.recv())
-            if isinstance(snapshot, m.StatusSnapshot):
+            message = self._feed.receive(0.1)
+            snapshot = None if message is None else message.body
+            if isinstance(snapshot, SchedulerView):
                 with self._changed:
                     self._latest = snapshot
                     self.peak_workers = max(self.peak_workers, _manager_workers(snapshot))
@@ -79,11 +73,10 @@ class StatusFeed:
     def close(self) -> None:
         self._running = False
         self._thread.join()
-        self._socket.close(linger=0)
-        self._context.term()
+        self._feed.close()
 
 
-def _manager_workers(snapshot: m.StatusSnapshot) -> int:
+def _manager_workers(snapshot: SchedulerView) -> int:
     return sum(1 for worker in snapshot.workers if worker.manager_id == MANAGER_ID)
 
 

@@ -216,53 +216,6 @@ def _enc_manager_target(b: Any, msg: m.ManagerTarget) -> None:
     b.drain = list(msg.drain)
 
 
-def _enc_snapshot(b: Any, msg: m.StatusSnapshot) -> None:
-    b.time = msg.time
-    s, stats = b.init("scheduler"), msg.scheduler
-    s.address = stats.address
-    s.cpuPercent = stats.cpu_percent
-    s.rssBytes = stats.rss_bytes
-    s.queued = stats.queued
-    s.running = stats.running
-    s.succeeded = stats.succeeded
-    s.failed = stats.failed
-    s.canceled = stats.canceled
-    s.workerDied = stats.worker_died
-    s.objectCount = stats.object_count
-    s.objectBytes = stats.object_bytes
-    s.messagesReceived = stats.messages_received
-    s.messagesSent = stats.messages_sent
-    s.graphs = stats.graphs
-    for item, worker in zip(b.init("workers", len(msg.workers)), msg.workers, strict=True):
-        item.workerId = worker.worker_id
-        item.managerId = worker.manager_id
-        _set_capabilities(item, "capabilities", worker.capabilities)
-        item.capacity = worker.capacity
-        item.assigned = worker.assigned
-        _set_worker_status(item.init("status"), worker.status)
-        item.cpuPercent = worker.cpu_percent
-        item.rssBytes = worker.rss_bytes
-        item.lastSeenSecondsAgo = worker.last_seen_seconds_ago
-        item.hostname = worker.hostname
-        item.pid = worker.pid
-    for item, client in zip(b.init("clients", len(msg.clients)), msg.clients, strict=True):
-        item.clientId = client.client_id
-        item.tasks = client.tasks
-    for item, manager in zip(b.init("managers", len(msg.managers)), msg.managers, strict=True):
-        item.managerId = manager.manager_id
-        item.managerType = manager.manager_type
-        _set_capabilities(item, "capabilities", manager.capabilities)
-        _set_limit(item.maxWorkers, manager.max_workers)
-        item.connectedWorkers = manager.connected_workers
-        item.targetWorkers = manager.target_workers
-        item.units = manager.units
-        item.pendingUnits = manager.pending_units
-    for item, group in zip(b.init("pending", len(msg.pending)), msg.pending, strict=True):
-        _set_capabilities(item, "capabilities", group.capabilities)
-        item.count = group.count
-        item.reason = group.reason
-
-
 def _enc_fields(**names: str) -> Callable[[Any, Any], None]:
     """An encoder that copies attributes to schema fields one to one (attribute=schemaField)."""
 
@@ -302,7 +255,6 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.ProcessorBlocked: ("processorBlocked", _enc_fields(task_id="taskId")),
     m.ProcessorResumeRequest: ("processorResumeRequest", _enc_fields(task_id="taskId")),
     m.ProcessorResume: ("processorResume", _enc_fields(task_id="taskId")),
-    m.StatusSnapshot: ("statusSnapshot", _enc_snapshot),
 }
 
 
@@ -379,58 +331,6 @@ def _dec_task_result(r: Any) -> m.TaskResult:
     )
 
 
-def _dec_snapshot(r: Any) -> m.StatusSnapshot:
-    s = r.scheduler
-    stats = m.SchedulerStats(
-        s.address,
-        s.cpuPercent,
-        s.rssBytes,
-        s.queued,
-        s.running,
-        s.succeeded,
-        s.failed,
-        s.canceled,
-        s.workerDied,
-        s.objectCount,
-        s.objectBytes,
-        s.messagesReceived,
-        s.messagesSent,
-        s.graphs,
-    )
-    workers = tuple(
-        m.WorkerSummary(
-            w.workerId,
-            w.managerId,
-            _capabilities(w.capabilities),
-            w.capacity,
-            w.assigned,
-            _worker_status(w.status),
-            w.cpuPercent,
-            w.rssBytes,
-            w.lastSeenSecondsAgo,
-            w.hostname,
-            w.pid,
-        )
-        for w in r.workers
-    )
-    clients = tuple(m.ClientSummary(c.clientId, c.tasks) for c in r.clients)
-    managers = tuple(
-        m.ManagerSummary(
-            g.managerId,
-            g.managerType,
-            _capabilities(g.capabilities),
-            _limit(g.maxWorkers),
-            g.connectedWorkers,
-            g.targetWorkers,
-            g.units,
-            g.pendingUnits,
-        )
-        for g in r.managers
-    )
-    pending = tuple(m.PendingGroup(_capabilities(p.capabilities), p.count, p.reason) for p in r.pending)
-    return m.StatusSnapshot(r.time, stats, workers, clients, managers, pending)
-
-
 _DECODERS: dict[str, Callable[[Any], m.Message]] = {
     "hello": _dec_hello,
     "helloReply": _dec_hello_reply,
@@ -459,7 +359,6 @@ _DECODERS: dict[str, Callable[[Any], m.Message]] = {
     "processorBlocked": lambda r: m.ProcessorBlocked(TaskID(r.taskId)),
     "processorResumeRequest": lambda r: m.ProcessorResumeRequest(TaskID(r.taskId)),
     "processorResume": lambda r: m.ProcessorResume(TaskID(r.taskId)),
-    "statusSnapshot": _dec_snapshot,
 }
 
 
@@ -473,7 +372,10 @@ def decode(frame: bytes | memoryview) -> m.Message:
             if message is not None:
                 raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): it holds several messages")
             kind = envelope.which()
-            message = _DECODERS[kind](getattr(envelope, kind))
+            decoder = _DECODERS.get(kind)
+            if decoder is None:  # statusSnapshot: the monitor feed has its own schema now
+                raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): {kind} is retired")
+            message = decoder(getattr(envelope, kind))
         if message is None:
             raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): no message in it")
         if isinstance(message, _FORWARDABLE):

@@ -292,69 +292,12 @@ struct ProcessorResume {
   taskId @0 :Data;
 }
 
-# ---------------------------------------------------------------- monitoring (PUB)
+# ---------------------------------------------------------------- retired
 
 struct StatusSnapshot {
-  time @0 :Float64;
-  scheduler @1 :SchedulerStats;
-  workers @2 :List(WorkerSummary);
-  clients @3 :List(ClientSummary);
-  managers @4 :List(ManagerSummary);
-  pending @5 :List(PendingGroup);
-}
-
-struct SchedulerStats {
-  address @0 :Text;
-  cpuPercent @1 :Float32;
-  rssBytes @2 :UInt64;
-  queued @3 :UInt32;
-  running @4 :UInt32;
-  succeeded @5 :UInt64;
-  failed @6 :UInt64;
-  canceled @7 :UInt64;
-  workerDied @8 :UInt64;
-  objectCount @9 :UInt64;
-  objectBytes @10 :UInt64;
-  messagesReceived @11 :UInt64;
-  messagesSent @12 :UInt64;
-  graphs @13 :UInt32;
-}
-
-struct WorkerSummary {
-  workerId @0 :Data;
-  managerId @1 :Text;
-  capabilities @2 :List(Capability);
-  capacity @3 :UInt32;
-  assigned @4 :UInt32;
-  status @5 :WorkerStatus;
-  cpuPercent @6 :Float32;
-  rssBytes @7 :UInt64;
-  lastSeenSecondsAgo @8 :Float64;
-  hostname @9 :Text;
-  pid @10 :UInt32;
-}
-
-struct ClientSummary {
-  clientId @0 :Data;
-  tasks @1 :UInt32;
-}
-
-struct ManagerSummary {
-  managerId @0 :Text;
-  managerType @1 :Text;
-  capabilities @2 :List(Capability);
-  maxWorkers @3 :WorkerLimit;
-  connectedWorkers @4 :UInt32;
-  targetWorkers @5 :UInt32;
-  units @6 :UInt32;
-  pendingUnits @7 :UInt32;
-}
-
-struct PendingGroup {
-  # Queued tasks that share a capability set, and why they are not running.
-  capabilities @0 :List(Capability);
-  count @1 :UInt32;
-  reason @2 :Text;
+  # Protocol version 1 published status snapshots as `statusSnapshot` messages. The monitor feed has
+  # its own versioned schema now (monitor.capnp); this member is never sent and its ordinal stays
+  # reserved. A receiver refuses it as malformed.
 }
 
 # ---------------------------------------------------------------- envelope
@@ -384,6 +327,6 @@ struct Message {
     processorBlocked @20 :ProcessorBlocked;
     processorResumeRequest @21 :ProcessorResumeRequest;
     processorResume @22 :ProcessorResume;
-    statusSnapshot @23 :StatusSnapshot;
+    statusSnapshot @23 :StatusSnapshot;   # retired: see monitor.capnp
   }
 }

@@ -352,77 +352,6 @@ class ProcessorResume:
     task_id: TaskID
 
 
-# ---------------------------------------------------------------- monitoring
-
-
-@dataclass(frozen=True, slots=True)
-class SchedulerStats:
-    address: str = ""
-    cpu_percent: float = 0.0
-    rss_bytes: int = 0
-    queued: int = 0
-    running: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    canceled: int = 0
-    worker_died: int = 0
-    object_count: int = 0
-    object_bytes: int = 0
-    messages_received: int = 0
-    messages_sent: int = 0
-    graphs: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerSummary:
-    worker_id: bytes
-    manager_id: str = ""
-    capabilities: Capabilities = ()
-    capacity: int = 0
-    assigned: int = 0
-    status: WorkerStatus = field(default_factory=WorkerStatus)
-    cpu_percent: float = 0.0
-    rss_bytes: int = 0
-    last_seen_seconds_ago: float = 0.0
-    hostname: str = ""
-    pid: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ClientSummary:
-    client_id: bytes
-    tasks: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ManagerSummary:
-    manager_id: str
-    manager_type: str = ""
-    capabilities: Capabilities = ()
-    max_workers: WorkerLimit = None
-    connected_workers: int = 0
-    target_workers: int = 0
-    units: int = 0
-    pending_units: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class PendingGroup:
-    capabilities: Capabilities
-    count: int
-    reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class StatusSnapshot:
-    time: float
-    scheduler: SchedulerStats
-    workers: tuple[WorkerSummary, ...] = ()
-    clients: tuple[ClientSummary, ...] = ()
-    managers: tuple[ManagerSummary, ...] = ()
-    pending: tuple[PendingGroup, ...] = ()
-
-
 Message = (
     Hello
     | HelloReply
@@ -447,7 +376,6 @@ Message = (
     | ProcessorBlocked
     | ProcessorResumeRequest
     | ProcessorResume
-    | StatusSnapshot
 )
 
 #: Every message type, in schema order; the codec and the routing tables are checked against it.
@@ -475,5 +403,4 @@ MESSAGE_TYPES: tuple[type, ...] = (
     ProcessorBlocked,
     ProcessorResumeRequest,
     ProcessorResume,
-    StatusSnapshot,
 )

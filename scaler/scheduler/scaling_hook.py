@@ -1,14 +1,12 @@
 """Connects the scaling policies (`scaler.policy`) to the scheduler core.
 
 `make_scaling_hook` builds the policy named by the scheduler's policy settings and wraps it in a
-`ScalingHook`: on a manager's heartbeat the core asks it for that manager's target; the hook builds a
-`ScalingSnapshot` from the core's state, calls `decide` (once per instant: managers heartbeating at
-the same `now` share one decision), keeps the policy's memory for the next call, and logs the
-policy's warnings. The `no` policy gets no hook at all, so a scheduler without scaling behaves exactly
-as one that never heard of policies.
-
-Cost per decision: one pass over the queue's capability groups, the workers (with their assigned task
-ids) and the managers; never a walk over all tasks.
+`ScalingHook`: on a manager's heartbeat (and on ticks) the core asks it for that manager's target,
+handing it the `SchedulerView`; the hook derives the policy's `ScalingSnapshot` from the view, calls
+`decide` once per view (the managers asked during one tick share one decision), keeps the policy's
+memory for the next call, logs the policy's warnings, and returns the target with the policy's reason.
+The `no` policy gets no hook at all, so a scheduler without scaling behaves exactly as one that never
+heard of policies.
 """
 
 from __future__ import annotations
@@ -20,9 +18,9 @@ from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.registry import PolicyConfig, make_policy
 from scaler.policy.scaling import NoScaling
 from scaler.policy.snapshot import ManagerView, ScalingSnapshot, TaskGroup, WorkerView
-from scaler.protocol.messages import Capabilities, ManagerTarget
-from scaler.scheduler.core.peers import ManagerRecord
-from scaler.scheduler.core.scheduler_core import ScalingHook, SchedulerCore
+from scaler.protocol.feed import SchedulerView
+from scaler.protocol.messages import ManagerTarget
+from scaler.scheduler.core.scaling_targets import ScalingHook, TargetDecision
 
 logger = logging.getLogger(__name__)
 
@@ -54,72 +52,55 @@ def make_scaling_hook(engine_type: str, content: str) -> ScalingHook | None:
 class PolicyScalingHook:
     def __init__(self, policy: ScalingPolicy) -> None:
         self.policy = policy
+        self.policy_name = policy.name.split("(", 1)[0]  #: "work(tasks_per_worker=1, ...)" -> "work"
         self.memory = ScalingMemory()
-        #: (now, manager ids) of the cached step: a new instant or a changed manager set means a new decision
-        self._step_key: tuple[float, frozenset[str]] | None = None
+        #: the view the cached step was decided from: the core builds one per event, so all the managers
+        #: asked during one event (a tick) share one decision, and any change of state means a new one
+        self._step_view: SchedulerView | None = None
         self._step: ScalingStep | None = None
 
-    def targets(self, core: SchedulerCore, manager: ManagerRecord) -> ManagerTarget | None:
-        key = (core.now, frozenset(record.manager_id for record in core.managers.values()))
-        if self._step is None or key != self._step_key:
-            step = self.policy.decide(build_snapshot(core), self.memory)
+    def targets(self, view: SchedulerView, manager_id: str) -> TargetDecision | None:
+        if self._step is None or view is not self._step_view:
+            step = self.policy.decide(scaling_snapshot(view), self.memory)
             self.memory = step.memory
             for warning in step.warnings:
                 logger.warning("scaling: %s", warning)
-            self._step, self._step_key = step, key
-        return self._step.decision.get(manager.manager_id)
+            self._step, self._step_view = step, view
+        target = self._step.decision.get(manager_id)
+        if target is None:
+            return None
+        return TargetDecision(target, self._step.reasons.get(manager_id, ""), self.policy_name)
 
 
-def build_snapshot(core: SchedulerCore) -> ScalingSnapshot:
-    """The policy's view of the core's state at `core.now`.
-
-    Tasks are grouped by the dispatch queue's key: their capabilities, or one wildcard group when the
-    allocation is `even_load` (which ignores capabilities, so scaling does too). Running counts come
-    from the workers' assigned task ids; graph nodes waiting for their dependencies are not counted.
-    """
-    now, table = core.now, core.tasks
-    queue, records = table.queue, table.records
-    queued: dict[Capabilities, int] = dict(queue.groups())
-    running: dict[Capabilities, int] = {}
-    workers = []
-    for worker in core.workers.values():
-        for task_id in worker.assigned:
-            record = records.get(task_id)
-            if record is not None:
-                key = queue.key(record)
-                running[key] = running.get(key, 0) + 1
-        workers.append(
+def scaling_snapshot(view: SchedulerView) -> ScalingSnapshot:
+    """The policy's part of the view: task groups, workers (by the id drain lists use), managers."""
+    now = view.now
+    return ScalingSnapshot(
+        now=now,
+        task_groups=tuple(
+            TaskGroup(group.capabilities, group.queued, group.running, group.oldest_queued_seconds)
+            for group in view.groups
+        ),
+        workers=tuple(
             WorkerView(
-                worker_id=worker.peer.decode(errors="replace"),
+                worker_id=worker.worker_id.decode(errors="replace"),
                 manager_id=worker.manager_id,
                 capabilities=worker.capabilities,
                 capacity=worker.capacity,
-                assigned=len(worker.assigned),
-                connected_since=worker.connected_at,
+                assigned=worker.assigned,
+                connected_since=now - worker.connected_seconds,
             )
-        )
-    groups = []
-    for capabilities in dict.fromkeys([*queued, *running]):
-        oldest = 0.0
-        if queued.get(capabilities):
-            head = queue.peek(capabilities, records)  # the next task to dispatch: highest priority, then oldest
-            if head is not None:
-                oldest = max(0.0, now - records[head[2]].submitted_at)
-        groups.append(TaskGroup(capabilities, queued.get(capabilities, 0), running.get(capabilities, 0), oldest))
-    managers = tuple(
-        ManagerView(
-            manager_id=record.manager_id,
-            capabilities=record.capabilities,
-            max_workers=record.max_workers,
-            last_target=record.last_target,
-            seconds_since_heartbeat=max(0.0, now - record.last_seen),
-        )
-        for record in core.managers.values()
-    )
-    return ScalingSnapshot(
-        now=now,
-        task_groups=tuple(groups),
-        workers=tuple(workers),
-        managers=managers,
-        manager_timeout_seconds=core.settings.manager_timeout_seconds,
+            for worker in view.workers
+        ),
+        managers=tuple(
+            ManagerView(
+                manager_id=manager.manager_id,
+                capabilities=manager.capabilities,
+                max_workers=manager.max_workers,
+                last_target=None if manager.target is None else ManagerTarget(manager.target),
+                seconds_since_heartbeat=manager.seconds_since_heartbeat,
+            )
+            for manager in view.managers
+        ),
+        manager_timeout_seconds=view.manager_timeout_seconds,
     )

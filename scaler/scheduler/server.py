@@ -1,9 +1,11 @@
 """The scheduler's asyncio shell: sockets in, `SchedulerCore.handle` in the middle, effects out.
 
 It decides nothing. It decodes frames, stamps them with the monotonic clock, feeds the core, and
-performs the effects the core returns: sends (coalesced per peer), status publication, object
+performs the effects the core returns: sends (coalesced per peer), monitor feed publication, object
 deletions. It also turns transport facts into events: a peer whose connection closed is probed
-(ROUTER_MANDATORY makes a send to a gone identity fail at once) and reported as `PeerLost`.
+(ROUTER_MANDATORY makes a send to a gone identity fail at once) and reported as `PeerLost`; the
+topics the monitor feed's subscribers read become `FeedSubscriptions`. It counts messages by type
+for the feed (`ShellStats`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import logging
 import os
 import time
+from collections import defaultdict
 from typing import Any
 
 import zmq
@@ -20,10 +23,12 @@ from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, PeerUnreachable, co
 from scaler.object_storage.async_connection import AsyncObjectStorageConnection
 from scaler.protocol import codec
 from scaler.protocol import messages as m
+from scaler.protocol.feed import FeedTopic
 from scaler.protocol.ids import PeerID
 from scaler.scheduler.core.effects import DeleteObjects, DeleteOwnerObjects, Effect, Publish, Send, StopScheduler
-from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
+from scaler.scheduler.core.events import Event, FeedSubscriptions, PeerLost, Received, ShellStats, Tick, Undecodable
 from scaler.scheduler.core.scheduler_core import SchedulerCore
+from scaler.scheduler.feed_publisher import FeedPublisher
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +56,8 @@ class SchedulerServer:
         self._stopped = asyncio.Event()
         self.stop_reason = ""
         self._fd_peers: dict[int, set[PeerID]] = {}
-        self._received = 0
+        self._received_by_type: defaultdict[str, int] = defaultdict(int)
+        self._sent_by_type: defaultdict[str, int] = defaultdict(int)
         self._background_tasks: set[asyncio.Future[Any]] = set()
 
     def stop(self, reason: str) -> None:
@@ -66,16 +72,14 @@ class SchedulerServer:
         router_socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
         router_socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
         router_socket.bind(self._bind_address)
-        publisher = self._context.socket(zmq.PUB)
-        configure(publisher)
-        publisher.bind(self._monitor_address)
+        self._publisher = FeedPublisher(loop, self._context, self._monitor_address, self._on_feed_topics)
         self._router = AsyncSocket(loop, router_socket, self._on_frames, copy=False, on_burst_end=self._burst_end)
         self._outbox = Outbox(loop, self._router, routed=True, on_unreachable=self._on_unreachable)
-        self._publisher = AsyncSocket(loop, publisher, None)
         self._monitor = monitor_events(loop, router_socket, zmq.EVENT_DISCONNECTED, self._on_socket_event)
         self._storage = AsyncObjectStorageConnection(
             self._object_storage_address, role="scheduler", context=self._context
         )
+        self._feed([FeedSubscriptions(self._publisher.topics()), Tick(time.monotonic(), time.time())])
         routines = [
             asyncio.ensure_future(self._tick_routine()),
             asyncio.ensure_future(self._stats_routine()),
@@ -109,12 +113,13 @@ class SchedulerServer:
         now = time.monotonic()
         events: list[Event] = []
         for frame in frames[1:]:
-            self._received += 1
             try:
                 message = codec.decode(frame.buffer)
             except codec.DecodeError as error:
+                self._received_by_type["(undecodable)"] += 1
                 events.append(Undecodable(peer, str(error), now))
                 continue
+            self._received_by_type[type(message).__name__] += 1
             if isinstance(message, m.Hello):
                 self._remember_fd(peer, frame)
             events.append(Received(peer, message, now))
@@ -150,6 +155,9 @@ class SchedulerServer:
             except zmq.ZMQError:
                 return
 
+    def _on_feed_topics(self, topics: frozenset[FeedTopic]) -> None:
+        self._feed([FeedSubscriptions(topics)])
+
     def _on_unreachable(self, identity: bytes) -> None:
         lost: list[Event] = [PeerLost(PeerID(identity), "connection closed", time.monotonic())]
         asyncio.get_running_loop().call_soon(self._feed, lost)
@@ -169,8 +177,9 @@ class SchedulerServer:
             try:
                 if isinstance(effect, Send):
                     self._outbox.send(effect.peer, codec.encode(effect.message))
+                    self._sent_by_type[type(effect.message).__name__] += 1
                 elif isinstance(effect, Publish):
-                    self._publisher.send([codec.encode(effect.snapshot)])
+                    self._publisher.publish(effect.message)
                 elif isinstance(effect, DeleteObjects):
                     self._background(self._storage.delete(list(effect.object_ids)), "delete objects")
                 elif isinstance(effect, DeleteOwnerObjects):
@@ -197,7 +206,7 @@ class SchedulerServer:
     async def _tick_routine(self) -> None:
         while True:
             await asyncio.sleep(TICK_SECONDS)
-            self._feed([Tick(time.monotonic())])
+            self._feed([Tick(time.monotonic(), time.time())])
 
     async def _stats_routine(self) -> None:
         import psutil
@@ -217,7 +226,7 @@ class SchedulerServer:
                 rss_bytes=process.memory_info().rss,
                 object_count=object_count,
                 object_bytes=object_bytes,
-                messages_received=self._received,
-                messages_sent=self._outbox.frames_sent,
+                received_by_type=tuple(sorted(self._received_by_type.items())),
+                sent_by_type=tuple(sorted(self._sent_by_type.items())),
             )
             self._feed([stats])

@@ -54,7 +54,7 @@ def test_result_arrives_and_client_is_not_evicted_while_user_thread_is_busy(make
         with monitor(cluster.monitor_address) as next_snapshot:
             snapshot = next_snapshot()
         assert client.identity in [summary.client_id for summary in snapshot.clients]
-        assert snapshot.scheduler.canceled == 0
+        assert snapshot.tasks.canceled == 0
 
 
 CLIENT_IN_A_FUNCTION = """

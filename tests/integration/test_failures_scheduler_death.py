@@ -41,7 +41,7 @@ def stack_with_one_worker(launcher: Launcher) -> tuple[Addresses, Service, Servi
 def wait_for_running(monitor_address: str) -> None:
     """Until the scheduler has handed a task to a worker."""
     with monitor(monitor_address) as next_snapshot:
-        next_snapshot(lambda snapshot: snapshot.scheduler.running >= 1)
+        next_snapshot(lambda snapshot: snapshot.tasks.running >= 1)
 
 
 def kill_pool(pool: Service) -> None:

@@ -54,14 +54,6 @@ SAMPLES: list[m.Message] = [
     m.ProcessorBlocked(T),
     m.ProcessorResumeRequest(T),
     m.ProcessorResume(T),
-    m.StatusSnapshot(
-        1.0,
-        m.SchedulerStats("tcp://a:1", 1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13),
-        (m.WorkerSummary(b"w", "mgr", (("a", -1),), 2, 1, STATUS, 1.0, 5, 0.5, "h", 9),),
-        (m.ClientSummary(b"c", 3),),
-        (m.ManagerSummary("mgr", "baremetal_native", (), 4, 1, 2, 3, 4),),
-        (m.PendingGroup((("gpu", -1),), 3, "no worker has gpu"),),
-    ),
 ]
 
 
@@ -87,6 +79,13 @@ def test_body_round_trip() -> None:
         True,
     )
     assert codec.decode_body(codec.encode_body(body)) == body
+
+
+def test_the_retired_status_snapshot_is_refused_by_name() -> None:
+    envelope = codec._schema.Message.new_message()
+    envelope.init("statusSnapshot")
+    with pytest.raises(codec.DecodeError, match="statusSnapshot is retired"):
+        codec.decode(envelope.to_bytes())
 
 
 @pytest.mark.parametrize("frame", [b"", b"\x00" * 7, b"garbage!" * 3, b"\xff" * 64])

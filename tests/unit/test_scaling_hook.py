@@ -1,4 +1,4 @@
-"""The scaling hook: policy settings -> a hook, and the real SchedulerCore's state -> ScalingSnapshot -> targets."""
+"""The scaling hook: policy settings -> a hook, and the real SchedulerCore's view -> ScalingSnapshot -> targets."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.scaling_hook import (
     PolicyScalingHook,
     allocation_policy,
-    build_snapshot,
     make_scaling_hook,
+    scaling_snapshot,
 )
 
 CLIENT = b"Client|c"
@@ -77,7 +77,7 @@ def cluster(content: str = "allocate=even_load; scaling=vanilla", engine: str = 
     settings = CoreSettings(
         "tcp://s:1", "tcp://s:2", local_python_version(), allocate=allocation_policy(engine, content)
     )
-    return Cluster(SchedulerCore(settings, make_scaling_hook(engine, content)))
+    return Cluster(SchedulerCore(settings, make_scaling_hook(engine, content), strict=True))
 
 
 # ---------------------------------------------------------------- policy settings
@@ -127,7 +127,7 @@ def test_snapshot_counts_queued_and_running_tasks_per_group_and_views_every_peer
     c.now = 9.0
     c.submit(task(3, (("gpu", 1),)), task(4, (("gpu", 1),)), task(5, (("gpu", 1),)), task(1), task(2))
     c.core.handle(Tick(10.0))
-    snapshot = build_snapshot(c.core)
+    snapshot = scaling_snapshot(c.core.view())
 
     assert snapshot.now == 10.0
     groups = {group.capabilities: (group.queued, group.running) for group in snapshot.task_groups}
@@ -149,7 +149,7 @@ def test_snapshot_counts_queued_and_running_tasks_per_group_and_views_every_peer
 def test_even_load_groups_every_task_together() -> None:
     c = cluster("allocate=even_load; scaling=vanilla")
     c.submit(task(1), task(2, (("gpu", 1),)))
-    (group,) = build_snapshot(c.core).task_groups
+    (group,) = scaling_snapshot(c.core.view()).task_groups
     assert (group.capabilities, group.queued, group.running) == ((), 2, 0)
 
 
@@ -158,7 +158,7 @@ def test_finished_tasks_leave_the_snapshot() -> None:
     c.add_worker(worker_id("u1"), "m1")
     c.submit(task(1))
     c.send(worker_id("u1"), m.TaskResult(task(1).task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v"))
-    snapshot = build_snapshot(c.core)
+    snapshot = scaling_snapshot(c.core.view())
     assert snapshot.task_groups == () and snapshot.workers[0].assigned == 0
 
 
@@ -220,19 +220,18 @@ class CountingPolicy:
         return self.inner.decide(snapshot, memory)
 
 
-def test_managers_heartbeating_at_the_same_instant_share_one_decision() -> None:
+def test_the_managers_asked_during_one_tick_share_one_decision() -> None:
     policy = CountingPolicy()
-    core = SchedulerCore(CoreSettings("tcp://s:1", "tcp://s:2", local_python_version()), PolicyScalingHook(policy))
+    settings = CoreSettings("tcp://s:1", "tcp://s:2", local_python_version())
+    core = SchedulerCore(settings, PolicyScalingHook(policy), strict=True)
     c = Cluster(core)
     c.add_manager(b"a", "a")
-    c.add_manager(b"b", "b")  # the manager set changed: a new decision
-    assert policy.calls == 2
-    c.now = 1.0
-    c.heartbeat(b"a")
-    c.heartbeat(b"b")
+    c.add_manager(b"b", "b")
+    assert policy.calls == 2  # one decision per registration
+    c.core.handle(Tick(1.0))  # both managers' targets are checked on the tick
     assert policy.calls == 3
-    c.now = 2.0
-    c.heartbeat(b"a")
+    c.now = 1.0
+    c.heartbeat(b"a")  # an event of its own: the state may have changed, so a new decision
     assert policy.calls == 4
 
 

@@ -32,6 +32,7 @@ from scaler.policy.decision import (
     clamp_workers,
     make_target,
     target_total,
+    tasks_in_words,
 )
 from scaler.policy.scaling.capability_sets import CapabilityNames, capability_sets, most_specific_first, names_of
 from scaler.policy.snapshot import ManagerView, ScalingSnapshot
@@ -55,12 +56,14 @@ class WorkScaling:
         managers = sorted(snapshot.online_managers(), key=lambda manager: manager.manager_id)
         needs = self._spread(snapshot, managers)
         decision: ScalingDecision = {}
+        reasons: dict[str, str] = {}
         kept: list[tuple[LevelKey, SetLevel]] = []
         for manager in managers:
             levels = self._follow(snapshot, needs[manager.manager_id], _previous_levels(snapshot, manager, memory))
             levels = _within_limit(_at_least_busy(snapshot, manager, levels), manager.max_workers)
             entries = [(level.capabilities, level.workers) for level in levels.values()]
             decision[manager.manager_id] = make_target(snapshot, manager.manager_id, entries)
+            reasons[manager.manager_id] = self._reason(snapshot, needs[manager.manager_id], levels)
             kept.extend(
                 ((manager.manager_id, names), level)
                 for names, level in levels.items()
@@ -68,7 +71,16 @@ class WorkScaling:
             )
         kept.sort(key=lambda item: item[0])
         tracked = frozenset(manager.manager_id for manager in managers)
-        return ScalingStep(decision=decision, memory=replace(memory, levels=tuple(kept), tracked_manager_ids=tracked))
+        memory = replace(memory, levels=tuple(kept), tracked_manager_ids=tracked)
+        return ScalingStep(decision=decision, memory=memory, reasons=reasons)
+
+    def _reason(self, snapshot: ScalingSnapshot, needs: Needs, levels: Levels) -> str:
+        need = sum(workers for _capabilities, workers in needs.values())
+        total = sum(level.workers for level in levels.values())
+        reason = f"{tasks_in_words(snapshot)}, {need} worker(s) of this manager at {self.tasks_per_worker} per worker"
+        if total > need:
+            reason += f"; {total - need} kept until the need stays lower for {self.cooldown_seconds:g} s (or busy)"
+        return reason
 
     def _spread(self, snapshot: ScalingSnapshot, managers: list[ManagerView]) -> dict[str, Needs]:
         room: dict[str, WorkerLimit] = {manager.manager_id: manager.max_workers for manager in managers}

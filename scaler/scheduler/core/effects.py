@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scaler.protocol.feed import FeedMessage
 from scaler.protocol.ids import ClientID, ObjectID, PeerID
-from scaler.protocol.messages import Message, StatusSnapshot
+from scaler.protocol.messages import Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,9 +17,9 @@ class Send:
 
 @dataclass(frozen=True, slots=True)
 class Publish:
-    """A status snapshot for the monitor socket."""
+    """A message for the monitor feed (its topic follows from its body)."""
 
-    snapshot: StatusSnapshot
+    message: FeedMessage
 
 
 @dataclass(frozen=True, slots=True)

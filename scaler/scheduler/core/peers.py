@@ -40,6 +40,8 @@ class WorkerRecord:
     cpu_percent: float = 0.0
     rss_bytes: int = 0
     sequence: int = 0  #: join order, breaks ties between equally loaded workers
+    #: heartbeat round trip as the worker last measured it ("lag" in scaler_top); 0 until it reports one
+    round_trip_seconds: float = 0.0
 
     @property
     def free_slots(self) -> int:

@@ -3,6 +3,10 @@
 Routing is a table from message type to handler (`test_scheduler_core.py` checks that every message
 a peer may send has one). Peers register with a Hello; anything else from an unknown peer is answered
 with a ProtocolError. Liveness is judged on `Tick(now)` against the last message of each peer.
+
+Everything the outside reads (the scaling policy, the monitor feed) reads one `SchedulerView`, built by
+`view()` at most once per event. A handler that raises is logged and its event dropped (a scheduler
+must survive one bad message); a `strict` core re-raises instead, which is how every test runs it.
 """
 
 from __future__ import annotations
@@ -10,19 +14,30 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from scaler.protocol import messages as m
+from scaler.protocol.feed import SchedulerView
 from scaler.protocol.handshake import incompatibility
-from scaler.protocol.ids import ClientID, PeerID, TaskID, short
-from scaler.scheduler.core.balancing import balance_plan
+from scaler.protocol.ids import ClientID, PeerID, short
+from scaler.scheduler.core.balancing import Balancer
 from scaler.scheduler.core.effects import DeleteOwnerObjects, Effect, Send, StopScheduler
-from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
+from scaler.scheduler.core.events import (
+    Event,
+    FeedSubscriptions,
+    PeerLost,
+    Received,
+    ShellStats,
+    Tick,
+    Undecodable,
+)
 from scaler.scheduler.core.graphs import GraphRegistry
+from scaler.scheduler.core.monitor_feed import MonitorFeed
 from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
-from scaler.scheduler.core.status import StatusBuilder
+from scaler.scheduler.core.scaling_targets import ScalingHook, decision_record, is_a_decision
 from scaler.scheduler.core.task_lifecycle import TaskLifecycle
-from scaler.scheduler.core.task_table import TaskRecord, TaskTable
+from scaler.scheduler.core.task_table import TaskTable
+from scaler.scheduler.core.view import build_view
 
 logger = logging.getLogger(__name__)
 
@@ -43,18 +58,15 @@ class CoreSettings:
     allocate: str = "even_load"  #: "even_load" (capabilities ignored) or "capability"
     load_balance_seconds: float = 1.0  #: <= 0 disables balancing
     load_balance_trigger_times: int = 2
-
-
-class ScalingHook(Protocol):
-    """What the core needs from the scaling policy: targets for managers, given the core's state."""
-
-    def targets(self, core: SchedulerCore, manager: ManagerRecord) -> m.ManagerTarget | None: ...
+    object_retention_seconds: float = 60  #: a departed client's objects are deleted this long after it left
+    feed_transitions_per_batch: int = 1000  #: monitor feed: transitions per tick; the rest are only counted
 
 
 class SchedulerCore:
-    def __init__(self, settings: CoreSettings, scaling: ScalingHook | None = None) -> None:
+    def __init__(self, settings: CoreSettings, scaling: ScalingHook | None = None, strict: bool = False) -> None:
         self.settings = settings
         self._scaling = scaling
+        self.strict = strict  #: re-raise a handler's error instead of logging it and dropping the event
         self.effects: list[Effect] = []
         self.tasks = TaskTable(ignore_capabilities=settings.allocate == "even_load")
         self.graphs = GraphRegistry()
@@ -70,14 +82,17 @@ class SchedulerCore:
             settings.max_tasks_waiting,
             ignore_capabilities=settings.allocate == "even_load",
         )
-        self.status = StatusBuilder(self)
+        self.feed = MonitorFeed(settings.status_interval_seconds, settings.feed_transitions_per_batch)
+        self.tasks.log = self.feed.transitions
+        self.shell_stats = ShellStats(0.0, 0, 0, 0)
         self.now = 0.0
+        self.wall_offset = 0.0  #: Unix time minus `now`, as of the last Tick that carried wall time
+        self._view: SchedulerView | None = None  #: built at most once per event
+        #: departed clients whose objects are deleted at the given `now` (object_retention_seconds)
+        self._retained: dict[ClientID, float] = {}
         self._worker_sequence = 0
-        self._last_status_at: float | None = None
         self._last_balance_at = 0.0
-        self._balance_advice: dict[PeerID, tuple[TaskID, ...]] = {}
-        self._balance_advice_seen = 0
-        self._return_asked: set[TaskID] = set()
+        self._balancer = Balancer(settings.load_balance_trigger_times, settings.allocate == "even_load")
         self._client_handlers: dict[type, Callable[[PeerID, Any], None]] = {
             m.Heartbeat: self._on_client_heartbeat,
             m.Task: self._on_task,
@@ -105,19 +120,35 @@ class SchedulerCore:
 
     def handle_all(self, events: Iterable[Event]) -> list[Effect]:
         """Apply events in order, then dispatch once (a batch from one socket read is one step). An
-        event whose handling fails is logged and dropped; the others are still applied."""
+        event whose handling fails is logged and dropped (re-raised when `strict`); the others are
+        still applied."""
         for event in events:
             try:
+                self._view = None
                 self._apply(event)
             except Exception:
+                if self.strict:
+                    raise
                 logger.exception("failed to handle %s; it is dropped", _describe(event))
         try:
             self.lifecycle.dispatch()
         except Exception:
+            if self.strict:
+                raise
             logger.exception("dispatch failed")
         effects = self.effects[:]
         self.effects.clear()
         return effects
+
+    def view(self) -> SchedulerView:
+        """The frozen view of the core now (cached until the next event)."""
+        if self._view is None:
+            self._view = build_view(self)
+        return self._view
+
+    @property
+    def wall_time(self) -> float:
+        return self.now + self.wall_offset
 
     def _apply(self, event: Event) -> None:
         if isinstance(event, Received):
@@ -125,6 +156,8 @@ class SchedulerCore:
             self._on_received(event.peer, event.message)
         elif isinstance(event, Tick):
             self._advance(event.now)
+            if event.wall_time is not None:
+                self.wall_offset = event.wall_time - event.now
             self._on_tick()
         elif isinstance(event, PeerLost):
             self._advance(event.now)
@@ -135,7 +168,9 @@ class SchedulerCore:
             reason = f"frame refused: {event.reason}"
             self._send(event.peer, m.ProtocolError(reason, m.ProtocolErrorKind.MALFORMED))
         elif isinstance(event, ShellStats):
-            self.status.shell_stats = event
+            self.shell_stats = event
+        elif isinstance(event, FeedSubscriptions):
+            self.tasks.log = self.feed.subscribed(event.topics)
 
     def _advance(self, now: float) -> None:
         self.now = now
@@ -206,6 +241,7 @@ class SchedulerCore:
             return f"this connection is already registered as a {known_roles[0]}"
         if isinstance(info, m.ClientInfo):
             if peer not in self.clients:
+                self._retained.pop(ClientID(peer), None)  # back within its retention time: objects kept
                 self.clients[peer] = ClientRecord(peer, info.name, hello.hostname, hello.pid, now, now)
                 logger.info("client %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
             return None
@@ -270,14 +306,29 @@ class SchedulerCore:
         self._drop_client(peer, "shut the cluster down")
         for other in list(self.workers) + list(self.managers):
             self._send(other, m.Shutdown("the cluster is shutting down at a client's request"))
+        self._delete_retained_objects(due_by=None)  # nobody will be back
         self.effects.append(StopScheduler("a client asked the cluster to shut down"))
 
     def _drop_client(self, peer: PeerID, reason: str) -> None:
         if self.clients.pop(peer, None) is None:
             return
-        logger.info("client %s %s; its tasks are cancelled and its objects deleted", short(peer), reason)
-        self.lifecycle.client_gone(ClientID(peer))
-        self.effects.append(DeleteOwnerObjects(ClientID(peer)))
+        client = ClientID(peer)
+        retention = self.settings.object_retention_seconds
+        logger.info(
+            "client %s %s; its tasks are cancelled and its objects deleted in %g s", short(peer), reason, retention
+        )
+        self.lifecycle.client_gone(client)
+        self.tasks.tally.forget_client(client)
+        self._retained[client] = self.now + retention
+        self._delete_retained_objects(due_by=self.now)
+
+    def _delete_retained_objects(self, due_by: float | None) -> None:
+        """Delete the objects of departed clients whose retention ended by `due_by` (None: all of them).
+        Deleting later than the client left also catches results that its cancelled tasks stored late."""
+        for client, due in list(self._retained.items()):
+            if due_by is None or due <= due_by:
+                del self._retained[client]
+                self.effects.append(DeleteOwnerObjects(client))
 
     # ------------------------------------------------------------ workers
 
@@ -331,14 +382,22 @@ class SchedulerCore:
     def _send_target(self, manager: ManagerRecord, only_if_changed: bool = False) -> None:
         """Every heartbeat gets the current target (declarative, idempotent: a manager that missed one
         converges on the next); between heartbeats a target goes out only when it changed, so that work
-        arriving on an idle cluster starts workers within a tick rather than a heartbeat."""
+        arriving on an idle cluster starts workers within a tick rather than a heartbeat. A change of
+        the wanted workers is a scaling decision: logged, kept and published with the policy's reason."""
         if self._scaling is None:
             return
-        target = self._scaling.targets(self, manager)
-        if target is None or (only_if_changed and target == manager.last_target):
+        decision = self._scaling.targets(self.view(), manager.manager_id)
+        if decision is None or (only_if_changed and decision.target == manager.last_target):
             return
-        manager.last_target = target
-        self._send(manager.peer, target)
+        before, manager.last_target = manager.last_target, decision.target
+        self._send(manager.peer, decision.target)
+        if is_a_decision(before, decision.target):
+            connected = sum(1 for worker in self.workers.values() if worker.manager_id == manager.manager_id)
+            record = decision_record(manager.manager_id, before, decision, connected, self.wall_time)
+            logger.info("scaling: %s", record.text)
+            published = self.feed.decided(record)
+            if published is not None:
+                self.effects.append(published)
 
     # ------------------------------------------------------------ time
 
@@ -356,36 +415,13 @@ class SchedulerCore:
                     "worker manager %r silent for %g s: forgotten", manager.manager_id, now - manager.last_seen
                 )
                 del self.managers[peer]
-        if self._last_status_at is None or now - self._last_status_at >= settings.status_interval_seconds:
-            self._last_status_at = now
-            self.effects.append(self.status.publish())
+        self._delete_retained_objects(due_by=now)
+        self.effects.extend(self.feed.on_tick(now, self.wall_offset, self.view))
         for manager in list(self.managers.values()):
             self._send_target(manager, only_if_changed=True)
         if settings.load_balance_seconds > 0 and now - self._last_balance_at >= settings.load_balance_seconds:
             self._last_balance_at = now
-            self._balance()
-
-    def _balance(self) -> None:
-        """Act on a balance plan once it has been the same `load_balance_trigger_times` times in a row."""
-        self._return_asked &= set(self.tasks.records)
-        if len(self.tasks.queue):
-            advice: dict[PeerID, tuple[TaskID, ...]] = {}  # queued work goes to idle workers anyway
-        else:
-            records = self.tasks.records
-            ignore_capabilities = self.settings.allocate == "even_load"
-            advice = balance_plan(
-                self.workers.values(),
-                lambda task_id: frozenset() if ignore_capabilities else capability_names(records[task_id]),
-                lambda task_id: (records[task_id].dispatched_at, records[task_id].sequence),
-                lambda task_id: task_id in self._return_asked,
-            )
-        if advice != self._balance_advice:
-            self._balance_advice, self._balance_advice_seen = advice, 1
-        else:
-            self._balance_advice_seen += 1
-        if advice and self._balance_advice_seen == self.settings.load_balance_trigger_times:
-            for donor, task_ids in advice.items():
-                self._return_asked.update(task_ids)
+            for donor, task_ids in self._balancer.step(self.tasks, self.workers.values()).items():
                 self._send(donor, m.TaskReturn(task_ids))
 
     def _drop_peer(self, peer: PeerID, reason: str) -> None:
@@ -410,7 +446,3 @@ def _describe(event: Event) -> str:
     if isinstance(event, Received):
         return f"{type(event.message).__name__} from {short(event.peer)}"
     return type(event).__name__
-
-
-def capability_names(record: TaskRecord) -> frozenset[str]:
-    return frozenset(name for name, _ in record.task.capabilities)

@@ -1,5 +1,6 @@
 """Every task transition, implemented once. Callers name an event; `task_state.TRANSITIONS` picks the
-outcome; the methods here carry it out and append effects. Nothing else mutates task records.
+outcome; `outcomes` maps each outcome to the method that carries it out (a typed table: mypy checks
+every entry, a test checks that every outcome has one). Nothing else mutates task records.
 
 Also owns dispatch: handing QUEUED tasks to workers with free credit, least loaded first.
 """
@@ -8,8 +9,10 @@ from __future__ import annotations
 
 import heapq
 import logging
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
+from scaler.protocol.feed import TaskStatus
 from scaler.protocol.ids import ClientID, ObjectID, PeerID, TaskID
 from scaler.protocol.messages import (
     CancelOutcome,
@@ -31,6 +34,20 @@ from scaler.scheduler.core.task_table import TaskRecord, TaskTable
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """What came with a task event; each outcome reads the part it needs."""
+
+    result: TaskResult | None = None  #: RESULT: the worker's result; DEPENDENCY_FAILED: the dependency's
+    worker: WorkerRecord | None = None  #: DISPATCH: the chosen worker
+    reason: str = ""  #: WORKER_LOST, RETURNED: why the worker let the task go
+
+
+NO_CAUSE = Cause()
+
+Outcomes = dict[Outcome, Callable[[TaskRecord, Cause], None]]
+
+
 class TaskLifecycle:
     def __init__(
         self,
@@ -50,6 +67,18 @@ class TaskLifecycle:
         self._max_tasks_waiting = max_tasks_waiting
         self._ignore_capabilities = ignore_capabilities
         self.now = 0.0
+        #: the implementation of every outcome but IGNORE
+        self.outcomes: Outcomes = {
+            Outcome.ENQUEUE: self._enqueue,
+            Outcome.ASSIGN: self._assign,
+            Outcome.FINISH: self._finish,
+            Outcome.CANCEL_NOW: self._cancel_now,
+            Outcome.CANCEL_AT_WORKER: self._cancel_at_worker,
+            Outcome.END_CANCELED: self._end_canceled,
+            Outcome.REDISPATCH: self._redispatch,
+            Outcome.REQUEUE: self._requeue,
+            Outcome.FAIL_FROM_DEPENDENCY: self._fail_from_dependency,
+        }
 
     # ------------------------------------------------------------ entry points
 
@@ -79,7 +108,7 @@ class TaskLifecycle:
             if state is TaskState.QUEUED:
                 self._tasks.queue.push(added)
 
-    def apply(self, task_id: TaskID, event: TaskEvent, **details: object) -> None:
+    def apply(self, task_id: TaskID, event: TaskEvent, cause: Cause = NO_CAUSE) -> None:
         record = self._tasks.get(task_id)
         if record is None:
             return
@@ -87,14 +116,14 @@ class TaskLifecycle:
         if action is Outcome.IGNORE:
             logger.debug("task %s: %s ignored in state %s", task_id.hex(), event.value, record.state.value)
             return
-        getattr(self, "_" + action.value)(record, **details)
+        self.outcomes[action](record, cause)
 
     def result_from(self, worker: PeerID, result: TaskResult) -> None:
         record = self._tasks.get(result.task_id)
         if record is None or record.worker != worker:
             logger.debug("stale result for task %s dropped", result.task_id.hex())
             return
-        self.apply(result.task_id, TaskEvent.RESULT, result=result)
+        self.apply(result.task_id, TaskEvent.RESULT, Cause(result=result))
 
     def cancel_confirmed_by(self, worker: PeerID, confirm: TaskCancelConfirm) -> None:
         record = self._tasks.get(confirm.task_id)
@@ -106,6 +135,7 @@ class TaskLifecycle:
         for task_id in task_ids:
             record = self._tasks.get(task_id)
             if record is None or record.client_id != client:
+                self._tasks.tally.not_found(client)
                 self._send(PeerID(client), TaskCancelConfirm(task_id, CancelOutcome.NOT_FOUND))
                 continue
             graph = self._graphs.get(record.graph_id) if record.graph_id else None
@@ -129,8 +159,9 @@ class TaskLifecycle:
 
     def worker_gone(self, worker: WorkerRecord, reason: str, graceful: bool) -> None:
         event = TaskEvent.RETURNED if graceful else TaskEvent.WORKER_LOST
+        cause = Cause(reason=reason)
         for task_id in sorted(worker.assigned, key=lambda t: self._tasks.records[t].sequence):
-            self.apply(task_id, event, reason=reason)
+            self.apply(task_id, event, cause)
         worker.assigned.clear()
 
     def returned_by(self, worker: PeerID, task_ids: tuple[TaskID, ...]) -> None:
@@ -155,7 +186,7 @@ class TaskLifecycle:
             if key is None:
                 continue  # nothing this worker can run; it drops out of this round
             record = queue.pop(key, records)
-            self.apply(record.task_id, TaskEvent.DISPATCH, worker=worker)
+            self.apply(record.task_id, TaskEvent.DISPATCH, Cause(worker=worker))
             if worker.free_slots > 0:
                 heapq.heappush(free, (len(worker.assigned), worker.sequence, worker))
 
@@ -170,82 +201,93 @@ class TaskLifecycle:
                 best_key, best_entry = key, entry
         return best_key
 
-    def _assign(self, record: TaskRecord, worker: WorkerRecord) -> None:
-        record.state = TaskState.DISPATCHED
+    # ------------------------------------------------------------ outcomes (the values of `outcomes`)
+
+    def _assign(self, record: TaskRecord, cause: Cause) -> None:
+        worker = cause.worker
+        assert worker is not None, "DISPATCH names its worker"
         record.worker = worker.peer
         record.attempts += 1
         record.dispatched_at = self.now
+        self._tasks.move(record, TaskState.DISPATCHED, self.now)
         worker.assigned.add(record.task_id)
         self._send(worker.peer, record.task)
 
-    # ------------------------------------------------------------ outcomes (named after task_state.Outcome)
-
-    def _enqueue(self, record: TaskRecord) -> None:
+    def _enqueue(self, record: TaskRecord, cause: Cause) -> None:
         graph = self._graphs.get(record.graph_id)
         if graph is not None:
             record.task = replace(record.task, inputs=self._graphs.inputs_of(graph, record.task_id))
-        record.state = TaskState.QUEUED
+        self._tasks.move(record, TaskState.QUEUED, self.now)
         self._tasks.queue.push(record)
 
-    def _finish(self, record: TaskRecord, result: TaskResult) -> None:
-        self._release_worker(record)
-        if result.status is ResultStatus.SUCCESS:
-            self._tasks.succeeded += 1
-        else:
-            self._tasks.failed += 1
-        self._end(record, result)
+    def _finish(self, record: TaskRecord, cause: Cause) -> None:
+        result = cause.result
+        assert result is not None, "RESULT carries the result"
+        worker = self._release_worker(record)
+        ending = TaskStatus.SUCCESS if result.status is ResultStatus.SUCCESS else TaskStatus.FAILED
+        self._end(record, result, ending, worker)
 
-    def _cancel_now(self, record: TaskRecord) -> None:
-        self._tasks.canceled += 1
-        self._end(record, TaskCancelConfirm(record.task_id, CancelOutcome.CANCELED))
+    def _cancel_now(self, record: TaskRecord, cause: Cause) -> None:
+        self._end(record, TaskCancelConfirm(record.task_id, CancelOutcome.CANCELED), TaskStatus.CANCELED, None)
 
-    def _cancel_at_worker(self, record: TaskRecord) -> None:
+    def _cancel_at_worker(self, record: TaskRecord, cause: Cause) -> None:
         assert record.worker is not None
-        record.state = TaskState.CANCELING
+        self._tasks.move(record, TaskState.CANCELING, self.now)
         self._send(record.worker, TaskCancel((record.task_id,)))
 
-    def _end_canceled(self, record: TaskRecord, reason: str = "") -> None:
-        self._release_worker(record)
-        self._tasks.canceled += 1
-        self._end(record, TaskCancelConfirm(record.task_id, CancelOutcome.CANCELED))
+    def _end_canceled(self, record: TaskRecord, cause: Cause) -> None:
+        worker = self._release_worker(record)
+        self._end(record, TaskCancelConfirm(record.task_id, CancelOutcome.CANCELED), TaskStatus.CANCELED, worker)
 
-    def _redispatch(self, record: TaskRecord, reason: str) -> None:
-        self._release_worker(record)
-        record.lost_workers.append(reason)
+    def _redispatch(self, record: TaskRecord, cause: Cause) -> None:
+        worker = self._release_worker(record)
+        record.lost_workers.append(cause.reason)
         if record.attempts > self._max_task_retries:
-            self._tasks.worker_died += 1
             text = (
                 f"the task's worker died {record.attempts} time(s), more than the retry budget of "
-                f"{self._max_task_retries}; last: {reason}"
+                f"{self._max_task_retries}; last: {cause.reason}"
             )
-            self._end(record, TaskResult(record.task_id, ResultStatus.WORKER_DIED, error_message=text))
+            result = TaskResult(record.task_id, ResultStatus.WORKER_DIED, error_message=text)
+            self._end(record, result, TaskStatus.WORKER_DIED, worker)
             return
-        record.state = TaskState.QUEUED
+        self._tasks.move(record, TaskState.QUEUED, self.now)
         self._tasks.queue.push(record)
 
-    def _requeue(self, record: TaskRecord, reason: str = "") -> None:
+    def _requeue(self, record: TaskRecord, cause: Cause) -> None:
         self._release_worker(record)
         record.attempts -= 1
-        record.state = TaskState.QUEUED
+        self._tasks.move(record, TaskState.QUEUED, self.now)
         self._tasks.queue.push(record)
 
-    def _fail_from_dependency(self, record: TaskRecord, failure: TaskResult) -> None:
-        self._tasks.failed += 1
+    def _fail_from_dependency(self, record: TaskRecord, cause: Cause) -> None:
+        failure = cause.result
+        assert failure is not None, "DEPENDENCY_FAILED carries the failure"
         # the node that failed first already failed everything downstream of it, this node included
-        self._end(record, replace(failure, task_id=record.task_id), propagate=False)
+        answer = replace(failure, task_id=record.task_id)
+        self._end(record, answer, TaskStatus.FAILED, None, propagate=False)
 
     # ------------------------------------------------------------ helpers
 
-    def _release_worker(self, record: TaskRecord) -> None:
-        if record.worker is not None:
-            worker = self._workers.get(record.worker)
+    def _release_worker(self, record: TaskRecord) -> PeerID | None:
+        """Free the task's slot at its worker; returns that worker."""
+        released = record.worker
+        if released is not None:
+            worker = self._workers.get(released)
             if worker is not None:
                 worker.assigned.discard(record.task_id)
             record.worker = None
+        return released
 
-    def _end(self, record: TaskRecord, answer: TaskResult | TaskCancelConfirm, propagate: bool = True) -> None:
+    def _end(
+        self,
+        record: TaskRecord,
+        answer: TaskResult | TaskCancelConfirm,
+        ending: TaskStatus,
+        worker: PeerID | None,
+        propagate: bool = True,
+    ) -> None:
         """Remove the record; tell the client if it waits for this task; advance its graph."""
-        self._tasks.remove(record)
+        self._tasks.remove(record, ending, worker, self.now)
         graph = self._graphs.get(record.graph_id) if record.graph_id else None
         if graph is None:
             if not record.client_gone:
@@ -263,8 +305,9 @@ class TaskLifecycle:
             for user in ready:
                 self.apply(user, TaskEvent.READY)
         elif isinstance(answer, TaskResult) and propagate:
+            failure = Cause(result=answer)
             for user in self._graphs.downstream(graph, node):
-                self.apply(user, TaskEvent.DEPENDENCY_FAILED, failure=answer)
+                self.apply(user, TaskEvent.DEPENDENCY_FAILED, failure)
         if node in graph.targets and not record.client_gone:
             self._send(PeerID(record.client_id), answer)
         released.extend(self._graphs.ended(graph, node))

@@ -1,7 +1,11 @@
 """The one table of live tasks, and the dispatch queue of the QUEUED ones.
 
+Every change of a task's state goes through `add`, `move` or `remove`, which keep the counts
+(`tally`) and, while the monitor feed reads them, the transition log (`log`).
+
 Invariants:
 - `records` holds exactly the live tasks; `by_client[c]` is exactly the ids of live tasks owned by c.
+- `tally.total` counts, per live state, exactly the records in that state.
 - A record is in the dispatch queue iff its state is QUEUED (entries of tasks that left QUEUED are
   dropped lazily when they reach the top of a heap; `queued_count` is kept exact).
 - Queue order: higher priority first, then submission order (a re-queued task keeps its place).
@@ -13,9 +17,12 @@ import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from scaler.protocol.feed import TaskStatus
 from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
 from scaler.protocol.messages import Capabilities, Task
-from scaler.scheduler.core.task_state import TaskState
+from scaler.scheduler.core.monitor_feed import TransitionLog
+from scaler.scheduler.core.task_state import STATUS_OF_STATE, TaskState
+from scaler.scheduler.core.task_tally import TaskTally
 
 
 @dataclass(slots=True)
@@ -105,11 +112,9 @@ class TaskTable:
         self.records: dict[TaskID, TaskRecord] = {}
         self.by_client: dict[ClientID, set[TaskID]] = {}
         self.queue = DispatchQueue(ignore_capabilities)
+        self.tally = TaskTally()
+        self.log: TransitionLog | None = None  #: set while the monitor feed reads transitions
         self._next_sequence = 0
-        self.succeeded = 0
-        self.failed = 0
-        self.canceled = 0
-        self.worker_died = 0
 
     def __len__(self) -> int:
         return len(self.records)
@@ -122,9 +127,16 @@ class TaskTable:
         self._next_sequence += 1
         self.records[task.task_id] = record
         self.by_client.setdefault(task.client_id, set()).add(task.task_id)
+        self._moved(record, None, STATUS_OF_STATE[state], None, now)
         return record
 
-    def remove(self, record: TaskRecord) -> None:
+    def move(self, record: TaskRecord, state: TaskState, now: float) -> None:
+        before = record.state
+        record.state = state
+        self._moved(record, STATUS_OF_STATE[before], STATUS_OF_STATE[state], record.worker, now)
+
+    def remove(self, record: TaskRecord, ending: TaskStatus, worker: PeerID | None, now: float) -> None:
+        """The task ended (`ending`, one of feed.ENDINGS); `worker` is the one that held it, if any."""
         if record.state is TaskState.QUEUED:
             self.queue.left(record)
         del self.records[record.task_id]
@@ -133,9 +145,15 @@ class TaskTable:
             owned.discard(record.task_id)
             if not owned:
                 del self.by_client[record.client_id]
+        self._moved(record, STATUS_OF_STATE[record.state], ending, worker, now)
+
+    def _moved(
+        self, record: TaskRecord, before: TaskStatus | None, after: TaskStatus, worker: PeerID | None, now: float
+    ) -> None:
+        task = record.task
+        self.tally.moved(None if record.client_gone else task.client_id, task.function_name, before, after)
+        if self.log is not None:
+            self.log.add(task.task_id, after, worker, now)
 
     def count_by_state(self) -> dict[TaskState, int]:
-        counts = dict.fromkeys(TaskState, 0)
-        for record in self.records.values():
-            counts[record.state] += 1
-        return counts
+        return {state: self.tally.count(STATUS_OF_STATE[state]) for state in TaskState}

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from scaler.protocol import messages as m
+from scaler.protocol.feed import SchedulerView
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.scheduler.core.effects import DeleteOwnerObjects, Publish, Send, StopScheduler
 from scaler.scheduler.core.events import PeerLost, Received, Tick, Undecodable
+from scaler.scheduler.core.scaling_targets import TargetDecision
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.core.task_state import TRANSITIONS, TaskEvent, TaskState
 from scaler.testing.simulation import PYTHON, SimulatedCluster, hello, task
@@ -128,8 +130,8 @@ def test_capability_tasks_wait_for_a_capable_worker_without_blocking_others() ->
     plain = sim.add_worker("plain", capacity=5)
     sim.submit(client, [task(client.peer, 1, capabilities=(("gpu", 1),)), task(client.peer, 2)])
     assert plain.held == [TaskID((2).to_bytes(16, "big"))]
-    (group,) = sim.core.status.pending_groups()
-    assert group.count == 1 and "gpu" in group.reason
+    (group,) = sim.core.view().pending
+    assert group.queued == 1 and "gpu" in group.reason
     gpu = sim.add_worker("gpu", capabilities=(("gpu", -1),))
     assert gpu.held == [TaskID((1).to_bytes(16, "big"))]
 
@@ -248,13 +250,19 @@ def test_a_gracefully_leaving_worker_hands_its_tasks_back_without_using_the_budg
     assert client.answers[TaskID((1).to_bytes(16, "big"))] == [("result", "success")]
 
 
+def deletions(effects: list) -> list[bytes]:  # type: ignore[type-arg]
+    return [e.owner for e in effects if isinstance(e, DeleteOwnerObjects)]
+
+
 def test_silent_workers_and_clients_are_dropped_on_tick() -> None:
-    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, worker_timeout_seconds=5, client_timeout_seconds=5))
+    settings = CoreSettings("s", "o", PYTHON, worker_timeout_seconds=5, client_timeout_seconds=5,
+                            object_retention_seconds=0)  # fmt: skip
+    sim = SimulatedCluster(settings)
     client, worker = sim.add_client(), sim.add_worker()
     sim.submit(client, [task(client.peer, 1)])
     effects = sim.advance(6)
     assert not sim.core.workers and not sim.core.clients
-    assert any(isinstance(e, DeleteOwnerObjects) and e.owner == client.peer for e in effects)
+    assert deletions(effects) == [client.peer]
     assert not sim.core.tasks.records
     del worker
 
@@ -265,16 +273,44 @@ def test_a_departed_clients_running_tasks_are_cancelled_at_their_workers() -> No
     sim.submit(client, [task(client.peer, 1)])
     effects = sim.feed(PeerLost(client.peer, "closed", 0.0))
     assert sent_to(effects, worker.peer, m.TaskCancel)
-    assert any(isinstance(e, DeleteOwnerObjects) for e in effects)
     assert not worker.held and not sim.core.tasks.records
+
+
+def test_a_departed_clients_objects_are_deleted_after_the_retention_time() -> None:
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, object_retention_seconds=5))
+    client, other = sim.add_client("leaving"), sim.add_client("staying")
+    effects = sim.send(client.peer, m.ClientDisconnect())
+    assert not deletions(effects), "kept for the retention time"
+    assert not deletions(sim.advance(4.9))
+    assert deletions(sim.advance(0.2)) == [client.peer]
+    assert not deletions(sim.advance(10)), "once"
+    del other
+
+
+def test_a_client_back_within_its_retention_time_keeps_its_objects() -> None:
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, object_retention_seconds=5))
+    client = sim.add_client()
+    sim.feed(PeerLost(client.peer, "closed", sim.now))
+    sim.advance(1)
+    sim.send(client.peer, hello(m.ClientInfo()))  # the same identity reconnects
+    assert not deletions(sim.advance(10))
+
+
+def test_a_cluster_shutdown_deletes_every_retained_clients_objects_at_once() -> None:
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, object_retention_seconds=60))
+    gone, stopping = sim.add_client("gone"), sim.add_client("stopping")
+    sim.send(gone.peer, m.ClientDisconnect())
+    effects = sim.send(stopping.peer, m.ClientDisconnect(shutdown_cluster=True))
+    assert set(deletions(effects)) == {gone.peer, stopping.peer}
+    assert isinstance(effects[-1], StopScheduler)
 
 
 def test_status_is_published_on_ticks() -> None:
     sim = SimulatedCluster()
     sim.add_worker()
     effects = sim.feed(Tick(1.0))
-    (publish,) = [e for e in effects if isinstance(e, Publish)]
-    assert len(publish.snapshot.workers) == 1
+    (publish,) = [e for e in effects if isinstance(e, Publish) and isinstance(e.message.body, SchedulerView)]
+    assert len(publish.message.body.workers) == 1
 
 
 # ---------------------------------------------------------------- shutdown
@@ -327,8 +363,8 @@ def test_an_idle_worker_gets_a_prefetched_task_back_from_a_busy_one() -> None:
     effects = sim.advance(1.0)  # second: act
     (request,) = sent_to(effects, busy.peer, m.TaskReturn)
     assert request.task_ids == (TaskID((2).to_bytes(16, "big")),)
-    busy.held.remove(request.task_ids[0])
-    sim.send(busy.peer, m.TaskReturn(request.task_ids))
+    # the busy worker has not started task 2 (one slot), so it gives it back, and the idle one gets it
+    assert busy.held == [TaskID((1).to_bytes(16, "big"))]
     assert idle.held == [TaskID((2).to_bytes(16, "big"))]
     assert not sent_to(sim.advance(1.0) + sim.advance(1.0), busy.peer, m.TaskReturn), "asked only once"
     sim.check_invariants()
@@ -350,13 +386,13 @@ def test_no_balancing_while_tasks_wait_in_the_queue_or_when_disabled() -> None:
 class QueueLengthHook:
     """A scaling hook that asks for one worker per queued task (enough to see when targets go out)."""
 
-    def targets(self, core: SchedulerCore, manager: object) -> m.ManagerTarget:
-        return m.ManagerTarget((m.TargetEntry((), len(core.tasks.queue)),))
+    def targets(self, view: SchedulerView, manager_id: str) -> TargetDecision:
+        queued = sum(group.queued for group in view.groups)
+        return TargetDecision(m.ManagerTarget((m.TargetEntry((), queued),)), f"{queued} queued", "queue")
 
 
 def test_a_changed_target_goes_out_on_the_next_tick_without_waiting_for_a_heartbeat() -> None:
-    sim = SimulatedCluster()
-    sim.core = SchedulerCore(sim.settings, QueueLengthHook())
+    sim = SimulatedCluster(scaling=QueueLengthHook())
     effects = sim.send(b"manager", hello(m.ManagerInfo("m1")))
     assert sent_to(effects, b"manager", m.ManagerTarget) == [m.ManagerTarget((m.TargetEntry((), 0),))]
     client = sim.add_client()
