@@ -86,51 +86,68 @@ def simulate(
     managers: tuple[ManagerModel, ...],
     settings: SimulationSettings = SimulationSettings(),
 ) -> SimulationReport:
-    core_settings = CoreSettings(
-        "tcp://simulated:1", "tcp://simulated:2", PYTHON, client_timeout_seconds=_NEVER_SECONDS,
-        worker_timeout_seconds=_NEVER_SECONDS, manager_timeout_seconds=settings.manager_timeout_seconds,
-        allocate=settings.allocate,
-    )  # fmt: skip
-    sim = SimulatedCluster(core_settings, scaling=PolicyScalingHook(policy))
-    sim.feed(FeedSubscriptions(frozenset()))  # nobody reads the monitor feed
-    client = sim.add_client("trace")
-    arrivals: dict[TaskID, float] = {}
-    durations: dict[TaskID, float] = {}
-    for number, arrival in enumerate(trace):
-        item = m.Task(TaskID(number.to_bytes(16, "big")), ClientID(client.peer), b"", "f", 0, arrival.capabilities)
-        arrivals[item.task_id], durations[item.task_id] = arrival.arrival_seconds, arrival.duration_seconds
-        sim.clock.call_at(arrival.arrival_seconds, partial(sim.submit, client, [item]))
-    timeline: list[TimelinePoint] = []
-    fakes = [FakeManager(sim, model, lambda task: durations[task.task_id]) for model in managers]
+    replay = _Replay(policy, trace, managers, settings)
+    end = replay.run()
+    return replay.report(end)
 
-    def record_point(_heartbeat_of: FakeManager) -> None:
-        timeline.append(TimelinePoint(sim.now, tuple((fake.model.manager_id, len(fake.units)) for fake in fakes)))
 
-    for index, manager in enumerate(fakes):
-        manager.after_heartbeat = record_point
-        manager.start_heartbeats(index * manager.model.heartbeat_seconds / len(fakes))
+class _Replay:
+    def __init__(
+        self, policy: ScalingPolicy, trace: Trace, managers: tuple[ManagerModel, ...], settings: SimulationSettings
+    ) -> None:
+        core_settings = CoreSettings(
+            "tcp://simulated:1", "tcp://simulated:2", PYTHON, client_timeout_seconds=_NEVER_SECONDS,
+            worker_timeout_seconds=_NEVER_SECONDS, manager_timeout_seconds=settings.manager_timeout_seconds,
+            allocate=settings.allocate,
+        )  # fmt: skip
+        self.policy, self.settings = policy, settings
+        self.sim = sim = SimulatedCluster(core_settings, scaling=PolicyScalingHook(policy))
+        sim.feed(FeedSubscriptions(frozenset()))  # nobody reads the monitor feed
+        self.client = sim.add_client("trace")
+        self.arrivals: dict[TaskID, float] = {}
+        durations: dict[TaskID, float] = {}
+        for number, arrival in enumerate(trace):
+            task_id = TaskID(number.to_bytes(16, "big"))
+            item = m.Task(task_id, ClientID(self.client.peer), b"", "f", 0, arrival.capabilities)
+            self.arrivals[task_id], durations[task_id] = arrival.arrival_seconds, arrival.duration_seconds
+            sim.clock.call_at(arrival.arrival_seconds, partial(sim.submit, self.client, [item]))
+        self.timeline: list[TimelinePoint] = []
+        self.managers = [FakeManager(sim, model, lambda task: durations[task.task_id]) for model in managers]
+        for index, manager in enumerate(self.managers):
+            manager.after_heartbeat = self._record_point
+            manager.start_heartbeats(index * manager.model.heartbeat_seconds / len(self.managers))
 
-    last_arrival = max(arrivals.values(), default=0.0)
-    horizon = settings.horizon_seconds if settings.horizon_seconds is not None else last_arrival + 3600.0
-    end = horizon
-    while sim.now < horizon:
-        if len(client.answered_at) == len(arrivals) and sim.now >= last_arrival:
-            end = min(horizon, max(client.answered_at.values(), default=0.0) + settings.tail_seconds)
-            sim.run_until(end, settings.tick_seconds)
-            break
-        sim.run_until(min(horizon, sim.now + 1.0), settings.tick_seconds)
-    latencies = [client.answered_at[task_id] - at for task_id, at in arrivals.items() if task_id in client.answered_at]
-    units = [unit for manager in fakes for unit in manager.every_unit]
-    return SimulationReport(
-        policy=policy.name,
-        worker_seconds=sum(min(end, unit.stopped_at or end) - unit.launched_at for unit in units),
-        latency_p50_seconds=percentile(latencies, 50),
-        latency_p95_seconds=percentile(latencies, 95),
-        launches=sum(manager.launches for manager in fakes),
-        terminations=sum(manager.terminations for manager in fakes),
-        killed_tasks=sum(unit.worker.interrupted for unit in units if unit.worker is not None),
-        completed_tasks=len(latencies),
-        unfinished_tasks=len(arrivals) - len(latencies),
-        end_seconds=end,
-        timeline=tuple(timeline),
-    )
+    def _record_point(self, _heartbeat_of: FakeManager) -> None:
+        workers = tuple((manager.model.manager_id, len(manager.units)) for manager in self.managers)
+        self.timeline.append(TimelinePoint(self.sim.now, workers))
+
+    def run(self) -> float:
+        """Until `tail_seconds` after the last answer, or the horizon; returns the end time."""
+        sim, answered, settings = self.sim, self.client.answered_at, self.settings
+        last_arrival = max(self.arrivals.values(), default=0.0)
+        horizon = settings.horizon_seconds if settings.horizon_seconds is not None else last_arrival + 3600.0
+        while sim.now < horizon:
+            if len(answered) == len(self.arrivals) and sim.now >= last_arrival:
+                end = min(horizon, max(answered.values(), default=0.0) + settings.tail_seconds)
+                sim.run_until(end, settings.tick_seconds)
+                return end
+            sim.run_until(min(horizon, sim.now + 1.0), settings.tick_seconds)
+        return horizon
+
+    def report(self, end: float) -> SimulationReport:
+        answered = self.client.answered_at
+        latencies = [answered[task_id] - at for task_id, at in self.arrivals.items() if task_id in answered]
+        units = [unit for manager in self.managers for unit in manager.every_unit]
+        return SimulationReport(
+            policy=self.policy.name,
+            worker_seconds=sum(min(end, unit.stopped_at or end) - unit.launched_at for unit in units),
+            latency_p50_seconds=percentile(latencies, 50),
+            latency_p95_seconds=percentile(latencies, 95),
+            launches=sum(manager.launches for manager in self.managers),
+            terminations=sum(manager.terminations for manager in self.managers),
+            killed_tasks=sum(unit.worker.interrupted for unit in units if unit.worker is not None),
+            completed_tasks=len(latencies),
+            unfinished_tasks=len(self.arrivals) - len(latencies),
+            end_seconds=end,
+            timeline=tuple(self.timeline),
+        )

@@ -33,13 +33,16 @@ from scaler.scheduler.core.events import (
 )
 from scaler.scheduler.core.graphs import GraphRegistry
 from scaler.scheduler.core.monitor_feed import MonitorFeed
-from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
+from scaler.scheduler.core.object_retention import ObjectRetention
+from scaler.scheduler.core.peers import ManagerRecord, Peers, WorkerRecord
 from scaler.scheduler.core.scaling_targets import ScalingHook, decision_record, is_a_decision
 from scaler.scheduler.core.task_lifecycle import TaskLifecycle
 from scaler.scheduler.core.task_table import TaskTable
 from scaler.scheduler.core.view import build_view
 
 logger = logging.getLogger(__name__)
+
+Handlers = dict[type, Callable[[PeerID, Any], None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +73,8 @@ class SchedulerCore:
         self.effects: list[Effect] = []
         self.tasks = TaskTable(ignore_capabilities=settings.allocate == "even_load")
         self.graphs = GraphRegistry()
-        self.clients: dict[PeerID, ClientRecord] = {}
-        self.workers: dict[PeerID, WorkerRecord] = {}
-        self.managers: dict[PeerID, ManagerRecord] = {}
+        self.peers = Peers()
+        self.clients, self.workers, self.managers = self.peers.clients, self.peers.workers, self.peers.managers
         self.lifecycle = TaskLifecycle(
             self.tasks,
             self.workers,
@@ -88,30 +90,10 @@ class SchedulerCore:
         self.now = 0.0
         self.wall_offset = 0.0  #: Unix time minus `now`, as of the last Tick that carried wall time
         self._view: SchedulerView | None = None  #: built at most once per event
-        #: departed clients whose objects are deleted at the given `now` (object_retention_seconds)
-        self._retained: dict[ClientID, float] = {}
-        self._worker_sequence = 0
+        self._retention = ObjectRetention(settings.object_retention_seconds)
         self._last_balance_at = 0.0
         self._balancer = Balancer(settings.load_balance_trigger_times, settings.allocate == "even_load")
-        self._client_handlers: dict[type, Callable[[PeerID, Any], None]] = {
-            m.Heartbeat: self._on_client_heartbeat,
-            m.Task: self._on_task,
-            m.GraphTask: self._on_graph,
-            m.TaskCancel: self._on_client_cancel,
-            m.ClientDisconnect: self._on_client_disconnect,
-        }
-        self._worker_handlers: dict[type, Callable[[PeerID, Any], None]] = {
-            m.Heartbeat: self._on_worker_heartbeat,
-            m.TaskResult: self._on_result,
-            m.TaskCancelConfirm: self._on_cancel_confirm,
-            m.TaskLog: self._on_task_log,
-            m.WorkerCapacity: self._on_worker_capacity,
-            m.WorkerLeaving: self._on_worker_leaving,
-            m.TaskReturn: self._on_task_return,
-        }
-        self._manager_handlers: dict[type, Callable[[PeerID, Any], None]] = {
-            m.Heartbeat: self._on_manager_heartbeat,
-        }
+        self._client_handlers, self._worker_handlers, self._manager_handlers = self._routes()
 
     # ------------------------------------------------------------ the one mutator
 
@@ -176,6 +158,26 @@ class SchedulerCore:
         self.now = now
         self.lifecycle.now = now
 
+    def _routes(self) -> tuple[Handlers, Handlers, Handlers]:
+        """Message type -> handler, for clients, workers and managers."""
+        client: Handlers = {
+            m.Heartbeat: self._on_client_heartbeat,
+            m.Task: self._on_task,
+            m.GraphTask: self._on_graph,
+            m.TaskCancel: self._on_client_cancel,
+            m.ClientDisconnect: self._on_client_disconnect,
+        }
+        worker: Handlers = {
+            m.Heartbeat: self._on_worker_heartbeat,
+            m.TaskResult: self._on_result,
+            m.TaskCancelConfirm: self._on_cancel_confirm,
+            m.TaskLog: self._on_task_log,
+            m.WorkerCapacity: self._on_worker_capacity,
+            m.WorkerLeaving: self._on_worker_leaving,
+            m.TaskReturn: self._on_task_return,
+        }
+        return client, worker, {m.Heartbeat: self._on_manager_heartbeat}
+
     def _on_received(self, peer: PeerID, message: m.Message) -> None:
         if isinstance(message, m.Hello):
             self._on_hello(peer, message)
@@ -184,7 +186,7 @@ class SchedulerCore:
             if isinstance(message, m.ProtocolError):
                 logger.warning("%s refused a message of ours: %s", short(peer), message.reason)
             return  # never answered, so that two peers cannot bounce errors forever
-        handlers: dict[type, Callable[[PeerID, Any], None]]
+        handlers: Handlers
         client, worker, manager = self.clients.get(peer), self.workers.get(peer), self.managers.get(peer)
         if client is not None:
             client.last_seen = self.now
@@ -215,7 +217,7 @@ class SchedulerCore:
         if reason is None and hello.role is m.Role.PROCESSOR:
             reason = "processors talk to their worker agent, not to the scheduler"
         if reason is None:
-            reason = self._register(peer, hello)
+            reason = self.peers.register(peer, hello, self.now)
         if reason is not None:
             logger.warning("refused %s %s (pid %d on %s): %s", role, short(peer), hello.pid, hello.hostname, reason)
             self._send(peer, m.HelloReply(False, reason, python_version=self.settings.python_version))
@@ -230,45 +232,10 @@ class SchedulerCore:
                 worker_count=len(self.workers),
             ),
         )
+        if isinstance(hello.info, m.ClientInfo):
+            self._retention.client_back(ClientID(peer))  # back within its retention time: objects kept
         if isinstance(hello.info, m.ManagerInfo):
             self._send_target(self.managers[peer])
-
-    def _register(self, peer: PeerID, hello: m.Hello) -> str | None:
-        info, now = hello.info, self.now
-        known_roles = [kind for kind, table in (("client", self.clients), ("worker", self.workers),
-                                                ("manager", self.managers)) if peer in table]  # fmt: skip
-        if known_roles and known_roles != [hello.role.value]:
-            return f"this connection is already registered as a {known_roles[0]}"
-        if isinstance(info, m.ClientInfo):
-            if peer not in self.clients:
-                self._retained.pop(ClientID(peer), None)  # back within its retention time: objects kept
-                self.clients[peer] = ClientRecord(peer, info.name, hello.hostname, hello.pid, now, now)
-                logger.info("client %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
-            return None
-        if isinstance(info, m.WorkerInfo):
-            if peer not in self.workers:
-                self._worker_sequence += 1
-                self.workers[peer] = WorkerRecord(
-                    peer, info.capabilities, frozenset(name for name, _ in info.capabilities), max(1, info.capacity),
-                    info.manager_id, info.worker_type, hello.hostname, hello.pid, now, now,
-                    sequence=self._worker_sequence,
-                )  # fmt: skip
-                logger.info("worker %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
-            return None
-        assert isinstance(info, m.ManagerInfo)
-        for other in self.managers.values():
-            if other.manager_id == info.manager_id and other.peer != peer:
-                return (
-                    f"worker manager id {info.manager_id!r} is already connected (pid {other.pid} on "
-                    f"{other.hostname}); each manager needs its own --worker-manager-id"
-                )
-        if peer not in self.managers:
-            self.managers[peer] = ManagerRecord(
-                peer, info.manager_id, info.manager_type, info.capabilities, info.max_workers,
-                hello.hostname, hello.pid, now, now,
-            )  # fmt: skip
-            logger.info("worker manager %r (%s) connected", info.manager_id, info.manager_type)
-        return None
 
     # ------------------------------------------------------------ clients
 
@@ -306,29 +273,18 @@ class SchedulerCore:
         self._drop_client(peer, "shut the cluster down")
         for other in list(self.workers) + list(self.managers):
             self._send(other, m.Shutdown("the cluster is shutting down at a client's request"))
-        self._delete_retained_objects(due_by=None)  # nobody will be back
+        self.effects.extend(DeleteOwnerObjects(client) for client in self._retention.due(None))  # none comes back
         self.effects.append(StopScheduler("a client asked the cluster to shut down"))
 
     def _drop_client(self, peer: PeerID, reason: str) -> None:
         if self.clients.pop(peer, None) is None:
             return
-        client = ClientID(peer)
-        retention = self.settings.object_retention_seconds
-        logger.info(
-            "client %s %s; its tasks are cancelled and its objects deleted in %g s", short(peer), reason, retention
-        )
+        client, retention = ClientID(peer), self.settings.object_retention_seconds
+        logger.info("client %s %s; tasks cancelled, objects deleted in %g s", short(peer), reason, retention)
         self.lifecycle.client_gone(client)
         self.tasks.tally.forget_client(client)
-        self._retained[client] = self.now + retention
-        self._delete_retained_objects(due_by=self.now)
-
-    def _delete_retained_objects(self, due_by: float | None) -> None:
-        """Delete the objects of departed clients whose retention ended by `due_by` (None: all of them).
-        Deleting later than the client left also catches results that its cancelled tasks stored late."""
-        for client, due in list(self._retained.items()):
-            if due_by is None or due <= due_by:
-                del self._retained[client]
-                self.effects.append(DeleteOwnerObjects(client))
+        self._retention.client_left(client, self.now)
+        self.effects.extend(DeleteOwnerObjects(due) for due in self._retention.due(self.now))
 
     # ------------------------------------------------------------ workers
 
@@ -415,7 +371,7 @@ class SchedulerCore:
                     "worker manager %r silent for %g s: forgotten", manager.manager_id, now - manager.last_seen
                 )
                 del self.managers[peer]
-        self._delete_retained_objects(due_by=now)
+        self.effects.extend(DeleteOwnerObjects(client) for client in self._retention.due(now))
         self.effects.extend(self.feed.on_tick(now, self.wall_offset, self.view))
         for manager in list(self.managers.values()):
             self._send_target(manager, only_if_changed=True)

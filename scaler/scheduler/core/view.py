@@ -33,6 +33,9 @@ def build_view(core: SchedulerCore) -> SchedulerView:
         graphs=len(core.graphs),
     )
     tally = core.tasks.tally
+    connected: dict[str, int] = {}  #: manager id -> its connected workers
+    for worker in core.workers.values():
+        connected[worker.manager_id] = connected.get(worker.manager_id, 0) + 1
     return SchedulerView(
         now=now,
         wall_time=core.wall_time,
@@ -40,7 +43,7 @@ def build_view(core: SchedulerCore) -> SchedulerView:
         tasks=tally.totals(),
         groups=task_groups(core),
         workers=tuple(_worker_entry(worker, now) for worker in core.workers.values()),
-        managers=tuple(_manager_entry(core, manager) for manager in core.managers.values()),
+        managers=tuple(_manager_entry(manager, connected, now) for manager in core.managers.values()),
         clients=tuple(
             ClientEntry(peer, client.name, client.hostname, client.pid, tally.of_client(ClientID(peer)))
             for peer, client in core.clients.items()
@@ -115,8 +118,7 @@ def _worker_entry(worker: WorkerRecord, now: float) -> WorkerEntry:
     )
 
 
-def _manager_entry(core: SchedulerCore, manager: ManagerRecord) -> ManagerEntry:
-    connected = sum(1 for worker in core.workers.values() if worker.manager_id == manager.manager_id)
+def _manager_entry(manager: ManagerRecord, connected: dict[str, int], now: float) -> ManagerEntry:
     target = manager.last_target.entries if manager.last_target is not None else None
     return ManagerEntry(
         manager_id=manager.manager_id,
@@ -126,6 +128,6 @@ def _manager_entry(core: SchedulerCore, manager: ManagerRecord) -> ManagerEntry:
         target=target,
         units=manager.units,
         pending_units=manager.pending_units,
-        connected_workers=connected,
-        seconds_since_heartbeat=max(0.0, core.now - manager.last_seen),
+        connected_workers=connected.get(manager.manager_id, 0),
+        seconds_since_heartbeat=max(0.0, now - manager.last_seen),
     )
