@@ -161,11 +161,10 @@ class ScalingDecision:
 
     @property
     def text(self) -> str:
-        """ "manager ecs-1: 3 -> 8 workers: 412 tasks queued, work policy"."""
+        """The decision in words, e.g. `manager ecs-1: 3 -> 8 workers: 412 tasks queued, work policy`."""
+        change = f"manager {self.manager_id}: {self.workers_before} -> {self.workers_after} workers"
         because = f": {self.reason}" if self.reason else ""
-        return (
-            f"manager {self.manager_id}: {self.workers_before} -> {self.workers_after} workers{because}, {self.policy}"
-        )
+        return f"{change}{because}, {self.policy} policy"
 
 
 @dataclass(frozen=True, slots=True)

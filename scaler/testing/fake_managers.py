@@ -117,6 +117,15 @@ class FakeManager:
             durations=self.durations, manager_id=model.manager_id, peer=unit.worker_peer,
         )  # fmt: skip
 
+    def lose_unit(self, unit_id: str) -> None:
+        """The unit ends on its own (a crash, a reclaimed spot instance): its worker dies with it."""
+        unit = self.units.pop(unit_id, None)
+        if unit is None:
+            return
+        unit.stopped_at = self.sim.now
+        if unit.worker is not None and unit.worker.alive:
+            self.sim.kill(unit.worker)
+
     def _terminate(self, unit_id: str) -> None:
         unit = self.units.pop(unit_id, None)
         if unit is None:

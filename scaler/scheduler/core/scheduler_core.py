@@ -118,12 +118,14 @@ class SchedulerCore:
             if self.strict:
                 raise
             logger.exception("dispatch failed")
+        self._view = None  # dispatch and late changes of the last event: a caller from outside sees them
         effects = self.effects[:]
         self.effects.clear()
         return effects
 
     def view(self) -> SchedulerView:
-        """The frozen view of the core now (cached until the next event)."""
+        """The frozen view of the core now. Built at most once per event: everything asked during one
+        event (the status, every manager's target on a tick) reads the same view."""
         if self._view is None:
             self._view = build_view(self)
         return self._view

@@ -11,7 +11,7 @@ from scaler.scheduler.core.effects import DeleteOwnerObjects, Publish, Send, Sto
 from scaler.scheduler.core.events import PeerLost, Received, Tick, Undecodable
 from scaler.scheduler.core.scaling_targets import TargetDecision
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
-from scaler.scheduler.core.task_state import TRANSITIONS, TaskEvent, TaskState
+from scaler.scheduler.core.task_state import TRANSITIONS, Outcome, TaskEvent, TaskState
 from scaler.testing.simulation import PYTHON, SimulatedCluster, hello, task
 
 
@@ -21,6 +21,31 @@ def sent_to(effects: list, peer: bytes, kind: type) -> list:  # type: ignore[typ
 
 def test_transition_table_is_total() -> None:
     assert {(s, e) for s in TaskState for e in TaskEvent} == set(TRANSITIONS)
+
+
+def test_every_outcome_has_an_implementation_and_is_reachable() -> None:
+    lifecycle = SchedulerCore(CoreSettings("a", "b", PYTHON)).lifecycle
+    assert set(lifecycle.outcomes) == set(Outcome) - {Outcome.IGNORE}
+    assert all(callable(implementation) for implementation in lifecycle.outcomes.values())
+    assert set(TRANSITIONS.values()) == set(Outcome), "an outcome no (state, event) pair leads to"
+
+
+class FailingHook:
+    def targets(self, view: SchedulerView, manager_id: str) -> TargetDecision:
+        raise RuntimeError("broken policy")
+
+
+def test_a_strict_core_raises_a_handlers_error_and_a_lenient_one_logs_it_and_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with pytest.raises(RuntimeError, match="broken policy"):
+        SimulatedCluster(scaling=FailingHook()).send(b"manager", hello(m.ManagerInfo("m1")))
+    lenient = SimulatedCluster(scaling=FailingHook(), strict=False)
+    effects = lenient.send(b"manager", hello(m.ManagerInfo("m1")))
+    assert "failed to handle Hello" in caplog.text
+    assert not sent_to(effects, b"manager", m.ManagerTarget)
+    client = lenient.add_client()  # the scheduler goes on
+    assert client.peer in lenient.core.clients
 
 
 def test_every_message_a_peer_may_send_has_a_handler() -> None:
