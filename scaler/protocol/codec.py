@@ -166,6 +166,7 @@ def _enc_hello_reply(b: Any, msg: m.HelloReply) -> None:
 def _enc_heartbeat(b: Any, msg: m.Heartbeat) -> None:
     b.cpuPercent = msg.cpu_percent
     b.rssBytes = msg.rss_bytes
+    b.roundTripSeconds = msg.round_trip_seconds
     if msg.worker is not None:
         _set_worker_status(b.init("worker"), msg.worker)
     elif msg.manager is not None:
@@ -354,7 +355,7 @@ def _dec_heartbeat(r: Any) -> m.Heartbeat:
     kind = r.which()
     worker = _worker_status(r.worker) if kind == "worker" else None
     manager = m.ManagerStatus(r.manager.units, r.manager.pendingUnits) if kind == "manager" else None
-    return m.Heartbeat(r.cpuPercent, r.rssBytes, worker, manager)
+    return m.Heartbeat(r.cpuPercent, r.rssBytes, worker, manager, r.roundTripSeconds)
 
 
 _RESULT_STATUSES = {raw: m.ResultStatus(name) for raw, name in enumerate(_schema.ResultStatus.schema.enumerants)}

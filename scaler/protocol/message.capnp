@@ -75,6 +75,7 @@ struct Heartbeat {
     worker @3 :WorkerStatus;
     manager @4 :ManagerStatus;
   }
+  roundTripSeconds @5 :Float32;  # the sender's last heartbeat -> echo round trip; 0 before the first echo
 }
 
 struct WorkerStatus {

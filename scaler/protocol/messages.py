@@ -127,6 +127,7 @@ class Heartbeat:
     rss_bytes: int = 0
     worker: WorkerStatus | None = None  #: set by workers
     manager: ManagerStatus | None = None  #: set by managers
+    round_trip_seconds: float = 0.0  #: the sender's last heartbeat -> echo round trip (0: not measured yet)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, s
 from scaler.io.address import AddressError, parse_address
 from scaler.io.child_processes import start_python_child, stop_children
 from scaler.io.event_loop import new_event_loop
+from scaler.io.sockets import SocketFactory
 from scaler.object_storage.readiness import wait_for_object_storage
 from scaler.protocol.handshake import local_python_version
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
@@ -90,7 +91,7 @@ def allocation_of(config: SchedulerConfig) -> str:
 def _serve(core: SchedulerCore, config: SchedulerConfig, bind: str, monitor: str, storage: str) -> int:
     from scaler.scheduler.server import SchedulerServer
 
-    server = SchedulerServer(core, bind, monitor, storage, io_threads=config.io_threads)
+    server = SchedulerServer(core, bind, monitor, storage, SocketFactory(config.io_threads))
     loop = new_event_loop(config.event_loop)
     asyncio.set_event_loop(loop)
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -16,7 +16,8 @@ from typing import Any
 
 import zmq
 
-from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, PeerUnreachable, configure, monitor_events
+from scaler.io.sockets import SocketFactory
+from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, PeerUnreachable, monitor_events
 from scaler.object_storage.async_connection import AsyncObjectStorageConnection
 from scaler.protocol import codec
 from scaler.protocol import messages as m
@@ -41,13 +42,13 @@ class SchedulerServer:
         bind_address: str,
         monitor_address: str,
         object_storage_address: str,
-        io_threads: int = 1,
+        sockets: SocketFactory | None = None,
     ) -> None:
         self._core = core
         self._bind_address = bind_address
         self._monitor_address = monitor_address
         self._object_storage_address = object_storage_address
-        self._context: zmq.Context[Any] = zmq.Context(io_threads=io_threads)
+        self._sockets = sockets if sockets is not None else SocketFactory()
         self._stopped = asyncio.Event()
         self.stop_reason = ""
         self._fd_peers: dict[int, set[PeerID]] = {}
@@ -61,20 +62,18 @@ class SchedulerServer:
 
     async def run(self) -> str:
         loop = asyncio.get_running_loop()
-        router_socket = self._context.socket(zmq.ROUTER)
-        configure(router_socket)
-        router_socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        router_socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        router_socket.bind(self._bind_address)
-        publisher = self._context.socket(zmq.PUB)
-        configure(publisher)
-        publisher.bind(self._monitor_address)
+        router_socket = self._sockets.router(self._bind_address, mandatory=True, handover=True)
+        try:
+            publisher = self._sockets.publisher(self._monitor_address)
+        except BaseException:
+            router_socket.close(linger=0)
+            raise
         self._router = AsyncSocket(loop, router_socket, self._on_frames, copy=False, on_burst_end=self._burst_end)
         self._outbox = Outbox(loop, self._router, routed=True, on_unreachable=self._on_unreachable)
         self._publisher = AsyncSocket(loop, publisher, None)
         self._monitor = monitor_events(loop, router_socket, zmq.EVENT_DISCONNECTED, self._on_socket_event)
         self._storage = AsyncObjectStorageConnection(
-            self._object_storage_address, role="scheduler", context=self._context
+            self._object_storage_address, role="scheduler", sockets=self._sockets
         )
         routines = [
             asyncio.ensure_future(self._tick_routine()),
@@ -97,7 +96,7 @@ class SchedulerServer:
             self._router.close()
             self._publisher.close()
             self._storage.close()
-            self._context.term()
+            self._sockets.close()
         return self.stop_reason
 
     # ------------------------------------------------------------ inbound
