@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import heapq
 import logging
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TypeVar
 
 from scaler.protocol.ids import ClientID, ObjectID, PeerID, TaskID
 from scaler.protocol.messages import (
@@ -50,6 +52,20 @@ class TaskLifecycle:
         self._max_tasks_waiting = max_tasks_waiting
         self._ignore_capabilities = ignore_capabilities
         self.now = 0.0
+        #: how each outcome is carried out; `details` are the keyword details of the event (see `apply`)
+        self._outcomes: dict[Outcome, Callable[[TaskRecord, dict[str, object]], None]] = {
+            Outcome.ENQUEUE: lambda record, details: self._enqueue(record),
+            Outcome.ASSIGN: lambda record, details: self._assign(record, _detail(details, "worker", WorkerRecord)),
+            Outcome.FINISH: lambda record, details: self._finish(record, _detail(details, "result", TaskResult)),
+            Outcome.CANCEL_NOW: lambda record, details: self._cancel_now(record),
+            Outcome.CANCEL_AT_WORKER: lambda record, details: self._cancel_at_worker(record),
+            Outcome.END_CANCELED: lambda record, details: self._end_canceled(record),
+            Outcome.REDISPATCH: lambda record, details: self._redispatch(record, _detail(details, "reason", str)),
+            Outcome.REQUEUE: lambda record, details: self._requeue(record),
+            Outcome.FAIL_FROM_DEPENDENCY: lambda record, details: self._fail_from_dependency(
+                record, _detail(details, "failure", TaskResult)
+            ),
+        }
 
     # ------------------------------------------------------------ entry points
 
@@ -87,7 +103,7 @@ class TaskLifecycle:
         if action is Outcome.IGNORE:
             logger.debug("task %s: %s ignored in state %s", task_id.hex(), event.value, record.state.value)
             return
-        getattr(self, "_" + action.value)(record, **details)
+        self._outcomes[action](record, details)
 
     def result_from(self, worker: PeerID, result: TaskResult) -> None:
         record = self._tasks.get(result.task_id)
@@ -204,7 +220,7 @@ class TaskLifecycle:
         record.state = TaskState.CANCELING
         self._send(record.worker, TaskCancel((record.task_id,)))
 
-    def _end_canceled(self, record: TaskRecord, reason: str = "") -> None:
+    def _end_canceled(self, record: TaskRecord) -> None:
         self._release_worker(record)
         self._tasks.canceled += 1
         self._end(record, TaskCancelConfirm(record.task_id, CancelOutcome.CANCELED))
@@ -223,7 +239,7 @@ class TaskLifecycle:
         record.state = TaskState.QUEUED
         self._tasks.queue.push(record)
 
-    def _requeue(self, record: TaskRecord, reason: str = "") -> None:
+    def _requeue(self, record: TaskRecord) -> None:
         self._release_worker(record)
         record.attempts -= 1
         record.state = TaskState.QUEUED
@@ -278,3 +294,14 @@ class TaskLifecycle:
 
     def _send(self, peer: PeerID, message: Task | TaskResult | TaskCancel | TaskCancelConfirm) -> None:
         self._effects.append(Send(peer, message))
+
+
+_T = TypeVar("_T")
+
+
+def _detail(details: dict[str, object], name: str, kind: type[_T]) -> _T:
+    """A detail the outcome needs; its absence is a bug in the caller of `apply`, so it raises."""
+    value = details.get(name)
+    if not isinstance(value, kind):
+        raise TypeError(f"this outcome needs a {name} ({kind.__name__}) with the event, got {value!r}")
+    return value

@@ -9,7 +9,7 @@ from scaler.protocol.ids import PeerID, TaskID
 from scaler.scheduler.core.effects import DeleteOwnerObjects, Publish, Send, StopScheduler
 from scaler.scheduler.core.events import PeerLost, Received, Tick, Undecodable
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
-from scaler.scheduler.core.task_state import TRANSITIONS, TaskEvent, TaskState
+from scaler.scheduler.core.task_state import TRANSITIONS, Outcome, TaskEvent, TaskState
 from scaler.testing.simulation import PYTHON, SimulatedCluster, hello, task
 
 
@@ -19,6 +19,13 @@ def sent_to(effects: list, peer: bytes, kind: type) -> list:  # type: ignore[typ
 
 def test_transition_table_is_total() -> None:
     assert {(s, e) for s in TaskState for e in TaskEvent} == set(TRANSITIONS)
+
+
+def test_every_outcome_the_table_names_is_carried_out_by_the_lifecycle() -> None:
+    core = SchedulerCore(CoreSettings("a", "b", PYTHON))
+    named = set(TRANSITIONS.values()) - {Outcome.IGNORE}
+    assert named == set(Outcome) - {Outcome.IGNORE}  # no outcome is dead
+    assert set(core.lifecycle._outcomes) == named
 
 
 def test_every_message_a_peer_may_send_has_a_handler() -> None:
