@@ -55,16 +55,19 @@ class PolicyScalingHook:
     def __init__(self, policy: ScalingPolicy) -> None:
         self.policy = policy
         self.memory = ScalingMemory()
-        #: (now, manager ids) of the cached step: a new instant or a changed manager set means a new decision
-        self._step_key: tuple[float, frozenset[str]] | None = None
+        #: (core step, manager ids) of the cached decision: managers asking within one step of the core share it
+        self._step_key: tuple[int, frozenset[str]] | None = None
         self._step: ScalingStep | None = None
+        self.warnings_seen: dict[str, None] = {}  #: every distinct warning of the policy, in order (simulations)
 
     def targets(self, core: SchedulerCore, manager: ManagerRecord) -> ManagerTarget | None:
-        key = (core.now, frozenset(record.manager_id for record in core.managers.values()))
+        key = (core.steps, frozenset(record.manager_id for record in core.managers.values()))
         if self._step is None or key != self._step_key:
             step = self.policy.decide(build_snapshot(core), self.memory)
             self.memory = step.memory
             for warning in step.warnings:
+                if warning not in self.warnings_seen:
+                    self.warnings_seen[warning] = None
                 logger.warning("scaling: %s", warning)
             self._step, self._step_key = step, key
         return self._step.decision.get(manager.manager_id)

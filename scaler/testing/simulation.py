@@ -1,5 +1,9 @@
 """SimulatedCluster: the real SchedulerCore with fake clients and workers in memory, on a fake clock.
 
+Fake workers hold what they are given (the first runs), confirm cancels, and give back what they have not
+started when the scheduler balances the load; clients submit tasks and graphs. Scaling with managers is
+simulated by `cluster_simulation` (the real reconciler, with boot times and task durations).
+
 No sockets, no processes, no real time: races (a result racing a cancel, a worker dying mid-task, a
 graph finishing while it is cancelled) replay deterministically from a seed. Fake workers obey the
 worker protocol (credit, results, cancel confirmations); fake clients record every answer, so tests
@@ -10,10 +14,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scaler.protocol import messages as m
-from scaler.protocol.ids import ClientID, PeerID, TaskID
+from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
 from scaler.scheduler.core.effects import Effect, Send
 from scaler.scheduler.core.events import Event, PeerLost, Received, Tick
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
@@ -37,8 +41,9 @@ def success(task_id: TaskID, value: bytes = b"v") -> m.TaskResult:
 class FakeWorker:
     peer: PeerID
     capacity: int = 1
-    held: list[TaskID] = field(default_factory=list)  #: tasks the scheduler gave it, in order
+    held: list[TaskID] = field(default_factory=list)  #: tasks the scheduler gave it, in order (held[0] runs)
     alive: bool = True
+    returned: int = 0  #: tasks it gave back when the scheduler balanced the load
 
 
 @dataclass
@@ -50,14 +55,16 @@ class FakeClient:
 
 
 class SimulatedCluster:
-    def __init__(self, settings: CoreSettings | None = None, seed: int = 0) -> None:
+    def __init__(self, settings: CoreSettings | None = None, seed: int = 0, strict: bool = True) -> None:
+        """`strict`: a handler that raises fails the test (the server logs and drops the event instead)."""
         self.settings = settings or CoreSettings("tcp://sim:1", "tcp://sim:2", PYTHON)
-        self.core = SchedulerCore(self.settings)
+        self.core = SchedulerCore(self.settings, strict=strict)
         self.now = 0.0
         self.random = random.Random(seed)
         self.workers: dict[PeerID, FakeWorker] = {}
         self.clients: dict[PeerID, FakeClient] = {}
         self.effects: list[Effect] = []
+        self.graph_targets: set[TaskID] = set()  #: targets of the graphs submitted (for checks)
 
     # ------------------------------------------------------------ driving the core
 
@@ -95,6 +102,15 @@ class SimulatedCluster:
             client.answers.setdefault(item.task_id, [])
             self.send(client.peer, item)
 
+    def submit_graph(self, client: FakeClient, graph_number: int, nodes: list[m.Task], targets: list[TaskID]) -> None:
+        """Submit a graph; the client waits for answers about its targets only."""
+        for target in targets:
+            client.answers.setdefault(target, [])
+        self.graph_targets.update(targets)
+        graph_id = GraphID(graph_number.to_bytes(16, "big"))
+        nodes = [replace(node, graph_id=graph_id) for node in nodes]
+        self.send(client.peer, m.GraphTask(graph_id, ClientID(client.peer), tuple(nodes), tuple(targets)))
+
     def finish(self, worker: FakeWorker, task_id: TaskID | None = None, status: m.ResultStatus | None = None) -> None:
         """The worker completes a task it holds (the oldest one by default)."""
         chosen = task_id if task_id is not None else worker.held[0]
@@ -122,6 +138,11 @@ class SimulatedCluster:
                 return
             if isinstance(message, m.Task):
                 worker.held.append(message.task_id)
+            elif isinstance(message, m.TaskReturn):  # a worker gives back what it has not started (not held[0])
+                waiting = tuple(task_id for task_id in message.task_ids if task_id in worker.held[1:])
+                worker.held = [task_id for task_id in worker.held if task_id not in waiting]
+                worker.returned += len(waiting)
+                self.send(worker.peer, m.TaskReturn(waiting))
             elif isinstance(message, m.TaskCancel):
                 for task_id in message.task_ids:
                     outcome = m.CancelOutcome.NOT_FOUND

@@ -12,11 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from scaler.policy.comparison import TRACES, compare
 from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.registry import make_policy
-from scaler.policy.simulator import SimulatedManager, SimulationReport, SimulationSettings, TimelinePoint, simulate
 from scaler.policy.traces import Trace, bursty_trace, one_shot_trace, steady_trace
+from scaler.testing.cluster_simulation import (
+    SimulatedManager,
+    SimulationReport,
+    SimulationSettings,
+    TimelinePoint,
+    simulate,
+)
+from scaler.testing.policy_comparison import TRACES, compare
 
 VANILLA = "allocate=even_load; scaling=vanilla"
 WORK = "allocate=even_load; scaling=work"
@@ -114,7 +120,7 @@ def test_vanilla_killed_tasks_are_recorded(trace: str, record_property: Callable
 
 @pytest.mark.parametrize("trace", sorted(TRACES))
 def test_docs_comparison_tables_are_current(trace: str) -> None:
-    """docs/scaling.md shows `python -m scaler.policy.comparison` output; rerun it after changing a policy."""
+    """docs/scaling.md shows `python -m scaler.testing.policy_comparison` output; rerun it after changing a policy."""
     document = (Path(__file__).resolve().parents[2] / "docs" / "scaling.md").read_text()
     rows = [line for line in compare(trace, seed=1).splitlines() if line.startswith("| ")]
     missing = [row for row in rows if row not in document]

@@ -7,49 +7,92 @@ consistent after every step.
 
 from __future__ import annotations
 
+import random
+from dataclasses import dataclass, replace
+
 import pytest
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 from scaler.scheduler.core.scheduler_core import CoreSettings
-from scaler.testing.simulation import PYTHON, SimulatedCluster, task
+from scaler.testing.simulation import PYTHON, FakeClient, FakeWorker, SimulatedCluster, task
 
 
-def run_history(seed: int, steps: int = 400) -> SimulatedCluster:
-    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, max_task_retries=2), seed=seed)
-    rng = sim.random
-    client = sim.add_client()
-    next_task = 0
-    next_worker = 0
-    for _ in range(steps):
-        action = rng.random()
-        live_workers = [w for w in sim.workers.values() if w.alive]
-        if action < 0.30:
-            batch = [task(client.peer, next_task + i, priority=rng.randrange(3)) for i in range(rng.randrange(1, 6))]
-            next_task += len(batch)
-            sim.submit(client, batch)
-        elif action < 0.40 or not live_workers:
-            sim.add_worker(f"w{next_worker}", capacity=rng.randrange(1, 4))
-            next_worker += 1
-        elif action < 0.70:
-            worker = rng.choice(live_workers)
+def random_graph(rng: random.Random, client: bytes, first: int) -> tuple[list[m.Task], list[TaskID]]:
+    """A small DAG: each node may depend on earlier ones; one to three targets among the nodes."""
+    nodes: list[m.Task] = []
+    for index in range(rng.randrange(2, 7)):
+        earlier = [node.task_id for node in nodes]
+        dependencies = tuple(rng.sample(earlier, k=rng.randrange(0, min(3, len(earlier)) + 1)))
+        nodes.append(replace(task(client, first + index), dependencies=dependencies))
+    targets = rng.sample([node.task_id for node in nodes], k=rng.randrange(1, min(3, len(nodes)) + 1))
+    return nodes, targets
+
+
+@dataclass
+class History:
+    sim: SimulatedCluster
+    client: FakeClient
+    next_task: int = 0
+    next_worker: int = 0
+    graphs: int = 0
+
+    def submit_some(self) -> None:
+        rng = self.sim.random
+        if rng.random() < 0.75:
+            count = rng.randrange(1, 6)
+            batch = [task(self.client.peer, self.next_task + i, priority=rng.randrange(3)) for i in range(count)]
+            self.next_task += count
+            self.sim.submit(self.client, batch)
+        else:
+            nodes, targets = random_graph(rng, self.client.peer, self.next_task)
+            self.next_task += len(nodes)
+            self.graphs += 1
+            self.sim.submit_graph(self.client, self.graphs, nodes, targets)
+
+    def worker_event(self, live_workers: list[FakeWorker], action: float) -> None:
+        sim, rng = self.sim, self.sim.random
+        worker = rng.choice(live_workers)
+        if action < 0.70:
             if worker.held:
                 status = rng.choice([m.ResultStatus.SUCCESS, m.ResultStatus.SUCCESS, m.ResultStatus.FAILED])
                 sim.finish(worker, rng.choice(worker.held), status)
-        elif action < 0.80:
-            unanswered = [t for t, answers in client.answers.items() if not answers]
-            if unanswered:
-                sim.cancel(client, rng.sample(unanswered, k=min(len(unanswered), rng.randrange(1, 4))))
         elif action < 0.87:
-            sim.kill(rng.choice(live_workers))
-        elif action < 0.92:
-            worker = rng.choice(live_workers)
+            sim.kill(worker)
+        else:
             worker.alive = False
             worker.held.clear()
             sim.send(worker.peer, m.WorkerLeaving("scale down"))
+
+    def step(self) -> None:
+        sim, rng = self.sim, self.sim.random
+        action = rng.random()
+        live_workers = [w for w in sim.workers.values() if w.alive]
+        if action < 0.30:
+            self.submit_some()
+        elif action < 0.40 or not live_workers:
+            sim.add_worker(f"w{self.next_worker}", capacity=rng.randrange(1, 4))
+            self.next_worker += 1
+        elif action < 0.70 or 0.80 <= action < 0.92:
+            self.worker_event(live_workers, action)
+        elif action < 0.80:
+            unanswered = [t for t, answers in self.client.answers.items() if not answers]
+            if unanswered:
+                sim.cancel(self.client, rng.sample(unanswered, k=min(len(unanswered), rng.randrange(1, 4))))
         else:
             sim.advance(rng.random())
+
+
+def run_history(seed: int, steps: int = 400) -> SimulatedCluster:
+    settings = CoreSettings(
+        "s", "o", PYTHON, max_task_retries=2, load_balance_seconds=0.5, load_balance_trigger_times=1
+    )
+    sim = SimulatedCluster(settings, seed=seed)
+    history = History(sim, sim.add_client())
+    for _ in range(steps):
+        history.step()
         sim.check_invariants()
+    next_task = history.next_task
     # drain: a fresh worker joins, and every live worker finishes everything it holds
     sim.add_worker("finisher", capacity=8)
     for _ in range(10 * next_task + 10):
@@ -72,13 +115,19 @@ def test_every_task_ends_exactly_once(seed: int) -> None:
     assert not client.errors
 
 
-def test_a_history_exercises_every_kind_of_ending() -> None:
+def test_a_history_exercises_every_kind_of_ending_graphs_and_balancing() -> None:
     endings = set()
+    returned = graph_answers = 0
     for seed in range(10):
-        (client,) = run_history(seed).clients.values()
+        sim = run_history(seed)
+        (client,) = sim.clients.values()
         endings.update(answer for answers in client.answers.values() for answer in answers)
+        returned += sum(worker.returned for worker in sim.workers.values())
+        graph_answers += sum(1 for task_id in sim.graph_targets if client.answers.get(task_id))
     assert {("result", "success"), ("result", "failed"), ("cancelled", "canceled")} <= endings
     assert ("result", "workerDied") in endings
+    assert returned > 0, "the histories never balanced the load (TaskReturn)"
+    assert graph_answers > 0, "no graph target was answered"
 
 
 def test_results_of_a_dead_worker_arriving_late_are_ignored() -> None:

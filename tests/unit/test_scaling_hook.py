@@ -220,19 +220,18 @@ class CountingPolicy:
         return self.inner.decide(snapshot, memory)
 
 
-def test_managers_heartbeating_at_the_same_instant_share_one_decision() -> None:
+def test_managers_heartbeating_in_one_step_share_one_decision_and_a_new_step_decides_again() -> None:
     policy = CountingPolicy()
     core = SchedulerCore(CoreSettings("tcp://s:1", "tcp://s:2", local_python_version()), PolicyScalingHook(policy))
     c = Cluster(core)
     c.add_manager(b"a", "a")
     c.add_manager(b"b", "b")  # the manager set changed: a new decision
     assert policy.calls == 2
-    c.now = 1.0
-    c.heartbeat(b"a")
-    c.heartbeat(b"b")
+    beat = m.Heartbeat(manager=m.ManagerStatus())
+    core.handle_all([Received(PeerID(b"a"), beat, 1.0), Received(PeerID(b"b"), beat, 1.0)])  # one socket read
     assert policy.calls == 3
-    c.now = 2.0
-    c.heartbeat(b"a")
+    c.now = 1.0
+    c.heartbeat(b"a")  # the same instant, a later step: the state may have changed since
     assert policy.calls == 4
 
 

@@ -52,8 +52,10 @@ class ScalingHook(Protocol):
 
 
 class SchedulerCore:
-    def __init__(self, settings: CoreSettings, scaling: ScalingHook | None = None) -> None:
+    def __init__(self, settings: CoreSettings, scaling: ScalingHook | None = None, strict: bool = False) -> None:
         self.settings = settings
+        #: re-raise a failing handler (simulations and tests) instead of logging and dropping its event (servers)
+        self.strict = strict
         self._scaling = scaling
         self.effects: list[Effect] = []
         self.tasks = TaskTable(ignore_capabilities=settings.allocate == "even_load")
@@ -72,6 +74,8 @@ class SchedulerCore:
         )
         self.status = StatusBuilder(self)
         self.now = 0.0
+        #: batches of events handled so far: a decision cached for one step is stale in the next, even at the same `now`
+        self.steps = 0
         self._worker_sequence = 0
         self._last_status_at: float | None = None
         self._last_balance_at = 0.0
@@ -106,14 +110,19 @@ class SchedulerCore:
     def handle_all(self, events: Iterable[Event]) -> list[Effect]:
         """Apply events in order, then dispatch once (a batch from one socket read is one step). An
         event whose handling fails is logged and dropped; the others are still applied."""
+        self.steps += 1
         for event in events:
             try:
                 self._apply(event)
             except Exception:
+                if self.strict:
+                    raise
                 logger.exception("failed to handle %s; it is dropped", _describe(event))
         try:
             self.lifecycle.dispatch()
         except Exception:
+            if self.strict:
+                raise
             logger.exception("dispatch failed")
         effects = self.effects[:]
         self.effects.clear()

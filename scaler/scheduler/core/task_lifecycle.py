@@ -119,13 +119,17 @@ class TaskLifecycle:
         self.apply(confirm.task_id, TaskEvent.CANCEL_CONFIRMED)
 
     def cancel_by_client(self, client: ClientID, task_ids: tuple[TaskID, ...]) -> None:
+        answered: set[TaskID] = set()  #: targets of graphs this request cancelled: they have their answer
         for task_id in task_ids:
+            if task_id in answered:
+                continue
             record = self._tasks.get(task_id)
             if record is None or record.client_id != client:
                 self._send(PeerID(client), TaskCancelConfirm(task_id, CancelOutcome.NOT_FOUND))
                 continue
             graph = self._graphs.get(record.graph_id) if record.graph_id else None
             if graph is not None:
+                answered.update(graph.targets)
                 self.cancel_graph(graph)
             else:
                 self.apply(task_id, TaskEvent.CANCEL)

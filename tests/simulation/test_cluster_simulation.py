@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from scaler.policy.capability import parse_capabilities as caps
 from scaler.policy.decision import ScalingMemory, ScalingStep
 from scaler.policy.scaling import NoScaling
-from scaler.policy.simulator import SimulatedManager, SimulationSettings, percentile, simulate
 from scaler.policy.snapshot import ScalingSnapshot
 from scaler.policy.traces import TaskArrival, bursty_trace, merge_traces, one_shot_trace, steady_trace
 from scaler.protocol.messages import ManagerTarget, TargetEntry
+from scaler.testing.cluster_simulation import SimulatedManager, SimulationSettings, percentile, simulate
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """Command line: compare the scaling policies on simulated traces and print Markdown tables.
 
-    python -m scaler.policy.comparison [--trace bursty|steady|one-shot|all] [--seed N]
-    python -m scaler.policy.simulator --compare          (same thing)
+    python -m scaler.testing.policy_comparison [--trace bursty|steady|one-shot|all] [--seed N]
 
-This is the shell around the pure simulator: it owns the seeded `random.Random` and the printing.
-docs/scaling.md shows its output; rerun it after changing a policy.
+The traces are replayed against the real scheduler core and reconcilers (`cluster_simulation`); this
+module owns the seeded `random.Random` and the printing. docs/scaling.md shows its output; rerun it after
+changing a policy, the dispatcher or the reconciler.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.registry import make_policy
-from scaler.policy.simulator import SimulatedManager, SimulationReport, SimulationSettings, simulate
 from scaler.policy.traces import Trace, bursty_trace, one_shot_trace, steady_trace
+from scaler.testing.cluster_simulation import SimulatedManager, SimulationReport, SimulationSettings, simulate
 
 MANAGER_ID = "native"
 MAX_WORKERS = 32
@@ -88,8 +88,9 @@ def compare(trace_name: str, seed: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scaler.policy.comparison", description=__doc__.splitlines()[0])
-    parser.add_argument("--compare", action="store_true", help="accepted for `python -m scaler.policy.simulator`")
+    parser = argparse.ArgumentParser(
+        prog="python -m scaler.testing.policy_comparison", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--trace", choices=(*TRACES, "all"), default="all")
     parser.add_argument("--seed", type=int, default=1)
     arguments = parser.parse_args(argv)
