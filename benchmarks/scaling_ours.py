@@ -25,12 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import zmq
-
 from scaler import Client
 from scaler.io.address import free_tcp_port_block
-from scaler.protocol import codec
+from scaler.monitor.feed import FeedReader
 from scaler.protocol import messages as m
+from scaler.protocol.feed import STATUS_TOPIC
 
 MANAGER_ID = "bench"
 
@@ -44,10 +43,7 @@ class StatusFeed:
     """The scheduler's status snapshots, read on a thread; `wait_for(predicate)` blocks until one matches."""
 
     def __init__(self, address: str) -> None:
-        self._context: zmq.Context[Any] = zmq.Context()
-        self._socket = self._context.socket(zmq.SUB)
-        self._socket.setsockopt(zmq.SUBSCRIBE, b"")
-        self._socket.connect(address)
+        self._reader = FeedReader(address, topics=(STATUS_TOPIC,))
         self.peak_workers = 0
         self._latest: m.StatusSnapshot | None = None
         self._changed = threading.Condition()
@@ -57,9 +53,7 @@ class StatusFeed:
 
     def _read(self) -> None:
         while self._running:
-            if not self._socket.poll(100):
-                continue
-            snapshot = codec.decode(self._socket.recv())
+            snapshot = self._reader.receive(0.1)
             if isinstance(snapshot, m.StatusSnapshot):
                 with self._changed:
                     self._latest = snapshot
@@ -79,8 +73,7 @@ class StatusFeed:
     def close(self) -> None:
         self._running = False
         self._thread.join()
-        self._socket.close(linger=0)
-        self._context.term()
+        self._reader.close()
 
 
 def _manager_workers(snapshot: m.StatusSnapshot) -> int:

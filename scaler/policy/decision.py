@@ -10,8 +10,8 @@ and hands back on the next call, so `decide` stays a pure function of its inputs
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from scaler.policy.snapshot import ScalingSnapshot
 from scaler.protocol.messages import Capabilities, ManagerTarget, TargetEntry, WorkerLimit
@@ -53,6 +53,8 @@ class ScalingStep:
     decision: ScalingDecision
     memory: ScalingMemory
     warnings: tuple[str, ...] = ()  #: for the caller to log; each is said once per manager
+    #: manager id -> why its target is what it is ("412 tasks queued, 8 running"); shown with each change
+    reasons: Mapping[str, str] = field(default_factory=dict)
 
 
 def clamp_workers(workers: int, max_workers: WorkerLimit) -> int:

@@ -16,6 +16,15 @@ import capnp
 
 from scaler.protocol import messages as m
 from scaler.protocol import storage_messages as sm
+from scaler.protocol.codec_fields import (
+    capabilities_of,
+    limit_of,
+    set_capabilities,
+    set_limit,
+    set_worker_status,
+    worker_status_of,
+)
+from scaler.protocol.codec_monitor import MONITOR_DECODERS, MONITOR_ENCODERS
 from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID
 
 capnp.remove_import_hook()
@@ -31,66 +40,12 @@ class DecodeError(ValueError):
     """A frame that is not a valid message of this protocol."""
 
 
-# ---------------------------------------------------------------- shared pieces
-
-
-def _set_capabilities(builder: Any, name: str, capabilities: m.Capabilities) -> None:
-    if not capabilities:
-        return
-    items = builder.init(name, len(capabilities))
-    for item, (cap_name, value) in zip(items, capabilities, strict=True):
-        item.name = cap_name
-        item.value = value
-
-
-def _capabilities(reader: Any) -> m.Capabilities:
-    return tuple(sorted((c.name, c.value) for c in reader))
-
-
-def _set_limit(builder: Any, limit: m.WorkerLimit) -> None:
-    if limit is None:
-        builder.unlimited = None
-    else:
-        builder.limit = limit
-
-
-def _limit(reader: Any) -> m.WorkerLimit:
-    return None if reader.which() == "unlimited" else int(reader.limit)
-
-
-def _set_worker_status(builder: Any, status: m.WorkerStatus) -> None:
-    builder.queued = status.queued
-    builder.running = status.running
-    builder.blocked = status.blocked
-    builder.freeMemoryBytes = status.free_memory_bytes
-    if status.processors:
-        items = builder.init("processors", len(status.processors))
-        for item, processor in zip(items, status.processors, strict=True):
-            item.pid = processor.pid
-            item.cpuPercent = processor.cpu_percent
-            item.rssBytes = processor.rss_bytes
-            item.state = processor.state
-
-
-def _worker_status(reader: Any) -> m.WorkerStatus:
-    return m.WorkerStatus(
-        queued=reader.queued,
-        running=reader.running,
-        blocked=reader.blocked,
-        free_memory_bytes=reader.freeMemoryBytes,
-        processors=tuple(
-            m.ProcessorStatus(pid=p.pid, cpu_percent=p.cpuPercent, rss_bytes=p.rssBytes, state=p.state)
-            for p in reader.processors
-        ),
-    )
-
-
 def _set_task(builder: Any, task: m.Task) -> None:
     builder.taskId = task.task_id
     builder.clientId = task.client_id
     builder.functionName = task.function_name
     builder.priority = task.priority
-    _set_capabilities(builder, "capabilities", task.capabilities)
+    set_capabilities(builder, "capabilities", task.capabilities)
     builder.body = task.body
     if task.graph_id:
         builder.graphId = task.graph_id
@@ -114,7 +69,7 @@ def _task(reader: Any) -> m.Task:
         reader.body,
         reader.functionName,
         reader.priority,
-        _capabilities(capabilities) if len(capabilities) else (),
+        capabilities_of(capabilities) if len(capabilities) else (),
         reader.graphId,
         tuple(dependencies) if len(dependencies) else (),
         tuple(_task_input(i) for i in inputs) if len(inputs) else (),
@@ -139,15 +94,15 @@ def _enc_hello(b: Any, msg: m.Hello) -> None:
         b.role.init("client").name = info.name
     elif isinstance(info, m.WorkerInfo):
         w = b.role.init("worker")
-        _set_capabilities(w, "capabilities", info.capabilities)
+        set_capabilities(w, "capabilities", info.capabilities)
         w.capacity = info.capacity
         w.managerId = info.manager_id
         w.workerType = info.worker_type
     elif isinstance(info, m.ManagerInfo):
         g = b.role.init("manager")
         g.managerId = info.manager_id
-        _set_capabilities(g, "capabilities", info.capabilities)
-        _set_limit(g.maxWorkers, info.max_workers)
+        set_capabilities(g, "capabilities", info.capabilities)
+        set_limit(g.maxWorkers, info.max_workers)
         g.managerType = info.manager_type
     else:
         b.role.init("processor").processorId = info.processor_id
@@ -168,7 +123,7 @@ def _enc_heartbeat(b: Any, msg: m.Heartbeat) -> None:
     b.rssBytes = msg.rss_bytes
     b.roundTripSeconds = msg.round_trip_seconds
     if msg.worker is not None:
-        _set_worker_status(b.init("worker"), msg.worker)
+        set_worker_status(b.init("worker"), msg.worker)
     elif msg.manager is not None:
         g = b.init("manager")
         g.units = msg.manager.units
@@ -212,56 +167,9 @@ def _enc_graph(b: Any, msg: m.GraphTask) -> None:
 
 def _enc_manager_target(b: Any, msg: m.ManagerTarget) -> None:
     for item, entry in zip(b.init("entries", len(msg.entries)), msg.entries, strict=True):
-        _set_capabilities(item, "capabilities", entry.capabilities)
+        set_capabilities(item, "capabilities", entry.capabilities)
         item.workers = entry.workers
     b.drain = list(msg.drain)
-
-
-def _enc_snapshot(b: Any, msg: m.StatusSnapshot) -> None:
-    b.time = msg.time
-    s, stats = b.init("scheduler"), msg.scheduler
-    s.address = stats.address
-    s.cpuPercent = stats.cpu_percent
-    s.rssBytes = stats.rss_bytes
-    s.queued = stats.queued
-    s.running = stats.running
-    s.succeeded = stats.succeeded
-    s.failed = stats.failed
-    s.canceled = stats.canceled
-    s.workerDied = stats.worker_died
-    s.objectCount = stats.object_count
-    s.objectBytes = stats.object_bytes
-    s.messagesReceived = stats.messages_received
-    s.messagesSent = stats.messages_sent
-    s.graphs = stats.graphs
-    for item, worker in zip(b.init("workers", len(msg.workers)), msg.workers, strict=True):
-        item.workerId = worker.worker_id
-        item.managerId = worker.manager_id
-        _set_capabilities(item, "capabilities", worker.capabilities)
-        item.capacity = worker.capacity
-        item.assigned = worker.assigned
-        _set_worker_status(item.init("status"), worker.status)
-        item.cpuPercent = worker.cpu_percent
-        item.rssBytes = worker.rss_bytes
-        item.lastSeenSecondsAgo = worker.last_seen_seconds_ago
-        item.hostname = worker.hostname
-        item.pid = worker.pid
-    for item, client in zip(b.init("clients", len(msg.clients)), msg.clients, strict=True):
-        item.clientId = client.client_id
-        item.tasks = client.tasks
-    for item, manager in zip(b.init("managers", len(msg.managers)), msg.managers, strict=True):
-        item.managerId = manager.manager_id
-        item.managerType = manager.manager_type
-        _set_capabilities(item, "capabilities", manager.capabilities)
-        _set_limit(item.maxWorkers, manager.max_workers)
-        item.connectedWorkers = manager.connected_workers
-        item.targetWorkers = manager.target_workers
-        item.units = manager.units
-        item.pendingUnits = manager.pending_units
-    for item, group in zip(b.init("pending", len(msg.pending)), msg.pending, strict=True):
-        _set_capabilities(item, "capabilities", group.capabilities)
-        item.count = group.count
-        item.reason = group.reason
 
 
 def _enc_fields(**names: str) -> Callable[[Any, Any], None]:
@@ -303,7 +211,7 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.ProcessorBlocked: ("processorBlocked", _enc_fields(task_id="taskId")),
     m.ProcessorResumeRequest: ("processorResumeRequest", _enc_fields(task_id="taskId")),
     m.ProcessorResume: ("processorResume", _enc_fields(task_id="taskId")),
-    m.StatusSnapshot: ("statusSnapshot", _enc_snapshot),
+    **MONITOR_ENCODERS,
 }
 
 
@@ -330,10 +238,10 @@ def _dec_hello(r: Any) -> m.Hello:
         info = m.ClientInfo(name=role.client.name)
     elif kind == "worker":
         w = role.worker
-        info = m.WorkerInfo(_capabilities(w.capabilities), w.capacity, w.managerId, w.workerType)
+        info = m.WorkerInfo(capabilities_of(w.capabilities), w.capacity, w.managerId, w.workerType)
     elif kind == "manager":
         g = role.manager
-        info = m.ManagerInfo(g.managerId, _capabilities(g.capabilities), _limit(g.maxWorkers), g.managerType)
+        info = m.ManagerInfo(g.managerId, capabilities_of(g.capabilities), limit_of(g.maxWorkers), g.managerType)
     else:
         info = m.ProcessorInfo(processor_id=role.processor.processorId)
     return m.Hello(r.protocolVersion, r.pythonVersion, r.pid, r.hostname, info)
@@ -353,7 +261,7 @@ def _dec_hello_reply(r: Any) -> m.HelloReply:
 
 def _dec_heartbeat(r: Any) -> m.Heartbeat:
     kind = r.which()
-    worker = _worker_status(r.worker) if kind == "worker" else None
+    worker = worker_status_of(r.worker) if kind == "worker" else None
     manager = m.ManagerStatus(r.manager.units, r.manager.pendingUnits) if kind == "manager" else None
     return m.Heartbeat(r.cpuPercent, r.rssBytes, worker, manager, r.roundTripSeconds)
 
@@ -380,58 +288,6 @@ def _dec_task_result(r: Any) -> m.TaskResult:
     )
 
 
-def _dec_snapshot(r: Any) -> m.StatusSnapshot:
-    s = r.scheduler
-    stats = m.SchedulerStats(
-        s.address,
-        s.cpuPercent,
-        s.rssBytes,
-        s.queued,
-        s.running,
-        s.succeeded,
-        s.failed,
-        s.canceled,
-        s.workerDied,
-        s.objectCount,
-        s.objectBytes,
-        s.messagesReceived,
-        s.messagesSent,
-        s.graphs,
-    )
-    workers = tuple(
-        m.WorkerSummary(
-            w.workerId,
-            w.managerId,
-            _capabilities(w.capabilities),
-            w.capacity,
-            w.assigned,
-            _worker_status(w.status),
-            w.cpuPercent,
-            w.rssBytes,
-            w.lastSeenSecondsAgo,
-            w.hostname,
-            w.pid,
-        )
-        for w in r.workers
-    )
-    clients = tuple(m.ClientSummary(c.clientId, c.tasks) for c in r.clients)
-    managers = tuple(
-        m.ManagerSummary(
-            g.managerId,
-            g.managerType,
-            _capabilities(g.capabilities),
-            _limit(g.maxWorkers),
-            g.connectedWorkers,
-            g.targetWorkers,
-            g.units,
-            g.pendingUnits,
-        )
-        for g in r.managers
-    )
-    pending = tuple(m.PendingGroup(_capabilities(p.capabilities), p.count, p.reason) for p in r.pending)
-    return m.StatusSnapshot(r.time, stats, workers, clients, managers, pending)
-
-
 _DECODERS: dict[str, Callable[[Any], m.Message]] = {
     "hello": _dec_hello,
     "helloReply": _dec_hello_reply,
@@ -454,13 +310,13 @@ _DECODERS: dict[str, Callable[[Any], m.Message]] = {
     "taskReturn": lambda r: m.TaskReturn(tuple(TaskID(t) for t in r.taskIds)),
     "shutdown": lambda r: m.Shutdown(r.reason),
     "managerTarget": lambda r: m.ManagerTarget(
-        tuple(m.TargetEntry(_capabilities(e.capabilities), e.workers) for e in r.entries), tuple(r.drain)
+        tuple(m.TargetEntry(capabilities_of(e.capabilities), e.workers) for e in r.entries), tuple(r.drain)
     ),
     "processorReady": lambda r: m.ProcessorReady(r.pid),
     "processorBlocked": lambda r: m.ProcessorBlocked(TaskID(r.taskId)),
     "processorResumeRequest": lambda r: m.ProcessorResumeRequest(TaskID(r.taskId)),
     "processorResume": lambda r: m.ProcessorResume(TaskID(r.taskId)),
-    "statusSnapshot": _dec_snapshot,
+    **MONITOR_DECODERS,
 }
 
 

@@ -296,12 +296,68 @@ struct ProcessorResume {
 # ---------------------------------------------------------------- monitoring (PUB)
 
 struct StatusSnapshot {
-  time @0 :Float64;
+  # Monitor feed, topic "status": the scheduler's state at one instant (docs/protocol.md, monitor feed).
+  time @0 :Float64;          # the scheduler's monotonic clock
   scheduler @1 :SchedulerStats;
   workers @2 :List(WorkerSummary);
   clients @3 :List(ClientSummary);
   managers @4 :List(ManagerSummary);
-  pending @5 :List(PendingGroup);
+  pending @5 :List(PendingGroup);   # every capability set with queued or running tasks
+  wallTime @6 :Float64;      # seconds since the epoch
+  feedVersion @7 :UInt32;
+  functions @8 :List(FunctionSummary);
+  messageCounts @9 :List(MessageCount);
+}
+
+struct TaskCounts {
+  waiting @0 :UInt32;        # graph nodes waiting for their dependencies
+  queued @1 :UInt32;
+  running @2 :UInt32;        # dispatched (running or prefetched at a worker) or being cancelled
+  succeeded @3 :UInt64;
+  failed @4 :UInt64;
+  canceled @5 :UInt64;
+}
+
+struct FunctionSummary {
+  name @0 :Text;
+  counts @1 :TaskCounts;
+}
+
+struct MessageCount {
+  name @0 :Text;             # message type
+  sent @1 :UInt64;           # by the scheduler
+  received @2 :UInt64;
+}
+
+struct TaskTransitions {
+  # Monitor feed, topic "tasks": task state changes since the previous publication, at most a bounded number.
+  feedVersion @0 :UInt32;
+  wallTime @1 :Float64;
+  transitions @2 :List(TaskTransition);
+  dropped @3 :UInt64;        # transitions left out since the previous publication (rate bound)
+}
+
+struct TaskTransition {
+  taskId @0 :Data;
+  state @1 :Text;            # waiting, queued, running, canceling, success, failed, canceled, workerDied
+  workerId @2 :Data;         # running: the worker; empty otherwise
+  functionName @3 :Text;
+  wallTime @4 :Float64;
+}
+
+struct ScalingDecisions {
+  # Monitor feed, topic "scaling": the latest changes of the managers' targets, with their reasons.
+  feedVersion @0 :UInt32;
+  wallTime @1 :Float64;
+  decisions @2 :List(ScalingDecision);
+}
+
+struct ScalingDecision {
+  managerId @0 :Text;
+  fromWorkers @1 :UInt32;
+  toWorkers @2 :UInt32;
+  reason @3 :Text;
+  wallTime @4 :Float64;
 }
 
 struct SchedulerStats {
@@ -333,11 +389,17 @@ struct WorkerSummary {
   lastSeenSecondsAgo @8 :Float64;
   hostname @9 :Text;
   pid @10 :UInt32;
+  lagSeconds @11 :Float32;            # its heartbeat round trip
+  workerType @12 :Text;
+  connectedSecondsAgo @13 :Float64;
 }
 
 struct ClientSummary {
   clientId @0 :Data;
-  tasks @1 :UInt32;
+  tasks @1 :UInt32;          # live tasks
+  name @2 :Text;
+  hostname @3 :Text;
+  counts @4 :TaskCounts;
 }
 
 struct ManagerSummary {
@@ -349,13 +411,18 @@ struct ManagerSummary {
   targetWorkers @5 :UInt32;
   units @6 :UInt32;
   pendingUnits @7 :UInt32;
+  lastTarget @8 :ManagerTarget;       # meaningful when hasTarget
+  hasTarget @9 :Bool;
+  secondsSinceHeartbeat @10 :Float64;
 }
 
 struct PendingGroup {
-  # Queued tasks that share a capability set, and why they are not running.
+  # Tasks that share a capability set (the dispatcher's queue key): queued ones, why they wait, and running ones.
   capabilities @0 :List(Capability);
-  count @1 :UInt32;
-  reason @2 :Text;
+  count @1 :UInt32;          # queued
+  reason @2 :Text;           # why the queued ones wait; empty when none is queued
+  running @3 :UInt32;
+  oldestQueuedSeconds @4 :Float64;
 }
 
 # ---------------------------------------------------------------- envelope
@@ -386,5 +453,7 @@ struct Message {
     processorResumeRequest @21 :ProcessorResumeRequest;
     processorResume @22 :ProcessorResume;
     statusSnapshot @23 :StatusSnapshot;
+    taskTransitions @24 :TaskTransitions;
+    scalingDecisions @25 :ScalingDecisions;
   }
 }

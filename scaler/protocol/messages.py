@@ -355,6 +355,36 @@ class ProcessorResume:
 
 # ---------------------------------------------------------------- monitoring
 
+#: Version of the monitor feed's content; a reader of another version refuses the feed with a clear message.
+FEED_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCounts:
+    waiting: int = 0
+    queued: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    canceled: int = 0
+
+    @property
+    def live(self) -> int:
+        return self.waiting + self.queued + self.running
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSummary:
+    name: str
+    counts: TaskCounts = TaskCounts()
+
+
+@dataclass(frozen=True, slots=True)
+class MessageCount:
+    name: str
+    sent: int = 0
+    received: int = 0
+
 
 @dataclass(frozen=True, slots=True)
 class SchedulerStats:
@@ -387,12 +417,18 @@ class WorkerSummary:
     last_seen_seconds_ago: float = 0.0
     hostname: str = ""
     pid: int = 0
+    lag_seconds: float = 0.0  #: its heartbeat round trip
+    worker_type: str = ""
+    connected_seconds_ago: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class ClientSummary:
     client_id: bytes
-    tasks: int = 0
+    tasks: int = 0  #: live tasks
+    name: str = ""
+    hostname: str = ""
+    counts: TaskCounts = TaskCounts()
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,23 +441,68 @@ class ManagerSummary:
     target_workers: int = 0
     units: int = 0
     pending_units: int = 0
+    last_target: ManagerTarget | None = None
+    seconds_since_heartbeat: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class PendingGroup:
+    """Tasks of one capability set (the dispatcher's queue key): queued ones and why they wait, running ones."""
+
     capabilities: Capabilities
-    count: int
+    count: int  #: queued
     reason: str = ""
+    running: int = 0
+    oldest_queued_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class StatusSnapshot:
-    time: float
+    """The scheduler's state at one instant: its read model (scaling, status, monitor feed and metrics read it)."""
+
+    time: float  #: the scheduler's monotonic clock
     scheduler: SchedulerStats
     workers: tuple[WorkerSummary, ...] = ()
     clients: tuple[ClientSummary, ...] = ()
     managers: tuple[ManagerSummary, ...] = ()
     pending: tuple[PendingGroup, ...] = ()
+    wall_time: float = 0.0
+    feed_version: int = FEED_VERSION
+    functions: tuple[FunctionSummary, ...] = ()
+    message_counts: tuple[MessageCount, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTransition:
+    task_id: TaskID
+    state: str  #: waiting, queued, running, canceling, success, failed, canceled, workerDied ...
+    worker_id: bytes = b""
+    function_name: str = ""
+    wall_time: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTransitions:
+    transitions: tuple[TaskTransition, ...]
+    dropped: int = 0
+    wall_time: float = 0.0
+    feed_version: int = FEED_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingDecision:
+    manager_id: str
+    from_workers: int
+    to_workers: int
+    reason: str = ""
+    wall_time: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingDecisions:
+    decisions: tuple[ScalingDecision, ...]
+    wall_time: float = 0.0
+    feed_version: int = FEED_VERSION
 
 
 Message = (
@@ -449,6 +530,8 @@ Message = (
     | ProcessorResumeRequest
     | ProcessorResume
     | StatusSnapshot
+    | TaskTransitions
+    | ScalingDecisions
 )
 
 #: Every message type, in schema order; the codec and the routing tables are checked against it.
@@ -477,4 +560,6 @@ MESSAGE_TYPES: tuple[type, ...] = (
     ProcessorResumeRequest,
     ProcessorResume,
     StatusSnapshot,
+    TaskTransitions,
+    ScalingDecisions,
 )

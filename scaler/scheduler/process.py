@@ -72,6 +72,7 @@ def run_scheduler(config: SchedulerConfig) -> int:
             allocate=allocation_of(config),
             load_balance_seconds=config.load_balance_seconds,
             load_balance_trigger_times=config.load_balance_trigger_times,
+            object_retention_seconds=config.object_retention_seconds,
         )
         core = SchedulerCore(settings, make_scaling_hook(config.policy_engine_type, config.policy_content))
         return _serve(core, config, bind, monitor, storage)

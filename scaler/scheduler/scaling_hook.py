@@ -7,8 +7,9 @@ the same `now` share one decision), keeps the policy's memory for the next call,
 policy's warnings. The `no` policy gets no hook at all, so a scheduler without scaling behaves exactly
 as one that never heard of policies.
 
-Cost per decision: one pass over the queue's capability groups, the workers (with their assigned task
-ids) and the managers; never a walk over all tasks.
+The policy reads a `ScalingSnapshot` derived from the core's read model (`SchedulerCore.view`, the
+same view the monitor feed publishes): one pass over the queue's capability groups, the workers (with
+their assigned task ids) and the managers; never a walk over all tasks.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from scaler.policy.decision import ScalingMemory, ScalingStep
 from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.registry import PolicyConfig, make_policy
 from scaler.policy.scaling import NoScaling
-from scaler.policy.snapshot import ManagerView, ScalingSnapshot, TaskGroup, WorkerView
-from scaler.protocol.messages import Capabilities, ManagerTarget
+from scaler.policy.snapshot import ScalingSnapshot, scaling_snapshot
+from scaler.protocol.messages import ManagerTarget
 from scaler.scheduler.core.peers import ManagerRecord
 from scaler.scheduler.core.scheduler_core import ScalingHook, SchedulerCore
 
@@ -60,6 +61,12 @@ class PolicyScalingHook:
         self._step: ScalingStep | None = None
         self.warnings_seen: dict[str, None] = {}  #: every distinct warning of the policy, in order (simulations)
 
+    def reason(self, manager: ManagerRecord) -> str:
+        if self._step is None:
+            return ""
+        given = self._step.reasons.get(manager.manager_id)
+        return given if given else f"{self.policy.name} policy"
+
     def targets(self, core: SchedulerCore, manager: ManagerRecord) -> ManagerTarget | None:
         key = (core.steps, frozenset(record.manager_id for record in core.managers.values()))
         if self._step is None or key != self._step_key:
@@ -74,55 +81,5 @@ class PolicyScalingHook:
 
 
 def build_snapshot(core: SchedulerCore) -> ScalingSnapshot:
-    """The policy's view of the core's state at `core.now`.
-
-    Tasks are grouped by the dispatch queue's key: their capabilities, or one wildcard group when the
-    allocation is `even_load` (which ignores capabilities, so scaling does too). Running counts come
-    from the workers' assigned task ids; graph nodes waiting for their dependencies are not counted.
-    """
-    now, table = core.now, core.tasks
-    queue, records = table.queue, table.records
-    queued: dict[Capabilities, int] = dict(queue.groups())
-    running: dict[Capabilities, int] = {}
-    workers = []
-    for worker in core.workers.values():
-        for task_id in worker.assigned:
-            record = records.get(task_id)
-            if record is not None:
-                key = queue.key(record)
-                running[key] = running.get(key, 0) + 1
-        workers.append(
-            WorkerView(
-                worker_id=worker.peer.decode(errors="replace"),
-                manager_id=worker.manager_id,
-                capabilities=worker.capabilities,
-                capacity=worker.capacity,
-                assigned=len(worker.assigned),
-                connected_since=worker.connected_at,
-            )
-        )
-    groups = []
-    for capabilities in dict.fromkeys([*queued, *running]):
-        oldest = 0.0
-        if queued.get(capabilities):
-            head = queue.peek(capabilities, records)  # the next task to dispatch: highest priority, then oldest
-            if head is not None:
-                oldest = max(0.0, now - records[head[2]].submitted_at)
-        groups.append(TaskGroup(capabilities, queued.get(capabilities, 0), running.get(capabilities, 0), oldest))
-    managers = tuple(
-        ManagerView(
-            manager_id=record.manager_id,
-            capabilities=record.capabilities,
-            max_workers=record.max_workers,
-            last_target=record.last_target,
-            seconds_since_heartbeat=max(0.0, now - record.last_seen),
-        )
-        for record in core.managers.values()
-    )
-    return ScalingSnapshot(
-        now=now,
-        task_groups=tuple(groups),
-        workers=tuple(workers),
-        managers=managers,
-        manager_timeout_seconds=core.settings.manager_timeout_seconds,
-    )
+    """The policy's view of the core at `core.now`, derived from the core's read model."""
+    return scaling_snapshot(core.view(), core.settings.manager_timeout_seconds)

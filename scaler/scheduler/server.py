@@ -21,6 +21,7 @@ from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, PeerUnreachable, mo
 from scaler.object_storage.async_connection import AsyncObjectStorageConnection
 from scaler.protocol import codec
 from scaler.protocol import messages as m
+from scaler.protocol.feed import FEED_TOPICS
 from scaler.protocol.ids import PeerID
 from scaler.scheduler.core.effects import DeleteObjects, DeleteOwnerObjects, Effect, Publish, Send, StopScheduler
 from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
@@ -53,6 +54,8 @@ class SchedulerServer:
         self.stop_reason = ""
         self._fd_peers: dict[int, set[PeerID]] = {}
         self._received = 0
+        #: message type name -> [sent, received], for the monitor feed
+        self._message_counts: dict[str, list[int]] = {}
         self._background_tasks: set[asyncio.Future[Any]] = set()
 
     def stop(self, reason: str) -> None:
@@ -116,6 +119,7 @@ class SchedulerServer:
                 continue
             if isinstance(message, m.Hello):
                 self._remember_fd(peer, frame)
+            self._count(type(message).__name__, 1)
             events.append(Received(peer, message, now))
         self._feed(events)
 
@@ -168,8 +172,9 @@ class SchedulerServer:
             try:
                 if isinstance(effect, Send):
                     self._outbox.send(effect.peer, codec.encode(effect.message))
+                    self._count(type(effect.message).__name__, 0)
                 elif isinstance(effect, Publish):
-                    self._publisher.send([codec.encode(effect.snapshot)])
+                    self._publisher.send([FEED_TOPICS[type(effect.message)], codec.encode(effect.message)])
                 elif isinstance(effect, DeleteObjects):
                     self._background(self._storage.delete(list(effect.object_ids)), "delete objects")
                 elif isinstance(effect, DeleteOwnerObjects):
@@ -179,6 +184,13 @@ class SchedulerServer:
                     asyncio.get_running_loop().call_later(0.2, self.stop, effect.reason)
             except Exception:
                 logger.exception("could not perform %s", type(effect).__name__)
+
+    def _count(self, name: str, index: int) -> None:
+        """Count a message of this type sent (index 0) or received (index 1)."""
+        counts = self._message_counts.get(name)
+        if counts is None:
+            counts = self._message_counts[name] = [0, 0]
+        counts[index] += 1
 
     def _background(self, work: Any, what: str) -> None:
         task = asyncio.ensure_future(work)
@@ -196,7 +208,7 @@ class SchedulerServer:
     async def _tick_routine(self) -> None:
         while True:
             await asyncio.sleep(TICK_SECONDS)
-            self._feed([Tick(time.monotonic())])
+            self._feed([Tick(time.monotonic(), time.time())])
 
     async def _stats_routine(self) -> None:
         import psutil
@@ -218,5 +230,9 @@ class SchedulerServer:
                 object_bytes=object_bytes,
                 messages_received=self._received,
                 messages_sent=self._outbox.frames_sent,
+                message_counts=tuple(
+                    m.MessageCount(name, sent, received)
+                    for name, (sent, received) in sorted(self._message_counts.items())
+                ),
             )
             self._feed([stats])

@@ -178,3 +178,10 @@ class SimulatedCluster:
         assert len(core.tasks.queue) == sum(1 for r in core.tasks.records.values() if r.state.value == "queued"), (
             "the queue count disagrees with the table"
         )
+        recount = {state: 0 for state in core.tasks.live_counts}
+        for record in core.tasks.records.values():
+            recount[record.state] += 1
+        assert recount == core.tasks.live_counts, "the live counts by state disagree with the table"
+        live_per_client = {client: sum(counts[:3]) for client, counts in core.tasks.client_counts.items()}
+        owned = {client: len(tasks) for client, tasks in core.tasks.by_client.items()}
+        assert {client: n for client, n in live_per_client.items() if n} == owned, "per-client counts disagree"

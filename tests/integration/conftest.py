@@ -26,8 +26,10 @@ import zmq
 
 from scaler import SchedulerClusterCombo
 from scaler.io.address import free_tcp_port_block
+from scaler.monitor.feed import FeedReader
 from scaler.protocol import codec
 from scaler.protocol import messages as m
+from scaler.protocol.feed import STATUS_TOPIC
 from scaler.protocol.handshake import local_python_version
 
 #: Generous bound on every wait for something that should happen "promptly".
@@ -444,11 +446,7 @@ def probe_scheduler(address: str, timeout_seconds: float = DEADLINE_SECONDS) -> 
 @contextlib.contextmanager
 def monitor(address: str) -> Iterator[Callable[..., m.StatusSnapshot]]:
     """Subscribe to a scheduler's status snapshots; yields `next_snapshot(predicate=None, timeout_seconds=30)`."""
-    context: zmq.Context[Any] = zmq.Context()
-    sub = context.socket(zmq.SUB)
-    sub.setsockopt(zmq.LINGER, 0)
-    sub.setsockopt(zmq.SUBSCRIBE, b"")
-    sub.connect(address)
+    reader = FeedReader(address, topics=(STATUS_TOPIC,))
 
     def next_snapshot(
         predicate: Callable[[m.StatusSnapshot], bool] | None = None, timeout_seconds: float = DEADLINE_SECONDS
@@ -456,9 +454,7 @@ def monitor(address: str) -> Iterator[Callable[..., m.StatusSnapshot]]:
         deadline = time.monotonic() + timeout_seconds
         last: m.StatusSnapshot | None = None
         while time.monotonic() < deadline:
-            if not sub.poll(100):
-                continue
-            message = codec.decode(sub.recv())
+            message = reader.receive(0.1)
             if isinstance(message, m.StatusSnapshot):
                 last = message
                 if predicate is None or predicate(message):
@@ -468,8 +464,7 @@ def monitor(address: str) -> Iterator[Callable[..., m.StatusSnapshot]]:
     try:
         yield next_snapshot
     finally:
-        sub.close(linger=0)
-        context.term()
+        reader.close()
 
 
 def wait_for_workers(monitor_address: str, count: int, timeout_seconds: float = DEADLINE_SECONDS) -> m.StatusSnapshot:

@@ -55,12 +55,14 @@ class WorkScaling:
         managers = sorted(snapshot.online_managers(), key=lambda manager: manager.manager_id)
         needs = self._spread(snapshot, managers)
         decision: ScalingDecision = {}
+        reasons: dict[str, str] = {}
         kept: list[tuple[LevelKey, SetLevel]] = []
         for manager in managers:
             levels = self._follow(snapshot, needs[manager.manager_id], _previous_levels(snapshot, manager, memory))
             levels = _within_limit(_at_least_busy(snapshot, manager, levels), manager.max_workers)
             entries = [(level.capabilities, level.workers) for level in levels.values()]
             decision[manager.manager_id] = make_target(snapshot, manager.manager_id, entries)
+            reasons[manager.manager_id] = self._reason(snapshot, needs[manager.manager_id], levels)
             kept.extend(
                 ((manager.manager_id, names), level)
                 for names, level in levels.items()
@@ -68,7 +70,18 @@ class WorkScaling:
             )
         kept.sort(key=lambda item: item[0])
         tracked = frozenset(manager.manager_id for manager in managers)
-        return ScalingStep(decision=decision, memory=replace(memory, levels=tuple(kept), tracked_manager_ids=tracked))
+        memory = replace(memory, levels=tuple(kept), tracked_manager_ids=tracked)
+        return ScalingStep(decision=decision, memory=memory, reasons=reasons)
+
+    def _reason(self, snapshot: ScalingSnapshot, needs: Needs, levels: Levels) -> str:
+        queued = sum(group.queued for group in snapshot.task_groups)
+        running = sum(group.running for group in snapshot.task_groups)
+        needed = sum(workers for _capabilities, workers in needs.values())
+        wanted = sum(level.workers for level in levels.values())
+        text = f"{queued} tasks queued, {running} running: {needed} workers needed, work policy"
+        if wanted > needed:
+            text += f" (keeping {wanted - needed} for the {self.cooldown_seconds:g} s cooldown)"
+        return text
 
     def _spread(self, snapshot: ScalingSnapshot, managers: list[ManagerView]) -> dict[str, Needs]:
         room: dict[str, WorkerLimit] = {manager.manager_id: manager.max_workers for manager in managers}

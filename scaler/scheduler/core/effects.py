@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scaler.protocol.ids import ClientID, ObjectID, PeerID
-from scaler.protocol.messages import Message, StatusSnapshot
+from scaler.protocol.messages import Message, ScalingDecisions, StatusSnapshot, TaskTransitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,9 +16,9 @@ class Send:
 
 @dataclass(frozen=True, slots=True)
 class Publish:
-    """A status snapshot for the monitor socket."""
+    """A message of the monitor feed (its topic follows from its type: docs/protocol.md, monitor feed)."""
 
-    snapshot: StatusSnapshot
+    message: StatusSnapshot | TaskTransitions | ScalingDecisions
 
 
 @dataclass(frozen=True, slots=True)

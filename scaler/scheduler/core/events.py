@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scaler.protocol.ids import PeerID
-from scaler.protocol.messages import Message
+from scaler.protocol.messages import Message, MessageCount
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +37,11 @@ class PeerLost:
 
 @dataclass(frozen=True, slots=True)
 class Tick:
-    """The shell's clock beat: timeouts, status snapshots and scaling are judged against `now`."""
+    """The shell's clock beat: timeouts, status snapshots and scaling are judged against `now`.
+    `wall_time` (seconds since the epoch) only stamps what the monitor feed shows; nothing is decided on it."""
 
     now: float
+    wall_time: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,7 @@ class ShellStats:
     object_bytes: int
     messages_received: int
     messages_sent: int
+    message_counts: tuple[MessageCount, ...] = ()  #: per message type, sent and received
 
 
 Event = Received | Undecodable | PeerLost | Tick | ShellStats

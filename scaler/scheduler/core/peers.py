@@ -40,6 +40,7 @@ class WorkerRecord:
     cpu_percent: float = 0.0
     rss_bytes: int = 0
     sequence: int = 0  #: join order, breaks ties between equally loaded workers
+    round_trip_seconds: float = 0.0  #: its last heartbeat round trip (the lag the monitor shows)
 
     @property
     def free_slots(self) -> int:

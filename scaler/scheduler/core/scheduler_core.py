@@ -7,6 +7,7 @@ with a ProtocolError. Liveness is judged on `Tick(now)` against the last message
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -16,15 +17,18 @@ from scaler.protocol import messages as m
 from scaler.protocol.handshake import incompatibility
 from scaler.protocol.ids import ClientID, PeerID, TaskID, short
 from scaler.scheduler.core.balancing import balance_plan
-from scaler.scheduler.core.effects import DeleteOwnerObjects, Effect, Send, StopScheduler
+from scaler.scheduler.core.effects import DeleteOwnerObjects, Effect, Publish, Send, StopScheduler
 from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
 from scaler.scheduler.core.graphs import GraphRegistry
 from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
-from scaler.scheduler.core.status import StatusBuilder
 from scaler.scheduler.core.task_lifecycle import TaskLifecycle
 from scaler.scheduler.core.task_table import TaskRecord, TaskTable
+from scaler.scheduler.core.view import ViewBuilder
 
 logger = logging.getLogger(__name__)
+
+#: Scaling decisions kept for the monitor feed.
+DECISIONS_KEPT = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +47,17 @@ class CoreSettings:
     allocate: str = "even_load"  #: "even_load" (capabilities ignored) or "capability"
     load_balance_seconds: float = 1.0  #: <= 0 disables balancing
     load_balance_trigger_times: int = 2
+    object_retention_seconds: float = 0.0  #: a departed client's objects are deleted this long after it left
 
 
 class ScalingHook(Protocol):
     """What the core needs from the scaling policy: targets for managers, given the core's state."""
 
     def targets(self, core: SchedulerCore, manager: ManagerRecord) -> m.ManagerTarget | None: ...
+
+    def reason(self, manager: ManagerRecord) -> str:
+        """Why the manager's latest target is what it is (for the log and the monitor feed)."""
+        ...
 
 
 class SchedulerCore:
@@ -72,7 +81,15 @@ class SchedulerCore:
             settings.max_tasks_waiting,
             ignore_capabilities=settings.allocate == "even_load",
         )
-        self.status = StatusBuilder(self)
+        self.views = ViewBuilder(self)
+        #: latest wall-clock time minus monotonic `now`, from the ticks; stamps what the monitor feed shows
+        self._wall_offset = 0.0
+        #: the latest changes of managers' targets with their reasons (monitor feed, topic "scaling")
+        self.decisions: collections.deque[m.ScalingDecision] = collections.deque(maxlen=DECISIONS_KEPT)
+        self._decisions_published = 0
+        #: departed clients whose objects are kept until the time given (--object-retention-seconds)
+        self._retained: dict[ClientID, float] = {}
+        self._decisions_made = 0
         self.now = 0.0
         #: batches of events handled so far: a decision cached for one step is stale in the next, even at the same `now`
         self.steps = 0
@@ -134,6 +151,8 @@ class SchedulerCore:
             self._on_received(event.peer, event.message)
         elif isinstance(event, Tick):
             self._advance(event.now)
+            if event.wall_time:
+                self._wall_offset = self.tasks.wall_offset = event.wall_time - event.now
             self._on_tick()
         elif isinstance(event, PeerLost):
             self._advance(event.now)
@@ -144,7 +163,7 @@ class SchedulerCore:
             reason = f"frame refused: {event.reason}"
             self._send(event.peer, m.ProtocolError(reason, m.ProtocolErrorKind.MALFORMED))
         elif isinstance(event, ShellStats):
-            self.status.shell_stats = event
+            self.views.shell_stats = event
 
     def _advance(self, now: float) -> None:
         self.now = now
@@ -286,7 +305,11 @@ class SchedulerCore:
             return
         logger.info("client %s %s; its tasks are cancelled and its objects deleted", short(peer), reason)
         self.lifecycle.client_gone(ClientID(peer))
-        self.effects.append(DeleteOwnerObjects(ClientID(peer)))
+        self.tasks.forget_client(ClientID(peer))
+        if self.settings.object_retention_seconds > 0:
+            self._retained[ClientID(peer)] = self.now + self.settings.object_retention_seconds
+        else:
+            self.effects.append(DeleteOwnerObjects(ClientID(peer)))
 
     # ------------------------------------------------------------ workers
 
@@ -296,6 +319,7 @@ class SchedulerCore:
             worker.status = heartbeat.worker
         worker.cpu_percent = heartbeat.cpu_percent
         worker.rss_bytes = heartbeat.rss_bytes
+        worker.round_trip_seconds = heartbeat.round_trip_seconds
         self._send(peer, m.HeartbeatEcho(self.settings.object_storage_address, len(self.workers)))
 
     def _on_result(self, peer: PeerID, result: m.TaskResult) -> None:
@@ -346,6 +370,7 @@ class SchedulerCore:
         target = self._scaling.targets(self, manager)
         if target is None or (only_if_changed and target == manager.last_target):
             return
+        self._note_decision(manager, target)
         manager.last_target = target
         self._send(manager.peer, target)
 
@@ -353,6 +378,10 @@ class SchedulerCore:
 
     def _on_tick(self) -> None:
         settings, now = self.settings, self.now
+        for owner, until in list(self._retained.items()):
+            if now >= until:
+                del self._retained[owner]
+                self.effects.append(DeleteOwnerObjects(owner))
         for peer, client in list(self.clients.items()):
             if now - client.last_seen > settings.client_timeout_seconds:
                 self._drop_client(peer, f"was silent for more than {settings.client_timeout_seconds:g} s")
@@ -367,7 +396,7 @@ class SchedulerCore:
                 del self.managers[peer]
         if self._last_status_at is None or now - self._last_status_at >= settings.status_interval_seconds:
             self._last_status_at = now
-            self.effects.append(self.status.publish())
+            self._publish_feed()
         for manager in list(self.managers.values()):
             self._send_target(manager, only_if_changed=True)
         if settings.load_balance_seconds > 0 and now - self._last_balance_at >= settings.load_balance_seconds:
@@ -408,6 +437,40 @@ class SchedulerCore:
 
     def _send(self, peer: PeerID, message: m.Message) -> None:
         self.effects.append(Send(peer, message))
+
+    # ------------------------------------------------------------ the read model and the monitor feed
+
+    @property
+    def wall_time(self) -> float:
+        """Seconds since the epoch now, as far as the shell's ticks tell (0 before the first)."""
+        return self.now + self._wall_offset if self._wall_offset else 0.0
+
+    def view(self) -> m.StatusSnapshot:
+        """The frozen read model of this instant (built at most once per step)."""
+        return self.views.view()
+
+    def _publish_feed(self) -> None:
+        self.effects.append(Publish(self.view()))
+        taken, dropped = self.tasks.take_transitions()
+        if taken or dropped:
+            self.effects.append(Publish(m.TaskTransitions(tuple(taken), dropped, self.wall_time)))
+        if self._decisions_made != self._decisions_published:
+            fresh = min(self._decisions_made - self._decisions_published, len(self.decisions))
+            self._decisions_published = self._decisions_made
+            recent = tuple(self.decisions)[-fresh:]
+            self.effects.append(Publish(m.ScalingDecisions(recent, self.wall_time)))
+
+    def _note_decision(self, manager: ManagerRecord, target: m.ManagerTarget) -> None:
+        before = sum(entry.workers for entry in manager.last_target.entries) if manager.last_target else 0
+        after = sum(entry.workers for entry in target.entries)
+        if before == after and manager.last_target is not None:
+            return
+        reason = self._scaling.reason(manager) if self._scaling is not None else ""
+        text = f"manager {manager.manager_id}: {before} -> {after} workers" + (f": {reason}" if reason else "")
+        if after != before:
+            logger.info("scaling: %s", text)
+        self.decisions.append(m.ScalingDecision(manager.manager_id, before, after, reason, self.wall_time))
+        self._decisions_made += 1
 
     # ------------------------------------------------------------ queries (tests, status, scaling)
 

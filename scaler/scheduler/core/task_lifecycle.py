@@ -191,8 +191,8 @@ class TaskLifecycle:
         return best_key
 
     def _assign(self, record: TaskRecord, worker: WorkerRecord) -> None:
-        record.state = TaskState.DISPATCHED
         record.worker = worker.peer
+        self._tasks.set_state(record, TaskState.DISPATCHED, self.now)
         record.attempts += 1
         record.dispatched_at = self.now
         worker.assigned.add(record.task_id)
@@ -204,7 +204,7 @@ class TaskLifecycle:
         graph = self._graphs.get(record.graph_id)
         if graph is not None:
             record.task = replace(record.task, inputs=self._graphs.inputs_of(graph, record.task_id))
-        record.state = TaskState.QUEUED
+        self._tasks.set_state(record, TaskState.QUEUED, self.now)
         self._tasks.queue.push(record)
 
     def _finish(self, record: TaskRecord, result: TaskResult) -> None:
@@ -221,7 +221,7 @@ class TaskLifecycle:
 
     def _cancel_at_worker(self, record: TaskRecord) -> None:
         assert record.worker is not None
-        record.state = TaskState.CANCELING
+        self._tasks.set_state(record, TaskState.CANCELING, self.now)
         self._send(record.worker, TaskCancel((record.task_id,)))
 
     def _end_canceled(self, record: TaskRecord) -> None:
@@ -240,13 +240,13 @@ class TaskLifecycle:
             )
             self._end(record, TaskResult(record.task_id, ResultStatus.WORKER_DIED, error_message=text))
             return
-        record.state = TaskState.QUEUED
+        self._tasks.set_state(record, TaskState.QUEUED, self.now)
         self._tasks.queue.push(record)
 
     def _requeue(self, record: TaskRecord) -> None:
         self._release_worker(record)
         record.attempts -= 1
-        record.state = TaskState.QUEUED
+        self._tasks.set_state(record, TaskState.QUEUED, self.now)
         self._tasks.queue.push(record)
 
     def _fail_from_dependency(self, record: TaskRecord, failure: TaskResult) -> None:
@@ -265,7 +265,8 @@ class TaskLifecycle:
 
     def _end(self, record: TaskRecord, answer: TaskResult | TaskCancelConfirm, propagate: bool = True) -> None:
         """Remove the record; tell the client if it waits for this task; advance its graph."""
-        self._tasks.remove(record)
+        ending = answer.status.value if isinstance(answer, TaskResult) else "canceled"
+        self._tasks.remove(record, ending, self.now)
         graph = self._graphs.get(record.graph_id) if record.graph_id else None
         if graph is None:
             if not record.client_gone:

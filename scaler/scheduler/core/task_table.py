@@ -5,6 +5,9 @@ Invariants:
 - A record is in the dispatch queue iff its state is QUEUED (entries of tasks that left QUEUED are
   dropped lazily when they reach the top of a heap; `queued_count` is kept exact).
 - Queue order: higher priority first, then submission order (a re-queued task keeps its place).
+- Counts by state, per client and per function are kept exact on every change (`add`, `set_state`,
+  `remove`), so the read model never walks the table; every change is also noted for the monitor feed's
+  task transitions, up to `TRANSITIONS_PER_PUBLICATION` between two publications (the rest are counted).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
-from scaler.protocol.messages import Capabilities, Task
+from scaler.protocol.messages import Capabilities, Task, TaskTransition
 from scaler.scheduler.core.task_state import TaskState
 
 
@@ -100,6 +103,15 @@ class DispatchQueue:
         return record
 
 
+#: Task transitions kept for the monitor feed between two publications; later ones are only counted.
+TRANSITIONS_PER_PUBLICATION = 1000
+#: Index in a counts list of each live state (CANCELING counts as running: it holds its worker's slot).
+_LIVE_INDEX = {TaskState.WAITING: 0, TaskState.QUEUED: 1, TaskState.DISPATCHED: 2, TaskState.CANCELING: 2}
+#: Index of each way a task ends: succeeded 3, failed 4 (any failure), canceled 5.
+_END_INDEX = {"success": 3, "canceled": 5}
+_FAILED_INDEX = 4
+
+
 class TaskTable:
     def __init__(self, ignore_capabilities: bool) -> None:
         self.records: dict[TaskID, TaskRecord] = {}
@@ -110,6 +122,16 @@ class TaskTable:
         self.failed = 0
         self.canceled = 0
         self.worker_died = 0
+        #: live tasks per state
+        self.live_counts: dict[TaskState, int] = dict.fromkeys(TaskState, 0)
+        #: [waiting, queued, running, succeeded, failed, canceled] per client and per function
+        self.client_counts: dict[ClientID, list[int]] = {}
+        self.function_counts: dict[str, list[int]] = {}
+        #: transitions noted since the last publication; a state is a TaskState value or how the task ended
+        self.transitions: list[TaskTransition] = []
+        self.transitions_dropped = 0
+        #: wall-clock minus monotonic time, set by the core from the shell's ticks; stamps the transitions
+        self.wall_offset = 0.0
 
     def __len__(self) -> int:
         return len(self.records)
@@ -122,9 +144,24 @@ class TaskTable:
         self._next_sequence += 1
         self.records[task.task_id] = record
         self.by_client.setdefault(task.client_id, set()).add(task.task_id)
+        self._count(record, _LIVE_INDEX[state], 1)
+        self.live_counts[state] += 1
+        self._note(record, state.value, now)
         return record
 
-    def remove(self, record: TaskRecord) -> None:
+    def set_state(self, record: TaskRecord, state: TaskState, now: float) -> None:
+        """The one way a live task changes state (its record's `worker` is set first when it has one)."""
+        old = record.state
+        self.live_counts[old] -= 1
+        self.live_counts[state] += 1
+        if _LIVE_INDEX[old] != _LIVE_INDEX[state]:
+            self._count(record, _LIVE_INDEX[old], -1)
+            self._count(record, _LIVE_INDEX[state], 1)
+        record.state = state
+        self._note(record, state.value, now)
+
+    def remove(self, record: TaskRecord, ending: str, now: float) -> None:
+        """A task ended: `ending` is a ResultStatus value or "canceled"."""
         if record.state is TaskState.QUEUED:
             self.queue.left(record)
         del self.records[record.task_id]
@@ -133,9 +170,39 @@ class TaskTable:
             owned.discard(record.task_id)
             if not owned:
                 del self.by_client[record.client_id]
+        self.live_counts[record.state] -= 1
+        self._count(record, _LIVE_INDEX[record.state], -1)
+        self._count(record, _END_INDEX.get(ending, _FAILED_INDEX), 1)
+        self._note(record, ending, now)
 
     def count_by_state(self) -> dict[TaskState, int]:
-        counts = dict.fromkeys(TaskState, 0)
-        for record in self.records.values():
-            counts[record.state] += 1
-        return counts
+        return dict(self.live_counts)
+
+    def forget_client(self, client: ClientID) -> None:
+        """The client left: its counts go once its last task ended."""
+        if client not in self.by_client:
+            self.client_counts.pop(client, None)
+
+    def take_transitions(self) -> tuple[list[TaskTransition], int]:
+        """The transitions noted since the last call, and how many were left out."""
+        taken, dropped = self.transitions, self.transitions_dropped
+        self.transitions, self.transitions_dropped = [], 0
+        return taken, dropped
+
+    def _count(self, record: TaskRecord, index: int, delta: int) -> None:
+        client = self.client_counts.get(record.client_id)
+        if client is None:
+            client = self.client_counts[record.client_id] = [0] * 6
+        client[index] += delta
+        function = self.function_counts.get(record.task.function_name)
+        if function is None:
+            function = self.function_counts[record.task.function_name] = [0] * 6
+        function[index] += delta
+
+    def _note(self, record: TaskRecord, state: str, now: float) -> None:
+        if len(self.transitions) < TRANSITIONS_PER_PUBLICATION:
+            worker = record.worker if record.worker is not None else b""
+            wall_time = now + self.wall_offset if self.wall_offset else 0.0
+            self.transitions.append(TaskTransition(record.task_id, state, worker, record.task.function_name, wall_time))
+        else:
+            self.transitions_dropped += 1

@@ -10,11 +10,16 @@ from scaler.scheduler.core.effects import DeleteOwnerObjects, Publish, Send, Sto
 from scaler.scheduler.core.events import PeerLost, Received, Tick, Undecodable
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.core.task_state import TRANSITIONS, Outcome, TaskEvent, TaskState
+from scaler.scheduler.core.task_table import TRANSITIONS_PER_PUBLICATION
 from scaler.testing.simulation import PYTHON, SimulatedCluster, hello, task
 
 
 def sent_to(effects: list, peer: bytes, kind: type) -> list:  # type: ignore[type-arg]
     return [e.message for e in effects if isinstance(e, Send) and e.peer == peer and isinstance(e.message, kind)]
+
+
+def tid(number: int) -> TaskID:
+    return TaskID(number.to_bytes(16, "big"))
 
 
 def test_transition_table_is_total() -> None:
@@ -135,7 +140,8 @@ def test_capability_tasks_wait_for_a_capable_worker_without_blocking_others() ->
     plain = sim.add_worker("plain", capacity=5)
     sim.submit(client, [task(client.peer, 1, capabilities=(("gpu", 1),)), task(client.peer, 2)])
     assert plain.held == [TaskID((2).to_bytes(16, "big"))]
-    (group,) = sim.core.status.pending_groups()
+    waiting = [group for group in sim.core.view().pending if group.count]
+    (group,) = waiting
     assert group.count == 1 and "gpu" in group.reason
     gpu = sim.add_worker("gpu", capabilities=(("gpu", -1),))
     assert gpu.held == [TaskID((1).to_bytes(16, "big"))]
@@ -266,6 +272,17 @@ def test_silent_workers_and_clients_are_dropped_on_tick() -> None:
     del worker
 
 
+def test_a_departed_clients_objects_are_kept_for_the_retention_time() -> None:
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, object_retention_seconds=30))
+    client = sim.add_client()
+    effects = sim.send(client.peer, m.ClientDisconnect())
+    assert not any(isinstance(e, DeleteOwnerObjects) for e in effects)
+    assert not any(isinstance(e, DeleteOwnerObjects) for e in sim.advance(29))
+    (deletion,) = [e for e in sim.advance(2) if isinstance(e, DeleteOwnerObjects)]
+    assert deletion.owner == client.peer
+    assert not any(isinstance(e, DeleteOwnerObjects) for e in sim.advance(60))  # once
+
+
 def test_a_departed_clients_running_tasks_are_cancelled_at_their_workers() -> None:
     sim = SimulatedCluster()
     client, worker = sim.add_client(), sim.add_worker()
@@ -276,12 +293,35 @@ def test_a_departed_clients_running_tasks_are_cancelled_at_their_workers() -> No
     assert not worker.held and not sim.core.tasks.records
 
 
-def test_status_is_published_on_ticks() -> None:
+def test_status_and_task_transitions_are_published_on_ticks_with_wall_time() -> None:
     sim = SimulatedCluster()
     sim.add_worker()
-    effects = sim.feed(Tick(1.0))
-    (publish,) = [e for e in effects if isinstance(e, Publish)]
-    assert len(publish.snapshot.workers) == 1
+    client = sim.add_client()
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
+    effects = sim.feed(Tick(1.0, wall_time=1_700_000_001.0))
+    published = [e.message for e in effects if isinstance(e, Publish)]
+    (status,) = [p for p in published if isinstance(p, m.StatusSnapshot)]
+    assert len(status.workers) == 1 and status.wall_time == 1_700_000_001.0
+    assert status.feed_version == m.FEED_VERSION
+    (client_summary,) = status.clients
+    assert (client_summary.counts.queued, client_summary.counts.running) == (1, 1)
+    (function,) = status.functions
+    assert function.name == "f" and function.counts.live == 2
+    (transitions,) = [p for p in published if isinstance(p, m.TaskTransitions)]
+    states = [(t.task_id, t.state) for t in transitions.transitions]
+    assert states == [(tid(1), "queued"), (tid(1), "dispatched"), (tid(2), "queued")]
+    assert transitions.transitions[1].worker_id.startswith(b"Worker|")
+
+
+def test_task_transitions_are_bounded_per_publication_and_the_rest_counted() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    sim.submit(client, [task(client.peer, n) for n in range(TRANSITIONS_PER_PUBLICATION + 10)])
+    (transitions,) = [e.message for e in sim.feed(Tick(1.0)) if isinstance(e, Publish) and
+                      isinstance(e.message, m.TaskTransitions)]  # fmt: skip
+    assert len(transitions.transitions) == TRANSITIONS_PER_PUBLICATION and transitions.dropped == 10
+    later = [e.message for e in sim.feed(Tick(2.0)) if isinstance(e, Publish)]
+    assert not [p for p in later if isinstance(p, m.TaskTransitions)]  # nothing new, nothing sent
 
 
 # ---------------------------------------------------------------- shutdown
@@ -358,6 +398,9 @@ class QueueLengthHook:
 
     def targets(self, core: SchedulerCore, manager: object) -> m.ManagerTarget:
         return m.ManagerTarget((m.TargetEntry((), len(core.tasks.queue)),))
+
+    def reason(self, manager: object) -> str:
+        return "one worker per queued task"
 
 
 def test_a_changed_target_goes_out_on_the_next_tick_without_waiting_for_a_heartbeat() -> None:
