@@ -65,10 +65,13 @@ class SocketFactory:
 
     # ------------------------------------------------------------ connecting sides
 
-    def dealer(self, address: str, identity: bytes | None = None) -> Socket:
-        """A DEALER connected to `address`, with `identity` when the server must know it across reconnections."""
+    def dealer(self, address: str, identity: bytes | None = None, immediate: bool = False) -> Socket:
+        """A DEALER connected to `address`, with `identity` when the server must know it across reconnections.
+        `immediate`: queue messages only to a completed connection, so that POLLOUT tells whether one exists."""
         sock = self._socket(zmq.DEALER, identity=identity)
         _set_keepalive(sock)
+        if immediate:
+            sock.setsockopt(zmq.IMMEDIATE, 1)
         return self._connect(sock, address)
 
     def subscriber(self, address: str, topics: Sequence[bytes] = (b"",), high_water_mark: int = 0) -> Socket:

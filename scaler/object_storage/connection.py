@@ -52,15 +52,18 @@ ObjectBytes = memoryview | bytes | bytearray
 _Value = TypeVar("_Value")
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
+#: How long a request waits for a connection to the server to exist before it fails.
+CONNECT_TIMEOUT_SECONDS = 10.0
 
 
 # ---------------------------------------------------------------- shared by both connections
 
 
-def open_dealer(sockets: SocketFactory, address: str) -> zmq.Socket[Any]:
-    """A DEALER connected to the server (the factory's options: unbounded queues, no linger, TCP keep-alive)."""
+def open_dealer(sockets: SocketFactory, address: str, immediate: bool = False) -> zmq.Socket[Any]:
+    """A DEALER connected to the server (the factory's options: unbounded queues, no linger, TCP keep-alive).
+    `immediate`: messages are queued only to a completed connection (a send finds out the server is gone)."""
     try:
-        return sockets.dealer(address)
+        return sockets.dealer(address, immediate=immediate)
     except zmq.ZMQError as error:
         raise ObjectStorageException(f"cannot connect to object storage at {address}: {error}") from None
 
@@ -258,6 +261,14 @@ class ObjectStorageConnection:
     def _exchange(self, operation: StorageOperation, payload: Sequence[memoryview]) -> tuple[StorageReply, list[Any]]:
         sock = self._current_socket()
         request_id = next(self._request_ids)
+        # The socket queues only to a live connection (IMMEDIATE): a server that is down is reported after the
+        # connect timeout, instead of the request waiting the full reply timeout in a queue.
+        if not sock.poll(int(min(self._timeout_seconds, CONNECT_TIMEOUT_SECONDS) * 1000), zmq.POLLOUT):
+            self._drop_socket()
+            raise ObjectStorageException(
+                f"object storage at {self._address} is not reachable: no connection within "
+                f"{min(self._timeout_seconds, CONNECT_TIMEOUT_SECONDS):g} s (is the object storage server running?)"
+            )
         try:
             sock.send_multipart([encode_request(request_id, operation), *payload], zmq.NOBLOCK, copy=False)
         except zmq.ZMQError as error:
@@ -281,7 +292,7 @@ class ObjectStorageConnection:
 
     def _current_socket(self) -> zmq.Socket[Any]:
         if self._socket is None:
-            self._socket = open_dealer(self._sockets, self._address)
+            self._socket = open_dealer(self._sockets, self._address, immediate=True)
         return self._socket
 
     def _drop_socket(self) -> None:

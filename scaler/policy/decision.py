@@ -78,9 +78,11 @@ def drain_order(snapshot: ScalingSnapshot, manager_id: str) -> tuple[str, ...]:
 def make_target(
     snapshot: ScalingSnapshot, manager_id: str, entries: Iterable[tuple[Capabilities, int]]
 ) -> ManagerTarget:
-    """A target with the non-zero entries (in the given order) and the manager's drain list."""
+    """A target with the non-zero entries (in the given order), the manager's drain list and its connected
+    workers (the manager learns from them which of its units registered)."""
     kept = tuple(TargetEntry(capabilities, workers) for capabilities, workers in entries if workers > 0)
-    return ManagerTarget(entries=kept, drain=drain_order(snapshot, manager_id))
+    connected = tuple(sorted(worker.worker_id for worker in snapshot.workers_of(manager_id)))
+    return ManagerTarget(entries=kept, drain=drain_order(snapshot, manager_id), connected=connected)
 
 
 def target_total(target: ManagerTarget | None) -> int:

@@ -170,6 +170,8 @@ def _enc_manager_target(b: Any, msg: m.ManagerTarget) -> None:
         set_capabilities(item, "capabilities", entry.capabilities)
         item.workers = entry.workers
     b.drain = list(msg.drain)
+    if msg.connected:
+        b.connected = list(msg.connected)
 
 
 def _enc_fields(**names: str) -> Callable[[Any, Any], None]:
@@ -310,7 +312,9 @@ _DECODERS: dict[str, Callable[[Any], m.Message]] = {
     "taskReturn": lambda r: m.TaskReturn(tuple(TaskID(t) for t in r.taskIds)),
     "shutdown": lambda r: m.Shutdown(r.reason),
     "managerTarget": lambda r: m.ManagerTarget(
-        tuple(m.TargetEntry(capabilities_of(e.capabilities), e.workers) for e in r.entries), tuple(r.drain)
+        tuple(m.TargetEntry(capabilities_of(e.capabilities), e.workers) for e in r.entries),
+        tuple(r.drain),
+        tuple(r.connected),
     ),
     "processorReady": lambda r: m.ProcessorReady(r.pid),
     "processorBlocked": lambda r: m.ProcessorBlocked(TaskID(r.taskId)),

@@ -52,6 +52,7 @@ def _set_target(builder: Any, target: m.ManagerTarget) -> None:
         set_capabilities(item, "capabilities", entry.capabilities)
         item.workers = entry.workers
     builder.drain = list(target.drain)
+    builder.connected = list(target.connected)
 
 
 def _set_worker(item: Any, worker: m.WorkerSummary) -> None:
@@ -158,7 +159,7 @@ def _manager(g: Any) -> m.ManagerSummary:
     target = None
     if g.hasTarget:
         entries = tuple(m.TargetEntry(capabilities_of(e.capabilities), e.workers) for e in g.lastTarget.entries)
-        target = m.ManagerTarget(entries, tuple(g.lastTarget.drain))
+        target = m.ManagerTarget(entries, tuple(g.lastTarget.drain), tuple(g.lastTarget.connected))
     return m.ManagerSummary(
         g.managerId, g.managerType, capabilities_of(g.capabilities), limit_of(g.maxWorkers), g.connectedWorkers,
         g.targetWorkers, g.units, g.pendingUnits, target, g.secondsSinceHeartbeat,

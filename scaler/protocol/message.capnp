@@ -271,6 +271,7 @@ struct ManagerTarget {
   # Declarative: how many workers the scheduler wants from this manager, per capability set.
   entries @0 :List(TargetEntry);
   drain @1 :List(Text);     # ids of this manager's workers that are idle; stop these first
+  connected @2 :List(Text); # ids of every worker of this manager connected now (a unit whose workers registered)
 }
 
 # ---------------------------------------------------------------- processor <-> agent (private)

@@ -328,6 +328,7 @@ class TargetEntry:
 class ManagerTarget:
     entries: tuple[TargetEntry, ...]
     drain: tuple[str, ...] = ()  #: ids of the manager's idle workers, best to stop first
+    connected: tuple[str, ...] = ()  #: ids of every connected worker of the manager (their units registered)
 
 
 # ---------------------------------------------------------------- processor <-> agent

@@ -52,15 +52,17 @@ class SchedulerServer:
         self._sockets = sockets if sockets is not None else SocketFactory()
         self._stopped = asyncio.Event()
         self.stop_reason = ""
+        self.exit_code = 0  #: of the scheduler process, once stopped
         self._fd_peers: dict[int, set[PeerID]] = {}
         self._received = 0
         #: message type name -> [sent, received], for the monitor feed
         self._message_counts: dict[str, list[int]] = {}
         self._background_tasks: set[asyncio.Future[Any]] = set()
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: str, exit_code: int = 0) -> None:
         if not self._stopped.is_set():
             self.stop_reason = reason
+            self.exit_code = exit_code
             self._stopped.set()
 
     async def run(self) -> str:
