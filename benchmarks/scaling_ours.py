@@ -27,8 +27,9 @@ from typing import Any
 
 from scaler import Client
 from scaler.io.address import free_tcp_port_block
-from scaler.monitor import FeedReader
-from scaler.protocol.feed import FeedTopic, SchedulerView
+from scaler.monitor.feed import FeedReader
+from scaler.protocol import messages as m
+from scaler.protocol.feed import STATUS_TOPIC
 
 MANAGER_ID = "bench"
 
@@ -42,9 +43,9 @@ class StatusFeed:
     """The scheduler's status snapshots, read on a thread; `wait_for(predicate)` blocks until one matches."""
 
     def __init__(self, address: str) -> None:
-        self._feed = FeedReader(address, topics=(FeedTopic.STATUS,), reader="benchmarks/scaling_ours.py")
+        self._reader = FeedReader(address, topics=(STATUS_TOPIC,))
         self.peak_workers = 0
-        self._latest: SchedulerView | None = None
+        self._latest: m.StatusSnapshot | None = None
         self._changed = threading.Condition()
         self._running = True
         self._thread = threading.Thread(target=self._read, daemon=True)
@@ -52,9 +53,8 @@ class StatusFeed:
 
     def _read(self) -> None:
         while self._running:
-            message = self._feed.receive(0.1)
-            snapshot = None if message is None else message.body
-            if isinstance(snapshot, SchedulerView):
+            snapshot = self._reader.receive(0.1)
+            if isinstance(snapshot, m.StatusSnapshot):
                 with self._changed:
                     self._latest = snapshot
                     self.peak_workers = max(self.peak_workers, _manager_workers(snapshot))
@@ -73,10 +73,10 @@ class StatusFeed:
     def close(self) -> None:
         self._running = False
         self._thread.join()
-        self._feed.close()
+        self._reader.close()
 
 
-def _manager_workers(snapshot: SchedulerView) -> int:
+def _manager_workers(snapshot: m.StatusSnapshot) -> int:
     return sum(1 for worker in snapshot.workers if worker.manager_id == MANAGER_ID)
 
 

@@ -15,16 +15,27 @@ import logging
 import sys
 import threading
 import time
-from typing import Any
 
 import zmq
 
 from scaler.client.future import ScalerFuture
 from scaler.errors import DisconnectedError, IncompatiblePeerError
-from scaler.io.zmq_async import AsyncSocket, Frames, configure, monitor_events
+from scaler.io.sockets import SocketFactory
+from scaler.io.zmq_async import AsyncSocket, Frames, monitor_events
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID, short
+from scaler.protocol.scheduler_link import (
+    LinkEffect,
+    LinkSettings,
+    Lost,
+    Refused,
+    Registered,
+    SchedulerLink,
+    SendHeartbeat,
+    SendHello,
+    StillWaiting,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +60,21 @@ class ClientAgent:
         self.worker_count = 0
         self.error: BaseException | None = None  #: why the connection is gone, once it is
         self._hello = hello
-        self._heartbeat_interval = heartbeat_interval_seconds
         self._timeout = timeout_seconds
+        # A client heartbeats at least every second (once the previous echo is back), so that a scheduler with
+        # a short client timeout keeps a client whose user thread computes.
+        heartbeat_seconds = min(heartbeat_interval_seconds, 1.0)
+        self._tick_seconds = heartbeat_seconds / 2  # a beat is never late by a whole interval
+        self._link = SchedulerLink(
+            LinkSettings(
+                address=address,
+                heartbeat_interval_seconds=heartbeat_seconds,
+                timeout_seconds=timeout_seconds,
+                one_heartbeat_in_flight=True,
+                register_again=False,
+                lost_on_disconnect=True,
+            )
+        )
         self._outgoing: collections.deque[bytes] = collections.deque()
         #: Orders every send: held while frames leave the queue or the user thread sends directly.
         self._send_lock = threading.Lock()
@@ -68,7 +92,7 @@ class ClientAgent:
 
     def start(self) -> m.HelloReply:
         self._thread.start()
-        if not self._ready.wait(self._timeout):
+        if not self._ready.wait(self._timeout + 5.0):  # the link gives up after the timeout; this is a backstop
             self.stop(0.5)
             raise ConnectionError(f"no scheduler answered at {self.address} within {self._timeout:g} s")
         if self.error is not None:
@@ -136,15 +160,13 @@ class ClientAgent:
     async def _main(self) -> None:
         loop = asyncio.get_running_loop()
         self._closed = loop.create_future()
-        context: zmq.Context[Any] = zmq.Context()
-        sock = context.socket(zmq.DEALER)
-        configure(sock, identity=self.identity)
-        sock.connect(self.address)
+        sockets = SocketFactory()
+        sock = sockets.dealer(self.address, identity=self.identity)
         self._socket = AsyncSocket(loop, sock, self._on_frames, lock=self._socket_lock)
         self._monitor = monitor_events(loop, sock, zmq.EVENT_DISCONNECTED, self._on_socket_event)
-        self._socket.send([codec.encode(self._hello)])
+        self._follow_link(self._link.start(time.monotonic()))
         self._direct = True
-        heartbeat = asyncio.ensure_future(self._heartbeat_routine())
+        heartbeat = asyncio.ensure_future(self._tick_routine())
         try:
             await self._closed
         finally:
@@ -156,7 +178,7 @@ class ClientAgent:
             await asyncio.sleep(0)
             self._monitor.close()
             self._socket.close()
-            context.term()
+            sockets.close()
 
     def _flush(self) -> None:
         if not self._outgoing or self._socket.closed:
@@ -189,7 +211,7 @@ class ClientAgent:
             self._on_message(message)
 
     def _on_message(self, message: m.Message) -> None:
-        self._last_heard = time.monotonic()
+        self._follow_link(self._link.on_message(message, time.monotonic()))
         if isinstance(message, m.TaskResult):
             future = self.futures.pop(message.task_id, None)
             if future is not None:
@@ -199,46 +221,43 @@ class ClientAgent:
             if future is not None:
                 future._confirm_cancelled()
         elif isinstance(message, m.HeartbeatEcho):
-            self._echo_pending = False
             self.worker_count = message.worker_count
         elif isinstance(message, m.TaskLog):
             self._print_log(message)
-        elif isinstance(message, m.HelloReply):
-            self._on_hello_reply(message)
         elif isinstance(message, m.ShutdownReply):
             self._shutdown_reply = message
             self._shutdown_answered.set()
-        elif isinstance(message, m.ProtocolError):
-            if message.kind is m.ProtocolErrorKind.UNKNOWN_PEER:
-                self._lost(DisconnectedError(f"the scheduler at {self.address} dropped this client: {message.reason}"))
-            else:
-                logger.warning("the scheduler refused a message of this client: %s", message.reason)
+        elif isinstance(message, m.ProtocolError) and message.kind is not m.ProtocolErrorKind.UNKNOWN_PEER:
+            logger.warning("the scheduler refused a message of this client: %s", message.reason)
 
-    def _on_hello_reply(self, reply: m.HelloReply) -> None:
-        self.hello_reply = reply
-        self.worker_count = reply.worker_count
-        if not reply.accepted:
-            self._lost(IncompatiblePeerError(f"the scheduler at {self.address} refused this client: {reply.reason}"))
-        self._ready.set()
+    def _follow_link(self, effects: list[LinkEffect]) -> None:
+        for effect in effects:
+            if isinstance(effect, SendHello):
+                self._outgoing.append(codec.encode(self._hello))
+                self._flush()
+            elif isinstance(effect, SendHeartbeat):
+                self._outgoing.append(codec.encode(m.Heartbeat(round_trip_seconds=effect.round_trip_seconds)))
+                self._flush()
+            elif isinstance(effect, Registered):
+                self.hello_reply = effect.reply
+                self.worker_count = effect.reply.worker_count
+                self._ready.set()
+            elif isinstance(effect, Refused):
+                self._lost(IncompatiblePeerError(effect.reason))
+            elif isinstance(effect, Lost):
+                never_connected = not effect.was_registered
+                self._lost(ConnectionError(effect.reason) if never_connected else DisconnectedError(effect.reason))
+            elif isinstance(effect, StillWaiting):
+                logger.warning("%s", effect.text)
 
     def _on_socket_event(self, event: int, value: int) -> None:
         if not self._stopping:
-            self._lost(DisconnectedError(f"the connection to the scheduler at {self.address} closed"))
+            self._follow_link(self._link.on_disconnected(time.monotonic()))
 
-    async def _heartbeat_routine(self) -> None:
-        self._last_heard = time.monotonic()
-        self._echo_pending = False
-        heartbeat = codec.encode(m.Heartbeat())
+    async def _tick_routine(self) -> None:
         while True:
-            await asyncio.sleep(min(self._heartbeat_interval, 1.0))
-            silent = time.monotonic() - self._last_heard
-            if self.hello_reply is not None and silent > self._timeout:
-                self._lost(DisconnectedError(f"the scheduler at {self.address} has not answered for {silent:.0f} s"))
-                return
-            if not self._echo_pending and self.hello_reply is not None:
-                self._echo_pending = True
-                self._outgoing.append(heartbeat)
-                self._flush()
+            await asyncio.sleep(self._tick_seconds)
+            self._follow_link(self._link.on_tick(time.monotonic()))
 
     def _lost(self, error: BaseException, quiet: bool = False) -> None:
         if self.error is None:

@@ -51,6 +51,7 @@ class Client:
         object_storage_address: str | None = None,
         security_config: Any = None,
     ) -> None:
+        refuse_tls_security_config(security_config)
         if address is None:
             context = processor_context.current()
             if context is None:
@@ -180,7 +181,7 @@ class Client:
         profiling: bool | None = None,
     ) -> ScalerFuture:
         self._check_open()
-        entry = self._builder.function(fn)
+        entry = self._builder.function(fn, refresh=reserialize)
         profiling = self._profiling if profiling is None else profiling
         task_id = new_task_id()
         task = self._builder.task(
@@ -199,7 +200,7 @@ class Client:
         """Like built-in map (stops at the shortest iterable), run on the workers; returns the results."""
         if not iterables:
             raise TypeError("map() needs at least one iterable")
-        return self.starmap(fn, zip(*iterables, strict=False), capabilities=capabilities)
+        return self.starmap(fn, zip(*iterables, strict=False), capabilities=capabilities, reserialize=reserialize)
 
     def starmap(
         self, fn: Callable[..., Any], iterable: Iterable[Iterable[Any]], capabilities: dict[str, int] | None = None,
@@ -211,20 +212,24 @@ class Client:
         calls = [tuple(args) for args in iterable]
         size = chunk_size(len(calls), self._agent.worker_count)
         if size == 1 or not isinstance(self._serializer, DefaultSerializer):
-            return self._gather(self._submit_many(fn, calls, capabilities))
+            return self._gather(self._submit_many(fn, calls, capabilities, reserialize))
         runner = self._chunk_runners.get(id(fn))
         if runner is None or runner.args[0] is not fn:
             runner = self._chunk_runners[id(fn)] = functools.partial(run_chunk, fn)
         chunks = [(calls[start : start + size],) for start in range(0, len(calls), size)]
         results: list[Any] = []
-        for chunk_results in self._gather(self._submit_many(runner, chunks, capabilities)):
+        for chunk_results in self._gather(self._submit_many(runner, chunks, capabilities, reserialize)):
             results.extend(chunk_results)
         return results
 
     def _submit_many(
-        self, fn: Callable[..., Any], calls: list[tuple[Any, ...]], capabilities: dict[str, int] | None
+        self,
+        fn: Callable[..., Any],
+        calls: list[tuple[Any, ...]],
+        capabilities: dict[str, int] | None,
+        reserialize: bool = False,
     ) -> list[ScalerFuture]:
-        entry = self._builder.function(fn)
+        entry = self._builder.function(fn, refresh=reserialize)
         priority, caps = self._priority(), m.make_capabilities(capabilities)
         futures: list[ScalerFuture] = []
         frames: list[bytes] = []
@@ -267,7 +272,7 @@ class Client:
         from scaler.client.graph import submit_graph
 
         self._check_open()
-        futures = submit_graph(self, graph, keys, capabilities)
+        futures = submit_graph(self, graph, keys, capabilities, reserialize)
         if not block:
             return futures
         values = self._gather(list(futures.values()))
@@ -355,3 +360,13 @@ def _rebuild_client(
             client = Client(address, profiling, timeout_seconds, heartbeat_interval_seconds, serializer, stream_output)
             _unpickled[key] = client
         return client
+
+
+def refuse_tls_security_config(security_config: Any) -> None:
+    """The reference's `security_config` (TLS certificates) is accepted only as None: scaler secures its
+    connections with ZeroMQ CURVE keys instead (docs/security.md)."""
+    if security_config is not None:
+        raise ValueError(
+            "security_config (TLS certificates) is not supported: scaler authenticates and encrypts connections "
+            "with ZeroMQ CURVE keys instead; see docs/security.md"
+        )

@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from scaler.client.processor_context import BlockingWait
+from scaler.errors import ObjectStorageException
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 
@@ -27,6 +29,10 @@ _CANCELLED = concurrent.futures._base.CANCELLED
 
 #: How long cancel() waits for the scheduler's confirmation when no timeout is given.
 DEFAULT_CANCEL_TIMEOUT_SECONDS = 30.0
+#: A result whose fetch from object storage fails is fetched again this many times (with a growing pause)
+#: before result() raises; the next result() call starts over.
+FETCH_ATTEMPTS = 3
+FETCH_RETRY_SECONDS = 0.5
 
 
 class ScalerFuture(concurrent.futures.Future[Any]):
@@ -161,7 +167,16 @@ class ScalerFuture(concurrent.futures.Future[Any]):
             if self._value is not _UNSET or self._error is not None:
                 return
             assert self._reader is not None
-            try:
-                self._value = self._reader.read(self._raw)
-            except BaseException as error:
-                self._error = error
+            for attempt in range(FETCH_ATTEMPTS):
+                try:
+                    self._value = self._reader.read(self._raw)
+                    return
+                except ObjectStorageException:
+                    # Storage did not answer: not the task's outcome. Try again a few times; if it still fails,
+                    # raise without remembering it, so that the next result() call fetches again.
+                    if attempt == FETCH_ATTEMPTS - 1:
+                        raise
+                    time.sleep(FETCH_RETRY_SECONDS * (attempt + 1))
+                except BaseException as error:
+                    self._error = error
+                    return

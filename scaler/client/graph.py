@@ -75,7 +75,11 @@ def _dependencies(graph: dict[Hashable, Any], key: Hashable) -> list[Hashable]:
 
 
 def submit_graph(
-    client: Client, graph: dict[Hashable, Any], keys: list[Hashable], capabilities: dict[str, int] | None
+    client: Client,
+    graph: dict[Hashable, Any],
+    keys: list[Hashable],
+    capabilities: dict[str, int] | None,
+    reserialize: bool = False,
 ) -> dict[Hashable, ScalerFuture]:
     order = needed_keys(graph, list(keys))
     builder = client._builder
@@ -99,7 +103,7 @@ def submit_graph(
         nodes.append(
             builder.task(
                 node_ids[key],
-                builder.function(function),
+                builder.function(function, refresh=reserialize),
                 tuple(encoded),
                 profiling=client._profiling,
                 stream_output=client._stream_output,

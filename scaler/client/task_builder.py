@@ -80,9 +80,11 @@ class TaskBuilder:
         self._large.clear()
         self._large_sizes.clear()
 
-    def function(self, function: Any) -> FunctionEntry:
+    def function(self, function: Any, refresh: bool = False) -> FunctionEntry:
+        """The function's stored entry. A function is serialized once per client and then found by identity;
+        `refresh` (the API's `reserialize=True`) serializes it again, for a callable changed in place."""
         entry = self._functions.get(id(function))
-        if entry is not None and entry.function is function:
+        if entry is not None and entry.function is function and not refresh:
             return entry
         if not callable(function):
             raise TypeError(f"cannot submit {describe(function)}: it is not callable")

@@ -14,6 +14,7 @@ import select
 import subprocess
 from typing import Any
 
+from scaler.client.client import refuse_tls_security_config
 from scaler.cluster.host import ForkedHost, fork_host, import_runtime, os_thread_count
 from scaler.cluster.readiness import wait_for_scheduler
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, section_to_json
@@ -61,6 +62,7 @@ class SchedulerClusterCombo:
         max_task_retries: int = 3,
         preload: str | None = None,
     ) -> None:
+        refuse_tls_security_config(security_config)
         if isinstance(n_workers, str):  # SchedulerClusterCombo("tcp://...", ...) as some older code does
             n_workers, address = 4 if address is None else int(address), n_workers
         if address is None:

@@ -8,10 +8,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import zmq
-
 from scaler.io.child_processes import describe_exit
-from scaler.io.zmq_async import configure
+from scaler.io.sockets import SocketFactory
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
@@ -26,10 +24,8 @@ def _check_alive(children: Sequence[Any], what: str) -> None:
 
 def wait_for_scheduler(address: str, timeout_seconds: float, children: Sequence[Any] = ()) -> None:
     """Block until the scheduler at `address` answers a hello, or raise RuntimeError."""
-    context: zmq.Context[Any] = zmq.Context()
-    probe = context.socket(zmq.DEALER)
-    configure(probe, identity=new_client_id("probe"))
-    probe.connect(address)
+    sockets = SocketFactory()
+    probe = sockets.dealer(address, identity=new_client_id("probe"))
     info = m.ClientInfo("readiness-probe")
     hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
     deadline = time.monotonic() + timeout_seconds
@@ -47,4 +43,4 @@ def wait_for_scheduler(address: str, timeout_seconds: float, children: Sequence[
         raise RuntimeError(f"the scheduler at {address} did not answer within {timeout_seconds:g} s")
     finally:
         probe.close(linger=100)
-        context.term()
+        sockets.close()

@@ -74,7 +74,10 @@ class SchedulerConfig(LoggingSettings):
         10, help="forget a worker manager silent this long", short=("-wmt",), gt=0
     )
     object_retention_seconds: float = setting(
-        60, help="keep objects of a departed client this long before deleting them", short=("-ot",), gt=0
+        60,
+        help="keep the objects of a departed client this long before deleting them; 0: at once",
+        short=("-ot",),
+        ge=0,
     )
     max_task_retries: int = setting(
         3, help="times a task is re-dispatched after its worker died before it fails with WorkerDiedError",

@@ -28,12 +28,24 @@ class ConfigError(Exception):
     """A configuration the user must fix. The message is complete: it says what is wrong and where."""
 
 
+#: Every table some command or the launcher reads. A file may hold the sections of several components (the
+#: seeds' unified file); any other table is a mistake (a misspelt `[schedular]` would otherwise be ignored).
+KNOWN_SECTIONS = frozenset(
+    {
+        "scheduler", "object_storage_server", "worker_manager", "cluster", "worker", "top", "gui", "webui", "security",
+        # 1.x worker managers and adapters, still read by `scaler_worker_manager <type> -c`
+        "native_worker_manager", "native_worker_adapter", "fixed_native_worker_adapter", "ecs_worker_manager",
+        "ecs_worker_adapter", "aws_hpc_worker_manager", "symphony_worker_manager", "symphony_worker_adapter",
+    }
+)  # fmt: skip
+
+
 def read_toml_file(path: str) -> dict[str, Any]:
-    """The whole document. A missing or unreadable file and a syntax error (with line and column) raise."""
+    """The whole document. A missing or unreadable file, a syntax error (with line and column) and a table no
+    command reads (with its line and the closest known name) raise."""
     try:
         with open(path, "rb") as file:
             document: dict[str, Any] = tomllib.load(file)
-            return document
     except FileNotFoundError:
         raise ConfigError(f"config file {path} not found") from None
     except tomllib.TOMLDecodeError as error:
@@ -41,6 +53,37 @@ def read_toml_file(path: str) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read config file {path}: {error}") from None
+    _check_sections(document, path)
+    return document
+
+
+def _check_sections(document: Mapping[str, Any], path: str) -> None:
+    for name, value in document.items():
+        if name in KNOWN_SECTIONS:
+            continue
+        line = _line_of(path, name)
+        where = f"{path}, line {line}" if line else path
+        if not isinstance(value, (dict, list)):
+            raise ConfigError(f"{where}: {name} = ... is outside any section; put it under the component's section")
+        close = difflib.get_close_matches(name, sorted(KNOWN_SECTIONS), n=1)
+        hint = f"; did you mean [{close[0]}]?" if close else ""
+        known = (
+            ", ".join(f"[{known}]" for known in sorted(KNOWN_SECTIONS - {"worker_manager"})) + ", [[worker_manager]]"
+        )
+        raise ConfigError(f"{where}: unknown section [{name}]{hint} (sections: {known})")
+
+
+def _line_of(path: str, name: str) -> int | None:
+    """The line that opens table `name` (or sets key `name` at the top), for messages."""
+    pattern = re.compile(rf"^\s*(\[\[?\s*{re.escape(name)}\s*[\].]|{re.escape(name)}\s*=)")
+    try:
+        with open(path, encoding="utf-8") as file:
+            for number, text in enumerate(file, start=1):
+                if pattern.match(text):
+                    return number
+    except OSError:
+        return None
+    return None
 
 
 _SPEC_PATTERN = re.compile(r"^(?P<table>\w+)(?:\[(?P<key>\w+)=(?P<value>[\w.-]+)\])?$")

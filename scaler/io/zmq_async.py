@@ -38,27 +38,6 @@ class PeerUnreachable(Exception):
         self.identity = identity
 
 
-def new_context() -> zmq.Context[Any]:
-    return zmq.Context(io_threads=1)
-
-
-#: A connection refused (the peer is still starting) is retried after this long, doubling up to the maximum.
-RECONNECT_SECONDS = 0.01
-RECONNECT_MAX_SECONDS = 1.0
-
-
-def configure(sock: zmq.Socket[Any], identity: bytes | None = None) -> None:
-    """Options every socket of ours shares: unbounded queues, no linger on close, quick reconnection
-    while a peer starts (processes of a cluster start together)."""
-    sock.setsockopt(zmq.SNDHWM, 0)
-    sock.setsockopt(zmq.RCVHWM, 0)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.RECONNECT_IVL, int(RECONNECT_SECONDS * 1000))
-    sock.setsockopt(zmq.RECONNECT_IVL_MAX, int(RECONNECT_MAX_SECONDS * 1000))
-    if identity is not None:
-        sock.setsockopt(zmq.IDENTITY, identity)
-
-
 class AsyncSocket:
     """One ZeroMQ socket on an asyncio loop. `on_message(frames)` is called for every message;
     `on_burst_end()` after each burst of messages (a good moment to send what they caused).

@@ -1,5 +1,1 @@
-"""Readers of the scheduler's monitor feed (the base of scaler_top, the dashboard and /metrics)."""
-
-from scaler.monitor.feed_reader import FeedReader
-
-__all__ = ["FeedReader"]
+"""Readers of the scheduler's monitor feed: the feed reader, `scaler_top`, the web dashboard, `/metrics`."""

@@ -17,7 +17,8 @@ from typing import Any
 import zmq
 
 from scaler.errors import IncompatiblePeerError, ObjectStorageException
-from scaler.io.zmq_async import AsyncSocket, Frames, new_context
+from scaler.io.sockets import SocketFactory
+from scaler.io.zmq_async import AsyncSocket, Frames
 from scaler.object_storage.connection import (
     DEFAULT_TIMEOUT_SECONDS,
     ObjectBytes,
@@ -63,13 +64,13 @@ class AsyncObjectStorageConnection:
         self,
         address: str,
         role: str,
-        context: zmq.Context[Any] | None = None,
+        sockets: SocketFactory | None = None,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> None:
         self._address = address
         self._role = role
-        self._is_context_owned = context is None
-        self._context: zmq.Context[Any] = context if context is not None else new_context()
+        self._is_factory_owned = sockets is None
+        self._sockets = sockets if sockets is not None else SocketFactory()
         self._timeout_seconds = timeout_seconds
         self._request_ids = itertools.count(1)
         self._socket: AsyncSocket | None = None
@@ -142,8 +143,8 @@ class AsyncObjectStorageConnection:
         if self._socket is not None:
             self._socket.close()
             self._socket = None
-        if self._is_context_owned:
-            self._context.term()
+        if self._is_factory_owned:
+            self._sockets.close()
 
     # ------------------------------------------------------------ internals
 
@@ -156,7 +157,7 @@ class AsyncObjectStorageConnection:
         if self._refusal is not None:
             raise IncompatiblePeerError(self._refusal)
         if self._socket is None:
-            sock = open_dealer(self._context, self._address)
+            sock = open_dealer(self._sockets, self._address)
             self._socket = AsyncSocket(asyncio.get_running_loop(), sock, self._on_message, copy=False)
             self._send_hello()
         return self._socket

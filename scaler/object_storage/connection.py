@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import zmq
 
 from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageException
-from scaler.io.zmq_async import configure, new_context
+from scaler.io.sockets import SocketFactory
 from scaler.protocol.codec import DecodeError, decode_storage_reply, encode_storage_request
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ObjectID
@@ -52,29 +52,20 @@ ObjectBytes = memoryview | bytes | bytearray
 _Value = TypeVar("_Value")
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
-KEEPALIVE_IDLE_SECONDS = 30
+#: How long a request waits for a connection to the server to exist before it fails.
+CONNECT_TIMEOUT_SECONDS = 10.0
 
 
 # ---------------------------------------------------------------- shared by both connections
 
 
-def open_dealer(context: zmq.Context[Any], address: str) -> zmq.Socket[Any]:
-    """A DEALER connected to the server: unbounded queues, no linger, TCP keep-alive (dead links show up)."""
-    sock: zmq.Socket[Any] = context.socket(zmq.DEALER)
-    configure(sock)
-    set_keepalive(sock)
+def open_dealer(sockets: SocketFactory, address: str, immediate: bool = False) -> zmq.Socket[Any]:
+    """A DEALER connected to the server (the factory's options: unbounded queues, no linger, TCP keep-alive).
+    `immediate`: messages are queued only to a completed connection (a send finds out the server is gone)."""
     try:
-        sock.connect(address)
+        return sockets.dealer(address, immediate=immediate)
     except zmq.ZMQError as error:
-        sock.close(linger=0)
         raise ObjectStorageException(f"cannot connect to object storage at {address}: {error}") from None
-    return sock
-
-
-def set_keepalive(sock: zmq.Socket[Any]) -> None:
-    """Probe idle TCP links after 30 s, so a peer behind a dropped NAT entry or a dead host is noticed."""
-    sock.setsockopt(zmq.TCP_KEEPALIVE, 1)
-    sock.setsockopt(zmq.TCP_KEEPALIVE_IDLE, KEEPALIVE_IDLE_SECONDS)
 
 
 def hello_operation(role: str) -> StorageHello:
@@ -171,13 +162,13 @@ class ObjectStorageConnection:
         self,
         address: str,
         role: str,
-        context: zmq.Context[Any] | None = None,
+        sockets: SocketFactory | None = None,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> None:
         self._address = address
         self._role = role
-        self._is_context_owned = context is None
-        self._context: zmq.Context[Any] = context if context is not None else new_context()
+        self._is_factory_owned = sockets is None
+        self._sockets = sockets if sockets is not None else SocketFactory()
         self._timeout_seconds = timeout_seconds
         self._lock = threading.Lock()
         self._request_ids = itertools.count(1)
@@ -241,8 +232,8 @@ class ObjectStorageConnection:
                 return
             self._is_closed = True
             self._drop_socket()
-            if self._is_context_owned:
-                self._context.term()
+            if self._is_factory_owned:
+                self._sockets.close()
 
     # ------------------------------------------------------------ internals (called under the lock)
 
@@ -270,6 +261,14 @@ class ObjectStorageConnection:
     def _exchange(self, operation: StorageOperation, payload: Sequence[memoryview]) -> tuple[StorageReply, list[Any]]:
         sock = self._current_socket()
         request_id = next(self._request_ids)
+        # The socket queues only to a live connection (IMMEDIATE): a server that is down is reported after the
+        # connect timeout, instead of the request waiting the full reply timeout in a queue.
+        if not sock.poll(int(min(self._timeout_seconds, CONNECT_TIMEOUT_SECONDS) * 1000), zmq.POLLOUT):
+            self._drop_socket()
+            raise ObjectStorageException(
+                f"object storage at {self._address} is not reachable: no connection within "
+                f"{min(self._timeout_seconds, CONNECT_TIMEOUT_SECONDS):g} s (is the object storage server running?)"
+            )
         try:
             sock.send_multipart([encode_request(request_id, operation), *payload], zmq.NOBLOCK, copy=False)
         except zmq.ZMQError as error:
@@ -293,7 +292,7 @@ class ObjectStorageConnection:
 
     def _current_socket(self) -> zmq.Socket[Any]:
         if self._socket is None:
-            self._socket = open_dealer(self._context, self._address)
+            self._socket = open_dealer(self._sockets, self._address, immediate=True)
         return self._socket
 
     def _drop_socket(self) -> None:

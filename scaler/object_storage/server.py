@@ -25,7 +25,8 @@ import zmq
 from scaler.config.sections import ObjectStorageServerConfig
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import run
-from scaler.io.zmq_async import AsyncSocket, Frames, configure, new_context
+from scaler.io.sockets import SocketFactory, bound_endpoint
+from scaler.io.zmq_async import AsyncSocket, Frames
 from scaler.object_storage.store import ObjectStore, PayloadBuffer
 from scaler.protocol.codec import DecodeError, decode_storage_request, encode_storage_reply
 from scaler.protocol.handshake import incompatibility
@@ -50,7 +51,6 @@ logger = logging.getLogger(__name__)
 STATISTICS_INTERVAL_SECONDS = 60.0
 
 #: Idle seconds before TCP keep-alive probes start on a peer's link.
-KEEPALIVE_IDLE_SECONDS = 30
 
 #: Peers remembered as having said hello. The least recently active are forgotten beyond this; such a
 #: peer gets `helloRequired` on its next request and says hello again, as after a server restart.
@@ -183,8 +183,8 @@ class ObjectStorageBindError(Exception):
     """The server could not listen on its address (in use, malformed, not permitted)."""
 
 
-def _bind(sock: zmq.Socket[Any], address: str) -> str:
-    """Bind and return the endpoint actually bound; raise ObjectStorageBindError with a one-line reason."""
+def _bind(sockets: SocketFactory, address: str) -> zmq.Socket[Any]:
+    """The bound ROUTER; raise ObjectStorageBindError with a one-line reason."""
     try:
         parsed = parse_address(address)
     except AddressError as error:
@@ -195,11 +195,9 @@ def _bind(sock: zmq.Socket[Any], address: str) -> str:
             f"(inproc is only reachable from inside the server process)"
         )
     try:
-        sock.bind(str(parsed))
+        return sockets.router(str(parsed))
     except zmq.ZMQError as error:
         raise ObjectStorageBindError(f"object storage server cannot listen on {parsed}: {error.strerror}") from None
-    endpoint = sock.getsockopt(zmq.LAST_ENDPOINT)
-    return endpoint.decode() if isinstance(endpoint, bytes) else str(parsed)
 
 
 def _storable(frame: Any) -> PayloadBuffer:
@@ -255,6 +253,7 @@ async def serve(
     config: ObjectStorageServerConfig,
     ready: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
+    sockets: SocketFactory | None = None,
 ) -> None:
     """Serve until `stop` is set (forever without one). `ready(endpoint)` is called once bound.
 
@@ -263,14 +262,11 @@ async def serve(
     loop = asyncio.get_running_loop()
     stop = stop if stop is not None else asyncio.Event()
     shell = _ServerShell(StorageService())
-    context = new_context()
-    sock = context.socket(zmq.ROUTER)
+    sockets = sockets if sockets is not None else SocketFactory()
     try:
-        configure(sock)
-        # Probe idle links: replies queued for a peer on a half-open connection pin their frames.
-        sock.setsockopt(zmq.TCP_KEEPALIVE, 1)
-        sock.setsockopt(zmq.TCP_KEEPALIVE_IDLE, KEEPALIVE_IDLE_SECONDS)
-        endpoint = _bind(sock, config.bind_address)
+        # The factory's ROUTER probes idle links: replies queued for a peer on a half-open connection pin frames.
+        sock = _bind(sockets, config.bind_address)
+        endpoint = bound_endpoint(sock)
         shell.socket = AsyncSocket(loop, sock, shell.on_message, copy=False)
         logger.info("%s: object storage server listening on %s", config.identity, endpoint)
         if ready is not None:
@@ -280,9 +276,7 @@ async def serve(
     finally:
         if shell.socket is not None:
             shell.socket.close()
-        else:
-            sock.close(linger=0)
-        context.term()
+        sockets.close()
 
 
 def _setup_logging(config: ObjectStorageServerConfig) -> None:

@@ -1,8 +1,8 @@
 """Scaling policies: a frozen snapshot of the cluster in, a target per worker manager out.
 
 Public surface: capability strings (`parse_capabilities`, `format_capabilities`), the snapshot and
-decision values, the `ScalingPolicy` protocol and `make_policy`. The simulator (`scaler.policy.simulator`)
-is not imported here; it is for tests and for `python -m scaler.policy.comparison`.
+decision values, the `ScalingPolicy` protocol and `make_policy`. Policies are replayed against traces by
+`scaler.testing.cluster_simulation` (the real scheduler core) and `python -m scaler.testing.policy_comparison`.
 """
 
 from __future__ import annotations

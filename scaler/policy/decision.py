@@ -2,8 +2,7 @@
 
 A decision maps a manager id to the `ManagerTarget` the scheduler should send it now. A manager that
 is absent from the decision gets nothing (the `no` policy, or a waterfall manager without a rule).
-A target with no entries means "run no workers" (the reference's empty command list). Each target
-comes with a short reason in words, which the scheduler logs and publishes when the target changes.
+A target with no entries means "run no workers" (the reference's empty command list).
 
 Memory is the only state a policy keeps between two decisions. It is a frozen value the caller stores
 and hands back on the next call, so `decide` stays a pure function of its inputs.
@@ -11,7 +10,7 @@ and hands back on the next call, so `decide` stays a pure function of its inputs
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from scaler.policy.snapshot import ScalingSnapshot
@@ -54,8 +53,8 @@ class ScalingStep:
     decision: ScalingDecision
     memory: ScalingMemory
     warnings: tuple[str, ...] = ()  #: for the caller to log; each is said once per manager
-    #: manager id -> why its target is what it is ("412 tasks queued ..."), for the decision log
-    reasons: dict[str, str] = field(default_factory=dict)
+    #: manager id -> why its target is what it is ("412 tasks queued, 8 running"); shown with each change
+    reasons: Mapping[str, str] = field(default_factory=dict)
 
 
 def clamp_workers(workers: int, max_workers: WorkerLimit) -> int:
@@ -79,15 +78,11 @@ def drain_order(snapshot: ScalingSnapshot, manager_id: str) -> tuple[str, ...]:
 def make_target(
     snapshot: ScalingSnapshot, manager_id: str, entries: Iterable[tuple[Capabilities, int]]
 ) -> ManagerTarget:
-    """A target with the non-zero entries (in the given order) and the manager's drain list."""
+    """A target with the non-zero entries (in the given order), the manager's drain list and its connected
+    workers (the manager learns from them which of its units registered)."""
     kept = tuple(TargetEntry(capabilities, workers) for capabilities, workers in entries if workers > 0)
-    return ManagerTarget(entries=kept, drain=drain_order(snapshot, manager_id))
-
-
-def tasks_in_words(snapshot: ScalingSnapshot) -> str:
-    """ "412 tasks (400 queued, 12 running)"."""
-    queued = sum(group.queued for group in snapshot.task_groups)
-    return f"{snapshot.total_tasks} tasks ({queued} queued, {snapshot.total_tasks - queued} running)"
+    connected = tuple(sorted(worker.worker_id for worker in snapshot.workers_of(manager_id)))
+    return ManagerTarget(entries=kept, drain=drain_order(snapshot, manager_id), connected=connected)
 
 
 def target_total(target: ManagerTarget | None) -> int:

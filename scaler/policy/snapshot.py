@@ -1,7 +1,8 @@
 """The frozen view of the cluster a scaling policy decides from.
 
-The scheduler core builds one `ScalingSnapshot` per decision from its registries; the simulator builds
-them from its model. A policy never sees anything else: no registries, no clock, no sockets.
+The scheduler derives one `ScalingSnapshot` per decision from its read model (`scaling_snapshot` of a
+`StatusSnapshot`); tests build them by hand. A policy never sees anything else: no registries, no clock,
+no sockets.
 
 Invariants:
 - a worker belongs to the manager named by its `manager_id` (the only place the grouping lives);
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scaler.protocol.messages import Capabilities, ManagerTarget, WorkerLimit
+from scaler.protocol.messages import Capabilities, ManagerTarget, StatusSnapshot, WorkerLimit
 
 #: The scheduler forgets a manager that has been silent this long (reference: 10 s, hard-coded).
 DEFAULT_MANAGER_TIMEOUT_SECONDS = 10.0
@@ -94,3 +95,37 @@ class ScalingSnapshot:
 
     def online_managers(self) -> tuple[ManagerView, ...]:
         return tuple(manager for manager in self.managers if self.is_online(manager))
+
+
+def scaling_snapshot(status: StatusSnapshot, manager_timeout_seconds: float) -> ScalingSnapshot:
+    """What a policy sees of the scheduler's read model (`StatusSnapshot`)."""
+    now = status.time
+    return ScalingSnapshot(
+        now=now,
+        task_groups=tuple(
+            TaskGroup(group.capabilities, group.count, group.running, group.oldest_queued_seconds)
+            for group in status.pending
+        ),
+        workers=tuple(
+            WorkerView(
+                worker_id=worker.worker_id.decode(errors="replace"),
+                manager_id=worker.manager_id,
+                capabilities=worker.capabilities,
+                capacity=worker.capacity,
+                assigned=worker.assigned,
+                connected_since=now - worker.connected_seconds_ago,
+            )
+            for worker in status.workers
+        ),
+        managers=tuple(
+            ManagerView(
+                manager.manager_id,
+                manager.capabilities,
+                manager.max_workers,
+                manager.last_target,
+                manager.seconds_since_heartbeat,
+            )
+            for manager in status.managers
+        ),
+        manager_timeout_seconds=manager_timeout_seconds,
+    )

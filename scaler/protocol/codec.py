@@ -16,6 +16,15 @@ import capnp
 
 from scaler.protocol import messages as m
 from scaler.protocol import storage_messages as sm
+from scaler.protocol.codec_fields import (
+    capabilities_of,
+    limit_of,
+    set_capabilities,
+    set_limit,
+    set_worker_status,
+    worker_status_of,
+)
+from scaler.protocol.codec_monitor import MONITOR_DECODERS, MONITOR_ENCODERS
 from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID
 
 capnp.remove_import_hook()
@@ -31,66 +40,12 @@ class DecodeError(ValueError):
     """A frame that is not a valid message of this protocol."""
 
 
-# ---------------------------------------------------------------- shared pieces
-
-
-def _set_capabilities(builder: Any, name: str, capabilities: m.Capabilities) -> None:
-    if not capabilities:
-        return
-    items = builder.init(name, len(capabilities))
-    for item, (cap_name, value) in zip(items, capabilities, strict=True):
-        item.name = cap_name
-        item.value = value
-
-
-def _capabilities(reader: Any) -> m.Capabilities:
-    return tuple(sorted((c.name, c.value) for c in reader))
-
-
-def _set_limit(builder: Any, limit: m.WorkerLimit) -> None:
-    if limit is None:
-        builder.unlimited = None
-    else:
-        builder.limit = limit
-
-
-def _limit(reader: Any) -> m.WorkerLimit:
-    return None if reader.which() == "unlimited" else int(reader.limit)
-
-
-def _set_worker_status(builder: Any, status: m.WorkerStatus) -> None:
-    builder.queued = status.queued
-    builder.running = status.running
-    builder.blocked = status.blocked
-    builder.freeMemoryBytes = status.free_memory_bytes
-    if status.processors:
-        items = builder.init("processors", len(status.processors))
-        for item, processor in zip(items, status.processors, strict=True):
-            item.pid = processor.pid
-            item.cpuPercent = processor.cpu_percent
-            item.rssBytes = processor.rss_bytes
-            item.state = processor.state
-
-
-def _worker_status(reader: Any) -> m.WorkerStatus:
-    return m.WorkerStatus(
-        queued=reader.queued,
-        running=reader.running,
-        blocked=reader.blocked,
-        free_memory_bytes=reader.freeMemoryBytes,
-        processors=tuple(
-            m.ProcessorStatus(pid=p.pid, cpu_percent=p.cpuPercent, rss_bytes=p.rssBytes, state=p.state)
-            for p in reader.processors
-        ),
-    )
-
-
 def _set_task(builder: Any, task: m.Task) -> None:
     builder.taskId = task.task_id
     builder.clientId = task.client_id
     builder.functionName = task.function_name
     builder.priority = task.priority
-    _set_capabilities(builder, "capabilities", task.capabilities)
+    set_capabilities(builder, "capabilities", task.capabilities)
     builder.body = task.body
     if task.graph_id:
         builder.graphId = task.graph_id
@@ -114,7 +69,7 @@ def _task(reader: Any) -> m.Task:
         reader.body,
         reader.functionName,
         reader.priority,
-        _capabilities(capabilities) if len(capabilities) else (),
+        capabilities_of(capabilities) if len(capabilities) else (),
         reader.graphId,
         tuple(dependencies) if len(dependencies) else (),
         tuple(_task_input(i) for i in inputs) if len(inputs) else (),
@@ -139,15 +94,15 @@ def _enc_hello(b: Any, msg: m.Hello) -> None:
         b.role.init("client").name = info.name
     elif isinstance(info, m.WorkerInfo):
         w = b.role.init("worker")
-        _set_capabilities(w, "capabilities", info.capabilities)
+        set_capabilities(w, "capabilities", info.capabilities)
         w.capacity = info.capacity
         w.managerId = info.manager_id
         w.workerType = info.worker_type
     elif isinstance(info, m.ManagerInfo):
         g = b.role.init("manager")
         g.managerId = info.manager_id
-        _set_capabilities(g, "capabilities", info.capabilities)
-        _set_limit(g.maxWorkers, info.max_workers)
+        set_capabilities(g, "capabilities", info.capabilities)
+        set_limit(g.maxWorkers, info.max_workers)
         g.managerType = info.manager_type
     else:
         b.role.init("processor").processorId = info.processor_id
@@ -166,8 +121,9 @@ def _enc_hello_reply(b: Any, msg: m.HelloReply) -> None:
 def _enc_heartbeat(b: Any, msg: m.Heartbeat) -> None:
     b.cpuPercent = msg.cpu_percent
     b.rssBytes = msg.rss_bytes
+    b.roundTripSeconds = msg.round_trip_seconds
     if msg.worker is not None:
-        _set_worker_status(b.init("worker"), msg.worker)
+        set_worker_status(b.init("worker"), msg.worker)
     elif msg.manager is not None:
         g = b.init("manager")
         g.units = msg.manager.units
@@ -211,9 +167,11 @@ def _enc_graph(b: Any, msg: m.GraphTask) -> None:
 
 def _enc_manager_target(b: Any, msg: m.ManagerTarget) -> None:
     for item, entry in zip(b.init("entries", len(msg.entries)), msg.entries, strict=True):
-        _set_capabilities(item, "capabilities", entry.capabilities)
+        set_capabilities(item, "capabilities", entry.capabilities)
         item.workers = entry.workers
     b.drain = list(msg.drain)
+    if msg.connected:
+        b.connected = list(msg.connected)
 
 
 def _enc_fields(**names: str) -> Callable[[Any, Any], None]:
@@ -255,6 +213,7 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.ProcessorBlocked: ("processorBlocked", _enc_fields(task_id="taskId")),
     m.ProcessorResumeRequest: ("processorResumeRequest", _enc_fields(task_id="taskId")),
     m.ProcessorResume: ("processorResume", _enc_fields(task_id="taskId")),
+    **MONITOR_ENCODERS,
 }
 
 
@@ -281,10 +240,10 @@ def _dec_hello(r: Any) -> m.Hello:
         info = m.ClientInfo(name=role.client.name)
     elif kind == "worker":
         w = role.worker
-        info = m.WorkerInfo(_capabilities(w.capabilities), w.capacity, w.managerId, w.workerType)
+        info = m.WorkerInfo(capabilities_of(w.capabilities), w.capacity, w.managerId, w.workerType)
     elif kind == "manager":
         g = role.manager
-        info = m.ManagerInfo(g.managerId, _capabilities(g.capabilities), _limit(g.maxWorkers), g.managerType)
+        info = m.ManagerInfo(g.managerId, capabilities_of(g.capabilities), limit_of(g.maxWorkers), g.managerType)
     else:
         info = m.ProcessorInfo(processor_id=role.processor.processorId)
     return m.Hello(r.protocolVersion, r.pythonVersion, r.pid, r.hostname, info)
@@ -304,9 +263,9 @@ def _dec_hello_reply(r: Any) -> m.HelloReply:
 
 def _dec_heartbeat(r: Any) -> m.Heartbeat:
     kind = r.which()
-    worker = _worker_status(r.worker) if kind == "worker" else None
+    worker = worker_status_of(r.worker) if kind == "worker" else None
     manager = m.ManagerStatus(r.manager.units, r.manager.pendingUnits) if kind == "manager" else None
-    return m.Heartbeat(r.cpuPercent, r.rssBytes, worker, manager)
+    return m.Heartbeat(r.cpuPercent, r.rssBytes, worker, manager, r.roundTripSeconds)
 
 
 _RESULT_STATUSES = {raw: m.ResultStatus(name) for raw, name in enumerate(_schema.ResultStatus.schema.enumerants)}
@@ -353,12 +312,15 @@ _DECODERS: dict[str, Callable[[Any], m.Message]] = {
     "taskReturn": lambda r: m.TaskReturn(tuple(TaskID(t) for t in r.taskIds)),
     "shutdown": lambda r: m.Shutdown(r.reason),
     "managerTarget": lambda r: m.ManagerTarget(
-        tuple(m.TargetEntry(_capabilities(e.capabilities), e.workers) for e in r.entries), tuple(r.drain)
+        tuple(m.TargetEntry(capabilities_of(e.capabilities), e.workers) for e in r.entries),
+        tuple(r.drain),
+        tuple(r.connected),
     ),
     "processorReady": lambda r: m.ProcessorReady(r.pid),
     "processorBlocked": lambda r: m.ProcessorBlocked(TaskID(r.taskId)),
     "processorResumeRequest": lambda r: m.ProcessorResumeRequest(TaskID(r.taskId)),
     "processorResume": lambda r: m.ProcessorResume(TaskID(r.taskId)),
+    **MONITOR_DECODERS,
 }
 
 
@@ -372,10 +334,7 @@ def decode(frame: bytes | memoryview) -> m.Message:
             if message is not None:
                 raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): it holds several messages")
             kind = envelope.which()
-            decoder = _DECODERS.get(kind)
-            if decoder is None:  # statusSnapshot: the monitor feed has its own schema now
-                raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): {kind} is retired")
-            message = decoder(getattr(envelope, kind))
+            message = _DECODERS[kind](getattr(envelope, kind))
         if message is None:
             raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): no message in it")
         if isinstance(message, _FORWARDABLE):

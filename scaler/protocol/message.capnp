@@ -75,6 +75,7 @@ struct Heartbeat {
     worker @3 :WorkerStatus;
     manager @4 :ManagerStatus;
   }
+  roundTripSeconds @5 :Float32;  # the sender's last heartbeat -> echo round trip; 0 before the first echo
 }
 
 struct WorkerStatus {
@@ -270,6 +271,7 @@ struct ManagerTarget {
   # Declarative: how many workers the scheduler wants from this manager, per capability set.
   entries @0 :List(TargetEntry);
   drain @1 :List(Text);     # ids of this manager's workers that are idle; stop these first
+  connected @2 :List(Text); # ids of every worker of this manager connected now (a unit whose workers registered)
 }
 
 # ---------------------------------------------------------------- processor <-> agent (private)
@@ -292,12 +294,136 @@ struct ProcessorResume {
   taskId @0 :Data;
 }
 
-# ---------------------------------------------------------------- retired
+# ---------------------------------------------------------------- monitoring (PUB)
 
 struct StatusSnapshot {
-  # Protocol version 1 published status snapshots as `statusSnapshot` messages. The monitor feed has
-  # its own versioned schema now (monitor.capnp); this member is never sent and its ordinal stays
-  # reserved. A receiver refuses it as malformed.
+  # Monitor feed, topic "status": the scheduler's state at one instant (docs/protocol.md, monitor feed).
+  time @0 :Float64;          # the scheduler's monotonic clock
+  scheduler @1 :SchedulerStats;
+  workers @2 :List(WorkerSummary);
+  clients @3 :List(ClientSummary);
+  managers @4 :List(ManagerSummary);
+  pending @5 :List(PendingGroup);   # every capability set with queued or running tasks
+  wallTime @6 :Float64;      # seconds since the epoch
+  feedVersion @7 :UInt32;
+  functions @8 :List(FunctionSummary);
+  messageCounts @9 :List(MessageCount);
+}
+
+struct TaskCounts {
+  waiting @0 :UInt32;        # graph nodes waiting for their dependencies
+  queued @1 :UInt32;
+  running @2 :UInt32;        # dispatched (running or prefetched at a worker) or being cancelled
+  succeeded @3 :UInt64;
+  failed @4 :UInt64;
+  canceled @5 :UInt64;
+}
+
+struct FunctionSummary {
+  name @0 :Text;
+  counts @1 :TaskCounts;
+}
+
+struct MessageCount {
+  name @0 :Text;             # message type
+  sent @1 :UInt64;           # by the scheduler
+  received @2 :UInt64;
+}
+
+struct TaskTransitions {
+  # Monitor feed, topic "tasks": task state changes since the previous publication, at most a bounded number.
+  feedVersion @0 :UInt32;
+  wallTime @1 :Float64;
+  transitions @2 :List(TaskTransition);
+  dropped @3 :UInt64;        # transitions left out since the previous publication (rate bound)
+}
+
+struct TaskTransition {
+  taskId @0 :Data;
+  state @1 :Text;            # waiting, queued, running, canceling, success, failed, canceled, workerDied
+  workerId @2 :Data;         # running: the worker; empty otherwise
+  functionName @3 :Text;
+  wallTime @4 :Float64;
+}
+
+struct ScalingDecisions {
+  # Monitor feed, topic "scaling": the latest changes of the managers' targets, with their reasons.
+  feedVersion @0 :UInt32;
+  wallTime @1 :Float64;
+  decisions @2 :List(ScalingDecision);
+}
+
+struct ScalingDecision {
+  managerId @0 :Text;
+  fromWorkers @1 :UInt32;
+  toWorkers @2 :UInt32;
+  reason @3 :Text;
+  wallTime @4 :Float64;
+}
+
+struct SchedulerStats {
+  address @0 :Text;
+  cpuPercent @1 :Float32;
+  rssBytes @2 :UInt64;
+  queued @3 :UInt32;
+  running @4 :UInt32;
+  succeeded @5 :UInt64;
+  failed @6 :UInt64;
+  canceled @7 :UInt64;
+  workerDied @8 :UInt64;
+  objectCount @9 :UInt64;
+  objectBytes @10 :UInt64;
+  messagesReceived @11 :UInt64;
+  messagesSent @12 :UInt64;
+  graphs @13 :UInt32;
+}
+
+struct WorkerSummary {
+  workerId @0 :Data;
+  managerId @1 :Text;
+  capabilities @2 :List(Capability);
+  capacity @3 :UInt32;
+  assigned @4 :UInt32;
+  status @5 :WorkerStatus;
+  cpuPercent @6 :Float32;
+  rssBytes @7 :UInt64;
+  lastSeenSecondsAgo @8 :Float64;
+  hostname @9 :Text;
+  pid @10 :UInt32;
+  lagSeconds @11 :Float32;            # its heartbeat round trip
+  workerType @12 :Text;
+  connectedSecondsAgo @13 :Float64;
+}
+
+struct ClientSummary {
+  clientId @0 :Data;
+  tasks @1 :UInt32;          # live tasks
+  name @2 :Text;
+  hostname @3 :Text;
+  counts @4 :TaskCounts;
+}
+
+struct ManagerSummary {
+  managerId @0 :Text;
+  managerType @1 :Text;
+  capabilities @2 :List(Capability);
+  maxWorkers @3 :WorkerLimit;
+  connectedWorkers @4 :UInt32;
+  targetWorkers @5 :UInt32;
+  units @6 :UInt32;
+  pendingUnits @7 :UInt32;
+  lastTarget @8 :ManagerTarget;       # meaningful when hasTarget
+  hasTarget @9 :Bool;
+  secondsSinceHeartbeat @10 :Float64;
+}
+
+struct PendingGroup {
+  # Tasks that share a capability set (the dispatcher's queue key): queued ones, why they wait, and running ones.
+  capabilities @0 :List(Capability);
+  count @1 :UInt32;          # queued
+  reason @2 :Text;           # why the queued ones wait; empty when none is queued
+  running @3 :UInt32;
+  oldestQueuedSeconds @4 :Float64;
 }
 
 # ---------------------------------------------------------------- envelope
@@ -327,6 +453,8 @@ struct Message {
     processorBlocked @20 :ProcessorBlocked;
     processorResumeRequest @21 :ProcessorResumeRequest;
     processorResume @22 :ProcessorResume;
-    statusSnapshot @23 :StatusSnapshot;   # retired: see monitor.capnp
+    statusSnapshot @23 :StatusSnapshot;
+    taskTransitions @24 :TaskTransitions;
+    scalingDecisions @25 :ScalingDecisions;
   }
 }

@@ -127,6 +127,7 @@ class Heartbeat:
     rss_bytes: int = 0
     worker: WorkerStatus | None = None  #: set by workers
     manager: ManagerStatus | None = None  #: set by managers
+    round_trip_seconds: float = 0.0  #: the sender's last heartbeat -> echo round trip (0: not measured yet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,6 +328,7 @@ class TargetEntry:
 class ManagerTarget:
     entries: tuple[TargetEntry, ...]
     drain: tuple[str, ...] = ()  #: ids of the manager's idle workers, best to stop first
+    connected: tuple[str, ...] = ()  #: ids of every connected worker of the manager (their units registered)
 
 
 # ---------------------------------------------------------------- processor <-> agent
@@ -350,6 +352,158 @@ class ProcessorResumeRequest:
 @dataclass(frozen=True, slots=True)
 class ProcessorResume:
     task_id: TaskID
+
+
+# ---------------------------------------------------------------- monitoring
+
+#: Version of the monitor feed's content; a reader of another version refuses the feed with a clear message.
+FEED_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCounts:
+    waiting: int = 0
+    queued: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    canceled: int = 0
+
+    @property
+    def live(self) -> int:
+        return self.waiting + self.queued + self.running
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSummary:
+    name: str
+    counts: TaskCounts = TaskCounts()
+
+
+@dataclass(frozen=True, slots=True)
+class MessageCount:
+    name: str
+    sent: int = 0
+    received: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerStats:
+    address: str = ""
+    cpu_percent: float = 0.0
+    rss_bytes: int = 0
+    queued: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    canceled: int = 0
+    worker_died: int = 0
+    object_count: int = 0
+    object_bytes: int = 0
+    messages_received: int = 0
+    messages_sent: int = 0
+    graphs: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSummary:
+    worker_id: bytes
+    manager_id: str = ""
+    capabilities: Capabilities = ()
+    capacity: int = 0
+    assigned: int = 0
+    status: WorkerStatus = field(default_factory=WorkerStatus)
+    cpu_percent: float = 0.0
+    rss_bytes: int = 0
+    last_seen_seconds_ago: float = 0.0
+    hostname: str = ""
+    pid: int = 0
+    lag_seconds: float = 0.0  #: its heartbeat round trip
+    worker_type: str = ""
+    connected_seconds_ago: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSummary:
+    client_id: bytes
+    tasks: int = 0  #: live tasks
+    name: str = ""
+    hostname: str = ""
+    counts: TaskCounts = TaskCounts()
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerSummary:
+    manager_id: str
+    manager_type: str = ""
+    capabilities: Capabilities = ()
+    max_workers: WorkerLimit = None
+    connected_workers: int = 0
+    target_workers: int = 0
+    units: int = 0
+    pending_units: int = 0
+    last_target: ManagerTarget | None = None
+    seconds_since_heartbeat: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PendingGroup:
+    """Tasks of one capability set (the dispatcher's queue key): queued ones and why they wait, running ones."""
+
+    capabilities: Capabilities
+    count: int  #: queued
+    reason: str = ""
+    running: int = 0
+    oldest_queued_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class StatusSnapshot:
+    """The scheduler's state at one instant: its read model (scaling, status, monitor feed and metrics read it)."""
+
+    time: float  #: the scheduler's monotonic clock
+    scheduler: SchedulerStats
+    workers: tuple[WorkerSummary, ...] = ()
+    clients: tuple[ClientSummary, ...] = ()
+    managers: tuple[ManagerSummary, ...] = ()
+    pending: tuple[PendingGroup, ...] = ()
+    wall_time: float = 0.0
+    feed_version: int = FEED_VERSION
+    functions: tuple[FunctionSummary, ...] = ()
+    message_counts: tuple[MessageCount, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTransition:
+    task_id: TaskID
+    state: str  #: waiting, queued, running, canceling, success, failed, canceled, workerDied ...
+    worker_id: bytes = b""
+    function_name: str = ""
+    wall_time: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTransitions:
+    transitions: tuple[TaskTransition, ...]
+    dropped: int = 0
+    wall_time: float = 0.0
+    feed_version: int = FEED_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingDecision:
+    manager_id: str
+    from_workers: int
+    to_workers: int
+    reason: str = ""
+    wall_time: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingDecisions:
+    decisions: tuple[ScalingDecision, ...]
+    wall_time: float = 0.0
+    feed_version: int = FEED_VERSION
 
 
 Message = (
@@ -376,6 +530,9 @@ Message = (
     | ProcessorBlocked
     | ProcessorResumeRequest
     | ProcessorResume
+    | StatusSnapshot
+    | TaskTransitions
+    | ScalingDecisions
 )
 
 #: Every message type, in schema order; the codec and the routing tables are checked against it.
@@ -403,4 +560,7 @@ MESSAGE_TYPES: tuple[type, ...] = (
     ProcessorBlocked,
     ProcessorResumeRequest,
     ProcessorResume,
+    StatusSnapshot,
+    TaskTransitions,
+    ScalingDecisions,
 )

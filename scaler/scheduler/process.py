@@ -5,22 +5,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import subprocess
 
 import zmq
 
-from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_from_json, section_to_json
+from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_from_json
 from scaler.io.address import AddressError, parse_address
-from scaler.io.child_processes import start_python_child, stop_children
 from scaler.io.event_loop import new_event_loop
-from scaler.object_storage.readiness import wait_for_object_storage
+from scaler.io.sockets import SocketFactory
 from scaler.protocol.handshake import local_python_version
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.scaling_hook import make_scaling_hook
+from scaler.scheduler.storage_child import StorageChild
 
 logger = logging.getLogger(__name__)
-
-STORAGE_START_TIMEOUT_SECONDS = 15.0
 
 
 def derived_addresses(config: SchedulerConfig) -> tuple[str, str, str | None]:
@@ -40,22 +37,22 @@ def run_scheduler(config: SchedulerConfig) -> int:
         logger.error("%s", error)
         return 1
 
-    children: list[subprocess.Popen[bytes]] = []
+    storage_child: StorageChild | None = None
     try:
         if storage is None:
             storage = str(parse_address(bind).with_port_offset(1))
             logger.info(
                 "no --object-storage-address given: starting an object storage server at %s (port + 1)", storage
             )
-            storage_config = ObjectStorageServerConfig(
-                bind_address=storage,
-                logging_paths=config.logging_paths,
-                logging_level=config.logging_level,
-                logging_config_file=config.logging_config_file,
+            storage_child = StorageChild(
+                ObjectStorageServerConfig(
+                    bind_address=storage,
+                    logging_paths=config.logging_paths,
+                    logging_level=config.logging_level,
+                    logging_config_file=config.logging_config_file,
+                )
             )
-            child = start_python_child(["scaler.object_storage.server", section_to_json(storage_config)])
-            children.append(child)
-            wait_for_object_storage(storage, STORAGE_START_TIMEOUT_SECONDS, [child])
+            storage_child.start()
         advertised = config.advertised_object_storage_address or str(parse_address(storage).connectable())
         settings = CoreSettings(
             scheduler_address=bind,
@@ -71,14 +68,16 @@ def run_scheduler(config: SchedulerConfig) -> int:
             allocate=allocation_of(config),
             load_balance_seconds=config.load_balance_seconds,
             load_balance_trigger_times=config.load_balance_trigger_times,
+            object_retention_seconds=config.object_retention_seconds,
         )
         core = SchedulerCore(settings, make_scaling_hook(config.policy_engine_type, config.policy_content))
-        return _serve(core, config, bind, monitor, storage)
+        return _serve(core, config, bind, monitor, storage, storage_child)
     except (ValueError, RuntimeError) as error:
         logger.error("%s", error)
         return 1
     finally:
-        stop_children(children)
+        if storage_child is not None:
+            storage_child.stop()
 
 
 def allocation_of(config: SchedulerConfig) -> str:
@@ -87,25 +86,38 @@ def allocation_of(config: SchedulerConfig) -> str:
     return allocation_policy(config.policy_engine_type, config.policy_content)
 
 
-def _serve(core: SchedulerCore, config: SchedulerConfig, bind: str, monitor: str, storage: str) -> int:
+def _serve(
+    core: SchedulerCore,
+    config: SchedulerConfig,
+    bind: str,
+    monitor: str,
+    storage: str,
+    storage_child: StorageChild | None,
+) -> int:
     from scaler.scheduler.server import SchedulerServer
 
-    server = SchedulerServer(core, bind, monitor, storage, io_threads=config.io_threads)
+    server = SchedulerServer(core, bind, monitor, storage, SocketFactory(config.io_threads))
     loop = new_event_loop(config.event_loop)
     asyncio.set_event_loop(loop)
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, server.stop, f"received {signal.Signals(signum).name}")
+    watcher = None
+    if storage_child is not None:
+        watcher = loop.create_task(storage_child.watch(lambda reason: server.stop(reason, exit_code=1)))
     try:
         logger.info("scheduler listening on %s (event loop: %s)", bind, config.event_loop)
         logger.info("monitor address is %s", monitor)
         logger.info("object storage address is %s", storage)
         reason = loop.run_until_complete(server.run())
-        logger.info("scheduler stopped: %s", reason)
-        return 0
+        (logger.error if server.exit_code else logger.info)("scheduler stopped: %s", reason)
+        return server.exit_code
     except zmq.ZMQError as error:
         logger.error("could not bind %s or %s: %s", bind, monitor, error.strerror)
         return 1
     finally:
+        if watcher is not None:
+            watcher.cancel()
+            loop.run_until_complete(asyncio.gather(watcher, return_exceptions=True))
         loop.close()
         asyncio.set_event_loop(None)
 

@@ -1,12 +1,15 @@
 """Connects the scaling policies (`scaler.policy`) to the scheduler core.
 
 `make_scaling_hook` builds the policy named by the scheduler's policy settings and wraps it in a
-`ScalingHook`: on a manager's heartbeat (and on ticks) the core asks it for that manager's target,
-handing it the `SchedulerView`; the hook derives the policy's `ScalingSnapshot` from the view, calls
-`decide` once per view (the managers asked during one tick share one decision), keeps the policy's
-memory for the next call, logs the policy's warnings, and returns the target with the policy's reason.
-The `no` policy gets no hook at all, so a scheduler without scaling behaves exactly as one that never
-heard of policies.
+`ScalingHook`: on a manager's heartbeat the core asks it for that manager's target; the hook builds a
+`ScalingSnapshot` from the core's state, calls `decide` (once per instant: managers heartbeating at
+the same `now` share one decision), keeps the policy's memory for the next call, and logs the
+policy's warnings. The `no` policy gets no hook at all, so a scheduler without scaling behaves exactly
+as one that never heard of policies.
+
+The policy reads a `ScalingSnapshot` derived from the core's read model (`SchedulerCore.view`, the
+same view the monitor feed publishes): one pass over the queue's capability groups, the workers (with
+their assigned task ids) and the managers; never a walk over all tasks.
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ from scaler.policy.decision import ScalingMemory, ScalingStep
 from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.registry import PolicyConfig, make_policy
 from scaler.policy.scaling import NoScaling
-from scaler.policy.snapshot import ManagerView, ScalingSnapshot, TaskGroup, WorkerView
-from scaler.protocol.feed import SchedulerView
+from scaler.policy.snapshot import ScalingSnapshot, scaling_snapshot
 from scaler.protocol.messages import ManagerTarget
-from scaler.scheduler.core.scaling_targets import ScalingHook, TargetDecision
+from scaler.scheduler.core.peers import ManagerRecord
+from scaler.scheduler.core.scheduler_core import ScalingHook, SchedulerCore
 
 logger = logging.getLogger(__name__)
 
@@ -52,55 +55,31 @@ def make_scaling_hook(engine_type: str, content: str) -> ScalingHook | None:
 class PolicyScalingHook:
     def __init__(self, policy: ScalingPolicy) -> None:
         self.policy = policy
-        self.policy_name = policy.name.split("(", 1)[0]  #: "work(tasks_per_worker=1, ...)" -> "work"
         self.memory = ScalingMemory()
-        #: the view the cached step was decided from: the core builds one per event, so all the managers
-        #: asked during one event (a tick) share one decision, and any change of state means a new one
-        self._step_view: SchedulerView | None = None
+        #: (core step, manager ids) of the cached decision: managers asking within one step of the core share it
+        self._step_key: tuple[int, frozenset[str]] | None = None
         self._step: ScalingStep | None = None
+        self.warnings_seen: dict[str, None] = {}  #: every distinct warning of the policy, in order (simulations)
 
-    def targets(self, view: SchedulerView, manager_id: str) -> TargetDecision | None:
-        if self._step is None or view is not self._step_view:
-            step = self.policy.decide(scaling_snapshot(view), self.memory)
+    def reason(self, manager: ManagerRecord) -> str:
+        if self._step is None:
+            return ""
+        given = self._step.reasons.get(manager.manager_id)
+        return given if given else f"{self.policy.name} policy"
+
+    def targets(self, core: SchedulerCore, manager: ManagerRecord) -> ManagerTarget | None:
+        key = (core.steps, frozenset(record.manager_id for record in core.managers.values()))
+        if self._step is None or key != self._step_key:
+            step = self.policy.decide(build_snapshot(core), self.memory)
             self.memory = step.memory
             for warning in step.warnings:
+                if warning not in self.warnings_seen:
+                    self.warnings_seen[warning] = None
                 logger.warning("scaling: %s", warning)
-            self._step, self._step_view = step, view
-        target = self._step.decision.get(manager_id)
-        if target is None:
-            return None
-        return TargetDecision(target, self._step.reasons.get(manager_id, ""), self.policy_name)
+            self._step, self._step_key = step, key
+        return self._step.decision.get(manager.manager_id)
 
 
-def scaling_snapshot(view: SchedulerView) -> ScalingSnapshot:
-    """The policy's part of the view: task groups, workers (by the id drain lists use), managers."""
-    now = view.now
-    return ScalingSnapshot(
-        now=now,
-        task_groups=tuple(
-            TaskGroup(group.capabilities, group.queued, group.running, group.oldest_queued_seconds)
-            for group in view.groups
-        ),
-        workers=tuple(
-            WorkerView(
-                worker_id=worker.worker_id.decode(errors="replace"),
-                manager_id=worker.manager_id,
-                capabilities=worker.capabilities,
-                capacity=worker.capacity,
-                assigned=worker.assigned,
-                connected_since=now - worker.connected_seconds,
-            )
-            for worker in view.workers
-        ),
-        managers=tuple(
-            ManagerView(
-                manager_id=manager.manager_id,
-                capabilities=manager.capabilities,
-                max_workers=manager.max_workers,
-                last_target=None if manager.target is None else ManagerTarget(manager.target),
-                seconds_since_heartbeat=manager.seconds_since_heartbeat,
-            )
-            for manager in view.managers
-        ),
-        manager_timeout_seconds=view.manager_timeout_seconds,
-    )
+def build_snapshot(core: SchedulerCore) -> ScalingSnapshot:
+    """The policy's view of the core at `core.now`, derived from the core's read model."""
+    return scaling_snapshot(core.view(), core.settings.manager_timeout_seconds)

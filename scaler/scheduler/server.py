@@ -1,11 +1,9 @@
 """The scheduler's asyncio shell: sockets in, `SchedulerCore.handle` in the middle, effects out.
 
 It decides nothing. It decodes frames, stamps them with the monotonic clock, feeds the core, and
-performs the effects the core returns: sends (coalesced per peer), monitor feed publication, object
+performs the effects the core returns: sends (coalesced per peer), status publication, object
 deletions. It also turns transport facts into events: a peer whose connection closed is probed
-(ROUTER_MANDATORY makes a send to a gone identity fail at once) and reported as `PeerLost`; the
-topics the monitor feed's subscribers read become `FeedSubscriptions`. It counts messages by type
-for the feed (`ShellStats`).
+(ROUTER_MANDATORY makes a send to a gone identity fail at once) and reported as `PeerLost`.
 """
 
 from __future__ import annotations
@@ -14,21 +12,20 @@ import asyncio
 import logging
 import os
 import time
-from collections import defaultdict
 from typing import Any
 
 import zmq
 
-from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, PeerUnreachable, configure, monitor_events
+from scaler.io.sockets import SocketFactory
+from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, PeerUnreachable, monitor_events
 from scaler.object_storage.async_connection import AsyncObjectStorageConnection
 from scaler.protocol import codec
 from scaler.protocol import messages as m
-from scaler.protocol.feed import FeedTopic
+from scaler.protocol.feed import FEED_TOPICS
 from scaler.protocol.ids import PeerID
 from scaler.scheduler.core.effects import DeleteObjects, DeleteOwnerObjects, Effect, Publish, Send, StopScheduler
-from scaler.scheduler.core.events import Event, FeedSubscriptions, PeerLost, Received, ShellStats, Tick, Undecodable
+from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
 from scaler.scheduler.core.scheduler_core import SchedulerCore
-from scaler.scheduler.feed_publisher import FeedPublisher
 
 logger = logging.getLogger(__name__)
 
@@ -46,40 +43,43 @@ class SchedulerServer:
         bind_address: str,
         monitor_address: str,
         object_storage_address: str,
-        io_threads: int = 1,
+        sockets: SocketFactory | None = None,
     ) -> None:
         self._core = core
         self._bind_address = bind_address
         self._monitor_address = monitor_address
         self._object_storage_address = object_storage_address
-        self._context: zmq.Context[Any] = zmq.Context(io_threads=io_threads)
+        self._sockets = sockets if sockets is not None else SocketFactory()
         self._stopped = asyncio.Event()
         self.stop_reason = ""
+        self.exit_code = 0  #: of the scheduler process, once stopped
         self._fd_peers: dict[int, set[PeerID]] = {}
-        self._received_by_type: defaultdict[str, int] = defaultdict(int)
-        self._sent_by_type: defaultdict[str, int] = defaultdict(int)
+        self._received = 0
+        #: message type name -> [sent, received], for the monitor feed
+        self._message_counts: dict[str, list[int]] = {}
         self._background_tasks: set[asyncio.Future[Any]] = set()
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: str, exit_code: int = 0) -> None:
         if not self._stopped.is_set():
             self.stop_reason = reason
+            self.exit_code = exit_code
             self._stopped.set()
 
     async def run(self) -> str:
         loop = asyncio.get_running_loop()
-        router_socket = self._context.socket(zmq.ROUTER)
-        configure(router_socket)
-        router_socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        router_socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        router_socket.bind(self._bind_address)
-        self._publisher = FeedPublisher(loop, self._context, self._monitor_address, self._on_feed_topics)
+        router_socket = self._sockets.router(self._bind_address, mandatory=True, handover=True)
+        try:
+            publisher = self._sockets.publisher(self._monitor_address)
+        except BaseException:
+            router_socket.close(linger=0)
+            raise
         self._router = AsyncSocket(loop, router_socket, self._on_frames, copy=False, on_burst_end=self._burst_end)
         self._outbox = Outbox(loop, self._router, routed=True, on_unreachable=self._on_unreachable)
+        self._publisher = AsyncSocket(loop, publisher, None)
         self._monitor = monitor_events(loop, router_socket, zmq.EVENT_DISCONNECTED, self._on_socket_event)
         self._storage = AsyncObjectStorageConnection(
-            self._object_storage_address, role="scheduler", context=self._context
+            self._object_storage_address, role="scheduler", sockets=self._sockets
         )
-        self._feed([FeedSubscriptions(self._publisher.topics()), Tick(time.monotonic(), time.time())])
         routines = [
             asyncio.ensure_future(self._tick_routine()),
             asyncio.ensure_future(self._stats_routine()),
@@ -101,7 +101,7 @@ class SchedulerServer:
             self._router.close()
             self._publisher.close()
             self._storage.close()
-            self._context.term()
+            self._sockets.close()
         return self.stop_reason
 
     # ------------------------------------------------------------ inbound
@@ -113,15 +113,15 @@ class SchedulerServer:
         now = time.monotonic()
         events: list[Event] = []
         for frame in frames[1:]:
+            self._received += 1
             try:
                 message = codec.decode(frame.buffer)
             except codec.DecodeError as error:
-                self._received_by_type["(undecodable)"] += 1
                 events.append(Undecodable(peer, str(error), now))
                 continue
-            self._received_by_type[type(message).__name__] += 1
             if isinstance(message, m.Hello):
                 self._remember_fd(peer, frame)
+            self._count(type(message).__name__, 1)
             events.append(Received(peer, message, now))
         self._feed(events)
 
@@ -155,9 +155,6 @@ class SchedulerServer:
             except zmq.ZMQError:
                 return
 
-    def _on_feed_topics(self, topics: frozenset[FeedTopic]) -> None:
-        self._feed([FeedSubscriptions(topics)])
-
     def _on_unreachable(self, identity: bytes) -> None:
         lost: list[Event] = [PeerLost(PeerID(identity), "connection closed", time.monotonic())]
         asyncio.get_running_loop().call_soon(self._feed, lost)
@@ -177,9 +174,9 @@ class SchedulerServer:
             try:
                 if isinstance(effect, Send):
                     self._outbox.send(effect.peer, codec.encode(effect.message))
-                    self._sent_by_type[type(effect.message).__name__] += 1
+                    self._count(type(effect.message).__name__, 0)
                 elif isinstance(effect, Publish):
-                    self._publisher.publish(effect.message)
+                    self._publisher.send([FEED_TOPICS[type(effect.message)], codec.encode(effect.message)])
                 elif isinstance(effect, DeleteObjects):
                     self._background(self._storage.delete(list(effect.object_ids)), "delete objects")
                 elif isinstance(effect, DeleteOwnerObjects):
@@ -189,6 +186,13 @@ class SchedulerServer:
                     asyncio.get_running_loop().call_later(0.2, self.stop, effect.reason)
             except Exception:
                 logger.exception("could not perform %s", type(effect).__name__)
+
+    def _count(self, name: str, index: int) -> None:
+        """Count a message of this type sent (index 0) or received (index 1)."""
+        counts = self._message_counts.get(name)
+        if counts is None:
+            counts = self._message_counts[name] = [0, 0]
+        counts[index] += 1
 
     def _background(self, work: Any, what: str) -> None:
         task = asyncio.ensure_future(work)
@@ -226,7 +230,11 @@ class SchedulerServer:
                 rss_bytes=process.memory_info().rss,
                 object_count=object_count,
                 object_bytes=object_bytes,
-                received_by_type=tuple(sorted(self._received_by_type.items())),
-                sent_by_type=tuple(sorted(self._sent_by_type.items())),
+                messages_received=self._received,
+                messages_sent=self._outbox.frames_sent,
+                message_counts=tuple(
+                    m.MessageCount(name, sent, received)
+                    for name, (sent, received) in sorted(self._message_counts.items())
+                ),
             )
             self._feed([stats])

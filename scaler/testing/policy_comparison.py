@@ -1,11 +1,10 @@
 """Command line: compare the scaling policies on simulated traces and print Markdown tables.
 
-    python -m scaler.policy.comparison [--trace bursty|steady|one-shot|all] [--seed N]
-    python -m scaler.testing.policy_comparison ...       (the same program)
+    python -m scaler.testing.policy_comparison [--trace bursty|steady|one-shot|all] [--seed N]
 
-This is the shell around the simulator (`policy_simulator.py`, the real scheduler core on a fake
-clock): it owns the seeded `random.Random` and the printing. docs/scaling.md shows its output; rerun
-it after changing a policy or the scheduler.
+The traces are replayed against the real scheduler core and reconcilers (`cluster_simulation`); this
+module owns the seeded `random.Random` and the printing. docs/scaling.md shows its output; rerun it after
+changing a policy, the dispatcher or the reconciler.
 """
 
 from __future__ import annotations
@@ -13,12 +12,12 @@ from __future__ import annotations
 import argparse
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.registry import make_policy
 from scaler.policy.traces import Trace, bursty_trace, one_shot_trace, steady_trace
-from scaler.testing.fake_managers import ManagerModel
-from scaler.testing.policy_simulator import SimulationReport, SimulationSettings, simulate
+from scaler.testing.cluster_simulation import SimulatedManager, SimulationReport, SimulationSettings, simulate
 
 MANAGER_ID = "native"
 MAX_WORKERS = 32
@@ -63,9 +62,9 @@ HEADER = (
 
 
 def run_contender(contender: Contender, trace: Trace, settings: SimulationSettings) -> SimulationReport:
-    config = make_policy(contender.engine_type, contender.content)
-    manager = ManagerModel(MANAGER_ID, (), MAX_WORKERS, BOOT_SECONDS, contender.initial_workers)
-    return simulate(config.scaling, trace, (manager,), replace(settings, allocate=config.allocate))
+    policy: ScalingPolicy = make_policy(contender.engine_type, contender.content).scaling
+    manager = SimulatedManager(MANAGER_ID, (), MAX_WORKERS, BOOT_SECONDS, contender.initial_workers)
+    return simulate(policy, trace, (manager,), settings)
 
 
 def format_row(label: str, report: SimulationReport) -> str:
@@ -81,16 +80,17 @@ def compare(trace_name: str, seed: int) -> str:
     trace = make_trace(random.Random(seed))
     settings = SimulationSettings()
     rows = [format_row(contender.label, run_contender(contender, trace, settings)) for contender in CONTENDERS]
-    heartbeat = ManagerModel(MANAGER_ID).heartbeat_seconds
     setting = (
-        f"one manager, max {MAX_WORKERS} workers, boot {BOOT_SECONDS:g} s, heartbeat {heartbeat:g} s, "
+        f"one manager, max {MAX_WORKERS} workers, boot {BOOT_SECONDS:g} s, heartbeat {settings.heartbeat_seconds:g} s, "
         f"seed {seed}; the run ends {settings.tail_seconds:g} s after the last task finished"
     )
     return "\n".join([f"**{title}** ({setting})", "", HEADER, *rows])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scaler.policy.comparison", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m scaler.testing.policy_comparison", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--trace", choices=(*TRACES, "all"), default="all")
     parser.add_argument("--seed", type=int, default=1)
     arguments = parser.parse_args(argv)

@@ -24,6 +24,18 @@ from dataclasses import dataclass, field
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
+from scaler.protocol.scheduler_link import (
+    Forgotten,
+    LinkEffect,
+    LinkSettings,
+    Lost,
+    Refused,
+    Registered,
+    SchedulerLink,
+    SendHello,
+    StillWaiting,
+)
+from scaler.protocol.scheduler_link import SendHeartbeat as LinkHeartbeat
 from scaler.worker.agent_events import (
     EXIT_ERROR,
     EXIT_NEVER_CONNECTED,
@@ -104,6 +116,7 @@ class HeldTask:
 
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
+    scheduler_address: str = ""  #: for messages about the link
     slots: int = 1
     max_held_tasks: int = 1000  #: --per-worker-task-queue-size
     heartbeat_interval_seconds: float = 2.0
@@ -129,10 +142,14 @@ class AgentCore:
         self._counters = _Counters()
         self._prefix = processor_prefix
         self._storage_address = settings.object_storage_address
-        self._connected = False
+        self.link = SchedulerLink(
+            LinkSettings(
+                address=settings.scheduler_address,
+                heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
+                timeout_seconds=settings.death_timeout_seconds,
+            )
+        )
         self._leaving = False
-        self._last_contact = started_at
-        self._last_heartbeat = -math.inf
         self._average_duration: float | None = None
         self._announced_capacity = 0
         self._start_failures = 0
@@ -148,7 +165,6 @@ class AgentCore:
         for event in events:
             self.now = event.now
             if isinstance(event, FromScheduler):
-                self._last_contact = event.now
                 self._on_scheduler(event.message)
             elif isinstance(event, FromProcessor):
                 self._on_processor(event.processor_id, event.message)
@@ -167,7 +183,8 @@ class AgentCore:
         return bool(self._queue)
 
     def start(self) -> list[Effect]:
-        """Effects for start-up: the first processor, so it warms up while the hello travels."""
+        """Effects for start-up: the hello, and the first processor, so it warms up while the hello travels."""
+        self._follow_link(self.link.start(self.now))
         self._spawn()
         return self.handle(Tick(self.now))
 
@@ -197,6 +214,9 @@ class AgentCore:
     # ------------------------------------------------------------ scheduler messages
 
     def _on_scheduler(self, message: m.Message) -> None:
+        if self._leaving and isinstance(message, m.ProtocolError):
+            return  # a leaving worker is forgotten on purpose: no new registration
+        self._follow_link(self.link.on_message(message, self.now))
         if isinstance(message, m.Task):
             self._accept(message)
         elif isinstance(message, m.TaskCancel):
@@ -204,21 +224,29 @@ class AgentCore:
                 self._cancel(task_id)
         elif isinstance(message, m.TaskReturn):
             self._give_back(message.task_ids)
-        elif isinstance(message, m.HelloReply):
-            self._on_hello_reply(message)
         elif isinstance(message, m.Shutdown):
             self._exit(EXIT_OK, f"the scheduler asked this worker to stop: {message.reason}")
-        elif isinstance(message, m.ProtocolError):
-            if message.kind is m.ProtocolErrorKind.UNKNOWN_PEER and self._connected and not self._leaving:
-                self._rejoin()
-            else:
-                logger.warning("the scheduler refused a message: %s", message.reason)
+        elif isinstance(message, m.ProtocolError) and message.kind is not m.ProtocolErrorKind.UNKNOWN_PEER:
+            logger.warning("the scheduler refused a message: %s", message.reason)
 
-    def _on_hello_reply(self, reply: m.HelloReply) -> None:
-        if not reply.accepted:
-            self._exit(EXIT_ERROR, f"the scheduler refused this worker: {reply.reason}")
-            return
-        self._connected = True
+    def _follow_link(self, effects: list[LinkEffect]) -> None:
+        for effect in effects:
+            if isinstance(effect, SendHello):
+                self.effects.append(SayHello())
+            elif isinstance(effect, LinkHeartbeat):
+                self.effects.append(SendHeartbeat(self.status(), effect.round_trip_seconds))
+            elif isinstance(effect, Registered):
+                self._on_registered(effect.reply)
+            elif isinstance(effect, Forgotten):
+                self._rejoin()
+            elif isinstance(effect, Refused):
+                self._exit(EXIT_ERROR, effect.reason)
+            elif isinstance(effect, Lost):
+                self._exit(effect.exit_code, effect.reason)
+            elif isinstance(effect, StillWaiting):
+                logger.warning("%s", effect.text)
+
+    def _on_registered(self, reply: m.HelloReply) -> None:
         if not self._storage_address:
             self._storage_address = reply.object_storage_address
         for processor in self.processors.values():
@@ -227,8 +255,8 @@ class AgentCore:
         self._announce_capacity()
 
     def _rejoin(self) -> None:
-        """The scheduler does not know this worker any more (it restarted): drop what it gave us and
-        register again."""
+        """The scheduler does not know this worker any more (it restarted): drop what it gave us (the link
+        registers again)."""
         logger.warning("the scheduler forgot this worker (restarted?): dropping %d task(s), saying hello again",
                        len(self.tasks))  # fmt: skip
         for processor in list(self.processors.values()):
@@ -236,9 +264,7 @@ class AgentCore:
                 self._kill(processor.processor_id, "its task belongs to a scheduler that is gone")
         self.tasks.clear()
         self._queue.clear()
-        self._connected = False
         self._announced_capacity = 0
-        self.effects.append(SayHello())
 
     def _accept(self, task: m.Task) -> None:
         if task.task_id in self.tasks:
@@ -275,7 +301,7 @@ class AgentCore:
             processor.pid = message.pid
             processor.state = ProcessorState.IDLE
             self._start_failures = 0
-            if self._connected:
+            if self.link.is_registered:
                 self._configure(processor)
         elif isinstance(message, m.TaskResult):
             self._on_result(processor, message)
@@ -326,21 +352,13 @@ class AgentCore:
 
     def _on_tick(self) -> None:
         settings, now = self.settings, self.now
-        if now - self._last_contact > settings.death_timeout_seconds:
-            if self._connected:
-                self._exit(EXIT_SCHEDULER_LOST, f"no word from the scheduler for {settings.death_timeout_seconds:g} s")
-            else:
-                self._exit(
-                    EXIT_NEVER_CONNECTED, f"could not reach the scheduler in {settings.death_timeout_seconds:g} s"
-                )
+        self._follow_link(self.link.on_tick(now))
+        if self._leaving:
             return
         if settings.task_timeout_seconds > 0:
             for held in list(self.tasks.values()):
                 if held.processor is not None and now - held.started_at > settings.task_timeout_seconds:
                     self._time_out(held)
-        if now - self._last_heartbeat >= settings.heartbeat_interval_seconds:
-            self._last_heartbeat = now
-            self.effects.append(SendHeartbeat(self.status()))
 
     def _time_out(self, held: HeldTask) -> None:
         assert held.processor is not None
@@ -354,7 +372,7 @@ class AgentCore:
     def _schedule(self) -> None:
         if self._leaving:
             return
-        if self._connected:
+        if self.link.is_registered:
             self._resume_parents()
             self._start_tasks()
         self._keep_processors()
@@ -402,7 +420,7 @@ class AgentCore:
                 surplus -= 1
 
     def _announce_capacity(self) -> None:
-        if not self._connected:
+        if not self.link.is_registered:
             return
         capacity = self.capacity
         if capacity != self._announced_capacity:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scaler.protocol import messages as m
+from scaler.protocol.scheduler_link import ExitCode
 
 # ---------------------------------------------------------------- events
 
@@ -62,6 +63,7 @@ class SayHello:
 @dataclass(frozen=True, slots=True)
 class SendHeartbeat:
     status: m.WorkerStatus
+    round_trip_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +91,8 @@ class Exit:
 
 Effect = ToScheduler | SayHello | SendHeartbeat | ToProcessor | SpawnProcessor | KillProcessor | Exit
 
-#: Exit codes of a worker process.
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_NEVER_CONNECTED = 2
-EXIT_SCHEDULER_LOST = 3
+#: Exit codes of a worker process (the table is `scaler.protocol.scheduler_link.ExitCode`).
+EXIT_OK = ExitCode.OK
+EXIT_ERROR = ExitCode.ERROR
+EXIT_NEVER_CONNECTED = ExitCode.NEVER_CONNECTED
+EXIT_SCHEDULER_LOST = ExitCode.SCHEDULER_LOST

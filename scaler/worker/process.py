@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from scaler.config.sections import WorkerConfig, section_from_json, section_to_json
 from scaler.errors import PreloadError
@@ -17,6 +18,9 @@ from scaler.io.event_loop import new_event_loop
 from scaler.protocol.ids import new_worker_id
 from scaler.worker import agent_core
 from scaler.worker.preload import parse_preload
+
+if TYPE_CHECKING:
+    from scaler.worker.executor import Executor
 
 logger = logging.getLogger(__name__)
 
@@ -42,11 +46,12 @@ def check_worker_config(config: WorkerConfig) -> str | None:
 
 
 def run_worker(config: WorkerConfig) -> int:
+    """A worker whose tasks run in processors forked from its zygote, one at a time."""
     problem = check_worker_config(config)
     if problem is not None:
         logger.error("%s", problem)
         return agent_core.EXIT_ERROR
-    from scaler.worker.agent import WorkerAgent, build_hello
+    from scaler.worker.executor import ZygoteExecutor
     from scaler.worker.processor import ProcessorSettings, run_processor
     from scaler.worker.zygote import Zygote
 
@@ -66,8 +71,18 @@ def run_worker(config: WorkerConfig) -> int:
             "processor", lambda: run_processor(processor_settings, processor_id, channel)
         )
     )
+    return run_agent(config, worker_id, ZygoteExecutor(zygote), slots=1)
+
+
+def run_agent(config: WorkerConfig, worker_id: bytes, executor: Executor, slots: int) -> int:
+    """Run a worker agent until it exits: `slots` tasks at once on `executor` (zygote processors, or a remote
+    system behind a proxy worker). Returns the worker's exit code."""
+    from scaler.io.sockets import SocketFactory
+    from scaler.worker.agent import WorkerAgent, build_hello
+
     settings = agent_core.AgentSettings(
-        slots=1,
+        scheduler_address=config.scheduler_address,
+        slots=slots,
         max_held_tasks=config.per_worker_task_queue_size,
         heartbeat_interval_seconds=config.heartbeat_interval_seconds,
         death_timeout_seconds=config.death_timeout_seconds,
@@ -78,7 +93,8 @@ def run_worker(config: WorkerConfig) -> int:
     capabilities = parse_worker_capabilities(config.per_worker_capabilities)
     worker_core = agent_core.AgentCore(settings, time.monotonic(), processor_prefix=worker_id[-8:])
     hello = build_hello(capabilities, worker_core.capacity, config.worker_manager_id, config.worker_type or "FIX")
-    agent = WorkerAgent(worker_core, worker_id, config.scheduler_address, hello, zygote, config.io_threads)
+    sockets = SocketFactory(config.io_threads)  # only now: a zygote is forked from a process without one
+    agent = WorkerAgent(worker_core, worker_id, config.scheduler_address, hello, executor, sockets)
     loop = new_event_loop(config.event_loop)
     try:
         logger.info("worker %s connecting to %s", worker_id.decode(), config.scheduler_address)

@@ -18,9 +18,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-import zmq
-
 from scaler.client import processor_context
+from scaler.io.sockets import SocketFactory
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 from scaler.worker.preload import run_preload
@@ -66,8 +65,8 @@ class _NestedWaits:
 class _Storage:
     """Opens the object storage connection on first use, once the agent said where storage is."""
 
-    def __init__(self, context: zmq.Context[Any]) -> None:
-        self._context = context
+    def __init__(self, sockets: SocketFactory) -> None:
+        self._sockets = sockets
         self.address = ""
         self._connection: Any = None
 
@@ -77,7 +76,7 @@ class _Storage:
 
             if not self.address:
                 raise RuntimeError("object storage address unknown: the worker has not heard from the scheduler")
-            self._connection = ObjectStorageConnection(self.address, role="processor", context=self._context)
+            self._connection = ObjectStorageConnection(self.address, role="processor", sockets=self._sockets)
         return self._connection
 
     def close(self) -> None:
@@ -94,13 +93,13 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
                 "preload %r failed: %s: %s; this processor stops", settings.preload, type(error).__name__, error
             )
             return 1
-    context: zmq.Context[Any] = zmq.Context()
+    sockets = SocketFactory()
     channel = BlockingChannel(channel_socket)
     waits = _NestedWaits(channel)
     processor_context.install(
         processor_context.ProcessorContext(settings.scheduler_address, 0, waits.on_block, waits.on_unblock)
     )
-    storage = _Storage(context)
+    storage = _Storage(sockets)
     executor = TaskExecutor(storage, channel.send)
     channel.send(m.ProcessorReady(os.getpid()))
     last_collect = time.monotonic()
@@ -121,7 +120,7 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     finally:
         channel.close()
         storage.close()
-        context.term()
+        sockets.close()
 
 
 def _run_one(

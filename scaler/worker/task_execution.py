@@ -21,7 +21,12 @@ import cloudpickle
 
 from scaler.client import object_reference
 from scaler.client.serializer import DefaultSerializer, Serializer, deserialize_frames, deserialize_with
-from scaler.errors import DeserializeObjectError, MissingObjects, TaskExceptionNotSerializableError
+from scaler.errors import (
+    DeserializeObjectError,
+    MissingObjects,
+    ObjectStorageException,
+    TaskExceptionNotSerializableError,
+)
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ObjectID, TaskID, new_random_object_id
@@ -212,8 +217,8 @@ class TaskExecutor:
         except MissingObjects as error:
             raise _TaskFailure(
                 m.ResultStatus.MISSING_OBJECT,
-                f"{what} (object {object_id.hex()}) is not in object storage: it was deleted by client.clear() "
-                f"or its client left ({error})",
+                f"{what} (object {object_id.hex()}) is not in object storage: it was deleted by client.clear(), "
+                f"its client left, or the object storage server restarted and lost it ({error})",
             ) from None
 
     # ------------------------------------------------------------ outputs
@@ -227,7 +232,14 @@ class TaskExecutor:
         if len(payload) <= INLINE_LIMIT_BYTES:
             return m.TaskResult(task.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, payload, profile=profile)
         object_id = new_random_object_id()
-        self._storage().put(object_id, payload, owner_id=task.client_id, name="result")
+        try:
+            self._storage().put(object_id, payload, owner_id=task.client_id, name="result")
+        except ObjectStorageException as error:  # the processor lives on; the task fails and says why
+            problem = ObjectStorageException(
+                f"the task's result ({len(payload):,} bytes, over the {INLINE_LIMIT_BYTES // 1024} KiB inline limit) "
+                f"could not be stored in object storage: {error}"
+            )
+            return self._failed(task, problem, "")
         return m.TaskResult(task.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.OBJECT_ID, object_id, profile=profile)
 
     def _failed(self, task: m.Task, error: BaseException, trace: str) -> m.TaskResult:

@@ -18,9 +18,13 @@ Rules (docs/worker_managers.md explains why):
 6. A unit PENDING for longer than `pending_timeout_seconds` is terminated (and, by rule 3, replaced).
 7. Failures: a launch that raised or returned fewer units than asked, a unit stuck PENDING (rule 6), a
    launch never listed within the pending timeout, and a unit that ended on its own within
-   `early_death_seconds` of its launch. After n failures no launch happens before 1 s, 2 s, 4 s ...
-   (at most `backoff_cap_seconds`) after the latest one. A unit launched after the latest failure that has
-   been RUNNING for `early_death_seconds` clears the count.
+   `early_death_seconds` of its launch *without any of its workers ever registering* with the scheduler.
+   After n failures no launch happens before 1 s, 2 s, 4 s ... (at most `backoff_cap_seconds`) after the
+   latest one. A unit launched after the latest failure that has been RUNNING for `early_death_seconds`,
+   or whose workers registered, clears the count.
+8. A unit whose workers registered (the scheduler lists them in the target's `connected`) and that then
+   ended is not a failed launch, however young: it is replaced at once (rule 3). Workers killed by the OOM
+   killer every few seconds must not leave the manager backing off with no capacity.
 """
 
 from __future__ import annotations
@@ -52,12 +56,13 @@ class Target:
 
     workers: int
     drain: tuple[str, ...] = ()  #: idle worker ids, best to stop first
+    connected: tuple[str, ...] = ()  #: every connected worker of this manager
 
     @classmethod
     def of(cls, message: ManagerTarget) -> Target:
         # Every entry the scheduler sends is meant for this manager (a policy only names capability sets
         # the manager covers), so the entries are summed without matching capability values (#905).
-        return cls(sum(max(0, entry.workers) for entry in message.entries), message.drain)
+        return cls(sum(max(0, entry.workers) for entry in message.entries), message.drain, message.connected)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +94,8 @@ class Reconciler:
         self._terminating: set[str] = set()
         self._last_failure_at = 0.0
         self._backoff_noted = False
+        #: units whose workers the scheduler has listed as connected (rule 8); dropped with the unit
+        self._registered: set[str] = set()
 
     # ------------------------------------------------------------ the decision
 
@@ -100,6 +107,7 @@ class Reconciler:
     def plan(self, target: Target | None, units: Sequence[UnitInfo], now: float) -> Plan:
         notes: list[str] = []
         listed = {unit.unit_id: unit for unit in units}
+        self._note_registered(target, listed)
         self._forget_finished(listed, now, notes)
         alive = [unit for unit in units if unit.is_alive and unit.unit_id not in self._terminating]
         self._note_losses(listed, {unit.unit_id for unit in alive}, now, notes)
@@ -163,9 +171,20 @@ class Reconciler:
             if unit is None:
                 continue
             del self._unlisted[unit_id]
-            if not unit.is_alive and unit_id not in self._terminating:
+            if not unit.is_alive and unit_id not in self._terminating and unit_id not in self._registered:
                 notes.append(_ended(unit_id, now - launched_at, unit.detail) + ": counted as a failure")
                 self._failure(now)
+
+    def _note_registered(self, target: Target | None, listed: Mapping[str, UnitInfo]) -> None:
+        self._registered &= listed.keys() | self._counted.keys()
+        if target is None:
+            return
+        for worker_id in target.connected:
+            unit_id = unit_id_of_worker(worker_id)
+            if unit_id is not None and (unit_id in listed or unit_id in self._unlisted):
+                if unit_id not in self._registered and self.failures:
+                    self.failures = 0  # a launch worked: the back-off is over (rule 7)
+                self._registered.add(unit_id)
 
     def _note_losses(self, listed: Mapping[str, UnitInfo], alive_ids: set[str], now: float, notes: list[str]) -> None:
         for unit_id, created_at in self._counted.items():
@@ -173,8 +192,10 @@ class Reconciler:
                 continue
             age = now - created_at
             ended = _ended(unit_id, age, listed[unit_id].detail if unit_id in listed else "")
-            if age < self.settings.early_death_seconds:
-                notes.append(f"{ended}: counted as a failure")
+            if unit_id in self._registered:
+                notes.append(f"{ended} after its workers registered: replacing it")
+            elif age < self.settings.early_death_seconds:
+                notes.append(f"{ended} before any of its workers registered: counted as a failed launch")
                 self._failure(now)
             else:
                 notes.append(f"{ended}: it will be replaced")

@@ -1,14 +1,15 @@
 """The asyncio shell every worker manager type shares: the scheduler link and the reconcile loop.
 
-It decides nothing itself. It registers with the scheduler (Hello with ManagerInfo; a refusal, such as
-a duplicate manager id, ends the manager with exit code 1 and the scheduler's reason in the log),
-heartbeats with the unit counts, keeps the latest ManagerTarget, and reconciles on every new target
-and on a timer: `backend.list_units()` -> `Reconciler.plan` -> `backend.terminate` / `backend.launch`.
-Backend errors are logged and retried with back-off; they never end the manager.
+It decides nothing itself. The scheduler link (`scaler.protocol.scheduler_link`) decides registration,
+heartbeats and liveness: a refusal, such as a duplicate manager id, ends the manager with exit code 1
+and the scheduler's reason in the log; a scheduler silent for longer than the scheduler timeout (the
+workers' death timeout) ends it with exit 2 if it never answered, 3 if it went away. The reconciler
+decides launches and terminations: on every new target and on a timer, `backend.list_units()` ->
+`Reconciler.plan` -> `backend.terminate` / `backend.launch`. Backend errors are logged and retried with
+the reconciler's back-off; they never end the manager.
 
-It stops on SIGINT/SIGTERM or the scheduler's Shutdown (units terminated, exit 0), and when the
-scheduler has been silent for longer than the scheduler timeout (the workers' death timeout; units
-terminated, exit 2 if it never answered, 3 if it went away).
+It stops on SIGINT/SIGTERM or the scheduler's Shutdown (units terminated, exit 0), and when the link is
+lost (units terminated).
 """
 
 from __future__ import annotations
@@ -23,24 +24,37 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from math import ceil
-from typing import Any
 
 import psutil
 import zmq
 
-from scaler.io.zmq_async import AsyncSocket, Frames, configure
+from scaler.io.sockets import SocketFactory
+from scaler.io.zmq_async import AsyncSocket, Frames
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
+from scaler.protocol.scheduler_link import (
+    ExitCode,
+    Forgotten,
+    LinkEffect,
+    LinkSettings,
+    Lost,
+    Refused,
+    Registered,
+    SchedulerLink,
+    SendHeartbeat,
+    SendHello,
+    StillWaiting,
+)
 from scaler.worker_manager.backend import LaunchSpec, UnitBackend, UnitState
 from scaler.worker_manager.reconciler import Reconciler, ReconcilerSettings, Target
 
 logger = logging.getLogger(__name__)
 
-EXIT_OK = 0
-EXIT_ERROR = 1  #: refused by the scheduler, or a configuration error
-EXIT_NEVER_CONNECTED = 2  #: the scheduler never answered within the scheduler timeout
-EXIT_SCHEDULER_LOST = 3  #: the scheduler stopped answering
+EXIT_OK = ExitCode.OK
+EXIT_ERROR = ExitCode.ERROR  #: refused by the scheduler, or a configuration error
+EXIT_NEVER_CONNECTED = ExitCode.NEVER_CONNECTED  #: the scheduler never answered within the scheduler timeout
+EXIT_SCHEDULER_LOST = ExitCode.SCHEDULER_LOST  #: the scheduler stopped answering
 
 #: Longest wait between two attempts to list the units after errors.
 LIST_BACKOFF_CAP_SECONDS = 30.0
@@ -88,11 +102,16 @@ class ManagerRunner:
         self._max_workers = None if max_units is None else max_units * workers_per_unit
         self._identity = f"Manager|{settings.manager_type}|{uuid.uuid4().hex}".encode()
         self._target: Target | None = None
-        self._accepted = False
+        self._link = SchedulerLink(
+            LinkSettings(
+                address=settings.scheduler_address,
+                heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
+                timeout_seconds=settings.scheduler_timeout_seconds,
+            )
+        )
         self._stop_units = True  #: False when refused: the units may belong to the manager holding this id
         self._stopping = False
         self._list_failures = 0
-        self._last_heard = time.monotonic()
         self.exit_reason = ""
 
     # ------------------------------------------------------------ lifetime
@@ -101,10 +120,8 @@ class ManagerRunner:
         loop = asyncio.get_running_loop()
         self._done: asyncio.Future[int] = loop.create_future()
         self._wake = asyncio.Event()
-        context: zmq.Context[Any] = zmq.Context(io_threads=self._settings.io_threads)
-        sock = context.socket(zmq.DEALER)
-        configure(sock, identity=self._identity)
-        sock.connect(self._settings.scheduler_address)
+        sockets = SocketFactory(self._settings.io_threads)
+        sock = sockets.dealer(self._settings.scheduler_address, identity=self._identity)
         self._socket = AsyncSocket(loop, sock, self._on_frames)
         signals = self._install_signal_handlers(loop)
         logger.info(
@@ -112,9 +129,10 @@ class ManagerRunner:
             self._settings.manager_id, self._settings.manager_type, self._settings.scheduler_address,
             "unlimited" if self._max_workers is None else self._max_workers,
         )  # fmt: skip
-        self._last_heard = time.monotonic()
-        self._send(self._hello())
-        heartbeat = asyncio.ensure_future(self._heartbeat_routine())
+        self._process = psutil.Process()
+        self._process.cpu_percent()
+        self._follow_link(self._link.start(time.monotonic()))
+        heartbeat = asyncio.ensure_future(self._tick_routine())
         reconcile = asyncio.ensure_future(self._reconcile_routine())
         try:
             code = await self._done
@@ -135,7 +153,7 @@ class ManagerRunner:
             code = code or EXIT_ERROR
         finally:
             self._socket.close()
-            context.term()
+            sockets.close()
         return code
 
     def stop(self, reason: str, code: int = EXIT_OK) -> None:
@@ -213,52 +231,53 @@ class ManagerRunner:
             except codec.DecodeError as error:
                 logger.warning("undecodable frame from the scheduler: %s", error)
                 continue
-            self._last_heard = time.monotonic()
             self._on_message(message)
 
     def _on_message(self, message: m.Message) -> None:
+        self._follow_link(self._link.on_message(message, time.monotonic()))
         if isinstance(message, m.ManagerTarget):
             self._target = Target.of(message)
             self._wake.set()
-        elif isinstance(message, m.HelloReply):
-            self._on_hello_reply(message)
         elif isinstance(message, m.Shutdown):
             self.stop(f"the scheduler asked the manager to stop: {message.reason or 'no reason given'}")
-        elif isinstance(message, m.ProtocolError):
+        elif isinstance(message, m.ProtocolError) and message.kind is not m.ProtocolErrorKind.UNKNOWN_PEER:
             logger.warning("the scheduler refused a message: %s", message.reason)
-            if self._accepted and message.kind is m.ProtocolErrorKind.UNKNOWN_PEER:
-                # It forgot this manager (it restarted, or took the manager for dead): register again.
-                self._accepted = False
-                self._send(self._hello())
-        elif not isinstance(message, (m.HeartbeatEcho, m.Ping)):
+        elif not isinstance(message, (m.HeartbeatEcho, m.Ping, m.HelloReply, m.ProtocolError)):
             logger.warning("unexpected %s from the scheduler; ignored", type(message).__name__)
 
-    def _on_hello_reply(self, reply: m.HelloReply) -> None:
-        if not reply.accepted:
-            self._stop_units = False
-            self.stop(f"the scheduler at {self._settings.scheduler_address} refused it: {reply.reason}", EXIT_ERROR)
-            return
-        if not self._accepted:
-            logger.info("registered with the scheduler at %s", self._settings.scheduler_address)
-        self._accepted = True
-        self._wake.set()
+    def _follow_link(self, effects: list[LinkEffect]) -> None:
+        for effect in effects:
+            if isinstance(effect, SendHello):
+                self._send(self._hello())
+            elif isinstance(effect, SendHeartbeat):
+                self._send(self._heartbeat(effect.round_trip_seconds))
+            elif isinstance(effect, Registered):
+                again = " again" if effect.again else ""
+                logger.info("registered%s with the scheduler at %s", again, self._settings.scheduler_address)
+                self._wake.set()
+            elif isinstance(effect, Forgotten):
+                logger.warning("the scheduler forgot this manager (%s): registering again", effect.reason)
+            elif isinstance(effect, Refused):
+                self._stop_units = False  # the units may belong to the manager that holds this id
+                self.stop(effect.reason, EXIT_ERROR)
+            elif isinstance(effect, Lost):
+                self.stop(effect.reason, effect.exit_code)
+            elif isinstance(effect, StillWaiting):
+                logger.warning("%s", effect.text)
 
-    async def _heartbeat_routine(self) -> None:
-        process = psutil.Process()
-        process.cpu_percent()
-        timeout = self._settings.scheduler_timeout_seconds
+    def _heartbeat(self, round_trip_seconds: float) -> m.Heartbeat:
+        status = m.ManagerStatus(self._reconciler.units, self._reconciler.pending_units)
+        try:
+            cpu, rss = self._process.cpu_percent(), self._process.memory_info().rss
+        except psutil.Error:
+            cpu, rss = 0.0, 0
+        return m.Heartbeat(cpu, rss, manager=status, round_trip_seconds=round_trip_seconds)
+
+    async def _tick_routine(self) -> None:
+        tick_seconds = min(0.5, self._settings.heartbeat_interval_seconds)
         while True:
-            await asyncio.sleep(self._settings.heartbeat_interval_seconds)
-            silent = time.monotonic() - self._last_heard
-            if silent > timeout:
-                if self._accepted:
-                    self.stop(f"no word from the scheduler for {timeout:g} s", EXIT_SCHEDULER_LOST)
-                else:
-                    self.stop(f"could not reach the scheduler in {timeout:g} s", EXIT_NEVER_CONNECTED)
-                return
-            if self._accepted:
-                status = m.ManagerStatus(self._reconciler.units, self._reconciler.pending_units)
-                self._send(m.Heartbeat(process.cpu_percent(), process.memory_info().rss, manager=status))
+            await asyncio.sleep(tick_seconds)
+            self._follow_link(self._link.on_tick(time.monotonic()))
 
     # ------------------------------------------------------------ reconcile loop
 
@@ -270,7 +289,7 @@ class ManagerRunner:
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()
-            if self._stopping or not self._accepted:
+            if self._stopping or not self._link.is_registered:
                 continue
             delay = await self._reconcile_once()
 

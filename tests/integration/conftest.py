@@ -26,10 +26,10 @@ import zmq
 
 from scaler import SchedulerClusterCombo
 from scaler.io.address import free_tcp_port_block
-from scaler.monitor import FeedReader
+from scaler.monitor.feed import FeedReader
 from scaler.protocol import codec
 from scaler.protocol import messages as m
-from scaler.protocol.feed import FeedTopic, SchedulerView
+from scaler.protocol.feed import STATUS_TOPIC
 from scaler.protocol.handshake import local_python_version
 
 #: Generous bound on every wait for something that should happen "promptly".
@@ -444,30 +444,30 @@ def probe_scheduler(address: str, timeout_seconds: float = DEADLINE_SECONDS) -> 
 
 
 @contextlib.contextmanager
-def monitor(address: str) -> Iterator[Callable[..., SchedulerView]]:
-    """Read a scheduler's status (the `SchedulerView` of its monitor feed); yields
-    `next_snapshot(predicate=None, timeout_seconds=30)`."""
-    with FeedReader(address, topics=(FeedTopic.STATUS,), reader="the tests") as feed:
+def monitor(address: str) -> Iterator[Callable[..., m.StatusSnapshot]]:
+    """Subscribe to a scheduler's status snapshots; yields `next_snapshot(predicate=None, timeout_seconds=30)`."""
+    reader = FeedReader(address, topics=(STATUS_TOPIC,))
 
-        def next_snapshot(
-            predicate: Callable[[SchedulerView], bool] | None = None, timeout_seconds: float = DEADLINE_SECONDS
-        ) -> SchedulerView:
-            try:
-                message = feed.next_matching(
-                    lambda message: (
-                        isinstance(message.body, SchedulerView) and (predicate is None or predicate(message.body))
-                    ),
-                    timeout_seconds,
-                )
-            except TimeoutError as error:
-                raise AssertionError(f"no matching status from {address}: {error}") from None
-            assert isinstance(message.body, SchedulerView)
-            return message.body
+    def next_snapshot(
+        predicate: Callable[[m.StatusSnapshot], bool] | None = None, timeout_seconds: float = DEADLINE_SECONDS
+    ) -> m.StatusSnapshot:
+        deadline = time.monotonic() + timeout_seconds
+        last: m.StatusSnapshot | None = None
+        while time.monotonic() < deadline:
+            message = reader.receive(0.1)
+            if isinstance(message, m.StatusSnapshot):
+                last = message
+                if predicate is None or predicate(message):
+                    return message
+        raise AssertionError(f"no matching status snapshot from {address} within {timeout_seconds:g} s; last: {last}")
 
+    try:
         yield next_snapshot
+    finally:
+        reader.close()
 
 
-def wait_for_workers(monitor_address: str, count: int, timeout_seconds: float = DEADLINE_SECONDS) -> SchedulerView:
+def wait_for_workers(monitor_address: str, count: int, timeout_seconds: float = DEADLINE_SECONDS) -> m.StatusSnapshot:
     """Wait until the scheduler publishes a snapshot with at least `count` connected workers."""
     with monitor(monitor_address) as next_snapshot:
         return next_snapshot(lambda snapshot: len(snapshot.workers) >= count, timeout_seconds)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import psutil
 
-from scaler.protocol.feed import ManagerEntry, SchedulerView, WorkerEntry
+from scaler.protocol import messages as m
 from scaler.worker_manager.baremetal_native.worker_forker import worker_process_name
 from tests.integration.conftest import Addresses, Launcher, Service
 
@@ -72,9 +72,9 @@ def start_manager(launcher: Launcher, addresses: Addresses, manager_id: str, *ar
     )  # fmt: skip
 
 
-def workers_of(snapshot: SchedulerView, manager_id: str) -> list[WorkerEntry]:
+def workers_of(snapshot: m.StatusSnapshot, manager_id: str) -> list[m.WorkerSummary]:
     return [worker for worker in snapshot.workers if worker.manager_id == manager_id]
 
 
-def manager_of(snapshot: SchedulerView, manager_id: str) -> ManagerEntry | None:
+def manager_of(snapshot: m.StatusSnapshot, manager_id: str) -> m.ManagerSummary | None:
     return next((manager for manager in snapshot.managers if manager.manager_id == manager_id), None)

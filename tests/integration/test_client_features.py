@@ -344,7 +344,7 @@ def test_capability_tasks_run_only_on_capable_workers_and_wait_visibly_otherwise
         assert capable.map(inc, [1, 2], capabilities={"gpu": 1}) == [2, 3]
         waiting = capable.submit_verbose(inc, (1,), {}, capabilities={"tpu": 1})
         with monitor(cluster.monitor_address) as next_snapshot:
-            snapshot = next_snapshot(lambda s: bool(s.pending))
+            snapshot = next_snapshot(lambda s: any(group.count for group in s.pending))
         (group,) = snapshot.pending
         assert group.capabilities == (("tpu", 1),) and "tpu" in group.reason
         assert not waiting.done()
@@ -402,3 +402,32 @@ def test_large_bytes_objects_travel_raw_and_arrive_as_bytes(client: Client) -> N
     assert client.submit(lambda b: b == blob, client.send_object(blob)).result(timeout=60) is True
     array = bytearray(blob)  # not bytes: pickled as usual
     assert client.submit(kind_and_size, client.send_object(array)).result(timeout=60) == ("bytearray", len(blob))
+
+
+class Scale:
+    """A callable whose state a user changes in place between submissions."""
+
+    def __init__(self, factor: int) -> None:
+        self.factor = factor
+
+    def __call__(self, value: int) -> int:
+        return value * self.factor
+
+
+def test_a_callable_changed_in_place_is_sent_again_only_with_reserialize(client: Client) -> None:
+    scale = Scale(2)
+    assert client.submit(scale, 5).result(timeout=30) == 10
+    scale.factor = 3
+    assert client.submit(scale, 5).result(timeout=30) == 10  # serialized once per client, found by identity
+    assert client.submit_verbose(scale, (5,), {}, reserialize=True).result(timeout=30) == 15
+    scale.factor = 4
+    assert client.map(scale, [1, 2], reserialize=True) == [4, 8]
+    scale.factor = 5
+    assert client.get({"x": 2, "y": (scale, "x")}, keys=["y"], reserialize=True) == {"y": 10}
+
+
+def test_tls_security_config_is_refused_with_what_to_use_instead() -> None:
+    with pytest.raises(ValueError, match="CURVE"):
+        Client(address="tcp://127.0.0.1:1", security_config=object())
+    with pytest.raises(ValueError, match="CURVE"):
+        SchedulerClusterCombo(n_workers=1, security_config=object())

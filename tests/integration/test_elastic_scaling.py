@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from scaler import Client
-from scaler.protocol.feed import SchedulerView
+from scaler.protocol import messages as m
 from tests.integration.conftest import Addresses, Launcher, ProcessWatch, Service, monitor, pid_is_alive, wait_for
 from tests.integration.manager_harness import manager_of, start_manager, worker_processes_with_setting, workers_of
 
@@ -60,13 +60,13 @@ def terminate(service: Service) -> int:
 
 
 def run_while_watching(
-    client: Client, next_snapshot: Callable[..., SchedulerView], count: int, seconds: float
-) -> tuple[list[int], list[SchedulerView]]:
+    client: Client, next_snapshot: Callable[..., m.StatusSnapshot], count: int, seconds: float
+) -> tuple[list[int], list[m.StatusSnapshot]]:
     """Submit `count` tasks; keep the snapshots published until every result is in."""
     futures = [client.submit(sleep_then_double, seconds, n) for n in range(count)]
-    seen: list[SchedulerView] = []
+    seen: list[m.StatusSnapshot] = []
 
-    def done(snapshot: SchedulerView) -> bool:
+    def done(snapshot: m.StatusSnapshot) -> bool:
         seen.append(snapshot)
         return all(future.done() for future in futures)
 
@@ -168,7 +168,7 @@ def test_waterfall_fills_the_first_tier_before_the_second(
     assert_no_worker_left(addresses)
 
 
-def _target(snapshot: SchedulerView, manager_id: str) -> int:
+def _target(snapshot: m.StatusSnapshot, manager_id: str) -> int:
     manager = manager_of(snapshot, manager_id)
     return manager.target_workers if manager is not None else 0
 

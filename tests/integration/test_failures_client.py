@@ -54,7 +54,7 @@ def test_result_arrives_and_client_is_not_evicted_while_user_thread_is_busy(make
         with monitor(cluster.monitor_address) as next_snapshot:
             snapshot = next_snapshot()
         assert client.identity in [summary.client_id for summary in snapshot.clients]
-        assert snapshot.tasks.canceled == 0
+        assert snapshot.scheduler.canceled == 0
 
 
 CLIENT_IN_A_FUNCTION = """
@@ -125,3 +125,18 @@ def test_client_without_address_outside_a_task_raises_value_error_asking_for_one
     with pytest.raises(ValueError) as raised:
         Client()
     assert "address" in str(raised.value)
+
+
+@pytest.mark.timeout(90)
+def test_a_departed_clients_objects_stay_for_the_retention_time_then_go(launcher) -> None:
+    from scaler.object_storage.connection import ObjectStorageConnection
+
+    addresses, _, _ = launcher.stack(workers=0, scheduler_args=("-ot", "10"))
+    with Client(address=addresses.scheduler) as client:
+        reference = client.send_object(list(range(1000)), name="kept")
+    with ObjectStorageConnection(addresses.object_storage, "test") as storage:
+        assert storage.exists(reference.object_id), "deleted at once despite -ot 10"
+        deadline = time.monotonic() + 40
+        while storage.exists(reference.object_id):
+            assert time.monotonic() < deadline, "the object outlived its retention time"
+            time.sleep(0.2)

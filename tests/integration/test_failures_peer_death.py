@@ -156,7 +156,7 @@ def test_sigkilled_client_and_worker_leave_scheduler_serving_and_dead_clients_ta
     assert doomed.stdout is not None
     assert doomed.stdout.readline().strip() == b"submitted"
     with monitor(cluster.monitor_address) as next_snapshot:
-        next_snapshot(lambda snapshot: snapshot.tasks.running >= 3)
+        next_snapshot(lambda snapshot: snapshot.scheduler.running >= 3)
 
     doomed.kill()
     doomed.wait()
@@ -170,8 +170,8 @@ def test_sigkilled_client_and_worker_leave_scheduler_serving_and_dead_clients_ta
         futures = [newcomer.submit(pow, 3, n) for n in range(4)]
         assert [future.result(timeout=DEADLINE_SECONDS) for future in futures] == [1, 3, 9, 27]
     with monitor(cluster.monitor_address) as next_snapshot:
-        snapshot = next_snapshot(lambda s: len(s.workers) == 2 and s.tasks.live == 0)
-    assert snapshot.tasks.canceled >= 6
+        snapshot = next_snapshot(lambda s: len(s.workers) == 2 and s.scheduler.running == 0)
+    assert snapshot.scheduler.canceled >= 6
     assert pid_is_alive(scheduler_pid(cluster))
 
 
@@ -237,9 +237,9 @@ def test_each_of_200_tasks_completes_exactly_once_when_a_worker_is_sigkilled_mid
     assert len(completions) == 200
     assert set(completions.values()) == {1}
     with monitor(cluster.monitor_address) as next_snapshot:
-        snapshot = next_snapshot(lambda s: s.tasks.success >= 200 and s.tasks.live == 0)
-    assert snapshot.tasks.success == 200
-    assert snapshot.tasks.failed == 0
+        snapshot = next_snapshot(lambda s: s.scheduler.succeeded >= 200 and s.scheduler.running == 0)
+    assert snapshot.scheduler.succeeded == 200
+    assert snapshot.scheduler.failed == 0
 
 
 @pytest.mark.timeout(90)
@@ -270,10 +270,10 @@ def test_frozen_worker_is_dropped_after_worker_timeout_and_its_task_completes_on
             "the stale copy to finish or be dropped",
         )
         with monitor(cluster.monitor_address) as next_snapshot:
-            next_snapshot(lambda s: len(s.workers) == 2 and s.tasks.live == 0)
+            next_snapshot(lambda s: len(s.workers) == 2 and s.scheduler.running == 0)
         assert client.submit(pow, 2, 7).result(timeout=DEADLINE_SECONDS) == 128
     assert len(completions) == 1
     with monitor(cluster.monitor_address) as next_snapshot:
-        snapshot = next_snapshot(lambda s: s.tasks.live == 0 and s.tasks.success >= 2)
-    assert snapshot.tasks.success == 2
+        snapshot = next_snapshot(lambda s: s.scheduler.running == 0 and s.scheduler.succeeded >= 2)
+    assert snapshot.scheduler.succeeded == 2
     assert pid_is_alive(frozen)

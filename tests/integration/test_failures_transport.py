@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import zmq
 
-from scaler.io.zmq_async import AsyncSocket, PeerUnreachable, configure
+from scaler.io.sockets import SocketFactory, bound_endpoint
+from scaler.io.zmq_async import AsyncSocket, PeerUnreachable
 
 pytestmark = pytest.mark.integration
 
@@ -31,21 +32,16 @@ async def _eventually(condition: Any, what: str, timeout_seconds: float = 10.0) 
 
 async def _failed_send_leaves_waiting_messages_readable() -> None:
     loop = asyncio.get_running_loop()
-    context: zmq.Context[Any] = zmq.Context()
-    router = context.socket(zmq.ROUTER)
-    configure(router)
-    router.setsockopt(zmq.ROUTER_MANDATORY, 1)
-    port = router.bind_to_random_port("tcp://127.0.0.1")
-    address = f"tcp://127.0.0.1:{port}"
+    sockets = SocketFactory()
+    router = sockets.router("tcp://127.0.0.1:0", mandatory=True)
+    address = bound_endpoint(router)
     descriptor = router.getsockopt(zmq.FD)
     received: list[bytes] = []
     shell = AsyncSocket(loop, router, lambda frames: received.append(bytes(frames[-1])))
-    gone = context.socket(zmq.DEALER)
-    talker = context.socket(zmq.DEALER)
+    gone = sockets.dealer(address, identity=b"gone")
+    talker: zmq.Socket[Any] | None = None
     try:
         # a peer says something, then vanishes; wait until the router has no route to it any more
-        configure(gone, identity=b"gone")
-        gone.connect(address)
         gone.send(b"hello from a peer that will vanish")
         await _eventually(lambda: len(received) == 1, "the first peer's message")
         gone.close(linger=0)
@@ -57,8 +53,7 @@ async def _failed_send_leaves_waiting_messages_readable() -> None:
             await asyncio.sleep(0.01)
 
         # another peer talks; its first message is read the normal way
-        configure(talker, identity=b"talker")
-        talker.connect(address)
+        talker = sockets.dealer(address, identity=b"talker")
         talker.send(b"first")
         await _eventually(lambda: received[-1:] == [b"first"], "the talker's first message")
 
@@ -73,8 +68,9 @@ async def _failed_send_leaves_waiting_messages_readable() -> None:
     finally:
         shell.close()
         gone.close(linger=0)
-        talker.close(linger=0)
-        context.term()
+        if talker is not None:
+            talker.close(linger=0)
+        sockets.close()
 
 
 @pytest.mark.timeout(30)

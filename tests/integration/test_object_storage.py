@@ -23,7 +23,7 @@ import zmq
 
 from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageException
 from scaler.io.address import free_tcp_address
-from scaler.io.zmq_async import configure
+from scaler.io.sockets import SocketFactory
 from scaler.object_storage import connection as connection_module
 from scaler.object_storage.async_connection import AsyncObjectStorageConnection
 from scaler.object_storage.connection import ObjectStorageConnection
@@ -117,15 +117,13 @@ def connection(server: ServerProcess) -> Iterator[ObjectStorageConnection]:
 
 @contextlib.contextmanager
 def raw_dealer(address: str) -> Iterator[zmq.Socket[Any]]:
-    context: zmq.Context[Any] = zmq.Context()
-    sock = context.socket(zmq.DEALER)
-    configure(sock)
-    sock.connect(address)
+    sockets = SocketFactory()
+    sock = sockets.dealer(address)
     try:
         yield sock
     finally:
         sock.close(linger=0)
-        context.term()
+        sockets.close()
 
 
 def header(operation: StorageOperation, request_id: int = 1) -> bytes:

@@ -186,11 +186,21 @@ def test_refused_hello_and_shutdown_stop_the_worker() -> None:
     assert [e.code for e in effects if isinstance(e, core.Exit)] == [core.EXIT_OK]
 
 
-def test_heartbeats_follow_the_interval() -> None:
+def test_the_hello_goes_at_start_and_heartbeats_follow_the_interval_once_registered() -> None:
     agent, effects = make(heartbeat_interval_seconds=2.0)
-    assert [e for e in effects if isinstance(e, core.SendHeartbeat)]
-    assert not [e for e in agent.handle(core.Tick(1.0)) if isinstance(e, core.SendHeartbeat)]
-    assert [e for e in agent.handle(core.Tick(2.5)) if isinstance(e, core.SendHeartbeat)]
+    assert [e for e in effects if isinstance(e, core.SayHello)]
+    assert not [e for e in effects if isinstance(e, core.SendHeartbeat)]
+    assert [e for e in connect(agent, 0.5) if isinstance(e, core.SendHeartbeat)]
+    assert not [e for e in agent.handle(core.Tick(1.5)) if isinstance(e, core.SendHeartbeat)]
+    assert [e for e in agent.handle(core.Tick(2.6)) if isinstance(e, core.SendHeartbeat)]
+
+
+def test_heartbeats_carry_the_round_trip_of_the_previous_one() -> None:
+    agent, _ = make(heartbeat_interval_seconds=2.0)
+    connect(agent, 0.0)  # a heartbeat goes at once
+    agent.handle(core.FromScheduler(m.HeartbeatEcho(), 0.25))
+    (heartbeat,) = [e for e in agent.handle(core.Tick(2.0)) if isinstance(e, core.SendHeartbeat)]
+    assert heartbeat.round_trip_seconds == 0.25
 
 
 def test_queued_tasks_are_given_back_on_request_but_running_ones_are_not() -> None:

@@ -263,3 +263,27 @@ def test_launcher_file_reads_every_section(tmp_path: Path, monkeypatch: pytest.M
 def test_launcher_file_refusals(text: str, message: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=message):
         load_launcher_file(write(tmp_path, text))
+
+
+def test_a_misspelt_section_is_refused_with_its_line_and_the_closest_name(tmp_path) -> None:
+    from scaler.config.toml_file import ConfigError, read_toml_file
+
+    path = tmp_path / "stack.toml"
+    path.write_text('[scheduler]\nprotected = true\n\n[[worker_managr]]\ntype = "baremetal_native"\n')
+    with pytest.raises(
+        ConfigError, match=r"line 4: unknown section \[worker_managr\]; did you mean \[worker_manager\]"
+    ):
+        read_toml_file(str(path))
+
+
+def test_the_seeds_unified_file_and_a_key_outside_any_section(tmp_path) -> None:
+    from scaler.config.toml_file import ConfigError, read_toml_file
+
+    unified = tmp_path / "example_config.toml"
+    unified.write_text("[scheduler]\n[cluster]\n[object_storage_server]\n[webui]\n[top]\n[gui]\n[security]\n")
+    assert set(read_toml_file(str(unified))) == {"scheduler", "cluster", "object_storage_server", "webui", "top",
+                                                 "gui", "security"}  # fmt: skip
+    stray = tmp_path / "stray.toml"
+    stray.write_text("logging_level = 'INFO'\n[scheduler]\n")
+    with pytest.raises(ConfigError, match=r"line 1: logging_level = \.\.\. is outside any section"):
+        read_toml_file(str(stray))

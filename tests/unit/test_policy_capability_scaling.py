@@ -47,7 +47,7 @@ def test_without_tasks_every_manager_gets_an_empty_target() -> None:
         managers=(manager("m"),),
     )
     decision = CapabilityScaling().decide(view, ScalingMemory()).decision
-    assert decision == {"m": ManagerTarget(entries=(), drain=("w1",))}
+    assert decision == {"m": ManagerTarget(entries=(), drain=("w1",), connected=("w1", "w2"))}
 
 
 def test_sum_of_entries_clamped_to_max_workers_in_set_order() -> None:

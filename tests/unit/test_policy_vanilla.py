@@ -83,12 +83,14 @@ def test_target_is_one_wildcard_entry_with_idle_workers_to_drain_newest_first() 
         managers=(ManagerView("m"),),
     )
     target = VanillaScaling().decide(view, ScalingMemory()).decision["m"]
-    assert target == ManagerTarget(entries=(TargetEntry((), 1),), drain=("m/3", "m/2"))
+    assert target == ManagerTarget(
+        entries=(TargetEntry((), 1),), drain=("m/3", "m/2"), connected=("m/0", "m/1", "m/2", "m/3")
+    )
 
 
 def test_zero_target_has_no_entries_and_is_still_sent() -> None:
     decision = VanillaScaling().decide(snapshot(tasks=0, own=2), ScalingMemory()).decision
-    assert decision == {"m": ManagerTarget(entries=(), drain=("m/1", "m/0"))}
+    assert decision == {"m": ManagerTarget(entries=(), drain=("m/1", "m/0"), connected=("m/0", "m/1"))}
 
 
 def test_offline_manager_gets_nothing() -> None:

@@ -107,6 +107,33 @@ def test_early_deaths_back_off_exponentially_up_to_the_cap() -> None:
     assert delays == [1, 2, 4, 4, 4]
 
 
+def test_a_young_unit_whose_workers_registered_is_replaced_at_once_without_back_off() -> None:
+    """#19: workers killed every few seconds (the OOM killer) must not leave the manager backing off."""
+    r = reconciler(early_death_seconds=10)
+    now = T0
+    for attempt in range(5):
+        plan = r.plan(Target(1), [], now)
+        assert plan.launch == 1, f"attempt {attempt}: no launch while backing off"
+        r.launched([f"u{attempt}"], 1, now)
+        r.plan(Target(1, connected=(worker_of(f"u{attempt}"),)), [unit(f"u{attempt}", created_at=now)], now + 0.5)
+        now += 2  # its worker registered, then it was killed two seconds after its launch
+        lost = r.plan(Target(1), [], now)
+        assert any("after its workers registered" in note for note in lost.notes)
+        assert lost.launch == 1, "the replacement waits for a back-off"
+        r.launched([], 0, now)  # (the replacement is not followed further; the next round launches anew)
+    assert r.failures == 0
+
+
+def test_a_young_unit_that_never_registered_is_a_failed_launch() -> None:
+    r = reconciler(early_death_seconds=10)
+    r.plan(Target(1), [], T0)
+    r.launched(["u"], 1, T0)
+    r.plan(Target(1), [unit("u", created_at=T0)], T0 + 0.5)
+    plan = r.plan(Target(1), [], T0 + 2)
+    assert plan.launch == 0 and r.failures == 1
+    assert any("before any of its workers registered" in note for note in plan.notes)
+
+
 def test_back_off_holds_launches_until_the_delay_has_passed() -> None:
     r = reconciler(backoff_base_seconds=1)
     r.launch_failed(T0)

@@ -1,4 +1,4 @@
-"""The scaling hook: policy settings -> a hook, and the real SchedulerCore's view -> ScalingSnapshot -> targets."""
+"""The scaling hook: policy settings -> a hook, and the real SchedulerCore's state -> ScalingSnapshot -> targets."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.scaling_hook import (
     PolicyScalingHook,
     allocation_policy,
+    build_snapshot,
     make_scaling_hook,
-    scaling_snapshot,
 )
 
 CLIENT = b"Client|c"
@@ -77,7 +77,7 @@ def cluster(content: str = "allocate=even_load; scaling=vanilla", engine: str = 
     settings = CoreSettings(
         "tcp://s:1", "tcp://s:2", local_python_version(), allocate=allocation_policy(engine, content)
     )
-    return Cluster(SchedulerCore(settings, make_scaling_hook(engine, content), strict=True))
+    return Cluster(SchedulerCore(settings, make_scaling_hook(engine, content)))
 
 
 # ---------------------------------------------------------------- policy settings
@@ -127,7 +127,7 @@ def test_snapshot_counts_queued_and_running_tasks_per_group_and_views_every_peer
     c.now = 9.0
     c.submit(task(3, (("gpu", 1),)), task(4, (("gpu", 1),)), task(5, (("gpu", 1),)), task(1), task(2))
     c.core.handle(Tick(10.0))
-    snapshot = scaling_snapshot(c.core.view())
+    snapshot = build_snapshot(c.core)
 
     assert snapshot.now == 10.0
     groups = {group.capabilities: (group.queued, group.running) for group in snapshot.task_groups}
@@ -149,7 +149,7 @@ def test_snapshot_counts_queued_and_running_tasks_per_group_and_views_every_peer
 def test_even_load_groups_every_task_together() -> None:
     c = cluster("allocate=even_load; scaling=vanilla")
     c.submit(task(1), task(2, (("gpu", 1),)))
-    (group,) = scaling_snapshot(c.core.view()).task_groups
+    (group,) = build_snapshot(c.core).task_groups
     assert (group.capabilities, group.queued, group.running) == ((), 2, 0)
 
 
@@ -158,7 +158,7 @@ def test_finished_tasks_leave_the_snapshot() -> None:
     c.add_worker(worker_id("u1"), "m1")
     c.submit(task(1))
     c.send(worker_id("u1"), m.TaskResult(task(1).task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v"))
-    snapshot = scaling_snapshot(c.core.view())
+    snapshot = build_snapshot(c.core)
     assert snapshot.task_groups == () and snapshot.workers[0].assigned == 0
 
 
@@ -220,18 +220,18 @@ class CountingPolicy:
         return self.inner.decide(snapshot, memory)
 
 
-def test_the_managers_asked_during_one_tick_share_one_decision() -> None:
+def test_managers_heartbeating_in_one_step_share_one_decision_and_a_new_step_decides_again() -> None:
     policy = CountingPolicy()
-    settings = CoreSettings("tcp://s:1", "tcp://s:2", local_python_version())
-    core = SchedulerCore(settings, PolicyScalingHook(policy), strict=True)
+    core = SchedulerCore(CoreSettings("tcp://s:1", "tcp://s:2", local_python_version()), PolicyScalingHook(policy))
     c = Cluster(core)
     c.add_manager(b"a", "a")
-    c.add_manager(b"b", "b")
-    assert policy.calls == 2  # one decision per registration
-    c.core.handle(Tick(1.0))  # both managers' targets are checked on the tick
+    c.add_manager(b"b", "b")  # the manager set changed: a new decision
+    assert policy.calls == 2
+    beat = m.Heartbeat(manager=m.ManagerStatus())
+    core.handle_all([Received(PeerID(b"a"), beat, 1.0), Received(PeerID(b"b"), beat, 1.0)])  # one socket read
     assert policy.calls == 3
     c.now = 1.0
-    c.heartbeat(b"a")  # an event of its own: the state may have changed, so a new decision
+    c.heartbeat(b"a")  # the same instant, a later step: the state may have changed since
     assert policy.calls == 4
 
 

@@ -28,11 +28,9 @@ class CapabilityScaling:
     def decide(self, snapshot: ScalingSnapshot, memory: ScalingMemory) -> ScalingStep:
         sets = capability_sets(snapshot)
         decision: ScalingDecision = {}
-        reasons: dict[str, str] = {}
         for manager in snapshot.online_managers():
             room = manager.max_workers
             entries: list[tuple[Capabilities, int]] = []
-            words: list[str] = []
             for capability_set in sets:
                 if not covers(manager.capabilities, capability_set.capabilities):
                     continue
@@ -41,8 +39,5 @@ class CapabilityScaling:
                     workers = min(workers, room)
                     room -= workers
                 entries.append((capability_set.capabilities, workers))
-                words.append(f"{', '.join(capability_set.names) or 'no capabilities'}: {capability_set.tasks} tasks")
             decision[manager.manager_id] = make_target(snapshot, manager.manager_id, entries)
-            per_worker = f"at {self.tasks_per_worker} per worker"
-            reasons[manager.manager_id] = f"{'; '.join(words)} {per_worker}" if words else "no tasks it can serve"
-        return ScalingStep(decision=decision, memory=memory, reasons=reasons)
+        return ScalingStep(decision=decision, memory=memory)

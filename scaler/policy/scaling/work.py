@@ -32,7 +32,6 @@ from scaler.policy.decision import (
     clamp_workers,
     make_target,
     target_total,
-    tasks_in_words,
 )
 from scaler.policy.scaling.capability_sets import CapabilityNames, capability_sets, most_specific_first, names_of
 from scaler.policy.snapshot import ManagerView, ScalingSnapshot
@@ -75,12 +74,14 @@ class WorkScaling:
         return ScalingStep(decision=decision, memory=memory, reasons=reasons)
 
     def _reason(self, snapshot: ScalingSnapshot, needs: Needs, levels: Levels) -> str:
-        need = sum(workers for _capabilities, workers in needs.values())
-        total = sum(level.workers for level in levels.values())
-        reason = f"{tasks_in_words(snapshot)}, {need} worker(s) of this manager at {self.tasks_per_worker} per worker"
-        if total > need:
-            reason += f"; {total - need} kept until the need stays lower for {self.cooldown_seconds:g} s (or busy)"
-        return reason
+        queued = sum(group.queued for group in snapshot.task_groups)
+        running = sum(group.running for group in snapshot.task_groups)
+        needed = sum(workers for _capabilities, workers in needs.values())
+        wanted = sum(level.workers for level in levels.values())
+        text = f"{queued} tasks queued, {running} running: {needed} workers needed, work policy"
+        if wanted > needed:
+            text += f" (keeping {wanted - needed} for the {self.cooldown_seconds:g} s cooldown)"
+        return text
 
     def _spread(self, snapshot: ScalingSnapshot, managers: list[ManagerView]) -> dict[str, Needs]:
         room: dict[str, WorkerLimit] = {manager.manager_id: manager.max_workers for manager in managers}

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scaler.protocol.feed import FeedMessage
 from scaler.protocol.ids import ClientID, ObjectID, PeerID
-from scaler.protocol.messages import Message
+from scaler.protocol.messages import Message, ScalingDecisions, StatusSnapshot, TaskTransitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,9 +16,9 @@ class Send:
 
 @dataclass(frozen=True, slots=True)
 class Publish:
-    """A message for the monitor feed (its topic follows from its body)."""
+    """A message of the monitor feed (its topic follows from its type: docs/protocol.md, monitor feed)."""
 
-    message: FeedMessage
+    message: StatusSnapshot | TaskTransitions | ScalingDecisions
 
 
 @dataclass(frozen=True, slots=True)

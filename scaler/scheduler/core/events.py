@@ -1,16 +1,11 @@
-"""What the shell feeds the core. Every event carries `now` (monotonic seconds): the core has no clock.
-
-Wall-clock time comes in with `Tick` only; between ticks the core derives it from `now` and the
-offset seen at the last tick (the monitor feed stamps its messages with it).
-"""
+"""What the shell feeds the core. Every event carries `now` (monotonic seconds): the core has no clock."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scaler.protocol.feed import FeedTopic
 from scaler.protocol.ids import PeerID
-from scaler.protocol.messages import Message
+from scaler.protocol.messages import Message, MessageCount
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,33 +37,24 @@ class PeerLost:
 
 @dataclass(frozen=True, slots=True)
 class Tick:
-    """The shell's clock beat: timeouts, the monitor feed and scaling are judged against `now`.
-
-    `wall_time` is Unix time at the same instant; None keeps the offset of the previous tick (0 before
-    the first one, so that simulations on a fake clock see wall time = `now`)."""
+    """The shell's clock beat: timeouts, status snapshots and scaling are judged against `now`.
+    `wall_time` (seconds since the epoch) only stamps what the monitor feed shows; nothing is decided on it."""
 
     now: float
-    wall_time: float | None = None
+    wall_time: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class ShellStats:
-    """Measurements only the shell can take, shown in the monitor feed's status."""
+    """Measurements only the shell can take, shown in status snapshots."""
 
     cpu_percent: float
     rss_bytes: int
     object_count: int
     object_bytes: int
-    #: (message type name, messages since start), sorted by name
-    received_by_type: tuple[tuple[str, int], ...] = ()
-    sent_by_type: tuple[tuple[str, int], ...] = ()
+    messages_received: int
+    messages_sent: int
+    message_counts: tuple[MessageCount, ...] = ()  #: per message type, sent and received
 
 
-@dataclass(frozen=True, slots=True)
-class FeedSubscriptions:
-    """The monitor feed topics someone subscribes to now (the shell sees the subscriptions)."""
-
-    topics: frozenset[FeedTopic]
-
-
-Event = Received | Undecodable | PeerLost | Tick | ShellStats | FeedSubscriptions
+Event = Received | Undecodable | PeerLost | Tick | ShellStats

@@ -3,46 +3,32 @@
 Routing is a table from message type to handler (`test_scheduler_core.py` checks that every message
 a peer may send has one). Peers register with a Hello; anything else from an unknown peer is answered
 with a ProtocolError. Liveness is judged on `Tick(now)` against the last message of each peer.
-
-Everything the outside reads (the scaling policy, the monitor feed) reads one `SchedulerView`, built by
-`view()` at most once per event. A handler that raises is logged and its event dropped (a scheduler
-must survive one bad message); a `strict` core re-raises instead, which is how every test runs it.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from scaler.protocol import messages as m
-from scaler.protocol.feed import SchedulerView
 from scaler.protocol.handshake import incompatibility
-from scaler.protocol.ids import ClientID, PeerID, short
-from scaler.scheduler.core.balancing import Balancer
-from scaler.scheduler.core.effects import DeleteOwnerObjects, Effect, Send, StopScheduler
-from scaler.scheduler.core.events import (
-    Event,
-    FeedSubscriptions,
-    PeerLost,
-    Received,
-    ShellStats,
-    Tick,
-    Undecodable,
-)
+from scaler.protocol.ids import ClientID, PeerID, TaskID, short
+from scaler.scheduler.core.balancing import balance_plan
+from scaler.scheduler.core.effects import DeleteOwnerObjects, Effect, Publish, Send, StopScheduler
+from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
 from scaler.scheduler.core.graphs import GraphRegistry
-from scaler.scheduler.core.monitor_feed import MonitorFeed
-from scaler.scheduler.core.object_retention import ObjectRetention
-from scaler.scheduler.core.peers import ManagerRecord, Peers, WorkerRecord
-from scaler.scheduler.core.scaling_targets import ScalingHook, decision_record, is_a_decision
+from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
 from scaler.scheduler.core.task_lifecycle import TaskLifecycle
-from scaler.scheduler.core.task_table import TaskTable
-from scaler.scheduler.core.view import build_view
+from scaler.scheduler.core.task_table import TaskRecord, TaskTable
+from scaler.scheduler.core.view import ViewBuilder
 
 logger = logging.getLogger(__name__)
 
-Handlers = dict[type, Callable[[PeerID, Any], None]]
+#: Scaling decisions kept for the monitor feed.
+DECISIONS_KEPT = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,20 +47,31 @@ class CoreSettings:
     allocate: str = "even_load"  #: "even_load" (capabilities ignored) or "capability"
     load_balance_seconds: float = 1.0  #: <= 0 disables balancing
     load_balance_trigger_times: int = 2
-    object_retention_seconds: float = 60  #: a departed client's objects are deleted this long after it left
-    feed_transitions_per_batch: int = 1000  #: monitor feed: transitions per tick; the rest are only counted
+    object_retention_seconds: float = 0.0  #: a departed client's objects are deleted this long after it left
+
+
+class ScalingHook(Protocol):
+    """What the core needs from the scaling policy: targets for managers, given the core's state."""
+
+    def targets(self, core: SchedulerCore, manager: ManagerRecord) -> m.ManagerTarget | None: ...
+
+    def reason(self, manager: ManagerRecord) -> str:
+        """Why the manager's latest target is what it is (for the log and the monitor feed)."""
+        ...
 
 
 class SchedulerCore:
     def __init__(self, settings: CoreSettings, scaling: ScalingHook | None = None, strict: bool = False) -> None:
         self.settings = settings
+        #: re-raise a failing handler (simulations and tests) instead of logging and dropping its event (servers)
+        self.strict = strict
         self._scaling = scaling
-        self.strict = strict  #: re-raise a handler's error instead of logging it and dropping the event
         self.effects: list[Effect] = []
         self.tasks = TaskTable(ignore_capabilities=settings.allocate == "even_load")
         self.graphs = GraphRegistry()
-        self.peers = Peers()
-        self.clients, self.workers, self.managers = self.peers.clients, self.peers.workers, self.peers.managers
+        self.clients: dict[PeerID, ClientRecord] = {}
+        self.workers: dict[PeerID, WorkerRecord] = {}
+        self.managers: dict[PeerID, ManagerRecord] = {}
         self.lifecycle = TaskLifecycle(
             self.tasks,
             self.workers,
@@ -84,16 +81,43 @@ class SchedulerCore:
             settings.max_tasks_waiting,
             ignore_capabilities=settings.allocate == "even_load",
         )
-        self.feed = MonitorFeed(settings.status_interval_seconds, settings.feed_transitions_per_batch)
-        self.tasks.log = self.feed.transitions
-        self.shell_stats = ShellStats(0.0, 0, 0, 0)
+        self.views = ViewBuilder(self)
+        #: latest wall-clock time minus monotonic `now`, from the ticks; stamps what the monitor feed shows
+        self._wall_offset = 0.0
+        #: the latest changes of managers' targets with their reasons (monitor feed, topic "scaling")
+        self.decisions: collections.deque[m.ScalingDecision] = collections.deque(maxlen=DECISIONS_KEPT)
+        self._decisions_published = 0
+        #: departed clients whose objects are kept until the time given (--object-retention-seconds)
+        self._retained: dict[ClientID, float] = {}
+        self._decisions_made = 0
         self.now = 0.0
-        self.wall_offset = 0.0  #: Unix time minus `now`, as of the last Tick that carried wall time
-        self._view: SchedulerView | None = None  #: built at most once per event
-        self._retention = ObjectRetention(settings.object_retention_seconds)
+        #: batches of events handled so far: a decision cached for one step is stale in the next, even at the same `now`
+        self.steps = 0
+        self._worker_sequence = 0
+        self._last_status_at: float | None = None
         self._last_balance_at = 0.0
-        self._balancer = Balancer(settings.load_balance_trigger_times, settings.allocate == "even_load")
-        self._client_handlers, self._worker_handlers, self._manager_handlers = self._routes()
+        self._balance_advice: dict[PeerID, tuple[TaskID, ...]] = {}
+        self._balance_advice_seen = 0
+        self._return_asked: set[TaskID] = set()
+        self._client_handlers: dict[type, Callable[[PeerID, Any], None]] = {
+            m.Heartbeat: self._on_client_heartbeat,
+            m.Task: self._on_task,
+            m.GraphTask: self._on_graph,
+            m.TaskCancel: self._on_client_cancel,
+            m.ClientDisconnect: self._on_client_disconnect,
+        }
+        self._worker_handlers: dict[type, Callable[[PeerID, Any], None]] = {
+            m.Heartbeat: self._on_worker_heartbeat,
+            m.TaskResult: self._on_result,
+            m.TaskCancelConfirm: self._on_cancel_confirm,
+            m.TaskLog: self._on_task_log,
+            m.WorkerCapacity: self._on_worker_capacity,
+            m.WorkerLeaving: self._on_worker_leaving,
+            m.TaskReturn: self._on_task_return,
+        }
+        self._manager_handlers: dict[type, Callable[[PeerID, Any], None]] = {
+            m.Heartbeat: self._on_manager_heartbeat,
+        }
 
     # ------------------------------------------------------------ the one mutator
 
@@ -102,11 +126,10 @@ class SchedulerCore:
 
     def handle_all(self, events: Iterable[Event]) -> list[Effect]:
         """Apply events in order, then dispatch once (a batch from one socket read is one step). An
-        event whose handling fails is logged and dropped (re-raised when `strict`); the others are
-        still applied."""
+        event whose handling fails is logged and dropped; the others are still applied."""
+        self.steps += 1
         for event in events:
             try:
-                self._view = None
                 self._apply(event)
             except Exception:
                 if self.strict:
@@ -118,21 +141,9 @@ class SchedulerCore:
             if self.strict:
                 raise
             logger.exception("dispatch failed")
-        self._view = None  # dispatch and late changes of the last event: a caller from outside sees them
         effects = self.effects[:]
         self.effects.clear()
         return effects
-
-    def view(self) -> SchedulerView:
-        """The frozen view of the core now. Built at most once per event: everything asked during one
-        event (the status, every manager's target on a tick) reads the same view."""
-        if self._view is None:
-            self._view = build_view(self)
-        return self._view
-
-    @property
-    def wall_time(self) -> float:
-        return self.now + self.wall_offset
 
     def _apply(self, event: Event) -> None:
         if isinstance(event, Received):
@@ -140,8 +151,8 @@ class SchedulerCore:
             self._on_received(event.peer, event.message)
         elif isinstance(event, Tick):
             self._advance(event.now)
-            if event.wall_time is not None:
-                self.wall_offset = event.wall_time - event.now
+            if event.wall_time:
+                self._wall_offset = self.tasks.wall_offset = event.wall_time - event.now
             self._on_tick()
         elif isinstance(event, PeerLost):
             self._advance(event.now)
@@ -152,33 +163,11 @@ class SchedulerCore:
             reason = f"frame refused: {event.reason}"
             self._send(event.peer, m.ProtocolError(reason, m.ProtocolErrorKind.MALFORMED))
         elif isinstance(event, ShellStats):
-            self.shell_stats = event
-        elif isinstance(event, FeedSubscriptions):
-            self.tasks.log = self.feed.subscribed(event.topics)
+            self.views.shell_stats = event
 
     def _advance(self, now: float) -> None:
         self.now = now
         self.lifecycle.now = now
-
-    def _routes(self) -> tuple[Handlers, Handlers, Handlers]:
-        """Message type -> handler, for clients, workers and managers."""
-        client: Handlers = {
-            m.Heartbeat: self._on_client_heartbeat,
-            m.Task: self._on_task,
-            m.GraphTask: self._on_graph,
-            m.TaskCancel: self._on_client_cancel,
-            m.ClientDisconnect: self._on_client_disconnect,
-        }
-        worker: Handlers = {
-            m.Heartbeat: self._on_worker_heartbeat,
-            m.TaskResult: self._on_result,
-            m.TaskCancelConfirm: self._on_cancel_confirm,
-            m.TaskLog: self._on_task_log,
-            m.WorkerCapacity: self._on_worker_capacity,
-            m.WorkerLeaving: self._on_worker_leaving,
-            m.TaskReturn: self._on_task_return,
-        }
-        return client, worker, {m.Heartbeat: self._on_manager_heartbeat}
 
     def _on_received(self, peer: PeerID, message: m.Message) -> None:
         if isinstance(message, m.Hello):
@@ -188,7 +177,7 @@ class SchedulerCore:
             if isinstance(message, m.ProtocolError):
                 logger.warning("%s refused a message of ours: %s", short(peer), message.reason)
             return  # never answered, so that two peers cannot bounce errors forever
-        handlers: Handlers
+        handlers: dict[type, Callable[[PeerID, Any], None]]
         client, worker, manager = self.clients.get(peer), self.workers.get(peer), self.managers.get(peer)
         if client is not None:
             client.last_seen = self.now
@@ -219,7 +208,7 @@ class SchedulerCore:
         if reason is None and hello.role is m.Role.PROCESSOR:
             reason = "processors talk to their worker agent, not to the scheduler"
         if reason is None:
-            reason = self.peers.register(peer, hello, self.now)
+            reason = self._register(peer, hello)
         if reason is not None:
             logger.warning("refused %s %s (pid %d on %s): %s", role, short(peer), hello.pid, hello.hostname, reason)
             self._send(peer, m.HelloReply(False, reason, python_version=self.settings.python_version))
@@ -234,10 +223,44 @@ class SchedulerCore:
                 worker_count=len(self.workers),
             ),
         )
-        if isinstance(hello.info, m.ClientInfo):
-            self._retention.client_back(ClientID(peer))  # back within its retention time: objects kept
         if isinstance(hello.info, m.ManagerInfo):
             self._send_target(self.managers[peer])
+
+    def _register(self, peer: PeerID, hello: m.Hello) -> str | None:
+        info, now = hello.info, self.now
+        known_roles = [kind for kind, table in (("client", self.clients), ("worker", self.workers),
+                                                ("manager", self.managers)) if peer in table]  # fmt: skip
+        if known_roles and known_roles != [hello.role.value]:
+            return f"this connection is already registered as a {known_roles[0]}"
+        if isinstance(info, m.ClientInfo):
+            if peer not in self.clients:
+                self.clients[peer] = ClientRecord(peer, info.name, hello.hostname, hello.pid, now, now)
+                logger.info("client %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
+            return None
+        if isinstance(info, m.WorkerInfo):
+            if peer not in self.workers:
+                self._worker_sequence += 1
+                self.workers[peer] = WorkerRecord(
+                    peer, info.capabilities, frozenset(name for name, _ in info.capabilities), max(1, info.capacity),
+                    info.manager_id, info.worker_type, hello.hostname, hello.pid, now, now,
+                    sequence=self._worker_sequence,
+                )  # fmt: skip
+                logger.info("worker %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
+            return None
+        assert isinstance(info, m.ManagerInfo)
+        for other in self.managers.values():
+            if other.manager_id == info.manager_id and other.peer != peer:
+                return (
+                    f"worker manager id {info.manager_id!r} is already connected (pid {other.pid} on "
+                    f"{other.hostname}); each manager needs its own --worker-manager-id"
+                )
+        if peer not in self.managers:
+            self.managers[peer] = ManagerRecord(
+                peer, info.manager_id, info.manager_type, info.capabilities, info.max_workers,
+                hello.hostname, hello.pid, now, now,
+            )  # fmt: skip
+            logger.info("worker manager %r (%s) connected", info.manager_id, info.manager_type)
+        return None
 
     # ------------------------------------------------------------ clients
 
@@ -275,18 +298,18 @@ class SchedulerCore:
         self._drop_client(peer, "shut the cluster down")
         for other in list(self.workers) + list(self.managers):
             self._send(other, m.Shutdown("the cluster is shutting down at a client's request"))
-        self.effects.extend(DeleteOwnerObjects(client) for client in self._retention.due(None))  # none comes back
         self.effects.append(StopScheduler("a client asked the cluster to shut down"))
 
     def _drop_client(self, peer: PeerID, reason: str) -> None:
         if self.clients.pop(peer, None) is None:
             return
-        client, retention = ClientID(peer), self.settings.object_retention_seconds
-        logger.info("client %s %s; tasks cancelled, objects deleted in %g s", short(peer), reason, retention)
-        self.lifecycle.client_gone(client)
-        self.tasks.tally.forget_client(client)
-        self._retention.client_left(client, self.now)
-        self.effects.extend(DeleteOwnerObjects(due) for due in self._retention.due(self.now))
+        logger.info("client %s %s; its tasks are cancelled and its objects deleted", short(peer), reason)
+        self.lifecycle.client_gone(ClientID(peer))
+        self.tasks.forget_client(ClientID(peer))
+        if self.settings.object_retention_seconds > 0:
+            self._retained[ClientID(peer)] = self.now + self.settings.object_retention_seconds
+        else:
+            self.effects.append(DeleteOwnerObjects(ClientID(peer)))
 
     # ------------------------------------------------------------ workers
 
@@ -296,6 +319,7 @@ class SchedulerCore:
             worker.status = heartbeat.worker
         worker.cpu_percent = heartbeat.cpu_percent
         worker.rss_bytes = heartbeat.rss_bytes
+        worker.round_trip_seconds = heartbeat.round_trip_seconds
         self._send(peer, m.HeartbeatEcho(self.settings.object_storage_address, len(self.workers)))
 
     def _on_result(self, peer: PeerID, result: m.TaskResult) -> None:
@@ -340,27 +364,24 @@ class SchedulerCore:
     def _send_target(self, manager: ManagerRecord, only_if_changed: bool = False) -> None:
         """Every heartbeat gets the current target (declarative, idempotent: a manager that missed one
         converges on the next); between heartbeats a target goes out only when it changed, so that work
-        arriving on an idle cluster starts workers within a tick rather than a heartbeat. A change of
-        the wanted workers is a scaling decision: logged, kept and published with the policy's reason."""
+        arriving on an idle cluster starts workers within a tick rather than a heartbeat."""
         if self._scaling is None:
             return
-        decision = self._scaling.targets(self.view(), manager.manager_id)
-        if decision is None or (only_if_changed and decision.target == manager.last_target):
+        target = self._scaling.targets(self, manager)
+        if target is None or (only_if_changed and target == manager.last_target):
             return
-        before, manager.last_target = manager.last_target, decision.target
-        self._send(manager.peer, decision.target)
-        if is_a_decision(before, decision.target):
-            connected = sum(1 for worker in self.workers.values() if worker.manager_id == manager.manager_id)
-            record = decision_record(manager.manager_id, before, decision, connected, self.wall_time)
-            logger.info("scaling: %s", record.text)
-            published = self.feed.decided(record)
-            if published is not None:
-                self.effects.append(published)
+        self._note_decision(manager, target)
+        manager.last_target = target
+        self._send(manager.peer, target)
 
     # ------------------------------------------------------------ time
 
     def _on_tick(self) -> None:
         settings, now = self.settings, self.now
+        for owner, until in list(self._retained.items()):
+            if now >= until:
+                del self._retained[owner]
+                self.effects.append(DeleteOwnerObjects(owner))
         for peer, client in list(self.clients.items()):
             if now - client.last_seen > settings.client_timeout_seconds:
                 self._drop_client(peer, f"was silent for more than {settings.client_timeout_seconds:g} s")
@@ -373,13 +394,36 @@ class SchedulerCore:
                     "worker manager %r silent for %g s: forgotten", manager.manager_id, now - manager.last_seen
                 )
                 del self.managers[peer]
-        self.effects.extend(DeleteOwnerObjects(client) for client in self._retention.due(now))
-        self.effects.extend(self.feed.on_tick(now, self.wall_offset, self.view))
+        if self._last_status_at is None or now - self._last_status_at >= settings.status_interval_seconds:
+            self._last_status_at = now
+            self._publish_feed()
         for manager in list(self.managers.values()):
             self._send_target(manager, only_if_changed=True)
         if settings.load_balance_seconds > 0 and now - self._last_balance_at >= settings.load_balance_seconds:
             self._last_balance_at = now
-            for donor, task_ids in self._balancer.step(self.tasks, self.workers.values()).items():
+            self._balance()
+
+    def _balance(self) -> None:
+        """Act on a balance plan once it has been the same `load_balance_trigger_times` times in a row."""
+        self._return_asked &= set(self.tasks.records)
+        if len(self.tasks.queue):
+            advice: dict[PeerID, tuple[TaskID, ...]] = {}  # queued work goes to idle workers anyway
+        else:
+            records = self.tasks.records
+            ignore_capabilities = self.settings.allocate == "even_load"
+            advice = balance_plan(
+                self.workers.values(),
+                lambda task_id: frozenset() if ignore_capabilities else capability_names(records[task_id]),
+                lambda task_id: (records[task_id].dispatched_at, records[task_id].sequence),
+                lambda task_id: task_id in self._return_asked,
+            )
+        if advice != self._balance_advice:
+            self._balance_advice, self._balance_advice_seen = advice, 1
+        else:
+            self._balance_advice_seen += 1
+        if advice and self._balance_advice_seen == self.settings.load_balance_trigger_times:
+            for donor, task_ids in advice.items():
+                self._return_asked.update(task_ids)
                 self._send(donor, m.TaskReturn(task_ids))
 
     def _drop_peer(self, peer: PeerID, reason: str) -> None:
@@ -394,6 +438,40 @@ class SchedulerCore:
     def _send(self, peer: PeerID, message: m.Message) -> None:
         self.effects.append(Send(peer, message))
 
+    # ------------------------------------------------------------ the read model and the monitor feed
+
+    @property
+    def wall_time(self) -> float:
+        """Seconds since the epoch now, as far as the shell's ticks tell (0 before the first)."""
+        return self.now + self._wall_offset if self._wall_offset else 0.0
+
+    def view(self) -> m.StatusSnapshot:
+        """The frozen read model of this instant (built at most once per step)."""
+        return self.views.view()
+
+    def _publish_feed(self) -> None:
+        self.effects.append(Publish(self.view()))
+        taken, dropped = self.tasks.take_transitions()
+        if taken or dropped:
+            self.effects.append(Publish(m.TaskTransitions(tuple(taken), dropped, self.wall_time)))
+        if self._decisions_made != self._decisions_published:
+            fresh = min(self._decisions_made - self._decisions_published, len(self.decisions))
+            self._decisions_published = self._decisions_made
+            recent = tuple(self.decisions)[-fresh:]
+            self.effects.append(Publish(m.ScalingDecisions(recent, self.wall_time)))
+
+    def _note_decision(self, manager: ManagerRecord, target: m.ManagerTarget) -> None:
+        before = sum(entry.workers for entry in manager.last_target.entries) if manager.last_target else 0
+        after = sum(entry.workers for entry in target.entries)
+        if before == after and manager.last_target is not None:
+            return
+        reason = self._scaling.reason(manager) if self._scaling is not None else ""
+        text = f"manager {manager.manager_id}: {before} -> {after} workers" + (f": {reason}" if reason else "")
+        if after != before:
+            logger.info("scaling: %s", text)
+        self.decisions.append(m.ScalingDecision(manager.manager_id, before, after, reason, self.wall_time))
+        self._decisions_made += 1
+
     # ------------------------------------------------------------ queries (tests, status, scaling)
 
     def worker_of(self, peer: PeerID) -> WorkerRecord | None:
@@ -404,3 +482,7 @@ def _describe(event: Event) -> str:
     if isinstance(event, Received):
         return f"{type(event.message).__name__} from {short(event.peer)}"
     return type(event).__name__
+
+
+def capability_names(record: TaskRecord) -> frozenset[str]:
+    return frozenset(name for name, _ in record.task.capabilities)

@@ -1,6 +1,5 @@
 """Every task transition, implemented once. Callers name an event; `task_state.TRANSITIONS` picks the
-outcome; `outcomes` maps each outcome to the method that carries it out (a typed table: mypy checks
-every entry, a test checks that every outcome has one). Nothing else mutates task records.
+outcome; the methods here carry it out and append effects. Nothing else mutates task records.
 
 Also owns dispatch: handing QUEUED tasks to workers with free credit, least loaded first.
 """
@@ -10,9 +9,9 @@ from __future__ import annotations
 import heapq
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import TypeVar
 
-from scaler.protocol.feed import TaskStatus
 from scaler.protocol.ids import ClientID, ObjectID, PeerID, TaskID
 from scaler.protocol.messages import (
     CancelOutcome,
@@ -34,20 +33,6 @@ from scaler.scheduler.core.task_table import TaskRecord, TaskTable
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Cause:
-    """What came with a task event; each outcome reads the part it needs."""
-
-    result: TaskResult | None = None  #: RESULT: the worker's result; DEPENDENCY_FAILED: the dependency's
-    worker: WorkerRecord | None = None  #: DISPATCH: the chosen worker
-    reason: str = ""  #: WORKER_LOST, RETURNED: why the worker let the task go
-
-
-NO_CAUSE = Cause()
-
-Outcomes = dict[Outcome, Callable[[TaskRecord, Cause], None]]
-
-
 class TaskLifecycle:
     def __init__(
         self,
@@ -67,17 +52,19 @@ class TaskLifecycle:
         self._max_tasks_waiting = max_tasks_waiting
         self._ignore_capabilities = ignore_capabilities
         self.now = 0.0
-        #: the implementation of every outcome but IGNORE
-        self.outcomes: Outcomes = {
-            Outcome.ENQUEUE: self._enqueue,
-            Outcome.ASSIGN: self._assign,
-            Outcome.FINISH: self._finish,
-            Outcome.CANCEL_NOW: self._cancel_now,
-            Outcome.CANCEL_AT_WORKER: self._cancel_at_worker,
-            Outcome.END_CANCELED: self._end_canceled,
-            Outcome.REDISPATCH: self._redispatch,
-            Outcome.REQUEUE: self._requeue,
-            Outcome.FAIL_FROM_DEPENDENCY: self._fail_from_dependency,
+        #: how each outcome is carried out; `details` are the keyword details of the event (see `apply`)
+        self._outcomes: dict[Outcome, Callable[[TaskRecord, dict[str, object]], None]] = {
+            Outcome.ENQUEUE: lambda record, details: self._enqueue(record),
+            Outcome.ASSIGN: lambda record, details: self._assign(record, _detail(details, "worker", WorkerRecord)),
+            Outcome.FINISH: lambda record, details: self._finish(record, _detail(details, "result", TaskResult)),
+            Outcome.CANCEL_NOW: lambda record, details: self._cancel_now(record),
+            Outcome.CANCEL_AT_WORKER: lambda record, details: self._cancel_at_worker(record),
+            Outcome.END_CANCELED: lambda record, details: self._end_canceled(record),
+            Outcome.REDISPATCH: lambda record, details: self._redispatch(record, _detail(details, "reason", str)),
+            Outcome.REQUEUE: lambda record, details: self._requeue(record),
+            Outcome.FAIL_FROM_DEPENDENCY: lambda record, details: self._fail_from_dependency(
+                record, _detail(details, "failure", TaskResult)
+            ),
         }
 
     # ------------------------------------------------------------ entry points
@@ -108,7 +95,7 @@ class TaskLifecycle:
             if state is TaskState.QUEUED:
                 self._tasks.queue.push(added)
 
-    def apply(self, task_id: TaskID, event: TaskEvent, cause: Cause = NO_CAUSE) -> None:
+    def apply(self, task_id: TaskID, event: TaskEvent, **details: object) -> None:
         record = self._tasks.get(task_id)
         if record is None:
             return
@@ -116,14 +103,14 @@ class TaskLifecycle:
         if action is Outcome.IGNORE:
             logger.debug("task %s: %s ignored in state %s", task_id.hex(), event.value, record.state.value)
             return
-        self.outcomes[action](record, cause)
+        self._outcomes[action](record, details)
 
     def result_from(self, worker: PeerID, result: TaskResult) -> None:
         record = self._tasks.get(result.task_id)
         if record is None or record.worker != worker:
             logger.debug("stale result for task %s dropped", result.task_id.hex())
             return
-        self.apply(result.task_id, TaskEvent.RESULT, Cause(result=result))
+        self.apply(result.task_id, TaskEvent.RESULT, result=result)
 
     def cancel_confirmed_by(self, worker: PeerID, confirm: TaskCancelConfirm) -> None:
         record = self._tasks.get(confirm.task_id)
@@ -132,14 +119,17 @@ class TaskLifecycle:
         self.apply(confirm.task_id, TaskEvent.CANCEL_CONFIRMED)
 
     def cancel_by_client(self, client: ClientID, task_ids: tuple[TaskID, ...]) -> None:
+        answered: set[TaskID] = set()  #: targets of graphs this request cancelled: they have their answer
         for task_id in task_ids:
+            if task_id in answered:
+                continue
             record = self._tasks.get(task_id)
             if record is None or record.client_id != client:
-                self._tasks.tally.not_found(client)
                 self._send(PeerID(client), TaskCancelConfirm(task_id, CancelOutcome.NOT_FOUND))
                 continue
             graph = self._graphs.get(record.graph_id) if record.graph_id else None
             if graph is not None:
+                answered.update(graph.targets)
                 self.cancel_graph(graph)
             else:
                 self.apply(task_id, TaskEvent.CANCEL)
@@ -159,9 +149,8 @@ class TaskLifecycle:
 
     def worker_gone(self, worker: WorkerRecord, reason: str, graceful: bool) -> None:
         event = TaskEvent.RETURNED if graceful else TaskEvent.WORKER_LOST
-        cause = Cause(reason=reason)
         for task_id in sorted(worker.assigned, key=lambda t: self._tasks.records[t].sequence):
-            self.apply(task_id, event, cause)
+            self.apply(task_id, event, reason=reason)
         worker.assigned.clear()
 
     def returned_by(self, worker: PeerID, task_ids: tuple[TaskID, ...]) -> None:
@@ -186,7 +175,7 @@ class TaskLifecycle:
             if key is None:
                 continue  # nothing this worker can run; it drops out of this round
             record = queue.pop(key, records)
-            self.apply(record.task_id, TaskEvent.DISPATCH, Cause(worker=worker))
+            self.apply(record.task_id, TaskEvent.DISPATCH, worker=worker)
             if worker.free_slots > 0:
                 heapq.heappush(free, (len(worker.assigned), worker.sequence, worker))
 
@@ -201,93 +190,83 @@ class TaskLifecycle:
                 best_key, best_entry = key, entry
         return best_key
 
-    # ------------------------------------------------------------ outcomes (the values of `outcomes`)
-
-    def _assign(self, record: TaskRecord, cause: Cause) -> None:
-        worker = cause.worker
-        assert worker is not None, "DISPATCH names its worker"
+    def _assign(self, record: TaskRecord, worker: WorkerRecord) -> None:
         record.worker = worker.peer
+        self._tasks.set_state(record, TaskState.DISPATCHED, self.now)
         record.attempts += 1
         record.dispatched_at = self.now
-        self._tasks.move(record, TaskState.DISPATCHED, self.now)
         worker.assigned.add(record.task_id)
         self._send(worker.peer, record.task)
 
-    def _enqueue(self, record: TaskRecord, cause: Cause) -> None:
+    # ------------------------------------------------------------ outcomes (named after task_state.Outcome)
+
+    def _enqueue(self, record: TaskRecord) -> None:
         graph = self._graphs.get(record.graph_id)
         if graph is not None:
             record.task = replace(record.task, inputs=self._graphs.inputs_of(graph, record.task_id))
-        self._tasks.move(record, TaskState.QUEUED, self.now)
+        self._tasks.set_state(record, TaskState.QUEUED, self.now)
         self._tasks.queue.push(record)
 
-    def _finish(self, record: TaskRecord, cause: Cause) -> None:
-        result = cause.result
-        assert result is not None, "RESULT carries the result"
-        worker = self._release_worker(record)
-        ending = TaskStatus.SUCCESS if result.status is ResultStatus.SUCCESS else TaskStatus.FAILED
-        self._end(record, result, ending, worker)
+    def _finish(self, record: TaskRecord, result: TaskResult) -> None:
+        self._release_worker(record)
+        if result.status is ResultStatus.SUCCESS:
+            self._tasks.succeeded += 1
+        else:
+            self._tasks.failed += 1
+        self._end(record, result)
 
-    def _cancel_now(self, record: TaskRecord, cause: Cause) -> None:
-        self._end(record, TaskCancelConfirm(record.task_id, CancelOutcome.CANCELED), TaskStatus.CANCELED, None)
+    def _cancel_now(self, record: TaskRecord) -> None:
+        self._tasks.canceled += 1
+        self._end(record, TaskCancelConfirm(record.task_id, CancelOutcome.CANCELED))
 
-    def _cancel_at_worker(self, record: TaskRecord, cause: Cause) -> None:
+    def _cancel_at_worker(self, record: TaskRecord) -> None:
         assert record.worker is not None
-        self._tasks.move(record, TaskState.CANCELING, self.now)
+        self._tasks.set_state(record, TaskState.CANCELING, self.now)
         self._send(record.worker, TaskCancel((record.task_id,)))
 
-    def _end_canceled(self, record: TaskRecord, cause: Cause) -> None:
-        worker = self._release_worker(record)
-        self._end(record, TaskCancelConfirm(record.task_id, CancelOutcome.CANCELED), TaskStatus.CANCELED, worker)
+    def _end_canceled(self, record: TaskRecord) -> None:
+        self._release_worker(record)
+        self._tasks.canceled += 1
+        self._end(record, TaskCancelConfirm(record.task_id, CancelOutcome.CANCELED))
 
-    def _redispatch(self, record: TaskRecord, cause: Cause) -> None:
-        worker = self._release_worker(record)
-        record.lost_workers.append(cause.reason)
+    def _redispatch(self, record: TaskRecord, reason: str) -> None:
+        self._release_worker(record)
+        record.lost_workers.append(reason)
         if record.attempts > self._max_task_retries:
+            self._tasks.worker_died += 1
             text = (
                 f"the task's worker died {record.attempts} time(s), more than the retry budget of "
-                f"{self._max_task_retries}; last: {cause.reason}"
+                f"{self._max_task_retries}; last: {reason}"
             )
-            result = TaskResult(record.task_id, ResultStatus.WORKER_DIED, error_message=text)
-            self._end(record, result, TaskStatus.WORKER_DIED, worker)
+            self._end(record, TaskResult(record.task_id, ResultStatus.WORKER_DIED, error_message=text))
             return
-        self._tasks.move(record, TaskState.QUEUED, self.now)
+        self._tasks.set_state(record, TaskState.QUEUED, self.now)
         self._tasks.queue.push(record)
 
-    def _requeue(self, record: TaskRecord, cause: Cause) -> None:
+    def _requeue(self, record: TaskRecord) -> None:
         self._release_worker(record)
         record.attempts -= 1
-        self._tasks.move(record, TaskState.QUEUED, self.now)
+        self._tasks.set_state(record, TaskState.QUEUED, self.now)
         self._tasks.queue.push(record)
 
-    def _fail_from_dependency(self, record: TaskRecord, cause: Cause) -> None:
-        failure = cause.result
-        assert failure is not None, "DEPENDENCY_FAILED carries the failure"
+    def _fail_from_dependency(self, record: TaskRecord, failure: TaskResult) -> None:
+        self._tasks.failed += 1
         # the node that failed first already failed everything downstream of it, this node included
-        answer = replace(failure, task_id=record.task_id)
-        self._end(record, answer, TaskStatus.FAILED, None, propagate=False)
+        self._end(record, replace(failure, task_id=record.task_id), propagate=False)
 
     # ------------------------------------------------------------ helpers
 
-    def _release_worker(self, record: TaskRecord) -> PeerID | None:
-        """Free the task's slot at its worker; returns that worker."""
-        released = record.worker
-        if released is not None:
-            worker = self._workers.get(released)
+    def _release_worker(self, record: TaskRecord) -> None:
+        if record.worker is not None:
+            worker = self._workers.get(record.worker)
             if worker is not None:
                 worker.assigned.discard(record.task_id)
             record.worker = None
-        return released
 
-    def _end(
-        self,
-        record: TaskRecord,
-        answer: TaskResult | TaskCancelConfirm,
-        ending: TaskStatus,
-        worker: PeerID | None,
-        propagate: bool = True,
-    ) -> None:
+    def _end(self, record: TaskRecord, answer: TaskResult | TaskCancelConfirm, propagate: bool = True) -> None:
         """Remove the record; tell the client if it waits for this task; advance its graph."""
-        self._tasks.remove(record, ending, worker, self.now)
+        ending = answer.status.value if isinstance(answer, TaskResult) else "canceled"
+        self._tasks.remove(record, ending, self.now)
         graph = self._graphs.get(record.graph_id) if record.graph_id else None
         if graph is None:
             if not record.client_gone:
@@ -305,9 +284,8 @@ class TaskLifecycle:
             for user in ready:
                 self.apply(user, TaskEvent.READY)
         elif isinstance(answer, TaskResult) and propagate:
-            failure = Cause(result=answer)
             for user in self._graphs.downstream(graph, node):
-                self.apply(user, TaskEvent.DEPENDENCY_FAILED, failure)
+                self.apply(user, TaskEvent.DEPENDENCY_FAILED, failure=answer)
         if node in graph.targets and not record.client_gone:
             self._send(PeerID(record.client_id), answer)
         released.extend(self._graphs.ended(graph, node))
@@ -321,3 +299,14 @@ class TaskLifecycle:
 
     def _send(self, peer: PeerID, message: Task | TaskResult | TaskCancel | TaskCancelConfirm) -> None:
         self._effects.append(Send(peer, message))
+
+
+_T = TypeVar("_T")
+
+
+def _detail(details: dict[str, object], name: str, kind: type[_T]) -> _T:
+    """A detail the outcome needs; its absence is a bug in the caller of `apply`, so it raises."""
+    value = details.get(name)
+    if not isinstance(value, kind):
+        raise TypeError(f"this outcome needs a {name} ({kind.__name__}) with the event, got {value!r}")
+    return value

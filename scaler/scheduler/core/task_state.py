@@ -20,23 +20,12 @@ from __future__ import annotations
 
 import enum
 
-from scaler.protocol.feed import TaskStatus
-
 
 class TaskState(enum.Enum):
     WAITING = "waiting"
     QUEUED = "queued"
     DISPATCHED = "dispatched"
     CANCELING = "canceling"
-
-
-#: How the monitor feed names each state (a task that ends leaves with one of `feed.ENDINGS`)
-STATUS_OF_STATE: dict[TaskState, TaskStatus] = {
-    TaskState.WAITING: TaskStatus.WAITING,
-    TaskState.QUEUED: TaskStatus.QUEUED,
-    TaskState.DISPATCHED: TaskStatus.RUNNING,
-    TaskState.CANCELING: TaskStatus.CANCELING,
-}
 
 
 class TaskEvent(enum.Enum):

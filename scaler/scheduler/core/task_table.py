@@ -1,14 +1,13 @@
 """The one table of live tasks, and the dispatch queue of the QUEUED ones.
 
-Every change of a task's state goes through `add`, `move` or `remove`, which keep the counts
-(`tally`) and, while the monitor feed reads them, the transition log (`log`).
-
 Invariants:
 - `records` holds exactly the live tasks; `by_client[c]` is exactly the ids of live tasks owned by c.
-- `tally.total` counts, per live state, exactly the records in that state.
 - A record is in the dispatch queue iff its state is QUEUED (entries of tasks that left QUEUED are
   dropped lazily when they reach the top of a heap; `queued_count` is kept exact).
 - Queue order: higher priority first, then submission order (a re-queued task keeps its place).
+- Counts by state, per client and per function are kept exact on every change (`add`, `set_state`,
+  `remove`), so the read model never walks the table; every change is also noted for the monitor feed's
+  task transitions, up to `TRANSITIONS_PER_PUBLICATION` between two publications (the rest are counted).
 """
 
 from __future__ import annotations
@@ -17,12 +16,9 @@ import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from scaler.protocol.feed import TaskStatus
 from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
-from scaler.protocol.messages import Capabilities, Task
-from scaler.scheduler.core.monitor_feed import TransitionLog
-from scaler.scheduler.core.task_state import STATUS_OF_STATE, TaskState
-from scaler.scheduler.core.task_tally import TaskTally
+from scaler.protocol.messages import Capabilities, Task, TaskTransition
+from scaler.scheduler.core.task_state import TaskState
 
 
 @dataclass(slots=True)
@@ -107,14 +103,35 @@ class DispatchQueue:
         return record
 
 
+#: Task transitions kept for the monitor feed between two publications; later ones are only counted.
+TRANSITIONS_PER_PUBLICATION = 1000
+#: Index in a counts list of each live state (CANCELING counts as running: it holds its worker's slot).
+_LIVE_INDEX = {TaskState.WAITING: 0, TaskState.QUEUED: 1, TaskState.DISPATCHED: 2, TaskState.CANCELING: 2}
+#: Index of each way a task ends: succeeded 3, failed 4 (any failure), canceled 5.
+_END_INDEX = {"success": 3, "canceled": 5}
+_FAILED_INDEX = 4
+
+
 class TaskTable:
     def __init__(self, ignore_capabilities: bool) -> None:
         self.records: dict[TaskID, TaskRecord] = {}
         self.by_client: dict[ClientID, set[TaskID]] = {}
         self.queue = DispatchQueue(ignore_capabilities)
-        self.tally = TaskTally()
-        self.log: TransitionLog | None = None  #: set while the monitor feed reads transitions
         self._next_sequence = 0
+        self.succeeded = 0
+        self.failed = 0
+        self.canceled = 0
+        self.worker_died = 0
+        #: live tasks per state
+        self.live_counts: dict[TaskState, int] = dict.fromkeys(TaskState, 0)
+        #: [waiting, queued, running, succeeded, failed, canceled] per client and per function
+        self.client_counts: dict[ClientID, list[int]] = {}
+        self.function_counts: dict[str, list[int]] = {}
+        #: transitions noted since the last publication; a state is a TaskState value or how the task ended
+        self.transitions: list[TaskTransition] = []
+        self.transitions_dropped = 0
+        #: wall-clock minus monotonic time, set by the core from the shell's ticks; stamps the transitions
+        self.wall_offset = 0.0
 
     def __len__(self) -> int:
         return len(self.records)
@@ -127,16 +144,24 @@ class TaskTable:
         self._next_sequence += 1
         self.records[task.task_id] = record
         self.by_client.setdefault(task.client_id, set()).add(task.task_id)
-        self._moved(record, None, STATUS_OF_STATE[state], None, now)
+        self._count(record, _LIVE_INDEX[state], 1)
+        self.live_counts[state] += 1
+        self._note(record, state.value, now)
         return record
 
-    def move(self, record: TaskRecord, state: TaskState, now: float) -> None:
-        before = record.state
+    def set_state(self, record: TaskRecord, state: TaskState, now: float) -> None:
+        """The one way a live task changes state (its record's `worker` is set first when it has one)."""
+        old = record.state
+        self.live_counts[old] -= 1
+        self.live_counts[state] += 1
+        if _LIVE_INDEX[old] != _LIVE_INDEX[state]:
+            self._count(record, _LIVE_INDEX[old], -1)
+            self._count(record, _LIVE_INDEX[state], 1)
         record.state = state
-        self._moved(record, STATUS_OF_STATE[before], STATUS_OF_STATE[state], record.worker, now)
+        self._note(record, state.value, now)
 
-    def remove(self, record: TaskRecord, ending: TaskStatus, worker: PeerID | None, now: float) -> None:
-        """The task ended (`ending`, one of feed.ENDINGS); `worker` is the one that held it, if any."""
+    def remove(self, record: TaskRecord, ending: str, now: float) -> None:
+        """A task ended: `ending` is a ResultStatus value or "canceled"."""
         if record.state is TaskState.QUEUED:
             self.queue.left(record)
         del self.records[record.task_id]
@@ -145,15 +170,39 @@ class TaskTable:
             owned.discard(record.task_id)
             if not owned:
                 del self.by_client[record.client_id]
-        self._moved(record, STATUS_OF_STATE[record.state], ending, worker, now)
-
-    def _moved(
-        self, record: TaskRecord, before: TaskStatus | None, after: TaskStatus, worker: PeerID | None, now: float
-    ) -> None:
-        task = record.task
-        self.tally.moved(None if record.client_gone else task.client_id, task.function_name, before, after)
-        if self.log is not None:
-            self.log.add(task.task_id, after, worker, now)
+        self.live_counts[record.state] -= 1
+        self._count(record, _LIVE_INDEX[record.state], -1)
+        self._count(record, _END_INDEX.get(ending, _FAILED_INDEX), 1)
+        self._note(record, ending, now)
 
     def count_by_state(self) -> dict[TaskState, int]:
-        return {state: self.tally.count(STATUS_OF_STATE[state]) for state in TaskState}
+        return dict(self.live_counts)
+
+    def forget_client(self, client: ClientID) -> None:
+        """The client left: its counts go once its last task ended."""
+        if client not in self.by_client:
+            self.client_counts.pop(client, None)
+
+    def take_transitions(self) -> tuple[list[TaskTransition], int]:
+        """The transitions noted since the last call, and how many were left out."""
+        taken, dropped = self.transitions, self.transitions_dropped
+        self.transitions, self.transitions_dropped = [], 0
+        return taken, dropped
+
+    def _count(self, record: TaskRecord, index: int, delta: int) -> None:
+        client = self.client_counts.get(record.client_id)
+        if client is None:
+            client = self.client_counts[record.client_id] = [0] * 6
+        client[index] += delta
+        function = self.function_counts.get(record.task.function_name)
+        if function is None:
+            function = self.function_counts[record.task.function_name] = [0] * 6
+        function[index] += delta
+
+    def _note(self, record: TaskRecord, state: str, now: float) -> None:
+        if len(self.transitions) < TRANSITIONS_PER_PUBLICATION:
+            worker = record.worker if record.worker is not None else b""
+            wall_time = now + self.wall_offset if self.wall_offset else 0.0
+            self.transitions.append(TaskTransition(record.task_id, state, worker, record.task.function_name, wall_time))
+        else:
+            self.transitions_dropped += 1

@@ -1,133 +1,148 @@
-"""Builds the `SchedulerView` (scaler.protocol.feed): the one frozen view of the core that the scaling
-policy, the monitor feed's status, scaler_top, the dashboard and the metrics read.
+"""The scheduler's read model: one frozen `StatusSnapshot` of the core, built at most once per core step.
 
-The core builds it at most once per event, and only when someone needs it (a status publication, a
-manager's target). Cost: one pass over the queue's capability groups, the workers (with their assigned
-task ids), the managers, the clients and the functions; never a walk over all tasks (counts by state
-are kept as tasks move, `task_tally.py`).
+Everything that looks at the scheduler from outside reads this view and nothing else: the scaling policies
+(through `policy.snapshot.scaling_snapshot`), the status topic of the monitor feed, `scaler_top`, the web
+dashboard and `/metrics`. Building it never walks the task table (the table keeps its counts exact), so its
+cost grows with workers, managers, clients, functions and capability sets, not with tasks.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from scaler.protocol.feed import ClientEntry, ManagerEntry, SchedulerStats, SchedulerView, TaskGroupEntry, WorkerEntry
+from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID
-from scaler.protocol.messages import Capabilities
+from scaler.scheduler.core.events import ShellStats
 from scaler.scheduler.core.peers import ManagerRecord, WorkerRecord
+from scaler.scheduler.core.task_state import TaskState
 
 if TYPE_CHECKING:
     from scaler.scheduler.core.scheduler_core import SchedulerCore
 
 
-def build_view(core: SchedulerCore) -> SchedulerView:
-    now, shell = core.now, core.shell_stats
-    stats = SchedulerStats(
-        address=core.settings.scheduler_address,
-        cpu_percent=shell.cpu_percent,
-        rss_bytes=shell.rss_bytes,
-        object_count=shell.object_count,
-        object_bytes=shell.object_bytes,
-        messages_sent=shell.sent_by_type,
-        messages_received=shell.received_by_type,
-        graphs=len(core.graphs),
-    )
-    tally = core.tasks.tally
-    connected: dict[str, int] = {}  #: manager id -> its connected workers
-    for worker in core.workers.values():
-        connected[worker.manager_id] = connected.get(worker.manager_id, 0) + 1
-    return SchedulerView(
-        now=now,
-        wall_time=core.wall_time,
-        scheduler=stats,
-        tasks=tally.totals(),
-        groups=task_groups(core),
-        workers=tuple(_worker_entry(worker, now) for worker in core.workers.values()),
-        managers=tuple(_manager_entry(manager, connected, now) for manager in core.managers.values()),
-        clients=tuple(
-            ClientEntry(peer, client.name, client.hostname, client.pid, tally.of_client(ClientID(peer)))
-            for peer, client in core.clients.items()
-        ),
-        functions=tally.functions(),
-        decisions=tuple(core.feed.decisions),
-        manager_timeout_seconds=core.settings.manager_timeout_seconds,
-    )
+class ViewBuilder:
+    def __init__(self, core: SchedulerCore) -> None:
+        self._core = core
+        self.shell_stats = ShellStats(0.0, 0, 0, 0, 0, 0)
+        self._cached: tuple[int, m.StatusSnapshot] | None = None
+
+    def view(self) -> m.StatusSnapshot:
+        core = self._core
+        if self._cached is None or self._cached[0] != core.steps:
+            self._cached = (core.steps, self._build())
+        return self._cached[1]
+
+    def _build(self) -> m.StatusSnapshot:
+        core, shell = self._core, self.shell_stats
+        live = core.tasks.live_counts
+        stats = m.SchedulerStats(
+            address=core.settings.scheduler_address,
+            cpu_percent=shell.cpu_percent,
+            rss_bytes=shell.rss_bytes,
+            queued=live[TaskState.QUEUED] + live[TaskState.WAITING],
+            running=live[TaskState.DISPATCHED] + live[TaskState.CANCELING],
+            succeeded=core.tasks.succeeded,
+            failed=core.tasks.failed,
+            canceled=core.tasks.canceled,
+            worker_died=core.tasks.worker_died,
+            object_count=shell.object_count,
+            object_bytes=shell.object_bytes,
+            messages_received=shell.messages_received,
+            messages_sent=shell.messages_sent,
+            graphs=len(core.graphs),
+        )
+        return m.StatusSnapshot(
+            time=core.now,
+            scheduler=stats,
+            workers=tuple(self._worker(worker) for worker in core.workers.values()),
+            clients=self._clients(),
+            managers=tuple(self._manager(manager) for manager in core.managers.values()),
+            pending=self._groups(),
+            wall_time=core.wall_time,
+            functions=tuple(
+                m.FunctionSummary(name, _counts(counts)) for name, counts in sorted(core.tasks.function_counts.items())
+            ),
+            message_counts=shell.message_counts,
+        )
+
+    def _worker(self, worker: WorkerRecord) -> m.WorkerSummary:
+        now = self._core.now
+        return m.WorkerSummary(
+            worker_id=worker.peer,
+            manager_id=worker.manager_id,
+            capabilities=worker.capabilities,
+            capacity=worker.capacity,
+            assigned=len(worker.assigned),
+            status=worker.status,
+            cpu_percent=worker.cpu_percent,
+            rss_bytes=worker.rss_bytes,
+            last_seen_seconds_ago=max(0.0, now - worker.last_seen),
+            hostname=worker.hostname,
+            pid=worker.pid,
+            lag_seconds=worker.round_trip_seconds,
+            worker_type=worker.worker_type,
+            connected_seconds_ago=max(0.0, now - worker.connected_at),
+        )
+
+    def _clients(self) -> tuple[m.ClientSummary, ...]:
+        core = self._core
+        summaries = []
+        for peer, client in core.clients.items():
+            counts = core.tasks.client_counts.get(ClientID(peer))
+            live = len(core.tasks.by_client.get(ClientID(peer), ()))
+            summary = m.ClientSummary(peer, live, client.name, client.hostname, _counts(counts or [0] * 6))
+            summaries.append(summary)
+        return tuple(summaries)
+
+    def _manager(self, manager: ManagerRecord) -> m.ManagerSummary:
+        core = self._core
+        connected = sum(1 for worker in core.workers.values() if worker.manager_id == manager.manager_id)
+        target = sum(entry.workers for entry in manager.last_target.entries) if manager.last_target else 0
+        return m.ManagerSummary(
+            manager.manager_id, manager.manager_type, manager.capabilities, manager.max_workers, connected, target,
+            manager.units, manager.pending_units, manager.last_target, max(0.0, core.now - manager.last_seen),
+        )  # fmt: skip
+
+    def _groups(self) -> tuple[m.PendingGroup, ...]:
+        """Per capability set (the dispatcher's queue key): queued tasks, why they wait, running tasks."""
+        core = self._core
+        queue, records = core.tasks.queue, core.tasks.records
+        queued = dict(queue.groups())
+        running: dict[m.Capabilities, int] = {}
+        for worker in core.workers.values():
+            for task_id in worker.assigned:
+                record = records.get(task_id)
+                if record is not None:
+                    key = queue.key(record)
+                    running[key] = running.get(key, 0) + 1
+        groups = []
+        for capabilities in dict.fromkeys([*queued, *running]):
+            count = queued.get(capabilities, 0)
+            oldest, reason = 0.0, ""
+            if count:
+                head = queue.peek(capabilities, records)
+                if head is not None:
+                    oldest = max(0.0, core.now - records[head[2]].submitted_at)
+                reason = self._waiting_reason(capabilities)
+            groups.append(m.PendingGroup(capabilities, count, reason, running.get(capabilities, 0), oldest))
+        return tuple(groups)
+
+    def _waiting_reason(self, capabilities: m.Capabilities) -> str:
+        core = self._core
+        names = frozenset(name for name, _ in capabilities)
+        able = [worker for worker in core.workers.values() if worker.can_run(names)]
+        starting = sum(
+            manager.pending_units
+            for manager in core.managers.values()
+            if names <= {name for name, _ in manager.capabilities}
+        )
+        if not able:
+            booting = f"; a worker manager is starting {starting} unit(s)" if starting else ""
+            if not core.workers:
+                return "no worker is connected" + booting
+            return f"no connected worker has the capabilities {', '.join(sorted(names))}" + booting
+        return "all workers that can run them are busy" + (f"; {starting} more unit(s) starting" if starting else "")
 
 
-def task_groups(core: SchedulerCore) -> tuple[TaskGroupEntry, ...]:
-    """Live tasks by the dispatch queue's key: their capabilities, or one wildcard group under `even_load`
-    (which ignores capabilities, so scaling does too). Running counts come from the workers' assigned
-    task ids; graph nodes waiting for their dependencies are not counted. Queued groups first."""
-    queue, records, now = core.tasks.queue, core.tasks.records, core.now
-    queued: dict[Capabilities, int] = dict(queue.groups())
-    running: dict[Capabilities, int] = {}
-    for worker in core.workers.values():
-        for task_id in worker.assigned:
-            record = records.get(task_id)
-            if record is not None:
-                key = queue.key(record)
-                running[key] = running.get(key, 0) + 1
-    groups = []
-    for capabilities in dict.fromkeys([*queued, *running]):
-        waiting = queued.get(capabilities, 0)
-        oldest, reason = 0.0, ""
-        if waiting:
-            head = queue.peek(capabilities, records)  # the next task to dispatch: highest priority, then oldest
-            if head is not None:
-                oldest = max(0.0, now - records[head[2]].submitted_at)
-            reason = why_waiting(core, capabilities)
-        groups.append(TaskGroupEntry(capabilities, waiting, running.get(capabilities, 0), oldest, reason))
-    return tuple(groups)
-
-
-def why_waiting(core: SchedulerCore, capabilities: Capabilities) -> str:
-    """Why queued tasks of this capability set have no worker, and whether workers are on their way."""
-    names = frozenset(name for name, _ in capabilities)
-    able = [worker for worker in core.workers.values() if worker.can_run(names)]
-    if not core.workers:
-        reason = "no worker is connected"
-    elif not able:
-        reason = f"no connected worker has the capabilities {', '.join(sorted(names))}"
-    else:
-        reason = f"all {len(able)} worker(s) that can run them are busy"
-    booting = [
-        f"{manager.manager_id} ({manager.pending_units})"
-        for manager in core.managers.values()
-        if manager.pending_units and names <= frozenset(name for name, _ in manager.capabilities)
-    ]
-    if booting:
-        reason += f"; manager(s) booting workers: {', '.join(booting)}"
-    return reason
-
-
-def _worker_entry(worker: WorkerRecord, now: float) -> WorkerEntry:
-    return WorkerEntry(
-        worker_id=worker.peer,
-        hostname=worker.hostname,
-        pid=worker.pid,
-        manager_id=worker.manager_id,
-        capabilities=worker.capabilities,
-        capacity=worker.capacity,
-        assigned=len(worker.assigned),
-        status=worker.status,
-        cpu_percent=worker.cpu_percent,
-        rss_bytes=worker.rss_bytes,
-        lag_seconds=worker.round_trip_seconds,
-        last_seen_seconds=max(0.0, now - worker.last_seen),
-        connected_seconds=max(0.0, now - worker.connected_at),
-    )
-
-
-def _manager_entry(manager: ManagerRecord, connected: dict[str, int], now: float) -> ManagerEntry:
-    target = manager.last_target.entries if manager.last_target is not None else None
-    return ManagerEntry(
-        manager_id=manager.manager_id,
-        manager_type=manager.manager_type,
-        capabilities=manager.capabilities,
-        max_workers=manager.max_workers,
-        target=target,
-        units=manager.units,
-        pending_units=manager.pending_units,
-        connected_workers=connected.get(manager.manager_id, 0),
-        seconds_since_heartbeat=max(0.0, now - manager.last_seen),
-    )
+def _counts(counts: list[int]) -> m.TaskCounts:
+    return m.TaskCounts(*counts)

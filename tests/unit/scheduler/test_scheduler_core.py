@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 
 from scaler.protocol import messages as m
-from scaler.protocol.feed import SchedulerView
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.scheduler.core.effects import DeleteOwnerObjects, Publish, Send, StopScheduler
 from scaler.scheduler.core.events import PeerLost, Received, Tick, Undecodable
-from scaler.scheduler.core.scaling_targets import TargetDecision
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.core.task_state import TRANSITIONS, Outcome, TaskEvent, TaskState
+from scaler.scheduler.core.task_table import TRANSITIONS_PER_PUBLICATION
 from scaler.testing.simulation import PYTHON, SimulatedCluster, hello, task
 
 
@@ -19,33 +18,19 @@ def sent_to(effects: list, peer: bytes, kind: type) -> list:  # type: ignore[typ
     return [e.message for e in effects if isinstance(e, Send) and e.peer == peer and isinstance(e.message, kind)]
 
 
+def tid(number: int) -> TaskID:
+    return TaskID(number.to_bytes(16, "big"))
+
+
 def test_transition_table_is_total() -> None:
     assert {(s, e) for s in TaskState for e in TaskEvent} == set(TRANSITIONS)
 
 
-def test_every_outcome_has_an_implementation_and_is_reachable() -> None:
-    lifecycle = SchedulerCore(CoreSettings("a", "b", PYTHON)).lifecycle
-    assert set(lifecycle.outcomes) == set(Outcome) - {Outcome.IGNORE}
-    assert all(callable(implementation) for implementation in lifecycle.outcomes.values())
-    assert set(TRANSITIONS.values()) == set(Outcome), "an outcome no (state, event) pair leads to"
-
-
-class FailingHook:
-    def targets(self, view: SchedulerView, manager_id: str) -> TargetDecision:
-        raise RuntimeError("broken policy")
-
-
-def test_a_strict_core_raises_a_handlers_error_and_a_lenient_one_logs_it_and_goes_on(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    with pytest.raises(RuntimeError, match="broken policy"):
-        SimulatedCluster(scaling=FailingHook()).send(b"manager", hello(m.ManagerInfo("m1")))
-    lenient = SimulatedCluster(scaling=FailingHook(), strict=False)
-    effects = lenient.send(b"manager", hello(m.ManagerInfo("m1")))
-    assert "failed to handle Hello" in caplog.text
-    assert not sent_to(effects, b"manager", m.ManagerTarget)
-    client = lenient.add_client()  # the scheduler goes on
-    assert client.peer in lenient.core.clients
+def test_every_outcome_the_table_names_is_carried_out_by_the_lifecycle() -> None:
+    core = SchedulerCore(CoreSettings("a", "b", PYTHON))
+    named = set(TRANSITIONS.values()) - {Outcome.IGNORE}
+    assert named == set(Outcome) - {Outcome.IGNORE}  # no outcome is dead
+    assert set(core.lifecycle._outcomes) == named
 
 
 def test_every_message_a_peer_may_send_has_a_handler() -> None:
@@ -155,8 +140,9 @@ def test_capability_tasks_wait_for_a_capable_worker_without_blocking_others() ->
     plain = sim.add_worker("plain", capacity=5)
     sim.submit(client, [task(client.peer, 1, capabilities=(("gpu", 1),)), task(client.peer, 2)])
     assert plain.held == [TaskID((2).to_bytes(16, "big"))]
-    (group,) = sim.core.view().pending
-    assert group.queued == 1 and "gpu" in group.reason
+    waiting = [group for group in sim.core.view().pending if group.count]
+    (group,) = waiting
+    assert group.count == 1 and "gpu" in group.reason
     gpu = sim.add_worker("gpu", capabilities=(("gpu", -1),))
     assert gpu.held == [TaskID((1).to_bytes(16, "big"))]
 
@@ -275,21 +261,26 @@ def test_a_gracefully_leaving_worker_hands_its_tasks_back_without_using_the_budg
     assert client.answers[TaskID((1).to_bytes(16, "big"))] == [("result", "success")]
 
 
-def deletions(effects: list) -> list[bytes]:  # type: ignore[type-arg]
-    return [e.owner for e in effects if isinstance(e, DeleteOwnerObjects)]
-
-
 def test_silent_workers_and_clients_are_dropped_on_tick() -> None:
-    settings = CoreSettings("s", "o", PYTHON, worker_timeout_seconds=5, client_timeout_seconds=5,
-                            object_retention_seconds=0)  # fmt: skip
-    sim = SimulatedCluster(settings)
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, worker_timeout_seconds=5, client_timeout_seconds=5))
     client, worker = sim.add_client(), sim.add_worker()
     sim.submit(client, [task(client.peer, 1)])
     effects = sim.advance(6)
     assert not sim.core.workers and not sim.core.clients
-    assert deletions(effects) == [client.peer]
+    assert any(isinstance(e, DeleteOwnerObjects) and e.owner == client.peer for e in effects)
     assert not sim.core.tasks.records
     del worker
+
+
+def test_a_departed_clients_objects_are_kept_for_the_retention_time() -> None:
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, object_retention_seconds=30))
+    client = sim.add_client()
+    effects = sim.send(client.peer, m.ClientDisconnect())
+    assert not any(isinstance(e, DeleteOwnerObjects) for e in effects)
+    assert not any(isinstance(e, DeleteOwnerObjects) for e in sim.advance(29))
+    (deletion,) = [e for e in sim.advance(2) if isinstance(e, DeleteOwnerObjects)]
+    assert deletion.owner == client.peer
+    assert not any(isinstance(e, DeleteOwnerObjects) for e in sim.advance(60))  # once
 
 
 def test_a_departed_clients_running_tasks_are_cancelled_at_their_workers() -> None:
@@ -298,44 +289,39 @@ def test_a_departed_clients_running_tasks_are_cancelled_at_their_workers() -> No
     sim.submit(client, [task(client.peer, 1)])
     effects = sim.feed(PeerLost(client.peer, "closed", 0.0))
     assert sent_to(effects, worker.peer, m.TaskCancel)
+    assert any(isinstance(e, DeleteOwnerObjects) for e in effects)
     assert not worker.held and not sim.core.tasks.records
 
 
-def test_a_departed_clients_objects_are_deleted_after_the_retention_time() -> None:
-    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, object_retention_seconds=5))
-    client, other = sim.add_client("leaving"), sim.add_client("staying")
-    effects = sim.send(client.peer, m.ClientDisconnect())
-    assert not deletions(effects), "kept for the retention time"
-    assert not deletions(sim.advance(4.9))
-    assert deletions(sim.advance(0.2)) == [client.peer]
-    assert not deletions(sim.advance(10)), "once"
-    del other
-
-
-def test_a_client_back_within_its_retention_time_keeps_its_objects() -> None:
-    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, object_retention_seconds=5))
-    client = sim.add_client()
-    sim.feed(PeerLost(client.peer, "closed", sim.now))
-    sim.advance(1)
-    sim.send(client.peer, hello(m.ClientInfo()))  # the same identity reconnects
-    assert not deletions(sim.advance(10))
-
-
-def test_a_cluster_shutdown_deletes_every_retained_clients_objects_at_once() -> None:
-    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, object_retention_seconds=60))
-    gone, stopping = sim.add_client("gone"), sim.add_client("stopping")
-    sim.send(gone.peer, m.ClientDisconnect())
-    effects = sim.send(stopping.peer, m.ClientDisconnect(shutdown_cluster=True))
-    assert set(deletions(effects)) == {gone.peer, stopping.peer}
-    assert isinstance(effects[-1], StopScheduler)
-
-
-def test_status_is_published_on_ticks() -> None:
+def test_status_and_task_transitions_are_published_on_ticks_with_wall_time() -> None:
     sim = SimulatedCluster()
     sim.add_worker()
-    effects = sim.feed(Tick(1.0))
-    (publish,) = [e for e in effects if isinstance(e, Publish) and isinstance(e.message.body, SchedulerView)]
-    assert len(publish.message.body.workers) == 1
+    client = sim.add_client()
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
+    effects = sim.feed(Tick(1.0, wall_time=1_700_000_001.0))
+    published = [e.message for e in effects if isinstance(e, Publish)]
+    (status,) = [p for p in published if isinstance(p, m.StatusSnapshot)]
+    assert len(status.workers) == 1 and status.wall_time == 1_700_000_001.0
+    assert status.feed_version == m.FEED_VERSION
+    (client_summary,) = status.clients
+    assert (client_summary.counts.queued, client_summary.counts.running) == (1, 1)
+    (function,) = status.functions
+    assert function.name == "f" and function.counts.live == 2
+    (transitions,) = [p for p in published if isinstance(p, m.TaskTransitions)]
+    states = [(t.task_id, t.state) for t in transitions.transitions]
+    assert states == [(tid(1), "queued"), (tid(1), "dispatched"), (tid(2), "queued")]
+    assert transitions.transitions[1].worker_id.startswith(b"Worker|")
+
+
+def test_task_transitions_are_bounded_per_publication_and_the_rest_counted() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    sim.submit(client, [task(client.peer, n) for n in range(TRANSITIONS_PER_PUBLICATION + 10)])
+    (transitions,) = [e.message for e in sim.feed(Tick(1.0)) if isinstance(e, Publish) and
+                      isinstance(e.message, m.TaskTransitions)]  # fmt: skip
+    assert len(transitions.transitions) == TRANSITIONS_PER_PUBLICATION and transitions.dropped == 10
+    later = [e.message for e in sim.feed(Tick(2.0)) if isinstance(e, Publish)]
+    assert not [p for p in later if isinstance(p, m.TaskTransitions)]  # nothing new, nothing sent
 
 
 # ---------------------------------------------------------------- shutdown
@@ -388,8 +374,7 @@ def test_an_idle_worker_gets_a_prefetched_task_back_from_a_busy_one() -> None:
     effects = sim.advance(1.0)  # second: act
     (request,) = sent_to(effects, busy.peer, m.TaskReturn)
     assert request.task_ids == (TaskID((2).to_bytes(16, "big")),)
-    # the busy worker has not started task 2 (one slot), so it gives it back, and the idle one gets it
-    assert busy.held == [TaskID((1).to_bytes(16, "big"))]
+    assert busy.returned == 1  # the fake worker gave the unstarted task back
     assert idle.held == [TaskID((2).to_bytes(16, "big"))]
     assert not sent_to(sim.advance(1.0) + sim.advance(1.0), busy.peer, m.TaskReturn), "asked only once"
     sim.check_invariants()
@@ -411,13 +396,16 @@ def test_no_balancing_while_tasks_wait_in_the_queue_or_when_disabled() -> None:
 class QueueLengthHook:
     """A scaling hook that asks for one worker per queued task (enough to see when targets go out)."""
 
-    def targets(self, view: SchedulerView, manager_id: str) -> TargetDecision:
-        queued = sum(group.queued for group in view.groups)
-        return TargetDecision(m.ManagerTarget((m.TargetEntry((), queued),)), f"{queued} queued", "queue")
+    def targets(self, core: SchedulerCore, manager: object) -> m.ManagerTarget:
+        return m.ManagerTarget((m.TargetEntry((), len(core.tasks.queue)),))
+
+    def reason(self, manager: object) -> str:
+        return "one worker per queued task"
 
 
 def test_a_changed_target_goes_out_on_the_next_tick_without_waiting_for_a_heartbeat() -> None:
-    sim = SimulatedCluster(scaling=QueueLengthHook())
+    sim = SimulatedCluster()
+    sim.core = SchedulerCore(sim.settings, QueueLengthHook())
     effects = sim.send(b"manager", hello(m.ManagerInfo("m1")))
     assert sent_to(effects, b"manager", m.ManagerTarget) == [m.ManagerTarget((m.TargetEntry((), 0),))]
     client = sim.add_client()

@@ -1,5 +1,4 @@
-"""The policy simulator (the real scheduler core on a fake clock) and the trace generators, on tiny
-hand-checkable cases."""
+"""The simulator's model and the trace generators, on tiny hand-checkable cases."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from scaler.policy.scaling import NoScaling
 from scaler.policy.snapshot import ScalingSnapshot
 from scaler.policy.traces import TaskArrival, bursty_trace, merge_traces, one_shot_trace, steady_trace
 from scaler.protocol.messages import ManagerTarget, TargetEntry
-from scaler.testing.fake_managers import ManagerModel
-from scaler.testing.policy_simulator import SimulationSettings, percentile, simulate
+from scaler.testing.cluster_simulation import SimulatedManager, SimulationSettings, percentile, simulate
 
 
 @dataclass(frozen=True)
@@ -53,7 +51,7 @@ def test_trace_shapes() -> None:
 
 
 def test_fixed_pool_runs_tasks_fifo() -> None:
-    manager = ManagerModel("fixed", initial_workers=2)
+    manager = SimulatedManager("fixed", initial_workers=2)
     report = simulate(NoScaling(), one_shot_trace(4, 1.0), (manager,), SimulationSettings(tail_seconds=0.0))
     assert report.completed_tasks == 4
     assert (report.latency_p50_seconds, report.latency_p95_seconds) == (1.0, 2.0)
@@ -63,7 +61,7 @@ def test_fixed_pool_runs_tasks_fifo() -> None:
 
 def test_no_policy_and_no_workers_leaves_tasks_unfinished_until_the_horizon() -> None:
     settings = SimulationSettings(horizon_seconds=30.0)
-    report = simulate(NoScaling(), one_shot_trace(3, 1.0), (ManagerModel("m"),), settings)
+    report = simulate(NoScaling(), one_shot_trace(3, 1.0), (SimulatedManager("m"),), settings)
     assert (report.completed_tasks, report.unfinished_tasks) == (0, 3)
     assert math.isnan(report.latency_p50_seconds)
     assert report.end_seconds == 30.0
@@ -73,7 +71,7 @@ def test_boot_time_and_worker_seconds() -> None:
     report = simulate(
         Scripted(workers=1, until=1e9),
         (TaskArrival(0.0, 3.0),),
-        (ManagerModel("m", boot_seconds=5.0),),
+        (SimulatedManager("m", boot_seconds=5.0),),
         SimulationSettings(tail_seconds=0.0),
     )
     assert report.latency_p50_seconds == 8.0  # launched at 0, connected at 5, done at 8
@@ -85,7 +83,7 @@ def test_stopping_a_busy_worker_requeues_its_task_as_killed() -> None:
     report = simulate(
         Scripted(workers=1, until=6.0),
         (TaskArrival(0.0, 10.0),),
-        (ManagerModel("m", boot_seconds=1.0),),
+        (SimulatedManager("m", boot_seconds=1.0),),
         SimulationSettings(horizon_seconds=20.0),
     )
     assert report.killed_tasks == 1
@@ -94,9 +92,9 @@ def test_stopping_a_busy_worker_requeues_its_task_as_killed() -> None:
 
 
 def test_capabilities_route_tasks_and_do_not_block_the_queue() -> None:
-    managers = (ManagerModel("cpu", initial_workers=1), ManagerModel("gpu", caps("gpu"), initial_workers=1))
+    managers = (SimulatedManager("cpu", initial_workers=1), SimulatedManager("gpu", caps("gpu"), initial_workers=1))
     trace = (TaskArrival(0.0, 5.0, caps("gpu")), TaskArrival(0.0, 5.0, caps("gpu")), TaskArrival(0.0, 1.0))
-    report = simulate(NoScaling(), trace, managers, SimulationSettings(tail_seconds=0.0, allocate="capability"))
+    report = simulate(NoScaling(), trace, managers, SimulationSettings(tail_seconds=0.0))
     assert report.completed_tasks == 3
     assert report.latency_p50_seconds == 5.0  # the plain task ran at once on the cpu worker
     assert report.latency_p95_seconds == 10.0  # the second gpu task waited for the only gpu worker

@@ -1,0 +1,136 @@
+"""The only place in `scaler` that creates ZeroMQ contexts and sockets and sets their options.
+
+Every component (scheduler, object storage server, worker agent, processor, client, worker manager, monitor
+readers, readiness probes) gets a `SocketFactory` and asks it for the sockets it needs by role: a server
+binds a ROUTER (and the scheduler a PUB), a connecting side opens a DEALER (or a SUB). The options every
+socket shares live here, and so does transport security: with a `TransportSecurity` the factory makes every
+bound socket a CURVE server (peers authenticated by their public key) and every connecting socket a CURVE
+client, so no component handles keys itself (docs/security.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import zmq
+
+#: A connection refused (the peer is still starting) is retried after this long, doubling up to the maximum.
+RECONNECT_SECONDS = 0.01
+RECONNECT_MAX_SECONDS = 1.0
+#: Idle TCP links are probed after this long, so a peer behind a dropped NAT entry or a dead host is noticed.
+KEEPALIVE_IDLE_SECONDS = 30
+#: Status messages a slow monitor subscriber may fall behind by before old ones are dropped.
+MONITOR_HIGH_WATER_MARK = 1000
+
+Socket = zmq.Socket[Any]
+
+
+class TransportSecurity(Protocol):
+    """How sockets are secured (CURVE keys, `scaler.io.curve`); the factory calls these on every socket."""
+
+    def secure_server(self, sock: Socket, context: zmq.Context[Any]) -> None: ...
+
+    def secure_client(self, sock: Socket) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SocketFactory:
+    """Sockets of one component, from one ZeroMQ context. `close()` ends the context once its sockets are closed."""
+
+    def __init__(self, io_threads: int = 1, security: TransportSecurity | None = None) -> None:
+        self._context: zmq.Context[Any] = zmq.Context(io_threads=io_threads)
+        self.security = security
+        self._is_closed = False
+
+    # ------------------------------------------------------------ servers (bind)
+
+    def router(self, address: str, *, mandatory: bool = False, handover: bool = False) -> Socket:
+        """A bound ROUTER. `mandatory`: a send to a gone identity fails at once (the shell learns the peer
+        died); `handover`: a reconnecting peer with the same identity takes its old routing entry over."""
+        sock = self._socket(zmq.ROUTER)
+        _set_keepalive(sock)
+        if mandatory:
+            sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        if handover:
+            sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        return self._bind(sock, address)
+
+    def publisher(self, address: str, high_water_mark: int = MONITOR_HIGH_WATER_MARK) -> Socket:
+        """A bound PUB: a subscriber that falls more than `high_water_mark` messages behind loses old ones,
+        and never slows the publisher."""
+        sock = self._socket(zmq.PUB, high_water_mark=high_water_mark)
+        return self._bind(sock, address)
+
+    # ------------------------------------------------------------ connecting sides
+
+    def dealer(self, address: str, identity: bytes | None = None, immediate: bool = False) -> Socket:
+        """A DEALER connected to `address`, with `identity` when the server must know it across reconnections.
+        `immediate`: queue messages only to a completed connection, so that POLLOUT tells whether one exists."""
+        sock = self._socket(zmq.DEALER, identity=identity)
+        _set_keepalive(sock)
+        if immediate:
+            sock.setsockopt(zmq.IMMEDIATE, 1)
+        return self._connect(sock, address)
+
+    def subscriber(self, address: str, topics: Sequence[bytes] = (b"",), high_water_mark: int = 0) -> Socket:
+        sock = self._socket(zmq.SUB, high_water_mark=high_water_mark)
+        for topic in topics:
+            sock.setsockopt(zmq.SUBSCRIBE, topic)
+        return self._connect(sock, address)
+
+    # ------------------------------------------------------------ lifetime
+
+    def close(self) -> None:
+        """End the context (its sockets must be closed first; they have no linger, so this never blocks)."""
+        if self._is_closed:
+            return
+        self._is_closed = True
+        self._context.term()
+        if self.security is not None:
+            self.security.close()
+
+    # ------------------------------------------------------------ helpers
+
+    def _socket(self, kind: int, identity: bytes | None = None, high_water_mark: int = 0) -> Socket:
+        sock: Socket = self._context.socket(kind)
+        sock.setsockopt(zmq.SNDHWM, high_water_mark)
+        sock.setsockopt(zmq.RCVHWM, high_water_mark)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RECONNECT_IVL, int(RECONNECT_SECONDS * 1000))
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, int(RECONNECT_MAX_SECONDS * 1000))
+        if identity is not None:
+            sock.setsockopt(zmq.IDENTITY, identity)
+        return sock
+
+    def _bind(self, sock: Socket, address: str) -> Socket:
+        try:
+            if self.security is not None:
+                self.security.secure_server(sock, self._context)
+            sock.bind(address)
+        except BaseException:
+            sock.close(linger=0)
+            raise
+        return sock
+
+    def _connect(self, sock: Socket, address: str) -> Socket:
+        try:
+            if self.security is not None:
+                self.security.secure_client(sock)
+            sock.connect(address)
+        except BaseException:
+            sock.close(linger=0)
+            raise
+        return sock
+
+
+def bound_endpoint(sock: Socket) -> str:
+    """The endpoint a socket actually bound (the port the OS chose for `tcp://host:0`)."""
+    endpoint = sock.getsockopt(zmq.LAST_ENDPOINT)
+    return endpoint.decode() if isinstance(endpoint, bytes) else str(endpoint)
+
+
+def _set_keepalive(sock: Socket) -> None:
+    sock.setsockopt(zmq.TCP_KEEPALIVE, 1)
+    sock.setsockopt(zmq.TCP_KEEPALIVE_IDLE, KEEPALIVE_IDLE_SECONDS)

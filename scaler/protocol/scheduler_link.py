@@ -1,0 +1,225 @@
+"""The link every peer keeps with the scheduler, as a pure state machine (no clock, no socket).
+
+Clients, workers and worker managers all register with a Hello, wait for the HelloReply, heartbeat, notice
+when the scheduler stops answering, and register again when a restarted scheduler does not know them. This
+module decides all of that once; each peer's shell feeds it events (`start`, `on_message`, `on_tick`,
+`on_disconnected`, all stamped with `now` in monotonic seconds) and performs the effects it returns.
+
+States:
+- CONNECTING: a hello is out and unanswered; it is sent again with back-off, and a `StillWaiting` notice
+  goes out every `notice_interval_seconds` so the user knows what the peer waits for.
+- REGISTERED: the scheduler accepted the hello. Heartbeats go every `heartbeat_interval_seconds` (with
+  `one_heartbeat_in_flight`, only once the previous one was echoed). The round trip of the last echoed
+  heartbeat is measured (`round_trip_seconds`) and reported in the next heartbeat.
+- REFUSED and LOST are final: the peer stops (a restarted scheduler that forgot the peer is not a loss for
+  peers with `register_again`; it sends them back to CONNECTING).
+Any message from the scheduler counts as a sign of life; silence longer than `timeout_seconds` is a loss.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from scaler.protocol import messages as m
+
+
+class ExitCode(enum.IntEnum):
+    """Exit codes of the processes that keep a link (workers, worker managers): the one table of them."""
+
+    OK = 0
+    ERROR = 1  #: refused by the scheduler, a configuration error, a component that failed
+    NEVER_CONNECTED = 2  #: the scheduler never answered within the timeout
+    SCHEDULER_LOST = 3  #: the scheduler stopped answering
+
+
+class LinkState(enum.Enum):
+    CONNECTING = "connecting"
+    REGISTERED = "registered"
+    REFUSED = "refused"
+    LOST = "lost"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSettings:
+    address: str  #: the scheduler's address, for messages
+    heartbeat_interval_seconds: float = 2.0
+    timeout_seconds: float = 60.0  #: silence after which the scheduler counts as lost
+    one_heartbeat_in_flight: bool = False  #: a new heartbeat only after the previous one's echo (clients)
+    register_again: bool = True  #: a scheduler that forgot this peer gets a new hello (workers, managers)
+    lost_on_disconnect: bool = False  #: a closed connection is a loss at once (clients)
+    hello_retry_seconds: float = 2.0  #: first resend of an unanswered hello; doubles up to the maximum
+    hello_retry_max_seconds: float = 30.0
+    notice_interval_seconds: float = 10.0
+
+
+# ---------------------------------------------------------------- effects
+
+
+@dataclass(frozen=True, slots=True)
+class SendHello:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class SendHeartbeat:
+    round_trip_seconds: float  #: to put in the heartbeat
+
+
+@dataclass(frozen=True, slots=True)
+class Registered:
+    reply: m.HelloReply
+    again: bool  #: a registration after the scheduler had forgotten this peer
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    """The scheduler does not know this peer any more (it restarted): what it gave the peer is void."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    reason: str
+    was_registered: bool  #: False: the scheduler never accepted this peer (or not since it forgot it)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.SCHEDULER_LOST if self.was_registered else ExitCode.NEVER_CONNECTED
+
+
+@dataclass(frozen=True, slots=True)
+class StillWaiting:
+    seconds: float
+    text: str
+
+
+LinkEffect = SendHello | SendHeartbeat | Registered | Forgotten | Refused | Lost | StillWaiting
+
+
+class SchedulerLink:
+    def __init__(self, settings: LinkSettings) -> None:
+        self.settings = settings
+        self.state = LinkState.CONNECTING
+        self.round_trip_seconds = 0.0  #: of the latest echoed heartbeat
+        self.hello_reply: m.HelloReply | None = None  #: the latest accepting reply
+        self._last_heard = 0.0
+        self._hello_sent_at = 0.0
+        self._hello_retry = settings.hello_retry_seconds
+        self._waiting_since = 0.0
+        self._last_notice_at = 0.0
+        self._last_heartbeat_at: float | None = None
+        self._heartbeat_in_flight_since: float | None = None
+        self._was_forgotten = False
+
+    @property
+    def is_registered(self) -> bool:
+        return self.state is LinkState.REGISTERED
+
+    @property
+    def is_over(self) -> bool:
+        return self.state in (LinkState.REFUSED, LinkState.LOST)
+
+    # ------------------------------------------------------------ events
+
+    def start(self, now: float) -> list[LinkEffect]:
+        self._last_heard = self._waiting_since = self._last_notice_at = now
+        return [self._hello(now)]
+
+    def on_message(self, message: m.Message, now: float) -> list[LinkEffect]:
+        if self.is_over:
+            return []
+        self._last_heard = now
+        if isinstance(message, m.HelloReply):
+            return self._on_hello_reply(message, now)
+        if isinstance(message, m.HeartbeatEcho) and self._heartbeat_in_flight_since is not None:
+            self.round_trip_seconds = max(0.0, now - self._heartbeat_in_flight_since)
+            self._heartbeat_in_flight_since = None
+        elif isinstance(message, m.ProtocolError) and message.kind is m.ProtocolErrorKind.UNKNOWN_PEER:
+            return self._on_forgotten(message.reason, now)
+        return []
+
+    def on_tick(self, now: float) -> list[LinkEffect]:
+        if self.is_over:
+            return []
+        silent = now - self._last_heard
+        if silent > self.settings.timeout_seconds:
+            if self.is_registered:
+                reason = f"the scheduler at {self.settings.address} has not answered for {silent:.0f} s"
+            else:
+                reason = f"no scheduler answered at {self.settings.address} within {self.settings.timeout_seconds:g} s"
+            return [self._lose(reason)]
+        if self.state is LinkState.CONNECTING:
+            return self._while_connecting(now)
+        return self._heartbeat_if_due(now)
+
+    def on_disconnected(self, now: float) -> list[LinkEffect]:
+        if self.is_over or not self.settings.lost_on_disconnect:
+            return []
+        return [self._lose(f"the connection to the scheduler at {self.settings.address} closed")]
+
+    # ------------------------------------------------------------ transitions
+
+    def _on_hello_reply(self, reply: m.HelloReply, now: float) -> list[LinkEffect]:
+        if self.is_registered:
+            return []  # the answer to a hello sent again while the first answer travelled
+        if not reply.accepted:
+            self.state = LinkState.REFUSED
+            return [Refused(f"the scheduler at {self.settings.address} refused this peer: {reply.reason}")]
+        again = self._was_forgotten
+        self.state, self.hello_reply, self._was_forgotten = LinkState.REGISTERED, reply, False
+        self._hello_retry = self.settings.hello_retry_seconds
+        self._heartbeat_in_flight_since = None
+        self._last_heartbeat_at = None
+        return [Registered(reply, again), *self._heartbeat_if_due(now)]
+
+    def _on_forgotten(self, reason: str, now: float) -> list[LinkEffect]:
+        if not self.settings.register_again:
+            return [self._lose(f"the scheduler at {self.settings.address} dropped this peer: {reason}")]
+        if self.state is not LinkState.REGISTERED:
+            return []  # our hello is on its way; the scheduler answered a message sent before it
+        self.state, self._was_forgotten = LinkState.CONNECTING, True
+        self._waiting_since = self._last_notice_at = now
+        return [Forgotten(reason), self._hello(now)]
+
+    def _while_connecting(self, now: float) -> list[LinkEffect]:
+        effects: list[LinkEffect] = []
+        if now - self._hello_sent_at >= self._hello_retry:
+            self._hello_retry = min(self._hello_retry * 2, self.settings.hello_retry_max_seconds)
+            effects.append(self._hello(now))
+        if now - self._last_notice_at >= self.settings.notice_interval_seconds:
+            self._last_notice_at = now
+            waited = now - self._waiting_since
+            left = self.settings.timeout_seconds - (now - self._last_heard)
+            address = self.settings.address
+            text = f"still waiting for the scheduler at {address} ({waited:.0f} s; giving up in {left:.0f} s)"
+            effects.append(StillWaiting(waited, text))
+        return effects
+
+    def _heartbeat_if_due(self, now: float) -> list[LinkEffect]:
+        if (
+            self._last_heartbeat_at is not None
+            and now - self._last_heartbeat_at < self.settings.heartbeat_interval_seconds
+        ):
+            return []
+        if self.settings.one_heartbeat_in_flight and self._heartbeat_in_flight_since is not None:
+            return []
+        self._last_heartbeat_at = now
+        if self._heartbeat_in_flight_since is None:
+            self._heartbeat_in_flight_since = now
+        return [SendHeartbeat(self.round_trip_seconds)]
+
+    def _hello(self, now: float) -> SendHello:
+        self._hello_sent_at = now
+        return SendHello()
+
+    def _lose(self, reason: str) -> Lost:
+        was_registered = self.is_registered
+        self.state = LinkState.LOST
+        return Lost(reason, was_registered)

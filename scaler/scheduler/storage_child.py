@@ -1,0 +1,82 @@
+"""The object storage server a scheduler starts for itself (no `--object-storage-address`), kept alive.
+
+When the child dies the scheduler notices within a fraction of a second, says so, and starts it again at the
+same address (the objects it held are gone: tasks that need them fail with an error saying so, and clients
+re-upload functions on their next submission). Restarts back off (0, 1, 3, then 4 s); after `MAX_RESTARTS`
+failed or short-lived restarts in a row the scheduler stops with exit code 1 and the reason, rather than
+serve a cluster whose every large input or result would fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import time
+from collections.abc import Callable
+
+from scaler.config.sections import ObjectStorageServerConfig, section_to_json
+from scaler.io.child_processes import describe_exit, start_python_child, stop_children
+from scaler.object_storage.readiness import wait_for_object_storage
+
+logger = logging.getLogger(__name__)
+
+START_TIMEOUT_SECONDS = 15.0
+WATCH_SECONDS = 0.2
+MAX_RESTARTS = 5
+MAX_DELAY_SECONDS = 4.0
+#: A restarted server that lives this long resets the count of restarts in a row.
+HEALTHY_SECONDS = 30.0
+
+
+class StorageChild:
+    def __init__(self, config: ObjectStorageServerConfig) -> None:
+        self.config = config
+        self.address = config.bind_address
+        self._child: subprocess.Popen[bytes] | None = None
+        self._started_at = 0.0
+        self.restarts_in_a_row = 0
+
+    def start(self) -> None:
+        """Start the server and wait until it answers (RuntimeError when it does not)."""
+        self._child = start_python_child(["scaler.object_storage.server", section_to_json(self.config)])
+        self._started_at = time.monotonic()
+        wait_for_object_storage(self.address, START_TIMEOUT_SECONDS, [self._child])
+
+    async def watch(self, give_up: Callable[[str], None]) -> None:
+        """Restart the server whenever it dies; call `give_up(reason)` when restarts keep failing."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(WATCH_SECONDS)
+            child = self._child
+            if child is None or child.poll() is None:
+                continue
+            lived = time.monotonic() - self._started_at
+            self.restarts_in_a_row = 1 if lived >= HEALTHY_SECONDS else self.restarts_in_a_row + 1
+            if self.restarts_in_a_row > MAX_RESTARTS:
+                give_up(
+                    f"the object storage server at {self.address} died {MAX_RESTARTS + 1} times in a row "
+                    f"(last: {describe_exit(child.returncode)}); stopping the scheduler"
+                )
+                return
+            delay = min(MAX_DELAY_SECONDS, 2.0 ** (self.restarts_in_a_row - 1) - 1.0)  # 0, 1, 3, 4, 4 ... seconds
+            logger.error(
+                "the object storage server at %s (pid %d) died: %s; restarting it in %g s (the objects it held "
+                "are lost: tasks that need them fail with an error that says so)",
+                self.address, child.pid, describe_exit(child.returncode), delay,
+            )  # fmt: skip
+            await asyncio.sleep(delay)
+            try:
+                self._child = start_python_child(["scaler.object_storage.server", section_to_json(self.config)])
+                self._started_at = time.monotonic()
+                restarted = self._child
+                await loop.run_in_executor(
+                    None, wait_for_object_storage, self.address, START_TIMEOUT_SECONDS, [restarted]
+                )
+                logger.warning("object storage server restarted at %s (pid %d)", self.address, restarted.pid)
+            except RuntimeError as error:
+                logger.error("restarting the object storage server failed: %s", error)
+
+    def stop(self) -> None:
+        if self._child is not None:
+            stop_children([self._child])

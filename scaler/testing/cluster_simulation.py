@@ -1,0 +1,392 @@
+"""A task trace replayed against the real scheduler core, a scaling policy and real reconcilers, on a fake clock.
+
+What runs for real: `SchedulerCore` (dispatch, balancing, the scaling hook and the policy), and each
+manager's `Reconciler` (what to launch and what to stop, drain order, back-off). What is simulated:
+- one client submits each task of the trace at its arrival time and records when its result comes back;
+- a launched unit is one worker that connects `boot_seconds` after its launch; it runs the tasks the
+  scheduler gives it one at a time for their trace duration (tasks it holds beyond the running one wait,
+  and go back when the scheduler asks for them);
+- a manager heartbeats every `heartbeat_seconds` (staggered) and reconciles on every target it receives;
+  a unit it terminates leaves gracefully (its tasks go back to the queue; a task that was running counts as
+  killed, and runs again from the start).
+Time and ids are inputs; the run is a pure function of its arguments (no clock, no randomness, no I/O).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from math import ceil
+
+from scaler.policy.protocols import ScalingPolicy
+from scaler.policy.traces import Trace
+from scaler.protocol import messages as m
+from scaler.protocol.ids import ClientID, PeerID, TaskID
+from scaler.scheduler.core.effects import Send
+from scaler.scheduler.core.events import Event, Received, Tick
+from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
+from scaler.scheduler.scaling_hook import PolicyScalingHook
+from scaler.worker_manager.backend import UnitInfo, UnitState
+from scaler.worker_manager.reconciler import Reconciler, ReconcilerSettings, Target
+
+PYTHON = "3.11.7"  #: the simulated peers' Python; the core only compares it with its settings
+CLIENT = PeerID(b"Client|trace")
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatedManager:
+    manager_id: str
+    capabilities: m.Capabilities = ()
+    max_workers: m.WorkerLimit = None
+    boot_seconds: float = 5.0  #: from launch to connected
+    initial_workers: int = 0  #: connected at t = 0 and never stopped (a fixed pool; not counted as launches)
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationSettings:
+    heartbeat_seconds: float = 2.0  #: managers' heartbeat period
+    tick_seconds: float = 0.5  #: the scheduler's clock beat
+    tail_seconds: float = 60.0  #: keep going after the last task finished, to watch the scale-down
+    horizon_seconds: float | None = None  #: hard stop; None: last arrival + 1 hour
+    allocate: str = "capability"  #: the dispatcher's allocation (capabilities are honoured by default)
+
+
+@dataclass(frozen=True, slots=True)
+class TimelinePoint:
+    """Workers per manager (booting or connected) after a manager's heartbeat or a change of its units."""
+
+    at_seconds: float
+    workers: tuple[tuple[str, int], ...]
+
+    def of(self, manager_id: str) -> int:
+        return dict(self.workers).get(manager_id, 0)
+
+    @property
+    def total(self) -> int:
+        return sum(count for _manager_id, count in self.workers)
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationReport:
+    policy: str
+    worker_seconds: float  #: sum of unit lifetimes, launch to stop (boot time is paid for)
+    latency_p50_seconds: float  #: arrival to result; NaN when no task completed
+    latency_p95_seconds: float
+    latency_max_seconds: float
+    launches: int
+    terminations: int
+    killed_tasks: int  #: runs lost because a busy worker was stopped
+    completed_tasks: int
+    unfinished_tasks: int
+    peak_workers: int
+    end_seconds: float
+    timeline: tuple[TimelinePoint, ...]
+    warnings: tuple[str, ...] = ()
+
+
+def percentile(values: list[float], percent: float) -> float:
+    """Nearest-rank percentile; NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[max(0, ceil(percent / 100 * len(ordered)) - 1)]
+
+
+def simulate(
+    policy: ScalingPolicy,
+    trace: Trace,
+    managers: tuple[SimulatedManager, ...],
+    settings: SimulationSettings = SimulationSettings(),
+) -> SimulationReport:
+    return _Simulation(policy, trace, managers, settings).run()
+
+
+# ---------------------------------------------------------------- the simulated peers
+
+
+@dataclass(eq=False, slots=True)
+class _Unit:
+    unit_id: str
+    manager: _Manager
+    launched_at: float
+    peer: PeerID
+    connected: bool = False
+    stopped_at: float | None = None
+    held: list[TaskID] = field(default_factory=list)  #: given by the scheduler, running one first
+    run: int = 0  #: bumped per task start, so a stale completion is recognised
+
+
+@dataclass(eq=False, slots=True)
+class _Manager:
+    spec: SimulatedManager
+    peer: PeerID
+    reconciler: Reconciler
+    index: int  #: makes unit ids unique across managers
+    units: dict[str, _Unit] = field(default_factory=dict)  #: alive (booting or connected), the reconciler's units
+    launched: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Arrival:
+    task: m.Task
+
+
+@dataclass(frozen=True, slots=True)
+class _Boot:
+    unit: _Unit
+
+
+@dataclass(frozen=True, slots=True)
+class _Completion:
+    unit: _Unit
+    run: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Heartbeat:
+    manager: _Manager
+
+
+@dataclass(frozen=True, slots=True)
+class _Tick:
+    pass
+
+
+_Step = _Arrival | _Boot | _Completion | _Heartbeat | _Tick
+
+
+class _Simulation:
+    def __init__(
+        self, policy: ScalingPolicy, trace: Trace, managers: tuple[SimulatedManager, ...], settings: SimulationSettings
+    ) -> None:
+        self._settings = settings
+        self._policy_name = policy.name
+        hook = PolicyScalingHook(policy)
+        # The simulated client and workers never heartbeat (nothing here is silent by accident), so the scheduler
+        # is told never to drop them for silence.
+        core_settings = CoreSettings(
+            "sim://scheduler", "sim://storage", PYTHON, allocate=settings.allocate,
+            heartbeat_interval_seconds=settings.heartbeat_seconds,
+            client_timeout_seconds=float("inf"), worker_timeout_seconds=float("inf"),
+        )  # fmt: skip
+        self._core = SchedulerCore(core_settings, hook, strict=True)
+        self._hook = hook
+        self._now = 0.0
+        self._steps: list[tuple[float, int, _Step]] = []
+        self._sequence = 0
+        self._durations: dict[TaskID, float] = {}
+        self._arrivals: dict[TaskID, float] = {}
+        self._latencies: list[float] = []
+        self._last_completion = 0.0
+        self._launches = self._terminations = self._killed = self._peak = 0
+        self._timeline: list[TimelinePoint] = []
+        self._units_by_peer: dict[PeerID, _Unit] = {}
+        self._all_units: list[_Unit] = []
+        self._managers: dict[PeerID, _Manager] = {}
+        last_arrival = max((arrival.arrival_seconds for arrival in trace), default=0.0)
+        self._horizon = settings.horizon_seconds if settings.horizon_seconds is not None else last_arrival + 3600.0
+        self._feed(Received(CLIENT, _hello(m.ClientInfo("trace")), 0.0))
+        for number, arrival in enumerate(trace):
+            task_id = TaskID(number.to_bytes(16, "big"))
+            self._durations[task_id] = arrival.duration_seconds
+            task = m.Task(task_id, ClientID(CLIENT), b"", "f", 0, arrival.capabilities)
+            self._push(arrival.arrival_seconds, _Arrival(task))
+        for index, spec in enumerate(managers):
+            self._add_manager(spec, index * settings.heartbeat_seconds / max(1, len(managers)))
+        self._push(settings.tick_seconds, _Tick())
+
+    # ------------------------------------------------------------ the event loop
+
+    def run(self) -> SimulationReport:
+        end = 0.0
+        while self._steps:
+            now, _sequence, step = heapq.heappop(self._steps)
+            if now > self._horizon:
+                end = self._horizon
+                break
+            if (
+                len(self._latencies) == len(self._durations)
+                and now >= self._last_completion + self._settings.tail_seconds
+            ):
+                end = self._last_completion + self._settings.tail_seconds
+                break
+            self._now = end = now
+            if isinstance(step, _Arrival):
+                self._arrivals[step.task.task_id] = now
+                self._feed(Received(CLIENT, step.task, now))
+            elif isinstance(step, _Boot):
+                self._boot(step.unit)
+            elif isinstance(step, _Completion):
+                self._complete(step.unit, step.run)
+            elif isinstance(step, _Heartbeat):
+                self._heartbeat(step.manager)
+            else:
+                self._feed(Tick(now))
+                self._push(now + self._settings.tick_seconds, _Tick())
+        return self._report(end)
+
+    def _push(self, at: float, step: _Step) -> None:
+        self._sequence += 1
+        heapq.heappush(self._steps, (at, self._sequence, step))
+
+    def _feed(self, event: Event) -> None:
+        for effect in self._core.handle(event):
+            if isinstance(effect, Send):
+                self._deliver(effect.peer, effect.message)
+
+    def _send(self, peer: PeerID, message: m.Message) -> None:
+        self._feed(Received(peer, message, self._now))
+
+    # ------------------------------------------------------------ what the scheduler sends
+
+    def _deliver(self, peer: PeerID, message: m.Message) -> None:
+        if peer == CLIENT:
+            if isinstance(message, m.TaskResult) and message.task_id in self._arrivals:
+                self._latencies.append(self._now - self._arrivals.pop(message.task_id))
+                self._last_completion = self._now
+            return
+        unit = self._units_by_peer.get(peer)
+        if unit is not None:
+            self._to_unit(unit, message)
+            return
+        manager = self._managers.get(peer)
+        if manager is not None and isinstance(message, m.ManagerTarget):
+            self._reconcile(manager, Target.of(message))
+
+    def _to_unit(self, unit: _Unit, message: m.Message) -> None:
+        if unit.stopped_at is not None:
+            return
+        if isinstance(message, m.Task):
+            unit.held.append(message.task_id)
+            if len(unit.held) == 1:
+                self._start(unit)
+        elif isinstance(message, m.TaskReturn):
+            waiting = [task_id for task_id in message.task_ids if task_id in unit.held[1:]]
+            unit.held = [task_id for task_id in unit.held if task_id not in waiting]
+            self._send(unit.peer, m.TaskReturn(tuple(waiting)))
+        elif isinstance(message, m.TaskCancel):
+            for task_id in message.task_ids:
+                outcome = m.CancelOutcome.CANCELED if task_id in unit.held else m.CancelOutcome.NOT_FOUND
+                if task_id in unit.held:
+                    unit.held.remove(task_id)
+                self._send(unit.peer, m.TaskCancelConfirm(task_id, outcome))
+
+    # ------------------------------------------------------------ units (workers)
+
+    def _start(self, unit: _Unit) -> None:
+        unit.run += 1
+        self._push(self._now + self._durations[unit.held[0]], _Completion(unit, unit.run))
+
+    def _complete(self, unit: _Unit, run: int) -> None:
+        if unit.stopped_at is not None or unit.run != run or not unit.held:
+            return
+        task_id = unit.held.pop(0)
+        self._send(unit.peer, m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b""))
+        if unit.held:
+            self._start(unit)
+
+    def _boot(self, unit: _Unit) -> None:
+        if unit.stopped_at is not None:
+            return
+        unit.connected = True
+        spec = unit.manager.spec
+        info = m.WorkerInfo(spec.capabilities, 1, spec.manager_id, f"SIM-{unit.unit_id}")
+        self._send(unit.peer, _hello(info))
+
+    def _new_unit(self, manager: _Manager, is_fixed: bool = False) -> _Unit:
+        """A unit of the manager; a fixed one (an initial worker) is not the reconciler's to stop."""
+        manager.launched += 1
+        unit_id = f"m{manager.index}u{manager.launched}"
+        peer = PeerID(f"Worker|SIM-{unit_id}|{manager.spec.manager_id}".encode())
+        unit = _Unit(unit_id, manager, self._now, peer)
+        if not is_fixed:
+            manager.units[unit_id] = unit
+        self._units_by_peer[peer] = unit
+        self._all_units.append(unit)
+        return unit
+
+    def _stop(self, unit: _Unit) -> None:
+        unit.stopped_at = self._now
+        unit.manager.units.pop(unit.unit_id, None)
+        self._terminations += 1
+        if not unit.connected:
+            return
+        if unit.held:
+            self._killed += 1
+        unit.held.clear()
+        self._send(unit.peer, m.WorkerLeaving("the manager's target is lower"))
+
+    # ------------------------------------------------------------ managers
+
+    def _add_manager(self, spec: SimulatedManager, first_heartbeat: float) -> None:
+        peer = PeerID(f"Manager|sim|{spec.manager_id}".encode())
+        reconciler = Reconciler(ReconcilerSettings(max_units=spec.max_workers, pending_timeout_seconds=1e9))
+        manager = _Manager(spec, peer, reconciler, len(self._managers))
+        self._managers[peer] = manager
+        for _ in range(spec.initial_workers):
+            self._boot(self._new_unit(manager, is_fixed=True))
+        self._send(peer, _hello(m.ManagerInfo(spec.manager_id, spec.capabilities, spec.max_workers, "sim")))
+        self._push(first_heartbeat, _Heartbeat(manager))
+
+    def _heartbeat(self, manager: _Manager) -> None:
+        status = m.ManagerStatus(manager.reconciler.units, manager.reconciler.pending_units)
+        self._send(manager.peer, m.Heartbeat(manager=status))
+        self._record_timeline()
+        self._push(self._now + self._settings.heartbeat_seconds, _Heartbeat(manager))
+
+    def _reconcile(self, manager: _Manager, target: Target) -> None:
+        plan = manager.reconciler.plan(target, list(self._unit_infos(manager)), self._now)
+        for unit_id in plan.terminate:
+            unit = manager.units.get(unit_id)
+            if unit is not None:
+                self._stop(unit)
+        manager.reconciler.terminating(list(plan.terminate))
+        launched = [self._new_unit(manager) for _ in range(plan.launch)]
+        for unit in launched:
+            self._launches += 1
+            self._push(self._now + manager.spec.boot_seconds, _Boot(unit))
+        manager.reconciler.launched([unit.unit_id for unit in launched], plan.launch, self._now)
+        if plan.launch or plan.terminate:
+            self._record_timeline()
+
+    def _record_timeline(self) -> None:
+        counts = tuple((known.spec.manager_id, self._alive(known)) for known in self._managers.values())
+        self._timeline.append(TimelinePoint(self._now, counts))
+        self._peak = max(self._peak, sum(count for _manager_id, count in counts))
+
+    @staticmethod
+    def _alive(manager: _Manager) -> int:
+        return len(manager.units) + manager.spec.initial_workers
+
+    def _unit_infos(self, manager: _Manager) -> Iterator[UnitInfo]:
+        for unit in manager.units.values():
+            state = UnitState.RUNNING if unit.connected else UnitState.PENDING
+            yield UnitInfo(unit.unit_id, state, unit.launched_at, (unit.peer.decode(),))
+
+    # ------------------------------------------------------------ report
+
+    def _report(self, end: float) -> SimulationReport:
+        worker_seconds = sum(
+            (end if unit.stopped_at is None else unit.stopped_at) - unit.launched_at for unit in self._all_units
+        )
+        return SimulationReport(
+            policy=self._policy_name,
+            worker_seconds=worker_seconds,
+            latency_p50_seconds=percentile(self._latencies, 50),
+            latency_p95_seconds=percentile(self._latencies, 95),
+            latency_max_seconds=max(self._latencies, default=float("nan")),
+            launches=self._launches,
+            terminations=self._terminations,
+            killed_tasks=self._killed,
+            completed_tasks=len(self._latencies),
+            unfinished_tasks=len(self._durations) - len(self._latencies),
+            peak_workers=self._peak,
+            end_seconds=end,
+            timeline=tuple(self._timeline),
+            warnings=tuple(self._hook.warnings_seen),
+        )
+
+
+def _hello(info: m.RoleInfo) -> m.Hello:
+    return m.Hello(m.PROTOCOL_VERSION, PYTHON, 1, "sim", info)

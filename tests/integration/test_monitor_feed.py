@@ -1,0 +1,75 @@
+"""The scheduler's monitor feed, read the way `scaler_top` and the dashboard read it: topics, the feed
+version, wall-clock stamps, task transitions and scaling decisions with their reasons, on a real stack."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from scaler import Client
+from scaler.io.sockets import SocketFactory, bound_endpoint
+from scaler.monitor.feed import FeedReader, FeedVersionError
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol.feed import STATUS_TOPIC
+from tests.integration.conftest import Launcher, ProcessWatch
+from tests.integration.manager_harness import start_manager
+
+pytestmark = pytest.mark.integration
+
+
+def double(value: int) -> int:
+    time.sleep(0.05)
+    return value * 2
+
+
+@pytest.mark.timeout(120)
+def test_the_feed_shows_status_transitions_and_scaling_decisions_of_an_elastic_map(
+    launcher: Launcher, processes: ProcessWatch
+) -> None:
+    addresses, _, _ = launcher.stack(workers=0, scheduler_args=("--policy-content", "allocate=even_load; scaling=work"))
+    start_manager(launcher, addresses, "feed-test", "-mtc", "2")
+    with FeedReader(addresses.monitor) as reader, Client(address=addresses.scheduler) as client:
+        started = time.time()
+        results = client.map(double, range(40))
+        received = reader.messages(3.0)
+        deadline = time.monotonic() + 30
+        while not any(isinstance(x, m.ScalingDecisions) for x in received) and time.monotonic() < deadline:
+            received += reader.messages(1.0)
+    assert results == [n * 2 for n in range(40)]
+    statuses = [x for x in received if isinstance(x, m.StatusSnapshot)]
+    assert statuses and all(x.feed_version == m.FEED_VERSION for x in received)
+    assert all(started - 60 < x.wall_time < time.time() + 60 for x in statuses), "not wall-clock time"
+    assert any(function.name == "double" for status in statuses for function in status.functions)
+    assert any(count.name == "Task" and count.received for status in statuses for count in status.message_counts)
+    transitions = [t for x in received if isinstance(x, m.TaskTransitions) for t in x.transitions]
+    states = {t.state for t in transitions}
+    assert {"queued", "dispatched", "success"} <= states, states
+    assert all(t.function_name == "double" for t in transitions)
+    decisions = [d for x in received if isinstance(x, m.ScalingDecisions) for d in x.decisions]
+    assert any(d.manager_id == "feed-test" and d.to_workers > d.from_workers for d in decisions), decisions
+    assert all("work policy" in d.reason for d in decisions if d.to_workers > d.from_workers)
+
+
+@pytest.mark.timeout(30)
+def test_a_feed_of_another_version_is_refused_with_a_clear_message() -> None:
+    sockets = SocketFactory()
+    publisher = sockets.publisher("tcp://127.0.0.1:0")
+    address = bound_endpoint(publisher)
+    future_snapshot = m.StatusSnapshot(1.0, m.SchedulerStats(), feed_version=m.FEED_VERSION + 1)
+    try:
+        with FeedReader(address, topics=(STATUS_TOPIC,)) as reader:
+            deadline = time.monotonic() + 10
+            while True:  # a subscription takes a moment to reach the publisher
+                publisher.send_multipart([STATUS_TOPIC, codec.encode(future_snapshot)])
+                try:
+                    if reader.receive(0.1) is not None:
+                        pytest.fail("a snapshot of another feed version was accepted")
+                except FeedVersionError as error:
+                    assert f"version {m.FEED_VERSION + 1}" in str(error) and "same scaler version" in str(error)
+                    break
+                assert time.monotonic() < deadline, "nothing reached the reader"
+    finally:
+        publisher.close()
+        sockets.close()

@@ -1,0 +1,79 @@
+"""A worker whose processors are threads of the agent process (a second `Executor`, for the seam's test).
+
+    python thread_executor_worker.py SCHEDULER_ADDRESS SLOTS
+
+Each "processor" is a thread running tasks with the same `TaskExecutor` the forked processors use; a kill
+only forgets the thread's task (threads cannot be killed), which is enough for the agent core's contract.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+
+from scaler.config.sections import WorkerConfig
+from scaler.io.sockets import SocketFactory
+from scaler.object_storage.connection import ObjectStorageConnection
+from scaler.protocol import messages as m
+from scaler.protocol.ids import new_worker_id
+from scaler.worker.executor import ExecutorListener
+from scaler.worker.process import run_agent
+from scaler.worker.task_execution import TaskExecutor
+
+
+class ThreadExecutor:
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listener: ExecutorListener | None = None
+        self._storage_address = ""
+        self._storage: ObjectStorageConnection | None = None
+        self._sockets = SocketFactory()
+        self._alive: set[bytes] = set()
+
+    def start(self, loop: asyncio.AbstractEventLoop, listener: ExecutorListener) -> None:
+        self._loop, self._listener = loop, listener
+
+    def spawn(self, processor_id: bytes) -> None:
+        self._alive.add(processor_id)
+        self._report(processor_id, m.ProcessorReady(threading.get_native_id()))
+
+    def send(self, processor_id: bytes, message: m.Message) -> None:
+        if isinstance(message, m.HelloReply):
+            self._storage_address = message.object_storage_address
+        elif isinstance(message, m.Task):
+            threading.Thread(target=self._run, args=(processor_id, message), daemon=True).start()
+
+    def kill(self, processor_id: bytes, reason: str) -> None:
+        if processor_id in self._alive:
+            self._alive.discard(processor_id)
+            assert self._loop is not None and self._listener is not None
+            self._loop.call_soon(self._listener.on_processor_exit, processor_id, f"thread dropped: {reason}")
+
+    def usage(self, processor_id: bytes) -> tuple[float, int]:
+        return 0.0, 0
+
+    def close(self) -> None:
+        if self._storage is not None:
+            self._storage.close()
+        self._sockets.close()
+
+    def _connection(self) -> ObjectStorageConnection:
+        if self._storage is None:
+            self._storage = ObjectStorageConnection(self._storage_address, role="processor", sockets=self._sockets)
+        return self._storage
+
+    def _run(self, processor_id: bytes, task: m.Task) -> None:
+        result = TaskExecutor(self._connection, lambda log: None).run(task)
+        if processor_id in self._alive:
+            self._report(processor_id, result)
+
+    def _report(self, processor_id: bytes, message: m.Message) -> None:
+        assert self._loop is not None and self._listener is not None
+        self._loop.call_soon_threadsafe(self._listener.on_processor_messages, processor_id, [message])
+
+
+if __name__ == "__main__":
+    address, slots = sys.argv[1], int(sys.argv[2])
+    config = WorkerConfig(scheduler_address=address, worker_type="THR", heartbeat_interval_seconds=0.5)
+    sys.exit(run_agent(config, new_worker_id("THR"), ThreadExecutor(), slots=slots))

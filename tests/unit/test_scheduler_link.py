@@ -1,0 +1,157 @@
+"""The scheduler link's pure state machine: every state against every event (start, reply, echo, forgotten,
+other messages, tick before and after the timeout, disconnect), for the three kinds of peers."""
+
+from __future__ import annotations
+
+import pytest
+
+from scaler.protocol import messages as m
+from scaler.protocol.scheduler_link import (
+    ExitCode,
+    Forgotten,
+    LinkSettings,
+    LinkState,
+    Lost,
+    Refused,
+    Registered,
+    SchedulerLink,
+    SendHeartbeat,
+    SendHello,
+    StillWaiting,
+)
+
+ACCEPTED = m.HelloReply(True, object_storage_address="tcp://s:2")
+REFUSED = m.HelloReply(False, "duplicate manager id")
+FORGOTTEN = m.ProtocolError("unknown peer", m.ProtocolErrorKind.UNKNOWN_PEER)
+
+WORKER = LinkSettings("tcp://s:1", heartbeat_interval_seconds=2.0, timeout_seconds=30.0)
+CLIENT = LinkSettings(
+    "tcp://s:1", 2.0, 30.0, one_heartbeat_in_flight=True, register_again=False, lost_on_disconnect=True
+)
+
+
+def kinds(effects: list[object]) -> list[type]:
+    return [type(effect) for effect in effects]
+
+
+def registered(settings: LinkSettings = WORKER, now: float = 0.0) -> SchedulerLink:
+    link = SchedulerLink(settings)
+    link.start(now)
+    link.on_message(ACCEPTED, now)
+    return link
+
+
+# ---------------------------------------------------------------- CONNECTING
+
+
+def test_start_sends_a_hello_and_waits() -> None:
+    link = SchedulerLink(WORKER)
+    assert kinds(link.start(0.0)) == [SendHello]
+    assert link.state is LinkState.CONNECTING
+
+
+def test_an_accepting_reply_registers_and_the_first_heartbeat_goes_at_once() -> None:
+    link = SchedulerLink(WORKER)
+    link.start(0.0)
+    effects = link.on_message(ACCEPTED, 1.0)
+    assert kinds(effects) == [Registered, SendHeartbeat]
+    assert link.is_registered and link.hello_reply == ACCEPTED
+
+
+def test_a_refusal_is_final_and_says_why() -> None:
+    link = SchedulerLink(WORKER)
+    link.start(0.0)
+    (refused,) = link.on_message(REFUSED, 1.0)
+    assert isinstance(refused, Refused) and "duplicate manager id" in refused.reason
+    assert link.state is LinkState.REFUSED
+    assert link.on_tick(100.0) == [] and link.on_message(ACCEPTED, 101.0) == []
+
+
+def test_an_unanswered_hello_is_sent_again_with_back_off_and_the_wait_is_announced() -> None:
+    link = SchedulerLink(WORKER)
+    link.start(0.0)
+    hellos = [now for now in range(1, 29) if SendHello in kinds(link.on_tick(float(now)))]
+    assert hellos == [2, 6, 14]  # 2 s, then 4, then 8 (doubling)
+    link = SchedulerLink(WORKER)
+    link.start(0.0)
+    notices = [e for now in range(1, 29) for e in link.on_tick(float(now)) if isinstance(e, StillWaiting)]
+    assert [notice.seconds for notice in notices] == [10.0, 20.0]
+    assert "still waiting for the scheduler at tcp://s:1 (10 s" in notices[0].text
+
+
+def test_no_heartbeat_before_registration() -> None:
+    link = SchedulerLink(WORKER)
+    link.start(0.0)
+    assert not [e for now in range(1, 10) for e in link.on_tick(float(now)) if isinstance(e, SendHeartbeat)]
+
+
+def test_never_answered_is_lost_as_never_connected() -> None:
+    link = SchedulerLink(WORKER)
+    link.start(0.0)
+    (lost,) = [e for e in link.on_tick(31.0) if isinstance(e, Lost)]
+    assert not lost.was_registered and lost.exit_code is ExitCode.NEVER_CONNECTED
+    assert "no scheduler answered at tcp://s:1 within 30 s" in lost.reason
+
+
+def test_a_forgotten_notice_while_connecting_is_ignored() -> None:
+    link = SchedulerLink(WORKER)
+    link.start(0.0)
+    assert link.on_message(FORGOTTEN, 0.1) == []
+    assert link.state is LinkState.CONNECTING
+
+
+# ---------------------------------------------------------------- REGISTERED
+
+
+def test_heartbeats_follow_the_interval_and_carry_the_measured_round_trip() -> None:
+    link = registered()  # heartbeat at 0.0
+    link.on_message(m.HeartbeatEcho(), 0.125)
+    assert link.on_tick(1.0) == []
+    (heartbeat,) = link.on_tick(2.0)
+    assert isinstance(heartbeat, SendHeartbeat) and heartbeat.round_trip_seconds == 0.125
+
+
+def test_workers_heartbeat_without_echoes_clients_wait_for_the_echo() -> None:
+    worker, client = registered(WORKER), registered(CLIENT)
+    assert kinds(worker.on_tick(2.0)) == [SendHeartbeat]
+    assert client.on_tick(2.0) == []  # the first one is still unanswered
+    client.on_message(m.HeartbeatEcho(), 2.5)
+    assert kinds(client.on_tick(3.0)) == [SendHeartbeat]
+
+
+def test_silence_past_the_timeout_is_a_loss_any_message_counts_as_life() -> None:
+    link = registered()
+    link.on_message(m.Task(b"t" * 16, b"c", b""), 20.0)  # type: ignore[arg-type]
+    assert not [e for e in link.on_tick(45.0) if isinstance(e, Lost)]
+    (lost,) = [e for e in link.on_tick(51.0) if isinstance(e, Lost)]
+    assert lost.was_registered and lost.exit_code is ExitCode.SCHEDULER_LOST
+    assert link.state is LinkState.LOST and link.on_tick(60.0) == []
+
+
+def test_a_forgotten_worker_registers_again() -> None:
+    link = registered()
+    assert kinds(link.on_message(FORGOTTEN, 5.0)) == [Forgotten, SendHello]
+    assert link.state is LinkState.CONNECTING
+    (again, _) = link.on_message(ACCEPTED, 5.1)
+    assert isinstance(again, Registered) and again.again
+
+
+def test_a_forgotten_client_is_lost() -> None:
+    link = registered(CLIENT)
+    (lost,) = link.on_message(FORGOTTEN, 5.0)
+    assert isinstance(lost, Lost) and "dropped this peer" in lost.reason
+
+
+@pytest.mark.parametrize(("settings", "is_lost"), [(CLIENT, True), (WORKER, False)])
+def test_a_closed_connection_is_a_loss_only_where_asked(settings: LinkSettings, is_lost: bool) -> None:
+    link = registered(settings)
+    effects = link.on_disconnected(1.0)
+    assert (kinds(effects) == [Lost]) is is_lost
+    assert (link.state is LinkState.LOST) is is_lost
+
+
+def test_a_registered_link_ignores_the_answer_to_a_hello_sent_again() -> None:
+    link = registered()
+    assert link.on_message(ACCEPTED, 0.5) == []
+    assert link.on_message(REFUSED, 0.6) == []
+    assert link.is_registered
