@@ -70,7 +70,8 @@ def run_scheduler(config: SchedulerConfig) -> int:
             load_balance_trigger_times=config.load_balance_trigger_times,
             object_retention_seconds=config.object_retention_seconds,
         )
-        core = SchedulerCore(settings, make_scaling_hook(config.policy_engine_type, config.policy_content))
+        hook = make_scaling_hook(config.policy_engine_type, config.policy_content, settings.manager_timeout_seconds)
+        core = SchedulerCore(settings, hook)
         return _serve(core, config, bind, monitor, storage, storage_child)
     except (ValueError, RuntimeError) as error:
         logger.error("%s", error)

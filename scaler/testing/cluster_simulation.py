@@ -162,7 +162,6 @@ class _Simulation:
     ) -> None:
         self._settings = settings
         self._policy_name = policy.name
-        hook = PolicyScalingHook(policy)
         # The simulated client and workers never heartbeat (nothing here is silent by accident), so the scheduler
         # is told never to drop them for silence.
         core_settings = CoreSettings(
@@ -170,6 +169,7 @@ class _Simulation:
             heartbeat_interval_seconds=settings.heartbeat_seconds,
             client_timeout_seconds=float("inf"), worker_timeout_seconds=float("inf"),
         )  # fmt: skip
+        hook = PolicyScalingHook(policy, core_settings.manager_timeout_seconds)
         self._core = SchedulerCore(core_settings, hook, strict=True)
         self._hook = hook
         self._now = 0.0

@@ -9,7 +9,7 @@ import pytest
 
 from scaler.policy.decision import ScalingMemory, ScalingStep
 from scaler.policy.scaling import VanillaScaling
-from scaler.policy.snapshot import ScalingSnapshot
+from scaler.policy.snapshot import ScalingSnapshot, scaling_snapshot
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ClientID, PeerID, TaskID
@@ -19,7 +19,6 @@ from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.scaling_hook import (
     PolicyScalingHook,
     allocation_policy,
-    build_snapshot,
     make_scaling_hook,
 )
 
@@ -67,6 +66,11 @@ class Cluster:
             self.send(CLIENT, each)
 
 
+def snapshot_of(core: SchedulerCore) -> ScalingSnapshot:
+    """What the hook hands the policy: the snapshot derived from the core's view."""
+    return scaling_snapshot(core.view(), core.settings.manager_timeout_seconds)
+
+
 def targets_to(effects: list[Effect], peer: bytes) -> list[m.ManagerTarget]:
     return [
         e.message for e in effects if isinstance(e, Send) and e.peer == peer and isinstance(e.message, m.ManagerTarget)
@@ -77,7 +81,7 @@ def cluster(content: str = "allocate=even_load; scaling=vanilla", engine: str = 
     settings = CoreSettings(
         "tcp://s:1", "tcp://s:2", local_python_version(), allocate=allocation_policy(engine, content)
     )
-    return Cluster(SchedulerCore(settings, make_scaling_hook(engine, content)))
+    return Cluster(SchedulerCore(settings, make_scaling_hook(engine, content), strict=True))
 
 
 # ---------------------------------------------------------------- policy settings
@@ -127,7 +131,7 @@ def test_snapshot_counts_queued_and_running_tasks_per_group_and_views_every_peer
     c.now = 9.0
     c.submit(task(3, (("gpu", 1),)), task(4, (("gpu", 1),)), task(5, (("gpu", 1),)), task(1), task(2))
     c.core.handle(Tick(10.0))
-    snapshot = build_snapshot(c.core)
+    snapshot = snapshot_of(c.core)
 
     assert snapshot.now == 10.0
     groups = {group.capabilities: (group.queued, group.running) for group in snapshot.task_groups}
@@ -149,7 +153,7 @@ def test_snapshot_counts_queued_and_running_tasks_per_group_and_views_every_peer
 def test_even_load_groups_every_task_together() -> None:
     c = cluster("allocate=even_load; scaling=vanilla")
     c.submit(task(1), task(2, (("gpu", 1),)))
-    (group,) = build_snapshot(c.core).task_groups
+    (group,) = snapshot_of(c.core).task_groups
     assert (group.capabilities, group.queued, group.running) == ((), 2, 0)
 
 
@@ -158,7 +162,7 @@ def test_finished_tasks_leave_the_snapshot() -> None:
     c.add_worker(worker_id("u1"), "m1")
     c.submit(task(1))
     c.send(worker_id("u1"), m.TaskResult(task(1).task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v"))
-    snapshot = build_snapshot(c.core)
+    snapshot = snapshot_of(c.core)
     assert snapshot.task_groups == () and snapshot.workers[0].assigned == 0
 
 
@@ -222,7 +226,8 @@ class CountingPolicy:
 
 def test_managers_heartbeating_in_one_step_share_one_decision_and_a_new_step_decides_again() -> None:
     policy = CountingPolicy()
-    core = SchedulerCore(CoreSettings("tcp://s:1", "tcp://s:2", local_python_version()), PolicyScalingHook(policy))
+    settings = CoreSettings("tcp://s:1", "tcp://s:2", local_python_version())
+    core = SchedulerCore(settings, PolicyScalingHook(policy), strict=True)
     c = Cluster(core)
     c.add_manager(b"a", "a")
     c.add_manager(b"b", "b")  # the manager set changed: a new decision

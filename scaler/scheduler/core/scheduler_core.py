@@ -51,11 +51,14 @@ class CoreSettings:
 
 
 class ScalingHook(Protocol):
-    """What the core needs from the scaling policy: targets for managers, given the core's state."""
+    """What the core needs from the scaling policy: a manager's target, given the core's read model.
 
-    def targets(self, core: SchedulerCore, manager: ManagerRecord) -> m.ManagerTarget | None: ...
+    The hook sees the frozen view (`SchedulerCore.view()`), never the live core: what a policy decides on
+    is exactly what the monitor feed shows."""
 
-    def reason(self, manager: ManagerRecord) -> str:
+    def targets(self, view: m.StatusSnapshot, manager_id: str) -> m.ManagerTarget | None: ...
+
+    def reason(self, manager_id: str) -> str:
         """Why the manager's latest target is what it is (for the log and the monitor feed)."""
         ...
 
@@ -367,7 +370,7 @@ class SchedulerCore:
         arriving on an idle cluster starts workers within a tick rather than a heartbeat."""
         if self._scaling is None:
             return
-        target = self._scaling.targets(self, manager)
+        target = self._scaling.targets(self.view(), manager.manager_id)
         if target is None or (only_if_changed and target == manager.last_target):
             return
         self._note_decision(manager, target)
@@ -465,7 +468,7 @@ class SchedulerCore:
         after = sum(entry.workers for entry in target.entries)
         if before == after and manager.last_target is not None:
             return
-        reason = self._scaling.reason(manager) if self._scaling is not None else ""
+        reason = self._scaling.reason(manager.manager_id) if self._scaling is not None else ""
         text = f"manager {manager.manager_id}: {before} -> {after} workers" + (f": {reason}" if reason else "")
         if after != before:
             logger.info("scaling: %s", text)

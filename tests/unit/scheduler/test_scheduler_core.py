@@ -27,14 +27,14 @@ def test_transition_table_is_total() -> None:
 
 
 def test_every_outcome_the_table_names_is_carried_out_by_the_lifecycle() -> None:
-    core = SchedulerCore(CoreSettings("a", "b", PYTHON))
+    core = SchedulerCore(CoreSettings("a", "b", PYTHON), strict=True)
     named = set(TRANSITIONS.values()) - {Outcome.IGNORE}
     assert named == set(Outcome) - {Outcome.IGNORE}  # no outcome is dead
     assert set(core.lifecycle._outcomes) == named
 
 
 def test_every_message_a_peer_may_send_has_a_handler() -> None:
-    core = SchedulerCore(CoreSettings("a", "b", PYTHON))
+    core = SchedulerCore(CoreSettings("a", "b", PYTHON), strict=True)
     client_sends = {m.Heartbeat, m.Task, m.GraphTask, m.TaskCancel, m.ClientDisconnect}
     worker_sends = {m.Heartbeat, m.TaskResult, m.TaskCancelConfirm, m.TaskLog, m.WorkerCapacity, m.WorkerLeaving,
                     m.TaskReturn}  # fmt: skip
@@ -355,7 +355,7 @@ def test_a_task_whose_client_id_is_forged_is_refused_and_its_sender_told() -> No
 
 
 def test_received_events_advance_the_core_clock() -> None:
-    core = SchedulerCore(CoreSettings("s", "o", PYTHON))
+    core = SchedulerCore(CoreSettings("s", "o", PYTHON), strict=True)
     core.handle(Received(PeerID(b"Client|a"), hello(m.ClientInfo()), 42.0))
     assert core.clients[PeerID(b"Client|a")].last_seen == 42.0
 
@@ -396,16 +396,16 @@ def test_no_balancing_while_tasks_wait_in_the_queue_or_when_disabled() -> None:
 class QueueLengthHook:
     """A scaling hook that asks for one worker per queued task (enough to see when targets go out)."""
 
-    def targets(self, core: SchedulerCore, manager: object) -> m.ManagerTarget:
-        return m.ManagerTarget((m.TargetEntry((), len(core.tasks.queue)),))
+    def targets(self, view: m.StatusSnapshot, manager_id: str) -> m.ManagerTarget:
+        return m.ManagerTarget((m.TargetEntry((), sum(group.count for group in view.pending)),))
 
-    def reason(self, manager: object) -> str:
+    def reason(self, manager_id: str) -> str:
         return "one worker per queued task"
 
 
 def test_a_changed_target_goes_out_on_the_next_tick_without_waiting_for_a_heartbeat() -> None:
     sim = SimulatedCluster()
-    sim.core = SchedulerCore(sim.settings, QueueLengthHook())
+    sim.core = SchedulerCore(sim.settings, QueueLengthHook(), strict=True)
     effects = sim.send(b"manager", hello(m.ManagerInfo("m1")))
     assert sent_to(effects, b"manager", m.ManagerTarget) == [m.ManagerTarget((m.TargetEntry((), 0),))]
     client = sim.add_client()
@@ -415,3 +415,24 @@ def test_a_changed_target_goes_out_on_the_next_tick_without_waiting_for_a_heartb
     assert sent_to(sim.advance(0.25), b"manager", m.ManagerTarget) == [], "unchanged: only heartbeats repeat it"
     effects = sim.send(b"manager", m.Heartbeat(manager=m.ManagerStatus(0, 0)))
     assert sent_to(effects, b"manager", m.ManagerTarget) == [m.ManagerTarget((m.TargetEntry((), 3),))]
+
+
+class RecordingHook(QueueLengthHook):
+    def __init__(self) -> None:
+        self.views: list[m.StatusSnapshot] = []
+
+    def targets(self, view: m.StatusSnapshot, manager_id: str) -> m.ManagerTarget:
+        self.views.append(view)
+        return super().targets(view, manager_id)
+
+
+def test_the_scaling_hook_decides_on_the_view_the_feed_publishes_in_the_same_step() -> None:
+    hook = RecordingHook()
+    sim = SimulatedCluster()
+    sim.core = SchedulerCore(sim.settings, hook, strict=True)
+    sim.send(b"manager", hello(m.ManagerInfo("m1")))
+    client = sim.add_client()
+    sim.submit(client, [task(client.peer, 1)])
+    effects = sim.advance(1.0)
+    (status,) = [e.message for e in effects if isinstance(e, Publish) and isinstance(e.message, m.StatusSnapshot)]
+    assert hook.views[-1] is status  # one read model: what the policy saw is what the monitors see
