@@ -85,6 +85,12 @@ def make_target(
     return ManagerTarget(entries=kept, drain=drain_order(snapshot, manager_id), connected=connected)
 
 
+def tasks_in_words(snapshot: ScalingSnapshot) -> str:
+    """ "412 tasks queued, 12 running" (as the work policy says it)."""
+    queued = sum(group.queued for group in snapshot.task_groups)
+    return f"{queued} tasks queued, {snapshot.total_tasks - queued} running"
+
+
 def target_total(target: ManagerTarget | None) -> int:
     if target is None:
         return 0

@@ -61,3 +61,13 @@ def test_sum_of_entries_clamped_to_max_workers_in_set_order() -> None:
 def test_tasks_per_worker_is_settable() -> None:
     decision = decide((TaskGroup((), 10, 0),), manager("m"), policy=CapabilityScaling(tasks_per_worker=2))
     assert decision["m"].entries == (TargetEntry((), 5),)
+
+
+def test_each_target_says_why_in_words() -> None:
+    groups = (TaskGroup(caps("gpu"), 6, 0), TaskGroup((), 5, 0))
+    view = ScalingSnapshot(now=0.0, task_groups=groups, managers=(manager("cpu", "linux"), manager("gpu", "gpu")))
+    reasons = CapabilityScaling().decide(view, ScalingMemory()).reasons
+    assert reasons["gpu"] == "6 tasks need gpu; 5 tasks need nothing at 5 per worker, capability policy"
+    assert reasons["cpu"] == "5 tasks need nothing at 5 per worker, capability policy"
+    empty = ScalingSnapshot(now=0.0, managers=(manager("m"),))
+    assert CapabilityScaling().decide(empty, ScalingMemory()).reasons["m"] == "no tasks it can run, capability policy"

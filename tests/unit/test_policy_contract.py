@@ -5,6 +5,7 @@ For seeded random sequences of snapshots (memory carried from one decision to th
 - an entry names only a capability set the manager's capabilities cover;
 - drain lists only that manager's idle workers, each once;
 - decide() does not mutate the snapshot, and gives the same answer for the same inputs;
+- every target comes with a reason in words, and only targets do;
 - memory refers only to managers still in the snapshot (F37: per-manager state is forgotten).
 """
 
@@ -95,6 +96,8 @@ def check_step(policy: ScalingPolicy, snapshot: ScalingSnapshot, memory: Scaling
 
     online = {manager.manager_id: manager for manager in snapshot.online_managers()}
     assert set(step.decision) <= set(online)
+    assert set(step.reasons) == set(step.decision), "a reason for every target, and only for targets"
+    assert all(step.reasons.values()), "an empty reason"
     for manager_id, target in step.decision.items():
         manager = online[manager_id]
         assert all(entry.workers > 0 for entry in target.entries)

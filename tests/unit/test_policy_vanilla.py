@@ -105,3 +105,14 @@ def test_offline_manager_gets_nothing() -> None:
 def test_memory_is_handed_back_unchanged() -> None:
     memory = ScalingMemory(warned_manager_ids=frozenset({"m"}))
     assert VanillaScaling().decide(snapshot(tasks=1, own=0), memory).memory is memory
+
+
+def test_each_target_says_why_in_words() -> None:
+    def reason(view: ScalingSnapshot) -> str:
+        return VanillaScaling().decide(view, ScalingMemory()).reasons["m"]
+
+    assert (
+        reason(snapshot(tasks=40, own=2)) == "40 tasks on 2 workers (20 per worker, above 10): one more, vanilla policy"
+    )
+    assert reason(snapshot(tasks=40, own=2, max_workers=2)).endswith("one more (capped at 2), vanilla policy")
+    assert reason(snapshot(tasks=0, own=2)) == "no tasks, vanilla policy"

@@ -119,3 +119,14 @@ def test_manager_without_a_rule_gets_nothing_and_one_warning() -> None:
 def test_tasks_per_worker_line() -> None:
     decision = step(policy("1, a\ntasks_per_worker=2"), (TaskGroup((), 9, 0),), (manager("a"),)).decision
     assert totals(decision) == {"a": 5}
+
+
+def test_each_target_says_why_in_words() -> None:
+    reasons = step(policy(), (TaskGroup((), 40, 10),), (manager("cloud"), manager("cheap"))).reasons
+    text = "40 tasks queued, 10 running at 10 per worker, tiers filled in priority order, waterfall_v1 policy"
+    assert reasons == {"cheap": text, "cloud": text}
+    reasons = step(
+        policy(), (), (manager("cheap"), manager("cloud")), workers("cheap", 2) + workers("cloud", 1)
+    ).reasons
+    assert reasons["cheap"] == "no tasks: kept until the later tiers have drained, waterfall_v1 policy"
+    assert reasons["cloud"] == "no tasks, waterfall_v1 policy"

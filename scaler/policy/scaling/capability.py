@@ -28,9 +28,11 @@ class CapabilityScaling:
     def decide(self, snapshot: ScalingSnapshot, memory: ScalingMemory) -> ScalingStep:
         sets = capability_sets(snapshot)
         decision: ScalingDecision = {}
+        reasons: dict[str, str] = {}
         for manager in snapshot.online_managers():
             room = manager.max_workers
             entries: list[tuple[Capabilities, int]] = []
+            words: list[str] = []
             for capability_set in sets:
                 if not covers(manager.capabilities, capability_set.capabilities):
                     continue
@@ -39,5 +41,8 @@ class CapabilityScaling:
                     workers = min(workers, room)
                     room -= workers
                 entries.append((capability_set.capabilities, workers))
+                words.append(f"{capability_set.tasks} tasks need {', '.join(capability_set.names) or 'nothing'}")
             decision[manager.manager_id] = make_target(snapshot, manager.manager_id, entries)
-        return ScalingStep(decision=decision, memory=memory)
+            load = f"{'; '.join(words)} at {self.tasks_per_worker} per worker" if words else "no tasks it can run"
+            reasons[manager.manager_id] = f"{load}, capability policy"
+        return ScalingStep(decision=decision, memory=memory, reasons=reasons)

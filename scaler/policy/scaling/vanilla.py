@@ -28,18 +28,29 @@ class VanillaScaling:
         tasks = snapshot.total_tasks
         all_workers = len(snapshot.workers)
         decision: ScalingDecision = {}
+        reasons: dict[str, str] = {}
         for manager in snapshot.online_managers():
             current = len(snapshot.workers_of(manager.manager_id))
-            workers = clamp_workers(self.desired_workers(tasks, all_workers, current), manager.max_workers)
+            wanted, why = self.explain(tasks, all_workers, current)
+            workers = clamp_workers(wanted, manager.max_workers)
             decision[manager.manager_id] = make_target(snapshot, manager.manager_id, [((), workers)])
-        return ScalingStep(decision=decision, memory=memory)
+            capped = f" (capped at {manager.max_workers})" if workers < wanted else ""
+            reasons[manager.manager_id] = f"{why}{capped}, vanilla policy"
+        return ScalingStep(decision=decision, memory=memory, reasons=reasons)
 
     def desired_workers(self, tasks: int, all_workers: int, current: int) -> int:
+        return self.explain(tasks, all_workers, current)[0]
+
+    def explain(self, tasks: int, all_workers: int, current: int) -> tuple[int, str]:
+        """The manager's wanted workers, and why in words."""
         if all_workers == 0:
-            return current + 1 if tasks > 0 else current
+            return (current + 1, f"{tasks} tasks and no worker: one more") if tasks > 0 else (current, "no tasks")
         ratio = tasks / all_workers
+        load = f"{tasks} tasks on {all_workers} workers ({ratio:.3g} per worker"
         if ratio > self.upper_ratio:
-            return current + 1
+            return current + 1, f"{load}, above {self.upper_ratio:g}): one more"
         if ratio < self.lower_ratio:
-            return 0 if tasks == 0 else max(1, ceil(tasks / self.upper_ratio))
-        return current
+            if tasks == 0:
+                return 0, "no tasks"
+            return max(1, ceil(tasks / self.upper_ratio)), f"{load}, below {self.lower_ratio:g}): shrink"
+        return current, f"{load}): keep"

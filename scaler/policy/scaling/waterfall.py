@@ -18,7 +18,15 @@ from math import ceil
 
 from scaler.policy.capability import covers
 from scaler.policy.content import WaterfallRule
-from scaler.policy.decision import ScalingDecision, ScalingMemory, ScalingStep, clamp_workers, make_target, warn_once
+from scaler.policy.decision import (
+    ScalingDecision,
+    ScalingMemory,
+    ScalingStep,
+    clamp_workers,
+    make_target,
+    tasks_in_words,
+    warn_once,
+)
 from scaler.policy.scaling.capability_sets import capability_sets, most_specific_first
 from scaler.policy.snapshot import ManagerView, ScalingSnapshot
 from scaler.protocol.messages import Capabilities, WorkerLimit
@@ -41,8 +49,16 @@ class WaterfallScaling:
         tiers = [(rule, online[rule.manager_id]) for rule in self.rules if rule.manager_id in online]
         if snapshot.total_tasks == 0:
             decision = self._drain_lowest_tiers_first(snapshot, tiers)
+            reasons = {
+                manager_id: "no tasks: kept until the later tiers have drained, waterfall_v1 policy"
+                if target.entries
+                else "no tasks, waterfall_v1 policy"
+                for manager_id, target in decision.items()
+            }
         else:
             decision = self._fill_in_priority_order(snapshot, tiers)
+            load = f"{tasks_in_words(snapshot)} at {self.tasks_per_worker} per worker, tiers filled in priority order"
+            reasons = dict.fromkeys(decision, f"{load}, waterfall_v1 policy")
         ruled = {rule.manager_id for rule in self.rules}
         unruled = {
             manager.manager_id: f"worker manager {manager.manager_id!r} has no waterfall_v1 rule; it gets no target"
@@ -50,7 +66,7 @@ class WaterfallScaling:
             if manager.manager_id not in ruled
         }
         memory, warnings = warn_once(memory, snapshot, unruled)
-        return ScalingStep(decision=decision, memory=memory, warnings=warnings)
+        return ScalingStep(decision=decision, memory=memory, warnings=warnings, reasons=reasons)
 
     def _fill_in_priority_order(self, snapshot: ScalingSnapshot, tiers: list[Tier]) -> ScalingDecision:
         room = {manager.manager_id: _effective_cap(rule, manager) for rule, manager in tiers}
