@@ -239,6 +239,8 @@ class SchedulerCore:
             if peer not in self.clients:
                 self.clients[peer] = ClientRecord(peer, info.name, hello.hostname, hello.pid, now, now)
                 logger.info("client %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
+            if self._retained.pop(ClientID(peer), None) is not None:  # it had not left for good: objects stay
+                logger.info("client %s is back within its retention time; its objects are kept", short(peer))
             return None
         if isinstance(info, m.WorkerInfo):
             if peer not in self.workers:
@@ -301,6 +303,8 @@ class SchedulerCore:
         self._drop_client(peer, "shut the cluster down")
         for other in list(self.workers) + list(self.managers):
             self._send(other, m.Shutdown("the cluster is shutting down at a client's request"))
+        self.effects.extend(DeleteOwnerObjects(owner) for owner in self._retained)  # nobody comes back now
+        self._retained.clear()
         self.effects.append(StopScheduler("a client asked the cluster to shut down"))
 
     def _drop_client(self, peer: PeerID, reason: str) -> None:

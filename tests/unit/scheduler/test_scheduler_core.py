@@ -283,6 +283,28 @@ def test_a_departed_clients_objects_are_kept_for_the_retention_time() -> None:
     assert not any(isinstance(e, DeleteOwnerObjects) for e in sim.advance(60))  # once
 
 
+def test_a_client_back_within_its_retention_time_keeps_its_objects() -> None:
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, object_retention_seconds=30, client_timeout_seconds=5))
+    client = sim.add_client()
+    sim.advance(6)  # silent too long (a laptop asleep): forgotten, its objects kept for 30 s
+    assert client.peer not in sim.core.clients
+    sim.send(client.peer, hello(m.ClientInfo("c")))  # its scheduler link registers again
+    effects = []
+    for _ in range(10):  # 40 s: well past the 30 s, heartbeating as a live client does
+        effects += sim.send(client.peer, m.Heartbeat()) + sim.advance(4)
+    assert client.peer in sim.core.clients
+    assert not any(isinstance(e, DeleteOwnerObjects) for e in effects)
+
+
+def test_a_cluster_shutdown_deletes_the_objects_kept_for_departed_clients() -> None:
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, object_retention_seconds=30))
+    gone, last = sim.add_client("gone"), sim.add_client("last")
+    sim.send(gone.peer, m.ClientDisconnect())
+    effects = sim.send(last.peer, m.ClientDisconnect(shutdown_cluster=True))
+    deleted = {e.owner for e in effects if isinstance(e, DeleteOwnerObjects)}
+    assert deleted == {gone.peer, last.peer}
+
+
 def test_a_departed_clients_running_tasks_are_cancelled_at_their_workers() -> None:
     sim = SimulatedCluster()
     client, worker = sim.add_client(), sim.add_worker()
