@@ -35,6 +35,7 @@ _STATS_FIELDS = (
     ("messages_received", "messagesReceived"),
     ("messages_sent", "messagesSent"),
     ("graphs", "graphs"),
+    ("not_found", "notFound"),
 )
 _COUNT_FIELDS = ("waiting", "queued", "running", "succeeded", "failed", "canceled")
 

@@ -376,6 +376,7 @@ struct SchedulerStats {
   messagesReceived @11 :UInt64;
   messagesSent @12 :UInt64;
   graphs @13 :UInt32;
+  notFound @14 :UInt64;  # cancels of tasks the scheduler did not know (already ended, or never seen)
 }
 
 struct WorkerSummary {

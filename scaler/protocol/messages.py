@@ -403,6 +403,7 @@ class SchedulerStats:
     messages_received: int = 0
     messages_sent: int = 0
     graphs: int = 0
+    not_found: int = 0  #: cancels of tasks the scheduler did not know (already ended, or never seen)
 
 
 @dataclass(frozen=True, slots=True)

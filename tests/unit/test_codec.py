@@ -56,7 +56,7 @@ SAMPLES: list[m.Message] = [
     m.ProcessorResume(T),
     m.StatusSnapshot(
         1.0,
-        m.SchedulerStats("tcp://a:1", 1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13),
+        m.SchedulerStats("tcp://a:1", 1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14),
         (m.WorkerSummary(b"w", "mgr", (("a", -1),), 2, 1, STATUS, 1.0, 5, 0.5, "h", 9),),
         (m.ClientSummary(b"c", 3),),
         (m.ManagerSummary("mgr", "baremetal_native", (), 4, 1, 2, 3, 4),),

@@ -125,6 +125,7 @@ class TaskLifecycle:
                 continue
             record = self._tasks.get(task_id)
             if record is None or record.client_id != client:
+                self._tasks.not_found += 1
                 self._send(PeerID(client), TaskCancelConfirm(task_id, CancelOutcome.NOT_FOUND))
                 continue
             graph = self._graphs.get(record.graph_id) if record.graph_id else None

@@ -122,6 +122,7 @@ class TaskTable:
         self.failed = 0
         self.canceled = 0
         self.worker_died = 0
+        self.not_found = 0  #: cancels naming a task the scheduler did not know
         #: live tasks per state
         self.live_counts: dict[TaskState, int] = dict.fromkeys(TaskState, 0)
         #: [waiting, queued, running, succeeded, failed, canceled] per client and per function

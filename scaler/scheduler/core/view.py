@@ -50,6 +50,7 @@ class ViewBuilder:
             messages_received=shell.messages_received,
             messages_sent=shell.messages_sent,
             graphs=len(core.graphs),
+            not_found=core.tasks.not_found,
         )
         return m.StatusSnapshot(
             time=core.now,
