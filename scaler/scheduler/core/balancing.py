@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.scheduler.core.peers import WorkerRecord
+from scaler.scheduler.core.task_table import TaskRecord, TaskTable
 
 
 def balance_plan(
@@ -42,3 +43,41 @@ def balance_plan(
                 plan.setdefault(donor, []).append(movable)
                 break
     return {donor: tuple(sorted(tasks)) for donor, tasks in plan.items() if tasks}
+
+
+class Balancer:
+    """Acts on a balance plan once it has been the same `trigger_times` periods in a row, and never asks
+    twice for the same task."""
+
+    def __init__(self, trigger_times: int, ignore_capabilities: bool) -> None:
+        self.trigger_times = trigger_times
+        self.ignore_capabilities = ignore_capabilities
+        self._advice: dict[PeerID, tuple[TaskID, ...]] = {}
+        self._advice_seen = 0
+        self._asked: set[TaskID] = set()
+
+    def step(self, tasks: TaskTable, workers: Iterable[WorkerRecord]) -> dict[PeerID, tuple[TaskID, ...]]:
+        """One balancing period: the tasks to ask back from each donor now (usually none)."""
+        records = tasks.records
+        self._asked &= set(records)
+        advice: dict[PeerID, tuple[TaskID, ...]] = {}  # queued work goes to idle workers anyway
+        if not len(tasks.queue):
+            advice = balance_plan(
+                workers,
+                lambda task_id: frozenset() if self.ignore_capabilities else _names(records[task_id]),
+                lambda task_id: (records[task_id].dispatched_at, records[task_id].sequence),
+                lambda task_id: task_id in self._asked,
+            )
+        if advice != self._advice:
+            self._advice, self._advice_seen = advice, 1
+        else:
+            self._advice_seen += 1
+        if not advice or self._advice_seen != self.trigger_times:
+            return {}
+        for task_ids in advice.values():
+            self._asked.update(task_ids)
+        return advice
+
+
+def _names(record: TaskRecord) -> frozenset[str]:
+    return frozenset(name for name, _ in record.task.capabilities)

@@ -7,7 +7,6 @@ with a ProtocolError. Liveness is judged on `Tick(now)` against the last message
 
 from __future__ import annotations
 
-import collections
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -15,20 +14,19 @@ from typing import Any, Protocol
 
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import incompatibility
-from scaler.protocol.ids import ClientID, PeerID, TaskID, short
-from scaler.scheduler.core.balancing import balance_plan
-from scaler.scheduler.core.effects import DeleteOwnerObjects, Effect, Publish, Send, StopScheduler
+from scaler.protocol.ids import ClientID, PeerID, short
+from scaler.scheduler.core.balancing import Balancer
+from scaler.scheduler.core.effects import DeleteOwnerObjects, Effect, Send, StopScheduler
 from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
 from scaler.scheduler.core.graphs import GraphRegistry
+from scaler.scheduler.core.monitor_feed import MonitorFeed
+from scaler.scheduler.core.object_retention import ObjectRetention
 from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
 from scaler.scheduler.core.task_lifecycle import TaskLifecycle
-from scaler.scheduler.core.task_table import TaskRecord, TaskTable
+from scaler.scheduler.core.task_table import TaskTable
 from scaler.scheduler.core.view import ViewBuilder
 
 logger = logging.getLogger(__name__)
-
-#: Scaling decisions kept for the monitor feed.
-DECISIONS_KEPT = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,21 +85,14 @@ class SchedulerCore:
         self.views = ViewBuilder(self)
         #: latest wall-clock time minus monotonic `now`, from the ticks; stamps what the monitor feed shows
         self._wall_offset = 0.0
-        #: the latest changes of managers' targets with their reasons (monitor feed, topic "scaling")
-        self.decisions: collections.deque[m.ScalingDecision] = collections.deque(maxlen=DECISIONS_KEPT)
-        self._decisions_published = 0
-        #: departed clients whose objects are kept until the time given (--object-retention-seconds)
-        self._retained: dict[ClientID, float] = {}
-        self._decisions_made = 0
+        self.feed = MonitorFeed(settings.status_interval_seconds)
+        self.retention = ObjectRetention(settings.object_retention_seconds)
         self.now = 0.0
         #: batches of events handled so far: a decision cached for one step is stale in the next, even at the same `now`
         self.steps = 0
         self._worker_sequence = 0
-        self._last_status_at: float | None = None
         self._last_balance_at = 0.0
-        self._balance_advice: dict[PeerID, tuple[TaskID, ...]] = {}
-        self._balance_advice_seen = 0
-        self._return_asked: set[TaskID] = set()
+        self._balancer = Balancer(settings.load_balance_trigger_times, settings.allocate == "even_load")
         self._client_handlers: dict[type, Callable[[PeerID, Any], None]] = {
             m.Heartbeat: self._on_client_heartbeat,
             m.Task: self._on_task,
@@ -239,7 +230,7 @@ class SchedulerCore:
             if peer not in self.clients:
                 self.clients[peer] = ClientRecord(peer, info.name, hello.hostname, hello.pid, now, now)
                 logger.info("client %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
-            if self._retained.pop(ClientID(peer), None) is not None:  # it had not left for good: objects stay
+            if self.retention.client_back(ClientID(peer)):  # it had not left for good: its objects stay
                 logger.info("client %s is back within its retention time; its objects are kept", short(peer))
             return None
         if isinstance(info, m.WorkerInfo):
@@ -303,8 +294,7 @@ class SchedulerCore:
         self._drop_client(peer, "shut the cluster down")
         for other in list(self.workers) + list(self.managers):
             self._send(other, m.Shutdown("the cluster is shutting down at a client's request"))
-        self.effects.extend(DeleteOwnerObjects(owner) for owner in self._retained)  # nobody comes back now
-        self._retained.clear()
+        self.effects.extend(DeleteOwnerObjects(owner) for owner in self.retention.all_kept())  # nobody comes back
         self.effects.append(StopScheduler("a client asked the cluster to shut down"))
 
     def _drop_client(self, peer: PeerID, reason: str) -> None:
@@ -313,9 +303,7 @@ class SchedulerCore:
         logger.info("client %s %s; its tasks are cancelled and its objects deleted", short(peer), reason)
         self.lifecycle.client_gone(ClientID(peer))
         self.tasks.forget_client(ClientID(peer))
-        if self.settings.object_retention_seconds > 0:
-            self._retained[ClientID(peer)] = self.now + self.settings.object_retention_seconds
-        else:
+        if self.retention.client_left(ClientID(peer), self.now):
             self.effects.append(DeleteOwnerObjects(ClientID(peer)))
 
     # ------------------------------------------------------------ workers
@@ -385,10 +373,7 @@ class SchedulerCore:
 
     def _on_tick(self) -> None:
         settings, now = self.settings, self.now
-        for owner, until in list(self._retained.items()):
-            if now >= until:
-                del self._retained[owner]
-                self.effects.append(DeleteOwnerObjects(owner))
+        self.effects.extend(DeleteOwnerObjects(owner) for owner in self.retention.due(now))
         for peer, client in list(self.clients.items()):
             if now - client.last_seen > settings.client_timeout_seconds:
                 self._drop_client(peer, f"was silent for more than {settings.client_timeout_seconds:g} s")
@@ -401,36 +386,14 @@ class SchedulerCore:
                     "worker manager %r silent for %g s: forgotten", manager.manager_id, now - manager.last_seen
                 )
                 del self.managers[peer]
-        if self._last_status_at is None or now - self._last_status_at >= settings.status_interval_seconds:
-            self._last_status_at = now
-            self._publish_feed()
+        if self.feed.is_due(now):
+            transitions, dropped = self.tasks.take_transitions()
+            self.effects.extend(self.feed.publications(self.view(), tuple(transitions), dropped, self.wall_time))
         for manager in list(self.managers.values()):
             self._send_target(manager, only_if_changed=True)
         if settings.load_balance_seconds > 0 and now - self._last_balance_at >= settings.load_balance_seconds:
             self._last_balance_at = now
-            self._balance()
-
-    def _balance(self) -> None:
-        """Act on a balance plan once it has been the same `load_balance_trigger_times` times in a row."""
-        self._return_asked &= set(self.tasks.records)
-        if len(self.tasks.queue):
-            advice: dict[PeerID, tuple[TaskID, ...]] = {}  # queued work goes to idle workers anyway
-        else:
-            records = self.tasks.records
-            ignore_capabilities = self.settings.allocate == "even_load"
-            advice = balance_plan(
-                self.workers.values(),
-                lambda task_id: frozenset() if ignore_capabilities else capability_names(records[task_id]),
-                lambda task_id: (records[task_id].dispatched_at, records[task_id].sequence),
-                lambda task_id: task_id in self._return_asked,
-            )
-        if advice != self._balance_advice:
-            self._balance_advice, self._balance_advice_seen = advice, 1
-        else:
-            self._balance_advice_seen += 1
-        if advice and self._balance_advice_seen == self.settings.load_balance_trigger_times:
-            for donor, task_ids in advice.items():
-                self._return_asked.update(task_ids)
+            for donor, task_ids in self._balancer.step(self.tasks, self.workers.values()).items():
                 self._send(donor, m.TaskReturn(task_ids))
 
     def _drop_peer(self, peer: PeerID, reason: str) -> None:
@@ -456,17 +419,6 @@ class SchedulerCore:
         """The frozen read model of this instant (built at most once per step)."""
         return self.views.view()
 
-    def _publish_feed(self) -> None:
-        self.effects.append(Publish(self.view()))
-        taken, dropped = self.tasks.take_transitions()
-        if taken or dropped:
-            self.effects.append(Publish(m.TaskTransitions(tuple(taken), dropped, self.wall_time)))
-        if self._decisions_made != self._decisions_published:
-            fresh = min(self._decisions_made - self._decisions_published, len(self.decisions))
-            self._decisions_published = self._decisions_made
-            recent = tuple(self.decisions)[-fresh:]
-            self.effects.append(Publish(m.ScalingDecisions(recent, self.wall_time)))
-
     def _note_decision(self, manager: ManagerRecord, target: m.ManagerTarget) -> None:
         before = sum(entry.workers for entry in manager.last_target.entries) if manager.last_target else 0
         after = sum(entry.workers for entry in target.entries)
@@ -476,8 +428,7 @@ class SchedulerCore:
         text = f"manager {manager.manager_id}: {before} -> {after} workers" + (f": {reason}" if reason else "")
         if after != before:
             logger.info("scaling: %s", text)
-        self.decisions.append(m.ScalingDecision(manager.manager_id, before, after, reason, self.wall_time))
-        self._decisions_made += 1
+        self.feed.decided(m.ScalingDecision(manager.manager_id, before, after, reason, self.wall_time))
 
     # ------------------------------------------------------------ queries (tests, status, scaling)
 
@@ -489,7 +440,3 @@ def _describe(event: Event) -> str:
     if isinstance(event, Received):
         return f"{type(event.message).__name__} from {short(event.peer)}"
     return type(event).__name__
-
-
-def capability_names(record: TaskRecord) -> frozenset[str]:
-    return frozenset(name for name, _ in record.task.capabilities)
