@@ -35,8 +35,9 @@ class ClientCancelledException(ScalerError):
     """The task was cancelled because its client cleared, disconnected or shut down."""
 
 
-class ClientShutdownException(ScalerError):
-    """The scheduler refused the client's request to shut the cluster down (protected mode)."""
+class ClientShutdownException(ScalerError, ValueError):
+    """The scheduler refused the client's request to shut the cluster down (protected mode). A ValueError, as
+    the reference raises, so code that catches that still works."""
 
 
 class ClientQuitException(ScalerError):

@@ -182,6 +182,7 @@ class Client:
     ) -> ScalerFuture:
         self._check_open()
         entry = self._builder.function(fn, refresh=reserialize)
+        entry.check_call(args, kwargs)
         profiling = self._profiling if profiling is None else profiling
         task_id = new_task_id()
         task = self._builder.task(
@@ -210,6 +211,8 @@ class Client:
         A large map travels in chunks of several calls per task (see map_chunks)."""
         self._check_open()
         calls = [tuple(args) for args in iterable]
+        if calls:  # the first call's arguments are checked here (all of them would cost a map too much)
+            self._builder.function(fn).check_call(calls[0], {})
         size = chunk_size(len(calls), self._agent.worker_count)
         if size == 1 or not isinstance(self._serializer, DefaultSerializer):
             return self._gather(self._submit_many(fn, calls, capabilities, reserialize))

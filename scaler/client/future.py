@@ -149,6 +149,8 @@ class ScalerFuture(concurrent.futures.Future[Any]):
     def profiling_info(self) -> Any:
         from scaler.client.profile import ProfileResult
 
+        if not self.done():
+            raise ValueError("the task has not finished yet: call result() first, then profiling_info()")
         self.result()
         raw = self._raw
         if raw is None or not self._profiling:

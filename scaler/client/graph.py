@@ -11,9 +11,11 @@ the requested results come back to the client.
 
 from __future__ import annotations
 
+import graphlib
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
+from scaler.client import graph_matrix
 from scaler.client.future import ScalerFuture
 from scaler.client.object_reference import NodeResult
 from scaler.protocol import codec
@@ -39,10 +41,17 @@ def _references(graph: dict[Hashable, Any], argument: Any) -> list[Hashable]:
 
 def needed_keys(graph: dict[Hashable, Any], keys: list[Hashable]) -> list[Hashable]:
     """The requested keys and everything they depend on, dependencies first. Raises KeyError for a
-    requested key that is not in the graph and ValueError for a cycle, naming the key."""
+    requested key that is not in the graph or requested twice, and graphlib.CycleError (a ValueError) for a
+    cycle, naming the key."""
+    seen_keys: set[Hashable] = set()
     for key in keys:
         if key not in graph:
             raise KeyError(f"key {key!r} is not in the graph")
+        if key in seen_keys:
+            raise KeyError(f"key {key!r} is requested twice")
+        seen_keys.add(key)
+    if len(graph) >= graph_matrix.MIN_NODES and graph_matrix.is_available():
+        return graph_matrix.needed_keys_with_graphblas(graph, keys, _references)
     order: list[Hashable] = []
     state: dict[Hashable, str] = {}  # "visiting" or "done"
     for root in keys:
@@ -60,7 +69,8 @@ def needed_keys(graph: dict[Hashable, Any], keys: list[Hashable]) -> list[Hashab
             dependency = pending.pop()
             seen = state.get(dependency)
             if seen == "visiting":
-                raise ValueError(f"the graph has a cycle through key {dependency!r}")
+                cycle = [item for item, _ in stack[[item for item, _ in stack].index(dependency) :]] + [dependency]
+                raise graphlib.CycleError(f"the graph has a cycle through key {dependency!r}", cycle)
             if seen is None:
                 state[dependency] = "visiting"
                 stack.append((dependency, _dependencies(graph, dependency)))
@@ -69,9 +79,16 @@ def needed_keys(graph: dict[Hashable, Any], keys: list[Hashable]) -> list[Hashab
 
 def _dependencies(graph: dict[Hashable, Any], key: Hashable) -> list[Hashable]:
     value = graph[key]
-    if not is_call(value):
+    if type(value) is not tuple or not value or not callable(value[0]):
         return []
-    return [reference for argument in value[1:] for reference in _references(graph, argument)]
+    dependencies: list[Hashable] = []
+    for argument in value[1:]:
+        if type(argument) is str:  # the common case, checked first: graphs of a million nodes pass here
+            if argument in graph:
+                dependencies.append(argument)
+        else:
+            dependencies.extend(_references(graph, argument))
+    return dependencies
 
 
 def submit_graph(

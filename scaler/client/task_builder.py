@@ -51,6 +51,15 @@ class FunctionEntry:
     object_id: ObjectID
     name: str
     takes_profiling: bool  #: the function has its own `profiling` parameter
+    signature: inspect.Signature | None = None  #: None for builtins and C functions without one
+
+    def check_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """TypeError in the caller when the arguments cannot bind to the function's signature."""
+        if self.signature is not None:
+            try:
+                self.signature.bind(*args, **kwargs)
+            except TypeError as error:
+                raise TypeError(f"cannot submit {self.name}: {error}") from None
 
 
 class TaskBuilder:
@@ -93,7 +102,9 @@ class TaskBuilder:
         except Exception as error:
             raise TypeError(f"cannot serialize the function {_function_name(function)}: {error}") from error
         object_id = self.put_object(payload, f"function {_function_name(function)}")
-        entry = FunctionEntry(function, object_id, _function_name(function), _takes_profiling(function))
+        entry = FunctionEntry(
+            function, object_id, _function_name(function), _takes_profiling(function), _signature(function)
+        )
         if len(self._functions) > 10_000:
             self._functions.clear()
         self._functions[id(function)] = entry
@@ -169,6 +180,13 @@ class TaskBuilder:
 def _function_name(function: Any) -> str:
     name = getattr(function, "__qualname__", None) or getattr(function, "__name__", None)
     return str(name) if name else describe(function)
+
+
+def _signature(function: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(function)
+    except (TypeError, ValueError):
+        return None
 
 
 def _takes_profiling(function: Any) -> bool:

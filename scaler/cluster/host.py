@@ -84,7 +84,7 @@ def run_host(plan: dict[str, Any], report_fd: int) -> int:
             "scaler-storage", configured("object_storage_server", storage, lambda: run_object_storage_server(storage))
         ),
         "scheduler": fork_child(
-            "scaler-scheduler", configured("scheduler", scheduler, lambda: run_scheduler(scheduler))
+            "scaler-scheduler", configured("Scheduler", scheduler, lambda: run_scheduler(scheduler))
         ),
         "workers": [
             fork_child("scaler-worker", configured("worker", worker, lambda: run_worker(worker)))

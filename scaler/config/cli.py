@@ -18,6 +18,7 @@ from typing import Any
 
 from scaler.config.fields import ALIASES, CHOICES, HELP, HIDDEN, POSITIONAL, SHORT
 from scaler.config.sections import LoggingSettings, WorkerManagerSettings, WorkerSettings
+from scaler.version import __version__
 
 #: Namespace attribute of -c/--config.
 CONFIG_DEST = "config"
@@ -56,6 +57,7 @@ def build_parser(
         default=argparse.SUPPRESS,
         help="TOML file to read settings from (its sections are listed below)",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     hints = typing.get_type_hints(section_type)
     positional = positional_field(section_type)
     groups = _argument_groups(parser, section_type, prog)

@@ -150,35 +150,80 @@ def worker_manager_toml_sections(type_name: str) -> tuple[str, ...]:
     return (f"worker_manager[type={type_name}]", *WORKER_MANAGER_LEGACY_TABLES.get(type_name, ()))
 
 
-def load_worker_manager(argv: Sequence[str] | None, *, prog: str = "scaler_worker_manager") -> WorkerManagerSettings:
+def load_worker_manager(
+    argv: Sequence[str] | None,
+    *,
+    prog: str = "scaler_worker_manager",
+    available: Sequence[str] | None = None,
+    type_name: str | None = None,
+) -> WorkerManagerSettings:
     """`scaler_worker_manager <type> [options] [scheduler_address]`: the section of that type (see
-    `WORKER_MANAGER_SECTIONS`; `isinstance` tells which). The type must be the first argument."""
+    `WORKER_MANAGER_SECTIONS`; `isinstance` tells which). The type is the first argument that is not an option
+    (`-c FILE` may come before it); without one, a `-c` file with exactly one [[worker_manager]] entry names it.
+    `available`: the types this version runs (the only ones offered); `type_name`: a command for one type."""
+    from scaler.version import __version__
+
     arguments = list(sys.argv[1:] if argv is None else argv)
-    names = list(WORKER_MANAGER_SECTIONS)
+    names = list(available if available is not None else WORKER_MANAGER_SECTIONS)
     parser = argparse.ArgumentParser(
         prog=prog,
         usage=f"{prog} {{{','.join(names)}}} [options] [scheduler_address]",
         description=f"Start a worker manager of one type. `{prog} TYPE -h` lists the settings of a type.",
         add_help=False,
     )
-    if not arguments or arguments[0] in ("-h", "--help"):
-        if arguments:
+    if type_name is None:
+        if arguments[:1] in (["-h"], ["--help"]):
             parser.print_help()
             parser.exit(0)
-        parser.error(f"the worker manager type is required, one of: {', '.join(names)}")
-    type_name = arguments[0]
-    section_type = WORKER_MANAGER_SECTIONS.get(type_name)
-    if section_type is None:
+        if arguments[:1] == ["--version"]:
+            print(f"{prog} {__version__}")
+            parser.exit(0)
+        type_name, arguments = _take_manager_type(arguments, parser, names)
+    if type_name not in names:
         close = difflib.get_close_matches(type_name, names, n=1)
         hint = f' (did you mean "{close[0]}"?)' if close else ""
         parser.error(f"unknown worker manager type {type_name!r}{hint}; choose from: {', '.join(names)}")
+    section_type = WORKER_MANAGER_SECTIONS[type_name]
     return load_section(
         section_type,
-        arguments[1:],
-        prog=f"{prog} {type_name}",
+        arguments,
+        prog=prog if prog != "scaler_worker_manager" else f"{prog} {type_name}",
         description=section_type.__doc__ or "",
         toml_sections=worker_manager_toml_sections(type_name),
     )
+
+
+def _take_manager_type(
+    arguments: list[str], parser: argparse.ArgumentParser, names: Sequence[str]
+) -> tuple[str, list[str]]:
+    """The manager type and the other arguments. The type is the first argument that is neither an option nor
+    the file of `-c`/`--config`; without one, the single [[worker_manager]] entry of the `-c` file."""
+    config_file: str | None = None
+    index = 0
+    while index < len(arguments):
+        argument = arguments[index]
+        if argument in ("-c", "--config") and index + 1 < len(arguments):
+            config_file = arguments[index + 1]
+            index += 2
+            continue
+        if argument.startswith("--config="):
+            config_file = argument.partition("=")[2]
+        elif not argument.startswith("-"):
+            return argument, arguments[:index] + arguments[index + 1 :]
+        index += 1
+    if config_file is not None:
+        try:
+            entries = read_toml_file(config_file).get("worker_manager", [])
+        except ConfigError as error:
+            parser.error(str(error))
+        entries = entries if isinstance(entries, list) else [entries]
+        types = [entry.get("type") for entry in entries if isinstance(entry, dict)]
+        if len(types) == 1 and isinstance(types[0], str):
+            return types[0], arguments
+        parser.error(
+            f"{config_file} has {len(types)} [[worker_manager]] entries: name the type, one of: {', '.join(names)}"
+        )
+    parser.error(f"the worker manager type is required, one of: {', '.join(names)}")
 
 
 # --- the `scaler FILE` launcher -----------------------------------------------------------------------------

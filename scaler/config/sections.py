@@ -60,7 +60,9 @@ class SchedulerConfig(LoggingSettings):
     status_report_interval_seconds: float = setting(
         1.0, help="period of the status snapshots on the monitor address", short=("-sri",), gt=0
     )
-    protected: bool = setting(False, help="refuse clients' requests to shut the cluster down", short=("-p",))
+    protected: bool = setting(
+        True, help="refuse clients' requests to shut the cluster down (-p False allows them)", short=("-p",)
+    )
     max_number_of_tasks_waiting: int = setting(
         -1, help="queued tasks allowed while no worker has room; -1 for no limit", short=("-mt",), ge=-1
     )
@@ -180,6 +182,10 @@ class WorkerManagerSettings(WorkerSettings):
         aliases=("max_workers",),  # -mw/--max-workers: the 1.12-1.15 worker adapters
         ge=-1,
     )
+    scale_down_cooldown_seconds: float = setting(
+        0, help="keep surplus workers this long after the scheduler's target dropped before stopping them",
+        short=("-sdc",), ge=0,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

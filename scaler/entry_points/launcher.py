@@ -6,6 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from scaler.version import __version__
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -14,11 +16,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Ctrl-C or SIGTERM stops them all.",
     )
     parser.add_argument("file", help="the TOML file ([object_storage_server], [scheduler], [[worker_manager]])")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     arguments = parser.parse_args(argv)
     from scaler.config.loader import ConfigError, load_launcher_file
+    from scaler.worker_manager.registry import unavailable_type_problem
 
     try:
         file = load_launcher_file(arguments.file)
+        for manager in file.worker_managers:  # refused before anything starts
+            problem = unavailable_type_problem(manager)
+            if problem is not None:
+                raise ConfigError(f"{arguments.file}: {problem}")
     except ConfigError as error:
         print(f"scaler: error: {error}", file=sys.stderr)
         return 2

@@ -19,7 +19,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from scaler.config.logging_setup import setup_logging
     from scaler.scheduler.process import run_scheduler
 
-    setup_logging(config, "scheduler")
+    setup_logging(config, "Scheduler")  # the seeds show "...: Scheduler: monitor address is ..."
     return run_scheduler(config)
 
 

@@ -313,7 +313,7 @@ def run_object_storage_server(config: ObjectStorageServerConfig) -> int:
         run(_serve_until_signalled(config))
     except ObjectStorageBindError as error:
         logger.error("%s", error)
-        return 1
+        return 2  # a configuration error: the address is malformed, in use or not ours
     except KeyboardInterrupt:
         return 0
     return 0

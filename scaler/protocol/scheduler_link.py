@@ -28,9 +28,12 @@ class ExitCode(enum.IntEnum):
     """Exit codes of the processes that keep a link (workers, worker managers): the one table of them."""
 
     OK = 0
-    ERROR = 1  #: refused by the scheduler, a configuration error, a component that failed
+    ERROR = 1  #: refused by the scheduler, a component that failed
     NEVER_CONNECTED = 2  #: the scheduler never answered within the timeout
     SCHEDULER_LOST = 3  #: the scheduler stopped answering
+    #: settings that cannot run (a malformed address, an address in use, a bad value): the value every command
+    #: uses for a configuration error (the same number as NEVER_CONNECTED, which it predates in the docs)
+    CONFIGURATION = 2
 
 
 class LinkState(enum.Enum):

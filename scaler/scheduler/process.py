@@ -13,6 +13,7 @@ from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
 from scaler.io.sockets import SocketFactory
 from scaler.protocol.handshake import local_python_version
+from scaler.protocol.scheduler_link import ExitCode
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.scaling_hook import make_scaling_hook
 from scaler.scheduler.storage_child import StorageChild
@@ -35,7 +36,7 @@ def run_scheduler(config: SchedulerConfig) -> int:
         bind, monitor, storage = derived_addresses(config)
     except AddressError as error:
         logger.error("%s", error)
-        return 1
+        return ExitCode.CONFIGURATION
 
     storage_child: StorageChild | None = None
     try:
@@ -107,14 +108,14 @@ def _serve(
         watcher = loop.create_task(storage_child.watch(lambda reason: server.stop(reason, exit_code=1)))
     try:
         logger.info("scheduler listening on %s (event loop: %s)", bind, config.event_loop)
-        logger.info("monitor address is %s", monitor)
+        logger.info("monitor address is %s (scaler_top %s)", monitor, monitor)
         logger.info("object storage address is %s", storage)
         reason = loop.run_until_complete(server.run())
         (logger.error if server.exit_code else logger.info)("scheduler stopped: %s", reason)
         return server.exit_code
     except zmq.ZMQError as error:
         logger.error("could not bind %s or %s: %s", bind, monitor, error.strerror)
-        return 1
+        return ExitCode.CONFIGURATION
     finally:
         if watcher is not None:
             watcher.cancel()
@@ -131,7 +132,7 @@ def main() -> None:
     from scaler.io.process_profiling import run_profiled
 
     config = section_from_json(SchedulerConfig, sys.argv[1])
-    setup_logging(config, "scheduler")
+    setup_logging(config, "Scheduler")  # the seeds show "...: Scheduler: monitor address is ..."
     sys.exit(run_profiled("scheduler", lambda: run_scheduler(config)))
 
 

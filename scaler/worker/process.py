@@ -16,6 +16,7 @@ from scaler.errors import PreloadError
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
 from scaler.protocol.ids import new_worker_id
+from scaler.protocol.scheduler_link import ExitCode
 from scaler.worker import agent_core
 from scaler.worker.preload import parse_preload
 
@@ -50,7 +51,7 @@ def run_worker(config: WorkerConfig) -> int:
     problem = check_worker_config(config)
     if problem is not None:
         logger.error("%s", problem)
-        return agent_core.EXIT_ERROR
+        return ExitCode.CONFIGURATION
     from scaler.worker.executor import ZygoteExecutor
     from scaler.worker.processor import ProcessorSettings, run_processor
     from scaler.worker.zygote import Zygote

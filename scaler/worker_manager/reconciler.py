@@ -15,6 +15,7 @@ Rules (docs/worker_managers.md explains why):
    listed yet, units whose workers are all idle (in the scheduler's drain order), and only then the
    other units, newest first (most likely still booting). A unit with a busy worker is never chosen
    while an idle one exists.
+   With `scale_down_cooldown_seconds`, a surplus is terminated only once it has lasted that long.
 6. A unit PENDING for longer than `pending_timeout_seconds` is terminated (and, by rule 3, replaced).
 7. Failures: a launch that raised or returned fewer units than asked, a unit stuck PENDING (rule 6), a
    launch never listed within the pending timeout, and a unit that ended on its own within
@@ -48,6 +49,8 @@ class ReconcilerSettings:
     backoff_base_seconds: float = 1.0
     backoff_cap_seconds: float = 30.0
     early_death_seconds: float = 10.0  #: a unit ending on its own younger than this is a failed launch
+    #: a surplus of units is stopped only once it has lasted this long (--scale-down-cooldown-seconds)
+    scale_down_cooldown_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,8 @@ class Reconciler:
         self._backoff_noted = False
         #: units whose workers the scheduler has listed as connected (rule 8); dropped with the unit
         self._registered: set[str] = set()
+        #: since when there have been more units than wanted (rule 5's cooldown); None while there are not
+        self._surplus_since: float | None = None
 
     # ------------------------------------------------------------ the decision
 
@@ -123,6 +128,8 @@ class Reconciler:
             wanted = self.wanted_units(target.workers)
             if count < wanted:
                 launch = self._launches_allowed(wanted - count, now, notes)
+            elif count > wanted and self._cooling_down(now, count, wanted, notes):
+                pass
             elif count > wanted:
                 victims = choose_victims(
                     alive, self._unlisted, target.drain, self.settings.workers_per_unit, count - wanted
@@ -131,7 +138,19 @@ class Reconciler:
                 terminate.extend(victims)
                 for unit_id in victims:  # going on request, not lost
                     self._counted.pop(unit_id, None)
+        if target is None or count <= self.wanted_units(target.workers):
+            self._surplus_since = None
         return Plan(launch, tuple(terminate), tuple(notes))
+
+    def _cooling_down(self, now: float, count: int, wanted: int, notes: list[str]) -> bool:
+        """Whether a surplus is still within the scale-down cooldown (and kept)."""
+        cooldown = self.settings.scale_down_cooldown_seconds
+        if cooldown <= 0:
+            return False
+        if self._surplus_since is None:
+            self._surplus_since = now
+            notes.append(f"{count} units for a target of {wanted}: keeping them for the {cooldown:g} s cooldown")
+        return now - self._surplus_since < cooldown
 
     # ------------------------------------------------------------ what the runner reports back
 

@@ -63,14 +63,21 @@ def type_name_of(config: WorkerManagerSettings) -> str:
     return next(name for name, kind in WORKER_MANAGER_SECTIONS.items() if kind is type(config))
 
 
+def unavailable_type_problem(config: WorkerManagerSettings) -> str | None:
+    """Why these settings name a manager type this version cannot run, or None."""
+    name = type_name_of(config)
+    if name in MANAGER_TYPES:
+        return None
+    return f"worker manager type {name!r} is not available in this version; available: {', '.join(MANAGER_TYPES)}"
+
+
 def run_worker_manager(config: WorkerManagerSettings) -> int:
     """Run the manager these settings describe; its exit code."""
     import sys
 
     config = with_manager_id(config)
-    name = type_name_of(config)
-    manager_type = MANAGER_TYPES.get(name)
-    if manager_type is None:
-        print(f"scaler_worker_manager: manager type {name!r} is not available in this version", file=sys.stderr)
+    problem = unavailable_type_problem(config)
+    if problem is not None:
+        print(f"scaler_worker_manager: {problem}", file=sys.stderr)
         return EXIT_CONFIGURATION
-    return manager_type.load()(config)
+    return MANAGER_TYPES[type_name_of(config)].load()(config)

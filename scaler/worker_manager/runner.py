@@ -74,6 +74,7 @@ class RunnerSettings:
     scheduler_timeout_seconds: float = 300.0
     stop_timeout_seconds: float = 20.0  #: how long shutdown waits for the units to be gone
     pending_timeout_seconds: float = 300.0
+    scale_down_cooldown_seconds: float = 0.0  #: a surplus of units is stopped only once it lasted this long
     io_threads: int = 1
 
 
@@ -96,6 +97,7 @@ class ManagerRunner:
                 workers_per_unit=workers_per_unit,
                 max_units=max_units,
                 pending_timeout_seconds=settings.pending_timeout_seconds,
+                scale_down_cooldown_seconds=settings.scale_down_cooldown_seconds,
             )
         )
         #: what the Hello reports: whole units' worth of workers

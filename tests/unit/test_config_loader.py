@@ -314,7 +314,7 @@ def test_cluster_spellings(argv: list[str], field: str, expected: Any) -> None:
         (["--protected"], True),
         (["--protected=no"], False),
         (["-p=1"], True),
-        ([], False),
+        ([], True),  # the scheduler is protected by default, as the seeds say
     ],
 )
 def test_boolean_flag_forms(argv: list[str], expected: bool) -> None:

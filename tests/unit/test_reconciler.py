@@ -277,3 +277,15 @@ def test_unit_ids_with_separators_are_refused(bad: str) -> None:
 def test_workers_per_unit_must_be_positive() -> None:
     with pytest.raises(ValueError):
         reconciler(workers_per_unit=0)
+
+
+def test_a_scale_down_cooldown_keeps_a_surplus_until_it_has_lasted_that_long() -> None:
+    r = reconciler(scale_down_cooldown_seconds=30)
+    units = [unit("a"), unit("b")]
+    assert r.plan(Target(2), units, T0).is_empty
+    held = r.plan(Target(1), units, T0 + 1)
+    assert not held.terminate and any("cooldown" in note for note in held.notes)
+    assert not r.plan(Target(1), units, T0 + 30).terminate
+    assert r.plan(Target(2), units, T0 + 31).is_empty  # the surplus ended: the clock starts over
+    assert not r.plan(Target(1), units, T0 + 40).terminate
+    assert len(r.plan(Target(1), units, T0 + 71).terminate) == 1

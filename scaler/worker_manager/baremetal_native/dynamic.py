@@ -12,12 +12,13 @@ from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
 from scaler.io.fork_server import ForkServer
 from scaler.policy.capability import parse_capabilities
+from scaler.protocol.scheduler_link import ExitCode
 from scaler.worker.process import check_worker_config
 from scaler.worker_manager.backend import LaunchSpec, worker_config_of
 from scaler.worker_manager.baremetal_native.backend import NativeBackend
 from scaler.worker_manager.baremetal_native.unit_records import state_directory_for
 from scaler.worker_manager.baremetal_native.worker_forker import start_worker_forker
-from scaler.worker_manager.runner import EXIT_ERROR, ManagerRunner, RunnerSettings
+from scaler.worker_manager.runner import ManagerRunner, RunnerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ def run_native_manager(config: NativeWorkerManagerConfig) -> int:
     problem = _check(config)
     if problem is not None:
         logger.error("%s", problem)
-        return EXIT_ERROR
+        return ExitCode.CONFIGURATION
     spec = LaunchSpec(config.worker_manager_id, worker_config_of(config, config.worker_type or DEFAULT_WORKER_TYPE))
     settings = RunnerSettings(
         scheduler_address=config.scheduler_address,
@@ -39,6 +40,7 @@ def run_native_manager(config: NativeWorkerManagerConfig) -> int:
         max_workers=None if config.max_task_concurrency == -1 else config.max_task_concurrency,
         heartbeat_interval_seconds=config.heartbeat_interval_seconds,
         scheduler_timeout_seconds=config.death_timeout_seconds,
+        scale_down_cooldown_seconds=config.scale_down_cooldown_seconds,
         io_threads=config.io_threads,
     )
     state_directory = state_directory_for(config.worker_manager_id, spec.scheduler_address)

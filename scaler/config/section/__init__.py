@@ -1,0 +1,1 @@
+"""The reference's import paths of settings (`scaler.config.section.scheduler.PolicyConfig`, ...)."""
