@@ -212,12 +212,16 @@ class ECSWorkerManagerConfig(WorkerManagerSettings):
     aws_secret_access_key: str | None = setting(None, help="AWS secret key (default: the AWS credential chain)")
     aws_region: str = setting("us-east-1", help="AWS region")
     aws_endpoint_url: str | None = setting(None, help="AWS API endpoint (e.g. a local moto server); default: AWS")
-    ecs_subnets: str = setting(help="comma-separated subnets the Fargate tasks run in")
-    ecs_security_groups: str = setting("", help="comma-separated security groups of the tasks (default: none given)")
+    ecs_subnets: str = setting(
+        help='comma-separated subnets the Fargate tasks run in; "default": the default VPC\'s subnets'
+    )
+    ecs_security_groups: str = setting(
+        "", help="comma-separated security groups of the tasks (default: the VPC's default security group)"
+    )
     ecs_cluster: str = setting("scaler-cluster", help="ECS cluster, created when missing")
     ecs_task_image: str = setting("public.ecr.aws/v4u8j8r6/scaler:latest", help="container image of the tasks")
     ecs_python_requirements: str = setting(
-        "tomli;pargraph;parfun;pandas", help="';'-separated pip requirements installed in the container"
+        "scaler", help="';'-separated pip requirements the image installs at start (PYTHON_REQUIREMENTS)"
     )
     ecs_python_version: str = setting("3.12.11", help="Python version installed in the container")
     ecs_task_definition: str = setting("scaler-task-definition", help="task definition family, created when missing")
@@ -226,6 +230,31 @@ class ECSWorkerManagerConfig(WorkerManagerSettings):
     ecs_execution_role_arn: str | None = setting(
         None, help="task execution role (default: ecsTaskExecutionRole, created when missing)"
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class EC2WorkerManagerConfig(WorkerManagerSettings):
+    """`scaler_worker_manager orb_aws_ec2`: workers on AWS EC2 instances, one worker per vCPU."""
+
+    aws_region: str = setting(help="AWS region")
+    aws_profile: str | None = setting(None, help="AWS profile of ~/.aws (default: the AWS credential chain)")
+    aws_access_key_id: str | None = setting(None, help="AWS access key (default: the AWS credential chain)")
+    aws_secret_access_key: str | None = setting(None, help="AWS secret key (default: the AWS credential chain)")
+    aws_endpoint_url: str | None = setting(None, help="AWS API endpoint (e.g. scaler_fake_cloud); default: AWS")
+    image_id: str | None = setting(
+        None, help="AMI of the instances (default: the latest Amazon Linux 2023; Python and scaler installed at boot)"
+    )
+    python_version: str | None = setting(None, help="Python version installed at boot when the AMI lacks scaler")
+    requirements_txt: str | None = setting(
+        None, help="pip requirements installed at boot: a file path or the text itself (include scaler)"
+    )
+    instance_type: str = setting("t2.micro", help="EC2 instance type; one worker per vCPU")
+    key_name: str | None = setting(None, help="EC2 key pair for SSH (default: none)")
+    subnet_id: str | None = setting(None, help="subnet of the instances (default: the default VPC's)")
+    security_group_ids: str = setting("", help="comma-separated security groups (default: the VPC's default)")
+    instance_tags: str = setting("", help="extra tags of the instances: K=V,K=V")
+    debug_dump_path: str | None = setting(None, help="write the instances' user data script here (for debugging)")
+    network_backend: str = setting("zmq", help="transport of the workers", choices=("zmq",))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -255,6 +284,7 @@ class SymphonyWorkerManagerConfig(WorkerManagerSettings):
 WORKER_MANAGER_SECTIONS: dict[str, type[WorkerManagerSettings]] = {
     "baremetal_native": NativeWorkerManagerConfig,
     "aws_raw_ecs": ECSWorkerManagerConfig,
+    "orb_aws_ec2": EC2WorkerManagerConfig,
     "aws_hpc": AWSHPCWorkerManagerConfig,
     "symphony": SymphonyWorkerManagerConfig,
 }

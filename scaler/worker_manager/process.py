@@ -1,12 +1,70 @@
-"""`python -m scaler.worker_manager.process TYPE '<settings as JSON>'`: how `scaler FILE` starts a worker
-manager without paying for the command line's config loader."""
+"""Running a worker manager process from its settings: what every type shares (checks, runner settings,
+the event loop), and `python -m scaler.worker_manager.process TYPE '<settings as JSON>'`, how `scaler FILE`
+starts a manager without paying for the command line's config loader."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import sys
 
 from scaler.config.logging_setup import setup_logging
-from scaler.config.sections import WORKER_MANAGER_SECTIONS, section_from_json
+from scaler.config.sections import WORKER_MANAGER_SECTIONS, WorkerManagerSettings, section_from_json
+from scaler.io.address import AddressError, parse_address
+from scaler.io.event_loop import new_event_loop
+from scaler.policy.capability import parse_capabilities
+from scaler.protocol.scheduler_link import ExitCode
+from scaler.worker.process import check_worker_config
+from scaler.worker_manager.backend import LaunchSpec, UnitBackend, worker_config_of
+from scaler.worker_manager.runner import ManagerRunner, RunnerSettings
+
+logger = logging.getLogger(__name__)
+
+
+def settings_problem(config: WorkerManagerSettings, worker_type: str) -> str | None:
+    """Why these settings cannot run a manager (whatever its type), or None."""
+    if not config.worker_manager_id.strip():
+        return "--worker-manager-id must not be empty"
+    if "|" in worker_type:
+        return f"--worker-type {worker_type!r} must not contain '|'"
+    try:
+        parse_address(config.scheduler_address)
+        if config.worker_scheduler_address:
+            parse_address(config.worker_scheduler_address)
+        parse_capabilities(config.per_worker_capabilities)
+    except (AddressError, ValueError) as error:
+        return str(error)
+    return check_worker_config(worker_config_of(config, worker_type))
+
+
+def runner_settings(config: WorkerManagerSettings, manager_type: str) -> RunnerSettings:
+    return RunnerSettings(
+        scheduler_address=config.scheduler_address,
+        manager_id=config.worker_manager_id,
+        manager_type=manager_type,
+        capabilities=parse_capabilities(config.per_worker_capabilities),
+        max_workers=None if config.max_task_concurrency == -1 else config.max_task_concurrency,
+        heartbeat_interval_seconds=config.heartbeat_interval_seconds,
+        scheduler_timeout_seconds=config.death_timeout_seconds,
+        scale_down_cooldown_seconds=config.scale_down_cooldown_seconds,
+        io_threads=config.io_threads,
+    )
+
+
+def run_manager(config: WorkerManagerSettings, manager_type: str, worker_type: str, backend: UnitBackend) -> int:
+    """Check the settings, then run the shared runner around `backend` until the manager stops."""
+    problem = settings_problem(config, worker_type)
+    if problem is not None:
+        logger.error("%s", problem)
+        return ExitCode.CONFIGURATION
+    spec = LaunchSpec(config.worker_manager_id, worker_config_of(config, worker_type), backend.workers_per_unit)
+    loop = new_event_loop(config.event_loop)
+    try:
+        asyncio.set_event_loop(loop)
+        return loop.run_until_complete(ManagerRunner(runner_settings(config, manager_type), backend, spec).run())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
 
 
 def main() -> None:

@@ -43,6 +43,8 @@ MANAGER_TYPES: dict[str, ManagerType] = {
             "scaler.worker_manager.baremetal_native.manager:run",
             "local worker processes, scheduler-driven (dynamic) or a fixed pool",
         ),
+        ManagerType("aws_raw_ecs", "scaler.worker_manager.aws_raw_ecs.manager:run", "workers in AWS ECS Fargate tasks"),
+        ManagerType("orb_aws_ec2", "scaler.worker_manager.orb_aws_ec2.manager:run", "workers on AWS EC2 instances"),
     )
 }
 

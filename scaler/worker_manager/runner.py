@@ -114,6 +114,7 @@ class ManagerRunner:
         self._stop_units = True  #: False when refused: the units may belong to the manager holding this id
         self._stopping = False
         self._list_failures = 0
+        self._last_failure = ""  #: the failure logged last (not logged again while it repeats)
         self.exit_reason = ""
 
     # ------------------------------------------------------------ lifetime
@@ -302,10 +303,14 @@ class ManagerRunner:
         except Exception as error:
             self._list_failures += 1
             delay = min(LIST_BACKOFF_CAP_SECONDS, 2.0 ** min(self._list_failures - 1, 10))
-            logger.warning("could not list the units (%s); next attempt in %g s", _describe(error), delay)
+            self._failed(
+                logging.WARNING, f"could not list the units ({_describe(error)})", f"; next attempt in {delay:g} s"
+            )
             logger.debug("list_units failed", exc_info=True)
             return delay
         self._list_failures = 0
+        if self._last_failure.startswith("could not list"):
+            self._last_failure = ""
         target = self._target
         plan = self._reconciler.plan(target, units, self._clock())
         for note in plan.notes:
@@ -315,6 +320,14 @@ class ManagerRunner:
         if plan.launch:
             await self._launch(plan.launch, target)
         return self._settings.reconcile_interval_seconds
+
+    def _failed(self, level: int, text: str, when: str) -> None:
+        """Log a failure once: the same failure again (a cloud error retried with back-off) only at DEBUG."""
+        if text == self._last_failure:
+            logger.debug("%s (again)%s", text, when)
+            return
+        self._last_failure = text
+        logger.log(level, "%s%s; the same error again will not be repeated here", text, when)
 
     async def _terminate(self, unit_ids: list[str]) -> None:
         self._reconciler.terminating(unit_ids)
@@ -334,13 +347,14 @@ class ManagerRunner:
             unit_ids = await self._backend.launch(count, self._spec)
         except Exception as error:
             self._reconciler.launch_failed(self._clock())
-            logger.error(
-                "launching %d unit(s) failed (%s); next attempt in %g s",
-                count, _describe(error), self._reconciler.backoff_seconds(),
-            )  # fmt: skip
+            delay = self._reconciler.backoff_seconds()
+            self._failed(
+                logging.ERROR, f"launching unit(s) failed ({_describe(error)})", f"; next attempt in {delay:g} s"
+            )
             logger.debug("launch failed", exc_info=True)
             return
         self._reconciler.launched(unit_ids, count, self._clock())
+        self._last_failure = ""
         logger.info("launched unit(s) %s", ", ".join(unit_ids) or "(none)")
         if len(unit_ids) < count:
             logger.warning("asked for %d unit(s), the backend launched %d", count, len(unit_ids))

@@ -29,7 +29,9 @@ def start_workers(config: WorkerConfig, count: int) -> list[subprocess.Popen[byt
     return [start_python_child(["scaler.worker.process", encoded]) for _ in range(count)]
 
 
-def run_worker_pool(config: WorkerConfig, count: int) -> int:
+def run_worker_pool(config: WorkerConfig, count: int, stop_on_worker_death: bool = False) -> int:
+    """Run `count` workers until they all exit or a signal comes. `stop_on_worker_death`: a worker that dies
+    stops the pool with exit code 1 (a cloud unit is replaced whole rather than run short of a worker)."""
     problem = check_worker_config(config)
     if problem is not None:
         logger.error("%s", problem)
@@ -53,6 +55,9 @@ def run_worker_pool(config: WorkerConfig, count: int) -> int:
                 if worker.poll() is not None:
                     logger.warning("worker pid %d exited (%s)", worker.pid, describe_exit(worker.returncode))
                     running.remove(worker)
+                    if stop_on_worker_death and not stopping:
+                        logger.error("a worker of this unit died: stopping the unit, its manager replaces it")
+                        return 1
         if stopping:
             logger.info("received %s: stopping %d workers", stopping[0], len(running))
         return 0
@@ -60,3 +65,20 @@ def run_worker_pool(config: WorkerConfig, count: int) -> int:
         stop_children(workers, STOP_GRACE_SECONDS)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def main() -> None:
+    """`python -m scaler.worker_manager.baremetal_native.fixed_pool '<WorkerConfig as JSON>' COUNT`: what a cloud
+    unit (an ECS task, an EC2 instance) runs: COUNT workers, stopping as a whole when one of them dies."""
+    import sys
+
+    from scaler.config.logging_setup import setup_logging
+    from scaler.config.sections import section_from_json
+
+    config = section_from_json(WorkerConfig, sys.argv[1])
+    setup_logging(config, f"unit[{config.worker_type}]")
+    sys.exit(run_worker_pool(config, int(sys.argv[2]), stop_on_worker_death=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""The fake cloud: moto's server on 127.0.0.1, plus runners that turn launched resources into local processes.
+
+    with FakeCloud(port=0, boot_seconds=5) as cloud:   # cloud.endpoint_url is what boto3 is pointed at
+        ...
+
+Tests use it in-process (one per session, `reset()` between tests); `scaler_fake_cloud` runs it as a command.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from scaler.fake_cloud.runners import Ec2Runner, EcsRunner, RunnerSettings
+
+logger = logging.getLogger(__name__)
+
+#: How often the runners look at moto's state.
+STEP_SECONDS = 0.2
+
+
+class FakeCloud:
+    def __init__(
+        self,
+        port: int = 0,
+        boot_seconds: float = 0.0,
+        log_directory: Path | None = None,
+        require_credentials: bool = False,
+    ) -> None:
+        # Must be set before moto's IAM backend is first used: AWS-managed policies (ecsTaskExecutionRole's) exist.
+        os.environ["MOTO_IAM_LOAD_MANAGED_POLICIES"] = "true"
+        if require_credentials:  # requests are checked against moto's IAM users, as AWS would
+            os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = "0"
+        self.port = port or _free_port()
+        self.endpoint_url = f"http://127.0.0.1:{self.port}"
+        self._log_directory = log_directory or Path(tempfile.mkdtemp(prefix="scaler-fake-cloud-"))
+        settings = RunnerSettings(self.endpoint_url, boot_seconds, self._log_directory)
+        self._ecs = EcsRunner(settings)
+        self._ec2 = Ec2Runner(settings)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()  #: a reset never meets a runner step half-way
+        self._thread = threading.Thread(target=self._run, name="fake-cloud-runners", daemon=True)
+        self._server: object | None = None
+
+    @property
+    def log_directory(self) -> Path:
+        return self._log_directory
+
+    def start(self) -> FakeCloud:
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        from moto.moto_api import state_manager
+        from moto.server import ThreadedMotoServer
+
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        server.start()
+        self._server = server
+        # ECS tasks keep the status the runners give them (moto would otherwise step them towards STOPPED).
+        state_manager.set_transition(model_name="ecs::task", transition={"progression": "manual", "times": 10**9})
+        self._thread.start()
+        return self
+
+    def set_boot_seconds(self, seconds: float) -> None:
+        """The boot delay of resources launched from now on (the runners share their settings)."""
+        self._ecs.settings.boot_seconds = seconds
+
+    def reset(self) -> None:
+        """Stop every launched process and forget every resource (between tests)."""
+        import urllib.request
+
+        with self._lock:
+            for runner in (self._ecs, self._ec2):
+                runner.close()
+                runner.launches.clear()
+            request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")
+            urllib.request.urlopen(request, timeout=10).close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
+        self._ecs.close()
+        self._ec2.close()
+        server = self._server
+        if server is not None:
+            server.stop()  # type: ignore[attr-defined]
+            self._server = None
+
+    def __enter__(self) -> FakeCloud:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            with self._lock:
+                for runner in (self._ecs, self._ec2):
+                    try:
+                        runner.step(now)
+                    except Exception:  # a runner bug must not stop the cloud; logged, and the next step retries
+                        logger.exception("fake cloud: a runner step failed")
+            self._stop.wait(STEP_SECONDS)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port

@@ -1,0 +1,55 @@
+"""A command the fake cloud runs for a task, an instance or a job: a local process group with its own log."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+#: How long a stopped resource's processes get between SIGTERM and SIGKILL.
+STOP_GRACE_SECONDS = 5.0
+
+
+class LaunchedProcess:
+    """One resource's command, started in a new session so that its whole process tree stops together
+    (`sh -c` does not exec its command, so killing the shell alone would orphan the workers)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path) -> None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.log_path = log_path
+        self._stop_requested_at: float | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def exit_code(self) -> int | None:
+        return self.process.poll()
+
+    def stop(self, now: float) -> None:
+        """SIGTERM the group now; `step` sends SIGKILL after the grace period."""
+        if self._stop_requested_at is None and self.exit_code() is None:
+            self._stop_requested_at = now
+            self._signal_group(signal.SIGTERM)
+
+    def step(self, now: float) -> None:
+        if self._stop_requested_at is not None and now - self._stop_requested_at > STOP_GRACE_SECONDS:
+            self._signal_group(signal.SIGKILL)
+
+    def kill(self) -> None:
+        self._signal_group(signal.SIGKILL)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def _signal_group(self, signum: int) -> None:
+        try:
+            os.killpg(self.process.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -1,0 +1,173 @@
+"""What makes the fake cloud run things: each step, every ECS task and EC2 instance in moto is matched with a
+local process.
+
+- A new ECS task (desired RUNNING) is PENDING for the boot delay, then its container command
+  (`COMMAND` in its container overrides, as the reference image runs it with `sh -c`) starts and the task is
+  RUNNING. A new EC2 instance is `pending` for the boot delay, then its user data runs as a shell script and it is
+  `running`. The image is this machine: the command finds this interpreter first on its PATH, and talks to the
+  fake cloud through `AWS_ENDPOINT_URL`.
+- A task stopped or an instance terminated through the API: its process group gets SIGTERM, then SIGKILL.
+- A process that ends on its own: the task is STOPPED ("Essential container in task exited") or the instance
+  terminated, as AWS does when a container or a machine's main program ends.
+
+moto's own state is changed in place (it runs in this process); nothing here reads a wall clock but `now`.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scaler.fake_cloud.launched import LaunchedProcess
+
+
+@dataclass
+class Launch:
+    """A resource the fake cloud knows: seen at `seen_at`, its process once booted."""
+
+    seen_at: float
+    process: LaunchedProcess | None = None
+
+
+@dataclass
+class RunnerSettings:
+    endpoint_url: str
+    boot_seconds: float = 0.0
+    log_directory: Path = Path("fake-cloud-logs")
+    extra_environment: dict[str, str] = field(default_factory=dict)
+
+
+def base_environment(settings: RunnerSettings, region: str) -> dict[str, str]:
+    """What every launched command sees: this interpreter first on PATH, the fake endpoint, test credentials."""
+    environment = dict(os.environ)
+    environment["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{environment.get('PATH', '')}"
+    environment.update(
+        AWS_ENDPOINT_URL=settings.endpoint_url,
+        AWS_DEFAULT_REGION=region,
+        AWS_REGION=region,
+        AWS_ACCESS_KEY_ID=environment.get("AWS_ACCESS_KEY_ID", "testing"),
+        AWS_SECRET_ACCESS_KEY=environment.get("AWS_SECRET_ACCESS_KEY", "testing"),
+    )
+    environment.update(settings.extra_environment)
+    return environment
+
+
+class EcsRunner:
+    def __init__(self, settings: RunnerSettings) -> None:
+        self.settings = settings
+        self.launches: dict[str, Launch] = {}  #: task ARN -> launch
+
+    def step(self, now: float) -> None:
+        from moto.ecs.models import ecs_backends
+
+        for _account, regions in list(ecs_backends.items()):
+            for region, backend in list(regions.items()):
+                for tasks in list(backend.tasks.values()):
+                    for arn, task in list(tasks.items()):
+                        self._follow(now, region, arn, task)
+
+    def _follow(self, now: float, region: str, arn: str, task: Any) -> None:
+        launch = self.launches.get(arn)
+        if task.desired_status != "RUNNING" or task.last_status == "STOPPED":
+            if launch is not None and launch.process is not None:
+                launch.process.stop(now)
+                launch.process.step(now)
+            if task.last_status != "STOPPED":
+                task.last_status = "STOPPED"
+            return
+        if launch is None:
+            launch = self.launches[arn] = Launch(now)
+            task.last_status = "PENDING"
+        if launch.process is None:
+            if now - launch.seen_at >= self.settings.boot_seconds:
+                launch.process = self._start(region, arn, task)
+                task.last_status = "RUNNING"
+            return
+        code = launch.process.exit_code()
+        if code is not None:
+            launch.process.kill()  # whatever the container's main process left behind goes with it
+            task.last_status = "STOPPED"
+            task.desired_status = "STOPPED"
+            task.stopped_reason = f"Essential container in task exited (exit code {code})"
+            for container in getattr(task, "containers", []):
+                container.exit_code = code
+
+    def _start(self, region: str, arn: str, task: Any) -> LaunchedProcess:
+        environment = base_environment(self.settings, region)
+        for override in task.overrides.get("containerOverrides", []):
+            for variable in override.get("environment", []):
+                environment[variable["name"]] = variable["value"]
+        environment["ECS_TASK_ARN"] = arn
+        command = environment.get("COMMAND", "echo 'the task has no COMMAND override'; exit 1")
+        log = self.settings.log_directory / "ecs" / f"{arn.rsplit('/', 1)[-1]}.log"
+        return LaunchedProcess(["/bin/sh", "-c", command], environment, log)
+
+    def close(self) -> None:
+        for launch in self.launches.values():
+            if launch.process is not None:
+                launch.process.kill()
+
+
+class Ec2Runner:
+    def __init__(self, settings: RunnerSettings) -> None:
+        self.settings = settings
+        self.launches: dict[str, Launch] = {}  #: instance id -> launch
+
+    def step(self, now: float) -> None:
+        from moto.ec2.models import ec2_backends
+
+        for _account, regions in list(ec2_backends.items()):
+            for region, backend in list(regions.items()):
+                for instance in list(backend.all_instances()):
+                    self._follow(now, region, backend, instance)
+
+    def _follow(self, now: float, region: str, backend: Any, instance: Any) -> None:
+        from moto.ec2.models.instances import InstanceState
+
+        launch = self.launches.get(instance.id)
+        state = instance._state.name
+        if state in ("shutting-down", "terminated", "stopping", "stopped"):
+            if launch is not None and launch.process is not None:
+                launch.process.stop(now)
+                launch.process.step(now)
+            return
+        if launch is None:
+            launch = self.launches[instance.id] = Launch(now)
+            instance._state = InstanceState("pending", 0)
+        if launch.process is None:
+            if now - launch.seen_at >= self.settings.boot_seconds:
+                launch.process = self._start(region, instance)
+                instance._state = InstanceState("running", 16)
+            return
+        if launch.process.exit_code() is not None:
+            launch.process.kill()
+            backend.terminate_instances([instance.id])
+
+    def _start(self, region: str, instance: Any) -> LaunchedProcess:
+        environment = base_environment(self.settings, region)
+        environment["EC2_INSTANCE_ID"] = instance.id
+        script = _user_data(instance.user_data) or "#!/bin/sh\necho 'the instance has no user data'; exit 1\n"
+        path = self.settings.log_directory / "ec2" / f"{instance.id}.user-data.sh"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(script)
+        return LaunchedProcess(["/bin/sh", str(path)], environment, path.with_suffix(".log"))
+
+    def close(self) -> None:
+        for launch in self.launches.values():
+            if launch.process is not None:
+                launch.process.kill()
+
+
+def _user_data(raw: Any) -> str:
+    if not raw:
+        return ""
+    value = raw[0] if isinstance(raw, list) else raw
+    text = str(value)
+    try:
+        return base64.b64decode(text, validate=True).decode()
+    except ValueError:
+        return text

@@ -1,0 +1,28 @@
+"""`scaler_worker_manager aws_raw_ecs`: the shared runner around the ECS backend."""
+
+from __future__ import annotations
+
+import logging
+
+from scaler.config.sections import ECSWorkerManagerConfig, WorkerManagerSettings
+from scaler.protocol.scheduler_link import ExitCode
+from scaler.worker_manager.aws.client import AwsClients, CloudError
+from scaler.worker_manager.aws_raw_ecs.backend import EcsBackend
+from scaler.worker_manager.process import run_manager
+
+logger = logging.getLogger(__name__)
+
+MANAGER_TYPE = "aws_raw_ecs"
+WORKER_TYPE = "ECS"
+
+
+def run(config: WorkerManagerSettings) -> int:
+    assert isinstance(config, ECSWorkerManagerConfig)
+    try:
+        clients = AwsClients(
+            config.aws_region, config.aws_access_key_id, config.aws_secret_access_key, config.aws_endpoint_url
+        )
+    except CloudError as error:
+        logger.error("%s", error)
+        return ExitCode.CONFIGURATION
+    return run_manager(config, MANAGER_TYPE, WORKER_TYPE, EcsBackend(config, config.worker_manager_id, clients))

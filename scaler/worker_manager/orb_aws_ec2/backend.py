@@ -1,0 +1,195 @@
+"""The EC2 backend: one unit = one instance running one worker per vCPU.
+
+- launch: `run_instances` per unit, its user data a shell script that installs Python and scaler when the AMI
+  lacks them and then runs the unit's worker pool; tagged with the manager id, the unit id and the launch
+  time, so that a restarted manager lists and adopts its instances.
+- list_units: the manager's instances (`describe_instances` by tag), their state: pending -> PENDING,
+  running -> RUNNING, shutting-down/stopping -> STOPPING, terminated/stopped -> GONE.
+- terminate: `terminate_instances`, booting ones included (the reference left those running). An instance
+  that is gone already is a no-op.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shlex
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from scaler.config.sections import EC2WorkerManagerConfig
+from scaler.version import __version__
+from scaler.worker_manager.aws.client import AwsClients, CloudError, call
+from scaler.worker_manager.aws.unit_command import pool_command
+from scaler.worker_manager.backend import LaunchSpec, UnitInfo, UnitState
+
+logger = logging.getLogger(__name__)
+
+MANAGER_TAG = "scaler-manager-id"
+UNIT_TAG = "scaler-unit-id"
+LAUNCHED_TAG = "scaler-launched-at"
+DEFAULT_AMI_PARAMETER = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
+_STATES = {
+    "pending": UnitState.PENDING, "running": UnitState.RUNNING, "shutting-down": UnitState.STOPPING,
+    "stopping": UnitState.STOPPING, "stopped": UnitState.GONE, "terminated": UnitState.GONE,
+}  # fmt: skip
+
+
+def user_data(config: EC2WorkerManagerConfig, spec: LaunchSpec, unit_id: str, workers: int) -> str:
+    """The instance's boot script: Python and scaler when missing, then the unit's `workers` workers."""
+    python = f"python{config.python_version}" if config.python_version else "python3"
+    requirements = _requirements(config.requirements_txt)
+    return "\n".join(
+        [
+            "#!/bin/sh",
+            f"# scaler: unit {unit_id} of worker manager {spec.manager_id}",
+            "set -e",
+            f'if ! {python} -c "import scaler" 2>/dev/null; then',
+            f"  (dnf install -y {python} {python}-pip || yum install -y {python} {python}-pip || true) >/dev/null 2>&1",
+            f"  {python} -m pip install --quiet {' '.join(shlex.quote(line) for line in requirements)}",
+            "fi",
+            f"exec {pool_command(spec, unit_id, workers, python)}",
+            "",
+        ]
+    )
+
+
+def _requirements(setting: str | None) -> list[str]:
+    if not setting:
+        return [f"scaler=={__version__}"]
+    path = Path(setting)
+    text = path.read_text() if "\n" not in setting and path.is_file() else setting
+    lines = [line.strip() for line in text.replace(";", "\n").splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+class Ec2Backend:
+    def __init__(self, config: EC2WorkerManagerConfig, manager_id: str, clients: AwsClients) -> None:
+        self._config = config
+        self._manager_id = manager_id
+        self._clients = clients
+        self._workers_per_unit = 1
+        self._image_id = config.image_id
+        self._instance_of_unit: dict[str, str] = {}
+
+    def prepare_now(self) -> None:
+        """Blocking, before the manager's loop runs: how many vCPUs (workers) an instance has."""
+        try:
+            described = self._clients.call_now(
+                "ec2", "describe_instance_types", InstanceTypes=[self._config.instance_type]
+            )
+            self._workers_per_unit = int(described["InstanceTypes"][0]["VCpuInfo"]["DefaultVCpus"])
+        except (CloudError, KeyError, IndexError) as error:
+            logger.warning("could not look the instance type up (%s): one worker per instance", error)
+
+    @property
+    def workers_per_unit(self) -> int:
+        return self._workers_per_unit
+
+    # ------------------------------------------------------------ the contract
+
+    async def launch(self, count: int, spec: LaunchSpec) -> list[str]:
+        image_id = await self._image()
+        launched: list[str] = []
+        for _ in range(count):
+            unit_id = uuid.uuid4().hex[:16]
+            try:
+                await self._run_instance(spec, unit_id, image_id)
+            except CloudError:
+                if launched:
+                    return launched
+                raise
+            launched.append(unit_id)
+        return launched
+
+    async def list_units(self) -> list[UnitInfo]:
+        ec2 = self._clients["ec2"]
+        filters = [{"Name": f"tag:{MANAGER_TAG}", "Values": [self._manager_id]}]
+        reservations = await call(_all_reservations, ec2, filters)
+        units = []
+        for reservation in reservations:
+            for instance in reservation.get("Instances", []):
+                tags = {tag["Key"]: tag["Value"] for tag in instance.get("Tags", [])}
+                unit_id = tags.get(UNIT_TAG)
+                if unit_id is None:
+                    continue
+                self._instance_of_unit[unit_id] = instance["InstanceId"]
+                state = _STATES.get(instance.get("State", {}).get("Name", ""), UnitState.PENDING)
+                launched = instance.get("LaunchTime")
+                created_at = float(tags.get(LAUNCHED_TAG, launched.timestamp() if launched else 0.0))
+                reason = instance.get("StateTransitionReason") or ""
+                units.append(UnitInfo(unit_id, state, created_at, detail=f"instance {instance['InstanceId']} {reason}"))
+        return units
+
+    async def terminate(self, unit_ids: list[str], reason: str) -> None:
+        if not set(unit_ids) <= self._instance_of_unit.keys():
+            await self.list_units()
+        instances = [self._instance_of_unit[unit_id] for unit_id in unit_ids if unit_id in self._instance_of_unit]
+        if instances:
+            try:
+                await call(self._clients["ec2"].terminate_instances, InstanceIds=instances)
+            except CloudError as error:
+                if error.code != "InvalidInstanceID.NotFound":
+                    raise
+
+    async def close(self) -> None:
+        return None
+
+    # ------------------------------------------------------------ helpers
+
+    async def _image(self) -> str:
+        if self._image_id is None:
+            parameter = await call(self._clients["ssm"].get_parameter, Name=DEFAULT_AMI_PARAMETER)
+            self._image_id = str(parameter["Parameter"]["Value"])
+            logger.info("instances boot from %s (the latest Amazon Linux 2023)", self._image_id)
+        return self._image_id
+
+    async def _run_instance(self, spec: LaunchSpec, unit_id: str, image_id: str) -> None:
+        config = self._config
+        script = user_data(config, spec, unit_id, self._workers_per_unit)
+        if config.debug_dump_path:
+            await asyncio.to_thread(Path(config.debug_dump_path).write_text, script)
+        tags = [
+            {"Key": MANAGER_TAG, "Value": self._manager_id},
+            {"Key": UNIT_TAG, "Value": unit_id},
+            {"Key": LAUNCHED_TAG, "Value": f"{time.time():.3f}"},
+            {"Key": "Name", "Value": f"scaler-{self._manager_id}-{unit_id}"},
+            *({"Key": key, "Value": value} for key, value in _pairs(config.instance_tags)),
+        ]
+        arguments: dict[str, Any] = {
+            "ImageId": image_id,
+            "InstanceType": config.instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "UserData": script,
+            "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}],
+            "InstanceInitiatedShutdownBehavior": "terminate",
+        }
+        if config.key_name:
+            arguments["KeyName"] = config.key_name
+        if config.subnet_id:
+            arguments["SubnetId"] = config.subnet_id
+        groups = [group.strip() for group in config.security_group_ids.split(",") if group.strip()]
+        if groups:
+            arguments["SecurityGroupIds"] = groups
+        await call(self._clients["ec2"].run_instances, **arguments)
+
+
+def _pairs(text: str) -> list[tuple[str, str]]:
+    pairs = []
+    for item in text.split(","):
+        if item.strip():
+            key, separator, value = item.partition("=")
+            if not separator or not key.strip():
+                raise ValueError(f"--instance-tags {text!r}: expected KEY=VALUE,KEY=VALUE")
+            pairs.append((key.strip(), value.strip()))
+    return pairs
+
+
+def _all_reservations(ec2: Any, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    reservations: list[dict[str, Any]] = []
+    for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
+        reservations.extend(page.get("Reservations", []))
+    return reservations

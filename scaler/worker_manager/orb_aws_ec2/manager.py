@@ -1,0 +1,31 @@
+"""`scaler_worker_manager orb_aws_ec2`: the shared runner around the EC2 backend."""
+
+from __future__ import annotations
+
+import logging
+
+from scaler.config.sections import EC2WorkerManagerConfig, WorkerManagerSettings
+from scaler.protocol.scheduler_link import ExitCode
+from scaler.worker_manager.aws.client import AwsClients, CloudError
+from scaler.worker_manager.orb_aws_ec2.backend import Ec2Backend
+from scaler.worker_manager.process import run_manager
+
+logger = logging.getLogger(__name__)
+
+MANAGER_TYPE = "orb_aws_ec2"
+WORKER_TYPE = "EC2"
+
+
+def run(config: WorkerManagerSettings) -> int:
+    assert isinstance(config, EC2WorkerManagerConfig)
+    try:
+        clients = AwsClients(
+            config.aws_region, config.aws_access_key_id, config.aws_secret_access_key, config.aws_endpoint_url,
+            config.aws_profile,
+        )  # fmt: skip
+    except CloudError as error:
+        logger.error("%s", error)
+        return ExitCode.CONFIGURATION
+    backend = Ec2Backend(config, config.worker_manager_id, clients)
+    backend.prepare_now()
+    return run_manager(config, MANAGER_TYPE, WORKER_TYPE, backend)
