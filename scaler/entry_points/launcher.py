@@ -6,6 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -21,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         file = load_launcher_file(arguments.file)
     except ConfigError as error:
         print(f"scaler: error: {error}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIGURATION
     for notice in file.notices:
         print(f"scaler: {notice}", file=sys.stderr)
     from scaler.cluster.launcher import Launcher

@@ -1,11 +1,11 @@
 """The only place in `scaler` that creates ZeroMQ contexts and sockets and sets their options.
 
 Every component (scheduler, object storage server, worker agent, processor, client, worker manager, monitor
-readers, readiness probes) gets a `SocketFactory` and asks it for the sockets it needs by role: a server
-binds a ROUTER (and the scheduler a PUB), a connecting side opens a DEALER (or a SUB). The options every
-socket shares live here, and so does transport security: with a `TransportSecurity` the factory makes every
-bound socket a CURVE server (peers authenticated by their public key) and every connecting socket a CURVE
-client, so no component handles keys itself (docs/security.md).
+readers, readiness probes) makes one `SocketFactory` with its `TransportSecurity` (None: plain TCP) and asks
+it for sockets by role: a server binds a ROUTER (and the scheduler a PUB), a connecting side opens a DEALER
+(or a SUB). The options every socket shares live here, and so does security: with a `TransportSecurity` the
+factory secures every socket it binds as a server and every socket it connects as a client, so no component
+handles keys itself.
 """
 
 from __future__ import annotations
@@ -26,14 +26,30 @@ MONITOR_HIGH_WATER_MARK = 1000
 Socket = zmq.Socket[Any]
 
 
-class TransportSecurity(Protocol):
-    """How sockets are secured (CURVE keys, `scaler.io.curve`); the factory calls these on every socket."""
+class Closeable(Protocol):
+    def close(self) -> None: ...
 
-    def secure_server(self, sock: Socket, context: zmq.Context[Any]) -> None: ...
+
+class TransportSecurity(Protocol):
+    """How a component's sockets are secured: the seam for ZeroMQ CURVE (one implementation per scheme).
+
+    One value per component, shared by every factory the component makes and inherited by the processes it
+    forks, so it holds key material only (no socket, thread or context). The factory calls:
+
+    - `secure_server(sock)` on every socket before it binds (CURVE: `curve_server` and the server's secret
+      key);
+    - `secure_client(sock)` on every socket before it connects (CURVE: the component's key pair and the
+      server's public key);
+    - `start_authenticator(context)` once per factory, before its first bind: whatever checks connecting peers
+      on that context (CURVE: a ZAP handler fed from the folder of authorised public keys). The factory closes
+      what it returns before it ends the context.
+    """
+
+    def secure_server(self, sock: Socket) -> None: ...
 
     def secure_client(self, sock: Socket) -> None: ...
 
-    def close(self) -> None: ...
+    def start_authenticator(self, context: zmq.Context[Any]) -> Closeable: ...
 
 
 class SocketFactory:

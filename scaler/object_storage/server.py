@@ -29,6 +29,7 @@ from scaler.io.sockets import SocketFactory, bound_endpoint
 from scaler.io.zmq_async import AsyncSocket, Frames
 from scaler.object_storage.store import ObjectStore, PayloadBuffer
 from scaler.protocol.codec import DecodeError, decode_storage_request, encode_storage_reply
+from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.handshake import incompatibility
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.storage_messages import (
@@ -313,10 +314,10 @@ def run_object_storage_server(config: ObjectStorageServerConfig) -> int:
         run(_serve_until_signalled(config))
     except ObjectStorageBindError as error:
         logger.error("%s", error)
-        return 1
+        return ExitCode.ERROR
     except KeyboardInterrupt:
-        return 0
-    return 0
+        return ExitCode.OK
+    return ExitCode.OK
 
 
 def main() -> None:

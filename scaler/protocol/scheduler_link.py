@@ -22,15 +22,22 @@ import enum
 from dataclasses import dataclass
 
 from scaler.protocol import messages as m
+from scaler.protocol.exit_codes import ExitCode
 
-
-class ExitCode(enum.IntEnum):
-    """Exit codes of the processes that keep a link (workers, worker managers): the one table of them."""
-
-    OK = 0
-    ERROR = 1  #: refused by the scheduler, a configuration error, a component that failed
-    NEVER_CONNECTED = 2  #: the scheduler never answered within the timeout
-    SCHEDULER_LOST = 3  #: the scheduler stopped answering
+__all__ = [  # ExitCode: what a Lost link ends a process with
+    "ExitCode",
+    "Forgotten",
+    "LinkEffect",
+    "LinkSettings",
+    "LinkState",
+    "Lost",
+    "Refused",
+    "Registered",
+    "SchedulerLink",
+    "SendHeartbeat",
+    "SendHello",
+    "StillWaiting",
+]
 
 
 class LinkState(enum.Enum):

@@ -12,6 +12,7 @@ from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, s
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
 from scaler.io.sockets import SocketFactory
+from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.handshake import local_python_version
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.scaling_hook import make_scaling_hook
@@ -35,7 +36,7 @@ def run_scheduler(config: SchedulerConfig) -> int:
         bind, monitor, storage = derived_addresses(config)
     except AddressError as error:
         logger.error("%s", error)
-        return 1
+        return ExitCode.ERROR
 
     storage_child: StorageChild | None = None
     try:
@@ -74,7 +75,7 @@ def run_scheduler(config: SchedulerConfig) -> int:
         return _serve(core, config, bind, monitor, storage, storage_child)
     except (ValueError, RuntimeError) as error:
         logger.error("%s", error)
-        return 1
+        return ExitCode.ERROR
     finally:
         if storage_child is not None:
             storage_child.stop()
@@ -103,7 +104,7 @@ def _serve(
         loop.add_signal_handler(signum, server.stop, f"received {signal.Signals(signum).name}")
     watcher = None
     if storage_child is not None:
-        watcher = loop.create_task(storage_child.watch(lambda reason: server.stop(reason, exit_code=1)))
+        watcher = loop.create_task(storage_child.watch(lambda reason: server.stop(reason, exit_code=ExitCode.ERROR)))
     try:
         logger.info("scheduler listening on %s (event loop: %s)", bind, config.event_loop)
         logger.info("monitor address is %s", monitor)
@@ -113,7 +114,7 @@ def _serve(
         return server.exit_code
     except zmq.ZMQError as error:
         logger.error("could not bind %s or %s: %s", bind, monitor, error.strerror)
-        return 1
+        return ExitCode.ERROR
     finally:
         if watcher is not None:
             watcher.cancel()

@@ -21,6 +21,7 @@ from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, PeerUnreachable, mo
 from scaler.object_storage.async_connection import AsyncObjectStorageConnection
 from scaler.protocol import codec
 from scaler.protocol import messages as m
+from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.feed import FEED_TOPICS
 from scaler.protocol.ids import PeerID
 from scaler.scheduler.core.effects import DeleteObjects, DeleteOwnerObjects, Effect, Publish, Send, StopScheduler
@@ -52,14 +53,14 @@ class SchedulerServer:
         self._sockets = sockets if sockets is not None else SocketFactory()
         self._stopped = asyncio.Event()
         self.stop_reason = ""
-        self.exit_code = 0  #: of the scheduler process, once stopped
+        self.exit_code: int = ExitCode.OK  #: of the scheduler process, once stopped
         self._fd_peers: dict[int, set[PeerID]] = {}
         self._received = 0
         #: message type name -> [sent, received], for the monitor feed
         self._message_counts: dict[str, list[int]] = {}
         self._background_tasks: set[asyncio.Future[Any]] = set()
 
-    def stop(self, reason: str, exit_code: int = 0) -> None:
+    def stop(self, reason: str, exit_code: int = ExitCode.OK) -> None:
         if not self._stopped.is_set():
             self.stop_reason = reason
             self.exit_code = exit_code

@@ -21,6 +21,7 @@ from typing import Any
 from scaler.client import processor_context
 from scaler.io.sockets import SocketFactory
 from scaler.protocol import messages as m
+from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.ids import TaskID
 from scaler.worker.preload import run_preload
 from scaler.worker.processor_channel import BlockingChannel, ChannelClosed
@@ -92,7 +93,7 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
             logger.error(
                 "preload %r failed: %s: %s; this processor stops", settings.preload, type(error).__name__, error
             )
-            return 1
+            return ExitCode.ERROR
     sockets = SocketFactory()
     channel = BlockingChannel(channel_socket)
     waits = _NestedWaits(channel)

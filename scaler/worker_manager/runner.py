@@ -32,9 +32,9 @@ from scaler.io.sockets import SocketFactory
 from scaler.io.zmq_async import AsyncSocket, Frames
 from scaler.protocol import codec
 from scaler.protocol import messages as m
+from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.scheduler_link import (
-    ExitCode,
     Forgotten,
     LinkEffect,
     LinkSettings,
