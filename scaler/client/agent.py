@@ -21,7 +21,7 @@ import zmq
 from scaler.client.future import ScalerFuture
 from scaler.errors import DisconnectedError, IncompatiblePeerError
 from scaler.io.sockets import SocketFactory
-from scaler.io.zmq_async import AsyncSocket, Frames, monitor_events
+from scaler.io.zmq_async import AsyncSocket, Frames, watch_events
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID, short
@@ -163,7 +163,7 @@ class ClientAgent:
         sockets = SocketFactory()
         sock = sockets.dealer(self.address, identity=self.identity)
         self._socket = AsyncSocket(loop, sock, self._on_frames, lock=self._socket_lock)
-        self._monitor = monitor_events(loop, sock, zmq.EVENT_DISCONNECTED, self._on_socket_event)
+        self._monitor = watch_events(loop, sockets.event_monitor(sock, zmq.EVENT_DISCONNECTED), self._on_socket_event)
         self._follow_link(self._link.start(time.monotonic()))
         self._direct = True
         heartbeat = asyncio.ensure_future(self._tick_routine())

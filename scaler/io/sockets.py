@@ -58,6 +58,7 @@ class SocketFactory:
     def __init__(self, io_threads: int = 1, security: TransportSecurity | None = None) -> None:
         self._context: zmq.Context[Any] = zmq.Context(io_threads=io_threads)
         self.security = security
+        self._authenticator: Closeable | None = None
         self._is_closed = False
 
     # ------------------------------------------------------------ servers (bind)
@@ -83,7 +84,9 @@ class SocketFactory:
 
     def dealer(self, address: str, identity: bytes | None = None, immediate: bool = False) -> Socket:
         """A DEALER connected to `address`, with `identity` when the server must know it across reconnections.
-        `immediate`: queue messages only to a completed connection, so that POLLOUT tells whether one exists."""
+        `immediate`: queue messages only to a completed connection, so that POLLOUT tells whether one exists.
+        One DEALER serves a thread at a time: the client's blocking object storage connection and the async
+        ones each open their own."""
         sock = self._socket(zmq.DEALER, identity=identity)
         _set_keepalive(sock)
         if immediate:
@@ -96,6 +99,14 @@ class SocketFactory:
             sock.setsockopt(zmq.SUBSCRIBE, topic)
         return self._connect(sock, address)
 
+    # ------------------------------------------------------------ transport events
+
+    def event_monitor(self, sock: Socket, events: int) -> Socket:
+        """An in-process PAIR socket that receives `sock`'s connection `events` (zmq.EVENT_DISCONNECTED, ...);
+        read it with `zmq_async.watch_events`."""
+        monitor: Socket = sock.get_monitor_socket(events)
+        return monitor
+
     # ------------------------------------------------------------ lifetime
 
     def close(self) -> None:
@@ -103,9 +114,9 @@ class SocketFactory:
         if self._is_closed:
             return
         self._is_closed = True
+        if self._authenticator is not None:
+            self._authenticator.close()  # its socket lives on the context: closed before the context ends
         self._context.term()
-        if self.security is not None:
-            self.security.close()
 
     # ------------------------------------------------------------ helpers
 
@@ -123,7 +134,9 @@ class SocketFactory:
     def _bind(self, sock: Socket, address: str) -> Socket:
         try:
             if self.security is not None:
-                self.security.secure_server(sock, self._context)
+                if self._authenticator is None:
+                    self._authenticator = self.security.start_authenticator(self._context)
+                self.security.secure_server(sock)
             sock.bind(address)
         except BaseException:
             sock.close(linger=0)

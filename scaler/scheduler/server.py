@@ -17,7 +17,7 @@ from typing import Any
 import zmq
 
 from scaler.io.sockets import SocketFactory
-from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, PeerUnreachable, monitor_events
+from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, PeerUnreachable, watch_events
 from scaler.object_storage.async_connection import AsyncObjectStorageConnection
 from scaler.protocol import codec
 from scaler.protocol import messages as m
@@ -77,7 +77,8 @@ class SchedulerServer:
         self._router = AsyncSocket(loop, router_socket, self._on_frames, copy=False, on_burst_end=self._burst_end)
         self._outbox = Outbox(loop, self._router, routed=True, on_unreachable=self._on_unreachable)
         self._publisher = AsyncSocket(loop, publisher, None)
-        self._monitor = monitor_events(loop, router_socket, zmq.EVENT_DISCONNECTED, self._on_socket_event)
+        monitor = self._sockets.event_monitor(router_socket, zmq.EVENT_DISCONNECTED)
+        self._monitor = watch_events(loop, monitor, self._on_socket_event)
         self._storage = AsyncObjectStorageConnection(
             self._object_storage_address, role="scheduler", sockets=self._sockets
         )
