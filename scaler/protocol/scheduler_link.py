@@ -14,6 +14,11 @@ States:
 - REFUSED and LOST are final: the peer stops (a restarted scheduler that forgot the peer is not a loss for
   peers with `register_again`; it sends them back to CONNECTING).
 Any message from the scheduler counts as a sign of life; silence longer than `timeout_seconds` is a loss.
+
+Surviving a scheduler restart (a grace period after the loss, a new instance told apart by an id in its
+HelloReply) extends this machine: a state between REGISTERED and LOST that sends hellos with the same
+back-off, and a `Registered` that says whether the instance changed. tests/unit/test_scheduler_link.py holds
+the state x event table.
 """
 
 from __future__ import annotations
