@@ -56,8 +56,6 @@ EXIT_ERROR = ExitCode.ERROR  #: refused by the scheduler, or a configuration err
 EXIT_NEVER_CONNECTED = ExitCode.NEVER_CONNECTED  #: the scheduler never answered within the scheduler timeout
 EXIT_SCHEDULER_LOST = ExitCode.SCHEDULER_LOST  #: the scheduler stopped answering
 
-#: Longest wait between two attempts to list the units after errors.
-LIST_BACKOFF_CAP_SECONDS = 30.0
 #: How long a reconcile pass in progress may take to finish when the manager stops.
 RECONCILE_FINISH_SECONDS = 10.0
 
@@ -111,7 +109,6 @@ class ManagerRunner:
         )
         self._stop_units = True  #: False when refused: the units may belong to the manager holding this id
         self._stopping = False
-        self._list_failures = 0
         self.exit_reason = ""
 
     # ------------------------------------------------------------ lifetime
@@ -298,12 +295,10 @@ class ManagerRunner:
         try:
             units = await self._backend.list_units()
         except Exception as error:
-            self._list_failures += 1
-            delay = min(LIST_BACKOFF_CAP_SECONDS, 2.0 ** min(self._list_failures - 1, 10))
+            delay = self._reconciler.list_failed()
             logger.warning("could not list the units (%s); next attempt in %g s", _describe(error), delay)
             logger.debug("list_units failed", exc_info=True)
             return delay
-        self._list_failures = 0
         target = self._target
         plan = self._reconciler.plan(target, units, self._clock())
         for note in plan.notes:
