@@ -44,13 +44,13 @@ class SchedulerServer:
         bind_address: str,
         monitor_address: str,
         object_storage_address: str,
-        sockets: SocketFactory | None = None,
+        sockets: SocketFactory,
     ) -> None:
         self._core = core
         self._bind_address = bind_address
         self._monitor_address = monitor_address
         self._object_storage_address = object_storage_address
-        self._sockets = sockets if sockets is not None else SocketFactory()
+        self._sockets = sockets  #: the scheduler's, with its transport security; closed when the server stops
         self._stopped = asyncio.Event()
         self.stop_reason = ""
         self.exit_code: int = ExitCode.OK  #: of the scheduler process, once stopped

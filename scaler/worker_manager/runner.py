@@ -28,7 +28,7 @@ from math import ceil
 import psutil
 import zmq
 
-from scaler.io.sockets import SocketFactory
+from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.io.zmq_async import AsyncSocket, Frames
 from scaler.protocol import codec
 from scaler.protocol import messages as m
@@ -82,8 +82,10 @@ class ManagerRunner:
         backend: UnitBackend,
         spec: LaunchSpec,
         clock: Callable[[], float] = time.time,
+        security: TransportSecurity | None = None,
     ) -> None:
         self._settings = settings
+        self._security = security  #: secures the manager's connection to the scheduler (None: plain TCP)
         self._backend = backend
         self._spec = spec
         self._clock = clock  #: the reconciler's clock: wall-clock seconds, as UnitInfo.created_at
@@ -117,7 +119,7 @@ class ManagerRunner:
         loop = asyncio.get_running_loop()
         self._done: asyncio.Future[int] = loop.create_future()
         self._wake = asyncio.Event()
-        sockets = SocketFactory(self._settings.io_threads)
+        sockets = SocketFactory(self._settings.io_threads, self._security)
         sock = sockets.dealer(self._settings.scheduler_address, identity=self._identity)
         self._socket = AsyncSocket(loop, sock, self._on_frames)
         signals = self._install_signal_handlers(loop)
