@@ -4,14 +4,13 @@ with issue 11, CURVE keys). The scan parses the package; it does not import it."
 from __future__ import annotations
 
 import ast
-import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 import zmq
 
-from scaler.io.sockets import MONITOR_HIGH_WATER_MARK, Closeable, Socket, SocketFactory, bound_endpoint
+from scaler.io.sockets import MONITOR_HIGH_WATER_MARK, SocketFactory, bound_endpoint
+from tests.curve_security import CurveForTheSeam
 
 ROOT = Path(__file__).resolve().parents[2] / "scaler"
 FACTORY = ROOT / "io" / "sockets.py"
@@ -64,7 +63,8 @@ def _offence(node: ast.AST) -> str | None:
 
 def socket_making_calls(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(), str(path))
-    return [f"{path}:{node.lineno} {offence}" for node in ast.walk(tree) if (offence := _offence(node)) is not None]
+    found = [(node, offence) for node in ast.walk(tree) if (offence := _offence(node)) is not None]
+    return [f"{path}:{getattr(node, 'lineno', 0)} {offence}" for node, offence in found]
 
 
 def test_no_module_but_the_factory_makes_zmq_contexts_or_sockets() -> None:
@@ -145,47 +145,6 @@ def test_a_bind_that_fails_closes_its_socket_and_raises() -> None:
     finally:
         first.close()
         sockets.close()  # would block if the failed socket were left open
-
-
-class CurveForTheSeam:
-    """A `TransportSecurity` with ZeroMQ CURVE, written here only to show that the seam is enough for it: keys
-    on the sockets and a ZAP handler per context, nothing in any component (issue 11 ships the real one)."""
-
-    def __init__(self, keys: tuple[bytes, bytes], server_public: bytes, authorized: frozenset[bytes] = frozenset()):
-        self.public, self.secret = keys
-        self.server_public = server_public
-        self.authorized = authorized
-        self.refused: list[bytes] = []
-        self.refusal_seen = threading.Event()
-
-    def secure_server(self, sock: Socket) -> None:
-        sock.curve_secretkey, sock.curve_publickey, sock.curve_server = self.secret, self.public, True
-
-    def secure_client(self, sock: Socket) -> None:
-        sock.curve_secretkey, sock.curve_publickey, sock.curve_serverkey = self.secret, self.public, self.server_public
-
-    def start_authenticator(self, context: zmq.Context[Any]) -> Closeable:
-        from zmq.auth.thread import ThreadAuthenticator
-
-        authenticator = ThreadAuthenticator(context)
-        authenticator.start()
-        authenticator.configure_curve_callback("*", credentials_provider=self)
-        return _Stopping(authenticator)
-
-    def callback(self, domain: str, public_key: bytes) -> bool:  # called by the ZAP handler for each peer
-        if public_key in self.authorized:
-            return True
-        self.refused.append(public_key)
-        self.refusal_seen.set()
-        return False
-
-
-class _Stopping:
-    def __init__(self, authenticator: Any) -> None:
-        self._authenticator = authenticator
-
-    def close(self) -> None:
-        self._authenticator.stop()
 
 
 @pytest.mark.timeout(30)
