@@ -20,8 +20,8 @@ import zmq
 
 from scaler.client.future import ScalerFuture
 from scaler.errors import DisconnectedError, IncompatiblePeerError
-from scaler.io.sockets import SocketFactory
-from scaler.io.zmq_async import AsyncSocket, Frames, monitor_events
+from scaler.io.sockets import SocketFactory, TransportSecurity
+from scaler.io.zmq_async import AsyncSocket, Frames, watch_events
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID, short
@@ -52,8 +52,10 @@ class ClientAgent:
         hello: m.Hello,
         heartbeat_interval_seconds: float,
         timeout_seconds: float,
+        security: TransportSecurity | None = None,
     ) -> None:
         self.address = address
+        self._security = security
         self.identity = identity
         self.futures: dict[TaskID, ScalerFuture] = {}
         self.hello_reply: m.HelloReply | None = None
@@ -160,10 +162,10 @@ class ClientAgent:
     async def _main(self) -> None:
         loop = asyncio.get_running_loop()
         self._closed = loop.create_future()
-        sockets = SocketFactory()
+        sockets = SocketFactory(security=self._security)
         sock = sockets.dealer(self.address, identity=self.identity)
         self._socket = AsyncSocket(loop, sock, self._on_frames, lock=self._socket_lock)
-        self._monitor = monitor_events(loop, sock, zmq.EVENT_DISCONNECTED, self._on_socket_event)
+        self._monitor = watch_events(loop, sockets.event_monitor(sock, zmq.EVENT_DISCONNECTED), self._on_socket_event)
         self._follow_link(self._link.start(time.monotonic()))
         self._direct = True
         heartbeat = asyncio.ensure_future(self._tick_routine())

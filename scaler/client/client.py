@@ -28,6 +28,7 @@ from scaler.client.serializer import DefaultSerializer, Serializer, serialize_to
 from scaler.client.task_builder import TaskBuilder, describe, frames_size
 from scaler.errors import ClientQuitException, ClientShutdownException, DisconnectedError
 from scaler.io.address import validate_address
+from scaler.io.sockets import TransportSecurity
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
@@ -50,10 +51,15 @@ class Client:
         stream_output: bool = False,
         object_storage_address: str | None = None,
         security_config: Any = None,
+        *,
+        security: TransportSecurity | None = None,
     ) -> None:
+        """`security` secures the client's connections (None: plain TCP; inside a task: the worker's)."""
         refuse_tls_security_config(security_config)
+        context = processor_context.current()
+        if security is None and context is not None:
+            security = context.security
         if address is None:
-            context = processor_context.current()
             if context is None:
                 raise ValueError(
                     "Client() needs the scheduler's address, e.g. Client(address='tcp://127.0.0.1:8516'); "
@@ -66,13 +72,16 @@ class Client:
         self._heartbeat_interval_seconds = heartbeat_interval_seconds
         self._serializer: Serializer = serializer if serializer is not None else DefaultSerializer()
         self._stream_output = stream_output
+        self._security = security
         self._identity = ClientID(new_client_id())
         self._closed = False
         self._lock = threading.Lock()
         self._storage_connection: Any = None
         self._serializer_id: ObjectID | None = None
         hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), m.ClientInfo())
-        self._agent = ClientAgent(self._address, self._identity, hello, heartbeat_interval_seconds, timeout_seconds)
+        self._agent = ClientAgent(
+            self._address, self._identity, hello, heartbeat_interval_seconds, timeout_seconds, security
+        )
         reply = self._agent.start()
         self._object_storage_address = object_storage_address or reply.object_storage_address
         self._builder = TaskBuilder(self._identity, self._serializer, self._store, self._current_serializer_id)
@@ -120,7 +129,10 @@ class Client:
                 from scaler.object_storage.connection import ObjectStorageConnection
 
                 self._storage_connection = ObjectStorageConnection(
-                    self._object_storage_address, role="client", timeout_seconds=self._timeout_seconds
+                    self._object_storage_address,
+                    role="client",
+                    timeout_seconds=self._timeout_seconds,
+                    security=self._security,
                 )
             return self._storage_connection
 

@@ -10,6 +10,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scaler.io.sockets import TransportSecurity
 
 
 @dataclass
@@ -19,6 +23,8 @@ class ProcessorContext:
     #: called by the task's main thread before/after it waits on futures of nested tasks
     on_block: Callable[[], None] | None = None
     on_unblock: Callable[[], None] | None = None
+    #: how the worker's connections are secured; a Client created inside the task uses it too
+    security: TransportSecurity | None = None
 
 
 _current: ProcessorContext | None = None

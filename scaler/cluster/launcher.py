@@ -25,6 +25,7 @@ from scaler.config.sections import SchedulerConfig, section_to_json
 from scaler.io.address import parse_address
 from scaler.io.child_processes import describe_exit, start_python_child
 from scaler.object_storage.readiness import wait_for_object_storage
+from scaler.protocol.exit_codes import ExitCode
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class Launcher:
                 self._start_all()
             except (RuntimeError, ValueError) as error:
                 logger.error("start-up failed: %s", error)
-                return 1
+                return ExitCode.ERROR
             return self._watch()
         finally:
             self._stop_all()
@@ -119,10 +120,10 @@ class Launcher:
                 code = child.process.poll()
                 if code is not None:
                     logger.error("%s exited unexpectedly (%s); stopping the rest", child.name, describe_exit(code))
-                    return 1
+                    return ExitCode.ERROR
             time.sleep(POLL_SECONDS)
         logger.info("received %s: stopping", signal.Signals(self._signals[0]).name)
-        return 0
+        return ExitCode.OK
 
     def _stop_all(self) -> None:
         descendants = _descendants()

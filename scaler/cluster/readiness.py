@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from scaler.io.child_processes import describe_exit
-from scaler.io.sockets import SocketFactory
+from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
@@ -22,9 +22,11 @@ def _check_alive(children: Sequence[Any], what: str) -> None:
             raise RuntimeError(f"{what} (pid {child.pid}) exited during start-up: {describe_exit(child.returncode)}")
 
 
-def wait_for_scheduler(address: str, timeout_seconds: float, children: Sequence[Any] = ()) -> None:
+def wait_for_scheduler(
+    address: str, timeout_seconds: float, children: Sequence[Any] = (), security: TransportSecurity | None = None
+) -> None:
     """Block until the scheduler at `address` answers a hello, or raise RuntimeError."""
-    sockets = SocketFactory()
+    sockets = SocketFactory(security=security)
     probe = sockets.dealer(address, identity=new_client_id("probe"))
     info = m.ClientInfo("readiness-probe")
     hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)

@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.version import __version__
 
 
@@ -29,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise ConfigError(f"{arguments.file}: {problem}")
     except ConfigError as error:
         print(f"scaler: error: {error}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIGURATION
     for notice in file.notices:
         print(f"scaler: {notice}", file=sys.stderr)
     from scaler.cluster.launcher import Launcher

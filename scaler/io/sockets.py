@@ -1,11 +1,11 @@
 """The only place in `scaler` that creates ZeroMQ contexts and sockets and sets their options.
 
 Every component (scheduler, object storage server, worker agent, processor, client, worker manager, monitor
-readers, readiness probes) gets a `SocketFactory` and asks it for the sockets it needs by role: a server
-binds a ROUTER (and the scheduler a PUB), a connecting side opens a DEALER (or a SUB). The options every
-socket shares live here, and so does transport security: with a `TransportSecurity` the factory makes every
-bound socket a CURVE server (peers authenticated by their public key) and every connecting socket a CURVE
-client, so no component handles keys itself (docs/security.md).
+readers, readiness probes) makes one `SocketFactory` with its `TransportSecurity` (None: plain TCP) and asks
+it for sockets by role: a server binds a ROUTER (and the scheduler a PUB), a connecting side opens a DEALER
+(or a SUB). The options every socket shares live here, and so does security: with a `TransportSecurity` the
+factory secures every socket it binds as a server and every socket it connects as a client, so no component
+handles keys itself.
 """
 
 from __future__ import annotations
@@ -26,14 +26,30 @@ MONITOR_HIGH_WATER_MARK = 1000
 Socket = zmq.Socket[Any]
 
 
-class TransportSecurity(Protocol):
-    """How sockets are secured (CURVE keys, `scaler.io.curve`); the factory calls these on every socket."""
+class Closeable(Protocol):
+    def close(self) -> None: ...
 
-    def secure_server(self, sock: Socket, context: zmq.Context[Any]) -> None: ...
+
+class TransportSecurity(Protocol):
+    """How a component's sockets are secured: the seam for ZeroMQ CURVE (one implementation per scheme).
+
+    One value per component, shared by every factory the component makes and inherited by the processes it
+    forks, so it holds key material only (no socket, thread or context). The factory calls:
+
+    - `secure_server(sock)` on every socket before it binds (CURVE: `curve_server` and the server's secret
+      key);
+    - `secure_client(sock)` on every socket before it connects (CURVE: the component's key pair and the
+      server's public key);
+    - `start_authenticator(context)` once per factory, before its first bind: whatever checks connecting peers
+      on that context (CURVE: a ZAP handler fed from the folder of authorised public keys). The factory closes
+      what it returns before it ends the context.
+    """
+
+    def secure_server(self, sock: Socket) -> None: ...
 
     def secure_client(self, sock: Socket) -> None: ...
 
-    def close(self) -> None: ...
+    def start_authenticator(self, context: zmq.Context[Any]) -> Closeable: ...
 
 
 class SocketFactory:
@@ -42,6 +58,7 @@ class SocketFactory:
     def __init__(self, io_threads: int = 1, security: TransportSecurity | None = None) -> None:
         self._context: zmq.Context[Any] = zmq.Context(io_threads=io_threads)
         self.security = security
+        self._authenticator: Closeable | None = None
         self._is_closed = False
 
     # ------------------------------------------------------------ servers (bind)
@@ -67,7 +84,9 @@ class SocketFactory:
 
     def dealer(self, address: str, identity: bytes | None = None, immediate: bool = False) -> Socket:
         """A DEALER connected to `address`, with `identity` when the server must know it across reconnections.
-        `immediate`: queue messages only to a completed connection, so that POLLOUT tells whether one exists."""
+        `immediate`: queue messages only to a completed connection, so that POLLOUT tells whether one exists.
+        One DEALER serves a thread at a time: the client's blocking object storage connection and the async
+        ones each open their own."""
         sock = self._socket(zmq.DEALER, identity=identity)
         _set_keepalive(sock)
         if immediate:
@@ -80,6 +99,14 @@ class SocketFactory:
             sock.setsockopt(zmq.SUBSCRIBE, topic)
         return self._connect(sock, address)
 
+    # ------------------------------------------------------------ transport events
+
+    def event_monitor(self, sock: Socket, events: int) -> Socket:
+        """An in-process PAIR socket that receives `sock`'s connection `events` (zmq.EVENT_DISCONNECTED, ...);
+        read it with `zmq_async.watch_events`."""
+        monitor: Socket = sock.get_monitor_socket(events)
+        return monitor
+
     # ------------------------------------------------------------ lifetime
 
     def close(self) -> None:
@@ -87,9 +114,9 @@ class SocketFactory:
         if self._is_closed:
             return
         self._is_closed = True
+        if self._authenticator is not None:
+            self._authenticator.close()  # its socket lives on the context: closed before the context ends
         self._context.term()
-        if self.security is not None:
-            self.security.close()
 
     # ------------------------------------------------------------ helpers
 
@@ -107,7 +134,9 @@ class SocketFactory:
     def _bind(self, sock: Socket, address: str) -> Socket:
         try:
             if self.security is not None:
-                self.security.secure_server(sock, self._context)
+                if self._authenticator is None:
+                    self._authenticator = self.security.start_authenticator(self._context)
+                self.security.secure_server(sock)
             sock.bind(address)
         except BaseException:
             sock.close(linger=0)

@@ -232,16 +232,14 @@ class Outbox:
                 logger.warning("could not send %d frame(s): %s", len(frames), error)
 
 
-def monitor_events(
+def watch_events(
     loop: asyncio.AbstractEventLoop,
-    sock: zmq.Socket[Any],
-    events: int,
+    monitor: zmq.Socket[Any],
     on_event: Callable[[int, int], None],
 ) -> AsyncSocket:
-    """Watch a socket's connection events; `on_event(event, value)` (value is the fd for tcp/ipc)."""
+    """Read a socket's connection events from its monitor (`SocketFactory.event_monitor`): `on_event(event,
+    value)`, where value is the file descriptor for tcp/ipc."""
     from zmq.utils.monitor import parse_monitor_message
-
-    monitor = sock.get_monitor_socket(events)
 
     def handle(frames: Frames) -> None:
         message = parse_monitor_message(frames)

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import zmq
 
 from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageException
-from scaler.io.sockets import SocketFactory
+from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.protocol.codec import DecodeError, decode_storage_reply, encode_storage_request
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ObjectID
@@ -164,11 +164,13 @@ class ObjectStorageConnection:
         role: str,
         sockets: SocketFactory | None = None,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        security: TransportSecurity | None = None,
     ) -> None:
         self._address = address
         self._role = role
         self._is_factory_owned = sockets is None
-        self._sockets = sockets if sockets is not None else SocketFactory()
+        #: `security` secures the connection's own factory; a factory passed in brings its own
+        self._sockets = sockets if sockets is not None else SocketFactory(security=security)
         self._timeout_seconds = timeout_seconds
         self._lock = threading.Lock()
         self._request_ids = itertools.count(1)

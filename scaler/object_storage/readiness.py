@@ -7,18 +7,22 @@ import time
 from collections.abc import Sequence
 
 from scaler.io.child_processes import describe_exit
+from scaler.io.sockets import TransportSecurity
 from scaler.object_storage.connection import ObjectStorageConnection
 
 
 def wait_for_object_storage(
-    address: str, timeout_seconds: float, children: Sequence[subprocess.Popen[bytes]] = ()
+    address: str,
+    timeout_seconds: float,
+    children: Sequence[subprocess.Popen[bytes]] = (),
+    security: TransportSecurity | None = None,
 ) -> None:
     """Block until the object storage server at `address` answers, or raise RuntimeError."""
     deadline = time.monotonic() + timeout_seconds
     last_error: Exception | None = None
     while time.monotonic() < deadline:
         _check_alive(children, "the object storage server")
-        connection = ObjectStorageConnection(address, role="readiness-probe", timeout_seconds=0.5)
+        connection = ObjectStorageConnection(address, role="readiness-probe", timeout_seconds=0.5, security=security)
         try:
             connection.info()
             return

@@ -25,10 +25,11 @@ import zmq
 from scaler.config.sections import ObjectStorageServerConfig
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import run
-from scaler.io.sockets import SocketFactory, bound_endpoint
+from scaler.io.sockets import SocketFactory, TransportSecurity, bound_endpoint
 from scaler.io.zmq_async import AsyncSocket, Frames
 from scaler.object_storage.store import ObjectStore, PayloadBuffer
 from scaler.protocol.codec import DecodeError, decode_storage_request, encode_storage_reply
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.handshake import incompatibility
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.storage_messages import (
@@ -289,34 +290,35 @@ def _announce(endpoint: str) -> None:
     logger.info("object storage server listening on %s", endpoint)
 
 
-async def _serve_until_signalled(config: ObjectStorageServerConfig) -> None:
+async def _serve_until_signalled(config: ObjectStorageServerConfig, security: TransportSecurity | None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = (signal.SIGINT, signal.SIGTERM)
     for signum in signals:
         loop.add_signal_handler(signum, stop.set)
     try:
-        await serve(config, ready=_announce, stop=stop)
+        await serve(config, ready=_announce, stop=stop, sockets=SocketFactory(security=security))
     finally:
         for signum in signals:
             loop.remove_signal_handler(signum)
 
 
-def run_object_storage_server(config: ObjectStorageServerConfig) -> int:
-    """Run the server in this process until SIGINT/SIGTERM; returns the exit code."""
+def run_object_storage_server(config: ObjectStorageServerConfig, security: TransportSecurity | None = None) -> int:
+    """Run the server in this process until SIGINT/SIGTERM; returns the exit code. `security`: how its socket
+    is secured (None: plain TCP)."""
     _setup_logging(config)
     if hasattr(signal, "SIGPIPE"):
         # Python ignores SIGPIPE at startup; restate it so that nothing embedding us can let a peer that
         # vanishes mid-write kill the server (behaviour F6).
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     try:
-        run(_serve_until_signalled(config))
+        run(_serve_until_signalled(config, security))
     except ObjectStorageBindError as error:
         logger.error("%s", error)
-        return 2  # a configuration error: the address is malformed, in use or not ours
+        return EXIT_CONFIGURATION  # the address is malformed, in use or not ours
     except KeyboardInterrupt:
-        return 0
-    return 0
+        return ExitCode.OK
+    return ExitCode.OK
 
 
 def main() -> None:

@@ -14,6 +14,11 @@ States:
 - REFUSED and LOST are final: the peer stops (a restarted scheduler that forgot the peer is not a loss for
   peers with `register_again`; it sends them back to CONNECTING).
 Any message from the scheduler counts as a sign of life; silence longer than `timeout_seconds` is a loss.
+
+Surviving a scheduler restart (a grace period after the loss, a new instance told apart by an id in its
+HelloReply) extends this machine: a state between REGISTERED and LOST that sends hellos with the same
+back-off, and a `Registered` that says whether the instance changed. tests/unit/test_scheduler_link.py holds
+the state x event table.
 """
 
 from __future__ import annotations
@@ -22,18 +27,22 @@ import enum
 from dataclasses import dataclass
 
 from scaler.protocol import messages as m
+from scaler.protocol.exit_codes import ExitCode
 
-
-class ExitCode(enum.IntEnum):
-    """Exit codes of the processes that keep a link (workers, worker managers): the one table of them."""
-
-    OK = 0
-    ERROR = 1  #: refused by the scheduler, a component that failed
-    NEVER_CONNECTED = 2  #: the scheduler never answered within the timeout
-    SCHEDULER_LOST = 3  #: the scheduler stopped answering
-    #: settings that cannot run (a malformed address, an address in use, a bad value): the value every command
-    #: uses for a configuration error (the same number as NEVER_CONNECTED, which it predates in the docs)
-    CONFIGURATION = 2
+__all__ = [  # ExitCode: what a Lost link ends a process with
+    "ExitCode",
+    "Forgotten",
+    "LinkEffect",
+    "LinkSettings",
+    "LinkState",
+    "Lost",
+    "Refused",
+    "Registered",
+    "SchedulerLink",
+    "SendHeartbeat",
+    "SendHello",
+    "StillWaiting",
+]
 
 
 class LinkState(enum.Enum):

@@ -11,9 +11,9 @@ import zmq
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_from_json
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
-from scaler.io.sockets import SocketFactory
+from scaler.io.sockets import SocketFactory, TransportSecurity
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.handshake import local_python_version
-from scaler.protocol.scheduler_link import ExitCode
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.scaling_hook import make_scaling_hook
 from scaler.scheduler.storage_child import StorageChild
@@ -31,12 +31,14 @@ def derived_addresses(config: SchedulerConfig) -> tuple[str, str, str | None]:
     return str(bind), monitor, config.object_storage_address
 
 
-def run_scheduler(config: SchedulerConfig) -> int:
+def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = None) -> int:
+    """Run a scheduler until it stops; its exit code. `security` secures every socket it binds or connects
+    (None: plain TCP)."""
     try:
         bind, monitor, storage = derived_addresses(config)
     except AddressError as error:
         logger.error("%s", error)
-        return ExitCode.CONFIGURATION
+        return EXIT_CONFIGURATION
 
     storage_child: StorageChild | None = None
     try:
@@ -51,7 +53,8 @@ def run_scheduler(config: SchedulerConfig) -> int:
                     logging_paths=config.logging_paths,
                     logging_level=config.logging_level,
                     logging_config_file=config.logging_config_file,
-                )
+                ),
+                security,
             )
             storage_child.start()
         advertised = config.advertised_object_storage_address or str(parse_address(storage).connectable())
@@ -73,10 +76,10 @@ def run_scheduler(config: SchedulerConfig) -> int:
         )
         hook = make_scaling_hook(config.policy_engine_type, config.policy_content, settings.manager_timeout_seconds)
         core = SchedulerCore(settings, hook)
-        return _serve(core, config, bind, monitor, storage, storage_child)
+        return _serve(core, config, bind, monitor, storage, storage_child, SocketFactory(config.io_threads, security))
     except (ValueError, RuntimeError) as error:
         logger.error("%s", error)
-        return 1
+        return ExitCode.ERROR
     finally:
         if storage_child is not None:
             storage_child.stop()
@@ -95,17 +98,18 @@ def _serve(
     monitor: str,
     storage: str,
     storage_child: StorageChild | None,
+    sockets: SocketFactory,
 ) -> int:
     from scaler.scheduler.server import SchedulerServer
 
-    server = SchedulerServer(core, bind, monitor, storage, SocketFactory(config.io_threads))
+    server = SchedulerServer(core, bind, monitor, storage, sockets)
     loop = new_event_loop(config.event_loop)
     asyncio.set_event_loop(loop)
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, server.stop, f"received {signal.Signals(signum).name}")
     watcher = None
     if storage_child is not None:
-        watcher = loop.create_task(storage_child.watch(lambda reason: server.stop(reason, exit_code=1)))
+        watcher = loop.create_task(storage_child.watch(lambda reason: server.stop(reason, exit_code=ExitCode.ERROR)))
     try:
         logger.info("scheduler listening on %s (event loop: %s)", bind, config.event_loop)
         logger.info("monitor address is %s (scaler_top %s)", monitor, monitor)
@@ -115,7 +119,7 @@ def _serve(
         return server.exit_code
     except zmq.ZMQError as error:
         logger.error("could not bind %s or %s: %s", bind, monitor, error.strerror)
-        return ExitCode.CONFIGURATION
+        return EXIT_CONFIGURATION
     finally:
         if watcher is not None:
             watcher.cancel()

@@ -17,10 +17,11 @@ from typing import Any
 import zmq
 
 from scaler.io.sockets import SocketFactory
-from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, PeerUnreachable, monitor_events
+from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, PeerUnreachable, watch_events
 from scaler.object_storage.async_connection import AsyncObjectStorageConnection
 from scaler.protocol import codec
 from scaler.protocol import messages as m
+from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.feed import FEED_TOPICS
 from scaler.protocol.ids import PeerID
 from scaler.scheduler.core.effects import DeleteObjects, DeleteOwnerObjects, Effect, Publish, Send, StopScheduler
@@ -43,23 +44,23 @@ class SchedulerServer:
         bind_address: str,
         monitor_address: str,
         object_storage_address: str,
-        sockets: SocketFactory | None = None,
+        sockets: SocketFactory,
     ) -> None:
         self._core = core
         self._bind_address = bind_address
         self._monitor_address = monitor_address
         self._object_storage_address = object_storage_address
-        self._sockets = sockets if sockets is not None else SocketFactory()
+        self._sockets = sockets  #: the scheduler's, with its transport security; closed when the server stops
         self._stopped = asyncio.Event()
         self.stop_reason = ""
-        self.exit_code = 0  #: of the scheduler process, once stopped
+        self.exit_code: int = ExitCode.OK  #: of the scheduler process, once stopped
         self._fd_peers: dict[int, set[PeerID]] = {}
         self._received = 0
         #: message type name -> [sent, received], for the monitor feed
         self._message_counts: dict[str, list[int]] = {}
         self._background_tasks: set[asyncio.Future[Any]] = set()
 
-    def stop(self, reason: str, exit_code: int = 0) -> None:
+    def stop(self, reason: str, exit_code: int = ExitCode.OK) -> None:
         if not self._stopped.is_set():
             self.stop_reason = reason
             self.exit_code = exit_code
@@ -76,7 +77,8 @@ class SchedulerServer:
         self._router = AsyncSocket(loop, router_socket, self._on_frames, copy=False, on_burst_end=self._burst_end)
         self._outbox = Outbox(loop, self._router, routed=True, on_unreachable=self._on_unreachable)
         self._publisher = AsyncSocket(loop, publisher, None)
-        self._monitor = monitor_events(loop, router_socket, zmq.EVENT_DISCONNECTED, self._on_socket_event)
+        monitor = self._sockets.event_monitor(router_socket, zmq.EVENT_DISCONNECTED)
+        self._monitor = watch_events(loop, monitor, self._on_socket_event)
         self._storage = AsyncObjectStorageConnection(
             self._object_storage_address, role="scheduler", sockets=self._sockets
         )

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from scaler.config.sections import ObjectStorageServerConfig, section_to_json
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
+from scaler.io.sockets import TransportSecurity
 from scaler.object_storage.readiness import wait_for_object_storage
 
 logger = logging.getLogger(__name__)
@@ -30,8 +31,9 @@ HEALTHY_SECONDS = 30.0
 
 
 class StorageChild:
-    def __init__(self, config: ObjectStorageServerConfig) -> None:
+    def __init__(self, config: ObjectStorageServerConfig, security: TransportSecurity | None = None) -> None:
         self.config = config
+        self._security = security  #: the scheduler's, for the readiness probes
         self.address = config.bind_address
         self._child: subprocess.Popen[bytes] | None = None
         self._started_at = 0.0
@@ -41,7 +43,7 @@ class StorageChild:
         """Start the server and wait until it answers (RuntimeError when it does not)."""
         self._child = start_python_child(["scaler.object_storage.server", section_to_json(self.config)])
         self._started_at = time.monotonic()
-        wait_for_object_storage(self.address, START_TIMEOUT_SECONDS, [self._child])
+        wait_for_object_storage(self.address, START_TIMEOUT_SECONDS, [self._child], self._security)
 
     async def watch(self, give_up: Callable[[str], None]) -> None:
         """Restart the server whenever it dies; call `give_up(reason)` when restarts keep failing."""
@@ -71,7 +73,7 @@ class StorageChild:
                 self._started_at = time.monotonic()
                 restarted = self._child
                 await loop.run_in_executor(
-                    None, wait_for_object_storage, self.address, START_TIMEOUT_SECONDS, [restarted]
+                    None, wait_for_object_storage, self.address, START_TIMEOUT_SECONDS, [restarted], self._security
                 )
                 logger.warning("object storage server restarted at %s (pid %d)", self.address, restarted.pid)
             except RuntimeError as error:

@@ -344,7 +344,8 @@ class AgentCore:
             return
         if processor.task_id is not None and processor.task_id in self.tasks:
             del self.tasks[processor.task_id]
-            text = f"the processor (pid {processor.pid}) running the task died: {description}"
+            where = f" (pid {processor.pid})" if processor.pid else ""  # 0: not a local process (remote slot)
+            text = f"the processor{where} running the task died: {description}"
             logger.warning("%s", text)
             self._to_scheduler(m.TaskResult(processor.task_id, m.ResultStatus.PROCESSOR_DIED, error_message=text))
 

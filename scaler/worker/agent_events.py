@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scaler.protocol import messages as m
-from scaler.protocol.scheduler_link import ExitCode
+from scaler.protocol.exit_codes import ExitCode
 
 # ---------------------------------------------------------------- events
 
@@ -91,7 +91,7 @@ class Exit:
 
 Effect = ToScheduler | SayHello | SendHeartbeat | ToProcessor | SpawnProcessor | KillProcessor | Exit
 
-#: Exit codes of a worker process (the table is `scaler.protocol.scheduler_link.ExitCode`).
+#: Exit codes of a worker process (the table is `scaler.protocol.exit_codes.ExitCode`).
 EXIT_OK = ExitCode.OK
 EXIT_ERROR = ExitCode.ERROR
 EXIT_NEVER_CONNECTED = ExitCode.NEVER_CONNECTED

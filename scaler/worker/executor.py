@@ -1,28 +1,45 @@
 """The worker's execution seam: where the tasks the agent core places actually run.
 
-The agent core decides which task runs on which *processor* (an execution slot with an id it chose) and
-speaks in effects: spawn a processor, send it a message, kill it. An `Executor` carries those effects out and
-reports back what its processors say and when they end. The agent shell (`worker/agent.py`) knows nothing
-else about them: no pids, no fork, no socket.
+The agent core (`worker/agent_core.py`) decides which task runs on which *processor*: an execution slot
+named by an id the core chose (bytes, unique within the worker). It speaks in effects (spawn a processor,
+send it a message, kill it) that the agent shell (`worker/agent.py`) hands to an `Executor`, and it hears
+what the executor reports back. Nothing in the agent shell or core assumes a processor is an OS process:
+no pid, fork or socket is needed. `ZygoteExecutor` below runs each processor as a process forked from the
+worker's zygote; a proxy worker that offloads tasks (AWS Batch, IBM Symphony) implements the same six
+methods with one processor per remote job in flight, and `run_agent(config, worker_id, executor, slots)`
+(`worker/process.py`) runs an agent around it.
 
-Contract for an executor (what the core relies on):
+The contract, from the executor's side. Every call comes from the agent's event loop; every report must
+be made on that loop too (from another thread: `loop.call_soon_threadsafe`). No method may block the loop
+or raise: a failure becomes a report.
 
-1. `spawn(pid)`: start a processor. When it can take work it reports `ProcessorReady(pid)` through
-   `on_message` (a remote executor may report it at once). A processor that cannot start reports its exit.
-2. `send(processor_id, message)`: deliver a message from the core. Processors receive `HelloReply` (with the
-   object storage address to use), `Task` (run it), `ProcessorResume` (a blocked parent may go on).
-3. A processor reports, through `on_message`: `TaskResult` for the task it ran (once per task), `TaskLog`
-   (streamed output), `ProcessorBlocked` / `ProcessorResumeRequest` around waits on nested tasks. An executor
-   whose tasks never wait on nested tasks simply never sends the last two.
-4. `kill(processor_id, reason)`: stop the processor at once, whatever it runs (cancel, timeout, shutdown).
-   Its exit is then reported with `on_exit` (the core expects it and ignores it). A processor that ends on its
-   own is reported with `on_exit` too; the core fails the task it ran with `ProcessorDiedError`.
-5. `usage(processor_id)`: (cpu percent, rss bytes) of the processor for heartbeats; (0.0, 0) when the
-   executor cannot tell (a remote job).
-6. `close()`: kill every processor and release what the executor holds.
-
-`ZygoteExecutor` runs processors as processes forked from the worker's zygote (`worker/zygote.py`). The
-offloading managers' proxy worker plugs a remote executor in here (one slot per job in flight).
+1. `start(loop, listener)`: called once, before anything else. Keep `listener` for the reports.
+2. `spawn(processor_id)`: start a processor. When it can take work, report
+   `on_processor_messages(processor_id, [ProcessorReady(pid)])`, where `pid` is its OS process id or 0 when
+   it is not a local process (a remote executor reports ready at once). A processor that cannot start
+   reports `on_processor_exit(processor_id, why)` instead; after 3 start failures in a row (or 1 with a
+   preload) the worker stops with exit code 1.
+3. `send(processor_id, message)`: deliver a message from the core; ignore ids that are gone. A processor
+   receives `HelloReply` (its `object_storage_address` is where task payloads live: keep it for the next
+   tasks), `Task` (run it: at most one task at a time per processor) and `ProcessorResume` (a blocked parent
+   may go on; only after the processor reported `ProcessorBlocked`).
+4. Reports while running, through `on_processor_messages(processor_id, messages)`: exactly one `TaskResult`
+   per task, with the task's id (`scaler.worker.task_execution.TaskExecutor` loads a task's function and
+   arguments from object storage, calls it and stores its result: a proxy can reuse it to build results);
+   `TaskLog` for streamed output; `ProcessorBlocked` / `ProcessorResumeRequest` around waits on nested tasks
+   (an executor whose tasks never wait on nested futures never sends them). After its `TaskResult` the
+   processor is idle and may receive the next `Task`.
+5. `kill(processor_id, reason)`: stop the processor now, whatever it runs (the task was cancelled, timed out,
+   the processor is not needed, the worker stops). A remote executor cancels the remote job. Then report
+   `on_processor_exit(processor_id, description)` once: the core keeps the slot counted until it hears it.
+   A kill of an unknown or finished processor does nothing. Reports of a killed processor are ignored.
+6. A processor that ends on its own is reported with `on_processor_exit(processor_id, description)` too
+   ("killed by SIGKILL", "exit code 1", "Batch job 42 FAILED: host terminated"); the core fails the task it
+   ran with `ProcessorDiedError` carrying that description.
+7. `usage(processor_id)`: (cpu percent, rss bytes) for heartbeats; (0.0, 0) when it cannot tell.
+8. `close()`: kill every processor and release everything; no report is expected afterwards.
+9. `on_executor_failed(reason)`: the executor cannot go on at all (the zygote died, the remote system
+   refuses every call): the worker stops with exit code 1 and its tasks are re-dispatched elsewhere.
 """
 
 from __future__ import annotations
@@ -45,7 +62,7 @@ logger = logging.getLogger(__name__)
 
 
 class ExecutorListener(Protocol):
-    """What an executor reports to the agent shell (always on the shell's event loop)."""
+    """What an executor reports to the agent shell (`WorkerAgent`), always on the agent's event loop."""
 
     def on_processor_messages(self, processor_id: bytes, messages: list[m.Message]) -> None: ...
 
@@ -55,19 +72,25 @@ class ExecutorListener(Protocol):
 
 
 class Executor(Protocol):
-    """Runs the agent core's processors (see the module docstring for the contract)."""
+    """Runs the agent core's processors; the module docstring is the contract (numbers refer to it)."""
 
-    def start(self, loop: asyncio.AbstractEventLoop, listener: ExecutorListener) -> None: ...
+    def start(self, loop: asyncio.AbstractEventLoop, listener: ExecutorListener) -> None:
+        """(1) Keep the loop and the listener; called once, first."""
 
-    def spawn(self, processor_id: bytes) -> None: ...
+    def spawn(self, processor_id: bytes) -> None:
+        """(2) Start a processor; report ProcessorReady, or its exit when it cannot start."""
 
-    def send(self, processor_id: bytes, message: m.Message) -> None: ...
+    def send(self, processor_id: bytes, message: m.Message) -> None:
+        """(3) Deliver HelloReply, Task or ProcessorResume to a processor; ignore unknown ids."""
 
-    def kill(self, processor_id: bytes, reason: str) -> None: ...
+    def kill(self, processor_id: bytes, reason: str) -> None:
+        """(5) Stop a processor now (cancel its remote job) and report its exit once."""
 
-    def usage(self, processor_id: bytes) -> tuple[float, int]: ...
+    def usage(self, processor_id: bytes) -> tuple[float, int]:
+        """(7) (cpu percent, rss bytes) of a processor; (0.0, 0) when unknown."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """(8) Kill every processor and release everything."""
 
 
 class ZygoteExecutor:
@@ -88,7 +111,11 @@ class ZygoteExecutor:
     def spawn(self, processor_id: bytes) -> None:
         assert self._loop is not None and self._listener is not None, "start() the executor first"
         listener = self._listener
-        sock = self._zygote.spawn(processor_id)
+        try:
+            sock = self._zygote.spawn(processor_id)
+        except OSError as error:  # the zygote is gone; its "gone" report may not have been read yet
+            self._loop.call_soon(listener.on_executor_failed, f"the processor zygote is gone ({error})")
+            return
         self._channels[processor_id] = AsyncChannel(
             self._loop,
             sock,

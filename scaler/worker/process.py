@@ -15,12 +15,13 @@ from scaler.config.sections import WorkerConfig, section_from_json, section_to_j
 from scaler.errors import PreloadError
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.protocol.ids import new_worker_id
-from scaler.protocol.scheduler_link import ExitCode
 from scaler.worker import agent_core
 from scaler.worker.preload import parse_preload
 
 if TYPE_CHECKING:
+    from scaler.io.sockets import TransportSecurity
     from scaler.worker.executor import Executor
 
 logger = logging.getLogger(__name__)
@@ -46,12 +47,13 @@ def check_worker_config(config: WorkerConfig) -> str | None:
     return None
 
 
-def run_worker(config: WorkerConfig) -> int:
-    """A worker whose tasks run in processors forked from its zygote, one at a time."""
+def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity | None = None) -> int:
+    """A worker whose tasks run in processors forked from its zygote, `slots` at a time (the commands start
+    one slot per worker process). `security`: how its connections are secured (None: plain TCP)."""
     problem = check_worker_config(config)
     if problem is not None:
         logger.error("%s", problem)
-        return ExitCode.CONFIGURATION
+        return EXIT_CONFIGURATION
     from scaler.worker.executor import ZygoteExecutor
     from scaler.worker.processor import ProcessorSettings, run_processor
     from scaler.worker.zygote import Zygote
@@ -63,6 +65,7 @@ def run_worker(config: WorkerConfig) -> int:
         preload=config.preload,
         garbage_collect_interval_seconds=config.garbage_collect_interval_seconds,
         trim_memory_threshold_bytes=config.trim_memory_threshold_bytes,
+        security=security,
     )
     # Fork the zygote first: no thread, event loop or ZeroMQ context exists yet.
     from scaler.io.process_profiling import run_profiled
@@ -72,12 +75,20 @@ def run_worker(config: WorkerConfig) -> int:
             "processor", lambda: run_processor(processor_settings, processor_id, channel)
         )
     )
-    return run_agent(config, worker_id, ZygoteExecutor(zygote), slots=1)
+    return run_agent(config, worker_id, ZygoteExecutor(zygote), slots, security)
 
 
-def run_agent(config: WorkerConfig, worker_id: bytes, executor: Executor, slots: int) -> int:
+def run_agent(
+    config: WorkerConfig,
+    worker_id: bytes,
+    executor: Executor,
+    slots: int,
+    security: TransportSecurity | None = None,
+) -> int:
     """Run a worker agent until it exits: `slots` tasks at once on `executor` (zygote processors, or a remote
     system behind a proxy worker). Returns the worker's exit code."""
+    if slots < 1:
+        raise ValueError(f"a worker needs at least one slot, not {slots}")
     from scaler.io.sockets import SocketFactory
     from scaler.worker.agent import WorkerAgent, build_hello
 
@@ -94,7 +105,7 @@ def run_agent(config: WorkerConfig, worker_id: bytes, executor: Executor, slots:
     capabilities = parse_worker_capabilities(config.per_worker_capabilities)
     worker_core = agent_core.AgentCore(settings, time.monotonic(), processor_prefix=worker_id[-8:])
     hello = build_hello(capabilities, worker_core.capacity, config.worker_manager_id, config.worker_type or "FIX")
-    sockets = SocketFactory(config.io_threads)  # only now: a zygote is forked from a process without one
+    sockets = SocketFactory(config.io_threads, security)  # only now: the zygote is forked from a process without one
     agent = WorkerAgent(worker_core, worker_id, config.scheduler_address, hello, executor, sockets)
     loop = new_event_loop(config.event_loop)
     try:

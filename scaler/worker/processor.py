@@ -19,8 +19,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from scaler.client import processor_context
-from scaler.io.sockets import SocketFactory
+from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.protocol import messages as m
+from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.ids import TaskID
 from scaler.worker.preload import run_preload
 from scaler.worker.processor_channel import BlockingChannel, ChannelClosed
@@ -36,6 +37,7 @@ class ProcessorSettings:
     preload: str | None = None
     garbage_collect_interval_seconds: float = 30.0
     trim_memory_threshold_bytes: int = 1 << 30
+    security: TransportSecurity | None = None  #: the worker's, for object storage and nested clients
 
 
 class _NestedWaits:
@@ -92,12 +94,14 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
             logger.error(
                 "preload %r failed: %s: %s; this processor stops", settings.preload, type(error).__name__, error
             )
-            return 1
-    sockets = SocketFactory()
+            return ExitCode.ERROR
+    sockets = SocketFactory(security=settings.security)
     channel = BlockingChannel(channel_socket)
     waits = _NestedWaits(channel)
     processor_context.install(
-        processor_context.ProcessorContext(settings.scheduler_address, 0, waits.on_block, waits.on_unblock)
+        processor_context.ProcessorContext(
+            settings.scheduler_address, 0, waits.on_block, waits.on_unblock, security=settings.security
+        )
     )
     storage = _Storage(sockets)
     executor = TaskExecutor(storage, channel.send)

@@ -13,7 +13,7 @@ from scaler.config.sections import WORKER_MANAGER_SECTIONS, WorkerManagerSetting
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
 from scaler.policy.capability import parse_capabilities
-from scaler.protocol.scheduler_link import ExitCode
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.worker.process import check_worker_config
 from scaler.worker_manager.backend import LaunchSpec, UnitBackend, worker_config_of
 from scaler.worker_manager.runner import ManagerRunner, RunnerSettings
@@ -56,7 +56,7 @@ def run_manager(config: WorkerManagerSettings, manager_type: str, worker_type: s
     problem = settings_problem(config, worker_type)
     if problem is not None:
         logger.error("%s", problem)
-        return ExitCode.CONFIGURATION
+        return EXIT_CONFIGURATION
     spec = LaunchSpec(config.worker_manager_id, worker_config_of(config, worker_type), backend.workers_per_unit)
     loop = new_event_loop(config.event_loop)
     try:

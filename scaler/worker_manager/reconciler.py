@@ -1,7 +1,7 @@
 """The pure decision of a worker manager: given the target and the units that exist, what to launch and
 what to terminate. No I/O, no clock: time comes in as `now` (wall-clock seconds, the clock of
 `UnitInfo.created_at`). The runner calls `plan` on every new target and on a timer, performs the plan,
-and reports back with `launched`, `launch_failed`, `terminating` and `terminate_failed`.
+and reports back with `launched`, `launch_failed`, `terminating`, `terminate_failed` and `list_failed`.
 
 Rules (docs/worker_managers.md explains why):
 1. Count the units listed PENDING or RUNNING (not those being terminated), plus launches the backend
@@ -26,6 +26,8 @@ Rules (docs/worker_managers.md explains why):
 8. A unit whose workers registered (the scheduler lists them in the target's `connected`) and that then
    ended is not a failed launch, however young: it is replaced at once (rule 3). Workers killed by the OOM
    killer every few seconds must not leave the manager backing off with no capacity.
+9. A backend that cannot list its units is asked again after 1 s, 2 s, 4 s ... (at most
+   `backoff_cap_seconds`); a successful list resets the count.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ class Reconciler:
         self._registered: set[str] = set()
         #: since when there have been more units than wanted (rule 5's cooldown); None while there are not
         self._surplus_since: float | None = None
+        self._list_failures = 0  #: failed listings in a row (rule 9)
 
     # ------------------------------------------------------------ the decision
 
@@ -110,6 +113,7 @@ class Reconciler:
         return units if max_units is None else min(units, max_units)
 
     def plan(self, target: Target | None, units: Sequence[UnitInfo], now: float) -> Plan:
+        self._list_failures = 0  # the units were listed
         notes: list[str] = []
         listed = {unit.unit_id: unit for unit in units}
         self._note_registered(target, listed)
@@ -172,10 +176,19 @@ class Reconciler:
         """The backend raised: count the units again, so that the next plan retries."""
         self._terminating.difference_update(unit_ids)
 
+    def list_failed(self) -> float:
+        """The backend could not list its units: seconds until the next attempt (rule 9)."""
+        self._list_failures += 1
+        return self._backoff(self._list_failures)
+
     def backoff_seconds(self) -> float:
-        if not self.failures:
+        """How long launches wait after the latest failure (rule 7)."""
+        return self._backoff(self.failures)
+
+    def _backoff(self, failures: int) -> float:
+        if not failures:
             return 0.0
-        exponent = min(self.failures - 1, _MAX_EXPONENT)
+        exponent = min(failures - 1, _MAX_EXPONENT)
         return float(min(self.settings.backoff_cap_seconds, self.settings.backoff_base_seconds * 2**exponent))
 
     # ------------------------------------------------------------ bookkeeping

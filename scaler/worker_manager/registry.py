@@ -15,11 +15,9 @@ from dataclasses import dataclass
 from typing import cast
 
 from scaler.config.sections import WORKER_MANAGER_SECTIONS, WorkerManagerSettings
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 
 Runner = Callable[[WorkerManagerSettings], int]
-
-#: Exit code of a manager whose settings cannot run (the same as a configuration error on the command line).
-EXIT_CONFIGURATION = 2
 
 
 @dataclass(frozen=True, slots=True)

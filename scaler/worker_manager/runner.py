@@ -28,13 +28,13 @@ from math import ceil
 import psutil
 import zmq
 
-from scaler.io.sockets import SocketFactory
+from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.io.zmq_async import AsyncSocket, Frames
 from scaler.protocol import codec
 from scaler.protocol import messages as m
+from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.scheduler_link import (
-    ExitCode,
     Forgotten,
     LinkEffect,
     LinkSettings,
@@ -56,8 +56,6 @@ EXIT_ERROR = ExitCode.ERROR  #: refused by the scheduler, or a configuration err
 EXIT_NEVER_CONNECTED = ExitCode.NEVER_CONNECTED  #: the scheduler never answered within the scheduler timeout
 EXIT_SCHEDULER_LOST = ExitCode.SCHEDULER_LOST  #: the scheduler stopped answering
 
-#: Longest wait between two attempts to list the units after errors.
-LIST_BACKOFF_CAP_SECONDS = 30.0
 #: How long a reconcile pass in progress may take to finish when the manager stops.
 RECONCILE_FINISH_SECONDS = 10.0
 
@@ -85,8 +83,10 @@ class ManagerRunner:
         backend: UnitBackend,
         spec: LaunchSpec,
         clock: Callable[[], float] = time.time,
+        security: TransportSecurity | None = None,
     ) -> None:
         self._settings = settings
+        self._security = security  #: secures the manager's connection to the scheduler (None: plain TCP)
         self._backend = backend
         self._spec = spec
         self._clock = clock  #: the reconciler's clock: wall-clock seconds, as UnitInfo.created_at
@@ -113,7 +113,6 @@ class ManagerRunner:
         )
         self._stop_units = True  #: False when refused: the units may belong to the manager holding this id
         self._stopping = False
-        self._list_failures = 0
         self._last_failure = ""  #: the failure logged last (not logged again while it repeats)
         self.exit_reason = ""
 
@@ -123,7 +122,7 @@ class ManagerRunner:
         loop = asyncio.get_running_loop()
         self._done: asyncio.Future[int] = loop.create_future()
         self._wake = asyncio.Event()
-        sockets = SocketFactory(self._settings.io_threads)
+        sockets = SocketFactory(self._settings.io_threads, self._security)
         sock = sockets.dealer(self._settings.scheduler_address, identity=self._identity)
         self._socket = AsyncSocket(loop, sock, self._on_frames)
         signals = self._install_signal_handlers(loop)
@@ -301,14 +300,12 @@ class ManagerRunner:
         try:
             units = await self._backend.list_units()
         except Exception as error:
-            self._list_failures += 1
-            delay = min(LIST_BACKOFF_CAP_SECONDS, 2.0 ** min(self._list_failures - 1, 10))
+            delay = self._reconciler.list_failed()
             self._failed(
                 logging.WARNING, f"could not list the units ({_describe(error)})", f"; next attempt in {delay:g} s"
             )
             logger.debug("list_units failed", exc_info=True)
             return delay
-        self._list_failures = 0
         if self._last_failure.startswith("could not list"):
             self._last_failure = ""
         target = self._target

@@ -107,6 +107,14 @@ def test_early_deaths_back_off_exponentially_up_to_the_cap() -> None:
     assert delays == [1, 2, 4, 4, 4]
 
 
+def test_a_backend_that_cannot_list_is_asked_again_later_and_later_until_a_list_works() -> None:
+    r = reconciler(backoff_base_seconds=1, backoff_cap_seconds=4)
+    assert [r.list_failed() for _ in range(5)] == [1, 2, 4, 4, 4]
+    r.plan(Target(1), [], T0)  # the units were listed at last
+    assert r.list_failed() == 1
+    assert r.failures == 0 and r.backoff_seconds() == 0  # listing is not launching: launches do not wait
+
+
 def test_a_young_unit_whose_workers_registered_is_replaced_at_once_without_back_off() -> None:
     """#19: workers killed every few seconds (the OOM killer) must not leave the manager backing off."""
     r = reconciler(early_death_seconds=10)

@@ -3,6 +3,8 @@ other messages, tick before and after the timeout, disconnect), for the three ki
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from scaler.protocol import messages as m
@@ -30,7 +32,7 @@ CLIENT = LinkSettings(
 )
 
 
-def kinds(effects: list[object]) -> list[type]:
+def kinds(effects: Sequence[object]) -> list[type]:
     return [type(effect) for effect in effects]
 
 
@@ -155,3 +157,113 @@ def test_a_registered_link_ignores_the_answer_to_a_hello_sent_again() -> None:
     assert link.on_message(ACCEPTED, 0.5) == []
     assert link.on_message(REFUSED, 0.6) == []
     assert link.is_registered
+
+
+# ---------------------------------------------------------------- every state x every event
+#
+# The table is the link's specification: for a worker (registers again when forgotten, heartbeats without
+# waiting for echoes) and a client (waits for each echo, lost on a closed connection or when forgotten),
+# each state the link can be in, each event it can hear, the state it ends in and the effects it returns.
+
+C, R, X, L = LinkState.CONNECTING, LinkState.REGISTERED, LinkState.REFUSED, LinkState.LOST
+OTHER = m.Task(b"t" * 16, b"c", b"")  # type: ignore[arg-type]
+OTHER_ERROR = m.ProtocolError("bad message", m.ProtocolErrorKind.MALFORMED)
+
+
+def in_state(settings: LinkSettings, state: str) -> SchedulerLink:
+    """A link in `state`, with everything it heard at time 0 (timeout 30 s, first hello retry after 2 s)."""
+    link = SchedulerLink(settings)
+    link.start(0.0)
+    if state in ("registered", "forgotten"):
+        link.on_message(ACCEPTED, 0.0)
+    if state == "forgotten":
+        link.on_message(FORGOTTEN, 0.0)
+    elif state == "refused":
+        link.on_message(REFUSED, 0.0)
+    elif state == "lost":
+        link.on_tick(31.0)
+    return link
+
+
+EVENTS = {
+    "accepting reply": lambda link: link.on_message(ACCEPTED, 2.0),
+    "refusing reply": lambda link: link.on_message(REFUSED, 2.0),
+    "heartbeat echo": lambda link: link.on_message(m.HeartbeatEcho(), 2.0),
+    "unknown peer": lambda link: link.on_message(FORGOTTEN, 2.0),
+    "other message": lambda link: link.on_message(OTHER, 2.0),
+    "other protocol error": lambda link: link.on_message(OTHER_ERROR, 2.0),
+    "tick": lambda link: link.on_tick(2.0),
+    "tick past the timeout": lambda link: link.on_tick(100.0),
+    "disconnected": lambda link: link.on_disconnected(2.0),
+}
+
+#: (state it starts in, event) -> (state it ends in, effects): worker, then client where it differs.
+WORKER_TABLE: dict[tuple[str, str], tuple[LinkState, list[type]]] = {
+    ("connecting", "accepting reply"): (R, [Registered, SendHeartbeat]),
+    ("connecting", "refusing reply"): (X, [Refused]),
+    ("connecting", "heartbeat echo"): (C, []),
+    ("connecting", "unknown peer"): (C, []),
+    ("connecting", "other message"): (C, []),
+    ("connecting", "other protocol error"): (C, []),
+    ("connecting", "tick"): (C, [SendHello]),
+    ("connecting", "tick past the timeout"): (L, [Lost]),
+    ("connecting", "disconnected"): (C, []),
+    ("forgotten", "accepting reply"): (R, [Registered, SendHeartbeat]),
+    ("forgotten", "refusing reply"): (X, [Refused]),
+    ("forgotten", "heartbeat echo"): (C, []),
+    ("forgotten", "unknown peer"): (C, []),
+    ("forgotten", "other message"): (C, []),
+    ("forgotten", "other protocol error"): (C, []),
+    ("forgotten", "tick"): (C, [SendHello]),
+    ("forgotten", "tick past the timeout"): (L, [Lost]),
+    ("forgotten", "disconnected"): (C, []),
+    ("registered", "accepting reply"): (R, []),
+    ("registered", "refusing reply"): (R, []),
+    ("registered", "heartbeat echo"): (R, []),
+    ("registered", "unknown peer"): (C, [Forgotten, SendHello]),
+    ("registered", "other message"): (R, []),
+    ("registered", "other protocol error"): (R, []),
+    ("registered", "tick"): (R, [SendHeartbeat]),
+    ("registered", "tick past the timeout"): (L, [Lost]),
+    ("registered", "disconnected"): (R, []),
+    **{(final, event): (state, []) for final, state in (("refused", X), ("lost", L)) for event in EVENTS},
+}
+CLIENT_TABLE = {
+    **WORKER_TABLE,
+    ("connecting", "unknown peer"): (L, [Lost]),
+    ("connecting", "disconnected"): (L, [Lost]),
+    ("registered", "unknown peer"): (L, [Lost]),
+    ("registered", "tick"): (R, []),  # the heartbeat sent on registration is still unanswered
+    ("registered", "disconnected"): (L, [Lost]),
+}
+CASES = [
+    pytest.param(settings, state, event, *table[(state, event)], id=f"{peer}-{state}-{event}")
+    for peer, settings, table in (("worker", WORKER, WORKER_TABLE), ("client", CLIENT, CLIENT_TABLE))
+    for state in ("connecting", "forgotten", "registered", "refused", "lost")
+    if not (peer == "client" and state == "forgotten")  # a client is never forgotten: it is lost
+    for event in EVENTS
+]
+
+
+def test_the_table_covers_every_state_and_event() -> None:
+    states = {"connecting", "forgotten", "registered", "refused", "lost"}
+    assert set(WORKER_TABLE) == {(state, event) for state in states for event in EVENTS}
+    assert {link.state for link in (in_state(WORKER, state) for state in states)} == set(LinkState)
+
+
+@pytest.mark.parametrize(("settings", "state", "event", "end_state", "effects"), CASES)
+def test_every_state_and_event(
+    settings: LinkSettings, state: str, event: str, end_state: LinkState, effects: list[type]
+) -> None:
+    link = in_state(settings, state)
+    assert kinds(EVENTS[event](link)) == effects
+    assert link.state is end_state
+
+
+@pytest.mark.parametrize(
+    ("state", "code"), [("connecting", ExitCode.NEVER_CONNECTED), ("forgotten", ExitCode.NEVER_CONNECTED),
+                        ("registered", ExitCode.SCHEDULER_LOST)]
+)  # fmt: skip
+def test_a_loss_exits_with_never_connected_unless_registered(state: str, code: ExitCode) -> None:
+    (lost,) = [e for e in in_state(WORKER, state).on_tick(100.0) if isinstance(e, Lost)]
+    assert lost.exit_code is code

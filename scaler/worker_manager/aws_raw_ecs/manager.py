@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from scaler.config.sections import ECSWorkerManagerConfig, WorkerManagerSettings
-from scaler.protocol.scheduler_link import ExitCode
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.worker_manager.aws.client import AwsClients, CloudError
 from scaler.worker_manager.aws_raw_ecs.backend import EcsBackend
 from scaler.worker_manager.process import run_manager
@@ -24,5 +24,5 @@ def run(config: WorkerManagerSettings) -> int:
         )
     except CloudError as error:
         logger.error("%s", error)
-        return ExitCode.CONFIGURATION
+        return EXIT_CONFIGURATION
     return run_manager(config, MANAGER_TYPE, WORKER_TYPE, EcsBackend(config, config.worker_manager_id, clients))

@@ -8,7 +8,7 @@ import logging
 
 from scaler.config.sections import NativeWorkerManagerConfig
 from scaler.io.fork_server import ForkServer
-from scaler.protocol.scheduler_link import ExitCode
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.worker_manager.backend import LaunchSpec, worker_config_of
 from scaler.worker_manager.baremetal_native.backend import NativeBackend
 from scaler.worker_manager.baremetal_native.unit_records import state_directory_for
@@ -26,7 +26,7 @@ def run_native_manager(config: NativeWorkerManagerConfig) -> int:
     problem = settings_problem(config, worker_type)
     if problem is not None:  # before the worker forker starts
         logger.error("%s", problem)
-        return ExitCode.CONFIGURATION
+        return EXIT_CONFIGURATION
     spec = LaunchSpec(config.worker_manager_id, worker_config_of(config, worker_type))
     state_directory = state_directory_for(config.worker_manager_id, spec.scheduler_address)
     backend = NativeBackend(config.worker_manager_id, state_directory, forker=_start_forker(spec))

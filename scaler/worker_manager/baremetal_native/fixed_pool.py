@@ -15,7 +15,7 @@ from types import FrameType
 
 from scaler.config.sections import WorkerConfig
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
-from scaler.protocol.scheduler_link import ExitCode
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.worker.process import check_worker_config, worker_config_to_json
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ def run_worker_pool(config: WorkerConfig, count: int, stop_on_worker_death: bool
     problem = check_worker_config(config)
     if problem is not None:
         logger.error("%s", problem)
-        return ExitCode.CONFIGURATION
+        return EXIT_CONFIGURATION
     logger.info(
         "starting %d workers for %s (heartbeat %gs, death timeout %gs)",
         count, config.scheduler_address, config.heartbeat_interval_seconds, config.death_timeout_seconds,
@@ -60,7 +60,7 @@ def run_worker_pool(config: WorkerConfig, count: int, stop_on_worker_death: bool
                         return 1
         if stopping:
             logger.info("received %s: stopping %d workers", stopping[0], len(running))
-        return 0
+        return ExitCode.OK
     finally:
         stop_children(workers, STOP_GRACE_SECONDS)
         for signum, handler in previous.items():

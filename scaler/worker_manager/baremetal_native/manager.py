@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from scaler.config.sections import NativeWorkerManagerConfig, WorkerManagerSettings
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.worker_manager.backend import worker_config_of
 
 
@@ -17,7 +18,7 @@ def run(config: WorkerManagerSettings) -> int:
             print(
                 "scaler_worker_manager: fixed mode needs --max-task-concurrency (or -n) of at least 1", file=sys.stderr
             )
-            return 2
+            return EXIT_CONFIGURATION
         return run_worker_pool(worker_config_of(config, config.worker_type or "FIX"), config.max_task_concurrency)
     from scaler.worker_manager.baremetal_native.dynamic import run_native_manager
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from scaler.config.sections import EC2WorkerManagerConfig, WorkerManagerSettings
-from scaler.protocol.scheduler_link import ExitCode
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.worker_manager.aws.client import AwsClients, CloudError
 from scaler.worker_manager.orb_aws_ec2.backend import Ec2Backend
 from scaler.worker_manager.process import run_manager
@@ -25,7 +25,7 @@ def run(config: WorkerManagerSettings) -> int:
         )  # fmt: skip
     except CloudError as error:
         logger.error("%s", error)
-        return ExitCode.CONFIGURATION
+        return EXIT_CONFIGURATION
     backend = Ec2Backend(config, config.worker_manager_id, clients)
     backend.prepare_now()
     return run_manager(config, MANAGER_TYPE, WORKER_TYPE, backend)

@@ -1,0 +1,201 @@
+"""The worker agent's shell around the execution seam, driven with an in-memory executor and a scheduler
+played by the test on a real ROUTER socket: every processor effect reaches the executor, every report
+reaches the core, and nothing needs an OS process behind a processor (what a remote executor relies on)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from scaler.io.sockets import Socket, SocketFactory, bound_endpoint
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol.ids import ClientID, TaskID, new_worker_id
+from scaler.worker import agent_core as core
+from scaler.worker.agent import WorkerAgent, build_hello
+from scaler.worker.executor import ExecutorListener
+
+pytestmark = pytest.mark.integration
+
+DEADLINE_SECONDS = 30.0
+STORAGE_ADDRESS = "tcp://127.0.0.1:9"  #: handed to processors; this executor never connects to it
+USAGE = (12.5, 4096)
+
+
+@dataclass
+class MemoryExecutor:
+    """Slots that exist only as records: ready at once, tasks held until the test finishes them."""
+
+    spawned: list[bytes] = field(default_factory=list)
+    delivered: list[tuple[bytes, m.Message]] = field(default_factory=list)
+    killed: list[tuple[bytes, str]] = field(default_factory=list)
+    running: dict[TaskID, bytes] = field(default_factory=dict)
+    closed: bool = False
+    _loop: asyncio.AbstractEventLoop | None = None
+    _listener: ExecutorListener | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop, listener: ExecutorListener) -> None:
+        self._loop, self._listener = loop, listener
+
+    def spawn(self, processor_id: bytes) -> None:
+        self.spawned.append(processor_id)
+        self._report(processor_id, m.ProcessorReady(0))  # no OS process: pid 0
+
+    def send(self, processor_id: bytes, message: m.Message) -> None:
+        self.delivered.append((processor_id, message))
+        if isinstance(message, m.Task):
+            self.running[message.task_id] = processor_id
+
+    def kill(self, processor_id: bytes, reason: str) -> None:
+        self.killed.append((processor_id, reason))
+        assert self._loop is not None and self._listener is not None
+        self._loop.call_soon(self._listener.on_processor_exit, processor_id, f"remote job cancelled: {reason}")
+
+    def usage(self, processor_id: bytes) -> tuple[float, int]:
+        return USAGE
+
+    def close(self) -> None:
+        self.closed = True
+
+    def finish(self, task_id: TaskID) -> None:
+        result = m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"done")
+        self._report(self.running.pop(task_id), result)
+
+    def fail(self, reason: str) -> None:
+        assert self._loop is not None and self._listener is not None
+        self._loop.call_soon(self._listener.on_executor_failed, reason)
+
+    def _report(self, processor_id: bytes, message: m.Message) -> None:
+        assert self._loop is not None and self._listener is not None
+        self._loop.call_soon(self._listener.on_processor_messages, processor_id, [message])
+
+
+class PlayedScheduler:
+    """The scheduler's side of the worker's DEALER, read without blocking the shared event loop."""
+
+    def __init__(self, router: Socket) -> None:
+        self.router = router
+        self.worker = b""
+        self.heard: list[m.Message] = []
+
+    async def expect(self, kind: type, matching: object = None) -> m.Message:
+        """The next message of `kind` (and, when given, whose fields include `matching`'s)."""
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while time.monotonic() < deadline:
+            if self.router.poll(0):
+                self.worker, *frames = self.router.recv_multipart()
+                for frame in frames:
+                    message = codec.decode(frame)
+                    self.heard.append(message)
+                    if isinstance(message, kind) and (matching is None or matching(message)):  # type: ignore[operator]
+                        return message
+            else:
+                await asyncio.sleep(0.01)
+        raise AssertionError(f"the worker sent no {kind.__name__} within {DEADLINE_SECONDS:g} s: {self.heard}")
+
+    def send(self, message: m.Message) -> None:
+        self.router.send_multipart([self.worker, codec.encode(message)])
+
+
+def task(number: int) -> m.Task:
+    return m.Task(TaskID(number.to_bytes(16, "big")), ClientID(b"Client|c"), b"body")
+
+
+async def until(predicate: object, what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+Script = Callable[[PlayedScheduler, MemoryExecutor], Awaitable[None]]
+
+
+async def drive(executor: MemoryExecutor, script: Script) -> tuple[int, WorkerAgent]:
+    sockets = SocketFactory()
+    router = sockets.router("tcp://127.0.0.1:0")
+    address = bound_endpoint(router)
+    settings = core.AgentSettings(scheduler_address=address, slots=2, heartbeat_interval_seconds=0.1)
+    agent_core = core.AgentCore(settings, time.monotonic(), processor_prefix=b"mem")
+    hello = build_hello((), agent_core.capacity, "", "MEM")
+    agent = WorkerAgent(agent_core, new_worker_id("MEM"), address, hello, executor)
+    scheduler = PlayedScheduler(router)
+    run = asyncio.ensure_future(agent.run())
+    try:
+        await script(scheduler, executor)
+        code = await asyncio.wait_for(run, DEADLINE_SECONDS)
+    finally:
+        run.cancel()
+        router.close()
+        sockets.close()
+    return code, agent
+
+
+async def tasks_results_cancel_and_failure(scheduler: PlayedScheduler, executor: MemoryExecutor) -> None:
+    await scheduler.expect(m.Hello)
+    assert executor.spawned, "the first processor is spawned while the hello travels"
+    scheduler.send(m.HelloReply(True, object_storage_address=STORAGE_ADDRESS))
+    await scheduler.expect(m.WorkerCapacity)
+    # Two slots: both tasks go to the executor, on two processors, before either ends.
+    scheduler.send(task(1))
+    scheduler.send(task(2))
+    await until(lambda: len(executor.running) == 2, "both tasks to reach the executor")
+    assert len(set(executor.running.values())) == 2
+    configured = {pid for pid, message in executor.delivered if isinstance(message, m.HelloReply)}
+    assert set(executor.running.values()) <= configured, "a processor gets the storage address before a task"
+    assert all(
+        message.object_storage_address == STORAGE_ADDRESS
+        for _, message in executor.delivered
+        if isinstance(message, m.HelloReply)
+    )
+    # Heartbeats report each processor with the executor's usage and no pid; the echo's round trip is measured.
+    heartbeat = await scheduler.expect(m.Heartbeat, lambda h: h.worker.running == 2)
+    assert isinstance(heartbeat, m.Heartbeat) and heartbeat.worker is not None
+    running = [p for p in heartbeat.worker.processors if p.state == "running"]
+    assert [(p.pid, p.cpu_percent, p.rss_bytes) for p in running] == [(0, *USAGE)] * 2
+    scheduler.send(m.HeartbeatEcho())
+    await scheduler.expect(m.Heartbeat, lambda h: h.round_trip_seconds > 0)
+    # A result reported by the executor reaches the scheduler.
+    executor.finish(task(1).task_id)
+    result = await scheduler.expect(m.TaskResult)
+    assert isinstance(result, m.TaskResult) and result.task_id == task(1).task_id and result.payload == b"done"
+    # A cancel of a running task kills its processor through the executor, whose exit report ends it.
+    processor_of_2 = executor.running[task(2).task_id]
+    scheduler.send(m.TaskCancel((task(2).task_id,)))
+    confirm = await scheduler.expect(m.TaskCancelConfirm)
+    assert isinstance(confirm, m.TaskCancelConfirm) and confirm.outcome is m.CancelOutcome.CANCELED
+    assert (processor_of_2, "its task was cancelled") in executor.killed
+    # An executor that cannot go on stops the worker with exit code 1.
+    executor.fail("the remote system refuses every call")
+
+
+@pytest.mark.timeout(60)
+def test_the_agent_shell_runs_tasks_on_any_executor() -> None:
+    executor = MemoryExecutor()
+    code, agent = asyncio.run(drive(executor, tasks_results_cancel_and_failure))
+    assert code == core.EXIT_ERROR
+    assert agent.exit_reason == "the remote system refuses every call"
+    assert executor.closed
+
+
+async def shutdown_while_running(scheduler: PlayedScheduler, executor: MemoryExecutor) -> None:
+    await scheduler.expect(m.Hello)
+    scheduler.send(m.HelloReply(True, object_storage_address=STORAGE_ADDRESS))
+    scheduler.send(task(1))
+    await until(lambda: executor.running, "the task to reach the executor")
+    scheduler.send(m.Shutdown("the cluster is stopping"))
+
+
+@pytest.mark.timeout(60)
+def test_a_shutdown_kills_every_processor_through_the_executor_and_closes_it() -> None:
+    executor = MemoryExecutor()
+    code, agent = asyncio.run(drive(executor, shutdown_while_running))
+    assert code == core.EXIT_OK and "the cluster is stopping" in agent.exit_reason
+    stopped = {processor for processor, reason in executor.killed if reason == "the worker is stopping"}
+    assert stopped == set(executor.spawned), "every processor the executor started is killed when the worker stops"
+    assert executor.closed
