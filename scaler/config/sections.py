@@ -186,6 +186,10 @@ class WorkerManagerSettings(WorkerSettings):
         0, help="keep surplus workers this long after the scheduler's target dropped before stopping them",
         short=("-sdc",), ge=0,
     )  # fmt: skip
+    boot_timeout_seconds: float = setting(
+        300, help="a unit (process, task, instance) still booting after this long is stopped and replaced; "
+        "it counts as a failed launch", gt=0,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from scaler.fake_cloud.runners import Ec2Runner, EcsRunner, RunnerSettings
 
@@ -43,7 +44,10 @@ class FakeCloud:
         self._ecs = EcsRunner(settings)
         self._ec2 = Ec2Runner(settings)
         self._stop = threading.Event()
-        self._lock = threading.Lock()  #: a reset never meets a runner step half-way
+        #: a reset or an API call's follow-up never meets a runner step half-way (re-entrant: a step that
+        #: terminates an instance goes through the patched API)
+        self._lock = threading.RLock()
+        self._unpatch: list[tuple[type, str, object]] = []
         self._thread = threading.Thread(target=self._run, name="fake-cloud-runners", daemon=True)
         self._server: object | None = None
 
@@ -61,8 +65,38 @@ class FakeCloud:
         self._server = server
         # ECS tasks keep the status the runners give them (moto would otherwise step them towards STOPPED).
         state_manager.set_transition(model_name="ecs::task", transition={"progression": "manual", "times": 10**9})
+        self._follow_stops()
         self._thread.start()
         return self
+
+    def _follow_stops(self) -> None:
+        """moto answers stop_task and terminate_instances with STOPPED/terminated at once; the runners turn
+        that into STOPPING/shutting-down until the resource's processes have exited, as AWS reports it."""
+        from moto.ec2.models.instances import InstanceBackend
+        from moto.ecs.models import EC2ContainerServiceBackend
+
+        cloud = self
+        stop_task = EC2ContainerServiceBackend.stop_task
+        terminate_instances = InstanceBackend.terminate_instances
+
+        def stop_task_and_follow(backend: Any, cluster_str: str, task_str: str, reason: str) -> Any:
+            task = stop_task(backend, cluster_str, task_str, reason)
+            with cloud._lock:
+                cloud._ecs.stopped_by_api(time.monotonic(), [task.task_arn])
+            return task
+
+        def terminate_and_follow(backend: Any, instance_ids: list[str]) -> Any:
+            terminated = terminate_instances(backend, instance_ids)
+            with cloud._lock:
+                cloud._ec2.terminated_by_api(time.monotonic(), list(instance_ids))
+            return terminated
+
+        EC2ContainerServiceBackend.stop_task = stop_task_and_follow  # type: ignore[method-assign,assignment]
+        InstanceBackend.terminate_instances = terminate_and_follow  # type: ignore[method-assign,assignment]
+        self._unpatch = [
+            (EC2ContainerServiceBackend, "stop_task", stop_task),
+            (InstanceBackend, "terminate_instances", terminate_instances),
+        ]
 
     def set_boot_seconds(self, seconds: float) -> None:
         """The boot delay of resources launched from now on (the runners share their settings)."""
@@ -85,6 +119,9 @@ class FakeCloud:
             self._thread.join(10)
         self._ecs.close()
         self._ec2.close()
+        for owner, name, original in self._unpatch:
+            setattr(owner, name, original)
+        self._unpatch = []
         server = self._server
         if server is not None:
             server.stop()  # type: ignore[attr-defined]

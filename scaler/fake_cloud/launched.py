@@ -7,6 +7,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import psutil
+
 #: How long a stopped resource's processes get between SIGTERM and SIGKILL.
 STOP_GRACE_SECONDS = 5.0
 
@@ -30,6 +32,17 @@ class LaunchedProcess:
 
     def exit_code(self) -> int | None:
         return self.process.poll()
+
+    def group_alive(self) -> bool:
+        """Whether any process of the group is still running (zombies, waiting to be reaped, do not count)."""
+        self.process.poll()  # reap the group leader, our own child
+        for process in psutil.process_iter(["status"]):
+            try:
+                if process.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) == self.process.pid:
+                    return True
+            except (ProcessLookupError, psutil.Error):
+                continue
+        return False
 
     def stop(self, now: float) -> None:
         """SIGTERM the group now; `step` sends SIGKILL after the grace period."""

@@ -6,7 +6,8 @@ local process.
   RUNNING. A new EC2 instance is `pending` for the boot delay, then its user data runs as a shell script and it is
   `running`. The image is this machine: the command finds this interpreter first on its PATH, and talks to the
   fake cloud through `AWS_ENDPOINT_URL`.
-- A task stopped or an instance terminated through the API: its process group gets SIGTERM, then SIGKILL.
+- A task stopped or an instance terminated through the API: its process group gets SIGTERM, then SIGKILL after
+  a grace period; until the group has exited the task is STOPPING (the instance shutting-down), as in AWS.
 - A process that ends on its own: the task is STOPPED ("Essential container in task exited") or the instance
   terminated, as AWS does when a container or a machine's main program ends.
 
@@ -73,11 +74,7 @@ class EcsRunner:
     def _follow(self, now: float, region: str, arn: str, task: Any) -> None:
         launch = self.launches.get(arn)
         if task.desired_status != "RUNNING" or task.last_status == "STOPPED":
-            if launch is not None and launch.process is not None:
-                launch.process.stop(now)
-                launch.process.step(now)
-            if task.last_status != "STOPPED":
-                task.last_status = "STOPPED"
+            self._stopping(now, arn, task)
             return
         if launch is None:
             launch = self.launches[arn] = Launch(now)
@@ -95,6 +92,27 @@ class EcsRunner:
             task.stopped_reason = f"Essential container in task exited (exit code {code})"
             for container in getattr(task, "containers", []):
                 container.exit_code = code
+
+    def _stopping(self, now: float, arn: str, task: Any) -> None:
+        """A task being stopped is STOPPING until its processes have exited, then STOPPED (as in ECS)."""
+        launch = self.launches.get(arn)
+        if launch is not None and launch.process is not None and launch.process.group_alive():
+            launch.process.stop(now)
+            launch.process.step(now)
+            task.last_status = "STOPPING"
+        elif task.last_status != "STOPPED":
+            task.last_status = "STOPPED"
+
+    def stopped_by_api(self, now: float, arns: list[str]) -> None:
+        """Right after `stop_task` (which moto answers with STOPPED at once)."""
+        from moto.ecs.models import ecs_backends
+
+        for _account, regions in list(ecs_backends.items()):
+            for backend in list(regions.values()):
+                for tasks in list(backend.tasks.values()):
+                    for arn in arns:
+                        if arn in tasks:
+                            self._stopping(now, arn, tasks[arn])
 
     def _start(self, region: str, arn: str, task: Any) -> LaunchedProcess:
         environment = base_environment(self.settings, region)
@@ -129,11 +147,8 @@ class Ec2Runner:
         from moto.ec2.models.instances import InstanceState
 
         launch = self.launches.get(instance.id)
-        state = instance._state.name
-        if state in ("shutting-down", "terminated", "stopping", "stopped"):
-            if launch is not None and launch.process is not None:
-                launch.process.stop(now)
-                launch.process.step(now)
+        if instance._state.name in ("shutting-down", "terminated", "stopping", "stopped"):
+            self._stopping(now, instance)
             return
         if launch is None:
             launch = self.launches[instance.id] = Launch(now)
@@ -146,6 +161,30 @@ class Ec2Runner:
         if launch.process.exit_code() is not None:
             launch.process.kill()
             backend.terminate_instances([instance.id])
+
+    def _stopping(self, now: float, instance: Any) -> None:
+        """An instance being terminated is shutting-down until its processes have exited (as in EC2)."""
+        from moto.ec2.models.instances import InstanceState
+
+        launch = self.launches.get(instance.id)
+        if instance._state.name not in ("shutting-down", "terminated"):
+            return  # stopped instances keep their state
+        if launch is not None and launch.process is not None and launch.process.group_alive():
+            launch.process.stop(now)
+            launch.process.step(now)
+            instance._state = InstanceState("shutting-down", 32)
+        elif instance._state.name != "terminated":
+            instance._state = InstanceState("terminated", 48)
+
+    def terminated_by_api(self, now: float, instance_ids: list[str]) -> None:
+        """Right after `terminate_instances` (which moto answers with terminated at once)."""
+        from moto.ec2.models import ec2_backends
+
+        for _account, regions in list(ec2_backends.items()):
+            for backend in list(regions.values()):
+                for instance in list(backend.all_instances()):
+                    if instance.id in instance_ids:
+                        self._stopping(now, instance)
 
     def _start(self, region: str, instance: Any) -> LaunchedProcess:
         environment = base_environment(self.settings, region)

@@ -490,3 +490,22 @@ def run_script(code: str, *args: str, timeout_seconds: float = DEADLINE_SECONDS)
         raise AssertionError(
             f"the script did not exit within {timeout_seconds:g} s; output: {error.output!r}"
         ) from None
+
+
+# ---------------------------------------------------------------- the fake cloud
+
+
+@pytest.fixture(scope="session")
+def fake_cloud_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from tests.integration.cloud_harness import started_fake_cloud
+
+    yield from started_fake_cloud(tmp_path_factory.mktemp("fake-cloud-logs"))
+
+
+@pytest.fixture
+def fake_cloud(fake_cloud_session: Any) -> Iterator[Any]:
+    """The session's fake cloud, empty, with no boot delay; emptied again (its processes stopped) afterwards."""
+    fake_cloud_session.set_boot_seconds(0.0)
+    fake_cloud_session.reset()
+    yield fake_cloud_session
+    fake_cloud_session.reset()

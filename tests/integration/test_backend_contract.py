@@ -1,10 +1,11 @@
 """The contract every provisioning backend keeps (scaler/worker_manager/backend.py), as one suite.
 
-Each test runs against every entry of BACKENDS. Adding a backend (ECS against the fake cloud, a
-Kubernetes fake ...) is one more `pytest.param(BackendKind(...))`: a factory for fresh instances of a
+Each test runs against every entry of BACKENDS. Adding a backend is one more
+`pytest.param(BackendKind(...))`: a factory for fresh instances of a
 given manager (from its launch spec), and a way to find the local processes of a unit. The native
 backend runs twice: forking workers from a worker forker (as the manager does) and starting them as
-commands (what it falls back to without a forker).
+commands (what it falls back to without a forker). ECS and EC2 run against the fake cloud (moto, with
+every task or instance a local process).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from scaler.config.sections import WorkerConfig
 from scaler.worker_manager.backend import LaunchSpec, UnitBackend, UnitInfo, UnitState
 from scaler.worker_manager.baremetal_native.backend import NativeBackend
 from scaler.worker_manager.baremetal_native.worker_forker import start_worker_forker
+from tests.integration.cloud_harness import cloud_unit_processes, ec2_backend, ecs_backend
 from tests.integration.conftest import Addresses, Launcher, ProcessWatch, monitor
 from tests.integration.manager_harness import (
     forkers_with_setting,
@@ -43,6 +45,8 @@ class BackendKind:
     new_backend: Callable[[LaunchSpec, Path], UnitBackend]
     #: live local processes of a unit (every process it started, or its harness started for it)
     unit_processes: Callable[[str], list[psutil.Process]]
+    #: runs against the fake cloud (the `fake_cloud` fixture)
+    cloud: bool = False
 
 
 def native_forking_backend(spec: LaunchSpec, state_directory: Path) -> UnitBackend:
@@ -56,6 +60,8 @@ def native_command_backend(spec: LaunchSpec, state_directory: Path) -> UnitBacke
 BACKENDS = [
     pytest.param(BackendKind(native_forking_backend, unit_processes), id="native-forked"),
     pytest.param(BackendKind(native_command_backend, unit_processes), id="native-command"),
+    pytest.param(BackendKind(ecs_backend, cloud_unit_processes, cloud=True), id="ecs", marks=pytest.mark.cloud),
+    pytest.param(BackendKind(ec2_backend, cloud_unit_processes, cloud=True), id="ec2", marks=pytest.mark.cloud),
 ]
 
 
@@ -87,6 +93,8 @@ class Case:
 
 @pytest.fixture(params=BACKENDS)
 def case(request: pytest.FixtureRequest, scheduler: Addresses, tmp_path: Path) -> Iterator[Case]:
+    if request.param.cloud:
+        request.getfixturevalue("fake_cloud")
     manager_id = f"contract-{uuid.uuid4().hex[:8]}"
     worker = WorkerConfig(
         scheduler_address=scheduler.scheduler,

@@ -7,7 +7,7 @@ import logging
 from scaler.config.sections import ECSWorkerManagerConfig, WorkerManagerSettings
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.worker_manager.aws.client import AwsClients, CloudError
-from scaler.worker_manager.aws_raw_ecs.backend import EcsBackend
+from scaler.worker_manager.aws_raw_ecs.backend import EcsBackend, fargate_size_problem
 from scaler.worker_manager.process import run_manager
 
 logger = logging.getLogger(__name__)
@@ -18,6 +18,10 @@ WORKER_TYPE = "ECS"
 
 def run(config: WorkerManagerSettings) -> int:
     assert isinstance(config, ECSWorkerManagerConfig)
+    problem = fargate_size_problem(config.ecs_task_cpu, config.ecs_task_memory)
+    if problem is not None:
+        logger.error("%s", problem)
+        return EXIT_CONFIGURATION
     try:
         clients = AwsClients(
             config.aws_region, config.aws_access_key_id, config.aws_secret_access_key, config.aws_endpoint_url
