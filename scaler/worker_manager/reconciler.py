@@ -237,7 +237,11 @@ class Reconciler:
         for unit in alive:
             waited = now - unit.created_at
             if unit.state is UnitState.PENDING and waited > self.settings.pending_timeout_seconds:
-                notes.append(f"unit {unit.unit_id} has been pending for {waited:.0f} s: terminating it")
+                limit = self.settings.pending_timeout_seconds
+                notes.append(
+                    f"unit {unit.unit_id} is still booting after {waited:.0f} s (--boot-timeout-seconds {limit:g}): "
+                    "terminating it"
+                )
                 self._failure(now)
                 stuck.append(unit.unit_id)
         return stuck

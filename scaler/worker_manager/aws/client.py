@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -95,6 +96,8 @@ def plain_error(error: BaseException) -> BaseException:
     if isinstance(error, failures.ClientError):
         details = error.response.get("Error", {})
         code, text = str(details.get("Code", "Unknown")), str(details.get("Message", error))
+        if code.isdigit():  # an XML error body where JSON was expected (moto's authentication failures)
+            code, text = _xml_error(text) or (f"HTTP{code}", text)
         return CloudError(code, f"AWS error {code}: {text}{_advice(code)}")
     if isinstance(error, failures.NoCredentialsError):
         return CloudError(
@@ -105,6 +108,14 @@ def plain_error(error: BaseException) -> BaseException:
     if isinstance(error, failures.EndpointConnectionError):
         return CloudError("EndpointConnectionError", f"cannot reach the AWS endpoint: {error}")
     return error
+
+
+def _xml_error(body: str) -> tuple[str, str] | None:
+    code = re.search(r"<Code>([^<]+)</Code>", body)
+    message = re.search(r"<Message>([^<]*)</Message>", body)
+    if code is None:
+        return None
+    return code.group(1), message.group(1) if message else body
 
 
 def _advice(code: str) -> str:
