@@ -86,10 +86,21 @@ def one_burst(backend: str, arguments: argparse.Namespace, endpoint: str | None)
     manager_id = f"bench-{backend}"
     started.append(
         subprocess.Popen(
-            [BIN / "scaler_worker_manager", backend, scheduler, "-wmi", manager_id, "-mtc", str(arguments.workers),
-             "-his", "1", *manager_flags, *quiet],
+            [
+                BIN / "scaler_worker_manager",
+                backend,
+                scheduler,
+                "-wmi",
+                manager_id,
+                "-mtc",
+                str(arguments.workers),
+                "-his",
+                "1",
+                *manager_flags,
+                *quiet,
+            ],
             env=environment,
-        )  # fmt: skip
+        )
     )
     sampler = WorkerSeconds(monitor, manager_id)
     sampler.start()

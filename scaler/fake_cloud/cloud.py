@@ -60,6 +60,8 @@ class FakeCloud:
         from moto.moto_api import state_manager
         from moto.server import ThreadedMotoServer
 
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # moto's server thread would only print it
+            probe.bind(("127.0.0.1", self.port))
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         server.start()
         self._server = server
@@ -70,33 +72,42 @@ class FakeCloud:
         return self
 
     def _follow_stops(self) -> None:
-        """moto answers stop_task and terminate_instances with STOPPED/terminated at once; the runners turn
-        that into STOPPING/shutting-down until the resource's processes have exited, as AWS reports it."""
+        """moto answers run_task/run_instances with RUNNING/running and stop_task/terminate_instances with
+        STOPPED/terminated at once; right after each call the runners make that PROVISIONING/pending (booting)
+        and STOPPING/shutting-down (until the resource's processes have exited), as AWS reports it."""
         from moto.ec2.models.instances import InstanceBackend
         from moto.ecs.models import EC2ContainerServiceBackend
 
-        cloud = self
-        stop_task = EC2ContainerServiceBackend.stop_task
-        terminate_instances = InstanceBackend.terminate_instances
+        def launched_tasks(tasks: Any) -> None:
+            self._ecs.launched_by_api(time.monotonic(), list(tasks))
 
-        def stop_task_and_follow(backend: Any, cluster_str: str, task_str: str, reason: str) -> Any:
-            task = stop_task(backend, cluster_str, task_str, reason)
-            with cloud._lock:
-                cloud._ecs.stopped_by_api(time.monotonic(), [task.task_arn])
-            return task
+        def launched_instances(reservation: Any) -> None:
+            self._ec2.launched_by_api(time.monotonic(), list(reservation.instances))
 
-        def terminate_and_follow(backend: Any, instance_ids: list[str]) -> Any:
-            terminated = terminate_instances(backend, instance_ids)
-            with cloud._lock:
-                cloud._ec2.terminated_by_api(time.monotonic(), list(instance_ids))
-            return terminated
+        def stopped_task(task: Any) -> None:
+            self._ecs.stopped_by_api(time.monotonic(), [task.task_arn])
 
-        EC2ContainerServiceBackend.stop_task = stop_task_and_follow  # type: ignore[method-assign,assignment]
-        InstanceBackend.terminate_instances = terminate_and_follow  # type: ignore[method-assign,assignment]
-        self._unpatch = [
-            (EC2ContainerServiceBackend, "stop_task", stop_task),
-            (InstanceBackend, "terminate_instances", terminate_instances),
-        ]
+        def terminated(results: Any) -> None:
+            self._ec2.terminated_by_api(time.monotonic(), [instance.id for instance, _previous in results])
+
+        self._patch(EC2ContainerServiceBackend, "run_task", launched_tasks)
+        self._patch(EC2ContainerServiceBackend, "stop_task", stopped_task)
+        self._patch(InstanceBackend, "run_instances", launched_instances)
+        self._patch(InstanceBackend, "terminate_instances", terminated)
+
+    def _patch(self, owner: type, name: str, follow: Any) -> None:
+        """`owner.name` calls `follow(result)` under the runners' lock after moto's own method."""
+        original = getattr(owner, name)
+        lock = self._lock
+
+        def call_and_follow(backend: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(backend, *args, **kwargs)
+            with lock:
+                follow(result)
+            return result
+
+        setattr(owner, name, call_and_follow)
+        self._unpatch.append((owner, name, original))
 
     def set_boot_seconds(self, seconds: float) -> None:
         """The boot delay of resources launched from now on (the runners share their settings)."""

@@ -76,13 +76,14 @@ class EcsRunner:
         if task.desired_status != "RUNNING" or task.last_status == "STOPPED":
             self._stopping(now, arn, task)
             return
-        if launch is None:
+        if launch is None:  # a task the API did not announce (moto's own, a reset)
             launch = self.launches[arn] = Launch(now)
-            task.last_status = "PENDING"
         if launch.process is None:
             if now - launch.seen_at >= self.settings.boot_seconds:
                 launch.process = self._start(region, arn, task)
                 task.last_status = "RUNNING"
+            else:
+                task.last_status = "PENDING"
             return
         code = launch.process.exit_code()
         if code is not None:
@@ -102,6 +103,12 @@ class EcsRunner:
             task.last_status = "STOPPING"
         elif task.last_status != "STOPPED":
             task.last_status = "STOPPED"
+
+    def launched_by_api(self, now: float, tasks: list[Any]) -> None:
+        """Right after `run_task`: the tasks are booting."""
+        for task in tasks:
+            self.launches.setdefault(task.task_arn, Launch(now))
+            task.last_status = "PROVISIONING"
 
     def stopped_by_api(self, now: float, arns: list[str]) -> None:
         """Right after `stop_task` (which moto answers with STOPPED at once)."""
@@ -150,7 +157,7 @@ class Ec2Runner:
         if instance._state.name in ("shutting-down", "terminated", "stopping", "stopped"):
             self._stopping(now, instance)
             return
-        if launch is None:
+        if launch is None:  # an instance the API did not announce
             launch = self.launches[instance.id] = Launch(now)
             instance._state = InstanceState("pending", 0)
         if launch.process is None:
@@ -175,6 +182,14 @@ class Ec2Runner:
             instance._state = InstanceState("shutting-down", 32)
         elif instance._state.name != "terminated":
             instance._state = InstanceState("terminated", 48)
+
+    def launched_by_api(self, now: float, instances: list[Any]) -> None:
+        """Right after `run_instances`: the instances are booting."""
+        from moto.ec2.models.instances import InstanceState
+
+        for instance in instances:
+            self.launches.setdefault(instance.id, Launch(now))
+            instance._state = InstanceState("pending", 0)
 
     def terminated_by_api(self, now: float, instance_ids: list[str]) -> None:
         """Right after `terminate_instances` (which moto answers with terminated at once)."""

@@ -1,0 +1,107 @@
+"""`scaler_fake_cloud`: an AWS endpoint on 127.0.0.1 that runs what is launched as local processes, after the
+boot delay, stops them with the resource, and stops cleanly (with everything it runs) on SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import boto3
+import psutil
+import pytest
+
+from scaler.io.address import free_tcp_port_block
+from tests.integration.conftest import Launcher, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(120)]
+
+
+def marked_processes(marker: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE and marker in " ".join(process.cmdline()):
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
+def ecs_client(endpoint: str, service: str = "ecs") -> Any:
+    return boto3.client(
+        service, region_name="us-east-1", endpoint_url=endpoint, aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )  # fmt: skip
+
+
+def run_sleeping_task(ecs: Any, marker: str) -> str:
+    ec2 = ecs_client(ecs.meta.endpoint_url, "ec2")
+    subnet = ec2.describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])["Subnets"][0]
+    group = ec2.describe_security_groups(
+        Filters=[{"Name": "vpc-id", "Values": [subnet["VpcId"]]}, {"Name": "group-name", "Values": ["default"]}]
+    )["SecurityGroups"][0]["GroupId"]
+    ecs.create_cluster(clusterName="c")
+    ecs.register_task_definition(
+        family="f", requiresCompatibilities=["FARGATE"], networkMode="awsvpc", cpu="1024", memory="2048",
+        containerDefinitions=[{"name": "main", "image": "any", "essential": True, "memory": 2048}],
+    )  # fmt: skip
+    overrides = {"containerOverrides": [{"name": "main", "environment": [{"name": "COMMAND", "value": marker}]}]}
+    network = {"awsvpcConfiguration": {"subnets": [subnet["SubnetId"]], "securityGroups": [group]}}
+    answer = ecs.run_task(
+        cluster="c", taskDefinition="f", launchType="FARGATE", overrides=overrides, networkConfiguration=network
+    )
+    return str(answer["tasks"][0]["taskArn"])
+
+
+def status(ecs: Any, arn: str) -> str:
+    return str(ecs.describe_tasks(cluster="c", tasks=[arn])["tasks"][0]["lastStatus"])
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_the_command_runs_a_task_after_its_boot_and_stops_with_everything(
+    launcher: Launcher, stop_signal: signal.Signals
+) -> None:
+    port = free_tcp_port_block(1)
+    cloud = launcher.start("scaler_fake_cloud", "--port", str(port), "--boot-seconds", "2")
+    assert f"AWS_ENDPOINT_URL=http://127.0.0.1:{port}" in cloud.wait_for_log("AWS_ENDPOINT_URL=")
+    ecs = ecs_client(f"http://127.0.0.1:{port}")
+    marker = f"sleep 3{port}.5"  # a command line no other test runs
+    arn = run_sleeping_task(ecs, marker)
+    assert status(ecs, arn) in ("PROVISIONING", "PENDING"), "booting first"
+    wait_for(lambda: marked_processes(marker), "the task's command to run")
+    assert status(ecs, arn) == "RUNNING"
+
+    ecs.stop_task(cluster="c", task=arn, reason="test")
+    wait_for(lambda: not marked_processes(marker), "the stopped task's command to end")
+    wait_for(lambda: status(ecs, arn) == "STOPPED", "the task to read STOPPED")
+
+    second = f"sleep 4{port}.5"
+    run_sleeping_task(ecs, second)
+    wait_for(lambda: marked_processes(second), "the second task's command to run")
+    cloud.popen.send_signal(stop_signal)
+    assert cloud.wait_exit() == 0
+    assert not marked_processes(second), "stopping the cloud stops what it runs"
+
+
+def test_a_task_whose_command_ends_reads_stopped_with_its_exit_code(launcher: Launcher) -> None:
+    port = free_tcp_port_block(1)
+    cloud = launcher.start("scaler_fake_cloud", "--port", str(port))
+    cloud.wait_for_log("AWS_ENDPOINT_URL=")
+    ecs = ecs_client(f"http://127.0.0.1:{port}")
+    arn = run_sleeping_task(ecs, "exit 3")
+    wait_for(lambda: status(ecs, arn) == "STOPPED", "the task to stop on its own")
+    (task,) = ecs.describe_tasks(cluster="c", tasks=[arn])["tasks"]
+    assert task["stoppedReason"] == "Essential container in task exited (exit code 3)"
+    cloud.popen.send_signal(signal.SIGTERM)
+    assert cloud.wait_exit() == 0
+
+
+def test_a_port_in_use_is_a_clear_error(launcher: Launcher) -> None:
+    port = free_tcp_port_block(1)
+    first = launcher.start("scaler_fake_cloud", "--port", str(port))
+    first.wait_for_log("AWS_ENDPOINT_URL=")
+    second = launcher.start("scaler_fake_cloud", "--port", str(port))
+    assert second.wait_exit() == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in second.log_text()
+    first.popen.send_signal(signal.SIGTERM)
+    assert first.wait_exit() == 0
