@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUNTIME_STAMP := $(VENV)/.runtime
 
 .PHONY: demo test test-pythons check lint typecheck benchmark clean
 
@@ -15,7 +16,14 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[test,dev]"
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The demo needs the runtime only (a few dependencies, seconds to install); the test and dev tools come with
+# `make test`.
+$(RUNTIME_STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUNTIME_STAMP)
+
+demo: $(RUNTIME_STAMP)
 	$(BIN)/python examples/demo.py
 
 test: $(STAMP)

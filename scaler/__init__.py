@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from scaler.client.client import Client
     from scaler.client.future import ScalerFuture
     from scaler.client.object_reference import ObjectReference
+    from scaler.client.progress import progress
     from scaler.client.serializer import Serializer
     from scaler.cluster.combo import SchedulerClusterCombo
 
@@ -42,6 +43,7 @@ _LAZY = {
     "ObjectReference": "scaler.client.object_reference",
     "Serializer": "scaler.client.serializer",
     "SchedulerClusterCombo": "scaler.cluster.combo",
+    "progress": "scaler.client.progress",
 }
 
 
@@ -77,4 +79,5 @@ __all__ = [
     "TaskTimeoutError",
     "WorkerDiedError",
     "__version__",
+    "progress",
 ]

@@ -19,10 +19,12 @@ from typing import Any
 
 from scaler.client import processor_context
 from scaler.client.agent import ClientAgent
+from scaler.client.display import client_rows, html_table
 from scaler.client.future import ScalerFuture
-from scaler.client.map_chunks import chunk_size, run_chunk
+from scaler.client.map_chunks import chunk_size, name_failed_item, run_chunk
 from scaler.client.object_reference import ObjectReference
 from scaler.client.processor_context import BlockingWait
+from scaler.client.progress import wait_with_bar
 from scaler.client.result_reader import ResultReader
 from scaler.client.serializer import DefaultSerializer, Serializer, serialize_to_frames
 from scaler.client.task_builder import TaskBuilder, describe, frames_size
@@ -99,7 +101,22 @@ class Client:
         return self._address
 
     def __repr__(self) -> str:
-        return f"Client(address={self._address!r}, identity={self._identity.decode()!r})"
+        return (
+            f"Client(address={self._address!r}, identity={self._identity.decode()!r}, "
+            f"workers={self._agent.worker_count}, unfinished_tasks={len(self._agent.futures)}, {self._state()})"
+        )
+
+    def _repr_html_(self) -> str:
+        rows = client_rows(
+            self._address, str(self._object_storage_address), self._agent.worker_count, len(self._agent.futures),
+            self._state(),
+        )  # fmt: skip
+        return html_table("scaler Client", rows)
+
+    def _state(self) -> str:
+        if self._closed:
+            return "disconnected"
+        return f"lost: {self._agent.error}" if self._agent.error is not None else "connected"
 
     def __enter__(self) -> Client:
         return self
@@ -208,32 +225,39 @@ class Client:
 
     def map(
         self, fn: Callable[..., Any], *iterables: Iterable[Any], capabilities: dict[str, int] | None = None,
-        reserialize: bool = False,
+        reserialize: bool = False, progress: bool = False,
     ) -> list[Any]:  # fmt: skip
-        """Like built-in map (stops at the shortest iterable), run on the workers; returns the results."""
+        """Like built-in map (stops at the shortest iterable), run on the workers; returns the results.
+        `progress=True` shows a progress bar on stderr (a widget in Jupyter)."""
         if not iterables:
             raise TypeError("map() needs at least one iterable")
-        return self.starmap(fn, zip(*iterables, strict=False), capabilities=capabilities, reserialize=reserialize)
+        return self.starmap(
+            fn, zip(*iterables, strict=False), capabilities=capabilities, reserialize=reserialize, progress=progress
+        )
 
     def starmap(
         self, fn: Callable[..., Any], iterable: Iterable[Iterable[Any]], capabilities: dict[str, int] | None = None,
-        reserialize: bool = False,
+        reserialize: bool = False, progress: bool = False,
     ) -> list[Any]:  # fmt: skip
         """fn(*args) for each args in iterable, run on the workers; returns the results in order.
-        A large map travels in chunks of several calls per task (see map_chunks)."""
+        A large map travels in chunks of several calls per task (see map_chunks). An item that raises
+        ends the map with its exception, which names the item's index and arguments in a note."""
         self._check_open()
         calls = [tuple(args) for args in iterable]
         if calls:  # the first call's arguments are checked here (all of them would cost a map too much)
             self._builder.function(fn).check_call(calls[0], {})
         size = chunk_size(len(calls), self._agent.worker_count)
         if size == 1 or not isinstance(self._serializer, DefaultSerializer):
-            return self._gather(self._submit_many(fn, calls, capabilities, reserialize))
+            futures = self._submit_many(fn, calls, capabilities, reserialize)
+            return self._gather(futures, progress, [1] * len(futures), calls)
         runner = self._chunk_runners.get(id(fn))
         if runner is None or runner.args[0] is not fn:
             runner = self._chunk_runners[id(fn)] = functools.partial(run_chunk, fn)
         chunks = [(calls[start : start + size],) for start in range(0, len(calls), size)]
+        sizes = [len(chunk[0]) for chunk in chunks]
         results: list[Any] = []
-        for chunk_results in self._gather(self._submit_many(runner, chunks, capabilities, reserialize)):
+        for chunk_results in self._gather(self._submit_many(runner, chunks, capabilities, reserialize), progress,
+                                          sizes, calls):  # fmt: skip
             results.extend(chunk_results)
         return results
 
@@ -263,11 +287,30 @@ class Client:
             self._agent.send(frames)
         return futures
 
-    def _gather(self, futures: list[ScalerFuture]) -> list[Any]:
+    def _gather(
+        self,
+        futures: list[ScalerFuture],
+        progress: bool = False,
+        items: list[int] | None = None,
+        calls: list[tuple[Any, ...]] | None = None,
+    ) -> list[Any]:
+        """The futures' results in order; the first failure cancels the rest and is raised, naming the map
+        item (its index and arguments) when `items` and `calls` say which items each future ran."""
         try:
             with BlockingWait():
-                concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
-            return [future.result() for future in futures]
+                if progress:
+                    wait_with_bar(futures, items)
+                else:
+                    concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
+            values = []
+            for index, future in enumerate(futures):
+                try:
+                    values.append(future.result())
+                except Exception as error:
+                    if items is not None and calls is not None:
+                        name_failed_item(error, sum(items[:index]), items[index], calls)
+                    raise
+            return values
         except BaseException:
             for future in futures:
                 if not future.done():

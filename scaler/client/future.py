@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
+from scaler.client.display import future_state, html_table
 from scaler.client.processor_context import BlockingWait
 from scaler.errors import ObjectStorageException
 from scaler.protocol import messages as m
@@ -56,6 +57,17 @@ class ScalerFuture(concurrent.futures.Future[Any]):
     @property
     def task_id(self) -> TaskID:
         return self._task_id
+
+    def __repr__(self) -> str:
+        return f"<ScalerFuture task={self._task_id.hex()[:12]} state={self._display_state()}>"
+
+    def _repr_html_(self) -> str:
+        return html_table("ScalerFuture", [("task", self._task_id.hex()), ("state", self._display_state())])
+
+    def _display_state(self) -> str:
+        done, cancelled = self.done(), self.cancelled()
+        failed = self.exception(timeout=0) if done and not cancelled else None
+        return future_state(done, cancelled, self.running(), failed)
 
     # ------------------------------------------------------------ completion (called by the I/O thread)
 

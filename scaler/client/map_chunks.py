@@ -9,6 +9,7 @@ travels one call per task.
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,6 +25,39 @@ def chunk_size(items: int, workers: int) -> int:
     return max(1, min(MAX_CHUNK, items // parallelism))
 
 
+#: Set on the exception a chunk's call raised: the call's index within its chunk (travels with the exception).
+CHUNK_INDEX_ATTRIBUTE = "scaler_map_chunk_index"
+
+
 def run_chunk(function: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> list[Any]:
     """Runs on a worker: the calls of one chunk, in order; the first exception ends the chunk."""
-    return [function(*arguments) for arguments in calls]
+    results = []
+    for index, arguments in enumerate(calls):
+        try:
+            results.append(function(*arguments))
+        except Exception as error:
+            try:
+                setattr(error, CHUNK_INDEX_ATTRIBUTE, index)
+            except (AttributeError, TypeError):  # an exception type that takes no attributes
+                pass
+            raise
+    return results
+
+
+def name_failed_item(error: BaseException, first_item: int, items: int, calls: Sequence[tuple[Any, ...]]) -> None:
+    """Add a note to a map's failure naming the item that raised (index and arguments), or the items of
+    the task that failed as a whole (its worker died, it timed out)."""
+    offset = getattr(error, CHUNK_INDEX_ATTRIBUTE, None)
+    if offset is None and items > 1:
+        note = f"scaler: map items {first_item} to {first_item + items - 1} (one task) failed"
+    else:
+        index = first_item + (offset or 0)
+        shown = reprlib.repr(calls[index]) if index < len(calls) else "?"
+        note = f"scaler: map item {index} failed; its arguments: {shown}"
+    notes = getattr(error, "__notes__", None)
+    if notes is not None and note in notes:
+        return
+    if hasattr(error, "add_note"):
+        error.add_note(note)
+    else:  # Python 3.10: kept for code that reads it, not printed by tracebacks
+        error.__notes__ = [*(notes or []), note]  # type: ignore[attr-defined]

@@ -15,6 +15,7 @@ import subprocess
 from typing import Any
 
 from scaler.client.client import refuse_tls_security_config
+from scaler.client.display import cluster_rows, html_table
 from scaler.cluster.host import ForkedHost, fork_host, import_runtime, os_thread_count
 from scaler.cluster.readiness import wait_for_scheduler
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, section_to_json
@@ -158,6 +159,20 @@ class SchedulerClusterCombo:
 
     def get_address(self) -> str:
         return self._address
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._stopped else "running"
+        return (
+            f"SchedulerClusterCombo(address={self._address!r}, workers={len(self.worker_pids)}, "
+            f"monitor={self._monitor_address!r}, {state})"
+        )
+
+    def _repr_html_(self) -> str:
+        rows = cluster_rows(
+            self._address, self._object_storage_address, self._monitor_address, len(self.worker_pids),
+            not self._stopped,
+        )  # fmt: skip
+        return html_table("scaler SchedulerClusterCombo", rows)
 
     @property
     def object_storage_address(self) -> str:

@@ -26,17 +26,20 @@ from tests.integration.conftest import (
     Addresses,
     Launcher,
     Service,
+    free_addresses,
     monitor,
     probe_scheduler,
     wait_for,
 )
 from tests.integration.manager_harness import manager_of, workers_of
+from tests.integration.tcp_forwarder import TcpForwarder
 from tests.integration.test_launcher import Stack, stack_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(300)]
 
 #: The example's cooldown (15 s) shortened, so that the return to zero is seen sooner.
 SHORT_COOLDOWN = ("cooldown_seconds=15", "cooldown_seconds=2")
+SCALING_ARGS = ("--policy-content", "allocate=even_load; scaling=work; cooldown_seconds=60")
 ECS_FLAGS = ("--ecs-subnets", "default", "--ecs-task-cpu", "1", "--ecs-task-memory", "2")
 
 
@@ -196,3 +199,28 @@ def test_a_unit_whose_worker_is_killed_is_replaced_and_its_tasks_run_again(fake_
         stopped = ecs_tasks(manager_id, "STOPPED")
         assert any("exited" in str(task.get("stoppedReason")) for task in stopped), stopped
         assert units_ever("ecs", manager_id) >= 3, "the dead unit was replaced"
+
+
+def big_sum(blob: bytes) -> int:
+    return len(blob)
+
+
+def test_cloud_workers_reach_the_scheduler_and_storage_through_the_advertised_addresses(
+    fake_cloud: Any, launcher: Launcher
+) -> None:
+    """As behind a NAT: the manager talks to the scheduler's own address, the units only know the addresses
+    given to them (-wsa for the scheduler, the scheduler's advertised object storage address)."""
+    addresses = free_addresses()
+    storage_port = int(addresses.object_storage.rsplit(":", 1)[1])
+    scheduler_port = int(addresses.scheduler.rsplit(":", 1)[1])
+    with TcpForwarder(scheduler_port) as to_scheduler, TcpForwarder(storage_port) as to_storage:
+        launcher.object_storage(addresses.object_storage)
+        launcher.scheduler(
+            addresses, *SCALING_ARGS, "--advertised-object-storage-address", f"tcp://127.0.0.1:{to_storage.port}"
+        )
+        start_ecs_manager(launcher, addresses, "ecs-nat", "-mtc", "1", "-wsa", f"tcp://127.0.0.1:{to_scheduler.port}")
+        with Client(address=addresses.scheduler, timeout_seconds=120) as client:
+            assert client.submit(big_sum, b"x" * 1_000_000).result() == 1_000_000  # stored, not inline
+        assert to_scheduler.connections >= 1, "the unit's worker connected through the -wsa address"
+        # the client stored the argument and the worker fetched it, both through the advertised address
+        assert to_storage.connections >= 2, to_storage.connections
