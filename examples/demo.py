@@ -13,10 +13,12 @@ import sys
 import time
 
 from scaler import Client
+from scaler.io.port_owner import address_in_use_problem
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIG = os.path.join(HERE, "..", "config", "local.toml")
 SCHEDULER = "tcp://127.0.0.1:8516"
+STORAGE = "tcp://127.0.0.1:8517"
 
 
 def square(value: int) -> int:
@@ -25,6 +27,11 @@ def square(value: int) -> int:
 
 def main() -> int:
     config = sys.argv[1] if len(sys.argv) > 1 else CONFIG
+    for address in (SCHEDULER, STORAGE):  # else another stack on these ports would answer the demo's client
+        problem = address_in_use_problem(address)
+        if problem is not None:
+            print(f"demo: cannot start the local stack: {problem}; stop it first", file=sys.stderr)
+            return 2
     print(f"starting the local stack: scaler {os.path.relpath(config)}", flush=True)
     # The stack's own logs would drown the demo's output: only warnings and errors (environment beats
     # the file, see docs/configuration.md).

@@ -44,6 +44,10 @@ logger = logging.getLogger(__name__)
 DIRECT_SEND_GAP_SECONDS = 0.0005
 
 
+#: How often a client that waits for its scheduler says so.
+WAITING_NOTICE_SECONDS = 5.0
+
+
 class ClientAgent:
     def __init__(
         self,
@@ -92,11 +96,21 @@ class ClientAgent:
 
     # ------------------------------------------------------------ user thread side
 
-    def start(self) -> m.HelloReply:
+    def start(self, connect_timeout_seconds: float | None = None) -> m.HelloReply:
+        """Connect and say hello; while no scheduler answers, say so on stderr every few seconds, and give up
+        after `connect_timeout_seconds` (default: the client timeout) with a ConnectionError."""
         self._thread.start()
-        if not self._ready.wait(self._timeout + 5.0):  # the link gives up after the timeout; this is a backstop
-            self.stop(0.5)
-            raise ConnectionError(f"no scheduler answered at {self.address} within {self._timeout:g} s")
+        limit = self._timeout if connect_timeout_seconds is None else min(connect_timeout_seconds, self._timeout)
+        waited = 0.0
+        while not self._ready.wait(min(WAITING_NOTICE_SECONDS, limit - waited)):
+            waited += WAITING_NOTICE_SECONDS
+            if waited >= limit:
+                self.stop(0.5)
+                raise ConnectionError(
+                    f"no scheduler answered at {self.address} within {limit:g} s: is it running, and is this its "
+                    "address? (Client(..., connect_timeout_seconds=...) waits longer)"
+                )
+            print(f"scaler: still waiting for the scheduler at {self.address} ({waited:.0f} s)", file=sys.stderr)
         if self.error is not None:
             raise self.error
         assert self.hello_reply is not None

@@ -55,8 +55,11 @@ class Client:
         security_config: Any = None,
         *,
         security: TransportSecurity | None = None,
+        connect_timeout_seconds: float = 15.0,
     ) -> None:
-        """`security` secures the client's connections (None: plain TCP; inside a task: the worker's)."""
+        """`security` secures the client's connections (None: plain TCP; inside a task: the worker's).
+        `connect_timeout_seconds`: how long the first connection waits for the scheduler to answer (saying
+        so on stderr every 5 s) before a ConnectionError."""
         refuse_tls_security_config(security_config)
         context = processor_context.current()
         if security is None and context is not None:
@@ -84,7 +87,7 @@ class Client:
         self._agent = ClientAgent(
             self._address, self._identity, hello, heartbeat_interval_seconds, timeout_seconds, security
         )
-        reply = self._agent.start()
+        reply = self._agent.start(connect_timeout_seconds)
         self._object_storage_address = object_storage_address or reply.object_storage_address
         self._builder = TaskBuilder(self._identity, self._serializer, self._store, self._current_serializer_id)
         self._chunk_runners: dict[int, functools.partial[list[Any]]] = {}

@@ -7,6 +7,7 @@ scheduler, then object storage, and leaves no process behind.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -21,6 +22,7 @@ from scaler.cluster.readiness import wait_for_scheduler
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, section_to_json
 from scaler.io.address import free_tcp_port_block, parse_address
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
+from scaler.io.port_owner import address_in_use_problem
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ class SchedulerClusterCombo:
         scaler_policy: Any = None,
         event_loop: str = "builtin",
         logging_paths: tuple[str, ...] = ("/dev/stdout",),
-        logging_level: str = "INFO",
+        logging_level: str = "WARNING",
         logging_config_file: str | None = None,
         worker_manager_id: str = "combo",
         security_config: Any = None,
@@ -127,6 +129,10 @@ class SchedulerClusterCombo:
             logging_level=logging_level,
             logging_config_file=logging_config_file,
         )
+        for bound in (self._address, object_storage_address, self._monitor_address):
+            problem = address_in_use_problem(bound)
+            if problem is not None:  # else a cluster already there would answer our readiness probe
+                raise OSError(errno.EADDRINUSE, f"SchedulerClusterCombo: {problem}")
         plan = {
             "object_storage_server": section_to_json(storage),
             "scheduler": section_to_json(scheduler),

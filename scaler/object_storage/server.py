@@ -25,6 +25,7 @@ import zmq
 from scaler.config.sections import ObjectStorageServerConfig
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import run
+from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, TransportSecurity, bound_endpoint
 from scaler.io.zmq_async import AsyncSocket, Frames
 from scaler.object_storage.store import ObjectStore, PayloadBuffer
@@ -198,7 +199,8 @@ def _bind(sockets: SocketFactory, address: str) -> zmq.Socket[Any]:
     try:
         return sockets.router(str(parsed))
     except zmq.ZMQError as error:
-        raise ObjectStorageBindError(f"object storage server cannot listen on {parsed}: {error.strerror}") from None
+        reason = address_in_use_problem(str(parsed)) or f"{parsed}: {error.strerror}"
+        raise ObjectStorageBindError(f"object storage server cannot listen on {reason}") from None
 
 
 def _storable(frame: Any) -> PayloadBuffer:

@@ -11,6 +11,7 @@ import zmq
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_from_json
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
+from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.handshake import local_python_version
@@ -40,6 +41,10 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
         logger.error("%s", error)
         return EXIT_CONFIGURATION
 
+    taken = [problem for problem in map(address_in_use_problem, (bind, monitor)) if problem]
+    if taken:  # before anything is started for a scheduler that cannot run
+        logger.error("cannot start: %s", "; ".join(taken))
+        return EXIT_CONFIGURATION
     storage_child: StorageChild | None = None
     try:
         if storage is None:
@@ -57,6 +62,8 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
                 security,
             )
             storage_child.start()
+        else:
+            _check_object_storage(storage, security)
         advertised = config.advertised_object_storage_address or str(parse_address(storage).connectable())
         settings = CoreSettings(
             scheduler_address=bind,
@@ -110,15 +117,19 @@ def _serve(
     watcher = None
     if storage_child is not None:
         watcher = loop.create_task(storage_child.watch(lambda reason: server.stop(reason, exit_code=ExitCode.ERROR)))
-    try:
+
+    def announce() -> None:  # once bound: never "listening" on a port another process holds
         logger.info("scheduler listening on %s (event loop: %s)", bind, config.event_loop)
         logger.info("monitor address is %s (scaler_top %s)", monitor, monitor)
         logger.info("object storage address is %s", storage)
-        reason = loop.run_until_complete(server.run())
+
+    try:
+        reason = loop.run_until_complete(server.run(on_bound=announce))
         (logger.error if server.exit_code else logger.info)("scheduler stopped: %s", reason)
         return server.exit_code
     except zmq.ZMQError as error:
-        logger.error("could not bind %s or %s: %s", bind, monitor, error.strerror)
+        problems = [problem for problem in map(address_in_use_problem, (bind, monitor)) if problem]
+        logger.error("could not bind %s", "; ".join(problems) or f"{bind} or {monitor}: {error.strerror}")
         return EXIT_CONFIGURATION
     finally:
         if watcher is not None:
@@ -126,6 +137,25 @@ def _serve(
             loop.run_until_complete(asyncio.gather(watcher, return_exceptions=True))
         loop.close()
         asyncio.set_event_loop(None)
+
+
+#: How long the scheduler waits at start for an object storage server it was pointed at.
+STORAGE_CHECK_SECONDS = 3.0
+
+
+def _check_object_storage(address: str, security: TransportSecurity | None) -> None:
+    """Say clearly at start when the object storage server cannot be reached (the scheduler still starts: the
+    server may come up later; until then large arguments and results wait for it)."""
+    from scaler.object_storage.readiness import wait_for_object_storage
+
+    try:
+        wait_for_object_storage(str(parse_address(address).connectable()), STORAGE_CHECK_SECONDS, security=security)
+    except RuntimeError as error:
+        logger.warning(
+            "%s; tasks whose arguments or results go through object storage will wait for it (start it with "
+            "`scaler_object_storage_server %s`, or leave out --object-storage-address and the scheduler starts one)",
+            error, address,
+        )  # fmt: skip
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -66,7 +67,8 @@ class SchedulerServer:
             self.exit_code = exit_code
             self._stopped.set()
 
-    async def run(self) -> str:
+    async def run(self, on_bound: Callable[[], None] | None = None) -> str:
+        """Serve until stopped; `on_bound()` once every socket is bound. Returns why it stopped."""
         loop = asyncio.get_running_loop()
         router_socket = self._sockets.router(self._bind_address, mandatory=True, handover=True)
         try:
@@ -82,6 +84,8 @@ class SchedulerServer:
         self._storage = AsyncObjectStorageConnection(
             self._object_storage_address, role="scheduler", sockets=self._sockets
         )
+        if on_bound is not None:
+            on_bound()
         routines = [
             asyncio.ensure_future(self._tick_routine()),
             asyncio.ensure_future(self._stats_routine()),

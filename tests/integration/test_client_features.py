@@ -28,8 +28,10 @@ def run_seed(name: str, timeout_seconds: float = 120) -> list[str]:
         [sys.executable, str(SEEDS / name)], capture_output=True, text=True, timeout=timeout_seconds, cwd=SEEDS
     )
     assert done.returncode == 0, f"{name} failed: {done.stderr[-3000:]}"
-    # the cluster's processes log to the same stdout; keep the script's own lines
-    return [line for line in done.stdout.splitlines() if not line.startswith("[")]
+    # a local cluster is quiet unless something goes wrong: only the script's own lines
+    logged = [line for line in done.stdout.splitlines() + done.stderr.splitlines() if line.startswith("[")]
+    assert not logged, f"{name}: a clean run logged\n" + "\n".join(logged[:20])
+    return done.stdout.splitlines()
 
 
 # ---------------------------------------------------------------- the seed examples, as written

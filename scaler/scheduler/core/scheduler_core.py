@@ -229,7 +229,7 @@ class SchedulerCore:
         if isinstance(info, m.ClientInfo):
             if peer not in self.clients:
                 self.clients[peer] = ClientRecord(peer, info.name, hello.hostname, hello.pid, now, now)
-                logger.info("client %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
+                logger.debug("client %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
             if self.retention.client_back(ClientID(peer)):  # it had not left for good: its objects stay
                 logger.info("client %s is back within its retention time; its objects are kept", short(peer))
             return None
@@ -241,7 +241,7 @@ class SchedulerCore:
                     info.manager_id, info.worker_type, hello.hostname, hello.pid, now, now,
                     sequence=self._worker_sequence,
                 )  # fmt: skip
-                logger.info("worker %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
+                logger.debug("worker %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
             return None
         assert isinstance(info, m.ManagerInfo)
         for other in self.managers.values():
@@ -300,7 +300,14 @@ class SchedulerCore:
     def _drop_client(self, peer: PeerID, reason: str) -> None:
         if self.clients.pop(peer, None) is None:
             return
-        logger.info("client %s %s; its tasks are cancelled and its objects deleted", short(peer), reason)
+        unfinished = len(self.tasks.by_client.get(ClientID(peer), ()))
+        # an ordinary exit is not news; a client that leaves work behind is
+        (logger.warning if unfinished else logger.debug)(
+            "client %s %s; its tasks are cancelled (%d unfinished) and its objects deleted",
+            short(peer),
+            reason,
+            unfinished,
+        )
         self.lifecycle.client_gone(ClientID(peer))
         self.tasks.forget_client(ClientID(peer))
         if self.retention.client_left(ClientID(peer), self.now):
