@@ -54,6 +54,8 @@ def _offence(node: ast.AST) -> str | None:
         return ".".join(chain)  # zmq.Context(), zmq.asyncio.Context(), zmq.Context.instance(), zmq.Socket.shadow()
     if name == "socket" and _dotted(node.func.value) != ["socket"]:
         return "socket() on a context"  # socket.socket() of the standard library is not ZeroMQ
+    if name in OPTION_SETTERS and node.args and _dotted(node.args[0])[:1] == ["socket"]:
+        return None  # an option of a standard-library socket (socket.SOL_SOCKET ...) is not ZeroMQ's
     if name in OPTION_SETTERS or name == "get_monitor_socket":
         return name
     if name == "set" and node.args and _mentions_zmq(node.args[0]):
