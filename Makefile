@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNTIME_STAMP := $(VENV)/.runtime
 
-.PHONY: demo test test-pythons check lint typecheck benchmark clean
+.PHONY: demo test test-pythons check lint typecheck benchmark clean docs-pictures
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,3 +61,7 @@ benchmark: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .venv-3.* build *.egg-info
+
+# The user guide's architecture picture, from its Graphviz source (needs `dot`: apt-get install graphviz).
+docs-pictures:
+	dot -Tsvg docs/guide/architecture.dot -o docs/guide/architecture.svg
