@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,10 +52,11 @@ def wait_with_bar(
     with tqdm(total=sum(weights), desc=description, unit="task", dynamic_ncols=True) as bar:
         pending: Any = futures
         while pending:
-            finished, pending = concurrent.futures.wait(pending, timeout=REFRESH_SECONDS, return_when=when)
+            began = time.monotonic()
+            _finished, pending = concurrent.futures.wait(pending, timeout=REFRESH_SECONDS, return_when=when)
             bar.update(counter.done - bar.n)
-            if stop_at_first_exception and any(f.done() and not f.cancelled() and f.exception() for f in finished):
-                break
+            if pending and time.monotonic() - began < REFRESH_SECONDS:
+                break  # back early with work left: a future raised (FIRST_EXCEPTION)
         bar.update(counter.done - bar.n)
 
 
