@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNTIME_STAMP := $(VENV)/.runtime
 
-.PHONY: demo test test-pythons check lint typecheck benchmark clean docs-pictures
+.PHONY: demo test test-tools test-pythons check lint typecheck benchmark clean docs-pictures
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,18 @@ $(RUNTIME_STAMP): $(BIN)/python pyproject.toml
 demo: $(RUNTIME_STAMP)
 	$(BIN)/python examples/demo.py
 
-test: $(STAMP)
+# Programs the tests drive besides Python: tmux (scaler_top in a real terminal). Installed with apt-get when
+# missing and possible; otherwise those tests skip, saying why.
+TEST_PROGRAMS ?= tmux
+test-tools:
+	@missing=""; for program in $(TEST_PROGRAMS); do command -v $$program >/dev/null 2>&1 || missing="$$missing $$program"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing for the tests"; \
+		(apt-get install -y -q $$missing >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q $$missing >/dev/null 2>&1)) \
+			|| echo "could not install$$missing: the tests that need them will skip"; \
+	fi
+
+test: $(STAMP) test-tools
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)

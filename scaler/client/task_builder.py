@@ -7,6 +7,7 @@ cleanup never deletes another's objects.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import threading
@@ -178,6 +179,9 @@ class TaskBuilder:
 
 
 def _function_name(function: Any) -> str:
+    if isinstance(function, functools.partial):  # a map's chunk runner: partial(run_chunk, fn)
+        inner = function.args[0] if function.args and callable(function.args[0]) else function.func
+        return _function_name(inner)
     name = getattr(function, "__qualname__", None) or getattr(function, "__name__", None)
     return str(name) if name else describe(function)
 

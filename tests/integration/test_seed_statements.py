@@ -18,7 +18,8 @@ pytestmark = pytest.mark.integration
 BIN = Path(sys.executable).parent
 COMMANDS = [
     "scaler", "scaler_scheduler", "scaler_object_storage_server", "scaler_cluster", "scaler_worker_manager",
-    "scaler_worker", "scaler_worker_adapter_native", "scaler_worker_adapter_symphony",
+    "scaler_worker", "scaler_worker_adapter_native", "scaler_worker_adapter_symphony", "scaler_top",
+    "scaler_fake_cloud",
 ]  # fmt: skip
 
 

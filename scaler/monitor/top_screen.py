@@ -1,0 +1,159 @@
+"""The `scaler_top` screen as text: a pure function of the latest status snapshot, the latest scaling
+decisions and the sort order (no terminal, no clock), so every line of it is tested without a terminal.
+
+The layout is the seeds' (a top-like screen): the scheduler's cpu/rss, the task states, the messages sent and
+received by type, then "Total N worker(s)" and a worker table sortable by a one-key shortcut (the sorted
+column is marked with brackets; the same key again reverses), then clients, functions and scaling decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from scaler.protocol import messages as m
+
+Value = Callable[[m.WorkerSummary], float | str]
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str  #: its sort shortcut
+    title: str
+    width: int
+    value: Value  #: what it sorts by
+    text: Callable[[m.WorkerSummary], str]
+
+
+def worker_label(worker: m.WorkerSummary) -> str:
+    """`pid|host|abc+`: the seeds' worker column (the last part is the start of the worker's own id)."""
+    own = worker.worker_id.decode(errors="replace").rsplit("|", 1)[-1]
+    return f"{worker.pid}|{worker.hostname[:12]}|{own[:3]}+"
+
+
+def size(value: float) -> str:
+    for unit, scale in (("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10)):
+        if value >= scale:
+            return f"{value / scale:.1f}{unit}"
+    return f"{value:.0f}b"
+
+
+def lag(seconds: float) -> str:
+    return f"{seconds * 1000:.1f}ms" if seconds < 1 else f"{seconds:.1f}s"
+
+
+def _processors_cpu(worker: m.WorkerSummary) -> float:
+    return sum(processor.cpu_percent for processor in worker.status.processors)
+
+
+def _processors_rss(worker: m.WorkerSummary) -> int:
+    return sum(processor.rss_bytes for processor in worker.status.processors)
+
+
+def _free(worker: m.WorkerSummary) -> int:
+    return max(0, worker.capacity - worker.assigned)
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("n", "worker", 30, worker_label, worker_label),
+    Column("C", "agt_cpu", 8, lambda w: w.cpu_percent, lambda w: f"{w.cpu_percent:.1f}%"),
+    Column("M", "agt_rss", 8, lambda w: w.rss_bytes, lambda w: size(w.rss_bytes)),
+    Column("c", "cpu", 7, _processors_cpu, lambda w: f"{_processors_cpu(w):.1f}%"),
+    Column("m", "rss", 8, _processors_rss, lambda w: size(_processors_rss(w))),
+    Column("f", "free", 5, _free, lambda w: str(_free(w))),
+    Column("w", "sent", 5, lambda w: w.assigned, lambda w: str(w.assigned)),
+    Column("d", "queued", 6, lambda w: w.status.queued, lambda w: str(w.status.queued)),
+    Column("l", "lag", 8, lambda w: w.lag_seconds, lambda w: lag(w.lag_seconds)),
+    Column("g", "manager", 14, lambda w: w.manager_id, lambda w: w.manager_id or "-"),
+)
+SORT_KEYS = {column.key: column for column in COLUMNS}
+SHORTCUTS = "Shortcuts: " + " ".join(f"{column.title}[{column.key}]" for column in COLUMNS) + "  quit[q]"
+
+
+@dataclass(frozen=True)
+class Sorting:
+    key: str = "n"
+    descending: bool = False
+
+    def press(self, key: str) -> Sorting:
+        """A shortcut: sort by its column; the same key again reverses the order."""
+        if key not in SORT_KEYS:
+            return self
+        if key == self.key:
+            return Sorting(key, not self.descending)
+        return Sorting(key, descending=key not in ("n", "g"))  # numbers: biggest first
+
+
+def render(
+    snapshot: m.StatusSnapshot | None,
+    decisions: Sequence[m.ScalingDecision],
+    sorting: Sorting,
+    address: str,
+    silent_seconds: float | None = None,
+) -> list[str]:
+    """The screen's lines. `silent_seconds`: how long no status came (None: it is fresh)."""
+    if snapshot is None:
+        return [f"scaler_top: waiting for the scheduler's status at {address} ...", "", SHORTCUTS]
+    lines = _header(snapshot)
+    if silent_seconds is not None:
+        lines.insert(0, f"!! no status from {address} for {silent_seconds:.0f} s: the scheduler may be gone")
+    lines += ["-" * 97, SHORTCUTS, "", f"Total {len(snapshot.workers)} worker(s)"]
+    lines += _worker_table(snapshot.workers, sorting)
+    lines += _clients_and_functions(snapshot)
+    if decisions:
+        lines += ["", "scaling decisions (latest last)"]
+        lines += [
+            f"  {decision.manager_id}: {decision.from_workers} -> {decision.to_workers} workers: {decision.reason}"
+            for decision in decisions
+        ]
+    return lines
+
+
+def _header(snapshot: m.StatusSnapshot) -> list[str]:
+    stats = snapshot.scheduler
+    scheduler = [f"{'cpu':>9} {stats.cpu_percent:5.1f}%", f"{'rss':>9} {size(stats.rss_bytes):>6}"]
+    states = [
+        ("unassigned", stats.queued), ("running", stats.running), ("success", stats.succeeded),
+        ("failed", stats.failed), ("canceled", stats.canceled), ("worker_died", stats.worker_died),
+        ("not_found", stats.not_found), ("objects", stats.object_count),
+    ]  # fmt: skip
+    tasks = [f"{name:>12} {count:>7,}" for name, count in states]
+    counts = sorted(snapshot.message_counts, key=lambda count: -(count.sent + count.received))
+    sent = [f"{c.name:>18} {c.sent:>7,}" for c in counts if c.sent]
+    received = [f"{c.name:>18} {c.received:>7,}" for c in counts if c.received]
+    columns = [scheduler, tasks, sent, received]
+    widths = [16, 20, 26, 26]
+    titles = ["scheduler", "task_manager", "scheduler_sent", "scheduler_received"]
+    lines = [" | ".join(title.center(width) for title, width in zip(titles, widths, strict=True))]
+    for row in range(max(len(column) for column in columns)):
+        cells = [column[row] if row < len(column) else "" for column in columns]
+        lines.append(" | ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True)).rstrip())
+    return lines
+
+
+def _worker_table(workers: Sequence[m.WorkerSummary], sorting: Sorting) -> list[str]:
+    column = SORT_KEYS[sorting.key]
+    ordered = sorted(workers, key=lambda worker: (column.value(worker), worker.worker_id), reverse=sorting.descending)
+    header = " ".join(
+        (f"[{c.title}]" if c.key == sorting.key else c.title).rjust(c.width) for c in COLUMNS
+    )  # fmt: skip
+    rows = [" ".join(c.text(worker).rjust(c.width) for c in COLUMNS) for worker in ordered]
+    return [header, *rows]
+
+
+def _clients_and_functions(snapshot: m.StatusSnapshot) -> list[str]:
+    lines: list[str] = []
+    if snapshot.clients:
+        lines += ["", f"{'client':>30} {'live':>7} {'success':>9} {'failed':>7} {'canceled':>9}"]
+        for client in snapshot.clients:
+            name = client.name or client.client_id.decode(errors="replace")[-12:]
+            counts = client.counts
+            lines.append(
+                f"{name[:30]:>30} {counts.live:>7,} {counts.succeeded:>9,} {counts.failed:>7,} {counts.canceled:>9,}"
+            )
+    if snapshot.functions:
+        lines += ["", f"{'function':>30} {'live':>7} {'success':>9} {'failed':>7}"]
+        for function in sorted(snapshot.functions, key=lambda f: -(f.counts.live + f.counts.succeeded))[:10]:
+            counts = function.counts
+            lines.append(f"{function.name[:30]:>30} {counts.live:>7,} {counts.succeeded:>9,} {counts.failed:>7,}")
+    return lines

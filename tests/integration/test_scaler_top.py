@@ -1,0 +1,96 @@
+"""`scaler_top` in a real terminal (tmux): the screen of a live cluster, sorting, surviving the scheduler going
+away and coming back, and `q` leaving the terminal as it was."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from scaler import Client
+from tests.integration.conftest import BIN_DIR, Addresses, Launcher, wait_for
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (make test installs it)"),
+]
+
+
+class Terminal:
+    """A tmux session running a shell, 160x50."""
+
+    def __init__(self) -> None:
+        self.name = f"scaler-top-{uuid.uuid4().hex[:8]}"
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", self.name, "-x", "160", "-y", "50", "bash --norc --noprofile"],
+            check=True,
+        )
+
+    def type(self, *keys: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def screen(self) -> str:
+        return subprocess.run(
+            ["tmux", "capture-pane", "-p", "-t", self.name], check=True, capture_output=True, text=True
+        ).stdout
+
+    def shows(self, text: str, timeout_seconds: float = 30) -> str:
+        return wait_for(
+            lambda: self.screen() if text in self.screen() else "", f"{text!r} on the screen", timeout_seconds
+        )
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+@pytest.fixture
+def terminal() -> Iterator[Terminal]:
+    opened = Terminal()
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def identity(x: int) -> int:
+    return x
+
+
+def test_top_shows_a_live_cluster_sorts_and_quits_cleanly(launcher: Launcher, terminal: Terminal) -> None:
+    addresses, _scheduler, _storage = launcher.stack(workers=2)
+    with Client(address=addresses.scheduler) as client:
+        assert [future.result() for future in [client.submit(identity, x) for x in range(500)]] == list(range(500))
+    terminal.type("stty -g > settings-before; clear", "Enter")
+    terminal.type(f"{BIN_DIR / 'scaler_top'} {addresses.monitor}", "Enter")
+    screen = terminal.shows("Total 2 worker(s)")
+    assert "[worker]" in screen and "task_manager" in screen
+    terminal.shows("success     500")
+
+    terminal.type("c")  # sort by cpu: the marked column moves
+    screen = terminal.shows("[cpu]")
+    assert "[worker]" not in screen
+    terminal.type("q")
+    terminal.type("stty -g > settings-after; cmp settings-before settings-after && echo TERMINAL-SANE", "Enter")
+    terminal.shows("TERMINAL-SANE")
+
+
+def test_top_survives_the_scheduler_going_away_and_coming_back(launcher: Launcher, terminal: Terminal) -> None:
+    addresses, scheduler, _storage = launcher.stack(workers=0)
+    terminal.type(f"{BIN_DIR / 'scaler_top'} -t 2 {addresses.monitor}", "Enter")
+    terminal.shows("Total 0 worker(s)")
+    scheduler.popen.terminate()
+    scheduler.wait_exit()
+    terminal.shows(f"no status from {addresses.monitor}")
+    launcher.scheduler(Addresses(addresses.scheduler, addresses.object_storage, addresses.monitor))
+    wait_for(lambda: "no status from" not in terminal.screen(), "the screen to come back to life", 30)
+    terminal.type("q")
+
+
+def test_a_malformed_address_exits_2(launcher: Launcher) -> None:
+    service = launcher.start("scaler_top", "not-an-address")
+    assert service.wait_exit() == 2
+    assert "not-an-address" in service.log_text()

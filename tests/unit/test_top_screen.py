@@ -1,0 +1,74 @@
+"""The scaler_top screen as text: sections, the worker table and its sorting, staleness, decisions."""
+
+from __future__ import annotations
+
+from scaler.monitor.top import TopState
+from scaler.monitor.top_screen import Sorting, render, worker_label
+from scaler.protocol import messages as m
+
+
+def worker(name: str, cpu: float, queued: int, manager: str = "local", pid: int = 1) -> m.WorkerSummary:
+    processors = (m.ProcessorStatus(pid + 1000, cpu_percent=cpu, rss_bytes=50 << 20),)
+    return m.WorkerSummary(
+        worker_id=f"Worker|NAT-unit|{name}".encode(), manager_id=manager, capacity=10, assigned=3,
+        status=m.WorkerStatus(queued=queued, processors=processors), cpu_percent=1.5, rss_bytes=30 << 20,
+        hostname="host", pid=pid, lag_seconds=0.0021,
+    )  # fmt: skip
+
+
+def snapshot(*workers: m.WorkerSummary) -> m.StatusSnapshot:
+    stats = m.SchedulerStats(cpu_percent=2.5, rss_bytes=100 << 20, queued=4, running=2, succeeded=500, failed=1)
+    counts = (m.MessageCount("Task", sent=510, received=505), m.MessageCount("Heartbeat", received=40))
+    client = m.ClientSummary(b"Client|abc", counts=m.TaskCounts(queued=4, running=2, succeeded=500, failed=1))
+    function = m.FunctionSummary("square", m.TaskCounts(running=2, succeeded=500))
+    return m.StatusSnapshot(
+        time=1.0, scheduler=stats, workers=workers, clients=(client,), functions=(function,), message_counts=counts
+    )
+
+
+def table_rows(lines: list[str]) -> list[str]:
+    start = next(index for index, line in enumerate(lines) if line.startswith("Total "))
+    return lines[start + 2 : start + 2 + int(lines[start].split()[1])]
+
+
+def test_the_header_shows_the_scheduler_the_task_states_and_the_messages() -> None:
+    lines = render(snapshot(worker("aaa", 1, 0)), [], Sorting(), "tcp://x:8518")
+    text = "\n".join(lines)
+    for expected in ("scheduler", "task_manager", "scheduler_sent", "scheduler_received", "cpu   2.5%",
+                     "success     500", "unassigned       4", "Task     510", "Heartbeat      40"):  # fmt: skip
+        assert expected in text, expected
+    assert "Total 1 worker(s)" in lines
+    assert "square" in text and "scaling decisions" not in text
+
+
+def test_the_worker_table_sorts_by_the_pressed_column_and_the_same_key_reverses() -> None:
+    status = snapshot(worker("aaa", 5, 7, pid=1), worker("bbb", 50, 1, pid=2), worker("ccc", 20, 3, pid=3))
+    by_name = table_rows(render(status, [], Sorting(), "a"))
+    assert [row.split()[0] for row in by_name] == ["1|host|aaa+", "2|host|bbb+", "3|host|ccc+"]
+    by_cpu = Sorting().press("c")
+    assert by_cpu == Sorting("c", descending=True)
+    assert [row.split()[0] for row in table_rows(render(status, [], by_cpu, "a"))] == [
+        "2|host|bbb+", "3|host|ccc+", "1|host|aaa+",
+    ]  # fmt: skip
+    assert by_cpu.press("c") == Sorting("c", descending=False)
+    header = render(status, [], by_cpu, "a")
+    assert any("[cpu]" in line and "worker" in line and "[worker]" not in line for line in header)
+    assert Sorting().press("x") == Sorting(), "an unknown key changes nothing"
+
+
+def test_a_silent_scheduler_is_named_and_decisions_show_their_reason() -> None:
+    decision = m.ScalingDecision("ecs", 0, 8, "412 tasks queued, work policy")
+    lines = render(snapshot(), [decision], Sorting(), "tcp://x:8518", silent_seconds=12.4)
+    assert lines[0] == "!! no status from tcp://x:8518 for 12 s: the scheduler may be gone"
+    assert "  ecs: 0 -> 8 workers: 412 tasks queued, work policy" in lines
+    assert render(None, [], Sorting(), "tcp://x:8518")[0].startswith("scaler_top: waiting for the scheduler")
+
+
+def test_the_state_keeps_the_latest_status_and_the_last_decisions() -> None:
+    state = TopState()
+    state.on_message(snapshot(), now=10.0)
+    state.on_message(m.ScalingDecisions(tuple(m.ScalingDecision("a", i, i + 1) for i in range(8))), now=10.5)
+    assert [decision.from_workers for decision in state.decisions] == [3, 4, 5, 6, 7]
+    assert state.silent_seconds(now=12.0, timeout_seconds=5) is None
+    assert state.silent_seconds(now=16.0, timeout_seconds=5) == 6.0
+    assert worker_label(worker("xyz9", 0, 0, pid=77)) == "77|host|xyz+"
