@@ -26,11 +26,13 @@ $(RUNTIME_STAMP): $(BIN)/python pyproject.toml
 demo: $(RUNTIME_STAMP)
 	$(BIN)/python examples/demo.py
 
-# Programs the tests drive besides Python: tmux (scaler_top in a real terminal). Installed with apt-get when
+# Programs the tests drive besides Python: tmux (scaler_top in a real terminal), chromium and chromedriver (the
+# dashboard in a real browser; Debian packages chromium and chromium-driver). Installed with apt-get when
 # missing and possible; otherwise those tests skip, saying why.
-TEST_PROGRAMS ?= tmux
+TEST_PROGRAMS ?= tmux chromium chromedriver
 test-tools:
 	@missing=""; for program in $(TEST_PROGRAMS); do command -v $$program >/dev/null 2>&1 || missing="$$missing $$program"; done; \
+	missing=$$(echo "$$missing" | sed 's/chromedriver/chromium-driver/'); \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing for the tests"; \
 		(apt-get install -y -q $$missing >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q $$missing >/dev/null 2>&1)) \

@@ -86,6 +86,15 @@ class Launcher:
             monitor = scheduler.monitor_address or str(parse_address(scheduler.bind_address).with_port_offset(2))
             print(f"scaler: scheduler at {scheduler.bind_address} (pid {child.process.pid}), monitor at {monitor}",
                   flush=True)  # fmt: skip
+        if file.gui is not None:
+            self._check_signals()
+            gui = file.gui
+            child = self._start("dashboard", ["scaler.monitor.dashboard", section_to_json(gui)])
+            host, _, port = gui.gui_address.rpartition(":")
+            shown = "127.0.0.1" if host in ("0.0.0.0", "", "*") else host
+            _wait_for_page(f"http://{shown}:{port}/", READY_TIMEOUT_SECONDS, child.process)
+            print(f"scaler: dashboard at http://{shown}:{port}/ (pid {child.process.pid}); "
+                  f"scaler_top {gui.monitor_address} in a terminal", flush=True)  # fmt: skip
         for manager in file.worker_managers:
             self._check_signals()
             type_name = manager_type(manager)
@@ -150,6 +159,22 @@ class Launcher:
             if child.process.poll() is None:
                 child.process.kill()
                 child.process.wait()
+
+
+def _wait_for_page(url: str, timeout_seconds: float, process: subprocess.Popen[bytes]) -> None:
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the dashboard exited during start-up ({describe_exit(process.returncode)})")
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.1)
+    raise RuntimeError(f"the dashboard did not answer at {url} within {timeout_seconds:g} s")
 
 
 def manager_type(manager: object) -> str:

@@ -261,7 +261,7 @@ def load_launcher_file(path: str) -> LauncherFile:
         object_storage_server=table(ObjectStorageServerConfig, "object_storage_server"),
         scheduler=table(SchedulerConfig, "scheduler"),
         worker_managers=_launcher_worker_managers(document, path),
-        gui=table(GUIConfig, "gui"),
+        gui=table(GUIConfig, "gui") or table(GUIConfig, "webui"),
         notices=tuple(notices),
     )
     if not (launcher.object_storage_server or launcher.scheduler or launcher.worker_managers or launcher.gui):

@@ -308,7 +308,9 @@ class GUIConfig(LoggingSettings):
     """`scaler_gui`: the web monitor (section [gui]; the 1.x [webui] section is read too)."""
 
     monitor_address: str = setting(help="the scheduler's monitor address, e.g. tcp://127.0.0.1:8518", positional=True)
-    gui_address: str = setting("0.0.0.0:50001", help="host:port the web page is served on")
+    gui_address: str = setting(
+        "127.0.0.1:50001", help="host:port the page is served on (0.0.0.0:PORT to reach it from other machines)"
+    )
     broadcast_interval_seconds: float = setting(
         0.5, help="period of the updates pushed to the browsers", short=("-bi",), gt=0
     )

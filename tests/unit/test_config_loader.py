@@ -398,7 +398,7 @@ def test_seed_example_config_cluster_flag_override(example_config: str) -> None:
 
 def test_seed_example_config_webui_for_the_gui(example_config: str) -> None:
     section = load_section(GUIConfig, ["--config", example_config], prog="scaler_gui", toml_sections=["gui", "webui"])
-    assert (section.monitor_address, section.gui_address) == ("tcp://127.0.0.1:6380", "0.0.0.0:8081")
+    assert (section.monitor_address, section.gui_address) == ("tcp://127.0.0.1:6380", "127.0.0.1:8081")
 
 
 # --- refusals: one message, exit code 2 --------------------------------------------------------------------

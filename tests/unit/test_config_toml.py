@@ -192,7 +192,7 @@ def test_policy_content_from_a_flag_beats_allocate_policy_in_the_file(tmp_path: 
 @pytest.mark.parametrize(
     ("table", "expected"),
     [
-        ({"web_port": 8081}, "0.0.0.0:8081"),
+        ({"web_port": 8081}, "127.0.0.1:8081"),
         ({"web_host": "127.0.0.1"}, "127.0.0.1:50001"),
         ({"web_host": "localhost", "web_port": "9000"}, "localhost:9000"),
     ],

@@ -1,0 +1,167 @@
+"""`scaler_gui` / `scaler_ui`: the web dashboard. A thread reads the monitor feed into a DashboardState; a small
+HTTP server (standard library, one thread per request) serves the page, its live updates and the metrics:
+
+- `/`: the page (`static/dashboard.html`, no external script or font);
+- `/events`: server-sent events, the state as JSON every `broadcast_interval_seconds`;
+- `/state`: the same JSON once;
+- `/metrics`: Prometheus text format (`scaler.monitor.metrics`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import Any
+
+from scaler.config.sections import GUIConfig
+from scaler.monitor.dashboard_state import DashboardState
+from scaler.monitor.feed import FeedReader, FeedVersionError
+
+logger = logging.getLogger(__name__)
+
+FEED_POLL_SECONDS = 0.2
+
+
+class Dashboard:
+    def __init__(self, config: GUIConfig) -> None:
+        self.config = config
+        self.state = DashboardState(spans_kept=config.task_log_max_size)
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        host, _, port = config.gui_address.rpartition(":")
+        self.server = ThreadingHTTPServer((host or "127.0.0.1", int(port)), _handler_for(self))
+        self.server.daemon_threads = True
+        self._feed_thread = threading.Thread(target=self._read_feed, name="dashboard-feed", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        host = host.decode() if isinstance(host, bytes) else str(host)
+        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        return f"http://{shown}:{port}/"
+
+    def serve(self) -> None:
+        self._feed_thread.start()
+        try:
+            self.server.serve_forever(poll_interval=0.2)
+        finally:
+            self.stopping.set()
+            self.server.server_close()
+            self._feed_thread.join(5)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        threading.Thread(target=self.server.shutdown, daemon=True).start()
+
+    def state_json(self) -> bytes:
+        with self.lock:
+            view = self.state.view(time.monotonic())
+        view["monitor_address"] = self.config.monitor_address
+        view["stale_after_seconds"] = 5 * self.config.status_report_interval_seconds
+        return json.dumps(view).encode()
+
+    def _read_feed(self) -> None:
+        reader = FeedReader(self.config.monitor_address)
+        try:
+            while not self.stopping.is_set():
+                try:
+                    message = reader.receive(FEED_POLL_SECONDS)
+                except FeedVersionError as error:
+                    logger.error("%s", error)
+                    self.stop()
+                    return
+                if message is not None:
+                    with self.lock:
+                        self.state.on_message(message, time.monotonic())
+        finally:
+            reader.close()
+
+
+def _handler_for(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "scaler-dashboard"
+
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path in ("/", "/index.html"):
+                self._send(200, "text/html; charset=utf-8", _page())
+            elif path == "/state":
+                self._send(200, "application/json", dashboard.state_json())
+            elif path == "/metrics":
+                from prometheus_client import CONTENT_TYPE_LATEST
+
+                from scaler.monitor.metrics import metrics_text
+
+                self._send(200, CONTENT_TYPE_LATEST, metrics_text(dashboard.state, dashboard.lock))
+            elif path == "/events":
+                self._stream()
+            else:
+                self._send(404, "text/plain", b"not found\n")
+
+        def _send(self, code: int, kind: str, body: bytes) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _stream(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            try:
+                while not dashboard.stopping.is_set():
+                    self.wfile.write(b"data: " + dashboard.state_json() + b"\n\n")
+                    self.wfile.flush()
+                    dashboard.stopping.wait(dashboard.config.broadcast_interval_seconds)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def log_message(self, format: str, *args: Any) -> None:
+            logger.debug("%s " + format, self.address_string(), *args)
+
+    return Handler
+
+
+def _page() -> bytes:
+    return resources.files("scaler.monitor").joinpath("static/dashboard.html").read_bytes()
+
+
+def run_dashboard(config: GUIConfig) -> int:
+    try:
+        dashboard = Dashboard(config)
+    except OSError as error:
+        from scaler.io.port_owner import port_owner
+
+        port = int(config.gui_address.rpartition(":")[2])
+        logger.error("cannot serve the dashboard on %s: %s%s", config.gui_address, error.strerror, port_owner(port))
+        return 2
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: dashboard.stop())
+    logger.info("dashboard of %s at %s (metrics at %smetrics)", config.monitor_address, dashboard.url, dashboard.url)
+    print(f"scaler: dashboard at {dashboard.url}", flush=True)
+    dashboard.serve()
+    return 0
+
+
+def main() -> None:
+    """`python -m scaler.monitor.dashboard '<GUIConfig as JSON>'`: how `scaler FILE` starts the dashboard."""
+    import sys
+
+    from scaler.config.logging_setup import setup_logging
+    from scaler.config.sections import section_from_json
+
+    config = section_from_json(GUIConfig, sys.argv[1])
+    setup_logging(config, "dashboard")
+    sys.exit(run_dashboard(config))
+
+
+if __name__ == "__main__":
+    main()

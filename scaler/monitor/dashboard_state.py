@@ -1,0 +1,191 @@
+"""What the web dashboard and `/metrics` show, kept from the monitor feed: a pure model fed with feed messages
+and the time they arrived, answering `view()` (a JSON-able dict for the page) and the metric values.
+
+Task spans (for the timeline and the duration histogram) come from the feed's task transitions: a task's
+`dispatched` transition (handed to a worker) starts a span, its final state ends it. The feed bounds the rate
+of transitions, so under a flood some spans are missed: the timeline and the histogram are samples, the task
+counts (from the status snapshots) are exact.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any
+
+from scaler.monitor.top_screen import worker_label
+from scaler.protocol import messages as m
+
+#: A task's span starts when the scheduler hands it to a worker (its time in the worker's own queue included).
+STARTED_STATES = frozenset({"dispatched", "running"})
+FINAL_STATES = frozenset({"success", "failed", "canceled", "workerDied", "noWorker", "timedOut", "processorDied"})
+#: Upper bounds (seconds) of the task duration histogram's buckets.
+DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 300.0, float("inf"))
+#: Throughput points kept (one per status snapshot: two minutes at the default interval).
+THROUGHPUT_POINTS = 120
+#: Running tasks remembered for their spans; beyond it the oldest are forgotten.
+RUNNING_TRACKED = 100_000
+
+
+@dataclass(frozen=True)
+class TaskSpan:
+    worker: str
+    function: str
+    started: float  #: wall-clock seconds
+    ended: float
+    state: str
+
+
+@dataclass
+class DurationHistogram:
+    counts: list[int] = field(default_factory=lambda: [0] * len(DURATION_BUCKETS))
+    total_seconds: float = 0.0
+    observations: int = 0
+
+    def observe(self, seconds: float) -> None:
+        self.observations += 1
+        self.total_seconds += seconds
+        for index, bound in enumerate(DURATION_BUCKETS):
+            if seconds <= bound:
+                self.counts[index] += 1
+                return
+
+
+class DashboardState:
+    def __init__(self, spans_kept: int = 500, decisions_kept: int = 20) -> None:
+        self.snapshot: m.StatusSnapshot | None = None
+        self.received_at: float | None = None  #: when the latest snapshot arrived (the reader's clock)
+        self.spans: collections.deque[TaskSpan] = collections.deque(maxlen=spans_kept)
+        self.decisions: collections.deque[m.ScalingDecision] = collections.deque(maxlen=decisions_kept)
+        self.throughput: collections.deque[tuple[float, float]] = collections.deque(maxlen=THROUGHPUT_POINTS)
+        self.durations = DurationHistogram()
+        self._running: collections.OrderedDict[bytes, tuple[float, bytes, str]] = collections.OrderedDict()
+
+    # ------------------------------------------------------------ input
+
+    def on_message(self, message: object, now: float) -> None:
+        if isinstance(message, m.StatusSnapshot):
+            self._on_status(message, now)
+        elif isinstance(message, m.TaskTransitions):
+            for transition in message.transitions:
+                self._on_transition(transition)
+        elif isinstance(message, m.ScalingDecisions):
+            self.decisions.extend(message.decisions)
+
+    def _on_status(self, snapshot: m.StatusSnapshot, now: float) -> None:
+        previous = self.snapshot
+        if previous is not None and snapshot.wall_time > previous.wall_time:
+            finished = _finished(snapshot) - _finished(previous)
+            rate = max(0, finished) / (snapshot.wall_time - previous.wall_time)
+            self.throughput.append((snapshot.wall_time, rate))
+        self.snapshot = snapshot
+        self.received_at = now
+
+    def _on_transition(self, transition: m.TaskTransition) -> None:
+        if transition.state in STARTED_STATES:
+            self._running[transition.task_id] = (transition.wall_time, transition.worker_id, transition.function_name)
+            if len(self._running) > RUNNING_TRACKED:
+                self._running.popitem(last=False)
+            return
+        if transition.state not in FINAL_STATES:
+            return
+        started = self._running.pop(transition.task_id, None)
+        if started is None:
+            return
+        began, worker_id, function = started
+        ended = max(began, transition.wall_time)
+        self.durations.observe(ended - began)
+        worker = worker_id.decode(errors="replace")
+        self.spans.append(TaskSpan(worker, function or transition.function_name, began, ended, transition.state))
+
+    # ------------------------------------------------------------ output
+
+    def stale_seconds(self, now: float) -> float | None:
+        return None if self.received_at is None else now - self.received_at
+
+    def view(self, now: float) -> dict[str, Any]:
+        """Everything the page draws, as plain JSON-able values."""
+        snapshot = self.snapshot
+        if snapshot is None:
+            return {"connected": False}
+        stats = snapshot.scheduler
+        return {
+            "connected": True,
+            "stale_seconds": self.stale_seconds(now),
+            "wall_time": snapshot.wall_time,
+            "scheduler": {"cpu_percent": stats.cpu_percent, "rss_bytes": stats.rss_bytes, "address": stats.address},
+            "tasks": {
+                "queued": stats.queued,
+                "running": stats.running,
+                "success": stats.succeeded,
+                "failed": stats.failed,
+                "canceled": stats.canceled,
+                "worker_died": stats.worker_died,
+            },
+            "objects": {"count": stats.object_count, "bytes": stats.object_bytes},
+            "throughput": [[time, rate] for time, rate in self.throughput],
+            "workers": [_worker_view(worker) for worker in snapshot.workers],
+            "managers": [_manager_view(manager) for manager in snapshot.managers],
+            "decisions": [
+                {
+                    "manager": d.manager_id,
+                    "from": d.from_workers,
+                    "to": d.to_workers,
+                    "reason": d.reason,
+                    "wall_time": d.wall_time,
+                }
+                for d in self.decisions
+            ],
+            "clients": [
+                {
+                    "client": client.name or client.client_id.decode(errors="replace"),
+                    "live": client.counts.live,
+                    "success": client.counts.succeeded,
+                    "failed": client.counts.failed,
+                }
+                for client in snapshot.clients
+            ],
+            "timeline": [
+                {
+                    "worker": span.worker,
+                    "function": span.function,
+                    "start": span.started,
+                    "end": span.ended,
+                    "state": span.state,
+                }
+                for span in self.spans
+            ],
+        }
+
+
+def _finished(snapshot: m.StatusSnapshot) -> int:
+    stats = snapshot.scheduler
+    return stats.succeeded + stats.failed + stats.canceled
+
+
+def _worker_view(worker: m.WorkerSummary) -> dict[str, Any]:
+    return {
+        "id": worker.worker_id.decode(errors="replace"),
+        "label": worker_label(worker),
+        "host": worker.hostname,
+        "pid": worker.pid,
+        "manager": worker.manager_id,
+        "cpu_percent": worker.cpu_percent + sum(p.cpu_percent for p in worker.status.processors),
+        "rss_bytes": worker.rss_bytes + sum(p.rss_bytes for p in worker.status.processors),
+        "capacity": worker.capacity,
+        "assigned": worker.assigned,
+        "queued": worker.status.queued,
+        "lag_ms": worker.lag_seconds * 1000,
+    }
+
+
+def _manager_view(manager: m.ManagerSummary) -> dict[str, Any]:
+    return {
+        "id": manager.manager_id,
+        "type": manager.manager_type,
+        "max_workers": manager.max_workers,
+        "connected_workers": manager.connected_workers,
+        "target_workers": manager.target_workers,
+        "units": manager.units,
+        "pending_units": manager.pending_units,
+    }

@@ -1,0 +1,192 @@
+"""The web dashboard in a real headless browser (Debian's chromium through Selenium), its /metrics parsed
+with prometheus-client's parser, and `scaler FILE` starting it from a [webui] section.
+
+Set SCALER_SCREENSHOTS=docs/images to refresh the screenshots docs/monitoring.md shows.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scaler import Client
+from scaler.io.address import free_tcp_port_block
+from tests.integration.conftest import Addresses, Launcher, Service, wait_for
+from tests.integration.test_launcher import Stack
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+needs_browser = pytest.mark.skipif(
+    CHROMIUM is None or CHROMEDRIVER is None,
+    reason="chromium and chromedriver are not installed (make test installs them)",
+)
+
+
+def start_dashboard(launcher: Launcher, addresses: Addresses) -> tuple[Service, str]:
+    port = free_tcp_port_block(1)
+    service = launcher.start("scaler_gui", addresses.monitor, "--gui-address", f"127.0.0.1:{port}", "-bi", "0.2")
+    service.wait_for_log("dashboard at")
+    return service, f"http://127.0.0.1:{port}/"
+
+
+def fetch(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return str(answer.read().decode())
+
+
+def slow_square(x: int) -> int:
+    import time
+
+    time.sleep(0.05)
+    return x * x
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service as DriverService
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    profile = tempfile.mkdtemp(prefix="scaler-chromium-")
+    flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--window-size=1400,1000", f"--user-data-dir={profile}"]  # fmt: skip
+    for flag in flags:
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=DriverService(str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def card(driver: Any, name: str) -> str:
+    """A card's value, read in one script call (the page redraws its elements on every update)."""
+    found = driver.execute_script(f"const e = document.querySelector('.card[data-name=\"{name}\"] b'); "
+                                  "return e ? e.textContent : '';")  # fmt: skip
+    return str(found)
+
+
+def texts(driver: Any, selector: str) -> list[str]:
+    return list(driver.execute_script(f"return [...document.querySelectorAll('{selector}')].map(e => e.textContent);"))
+
+
+def screenshot(driver: Any, name: str) -> None:
+    folder = os.environ.get("SCALER_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(folder) / name))
+
+
+@needs_browser
+def test_the_page_shows_the_workers_and_the_task_count_moving(launcher: Launcher, browser: Any) -> None:
+    addresses, _scheduler, _storage = launcher.stack(workers=2)
+    _service, url = start_dashboard(launcher, addresses)
+    browser.get(url)
+    wait_for(lambda: card(browser, "workers") == "2", "2 workers on the page")
+    page_ids = sorted(texts(browser, "#workers tr td:first-child"))
+    assert all(row_id.startswith("Worker|") for row_id in page_ids) and len(page_ids) == 2, page_ids
+
+    with Client(address=addresses.scheduler) as client:
+        futures = [client.submit(slow_square, x) for x in range(200)]
+        seen = {card(browser, "success")}
+        while not all(future.done() for future in futures):
+            seen.add(card(browser, "success"))
+            time.sleep(0.1)
+        assert [future.result() for future in futures] == [x * x for x in range(200)]
+    wait_for(lambda: card(browser, "success") == "200", "200 successes on the page")
+    assert len(seen - {""}) >= 2, f"the success count moved while the tasks ran: {seen}"
+    wait_for(lambda: texts(browser, "#timeline rect"), "task spans on the timeline")
+    screenshot(browser, "dashboard.png")
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors
+
+
+@needs_browser
+def test_an_elastic_stack_started_from_a_file_shows_its_scaling_decision(tmp_path: Path, browser: Any) -> None:
+    base, gui_port = free_tcp_port_block(3), free_tcp_port_block(1)
+    scheduler, storage, monitor = (f"tcp://127.0.0.1:{base + offset}" for offset in range(3))
+    path = tmp_path / "elastic.toml"
+    path.write_text(
+        f'[object_storage_server]\nbind_address = "{storage}"\n\n'
+        f'[scheduler]\nbind_address = "{scheduler}"\nobject_storage_address = "{storage}"\n'
+        'policy_content = "allocate=even_load; scaling=work; cooldown_seconds=60"\n\n'
+        f'[[worker_manager]]\ntype = "baremetal_native"\nscheduler_address = "{scheduler}"\n'
+        'worker_manager_id = "elastic"\nmax_task_concurrency = 2\n\n'
+        f'[webui]\nmonitor_address = "{monitor}"\nweb_port = {gui_port}\n'
+    )
+    stack = Stack(path, tmp_path / "scaler.log")
+    try:
+        url = wait_for(lambda: _dashboard_url(stack.log()), "the launcher to print the dashboard's URL")
+        assert url == f"http://127.0.0.1:{gui_port}/"
+        browser.get(url)
+        with Client(address=scheduler) as client:
+            assert client.map(slow_square, range(20)) == [x * x for x in range(20)]
+        wait_for(lambda: "elastic" in " ".join(texts(browser, "#decisions td")), "the scaling decision")
+        decisions = " | ".join(texts(browser, "#decisions td"))
+        assert "0 \u2192 2" in decisions, decisions
+        assert "elastic" in " ".join(texts(browser, "#managers td"))
+        screenshot(browser, "dashboard-elastic.png")
+        errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+        assert not errors, errors
+    finally:
+        stack.popen.send_signal(signal.SIGTERM)
+        assert stack.popen.wait(timeout=60) == 0
+    assert stack.leftovers() == []
+
+
+def _dashboard_url(log: str) -> str:
+    for line in log.splitlines():
+        if line.startswith("scaler: dashboard at "):
+            return line.split()[3]
+    return ""
+
+
+def test_metrics_parse_and_count_a_known_map(launcher: Launcher) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    addresses, _scheduler, _storage = launcher.stack(workers=2)
+    _service, url = start_dashboard(launcher, addresses)
+    with Client(address=addresses.scheduler) as client:
+        assert len([client.submit(slow_square, x) for x in range(30)]) == 30
+        client.map(slow_square, range(30))  # 30 tasks (a small map goes one call per task)
+
+    def samples() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        found = {}
+        for family in text_string_to_metric_families(fetch(url + "metrics")):
+            for sample in family.samples:
+                found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+        return found
+
+    wait_for(lambda: samples().get(("scaler_tasks_completed_total", ())) == 60, "60 completed tasks in /metrics")
+    values = samples()
+    assert values[("scaler_up", ())] == 1
+    assert sum(value for (name, _labels), value in values.items() if name == "scaler_workers") == 2
+    assert values[("scaler_tasks_failed_total", ())] == 0
+    assert values[("scaler_queue_length", ())] == 0
+    assert ("scaler_task_duration_seconds_count", ()) in values
+    assert values[("scaler_scheduler_resident_memory_bytes", ())] > 0
+
+
+def test_scaler_ui_reads_the_seeds_webui_section(launcher: Launcher, tmp_path: Path) -> None:
+    port = free_tcp_port_block(1)
+    path = tmp_path / "example_config.toml"
+    path.write_text(f'[webui]\nmonitor_address = "tcp://127.0.0.1:{free_tcp_port_block(1)}"\nweb_port = {port}\n')
+    service = launcher.start("scaler_ui", "--config", str(path))
+    assert f"dashboard at http://127.0.0.1:{port}/" in service.wait_for_log("dashboard at")
+    assert "<title>scaler dashboard</title>" in fetch(f"http://127.0.0.1:{port}/")
+    service.popen.send_signal(signal.SIGTERM)
+    assert service.wait_exit() == 0

@@ -1,0 +1,50 @@
+"""The dashboard's model of the monitor feed: throughput, task spans and durations, the view the page draws."""
+
+from __future__ import annotations
+
+from scaler.monitor.dashboard_state import DashboardState
+from scaler.protocol import messages as m
+
+
+def status(wall_time: float, succeeded: int) -> m.StatusSnapshot:
+    worker = m.WorkerSummary(b"Worker|NAT-u|abcdef", manager_id="local", capacity=4, hostname="h", pid=7)
+    manager = m.ManagerSummary("local", "baremetal_native", max_workers=4, connected_workers=1, target_workers=2)
+    stats = m.SchedulerStats(succeeded=succeeded, queued=3, object_count=2, object_bytes=2048)
+    return m.StatusSnapshot(time=wall_time, scheduler=stats, workers=(worker,), managers=(manager,), wall_time=wall_time)
+
+
+def transition(task: int, state: str, at: float, worker: bytes = b"") -> m.TaskTransition:
+    return m.TaskTransition(task.to_bytes(16, "big"), state, worker, "square", at)
+
+
+def test_throughput_is_the_finished_tasks_per_second_between_two_statuses() -> None:
+    state = DashboardState()
+    state.on_message(status(100.0, 10), now=1.0)
+    state.on_message(status(102.0, 50), now=3.0)
+    assert list(state.throughput) == [(102.0, 20.0)]
+    view = state.view(now=4.0)
+    assert view["tasks"]["success"] == 50 and view["tasks"]["queued"] == 3
+    assert view["workers"][0]["label"] == "7|h|abc+" and view["managers"][0]["target_workers"] == 2
+    assert view["objects"] == {"count": 2, "bytes": 2048} and view["stale_seconds"] == 1.0
+
+
+def test_a_dispatched_task_that_ends_becomes_a_span_and_a_duration() -> None:
+    state = DashboardState(spans_kept=2)
+    transitions = (
+        transition(1, "queued", 10.0), transition(1, "dispatched", 10.5, b"Worker|w1"),
+        transition(1, "success", 10.75), transition(2, "dispatched", 11.0, b"Worker|w2"),
+        transition(2, "failed", 13.0), transition(3, "success", 14.0),  # never seen dispatched: no span
+    )  # fmt: skip
+    state.on_message(m.TaskTransitions(transitions), now=0.0)
+    assert [(span.worker, span.started, span.ended, span.state) for span in state.spans] == [
+        ("Worker|w1", 10.5, 10.75, "success"), ("Worker|w2", 11.0, 13.0, "failed"),
+    ]  # fmt: skip
+    assert state.durations.observations == 2 and state.durations.total_seconds == 2.25
+    assert state.view(now=0.0) == {"connected": False}
+
+
+def test_decisions_are_kept_latest_last() -> None:
+    state = DashboardState(decisions_kept=2)
+    state.on_message(m.ScalingDecisions(tuple(m.ScalingDecision("a", i, i + 1, f"r{i}") for i in range(3))), now=0.0)
+    state.on_message(status(1.0, 0), now=0.0)
+    assert [d["reason"] for d in state.view(now=0.0)["decisions"]] == ["r1", "r2"]
