@@ -73,3 +73,47 @@ def test_a_feed_of_another_version_is_refused_with_a_clear_message() -> None:
     finally:
         publisher.close()
         sockets.close()
+
+
+def inc(value: int) -> int:
+    return value + 1
+
+
+@pytest.mark.timeout(180)
+def test_a_flood_of_tasks_gives_subscribers_bounded_batches_and_a_stalled_subscriber_only_loses_messages(
+    launcher: Launcher,
+) -> None:
+    from scaler.io.sockets import MONITOR_HIGH_WATER_MARK
+    from scaler.scheduler.core.task_table import TRANSITIONS_PER_PUBLICATION
+
+    addresses, _scheduler, _storage = launcher.stack(workers=2)
+    stalled = FeedReader(addresses.monitor)  # subscribes and never reads during the flood
+    reader = FeedReader(addresses.monitor)
+    tasks = 20_000
+    try:
+        time.sleep(0.5)  # both subscriptions reach the publisher
+        with Client(address=addresses.scheduler) as client:
+            futures = [client.submit(inc, x) for x in range(tasks)]
+            batches: list[m.TaskTransitions] = []
+            while not all(future.done() for future in futures[-100:]):
+                message = reader.receive(0.05)
+                if isinstance(message, m.TaskTransitions):
+                    batches.append(message)
+            assert [future.result() for future in futures] == [x + 1 for x in range(tasks)]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            message = reader.receive(0.2)
+            if isinstance(message, m.TaskTransitions):
+                batches.append(message)
+        assert batches, "the flood was reported"
+        assert max(len(batch.transitions) for batch in batches) <= TRANSITIONS_PER_PUBLICATION
+        shown = sum(len(batch.transitions) for batch in batches)
+        dropped = sum(batch.dropped for batch in batches)
+        assert dropped > 0 and shown + dropped >= 3 * tasks, "queued, dispatched, success: each shown or counted"
+        held = 0
+        while stalled.receive(0.2) is not None:
+            held += 1
+        assert held <= 2 * MONITOR_HIGH_WATER_MARK, "a stalled subscriber's backlog is bounded (it loses old ones)"
+    finally:
+        stalled.close()
+        reader.close()
