@@ -44,6 +44,10 @@ logger = logging.getLogger(__name__)
 DIRECT_SEND_GAP_SECONDS = 0.0005
 
 
+#: Connection events that mean the scheduler refused this side's keys (or their absence).
+HANDSHAKE_FAILURES = (
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+)
 #: How often a client that waits for its scheduler says so.
 WAITING_NOTICE_SECONDS = 5.0
 
@@ -112,6 +116,7 @@ class ClientAgent:
                 )
             print(f"scaler: still waiting for the scheduler at {self.address} ({waited:.0f} s)", file=sys.stderr)
         if self.error is not None:
+            self.stop(0.5)
             raise self.error
         assert self.hello_reply is not None
         return self.hello_reply
@@ -179,7 +184,8 @@ class ClientAgent:
         sockets = SocketFactory(security=self._security)
         sock = sockets.dealer(self.address, identity=self.identity)
         self._socket = AsyncSocket(loop, sock, self._on_frames, lock=self._socket_lock)
-        self._monitor = watch_events(loop, sockets.event_monitor(sock, zmq.EVENT_DISCONNECTED), self._on_socket_event)
+        events = zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILURES
+        self._monitor = watch_events(loop, sockets.event_monitor(sock, events), self._on_socket_event)
         self._follow_link(self._link.start(time.monotonic()))
         self._direct = True
         heartbeat = asyncio.ensure_future(self._tick_routine())
@@ -267,8 +273,30 @@ class ClientAgent:
                 logger.warning("%s", effect.text)
 
     def _on_socket_event(self, event: int, value: int) -> None:
+        if event & HANDSHAKE_FAILURES:
+            if self.hello_reply is None:  # the first connection: a wrong key never gets better by waiting
+                self._lost(ConnectionRefusedError(self._refusal(event)), quiet=True)
+                if not self._closed.done():
+                    self._closed.set_result(None)
+            return
         if not self._stopping:
             self._follow_link(self._link.on_disconnected(time.monotonic()))
+
+    def _refusal(self, event: int) -> str:
+        if self._security is None:
+            return (
+                f"the scheduler at {self.address} requires authentication (CURVE keys) and this client has none: "
+                "give Client(..., curve_secret_key='NAME.key_secret', curve_server_key='server.key')"
+            )
+        if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            return (
+                f"authentication failed: the scheduler at {self.address} refused this client's CURVE key (it is not "
+                "in the scheduler's folder of authorised keys, or was removed from it)"
+            )
+        return (
+            f"authentication failed with the scheduler at {self.address}: the CURVE handshake did not complete "
+            "(a wrong server key, or a scheduler without CURVE)"
+        )
 
     async def _tick_routine(self) -> None:
         while True:

@@ -56,10 +56,18 @@ class Client:
         *,
         security: TransportSecurity | None = None,
         connect_timeout_seconds: float = 15.0,
+        curve_secret_key: str | None = None,
+        curve_server_key: str | None = None,
     ) -> None:
         """`security` secures the client's connections (None: plain TCP; inside a task: the worker's).
         `connect_timeout_seconds`: how long the first connection waits for the scheduler to answer (saying
-        so on stderr every 5 s) before a ConnectionError."""
+        so on stderr every 5 s) before a ConnectionError. `curve_secret_key`, `curve_server_key`: this client's
+        secret key file and the scheduler's public key file, for a cluster secured with CURVE (docs/security.md);
+        a wrong key is a ConnectionRefusedError at once."""
+        if curve_secret_key is not None or curve_server_key is not None:
+            from scaler.io.curve import curve_security
+
+            security = curve_security(curve_secret_key, curve_server_key)
         refuse_tls_security_config(security_config)
         context = processor_context.current()
         if security is None and context is not None:

@@ -7,6 +7,7 @@ scheduler, then object storage, and leaves no process behind.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import logging
@@ -22,6 +23,7 @@ from scaler.cluster.readiness import wait_for_scheduler
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, section_to_json
 from scaler.io.address import free_tcp_port_block, parse_address
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
+from scaler.io.curve import ClusterKeys, security_of
 from scaler.io.port_owner import address_in_use_problem
 
 logger = logging.getLogger(__name__)
@@ -64,8 +66,12 @@ class SchedulerClusterCombo:
         policy_content: str = "allocate=even_load; scaling=no",
         max_task_retries: int = 3,
         preload: str | None = None,
+        secure: bool = False,
     ) -> None:
+        """`secure=True`: every connection authenticated and encrypted with CURVE keys made for this cluster
+        (deleted when it stops); `Client(cluster.get_address(), **cluster.client_keys)` connects to it."""
         refuse_tls_security_config(security_config)
+        self._keys = ClusterKeys.make() if secure else None
         if isinstance(n_workers, str):  # SchedulerClusterCombo("tcp://...", ...) as some older code does
             n_workers, address = 4 if address is None else int(address), n_workers
         if address is None:
@@ -81,6 +87,7 @@ class SchedulerClusterCombo:
         self._object_storage_address = object_storage_address
         self._monitor_address = monitor_address or str(scheduler_address.with_port_offset(2))
         logging_paths = tuple(logging_paths)
+        server_keys: dict[str, Any] = self._keys.server_settings() if self._keys is not None else {}
         scheduler = SchedulerConfig(
             bind_address=self._address,
             object_storage_address=object_storage_address,
@@ -133,6 +140,10 @@ class SchedulerClusterCombo:
             problem = address_in_use_problem(bound)
             if problem is not None:  # else a cluster already there would answer our readiness probe
                 raise OSError(errno.EADDRINUSE, f"SchedulerClusterCombo: {problem}")
+        if self._keys is not None:
+            scheduler = dataclasses.replace(scheduler, **server_keys)
+            storage = dataclasses.replace(storage, **server_keys)
+            worker = dataclasses.replace(worker, **self._keys.worker_settings())
         plan = {
             "object_storage_server": section_to_json(storage),
             "scheduler": section_to_json(scheduler),
@@ -153,7 +164,8 @@ class SchedulerClusterCombo:
             os.close(report_write)
             report_write = -1
             self._pids = _read_report(report_read, self._host)
-            wait_for_scheduler(self._address, START_TIMEOUT_SECONDS, [self._host])
+            probe_security = security_of(self.client_keys) if self._keys is not None else None
+            wait_for_scheduler(self._address, START_TIMEOUT_SECONDS, [self._host], security=probe_security)
         except BaseException:
             self.shutdown()
             raise
@@ -165,6 +177,11 @@ class SchedulerClusterCombo:
 
     def get_address(self) -> str:
         return self._address
+
+    @property
+    def client_keys(self) -> dict[str, str]:
+        """`Client(cluster.get_address(), **cluster.client_keys)`: empty for a cluster without `secure=True`."""
+        return self._keys.client_settings() if self._keys is not None else {}
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else "running"
@@ -210,8 +227,11 @@ class SchedulerClusterCombo:
         if self._stopped:
             return
         self._stopped = True
+        keys, self._keys = self._keys, None
         if self._host is not None:
             stop_children([self._host], grace_seconds=20.0)
+        if keys is not None:
+            keys.remove()
 
     def __enter__(self) -> SchedulerClusterCombo:
         return self

@@ -20,10 +20,12 @@ from types import FrameType
 import psutil
 
 from scaler.cluster.readiness import wait_for_scheduler
+from scaler.cluster.stack_security import secured
 from scaler.config.loader import LauncherFile
 from scaler.config.sections import SchedulerConfig, section_to_json
 from scaler.io.address import parse_address
 from scaler.io.child_processes import describe_exit, start_python_child
+from scaler.io.curve import security_of
 from scaler.object_storage.readiness import wait_for_object_storage
 from scaler.protocol.exit_codes import ExitCode
 
@@ -69,20 +71,26 @@ class Launcher:
     # ------------------------------------------------------------ start
 
     def _start_all(self) -> None:
-        file = self._file
+        file = secured(self._file)
+        keys = file.security
+        probe = None
+        if keys is not None:  # the probes connect as the stack's managers do
+            probe = security_of(
+                {"curve_secret_key": keys.workers_secret_key, "curve_server_key": keys.server_public_key}
+            )
         storage_address: str | None = None
         if file.object_storage_server is not None:
             storage = file.object_storage_server
             storage_address = str(parse_address(storage.bind_address).connectable())
             child = self._start("object storage server", ["scaler.object_storage.server", section_to_json(storage)])
-            wait_for_object_storage(storage_address, READY_TIMEOUT_SECONDS, [child.process])
+            wait_for_object_storage(storage_address, READY_TIMEOUT_SECONDS, [child.process], security=probe)
             print(f"scaler: object storage server at {storage.bind_address} (pid {child.process.pid})", flush=True)
         self._check_signals()
         if file.scheduler is not None:
             scheduler = self._scheduler_settings(file.scheduler, storage_address)
             child = self._start("scheduler", ["scaler.scheduler.process", section_to_json(scheduler)])
             address = str(parse_address(scheduler.bind_address).connectable())
-            wait_for_scheduler(address, READY_TIMEOUT_SECONDS, [c.process for c in self._children])
+            wait_for_scheduler(address, READY_TIMEOUT_SECONDS, [c.process for c in self._children], security=probe)
             monitor = scheduler.monitor_address or str(parse_address(scheduler.bind_address).with_port_offset(2))
             print(f"scaler: scheduler at {scheduler.bind_address} (pid {child.process.pid}), monitor at {monitor}",
                   flush=True)  # fmt: skip

@@ -40,6 +40,7 @@ from scaler.config.sections import (
     GUIConfig,
     ObjectStorageServerConfig,
     SchedulerConfig,
+    StackSecurityConfig,
     WorkerManagerSettings,
 )
 from scaler.config.toml_file import (
@@ -238,6 +239,7 @@ class LauncherFile:
     #: one per [[worker_manager]] entry, in file order
     worker_managers: tuple[WorkerManagerSettings, ...]
     gui: GUIConfig | None
+    security: StackSecurityConfig | None = None
     #: notes about translated 1.x keys, for stderr
     notices: tuple[str, ...] = ()
 
@@ -262,6 +264,7 @@ def load_launcher_file(path: str) -> LauncherFile:
         scheduler=table(SchedulerConfig, "scheduler"),
         worker_managers=_launcher_worker_managers(document, path),
         gui=table(GUIConfig, "gui") or table(GUIConfig, "webui"),
+        security=table(StackSecurityConfig, "security"),
         notices=tuple(notices),
     )
     if not (launcher.object_storage_server or launcher.scheduler or launcher.worker_managers or launcher.gui):

@@ -30,7 +30,29 @@ class LoggingSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ObjectStorageServerConfig(LoggingSettings):
+class CurveClientSettings:
+    """Keys of a side that connects (clients' tools, workers, managers): docs/security.md."""
+
+    curve_secret_key: str | None = setting(
+        None, help="this side's CURVE secret key file (NAME.key_secret, from scaler_keygen); secures every connection"
+    )
+    curve_server_key: str | None = setting(None, help="the servers' CURVE public key file (server.key)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurveServerSettings:
+    """Keys of a server (scheduler, object storage): docs/security.md."""
+
+    curve_secret_key: str | None = setting(
+        None, help="the servers' CURVE secret key file (server.key_secret, from scaler_keygen)"
+    )
+    curve_authorized_keys: str | None = setting(
+        None, help="folder of the public keys (*.key) allowed to connect; re-read when it changes"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectStorageServerConfig(LoggingSettings, CurveServerSettings):
     bind_address: str = setting(
         help="address to listen on, e.g. tcp://127.0.0.1:8517",
         positional=True,
@@ -40,7 +62,7 @@ class ObjectStorageServerConfig(LoggingSettings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SchedulerConfig(LoggingSettings):
+class SchedulerConfig(LoggingSettings, CurveServerSettings):
     bind_address: str = setting(
         help="address clients, workers and managers connect to, e.g. tcp://127.0.0.1:8516",
         positional=True,
@@ -100,7 +122,7 @@ class SchedulerConfig(LoggingSettings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class WorkerSettings(LoggingSettings):
+class WorkerSettings(LoggingSettings, CurveClientSettings):
     """Flags every worker shares, whoever starts it (scaler_cluster, a worker manager, scaler_worker)."""
 
     object_storage_address: str | None = setting(
@@ -295,7 +317,17 @@ WORKER_MANAGER_SECTIONS: dict[str, type[WorkerManagerSettings]] = {
 
 
 @dataclass(frozen=True, kw_only=True)
-class TopConfig:
+class StackSecurityConfig:
+    """`[security]` of a `scaler FILE` stack: CURVE keys for every component it starts (docs/security.md)."""
+
+    server_secret_key: str = setting(help="the servers' secret key file (scheduler and object storage)")
+    server_public_key: str = setting(help="the servers' public key file, given to everything that connects")
+    authorized_keys: str = setting(help="folder of the public keys allowed to connect")
+    workers_secret_key: str = setting(help="the secret key file of the worker managers and the workers they start")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopConfig(CurveClientSettings):
     """`scaler_top`: the terminal monitor (section [top]); it has no logging settings."""
 
     monitor_address: str = setting(help="the scheduler's monitor address, e.g. tcp://127.0.0.1:8518", positional=True)
@@ -304,7 +336,7 @@ class TopConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class GUIConfig(LoggingSettings):
+class GUIConfig(LoggingSettings, CurveClientSettings):
     """`scaler_gui`: the web monitor (section [gui]; the 1.x [webui] section is read too)."""
 
     monitor_address: str = setting(help="the scheduler's monitor address, e.g. tcp://127.0.0.1:8518", positional=True)

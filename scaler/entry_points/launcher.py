@@ -28,7 +28,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             problem = unavailable_type_problem(manager)
             if problem is not None:
                 raise ConfigError(f"{arguments.file}: {problem}")
-    except ConfigError as error:
+        if file.security is not None:
+            from scaler.cluster.stack_security import check_stack_keys
+
+            check_stack_keys(file.security)
+    except (ConfigError, ValueError) as error:
         print(f"scaler: error: {error}", file=sys.stderr)
         return EXIT_CONFIGURATION
     for notice in file.notices:

@@ -27,9 +27,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AddressError as error:
         print(f"scaler_top: error: {error}", file=sys.stderr)
         return 2
+    from scaler.io.curve import KeyFileError, security_of
     from scaler.monitor.top import run_top
 
-    return run_top(config.monitor_address, config.timeout)
+    try:
+        security = security_of(config)
+    except KeyFileError as error:
+        print(f"scaler_top: error: {error}", file=sys.stderr)
+        return 2
+    return run_top(config.monitor_address, config.timeout, security)
 
 
 if __name__ == "__main__":

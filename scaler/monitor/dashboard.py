@@ -19,6 +19,7 @@ from importlib import resources
 from typing import Any
 
 from scaler.config.sections import GUIConfig
+from scaler.io.curve import KeyFileError, security_of
 from scaler.monitor.dashboard_state import DashboardState
 from scaler.monitor.feed import FeedReader, FeedVersionError
 
@@ -30,6 +31,7 @@ FEED_POLL_SECONDS = 0.2
 class Dashboard:
     def __init__(self, config: GUIConfig) -> None:
         self.config = config
+        self.security = security_of(config)  # KeyFileError at start, naming the file
         self.state = DashboardState(spans_kept=config.task_log_max_size)
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -66,7 +68,7 @@ class Dashboard:
         return json.dumps(view).encode()
 
     def _read_feed(self) -> None:
-        reader = FeedReader(self.config.monitor_address)
+        reader = FeedReader(self.config.monitor_address, security=self.security)
         try:
             while not self.stopping.is_set():
                 try:
@@ -137,6 +139,9 @@ def _page() -> bytes:
 def run_dashboard(config: GUIConfig) -> int:
     try:
         dashboard = Dashboard(config)
+    except KeyFileError as error:
+        logger.error("%s", error)
+        return 2
     except OSError as error:
         from scaler.io.port_owner import port_owner
 

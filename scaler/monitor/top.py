@@ -13,6 +13,7 @@ import curses
 import time
 from typing import Any
 
+from scaler.io.sockets import TransportSecurity
 from scaler.monitor.feed import FeedReader, FeedVersionError
 from scaler.monitor.top_screen import Sorting, render
 from scaler.protocol import messages as m
@@ -45,8 +46,8 @@ class TopState:
         return now - self.last_status_at
 
 
-def run_top(address: str, timeout_seconds: float) -> int:
-    reader = FeedReader(address)
+def run_top(address: str, timeout_seconds: float, security: TransportSecurity | None = None) -> int:
+    reader = FeedReader(address, security=security)
     try:
         return int(curses.wrapper(_loop, reader, address, timeout_seconds))
     except KeyboardInterrupt:

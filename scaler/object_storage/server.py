@@ -24,6 +24,7 @@ import zmq
 
 from scaler.config.sections import ObjectStorageServerConfig
 from scaler.io.address import AddressError, parse_address
+from scaler.io.curve import KeyFileError, security_of
 from scaler.io.event_loop import run
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, TransportSecurity, bound_endpoint
@@ -307,8 +308,13 @@ async def _serve_until_signalled(config: ObjectStorageServerConfig, security: Tr
 
 def run_object_storage_server(config: ObjectStorageServerConfig, security: TransportSecurity | None = None) -> int:
     """Run the server in this process until SIGINT/SIGTERM; returns the exit code. `security`: how its socket
-    is secured (None: plain TCP)."""
+    is secured (None: the CURVE keys of its settings, if any)."""
     _setup_logging(config)
+    try:
+        security = security if security is not None else security_of(config)
+    except KeyFileError as error:
+        logger.error("%s", error)
+        return EXIT_CONFIGURATION
     if hasattr(signal, "SIGPIPE"):
         # Python ignores SIGPIPE at startup; restate it so that nothing embedding us can let a peer that
         # vanishes mid-write kill the server (behaviour F6).

@@ -10,6 +10,7 @@ import zmq
 
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_from_json
 from scaler.io.address import AddressError, parse_address
+from scaler.io.curve import KeyFileError, security_of
 from scaler.io.event_loop import new_event_loop
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, TransportSecurity
@@ -34,10 +35,11 @@ def derived_addresses(config: SchedulerConfig) -> tuple[str, str, str | None]:
 
 def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = None) -> int:
     """Run a scheduler until it stops; its exit code. `security` secures every socket it binds or connects
-    (None: plain TCP)."""
+    (None: the CURVE keys of its settings, if any)."""
     try:
+        security = security if security is not None else security_of(config)
         bind, monitor, storage = derived_addresses(config)
-    except AddressError as error:
+    except (AddressError, KeyFileError) as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
 
@@ -140,7 +142,7 @@ def _serve(
 
 
 #: How long the scheduler waits at start for an object storage server it was pointed at.
-STORAGE_CHECK_SECONDS = 3.0
+STORAGE_CHECK_SECONDS = 10.0
 
 
 def _check_object_storage(address: str, security: TransportSecurity | None) -> None:

@@ -49,10 +49,18 @@ def check_worker_config(config: WorkerConfig) -> str | None:
 
 def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity | None = None) -> int:
     """A worker whose tasks run in processors forked from its zygote, `slots` at a time (the commands start
-    one slot per worker process). `security`: how its connections are secured (None: plain TCP)."""
+    one slot per worker process). `security`: how its connections are secured (None: the CURVE keys of its
+    settings, if any)."""
     problem = check_worker_config(config)
     if problem is not None:
         logger.error("%s", problem)
+        return EXIT_CONFIGURATION
+    from scaler.io.curve import KeyFileError, security_of
+
+    try:
+        security = security if security is not None else security_of(config)
+    except KeyFileError as error:
+        logger.error("%s", error)
         return EXIT_CONFIGURATION
     from scaler.worker.executor import ZygoteExecutor
     from scaler.worker.processor import ProcessorSettings, run_processor

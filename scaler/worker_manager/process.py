@@ -11,6 +11,7 @@ import sys
 from scaler.config.logging_setup import setup_logging
 from scaler.config.sections import WORKER_MANAGER_SECTIONS, WorkerManagerSettings, section_from_json
 from scaler.io.address import AddressError, parse_address
+from scaler.io.curve import KeyFileError, security_of
 from scaler.io.event_loop import new_event_loop
 from scaler.policy.capability import parse_capabilities
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
@@ -58,11 +59,18 @@ def run_manager(config: WorkerManagerSettings, manager_type: str, worker_type: s
     if problem is not None:
         logger.error("%s", problem)
         return EXIT_CONFIGURATION
+    try:
+        security = security_of(config)
+    except KeyFileError as error:
+        logger.error("%s", error)
+        return EXIT_CONFIGURATION
     spec = LaunchSpec(config.worker_manager_id, worker_config_of(config, worker_type), backend.workers_per_unit)
     loop = new_event_loop(config.event_loop)
     try:
         asyncio.set_event_loop(loop)
-        return loop.run_until_complete(ManagerRunner(runner_settings(config, manager_type), backend, spec).run())
+        return loop.run_until_complete(
+            ManagerRunner(runner_settings(config, manager_type), backend, spec, security=security).run()
+        )
     finally:
         asyncio.set_event_loop(None)
         loop.close()

@@ -10,7 +10,9 @@ def status(wall_time: float, succeeded: int) -> m.StatusSnapshot:
     worker = m.WorkerSummary(b"Worker|NAT-u|abcdef", manager_id="local", capacity=4, hostname="h", pid=7)
     manager = m.ManagerSummary("local", "baremetal_native", max_workers=4, connected_workers=1, target_workers=2)
     stats = m.SchedulerStats(succeeded=succeeded, queued=3, object_count=2, object_bytes=2048)
-    return m.StatusSnapshot(time=wall_time, scheduler=stats, workers=(worker,), managers=(manager,), wall_time=wall_time)
+    return m.StatusSnapshot(
+        time=wall_time, scheduler=stats, workers=(worker,), managers=(manager,), wall_time=wall_time
+    )
 
 
 def transition(task: int, state: str, at: float, worker: bytes = b"") -> m.TaskTransition:
