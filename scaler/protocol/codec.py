@@ -32,8 +32,17 @@ _HERE = os.path.dirname(__file__)
 _schema = capnp.load(os.path.join(_HERE, "message.capnp"))
 _storage_schema = capnp.load(os.path.join(_HERE, "object_storage.capnp"))
 
-#: Frames may carry large graphs and inline payloads; the reader's default limit (64 MiB) is too low.
-_TRAVERSAL_LIMIT = 1 << 40
+#: A frame may make the reader visit at most this many words per word it holds (plus a little): a decoder
+#: reads a field more than once, but a frame that claims far more than it holds (a list of 222 million empty
+#: structs in 48 bytes) is refused at once instead of keeping a server busy for minutes.
+_WORDS_VISITED_PER_WORD = 8
+_WORDS_VISITED_MINIMUM = 8192
+
+
+def _limit(frame: bytes) -> int:
+    """The traversal limit of one frame: in proportion to its size (Cap'n Proto counts each element of a list
+    of empty structs as one word, so a claimed list length costs what it claims)."""
+    return _WORDS_VISITED_PER_WORD * (len(frame) // 8) + _WORDS_VISITED_MINIMUM
 
 
 class DecodeError(ValueError):
@@ -330,7 +339,7 @@ def decode(frame: bytes | memoryview) -> m.Message:
     try:
         # read_multiple_bytes reads the same unpacked encoding as from_bytes, without a context manager
         message: m.Message | None = None
-        for envelope in _schema.Message.read_multiple_bytes(frame, traversal_limit_in_words=_TRAVERSAL_LIMIT):
+        for envelope in _schema.Message.read_multiple_bytes(frame, traversal_limit_in_words=_limit(frame)):
             if message is not None:
                 raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): it holds several messages")
             kind = envelope.which()
@@ -368,7 +377,7 @@ def decode_body(data: bytes) -> m.TaskBody:
     if not isinstance(data, bytes):
         data = bytes(data)  # see decode()
     try:
-        with _schema.TaskBody.from_bytes(data, traversal_limit_in_words=_TRAVERSAL_LIMIT) as r:
+        with _schema.TaskBody.from_bytes(data, traversal_limit_in_words=_limit(data)) as r:
             args = []
             for a in r.args:
                 kind = a.which()
@@ -415,7 +424,7 @@ def decode_storage_request(frame: bytes | memoryview) -> sm.StorageRequest:
     if not isinstance(frame, bytes):
         frame = bytes(frame)  # see decode()
     try:
-        with _storage_schema.StorageRequest.from_bytes(frame, traversal_limit_in_words=_TRAVERSAL_LIMIT) as r:
+        with _storage_schema.StorageRequest.from_bytes(frame, traversal_limit_in_words=_limit(frame)) as r:
             kind = r.which()
             op: sm.StorageOperation
             if kind == "hello":
@@ -463,7 +472,7 @@ def decode_storage_reply(frame: bytes | memoryview) -> sm.StorageReply:
     if not isinstance(frame, bytes):
         frame = bytes(frame)  # see decode()
     try:
-        with _storage_schema.StorageReply.from_bytes(frame, traversal_limit_in_words=_TRAVERSAL_LIMIT) as r:
+        with _storage_schema.StorageReply.from_bytes(frame, traversal_limit_in_words=_limit(frame)) as r:
             kind = r.which()
             value: sm.ReplyValue = None
             if kind == "object":
