@@ -52,7 +52,8 @@ def main() -> None:
             runs[secure].append(measure(secure, arguments))
     plain_w1, plain_w3 = (statistics.median(values) for values in zip(*runs[False], strict=True))
     curve_w1, curve_w3 = (statistics.median(values) for values in zip(*runs[True], strict=True))
-    print(f"W1: {plain_w1:,.0f} tasks/s plain, {curve_w1:,.0f} with CURVE ({100 * (1 - curve_w1 / plain_w1):+.1f}% cost)")
+    cost = 100 * (1 - curve_w1 / plain_w1)
+    print(f"W1: {plain_w1:,.0f} tasks/s plain, {curve_w1:,.0f} with CURVE ({cost:+.1f}% cost)")
     print(f"W3: p50 {plain_w3:.2f} ms plain, {curve_w3:.2f} ms with CURVE ({100 * (curve_w3 / plain_w3 - 1):+.1f}%)")
 
 
