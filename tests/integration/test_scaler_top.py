@@ -3,10 +3,12 @@ away and coming back, and `q` leaving the terminal as it was."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -68,7 +70,12 @@ def test_top_shows_a_live_cluster_sorts_and_quits_cleanly(launcher: Launcher, te
     terminal.type(f"{BIN_DIR / 'scaler_top'} {addresses.monitor}", "Enter")
     screen = terminal.shows("Total 2 worker(s)")
     assert "[worker]" in screen and "task_manager" in screen
-    terminal.shows("success     500")
+    screen = terminal.shows("success     500")
+    folder = os.environ.get("SCALER_SCREENSHOTS")
+    if folder:  # the screen docs/monitoring.md shows
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        lines = [line.rstrip() for line in screen.splitlines()]
+        (Path(folder) / "scaler_top.txt").write_text("\n".join(lines).strip("\n"))
 
     terminal.type("c")  # sort by cpu: the marked column moves
     screen = terminal.shows("[cpu]")
