@@ -244,7 +244,11 @@ def test_close_after_stopping_leaves_nothing_running(case: Case) -> None:
         unit_ids = await backend.launch(2, case.spec)
         await eventually(lambda: all_running(backend, unit_ids), "2 RUNNING units")
         await backend.terminate(unit_ids, "contract test")
-        await backend.close()  # completes the stops in flight at once
+        await backend.close()  # a local backend completes the stops in flight at once
+        if case.kind.cloud:  # a cloud stops them in its own time: the units read GONE once it has
+            for unit_id in unit_ids:
+                await eventually(lambda unit_id=unit_id: is_gone(backend, unit_id), "the stopped units to be GONE")
+                await eventually(lambda unit_id=unit_id: _true(not case.kind.unit_processes(unit_id)), "no process")
         for unit_id in unit_ids:
             assert not case.kind.unit_processes(unit_id)
         fresh = case.backend()
