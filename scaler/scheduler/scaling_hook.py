@@ -21,7 +21,7 @@ from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.registry import PolicyConfig, make_policy
 from scaler.policy.scaling import NoScaling
 from scaler.policy.snapshot import scaling_snapshot
-from scaler.protocol.messages import ManagerTarget, StatusSnapshot
+from scaler.protocol.messages import ManagerTarget, StatusSnapshot, TargetEntry
 from scaler.scheduler.core.scheduler_core import ScalingHook
 
 logger = logging.getLogger(__name__)
@@ -61,13 +61,15 @@ class PolicyScalingHook:
         #: within one step share a decision and a later step (a new view) decides again
         self._view: StatusSnapshot | None = None
         self._step: ScalingStep | None = None
+        self._kept_busy: dict[str, str] = {}  #: manager id -> why its target was raised to its busy workers
         self.warnings_seen: dict[str, None] = {}  #: every distinct warning of the policy, in order (simulations)
 
     def reason(self, manager_id: str) -> str:
         if self._step is None:
             return ""
-        given = self._step.reasons.get(manager_id)
-        return given if given else f"{self.policy.name} policy"
+        given = self._step.reasons.get(manager_id) or f"{self.policy.name} policy"
+        kept = self._kept_busy.get(manager_id)
+        return f"{given}; {kept}" if kept else given
 
     def targets(self, view: StatusSnapshot, manager_id: str) -> ManagerTarget | None:
         if self._step is None or view is not self._view:
@@ -78,4 +80,28 @@ class PolicyScalingHook:
                     self.warnings_seen[warning] = None
                 logger.warning("scaling: %s", warning)
             self._step, self._view = step, view
-        return self._step.decision.get(manager_id)
+            self._kept_busy = {}
+        target = self._step.decision.get(manager_id)
+        if target is None:
+            return None
+        kept = keep_busy_workers(target, view, manager_id)
+        if kept is not target:
+            busy = sum(entry.workers for entry in kept.entries)
+            self._kept_busy[manager_id] = f"kept at its {busy} busy workers while tasks are queued"
+        return kept
+
+
+def keep_busy_workers(target: ManagerTarget, view: StatusSnapshot, manager_id: str) -> ManagerTarget:
+    """Whatever the policy, no busy worker is stopped while tasks are queued: a target below the manager's busy
+    workers is raised to them (its idle workers, in the drain list, can still go). Returns `target` itself when
+    nothing changes."""
+    if view.scheduler.queued == 0:
+        return target
+    busy = sum(1 for worker in view.workers if worker.manager_id == manager_id and worker.assigned > 0)
+    wanted = sum(max(0, entry.workers) for entry in target.entries)
+    if wanted >= busy:
+        return target
+    entries = list(target.entries) or [TargetEntry((), 0)]
+    first = entries[0]
+    entries[0] = TargetEntry(first.capabilities, first.workers + busy - wanted)
+    return ManagerTarget(tuple(entries), target.drain, target.connected)
