@@ -61,8 +61,11 @@ class ClientAgent:
         heartbeat_interval_seconds: float,
         timeout_seconds: float,
         security: TransportSecurity | None = None,
+        scheduler_lost_grace_seconds: float = 0.0,
     ) -> None:
         self.address = address
+        #: encoded Task frames of the unfinished tasks, submitted again to a scheduler that restarted
+        self.resubmittable: dict[TaskID, bytes] = {}
         self._security = security
         self.identity = identity
         self.futures: dict[TaskID, ScalerFuture] = {}
@@ -81,8 +84,9 @@ class ClientAgent:
                 heartbeat_interval_seconds=heartbeat_seconds,
                 timeout_seconds=timeout_seconds,
                 one_heartbeat_in_flight=True,
-                register_again=False,
+                register_again=scheduler_lost_grace_seconds > 0,
                 lost_on_disconnect=True,
+                lost_grace_seconds=scheduler_lost_grace_seconds if scheduler_lost_grace_seconds > 0 else None,
             )
         )
         self._outgoing: collections.deque[bytes] = collections.deque()
@@ -235,10 +239,12 @@ class ClientAgent:
     def _on_message(self, message: m.Message) -> None:
         self._follow_link(self._link.on_message(message, time.monotonic()))
         if isinstance(message, m.TaskResult):
+            self.resubmittable.pop(message.task_id, None)
             future = self.futures.pop(message.task_id, None)
             if future is not None:
                 future._complete(message)
         elif isinstance(message, m.TaskCancelConfirm):
+            self.resubmittable.pop(message.task_id, None)
             future = self.futures.pop(message.task_id, None)
             if future is not None:
                 future._confirm_cancelled()
@@ -263,6 +269,8 @@ class ClientAgent:
             elif isinstance(effect, Registered):
                 self.hello_reply = effect.reply
                 self.worker_count = effect.reply.worker_count
+                if effect.again:
+                    self._submit_again()
                 self._ready.set()
             elif isinstance(effect, Refused):
                 self._lost(IncompatiblePeerError(effect.reason))
@@ -271,6 +279,21 @@ class ClientAgent:
                 self._lost(ConnectionError(effect.reason) if never_connected else DisconnectedError(effect.reason))
             elif isinstance(effect, StillWaiting):
                 logger.warning("%s", effect.text)
+
+    def _submit_again(self) -> None:
+        """A restarted scheduler forgot this client: its unfinished tasks go again, in submission order."""
+        frames = [frame for task_id, frame in list(self.resubmittable.items()) if task_id in self.futures]
+        for task_id, future in list(self.futures.items()):  # graph tasks: the graph is not kept, so they fail
+            if task_id not in self.resubmittable:
+                self.futures.pop(task_id, None)
+                future._fail(DisconnectedError(f"the scheduler at {self.address} restarted; a graph's tasks are "
+                                               "not submitted again: submit the graph again"))  # fmt: skip
+        logger.warning(
+            "the scheduler at %s restarted and forgot this client: submitting its %d unfinished task(s) again",
+            self.address, len(frames),
+        )  # fmt: skip
+        self._outgoing.extend(frames)
+        self._flush()
 
     def _on_socket_event(self, event: int, value: int) -> None:
         if event & HANDSHAKE_FAILURES:
@@ -310,6 +333,7 @@ class ClientAgent:
                 logger.warning("%s", error)
         pending = list(self.futures.values())
         self.futures.clear()
+        self.resubmittable.clear()
         for future in pending:
             future._fail(error)
         self._shutdown_answered.set()

@@ -56,6 +56,7 @@ class Client:
         *,
         security: TransportSecurity | None = None,
         connect_timeout_seconds: float = 15.0,
+        scheduler_lost_grace_seconds: float = 60.0,
         curve_secret_key: str | None = None,
         curve_server_key: str | None = None,
     ) -> None:
@@ -63,7 +64,9 @@ class Client:
         `connect_timeout_seconds`: how long the first connection waits for the scheduler to answer (saying
         so on stderr every 5 s) before a ConnectionError. `curve_secret_key`, `curve_server_key`: this client's
         secret key file and the scheduler's public key file, for a cluster secured with CURVE (docs/security.md);
-        a wrong key is a ConnectionRefusedError at once."""
+        a wrong key is a ConnectionRefusedError at once. `scheduler_lost_grace_seconds`: when the connection to
+        the scheduler closes, how long to wait for a scheduler to answer at the same address again (a restarted
+        one gets this client's unfinished tasks again); 0: fail the futures at once with DisconnectedError."""
         if curve_secret_key is not None or curve_server_key is not None:
             from scaler.io.curve import curve_security
 
@@ -93,8 +96,9 @@ class Client:
         self._serializer_id: ObjectID | None = None
         hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), m.ClientInfo())
         self._agent = ClientAgent(
-            self._address, self._identity, hello, heartbeat_interval_seconds, timeout_seconds, security
-        )
+            self._address, self._identity, hello, heartbeat_interval_seconds, timeout_seconds, security,
+            scheduler_lost_grace_seconds,
+        )  # fmt: skip
         reply = self._agent.start(connect_timeout_seconds)
         self._object_storage_address = object_storage_address or reply.object_storage_address
         self._builder = TaskBuilder(self._identity, self._serializer, self._store, self._current_serializer_id)
@@ -231,7 +235,9 @@ class Client:
             capabilities=m.make_capabilities(capabilities),
         )  # fmt: skip
         future = self._new_future(task_id, profiling)
-        self._agent.send([codec.encode(task)])
+        frame = codec.encode(task)
+        self._agent.resubmittable[task_id] = frame
+        self._agent.send([frame])
         return future
 
     def map(
@@ -290,7 +296,9 @@ class Client:
                 stream_output=self._stream_output, priority=priority, capabilities=caps,
             )  # fmt: skip
             futures.append(self._new_future(task_id, self._profiling))
-            frames.append(codec.encode(task))
+            frame = codec.encode(task)
+            self._agent.resubmittable[task_id] = frame
+            frames.append(frame)
             if len(frames) >= 1024:
                 self._agent.send(frames)
                 frames = []

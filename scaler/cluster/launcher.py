@@ -1,10 +1,11 @@
 """`scaler FILE`: start object storage, the scheduler and every worker manager of one TOML file.
 
 Start order: object storage (wait until it answers), scheduler (wait until it answers), then each
-[[worker_manager]] in file order. The launcher then watches its children: if one exits unexpectedly
-it says which and why, stops the rest and exits non-zero. SIGINT/SIGTERM stop everything in reverse
-start order with one shared grace period, then kill whatever is left, descendants included (the
-workers managers started), so no process outlives the launcher. A second SIGINT skips the grace.
+[[worker_manager]] in file order. The launcher then watches its children: a scheduler that exits unexpectedly
+is started again (up to 5 times, after 1, 2, 4 ... s; clients, workers and managers re-attach to it); any
+other child that exits unexpectedly stops the rest and the launcher exits non-zero. SIGINT/SIGTERM stop
+everything in reverse start order with one shared grace period, then kill whatever is left, descendants
+included (the workers managers started), so no process outlives the launcher. A second SIGINT skips the grace.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import FrameType
 
 import psutil
@@ -34,12 +35,17 @@ logger = logging.getLogger(__name__)
 READY_TIMEOUT_SECONDS = 30.0
 STOP_GRACE_SECONDS = 10.0
 POLL_SECONDS = 0.2
+#: A scheduler that dies is started again this many times (after 1, 2, 4 ... s), then the stack stops.
+SCHEDULER_RESTARTS = 5
+RESTART_BACKOFF_CAP_SECONDS = 8.0
 
 
 @dataclass
 class Child:
     name: str
     process: subprocess.Popen[bytes]
+    module_args: list[str] = field(default_factory=list)  #: how it was started, to start it again
+    restarts: int = 0
 
 
 class Launcher:
@@ -120,7 +126,7 @@ class Launcher:
         return scheduler
 
     def _start(self, name: str, module_args: list[str]) -> Child:
-        child = Child(name, start_python_child(module_args))
+        child = Child(name, start_python_child(module_args), module_args)
         self._children.append(child)
         logger.info("started %s (pid %d)", name, child.process.pid)
         return child
@@ -135,12 +141,31 @@ class Launcher:
         while not self._signals:
             for child in self._children:
                 code = child.process.poll()
-                if code is not None:
-                    logger.error("%s exited unexpectedly (%s); stopping the rest", child.name, describe_exit(code))
-                    return ExitCode.ERROR
+                if code is None:
+                    continue
+                if child.name == "scheduler" and child.restarts < SCHEDULER_RESTARTS:
+                    self._restart(child, code)  # clients, workers and managers re-attach to the new one
+                    continue
+                logger.error("%s exited unexpectedly (%s); stopping the rest", child.name, describe_exit(code))
+                return ExitCode.ERROR
             time.sleep(POLL_SECONDS)
         logger.info("received %s: stopping", signal.Signals(self._signals[0]).name)
         return ExitCode.OK
+
+    def _restart(self, child: Child, code: int) -> None:
+        child.restarts += 1
+        delay = min(RESTART_BACKOFF_CAP_SECONDS, 2 ** (child.restarts - 1))
+        logger.error(
+            "%s exited unexpectedly (%s); restarting it (%d of %d) in %g s",
+            child.name, describe_exit(code), child.restarts, SCHEDULER_RESTARTS, delay,
+        )  # fmt: skip
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline and not self._signals:
+            time.sleep(POLL_SECONDS)
+        if self._signals:
+            return
+        child.process = start_python_child(child.module_args)
+        print(f"scaler: {child.name} restarted (pid {child.process.pid})", flush=True)
 
     def _stop_all(self) -> None:
         descendants = _descendants()

@@ -59,7 +59,10 @@ class LinkSettings:
     timeout_seconds: float = 60.0  #: silence after which the scheduler counts as lost
     one_heartbeat_in_flight: bool = False  #: a new heartbeat only after the previous one's echo (clients)
     register_again: bool = True  #: a scheduler that forgot this peer gets a new hello (workers, managers)
-    lost_on_disconnect: bool = False  #: a closed connection is a loss at once (clients)
+    lost_on_disconnect: bool = False  #: a closed connection is a loss (clients): at once, or after the grace
+    #: with `lost_on_disconnect`: how long a closed connection may stay without a word from a scheduler before it is
+    #: a loss (a restarted scheduler at the same address answers within it); None: at once
+    lost_grace_seconds: float | None = None
     hello_retry_seconds: float = 2.0  #: first resend of an unanswered hello; doubles up to the maximum
     hello_retry_max_seconds: float = 30.0
     notice_interval_seconds: float = 10.0
@@ -129,6 +132,7 @@ class SchedulerLink:
         self._last_heartbeat_at: float | None = None
         self._heartbeat_in_flight_since: float | None = None
         self._was_forgotten = False
+        self._disconnected_at: float | None = None  #: a closed connection, within its grace
 
     @property
     def is_registered(self) -> bool:
@@ -148,6 +152,7 @@ class SchedulerLink:
         if self.is_over:
             return []
         self._last_heard = now
+        self._disconnected_at = None
         if isinstance(message, m.HelloReply):
             return self._on_hello_reply(message, now)
         if isinstance(message, m.HeartbeatEcho) and self._heartbeat_in_flight_since is not None:
@@ -161,6 +166,10 @@ class SchedulerLink:
         if self.is_over:
             return []
         silent = now - self._last_heard
+        grace = self.settings.lost_grace_seconds
+        if self._disconnected_at is not None and grace is not None and now - self._disconnected_at > grace:
+            return [self._lose(f"the connection to the scheduler at {self.settings.address} closed and no scheduler "
+                               f"answered there within {grace:g} s")]  # fmt: skip
         if silent > self.settings.timeout_seconds:
             if self.is_registered:
                 reason = f"the scheduler at {self.settings.address} has not answered for {silent:.0f} s"
@@ -174,7 +183,12 @@ class SchedulerLink:
     def on_disconnected(self, now: float) -> list[LinkEffect]:
         if self.is_over or not self.settings.lost_on_disconnect:
             return []
-        return [self._lose(f"the connection to the scheduler at {self.settings.address} closed")]
+        if self.settings.lost_grace_seconds is None:
+            return [self._lose(f"the connection to the scheduler at {self.settings.address} closed")]
+        if self._disconnected_at is None:
+            self._disconnected_at = now
+        self._heartbeat_in_flight_since = None  # that heartbeat is gone: the next one goes to whoever answers next
+        return []
 
     # ------------------------------------------------------------ transitions
 

@@ -54,7 +54,7 @@ def kill_pool(pool: Service) -> None:
 def test_pending_futures_raise_disconnected_error_when_scheduler_is_sigkilled(launcher):
     addresses, scheduler, pool = stack_with_one_worker(launcher)
     # a client timeout far beyond the deadline: only noticing the closed connection can fail the futures in time
-    client = Client(address=addresses.scheduler, timeout_seconds=600)
+    client = Client(address=addresses.scheduler, timeout_seconds=600, scheduler_lost_grace_seconds=0)
     try:
         futures = [client.submit(time.sleep, 60) for _ in range(3)]
         wait_for_running(addresses.monitor)
@@ -75,7 +75,7 @@ def test_pending_futures_raise_disconnected_error_when_scheduler_is_sigkilled(la
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
 def test_disconnect_while_scheduler_dies_neither_raises_nor_hangs(launcher, signum):
     addresses, scheduler, pool = stack_with_one_worker(launcher)
-    client = Client(address=addresses.scheduler)
+    client = Client(address=addresses.scheduler, scheduler_lost_grace_seconds=0)
     futures = [client.submit(time.sleep, 60) for _ in range(3)]
     wait_for_running(addresses.monitor)
     problems: list[BaseException] = []

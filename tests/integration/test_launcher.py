@@ -120,10 +120,11 @@ def test_a_child_that_dies_stops_the_rest_and_the_launcher_exits_non_zero(stack:
     probe_scheduler(scheduler)
     wait_for_workers(monitor, 4)
     running.remember()
-    scheduler_process = next(p for p in running.seen.values() if "scaler.scheduler.process" in " ".join(p.cmdline()))
-    scheduler_process.kill()
+    # (a scheduler that dies is started again: tests/integration/test_scheduler_restart.py)
+    storage = next(p for p in running.seen.values() if "scaler.object_storage.server" in " ".join(p.cmdline()))
+    storage.kill()
     assert running.popen.wait(timeout=60) == 1
-    assert "scheduler exited unexpectedly (killed by SIGKILL)" in running.log()
+    assert "object storage server exited unexpectedly (killed by SIGKILL)" in running.log()
     assert running.leftovers() == []
 
 

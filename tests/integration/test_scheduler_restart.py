@@ -1,0 +1,81 @@
+"""A scheduler killed with SIGKILL and started again at the same address: the client's futures complete as if
+nothing had happened (its unfinished tasks are submitted again), the workers register again, and `scaler FILE`
+restarts its scheduler by itself."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from scaler import Client, DisconnectedError
+from tests.integration.conftest import Launcher, free_addresses, probe_scheduler, wait_for, wait_for_workers
+from tests.integration.test_launcher import Stack
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+
+def slow_square(x: int) -> int:
+    import time
+
+    time.sleep(0.3)
+    return x * x
+
+
+def test_futures_complete_across_a_scheduler_killed_and_started_again(launcher: Launcher) -> None:
+    addresses, scheduler, _storage = launcher.stack(workers=2)
+    with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=60) as client:
+        futures = [client.submit(slow_square, x) for x in range(20)]
+        wait_for(lambda: any(future.done() for future in futures), "a first result")
+        scheduler.popen.send_signal(signal.SIGKILL)
+        scheduler.wait_exit()
+        assert not all(future.done() for future in futures)
+        time.sleep(1)  # the client and the workers see the connection close
+        launcher.scheduler(addresses)  # the same address, a new instance that knows nothing
+        assert [future.result(timeout=90) for future in futures] == [x * x for x in range(20)]
+        wait_for_workers(addresses.monitor, 2)  # the workers registered again
+        assert client.map(slow_square, range(4)) == [0, 1, 4, 9]
+
+
+def test_without_a_scheduler_back_within_the_grace_the_futures_fail(launcher: Launcher) -> None:
+    addresses, scheduler, _storage = launcher.stack(workers=1)
+    with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=3) as client:
+        future = client.submit(time.sleep, 60)
+        time.sleep(0.5)
+        scheduler.popen.send_signal(signal.SIGKILL)
+        scheduler.wait_exit()
+        with pytest.raises(DisconnectedError, match="no scheduler answered there within 3 s"):
+            future.result(timeout=60)
+
+
+def test_the_launcher_restarts_its_scheduler_and_the_work_goes_on(tmp_path: Path) -> None:
+    addresses = free_addresses()
+    path = tmp_path / "stack.toml"
+    path.write_text(
+        f'[object_storage_server]\nbind_address = "{addresses.object_storage}"\n\n'
+        f'[scheduler]\nbind_address = "{addresses.scheduler}"\nobject_storage_address = "{addresses.object_storage}"\n'
+        'policy_content = "allocate=even_load; scaling=no"\n\n'
+        f'[[worker_manager]]\ntype = "baremetal_native"\nmode = "fixed"\nscheduler_address = "{addresses.scheduler}"\n'
+        'worker_manager_id = "pool"\nmax_task_concurrency = 2\n'
+    )
+    stack = Stack(path, tmp_path / "scaler.log")
+    try:
+        probe_scheduler(addresses.scheduler)
+        wait_for_workers(addresses.monitor, 2)
+        with Client(address=addresses.scheduler) as client:
+            futures = [client.submit(slow_square, x) for x in range(10)]
+            stack.remember()
+            scheduler = next(p for p in stack.seen.values() if "scaler.scheduler.process" in " ".join(p.cmdline()))
+            scheduler.kill()
+            wait_for(lambda: "restarting it" in stack.log(), "the launcher to restart the scheduler", 30)
+            assert [future.result(timeout=90) for future in futures] == [x * x for x in range(10)]
+        assert stack.popen.poll() is None, "the stack lives on"
+        assert "scheduler exited unexpectedly (killed by SIGKILL); restarting it (1 of" in stack.log()
+    finally:
+        stack.popen.send_signal(signal.SIGTERM)
+        assert stack.popen.wait(timeout=60) == 0, stack.log()[-3000:]
+    assert stack.leftovers() == []
+    assert not [p for p in psutil.process_iter() if p.pid == stack.popen.pid]
