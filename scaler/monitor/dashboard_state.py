@@ -126,6 +126,20 @@ class DashboardState:
             "throughput": [[time, rate] for time, rate in self.throughput],
             "workers": [_worker_view(worker) for worker in snapshot.workers],
             "managers": [_manager_view(manager) for manager in snapshot.managers],
+            "pending": [
+                {
+                    "capabilities": ",".join(
+                        name if value < 0 else f"{name}={value}" for name, value in group.capabilities
+                    )
+                    or "-",
+                    "queued": group.count,
+                    "running": group.running,
+                    "why": group.reason,
+                    "oldest_seconds": group.oldest_queued_seconds,
+                }
+                for group in snapshot.pending
+                if group.count
+            ],
             "decisions": [
                 {
                     "manager": d.manager_id,
