@@ -87,16 +87,14 @@ class PolicyScalingHook:
         kept = keep_busy_workers(target, view, manager_id)
         if kept is not target:
             busy = sum(entry.workers for entry in kept.entries)
-            self._kept_busy[manager_id] = f"kept at its {busy} busy workers while tasks are queued"
+            self._kept_busy[manager_id] = f"kept at its {busy} busy workers until they finish their tasks"
         return kept
 
 
 def keep_busy_workers(target: ManagerTarget, view: StatusSnapshot, manager_id: str) -> ManagerTarget:
-    """Whatever the policy, no busy worker is stopped while tasks are queued: a target below the manager's busy
-    workers is raised to them (its idle workers, in the drain list, can still go). Returns `target` itself when
-    nothing changes."""
-    if view.scheduler.queued == 0:
-        return target
+    """Whatever the policy, no busy worker is stopped: a target below the manager's busy workers is raised to
+    them, so a shrinking target takes idle workers (the drain list) and lets busy ones finish their tasks first
+    (the policy's next decision lets them go once idle). Returns `target` itself when nothing changes."""
     busy = sum(1 for worker in view.workers if worker.manager_id == manager_id and worker.assigned > 0)
     wanted = sum(max(0, entry.workers) for entry in target.entries)
     if wanted >= busy:

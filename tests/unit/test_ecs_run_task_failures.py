@@ -8,6 +8,8 @@ import asyncio
 from typing import Any
 
 import pytest
+
+pytest.importorskip("botocore", reason="boto3 comes with the aws extra (make test installs it)")
 from botocore.stub import ANY, Stubber
 
 from scaler.config.sections import ECSWorkerManagerConfig, WorkerConfig

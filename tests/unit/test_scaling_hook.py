@@ -251,7 +251,7 @@ def test_the_policy_memory_is_kept_between_decisions() -> None:
     assert hook.memory.levels_of("m1")  # the work policy's level for m1 is remembered
 
 
-def test_no_busy_worker_is_stopped_while_tasks_are_queued_whatever_the_policy() -> None:
+def test_no_busy_worker_is_stopped_whatever_the_policy() -> None:
     # waterfall at 10 tasks per worker: 30 tasks want 3 workers, 19 left want 2; the 3 are busy and 16 queue
     c = cluster("1, tier1, 4\ntasks_per_worker = 10", engine="waterfall_v1")
     c.add_manager(b"m", "tier1", max_workers=4)
@@ -266,4 +266,4 @@ def test_no_busy_worker_is_stopped_while_tasks_are_queued_whatever_the_policy() 
     c.now = 1.0
     target = c.heartbeat(b"m")
     assert target is not None and sum(entry.workers for entry in target.entries) == 3, target
-    assert "kept at its 3 busy workers while tasks are queued" in c.core._scaling.reason("tier1")  # type: ignore[union-attr]
+    assert "kept at its 3 busy workers until they finish their tasks" in c.core._scaling.reason("tier1")  # type: ignore[union-attr]
