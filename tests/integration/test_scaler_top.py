@@ -25,12 +25,13 @@ pytestmark = [
 class Terminal:
     """A tmux session running a shell, 160x50."""
 
-    def __init__(self) -> None:
+    def __init__(self, directory: Path) -> None:
         self.name = f"scaler-top-{uuid.uuid4().hex[:8]}"
         subprocess.run(
-            ["tmux", "new-session", "-d", "-s", self.name, "-x", "160", "-y", "50", "bash --norc --noprofile"],
+            ["tmux", "new-session", "-d", "-s", self.name, "-x", "160", "-y", "50", "-c", str(directory),
+             "bash --norc --noprofile"],
             check=True,
-        )
+        )  # fmt: skip
 
     def type(self, *keys: str) -> None:
         subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
@@ -50,8 +51,8 @@ class Terminal:
 
 
 @pytest.fixture
-def terminal() -> Iterator[Terminal]:
-    opened = Terminal()
+def terminal(tmp_path: Path) -> Iterator[Terminal]:
+    opened = Terminal(tmp_path)  # the shell's files (stty settings) go to the test's folder
     try:
         yield opened
     finally:
