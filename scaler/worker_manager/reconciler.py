@@ -50,7 +50,9 @@ class ReconcilerSettings:
     pending_timeout_seconds: float = 300.0  #: a unit PENDING longer than this is replaced
     backoff_base_seconds: float = 1.0
     backoff_cap_seconds: float = 30.0
-    early_death_seconds: float = 10.0  #: a unit ending on its own younger than this is a failed launch
+    #: a unit ending on its own younger than this, its workers never registered, is a failed launch (a minute:
+    #: a container or instance that crashes after a slow start on a busy host must back off too)
+    early_death_seconds: float = 60.0
     #: a surplus of units is stopped only once it has lasted this long (--scale-down-cooldown-seconds)
     scale_down_cooldown_seconds: float = 0.0
 
@@ -204,7 +206,10 @@ class Reconciler:
                 continue
             del self._unlisted[unit_id]
             if not unit.is_alive and unit_id not in self._terminating and unit_id not in self._registered:
-                notes.append(_ended(unit_id, now - launched_at, unit.detail) + ": counted as a failure")
+                notes.append(
+                    _ended(unit_id, now - launched_at, unit.detail)
+                    + " before any of its workers registered: counted as a failed launch"
+                )
                 self._failure(now)
 
     def _note_registered(self, target: Target | None, listed: Mapping[str, UnitInfo]) -> None:

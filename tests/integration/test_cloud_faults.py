@@ -127,9 +127,9 @@ def test_a_container_that_exits_at_start_backs_off_instead_of_looping(
 ) -> None:
     manager = start_manager(launcher, "aws_raw_ecs", queued_work.scheduler, "crashing", "-mtc", "1",
                             "--preload", "no_such_module_anywhere:setup")  # fmt: skip
-    manager.wait_for_log("before any of its workers registered: counted as a failed launch")
-    manager.wait_for_log("Essential container in task exited")
-    manager.wait_for_log("failure(s) in a row: next launch")
+    manager.wait_for_log("before any of its workers registered: counted as a failed launch", 60)
+    manager.wait_for_log("Essential container in task exited", 60)
+    manager.wait_for_log("failure(s) in a row: next launch", 60)
     stays_registered(queued_work, "crashing")
     stopped = ecs_tasks("crashing", "STOPPED")
     assert stopped and all("exit code" in str(task.get("stoppedReason")) for task in stopped), stopped
