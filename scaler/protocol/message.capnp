@@ -171,6 +171,8 @@ enum ResultStatus {
   missingObject @7;         # an input object was not found in object storage
   error @8;                 # anything else; errorMessage says what
   noWorker @9;              # refused: the queue is full (max-number-of-tasks-waiting)
+  hostLost @10;             # worker -> scheduler: the remote machine running it was lost (a reclaimed spot
+                            # instance); the scheduler runs it again within its retry budget
 }
 
 struct Profile {

@@ -220,6 +220,8 @@ class ResultStatus(enum.Enum):
     MISSING_OBJECT = "missingObject"
     ERROR = "error"
     NO_WORKER = "noWorker"
+    #: worker -> scheduler only: the machine that ran it was lost; run it again (counted against the retry budget)
+    HOST_LOST = "hostLost"
 
 
 @dataclass(frozen=True, slots=True)

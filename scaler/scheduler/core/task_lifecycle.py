@@ -110,6 +110,9 @@ class TaskLifecycle:
         if record is None or record.worker != worker:
             logger.debug("stale result for task %s dropped", result.task_id.hex())
             return
+        if result.status is ResultStatus.HOST_LOST:  # a proxy's remote machine was lost: as if its worker died
+            self.apply(result.task_id, TaskEvent.WORKER_LOST, reason=result.error_message or "its host was lost")
+            return
         self.apply(result.task_id, TaskEvent.RESULT, result=result)
 
     def cancel_confirmed_by(self, worker: PeerID, confirm: TaskCancelConfirm) -> None:

@@ -250,6 +250,19 @@ def test_a_task_that_outlives_the_retry_budget_fails_with_worker_died() -> None:
     assert "3 time(s)" in result.error_message and "killed" in result.error_message
 
 
+def test_a_task_whose_remote_host_was_lost_runs_again_within_the_retry_budget() -> None:
+    """A proxy worker reports HOST_LOST when the machine that ran a task vanished (a reclaimed spot instance):
+    the task goes back to the queue like a dead worker's, and fails with WorkerDiedError past the budget."""
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, max_task_retries=1))
+    client, proxy = sim.add_client(), sim.add_worker("proxy")
+    sim.submit(client, [task(client.peer, 1)])
+    sim.finish(proxy, status=m.ResultStatus.HOST_LOST)
+    assert proxy.held == [tid(1)] and not client.answers[tid(1)]  # dispatched again, to the only worker
+    sim.finish(proxy, status=m.ResultStatus.HOST_LOST)
+    assert client.answers[tid(1)] == [("result", "workerDied")]
+    assert proxy.alive
+
+
 def test_a_gracefully_leaving_worker_hands_its_tasks_back_without_using_the_budget() -> None:
     sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, max_task_retries=0))
     client, worker = sim.add_client(), sim.add_worker()
