@@ -65,6 +65,9 @@ class LaunchSpec:
     manager_id: str
     worker: WorkerConfig  #: per-worker settings; `worker_type` is the id prefix, e.g. NAT
     workers_per_unit: int = 1
+    #: what a unit's process runs: `python -m <module> '<WorkerConfig as JSON>' <module_arguments...>`
+    module: str = WORKER_MODULE
+    module_arguments: tuple[str, ...] = ()
 
     @property
     def scheduler_address(self) -> str:
@@ -84,7 +87,7 @@ class LaunchSpec:
 
     def worker_module_args(self, unit_id: str) -> list[str]:
         """`python -m` arguments of one worker of this unit."""
-        return [WORKER_MODULE, section_to_json(self.worker_config(unit_id))]
+        return [self.module, section_to_json(self.worker_config(unit_id)), *self.module_arguments]
 
     def worker_argv(self, unit_id: str) -> list[str]:
         """The command line of one worker of this unit, with this interpreter."""

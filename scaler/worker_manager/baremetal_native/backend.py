@@ -54,8 +54,11 @@ class NativeBackend:
         state_directory: Path,
         grace_seconds: float = DEFAULT_GRACE_SECONDS,
         forker: ForkServer | None = None,
+        workers_per_unit: int = 1,
     ) -> None:
+        """`workers_per_unit`: the task slots of one unit's worker (an offloading proxy has many)."""
         self._manager_id = manager_id
+        self._workers_per_unit = workers_per_unit
         self._records = UnitRecords(state_directory)
         self._grace_seconds = grace_seconds
         #: the worker forker (owned: closed by `close`); None: workers start as new interpreters
@@ -72,7 +75,7 @@ class NativeBackend:
 
     @property
     def workers_per_unit(self) -> int:
-        return 1
+        return self._workers_per_unit
 
     # ------------------------------------------------------------ the contract
 

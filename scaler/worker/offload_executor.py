@@ -1,0 +1,292 @@
+"""The proxy worker's executor: every task runs as a job of a remote system (AWS Batch, IBM Symphony).
+
+A proxy is an ordinary worker agent (`run_agent`) whose `Executor` is this one, with as many slots as jobs may
+be in flight: the scheduler dispatches to it with the normal credits, cancels and time-outs kill its
+processors, its heartbeats go on while remote calls are slow. Each processor is a slot that holds at most one
+job. What differs between remote systems is behind `OffloadBackend`, three blocking verbs (submit, poll,
+cancel) and close, called from this executor's threads, never from the agent's event loop.
+
+A task's way through here: packed with the objects it needs (`remote_task.pack_task`, object storage reads
+in a thread), collected for `batch_window_seconds` with the other tasks that arrive (a backend may send a
+batch as one array job), submitted, polled until the backend reports its outcome, unpacked: objects the task
+stored go to object storage, its output and its TaskResult to the agent core, exactly as a processor reports
+them. A job that ended without an outcome is the processor's death (`ProcessorDiedError` naming the job and
+why), a lost host is HOST_LOST (the scheduler runs the task again within its retry budget), a refused
+submission fails the task with the remote system's message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from scaler.errors import MissingObjects, ObjectStorageException
+from scaler.protocol import messages as m
+from scaler.worker.executor import ExecutorListener
+from scaler.worker.remote_task import BundleError, open_outcome, pack_task
+
+logger = logging.getLogger(__name__)
+
+#: Threads per proxy for the backend's blocking calls and object storage transfers.
+THREADS = 4
+_T = TypeVar("_T")
+
+
+class OffloadError(Exception):
+    """The remote system refused a call; the message says what it answered (shown to the task's client)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteJob:
+    key: str  #: unique within the proxy for its lifetime; the backend names its job after it
+    bundle: bytes  #: `remote_task.pack_task`'s bundle: what the remote side hands to `run_bundle`
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """How a submitted job ended, reported once by `poll`."""
+
+    key: str
+    outcome: bytes | None  #: `run_bundle`'s answer; None when the job ended without one
+    failure: str = ""  #: why there is no outcome: "AWS Batch job 1f2e FAILED: Essential container exited"
+    host_lost: bool = False  #: the machine was taken away (spot reclaim): run the task again
+
+
+class OffloadBackend(Protocol):
+    """A remote system that runs bundles. Calls are blocking and may come from different threads at once."""
+
+    #: the system's name in messages ("AWS Batch", "IBM Symphony")
+    name: str
+    #: how long tasks arriving together are collected before one `submit` (0: at once)
+    batch_window_seconds: float
+    #: how often `poll` is called while jobs are in flight
+    poll_interval_seconds: float
+
+    def submit(self, jobs: list[RemoteJob]) -> None:
+        """Start these jobs (one call may become one array job); raise OffloadError when refused."""
+
+    def poll(self) -> list[JobOutcome]:
+        """The jobs that ended since the last call, each reported once; jobs cancelled are not reported."""
+
+    def cancel(self, key: str, reason: str) -> None:
+        """Stop a job (queued or running); unknown or finished keys are a no-op."""
+
+    def close(self) -> None:
+        """Cancel every job still in flight and release clients and sessions."""
+
+    def cancel_orphans(self, key_prefix: str) -> int:
+        """Cancel the jobs, still queued or running, of a proxy that died (their keys start with `key_prefix`,
+        made by another instance); how many. A system whose jobs end with their proxy's session returns 0."""
+
+
+@dataclass(slots=True)
+class _Job:
+    key: str
+    processor_id: bytes
+    task: m.Task
+    submitted: bool = False
+
+
+class OffloadExecutor:
+    """An `Executor` (worker/executor.py) whose processors are jobs of `backend`."""
+
+    def __init__(self, backend: OffloadBackend, storage_factory: Callable[[str], Any], key_prefix: str) -> None:
+        """`storage_factory(address)`: a blocking object storage connection (ObjectStorageConnection);
+        `key_prefix`: names this proxy's jobs (its worker id, so a job says whose it is)."""
+        self._backend = backend
+        self._storage_factory = storage_factory
+        self._key_prefix = key_prefix
+        self._numbers = itertools.count(1)
+        self._storage_address = ""
+        self._storage: Any = None
+        self._jobs: dict[str, _Job] = {}  #: by key: packed, submitted or in flight
+        self._by_processor: dict[bytes, _Job] = {}
+        self._batch: list[_Job] = []
+        self._flush_timer: asyncio.TimerHandle | None = None
+        self._threads = concurrent.futures.ThreadPoolExecutor(THREADS, thread_name_prefix="offload")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listener: ExecutorListener | None = None
+        self._routines: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------ the Executor contract
+
+    def start(self, loop: asyncio.AbstractEventLoop, listener: ExecutorListener) -> None:
+        self._loop, self._listener = loop, listener
+        self._run(self._poll_routine())
+
+    def spawn(self, processor_id: bytes) -> None:
+        assert self._loop is not None and self._listener is not None, "start() the executor first"
+        self._loop.call_soon(self._listener.on_processor_messages, processor_id, [m.ProcessorReady(0)])
+
+    def send(self, processor_id: bytes, message: m.Message) -> None:
+        if isinstance(message, m.HelloReply):
+            self._storage_address = self._storage_address or message.object_storage_address
+        elif isinstance(message, m.Task):
+            self._queue(processor_id, message)
+
+    def kill(self, processor_id: bytes, reason: str) -> None:
+        assert self._loop is not None and self._listener is not None
+        job = self._by_processor.pop(processor_id, None)
+        if job is not None:
+            self._jobs.pop(job.key, None)
+            if job in self._batch:
+                self._batch.remove(job)
+            if job.submitted:
+                self._run(self._call(self._backend.cancel, job.key, reason))
+        self._loop.call_soon(self._listener.on_processor_exit, processor_id, f"stopped: {reason}")
+
+    def usage(self, processor_id: bytes) -> tuple[float, int]:
+        return 0.0, 0
+
+    def close(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+        for routine in list(self._routines):
+            routine.cancel()
+        try:
+            self._backend.close()  # cancels whatever is still in flight
+        except Exception:
+            logger.exception("closing the %s backend failed", self._backend.name)
+        self._jobs.clear()
+        self._by_processor.clear()
+        if self._storage is not None:
+            self._storage.close()
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    # ------------------------------------------------------------ submitting
+
+    def _queue(self, processor_id: bytes, task: m.Task) -> None:
+        assert self._loop is not None
+        job = _Job(f"{self._key_prefix}-{next(self._numbers)}", processor_id, task)
+        self._jobs[job.key] = job
+        self._by_processor[processor_id] = job
+        self._batch.append(job)
+        if self._flush_timer is None:
+            self._flush_timer = self._loop.call_later(self._backend.batch_window_seconds, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_timer = None
+        batch, self._batch = self._batch, []
+        if batch:
+            self._run(self._submit(batch))
+
+    async def _submit(self, batch: list[_Job]) -> None:
+        remote_jobs = []
+        for job in batch:
+            try:
+                bundle = await self._call(lambda task=job.task: pack_task(task, self._object_storage()))
+            except MissingObjects as error:
+                self._fail(job, m.ResultStatus.MISSING_OBJECT, f"the task's inputs are not in object storage: {error}")
+                continue
+            except ObjectStorageException as error:
+                self._fail(job, m.ResultStatus.ERROR, f"the task's inputs could not be read: {error}")
+                continue
+            if job.key in self._jobs:  # not killed meanwhile
+                remote_jobs.append(RemoteJob(job.key, bundle))
+        if not remote_jobs:
+            return
+        try:
+            await self._call(self._backend.submit, remote_jobs)
+        except Exception as error:  # OffloadError, or a backend bug: the tasks fail, the proxy goes on
+            text = str(error) if isinstance(error, OffloadError) else repr(error)
+            logger.error("%s refused %d job(s): %s", self._backend.name, len(remote_jobs), text)
+            for remote in remote_jobs:
+                job_or_none = self._jobs.get(remote.key)
+                if job_or_none is not None:
+                    self._fail(job_or_none, m.ResultStatus.ERROR, f"{self._backend.name} refused the job: {text}")
+            return
+        for remote in remote_jobs:
+            job_or_none = self._jobs.get(remote.key)
+            if job_or_none is None:  # killed while being submitted
+                self._run(self._call(self._backend.cancel, remote.key, "its task was cancelled"))
+            else:
+                job_or_none.submitted = True
+
+    # ------------------------------------------------------------ outcomes
+
+    async def _poll_routine(self) -> None:
+        while True:
+            await asyncio.sleep(self._backend.poll_interval_seconds)
+            if not any(job.submitted for job in self._jobs.values()):
+                continue
+            try:
+                outcomes = await self._call(self._backend.poll)
+            except Exception as error:  # a failed poll is retried at the next interval
+                logger.warning("polling %s failed (retrying): %s", self._backend.name, error)
+                continue
+            for outcome in outcomes:
+                await self._deliver(outcome)
+
+    async def _deliver(self, outcome: JobOutcome) -> None:
+        job = self._jobs.get(outcome.key)
+        if job is None:
+            return  # killed: its exit was reported already
+        if outcome.outcome is None:
+            self._forget(job)
+            assert self._listener is not None
+            if outcome.host_lost:
+                result = m.TaskResult(job.task.task_id, m.ResultStatus.HOST_LOST, error_message=outcome.failure)
+                self._listener.on_processor_messages(job.processor_id, [result])
+            else:
+                self._listener.on_processor_exit(job.processor_id, outcome.failure)
+            return
+        try:
+            result, objects, logs = open_outcome(outcome.outcome)
+            if objects:
+                await self._call(self._store, objects)
+        except (BundleError, ObjectStorageException) as error:
+            self._fail(job, m.ResultStatus.ERROR, f"the result of {self._backend.name} job {job.key} was lost: {error}")
+            return
+        if self._jobs.get(job.key) is not job:
+            return  # killed while its objects were being stored
+        self._forget(job)
+        assert self._listener is not None
+        self._listener.on_processor_messages(job.processor_id, [*logs, result])
+
+    def _store(self, objects: dict[bytes, tuple[bytes, bytes, str]]) -> None:
+        storage = self._object_storage()
+        for object_id, (payload, owner, name) in objects.items():
+            storage.put(object_id, payload, owner_id=owner, name=name)
+
+    def _fail(self, job: _Job, status: m.ResultStatus, text: str) -> None:
+        if self._jobs.get(job.key) is not job:
+            return
+        self._forget(job)
+        assert self._listener is not None
+        result = m.TaskResult(job.task.task_id, status, error_message=text)
+        self._listener.on_processor_messages(job.processor_id, [result])
+
+    def _forget(self, job: _Job) -> None:
+        self._jobs.pop(job.key, None)
+        if self._by_processor.get(job.processor_id) is job:
+            del self._by_processor[job.processor_id]
+
+    # ------------------------------------------------------------ plumbing
+
+    def _object_storage(self) -> Any:
+        """The blocking object storage connection (made on first use, in a worker thread)."""
+        if self._storage is None:
+            if not self._storage_address:
+                raise ObjectStorageException("the scheduler advertised no object storage address")
+            self._storage = self._storage_factory(self._storage_address)
+        return self._storage
+
+    async def _call(self, function: Callable[..., _T], *args: Any) -> _T:
+        assert self._loop is not None
+        return await self._loop.run_in_executor(self._threads, function, *args)
+
+    def _run(self, routine: Coroutine[Any, Any, None]) -> None:
+        assert self._loop is not None
+        task = self._loop.create_task(routine)
+        self._routines.add(task)
+        task.add_done_callback(self._routine_done)
+
+    def _routine_done(self, task: asyncio.Task[None]) -> None:
+        self._routines.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("offload routine failed", exc_info=task.exception())

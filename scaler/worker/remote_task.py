@@ -1,0 +1,149 @@
+"""A task made self-contained for a remote system, and its outcome brought back.
+
+An offloading proxy (`worker/offload_executor.py`) runs tasks where there is no object storage: an AWS Batch
+container, a Symphony service instance. So the proxy packs a task with every object it needs (the client's
+serializer, the function, object arguments, graph inputs) into one *bundle*; the remote side runs the bundle
+with the very `TaskExecutor` a local processor uses, against an in-memory storage, and answers with an
+*outcome*: the TaskResult, the objects the execution stored (a result over the inline limit) and the task's
+streamed output. Back at the proxy the objects go to object storage and the result to the scheduler, so a
+remote task ends exactly as a local one would: same exceptions, tracebacks and statuses.
+
+Both sides need the same Python version and the modules the function imports (as for any worker). Objects
+referenced from inside arguments (an ObjectReference in a list) are not bundled: such a task fails with
+MissingObjects naming the object.
+
+    bundle = pack_task(task, storage)        # proxy, in a thread (reads object storage)
+    outcome = run_bundle(bundle)             # remote side
+    result, objects, logs = open_outcome(outcome)   # proxy
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from scaler.errors import MissingObjects
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+
+if TYPE_CHECKING:
+    from scaler.worker.task_execution import StorageAccess
+
+#: Bumped when the bundle or outcome layout changes: a runner refuses bundles it does not understand.
+BUNDLE_FORMAT = 1
+
+
+class BundleError(Exception):
+    """A bundle or an outcome that cannot be read (corrupt, truncated, another format)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskBundle:
+    format: int
+    task: bytes  #: the codec-encoded Task
+    objects: dict[bytes, bytes]  #: object id -> payload, every object the task reads
+
+
+@dataclass(slots=True)
+class TaskOutcome:
+    format: int
+    result: bytes  #: the codec-encoded TaskResult
+    objects: dict[bytes, tuple[bytes, bytes, str]] = field(default_factory=dict)  #: id -> payload, owner, name
+    logs: list[bytes] = field(default_factory=list)  #: codec-encoded TaskLog messages, in order
+
+
+def object_ids_of(task: m.Task) -> list[bytes]:
+    """Every object a task reads directly: serializer, function, object arguments, graph inputs in storage."""
+    body = codec.decode_body(task.body)
+    ids = [body.serializer_id] if body.serializer_id else []
+    ids.append(body.function_id)
+    ids.extend(argument.data for argument in body.args if argument.kind is m.ArgumentKind.OBJECT_ID)
+    ids.extend(given.data for given in task.inputs if given.kind is m.PayloadKind.OBJECT_ID)
+    return list(dict.fromkeys(ids))
+
+
+def pack_task(task: m.Task, storage: StorageAccess) -> bytes:
+    """The bundle of `task`; raises MissingObjects (from storage) when an object it needs is gone."""
+    objects = {object_id: bytes(storage.get(object_id)) for object_id in object_ids_of(task)}
+    bundle = TaskBundle(BUNDLE_FORMAT, codec.encode(task), objects)
+    return pickle.dumps(bundle, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class _BundleStorage:
+    """The storage a remote execution sees: the bundled objects, and what it stores is kept for the outcome."""
+
+    def __init__(self, objects: dict[bytes, bytes]) -> None:
+        self._objects = objects
+        self.stored: dict[bytes, tuple[bytes, bytes, str]] = {}
+
+    def get(self, object_id: bytes) -> bytes:
+        try:
+            return self._objects[object_id]
+        except KeyError:
+            raise MissingObjects(
+                f"object {object_id.hex()} was not shipped with the offloaded task (only its function, its direct "
+                f"arguments and its graph inputs travel)"
+            ) from None
+
+    def get_frames(self, object_id: bytes) -> list[memoryview]:
+        return [memoryview(self.get(object_id))]
+
+    def put(self, object_id: bytes, payload: Any, owner_id: bytes = b"", name: str = "") -> None:
+        data = payload if isinstance(payload, bytes) else b"".join(bytes(part) for part in _frames(payload))
+        self.stored[object_id] = (data, owner_id, name)
+
+    def exists(self, object_id: bytes) -> bool:
+        return object_id in self._objects
+
+
+def _frames(payload: Any) -> list[Any]:
+    return list(payload) if isinstance(payload, (list, tuple)) else [payload]
+
+
+def run_bundle(bundle_bytes: bytes, on_log: Callable[[m.TaskLog], None] | None = None) -> bytes:
+    """Run a bundled task here; its outcome. Never raises for the task's own failures (they are in the result);
+    raises BundleError for a bundle that cannot be read."""
+    from scaler.worker.task_execution import TaskExecutor
+
+    bundle = _load(bundle_bytes, TaskBundle, "task bundle")
+    task = codec.decode(bundle.task)
+    if not isinstance(task, m.Task):
+        raise BundleError(f"the bundle holds a {type(task).__name__}, not a Task")
+    storage = _BundleStorage(bundle.objects)
+    logs: list[bytes] = []
+
+    def keep_log(log: m.TaskLog) -> None:
+        logs.append(codec.encode(log))
+        if on_log is not None:
+            on_log(log)
+
+    result = TaskExecutor(lambda: storage, keep_log).run(task)
+    outcome = TaskOutcome(BUNDLE_FORMAT, codec.encode(result), storage.stored, logs)
+    return pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def open_outcome(outcome_bytes: bytes) -> tuple[m.TaskResult, dict[bytes, tuple[bytes, bytes, str]], list[m.TaskLog]]:
+    """The result, the stored objects and the logs of a remote execution; BundleError when unreadable."""
+    outcome = _load(outcome_bytes, TaskOutcome, "task outcome")
+    try:
+        result = codec.decode(outcome.result)
+        logs = [codec.decode(log) for log in outcome.logs]
+    except codec.DecodeError as error:
+        raise BundleError(f"the task outcome holds an undecodable message: {error}") from None
+    if not isinstance(result, m.TaskResult) or not all(isinstance(log, m.TaskLog) for log in logs):
+        raise BundleError("the task outcome does not hold a TaskResult")
+    return result, outcome.objects, [log for log in logs if isinstance(log, m.TaskLog)]
+
+
+def _load(data: bytes, kind: type, what: str) -> Any:
+    try:
+        value = pickle.loads(data)
+    except Exception as error:
+        raise BundleError(f"the {what} ({len(data):,} bytes) could not be read: {error!r}") from None
+    if not isinstance(value, kind):
+        raise BundleError(f"the {what} is a {type(value).__name__}, not a {kind.__name__}")
+    if value.format != BUNDLE_FORMAT:
+        raise BundleError(f"the {what} has format {value.format}; this version reads format {BUNDLE_FORMAT}")
+    return value

@@ -1,0 +1,84 @@
+"""One proxy worker: `python -m scaler.worker_manager.offload.proxy_process '<WorkerConfig>' TYPE '<settings>'`.
+
+The proxy registers with the scheduler as one worker with `slots` task slots and runs each task as a job of
+the remote system its manager type names (`OFFLOAD_TYPES`), through `OffloadExecutor`. Its jobs are named
+after its worker type (`<prefix>-<unit id>`), so the manager can find and cancel them if the proxy dies.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from collections.abc import Callable
+from typing import cast
+
+from scaler.config.sections import WORKER_MANAGER_SECTIONS, WorkerConfig, WorkerManagerSettings, section_from_json
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION
+from scaler.worker.offload_executor import OffloadBackend, OffloadError
+
+logger = logging.getLogger(__name__)
+
+#: manager type -> "module:function" making its backend from the manager's settings (imported when used)
+OFFLOAD_TYPES: dict[str, str] = {
+    "aws_hpc": "scaler.worker_manager.aws_hpc.batch_backend:make_backend",
+    "symphony": "scaler.worker_manager.symphony.soam_backend:make_backend",
+}
+
+BackendFactory = Callable[[WorkerManagerSettings], OffloadBackend]
+
+
+def backend_factory(type_name: str) -> BackendFactory:
+    module_name, _, function_name = OFFLOAD_TYPES[type_name].partition(":")
+    return cast(BackendFactory, getattr(importlib.import_module(module_name), function_name))
+
+
+def run_proxy(worker: WorkerConfig, type_name: str, settings: WorkerManagerSettings, slots: int) -> int:
+    """Run one proxy until it stops; its exit code."""
+    from scaler.io.curve import KeyFileError, security_of
+    from scaler.io.sockets import SocketFactory
+    from scaler.object_storage.connection import ObjectStorageConnection
+    from scaler.protocol.ids import new_worker_id
+    from scaler.worker.offload_executor import OffloadExecutor
+    from scaler.worker.process import check_worker_config, run_agent
+
+    problem = check_worker_config(worker)
+    if problem is not None:
+        logger.error("%s", problem)
+        return EXIT_CONFIGURATION
+    try:
+        security = security_of(worker)
+    except KeyFileError as error:
+        logger.error("%s", error)
+        return EXIT_CONFIGURATION
+    try:
+        backend = backend_factory(type_name)(settings)
+    except OffloadError as error:
+        logger.error("%s", error)
+        return EXIT_CONFIGURATION
+    storage_sockets = SocketFactory(1, security)
+
+    def object_storage(address: str) -> ObjectStorageConnection:
+        return ObjectStorageConnection(address, role="offload-proxy", sockets=storage_sockets)
+
+    worker_id = new_worker_id(worker.worker_type)
+    executor = OffloadExecutor(backend, object_storage, key_prefix=worker.worker_type)
+    try:
+        return run_agent(worker, worker_id, executor, slots, security)
+    finally:
+        storage_sockets.close()
+
+
+def main() -> None:
+    worker = section_from_json(WorkerConfig, sys.argv[1])
+    type_name = sys.argv[2]
+    settings = section_from_json(WORKER_MANAGER_SECTIONS[type_name], sys.argv[3])
+    slots = int(sys.argv[4])
+    from scaler.config.logging_setup import setup_logging
+
+    setup_logging(worker, "worker")
+    sys.exit(run_proxy(worker, type_name, settings, slots))
+
+
+if __name__ == "__main__":
+    main()
