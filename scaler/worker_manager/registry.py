@@ -43,6 +43,8 @@ MANAGER_TYPES: dict[str, ManagerType] = {
         ),
         ManagerType("aws_raw_ecs", "scaler.worker_manager.aws_raw_ecs.manager:run", "workers in AWS ECS Fargate tasks"),
         ManagerType("orb_aws_ec2", "scaler.worker_manager.orb_aws_ec2.manager:run", "workers on AWS EC2 instances"),
+        ManagerType("aws_hpc", "scaler.worker_manager.aws_hpc.manager:run", "each task as an AWS Batch job"),
+        ManagerType("symphony", "scaler.worker_manager.symphony.manager:run", "each task as an IBM Symphony task"),
     )
 }
 
