@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scaler.fake_cloud.batch import BatchContainers, install, settle_array_parents
 from scaler.fake_cloud.runners import Ec2Runner, EcsRunner, RunnerSettings
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,8 @@ class FakeCloud:
         settings = RunnerSettings(self.endpoint_url, boot_seconds, self._log_directory)
         self._ecs = EcsRunner(settings)
         self._ec2 = Ec2Runner(settings)
+        self._batch = BatchContainers(settings)
+        self._uninstall_batch: Any = None
         self._stop = threading.Event()
         #: a reset or an API call's follow-up never meets a runner step half-way (re-entrant: a step that
         #: terminates an instance goes through the patched API)
@@ -68,6 +71,7 @@ class FakeCloud:
         # ECS tasks keep the status the runners give them (moto would otherwise step them towards STOPPED).
         state_manager.set_transition(model_name="ecs::task", transition={"progression": "manual", "times": 10**9})
         self._follow_stops()
+        self._uninstall_batch = install(self._batch)
         self._thread.start()
         return self
 
@@ -109,6 +113,10 @@ class FakeCloud:
         setattr(owner, name, call_and_follow)
         self._unpatch.append((owner, name, original))
 
+    def reclaim_batch_job(self, job_id: str) -> bool:
+        """A running Batch job's spot instance is reclaimed: the job fails with "Host EC2 ... terminated."."""
+        return self._batch.reclaim(job_id)
+
     def set_boot_seconds(self, seconds: float) -> None:
         """The boot delay of resources launched from now on (the runners share their settings)."""
         self._ecs.settings.boot_seconds = seconds
@@ -121,6 +129,7 @@ class FakeCloud:
             for runner in (self._ecs, self._ec2):
                 runner.close()
                 runner.launches.clear()
+            self._batch.close()
             request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")
             urllib.request.urlopen(request, timeout=10).close()
 
@@ -130,6 +139,10 @@ class FakeCloud:
             self._thread.join(10)
         self._ecs.close()
         self._ec2.close()
+        self._batch.close()
+        if self._uninstall_batch is not None:
+            self._uninstall_batch()
+            self._uninstall_batch = None
         for owner, name, original in self._unpatch:
             setattr(owner, name, original)
         self._unpatch = []
@@ -153,6 +166,10 @@ class FakeCloud:
                         runner.step(now)
                     except Exception:  # a runner bug must not stop the cloud; logged, and the next step retries
                         logger.exception("fake cloud: a runner step failed")
+                try:
+                    settle_array_parents()
+                except Exception:
+                    logger.exception("fake cloud: settling array jobs failed")
             self._stop.wait(STEP_SECONDS)
 
 

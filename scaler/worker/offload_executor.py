@@ -121,7 +121,8 @@ class OffloadExecutor:
 
     def spawn(self, processor_id: bytes) -> None:
         assert self._loop is not None and self._listener is not None, "start() the executor first"
-        self._loop.call_soon(self._listener.on_processor_messages, processor_id, [m.ProcessorReady(0)])
+        ready: list[m.Message] = [m.ProcessorReady(0)]  # not a local process: ready at once
+        self._loop.call_soon(self._listener.on_processor_messages, processor_id, ready)
 
     def send(self, processor_id: bytes, message: m.Message) -> None:
         if isinstance(message, m.HelloReply):

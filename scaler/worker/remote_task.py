@@ -57,7 +57,7 @@ class TaskOutcome:
 def object_ids_of(task: m.Task) -> list[bytes]:
     """Every object a task reads directly: serializer, function, object arguments, graph inputs in storage."""
     body = codec.decode_body(task.body)
-    ids = [body.serializer_id] if body.serializer_id else []
+    ids: list[bytes] = [body.serializer_id] if body.serializer_id else []
     ids.append(body.function_id)
     ids.extend(argument.data for argument in body.args if argument.kind is m.ArgumentKind.OBJECT_ID)
     ids.extend(given.data for given in task.inputs if given.kind is m.PayloadKind.OBJECT_ID)
@@ -144,6 +144,7 @@ def _load(data: bytes, kind: type, what: str) -> Any:
         raise BundleError(f"the {what} ({len(data):,} bytes) could not be read: {error!r}") from None
     if not isinstance(value, kind):
         raise BundleError(f"the {what} is a {type(value).__name__}, not a {kind.__name__}")
-    if value.format != BUNDLE_FORMAT:
-        raise BundleError(f"the {what} has format {value.format}; this version reads format {BUNDLE_FORMAT}")
+    found = getattr(value, "format", None)
+    if found != BUNDLE_FORMAT:
+        raise BundleError(f"the {what} has format {found}; this version reads format {BUNDLE_FORMAT}")
     return value

@@ -1,0 +1,284 @@
+"""`aws_hpc` end to end on the fake cloud: every task an AWS Batch job run as a local process by moto's Batch,
+payloads in the job's parameters or in S3, results back through S3; and the faults a Batch user meets.
+
+The fake cloud runs in this process (`fake_cloud` fixture); `AWS_ENDPOINT_URL` points every command at it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+import psutil
+import pytest
+
+from scaler import Client
+from scaler.config.sections import AWSHPCWorkerManagerConfig
+from scaler.errors import ProcessorDiedError, TaskTimeoutError
+from scaler.worker_manager.aws_hpc.provision import provision
+from tests.integration.cloud_harness import REGION
+from tests.integration.conftest import Addresses, Launcher, Service, probe_scheduler, wait_for
+from tests.integration.test_launcher import Stack, stack_file
+
+pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(240)]
+
+QUEUE, DEFINITION, BUCKET, PREFIX = "scaler-batch-queue", "scaler-batch-job", "scaler-test-tasks", "scaler-tasks"
+ACTIVE = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
+
+
+def batch_settings(scheduler: str = "tcp://127.0.0.1:1", **overrides: Any) -> AWSHPCWorkerManagerConfig:
+    values: dict[str, Any] = dict(
+        scheduler_address=scheduler, job_queue=QUEUE, job_definition=DEFINITION, s3_bucket=BUCKET, aws_region=REGION
+    )
+    values.update(overrides)
+    return AWSHPCWorkerManagerConfig(**values)
+
+
+def jobs_in(*statuses: str, queue: str = QUEUE) -> list[dict[str, Any]]:
+    batch = boto3.client("batch", region_name=REGION)
+    return [job for status in statuses for job in batch.list_jobs(jobQueue=queue, jobStatus=status)["jobSummaryList"]]
+
+
+def running_child_jobs() -> list[str]:
+    """Ids of the running jobs that run a task (array parents have no container of their own)."""
+    batch = boto3.client("batch", region_name=REGION)
+    ids = [job["jobId"] for job in jobs_in("RUNNING")]
+    if not ids:
+        return []
+    parents = [job["jobId"] for job in batch.describe_jobs(jobs=ids)["jobs"] if "arrayProperties" in job]
+    children = [f"{parent}:{index}" for parent in parents for index in range(10)]
+    described = batch.describe_jobs(jobs=children)["jobs"] if children else []
+    return [job["jobId"] for job in described if job["status"] == "RUNNING"] + [i for i in ids if i not in parents]
+
+
+def task_objects(bucket: str = BUCKET) -> list[str]:
+    s3 = boto3.client("s3", region_name=REGION)
+    return [item["Key"] for item in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+
+
+def start_manager(launcher: Launcher, addresses: Addresses, *args: str) -> Service:
+    return launcher.start(
+        "scaler_worker_manager", "aws_hpc", addresses.scheduler, "-q", QUEUE, "-d", DEFINITION, "--s3-bucket", BUCKET,
+        "--worker-manager-id", "batch", *args,
+    )  # fmt: skip
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def fail_on_seven(x: int) -> int:
+    if x == 7:
+        raise ValueError(f"seven is not welcome (got {x})")
+    return x
+
+
+def sleep_then(seconds: float, value: Any) -> Any:
+    import time
+
+    time.sleep(seconds)
+    return value
+
+
+def blob_length(blob: bytes) -> int:
+    return len(blob)
+
+
+def make_blob(size: int) -> bytes:
+    return bytes(range(256)) * (size // 256)
+
+
+def slow_the_first_time(marker: str) -> str:
+    """Sleeps for a minute on its first run; returns at once when run again (the marker file says so)."""
+    import os
+    import time
+
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        time.sleep(60)
+        return "first attempt"
+    return "second attempt"
+
+
+@pytest.fixture
+def batch_cloud(fake_cloud: Any) -> Any:
+    """The fake cloud with the queue, job definition and bucket the tests' managers name."""
+    provision(batch_settings(), "scaler-batch-job:latest")
+    return fake_cloud
+
+
+def no_batch_leftovers() -> None:
+    wait_for(lambda: not jobs_in(*ACTIVE), "no Batch job to be left queued or running", 60)
+    wait_for(lambda: not task_objects(), "no task object to be left in the bucket", 30)
+
+
+# ---------------------------------------------------------------- the example file
+
+
+def test_the_example_file_runs_tasks_as_batch_jobs_and_leaves_nothing_behind(fake_cloud: Any, tmp_path: Path) -> None:
+    path, scheduler, _monitor = stack_file(tmp_path, "aws_batch.toml")
+    setup = subprocess.run(
+        [sys.executable, "-m", "scaler.worker_manager.aws_hpc.provision", str(path)], capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert setup.returncode == 0, setup.stderr
+    assert "job queue scaler-batch-queue: created" in setup.stdout
+    running = Stack(path, tmp_path / "scaler.log")
+    try:
+        probe_scheduler(scheduler)
+        with Client(address=scheduler, timeout_seconds=60) as client:
+            assert client.map(square, range(100)) == [x * x for x in range(100)]
+            futures = [client.submit(fail_on_seven, x) for x in (6, 7)]
+            assert futures[0].result() == 6
+            with pytest.raises(ValueError, match="seven is not welcome") as raised:
+                futures[1].result()
+            remote = str(raised.value.__cause__)  # the traceback as it was in the Batch job
+            assert "Traceback" in remote and "fail_on_seven" in remote
+        wait_for(lambda: not jobs_in(*ACTIVE), "no Batch job to be left queued or running", 60)
+        wait_for(lambda: not task_objects("my-scaler-tasks"), "no task object to be left in the bucket", 30)
+        assert len(jobs_in("SUCCEEDED")) >= 1
+        running.popen.send_signal(signal.SIGTERM)
+        assert running.popen.wait(timeout=60) == 0
+        assert running.leftovers() == []
+    finally:
+        if running.popen.poll() is None:
+            running.kill_everything()
+            running.popen.wait(timeout=30)
+
+
+# ---------------------------------------------------------------- payloads
+
+
+def test_large_arguments_travel_through_s3_and_large_results_through_object_storage(
+    batch_cloud: Any, launcher: Launcher
+) -> None:
+    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    start_manager(launcher, addresses)
+    blob = os.urandom(200_000)  # over the inline limit of a job's parameters, even gzipped
+    with Client(address=addresses.scheduler, timeout_seconds=60) as client:
+        assert client.submit(blob_length, blob).result() == 200_000
+        assert client.submit(make_blob, 5_000_000).result() == make_blob(5_000_000)
+    no_batch_leftovers()
+
+
+# ---------------------------------------------------------------- bad input and faults
+
+
+def test_a_job_queue_that_does_not_exist_stops_the_manager_with_a_message(batch_cloud: Any, launcher: Launcher) -> None:
+    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    manager = launcher.start(
+        "scaler_worker_manager", "aws_hpc", addresses.scheduler, "-q", "no-such-queue", "-d", DEFINITION,
+        "--s3-bucket", BUCKET,
+    )  # fmt: skip
+    assert manager.popen.wait(timeout=60) == 2
+    assert "job queue 'no-such-queue' does not exist (--job-queue)" in manager.log_text()
+
+
+def test_a_job_definition_whose_command_fails_at_start_fails_the_task_naming_the_job(
+    batch_cloud: Any, launcher: Launcher
+) -> None:
+    batch = boto3.client("batch", region_name=REGION)
+    resources = [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "2048"}]
+    command = ["python3", "-c", "raise SystemExit('no such image')"]
+    batch.register_job_definition(
+        jobDefinitionName="broken-job", type="container",
+        containerProperties={"image": "broken:latest", "command": command, "resourceRequirements": resources},
+    )  # fmt: skip
+    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    launcher.start(
+        "scaler_worker_manager", "aws_hpc", addresses.scheduler, "-q", QUEUE, "-d", "broken-job", "--s3-bucket", BUCKET
+    )
+    with Client(address=addresses.scheduler, timeout_seconds=60) as client:
+        with pytest.raises(ProcessorDiedError, match=r"AWS Batch job \S+ FAILED") as raised:
+            client.submit(square, 3).result(timeout=120)
+    assert "no such image" in str(raised.value)  # the end of the job's log is quoted
+    no_batch_leftovers()
+
+
+def test_an_unusable_bucket_fails_the_task_with_the_s3_error(batch_cloud: Any, launcher: Launcher) -> None:
+    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    start_manager(launcher, addresses)
+    s3 = boto3.client("s3", region_name=REGION)
+    with Client(address=addresses.scheduler, timeout_seconds=60) as client:
+        assert client.submit(square, 2).result(timeout=120) == 4
+        s3.delete_bucket(Bucket=BUCKET)
+        with pytest.raises(Exception, match=r"NoSuchBucket") as raised:
+            client.submit(blob_length, os.urandom(200_000)).result(timeout=120)
+    assert f"s3://{BUCKET}/" in str(raised.value)
+
+
+def test_a_reclaimed_spot_host_runs_the_task_again(batch_cloud: Any, launcher: Launcher, tmp_path: Path) -> None:
+    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    manager = start_manager(launcher, addresses)
+    marker = str(tmp_path / "started-once")
+    with Client(address=addresses.scheduler, timeout_seconds=60) as client:
+        future = client.submit(slow_the_first_time, marker)
+        (job_id,) = wait_for(lambda: os.path.exists(marker) and running_child_jobs(), "the job to run", 120)
+        assert batch_cloud.reclaim_batch_job(job_id)
+        assert future.result(timeout=120) == "second attempt"
+    described = boto3.client("batch", region_name=REGION).describe_jobs(jobs=[job_id])["jobs"][0]
+    assert described["status"] == "FAILED" and described["statusReason"].startswith("Host EC2")
+    assert "ERROR" not in manager.log_text()
+    no_batch_leftovers()
+
+
+def test_cancel_and_timeout_terminate_the_remote_jobs(batch_cloud: Any, launcher: Launcher) -> None:
+    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    start_manager(launcher, addresses, "--task-timeout-seconds", "8")
+    with Client(address=addresses.scheduler, timeout_seconds=60) as client:
+        cancelled = client.submit(sleep_then, 60, "never")
+        wait_for(running_child_jobs, "the job to run", 120)
+        assert cancelled.cancel()
+        wait_for(lambda: not jobs_in(*ACTIVE), "the cancelled job to be terminated", 60)
+        timed_out = client.submit(sleep_then, 60, "never")
+        with pytest.raises(TaskTimeoutError):
+            timed_out.result(timeout=120)
+    no_batch_leftovers()
+    reasons = [job.get("statusReason", "") for job in jobs_in("FAILED")]
+    assert any(reason.startswith("Canceled by Scaler") for reason in reasons), reasons
+
+
+def test_a_killed_proxy_has_its_jobs_cancelled_and_its_task_runs_again(batch_cloud: Any, launcher: Launcher) -> None:
+    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    start_manager(launcher, addresses)
+    with Client(address=addresses.scheduler, timeout_seconds=60) as client:
+        future = client.submit(sleep_then, 6, "done")
+        (first_job,) = wait_for(running_child_jobs, "the job to run", 120)
+        (proxy,) = proxies()
+        proxy.kill()
+        assert future.result(timeout=180) == "done"
+    batch = boto3.client("batch", region_name=REGION)
+    described = wait_for(
+        lambda: [j for j in batch.describe_jobs(jobs=[first_job])["jobs"] if j["status"] == "FAILED"],
+        "the dead proxy's job to be cancelled", 60,
+    )  # fmt: skip
+    assert "its proxy worker died" in described[0]["statusReason"]
+    no_batch_leftovers()
+
+
+def proxies() -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if any("offload.proxy_process" in part for part in process.cmdline()):
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_the_proxy_heartbeats_while_batch_is_slow_to_answer(batch_cloud: Any, launcher: Launcher) -> None:
+    """Tasks queue for a while in Batch (a realistic job lifecycle): the proxy stays registered throughout."""
+    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    start_manager(launcher, addresses)
+    started = time.monotonic()
+    with Client(address=addresses.scheduler, timeout_seconds=60) as client:
+        assert client.map(sleep_then, [3] * 8, list(range(8))) == list(range(8))
+    assert time.monotonic() - started > 3  # the tasks did wait on Batch (not a timing threshold on our code)
+    no_batch_leftovers()
