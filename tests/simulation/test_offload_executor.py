@@ -1,0 +1,194 @@
+"""The proxy worker's executor against an in-memory remote system: tasks become jobs and their outcomes come
+back as a processor's messages; cancels reach the remote system; refusals, lost hosts and jobs that die are
+reported as the agent core expects (worker/executor.py's contract)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import cloudpickle
+import pytest
+
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol.ids import ClientID, ObjectID, TaskID
+from scaler.worker.offload_executor import JobOutcome, OffloadError, OffloadExecutor, RemoteJob
+from scaler.worker.remote_task import run_bundle
+
+
+class MemoryRemote:
+    """Runs bundles when asked (`finish`), or reports what a test scripts for a key."""
+
+    name = "Memory"
+    batch_window_seconds = 0.01
+    poll_interval_seconds = 0.01
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.submitted: list[list[str]] = []
+        self.jobs: dict[str, bytes] = {}
+        self.scripted: dict[str, JobOutcome] = {}
+        self.runnable: set[str] = set()
+        self.cancelled: list[str] = []
+        self.refuse: str | None = None
+        self.closed = False
+
+    def submit(self, jobs: list[RemoteJob]) -> None:
+        if self.refuse:
+            raise OffloadError(self.refuse)
+        with self.lock:
+            self.submitted.append([job.key for job in jobs])
+            self.jobs.update({job.key: job.bundle for job in jobs})
+
+    def poll(self) -> list[JobOutcome]:
+        with self.lock:
+            outcomes = [self.scripted.pop(key) for key in list(self.jobs) if key in self.scripted]
+            outcomes += [JobOutcome(key, run_bundle(self.jobs[key])) for key in self.runnable if key in self.jobs]
+            for outcome in outcomes:
+                self.jobs.pop(outcome.key, None)
+            self.runnable.clear()
+            return outcomes
+
+    def run_all(self) -> None:
+        with self.lock:
+            self.runnable.update(self.jobs)
+
+    def cancel(self, key: str, reason: str) -> None:
+        with self.lock:
+            self.cancelled.append(key)
+            self.jobs.pop(key, None)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def cancel_orphans(self, key_prefix: str) -> int:
+        return 0
+
+
+class Listener:
+    def __init__(self) -> None:
+        self.messages: list[tuple[bytes, m.Message]] = []
+        self.exits: list[tuple[bytes, str]] = []
+
+    def on_processor_messages(self, processor_id: bytes, messages: list[m.Message]) -> None:
+        self.messages += [(processor_id, message) for message in messages]
+
+    def on_processor_exit(self, processor_id: bytes, description: str) -> None:
+        self.exits.append((processor_id, description))
+
+    def on_executor_failed(self, reason: str) -> None:
+        raise AssertionError(reason)
+
+    def results(self) -> dict[bytes, m.TaskResult]:
+        return {pid: message for pid, message in self.messages if isinstance(message, m.TaskResult)}
+
+
+class Storage:
+    def __init__(self, objects: dict[bytes, bytes]) -> None:
+        self.objects = objects
+
+    def get(self, object_id: bytes) -> bytes:
+        return self.objects[object_id]
+
+    def put(self, object_id: bytes, payload: bytes, owner_id: bytes = b"", name: str = "") -> None:
+        self.objects[object_id] = payload
+
+    def close(self) -> None:
+        pass
+
+
+def task_of(number: int, function: Any, *args: Any) -> m.Task:
+    arguments = tuple(m.Argument(m.ArgumentKind.INLINE, cloudpickle.dumps(value)) for value in args)
+    body = codec.encode_body(m.TaskBody(ObjectID(b"f" * 16), arguments))
+    return m.Task(TaskID(number.to_bytes(16, "big")), ClientID(b"Client|t"), body)
+
+
+def double(x: int) -> int:
+    return 2 * x
+
+
+async def until(predicate: Any, what: str) -> None:
+    for _ in range(500):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def run(scenario: Any) -> None:
+    async def main() -> None:
+        remote, listener = MemoryRemote(), Listener()
+        storage = Storage({b"f" * 16: cloudpickle.dumps(double)})
+        executor = OffloadExecutor(remote, lambda address: storage, key_prefix="BAT-unit")
+        executor.start(asyncio.get_running_loop(), listener)
+        for pid in (b"p1", b"p2", b"p3"):
+            executor.spawn(pid)
+            executor.send(pid, m.HelloReply(True, object_storage_address="tcp://storage:1"))
+        try:
+            await scenario(executor, remote, listener)
+        finally:
+            executor.close()
+        assert remote.closed
+
+    asyncio.run(main())
+
+
+def test_tasks_arriving_together_are_one_submission_and_their_results_come_back() -> None:
+    async def scenario(executor: OffloadExecutor, remote: MemoryRemote, listener: Listener) -> None:
+        await until(lambda: len(listener.messages) == 3, "the processors to be ready")
+        assert all(isinstance(message, m.ProcessorReady) for _pid, message in listener.messages)
+        for number, pid in enumerate((b"p1", b"p2", b"p3")):
+            executor.send(pid, task_of(number, double, number + 10))
+        await until(lambda: remote.submitted, "the submission")
+        assert remote.submitted == [["BAT-unit-1", "BAT-unit-2", "BAT-unit-3"]]
+        remote.run_all()
+        await until(lambda: len(listener.results()) == 3, "three results")
+        values = {pid: cloudpickle.loads(result.payload) for pid, result in listener.results().items()}
+        assert values == {b"p1": 20, b"p2": 22, b"p3": 24}
+
+    run(scenario)
+
+
+def test_killing_a_processor_cancels_its_remote_job_and_reports_the_exit() -> None:
+    async def scenario(executor: OffloadExecutor, remote: MemoryRemote, listener: Listener) -> None:
+        executor.send(b"p1", task_of(1, double, 1))
+        await until(lambda: remote.submitted, "the submission")
+        await asyncio.sleep(0.05)
+        executor.kill(b"p1", "its task was cancelled")
+        await until(lambda: remote.cancelled == ["BAT-unit-1"], "the remote cancel")
+        await until(lambda: listener.exits, "the exit report")
+        assert listener.exits == [(b"p1", "stopped: its task was cancelled")]
+        assert listener.results() == {}
+
+    run(scenario)
+
+
+def test_a_refused_submission_fails_the_task_with_the_remote_systems_message() -> None:
+    async def scenario(executor: OffloadExecutor, remote: MemoryRemote, listener: Listener) -> None:
+        remote.refuse = "job queue 'q' does not exist"
+        executor.send(b"p1", task_of(1, double, 1))
+        await until(lambda: listener.results(), "the failure")
+        result = listener.results()[b"p1"]
+        assert result.status is m.ResultStatus.ERROR
+        assert result.error_message == "Memory refused the job: job queue 'q' does not exist"
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("host_lost", [True, False])
+def test_a_job_that_ended_without_an_outcome_is_a_lost_host_or_a_dead_processor(host_lost: bool) -> None:
+    async def scenario(executor: OffloadExecutor, remote: MemoryRemote, listener: Listener) -> None:
+        executor.send(b"p2", task_of(2, double, 2))
+        await until(lambda: remote.submitted, "the submission")
+        remote.scripted["BAT-unit-1"] = JobOutcome("BAT-unit-1", None, "job 7 FAILED: it broke", host_lost)
+        if host_lost:
+            await until(lambda: listener.results(), "the result")
+            result = listener.results()[b"p2"]
+            assert result.status is m.ResultStatus.HOST_LOST and result.error_message == "job 7 FAILED: it broke"
+        else:
+            await until(lambda: listener.exits, "the exit")
+            assert listener.exits == [(b"p2", "job 7 FAILED: it broke")]
+
+    run(scenario)

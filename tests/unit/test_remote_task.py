@@ -1,0 +1,119 @@
+"""A task packed for a remote system and run there: the outcome is what a local processor would have produced."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import cloudpickle
+import pytest
+
+from scaler.errors import MissingObjects
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol.ids import ClientID, ObjectID, TaskID
+from scaler.worker.remote_task import BundleError, TaskBundle, object_ids_of, open_outcome, pack_task, run_bundle
+from scaler.worker.task_execution import INLINE_LIMIT_BYTES
+
+CLIENT = ClientID(b"Client|tests")
+
+
+class DictStorage:
+    def __init__(self, objects: dict[bytes, bytes]) -> None:
+        self.objects = objects
+
+    def get(self, object_id: bytes) -> bytes:
+        try:
+            return self.objects[object_id]
+        except KeyError:
+            raise MissingObjects(f"object {object_id.hex()} not found") from None
+
+
+def make_task(function: Any, *args: Any, stored_args: tuple[Any, ...] = ()) -> tuple[m.Task, DictStorage]:
+    objects = {b"f" * 16: cloudpickle.dumps(function)}
+    arguments = [m.Argument(m.ArgumentKind.INLINE, cloudpickle.dumps(value)) for value in args]
+    for number, value in enumerate(stored_args):
+        object_id = bytes([number]) * 16
+        objects[object_id] = cloudpickle.dumps(value)
+        arguments.append(m.Argument(m.ArgumentKind.OBJECT_ID, object_id))
+    body = codec.encode_body(m.TaskBody(ObjectID(b"f" * 16), tuple(arguments)))
+    return m.Task(TaskID(b"t" * 16), CLIENT, body, "f"), DictStorage(objects)
+
+
+def run_remotely(task: m.Task, storage: DictStorage) -> tuple[m.TaskResult, dict[bytes, Any], list[m.TaskLog]]:
+    bundle = pack_task(task, storage)
+    return open_outcome(run_bundle(bundle))
+
+
+def add(x: int, y: int) -> int:
+    return x + y
+
+
+def fail(text: str) -> None:
+    raise KeyError(text)
+
+
+def big(size: int) -> bytes:
+    return b"x" * size
+
+
+def chatty() -> int:
+    print("hello from far away")
+    return 1
+
+
+def test_a_task_runs_from_its_bundle_alone_with_inline_and_stored_arguments() -> None:
+    task, storage = make_task(add, 2, stored_args=(40,))
+    assert object_ids_of(task) == [b"f" * 16, b"\x00" * 16]
+    result, objects, _logs = run_remotely(task, storage)
+    assert result.status is m.ResultStatus.SUCCESS and pickle.loads(result.payload) == 42
+    assert objects == {}
+
+
+def test_an_exception_comes_back_pickled_with_its_remote_traceback() -> None:
+    result, _objects, _logs = run_remotely(*make_task(fail, "remote trouble"))
+    assert result.status is m.ResultStatus.FAILED
+    error, trace = pickle.loads(result.payload)
+    assert isinstance(error, KeyError) and "remote trouble" in str(error)
+    assert "in fail" in trace
+
+
+def test_a_result_over_the_inline_limit_comes_back_as_an_object_owned_by_the_client() -> None:
+    result, objects, _logs = run_remotely(*make_task(big, INLINE_LIMIT_BYTES + 1))
+    assert result.payload_kind is m.PayloadKind.OBJECT_ID
+    payload, owner, _name = objects[result.payload]
+    assert owner == CLIENT and pickle.loads(payload) == b"x" * (INLINE_LIMIT_BYTES + 1)
+
+
+def test_streamed_output_comes_back_with_the_result() -> None:
+    task, storage = make_task(chatty)
+    body = codec.decode_body(task.body)
+    task = m.Task(task.task_id, CLIENT, codec.encode_body(m.TaskBody(body.function_id, stream_output=True)), "chatty")
+    result, _objects, logs = run_remotely(task, storage)
+    assert result.status is m.ResultStatus.SUCCESS
+    assert "hello from far away" in "".join(log.text for log in logs)
+
+
+def test_packing_a_task_whose_object_is_gone_raises_missing_objects() -> None:
+    task, storage = make_task(add, 1, stored_args=(2,))
+    del storage.objects[b"\x00" * 16]
+    with pytest.raises(MissingObjects):
+        pack_task(task, storage)
+
+
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        (b"not a pickle", "could not be read"),
+        (pickle.dumps({"a": 1}), "not a TaskBundle"),
+        (pickle.dumps(TaskBundle(99, b"", {})), "format 99"),
+    ],
+)
+def test_an_unreadable_bundle_is_a_bundle_error_naming_why(data: bytes, words: str) -> None:
+    with pytest.raises(BundleError, match=words):
+        run_bundle(data)
+
+
+def test_an_unreadable_outcome_is_a_bundle_error() -> None:
+    with pytest.raises(BundleError, match="task outcome"):
+        open_outcome(b"\x80\x05garbage")
