@@ -16,6 +16,9 @@ from scaler.config.sections import LoggingSettings
 LOG_FORMAT = "[%(levelname)s]%(asctime)s: {component}: %(message)s"
 DATE_FORMAT = "%Y-%m-%d %H:%M:%S%z"
 
+#: Libraries whose INFO lines say nothing a user of scaler needs: kept at WARNING unless the level is higher.
+QUIET_LIBRARIES = ("botocore", "boto3", "urllib3")
+
 #: Attribute marking the handlers installed here, so that a second call replaces them instead of adding more.
 _OWNED = "_scaler_logging_setup"
 
@@ -37,6 +40,8 @@ def setup_logging(settings: LoggingSettings, component: str) -> None:
         setattr(handler, _OWNED, True)
         root.addHandler(handler)
     root.setLevel(settings.logging_level)
+    for chatty in QUIET_LIBRARIES:  # "Found credentials in environment variables" on every client they make
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, root.level))
 
 
 def _open_handler(path: str, component: str) -> logging.Handler | None:
