@@ -324,18 +324,12 @@ class SessionContext:
     def __init__(self, session_id: str) -> None:
         self._session_id = session_id
 
-    def get_session_id(self) -> str:
-        return self._session_id
-
 
 class TaskContext:
     def __init__(self, task_id: str, task_input: bytes) -> None:
         self._task_id = task_id
         self._input = task_input
         self._output: bytes | None = None
-
-    def get_task_id(self) -> str:
-        return self._task_id
 
     def populate_task_input(self, message: Message) -> None:
         _deserialize(message, self._input)
