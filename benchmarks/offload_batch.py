@@ -69,7 +69,7 @@ def bundles(count: int) -> list[RemoteJob]:
 
 def data_path(
     settings: AWSHPCWorkerManagerConfig, jobs: list[RemoteJob], in_flight: int, array: bool
-) -> tuple[float, int]:
+) -> tuple[float, dict[str, int]]:
     backend = BatchBackend(settings, AwsClients(settings.aws_region))
     started = time.monotonic()
     for start in range(0, len(jobs), in_flight):
@@ -138,11 +138,13 @@ def main() -> None:
         provision(settings, "bench:latest")
         jobs = bundles(arguments.tasks)
         print(f"{arguments.tasks} tiny tasks through AWS Batch on the fake cloud, {arguments.in_flight} in flight")
-        print(f"{'submission':<22} {'wall s':>7} {'AWS calls':>10} {'calls/task':>11}")
+        print(f"{'submission':<22} {'wall s':>7} {'Batch calls':>12} {'S3 calls':>9} {'calls/task':>11}")
         for array in (True, False):
             wall, calls = data_path(settings, jobs, arguments.in_flight, array)
             label = "array job per burst" if array else "one job per task"
-            print(f"{label:<22} {wall:7.1f} {calls:10d} {calls / arguments.tasks:11.2f}", flush=True)
+            batch, s3 = calls.get("batch", 0), calls.get("s3", 0)
+            per_task = (batch + s3) / arguments.tasks
+            print(f"{label:<22} {wall:7.1f} {batch:12d} {s3:9d} {per_task:11.2f}", flush=True)
         print(f"\nend to end, {arguments.e2e_tasks} tiny tasks, {arguments.in_flight} slots")
         times = {kind: end_to_end(kind, arguments.e2e_tasks, arguments.in_flight, cloud.endpoint_url)
                  for kind in ("aws_hpc", "baremetal_native")}  # fmt: skip

@@ -31,7 +31,14 @@ class ResultReader:
 
     def read(self, result: m.TaskResult) -> Any:
         if result.status is m.ResultStatus.SUCCESS:
-            return deserialize_with(self._serializer, self._payload(result))
+            payload = self._payload(result)
+            try:
+                return deserialize_with(self._serializer, payload)
+            except Exception as error:
+                raise errors.DeserializeObjectError(
+                    f"the task's result ({len(payload):,} bytes) could not be deserialized here: {error!r} (a module "
+                    f"or class the result needs may be missing or different on the client's side)"
+                ) from error
         if result.status is m.ResultStatus.FAILED:
             raise self._exception(self._payload(result))
         raise STATUS_ERRORS[result.status](result.error_message)

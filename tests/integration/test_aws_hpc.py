@@ -20,7 +20,7 @@ import pytest
 
 from scaler import Client
 from scaler.config.sections import AWSHPCWorkerManagerConfig
-from scaler.errors import ProcessorDiedError, TaskTimeoutError
+from scaler.errors import DeserializeObjectError, ProcessorDiedError, TaskTimeoutError
 from scaler.worker_manager.aws_hpc.provision import provision
 from tests.integration.cloud_harness import REGION
 from tests.integration.conftest import Addresses, Launcher, Service, probe_scheduler, wait_for
@@ -94,6 +94,21 @@ def make_blob(size: int) -> bytes:
     return bytes(range(256)) * (size // 256)
 
 
+def refuse_to_load() -> None:
+    raise RuntimeError("this object cannot be rebuilt here")
+
+
+class Unloadable:
+    """Pickles fine in the Batch job; unpickling it (in the client) fails."""
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return refuse_to_load, ()
+
+
+def make_unloadable() -> Unloadable:
+    return Unloadable()
+
+
 def slow_the_first_time(marker: str) -> str:
     """Sleeps for a minute on its first run; returns at once when run again (the marker file says so)."""
     import os
@@ -140,11 +155,16 @@ def test_the_example_file_runs_tasks_as_batch_jobs_and_leaves_nothing_behind(fak
                 futures[1].result()
             remote = str(raised.value.__cause__)  # the traceback as it was in the Batch job
             assert "Traceback" in remote and "fail_on_seven" in remote
-        wait_for(lambda: not jobs_in(*ACTIVE), "no Batch job to be left queued or running", 60)
-        wait_for(lambda: not task_objects("my-scaler-tasks"), "no task object to be left in the bucket", 30)
-        assert len(jobs_in("SUCCEEDED")) >= 1
-        running.popen.send_signal(signal.SIGTERM)
-        assert running.popen.wait(timeout=60) == 0
+            wait_for(lambda: not jobs_in(*ACTIVE), "no Batch job to be left queued or running", 60)
+            wait_for(lambda: not task_objects("my-scaler-tasks"), "no task object to be left in the bucket", 30)
+            assert len(jobs_in("SUCCEEDED")) >= 1
+            client.submit(sleep_then, 120, "interrupted")  # still running when the stack stops
+            wait_for(running_child_jobs, "the last job to run", 120)
+            running.remember()
+            running.popen.send_signal(signal.SIGTERM)  # the launcher's ordered shutdown
+            assert running.popen.wait(timeout=90) == 0
+        assert not jobs_in(*ACTIVE), "the stack's shutdown terminates the jobs in flight"
+        assert any(job.get("statusReason", "").startswith("Canceled by Scaler") for job in jobs_in("FAILED"))
         assert running.leftovers() == []
     finally:
         if running.popen.poll() is None:
@@ -211,6 +231,18 @@ def test_an_unusable_bucket_fails_the_task_with_the_s3_error(batch_cloud: Any, l
         with pytest.raises(Exception, match=r"NoSuchBucket") as raised:
             client.submit(blob_length, os.urandom(200_000)).result(timeout=120)
     assert f"s3://{BUCKET}/" in str(raised.value)
+
+
+def test_a_result_that_cannot_be_unpickled_is_a_clear_error_and_the_next_tasks_run(
+    batch_cloud: Any, launcher: Launcher
+) -> None:
+    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    start_manager(launcher, addresses)
+    with Client(address=addresses.scheduler, timeout_seconds=60) as client:
+        with pytest.raises(DeserializeObjectError, match=r"result .* could not be deserialized.*cannot be rebuilt"):
+            client.submit(make_unloadable).result(timeout=120)
+        assert client.submit(square, 5).result(timeout=120) == 25
+    no_batch_leftovers()
 
 
 def test_a_reclaimed_spot_host_runs_the_task_again(batch_cloud: Any, launcher: Launcher, tmp_path: Path) -> None:

@@ -79,7 +79,8 @@ class BatchBackend:
         self._lock = threading.Lock()
         self._jobs: dict[str, _InFlight] = {}  #: by job id
         self._keys: dict[str, str] = {}  #: task key -> job id
-        self.api_calls = 0  #: Batch and S3 calls made (the benchmark reports them)
+        #: AWS calls made, by service ("batch", "s3", "logs"): Batch's are the rate-limited ones
+        self.api_calls: dict[str, int] = {}
 
     # ------------------------------------------------------------ checks
 
@@ -117,14 +118,16 @@ class BatchBackend:
     def poll(self) -> list[JobOutcome]:
         with self._lock:
             job_ids = list(self._jobs)
-        outcomes = []
+        outcomes: list[JobOutcome] = []
+        spent: list[str | None] = []  #: the S3 objects of the jobs that ended, deleted together
         for start in range(0, len(job_ids), DESCRIBE_LIMIT):
             described = self._api(self._batch.describe_jobs, jobs=job_ids[start : start + DESCRIBE_LIMIT])["jobs"]
             for job in described:
                 if job["status"] in ("SUCCEEDED", "FAILED"):
-                    outcome = self._ended(job)
+                    outcome = self._ended(job, spent)
                     if outcome is not None:
                         outcomes.append(outcome)
+        self._delete(*spent)
         return outcomes
 
     def cancel(self, key: str, reason: str) -> None:
@@ -200,7 +203,7 @@ class BatchBackend:
 
     # ------------------------------------------------------------ outcomes
 
-    def _ended(self, described: dict[str, Any]) -> JobOutcome | None:
+    def _ended(self, described: dict[str, Any], spent: list[str | None]) -> JobOutcome | None:
         with self._lock:
             job = self._jobs.get(described["jobId"])
         if job is None:
@@ -216,7 +219,7 @@ class BatchBackend:
         with self._lock:
             self._jobs.pop(job.job_id, None)
             self._keys.pop(job.key, None)
-        self._delete(job.input_key, result_key)
+        spent += [job.input_key, result_key]
         if outcome is not None:
             return JobOutcome(job.key, gzip.decompress(outcome))
         failure = f"AWS Batch job {job.job_id} {described['status']}: {reason or 'no reason given'}"
@@ -261,13 +264,27 @@ class BatchBackend:
         return body
 
     def _delete(self, *keys: str | None) -> None:
-        for key in keys:
-            if key is None:
-                continue
+        """Delete these objects, up to 1,000 per call; a failure is logged (the bucket's lifecycle rule removes
+        what is left)."""
+        names = [key for key in keys if key is not None]
+        for start in range(0, len(names), 1000):
+            chunk = [{"Key": key} for key in names[start : start + 1000]]
             try:
-                self._api(self._s3.delete_object, Bucket=self._settings.s3_bucket, Key=key)
-            except OffloadError as error:  # the bucket's lifecycle rule removes what is left
-                logger.warning("could not delete s3://%s/%s: %s", self._settings.s3_bucket, key, error)
+                answer = self._api(
+                    self._s3.delete_objects, Bucket=self._settings.s3_bucket, Delete={"Objects": chunk, "Quiet": True}
+                )
+            except OffloadError as error:
+                logger.warning(
+                    "could not delete %d task object(s) in s3://%s: %s", len(chunk), self._settings.s3_bucket, error
+                )
+                continue
+            for failed in answer.get("Errors", []):
+                logger.warning(
+                    "could not delete s3://%s/%s: %s",
+                    self._settings.s3_bucket,
+                    failed.get("Key"),
+                    failed.get("Message"),
+                )
 
     def _listed_jobs(self) -> list[dict[str, Any]]:
         jobs = []
@@ -275,14 +292,18 @@ class BatchBackend:
             paginator = self._batch.get_paginator("list_jobs")
             try:
                 for page in paginator.paginate(jobQueue=self._settings.job_queue, jobStatus=status):
-                    self.api_calls += 1
+                    self._count(self._batch)
                     jobs.extend(page["jobSummaryList"])
             except Exception as error:
                 raise OffloadError(str(plain_error(error))) from None
         return jobs
 
+    def _count(self, client: Any) -> None:
+        service = client.meta.service_model.service_name
+        self.api_calls[service] = self.api_calls.get(service, 0) + 1
+
     def _api(self, function: Any, **kwargs: Any) -> Any:
-        self.api_calls += 1
+        self._count(function.__self__)
         try:
             return function(**kwargs)
         except Exception as error:
