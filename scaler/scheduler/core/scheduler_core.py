@@ -241,6 +241,7 @@ class SchedulerCore:
                     info.manager_id, info.worker_type, hello.hostname, hello.pid, now, now,
                     sequence=self._worker_sequence,
                 )  # fmt: skip
+                self.lifecycle.worker_has_room(peer)
                 logger.debug("worker %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
             return None
         assert isinstance(info, m.ManagerInfo)
@@ -337,6 +338,7 @@ class SchedulerCore:
 
     def _on_worker_capacity(self, peer: PeerID, capacity: m.WorkerCapacity) -> None:
         self.workers[peer].capacity = max(1, capacity.capacity)
+        self.lifecycle.worker_has_room(peer)
 
     def _on_worker_leaving(self, peer: PeerID, leaving: m.WorkerLeaving) -> None:
         self._drop_worker(peer, f"left: {leaving.reason or 'no reason given'}", graceful=True)

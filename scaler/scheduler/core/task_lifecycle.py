@@ -46,6 +46,10 @@ class TaskLifecycle:
     ) -> None:
         self._tasks = tasks
         self._workers = workers
+        #: (load, join order, worker) for every worker with a free slot, least loaded first; entries go stale when
+        #: a worker's load changes (a fresh one is pushed) and are dropped when met, so that placing a task costs
+        #: O(log workers), not a scan of every worker (flat cost from 10 to 1,000 workers)
+        self._free_heap: list[tuple[int, int, PeerID]] = []
         self._graphs = graphs
         self._effects = effects
         self._max_task_retries = max_task_retries
@@ -151,6 +155,12 @@ class TaskLifecycle:
             record.client_gone = True
             self.apply(task_id, TaskEvent.CANCEL)
 
+    def worker_has_room(self, worker: PeerID) -> None:
+        """A worker joined or its capacity changed: consider it at the next dispatch."""
+        record = self._workers.get(worker)
+        if record is not None:
+            self._offer(record)
+
     def worker_gone(self, worker: WorkerRecord, reason: str, graceful: bool) -> None:
         event = TaskEvent.RETURNED if graceful else TaskEvent.WORKER_LOST
         for task_id in sorted(worker.assigned, key=lambda t: self._tasks.records[t].sequence):
@@ -170,18 +180,32 @@ class TaskLifecycle:
         queue = self._tasks.queue
         if not queue.queued_count:
             return
-        free = [(len(w.assigned), w.sequence, w) for w in self._workers.values() if w.free_slots > 0]
-        heapq.heapify(free)
-        records = self._tasks.records
-        while free and queue.queued_count:
-            _, _, worker = heapq.heappop(free)
+        heap, records = self._free_heap, self._tasks.records
+        passed_over: list[tuple[int, int, PeerID]] = []  #: workers that can run nothing queued, this round
+        while heap and queue.queued_count:
+            load, _sequence, peer = heapq.heappop(heap)
+            worker = self._workers.get(peer)
+            if worker is None or worker.free_slots <= 0 or len(worker.assigned) != load:
+                continue  # stale: gone, full, or its load changed (a fresher entry is in the heap)
             key = self._best_queue_for(worker)
             if key is None:
-                continue  # nothing this worker can run; it drops out of this round
+                passed_over.append((load, _sequence, peer))
+                continue
             record = queue.pop(key, records)
-            self.apply(record.task_id, TaskEvent.DISPATCH, worker=worker)
-            if worker.free_slots > 0:
-                heapq.heappush(free, (len(worker.assigned), worker.sequence, worker))
+            self.apply(record.task_id, TaskEvent.DISPATCH, worker=worker)  # _assign offers it again if not full
+        for entry in passed_over:
+            heapq.heappush(heap, entry)
+
+    def _offer(self, worker: WorkerRecord) -> None:
+        """The worker's load changed: it goes into the heap at its new load if it has room."""
+        if worker.free_slots <= 0:
+            return
+        heap = self._free_heap
+        if len(heap) > 2 * len(self._workers) + 64:  # mostly stale entries: rebuild
+            heap[:] = [(len(w.assigned), w.sequence, w.peer) for w in self._workers.values() if w.free_slots > 0]
+            heapq.heapify(heap)
+            return
+        heapq.heappush(heap, (len(worker.assigned), worker.sequence, worker.peer))
 
     def _best_queue_for(self, worker: WorkerRecord) -> tuple[tuple[str, int], ...] | None:
         queue, records = self._tasks.queue, self._tasks.records
@@ -200,6 +224,7 @@ class TaskLifecycle:
         record.attempts += 1
         record.dispatched_at = self.now
         worker.assigned.add(record.task_id)
+        self._offer(worker)
         self._send(worker.peer, record.task)
 
     # ------------------------------------------------------------ outcomes (named after task_state.Outcome)
@@ -265,6 +290,7 @@ class TaskLifecycle:
             worker = self._workers.get(record.worker)
             if worker is not None:
                 worker.assigned.discard(record.task_id)
+                self._offer(worker)
             record.worker = None
 
     def _end(self, record: TaskRecord, answer: TaskResult | TaskCancelConfirm, propagate: bool = True) -> None:

@@ -126,6 +126,26 @@ def test_capacity_updates_change_the_credit() -> None:
     assert len(worker.held) == 4
 
 
+def test_tasks_go_to_the_least_loaded_worker_as_loads_change_among_many_workers() -> None:
+    """Dispatch keeps its choice (least loaded, then join order) while it no longer scans every worker: loads
+    that change by results, returns, capacity updates and departures are all seen."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    workers = [sim.add_worker(f"w{n}", capacity=3) for n in range(50)]
+    sim.submit(client, [task(client.peer, n) for n in range(100)])
+    assert [len(w.held) for w in workers] == [2] * 50  # spread evenly, not piled on the first ones
+    for worker in workers[10:20]:
+        sim.finish(worker)
+        sim.finish(worker)
+    sim.submit(client, [task(client.peer, n) for n in range(100, 110)])
+    assert [len(w.held) for w in workers[10:20]] == [1] * 10  # the emptied ones first
+    sim.kill(workers[0])
+    sim.send(workers[1].peer, m.WorkerCapacity(8))
+    sim.submit(client, [task(client.peer, n) for n in range(110, 200)])
+    assert len(workers[1].held) == 8 and workers[0].held == []
+    sim.check_invariants()
+
+
 def test_higher_priority_runs_first_then_submission_order() -> None:
     sim = SimulatedCluster()
     client = sim.add_client()
