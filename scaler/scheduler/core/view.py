@@ -123,7 +123,7 @@ class ViewBuilder:
             if count:
                 head = queue.peek(capabilities, records)
                 if head is not None:
-                    oldest = max(0.0, core.now - records[head[2]].submitted_at)
+                    oldest = max(0.0, core.now - records[head[3]].submitted_at)
                 reason = self._waiting_reason(capabilities)
             groups.append(m.PendingGroup(capabilities, count, reason, running.get(capabilities, 0), oldest))
         return tuple(groups)

@@ -146,6 +146,25 @@ def test_tasks_go_to_the_least_loaded_worker_as_loads_change_among_many_workers(
     sim.check_invariants()
 
 
+def test_clients_take_turns_so_a_second_client_does_not_wait_for_the_first_ones_backlog() -> None:
+    sim = SimulatedCluster()
+    a, b = sim.add_client("a"), sim.add_client("b")
+    worker = sim.add_worker(capacity=1)
+    sim.submit(a, [task(a.peer, n) for n in range(100)])
+    for _ in range(10):
+        sim.finish(worker)
+    sim.submit(b, [task(b.peer, n) for n in range(1000, 1010)])
+    ran = []
+    for _ in range(20):
+        ran.append(int.from_bytes(worker.held[0], "big"))
+        sim.finish(worker)
+    of_b = [number for number in ran if number >= 1000]
+    assert len(of_b) == 10 and ran.index(of_b[0]) <= 1  # b's ten ran among a's next ones, from the start
+    of_a = [number for number in ran if number < 1000]
+    assert of_a == list(range(10, 20)) and of_b == list(range(1000, 1010))  # each client's order is kept
+    sim.check_invariants()
+
+
 def test_higher_priority_runs_first_then_submission_order() -> None:
     sim = SimulatedCluster()
     client = sim.add_client()
