@@ -192,3 +192,30 @@ def test_a_job_that_ended_without_an_outcome_is_a_lost_host_or_a_dead_processor(
             assert listener.exits == [(b"p2", "job 7 FAILED: it broke")]
 
     run(scenario)
+
+
+def test_a_remote_system_slow_to_answer_never_blocks_the_agents_loop() -> None:
+    """The agent's heartbeats run on its loop: a submit and polls that take a long time must not stall it."""
+    gate = threading.Event()
+
+    async def scenario(executor: OffloadExecutor, remote: MemoryRemote, listener: Listener) -> None:
+        slow_submit = remote.submit
+
+        def submit(jobs: list[RemoteJob]) -> None:
+            gate.wait(5)  # the remote API hangs until the test lets it go
+            slow_submit(jobs)
+
+        remote.submit = submit  # type: ignore[method-assign]
+        executor.send(b"p1", task_of(1, double, 4))
+        ticks = 0
+        for _ in range(30):  # 0.3 s of loop turns while the submit is stuck in a thread
+            await asyncio.sleep(0.01)
+            ticks += 1
+        assert ticks == 30 and not remote.submitted
+        gate.set()
+        await until(lambda: remote.submitted, "the submission once the API answers")
+        remote.run_all()
+        await until(lambda: listener.results(), "the result")
+        assert cloudpickle.loads(listener.results()[b"p1"].payload) == 8
+
+    run(scenario)
