@@ -62,10 +62,14 @@ class OffloadBackend(Protocol):
 
     #: the system's name in messages ("AWS Batch", "IBM Symphony")
     name: str
-    #: how long tasks arriving together are collected before one `submit` (0: at once)
-    batch_window_seconds: float
-    #: how often `poll` is called while jobs are in flight
-    poll_interval_seconds: float
+
+    @property
+    def batch_window_seconds(self) -> float:
+        """How long tasks arriving together are collected before one `submit` (0: at once)."""
+
+    @property
+    def poll_interval_seconds(self) -> float:
+        """How often `poll` is called while jobs are in flight."""
 
     def submit(self, jobs: list[RemoteJob]) -> None:
         """Start these jobs (one call may become one array job); raise OffloadError when refused."""

@@ -174,16 +174,23 @@ def test_the_example_file_runs_tasks_as_batch_jobs_and_leaves_nothing_behind(fak
 # ---------------------------------------------------------------- payloads
 
 
-def test_large_arguments_travel_through_s3_and_large_results_through_object_storage(
-    batch_cloud: Any, launcher: Launcher
-) -> None:
+def test_payloads_large_and_bad_each_end_as_the_user_expects(batch_cloud: Any, launcher: Launcher) -> None:
+    """One manager, in turn: a large argument (through S3) and a large result (through object storage); a result
+    the client cannot unpickle (a clear error, and the next task runs); then the bucket gone (the S3 error,
+    naming the object)."""
     addresses, _scheduler, _storage = launcher.stack(workers=0)
     start_manager(launcher, addresses)
     blob = os.urandom(200_000)  # over the inline limit of a job's parameters, even gzipped
     with Client(address=addresses.scheduler, timeout_seconds=60) as client:
-        assert client.submit(blob_length, blob).result() == 200_000
-        assert client.submit(make_blob, 5_000_000).result() == make_blob(5_000_000)
-    no_batch_leftovers()
+        assert client.submit(blob_length, blob).result(timeout=120) == 200_000
+        assert client.submit(make_blob, 5_000_000).result(timeout=120) == make_blob(5_000_000)
+        with pytest.raises(DeserializeObjectError, match=r"result .* could not be deserialized.*cannot be rebuilt"):
+            client.submit(make_unloadable).result(timeout=120)
+        assert client.submit(square, 5).result(timeout=120) == 25
+        no_batch_leftovers()
+        boto3.client("s3", region_name=REGION).delete_bucket(Bucket=BUCKET)
+        with pytest.raises(Exception, match=rf"AWS Batch refused the job: .*{BUCKET}.*(NoSuchBucket|Not Found)"):
+            client.submit(blob_length, blob).result(timeout=120)  # by the proxy in place, or by a new one
 
 
 # ---------------------------------------------------------------- bad input and faults
@@ -220,28 +227,19 @@ def test_a_job_definition_whose_command_fails_at_start_fails_the_task_naming_the
     no_batch_leftovers()
 
 
-def test_an_unusable_bucket_fails_the_task_with_the_s3_error(batch_cloud: Any, launcher: Launcher) -> None:
-    addresses, _scheduler, _storage = launcher.stack(workers=0)
-    start_manager(launcher, addresses)
-    s3 = boto3.client("s3", region_name=REGION)
-    with Client(address=addresses.scheduler, timeout_seconds=60) as client:
-        assert client.submit(square, 2).result(timeout=120) == 4
-        s3.delete_bucket(Bucket=BUCKET)
-        with pytest.raises(Exception, match=r"NoSuchBucket") as raised:
-            client.submit(blob_length, os.urandom(200_000)).result(timeout=120)
-    assert f"s3://{BUCKET}/" in str(raised.value)
-
-
-def test_a_result_that_cannot_be_unpickled_is_a_clear_error_and_the_next_tasks_run(
+def test_a_bucket_deleted_after_the_manager_started_fails_tasks_instead_of_leaving_them_waiting(
     batch_cloud: Any, launcher: Launcher
 ) -> None:
+    """The first proxy starts after the bucket is gone: it does not exit (its manager would start it again and
+    again while the task waited); the task fails naming the bucket."""
     addresses, _scheduler, _storage = launcher.stack(workers=0)
-    start_manager(launcher, addresses)
+    manager = start_manager(launcher, addresses)
+    manager.wait_for_log("registered with the scheduler")
+    boto3.client("s3", region_name=REGION).delete_bucket(Bucket=BUCKET)
     with Client(address=addresses.scheduler, timeout_seconds=60) as client:
-        with pytest.raises(DeserializeObjectError, match=r"result .* could not be deserialized.*cannot be rebuilt"):
-            client.submit(make_unloadable).result(timeout=120)
-        assert client.submit(square, 5).result(timeout=120) == 25
-    no_batch_leftovers()
+        with pytest.raises(Exception, match=rf"AWS Batch refused the job: S3 bucket '{BUCKET}' .* is not usable"):
+            client.submit(square, 3).result(timeout=120)
+    assert "counted as a failed launch" not in manager.log_text()
 
 
 def test_a_reclaimed_spot_host_runs_the_task_again(batch_cloud: Any, launcher: Launcher, tmp_path: Path) -> None:

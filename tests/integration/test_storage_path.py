@@ -146,9 +146,9 @@ def test_workers_killed_every_two_seconds_are_replaced_at_once_and_every_task_co
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     with Client(address=addresses.scheduler) as client:
-        futures = [client.submit(leaves_a_trace, 0.2) for _ in range(150)]
+        futures = [client.submit(leaves_a_trace, 0.2) for _ in range(100)]
         wait_for_workers(addresses.monitor, 1)
-        for _ in range(10):
+        for _ in range(6):
             time.sleep(2.0)
             snapshot = latest[-1]
             live_at_kills.append(len(snapshot.workers))
@@ -162,7 +162,7 @@ def test_workers_killed_every_two_seconds_are_replaced_at_once_and_every_task_co
     stop.set()
     watcher.join(10)
     without_workers = sum(1 for live in live_at_kills if live == 0)
-    assert without_workers <= 2, f"registered workers at each kill time: {live_at_kills}"
+    assert without_workers <= 1, f"registered workers at each kill time: {live_at_kills}"
 
 
 def test_unknown_toml_sections_are_refused_before_anything_starts(tmp_path) -> None:

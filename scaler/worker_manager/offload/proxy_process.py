@@ -10,12 +10,14 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
+import threading
+import time
 from collections.abc import Callable
 from typing import cast
 
 from scaler.config.sections import WORKER_MANAGER_SECTIONS, WorkerConfig, WorkerManagerSettings, section_from_json
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
-from scaler.worker.offload_executor import OffloadBackend, OffloadError
+from scaler.worker.offload_executor import JobOutcome, OffloadBackend, OffloadError, RemoteJob
 
 logger = logging.getLogger(__name__)
 
@@ -25,12 +27,68 @@ OFFLOAD_TYPES: dict[str, str] = {
     "symphony": "scaler.worker_manager.symphony.soam_backend:make_backend",
 }
 
+#: manager type -> the remote system's name in messages
+SYSTEM_NAMES = {"aws_hpc": "AWS Batch", "symphony": "IBM Symphony"}
+
 BackendFactory = Callable[[WorkerManagerSettings], OffloadBackend]
 
 
 def backend_factory(type_name: str) -> BackendFactory:
     module_name, _, function_name = OFFLOAD_TYPES[type_name].partition(":")
     return cast(BackendFactory, getattr(importlib.import_module(module_name), function_name))
+
+
+class RetryingBackend:
+    """Stands in for a backend that could not be made when the proxy started: each submission tries to make it
+    again (at most every RETRY_SECONDS) and, while that fails, the tasks fail with the reason. A proxy that exited
+    instead would be started again and again by its manager while the tasks waited for it forever."""
+
+    RETRY_SECONDS = 10.0
+
+    def __init__(self, type_name: str, settings: WorkerManagerSettings, reason: str) -> None:
+        self.name = SYSTEM_NAMES[type_name]
+        self._factory = backend_factory(type_name)
+        self._settings = settings
+        self._reason = reason
+        self._backend: OffloadBackend | None = None
+        self._tried_at = time.monotonic()
+        self._lock = threading.Lock()
+
+    @property
+    def batch_window_seconds(self) -> float:
+        return self._backend.batch_window_seconds if self._backend is not None else 0.0
+
+    @property
+    def poll_interval_seconds(self) -> float:
+        return self._backend.poll_interval_seconds if self._backend is not None else 1.0
+
+    def submit(self, jobs: list[RemoteJob]) -> None:
+        with self._lock:
+            if self._backend is None and time.monotonic() - self._tried_at >= self.RETRY_SECONDS:
+                self._tried_at = time.monotonic()
+                try:
+                    self._backend = self._factory(self._settings)
+                    logger.info("%s is usable again", self.name)
+                except OffloadError as error:
+                    self._reason = str(error)
+            backend = self._backend
+        if backend is None:
+            raise OffloadError(self._reason)
+        backend.submit(jobs)
+
+    def poll(self) -> list[JobOutcome]:
+        return self._backend.poll() if self._backend is not None else []
+
+    def cancel(self, key: str, reason: str) -> None:
+        if self._backend is not None:
+            self._backend.cancel(key, reason)
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+
+    def cancel_orphans(self, key_prefix: str) -> int:
+        return self._backend.cancel_orphans(key_prefix) if self._backend is not None else 0
 
 
 def run_proxy(worker: WorkerConfig, type_name: str, settings: WorkerManagerSettings, slots: int) -> int:
@@ -51,11 +109,12 @@ def run_proxy(worker: WorkerConfig, type_name: str, settings: WorkerManagerSetti
     except KeyFileError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
+    backend: OffloadBackend
     try:
         backend = backend_factory(type_name)(settings)
-    except OffloadError as error:
-        logger.error("%s", error)
-        return EXIT_CONFIGURATION
+    except OffloadError as error:  # the manager checked at its start: this changed since (a bucket deleted ...)
+        logger.error("%s; the tasks sent here fail with this error until it is fixed", error)
+        backend = RetryingBackend(type_name, settings, str(error))
     storage_sockets = SocketFactory(1, security)
 
     def object_storage(address: str) -> ObjectStorageConnection:
