@@ -1,0 +1,59 @@
+"""A 1,000,000-item `map` from one client: its throughput and the client's memory.
+
+    python benchmarks/big_map.py [--items 1000000] [--workers 2]
+
+Prints the items per second and the client process's peak RSS growth during the map, against the size of its
+input and output lists (which any `map` returning a list must hold). Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+
+import psutil
+
+from scaler import Client, SchedulerClusterCombo
+
+
+def inc(x: int) -> int:
+    return x + 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=1_000_000)
+    parser.add_argument("--workers", type=int, default=2)
+    arguments = parser.parse_args()
+    process = psutil.Process()
+    peak = [0]
+    sampling = threading.Event()
+    sampling.set()
+
+    def sample() -> None:
+        while sampling.is_set():
+            peak[0] = max(peak[0], process.memory_info().rss)
+            time.sleep(0.05)
+
+    with SchedulerClusterCombo(n_workers=arguments.workers) as cluster, Client(address=cluster.get_address()) as client:
+        client.map(inc, range(1000))  # warm
+        items = list(range(arguments.items))
+        before = process.memory_info().rss
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        began = time.monotonic()
+        results = client.map(inc, items)
+        elapsed = time.monotonic() - began
+        sampling.clear()
+        sampler.join(1)
+        assert results[-1] == arguments.items
+    lists_mb = 2 * arguments.items * 36 / 2**20  # two lists of small ints (8-byte slot + 28-byte int)
+    print(f"{arguments.items:,} items on {arguments.workers} workers: {elapsed:.2f} s, "
+          f"{arguments.items / elapsed:,.0f} items/s")  # fmt: skip
+    print(f"client RSS growth during the map: {(peak[0] - before) / 2**20:.0f} MB "
+          f"(the input and result lists alone: about {lists_mb:.0f} MB)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
