@@ -16,14 +16,6 @@ from scaler.worker_manager.aws.client import AwsClients
 from scaler.worker_manager.aws_hpc.batch_backend import BatchBackend
 
 
-@pytest.fixture
-def clients(monkeypatch: pytest.MonkeyPatch) -> AwsClients:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    return AwsClients("us-east-1")
-
-
 def backend_of(clients: AwsClients) -> BatchBackend:
     settings = AWSHPCWorkerManagerConfig(
         scheduler_address="tcp://127.0.0.1:1", job_queue="q", job_definition="d", s3_bucket="tasks"

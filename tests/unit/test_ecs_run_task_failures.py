@@ -20,14 +20,6 @@ from scaler.worker_manager.backend import LaunchSpec
 ARN = "arn:aws:ecs:us-east-1:123456789012:task-definition/scaler-task-definition:1"
 
 
-@pytest.fixture
-def clients(monkeypatch: pytest.MonkeyPatch) -> AwsClients:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    return AwsClients("us-east-1")
-
-
 def prepared(clients: AwsClients) -> tuple[Stubber, Stubber]:
     ecs, ec2 = Stubber(clients["ecs"]), Stubber(clients["ec2"])
     ecs.add_response("describe_clusters", {"clusters": [{"clusterName": "scaler-cluster", "status": "ACTIVE"}]})
