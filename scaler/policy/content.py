@@ -31,7 +31,7 @@ class _Threshold:
     is_integer: bool
     minimum: Number
     is_minimum_allowed: bool
-    default: Number
+    default: Number | None  #: None: off unless given (read with `values.get`, never `value_of`)
 
 
 #: Optional keys of the `simple` grammar: what they tune and their bounds.
@@ -41,6 +41,7 @@ THRESHOLDS: dict[str, _Threshold] = {
     "capability_tasks_per_worker": _Threshold("capability", True, 1, True, 5),
     "work_tasks_per_worker": _Threshold("work", True, 1, True, 1),
     "cooldown_seconds": _Threshold("work", False, 0, True, 15.0),
+    "target_finish_seconds": _Threshold("work", False, 0, False, None),
 }
 REQUIRED_SIMPLE_KEYS = ("allocate", "scaling")
 
@@ -55,6 +56,8 @@ class SimpleContent:
     capability_tasks_per_worker: int  #: per capability set, one worker per this many tasks
     work_tasks_per_worker: int  #: work policy: tasks one worker takes on at a time
     cooldown_seconds: float  #: work policy: how long a surplus must last before scaling down
+    #: work policy: size the pool to finish the outstanding work (learned run times) in this long; None: off
+    target_finish_seconds: float | None = None
 
 
 def parse_simple_content(text: str) -> SimpleContent:
@@ -71,7 +74,11 @@ def parse_simple_content(text: str) -> SimpleContent:
     values = {key: _threshold(text, key, value, scaling) for key, value in items.items() if key in THRESHOLDS}
 
     def value_of(key: str) -> Number:
-        return values.get(key, THRESHOLDS[key].default)
+        value = values.get(key, THRESHOLDS[key].default)
+        assert value is not None, f"{key} has no default: read it with values.get"
+        return value
+
+    target_finish_seconds = values.get("target_finish_seconds")
 
     content = SimpleContent(
         allocate=allocate,
@@ -81,6 +88,7 @@ def parse_simple_content(text: str) -> SimpleContent:
         capability_tasks_per_worker=int(value_of("capability_tasks_per_worker")),
         work_tasks_per_worker=int(value_of("work_tasks_per_worker")),
         cooldown_seconds=float(value_of("cooldown_seconds")),
+        target_finish_seconds=None if target_finish_seconds is None else float(target_finish_seconds),
     )
     if content.vanilla_lower_ratio > content.vanilla_upper_ratio:
         raise ValueError(

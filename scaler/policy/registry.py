@@ -47,5 +47,9 @@ def _simple(content: str) -> PolicyConfig:
     elif simple.scaling == "capability":
         scaling = CapabilityScaling(tasks_per_worker=simple.capability_tasks_per_worker)
     else:
-        scaling = WorkScaling(tasks_per_worker=simple.work_tasks_per_worker, cooldown_seconds=simple.cooldown_seconds)
+        scaling = WorkScaling(
+            tasks_per_worker=simple.work_tasks_per_worker,
+            cooldown_seconds=simple.cooldown_seconds,
+            target_finish_seconds=simple.target_finish_seconds,
+        )
     return PolicyConfig(engine_type="simple", allocate=simple.allocate, scaling=scaling)

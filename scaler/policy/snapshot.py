@@ -22,6 +22,16 @@ DEFAULT_MANAGER_TIMEOUT_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
+class FunctionTasks:
+    """One function's share of a `TaskGroup`."""
+
+    function_name: str
+    queued: int = 0
+    #: how long each of its running tasks has been running (0 for one its worker holds but has not started)
+    running_seconds: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class TaskGroup:
     """The scheduler's tasks that require one capability set."""
 
@@ -29,10 +39,21 @@ class TaskGroup:
     queued: int  #: waiting for a worker
     running: int  #: assigned to a worker (running or prefetched there)
     oldest_queued_seconds: float = 0.0  #: age of the oldest queued task; 0 when none is queued
+    #: the same tasks by function; may be empty, or cover only part of the counts (the rest: functions unknown)
+    functions: tuple[FunctionTasks, ...] = ()
 
     @property
     def tasks(self) -> int:
         return self.queued + self.running
+
+
+@dataclass(frozen=True, slots=True)
+class RunTime:
+    """The learned run time of a function's tasks in one capability set."""
+
+    function_name: str
+    capabilities: Capabilities  #: the set as the scheduler queues it (`()` when it ignores capabilities)
+    mean_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +92,8 @@ class ScalingSnapshot:
     workers: tuple[WorkerView, ...] = ()
     managers: tuple[ManagerView, ...] = ()
     manager_timeout_seconds: float = DEFAULT_MANAGER_TIMEOUT_SECONDS
+    #: what the scheduler learned of run times from finished tasks; empty before any task succeeded
+    run_times: tuple[RunTime, ...] = ()
 
     #: manager id -> its workers; derived from `workers` so the grouping has one source of truth
     _workers_by_manager: Mapping[str, tuple[WorkerView, ...]] = field(
@@ -103,7 +126,13 @@ def scaling_snapshot(status: StatusSnapshot, manager_timeout_seconds: float) -> 
     return ScalingSnapshot(
         now=now,
         task_groups=tuple(
-            TaskGroup(group.capabilities, group.count, group.running, group.oldest_queued_seconds)
+            TaskGroup(
+                group.capabilities,
+                group.count,
+                group.running,
+                group.oldest_queued_seconds,
+                tuple(FunctionTasks(load.function_name, load.queued, load.running_seconds) for load in group.functions),
+            )
             for group in status.pending
         ),
         workers=tuple(
@@ -128,4 +157,8 @@ def scaling_snapshot(status: StatusSnapshot, manager_timeout_seconds: float) -> 
             for manager in status.managers
         ),
         manager_timeout_seconds=manager_timeout_seconds,
+        run_times=tuple(
+            RunTime(estimate.function_name, estimate.capabilities, estimate.mean_seconds)
+            for estimate in status.run_times
+        ),
     )

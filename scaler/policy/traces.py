@@ -25,6 +25,7 @@ class TaskArrival:
     arrival_seconds: float
     duration_seconds: float  #: how long the task runs once a worker has it
     capabilities: Capabilities = ()
+    function_name: str = "f"  #: what the scheduler learns run times by
 
 
 Trace = tuple[TaskArrival, ...]

@@ -450,6 +450,26 @@ class ManagerSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class FunctionLoad:
+    """One function's live tasks within a capability set (in-process read model; not on the monitor feed)."""
+
+    function_name: str
+    queued: int = 0
+    #: how long each of its running tasks has held its worker, in seconds
+    running_seconds: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunTimeEstimate:
+    """What the scheduler has learned of a function's run time in one capability set (the dispatcher's queue
+    key), from its successful tasks (in-process read model; not on the monitor feed)."""
+
+    function_name: str
+    capabilities: Capabilities
+    mean_seconds: float  #: exponentially weighted mean of its run times
+
+
+@dataclass(frozen=True, slots=True)
 class PendingGroup:
     """Tasks of one capability set (the dispatcher's queue key): queued ones and why they wait, running ones."""
 
@@ -458,6 +478,8 @@ class PendingGroup:
     reason: str = ""
     running: int = 0
     oldest_queued_seconds: float = 0.0
+    #: the same tasks by function (in-process read model; not on the monitor feed)
+    functions: tuple[FunctionLoad, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,6 +496,8 @@ class StatusSnapshot:
     feed_version: int = FEED_VERSION
     functions: tuple[FunctionSummary, ...] = ()
     message_counts: tuple[MessageCount, ...] = ()
+    #: learned run times, by function and capability set (in-process read model; not on the monitor feed)
+    run_times: tuple[RunTimeEstimate, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

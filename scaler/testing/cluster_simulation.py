@@ -190,7 +190,7 @@ class _Simulation:
         for number, arrival in enumerate(trace):
             task_id = TaskID(number.to_bytes(16, "big"))
             self._durations[task_id] = arrival.duration_seconds
-            task = m.Task(task_id, ClientID(CLIENT), b"", "f", 0, arrival.capabilities)
+            task = m.Task(task_id, ClientID(CLIENT), b"", arrival.function_name, 0, arrival.capabilities)
             self._push(arrival.arrival_seconds, _Arrival(task))
         for index, spec in enumerate(managers):
             self._add_manager(spec, index * settings.heartbeat_seconds / max(1, len(managers)))

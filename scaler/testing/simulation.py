@@ -185,3 +185,9 @@ class SimulatedCluster:
         live_per_client = {client: sum(counts[:3]) for client, counts in core.tasks.client_counts.items()}
         owned = {client: len(tasks) for client, tasks in core.tasks.by_client.items()}
         assert {client: n for client, n in live_per_client.items() if n} == owned, "per-client counts disagree"
+        queued_by_function: dict[m.Capabilities, dict[str, int]] = {}
+        for record in core.tasks.records.values():
+            if record.state.value == "queued":
+                functions = queued_by_function.setdefault(core.tasks.queue.key(record), {})
+                functions[record.task.function_name] = functions.get(record.task.function_name, 0) + 1
+        assert queued_by_function == core.tasks.queue.queued_by_function, "queued counts by function disagree"

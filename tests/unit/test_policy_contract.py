@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -22,7 +23,7 @@ from scaler.policy.decision import ScalingMemory
 from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.registry import make_policy
 from scaler.policy.scaling import CapabilityScaling, NoScaling, VanillaScaling, WaterfallScaling, WorkScaling
-from scaler.policy.snapshot import ManagerView, ScalingSnapshot, TaskGroup, WorkerView
+from scaler.policy.snapshot import FunctionTasks, ManagerView, RunTime, ScalingSnapshot, TaskGroup, WorkerView
 from scaler.protocol.messages import Capabilities, ManagerTarget, TargetEntry
 
 NAMES = ("gpu", "linux", "mem", "fpga")
@@ -42,7 +43,13 @@ POLICIES: dict[str, ScalingPolicy] = {
     "work": WorkScaling(),
     "work-fast": WorkScaling(tasks_per_worker=3, cooldown_seconds=0.0),
     "work-registry": make_policy("simple", "allocate=even_load; scaling=work; cooldown_seconds=4").scaling,
+    "work-target": WorkScaling(target_finish_seconds=30.0),
+    "work-target-fast": WorkScaling(tasks_per_worker=2, cooldown_seconds=0.0, target_finish_seconds=0.5),
+    "work-target-registry": make_policy(
+        "simple", "allocate=capability; scaling=work; target_finish_seconds=10; cooldown_seconds=3"
+    ).scaling,
 }
+FUNCTION_NAMES = ("f", "g", "h")
 
 
 def random_capabilities(rng: random.Random) -> Capabilities:
@@ -85,7 +92,24 @@ def random_snapshot(rng: random.Random, now: float) -> ScalingSnapshot:
         TaskGroup(random_capabilities(rng), rng.randint(0, 40), rng.randint(0, 8), rng.uniform(0.0, 30.0))
         for _ in range(rng.randint(0, 4))
     )
-    return ScalingSnapshot(now=now, task_groups=groups, workers=workers, managers=managers)
+    groups = tuple(with_random_functions(rng, group) for group in groups)
+    run_times = tuple(
+        RunTime(rng.choice(FUNCTION_NAMES), random_capabilities(rng), rng.choice((0.0, 0.01, 1.0, 45.0, 600.0)))
+        for _ in range(rng.choice((0, 0, 1, 3)))
+    )
+    return ScalingSnapshot(now=now, task_groups=groups, workers=workers, managers=managers, run_times=run_times)
+
+
+def with_random_functions(rng: random.Random, group: TaskGroup) -> TaskGroup:
+    """The group's tasks split by function: all of them, part of them, or (as from a hand-built view) none."""
+    functions: list[FunctionTasks] = []
+    queued, running = group.queued, group.running
+    for name in rng.sample(FUNCTION_NAMES, rng.randint(0, len(FUNCTION_NAMES))):
+        share_queued, share_running = rng.randint(0, queued), rng.randint(0, running)
+        elapsed = tuple(rng.choice((0.0, 0.5, 30.0, 900.0)) for _ in range(share_running))
+        functions.append(FunctionTasks(name, share_queued, elapsed))
+        queued, running = queued - share_queued, running - share_running
+    return replace(group, functions=tuple(functions))
 
 
 def check_step(policy: ScalingPolicy, snapshot: ScalingSnapshot, memory: ScalingMemory) -> ScalingMemory:
@@ -128,7 +152,7 @@ def test_contract_over_random_sequences(name: str) -> None:
             now += rng.choice((0.0, 0.5, 2.0, 7.0, 20.0))
 
 
-@pytest.mark.parametrize("name", ["work", "work-fast", "work-registry"])
+@pytest.mark.parametrize("name", sorted(name for name in POLICIES if name.startswith("work")))
 def test_work_policy_never_asks_for_fewer_workers_than_are_busy(name: str) -> None:
     policy = POLICIES[name]
     for seed in range(60):

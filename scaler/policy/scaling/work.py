@@ -1,6 +1,9 @@
 """`scaling=work`: ask for the outstanding work in one step; give workers back only after a cooldown.
 
-Need: per capability-name set, ceil((queued + running) / tasks_per_worker) workers.
+Need: per capability-name set, ceil((queued + running) / tasks_per_worker) workers. With
+`target_finish_seconds` T, and once the scheduler has learned run times (`outstanding_work`), the need is
+ceil(outstanding work seconds / T) instead: at least 1, and never more than the count by tasks (a task runs
+on one worker). So many short tasks share a few workers, and long ones get one each.
 
 Spread over the online managers that cover the set, most specific sets first, in two passes:
 1. keep work where workers already are: each manager (in id order) takes up to what it holds
@@ -33,7 +36,14 @@ from scaler.policy.decision import (
     make_target,
     target_total,
 )
-from scaler.policy.scaling.capability_sets import CapabilityNames, capability_sets, most_specific_first, names_of
+from scaler.policy.outstanding_work import RunTimeTable, outstanding_seconds
+from scaler.policy.scaling.capability_sets import (
+    CapabilityNames,
+    CapabilitySet,
+    capability_sets,
+    most_specific_first,
+    names_of,
+)
 from scaler.policy.snapshot import ManagerView, ScalingSnapshot
 from scaler.protocol.messages import Capabilities, WorkerLimit
 
@@ -41,19 +51,27 @@ from scaler.protocol.messages import Capabilities, WorkerLimit
 Needs = dict[CapabilityNames, tuple[Capabilities, int]]
 Levels = dict[CapabilityNames, SetLevel]
 
+#: Slack when dividing work seconds by T: learned run times carry float noise (20 tasks of 30.000000001 s
+#: with T = 30 need 20 workers, not 21).
+_ROUNDING = 1e-6
+
 
 @dataclass(frozen=True, slots=True)
 class WorkScaling:
     tasks_per_worker: int = 1
     cooldown_seconds: float = 15.0
+    #: size the need to finish the outstanding work in this long (learned run times); None: count tasks only
+    target_finish_seconds: float | None = None
 
     @property
     def name(self) -> str:
-        return f"work(tasks_per_worker={self.tasks_per_worker}, cooldown_seconds={self.cooldown_seconds:g})"
+        target = "" if self.target_finish_seconds is None else f", target_finish_seconds={self.target_finish_seconds:g}"
+        return f"work(tasks_per_worker={self.tasks_per_worker}, cooldown_seconds={self.cooldown_seconds:g}{target})"
 
     def decide(self, snapshot: ScalingSnapshot, memory: ScalingMemory) -> ScalingStep:
         managers = sorted(snapshot.online_managers(), key=lambda manager: manager.manager_id)
-        needs = self._spread(snapshot, managers)
+        run_times = RunTimeTable.of(snapshot.run_times)
+        needs = self._spread(snapshot, managers, run_times)
         decision: ScalingDecision = {}
         reasons: dict[str, str] = {}
         kept: list[tuple[LevelKey, SetLevel]] = []
@@ -62,7 +80,7 @@ class WorkScaling:
             levels = _within_limit(_at_least_busy(snapshot, manager, levels), manager.max_workers)
             entries = [(level.capabilities, level.workers) for level in levels.values()]
             decision[manager.manager_id] = make_target(snapshot, manager.manager_id, entries)
-            reasons[manager.manager_id] = self._reason(snapshot, needs[manager.manager_id], levels)
+            reasons[manager.manager_id] = self._reason(snapshot, run_times, needs[manager.manager_id], levels)
             kept.extend(
                 ((manager.manager_id, names), level)
                 for names, level in levels.items()
@@ -73,17 +91,40 @@ class WorkScaling:
         memory = replace(memory, levels=tuple(kept), tracked_manager_ids=tracked)
         return ScalingStep(decision=decision, memory=memory, reasons=reasons)
 
-    def _reason(self, snapshot: ScalingSnapshot, needs: Needs, levels: Levels) -> str:
+    def _reason(self, snapshot: ScalingSnapshot, run_times: RunTimeTable, needs: Needs, levels: Levels) -> str:
         queued = sum(group.queued for group in snapshot.task_groups)
         running = sum(group.running for group in snapshot.task_groups)
         needed = sum(workers for _capabilities, workers in needs.values())
         wanted = sum(level.workers for level in levels.values())
         text = f"{queued} tasks queued, {running} running: {needed} workers needed, work policy"
+        if self.target_finish_seconds is not None:
+            seconds = outstanding_seconds(snapshot.task_groups, run_times)
+            if seconds is None:
+                text += " (no task has finished yet: counted by tasks)"
+            else:
+                text = (
+                    f"{queued} tasks queued, {running} running, about {seconds:,.1f} s of work: {needed} workers "
+                    f"needed to finish in {self.target_finish_seconds:g} s, work policy"
+                )
         if wanted > needed:
             text += f" (keeping {wanted - needed} for the {self.cooldown_seconds:g} s cooldown)"
         return text
 
-    def _spread(self, snapshot: ScalingSnapshot, managers: list[ManagerView]) -> dict[str, Needs]:
+    def _need(self, snapshot: ScalingSnapshot, run_times: RunTimeTable, capability_set: CapabilitySet) -> int:
+        """Workers the set's tasks need: by count, or by learned run time when `target_finish_seconds` is set."""
+        by_tasks = ceil(capability_set.tasks / self.tasks_per_worker)
+        if self.target_finish_seconds is None:
+            return by_tasks
+        groups = [group for group in snapshot.task_groups if names_of(group.capabilities) == capability_set.names]
+        seconds = outstanding_seconds(groups, run_times)
+        if seconds is None:
+            return by_tasks
+        by_time = ceil(seconds / self.target_finish_seconds - _ROUNDING)
+        return min(by_tasks, max(1, by_time))
+
+    def _spread(
+        self, snapshot: ScalingSnapshot, managers: list[ManagerView], run_times: RunTimeTable
+    ) -> dict[str, Needs]:
         room: dict[str, WorkerLimit] = {manager.manager_id: manager.max_workers for manager in managers}
         held = {
             manager.manager_id: max(len(snapshot.workers_of(manager.manager_id)), target_total(manager.last_target))
@@ -91,7 +132,7 @@ class WorkScaling:
         }
         needs: dict[str, Needs] = {manager.manager_id: {} for manager in managers}
         for capability_set in most_specific_first(capability_sets(snapshot)):
-            remaining = ceil(capability_set.tasks / self.tasks_per_worker)
+            remaining = self._need(snapshot, run_times, capability_set)
             eligible = [manager for manager in managers if covers(manager.capabilities, capability_set.capabilities)]
             for is_keeping_pass in (True, False):
                 for manager in eligible:

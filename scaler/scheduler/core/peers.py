@@ -41,6 +41,8 @@ class WorkerRecord:
     rss_bytes: int = 0
     sequence: int = 0  #: join order, breaks ties between equally loaded workers
     round_trip_seconds: float = 0.0  #: its last heartbeat round trip (the lag the monitor shows)
+    #: when it last returned a result: its next task (held there meanwhile) could not start before
+    last_finished_at: float = 0.0
 
     @property
     def free_slots(self) -> int:

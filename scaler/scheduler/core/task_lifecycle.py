@@ -237,6 +237,7 @@ class TaskLifecycle:
         self._tasks.queue.push(record)
 
     def _finish(self, record: TaskRecord, result: TaskResult) -> None:
+        self._learn_run_time(record, result)
         self._release_worker(record)
         if result.status is ResultStatus.SUCCESS:
             self._tasks.succeeded += 1
@@ -284,6 +285,21 @@ class TaskLifecycle:
         self._end(record, replace(failure, task_id=record.task_id), propagate=False)
 
     # ------------------------------------------------------------ helpers
+
+    def _learn_run_time(self, record: TaskRecord, result: TaskResult) -> None:
+        """The worker finished a task now; a successful task's run time goes into `run_times`: the worker's own
+        measure when it profiled the task, else the time since it could start there: since its dispatch, or since
+        the worker's previous result if that came later (a worker runs its tasks one at a time; the ones it holds
+        meanwhile wait)."""
+        worker = self._workers.get(record.worker) if record.worker is not None else None
+        started = record.dispatched_at
+        if worker is not None:
+            started = max(started, worker.last_finished_at)
+            worker.last_finished_at = self.now
+        if result.status is not ResultStatus.SUCCESS:
+            return
+        seconds = result.profile.duration_seconds or self.now - started
+        self._tasks.run_times.observe(record.task.function_name, self._tasks.queue.key(record), seconds)
 
     def _release_worker(self, record: TaskRecord) -> None:
         if record.worker is not None:

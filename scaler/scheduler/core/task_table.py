@@ -5,9 +5,10 @@ Invariants:
 - A record is in the dispatch queue iff its state is QUEUED (entries of tasks that left QUEUED are
   dropped lazily when they reach the top of a heap; `queued_count` is kept exact).
 - Queue order: higher priority first, then submission order (a re-queued task keeps its place).
-- Counts by state, per client and per function are kept exact on every change (`add`, `set_state`,
-  `remove`), so the read model never walks the table; every change is also noted for the monitor feed's
-  task transitions, up to `TRANSITIONS_PER_PUBLICATION` between two publications (the rest are counted).
+- Counts by state, per client and per function (and of QUEUED tasks per capability set and function) are
+  kept exact on every change (`add`, `set_state`, `remove`, the queue's `push` / `left`), so the read model
+  never walks the table; every change is also noted for the monitor feed's task transitions, up to
+  `TRANSITIONS_PER_PUBLICATION` between two publications (the rest are counted).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 
 from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
 from scaler.protocol.messages import Capabilities, Task, TaskTransition
+from scaler.scheduler.core.run_times import RunTimeBook
 from scaler.scheduler.core.task_state import TaskState
 
 
@@ -64,6 +66,8 @@ class DispatchQueue:
         self._heaps: dict[Capabilities, list[tuple[int, int, int, TaskID]]] = {}
         #: exact number of QUEUED tasks per capability set
         self.queued_count: dict[Capabilities, int] = {}
+        #: exact number of QUEUED tasks per capability set and function name (sums to `queued_count`)
+        self.queued_by_function: dict[Capabilities, dict[str, int]] = {}
         self._next_turn: dict[ClientID, int] = {}  #: the turn a client's next task gets (at least `_turn_now`)
         self._turn_now = 0  #: the turn of the task dispatched last
 
@@ -78,6 +82,9 @@ class DispatchQueue:
         entry = (-record.task.priority, record.turn, record.sequence, record.task_id)
         heapq.heappush(self._heaps.setdefault(key, []), entry)
         self.queued_count[key] = self.queued_count.get(key, 0) + 1
+        functions = self.queued_by_function.setdefault(key, {})
+        name = record.task.function_name
+        functions[name] = functions.get(name, 0) + 1
 
     def left(self, record: TaskRecord) -> None:
         """A QUEUED record left the queue some other way than `pop` (cancel, failure)."""
@@ -87,6 +94,14 @@ class DispatchQueue:
             self.queued_count[key] = count
         else:
             del self.queued_count[key]
+        functions = self.queued_by_function[key]
+        name = record.task.function_name
+        if functions[name] > 1:
+            functions[name] -= 1
+        else:
+            del functions[name]
+            if not functions:
+                del self.queued_by_function[key]
 
     def __len__(self) -> int:
         return sum(self.queued_count.values())
@@ -150,6 +165,8 @@ class TaskTable:
         self.transitions_dropped = 0
         #: wall-clock minus monotonic time, set by the core from the shell's ticks; stamps the transitions
         self.wall_offset = 0.0
+        #: run time per function and capability set, learned from the tasks that succeeded (TaskLifecycle)
+        self.run_times = RunTimeBook()
 
     def __len__(self) -> int:
         return len(self.records)

@@ -64,6 +64,7 @@ class ViewBuilder:
                 m.FunctionSummary(name, _counts(counts)) for name, counts in sorted(core.tasks.function_counts.items())
             ),
             message_counts=shell.message_counts,
+            run_times=core.tasks.run_times.estimates(),
         )
 
     def _worker(self, worker: WorkerRecord) -> m.WorkerSummary:
@@ -105,17 +106,26 @@ class ViewBuilder:
         )  # fmt: skip
 
     def _groups(self) -> tuple[m.PendingGroup, ...]:
-        """Per capability set (the dispatcher's queue key): queued tasks, why they wait, running tasks."""
+        """Per capability set (the dispatcher's queue key): queued tasks, why they wait, running tasks; and the
+        same by function, with how long each running task has held its worker."""
         core = self._core
         queue, records = core.tasks.queue, core.tasks.records
         queued = dict(queue.groups())
         running: dict[m.Capabilities, int] = {}
+        #: queue key -> function name -> how long each of its running tasks has been running
+        running_seconds: dict[m.Capabilities, dict[str, list[float]]] = {}
         for worker in core.workers.values():
-            for task_id in worker.assigned:
-                record = records.get(task_id)
-                if record is not None:
-                    key = queue.key(record)
-                    running[key] = running.get(key, 0) + 1
+            held = sorted(
+                (record for record in map(records.get, worker.assigned) if record is not None),
+                key=lambda record: (record.dispatched_at, record.sequence),
+            )
+            for index, record in enumerate(held):
+                key = queue.key(record)
+                running[key] = running.get(key, 0) + 1
+                # a worker runs one task at a time: the one it got first, since it got it or finished the one before
+                started = max(record.dispatched_at, worker.last_finished_at) if index == 0 else core.now
+                elapsed = max(0.0, core.now - started)
+                running_seconds.setdefault(key, {}).setdefault(record.task.function_name, []).append(elapsed)
         groups = []
         for capabilities in dict.fromkeys([*queued, *running]):
             count = queued.get(capabilities, 0)
@@ -125,7 +135,10 @@ class ViewBuilder:
                 if head is not None:
                     oldest = max(0.0, core.now - records[head[3]].submitted_at)
                 reason = self._waiting_reason(capabilities)
-            groups.append(m.PendingGroup(capabilities, count, reason, running.get(capabilities, 0), oldest))
+            functions = _function_loads(
+                queue.queued_by_function.get(capabilities, {}), running_seconds.get(capabilities, {})
+            )
+            groups.append(m.PendingGroup(capabilities, count, reason, running.get(capabilities, 0), oldest, functions))
         return tuple(groups)
 
     def _waiting_reason(self, capabilities: m.Capabilities) -> str:
@@ -143,6 +156,13 @@ class ViewBuilder:
                 return "no worker is connected" + booting
             return f"no connected worker has the capabilities {', '.join(sorted(names))}" + booting
         return "all workers that can run them are busy" + (f"; {starting} more unit(s) starting" if starting else "")
+
+
+def _function_loads(queued: dict[str, int], running_seconds: dict[str, list[float]]) -> tuple[m.FunctionLoad, ...]:
+    names = sorted({*queued, *running_seconds})
+    return tuple(
+        m.FunctionLoad(name, queued.get(name, 0), tuple(sorted(running_seconds.get(name, ())))) for name in names
+    )
 
 
 def _counts(counts: list[int]) -> m.TaskCounts:
