@@ -1,0 +1,149 @@
+"""`scaler_simulate_policy TRACE [--config FILE] [--policy NAME ...]`: replay a task trace under scaling policies.
+
+Reads the trace (CSV, `scaler.policy.trace_csv`) and the stack's TOML file (as `scaler FILE` reads it), runs
+`scaler.testing.trace_replay` and prints its table. Nothing is started: the scheduler core, the policies and
+the reconcilers run in this process on a simulated clock. Bad input exits with 2 and one message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION
+from scaler.version import __version__
+
+if TYPE_CHECKING:
+    from scaler.testing.cluster_simulation import SimulatedManager
+
+PROG = "scaler_simulate_policy"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from scaler.testing.trace_replay import POLICY_NAMES
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=(
+            "Replay a task-arrival trace against the worker managers of a scaler TOML file under each scaling "
+            "policy, on a simulated clock (the real scheduler core, policies and reconcilers; nothing is started), "
+            "and print worker-seconds, launches, peak workers and task latencies (arrival to result) per policy."
+        ),
+        epilog=(
+            "TRACE: one task per line, 'arrival_seconds, duration_seconds[, capabilities[, function_name]]'; "
+            "a header line is skipped. Policies: config (the [scheduler] policy of --config), vanilla, capability, "
+            "work, work_target (work with --target-finish-seconds), waterfall_v1 (the [[worker_manager]] entries "
+            "as tiers, in file order), no (each manager a fixed pool of its maximum). Default: all that apply."
+        ),
+    )
+    parser.add_argument("trace", metavar="TRACE", help="the trace, a CSV file")
+    parser.add_argument(
+        "-c",
+        "--config",
+        metavar="FILE",
+        help="a scaler TOML file: its [[worker_manager]] entries and [scheduler] policy (default: one local "
+        "manager of at most 32 workers)",
+    )
+    parser.add_argument(
+        "--policy", metavar="NAME", nargs="+", action="extend", choices=POLICY_NAMES, help="policies to compare"
+    )
+    parser.add_argument(
+        "--target-finish-seconds",
+        metavar="T",
+        type=_positive_seconds,
+        help="also run work_target: the work policy sizing the pool to finish the outstanding work in T seconds",
+    )
+    parser.add_argument(
+        "--boot-seconds",
+        metavar="S",
+        type=_seconds_or_zero,
+        default=5.0,
+        help="from a worker's launch to its connection (default: 5)",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    arguments = parser.parse_args(argv)
+    try:
+        output = _run(arguments)
+    except _InputError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return EXIT_CONFIGURATION
+    print(output)
+    return 0
+
+
+class _InputError(Exception):
+    """Input the user must fix; the message says what and where."""
+
+
+def _run(arguments: argparse.Namespace) -> str:
+    from scaler.policy.trace_csv import TraceFileError, parse_trace_csv
+    from scaler.testing.cluster_simulation import SimulationSettings
+    from scaler.testing.trace_replay import DEFAULT_MANAGER, contenders, default_names, format_report, replay
+
+    try:
+        with open(arguments.trace, encoding="utf-8") as file:
+            trace = parse_trace_csv(file.read(), arguments.trace)
+    except (OSError, UnicodeDecodeError) as error:
+        raise _InputError(f"cannot read trace file {arguments.trace}: {error}") from None
+    except TraceFileError as error:
+        raise _InputError(str(error)) from None
+    config_policy = None
+    managers: tuple[SimulatedManager, ...] = (replace(DEFAULT_MANAGER, boot_seconds=arguments.boot_seconds),)
+    if arguments.config is not None:
+        managers, config_policy = _stack(arguments.config, arguments.boot_seconds)
+    names = arguments.policy or default_names(config_policy is not None, arguments.target_finish_seconds)
+    try:
+        chosen = contenders(names, managers, config_policy, arguments.target_finish_seconds)
+    except ValueError as error:
+        raise _InputError(str(error)) from None
+    settings = SimulationSettings()
+    rows = [replay(contender, trace, managers, settings) for contender in chosen]
+    return format_report(arguments.trace, trace, managers, settings, rows)
+
+
+def _stack(path: str, boot_seconds: float) -> tuple[tuple[SimulatedManager, ...], tuple[str, str] | None]:
+    """The file's worker managers (ids resolved as `scaler FILE` resolves them) and its scheduler's policy."""
+    from scaler.config.loader import ConfigError, load_launcher_file
+    from scaler.testing.trace_replay import managers_of
+    from scaler.worker_manager.registry import with_manager_id
+
+    try:
+        stack = load_launcher_file(path)
+    except ConfigError as error:
+        raise _InputError(str(error)) from None
+    if not stack.worker_managers:
+        raise _InputError(f"{path} has no [[worker_manager]] entry to replay the trace against")
+    settings = [with_manager_id(manager) for manager in stack.worker_managers]
+    try:
+        managers = managers_of(settings, boot_seconds)
+    except ValueError as error:
+        raise _InputError(f"{path}: per_worker_capabilities: {error}") from None
+    policy = None
+    if stack.scheduler is not None:
+        policy = (stack.scheduler.policy_engine_type, stack.scheduler.policy_content)
+    return managers, policy
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds_or_zero(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number > 0")
+    return value
+
+
+def _seconds_or_zero(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return value
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
