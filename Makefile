@@ -39,8 +39,11 @@ test-tools:
 			|| echo "could not install$$missing: the tests that need them will skip"; \
 	fi
 
+# Two test processes: most tests wait on real processes and sockets, so the suite takes about two thirds of the
+# time on a 2-core machine (TEST_PROCESSES=0 runs it in this process).
+TEST_PROCESSES ?= 2
 test: $(STAMP) test-tools
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES)
 
 lint: $(STAMP)
 	$(BIN)/ruff check scaler tests benchmarks examples
