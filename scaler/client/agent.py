@@ -216,6 +216,11 @@ class ClientAgent:
             try:
                 self._socket.send(frames)
                 return
+            except zmq.Again:
+                # no connection right now (one just failed its handshake, or is being made again): the frames
+                # wait for the next flush; the link's timeout, or the handshake's failure event, decides the rest
+                self._outgoing.extendleft(reversed(frames))
+                return
             except zmq.ZMQError as error:
                 failure = DisconnectedError(f"could not send to the scheduler at {self.address}: {error}")
         self._lost(failure)
@@ -273,7 +278,8 @@ class ClientAgent:
                     self._submit_again()
                 self._ready.set()
             elif isinstance(effect, Refused):
-                self._lost(IncompatiblePeerError(effect.reason))
+                self._lost(ConnectionRefusedError(effect.reason) if effect.authentication
+                           else IncompatiblePeerError(effect.reason))  # fmt: skip
             elif isinstance(effect, Lost):
                 never_connected = not effect.was_registered
                 self._lost(ConnectionError(effect.reason) if never_connected else DisconnectedError(effect.reason))

@@ -165,6 +165,7 @@ class Client:
                     role="client",
                     timeout_seconds=self._timeout_seconds,
                     security=self._security,
+                    owner_id=self._identity,
                 )
             return self._storage_connection
 

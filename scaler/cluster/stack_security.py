@@ -9,15 +9,25 @@ from typing import Any, TypeVar
 
 from scaler.config.loader import LauncherFile
 from scaler.config.sections import StackSecurityConfig
-from scaler.io.curve import curve_security
+from scaler.io.curve import KeyFileError, authorized_keys, curve_security
+from scaler.io.peer_roles import MANAGER, scheduler_refusal
 
 T = TypeVar("T")
 
 
 def check_stack_keys(security: StackSecurityConfig) -> None:
-    """Raise KeyFileError (naming the file) before anything starts."""
+    """Raise KeyFileError (naming the file) before anything starts, also when the workers' key could not
+    register its managers (it must sit in the authorised folder's managers/)."""
     curve_security(security.server_secret_key, None, security.authorized_keys)
-    curve_security(security.workers_secret_key, security.server_public_key)
+    workers = curve_security(security.workers_secret_key, security.server_public_key)
+    assert workers is not None
+    roles = authorized_keys(security.authorized_keys).get(workers.public, frozenset())
+    if scheduler_refusal(roles, MANAGER) is not None:
+        held = f"authorised as {', '.join(sorted(roles))}" if roles else "not authorised"
+        raise KeyFileError(
+            f"{security.workers_secret_key}: its public key is {held} in {security.authorized_keys}; the key of the "
+            f"worker managers (and the workers they start) goes in {security.authorized_keys}/managers/"
+        )
 
 
 def secured(file: LauncherFile) -> LauncherFile:

@@ -15,11 +15,16 @@ from typing import Any, Protocol
 
 import zmq
 
+from scaler.io.peer_roles import MONITOR_DOMAIN
+
 #: A connection refused (the peer is still starting) is retried after this long, doubling up to the maximum.
 RECONNECT_SECONDS = 0.01
 RECONNECT_MAX_SECONDS = 1.0
 #: Idle TCP links are probed after this long, so a peer behind a dropped NAT entry or a dead host is noticed.
 KEEPALIVE_IDLE_SECONDS = 30
+#: A secured server's ROUTER pings silent connections this often and ends one that does not answer in time.
+HEARTBEAT_SECONDS = 5.0
+HEARTBEAT_TIMEOUT_SECONDS = 15.0
 #: Status messages a slow monitor subscriber may fall behind by before old ones are dropped.
 MONITOR_HIGH_WATER_MARK = 1000
 
@@ -43,6 +48,8 @@ class TransportSecurity(Protocol):
     - `start_authenticator(context)` once per factory, before its first bind: whatever checks connecting peers
       on that context (CURVE: a ZAP handler fed from the folder of authorised public keys). The factory closes
       what it returns before it ends the context.
+
+    The servers' shells also call `peer_roles()` (below).
     """
 
     def secure_server(self, sock: Socket) -> None: ...
@@ -50,6 +57,19 @@ class TransportSecurity(Protocol):
     def secure_client(self, sock: Socket) -> None: ...
 
     def start_authenticator(self, context: zmq.Context[Any]) -> Closeable: ...
+
+    def peer_roles(self) -> PeerRoles | None:
+        """On a server: what each connected peer's key may do now (None: no authentication, every peer may do
+        anything the protocol allows). The shells ask it about each registration and every second about open
+        connections, so a revoked key is refused on a connection that is already open."""
+        ...
+
+
+class PeerRoles(Protocol):
+    """The roles of an authenticated peer's key (its z85 public key, the `User-Id` of its messages); empty when
+    the key is not, or no longer, authorised. See `scaler.io.peer_roles`."""
+
+    def roles_of(self, public_key: bytes) -> frozenset[str]: ...
 
 
 class SocketFactory:
@@ -65,19 +85,28 @@ class SocketFactory:
 
     def router(self, address: str, *, mandatory: bool = False, handover: bool = False) -> Socket:
         """A bound ROUTER. `mandatory`: a send to a gone identity fails at once (the shell learns the peer
-        died); `handover`: a reconnecting peer with the same identity takes its old routing entry over."""
+        died); `handover`: a reconnecting peer with the same identity takes its old routing entry over.
+
+        With transport security there is no handover: a second connection that names an identity in use (an
+        authorised key taking another peer's identity, to receive what is sent to it) is not read until the
+        first one is gone, and ZeroMQ heartbeats end a silent connection within HEARTBEAT_TIMEOUT_SECONDS so a
+        peer that reconnects after a network failure gets its identity back."""
         sock = self._socket(zmq.ROUTER)
         _set_keepalive(sock)
         if mandatory:
             sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        if handover:
+        if handover and self.security is None:
             sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        elif handover:
+            sock.setsockopt(zmq.HEARTBEAT_IVL, int(HEARTBEAT_SECONDS * 1000))
+            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(HEARTBEAT_TIMEOUT_SECONDS * 1000))
         return self._bind(sock, address)
 
     def publisher(self, address: str, high_water_mark: int = MONITOR_HIGH_WATER_MARK) -> Socket:
         """A bound PUB: a subscriber that falls more than `high_water_mark` messages behind loses old ones,
         and never slows the publisher."""
         sock = self._socket(zmq.PUB, high_water_mark=high_water_mark)
+        sock.setsockopt(zmq.ZAP_DOMAIN, MONITOR_DOMAIN.encode())  # a monitor-only key may connect here alone
         return self._bind(sock, address)
 
     # ------------------------------------------------------------ connecting sides

@@ -68,8 +68,8 @@ def open_dealer(sockets: SocketFactory, address: str, immediate: bool = False) -
         raise ObjectStorageException(f"cannot connect to object storage at {address}: {error}") from None
 
 
-def hello_operation(role: str) -> StorageHello:
-    return StorageHello(PROTOCOL_VERSION, local_python_version(), role)
+def hello_operation(role: str, owner_id: bytes = b"") -> StorageHello:
+    return StorageHello(PROTOCOL_VERSION, local_python_version(), role, owner_id)
 
 
 def encode_request(request_id: int, operation: StorageOperation) -> bytes:
@@ -165,9 +165,12 @@ class ObjectStorageConnection:
         sockets: SocketFactory | None = None,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         security: TransportSecurity | None = None,
+        owner_id: bytes = b"",
     ) -> None:
+        """`owner_id`: a client's id; the server lets a client store, read and delete only its own objects."""
         self._address = address
         self._role = role
+        self._owner_id = owner_id
         self._is_factory_owned = sockets is None
         #: `security` secures the connection's own factory; a factory passed in brings its own
         self._sockets = sockets if sockets is not None else SocketFactory(security=security)
@@ -255,7 +258,7 @@ class ObjectStorageConnection:
         return reply, frames
 
     def _say_hello(self) -> None:
-        hello = hello_operation(self._role)
+        hello = hello_operation(self._role, self._owner_id)
         reply, _ = self._exchange(hello, ())
         raise_for_status(reply, self._address, hello)
         self._is_greeted = True

@@ -26,10 +26,11 @@ from scaler.config.sections import ObjectStorageServerConfig
 from scaler.io.address import AddressError, parse_address
 from scaler.io.curve import KeyFileError, security_of
 from scaler.io.event_loop import run
+from scaler.io.peer_roles import storage_refusal
 from scaler.io.port_owner import address_in_use_problem
-from scaler.io.sockets import SocketFactory, TransportSecurity, bound_endpoint
+from scaler.io.sockets import PeerRoles, SocketFactory, TransportSecurity, bound_endpoint
 from scaler.io.zmq_async import AsyncSocket, Frames
-from scaler.object_storage.store import ObjectStore, PayloadBuffer
+from scaler.object_storage.store import NO_OWNER, ObjectStore, PayloadBuffer
 from scaler.protocol.codec import DecodeError, decode_storage_request, encode_storage_reply
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.handshake import incompatibility
@@ -62,6 +63,8 @@ MAX_GREETED_PEERS = 65536
 #: Payload frames smaller than this are copied out of their zmq.Frame before being stored: libzmq may
 #: receive small messages into a shared buffer, and keeping the frame would pin that whole buffer.
 SMALL_FRAME_BYTES = 65536
+
+REVOKED_TEXT = "this connection's CURVE key was revoked (removed from the authorised keys)"
 
 _OPERATION_NAMES: dict[type, str] = {
     StorageHello: "hello",
@@ -98,19 +101,50 @@ def _ok(request_id: int, value: Any = None, payload: tuple[PayloadBuffer, ...] =
     return Answer(StorageReply(request_id, StorageStatus.OK, "", value), payload)
 
 
-class StorageService:
-    """Request handling over an `ObjectStore`: hello bookkeeping, validation, then the operation."""
+@dataclass(frozen=True, slots=True)
+class _Greeted:
+    """A peer that said hello: the role it gave, a client's owner id, and (with CURVE) the key it came with."""
 
-    def __init__(self, store: ObjectStore | None = None, max_greeted_peers: int = MAX_GREETED_PEERS) -> None:
+    role: str
+    owner: bytes
+    key: bytes | None
+
+
+#: Roles that store and read any client's objects: the worker side runs every client's tasks.
+WORKER_ROLES = frozenset({"worker", "processor", "offload-proxy"})
+
+
+class StorageService:
+    """Request handling over an `ObjectStore`: hello bookkeeping, validation, who may do what, then the operation.
+
+    Isolation, secured or not: a client (role "client", owner id in its hello) stores objects under its own id
+    only, and reads, deletes and clears only its own objects; nobody but the scheduler replaces another owner's
+    object or clears another owner's objects; the worker side reads every object (it runs every client's tasks)
+    and stores results for their clients. With CURVE (`key` given to `handle`), an owner id belongs to the first
+    key that claims it, and `roles` (the authorised folder's view) decides which roles a key may take; a key
+    that is revoked is refused on its next request.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore | None = None,
+        max_greeted_peers: int = MAX_GREETED_PEERS,
+        roles: PeerRoles | None = None,
+    ) -> None:
         self.store = store if store is not None else ObjectStore()
-        #: peer identity -> role it gave in its hello; least recently active first.
-        self._greeted: OrderedDict[bytes, str] = OrderedDict()
+        #: peer identity -> what it said in its hello; least recently active first.
+        self._greeted: OrderedDict[bytes, _Greeted] = OrderedDict()
         self._max_greeted_peers = max_greeted_peers
+        self._roles = roles
+        #: with CURVE: a client's owner id -> the key that first claimed it (until its objects are cleared)
+        self._owner_keys: dict[bytes, bytes] = {}
+        self.refusals = 0  #: requests refused for lack of rights (forged ids, foreign objects, revoked keys)
 
     def role_of(self, peer: bytes) -> str | None:
-        return self._greeted.get(peer)
+        greeted = self._greeted.get(peer)
+        return greeted.role if greeted is not None else None
 
-    def handle(self, peer: bytes, header: bytes, payload: Sequence[PayloadBuffer]) -> Answer:
+    def handle(self, peer: bytes, header: bytes, payload: Sequence[PayloadBuffer], key: bytes | None = None) -> Answer:
         try:
             request = decode_storage_request(header)
         except DecodeError as error:
@@ -118,33 +152,61 @@ class StorageService:
             return _bad_request(0, f"undecodable request header: {str(error).splitlines()[0]}")
         operation, request_id = request.operation, request.request_id
         if isinstance(operation, StorageHello):
-            return self._hello(peer, request_id, operation, payload)
-        if peer not in self._greeted:
+            return self._hello(peer, request_id, operation, payload, key)
+        greeted = self._greeted.get(peer)
+        if greeted is None:
             return Answer(StorageReply(request_id, StorageStatus.HELLO_REQUIRED, "say hello before any request"))
+        if self._roles is not None:
+            if key != greeted.key:
+                return self._refused(request_id, "this identity said hello with another CURVE key")
+            if not self._roles.roles_of(key or b""):
+                self._greeted.pop(peer, None)
+                return self._refused(request_id, f"authentication: {REVOKED_TEXT}")
         self._greeted.move_to_end(peer)
         if isinstance(operation, Put):
-            return self._put(request_id, operation, payload)
+            return self._put(request_id, operation, payload, greeted)
         if payload:
             name = _OPERATION_NAMES[type(operation)]
             return _bad_request(request_id, f"{name} requests carry no payload, got {len(payload)} extra frame(s)")
-        return self._execute(request_id, operation)
+        return self._execute(request_id, operation, greeted)
 
-    def _hello(self, peer: bytes, request_id: int, hello: StorageHello, payload: Sequence[PayloadBuffer]) -> Answer:
+    def _hello(
+        self, peer: bytes, request_id: int, hello: StorageHello, payload: Sequence[PayloadBuffer], key: bytes | None
+    ) -> Answer:
         if payload:
             return _bad_request(request_id, f"hello requests carry no payload, got {len(payload)} extra frame(s)")
         # Storage moves opaque bytes, so only the protocol version must match: passing our own Python
         # version makes `incompatibility` check the protocol alone, with the same wording as everywhere.
         reason = incompatibility(hello.protocol_version, hello.python_version, None, hello.role or "peer")
+        if reason is None:
+            reason = self._hello_refusal(hello, key)
         if reason is not None:
             self._greeted.pop(peer, None)
             return Answer(StorageReply(request_id, StorageStatus.REFUSED, reason))
-        self._greeted[peer] = hello.role
+        if hello.role == "client" and key is not None:
+            self._owner_keys.setdefault(hello.owner_id, key)
+        self._greeted[peer] = _Greeted(hello.role, hello.owner_id, key)
         self._greeted.move_to_end(peer)
         while len(self._greeted) > self._max_greeted_peers:
             self._greeted.popitem(last=False)
         return _ok(request_id)
 
-    def _put(self, request_id: int, put: Put, payload: Sequence[PayloadBuffer]) -> Answer:
+    def _hello_refusal(self, hello: StorageHello, key: bytes | None) -> str | None:
+        if hello.role == "client" and not hello.owner_id:
+            return "a client's hello must carry its client id (the owner of the objects it stores)"
+        if self._roles is None:
+            return None
+        if key is None:
+            return "refused: this connection is not authenticated"
+        refusal = storage_refusal(self._roles.roles_of(key), hello.role)
+        if refusal is not None:
+            return refusal
+        owner_key = self._owner_keys.get(hello.owner_id) if hello.role == "client" else None
+        if owner_key is not None and owner_key != key:
+            return "refused: this client id belongs to another CURVE key"
+        return None
+
+    def _put(self, request_id: int, put: Put, payload: Sequence[PayloadBuffer], peer: _Greeted) -> Answer:
         if not put.object_id:
             return _bad_request(request_id, "put with an empty object id")
         received = sum(len(frame) for frame in payload)
@@ -154,25 +216,54 @@ class StorageService:
                 f"put of object {put.object_id.hex()}: header says {put.total_bytes} bytes, "
                 f"the {len(payload)} payload frame(s) add up to {received}",
             )
+        if peer.role == "client" and put.owner_id != peer.owner:
+            return self._refused(request_id, f"put of object {put.object_id.hex()}: a client stores under its own id")
+        if peer.role not in ("client", "scheduler") and peer.role not in WORKER_ROLES:
+            return self._refused(request_id, f"a {peer.role or 'peer'} does not store objects")
+        existing = self.store.get(put.object_id)
+        if existing is not None and existing.owner_id != put.owner_id and peer.role != "scheduler":
+            return self._refused(request_id, f"object {put.object_id.hex()} belongs to another owner")
         self.store.put(put.object_id, put.owner_id, payload, put.name)
         return _ok(request_id)
 
-    def _execute(self, request_id: int, operation: StorageOperation) -> Answer:
+    def _execute(self, request_id: int, operation: StorageOperation, peer: _Greeted) -> Answer:
         store = self.store
         if isinstance(operation, Get):
             stored = store.get(operation.object_id)
-            if stored is None:
+            if stored is None or not self._may_read(peer, stored.owner_id):
+                # a foreign object is "not stored" to a client: its id must not be confirmed either
                 return Answer(StorageReply(request_id, StorageStatus.NOT_FOUND, _not_found(operation.object_id)))
             return _ok(request_id, ObjectSize(stored.total_bytes), stored.frames)
         if isinstance(operation, Exists):
-            return _ok(request_id, store.exists(operation.object_id))
+            stored = store.get(operation.object_id)
+            return _ok(request_id, stored is not None and self._may_read(peer, stored.owner_id))
         if isinstance(operation, Delete):
+            if peer.role in WORKER_ROLES or peer.role == "readiness-probe":
+                return self._refused(request_id, f"a {peer.role} does not delete objects")
+            if peer.role == "client":
+                mine = [i for i in operation.object_ids if (o := store.get(i)) is None or o.owner_id == peer.owner]
+                self.refusals += len(operation.object_ids) - len(mine)
+                return _ok(request_id, store.delete(mine))
             return _ok(request_id, store.delete(operation.object_ids))
         if isinstance(operation, DeleteOwner):
+            if peer.role != "scheduler" and not (peer.role == "client" and operation.owner_id == peer.owner):
+                return self._refused(request_id, "only the scheduler clears another owner's objects")
+            if self._owner_keys.get(operation.owner_id) is not None and peer.role == "scheduler":
+                del self._owner_keys[operation.owner_id]  # the client left: its id may be claimed again
             return _ok(request_id, store.delete_owner(operation.owner_id))
         if isinstance(operation, Info):
             return _ok(request_id, store.info())
         raise AssertionError(f"unhandled storage operation {operation!r}")  # hello and put are handled earlier
+
+    @staticmethod
+    def _may_read(peer: _Greeted, owner: bytes) -> bool:
+        if peer.role == "client":
+            return owner in (peer.owner, NO_OWNER)
+        return peer.role == "scheduler" or peer.role in WORKER_ROLES
+
+    def _refused(self, request_id: int, reason: str) -> Answer:
+        self.refusals += 1
+        return Answer(StorageReply(request_id, StorageStatus.REFUSED, reason))
 
 
 def _not_found(object_id: ObjectID) -> str:
@@ -204,6 +295,19 @@ def _bind(sockets: SocketFactory, address: str) -> zmq.Socket[Any]:
         raise ObjectStorageBindError(f"object storage server cannot listen on {reason}") from None
 
 
+#: Rejections remembered so each (peer, reason) is logged once; beyond this the memory starts again.
+MAX_LOGGED_REJECTIONS = 10_000
+
+
+def _key_of(frame: Any) -> bytes | None:
+    """The z85 public key of the connection a frame came on (CURVE: set by the ZAP handler)."""
+    try:
+        user_id = frame.get("User-Id")
+    except (zmq.ZMQError, ValueError, TypeError, AttributeError):
+        return None
+    return user_id.encode() if isinstance(user_id, str) and user_id else None
+
+
 def _storable(frame: Any) -> PayloadBuffer:
     """A received payload frame as it will be kept: the zmq.Frame itself, or a copy when small."""
     if isinstance(frame, zmq.Frame) and len(frame) < SMALL_FRAME_BYTES:
@@ -214,19 +318,25 @@ def _storable(frame: Any) -> PayloadBuffer:
 class _ServerShell:
     """Glues the ROUTER socket to the StorageService."""
 
-    def __init__(self, service: StorageService) -> None:
+    def __init__(self, service: StorageService, secured: bool = False) -> None:
         self.service = service
         self.socket: AsyncSocket | None = None
+        self._secured = secured
+        self._logged: set[tuple[bytes, str]] = set()  #: (peer, reason) of rejections logged: each once
 
     def on_message(self, frames: Frames) -> None:
         peer = frames[0].bytes
         if len(frames) < 2:
             answer = _bad_request(0, "empty message: no request header frame")
         else:
-            answer = self.service.handle(peer, frames[1].bytes, [_storable(frame) for frame in frames[2:]])
-        if answer.is_rejection:
+            key = _key_of(frames[1]) if self._secured else None
+            answer = self.service.handle(peer, frames[1].bytes, [_storable(frame) for frame in frames[2:]], key)
+        if answer.is_rejection and (peer, answer.reply.reason) not in self._logged:
+            if len(self._logged) >= MAX_LOGGED_REJECTIONS:
+                self._logged.clear()
+            self._logged.add((peer, answer.reply.reason))
             role = self.service.role_of(peer) or "peer"
-            verb = "refused a hello from" if answer.reply.status is StorageStatus.REFUSED else "bad request from"
+            verb = "refused a request from" if answer.reply.status is StorageStatus.REFUSED else "bad request from"
             logger.warning("%s %s %s: %s", verb, role, peer.hex(), answer.reply.reason)
         assert self.socket is not None
         try:
@@ -265,8 +375,9 @@ async def serve(
     """
     loop = asyncio.get_running_loop()
     stop = stop if stop is not None else asyncio.Event()
-    shell = _ServerShell(StorageService())
     sockets = sockets if sockets is not None else SocketFactory()
+    roles = sockets.security.peer_roles() if sockets.security is not None else None
+    shell = _ServerShell(StorageService(roles=roles), secured=roles is not None)
     try:
         # The factory's ROUTER probes idle links: replies queued for a peer on a half-open connection pin frames.
         sock = _bind(sockets, config.bind_address)

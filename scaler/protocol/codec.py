@@ -401,6 +401,7 @@ def encode_storage_request(request: sm.StorageRequest) -> bytes:
         h.protocolVersion = op.protocol_version
         h.pythonVersion = op.python_version
         h.role = op.role
+        h.ownerId = op.owner_id
     elif isinstance(op, sm.Put):
         p = b.init("put")
         p.objectId = op.object_id
@@ -428,7 +429,9 @@ def decode_storage_request(frame: bytes | memoryview) -> sm.StorageRequest:
             kind = r.which()
             op: sm.StorageOperation
             if kind == "hello":
-                op = sm.StorageHello(r.hello.protocolVersion, r.hello.pythonVersion, r.hello.role)
+                op = sm.StorageHello(
+                    r.hello.protocolVersion, r.hello.pythonVersion, r.hello.role, bytes(r.hello.ownerId)
+                )
             elif kind == "put":
                 op = sm.Put(ObjectID(r.put.objectId), r.put.ownerId, r.put.totalBytes, r.put.name)
             elif kind == "get":

@@ -23,7 +23,8 @@ struct StorageRequest {
 struct StorageHello {
   protocolVersion @0 :UInt32;
   pythonVersion @1 :Text;
-  role @2 :Text;            # "client", "worker", "processor", "scheduler", ... (for logs)
+  role @2 :Text;            # "client", "worker", "processor", "scheduler", ... (what it may do depends on it)
+  ownerId @3 :Data;         # a client's id: the owner of what it stores; it may read and delete only that
 }
 
 struct PutRequest {

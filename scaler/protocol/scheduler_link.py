@@ -94,9 +94,14 @@ class Forgotten:
     reason: str
 
 
+#: How a scheduler's refusal for a key's rights begins (scaler.io.peer_roles writes them).
+AUTHENTICATION_PREFIX = "authentication:"
+
+
 @dataclass(frozen=True, slots=True)
 class Refused:
     reason: str
+    authentication: bool = False  #: refused for its key (a role it may not take, a revoked key), not for a mismatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +202,8 @@ class SchedulerLink:
             return []  # the answer to a hello sent again while the first answer travelled
         if not reply.accepted:
             self.state = LinkState.REFUSED
-            return [Refused(f"the scheduler at {self.settings.address} refused this peer: {reply.reason}")]
+            reason = f"the scheduler at {self.settings.address} refused this peer: {reply.reason}"
+            return [Refused(reason, authentication=reply.reason.startswith(AUTHENTICATION_PREFIX))]
         again = self._was_forgotten
         self.state, self.hello_reply, self._was_forgotten = LinkState.REGISTERED, reply, False
         self._hello_retry = self.settings.hello_retry_seconds

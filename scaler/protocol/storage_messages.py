@@ -20,6 +20,7 @@ class StorageHello:
     protocol_version: int
     python_version: str
     role: str
+    owner_id: bytes = b""  #: a client's id (the owner of its objects); empty for other roles
 
 
 @dataclass(frozen=True, slots=True)

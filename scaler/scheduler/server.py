@@ -28,6 +28,7 @@ from scaler.protocol.ids import PeerID
 from scaler.scheduler.core.effects import DeleteObjects, DeleteOwnerObjects, Effect, Publish, Send, StopScheduler
 from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
 from scaler.scheduler.core.scheduler_core import SchedulerCore
+from scaler.scheduler.peer_keys import REVOKED, PeerKeys
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +37,8 @@ STATS_SECONDS = 1.0
 #: Delays after a closed connection at which its peers are probed (the routing entry goes away
 #: a moment after the close event).
 PROBE_DELAYS_SECONDS = (0.05, 0.5, 2.0)
+#: How often the keys of connected peers are checked against the authorised folder (CURVE only).
+REVOCATION_CHECK_SECONDS = 1.0
 
 
 class SchedulerServer:
@@ -60,6 +63,9 @@ class SchedulerServer:
         #: message type name -> [sent, received], for the monitor feed
         self._message_counts: dict[str, list[int]] = {}
         self._background_tasks: set[asyncio.Future[Any]] = set()
+        roles = sockets.security.peer_roles() if sockets.security is not None else None
+        #: with CURVE: each registered peer's key, checked on every message and every second (revocation)
+        self._keys = PeerKeys(roles, core.settings.python_version) if roles is not None else None
 
     def stop(self, reason: str, exit_code: int = ExitCode.OK) -> None:
         if not self._stopped.is_set():
@@ -90,6 +96,8 @@ class SchedulerServer:
             asyncio.ensure_future(self._tick_routine()),
             asyncio.ensure_future(self._stats_routine()),
         ]
+        if self._keys is not None:
+            routines.append(asyncio.ensure_future(self._revocation_routine(self._keys)))
         try:
             await self._stopped.wait()
         finally:
@@ -116,6 +124,7 @@ class SchedulerServer:
         if len(frames) < 2:
             return
         peer = PeerID(frames[0].bytes)
+        key = self._keys.key_of(frames[1]) if self._keys is not None else None
         now = time.monotonic()
         events: list[Event] = []
         for frame in frames[1:]:
@@ -125,6 +134,13 @@ class SchedulerServer:
             except codec.DecodeError as error:
                 events.append(Undecodable(peer, str(error), now))
                 continue
+            if self._keys is not None:
+                refusal = self._keys.refusal(peer, key, message)
+                if refusal is not None:
+                    if refusal.owner_gone:
+                        events.append(PeerLost(peer, "its identity was taken by another CURVE key", now))
+                    self._outbox.send(peer, codec.encode(refusal.answer))
+                    continue
             if isinstance(message, m.Hello):
                 self._remember_fd(peer, frame)
             self._count(type(message).__name__, 1)
@@ -217,6 +233,21 @@ class SchedulerServer:
         while True:
             await asyncio.sleep(TICK_SECONDS)
             self._feed([Tick(time.monotonic(), time.time())])
+
+    async def _revocation_routine(self, keys: PeerKeys) -> None:
+        """Every second: a peer whose key left the authorised folder is dropped (its tasks go as if it had
+        disconnected) and told so; its next hello is refused at registration."""
+        while True:
+            await asyncio.sleep(REVOCATION_CHECK_SECONDS)
+            registered = set(self._core.clients) | set(self._core.workers) | set(self._core.managers)
+            revoked = keys.revoked(registered)
+            if not revoked:
+                continue
+            now = time.monotonic()
+            for peer in revoked:
+                notice = m.ProtocolError(REVOKED, m.ProtocolErrorKind.UNKNOWN_PEER)
+                self._outbox.send(peer, codec.encode(notice))
+            self._feed([PeerLost(peer, "its CURVE key was revoked", now) for peer in revoked])
 
     async def _stats_routine(self) -> None:
         import psutil

@@ -134,7 +134,7 @@ def test_a_departed_clients_objects_stay_for_the_retention_time_then_go(launcher
     addresses, _, _ = launcher.stack(workers=0, scheduler_args=("-ot", "10"))
     with Client(address=addresses.scheduler) as client:
         reference = client.send_object(list(range(1000)), name="kept")
-    with ObjectStorageConnection(addresses.object_storage, "test") as storage:
+    with ObjectStorageConnection(addresses.object_storage, "scheduler") as storage:  # sees every owner
         assert storage.exists(reference.object_id), "deleted at once despite -ot 10"
         deadline = time.monotonic() + 40
         while storage.exists(reference.object_id):

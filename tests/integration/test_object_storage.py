@@ -111,7 +111,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 @pytest.fixture
 def connection(server: ServerProcess) -> Iterator[ObjectStorageConnection]:
-    with ObjectStorageConnection(server.address, "client", timeout_seconds=REPLY_TIMEOUT_SECONDS) as opened:
+    with ObjectStorageConnection(server.address, "scheduler", timeout_seconds=REPLY_TIMEOUT_SECONDS) as opened:
         yield opened
 
 
@@ -142,7 +142,7 @@ def raw_reply(sock: zmq.Socket[Any]) -> tuple[StorageReply, list[bytes]]:
 
 def assert_serves_normally(server: ServerProcess) -> None:
     assert server.is_alive()
-    with ObjectStorageConnection(server.address, "client", timeout_seconds=REPLY_TIMEOUT_SECONDS) as fresh:
+    with ObjectStorageConnection(server.address, "scheduler", timeout_seconds=REPLY_TIMEOUT_SECONDS) as fresh:
         fresh.put(b"after", b"still serving")
         assert bytes(fresh.get(b"after")) == b"still serving"
         assert fresh.delete([b"after"]) == 1
@@ -256,7 +256,7 @@ def test_request_before_hello_gets_hello_required(server: ServerProcess) -> None
 
 def test_incompatible_protocol_is_refused_on_both_sides(server: ServerProcess, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(connection_module, "PROTOCOL_VERSION", PROTOCOL_VERSION + 100)
-    with ObjectStorageConnection(server.address, "client", timeout_seconds=REPLY_TIMEOUT_SECONDS) as refused:
+    with ObjectStorageConnection(server.address, "scheduler", timeout_seconds=REPLY_TIMEOUT_SECONDS) as refused:
         with pytest.raises(IncompatiblePeerError, match=f"protocol version {PROTOCOL_VERSION + 100}"):
             refused.put(b"a", b"1")
     log = server.wait_for_log(f"protocol version {PROTOCOL_VERSION + 100}")
@@ -355,7 +355,7 @@ def test_put_header_without_payload_then_gone(server: ServerProcess) -> None:
             sock.send(b"\0" * MiB, zmq.SNDMORE)
         # closed with linger 0 before the rest of the payload (and the last frame) is sent
     assert_serves_normally(server)
-    with ObjectStorageConnection(server.address, "client", timeout_seconds=REPLY_TIMEOUT_SECONDS) as check:
+    with ObjectStorageConnection(server.address, "scheduler", timeout_seconds=REPLY_TIMEOUT_SECONDS) as check:
         assert not check.exists(b"half")
         assert check.info() == StorageInfo(0, 0, 0)
 
@@ -363,7 +363,7 @@ def test_put_header_without_payload_then_gone(server: ServerProcess) -> None:
 _PUT_THEN_DIE = """
 import sys
 from scaler.object_storage.connection import ObjectStorageConnection
-connection = ObjectStorageConnection(sys.argv[1], "client")
+connection = ObjectStorageConnection(sys.argv[1], "scheduler")
 data = bytearray(500 * 1024 * 1024)
 connection.exists(b"warm-up")
 print("sending", flush=True)
@@ -413,7 +413,7 @@ def test_reader_killed_mid_get_leaves_the_server_serving(
 
 
 def test_sync_connection_recovers_after_a_timeout(server: ServerProcess) -> None:
-    with ObjectStorageConnection(server.address, "client", timeout_seconds=3) as connection:
+    with ObjectStorageConnection(server.address, "scheduler", timeout_seconds=3) as connection:
         connection.put(b"first", b"1" * 100)
         connection.put(b"second", b"2" * 100)
         os.kill(server.process.pid, signal.SIGSTOP)
@@ -449,7 +449,7 @@ def test_connections_greet_a_restarted_server_again(tmp_path: Path) -> None:
     first = start_server(tmp_path)
     second: ServerProcess | None = None
     try:
-        with ObjectStorageConnection(first.address, "client", timeout_seconds=REPLY_TIMEOUT_SECONDS) as sync:
+        with ObjectStorageConnection(first.address, "scheduler", timeout_seconds=REPLY_TIMEOUT_SECONDS) as sync:
 
             async def scenario(phase: str) -> bytes:
                 await asynchronous.put(b"async", phase.encode())
@@ -483,7 +483,7 @@ def test_async_connection_puts_and_gets_concurrently(server: ServerProcess) -> N
     payloads = {f"object-{index}".encode(): random.Random(index).randbytes(index * 100_000) for index in range(10)}
 
     async def scenario() -> list[bytes]:
-        connection = AsyncObjectStorageConnection(server.address, "worker", timeout_seconds=REPLY_TIMEOUT_SECONDS)
+        connection = AsyncObjectStorageConnection(server.address, "scheduler", timeout_seconds=REPLY_TIMEOUT_SECONDS)
         try:
             await connection.connect()
             await asyncio.gather(*(connection.put(key, value, owner_id=b"Client|a") for key, value in payloads.items()))

@@ -15,6 +15,7 @@ import zmq
 from scaler import Client, SchedulerClusterCombo
 from scaler.io.curve import curve_security
 from scaler.monitor.feed import FeedReader
+from scaler.protocol import codec
 from scaler.protocol import messages as m
 from tests.integration.conftest import BIN_DIR, Launcher, free_addresses, wait_for
 
@@ -48,9 +49,9 @@ def test_a_secured_stack_from_the_commands_revokes_keys_and_shrugs_off_random_on
 ) -> None:
     keys, authorized = tmp_path / "keys", tmp_path / "keys" / "authorized"
     keygen(keys, "server", "workers", "alice", "bob")
-    authorized.mkdir()
-    for name in ("workers", "alice", "bob"):
-        (authorized / f"{name}.key").write_bytes((keys / f"{name}.key").read_bytes())
+    (authorized / "workers").mkdir(parents=True)
+    for name, place in (("workers", "workers/"), ("alice", ""), ("bob", "")):
+        (authorized / f"{place}{name}.key").write_bytes((keys / f"{name}.key").read_bytes())
     server = ("--curve-secret-key", str(keys / "server.key_secret"), "--curve-authorized-keys", str(authorized))
     addresses = free_addresses()
     launcher.start("scaler_object_storage_server", addresses.object_storage, *server)
@@ -142,3 +143,79 @@ def test_the_secure_example_file_runs_after_its_keygen_commands(tmp_path: Path) 
     finally:
         stack.send_signal(signal.SIGTERM)
         assert stack.wait(timeout=60) == 0, log.read_text()
+
+
+def public_key(path: Path) -> str:
+    return path.read_text().split('public-key = "')[1].split('"')[0]
+
+
+def test_keys_are_bound_to_roles_an_identity_to_its_key_and_revocation_drops_open_connections(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    keys, authorized = tmp_path / "keys", tmp_path / "keys" / "authorized"
+    keygen(keys, "server", "workers", "alice", "bob", "eye")
+    for name, place in (("workers", "workers"), ("alice", "."), ("bob", "clients"), ("eye", "monitors")):
+        (authorized / place).mkdir(parents=True, exist_ok=True)
+        (authorized / place / f"{name}.key").write_bytes((keys / f"{name}.key").read_bytes())
+    server = ("--curve-secret-key", str(keys / "server.key_secret"), "--curve-authorized-keys", str(authorized))
+    addresses = free_addresses()
+    launcher.start("scaler_object_storage_server", addresses.object_storage, *server)
+    scheduler = launcher.start("scaler_scheduler", addresses.scheduler, "-osa", addresses.object_storage, *server)
+    scheduler.wait_for_log("scheduler listening on")
+
+    def keys_of(name: str) -> tuple[str, ...]:
+        return ("--curve-secret-key", str(keys / f"{name}.key_secret"), "--curve-server-key", str(keys / "server.key"))
+
+    launcher.start("scaler_cluster", "-n", "1", addresses.scheduler, *keys_of("workers"))
+
+    # a client's key cannot register a worker (which would receive other clients' tasks)
+    impostor = launcher.start("scaler_worker", addresses.scheduler, *keys_of("alice"))
+    assert impostor.wait_exit() != 0
+    assert "authorised as client, which may not connect as a worker" in impostor.log_text()
+    scheduler.wait_for_log("refused a worker hello")
+    # a monitor-only key reads the feed and nothing else
+    with pytest.raises(ConnectionRefusedError, match="refused this client's CURVE key"):
+        Client(addresses.scheduler, curve_secret_key=str(keys / "eye.key_secret"),
+               curve_server_key=str(keys / "server.key"))  # fmt: skip
+    reader = FeedReader(addresses.monitor, security=curve_security(*keys_of("eye")[1::2]))
+    try:
+        assert isinstance(reader.receive(10), m.StatusSnapshot), "a monitor key reads the feed"
+    finally:
+        reader.close()
+
+    alice = Client(addresses.scheduler, curve_secret_key=str(keys / "alice.key_secret"),
+                   curve_server_key=str(keys / "server.key"))  # fmt: skip
+    try:
+        assert alice.map(square, range(5)) == [x * x for x in range(5)]
+        # bob, authorised as a client, takes alice's identity on a connection of his own: refused
+        context: zmq.Context[Any] = zmq.Context()
+        bob = context.socket(zmq.DEALER)
+        bob_keys = curve_security(*keys_of("bob")[1::2])
+        assert bob_keys is not None
+        bob.curve_secretkey, bob.curve_publickey, bob.curve_serverkey = (
+            bob_keys.secret,
+            bob_keys.public,
+            bob_keys.server_public,
+        )
+        bob.setsockopt(zmq.IDENTITY, alice._identity)
+        bob.linger = 0
+        bob.connect(addresses.scheduler)
+        running = alice.submit(time.sleep, 2)
+        # nothing bob sends under alice's identity is read while alice is connected, and nothing of hers reaches him
+        bob.send_multipart([codec.encode(m.TaskCancel((running.task_id,))), codec.encode(m.Heartbeat())])
+        assert running.result(timeout=30) is None, "bob's cancel of alice's task did not reach the scheduler"
+        assert not bob.poll(500), "alice's result went to alice, not to bob"
+        bob.close()
+        context.term()
+        assert alice.map(square, range(5)) == [x * x for x in range(5)], "alice's work goes on"
+
+        # revoking alice's key drops her open connection: her next request is refused, naming why
+        (authorized / "alice.key").unlink()
+        with pytest.raises(ConnectionRefusedError, match="revoked"):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                alice.submit(square, 3).result(timeout=10)
+                time.sleep(0.2)
+        scheduler.wait_for_log("was revoked; dropping it")
+    finally:
+        alice.disconnect()

@@ -199,3 +199,46 @@ def test_a_shutdown_kills_every_processor_through_the_executor_and_closes_it() -
     stopped = {processor for processor, reason in executor.killed if reason == "the worker is stopping"}
     assert stopped == set(executor.spawned), "every processor the executor started is killed when the worker stops"
     assert executor.closed
+
+
+def frames_a_scheduler_never_sends() -> list[bytes]:
+    """Hostile frames for the worker's side of the scheduler link: the amplification frame, mutations and
+    truncations of valid frames, random bytes, and well-formed messages a scheduler never sends a worker. A frame
+    that happens to decode to an order a scheduler may give (shutdown, a refusal) is left out: obeying it is right."""
+    from tests.integration.test_hostile_peers import hostile_frames
+
+    orders = (m.Shutdown, m.HelloReply, m.Task, m.TaskCancel, m.ProtocolError)
+    kept = []
+    for frame in hostile_frames():
+        try:
+            if isinstance(codec.decode(frame), orders):
+                continue
+        except codec.DecodeError:
+            pass
+        kept.append(frame)
+    strangers = (m.Hello(m.PROTOCOL_VERSION, "3.11.7", 1, "host", m.ClientInfo("x")), m.ClientDisconnect(True),
+                 m.TaskCancelConfirm(TaskID(b"t" * 16), m.CancelOutcome.CANCELED))  # fmt: skip
+    return kept + [codec.encode(message) for message in strangers]
+
+
+async def hostile_frames_then_a_task(scheduler: PlayedScheduler, executor: MemoryExecutor) -> None:
+    await scheduler.expect(m.Hello)
+    scheduler.send(m.HelloReply(True, object_storage_address=STORAGE_ADDRESS))
+    await scheduler.expect(m.WorkerCapacity)
+    frames = frames_a_scheduler_never_sends()
+    for frame in frames:
+        scheduler.router.send_multipart([scheduler.worker, frame])
+    # the agent goes on: the next honest task reaches the executor and its result comes back
+    scheduler.send(task(7))
+    await until(lambda: task(7).task_id in executor.running, "the honest task to reach the executor")
+    executor.finish(task(7).task_id)
+    result = await scheduler.expect(m.TaskResult)
+    assert isinstance(result, m.TaskResult) and result.task_id == task(7).task_id
+    scheduler.send(m.Shutdown("the test is over"))
+
+
+@pytest.mark.timeout(60)
+def test_the_agent_shrugs_off_hostile_frames_on_its_scheduler_link() -> None:
+    executor = MemoryExecutor()
+    code, agent = asyncio.run(drive(executor, hostile_frames_then_a_task))
+    assert code == core.EXIT_OK and "the test is over" in agent.exit_reason

@@ -115,7 +115,7 @@ def _header(operation: StorageOperation, request_id: int = 7) -> bytes:
 
 def _greeted_service() -> StorageService:
     service = StorageService()
-    answer = service.handle(PEER, _header(StorageHello(PROTOCOL_VERSION, "0.0.0", "client")), [])
+    answer = service.handle(PEER, _header(StorageHello(PROTOCOL_VERSION, "0.0.0", "scheduler")), [])
     assert answer.reply.status is StorageStatus.OK  # another Python version is fine for storage
     return service
 
@@ -186,8 +186,92 @@ def test_bad_request_reasons_are_one_line() -> None:
 
 def test_forgotten_peers_are_asked_to_greet_again() -> None:
     service = StorageService(max_greeted_peers=2)
-    hello = _header(StorageHello(PROTOCOL_VERSION, "3.11.0", "client"))
+    hello = _header(StorageHello(PROTOCOL_VERSION, "3.11.0", "client", ALICE))
     for peer in (b"p1", b"p2", b"p3"):
         assert service.handle(peer, hello, []).reply.status is StorageStatus.OK
     assert service.handle(b"p1", _header(Info()), []).reply.status is StorageStatus.HELLO_REQUIRED
     assert service.handle(b"p3", _header(Info()), []).reply.status is StorageStatus.OK
+
+
+# ---------------------------------------------------------------- isolation between clients (issue 11)
+
+
+class _Folder:
+    """The authorised folder as a dict: z85 key -> roles (empty: not authorised, or revoked)."""
+
+    def __init__(self, roles: dict[bytes, frozenset[str]]) -> None:
+        self.roles = roles
+
+    def roles_of(self, public_key: bytes) -> frozenset[str]:
+        return self.roles.get(public_key, frozenset())
+
+
+def _hello(service: StorageService, peer: bytes, role: str, owner: bytes = b"", key: bytes | None = None) -> str:
+    answer = service.handle(peer, _header(StorageHello(PROTOCOL_VERSION, "3.11.0", role, owner)), [], key)
+    return answer.reply.reason if answer.reply.status is not StorageStatus.OK else ""
+
+
+def _two_clients_and_a_worker(service: StorageService) -> None:
+    assert _hello(service, b"alice", "client", ALICE) == ""
+    assert _hello(service, b"bob", "client", BOB) == ""
+    assert _hello(service, b"worker", "processor") == ""
+    assert service.handle(b"alice", _header(Put(ObjectID(A), ALICE, 1)), [b"a"]).reply.status is StorageStatus.OK
+    # a worker stores a task's result for its client
+    assert service.handle(b"worker", _header(Put(ObjectID(B), ALICE, 1)), [b"r"]).reply.status is StorageStatus.OK
+
+
+def test_a_client_cannot_read_overwrite_delete_or_clear_another_clients_objects() -> None:
+    service = StorageService()
+    _two_clients_and_a_worker(service)
+    for operation in (Get(ObjectID(A)), Get(ObjectID(B))):
+        assert service.handle(b"bob", _header(operation), []).reply.status is StorageStatus.NOT_FOUND
+    assert service.handle(b"bob", _header(Exists(ObjectID(A))), []).reply.value is False
+    overwrite = service.handle(b"bob", _header(Put(ObjectID(A), BOB, 1)), [b"x"])
+    assert overwrite.reply.status is StorageStatus.REFUSED and "another owner" in overwrite.reply.reason
+    forged = service.handle(b"bob", _header(Put(ObjectID(b"new"), ALICE, 1)), [b"x"])
+    assert forged.reply.status is StorageStatus.REFUSED and "its own id" in forged.reply.reason
+    assert service.handle(b"bob", _header(Delete((ObjectID(A), ObjectID(B)))), []).reply.value == 0
+    clear = service.handle(b"bob", _header(DeleteOwner(ALICE)), [])
+    assert clear.reply.status is StorageStatus.REFUSED
+    assert service.refusals == 5
+    # alice's objects are untouched and hers to read, delete and clear
+    assert service.handle(b"alice", _header(Get(ObjectID(A))), []).payload == (b"a",)
+    assert service.handle(b"alice", _header(Get(ObjectID(B))), []).payload == (b"r",)
+    assert service.handle(b"alice", _header(DeleteOwner(ALICE)), []).reply.value == 2
+
+
+def test_the_worker_side_reads_any_object_but_neither_deletes_nor_overwrites_a_foreign_one() -> None:
+    service = StorageService()
+    _two_clients_and_a_worker(service)
+    assert service.handle(b"worker", _header(Get(ObjectID(A))), []).payload == (b"a",)
+    overwrite = service.handle(b"worker", _header(Put(ObjectID(A), BOB, 1)), [b"x"])
+    assert overwrite.reply.status is StorageStatus.REFUSED
+    assert service.handle(b"worker", _header(Delete((ObjectID(A),))), []).reply.status is StorageStatus.REFUSED
+    assert service.handle(b"worker", _header(DeleteOwner(ALICE)), []).reply.status is StorageStatus.REFUSED
+    assert service.store.info().object_count == 2
+
+
+def test_a_client_hello_without_its_id_is_refused() -> None:
+    assert "client id" in _hello(StorageService(), b"anon", "client")
+
+
+def test_with_keys_roles_owner_ids_and_revocation_are_enforced() -> None:
+    folder = _Folder(
+        {b"k-alice": frozenset({"client"}), b"k-bob": frozenset({"client"}), b"k-pool": frozenset({"worker"})}
+    )
+    service = StorageService(roles=folder)
+    assert _hello(service, b"alice", "client", ALICE, b"k-alice") == ""
+    # a client key cannot pass for the worker side, nor claim another client's id
+    assert "may not connect as a processor" in _hello(service, b"bob", "processor", key=b"k-bob")
+    assert "belongs to another CURVE key" in _hello(service, b"bob", "client", ALICE, b"k-bob")
+    assert "not authenticated" in _hello(service, b"anon", "client", BOB, None)
+    assert _hello(service, b"pool", "processor", key=b"k-pool") == ""
+    # another key on a greeted identity is refused
+    taken = service.handle(b"alice", _header(Info()), [], b"k-bob")
+    assert taken.reply.status is StorageStatus.REFUSED and "another CURVE key" in taken.reply.reason
+    # revoking alice's key refuses her next request
+    assert service.handle(b"alice", _header(Info()), [], b"k-alice").reply.status is StorageStatus.OK
+    del folder.roles[b"k-alice"]
+    revoked = service.handle(b"alice", _header(Info()), [], b"k-alice")
+    assert revoked.reply.status is StorageStatus.REFUSED and "revoked" in revoked.reply.reason
+    assert service.handle(b"alice", _header(Info()), [], b"k-alice").reply.status is StorageStatus.HELLO_REQUIRED

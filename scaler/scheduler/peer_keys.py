@@ -1,0 +1,100 @@
+"""The scheduler's CURVE bookkeeping, in its shell: which key registered each peer, and what that key may do.
+
+With CURVE on, every message carries its connection's public key (`User-Id`, set by the ZAP handler). Before a
+message reaches the core:
+
+- a hello is let through only if the key's roles allow the role it names (a client key cannot register as a
+  worker or a manager: `scaler.io.peer_roles`); the refusal is a `HelloReply(False)` naming why;
+- a message on a registered identity must come with the key that registered it. A secured ROUTER has no handover,
+  so a second connection naming an identity in use is not read while the first lives; a message with another
+  key therefore means the registering connection ended and a stranger holds its identity: the message is
+  refused and logged, and the registered peer is dropped (nothing more is sent to its identity);
+- every second, `revoked()` names the registered peers whose key left the authorised folder: the shell drops
+  them from the core and tells them, and their next hello is refused.
+
+Refusals are logged once per key and reason, so a peer retrying cannot flood the log.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import zmq
+
+from scaler.io.peer_roles import scheduler_refusal
+from scaler.io.sockets import PeerRoles
+from scaler.protocol import messages as m
+from scaler.protocol.ids import PeerID, short
+
+logger = logging.getLogger(__name__)
+
+REVOKED = "authentication: this connection's CURVE key was revoked (removed from the authorised keys)"
+TAKEN = "refused: this identity was registered with another CURVE key"
+
+#: Refusals remembered so each is logged once; beyond this the memory is cleared (and some are logged again).
+MAX_REMEMBERED_REFUSALS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    answer: m.Message  #: sent back on the connection the refused message came on
+    owner_gone: bool = False  #: the peer that registered this identity is gone: drop it from the core
+
+
+class PeerKeys:
+    def __init__(self, roles: PeerRoles, python_version: str) -> None:
+        self._roles = roles
+        self._python_version = python_version
+        self._registered: dict[PeerID, bytes] = {}  #: peer -> the key its accepted hello came with
+        self._logged: set[tuple[bytes, str]] = set()
+
+    @staticmethod
+    def key_of(frame: zmq.Frame) -> bytes | None:
+        """The z85 public key of the connection a frame came on (None without authentication)."""
+        try:
+            user_id = frame.get("User-Id")
+        except (zmq.ZMQError, ValueError, TypeError):
+            return None
+        return user_id.encode() if isinstance(user_id, str) and user_id else None
+
+    def refusal(self, peer: PeerID, key: bytes | None, message: m.Message) -> Refusal | None:
+        """How to refuse this message, or None to let it through to the core."""
+        if key is None:  # cannot happen on a CURVE socket; refuse rather than trust
+            return Refusal(m.ProtocolError("refused: this connection is not authenticated"))
+        if isinstance(message, m.Hello):
+            reason = scheduler_refusal(self._roles.roles_of(key), message.role.value)
+            if reason is not None:
+                self._log_once(key, reason, f"refused a {message.role.value} hello from {short(peer)}")
+                return Refusal(m.HelloReply(False, reason, python_version=self._python_version))
+            if self._registered.get(peer, key) == key:
+                self._registered[peer] = key
+                return None
+        registered = self._registered.get(peer)
+        if registered is not None and registered != key:
+            # the connection that registered this identity ended and another key's connection holds it now
+            # (without handover, not before): the peer that registered it is gone, and nothing more goes to it
+            del self._registered[peer]
+            self._log_once(key, TAKEN, f"a message for {short(peer)} came on another connection")
+            return Refusal(m.ProtocolError(TAKEN), owner_gone=True)
+        return None
+
+    def revoked(self, registered: Iterable[PeerID]) -> list[PeerID]:
+        """Peers still registered whose key is no longer authorised; forgets peers the core has dropped."""
+        alive = set(registered)
+        for peer in [peer for peer in self._registered if peer not in alive]:
+            del self._registered[peer]
+        gone = [peer for peer, key in self._registered.items() if not self._roles.roles_of(key)]
+        for peer in gone:
+            key = self._registered.pop(peer)
+            logger.warning("%s: public key %s was revoked; dropping it", short(peer), key.decode())
+        return gone
+
+    def _log_once(self, key: bytes, reason: str, what: str) -> None:
+        if (key, reason) in self._logged:
+            return
+        if len(self._logged) >= MAX_REMEMBERED_REFUSALS:
+            self._logged.clear()
+        self._logged.add((key, reason))
+        logger.warning("%s: %s (public key %s)", what, reason, key.decode())
