@@ -419,7 +419,8 @@ class Client:
                 self._storage_connection = None
 
 
-#: Clients unpickled in this process, by the identity of the client that was pickled.
+#: Clients unpickled in this process: by the identity of the client that was pickled, or inside a task by its
+#: settings alone (one connection per processor).
 _unpickled: dict[tuple[bytes, str], Client] = {}
 _unpickled_lock = threading.Lock()
 
@@ -430,7 +431,11 @@ def _rebuild_client(
 ) -> Client:  # fmt: skip
     context = processor_context.current()
     if context is not None:
+        # inside a task: one client per processor, whichever client was pickled (each level of a nested
+        # computation pickles the client its parent got): the tasks a processor runs share its connection
         address = context.scheduler_address
+        identity = repr((profiling, timeout_seconds, heartbeat_interval_seconds, stream_output,
+                         type(serializer).__qualname__)).encode()  # fmt: skip
     key = (identity, address)
     with _unpickled_lock:
         client = _unpickled.get(key)

@@ -96,6 +96,17 @@ def fibonacci(client: Client, n: int) -> int:
     return int(a.result() + b.result())
 
 
+def fibonacci_connections(client: Client, n: int) -> tuple[int, set[tuple[int, bytes]]]:
+    """fibonacci(n), and the (processor pid, client id) of every task that ran for it."""
+    seen = {(os.getpid(), bytes(client._identity))}
+    if n <= 1:
+        return n, seen
+    a = client.submit(fibonacci_connections, client, n - 1)
+    b = client.submit(fibonacci_connections, client, n - 2)
+    (value_a, seen_a), (value_b, seen_b) = a.result(), b.result()
+    return value_a + value_b, seen | seen_a | seen_b
+
+
 def child_inside_task(x: int) -> int:
     with Client() as inner:
         return int(inner.submit(inc, x).result())
@@ -202,6 +213,15 @@ def test_a_binary_reduction_over_1024_leaves(client: Client) -> None:
 def test_fibonacci_12_on_a_single_worker_does_not_deadlock() -> None:
     with running_cluster(1) as cluster, Client(address=cluster.get_address()) as single:
         assert single.submit(fibonacci, single, 12).result(timeout=170) == 144
+
+
+def test_nested_tasks_in_one_processor_share_one_client_connection(client: Client) -> None:
+    value, seen = client.submit(fibonacci_connections, client, 7).result(timeout=120)
+    assert value == 13
+    identities_by_processor: dict[int, set[bytes]] = {}
+    for pid, identity in seen:
+        identities_by_processor.setdefault(pid, set()).add(identity)
+    assert all(len(identities) == 1 for identities in identities_by_processor.values()), identities_by_processor
 
 
 def test_a_client_created_inside_a_task_finds_its_scheduler(client: Client) -> None:
