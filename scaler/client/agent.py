@@ -15,6 +15,7 @@ import logging
 import sys
 import threading
 import time
+from dataclasses import replace
 
 import zmq
 
@@ -266,7 +267,7 @@ class ClientAgent:
     def _follow_link(self, effects: list[LinkEffect]) -> None:
         for effect in effects:
             if isinstance(effect, SendHello):
-                self._outgoing.append(codec.encode(self._hello))
+                self._outgoing.append(codec.encode(replace(self._hello, known_instance=self._link.known_instance)))
                 self._flush()
             elif isinstance(effect, SendHeartbeat):
                 self._outgoing.append(codec.encode(m.Heartbeat(round_trip_seconds=effect.round_trip_seconds)))

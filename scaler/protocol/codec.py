@@ -98,6 +98,7 @@ def _enc_hello(b: Any, msg: m.Hello) -> None:
     b.pythonVersion = msg.python_version
     b.pid = msg.pid
     b.hostname = msg.hostname
+    b.knownInstance = msg.known_instance
     info = msg.info
     if isinstance(info, m.ClientInfo):
         b.role.init("client").name = info.name
@@ -107,6 +108,10 @@ def _enc_hello(b: Any, msg: m.Hello) -> None:
         w.capacity = info.capacity
         w.managerId = info.manager_id
         w.workerType = info.worker_type
+        if info.held_tasks:
+            held = w.init("heldTasks", len(info.held_tasks))
+            for index, task_id in enumerate(info.held_tasks):
+                held[index] = task_id
     elif isinstance(info, m.ManagerInfo):
         g = b.role.init("manager")
         g.managerId = info.manager_id
@@ -125,6 +130,7 @@ def _enc_hello_reply(b: Any, msg: m.HelloReply) -> None:
     b.objectStorageAddress = msg.object_storage_address
     b.heartbeatIntervalSeconds = msg.heartbeat_interval_seconds
     b.workerCount = msg.worker_count
+    b.instanceId = msg.instance_id
 
 
 def _enc_heartbeat(b: Any, msg: m.Heartbeat) -> None:
@@ -249,13 +255,14 @@ def _dec_hello(r: Any) -> m.Hello:
         info = m.ClientInfo(name=role.client.name)
     elif kind == "worker":
         w = role.worker
-        info = m.WorkerInfo(capabilities_of(w.capabilities), w.capacity, w.managerId, w.workerType)
+        held = tuple(TaskID(bytes(task_id)) for task_id in w.heldTasks)
+        info = m.WorkerInfo(capabilities_of(w.capabilities), w.capacity, w.managerId, w.workerType, held)
     elif kind == "manager":
         g = role.manager
         info = m.ManagerInfo(g.managerId, capabilities_of(g.capabilities), limit_of(g.maxWorkers), g.managerType)
     else:
         info = m.ProcessorInfo(processor_id=role.processor.processorId)
-    return m.Hello(r.protocolVersion, r.pythonVersion, r.pid, r.hostname, info)
+    return m.Hello(r.protocolVersion, r.pythonVersion, r.pid, r.hostname, info, bytes(r.knownInstance))
 
 
 def _dec_hello_reply(r: Any) -> m.HelloReply:
@@ -267,6 +274,7 @@ def _dec_hello_reply(r: Any) -> m.HelloReply:
         r.objectStorageAddress,
         r.heartbeatIntervalSeconds,
         r.workerCount,
+        bytes(r.instanceId),
     )
 
 

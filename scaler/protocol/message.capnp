@@ -32,6 +32,7 @@ struct Hello {
     manager @6 :ManagerInfo;
     processor @7 :ProcessorInfo;
   }
+  knownInstance @8 :Data;   # the scheduler instance this peer was registered with before; empty the first time
 }
 
 struct ClientInfo {
@@ -43,6 +44,7 @@ struct WorkerInfo {
   capacity @1 :UInt32;      # tasks the scheduler may have assigned to this worker at once
   managerId @2 :Text;       # worker manager that started it; empty when none
   workerType @3 :Text;      # "FIX", "NAT", "ECS", ... (cosmetic)
+  heldTasks @4 :List(Data); # tasks this worker holds from a scheduler instance that is gone (re-attachment)
 }
 
 struct ManagerInfo {
@@ -64,6 +66,7 @@ struct HelloReply {
   objectStorageAddress @4 :Text;
   heartbeatIntervalSeconds @5 :Float64;
   workerCount @6 :UInt32;   # connected workers, a hint for clients sizing map batches
+  instanceId @7 :Data;      # this scheduler process; a new one after a restart at the same address
 }
 
 struct Heartbeat {

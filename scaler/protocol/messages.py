@@ -48,6 +48,7 @@ class WorkerInfo:
     capacity: int = 1
     manager_id: str = ""
     worker_type: str = ""
+    held_tasks: tuple[TaskID, ...] = ()  #: what it still holds from a scheduler instance that is gone
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,7 @@ class Hello:
     pid: int
     hostname: str
     info: RoleInfo
+    known_instance: bytes = b""  #: the scheduler instance this peer was registered with before (empty: none)
 
     @property
     def role(self) -> Role:
@@ -96,6 +98,7 @@ class HelloReply:
     object_storage_address: str = ""
     heartbeat_interval_seconds: float = 2.0
     worker_count: int = 0
+    instance_id: bytes = b""  #: the scheduler process that answered; it changes when the scheduler restarts
 
 
 @dataclass(frozen=True, slots=True)

@@ -144,6 +144,12 @@ class SchedulerLink:
         return self.state is LinkState.REGISTERED
 
     @property
+    def known_instance(self) -> bytes:
+        """The scheduler instance this peer was last registered with (empty before the first registration): a
+        hello carries it, so that a restarted scheduler knows the peer re-attaches."""
+        return self.hello_reply.instance_id if self.hello_reply is not None else b""
+
+    @property
     def is_over(self) -> bool:
         return self.state in (LinkState.REFUSED, LinkState.LOST)
 

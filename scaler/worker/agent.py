@@ -136,7 +136,8 @@ class WorkerAgent:
             elif isinstance(effect, core.SayHello):
                 info = self._hello.info
                 assert isinstance(info, m.WorkerInfo)
-                hello = replace(self._hello, info=replace(info, capacity=self._core.capacity))
+                info = replace(info, capacity=self._core.capacity, held_tasks=effect.held_tasks)
+                hello = replace(self._hello, info=info, known_instance=effect.known_instance)
                 self._to_scheduler.send(b"", codec.encode(hello))
             elif isinstance(effect, core.SendHeartbeat):
                 self._to_scheduler.send(b"", codec.encode(self._heartbeat(effect.status, effect.round_trip_seconds)))

@@ -14,6 +14,7 @@ Rules:
 
 from __future__ import annotations
 
+import collections
 import enum
 import heapq
 import itertools
@@ -85,6 +86,8 @@ logger = logging.getLogger(__name__)
 #: Queued work the prefetch aims to hold, in seconds of measured task time.
 PREFETCH_HORIZON_SECONDS = 0.005
 MAX_PREFETCH = 64
+#: Results kept for sending again after a scheduler restart, at most (the oldest go first).
+MAX_UNACKNOWLEDGED_RESULTS = 100_000
 #: Processor start failures in a row after which the worker gives up.
 MAX_START_FAILURES = 3
 
@@ -153,6 +156,11 @@ class AgentCore:
         self._average_duration: float | None = None
         self._announced_capacity = 0
         self._start_failures = 0
+        #: results sent since the last heartbeat the scheduler answered, by send order: sent again to a restarted
+        #: scheduler (one that died may never have read them)
+        self._unacknowledged: collections.deque[tuple[int, m.TaskResult]] = collections.deque()
+        self._results_sent = 0
+        self._heartbeat_marker: int | None = None  #: results sent before the heartbeat in flight
         self.now = started_at
 
     # ------------------------------------------------------------ the one mutator
@@ -217,7 +225,9 @@ class AgentCore:
         if self._leaving and isinstance(message, m.ProtocolError):
             return  # a leaving worker is forgotten on purpose: no new registration
         self._follow_link(self.link.on_message(message, self.now))
-        if isinstance(message, m.Task):
+        if isinstance(message, m.HeartbeatEcho):
+            self._acknowledged()
+        elif isinstance(message, m.Task):
             self._accept(message)
         elif isinstance(message, m.TaskCancel):
             for task_id in message.task_ids:
@@ -232,11 +242,17 @@ class AgentCore:
     def _follow_link(self, effects: list[LinkEffect]) -> None:
         for effect in effects:
             if isinstance(effect, SendHello):
-                self.effects.append(SayHello())
+                # what it holds, and what it finished without proof the scheduler read it (sent again below)
+                held = (*self.tasks, *(r.task_id for _, r in self._unacknowledged)) if self.link.known_instance else ()
+                self.effects.append(SayHello(held, self.link.known_instance))
             elif isinstance(effect, LinkHeartbeat):
+                if self._heartbeat_marker is None:  # the oldest heartbeat in flight: its echo is proof enough
+                    self._heartbeat_marker = self._results_sent
                 self.effects.append(SendHeartbeat(self.status(), effect.round_trip_seconds))
             elif isinstance(effect, Registered):
                 self._on_registered(effect.reply)
+                if effect.again:
+                    self._send_unacknowledged()
             elif isinstance(effect, Forgotten):
                 self._rejoin()
             elif isinstance(effect, Refused):
@@ -255,16 +271,29 @@ class AgentCore:
         self._announce_capacity()
 
     def _rejoin(self) -> None:
-        """The scheduler does not know this worker any more (it restarted): drop what it gave us (the link
-        registers again)."""
-        logger.warning("the scheduler forgot this worker (restarted?): dropping %d task(s), saying hello again",
+        """The scheduler does not know this worker any more (it restarted, or gave up on it): the link registers
+        again, naming the tasks this worker holds; they go on running. The new instance adopts those its clients
+        submit again (no second run), and cancels those it gave to another worker meanwhile."""
+        logger.warning("the scheduler forgot this worker (restarted?): saying hello again with its %d task(s)",
                        len(self.tasks))  # fmt: skip
-        for processor in list(self.processors.values()):
-            if processor.task_id is not None:
-                self._kill(processor.processor_id, "its task belongs to a scheduler that is gone")
-        self.tasks.clear()
-        self._queue.clear()
         self._announced_capacity = 0
+
+    def _send_unacknowledged(self) -> None:
+        """Results sent since the last heartbeat the scheduler answered may have died with it: send them again
+        (the scheduler drops a result it already has)."""
+        if self._unacknowledged:
+            logger.info("sending %d result(s) again to the scheduler", len(self._unacknowledged))
+        for _, result in self._unacknowledged:
+            self.effects.append(ToScheduler(result))
+
+    def _acknowledged(self) -> None:
+        """The scheduler answered a heartbeat: every result sent before that heartbeat reached it."""
+        marker = self._heartbeat_marker
+        if marker is None:
+            return
+        self._heartbeat_marker = None
+        while self._unacknowledged and self._unacknowledged[0][0] < marker:
+            self._unacknowledged.popleft()
 
     def _accept(self, task: m.Task) -> None:
         if task.task_id in self.tasks:
@@ -460,6 +489,11 @@ class AgentCore:
 
     def _to_scheduler(self, message: m.Message) -> None:
         self.effects.append(ToScheduler(message))
+        if isinstance(message, m.TaskResult):
+            self._unacknowledged.append((self._results_sent, message))
+            self._results_sent += 1
+            while len(self._unacknowledged) > MAX_UNACKNOWLEDGED_RESULTS:
+                self._unacknowledged.popleft()
 
     def _to_processor(self, processor: ProcessorRecord, message: m.Message) -> None:
         self.effects.append(ToProcessor(processor.processor_id, message))

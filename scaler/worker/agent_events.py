@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
+from scaler.protocol.ids import TaskID
 
 # ---------------------------------------------------------------- events
 
@@ -57,7 +58,10 @@ class ToScheduler:
 
 @dataclass(frozen=True, slots=True)
 class SayHello:
-    """Register with the scheduler again."""
+    """Register with the scheduler (again): naming the tasks held from an instance that is gone, and it."""
+
+    held_tasks: tuple[TaskID, ...] = ()
+    known_instance: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)

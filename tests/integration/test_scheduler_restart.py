@@ -40,6 +40,30 @@ def test_futures_complete_across_a_scheduler_killed_and_started_again(launcher: 
         assert client.map(slow_square, range(4)) == [0, 1, 4, 9]
 
 
+def run_once_each(path: str, x: int) -> int:
+    import time
+
+    with open(path, "a") as runs:
+        runs.write(f"{x}\n")
+    time.sleep(1.5)
+    return x
+
+
+def test_tasks_running_through_a_restart_are_not_run_again(launcher: Launcher, tmp_path: Path) -> None:
+    addresses, scheduler, _storage = launcher.stack(workers=2)
+    runs = tmp_path / "runs"
+    runs.touch()
+    with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=60) as client:
+        futures = [client.submit(run_once_each, str(runs), x) for x in range(6)]
+        wait_for(lambda: len(runs.read_text().split()) >= 2, "two tasks running")
+        scheduler.popen.send_signal(signal.SIGKILL)
+        scheduler.wait_exit()
+        time.sleep(1)
+        launcher.scheduler(addresses)
+        assert [future.result(timeout=90) for future in futures] == list(range(6))
+    assert sorted(int(x) for x in runs.read_text().split()) == list(range(6)), "each task ran exactly once"
+
+
 def test_without_a_scheduler_back_within_the_grace_the_futures_fail(launcher: Launcher) -> None:
     addresses, scheduler, _storage = launcher.stack(workers=1)
     with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=3) as client:

@@ -225,3 +225,27 @@ def test_a_scheduler_that_forgot_the_worker_gets_a_new_hello_unless_the_worker_i
     agent.handle(core.LeaveRequested("sigterm", 1.0))
     effects = agent.handle(core.FromScheduler(forgotten, 1.1))
     assert not [e for e in effects if isinstance(e, core.SayHello)]
+
+
+def test_a_restarted_scheduler_hears_of_the_held_tasks_and_gets_unacknowledged_results_again() -> None:
+    forgotten = m.ProtocolError("unknown peer", m.ProtocolErrorKind.UNKNOWN_PEER)
+    agent, effects = make(slots=1)
+    (first,) = spawned(effects)
+    agent.handle(core.FromScheduler(m.HelloReply(True, object_storage_address="tcp://s:2", instance_id=b"old"), 0.0))
+    ready(agent, first)
+    agent.handle(core.FromScheduler(task(1), 0.0))
+    agent.handle(core.FromScheduler(task(2), 0.0))
+    agent.handle(core.FromProcessor(first, result(1), 0.1))  # result 1 goes up, then a heartbeat is echoed
+    for now in (3.0, 5.0):  # heartbeats, each echoed: the echo of one sent after result 1 acknowledges it
+        agent.handle(core.Tick(now))
+        agent.handle(core.FromScheduler(m.HeartbeatEcho(), now + 0.1))
+    effects = agent.handle(core.FromProcessor(first, result(2), 5.2))  # result 2: the scheduler dies unread
+    agent.handle(core.FromScheduler(task(3), 5.2))
+    effects = agent.handle(core.FromScheduler(forgotten, 6.0))
+    assert not [e for e in effects if isinstance(e, core.KillProcessor)], "the running task goes on"
+    (say,) = [e for e in effects if isinstance(e, core.SayHello)]
+    assert say.known_instance == b"old" and say.held_tasks == (tid(3), tid(2)), "held, and finished unacknowledged"
+    effects = agent.handle(core.FromScheduler(m.HelloReply(True, instance_id=b"new"), 6.1))
+    assert [r.task_id for r in to_scheduler(effects, m.TaskResult)] == [tid(2)], "only the unacknowledged result"
+    effects = agent.handle(core.FromProcessor(first, result(3), 6.5))
+    assert [r.task_id for r in to_scheduler(effects, m.TaskResult)] == [tid(3)]

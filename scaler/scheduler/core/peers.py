@@ -21,6 +21,8 @@ class ClientRecord:
     pid: int
     connected_at: float
     last_seen: float
+    #: it was registered with an instance of the scheduler that is gone (it re-attaches after a restart)
+    returning: bool = False
 
 
 @dataclass(slots=True)

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import incompatibility
-from scaler.protocol.ids import ClientID, PeerID, short
+from scaler.protocol.ids import ClientID, PeerID, TaskID, short
 from scaler.scheduler.core.balancing import Balancer
 from scaler.scheduler.core.effects import DeleteOwnerObjects, Effect, Send, StopScheduler
 from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
@@ -46,6 +46,7 @@ class CoreSettings:
     load_balance_seconds: float = 1.0  #: <= 0 disables balancing
     load_balance_trigger_times: int = 2
     object_retention_seconds: float = 0.0  #: a departed client's objects are deleted this long after it left
+    instance_id: bytes = b""  #: this scheduler process (drawn at start); peers tell a restart by it
 
 
 class ScalingHook(Protocol):
@@ -162,6 +163,7 @@ class SchedulerCore:
     def _advance(self, now: float) -> None:
         self.now = now
         self.lifecycle.now = now
+        self.lifecycle.reattachment.saw(now)
 
     def _on_received(self, peer: PeerID, message: m.Message) -> None:
         if isinstance(message, m.Hello):
@@ -215,6 +217,7 @@ class SchedulerCore:
                 object_storage_address=self.settings.object_storage_address,
                 heartbeat_interval_seconds=self.settings.heartbeat_interval_seconds,
                 worker_count=len(self.workers),
+                instance_id=self.settings.instance_id,
             ),
         )
         if isinstance(hello.info, m.ManagerInfo):
@@ -228,7 +231,8 @@ class SchedulerCore:
             return f"this connection is already registered as a {known_roles[0]}"
         if isinstance(info, m.ClientInfo):
             if peer not in self.clients:
-                self.clients[peer] = ClientRecord(peer, info.name, hello.hostname, hello.pid, now, now)
+                returning = bool(hello.known_instance) and hello.known_instance != self.settings.instance_id
+                self.clients[peer] = ClientRecord(peer, info.name, hello.hostname, hello.pid, now, now, returning)
                 logger.debug("client %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
             if self.retention.client_back(ClientID(peer)):  # it had not left for good: its objects stay
                 logger.info("client %s is back within its retention time; its objects are kept", short(peer))
@@ -243,6 +247,7 @@ class SchedulerCore:
                 )  # fmt: skip
                 self.lifecycle.worker_has_room(peer)
                 logger.debug("worker %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
+            self._reattach_worker(peer, info.held_tasks)
             return None
         assert isinstance(info, m.ManagerInfo)
         for other in self.managers.values():
@@ -259,6 +264,16 @@ class SchedulerCore:
             logger.info("worker manager %r (%s) connected", info.manager_id, info.manager_type)
         return None
 
+    def _reattach_worker(self, peer: PeerID, held: tuple[TaskID, ...]) -> None:
+        """A worker registers again still holding tasks (docs/architecture.md, "surviving a restart")."""
+        unknown = tuple(task_id for task_id in held if task_id not in self.tasks.records)
+        for task_id in held:
+            if task_id in self.tasks.records:  # this instance gave up on the worker, not the other way round
+                self.lifecycle.held_again(peer, task_id)
+        if unknown:
+            self.lifecycle.reattachment.worker_holds(peer, unknown, self.now)
+            logger.info("worker %s re-attached with %d task(s) from before a restart", short(peer), len(unknown))
+
     # ------------------------------------------------------------ clients
 
     def _on_client_heartbeat(self, peer: PeerID, heartbeat: m.Heartbeat) -> None:
@@ -268,6 +283,10 @@ class SchedulerCore:
         if bytes(task.client_id) != bytes(peer):
             reason = "refused: a task's client id must be the id of the connection that sends it"
             self._send(peer, m.TaskResult(task.task_id, m.ResultStatus.ERROR, error_message=reason))
+            return
+        client = self.clients[peer]
+        if self.lifecycle.reattachment.should_park(client.returning, self.now):
+            self.lifecycle.reattachment.park(ClientID(peer), task)  # until the workers have re-registered
             return
         self.lifecycle.submit(ClientID(peer), task)
 
@@ -310,6 +329,7 @@ class SchedulerCore:
             unfinished,
         )
         self.lifecycle.client_gone(ClientID(peer))
+        self.lifecycle.reattachment.forget_client(ClientID(peer))
         self.tasks.forget_client(ClientID(peer))
         if self.retention.client_left(ClientID(peer), self.now):
             self.effects.append(DeleteOwnerObjects(ClientID(peer)))
@@ -380,9 +400,15 @@ class SchedulerCore:
 
     # ------------------------------------------------------------ time
 
+    def _release_parked(self) -> None:
+        for client_id, task in self.lifecycle.reattachment.release(self.now):
+            if PeerID(client_id) in self.clients:
+                self.lifecycle.submit(client_id, task)
+
     def _on_tick(self) -> None:
         settings, now = self.settings, self.now
         self.effects.extend(DeleteOwnerObjects(owner) for owner in self.retention.due(now))
+        self._release_parked()
         for peer, client in list(self.clients.items()):
             if now - client.last_seen > settings.client_timeout_seconds:
                 self._drop_client(peer, f"was silent for more than {settings.client_timeout_seconds:g} s")
