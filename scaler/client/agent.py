@@ -25,7 +25,7 @@ from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.io.zmq_async import AsyncSocket, Frames, watch_events
 from scaler.protocol import codec
 from scaler.protocol import messages as m
-from scaler.protocol.ids import TaskID, short
+from scaler.protocol.ids import GraphID, TaskID, short
 from scaler.protocol.scheduler_link import (
     LinkEffect,
     LinkSettings,
@@ -67,6 +67,10 @@ class ClientAgent:
         self.address = address
         #: encoded Task frames of the unfinished tasks, submitted again to a scheduler that restarted
         self.resubmittable: dict[TaskID, bytes] = {}
+        #: encoded GraphTask frames of the graphs with unfinished targets, submitted again likewise
+        self.resubmittable_graphs: dict[GraphID, bytes] = {}
+        self._graph_of_target: dict[TaskID, GraphID] = {}
+        self._targets_left: dict[GraphID, int] = {}
         self._security = security
         self.identity = identity
         self.futures: dict[TaskID, ScalerFuture] = {}
@@ -242,15 +246,31 @@ class ClientAgent:
                 continue
             self._on_message(message)
 
+    def keep_graph(self, graph_id: GraphID, frame: bytes, targets: tuple[TaskID, ...]) -> None:
+        """Keep a graph's frame until each of its targets has its answer (called before the graph is sent)."""
+        self._targets_left[graph_id] = len(targets)
+        for target in targets:
+            self._graph_of_target[target] = graph_id
+        self.resubmittable_graphs[graph_id] = frame
+
+    def _answered(self, task_id: TaskID) -> None:
+        self.resubmittable.pop(task_id, None)
+        graph_id = self._graph_of_target.pop(task_id, None)
+        if graph_id is not None:
+            self._targets_left[graph_id] -= 1
+            if self._targets_left[graph_id] <= 0:
+                del self._targets_left[graph_id]
+                self.resubmittable_graphs.pop(graph_id, None)
+
     def _on_message(self, message: m.Message) -> None:
         self._follow_link(self._link.on_message(message, time.monotonic()))
         if isinstance(message, m.TaskResult):
-            self.resubmittable.pop(message.task_id, None)
+            self._answered(message.task_id)
             future = self.futures.pop(message.task_id, None)
             if future is not None:
                 future._complete(message)
         elif isinstance(message, m.TaskCancelConfirm):
-            self.resubmittable.pop(message.task_id, None)
+            self._answered(message.task_id)
             future = self.futures.pop(message.task_id, None)
             if future is not None:
                 future._confirm_cancelled()
@@ -288,17 +308,15 @@ class ClientAgent:
                 logger.warning("%s", effect.text)
 
     def _submit_again(self) -> None:
-        """A restarted scheduler forgot this client: its unfinished tasks go again, in submission order."""
+        """A restarted scheduler forgot this client: its unfinished tasks and graphs go again, in submission
+        order (a graph whole: the nodes that had finished run again)."""
         frames = [frame for task_id, frame in list(self.resubmittable.items()) if task_id in self.futures]
-        for task_id, future in list(self.futures.items()):  # graph tasks: the graph is not kept, so they fail
-            if task_id not in self.resubmittable:
-                self.futures.pop(task_id, None)
-                future._fail(DisconnectedError(f"the scheduler at {self.address} restarted; a graph's tasks are "
-                                               "not submitted again: submit the graph again"))  # fmt: skip
+        graphs = list(self.resubmittable_graphs.values())
         logger.warning(
-            "the scheduler at %s restarted and forgot this client: submitting its %d unfinished task(s) again",
-            self.address, len(frames),
+            "the scheduler at %s restarted and forgot this client: submitting its %d unfinished task(s) and %d "
+            "graph(s) again", self.address, len(frames), len(graphs),
         )  # fmt: skip
+        frames += graphs
         self._outgoing.extend(frames)
         self._flush()
 
@@ -341,6 +359,7 @@ class ClientAgent:
         pending = list(self.futures.values())
         self.futures.clear()
         self.resubmittable.clear()
+        self.resubmittable_graphs.clear()
         for future in pending:
             future._fail(error)
         self._shutdown_answered.set()

@@ -141,7 +141,9 @@ def submit_graph(
     if nodes:
         targets = tuple(node_ids[key] for key in dict.fromkeys(keys) if key in node_ids)
         message = m.GraphTask(graph_id, ClientID(client.identity), tuple(nodes), targets)
-        client._agent.send([codec.encode(message)])
+        frame = codec.encode(message)
+        client._agent.keep_graph(graph_id, frame, targets)
+        client._agent.send([frame])
     return futures
 
 

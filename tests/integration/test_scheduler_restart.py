@@ -64,6 +64,33 @@ def test_tasks_running_through_a_restart_are_not_run_again(launcher: Launcher, t
     assert sorted(int(x) for x in runs.read_text().split()) == list(range(6)), "each task ran exactly once"
 
 
+def slow_add(a: int, b: int) -> int:
+    import time
+
+    time.sleep(0.5)
+    return a + b
+
+
+def test_a_graph_is_submitted_again_to_a_restarted_scheduler(launcher: Launcher) -> None:
+    addresses, scheduler, _storage = launcher.stack(workers=2)
+    graph = {
+        "a": 1,
+        "b": (slow_add, "a", 2),
+        "c": (slow_add, "b", 3),
+        "d": (slow_add, "c", "b"),
+        "e": (slow_add, "d", 1),
+    }
+    with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=60) as client:
+        futures = client.get(graph, keys=["e", "c"], block=False)
+        time.sleep(0.7)  # "b" is done, "c" runs
+        scheduler.popen.send_signal(signal.SIGKILL)
+        scheduler.wait_exit()
+        time.sleep(1)
+        launcher.scheduler(addresses)
+        assert futures["e"].result(timeout=90) == 10 and futures["c"].result(timeout=90) == 6
+        assert not client._agent.resubmittable_graphs, "a finished graph is not kept"
+
+
 def test_without_a_scheduler_back_within_the_grace_the_futures_fail(launcher: Launcher) -> None:
     addresses, scheduler, _storage = launcher.stack(workers=1)
     with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=3) as client:
