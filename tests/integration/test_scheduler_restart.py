@@ -130,3 +130,41 @@ def test_the_launcher_restarts_its_scheduler_and_the_work_goes_on(tmp_path: Path
         assert stack.popen.wait(timeout=60) == 0, stack.log()[-3000:]
     assert stack.leftovers() == []
     assert not [p for p in psutil.process_iter() if p.pid == stack.popen.pid]
+
+
+def test_chaos_worker_and_scheduler_kills_lose_no_future(tmp_path: Path) -> None:
+    """benchmarks/chaos.py in small: tiny tasks (submit and map) while workers are SIGKILLed and the scheduler is
+    SIGKILLed and restarted by `scaler FILE`; every future resolves with its value."""
+    addresses = free_addresses()
+    path = tmp_path / "stack.toml"
+    path.write_text(
+        f'[object_storage_server]\nbind_address = "{addresses.object_storage}"\n\n'
+        f'[scheduler]\nbind_address = "{addresses.scheduler}"\nobject_storage_address = "{addresses.object_storage}"\n'
+        'policy_content = "allocate=even_load; scaling=work; cooldown_seconds=60"\n\n'
+        f'[[worker_manager]]\ntype = "baremetal_native"\nscheduler_address = "{addresses.scheduler}"\n'
+        'worker_manager_id = "pool"\nmax_task_concurrency = 2\n'
+    )
+    stack = Stack(path, tmp_path / "scaler.log")
+    try:
+        probe_scheduler(addresses.scheduler)
+        with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=60) as client:
+            submitted = [client.submit(slow_square, x) for x in range(20)]  # 0.3 s each: the kills land mid-run
+            wait_for(lambda: sum(future.done() for future in submitted) >= 2, "the first results")
+            stack.remember()
+            manager = next(p for p in stack.seen.values() if "worker_manager" in " ".join(p.cmdline()))
+            for worker in manager.children()[:1]:
+                worker.kill()
+            scheduler = next(p for p in stack.seen.values() if "scaler.scheduler.process" in " ".join(p.cmdline()))
+            scheduler.kill()
+            mapped = client.map(square_plain, range(2000))  # submitted while no scheduler answers
+            assert [future.result(timeout=120) for future in submitted] == [x * x for x in range(20)]
+            assert mapped == [x * x for x in range(2000)]
+        assert "restarting it (1 of" in stack.log()
+    finally:
+        stack.popen.send_signal(signal.SIGTERM)
+        assert stack.popen.wait(timeout=60) == 0, stack.log()[-3000:]
+    assert stack.leftovers() == []
+
+
+def square_plain(x: int) -> int:
+    return x * x
