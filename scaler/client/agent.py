@@ -71,6 +71,8 @@ class ClientAgent:
         self.resubmittable_graphs: dict[GraphID, bytes] = {}
         self._graph_of_target: dict[TaskID, GraphID] = {}
         self._targets_left: dict[GraphID, int] = {}
+        #: tasks whose cancel was asked and not answered yet: not submitted again after a restart, but cancelled
+        self.cancel_requested: set[TaskID] = set()
         self._security = security
         self.identity = identity
         self.futures: dict[TaskID, ScalerFuture] = {}
@@ -255,6 +257,7 @@ class ClientAgent:
 
     def _answered(self, task_id: TaskID) -> None:
         self.resubmittable.pop(task_id, None)
+        self.cancel_requested.discard(task_id)
         graph_id = self._graph_of_target.pop(task_id, None)
         if graph_id is not None:
             self._targets_left[graph_id] -= 1
@@ -310,6 +313,7 @@ class ClientAgent:
     def _submit_again(self) -> None:
         """A restarted scheduler forgot this client: its unfinished tasks and graphs go again, in submission
         order (a graph whole: the nodes that had finished run again)."""
+        self._cancel_what_was_being_cancelled()
         frames = [frame for task_id, frame in list(self.resubmittable.items()) if task_id in self.futures]
         graphs = list(self.resubmittable_graphs.values())
         logger.warning(
@@ -319,6 +323,21 @@ class ClientAgent:
         frames += graphs
         self._outgoing.extend(frames)
         self._flush()
+
+    def _cancel_what_was_being_cancelled(self) -> None:
+        """A cancel the old instance may never have read: the task (or the graph of a target) is not submitted
+        again, and its future is cancelled here; a worker still running it is never heard from."""
+        for task_id in list(self.cancel_requested):
+            graph_id = self._graph_of_target.get(task_id)
+            doomed = [task_id]
+            if graph_id is not None:
+                self.resubmittable_graphs.pop(graph_id, None)
+                doomed = [target for target, graph in self._graph_of_target.items() if graph == graph_id]
+            for doomed_id in doomed:
+                self._answered(doomed_id)
+                future = self.futures.pop(doomed_id, None)
+                if future is not None:
+                    future._confirm_cancelled()
 
     def _on_socket_event(self, event: int, value: int) -> None:
         if event & HANDSHAKE_FAILURES:
@@ -360,6 +379,7 @@ class ClientAgent:
         self.futures.clear()
         self.resubmittable.clear()
         self.resubmittable_graphs.clear()
+        self.cancel_requested.clear()
         for future in pending:
             future._fail(error)
         self._shutdown_answered.set()

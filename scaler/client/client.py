@@ -192,6 +192,7 @@ class Client:
         return future
 
     def _request_cancel(self, task_id: TaskID) -> None:
+        self._agent.cancel_requested.add(task_id)
         try:
             self._agent.send([codec.encode(m.TaskCancel((task_id,)))])
         except Exception as error:

@@ -1,0 +1,110 @@
+"""A scheduler SIGKILLed in the middle of what users do (issue 16's list): nested fibonacci, a send_object and
+the tasks that use it, a cancel, a client that connects for the first time while no scheduler answers, a
+restart after 50 s; and a second scheduler at the address of a live one is refused."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+
+from scaler import Client
+from tests.integration.conftest import Addresses, Launcher, Service, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+
+def fibonacci(client: Client, n: int) -> int:
+    if n <= 1:
+        return n
+    a = client.submit(fibonacci, client, n - 1)
+    b = client.submit(fibonacci, client, n - 2)
+    return int(a.result() + b.result())
+
+
+def total(values: list[int]) -> int:
+    return sum(values)
+
+
+def restart(launcher: Launcher, addresses: Addresses, scheduler: Service, down_seconds: float = 1.0) -> Service:
+    scheduler.popen.send_signal(signal.SIGKILL)
+    scheduler.wait_exit()
+    time.sleep(down_seconds)
+    return launcher.scheduler(addresses)
+
+
+def test_nested_fibonacci_10_completes_across_a_restart(launcher: Launcher) -> None:
+    addresses, scheduler, _ = launcher.stack(workers=2)
+    with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=60) as client:
+        future = client.submit(fibonacci, client, 10)
+        time.sleep(1.0)  # parents block on children across processors
+        restart(launcher, addresses, scheduler)
+        assert future.result(timeout=150) == 55
+
+
+def test_an_object_sent_before_a_restart_serves_tasks_after_it(launcher: Launcher) -> None:
+    addresses, scheduler, _ = launcher.stack(workers=1)
+    with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=60) as client:
+        reference = client.send_object(list(range(100_000)), name="numbers")  # kept by the object storage
+        restart(launcher, addresses, scheduler)
+        assert client.submit(total, reference).result(timeout=60) == sum(range(100_000))
+
+
+def test_a_cancel_sent_while_the_scheduler_is_down_takes_effect_after_it(launcher: Launcher) -> None:
+    addresses, scheduler, _ = launcher.stack(workers=1)
+    with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=60) as client:
+        blocker = client.submit(time.sleep, 3)
+        waiting = client.submit(time.sleep, 60)
+        scheduler.popen.send_signal(signal.SIGKILL)
+        scheduler.wait_exit()
+        assert waiting.cancel(timeout=0.5) is False  # no answer while no scheduler runs
+        launcher.scheduler(addresses)
+        assert blocker.result(timeout=60) is None
+        wait_for(lambda: waiting.done(), "the cancelled task to end", 60)
+        assert waiting.cancelled()
+
+
+def test_a_client_connecting_for_the_first_time_while_the_scheduler_restarts_gets_in(launcher: Launcher) -> None:
+    addresses, scheduler, _ = launcher.stack(workers=1)
+    scheduler.popen.send_signal(signal.SIGKILL)
+    scheduler.wait_exit()
+    results: list[int] = []
+    errors: list[BaseException] = []
+
+    def newcomer() -> None:
+        try:
+            with Client(address=addresses.scheduler, connect_timeout_seconds=60) as client:
+                results.append(client.submit(abs, -7).result(timeout=60))
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=newcomer)
+    thread.start()
+    time.sleep(2)
+    launcher.scheduler(addresses)
+    thread.join(120)
+    assert not errors and results == [7]
+
+
+@pytest.mark.timeout(240)
+def test_futures_complete_when_the_scheduler_comes_back_after_50_seconds(launcher: Launcher) -> None:
+    addresses, scheduler, _ = launcher.stack(workers=1)
+    with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=90) as client:
+        futures = [client.submit(abs, -x) for x in range(1, 4)]
+        late = client.submit(time.sleep, 1)
+        restart(launcher, addresses, scheduler, down_seconds=50)
+        assert [future.result(timeout=90) for future in futures] == [1, 2, 3]
+        assert late.result(timeout=90) is None
+
+
+def test_a_second_scheduler_at_the_address_of_a_live_one_is_refused(launcher: Launcher) -> None:
+    addresses, scheduler, _ = launcher.stack(workers=1)
+    second = launcher.scheduler(addresses, wait=False)
+    assert second.wait_exit() == 2
+    text = second.log_text()
+    assert addresses.scheduler.rsplit(":", 1)[1] in text and "in use" in text, text
+    assert str(scheduler.pid) in text, "the refusal names the scheduler that holds the address"
+    with Client(address=addresses.scheduler) as client:
+        assert client.submit(abs, -1).result(timeout=30) == 1
