@@ -70,7 +70,7 @@ def run(tasks: int, workers: int, faults: bool, calm_seconds: float = 0.0) -> tu
     """(seconds, workers killed, schedulers killed)"""
     with tempfile.TemporaryDirectory() as folder:
         path, address = stack_file(Path(folder), workers)
-        log = open(Path(folder) / "stack.log", "wb")  # noqa: SIM115 - closed below
+        log = open(Path(folder) / "stack.log", "wb")  # closed in the finally below
         stack = subprocess.Popen([str(BIN / "scaler"), str(path)], stdout=log, stderr=subprocess.STDOUT)
         stop = threading.Event()
         killed = {"workers": 0, "schedulers": 0}
