@@ -9,6 +9,7 @@ names what was wrong; callers log it and answer with a ProtocolError instead of 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -66,6 +67,21 @@ def _set_task(builder: Any, task: m.Task) -> None:
             setattr(item, given.kind.value, given.data)
 
 
+#: One bytes object per client id among the tasks decoded lately: a queue of a million tasks from one client
+#: holds its id once, not a million times.
+_CLIENT_IDS: dict[bytes, bytes] = {}
+_MAX_SHARED_IDS = 4096
+
+
+def _shared(value: Any) -> Any:
+    kept = _CLIENT_IDS.get(value)
+    if kept is None:
+        if len(_CLIENT_IDS) >= _MAX_SHARED_IDS:
+            _CLIENT_IDS.clear()
+        kept = _CLIENT_IDS[value] = value
+    return kept
+
+
 def _task(reader: Any) -> m.Task:
     # Hot path (every task crosses it several times): readers are Any, so the id NewTypes are not
     # called, and empty lists are detected with one length read.
@@ -74,9 +90,9 @@ def _task(reader: Any) -> m.Task:
     inputs = reader.inputs
     return m.Task(
         reader.taskId,
-        reader.clientId,
+        _shared(reader.clientId),
         reader.body,
-        reader.functionName,
+        sys.intern(reader.functionName),
         reader.priority,
         capabilities_of(capabilities) if len(capabilities) else (),
         reader.graphId,
@@ -341,7 +357,9 @@ _DECODERS: dict[str, Callable[[Any], m.Message]] = {
 }
 
 
-def decode(frame: bytes | memoryview) -> m.Message:
+def decode(frame: bytes | memoryview, forwarding: bool = False) -> m.Message:
+    """`forwarding`: the caller sends a Task on unchanged (the scheduler): its body is not copied out of the
+    frame, which the Task keeps to send (`wire`) anyway; such a Task must not be changed with `replace`."""
     if not isinstance(frame, bytes):
         frame = bytes(frame)  # Cap'n Proto needs word-aligned data; bytes objects are, zmq buffers may not be
     try:
@@ -356,6 +374,8 @@ def decode(frame: bytes | memoryview) -> m.Message:
             raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): no message in it")
         if isinstance(message, _FORWARDABLE):
             object.__setattr__(message, "wire", frame)
+            if forwarding and isinstance(message, m.Task):
+                object.__setattr__(message, "body", b"")  # the frame holds it; one copy is enough
         return message
     except DecodeError:
         raise

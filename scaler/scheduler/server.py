@@ -41,6 +41,32 @@ PROBE_DELAYS_SECONDS = (0.05, 0.5, 2.0)
 REVOCATION_CHECK_SECONDS = 1.0
 
 
+#: Live tasks the table must have held since the last trim before an empty table gives memory back.
+TRIM_AFTER_TASKS = 10_000
+
+
+class MemoryReturn:
+    """Gives the C heap's free memory back to the system once a big queue has drained: CPython frees the task
+    records, but glibc keeps the pages (a scheduler that held 200,000 tasks stayed at 240 MB). Linux/glibc only;
+    elsewhere a no-op."""
+
+    def __init__(self) -> None:
+        self._peak = 0
+        self._trim: Callable[[int], int] | None = None
+        try:
+            import ctypes
+
+            self._trim = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            self._trim = None
+
+    def after(self, live_tasks: int) -> None:
+        self._peak = max(self._peak, live_tasks)
+        if live_tasks == 0 and self._peak >= TRIM_AFTER_TASKS and self._trim is not None:
+            self._peak = 0
+            self._trim(0)
+
+
 class SchedulerServer:
     def __init__(
         self,
@@ -63,6 +89,7 @@ class SchedulerServer:
         #: message type name -> [sent, received], for the monitor feed
         self._message_counts: dict[str, list[int]] = {}
         self._background_tasks: set[asyncio.Future[Any]] = set()
+        self._memory = MemoryReturn()
         roles = sockets.security.peer_roles() if sockets.security is not None else None
         #: with CURVE: each registered peer's key, checked on every message and every second (revocation)
         self._keys = PeerKeys(roles, core.settings.python_version) if roles is not None else None
@@ -130,7 +157,7 @@ class SchedulerServer:
         for frame in frames[1:]:
             self._received += 1
             try:
-                message = codec.decode(frame.buffer)
+                message = codec.decode(frame.buffer, forwarding=True)
             except codec.DecodeError as error:
                 events.append(Undecodable(peer, str(error), now))
                 continue
@@ -275,3 +302,4 @@ class SchedulerServer:
                 ),
             )
             self._feed([stats])
+            self._memory.after(len(self._core.tasks.records))

@@ -305,7 +305,7 @@ class TaskLifecycle:
 
     def _redispatch(self, record: TaskRecord, reason: str) -> None:
         self._release_worker(record)
-        record.lost_workers.append(reason)
+        record.lost_workers += (reason,)
         if record.attempts > self._max_task_retries:
             self._tasks.worker_died += 1
             text = (

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
 from scaler.protocol.messages import Capabilities, Task, TaskTransition
@@ -31,7 +31,7 @@ class TaskRecord:
     submitted_at: float
     worker: PeerID | None = None  #: set iff DISPATCHED or CANCELING
     attempts: int = 0  #: times dispatched
-    lost_workers: list[str] = field(default_factory=list)  #: why each of its workers went away
+    lost_workers: tuple[str, ...] = ()  #: why each of its workers went away (a tuple: no list per task)
     client_gone: bool = False  #: nobody waits for the outcome any more
     dispatched_at: float = 0.0
     turn: int = -1  #: its place in its client's line (DispatchQueue); -1 until first queued
