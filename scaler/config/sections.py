@@ -143,6 +143,12 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
     death_timeout_seconds: float = setting(
         300, help="a worker without scheduler contact this long exits", short=("-dts", "-ds"), gt=0
     )
+    scheduler_lost_grace_seconds: float = setting(
+        60,
+        help="after its connection to the scheduler closes, how long a worker waits for a scheduler (a "
+        "restarted one) to answer at the same address before it exits; 0: only the death timeout applies",
+        ge=0,
+    )
     garbage_collect_interval_seconds: float = setting(
         30, help="period of garbage collection in processors", short=("-gc",), gt=0
     )

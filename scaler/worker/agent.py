@@ -16,9 +16,10 @@ import time
 from dataclasses import replace
 
 import psutil
+import zmq
 
 from scaler.io.sockets import SocketFactory
-from scaler.io.zmq_async import AsyncSocket, Frames, Outbox
+from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, watch_events
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
@@ -64,6 +65,8 @@ class WorkerAgent:
         self._to_scheduler = Outbox(
             loop, self._upstream, routed=False, coalesce_seconds=COALESCE_SECONDS, is_busy=self._core.has_queued_work
         )
+        monitor = self._sockets.event_monitor(upstream, zmq.EVENT_DISCONNECTED)
+        self._monitor = watch_events(loop, monitor, self._on_socket_event)
         self._executor.start(loop, self)
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, self._on_signal, signum)
@@ -77,6 +80,7 @@ class WorkerAgent:
             self._to_scheduler.flush()
             await asyncio.sleep(0.02)
             self._executor.close()
+            self._monitor.close()
             self._upstream.close()
             self._sockets.close()
 
@@ -91,6 +95,9 @@ class WorkerAgent:
             except codec.DecodeError as error:
                 logger.warning("undecodable frame from the scheduler: %s", error)
         self._feed(*events)
+
+    def _on_socket_event(self, event: int, value: int) -> None:
+        self._feed(core.SchedulerDisconnected(time.monotonic()))
 
     # ------------------------------------------------------------ the executor's reports (ExecutorListener)
 

@@ -51,6 +51,7 @@ from scaler.worker.agent_events import (
     LeaveRequested,
     ProcessorExited,
     SayHello,
+    SchedulerDisconnected,
     SendHeartbeat,
     SpawnProcessor,
     Tick,
@@ -74,6 +75,7 @@ __all__ = [  # the events and effects are part of the core's interface
     "LeaveRequested",
     "ProcessorExited",
     "SayHello",
+    "SchedulerDisconnected",
     "SendHeartbeat",
     "SpawnProcessor",
     "Tick",
@@ -124,6 +126,7 @@ class AgentSettings:
     max_held_tasks: int = 1000  #: --per-worker-task-queue-size
     heartbeat_interval_seconds: float = 2.0
     death_timeout_seconds: float = 300.0
+    scheduler_lost_grace_seconds: float = 60.0  #: 0: only the death timeout ends a worker whose scheduler left
     task_timeout_seconds: float = 0.0  #: 0: no limit
     object_storage_address: str = ""  #: override; empty: what the scheduler says
     has_preload: bool = False
@@ -150,6 +153,9 @@ class AgentCore:
                 address=settings.scheduler_address,
                 heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
                 timeout_seconds=settings.death_timeout_seconds,
+                # a closed connection starts the grace: past it with no scheduler answering, the worker exits
+                lost_on_disconnect=settings.scheduler_lost_grace_seconds > 0,
+                lost_grace_seconds=settings.scheduler_lost_grace_seconds or None,
             )
         )
         self._leaving = False
@@ -182,6 +188,8 @@ class AgentCore:
                 self._on_tick()
             elif isinstance(event, LeaveRequested):
                 self._leave(event.reason)
+            elif isinstance(event, SchedulerDisconnected):
+                self._follow_link(self.link.on_disconnected(self.now))
         self._schedule()
         effects = self.effects[:]
         self.effects.clear()

@@ -45,7 +45,14 @@ class LeaveRequested:
     now: float
 
 
-Event = Tick | FromScheduler | FromProcessor | ProcessorExited | LeaveRequested
+@dataclass(frozen=True, slots=True)
+class SchedulerDisconnected:
+    """The connection to the scheduler closed (it died, or is restarting): the grace period starts."""
+
+    now: float
+
+
+Event = Tick | FromScheduler | FromProcessor | ProcessorExited | LeaveRequested | SchedulerDisconnected
 
 
 # ---------------------------------------------------------------- effects

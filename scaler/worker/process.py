@@ -106,6 +106,7 @@ def run_agent(
         max_held_tasks=config.per_worker_task_queue_size,
         heartbeat_interval_seconds=config.heartbeat_interval_seconds,
         death_timeout_seconds=config.death_timeout_seconds,
+        scheduler_lost_grace_seconds=config.scheduler_lost_grace_seconds,
         task_timeout_seconds=config.task_timeout_seconds,
         object_storage_address=config.object_storage_address or "",
         has_preload=bool(config.preload),

@@ -108,3 +108,16 @@ def test_a_second_scheduler_at_the_address_of_a_live_one_is_refused(launcher: La
     assert str(scheduler.pid) in text, "the refusal names the scheduler that holds the address"
     with Client(address=addresses.scheduler) as client:
         assert client.submit(abs, -1).result(timeout=30) == 1
+
+
+def test_a_worker_exits_when_no_scheduler_answers_within_its_grace(launcher: Launcher) -> None:
+    from scaler.worker.agent_core import EXIT_SCHEDULER_LOST
+    from tests.integration.conftest import wait_for_workers
+
+    addresses, scheduler, _ = launcher.stack(workers=0)
+    worker = launcher.worker(addresses.scheduler, "--scheduler-lost-grace-seconds", "2")
+    wait_for_workers(addresses.monitor, 1)
+    scheduler.popen.send_signal(signal.SIGKILL)
+    scheduler.wait_exit()
+    assert worker.wait_exit(60) == EXIT_SCHEDULER_LOST
+    assert "no scheduler answered there within 2 s" in worker.log_text()

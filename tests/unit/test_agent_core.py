@@ -249,3 +249,17 @@ def test_a_restarted_scheduler_hears_of_the_held_tasks_and_gets_unacknowledged_r
     assert [r.task_id for r in to_scheduler(effects, m.TaskResult)] == [tid(2)], "only the unacknowledged result"
     effects = agent.handle(core.FromProcessor(first, result(3), 6.5))
     assert [r.task_id for r in to_scheduler(effects, m.TaskResult)] == [tid(3)]
+
+
+def test_a_worker_whose_scheduler_is_gone_for_the_grace_period_exits_and_one_that_comes_back_keeps_it() -> None:
+    agent, _ = make(scheduler_lost_grace_seconds=10.0)
+    connect(agent)
+    agent.handle(core.SchedulerDisconnected(1.0))
+    assert not [e for e in agent.handle(core.Tick(10.0)) if isinstance(e, core.Exit)], "still within the grace"
+    (exit_effect,) = [e for e in agent.handle(core.Tick(11.5)) if isinstance(e, core.Exit)]
+    assert exit_effect.code == core.EXIT_SCHEDULER_LOST and "within 10 s" in exit_effect.reason
+    agent, _ = make(scheduler_lost_grace_seconds=10.0)
+    connect(agent)
+    agent.handle(core.SchedulerDisconnected(1.0))
+    agent.handle(core.FromScheduler(m.ProtocolError("unknown peer", m.ProtocolErrorKind.UNKNOWN_PEER), 5.0))
+    assert not [e for e in agent.handle(core.Tick(30.0)) if isinstance(e, core.Exit)], "a scheduler answered"
