@@ -238,6 +238,7 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.WorkerCapacity: ("workerCapacity", _enc_fields(capacity="capacity")),
     m.WorkerLeaving: ("workerLeaving", _enc_fields(reason="reason")),
     m.TaskReturn: ("taskReturn", _enc_ids),
+    m.UnitsReclaimed: ("unitsReclaimed", _enc_fields(unit_ids="unitIds", notice_seconds="noticeSeconds")),
     m.Shutdown: ("shutdown", _enc_fields(reason="reason")),
     m.ManagerTarget: ("managerTarget", _enc_manager_target),
     m.ProcessorReady: ("processorReady", _enc_fields(pid="pid")),
@@ -343,6 +344,7 @@ _DECODERS: dict[str, Callable[[Any], m.Message]] = {
     "workerCapacity": lambda r: m.WorkerCapacity(r.capacity),
     "workerLeaving": lambda r: m.WorkerLeaving(r.reason),
     "taskReturn": lambda r: m.TaskReturn(tuple(TaskID(t) for t in r.taskIds)),
+    "unitsReclaimed": lambda r: m.UnitsReclaimed(tuple(r.unitIds), r.noticeSeconds),
     "shutdown": lambda r: m.Shutdown(r.reason),
     "managerTarget": lambda r: m.ManagerTarget(
         tuple(m.TargetEntry(capabilities_of(e.capabilities), e.workers) for e in r.entries),

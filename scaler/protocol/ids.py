@@ -61,6 +61,16 @@ def new_random_object_id() -> ObjectID:
     return ObjectID(os.urandom(16))
 
 
+def unit_of_worker(worker_id: bytes) -> str | None:
+    """`Worker|NAT-3f2a9c1b0d4e|<uuid hex>` -> `3f2a9c1b0d4e`: the unit (container, instance, job) a worker
+    started by a manager runs in; None for a worker id without one."""
+    parts = worker_id.split(b"|")
+    if len(parts) != 3 or parts[0] != b"Worker":
+        return None
+    _prefix, separator, unit_id = parts[1].rpartition(b"-")
+    return unit_id.decode(errors="replace") if separator and unit_id else None
+
+
 def short(identifier: bytes) -> str:
     """A readable, short form of an id for log lines."""
     if identifier.startswith((CLIENT_PREFIX, WORKER_PREFIX)):

@@ -462,5 +462,12 @@ struct Message {
     statusSnapshot @23 :StatusSnapshot;
     taskTransitions @24 :TaskTransitions;
     scalingDecisions @25 :ScalingDecisions;
+    unitsReclaimed @26 :UnitsReclaimed;
   }
+}
+
+struct UnitsReclaimed {
+  # A worker manager's provider takes units back (a spot interruption): their workers are drained at once.
+  unitIds @0 :List(Text);
+  noticeSeconds @1 :Float64;  # the time left before the units go
 }

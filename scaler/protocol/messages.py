@@ -324,6 +324,14 @@ class Shutdown:
 
 
 @dataclass(frozen=True, slots=True)
+class UnitsReclaimed:
+    """Manager -> scheduler: the provider takes these units back in `notice_seconds` (a spot interruption)."""
+
+    unit_ids: tuple[str, ...]
+    notice_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class TargetEntry:
     capabilities: Capabilities
     workers: int
@@ -563,6 +571,7 @@ Message = (
     | StatusSnapshot
     | TaskTransitions
     | ScalingDecisions
+    | UnitsReclaimed
 )
 
 #: Every message type, in schema order; the codec and the routing tables are checked against it.
@@ -593,4 +602,5 @@ MESSAGE_TYPES: tuple[type, ...] = (
     StatusSnapshot,
     TaskTransitions,
     ScalingDecisions,
+    UnitsReclaimed,
 )

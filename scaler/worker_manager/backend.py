@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from scaler.config.sections import WorkerConfig, WorkerManagerSettings, section_to_json
+from scaler.protocol.ids import unit_of_worker
 
 #: The module a worker process runs: `python -m scaler.worker.process '<WorkerConfig as JSON>'`.
 WORKER_MODULE = "scaler.worker.process"
@@ -52,6 +53,8 @@ class UnitInfo:
     created_at: float  #: wall-clock seconds (time.time()) when it was launched; the reconciler's `now` clock
     worker_ids: tuple[str, ...] = ()  #: exact worker ids when the backend knows them; () otherwise
     detail: str = ""  #: for logs: pid, task ARN, exit status ...
+    #: the provider takes it back at this wall-clock time (a spot interruption notice); None: not reclaimed
+    reclaim_at: float | None = None
 
     @property
     def is_alive(self) -> bool:
@@ -120,11 +123,7 @@ def worker_type_for_unit(prefix: str, unit_id: str) -> str:
 
 def unit_id_of_worker(worker_id: str) -> str | None:
     """`Worker|NAT-3f2a9c1b0d4e|<uuid hex>` -> `3f2a9c1b0d4e`; None for a worker id without a unit."""
-    parts = worker_id.split("|")
-    if len(parts) != 3 or parts[0] != "Worker":
-        return None
-    _prefix, separator, unit_id = parts[1].rpartition("-")
-    return unit_id if separator and unit_id else None
+    return unit_of_worker(worker_id.encode())
 
 
 def worker_config_of(manager: WorkerManagerSettings, worker_type: str) -> WorkerConfig:

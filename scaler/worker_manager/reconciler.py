@@ -28,6 +28,9 @@ Rules (docs/worker_managers.md explains why):
    killer every few seconds must not leave the manager backing off with no capacity.
 9. A backend that cannot list its units is asked again after 1 s, 2 s, 4 s ... (at most
    `backoff_cap_seconds`); a successful list resets the count.
+10. A unit the provider reclaims (`UnitInfo.reclaim_at`, a spot interruption) is reported once in
+   `Plan.reclaimed` (the runner tells the scheduler, which drains its workers) and no longer counts: its
+   replacement is launched at once.
 """
 
 from __future__ import annotations
@@ -77,6 +80,8 @@ class Plan:
     launch: int = 0  #: units to launch
     terminate: tuple[str, ...] = ()  #: unit ids to terminate
     notes: tuple[str, ...] = ()  #: what was noticed and decided, for the log
+    #: units newly found reclaimed by the provider, with the seconds left: the scheduler drains their workers
+    reclaimed: tuple[tuple[str, float], ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -106,6 +111,7 @@ class Reconciler:
         #: since when there have been more units than wanted (rule 5's cooldown); None while there are not
         self._surplus_since: float | None = None
         self._list_failures = 0  #: failed listings in a row (rule 9)
+        self._reclaimed: set[str] = set()  #: units reported reclaimed (rule 10), each once
 
     # ------------------------------------------------------------ the decision
 
@@ -117,6 +123,8 @@ class Reconciler:
     def plan(self, target: Target | None, units: Sequence[UnitInfo], now: float) -> Plan:
         self._list_failures = 0  # the units were listed
         notes: list[str] = []
+        reclaimed = self._newly_reclaimed(units, now, notes)
+        units = [unit for unit in units if unit.reclaim_at is None]  # going anyway: replaced now (rule 10)
         listed = {unit.unit_id: unit for unit in units}
         self._note_registered(target, listed)
         self._forget_finished(listed, now, notes)
@@ -146,7 +154,22 @@ class Reconciler:
                     self._counted.pop(unit_id, None)
         if target is None or count <= self.wanted_units(target.workers):
             self._surplus_since = None
-        return Plan(launch, tuple(terminate), tuple(notes))
+        return Plan(launch, tuple(terminate), tuple(notes), reclaimed)
+
+    def _newly_reclaimed(
+        self, units: Sequence[UnitInfo], now: float, notes: list[str]
+    ) -> tuple[tuple[str, float], ...]:
+        found = tuple(
+            (unit.unit_id, max(0.0, unit.reclaim_at - now))
+            for unit in units
+            if unit.reclaim_at is not None and unit.is_alive and unit.unit_id not in self._reclaimed
+        )
+        for unit_id, seconds in found:
+            self._reclaimed.add(unit_id)
+            self._counted.pop(unit_id, None)  # going on the provider's word: not a lost unit (rule 7)
+            notes.append(f"unit {unit_id} is reclaimed by its provider in {seconds:.0f} s: draining and replacing it")
+        self._reclaimed &= {unit.unit_id for unit in units if unit.is_alive}
+        return found
 
     def _cooling_down(self, now: float, count: int, wanted: int, notes: list[str]) -> bool:
         """Whether a surplus is still within the scale-down cooldown (and kept)."""

@@ -312,6 +312,8 @@ class ManagerRunner:
         plan = self._reconciler.plan(target, units, self._clock())
         for note in plan.notes:
             logger.info("%s", note)
+        for unit_id, seconds in plan.reclaimed:
+            self._send(m.UnitsReclaimed((unit_id,), seconds))
         if plan.terminate:
             await self._terminate(list(plan.terminate))
         if plan.launch:

@@ -50,6 +50,7 @@ SAMPLES: list[m.Message] = [
     m.TaskReturn((T,)),
     m.Shutdown("bye"),
     m.ManagerTarget((m.TargetEntry((), 3), m.TargetEntry((("gpu", -1),), 1)), ("w1",)),
+    m.UnitsReclaimed(("3f2a9c1b0d4e", "unit2"), 120.0),
     m.ProcessorReady(5),
     m.ProcessorBlocked(T),
     m.ProcessorResumeRequest(T),

@@ -297,3 +297,19 @@ def test_a_scale_down_cooldown_keeps_a_surplus_until_it_has_lasted_that_long() -
     assert r.plan(Target(2), units, T0 + 31).is_empty  # the surplus ended: the clock starts over
     assert not r.plan(Target(1), units, T0 + 40).terminate
     assert len(r.plan(Target(1), units, T0 + 71).terminate) == 1
+
+
+# ---------------------------------------------------------------- rule 10: reclaimed units
+
+
+def test_a_reclaimed_unit_is_reported_once_and_replaced_at_once() -> None:
+    from dataclasses import replace
+
+    r = reconciler()
+    assert r.plan(Target(2), [unit("a"), unit("b")], T0).is_empty
+    reclaimed = replace(unit("b"), reclaim_at=T0 + 120)
+    plan = r.plan(Target(2), [unit("a"), reclaimed], T0 + 1)
+    assert plan.reclaimed == (("b", 119.0),) and plan.launch == 1, "its replacement starts while it drains"
+    assert r.failures == 0, "a unit the provider takes back is not a failed launch"
+    again = r.plan(Target(2), [unit("a"), reclaimed, unit("c", created_at=T0 + 2)], T0 + 3)
+    assert again.reclaimed == () and again.launch == 0 and again.terminate == ()

@@ -45,10 +45,12 @@ class WorkerRecord:
     round_trip_seconds: float = 0.0  #: its last heartbeat round trip (the lag the monitor shows)
     #: when it last returned a result: its next task (held there meanwhile) could not start before
     last_finished_at: float = 0.0
+    #: its unit is being taken back (a spot interruption): no new task; what runs at this time is moved
+    draining_until: float | None = None
 
     @property
     def free_slots(self) -> int:
-        return self.capacity - len(self.assigned)
+        return 0 if self.draining_until is not None else self.capacity - len(self.assigned)
 
     @property
     def is_idle(self) -> bool:

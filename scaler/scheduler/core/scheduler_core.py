@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import incompatibility
-from scaler.protocol.ids import ClientID, PeerID, TaskID, short
+from scaler.protocol.ids import ClientID, PeerID, TaskID, short, unit_of_worker
 from scaler.scheduler.core.balancing import Balancer
 from scaler.scheduler.core.effects import DeleteOwnerObjects, Effect, Send, StopScheduler
 from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
@@ -112,6 +112,7 @@ class SchedulerCore:
         }
         self._manager_handlers: dict[type, Callable[[PeerID, Any], None]] = {
             m.Heartbeat: self._on_manager_heartbeat,
+            m.UnitsReclaimed: self._on_units_reclaimed,
         }
 
     # ------------------------------------------------------------ the one mutator
@@ -371,6 +372,7 @@ class SchedulerCore:
         worker = self.workers.pop(peer, None)
         if worker is None:
             return
+        graceful = graceful or worker.draining_until is not None  # a reclaimed unit: no retry is spent
         text = f"worker {short(peer)} (pid {worker.pid} on {worker.hostname}) {reason}"
         logger.info("%s; %d task(s) go back to the queue", text, len(worker.assigned))
         self.lifecycle.worker_gone(worker, text, graceful)
@@ -384,6 +386,20 @@ class SchedulerCore:
             manager.pending_units = heartbeat.manager.pending_units
         self._send(peer, m.HeartbeatEcho(self.settings.object_storage_address, len(self.workers)))
         self._send_target(manager)
+
+    def _on_units_reclaimed(self, peer: PeerID, reclaimed: m.UnitsReclaimed) -> None:
+        """The manager's provider takes units back: their workers get no new task, give back what they have not
+        started, and have until the notice ends for the rest (moved then); none of it costs a retry."""
+        manager, units = self.managers[peer], set(reclaimed.unit_ids)
+        until = self.now + max(0.0, reclaimed.notice_seconds)
+        for worker in self.workers.values():
+            if worker.manager_id != manager.manager_id or worker.draining_until is not None:
+                continue
+            if unit_of_worker(worker.peer) in units:
+                logger.warning("worker %s: its unit is reclaimed in %.0f s; draining it (%d task(s))",
+                               short(worker.peer), reclaimed.notice_seconds, len(worker.assigned))  # fmt: skip
+                worker.draining_until = until
+                self.lifecycle.drain(worker)
 
     def _send_target(self, manager: ManagerRecord, only_if_changed: bool = False) -> None:
         """Every heartbeat gets the current target (declarative, idempotent: a manager that missed one
@@ -400,6 +416,11 @@ class SchedulerCore:
 
     # ------------------------------------------------------------ time
 
+    def _end_notices(self) -> None:
+        for worker in self.workers.values():
+            if worker.draining_until is not None and worker.draining_until <= self.now and worker.assigned:
+                self.lifecycle.notice_over(worker)
+
     def _release_parked(self) -> None:
         for client_id, task in self.lifecycle.reattachment.release(self.now):
             if PeerID(client_id) in self.clients:
@@ -409,6 +430,7 @@ class SchedulerCore:
         settings, now = self.settings, self.now
         self.effects.extend(DeleteOwnerObjects(owner) for owner in self.retention.due(now))
         self._release_parked()
+        self._end_notices()
         for peer, client in list(self.clients.items()):
             if now - client.last_seen > settings.client_timeout_seconds:
                 self._drop_client(peer, f"was silent for more than {settings.client_timeout_seconds:g} s")

@@ -23,6 +23,7 @@ from scaler.protocol.messages import (
     TaskCancelConfirm,
     TaskInput,
     TaskResult,
+    TaskReturn,
 )
 from scaler.scheduler.core.effects import DeleteObjects, Effect, Send
 from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
@@ -168,6 +169,20 @@ class TaskLifecycle:
         record = self._workers.get(worker)
         if record is not None:
             self._offer(record)
+
+    def drain(self, worker: WorkerRecord) -> None:
+        """A worker whose unit is reclaimed: it gives back what it has not started (TaskReturn, requeued at no
+        retry cost); its running tasks have until the notice ends."""
+        if worker.assigned:
+            self._send(worker.peer, TaskReturn(tuple(sorted(worker.assigned))))
+
+    def notice_over(self, worker: WorkerRecord) -> None:
+        """A draining worker's notice ended with tasks still there: they go back to the queue (no retry spent)
+        and the worker is told to stop them."""
+        moved = sorted(worker.assigned, key=lambda t: self._tasks.records[t].sequence)
+        for task_id in moved:
+            self.apply(task_id, TaskEvent.RETURNED)
+        self._send(worker.peer, TaskCancel(tuple(moved)))
 
     def worker_gone(self, worker: WorkerRecord, reason: str, graceful: bool) -> None:
         self.reattachment.worker_gone(worker.peer)
@@ -387,7 +402,7 @@ class TaskLifecycle:
         if garbage:
             self._effects.append(DeleteObjects(garbage))
 
-    def _send(self, peer: PeerID, message: Task | TaskResult | TaskCancel | TaskCancelConfirm) -> None:
+    def _send(self, peer: PeerID, message: Task | TaskResult | TaskCancel | TaskCancelConfirm | TaskReturn) -> None:
         self._effects.append(Send(peer, message))
 
 

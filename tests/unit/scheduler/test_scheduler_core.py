@@ -40,7 +40,7 @@ def test_every_message_a_peer_may_send_has_a_handler() -> None:
                     m.TaskReturn}  # fmt: skip
     assert set(core._client_handlers) == client_sends
     assert set(core._worker_handlers) == worker_sends
-    assert set(core._manager_handlers) == {m.Heartbeat}
+    assert set(core._manager_handlers) == {m.Heartbeat, m.UnitsReclaimed}
 
 
 # ---------------------------------------------------------------- hello
