@@ -47,7 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"AWS_ENDPOINT_URL={cloud.endpoint_url}", flush=True)
     print(f"# launched commands log to {cloud.log_directory}; Ctrl-C stops the cloud and everything it runs",
           flush=True)  # fmt: skip
-    stop.wait()
+    while not stop.wait(0.5):  # a bounded wait: the signal handler runs between two of them at the latest
+        pass
     cloud.stop()
     return 0
 

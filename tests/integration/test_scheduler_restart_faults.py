@@ -121,3 +121,19 @@ def test_a_worker_exits_when_no_scheduler_answers_within_its_grace(launcher: Lau
     scheduler.wait_exit()
     assert worker.wait_exit(60) == EXIT_SCHEDULER_LOST
     assert "no scheduler answered there within 2 s" in worker.log_text()
+
+
+def test_an_object_lost_with_its_storage_server_fails_its_task_naming_it_and_storage_comes_back(
+    launcher: Launcher,
+) -> None:
+    addresses, _scheduler, storage = launcher.stack(workers=1)
+    with Client(address=addresses.scheduler) as client:
+        reference = client.send_object(list(range(100_000)), name="numbers")
+        storage.popen.send_signal(signal.SIGKILL)
+        storage.wait_exit()
+        launcher.object_storage(addresses.object_storage)  # the same address, empty
+        future = client.submit(total, reference)
+        with pytest.raises(Exception, match="is not in object storage") as raised:
+            future.result(timeout=60)
+        assert "restarted and lost it" in str(raised.value)
+        assert client.submit(total, [1, 2, 3]).result(timeout=60) == 6, "the restarted storage serves again"
