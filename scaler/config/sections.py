@@ -214,6 +214,13 @@ class WorkerManagerSettings(WorkerSettings):
         0, help="keep surplus workers this long after the scheduler's target dropped before stopping them",
         short=("-sdc",), ge=0,
     )  # fmt: skip
+    billing_granularity_seconds: float = setting(
+        0, help="the provider bills a unit by this period (e.g. 3600 for hourly, 1 for EC2 per second); a surplus "
+        "unit is kept until its paid time ends; 0: billing ignored", ge=0,
+    )  # fmt: skip
+    billing_minimum_seconds: float = setting(
+        0, help="the shortest time a unit is billed for (e.g. 60 for EC2 Linux)", ge=0
+    )
     boot_timeout_seconds: float = setting(
         300, help="a unit (process, task, instance) still booting after this long is stopped and replaced; "
         "it counts as a failed launch", gt=0,

@@ -48,6 +48,8 @@ def runner_settings(config: WorkerManagerSettings, manager_type: str) -> RunnerS
         heartbeat_interval_seconds=config.heartbeat_interval_seconds,
         scheduler_timeout_seconds=config.death_timeout_seconds,
         scale_down_cooldown_seconds=config.scale_down_cooldown_seconds,
+        billing_granularity_seconds=config.billing_granularity_seconds,
+        billing_minimum_seconds=config.billing_minimum_seconds,
         pending_timeout_seconds=config.boot_timeout_seconds,
         io_threads=config.io_threads,
     )

@@ -31,11 +31,15 @@ Rules (docs/worker_managers.md explains why):
 10. A unit the provider reclaims (`UnitInfo.reclaim_at`, a spot interruption) is reported once in
    `Plan.reclaimed` (the runner tells the scheduler, which drains its workers) and no longer counts: its
    replacement is launched at once.
+11. With a billing period (`billing_granularity_seconds`, e.g. EC2's 1 s after a 60 s minimum, or an hour), a
+   surplus RUNNING unit is stopped only when its paid time ends within `billing_margin_seconds`: until then
+   stopping it saves nothing, and work that comes back finds it. Idle units whose paid time ends soonest go
+   first. The cooldown (rule 5) applies before this.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import ceil
 
@@ -58,6 +62,11 @@ class ReconcilerSettings:
     early_death_seconds: float = 60.0
     #: a surplus of units is stopped only once it has lasted this long (--scale-down-cooldown-seconds)
     scale_down_cooldown_seconds: float = 0.0
+    #: the provider bills a unit by this period (EC2: 1 s after a 60 s minimum; 0: billing ignored): rule 11
+    billing_granularity_seconds: float = 0.0
+    billing_minimum_seconds: float = 0.0
+    #: a surplus RUNNING unit is stopped only when its paid time ends within this margin (rule 11)
+    billing_margin_seconds: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +121,7 @@ class Reconciler:
         self._surplus_since: float | None = None
         self._list_failures = 0  #: failed listings in a row (rule 9)
         self._reclaimed: set[str] = set()  #: units reported reclaimed (rule 10), each once
+        self._kept_for_billing: set[str] = set()  #: surplus units kept for their paid time (rule 11)
 
     # ------------------------------------------------------------ the decision
 
@@ -146,15 +156,49 @@ class Reconciler:
                 pass
             elif count > wanted:
                 victims = choose_victims(
-                    alive, self._unlisted, target.drain, self.settings.workers_per_unit, count - wanted
+                    alive,
+                    self._unlisted,
+                    target.drain,
+                    self.settings.workers_per_unit,
+                    count - wanted,
+                    self.paid_seconds_left if self.settings.billing_granularity_seconds > 0 else None,
+                    now,
                 )
-                notes.append(f"{count} units for a target of {wanted}: terminating {', '.join(victims)}")
+                victims = self._paid_for_kept(alive, victims, now, notes)
+                if victims:
+                    notes.append(f"{count} units for a target of {wanted}: terminating {', '.join(victims)}")
                 terminate.extend(victims)
                 for unit_id in victims:  # going on request, not lost
                     self._counted.pop(unit_id, None)
         if target is None or count <= self.wanted_units(target.workers):
             self._surplus_since = None
         return Plan(launch, tuple(terminate), tuple(notes), reclaimed)
+
+    def paid_seconds_left(self, unit: UnitInfo, now: float) -> float:
+        """Seconds of the unit's current billing period still paid for (rule 11)."""
+        granularity = self.settings.billing_granularity_seconds
+        if granularity <= 0:
+            return 0.0
+        age = max(0.0, now - unit.created_at)
+        paid = max(self.settings.billing_minimum_seconds, ceil(age / granularity) * granularity)
+        return max(0.0, unit.created_at + paid - now)
+
+    def _paid_for_kept(self, alive: Sequence[UnitInfo], victims: list[str], now: float, notes: list[str]) -> list[str]:
+        """Rule 11: a surplus RUNNING unit whose paid time does not end soon stays (stopping it saves nothing
+        yet, and work may come back); it goes at the end of its paid period if still surplus then."""
+        if self.settings.billing_granularity_seconds <= 0:
+            return victims
+        running = {unit.unit_id: unit for unit in alive if unit.state is UnitState.RUNNING}
+        margin = self.settings.billing_margin_seconds
+        kept = [
+            unit_id for unit_id in victims
+            if unit_id in running and self.paid_seconds_left(running[unit_id], now) > margin
+        ]  # fmt: skip
+        new = [unit_id for unit_id in kept if unit_id not in self._kept_for_billing]
+        self._kept_for_billing = set(kept)
+        if new:  # said once per unit, not on every pass
+            notes.append(f"keeping {', '.join(new)} until their paid time ends (billing)")
+        return [unit_id for unit_id in victims if unit_id not in kept]
 
     def _newly_reclaimed(
         self, units: Sequence[UnitInfo], now: float, notes: list[str]
@@ -320,8 +364,11 @@ def choose_victims(
     drain: Sequence[str],
     workers_per_unit: int,
     count: int,
+    paid_seconds_left: Callable[[UnitInfo, float], float] | None = None,
+    now: float = 0.0,
 ) -> list[str]:
-    """The `count` units to terminate first (rule 5)."""
+    """The `count` units to terminate first (rule 5); with billing (rule 11), idle units whose paid time ends
+    soonest go first (they save the most)."""
     by_worker = {worker_id: unit.unit_id for unit in alive for worker_id in unit.worker_ids}
     idle_workers: dict[str, int] = {}
     first_rank: dict[str, int] = {}
@@ -341,6 +388,8 @@ def choose_victims(
     pending = sorted((unit for unit in alive if unit.state is UnitState.PENDING), key=newest_first)
     running = [unit for unit in alive if unit.state is not UnitState.PENDING]
     idle = sorted((unit for unit in running if is_idle(unit)), key=lambda unit: first_rank[unit.unit_id])
+    if paid_seconds_left is not None:
+        idle.sort(key=lambda unit: paid_seconds_left(unit, now))  # stable: the drain order breaks ties
     others = sorted((unit for unit in running if not is_idle(unit)), key=newest_first)
     not_listed = sorted(unlisted, key=lambda unit_id: (-unlisted[unit_id], unit_id))
     order = [unit.unit_id for unit in pending] + not_listed + [unit.unit_id for unit in idle + others]

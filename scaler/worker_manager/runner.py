@@ -73,6 +73,8 @@ class RunnerSettings:
     stop_timeout_seconds: float = 20.0  #: how long shutdown waits for the units to be gone
     pending_timeout_seconds: float = 300.0
     scale_down_cooldown_seconds: float = 0.0  #: a surplus of units is stopped only once it lasted this long
+    billing_granularity_seconds: float = 0.0  #: the reconciler's rule 11
+    billing_minimum_seconds: float = 0.0
     io_threads: int = 1
 
 
@@ -98,6 +100,8 @@ class ManagerRunner:
                 max_units=max_units,
                 pending_timeout_seconds=settings.pending_timeout_seconds,
                 scale_down_cooldown_seconds=settings.scale_down_cooldown_seconds,
+                billing_granularity_seconds=settings.billing_granularity_seconds,
+                billing_minimum_seconds=settings.billing_minimum_seconds,
             )
         )
         #: what the Hello reports: whole units' worth of workers

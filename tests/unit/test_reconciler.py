@@ -313,3 +313,29 @@ def test_a_reclaimed_unit_is_reported_once_and_replaced_at_once() -> None:
     assert r.failures == 0, "a unit the provider takes back is not a failed launch"
     again = r.plan(Target(2), [unit("a"), reclaimed, unit("c", created_at=T0 + 2)], T0 + 3)
     assert again.reclaimed == () and again.launch == 0 and again.terminate == ()
+
+
+# ---------------------------------------------------------------- rule 11: billing-aware scale-down
+
+
+def test_a_surplus_unit_is_kept_until_its_paid_time_ends_and_the_cheapest_to_stop_goes_first() -> None:
+    r = reconciler(billing_granularity_seconds=3600, billing_margin_seconds=10)
+    # hourly billing: "a" started 3,590 s ago (10 s of its hour left), "b" 600 s ago (3,000 s left); both idle
+    units = [unit("a", created_at=T0 - 3590, workers=(worker_of("a"),)),
+             unit("b", created_at=T0 - 600, workers=(worker_of("b"),))]  # fmt: skip
+    assert r.plan(Target(2), units, T0).is_empty
+    drain = (worker_of("b"), worker_of("a"))  # the scheduler would stop "b" first; billing says "a"
+    plan = r.plan(Target(1, drain=drain), units, T0 + 1)
+    assert plan.terminate == ("a",), "the unit whose paid hour ends now goes; the other is paid for"
+    both = r.plan(Target(0, drain=drain), units[1:], T0 + 2)
+    assert both.terminate == () and any("paid time" in note for note in both.notes)
+    assert not any("paid time" in note for note in r.plan(Target(0, drain=drain), units[1:], T0 + 3).notes)
+    later = r.plan(Target(0, drain=drain), units[1:], T0 - 600 + 3600 - 5)
+    assert later.terminate == ("b",), "at the end of its paid hour, a unit still in surplus goes"
+
+
+def test_paid_time_follows_the_minimum_and_the_granularity() -> None:
+    r = reconciler(billing_granularity_seconds=1, billing_minimum_seconds=60)
+    assert r.paid_seconds_left(unit("a", created_at=T0 - 20), T0) == 40  # EC2: a 60 s minimum
+    assert r.paid_seconds_left(unit("a", created_at=T0 - 90.5), T0) == 0.5  # then per second
+    assert reconciler().paid_seconds_left(unit("a"), T0) == 0.0
