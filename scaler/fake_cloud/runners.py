@@ -123,6 +123,7 @@ class EcsRunner:
 
     def _start(self, region: str, arn: str, task: Any) -> LaunchedProcess:
         environment = base_environment(self.settings, region)
+        environment.update(_task_definition_secrets(region, task))  # as ECS does, from Secrets Manager
         for override in task.overrides.get("containerOverrides", []):
             for variable in override.get("environment", []):
                 environment[variable["name"]] = variable["value"]
@@ -207,6 +208,7 @@ class Ec2Runner:
         script = _user_data(instance.user_data) or "#!/bin/sh\necho 'the instance has no user data'; exit 1\n"
         path = self.settings.log_directory / "ec2" / f"{instance.id}.user-data.sh"
         path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)  # user data may hold the workers' keys
         path.write_text(script)
         return LaunchedProcess(["/bin/sh", str(path)], environment, path.with_suffix(".log"))
 
@@ -214,6 +216,29 @@ class Ec2Runner:
         for launch in self.launches.values():
             if launch.process is not None:
                 launch.process.kill()
+
+
+def _task_definition_secrets(region: str, task: Any) -> dict[str, str]:
+    """The `secrets` of the task's container definitions, read from moto's Secrets Manager (what ECS puts in the
+    container's environment before it starts)."""
+    from moto.ecs.models import ecs_backends
+    from moto.secretsmanager.models import secretsmanager_backends
+
+    found: dict[str, str] = {}
+    for account, regions in list(ecs_backends.items()):
+        backend = regions.get(region) if hasattr(regions, "get") else None
+        if backend is None:
+            continue
+        try:
+            definition = backend.describe_task_definition(task.task_definition_arn)
+        except Exception:  # not this account's
+            continue
+        containers: list[dict[str, Any]] = list(definition.container_definitions)
+        for container in containers:
+            for secret in container.get("secrets", []) or []:
+                secrets: Any = secretsmanager_backends[account][region]
+                found[secret["name"]] = secrets.get_secret_value(secret["valueFrom"], None, None)["SecretString"]
+    return found
 
 
 def _user_data(raw: Any) -> str:

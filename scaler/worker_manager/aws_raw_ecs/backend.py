@@ -20,6 +20,7 @@ from typing import Any
 from scaler.config.sections import ECSWorkerManagerConfig
 from scaler.worker_manager.aws.client import AwsClients, CloudError, call
 from scaler.worker_manager.aws.unit_command import pool_command
+from scaler.worker_manager.aws.unit_keys import unit_key_texts
 from scaler.worker_manager.backend import LaunchSpec, UnitInfo, UnitState
 
 logger = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class EcsBackend:
     # ------------------------------------------------------------ the contract
 
     async def launch(self, count: int, spec: LaunchSpec) -> list[str]:
-        await self._prepare()
+        await self._prepare(spec)
         launched: list[str] = []
         for _ in range(count):
             unit_id = uuid.uuid4().hex[:16]
@@ -173,8 +174,8 @@ class EcsBackend:
                                 for failure in failures) or "no task was started"  # fmt: skip
             raise CloudError("RunTaskFailure", f"ECS run_task failed: {reasons}")
 
-    async def _prepare(self) -> None:
-        """The cluster, the task definition and the network settings, once."""
+    async def _prepare(self, spec: LaunchSpec) -> None:
+        """The cluster, the task definition (with the workers' keys from Secrets Manager) and the network, once."""
         if self._task_definition_arn is not None:
             return
         config = self._config
@@ -187,17 +188,41 @@ class EcsBackend:
             logger.info("creating the ECS cluster %s", config.ecs_cluster)
             await call(ecs.create_cluster, clusterName=config.ecs_cluster)
         self._network = await self._network_configuration()
-        self._task_definition_arn = await self._task_definition()
+        secrets = await self._key_secrets(unit_key_texts(spec))
+        self._task_definition_arn = await self._task_definition(secrets)
 
-    async def _task_definition(self) -> str:
+    async def _key_secrets(self, texts: dict[str, str]) -> list[dict[str, str]]:
+        """The workers' CURVE keys, each in an AWS Secrets Manager secret of this manager (created, or given the
+        current value), as a task definition's `secrets`: ECS puts them in the container's environment, and
+        neither a command line, the task's overrides nor a log line holds them."""
+        if not texts:
+            return []
+        assert self._clients is not None
+        secretsmanager = self._clients["secretsmanager"]
+        entries = []
+        for name, value in sorted(texts.items()):
+            secret_name = f"scaler/{self._manager_id}/{name.lower()}"
+            try:
+                created = await call(secretsmanager.create_secret, Name=secret_name, SecretString=value)
+                arn = created["ARN"]
+            except CloudError as error:
+                if error.code != "ResourceExistsException":
+                    raise
+                arn = (await call(secretsmanager.put_secret_value, SecretId=secret_name, SecretString=value))["ARN"]
+            entries.append({"name": name, "valueFrom": str(arn)})
+        logger.info("the workers' CURVE keys are in AWS Secrets Manager under scaler/%s/", self._manager_id)
+        return entries
+
+    async def _task_definition(self, secrets: list[dict[str, str]]) -> str:
         config, ecs = self._config, self._ecs
-        try:
-            described = await call(ecs.describe_task_definition, taskDefinition=config.ecs_task_definition)
-            arn: str = described["taskDefinition"]["taskDefinitionArn"]
-            return arn
-        except CloudError as error:
-            if error.code not in ("ClientException", "InvalidParameterException"):
-                raise
+        if not secrets:  # with keys, a new revision that names their secrets (an existing one may not)
+            try:
+                described = await call(ecs.describe_task_definition, taskDefinition=config.ecs_task_definition)
+                arn: str = described["taskDefinition"]["taskDefinitionArn"]
+                return arn
+            except CloudError as error:
+                if error.code not in ("ClientException", "InvalidParameterException"):
+                    raise
         logger.info("registering the ECS task definition %s", config.ecs_task_definition)
         memory_mb = config.ecs_task_memory * 1024
         registered = await call(
@@ -210,7 +235,13 @@ class EcsBackend:
             memory=str(memory_mb),
             executionRoleArn=await self._execution_role(),
             containerDefinitions=[
-                {"name": CONTAINER_NAME, "image": config.ecs_task_image, "essential": True, "memory": memory_mb}
+                {
+                    "name": CONTAINER_NAME,
+                    "image": config.ecs_task_image,
+                    "essential": True,
+                    "memory": memory_mb,
+                    **({"secrets": secrets} if secrets else {}),
+                }
             ],
         )
         arn = registered["taskDefinition"]["taskDefinitionArn"]

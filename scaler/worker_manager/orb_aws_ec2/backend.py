@@ -23,6 +23,7 @@ from scaler.config.sections import EC2WorkerManagerConfig
 from scaler.version import __version__
 from scaler.worker_manager.aws.client import AwsClients, CloudError, call
 from scaler.worker_manager.aws.unit_command import pool_command
+from scaler.worker_manager.aws.unit_keys import shell_exports, unit_key_texts
 from scaler.worker_manager.backend import LaunchSpec, UnitInfo, UnitState
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,9 @@ def user_data(config: EC2WorkerManagerConfig, spec: LaunchSpec, unit_id: str, wo
             f"  (dnf install -y {python} {python}-pip || yum install -y {python} {python}-pip || true) >/dev/null 2>&1",
             f"  {python} -m pip install --quiet {' '.join(shlex.quote(line) for line in requirements)}",
             "fi",
+            # the workers' CURVE keys, if the manager has some (user data is readable by whoever may describe the
+            # instance's attributes and from the instance: docs/security.md)
+            *shell_exports(unit_key_texts(spec)),
             f"exec {pool_command(spec, unit_id, workers, python)}",
             "",
         ]

@@ -1,0 +1,73 @@
+"""Cloud managers give the workers they start the manager's CURVE keys (#11 item 6): an ECS task gets them from
+AWS Secrets Manager through its task definition's `secrets`, an EC2 instance from its user data; a unit's
+command line and settings carry no key, and no log line holds the secret key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from scaler import Client
+from scaler.io.curve import make_key_pair
+from tests.integration.cloud_harness import REGION
+from tests.integration.conftest import Launcher, free_addresses
+from tests.integration.test_cloud_burst import ECS_FLAGS
+from tests.integration.test_cloud_faults import EC2_FLAGS
+
+pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(180)]
+
+
+def keyed_stack(launcher: Launcher, folder: Path) -> tuple[Any, dict[str, str]]:
+    for name in ("server", "pool", "alice"):
+        make_key_pair(str(folder), name)
+    authorized = folder / "authorized"
+    (authorized / "managers").mkdir(parents=True)
+    (authorized / "managers" / "pool.key").write_bytes((folder / "pool.key").read_bytes())
+    (authorized / "alice.key").write_bytes((folder / "alice.key").read_bytes())
+    server = ("--curve-secret-key", str(folder / "server.key_secret"), "--curve-authorized-keys", str(authorized))
+    addresses = free_addresses()
+    launcher.start("scaler_object_storage_server", addresses.object_storage, *server)
+    scheduler = launcher.start("scaler_scheduler", addresses.scheduler, "-osa", addresses.object_storage, *server,
+                               "--policy-content", "allocate=even_load; scaling=work; cooldown_seconds=60")  # fmt: skip
+    scheduler.wait_for_log("scheduler listening on")
+    client_keys = {"curve_secret_key": str(folder / "alice.key_secret"), "curve_server_key": str(folder / "server.key")}
+    return addresses, client_keys
+
+
+def secret_text(folder: Path) -> str:
+    return (folder / "pool.key_secret").read_text().split('secret-key = "')[1].split('"')[0]
+
+
+def double(x: int) -> int:
+    return 2 * x
+
+
+@pytest.mark.parametrize("kind", ["ecs", "ec2"])
+def test_a_secured_cloud_unit_gets_its_keys_without_a_key_on_its_command_line(
+    fake_cloud: Any, launcher: Launcher, tmp_path: Path, kind: str
+) -> None:
+    addresses, client_keys = keyed_stack(launcher, tmp_path)
+    manager_keys = ("--curve-secret-key", str(tmp_path / "pool.key_secret"), "--curve-server-key",
+                    str(tmp_path / "server.key"))  # fmt: skip
+    flags = ECS_FLAGS if kind == "ecs" else EC2_FLAGS
+    manager_type = "aws_raw_ecs" if kind == "ecs" else "orb_aws_ec2"
+    manager = launcher.start("scaler_worker_manager", manager_type, addresses.scheduler, "-wmi", f"keys-{kind}",
+                             "-his", "1", "-ll", "DEBUG", "-mtc", "1", *flags, *manager_keys)  # fmt: skip
+    with Client(addresses.scheduler, timeout_seconds=120, **client_keys) as client:
+        assert client.submit(double, 21).result(timeout=120) == 42, "a worker in the cloud unit ran it, secured"
+    secret = secret_text(tmp_path)
+    assert secret not in manager.log_text(), "the manager never logs the secret key"
+    for log in fake_cloud.log_directory.rglob("*.log"):
+        assert secret not in log.read_text(errors="replace"), f"{log} holds the secret key"
+    if kind == "ecs":
+        ecs = boto3.client("ecs", region_name=REGION)
+        arns = ecs.list_tasks(cluster="scaler-cluster", startedBy="keys-ecs")["taskArns"]
+        (task,) = ecs.describe_tasks(cluster="scaler-cluster", tasks=arns)["tasks"]
+        overrides = str(task["overrides"])
+        assert secret not in overrides and "key_secret" not in overrides, "no key, nor key path, in the overrides"
+        definition = ecs.describe_task_definition(taskDefinition=task["taskDefinitionArn"])["taskDefinition"]
+        names = {s["name"] for s in definition["containerDefinitions"][0]["secrets"]}
+        assert names == {"SCALER_CURVE_SECRET_KEY_TEXT", "SCALER_CURVE_SERVER_KEY_TEXT"}
