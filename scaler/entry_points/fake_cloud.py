@@ -11,6 +11,9 @@ from pathlib import Path
 
 from scaler.version import __version__
 
+#: The longest the command waits for the cloud to stop before it exits anyway.
+STOP_SECONDS = 15.0
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -49,7 +52,11 @@ def main(argv: Sequence[str] | None = None) -> int:
           flush=True)  # fmt: skip
     while not stop.wait(0.5):  # a bounded wait: the signal handler runs between two of them at the latest
         pass
-    cloud.stop()
+    # The launched processes are stopped first; the HTTP server's own shutdown may wait on a client's open
+    # keep-alive connection, which must not keep the command from exiting.
+    stopping = threading.Thread(target=cloud.stop, daemon=True)
+    stopping.start()
+    stopping.join(STOP_SECONDS)
     return 0
 
 
