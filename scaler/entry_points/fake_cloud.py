@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import os
 import signal
 import sys
 import threading
@@ -44,6 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, SystemExit) as error:
         print(f"scaler_fake_cloud: cannot listen on 127.0.0.1:{arguments.port}: {error}", file=sys.stderr)
         return 2
+    faulthandler.enable()  # a fatal error or SIGABRT prints every thread's stack to the log
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
@@ -54,10 +57,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         pass
     # The launched processes are stopped first; the HTTP server's own shutdown may wait on a client's open
     # keep-alive connection, which must not keep the command from exiting.
+    print("# stopping the cloud and everything it runs", flush=True)
     stopping = threading.Thread(target=cloud.stop, daemon=True)
     stopping.start()
     stopping.join(STOP_SECONDS)
-    return 0
+    if stopping.is_alive():
+        print(f"scaler_fake_cloud: the cloud did not stop within {STOP_SECONDS:g} s; exiting anyway", file=sys.stderr)
+        faulthandler.dump_traceback(sys.stderr)
+        sys.stderr.flush()
+        return 1
+    # The stop is done: nothing is left to finalise, and the interpreter's own shutdown (which waits for
+    # whatever threads the AWS libraries left behind) must not keep the command from exiting.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

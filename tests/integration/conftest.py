@@ -318,8 +318,12 @@ class Service:
         try:
             return self.popen.wait(timeout=timeout_seconds)
         except subprocess.TimeoutExpired:
+            # SIGABRT makes a command that enabled faulthandler print every thread's stack before it dies
+            self.popen.send_signal(signal.SIGABRT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout=5)
             raise AssertionError(
-                f"{self.name} did not exit within {timeout_seconds:g} s; its log:\n{self.log_text()[-3000:]}"
+                f"{self.name} did not exit within {timeout_seconds:g} s; its log:\n{self.log_text()[-6000:]}"
             ) from None
 
 
