@@ -49,6 +49,14 @@ DIRECT_SEND_GAP_SECONDS = 0.0005
 HANDSHAKE_FAILURES = (
     zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
 )
+
+
+def is_mechanism_mismatch(event: int, value: int) -> bool:
+    """A client without keys met a CURVE server. Other handshake failures of a plain connection (a scheduler
+    that died or restarted mid-handshake) are only a lost connection, which the client waits out."""
+    return event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+
+
 #: How often a client that waits for its scheduler says so.
 WAITING_NOTICE_SECONDS = 5.0
 
@@ -340,7 +348,7 @@ class ClientAgent:
                     future._confirm_cancelled()
 
     def _on_socket_event(self, event: int, value: int) -> None:
-        if event & HANDSHAKE_FAILURES:
+        if event & HANDSHAKE_FAILURES and (self._security is not None or is_mechanism_mismatch(event, value)):
             if self.hello_reply is None:  # the first connection: a wrong key never gets better by waiting
                 self._lost(ConnectionRefusedError(self._refusal(event)), quiet=True)
                 if not self._closed.done():
