@@ -225,6 +225,14 @@ class WorkerManagerSettings(WorkerSettings):
         300, help="a unit (process, task, instance) still booting after this long is stopped and replaced; "
         "it counts as a failed launch", gt=0,
     )  # fmt: skip
+    worker_cost_per_hour: float = setting(
+        0, help="what one worker of this manager costs per hour, in any currency (the cost policy and the spend "
+        "rate read it); 0: free or unknown", ge=0,
+    )  # fmt: skip
+    expected_boot_seconds: float = setting(
+        -1, help="how long a launched worker takes to connect (the cost policy plans with it); -1: measure it",
+        ge=-1,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -81,6 +81,8 @@ class ManagerView:
     max_workers: WorkerLimit = None  #: None = unlimited
     last_target: ManagerTarget | None = None  #: the last target sent to it; None before the first
     seconds_since_heartbeat: float = 0.0
+    worker_cost_per_hour: float = 0.0  #: what one of its workers costs (0: free or unknown)
+    boot_seconds: float = 0.0  #: from a launch to a connected worker, declared or measured (0: unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +155,8 @@ def scaling_snapshot(status: StatusSnapshot, manager_timeout_seconds: float) -> 
                 manager.max_workers,
                 manager.last_target,
                 manager.seconds_since_heartbeat,
+                manager.worker_cost_per_hour,
+                manager.boot_seconds,
             )
             for manager in status.managers
         ),

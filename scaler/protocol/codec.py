@@ -134,6 +134,8 @@ def _enc_hello(b: Any, msg: m.Hello) -> None:
         set_capabilities(g, "capabilities", info.capabilities)
         set_limit(g.maxWorkers, info.max_workers)
         g.managerType = info.manager_type
+        g.workerCostPerHour = info.worker_cost_per_hour
+        g.expectedBootSeconds = -1.0 if info.expected_boot_seconds is None else info.expected_boot_seconds
     else:
         b.role.init("processor").processorId = info.processor_id
 
@@ -159,6 +161,7 @@ def _enc_heartbeat(b: Any, msg: m.Heartbeat) -> None:
         g = b.init("manager")
         g.units = msg.manager.units
         g.pendingUnits = msg.manager.pending_units
+        g.bootSeconds = msg.manager.boot_seconds
     else:
         b.client = None
 
@@ -276,7 +279,11 @@ def _dec_hello(r: Any) -> m.Hello:
         info = m.WorkerInfo(capabilities_of(w.capabilities), w.capacity, w.managerId, w.workerType, held)
     elif kind == "manager":
         g = role.manager
-        info = m.ManagerInfo(g.managerId, capabilities_of(g.capabilities), limit_of(g.maxWorkers), g.managerType)
+        boot = g.expectedBootSeconds if g.expectedBootSeconds >= 0 else None
+        info = m.ManagerInfo(
+            g.managerId, capabilities_of(g.capabilities), limit_of(g.maxWorkers), g.managerType,
+            g.workerCostPerHour, boot,
+        )  # fmt: skip
     else:
         info = m.ProcessorInfo(processor_id=role.processor.processorId)
     return m.Hello(r.protocolVersion, r.pythonVersion, r.pid, r.hostname, info, bytes(r.knownInstance))
@@ -298,7 +305,9 @@ def _dec_hello_reply(r: Any) -> m.HelloReply:
 def _dec_heartbeat(r: Any) -> m.Heartbeat:
     kind = r.which()
     worker = worker_status_of(r.worker) if kind == "worker" else None
-    manager = m.ManagerStatus(r.manager.units, r.manager.pendingUnits) if kind == "manager" else None
+    manager = None
+    if kind == "manager":
+        manager = m.ManagerStatus(r.manager.units, r.manager.pendingUnits, r.manager.bootSeconds)
     return m.Heartbeat(r.cpuPercent, r.rssBytes, worker, manager, r.roundTripSeconds)
 
 

@@ -86,6 +86,8 @@ def _set_manager(item: Any, manager: m.ManagerSummary) -> None:
         item.hasTarget = True
         _set_target(item.init("lastTarget"), manager.last_target)
     item.secondsSinceHeartbeat = manager.seconds_since_heartbeat
+    item.workerCostPerHour = manager.worker_cost_per_hour
+    item.bootSeconds = manager.boot_seconds
 
 
 def encode_snapshot(b: Any, msg: m.StatusSnapshot) -> None:
@@ -163,7 +165,8 @@ def _manager(g: Any) -> m.ManagerSummary:
         target = m.ManagerTarget(entries, tuple(g.lastTarget.drain), tuple(g.lastTarget.connected))
     return m.ManagerSummary(
         g.managerId, g.managerType, capabilities_of(g.capabilities), limit_of(g.maxWorkers), g.connectedWorkers,
-        g.targetWorkers, g.units, g.pendingUnits, target, g.secondsSinceHeartbeat,
+        g.targetWorkers, g.units, g.pendingUnits, target, g.secondsSinceHeartbeat, g.workerCostPerHour,
+        g.bootSeconds,
     )  # fmt: skip
 
 

@@ -52,6 +52,8 @@ struct ManagerInfo {
   capabilities @1 :List(Capability);   # what each worker of this manager advertises
   maxWorkers @2 :WorkerLimit;
   managerType @3 :Text;     # "baremetal_native", "aws_raw_ecs", ...
+  workerCostPerHour @4 :Float64;     # what one worker costs, in the user's currency per hour (0: free or unknown)
+  expectedBootSeconds @5 :Float64;   # from launch to a connected worker, as declared; negative: not declared
 }
 
 struct ProcessorInfo {
@@ -99,6 +101,7 @@ struct ProcessorStatus {
 struct ManagerStatus {
   units @0 :UInt32;         # units the manager's backend currently reports
   pendingUnits @1 :UInt32;  # launched but not yet running
+  bootSeconds @2 :Float64;  # measured mean from a unit's launch to its workers' registration; 0: none measured yet
 }
 
 struct HeartbeatEcho {
@@ -421,6 +424,8 @@ struct ManagerSummary {
   lastTarget @8 :ManagerTarget;       # meaningful when hasTarget
   hasTarget @9 :Bool;
   secondsSinceHeartbeat @10 :Float64;
+  workerCostPerHour @11 :Float64;     # declared by the manager (0: free or unknown)
+  bootSeconds @12 :Float64;           # declared, else measured; 0: unknown
 }
 
 struct PendingGroup {

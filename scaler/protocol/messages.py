@@ -57,6 +57,8 @@ class ManagerInfo:
     capabilities: Capabilities = ()
     max_workers: WorkerLimit = None
     manager_type: str = ""
+    worker_cost_per_hour: float = 0.0  #: what one worker costs per hour (0: free or unknown)
+    expected_boot_seconds: float | None = None  #: launch to connected worker, as declared; None: measure it
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +124,7 @@ class WorkerStatus:
 class ManagerStatus:
     units: int = 0
     pending_units: int = 0
+    boot_seconds: float = 0.0  #: measured mean launch-to-registration time of its units; 0: none measured yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,6 +461,13 @@ class ManagerSummary:
     pending_units: int = 0
     last_target: ManagerTarget | None = None
     seconds_since_heartbeat: float = 0.0
+    worker_cost_per_hour: float = 0.0  #: declared by the manager (0: free or unknown)
+    boot_seconds: float = 0.0  #: launch to connected worker: declared, else measured; 0: unknown
+
+    @property
+    def spend_per_hour(self) -> float:
+        """What its units cost now (booting ones are paid for too), per hour."""
+        return self.units * self.worker_cost_per_hour
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,8 @@ def runner_settings(config: WorkerManagerSettings, manager_type: str) -> RunnerS
         billing_minimum_seconds=config.billing_minimum_seconds,
         pending_timeout_seconds=config.boot_timeout_seconds,
         io_threads=config.io_threads,
+        worker_cost_per_hour=config.worker_cost_per_hour,
+        expected_boot_seconds=None if config.expected_boot_seconds < 0 else config.expected_boot_seconds,
     )
 
 

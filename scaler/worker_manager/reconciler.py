@@ -122,6 +122,10 @@ class Reconciler:
         self._list_failures = 0  #: failed listings in a row (rule 9)
         self._reclaimed: set[str] = set()  #: units reported reclaimed (rule 10), each once
         self._kept_for_billing: set[str] = set()  #: surplus units kept for their paid time (rule 11)
+        #: unit id -> when this manager launched it, until its workers register (to measure boot time)
+        self._launched_at: dict[str, float] = {}
+        #: smoothed launch-to-registration time of the units this manager launched; 0 until one registered
+        self.boot_seconds = 0.0
 
     # ------------------------------------------------------------ the decision
 
@@ -136,7 +140,7 @@ class Reconciler:
         reclaimed = self._newly_reclaimed(units, now, notes)
         units = [unit for unit in units if unit.reclaim_at is None]  # going anyway: replaced now (rule 10)
         listed = {unit.unit_id: unit for unit in units}
-        self._note_registered(target, listed)
+        self._note_registered(target, listed, now)
         self._forget_finished(listed, now, notes)
         alive = [unit for unit in units if unit.is_alive and unit.unit_id not in self._terminating]
         self._note_losses(listed, {unit.unit_id for unit in alive}, now, notes)
@@ -230,6 +234,7 @@ class Reconciler:
     def launched(self, unit_ids: Sequence[str], requested: int, now: float) -> None:
         for unit_id in unit_ids:
             self._unlisted[unit_id] = now
+            self._launched_at[unit_id] = now
         if len(unit_ids) < requested:
             self._failure(now)
 
@@ -279,16 +284,25 @@ class Reconciler:
                 )
                 self._failure(now)
 
-    def _note_registered(self, target: Target | None, listed: Mapping[str, UnitInfo]) -> None:
+    def _note_registered(self, target: Target | None, listed: Mapping[str, UnitInfo], now: float) -> None:
         self._registered &= listed.keys() | self._counted.keys()
+        known = listed.keys() | self._unlisted.keys()
+        self._launched_at = {unit_id: at for unit_id, at in self._launched_at.items() if unit_id in known}
         if target is None:
             return
         for worker_id in target.connected:
             unit_id = unit_id_of_worker(worker_id)
-            if unit_id is not None and (unit_id in listed or unit_id in self._unlisted):
+            if unit_id is not None and unit_id in known:
                 if unit_id not in self._registered and self.failures:
                     self.failures = 0  # a launch worked: the back-off is over (rule 7)
                 self._registered.add(unit_id)
+                launched_at = self._launched_at.pop(unit_id, None)
+                if launched_at is not None:
+                    self._measured_boot(max(0.0, now - launched_at))
+
+    def _measured_boot(self, seconds: float) -> None:
+        """A new launch-to-registration sample (to the heartbeat's precision): a mean that follows changes."""
+        self.boot_seconds = seconds if self.boot_seconds == 0 else 0.7 * self.boot_seconds + 0.3 * seconds
 
     def _note_losses(self, listed: Mapping[str, UnitInfo], alive_ids: set[str], now: float, notes: list[str]) -> None:
         for unit_id, created_at in self._counted.items():

@@ -76,6 +76,8 @@ class RunnerSettings:
     billing_granularity_seconds: float = 0.0  #: the reconciler's rule 11
     billing_minimum_seconds: float = 0.0
     io_threads: int = 1
+    worker_cost_per_hour: float = 0.0  #: told to the scheduler (cost policy, spend rate)
+    expected_boot_seconds: float | None = None  #: told to the scheduler; None: the measured boot time is used
 
 
 class ManagerRunner:
@@ -219,9 +221,11 @@ class ManagerRunner:
     # ------------------------------------------------------------ scheduler link
 
     def _hello(self) -> m.Hello:
+        settings = self._settings
         info = m.ManagerInfo(
-            self._settings.manager_id, self._settings.capabilities, self._max_workers, self._settings.manager_type
-        )
+            settings.manager_id, settings.capabilities, self._max_workers, settings.manager_type,
+            settings.worker_cost_per_hour, settings.expected_boot_seconds,
+        )  # fmt: skip
         return m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
 
     def _send(self, message: m.Message) -> None:
@@ -272,7 +276,7 @@ class ManagerRunner:
                 logger.warning("%s", effect.text)
 
     def _heartbeat(self, round_trip_seconds: float) -> m.Heartbeat:
-        status = m.ManagerStatus(self._reconciler.units, self._reconciler.pending_units)
+        status = m.ManagerStatus(self._reconciler.units, self._reconciler.pending_units, self._reconciler.boot_seconds)
         try:
             cpu, rss = self._process.cpu_percent(), self._process.memory_info().rss
         except psutil.Error:

@@ -132,6 +132,23 @@ def test_a_young_unit_whose_workers_registered_is_replaced_at_once_without_back_
     assert r.failures == 0
 
 
+def test_boot_time_is_measured_from_launch_to_registration_of_its_own_launches_only() -> None:
+    r = reconciler()
+    adopted = unit("old", created_at=T0 - 3600)  # there before this manager started: not a boot to measure
+    assert r.plan(Target(2, connected=(worker_of("old"),)), [adopted], T0).launch == 1
+    assert r.boot_seconds == 0.0, "nothing measured yet"
+    r.launched(["u1"], 1, T0)
+    r.plan(Target(2, connected=(worker_of("old"),)), [adopted, unit("u1", PENDING, created_at=T0)], T0 + 20)
+    assert r.boot_seconds == 0.0, "u1 has not registered"
+    r.plan(Target(2, connected=(worker_of("old"), worker_of("u1"))), [adopted, unit("u1", created_at=T0)], T0 + 40)
+    assert r.boot_seconds == 40.0
+    r.plan(Target(3, connected=(worker_of("old"), worker_of("u1"))), [adopted, unit("u1", created_at=T0)], T0 + 50)
+    r.launched(["u2"], 1, T0 + 50)
+    units = [adopted, unit("u1", created_at=T0), unit("u2", created_at=T0 + 50)]
+    r.plan(Target(3, connected=(worker_of("old"), worker_of("u1"), worker_of("u2"))), units, T0 + 60)
+    assert r.boot_seconds == pytest.approx(0.7 * 40.0 + 0.3 * 10.0), "a mean that follows changes"
+
+
 def test_a_young_unit_that_never_registered_is_a_failed_launch() -> None:
     r = reconciler(early_death_seconds=10)
     r.plan(Target(1), [], T0)

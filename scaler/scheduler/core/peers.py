@@ -74,3 +74,10 @@ class ManagerRecord:
     units: int = 0
     pending_units: int = 0
     last_target: ManagerTarget | None = None
+    worker_cost_per_hour: float = 0.0
+    declared_boot_seconds: float | None = None  #: as the manager's hello declared it; None: use the measured
+    measured_boot_seconds: float = 0.0  #: from its heartbeats; 0: none measured yet
+
+    @property
+    def boot_seconds(self) -> float:
+        return self.measured_boot_seconds if self.declared_boot_seconds is None else self.declared_boot_seconds

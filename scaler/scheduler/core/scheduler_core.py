@@ -260,7 +260,8 @@ class SchedulerCore:
         if peer not in self.managers:
             self.managers[peer] = ManagerRecord(
                 peer, info.manager_id, info.manager_type, info.capabilities, info.max_workers,
-                hello.hostname, hello.pid, now, now,
+                hello.hostname, hello.pid, now, now, worker_cost_per_hour=info.worker_cost_per_hour,
+                declared_boot_seconds=info.expected_boot_seconds,
             )  # fmt: skip
             logger.info("worker manager %r (%s) connected", info.manager_id, info.manager_type)
         return None
@@ -384,6 +385,7 @@ class SchedulerCore:
         if heartbeat.manager is not None:
             manager.units = heartbeat.manager.units
             manager.pending_units = heartbeat.manager.pending_units
+            manager.measured_boot_seconds = heartbeat.manager.boot_seconds
         self._send(peer, m.HeartbeatEcho(self.settings.object_storage_address, len(self.workers)))
         self._send_target(manager)
 
