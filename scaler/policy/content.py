@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 AllocateName = Literal["even_load", "capability"]
-ScalingName = Literal["no", "vanilla", "capability", "work"]
+ScalingName = Literal["no", "vanilla", "capability", "work", "cost"]
 
 ALLOCATE_NAMES: dict[str, AllocateName] = {"even_load": "even_load", "capability": "capability"}
-SCALING_NAMES: dict[str, ScalingName] = {"no": "no", "vanilla": "vanilla", "capability": "capability", "work": "work"}
+SCALING_NAMES: dict[str, ScalingName] = {
+    "no": "no", "vanilla": "vanilla", "capability": "capability", "work": "work", "cost": "cost"
+}  # fmt: skip
 
 Number = int | float
 NameT = TypeVar("NameT", bound=str)
@@ -27,7 +29,7 @@ NameT = TypeVar("NameT", bound=str)
 
 @dataclass(frozen=True, slots=True)
 class _Threshold:
-    scaling: ScalingName  #: the only scaling the key applies to
+    scalings: tuple[ScalingName, ...]  #: the scalings the key applies to
     is_integer: bool
     minimum: Number
     is_minimum_allowed: bool
@@ -36,12 +38,13 @@ class _Threshold:
 
 #: Optional keys of the `simple` grammar: what they tune and their bounds.
 THRESHOLDS: dict[str, _Threshold] = {
-    "vanilla_upper_ratio": _Threshold("vanilla", False, 0, False, 10.0),
-    "vanilla_lower_ratio": _Threshold("vanilla", False, 0, True, 1.0),
-    "capability_tasks_per_worker": _Threshold("capability", True, 1, True, 5),
-    "work_tasks_per_worker": _Threshold("work", True, 1, True, 1),
-    "cooldown_seconds": _Threshold("work", False, 0, True, 15.0),
-    "target_finish_seconds": _Threshold("work", False, 0, False, None),
+    "vanilla_upper_ratio": _Threshold(("vanilla",), False, 0, False, 10.0),
+    "vanilla_lower_ratio": _Threshold(("vanilla",), False, 0, True, 1.0),
+    "capability_tasks_per_worker": _Threshold(("capability",), True, 1, True, 5),
+    "work_tasks_per_worker": _Threshold(("work", "cost"), True, 1, True, 1),
+    "cooldown_seconds": _Threshold(("work", "cost"), False, 0, True, 15.0),
+    "target_finish_seconds": _Threshold(("work", "cost"), False, 0, False, None),
+    "max_cost_per_hour": _Threshold(("cost",), False, 0, False, None),
 }
 REQUIRED_SIMPLE_KEYS = ("allocate", "scaling")
 
@@ -58,6 +61,8 @@ class SimpleContent:
     cooldown_seconds: float  #: work policy: how long a surplus must last before scaling down
     #: work policy: size the pool to finish the outstanding work (learned run times) in this long; None: off
     target_finish_seconds: float | None = None
+    #: cost policy: the most all managers' workers may cost per hour together; None: no cap
+    max_cost_per_hour: float | None = None
 
 
 def parse_simple_content(text: str) -> SimpleContent:
@@ -79,6 +84,7 @@ def parse_simple_content(text: str) -> SimpleContent:
         return value
 
     target_finish_seconds = values.get("target_finish_seconds")
+    max_cost_per_hour = values.get("max_cost_per_hour")
 
     content = SimpleContent(
         allocate=allocate,
@@ -89,6 +95,7 @@ def parse_simple_content(text: str) -> SimpleContent:
         work_tasks_per_worker=int(value_of("work_tasks_per_worker")),
         cooldown_seconds=float(value_of("cooldown_seconds")),
         target_finish_seconds=None if target_finish_seconds is None else float(target_finish_seconds),
+        max_cost_per_hour=None if max_cost_per_hour is None else float(max_cost_per_hour),
     )
     if content.vanilla_lower_ratio > content.vanilla_upper_ratio:
         raise ValueError(
@@ -119,10 +126,9 @@ def _choice(text: str, key: str, value: str, names: dict[str, NameT]) -> NameT:
 
 def _threshold(text: str, key: str, raw_value: str, scaling: ScalingName) -> Number:
     threshold = THRESHOLDS[key]
-    if threshold.scaling != scaling:
-        raise ValueError(
-            f"policy_content {text!r}: {key} applies to scaling={threshold.scaling}, not scaling={scaling}"
-        )
+    if scaling not in threshold.scalings:
+        applies = " or ".join(f"scaling={name}" for name in threshold.scalings)
+        raise ValueError(f"policy_content {text!r}: {key} applies to {applies}, not scaling={scaling}")
     kind = "an integer" if threshold.is_integer else "a number"
     try:
         value: Number = int(raw_value) if threshold.is_integer else float(raw_value)

@@ -55,6 +55,8 @@ class ScalingStep:
     warnings: tuple[str, ...] = ()  #: for the caller to log; each is said once per manager
     #: manager id -> why its target is what it is ("412 tasks queued, 8 running"); shown with each change
     reasons: Mapping[str, str] = field(default_factory=dict)
+    #: managers whose target a budget held below the need (the cost policy's `max_cost_per_hour`)
+    capped_manager_ids: frozenset[str] = frozenset()
 
 
 def clamp_workers(workers: int, max_workers: WorkerLimit) -> int:

@@ -10,7 +10,14 @@ from dataclasses import dataclass
 
 from scaler.policy.content import AllocateName, parse_simple_content, parse_waterfall_content
 from scaler.policy.protocols import ScalingPolicy
-from scaler.policy.scaling import CapabilityScaling, NoScaling, VanillaScaling, WaterfallScaling, WorkScaling
+from scaler.policy.scaling import (
+    CapabilityScaling,
+    CostScaling,
+    NoScaling,
+    VanillaScaling,
+    WaterfallScaling,
+    WorkScaling,
+)
 
 ENGINE_TYPES = ("simple", "waterfall_v1")
 DEFAULT_ENGINE_TYPE = "simple"
@@ -46,6 +53,13 @@ def _simple(content: str) -> PolicyConfig:
         scaling = VanillaScaling(upper_ratio=simple.vanilla_upper_ratio, lower_ratio=simple.vanilla_lower_ratio)
     elif simple.scaling == "capability":
         scaling = CapabilityScaling(tasks_per_worker=simple.capability_tasks_per_worker)
+    elif simple.scaling == "cost":
+        scaling = CostScaling(
+            tasks_per_worker=simple.work_tasks_per_worker,
+            cooldown_seconds=simple.cooldown_seconds,
+            target_finish_seconds=simple.target_finish_seconds,
+            max_cost_per_hour=simple.max_cost_per_hour,
+        )
     else:
         scaling = WorkScaling(
             tasks_per_worker=simple.work_tasks_per_worker,

@@ -64,6 +64,11 @@ class PolicyScalingHook:
         self._kept_busy: dict[str, str] = {}  #: manager id -> why its target was raised to its busy workers
         self.warnings_seen: dict[str, None] = {}  #: every distinct warning of the policy, in order (simulations)
 
+    @property
+    def is_budget_capped(self) -> bool:
+        """Whether the latest decision held a manager below its need to stay within a budget."""
+        return self._step is not None and bool(self._step.capped_manager_ids)
+
     def reason(self, manager_id: str) -> str:
         if self._step is None:
             return ""

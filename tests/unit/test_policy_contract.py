@@ -22,7 +22,14 @@ from scaler.policy.content import WaterfallRule
 from scaler.policy.decision import ScalingMemory
 from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.registry import make_policy
-from scaler.policy.scaling import CapabilityScaling, NoScaling, VanillaScaling, WaterfallScaling, WorkScaling
+from scaler.policy.scaling import (
+    CapabilityScaling,
+    CostScaling,
+    NoScaling,
+    VanillaScaling,
+    WaterfallScaling,
+    WorkScaling,
+)
 from scaler.policy.snapshot import FunctionTasks, ManagerView, RunTime, ScalingSnapshot, TaskGroup, WorkerView
 from scaler.protocol.messages import Capabilities, ManagerTarget, TargetEntry
 
@@ -47,6 +54,12 @@ POLICIES: dict[str, ScalingPolicy] = {
     "work-target-fast": WorkScaling(tasks_per_worker=2, cooldown_seconds=0.0, target_finish_seconds=0.5),
     "work-target-registry": make_policy(
         "simple", "allocate=capability; scaling=work; target_finish_seconds=10; cooldown_seconds=3"
+    ).scaling,
+    "cost": CostScaling(),
+    "cost-target": CostScaling(target_finish_seconds=30.0, cooldown_seconds=0.0),
+    "cost-budget": CostScaling(tasks_per_worker=2, target_finish_seconds=20.0, max_cost_per_hour=1.5),
+    "cost-registry": make_policy(
+        "simple", "allocate=capability; scaling=cost; target_finish_seconds=10; max_cost_per_hour=0.7"
     ).scaling,
 }
 FUNCTION_NAMES = ("f", "g", "h")
@@ -73,6 +86,8 @@ def random_snapshot(rng: random.Random, now: float) -> ScalingSnapshot:
             rng.choice((None, 0, 1, 3, 10)),
             random_target(rng),
             rng.choice((0.0, 1.5, 9.0, 25.0)),
+            worker_cost_per_hour=rng.choice((0.0, 0.05, 0.2, 1.0)),
+            boot_seconds=rng.choice((0.0, 5.0, 60.0)),
         )
         for manager_id in manager_ids
     )
@@ -134,6 +149,16 @@ def check_step(policy: ScalingPolicy, snapshot: ScalingSnapshot, memory: Scaling
         assert set(target.drain) <= idle
         assert len(set(target.drain)) == len(target.drain)
 
+    budget = getattr(policy, "max_cost_per_hour", None)
+    if budget is not None:  # within the budget, unless busy workers alone cost more
+        spend = floor = 0.0
+        for manager_id, target in step.decision.items():
+            cost = online[manager_id].worker_cost_per_hour
+            busy = sum(1 for worker in snapshot.workers_of(manager_id) if worker.is_busy)
+            spend += sum(entry.workers for entry in target.entries) * cost
+            floor += max(0, min(busy, online[manager_id].max_workers or busy)) * cost
+        assert spend <= max(budget, floor) + 1e-6, (spend, budget, floor)
+
     present = {manager.manager_id for manager in snapshot.managers}
     assert {owner for (owner, _names), _level in step.memory.levels} <= set(online)
     assert step.memory.tracked_manager_ids <= set(online)
@@ -152,7 +177,7 @@ def test_contract_over_random_sequences(name: str) -> None:
             now += rng.choice((0.0, 0.5, 2.0, 7.0, 20.0))
 
 
-@pytest.mark.parametrize("name", sorted(name for name in POLICIES if name.startswith("work")))
+@pytest.mark.parametrize("name", sorted(name for name in POLICIES if name.startswith(("work", "cost"))))
 def test_work_policy_never_asks_for_fewer_workers_than_are_busy(name: str) -> None:
     policy = POLICIES[name]
     for seed in range(60):

@@ -162,7 +162,7 @@ def test_target_finish_seconds_is_a_work_option() -> None:
     [
         (
             "allocate=even_load; scaling=vanilla; target_finish_seconds=30",
-            "applies to scaling=work, not scaling=vanilla",
+            "applies to scaling=work or scaling=cost, not scaling=vanilla",
         ),
         ("allocate=even_load; scaling=work; target_finish_seconds=0", r"must be a finite number > 0"),
         ("allocate=even_load; scaling=work; target_finish_seconds=-5", r"must be a finite number > 0"),

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from scaler.policy.scaling.capability import CapabilityScaling
+from scaler.policy.scaling.cost import CostScaling
 from scaler.policy.scaling.no import NoScaling
 from scaler.policy.scaling.vanilla import VanillaScaling
 from scaler.policy.scaling.waterfall import WaterfallScaling
 from scaler.policy.scaling.work import WorkScaling
 
-__all__ = ["CapabilityScaling", "NoScaling", "VanillaScaling", "WaterfallScaling", "WorkScaling"]
+__all__ = ["CapabilityScaling", "CostScaling", "NoScaling", "VanillaScaling", "WaterfallScaling", "WorkScaling"]

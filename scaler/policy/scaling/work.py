@@ -53,7 +53,7 @@ Levels = dict[CapabilityNames, SetLevel]
 
 #: Slack when dividing work seconds by T: learned run times carry float noise (20 tasks of 30.000000001 s
 #: with T = 30 need 20 workers, not 21).
-_ROUNDING = 1e-6
+ROUNDING = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +64,10 @@ class WorkScaling:
     target_finish_seconds: float | None = None
 
     @property
+    def policy_word(self) -> str:
+        return "work"
+
+    @property
     def name(self) -> str:
         target = "" if self.target_finish_seconds is None else f", target_finish_seconds={self.target_finish_seconds:g}"
         return f"work(tasks_per_worker={self.tasks_per_worker}, cooldown_seconds={self.cooldown_seconds:g}{target})"
@@ -72,15 +76,21 @@ class WorkScaling:
         managers = sorted(snapshot.online_managers(), key=lambda manager: manager.manager_id)
         run_times = RunTimeTable.of(snapshot.run_times)
         needs = self._spread(snapshot, managers, run_times)
+        levels_of: dict[str, Levels] = {}
+        for manager in managers:
+            levels = self._follow(snapshot, needs[manager.manager_id], _previous_levels(snapshot, manager, memory))
+            levels_of[manager.manager_id] = within_limit(_at_least_busy(snapshot, manager, levels), manager.max_workers)
+        levels_of, notes = self._capped(snapshot, managers, levels_of)
         decision: ScalingDecision = {}
         reasons: dict[str, str] = {}
         kept: list[tuple[LevelKey, SetLevel]] = []
         for manager in managers:
-            levels = self._follow(snapshot, needs[manager.manager_id], _previous_levels(snapshot, manager, memory))
-            levels = _within_limit(_at_least_busy(snapshot, manager, levels), manager.max_workers)
+            levels = levels_of[manager.manager_id]
             entries = [(level.capabilities, level.workers) for level in levels.values()]
             decision[manager.manager_id] = make_target(snapshot, manager.manager_id, entries)
-            reasons[manager.manager_id] = self._reason(snapshot, run_times, needs[manager.manager_id], levels)
+            reason = self._reason(snapshot, run_times, needs[manager.manager_id], levels)
+            note = notes.get(manager.manager_id)
+            reasons[manager.manager_id] = f"{reason}; {note}" if note else reason
             kept.extend(
                 ((manager.manager_id, names), level)
                 for names, level in levels.items()
@@ -89,14 +99,21 @@ class WorkScaling:
         kept.sort(key=lambda item: item[0])
         tracked = frozenset(manager.manager_id for manager in managers)
         memory = replace(memory, levels=tuple(kept), tracked_manager_ids=tracked)
-        return ScalingStep(decision=decision, memory=memory, reasons=reasons)
+        return ScalingStep(decision=decision, memory=memory, reasons=reasons, capped_manager_ids=frozenset(notes))
+
+    def _capped(
+        self, snapshot: ScalingSnapshot, managers: list[ManagerView], levels_of: dict[str, Levels]
+    ) -> tuple[dict[str, Levels], dict[str, str]]:
+        """A last limit across managers on the levels (the cost policy's budget), with a note per manager it
+        changed. The work policy has none."""
+        return levels_of, {}
 
     def _reason(self, snapshot: ScalingSnapshot, run_times: RunTimeTable, needs: Needs, levels: Levels) -> str:
         queued = sum(group.queued for group in snapshot.task_groups)
         running = sum(group.running for group in snapshot.task_groups)
         needed = sum(workers for _capabilities, workers in needs.values())
         wanted = sum(level.workers for level in levels.values())
-        text = f"{queued} tasks queued, {running} running: {needed} workers needed, work policy"
+        text = f"{queued} tasks queued, {running} running: {needed} workers needed, {self.policy_word} policy"
         if self.target_finish_seconds is not None:
             seconds = outstanding_seconds(snapshot.task_groups, run_times)
             if seconds is None:
@@ -104,7 +121,7 @@ class WorkScaling:
             else:
                 text = (
                     f"{queued} tasks queued, {running} running, about {seconds:,.1f} s of work: {needed} workers "
-                    f"needed to finish in {self.target_finish_seconds:g} s, work policy"
+                    f"needed to finish in {self.target_finish_seconds:g} s, {self.policy_word} policy"
                 )
         if wanted > needed:
             text += f" (keeping {wanted - needed} for the {self.cooldown_seconds:g} s cooldown)"
@@ -119,17 +136,14 @@ class WorkScaling:
         seconds = outstanding_seconds(groups, run_times)
         if seconds is None:
             return by_tasks
-        by_time = ceil(seconds / self.target_finish_seconds - _ROUNDING)
+        by_time = ceil(seconds / self.target_finish_seconds - ROUNDING)
         return min(by_tasks, max(1, by_time))
 
     def _spread(
         self, snapshot: ScalingSnapshot, managers: list[ManagerView], run_times: RunTimeTable
     ) -> dict[str, Needs]:
         room: dict[str, WorkerLimit] = {manager.manager_id: manager.max_workers for manager in managers}
-        held = {
-            manager.manager_id: max(len(snapshot.workers_of(manager.manager_id)), target_total(manager.last_target))
-            for manager in managers
-        }
+        held = held_workers(snapshot, managers)
         needs: dict[str, Needs] = {manager.manager_id: {} for manager in managers}
         for capability_set in most_specific_first(capability_sets(snapshot)):
             remaining = self._need(snapshot, run_times, capability_set)
@@ -137,7 +151,7 @@ class WorkScaling:
             for is_keeping_pass in (True, False):
                 for manager in eligible:
                     manager_id = manager.manager_id
-                    share = _bounded(remaining, room[manager_id])
+                    share = bounded(remaining, room[manager_id])
                     if is_keeping_pass:
                         share = min(share, held[manager_id])
                         held[manager_id] -= share
@@ -193,7 +207,15 @@ def isqrt_ceil(value: int) -> int:
     return root if root * root == value else root + 1
 
 
-def _bounded(workers: int, limit: WorkerLimit) -> int:
+def held_workers(snapshot: ScalingSnapshot, managers: list[ManagerView]) -> dict[str, int]:
+    """Per manager, the workers it holds: connected ones, or its last target if larger (launches in flight)."""
+    return {
+        manager.manager_id: max(len(snapshot.workers_of(manager.manager_id)), target_total(manager.last_target))
+        for manager in managers
+    }
+
+
+def bounded(workers: int, limit: WorkerLimit) -> int:
     return workers if limit is None else min(workers, limit)
 
 
@@ -228,7 +250,7 @@ def _at_least_busy(snapshot: ScalingSnapshot, manager: ManagerView, levels: Leve
     return {**levels, (): replace(generic, workers=generic.workers + shortfall)}
 
 
-def _within_limit(levels: Levels, max_workers: WorkerLimit) -> Levels:
+def within_limit(levels: Levels, max_workers: WorkerLimit) -> Levels:
     """Trim the last sets first until the total fits in `max_workers` (it may have been lowered)."""
     if max_workers is None:
         return levels
