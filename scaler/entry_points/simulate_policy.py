@@ -8,6 +8,7 @@ the reconcilers run in this process on a simulated clock. Bad input exits with 2
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from collections.abc import Sequence
@@ -31,12 +32,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=(
             "Replay a task-arrival trace against the worker managers of a scaler TOML file under each scaling "
             "policy, on a simulated clock (the real scheduler core, policies and reconcilers; nothing is started), "
-            "and print worker-seconds, launches, peak workers and task latencies (arrival to result) per policy."
+            "and print worker-seconds, cost, launches, peak workers, task latencies (arrival to result) and the "
+            "seconds a budget held workers back, per policy."
         ),
         epilog=(
             "TRACE: one task per line, 'arrival_seconds, duration_seconds[, capabilities[, function_name]]'; "
             "a header line is skipped. Policies: config (the [scheduler] policy of --config), vanilla, capability, "
-            "work, work_target (work with --target-finish-seconds), waterfall_v1 (the [[worker_manager]] entries "
+            "work, work_target (work with --target-finish-seconds), cost (cheapest managers first; with "
+            "--target-finish-seconds and --max-cost-per-hour when given), waterfall_v1 (the [[worker_manager]] entries "
             "as tiers, in file order), no (each manager a fixed pool of its maximum). Default: all that apply."
         ),
     )
@@ -58,11 +61,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also run work_target: the work policy sizing the pool to finish the outstanding work in T seconds",
     )
     parser.add_argument(
+        "--max-cost-per-hour",
+        metavar="BUDGET",
+        type=_positive_seconds,
+        help="the cost policy's budget: the most all managers' workers may cost per hour together",
+    )
+    parser.add_argument("--json", action="store_true", help="print {policy: {worker_seconds, cost, p50, ...}}")
+    parser.add_argument(
         "--boot-seconds",
         metavar="S",
         type=_seconds_or_zero,
         default=5.0,
-        help="from a worker's launch to its connection (default: 5)",
+        help="from a worker's launch to its connection, for managers that declare no expected_boot_seconds "
+        "(default: 5)",
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     arguments = parser.parse_args(argv)
@@ -82,7 +93,14 @@ class _InputError(Exception):
 def _run(arguments: argparse.Namespace) -> str:
     from scaler.policy.trace_csv import TraceFileError, parse_trace_csv
     from scaler.testing.cluster_simulation import SimulationSettings
-    from scaler.testing.trace_replay import DEFAULT_MANAGER, contenders, default_names, format_report, replay
+    from scaler.testing.trace_replay import (
+        DEFAULT_MANAGER,
+        contenders,
+        default_names,
+        format_report,
+        replay,
+        report_json,
+    )
 
     try:
         with open(arguments.trace, encoding="utf-8") as file:
@@ -97,11 +115,15 @@ def _run(arguments: argparse.Namespace) -> str:
         managers, config_policy = _stack(arguments.config, arguments.boot_seconds)
     names = arguments.policy or default_names(config_policy is not None, arguments.target_finish_seconds)
     try:
-        chosen = contenders(names, managers, config_policy, arguments.target_finish_seconds)
+        chosen = contenders(
+            names, managers, config_policy, arguments.target_finish_seconds, arguments.max_cost_per_hour
+        )
     except ValueError as error:
         raise _InputError(str(error)) from None
     settings = SimulationSettings()
     rows = [replay(contender, trace, managers, settings) for contender in chosen]
+    if arguments.json:
+        return json.dumps(report_json(rows), indent=2)
     return format_report(arguments.trace, trace, managers, settings, rows)
 
 
@@ -129,6 +151,7 @@ def _stack(path: str, boot_seconds: float) -> tuple[tuple[SimulatedManager, ...]
 
 
 def _positive_seconds(text: str) -> float:
+    """A finite number > 0 (seconds, or a budget)."""
     value = _seconds_or_zero(text)
     if value == 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a number > 0")

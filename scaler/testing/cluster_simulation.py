@@ -41,6 +41,9 @@ class SimulatedManager:
     max_workers: m.WorkerLimit = None
     boot_seconds: float = 5.0  #: from launch to connected
     initial_workers: int = 0  #: connected at t = 0 and never stopped (a fixed pool; not counted as launches)
+    worker_cost_per_hour: float = 0.0  #: what one worker costs (the report's cost; the cost policy reads it)
+    #: what the manager declares its boot time to be; None: the scheduler hears the measured one
+    expected_boot_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,8 @@ class SimulationReport:
     end_seconds: float
     timeline: tuple[TimelinePoint, ...]
     warnings: tuple[str, ...] = ()
+    cost: float = 0.0  #: unit lifetimes times their manager's worker_cost_per_hour
+    capped_seconds: float = 0.0  #: how long a budget held the workers below the need
 
 
 def percentile(values: list[float], percent: float) -> float:
@@ -180,6 +185,7 @@ class _Simulation:
         self._latencies: list[float] = []
         self._last_completion = 0.0
         self._launches = self._terminations = self._killed = self._peak = 0
+        self._capped_seconds = 0.0
         self._timeline: list[TimelinePoint] = []
         self._units_by_peer: dict[PeerID, _Unit] = {}
         self._all_units: list[_Unit] = []
@@ -223,6 +229,8 @@ class _Simulation:
                 self._heartbeat(step.manager)
             else:
                 self._feed(Tick(now))
+                if self._hook.is_budget_capped:
+                    self._capped_seconds += self._settings.tick_seconds
                 self._push(now + self._settings.tick_seconds, _Tick())
         return self._report(end)
 
@@ -326,11 +334,17 @@ class _Simulation:
         self._managers[peer] = manager
         for _ in range(spec.initial_workers):
             self._boot(self._new_unit(manager, is_fixed=True))
-        self._send(peer, _hello(m.ManagerInfo(spec.manager_id, spec.capabilities, spec.max_workers, "sim")))
+        info = m.ManagerInfo(
+            spec.manager_id, spec.capabilities, spec.max_workers, "sim", spec.worker_cost_per_hour,
+            spec.expected_boot_seconds,
+        )  # fmt: skip
+        self._send(peer, _hello(info))
         self._push(first_heartbeat, _Heartbeat(manager))
 
     def _heartbeat(self, manager: _Manager) -> None:
-        status = m.ManagerStatus(manager.reconciler.units, manager.reconciler.pending_units)
+        status = m.ManagerStatus(
+            manager.reconciler.units, manager.reconciler.pending_units, manager.reconciler.boot_seconds
+        )
         self._send(manager.peer, m.Heartbeat(manager=status))
         self._record_timeline()
         self._push(self._now + self._settings.heartbeat_seconds, _Heartbeat(manager))
@@ -367,9 +381,12 @@ class _Simulation:
     # ------------------------------------------------------------ report
 
     def _report(self, end: float) -> SimulationReport:
-        worker_seconds = sum(
-            (end if unit.stopped_at is None else unit.stopped_at) - unit.launched_at for unit in self._all_units
-        )
+        lifetimes = [
+            ((end if unit.stopped_at is None else unit.stopped_at) - unit.launched_at, unit.manager.spec)
+            for unit in self._all_units
+        ]
+        worker_seconds = sum(seconds for seconds, _spec in lifetimes)
+        cost = sum(seconds * spec.worker_cost_per_hour for seconds, spec in lifetimes) / 3600.0
         return SimulationReport(
             policy=self._policy_name,
             worker_seconds=worker_seconds,
@@ -385,6 +402,8 @@ class _Simulation:
             end_seconds=end,
             timeline=tuple(self._timeline),
             warnings=tuple(self._hook.warnings_seen),
+            cost=cost,
+            capped_seconds=self._capped_seconds,
         )
 
 

@@ -20,7 +20,7 @@ from scaler.testing.cluster_simulation import SimulatedManager, SimulationReport
 
 #: Every policy the command knows, in the order it prints them. `config` is the [scheduler] policy of the
 #: TOML file; `work_target` is `work` with the command's `--target-finish-seconds`.
-POLICY_NAMES = ("config", "vanilla", "capability", "work", "work_target", "waterfall_v1", "no")
+POLICY_NAMES = ("config", "vanilla", "capability", "work", "work_target", "cost", "waterfall_v1", "no")
 #: Without a TOML file: one local manager of this many workers at most.
 DEFAULT_MANAGER = SimulatedManager("local", max_workers=32)
 
@@ -46,16 +46,21 @@ def managers_of(settings: Sequence[WorkerManagerSettings], boot_seconds: float) 
     """The simulated managers of a stack's [[worker_manager]] entries (ids already resolved), in file order.
 
     A `baremetal_native` manager in `mode = "fixed"` is a pool of `max_task_concurrency` workers that never
-    scales; any other is scaled by the policy up to `max_task_concurrency` (-1: unlimited)."""
+    scales; any other is scaled by the policy up to `max_task_concurrency` (-1: unlimited). A manager's workers
+    boot in its `expected_boot_seconds` when it declares one, else in `boot_seconds`, and cost its
+    `worker_cost_per_hour`."""
     managers = []
     for manager in settings:
         capabilities = parse_capabilities(manager.per_worker_capabilities)
         limit = None if manager.max_task_concurrency < 0 else manager.max_task_concurrency
+        declared = manager.expected_boot_seconds if manager.expected_boot_seconds >= 0 else None
+        simulated = SimulatedManager(
+            manager.worker_manager_id, capabilities, limit, boot_seconds if declared is None else declared,
+            worker_cost_per_hour=manager.worker_cost_per_hour, expected_boot_seconds=declared,
+        )  # fmt: skip
         if isinstance(manager, NativeWorkerManagerConfig) and manager.mode == "fixed":
-            fixed = SimulatedManager(manager.worker_manager_id, capabilities, 0, boot_seconds, limit or 0)
-            managers.append(fixed)
-        else:
-            managers.append(SimulatedManager(manager.worker_manager_id, capabilities, limit, boot_seconds))
+            simulated = replace(simulated, max_workers=0, initial_workers=limit or 0)
+        managers.append(simulated)
     return tuple(managers)
 
 
@@ -64,36 +69,55 @@ def contenders(
     managers: Sequence[SimulatedManager],
     config_policy: tuple[str, str] | None = None,
     target_finish_seconds: float | None = None,
+    max_cost_per_hour: float | None = None,
 ) -> tuple[Contender, ...]:
     """The named policies; `config_policy` is the file's (engine type, content). Raises ValueError naming what is
     missing for a name that cannot run (`config` without a [scheduler] policy, `work_target` without a T) or
     what is wrong with a policy's settings."""
-    built: list[Contender] = []
-    for name in dict.fromkeys(names):
-        if name == "config":
-            if config_policy is None:
-                raise ValueError("policy 'config' needs a --config file with a [scheduler] section")
-            built.append(Contender(name, *config_policy))
-        elif name == "work_target":
-            if target_finish_seconds is None:
-                raise ValueError("policy 'work_target' needs --target-finish-seconds")
-            content = f"allocate=capability; scaling=work; target_finish_seconds={target_finish_seconds:g}"
-            built.append(Contender(name, "simple", content))
-        elif name == "waterfall_v1":
-            rules = "\n".join(f"{tier}, {manager.manager_id}" for tier, manager in enumerate(managers, start=1))
-            built.append(Contender(name, "waterfall_v1", rules))
-        elif name == "no":
-            built.append(Contender(name, "simple", "allocate=capability; scaling=no", is_fixed_pool=True))
-        elif name in ("vanilla", "capability", "work"):
-            built.append(Contender(name, "simple", f"allocate=capability; scaling={name}"))
-        else:
-            raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")
+    built = [
+        _contender(name, managers, config_policy, target_finish_seconds, max_cost_per_hour)
+        for name in dict.fromkeys(names)
+    ]
     for contender in built:
         try:
             make_policy(contender.engine_type, contender.content)
         except ValueError as error:
             raise ValueError(f"policy {contender.name} ({contender.engine_type}): {error}") from None
     return tuple(built)
+
+
+def _contender(
+    name: str,
+    managers: Sequence[SimulatedManager],
+    config_policy: tuple[str, str] | None,
+    target_finish_seconds: float | None,
+    max_cost_per_hour: float | None,
+) -> Contender:
+    if name == "config":
+        if config_policy is None:
+            raise ValueError("policy 'config' needs a --config file with a [scheduler] section")
+        return Contender(name, *config_policy)
+    if name == "work_target":
+        if target_finish_seconds is None:
+            raise ValueError("policy 'work_target' needs --target-finish-seconds")
+        return Contender(
+            name, "simple", f"allocate=capability; scaling=work; target_finish_seconds={target_finish_seconds:g}"
+        )
+    if name == "cost":
+        content = "allocate=capability; scaling=cost"
+        if target_finish_seconds is not None:
+            content += f"; target_finish_seconds={target_finish_seconds:g}"
+        if max_cost_per_hour is not None:
+            content += f"; max_cost_per_hour={max_cost_per_hour:g}"
+        return Contender(name, "simple", content)
+    if name == "waterfall_v1":
+        rules = "\n".join(f"{tier}, {manager.manager_id}" for tier, manager in enumerate(managers, start=1))
+        return Contender(name, "waterfall_v1", rules)
+    if name == "no":
+        return Contender(name, "simple", "allocate=capability; scaling=no", is_fixed_pool=True)
+    if name in ("vanilla", "capability", "work"):
+        return Contender(name, "simple", f"allocate=capability; scaling={name}")
+    raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")
 
 
 def default_names(has_config_policy: bool, target_finish_seconds: float | None) -> tuple[str, ...]:
@@ -127,8 +151,8 @@ def fixed_pool(manager: SimulatedManager) -> SimulatedManager:
 # ---------------------------------------------------------------- printing
 
 HEADER = (
-    "| policy | worker-seconds | launches | peak workers | p50 latency (s) | p95 latency (s) | max latency (s) "
-    "| unfinished |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+    "| policy | worker-seconds | cost | launches | peak workers | p50 latency (s) | p95 latency (s) "
+    "| max latency (s) | budget-capped (s) | unfinished |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
@@ -150,6 +174,29 @@ def format_report(
     return "\n".join(lines)
 
 
+def report_json(rows: Sequence[ReplayRow]) -> dict[str, dict[str, float | int | None]]:
+    """`{policy: {worker_seconds, cost, p50, p95, max, launches, peak_workers, capped_seconds, unfinished}}`;
+    a latency no task had (none finished) is null."""
+
+    def latency(value: float) -> float | None:
+        return None if math.isnan(value) else round(value, 3)
+
+    return {
+        row.contender.name: {
+            "worker_seconds": round(row.report.worker_seconds, 3),
+            "cost": round(row.report.cost, 4),
+            "p50": latency(row.report.latency_p50_seconds),
+            "p95": latency(row.report.latency_p95_seconds),
+            "max": latency(row.report.latency_max_seconds),
+            "launches": row.report.launches,
+            "peak_workers": row.report.peak_workers,
+            "capped_seconds": round(row.report.capped_seconds, 3),
+            "unfinished": row.report.unfinished_tasks,
+        }
+        for row in rows
+    }
+
+
 def trace_notes(trace: Trace, managers: Sequence[SimulatedManager]) -> tuple[str, ...]:
     """What the user should know about the trace against these managers: tasks none of them can run."""
     stranded: dict[str, int] = {}
@@ -168,11 +215,13 @@ def format_row(row: ReplayRow) -> str:
     cells = (
         row.contender.name,
         f"{report.worker_seconds:,.0f}",
+        f"{report.cost:,.2f}",
         str(report.launches),
         str(report.peak_workers),
         _seconds(report.latency_p50_seconds),
         _seconds(report.latency_p95_seconds),
         _seconds(report.latency_max_seconds),
+        f"{report.capped_seconds:,.0f}",
         str(report.unfinished_tasks),
     )
     return "| " + " | ".join(cells) + " |"
@@ -195,7 +244,8 @@ def _manager_words(manager: SimulatedManager) -> str:
         limit = f"{manager.initial_workers} fixed"
     capabilities = format_capabilities(manager.capabilities)
     with_capabilities = f", {capabilities}" if capabilities else ""
-    return f"{manager.manager_id} ({limit}{with_capabilities}, boot {manager.boot_seconds:g} s)"
+    price = f", {manager.worker_cost_per_hour:g}/worker-hour" if manager.worker_cost_per_hour else ""
+    return f"{manager.manager_id} ({limit}{with_capabilities}, boot {manager.boot_seconds:g} s{price})"
 
 
 def _seconds(value: float) -> str:

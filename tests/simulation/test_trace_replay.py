@@ -48,8 +48,10 @@ def test_managers_come_from_the_worker_manager_entries_in_file_order() -> None:
 
 
 def test_every_policy_that_can_run_is_compared_by_default() -> None:
-    assert default_names(False, None) == ("vanilla", "capability", "work", "waterfall_v1", "no")
-    assert default_names(True, 30.0) == ("config", "vanilla", "capability", "work", "work_target", "waterfall_v1", "no")
+    assert default_names(False, None) == ("vanilla", "capability", "work", "cost", "waterfall_v1", "no")
+    assert default_names(True, 30.0) == (
+        "config", "vanilla", "capability", "work", "work_target", "cost", "waterfall_v1", "no"
+    )  # fmt: skip
 
 
 def test_waterfall_takes_the_managers_in_file_order_as_tiers() -> None:
