@@ -202,4 +202,6 @@ def _manager_view(manager: m.ManagerSummary) -> dict[str, Any]:
         "target_workers": manager.target_workers,
         "units": manager.units,
         "pending_units": manager.pending_units,
+        "cost_per_hour": manager.worker_cost_per_hour,
+        "spend_per_hour": manager.spend_per_hour,
     }

@@ -86,12 +86,16 @@ class ScalerCollector:
         target = gauge("scaler_manager_target_workers", "workers the policy asks of each manager", labels=["manager"])
         units = gauge("scaler_manager_units", "units (processes, tasks, instances) of each manager",
                       labels=["manager", "state"])  # fmt: skip
+        spend = gauge("scaler_manager_spend_per_hour", "what each manager's units cost now, per hour (units times "
+                      "its declared worker_cost_per_hour)", labels=["manager"])  # fmt: skip
         for manager in snapshot.managers:
+            spend.add_metric([manager.manager_id], manager.spend_per_hour)
             target.add_metric([manager.manager_id], manager.target_workers)
             units.add_metric([manager.manager_id, "running"], max(0, manager.units - manager.pending_units))
             units.add_metric([manager.manager_id, "booting"], manager.pending_units)
         yield target
         yield units
+        yield spend
 
 
 def metrics_text(state: DashboardState, lock: Any) -> bytes:

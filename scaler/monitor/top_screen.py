@@ -100,6 +100,7 @@ def render(
     lines += ["-" * 97, SHORTCUTS, "", f"Total {len(snapshot.workers)} worker(s)"]
     lines += _worker_table(snapshot.workers, sorting)
     lines += _clients_and_functions(snapshot)
+    lines += spend_lines(snapshot.managers)
     if decisions:
         lines += ["", "scaling decisions (latest last)"]
         lines += [
@@ -107,6 +108,19 @@ def render(
             for decision in decisions
         ]
     return lines
+
+
+def spend_lines(managers: Sequence[m.ManagerSummary]) -> list[str]:
+    """What the managers' units cost now, when any manager declared a worker cost."""
+    priced = [manager for manager in managers if manager.worker_cost_per_hour > 0]
+    if not priced:
+        return []
+    total = sum(manager.spend_per_hour for manager in priced)
+    parts = ", ".join(
+        f"{manager.manager_id} {manager.units} x {manager.worker_cost_per_hour:g} = {manager.spend_per_hour:.2f}"
+        for manager in priced
+    )
+    return ["", f"spend now {total:.2f}/hour ({parts})"]
 
 
 def _header(snapshot: m.StatusSnapshot) -> list[str]:

@@ -125,7 +125,7 @@ def test_an_elastic_stack_started_from_a_file_shows_its_scaling_decision(tmp_pat
         f'[scheduler]\nbind_address = "{scheduler}"\nobject_storage_address = "{storage}"\n'
         'policy_content = "allocate=even_load; scaling=work; cooldown_seconds=60"\n\n'
         f'[[worker_manager]]\ntype = "baremetal_native"\nscheduler_address = "{scheduler}"\n'
-        'worker_manager_id = "elastic"\nmax_task_concurrency = 2\n\n'
+        'worker_manager_id = "elastic"\nmax_task_concurrency = 2\nworker_cost_per_hour = 0.5\n\n'
         f'[webui]\nmonitor_address = "{monitor}"\nweb_port = {gui_port}\n'
     )
     stack = Stack(path, tmp_path / "scaler.log")
@@ -139,6 +139,8 @@ def test_an_elastic_stack_started_from_a_file_shows_its_scaling_decision(tmp_pat
         decisions = " | ".join(texts(browser, "#decisions td"))
         assert "0 \u2192 2" in decisions, decisions
         assert "elastic" in " ".join(texts(browser, "#managers td"))
+        # the cooldown keeps both workers: the managers table shows what they cost
+        wait_for(lambda: "1.00 (2 \u00d7 0.5)" in texts(browser, "#managers td"), "the manager's spend per hour")
         screenshot(browser, "dashboard-elastic.png")
         errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
         assert not errors, errors

@@ -211,3 +211,36 @@ def test_a_restarted_manager_adopts_the_workers_of_its_predecessor(
     assert "launching" not in restarted.log_text()  # adopted, not doubled
     assert terminate(restarted) == 0  # and it stops the adopted units too
     assert_no_worker_left(addresses)
+
+
+# ---------------------------------------------------------------- (f) cost policy: cheapest first, within a budget
+
+
+def test_the_cost_policy_buys_the_cheap_manager_first_within_the_budget_and_shows_the_spend(
+    launcher: Launcher, make_stack: Callable[..., Addresses]
+) -> None:
+    # a budget of 0.5/hour: 2 dear workers (0.40) or the cheap tier's 3 (0.15) plus 1 dear one (0.20)
+    policy = "allocate=even_load; scaling=cost; cooldown_seconds=3; max_cost_per_hour=0.5"
+    addresses = make_stack("--policy-content", policy)
+    dear = start_manager(launcher, addresses, "dear", "-mtc", "4", "--worker-cost-per-hour", "0.2")
+    cheap = start_manager(
+        launcher, addresses, "cheap", "-mtc", "3", "--worker-cost-per-hour", "0.05", "--expected-boot-seconds", "1"
+    )
+    with monitor(addresses.monitor) as next_snapshot, Client(addresses.scheduler) as client:
+        known = next_snapshot(lambda s: manager_of(s, "dear") is not None and manager_of(s, "cheap") is not None)
+        dear_view, cheap_view = manager_of(known, "dear"), manager_of(known, "cheap")
+        assert dear_view is not None and cheap_view is not None
+        assert (dear_view.worker_cost_per_hour, cheap_view.worker_cost_per_hour) == (0.2, 0.05)
+        assert cheap_view.boot_seconds == 1.0, "the declared boot time, not a measured one"
+        results, seen = run_while_watching(client, next_snapshot, 12, 1.0)
+        assert results == [n * 2 for n in range(12)]
+    spends = [sum(manager.spend_per_hour for manager in snapshot.managers) for snapshot in seen]
+    assert max(_target(snapshot, "cheap") for snapshot in seen) == 3, "the cheap tier is filled"
+    assert max(_target(snapshot, "dear") for snapshot in seen) == 1, "the budget leaves room for one dear worker"
+    assert max(spends) <= 0.5 + 1e-9 and max(spends) > 0
+    with monitor(addresses.monitor) as next_snapshot:
+        after = next_snapshot(lambda snapshot: not snapshot.workers, SCALE_DEADLINE_SECONDS)
+    dear_after = manager_of(after, "dear")
+    assert dear_after is not None and dear_after.boot_seconds > 0, "a manager that declares none measures it"
+    assert terminate(dear) == 0 and terminate(cheap) == 0
+    assert_no_worker_left(addresses)

@@ -8,7 +8,10 @@ from scaler.protocol import messages as m
 
 def status(wall_time: float, succeeded: int) -> m.StatusSnapshot:
     worker = m.WorkerSummary(b"Worker|NAT-u|abcdef", manager_id="local", capacity=4, hostname="h", pid=7)
-    manager = m.ManagerSummary("local", "baremetal_native", max_workers=4, connected_workers=1, target_workers=2)
+    manager = m.ManagerSummary(
+        "local", "baremetal_native", max_workers=4, connected_workers=1, target_workers=2, units=3,
+        worker_cost_per_hour=0.25,
+    )  # fmt: skip
     stats = m.SchedulerStats(succeeded=succeeded, queued=3, object_count=2, object_bytes=2048)
     pending = (m.PendingGroup((("gpu", -1),), 5, "no connected worker has gpu", 0, 3.0),)
     return m.StatusSnapshot(
@@ -28,6 +31,7 @@ def test_throughput_is_the_finished_tasks_per_second_between_two_statuses() -> N
     view = state.view(now=4.0)
     assert view["tasks"]["success"] == 50 and view["tasks"]["queued"] == 3
     assert view["workers"][0]["label"] == "7|h|abc+" and view["managers"][0]["target_workers"] == 2
+    assert view["managers"][0]["cost_per_hour"] == 0.25 and view["managers"][0]["spend_per_hour"] == 0.75
     assert view["objects"] == {"count": 2, "bytes": 2048} and view["stale_seconds"] == 1.0
     assert view["pending"] == [
         {"capabilities": "gpu", "queued": 5, "running": 0, "why": "no connected worker has gpu", "oldest_seconds": 3.0}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scaler.monitor.top import TopState
 from scaler.monitor.top_screen import Sorting, render, worker_label
 from scaler.protocol import messages as m
@@ -62,6 +64,17 @@ def test_a_silent_scheduler_is_named_and_decisions_show_their_reason() -> None:
     assert lines[0] == "!! no status from tcp://x:8518 for 12 s: the scheduler may be gone"
     assert "  ecs: 0 -> 8 workers: 412 tasks queued, work policy" in lines
     assert render(None, [], Sorting(), "tcp://x:8518")[0].startswith("scaler_top: waiting for the scheduler")
+
+
+def test_the_spend_rate_shows_when_a_manager_declares_a_worker_cost() -> None:
+    assert not any(line.startswith("spend now") for line in render(snapshot(), [], Sorting(), "a"))
+    managers = (
+        m.ManagerSummary("spot", units=8, worker_cost_per_hour=0.05),
+        m.ManagerSummary("fargate", units=5, worker_cost_per_hour=0.2),
+        m.ManagerSummary("local", units=3),
+    )
+    lines = render(replace(snapshot(), managers=managers), [], Sorting(), "a")
+    assert "spend now 1.40/hour (spot 8 x 0.05 = 0.40, fargate 5 x 0.2 = 1.00)" in lines
 
 
 def test_the_state_keeps_the_latest_status_and_the_last_decisions() -> None:
