@@ -277,6 +277,10 @@ class ECSWorkerManagerConfig(WorkerManagerSettings):
     ecs_execution_role_arn: str | None = setting(
         None, help="task execution role (default: ecsTaskExecutionRole, created when missing)"
     )
+    ecs_capacity_provider: str = setting(
+        "FARGATE", help="FARGATE, or FARGATE_SPOT: cheaper capacity AWS may take back with a two-minute notice (the "
+        "manager replaces the task at once and the scheduler drains its workers)", choices=("FARGATE", "FARGATE_SPOT"),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,6 +4,7 @@
         ...
 
 Tests use it in-process (one per session, `reset()` between tests); `scaler_fake_cloud` runs it as a command.
+Faults are injected through `faults.ROUTE` on the same port (a spot interruption of an ECS task or a Batch job).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from scaler.fake_cloud.batch import BatchContainers, install, settle_array_parents
+from scaler.fake_cloud.faults import with_fault_route
 from scaler.fake_cloud.runners import Ec2Runner, EcsRunner, RunnerSettings
 
 logger = logging.getLogger(__name__)
@@ -53,6 +55,7 @@ class FakeCloud:
         self._unpatch: list[tuple[type, str, object]] = []
         self._thread = threading.Thread(target=self._run, name="fake-cloud-runners", daemon=True)
         self._server: object | None = None
+        self._http_thread = threading.Thread()
 
     @property
     def log_directory(self) -> Path:
@@ -61,13 +64,15 @@ class FakeCloud:
     def start(self) -> FakeCloud:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         from moto.moto_api import state_manager
-        from moto.server import ThreadedMotoServer
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import make_server
 
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # moto's server thread would only print it
-            probe.bind(("127.0.0.1", self.port))
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        server.start()
+        moto_app = DomainDispatcherApplication(create_backend_app)
+        application = with_fault_route(moto_app, (self.interrupt_spot_task, self._reclaim_batch_job))
+        server = make_server("127.0.0.1", self.port, application, threaded=True)  # OSError when the port is taken
         self._server = server
+        self._http_thread = threading.Thread(target=server.serve_forever, name="fake-cloud-http", daemon=True)
+        self._http_thread.start()
         # ECS tasks keep the status the runners give them (moto would otherwise step them towards STOPPED).
         state_manager.set_transition(model_name="ecs::task", transition={"progression": "manual", "times": 10**9})
         self._follow_stops()
@@ -117,6 +122,19 @@ class FakeCloud:
         """A running Batch job's spot instance is reclaimed: the job fails with "Host EC2 ... terminated."."""
         return self._batch.reclaim(job_id)
 
+    def interrupt_spot_task(self, task_arn: str) -> str | None:
+        """A Fargate Spot interruption of a running ECS task (what ECS does at the two-minute warning); None when
+        no running task has that ARN."""
+        with self._lock:
+            if not self._ecs.interrupt(time.monotonic(), time.time(), task_arn):
+                return None
+        return f"ECS task {task_arn}: Fargate Spot interruption (stopCode SpotInterruption), SIGTERM sent"
+
+    def _reclaim_batch_job(self, job_id: str) -> str | None:
+        if not self.reclaim_batch_job(job_id):
+            return None
+        return f"Batch job {job_id}: its spot host was reclaimed"
+
     def set_boot_seconds(self, seconds: float) -> None:
         """The boot delay of resources launched from now on (the runners share their settings)."""
         self._ecs.settings.boot_seconds = seconds
@@ -148,7 +166,9 @@ class FakeCloud:
         self._unpatch = []
         server = self._server
         if server is not None:
-            server.stop()  # type: ignore[attr-defined]
+            server.shutdown()  # type: ignore[attr-defined]
+            server.server_close()  # type: ignore[attr-defined]
+            self._http_thread.join(5)
             self._server = None
 
     def __enter__(self) -> FakeCloud:

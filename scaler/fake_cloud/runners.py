@@ -104,6 +104,27 @@ class EcsRunner:
         elif task.last_status != "STOPPED":
             task.last_status = "STOPPED"
 
+    def interrupt(self, now: float, wall_time: float, arn: str) -> bool:
+        """A Fargate Spot interruption: the task says why and when, and is stopped (SIGTERM, then SIGKILL after the
+        grace period). False when no task that is not stopped has that ARN."""
+        from datetime import datetime, timezone
+
+        from moto.ecs.models import ecs_backends
+
+        for _account, regions in list(ecs_backends.items()):
+            for backend in list(regions.values()):
+                for tasks in list(backend.tasks.values()):
+                    task: Any = tasks.get(arn)
+                    if task is None or task.last_status == "STOPPED" or getattr(task, "stop_code", None):
+                        continue
+                    task.stop_code = "SpotInterruption"
+                    task.stopping_at = datetime.fromtimestamp(wall_time, timezone.utc)
+                    task.stopped_reason = "Your Spot Task was interrupted."
+                    task.desired_status = "STOPPED"
+                    self._stopping(now, arn, task)
+                    return True
+        return False
+
     def launched_by_api(self, now: float, tasks: list[Any]) -> None:
         """Right after `run_task`: the tasks are booting."""
         for task in tasks:

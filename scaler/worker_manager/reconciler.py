@@ -28,9 +28,9 @@ Rules (docs/worker_managers.md explains why):
    killer every few seconds must not leave the manager backing off with no capacity.
 9. A backend that cannot list its units is asked again after 1 s, 2 s, 4 s ... (at most
    `backoff_cap_seconds`); a successful list resets the count.
-10. A unit the provider reclaims (`UnitInfo.reclaim_at`, a spot interruption) is reported once in
-   `Plan.reclaimed` (the runner tells the scheduler, which drains its workers) and no longer counts: its
-   replacement is launched at once.
+10. A unit the provider reclaims (`UnitInfo.reclaim_at`, a spot interruption; alive or already stopping) is
+   reported once in `Plan.reclaimed` (the runner tells the scheduler, which drains its workers) and no longer
+   counts: its replacement is launched at once.
 11. With a billing period (`billing_granularity_seconds`, e.g. EC2's 1 s after a 60 s minimum, or an hour), a
    surplus RUNNING unit is stopped only when its paid time ends within `billing_margin_seconds`: until then
    stopping it saves nothing, and work that comes back finds it. Idle units whose paid time ends soonest go
@@ -207,16 +207,20 @@ class Reconciler:
     def _newly_reclaimed(
         self, units: Sequence[UnitInfo], now: float, notes: list[str]
     ) -> tuple[tuple[str, float], ...]:
+        # a unit the provider already began stopping counts too (Fargate Spot: desired STOPPED from the notice on)
         found = tuple(
             (unit.unit_id, max(0.0, unit.reclaim_at - now))
             for unit in units
-            if unit.reclaim_at is not None and unit.is_alive and unit.unit_id not in self._reclaimed
+            if unit.reclaim_at is not None
+            and _is_on_the_way(unit)
+            and unit.unit_id not in self._reclaimed
+            and unit.unit_id not in self._terminating
         )
         for unit_id, seconds in found:
             self._reclaimed.add(unit_id)
             self._counted.pop(unit_id, None)  # going on the provider's word: not a lost unit (rule 7)
             notes.append(f"unit {unit_id} is reclaimed by its provider in {seconds:.0f} s: draining and replacing it")
-        self._reclaimed &= {unit.unit_id for unit in units if unit.is_alive}
+        self._reclaimed &= {unit.unit_id for unit in units if _is_on_the_way(unit)}
         return found
 
     def _cooling_down(self, now: float, count: int, wanted: int, notes: list[str]) -> bool:
@@ -408,3 +412,8 @@ def choose_victims(
     not_listed = sorted(unlisted, key=lambda unit_id: (-unlisted[unit_id], unit_id))
     order = [unit.unit_id for unit in pending] + not_listed + [unit.unit_id for unit in idle + others]
     return order[:count]
+
+
+def _is_on_the_way(unit: UnitInfo) -> bool:
+    """Alive, or stopping but not gone yet."""
+    return unit.is_alive or unit.state is UnitState.STOPPING

@@ -7,6 +7,9 @@
   `lastStatus`: PROVISIONING/PENDING/ACTIVATING -> PENDING, RUNNING -> RUNNING, the way down -> STOPPING,
   STOPPED -> GONE (with the stop reason as detail).
 - terminate: `stop_task` (the container gets SIGTERM: its workers leave the scheduler gracefully).
+- Fargate Spot (`--ecs-capacity-provider FARGATE_SPOT`): a task AWS interrupts shows `stopCode`
+  `SpotInterruption` from the two-minute warning on; it is listed with `reclaim_at` (its `stoppingAt` plus the two
+  minutes), so the manager replaces it at once and the scheduler drains its workers.
 The cluster and the task definition are created when missing, on first use; every call runs off the loop.
 """
 
@@ -31,6 +34,9 @@ UNIT_TAG = "scaler-unit-id"
 LAUNCHED_TAG = "scaler-launched-at"  #: seconds since the epoch, for tasks whose createdAt is not reported
 EXECUTION_ROLE = "ecsTaskExecutionRole"
 EXECUTION_POLICY = "arn:aws:iam::aws:policy/service-role/AmazonECSTaskExecutionRolePolicy"
+#: What ECS says of a Fargate Spot task it takes back, and how long before it stops the task.
+SPOT_INTERRUPTION = "SpotInterruption"
+SPOT_NOTICE_SECONDS = 120.0
 #: Memory (GB) Fargate allows per task size (vCPU): (smallest, largest).
 FARGATE_MEMORY_GB = {1: (2, 8), 2: (4, 16), 4: (8, 30), 8: (16, 60), 16: (32, 120)}
 _STATES = {
@@ -144,7 +150,7 @@ class EcsBackend:
         created_at = created.timestamp() if created is not None else float(tags.get(LAUNCHED_TAG, 0.0))
         reason = f": {task['stoppedReason']}" if task.get("stoppedReason") else ""
         detail = f"task {task['taskArn'].rsplit('/', 1)[-1]}{reason}"
-        return UnitInfo(unit_id, state, created_at, detail=detail)
+        return UnitInfo(unit_id, state, created_at, detail=detail, reclaim_at=_reclaim_at(task, state))
 
     async def _run_task(self, spec: LaunchSpec, unit_id: str) -> None:
         config = self._config
@@ -153,11 +159,15 @@ class EcsBackend:
             {"name": "PYTHON_REQUIREMENTS", "value": config.ecs_python_requirements},
             {"name": "PYTHON_VERSION", "value": config.ecs_python_version},
         ]
+        if config.ecs_capacity_provider == "FARGATE":
+            capacity: dict[str, Any] = {"launchType": "FARGATE"}
+        else:
+            capacity = {"capacityProviderStrategy": [{"capacityProvider": config.ecs_capacity_provider, "weight": 1}]}
         response = await call(
             self._ecs.run_task,
             cluster=config.ecs_cluster,
             taskDefinition=self._task_definition_arn,
-            launchType="FARGATE",
+            **capacity,
             count=1,
             startedBy=self._started_by,
             tags=[
@@ -294,3 +304,11 @@ def _all_task_arns(ecs: Any, cluster: str, started_by: str, desired: str) -> lis
     for page in ecs.get_paginator("list_tasks").paginate(cluster=cluster, startedBy=started_by, desiredStatus=desired):
         arns.extend(page.get("taskArns", []))
     return arns
+
+
+def _reclaim_at(task: dict[str, Any], state: UnitState) -> float | None:
+    """When AWS takes an interrupted Fargate Spot task back (wall clock); None for any other task."""
+    if task.get("stopCode") != SPOT_INTERRUPTION or state is UnitState.GONE:
+        return None
+    stopping = task.get("stoppingAt")
+    return (stopping.timestamp() if stopping is not None else time.time()) + SPOT_NOTICE_SECONDS
