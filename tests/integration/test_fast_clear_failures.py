@@ -52,7 +52,9 @@ def test_a_client_with_no_scheduler_says_it_waits_then_gives_up() -> None:
 
 def test_a_scheduler_whose_object_storage_does_not_answer_says_so_at_start(launcher: Launcher) -> None:
     addresses = free_addresses()  # nothing listens at addresses.object_storage
-    scheduler = launcher.scheduler(addresses)
-    log = scheduler.wait_for_log("scheduler listening on")
+    # the scheduler gives the storage server 10 s before it listens: on a loaded machine that plus its start-up
+    # can outlast the usual 30 s probe, so wait for its log line with room to spare
+    scheduler = launcher.scheduler(addresses, wait=False)
+    log = scheduler.wait_for_log("scheduler listening on", timeout_seconds=60)
     assert f"the object storage server at {addresses.object_storage} did not answer" in log
     assert f"scaler_object_storage_server {addresses.object_storage}" in log
