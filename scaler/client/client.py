@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import itertools
 import logging
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import Any
 
 from scaler.client import processor_context
@@ -22,9 +23,10 @@ from scaler.client.agent import ClientAgent
 from scaler.client.display import client_rows, html_table
 from scaler.client.future import ScalerFuture
 from scaler.client.map_chunks import chunk_size, name_failed_item, run_chunk
+from scaler.client.map_stream import chunks_in_flight, stream_map
 from scaler.client.object_reference import ObjectReference
 from scaler.client.processor_context import BlockingWait
-from scaler.client.progress import wait_with_bar
+from scaler.client.progress import progress_counter, wait_with_bar
 from scaler.client.result_reader import ResultReader
 from scaler.client.serializer import DefaultSerializer, Serializer, serialize_to_frames
 from scaler.client.task_builder import TaskBuilder, describe, frames_size
@@ -250,35 +252,53 @@ class Client:
         `progress=True` shows a progress bar on stderr (a widget in Jupyter)."""
         if not iterables:
             raise TypeError("map() needs at least one iterable")
-        return self.starmap(
-            fn, zip(*iterables, strict=False), capabilities=capabilities, reserialize=reserialize, progress=progress
-        )
+        sizes = [len(it) for it in iterables if isinstance(it, Sized)]
+        total = min(sizes) if len(sizes) == len(iterables) else None
+        calls = zip(*iterables, strict=False)
+        return self._starmap(fn, calls, total, capabilities, reserialize, progress)
 
     def starmap(
         self, fn: Callable[..., Any], iterable: Iterable[Iterable[Any]], capabilities: dict[str, int] | None = None,
         reserialize: bool = False, progress: bool = False,
     ) -> list[Any]:  # fmt: skip
         """fn(*args) for each args in iterable, run on the workers; returns the results in order.
-        A large map travels in chunks of several calls per task (see map_chunks). An item that raises
-        ends the map with its exception, which names the item's index and arguments in a note."""
+        A large map travels in chunks of several calls per task (see map_chunks), streamed when its length is
+        known (see map_stream). An item that raises ends the map with its exception, which names the item's
+        index and arguments in a note."""
+        total = len(iterable) if isinstance(iterable, Sized) else None
+        return self._starmap(fn, (tuple(args) for args in iterable), total, capabilities, reserialize, progress)
+
+    def _starmap(
+        self, fn: Callable[..., Any], calls: Iterator[tuple[Any, ...]], total: int | None,
+        capabilities: dict[str, int] | None, reserialize: bool, progress: bool,
+    ) -> list[Any]:  # fmt: skip
         self._check_open()
-        calls = [tuple(args) for args in iterable]
-        if calls:  # the first call's arguments are checked here (all of them would cost a map too much)
-            self._builder.function(fn).check_call(calls[0], {})
-        size = chunk_size(len(calls), self._agent.worker_count)
+        if total is None:  # an iterator: its length is known once it is read
+            listed = list(calls)
+            total, calls = len(listed), iter(listed)
+        first = next(calls, None)
+        if first is None:
+            return []
+        calls = itertools.chain((first,), calls)
+        self._builder.function(fn).check_call(first, {})  # the first call only: all of them would cost too much
+        size = chunk_size(total, self._agent.worker_count)
         if size == 1 or not isinstance(self._serializer, DefaultSerializer):
-            futures = self._submit_many(fn, calls, capabilities, reserialize)
-            return self._gather(futures, progress, [1] * len(futures), calls)
+            listed = list(calls)
+            futures = self._submit_many(fn, listed, capabilities, reserialize)
+            return self._gather(futures, progress, [1] * len(futures), listed)
         runner = self._chunk_runners.get(id(fn))
         if runner is None or runner.args[0] is not fn:
             runner = self._chunk_runners[id(fn)] = functools.partial(run_chunk, fn)
-        chunks = [(calls[start : start + size],) for start in range(0, len(calls), size)]
-        sizes = [len(chunk[0]) for chunk in chunks]
-        results: list[Any] = []
-        for chunk_results in self._gather(self._submit_many(runner, chunks, capabilities, reserialize), progress,
-                                          sizes, calls):  # fmt: skip
-            results.extend(chunk_results)
-        return results
+
+        def submit(chunks: list[list[tuple[Any, ...]]], first: bool) -> list[ScalerFuture]:
+            return self._submit_many(runner, [(chunk,) for chunk in chunks], capabilities, reserialize and first)
+
+        def cancel(future: ScalerFuture) -> None:
+            self._request_cancel(future.task_id)
+
+        window = chunks_in_flight(self._agent.worker_count)
+        with BlockingWait(), progress_counter(total, progress) as advance:
+            return stream_map(calls, size, window, submit, cancel, advance)
 
     def _submit_many(
         self,

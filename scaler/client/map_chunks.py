@@ -44,15 +44,17 @@ def run_chunk(function: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) ->
     return results
 
 
-def name_failed_item(error: BaseException, first_item: int, items: int, calls: Sequence[tuple[Any, ...]]) -> None:
+def name_failed_item(
+    error: BaseException, first_item: int, items: int, calls: Sequence[tuple[Any, ...]], calls_from: int = 0
+) -> None:
     """Add a note to a map's failure naming the item that raised (index and arguments), or the items of
-    the task that failed as a whole (its worker died, it timed out)."""
+    the task that failed as a whole (its worker died, it timed out). `calls[0]` is map item `calls_from`."""
     offset = getattr(error, CHUNK_INDEX_ATTRIBUTE, None)
     if offset is None and items > 1:
         note = f"scaler: map items {first_item} to {first_item + items - 1} (one task) failed"
     else:
         index = first_item + (offset or 0)
-        shown = reprlib.repr(calls[index]) if index < len(calls) else "?"
+        shown = reprlib.repr(calls[index - calls_from]) if 0 <= index - calls_from < len(calls) else "?"
         note = f"scaler: map item {index} failed; its arguments: {shown}"
     notes = getattr(error, "__notes__", None)
     if notes is not None and note in notes:

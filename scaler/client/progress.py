@@ -11,9 +11,10 @@ moves the bar, so the I/O thread never waits on the terminal.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 #: How often the bar is redrawn while waiting.
@@ -65,3 +66,16 @@ def progress(futures: Sequence[concurrent.futures.Future[Any]], description: str
     futures = list(futures)
     wait_with_bar(futures, description=description, stop_at_first_exception=False)
     return futures
+
+
+@contextlib.contextmanager
+def progress_counter(total: int, shown: bool, description: str = "scaler") -> Iterator[Callable[[int], None]]:
+    """A function that counts items done on a bar of `total` items (on stderr, or a widget in Jupyter); a
+    function that does nothing when the bar is not `shown`."""
+    if not shown:
+        yield lambda _items: None
+        return
+    from tqdm.auto import tqdm
+
+    with tqdm(total=total, desc=description, unit="task", dynamic_ncols=True) as bar:
+        yield bar.update

@@ -453,3 +453,34 @@ def test_tls_security_config_is_refused_with_what_to_use_instead() -> None:
         Client(address="tcp://127.0.0.1:1", security_config=object())
     with pytest.raises(ValueError, match="CURVE"):
         SchedulerClusterCombo(n_workers=1, security_config=object())
+
+
+class CountedItems:
+    """A sized, lazy sequence of ints that counts how many items the map has read."""
+
+    def __init__(self, items: int) -> None:
+        self.items, self.read = items, 0
+
+    def __len__(self) -> int:
+        return self.items
+
+    def __iter__(self) -> Iterator[int]:
+        for item in range(self.items):
+            self.read += 1
+            yield item
+
+
+def fail_at_300(x: int) -> int:
+    if x == 300:
+        raise ValueError("300 is bad")
+    return x
+
+
+def test_a_big_map_reads_its_arguments_as_it_goes_and_a_failure_stops_it_early() -> None:
+    items = CountedItems(2_000_000)
+    with running_cluster(2) as cluster, Client(address=cluster.get_address()) as client:
+        with pytest.raises(ValueError, match="300 is bad") as raised:
+            client.map(fail_at_300, items)
+        assert "scaler: map item 300 failed; its arguments: (300,)" in getattr(raised.value, "__notes__", [])
+        assert items.read < 200_000, f"the map read {items.read:,} of 2,000,000 arguments before it failed"
+        assert client.map(fail_at_300, range(250)) == list(range(250)), "the client goes on"
