@@ -18,6 +18,7 @@ STOP_SECONDS = 15.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    faulthandler.enable()  # a fatal error or SIGABRT prints every thread's stack (to the log), even mid-start
     parser = argparse.ArgumentParser(
         prog="scaler_fake_cloud",
         description="A local AWS endpoint (moto) on 127.0.0.1 that also runs what is launched on it: ECS tasks and "
@@ -46,7 +47,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, SystemExit) as error:
         print(f"scaler_fake_cloud: cannot listen on 127.0.0.1:{arguments.port}: {error}", file=sys.stderr)
         return 2
-    faulthandler.enable()  # a fatal error or SIGABRT prints every thread's stack to the log
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

@@ -34,6 +34,9 @@ from scaler.protocol.handshake import local_python_version
 
 #: Generous bound on every wait for something that should happen "promptly".
 DEADLINE_SECONDS = 30.0
+#: How long `scaler_fake_cloud` may take to print its endpoint: moto is a large package, and its first import at
+#: the start of a clean-clone run, with the other test process starting too, has taken more than 30 s in CI.
+CLOUD_START_SECONDS = 90.0
 #: How long processes get to disappear once the test is over.
 LEFTOVER_GRACE_SECONDS = 15.0
 #: Where the console commands of this environment live.
@@ -308,8 +311,19 @@ class Service:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def wait_for_log(self, text: str, timeout_seconds: float = DEADLINE_SECONDS) -> str:
-        wait_for(lambda: text in self.log_text(), f"{text!r} in the log of {self.name}", timeout_seconds)
+        try:
+            wait_for(lambda: text in self.log_text(), f"{text!r} in the log of {self.name}", timeout_seconds)
+        except AssertionError as error:
+            if self.is_running():
+                self._abort_for_stacks()
+            raise AssertionError(f"{error}; its log:\n{self.log_text()[-6000:]}") from None
         return self.log_text()
+
+    def _abort_for_stacks(self) -> None:
+        """SIGABRT makes a command that enabled faulthandler print every thread's stack before it dies."""
+        self.popen.send_signal(signal.SIGABRT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=5)
 
     def is_running(self) -> bool:
         return self.popen.poll() is None
@@ -318,10 +332,7 @@ class Service:
         try:
             return self.popen.wait(timeout=timeout_seconds)
         except subprocess.TimeoutExpired:
-            # SIGABRT makes a command that enabled faulthandler print every thread's stack before it dies
-            self.popen.send_signal(signal.SIGABRT)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(timeout=5)
+            self._abort_for_stacks()
             raise AssertionError(
                 f"{self.name} did not exit within {timeout_seconds:g} s; its log:\n{self.log_text()[-6000:]}"
             ) from None

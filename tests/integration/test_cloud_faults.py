@@ -15,7 +15,7 @@ import pytest
 
 from scaler import Client
 from scaler.io.address import free_tcp_port_block
-from tests.integration.conftest import Addresses, Launcher, Service, monitor, wait_for
+from tests.integration.conftest import CLOUD_START_SECONDS, Addresses, Launcher, Service, monitor, wait_for
 from tests.integration.manager_harness import manager_of
 from tests.integration.test_cloud_burst import ECS_FLAGS, ec2_instances, ecs_tasks, live_units, slow_identity
 
@@ -78,7 +78,7 @@ def test_bad_credentials_are_reported_once_and_the_manager_goes_on(
 ) -> None:
     port = free_tcp_port_block(1)
     cloud = launcher.start("scaler_fake_cloud", "--port", str(port), "--require-credentials")
-    cloud.wait_for_log("AWS_ENDPOINT_URL=")
+    cloud.wait_for_log("AWS_ENDPOINT_URL=", CLOUD_START_SECONDS)
     manager = start_manager(
         launcher, kind, queued_work.scheduler, "bad-keys", AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}",
         AWS_ACCESS_KEY_ID="AKIANOTAREALKEY00000", AWS_SECRET_ACCESS_KEY="wrong",
@@ -141,7 +141,7 @@ def test_the_cloud_going_away_is_reported_once_and_the_manager_goes_on(
 ) -> None:
     port = free_tcp_port_block(1)
     cloud = launcher.start("scaler_fake_cloud", "--port", str(port))
-    cloud.wait_for_log("AWS_ENDPOINT_URL=")
+    cloud.wait_for_log("AWS_ENDPOINT_URL=", CLOUD_START_SECONDS)
     endpoint = f"http://127.0.0.1:{port}"
     manager = start_manager(launcher, "aws_raw_ecs", queued_work.scheduler, "cloud-gone", "-mtc", "1",
                             AWS_ENDPOINT_URL=endpoint)  # fmt: skip

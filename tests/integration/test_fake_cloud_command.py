@@ -11,9 +11,9 @@ import psutil
 import pytest
 
 from scaler.io.address import free_tcp_port_block
-from tests.integration.conftest import Launcher, wait_for
+from tests.integration.conftest import CLOUD_START_SECONDS, Launcher, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(180)]
 
 
 def marked_processes(marker: str) -> list[psutil.Process]:
@@ -63,7 +63,7 @@ def test_the_command_runs_a_task_after_its_boot_and_stops_with_everything(
 ) -> None:
     port = free_tcp_port_block(1)
     cloud = launcher.start("scaler_fake_cloud", "--port", str(port), "--boot-seconds", "2")
-    assert f"AWS_ENDPOINT_URL=http://127.0.0.1:{port}" in cloud.wait_for_log("AWS_ENDPOINT_URL=")
+    assert f"AWS_ENDPOINT_URL=http://127.0.0.1:{port}" in cloud.wait_for_log("AWS_ENDPOINT_URL=", CLOUD_START_SECONDS)
     ecs = ecs_client(f"http://127.0.0.1:{port}")
     marker = f"sleep 3{port}.5"  # a command line no other test runs
     arn = run_sleeping_task(ecs, marker)
@@ -86,7 +86,7 @@ def test_the_command_runs_a_task_after_its_boot_and_stops_with_everything(
 def test_a_task_whose_command_ends_reads_stopped_with_its_exit_code(launcher: Launcher) -> None:
     port = free_tcp_port_block(1)
     cloud = launcher.start("scaler_fake_cloud", "--port", str(port))
-    cloud.wait_for_log("AWS_ENDPOINT_URL=")
+    cloud.wait_for_log("AWS_ENDPOINT_URL=", CLOUD_START_SECONDS)
     ecs = ecs_client(f"http://127.0.0.1:{port}")
     arn = run_sleeping_task(ecs, "exit 3")
     wait_for(lambda: status(ecs, arn) == "STOPPED", "the task to stop on its own")
@@ -99,7 +99,7 @@ def test_a_task_whose_command_ends_reads_stopped_with_its_exit_code(launcher: La
 def test_a_port_in_use_is_a_clear_error(launcher: Launcher) -> None:
     port = free_tcp_port_block(1)
     first = launcher.start("scaler_fake_cloud", "--port", str(port))
-    first.wait_for_log("AWS_ENDPOINT_URL=")
+    first.wait_for_log("AWS_ENDPOINT_URL=", CLOUD_START_SECONDS)
     second = launcher.start("scaler_fake_cloud", "--port", str(port))
     assert second.wait_exit() == 2
     assert f"cannot listen on 127.0.0.1:{port}" in second.log_text()
