@@ -55,7 +55,17 @@ def test_mixed_functions_are_sized_by_their_own_run_times() -> None:
     assert report.unfinished_tasks == 0
 
 
-def test_before_any_task_finished_the_policy_counts_tasks() -> None:
-    """A scheduler that never saw a task finish has nothing to go by: one worker per task, as without the option."""
+def test_a_fresh_schedulers_first_burst_of_short_tasks_gets_one_worker_not_one_each() -> None:
+    """Nothing finished yet: each task counts 0.5 s, so 50 tiny tasks (25 s of assumed work) ask for 1 worker."""
     report = simulate(policy(f"{WORK}; target_finish_seconds=30"), one_shot_trace(50, 0.01), MANAGERS)
-    assert report.timeline[0].total == 50
+    assert report.timeline[0].total == 1
+    assert report.peak_workers == 1 and report.unfinished_tasks == 0
+
+
+def test_a_fresh_schedulers_first_burst_of_long_tasks_grows_as_they_run() -> None:
+    """40 tasks of 60 s, never seen: the pool starts small and grows while the first ones run without finishing
+    (each counts twice the longest running one), up to a worker per task long before any finishes."""
+    report = simulate(policy(f"{WORK}; target_finish_seconds=30"), one_shot_trace(40, 60.0), MANAGERS)
+    assert report.timeline[0].total <= 2
+    assert max(point.total for point in report.timeline if point.at_seconds < 40.0) == 40
+    assert report.unfinished_tasks == 0

@@ -72,8 +72,14 @@ def test_the_estimate_is_the_one_of_the_tasks_capability_set() -> None:
     assert outstanding_seconds([work], learned) == pytest.approx(2.0)
 
 
-def test_nothing_learned_means_no_estimate() -> None:
-    assert outstanding_seconds([group(FunctionTasks("f", queued=5))], table()) is None
+def test_before_anything_is_learned_a_task_counts_half_a_second_or_twice_its_longest_running_peer() -> None:
+    assert outstanding_seconds([group(FunctionTasks("f", queued=5))], table()) == pytest.approx(2.5)
+    # one has run 10 s without finishing: each counts 20 s (queued 5 x 20, and 10 s left of the running one)
+    running = group(FunctionTasks("f", queued=5, running_seconds=(10.0,)))
+    assert outstanding_seconds([running], table()) == pytest.approx(110.0)
+    # the same for a function never seen while others were learned (its floor is their mean)
+    assert outstanding_seconds([running], table(RunTime("g", (), 1.0))) == pytest.approx(110.0)
+    assert outstanding_seconds([group(FunctionTasks("f", queued=5))], table(RunTime("g", (), 1.0))) == 5.0
 
 
 # ---------------------------------------------------------------- target_finish_seconds
@@ -110,12 +116,13 @@ def test_the_managers_max_workers_bounds_the_need() -> None:
     assert workers_wanted(WorkScaling(target_finish_seconds=30.0), view) == 8
 
 
-def test_before_any_task_finished_it_counts_tasks_and_says_so() -> None:
-    view = snapshot(group(FunctionTasks("f", queued=12)))
+def test_before_any_task_finished_it_assumes_half_a_second_a_task_and_says_so() -> None:
+    view = snapshot(group(FunctionTasks("f", queued=120)))
     policy = WorkScaling(target_finish_seconds=30.0)
-    assert workers_wanted(policy, view) == 12
+    assert workers_wanted(policy, view) == 2  # 60 s of assumed work
     assert reason(policy, view) == (
-        "12 tasks queued, 0 running: 12 workers needed, work policy (no task has finished yet: counted by tasks)"
+        "120 tasks queued, 0 running, about 60.0 s of work: 2 workers needed to finish in 30 s, work policy "
+        "(no task has finished yet: each counts 0.5 s, or twice the longest running one)"
     )
 
 

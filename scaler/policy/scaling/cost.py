@@ -8,8 +8,7 @@ then the id):
 2. fill the rest from the cheapest manager that can help in time, then the next. With `target_finish_seconds`
    T and learned run times, a new worker of a manager that boots in b seconds does T - b seconds of the
    outstanding work before the deadline: a manager with b >= T cannot help in time and is passed over, and a
-   dearer, faster one takes the work. Without T (or before any run time is learned) every manager can help
-   and the price alone orders them;
+   dearer, faster one takes the work. Without T every manager can help and the price alone orders them;
 3. work no manager can finish in time still gets workers: the cheapest managers with room, as `work` counts.
 A set never gets more workers than it has tasks, and at least one while it has any.
 

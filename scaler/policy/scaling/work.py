@@ -1,9 +1,9 @@
 """`scaling=work`: ask for the outstanding work in one step; give workers back only after a cooldown.
 
 Need: per capability-name set, ceil((queued + running) / tasks_per_worker) workers. With
-`target_finish_seconds` T, and once the scheduler has learned run times (`outstanding_work`), the need is
-ceil(outstanding work seconds / T) instead: at least 1, and never more than the count by tasks (a task runs
-on one worker). So many short tasks share a few workers, and long ones get one each.
+`target_finish_seconds` T, the need is ceil(outstanding work seconds / T) instead (`outstanding_work`: learned
+run times, and an estimate for functions not seen finish yet): at least 1, and never more than the count by
+tasks (a task runs on one worker). So many short tasks share a few workers, and long ones get one each.
 
 Spread over the online managers that cover the set, most specific sets first, in two passes:
 1. keep work where workers already are: each manager (in id order) takes up to what it holds
@@ -36,7 +36,7 @@ from scaler.policy.decision import (
     make_target,
     target_total,
 )
-from scaler.policy.outstanding_work import RunTimeTable, outstanding_seconds
+from scaler.policy.outstanding_work import UNKNOWN_TASK_SECONDS, RunTimeTable, outstanding_seconds
 from scaler.policy.scaling.capability_sets import (
     CapabilityNames,
     CapabilitySet,
@@ -116,26 +116,26 @@ class WorkScaling:
         text = f"{queued} tasks queued, {running} running: {needed} workers needed, {self.policy_word} policy"
         if self.target_finish_seconds is not None:
             seconds = outstanding_seconds(snapshot.task_groups, run_times)
-            if seconds is None:
-                text += " (no task has finished yet: counted by tasks)"
-            else:
-                text = (
-                    f"{queued} tasks queued, {running} running, about {seconds:,.1f} s of work: {needed} workers "
-                    f"needed to finish in {self.target_finish_seconds:g} s, {self.policy_word} policy"
+            text = (
+                f"{queued} tasks queued, {running} running, about {seconds:,.1f} s of work: {needed} workers "
+                f"needed to finish in {self.target_finish_seconds:g} s, {self.policy_word} policy"
+            )
+            if run_times.is_empty:
+                text += (
+                    f" (no task has finished yet: each counts {UNKNOWN_TASK_SECONDS:g} s, or twice the longest "
+                    "running one)"
                 )
         if wanted > needed:
             text += f" (keeping {wanted - needed} for the {self.cooldown_seconds:g} s cooldown)"
         return text
 
     def _need(self, snapshot: ScalingSnapshot, run_times: RunTimeTable, capability_set: CapabilitySet) -> int:
-        """Workers the set's tasks need: by count, or by learned run time when `target_finish_seconds` is set."""
+        """Workers the set's tasks need: by count, or by estimated run time when `target_finish_seconds` is set."""
         by_tasks = ceil(capability_set.tasks / self.tasks_per_worker)
         if self.target_finish_seconds is None:
             return by_tasks
         groups = [group for group in snapshot.task_groups if names_of(group.capabilities) == capability_set.names]
         seconds = outstanding_seconds(groups, run_times)
-        if seconds is None:
-            return by_tasks
         by_time = ceil(seconds / self.target_finish_seconds - ROUNDING)
         return min(by_tasks, max(1, by_time))
 
