@@ -4,7 +4,8 @@
 and `scaling` are required, the threshold keys below are optional and belong to one scaling each.
 
 `waterfall_v1`: one rule per line, `priority, worker_manager_id[, max_workers]`; `#` starts a comment
-anywhere on a line; blank lines are skipped. Our one extension: a `tasks_per_worker=<int>` line.
+anywhere on a line; blank lines are skipped. Our extensions: a `tasks_per_worker=<int>` line and a
+`max_cost_per_hour=<number>` line (a budget across the tiers).
 
 Every refusal is a `ValueError` whose text names the bad key, value or line (with its number).
 """
@@ -144,7 +145,7 @@ def _threshold(text: str, key: str, raw_value: str, scaling: ScalingName) -> Num
 
 # ---------------------------------------------------------------- waterfall_v1
 
-WATERFALL_SETTINGS = ("tasks_per_worker",)
+WATERFALL_SETTINGS = ("tasks_per_worker", "max_cost_per_hour")
 RULE_SHAPE = "'priority, worker_manager_id[, max_workers]'"
 
 
@@ -159,18 +160,20 @@ class WaterfallRule:
 class WaterfallContent:
     rules: tuple[WaterfallRule, ...]  #: ascending priority; equal priorities keep their written order
     tasks_per_worker: int = 10  #: the total target per capability set is ceil(tasks / this)
+    max_cost_per_hour: float | None = None  #: the most the tiers' workers may cost per hour together; None: no cap
 
 
 def parse_waterfall_content(text: str) -> WaterfallContent:
     rules: list[WaterfallRule] = []
-    tasks_per_worker = 10
+    settings: dict[str, float] = {}
     seen_ids: dict[str, int] = {}
     for number, raw_line in enumerate(text.splitlines(), start=1):
         line = raw_line.split("#", 1)[0].strip()
         if not line:
             continue
         if "=" in line and "," not in line:
-            tasks_per_worker = _waterfall_setting(number, line)
+            key, value = _waterfall_setting(number, line)
+            settings[key] = value
             continue
         rule = _waterfall_rule(number, line)
         if rule.manager_id in seen_ids:
@@ -183,7 +186,8 @@ def parse_waterfall_content(text: str) -> WaterfallContent:
     if not rules:
         raise ValueError(f"waterfall_v1 policy_content has no rules; write one {RULE_SHAPE} per line")
     rules.sort(key=lambda rule: rule.priority)
-    return WaterfallContent(rules=tuple(rules), tasks_per_worker=tasks_per_worker)
+    budget = settings.get("max_cost_per_hour")
+    return WaterfallContent(tuple(rules), int(settings.get("tasks_per_worker", 10)), budget)
 
 
 def _waterfall_rule(number: int, line: str) -> WaterfallRule:
@@ -201,15 +205,23 @@ def _waterfall_rule(number: int, line: str) -> WaterfallRule:
     return WaterfallRule(priority, manager_id, max_workers)
 
 
-def _waterfall_setting(number: int, line: str) -> int:
+def _waterfall_setting(number: int, line: str) -> tuple[str, float]:
     key, _, raw_value = (part.strip() for part in line.partition("="))
     where = f"waterfall_v1 line {number} ({line!r})"
     if key not in WATERFALL_SETTINGS:
         raise ValueError(f"{where}: unknown setting {key!r}; allowed settings: {', '.join(WATERFALL_SETTINGS)}")
+    if key == "max_cost_per_hour":
+        try:
+            budget = float(raw_value)
+        except ValueError:
+            raise ValueError(f"{where}: {key}={raw_value!r} is not a number") from None
+        if not math.isfinite(budget) or budget <= 0:
+            raise ValueError(f"{where}: {key} must be a finite number > 0")
+        return key, budget
     value = _integer(where, key, raw_value)
     if value < 1:
         raise ValueError(f"{where}: {key} must be >= 1")
-    return value
+    return key, value
 
 
 def _integer(where: str, name: str, raw_value: str) -> int:

@@ -39,7 +39,7 @@ def make_policy(engine_type: str, content: str) -> PolicyConfig:
         return PolicyConfig(
             engine_type=engine_type,
             allocate="capability",
-            scaling=WaterfallScaling(rules=waterfall.rules, tasks_per_worker=waterfall.tasks_per_worker),
+            scaling=WaterfallScaling(waterfall.rules, waterfall.tasks_per_worker, waterfall.max_cost_per_hour),
         )
     raise ValueError(f"policy engine type {engine_type!r} is not one of: {', '.join(ENGINE_TYPES)}")
 

@@ -47,6 +47,9 @@ POLICIES: dict[str, ScalingPolicy] = {
         tasks_per_worker=10,
     ),
     "waterfall-1": WaterfallScaling((WaterfallRule(1, "m3"), WaterfallRule(2, "m1", 2)), tasks_per_worker=1),
+    "waterfall-budget": WaterfallScaling(
+        (WaterfallRule(1, "m0", 4), WaterfallRule(1, "m2"), WaterfallRule(2, "m1")), 1, max_cost_per_hour=0.8
+    ),
     "work": WorkScaling(),
     "work-fast": WorkScaling(tasks_per_worker=3, cooldown_seconds=0.0),
     "work-registry": make_policy("simple", "allocate=even_load; scaling=work; cooldown_seconds=4").scaling,

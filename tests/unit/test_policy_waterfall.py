@@ -130,3 +130,46 @@ def test_each_target_says_why_in_words() -> None:
     ).reasons
     assert reasons["cheap"] == "no tasks: kept until the later tiers have drained, waterfall_v1 policy"
     assert reasons["cloud"] == "no tasks, waterfall_v1 policy"
+
+
+# ---------------------------------------------------------------- prices and a budget
+
+
+def priced(manager_id: str, cost: float, max_workers: WorkerLimit = None) -> ManagerView:
+    return ManagerView(manager_id, (), max_workers, worker_cost_per_hour=cost)
+
+
+def budgeted(rules: str) -> WaterfallScaling:
+    content = parse_waterfall_content(rules)
+    return WaterfallScaling(content.rules, content.tasks_per_worker, content.max_cost_per_hour)
+
+
+def test_managers_of_equal_priority_fill_cheapest_first() -> None:
+    rules = "1, dear, 3\n1, cheap, 3\ntasks_per_worker = 1"
+    managers = (priced("dear", 0.20), priced("cheap", 0.05))
+    assert totals(step(budgeted(rules), (TaskGroup((), 4, 0),), managers).decision) == {"cheap": 3, "dear": 1}
+    free = (manager("dear"), manager("cheap"))  # no prices: the written order
+    assert totals(step(budgeted(rules), (TaskGroup((), 4, 0),), free).decision) == {"dear": 3, "cheap": 1}
+
+
+def test_a_budget_trims_the_last_tier_first_and_never_a_busy_worker() -> None:
+    rules = "1, spot, 4\n2, fargate, 8\ntasks_per_worker = 1\nmax_cost_per_hour = 1"
+    managers = (priced("spot", 0.05), priced("fargate", 0.20))
+    done = step(budgeted(rules), (TaskGroup((), 12, 0),), managers)
+    # wanted: 4 spot (0.20) + 8 fargate (1.60); within 1.00: 4 fargate (0.80)
+    assert totals(done.decision) == {"spot": 4, "fargate": 4}
+    assert "budget: 4 worker(s) held back" in done.reasons["fargate"] and done.capped_manager_ids == {"fargate"}
+    busy = workers("fargate", 6, busy=6)
+    kept = step(budgeted(rules), (TaskGroup((), 6, 6),), managers, busy)
+    assert totals(kept.decision) == {"spot": 0, "fargate": 6}, "busy workers stay; the cheap tier is trimmed too"
+    assert budgeted(rules).name == "waterfall_v1(1:spot; 2:fargate; tasks_per_worker=1; max_cost_per_hour=1)"
+
+
+def test_a_bad_budget_line_is_refused_naming_it() -> None:
+    for text, message in (("max_cost_per_hour = soon", "is not a number"), ("max_cost_per_hour = 0", "> 0")):
+        try:
+            parse_waterfall_content(f"1, spot\n{text}")
+        except ValueError as error:
+            assert f"waterfall_v1 line 2 ({text!r})" in str(error) and message in str(error)
+        else:
+            raise AssertionError(f"{text!r} was accepted")
