@@ -74,20 +74,30 @@ def validate_address(text: str) -> str:
 
 def free_tcp_address(host: str = "127.0.0.1") -> str:
     """A tcp address on a port that is free right now (for local clusters and tests)."""
-    import socket
+    return f"tcp://{host}:{free_tcp_port_block(1, host)}"
 
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port = probe.getsockname()[1]
-    return f"tcp://{host}:{port}"
+
+#: The lowest port handed out: above the well-known and most registered service ports.
+LOWEST_FREE_PORT = 10000
 
 
 def free_tcp_port_block(count: int, host: str = "127.0.0.1") -> int:
-    """A base port such that base .. base+count-1 are all free right now."""
+    """A base port such that base .. base+count-1 are all free right now.
+
+    The ports are chosen below the system's ephemeral range (where the kernel picks the local ports of
+    outgoing connections): a port from that range can be taken by any new connection between this check and
+    the server's bind, which made a freshly started server fail to listen now and then under load."""
+    import random
     import socket
 
+    ephemeral_low = _ephemeral_range_start()
+    highest_base = ephemeral_low - count
     for _ in range(200):
-        base = int(free_tcp_address(host).rsplit(":", 1)[1])
+        base = random.randint(LOWEST_FREE_PORT, highest_base) if highest_base > LOWEST_FREE_PORT else 0
+        if base == 0:  # no room below the ephemeral range: let the kernel choose
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                probe.bind((host, 0))
+                base = probe.getsockname()[1]
         if base + count >= 65536:
             continue
         sockets = []
@@ -103,3 +113,12 @@ def free_tcp_port_block(count: int, host: str = "127.0.0.1") -> int:
             for s in sockets:
                 s.close()
     raise OSError(f"could not find {count} consecutive free ports on {host}")
+
+
+def _ephemeral_range_start() -> int:
+    """The first port of the kernel's range for outgoing connections (Linux; 32768 elsewhere, its default)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as file:
+            return int(file.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768

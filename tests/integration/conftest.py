@@ -311,13 +311,17 @@ class Service:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def wait_for_log(self, text: str, timeout_seconds: float = DEADLINE_SECONDS) -> str:
-        try:
-            wait_for(lambda: text in self.log_text(), f"{text!r} in the log of {self.name}", timeout_seconds)
+        what = f"{text!r} in the log of {self.name}"
+        try:  # a command that exited without the line fails at once
+            wait_for(lambda: text in self.log_text() or not self.is_running(), what, timeout_seconds)
         except AssertionError as error:
             if self.is_running():
                 self._abort_for_stacks()
             raise AssertionError(f"{error}; its log:\n{self.log_text()[-6000:]}") from None
-        return self.log_text()
+        log = self.log_text()
+        if text not in log:
+            raise AssertionError(f"{self.name} exited ({self.popen.returncode}) before {what}; its log:\n{log[-6000:]}")
+        return log
 
     def _abort_for_stacks(self) -> None:
         """SIGABRT makes a command that enabled faulthandler print every thread's stack before it dies."""
@@ -381,7 +385,13 @@ class Launcher:
             "scaler_scheduler", addresses.scheduler, "-osa", addresses.object_storage, "-ll", "INFO", *args
         )
         if wait:
-            probe_scheduler(addresses.scheduler)
+            try:
+                probe_scheduler(addresses.scheduler)
+            except AssertionError as error:
+                state = "running" if service.is_running() else f"exited ({service.popen.returncode})"
+                raise AssertionError(
+                    f"{error}; the scheduler is {state}; its log:\n{service.log_text()[-6000:]}"
+                ) from None
         return service
 
     def cluster(self, scheduler_address: str, workers: int, *args: str, env: dict[str, str] | None = None) -> Service:
