@@ -8,7 +8,8 @@
 - an AWS Batch job id: its spot host is reclaimed (the job fails with "Host EC2 (instance ...) terminated.").
 
 The answer is 200 with what was done, 404 naming the resource when no running task or job has that id, 400
-when `resource` is missing. Everything else goes to moto.
+when `resource` is missing, and 501 for an EC2 instance id (the EC2 manager does not read spot warnings yet).
+Everything else goes to moto.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ def with_fault_route(moto_app: Any, injectors: Iterable[Injector]) -> Callable[.
             return _answer(
                 start_response, "400 Bad Request", f"{ROUTE}: give ?resource=<ECS task ARN or Batch job id>\n"
             )
+        if resource.startswith("i-"):
+            text = f"{resource}: EC2 spot interruptions are not injected yet (only ECS tasks and Batch jobs)\n"
+            return _answer(start_response, "501 Not Implemented", text)
         for inject in chosen:
             done = inject(resource)
             if done is not None:

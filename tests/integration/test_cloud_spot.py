@@ -37,6 +37,8 @@ def test_the_fault_route_names_what_it_did_and_what_it_could_not_find(fake_cloud
     assert inject(fake_cloud.endpoint_url, None)[0] == 400
     status, text = inject(fake_cloud.endpoint_url, "arn:aws:ecs:us-east-1:123456789012:task/c/nothing")
     assert status == 404 and "no running ECS task or Batch job 'arn:aws:ecs:" in text
+    status, text = inject(fake_cloud.endpoint_url, "i-0123456789abcdef0")
+    assert status == 501 and "EC2 spot interruptions are not injected yet" in text
 
 
 def test_a_spot_interruption_is_replaced_at_once_and_its_tasks_finish_without_spending_a_retry(
