@@ -191,6 +191,7 @@ class Client:
     def _new_future(self, task_id: TaskID, profiling: bool) -> ScalerFuture:
         future = ScalerFuture(task_id, self._reader, self._request_cancel, profiling)
         self._agent.futures[task_id] = future
+        processor_context.submitted(future)
         return future
 
     def _request_cancel(self, task_id: TaskID) -> None:

@@ -121,6 +121,15 @@ class ScalerFuture(concurrent.futures.Future[Any]):
                 self.set_running_or_notify_cancel()
         return True
 
+    def _abandon(self) -> None:
+        """Ask the scheduler to cancel the task, without waiting, and wake whoever waits on this future now (a
+        parked parent that is being stopped)."""
+        if self.done():
+            return
+        if self._request_cancel is not None:
+            self._request_cancel(self._task_id)
+        self._cancel_and_notify()
+
     # ------------------------------------------------------------ user API
 
     def result(self, timeout: float | None = None) -> Any:

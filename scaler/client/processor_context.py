@@ -1,30 +1,48 @@
 """What code running inside a processor can learn about its surroundings.
 
 Kept free of heavy imports: the client reads it to find the scheduler when `Client()` is created
-inside a task without an address, to give nested tasks a higher priority than their parent, and to
-tell the worker that the task is about to wait on nested futures (so its slot can serve them).
+inside a task without an address, to give nested tasks a higher priority than their parent, to tell the
+worker that the task is about to wait on nested futures (so its slot can serve them), and to let the
+processor know which nested tasks a task submitted (so a stopped parent's children are cancelled with it).
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from scaler.io.sockets import TransportSecurity
 
 
+class TaskThreads(Protocol):
+    """The processor's side: which task the calling thread runs, if any, and the hooks around its waits.
+    Only a thread that runs a task yields its slot; threads a task starts itself do not."""
+
+    def priority(self) -> int:
+        """The priority of the task the calling thread runs (the last task's, on another thread)."""
+
+    def on_block(self) -> bool:
+        """Before the calling thread waits on nested futures. True: the task yielded its slot (on_unblock
+        must follow); False: not a task's thread, nothing done."""
+
+    def on_unblock(self) -> None:
+        """After that wait: returns once the task may compute again (it may raise to stop the task)."""
+
+    def on_submitted(self, future: Any) -> None:
+        """A nested task's future, made by the calling thread."""
+
+
 @dataclass
 class ProcessorContext:
     scheduler_address: str
-    task_priority: int = 0
-    #: called by the task's main thread before/after it waits on futures of nested tasks
-    on_block: Callable[[], None] | None = None
-    on_unblock: Callable[[], None] | None = None
     #: how the worker's connections are secured; a Client created inside the task uses it too
     security: TransportSecurity | None = None
+    threads: TaskThreads | None = None
+
+    @property
+    def task_priority(self) -> int:
+        return self.threads.priority() if self.threads is not None else 0
 
 
 _current: ProcessorContext | None = None
@@ -39,20 +57,25 @@ def install(context: ProcessorContext | None) -> None:
     _current = context
 
 
-class BlockingWait:
-    """Context manager around a wait on nested futures: yields the task's slot while waiting.
+def submitted(future: Any) -> None:
+    """Called by a client for each future it makes: a processor hears of those made by its tasks."""
+    context = _current
+    if context is not None and context.threads is not None:
+        context.threads.on_submitted(future)
 
-    Only the processor's main thread talks to the agent; waits on other threads do not yield."""
+
+class BlockingWait:
+    """Context manager around a wait on nested futures: yields the task's slot while waiting."""
 
     def __init__(self) -> None:
         context = _current
-        is_main = threading.current_thread() is threading.main_thread()
-        self._context = context if context is not None and context.on_block is not None and is_main else None
+        self._threads = context.threads if context is not None else None
+        self._yielded = False
 
     def __enter__(self) -> None:
-        if self._context is not None and self._context.on_block is not None:
-            self._context.on_block()
+        if self._threads is not None:
+            self._yielded = self._threads.on_block()
 
     def __exit__(self, *exc: object) -> None:
-        if self._context is not None and self._context.on_unblock is not None:
-            self._context.on_unblock()
+        if self._yielded and self._threads is not None:
+            self._threads.on_unblock()

@@ -158,6 +158,13 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
     hard_processor_suspend: bool = setting(
         False, help="accepted for compatibility; blocked parents always yield their slot", short=("-hps",)
     )
+    nested_parents: str = setting(
+        "thread",
+        help="where a task waiting on its nested tasks waits: 'thread' parks it in its processor, which runs other "
+        "tasks meanwhile (no process per waiting parent; if that processor crashes or is stopped for another task, "
+        "the parent runs again within the retry budget); 'process' keeps a processor per waiting parent",
+        choices=("thread", "process"),
+    )
     io_threads: int = setting(
         1, help="ZeroMQ I/O threads per worker", short=("-it", "-wit"), aliases=("worker_io_threads",), gt=0
     )

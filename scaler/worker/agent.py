@@ -166,7 +166,7 @@ class WorkerAgent:
         processors = []
         for processor in self._core.processors.values():
             cpu, rss = self._executor.usage(processor.processor_id)
-            processors.append(m.ProcessorStatus(processor.pid, cpu, rss, processor.state.value))
+            processors.append(m.ProcessorStatus(processor.pid, cpu, rss, processor.shown_state))
         try:
             cpu, rss = self._own_process.cpu_percent(), self._own_process.memory_info().rss
         except psutil.Error:

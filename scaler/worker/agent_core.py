@@ -1,21 +1,27 @@
 """The worker agent's pure core: which task runs in which processor, and what the scheduler is told.
 
 Rules:
-1. At most `slots` processors compute at once (RUNNING). A processor whose task waits on nested
-   futures is BLOCKED and does not count: its slot serves other tasks (children first, by priority).
-   When its futures are done it asks to resume (RESUMING) and runs again as soon as a slot is free;
-   resumes go before new tasks, so parents finish and free their processes.
+1. At most `slots` processors compute at once (RUNNING). A task that waits on nested futures is parked
+   in its processor (processor_table) and does not count: its slot serves other tasks (children first,
+   by priority), in the same processor ("thread" mode: a parked task is a waiting thread) or in another
+   ("process" mode). When its futures are done it asks to resume and runs again as soon as a slot is
+   free and its processor computes nothing else; resumes go before new tasks, so parents finish.
 2. The scheduler may assign `capacity = slots + prefetch + blocked` tasks at once. Prefetch follows
    the measured task duration: enough queued work to hide a round trip for tiny tasks, a single task
    ahead for long ones. Every change of capacity is announced with WorkerCapacity.
 3. Every task ends exactly once towards the scheduler: a result, a cancel confirmation, a return, or
-   a failure made here (timeout, processor died).
+   a failure made here (timeout, processor died). A parked task whose processor is stopped or dies because
+   of another task is reported lost (HOST_LOST: the scheduler runs it again within its retry budget).
+4. A task that is cancelled or times out in a processor holding parked tasks is stopped in that processor
+   (TaskCancel: its nested tasks are cancelled and its thread unwinds), not by killing the processor and
+   the parked tasks with it. A stopped computing task keeps its slot until the processor reports it gone
+   (a CANCELED result); one still computing after ABANDON_GRACE_SECONDS has its processor killed. Any
+   other stop kills the task's processor.
 """
 
 from __future__ import annotations
 
 import collections
-import enum
 import heapq
 import itertools
 import logging
@@ -58,6 +64,7 @@ from scaler.worker.agent_events import (
     ToProcessor,
     ToScheduler,
 )
+from scaler.worker.processor_table import HeldState, HeldTask, ProcessorRecord, ProcessorState, ProcessorTable
 
 __all__ = [  # the events and effects are part of the core's interface
     "EXIT_ERROR",
@@ -71,9 +78,12 @@ __all__ = [  # the events and effects are part of the core's interface
     "Exit",
     "FromProcessor",
     "FromScheduler",
+    "HeldTask",
     "KillProcessor",
     "LeaveRequested",
     "ProcessorExited",
+    "ProcessorRecord",
+    "ProcessorState",
     "SayHello",
     "SchedulerDisconnected",
     "SendHeartbeat",
@@ -90,33 +100,10 @@ PREFETCH_HORIZON_SECONDS = 0.005
 MAX_PREFETCH = 64
 #: Results kept for sending again after a scheduler restart, at most (the oldest go first).
 MAX_UNACKNOWLEDGED_RESULTS = 100_000
+#: How long a task stopped among parked tasks may take to unwind before its processor is killed.
+ABANDON_GRACE_SECONDS = 5.0
 #: Processor start failures in a row after which the worker gives up.
 MAX_START_FAILURES = 3
-
-
-class ProcessorState(enum.Enum):
-    STARTING = "starting"
-    IDLE = "idle"
-    RUNNING = "running"
-    BLOCKED = "blocked"
-    RESUMING = "resuming"  #: wants to run on; waits for a slot
-    STOPPING = "stopping"  #: being killed; its exit is expected
-
-
-@dataclass(slots=True)
-class ProcessorRecord:
-    processor_id: bytes
-    state: ProcessorState = ProcessorState.STARTING
-    task_id: TaskID | None = None
-    pid: int = 0
-
-
-@dataclass(slots=True)
-class HeldTask:
-    task: m.Task
-    sequence: int
-    processor: bytes | None = None
-    started_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +117,7 @@ class AgentSettings:
     task_timeout_seconds: float = 0.0  #: 0: no limit
     object_storage_address: str = ""  #: override; empty: what the scheduler says
     has_preload: bool = False
+    nested_parents: str = "thread"  #: "thread": parked parents share their processor; "process": one each
 
 
 @dataclass
@@ -142,8 +130,9 @@ class AgentCore:
     def __init__(self, settings: AgentSettings, started_at: float, processor_prefix: bytes = b"p") -> None:
         self.settings = settings
         self.effects: list[Effect] = []
-        self.tasks: dict[TaskID, HeldTask] = {}
-        self.processors: dict[bytes, ProcessorRecord] = {}
+        self.table = ProcessorTable(settings.nested_parents)
+        self.tasks = self.table.tasks
+        self.processors = self.table.processors
         self._queue: list[tuple[int, int, TaskID]] = []  #: (-priority, sequence, task) of unstarted tasks
         self._counters = _Counters()
         self._prefix = processor_prefix
@@ -208,11 +197,11 @@ class AgentCore:
 
     @property
     def running(self) -> int:
-        return sum(1 for p in self.processors.values() if p.state is ProcessorState.RUNNING)
+        return self.table.running
 
     @property
     def blocked(self) -> int:
-        return sum(1 for p in self.processors.values() if p.state in (ProcessorState.BLOCKED, ProcessorState.RESUMING))
+        return self.table.parked
 
     @property
     def capacity(self) -> int:
@@ -251,7 +240,8 @@ class AgentCore:
         for effect in effects:
             if isinstance(effect, SendHello):
                 # what it holds, and what it finished without proof the scheduler read it (sent again below)
-                held = (*self.tasks, *(r.task_id for _, r in self._unacknowledged)) if self.link.known_instance else ()
+                live = (t for t, held in self.tasks.items() if held.abandoned_at is None)
+                held = (*live, *(r.task_id for _, r in self._unacknowledged)) if self.link.known_instance else ()
                 self.effects.append(SayHello(held, self.link.known_instance))
             elif isinstance(effect, LinkHeartbeat):
                 if self._heartbeat_marker is None:  # the oldest heartbeat in flight: its echo is proof enough
@@ -311,20 +301,37 @@ class AgentCore:
 
     def _cancel(self, task_id: TaskID) -> None:
         held = self.tasks.get(task_id)
-        if held is None:
+        if held is None or held.abandoned_at is not None:
             self._to_scheduler(m.TaskCancelConfirm(task_id, m.CancelOutcome.NOT_FOUND))
             return
-        if held.processor is not None:
-            self._kill(held.processor, "its task was cancelled")
-        del self.tasks[task_id]
+        self._stop(held, "its task was cancelled")
         self._to_scheduler(m.TaskCancelConfirm(task_id, m.CancelOutcome.CANCELED))
+
+    def _stop(self, held: HeldTask, reason: str) -> None:
+        """End a held task here, whatever its state; the caller tells the scheduler how it ended."""
+        task_id = held.task.task_id
+        processor = self.processors.get(held.processor) if held.processor is not None else None
+        if processor is not None and held.state is HeldState.RUNNING and set(processor.parked) - {task_id}:
+            # computing among parked tasks: stopped in its processor; its slot stays taken until it is gone
+            if held.abandoned_at is None:
+                held.abandoned_at = self.now
+                self._to_processor(processor, m.TaskCancel((task_id,)))
+            return
+        self.table.drop(task_id)
+        if processor is None:
+            return
+        if held.state is not HeldState.RUNNING and (processor.state is ProcessorState.RUNNING or processor.parked):
+            # parked among other tasks of its processor: stopped there, without taking them down
+            self._to_processor(processor, m.TaskCancel((task_id,)))
+        else:
+            self._kill(processor.processor_id, reason)
 
     def _give_back(self, task_ids: tuple[TaskID, ...]) -> None:
         returned = []
         for task_id in task_ids:
             held = self.tasks.get(task_id)
-            if held is not None and held.processor is None:
-                del self.tasks[task_id]
+            if held is not None and held.state is HeldState.QUEUED:
+                self.table.drop(task_id)
                 returned.append(task_id)
         self._to_scheduler(m.TaskReturn(tuple(returned)))
 
@@ -343,20 +350,17 @@ class AgentCore:
         elif isinstance(message, m.TaskResult):
             self._on_result(processor, message)
         elif isinstance(message, m.TaskLog):
-            if processor.task_id == message.task_id:
+            held = self.tasks.get(message.task_id)
+            if held is not None and held.processor == processor_id:
                 self._to_scheduler(message)
         elif isinstance(message, m.ProcessorBlocked):
-            if processor.state is ProcessorState.RUNNING:
-                processor.state = ProcessorState.BLOCKED
+            self.table.park(processor, message.task_id)
         elif isinstance(message, m.ProcessorResumeRequest):
-            if processor.state is ProcessorState.BLOCKED:
-                processor.state = ProcessorState.RESUMING
+            self.table.want_resume(processor, message.task_id)
 
     def _on_result(self, processor: ProcessorRecord, result: m.TaskResult) -> None:
-        held = self.tasks.pop(result.task_id, None)
-        processor.task_id = None
-        processor.state = ProcessorState.IDLE
-        if held is None:
+        held = self.table.finish(processor, result.task_id)
+        if held is None or held.abandoned_at is not None:
             return  # cancelled meanwhile; the scheduler was told already
         self._learn_duration(self.now - held.started_at)
         self._to_scheduler(result)
@@ -368,9 +372,14 @@ class AgentCore:
             self._average_duration = 0.8 * self._average_duration + 0.2 * seconds
 
     def _on_exit(self, processor_id: bytes, description: str) -> None:
-        processor = self.processors.pop(processor_id, None)
+        processor = self.processors.get(processor_id)
         if processor is None or processor.state is ProcessorState.STOPPING:
+            self.processors.pop(processor_id, None)
             return
+        computing = self.tasks.get(processor.task_id) if processor.task_id is not None else None
+        answered = computing is not None and computing.abandoned_at is not None  #: stopped here, and told already
+        running, parked = self.table.vacate(processor)
+        del self.processors[processor_id]
         if processor.state is ProcessorState.STARTING:
             self._start_failures += 1
             logger.error("processor failed while starting (%s)", description)
@@ -379,12 +388,19 @@ class AgentCore:
             elif self._start_failures >= MAX_START_FAILURES:
                 self._exit(EXIT_ERROR, f"processors failed to start {self._start_failures} times; last: {description}")
             return
-        if processor.task_id is not None and processor.task_id in self.tasks:
-            del self.tasks[processor.task_id]
-            where = f" (pid {processor.pid})" if processor.pid else ""  # 0: not a local process (remote slot)
+        where = f" (pid {processor.pid})" if processor.pid else ""  # 0: not a local process (remote slot)
+        if running is not None and not answered:
             text = f"the processor{where} running the task died: {description}"
             logger.warning("%s", text)
-            self._to_scheduler(m.TaskResult(processor.task_id, m.ResultStatus.PROCESSOR_DIED, error_message=text))
+            self._to_scheduler(m.TaskResult(running, m.ResultStatus.PROCESSOR_DIED, error_message=text))
+        self._report_lost(parked, f"the processor{where} it waited in died while running another task: {description}")
+
+    def _report_lost(self, task_ids: list[TaskID], why: str) -> None:
+        """Parked tasks taken down with their processor by another task: the scheduler runs them again."""
+        for task_id in task_ids:
+            text = f"this task was waiting for its nested tasks, and {why}"
+            logger.warning("task %s: %s", task_id.hex(), text)
+            self._to_scheduler(m.TaskResult(task_id, m.ResultStatus.HOST_LOST, error_message=text))
 
     # ------------------------------------------------------------ time
 
@@ -393,15 +409,15 @@ class AgentCore:
         self._follow_link(self.link.on_tick(now))
         if self._leaving:
             return
-        if settings.task_timeout_seconds > 0:
-            for held in list(self.tasks.values()):
-                if held.processor is not None and now - held.started_at > settings.task_timeout_seconds:
-                    self._time_out(held)
+        for held in list(self.tasks.values()):
+            if held.abandoned_at is not None:
+                if now - held.abandoned_at > ABANDON_GRACE_SECONDS and held.processor is not None:
+                    self._kill(held.processor, f"a task stopped in it did not end within {ABANDON_GRACE_SECONDS:g} s")
+            elif 0 < settings.task_timeout_seconds < now - held.started_at and held.processor is not None:
+                self._time_out(held)
 
     def _time_out(self, held: HeldTask) -> None:
-        assert held.processor is not None
-        self._kill(held.processor, "its task timed out")
-        del self.tasks[held.task.task_id]
+        self._stop(held, "its task timed out")
         text = f"the task ran longer than the task timeout of {self.settings.task_timeout_seconds:g} s and was stopped"
         self._to_scheduler(m.TaskResult(held.task.task_id, m.ResultStatus.TIMED_OUT, error_message=text))
 
@@ -417,26 +433,24 @@ class AgentCore:
         self._announce_capacity()
 
     def _resume_parents(self) -> None:
-        for processor in self.processors.values():
+        if not self.table.resuming:
+            return
+        for processor, task_id in self.table.resumable():
             if self.running >= self.settings.slots:
                 return
-            if processor.state is ProcessorState.RESUMING and processor.task_id is not None:
-                processor.state = ProcessorState.RUNNING
-                self._to_processor(processor, m.ProcessorResume(processor.task_id))
+            self.table.resume(processor, task_id)
+            self._to_processor(processor, m.ProcessorResume(task_id))
 
     def _start_tasks(self) -> None:
         while self._queue and self.running < self.settings.slots:
-            idle = next((p for p in self.processors.values() if p.state is ProcessorState.IDLE), None)
+            idle = self.table.idle_processor()
             if idle is None:
                 return
             _, _, task_id = heapq.heappop(self._queue)
             held = self.tasks.get(task_id)
-            if held is None or held.processor is not None:
+            if held is None or held.state is not HeldState.QUEUED:
                 continue  # cancelled or returned while queued
-            held.processor = idle.processor_id
-            held.started_at = self.now
-            idle.task_id = task_id
-            idle.state = ProcessorState.RUNNING
+            self.table.start(idle, held, self.now)
             self._to_processor(idle, held.task)
 
     def _keep_processors(self) -> None:
@@ -453,7 +467,7 @@ class AgentCore:
         for processor in list(self.processors.values()):
             if surplus <= 0:
                 break
-            if processor.state is ProcessorState.IDLE:
+            if processor.state is ProcessorState.IDLE and not processor.parked:
                 self._kill(processor.processor_id, "not needed any more")
                 surplus -= 1
 
@@ -475,13 +489,18 @@ class AgentCore:
     def _configure(self, processor: ProcessorRecord) -> None:
         self._to_processor(processor, m.HelloReply(True, object_storage_address=self._storage_address))
 
-    def _kill(self, processor_id: bytes, reason: str) -> None:
+    def _kill(self, processor_id: bytes, reason: str, report_parked: bool = True) -> None:
+        """Stop a processor. Its running task is dropped (the caller says how it ended); its parked tasks are
+        reported lost, unless the whole worker stops (the scheduler re-dispatches what a leaving worker held)."""
         processor = self.processors.get(processor_id)
         if processor is None or processor.state is ProcessorState.STOPPING:
             return
+        _, parked = self.table.vacate(processor)
         processor.state = ProcessorState.STOPPING
-        processor.task_id = None
         self.effects.append(KillProcessor(processor_id, reason))
+        if report_parked:
+            where = f" (pid {processor.pid})" if processor.pid else ""
+            self._report_lost(parked, f"the processor{where} it waited in was stopped because {reason}")
 
     def _leave(self, reason: str) -> None:
         if self._leaving:
@@ -492,7 +511,7 @@ class AgentCore:
     def _exit(self, code: int, reason: str) -> None:
         self._leaving = True
         for processor_id in list(self.processors):
-            self._kill(processor_id, "the worker is stopping")
+            self._kill(processor_id, "the worker is stopping", report_parked=False)
         self.effects.append(Exit(code, reason))
 
     def _to_scheduler(self, message: m.Message) -> None:

@@ -21,16 +21,19 @@ or raise: a failure becomes a report.
    preload) the worker stops with exit code 1.
 3. `send(processor_id, message)`: deliver a message from the core; ignore ids that are gone. A processor
    receives `HelloReply` (its `object_storage_address` is where task payloads live: keep it for the next
-   tasks), `Task` (run it: at most one task at a time per processor) and `ProcessorResume` (a blocked parent
-   may go on; only after the processor reported `ProcessorBlocked`).
+   tasks), `Task` (run it: at most one task *computes* at a time per processor), `ProcessorResume` (a blocked
+   parent may go on; only after the processor reported `ProcessorBlocked`) and `TaskCancel` (stop a parent
+   parked in it without disturbing its other tasks; no result is expected for it). While a task is blocked,
+   the processor may receive and run other tasks (worker/task_threads.py: the parent waits in a thread).
 4. Reports while running, through `on_processor_messages(processor_id, messages)`: exactly one `TaskResult`
    per task, with the task's id (`scaler.worker.task_execution.TaskExecutor` loads a task's function and
    arguments from object storage, calls it and stores its result: a proxy can reuse it to build results);
    `TaskLog` for streamed output; `ProcessorBlocked` / `ProcessorResumeRequest` around waits on nested tasks
-   (an executor whose tasks never wait on nested futures never sends them). After its `TaskResult` the
-   processor is idle and may receive the next `Task`.
+   (an executor whose tasks never wait on nested futures never sends them). After its `TaskResult`, or
+   after its task reported `ProcessorBlocked`, the processor computes nothing and may receive the next `Task`.
 5. `kill(processor_id, reason)`: stop the processor now, whatever it runs (the task was cancelled, timed out,
-   the processor is not needed, the worker stops). A remote executor cancels the remote job. Then report
+   the processor is not needed, the worker stops), parked parents included (the core reports those lost).
+   A remote executor cancels the remote job. Then report
    `on_processor_exit(processor_id, description)` once: the core keeps the slot counted until it hears it.
    A kill of an unknown or finished processor does nothing. Reports of a killed processor are ignored.
 6. A processor that ends on its own is reported with `on_processor_exit(processor_id, description)` too

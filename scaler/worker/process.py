@@ -110,6 +110,7 @@ def run_agent(
         task_timeout_seconds=config.task_timeout_seconds,
         object_storage_address=config.object_storage_address or "",
         has_preload=bool(config.preload),
+        nested_parents=config.nested_parents,
     )
     capabilities = parse_worker_capabilities(config.per_worker_capabilities)
     worker_core = agent_core.AgentCore(settings, time.monotonic(), processor_prefix=worker_id[-8:])

@@ -1,10 +1,11 @@
-"""A processor: the child process of a worker that runs user functions, one task at a time.
+"""A processor: the child process of a worker that runs user functions.
 
 It talks only to its agent (a Unix socket pair, see processor_channel) and to object storage. It
 starts by running the preload function, announces itself with ProcessorReady, learns the object
-storage address from a HelloReply, then executes each Task it receives and answers with a
-TaskResult. A task waiting on nested futures tells the agent (ProcessorBlocked) and, when its futures
-are done, asks to run on (ProcessorResumeRequest) and waits for ProcessorResume.
+storage address from a HelloReply, then executes each Task it receives and answers with a TaskResult.
+A task waiting on nested futures parks its thread and the processor serves other tasks meanwhile
+(task_threads); when its futures are done it asks to run on (ProcessorResumeRequest) and waits for
+ProcessorResume.
 """
 
 from __future__ import annotations
@@ -15,17 +16,17 @@ import logging
 import os
 import socket
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from scaler.client import processor_context
 from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
-from scaler.protocol.ids import TaskID
 from scaler.worker.preload import run_preload
-from scaler.worker.processor_channel import BlockingChannel, ChannelClosed
+from scaler.worker.processor_channel import BlockingChannel
 from scaler.worker.task_execution import TaskExecutor, _rss_bytes
+from scaler.worker.task_threads import TaskThreads
 
 logger = logging.getLogger(__name__)
 
@@ -38,30 +39,6 @@ class ProcessorSettings:
     garbage_collect_interval_seconds: float = 30.0
     trim_memory_threshold_bytes: int = 1 << 30
     security: TransportSecurity | None = None  #: the worker's, for object storage and nested clients
-
-
-class _NestedWaits:
-    """Block/unblock hooks given to clients created in tasks (see processor_context)."""
-
-    def __init__(self, channel: BlockingChannel) -> None:
-        self._channel = channel
-        self.task_id: TaskID | None = None
-        self._depth = 0
-
-    def on_block(self) -> None:
-        self._depth += 1
-        if self._depth == 1 and self.task_id is not None:
-            self._channel.send(m.ProcessorBlocked(self.task_id))
-
-    def on_unblock(self) -> None:
-        self._depth -= 1
-        if self._depth != 0 or self.task_id is None:
-            return
-        self._channel.send(m.ProcessorResumeRequest(self.task_id))
-        while True:  # wait for the agent to hand the slot back
-            for message in self._channel.receive(None):
-                if isinstance(message, m.ProcessorResume) and message.task_id == self.task_id:
-                    return
 
 
 class _Storage:
@@ -97,48 +74,42 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
             return ExitCode.ERROR
     sockets = SocketFactory(security=settings.security)
     channel = BlockingChannel(channel_socket)
-    waits = _NestedWaits(channel)
-    processor_context.install(
-        processor_context.ProcessorContext(
-            settings.scheduler_address, 0, waits.on_block, waits.on_unblock, security=settings.security
-        )
-    )
     storage = _Storage(sockets)
-    executor = TaskExecutor(storage, channel.send)
-    channel.send(m.ProcessorReady(os.getpid()))
-    last_collect = time.monotonic()
+    garbage = _GarbageCollection(settings.garbage_collect_interval_seconds, settings.trim_memory_threshold_bytes)
+    executor = TaskExecutor(storage, lambda log: threads.send(log), cpu_seconds=lambda: threads.cpu_seconds())
+    threads = TaskThreads(
+        channel,
+        executor.run,
+        lambda address: setattr(storage, "address", address),
+        garbage.maybe_collect,
+        settings.garbage_collect_interval_seconds,
+        settings.worker_id,
+    )
+    processor_context.install(
+        processor_context.ProcessorContext(settings.scheduler_address, security=settings.security, threads=threads)
+    )
+    threads.send(m.ProcessorReady(os.getpid()))
     try:
-        while True:
-            try:
-                messages = channel.receive(settings.garbage_collect_interval_seconds)
-            except ChannelClosed:
-                return 0  # the agent is gone
-            for message in messages:
-                if isinstance(message, m.HelloReply):
-                    storage.address = message.object_storage_address
-                elif isinstance(message, m.Task):
-                    _run_one(message, executor, waits, channel, settings.worker_id)
-            if time.monotonic() - last_collect >= settings.garbage_collect_interval_seconds:
-                last_collect = time.monotonic()
-                _collect_garbage(settings.trim_memory_threshold_bytes)
+        threads.run()
+        return 0  # the agent is gone
     finally:
         channel.close()
         storage.close()
         sockets.close()
 
 
-def _run_one(
-    task: m.Task, executor: TaskExecutor, waits: _NestedWaits, channel: BlockingChannel, worker_id: bytes
-) -> None:
-    context = processor_context.current()
-    if context is not None:
-        context.task_priority = task.priority
-    waits.task_id = task.task_id
-    try:
-        result = executor.run(task)
-    finally:
-        waits.task_id = None
-    channel.send(replace(result, worker_id=worker_id))
+class _GarbageCollection:
+    """A full collection every `interval_seconds`, and the C heap trimmed when the process grew large."""
+
+    def __init__(self, interval_seconds: float, trim_threshold_bytes: int) -> None:
+        self._interval = interval_seconds
+        self._trim_threshold = trim_threshold_bytes
+        self._last = time.monotonic()
+
+    def maybe_collect(self) -> None:
+        if time.monotonic() - self._last >= self._interval:
+            self._last = time.monotonic()
+            _collect_garbage(self._trim_threshold)
 
 
 def _collect_garbage(trim_threshold_bytes: int) -> None:

@@ -84,9 +84,17 @@ class _TaskFailure(Exception):
 
 
 class TaskExecutor:
-    def __init__(self, storage: Callable[[], StorageAccess], send_log: Callable[[m.TaskLog], None]) -> None:
+    def __init__(
+        self,
+        storage: Callable[[], StorageAccess],
+        send_log: Callable[[m.TaskLog], None],
+        cpu_seconds: Callable[[], float] = time.process_time,
+    ) -> None:
+        """`cpu_seconds`: the clock a profiled task's CPU time is read from (a processor whose tasks park leaves
+        out what other tasks used meanwhile)."""
         self._storage = storage
         self._send_log = send_log
+        self._cpu_seconds = cpu_seconds
         self._functions: dict[bytes, Any] = {}
         self._serializers: dict[bytes, Serializer] = {}
         self._objects = ObjectCache(OBJECT_CACHE_BYTES)
@@ -104,7 +112,7 @@ class TaskExecutor:
             return self._failed(task, error, "".join(traceback.format_exception(error)))
         if body.profiling:
             sampler = _MemorySampler()
-        started, cpu_started = time.perf_counter(), time.process_time()
+        started, cpu_started = time.perf_counter(), self._cpu_seconds()
         try:
             with _OutputCapture(task.task_id, self._send_log, body.stream_output):
                 value = function(*args, **kwargs)
@@ -116,7 +124,7 @@ class TaskExecutor:
         finally:
             profile = _NO_PROFILE
             if sampler is not None:  # only profiled tasks carry (and pay for) measurements
-                profile = m.Profile(time.perf_counter() - started, time.process_time() - cpu_started, sampler.stop())
+                profile = m.Profile(time.perf_counter() - started, self._cpu_seconds() - cpu_started, sampler.stop())
         return self._succeeded(task, serializer, value, profile)
 
     # ------------------------------------------------------------ inputs
@@ -297,54 +305,76 @@ def _rss_bytes() -> int:
 
 class _LogStream:
     """A task's stdout or stderr: complete lines go to the client as TaskLog messages (the rest when
-    the task ends). Writes from threads other than the task's main thread go to the original stream."""
+    the task ends)."""
 
-    def __init__(self, task_id: TaskID, stream: m.LogStream, send: Callable[[m.TaskLog], None], original: Any):
-        self._task_id, self._stream, self._send, self._original = task_id, stream, send, original
-        self._main = threading.main_thread()
+    def __init__(self, task_id: TaskID, stream: m.LogStream, send: Callable[[m.TaskLog], None]):
+        self._task_id, self._stream, self._send = task_id, stream, send
         self._pending = ""
 
     def write(self, text: str) -> int:
-        if threading.current_thread() is not self._main:
-            return int(self._original.write(text))
         self._pending += text
         if "\n" in self._pending:
             complete, _, self._pending = self._pending.rpartition("\n")
             self._send(m.TaskLog(self._task_id, self._stream, complete + "\n"))
         return len(text)
 
-    def flush(self) -> None:
-        pass
-
     def close_task(self) -> None:
         if self._pending:
             self._send(m.TaskLog(self._task_id, self._stream, self._pending))
             self._pending = ""
 
-    def isatty(self) -> bool:
-        return False
 
-    @property
-    def encoding(self) -> str:
-        return "utf-8"
+class _StreamRouter:
+    """Stands in for sys.stdout or sys.stderr once a task streams its output: a write from the thread of such
+    a task goes to that task's client; any other write (another task's, a thread a task started, the
+    processor's own) goes to the original stream."""
+
+    def __init__(self, original: Any) -> None:
+        self.original = original
+        self.by_thread: dict[int, _LogStream] = {}
+
+    def write(self, text: str) -> int:
+        stream = self.by_thread.get(threading.get_ident())
+        return stream.write(text) if stream is not None else int(self.original.write(text))
+
+    def flush(self) -> None:
+        if threading.get_ident() not in self.by_thread:
+            self.original.flush()
+
+    def isatty(self) -> bool:
+        return threading.get_ident() not in self.by_thread and bool(self.original.isatty())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.original, name)
+
+
+def _router(name: str) -> _StreamRouter:
+    current = getattr(sys, name)
+    if not isinstance(current, _StreamRouter):
+        current = _StreamRouter(current)
+        setattr(sys, name, current)
+    return current
 
 
 class _OutputCapture:
-    """While active, the task's stdout and stderr go to its client as TaskLog messages."""
+    """While active, what the task's thread prints goes to its client as TaskLog messages."""
 
     def __init__(self, task_id: TaskID, send: Callable[[m.TaskLog], None], enabled: bool) -> None:
         self._task_id, self._send, self._enabled = task_id, send, enabled
-        self._saved: tuple[Any, Any] | None = None
+        self._streams: list[tuple[_StreamRouter, _LogStream]] = []
 
     def __enter__(self) -> None:
         if self._enabled:
-            self._saved = (sys.stdout, sys.stderr)
-            sys.stdout = _LogStream(self._task_id, m.LogStream.STDOUT, self._send, sys.stdout)
-            sys.stderr = _LogStream(self._task_id, m.LogStream.STDERR, self._send, sys.stderr)
+            thread = threading.get_ident()
+            for name, kind in (("stdout", m.LogStream.STDOUT), ("stderr", m.LogStream.STDERR)):
+                router, stream = _router(name), _LogStream(self._task_id, kind, self._send)
+                router.by_thread[thread] = stream
+                self._streams.append((router, stream))
 
     def __exit__(self, *exc: object) -> None:
-        if self._saved is not None:
-            for stream in (sys.stdout, sys.stderr):
-                if isinstance(stream, _LogStream):
-                    stream.close_task()
-            sys.stdout, sys.stderr = self._saved
+        thread = threading.get_ident()
+        for router, stream in self._streams:
+            stream.close_task()
+            if router.by_thread.get(thread) is stream:
+                del router.by_thread[thread]
+        self._streams.clear()

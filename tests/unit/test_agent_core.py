@@ -91,8 +91,8 @@ def test_long_tasks_keep_a_single_task_ahead() -> None:
     assert agent.capacity == 2
 
 
-def test_a_blocked_parent_yields_its_slot_and_resumes_before_new_tasks() -> None:
-    agent, effects = make()
+def test_in_process_mode_a_blocked_parent_keeps_its_processor_and_the_child_gets_another() -> None:
+    agent, effects = make(nested_parents="process")
     (parent_processor,) = spawned(effects)
     connect(agent)
     ready(agent, parent_processor)
@@ -109,6 +109,168 @@ def test_a_blocked_parent_yields_its_slot_and_resumes_before_new_tasks() -> None
     effects = agent.handle(core.FromProcessor(child_processor, result(2), 0.4))
     assert to_processor(effects, m.ProcessorResume) == [(parent_processor, m.ProcessorResume(tid(1)))]
     assert not to_processor(effects, m.Task), "task 3 waits for the parent to finish"
+
+
+def parked_parent(**settings: object) -> tuple[core.AgentCore, bytes]:
+    """A worker whose one processor runs task 1, which then waits on nested futures."""
+    agent, effects = make(**settings)
+    (processor,) = spawned(effects)
+    connect(agent)
+    ready(agent, processor)
+    agent.handle(core.FromScheduler(task(1), 0.0))
+    effects = agent.handle(core.FromProcessor(processor, m.ProcessorBlocked(tid(1)), 0.1))
+    assert not spawned(effects), "no process per blocked parent"
+    return agent, processor
+
+
+def test_a_blocked_parent_yields_its_slot_to_its_child_in_the_same_processor() -> None:
+    agent, processor = parked_parent()
+    assert agent.blocked == 1 and agent.running == 0 and agent.capacity >= 3
+    effects = agent.handle(core.FromScheduler(task(2, priority=1), 0.2))
+    assert to_processor(effects, m.Task) == [(processor, task(2, priority=1))]
+    assert not spawned(effects)
+    agent.handle(core.FromScheduler(task(3), 0.2))
+    effects = agent.handle(core.FromProcessor(processor, m.ProcessorResumeRequest(tid(1)), 0.3))
+    assert not to_processor(effects, m.ProcessorResume), "the slot (and the processor) is taken by the child"
+    effects = agent.handle(core.FromProcessor(processor, result(2), 0.4))
+    assert to_scheduler(effects, m.TaskResult) == [result(2)]
+    assert to_processor(effects, m.ProcessorResume) == [(processor, m.ProcessorResume(tid(1)))]
+    assert not to_processor(effects, m.Task), "task 3 waits for the parent to finish"
+    effects = agent.handle(core.FromProcessor(processor, result(1), 0.5))
+    assert to_processor(effects, m.Task) == [(processor, task(3))]
+    assert [p.state for p in agent.processors.values()] == [core.ProcessorState.RUNNING]
+
+
+def test_a_deep_nesting_stays_in_one_processor() -> None:
+    agent, processor = parked_parent()
+    for level in range(2, 12):  # each child waits on its own child in turn
+        effects = agent.handle(core.FromScheduler(task(level, priority=level), 0.1 * level))
+        assert to_processor(effects, m.Task) == [(processor, task(level, priority=level))]
+        effects = agent.handle(core.FromProcessor(processor, m.ProcessorBlocked(tid(level)), 0.1 * level))
+        assert not spawned(effects)
+    assert agent.blocked == 11 and len(agent.processors) == 1
+    for level in range(11, 0, -1):  # they finish innermost first
+        agent.handle(core.FromProcessor(processor, m.ProcessorResumeRequest(tid(level)), 2.0))
+        assert agent.running == 1 and agent.processors[processor].task_id == tid(level)
+        agent.handle(core.FromProcessor(processor, result(level), 2.0))
+    assert agent.blocked == 0 and not agent.tasks
+
+
+def test_a_cancelled_parked_parent_is_stopped_in_its_processor_without_taking_its_child_down() -> None:
+    agent, processor = parked_parent()
+    agent.handle(core.FromScheduler(task(2, priority=1), 0.2))
+    effects = agent.handle(core.FromScheduler(m.TaskCancel((tid(1),)), 0.3))
+    assert [(c.task_id, c.outcome) for c in to_scheduler(effects, m.TaskCancelConfirm)] == [
+        (tid(1), m.CancelOutcome.CANCELED)
+    ]
+    assert to_processor(effects, m.TaskCancel) == [(processor, m.TaskCancel((tid(1),)))]
+    assert not [e for e in effects if isinstance(e, core.KillProcessor)]
+    assert agent.blocked == 0 and agent.running == 1
+    effects = agent.handle(core.FromProcessor(processor, result(2), 0.4))
+    assert to_scheduler(effects, m.TaskResult) == [result(2)]
+
+
+def test_a_cancelled_parked_parent_alone_in_its_processor_has_it_killed() -> None:
+    agent, processor = parked_parent()
+    effects = agent.handle(core.FromScheduler(m.TaskCancel((tid(1),)), 0.3))
+    assert [e.processor_id for e in effects if isinstance(e, core.KillProcessor)] == [processor]
+    assert not to_scheduler(effects, m.TaskResult)
+    assert [c.outcome for c in to_scheduler(effects, m.TaskCancelConfirm)] == [m.CancelOutcome.CANCELED]
+
+
+def test_a_timed_out_parked_parent_is_stopped_in_its_processor_and_reported() -> None:
+    agent, processor = parked_parent(task_timeout_seconds=5.0)
+    agent.handle(core.FromScheduler(task(2, priority=1), 4.0))
+    effects = agent.handle(core.Tick(5.5))
+    (timed_out,) = to_scheduler(effects, m.TaskResult)
+    assert timed_out.task_id == tid(1) and timed_out.status is m.ResultStatus.TIMED_OUT
+    assert to_processor(effects, m.TaskCancel) == [(processor, m.TaskCancel((tid(1),)))]
+    assert agent.running == 1, "the child runs on"
+
+
+def test_a_task_cancelled_while_computing_among_parked_parents_is_stopped_in_their_processor() -> None:
+    agent, processor = parked_parent()
+    agent.handle(core.FromScheduler(task(2, priority=1), 0.2))
+    effects = agent.handle(core.FromScheduler(m.TaskCancel((tid(2),)), 0.3))
+    assert [c.task_id for c in to_scheduler(effects, m.TaskCancelConfirm)] == [tid(2)]
+    assert to_processor(effects, m.TaskCancel) == [(processor, m.TaskCancel((tid(2),)))]
+    assert not [e for e in effects if isinstance(e, core.KillProcessor)], "the parked parent is not taken down"
+    assert agent.running == 1, "its slot is taken until the processor says it stopped"
+    effects = agent.handle(core.FromProcessor(processor, m.TaskResult(tid(2), m.ResultStatus.CANCELED), 0.4))
+    assert not to_scheduler(effects, m.TaskResult), "the scheduler was answered already"
+    assert agent.running == 0 and agent.blocked == 1
+    effects = agent.handle(core.FromProcessor(processor, m.ProcessorResumeRequest(tid(1)), 0.5))
+    assert to_processor(effects, m.ProcessorResume) == [(processor, m.ProcessorResume(tid(1)))]
+
+
+def test_a_stopped_task_that_does_not_end_has_its_processor_killed_and_its_parked_parents_reported_lost() -> None:
+    agent, processor = parked_parent()
+    agent.handle(core.FromScheduler(task(2, priority=1), 0.2))
+    agent.handle(core.FromScheduler(m.TaskCancel((tid(2),)), 0.3))
+    effects = agent.handle(core.Tick(0.3 + core.ABANDON_GRACE_SECONDS / 2))
+    assert not [e for e in effects if isinstance(e, core.KillProcessor)]
+    effects = agent.handle(core.Tick(0.4 + core.ABANDON_GRACE_SECONDS))
+    assert [e.processor_id for e in effects if isinstance(e, core.KillProcessor)] == [processor]
+    (lost,) = to_scheduler(effects, m.TaskResult)
+    assert lost.task_id == tid(1) and lost.status is m.ResultStatus.HOST_LOST
+    assert "waiting for its nested tasks" in lost.error_message and "did not end" in lost.error_message
+    assert not agent.tasks and spawned(effects)
+    effects = agent.handle(core.ProcessorExited(processor, "killed by SIGKILL", 5.6))
+    assert not to_scheduler(effects, m.TaskResult), "each task was reported once"
+
+
+def test_timeouts_stop_tasks_in_their_processor_while_others_wait_there_and_kill_it_once_none_does() -> None:
+    agent, processor = parked_parent(task_timeout_seconds=5.0)
+    agent.handle(core.FromProcessor(processor, m.ProcessorResumeRequest(tid(1)), 0.2))
+    agent.handle(core.FromScheduler(task(2), 0.2))
+    effects = agent.handle(core.FromProcessor(processor, result(1), 0.3))
+    assert to_processor(effects, m.Task) == [(processor, task(2))]
+    agent.handle(core.FromScheduler(task(3, priority=1), 0.3))
+    effects = agent.handle(core.FromProcessor(processor, m.ProcessorBlocked(tid(2)), 2.0))
+    assert to_processor(effects, m.Task) == [(processor, task(3, priority=1))], "computes where task 2 waits"
+    effects = agent.handle(core.Tick(5.5))
+    timed_out = {r.task_id: r.status for r in to_scheduler(effects, m.TaskResult)}
+    assert timed_out == {tid(2): m.ResultStatus.TIMED_OUT}, "task 3 started at 2.0: not yet"
+    assert to_processor(effects, m.TaskCancel) == [(processor, m.TaskCancel((tid(2),)))]
+    effects = agent.handle(core.Tick(7.1))
+    assert {r.task_id for r in to_scheduler(effects, m.TaskResult)} == {tid(3)}
+    assert [e.processor_id for e in effects if isinstance(e, core.KillProcessor)] == [processor], "none parked now"
+
+
+def test_a_processor_that_dies_fails_its_task_and_reports_its_parked_parents_lost() -> None:
+    agent, processor = parked_parent()
+    agent.handle(core.FromScheduler(task(2, priority=1), 0.2))
+    effects = agent.handle(core.ProcessorExited(processor, "killed by SIGSEGV", 0.3))
+    outcomes = {r.task_id: r.status for r in to_scheduler(effects, m.TaskResult)}
+    assert outcomes == {tid(2): m.ResultStatus.PROCESSOR_DIED, tid(1): m.ResultStatus.HOST_LOST}
+    assert spawned(effects)
+
+
+def test_a_processor_holding_parked_parents_is_never_retired() -> None:
+    agent, processor = parked_parent()
+    effects = agent.handle(core.Tick(1.0))
+    assert not [e for e in effects if isinstance(e, core.KillProcessor)]
+    assert agent.processors[processor].shown_state == "blocked"
+
+
+def test_a_leaving_worker_does_not_report_its_parked_parents_lost() -> None:
+    agent, _ = parked_parent()
+    effects = agent.handle(core.FromScheduler(m.Shutdown("bye"), 0.3))
+    assert any(isinstance(e, core.Exit) for e in effects)
+    assert not to_scheduler(effects, m.TaskResult)
+
+
+def test_a_result_or_log_from_a_processor_that_does_not_hold_the_task_is_ignored() -> None:
+    agent, processor = parked_parent()
+    other = b"p-other"
+    agent.processors[other] = core.ProcessorRecord(other, core.ProcessorState.IDLE)
+    log = m.TaskLog(tid(1), m.LogStream.STDOUT, "hello\n")
+    assert not to_scheduler(agent.handle(core.FromProcessor(other, result(1), 0.2)), m.TaskResult)
+    assert not to_scheduler(agent.handle(core.FromProcessor(other, log, 0.2)), m.TaskLog)
+    assert to_scheduler(agent.handle(core.FromProcessor(processor, log, 0.2)), m.TaskLog) == [log]
+    effects = agent.handle(core.FromProcessor(processor, result(1), 0.3))
+    assert to_scheduler(effects, m.TaskResult) == [result(1)], "its own processor's word is taken, parked or not"
+    assert agent.blocked == 0
 
 
 def test_cancel_of_a_queued_running_or_unknown_task() -> None:

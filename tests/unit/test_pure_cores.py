@@ -15,6 +15,7 @@ PURE_MODULES = sorted(
         *(ROOT / "scheduler" / "core").glob("*.py"),
         ROOT / "worker" / "agent_core.py",
         ROOT / "worker" / "agent_events.py",
+        ROOT / "worker" / "processor_table.py",
         ROOT / "worker_manager" / "reconciler.py",
         ROOT / "object_storage" / "store.py",
         *(ROOT / "policy").rglob("*.py"),

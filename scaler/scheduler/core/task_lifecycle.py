@@ -324,7 +324,8 @@ class TaskLifecycle:
         if record.attempts > self._max_task_retries:
             self._tasks.worker_died += 1
             text = (
-                f"the task's worker died {record.attempts} time(s), more than the retry budget of "
+                f"the task's worker (or the processor or host it ran in) was lost {record.attempts} time(s), more "
+                f"than the retry budget of "
                 f"{self._max_task_retries}; last: {reason}"
             )
             self._end(record, TaskResult(record.task_id, ResultStatus.WORKER_DIED, error_message=text))

@@ -1,0 +1,187 @@
+"""The agent core's records of its processors and of the tasks it holds (pure: no I/O, no clock).
+
+A processor is an execution slot the executor runs (for the zygote executor, a forked process). It
+computes at most one task at a time (`task_id`, state RUNNING). A task that waits on nested futures is
+*parked* in its processor: its thread waits there, and its slot serves other tasks meanwhile. With
+`nested_parents = "thread"` (the default) a processor whose tasks are all parked is IDLE and takes the
+next task, in a thread of its own, so one process serves a whole nested computation; with "process" it is
+PARKED and takes no new task, so every waiting parent keeps a process of its own (a crash of another task
+never reaches it).
+
+Invariants: a RUNNING processor's `task_id` is a held task in state RUNNING whose `processor` is it; every
+task in a processor's `parked` is a held task in state BLOCKED or RESUMING whose `processor` is it; an IDLE
+or PARKED processor computes nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from scaler.protocol import messages as m
+from scaler.protocol.ids import TaskID
+
+NESTED_PARENT_MODES = ("thread", "process")
+
+
+class ProcessorState(enum.Enum):
+    STARTING = "starting"
+    IDLE = "idle"  #: computes nothing and may take a task (it may hold parked tasks in threads)
+    RUNNING = "running"
+    PARKED = "parked"  #: computes nothing, holds a parked task and takes no new one ("process" mode)
+    STOPPING = "stopping"  #: being killed; its exit is expected
+
+
+class HeldState(enum.Enum):
+    QUEUED = "queued"  #: held, not started
+    RUNNING = "running"
+    BLOCKED = "blocked"  #: parked: waits on nested futures
+    RESUMING = "resuming"  #: parked: its futures are done; waits for a slot (and for its processor to be free)
+
+
+@dataclass(slots=True)
+class ProcessorRecord:
+    processor_id: bytes
+    state: ProcessorState = ProcessorState.STARTING
+    task_id: TaskID | None = None  #: the task it computes (RUNNING only)
+    pid: int = 0
+    #: tasks parked in it, in the order they parked (a dict used as an ordered set)
+    parked: dict[TaskID, None] = field(default_factory=dict)
+
+    @property
+    def shown_state(self) -> str:
+        """What the monitor shows: a processor that computes nothing but holds waiting parents is "blocked"."""
+        if self.state in (ProcessorState.IDLE, ProcessorState.PARKED) and self.parked:
+            return "blocked"
+        return self.state.value
+
+
+@dataclass(slots=True)
+class HeldTask:
+    task: m.Task
+    sequence: int
+    processor: bytes | None = None  #: where it runs or is parked
+    started_at: float = 0.0
+    state: HeldState = HeldState.QUEUED
+    #: when the agent stopped it while it computed among parked tasks (answered for; its slot stays counted
+    #: until its processor reports it stopped, or is killed); None otherwise
+    abandoned_at: float | None = None
+
+
+class ProcessorTable:
+    """Processors and held tasks, and the moves between their states; the agent core decides when."""
+
+    def __init__(self, nested_parents: str) -> None:
+        if nested_parents not in NESTED_PARENT_MODES:
+            raise ValueError(f"nested_parents must be one of {', '.join(NESTED_PARENT_MODES)}, not {nested_parents!r}")
+        self.parents_share_processors = nested_parents == "thread"
+        self.processors: dict[bytes, ProcessorRecord] = {}
+        self.tasks: dict[TaskID, HeldTask] = {}
+        #: parked tasks whose futures are done, in the order they asked (a dict used as an ordered set)
+        self.resuming: dict[TaskID, None] = {}
+
+    # ------------------------------------------------------------ counts
+
+    @property
+    def running(self) -> int:
+        return sum(1 for p in self.processors.values() if p.state is ProcessorState.RUNNING)
+
+    @property
+    def parked(self) -> int:
+        return sum(len(p.parked) for p in self.processors.values())
+
+    def idle_processor(self) -> ProcessorRecord | None:
+        """A processor that may take a task now: one that holds parked tasks first, so that the parents of a
+        nested computation gather in one process and spare processors go unused (and are retired)."""
+        chosen = None
+        for processor in self.processors.values():
+            if processor.state is ProcessorState.IDLE:
+                if processor.parked:
+                    return processor
+                chosen = chosen or processor
+        return chosen
+
+    # ------------------------------------------------------------ moves
+
+    def start(self, processor: ProcessorRecord, held: HeldTask, now: float) -> None:
+        held.processor, held.started_at, held.state = processor.processor_id, now, HeldState.RUNNING
+        processor.task_id, processor.state = held.task.task_id, ProcessorState.RUNNING
+
+    def park(self, processor: ProcessorRecord, task_id: TaskID) -> bool:
+        """The processor's running task waits on nested futures. False when it is not that processor's task (or
+        it was stopped: it stays counted as computing until it is gone)."""
+        held = self.tasks.get(task_id)
+        if processor.state is not ProcessorState.RUNNING or processor.task_id != task_id or held is None:
+            return False
+        if held.abandoned_at is not None:
+            return False
+        held.state = HeldState.BLOCKED
+        processor.parked[task_id] = None
+        self._free(processor)
+        return True
+
+    def want_resume(self, processor: ProcessorRecord, task_id: TaskID) -> None:
+        held = self.tasks.get(task_id)
+        if held is not None and held.state is HeldState.BLOCKED and task_id in processor.parked:
+            held.state = HeldState.RESUMING
+            self.resuming[task_id] = None
+
+    def resumable(self) -> list[tuple[ProcessorRecord, TaskID]]:
+        """Parked tasks that may run on now (their processor computes nothing), oldest request first."""
+        found = []
+        busy: set[bytes] = set()
+        for task_id in self.resuming:
+            held = self.tasks[task_id]
+            assert held.processor is not None
+            processor = self.processors[held.processor]
+            if processor.state in (ProcessorState.IDLE, ProcessorState.PARKED) and held.processor not in busy:
+                busy.add(held.processor)
+                found.append((processor, task_id))
+        return found
+
+    def resume(self, processor: ProcessorRecord, task_id: TaskID) -> None:
+        del self.resuming[task_id]
+        del processor.parked[task_id]
+        self.tasks[task_id].state = HeldState.RUNNING
+        processor.task_id, processor.state = task_id, ProcessorState.RUNNING
+
+    def finish(self, processor: ProcessorRecord, task_id: TaskID) -> HeldTask | None:
+        """The task ended in this processor (a result): it is no longer held. None when it was not held there
+        (cancelled meanwhile)."""
+        held = self.tasks.get(task_id)
+        if held is None or held.processor != processor.processor_id:
+            return None
+        return self.drop(task_id)
+
+    def drop(self, task_id: TaskID) -> HeldTask | None:
+        """Forget a held task wherever it is (finished, cancelled, timed out, returned, reported lost)."""
+        held = self.tasks.pop(task_id, None)
+        if held is None:
+            return None
+        self.resuming.pop(task_id, None)
+        processor = self.processors.get(held.processor) if held.processor is not None else None
+        if processor is None:
+            return held
+        if task_id in processor.parked:
+            del processor.parked[task_id]
+            if processor.state is ProcessorState.PARKED and not processor.parked:
+                processor.state = ProcessorState.IDLE
+        elif processor.task_id == task_id:
+            processor.task_id = None
+            self._free(processor)
+        return held
+
+    def vacate(self, processor: ProcessorRecord) -> tuple[TaskID | None, list[TaskID]]:
+        """The processor is being stopped or is gone: its running task and its parked ones, all dropped."""
+        running = processor.task_id
+        parked = list(processor.parked)
+        for task_id in (*parked, *([running] if running is not None else [])):
+            self.drop(task_id)
+        return running, parked
+
+    def _free(self, processor: ProcessorRecord) -> None:
+        """The processor computes nothing now: it takes new work, unless it keeps a parent in "process" mode."""
+        if processor.state in (ProcessorState.STOPPING, ProcessorState.STARTING):
+            return
+        shares = self.parents_share_processors or not processor.parked
+        processor.state = ProcessorState.IDLE if shares else ProcessorState.PARKED
