@@ -158,7 +158,7 @@ def test_an_ec2_spot_interruption_is_drained_and_replaced_before_the_instance_go
 
         assert [future.result() for future in futures] == list(range(16)), "every task finished, none failed"
     manager.wait_for_log(f"unit {victim} is reclaimed by its provider in", 60)
-    assert units_ever("ec2", manager_id) >= 3, "the interrupted instance was replaced"
+    wait_for(lambda: units_ever("ec2", manager_id) >= 3, "the interrupted instance to be replaced", 60)
 
     ec2 = boto3.client("ec2", region_name=REGION)
     gone = wait_for(
