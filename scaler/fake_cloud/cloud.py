@@ -91,16 +91,18 @@ class FakeCloud:
         from moto.ec2.models.instances import InstanceBackend
         from moto.ecs.models import EC2ContainerServiceBackend
 
-        def launched_tasks(tasks: Any) -> None:
+        def launched_tasks(tasks: Any, _call: dict[str, Any]) -> None:
             self._ecs.launched_by_api(time.monotonic(), list(tasks))
 
-        def launched_instances(reservation: Any) -> None:
-            self._ec2.launched_by_api(time.monotonic(), time.time(), list(reservation.instances))
+        def launched_instances(reservation: Any, call: dict[str, Any]) -> None:
+            # spot instances of run_instances' InstanceMarketOptions (moto's spot requests and fleets have theirs)
+            spot = bool(call.get("instance_market_options"))
+            self._ec2.launched_by_api(time.monotonic(), time.time(), list(reservation.instances), spot)
 
-        def stopped_task(task: Any) -> None:
+        def stopped_task(task: Any, _call: dict[str, Any]) -> None:
             self._ecs.stopped_by_api(time.monotonic(), [task.task_arn])
 
-        def terminated(results: Any) -> None:
+        def terminated(results: Any, _call: dict[str, Any]) -> None:
             self._ec2.terminated_by_api(time.monotonic(), time.time(), [instance.id for instance, _ in results])
 
         self._patch(EC2ContainerServiceBackend, "run_task", launched_tasks)
@@ -109,14 +111,14 @@ class FakeCloud:
         self._patch(InstanceBackend, "terminate_instances", terminated)
 
     def _patch(self, owner: type, name: str, follow: Any) -> None:
-        """`owner.name` calls `follow(result)` under the runners' lock after moto's own method."""
+        """`owner.name` calls `follow(result, keyword arguments)` under the runners' lock after moto's own method."""
         original = getattr(owner, name)
         lock = self._lock
 
         def call_and_follow(backend: Any, *args: Any, **kwargs: Any) -> Any:
             result = original(backend, *args, **kwargs)
             with lock:
-                follow(result)
+                follow(result, kwargs)
             return result
 
         setattr(owner, name, call_and_follow)

@@ -225,8 +225,9 @@ class Ec2Runner:
         elif instance._state.name != "terminated":
             instance._state = InstanceState("terminated", 48)
 
-    def launched_by_api(self, now: float, wall_time: float, instances: list[Any]) -> None:
-        """Right after `run_instances`: the instances are booting; a spot instance has its spot request."""
+    def launched_by_api(self, now: float, wall_time: float, instances: list[Any], spot: bool = False) -> None:
+        """Right after `run_instances`: the instances are booting; spot ones (`InstanceMarketOptions`) have the spot
+        request EC2 makes."""
         from moto.ec2.models.instances import InstanceState
 
         from scaler.fake_cloud import ec2_spot
@@ -234,7 +235,7 @@ class Ec2Runner:
         for instance in instances:
             self.launches.setdefault(instance.id, Launch(now))
             instance._state = InstanceState("pending", 0)
-            if instance.lifecycle == "spot":
+            if spot:
                 ec2_spot.open_request(instance, wall_time)
 
     def terminated_by_api(self, now: float, wall_time: float, instance_ids: list[str]) -> None:
@@ -257,6 +258,9 @@ class Ec2Runner:
         if instance is None:
             return None
         request = ec2_spot.request_of(instance)
+        if request is None and instance.lifecycle == "spot":
+            raise Refused(f"EC2 instance {instance_id} was launched by a spot request or fleet: only the spot "
+                          "instances run_instances launches are interrupted here")  # fmt: skip
         if request is None:
             raise Refused(f"EC2 instance {instance_id} is not a spot instance (launched without InstanceMarketOptions "
                           "MarketType spot): only spot capacity is taken back")  # fmt: skip
