@@ -311,6 +311,13 @@ class EC2WorkerManagerConfig(WorkerManagerSettings):
     subnet_id: str | None = setting(None, help="subnet of the instances (default: the default VPC's)")
     security_group_ids: str = setting("", help="comma-separated security groups (default: the VPC's default)")
     instance_tags: str = setting("", help="extra tags of the instances: K=V,K=V")
+    market_type: str = setting(
+        "on-demand", help="on-demand, or spot: cheaper instances AWS may take back with a two-minute notice (the "
+        "manager replaces the instance at once and the scheduler drains its workers)", choices=("on-demand", "spot"),
+    )  # fmt: skip
+    spot_max_price: float | None = setting(
+        None, help="the most a spot instance may cost, USD per hour (default: the on-demand price)", gt=0
+    )
     debug_dump_path: str | None = setting(None, help="write the instances' user data script here (for debugging)")
     network_backend: str = setting("zmq", help="transport of the workers", choices=("zmq",))
 

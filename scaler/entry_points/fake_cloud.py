@@ -1,4 +1,5 @@
-"""`scaler_fake_cloud [--port PORT] [--boot-seconds S]`: a local AWS endpoint that runs what is launched on it."""
+"""`scaler_fake_cloud [--port PORT] [--boot-seconds S] [--spot-notice-seconds S]`: a local AWS endpoint that runs
+what is launched on it."""
 
 from __future__ import annotations
 
@@ -27,6 +28,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--port", type=int, default=5000, help="port to listen on (0: any free port)")
     parser.add_argument("--boot-seconds", type=float, default=0.0, help="delay between a launch and its start")
+    parser.add_argument(
+        "--spot-notice-seconds", type=float, default=120.0,
+        help="how long an EC2 spot instance interrupted through the fault route runs on before it is terminated "
+        "(AWS: 120)",
+    )  # fmt: skip
     parser.add_argument("--log-dir", type=Path, default=None, help="where the launched commands' output goes")
     parser.add_argument(
         "--require-credentials", action="store_true", help="check requests' credentials against moto's IAM users"
@@ -35,13 +41,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     if arguments.boot_seconds < 0:
         parser.error("--boot-seconds must not be negative")
+    if arguments.spot_notice_seconds < 0:
+        parser.error("--spot-notice-seconds must not be negative")
     try:
         from scaler.fake_cloud.cloud import FakeCloud
     except ImportError as error:
         print(f"scaler_fake_cloud needs the fake-cloud extra: pip install 'scaler[fake-cloud]' ({error})",
               file=sys.stderr)  # fmt: skip
         return 2
-    cloud = FakeCloud(arguments.port, arguments.boot_seconds, arguments.log_dir, arguments.require_credentials)
+    cloud = FakeCloud(
+        arguments.port, arguments.boot_seconds, arguments.log_dir, arguments.require_credentials,
+        arguments.spot_notice_seconds,
+    )  # fmt: skip
     try:
         cloud.start()
     except (OSError, SystemExit) as error:

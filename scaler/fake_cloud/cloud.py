@@ -4,7 +4,8 @@
         ...
 
 Tests use it in-process (one per session, `reset()` between tests); `scaler_fake_cloud` runs it as a command.
-Faults are injected through `faults.ROUTE` on the same port (a spot interruption of an ECS task or a Batch job).
+Faults are injected through `faults.ROUTE` on the same port (a spot interruption of an ECS task, an EC2 spot
+instance or a Batch job).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from scaler.fake_cloud.batch import BatchContainers, install, settle_array_parents
 from scaler.fake_cloud.faults import with_fault_route
-from scaler.fake_cloud.runners import Ec2Runner, EcsRunner, RunnerSettings
+from scaler.fake_cloud.runners import SPOT_NOTICE_SECONDS, Ec2Runner, EcsRunner, RunnerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class FakeCloud:
         boot_seconds: float = 0.0,
         log_directory: Path | None = None,
         require_credentials: bool = False,
+        spot_notice_seconds: float = SPOT_NOTICE_SECONDS,
     ) -> None:
         # Must be set before moto's IAM backend is first used: AWS-managed policies (ecsTaskExecutionRole's) exist.
         os.environ["MOTO_IAM_LOAD_MANAGED_POLICIES"] = "true"
@@ -43,7 +45,7 @@ class FakeCloud:
         self.port = port or _free_port()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
         self._log_directory = log_directory or Path(tempfile.mkdtemp(prefix="scaler-fake-cloud-"))
-        settings = RunnerSettings(self.endpoint_url, boot_seconds, self._log_directory)
+        settings = RunnerSettings(self.endpoint_url, boot_seconds, self._log_directory, spot_notice_seconds)
         self._ecs = EcsRunner(settings)
         self._ec2 = Ec2Runner(settings)
         self._batch = BatchContainers(settings)
@@ -68,7 +70,9 @@ class FakeCloud:
         from werkzeug.serving import make_server
 
         moto_app = DomainDispatcherApplication(create_backend_app)
-        application = with_fault_route(moto_app, (self.interrupt_spot_task, self._reclaim_batch_job))
+        application = with_fault_route(
+            moto_app, (self.interrupt_spot_task, self.interrupt_spot_instance, self._reclaim_batch_job)
+        )
         server = make_server("127.0.0.1", self.port, application, threaded=True)  # OSError when the port is taken
         self._server = server
         self._http_thread = threading.Thread(target=server.serve_forever, name="fake-cloud-http", daemon=True)
@@ -87,17 +91,19 @@ class FakeCloud:
         from moto.ec2.models.instances import InstanceBackend
         from moto.ecs.models import EC2ContainerServiceBackend
 
-        def launched_tasks(tasks: Any) -> None:
+        def launched_tasks(tasks: Any, _call: dict[str, Any]) -> None:
             self._ecs.launched_by_api(time.monotonic(), list(tasks))
 
-        def launched_instances(reservation: Any) -> None:
-            self._ec2.launched_by_api(time.monotonic(), list(reservation.instances))
+        def launched_instances(reservation: Any, call: dict[str, Any]) -> None:
+            # spot instances of run_instances' InstanceMarketOptions (moto's spot requests and fleets have theirs)
+            spot = bool(call.get("instance_market_options"))
+            self._ec2.launched_by_api(time.monotonic(), time.time(), list(reservation.instances), spot)
 
-        def stopped_task(task: Any) -> None:
+        def stopped_task(task: Any, _call: dict[str, Any]) -> None:
             self._ecs.stopped_by_api(time.monotonic(), [task.task_arn])
 
-        def terminated(results: Any) -> None:
-            self._ec2.terminated_by_api(time.monotonic(), [instance.id for instance, _previous in results])
+        def terminated(results: Any, _call: dict[str, Any]) -> None:
+            self._ec2.terminated_by_api(time.monotonic(), time.time(), [instance.id for instance, _ in results])
 
         self._patch(EC2ContainerServiceBackend, "run_task", launched_tasks)
         self._patch(EC2ContainerServiceBackend, "stop_task", stopped_task)
@@ -105,14 +111,14 @@ class FakeCloud:
         self._patch(InstanceBackend, "terminate_instances", terminated)
 
     def _patch(self, owner: type, name: str, follow: Any) -> None:
-        """`owner.name` calls `follow(result)` under the runners' lock after moto's own method."""
+        """`owner.name` calls `follow(result, keyword arguments)` under the runners' lock after moto's own method."""
         original = getattr(owner, name)
         lock = self._lock
 
         def call_and_follow(backend: Any, *args: Any, **kwargs: Any) -> Any:
             result = original(backend, *args, **kwargs)
             with lock:
-                follow(result)
+                follow(result, kwargs)
             return result
 
         setattr(owner, name, call_and_follow)
@@ -130,6 +136,15 @@ class FakeCloud:
                 return None
         return f"ECS task {task_arn}: Fargate Spot interruption (stopCode SpotInterruption), SIGTERM sent"
 
+    def interrupt_spot_instance(self, instance_id: str) -> str | None:
+        """An EC2 spot interruption: the two-minute warning in the instance's spot request now, its termination when
+        the notice ends (`set_spot_notice_seconds`). None when no instance has that id; `faults.Refused` when it is
+        not a running spot instance."""
+        if not instance_id.startswith("i-"):
+            return None
+        with self._lock:
+            return self._ec2.interrupt(time.monotonic(), time.time(), instance_id)
+
     def _reclaim_batch_job(self, job_id: str) -> str | None:
         if not self.reclaim_batch_job(job_id):
             return None
@@ -139,6 +154,10 @@ class FakeCloud:
         """The boot delay of resources launched from now on (the runners share their settings)."""
         self._ecs.settings.boot_seconds = seconds
 
+    def set_spot_notice_seconds(self, seconds: float) -> None:
+        """How long EC2 spot instances interrupted from now on run on before EC2 terminates them."""
+        self._ec2.settings.spot_notice_seconds = seconds
+
     def reset(self) -> None:
         """Stop every launched process and forget every resource (between tests)."""
         import urllib.request
@@ -147,6 +166,7 @@ class FakeCloud:
             for runner in (self._ecs, self._ec2):
                 runner.close()
                 runner.launches.clear()
+            self._ec2.notices.clear()
             self._batch.close()
             request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")
             urllib.request.urlopen(request, timeout=10).close()

@@ -5,11 +5,15 @@
 - an ECS task ARN: a Fargate Spot interruption. From now on the task reads `stopCode` `SpotInterruption`,
   `stoppingAt` now and `stoppedReason` "Your Spot Task was interrupted.", its desired status is STOPPED and its
   container gets SIGTERM (then SIGKILL after the grace period), as ECS does at the two-minute warning;
+- an EC2 spot instance id: the instance's spot request gives EC2's two-minute warning (status
+  `instance-terminated-no-capacity`, updated now) and the instance runs on through the notice
+  (`scaler_fake_cloud --spot-notice-seconds`, 120 by default), then EC2 terminates it ("Service initiated",
+  `Server.SpotInstanceTermination`; its processes get SIGTERM, then SIGKILL after the grace period);
 - an AWS Batch job id: its spot host is reclaimed (the job fails with "Host EC2 (instance ...) terminated.").
 
-The answer is 200 with what was done, 404 naming the resource when no running task or job has that id, 400
-when `resource` is missing, and 501 for an EC2 instance id (the EC2 manager does not read spot warnings yet).
-Everything else goes to moto.
+The answer is 200 with what was done, 404 naming the resource when nothing has that id, 409 naming why when
+it cannot be interrupted (an on-demand instance, one that is not running, one already interrupted), and 400
+when `resource` is missing. Everything else goes to moto.
 """
 
 from __future__ import annotations
@@ -20,8 +24,12 @@ from urllib.parse import parse_qs
 
 ROUTE = "/scaler-fake-cloud/spot-interruption"
 
-#: resource id -> what was done, or None when this kind of resource has no such id
+#: resource id -> what was done, or None when this kind of resource has no such id (or `Refused`)
 Injector = Callable[[str], str | None]
+
+
+class Refused(Exception):
+    """The resource exists but cannot take the fault; the message says why."""
 
 
 def with_fault_route(moto_app: Any, injectors: Iterable[Injector]) -> Callable[..., Iterable[bytes]]:
@@ -36,17 +44,17 @@ def with_fault_route(moto_app: Any, injectors: Iterable[Injector]) -> Callable[.
             return _answer(start_response, "405 Method Not Allowed", f"{ROUTE} takes POST\n")
         resource = parse_qs(environ.get("QUERY_STRING", "")).get("resource", [""])[0].strip()
         if not resource:
-            return _answer(
-                start_response, "400 Bad Request", f"{ROUTE}: give ?resource=<ECS task ARN or Batch job id>\n"
-            )
-        if resource.startswith("i-"):
-            text = f"{resource}: EC2 spot interruptions are not injected yet (only ECS tasks and Batch jobs)\n"
-            return _answer(start_response, "501 Not Implemented", text)
+            text = f"{ROUTE}: give ?resource=<ECS task ARN, EC2 instance id or Batch job id>\n"
+            return _answer(start_response, "400 Bad Request", text)
         for inject in chosen:
-            done = inject(resource)
+            try:
+                done = inject(resource)
+            except Refused as refused:
+                return _answer(start_response, "409 Conflict", f"{refused}\n")
             if done is not None:
                 return _answer(start_response, "200 OK", done + "\n")
-        return _answer(start_response, "404 Not Found", f"no running ECS task or Batch job {resource!r}\n")
+        text = f"no running ECS task, EC2 instance or Batch job {resource!r}\n"
+        return _answer(start_response, "404 Not Found", text)
 
     return application
 

@@ -10,6 +10,8 @@ local process.
   a grace period; until the group has exited the task is STOPPING (the instance shutting-down), as in AWS.
 - A process that ends on its own: the task is STOPPED ("Essential container in task exited") or the instance
   terminated, as AWS does when a container or a machine's main program ends.
+- A spot instance (launched with `InstanceMarketOptions`) has the spot request EC2 makes (`ec2_spot`); an
+  interrupted one runs on through its notice (`spot_notice_seconds`), then EC2 terminates it as above.
 
 moto's own state is changed in place (it runs in this process); nothing here reads a wall clock but `now`.
 """
@@ -25,6 +27,9 @@ from typing import Any
 
 from scaler.fake_cloud.launched import LaunchedProcess
 
+#: How long an interrupted EC2 spot instance runs on before EC2 terminates it, as in AWS.
+SPOT_NOTICE_SECONDS = 120.0
+
 
 @dataclass
 class Launch:
@@ -39,6 +44,7 @@ class RunnerSettings:
     endpoint_url: str
     boot_seconds: float = 0.0
     log_directory: Path = Path("fake-cloud-logs")
+    spot_notice_seconds: float = SPOT_NOTICE_SECONDS
     extra_environment: dict[str, str] = field(default_factory=dict)
 
 
@@ -159,10 +165,19 @@ class EcsRunner:
                 launch.process.kill()
 
 
+@dataclass(frozen=True)
+class SpotNotice:
+    """An interrupted spot instance's notice: when it ends (monotonic) and the wall-clock time then."""
+
+    ends_at: float
+    ends_at_wall: float
+
+
 class Ec2Runner:
     def __init__(self, settings: RunnerSettings) -> None:
         self.settings = settings
         self.launches: dict[str, Launch] = {}  #: instance id -> launch
+        self.notices: dict[str, SpotNotice] = {}  #: interrupted spot instance id -> its notice
 
     def step(self, now: float) -> None:
         from moto.ec2.models import ec2_backends
@@ -176,6 +191,11 @@ class Ec2Runner:
         from moto.ec2.models.instances import InstanceState
 
         launch = self.launches.get(instance.id)
+        notice = self.notices.get(instance.id)
+        if notice is not None and now >= notice.ends_at and instance._state.name in ("pending", "running"):
+            from scaler.fake_cloud import ec2_spot
+
+            ec2_spot.terminated_by_service(instance, notice.ends_at_wall)
         if instance._state.name in ("shutting-down", "terminated", "stopping", "stopped"):
             self._stopping(now, instance)
             return
@@ -205,23 +225,56 @@ class Ec2Runner:
         elif instance._state.name != "terminated":
             instance._state = InstanceState("terminated", 48)
 
-    def launched_by_api(self, now: float, instances: list[Any]) -> None:
-        """Right after `run_instances`: the instances are booting."""
+    def launched_by_api(self, now: float, wall_time: float, instances: list[Any], spot: bool = False) -> None:
+        """Right after `run_instances`: the instances are booting; spot ones (`InstanceMarketOptions`) have the spot
+        request EC2 makes."""
         from moto.ec2.models.instances import InstanceState
+
+        from scaler.fake_cloud import ec2_spot
 
         for instance in instances:
             self.launches.setdefault(instance.id, Launch(now))
             instance._state = InstanceState("pending", 0)
+            if spot:
+                ec2_spot.open_request(instance, wall_time)
 
-    def terminated_by_api(self, now: float, instance_ids: list[str]) -> None:
+    def terminated_by_api(self, now: float, wall_time: float, instance_ids: list[str]) -> None:
         """Right after `terminate_instances` (which moto answers with terminated at once)."""
-        from moto.ec2.models import ec2_backends
+        from scaler.fake_cloud import ec2_spot
 
-        for _account, regions in list(ec2_backends.items()):
-            for backend in list(regions.values()):
-                for instance in list(backend.all_instances()):
-                    if instance.id in instance_ids:
-                        self._stopping(now, instance)
+        for instance in _instances():
+            if instance.id in instance_ids:
+                ec2_spot.terminated_by_user(instance, wall_time)
+                self._stopping(now, instance)
+
+    def interrupt(self, now: float, wall_time: float, instance_id: str) -> str | None:
+        """An EC2 spot interruption: the instance's spot request gives the two-minute warning now, and EC2
+        terminates the instance when the notice (`spot_notice_seconds`) ends. What was done; None when there is no
+        such instance; `Refused` naming why when it cannot be interrupted."""
+        from scaler.fake_cloud import ec2_spot
+        from scaler.fake_cloud.faults import Refused
+
+        instance = next((instance for instance in _instances() if instance.id == instance_id), None)
+        if instance is None:
+            return None
+        request = ec2_spot.request_of(instance)
+        if request is None and instance.lifecycle == "spot":
+            raise Refused(f"EC2 instance {instance_id} was launched by a spot request or fleet: only the spot "
+                          "instances run_instances launches are interrupted here")  # fmt: skip
+        if request is None:
+            raise Refused(f"EC2 instance {instance_id} is not a spot instance (launched without InstanceMarketOptions "
+                          "MarketType spot): only spot capacity is taken back")  # fmt: skip
+        if instance._state.name not in ("pending", "running"):
+            raise Refused(
+                f"EC2 instance {instance_id} is {instance._state.name}: only a running instance is interrupted"
+            )
+        if instance_id in self.notices:
+            raise Refused(f"EC2 instance {instance_id} has had its interruption notice already")
+        seconds = self.settings.spot_notice_seconds
+        self.notices[instance_id] = SpotNotice(now + seconds, wall_time + seconds)
+        ec2_spot.warn(request, wall_time)
+        return (f"EC2 instance {instance_id}: spot interruption notice (spot request {request.id}: "
+                f"{ec2_spot.INTERRUPTED}); EC2 terminates it in {seconds:g} s")  # fmt: skip
 
     def _start(self, region: str, instance: Any) -> LaunchedProcess:
         environment = base_environment(self.settings, region)
@@ -237,6 +290,14 @@ class Ec2Runner:
         for launch in self.launches.values():
             if launch.process is not None:
                 launch.process.kill()
+
+
+def _instances() -> list[Any]:
+    """Every EC2 instance moto holds, in every account and region."""
+    from moto.ec2.models import ec2_backends
+
+    return [instance for regions in list(ec2_backends.values()) for backend in list(regions.values())
+            for instance in list(backend.all_instances())]  # fmt: skip
 
 
 def _task_definition_secrets(region: str, task: Any) -> dict[str, str]:

@@ -89,6 +89,12 @@ def ec2_backend(spec: LaunchSpec, _state_directory: Path) -> Ec2Backend:
     return backend
 
 
+def ec2_spot_backend(spec: LaunchSpec, _state_directory: Path) -> Ec2Backend:
+    backend = Ec2Backend(ec2_config(spec, market_type="spot"), spec.manager_id, AwsClients(REGION))
+    backend.prepare_now()
+    return backend
+
+
 def _children(process: psutil.Process) -> list[psutil.Process]:
     try:
         return list(process.children(recursive=True))

@@ -529,8 +529,12 @@ def fake_cloud_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
 
 @pytest.fixture
 def fake_cloud(fake_cloud_session: Any) -> Iterator[Any]:
-    """The session's fake cloud, empty, with no boot delay; emptied again (its processes stopped) afterwards."""
+    """The session's fake cloud, empty, with no boot delay and AWS's spot notice; emptied again (its processes
+    stopped) afterwards."""
+    from scaler.fake_cloud.runners import SPOT_NOTICE_SECONDS
+
     fake_cloud_session.set_boot_seconds(0.0)
+    fake_cloud_session.set_spot_notice_seconds(SPOT_NOTICE_SECONDS)
     fake_cloud_session.reset()
     yield fake_cloud_session
     fake_cloud_session.reset()

@@ -4,8 +4,8 @@ Each test runs against every entry of BACKENDS. Adding a backend is one more
 `pytest.param(BackendKind(...))`: a factory for fresh instances of a
 given manager (from its launch spec), and a way to find the local processes of a unit. The native
 backend runs twice: forking workers from a worker forker (as the manager does) and starting them as
-commands (what it falls back to without a forker). ECS and EC2 run against the fake cloud (moto, with
-every task or instance a local process).
+commands (what it falls back to without a forker). ECS and EC2 (on-demand and spot instances) run against the
+fake cloud (moto, with every task or instance a local process).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from scaler.config.sections import WorkerConfig
 from scaler.worker_manager.backend import LaunchSpec, UnitBackend, UnitInfo, UnitState
 from scaler.worker_manager.baremetal_native.backend import NativeBackend
 from scaler.worker_manager.baremetal_native.worker_forker import start_worker_forker
-from tests.integration.cloud_harness import cloud_unit_processes, ec2_backend, ecs_backend
+from tests.integration.cloud_harness import cloud_unit_processes, ec2_backend, ec2_spot_backend, ecs_backend
 from tests.integration.conftest import Addresses, Launcher, ProcessWatch, monitor
 from tests.integration.manager_harness import (
     forkers_with_setting,
@@ -62,6 +62,9 @@ BACKENDS = [
     pytest.param(BackendKind(native_command_backend, unit_processes), id="native-command"),
     pytest.param(BackendKind(ecs_backend, cloud_unit_processes, cloud=True), id="ecs", marks=pytest.mark.cloud),
     pytest.param(BackendKind(ec2_backend, cloud_unit_processes, cloud=True), id="ec2", marks=pytest.mark.cloud),
+    pytest.param(
+        BackendKind(ec2_spot_backend, cloud_unit_processes, cloud=True), id="ec2-spot", marks=pytest.mark.cloud
+    ),
 ]
 
 

@@ -1,6 +1,7 @@
 """What goes wrong in a cloud burst, each reported once with what to fix, never hanging the manager and never
-launching in a loop: a wrong region, a task size Fargate refuses, bad credentials, a subnet that does not
-exist, an instance that never finishes booting, a container that exits at start, the cloud going away."""
+launching in a loop: a wrong region, a task size Fargate refuses, a spot price for on-demand instances, bad
+credentials, a subnet that does not exist, an instance that never finishes booting, a container that exits at
+start, the cloud going away."""
 
 from __future__ import annotations
 
@@ -68,6 +69,12 @@ def test_a_task_size_fargate_refuses_is_refused_at_start(launcher: Launcher) -> 
                             "--ecs-task-memory", "1")  # fmt: skip
     assert manager.wait_exit() == 2
     assert "--ecs-task-memory 1: a Fargate task of 2 vCPU needs 4 to 16 GB" in manager.log_text()
+
+
+def test_a_spot_price_for_on_demand_instances_is_refused_at_start(launcher: Launcher) -> None:
+    manager = start_manager(launcher, "orb_aws_ec2", "tcp://127.0.0.1:1", "m", "--spot-max-price", "0.05")
+    assert manager.wait_exit() == 2
+    assert "--spot-max-price 0.05: only spot instances have one (add --market-type spot)" in manager.log_text()
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,13 @@
   running -> RUNNING, shutting-down/stopping -> STOPPING, terminated/stopped -> GONE.
 - terminate: `terminate_instances`, booting ones included (the reference left those running). An instance
   that is gone already is a no-op.
+- Spot (`--market-type spot`): `run_instances` asks for a one-time spot instance that AWS terminates when it takes
+  the capacity back. Its two-minute warning shows in the instance's spot request (EC2 user guide, "Spot request
+  status"): its status code turns `instance-terminated-no-capacity` (or `marked-for-termination`) while the
+  instance still runs. When the manager has live spot instances, a listing asks for their requests (one
+  `describe_spot_instance_requests` by instance id) and lists an instance so warned with `reclaim_at` (the
+  status's update time plus the two minutes), so the manager replaces it at once and the scheduler drains its
+  workers.
 """
 
 from __future__ import annotations
@@ -32,6 +39,14 @@ MANAGER_TAG = "scaler-manager-id"
 UNIT_TAG = "scaler-unit-id"
 LAUNCHED_TAG = "scaler-launched-at"
 DEFAULT_AMI_PARAMETER = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
+#: A spot request's status codes that mean AWS takes its running instance back, and how long that takes.
+SPOT_NOTICE_CODES = frozenset(
+    {"marked-for-termination", "instance-terminated-no-capacity", "instance-terminated-by-price"}
+)
+SPOT_NOTICE_SECONDS = 120.0
+#: Instance ids per filter of one describe call (EC2 refuses filters with too many values).
+FILTER_VALUES = 100
+GONE = UnitState.GONE
 _STATES = {
     "pending": UnitState.PENDING, "running": UnitState.RUNNING, "shutting-down": UnitState.STOPPING,
     "stopping": UnitState.STOPPING, "stopped": UnitState.GONE, "terminated": UnitState.GONE,
@@ -112,19 +127,25 @@ class Ec2Backend:
         ec2 = self._clients["ec2"]
         filters = [{"Name": f"tag:{MANAGER_TAG}", "Values": [self._manager_id]}]
         reservations = await call(_all_reservations, ec2, filters)
+        instances = [instance for reservation in reservations for instance in reservation.get("Instances", [])]
+        spot = [i["InstanceId"] for i in instances if i.get("InstanceLifecycle") == "spot" and _state(i) is not GONE]
+        notices = await call(_spot_notices, ec2, spot) if spot else {}  # only a manager with live spot instances asks
         units = []
-        for reservation in reservations:
-            for instance in reservation.get("Instances", []):
-                tags = {tag["Key"]: tag["Value"] for tag in instance.get("Tags", [])}
-                unit_id = tags.get(UNIT_TAG)
-                if unit_id is None:
-                    continue
-                self._instance_of_unit[unit_id] = instance["InstanceId"]
-                state = _STATES.get(instance.get("State", {}).get("Name", ""), UnitState.PENDING)
-                launched = instance.get("LaunchTime")
-                created_at = float(tags.get(LAUNCHED_TAG, launched.timestamp() if launched else 0.0))
-                reason = instance.get("StateTransitionReason") or ""
-                units.append(UnitInfo(unit_id, state, created_at, detail=f"instance {instance['InstanceId']} {reason}"))
+        for instance in instances:
+            tags = {tag["Key"]: tag["Value"] for tag in instance.get("Tags", [])}
+            unit_id = tags.get(UNIT_TAG)
+            if unit_id is None:
+                continue
+            instance_id = instance["InstanceId"]
+            self._instance_of_unit[unit_id] = instance_id
+            state = _state(instance)
+            launched = instance.get("LaunchTime")
+            created_at = float(tags.get(LAUNCHED_TAG, launched.timestamp() if launched else 0.0))
+            reasons = [instance.get("StateTransitionReason"), instance.get("StateReason", {}).get("Message")]
+            detail = "; ".join([f"instance {instance_id}", *(reason for reason in reasons if reason)])
+            notice = notices.get(instance_id)
+            reclaim_at = notice + SPOT_NOTICE_SECONDS if notice is not None and state is not GONE else None
+            units.append(UnitInfo(unit_id, state, created_at, detail=detail, reclaim_at=reclaim_at))
         return units
 
     async def terminate(self, unit_ids: list[str], reason: str) -> None:
@@ -171,6 +192,11 @@ class Ec2Backend:
             "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}],
             "InstanceInitiatedShutdownBehavior": "terminate",
         }
+        if config.market_type == "spot":
+            options = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
+            if config.spot_max_price is not None:
+                options["MaxPrice"] = f"{config.spot_max_price:.6f}".rstrip("0").rstrip(".")
+            arguments["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": options}
         if config.key_name:
             arguments["KeyName"] = config.key_name
         if config.subnet_id:
@@ -190,6 +216,24 @@ def _pairs(text: str) -> list[tuple[str, str]]:
                 raise ValueError(f"--instance-tags {text!r}: expected KEY=VALUE,KEY=VALUE")
             pairs.append((key.strip(), value.strip()))
     return pairs
+
+
+def _state(instance: dict[str, Any]) -> UnitState:
+    return _STATES.get(instance.get("State", {}).get("Name", ""), UnitState.PENDING)
+
+
+def _spot_notices(ec2: Any, instance_ids: list[str]) -> dict[str, float]:
+    """Which of these spot instances AWS is taking back, and since when (wall clock): from their spot requests."""
+    notices: dict[str, float] = {}
+    for start in range(0, len(instance_ids), FILTER_VALUES):
+        filters = [{"Name": "instance-id", "Values": instance_ids[start : start + FILTER_VALUES]}]
+        for page in ec2.get_paginator("describe_spot_instance_requests").paginate(Filters=filters):
+            for request in page.get("SpotInstanceRequests", []):
+                status = request.get("Status", {})
+                if status.get("Code") in SPOT_NOTICE_CODES and "InstanceId" in request:
+                    updated = status.get("UpdateTime")
+                    notices[request["InstanceId"]] = updated.timestamp() if updated is not None else time.time()
+    return notices
 
 
 def _all_reservations(ec2: Any, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:

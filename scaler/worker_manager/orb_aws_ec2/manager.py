@@ -18,6 +18,11 @@ WORKER_TYPE = "EC2"
 
 def run(config: WorkerManagerSettings) -> int:
     assert isinstance(config, EC2WorkerManagerConfig)
+    if config.spot_max_price is not None and config.market_type != "spot":
+        logger.error(
+            "--spot-max-price %g: only spot instances have one (add --market-type spot)", config.spot_max_price
+        )
+        return EXIT_CONFIGURATION
     try:
         clients = AwsClients(
             config.aws_region, config.aws_access_key_id, config.aws_secret_access_key, config.aws_endpoint_url,
