@@ -53,9 +53,14 @@ class FunctionEntry:
     name: str
     takes_profiling: bool  #: the function has its own `profiling` parameter
     signature: inspect.Signature | None = None  #: None for builtins and C functions without one
+    #: the number of parameters when every one is a plain positional parameter without a default (then that many
+    #: positional arguments and no keyword always bind); None otherwise
+    plain_arity: int | None = None
 
     def check_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """TypeError in the caller when the arguments cannot bind to the function's signature."""
+        if self.plain_arity == len(args) and not kwargs:
+            return
         if self.signature is not None:
             try:
                 self.signature.bind(*args, **kwargs)
@@ -103,8 +108,9 @@ class TaskBuilder:
         except Exception as error:
             raise TypeError(f"cannot serialize the function {_function_name(function)}: {error}") from error
         object_id = self.put_object(payload, f"function {_function_name(function)}")
+        signature = _signature(function)
         entry = FunctionEntry(
-            function, object_id, _function_name(function), _takes_profiling(function), _signature(function)
+            function, object_id, _function_name(function), _takes_profiling(function), signature, _arity(signature)
         )
         if len(self._functions) > 10_000:
             self._functions.clear()
@@ -191,6 +197,16 @@ def _signature(function: Any) -> inspect.Signature | None:
         return inspect.signature(function)
     except (TypeError, ValueError):
         return None
+
+
+def _arity(signature: inspect.Signature | None) -> int | None:
+    if signature is None:
+        return None
+    plain = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.POSITIONAL_ONLY
+    parameters = signature.parameters.values()
+    if all(p.kind in plain and p.default is inspect.Parameter.empty for p in parameters):
+        return len(signature.parameters)
+    return None
 
 
 def _takes_profiling(function: Any) -> bool:

@@ -25,11 +25,17 @@ class Serializer(abc.ABC):
         """The object whose bytes are `payload`."""
 
 
+#: Types whose values cloudpickle pickles exactly as pickle does: they go through the C pickler directly.
+_PLAIN_TYPES = frozenset({int, float, str, bytes, bool, type(None), complex})
+
+
 class DefaultSerializer(Serializer):
     """cloudpickle with the highest pickle protocol: functions and classes defined in __main__ travel by value."""
 
     @staticmethod
     def serialize(obj: Any) -> bytes:
+        if type(obj) in _PLAIN_TYPES:  # same bytes as cloudpickle's, about ten times sooner
+            return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         payload: bytes = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         return payload
 
