@@ -343,7 +343,7 @@ class AgentCore:
             return
         if isinstance(message, m.ProcessorReady):
             processor.pid = message.pid
-            processor.state = ProcessorState.IDLE
+            self.table.set_state(processor, ProcessorState.IDLE)
             self._start_failures = 0
             if self.link.is_registered:
                 self._configure(processor)
@@ -374,12 +374,12 @@ class AgentCore:
     def _on_exit(self, processor_id: bytes, description: str) -> None:
         processor = self.processors.get(processor_id)
         if processor is None or processor.state is ProcessorState.STOPPING:
-            self.processors.pop(processor_id, None)
+            self.table.remove(processor_id)
             return
         computing = self.tasks.get(processor.task_id) if processor.task_id is not None else None
         answered = computing is not None and computing.abandoned_at is not None  #: stopped here, and told already
         running, parked = self.table.vacate(processor)
-        del self.processors[processor_id]
+        self.table.remove(processor_id)
         if processor.state is ProcessorState.STARTING:
             self._start_failures += 1
             logger.error("processor failed while starting (%s)", description)
@@ -393,7 +393,15 @@ class AgentCore:
             text = f"the processor{where} running the task died: {description}"
             logger.warning("%s", text)
             self._to_scheduler(m.TaskResult(running, m.ResultStatus.PROCESSOR_DIED, error_message=text))
-        self._report_lost(parked, f"the processor{where} it waited in died while running another task: {description}")
+        if running is not None:  # the computing task is to blame: the parents waiting there run again
+            self._report_lost(
+                parked, f"the processor{where} it waited in died while running another task: {description}"
+            )
+            return
+        for task_id in parked:  # nothing else computed there: as a task whose own processor died
+            text = f"the processor{where} the task waited in for its nested tasks died: {description}"
+            logger.warning("task %s: %s", task_id.hex(), text)
+            self._to_scheduler(m.TaskResult(task_id, m.ResultStatus.PROCESSOR_DIED, error_message=text))
 
     def _report_lost(self, task_ids: list[TaskID], why: str) -> None:
         """Parked tasks taken down with their processor by another task: the scheduler runs them again."""
@@ -457,8 +465,7 @@ class AgentCore:
         """One processor ready (idle or starting) per slot that could start a task now, at least one
         while a slot is free; idle processors beyond that (with one of slack) are retired. Forking from
         the zygote takes milliseconds, so no spare is kept while every slot computes."""
-        states = [p.state for p in self.processors.values()]
-        ready = states.count(ProcessorState.IDLE) + states.count(ProcessorState.STARTING)
+        ready = self.table.count(ProcessorState.IDLE) + self.table.count(ProcessorState.STARTING)
         free_slots = max(0, self.settings.slots - self.running)
         keep = min(free_slots, max(1, len(self._queue)))
         for _ in range(max(0, keep - ready)):
@@ -483,7 +490,7 @@ class AgentCore:
 
     def _spawn(self) -> None:
         processor_id = self._prefix + b"-" + str(next(self._counters.ids)).encode()
-        self.processors[processor_id] = ProcessorRecord(processor_id)
+        self.table.add(processor_id)
         self.effects.append(SpawnProcessor(processor_id))
 
     def _configure(self, processor: ProcessorRecord) -> None:
@@ -496,7 +503,7 @@ class AgentCore:
         if processor is None or processor.state is ProcessorState.STOPPING:
             return
         _, parked = self.table.vacate(processor)
-        processor.state = ProcessorState.STOPPING
+        self.table.set_state(processor, ProcessorState.STOPPING)
         self.effects.append(KillProcessor(processor_id, reason))
         if report_parked:
             where = f" (pid {processor.pid})" if processor.pid else ""

@@ -8,7 +8,11 @@ next task, in a thread of its own, so one process serves a whole nested computat
 PARKED and takes no new task, so every waiting parent keeps a process of its own (a crash of another task
 never reaches it).
 
-Invariants: a RUNNING processor's `task_id` is a held task in state RUNNING whose `processor` is it; every
+Every change of a processor's state, and of the tasks parked in it, goes through this table, which keeps the
+counts the agent reads on every event (no scan of the processors).
+
+Invariants: a RUNNING processor's `task_id` is a held task in state RUNNING whose `processor` is it (and only a
+RUNNING processor has a `task_id`); every
 task in a processor's `parked` is a held task in state BLOCKED or RESUMING whose `processor` is it; an IDLE
 or PARKED processor computes nothing.
 """
@@ -24,12 +28,12 @@ from scaler.protocol.ids import TaskID
 NESTED_PARENT_MODES = ("thread", "process")
 
 
-class ProcessorState(enum.Enum):
-    STARTING = "starting"
-    IDLE = "idle"  #: computes nothing and may take a task (it may hold parked tasks in threads)
-    RUNNING = "running"
-    PARKED = "parked"  #: computes nothing, holds a parked task and takes no new one ("process" mode)
-    STOPPING = "stopping"  #: being killed; its exit is expected
+class ProcessorState(enum.IntEnum):  #: an int: counted in a list, on every event
+    STARTING = 0
+    IDLE = 1  #: computes nothing and may take a task (it may hold parked tasks in threads)
+    RUNNING = 2
+    PARKED = 3  #: computes nothing, holds a parked task and takes no new one ("process" mode)
+    STOPPING = 4  #: being killed; its exit is expected
 
 
 class HeldState(enum.Enum):
@@ -53,7 +57,7 @@ class ProcessorRecord:
         """What the monitor shows: a processor that computes nothing but holds waiting parents is "blocked"."""
         if self.state in (ProcessorState.IDLE, ProcessorState.PARKED) and self.parked:
             return "blocked"
-        return self.state.value
+        return self.state.name.lower()
 
 
 @dataclass(slots=True)
@@ -75,8 +79,10 @@ class ProcessorTable:
         if nested_parents not in NESTED_PARENT_MODES:
             raise ValueError(f"nested_parents must be one of {', '.join(NESTED_PARENT_MODES)}, not {nested_parents!r}")
         self.parents_share_processors = nested_parents == "thread"
-        self.processors: dict[bytes, ProcessorRecord] = {}
+        self.processors: dict[bytes, ProcessorRecord] = {}  #: read it; change it through add/remove/set_state
         self.tasks: dict[TaskID, HeldTask] = {}
+        self._counts = [0] * len(ProcessorState)  #: processors by state
+        self._parked = 0
         #: parked tasks whose futures are done, in the order they asked (a dict used as an ordered set)
         self.resuming: dict[TaskID, None] = {}
 
@@ -84,11 +90,32 @@ class ProcessorTable:
 
     @property
     def running(self) -> int:
-        return sum(1 for p in self.processors.values() if p.state is ProcessorState.RUNNING)
+        return self._counts[ProcessorState.RUNNING]
 
     @property
     def parked(self) -> int:
-        return sum(len(p.parked) for p in self.processors.values())
+        return self._parked
+
+    def count(self, state: ProcessorState) -> int:
+        return self._counts[state]
+
+    # ------------------------------------------------------------ processors
+
+    def add(self, processor_id: bytes) -> ProcessorRecord:
+        processor = self.processors[processor_id] = ProcessorRecord(processor_id)
+        self._counts[processor.state] += 1
+        return processor
+
+    def remove(self, processor_id: bytes) -> None:
+        processor = self.processors.pop(processor_id, None)
+        if processor is not None:
+            self._counts[processor.state] -= 1
+            self._parked -= len(processor.parked)
+
+    def set_state(self, processor: ProcessorRecord, state: ProcessorState) -> None:
+        self._counts[processor.state] -= 1
+        self._counts[state] += 1
+        processor.state = state
 
     def idle_processor(self) -> ProcessorRecord | None:
         """A processor that may take a task now: one that holds parked tasks first, so that the parents of a
@@ -105,7 +132,8 @@ class ProcessorTable:
 
     def start(self, processor: ProcessorRecord, held: HeldTask, now: float) -> None:
         held.processor, held.started_at, held.state = processor.processor_id, now, HeldState.RUNNING
-        processor.task_id, processor.state = held.task.task_id, ProcessorState.RUNNING
+        processor.task_id = held.task.task_id
+        self.set_state(processor, ProcessorState.RUNNING)
 
     def park(self, processor: ProcessorRecord, task_id: TaskID) -> bool:
         """The processor's running task waits on nested futures. False when it is not that processor's task (or
@@ -117,6 +145,8 @@ class ProcessorTable:
             return False
         held.state = HeldState.BLOCKED
         processor.parked[task_id] = None
+        processor.task_id = None
+        self._parked += 1
         self._free(processor)
         return True
 
@@ -142,8 +172,10 @@ class ProcessorTable:
     def resume(self, processor: ProcessorRecord, task_id: TaskID) -> None:
         del self.resuming[task_id]
         del processor.parked[task_id]
+        self._parked -= 1
         self.tasks[task_id].state = HeldState.RUNNING
-        processor.task_id, processor.state = task_id, ProcessorState.RUNNING
+        processor.task_id = task_id
+        self.set_state(processor, ProcessorState.RUNNING)
 
     def finish(self, processor: ProcessorRecord, task_id: TaskID) -> HeldTask | None:
         """The task ended in this processor (a result): it is no longer held. None when it was not held there
@@ -164,8 +196,9 @@ class ProcessorTable:
             return held
         if task_id in processor.parked:
             del processor.parked[task_id]
+            self._parked -= 1
             if processor.state is ProcessorState.PARKED and not processor.parked:
-                processor.state = ProcessorState.IDLE
+                self.set_state(processor, ProcessorState.IDLE)
         elif processor.task_id == task_id:
             processor.task_id = None
             self._free(processor)
@@ -184,4 +217,4 @@ class ProcessorTable:
         if processor.state in (ProcessorState.STOPPING, ProcessorState.STARTING):
             return
         shares = self.parents_share_processors or not processor.parked
-        processor.state = ProcessorState.IDLE if shares else ProcessorState.PARKED
+        self.set_state(processor, ProcessorState.IDLE if shares else ProcessorState.PARKED)

@@ -246,6 +246,14 @@ def test_a_processor_that_dies_fails_its_task_and_reports_its_parked_parents_los
     assert spawned(effects)
 
 
+def test_a_processor_that_dies_while_its_parents_only_wait_fails_them_as_their_own_processor() -> None:
+    agent, processor = parked_parent()
+    effects = agent.handle(core.ProcessorExited(processor, "killed by SIGKILL", 0.3))
+    (died,) = to_scheduler(effects, m.TaskResult)
+    assert died.task_id == tid(1) and died.status is m.ResultStatus.PROCESSOR_DIED
+    assert "waited in for its nested tasks died" in died.error_message
+
+
 def test_a_processor_holding_parked_parents_is_never_retired() -> None:
     agent, processor = parked_parent()
     effects = agent.handle(core.Tick(1.0))
@@ -263,7 +271,7 @@ def test_a_leaving_worker_does_not_report_its_parked_parents_lost() -> None:
 def test_a_result_or_log_from_a_processor_that_does_not_hold_the_task_is_ignored() -> None:
     agent, processor = parked_parent()
     other = b"p-other"
-    agent.processors[other] = core.ProcessorRecord(other, core.ProcessorState.IDLE)
+    agent.table.set_state(agent.table.add(other), core.ProcessorState.IDLE)
     log = m.TaskLog(tid(1), m.LogStream.STDOUT, "hello\n")
     assert not to_scheduler(agent.handle(core.FromProcessor(other, result(1), 0.2)), m.TaskResult)
     assert not to_scheduler(agent.handle(core.FromProcessor(other, log, 0.2)), m.TaskLog)

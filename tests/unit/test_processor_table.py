@@ -1,0 +1,93 @@
+"""The agent core's processor table under random histories: its counts always equal a recount, and its
+invariants (processor_table's docstring) hold after every step, in both nested-parent modes."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from scaler.protocol import messages as m
+from scaler.protocol.ids import ClientID, TaskID
+from scaler.worker import agent_core as core
+from scaler.worker.processor_table import HeldState, ProcessorState
+
+
+def tid(number: int) -> TaskID:
+    return TaskID(number.to_bytes(16, "big"))
+
+
+def check(agent: core.AgentCore) -> None:
+    table = agent.table
+    processors = list(table.processors.values())
+    for state in ProcessorState:
+        assert table.count(state) == sum(1 for p in processors if p.state is state), state
+    assert table.parked == sum(len(p.parked) for p in processors)
+    assert table.running <= agent.settings.slots
+    for processor in processors:
+        assert (processor.task_id is not None) == (processor.state is ProcessorState.RUNNING), processor
+        if processor.state is ProcessorState.RUNNING:
+            held = table.tasks[processor.task_id]  # type: ignore[index]
+            assert held.state is HeldState.RUNNING and held.processor == processor.processor_id
+        if processor.state is ProcessorState.PARKED:
+            assert processor.parked and not table.parents_share_processors
+        for task_id in processor.parked:
+            held = table.tasks[task_id]
+            assert held.state in (HeldState.BLOCKED, HeldState.RESUMING)
+            assert held.processor == processor.processor_id
+    for task_id in table.resuming:
+        assert table.tasks[task_id].state is HeldState.RESUMING
+
+
+def random_event(rng: random.Random, agent: core.AgentCore, now: float, next_task: list[int]) -> core.Event:
+    """A plausible next event: tasks arrive, processors start, running tasks finish or park (more often than
+    not, so that parents pile up), parked ones ask to resume, and now and then a cancel, a crash or a tick."""
+    table = agent.table
+    processors = list(table.processors.values())
+    running = [p for p in processors if p.state is ProcessorState.RUNNING]
+    parked = [(p, t) for p in processors for t in p.parked if table.tasks[t].state is HeldState.BLOCKED]
+    starting = [p for p in processors if p.state is ProcessorState.STARTING]
+    choices: list[tuple[float, object]] = [(2.0, "task"), (0.3, "cancel"), (0.05, "crash"), (0.3, "tick")]
+    if starting:
+        choices.append((3.0, "ready"))
+    if running:
+        choices += [(1.5, "result"), (2.0, "block")]
+    if parked:
+        choices.append((1.5 if len(parked) > 3 else 0.5, "resume"))
+    kind = rng.choices([c for _, c in choices], weights=[w for w, _ in choices])[0]
+    if kind == "task":
+        next_task[0] += 1
+        task = m.Task(tid(next_task[0]), ClientID(b"Client|c"), b"body", priority=rng.randint(0, 3))
+        return core.FromScheduler(task, now)
+    if kind == "ready":
+        return core.FromProcessor(rng.choice(starting).processor_id, m.ProcessorReady(7), now)
+    if kind in ("result", "block"):
+        processor = rng.choice(running)
+        assert processor.task_id is not None
+        if kind == "block" and table.tasks[processor.task_id].abandoned_at is None:
+            return core.FromProcessor(processor.processor_id, m.ProcessorBlocked(processor.task_id), now)
+        status = m.ResultStatus.CANCELED if table.tasks[processor.task_id].abandoned_at else m.ResultStatus.SUCCESS
+        return core.FromProcessor(processor.processor_id, m.TaskResult(processor.task_id, status), now)
+    if kind == "resume":
+        processor, task_id = rng.choice(parked)
+        return core.FromProcessor(processor.processor_id, m.ProcessorResumeRequest(task_id), now)
+    if kind == "cancel" and table.tasks:
+        return core.FromScheduler(m.TaskCancel((rng.choice(list(table.tasks)),)), now)
+    if kind == "crash" and processors:
+        return core.ProcessorExited(rng.choice(processors).processor_id, "killed by SIGSEGV", now)
+    return core.Tick(now)
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+@pytest.mark.parametrize("seed", range(20))
+def test_counts_and_invariants_hold_through_random_histories(mode: str, seed: int) -> None:
+    rng = random.Random(seed)
+    agent = core.AgentCore(core.AgentSettings(nested_parents=mode, task_timeout_seconds=3.0), started_at=0.0)
+    agent.start()
+    agent.handle(core.FromScheduler(m.HelloReply(True, object_storage_address="tcp://s:2"), 0.0))
+    next_task = [0]
+    now = 0.0
+    for _ in range(400):
+        now += rng.random() * 0.2
+        agent.handle(random_event(rng, agent, now, next_task))
+        check(agent)
