@@ -22,7 +22,7 @@ from scaler.client import processor_context
 from scaler.client.agent import ClientAgent
 from scaler.client.display import client_rows, html_table
 from scaler.client.future import ScalerFuture
-from scaler.client.map_chunks import chunk_size, name_failed_item, run_chunk
+from scaler.client.map_chunks import MAX_CHUNK, chunk_size, chunk_size_lookahead, name_failed_item, run_chunk
 from scaler.client.map_stream import chunks_in_flight, stream_map
 from scaler.client.object_reference import ObjectReference
 from scaler.client.processor_context import BlockingWait
@@ -274,15 +274,17 @@ class Client:
         capabilities: dict[str, int] | None, reserialize: bool, progress: bool,
     ) -> list[Any]:  # fmt: skip
         self._check_open()
-        if total is None:  # an iterator: its length is known once it is read
-            listed = list(calls)
-            total, calls = len(listed), iter(listed)
+        if total is None:  # an iterator: read just far enough to know whether the map is large
+            lookahead = chunk_size_lookahead(self._agent.worker_count)
+            head = list(itertools.islice(calls, lookahead + 1))
+            total = len(head) if len(head) <= lookahead else None  # None: large; streamed in the largest chunks
+            calls = itertools.chain(head, calls)
         first = next(calls, None)
         if first is None:
             return []
         calls = itertools.chain((first,), calls)
         self._builder.function(fn).check_call(first, {})  # the first call only: all of them would cost too much
-        size = chunk_size(total, self._agent.worker_count)
+        size = chunk_size(total, self._agent.worker_count) if total is not None else MAX_CHUNK
         if size == 1 or not isinstance(self._serializer, DefaultSerializer):
             listed = list(calls)
             futures = self._submit_many(fn, listed, capabilities, reserialize)

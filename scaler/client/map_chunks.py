@@ -25,6 +25,12 @@ def chunk_size(items: int, workers: int) -> int:
     return max(1, min(MAX_CHUNK, items // parallelism))
 
 
+def chunk_size_lookahead(workers: int) -> int:
+    """How many items of a map of unknown length to read before its chunk size is known: a map longer than this
+    has the largest chunks whatever its length."""
+    return MAX_CHUNK * CHUNKS_PER_WORKER * max(workers, MIN_WORKERS_ASSUMED)
+
+
 #: Set on the exception a chunk's call raised: the call's index within its chunk (travels with the exception).
 CHUNK_INDEX_ATTRIBUTE = "scaler_map_chunk_index"
 

@@ -69,9 +69,9 @@ def progress(futures: Sequence[concurrent.futures.Future[Any]], description: str
 
 
 @contextlib.contextmanager
-def progress_counter(total: int, shown: bool, description: str = "scaler") -> Iterator[Callable[[int], None]]:
-    """A function that counts items done on a bar of `total` items (on stderr, or a widget in Jupyter); a
-    function that does nothing when the bar is not `shown`."""
+def progress_counter(total: int | None, shown: bool, description: str = "scaler") -> Iterator[Callable[[int], None]]:
+    """A function that counts items done on a bar of `total` items (None: not known; the bar counts) on stderr, or
+    a widget in Jupyter; a function that does nothing when the bar is not `shown`."""
     if not shown:
         yield lambda _items: None
         return

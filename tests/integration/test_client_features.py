@@ -484,3 +484,19 @@ def test_a_big_map_reads_its_arguments_as_it_goes_and_a_failure_stops_it_early()
         assert "scaler: map item 300 failed; its arguments: (300,)" in getattr(raised.value, "__notes__", [])
         assert items.read < 200_000, f"the map read {items.read:,} of 2,000,000 arguments before it failed"
         assert client.map(fail_at_300, range(250)) == list(range(250)), "the client goes on"
+
+
+def test_a_big_map_over_a_generator_of_unknown_length_is_streamed_too() -> None:
+    read = [0]
+
+    def numbers() -> Iterator[int]:
+        for item in range(2_000_000):
+            read[0] += 1
+            yield item
+
+    with running_cluster(2) as cluster, Client(address=cluster.get_address()) as client:
+        with pytest.raises(ValueError, match="300 is bad"):
+            client.map(fail_at_300, numbers())
+        assert read[0] < 400_000, f"the map read {read[0]:,} of 2,000,000 arguments before it failed"
+        assert client.map(fail_at_300, (x for x in range(250))) == list(range(250)), "a short one is read whole"
+        assert client.starmap(max, ((x, 5) for x in range(40_000)))[:7] == [5, 5, 5, 5, 5, 5, 6]
