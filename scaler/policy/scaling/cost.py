@@ -30,7 +30,7 @@ why. Booting workers count: they are paid for.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import ceil
 
 from scaler.policy.capability import covers
@@ -96,6 +96,15 @@ class CostScaling(WorkScaling):
         if self.target_finish_seconds is not None:
             return ""
         return " (no target_finish_seconds: twice the slowest manager's boot, at least 60 s)"
+
+    def _remembered(self, sent: Levels, followed: Levels) -> Levels:
+        """Never more than the policy's own level: the busy floor raises what is sent, not the level, so a worker
+        kept only because it is busy (a dear one whose work moved to a cheaper manager) goes once it is idle
+        instead of starting another cooldown each time it takes a task."""
+        return {
+            names: replace(level, workers=min(level.workers, followed[names].workers if names in followed else 0))
+            for names, level in sent.items()
+        }
 
     def _cooldown_of(self, manager: ManagerView) -> float:
         """At least half the manager's boot: relaunching costs a whole boot of paid time and of waiting, so an idle

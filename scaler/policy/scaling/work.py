@@ -74,7 +74,7 @@ class WorkScaling:
 
     def decide(self, snapshot: ScalingSnapshot, memory: ScalingMemory) -> ScalingStep:
         managers = sorted(snapshot.online_managers(), key=lambda manager: manager.manager_id)
-        run_times = self._run_times(snapshot)
+        run_times = RunTimeTable.of(snapshot.run_times)
         needs = self._spread(snapshot, managers, run_times)
         levels_of: dict[str, Levels] = {}
         followed_of: dict[str, Levels] = {}  #: the levels before the busy floor: what memory keeps
@@ -95,12 +95,12 @@ class WorkScaling:
             levels = levels_of[manager.manager_id]
             entries = [(level.capabilities, level.workers) for level in levels.values()]
             decision[manager.manager_id] = make_target(snapshot, manager.manager_id, entries)
-            reason = self._reason(snapshot, run_times, needs[manager.manager_id], levels)
+            reason = self._reason(snapshot, run_times, needs[manager.manager_id], levels, self._cooldown_of(manager))
             note = notes.get(manager.manager_id)
             reasons[manager.manager_id] = f"{reason}; {note}" if note else reason
             kept.extend(
                 ((manager.manager_id, names), level)
-                for names, level in _remembered(levels, followed_of[manager.manager_id]).items()
+                for names, level in self._remembered(levels, followed_of[manager.manager_id]).items()
                 if level.workers > 0 or level.surplus_since is not None
             )
         kept.sort(key=lambda item: item[0])
@@ -115,7 +115,9 @@ class WorkScaling:
         changed. The work policy has none."""
         return levels_of, {}
 
-    def _reason(self, snapshot: ScalingSnapshot, run_times: RunTimeTable, needs: Needs, levels: Levels) -> str:
+    def _reason(
+        self, snapshot: ScalingSnapshot, run_times: RunTimeTable, needs: Needs, levels: Levels, cooldown: float
+    ) -> str:
         queued = sum(group.queued for group in snapshot.task_groups)
         running = sum(group.running for group in snapshot.task_groups)
         needed = sum(workers for _capabilities, workers in needs.values())
@@ -134,7 +136,7 @@ class WorkScaling:
                     "running one)"
                 )
         if wanted > needed:
-            text += f" (keeping {wanted - needed} for the {self.cooldown_seconds:g} s cooldown)"
+            text += f" (keeping {wanted - needed} for the {cooldown:g} s cooldown)"
         return text
 
     def _deadline(self, snapshot: ScalingSnapshot) -> float | None:
@@ -180,8 +182,10 @@ class WorkScaling:
                     needs[manager_id][capability_set.names] = (capability_set.capabilities, before + share)
         return needs
 
-    def _run_times(self, snapshot: ScalingSnapshot) -> RunTimeTable:
-        return RunTimeTable.of(snapshot.run_times)
+    def _remembered(self, sent: Levels, followed: Levels) -> Levels:
+        """What memory keeps of the levels sent (`followed`: before the busy floor). `work` keeps what it sent: a
+        worker kept because it is busy counts as a level, and its cooldown starts again."""
+        return sent
 
     def _cooldown_of(self, manager: ManagerView) -> float:
         """How long a surplus must last before the manager's level comes down."""
@@ -261,16 +265,6 @@ def _previous_levels(snapshot: ScalingSnapshot, manager: ManagerView, memory: Sc
         connected = len(snapshot.workers_of(manager.manager_id))
         levels = {(): SetLevel((), connected)} if connected else {}
     return {names: level for names, level in levels.items() if covers(manager.capabilities, level.capabilities)}
-
-
-def _remembered(sent: Levels, followed: Levels) -> Levels:
-    """What memory keeps of the levels sent: never more than the policy's own level. The busy floor raises
-    what is sent, not the level, so a worker kept only because it is busy goes once it is idle instead of
-    restarting the cooldown each time it takes a task."""
-    return {
-        names: replace(level, workers=min(level.workers, followed[names].workers if names in followed else 0))
-        for names, level in sent.items()
-    }
 
 
 def _at_least_busy(snapshot: ScalingSnapshot, manager: ManagerView, levels: Levels) -> Levels:
