@@ -143,31 +143,45 @@ class CostScaling(WorkScaling):
     def _capped(
         self, snapshot: ScalingSnapshot, managers: list[ManagerView], levels_of: dict[str, Levels]
     ) -> tuple[dict[str, Levels], dict[str, str]]:
+        """Within `max_cost_per_hour`: a manager is paid for the workers it still holds (connected, or launched)
+        until they stop, so first what the managers would add is held back, dearest first; then, while the
+        workers held still cost too much, the idle ones, dearest first. Busy workers are never cut."""
         budget = self.max_cost_per_hour
         if budget is None:
             return levels_of, {}
         totals = {
             manager_id: sum(level.workers for level in levels.values()) for manager_id, levels in levels_of.items()
         }
-        spend = sum(totals[manager.manager_id] * manager.worker_cost_per_hour for manager in managers)
-        capped, notes = dict(levels_of), {}
-        for manager in sorted(managers, key=price_order, reverse=True):
-            cost = manager.worker_cost_per_hour
-            if spend <= budget + ROUNDING:
-                break
-            if cost <= 0:
-                continue
-            busy = sum(1 for worker in snapshot.workers_of(manager.manager_id) if worker.is_busy)
-            total = totals[manager.manager_id]
-            cut = min(total - busy, ceil((spend - budget) / cost - ROUNDING))
-            if cut <= 0:
-                continue
-            capped[manager.manager_id] = within_limit(capped[manager.manager_id], total - cut)
-            spend -= cut * cost
-            notes[manager.manager_id] = (
-                f"budget: {cut} worker(s) held back, the managers' workers would cost more than "
-                f"max_cost_per_hour={budget:g}; the work queues instead"
-            )
+        held = held_workers(snapshot, managers)
+        busy = {
+            manager.manager_id: sum(1 for worker in snapshot.workers_of(manager.manager_id) if worker.is_busy)
+            for manager in managers
+        }
+        spend = sum(max(totals[m.manager_id], held[m.manager_id]) * m.worker_cost_per_hour for m in managers)
+        cuts: dict[str, int] = {}
+        for is_growth in (True, False):
+            for manager in sorted(managers, key=price_order, reverse=True):
+                manager_id, cost = manager.manager_id, manager.worker_cost_per_hour
+                if spend <= budget + ROUNDING:
+                    break
+                if cost <= 0:
+                    continue
+                floor = max(busy[manager_id], held[manager_id]) if is_growth else busy[manager_id]
+                cut = min(totals[manager_id] - floor, ceil((spend - budget) / cost - ROUNDING))
+                if cut <= 0:
+                    continue
+                totals[manager_id] -= cut
+                spend -= cut * cost
+                cuts[manager_id] = cuts.get(manager_id, 0) + cut
+        capped = {
+            manager_id: within_limit(levels, totals[manager_id]) if manager_id in cuts else levels
+            for manager_id, levels in levels_of.items()
+        }
+        notes = {
+            manager_id: f"budget: {cut} worker(s) held back, the managers' workers would cost more than "
+            f"max_cost_per_hour={budget:g}; the work queues instead"
+            for manager_id, cut in cuts.items()
+        }
         return capped, notes
 
 
