@@ -32,8 +32,8 @@ def snapshot(
     return ScalingSnapshot(now=now, task_groups=(group,), managers=managers, run_times=run_times, **kwargs)  # type: ignore[arg-type]
 
 
-def totals(policy: CostScaling, view: ScalingSnapshot, memory: ScalingMemory = ScalingMemory()) -> dict[str, int]:
-    return totals_of(policy.decide(view, memory))
+def totals(policy: CostScaling, view: ScalingSnapshot, memory: ScalingMemory | None = None) -> dict[str, int]:
+    return totals_of(policy.decide(view, ScalingMemory() if memory is None else memory))
 
 
 def totals_of(step: ScalingStep) -> dict[str, int]:
@@ -166,7 +166,8 @@ def test_idle_workers_are_kept_for_half_a_boot_when_that_is_longer_than_the_cool
         memory = step.memory
     step = policy.decide(ScalingSnapshot(now=31.0, managers=held, workers=connected), memory)
     assert totals_of(step)["cheap"] == 0
-    assert "for the 30 s cooldown" in policy.decide(ScalingSnapshot(now=2.0, managers=held), busy.memory).reasons["cheap"]
+    early = policy.decide(ScalingSnapshot(now=2.0, managers=held), busy.memory)
+    assert "for the 30 s cooldown" in early.reasons["cheap"]
 
 
 def test_a_dear_worker_kept_only_because_it_is_busy_goes_once_it_is_idle() -> None:

@@ -16,15 +16,19 @@ the faster boot, then the id):
    that boots in b seconds does T - b seconds of the work, so a manager with b >= T is passed over while a
    dearer, faster one has room;
 3. work no manager can finish in time still gets workers: the cheapest managers with room, T seconds each.
-A set never gets more workers than it has tasks, and at least one while it has any. While nothing is known of
-a set's run times (none of its functions has finished in it and none of its tasks runs), its first worker
-comes from the fastest-booting manager: the run times are learned within that manager's boot instead of the
-slow cheap one's, and the work is sized from them before the cheap workers connect.
+A set never gets more workers than it has tasks (but for the learning worker below), and at least one while it
+has any. While nothing is known of a set's run times (none of its functions has finished in it and none of its
+tasks runs), its first worker comes from the fastest-booting manager: the queue starts moving within that boot
+and the run times are learned before the slow cheap workers connect, so those are sized from real run times.
 
-Levels then follow the need as in `work`: up at once, down after the cooldown, never below busy workers.
-Last, the budget: while the levels cost more than `max_cost_per_hour` together, the dearest manager gives
-up workers (never busy ones). The work queues instead, and each trimmed manager's reason says the budget is
-why. Booting workers count: they are paid for.
+Levels then follow the need as in `work`: up at once, down after the cooldown or half the manager's boot,
+whichever is longer (relaunching costs a whole boot of money and of waiting, so an idle worker is kept that long
+for work that comes back), never below busy workers. Unlike `work`, memory keeps the policy's own level, not the
+busy floor: a worker kept only because it is busy goes once it is idle.
+Last, the budget: a manager is paid for the workers it holds (connected, or launched and booting) until they
+stop. While the managers would cost more than `max_cost_per_hour`, what they would add is held back first,
+dearest manager first, then their idle workers; busy ones never. The work queues instead, and each trimmed
+manager's reason says the budget is why.
 """
 
 from __future__ import annotations
