@@ -7,7 +7,8 @@ most 8); "fast" is `baremetal_native` on this machine (workers up in about a sec
 most 8). For each policy a fresh stack runs the same three bursts (40 tasks of 2 s at t = 0, 40 of 2 s at
 t = 40 s, 20 of 3 s at t = 80 s) and the script prints the spend (each manager's units, booting ones included,
 times its price, integrated over the run from the monitor feed), the p50/p95 task latency (submit to result)
-and the time to the last result. `cost` runs with target_finish_seconds=30. Not a test.
+and the time to the last result. `cost` runs with target_finish_seconds=30, `cost_default_t` without one (T is then
+twice the slowest manager's boot, at least 60 s: 60 s here). Not a test.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ BURSTS = ((0.0, 40, 2.0), (40.0, 40, 2.0), (80.0, 20, 3.0))  #: (start, tasks, s
 POLICIES = {
     "work": ("simple", "allocate=even_load; scaling=work; cooldown_seconds=10"),
     "cost": ("simple", "allocate=even_load; scaling=cost; cooldown_seconds=10; target_finish_seconds=30"),
+    #: no target_finish_seconds: T is twice the slowest manager's boot, at least 60 s (here 60 s)
+    "cost_default_t": ("simple", "allocate=even_load; scaling=cost; cooldown_seconds=10"),
     "waterfall_v1": ("waterfall_v1", "1, spot, 8\n2, fast, 8\ntasks_per_worker = 1"),
 }
 

@@ -219,8 +219,9 @@ def test_a_restarted_manager_adopts_the_workers_of_its_predecessor(
 def test_the_cost_policy_buys_the_cheap_manager_first_within_the_budget_and_shows_the_spend(
     launcher: Launcher, make_stack: Callable[..., Addresses]
 ) -> None:
-    # a budget of 0.5/hour: 2 dear workers (0.40) or the cheap tier's 3 (0.15) plus 1 dear one (0.20)
-    policy = "allocate=even_load; scaling=cost; cooldown_seconds=3; max_cost_per_hour=0.5"
+    # 12 tasks of 1 s to finish in 2 s: more than the cheap tier's 3 workers (1 s boot) can do; a budget of
+    # 0.5/hour: 2 dear workers (0.40) or the cheap tier's 3 (0.15) plus 1 dear one (0.20)
+    policy = "allocate=even_load; scaling=cost; cooldown_seconds=3; target_finish_seconds=2; max_cost_per_hour=0.5"
     addresses = make_stack("--policy-content", policy)
     dear = start_manager(launcher, addresses, "dear", "-mtc", "4", "--worker-cost-per-hour", "0.2")
     cheap = start_manager(

@@ -1,14 +1,18 @@
 """The cost policy (`scaling=cost`): cheapest managers first, a dearer and faster one only when the cheap one
-cannot finish the work in time, and never more than `max_cost_per_hour` across managers."""
+cannot finish the work in time, never more than `max_cost_per_hour` across managers; the first worker of work
+nothing is known of from the fastest manager; booting workers credited only what is left after their boot; work
+held on a dear manager moved to a cheap one that can start it in time; idle workers kept for half a boot."""
 
 from __future__ import annotations
 
 import pytest
 
-from scaler.policy.decision import ScalingMemory, target_total
+from scaler.policy.decision import ScalingMemory, ScalingStep, target_total
 from scaler.policy.registry import make_policy
 from scaler.policy.scaling import CostScaling
+from scaler.policy.scaling.cost import default_deadline
 from scaler.policy.snapshot import FunctionTasks, ManagerView, RunTime, ScalingSnapshot, TaskGroup, WorkerView
+from scaler.protocol.messages import ManagerTarget, TargetEntry
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -17,21 +21,54 @@ CHEAP = ManagerView("cheap", max_workers=50, worker_cost_per_hour=0.05, boot_sec
 FAST = ManagerView("fast", max_workers=50, worker_cost_per_hour=0.20, boot_seconds=5.0)
 
 
-def snapshot(queued: int, mean_seconds: float | None = None, **kwargs: object) -> ScalingSnapshot:
-    group = TaskGroup((), queued, 0, functions=(FunctionTasks("f", queued),))
+def snapshot(
+    queued: int, mean_seconds: float | None = None, running: tuple[float, ...] = (), **kwargs: object
+) -> ScalingSnapshot:
+    """`queued` tasks of `f` (and `running` ones, by how long each has run); `mean_seconds`: its learned run time."""
+    group = TaskGroup((), queued, len(running), functions=(FunctionTasks("f", queued, running),))
     run_times = () if mean_seconds is None else (RunTime("f", (), mean_seconds),)
     managers = kwargs.pop("managers", (FAST, CHEAP))
-    return ScalingSnapshot(now=100.0, task_groups=(group,), managers=managers, run_times=run_times, **kwargs)  # type: ignore[arg-type]
+    now = kwargs.pop("now", 100.0)
+    return ScalingSnapshot(now=now, task_groups=(group,), managers=managers, run_times=run_times, **kwargs)  # type: ignore[arg-type]
 
 
-def totals(policy: CostScaling, view: ScalingSnapshot) -> dict[str, int]:
-    step = policy.decide(view, ScalingMemory())
+def totals(policy: CostScaling, view: ScalingSnapshot, memory: ScalingMemory | None = None) -> dict[str, int]:
+    return totals_of(policy.decide(view, ScalingMemory() if memory is None else memory))
+
+
+def totals_of(step: ScalingStep) -> dict[str, int]:
     return {manager_id: target_total(target) for manager_id, target in step.decision.items()}
 
 
-def test_without_a_deadline_the_cheapest_manager_takes_the_work_up_to_its_maximum() -> None:
-    assert totals(CostScaling(), snapshot(30)) == {"cheap": 30, "fast": 0}
-    assert totals(CostScaling(), snapshot(80)) == {"cheap": 50, "fast": 30}
+#: memory of a policy that has decided for both managers before (so neither is held for a cooldown on first sight)
+SEEN = ScalingMemory(tracked_manager_ids=frozenset({"cheap", "fast"}))
+
+
+def holding(manager: ManagerView, workers: int) -> ManagerView:
+    """The manager after it was last sent a target of `workers` (launches in flight count as held)."""
+    return ManagerView(
+        manager.manager_id,
+        max_workers=manager.max_workers,
+        last_target=ManagerTarget((TargetEntry((), workers),)),
+        worker_cost_per_hour=manager.worker_cost_per_hour,
+        boot_seconds=manager.boot_seconds,
+    )
+
+
+def test_without_a_deadline_t_is_twice_the_slowest_boot_and_at_least_a_minute() -> None:
+    assert default_deadline((FAST, CHEAP)) == 120.0
+    assert default_deadline((FAST,)) == 60.0
+    assert default_deadline(()) == 60.0
+    # 40 tasks of 10 s: 400 s of work in 120 s; a cheap worker does 60 s of it after its boot: 7 workers
+    step = CostScaling().decide(snapshot(40, 10.0), ScalingMemory())
+    assert totals_of(step) == {"cheap": 7, "fast": 0}
+    assert "to finish in 120 s (no target_finish_seconds: twice the slowest manager's boot" in step.reasons["cheap"]
+
+
+def test_without_a_deadline_a_first_burst_no_longer_gets_a_worker_per_task() -> None:
+    # 300 tasks of a function never seen: 0.5 s each, 150 s in 120 s: 3 cheap workers, and one fast one that
+    # starts at once and teaches the policy how long the tasks really take
+    assert totals(CostScaling(), snapshot(300)) == {"cheap": 3, "fast": 1}
 
 
 def test_a_deadline_shorter_than_the_cheap_boot_goes_to_the_fast_manager() -> None:
@@ -67,22 +104,81 @@ def test_the_budget_caps_the_spend_and_the_reason_says_so() -> None:
 
 
 def test_the_budget_trims_the_dearest_manager_first() -> None:
-    policy = CostScaling(max_cost_per_hour=2.0)
-    view = snapshot(80)  # 50 cheap (2.50/h) + 30 fast (6.00/h) wanted
+    policy = CostScaling(target_finish_seconds=100.0, max_cost_per_hour=2.0)
+    view = snapshot(80, 100.0)  # 8,000 s of work: 50 cheap (2.50/h) + 30 fast (6.00/h) even cheapest first
     assert totals(policy, view) == {"cheap": 40, "fast": 0}
 
 
 def test_the_budget_never_stops_busy_workers() -> None:
     busy = tuple(WorkerView(f"w{index}", "fast", assigned=1) for index in range(8))
-    # 8 busy fast workers cost 1.60/h: with room for 0.60/h more, the 12 other tasks get cheap workers
-    assert totals(CostScaling(max_cost_per_hour=2.2), snapshot(20, workers=busy)) == {"cheap": 12, "fast": 8}
+    view = snapshot(12, 20.0, running=(5.0,) * 8, workers=busy)  # 240 s queued, 120 s left of the running ones
+    # the cheap manager takes the work in time (6 workers, 0.30/h) and the 8 busy fast ones (1.60/h) finish theirs
+    assert totals(CostScaling(max_cost_per_hour=2.2), view) == {"cheap": 6, "fast": 8}
     # over the budget already: no new worker, and the busy ones finish their tasks
-    assert totals(CostScaling(max_cost_per_hour=1.0), snapshot(20, workers=busy)) == {"cheap": 0, "fast": 8}
+    assert totals(CostScaling(max_cost_per_hour=1.0), view) == {"cheap": 0, "fast": 8}
 
 
-def test_work_already_on_a_dear_manager_is_not_moved_to_a_cheaper_one() -> None:
-    held = tuple(WorkerView(f"w{index}", "fast") for index in range(6))
-    assert totals(CostScaling(), snapshot(10, workers=held)) == {"cheap": 4, "fast": 6}
+def test_work_on_idle_dear_workers_moves_to_a_cheaper_manager_that_can_start_it_in_time() -> None:
+    idle_fast = tuple(WorkerView(f"w{index}", "fast") for index in range(6))
+    # 10 tasks of 10 s in 120 s: two cheap workers (60 s each after their boot) instead of the six fast ones
+    assert totals(CostScaling(), snapshot(10, 10.0, workers=idle_fast), SEEN) == {"cheap": 2, "fast": 0}
+
+
+def test_dear_workers_keep_work_no_cheaper_manager_can_start_in_time() -> None:
+    idle_fast = tuple(WorkerView(f"w{index}", "fast") for index in range(6))
+    # T = 30 s: a cheap worker would connect after the deadline, so the fast ones already there keep the work
+    assert totals(CostScaling(target_finish_seconds=30.0), snapshot(10, 10.0, workers=idle_fast), SEEN) == {
+        "cheap": 0,
+        "fast": 4,
+    }
+
+
+def test_booting_workers_count_only_the_deadline_left_after_half_a_boot() -> None:
+    # 600 s of work in 120 s; the cheap manager holds 5 workers that are still booting: each does 120 - 30 = 90 s
+    # (450 s), so 150 s are left, and 3 more cheap workers (60 s each) are bought. Were they counted as connected
+    # (120 s each, 600 s), none would be, and the work would finish a boot late.
+    view = snapshot(60, 10.0, managers=(FAST, holding(CHEAP, 5)))
+    assert totals(CostScaling(), view) == {"cheap": 8, "fast": 0}
+    connected = tuple(WorkerView(f"w{index}", "cheap") for index in range(5))
+    assert totals(CostScaling(), snapshot(60, 10.0, managers=(FAST, holding(CHEAP, 5)), workers=connected)) == {
+        "cheap": 5,
+        "fast": 0,
+    }
+
+
+def test_the_first_worker_of_unknown_work_comes_from_the_fastest_manager_until_run_times_are_known() -> None:
+    assert totals(CostScaling(), snapshot(20)) == {"cheap": 1, "fast": 1}
+    # once a run time is learned, or a task runs (its run time is being measured), the cheap manager has it all
+    assert totals(CostScaling(), snapshot(20, 1.0)) == {"cheap": 1, "fast": 0}
+    assert totals(CostScaling(), snapshot(20, running=(0.5,))) == {"cheap": 1, "fast": 0}
+
+
+def test_idle_workers_are_kept_for_half_a_boot_when_that_is_longer_than_the_cooldown() -> None:
+    policy = CostScaling(cooldown_seconds=15.0)
+    busy = CostScaling().decide(snapshot(40, 10.0, now=0.0), ScalingMemory())
+    assert totals_of(busy)["cheap"] == 7
+    held = (FAST, holding(CHEAP, 7))
+    connected = tuple(WorkerView(f"w{index}", "cheap") for index in range(7))
+    memory = busy.memory
+    for now in (1.0, 20.0, 29.0):  # no work left: the cooldown (15 s) has passed, half the 60 s boot has not
+        step = policy.decide(ScalingSnapshot(now=now, managers=held, workers=connected), memory)
+        assert totals_of(step)["cheap"] == 7, now
+        memory = step.memory
+    step = policy.decide(ScalingSnapshot(now=31.0, managers=held, workers=connected), memory)
+    assert totals_of(step)["cheap"] == 0
+    early = policy.decide(ScalingSnapshot(now=2.0, managers=held), busy.memory)
+    assert "for the 30 s cooldown" in early.reasons["cheap"]
+
+
+def test_a_dear_worker_kept_only_because_it_is_busy_goes_once_it_is_idle() -> None:
+    policy = CostScaling(cooldown_seconds=0.0)
+    busy_fast = (WorkerView("w0", "fast", assigned=1),)
+    step = policy.decide(snapshot(10, 10.0, running=(2.0,), workers=busy_fast), SEEN)
+    assert totals_of(step) == {"cheap": 2, "fast": 1}  # the busy floor, not the policy's level
+    idle_fast = (WorkerView("w0", "fast"),)
+    later = policy.decide(snapshot(10, 10.0, workers=idle_fast, now=110.0), step.memory)
+    assert totals_of(later)["fast"] == 0
+    assert later.decision["fast"].drain == ("w0",)
 
 
 def test_the_registry_builds_it_from_policy_content_and_refuses_bad_values() -> None:

@@ -77,8 +77,15 @@ class WorkScaling:
         run_times = RunTimeTable.of(snapshot.run_times)
         needs = self._spread(snapshot, managers, run_times)
         levels_of: dict[str, Levels] = {}
+        followed_of: dict[str, Levels] = {}  #: the levels before the busy floor: what memory keeps
         for manager in managers:
-            levels = self._follow(snapshot, needs[manager.manager_id], _previous_levels(snapshot, manager, memory))
+            levels = self._follow(
+                snapshot,
+                needs[manager.manager_id],
+                _previous_levels(snapshot, manager, memory),
+                self._cooldown_of(manager),
+            )
+            followed_of[manager.manager_id] = within_limit(levels, manager.max_workers)
             levels_of[manager.manager_id] = within_limit(_at_least_busy(snapshot, manager, levels), manager.max_workers)
         levels_of, notes = self._capped(snapshot, managers, levels_of)
         decision: ScalingDecision = {}
@@ -88,12 +95,12 @@ class WorkScaling:
             levels = levels_of[manager.manager_id]
             entries = [(level.capabilities, level.workers) for level in levels.values()]
             decision[manager.manager_id] = make_target(snapshot, manager.manager_id, entries)
-            reason = self._reason(snapshot, run_times, needs[manager.manager_id], levels)
+            reason = self._reason(snapshot, run_times, needs[manager.manager_id], levels, self._cooldown_of(manager))
             note = notes.get(manager.manager_id)
             reasons[manager.manager_id] = f"{reason}; {note}" if note else reason
             kept.extend(
                 ((manager.manager_id, names), level)
-                for names, level in levels.items()
+                for names, level in self._remembered(levels, followed_of[manager.manager_id]).items()
                 if level.workers > 0 or level.surplus_since is not None
             )
         kept.sort(key=lambda item: item[0])
@@ -108,17 +115,20 @@ class WorkScaling:
         changed. The work policy has none."""
         return levels_of, {}
 
-    def _reason(self, snapshot: ScalingSnapshot, run_times: RunTimeTable, needs: Needs, levels: Levels) -> str:
+    def _reason(
+        self, snapshot: ScalingSnapshot, run_times: RunTimeTable, needs: Needs, levels: Levels, cooldown: float
+    ) -> str:
         queued = sum(group.queued for group in snapshot.task_groups)
         running = sum(group.running for group in snapshot.task_groups)
         needed = sum(workers for _capabilities, workers in needs.values())
         wanted = sum(level.workers for level in levels.values())
         text = f"{queued} tasks queued, {running} running: {needed} workers needed, {self.policy_word} policy"
-        if self.target_finish_seconds is not None:
+        deadline = self._deadline(snapshot)
+        if deadline is not None:
             seconds = outstanding_seconds(snapshot.task_groups, run_times)
             text = (
                 f"{queued} tasks queued, {running} running, about {seconds:,.1f} s of work: {needed} workers "
-                f"needed to finish in {self.target_finish_seconds:g} s, {self.policy_word} policy"
+                f"needed to finish in {deadline:g} s{self._deadline_note()}, {self.policy_word} policy"
             )
             if run_times.is_empty:
                 text += (
@@ -126,8 +136,16 @@ class WorkScaling:
                     "running one)"
                 )
         if wanted > needed:
-            text += f" (keeping {wanted - needed} for the {self.cooldown_seconds:g} s cooldown)"
+            text += f" (keeping {wanted - needed} for the {cooldown:g} s cooldown)"
         return text
+
+    def _deadline(self, snapshot: ScalingSnapshot) -> float | None:
+        """The T the need is sized by this time; None: count tasks."""
+        return self.target_finish_seconds
+
+    def _deadline_note(self) -> str:
+        """Words after the T in the reason (where it came from, when not given)."""
+        return ""
 
     def _need(self, snapshot: ScalingSnapshot, run_times: RunTimeTable, capability_set: CapabilitySet) -> int:
         """Workers the set's tasks need: by count, or by estimated run time when `target_finish_seconds` is set."""
@@ -164,7 +182,16 @@ class WorkScaling:
                     needs[manager_id][capability_set.names] = (capability_set.capabilities, before + share)
         return needs
 
-    def _follow(self, snapshot: ScalingSnapshot, needs: Needs, previous: Levels) -> Levels:
+    def _remembered(self, sent: Levels, followed: Levels) -> Levels:
+        """What memory keeps of the levels sent (`followed`: before the busy floor). `work` keeps what it sent: a
+        worker kept because it is busy counts as a level, and its cooldown starts again."""
+        return sent
+
+    def _cooldown_of(self, manager: ManagerView) -> float:
+        """How long a surplus must last before the manager's level comes down."""
+        return self.cooldown_seconds
+
+    def _follow(self, snapshot: ScalingSnapshot, needs: Needs, previous: Levels, cooldown: float) -> Levels:
         """Each set's new level: up to the need at once, down after a full cooldown of surplus."""
         levels: Levels = {}
         for names in dict.fromkeys([*needs, *previous]):
@@ -176,10 +203,10 @@ class WorkScaling:
             since = snapshot.now if level.surplus_since is None else level.surplus_since
             peak = max(need, level.surplus_peak if level.surplus_since is not None else 0)
             idle_since = None if need else (snapshot.now if level.idle_since is None else level.idle_since)
-            if idle_since is not None and snapshot.now - idle_since >= self.cooldown_seconds:
+            if idle_since is not None and snapshot.now - idle_since >= cooldown:
                 levels[names] = SetLevel(capabilities, 0)  # a full cooldown without any work: let all go
                 continue
-            if snapshot.now - since < self.cooldown_seconds:
+            if snapshot.now - since < cooldown:
                 levels[names] = SetLevel(capabilities, level.workers, since, peak, idle_since)
                 continue
             lowered = step_down_to(level.workers, peak)
