@@ -19,6 +19,7 @@ import datetime
 import os
 import shlex
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -119,11 +120,27 @@ class BatchContainers:
         container.kill()
         return True
 
-    def close(self) -> None:
+    def close(self, join_seconds: float = 0.0) -> None:
+        """Kill every running container; with `join_seconds`, also stop moto's unfinished job threads and wait for
+        them (all together, at most that long): moto's own reset joins them one by one, 0.2 s each, which for a
+        few hundred array children outlasts any request timeout."""
+        from moto.batch.models import batch_backends
+
+        jobs = []
+        if join_seconds > 0:
+            for _account, regions in list(batch_backends.items()):
+                for backend in list(regions.values()):
+                    for job in list(backend._jobs.values()):
+                        if job.is_alive():
+                            job.stop = True
+                            jobs.append(job)
         with self._lock:
             containers, self._running = list(self._running.values()), {}
         for container in containers:
             container.kill()
+        deadline = time.monotonic() + join_seconds
+        for job in jobs:
+            job.join(max(0.0, deadline - time.monotonic()))
 
 
 def _note_command(log: Path, argv: list[str]) -> None:

@@ -167,9 +167,9 @@ class FakeCloud:
                 runner.close()
                 runner.launches.clear()
             self._ec2.notices.clear()
-            self._batch.close()
+            self._batch.close(join_seconds=30.0)
             request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")
-            urllib.request.urlopen(request, timeout=10).close()
+            urllib.request.urlopen(request, timeout=60).close()
 
     def stop(self) -> None:
         self._stop.set()

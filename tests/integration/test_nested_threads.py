@@ -17,7 +17,7 @@ import pytest
 
 from scaler import Client, SchedulerClusterCombo
 from scaler.errors import ProcessorDiedError
-from tests.integration.conftest import Launcher, wait_for, wait_for_workers
+from tests.integration.conftest import Launcher, pid_is_alive, wait_for, wait_for_workers
 
 pytestmark = pytest.mark.integration
 
@@ -66,6 +66,7 @@ def wait_for_file(path: str, timeout_seconds: float = 60.0) -> None:
 
 
 def child_until_released(folder: str, name: str) -> str:
+    Path(folder, f"{name}-child-pid").write_text(str(os.getpid()))
     Path(folder, f"{name}-child-started").touch()
     wait_for_file(os.path.join(folder, f"release-{name}"))
     Path(folder, f"{name}-child-finished").touch()
@@ -96,10 +97,11 @@ def test_a_cancelled_parked_parent_stops_with_its_child_and_its_neighbour_runs_o
         parents = {(tmp_path / "a-parent-pid").read_text(), (tmp_path / "b-parent-pid").read_text()}
         assert len(parents) == 1, "both parents wait in the same processor"
         assert a.cancel(timeout=30)
+        a_child = int((tmp_path / "a-child-pid").read_text())
+        wait_for(lambda: not pid_is_alive(a_child), "A's child's processor to be stopped with A")
         (tmp_path / "release-a").touch()  # were A's child still running, it would now finish
         (tmp_path / "release-b").touch()
         assert b.result(timeout=60) == ("b", int(parents.pop())), "B finished in the processor it waited in"
-        time.sleep(1.0)
         assert not (tmp_path / "a-child-finished").exists(), "A's child was cancelled with A"
         assert (
             client.submit_verbose(os.getpid, (), {}, capabilities={"parents": -1}).result(timeout=30) == b.result()[1]
