@@ -17,7 +17,7 @@ import pytest
 
 from scaler import Client, SchedulerClusterCombo
 from scaler.errors import ProcessorDiedError
-from tests.integration.conftest import Launcher, pid_is_alive, wait_for, wait_for_workers
+from tests.integration.conftest import Launcher, pid_is_alive, wait_for, wait_for_workers, worker_agent_pids
 
 pytestmark = pytest.mark.integration
 
@@ -254,3 +254,18 @@ def test_plain_tasks_run_on_the_main_thread_again_after_a_nested_computation(
     with Client(cluster.get_address()) as client:
         assert client.submit(fibonacci_pids, client, 8).result(timeout=120)[0] == 21
         assert all(client.map(lambda _: on_main_thread_and_can_set_a_signal_handler(), range(20)))
+
+
+@pytest.mark.timeout(180)
+def test_a_recursion_survives_the_death_of_a_worker_whose_processor_held_waiting_parents(
+    make_cluster: Callable[..., SchedulerClusterCombo], tmp_path: Path
+) -> None:
+    cluster = make_cluster(2)
+    folder = str(tmp_path)
+    with Client(cluster.get_address()) as client:
+        future = client.submit(counted_recursion, client, folder, "survivor", 10)
+        wait_for(lambda: (tmp_path / "survivor-runs").exists(), "the recursion to start")
+        time.sleep(0.5)  # parents now wait in both workers' processors
+        victim = worker_agent_pids(cluster)[0]
+        os.kill(victim, signal.SIGKILL)
+        assert future.result(timeout=150) == 55
