@@ -102,7 +102,7 @@ def _task(reader: Any) -> m.Task:
 
 
 def _task_input(reader: Any) -> m.TaskInput:
-    kind = reader.which()
+    kind = sys.intern(reader.which())  # a name given to getattr: see decode()
     return m.TaskInput(TaskID(reader.taskId), m.PayloadKind(kind), getattr(reader, kind))
 
 
@@ -379,7 +379,9 @@ def decode(frame: bytes | memoryview, forwarding: bool = False) -> m.Message:
         for envelope in _schema.Message.read_multiple_bytes(frame, traversal_limit_in_words=_limit(frame)):
             if message is not None:
                 raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): it holds several messages")
-            kind = envelope.which()
+            # interned: getattr with a fresh string leaves that string in CPython's type attribute cache, where
+            # hundreds of them, allocated among a big queue's tasks, kept its memory from going back after it drained
+            kind = sys.intern(envelope.which())
             message = _DECODERS[kind](getattr(envelope, kind))
         if message is None:
             raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): no message in it")
@@ -419,7 +421,7 @@ def decode_body(data: bytes) -> m.TaskBody:
         with _schema.TaskBody.from_bytes(data, traversal_limit_in_words=_limit(data)) as r:
             args = []
             for a in r.args:
-                kind = a.which()
+                kind = sys.intern(a.which())  # a name given to getattr: see decode()
                 args.append(m.Argument(m.ArgumentKind(kind), getattr(a, kind), a.keyword))
             return m.TaskBody(
                 ObjectID(r.functionId), tuple(args), ObjectID(r.serializerId), r.profiling, r.streamOutput

@@ -9,6 +9,7 @@ deletions. It also turns transport facts into events: a peer whose connection cl
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import time
@@ -28,6 +29,7 @@ from scaler.protocol.ids import PeerID
 from scaler.scheduler.core.effects import DeleteObjects, DeleteOwnerObjects, Effect, Publish, Send, StopScheduler
 from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
 from scaler.scheduler.core.scheduler_core import SchedulerCore
+from scaler.scheduler.core.shrink_rule import SHRINK_FACTOR
 from scaler.scheduler.peer_keys import REVOKED, PeerKeys
 
 logger = logging.getLogger(__name__)
@@ -41,17 +43,25 @@ PROBE_DELAYS_SECONDS = (0.05, 0.5, 2.0)
 REVOCATION_CHECK_SECONDS = 1.0
 
 
-#: Live tasks the table must have held since the last trim before an empty table gives memory back.
+#: A queue must have held this many tasks before its draining gives memory back.
 TRIM_AFTER_TASKS = 10_000
 
 
 class MemoryReturn:
-    """Gives the C heap's free memory back to the system once a big queue has drained: CPython frees the task
-    records, but glibc keeps the pages (a scheduler that held 200,000 tasks stayed at 240 MB). Linux/glibc only;
-    elsewhere a no-op."""
+    """Gives memory back once a big queue has drained (to zero, or to fewer than 1/SHRINK_FACTOR of the tasks it
+    held at the last return, the rule the core's tables are rebuilt by). Two steps, both needed:
+
+    - a full garbage collection, which also empties CPython's free lists (up to 2,000 spare tuples of each
+      small size, 100 floats, 80 dicts, ...): each spare object keeps the 1 MiB arena it sits in alive, and
+      after a big queue they sit in arenas the tasks filled (a 200,000-task drain kept 40 MB that way);
+    - `malloc_trim`: CPython returns freed hash tables and large objects to glibc, which keeps the pages
+      (Linux/glibc only; elsewhere only the collection runs).
+    """
 
     def __init__(self) -> None:
-        self._peak = 0
+        self._level = 0  #: the most live tasks since the last return
+        self._big = False  #: a queue of TRIM_AFTER_TASKS or more was seen since the queue was last empty
+        self.returns = 0
         self._trim: Callable[[int], int] | None = None
         try:
             import ctypes
@@ -60,11 +70,22 @@ class MemoryReturn:
         except (OSError, AttributeError):
             self._trim = None
 
-    def after(self, live_tasks: int) -> None:
-        self._peak = max(self._peak, live_tasks)
-        if live_tasks == 0 and self._peak >= TRIM_AFTER_TASKS and self._trim is not None:
-            self._peak = 0
+    def after(self, live_tasks: int) -> bool:
+        """Called every status interval with the number of live tasks; True when memory was given back."""
+        self._level = max(self._level, live_tasks)
+        self._big = self._big or self._level >= TRIM_AFTER_TASKS
+        if live_tasks == 0:
+            due, self._big = self._big, False
+        else:
+            due = self._level >= TRIM_AFTER_TASKS and live_tasks * SHRINK_FACTOR < self._level
+        if not due:
+            return False
+        self._level = live_tasks
+        self.returns += 1
+        gc.collect()
+        if self._trim is not None:
             self._trim(0)
+        return True
 
 
 class SchedulerServer:
@@ -285,7 +306,10 @@ class SchedulerServer:
         while True:
             await asyncio.sleep(STATS_SECONDS)
             try:
-                info = await asyncio.wait_for(self._storage.info(), timeout=STATS_SECONDS)
+                # the timeout given to the call itself: a wait_for around it would leave the call's own timer (60 s by
+                # default) cancelled but scheduled, 60 of them at a time, each pinning the memory arena it was
+                # allocated in (amid a big queue's tasks, an arena that cannot go back after they ran)
+                info = await self._storage.info(timeout_seconds=STATS_SECONDS)
                 object_count, object_bytes = info.object_count, info.total_bytes
             except Exception as error:
                 logger.debug("object storage info unavailable: %s", error)

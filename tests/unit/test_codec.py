@@ -142,3 +142,27 @@ def test_storage_request_round_trip(operation: sm.StorageOperation) -> None:
 def test_storage_reply_round_trip(value: sm.ReplyValue) -> None:
     reply = sm.StorageReply(3, sm.StorageStatus.NOT_FOUND, "why", value)
     assert codec.decode_storage_reply(codec.encode_storage_reply(reply)) == reply
+
+
+def test_decoding_many_messages_leaves_no_allocation_behind() -> None:
+    """The name of the message kind given to getattr is interned: a fresh string each time would stay in CPython's
+    type attribute cache (hundreds of them after a big queue, each keeping a memory arena of its tasks alive)."""
+    import gc
+    import tracemalloc
+
+    frames = [codec.encode(TASK), codec.encode(m.TaskResult(T, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v"))]
+    for frame in frames:  # anything the codec keeps once (a client id, a function name) is kept now
+        codec.decode(frame, forwarding=True)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for _ in range(10_000):
+            for frame in frames:
+                codec.decode(frame, forwarding=True)
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    only_codec = [tracemalloc.Filter(True, codec.__file__)]
+    left = after.filter_traces(only_codec).compare_to(before.filter_traces(only_codec), "lineno")
+    assert [stat for stat in left if stat.count_diff > 0] == []

@@ -59,7 +59,8 @@ class Balancer:
     def step(self, tasks: TaskTable, workers: Iterable[WorkerRecord]) -> dict[PeerID, tuple[TaskID, ...]]:
         """One balancing period: the tasks to ask back from each donor now (usually none)."""
         records = tasks.records
-        self._asked &= set(records)
+        if self._asked:  # forget tasks that ended: O(asked), not a set of every live task each period
+            self._asked = {task_id for task_id in self._asked if task_id in records}
         advice: dict[PeerID, tuple[TaskID, ...]] = {}  # queued work goes to idle workers anyway
         if not len(tasks.queue):
             advice = balance_plan(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from scaler.protocol.ids import ClientID, GraphID, TaskID
 from scaler.protocol.messages import GraphTask, PayloadKind, TaskInput, TaskResult
+from scaler.scheduler.core.shrink_rule import ShrinkRule, rebuild
 
 
 @dataclass(slots=True)
@@ -69,6 +70,7 @@ def _is_acyclic(graph: GraphTask) -> bool:
 class GraphRegistry:
     def __init__(self) -> None:
         self.graphs: dict[GraphID, GraphRecord] = {}
+        self._shrink = ShrinkRule()  #: rebuilds `graphs` once far fewer are live than at its peak
 
     def __len__(self) -> int:
         return len(self.graphs)
@@ -131,6 +133,8 @@ class GraphRegistry:
             released.extend(graph.results.values())
             graph.results.clear()
             graph.uses_left.clear()
+            if self._shrink.due(len(self.graphs)):
+                rebuild(self.graphs)
             del self.graphs[graph.graph_id]
         return released
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from scaler.protocol.ids import ClientID, PeerID, TaskID
 from scaler.protocol.messages import Task, TaskResult
+from scaler.scheduler.core.shrink_rule import ShrinkRule, rebuild
 
 #: How long after its start a new instance holds back tasks that re-attaching clients submit again.
 WINDOW_SECONDS = 5.0
@@ -47,6 +48,8 @@ class Reattachment:
         self._held: dict[TaskID, tuple[PeerID, float]] = {}
         self._results: dict[TaskID, tuple[PeerID, TaskResult, float]] = {}
         self._parked: list[tuple[ClientID, Task]] = []
+        #: the two tables are rebuilt once they hold far fewer entries than at their peak (`shrink_rule`)
+        self._shrink = (ShrinkRule(), ShrinkRule())
         self.adopted = 0  #: tasks submitted again that did not run again (for the monitor and tests)
 
     def saw(self, now: float) -> None:
@@ -59,6 +62,7 @@ class Reattachment:
         for task_id in task_ids:
             self._held[task_id] = (worker, now)
         _trim(self._held)
+        _shrink_if_due(self._held, self._shrink[0])
 
     def result_for_held(self, worker: PeerID, result: TaskResult, now: float) -> bool:
         """Remember a result for a task this worker said it holds; False: not one of those (stale or forged)."""
@@ -68,6 +72,7 @@ class Reattachment:
         del self._held[result.task_id]
         self._results[result.task_id] = (worker, result, now)
         _trim(self._results)
+        _shrink_if_due(self._results, self._shrink[1])
         return True
 
     def worker_gone(self, worker: PeerID) -> None:
@@ -96,9 +101,11 @@ class Reattachment:
 
     def release(self, now: float) -> list[tuple[ClientID, Task]]:
         """Parked tasks whose wait is over (all at once, in their order), and forget what is too old."""
-        for table in (self._held, self._results):
+        tables: tuple[dict[TaskID, Any], ...] = (self._held, self._results)
+        for table, shrink in zip(tables, self._shrink, strict=True):
             for task_id in [task_id for task_id, entry in table.items() if now - entry[-1] > self.keep_seconds]:
                 del table[task_id]
+            _shrink_if_due(table, shrink)
         if not self._parked or self.should_park(True, now):
             return []
         released, self._parked = self._parked, []
@@ -110,6 +117,13 @@ class Reattachment:
     @property
     def parked(self) -> int:
         return len(self._parked)
+
+
+def _shrink_if_due(table: dict[TaskID, Any], shrink: ShrinkRule) -> None:
+    """After `table` grew or lost entries: rebuilt if far below its peak (called after each growth, so that the
+    rule knows the peak)."""
+    if shrink.due(len(table)):
+        rebuild(table)
 
 
 def _trim(table: dict[TaskID, Any]) -> None:

@@ -9,6 +9,8 @@ Invariants:
   kept exact on every change (`add`, `set_state`, `remove`, the queue's `push` / `left`), so the read model
   never walks the table; every change is also noted for the monitor feed's task transitions, up to
   `TRANSITIONS_PER_PUBLICATION` between two publications (the rest are counted).
+- `records` and the `by_client` sets are rebuilt in place once the table holds far fewer tasks than at its peak
+  (`shrink_rule`): a drained queue of 1,000,000 tasks does not keep their hash tables.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
 from scaler.protocol.messages import Capabilities, Task, TaskTransition
 from scaler.scheduler.core.run_times import RunTimeBook
+from scaler.scheduler.core.shrink_rule import ShrinkRule, rebuild
 from scaler.scheduler.core.task_state import TaskState
 
 
@@ -167,6 +170,8 @@ class TaskTable:
         self.wall_offset = 0.0
         #: run time per function and capability set, learned from the tasks that succeeded (TaskLifecycle)
         self.run_times = RunTimeBook()
+        #: when `records` and the `by_client` sets are rebuilt (they never shrink on their own)
+        self.shrink = ShrinkRule()
 
     def __len__(self) -> int:
         return len(self.records)
@@ -199,6 +204,8 @@ class TaskTable:
         """A task ended: `ending` is a ResultStatus value or "canceled"."""
         if record.state is TaskState.QUEUED:
             self.queue.left(record)
+        if self.shrink.due(len(self.records)):
+            self._rebuild()
         del self.records[record.task_id]
         owned = self.by_client.get(record.client_id)
         if owned is not None:
@@ -209,6 +216,12 @@ class TaskTable:
         self._count(record, _LIVE_INDEX[record.state], -1)
         self._count(record, _END_INDEX.get(ending, _FAILED_INDEX), 1)
         self._note(record, ending, now)
+
+    def _rebuild(self) -> None:
+        """The table holds far fewer tasks than at its peak: its containers get tables of their present size."""
+        rebuild(self.records)
+        for owned in self.by_client.values():
+            rebuild(owned)
 
     def count_by_state(self) -> dict[TaskState, int]:
         return dict(self.live_counts)
