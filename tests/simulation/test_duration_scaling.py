@@ -69,3 +69,16 @@ def test_a_fresh_schedulers_first_burst_of_long_tasks_grows_as_they_run() -> Non
     assert report.timeline[0].total <= 2
     assert max(point.total for point in report.timeline if point.at_seconds < 40.0) == 40
     assert report.unfinished_tasks == 0
+
+
+def test_a_function_whose_tasks_turn_long_grows_the_pool_before_one_of_them_finishes() -> None:
+    """`f` is learned at 1 s; then 40 tasks of 60 s of it. With the learned mean they would be 40 s of work (two
+    workers for 30 s) until one finishes, a minute later. Once the two running ones have both run past twice the
+    mean, the mean is out of date and the pool grows as they run, in steps (the tasks new workers start say
+    nothing until they too have run past twice the mean), to one worker per task before any finishes."""
+    quick = tuple(TaskArrival(0.0, 1.0) for _ in range(3))
+    burst = tuple(TaskArrival(60.0, 60.0) for _ in range(40))
+    report = simulate(policy(f"{WORK}; target_finish_seconds=30"), merge_traces(quick, burst), MANAGERS)
+    assert max(point.total for point in report.timeline if 60.0 <= point.at_seconds < 61.0) <= 2
+    assert max(point.total for point in report.timeline if point.at_seconds < 120.0) == 40
+    assert report.unfinished_tasks == 0

@@ -6,7 +6,7 @@ import pytest
 
 from scaler.policy.content import parse_simple_content
 from scaler.policy.decision import ScalingMemory
-from scaler.policy.outstanding_work import RunTimeTable, outstanding_seconds
+from scaler.policy.outstanding_work import RunTimeTable, outrun_mean, outstanding_seconds
 from scaler.policy.registry import make_policy
 from scaler.policy.scaling import WorkScaling
 from scaler.policy.snapshot import FunctionTasks, ManagerView, RunTime, ScalingSnapshot, TaskGroup, scaling_snapshot
@@ -80,6 +80,30 @@ def test_before_anything_is_learned_a_task_counts_half_a_second_or_twice_its_lon
     # the same for a function never seen while others were learned (its floor is their mean)
     assert outstanding_seconds([running], table(RunTime("g", (), 1.0))) == pytest.approx(110.0)
     assert outstanding_seconds([group(FunctionTasks("f", queued=5))], table(RunTime("g", (), 1.0))) == 5.0
+
+
+def test_a_learned_mean_every_started_task_has_outrun_twice_is_out_of_date() -> None:
+    # learned at 2 s; both running tasks have run past 4 s: the tasks got longer, each counts twice 6 s on average
+    work = group(FunctionTasks("f", queued=10, running_seconds=(5.0, 7.0)))
+    assert outstanding_seconds([work], table(RunTime("f", (), 2.0))) == pytest.approx(10 * 12.0 + 7.0 + 5.0)
+    assert outrun_mean(2.0, (5.0, 7.0)) == pytest.approx(12.0)
+
+
+def test_running_tasks_that_do_not_all_outrun_the_mean_twice_leave_it_as_learned() -> None:
+    learned = table(RunTime("f", (), 2.0))
+    one_slow = group(FunctionTasks("f", queued=10, running_seconds=(9.0,)))  # one long task: an outlier
+    assert outstanding_seconds([one_slow], learned) == pytest.approx(10 * 2.0)
+    slow_and_quick = group(FunctionTasks("f", queued=10, running_seconds=(1.0, 9.0, 9.0)))
+    assert outstanding_seconds([slow_and_quick], learned) == pytest.approx(10 * 2.0 + 1.0)
+    just_past_the_mean = group(FunctionTasks("f", queued=10, running_seconds=(3.0, 4.0)))  # not past twice it
+    assert outstanding_seconds([just_past_the_mean], learned) == pytest.approx(10 * 2.0)
+
+
+def test_a_task_its_worker_holds_but_has_not_started_says_nothing_of_the_run_time() -> None:
+    # two started tasks outran 2 s twice; the third (0 s) is only held: it neither vetoes nor counts
+    work = group(FunctionTasks("f", queued=1, running_seconds=(0.0, 5.0, 7.0)))
+    assert outstanding_seconds([work], table(RunTime("f", (), 2.0))) == pytest.approx(12.0 + 12.0 + 7.0 + 5.0)
+    assert outrun_mean(2.0, (0.0, 5.0)) == 0.0  # one started task is not enough
 
 
 # ---------------------------------------------------------------- target_finish_seconds

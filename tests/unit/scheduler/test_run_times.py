@@ -30,6 +30,32 @@ def test_the_first_run_sets_the_mean_and_later_runs_move_it_by_the_smoothing() -
     assert book.mean_seconds("g", ()) is None
 
 
+def test_a_level_shift_up_or_down_is_followed_within_a_few_runs() -> None:
+    book = RunTimeBook()
+    for _ in range(10):
+        book.observe("f", (), 2.0)
+    for _ in range(5):  # the inputs grew: 10 s now
+        book.observe("f", (), 10.0)
+    mean = book.mean_seconds("f", ())
+    assert mean is not None and 8.5 <= mean < 10.0
+    for _ in range(8):  # and back to 2 s
+        book.observe("f", (), 2.0)
+    mean = book.mean_seconds("f", ())
+    assert mean is not None and 2.0 < mean <= 2.5
+
+
+def test_one_outlier_moves_the_mean_by_the_smoothing_and_is_forgotten_within_a_few_runs() -> None:
+    book = RunTimeBook()
+    for _ in range(10):
+        book.observe("f", (), 2.0)
+    book.observe("f", (), 20.0)
+    assert book.mean_seconds("f", ()) == pytest.approx(2.0 + 0.3 * 18.0)  # a third of the way, not to 20 s
+    for _ in range(5):
+        book.observe("f", (), 2.0)
+    mean = book.mean_seconds("f", ())
+    assert mean is not None and mean < 3.0
+
+
 def test_one_function_has_one_estimate_per_capability_set() -> None:
     book = RunTimeBook()
     book.observe("f", GPU, 1.0)
