@@ -1,12 +1,15 @@
 """Writes the three task-arrival traces of docs/scaling.md (`scaler_simulate_policy`), deterministically.
 
-Usage: `python benchmarks/traces/make_traces.py` (writes bursty.csv, diurnal.csv and steady.csv next to it).
+Usage: `python benchmarks/traces/make_traces.py` (writes bursty.csv, diurnal.csv, steady.csv and small_bursts.csv
+next to it).
 
 - steady: 10 minutes of tasks arriving at 2 per second (Poisson), each 1-5 s: about 6 workers' worth.
 - bursty: a trickle (one task every 2 s, 1-3 s each) for 10 minutes, and three bursts of 300 tasks of 5-15 s
   at 1, 4 and 7 minutes: a notebook user fanning out now and then.
 - diurnal: a compressed day of 20 minutes whose arrival rate swings from 0.2 to 4 tasks per second and back,
   each task 2-10 s.
+- small_bursts: the three bursts of `benchmarks/cost_tiers_real.py` (40 tasks of 2 s at 0 s, 40 of 2 s at 40 s,
+  20 of 3 s at 80 s), to replay its comparison against `small_tiers.toml` (the same two tiers).
 """
 
 from __future__ import annotations
@@ -48,9 +51,14 @@ def diurnal(rng: random.Random) -> list[Row]:
     return [(at, rng.uniform(2.0, 10.0)) for at in poisson(rng, rate, 1200.0, 4.0)]
 
 
+def small_bursts(_rng: random.Random) -> list[Row]:
+    return [(start, seconds) for start, tasks, seconds in ((0.0, 40, 2.0), (40.0, 40, 2.0), (80.0, 20, 3.0))
+            for _ in range(tasks)]  # fmt: skip
+
+
 def main() -> None:
     folder = Path(__file__).parent
-    for seed, make in enumerate((bursty, diurnal, steady), start=7):
+    for seed, make in enumerate((bursty, diurnal, steady, small_bursts), start=7):
         rows = sorted(make(random.Random(seed)))
         lines = ["arrival_seconds,duration_seconds"] + [f"{at:.3f},{duration:.3f}" for at, duration in rows]
         (folder / f"{make.__name__}.csv").write_text("\n".join(lines) + "\n")
