@@ -17,6 +17,13 @@ Rules:
    the parked tasks with it. A stopped computing task keeps its slot until the processor reports it gone
    (a CANCELED result); one still computing after ABANDON_GRACE_SECONDS has its processor killed. Any
    other stop kills the task's processor.
+5. Tiny tasks are *staged*: while a processor computes, the agent sends it the next ones ahead (up to
+   `max_staged_tasks`, fewer as tasks get longer: about STAGING_HORIZON_SECONDS of work), so that it goes from one
+   to the next without waiting for the agent, and one write and one read carry several tasks. A staged task
+   computes when the one before it ends or parks; until then it is not counted as running. Only a processor that
+   holds no parked task takes staged tasks, and only in "thread" mode (in "process" mode a parent's process must
+   not run other tasks). A staged task that is stopped is withdrawn from its processor (TaskCancel: it never
+   runs); the staged tasks of a processor that is killed or dies go back to the queue (they had not started).
 """
 
 from __future__ import annotations
@@ -98,6 +105,9 @@ logger = logging.getLogger(__name__)
 #: Queued work the prefetch aims to hold, in seconds of measured task time.
 PREFETCH_HORIZON_SECONDS = 0.005
 MAX_PREFETCH = 64
+#: Work staged in a computing processor, in seconds of measured task time (rule 5): tasks longer than this are
+#: not staged, and a task waits behind staged ones at most about this long.
+STAGING_HORIZON_SECONDS = 0.002
 #: Results kept for sending again after a scheduler restart, at most (the oldest go first).
 MAX_UNACKNOWLEDGED_RESULTS = 100_000
 #: How long a task stopped among parked tasks may take to unwind before its processor is killed.
@@ -118,6 +128,9 @@ class AgentSettings:
     object_storage_address: str = ""  #: override; empty: what the scheduler says
     has_preload: bool = False
     nested_parents: str = "thread"  #: "thread": parked parents share their processor; "process": one each
+    #: tasks a processor may hold beyond the one it computes (rule 5); 0: none. What the executor's processors
+    #: can take (`Executor.max_staged_tasks`)
+    max_staged_tasks: int = 0
 
 
 @dataclass
@@ -185,7 +198,8 @@ class AgentCore:
         return effects
 
     def has_queued_work(self) -> bool:
-        return bool(self._queue)
+        """More results will follow soon: tasks wait here or in processors."""
+        return bool(self._queue) or self.table.staged > 0
 
     def start(self) -> list[Effect]:
         """Effects for start-up: the hello, and the first processor, so it warms up while the hello travels."""
@@ -213,8 +227,16 @@ class AgentCore:
         wanted = math.ceil(PREFETCH_HORIZON_SECONDS / max(self._average_duration, 1e-6))
         return max(1, min(MAX_PREFETCH, wanted))
 
+    def _staging_depth(self) -> int:
+        if not self.settings.max_staged_tasks or not self.table.parents_share_processors:
+            return 0
+        if self._average_duration is None:
+            return 0
+        return min(self.settings.max_staged_tasks, int(STAGING_HORIZON_SECONDS / max(self._average_duration, 1e-6)))
+
     def status(self) -> m.WorkerStatus:
-        return m.WorkerStatus(queued=len(self._queue), running=self.running, blocked=self.blocked)
+        queued = len(self._queue) + self.table.staged
+        return m.WorkerStatus(queued=queued, running=self.running, blocked=self.blocked)
 
     # ------------------------------------------------------------ scheduler messages
 
@@ -311,17 +333,21 @@ class AgentCore:
         """End a held task here, whatever its state; the caller tells the scheduler how it ended."""
         task_id = held.task.task_id
         processor = self.processors.get(held.processor) if held.processor is not None else None
-        if processor is not None and held.state is HeldState.RUNNING and set(processor.parked) - {task_id}:
-            # computing among parked tasks: stopped in its processor; its slot stays taken until it is gone
-            if held.abandoned_at is None:
-                held.abandoned_at = self.now
-                self._to_processor(processor, m.TaskCancel((task_id,)))
+        if processor is None:  # queued here
+            self.table.drop(task_id, self.now)
             return
-        self.table.drop(task_id)
-        if processor is None:
+        if held.state is HeldState.RUNNING:
+            if processor.parked:
+                # computing among parked tasks: stopped in its processor; its slot stays taken until it is gone
+                if held.abandoned_at is None:
+                    held.abandoned_at = self.now
+                    self._to_processor(processor, m.TaskCancel((task_id,)))
+                return
+            self._kill(processor.processor_id, reason)  # the task with it; its staged tasks are queued again
             return
-        if held.state is not HeldState.RUNNING and (processor.state is ProcessorState.RUNNING or processor.parked):
-            # parked among other tasks of its processor: stopped there, without taking them down
+        self.table.drop(task_id, self.now)
+        if processor.state is ProcessorState.RUNNING or processor.parked:
+            # staged, or parked among other tasks of its processor: stopped there, without taking them down
             self._to_processor(processor, m.TaskCancel((task_id,)))
         else:
             self._kill(processor.processor_id, reason)
@@ -331,7 +357,7 @@ class AgentCore:
         for task_id in task_ids:
             held = self.tasks.get(task_id)
             if held is not None and held.state is HeldState.QUEUED:
-                self.table.drop(task_id)
+                self.table.drop(task_id, self.now)
                 returned.append(task_id)
         self._to_scheduler(m.TaskReturn(tuple(returned)))
 
@@ -354,12 +380,12 @@ class AgentCore:
             if held is not None and held.processor == processor_id:
                 self._to_scheduler(message)
         elif isinstance(message, m.ProcessorBlocked):
-            self.table.park(processor, message.task_id)
+            self.table.park(processor, message.task_id, self.now)
         elif isinstance(message, m.ProcessorResumeRequest):
             self.table.want_resume(processor, message.task_id)
 
     def _on_result(self, processor: ProcessorRecord, result: m.TaskResult) -> None:
-        held = self.table.finish(processor, result.task_id)
+        held = self.table.finish(processor, result.task_id, self.now)
         if held is None or held.abandoned_at is not None:
             return  # cancelled meanwhile; the scheduler was told already
         self._learn_duration(self.now - held.started_at)
@@ -378,8 +404,9 @@ class AgentCore:
             return
         computing = self.tasks.get(processor.task_id) if processor.task_id is not None else None
         answered = computing is not None and computing.abandoned_at is not None  #: stopped here, and told already
-        running, parked = self.table.vacate(processor)
+        running, parked, staged = self.table.vacate(processor)
         self.table.remove(processor_id)
+        self._queue_again(staged)
         if processor.state is ProcessorState.STARTING:
             self._start_failures += 1
             logger.error("processor failed while starting (%s)", description)
@@ -453,13 +480,48 @@ class AgentCore:
         while self._queue and self.running < self.settings.slots:
             idle = self.table.idle_processor()
             if idle is None:
+                break
+            held = self._next_queued()
+            if held is None:
                 return
-            _, _, task_id = heapq.heappop(self._queue)
-            held = self.tasks.get(task_id)
-            if held is None or held.state is not HeldState.QUEUED:
-                continue  # cancelled or returned while queued
             self.table.start(idle, held, self.now)
             self._to_processor(idle, held.task)
+        if self._queue:
+            depth = self._staging_depth()
+            if depth:
+                self._stage_tasks(depth)
+
+    def _stage_tasks(self, depth: int) -> None:
+        """Queued tasks go to computing processors ahead of their turn, one each in turn, up to `depth` (rule 5)."""
+        takers = [
+            processor
+            for processor in self.processors.values()
+            if processor.state is ProcessorState.RUNNING and not processor.parked and len(processor.staged) < depth
+        ]
+        while takers:
+            for processor in takers[:]:
+                held = self._next_queued()
+                if held is None:
+                    return
+                self.table.stage(processor, held)
+                self._to_processor(processor, held.task)
+                if len(processor.staged) >= depth:
+                    takers.remove(processor)
+
+    def _next_queued(self) -> HeldTask | None:
+        """The queued task to start first, taken out of the queue; None when none is left."""
+        while self._queue:
+            _, _, task_id = heapq.heappop(self._queue)
+            held = self.tasks.get(task_id)
+            if held is not None and held.state is HeldState.QUEUED:
+                return held
+            # cancelled or returned while queued: its entry is dropped here
+        return None
+
+    def _queue_again(self, staged: list[HeldTask]) -> None:
+        """Tasks staged in a processor that is gone: they had not started there, and wait here again."""
+        for held in staged:
+            heapq.heappush(self._queue, (-held.task.priority, held.sequence, held.task.task_id))
 
     def _keep_processors(self) -> None:
         """One processor ready (idle or starting) per slot that could start a task now, at least one
@@ -502,8 +564,9 @@ class AgentCore:
         processor = self.processors.get(processor_id)
         if processor is None or processor.state is ProcessorState.STOPPING:
             return
-        _, parked = self.table.vacate(processor)
+        _, parked, staged = self.table.vacate(processor)
         self.table.set_state(processor, ProcessorState.STOPPING)
+        self._queue_again(staged)
         self.effects.append(KillProcessor(processor_id, reason))
         if report_parked:
             where = f" (pid {processor.pid})" if processor.pid else ""

@@ -43,6 +43,10 @@ or raise: a failure becomes a report.
 8. `close()`: kill every processor and release everything; no report is expected afterwards.
 9. `on_executor_failed(reason)`: the executor cannot go on at all (the zygote died, the remote system
    refuses every call): the worker stops with exit code 1 and its tasks are re-dispatched elsewhere.
+10. `max_staged_tasks`: how many Tasks a processor may be sent beyond the one it computes. With more than 0,
+   the core sends a computing processor tiny tasks ahead (agent_core rule 5); the processor must run its Tasks
+   one at a time, in the order it got them, and a TaskCancel for one it has not started must withdraw it (no
+   result). A remote executor, whose processors are one job each, says 0.
 """
 
 from __future__ import annotations
@@ -77,6 +81,9 @@ class ExecutorListener(Protocol):
 class Executor(Protocol):
     """Runs the agent core's processors; the module docstring is the contract (numbers refer to it)."""
 
+    #: (10) Tasks a processor may be sent beyond the one it computes.
+    max_staged_tasks: int
+
     def start(self, loop: asyncio.AbstractEventLoop, listener: ExecutorListener) -> None:
         """(1) Keep the loop and the listener; called once, first."""
 
@@ -98,6 +105,10 @@ class Executor(Protocol):
 
 class ZygoteExecutor:
     """Processors forked from the zygote, each talking to the agent over its own socket pair."""
+
+    #: a processor runs the tasks of its channel in order (worker/task_threads.py): 16 tiny ones staged ahead
+    #: make one write and one read carry many tasks, where more add little
+    max_staged_tasks = 16
 
     def __init__(self, zygote: Zygote) -> None:
         self._zygote = zygote

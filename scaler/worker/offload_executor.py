@@ -99,6 +99,8 @@ class _Job:
 class OffloadExecutor:
     """An `Executor` (worker/executor.py) whose processors are jobs of `backend`."""
 
+    max_staged_tasks = 0  #: a processor is one job: one task
+
     def __init__(self, backend: OffloadBackend, storage_factory: Callable[[str], Any], key_prefix: str) -> None:
         """`storage_factory(address)`: a blocking object storage connection (ObjectStorageConnection);
         `key_prefix`: names this proxy's jobs (its worker id, so a job says whose it is)."""

@@ -111,6 +111,7 @@ def run_agent(
         object_storage_address=config.object_storage_address or "",
         has_preload=bool(config.preload),
         nested_parents=config.nested_parents,
+        max_staged_tasks=executor.max_staged_tasks,
     )
     capabilities = parse_worker_capabilities(config.per_worker_capabilities)
     worker_core = agent_core.AgentCore(settings, time.monotonic(), processor_prefix=worker_id[-8:])

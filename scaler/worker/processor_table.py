@@ -8,17 +8,23 @@ next task, in a thread of its own, so one process serves a whole nested computat
 PARKED and takes no new task, so every waiting parent keeps a process of its own (a crash of another task
 never reaches it).
 
-Every change of a processor's state, and of the tasks parked in it, goes through this table, which keeps the
-counts the agent reads on every event (no scan of the processors).
+A computing processor may also hold *staged* tasks: tasks sent to it ahead, which it runs one at a time in
+the order it got them, after its current one (the agent stages tiny tasks, so that a processor never waits for
+the agent between two of them). When its computing task ends or parks, the first staged task becomes the one
+it computes, at that moment: the processor has it already.
+
+Every change of a processor's state, and of the tasks parked or staged in it, goes through this table, which
+keeps the counts the agent reads on every event (no scan of the processors).
 
 Invariants: a RUNNING processor's `task_id` is a held task in state RUNNING whose `processor` is it (and only a
-RUNNING processor has a `task_id`); every
-task in a processor's `parked` is a held task in state BLOCKED or RESUMING whose `processor` is it; an IDLE
-or PARKED processor computes nothing.
+RUNNING processor has a `task_id`); every task in a processor's `parked` is a held task in state BLOCKED or
+RESUMING whose `processor` is it; every task in its `staged` is a held task in state STAGED whose `processor` is
+it, and only a RUNNING processor has staged tasks; an IDLE or PARKED processor computes nothing.
 """
 
 from __future__ import annotations
 
+import collections
 import enum
 from dataclasses import dataclass, field
 
@@ -41,6 +47,7 @@ class HeldState(enum.Enum):
     RUNNING = "running"
     BLOCKED = "blocked"  #: parked: waits on nested futures
     RESUMING = "resuming"  #: parked: its futures are done; waits for a slot (and for its processor to be free)
+    STAGED = "staged"  #: sent to a computing processor ahead: it runs there next, after the tasks staged before it
 
 
 @dataclass(slots=True)
@@ -51,6 +58,8 @@ class ProcessorRecord:
     pid: int = 0
     #: tasks parked in it, in the order they parked (a dict used as an ordered set)
     parked: dict[TaskID, None] = field(default_factory=dict)
+    #: tasks sent to it ahead of their turn, in the order it runs them (RUNNING only)
+    staged: collections.deque[TaskID] = field(default_factory=collections.deque)
 
     @property
     def shown_state(self) -> str:
@@ -83,6 +92,7 @@ class ProcessorTable:
         self.tasks: dict[TaskID, HeldTask] = {}
         self._counts = [0] * len(ProcessorState)  #: processors by state
         self._parked = 0
+        self._staged = 0
         #: parked tasks whose futures are done, in the order they asked (a dict used as an ordered set)
         self.resuming: dict[TaskID, None] = {}
 
@@ -95,6 +105,10 @@ class ProcessorTable:
     @property
     def parked(self) -> int:
         return self._parked
+
+    @property
+    def staged(self) -> int:
+        return self._staged
 
     def count(self, state: ProcessorState) -> int:
         return self._counts[state]
@@ -111,6 +125,7 @@ class ProcessorTable:
         if processor is not None:
             self._counts[processor.state] -= 1
             self._parked -= len(processor.parked)
+            self._staged -= len(processor.staged)
 
     def set_state(self, processor: ProcessorRecord, state: ProcessorState) -> None:
         self._counts[processor.state] -= 1
@@ -135,9 +150,17 @@ class ProcessorTable:
         processor.task_id = held.task.task_id
         self.set_state(processor, ProcessorState.RUNNING)
 
-    def park(self, processor: ProcessorRecord, task_id: TaskID) -> bool:
-        """The processor's running task waits on nested futures. False when it is not that processor's task (or
-        it was stopped: it stays counted as computing until it is gone)."""
+    def stage(self, processor: ProcessorRecord, held: HeldTask) -> None:
+        """Send a queued task to a computing processor ahead of its turn."""
+        assert processor.state is ProcessorState.RUNNING, "only a computing processor takes staged tasks"
+        held.processor, held.state = processor.processor_id, HeldState.STAGED
+        processor.staged.append(held.task.task_id)
+        self._staged += 1
+
+    def park(self, processor: ProcessorRecord, task_id: TaskID, now: float) -> bool:
+        """The processor's running task waits on nested futures (its first staged task, if any, computes from
+        `now`). False when it is not that processor's task (or it was stopped: it stays counted as computing until
+        it is gone)."""
         held = self.tasks.get(task_id)
         if processor.state is not ProcessorState.RUNNING or processor.task_id != task_id or held is None:
             return False
@@ -147,7 +170,7 @@ class ProcessorTable:
         processor.parked[task_id] = None
         processor.task_id = None
         self._parked += 1
-        self._free(processor)
+        self._free(processor, now)
         return True
 
     def want_resume(self, processor: ProcessorRecord, task_id: TaskID) -> None:
@@ -177,16 +200,17 @@ class ProcessorTable:
         processor.task_id = task_id
         self.set_state(processor, ProcessorState.RUNNING)
 
-    def finish(self, processor: ProcessorRecord, task_id: TaskID) -> HeldTask | None:
-        """The task ended in this processor (a result): it is no longer held. None when it was not held there
-        (cancelled meanwhile)."""
+    def finish(self, processor: ProcessorRecord, task_id: TaskID, now: float) -> HeldTask | None:
+        """The task ended in this processor (a result): it is no longer held, and the processor's first staged
+        task, if any, computes from `now`. None when it was not held there (cancelled meanwhile)."""
         held = self.tasks.get(task_id)
         if held is None or held.processor != processor.processor_id:
             return None
-        return self.drop(task_id)
+        return self.drop(task_id, now)
 
-    def drop(self, task_id: TaskID) -> HeldTask | None:
-        """Forget a held task wherever it is (finished, cancelled, timed out, returned, reported lost)."""
+    def drop(self, task_id: TaskID, now: float) -> HeldTask | None:
+        """Forget a held task wherever it is (finished, cancelled, timed out, returned, reported lost). `now`
+        matters only when it was computing: its processor's first staged task computes from then."""
         held = self.tasks.pop(task_id, None)
         if held is None:
             return None
@@ -201,20 +225,37 @@ class ProcessorTable:
                 self.set_state(processor, ProcessorState.IDLE)
         elif processor.task_id == task_id:
             processor.task_id = None
-            self._free(processor)
+            self._free(processor, now)
+        elif processor.staged and task_id in processor.staged:
+            processor.staged.remove(task_id)
+            self._staged -= 1
         return held
 
-    def vacate(self, processor: ProcessorRecord) -> tuple[TaskID | None, list[TaskID]]:
-        """The processor is being stopped or is gone: its running task and its parked ones, all dropped."""
+    def vacate(self, processor: ProcessorRecord) -> tuple[TaskID | None, list[TaskID], list[HeldTask]]:
+        """The processor is being stopped or is gone: its running task and its parked ones, all dropped, and its
+        staged tasks, back in state QUEUED (the caller queues them again: they never started there)."""
+        staged = [self.tasks[task_id] for task_id in processor.staged]
+        self._staged -= len(processor.staged)
+        processor.staged.clear()
+        for held in staged:
+            held.processor, held.state = None, HeldState.QUEUED
         running = processor.task_id
         parked = list(processor.parked)
         for task_id in (*parked, *([running] if running is not None else [])):
-            self.drop(task_id)
-        return running, parked
+            self.drop(task_id, 0.0)  # nothing is staged any more: no task starts computing
+        return running, parked, staged
 
-    def _free(self, processor: ProcessorRecord) -> None:
-        """The processor computes nothing now: it takes new work, unless it keeps a parent in "process" mode."""
+    def _free(self, processor: ProcessorRecord, now: float) -> None:
+        """The processor's computing task ended or parked: its first staged task computes now; with none staged,
+        it takes new work, unless it keeps a parent in "process" mode."""
         if processor.state in (ProcessorState.STOPPING, ProcessorState.STARTING):
+            return
+        if processor.staged:
+            task_id = processor.staged.popleft()
+            self._staged -= 1
+            held = self.tasks[task_id]
+            held.state, held.started_at = HeldState.RUNNING, now
+            processor.task_id = task_id
             return
         shares = self.parents_share_processors or not processor.parked
         self.set_state(processor, ProcessorState.IDLE if shares else ProcessorState.PARKED)

@@ -23,6 +23,8 @@ from scaler.worker.task_execution import TaskExecutor
 
 
 class ThreadExecutor:
+    max_staged_tasks = 0  # each task runs on a thread of its own
+
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listener: ExecutorListener | None = None

@@ -1,5 +1,6 @@
 """The agent core's processor table under random histories: its counts always equal a recount, and its
-invariants (processor_table's docstring) hold after every step, in both nested-parent modes."""
+invariants (processor_table's docstring) hold after every step, in both nested-parent modes, with tasks long
+enough that none is staged and tiny enough that many are."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def check(agent: core.AgentCore) -> None:
     for state in ProcessorState:
         assert table.count(state) == sum(1 for p in processors if p.state is state), state
     assert table.parked == sum(len(p.parked) for p in processors)
+    assert table.staged == sum(len(p.staged) for p in processors)
     assert table.running <= agent.settings.slots
     for processor in processors:
         assert (processor.task_id is not None) == (processor.state is ProcessorState.RUNNING), processor
@@ -35,13 +37,26 @@ def check(agent: core.AgentCore) -> None:
             held = table.tasks[task_id]
             assert held.state in (HeldState.BLOCKED, HeldState.RESUMING)
             assert held.processor == processor.processor_id
+        if processor.staged:
+            assert processor.state is ProcessorState.RUNNING and table.parents_share_processors
+        for task_id in processor.staged:
+            held = table.tasks[task_id]
+            assert held.state is HeldState.STAGED and held.processor == processor.processor_id
     for task_id in table.resuming:
         assert table.tasks[task_id].state is HeldState.RESUMING
+    queued = {task_id for _, _, task_id in agent._queue}
+    for task_id, held in table.tasks.items():  # a task no processor holds waits in the queue, to start one day
+        assert (held.processor is None) == (held.state is HeldState.QUEUED), held
+        if held.state is HeldState.QUEUED:
+            assert task_id in queued
 
 
-def random_event(rng: random.Random, agent: core.AgentCore, now: float, next_task: list[int]) -> core.Event:
-    """A plausible next event: tasks arrive, processors start, running tasks finish or park (more often than
-    not, so that parents pile up), parked ones ask to resume, and now and then a cancel, a crash or a tick."""
+def random_event(
+    rng: random.Random, agent: core.AgentCore, now: float, next_task: list[int], park_weight: float
+) -> core.Event:
+    """A plausible next event: tasks arrive, processors start, running tasks finish or park (with `park_weight`
+    against 1.5 for a result: high, so that parents pile up, or low, so that tiny tasks get staged), parked ones
+    ask to resume, and now and then a cancel, a crash or a tick."""
     table = agent.table
     processors = list(table.processors.values())
     running = [p for p in processors if p.state is ProcessorState.RUNNING]
@@ -51,7 +66,7 @@ def random_event(rng: random.Random, agent: core.AgentCore, now: float, next_tas
     if starting:
         choices.append((3.0, "ready"))
     if running:
-        choices += [(1.5, "result"), (2.0, "block")]
+        choices += [(1.5, "result"), (park_weight, "block")]
     if parked:
         choices.append((1.5 if len(parked) > 3 else 0.5, "resume"))
     kind = rng.choices([c for _, c in choices], weights=[w for w, _ in choices])[0]
@@ -79,15 +94,21 @@ def random_event(rng: random.Random, agent: core.AgentCore, now: float, next_tas
 
 
 @pytest.mark.parametrize("mode", ["thread", "process"])
+@pytest.mark.parametrize("step_seconds", [0.2, 0.0002])
 @pytest.mark.parametrize("seed", range(20))
-def test_counts_and_invariants_hold_through_random_histories(mode: str, seed: int) -> None:
+def test_counts_and_invariants_hold_through_random_histories(mode: str, step_seconds: float, seed: int) -> None:
     rng = random.Random(seed)
-    agent = core.AgentCore(core.AgentSettings(nested_parents=mode, task_timeout_seconds=3.0), started_at=0.0)
+    settings = core.AgentSettings(nested_parents=mode, task_timeout_seconds=3.0, slots=2, max_staged_tasks=4)
+    agent = core.AgentCore(settings, started_at=0.0)
     agent.start()
     agent.handle(core.FromScheduler(m.HelloReply(True, object_storage_address="tcp://s:2"), 0.0))
     next_task = [0]
     now = 0.0
+    staged_seen = 0
     for _ in range(400):
-        now += rng.random() * 0.2
-        agent.handle(random_event(rng, agent, now, next_task))
+        now += rng.random() * step_seconds
+        agent.handle(random_event(rng, agent, now, next_task, 2.0 if step_seconds > 0.001 else 0.3))
         check(agent)
+        staged_seen = max(staged_seen, agent.table.staged)
+    if mode == "thread" and step_seconds < 0.001:
+        assert staged_seen, "tiny tasks were staged in this history"
