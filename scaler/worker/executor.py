@@ -190,6 +190,7 @@ class ZygoteExecutor:
                     self._psutil.pop(pid, None)
                 channel = self._channels.pop(processor_id, None)
                 if channel is not None:
+                    channel.read_remaining()  # its last results first: a task it finished is not blamed
                     channel.close()
                 listener.on_processor_exit(processor_id, describe_wait_status(number))
             else:

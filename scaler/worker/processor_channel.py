@@ -81,7 +81,9 @@ class BlockingChannel:
 
 class AsyncChannel:
     """The agent's side of one processor's channel, on the running loop. `on_frames(frames)` gets
-    each batch; `on_closed()` is called once when the processor's end is gone."""
+    each batch; `on_closed()` is called once when the processor's end is gone. Frames sent during one
+    turn of the loop leave together, in one write, at the end of it (a task and those staged behind it,
+    several results answered at once)."""
 
     def __init__(
         self,
@@ -97,15 +99,21 @@ class AsyncChannel:
         self._on_closed = on_closed
         self._reader = FrameReader()
         self._outgoing = bytearray()
+        self._write_scheduled = False
         self._closed = False
         loop.add_reader(sock.fileno(), self._readable)
 
     def send(self, frames: list[bytes]) -> None:
         if self._closed:
             return
-        writing = bool(self._outgoing)
+        if not self._outgoing and not self._write_scheduled:
+            self._write_scheduled = True
+            self._loop.call_soon(self._write_now)
         self._outgoing += encode_frames(frames)
-        if not writing:
+
+    def _write_now(self) -> None:
+        self._write_scheduled = False
+        if not self._closed and self._outgoing:
             self._write()
 
     def _write(self) -> None:
@@ -138,6 +146,20 @@ class AsyncChannel:
         frames = self._reader.feed(data)
         if frames:
             self._on_frames(frames)
+
+    def read_remaining(self) -> None:
+        """Hand on every frame the processor wrote before it ended (its process is gone: all it sent is in
+        the socket), so that a result it sent before dying is heard before its death."""
+        while not self._closed:
+            try:
+                data = self._socket.recv(1 << 20)
+            except OSError:  # BlockingIOError: nothing more; another error: nothing more to read either
+                return
+            if not data:
+                return
+            frames = self._reader.feed(data)
+            if frames:
+                self._on_frames(frames)
 
     def _close_and_report(self) -> None:
         if self._closed:
