@@ -448,7 +448,9 @@ class AgentCore:
             if held.abandoned_at is not None:
                 if now - held.abandoned_at > ABANDON_GRACE_SECONDS and held.processor is not None:
                     self._kill(held.processor, f"a task stopped in it did not end within {ABANDON_GRACE_SECONDS:g} s")
-            elif 0 < settings.task_timeout_seconds < now - held.started_at and held.processor is not None:
+            elif held.processor is None or held.state is HeldState.STAGED:
+                continue  # not started: its time has not begun
+            elif 0 < settings.task_timeout_seconds < now - held.started_at:
                 self._time_out(held)
 
     def _time_out(self, held: HeldTask) -> None:

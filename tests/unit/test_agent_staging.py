@@ -116,6 +116,14 @@ def test_a_timed_out_computing_task_is_reported_and_its_staged_tasks_run_again()
     assert sorted(sent_tasks(effects)) == [2, 3]
 
 
+def test_staged_tasks_do_not_time_out_while_they_wait() -> None:
+    agent, processor, _ = tiny_tasks_learned(task_timeout_seconds=1.0)
+    agent.handle_all([core.FromScheduler(task(number), 10.0) for number in range(1, 4)])  # 1 computes from 10 s
+    assert agent.table.staged == 2
+    effects = agent.handle(core.Tick(10.5))
+    assert not to_scheduler(effects, m.TaskResult) and not any(isinstance(e, core.KillProcessor) for e in effects)
+
+
 def test_a_staged_task_is_timed_from_when_it_starts_computing() -> None:
     agent, processor, now = tiny_tasks_learned(task_timeout_seconds=1.0)
     agent.handle_all([core.FromScheduler(task(number), now) for number in range(1, 3)])
