@@ -53,7 +53,8 @@ class ChannelClosed(Exception):
 
 class BlockingChannel:
     """The processor's side. `wait` blocks until the channel has something to read, `poll` reads what it has
-    without blocking. Reads must not overlap. Sends come from any thread, serialised by the caller."""
+    without blocking. Reads must not overlap: task_threads makes them under its lock, from whichever thread
+    holds the baton or passes the computing turn on. Sends come from any thread, serialised by the caller."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._socket = sock
@@ -83,10 +84,6 @@ class BlockingChannel:
         if not data:
             raise ChannelClosed("the worker agent closed the channel")
         return [codec.decode(frame) for frame in self._reader.feed(data)]
-
-    def receive(self, timeout_seconds: float | None) -> list[m.Message]:
-        """Messages available within the timeout (None: no limit); [] when none came or a frame is incomplete."""
-        return self.poll() if self.wait(timeout_seconds) else []
 
     def close(self) -> None:
         self._socket.close()
