@@ -21,16 +21,25 @@ or raise: a failure becomes a report.
    preload) the worker stops with exit code 1.
 3. `send(processor_id, message)`: deliver a message from the core; ignore ids that are gone. A processor
    receives `HelloReply` (its `object_storage_address` is where task payloads live: keep it for the next
-   tasks), `Task` (run it: at most one task *computes* at a time per processor), `ProcessorResume` (a blocked
-   parent may go on; only after the processor reported `ProcessorBlocked`) and `TaskCancel` (stop a parent
-   parked in it without disturbing its other tasks; no result is expected for it). While a task is blocked,
-   the processor may receive and run other tasks (worker/task_threads.py: the parent waits in a thread).
+   tasks), `Task` (run it), `ProcessorResume` (a blocked parent may go on; only after the processor reported
+   `ProcessorBlocked`, and only while no task computes or waits in the processor) and `TaskCancel`. A
+   processor may receive Tasks while one computes (the agent stages tiny tasks ahead): it runs them one at a
+   time, in the order received; at most one task *computes* at a time per processor. A `TaskCancel` takes
+   effect when the processor reads it, ahead of the Tasks that wait there: a Task received and not started is
+   dropped (it never runs and no result is sent for it); a running or parked task is stopped without
+   disturbing the processor's other tasks, and reported CANCELED when its thread is done (no result is
+   expected for it); a task that ended already is ignored. A cancel that reaches the processor after the
+   task started finds it running (or ended). While a task is blocked, the processor may receive and run
+   other tasks (worker/task_threads.py: the parent waits in a thread).
 4. Reports while running, through `on_processor_messages(processor_id, messages)`: exactly one `TaskResult`
-   per task, with the task's id (`scaler.worker.task_execution.TaskExecutor` loads a task's function and
-   arguments from object storage, calls it and stores its result: a proxy can reuse it to build results);
-   `TaskLog` for streamed output; `ProcessorBlocked` / `ProcessorResumeRequest` around waits on nested tasks
-   (an executor whose tasks never wait on nested futures never sends them). After its `TaskResult`, or
-   after its task reported `ProcessorBlocked`, the processor computes nothing and may receive the next `Task`.
+   per task, with the task's id, except for a Task a `TaskCancel` dropped before it started
+   (`scaler.worker.task_execution.TaskExecutor` loads a task's function and arguments from object storage,
+   calls it and stores its result: a proxy can reuse it to build results); `TaskLog` for streamed output;
+   `ProcessorBlocked` / `ProcessorResumeRequest` around waits on nested tasks (an executor whose tasks never
+   wait on nested futures never sends them). After its `TaskResult`, or after its task reported
+   `ProcessorBlocked`, that task computes nothing: the processor starts the next Task it holds, if any, or
+   may receive the next. Reports come in the order they were made: a task's `ProcessorBlocked` comes before
+   the result of any task that starts after it.
 5. `kill(processor_id, reason)`: stop the processor now, whatever it runs (the task was cancelled, timed out,
    the processor is not needed, the worker stops), parked parents included (the core reports those lost).
    A remote executor cancels the remote job. Then report

@@ -2,10 +2,10 @@
 
 It talks only to its agent (a Unix socket pair, see processor_channel) and to object storage. It
 starts by running the preload function, announces itself with ProcessorReady, learns the object
-storage address from a HelloReply, then executes each Task it receives and answers with a TaskResult.
-A task waiting on nested futures parks its thread and the processor serves other tasks meanwhile
-(task_threads); when its futures are done it asks to run on (ProcessorResumeRequest) and waits for
-ProcessorResume.
+storage address from a HelloReply, then executes the Tasks it receives, one at a time in the order
+received (a TaskCancel drops one not started), and answers each with a TaskResult. A task waiting on
+nested futures parks its thread and the processor serves other tasks meanwhile (task_threads); when its
+futures are done it asks to run on (ProcessorResumeRequest) and waits for ProcessorResume.
 """
 
 from __future__ import annotations

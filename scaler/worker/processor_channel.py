@@ -3,7 +3,9 @@
 Each frame is one encoded message, prefixed with its length (4 bytes, little endian); several frames
 written together form a batch. A socket pair costs one write and one read per batch, where a ZeroMQ
 ipc socket adds two I/O-thread hand-offs; this link carries every task and result of the worker.
-The processor side blocks; the agent side runs on the agent's asyncio loop.
+The processor side blocks, and can also read without blocking (`BlockingChannel.poll`: one recv) so that a
+processor hears what the agent sent while a task computed before it starts the next; the agent side runs on
+the agent's asyncio loop.
 """
 
 from __future__ import annotations
@@ -50,30 +52,38 @@ class ChannelClosed(Exception):
 
 
 class BlockingChannel:
-    """The processor's side: blocking sends and receives, from the processor's main thread only."""
+    """The processor's side. `wait` blocks until the channel has something to read, `poll` reads what it has
+    without blocking. Reads must not overlap: task_threads makes them under its lock, from whichever thread
+    holds the baton or passes the computing turn on. Sends come from any thread, serialised by the caller."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._socket = sock
         self._socket.setblocking(True)
         self._reader = FrameReader()
-        self._ready: list[bytes] = []
 
     def send(self, message: m.Message) -> None:
-        self._socket.sendall(encode_frames([codec.encode(message)]))
+        try:
+            self._socket.sendall(encode_frames([codec.encode(message)]))
+        except (BrokenPipeError, ConnectionResetError) as error:
+            raise ChannelClosed("the worker agent closed the channel") from error
 
-    def receive(self, timeout_seconds: float | None) -> list[m.Message]:
-        """Messages available within the timeout (None: wait for at least one)."""
-        if not self._ready:
-            if timeout_seconds is not None:
-                readable, _, _ = select.select([self._socket], [], [], timeout_seconds)
-                if not readable:
-                    return []
-            data = self._socket.recv(1 << 20)
-            if not data:
-                raise ChannelClosed("the worker agent closed the channel")
-            self._ready = self._reader.feed(data)
-        frames, self._ready = self._ready, []
-        return [codec.decode(frame) for frame in frames]
+    def wait(self, timeout_seconds: float | None) -> bool:
+        """Whether the channel is readable (a message, or the agent gone) within the timeout (None: no limit)."""
+        readable, _, _ = select.select([self._socket], [], [], timeout_seconds)
+        return bool(readable)
+
+    def poll(self) -> list[m.Message]:
+        """The messages the channel holds now, without blocking: one recv, no select (the hot path of a processor
+        with tasks waiting in it). Raises ChannelClosed when the agent is gone."""
+        try:
+            data = self._socket.recv(1 << 20, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return []
+        except ConnectionResetError:
+            data = b""
+        if not data:
+            raise ChannelClosed("the worker agent closed the channel")
+        return [codec.decode(frame) for frame in self._reader.feed(data)]
 
     def close(self) -> None:
         self._socket.close()
