@@ -126,10 +126,6 @@ def agent(tmp_path: Path) -> Iterator[AgentEnd]:
     end.socket.close()
 
 
-def is_result_of(name: str) -> Callable[[m.Message], bool]:
-    return lambda message: isinstance(message, m.TaskResult) and message.task_id == name.encode()
-
-
 @pytest.mark.timeout(60)
 def test_tasks_sent_together_run_in_order_one_at_a_time_on_the_main_thread(agent: AgentEnd) -> None:
     behaviours = {"a": "sleep", "b": "quick", "c": "sleep", "d": "signal", "e": "quick"}
