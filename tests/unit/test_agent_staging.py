@@ -31,7 +31,7 @@ def tiny_tasks_learned(**settings: object) -> tuple[core.AgentCore, bytes, float
 
 
 def test_tiny_tasks_are_sent_ahead_to_the_computing_processor_up_to_the_depth() -> None:
-    agent, processor, now = tiny_tasks_learned()
+    agent, _, now = tiny_tasks_learned()
     effects = agent.handle_all([core.FromScheduler(task(number), now) for number in range(1, 8)])
     assert sent_tasks(effects) == [1, 2, 3, 4, 5], "one computes, four are staged"
     assert agent.running == 1 and agent.table.staged == DEPTH
@@ -60,7 +60,6 @@ def test_long_tasks_are_not_staged() -> None:
 
 
 def test_an_executor_that_takes_no_staged_task_gets_none() -> None:
-    agent, processor, now = tiny_tasks_learned()
     plain, effects = make()  # max_staged_tasks=0, as a remote executor says
     (plain_processor,) = spawned(effects)
     connect(plain)
@@ -73,7 +72,7 @@ def test_an_executor_that_takes_no_staged_task_gets_none() -> None:
 
 
 def test_in_process_mode_nothing_is_staged() -> None:
-    agent, processor, now = tiny_tasks_learned(nested_parents="process")
+    agent, _, now = tiny_tasks_learned(nested_parents="process")
     effects = agent.handle_all([core.FromScheduler(task(number), now) for number in range(1, 5)])
     assert sent_tasks(effects) == [1] and agent.table.staged == 0
 
@@ -107,7 +106,7 @@ def test_cancelling_the_computing_task_kills_its_processor_and_its_staged_tasks_
 
 
 def test_a_timed_out_computing_task_is_reported_and_its_staged_tasks_run_again() -> None:
-    agent, processor, now = tiny_tasks_learned(task_timeout_seconds=1.0)
+    agent, _, now = tiny_tasks_learned(task_timeout_seconds=1.0)
     agent.handle_all([core.FromScheduler(task(number), now) for number in range(1, 4)])
     effects = agent.handle(core.Tick(now + 1.5))
     assert [(r.task_id, r.status) for r in to_scheduler(effects, m.TaskResult)] == [(tid(1), m.ResultStatus.TIMED_OUT)]
@@ -117,7 +116,7 @@ def test_a_timed_out_computing_task_is_reported_and_its_staged_tasks_run_again()
 
 
 def test_staged_tasks_do_not_time_out_while_they_wait() -> None:
-    agent, processor, _ = tiny_tasks_learned(task_timeout_seconds=1.0)
+    agent, _, _ = tiny_tasks_learned(task_timeout_seconds=1.0)
     agent.handle_all([core.FromScheduler(task(number), 10.0) for number in range(1, 4)])  # 1 computes from 10 s
     assert agent.table.staged == 2
     effects = agent.handle(core.Tick(10.5))
