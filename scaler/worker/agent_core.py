@@ -19,7 +19,11 @@ Rules:
    other stop kills the task's processor.
 5. Tiny tasks are *staged*: while a processor computes, the agent sends it the next ones ahead (up to
    `max_staged_tasks`, fewer as tasks get longer: about STAGING_HORIZON_SECONDS of work), so that it goes from one
-   to the next without waiting for the agent, and one write and one read carry several tasks. A staged task
+   to the next without waiting for the agent, and one write and one read carry several tasks. What is tiny is
+   learned per function from the tasks that finished here: a function not seen finishing yet, or slower than the
+   horizon, is not staged (staging stops at it, so that tasks keep their order), and nothing is staged behind a
+   task of such a function: no task waits in a processor, where the scheduler cannot take it back for another
+   worker, behind a long task or in front of one. A staged task
    computes when the one before it ends or parks; until then it is not counted as running. Only a processor that
    holds no parked task takes staged tasks, and only in "thread" mode (in "process" mode a parent's process must
    not run other tasks). A staged task that is stopped is withdrawn from its processor (TaskCancel: it never
@@ -108,6 +112,8 @@ MAX_PREFETCH = 64
 #: Work staged in a computing processor, in seconds of measured task time (rule 5): tasks longer than this are
 #: not staged, and a task waits behind staged ones at most about this long.
 STAGING_HORIZON_SECONDS = 0.002
+#: Functions whose run time the agent keeps for staging, at most (all are forgotten when a new one would pass it).
+MAX_KNOWN_FUNCTIONS = 1024
 #: Results kept for sending again after a scheduler restart, at most (the oldest go first).
 MAX_UNACKNOWLEDGED_RESULTS = 100_000
 #: How long a task stopped among parked tasks may take to unwind before its processor is killed.
@@ -161,7 +167,8 @@ class AgentCore:
             )
         )
         self._leaving = False
-        self._average_duration: float | None = None
+        self._average_duration: float | None = None  #: of every task: the prefetch
+        self._run_times: dict[str, float] = {}  #: by function name: staging (rule 5)
         self._announced_capacity = 0
         self._start_failures = 0
         #: results sent since the last heartbeat the scheduler answered, by send order: sent again to a restarted
@@ -227,12 +234,13 @@ class AgentCore:
         wanted = math.ceil(PREFETCH_HORIZON_SECONDS / max(self._average_duration, 1e-6))
         return max(1, min(MAX_PREFETCH, wanted))
 
-    def _staging_depth(self) -> int:
-        if not self.settings.max_staged_tasks or not self.table.parents_share_processors:
+    def _staging_depth(self, task: m.Task) -> int:
+        """How many staged tasks a processor may hold when `task` is the next to stage: none for a function not seen
+        finishing here, or slower than the horizon."""
+        seconds = self._run_times.get(task.function_name)
+        if seconds is None:
             return 0
-        if self._average_duration is None:
-            return 0
-        return min(self.settings.max_staged_tasks, int(STAGING_HORIZON_SECONDS / max(self._average_duration, 1e-6)))
+        return min(self.settings.max_staged_tasks, int(STAGING_HORIZON_SECONDS / max(seconds, 1e-6)))
 
     def status(self) -> m.WorkerStatus:
         queued = len(self._queue) + self.table.staged
@@ -388,14 +396,15 @@ class AgentCore:
         held = self.table.finish(processor, result.task_id, self.now)
         if held is None or held.abandoned_at is not None:
             return  # cancelled meanwhile; the scheduler was told already
-        self._learn_duration(self.now - held.started_at)
+        self._learn_duration(held.task.function_name, self.now - held.started_at)
         self._to_scheduler(result)
 
-    def _learn_duration(self, seconds: float) -> None:
-        if self._average_duration is None:
-            self._average_duration = seconds
-        else:
-            self._average_duration = 0.8 * self._average_duration + 0.2 * seconds
+    def _learn_duration(self, function_name: str, seconds: float) -> None:
+        self._average_duration = _moving_average(self._average_duration, seconds)
+        known = self._run_times.get(function_name)
+        if known is None and len(self._run_times) >= MAX_KNOWN_FUNCTIONS:
+            self._run_times.clear()
+        self._run_times[function_name] = _moving_average(known, seconds)
 
     def _on_exit(self, processor_id: bytes, description: str) -> None:
         processor = self.processors.get(processor_id)
@@ -488,36 +497,41 @@ class AgentCore:
                 return
             self.table.start(idle, held, self.now)
             self._to_processor(idle, held.task)
-        if self._queue:
-            depth = self._staging_depth()
-            if depth:
-                self._stage_tasks(depth)
+        if self._queue and self.settings.max_staged_tasks and self.table.parents_share_processors:
+            self._stage_tasks()
 
-    def _stage_tasks(self, depth: int) -> None:
-        """Queued tasks go to computing processors ahead of their turn, one each in turn, up to `depth` (rule 5)."""
-        takers = [
-            processor
-            for processor in self.processors.values()
-            if processor.state is ProcessorState.RUNNING and not processor.parked and len(processor.staged) < depth
-        ]
+    def _stage_tasks(self) -> None:
+        """Queued tasks go to computing processors ahead of their turn, one each in turn, as deep as the next task's
+        function allows (rule 5)."""
+        takers = [p for p in self.processors.values() if p.state is ProcessorState.RUNNING and not p.parked]
         while takers:
             for processor in takers[:]:
-                held = self._next_queued()
+                held = self._first_queued()
                 if held is None:
                     return
+                assert processor.task_id is not None
+                computing = self.tasks[processor.task_id].task
+                if len(processor.staged) >= min(self._staging_depth(held.task), self._staging_depth(computing)):
+                    takers.remove(processor)
+                    continue
+                heapq.heappop(self._queue)
                 self.table.stage(processor, held)
                 self._to_processor(processor, held.task)
-                if len(processor.staged) >= depth:
-                    takers.remove(processor)
 
     def _next_queued(self) -> HeldTask | None:
         """The queued task to start first, taken out of the queue; None when none is left."""
+        held = self._first_queued()
+        if held is not None:
+            heapq.heappop(self._queue)
+        return held
+
+    def _first_queued(self) -> HeldTask | None:
+        """The queued task to start first, left in the queue; None when none is left."""
         while self._queue:
-            _, _, task_id = heapq.heappop(self._queue)
-            held = self.tasks.get(task_id)
+            held = self.tasks.get(self._queue[0][2])
             if held is not None and held.state is HeldState.QUEUED:
                 return held
-            # cancelled or returned while queued: its entry is dropped here
+            heapq.heappop(self._queue)  # cancelled or returned while queued: its entry is dropped here
         return None
 
     def _queue_again(self, staged: list[HeldTask]) -> None:
@@ -596,3 +610,7 @@ class AgentCore:
 
     def _to_processor(self, processor: ProcessorRecord, message: m.Message) -> None:
         self.effects.append(ToProcessor(processor.processor_id, message))
+
+
+def _moving_average(average: float | None, seconds: float) -> float:
+    return seconds if average is None else 0.8 * average + 0.2 * seconds

@@ -3,6 +3,8 @@ computes, and what becomes of staged tasks when their processor is stopped, dies
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scaler.protocol import messages as m
 from scaler.worker import agent_core as core
 from tests.unit.test_agent_core import connect, make, ready, result, spawned, task, tid, to_processor, to_scheduler
@@ -57,6 +59,29 @@ def test_long_tasks_are_not_staged() -> None:
     agent.handle(core.FromProcessor(processor, result(1), 0.5))  # half a second a task
     effects = agent.handle_all([core.FromScheduler(task(number), 0.5) for number in range(2, 5)])
     assert sent_tasks(effects) == [2] and agent.table.staged == 0
+
+
+def test_a_function_not_seen_finishing_here_is_not_staged_after_tiny_tasks_of_another() -> None:
+    """A quick check with tiny tasks, then the real work: long tasks of another function. None of them waits in a
+    processor where the scheduler could not give it to a worker that joins meanwhile."""
+    agent, processor, now = tiny_tasks_learned()
+
+    def long_task(number: int) -> m.Task:
+        return replace(task(number), function_name="simulate")
+
+    effects = agent.handle_all([core.FromScheduler(long_task(number), now) for number in range(1, 5)])
+    assert sent_tasks(effects) == [1] and agent.table.staged == 0
+    effects = agent.handle(core.FromScheduler(task(5), now))
+    assert not sent_tasks(effects), "the tiny task waits its turn behind the long ones: order is kept"
+    effects = agent.handle(core.FromProcessor(processor, result(1), now + 0.5))  # simulate: half a second
+    assert sent_tasks(effects) == [2] and agent.table.staged == 0, "a slow function is not staged"
+    agent.handle(core.FromProcessor(processor, result(2), now + 1.0))
+    effects = agent.handle(core.FromProcessor(processor, result(3), now + 1.5))
+    assert sent_tasks(effects) == [4], "nothing is staged behind a slow task: 5 may yet go to another worker"
+    effects = agent.handle(core.FromProcessor(processor, result(4), now + 2.0))
+    assert sent_tasks(effects) == [5]
+    effects = agent.handle_all([core.FromScheduler(task(number), now + 2.0) for number in range(6, 9)])
+    assert sent_tasks(effects) == [6, 7, 8], "the tiny function is staged again behind its own kind"
 
 
 def test_an_executor_that_takes_no_staged_task_gets_none() -> None:
