@@ -154,6 +154,7 @@ class WorkerAgent:
                 self._executor.kill(effect.processor_id, effect.reason)
             elif isinstance(effect, core.Exit):
                 self._finish(effect.code, effect.reason)
+        self._executor.flush()
 
     def _finish(self, code: int, reason: str) -> None:
         if self._done is not None and not self._done.done():

@@ -19,7 +19,9 @@ or raise: a failure becomes a report.
    it is not a local process (a remote executor reports ready at once). A processor that cannot start
    reports `on_processor_exit(processor_id, why)` instead; after 3 start failures in a row (or 1 with a
    preload) the worker stops with exit code 1.
-3. `send(processor_id, message)`: deliver a message from the core; ignore ids that are gone. A processor
+3. `send(processor_id, message)`: deliver a message from the core; ignore ids that are gone. Delivery may wait
+   for `flush()`, which the agent calls after each batch of the core's effects (so that a task and those staged
+   behind it leave together); an executor that delivers at once does nothing on flush. A processor
    receives `HelloReply` (its `object_storage_address` is where task payloads live: keep it for the next
    tasks), `Task` (run it), `ProcessorResume` (a blocked parent may go on; only after the processor reported
    `ProcessorBlocked`, and only while no task computes or waits in the processor) and `TaskCancel`. A
@@ -102,6 +104,9 @@ class Executor(Protocol):
     def send(self, processor_id: bytes, message: m.Message) -> None:
         """(3) Deliver HelloReply, Task or ProcessorResume to a processor; ignore unknown ids."""
 
+    def flush(self) -> None:
+        """(3) Deliver what `send` holds."""
+
     def kill(self, processor_id: bytes, reason: str) -> None:
         """(5) Stop a processor now (cancel its remote job) and report its exit once."""
 
@@ -122,6 +127,7 @@ class ZygoteExecutor:
     def __init__(self, zygote: Zygote) -> None:
         self._zygote = zygote
         self._channels: dict[bytes, AsyncChannel] = {}
+        self._unflushed: set[AsyncChannel] = set()  #: channels holding frames until flush()
         self._pids: dict[bytes, int] = {}
         self._psutil: dict[int, psutil.Process] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -152,7 +158,13 @@ class ZygoteExecutor:
     def send(self, processor_id: bytes, message: m.Message) -> None:
         channel = self._channels.get(processor_id)
         if channel is not None:
-            channel.send([codec.encode(message)])
+            channel.hold([codec.encode(message)])
+            self._unflushed.add(channel)
+
+    def flush(self) -> None:
+        for channel in self._unflushed:
+            channel.flush()
+        self._unflushed.clear()
 
     def kill(self, processor_id: bytes, reason: str) -> None:
         pid = self._pids.get(processor_id)

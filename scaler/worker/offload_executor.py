@@ -147,6 +147,9 @@ class OffloadExecutor:
                 self._run(self._call(self._backend.cancel, job.key, reason))
         self._loop.call_soon(self._listener.on_processor_exit, processor_id, f"stopped: {reason}")
 
+    def flush(self) -> None:
+        pass  # send() queues jobs for the submit routine itself
+
     def usage(self, processor_id: bytes) -> tuple[float, int]:
         return 0.0, 0
 

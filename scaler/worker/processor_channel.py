@@ -91,9 +91,8 @@ class BlockingChannel:
 
 class AsyncChannel:
     """The agent's side of one processor's channel, on the running loop. `on_frames(frames)` gets
-    each batch; `on_closed()` is called once when the processor's end is gone. Frames sent during one
-    turn of the loop leave together, in one write, at the end of it (a task and those staged behind it,
-    several results answered at once)."""
+    each batch; `on_closed()` is called once when the processor's end is gone. Frames held with `hold`
+    leave together, in one write, at `flush` (a task and those staged behind it)."""
 
     def __init__(
         self,
@@ -109,21 +108,18 @@ class AsyncChannel:
         self._on_closed = on_closed
         self._reader = FrameReader()
         self._outgoing = bytearray()
-        self._write_scheduled = False
+        self._waiting_writable = False  #: the socket's buffer was full: the loop writes the rest when it drains
         self._closed = False
         loop.add_reader(sock.fileno(), self._readable)
 
-    def send(self, frames: list[bytes]) -> None:
-        if self._closed:
-            return
-        if not self._outgoing and not self._write_scheduled:
-            self._write_scheduled = True
-            self._loop.call_soon(self._write_now)
-        self._outgoing += encode_frames(frames)
+    def hold(self, frames: list[bytes]) -> None:
+        """Keep frames for the next `flush`."""
+        if not self._closed:
+            self._outgoing += encode_frames(frames)
 
-    def _write_now(self) -> None:
-        self._write_scheduled = False
-        if not self._closed and self._outgoing:
+    def flush(self) -> None:
+        """Write what is held (what the socket does not take now leaves when it can)."""
+        if not self._closed and self._outgoing and not self._waiting_writable:
             self._write()
 
     def _write(self) -> None:
@@ -136,9 +132,11 @@ class AsyncChannel:
             return
         del self._outgoing[:sent]
         if self._outgoing:
+            self._waiting_writable = True
             self._loop.add_writer(self._socket.fileno(), self._writable)
 
     def _writable(self) -> None:
+        self._waiting_writable = False
         self._loop.remove_writer(self._socket.fileno())
         if not self._closed and self._outgoing:
             self._write()

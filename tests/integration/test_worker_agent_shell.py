@@ -50,6 +50,9 @@ class MemoryExecutor:
         if isinstance(message, m.Task):
             self.running[message.task_id] = processor_id
 
+    def flush(self) -> None:
+        pass  # send() records each message at once
+
     def kill(self, processor_id: bytes, reason: str) -> None:
         self.killed.append((processor_id, reason))
         assert self._loop is not None and self._listener is not None

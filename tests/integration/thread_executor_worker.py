@@ -52,6 +52,9 @@ class ThreadExecutor:
             assert self._loop is not None and self._listener is not None
             self._loop.call_soon(self._listener.on_processor_exit, processor_id, f"thread dropped: {reason}")
 
+    def flush(self) -> None:
+        pass  # send() starts each task's thread at once
+
     def usage(self, processor_id: bytes) -> tuple[float, int]:
         return 0.0, 0
 
