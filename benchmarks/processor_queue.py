@@ -23,7 +23,7 @@ CPU microseconds per task (its user + system time from wait4, divided by the tas
 agent's reads saw (mean per read).
 
 To measure the code before a change, run the same file with PYTHONPATH pointing at the other checkout, e.g.
-`PYTHONPATH=/work/main python benchmarks/processor_queue.py`. Not a test.
+`PYTHONPATH=/path/to/the/other/checkout python benchmarks/processor_queue.py`. Not a test.
 """
 
 from __future__ import annotations
