@@ -28,13 +28,13 @@ or raise: a failure becomes a report.
    processor may receive Tasks while one computes (the agent stages tiny tasks ahead): it runs them one at a
    time, in the order received; at most one task *computes* at a time per processor. A `TaskCancel` takes
    effect when the processor reads it, ahead of the Tasks that wait there: a Task received and not started is
-   dropped (it never runs and no result is sent for it); a running or parked task is stopped without
+   dropped (it never runs, and is answered CANCELED at once); a running or parked task is stopped without
    disturbing the processor's other tasks, and reported CANCELED when its thread is done (no result is
    expected for it); a task that ended already is ignored. A cancel that reaches the processor after the
    task started finds it running (or ended). While a task is blocked, the processor may receive and run
    other tasks (worker/task_threads.py: the parent waits in a thread).
 4. Reports while running, through `on_processor_messages(processor_id, messages)`: exactly one `TaskResult`
-   per task, with the task's id, except for a Task a `TaskCancel` dropped before it started
+   per task, with the task's id (CANCELED for a task a `TaskCancel` stopped or dropped)
    (`scaler.worker.task_execution.TaskExecutor` loads a task's function and arguments from object storage,
    calls it and stores its result: a proxy can reuse it to build results); `TaskLog` for streamed output;
    `ProcessorBlocked` / `ProcessorResumeRequest` around waits on nested tasks (an executor whose tasks never
@@ -56,8 +56,8 @@ or raise: a failure becomes a report.
    refuses every call): the worker stops with exit code 1 and its tasks are re-dispatched elsewhere.
 10. `max_staged_tasks`: how many Tasks a processor may be sent beyond the one it computes. With more than 0,
    the core sends a computing processor tiny tasks ahead (agent_core rule 5); the processor must run its Tasks
-   one at a time, in the order it got them, and a TaskCancel for one it has not started must withdraw it (no
-   result). A remote executor, whose processors are one job each, says 0.
+   one at a time, in the order it got them, and a TaskCancel for one it has not started must withdraw it (and
+   answer CANCELED). A remote executor, whose processors are one job each, says 0.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ Rules (what the agent relies on; scaler/worker/executor.py, items 3 and 4):
    the next of the line starts. The computing turn and the line change together under one lock, so a task
    queued at the instant the computing one ends is never left waiting.
 2. A TaskCancel takes effect when it is read, ahead of what waits in the line. A task that has not started
-   is removed: it never runs and no result is sent for it (the agent answered for it already). A running
+   is removed: it never runs, and is answered CANCELED at once (the agent may count it as computing: it sent it
+   when this processor looked free, and frees the slot on that answer; a staged one it has forgotten). A running
    or parked task is stopped (below). A task that already ended is ignored.
 3. Before a task that waited starts, the channel is read without blocking (one recv), so that a TaskCancel
    the agent sent while the previous task computed is heard first.
@@ -434,9 +435,10 @@ class TaskThreads:
         record = self._tasks.get(task_id)
         if record is None or record.abandoned:
             return []
-        if not record.parked and record in self._line:  # not started: it never will, and no result is sent
+        if not record.parked and record in self._line:  # not started: it never will
             self._line.remove(record)
             del self._tasks[task_id]
+            self.send(m.TaskResult(task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id))
             return []
         record.abandoned_parked = record.parked  # set before `abandoned`: `on_unblock` reads them without the lock
         record.abandoned = True
