@@ -23,11 +23,11 @@ Rules:
    learned per function from the tasks that finished here: a function not seen finishing yet, or slower than the
    horizon, is not staged (staging stops at it, so that tasks keep their order), and nothing is staged behind a
    task of such a function: no task waits in a processor, where the scheduler cannot take it back for another
-   worker, behind a long task or in front of one. A staged task
-   computes when the one before it ends or parks; until then it is not counted as running. Only a processor that
-   holds no parked task takes staged tasks, and only in "thread" mode (in "process" mode a parent's process must
-   not run other tasks). A staged task that is stopped is withdrawn from its processor (TaskCancel: it never
-   runs); the staged tasks of a processor that is killed or dies go back to the queue (they had not started).
+   worker, behind a long task or in front of one. A staged task computes when the one before it ends or parks;
+   until then it is not counted as running. Only a processor that holds no parked task takes staged tasks, and
+   only in "thread" mode (in "process" mode a parent's process must not run other tasks). A staged task that is
+   stopped is withdrawn from its processor (TaskCancel: it never runs; the processor's CANCELED answer is
+   ignored); the staged tasks of a processor that is killed or dies go back to the queue (they had not started).
 """
 
 from __future__ import annotations
