@@ -18,21 +18,21 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import Any
 
-from scaler.client import processor_context
 from scaler.client.agent import ClientAgent
 from scaler.client.display import client_rows, html_table
 from scaler.client.future import ScalerFuture
 from scaler.client.map_chunks import MAX_CHUNK, chunk_size, chunk_size_lookahead, name_failed_item, run_chunk
 from scaler.client.map_stream import chunks_in_flight, stream_map
-from scaler.client.object_reference import ObjectReference
-from scaler.client.processor_context import BlockingWait
 from scaler.client.progress import progress_counter, wait_with_bar
-from scaler.client.result_reader import ResultReader
-from scaler.client.serializer import DefaultSerializer, Serializer, serialize_to_frames
-from scaler.client.task_builder import TaskBuilder, describe, frames_size
 from scaler.errors import ClientQuitException, ClientShutdownException, DisconnectedError
 from scaler.io.address import validate_address
 from scaler.io.sockets import TransportSecurity
+from scaler.payload import processor_context
+from scaler.payload.processor_context import BlockingWait
+from scaler.payload.references import ObjectReference
+from scaler.payload.result_reader import ResultReader
+from scaler.payload.serializer import DefaultSerializer, Serializer, serialize_to_frames
+from scaler.payload.task_encoder import TaskBuilder, describe, frames_size
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version

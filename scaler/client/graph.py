@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from scaler.client import graph_matrix
 from scaler.client.future import ScalerFuture
-from scaler.client.object_reference import NodeResult
+from scaler.payload.references import NodeResult
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID, new_graph_id, new_task_id

@@ -19,14 +19,14 @@ from typing import Any, Protocol
 
 import cloudpickle
 
-from scaler.client import object_reference
-from scaler.client.serializer import DefaultSerializer, Serializer, deserialize_frames, deserialize_with
 from scaler.errors import (
     DeserializeObjectError,
     MissingObjects,
     ObjectStorageException,
     TaskExceptionNotSerializableError,
 )
+from scaler.payload import references
+from scaler.payload.serializer import DefaultSerializer, Serializer, deserialize_frames, deserialize_with
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ObjectID, TaskID, new_random_object_id
@@ -158,8 +158,8 @@ class TaskExecutor:
         inputs = {given.task_id: given for given in task.inputs}
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
-        object_reference.install_resolver(lambda object_id: self._object(object_id, serializer))
-        object_reference.install_node_resolver(
+        references.install_resolver(lambda object_id: self._object(object_id, serializer))
+        references.install_node_resolver(
             lambda task_id: self._argument(m.Argument(m.ArgumentKind.TASK_RESULT, task_id), inputs, serializer, -1)
         )
         try:
@@ -170,8 +170,8 @@ class TaskExecutor:
                 else:
                     args.append(value)
         finally:
-            object_reference.install_resolver(None)
-            object_reference.install_node_resolver(None)
+            references.install_resolver(None)
+            references.install_node_resolver(None)
         return args, kwargs
 
     def _argument(

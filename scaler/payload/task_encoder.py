@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from scaler.client.object_reference import ObjectReference
-from scaler.client.serializer import Serializer
+from scaler.payload.references import ObjectReference
+from scaler.payload.serializer import Serializer
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID, new_random_object_id
