@@ -32,7 +32,7 @@ from scaler.payload.processor_context import BlockingWait
 from scaler.payload.references import ObjectReference
 from scaler.payload.result_reader import ResultReader
 from scaler.payload.serializer import DefaultSerializer, Serializer, serialize_to_frames
-from scaler.payload.task_encoder import TaskBuilder, describe, frames_size
+from scaler.payload.task_encoder import TaskEncoder, describe, frames_size
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
@@ -103,7 +103,7 @@ class Client:
         )  # fmt: skip
         reply = self._agent.start(connect_timeout_seconds)
         self._object_storage_address = object_storage_address or reply.object_storage_address
-        self._builder = TaskBuilder(self._identity, self._serializer, self._store, self._current_serializer_id)
+        self._encoder = TaskEncoder(self._identity, self._serializer, self._store, self._current_serializer_id)
         self._chunk_runners: dict[int, functools.partial[list[Any]]] = {}
         self._reader = ResultReader(self._serializer, self._storage)
 
@@ -179,7 +179,7 @@ class Client:
             return ObjectID(b"")
         if self._serializer_id is None:
             payload = DefaultSerializer.serialize(self._serializer)
-            self._serializer_id = self._builder.put_object(payload, "serializer")
+            self._serializer_id = self._encoder.put_object(payload, "serializer")
         return self._serializer_id
 
     def _check_open(self) -> None:
@@ -214,7 +214,7 @@ class Client:
         when fn has a parameter of that name."""
         profiling = self._profiling
         if "profiling" in kwargs:
-            entry = self._builder.function(fn)
+            entry = self._encoder.function(fn)
             profiling = bool(kwargs["profiling"]) or profiling
             if not entry.takes_profiling:
                 kwargs = {key: value for key, value in kwargs.items() if key != "profiling"}
@@ -230,12 +230,12 @@ class Client:
         profiling: bool | None = None,
     ) -> ScalerFuture:
         self._check_open()
-        entry = self._builder.function(fn, refresh=reserialize)
+        entry = self._encoder.function(fn, refresh=reserialize)
         entry.check_call(args, kwargs)
         profiling = self._profiling if profiling is None else profiling
         task_id = new_task_id()
-        task = self._builder.task(
-            task_id, entry, self._builder.arguments(args, kwargs), profiling=profiling,
+        task = self._encoder.task(
+            task_id, entry, self._encoder.arguments(args, kwargs), profiling=profiling,
             stream_output=self._stream_output, priority=self._priority(),
             capabilities=m.make_capabilities(capabilities),
         )  # fmt: skip
@@ -283,7 +283,7 @@ class Client:
         if first is None:
             return []
         calls = itertools.chain((first,), calls)
-        self._builder.function(fn).check_call(first, {})  # the first call only: all of them would cost too much
+        self._encoder.function(fn).check_call(first, {})  # the first call only: all of them would cost too much
         size = chunk_size(total, self._agent.worker_count) if total is not None else MAX_CHUNK
         if size == 1 or not isinstance(self._serializer, DefaultSerializer):
             listed = list(calls)
@@ -310,14 +310,14 @@ class Client:
         capabilities: dict[str, int] | None,
         reserialize: bool = False,
     ) -> list[ScalerFuture]:
-        entry = self._builder.function(fn, refresh=reserialize)
+        entry = self._encoder.function(fn, refresh=reserialize)
         priority, caps = self._priority(), m.make_capabilities(capabilities)
         futures: list[ScalerFuture] = []
         frames: list[bytes] = []
         for args in calls:
             task_id = new_task_id()
-            task = self._builder.task(
-                task_id, entry, self._builder.arguments(args, {}), profiling=self._profiling,
+            task = self._encoder.task(
+                task_id, entry, self._encoder.arguments(args, {}), profiling=self._profiling,
                 stream_output=self._stream_output, priority=priority, capabilities=caps,
             )  # fmt: skip
             futures.append(self._new_future(task_id, self._profiling))
@@ -390,7 +390,7 @@ class Client:
         except Exception as error:
             raise TypeError(f"cannot serialize the object of type {describe(obj)}: {error}") from error
         label = name if name is not None else f"object of {describe(obj)}"
-        object_id = self._builder.put_object(frames if len(frames) > 1 else frames[0], label)
+        object_id = self._encoder.put_object(frames if len(frames) > 1 else frames[0], label)
         return ObjectReference(label.encode(), frames_size(frames), object_id)
 
     # ------------------------------------------------------------ ending
@@ -400,7 +400,7 @@ class Client:
         self._check_open()
         self._cancel_all(CLOSE_TIMEOUT_SECONDS)
         self._storage().delete_owner(self._identity)
-        self._builder.forget_stored()
+        self._encoder.forget_stored()
         self._serializer_id = None
 
     def disconnect(self) -> None:

@@ -99,7 +99,7 @@ def submit_graph(
     reserialize: bool = False,
 ) -> dict[Hashable, ScalerFuture]:
     order = needed_keys(graph, list(keys))
-    builder = client._builder
+    encoder = client._encoder
     graph_id = new_graph_id()
     node_ids: dict[Hashable, TaskID] = {key: new_task_id() for key in order if is_call(graph[key])}
     priority, caps = client._priority(), m.make_capabilities(capabilities)
@@ -116,11 +116,11 @@ def submit_graph(
             if isinstance(resolved, NodeResult):
                 encoded.append(m.Argument(m.ArgumentKind.TASK_RESULT, resolved.task_id))
             else:
-                encoded.append(builder.argument(resolved, "", position))
+                encoded.append(encoder.argument(resolved, "", position))
         nodes.append(
-            builder.task(
+            encoder.task(
                 node_ids[key],
-                builder.function(function, refresh=reserialize),
+                encoder.function(function, refresh=reserialize),
                 tuple(encoded),
                 profiling=client._profiling,
                 stream_output=client._stream_output,

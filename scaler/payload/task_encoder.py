@@ -1,4 +1,4 @@
-"""Builds the wire form of tasks: functions stored once per client, arguments inline or in storage.
+"""A call as a Task, on the client's side: functions stored once per client, arguments inline or in storage.
 
 Object ids of what a client stores are content-addressed (sha256 of the client id and the bytes), so
 identical functions and objects are stored once; ids differ between clients, so one client's
@@ -68,7 +68,7 @@ class FunctionEntry:
                 raise TypeError(f"cannot submit {self.name}: {error}") from None
 
 
-class TaskBuilder:
+class TaskEncoder:
     """Per-client: function cache and argument encoding. `store(object_id, payload, name)` puts an object."""
 
     def __init__(
