@@ -17,12 +17,11 @@ from typing import Any
 
 from scaler.payload.references import ObjectReference
 from scaler.payload.serializer import Serializer
+from scaler.payload.storage import INLINE_LIMIT_BYTES
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID, new_random_object_id
 
-#: Arguments up to this size travel inside the task message; bigger ones go to object storage.
-INLINE_LIMIT_BYTES = 64 * 1024
 #: From this size, an object whose size matches nothing stored yet travels while it is being hashed.
 LARGE_OBJECT_BYTES = 8 * 1024 * 1024
 

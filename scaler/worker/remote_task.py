@@ -29,7 +29,7 @@ from scaler.protocol import codec
 from scaler.protocol import messages as m
 
 if TYPE_CHECKING:
-    from scaler.worker.task_execution import StorageAccess
+    from scaler.payload.storage import StorageAccess
 
 #: Bumped when the bundle or outcome layout changes: a runner refuses bundles it does not understand.
 BUNDLE_FORMAT = 1
