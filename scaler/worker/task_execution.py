@@ -3,7 +3,7 @@
 What the bytes of a task and of its result mean is `scaler.payload`'s (`task_decoder`, `result_writer`); this
 module runs the call: on the calling thread, with the task's output streamed to its client when it asks, and
 with its time, CPU time and memory measured when it is profiled. `TaskExecutor` works in any process or thread
-(a processor, a thread executor, a remote runner of an offloaded bundle).
+(a processor, a thread executor); `run_bundle` runs an offloaded task's bundle with it on a remote system.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from scaler.payload.remote_bundle import open_bundle, seal_outcome
 from scaler.payload.result_writer import NO_PROFILE, failed_result, succeeded_result
 from scaler.payload.storage import StorageAccess
 from scaler.payload.task_decoder import DecodedCall, TaskDecoder
@@ -174,3 +175,19 @@ class _OutputCapture:
             if router.by_thread.get(thread) is stream:
                 del router.by_thread[thread]
         self._streams.clear()
+
+
+def run_bundle(bundle_bytes: bytes, on_log: Callable[[m.TaskLog], None] | None = None) -> bytes:
+    """Run a bundled task (`scaler.payload.remote_bundle`) here, against the objects it carries; its sealed
+    outcome. Never raises for the task's own failures (they are in the result); raises BundleError for a bundle
+    that cannot be read."""
+    task, storage = open_bundle(bundle_bytes)
+    logs: list[m.TaskLog] = []
+
+    def keep_log(log: m.TaskLog) -> None:
+        logs.append(log)
+        if on_log is not None:
+            on_log(log)
+
+    result = TaskExecutor(lambda: storage, keep_log).run(task)
+    return seal_outcome(result, storage, logs)
