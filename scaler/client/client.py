@@ -24,7 +24,7 @@ from scaler.client.future import ScalerFuture
 from scaler.client.map_chunks import MAX_CHUNK, chunk_size, chunk_size_lookahead, name_failed_item, run_chunk
 from scaler.client.map_stream import chunks_in_flight, stream_map
 from scaler.client.progress import progress_counter, wait_with_bar
-from scaler.errors import ClientQuitException, ClientShutdownException, DisconnectedError
+from scaler.errors import ClientQuitException, ClientShutdownException
 from scaler.io.address import validate_address
 from scaler.io.sockets import TransportSecurity
 from scaler.payload import processor_context
@@ -97,7 +97,7 @@ class Client:
         self._storage_connection: Any = None
         self._serializer_id: ObjectID | None = None
         hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), m.ClientInfo())
-        self._agent = ClientAgent(
+        self._agent: ClientAgent[ScalerFuture] = ClientAgent(
             self._address, self._identity, hello, heartbeat_interval_seconds, timeout_seconds, security,
             scheduler_lost_grace_seconds,
         )  # fmt: skip
@@ -120,12 +120,12 @@ class Client:
     def __repr__(self) -> str:
         return (
             f"Client(address={self._address!r}, identity={self._identity.decode()!r}, "
-            f"workers={self._agent.worker_count}, unfinished_tasks={len(self._agent.futures)}, {self._state()})"
+            f"workers={self._agent.worker_count}, unfinished_tasks={self._agent.unfinished_count}, {self._state()})"
         )
 
     def _repr_html_(self) -> str:
         rows = client_rows(
-            self._address, str(self._object_storage_address), self._agent.worker_count, len(self._agent.futures),
+            self._address, str(self._object_storage_address), self._agent.worker_count, self._agent.unfinished_count,
             self._state(),
         )  # fmt: skip
         return html_table("scaler Client", rows)
@@ -189,19 +189,13 @@ class Client:
             raise self._agent.error
 
     def _new_future(self, task_id: TaskID, profiling: bool) -> ScalerFuture:
+        """A future for a task about to be submitted (the agent holds it from the submission on)."""
         future = ScalerFuture(task_id, self._reader, self._request_cancel, profiling)
-        self._agent.futures[task_id] = future
         processor_context.submitted(future)
         return future
 
     def _request_cancel(self, task_id: TaskID) -> None:
-        self._agent.cancel_requested.add(task_id)
-        try:
-            self._agent.send([codec.encode(m.TaskCancel((task_id,)))])
-        except Exception as error:
-            future = self._agent.futures.pop(task_id, None)
-            if future is not None:
-                future._fail(error if isinstance(error, DisconnectedError) else DisconnectedError(str(error)))
+        self._agent.cancel([task_id])
 
     def _priority(self) -> int:
         context = processor_context.current()
@@ -240,9 +234,7 @@ class Client:
             capabilities=m.make_capabilities(capabilities),
         )  # fmt: skip
         future = self._new_future(task_id, profiling)
-        frame = codec.encode(task)
-        self._agent.resubmittable[task_id] = frame
-        self._agent.send([frame])
+        self._agent.submit([(task_id, future, codec.encode(task))])
         return future
 
     def map(
@@ -313,22 +305,21 @@ class Client:
         entry = self._encoder.function(fn, refresh=reserialize)
         priority, caps = self._priority(), m.make_capabilities(capabilities)
         futures: list[ScalerFuture] = []
-        frames: list[bytes] = []
+        batch: list[tuple[TaskID, ScalerFuture, bytes]] = []
         for args in calls:
             task_id = new_task_id()
             task = self._encoder.task(
                 task_id, entry, self._encoder.arguments(args, {}), profiling=self._profiling,
                 stream_output=self._stream_output, priority=priority, capabilities=caps,
             )  # fmt: skip
-            futures.append(self._new_future(task_id, self._profiling))
-            frame = codec.encode(task)
-            self._agent.resubmittable[task_id] = frame
-            frames.append(frame)
-            if len(frames) >= 1024:
-                self._agent.send(frames)
-                frames = []
-        if frames:
-            self._agent.send(frames)
+            future = self._new_future(task_id, self._profiling)
+            futures.append(future)
+            batch.append((task_id, future, codec.encode(task)))
+            if len(batch) >= 1024:
+                self._agent.submit(batch)
+                batch = []
+        if batch:
+            self._agent.submit(batch)
         return futures
 
     def _gather(
@@ -430,10 +421,10 @@ class Client:
         self._close_storage()
 
     def _cancel_all(self, timeout_seconds: float) -> None:
-        pending = [future for future in list(self._agent.futures.values()) if not future.done()]
+        pending = [future for future in self._agent.unfinished().values() if not future.done()]
         if not pending:
             return
-        self._agent.send([codec.encode(m.TaskCancel(tuple(f.task_id for f in pending)))])
+        self._agent.cancel([future.task_id for future in pending])
         concurrent.futures.wait(pending, timeout=timeout_seconds)
 
     def _close_storage(self) -> None:

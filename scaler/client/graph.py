@@ -131,9 +131,10 @@ def submit_graph(
             )
         )
     futures: dict[Hashable, ScalerFuture] = {}
+    futures_by_id: dict[TaskID, ScalerFuture] = {}
     for key in keys:
         if key in node_ids:
-            futures[key] = client._new_future(node_ids[key], client._profiling)
+            futures[key] = futures_by_id[node_ids[key]] = client._new_future(node_ids[key], client._profiling)
         else:
             ready = ScalerFuture(TaskID(b""), None, None)
             ready._complete_with_value(graph[key])
@@ -142,8 +143,7 @@ def submit_graph(
         targets = tuple(node_ids[key] for key in dict.fromkeys(keys) if key in node_ids)
         message = m.GraphTask(graph_id, ClientID(client.identity), tuple(nodes), targets)
         frame = codec.encode(message)
-        client._agent.keep_graph(graph_id, frame, targets)
-        client._agent.send([frame])
+        client._agent.submit_graph(graph_id, frame, [(target, futures_by_id[target]) for target in targets])
     return futures
 
 

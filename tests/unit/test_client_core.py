@@ -6,10 +6,12 @@ Each test of a mechanism was checked to fail with that mechanism switched off (h
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
 
 import pytest
 
+from scaler.client.agent import ClientAgent
 from scaler.client.core import (
     ClientCore,
     ClientEffect,
@@ -279,3 +281,13 @@ def test_once_closed_the_core_refuses_submissions_with_the_reason() -> None:
         core.submit_graph(GraphID(b"g" * 16), b"graph-frame", [])
     later = core.on_closed(DisconnectedError("again"))
     assert later == [Closed(later[0].error)] and core.error is error  # the first reason stays; no second warning
+
+
+# ---------------------------------------------------------------- the shell
+
+
+def test_the_agent_carries_out_every_effect_of_the_core() -> None:
+    """ClientAgent routes effects by type; an effect added to the core without a handler fails here."""
+    effect_types = {typing.get_origin(member) or member for member in typing.get_args(ClientEffect)}
+    agent: ClientAgent[typing.Any] = ClientAgent(ADDRESS, b"Client|test", HELLO, 1.0, 30.0)
+    assert set(agent._effect_handlers) == effect_types
