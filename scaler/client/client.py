@@ -21,6 +21,7 @@ from typing import Any
 from scaler.client.agent import ClientAgent
 from scaler.client.display import client_rows, html_table
 from scaler.client.future import ScalerFuture
+from scaler.client.graph import encode_graph
 from scaler.client.map_chunks import MAX_CHUNK, chunk_size, chunk_size_lookahead, name_failed_item, run_chunk
 from scaler.client.map_stream import chunks_in_flight, stream_map
 from scaler.client.progress import progress_counter, wait_with_bar
@@ -362,10 +363,23 @@ class Client:
     ) -> dict[Any, Any]:
         """Run a dict graph (values are data, callables, or tuples (fn, arg, ...) whose arguments may name
         other keys) and return {key: result} for the requested keys, or {key: future} with block=False."""
-        from scaler.client.graph import submit_graph
-
         self._check_open()
-        futures = submit_graph(self, graph, keys, capabilities, reserialize)
+        encoded = encode_graph(
+            graph, keys, self._encoder, self._identity, profiling=self._profiling, stream_output=self._stream_output,
+            priority=self._priority(), capabilities=m.make_capabilities(capabilities), reserialize=reserialize,
+        )  # fmt: skip
+        futures: dict[Any, ScalerFuture] = {}
+        targets: dict[TaskID, ScalerFuture] = {}
+        for key in keys:
+            task_id = encoded.node_ids.get(key)
+            if task_id is not None:
+                futures[key] = targets[task_id] = self._new_future(task_id, self._profiling)
+            else:  # data: its value, at once
+                futures[key] = ScalerFuture(TaskID(b""), None, None)
+                futures[key]._complete_with_value(graph[key])
+        if encoded.message is not None:
+            frame = codec.encode(encoded.message)
+            self._agent.submit_graph(encoded.message.graph_id, frame, list(targets.items()))
         if not block:
             return futures
         values = self._gather(list(futures.values()))
