@@ -120,11 +120,12 @@ class ClientAgent(Generic[FutureT]):
         self._shutdown_answered = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
+        self._io_thread_id: int | None = None  #: the I/O thread's, once it runs: what it sends is queued and flushed
         self._thread = threading.Thread(target=self._run, name=f"scaler-client-{short(identity)}", daemon=True)
         #: how each effect of the core is carried out (tests/unit/test_client_core.py checks that none is missing)
         self._effect_handlers: dict[type, Callable[[Any], None]] = {
             Complete: self._complete,
-            SendFrames: lambda effect: self._send_from_here(effect.frames),
+            SendFrames: self._send_frames,
             Send: lambda effect: self._send_from_here([codec.encode(effect.message)]),
             ConfirmCancel: lambda effect: effect.future._confirm_cancelled(),
             Fail: self._fail,
@@ -264,8 +265,9 @@ class ClientAgent(Generic[FutureT]):
 
     def _carry_out(self, effects: list[ClientEffect[FutureT]]) -> None:
         """Performs effects, in order, on the calling thread (the I/O thread or the user's)."""
+        handlers = self._effect_handlers
         for effect in effects:
-            self._effect_handlers[type(effect)](effect)
+            handlers[type(effect)](effect)
 
     def _complete(self, effect: Complete[FutureT]) -> None:
         for future, result in effect.results:
@@ -279,8 +281,11 @@ class ClientAgent(Generic[FutureT]):
         self._shutdown_reply = effect.reply
         self._shutdown_answered.set()
 
+    def _send_frames(self, effect: SendFrames) -> None:
+        self._send_from_here(effect.frames)
+
     def _send_from_here(self, frames: list[bytes]) -> None:
-        if threading.get_ident() == self._thread.ident:
+        if threading.get_ident() == self._io_thread_id:
             self._outgoing.extend(frames)
             self._flush()
         else:
@@ -305,6 +310,7 @@ class ClientAgent(Generic[FutureT]):
     # ------------------------------------------------------------ the thread
 
     def _run(self) -> None:
+        self._io_thread_id = threading.get_ident()
         loop = asyncio.new_event_loop()
         self._loop = loop
         try:
