@@ -30,18 +30,18 @@ from scaler.version import __version__
 if TYPE_CHECKING:
     from scaler.client.client import Client
     from scaler.client.future import ScalerFuture
-    from scaler.client.object_reference import ObjectReference
     from scaler.client.progress import progress
-    from scaler.client.serializer import Serializer
     from scaler.cluster.combo import SchedulerClusterCombo
+    from scaler.payload.references import ObjectReference
+    from scaler.payload.serializer import Serializer
 
 logging.getLogger("scaler").addHandler(logging.NullHandler())
 
 _LAZY = {
     "Client": "scaler.client.client",
     "ScalerFuture": "scaler.client.future",
-    "ObjectReference": "scaler.client.object_reference",
-    "Serializer": "scaler.client.serializer",
+    "ObjectReference": "scaler.payload.references",
+    "Serializer": "scaler.payload.serializer",
     "SchedulerClusterCombo": "scaler.cluster.combo",
     "progress": "scaler.client.progress",
 }

@@ -1,10 +1,12 @@
-"""The client's background I/O thread: the only code that touches the client's scheduler socket.
+"""The client's shell around its core (`client/core.py`): the I/O thread, the only code that touches the
+client's scheduler socket, and the thread-safe methods the user's thread calls.
 
-The user thread hands it encoded frames (`send`), which leave in batches; it completes futures from
-the scheduler's answers, heartbeats, and fails every pending future with DisconnectedError as soon
-as the connection closes or the scheduler stops answering. It never does blocking I/O (results are
-fetched from object storage by the thread that asks for them), so heartbeats keep flowing while the
-user thread computes.
+Every event (a submission, a cancel, messages read, a tick, a closed connection) goes into the core under one
+lock; the effects it returns are carried out after the lock is released, in order: frames leave (a lone message
+from the calling thread at once, messages that follow each other closely in batches from the I/O thread),
+futures are completed, failed or cancelled, logs printed. The I/O thread never does blocking I/O (results are
+fetched from object storage by the thread that asks for them), so heartbeats keep flowing while the user thread
+computes; every pending future fails with DisconnectedError as soon as the connection is over.
 """
 
 from __future__ import annotations
@@ -15,28 +17,32 @@ import logging
 import sys
 import threading
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from typing import Any, Generic, Protocol, TypeVar
 
 import zmq
 
-from scaler.client.future import ScalerFuture
-from scaler.errors import DisconnectedError, IncompatiblePeerError
+from scaler.client.core import (
+    ClientCore,
+    ClientEffect,
+    Closed,
+    Complete,
+    ConfirmCancel,
+    Connected,
+    Fail,
+    Send,
+    SendFrames,
+    ShowLog,
+    ShutdownAnswered,
+    Warn,
+)
+from scaler.errors import DisconnectedError
 from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.io.zmq_async import AsyncSocket, Frames, watch_events
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import GraphID, TaskID, short
-from scaler.protocol.scheduler_link import (
-    LinkEffect,
-    LinkSettings,
-    Lost,
-    Refused,
-    Registered,
-    SchedulerLink,
-    SendHeartbeat,
-    SendHello,
-    StillWaiting,
-)
+from scaler.protocol.scheduler_link import LinkSettings
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +67,19 @@ def is_mechanism_mismatch(event: int, value: int) -> bool:
 WAITING_NOTICE_SECONDS = 5.0
 
 
-class ClientAgent:
+class TaskFuture(Protocol):
+    """What the agent does to a task's future (a ScalerFuture; an asyncio client's futures would do it on their
+    own loop)."""
+
+    def _complete(self, result: m.TaskResult) -> None: ...
+    def _confirm_cancelled(self) -> None: ...
+    def _fail(self, error: BaseException) -> None: ...
+
+
+FutureT = TypeVar("FutureT", bound=TaskFuture)
+
+
+class ClientAgent(Generic[FutureT]):
     def __init__(
         self,
         address: str,
@@ -73,37 +91,24 @@ class ClientAgent:
         scheduler_lost_grace_seconds: float = 0.0,
     ) -> None:
         self.address = address
-        #: encoded Task frames of the unfinished tasks, submitted again to a scheduler that restarted
-        self.resubmittable: dict[TaskID, bytes] = {}
-        #: encoded GraphTask frames of the graphs with unfinished targets, submitted again likewise
-        self.resubmittable_graphs: dict[GraphID, bytes] = {}
-        self._graph_of_target: dict[TaskID, GraphID] = {}
-        self._targets_left: dict[GraphID, int] = {}
-        #: tasks whose cancel was asked and not answered yet: not submitted again after a restart, but cancelled
-        self.cancel_requested: set[TaskID] = set()
         self._security = security
         self.identity = identity
-        self.futures: dict[TaskID, ScalerFuture] = {}
-        self.hello_reply: m.HelloReply | None = None
-        self.worker_count = 0
-        self.error: BaseException | None = None  #: why the connection is gone, once it is
-        self._hello = hello
         self._timeout = timeout_seconds
         # A client heartbeats at least every second (once the previous echo is back), so that a scheduler with
         # a short client timeout keeps a client whose user thread computes.
         heartbeat_seconds = min(heartbeat_interval_seconds, 1.0)
         self._tick_seconds = heartbeat_seconds / 2  # a beat is never late by a whole interval
-        self._link = SchedulerLink(
-            LinkSettings(
-                address=address,
-                heartbeat_interval_seconds=heartbeat_seconds,
-                timeout_seconds=timeout_seconds,
-                one_heartbeat_in_flight=True,
-                register_again=scheduler_lost_grace_seconds > 0,
-                lost_on_disconnect=True,
-                lost_grace_seconds=scheduler_lost_grace_seconds if scheduler_lost_grace_seconds > 0 else None,
-            )
+        link_settings = LinkSettings(
+            address=address,
+            heartbeat_interval_seconds=heartbeat_seconds,
+            timeout_seconds=timeout_seconds,
+            one_heartbeat_in_flight=True,
+            register_again=scheduler_lost_grace_seconds > 0,
+            lost_on_disconnect=True,
+            lost_grace_seconds=scheduler_lost_grace_seconds if scheduler_lost_grace_seconds > 0 else None,
         )
+        self._core: ClientCore[FutureT] = ClientCore(hello, link_settings)
+        self._core_lock = threading.Lock()  #: held for every call into the core, never while effects are carried out
         self._outgoing: collections.deque[bytes] = collections.deque()
         #: Orders every send: held while frames leave the queue or the user thread sends directly.
         self._send_lock = threading.Lock()
@@ -115,7 +120,57 @@ class ClientAgent:
         self._shutdown_answered = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
+        self._io_thread_id: int | None = None  #: the I/O thread's, once it runs: what it sends is queued and flushed
         self._thread = threading.Thread(target=self._run, name=f"scaler-client-{short(identity)}", daemon=True)
+        #: how each effect of the core is carried out (tests/unit/test_client_core.py checks that none is missing)
+        self._effect_handlers: dict[type, Callable[[Any], None]] = {
+            Complete: self._complete,
+            SendFrames: self._send_frames,
+            Send: lambda effect: self._send_from_here([codec.encode(effect.message)]),
+            ConfirmCancel: lambda effect: effect.future._confirm_cancelled(),
+            Fail: self._fail,
+            Connected: lambda effect: self._ready.set(),
+            Closed: lambda effect: self._closed_down(),
+            ShowLog: lambda effect: self._print_log(effect.log),
+            ShutdownAnswered: self._shutdown_answer,
+            Warn: lambda effect: logger.warning("%s", effect.text),
+        }
+
+    # ------------------------------------------------------------ what the core knows (read without the lock:
+    # each is one value, replaced whole)
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the connection is gone, once it is."""
+        return self._core.error
+
+    @property
+    def hello_reply(self) -> m.HelloReply | None:
+        return self._core.hello_reply
+
+    @property
+    def worker_count(self) -> int:
+        return self._core.worker_count
+
+    @property
+    def is_alive(self) -> bool:
+        return self._thread.is_alive() and self.error is None
+
+    def unfinished(self) -> dict[TaskID, FutureT]:
+        """The futures of the tasks not answered yet, by task id (a copy)."""
+        with self._core_lock:
+            return self._core.unfinished()
+
+    @property
+    def unfinished_count(self) -> int:
+        with self._core_lock:
+            return self._core.unfinished_count
+
+    @property
+    def kept_graph_count(self) -> int:
+        """Graphs kept to be submitted again to a restarted scheduler."""
+        with self._core_lock:
+            return self._core.kept_graph_count
 
     # ------------------------------------------------------------ user thread side
 
@@ -137,8 +192,35 @@ class ClientAgent:
         if self.error is not None:
             self.stop(0.5)
             raise self.error
-        assert self.hello_reply is not None
-        return self.hello_reply
+        reply = self.hello_reply
+        assert reply is not None
+        return reply
+
+    def submit(self, tasks: list[tuple[TaskID, FutureT, bytes]]) -> None:
+        """Send tasks (each with its future and encoded Task); their futures complete when they are answered.
+        Raises why the connection is gone, once it is."""
+        with self._core_lock:
+            effects = self._core.submit(tasks)
+        self._carry_out(effects)
+
+    def submit_graph(self, graph_id: GraphID, frame: bytes, targets: list[tuple[TaskID, FutureT]]) -> None:
+        """Send a graph (its encoded GraphTask), whose targets' futures complete when they are answered."""
+        with self._core_lock:
+            effects = self._core.submit_graph(graph_id, frame, targets)
+        self._carry_out(effects)
+
+    def cancel(self, task_ids: list[TaskID]) -> None:
+        """Ask the scheduler to cancel tasks; their futures are cancelled when it confirms (or complete, when
+        their result came first). A cancel that cannot be sent fails their futures at once."""
+        with self._core_lock:
+            effects = self._core.cancel(task_ids)
+        try:
+            self._carry_out(effects)
+        except Exception as error:
+            failure = error if isinstance(error, DisconnectedError) else DisconnectedError(str(error))
+            with self._core_lock:
+                effects = self._core.cancel_not_sent(task_ids, failure)
+            self._carry_out(effects)
 
     def send(self, frames: list[bytes]) -> None:
         """Send frames to the scheduler (thread-safe). A lone message leaves at once from the calling
@@ -179,13 +261,56 @@ class ClientAgent:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout_seconds)
 
-    @property
-    def is_alive(self) -> bool:
-        return self._thread.is_alive() and self.error is None
+    # ------------------------------------------------------------ carrying out the core's effects
+
+    def _carry_out(self, effects: list[ClientEffect[FutureT]]) -> None:
+        """Performs effects, in order, on the calling thread (the I/O thread or the user's)."""
+        handlers = self._effect_handlers
+        for effect in effects:
+            handlers[type(effect)](effect)
+
+    def _complete(self, effect: Complete[FutureT]) -> None:
+        for future, result in effect.results:
+            future._complete(result)
+
+    def _fail(self, effect: Fail[FutureT]) -> None:
+        for future in effect.futures:
+            future._fail(effect.error)
+
+    def _shutdown_answer(self, effect: ShutdownAnswered) -> None:
+        self._shutdown_reply = effect.reply
+        self._shutdown_answered.set()
+
+    def _send_frames(self, effect: SendFrames) -> None:
+        self._send_from_here(effect.frames)
+
+    def _send_from_here(self, frames: list[bytes]) -> None:
+        if threading.get_ident() == self._io_thread_id:
+            self._outgoing.extend(frames)
+            self._flush()
+        else:
+            self.send(frames)
+
+    def _feed(self, event: Callable[..., list[ClientEffect[FutureT]]], *arguments: Any) -> None:
+        """Calls a core event (a bound method of the core) under the lock, then carries out its effects."""
+        with self._core_lock:
+            effects = event(*arguments)
+        self._carry_out(effects)
+
+    def _lost(self, error: BaseException, quiet: bool = False) -> None:
+        self._feed(self._core.on_closed, error, quiet)
+
+    def _closed_down(self) -> None:
+        self._shutdown_answered.set()
+        self._ready.set()
+        closed = getattr(self, "_closed", None)
+        if closed is not None and not closed.done():
+            closed.set_result(None)
 
     # ------------------------------------------------------------ the thread
 
     def _run(self) -> None:
+        self._io_thread_id = threading.get_ident()
         loop = asyncio.new_event_loop()
         self._loop = loop
         try:
@@ -205,7 +330,7 @@ class ClientAgent:
         self._socket = AsyncSocket(loop, sock, self._on_frames, lock=self._socket_lock)
         events = zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILURES
         self._monitor = watch_events(loop, sockets.event_monitor(sock, events), self._on_socket_event)
-        self._follow_link(self._link.start(time.monotonic()))
+        self._feed(self._core.start, time.monotonic())
         self._direct = True
         heartbeat = asyncio.ensure_future(self._tick_routine())
         try:
@@ -248,114 +373,21 @@ class ClientAgent:
         self._lost(DisconnectedError("the client disconnected"), quiet=True)
 
     def _on_frames(self, frames: Frames) -> None:
+        messages = []
         for frame in frames:
             try:
-                message = codec.decode(frame)
+                messages.append(codec.decode(frame))
             except codec.DecodeError as error:
                 logger.warning("undecodable frame from the scheduler: %s", error)
-                continue
-            self._on_message(message)
-
-    def keep_graph(self, graph_id: GraphID, frame: bytes, targets: tuple[TaskID, ...]) -> None:
-        """Keep a graph's frame until each of its targets has its answer (called before the graph is sent)."""
-        self._targets_left[graph_id] = len(targets)
-        for target in targets:
-            self._graph_of_target[target] = graph_id
-        self.resubmittable_graphs[graph_id] = frame
-
-    def _answered(self, task_id: TaskID) -> None:
-        self.resubmittable.pop(task_id, None)
-        self.cancel_requested.discard(task_id)
-        graph_id = self._graph_of_target.pop(task_id, None)
-        if graph_id is not None:
-            self._targets_left[graph_id] -= 1
-            if self._targets_left[graph_id] <= 0:
-                del self._targets_left[graph_id]
-                self.resubmittable_graphs.pop(graph_id, None)
-
-    def _on_message(self, message: m.Message) -> None:
-        self._follow_link(self._link.on_message(message, time.monotonic()))
-        if isinstance(message, m.TaskResult):
-            self._answered(message.task_id)
-            future = self.futures.pop(message.task_id, None)
-            if future is not None:
-                future._complete(message)
-        elif isinstance(message, m.TaskCancelConfirm):
-            self._answered(message.task_id)
-            future = self.futures.pop(message.task_id, None)
-            if future is not None:
-                future._confirm_cancelled()
-        elif isinstance(message, m.HeartbeatEcho):
-            self.worker_count = message.worker_count
-        elif isinstance(message, m.TaskLog):
-            self._print_log(message)
-        elif isinstance(message, m.ShutdownReply):
-            self._shutdown_reply = message
-            self._shutdown_answered.set()
-        elif isinstance(message, m.ProtocolError) and message.kind is not m.ProtocolErrorKind.UNKNOWN_PEER:
-            logger.warning("the scheduler refused a message of this client: %s", message.reason)
-
-    def _follow_link(self, effects: list[LinkEffect]) -> None:
-        for effect in effects:
-            if isinstance(effect, SendHello):
-                self._outgoing.append(codec.encode(replace(self._hello, known_instance=self._link.known_instance)))
-                self._flush()
-            elif isinstance(effect, SendHeartbeat):
-                self._outgoing.append(codec.encode(m.Heartbeat(round_trip_seconds=effect.round_trip_seconds)))
-                self._flush()
-            elif isinstance(effect, Registered):
-                self.hello_reply = effect.reply
-                self.worker_count = effect.reply.worker_count
-                if effect.again:
-                    self._submit_again()
-                self._ready.set()
-            elif isinstance(effect, Refused):
-                self._lost(ConnectionRefusedError(effect.reason) if effect.authentication
-                           else IncompatiblePeerError(effect.reason))  # fmt: skip
-            elif isinstance(effect, Lost):
-                never_connected = not effect.was_registered
-                self._lost(ConnectionError(effect.reason) if never_connected else DisconnectedError(effect.reason))
-            elif isinstance(effect, StillWaiting):
-                logger.warning("%s", effect.text)
-
-    def _submit_again(self) -> None:
-        """A restarted scheduler forgot this client: its unfinished tasks and graphs go again, in submission
-        order (a graph whole: the nodes that had finished run again)."""
-        self._cancel_what_was_being_cancelled()
-        frames = [frame for task_id, frame in list(self.resubmittable.items()) if task_id in self.futures]
-        graphs = list(self.resubmittable_graphs.values())
-        logger.warning(
-            "the scheduler at %s restarted and forgot this client: submitting its %d unfinished task(s) and %d "
-            "graph(s) again", self.address, len(frames), len(graphs),
-        )  # fmt: skip
-        frames += graphs
-        self._outgoing.extend(frames)
-        self._flush()
-
-    def _cancel_what_was_being_cancelled(self) -> None:
-        """A cancel the old instance may never have read: the task (or the graph of a target) is not submitted
-        again, and its future is cancelled here; a worker still running it is never heard from."""
-        for task_id in list(self.cancel_requested):
-            graph_id = self._graph_of_target.get(task_id)
-            doomed = [task_id]
-            if graph_id is not None:
-                self.resubmittable_graphs.pop(graph_id, None)
-                doomed = [target for target, graph in self._graph_of_target.items() if graph == graph_id]
-            for doomed_id in doomed:
-                self._answered(doomed_id)
-                future = self.futures.pop(doomed_id, None)
-                if future is not None:
-                    future._confirm_cancelled()
+        self._feed(self._core.on_messages, messages, time.monotonic())
 
     def _on_socket_event(self, event: int, value: int) -> None:
         if event & HANDSHAKE_FAILURES and (self._security is not None or is_mechanism_mismatch(event, value)):
             if self.hello_reply is None:  # the first connection: a wrong key never gets better by waiting
                 self._lost(ConnectionRefusedError(self._refusal(event)), quiet=True)
-                if not self._closed.done():
-                    self._closed.set_result(None)
             return
         if not self._stopping:
-            self._follow_link(self._link.on_disconnected(time.monotonic()))
+            self._feed(self._core.on_disconnected, time.monotonic())
 
     def _refusal(self, event: int) -> str:
         if self._security is None:
@@ -376,25 +408,7 @@ class ClientAgent:
     async def _tick_routine(self) -> None:
         while True:
             await asyncio.sleep(self._tick_seconds)
-            self._follow_link(self._link.on_tick(time.monotonic()))
-
-    def _lost(self, error: BaseException, quiet: bool = False) -> None:
-        if self.error is None:
-            self.error = error
-            if not quiet:
-                logger.warning("%s", error)
-        pending = list(self.futures.values())
-        self.futures.clear()
-        self.resubmittable.clear()
-        self.resubmittable_graphs.clear()
-        self.cancel_requested.clear()
-        for future in pending:
-            future._fail(error)
-        self._shutdown_answered.set()
-        self._ready.set()
-        closed = getattr(self, "_closed", None)
-        if closed is not None and not closed.done():
-            closed.set_result(None)
+            self._feed(self._core.on_tick, time.monotonic())
 
     @staticmethod
     def _print_log(log: m.TaskLog) -> None:

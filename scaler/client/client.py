@@ -18,21 +18,22 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import Any
 
-from scaler.client import processor_context
 from scaler.client.agent import ClientAgent
 from scaler.client.display import client_rows, html_table
 from scaler.client.future import ScalerFuture
+from scaler.client.graph import encode_graph
 from scaler.client.map_chunks import MAX_CHUNK, chunk_size, chunk_size_lookahead, name_failed_item, run_chunk
 from scaler.client.map_stream import chunks_in_flight, stream_map
-from scaler.client.object_reference import ObjectReference
-from scaler.client.processor_context import BlockingWait
 from scaler.client.progress import progress_counter, wait_with_bar
-from scaler.client.result_reader import ResultReader
-from scaler.client.serializer import DefaultSerializer, Serializer, serialize_to_frames
-from scaler.client.task_builder import TaskBuilder, describe, frames_size
-from scaler.errors import ClientQuitException, ClientShutdownException, DisconnectedError
+from scaler.errors import ClientQuitException, ClientShutdownException
 from scaler.io.address import validate_address
 from scaler.io.sockets import TransportSecurity
+from scaler.payload import processor_context
+from scaler.payload.processor_context import BlockingWait
+from scaler.payload.references import ObjectReference
+from scaler.payload.result_reader import ResultReader
+from scaler.payload.serializer import DefaultSerializer, Serializer, serialize_to_frames
+from scaler.payload.task_encoder import TaskEncoder, describe, frames_size
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
@@ -97,13 +98,13 @@ class Client:
         self._storage_connection: Any = None
         self._serializer_id: ObjectID | None = None
         hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), m.ClientInfo())
-        self._agent = ClientAgent(
+        self._agent: ClientAgent[ScalerFuture] = ClientAgent(
             self._address, self._identity, hello, heartbeat_interval_seconds, timeout_seconds, security,
             scheduler_lost_grace_seconds,
         )  # fmt: skip
         reply = self._agent.start(connect_timeout_seconds)
         self._object_storage_address = object_storage_address or reply.object_storage_address
-        self._builder = TaskBuilder(self._identity, self._serializer, self._store, self._current_serializer_id)
+        self._encoder = TaskEncoder(self._identity, self._serializer, self._store, self._current_serializer_id)
         self._chunk_runners: dict[int, functools.partial[list[Any]]] = {}
         self._reader = ResultReader(self._serializer, self._storage)
 
@@ -120,12 +121,12 @@ class Client:
     def __repr__(self) -> str:
         return (
             f"Client(address={self._address!r}, identity={self._identity.decode()!r}, "
-            f"workers={self._agent.worker_count}, unfinished_tasks={len(self._agent.futures)}, {self._state()})"
+            f"workers={self._agent.worker_count}, unfinished_tasks={self._agent.unfinished_count}, {self._state()})"
         )
 
     def _repr_html_(self) -> str:
         rows = client_rows(
-            self._address, str(self._object_storage_address), self._agent.worker_count, len(self._agent.futures),
+            self._address, str(self._object_storage_address), self._agent.worker_count, self._agent.unfinished_count,
             self._state(),
         )  # fmt: skip
         return html_table("scaler Client", rows)
@@ -179,7 +180,7 @@ class Client:
             return ObjectID(b"")
         if self._serializer_id is None:
             payload = DefaultSerializer.serialize(self._serializer)
-            self._serializer_id = self._builder.put_object(payload, "serializer")
+            self._serializer_id = self._encoder.put_object(payload, "serializer")
         return self._serializer_id
 
     def _check_open(self) -> None:
@@ -189,19 +190,13 @@ class Client:
             raise self._agent.error
 
     def _new_future(self, task_id: TaskID, profiling: bool) -> ScalerFuture:
+        """A future for a task about to be submitted (the agent holds it from the submission on)."""
         future = ScalerFuture(task_id, self._reader, self._request_cancel, profiling)
-        self._agent.futures[task_id] = future
         processor_context.submitted(future)
         return future
 
     def _request_cancel(self, task_id: TaskID) -> None:
-        self._agent.cancel_requested.add(task_id)
-        try:
-            self._agent.send([codec.encode(m.TaskCancel((task_id,)))])
-        except Exception as error:
-            future = self._agent.futures.pop(task_id, None)
-            if future is not None:
-                future._fail(error if isinstance(error, DisconnectedError) else DisconnectedError(str(error)))
+        self._agent.cancel([task_id])
 
     def _priority(self) -> int:
         context = processor_context.current()
@@ -214,7 +209,7 @@ class Client:
         when fn has a parameter of that name."""
         profiling = self._profiling
         if "profiling" in kwargs:
-            entry = self._builder.function(fn)
+            entry = self._encoder.function(fn)
             profiling = bool(kwargs["profiling"]) or profiling
             if not entry.takes_profiling:
                 kwargs = {key: value for key, value in kwargs.items() if key != "profiling"}
@@ -230,19 +225,17 @@ class Client:
         profiling: bool | None = None,
     ) -> ScalerFuture:
         self._check_open()
-        entry = self._builder.function(fn, refresh=reserialize)
+        entry = self._encoder.function(fn, refresh=reserialize)
         entry.check_call(args, kwargs)
         profiling = self._profiling if profiling is None else profiling
         task_id = new_task_id()
-        task = self._builder.task(
-            task_id, entry, self._builder.arguments(args, kwargs), profiling=profiling,
+        task = self._encoder.task(
+            task_id, entry, self._encoder.arguments(args, kwargs), profiling=profiling,
             stream_output=self._stream_output, priority=self._priority(),
             capabilities=m.make_capabilities(capabilities),
         )  # fmt: skip
         future = self._new_future(task_id, profiling)
-        frame = codec.encode(task)
-        self._agent.resubmittable[task_id] = frame
-        self._agent.send([frame])
+        self._agent.submit([(task_id, future, codec.encode(task))])
         return future
 
     def map(
@@ -283,7 +276,7 @@ class Client:
         if first is None:
             return []
         calls = itertools.chain((first,), calls)
-        self._builder.function(fn).check_call(first, {})  # the first call only: all of them would cost too much
+        self._encoder.function(fn).check_call(first, {})  # the first call only: all of them would cost too much
         size = chunk_size(total, self._agent.worker_count) if total is not None else MAX_CHUNK
         if size == 1 or not isinstance(self._serializer, DefaultSerializer):
             listed = list(calls)
@@ -310,25 +303,24 @@ class Client:
         capabilities: dict[str, int] | None,
         reserialize: bool = False,
     ) -> list[ScalerFuture]:
-        entry = self._builder.function(fn, refresh=reserialize)
+        entry = self._encoder.function(fn, refresh=reserialize)
         priority, caps = self._priority(), m.make_capabilities(capabilities)
         futures: list[ScalerFuture] = []
-        frames: list[bytes] = []
+        batch: list[tuple[TaskID, ScalerFuture, bytes]] = []
         for args in calls:
             task_id = new_task_id()
-            task = self._builder.task(
-                task_id, entry, self._builder.arguments(args, {}), profiling=self._profiling,
+            task = self._encoder.task(
+                task_id, entry, self._encoder.arguments(args, {}), profiling=self._profiling,
                 stream_output=self._stream_output, priority=priority, capabilities=caps,
             )  # fmt: skip
-            futures.append(self._new_future(task_id, self._profiling))
-            frame = codec.encode(task)
-            self._agent.resubmittable[task_id] = frame
-            frames.append(frame)
-            if len(frames) >= 1024:
-                self._agent.send(frames)
-                frames = []
-        if frames:
-            self._agent.send(frames)
+            future = self._new_future(task_id, self._profiling)
+            futures.append(future)
+            batch.append((task_id, future, codec.encode(task)))
+            if len(batch) >= 1024:
+                self._agent.submit(batch)
+                batch = []
+        if batch:
+            self._agent.submit(batch)
         return futures
 
     def _gather(
@@ -371,10 +363,23 @@ class Client:
     ) -> dict[Any, Any]:
         """Run a dict graph (values are data, callables, or tuples (fn, arg, ...) whose arguments may name
         other keys) and return {key: result} for the requested keys, or {key: future} with block=False."""
-        from scaler.client.graph import submit_graph
-
         self._check_open()
-        futures = submit_graph(self, graph, keys, capabilities, reserialize)
+        encoded = encode_graph(
+            graph, keys, self._encoder, self._identity, profiling=self._profiling, stream_output=self._stream_output,
+            priority=self._priority(), capabilities=m.make_capabilities(capabilities), reserialize=reserialize,
+        )  # fmt: skip
+        futures: dict[Any, ScalerFuture] = {}
+        targets: dict[TaskID, ScalerFuture] = {}
+        for key in keys:
+            task_id = encoded.node_ids.get(key)
+            if task_id is not None:
+                futures[key] = targets[task_id] = self._new_future(task_id, self._profiling)
+            else:  # data: its value, at once
+                futures[key] = ScalerFuture(TaskID(b""), None, None)
+                futures[key]._complete_with_value(graph[key])
+        if encoded.message is not None:
+            frame = codec.encode(encoded.message)
+            self._agent.submit_graph(encoded.message.graph_id, frame, list(targets.items()))
         if not block:
             return futures
         values = self._gather(list(futures.values()))
@@ -390,7 +395,7 @@ class Client:
         except Exception as error:
             raise TypeError(f"cannot serialize the object of type {describe(obj)}: {error}") from error
         label = name if name is not None else f"object of {describe(obj)}"
-        object_id = self._builder.put_object(frames if len(frames) > 1 else frames[0], label)
+        object_id = self._encoder.put_object(frames if len(frames) > 1 else frames[0], label)
         return ObjectReference(label.encode(), frames_size(frames), object_id)
 
     # ------------------------------------------------------------ ending
@@ -400,7 +405,7 @@ class Client:
         self._check_open()
         self._cancel_all(CLOSE_TIMEOUT_SECONDS)
         self._storage().delete_owner(self._identity)
-        self._builder.forget_stored()
+        self._encoder.forget_stored()
         self._serializer_id = None
 
     def disconnect(self) -> None:
@@ -430,10 +435,10 @@ class Client:
         self._close_storage()
 
     def _cancel_all(self, timeout_seconds: float) -> None:
-        pending = [future for future in list(self._agent.futures.values()) if not future.done()]
+        pending = [future for future in self._agent.unfinished().values() if not future.done()]
         if not pending:
             return
-        self._agent.send([codec.encode(m.TaskCancel(tuple(f.task_id for f in pending)))])
+        self._agent.cancel([future.task_id for future in pending])
         concurrent.futures.wait(pending, timeout=timeout_seconds)
 
     def _close_storage(self) -> None:

@@ -16,13 +16,13 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from scaler.client.display import future_state, html_table
-from scaler.client.processor_context import BlockingWait
 from scaler.errors import ObjectStorageException
+from scaler.payload.processor_context import BlockingWait
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 
 if TYPE_CHECKING:
-    from scaler.client.result_reader import ResultReader
+    from scaler.payload.result_reader import ResultReader
 
 _UNSET = object()
 #: The state of a cancelled future whose waiters were not told yet.

@@ -1,4 +1,5 @@
-"""Dict graphs for `Client.get`: cull, validate, and turn into one GraphTask the scheduler runs.
+"""Dict graphs for `Client.get`: cull, validate, and encode as one GraphTask the scheduler runs (the client
+sends it and makes the futures).
 
 A graph maps keys to values. A tuple whose first element is callable is a call: `(fn, arg, ...)`;
 an argument that is a key of the graph stands for that key's value (also inside lists); anything
@@ -13,17 +14,14 @@ from __future__ import annotations
 
 import graphlib
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from scaler.client import graph_matrix
-from scaler.client.future import ScalerFuture
-from scaler.client.object_reference import NodeResult
-from scaler.protocol import codec
+from scaler.payload.references import NodeResult
+from scaler.payload.task_encoder import TaskEncoder
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID, new_graph_id, new_task_id
-
-if TYPE_CHECKING:
-    from scaler.client.client import Client
 
 
 def is_call(value: Any) -> bool:
@@ -91,18 +89,32 @@ def _dependencies(graph: dict[Hashable, Any], key: Hashable) -> list[Hashable]:
     return dependencies
 
 
-def submit_graph(
-    client: Client,
+@dataclass(frozen=True)
+class EncodedGraph:
+    """A graph ready to send: the GraphTask of its calls (None when the requested keys need no call), and which
+    task each call became."""
+
+    message: m.GraphTask | None
+    node_ids: dict[Hashable, TaskID]
+
+
+def encode_graph(
     graph: dict[Hashable, Any],
     keys: list[Hashable],
-    capabilities: dict[str, int] | None,
+    encoder: TaskEncoder,
+    client_id: ClientID,
+    *,
+    profiling: bool,
+    stream_output: bool,
+    priority: int,
+    capabilities: m.Capabilities,
     reserialize: bool = False,
-) -> dict[Hashable, ScalerFuture]:
+) -> EncodedGraph:
+    """Cull `graph` to what `keys` need and encode its calls as one GraphTask (functions and data through
+    `encoder`, as a submission's are; every node with the given settings)."""
     order = needed_keys(graph, list(keys))
-    builder = client._builder
     graph_id = new_graph_id()
     node_ids: dict[Hashable, TaskID] = {key: new_task_id() for key in order if is_call(graph[key])}
-    priority, caps = client._priority(), m.make_capabilities(capabilities)
     nodes: list[m.Task] = []
     for key in order:
         value = graph[key]
@@ -116,35 +128,24 @@ def submit_graph(
             if isinstance(resolved, NodeResult):
                 encoded.append(m.Argument(m.ArgumentKind.TASK_RESULT, resolved.task_id))
             else:
-                encoded.append(builder.argument(resolved, "", position))
+                encoded.append(encoder.argument(resolved, "", position))
         nodes.append(
-            builder.task(
+            encoder.task(
                 node_ids[key],
-                builder.function(function, refresh=reserialize),
+                encoder.function(function, refresh=reserialize),
                 tuple(encoded),
-                profiling=client._profiling,
-                stream_output=client._stream_output,
+                profiling=profiling,
+                stream_output=stream_output,
                 priority=priority,
-                capabilities=caps,
+                capabilities=capabilities,
                 graph_id=graph_id,
                 dependencies=tuple(dict.fromkeys(dependencies)),
             )
         )
-    futures: dict[Hashable, ScalerFuture] = {}
-    for key in keys:
-        if key in node_ids:
-            futures[key] = client._new_future(node_ids[key], client._profiling)
-        else:
-            ready = ScalerFuture(TaskID(b""), None, None)
-            ready._complete_with_value(graph[key])
-            futures[key] = ready
-    if nodes:
-        targets = tuple(node_ids[key] for key in dict.fromkeys(keys) if key in node_ids)
-        message = m.GraphTask(graph_id, ClientID(client.identity), tuple(nodes), targets)
-        frame = codec.encode(message)
-        client._agent.keep_graph(graph_id, frame, targets)
-        client._agent.send([frame])
-    return futures
+    if not nodes:
+        return EncodedGraph(None, node_ids)
+    targets = tuple(node_ids[key] for key in dict.fromkeys(keys) if key in node_ids)
+    return EncodedGraph(m.GraphTask(graph_id, client_id, tuple(nodes), targets), node_ids)
 
 
 def _resolve(graph: dict[Hashable, Any], node_ids: dict[Hashable, TaskID], argument: Any) -> tuple[Any, list[TaskID]]:

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from scaler.errors import MissingObjects, ObjectStorageException
+from scaler.payload.remote_bundle import BundleError, open_outcome, pack_task
 from scaler.protocol import messages as m
 from scaler.worker.executor import ExecutorListener
-from scaler.worker.remote_task import BundleError, open_outcome, pack_task
 
 logger = logging.getLogger(__name__)
 

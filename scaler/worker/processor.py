@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from scaler.client import processor_context
 from scaler.io.sockets import SocketFactory, TransportSecurity
+from scaler.payload import processor_context
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
 from scaler.worker.preload import run_preload

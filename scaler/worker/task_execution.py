@@ -1,86 +1,29 @@
-"""Running one task inside a processor: resolve the function and arguments, call, package the result.
+"""Running one task inside a processor: decode it into a call, call it, package its outcome.
 
-Every way a task can end becomes one TaskResult: the return value (inline up to 64 KiB, else an
-object in storage owned by the task's client), the pickled exception with its traceback text, or a
-status naming what went wrong around the call (missing object, result not serializable).
+What the bytes of a task and of its result mean is `scaler.payload`'s (`task_decoder`, `result_writer`); this
+module runs the call: on the calling thread, with the task's output streamed to its client when it asks, and
+with its time, CPU time and memory measured when it is profiled. `TaskExecutor` works in any process or thread
+(a processor, a thread executor); `run_bundle` runs an offloaded task's bundle with it on a remote system.
 """
 
 from __future__ import annotations
 
-import collections
 import os
-import pickle
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-import cloudpickle
-
-from scaler.client import object_reference
-from scaler.client.serializer import DefaultSerializer, Serializer, deserialize_frames, deserialize_with
-from scaler.errors import (
-    DeserializeObjectError,
-    MissingObjects,
-    ObjectStorageException,
-    TaskExceptionNotSerializableError,
-)
-from scaler.protocol import codec
+from scaler.payload.remote_bundle import open_bundle, seal_outcome
+from scaler.payload.result_writer import NO_PROFILE, failed_result, succeeded_result
+from scaler.payload.storage import StorageAccess
+from scaler.payload.task_decoder import DecodedCall, TaskDecoder
 from scaler.protocol import messages as m
-from scaler.protocol.ids import ObjectID, TaskID, new_random_object_id
+from scaler.protocol.ids import TaskID
 
-#: Results up to this size travel inside the result message; bigger ones go to object storage.
-INLINE_LIMIT_BYTES = 64 * 1024
-#: Deserialized objects kept per processor (by serialized size), for objects reused across tasks.
-OBJECT_CACHE_BYTES = 1 << 30
 MEMORY_SAMPLE_SECONDS = 0.05
-
-_DEFAULT = DefaultSerializer()
-_NO_PROFILE = m.Profile()
-
-
-class StorageAccess(Protocol):
-    """What task execution needs from object storage (an ObjectStorageConnection satisfies it)."""
-
-    def get(self, object_id: bytes) -> bytes | bytearray | memoryview: ...
-    def get_frames(self, object_id: bytes) -> list[memoryview]: ...
-    def put(self, object_id: bytes, payload: Any, owner_id: bytes = b"", name: str = "") -> None: ...
-    def exists(self, object_id: bytes) -> bool: ...
-
-
-class ObjectCache:
-    """Deserialized objects by id, least recently used dropped first beyond a byte budget."""
-
-    def __init__(self, budget_bytes: int) -> None:
-        self._budget = budget_bytes
-        self._used = 0
-        self._entries: collections.OrderedDict[tuple[bytes, bytes], tuple[Any, int]] = collections.OrderedDict()
-
-    def get(self, key: tuple[bytes, bytes]) -> tuple[bool, Any]:
-        entry = self._entries.get(key)
-        if entry is None:
-            return False, None
-        self._entries.move_to_end(key)
-        return True, entry[0]
-
-    def put(self, key: tuple[bytes, bytes], value: Any, size: int) -> None:
-        if size > self._budget:
-            return
-        self._entries[key] = (value, size)
-        self._used += size
-        while self._used > self._budget:
-            _, (_, dropped) = self._entries.popitem(last=False)
-            self._used -= dropped
-
-
-class _TaskFailure(Exception):
-    """Ends a task with a status other than success/failed (raised before the user function runs)."""
-
-    def __init__(self, status: m.ResultStatus, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class TaskExecutor:
@@ -95,173 +38,27 @@ class TaskExecutor:
         self._storage = storage
         self._send_log = send_log
         self._cpu_seconds = cpu_seconds
-        self._functions: dict[bytes, Any] = {}
-        self._serializers: dict[bytes, Serializer] = {}
-        self._objects = ObjectCache(OBJECT_CACHE_BYTES)
+        self._decoder = TaskDecoder(storage)
 
     def run(self, task: m.Task) -> m.TaskResult:
-        sampler: _MemorySampler | None = None
-        try:
-            body = codec.decode_body(task.body)
-            serializer = self._serializer(body.serializer_id)
-            function = self._function(body.function_id, serializer)
-            args, kwargs = self._arguments(body, task, serializer)
-        except _TaskFailure as failure:
-            return m.TaskResult(task.task_id, failure.status, error_message=str(failure))
-        except Exception as error:
-            return self._failed(task, error, "".join(traceback.format_exception(error)))
-        if body.profiling:
-            sampler = _MemorySampler()
+        call = self._decoder.decode(task)
+        if not isinstance(call, DecodedCall):
+            return call  # the task ended before its call
+        sampler = _MemorySampler() if call.profiling else None
         started, cpu_started = time.perf_counter(), self._cpu_seconds()
         try:
-            with _OutputCapture(task.task_id, self._send_log, body.stream_output):
-                value = function(*args, **kwargs)
+            with _OutputCapture(task.task_id, self._send_log, call.stream_output):
+                value = call.function(*call.args, **call.kwargs)
         except SystemExit as exit_request:
             replacement = RuntimeError(f"the task called sys.exit({exit_request.code!r})")
-            return self._failed(task, replacement, "".join(traceback.format_exception(exit_request)))
+            return failed_result(task, replacement, "".join(traceback.format_exception(exit_request)))
         except Exception as error:
-            return self._failed(task, error, _user_traceback(error))
+            return failed_result(task, error, _user_traceback(error))
         finally:
-            profile = _NO_PROFILE
+            profile = NO_PROFILE
             if sampler is not None:  # only profiled tasks carry (and pay for) measurements
                 profile = m.Profile(time.perf_counter() - started, self._cpu_seconds() - cpu_started, sampler.stop())
-        return self._succeeded(task, serializer, value, profile)
-
-    # ------------------------------------------------------------ inputs
-
-    def _serializer(self, serializer_id: ObjectID) -> Serializer:
-        if not serializer_id:
-            return _DEFAULT
-        serializer = self._serializers.get(serializer_id)
-        if serializer is None:
-            payload = self._fetch(serializer_id, "the client's serializer")
-            try:
-                serializer = pickle.loads(payload)
-            except Exception as error:
-                raise DeserializeObjectError(f"could not load the client's serializer: {error!r}") from error
-            self._serializers[serializer_id] = serializer
-        return serializer
-
-    def _function(self, function_id: ObjectID, serializer: Serializer) -> Any:
-        key = function_id
-        function = self._functions.get(key)
-        if function is None:
-            payload = self._fetch(function_id, "the task's function")
-            try:
-                function = deserialize_with(serializer, payload)
-            except Exception as error:
-                raise DeserializeObjectError(f"could not deserialize the task's function: {error!r}") from error
-            self._functions[key] = function
-        return function
-
-    def _arguments(self, body: m.TaskBody, task: m.Task, serializer: Serializer) -> tuple[list[Any], dict[str, Any]]:
-        inputs = {given.task_id: given for given in task.inputs}
-        args: list[Any] = []
-        kwargs: dict[str, Any] = {}
-        object_reference.install_resolver(lambda object_id: self._object(object_id, serializer))
-        object_reference.install_node_resolver(
-            lambda task_id: self._argument(m.Argument(m.ArgumentKind.TASK_RESULT, task_id), inputs, serializer, -1)
-        )
-        try:
-            for position, argument in enumerate(body.args):
-                value = self._argument(argument, inputs, serializer, position)
-                if argument.keyword:
-                    kwargs[argument.keyword] = value
-                else:
-                    args.append(value)
-        finally:
-            object_reference.install_resolver(None)
-            object_reference.install_node_resolver(None)
-        return args, kwargs
-
-    def _argument(
-        self, argument: m.Argument, inputs: dict[TaskID, m.TaskInput], serializer: Serializer, position: int
-    ) -> Any:
-        kind, data = argument.kind, argument.data
-        if kind is m.ArgumentKind.TASK_RESULT:
-            given = inputs.get(TaskID(data))
-            if given is None:
-                raise _TaskFailure(m.ResultStatus.ERROR, f"the result of graph node {data.hex()} was not provided")
-            kind = m.ArgumentKind.INLINE if given.kind is m.PayloadKind.INLINE else m.ArgumentKind.OBJECT_ID
-            data = given.data
-        if kind is m.ArgumentKind.OBJECT_ID:
-            return self._object(data, serializer)
-        try:
-            return deserialize_with(serializer, data)
-        except _TaskFailure:
-            raise
-        except Exception as error:
-            name = argument.keyword or f"#{position}"
-            raise DeserializeObjectError(f"could not deserialize argument {name}: {error!r}") from error
-
-    def _object(self, object_id: bytes, serializer: Serializer) -> Any:
-        """An object argument; a cached copy is used only while the object still exists in storage, so
-        a reference made stale by client.clear() fails instead of silently using old data."""
-        key = (id(serializer).to_bytes(8, "little"), object_id)
-        found, value = self._objects.get(key)
-        if found:
-            if not self._storage().exists(object_id):
-                raise _TaskFailure(
-                    m.ResultStatus.MISSING_OBJECT,
-                    f"object {object_id.hex()} is not in object storage any more: it was deleted by client.clear() "
-                    f"or its client left",
-                )
-            return value
-        frames = self._fetch_frames(ObjectID(object_id), "an object the task needs")
-        try:
-            value = deserialize_frames(serializer, frames)
-        except Exception as error:
-            raise DeserializeObjectError(f"could not deserialize object {object_id.hex()}: {error!r}") from error
-        self._objects.put(key, value, sum(len(frame) for frame in frames))
-        return value
-
-    def _fetch(self, object_id: ObjectID, what: str) -> bytes | bytearray | memoryview:
-        frames = self._fetch_frames(object_id, what)
-        return frames[0] if len(frames) == 1 else b"".join(frames)
-
-    def _fetch_frames(self, object_id: ObjectID, what: str) -> list[memoryview]:
-        try:
-            return self._storage().get_frames(object_id)
-        except MissingObjects as error:
-            raise _TaskFailure(
-                m.ResultStatus.MISSING_OBJECT,
-                f"{what} (object {object_id.hex()}) is not in object storage: it was deleted by client.clear(), "
-                f"its client left, or the object storage server restarted and lost it ({error})",
-            ) from None
-
-    # ------------------------------------------------------------ outputs
-
-    def _succeeded(self, task: m.Task, serializer: Serializer, value: Any, profile: m.Profile) -> m.TaskResult:
-        try:
-            payload = serializer.serialize(value)
-        except Exception as error:
-            text = f"the task's result of type {type(value).__qualname__} could not be serialized: {error!r}"
-            return m.TaskResult(task.task_id, m.ResultStatus.NOT_SERIALIZABLE, error_message=text, profile=profile)
-        if len(payload) <= INLINE_LIMIT_BYTES:
-            return m.TaskResult(task.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, payload, profile=profile)
-        object_id = new_random_object_id()
-        try:
-            self._storage().put(object_id, payload, owner_id=task.client_id, name="result")
-        except ObjectStorageException as error:  # the processor lives on; the task fails and says why
-            problem = ObjectStorageException(
-                f"the task's result ({len(payload):,} bytes, over the {INLINE_LIMIT_BYTES // 1024} KiB inline limit) "
-                f"could not be stored in object storage: {error}"
-            )
-            return self._failed(task, problem, "")
-        return m.TaskResult(task.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.OBJECT_ID, object_id, profile=profile)
-
-    def _failed(self, task: m.Task, error: BaseException, trace: str) -> m.TaskResult:
-        try:
-            payload = cloudpickle.dumps((error, trace), protocol=pickle.HIGHEST_PROTOCOL)
-            pickle.loads(payload)  # an exception that pickles but cannot unpickle would fail in the client
-        except Exception as pickling_error:
-            replacement = TaskExceptionNotSerializableError(
-                f"the task raised {type(error).__qualname__}: {error} (the exception itself could not be "
-                f"pickled: {pickling_error!r})"
-            )
-            payload = cloudpickle.dumps((replacement, trace), protocol=pickle.HIGHEST_PROTOCOL)
-        message = f"{type(error).__qualname__}: {error}"[:1000]
-        return m.TaskResult(task.task_id, m.ResultStatus.FAILED, m.PayloadKind.INLINE, payload, message)
+        return succeeded_result(task, call.serializer, value, profile, self._storage)
 
 
 def _user_traceback(error: BaseException) -> str:
@@ -378,3 +175,19 @@ class _OutputCapture:
             if router.by_thread.get(thread) is stream:
                 del router.by_thread[thread]
         self._streams.clear()
+
+
+def run_bundle(bundle_bytes: bytes, on_log: Callable[[m.TaskLog], None] | None = None) -> bytes:
+    """Run a bundled task (`scaler.payload.remote_bundle`) here, against the objects it carries; its sealed
+    outcome. Never raises for the task's own failures (they are in the result); raises BundleError for a bundle
+    that cannot be read."""
+    task, storage = open_bundle(bundle_bytes)
+    logs: list[m.TaskLog] = []
+
+    def keep_log(log: m.TaskLog) -> None:
+        logs.append(log)
+        if on_log is not None:
+            on_log(log)
+
+    result = TaskExecutor(lambda: storage, keep_log).run(task)
+    return seal_outcome(result, storage, logs)

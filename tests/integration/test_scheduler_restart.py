@@ -88,7 +88,7 @@ def test_a_graph_is_submitted_again_to_a_restarted_scheduler(launcher: Launcher)
         time.sleep(1)
         launcher.scheduler(addresses)
         assert futures["e"].result(timeout=90) == 10 and futures["c"].result(timeout=90) == 6
-        assert not client._agent.resubmittable_graphs, "a finished graph is not kept"
+        assert client._agent.kept_graph_count == 0, "a finished graph is not kept"
 
 
 def test_without_a_scheduler_back_within_the_grace_the_futures_fail(launcher: Launcher) -> None:

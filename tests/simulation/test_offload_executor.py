@@ -15,7 +15,7 @@ from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, ObjectID, TaskID
 from scaler.worker.offload_executor import JobOutcome, OffloadError, OffloadExecutor, RemoteJob
-from scaler.worker.remote_task import run_bundle
+from scaler.worker.task_execution import run_bundle
 
 
 class MemoryRemote:

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[2] / "scaler"
 PURE_MODULES = sorted(
     [
         *(ROOT / "scheduler" / "core").glob("*.py"),
+        ROOT / "client" / "core.py",
         ROOT / "worker" / "agent_core.py",
         ROOT / "worker" / "agent_events.py",
         ROOT / "worker" / "processor_table.py",

@@ -1,5 +1,5 @@
 """The reference's import path of the serializer interface (`Serializer`: static serialize/deserialize)."""
 
-from scaler.client.serializer import Serializer
+from scaler.payload.serializer import Serializer
 
 __all__ = ["Serializer"]

@@ -17,8 +17,9 @@ import gzip
 import os
 import sys
 
+from scaler.payload.remote_bundle import BundleError
 from scaler.protocol import messages as m
-from scaler.worker.remote_task import BundleError, run_bundle
+from scaler.worker.task_execution import run_bundle
 
 NONE = "none"
 
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _succeeded(outcome: bytes) -> bool:
-    from scaler.worker.remote_task import open_outcome
+    from scaler.payload.remote_bundle import open_outcome
 
     result, _objects, _logs = open_outcome(outcome)
     return result.status is m.ResultStatus.SUCCESS

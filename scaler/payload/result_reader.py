@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scaler import errors
-from scaler.client.serializer import Serializer, deserialize_with
+from scaler.payload.serializer import Serializer, deserialize_with
 from scaler.protocol import messages as m
 
 #: Exceptions for the statuses that carry only a message.

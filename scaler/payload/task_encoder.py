@@ -1,4 +1,4 @@
-"""Builds the wire form of tasks: functions stored once per client, arguments inline or in storage.
+"""A call as a Task, on the client's side: functions stored once per client, arguments inline or in storage.
 
 Object ids of what a client stores are content-addressed (sha256 of the client id and the bytes), so
 identical functions and objects are stored once; ids differ between clients, so one client's
@@ -15,14 +15,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from scaler.client.object_reference import ObjectReference
-from scaler.client.serializer import Serializer
+from scaler.payload.references import ObjectReference
+from scaler.payload.serializer import Serializer
+from scaler.payload.storage import INLINE_LIMIT_BYTES
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID, new_random_object_id
 
-#: Arguments up to this size travel inside the task message; bigger ones go to object storage.
-INLINE_LIMIT_BYTES = 64 * 1024
 #: From this size, an object whose size matches nothing stored yet travels while it is being hashed.
 LARGE_OBJECT_BYTES = 8 * 1024 * 1024
 
@@ -68,7 +67,7 @@ class FunctionEntry:
                 raise TypeError(f"cannot submit {self.name}: {error}") from None
 
 
-class TaskBuilder:
+class TaskEncoder:
     """Per-client: function cache and argument encoding. `store(object_id, payload, name)` puts an object."""
 
     def __init__(

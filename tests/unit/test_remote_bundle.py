@@ -9,11 +9,12 @@ import cloudpickle
 import pytest
 
 from scaler.errors import MissingObjects
+from scaler.payload.remote_bundle import BundleError, TaskBundle, object_ids_of, open_outcome, pack_task
+from scaler.payload.storage import INLINE_LIMIT_BYTES
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, ObjectID, TaskID
-from scaler.worker.remote_task import BundleError, TaskBundle, object_ids_of, open_outcome, pack_task, run_bundle
-from scaler.worker.task_execution import INLINE_LIMIT_BYTES
+from scaler.worker.task_execution import run_bundle
 
 CLIENT = ClientID(b"Client|tests")
 

@@ -1,35 +1,34 @@
-"""A task made self-contained for a remote system, and its outcome brought back.
+"""A task made self-contained for a remote system, and its outcome brought back: the bundle format.
 
 An offloading proxy (`worker/offload_executor.py`) runs tasks where there is no object storage: an AWS Batch
 container, a Symphony service instance. So the proxy packs a task with every object it needs (the client's
-serializer, the function, object arguments, graph inputs) into one *bundle*; the remote side runs the bundle
-with the very `TaskExecutor` a local processor uses, against an in-memory storage, and answers with an
-*outcome*: the TaskResult, the objects the execution stored (a result over the inline limit) and the task's
-streamed output. Back at the proxy the objects go to object storage and the result to the scheduler, so a
-remote task ends exactly as a local one would: same exceptions, tracebacks and statuses.
+serializer, the function, object arguments, graph inputs) into one *bundle*; the remote side opens it into the
+task and an in-memory storage holding those objects, runs it with the very `TaskExecutor` a local processor uses
+(`scaler.worker.task_execution.run_bundle`), and seals an *outcome*: the TaskResult, the objects the execution
+stored (a result over the inline limit) and the task's streamed output. Back at the proxy the objects go to
+object storage and the result to the scheduler, so a remote task ends exactly as a local one would: same
+exceptions, tracebacks and statuses.
 
-Both sides need the same Python version and the modules the function imports (as for any worker). Objects
-referenced from inside arguments (an ObjectReference in a list) are not bundled: such a task fails with
-MissingObjects naming the object.
+Both sides need the same Python version, the same scaler version and the modules the function imports (as for
+any worker). Objects referenced from inside arguments (an ObjectReference in a list) are not bundled: such a
+task fails with MissingObjects naming the object.
 
-    bundle = pack_task(task, storage)        # proxy, in a thread (reads object storage)
-    outcome = run_bundle(bundle)             # remote side
+    bundle = pack_task(task, storage)               # proxy, in a thread (reads object storage)
+    task, storage = open_bundle(bundle)             # remote side, then run the task against storage ...
+    outcome = seal_outcome(result, storage, logs)   # ... and seal what it produced
     result, objects, logs = open_outcome(outcome)   # proxy
 """
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scaler.errors import MissingObjects
+from scaler.payload.storage import StorageAccess
 from scaler.protocol import codec
 from scaler.protocol import messages as m
-
-if TYPE_CHECKING:
-    from scaler.worker.task_execution import StorageAccess
 
 #: Bumped when the bundle or outcome layout changes: a runner refuses bundles it does not understand.
 BUNDLE_FORMAT = 1
@@ -71,7 +70,7 @@ def pack_task(task: m.Task, storage: StorageAccess) -> bytes:
     return pickle.dumps(bundle, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-class _BundleStorage:
+class BundleStorage:
     """The storage a remote execution sees: the bundled objects, and what it stores is kept for the outcome."""
 
     def __init__(self, objects: dict[bytes, bytes]) -> None:
@@ -102,25 +101,18 @@ def _frames(payload: Any) -> list[Any]:
     return list(payload) if isinstance(payload, (list, tuple)) else [payload]
 
 
-def run_bundle(bundle_bytes: bytes, on_log: Callable[[m.TaskLog], None] | None = None) -> bytes:
-    """Run a bundled task here; its outcome. Never raises for the task's own failures (they are in the result);
-    raises BundleError for a bundle that cannot be read."""
-    from scaler.worker.task_execution import TaskExecutor
-
+def open_bundle(bundle_bytes: bytes) -> tuple[m.Task, BundleStorage]:
+    """The bundled task and a storage holding its objects; BundleError for a bundle that cannot be read."""
     bundle = _load(bundle_bytes, TaskBundle, "task bundle")
     task = codec.decode(bundle.task)
     if not isinstance(task, m.Task):
         raise BundleError(f"the bundle holds a {type(task).__name__}, not a Task")
-    storage = _BundleStorage(bundle.objects)
-    logs: list[bytes] = []
+    return task, BundleStorage(bundle.objects)
 
-    def keep_log(log: m.TaskLog) -> None:
-        logs.append(codec.encode(log))
-        if on_log is not None:
-            on_log(log)
 
-    result = TaskExecutor(lambda: storage, keep_log).run(task)
-    outcome = TaskOutcome(BUNDLE_FORMAT, codec.encode(result), storage.stored, logs)
+def seal_outcome(result: m.TaskResult, storage: BundleStorage, logs: list[m.TaskLog]) -> bytes:
+    """The outcome of a remote execution: its result, what it stored and what it printed, in order."""
+    outcome = TaskOutcome(BUNDLE_FORMAT, codec.encode(result), storage.stored, [codec.encode(log) for log in logs])
     return pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
 
 

@@ -1,0 +1,341 @@
+"""The client's pure core: what a client knows about its connection and its tasks, decided in one place.
+
+No threads, no sockets, no clock (time comes in as `now`, monotonic seconds), no encoding (frames come in
+encoded; messages go out as values). The shell around it (`client/agent.py`: the I/O thread and the methods the
+user's thread calls) feeds it events under one lock and carries out the effects it returns, in order, outside
+that lock (completing a future runs the user's callbacks).
+
+Events in:
+- from the user's side: `submit` (tasks with their futures and encoded frames), `submit_graph` (a graph's frame
+  and its targets' futures), `cancel` (task ids), `cancel_not_sent` (a cancel that could not leave);
+- from the I/O side: `start`, `on_messages`, `on_tick`, `on_disconnected` (each with `now`), and `on_closed`
+  (the shell ended the connection: a disconnect, a send that failed, a refused handshake).
+
+Effects out: `Send` (a message to encode and send), `SendFrames` (encoded frames to send), `Complete`,
+`ConfirmCancel`, `Fail` (futures to settle), `Connected` (registered with a scheduler), `Closed` (the
+connection is over), `ShowLog`, `ShutdownAnswered`, `Warn`.
+
+Rules:
+1. A task is *unfinished* from `submit` (or as a target of `submit_graph`) until its TaskResult or
+   TaskCancelConfirm arrives, or the connection closes; each unfinished task's future is settled exactly once,
+   by the core's effects (the future may also settle itself on the user's side: a cancel without a scheduler).
+2. An unfinished task keeps its encoded frame, and an unfinished graph (one with a target unanswered) its frame:
+   when a restarted scheduler registers the client again, they are sent again, tasks in submission order, then
+   graphs, whole (their finished nodes run again).
+3. A task whose cancel was asked and not answered is not sent again after a restart: the old instance may never
+   have read the cancel, so its future is cancelled here (for a graph target: the whole graph, all its targets).
+4. Once closed, the core stays closed: every unfinished future failed with the reason, nothing kept, and a
+   submission raises that reason.
+
+The core is generic in the future type `F`: it stores futures and hands them back in effects, never calls them,
+so the thread-based `Client` and an asyncio client can share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Generic, NamedTuple, TypeVar
+
+from scaler.errors import DisconnectedError, IncompatiblePeerError
+from scaler.protocol import messages as m
+from scaler.protocol.ids import GraphID, TaskID
+from scaler.protocol.scheduler_link import (
+    LinkEffect,
+    LinkSettings,
+    Lost,
+    Refused,
+    Registered,
+    SchedulerLink,
+    SendHeartbeat,
+    SendHello,
+    StillWaiting,
+)
+
+F = TypeVar("F")
+
+# ---------------------------------------------------------------- effects
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """A message for the scheduler: the shell encodes and sends it."""
+
+    message: m.Message
+
+
+class SendFrames(NamedTuple):
+    """Encoded messages for the scheduler, to leave in this order. (A named tuple, not a frozen dataclass: one is
+    made per submission, and a tuple is made in a third of the time.)"""
+
+    frames: list[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Complete(Generic[F]):
+    """Tasks answered: hand each future its TaskResult. One effect for consecutive results (a batch of results
+    costs one effect, not one per task)."""
+
+    results: list[tuple[F, m.TaskResult]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmCancel(Generic[F]):
+    """The task is cancelled: cancel its future."""
+
+    future: F
+
+
+@dataclass(frozen=True, slots=True)
+class Fail(Generic[F]):
+    futures: list[F]
+    error: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class Connected:
+    """Registered with a scheduler (the first time, or again after it restarted)."""
+
+    reply: m.HelloReply
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """The connection is over (`error` says why): the shell stops its I/O."""
+
+    error: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class ShowLog:
+    """Output a task streamed: print it."""
+
+    log: m.TaskLog
+
+
+@dataclass(frozen=True, slots=True)
+class ShutdownAnswered:
+    reply: m.ShutdownReply
+
+
+@dataclass(frozen=True, slots=True)
+class Warn:
+    """Something the user should read in the log."""
+
+    text: str
+
+
+ClientEffect = (
+    Send
+    | SendFrames
+    | Complete[F]
+    | ConfirmCancel[F]
+    | Fail[F]
+    | Connected
+    | Closed
+    | ShowLog
+    | ShutdownAnswered
+    | Warn
+)
+
+
+# ---------------------------------------------------------------- records
+
+
+@dataclass(slots=True)
+class _Graph:
+    frame: bytes  #: the encoded GraphTask, sent again whole after a restart
+    targets: set[TaskID] = field(default_factory=set)  #: targets not answered yet
+
+
+class ClientCore(Generic[F]):
+    def __init__(self, hello: m.Hello, link_settings: LinkSettings) -> None:
+        self.link = SchedulerLink(link_settings)
+        self._hello = hello
+        #: the latest accepting HelloReply; None before the first registration
+        self.hello_reply: m.HelloReply | None = None
+        self.worker_count = 0  #: as the scheduler last said
+        self.error: BaseException | None = None  #: why the connection is over, once it is
+        #: the unfinished tasks: each one's future, and its encoded Task frame (None for a graph's target, whose
+        #: graph is sent again instead); in submission order
+        self._unfinished: dict[TaskID, tuple[F, bytes | None]] = {}
+        self._graphs: dict[GraphID, _Graph] = {}  #: the graphs with an unfinished target
+        self._graph_of_target: dict[TaskID, GraphID] = {}  #: agrees with `_Graph.targets`
+        #: unfinished tasks whose cancel was asked and not answered yet (rule 3)
+        self._cancelling: set[TaskID] = set()
+
+    # ------------------------------------------------------------ queries
+
+    def unfinished(self) -> dict[TaskID, F]:
+        return {task_id: future for task_id, (future, _) in self._unfinished.items()}
+
+    @property
+    def unfinished_count(self) -> int:
+        return len(self._unfinished)
+
+    @property
+    def kept_graph_count(self) -> int:
+        """Graphs kept to be sent again after a restart (rule 2)."""
+        return len(self._graphs)
+
+    # ------------------------------------------------------------ events from the user's side
+
+    def submit(self, tasks: Sequence[tuple[TaskID, F, bytes]]) -> list[ClientEffect[F]]:
+        """Tasks to send, each with its future and its encoded Task; raises the reason once closed (rule 4)."""
+        if self.error is not None:
+            raise self.error
+        unfinished, frames = self._unfinished, []
+        for task_id, future, frame in tasks:
+            unfinished[task_id] = (future, frame)
+            frames.append(frame)
+        return [SendFrames(frames)]
+
+    def submit_graph(
+        self, graph_id: GraphID, frame: bytes, targets: Sequence[tuple[TaskID, F]]
+    ) -> list[ClientEffect[F]]:
+        """A graph to send (its encoded GraphTask), with its targets' futures; raises the reason once closed."""
+        if self.error is not None:
+            raise self.error
+        graph = self._graphs[graph_id] = _Graph(frame)
+        for task_id, future in targets:
+            self._unfinished[task_id] = (future, None)
+            self._graph_of_target[task_id] = graph_id
+            graph.targets.add(task_id)
+        return [SendFrames([frame])]
+
+    def cancel(self, task_ids: Sequence[TaskID]) -> list[ClientEffect[F]]:
+        """Ask the scheduler to cancel these tasks (a graph target cancels its graph, the scheduler's rule)."""
+        self._cancelling.update(task_id for task_id in task_ids if task_id in self._unfinished)
+        return [Send(m.TaskCancel(tuple(task_ids)))]
+
+    def cancel_not_sent(self, task_ids: Sequence[TaskID], error: BaseException) -> list[ClientEffect[F]]:
+        """The cancel of these tasks could not be sent: their futures fail with `error` and are forgotten."""
+        futures = [future for task_id in task_ids if (future := self._answered(task_id)) is not None]
+        return [Fail(futures, error)] if futures else []
+
+    # ------------------------------------------------------------ events from the I/O side
+
+    def start(self, now: float) -> list[ClientEffect[F]]:
+        return self._follow(self.link.start(now))
+
+    def on_messages(self, messages: Iterable[m.Message], now: float) -> list[ClientEffect[F]]:
+        effects: list[ClientEffect[F]] = []
+        for message in messages:
+            link_effects = self.link.on_message(message, now)
+            if link_effects:
+                effects += self._follow(link_effects)
+            if isinstance(message, m.TaskResult):
+                future = self._answered(message.task_id)
+                if future is not None:
+                    last = effects[-1] if effects else None
+                    if isinstance(last, Complete):
+                        last.results.append((future, message))
+                    else:
+                        effects.append(Complete([(future, message)]))
+            elif isinstance(message, m.TaskCancelConfirm):
+                future = self._answered(message.task_id)
+                if future is not None:
+                    effects.append(ConfirmCancel(future))
+            elif isinstance(message, m.HeartbeatEcho):
+                self.worker_count = message.worker_count
+            elif isinstance(message, m.TaskLog):
+                effects.append(ShowLog(message))
+            elif isinstance(message, m.ShutdownReply):
+                effects.append(ShutdownAnswered(message))
+            elif isinstance(message, m.ProtocolError) and message.kind is not m.ProtocolErrorKind.UNKNOWN_PEER:
+                effects.append(Warn(f"the scheduler refused a message of this client: {message.reason}"))
+        return effects
+
+    def on_tick(self, now: float) -> list[ClientEffect[F]]:
+        return self._follow(self.link.on_tick(now))
+
+    def on_disconnected(self, now: float) -> list[ClientEffect[F]]:
+        return self._follow(self.link.on_disconnected(now))
+
+    def on_closed(self, error: BaseException, quiet: bool = False) -> list[ClientEffect[F]]:
+        """The connection is over: every unfinished future fails with `error` (rule 4); the first reason stays
+        (and is warned about unless `quiet`)."""
+        effects: list[ClientEffect[F]] = []
+        if self.error is None:
+            self.error = error
+            if not quiet:
+                effects.append(Warn(str(error)))
+        pending = [future for future, _ in self._unfinished.values()]
+        self._unfinished.clear()
+        self._graphs.clear()
+        self._graph_of_target.clear()
+        self._cancelling.clear()
+        if pending:
+            effects.append(Fail(pending, error))
+        effects.append(Closed(error))
+        return effects
+
+    # ------------------------------------------------------------ transitions
+
+    def _follow(self, link_effects: list[LinkEffect]) -> list[ClientEffect[F]]:
+        effects: list[ClientEffect[F]] = []
+        for effect in link_effects:
+            if isinstance(effect, SendHello):
+                effects.append(Send(replace(self._hello, known_instance=self.link.known_instance)))
+            elif isinstance(effect, SendHeartbeat):
+                effects.append(Send(m.Heartbeat(round_trip_seconds=effect.round_trip_seconds)))
+            elif isinstance(effect, Registered):
+                self.hello_reply = effect.reply
+                self.worker_count = effect.reply.worker_count
+                if effect.again:
+                    effects += self._submit_again()
+                effects.append(Connected(effect.reply))
+            elif isinstance(effect, Refused):
+                refusal: BaseException = (
+                    ConnectionRefusedError(effect.reason)
+                    if effect.authentication
+                    else IncompatiblePeerError(effect.reason)
+                )
+                effects += self.on_closed(refusal)
+            elif isinstance(effect, Lost):
+                never_connected = not effect.was_registered
+                effects += self.on_closed(ConnectionError(effect.reason) if never_connected
+                                          else DisconnectedError(effect.reason))  # fmt: skip
+            elif isinstance(effect, StillWaiting):
+                effects.append(Warn(effect.text))
+        return effects
+
+    def _answered(self, task_id: TaskID) -> F | None:
+        """The task is answered (or given up): forget it; its future, if it was unfinished."""
+        record = self._unfinished.pop(task_id, None)
+        self._cancelling.discard(task_id)
+        graph_id = self._graph_of_target.pop(task_id, None)
+        if graph_id is not None:
+            graph = self._graphs[graph_id]
+            graph.targets.discard(task_id)
+            if not graph.targets:
+                del self._graphs[graph_id]
+        return record[0] if record is not None else None
+
+    def _submit_again(self) -> list[ClientEffect[F]]:
+        """A restarted scheduler forgot this client: its unfinished tasks and graphs go again (rules 2 and 3)."""
+        effects = self._cancel_what_was_being_cancelled()
+        frames = [frame for _, frame in self._unfinished.values() if frame is not None]
+        graphs = [graph.frame for graph in self._graphs.values()]
+        address = self.link.settings.address
+        effects.append(
+            Warn(
+                f"the scheduler at {address} restarted and forgot this client: submitting its {len(frames)} "
+                f"unfinished task(s) and {len(graphs)} graph(s) again"
+            )
+        )
+        effects.append(SendFrames(frames + graphs))
+        return effects
+
+    def _cancel_what_was_being_cancelled(self) -> list[ClientEffect[F]]:
+        """A cancel the old instance may never have read: the task (or the graph of a target) is not submitted
+        again, and its future is cancelled here; a worker still running it is never heard from (rule 3)."""
+        effects: list[ClientEffect[F]] = []
+        for task_id in list(self._cancelling):
+            graph_id = self._graph_of_target.get(task_id)
+            doomed = [task_id] if graph_id is None else list(self._graphs[graph_id].targets)
+            for doomed_id in doomed:
+                future = self._answered(doomed_id)
+                if future is not None:
+                    effects.append(ConfirmCancel(future))
+        return effects

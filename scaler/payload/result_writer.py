@@ -1,0 +1,60 @@
+"""A call's outcome as a TaskResult, on the processor's side (the client reads it with `result_reader`).
+
+The return value travels inline up to `INLINE_LIMIT_BYTES`, else as an object in storage owned by the task's
+client; an exception travels pickled with its traceback text; a value that cannot be serialized, or stored,
+ends the task with a status or an exception that says so.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import cloudpickle
+
+from scaler.errors import ObjectStorageException, TaskExceptionNotSerializableError
+from scaler.payload.serializer import Serializer
+from scaler.payload.storage import INLINE_LIMIT_BYTES, StorageAccess
+from scaler.protocol import messages as m
+from scaler.protocol.ids import new_random_object_id
+
+NO_PROFILE = m.Profile()
+
+
+def succeeded_result(
+    task: m.Task, serializer: Serializer, value: Any, profile: m.Profile, storage: Callable[[], StorageAccess]
+) -> m.TaskResult:
+    """The TaskResult of a call that returned `value`."""
+    try:
+        payload = serializer.serialize(value)
+    except Exception as error:
+        text = f"the task's result of type {type(value).__qualname__} could not be serialized: {error!r}"
+        return m.TaskResult(task.task_id, m.ResultStatus.NOT_SERIALIZABLE, error_message=text, profile=profile)
+    if len(payload) <= INLINE_LIMIT_BYTES:
+        return m.TaskResult(task.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, payload, profile=profile)
+    object_id = new_random_object_id()
+    try:
+        storage().put(object_id, payload, owner_id=task.client_id, name="result")
+    except ObjectStorageException as error:  # the processor lives on; the task fails and says why
+        problem = ObjectStorageException(
+            f"the task's result ({len(payload):,} bytes, over the {INLINE_LIMIT_BYTES // 1024} KiB inline limit) "
+            f"could not be stored in object storage: {error}"
+        )
+        return failed_result(task, problem, "")
+    return m.TaskResult(task.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.OBJECT_ID, object_id, profile=profile)
+
+
+def failed_result(task: m.Task, error: BaseException, trace: str) -> m.TaskResult:
+    """The TaskResult of a call that raised `error` (`trace`: its traceback text, shown in the client)."""
+    try:
+        payload = cloudpickle.dumps((error, trace), protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.loads(payload)  # an exception that pickles but cannot unpickle would fail in the client
+    except Exception as pickling_error:
+        replacement = TaskExceptionNotSerializableError(
+            f"the task raised {type(error).__qualname__}: {error} (the exception itself could not be "
+            f"pickled: {pickling_error!r})"
+        )
+        payload = cloudpickle.dumps((replacement, trace), protocol=pickle.HIGHEST_PROTOCOL)
+    message = f"{type(error).__qualname__}: {error}"[:1000]
+    return m.TaskResult(task.task_id, m.ResultStatus.FAILED, m.PayloadKind.INLINE, payload, message)

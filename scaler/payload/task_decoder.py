@@ -1,0 +1,199 @@
+"""A Task as a call, on the processor's side: its serializer, function and arguments loaded from bytes.
+
+The client's serializer and the task's function are fetched from object storage once and kept by id; object
+arguments are kept deserialized (up to `OBJECT_CACHE_BYTES`, least recently used first out) while they still
+exist in storage. A reference inside an argument (`ObjectReference`, `NodeResult`) unpickles as its object
+through the resolvers installed while the arguments are read. A task that cannot become a call (an object gone
+from storage, bytes that do not deserialize) ends here with the TaskResult that says why.
+"""
+
+from __future__ import annotations
+
+import collections
+import pickle
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from scaler.errors import DeserializeObjectError, MissingObjects
+from scaler.payload import references
+from scaler.payload.result_writer import failed_result
+from scaler.payload.serializer import DefaultSerializer, Serializer, deserialize_frames, deserialize_with
+from scaler.payload.storage import StorageAccess
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol.ids import ObjectID, TaskID
+
+#: Deserialized objects kept per processor (by serialized size), for objects reused across tasks.
+OBJECT_CACHE_BYTES = 1 << 30
+
+_DEFAULT = DefaultSerializer()
+
+
+@dataclass(slots=True)
+class DecodedCall:
+    """A task ready to be called: `function(*args, **kwargs)`, its result serialized with `serializer`."""
+
+    function: Any
+    args: list[Any]
+    kwargs: dict[str, Any]
+    serializer: Serializer
+    profiling: bool
+    stream_output: bool
+
+
+class ObjectCache:
+    """Deserialized objects by id, least recently used dropped first beyond a byte budget."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self._budget = budget_bytes
+        self._used = 0
+        self._entries: collections.OrderedDict[tuple[bytes, bytes], tuple[Any, int]] = collections.OrderedDict()
+
+    def get(self, key: tuple[bytes, bytes]) -> tuple[bool, Any]:
+        entry = self._entries.get(key)
+        if entry is None:
+            return False, None
+        self._entries.move_to_end(key)
+        return True, entry[0]
+
+    def put(self, key: tuple[bytes, bytes], value: Any, size: int) -> None:
+        if size > self._budget:
+            return
+        self._entries[key] = (value, size)
+        self._used += size
+        while self._used > self._budget:
+            _, (_, dropped) = self._entries.popitem(last=False)
+            self._used -= dropped
+
+
+class _TaskFailure(Exception):
+    """Ends a task with a status other than success/failed (raised before the user function runs)."""
+
+    def __init__(self, status: m.ResultStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class TaskDecoder:
+    """Per processor: turns tasks into calls, keeping serializers, functions and objects across tasks."""
+
+    def __init__(self, storage: Callable[[], StorageAccess]) -> None:
+        self._storage = storage
+        self._functions: dict[bytes, Any] = {}
+        self._serializers: dict[bytes, Serializer] = {}
+        self._objects = ObjectCache(OBJECT_CACHE_BYTES)
+
+    def decode(self, task: m.Task) -> DecodedCall | m.TaskResult:
+        """The call `task` stands for, or the TaskResult that ends a task that cannot become one."""
+        try:
+            body = codec.decode_body(task.body)
+            serializer = self._serializer(body.serializer_id)
+            function = self._function(body.function_id, serializer)
+            args, kwargs = self._arguments(body, task, serializer)
+        except _TaskFailure as failure:
+            return m.TaskResult(task.task_id, failure.status, error_message=str(failure))
+        except Exception as error:
+            return failed_result(task, error, "".join(traceback.format_exception(error)))
+        return DecodedCall(function, args, kwargs, serializer, body.profiling, body.stream_output)
+
+    def _serializer(self, serializer_id: ObjectID) -> Serializer:
+        if not serializer_id:
+            return _DEFAULT
+        serializer = self._serializers.get(serializer_id)
+        if serializer is None:
+            payload = self._fetch(serializer_id, "the client's serializer")
+            try:
+                serializer = pickle.loads(payload)
+            except Exception as error:
+                raise DeserializeObjectError(f"could not load the client's serializer: {error!r}") from error
+            self._serializers[serializer_id] = serializer
+        return serializer
+
+    def _function(self, function_id: ObjectID, serializer: Serializer) -> Any:
+        key = function_id
+        function = self._functions.get(key)
+        if function is None:
+            payload = self._fetch(function_id, "the task's function")
+            try:
+                function = deserialize_with(serializer, payload)
+            except Exception as error:
+                raise DeserializeObjectError(f"could not deserialize the task's function: {error!r}") from error
+            self._functions[key] = function
+        return function
+
+    def _arguments(self, body: m.TaskBody, task: m.Task, serializer: Serializer) -> tuple[list[Any], dict[str, Any]]:
+        inputs = {given.task_id: given for given in task.inputs}
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        references.install_resolver(lambda object_id: self._object(object_id, serializer))
+        references.install_node_resolver(
+            lambda task_id: self._argument(m.Argument(m.ArgumentKind.TASK_RESULT, task_id), inputs, serializer, -1)
+        )
+        try:
+            for position, argument in enumerate(body.args):
+                value = self._argument(argument, inputs, serializer, position)
+                if argument.keyword:
+                    kwargs[argument.keyword] = value
+                else:
+                    args.append(value)
+        finally:
+            references.install_resolver(None)
+            references.install_node_resolver(None)
+        return args, kwargs
+
+    def _argument(
+        self, argument: m.Argument, inputs: dict[TaskID, m.TaskInput], serializer: Serializer, position: int
+    ) -> Any:
+        kind, data = argument.kind, argument.data
+        if kind is m.ArgumentKind.TASK_RESULT:
+            given = inputs.get(TaskID(data))
+            if given is None:
+                raise _TaskFailure(m.ResultStatus.ERROR, f"the result of graph node {data.hex()} was not provided")
+            kind = m.ArgumentKind.INLINE if given.kind is m.PayloadKind.INLINE else m.ArgumentKind.OBJECT_ID
+            data = given.data
+        if kind is m.ArgumentKind.OBJECT_ID:
+            return self._object(data, serializer)
+        try:
+            return deserialize_with(serializer, data)
+        except _TaskFailure:
+            raise
+        except Exception as error:
+            name = argument.keyword or f"#{position}"
+            raise DeserializeObjectError(f"could not deserialize argument {name}: {error!r}") from error
+
+    def _object(self, object_id: bytes, serializer: Serializer) -> Any:
+        """An object argument; a cached copy is used only while the object still exists in storage, so
+        a reference made stale by client.clear() fails instead of silently using old data."""
+        key = (id(serializer).to_bytes(8, "little"), object_id)
+        found, value = self._objects.get(key)
+        if found:
+            if not self._storage().exists(object_id):
+                raise _TaskFailure(
+                    m.ResultStatus.MISSING_OBJECT,
+                    f"object {object_id.hex()} is not in object storage any more: it was deleted by client.clear() "
+                    f"or its client left",
+                )
+            return value
+        frames = self._fetch_frames(ObjectID(object_id), "an object the task needs")
+        try:
+            value = deserialize_frames(serializer, frames)
+        except Exception as error:
+            raise DeserializeObjectError(f"could not deserialize object {object_id.hex()}: {error!r}") from error
+        self._objects.put(key, value, sum(len(frame) for frame in frames))
+        return value
+
+    def _fetch(self, object_id: ObjectID, what: str) -> bytes | bytearray | memoryview:
+        frames = self._fetch_frames(object_id, what)
+        return frames[0] if len(frames) == 1 else b"".join(frames)
+
+    def _fetch_frames(self, object_id: ObjectID, what: str) -> list[memoryview]:
+        try:
+            return self._storage().get_frames(object_id)
+        except MissingObjects as error:
+            raise _TaskFailure(
+                m.ResultStatus.MISSING_OBJECT,
+                f"{what} (object {object_id.hex()}) is not in object storage: it was deleted by client.clear(), "
+                f"its client left, or the object storage server restarted and lost it ({error})",
+            ) from None
