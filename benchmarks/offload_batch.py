@@ -33,11 +33,11 @@ from scaler.io.address import free_tcp_port_block
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, ObjectID, TaskID
-from scaler.worker.offload_executor import RemoteJob
 from scaler.worker.remote_task import pack_task
 from scaler.worker_manager.aws.client import AwsClients
 from scaler.worker_manager.aws_hpc.batch_backend import BatchBackend
 from scaler.worker_manager.aws_hpc.provision import provision
+from scaler.worker_manager.offload.backend import RemoteJob
 
 BIN = Path(sys.executable).parent
 FUNCTION_ID = ObjectID(b"f" * 16)

@@ -17,7 +17,7 @@ from typing import cast
 
 from scaler.config.sections import WORKER_MANAGER_SECTIONS, WorkerConfig, WorkerManagerSettings, section_from_json
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
-from scaler.worker.offload_executor import JobOutcome, OffloadBackend, OffloadError, RemoteJob
+from scaler.worker_manager.offload.backend import JobOutcome, OffloadBackend, OffloadError, RemoteJob
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +97,8 @@ def run_proxy(worker: WorkerConfig, type_name: str, settings: WorkerManagerSetti
     from scaler.io.sockets import SocketFactory
     from scaler.object_storage.connection import ObjectStorageConnection
     from scaler.protocol.ids import new_worker_id
-    from scaler.worker.offload_executor import OffloadExecutor
     from scaler.worker.process import check_worker_config, run_agent
+    from scaler.worker_manager.offload.executor import OffloadExecutor
 
     problem = check_worker_config(worker)
     if problem is not None:

@@ -18,10 +18,10 @@ import logging
 
 from scaler.config.sections import WorkerManagerSettings, section_to_json
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
-from scaler.worker.offload_executor import OffloadError
 from scaler.worker_manager.backend import LaunchSpec, UnitInfo, UnitState, worker_type_for_unit
 from scaler.worker_manager.baremetal_native.backend import NativeBackend
 from scaler.worker_manager.baremetal_native.unit_records import state_directory_for
+from scaler.worker_manager.offload.backend import OffloadError
 from scaler.worker_manager.offload.proxy_process import backend_factory
 from scaler.worker_manager.process import run_manager, settings_problem
 

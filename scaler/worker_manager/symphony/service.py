@@ -14,8 +14,8 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from scaler.worker.offload_executor import OffloadError
 from scaler.worker.remote_task import run_bundle
+from scaler.worker_manager.offload.backend import OffloadError
 from scaler.worker_manager.symphony.soam_backend import load_soamapi, payload_message_class
 
 

@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from scaler.config.sections import SymphonyWorkerManagerConfig, WorkerManagerSettings
-from scaler.worker.offload_executor import JobOutcome, OffloadError, RemoteJob
+from scaler.worker_manager.offload.backend import JobOutcome, OffloadError, RemoteJob
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class _Session:
 
 
 class SoamBackend:
-    """An `OffloadBackend` (worker/offload_executor.py) over one Symphony connection."""
+    """An `OffloadBackend` (worker_manager/offload/backend.py) over one Symphony connection."""
 
     name = "IBM Symphony"
     batch_window_seconds = 0.0
