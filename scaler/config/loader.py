@@ -35,8 +35,8 @@ from pydantic_settings.exceptions import SettingsError
 
 from scaler.config.cli import CONFIG_DEST, build_parser, flag_label
 from scaler.config.fields import CHOICES, GE, GT, POSITIONAL
+from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import (
-    WORKER_MANAGER_SECTIONS,
     GUIConfig,
     ObjectStorageServerConfig,
     SchedulerConfig,
@@ -67,15 +67,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-#: Older tables a worker manager type also reads, after its [[worker_manager]] entry: 1.24 managers, then
-#: 1.12-1.15 adapters.
-WORKER_MANAGER_LEGACY_TABLES: dict[str, tuple[str, ...]] = {
-    "baremetal_native": ("native_worker_manager", "native_worker_adapter"),
-    "aws_raw_ecs": ("ecs_worker_manager", "ecs_worker_adapter"),
-    "aws_hpc": ("aws_hpc_worker_manager",),
-    "symphony": ("symphony_worker_manager", "symphony_worker_adapter"),
-}
 
 
 def load_section(
@@ -148,28 +139,31 @@ def load_section_with_extras(
 
 def worker_manager_toml_sections(type_name: str) -> tuple[str, ...]:
     """Where `scaler_worker_manager <type_name> -c FILE` looks, in preference order."""
-    return (f"worker_manager[type={type_name}]", *WORKER_MANAGER_LEGACY_TABLES.get(type_name, ()))
+    return MANAGER_TYPES[type_name].toml_sections
 
 
 def load_worker_manager(
     argv: Sequence[str] | None,
     *,
     prog: str = "scaler_worker_manager",
-    available: Sequence[str] | None = None,
     type_name: str | None = None,
 ) -> WorkerManagerSettings:
-    """`scaler_worker_manager <type> [options] [scheduler_address]`: the section of that type (see
-    `WORKER_MANAGER_SECTIONS`; `isinstance` tells which). The type is the first argument that is not an option
+    """`scaler_worker_manager <type> [options] [scheduler_address]`: the section of that type (its row of
+    `MANAGER_TYPES`; `manager_type_of` tells which). The type is the first argument that is not an option
     (`-c FILE` may come before it); without one, a `-c` file with exactly one [[worker_manager]] entry names it.
-    `available`: the types this version runs (the only ones offered); `type_name`: a command for one type."""
+    `type_name`: a command for one type (the 1.x adapters)."""
     from scaler.version import __version__
 
     arguments = list(sys.argv[1:] if argv is None else argv)
-    names = list(available if available is not None else WORKER_MANAGER_SECTIONS)
+    names = list(MANAGER_TYPES)
+    width = max(len(name) for name in names)
+    types = "\n".join(f"  {name:<{width}}  {MANAGER_TYPES[name].summary}" for name in names)
     parser = argparse.ArgumentParser(
         prog=prog,
         usage=f"{prog} {{{','.join(names)}}} [options] [scheduler_address]",
-        description=f"Start a worker manager of one type. `{prog} TYPE -h` lists the settings of a type.",
+        description=f"Start a worker manager of one type. `{prog} TYPE -h` lists the settings of a type.\n\n"
+        f"types:\n{types}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=False,
     )
     if type_name is None:
@@ -184,7 +178,7 @@ def load_worker_manager(
         close = difflib.get_close_matches(type_name, names, n=1)
         hint = f' (did you mean "{close[0]}"?)' if close else ""
         parser.error(f"unknown worker manager type {type_name!r}{hint}; choose from: {', '.join(names)}")
-    section_type = WORKER_MANAGER_SECTIONS[type_name]
+    section_type = MANAGER_TYPES[type_name].section
     return load_section(
         section_type,
         arguments,
@@ -287,12 +281,13 @@ def _launcher_worker_managers(document: Mapping[str, Any], path: str) -> tuple[W
         if not isinstance(entry, dict):
             raise ConfigError(f"{path}: [[worker_manager]] must be an array of tables (or one table)")
         type_name = entry.get("type")
-        section_type = WORKER_MANAGER_SECTIONS.get(type_name) if isinstance(type_name, str) else None
-        if section_type is None:
+        row = MANAGER_TYPES.get(type_name) if isinstance(type_name, str) else None
+        if row is None:
             raise ConfigError(
-                f"{path}: [[worker_manager]] entry {number} needs type = one of {', '.join(WORKER_MANAGER_SECTIONS)}"
+                f"{path}: [[worker_manager]] entry {number} needs type = one of {', '.join(MANAGER_TYPES)}"
                 f" (it has {toml_repr(type_name) if type_name is not None else 'none'})"
             )
+        section_type = row.section
         label = f'[[worker_manager]] entry {number} (type = "{type_name}")'
         toml = section_from_table(section_type, entry, path=path, label=label, skip_keys=("type",))
         managers.append(section_from_sources(section_type, toml=toml, env_section=type_name, section_label=label))

@@ -345,16 +345,6 @@ class SymphonyWorkerManagerConfig(WorkerManagerSettings):
     service_name: str = setting(help="Symphony service the tasks are sent to", short=("-sn",))
 
 
-#: `scaler_worker_manager <type>`: the sub-command (also the `type` of a [[worker_manager]] entry) -> its section.
-WORKER_MANAGER_SECTIONS: dict[str, type[WorkerManagerSettings]] = {
-    "baremetal_native": NativeWorkerManagerConfig,
-    "aws_raw_ecs": ECSWorkerManagerConfig,
-    "orb_aws_ec2": EC2WorkerManagerConfig,
-    "aws_hpc": AWSHPCWorkerManagerConfig,
-    "symphony": SymphonyWorkerManagerConfig,
-}
-
-
 @dataclass(frozen=True, kw_only=True)
 class StackSecurityConfig:
     """`[security]` of a `scaler FILE` stack: CURVE keys for every component it starts (docs/security.md)."""

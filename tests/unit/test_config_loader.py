@@ -543,4 +543,6 @@ def test_worker_manager_help_lists_the_types(capsys: pytest.CaptureFixture[str])
     with pytest.raises(SystemExit) as exited:
         load_worker_manager(["-h"])
     assert exited.value.code == 0
-    assert "baremetal_native,aws_raw_ecs,orb_aws_ec2,aws_hpc,symphony" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "baremetal_native,aws_raw_ecs,orb_aws_ec2,aws_hpc,symphony" in out
+    assert "  aws_hpc           each task as an AWS Batch job" in out  # each type's summary, from its row

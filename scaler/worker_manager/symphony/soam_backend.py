@@ -295,7 +295,8 @@ def _quietly(what: str, call: Callable[[], object]) -> None:
 
 
 def make_backend(settings: WorkerManagerSettings) -> SoamBackend:
-    """`OFFLOAD_TYPES["symphony"]`: a backend connected to the application `--service-name` names."""
+    """The symphony row's offload backend (scaler/config/manager_types.py): a backend connected to the
+    application `--service-name` names."""
     assert isinstance(settings, SymphonyWorkerManagerConfig)
     if not settings.service_name:
         raise OffloadError("scaler_worker_manager symphony needs --service-name (the Symphony application to use)")
