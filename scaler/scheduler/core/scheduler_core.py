@@ -22,6 +22,7 @@ from scaler.scheduler.core.graphs import GraphRegistry
 from scaler.scheduler.core.monitor_feed import MonitorFeed
 from scaler.scheduler.core.object_retention import ObjectRetention
 from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
+from scaler.scheduler.core.reattachment import Reattachment
 from scaler.scheduler.core.task_lifecycle import TaskLifecycle
 from scaler.scheduler.core.task_table import TaskTable
 from scaler.scheduler.core.view import ViewBuilder
@@ -83,6 +84,9 @@ class SchedulerCore:
             settings.max_tasks_waiting,
             ignore_capabilities=settings.allocate == "even_load",
         )
+        #: what survives a scheduler restart: tasks workers still hold, their results, tasks of returning clients
+        #: held back (reattachment.py); the lifecycle never sees it: tasks reach it adopted or submitted
+        self.reattachment = Reattachment()
         self.views = ViewBuilder(self)
         #: latest wall-clock time minus monotonic `now`, from the ticks; stamps what the monitor feed shows
         self._wall_offset = 0.0
@@ -164,7 +168,7 @@ class SchedulerCore:
     def _advance(self, now: float) -> None:
         self.now = now
         self.lifecycle.now = now
-        self.lifecycle.reattachment.saw(now)
+        self.reattachment.saw(now)
 
     def _on_received(self, peer: PeerID, message: m.Message) -> None:
         if isinstance(message, m.Hello):
@@ -273,7 +277,7 @@ class SchedulerCore:
             if task_id in self.tasks.records:  # this instance gave up on the worker, not the other way round
                 self.lifecycle.held_again(peer, task_id)
         if unknown:
-            self.lifecycle.reattachment.worker_holds(peer, unknown, self.now)
+            self.reattachment.worker_holds(peer, unknown, self.now)
             logger.info("worker %s re-attached with %d task(s) from before a restart", short(peer), len(unknown))
 
     # ------------------------------------------------------------ clients
@@ -287,10 +291,19 @@ class SchedulerCore:
             self._send(peer, m.TaskResult(task.task_id, m.ResultStatus.ERROR, error_message=reason))
             return
         client = self.clients[peer]
-        if self.lifecycle.reattachment.should_park(client.returning, self.now):
-            self.lifecycle.reattachment.park(ClientID(peer), task)  # until the workers have re-registered
+        if self.reattachment.should_park(client.returning, self.now):
+            self.reattachment.park(ClientID(peer), task)  # until the workers have re-registered
             return
-        self.lifecycle.submit(ClientID(peer), task)
+        self._submit(ClientID(peer), task)
+
+    def _submit(self, client: ClientID, task: m.Task) -> None:
+        """A task a worker still holds from before a restart is adopted by it (or answered with the result it sent
+        meanwhile); any other task goes to the lifecycle (which also refuses a duplicate)."""
+        if task.task_id not in self.tasks.records:
+            adoption = self.reattachment.take(task.task_id)
+            if adoption is not None and self.lifecycle.adopt(task, adoption.worker, adoption.result):
+                return
+        self.lifecycle.submit(client, task)
 
     def _on_graph(self, peer: PeerID, graph: m.GraphTask) -> None:
         if bytes(graph.client_id) != bytes(peer) or any(bytes(node.client_id) != bytes(peer) for node in graph.nodes):
@@ -331,7 +344,7 @@ class SchedulerCore:
             unfinished,
         )
         self.lifecycle.client_gone(ClientID(peer))
-        self.lifecycle.reattachment.forget_client(ClientID(peer))
+        self.reattachment.forget_client(ClientID(peer))
         self.tasks.forget_client(ClientID(peer))
         if self.retention.client_left(ClientID(peer), self.now):
             self.effects.append(DeleteOwnerObjects(ClientID(peer)))
@@ -348,6 +361,8 @@ class SchedulerCore:
         self._send(peer, m.HeartbeatEcho(self.settings.object_storage_address, len(self.workers)))
 
     def _on_result(self, peer: PeerID, result: m.TaskResult) -> None:
+        if result.task_id not in self.tasks.records and self.reattachment.result_for_held(peer, result, self.now):
+            return  # a task from before a restart: its client gets the result when it submits the task again
         self.lifecycle.result_from(peer, result)
 
     def _on_cancel_confirm(self, peer: PeerID, confirm: m.TaskCancelConfirm) -> None:
@@ -376,6 +391,7 @@ class SchedulerCore:
         graceful = graceful or worker.draining_until is not None  # a reclaimed unit: no retry is spent
         text = f"worker {short(peer)} (pid {worker.pid} on {worker.hostname}) {reason}"
         logger.info("%s; %d task(s) go back to the queue", text, len(worker.assigned))
+        self.reattachment.worker_gone(peer)
         self.lifecycle.worker_gone(worker, text, graceful)
 
     # ------------------------------------------------------------ managers
@@ -424,9 +440,9 @@ class SchedulerCore:
                 self.lifecycle.notice_over(worker)
 
     def _release_parked(self) -> None:
-        for client_id, task in self.lifecycle.reattachment.release(self.now):
+        for client_id, task in self.reattachment.release(self.now):
             if PeerID(client_id) in self.clients:
-                self.lifecycle.submit(client_id, task)
+                self._submit(client_id, task)
 
     def _on_tick(self) -> None:
         settings, now = self.settings, self.now
