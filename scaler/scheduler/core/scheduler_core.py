@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from scaler.policy.content import Allocation
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import incompatibility
 from scaler.protocol.ids import ClientID, PeerID, TaskID, short, unit_of_worker
@@ -43,7 +44,7 @@ class CoreSettings:
     max_tasks_waiting: int = -1
     status_interval_seconds: float = 1
     heartbeat_interval_seconds: float = 2
-    allocate: str = "even_load"  #: "even_load" (capabilities ignored) or "capability"
+    allocate: Allocation = Allocation.EVEN_LOAD  #: how the dispatcher places tasks
     load_balance_seconds: float = 1.0  #: <= 0 disables balancing
     load_balance_trigger_times: int = 2
     object_retention_seconds: float = 0.0  #: a departed client's objects are deleted this long after it left
@@ -70,7 +71,8 @@ class SchedulerCore:
         self.strict = strict
         self._scaling = scaling
         self.effects: list[Effect] = []
-        self.tasks = TaskTable(ignore_capabilities=settings.allocate == "even_load")
+        ignore_capabilities = settings.allocate is Allocation.EVEN_LOAD
+        self.tasks = TaskTable(ignore_capabilities=ignore_capabilities)
         self.graphs = GraphRegistry()
         self.clients: dict[PeerID, ClientRecord] = {}
         self.workers: dict[PeerID, WorkerRecord] = {}
@@ -82,7 +84,7 @@ class SchedulerCore:
             self.effects,
             settings.max_task_retries,
             settings.max_tasks_waiting,
-            ignore_capabilities=settings.allocate == "even_load",
+            ignore_capabilities=ignore_capabilities,
         )
         #: what survives a scheduler restart: tasks workers still hold, their results, tasks of returning clients
         #: held back (reattachment.py); the lifecycle never sees it: tasks reach it adopted or submitted
@@ -97,7 +99,7 @@ class SchedulerCore:
         self.steps = 0
         self._worker_sequence = 0
         self._last_balance_at = 0.0
-        self._balancer = Balancer(settings.load_balance_trigger_times, settings.allocate == "even_load")
+        self._balancer = Balancer(settings.load_balance_trigger_times, ignore_capabilities)
         self._client_handlers: dict[type, Callable[[PeerID, Any], None]] = {
             m.Heartbeat: self._on_client_heartbeat,
             m.Task: self._on_task,
