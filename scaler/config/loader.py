@@ -33,7 +33,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
-from scaler.config.cli import CONFIG_DEST, build_parser, flag_label
+from scaler.config.cli import CONFIG_DEST, RETIRED_DEST, build_parser, flag_label
 from scaler.config.fields import CHOICES, GE, GT, POSITIONAL
 from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import (
@@ -42,6 +42,7 @@ from scaler.config.sections import (
     SchedulerConfig,
     StackSecurityConfig,
     WorkerManagerSettings,
+    retired_settings,
 )
 from scaler.config.toml_file import (
     ConfigError,
@@ -116,6 +117,7 @@ def load_section_with_extras(
     if extra_arguments is not None:
         extra_arguments(parser)
     given = vars(parser.parse_args(argv))
+    retired = {name[len(RETIRED_DEST) :]: given.pop(name) for name in list(given) if name.startswith(RETIRED_DEST)}
     field_names = {field.name for field in dataclasses.fields(section_type)}  # type: ignore[arg-type]
     cli_values = {name: value for name, value in given.items() if name in field_names}
     extras = argparse.Namespace(**{k: v for k, v in given.items() if k not in field_names and k != CONFIG_DEST})
@@ -123,7 +125,7 @@ def load_section_with_extras(
         if CONFIG_DEST in given and not specs:
             raise ConfigError(f"{prog} reads no config file")
         toml = read_section(section_type, given[CONFIG_DEST], specs) if CONFIG_DEST in given else None
-        for notice in toml.notices if toml is not None else ():
+        for notice in [*_retired_flag_notices(section_type, retired), *(toml.notices if toml is not None else ())]:
             print(f"{prog}: {notice}", file=sys.stderr)
         section = section_from_sources(
             section_type,
@@ -135,6 +137,21 @@ def load_section_with_extras(
     except ConfigError as error:
         parser.exit(2, f"{prog}: error: {error}\n")
     return section, extras
+
+
+def _retired_flag_notices(section_type: type, given: Mapping[str, Any]) -> list[str]:
+    """A note for each retired setting given on the command line (`sections.RETIRED_SETTINGS`); ConfigError for a
+    value it never accepted."""
+    notices = []
+    for retired in retired_settings(section_type):
+        if retired.name not in given:
+            continue
+        option = "/".join(retired.option_strings)
+        problem = retired.problem(given[retired.name])
+        if problem is not None:
+            raise ConfigError(f"bad value {given[retired.name]!r} for {option}; {problem}")
+        notices.append(f"note: {option} is accepted for compatibility and ignored: {retired.why}")
+    return notices
 
 
 def worker_manager_toml_sections(type_name: str) -> tuple[str, ...]:
@@ -256,7 +273,7 @@ def load_launcher_file(path: str) -> LauncherFile:
     launcher = LauncherFile(
         object_storage_server=table(ObjectStorageServerConfig, "object_storage_server"),
         scheduler=table(SchedulerConfig, "scheduler"),
-        worker_managers=_launcher_worker_managers(document, path),
+        worker_managers=_launcher_worker_managers(document, path, notices),
         gui=table(GUIConfig, "gui") or table(GUIConfig, "webui"),
         security=table(StackSecurityConfig, "security"),
         notices=tuple(notices),
@@ -273,7 +290,9 @@ def _find_single(document: Mapping[str, Any], path: str, spec: SectionSpec) -> M
     return content
 
 
-def _launcher_worker_managers(document: Mapping[str, Any], path: str) -> tuple[WorkerManagerSettings, ...]:
+def _launcher_worker_managers(
+    document: Mapping[str, Any], path: str, notices: list[str]
+) -> tuple[WorkerManagerSettings, ...]:
     entries = document.get("worker_manager", [])
     entries = entries if isinstance(entries, list) else [entries]
     managers: list[WorkerManagerSettings] = []
@@ -290,6 +309,7 @@ def _launcher_worker_managers(document: Mapping[str, Any], path: str) -> tuple[W
         section_type = row.section
         label = f'[[worker_manager]] entry {number} (type = "{type_name}")'
         toml = section_from_table(section_type, entry, path=path, label=label, skip_keys=("type",))
+        notices.extend(toml.notices)
         managers.append(section_from_sources(section_type, toml=toml, env_section=type_name, section_label=label))
     ids = [manager.worker_manager_id for manager in managers]
     duplicates = sorted({manager_id for manager_id in ids if ids.count(manager_id) > 1})
