@@ -34,10 +34,10 @@ from scaler.payload.remote_bundle import pack_task
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, ObjectID, TaskID
-from scaler.worker.offload_executor import RemoteJob
 from scaler.worker_manager.aws.client import AwsClients
 from scaler.worker_manager.aws_hpc.batch_backend import BatchBackend
 from scaler.worker_manager.aws_hpc.provision import provision
+from scaler.worker_manager.offload.backend import RemoteJob
 
 BIN = Path(sys.executable).parent
 FUNCTION_ID = ObjectID(b"f" * 16)

@@ -72,7 +72,9 @@ class SchedulerClusterCombo:
         """`secure=True`: every connection authenticated and encrypted with CURVE keys made for this cluster
         (deleted when it stops); `Client(cluster.get_address(), **cluster.client_keys)` connects to it.
         `nested_parents`: "thread" (a task waiting on nested tasks waits in its processor, which runs other tasks
-        meanwhile) or "process" (a processor per waiting parent); the worker flag `--nested-parents`."""
+        meanwhile) or "process" (a processor per waiting parent); the worker flag `--nested-parents`.
+        `hard_processor_suspend` is accepted for the reference's callers and ignored: a waiting parent always
+        yields its slot, unsuspended."""
         refuse_tls_security_config(security_config)
         self._keys = ClusterKeys.make() if secure else None
         if isinstance(n_workers, str):  # SchedulerClusterCombo("tcp://...", ...) as some older code does
@@ -125,7 +127,6 @@ class SchedulerClusterCombo:
             death_timeout_seconds=death_timeout_seconds,
             garbage_collect_interval_seconds=garbage_collect_interval_seconds,
             trim_memory_threshold_bytes=trim_memory_threshold_bytes,
-            hard_processor_suspend=hard_processor_suspend,
             nested_parents=nested_parents,
             io_threads=worker_io_threads,
             event_loop=event_loop,

@@ -23,6 +23,7 @@ import psutil
 from scaler.cluster.readiness import wait_for_scheduler
 from scaler.cluster.stack_security import secured
 from scaler.config.loader import LauncherFile
+from scaler.config.manager_types import manager_type_of
 from scaler.config.sections import SchedulerConfig, section_to_json
 from scaler.io.address import parse_address
 from scaler.io.child_processes import describe_exit, start_python_child
@@ -111,7 +112,7 @@ class Launcher:
                   f"scaler_top {gui.monitor_address} in a terminal", flush=True)  # fmt: skip
         for manager in file.worker_managers:
             self._check_signals()
-            type_name = manager_type(manager)
+            type_name = manager_type_of(manager).name
             child = self._start(
                 f"worker manager {manager.worker_manager_id!r} ({type_name})",
                 ["scaler.worker_manager.process", type_name, section_to_json(manager)],
@@ -208,15 +209,6 @@ def _wait_for_page(url: str, timeout_seconds: float, process: subprocess.Popen[b
         except (urllib.error.URLError, OSError):
             time.sleep(0.1)
     raise RuntimeError(f"the dashboard did not answer at {url} within {timeout_seconds:g} s")
-
-
-def manager_type(manager: object) -> str:
-    from scaler.config.sections import WORKER_MANAGER_SECTIONS
-
-    for name, section_type in WORKER_MANAGER_SECTIONS.items():
-        if type(manager) is section_type:
-            return name
-    raise ValueError(f"unknown worker manager settings {type(manager).__name__}")
 
 
 def _descendants() -> list[psutil.Process]:

@@ -16,15 +16,14 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from scaler.config.fields import ALIASES, CHOICES, HELP, HIDDEN, POSITIONAL, SHORT
-from scaler.config.sections import LoggingSettings, WorkerManagerSettings, WorkerSettings
+from scaler.config.fields import ALIASES, BOOLEAN_WORDS, CHOICES, HELP, HIDDEN, POSITIONAL, SHORT
+from scaler.config.sections import LoggingSettings, WorkerManagerSettings, WorkerSettings, retired_settings
 from scaler.version import __version__
 
 #: Namespace attribute of -c/--config.
 CONFIG_DEST = "config"
-
-#: Words a boolean flag accepts as its optional value (case-insensitive), e.g. `-p False`, `--protected=yes`.
-BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0", "t", "f", "y", "n"})
+#: Namespace attributes of the retired settings (`sections.RETIRED_SETTINGS`) start with this.
+RETIRED_DEST = "retired:"
 
 #: Argument groups of `-h`, for settings declared by these shared bases; a section's own settings come first.
 _GROUP_TITLES: dict[type, str] = {
@@ -75,6 +74,11 @@ def build_parser(
         _claim(claimed, spellings, field.name, section_type)
         group = groups[_declaring_class(section_type, field.name)]
         group.add_argument(*spellings, dest=field.name, default=argparse.SUPPRESS, **_argument_kind(field, annotation))
+    for retired in retired_settings(section_type):  # accepted, not listed: the loader notes and drops them
+        _claim(claimed, retired.option_strings, retired.name, section_type)
+        kind: dict[str, Any] = {"action": _BooleanAction, "nargs": "?"} if retired.is_flag else {}
+        parser.add_argument(*retired.option_strings, dest=RETIRED_DEST + retired.name, default=argparse.SUPPRESS,
+                            help=argparse.SUPPRESS, **kind)  # fmt: skip
     for action in parser._actions:
         if isinstance(action, (_BooleanAction, _ListAction)) and positional is not None:
             action.positional_dest = positional.name

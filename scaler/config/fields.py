@@ -21,6 +21,9 @@ GE = "ge"
 CHOICES = "choices"
 HIDDEN = "hidden"  #: accepted but not listed in -h
 
+#: Words a boolean setting accepts as its value (case-insensitive), e.g. `-p False`, `--protected=yes`.
+BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0", "t", "f", "y", "n"})
+
 
 def setting(
     default: Any = dataclasses.MISSING,
@@ -46,3 +49,29 @@ def setting(
     if isinstance(default, (list, dict, set)):
         raise TypeError("use a tuple (immutable) default for a setting")
     return dataclasses.field(default=default, metadata=metadata)
+
+
+@dataclasses.dataclass(frozen=True)
+class RetiredSetting:
+    """A setting of the reference that users' files and command lines carry but that nothing here reads. It is
+    accepted (a value outside `values` is refused as before, naming them), a note on stderr says it is ignored
+    and why, and it is no field of any section, so no code can come to depend on it."""
+
+    name: str  #: the long name: `--network-backend`, TOML key `network_backend`
+    why: str  #: why it is ignored, for the note
+    short: tuple[str, ...] = ()
+    values: tuple[str, ...] | None = None  #: the values accepted; None: any value
+    is_flag: bool = False  #: a boolean flag (`-hps` alone, or with a boolean word)
+
+    @property
+    def option_strings(self) -> tuple[str, ...]:
+        return (*self.short, f"--{self.name.replace('_', '-')}")
+
+    def problem(self, value: object) -> str | None:
+        """What is wrong with a value given for it, or None."""
+        if self.is_flag:
+            ok = isinstance(value, bool) or str(value).lower() in BOOLEAN_WORDS
+            return None if ok else "expected a boolean (true/false, yes/no, 1/0)"
+        if self.values is not None and value not in self.values:
+            return f"allowed: {', '.join(self.values)}"
+        return None

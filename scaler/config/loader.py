@@ -33,15 +33,16 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
-from scaler.config.cli import CONFIG_DEST, build_parser, flag_label
+from scaler.config.cli import CONFIG_DEST, RETIRED_DEST, build_parser, flag_label
 from scaler.config.fields import CHOICES, GE, GT, POSITIONAL
+from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import (
-    WORKER_MANAGER_SECTIONS,
     GUIConfig,
     ObjectStorageServerConfig,
     SchedulerConfig,
     StackSecurityConfig,
     WorkerManagerSettings,
+    retired_settings,
 )
 from scaler.config.toml_file import (
     ConfigError,
@@ -67,15 +68,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-#: Older tables a worker manager type also reads, after its [[worker_manager]] entry: 1.24 managers, then
-#: 1.12-1.15 adapters.
-WORKER_MANAGER_LEGACY_TABLES: dict[str, tuple[str, ...]] = {
-    "baremetal_native": ("native_worker_manager", "native_worker_adapter"),
-    "aws_raw_ecs": ("ecs_worker_manager", "ecs_worker_adapter"),
-    "aws_hpc": ("aws_hpc_worker_manager",),
-    "symphony": ("symphony_worker_manager", "symphony_worker_adapter"),
-}
 
 
 def load_section(
@@ -125,6 +117,7 @@ def load_section_with_extras(
     if extra_arguments is not None:
         extra_arguments(parser)
     given = vars(parser.parse_args(argv))
+    retired = {name[len(RETIRED_DEST) :]: given.pop(name) for name in list(given) if name.startswith(RETIRED_DEST)}
     field_names = {field.name for field in dataclasses.fields(section_type)}  # type: ignore[arg-type]
     cli_values = {name: value for name, value in given.items() if name in field_names}
     extras = argparse.Namespace(**{k: v for k, v in given.items() if k not in field_names and k != CONFIG_DEST})
@@ -132,7 +125,7 @@ def load_section_with_extras(
         if CONFIG_DEST in given and not specs:
             raise ConfigError(f"{prog} reads no config file")
         toml = read_section(section_type, given[CONFIG_DEST], specs) if CONFIG_DEST in given else None
-        for notice in toml.notices if toml is not None else ():
+        for notice in [*_retired_flag_notices(section_type, retired), *(toml.notices if toml is not None else ())]:
             print(f"{prog}: {notice}", file=sys.stderr)
         section = section_from_sources(
             section_type,
@@ -146,30 +139,48 @@ def load_section_with_extras(
     return section, extras
 
 
+def _retired_flag_notices(section_type: type, given: Mapping[str, Any]) -> list[str]:
+    """A note for each retired setting given on the command line (`sections.RETIRED_SETTINGS`); ConfigError for a
+    value it never accepted."""
+    notices = []
+    for retired in retired_settings(section_type):
+        if retired.name not in given:
+            continue
+        option = "/".join(retired.option_strings)
+        problem = retired.problem(given[retired.name])
+        if problem is not None:
+            raise ConfigError(f"bad value {given[retired.name]!r} for {option}; {problem}")
+        notices.append(f"note: {option} is accepted for compatibility and ignored: {retired.why}")
+    return notices
+
+
 def worker_manager_toml_sections(type_name: str) -> tuple[str, ...]:
     """Where `scaler_worker_manager <type_name> -c FILE` looks, in preference order."""
-    return (f"worker_manager[type={type_name}]", *WORKER_MANAGER_LEGACY_TABLES.get(type_name, ()))
+    return MANAGER_TYPES[type_name].toml_sections
 
 
 def load_worker_manager(
     argv: Sequence[str] | None,
     *,
     prog: str = "scaler_worker_manager",
-    available: Sequence[str] | None = None,
     type_name: str | None = None,
 ) -> WorkerManagerSettings:
-    """`scaler_worker_manager <type> [options] [scheduler_address]`: the section of that type (see
-    `WORKER_MANAGER_SECTIONS`; `isinstance` tells which). The type is the first argument that is not an option
+    """`scaler_worker_manager <type> [options] [scheduler_address]`: the section of that type (its row of
+    `MANAGER_TYPES`; `manager_type_of` tells which). The type is the first argument that is not an option
     (`-c FILE` may come before it); without one, a `-c` file with exactly one [[worker_manager]] entry names it.
-    `available`: the types this version runs (the only ones offered); `type_name`: a command for one type."""
+    `type_name`: a command for one type (the 1.x adapters)."""
     from scaler.version import __version__
 
     arguments = list(sys.argv[1:] if argv is None else argv)
-    names = list(available if available is not None else WORKER_MANAGER_SECTIONS)
+    names = list(MANAGER_TYPES)
+    width = max(len(name) for name in names)
+    types = "\n".join(f"  {name:<{width}}  {MANAGER_TYPES[name].summary}" for name in names)
     parser = argparse.ArgumentParser(
         prog=prog,
         usage=f"{prog} {{{','.join(names)}}} [options] [scheduler_address]",
-        description=f"Start a worker manager of one type. `{prog} TYPE -h` lists the settings of a type.",
+        description=f"Start a worker manager of one type. `{prog} TYPE -h` lists the settings of a type.\n\n"
+        f"types:\n{types}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=False,
     )
     if type_name is None:
@@ -184,7 +195,7 @@ def load_worker_manager(
         close = difflib.get_close_matches(type_name, names, n=1)
         hint = f' (did you mean "{close[0]}"?)' if close else ""
         parser.error(f"unknown worker manager type {type_name!r}{hint}; choose from: {', '.join(names)}")
-    section_type = WORKER_MANAGER_SECTIONS[type_name]
+    section_type = MANAGER_TYPES[type_name].section
     return load_section(
         section_type,
         arguments,
@@ -262,7 +273,7 @@ def load_launcher_file(path: str) -> LauncherFile:
     launcher = LauncherFile(
         object_storage_server=table(ObjectStorageServerConfig, "object_storage_server"),
         scheduler=table(SchedulerConfig, "scheduler"),
-        worker_managers=_launcher_worker_managers(document, path),
+        worker_managers=_launcher_worker_managers(document, path, notices),
         gui=table(GUIConfig, "gui") or table(GUIConfig, "webui"),
         security=table(StackSecurityConfig, "security"),
         notices=tuple(notices),
@@ -279,7 +290,9 @@ def _find_single(document: Mapping[str, Any], path: str, spec: SectionSpec) -> M
     return content
 
 
-def _launcher_worker_managers(document: Mapping[str, Any], path: str) -> tuple[WorkerManagerSettings, ...]:
+def _launcher_worker_managers(
+    document: Mapping[str, Any], path: str, notices: list[str]
+) -> tuple[WorkerManagerSettings, ...]:
     entries = document.get("worker_manager", [])
     entries = entries if isinstance(entries, list) else [entries]
     managers: list[WorkerManagerSettings] = []
@@ -287,14 +300,16 @@ def _launcher_worker_managers(document: Mapping[str, Any], path: str) -> tuple[W
         if not isinstance(entry, dict):
             raise ConfigError(f"{path}: [[worker_manager]] must be an array of tables (or one table)")
         type_name = entry.get("type")
-        section_type = WORKER_MANAGER_SECTIONS.get(type_name) if isinstance(type_name, str) else None
-        if section_type is None:
+        row = MANAGER_TYPES.get(type_name) if isinstance(type_name, str) else None
+        if row is None:
             raise ConfigError(
-                f"{path}: [[worker_manager]] entry {number} needs type = one of {', '.join(WORKER_MANAGER_SECTIONS)}"
+                f"{path}: [[worker_manager]] entry {number} needs type = one of {', '.join(MANAGER_TYPES)}"
                 f" (it has {toml_repr(type_name) if type_name is not None else 'none'})"
             )
+        section_type = row.section
         label = f'[[worker_manager]] entry {number} (type = "{type_name}")'
         toml = section_from_table(section_type, entry, path=path, label=label, skip_keys=("type",))
+        notices.extend(toml.notices)
         managers.append(section_from_sources(section_type, toml=toml, env_section=type_name, section_label=label))
     ids = [manager.worker_manager_id for manager in managers]
     duplicates = sorted({manager_id for manager_id in ids if ids.count(manager_id) > 1})

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import TypeVar
 
-from scaler.config.fields import setting
+from scaler.config.fields import RetiredSetting, setting
 
 _S = TypeVar("_S")
 
@@ -154,9 +154,6 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
     )
     trim_memory_threshold_bytes: int = setting(
         1 << 30, help="resident memory above which processors return freed memory to the OS", short=("-tm",), ge=0
-    )
-    hard_processor_suspend: bool = setting(
-        False, help="accepted for compatibility; blocked parents always yield their slot", short=("-hps",)
     )
     nested_parents: str = setting(
         "thread",
@@ -319,7 +316,6 @@ class EC2WorkerManagerConfig(WorkerManagerSettings):
         None, help="the most a spot instance may cost, USD per hour (default: the on-demand price)", gt=0
     )
     debug_dump_path: str | None = setting(None, help="write the instances' user data script here (for debugging)")
-    network_backend: str = setting("zmq", help="transport of the workers", choices=("zmq",))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -329,8 +325,6 @@ class AWSHPCWorkerManagerConfig(WorkerManagerSettings):
     job_queue: str = setting(help="AWS Batch job queue", short=("-q",))
     job_definition: str = setting(help="AWS Batch job definition", short=("-d",))
     s3_bucket: str = setting(help="S3 bucket for task payloads and results")
-    backend: str = setting("batch", help="AWS HPC backend", short=("-b",), choices=("batch",))
-    name: str | None = setting(None, help="worker name (default: aws-<backend>-worker)", short=("-n",))
     aws_region: str = setting("us-east-1", help="AWS region")
     aws_endpoint_url: str | None = setting(None, help="AWS API endpoint (e.g. a local moto server); default: AWS")
     s3_prefix: str = setting("scaler-tasks", help="key prefix of the task objects in the bucket")
@@ -345,14 +339,27 @@ class SymphonyWorkerManagerConfig(WorkerManagerSettings):
     service_name: str = setting(help="Symphony service the tasks are sent to", short=("-sn",))
 
 
-#: `scaler_worker_manager <type>`: the sub-command (also the `type` of a [[worker_manager]] entry) -> its section.
-WORKER_MANAGER_SECTIONS: dict[str, type[WorkerManagerSettings]] = {
-    "baremetal_native": NativeWorkerManagerConfig,
-    "aws_raw_ecs": ECSWorkerManagerConfig,
-    "orb_aws_ec2": EC2WorkerManagerConfig,
-    "aws_hpc": AWSHPCWorkerManagerConfig,
-    "symphony": SymphonyWorkerManagerConfig,
+#: Settings of the reference that nothing here reads, by the section that would have them (its subclasses too):
+#: accepted from flags and TOML with a note, never part of a section (`fields.RetiredSetting`).
+RETIRED_SETTINGS: dict[type, tuple[RetiredSetting, ...]] = {
+    WorkerSettings: (
+        RetiredSetting(
+            "hard_processor_suspend",
+            "a parent waiting on nested tasks always yields its slot, unsuspended",
+            short=("-hps",),
+            is_flag=True,
+        ),
+    ),
+    EC2WorkerManagerConfig: (RetiredSetting("network_backend", "the workers always use ZeroMQ", values=("zmq",)),),
+    AWSHPCWorkerManagerConfig: (
+        RetiredSetting("backend", "AWS Batch is the only backend", short=("-b",), values=("batch",)),
+        RetiredSetting("name", "a proxy is named by its worker type, BAT-<unit id>", short=("-n",)),
+    ),
 }
+
+
+def retired_settings(section_type: type) -> tuple[RetiredSetting, ...]:
+    return tuple(retired for kind in section_type.__mro__ for retired in RETIRED_SETTINGS.get(kind, ()))
 
 
 @dataclass(frozen=True, kw_only=True)

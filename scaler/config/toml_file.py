@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scaler.config.fields import ALIASES
-from scaler.config.sections import GUIConfig, SchedulerConfig
+from scaler.config.sections import GUIConfig, SchedulerConfig, retired_settings
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -177,18 +177,30 @@ def section_from_table(
 
     A key is a field name, with `-` or `_`, or one of the field's `aliases`. Two known sub-tables of the
     reference's launcher format are flattened (`[x.policy]`, `[x.logging_config]`). 1.x keys whose meaning
-    changed go through a translation (`allocate_policy`, `web_host`/`web_port`). Anything else is refused.
+    changed go through a translation (`allocate_policy`, `web_host`/`web_port`); retired keys (`network_backend`:
+    `sections.RETIRED_SETTINGS`) are checked, noted and dropped. Anything else is refused.
     """
     spellings = toml_spellings(section_type)
     compat_keys, translate = _COMPAT.get(section_type, (frozenset(), None))
+    retired = {setting.name: setting for setting in retired_settings(section_type)}
     values: dict[str, Any] = {}
     keys: dict[str, str] = {}
     legacy: dict[str, tuple[str, Any]] = {}
+    notices: list[str] = []
     for key, normalized, value in _flatten(table, spellings):
         if key in skip_keys:
             continue
         if normalized in compat_keys:
             legacy[normalized] = (key, value)
+            continue
+        if normalized in retired:
+            problem = retired[normalized].problem(value)
+            if problem is not None:
+                raise ConfigError(f"bad value {toml_repr(value)} for {key} in {label} of {path}; {problem}")
+            notices.append(
+                f"note: {key} = {toml_repr(value)} in {label} of {path} is accepted for compatibility and "
+                f"ignored: {retired[normalized].why}"
+            )
             continue
         field_name = spellings.get(normalized)
         if field_name is None:
@@ -199,9 +211,8 @@ def section_from_table(
             )
         values[field_name] = value
         keys[field_name] = key
-    notices: list[str] = []
     if legacy and translate is not None:
-        notices = translate(values, keys, legacy, f"{label} of {path}")
+        notices.extend(translate(values, keys, legacy, f"{label} of {path}"))
     return TomlSection(path=path, label=label, values=values, keys=keys, notices=tuple(notices))
 
 

@@ -20,14 +20,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     arguments = parser.parse_args(argv)
     from scaler.config.loader import ConfigError, load_launcher_file
-    from scaler.worker_manager.registry import unavailable_type_problem
 
     try:
         file = load_launcher_file(arguments.file)
-        for manager in file.worker_managers:  # refused before anything starts
-            problem = unavailable_type_problem(manager)
-            if problem is not None:
-                raise ConfigError(f"{arguments.file}: {problem}")
         if file.security is not None:
             from scaler.cluster.stack_security import check_stack_keys
 

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from scaler.config.loader import load_worker_manager
-from scaler.worker_manager.registry import available_types, run_worker_manager, with_manager_id
+from scaler.worker_manager.registry import run_worker_manager, with_manager_id
 
 
 def _run(type_name: str, prog: str, argv: Sequence[str] | None) -> int:
@@ -18,12 +18,7 @@ def _run(type_name: str, prog: str, argv: Sequence[str] | None) -> int:
 
         print(f"{prog} {__version__}")
         return 0
-    if type_name not in available_types():
-        print(f"{prog}: worker manager type {type_name!r} is not available in this version", file=sys.stderr)
-        return 2
-    config = with_manager_id(
-        load_worker_manager(arguments, prog=prog, type_name=type_name, available=available_types())
-    )
+    config = with_manager_id(load_worker_manager(arguments, prog=prog, type_name=type_name))
     from scaler.config.logging_setup import setup_logging
 
     setup_logging(config, f"worker_manager[{config.worker_manager_id}]")

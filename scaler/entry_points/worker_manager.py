@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scaler.config.loader import load_worker_manager
-from scaler.worker_manager.registry import available_types, run_worker_manager, with_manager_id
+from scaler.worker_manager.registry import run_worker_manager, with_manager_id
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = with_manager_id(load_worker_manager(argv, available=available_types()))
+    config = with_manager_id(load_worker_manager(argv))
     from scaler.config.logging_setup import setup_logging
 
     setup_logging(config, f"worker_manager[{config.worker_manager_id}]")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import signal
 import subprocess
 import sys
@@ -84,16 +83,6 @@ def describe_exit(returncode: int | None) -> str:
         except ValueError:
             return f"killed by signal {-returncode}"
     return f"exit code {returncode}"
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 _PR_SET_NAME = 15

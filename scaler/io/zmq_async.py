@@ -70,10 +70,6 @@ class AsyncSocket:
         return int(self._socket.getsockopt(zmq.FD))
 
     @property
-    def zmq_socket(self) -> zmq.Socket[Any]:
-        return self._socket
-
-    @property
     def closed(self) -> bool:
         return self._closed
 

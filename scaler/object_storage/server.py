@@ -82,7 +82,7 @@ _OPERATION_NAMES: dict[type, str] = {
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """The reply to one request, plus the payload frames that follow its header (a get's object)."""
+    """The reply to one request, plus the payload frames that follow its header (the object a get asks for)."""
 
     reply: StorageReply
     payload: tuple[PayloadBuffer, ...] = ()

@@ -1,6 +1,6 @@
 """A task made self-contained for a remote system, and its outcome brought back: the bundle format.
 
-An offloading proxy (`worker/offload_executor.py`) runs tasks where there is no object storage: an AWS Batch
+An offloading proxy (`worker_manager/offload/executor.py`) runs tasks where there is no object storage: an AWS Batch
 container, a Symphony service instance. So the proxy packs a task with every object it needs (the client's
 serializer, the function, object arguments, graph inputs) into one *bundle*; the remote side opens it into the
 task and an in-memory storage holding those objects, runs it with the very `TaskExecutor` a local processor uses

@@ -14,18 +14,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum
 from typing import Literal, TypeVar
 
-AllocateName = Literal["even_load", "capability"]
+
+class Allocation(Enum):
+    """How the scheduler's dispatcher places tasks (the `allocate=` item; its value is how settings spell it)."""
+
+    EVEN_LOAD = "even_load"  #: the least loaded worker; tasks' capabilities are ignored
+    CAPABILITY = "capability"  #: the least loaded worker that offers every capability a task requires
+
+
 ScalingName = Literal["no", "vanilla", "capability", "work", "cost"]
 
-ALLOCATE_NAMES: dict[str, AllocateName] = {"even_load": "even_load", "capability": "capability"}
+ALLOCATE_NAMES: dict[str, Allocation] = {allocation.value: allocation for allocation in Allocation}
 SCALING_NAMES: dict[str, ScalingName] = {
     "no": "no", "vanilla": "vanilla", "capability": "capability", "work": "work", "cost": "cost"
 }  # fmt: skip
 
 Number = int | float
-NameT = TypeVar("NameT", bound=str)
+NameT = TypeVar("NameT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +60,7 @@ REQUIRED_SIMPLE_KEYS = ("allocate", "scaling")
 
 @dataclass(frozen=True, slots=True)
 class SimpleContent:
-    allocate: AllocateName
+    allocate: Allocation
     scaling: ScalingName
     # the thresholds; their defaults and bounds live in THRESHOLDS
     vanilla_upper_ratio: float  #: tasks per worker above which a manager gets one more worker

@@ -62,9 +62,6 @@ class RunTimeTable:
         """Nothing learned yet: every function is estimated from `UNKNOWN_TASK_SECONDS` and its running tasks."""
         return self.default_seconds is None
 
-    def mean_of(self, function_name: str, capabilities: Capabilities) -> float | None:
-        return self.means.get((function_name, capabilities), self.default_seconds)
-
 
 def outstanding_seconds(groups: Iterable[TaskGroup], table: RunTimeTable) -> float:
     """Seconds of work the groups' tasks still need, one worker running one task at a time."""

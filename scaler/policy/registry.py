@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scaler.policy.content import AllocateName, parse_simple_content, parse_waterfall_content
+from scaler.policy.content import Allocation, parse_simple_content, parse_waterfall_content
 from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.scaling import (
     CapabilityScaling,
@@ -27,7 +27,7 @@ DEFAULT_POLICY_CONTENT = "allocate=even_load; scaling=vanilla"
 @dataclass(frozen=True, slots=True)
 class PolicyConfig:
     engine_type: str
-    allocate: AllocateName  #: for the dispatcher: "even_load" or "capability" (waterfall_v1: always capability)
+    allocate: Allocation  #: for the dispatcher (waterfall_v1: always capability)
     scaling: ScalingPolicy
 
 
@@ -38,7 +38,7 @@ def make_policy(engine_type: str, content: str) -> PolicyConfig:
         waterfall = parse_waterfall_content(content)
         return PolicyConfig(
             engine_type=engine_type,
-            allocate="capability",
+            allocate=Allocation.CAPABILITY,
             scaling=WaterfallScaling(waterfall.rules, waterfall.tasks_per_worker, waterfall.max_cost_per_hour),
         )
     raise ValueError(f"policy engine type {engine_type!r} is not one of: {', '.join(ENGINE_TYPES)}")

@@ -15,6 +15,7 @@ from scaler.io.curve import KeyFileError, security_of
 from scaler.io.event_loop import new_event_loop
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, TransportSecurity
+from scaler.policy.content import Allocation
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.handshake import local_python_version
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
@@ -96,7 +97,7 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
             storage_child.stop()
 
 
-def allocation_of(config: SchedulerConfig) -> str:
+def allocation_of(config: SchedulerConfig) -> Allocation:
     from scaler.scheduler.scaling_hook import allocation_policy
 
     return allocation_policy(config.policy_engine_type, config.policy_content)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 
+from scaler.policy.content import Allocation
 from scaler.policy.decision import ScalingMemory, ScalingStep
 from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.registry import PolicyConfig, make_policy
@@ -37,8 +38,8 @@ def policy_config(engine_type: str, content: str) -> PolicyConfig:
         raise ValueError(f"invalid scaling policy ({engine_type}: {content!r}): {error}") from None
 
 
-def allocation_policy(engine_type: str, content: str) -> str:
-    """The dispatcher's allocation: "even_load" or "capability"."""
+def allocation_policy(engine_type: str, content: str) -> Allocation:
+    """The dispatcher's allocation the policy settings name."""
     return policy_config(engine_type, content).allocate
 
 

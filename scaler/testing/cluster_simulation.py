@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from math import ceil
 
+from scaler.policy.content import Allocation
 from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.traces import Trace
 from scaler.protocol import messages as m
@@ -52,7 +53,7 @@ class SimulationSettings:
     tick_seconds: float = 0.5  #: the scheduler's clock beat
     tail_seconds: float = 60.0  #: keep going after the last task finished, to watch the scale-down
     horizon_seconds: float | None = None  #: hard stop; None: last arrival + 1 hour
-    allocate: str = "capability"  #: the dispatcher's allocation (capabilities are honoured by default)
+    allocate: Allocation = Allocation.CAPABILITY  #: the dispatcher's allocation (capabilities are honoured)
 
 
 @dataclass(frozen=True, slots=True)

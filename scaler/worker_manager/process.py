@@ -9,7 +9,8 @@ import logging
 import sys
 
 from scaler.config.logging_setup import setup_logging
-from scaler.config.sections import WORKER_MANAGER_SECTIONS, WorkerManagerSettings, section_from_json
+from scaler.config.manager_types import MANAGER_TYPES, manager_type_of
+from scaler.config.sections import WorkerManagerSettings, section_from_json
 from scaler.io.address import AddressError, parse_address
 from scaler.io.curve import KeyFileError, security_of
 from scaler.io.event_loop import new_event_loop
@@ -57,8 +58,12 @@ def runner_settings(config: WorkerManagerSettings, manager_type: str) -> RunnerS
     )
 
 
-def run_manager(config: WorkerManagerSettings, manager_type: str, worker_type: str, backend: UnitBackend) -> int:
-    """Check the settings, then run the shared runner around `backend` until the manager stops."""
+def run_manager(config: WorkerManagerSettings, backend: UnitBackend, worker_type: str | None = None) -> int:
+    """Check the settings, then run the shared runner around `backend` until the manager stops. The manager type
+    and its workers' id prefix are those of the settings' row of `MANAGER_TYPES`; `worker_type` overrides the
+    prefix (a native manager's --worker-type)."""
+    row = manager_type_of(config)
+    worker_type = worker_type or row.worker_type
     problem = settings_problem(config, worker_type)
     if problem is not None:
         logger.error("%s", problem)
@@ -73,7 +78,7 @@ def run_manager(config: WorkerManagerSettings, manager_type: str, worker_type: s
     try:
         asyncio.set_event_loop(loop)
         return loop.run_until_complete(
-            ManagerRunner(runner_settings(config, manager_type), backend, spec, security=security).run()
+            ManagerRunner(runner_settings(config, row.name), backend, spec, security=security).run()
         )
     finally:
         asyncio.set_event_loop(None)
@@ -84,7 +89,7 @@ def main() -> None:
     type_name, encoded = sys.argv[1], sys.argv[2]
     from scaler.worker_manager.registry import run_worker_manager, with_manager_id
 
-    config = with_manager_id(section_from_json(WORKER_MANAGER_SECTIONS[type_name], encoded))
+    config = with_manager_id(section_from_json(MANAGER_TYPES[type_name].section, encoded))
     setup_logging(config, f"worker_manager[{config.worker_manager_id}]")
 
     sys.exit(run_worker_manager(config))

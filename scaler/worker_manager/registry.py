@@ -1,8 +1,8 @@
-"""Worker manager types: the one table from a `scaler_worker_manager` sub-command to the code that runs it.
+"""Running a worker manager type: the code its row of `scaler.config.manager_types.MANAGER_TYPES` names.
 
-Adding a manager type is one module (its `run(config) -> exit code`) plus one line in `MANAGER_TYPES`;
-the command line, `scaler FILE` and the launcher's child processes all dispatch through `run_worker_manager`.
-Runner modules are imported only when their type is run, so a cloud SDK is never imported by a local stack.
+The command line, `scaler FILE` and the launcher's child processes all dispatch through `run_worker_manager`.
+A row names its runner and offload backend as "module:function"; they are imported here, only when their type
+runs, so a cloud SDK is never imported by a local stack (`tests/unit/test_manager_types.py` checks it).
 """
 
 from __future__ import annotations
@@ -11,46 +11,34 @@ import dataclasses
 import importlib
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import cast
 
-from scaler.config.sections import WORKER_MANAGER_SECTIONS, WorkerManagerSettings
-from scaler.protocol.exit_codes import EXIT_CONFIGURATION
+from scaler.config.manager_types import ManagerType, manager_type_of
+from scaler.config.sections import WorkerManagerSettings
+from scaler.worker_manager.offload.backend import OffloadBackend
 
 Runner = Callable[[WorkerManagerSettings], int]
+BackendFactory = Callable[[WorkerManagerSettings], OffloadBackend]
 
 
-@dataclass(frozen=True, slots=True)
-class ManagerType:
-    name: str  #: the sub-command and the `type` of a [[worker_manager]] entry
-    runner: str  #: "module:function" taking the type's settings section and returning an exit code
-    summary: str  #: one line for `scaler_worker_manager -h`
-
-    def load(self) -> Callable[[WorkerManagerSettings], int]:
-        module_name, _, function_name = self.runner.partition(":")
-        return cast(
-            Callable[[WorkerManagerSettings], int], getattr(importlib.import_module(module_name), function_name)
-        )
+def load_function(path: str) -> Callable[..., object]:
+    """The function a "module:function" path names (its module imported now)."""
+    module_name, _, function_name = path.partition(":")
+    function = getattr(importlib.import_module(module_name), function_name)
+    if not callable(function):
+        raise TypeError(f"{path} is not a function")
+    return cast(Callable[..., object], function)
 
 
-MANAGER_TYPES: dict[str, ManagerType] = {
-    entry.name: entry
-    for entry in (
-        ManagerType(
-            "baremetal_native",
-            "scaler.worker_manager.baremetal_native.manager:run",
-            "local worker processes, scheduler-driven (dynamic) or a fixed pool",
-        ),
-        ManagerType("aws_raw_ecs", "scaler.worker_manager.aws_raw_ecs.manager:run", "workers in AWS ECS Fargate tasks"),
-        ManagerType("orb_aws_ec2", "scaler.worker_manager.orb_aws_ec2.manager:run", "workers on AWS EC2 instances"),
-        ManagerType("aws_hpc", "scaler.worker_manager.aws_hpc.manager:run", "each task as an AWS Batch job"),
-        ManagerType("symphony", "scaler.worker_manager.symphony.manager:run", "each task as an IBM Symphony task"),
-    )
-}
+def runner_of(row: ManagerType) -> Runner:
+    return cast(Runner, load_function(row.runner))
 
 
-def available_types() -> tuple[str, ...]:
-    return tuple(MANAGER_TYPES)
+def offload_backend_factory(row: ManagerType) -> BackendFactory:
+    """How an offloading type makes its backend from its settings."""
+    if row.offload is None:
+        raise ValueError(f"worker manager type {row.name!r} does not offload tasks")
+    return cast(BackendFactory, load_function(row.offload.backend))
 
 
 def with_manager_id(config: WorkerManagerSettings) -> WorkerManagerSettings:
@@ -58,28 +46,10 @@ def with_manager_id(config: WorkerManagerSettings) -> WorkerManagerSettings:
     so it adopts its workers; a second one on the same host is refused as a duplicate, with a message)."""
     if config.worker_manager_id:
         return config
-    return dataclasses.replace(config, worker_manager_id=f"{type_name_of(config)}@{socket.gethostname()}")
-
-
-def type_name_of(config: WorkerManagerSettings) -> str:
-    return next(name for name, kind in WORKER_MANAGER_SECTIONS.items() if kind is type(config))
-
-
-def unavailable_type_problem(config: WorkerManagerSettings) -> str | None:
-    """Why these settings name a manager type this version cannot run, or None."""
-    name = type_name_of(config)
-    if name in MANAGER_TYPES:
-        return None
-    return f"worker manager type {name!r} is not available in this version; available: {', '.join(MANAGER_TYPES)}"
+    return dataclasses.replace(config, worker_manager_id=f"{manager_type_of(config).name}@{socket.gethostname()}")
 
 
 def run_worker_manager(config: WorkerManagerSettings) -> int:
     """Run the manager these settings describe; its exit code."""
-    import sys
-
     config = with_manager_id(config)
-    problem = unavailable_type_problem(config)
-    if problem is not None:
-        print(f"scaler_worker_manager: {problem}", file=sys.stderr)
-        return EXIT_CONFIGURATION
-    return MANAGER_TYPES[type_name_of(config)].load()(config)
+    return runner_of(manager_type_of(config))(config)

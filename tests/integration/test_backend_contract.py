@@ -1,8 +1,9 @@
 """The contract every provisioning backend keeps (scaler/worker_manager/backend.py), as one suite.
 
 Each test runs against every entry of BACKENDS. Adding a backend is one more
-`pytest.param(BackendKind(...))`: a factory for fresh instances of a
-given manager (from its launch spec), and a way to find the local processes of a unit. The native
+`pytest.param(BackendKind(...))`: its manager type (a row of scaler/config/manager_types.py; a type whose units
+are workers without an entry here fails `test_every_provisioning_manager_type_has_an_entry`), a factory for
+fresh instances of a given manager (from its launch spec), and a way to find the local processes of a unit. The native
 backend runs twice: forking workers from a worker forker (as the manager does) and starting them as
 commands (what it falls back to without a forker). ECS and EC2 (on-demand and spot instances) run against the
 fake cloud (moto, with every task or instance a local process).
@@ -20,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import WorkerConfig
 from scaler.worker_manager.backend import LaunchSpec, UnitBackend, UnitInfo, UnitState
 from scaler.worker_manager.baremetal_native.backend import NativeBackend
@@ -40,6 +42,8 @@ DEADLINE_SECONDS = 30.0
 
 @dataclass(frozen=True)
 class BackendKind:
+    #: the manager type whose backend this is (its row gives the workers' id prefix)
+    manager_type: str
     #: (launch spec, state directory) -> a fresh backend instance; two instances of the same manager
     #: and directory see the same units (as a restarted manager does)
     new_backend: Callable[[LaunchSpec, Path], UnitBackend]
@@ -58,12 +62,18 @@ def native_command_backend(spec: LaunchSpec, state_directory: Path) -> UnitBacke
 
 
 BACKENDS = [
-    pytest.param(BackendKind(native_forking_backend, unit_processes), id="native-forked"),
-    pytest.param(BackendKind(native_command_backend, unit_processes), id="native-command"),
-    pytest.param(BackendKind(ecs_backend, cloud_unit_processes, cloud=True), id="ecs", marks=pytest.mark.cloud),
-    pytest.param(BackendKind(ec2_backend, cloud_unit_processes, cloud=True), id="ec2", marks=pytest.mark.cloud),
+    pytest.param(BackendKind("baremetal_native", native_forking_backend, unit_processes), id="native-forked"),
+    pytest.param(BackendKind("baremetal_native", native_command_backend, unit_processes), id="native-command"),
     pytest.param(
-        BackendKind(ec2_spot_backend, cloud_unit_processes, cloud=True), id="ec2-spot", marks=pytest.mark.cloud
+        BackendKind("aws_raw_ecs", ecs_backend, cloud_unit_processes, cloud=True), id="ecs", marks=pytest.mark.cloud
+    ),
+    pytest.param(
+        BackendKind("orb_aws_ec2", ec2_backend, cloud_unit_processes, cloud=True), id="ec2", marks=pytest.mark.cloud
+    ),
+    pytest.param(
+        BackendKind("orb_aws_ec2", ec2_spot_backend, cloud_unit_processes, cloud=True),
+        id="ec2-spot",
+        marks=pytest.mark.cloud,
     ),
 ]
 
@@ -102,7 +112,7 @@ def case(request: pytest.FixtureRequest, scheduler: Addresses, tmp_path: Path) -
     worker = WorkerConfig(
         scheduler_address=scheduler.scheduler,
         worker_manager_id=manager_id,
-        worker_type="NAT",
+        worker_type=MANAGER_TYPES[request.param.manager_type].worker_type,
         heartbeat_interval_seconds=1,
         death_timeout_seconds=60,
         logging_paths=(str(tmp_path / "workers.log"),),
@@ -158,6 +168,14 @@ async def stop_everything(backend: UnitBackend) -> None:
 
 
 # ---------------------------------------------------------------- the contract
+
+
+def test_every_provisioning_manager_type_has_an_entry() -> None:
+    """Every manager type whose units are workers runs this suite. The offloading types' units are proxy processes
+    started by the native backend (scaler/worker_manager/offload/proxy_units.py), which runs it; their remote
+    systems have their own files (test_aws_hpc.py, test_symphony_manager.py)."""
+    provisioning = {row.name for row in MANAGER_TYPES.values() if row.offload is None}
+    assert {param.values[0].manager_type for param in BACKENDS} == provisioning
 
 
 def test_launched_units_are_listed_running(case: Case) -> None:

@@ -23,7 +23,7 @@ import pytest
 from scaler import Client
 from scaler.config.sections import SymphonyWorkerManagerConfig
 from scaler.errors import ProcessorDiedError, TaskTimeoutError
-from scaler.worker.offload_executor import JobOutcome, OffloadError, RemoteJob
+from scaler.worker_manager.offload.backend import JobOutcome, OffloadError, RemoteJob
 from scaler.worker_manager.symphony.soam_backend import SoamBackend, make_backend
 from tests.integration.conftest import (
     DEADLINE_SECONDS,

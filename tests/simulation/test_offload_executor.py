@@ -14,8 +14,9 @@ import pytest
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, ObjectID, TaskID
-from scaler.worker.offload_executor import JobOutcome, OffloadError, OffloadExecutor, RemoteJob
 from scaler.worker.task_execution import run_bundle
+from scaler.worker_manager.offload.backend import JobOutcome, OffloadError, RemoteJob
+from scaler.worker_manager.offload.executor import OffloadExecutor
 
 
 class MemoryRemote:

@@ -54,7 +54,7 @@ def test_held_tasks_are_adopted_early_results_delivered_and_nothing_runs_twice()
     sim.finish(worker, tid(2))
     sim.finish(worker, tid(3))
     assert all(answers == [("result", "success")] for answers in client.answers.values()), client.answers
-    assert sim.core.lifecycle.reattachment.adopted == 2
+    assert sim.core.reattachment.adopted == 2
     sim.check_invariants()
 
 

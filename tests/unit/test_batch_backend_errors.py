@@ -11,9 +11,9 @@ pytest.importorskip("botocore", reason="boto3 comes with the aws extra (make tes
 from botocore.stub import ANY, Stubber
 
 from scaler.config.sections import AWSHPCWorkerManagerConfig
-from scaler.worker.offload_executor import OffloadError, RemoteJob
 from scaler.worker_manager.aws.client import AwsClients
 from scaler.worker_manager.aws_hpc.batch_backend import BatchBackend
+from scaler.worker_manager.offload.backend import OffloadError, RemoteJob
 
 
 def backend_of(clients: AwsClients) -> BatchBackend:

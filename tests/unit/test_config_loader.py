@@ -292,8 +292,6 @@ CLUSTER_SPELLINGS = [
     (["--garbage-collect-interval-seconds", "5"], "garbage_collect_interval_seconds", 5),
     (["-tm", "1024"], "trim_memory_threshold_bytes", 1024),
     (["--trim-memory-threshold-bytes", "1024"], "trim_memory_threshold_bytes", 1024),
-    (["-hps"], "hard_processor_suspend", True),
-    (["--hard-processor-suspend", "false"], "hard_processor_suspend", False),
     (["-lp", "/dev/stderr"], "logging_paths", ("/dev/stderr",)),
     (["-ll", "WARNING"], "logging_level", "WARNING"),
     (["-lcf", "log.conf"], "logging_config_file", "log.conf"),
@@ -303,6 +301,60 @@ CLUSTER_SPELLINGS = [
 @pytest.mark.parametrize(("argv", "field", "expected"), CLUSTER_SPELLINGS, ids=lambda v: str(v))
 def test_cluster_spellings(argv: list[str], field: str, expected: Any) -> None:
     assert getattr(cluster([ADDRESS, *argv]), field) == expected
+
+
+# ---------------------------------------------------------------- retired settings (sections.RETIRED_SETTINGS)
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        ([ADDRESS, "-hps"], "-hps/--hard-processor-suspend"),
+        (["-hps", ADDRESS], "-hps/--hard-processor-suspend"),  # the address is not taken as the flag's value
+        ([ADDRESS, "--hard-processor-suspend", "false"], "-hps/--hard-processor-suspend"),
+    ],
+)
+def test_a_retired_flag_is_accepted_noted_and_dropped(
+    argv: list[str], option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cluster(argv) == cluster([ADDRESS])
+    assert f"scaler_cluster: note: {option} is accepted for compatibility and ignored" in capsys.readouterr().err
+
+
+def test_retired_manager_settings_are_noted_and_a_value_never_accepted_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ec2 = ["orb_aws_ec2", ADDRESS, "-wmi", "m", "--aws-region", "us-east-1"]
+    assert load_worker_manager([*ec2, "--network-backend", "zmq"]) == load_worker_manager(ec2)
+    assert "--network-backend is accepted for compatibility and ignored: the workers always use ZeroMQ" in (
+        capsys.readouterr().err
+    )
+    error = refusal(capsys, load_worker_manager, [*ec2, "--network-backend", "ymq"])
+    assert "bad value 'ymq' for --network-backend; allowed: zmq" in error
+    hpc = ["aws_hpc", ADDRESS, "-wmi", "m", "-q", "q", "-d", "d", "--s3-bucket", "b"]
+    assert load_worker_manager([*hpc, "-n", "mine", "-b", "batch"]) == load_worker_manager(hpc)
+    notes = capsys.readouterr().err
+    assert "-n/--name is accepted" in notes and "-b/--backend is accepted" in notes
+    assert "allowed: batch" in refusal(capsys, load_worker_manager, [*hpc, "-b", "slurm"])
+
+
+def test_a_retired_key_in_a_file_is_noted_and_a_bad_value_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    entry = f'[[worker_manager]]\ntype = "orb_aws_ec2"\nscheduler_address = "{ADDRESS}"\naws_region = "us-east-1"\n'
+    config = write(tmp_path, entry + 'network_backend = "zmq"\n')
+    load_worker_manager(["orb_aws_ec2", "-c", config, "-wmi", "m"])
+    assert f'note: network_backend = "zmq" in [[worker_manager]] entry with type = "orb_aws_ec2" of {config} is ' \
+        "accepted for compatibility and ignored" in capsys.readouterr().err  # fmt: skip
+    config = write(tmp_path, entry + 'network_backend = "ymq"\n', name="bad.toml")
+    assert 'bad value "ymq" for network_backend' in refusal(capsys, load_worker_manager, ["orb_aws_ec2", "-c", config])
+
+
+def test_retired_settings_are_not_listed_in_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        load_worker_manager(["aws_hpc", "-h"])
+    text = capsys.readouterr().out
+    assert "--backend" not in text and "--name" not in text and "--hard-processor-suspend" not in text
 
 
 @pytest.mark.parametrize(
@@ -543,4 +595,6 @@ def test_worker_manager_help_lists_the_types(capsys: pytest.CaptureFixture[str])
     with pytest.raises(SystemExit) as exited:
         load_worker_manager(["-h"])
     assert exited.value.code == 0
-    assert "baremetal_native,aws_raw_ecs,orb_aws_ec2,aws_hpc,symphony" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "baremetal_native,aws_raw_ecs,orb_aws_ec2,aws_hpc,symphony" in out
+    assert "  aws_hpc           each task as an AWS Batch job" in out  # each type's summary, from its row

@@ -151,10 +151,12 @@ def test_seed_worker_adapter_tables(tmp_path: Path) -> None:
 
 
 def test_native_num_of_workers_alias_and_aws_hpc_name(tmp_path: Path) -> None:
+    """`-n` is the pool size of a native manager and the (retired) name of an aws_hpc one (reference surface)."""
     native = load_worker_manager(["baremetal_native", ADDRESS, "-wmi", "m", "-n", "3"])
     assert isinstance(native, NativeWorkerManagerConfig) and native.max_task_concurrency == 3
-    hpc = load_worker_manager(["aws_hpc", ADDRESS, "-wmi", "m", "-q", "q", "-d", "d", "--s3-bucket", "b", "-n", "w"])
-    assert isinstance(hpc, AWSHPCWorkerManagerConfig) and hpc.name == "w" and hpc.backend == "batch"
+    hpc_argv = ["aws_hpc", ADDRESS, "-wmi", "m", "-q", "q", "-d", "d", "--s3-bucket", "b"]
+    hpc = load_worker_manager([*hpc_argv, "-n", "3"])
+    assert isinstance(hpc, AWSHPCWorkerManagerConfig) and hpc == load_worker_manager(hpc_argv)
 
 
 # --- 1.x keys --------------------------------------------------------------------------------------------------
@@ -244,6 +246,18 @@ def test_launcher_file_reads_every_section(tmp_path: Path, monkeypatch: pytest.M
     assert launcher.object_storage_server is not None and launcher.scheduler is not None and launcher.gui
     assert [manager.worker_manager_id for manager in launcher.worker_managers] == ["a", "b"]
     assert launcher.scheduler.logging_level == "DEBUG"
+
+
+def test_the_launcher_notes_the_retired_keys_of_its_worker_managers(tmp_path: Path) -> None:
+    config = write(
+        tmp_path,
+        f'[[worker_manager]]\ntype = "orb_aws_ec2"\nscheduler_address = "{ADDRESS}"\naws_region = "us-east-1"\n'
+        'network_backend = "zmq"\n',
+    )
+    notices = load_launcher_file(config).notices
+    assert (
+        len(notices) == 1 and "network_backend" in notices[0] and "ignored: the workers always use ZeroMQ" in notices[0]
+    )
 
 
 @pytest.mark.parametrize(

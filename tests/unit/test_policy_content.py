@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaler.policy.content import WaterfallRule, parse_simple_content, parse_waterfall_content
+from scaler.policy.content import Allocation, WaterfallRule, parse_simple_content, parse_waterfall_content
 from scaler.policy.registry import DEFAULT_POLICY_CONTENT, make_policy
 from scaler.policy.scaling import CapabilityScaling, NoScaling, VanillaScaling, WaterfallScaling, WorkScaling
 
@@ -13,13 +13,13 @@ from scaler.policy.scaling import CapabilityScaling, NoScaling, VanillaScaling, 
 
 def test_default_content() -> None:
     content = parse_simple_content(DEFAULT_POLICY_CONTENT)
-    assert (content.allocate, content.scaling) == ("even_load", "vanilla")
+    assert (content.allocate, content.scaling) == (Allocation.EVEN_LOAD, "vanilla")
     assert (content.vanilla_upper_ratio, content.vanilla_lower_ratio) == (10.0, 1.0)
 
 
 def test_whitespace_trimmed_and_items_without_equals_ignored() -> None:
     content = parse_simple_content("  allocate = capability ;; junk ; scaling=capability ; ")
-    assert (content.allocate, content.scaling) == ("capability", "capability")
+    assert (content.allocate, content.scaling) == (Allocation.CAPABILITY, "capability")
 
 
 def test_thresholds_are_settable() -> None:
@@ -113,7 +113,7 @@ def test_registry_builds_each_scaling() -> None:
     assert isinstance(make_policy("simple", "allocate=even_load; scaling=no").scaling, NoScaling)
     assert make_policy("simple", DEFAULT_POLICY_CONTENT).scaling == VanillaScaling(10.0, 1.0)
     config = make_policy("simple", "allocate=capability; scaling=capability; capability_tasks_per_worker=3")
-    assert (config.allocate, config.scaling) == ("capability", CapabilityScaling(3))
+    assert (config.allocate, config.scaling) == (Allocation.CAPABILITY, CapabilityScaling(3))
     work = make_policy("simple", "allocate=even_load; scaling=work; cooldown_seconds=30")
     assert work.scaling == WorkScaling(tasks_per_worker=1, cooldown_seconds=30.0)
 
@@ -129,7 +129,7 @@ def test_grammar_defaults_match_the_policy_defaults() -> None:
 
 def test_waterfall_forces_capability_allocation() -> None:
     config = make_policy("waterfall_v1", WATERFALL)
-    assert config.allocate == "capability"
+    assert config.allocate is Allocation.CAPABILITY
     assert isinstance(config.scaling, WaterfallScaling)
     assert config.scaling.tasks_per_worker == 4
     assert "1:local; 2:cloud" in config.scaling.name

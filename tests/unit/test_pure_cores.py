@@ -4,24 +4,40 @@ point 1). Each module is parsed, not imported, so a test failure names the impor
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2] / "scaler"
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
-PURE_MODULES = sorted(
-    [
-        *(ROOT / "scheduler" / "core").glob("*.py"),
-        ROOT / "client" / "core.py",
-        ROOT / "worker" / "agent_core.py",
-        ROOT / "worker" / "agent_events.py",
-        ROOT / "worker" / "processor_table.py",
-        ROOT / "worker_manager" / "reconciler.py",
-        ROOT / "object_storage" / "store.py",
-        *(ROOT / "policy").rglob("*.py"),
-    ]
-)
+REPOSITORY = Path(__file__).resolve().parents[2]
+ROOT = REPOSITORY / "scaler"
+
+#: the import-linter contract in pyproject.toml whose source modules are the pure ones: the one list of them
+PURE_CONTRACT = "Pure cores import no I/O, no event loop, no clock and no randomness"
+
+
+def pure_module_names() -> list[str]:
+    contracts = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    found = [contract for contract in contracts if contract["name"] == PURE_CONTRACT]
+    assert len(found) == 1, f"pyproject.toml has no import-linter contract named {PURE_CONTRACT!r}"
+    names: list[str] = found[0]["source_modules"]
+    return names
+
+
+def files_of(module: str) -> list[Path]:
+    """The source files of a module, or of every module of a package."""
+    path = REPOSITORY.joinpath(*module.split("."))
+    if path.is_dir():
+        return sorted(path.rglob("*.py"))
+    return [path.with_suffix(".py")] if path.with_suffix(".py").is_file() else []
+
+
+PURE_MODULES = sorted(path for module in pure_module_names() for path in files_of(module))
 
 BANNED = ("time", "datetime", "random", "asyncio", "zmq", "socket", "subprocess", "psutil", "threading",
           "scaler.io", "scaler.protocol.codec")  # fmt: skip
@@ -46,5 +62,7 @@ def test_a_core_module_imports_nothing_impure(path: Path) -> None:
     assert not offending, f"{path.relative_to(ROOT)} imports {offending}"
 
 
-def test_the_list_of_pure_modules_is_not_empty() -> None:
+def test_the_list_of_pure_modules_is_not_empty_and_names_modules_that_exist() -> None:
     assert len(PURE_MODULES) > 10
+    missing = [module for module in pure_module_names() if not files_of(module)]
+    assert not missing, f"pyproject.toml's pure modules that do not exist: {missing}"

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from scaler.policy.content import Allocation
 from scaler.policy.decision import ScalingMemory, ScalingStep
 from scaler.policy.scaling import VanillaScaling
 from scaler.policy.snapshot import ScalingSnapshot, scaling_snapshot
@@ -88,9 +89,9 @@ def cluster(content: str = "allocate=even_load; scaling=vanilla", engine: str = 
 
 
 def test_allocation_comes_from_the_policy() -> None:
-    assert allocation_policy("simple", "allocate=capability; scaling=vanilla") == "capability"
-    assert allocation_policy("simple", "allocate=even_load; scaling=no") == "even_load"
-    assert allocation_policy("waterfall_v1", "1, m1") == "capability"
+    assert allocation_policy("simple", "allocate=capability; scaling=vanilla") is Allocation.CAPABILITY
+    assert allocation_policy("simple", "allocate=even_load; scaling=no") is Allocation.EVEN_LOAD
+    assert allocation_policy("waterfall_v1", "1, m1") is Allocation.CAPABILITY
 
 
 @pytest.mark.parametrize(

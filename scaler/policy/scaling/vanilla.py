@@ -38,9 +38,6 @@ class VanillaScaling:
             reasons[manager.manager_id] = f"{why}{capped}, vanilla policy"
         return ScalingStep(decision=decision, memory=memory, reasons=reasons)
 
-    def desired_workers(self, tasks: int, all_workers: int, current: int) -> int:
-        return self.explain(tasks, all_workers, current)[0]
-
     def explain(self, tasks: int, all_workers: int, current: int) -> tuple[int, str]:
         """The manager's wanted workers, and why in words."""
         if all_workers == 0:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from scaler.policy.content import Allocation
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import incompatibility
 from scaler.protocol.ids import ClientID, PeerID, TaskID, short, unit_of_worker
@@ -22,6 +23,7 @@ from scaler.scheduler.core.graphs import GraphRegistry
 from scaler.scheduler.core.monitor_feed import MonitorFeed
 from scaler.scheduler.core.object_retention import ObjectRetention
 from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
+from scaler.scheduler.core.reattachment import Reattachment
 from scaler.scheduler.core.task_lifecycle import TaskLifecycle
 from scaler.scheduler.core.task_table import TaskTable
 from scaler.scheduler.core.view import ViewBuilder
@@ -42,7 +44,7 @@ class CoreSettings:
     max_tasks_waiting: int = -1
     status_interval_seconds: float = 1
     heartbeat_interval_seconds: float = 2
-    allocate: str = "even_load"  #: "even_load" (capabilities ignored) or "capability"
+    allocate: Allocation = Allocation.EVEN_LOAD  #: how the dispatcher places tasks
     load_balance_seconds: float = 1.0  #: <= 0 disables balancing
     load_balance_trigger_times: int = 2
     object_retention_seconds: float = 0.0  #: a departed client's objects are deleted this long after it left
@@ -69,7 +71,8 @@ class SchedulerCore:
         self.strict = strict
         self._scaling = scaling
         self.effects: list[Effect] = []
-        self.tasks = TaskTable(ignore_capabilities=settings.allocate == "even_load")
+        ignore_capabilities = settings.allocate is Allocation.EVEN_LOAD
+        self.tasks = TaskTable(ignore_capabilities=ignore_capabilities)
         self.graphs = GraphRegistry()
         self.clients: dict[PeerID, ClientRecord] = {}
         self.workers: dict[PeerID, WorkerRecord] = {}
@@ -81,8 +84,11 @@ class SchedulerCore:
             self.effects,
             settings.max_task_retries,
             settings.max_tasks_waiting,
-            ignore_capabilities=settings.allocate == "even_load",
+            ignore_capabilities=ignore_capabilities,
         )
+        #: what survives a scheduler restart: tasks workers still hold, their results, tasks of returning clients
+        #: held back (reattachment.py); the lifecycle never sees it: tasks reach it adopted or submitted
+        self.reattachment = Reattachment()
         self.views = ViewBuilder(self)
         #: latest wall-clock time minus monotonic `now`, from the ticks; stamps what the monitor feed shows
         self._wall_offset = 0.0
@@ -93,7 +99,7 @@ class SchedulerCore:
         self.steps = 0
         self._worker_sequence = 0
         self._last_balance_at = 0.0
-        self._balancer = Balancer(settings.load_balance_trigger_times, settings.allocate == "even_load")
+        self._balancer = Balancer(settings.load_balance_trigger_times, ignore_capabilities)
         self._client_handlers: dict[type, Callable[[PeerID, Any], None]] = {
             m.Heartbeat: self._on_client_heartbeat,
             m.Task: self._on_task,
@@ -164,7 +170,7 @@ class SchedulerCore:
     def _advance(self, now: float) -> None:
         self.now = now
         self.lifecycle.now = now
-        self.lifecycle.reattachment.saw(now)
+        self.reattachment.saw(now)
 
     def _on_received(self, peer: PeerID, message: m.Message) -> None:
         if isinstance(message, m.Hello):
@@ -273,7 +279,7 @@ class SchedulerCore:
             if task_id in self.tasks.records:  # this instance gave up on the worker, not the other way round
                 self.lifecycle.held_again(peer, task_id)
         if unknown:
-            self.lifecycle.reattachment.worker_holds(peer, unknown, self.now)
+            self.reattachment.worker_holds(peer, unknown, self.now)
             logger.info("worker %s re-attached with %d task(s) from before a restart", short(peer), len(unknown))
 
     # ------------------------------------------------------------ clients
@@ -287,10 +293,19 @@ class SchedulerCore:
             self._send(peer, m.TaskResult(task.task_id, m.ResultStatus.ERROR, error_message=reason))
             return
         client = self.clients[peer]
-        if self.lifecycle.reattachment.should_park(client.returning, self.now):
-            self.lifecycle.reattachment.park(ClientID(peer), task)  # until the workers have re-registered
+        if self.reattachment.should_park(client.returning, self.now):
+            self.reattachment.park(ClientID(peer), task)  # until the workers have re-registered
             return
-        self.lifecycle.submit(ClientID(peer), task)
+        self._submit(ClientID(peer), task)
+
+    def _submit(self, client: ClientID, task: m.Task) -> None:
+        """A task a worker still holds from before a restart is adopted by it (or answered with the result it sent
+        meanwhile); any other task goes to the lifecycle (which also refuses a duplicate)."""
+        if task.task_id not in self.tasks.records:
+            adoption = self.reattachment.take(task.task_id)
+            if adoption is not None and self.lifecycle.adopt(task, adoption.worker, adoption.result):
+                return
+        self.lifecycle.submit(client, task)
 
     def _on_graph(self, peer: PeerID, graph: m.GraphTask) -> None:
         if bytes(graph.client_id) != bytes(peer) or any(bytes(node.client_id) != bytes(peer) for node in graph.nodes):
@@ -331,7 +346,7 @@ class SchedulerCore:
             unfinished,
         )
         self.lifecycle.client_gone(ClientID(peer))
-        self.lifecycle.reattachment.forget_client(ClientID(peer))
+        self.reattachment.forget_client(ClientID(peer))
         self.tasks.forget_client(ClientID(peer))
         if self.retention.client_left(ClientID(peer), self.now):
             self.effects.append(DeleteOwnerObjects(ClientID(peer)))
@@ -348,6 +363,8 @@ class SchedulerCore:
         self._send(peer, m.HeartbeatEcho(self.settings.object_storage_address, len(self.workers)))
 
     def _on_result(self, peer: PeerID, result: m.TaskResult) -> None:
+        if result.task_id not in self.tasks.records and self.reattachment.result_for_held(peer, result, self.now):
+            return  # a task from before a restart: its client gets the result when it submits the task again
         self.lifecycle.result_from(peer, result)
 
     def _on_cancel_confirm(self, peer: PeerID, confirm: m.TaskCancelConfirm) -> None:
@@ -376,6 +393,7 @@ class SchedulerCore:
         graceful = graceful or worker.draining_until is not None  # a reclaimed unit: no retry is spent
         text = f"worker {short(peer)} (pid {worker.pid} on {worker.hostname}) {reason}"
         logger.info("%s; %d task(s) go back to the queue", text, len(worker.assigned))
+        self.reattachment.worker_gone(peer)
         self.lifecycle.worker_gone(worker, text, graceful)
 
     # ------------------------------------------------------------ managers
@@ -424,9 +442,9 @@ class SchedulerCore:
                 self.lifecycle.notice_over(worker)
 
     def _release_parked(self) -> None:
-        for client_id, task in self.lifecycle.reattachment.release(self.now):
+        for client_id, task in self.reattachment.release(self.now):
             if PeerID(client_id) in self.clients:
-                self.lifecycle.submit(client_id, task)
+                self._submit(client_id, task)
 
     def _on_tick(self) -> None:
         settings, now = self.settings, self.now

@@ -28,7 +28,6 @@ from scaler.protocol.messages import (
 from scaler.scheduler.core.effects import DeleteObjects, Effect, Send
 from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
 from scaler.scheduler.core.peers import WorkerRecord
-from scaler.scheduler.core.reattachment import Adoption, Reattachment
 from scaler.scheduler.core.task_state import Outcome, TaskEvent, TaskState, outcome
 from scaler.scheduler.core.task_table import TaskRecord, TaskTable
 
@@ -57,8 +56,6 @@ class TaskLifecycle:
         self._max_task_retries = max_task_retries
         self._max_tasks_waiting = max_tasks_waiting
         self._ignore_capabilities = ignore_capabilities
-        #: what survives a scheduler restart: tasks workers still hold, and their results (reattachment.py)
-        self.reattachment = Reattachment()
         self.now = 0.0
         #: how each outcome is carried out; `details` are the keyword details of the event (see `apply`)
         self._outcomes: dict[Outcome, Callable[[TaskRecord, dict[str, object]], None]] = {
@@ -80,9 +77,6 @@ class TaskLifecycle:
     def submit(self, client: ClientID, task: Task) -> None:
         if task.task_id in self._tasks.records:
             logger.warning("task %s submitted twice; the second copy is ignored", task.task_id.hex())
-            return
-        adoption = self.reattachment.take(task.task_id)
-        if adoption is not None and self._adopt(task, adoption):
             return
         if self._max_tasks_waiting >= 0 and len(self._tasks.queue) >= self._max_tasks_waiting:
             reason = f"refused: {len(self._tasks.queue)} tasks already wait for a worker (max-number-of-tasks-waiting)"
@@ -118,8 +112,6 @@ class TaskLifecycle:
 
     def result_from(self, worker: PeerID, result: TaskResult) -> None:
         record = self._tasks.get(result.task_id)
-        if record is None and self.reattachment.result_for_held(worker, result, self.now):
-            return  # a task from before a restart: its client gets the result when it submits the task again
         if record is None or record.worker != worker:
             logger.debug("stale result for task %s dropped", result.task_id.hex())
             return
@@ -185,7 +177,6 @@ class TaskLifecycle:
         self._send(worker.peer, TaskCancel(tuple(moved)))
 
     def worker_gone(self, worker: WorkerRecord, reason: str, graceful: bool) -> None:
-        self.reattachment.worker_gone(worker.peer)
         event = TaskEvent.RETURNED if graceful else TaskEvent.WORKER_LOST
         for task_id in sorted(worker.assigned, key=lambda t: self._tasks.records[t].sequence):
             self.apply(task_id, event, reason=reason)
@@ -214,22 +205,22 @@ class TaskLifecycle:
         worker.assigned.add(task_id)
         self._offer(worker)
 
-    def _adopt(self, task: Task, adoption: Adoption) -> bool:
-        """A task submitted again after a restart that a worker still runs (or already finished): it is not run
-        again. False when its worker is gone meanwhile (the task is queued as usual)."""
-        worker = self._workers.get(adoption.worker)
-        if worker is None and adoption.result is None:
+    def adopt(self, task: Task, worker_peer: PeerID, result: TaskResult | None) -> bool:
+        """A task submitted again after a restart that a worker still runs (or already finished, with `result`):
+        it is not run again. False when its worker is gone meanwhile and there is no result (submit it as usual)."""
+        worker = self._workers.get(worker_peer)
+        if worker is None and result is None:
             return False
         record = self._tasks.add(task, TaskState.QUEUED, self.now)  # not in the queue: dispatched at once below
-        record.worker = adoption.worker
+        record.worker = worker_peer
         record.attempts = 1
         record.dispatched_at = self.now
         self._tasks.set_state(record, TaskState.DISPATCHED, self.now)
         if worker is not None:
             worker.assigned.add(task.task_id)
             self._offer(worker)  # its load changed: a fresh entry in the free-worker heap
-        if adoption.result is not None:
-            self.apply(task.task_id, TaskEvent.RESULT, result=adoption.result)
+        if result is not None:
+            self.apply(task.task_id, TaskEvent.RESULT, result=result)
         return True
 
     # ------------------------------------------------------------ dispatch

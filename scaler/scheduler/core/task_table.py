@@ -223,9 +223,6 @@ class TaskTable:
         for owned in self.by_client.values():
             rebuild(owned)
 
-    def count_by_state(self) -> dict[TaskState, int]:
-        return dict(self.live_counts)
-
     def forget_client(self, client: ClientID) -> None:
         """The client left: its counts go once its last task ended."""
         if client not in self.by_client:

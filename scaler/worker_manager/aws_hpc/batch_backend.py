@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from scaler.config.sections import AWSHPCWorkerManagerConfig, WorkerManagerSettings
-from scaler.worker.offload_executor import JobOutcome, OffloadError, RemoteJob
 from scaler.worker_manager.aws.client import AwsClients, CloudError, plain_error
+from scaler.worker_manager.offload.backend import JobOutcome, OffloadError, RemoteJob
 
 logger = logging.getLogger(__name__)
 

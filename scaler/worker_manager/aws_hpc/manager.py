@@ -9,4 +9,4 @@ from scaler.worker_manager.offload.proxy_units import run_offload_manager
 
 def run(config: WorkerManagerSettings) -> int:
     assert isinstance(config, AWSHPCWorkerManagerConfig)
-    return run_offload_manager(config, "aws_hpc", config.max_concurrent_jobs)
+    return run_offload_manager(config, config.max_concurrent_jobs)

@@ -12,9 +12,6 @@ from scaler.worker_manager.process import run_manager
 
 logger = logging.getLogger(__name__)
 
-MANAGER_TYPE = "aws_raw_ecs"
-WORKER_TYPE = "ECS"
-
 
 def run(config: WorkerManagerSettings) -> int:
     assert isinstance(config, ECSWorkerManagerConfig)
@@ -29,4 +26,4 @@ def run(config: WorkerManagerSettings) -> int:
     except CloudError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
-    return run_manager(config, MANAGER_TYPE, WORKER_TYPE, EcsBackend(config, config.worker_manager_id, clients))
+    return run_manager(config, EcsBackend(config, config.worker_manager_id, clients))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+from scaler.config.manager_types import manager_type_of
 from scaler.config.sections import NativeWorkerManagerConfig
 from scaler.io.fork_server import ForkServer
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
@@ -17,12 +18,9 @@ from scaler.worker_manager.process import run_manager, settings_problem
 
 logger = logging.getLogger(__name__)
 
-MANAGER_TYPE = "baremetal_native"
-DEFAULT_WORKER_TYPE = "NAT"
-
 
 def run_native_manager(config: NativeWorkerManagerConfig) -> int:
-    worker_type = config.worker_type or DEFAULT_WORKER_TYPE
+    worker_type = config.worker_type or manager_type_of(config).worker_type
     problem = settings_problem(config, worker_type)
     if problem is not None:  # before the worker forker starts
         logger.error("%s", problem)
@@ -30,7 +28,7 @@ def run_native_manager(config: NativeWorkerManagerConfig) -> int:
     spec = LaunchSpec(config.worker_manager_id, worker_config_of(config, worker_type))
     state_directory = state_directory_for(config.worker_manager_id, spec.scheduler_address)
     backend = NativeBackend(config.worker_manager_id, state_directory, forker=_start_forker(spec))
-    return run_manager(config, MANAGER_TYPE, worker_type, backend)
+    return run_manager(config, backend, worker_type)
 
 
 def _start_forker(spec: LaunchSpec) -> ForkServer | None:

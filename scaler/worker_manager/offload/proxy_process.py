@@ -1,41 +1,24 @@
 """One proxy worker: `python -m scaler.worker_manager.offload.proxy_process '<WorkerConfig>' TYPE '<settings>'`.
 
 The proxy registers with the scheduler as one worker with `slots` task slots and runs each task as a job of
-the remote system its manager type names (`OFFLOAD_TYPES`), through `OffloadExecutor`. Its jobs are named
-after its worker type (`<prefix>-<unit id>`), so the manager can find and cancel them if the proxy dies.
+the remote system its manager type's row names (`ManagerType.offload`), through `OffloadExecutor`. Its jobs are
+named after its worker type (`<prefix>-<unit id>`), so the manager can find and cancel them if the proxy dies.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import cast
 
-from scaler.config.sections import WORKER_MANAGER_SECTIONS, WorkerConfig, WorkerManagerSettings, section_from_json
+from scaler.config.manager_types import MANAGER_TYPES, ManagerType, manager_type_of
+from scaler.config.sections import WorkerConfig, WorkerManagerSettings, section_from_json
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
-from scaler.worker.offload_executor import JobOutcome, OffloadBackend, OffloadError, RemoteJob
+from scaler.worker_manager.offload.backend import JobOutcome, OffloadBackend, OffloadError, RemoteJob
+from scaler.worker_manager.registry import offload_backend_factory
 
 logger = logging.getLogger(__name__)
-
-#: manager type -> "module:function" making its backend from the manager's settings (imported when used)
-OFFLOAD_TYPES: dict[str, str] = {
-    "aws_hpc": "scaler.worker_manager.aws_hpc.batch_backend:make_backend",
-    "symphony": "scaler.worker_manager.symphony.soam_backend:make_backend",
-}
-
-#: manager type -> the remote system's name in messages
-SYSTEM_NAMES = {"aws_hpc": "AWS Batch", "symphony": "IBM Symphony"}
-
-BackendFactory = Callable[[WorkerManagerSettings], OffloadBackend]
-
-
-def backend_factory(type_name: str) -> BackendFactory:
-    module_name, _, function_name = OFFLOAD_TYPES[type_name].partition(":")
-    return cast(BackendFactory, getattr(importlib.import_module(module_name), function_name))
 
 
 class RetryingBackend:
@@ -45,9 +28,10 @@ class RetryingBackend:
 
     RETRY_SECONDS = 10.0
 
-    def __init__(self, type_name: str, settings: WorkerManagerSettings, reason: str) -> None:
-        self.name = SYSTEM_NAMES[type_name]
-        self._factory = backend_factory(type_name)
+    def __init__(self, row: ManagerType, settings: WorkerManagerSettings, reason: str) -> None:
+        assert row.offload is not None
+        self.name = row.offload.system_name
+        self._factory = offload_backend_factory(row)
         self._settings = settings
         self._reason = reason
         self._backend: OffloadBackend | None = None
@@ -91,14 +75,14 @@ class RetryingBackend:
         return self._backend.cancel_orphans(key_prefix) if self._backend is not None else 0
 
 
-def run_proxy(worker: WorkerConfig, type_name: str, settings: WorkerManagerSettings, slots: int) -> int:
-    """Run one proxy until it stops; its exit code."""
+def run_proxy(worker: WorkerConfig, settings: WorkerManagerSettings, slots: int) -> int:
+    """Run one proxy of the offloading type `settings` are of until it stops; its exit code."""
     from scaler.io.curve import KeyFileError, security_of
     from scaler.io.sockets import SocketFactory
     from scaler.object_storage.connection import ObjectStorageConnection
     from scaler.protocol.ids import new_worker_id
-    from scaler.worker.offload_executor import OffloadExecutor
     from scaler.worker.process import check_worker_config, run_agent
+    from scaler.worker_manager.offload.executor import OffloadExecutor
 
     problem = check_worker_config(worker)
     if problem is not None:
@@ -109,12 +93,13 @@ def run_proxy(worker: WorkerConfig, type_name: str, settings: WorkerManagerSetti
     except KeyFileError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
+    row = manager_type_of(settings)
     backend: OffloadBackend
     try:
-        backend = backend_factory(type_name)(settings)
+        backend = offload_backend_factory(row)(settings)
     except OffloadError as error:  # the manager checked at its start: this changed since (a bucket deleted ...)
         logger.error("%s; the tasks sent here fail with this error until it is fixed", error)
-        backend = RetryingBackend(type_name, settings, str(error))
+        backend = RetryingBackend(row, settings, str(error))
     storage_sockets = SocketFactory(1, security)
 
     def object_storage(address: str) -> ObjectStorageConnection:
@@ -130,13 +115,12 @@ def run_proxy(worker: WorkerConfig, type_name: str, settings: WorkerManagerSetti
 
 def main() -> None:
     worker = section_from_json(WorkerConfig, sys.argv[1])
-    type_name = sys.argv[2]
-    settings = section_from_json(WORKER_MANAGER_SECTIONS[type_name], sys.argv[3])
+    settings = section_from_json(MANAGER_TYPES[sys.argv[2]].section, sys.argv[3])
     slots = int(sys.argv[4])
     from scaler.config.logging_setup import setup_logging
 
     setup_logging(worker, "worker")
-    sys.exit(run_proxy(worker, type_name, settings, slots))
+    sys.exit(run_proxy(worker, settings, slots))
 
 
 if __name__ == "__main__":

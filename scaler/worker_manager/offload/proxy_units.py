@@ -16,14 +16,15 @@ import asyncio
 import dataclasses
 import logging
 
+from scaler.config.manager_types import ManagerType, manager_type_of
 from scaler.config.sections import WorkerManagerSettings, section_to_json
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
-from scaler.worker.offload_executor import OffloadError
 from scaler.worker_manager.backend import LaunchSpec, UnitInfo, UnitState, worker_type_for_unit
 from scaler.worker_manager.baremetal_native.backend import NativeBackend
 from scaler.worker_manager.baremetal_native.unit_records import state_directory_for
-from scaler.worker_manager.offload.proxy_process import backend_factory
+from scaler.worker_manager.offload.backend import OffloadError
 from scaler.worker_manager.process import run_manager, settings_problem
+from scaler.worker_manager.registry import offload_backend_factory
 
 logger = logging.getLogger(__name__)
 
@@ -31,9 +32,9 @@ PROXY_MODULE = "scaler.worker_manager.offload.proxy_process"
 
 
 class ProxyUnitBackend:
-    def __init__(self, native: NativeBackend, type_name: str, settings: WorkerManagerSettings, slots: int) -> None:
+    def __init__(self, native: NativeBackend, row: ManagerType, settings: WorkerManagerSettings, slots: int) -> None:
         self._native = native
-        self._type_name = type_name
+        self._row = row
         self._settings = settings
         self._slots = slots
         self._reaped: set[str] = set()
@@ -43,7 +44,7 @@ class ProxyUnitBackend:
         return self._slots
 
     async def launch(self, count: int, spec: LaunchSpec) -> list[str]:
-        arguments = (self._type_name, section_to_json(self._settings), str(self._slots))
+        arguments = (self._row.name, section_to_json(self._settings), str(self._slots))
         return await self._native.launch(
             count, dataclasses.replace(spec, module=PROXY_MODULE, module_arguments=arguments)
         )
@@ -63,9 +64,9 @@ class ProxyUnitBackend:
         await self._native.close()
 
     async def _cancel_orphans(self, unit_id: str) -> None:
-        prefix = worker_type_for_unit(WORKER_TYPES[self._type_name], unit_id)
+        prefix = worker_type_for_unit(self._row.worker_type, unit_id)
         try:
-            backend = backend_factory(self._type_name)(self._settings)
+            backend = offload_backend_factory(self._row)(self._settings)
             cancelled = await asyncio.to_thread(backend.cancel_orphans, prefix)
             await asyncio.to_thread(backend.close)
         except Exception as error:  # logged; the remote system's own timeout ends those jobs eventually
@@ -75,19 +76,16 @@ class ProxyUnitBackend:
             logger.warning("proxy %s is gone: cancelled %d job(s) it had started", prefix, cancelled)
 
 
-#: the worker id prefix of each type's proxies (`Worker|BAT-<unit id>|...`)
-WORKER_TYPES = {"aws_hpc": "BAT", "symphony": "SYM"}
-
-
-def run_offload_manager(config: WorkerManagerSettings, type_name: str, slots: int) -> int:
-    """Run an offloading manager: proxies of `slots` task slots each, as many as the scheduler's target needs."""
-    worker_type = WORKER_TYPES[type_name]
-    problem = settings_problem(config, worker_type)
+def run_offload_manager(config: WorkerManagerSettings, slots: int) -> int:
+    """Run an offloading manager (the type `config` is of): proxies of `slots` task slots each, as many as the
+    scheduler's target needs, their ids prefixed with the type's worker type (`Worker|BAT-<unit id>|...`)."""
+    row = manager_type_of(config)
+    problem = settings_problem(config, row.worker_type)
     if problem is not None:
         logger.error("%s", problem)
         return EXIT_CONFIGURATION
     try:
-        backend_factory(type_name)(config).close()  # the remote system is reachable and the settings are usable
+        offload_backend_factory(row)(config).close()  # the remote system is reachable and the settings are usable
     except OffloadError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
@@ -95,4 +93,4 @@ def run_offload_manager(config: WorkerManagerSettings, type_name: str, slots: in
         config.worker_manager_id, state_directory_for(config.worker_manager_id, config.scheduler_address),
         workers_per_unit=slots,
     )  # fmt: skip
-    return run_manager(config, type_name, worker_type, ProxyUnitBackend(native, type_name, config, slots))
+    return run_manager(config, ProxyUnitBackend(native, row, config, slots))

@@ -12,9 +12,6 @@ from scaler.worker_manager.process import run_manager
 
 logger = logging.getLogger(__name__)
 
-MANAGER_TYPE = "orb_aws_ec2"
-WORKER_TYPE = "EC2"
-
 
 def run(config: WorkerManagerSettings) -> int:
     assert isinstance(config, EC2WorkerManagerConfig)
@@ -33,4 +30,4 @@ def run(config: WorkerManagerSettings) -> int:
         return EXIT_CONFIGURATION
     backend = Ec2Backend(config, config.worker_manager_id, clients)
     backend.prepare_now()
-    return run_manager(config, MANAGER_TYPE, WORKER_TYPE, backend)
+    return run_manager(config, backend)

@@ -13,4 +13,4 @@ def run(config: WorkerManagerSettings) -> int:
     assert isinstance(config, SymphonyWorkerManagerConfig)
     # One proxy holds every task in flight: -mtc caps the tasks in the Symphony session, not the proxies.
     slots = config.max_task_concurrency if config.max_task_concurrency > 0 else UNLIMITED_SLOTS
-    return run_offload_manager(config, "symphony", slots)
+    return run_offload_manager(config, slots)

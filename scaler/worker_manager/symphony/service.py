@@ -3,7 +3,7 @@
 Deploy this module as the service of the Symphony application that `--service-name` names, started as
 `python -m scaler.worker_manager.symphony.service` by a Python with scaler installed (same Python and scaler
 versions as the manager, plus the modules the tasks import). Each task input is a task bundle
-(worker/remote_task.py); the service runs it with `run_bundle`, the same TaskExecutor a local worker uses,
+(payload/remote_bundle.py); the service runs it with `run_bundle`, the same TaskExecutor a local worker uses,
 and answers the outcome as the task output. A task's own exception is part of its outcome; only a bundle it
 cannot read fails the Symphony task.
 """
@@ -14,8 +14,8 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from scaler.worker.offload_executor import OffloadError
 from scaler.worker.task_execution import run_bundle
+from scaler.worker_manager.offload.backend import OffloadError
 from scaler.worker_manager.symphony.soam_backend import load_soamapi, payload_message_class
 
 

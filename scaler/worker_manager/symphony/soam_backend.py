@@ -1,7 +1,7 @@
 """IBM Symphony as an offloading backend: each task of a proxy worker is one task of a SOAM session.
 
 A proxy holds one connection to the Symphony application named by `--service-name` and one PARTIAL_ASYNC
-session on it. A task's bundle (worker/remote_task.py) is the task input; the deployed service
+session on it. A task's bundle (payload/remote_bundle.py) is the task input; the deployed service
 (`symphony/service.py`) runs it with `run_bundle` and answers its outcome as the task output, which comes
 back through the session callback on a Symphony thread and waits in `_finished` for the next `poll`.
 
@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from scaler.config.sections import SymphonyWorkerManagerConfig, WorkerManagerSettings
-from scaler.worker.offload_executor import JobOutcome, OffloadError, RemoteJob
+from scaler.worker_manager.offload.backend import JobOutcome, OffloadError, RemoteJob
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class _Session:
 
 
 class SoamBackend:
-    """An `OffloadBackend` (worker/offload_executor.py) over one Symphony connection."""
+    """An `OffloadBackend` (worker_manager/offload/backend.py) over one Symphony connection."""
 
     name = "IBM Symphony"
     batch_window_seconds = 0.0
@@ -295,7 +295,8 @@ def _quietly(what: str, call: Callable[[], object]) -> None:
 
 
 def make_backend(settings: WorkerManagerSettings) -> SoamBackend:
-    """`OFFLOAD_TYPES["symphony"]`: a backend connected to the application `--service-name` names."""
+    """The symphony row's offload backend (scaler/config/manager_types.py): a backend connected to the
+    application `--service-name` names."""
     assert isinstance(settings, SymphonyWorkerManagerConfig)
     if not settings.service_name:
         raise OffloadError("scaler_worker_manager symphony needs --service-name (the Symphony application to use)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from scaler.policy.content import Allocation
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID
 from scaler.scheduler.core.run_times import RunTimeBook
@@ -117,7 +118,7 @@ def test_a_profiled_run_time_is_the_workers_own_measure() -> None:
 
 
 def test_with_capabilities_in_use_the_estimate_is_per_capability_set() -> None:
-    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, allocate="capability"))
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, allocate=Allocation.CAPABILITY))
     client = sim.add_client()
     cpu, gpu = sim.add_worker("cpu"), sim.add_worker("gpu", capabilities=GPU)
     sim.submit(client, [named(client.peer, 1, "f"), named(client.peer, 2, "f", GPU)])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from scaler.policy.content import Allocation
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.scheduler.core.effects import DeleteOwnerObjects, Publish, Send, StopScheduler
@@ -174,7 +175,7 @@ def test_higher_priority_runs_first_then_submission_order() -> None:
 
 
 def test_capability_tasks_wait_for_a_capable_worker_without_blocking_others() -> None:
-    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, allocate="capability"))
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, allocate=Allocation.CAPABILITY))
     client = sim.add_client()
     plain = sim.add_worker("plain", capacity=5)
     sim.submit(client, [task(client.peer, 1, capabilities=(("gpu", 1),)), task(client.peer, 2)])

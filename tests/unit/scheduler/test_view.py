@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from scaler.policy.content import Allocation
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID, TaskID
 from scaler.scheduler.core.events import Received, Tick
 from scaler.scheduler.core.scheduler_core import CoreSettings
 from scaler.testing.simulation import PYTHON, SimulatedCluster, hello, task
 
-CAPABILITY = CoreSettings("s", "o", PYTHON, allocate="capability")
+CAPABILITY = CoreSettings("s", "o", PYTHON, allocate=Allocation.CAPABILITY)
 
 
 def tid(number: int) -> TaskID:

@@ -3,10 +3,10 @@
 A proxy is an ordinary worker agent (`run_agent`) whose `Executor` is this one, with as many slots as jobs may
 be in flight: the scheduler dispatches to it with the normal credits, cancels and time-outs kill its
 processors, its heartbeats go on while remote calls are slow. Each processor is a slot that holds at most one
-job. What differs between remote systems is behind `OffloadBackend`, three blocking verbs (submit, poll,
-cancel) and close, called from this executor's threads, never from the agent's event loop.
+job. What differs between remote systems is behind `OffloadBackend` (`backend.py`), three blocking verbs
+(submit, poll, cancel) and close, called from this executor's threads, never from the agent's event loop.
 
-A task's way through here: packed with the objects it needs (`remote_task.pack_task`, object storage reads
+A task's way through here: packed with the objects it needs (`payload.remote_bundle.pack_task`, object storage reads
 in a thread), collected for `batch_window_seconds` with the other tasks that arrive (a backend may send a
 batch as one array job), submitted, polled until the backend reports its outcome, unpacked: objects the task
 stored go to object storage, its output and its TaskResult to the agent core, exactly as a processor reports
@@ -23,69 +23,19 @@ import itertools
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from scaler.errors import MissingObjects, ObjectStorageException
 from scaler.payload.remote_bundle import BundleError, open_outcome, pack_task
 from scaler.protocol import messages as m
 from scaler.worker.executor import ExecutorListener
+from scaler.worker_manager.offload.backend import JobOutcome, OffloadBackend, OffloadError, RemoteJob
 
 logger = logging.getLogger(__name__)
 
 #: Threads per proxy for the backend's blocking calls and object storage transfers.
 THREADS = 4
 _T = TypeVar("_T")
-
-
-class OffloadError(Exception):
-    """The remote system refused a call; the message says what it answered (shown to the task's client)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteJob:
-    key: str  #: unique within the proxy for its lifetime; the backend names its job after it
-    bundle: bytes  #: `remote_task.pack_task`'s bundle: what the remote side hands to `run_bundle`
-
-
-@dataclass(frozen=True, slots=True)
-class JobOutcome:
-    """How a submitted job ended, reported once by `poll`."""
-
-    key: str
-    outcome: bytes | None  #: `run_bundle`'s answer; None when the job ended without one
-    failure: str = ""  #: why there is no outcome: "AWS Batch job 1f2e FAILED: Essential container exited"
-    host_lost: bool = False  #: the machine was taken away (spot reclaim): run the task again
-
-
-class OffloadBackend(Protocol):
-    """A remote system that runs bundles. Calls are blocking and may come from different threads at once."""
-
-    #: the system's name in messages ("AWS Batch", "IBM Symphony")
-    name: str
-
-    @property
-    def batch_window_seconds(self) -> float:
-        """How long tasks arriving together are collected before one `submit` (0: at once)."""
-
-    @property
-    def poll_interval_seconds(self) -> float:
-        """How often `poll` is called while jobs are in flight."""
-
-    def submit(self, jobs: list[RemoteJob]) -> None:
-        """Start these jobs (one call may become one array job); raise OffloadError when refused."""
-
-    def poll(self) -> list[JobOutcome]:
-        """The jobs that ended since the last call, each reported once; jobs cancelled are not reported."""
-
-    def cancel(self, key: str, reason: str) -> None:
-        """Stop a job (queued or running); unknown or finished keys are a no-op."""
-
-    def close(self) -> None:
-        """Cancel every job still in flight and release clients and sessions."""
-
-    def cancel_orphans(self, key_prefix: str) -> int:
-        """Cancel the jobs, still queued or running, of a proxy that died (their keys start with `key_prefix`,
-        made by another instance); how many. A system whose jobs end with their proxy's session returns 0."""
 
 
 @dataclass(slots=True)
