@@ -100,6 +100,10 @@ class FakeCloud:
         from werkzeug.serving import make_server
 
         self._ecs.settings.sandbox.prepare()
+        if self._ecs.settings.container_engine is not None:
+            from scaler.fake_cloud.containers import remove_leftover_containers
+
+            remove_leftover_containers(self._ecs.settings.container_engine)
         moto_app = DomainDispatcherApplication(create_backend_app)
         with_faults = with_fault_route(
             moto_app, (self.interrupt_spot_task, self.interrupt_spot_instance, self._reclaim_batch_job)

@@ -117,6 +117,12 @@ class EcsRunner:
         variables["ECS_TASK_ARN"] = arn
         unit = self.settings.sandbox.container(launch.name, image, [], variables, self.settings.endpoint_url, region)
         log = self.settings.log_directory / "ecs" / f"{task.id}.log"
+        engine = self.settings.container_engine
+        if engine is not None:  # the task's image itself, in the local container engine
+            from scaler.fake_cloud.containers import ContainerProcess
+
+            cache = self.settings.sandbox.cache_directory
+            return ContainerProcess(engine, f"sfc-{task.id}", _image_of(task), unit.environment, log, cache)
         return start_unit(self.settings, launch, unit, log)
 
     def close(self) -> None:

@@ -533,8 +533,11 @@ def fake_cloud(fake_cloud_session: Any) -> Iterator[Any]:
     stopped) afterwards."""
     from scaler.fake_cloud.runners import SPOT_NOTICE_SECONDS
 
+    from tests.integration.cloud_harness import ship_build, this_build
+
     fake_cloud_session.set_boot_seconds(0.0)
     fake_cloud_session.set_spot_notice_seconds(SPOT_NOTICE_SECONDS)
     fake_cloud_session.reset()
+    os.environ.update(ship_build(this_build()))
     yield fake_cloud_session
     fake_cloud_session.reset()

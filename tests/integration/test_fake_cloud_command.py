@@ -43,7 +43,7 @@ def run_sleeping_task(ecs: Any, marker: str) -> str:
     ecs.create_cluster(clusterName="c")
     ecs.register_task_definition(
         family="f", requiresCompatibilities=["FARGATE"], networkMode="awsvpc", cpu="1024", memory="2048",
-        containerDefinitions=[{"name": "main", "image": "any", "essential": True, "memory": 2048}],
+        containerDefinitions=[{"name": "main", "image": "scaler-worker:latest", "essential": True, "memory": 2048}],
     )  # fmt: skip
     overrides = {"containerOverrides": [{"name": "main", "environment": [{"name": "COMMAND", "value": marker}]}]}
     network = {"awsvpcConfiguration": {"subnets": [subnet["SubnetId"]], "securityGroups": [group]}}
