@@ -538,6 +538,9 @@ def fake_cloud(fake_cloud_session: Any) -> Iterator[Any]:
     fake_cloud_session.set_boot_seconds(0.0)
     fake_cloud_session.set_spot_notice_seconds(SPOT_NOTICE_SECONDS)
     fake_cloud_session.reset()
-    os.environ.update(ship_build(this_build()))
+    shipped = ship_build(this_build())
+    os.environ.update(shipped)  # every manager a test starts gives its units this build
     yield fake_cloud_session
+    for name in shipped:
+        os.environ.pop(name, None)
     fake_cloud_session.reset()
