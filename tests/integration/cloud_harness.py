@@ -151,7 +151,8 @@ def ecs_config(spec: LaunchSpec, **overrides: Any) -> ECSWorkerManagerConfig:
     values: dict[str, Any] = dict(
         scheduler_address=spec.worker.scheduler_address, worker_manager_id=spec.manager_id, aws_region=REGION,
         ecs_subnets="default", ecs_task_cpu=1, ecs_task_memory=2, ecs_task_image=WORKER_IMAGE,
-        ecs_python_version=UNIT_PYTHON, ecs_python_requirements=os.environ["SCALER_AWS_RAW_ECS_ECS_PYTHON_REQUIREMENTS"],
+        ecs_python_version=UNIT_PYTHON,
+        ecs_python_requirements=os.environ["SCALER_AWS_RAW_ECS_ECS_PYTHON_REQUIREMENTS"],
     )  # fmt: skip
     values.update(overrides)
     return ECSWorkerManagerConfig(**values)

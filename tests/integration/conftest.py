@@ -532,7 +532,6 @@ def fake_cloud(fake_cloud_session: Any) -> Iterator[Any]:
     """The session's fake cloud, empty, with no boot delay and AWS's spot notice; emptied again (its processes
     stopped) afterwards."""
     from scaler.fake_cloud.runners import SPOT_NOTICE_SECONDS
-
     from tests.integration.cloud_harness import ship_build, this_build
 
     fake_cloud_session.set_boot_seconds(0.0)
