@@ -10,6 +10,8 @@ process group (or by a container engine, `containers.py`).
   STOPPING until the group has exited, then STOPPED, as in ECS.
 - A container that ends on its own: the task is STOPPED ("Essential container in task exited (exit code N)").
 - The task's ENI reports the unit's address (its TEST-NET address when the cloud isolates its units).
+- The container's output goes to the fake cloud's log folder, and to CloudWatch Logs when the task definition
+  says so (`awslogs`, `task_logs.py`).
 
 moto's own state is changed in place (it runs in this process); nothing here reads a wall clock but `now`.
 """
@@ -21,6 +23,7 @@ from typing import Any
 from scaler.fake_cloud.images import Image, pull_error
 from scaler.fake_cloud.launched import LaunchedProcess
 from scaler.fake_cloud.runners import Launch, RunnerSettings, allocate_address, forget_unit, start_unit
+from scaler.fake_cloud.task_logs import awslogs_stream, forward
 
 
 class EcsRunner:
@@ -51,9 +54,11 @@ class EcsRunner:
             launch.booted = True
             task.last_status = "RUNNING"
             return
+        self._forward_logs(launch)
         code = launch.process.exit_code()
         if code is not None:
             launch.process.kill()  # whatever the container's main process left behind goes with it
+            self._forward_logs(launch)
             task.last_status = "STOPPED"
             task.desired_status = "STOPPED"
             task.stopped_reason = f"Essential container in task exited (exit code {code})"
@@ -74,6 +79,7 @@ class EcsRunner:
         if task.last_status != "STOPPED":
             task.last_status = "STOPPED"
         if launch is not None:
+            self._forward_logs(launch)
             forget_unit(self.settings, launch)
 
     def interrupt(self, now: float, wall_time: float, arn: str) -> bool:
@@ -112,7 +118,16 @@ class EcsRunner:
             _set_eni_address(task, allocate_address(self.settings, launch))
         return launch
 
+    def _forward_logs(self, launch: Launch) -> None:
+        if launch.log_destination is not None and launch.process is not None:
+            account, region, group, stream = launch.log_destination
+            launch.log_offset = forward(account, region, (group, stream), launch.process.log_path, launch.log_offset)
+
     def _start(self, region: str, arn: str, task: Any, launch: Launch, image: Image) -> LaunchedProcess:
+        defined = _definition_container(region, task)
+        destination = awslogs_stream(defined[1], task.id) if defined is not None else None
+        if defined is not None and destination is not None:
+            launch.log_destination = (defined[0], region, *destination)
         variables = _container_environment(region, task)
         variables["ECS_TASK_ARN"] = arn
         unit = self.settings.sandbox.container(launch.name, image, [], variables, self.settings.endpoint_url, region)
@@ -184,13 +199,10 @@ def _update_interface(task: Any, interface_id: str, address: str) -> None:
         interface.public_ip = address
 
 
-def _container_environment(region: str, task: Any) -> dict[str, str]:
-    """What ECS puts in the container's environment: the task definition's `environment` and `secrets` (read
-    from moto's Secrets Manager), then the run's container overrides."""
+def _definition_container(region: str, task: Any) -> tuple[str, dict[str, Any]] | None:
+    """(account, the task definition's first container definition) of the task."""
     from moto.ecs.models import ecs_backends
-    from moto.secretsmanager.models import secretsmanager_backends
 
-    found: dict[str, str] = {}
     for account, regions in list(ecs_backends.items()):
         backend = regions.get(region) if hasattr(regions, "get") else None
         if backend is None:
@@ -200,12 +212,24 @@ def _container_environment(region: str, task: Any) -> dict[str, str]:
         except Exception:  # not this account's
             continue
         containers: list[dict[str, Any]] = list(definition.container_definitions)
-        for container in containers[:1]:
-            for variable in container.get("environment", []) or []:
-                found[variable["name"]] = variable["value"]
-            for secret in container.get("secrets", []) or []:
-                secrets: Any = secretsmanager_backends[account][region]
-                found[secret["name"]] = secrets.get_secret_value(secret["valueFrom"], None, None)["SecretString"]
+        return (account, containers[0]) if containers else None
+    return None
+
+
+def _container_environment(region: str, task: Any) -> dict[str, str]:
+    """What ECS puts in the container's environment: the task definition's `environment` and `secrets` (read
+    from moto's Secrets Manager), then the run's container overrides."""
+    from moto.secretsmanager.models import secretsmanager_backends
+
+    found: dict[str, str] = {}
+    defined = _definition_container(region, task)
+    if defined is not None:
+        account, container = defined
+        for variable in container.get("environment", []) or []:
+            found[variable["name"]] = variable["value"]
+        for secret in container.get("secrets", []) or []:
+            secrets: Any = secretsmanager_backends[account][region]
+            found[secret["name"]] = secrets.get_secret_value(secret["valueFrom"], None, None)["SecretString"]
     for override in task.overrides.get("containerOverrides", []):
         for variable in override.get("environment", []):
             found[variable["name"]] = variable["value"]

@@ -39,6 +39,9 @@ class Launch:
     boot_ended: bool = False
     #: the unit's folder and network are gone with it
     forgotten: bool = False
+    #: (account, region, group, stream) of the unit's CloudWatch log, and how much of its log was sent there
+    log_destination: tuple[str, str, str, str] | None = None
+    log_offset: int = 0
 
 
 @dataclass

@@ -27,6 +27,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(18
 LAPTOP = (sys.prefix, str(Path.cwd()))
 
 
+#: The task definitions' log configuration: the containers' output in CloudWatch Logs, as ECS's awslogs driver puts it.
+AWSLOGS = {"logDriver": "awslogs", "options": {"awslogs-group": "/ecs/fidelity", "awslogs-stream-prefix": "unit"}}
+
+
 def run_ecs_task(image: str, **variables: str) -> str:
     """A Fargate task of `image` with these container overrides; its ARN."""
     ecs, ec2 = boto3.client("ecs", region_name=REGION), boto3.client("ec2", region_name=REGION)
@@ -35,7 +39,8 @@ def run_ecs_task(image: str, **variables: str) -> str:
     family = f"fidelity-{abs(hash(image)) % 10**6}"
     ecs.register_task_definition(
         family=family, requiresCompatibilities=["FARGATE"], networkMode="awsvpc", cpu="1024", memory="2048",
-        containerDefinitions=[{"name": "main", "image": image, "essential": True, "memory": 2048}],
+        containerDefinitions=[{"name": "main", "image": image, "essential": True, "memory": 2048,
+                               "logConfiguration": AWSLOGS}],
     )  # fmt: skip
     environment = [{"name": name, "value": value} for name, value in variables.items()]
     answer = ecs.run_task(
@@ -71,12 +76,17 @@ def test_an_image_the_cloud_cannot_pull_stops_the_task_as_ecs_does(fake_cloud: A
 
 
 def test_a_python_version_the_image_lacks_stops_the_task_with_the_images_words(fake_cloud: Any) -> None:
-    """Checked off: a unit that runs the laptop's interpreter (the old runner) runs COMMAND with 3.11 and exits 0."""
+    """The words are in the unit's log and in CloudWatch Logs (the task definition's awslogs stream).
+    Checked off: a unit that runs the laptop's interpreter (the old runner) runs COMMAND with 3.11 and exits 0."""
     arn = run_ecs_task(WORKER_IMAGE, PYTHON_VERSION="3.7.16", COMMAND="true")
     task = stopped_task(arn)
     assert task["stoppedReason"] == "Essential container in task exited (exit code 1)"
     assert "scaler-worker-image: no Python 3.7 in this image (it has: " in task_log(fake_cloud, arn)
     assert "set PYTHON_VERSION to one of them" in task_log(fake_cloud, arn)
+    logs = boto3.client("logs", region_name=REGION)
+    stream = f"unit/main/{arn.rsplit('/', 1)[-1]}"
+    events = logs.get_log_events(logGroupName="/ecs/fidelity", logStreamName=stream)["events"]
+    assert any("no Python 3.7 in this image" in event["message"] for event in events), events
 
 
 def test_a_requirement_the_index_lacks_stops_the_task_naming_it(fake_cloud: Any) -> None:
