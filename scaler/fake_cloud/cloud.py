@@ -35,6 +35,8 @@ from scaler.fake_cloud.sandbox import Sandbox
 
 logger = logging.getLogger(__name__)
 
+#: The prefix of the units' folders (in the temporary directory), followed by the cloud's pid.
+STATE_PREFIX = "scaler-fake-cloud-units-"
 #: How often the runners look at moto's state.
 STEP_SECONDS = 0.2
 
@@ -68,7 +70,8 @@ class FakeCloud:
         self.host = self._network.endpoint_address if self._network is not None else "127.0.0.1"
         self.endpoint_url = f"http://{self.host}:{self.port}"
         self._log_directory = log_directory or Path(tempfile.mkdtemp(prefix="scaler-fake-cloud-"))
-        self._state_directory = Path(tempfile.mkdtemp(prefix="scaler-fake-cloud-units-"))
+        _remove_leftover_state()
+        self._state_directory = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-"))
         sandbox = Sandbox(self._state_directory, cache_directory or default_cache_directory(), machine_interpreters(),
                           _uv())  # fmt: skip
         settings = RunnerSettings(
@@ -263,6 +266,24 @@ class FakeCloud:
                 except Exception:
                     logger.exception("fake cloud: settling array jobs failed")
             self._stop.wait(STEP_SECONDS)
+
+
+def _remove_leftover_state() -> None:
+    """The units' folders of fake clouds killed before they could remove them (their names carry their pid)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{STATE_PREFIX}*-*"):
+        pid = folder.name[len(STATE_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def default_cache_directory() -> Path:

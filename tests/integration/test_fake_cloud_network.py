@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -139,8 +140,10 @@ def test_what_a_killed_cloud_left_is_removed_by_the_next(launcher: Launcher, tmp
     first.wait_exit()
     assert owned_network(first.pid), "a killed cloud cannot clean up"
 
+    assert list(Path(tempfile.gettempdir()).glob(f"scaler-fake-cloud-units-{first.pid}-*"))
     second, _endpoint = start_isolated_cloud(launcher, tmp_path / "second")
     assert owned_network(first.pid) == [], "the next cloud removed the leftovers"
+    assert not list(Path(tempfile.gettempdir()).glob(f"scaler-fake-cloud-units-{first.pid}-*")), "and its folders"
     second.popen.send_signal(signal.SIGTERM)
     assert second.wait_exit() == 0
     assert owned_network(second.pid) == []
