@@ -27,12 +27,13 @@ demo: $(RUNTIME_STAMP)
 	$(BIN)/python examples/demo.py
 
 # Programs the tests drive besides Python: tmux (scaler_top in a real terminal), chromium and chromedriver (the
-# dashboard in a real browser; Debian packages chromium and chromium-driver). Installed with apt-get when
+# dashboard in a real browser; Debian packages chromium and chromium-driver), nft (the fake cloud's isolated
+# network, `scaler_fake_cloud --isolate-network`; Debian package nftables). Installed with apt-get when
 # missing and possible; otherwise those tests skip, saying why.
-TEST_PROGRAMS ?= tmux chromium chromedriver
+TEST_PROGRAMS ?= tmux chromium chromedriver nft
 test-tools:
 	@missing=""; for program in $(TEST_PROGRAMS); do command -v $$program >/dev/null 2>&1 || missing="$$missing $$program"; done; \
-	missing=$$(echo "$$missing" | sed 's/chromedriver/chromium-driver/'); \
+	missing=$$(echo "$$missing" | sed 's/chromedriver/chromium-driver/; s/nft/nftables/'); \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing for the tests"; \
 		(apt-get install -y -q $$missing >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q $$missing >/dev/null 2>&1)) \
@@ -42,8 +43,13 @@ test-tools:
 # Two test processes: most tests wait on real processes and sockets, so the suite takes about two thirds of the
 # time on a 2-core machine (TEST_PROCESSES=0 runs it in this process).
 TEST_PROCESSES ?= 2
+# The container engine of the one test that runs ECS tasks as containers of the worker image (root and apt-get
+# only, otherwise that test skips): docker/test-engine.sh starts Debian's dockerd with no bridge and no iptables
+# rules before the suite, and stops it after (only if it started it).
 test: $(STAMP) test-tools
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES)
+	@sh docker/test-engine.sh start
+	@status=0; $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) || status=$$?; \
+		sh docker/test-engine.sh stop; exit $$status
 
 lint: $(STAMP)
 	$(BIN)/ruff check scaler tests benchmarks examples

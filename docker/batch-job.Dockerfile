@@ -1,15 +1,25 @@
-# The image of the AWS Batch jobs an `aws_hpc` manager submits: Python (the clients' version), boto3 and scaler.
+# The image of the AWS Batch jobs an `aws_hpc` manager submits: the worker image (docker/worker.Dockerfile) with
+# this checkout of scaler, and boto3, baked in, so that a job needs nothing from the index at start.
 #
-#   docker build -f docker/batch-job.Dockerfile --build-arg PYTHON_VERSION=3.12 -t scaler-batch-job .
+#   docker build -f docker/worker.Dockerfile -t scaler-worker .
+#   docker build -f docker/batch-job.Dockerfile --build-arg DEFAULT_PYTHON=3.12 -t scaler-batch-job .
 #   docker tag scaler-batch-job <account>.dkr.ecr.<region>.amazonaws.com/scaler-batch-job:latest && docker push ...
 #   python -m scaler.worker_manager.aws_hpc.provision config/aws_batch.toml --image <that image>
 #
-# The job definition's command runs the job runner with the job's parameters:
+# The job definition's command runs the job runner with the job's parameters (the entrypoint makes the job's
+# environment first, with the clients' Python: set PYTHON_VERSION in the job definition's environment, or build
+# with DEFAULT_PYTHON set to it):
 #   python3 -m scaler.worker_manager.aws_hpc.job_runner Ref::payload Ref::s3_bucket Ref::s3_key Ref::result_prefix
-# Add the packages your tasks import (numpy, pandas, ...) to the pip line.
-ARG PYTHON_VERSION=3.12
-FROM python:${PYTHON_VERSION}-slim
-COPY . /src/scaler
-RUN pip install --no-cache-dir "/src/scaler[aws]" && rm -rf /src/scaler
-ENTRYPOINT []
-CMD ["python3", "-m", "scaler.worker_manager.aws_hpc.job_runner"]
+# Add the packages your tasks import (numpy, pandas, ...) to /opt/scaler/baked.txt below, or to the job
+# definition's PYTHON_REQUIREMENTS.
+ARG WORKER_IMAGE=scaler-worker:latest
+FROM ${WORKER_IMAGE}
+ARG DEFAULT_PYTHON=3.12
+COPY pyproject.toml README.md /src/scaler/
+COPY scaler /src/scaler/scaler
+RUN uv build --wheel --out-dir /opt/scaler/wheels /src/scaler && rm -rf /src/scaler \
+    && echo "scaler[aws] @ file://$(ls /opt/scaler/wheels/*.whl)" > /opt/scaler/baked.txt \
+    && uv venv --python "$DEFAULT_PYTHON" /tmp/warm && uv pip install --python /tmp/warm/bin/python -r /opt/scaler/baked.txt \
+    && rm -rf /tmp/warm
+ENV SCALER_IMAGE_PYTHON=${DEFAULT_PYTHON} \
+    SCALER_IMAGE_REQUIREMENTS="-r /opt/scaler/baked.txt"

@@ -1,5 +1,5 @@
-"""`scaler_fake_cloud [--port PORT] [--boot-seconds S] [--spot-notice-seconds S]`: a local AWS endpoint that runs
-what is launched on it."""
+"""`scaler_fake_cloud [--port PORT] [--boot-seconds S] [--isolate-network] [--image ...]`: a local AWS endpoint that
+runs what is launched on it, each unit started from nothing (docs/worker_managers.md, 7.1)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from scaler.version import __version__
 
@@ -18,13 +19,13 @@ from scaler.version import __version__
 STOP_SECONDS = 15.0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    faulthandler.enable()  # a fatal error or SIGABRT prints every thread's stack (to the log), even mid-start
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scaler_fake_cloud",
-        description="A local AWS endpoint (moto) on 127.0.0.1 that also runs what is launched on it: ECS tasks and "
-        "EC2 instances start their commands as local processes after the boot delay, and stop when the task is "
-        "stopped or the instance terminated. Point the cloud managers at it with the AWS_ENDPOINT_URL it prints.",
+        description="A local AWS endpoint (moto) that also runs what is launched on it: ECS tasks, EC2 instances and "
+        "Batch jobs start from nothing (their image's or AMI's Python, the packages their boot installs) as local "
+        "process groups after the boot delay, and stop when the task is stopped or the instance terminated. Point "
+        "the cloud managers at it with the AWS_ENDPOINT_URL it prints.",
     )
     parser.add_argument("--port", type=int, default=5000, help="port to listen on (0: any free port)")
     parser.add_argument("--boot-seconds", type=float, default=0.0, help="delay between a launch and its start")
@@ -37,26 +38,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--require-credentials", action="store_true", help="check requests' credentials against moto's IAM users"
     )
+    parser.add_argument(
+        "--isolate-network", action="store_true",
+        help="run the units in network namespaces of the cloud's own (root only; needs ip and nft): they reach the "
+        "endpoint and each other, the laptop reaches them, they reach nothing of the laptop's",
+    )  # fmt: skip
+    parser.add_argument(
+        "--image", action="append", default=[], metavar="REPOSITORY[=PYTHON[:REQUIREMENTS]]",
+        help="another repository name of the worker image the cloud can pull (scaler-worker and scaler-batch-job "
+        "are known), with its default Python and the requirements baked into it; repeatable",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cache-dir", type=Path, default=None,
+        help="the units' package cache, kept between runs (default: ~/.cache/scaler-fake-cloud)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--package-index", default=None, help="the package index the units install from (default: PyPI's simple API)"
+    )
+    parser.add_argument(
+        "--container-engine", choices=("docker",), default=None,
+        help="run ECS tasks as containers of their image with this engine (the image must exist locally)",
+    )  # fmt: skip
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    faulthandler.enable()  # a fatal error or SIGABRT prints every thread's stack (to the log), even mid-start
+    parser = _parser()
     arguments = parser.parse_args(argv)
     if arguments.boot_seconds < 0:
         parser.error("--boot-seconds must not be negative")
     if arguments.spot_notice_seconds < 0:
         parser.error("--spot-notice-seconds must not be negative")
-    try:
-        from scaler.fake_cloud.cloud import FakeCloud
-    except ImportError as error:
-        print(f"scaler_fake_cloud needs the fake-cloud extra: pip install 'scaler[fake-cloud]' ({error})",
-              file=sys.stderr)  # fmt: skip
+    cloud = _make_cloud(parser, arguments)
+    if cloud is None:
         return 2
-    cloud = FakeCloud(
-        arguments.port, arguments.boot_seconds, arguments.log_dir, arguments.require_credentials,
-        arguments.spot_notice_seconds,
-    )  # fmt: skip
     try:
         cloud.start()
     except (OSError, SystemExit) as error:
-        print(f"scaler_fake_cloud: cannot listen on 127.0.0.1:{arguments.port}: {error}", file=sys.stderr)
+        cloud.stop()
+        print(f"scaler_fake_cloud: cannot listen on {cloud.host}:{arguments.port}: {error}", file=sys.stderr)
         return 2
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -64,6 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"AWS_ENDPOINT_URL={cloud.endpoint_url}", flush=True)
     print(f"# launched commands log to {cloud.log_directory}; Ctrl-C stops the cloud and everything it runs",
           flush=True)  # fmt: skip
+    if cloud.network is not None:
+        plan = cloud.network.plan
+        print(f"# units run in network namespaces {plan.router[:-2]}-*: addresses {plan.units_network}, the laptop's "
+              f"side {plan.host_address}", flush=True)  # fmt: skip
     while not stop.wait(0.5):  # a bounded wait: the signal handler runs between two of them at the latest
         pass
     # The launched processes are stopped first; the HTTP server's own shutdown may wait on a client's open
@@ -82,6 +108,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _make_cloud(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> Any:
+    """The cloud the flags describe, or None (said why on stderr)."""
+    try:
+        from scaler.fake_cloud.cloud import FakeCloud
+        from scaler.fake_cloud.images import parse_image_option
+        from scaler.fake_cloud.network import NetworkError
+    except ImportError as error:
+        print(f"scaler_fake_cloud needs the fake-cloud extra: pip install 'scaler[fake-cloud]' ({error})",
+              file=sys.stderr)  # fmt: skip
+        return None
+    try:
+        images = [parse_image_option(text) for text in arguments.image]
+    except ValueError as error:
+        parser.error(str(error))
+    if arguments.container_engine and arguments.isolate_network:
+        parser.error("--container-engine and --isolate-network do not go together yet: containers share the laptop's "
+                     "network (docs/worker_managers.md, 7.1)")  # fmt: skip
+    options: dict[str, Any] = {"images": images, "cache_directory": arguments.cache_dir,
+                               "isolate_network": arguments.isolate_network,
+                               "container_engine": arguments.container_engine}  # fmt: skip
+    if arguments.package_index:
+        options["package_index"] = arguments.package_index
+    try:
+        return FakeCloud(arguments.port, arguments.boot_seconds, arguments.log_dir, arguments.require_credentials,
+                          arguments.spot_notice_seconds, **options)  # fmt: skip
+    except (NetworkError, RuntimeError) as error:
+        print(f"scaler_fake_cloud: {error}", file=sys.stderr)
+        return None
 
 
 if __name__ == "__main__":

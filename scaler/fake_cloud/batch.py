@@ -4,10 +4,12 @@ moto's Batch runs each job (and each child of an array job) in a thread of its o
 SUBMITTED, PENDING, RUNNABLE, STARTING and RUNNING, starts the job definition's container with `Ref::` parameters
 substituted, enforces `attemptDurationSeconds`, stops it on `terminate_job`, copies its output to CloudWatch
 Logs (`/aws/batch/job`) and ends the job SUCCEEDED or FAILED by the container's exit code. It asks Docker for the
-container; `BatchContainers` answers instead, running the container's command as a local process group (the
-image is this machine, as for ECS tasks: this interpreter first on PATH, `AWS_ENDPOINT_URL` pointing at the fake
-cloud). moto passes `AWS_BATCH_JOB_ID` (`<parent id>:<index>` for an array child); `AWS_BATCH_JOB_ARRAY_INDEX` is
-added here, as Batch does.
+container; `BatchContainers` answers instead: the job definition's image must be in the fake cloud's catalogue
+(`images.py`; otherwise the job FAILS with "CannotPullContainerError: ..."), and its container runs as a local
+process group started from nothing, as an ECS task's does (`sandbox.py`): the image's entrypoint makes a fresh
+environment with the job's `PYTHON_VERSION` and `PYTHON_REQUIREMENTS` (the job definition's `environment`), then
+runs the job definition's command. moto passes `AWS_BATCH_JOB_ID` (`<parent id>:<index>` for an array child);
+`AWS_BATCH_JOB_ARRAY_INDEX` is added here, as Batch does.
 
 `reclaim(job_id)` is the fault a spot instance's reclaim causes: the container dies with its host and the job
 FAILS with "Host EC2 (instance ...) terminated.".
@@ -24,8 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from scaler.fake_cloud.images import pull_error
 from scaler.fake_cloud.launched import LaunchedProcess
-from scaler.fake_cloud.runners import RunnerSettings, base_environment
+from scaler.fake_cloud.runners import Launch, RunnerSettings, allocate_address, forget_unit, start_unit
 
 #: The status reason AWS Batch gives a job whose spot instance was reclaimed.
 RECLAIMED_REASON = "Host EC2 (instance i-0fake{suffix}) terminated."
@@ -34,9 +37,11 @@ RECLAIMED_REASON = "Host EC2 (instance i-0fake{suffix}) terminated."
 class Container:
     """The slice of docker's Container that moto's Batch uses."""
 
-    def __init__(self, process: LaunchedProcess, job_id: str) -> None:
+    def __init__(self, process: LaunchedProcess, job_id: str, settings: RunnerSettings, launch: Launch) -> None:
         self.process = process
         self.job_id = job_id
+        self._settings = settings
+        self._launch = launch
         self.status = "running"
         self.attrs: dict[str, Any] = {"NetworkSettings": {"Networks": {}, "IPAddress": "127.0.0.1"}}
 
@@ -67,6 +72,7 @@ class Container:
 
     def remove(self) -> None:
         self.process.kill()
+        forget_unit(self._settings, self._launch)
 
 
 class _Containers:
@@ -75,7 +81,7 @@ class _Containers:
 
     def run(self, image: str, command: Any, environment: dict[str, str] | None = None, name: str = "",
             **_ignored: Any) -> Container:  # fmt: skip
-        return self._owner.start(command, environment or {}, name)
+        return self._owner.start(image, command, environment or {}, name)
 
 
 class BatchContainers:
@@ -87,18 +93,25 @@ class BatchContainers:
         self._running: dict[str, Container] = {}  #: by job id
         self._lock = threading.Lock()
 
-    def start(self, command: Any, environment: dict[str, str], name: str) -> Container:
+    def start(self, image_name: str, command: Any, environment: dict[str, str], name: str) -> Container:
         region = environment.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
-        env = base_environment(self.settings, region)
-        env.update(environment)
         job_id = environment.get("AWS_BATCH_JOB_ID", name)
+        image = self.settings.images.find(image_name)
+        if image is None:
+            reason = pull_error(image_name)
+            _set_status_reason(job_id, reason)
+            raise RuntimeError(reason)  # moto's job thread fails the job
+        variables = {key: value for key, value in environment.items() if not key.startswith("MOTO_")}
         _parent, separator, index = job_id.partition(":")
         if separator:
-            env["AWS_BATCH_JOB_ARRAY_INDEX"] = index
-        argv = ["/bin/sh", "-c", command] if isinstance(command, str) else [str(part) for part in command]
+            variables["AWS_BATCH_JOB_ARRAY_INDEX"] = index
+        argv = shlex.split(command) if isinstance(command, str) else [str(part) for part in command]
+        launch = Launch(time.monotonic(), name=f"batch-{job_id.replace(':', '-')}")
+        allocate_address(self.settings, launch)
+        unit = self.settings.sandbox.container(launch.name, image, argv, variables, self.settings.endpoint_url, region)
         log = self.settings.log_directory / "batch" / f"{job_id.replace(':', '-')}.log"
         _note_command(log, argv)
-        container = Container(LaunchedProcess(argv, env, log), job_id)
+        container = Container(start_unit(self.settings, launch, unit, log), job_id, self.settings, launch)
         with self._lock:
             self._running[job_id] = container
         return container
@@ -137,10 +150,20 @@ class BatchContainers:
         with self._lock:
             containers, self._running = list(self._running.values()), {}
         for container in containers:
-            container.kill()
+            container.remove()
         deadline = time.monotonic() + join_seconds
         for job in jobs:
             job.join(max(0.0, deadline - time.monotonic()))
+
+
+def _set_status_reason(job_id: str, reason: str) -> None:
+    from moto.batch.models import batch_backends
+
+    for _account, regions in list(batch_backends.items()):
+        for backend in list(regions.values()):
+            job = backend._jobs.get(job_id)
+            if job is not None:
+                job.job_stopped_reason = reason
 
 
 def _note_command(log: Path, argv: list[str]) -> None:

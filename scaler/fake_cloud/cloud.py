@@ -1,30 +1,42 @@
-"""The fake cloud: moto's server on 127.0.0.1, plus runners that turn launched resources into local processes.
+"""The fake cloud: moto's server, plus runners that turn launched resources into units started from nothing.
 
     with FakeCloud(port=0, boot_seconds=5) as cloud:   # cloud.endpoint_url is what boto3 is pointed at
         ...
 
 Tests use it in-process (one per session, `reset()` between tests); `scaler_fake_cloud` runs it as a command.
-Faults are injected through `faults.ROUTE` on the same port (a spot interruption of an ECS task, an EC2 spot
-instance or a Batch job).
+The same port serves moto's API, the package index the units install from (`package_index.INDEX_ROUTE`) and the
+fault route (`faults.ROUTE`: a spot interruption of an ECS task, an EC2 spot instance or a Batch job). With
+`isolate_network` (root only) the units run in network namespaces of the cloud's own (`network.py`) and the
+endpoint is the cloud's address in their VPC, which the laptop reaches too.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from scaler.fake_cloud.batch import BatchContainers, install, settle_array_parents
+from scaler.fake_cloud.ec2_instances import Ec2Runner
+from scaler.fake_cloud.ecs_tasks import EcsRunner
 from scaler.fake_cloud.faults import with_fault_route
-from scaler.fake_cloud.runners import SPOT_NOTICE_SECONDS, Ec2Runner, EcsRunner, RunnerSettings
+from scaler.fake_cloud.images import Image, ImageCatalogue
+from scaler.fake_cloud.package_index import UPSTREAM_INDEX, PackageIndex
+from scaler.fake_cloud.pythons import machine_interpreters
+from scaler.fake_cloud.runners import SPOT_NOTICE_SECONDS, RunnerSettings
+from scaler.fake_cloud.sandbox import Sandbox
 
 logger = logging.getLogger(__name__)
 
+#: The prefix of the units' folders (in the temporary directory), followed by the cloud's pid.
+STATE_PREFIX = "scaler-fake-cloud-units-"
 #: How often the runners look at moto's state.
 STEP_SECONDS = 0.2
 
@@ -37,18 +49,39 @@ class FakeCloud:
         log_directory: Path | None = None,
         require_credentials: bool = False,
         spot_notice_seconds: float = SPOT_NOTICE_SECONDS,
+        *,
+        images: Iterable[Image] = (),
+        cache_directory: Path | None = None,
+        isolate_network: bool = False,
+        container_engine: str | None = None,
+        package_index: str = UPSTREAM_INDEX,
     ) -> None:
         # Must be set before moto's IAM backend is first used: AWS-managed policies (ecsTaskExecutionRole's) exist.
         os.environ["MOTO_IAM_LOAD_MANAGED_POLICIES"] = "true"
         if require_credentials:  # requests are checked against moto's IAM users, as AWS would
             os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = "0"
         self.port = port or _free_port()
-        self.endpoint_url = f"http://127.0.0.1:{self.port}"
+        self._network: Any = None
+        if isolate_network:
+            from scaler.fake_cloud.network import UnitNetwork
+
+            self._network = UnitNetwork.create()  # NetworkError naming what is missing (root, nft, ip)
+            self._network.open_endpoint(self.port)
+        self.host = self._network.endpoint_address if self._network is not None else "127.0.0.1"
+        self.endpoint_url = f"http://{self.host}:{self.port}"
         self._log_directory = log_directory or Path(tempfile.mkdtemp(prefix="scaler-fake-cloud-"))
-        settings = RunnerSettings(self.endpoint_url, boot_seconds, self._log_directory, spot_notice_seconds)
+        _remove_leftover_state()
+        self._state_directory = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-"))
+        sandbox = Sandbox(self._state_directory, cache_directory or default_cache_directory(), machine_interpreters(),
+                          _uv())  # fmt: skip
+        settings = RunnerSettings(
+            self.endpoint_url, sandbox, boot_seconds, self._log_directory, spot_notice_seconds,
+            ImageCatalogue(images), self._network, container_engine,
+        )  # fmt: skip
         self._ecs = EcsRunner(settings)
         self._ec2 = Ec2Runner(settings)
         self._batch = BatchContainers(settings)
+        self._package_index = PackageIndex(package_index)
         self._uninstall_batch: Any = None
         self._stop = threading.Event()
         #: a reset or an API call's follow-up never meets a runner step half-way (re-entrant: a step that
@@ -56,8 +89,8 @@ class FakeCloud:
         self._lock = threading.RLock()
         self._unpatch: list[tuple[type, str, object]] = []
         self._thread = threading.Thread(target=self._run, name="fake-cloud-runners", daemon=True)
-        self._server: object | None = None
-        self._http_thread = threading.Thread()
+        self._servers: list[Any] = []
+        self._http_threads: list[threading.Thread] = []
 
     @property
     def log_directory(self) -> Path:
@@ -69,14 +102,23 @@ class FakeCloud:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import make_server
 
+        self._ecs.settings.sandbox.prepare()
+        if self._ecs.settings.container_engine is not None:
+            from scaler.fake_cloud.containers import remove_leftover_containers
+
+            remove_leftover_containers(self._ecs.settings.container_engine)
         moto_app = DomainDispatcherApplication(create_backend_app)
-        application = with_fault_route(
+        with_faults = with_fault_route(
             moto_app, (self.interrupt_spot_task, self.interrupt_spot_instance, self._reclaim_batch_job)
         )
-        server = make_server("127.0.0.1", self.port, application, threaded=True)  # OSError when the port is taken
-        self._server = server
-        self._http_thread = threading.Thread(target=server.serve_forever, name="fake-cloud-http", daemon=True)
-        self._http_thread.start()
+        application = _with_package_index(with_faults, self._package_index)
+        hosts = ["127.0.0.1"] if self.host == "127.0.0.1" else [self.host, "127.0.0.1"]
+        for host in hosts:  # OSError when the port is taken
+            server = make_server(host, self.port, application, threaded=True)
+            self._servers.append(server)
+            thread = threading.Thread(target=server.serve_forever, name=f"fake-cloud-http-{host}", daemon=True)
+            self._http_threads.append(thread)
+            thread.start()
         # ECS tasks keep the status the runners give them (moto would otherwise step them towards STOPPED).
         state_manager.set_transition(model_name="ecs::task", transition={"progression": "manual", "times": 10**9})
         self._follow_stops()
@@ -150,6 +192,16 @@ class FakeCloud:
             return None
         return f"Batch job {job_id}: its spot host was reclaimed"
 
+    @property
+    def state_directory(self) -> Path:
+        """The units' folders, and the image's and AMI's tools (removed when the cloud stops)."""
+        return self._state_directory
+
+    @property
+    def network(self) -> Any:
+        """The units' network (`network.UnitNetwork`) when the cloud isolates them, else None."""
+        return self._network
+
     def set_boot_seconds(self, seconds: float) -> None:
         """The boot delay of resources launched from now on (the runners share their settings)."""
         self._ecs.settings.boot_seconds = seconds
@@ -184,12 +236,15 @@ class FakeCloud:
         for owner, name, original in self._unpatch:
             setattr(owner, name, original)
         self._unpatch = []
-        server = self._server
-        if server is not None:
-            server.shutdown()  # type: ignore[attr-defined]
-            server.server_close()  # type: ignore[attr-defined]
-            self._http_thread.join(5)
-            self._server = None
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+        for thread in self._http_threads:
+            thread.join(5)
+        self._servers, self._http_threads = [], []
+        if self._network is not None:
+            self._network.close()
+        shutil.rmtree(self._state_directory, ignore_errors=True)
 
     def __enter__(self) -> FakeCloud:
         return self.start()
@@ -211,6 +266,51 @@ class FakeCloud:
                 except Exception:
                     logger.exception("fake cloud: settling array jobs failed")
             self._stop.wait(STEP_SECONDS)
+
+
+def _remove_leftover_state() -> None:
+    """The units' folders of fake clouds killed before they could remove them (their names carry their pid)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{STATE_PREFIX}*-*"):
+        pid = folder.name[len(STATE_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def default_cache_directory() -> Path:
+    """Where the units' package cache lives between runs: `$XDG_CACHE_HOME/scaler-fake-cloud`."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "scaler-fake-cloud"
+
+
+def _uv() -> Path:
+    """The uv the units' image and AMI tools run (the `uv` distribution, a dependency of the fake-cloud extra)."""
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        found = shutil.which("uv")
+        if found is None:
+            raise RuntimeError("the fake cloud needs uv: pip install 'scaler[fake-cloud]'") from None
+        return Path(found)
+    return Path(find_uv_bin())
+
+
+def _with_package_index(application: Callable[..., Any], index: PackageIndex) -> Callable[..., Any]:
+    def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if index.handles(environ.get("PATH_INFO", "")):
+            return index(environ, start_response)
+        return application(environ, start_response)
+
+    return dispatch
 
 
 def _free_port() -> int:

@@ -532,9 +532,14 @@ def fake_cloud(fake_cloud_session: Any) -> Iterator[Any]:
     """The session's fake cloud, empty, with no boot delay and AWS's spot notice; emptied again (its processes
     stopped) afterwards."""
     from scaler.fake_cloud.runners import SPOT_NOTICE_SECONDS
+    from tests.integration.cloud_harness import ship_build, this_build
 
     fake_cloud_session.set_boot_seconds(0.0)
     fake_cloud_session.set_spot_notice_seconds(SPOT_NOTICE_SECONDS)
     fake_cloud_session.reset()
+    shipped = ship_build(this_build())
+    os.environ.update(shipped)  # every manager a test starts gives its units this build
     yield fake_cloud_session
+    for name in shipped:
+        os.environ.pop(name, None)
     fake_cloud_session.reset()

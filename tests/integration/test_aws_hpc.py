@@ -20,7 +20,8 @@ import pytest
 from scaler import Client
 from scaler.config.sections import AWSHPCWorkerManagerConfig
 from scaler.errors import DeserializeObjectError, ProcessorDiedError, TaskTimeoutError
-from scaler.worker_manager.aws_hpc.provision import provision
+from scaler.worker_manager.aws_hpc.batch_backend import JOB_PARAMETERS
+from scaler.worker_manager.aws_hpc.provision import JOB_COMMAND, provision
 from tests.integration.cloud_harness import REGION
 from tests.integration.conftest import Addresses, Launcher, Service, probe_scheduler, wait_for
 from tests.integration.test_launcher import Stack, stack_file
@@ -214,7 +215,7 @@ def test_a_job_definition_whose_command_fails_at_start_fails_the_task_naming_the
     command = ["python3", "-c", "raise SystemExit('no such image')"]
     batch.register_job_definition(
         jobDefinitionName="broken-job", type="container",
-        containerProperties={"image": "broken:latest", "command": command, "resourceRequirements": resources},
+        containerProperties={"image": "scaler-batch-job:latest", "command": command, "resourceRequirements": resources},
     )  # fmt: skip
     addresses, _scheduler, _storage = launcher.stack(workers=0)
     launcher.start(
@@ -224,6 +225,26 @@ def test_a_job_definition_whose_command_fails_at_start_fails_the_task_naming_the
         with pytest.raises(ProcessorDiedError, match=r"AWS Batch job \S+ FAILED") as raised:
             client.submit(square, 3).result(timeout=120)
     assert "no such image" in str(raised.value)  # the end of the job's log is quoted
+    no_batch_leftovers()
+
+
+def test_an_image_the_cloud_cannot_pull_fails_the_task_with_batchs_reason(batch_cloud: Any, launcher: Launcher) -> None:
+    """Checked off: without the fake cloud's image check, the job runs its command (this build, baked into every
+    image) and the task returns 9."""
+    batch = boto3.client("batch", region_name=REGION)
+    resources = [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "2048"}]
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/not-pushed:latest"
+    batch.register_job_definition(
+        jobDefinitionName="unpullable-job", type="container", parameters={name: "none" for name in JOB_PARAMETERS},
+        containerProperties={"image": image, "command": JOB_COMMAND, "resourceRequirements": resources},
+    )  # fmt: skip
+    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    launcher.start("scaler_worker_manager", "aws_hpc", addresses.scheduler, "-q", QUEUE, "-d", "unpullable-job",
+                   "--s3-bucket", BUCKET)  # fmt: skip
+    with Client(address=addresses.scheduler, timeout_seconds=60) as client:
+        with pytest.raises(ProcessorDiedError, match=r"AWS Batch job \S+ FAILED: CannotPullContainerError: ") as raised:
+            client.submit(square, 3).result(timeout=120)
+    assert f"{image}: not found" in str(raised.value)
     no_batch_leftovers()
 
 

@@ -164,18 +164,22 @@ def test_the_cloud_going_away_is_reported_once_and_the_manager_goes_on(
         manager.popen.send_signal(signal.SIGTERM)  # it cannot stop its units, says so, and exits
         assert manager.wait_exit(60) == 0
     finally:
-        for process in group_leaders + _launched_groups("cloud-gone"):
+        for process in group_leaders + _launched_groups("cloud-gone", endpoint):
             _kill_group(process)
 
 
-def _launched_groups(manager_id: str) -> list[psutil.Process]:
-    """The processes a killed fake cloud leaves behind (they ran in their own sessions)."""
+def _launched_groups(manager_id: str, endpoint: str = "") -> list[psutil.Process]:
+    """The processes a killed fake cloud leaves behind (they ran in their own sessions): the manager's workers, and
+    what still boots (its environment names the cloud's endpoint)."""
     marker = f'"worker_manager_id": "{manager_id}"'
     found = []
     for process in psutil.process_iter():
         try:
             if any(marker in part for part in process.cmdline()) and "worker_type" in " ".join(process.cmdline()):
                 found.append(process)
+            elif endpoint and "scaler-fake-cloud-units-" in " ".join(process.cmdline()):
+                if process.environ().get("AWS_ENDPOINT_URL") == endpoint:  # a unit of that cloud, still booting
+                    found.append(process)
         except psutil.Error:
             continue
     return found

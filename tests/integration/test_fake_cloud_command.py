@@ -43,7 +43,7 @@ def run_sleeping_task(ecs: Any, marker: str) -> str:
     ecs.create_cluster(clusterName="c")
     ecs.register_task_definition(
         family="f", requiresCompatibilities=["FARGATE"], networkMode="awsvpc", cpu="1024", memory="2048",
-        containerDefinitions=[{"name": "main", "image": "any", "essential": True, "memory": 2048}],
+        containerDefinitions=[{"name": "main", "image": "scaler-worker:latest", "essential": True, "memory": 2048}],
     )  # fmt: skip
     overrides = {"containerOverrides": [{"name": "main", "environment": [{"name": "COMMAND", "value": marker}]}]}
     network = {"awsvpcConfiguration": {"subnets": [subnet["SubnetId"]], "securityGroups": [group]}}
@@ -105,3 +105,18 @@ def test_a_port_in_use_is_a_clear_error(launcher: Launcher) -> None:
     assert f"cannot listen on 127.0.0.1:{port}" in second.log_text()
     first.popen.send_signal(signal.SIGTERM)
     assert first.wait_exit() == 0
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (("--image", "registry.example/scaler-worker"), "expected a repository name (no registry or tag)"),
+        (("--image", "jobs=latest"), "'latest' is not a Python version"),
+        (("--container-engine", "docker", "--isolate-network"), "do not go together yet"),
+    ],
+    ids=["image-with-registry", "image-python", "engine-and-isolation"],
+)
+def test_flags_that_cannot_work_are_refused_naming_why(launcher: Launcher, flags: tuple[str, ...], words: str) -> None:
+    cloud = launcher.start("scaler_fake_cloud", "--port", str(free_tcp_port_block(1)), *flags)
+    assert cloud.wait_exit() == 2
+    assert words in cloud.log_text()

@@ -69,7 +69,12 @@ def user_data(config: EC2WorkerManagerConfig, spec: LaunchSpec, unit_id: str, wo
             # the workers' CURVE keys, if the manager has some (user data is readable by whoever may describe the
             # instance's attributes and from the instance: docs/security.md)
             *shell_exports(unit_key_texts(spec)),
-            f"exec {pool_command(spec, unit_id, workers, python)}",
+            # an instance outlives its user data: when the pool ends (a worker died), the instance shuts itself
+            # down, which terminates it (InstanceInitiatedShutdownBehavior), so that the unit ends and is replaced
+            "set +e",
+            pool_command(spec, unit_id, workers, python),
+            'echo "scaler: the worker pool ended (exit status $?): shutting the instance down"',
+            "shutdown -h now",
             "",
         ]
     )

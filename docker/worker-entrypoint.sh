@@ -1,0 +1,1 @@
+../scaler/fake_cloud/image/worker-entrypoint.sh

@@ -1,0 +1,110 @@
+"""The package index as the fake cloud's units reach it: a read-through mirror of PyPI's simple API on the fake
+cloud's own port (what a VPC's way out to the internet stands for; isolated units reach nothing else outside).
+
+    GET {AWS_ENDPOINT_URL}/scaler-fake-cloud/pypi/simple/<project>/   PyPI's page (HTML or JSON, as asked), its file
+                                                                     links made relative to the mirror
+    GET {AWS_ENDPOINT_URL}/scaler-fake-cloud/pypi/files/<path>        the file, streamed from PyPI's file host
+
+Project pages are kept for ten minutes and served with that max-age, PyPI's own (a proxy in front of PyPI may strip
+the header, which would make every install ask PyPI again); files never change and are cached by the installers.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+INDEX_ROUTE = "/scaler-fake-cloud/pypi"
+UPSTREAM_INDEX = "https://pypi.org/simple"
+UPSTREAM_FILES = "https://files.pythonhosted.org"
+PAGE_SECONDS = 600.0
+_PROJECT = re.compile(r"^[A-Za-z0-9._-]+$")
+_TIMEOUT_SECONDS = 60.0
+_CHUNK = 1 << 16
+
+
+class PackageIndex:
+    """The mirror's WSGI part: `handles(path)` says whether a request is its own."""
+
+    def __init__(self, upstream_index: str = UPSTREAM_INDEX, upstream_files: str = UPSTREAM_FILES) -> None:
+        self._index = upstream_index.rstrip("/")
+        self._files = upstream_files.rstrip("/")
+        self._pages: dict[tuple[str, str], tuple[float, str, bytes]] = {}  #: (project, accept) -> (at, type, body)
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def handles(path: str) -> bool:
+        return path.startswith(INDEX_ROUTE + "/")
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")[len(INDEX_ROUTE) :]
+        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            return _answer(start_response, "405 Method Not Allowed", "the package index is read-only\n")
+        if path.startswith("/simple/"):
+            return self._page(path[len("/simple/") :].strip("/"), environ, start_response)
+        if path.startswith("/files/") and ".." not in path:
+            return self._file(path[len("/files/") :], start_response)
+        return _answer(start_response, "404 Not Found", f"{INDEX_ROUTE}: no such page\n")
+
+    def _page(self, project: str, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if not _PROJECT.match(project):
+            return _answer(start_response, "404 Not Found", f"no project {project!r}\n")
+        accept = environ.get("HTTP_ACCEPT", "text/html")
+        key = (project.lower(), accept)
+        with self._lock:
+            cached = self._pages.get(key)
+        if cached is None or time.monotonic() - cached[0] > PAGE_SECONDS:
+            try:
+                content_type, body = self._fetch_page(project, accept)
+            except urllib.error.HTTPError as error:
+                return _answer(start_response, f"{error.code} {error.reason}", f"the package index: {error}\n")
+            except OSError as error:
+                return _answer(start_response, "502 Bad Gateway", f"the package index cannot be reached: {error}\n")
+            cached = (time.monotonic(), content_type, body)
+            with self._lock:
+                self._pages[key] = cached
+        _at, content_type, body = cached
+        start_response("200 OK", [("Content-Type", content_type), ("Content-Length", str(len(body))),
+                                  ("Cache-Control", f"max-age={int(PAGE_SECONDS)}, public")])  # fmt: skip
+        return [body]
+
+    def _fetch_page(self, project: str, accept: str) -> tuple[str, bytes]:
+        request = urllib.request.Request(f"{self._index}/{project}/", headers={"Accept": accept})
+        with urllib.request.urlopen(request, timeout=_TIMEOUT_SECONDS) as response:
+            content_type = response.headers.get("Content-Type", "text/html")
+            body: bytes = response.read()
+        # from /scaler-fake-cloud/pypi/simple/<project>/, ../../files/ is /scaler-fake-cloud/pypi/files/
+        return content_type, body.replace(f"{self._files}/".encode(), b"../../files/")
+
+    def _file(self, path: str, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        try:
+            response = urllib.request.urlopen(f"{self._files}/{path}", timeout=_TIMEOUT_SECONDS)
+        except urllib.error.HTTPError as error:
+            return _answer(start_response, f"{error.code} {error.reason}", f"the package index: {error}\n")
+        except OSError as error:
+            return _answer(start_response, "502 Bad Gateway", f"the package index cannot be reached: {error}\n")
+        headers = [("Content-Type", response.headers.get("Content-Type", "application/octet-stream")),
+                   ("Cache-Control", "max-age=31536000, immutable")]  # fmt: skip
+        if response.headers.get("Content-Length"):
+            headers.append(("Content-Length", response.headers["Content-Length"]))
+        start_response("200 OK", headers)
+        return _streamed(response)
+
+
+def _streamed(response: Any) -> Iterator[bytes]:
+    try:
+        while chunk := response.read(_CHUNK):
+            yield chunk
+    finally:
+        response.close()
+
+
+def _answer(start_response: Callable[..., Any], status: str, text: str) -> list[bytes]:
+    body = text.encode()
+    start_response(status, [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]

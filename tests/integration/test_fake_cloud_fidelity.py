@@ -1,0 +1,203 @@
+"""The fake cloud's units start from nothing, as AWS's do (#28 item 1): the image's or the AMI's Python, only the
+packages their boot installs, nothing of the laptop's; an image the cloud cannot pull, a Python the image lacks, a
+boot script that fails, each ends as it would in AWS, with AWS's (or the image's) words.
+
+How each test was checked against its mechanism switched off is in its docstring.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from scaler import Client
+from tests.integration.cloud_harness import REGION, UNIT_PYTHON, WORKER_IMAGE
+from tests.integration.conftest import Launcher, monitor, wait_for
+from tests.integration.manager_harness import workers_of
+from tests.integration.test_cloud_burst import ECS_FLAGS
+from tests.integration.test_cloud_faults import EC2_FLAGS, SCALING
+
+pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(180)]
+
+LAPTOP = (sys.prefix, str(Path.cwd()))
+
+
+#: The task definitions' log configuration: the containers' output in CloudWatch Logs, as ECS's awslogs driver puts it.
+AWSLOGS = {"logDriver": "awslogs", "options": {"awslogs-group": "/ecs/fidelity", "awslogs-stream-prefix": "unit"}}
+
+
+def run_ecs_task(image: str, **variables: str) -> str:
+    """A Fargate task of `image` with these container overrides; its ARN."""
+    ecs, ec2 = boto3.client("ecs", region_name=REGION), boto3.client("ec2", region_name=REGION)
+    subnet = ec2.describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])["Subnets"][0]["SubnetId"]
+    ecs.create_cluster(clusterName="fidelity")
+    family = f"fidelity-{abs(hash(image)) % 10**6}"
+    ecs.register_task_definition(
+        family=family, requiresCompatibilities=["FARGATE"], networkMode="awsvpc", cpu="1024", memory="2048",
+        containerDefinitions=[{"name": "main", "image": image, "essential": True, "memory": 2048,
+                               "logConfiguration": AWSLOGS}],
+    )  # fmt: skip
+    environment = [{"name": name, "value": value} for name, value in variables.items()]
+    answer = ecs.run_task(
+        cluster="fidelity", taskDefinition=family, launchType="FARGATE",
+        overrides={"containerOverrides": [{"name": "main", "environment": environment}]},
+        networkConfiguration={"awsvpcConfiguration": {"subnets": [subnet], "securityGroups": []}},
+    )  # fmt: skip
+    return str(answer["tasks"][0]["taskArn"])
+
+
+def stopped_task(arn: str) -> dict[str, Any]:
+    ecs = boto3.client("ecs", region_name=REGION)
+
+    def describe() -> dict[str, Any]:
+        return dict(ecs.describe_tasks(cluster="fidelity", tasks=[arn])["tasks"][0])
+
+    wait_for(lambda: describe()["lastStatus"] == "STOPPED", "the task to stop", 90)
+    return describe()
+
+
+def task_log(cloud: Any, arn: str) -> str:
+    return (cloud.log_directory / "ecs" / f"{arn.rsplit('/', 1)[-1]}.log").read_text()
+
+
+def test_an_image_the_cloud_cannot_pull_stops_the_task_as_ecs_does(fake_cloud: Any) -> None:
+    """Checked off: with the image check removed from `ecs_tasks`, the task runs its COMMAND and stops with "Essential
+    container in task exited (exit code 0)"."""
+    task = stopped_task(run_ecs_task("public.ecr.aws/another/project:latest", COMMAND="true"))
+    assert task["stopCode"] == "TaskFailedToStart"
+    assert task["stoppedReason"].startswith("CannotPullContainerError: "), task["stoppedReason"]
+    assert "public.ecr.aws/another/project:latest: not found" in task["stoppedReason"]
+    assert task["containers"][0]["reason"] == task["stoppedReason"]
+
+
+def test_a_python_version_the_image_lacks_stops_the_task_with_the_images_words(fake_cloud: Any) -> None:
+    """The words are in the unit's log and in CloudWatch Logs (the task definition's awslogs stream).
+    Checked off: a unit that runs the laptop's interpreter (the old runner) runs COMMAND with 3.11 and exits 0."""
+    arn = run_ecs_task(WORKER_IMAGE, PYTHON_VERSION="3.7.16", COMMAND="true")
+    task = stopped_task(arn)
+    assert task["stoppedReason"] == "Essential container in task exited (exit code 1)"
+    assert "scaler-worker-image: no Python 3.7 in this image (it has: " in task_log(fake_cloud, arn)
+    assert "set PYTHON_VERSION to one of them" in task_log(fake_cloud, arn)
+    logs = boto3.client("logs", region_name=REGION)
+    stream = f"unit/main/{arn.rsplit('/', 1)[-1]}"
+    events = logs.get_log_events(logGroupName="/ecs/fidelity", logStreamName=stream)["events"]
+    assert any("no Python 3.7 in this image" in event["message"] for event in events), events
+
+
+def test_a_requirement_the_index_lacks_stops_the_task_naming_it(fake_cloud: Any) -> None:
+    """Checked off: without PYTHON_REQUIREMENTS installed (the entrypoint's install skipped), the task exits 0."""
+    missing = "no-such-distribution-scaler-fidelity"
+    arn = run_ecs_task(WORKER_IMAGE, PYTHON_VERSION=UNIT_PYTHON, PYTHON_REQUIREMENTS=missing, COMMAND="true")
+    assert stopped_task(arn)["stoppedReason"] == "Essential container in task exited (exit code 1)"
+    log = task_log(fake_cloud, arn)
+    assert f"{missing} was not found in the package registry" in log, log
+    assert "scaler-worker-image: installing PYTHON_REQUIREMENTS failed" in log
+
+
+def where_am_i() -> tuple[str, str, str | None, str | None]:
+    import os
+    import sys
+
+    return sys.prefix, os.getcwd(), os.environ.get("VIRTUAL_ENV"), os.environ.get("PYTHONPATH")
+
+
+def uses_a_package_of_the_laptop() -> str:
+    import moto  # in the laptop's environment (the tests'), not in the unit's
+
+    return str(moto.__version__)
+
+
+def test_a_unit_sees_nothing_of_the_laptops_environment(fake_cloud: Any, launcher: Launcher) -> None:
+    """A task runs in the unit's own environment and folder; one that imports a package only the laptop has fails.
+    Checked off: with the old runner (units ran this interpreter, in this environment and folder), the task ran in
+    the laptop's prefix and the import succeeded."""
+    addresses, _scheduler, _storage = launcher.stack(workers=0, scheduler_args=SCALING)
+    launcher.start("scaler_worker_manager", "aws_raw_ecs", addresses.scheduler, "-wmi", "fidelity", "-his", "1",
+                   "-mtc", "1", *ECS_FLAGS)  # fmt: skip
+    with Client(address=addresses.scheduler, timeout_seconds=120) as client:
+        prefix, cwd, virtual_env, python_path = client.submit(where_am_i).result(timeout=120)
+        with pytest.raises(ModuleNotFoundError, match="moto"):
+            client.submit(uses_a_package_of_the_laptop).result(timeout=60)
+    assert prefix not in LAPTOP and cwd not in LAPTOP, (prefix, cwd)
+    assert prefix.startswith(str(fake_cloud.state_directory)) and cwd.startswith(str(fake_cloud.state_directory))
+    assert virtual_env == prefix and python_path is None
+
+
+def test_user_data_runs_on_python_3_9_and_dnf_installs_another(fake_cloud: Any) -> None:
+    """Checked off: with the old runner, `python3` was the laptop's 3.11 and `dnf` the machine's (none here)."""
+    script = "\n".join([
+        "#!/bin/sh", "python3 --version", "python3 -m pip --version || echo 'no pip yet'",
+        "dnf install -y python3.10 || echo \"dnf refused: $?\"",
+        f"dnf install -y python{UNIT_PYTHON} python{UNIT_PYTHON}-pip",
+        f"python{UNIT_PYTHON} -m pip --version", "echo user-data-done",
+    ])  # fmt: skip
+    log = boot_instance(fake_cloud, script)
+    assert "Python 3.9." in log
+    assert "No module named pip" in log and "no pip yet" in log
+    assert "No match for argument: python3.10" in log and "dnf refused: 1" in log  # AL2023 offers no 3.10
+    assert f"(python {UNIT_PYTHON})" in log, log
+
+
+def boot_instance(cloud: Any, script: str, **launch: Any) -> str:
+    """Runs an instance with this user data and waits for its end; returns the instance's log."""
+    ec2 = boto3.client("ec2", region_name=REGION)
+    instance = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="t2.micro",
+                                 UserData=script, **launch)["Instances"][0]["InstanceId"]  # fmt: skip
+    log = cloud.log_directory / "ec2" / f"{instance}.log"
+    wait_for(lambda: log.exists() and "cloud-init:" in log.read_text(), "the user data to end", 120)
+    return f"{instance}\n{log.read_text()}"
+
+
+def instance_of(log: str) -> dict[str, Any]:
+    ec2 = boto3.client("ec2", region_name=REGION)
+    described = ec2.describe_instances(InstanceIds=[log.split("\n", 1)[0]])
+    return dict(described["Reservations"][0]["Instances"][0])
+
+
+@pytest.mark.parametrize(("behaviour", "ended"), [("terminate", "terminated"), ("stop", "stopped")])
+def test_an_instance_outlives_its_user_data_and_ends_by_its_own_shutdown(
+    fake_cloud: Any, behaviour: str, ended: str
+) -> None:
+    """Checked off: with the old runner the instance was terminated when its user data ended, whatever the
+    behaviour, and `shutdown` was the machine's own."""
+    log = boot_instance(fake_cloud, "#!/bin/sh\necho first\n")
+    assert "the instance runs on" in log
+    assert instance_of(log)["State"]["Name"] == "running"
+    ec2 = boto3.client("ec2", region_name=REGION)
+    instance = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="t2.micro",
+                                 UserData="#!/bin/sh\nshutdown -h now\nexec sleep 600\n",
+                                 InstanceInitiatedShutdownBehavior=behaviour)["Instances"][0]  # fmt: skip
+
+    def state() -> dict[str, Any]:
+        return dict(ec2.describe_instances(InstanceIds=[instance["InstanceId"]])["Reservations"][0]["Instances"][0])
+
+    wait_for(lambda: state()["State"]["Name"] == ended, f"the instance to be {ended}", 60)
+    assert state()["StateReason"]["Code"] == "Client.InstanceInitiatedShutdown"
+
+
+def test_a_boot_script_that_fails_leaves_an_instance_with_no_workers(
+    fake_cloud: Any, launcher: Launcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manager's user data cannot install its requirements: the instance runs on with no worker, as in EC2.
+    Checked off: with the old runner, the instance was terminated when the script failed."""
+    monkeypatch.setenv("SCALER_ORB_AWS_EC2_REQUIREMENTS_TXT", "no-such-distribution-scaler-fidelity")
+    addresses, _scheduler, _storage = launcher.stack(workers=0, scheduler_args=SCALING)
+    launcher.start("scaler_worker_manager", "orb_aws_ec2", addresses.scheduler, "-wmi", "broken-boot", "-his", "1",
+                   "-mtc", "1", *EC2_FLAGS)  # fmt: skip
+    with Client(address=addresses.scheduler, timeout_seconds=60) as client:
+        future = client.submit(time.sleep, 0)
+        logs = fake_cloud.log_directory / "ec2"
+        wait_for(
+            lambda: any("Failed running" in log.read_text() for log in logs.glob("*.log")), "the boot to fail", 120
+        )
+        (log,) = [log for log in logs.glob("*.log") if "Failed running" in log.read_text()]
+        assert "no-such-distribution-scaler-fidelity" in log.read_text()
+        assert instance_of(f"{log.stem}\n")["State"]["Name"] == "running"
+        with monitor(addresses.monitor) as next_snapshot:
+            assert workers_of(next_snapshot(lambda _snapshot: True), "broken-boot") == []
+        future.cancel()
