@@ -34,6 +34,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 from pydantic_settings.exceptions import SettingsError
 
 from scaler.config.cli import CONFIG_DEST, build_parser, flag_label
+from scaler.config.completion import is_completing, offer_completion, worker_manager_completion_parser
 from scaler.config.fields import CHOICES, GE, GT, POSITIONAL
 from scaler.config.sections import (
     WORKER_MANAGER_SECTIONS,
@@ -124,6 +125,7 @@ def load_section_with_extras(
     parser = build_parser(section_type, prog, description, epilog=_epilog(specs, env_section))
     if extra_arguments is not None:
         extra_arguments(parser)
+    offer_completion(parser)
     given = vars(parser.parse_args(argv))
     field_names = {field.name for field in dataclasses.fields(section_type)}  # type: ignore[arg-type]
     cli_values = {name: value for name, value in given.items() if name in field_names}
@@ -172,6 +174,8 @@ def load_worker_manager(
         description=f"Start a worker manager of one type. `{prog} TYPE -h` lists the settings of a type.",
         add_help=False,
     )
+    if is_completing():
+        offer_completion(worker_manager_completion_parser(prog, names, type_name))
     if type_name is None:
         if arguments[:1] in (["-h"], ["--help"]):
             parser.print_help()

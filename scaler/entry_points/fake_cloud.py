@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """`scaler_fake_cloud [--port PORT] [--boot-seconds S] [--spot-notice-seconds S]`: a local AWS endpoint that runs
 what is launched on it."""
 
@@ -12,6 +13,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from scaler.config.completion import offer_completion
 from scaler.version import __version__
 
 #: The longest the command waits for the cloud to stop before it exits anyway.
@@ -38,6 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--require-credentials", action="store_true", help="check requests' credentials against moto's IAM users"
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    offer_completion(parser)
     arguments = parser.parse_args(argv)
     if arguments.boot_seconds < 0:
         parser.error("--boot-seconds must not be negative")
