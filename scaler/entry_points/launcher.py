@@ -79,11 +79,11 @@ def _print_completion(shell: str) -> int:
     from scaler.config.completion import CompletionUnavailable, shell_code
 
     try:
-        print(shell_code(shell))
+        text = shell_code(shell)
     except CompletionUnavailable as error:
         print(f"scaler: error: {error}", file=sys.stderr)
         return EXIT_CONFIGURATION
-    return 0
+    return _write(text + "\n")
 
 
 def _print_example(name: str) -> int:
@@ -95,6 +95,10 @@ def _print_example(name: str) -> int:
     except ConfigError as error:
         print(f"scaler: error: {error}", file=sys.stderr)
         return EXIT_CONFIGURATION
+    return _write(text)
+
+
+def _write(text: str) -> int:
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
