@@ -176,7 +176,8 @@ def test_the_documented_line_makes_bash_complete_every_command(tmp_path: Path) -
 
 # ---------------------------------------------------------------- the client without fork and curses
 
-#: Run in a fresh interpreter: take away what Windows lacks (fork, curses), then use the client.
+#: Run in a fresh interpreter: take away what Windows lacks (fork, curses, the POSIX-only modules a client could
+#: reach for), then use the client.
 WITHOUT_FORK_AND_CURSES = """
 import os
 import sys
@@ -185,6 +186,8 @@ for name in ("fork", "forkpty", "register_at_fork"):
     if hasattr(os, name):
         delattr(os, name)
 sys.modules["_curses"] = None  # `import _curses` (and so `import curses`) raises ImportError, as on Windows
+for name in ("fcntl", "resource", "termios", "pwd", "grp"):  # the other POSIX-only modules Windows lacks
+    sys.modules[name] = None
 try:
     import curses
 except ImportError:
