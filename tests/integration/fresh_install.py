@@ -55,7 +55,8 @@ def fresh_environment(root: Path) -> Path:
     )  # fmt: skip
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(site_packages)
-    (site_packages / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    ours = dict.fromkeys(sysconfig.get_paths()[kind] for kind in ("purelib", "platlib"))  # compiled ones in platlib
+    (site_packages / "dependencies.pth").write_text("".join(f"{path}\n" for path in ours))
     where = subprocess.run(
         [str(python), "-c", "import scaler; print(scaler.__file__)"],
         capture_output=True, text=True, timeout=60, cwd=root,
