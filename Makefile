@@ -6,14 +6,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNTIME_STAMP := $(VENV)/.runtime
 
-.PHONY: demo test test-tools test-pythons check lint typecheck benchmark clean docs-pictures
+.PHONY: demo test test-tools test-pythons check lint typecheck benchmark clean docs docs-pictures
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,dev]"
+	$(BIN)/python -m pip install --quiet -e ".[test,dev,docs]"
 	touch $(STAMP)
 
 # The demo needs the runtime only (a few dependencies, seconds to install); the test and dev tools come with
@@ -52,8 +52,8 @@ test: $(STAMP) test-tools
 		sh docker/test-engine.sh stop; exit $$status
 
 lint: $(STAMP)
-	$(BIN)/ruff check scaler tests benchmarks examples
-	$(BIN)/ruff format --check scaler tests benchmarks examples
+	$(BIN)/ruff check scaler tests benchmarks examples docs/build_api_reference.py
+	$(BIN)/ruff format --check scaler tests benchmarks examples docs/build_api_reference.py
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
@@ -83,6 +83,11 @@ benchmark: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .venv-3.* build *.egg-info
+
+# The API reference: HTML from the docstrings of the public modules (pdoc, the docs extra), in build/docs/api;
+# any warning fails it (docs/build_api_reference.py).
+docs: $(STAMP)
+	$(BIN)/python docs/build_api_reference.py build/docs/api
 
 # The user guide's architecture picture, from its Graphviz source (needs `dot`: apt-get install graphviz).
 docs-pictures:

@@ -34,6 +34,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 from pydantic_settings.exceptions import SettingsError
 
 from scaler.config.cli import CONFIG_DEST, RETIRED_DEST, build_parser, flag_label
+from scaler.config.completion import is_completing, offer_completion, worker_manager_completion_parser
 from scaler.config.fields import CHOICES, GE, GT, POSITIONAL
 from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import (
@@ -116,6 +117,7 @@ def load_section_with_extras(
     parser = build_parser(section_type, prog, description, epilog=_epilog(specs, env_section))
     if extra_arguments is not None:
         extra_arguments(parser)
+    offer_completion(parser)
     given = vars(parser.parse_args(argv))
     retired = {name[len(RETIRED_DEST) :]: given.pop(name) for name in list(given) if name.startswith(RETIRED_DEST)}
     field_names = {field.name for field in dataclasses.fields(section_type)}  # type: ignore[arg-type]
@@ -125,6 +127,8 @@ def load_section_with_extras(
         if CONFIG_DEST in given and not specs:
             raise ConfigError(f"{prog} reads no config file")
         toml = read_section(section_type, given[CONFIG_DEST], specs) if CONFIG_DEST in given else None
+        if toml is not None:
+            toml = _with_file_scheduler_address(section_type, toml, read_toml_file(toml.path))
         for notice in [*_retired_flag_notices(section_type, retired), *(toml.notices if toml is not None else ())]:
             print(f"{prog}: {notice}", file=sys.stderr)
         section = section_from_sources(
@@ -183,6 +187,8 @@ def load_worker_manager(
         formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=False,
     )
+    if is_completing():
+        offer_completion(worker_manager_completion_parser(prog, names, type_name))
     if type_name is None:
         if arguments[:1] in (["-h"], ["--help"]):
             parser.print_help()
@@ -270,10 +276,11 @@ def load_launcher_file(path: str) -> LauncherFile:
         notices.extend(toml.notices)
         return section_from_sources(section_type, toml=toml, env_section=name, section_label=spec.label)
 
+    scheduler = table(SchedulerConfig, "scheduler")
     launcher = LauncherFile(
         object_storage_server=table(ObjectStorageServerConfig, "object_storage_server"),
-        scheduler=table(SchedulerConfig, "scheduler"),
-        worker_managers=_launcher_worker_managers(document, path, notices),
+        scheduler=scheduler,
+        worker_managers=_launcher_worker_managers(document, path, scheduler, notices),
         gui=table(GUIConfig, "gui") or table(GUIConfig, "webui"),
         security=table(StackSecurityConfig, "security"),
         notices=tuple(notices),
@@ -291,7 +298,7 @@ def _find_single(document: Mapping[str, Any], path: str, spec: SectionSpec) -> M
 
 
 def _launcher_worker_managers(
-    document: Mapping[str, Any], path: str, notices: list[str]
+    document: Mapping[str, Any], path: str, scheduler: SchedulerConfig | None, notices: list[str]
 ) -> tuple[WorkerManagerSettings, ...]:
     entries = document.get("worker_manager", [])
     entries = entries if isinstance(entries, list) else [entries]
@@ -310,12 +317,50 @@ def _launcher_worker_managers(
         label = f'[[worker_manager]] entry {number} (type = "{type_name}")'
         toml = section_from_table(section_type, entry, path=path, label=label, skip_keys=("type",))
         notices.extend(toml.notices)
+        if scheduler is not None:
+            toml = _inherit_scheduler_address(toml, scheduler)
         managers.append(section_from_sources(section_type, toml=toml, env_section=type_name, section_label=label))
     ids = [manager.worker_manager_id for manager in managers]
     duplicates = sorted({manager_id for manager_id in ids if ids.count(manager_id) > 1})
     if duplicates:
         raise ConfigError(f"{path}: worker_manager_id must differ between [[worker_manager]] entries: {duplicates}")
     return tuple(managers)
+
+
+# --- a section that connects to the scheduler named in the same file ------------------------------------
+
+
+def _with_file_scheduler_address(section_type: type, toml: TomlSection, document: Mapping[str, Any]) -> TomlSection:
+    """For `<command> -c FILE`: a section with a `scheduler_address` setting (a worker manager, [cluster],
+    [worker]) that does not give one takes the address of the file's [scheduler], as `scaler FILE` does."""
+    connects = any(field.name == "scheduler_address" for field in dataclasses.fields(section_type))
+    if not connects or "scheduler_address" in toml.values or not isinstance(document.get("scheduler"), dict):
+        return toml
+    spec = SectionSpec("scheduler")
+    table = section_from_table(SchedulerConfig, document["scheduler"], path=toml.path, label=spec.label)
+    scheduler = section_from_sources(SchedulerConfig, toml=table, env_section="scheduler", section_label=spec.label)
+    return _inherit_scheduler_address(toml, scheduler)
+
+
+def _inherit_scheduler_address(toml: TomlSection, scheduler: SchedulerConfig) -> TomlSection:
+    """The section with `scheduler_address` set to where `scheduler` can be reached on this machine, unless the
+    section sets it. It counts as a file value: the command line and the environment still override it."""
+    if "scheduler_address" in toml.values:
+        return toml
+    values = {**toml.values, "scheduler_address": connectable_address(scheduler.bind_address)}
+    keys = {**toml.keys, "scheduler_address": "scheduler_address (from [scheduler] bind_address)"}
+    return dataclasses.replace(toml, values=values, keys=keys)
+
+
+def connectable_address(bind_address: str) -> str:
+    """An address to connect to for one that is bound: a wildcard host (`tcp://0.0.0.0:8516`, `tcp://*:8516`)
+    is this machine's loopback address; anything else is itself. (The same rule as
+    `scaler.io.address.Address.connectable`, which this layer may not import.)"""
+    scheme, separator, rest = bind_address.partition("://")
+    host, colon, port = rest.rpartition(":")
+    if scheme == "tcp" and separator and colon and host in ("*", "0.0.0.0"):
+        return f"tcp://127.0.0.1:{port}"
+    return bind_address
 
 
 # --- one section from its sources ---------------------------------------------------------------------------
@@ -522,6 +567,8 @@ class _Explainer:
             ways = [f"as {flag_label(field)}"]
         if self._toml is not None:
             ways.append(f"as {field.name} in {self._toml.label} of {self._toml.path}")
+            if field.name == "scheduler_address":
+                ways.append(f"by a [scheduler] section in {self._toml.path} (its address is taken)")
         elif self._section_label is not None:
             ways.append(f"as {field.name} in the {self._section_label} section of a -c/--config file")
         ways.append(f"as {self._env_prefixes[0]}{field.name.upper()}")

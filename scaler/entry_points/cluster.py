@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """`scaler_cluster [options] SCHEDULER_ADDRESS`: a fixed pool of local workers (section [cluster])."""
 
 from __future__ import annotations

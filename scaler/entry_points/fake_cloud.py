@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """`scaler_fake_cloud [--port PORT] [--boot-seconds S] [--isolate-network] [--image ...]`: a local AWS endpoint that
 runs what is launched on it, each unit started from nothing (docs/worker_managers.md, 7.1)."""
 
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from scaler.config.completion import offer_completion
 from scaler.version import __version__
 
 #: The longest the command waits for the cloud to stop before it exits anyway.
@@ -66,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     faulthandler.enable()  # a fatal error or SIGABRT prints every thread's stack (to the log), even mid-start
     parser = _parser()
+    offer_completion(parser)
     arguments = parser.parse_args(argv)
     if arguments.boot_seconds < 0:
         parser.error("--boot-seconds must not be negative")

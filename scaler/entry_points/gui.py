@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """`scaler_gui [options] MONITOR_ADDRESS` and its 1.x name `scaler_ui [--host H] [--port P] MONITOR_ADDRESS`:
 serve the web dashboard of a scheduler (and its Prometheus metrics at /metrics)."""
 

@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """`scaler_keygen DIR NAME`: make a CURVE key pair, DIR/NAME.key (public) and DIR/NAME.key_secret (secret, 0600)."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from scaler.config.completion import offer_completion
 from scaler.version import __version__
 
 
@@ -23,6 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("directory", metavar="DIR")
     parser.add_argument("name", metavar="NAME", help="e.g. server, alice, workers")
     parser.add_argument("--version", action="version", version=f"scaler_keygen {__version__}")
+    offer_completion(parser)
     arguments = parser.parse_args(argv)
     if not arguments.name or "/" in arguments.name or arguments.name.startswith("."):
         parser.error(f"NAME {arguments.name!r} must be a plain file name")

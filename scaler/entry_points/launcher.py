@@ -1,11 +1,15 @@
-"""`scaler FILE`: start a whole stack (object storage, scheduler, worker managers) from one TOML file."""
+# PYTHON_ARGCOMPLETE_OK
+"""`scaler FILE`: start a whole stack (object storage, scheduler, worker managers) from one TOML file;
+`scaler --example [NAME]`: list the example files that ship with the package, or print one."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
+from scaler.config.completion import SHELLS, offer_completion
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.version import __version__
 
@@ -16,9 +20,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Start object storage, the scheduler and every [[worker_manager]] of a TOML file; "
         "Ctrl-C or SIGTERM stops them all.",
     )
-    parser.add_argument("file", help="the TOML file ([object_storage_server], [scheduler], [[worker_manager]])")
+    parser.add_argument(
+        "file", nargs="?", help="the TOML file ([object_storage_server], [scheduler], [[worker_manager]])"
+    )
+    parser.add_argument(
+        "--example",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="print the example file NAME (e.g. `scaler --example local > local.toml`); without NAME, list them",
+    )
+    parser.add_argument(
+        "--completion",
+        choices=SHELLS,
+        metavar="SHELL",
+        help=f"print the code that makes SHELL ({', '.join(SHELLS)}) complete every scaler command, e.g. "
+        '`eval "$(scaler --completion bash)"` in ~/.bashrc (needs the completion extra)',
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    offer_completion(parser)
     arguments = parser.parse_args(argv)
+    if arguments.completion is not None:
+        return _print_completion(arguments.completion)
+    if arguments.example is not None:
+        if arguments.file is not None:
+            parser.error("give either FILE or --example, not both")
+        return _print_example(arguments.example)
+    if arguments.file is None:
+        parser.error("the TOML file is required (`scaler --example` lists the example files)")
     from scaler.config.loader import ConfigError, load_launcher_file
 
     try:
@@ -39,6 +68,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging_settings = file.scheduler or file.object_storage_server or LoggingSettings()
     setup_logging(logging_settings, "scaler")
     return Launcher(file).run()
+
+
+def _print_completion(shell: str) -> int:
+    from scaler.config.completion import CompletionUnavailable, shell_code
+
+    try:
+        text = shell_code(shell)
+    except CompletionUnavailable as error:
+        print(f"scaler: error: {error}", file=sys.stderr)
+        return EXIT_CONFIGURATION
+    return _write(text + "\n")
+
+
+def _print_example(name: str) -> int:
+    from scaler.config.example_files import example_listing, example_text
+    from scaler.config.loader import ConfigError
+
+    try:
+        text = example_text(name) if name else example_listing("scaler") + "\n"
+    except ConfigError as error:
+        print(f"scaler: error: {error}", file=sys.stderr)
+        return EXIT_CONFIGURATION
+    return _write(text)
+
+
+def _write(text: str) -> int:
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `scaler --example aws_ec2 | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
 
 
 if __name__ == "__main__":

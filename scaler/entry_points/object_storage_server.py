@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """`scaler_object_storage_server [options] BIND_ADDRESS`: run the object storage server."""
 
 from __future__ import annotations

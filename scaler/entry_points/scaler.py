@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """`python -m scaler.entry_points.scaler FILE`: the same as the `scaler FILE` command."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """`scaler_scheduler [options] BIND_ADDRESS`: run the scheduler (and, without -osa, its object storage)."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """`scaler_simulate_policy TRACE [--config FILE] [--policy NAME ...]`: replay a task trace under scaling policies.
 
 Reads the trace (CSV, `scaler.policy.trace_csv`) and the stack's TOML file (as `scaler FILE` reads it), runs
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from scaler.config.completion import offer_completion
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.version import __version__
 
@@ -76,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(default: 5)",
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    offer_completion(parser)
     arguments = parser.parse_args(argv)
     try:
         output = _run(arguments)

@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """`scaler_top [options] MONITOR_ADDRESS`: watch a scheduler in the terminal."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """`scaler_worker [options] SCHEDULER_ADDRESS`: one worker process."""
 
 from __future__ import annotations

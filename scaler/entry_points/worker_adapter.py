@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """The 1.x commands `scaler_worker_adapter_native` and `scaler_worker_adapter_symphony` (sections
 `[native_worker_adapter]`, `[symphony_worker_adapter]`): `scaler_worker_manager baremetal_native` and
 `scaler_worker_manager symphony` under their old names."""

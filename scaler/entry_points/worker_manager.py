@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """`scaler_worker_manager TYPE [options] SCHEDULER_ADDRESS`: start a worker manager of one type."""
 
 from __future__ import annotations

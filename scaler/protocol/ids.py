@@ -27,7 +27,8 @@ class _UniqueIds:
 
     def __init__(self) -> None:
         self._reseed()
-        os.register_at_fork(after_in_child=self._reseed)
+        if hasattr(os, "register_at_fork"):  # absent where there is no fork (Windows), and so no forked child
+            os.register_at_fork(after_in_child=self._reseed)
 
     def _reseed(self) -> None:
         self._prefix = os.urandom(8)
