@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 from scaler.errors import MissingObjects, ObjectStorageException
 from scaler.protocol import messages as m
-from scaler.worker.executor import ExecutorListener
+from scaler.worker.executors.contract import ExecutorListener
 from scaler.worker.remote_task import BundleError, open_outcome, pack_task
 
 logger = logging.getLogger(__name__)

@@ -13,9 +13,9 @@ ROOT = Path(__file__).resolve().parents[2] / "scaler"
 PURE_MODULES = sorted(
     [
         *(ROOT / "scheduler" / "core").glob("*.py"),
-        ROOT / "worker" / "agent_core.py",
-        ROOT / "worker" / "agent_events.py",
-        ROOT / "worker" / "processor_table.py",
+        ROOT / "worker" / "agent" / "core.py",
+        ROOT / "worker" / "agent" / "events.py",
+        ROOT / "worker" / "agent" / "processor_table.py",
         ROOT / "worker_manager" / "reconciler.py",
         ROOT / "object_storage" / "store.py",
         *(ROOT / "policy").rglob("*.py"),

@@ -2,7 +2,7 @@
 before any thread, event loop or ZeroMQ context exists, that forks processors on request.
 
 Each request carries one file descriptor: the processor's end of its channel to the agent (see
-`processor_channel`). Processors are attached children: they die with the zygote, which dies with the
+`scaler.worker.processor.channel`). Processors are attached children: they die with the zygote, which dies with the
 agent, so no processor outlives its worker.
 """
 

@@ -1,8 +1,8 @@
 """The worker's execution seam: where the tasks the agent core places actually run.
 
-The agent core (`worker/agent_core.py`) decides which task runs on which *processor*: an execution slot
+The agent core (`worker/agent/core.py`) decides which task runs on which *processor*: an execution slot
 named by an id the core chose (bytes, unique within the worker). It speaks in effects (spawn a processor,
-send it a message, kill it) that the agent shell (`worker/agent.py`) hands to an `Executor`, and it hears
+send it a message, kill it) that the agent shell (`worker/agent/shell.py`) hands to an `Executor`, and it hears
 what the executor reports back. Nothing in the agent shell or core assumes a processor is an OS process:
 no pid, fork or socket is needed. `ZygoteExecutor` below runs each processor as a process forked from the
 worker's zygote; a proxy worker that offloads tasks (AWS Batch, IBM Symphony) implements the same six
@@ -32,7 +32,7 @@ or raise: a failure becomes a report.
    disturbing the processor's other tasks, and reported CANCELED when its thread is done (no result is
    expected for it); a task that ended already is ignored. A cancel that reaches the processor after the
    task started finds it running (or ended). While a task is blocked, the processor may receive and run
-   other tasks (worker/task_threads.py: the parent waits in a thread).
+   other tasks (worker/processor/threads.py: the parent waits in a thread).
 4. Reports while running, through `on_processor_messages(processor_id, messages)`: exactly one `TaskResult`
    per task, with the task's id (CANCELED for a task a `TaskCancel` stopped or dropped)
    (`scaler.worker.task_execution.TaskExecutor` loads a task's function and arguments from object storage,
@@ -55,7 +55,7 @@ or raise: a failure becomes a report.
 9. `on_executor_failed(reason)`: the executor cannot go on at all (the zygote died, the remote system
    refuses every call): the worker stops with exit code 1 and its tasks are re-dispatched elsewhere.
 10. `max_staged_tasks`: how many Tasks a processor may be sent beyond the one it computes. With more than 0,
-   the core sends a computing processor tiny tasks ahead (agent_core rule 5); the processor must run its Tasks
+   the core sends a computing processor tiny tasks ahead (agent/core.py rule 5); the processor must run its Tasks
    one at a time, in the order it got them, and a TaskCancel for one it has not started must withdraw it (and
    answer CANCELED). A remote executor, whose processors are one job each, says 0.
 """
@@ -73,8 +73,8 @@ import psutil
 from scaler.io.fork_server import describe_wait_status
 from scaler.protocol import codec
 from scaler.protocol import messages as m
-from scaler.worker.processor_channel import AsyncChannel
-from scaler.worker.zygote import Zygote
+from scaler.worker.executors.zygote import Zygote
+from scaler.worker.processor.channel import AsyncChannel
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class Executor(Protocol):
 class ZygoteExecutor:
     """Processors forked from the zygote, each talking to the agent over its own socket pair."""
 
-    #: a processor runs the tasks of its channel in order (worker/task_threads.py): 16 tiny ones staged ahead
+    #: a processor runs the tasks of its channel in order (worker/processor/threads.py): 16 tiny ones staged ahead
     #: make one write and one read carry many tasks, where more add little
     max_staged_tasks = 16
 

@@ -10,8 +10,8 @@ import pytest
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID
-from scaler.worker import agent_core as core
-from scaler.worker.processor_table import HeldState, ProcessorState
+from scaler.worker.agent import core
+from scaler.worker.agent.processor_table import HeldState, ProcessorState
 
 
 def tid(number: int) -> TaskID:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID
-from scaler.worker import agent_core as core
+from scaler.worker.agent import core
 
 
 def make(**settings: object) -> tuple[core.AgentCore, list[core.Effect]]:

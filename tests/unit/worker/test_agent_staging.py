@@ -1,4 +1,4 @@
-"""The agent core stages tiny tasks in computing processors (agent_core rule 5): what is staged, when a staged task
+"""The agent core stages tiny tasks in computing processors (agent/core.py rule 5): what is staged, when a staged task
 computes, and what becomes of staged tasks when their processor is stopped, dies, or its task parks."""
 
 from __future__ import annotations
@@ -6,8 +6,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scaler.protocol import messages as m
-from scaler.worker import agent_core as core
-from tests.unit.test_agent_core import connect, make, ready, result, spawned, task, tid, to_processor, to_scheduler
+from scaler.worker.agent import core
+from tests.unit.worker.test_agent_core import (
+    connect,
+    make,
+    ready,
+    result,
+    spawned,
+    task,
+    tid,
+    to_processor,
+    to_scheduler,
+)
 
 DEPTH = 4
 TINY = 0.0001  #: seconds per task: well inside the staging horizon

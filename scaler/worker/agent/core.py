@@ -54,7 +54,7 @@ from scaler.protocol.scheduler_link import (
     StillWaiting,
 )
 from scaler.protocol.scheduler_link import SendHeartbeat as LinkHeartbeat
-from scaler.worker.agent_events import (
+from scaler.worker.agent.events import (
     EXIT_ERROR,
     EXIT_NEVER_CONNECTED,
     EXIT_OK,
@@ -75,7 +75,7 @@ from scaler.worker.agent_events import (
     ToProcessor,
     ToScheduler,
 )
-from scaler.worker.processor_table import HeldState, HeldTask, ProcessorRecord, ProcessorState, ProcessorTable
+from scaler.worker.agent.processor_table import HeldState, HeldTask, ProcessorRecord, ProcessorState, ProcessorTable
 
 __all__ = [  # the events and effects are part of the core's interface
     "EXIT_ERROR",

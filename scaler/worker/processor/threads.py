@@ -1,6 +1,6 @@
 """The threads of a processor: how one process runs its tasks one at a time, and goes on serving while a task waits.
 
-Rules (what the agent relies on; scaler/worker/executor.py, items 3 and 4):
+Rules (what the agent relies on; scaler/worker/executors/contract.py, items 3 and 4):
 1. One task computes at a time, and tasks start in the order received. The agent may send a task while
    another computes (it *stages* tiny tasks ahead): it waits in the processor's *line*. A task computes from
    its start until it ends (its result sent) or parks, and again once it is resumed; when it ends or parks,
@@ -55,7 +55,7 @@ from typing import Any
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
-from scaler.worker.processor_channel import BlockingChannel, ChannelClosed
+from scaler.worker.processor.channel import BlockingChannel, ChannelClosed
 
 logger = logging.getLogger(__name__)
 
