@@ -62,8 +62,7 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
     except KeyFileError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
-    from scaler.worker.executors.contract import ZygoteExecutor
-    from scaler.worker.executors.zygote import Zygote
+    from scaler.worker.executors.zygote import Zygote, ZygoteExecutor
     from scaler.worker.processor.process import ProcessorSettings, run_processor
 
     worker_id = new_worker_id(config.worker_type or "FIX")
