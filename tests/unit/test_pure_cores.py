@@ -16,6 +16,8 @@ PURE_MODULES = sorted(
         ROOT / "worker" / "agent" / "core.py",
         ROOT / "worker" / "agent" / "events.py",
         ROOT / "worker" / "agent" / "processor_table.py",
+        ROOT / "worker" / "processor_protocol.py",
+        ROOT / "worker" / "processor" / "task_line.py",
         ROOT / "worker_manager" / "reconciler.py",
         ROOT / "object_storage" / "store.py",
         *(ROOT / "policy").rglob("*.py"),

@@ -1,64 +1,51 @@
-"""The threads of a processor: how one process runs its tasks one at a time, and goes on serving while a task waits.
+"""The threads of a processor: they carry out what its task line (`task_line.TaskLine`, the pure core) decides.
 
-Rules (what the agent relies on; scaler/worker/executors/contract.py, items 3 and 4):
-1. One task computes at a time, and tasks start in the order received. The agent may send a task while
-   another computes (it *stages* tiny tasks ahead): it waits in the processor's *line*. A task computes from
-   its start until it ends (its result sent) or parks, and again once it is resumed; when it ends or parks,
-   the next of the line starts. The computing turn and the line change together under one lock, so a task
-   queued at the instant the computing one ends is never left waiting.
-2. A TaskCancel takes effect when it is read, ahead of what waits in the line. A task that has not started
-   is removed: it never runs, and is answered CANCELED at once (the agent may count it as computing: it sent it
-   when this processor looked free, and frees the slot on that answer; a staged one it has forgotten). A running
-   or parked task is stopped (below). A task that already ended is ignored.
-3. Before a task that waited starts, the channel is read without blocking (one recv), so that a TaskCancel
-   the agent sent while the previous task computed is heard first.
-4. ProcessorResume gives a parked task the computing turn back. The agent sends it only when nothing
-   computes or waits here, so it takes effect at once; were a task computing, it would wait its turn in the line.
+Every decision (which task computes, which thread runs it, who reads the channel, what a TaskCancel does) is the
+task line's, under the processor protocol (`scaler.worker.processor_protocol`); this module only has the
+mechanisms: one lock around every call into the core (and the channel reads those calls need), a wake-up per
+thread, the task's own hooks around its waits on nested futures, and the injection of TaskAbandoned into a thread.
 
-One thread at a time holds the *baton*: it reads the agent's channel (at first, the main thread). A task
-that waits on nested futures *parks*: it tells the agent (ProcessorBlocked), hands the baton to another
-thread if it held it (an idle one, or a new one), passes the computing turn to the next task of the line
-(on another thread) and waits. The holder goes on reading, so the agent may send this processor the next task
-(the parent's child, say) while the parent waits: one process serves a whole nested computation, with no
-process and no client connection per waiting parent. When the parent's futures are done it asks to run on
-(ProcessorResumeRequest) and waits for ProcessorResume; it then finishes on its own thread, sends its result
-and becomes idle.
+A thread's life (`_work`): it runs the task it was given, and the next ones the turn gives it; then it reads the
+channel while it holds the baton, or waits until it is handed a task or the baton. A task that waits on nested
+futures parks: `on_block` reports ProcessorBlocked and passes the turn and the baton on; `on_unblock` asks to go on
+(ProcessorResumeRequest) and waits until the task line wakes it (ProcessorResume, or a stop).
 
-While no task is parked, the holder runs each task itself, and the next of the line after it: plain tasks
-cost no thread hand-off. While some are, the holder gives a task that gets the turn to a thread of its own
-and keeps reading, so that it hears a TaskCancel at once; that thread runs the line's next tasks as they
-get the turn. The agent sends a TaskCancel when it stops (cancels, times out) a task of a processor that
-holds parked tasks, instead of killing the processor and them with it: a parked task's nested tasks are
-cancelled and its wait raises TaskAbandoned; a computing task gets TaskAbandoned raised in its thread
-(between two bytecodes: code stuck in a C call stops when the call returns, or the agent kills the processor
-after a grace period). Every abandoned task is reported with a CANCELED result when its thread is done: the
-agent frees the slot of one it stopped while computing, and ignores the rest. A parked task stopped this
-way unwinds without the computing turn.
-
-When the main thread is idle again, it gets the baton back: tasks run on the main thread except while a
-parent waits there (code that needs the main thread, such as `signal.signal`, works in every task that is
-not nested).
+Stopping a computing task raises TaskAbandoned in its thread, between two bytecodes: code stuck in a C call stops
+when the call returns, or the agent kills the processor after a grace period. So that the exception can only land
+inside the task's execution, a record is *interruptible* only while that runs (guarded by its own lock), and a
+pending injection is drawn out before the thread goes on (`_stop_interruptions`).
 """
 
 from __future__ import annotations
 
-import collections
 import ctypes
 import logging
 import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scaler.protocol import messages as m
-from scaler.protocol.ids import TaskID
 from scaler.worker.processor.channel import BlockingChannel, ChannelClosed
+from scaler.worker.processor.task_line import (
+    Answer,
+    CancelNested,
+    Configure,
+    Interrupt,
+    LineTask,
+    Run,
+    TaskLine,
+    Wake,
+)
+from scaler.worker.processor_protocol import Outcome, TaskState
 
 logger = logging.getLogger(__name__)
 
+#: Members read on the path of every task, as module constants (cheaper than from their enum class).
+_STOPPING, _UNWOUND = TaskState.STOPPING, Outcome.UNWOUND
 #: An idle thread beyond the first ends after waiting this long for work.
 IDLE_THREAD_SECONDS = 30.0
 
@@ -69,21 +56,16 @@ class TaskAbandoned(BaseException):
 
 
 @dataclass(eq=False, slots=True)
-class _TaskRecord:
-    """A task of this processor, from the read that brought it until it ends (or a TaskCancel removes it)."""
+class _TaskRecord(LineTask):
+    """A task of the task line, with what its thread needs."""
 
-    task: m.Task
     thread: int = 0  #: the thread that runs it, once it started
     depth: int = 0  #: nested waits in progress (the outermost parks)
-    #: as the agent sees it: from the outermost wait's start until ProcessorResume gives it the turn back
-    parked: bool = False
-    abandoned: bool = False
-    abandoned_parked: bool = False  #: stopped while parked: its wait raises
     #: True while an injected TaskAbandoned can only land inside this task's execution (guarded by `lock`)
     interruptible: bool = False
     injected: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
-    #: set when ProcessorResume gives a parked task the turn back (or it is stopped); made when it first parks
+    #: set when the task line wakes the parked task (the turn given back, or a stop); made when it first parks
     resume: threading.Event | None = None
     futures: list[weakref.ref[Any]] = field(default_factory=list)  #: nested tasks it submitted
     parked_since_cpu: float = 0.0
@@ -91,11 +73,17 @@ class _TaskRecord:
 
 
 @dataclass(eq=False)
-class _Waiting:
-    """An idle thread, until it is handed the baton (task None), a task to run, or both."""
+class _Slot:
+    """How a thread is woken: the task line's Run instructions for it leave their task here."""
 
     woken: threading.Event = field(default_factory=threading.Event)
     task: _TaskRecord | None = None
+
+
+#: What to do once the lock is released: threads to start (with their task, None for the baton) and nested futures
+#: to cancel.
+_Later = Sequence[tuple[Run[_TaskRecord] | None, list[Any]]]
+_NOTHING: _Later = ()  #: what most calls leave to do
 
 
 class TaskThreads:
@@ -123,19 +111,12 @@ class TaskThreads:
         self._worker_id = worker_id
         self._send_lock = threading.Lock()
         self._local = threading.local()
-        #: guards the baton, the idle threads, the tasks, the line, the computing turn, and reads of the channel
+        #: guards every call into the task line, and the reads of the channel
         self._lock = threading.Lock()
-        #: every task received and not ended: in the line, computing or parked
-        self._tasks: dict[TaskID, _TaskRecord] = {}
-        #: what waits for the computing turn, in the order received: tasks not started (and a parked task the
-        #: agent resumed while another computed); not empty only while some task has the turn
-        self._line: collections.deque[_TaskRecord] = collections.deque()
-        #: the task that has the computing turn: started (or about to), not parked, not ended
-        self._computing: _TaskRecord | None = None
-        self._parked: set[_TaskRecord] = set()  #: the tasks whose `parked` is set
-        self._holder: int | None = None  #: the thread that reads the channel; None while a new thread starts
-        self._waiting: dict[int, _Waiting] = {}  #: idle threads by id
-        self._main = threading.main_thread().ident
+        main = threading.main_thread().ident
+        assert main is not None
+        self._line: TaskLine[_TaskRecord] = TaskLine(main, _TaskRecord)
+        self._slots: dict[int, _Slot] = {}  #: every thread's wake-up, by thread id
         self._last_priority = 0
 
     # ------------------------------------------------------------ running
@@ -157,135 +138,74 @@ class TaskThreads:
         return time.process_time() - (running.parked_cpu_seconds if running is not None else 0.0)
 
     def _work(self, task: _TaskRecord | None) -> None:
-        """A thread's life: run the task it was given and those the line gives it next, then take the baton or
-        wait to be handed work."""
+        """A thread's life: run the task it was given and those the turn gives it next, then read the channel while
+        it holds the baton, or wait to be handed work."""
         me = threading.get_ident()
+        slot = self._slots[me] = _Slot()
+        serving = False
+        if task is None:
+            with self._lock:
+                serving = self._line.settles(me)
         while True:
-            waiting = None
-            while task is not None:
-                task, waiting = self._run(task)
-                if task is not None and self._handed_on(me, task):
-                    task = None
-            if waiting is None:
-                with self._lock:
-                    if self._holder is None:
-                        self._holder = me
-                    if self._holder != me:
-                        waiting = self._waiting[me] = _Waiting()
-            if waiting is None:
-                task = self._serve_while_holding()
-                continue
-            while not waiting.woken.wait(IDLE_THREAD_SECONDS):
-                with self._lock:
-                    if not waiting.woken.is_set() and me != self._main and len(self._waiting) > 1:
-                        del self._waiting[me]
-                        return
-            task = waiting.task  # None: this thread was handed the baton
-
-    def _handed_on(self, me: int, task: _TaskRecord) -> bool:
-        """Whether the task the line gave this thread goes to another: the holder keeps reading while tasks are
-        parked; while none is, the main thread runs it if it is idle (with the baton, if this thread held it)."""
-        holding = self._holder == me
-        if self._parked:
-            if not holding:
-                return False
-            self._hand_on(task)
-            return True
-        if me == self._main or self._main not in self._waiting:
-            return False
-        self._hand_on(task, baton=holding)
-        return True
-
-    def _serve_while_holding(self) -> _TaskRecord | None:
-        """Read the channel while this thread holds the baton; a task this thread is to run itself, or None once
-        it no longer holds the baton."""
-        me = threading.get_ident()
-        while self._holder == me:
-            if me != self._main and self._main in self._waiting:
-                self._hand_on(baton=True)  # the main thread is free again
-                return None
-            task = self._read()
-            if task is None:
-                continue
-            if self._parked:
-                self._hand_on(task)  # keep reading: a TaskCancel for it must be heard while it computes
-            elif me != self._main and self._main in self._waiting:
-                self._hand_on(task, baton=True)
-                return None
+            if task is not None:
+                task, serving = self._run(task, me)
+            elif serving:
+                task = self._serve(me)
+                serving = task is None and self._line.holder == me
+            elif self._wait(slot, me):
+                task, slot.task = slot.task, None
+                serving = task is None  # handed the baton
             else:
-                return task  # plain tasks run on the holder: no thread hand-off
+                return
+
+    def _serve(self, me: int) -> _TaskRecord | None:
+        """Read the channel while this thread holds the baton; a task this thread is to run itself, or None once it
+        no longer holds the baton (it is idle then)."""
+        line = self._line
+        while line.holder == me:
+            if line.returns_baton(me):
+                with self._lock:
+                    line.hand_on(None, baton=True)
+                    line.settles(me)
+                    later = self._carry_out_locked()
+                self._carry_out_later(later)
+                return None
+            task = self._read(me)
+            if task is not None:
+                return task
         return None
 
-    def _read(self) -> _TaskRecord | None:
-        """Wait for the channel (at most `housekeeping_seconds`) and take in what it holds; the task that got the
-        computing turn, if it was free, for the caller to start."""
+    def _read(self, me: int) -> _TaskRecord | None:
+        """Wait for the channel (at most `housekeeping_seconds`) and hand what it holds to the task line; the task
+        that got the computing turn, if this thread is to run it."""
         task = None
         if self._channel.wait(self._housekeeping_seconds):
+            line = self._line
             with self._lock:
-                abandoned = self._take_in(self._channel.poll())
-                if self._computing is None:
-                    task = self._start_next_locked()
-            _cancel_nested(abandoned)
+                task = line.take_turn(self._channel.poll())
+                if task is not None:
+                    task = line.place(me, task)
+                later = self._carry_out_locked() if line.instructions else _NOTHING
+            if later:
+                self._carry_out_later(later)
         self._housekeeping()
         return task
 
-    def _take_in(self, messages: list[m.Message]) -> list[Any]:
-        """What the channel brought, under the lock: tasks and resumes join the line, a TaskCancel takes effect
-        at once (rule 2). Returns the nested futures of the stopped tasks, to cancel once the lock is released."""
-        abandoned: list[Any] = []
-        for message in messages:
-            if isinstance(message, m.Task):
-                record = self._tasks[message.task_id] = _TaskRecord(message)  # known from now on, to a TaskCancel
-                self._line.append(record)
-            elif isinstance(message, m.TaskCancel):
-                for task_id in message.task_ids:
-                    abandoned += self._abandon_locked(task_id)
-            elif isinstance(message, m.ProcessorResume):
-                resumed = self._tasks.get(message.task_id)
-                if resumed is not None and resumed.parked and not resumed.abandoned and resumed not in self._line:
-                    self._line.append(resumed)
-            elif isinstance(message, m.HelloReply):
-                self._on_hello(message.object_storage_address)
-        return abandoned
+    def _wait(self, slot: _Slot, me: int) -> bool:
+        """Wait idle until handed work (True; it is in the slot); False when this thread retires instead."""
+        while not slot.woken.wait(IDLE_THREAD_SECONDS):
+            with self._lock:
+                if self._line.retires(me):
+                    del self._slots[me]
+                    return False
+        slot.woken.clear()
+        return True
 
-    def _start_next_locked(self) -> _TaskRecord | None:
-        """Give the computing turn (free) to the head of the line: a task for the caller to start, or None (the
-        line is empty, or its head was a resumed task, which goes on in its own thread)."""
-        if not self._line:
-            return None
-        task = self._computing = self._line.popleft()
-        if task.parked:
-            task.parked = False
-            self._parked.discard(task)
-            _wake(task)
-            return None
-        return task
-
-    def _pass_turn_locked(self, task: _TaskRecord, me: int) -> tuple[_TaskRecord | None, list[Any]]:
-        """`task` stops computing (it ended or parked): the next of the line gets the turn, once the channel was
-        read without blocking (rule 3). Returns the task thread `me` is to start (or hand on), and the nested
-        futures of tasks stopped by what was read."""
-        if self._computing is not task:
-            return None, []  # a parked task that was stopped: it unwound without the turn
-        self._computing = None
-        if not self._line:
-            return None, []
-        try:
-            messages = self._channel.poll()
-        except ChannelClosed:
-            if self._holder == me:
-                raise
-            messages = []  # the holder hears it too (the closed channel stays readable) and ends the processor
-        abandoned = self._take_in(messages)
-        return self._start_next_locked(), abandoned
-
-    def _run(self, record: _TaskRecord) -> tuple[_TaskRecord | None, _Waiting | None]:
-        """Run a task that has the computing turn and send its result. Returns the task this thread runs next,
-        when the line gave it the turn; else, unless this thread holds the baton (or nobody does), its entry among
-        the idle threads: it is idle from the moment the task ended, so that work read meanwhile (the main
-        thread's, after a parent) comes to it."""
+    def _run(self, record: _TaskRecord, me: int) -> tuple[_TaskRecord | None, bool]:
+        """Run a task that holds the computing turn and send its result. Returns the task this thread runs next (when
+        the turn gave it one), else whether this thread now holds the baton (if not, it is idle: from the moment the
+        task ended, so that work read meanwhile, the main thread's after a parent, comes to it)."""
         task = record.task
-        me = threading.get_ident()
         record.thread = me
         self._local.running = record
         self._last_priority = task.priority
@@ -293,29 +213,48 @@ class TaskThreads:
             result = self._execute_stoppably(record, task)
         finally:
             self._local.running = None
-        waiting = None
+        line = self._line
+        serving = False
         with self._lock:
-            if self._tasks.get(task.task_id) is record:  # not if the agent sent the task id again meanwhile
-                del self._tasks[task.task_id]
-            if record.parked:
-                self._parked.discard(record)
-            following, abandoned = self._pass_turn_locked(record, me)
-            if following is None and self._holder is not None and self._holder != me:
-                waiting = self._waiting[me] = _Waiting()
-        if record.abandoned:  # the agent answered for it; it frees the slot when it hears it stopped
+            outcome = line.ends(record)
+            following = self._pass_turn_locked(record, me)
+            if following is None:
+                serving = line.settles(me)
+            later = self._carry_out_locked() if line.instructions else _NOTHING
+        if outcome is _UNWOUND:  # the agent answered for it; it frees the slot when it hears it stopped
             result = m.TaskResult(task.task_id, m.ResultStatus.CANCELED)
         if result is not None:
             self.send(replace(result, worker_id=self._worker_id))
-        _cancel_nested(abandoned)
+        if later:
+            self._carry_out_later(later)
         self._housekeeping()
-        return following, waiting
+        if following is not None and not line.runs_here(me):  # after the result: no later result overtakes it
+            with self._lock:
+                following = line.place(me, following)
+                later = self._carry_out_locked()
+            self._carry_out_later(later)
+            serving = following is None and line.holder == me
+        return following, serving
+
+    def _pass_turn_locked(self, record: _TaskRecord, me: int) -> _TaskRecord | None:
+        """The task ended or parked: the turn passes, once the channel was read without blocking (protocol rule 2);
+        the task that got it, for the caller to place."""
+        if not self._line.passes_turn(record):
+            return None
+        try:
+            messages = self._channel.poll()
+        except ChannelClosed:
+            if self._line.holder == me:
+                raise
+            messages = []  # the holder hears it too (the closed channel stays readable) and ends the processor
+        return self._line.take_turn(messages)
 
     def _execute_stoppably(self, record: _TaskRecord, task: m.Task) -> m.TaskResult | None:
-        """The task's result; None when it was stopped. A TaskAbandoned raised into this thread by `_abandon_locked`
-        lands inside this function, never in the thread's own loop."""
+        """The task's result; None when it was stopped. A TaskAbandoned raised into this thread by `_interrupt` lands
+        inside this function, never in the thread's own loop."""
         try:
             with record.lock:
-                if record.abandoned:
+                if record.state is _STOPPING:
                     return None  # stopped before it started
                 record.interruptible = True
             try:
@@ -325,28 +264,40 @@ class TaskThreads:
         except TaskAbandoned:
             return None
 
-    def _hand_on(self, task: _TaskRecord | None = None, baton: bool = False) -> None:
-        """Give an idle thread a task to run, the baton, or both (it runs the task first)."""
-        with self._lock:
-            needs_thread = self._hand_on_locked(task, baton)
-        if needs_thread:
-            self._start_thread(task)
+    # ------------------------------------------------------------ carrying out instructions
 
-    def _hand_on_locked(self, task: _TaskRecord | None, baton: bool = False) -> bool:
-        """The main thread if it is idle, else the one idle the shortest time, gets the task and/or the baton;
-        True when no thread is idle: the caller starts one for them once it released the lock."""
-        target = self._main if self._main in self._waiting else next(reversed(self._waiting), None)
-        if baton:
-            self._holder = target
-        if target is None:
-            return True
-        waiting = self._waiting.pop(target)
-        waiting.task = task
-        waiting.woken.set()
-        return False
+    def _carry_out_locked(self) -> _Later:
+        """Carry out the task line's instructions, under the lock; what must wait until it is released is returned."""
+        instructions = self._line.instructions
+        later: list[tuple[Run[_TaskRecord] | None, list[Any]]] = []
+        for instruction in instructions:
+            if isinstance(instruction, Run):
+                if instruction.thread is None:
+                    later.append((instruction, []))
+                else:
+                    slot = self._slots[instruction.thread]
+                    slot.task = instruction.task
+                    slot.woken.set()
+            elif isinstance(instruction, Answer):
+                self.send(m.TaskResult(instruction.task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id))
+            elif isinstance(instruction, Interrupt):
+                _interrupt(instruction.record)
+            elif isinstance(instruction, Wake):
+                _wake(instruction.record)
+            elif isinstance(instruction, CancelNested):
+                later.append((None, [f for ref in list(instruction.record.futures) if (f := ref()) is not None]))
+            elif isinstance(instruction, Configure):
+                self._on_hello(instruction.object_storage_address)
+        instructions.clear()
+        return later
 
-    def _start_thread(self, task: _TaskRecord | None) -> None:
-        threading.Thread(target=self._helper, args=(task,), name="scaler-task", daemon=True).start()
+    def _carry_out_later(self, later: _Later) -> None:
+        """Start the threads and cancel the nested tasks the instructions asked for (with the lock released)."""
+        for run, futures in later:
+            if run is not None:
+                threading.Thread(target=self._helper, args=(run.task,), name="scaler-task", daemon=True).start()
+            for future in futures:
+                future._abandon()  # wakes its waiters, runs callbacks
 
     def _helper(self, task: _TaskRecord | None) -> None:
         """A thread started for the baton or a task. The processor ends when the channel closes or this fails."""
@@ -389,7 +340,9 @@ class TaskThreads:
             return
         resume = running.resume
         assert resume is not None, "on_unblock without on_block"
-        if not running.abandoned:
+        with self._lock:
+            asks = self._line.asks_resume(running)
+        if asks:
             try:
                 self.send(m.ProcessorResumeRequest(running.task.task_id))
             except ChannelClosed:
@@ -397,62 +350,41 @@ class TaskThreads:
             resume.wait()
         resume.clear()
         running.parked_cpu_seconds += time.process_time() - running.parked_since_cpu
-        if running.abandoned_parked:
+        if running.state is TaskState.STOPPING_PARKED:
             raise TaskAbandoned(f"task {running.task.task_id.hex()} was stopped by its worker (cancelled or timed out)")
 
     def _park(self, record: _TaskRecord) -> None:
-        """The task's outermost wait begins: tell the agent, then hand on the baton (if this thread holds it) and
-        the computing turn, all under the lock; no TaskAbandoned is injected meanwhile."""
+        """The task's outermost wait begins: report it, then pass the baton (if this thread holds it) and the
+        computing turn on, all under the lock; no TaskAbandoned is injected meanwhile."""
         _stop_interruptions(record)  # one injected already is raised here, before anything changed
         me = threading.get_ident()
+        line = self._line
         with self._lock:
-            if record.abandoned:  # stopped while it could not be interrupted
+            if line.parks(record, me) is Outcome.UNWIND:  # stopped while it could not be interrupted
                 raise TaskAbandoned(f"task {record.task.task_id.hex()} was stopped by its worker")
             if record.resume is None:
                 record.resume = threading.Event()
-            record.parked = True
-            self._parked.add(record)
             record.parked_since_cpu = time.process_time()
             try:
                 self.send(m.ProcessorBlocked(record.task.task_id))  # before the next task's result can overtake it
             except ChannelClosed:
                 pass  # the holder hears it too and ends the processor
-            baton_needs_thread = self._holder == me and self._hand_on_locked(None, baton=True)
-            following, abandoned = self._pass_turn_locked(record, me)
-            task_needs_thread = following is not None and self._hand_on_locked(following)
-        if baton_needs_thread:
-            self._start_thread(None)
-        if task_needs_thread:
-            self._start_thread(following)
-        _cancel_nested(abandoned)
+            following = self._pass_turn_locked(record, me)
+            if following is not None:
+                line.hand_on(following)  # this thread waits: the next task runs on another
+            later = self._carry_out_locked()
+        self._carry_out_later(later)
         with record.lock:
             record.interruptible = True
 
-    def _abandon_locked(self, task_id: TaskID) -> list[Any]:
-        """Stop a task (the agent has answered for it), under the lock: one not started leaves the line; a parked
-        one is woken to raise; TaskAbandoned is raised in the thread of a computing one. Returns the nested
-        futures it submitted, to cancel once the lock is released."""
-        record = self._tasks.get(task_id)
-        if record is None or record.abandoned:
-            return []
-        if not record.parked and record in self._line:  # not started: it never will
-            self._line.remove(record)
-            del self._tasks[task_id]
-            self.send(m.TaskResult(task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id))
-            return []
-        record.abandoned_parked = record.parked  # set before `abandoned`: `on_unblock` reads them without the lock
-        record.abandoned = True
-        if record.parked:
-            if record in self._line:
-                self._line.remove(record)
-            _wake(record)
-        else:
-            with record.lock:
-                if record.interruptible:
-                    record.injected = True
-                    set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
-                    set_async_exc(ctypes.c_ulong(record.thread), ctypes.py_object(TaskAbandoned))
-        return [future for ref in list(record.futures) if (future := ref()) is not None]
+
+def _interrupt(record: _TaskRecord) -> None:
+    """Raise TaskAbandoned in the thread computing the task, if its execution has begun (under the lock)."""
+    with record.lock:
+        if record.interruptible:
+            record.injected = True
+            set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+            set_async_exc(ctypes.c_ulong(record.thread), ctypes.py_object(TaskAbandoned))
 
 
 def _stop_interruptions(record: _TaskRecord) -> None:
@@ -468,9 +400,3 @@ def _wake(record: _TaskRecord) -> None:
     """Wake a parked task (it was given the turn back, or stopped)."""
     if record.resume is not None:  # made when it parked
         record.resume.set()
-
-
-def _cancel_nested(futures: list[Any]) -> None:
-    """Cancel the nested tasks of stopped tasks (outside the lock: it wakes their waiters, runs callbacks)."""
-    for future in futures:
-        future._abandon()
