@@ -23,7 +23,8 @@ Rules:
    its thread is done. A task that ended already is held no more: the cancel is ignored.
 5. Every task sent to a processor is answered exactly once with a TaskResult: its result, or CANCELED for one a
    TaskCancel withdrew or stopped. Reports keep their order: a task's ProcessorBlocked comes before the result of
-   any task that computes after it, and results come in the order the tasks computed.
+   any task that computes after it, and results come in the order the tasks computed. A result from the processor
+   that holds a task ends it, whatever state the agent has it in: the processor knows best.
 6. The agent acts on a picture of its processors that lags by the messages in flight. It forgets at once a task it
    withdraws or stops while parked (the processor's CANCELED answer is then ignored); one it stops while computing
    keeps its slot until that answer, or the processor's death. It sends a task to a processor that computes
@@ -110,7 +111,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
     (S.STAGED, E.PARK): Do.IGNORE,  # it has not computed
     (S.STAGED, E.ASK_RESUME): Do.IGNORE,
     (S.STAGED, E.RESUME): Do.IGNORE,
-    (S.STAGED, E.END): Do.IGNORE,  # it has not computed (rule 5: the end of the one before it comes first)
+    (S.STAGED, E.END): Do.FINISH,  # rule 5: not before the end of the one before it; taken if it came
     (S.STAGED, E.CANCEL): Do.WITHDRAW,
     (S.STAGED, E.GONE): Do.REQUEUE,
     (S.COMPUTING, E.SEND): Do.IGNORE,
@@ -126,7 +127,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
     (S.PARKED, E.PARK): Do.IGNORE,  # its inner waits do not park again
     (S.PARKED, E.ASK_RESUME): Do.ASK,
     (S.PARKED, E.RESUME): Do.IGNORE,  # the agent gives the turn back only to a task that asked
-    (S.PARKED, E.END): Do.IGNORE,  # it ends only once it computes again
+    (S.PARKED, E.END): Do.FINISH,  # it ends once it computes again; taken if it came sooner
     (S.PARKED, E.CANCEL): Do.STOP_PARKED,
     (S.PARKED, E.GONE): Do.LOSE,
     (S.RESUMING, E.SEND): Do.IGNORE,
@@ -134,7 +135,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
     (S.RESUMING, E.PARK): Do.IGNORE,
     (S.RESUMING, E.ASK_RESUME): Do.IGNORE,  # asked already
     (S.RESUMING, E.RESUME): Do.GIVE_BACK,
-    (S.RESUMING, E.END): Do.IGNORE,
+    (S.RESUMING, E.END): Do.FINISH,
     (S.RESUMING, E.CANCEL): Do.STOP_PARKED,
     (S.RESUMING, E.GONE): Do.LOSE,
     (S.RESUMED, E.SEND): Do.IGNORE,
@@ -142,7 +143,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
     (S.RESUMED, E.PARK): Do.IGNORE,
     (S.RESUMED, E.ASK_RESUME): Do.IGNORE,
     (S.RESUMED, E.RESUME): Do.IGNORE,  # given back already
-    (S.RESUMED, E.END): Do.IGNORE,
+    (S.RESUMED, E.END): Do.FINISH,
     (S.RESUMED, E.CANCEL): Do.STOP_PARKED,  # it has not computed again yet: it leaves the tasks waiting for the turn
     (S.RESUMED, E.GONE): Do.LOSE,
     (S.STOPPING, E.SEND): Do.IGNORE,

@@ -75,7 +75,8 @@ from scaler.worker.agent.events import (
     ToProcessor,
     ToScheduler,
 )
-from scaler.worker.agent.processor_table import HeldState, HeldTask, ProcessorRecord, ProcessorState, ProcessorTable
+from scaler.worker.agent.processor_table import HeldTask, ProcessorRecord, ProcessorState, ProcessorTable
+from scaler.worker.processor_protocol import Outcome, TaskEvent, TaskState, outcome
 
 __all__ = [  # the events and effects are part of the core's interface
     "EXIT_ERROR",
@@ -221,12 +222,12 @@ class AgentCore:
         return self.table.running
 
     @property
-    def blocked(self) -> int:
+    def parked(self) -> int:
         return self.table.parked
 
     @property
     def capacity(self) -> int:
-        return min(self.settings.slots + self._prefetch() + self.blocked, self.settings.max_held_tasks + self.blocked)
+        return min(self.settings.slots + self._prefetch() + self.parked, self.settings.max_held_tasks + self.parked)
 
     def _prefetch(self) -> int:
         if self._average_duration is None:
@@ -244,7 +245,7 @@ class AgentCore:
 
     def status(self) -> m.WorkerStatus:
         queued = len(self._queue) + self.table.staged
-        return m.WorkerStatus(queued=queued, running=self.running, blocked=self.blocked)
+        return m.WorkerStatus(queued=queued, running=self.running, blocked=self.parked)
 
     # ------------------------------------------------------------ scheduler messages
 
@@ -270,7 +271,7 @@ class AgentCore:
         for effect in effects:
             if isinstance(effect, SendHello):
                 # what it holds, and what it finished without proof the scheduler read it (sent again below)
-                live = (t for t, held in self.tasks.items() if held.abandoned_at is None)
+                live = (t for t, held in self.tasks.items() if held.state is not TaskState.STOPPING)
                 held = (*live, *(r.task_id for _, r in self._unacknowledged)) if self.link.known_instance else ()
                 self.effects.append(SayHello(held, self.link.known_instance))
             elif isinstance(effect, LinkHeartbeat):
@@ -331,40 +332,41 @@ class AgentCore:
 
     def _cancel(self, task_id: TaskID) -> None:
         held = self.tasks.get(task_id)
-        if held is None or held.abandoned_at is not None:
+        if held is None or held.state is TaskState.STOPPING:
             self._to_scheduler(m.TaskCancelConfirm(task_id, m.CancelOutcome.NOT_FOUND))
             return
         self._stop(held, "its task was cancelled")
         self._to_scheduler(m.TaskCancelConfirm(task_id, m.CancelOutcome.CANCELED))
 
     def _stop(self, held: HeldTask, reason: str) -> None:
-        """End a held task here, whatever its state; the caller tells the scheduler how it ended."""
+        """End a held task here, whatever its state (CANCEL); the caller tells the scheduler how it ended."""
         task_id = held.task.task_id
-        processor = self.processors.get(held.processor) if held.processor is not None else None
-        if processor is None:  # queued here
+        done = outcome(held.state, TaskEvent.CANCEL)
+        if done is Outcome.DROP:  # queued here
             self.table.drop(task_id, self.now)
             return
-        if held.state is HeldState.RUNNING:
+        assert held.processor is not None
+        processor = self.processors[held.processor]
+        if done is Outcome.STOP:
             if processor.parked:
                 # computing among parked tasks: stopped in its processor; its slot stays taken until it is gone
-                if held.abandoned_at is None:
-                    held.abandoned_at = self.now
-                    self._to_processor(processor, m.TaskCancel((task_id,)))
-                return
-            self._kill(processor.processor_id, reason)  # the task with it; its staged tasks are queued again
-            return
-        self.table.drop(task_id, self.now)
-        if processor.state is ProcessorState.RUNNING or processor.parked:
-            # staged, or parked among other tasks of its processor: stopped there, without taking them down
-            self._to_processor(processor, m.TaskCancel((task_id,)))
-        else:
-            self._kill(processor.processor_id, reason)
+                held.state, held.stopped_at = TaskState.STOPPING, self.now
+                self._to_processor(processor, m.TaskCancel((task_id,)))
+            else:
+                self._kill(processor.processor_id, reason)  # the task with it; its staged tasks are queued again
+        elif done in (Outcome.WITHDRAW, Outcome.STOP_PARKED):
+            self.table.drop(task_id, self.now)
+            if processor.state is ProcessorState.RUNNING or processor.parked:
+                # staged, or parked among other tasks of its processor: stopped there, without taking them down
+                self._to_processor(processor, m.TaskCancel((task_id,)))
+            else:
+                self._kill(processor.processor_id, reason)
 
     def _give_back(self, task_ids: tuple[TaskID, ...]) -> None:
         returned = []
         for task_id in task_ids:
             held = self.tasks.get(task_id)
-            if held is not None and held.state is HeldState.QUEUED:
+            if held is not None and held.state is TaskState.QUEUED:
                 self.table.drop(task_id, self.now)
                 returned.append(task_id)
         self._to_scheduler(m.TaskReturn(tuple(returned)))
@@ -390,12 +392,12 @@ class AgentCore:
         elif isinstance(message, m.ProcessorBlocked):
             self.table.park(processor, message.task_id, self.now)
         elif isinstance(message, m.ProcessorResumeRequest):
-            self.table.want_resume(processor, message.task_id)
+            self.table.ask_resume(processor, message.task_id)
 
     def _on_result(self, processor: ProcessorRecord, result: m.TaskResult) -> None:
         held = self.table.finish(processor, result.task_id, self.now)
-        if held is None or held.abandoned_at is not None:
-            return  # cancelled meanwhile; the scheduler was told already
+        if held is None:
+            return  # stopped or cancelled meanwhile; the scheduler was told already
         self._learn_duration(held.task.function_name, self.now - held.started_at)
         self._to_scheduler(result)
 
@@ -412,7 +414,7 @@ class AgentCore:
             self.table.remove(processor_id)
             return
         computing = self.tasks.get(processor.task_id) if processor.task_id is not None else None
-        answered = computing is not None and computing.abandoned_at is not None  #: stopped here, and told already
+        answered = computing is not None and computing.state is TaskState.STOPPING  #: stopped here, told already
         running, parked, staged = self.table.vacate(processor)
         self.table.remove(processor_id)
         self._queue_again(staged)
@@ -454,10 +456,10 @@ class AgentCore:
         if self._leaving:
             return
         for held in list(self.tasks.values()):
-            if held.abandoned_at is not None:
-                if now - held.abandoned_at > ABANDON_GRACE_SECONDS and held.processor is not None:
+            if held.state is TaskState.STOPPING:
+                if now - held.stopped_at > ABANDON_GRACE_SECONDS and held.processor is not None:
                     self._kill(held.processor, f"a task stopped in it did not end within {ABANDON_GRACE_SECONDS:g} s")
-            elif held.processor is None or held.state is HeldState.STAGED:
+            elif held.state is TaskState.QUEUED or held.state is TaskState.STAGED:
                 continue  # not started: its time has not begun
             elif 0 < settings.task_timeout_seconds < now - held.started_at:
                 self._time_out(held)
@@ -529,7 +531,7 @@ class AgentCore:
         """The queued task to start first, left in the queue; None when none is left."""
         while self._queue:
             held = self.tasks.get(self._queue[0][2])
-            if held is not None and held.state is HeldState.QUEUED:
+            if held is not None and held.state is TaskState.QUEUED:
                 return held
             heapq.heappop(self._queue)  # cancelled or returned while queued: its entry is dropped here
         return None

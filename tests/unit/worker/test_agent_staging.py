@@ -183,7 +183,7 @@ def test_when_the_computing_task_parks_the_first_staged_one_computes_and_no_more
     agent, processor, now = tiny_tasks_learned()
     agent.handle_all([core.FromScheduler(task(number), now) for number in range(1, 4)])  # 1 computes; 2, 3 staged
     effects = agent.handle(core.FromProcessor(processor, m.ProcessorBlocked(tid(1)), now + TINY))
-    assert agent.table.processors[processor].task_id == tid(2) and agent.blocked == 1
+    assert agent.table.processors[processor].task_id == tid(2) and agent.parked == 1
     assert not sent_tasks(effects)
     effects = agent.handle(core.FromScheduler(task(4), now + TINY))
     assert not sent_tasks(effects), "a processor holding a parked parent takes no staged task"

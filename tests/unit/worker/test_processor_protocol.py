@@ -72,9 +72,11 @@ def test_a_processor_that_is_gone_ends_every_task_it_held_and_requeues_only_the_
     }
 
 
-def test_only_a_task_that_computes_or_unwinds_sends_its_end() -> None:
-    ends = {state for state in TaskState if outcome(state, TaskEvent.END) is not Outcome.IGNORE}
-    assert ends == {TaskState.COMPUTING} | STOPPED_STATES
+def test_a_result_ends_every_task_in_a_processor_and_is_only_an_answer_from_a_stopped_one() -> None:
+    assert outcome(TaskState.QUEUED, TaskEvent.END) is Outcome.IGNORE
+    unwound = {state for state in TaskState if outcome(state, TaskEvent.END) is Outcome.UNWOUND}
+    assert unwound == STOPPED_STATES
+    assert all(after(state, TaskEvent.END) is None for state in TaskState if state is not TaskState.QUEUED)
 
 
 def test_a_cancel_reaches_every_task_not_stopped_already() -> None:
