@@ -13,9 +13,7 @@ ROOT = Path(__file__).resolve().parents[2] / "scaler"
 PURE_MODULES = sorted(
     [
         *(ROOT / "scheduler" / "core").glob("*.py"),
-        ROOT / "worker" / "agent" / "core.py",
-        ROOT / "worker" / "agent" / "events.py",
-        ROOT / "worker" / "agent" / "processor_table.py",
+        *(path for path in (ROOT / "worker" / "agent").glob("*.py") if path.name != "shell.py"),
         ROOT / "worker" / "processor_protocol.py",
         ROOT / "worker" / "processor" / "task_line.py",
         ROOT / "worker_manager" / "reconciler.py",

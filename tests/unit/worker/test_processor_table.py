@@ -45,7 +45,7 @@ def check(agent: core.AgentCore) -> None:
             assert held.state is TaskState.STAGED and held.processor == processor.processor_id
     for task_id in table.resuming:
         assert table.tasks[task_id].state is TaskState.RESUMING
-    queued = {task_id for _, _, task_id in agent._queue}
+    queued = {task_id for _, _, task_id in agent.placement._queue}
     for task_id, held in table.tasks.items():  # a task no processor holds waits in the queue, to start one day
         assert (held.processor is None) == (held.state is TaskState.QUEUED), held
         if held.state is TaskState.QUEUED:
