@@ -5,8 +5,8 @@ named by an id the core chose (bytes, unique within the worker). It speaks in ef
 send it a message, kill it) that the agent shell (`worker/agent/shell.py`) hands to an `Executor`, and it hears
 what the executor reports back. Nothing in the agent shell or core assumes a processor is an OS process:
 no pid, fork or socket is needed. `ZygoteExecutor` (`executors/zygote.py`) runs each processor as a process
-forked from the worker's zygote; a proxy worker that offloads tasks (AWS Batch, IBM Symphony) implements the same six
-methods with one processor per remote job in flight, and `run_agent(config, worker_id, executor, slots)`
+forked from the worker's zygote; a proxy worker that offloads tasks (AWS Batch, IBM Symphony) implements the same
+six methods with one processor per remote job in flight, and `run_agent(config, worker_id, executor, slots)`
 (`worker/process.py`) runs an agent around it.
 
 The contract, from the executor's side. Every call comes from the agent's event loop; every report must
@@ -21,27 +21,18 @@ or raise: a failure becomes a report.
    preload) the worker stops with exit code 1.
 3. `send(processor_id, message)`: deliver a message from the core; ignore ids that are gone. Delivery may wait
    for `flush()`, which the agent calls after each batch of the core's effects (so that a task and those staged
-   behind it leave together); an executor that delivers at once does nothing on flush. A processor
-   receives `HelloReply` (its `object_storage_address` is where task payloads live: keep it for the next
-   tasks), `Task` (run it), `ProcessorResume` (a blocked parent may go on; only after the processor reported
-   `ProcessorBlocked`, and only while no task computes or waits in the processor) and `TaskCancel`. A
-   processor may receive Tasks while one computes (the agent stages tiny tasks ahead): it runs them one at a
-   time, in the order received; at most one task *computes* at a time per processor. A `TaskCancel` takes
-   effect when the processor reads it, ahead of the Tasks that wait there: a Task received and not started is
-   dropped (it never runs, and is answered CANCELED at once); a running or parked task is stopped without
-   disturbing the processor's other tasks, and reported CANCELED when its thread is done (no result is
-   expected for it); a task that ended already is ignored. A cancel that reaches the processor after the
-   task started finds it running (or ended). While a task is blocked, the processor may receive and run
-   other tasks (worker/processor/threads.py: the parent waits in a thread).
-4. Reports while running, through `on_processor_messages(processor_id, messages)`: exactly one `TaskResult`
-   per task, with the task's id (CANCELED for a task a `TaskCancel` stopped or dropped)
-   (`scaler.worker.task_execution.TaskExecutor` loads a task's function and arguments from object storage,
-   calls it and stores its result: a proxy can reuse it to build results); `TaskLog` for streamed output;
-   `ProcessorBlocked` / `ProcessorResumeRequest` around waits on nested tasks (an executor whose tasks never
-   wait on nested futures never sends them). After its `TaskResult`, or after its task reported
-   `ProcessorBlocked`, that task computes nothing: the processor starts the next Task it holds, if any, or
-   may receive the next. Reports come in the order they were made: a task's `ProcessorBlocked` comes before
-   the result of any task that starts after it.
+   behind it leave together); an executor that delivers at once does nothing on flush. A processor receives
+   `HelloReply` (its `object_storage_address` is where task payloads live: keep it for the next tasks), `Task`,
+   `TaskCancel` and `ProcessorResume`, and does with them what the processor protocol says
+   (`scaler.worker.processor_protocol`: the one statement of what a processor does with its tasks: one computes
+   at a time, in the order received; a TaskCancel withdraws a task not started and stops one computing or
+   parked; a parked task goes on when given the turn back).
+4. Reports while running, through `on_processor_messages(processor_id, messages)`, as the processor protocol
+   says: exactly one `TaskResult` per task, in order (CANCELED for a task a `TaskCancel` withdrew or stopped);
+   `ProcessorBlocked` / `ProcessorResumeRequest` around waits on nested tasks (an executor whose tasks never wait
+   on nested futures never sends them); and `TaskLog` for streamed output.
+   `scaler.worker.task_execution.TaskExecutor` loads a task's function and arguments from object storage, calls
+   it and stores its result: a proxy can reuse it to build results.
 5. `kill(processor_id, reason)`: stop the processor now, whatever it runs (the task was cancelled, timed out,
    the processor is not needed, the worker stops), parked parents included (the core reports those lost).
    A remote executor cancels the remote job. Then report
@@ -54,10 +45,9 @@ or raise: a failure becomes a report.
 8. `close()`: kill every processor and release everything; no report is expected afterwards.
 9. `on_executor_failed(reason)`: the executor cannot go on at all (the zygote died, the remote system
    refuses every call): the worker stops with exit code 1 and its tasks are re-dispatched elsewhere.
-10. `max_staged_tasks`: how many Tasks a processor may be sent beyond the one it computes. With more than 0,
-   the core sends a computing processor tiny tasks ahead (agent/core.py rule 5); the processor must run its Tasks
-   one at a time, in the order it got them, and a TaskCancel for one it has not started must withdraw it (and
-   answer CANCELED). A remote executor, whose processors are one job each, says 0.
+10. `max_staged_tasks`: how many Tasks a processor may be sent beyond the one it computes. With more than 0, the
+   core stages tiny tasks in computing processors (agent/placement.py), which then hold STAGED tasks (processor
+   protocol rules 1, 2 and 4). A remote executor, whose processors are one job each, says 0.
 """
 
 from __future__ import annotations

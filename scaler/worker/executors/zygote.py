@@ -65,7 +65,7 @@ class Zygote(ForkServer):
 class ZygoteExecutor:
     """Processors forked from the zygote, each talking to the agent over its own socket pair."""
 
-    #: a processor runs the tasks of its channel in order (worker/processor/threads.py): 16 tiny ones staged ahead
+    #: a processor runs the tasks of its channel in order (the processor protocol): 16 tiny ones staged ahead
     #: make one write and one read carry many tasks, where more add little
     max_staged_tasks = 16
 

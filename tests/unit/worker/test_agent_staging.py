@@ -1,5 +1,5 @@
-"""The agent core stages tiny tasks in computing processors (agent/core.py rule 5): what is staged, when a staged task
-computes, and what becomes of staged tasks when their processor is stopped, dies, or its task parks."""
+"""The agent core stages tiny tasks in computing processors (agent/placement.py rule 2): what is staged, when a staged
+task computes, and what becomes of staged tasks when their processor is stopped, dies, or its task parks."""
 
 from __future__ import annotations
 
