@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
@@ -73,6 +72,7 @@ from scaler.worker.agent.placement import Placement
 from scaler.worker.agent.pool import MAX_START_FAILURES, ProcessorPool
 from scaler.worker.agent.processor_table import HeldTask, ProcessorRecord, ProcessorState, ProcessorTable
 from scaler.worker.agent.result_journal import ResultJournal
+from scaler.worker.agent.settings import AgentSettings
 from scaler.worker.processor_protocol import Outcome, TaskEvent, TaskState, outcome
 
 __all__ = [  # the events and effects are part of the core's interface
@@ -115,23 +115,6 @@ _STOPPING_PROCESSOR, _STARTING, _IDLE, _RUNNING = (
     ProcessorState.RUNNING,
 )
 _QUEUED, _STAGED, _STOPPING = TaskState.QUEUED, TaskState.STAGED, TaskState.STOPPING
-
-
-@dataclass(frozen=True, slots=True)
-class AgentSettings:
-    scheduler_address: str = ""  #: for messages about the link
-    slots: int = 1
-    max_held_tasks: int = 1000  #: --per-worker-task-queue-size
-    heartbeat_interval_seconds: float = 2.0
-    death_timeout_seconds: float = 300.0
-    scheduler_lost_grace_seconds: float = 60.0  #: 0: only the death timeout ends a worker whose scheduler left
-    task_timeout_seconds: float = 0.0  #: 0: no limit
-    object_storage_address: str = ""  #: override; empty: what the scheduler says
-    has_preload: bool = False
-    nested_parents: str = "thread"  #: "thread": parked parents share their processor; "process": one each
-    #: tasks a processor may hold beyond the one it computes (placement rule 2); 0: none. What the executor's
-    #: processors can take (`Executor.max_staged_tasks`)
-    max_staged_tasks: int = 0
 
 
 class AgentCore:
