@@ -21,7 +21,7 @@ result journal (`result_journal`: results to send again after a scheduler restar
 4. A task that is cancelled or times out (CANCEL) while it computes in a processor holding parked tasks is stopped
    in that processor (TaskCancel: STOPPING), not by killing the processor and the parked tasks with it; it keeps
    its slot until the processor reports it gone (a CANCELED result), and one still unwinding after
-   ABANDON_GRACE_SECONDS has its processor killed. One that computes alone is stopped by killing its processor. A
+   STOP_GRACE_SECONDS has its processor killed. One that computes alone is stopped by killing its processor. A
    staged or parked task is withdrawn or stopped in its processor, and forgotten at once (its processor is killed
    instead when it computes nothing else and holds no other parked task).
 """
@@ -105,7 +105,7 @@ __all__ = [  # the events and effects are part of the core's interface
 logger = logging.getLogger(__name__)
 
 #: How long a task stopped among parked tasks may take to unwind before its processor is killed.
-ABANDON_GRACE_SECONDS = 5.0
+STOP_GRACE_SECONDS = 5.0
 
 #: Members read on every event, as module constants (cheaper than from their enum class).
 _STOPPING_PROCESSOR, _STARTING, _IDLE, _RUNNING = (
@@ -196,7 +196,7 @@ class AgentCore:
 
     def status(self) -> m.WorkerStatus:
         queued = len(self.placement) + self.table.staged
-        return m.WorkerStatus(queued=queued, running=self.running, blocked=self.parked)
+        return m.WorkerStatus(queued=queued, running=self.running, blocked=self.parked)  # the wire says "blocked"
 
     # ------------------------------------------------------------ scheduler messages
 
@@ -370,8 +370,8 @@ class AgentCore:
             return
         for held in list(self.tasks.values()):
             if held.state is _STOPPING:
-                if now - held.stopped_at > ABANDON_GRACE_SECONDS and held.processor is not None:
-                    self._kill(held.processor, f"a task stopped in it did not end within {ABANDON_GRACE_SECONDS:g} s")
+                if now - held.stopped_at > STOP_GRACE_SECONDS and held.processor is not None:
+                    self._kill(held.processor, f"a task stopped in it did not end within {STOP_GRACE_SECONDS:g} s")
             elif held.state is _QUEUED or held.state is _STAGED:
                 continue  # not started: its time has not begun
             elif 0 < settings.task_timeout_seconds < now - held.started_at:

@@ -207,9 +207,9 @@ def test_a_stopped_task_that_does_not_end_has_its_processor_killed_and_its_parke
     agent, processor = parked_parent()
     agent.handle(core.FromScheduler(task(2, priority=1), 0.2))
     agent.handle(core.FromScheduler(m.TaskCancel((tid(2),)), 0.3))
-    effects = agent.handle(core.Tick(0.3 + core.ABANDON_GRACE_SECONDS / 2))
+    effects = agent.handle(core.Tick(0.3 + core.STOP_GRACE_SECONDS / 2))
     assert not [e for e in effects if isinstance(e, core.KillProcessor)]
-    effects = agent.handle(core.Tick(0.4 + core.ABANDON_GRACE_SECONDS))
+    effects = agent.handle(core.Tick(0.4 + core.STOP_GRACE_SECONDS))
     assert [e.processor_id for e in effects if isinstance(e, core.KillProcessor)] == [processor]
     (lost,) = to_scheduler(effects, m.TaskResult)
     assert lost.task_id == tid(1) and lost.status is m.ResultStatus.HOST_LOST
