@@ -22,7 +22,8 @@ answers) are `scaler.worker.processor_protocol`'s; this module adds the threads:
    main one retires when it has waited long, unless it is the only one idle.
 
 The shell reads `holder` and calls `runs_here` and `returns_baton` without the lock, on the path of every task, as
-a first look: they only read, and the shell decides under the lock again before it hands anything on.
+a first look: they only read, and whatever they lead to is done under the lock, where `place` and `hand_on` look
+at the state again (which thread gets the work is chosen then).
 """
 
 from __future__ import annotations
