@@ -6,7 +6,7 @@ First, the processor's loop alone (`in process`): on this thread, 1,000 tasks wr
 read in one go, results left in the socket, a trivial `execute`: what decoding, bookkeeping and sending cost
 per task, with no other process and no wake-up. The figure to compare a change of the loop by.
 
-Then a forked child runs `TaskThreads` (scaler/worker/task_threads.py) on its end of a socket pair, with the
+Then a forked child runs `TaskThreads` (scaler/worker/processor/threads.py) on its end of a socket pair, with the
 same `execute`, and the parent plays the agent, in two modes:
 - `batches`: it writes `window` tasks at once and waits for all their results before the next write (window 1
   is one task per round trip: an agent that does not stage);
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID
-from scaler.worker.processor_channel import BlockingChannel, FrameReader, encode_frames
-from scaler.worker.task_threads import TaskThreads
+from scaler.worker.processor.channel import BlockingChannel, FrameReader, encode_frames
+from scaler.worker.processor.threads import TaskThreads
 
 #: tasks per in-process run (their frames and results must fit in the socket buffers)
 IN_PROCESS_CHUNK = 1000

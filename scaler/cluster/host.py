@@ -105,9 +105,9 @@ def import_runtime() -> None:
     import scaler.object_storage.server
     import scaler.scheduler.process
     import scaler.scheduler.server
-    import scaler.worker.agent
+    import scaler.worker.agent.shell
     import scaler.worker.process
-    import scaler.worker.processor  # noqa: F401
+    import scaler.worker.processor.process  # noqa: F401
 
 
 def os_thread_count() -> int:

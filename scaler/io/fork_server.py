@@ -4,7 +4,7 @@ Starting a Python process and importing zmq, capnp and cloudpickle costs a few h
 CPU, more when several start at once on a small machine; forking a process that has them loaded costs a
 few milliseconds. Two fork servers exist:
 
-- a worker's zygote forks its processors (`scaler.worker.zygote`);
+- a worker's zygote forks its processors (`scaler.worker.executors.zygote`);
 - a native worker manager's forker forks its worker processes
   (`scaler.worker_manager.baremetal_native.worker_forker`).
 

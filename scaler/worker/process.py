@@ -17,12 +17,12 @@ from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.protocol.ids import new_worker_id
-from scaler.worker import agent_core
+from scaler.worker.agent import core as agent_core
 from scaler.worker.preload import parse_preload
 
 if TYPE_CHECKING:
     from scaler.io.sockets import TransportSecurity
-    from scaler.worker.executor import Executor
+    from scaler.worker.executors.contract import Executor
 
 logger = logging.getLogger(__name__)
 
@@ -62,9 +62,8 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
     except KeyFileError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
-    from scaler.worker.executor import ZygoteExecutor
-    from scaler.worker.processor import ProcessorSettings, run_processor
-    from scaler.worker.zygote import Zygote
+    from scaler.worker.executors.zygote import Zygote, ZygoteExecutor
+    from scaler.worker.processor.process import ProcessorSettings, run_processor
 
     worker_id = new_worker_id(config.worker_type or "FIX")
     processor_settings = ProcessorSettings(
@@ -98,7 +97,7 @@ def run_agent(
     if slots < 1:
         raise ValueError(f"a worker needs at least one slot, not {slots}")
     from scaler.io.sockets import SocketFactory
-    from scaler.worker.agent import WorkerAgent, build_hello
+    from scaler.worker.agent.shell import WorkerAgent, build_hello
 
     settings = agent_core.AgentSettings(
         scheduler_address=config.scheduler_address,

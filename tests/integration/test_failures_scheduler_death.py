@@ -25,7 +25,7 @@ from tests.integration.conftest import (
 
 pytestmark = pytest.mark.integration
 
-#: Exit codes of a worker (scaler.worker.agent_core).
+#: Exit codes of a worker (scaler.worker.agent.core).
 EXIT_NEVER_CONNECTED = 2
 EXIT_SCHEDULER_LOST = 3
 

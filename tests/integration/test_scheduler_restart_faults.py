@@ -111,7 +111,7 @@ def test_a_second_scheduler_at_the_address_of_a_live_one_is_refused(launcher: La
 
 
 def test_a_worker_exits_when_no_scheduler_answers_within_its_grace(launcher: Launcher) -> None:
-    from scaler.worker.agent_core import EXIT_SCHEDULER_LOST
+    from scaler.worker.agent.core import EXIT_SCHEDULER_LOST
     from tests.integration.conftest import wait_for_workers
 
     addresses, scheduler, _ = launcher.stack(workers=0)

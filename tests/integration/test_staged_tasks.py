@@ -1,6 +1,6 @@
-"""Tiny tasks staged in a processor behind the one it computes (agent_core rule 5), on a real one-worker cluster:
-a crash fails only the task that crashed, a cancelled staged task never runs, and the staged tasks behind a task
-that is cancelled or times out each run once, elsewhere."""
+"""Tiny tasks staged in a processor behind the one it computes (agent/placement.py rule 2), on a real one-worker
+cluster: a crash fails only the task that crashed, a cancelled staged task never runs, and the staged tasks behind a
+task that is cancelled or times out each run once, elsewhere."""
 
 from __future__ import annotations
 

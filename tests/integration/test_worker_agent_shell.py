@@ -15,9 +15,9 @@ from scaler.io.sockets import Socket, SocketFactory, bound_endpoint
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID, new_worker_id
-from scaler.worker import agent_core as core
-from scaler.worker.agent import WorkerAgent, build_hello
-from scaler.worker.executor import ExecutorListener
+from scaler.worker.agent import core
+from scaler.worker.agent.shell import WorkerAgent, build_hello
+from scaler.worker.executors.contract import ExecutorListener
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from scaler.io.sockets import SocketFactory
 from scaler.object_storage.connection import ObjectStorageConnection
 from scaler.protocol import messages as m
 from scaler.protocol.ids import new_worker_id
-from scaler.worker.executor import ExecutorListener
+from scaler.worker.executors.contract import ExecutorListener
 from scaler.worker.process import run_agent
 from scaler.worker.task_execution import TaskExecutor
 

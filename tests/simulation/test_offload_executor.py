@@ -1,6 +1,6 @@
 """The proxy worker's executor against an in-memory remote system: tasks become jobs and their outcomes come
 back as a processor's messages; cancels reach the remote system; refusals, lost hosts and jobs that die are
-reported as the agent core expects (worker/executor.py's contract)."""
+reported as the agent core expects (worker/executors/contract.py's contract)."""
 
 from __future__ import annotations
 

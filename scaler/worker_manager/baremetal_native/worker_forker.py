@@ -54,9 +54,9 @@ def main() -> None:
     # What a worker imports, loaded once here instead of in every worker.
     import scaler.config.logging_setup
     import scaler.io.process_profiling
-    import scaler.worker.agent
+    import scaler.worker.agent.shell
     import scaler.worker.process
-    import scaler.worker.processor  # noqa: F401
+    import scaler.worker.processor.process  # noqa: F401
 
     sys.exit(
         serve_forks(

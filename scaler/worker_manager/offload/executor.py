@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from scaler.errors import MissingObjects, ObjectStorageException
 from scaler.payload.remote_bundle import BundleError, open_outcome, pack_task
 from scaler.protocol import messages as m
-from scaler.worker.executor import ExecutorListener
+from scaler.worker.executors.contract import ExecutorListener
 from scaler.worker_manager.offload.backend import JobOutcome, OffloadBackend, OffloadError, RemoteJob
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class _Job:
 
 
 class OffloadExecutor:
-    """An `Executor` (worker/executor.py) whose processors are jobs of `backend`."""
+    """An `Executor` (worker/executors/contract.py) whose processors are jobs of `backend`."""
 
     max_staged_tasks = 0  #: a processor is one job: one task
 

@@ -10,8 +10,9 @@ import pytest
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID
-from scaler.worker import agent_core as core
-from scaler.worker.processor_table import HeldState, ProcessorState
+from scaler.worker.agent import core
+from scaler.worker.agent.processor_table import ProcessorState
+from scaler.worker.processor_protocol import TaskState
 
 
 def tid(number: int) -> TaskID:
@@ -30,24 +31,24 @@ def check(agent: core.AgentCore) -> None:
         assert (processor.task_id is not None) == (processor.state is ProcessorState.RUNNING), processor
         if processor.state is ProcessorState.RUNNING:
             held = table.tasks[processor.task_id]  # type: ignore[index]
-            assert held.state is HeldState.RUNNING and held.processor == processor.processor_id
+            assert held.state in (TaskState.COMPUTING, TaskState.STOPPING) and held.processor == processor.processor_id
         if processor.state is ProcessorState.PARKED:
             assert processor.parked and not table.parents_share_processors
         for task_id in processor.parked:
             held = table.tasks[task_id]
-            assert held.state in (HeldState.BLOCKED, HeldState.RESUMING)
+            assert held.state in (TaskState.PARKED, TaskState.RESUMING)
             assert held.processor == processor.processor_id
         if processor.staged:
             assert processor.state is ProcessorState.RUNNING and table.parents_share_processors
         for task_id in processor.staged:
             held = table.tasks[task_id]
-            assert held.state is HeldState.STAGED and held.processor == processor.processor_id
+            assert held.state is TaskState.STAGED and held.processor == processor.processor_id
     for task_id in table.resuming:
-        assert table.tasks[task_id].state is HeldState.RESUMING
-    queued = {task_id for _, _, task_id in agent._queue}
+        assert table.tasks[task_id].state is TaskState.RESUMING
+    queued = {task_id for _, _, task_id in agent.placement._queue}
     for task_id, held in table.tasks.items():  # a task no processor holds waits in the queue, to start one day
-        assert (held.processor is None) == (held.state is HeldState.QUEUED), held
-        if held.state is HeldState.QUEUED:
+        assert (held.processor is None) == (held.state is TaskState.QUEUED), held
+        if held.state is TaskState.QUEUED:
             assert task_id in queued
 
 
@@ -60,7 +61,7 @@ def random_event(
     table = agent.table
     processors = list(table.processors.values())
     running = [p for p in processors if p.state is ProcessorState.RUNNING]
-    parked = [(p, t) for p in processors for t in p.parked if table.tasks[t].state is HeldState.BLOCKED]
+    parked = [(p, t) for p in processors for t in p.parked if table.tasks[t].state is TaskState.PARKED]
     starting = [p for p in processors if p.state is ProcessorState.STARTING]
     choices: list[tuple[float, object]] = [(2.0, "task"), (0.3, "cancel"), (0.05, "crash"), (0.3, "tick")]
     if starting:
@@ -79,9 +80,10 @@ def random_event(
     if kind in ("result", "block"):
         processor = rng.choice(running)
         assert processor.task_id is not None
-        if kind == "block" and table.tasks[processor.task_id].abandoned_at is None:
+        stopped = table.tasks[processor.task_id].state is TaskState.STOPPING
+        if kind == "block" and not stopped:
             return core.FromProcessor(processor.processor_id, m.ProcessorBlocked(processor.task_id), now)
-        status = m.ResultStatus.CANCELED if table.tasks[processor.task_id].abandoned_at else m.ResultStatus.SUCCESS
+        status = m.ResultStatus.CANCELED if stopped else m.ResultStatus.SUCCESS
         return core.FromProcessor(processor.processor_id, m.TaskResult(processor.task_id, status), now)
     if kind == "resume":
         processor, task_id = rng.choice(parked)

@@ -53,7 +53,7 @@ class ChannelClosed(Exception):
 
 class BlockingChannel:
     """The processor's side. `wait` blocks until the channel has something to read, `poll` reads what it has
-    without blocking. Reads must not overlap: task_threads makes them under its lock, from whichever thread
+    without blocking. Reads must not overlap: threads.py makes them under its lock, from whichever thread
     holds the baton or passes the computing turn on. Sends come from any thread, serialised by the caller."""
 
     def __init__(self, sock: socket.socket) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID
-from scaler.worker import agent_core as core
+from scaler.worker.agent import core
 
 
 def make(**settings: object) -> tuple[core.AgentCore, list[core.Effect]]:
@@ -98,7 +98,7 @@ def test_in_process_mode_a_blocked_parent_keeps_its_processor_and_the_child_gets
     ready(agent, parent_processor)
     agent.handle(core.FromScheduler(task(1), 0.0))
     effects = agent.handle(core.FromProcessor(parent_processor, m.ProcessorBlocked(tid(1)), 0.1))
-    assert agent.blocked == 1 and agent.capacity >= 3
+    assert agent.parked == 1 and agent.capacity >= 3
     (child_processor, *_) = spawned(effects)
     ready(agent, child_processor)
     effects = agent.handle(core.FromScheduler(task(2, priority=1), 0.2))
@@ -125,7 +125,7 @@ def parked_parent(**settings: object) -> tuple[core.AgentCore, bytes]:
 
 def test_a_blocked_parent_yields_its_slot_to_its_child_in_the_same_processor() -> None:
     agent, processor = parked_parent()
-    assert agent.blocked == 1 and agent.running == 0 and agent.capacity >= 3
+    assert agent.parked == 1 and agent.running == 0 and agent.capacity >= 3
     effects = agent.handle(core.FromScheduler(task(2, priority=1), 0.2))
     assert to_processor(effects, m.Task) == [(processor, task(2, priority=1))]
     assert not spawned(effects)
@@ -148,12 +148,12 @@ def test_a_deep_nesting_stays_in_one_processor() -> None:
         assert to_processor(effects, m.Task) == [(processor, task(level, priority=level))]
         effects = agent.handle(core.FromProcessor(processor, m.ProcessorBlocked(tid(level)), 0.1 * level))
         assert not spawned(effects)
-    assert agent.blocked == 11 and len(agent.processors) == 1
+    assert agent.parked == 11 and len(agent.processors) == 1
     for level in range(11, 0, -1):  # they finish innermost first
         agent.handle(core.FromProcessor(processor, m.ProcessorResumeRequest(tid(level)), 2.0))
         assert agent.running == 1 and agent.processors[processor].task_id == tid(level)
         agent.handle(core.FromProcessor(processor, result(level), 2.0))
-    assert agent.blocked == 0 and not agent.tasks
+    assert agent.parked == 0 and not agent.tasks
 
 
 def test_a_cancelled_parked_parent_is_stopped_in_its_processor_without_taking_its_child_down() -> None:
@@ -165,7 +165,7 @@ def test_a_cancelled_parked_parent_is_stopped_in_its_processor_without_taking_it
     ]
     assert to_processor(effects, m.TaskCancel) == [(processor, m.TaskCancel((tid(1),)))]
     assert not [e for e in effects if isinstance(e, core.KillProcessor)]
-    assert agent.blocked == 0 and agent.running == 1
+    assert agent.parked == 0 and agent.running == 1
     effects = agent.handle(core.FromProcessor(processor, result(2), 0.4))
     assert to_scheduler(effects, m.TaskResult) == [result(2)]
 
@@ -198,7 +198,7 @@ def test_a_task_cancelled_while_computing_among_parked_parents_is_stopped_in_the
     assert agent.running == 1, "its slot is taken until the processor says it stopped"
     effects = agent.handle(core.FromProcessor(processor, m.TaskResult(tid(2), m.ResultStatus.CANCELED), 0.4))
     assert not to_scheduler(effects, m.TaskResult), "the scheduler was answered already"
-    assert agent.running == 0 and agent.blocked == 1
+    assert agent.running == 0 and agent.parked == 1
     effects = agent.handle(core.FromProcessor(processor, m.ProcessorResumeRequest(tid(1)), 0.5))
     assert to_processor(effects, m.ProcessorResume) == [(processor, m.ProcessorResume(tid(1)))]
 
@@ -207,9 +207,9 @@ def test_a_stopped_task_that_does_not_end_has_its_processor_killed_and_its_parke
     agent, processor = parked_parent()
     agent.handle(core.FromScheduler(task(2, priority=1), 0.2))
     agent.handle(core.FromScheduler(m.TaskCancel((tid(2),)), 0.3))
-    effects = agent.handle(core.Tick(0.3 + core.ABANDON_GRACE_SECONDS / 2))
+    effects = agent.handle(core.Tick(0.3 + core.STOP_GRACE_SECONDS / 2))
     assert not [e for e in effects if isinstance(e, core.KillProcessor)]
-    effects = agent.handle(core.Tick(0.4 + core.ABANDON_GRACE_SECONDS))
+    effects = agent.handle(core.Tick(0.4 + core.STOP_GRACE_SECONDS))
     assert [e.processor_id for e in effects if isinstance(e, core.KillProcessor)] == [processor]
     (lost,) = to_scheduler(effects, m.TaskResult)
     assert lost.task_id == tid(1) and lost.status is m.ResultStatus.HOST_LOST
@@ -278,7 +278,7 @@ def test_a_result_or_log_from_a_processor_that_does_not_hold_the_task_is_ignored
     assert to_scheduler(agent.handle(core.FromProcessor(processor, log, 0.2)), m.TaskLog) == [log]
     effects = agent.handle(core.FromProcessor(processor, result(1), 0.3))
     assert to_scheduler(effects, m.TaskResult) == [result(1)], "its own processor's word is taken, parked or not"
-    assert agent.blocked == 0
+    assert agent.parked == 0
 
 
 def test_cancel_of_a_queued_running_or_unknown_task() -> None:

@@ -1,7 +1,7 @@
 """The worker agent's asyncio shell around `AgentCore`: the scheduler socket and an executor.
 
 It decides nothing: it decodes, stamps events with the monotonic clock, and performs effects: messages
-for the scheduler leave on its socket, processor effects go to the `Executor` (worker/executor.py), whose
+for the scheduler leave on its socket, processor effects go to the `Executor` (worker/executors/contract.py), whose
 reports come back as events.
 """
 
@@ -23,8 +23,8 @@ from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, watch_events
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
-from scaler.worker import agent_core as core
-from scaler.worker.executor import Executor
+from scaler.worker.agent import core
+from scaler.worker.executors.contract import Executor
 
 logger = logging.getLogger(__name__)
 

@@ -1,9 +1,9 @@
-"""A processor's task threads (scaler/worker/task_threads.py) against the contract the agent relies on: tasks
+"""A processor's task threads (scaler/worker/processor/threads.py) against the contract the agent relies on: tasks
 sent ahead run one at a time in order, each answered once; a TaskCancel for a task not started removes it
 (answered CANCELED), even one sent while an earlier task computed; parked tasks let the next one compute.
 
 Each test plays the agent on a real socket pair with a scripted processor in a child process
-(tests/unit/scripted_processor.py), whose tasks report where they ran and whether they overlapped.
+(tests/unit/worker/scripted_processor.py), whose tasks report where they ran and whether they overlapped.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import pytest
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID
-from scaler.worker.processor_channel import FrameReader, encode_frames
-from tests.unit.scripted_processor import Trace
+from scaler.worker.processor.channel import FrameReader, encode_frames
+from tests.unit.worker.scripted_processor import Trace
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 READ_TIMEOUT_SECONDS = 20.0
 
 
@@ -50,7 +50,7 @@ class AgentEnd:
         self.socket, processor_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.socket.settimeout(READ_TIMEOUT_SECONDS)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.unit.scripted_processor", str(processor_end.fileno()), str(folder)],
+            [sys.executable, "-m", "tests.unit.worker.scripted_processor", str(processor_end.fileno()), str(folder)],
             pass_fds=[processor_end.fileno()],
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},

@@ -1,13 +1,23 @@
-"""The agent core stages tiny tasks in computing processors (agent_core rule 5): what is staged, when a staged task
-computes, and what becomes of staged tasks when their processor is stopped, dies, or its task parks."""
+"""The agent core stages tiny tasks in computing processors (agent/placement.py rule 2): what is staged, when a staged
+task computes, and what becomes of staged tasks when their processor is stopped, dies, or its task parks."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from scaler.protocol import messages as m
-from scaler.worker import agent_core as core
-from tests.unit.test_agent_core import connect, make, ready, result, spawned, task, tid, to_processor, to_scheduler
+from scaler.worker.agent import core
+from tests.unit.worker.test_agent_core import (
+    connect,
+    make,
+    ready,
+    result,
+    spawned,
+    task,
+    tid,
+    to_processor,
+    to_scheduler,
+)
 
 DEPTH = 4
 TINY = 0.0001  #: seconds per task: well inside the staging horizon
@@ -173,7 +183,7 @@ def test_when_the_computing_task_parks_the_first_staged_one_computes_and_no_more
     agent, processor, now = tiny_tasks_learned()
     agent.handle_all([core.FromScheduler(task(number), now) for number in range(1, 4)])  # 1 computes; 2, 3 staged
     effects = agent.handle(core.FromProcessor(processor, m.ProcessorBlocked(tid(1)), now + TINY))
-    assert agent.table.processors[processor].task_id == tid(2) and agent.blocked == 1
+    assert agent.table.processors[processor].task_id == tid(2) and agent.parked == 1
     assert not sent_tasks(effects)
     effects = agent.handle(core.FromScheduler(task(4), now + TINY))
     assert not sent_tasks(effects), "a processor holding a parked parent takes no staged task"

@@ -1,6 +1,6 @@
 """A processor whose tasks act out their `function_name`, for the task-threads tests; run as a child process:
 
-    python -m tests.unit.scripted_processor CHANNEL_FD FOLDER
+    python -m tests.unit.worker.scripted_processor CHANNEL_FD FOLDER
 
 It serves a real `TaskThreads` on the socket inherited as CHANNEL_FD, with an `execute` that plays the task
 named by the task's body (utf-8) according to its `function_name`:
@@ -29,8 +29,8 @@ import time
 from dataclasses import asdict, dataclass
 
 from scaler.protocol import messages as m
-from scaler.worker.processor_channel import BlockingChannel
-from scaler.worker.task_threads import TaskThreads
+from scaler.worker.processor.channel import BlockingChannel
+from scaler.worker.processor.threads import TaskThreads
 
 #: the behaviours that sleep (with the GIL released: a second task computing meanwhile would be seen)
 SLEEP_SECONDS = {"sleep": 0.02, "nap": 0.001}

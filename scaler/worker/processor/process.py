@@ -1,11 +1,10 @@
 """A processor: the child process of a worker that runs user functions.
 
-It talks only to its agent (a Unix socket pair, see processor_channel) and to object storage. It
-starts by running the preload function, announces itself with ProcessorReady, learns the object
-storage address from a HelloReply, then executes the Tasks it receives, one at a time in the order
-received (a TaskCancel drops one not started), and answers each with a TaskResult. A task waiting on
-nested futures parks its thread and the processor serves other tasks meanwhile (task_threads); when its
-futures are done it asks to run on (ProcessorResumeRequest) and waits for ProcessorResume.
+It talks only to its agent (a Unix socket pair, see channel.py) and to object storage. It starts by
+running the preload function, announces itself with ProcessorReady, learns the object storage address
+from a HelloReply, then runs the Tasks it receives as the processor protocol says
+(`scaler.worker.processor_protocol`): one computing at a time, in the order received, parked while they
+wait on nested futures, each answered once with a TaskResult. `task_line` decides, `threads` carries it out.
 """
 
 from __future__ import annotations
@@ -24,9 +23,9 @@ from scaler.payload import processor_context
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
 from scaler.worker.preload import run_preload
-from scaler.worker.processor_channel import BlockingChannel
+from scaler.worker.processor.channel import BlockingChannel
+from scaler.worker.processor.threads import TaskThreads
 from scaler.worker.task_execution import TaskExecutor, _rss_bytes
-from scaler.worker.task_threads import TaskThreads
 
 logger = logging.getLogger(__name__)
 

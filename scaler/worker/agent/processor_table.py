@@ -1,25 +1,23 @@
 """The agent core's records of its processors and of the tasks it holds (pure: no I/O, no clock).
 
-A processor is an execution slot the executor runs (for the zygote executor, a forked process). It
-computes at most one task at a time (`task_id`, state RUNNING). A task that waits on nested futures is
-*parked* in its processor: its thread waits there, and its slot serves other tasks meanwhile. With
-`nested_parents = "thread"` (the default) a processor whose tasks are all parked is IDLE and takes the
-next task, in a thread of its own, so one process serves a whole nested computation; with "process" it is
-PARKED and takes no new task, so every waiting parent keeps a process of its own (a crash of another task
-never reaches it).
-
-A computing processor may also hold *staged* tasks: tasks sent to it ahead, which it runs one at a time in
-the order it got them, after its current one (the agent stages tiny tasks, so that a processor never waits for
-the agent between two of them). When its computing task ends or parks, the first staged task becomes the one
-it computes, at that moment: the processor has it already.
+A processor is an execution slot the executor runs (for the zygote executor, a forked process). A held task's
+state is its state in the processor protocol (`scaler.worker.processor_protocol`: QUEUED here, then STAGED,
+COMPUTING, PARKED, RESUMING or STOPPING in its processor), as the agent sees it; every move below is one of that
+table's. A processor computes at most one task (`task_id`, processor state RUNNING); tasks parked in it do not
+count, and its slot serves other tasks meanwhile. With `nested_parents = "thread"` (the default) a processor whose
+tasks are all parked is IDLE and takes the next task, in a thread of its own, so one process serves a whole nested
+computation; with "process" it is PARKED and takes no new task, so every waiting parent keeps a process of its own
+(a crash of another task never reaches it). A computing processor may also hold STAGED tasks, which compute there
+next, in order.
 
 Every change of a processor's state, and of the tasks parked or staged in it, goes through this table, which
 keeps the counts the agent reads on every event (no scan of the processors).
 
-Invariants: a RUNNING processor's `task_id` is a held task in state RUNNING whose `processor` is it (and only a
-RUNNING processor has a `task_id`); every task in a processor's `parked` is a held task in state BLOCKED or
-RESUMING whose `processor` is it; every task in its `staged` is a held task in state STAGED whose `processor` is
-it, and only a RUNNING processor has staged tasks; an IDLE or PARKED processor computes nothing.
+Invariants: a RUNNING processor's `task_id` is a held task in state COMPUTING or STOPPING whose `processor` is it
+(and only a RUNNING processor has a `task_id`); every task in a processor's `parked` is a held task in state PARKED
+or RESUMING whose `processor` is it; every task in its `staged` is a held task in state STAGED whose `processor` is
+it, and only a RUNNING processor has staged tasks; an IDLE or PARKED processor computes nothing; a QUEUED task is
+in no processor.
 """
 
 from __future__ import annotations
@@ -30,6 +28,7 @@ from dataclasses import dataclass, field
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
+from scaler.worker.processor_protocol import OUTCOMES, Outcome, TaskEvent, TaskState
 
 NESTED_PARENT_MODES = ("thread", "process")
 
@@ -42,12 +41,17 @@ class ProcessorState(enum.IntEnum):  #: an int: counted in a list, on every even
     STOPPING = 4  #: being killed; its exit is expected
 
 
-class HeldState(enum.Enum):
-    QUEUED = "queued"  #: held, not started
-    RUNNING = "running"
-    BLOCKED = "blocked"  #: parked: waits on nested futures
-    RESUMING = "resuming"  #: parked: its futures are done; waits for a slot (and for its processor to be free)
-    STAGED = "staged"  #: sent to a computing processor ahead: it runs there next, after the tasks staged before it
+#: Members read on every event, as module constants (cheaper than from their enum class).
+_QUEUED, _STAGED, _COMPUTING, _PARKED, _RESUMING = (
+    TaskState.QUEUED,
+    TaskState.STAGED,
+    TaskState.COMPUTING,
+    TaskState.PARKED,
+    TaskState.RESUMING,
+)
+_RUNNING, _IDLE, _PARKED_PROCESSOR = ProcessorState.RUNNING, ProcessorState.IDLE, ProcessorState.PARKED
+_NOT_SERVING = (ProcessorState.STOPPING, ProcessorState.STARTING)
+_PARK, _ASK_RESUME, _END = TaskEvent.PARK, TaskEvent.ASK_RESUME, TaskEvent.END
 
 
 @dataclass(slots=True)
@@ -73,12 +77,12 @@ class ProcessorRecord:
 class HeldTask:
     task: m.Task
     sequence: int
-    processor: bytes | None = None  #: where it runs or is parked
-    started_at: float = 0.0
-    state: HeldState = HeldState.QUEUED
-    #: when the agent stopped it while it computed among parked tasks (answered for; its slot stays counted
-    #: until its processor reports it stopped, or is killed); None otherwise
-    abandoned_at: float | None = None
+    processor: bytes | None = None  #: where it is staged, computes or is parked
+    started_at: float = 0.0  #: when it started computing
+    state: TaskState = TaskState.QUEUED
+    #: STOPPING only: when the agent stopped it (answered for already; its slot stays counted until its processor
+    #: reports it stopped, or is killed)
+    stopped_at: float = 0.0
 
 
 class ProcessorTable:
@@ -100,7 +104,7 @@ class ProcessorTable:
 
     @property
     def running(self) -> int:
-        return self._counts[ProcessorState.RUNNING]
+        return self._counts[_RUNNING]
 
     @property
     def parked(self) -> int:
@@ -137,7 +141,7 @@ class ProcessorTable:
         nested computation gather in one process and spare processors go unused (and are retired)."""
         chosen = None
         for processor in self.processors.values():
-            if processor.state is ProcessorState.IDLE:
+            if processor.state is _IDLE:
                 if processor.parked:
                     return processor
                 chosen = chosen or processor
@@ -146,37 +150,37 @@ class ProcessorTable:
     # ------------------------------------------------------------ moves
 
     def start(self, processor: ProcessorRecord, held: HeldTask, now: float) -> None:
-        held.processor, held.started_at, held.state = processor.processor_id, now, HeldState.RUNNING
+        """Send a queued task to a processor that computes nothing: SEND and TURN at once (it computes from `now`)."""
+        held.processor, held.started_at, held.state = processor.processor_id, now, _COMPUTING
         processor.task_id = held.task.task_id
-        self.set_state(processor, ProcessorState.RUNNING)
+        self.set_state(processor, _RUNNING)
 
     def stage(self, processor: ProcessorRecord, held: HeldTask) -> None:
-        """Send a queued task to a computing processor ahead of its turn."""
-        assert processor.state is ProcessorState.RUNNING, "only a computing processor takes staged tasks"
-        held.processor, held.state = processor.processor_id, HeldState.STAGED
+        """Send a queued task to a computing processor ahead of its turn (SEND)."""
+        assert processor.state is _RUNNING, "only a computing processor takes staged tasks"
+        held.processor, held.state = processor.processor_id, _STAGED
         processor.staged.append(held.task.task_id)
         self._staged += 1
 
     def park(self, processor: ProcessorRecord, task_id: TaskID, now: float) -> bool:
-        """The processor's running task waits on nested futures (its first staged task, if any, computes from
-        `now`). False when it is not that processor's task (or it was stopped: it stays counted as computing until
-        it is gone)."""
+        """The processor's computing task waits on nested futures (PARK; its first staged task, if any, computes
+        from `now`). False when it is not that processor's computing task, or was stopped (UNWIND: it stays counted
+        as computing until it is gone)."""
         held = self.tasks.get(task_id)
-        if processor.state is not ProcessorState.RUNNING or processor.task_id != task_id or held is None:
+        if held is None or processor.task_id != task_id or OUTCOMES[_PARK][held.state] is not Outcome.PARK:
             return False
-        if held.abandoned_at is not None:
-            return False
-        held.state = HeldState.BLOCKED
+        held.state = _PARKED
         processor.parked[task_id] = None
         processor.task_id = None
         self._parked += 1
         self._free(processor, now)
         return True
 
-    def want_resume(self, processor: ProcessorRecord, task_id: TaskID) -> None:
+    def ask_resume(self, processor: ProcessorRecord, task_id: TaskID) -> None:
+        """A parked task's futures are done (ASK_RESUME): it waits for a slot, and for its processor to be free."""
         held = self.tasks.get(task_id)
-        if held is not None and held.state is HeldState.BLOCKED and task_id in processor.parked:
-            held.state = HeldState.RESUMING
+        if held is not None and task_id in processor.parked and OUTCOMES[_ASK_RESUME][held.state] is Outcome.ASK:
+            held.state = _RESUMING
             self.resuming[task_id] = None
 
     def resumable(self) -> list[tuple[ProcessorRecord, TaskID]]:
@@ -187,26 +191,32 @@ class ProcessorTable:
             held = self.tasks[task_id]
             assert held.processor is not None
             processor = self.processors[held.processor]
-            if processor.state in (ProcessorState.IDLE, ProcessorState.PARKED) and held.processor not in busy:
+            if processor.state in (_IDLE, _PARKED_PROCESSOR) and held.processor not in busy:
                 busy.add(held.processor)
                 found.append((processor, task_id))
         return found
 
     def resume(self, processor: ProcessorRecord, task_id: TaskID) -> None:
+        """Give a resuming task the turn back: RESUME and TURN at once (its processor computes nothing)."""
         del self.resuming[task_id]
         del processor.parked[task_id]
         self._parked -= 1
-        self.tasks[task_id].state = HeldState.RUNNING
+        self.tasks[task_id].state = _COMPUTING
         processor.task_id = task_id
-        self.set_state(processor, ProcessorState.RUNNING)
+        self.set_state(processor, _RUNNING)
 
     def finish(self, processor: ProcessorRecord, task_id: TaskID, now: float) -> HeldTask | None:
-        """The task ended in this processor (a result): it is no longer held, and the processor's first staged
-        task, if any, computes from `now`. None when it was not held there (cancelled meanwhile)."""
+        """The task's TaskResult came from this processor (END): a task that computed there is held no more (FINISH:
+        returned, for its result to go on), and so is a stopped one (UNWOUND: its slot is free; None is returned);
+        the processor's first staged task, if any, computes from `now`. None too for a task not held there."""
         held = self.tasks.get(task_id)
         if held is None or held.processor != processor.processor_id:
             return None
-        return self.drop(task_id, now)
+        outcome = OUTCOMES[_END][held.state]
+        if outcome is Outcome.IGNORE:
+            return None
+        self.drop(task_id, now)
+        return held if outcome is Outcome.FINISH else None
 
     def drop(self, task_id: TaskID, now: float) -> HeldTask | None:
         """Forget a held task wherever it is (finished, cancelled, timed out, returned, reported lost). `now`
@@ -221,8 +231,8 @@ class ProcessorTable:
         if task_id in processor.parked:
             del processor.parked[task_id]
             self._parked -= 1
-            if processor.state is ProcessorState.PARKED and not processor.parked:
-                self.set_state(processor, ProcessorState.IDLE)
+            if processor.state is _PARKED_PROCESSOR and not processor.parked:
+                self.set_state(processor, _IDLE)
         elif processor.task_id == task_id:
             processor.task_id = None
             self._free(processor, now)
@@ -232,13 +242,13 @@ class ProcessorTable:
         return held
 
     def vacate(self, processor: ProcessorRecord) -> tuple[TaskID | None, list[TaskID], list[HeldTask]]:
-        """The processor is being stopped or is gone: its running task and its parked ones, all dropped, and its
-        staged tasks, back in state QUEUED (the caller queues them again: they never started there)."""
+        """The processor is being stopped or is gone (GONE): its computing task and its parked ones, all dropped, and
+        its staged tasks, back in state QUEUED (REQUEUE: the caller queues them again, they never started there)."""
         staged = [self.tasks[task_id] for task_id in processor.staged]
         self._staged -= len(processor.staged)
         processor.staged.clear()
         for held in staged:
-            held.processor, held.state = None, HeldState.QUEUED
+            held.processor, held.state = None, _QUEUED
         running = processor.task_id
         parked = list(processor.parked)
         for task_id in (*parked, *([running] if running is not None else [])):
@@ -246,16 +256,16 @@ class ProcessorTable:
         return running, parked, staged
 
     def _free(self, processor: ProcessorRecord, now: float) -> None:
-        """The processor's computing task ended or parked: its first staged task computes now; with none staged,
-        it takes new work, unless it keeps a parent in "process" mode."""
-        if processor.state in (ProcessorState.STOPPING, ProcessorState.STARTING):
+        """The processor's computing task ended or parked: the turn passes to its first staged task, which computes
+        from `now`; with none staged, it takes new work, unless it keeps a parent in "process" mode."""
+        if processor.state in _NOT_SERVING:
             return
         if processor.staged:
             task_id = processor.staged.popleft()
             self._staged -= 1
             held = self.tasks[task_id]
-            held.state, held.started_at = HeldState.RUNNING, now
+            held.state, held.started_at = _COMPUTING, now  # TURN: START
             processor.task_id = task_id
             return
         shares = self.parents_share_processors or not processor.parked
-        self.set_state(processor, ProcessorState.IDLE if shares else ProcessorState.PARKED)
+        self.set_state(processor, _IDLE if shares else _PARKED_PROCESSOR)

@@ -1,0 +1,452 @@
+"""The worker agent's pure core: which task runs in which processor, and what the scheduler is told.
+
+`AgentCore.handle_all(events) -> effects` is its one entry. It composes parts that each own one thing and do not
+call each other: the processor table (`processor_table`: processors and held tasks, in the processor protocol's
+states, `scaler.worker.processor_protocol`), placement (`placement`: the queue, starting, staging, resuming), the
+pool (`pool`: processors to start and retire), the run-time estimates (`estimates`: prefetch, staging depth), the
+result journal (`result_journal`: results to send again after a scheduler restart) and the scheduler link
+(`scaler.protocol.scheduler_link`). This module routes events to them and owns the rules that tie them together:
+
+1. At most `slots` processors compute at once. A task that waits on nested futures is parked in its processor and
+   does not count: its slot serves other tasks (children first, by priority), in the same processor ("thread"
+   mode: a parked task is a waiting thread) or in another ("process" mode). When its futures are done it asks to
+   go on, and computes again as soon as a slot is free and its processor computes nothing else (placement).
+2. The scheduler may assign `capacity = slots + prefetch + parked` tasks at once. Prefetch follows the measured
+   task duration: enough queued work to hide a round trip for tiny tasks, a single task ahead for long ones. Every
+   change of capacity is announced with WorkerCapacity.
+3. Every task ends exactly once towards the scheduler: a result, a cancel confirmation, a return, or a failure
+   made here (timeout, processor died). A parked task whose processor is stopped or dies because of another task
+   is reported lost (HOST_LOST: the scheduler runs it again within its retry budget); one whose processor died
+   while nothing computed there fails as its own processor's death.
+4. A task that is cancelled or times out (CANCEL) while it computes in a processor holding parked tasks is stopped
+   in that processor (TaskCancel: STOPPING), not by killing the processor and the parked tasks with it; it keeps
+   its slot until the processor reports it gone (a CANCELED result), and one still unwinding after
+   STOP_GRACE_SECONDS has its processor killed. One that computes alone is stopped by killing its processor. A
+   staged or parked task is withdrawn or stopped in its processor, and forgotten at once (its processor is killed
+   instead when it computes nothing else and holds no other parked task).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from scaler.protocol import messages as m
+from scaler.protocol.ids import TaskID
+from scaler.protocol.scheduler_link import (
+    Forgotten,
+    LinkEffect,
+    LinkSettings,
+    Lost,
+    Refused,
+    Registered,
+    SchedulerLink,
+    SendHello,
+    StillWaiting,
+)
+from scaler.protocol.scheduler_link import SendHeartbeat as LinkHeartbeat
+from scaler.worker.agent import reports
+from scaler.worker.agent.estimates import RunTimeEstimates
+from scaler.worker.agent.events import (
+    EXIT_ERROR,
+    EXIT_NEVER_CONNECTED,
+    EXIT_OK,
+    EXIT_SCHEDULER_LOST,
+    Effect,
+    Event,
+    Exit,
+    FromProcessor,
+    FromScheduler,
+    KillProcessor,
+    LeaveRequested,
+    ProcessorExited,
+    SayHello,
+    SchedulerDisconnected,
+    SendHeartbeat,
+    SpawnProcessor,
+    Tick,
+    ToProcessor,
+    ToScheduler,
+)
+from scaler.worker.agent.placement import Placement
+from scaler.worker.agent.pool import MAX_START_FAILURES, ProcessorPool
+from scaler.worker.agent.processor_table import HeldTask, ProcessorRecord, ProcessorState, ProcessorTable
+from scaler.worker.agent.result_journal import ResultJournal
+from scaler.worker.agent.settings import AgentSettings
+from scaler.worker.processor_protocol import Outcome, TaskEvent, TaskState, outcome
+
+__all__ = [  # the events and effects are part of the core's interface
+    "EXIT_ERROR",
+    "EXIT_NEVER_CONNECTED",
+    "EXIT_OK",
+    "EXIT_SCHEDULER_LOST",
+    "AgentCore",
+    "AgentSettings",
+    "Effect",
+    "Event",
+    "Exit",
+    "FromProcessor",
+    "FromScheduler",
+    "HeldTask",
+    "KillProcessor",
+    "LeaveRequested",
+    "ProcessorExited",
+    "ProcessorRecord",
+    "ProcessorState",
+    "SayHello",
+    "SchedulerDisconnected",
+    "SendHeartbeat",
+    "SpawnProcessor",
+    "Tick",
+    "ToProcessor",
+    "ToScheduler",
+]
+
+logger = logging.getLogger(__name__)
+
+#: How long a task stopped among parked tasks may take to unwind before its processor is killed.
+STOP_GRACE_SECONDS = 5.0
+
+#: Members read on every event, as module constants (cheaper than from their enum class).
+_STOPPING_PROCESSOR, _STARTING, _IDLE, _RUNNING = (
+    ProcessorState.STOPPING,
+    ProcessorState.STARTING,
+    ProcessorState.IDLE,
+    ProcessorState.RUNNING,
+)
+_QUEUED, _STAGED, _STOPPING = TaskState.QUEUED, TaskState.STAGED, TaskState.STOPPING
+
+
+class AgentCore:
+    def __init__(self, settings: AgentSettings, started_at: float, processor_prefix: bytes = b"p") -> None:
+        self.settings = settings
+        self.effects: list[Effect] = []
+        self.table = ProcessorTable(settings.nested_parents)
+        self.tasks = self.table.tasks
+        self.processors = self.table.processors
+        self.placement = Placement(self.table, settings.slots, settings.max_staged_tasks, self.effects)
+        self.pool = ProcessorPool(settings.slots, processor_prefix)
+        self.estimates = RunTimeEstimates()
+        self.journal = ResultJournal()
+        self._storage_address = settings.object_storage_address
+        self.link = SchedulerLink(
+            LinkSettings(
+                address=settings.scheduler_address,
+                heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
+                timeout_seconds=settings.death_timeout_seconds,
+                # a closed connection starts the grace: past it with no scheduler answering, the worker exits
+                lost_on_disconnect=settings.scheduler_lost_grace_seconds > 0,
+                lost_grace_seconds=settings.scheduler_lost_grace_seconds or None,
+            )
+        )
+        self._leaving = False
+        self._announced_capacity = 0
+        self.now = started_at
+
+    # ------------------------------------------------------------ the one mutator
+
+    def handle(self, event: Event) -> list[Effect]:
+        return self.handle_all((event,))
+
+    def handle_all(self, events: Iterable[Event]) -> list[Effect]:
+        """Apply events in order, then place work once (a batch from one socket read is one step)."""
+        for event in events:
+            self.now = event.now
+            if isinstance(event, FromScheduler):
+                self._on_scheduler(event.message)
+            elif isinstance(event, FromProcessor):
+                self._on_processor(event.processor_id, event.message)
+            elif isinstance(event, ProcessorExited):
+                self._on_exit(event.processor_id, event.description)
+            elif isinstance(event, Tick):
+                self._on_tick()
+            elif isinstance(event, LeaveRequested):
+                self._leave(event.reason)
+            elif isinstance(event, SchedulerDisconnected):
+                self._follow_link(self.link.on_disconnected(self.now))
+        self._schedule()
+        effects = self.effects[:]
+        self.effects.clear()
+        return effects
+
+    def has_queued_work(self) -> bool:
+        """More results will follow soon: tasks wait here or in processors."""
+        return bool(len(self.placement)) or self.table.staged > 0
+
+    def start(self) -> list[Effect]:
+        """Effects for start-up: the hello, and the first processor, so it warms up while the hello travels."""
+        self._follow_link(self.link.start(self.now))
+        self._spawn()
+        return self.handle(Tick(self.now))
+
+    # ------------------------------------------------------------ counts
+
+    @property
+    def running(self) -> int:
+        return self.table.running
+
+    @property
+    def parked(self) -> int:
+        return self.table.parked
+
+    @property
+    def capacity(self) -> int:
+        prefetch = self.estimates.prefetch()
+        return min(self.settings.slots + prefetch + self.parked, self.settings.max_held_tasks + self.parked)
+
+    def status(self) -> m.WorkerStatus:
+        queued = len(self.placement) + self.table.staged
+        return m.WorkerStatus(queued=queued, running=self.running, blocked=self.parked)  # the wire says "blocked"
+
+    # ------------------------------------------------------------ scheduler messages
+
+    def _on_scheduler(self, message: m.Message) -> None:
+        if self._leaving and isinstance(message, m.ProtocolError):
+            return  # a leaving worker is forgotten on purpose: no new registration
+        self._follow_link(self.link.on_message(message, self.now))
+        if isinstance(message, m.HeartbeatEcho):
+            self.journal.acknowledged()
+        elif isinstance(message, m.Task):
+            if message.task_id not in self.tasks:
+                self.placement.accept(message)
+        elif isinstance(message, m.TaskCancel):
+            for task_id in message.task_ids:
+                self._cancel(task_id)
+        elif isinstance(message, m.TaskReturn):
+            self._give_back(message.task_ids)
+        elif isinstance(message, m.Shutdown):
+            self._exit(EXIT_OK, f"the scheduler asked this worker to stop: {message.reason}")
+        elif isinstance(message, m.ProtocolError) and message.kind is not m.ProtocolErrorKind.UNKNOWN_PEER:
+            logger.warning("the scheduler refused a message: %s", message.reason)
+
+    def _follow_link(self, effects: list[LinkEffect]) -> None:
+        for effect in effects:
+            if isinstance(effect, SendHello):
+                # what it holds, and what it finished without proof the scheduler read it (sent again below)
+                live = (t for t, held in self.tasks.items() if held.state is not _STOPPING)
+                held = (*live, *self.journal.task_ids()) if self.link.known_instance else ()
+                self.effects.append(SayHello(held, self.link.known_instance))
+            elif isinstance(effect, LinkHeartbeat):
+                self.journal.heartbeat_sent()
+                self.effects.append(SendHeartbeat(self.status(), effect.round_trip_seconds))
+            elif isinstance(effect, Registered):
+                self._on_registered(effect.reply)
+                if effect.again:
+                    self._send_unacknowledged()
+            elif isinstance(effect, Forgotten):
+                self._rejoin()
+            elif isinstance(effect, Refused):
+                self._exit(EXIT_ERROR, effect.reason)
+            elif isinstance(effect, Lost):
+                self._exit(effect.exit_code, effect.reason)
+            elif isinstance(effect, StillWaiting):
+                logger.warning("%s", effect.text)
+
+    def _on_registered(self, reply: m.HelloReply) -> None:
+        if not self._storage_address:
+            self._storage_address = reply.object_storage_address
+        for processor in self.processors.values():
+            if processor.state is not _STARTING:
+                self._configure(processor)
+        self._announce_capacity()
+
+    def _rejoin(self) -> None:
+        """The scheduler does not know this worker any more (it restarted, or gave up on it): the link registers
+        again, naming the tasks this worker holds; they go on running. The new instance adopts those its clients
+        submit again (no second run), and cancels those it gave to another worker meanwhile."""
+        logger.warning("the scheduler forgot this worker (restarted?): saying hello again with its %d task(s)",
+                       len(self.tasks))  # fmt: skip
+        self._announced_capacity = 0
+
+    def _send_unacknowledged(self) -> None:
+        """Results sent since the last heartbeat the scheduler answered may have died with it: send them again
+        (the scheduler drops a result it already has)."""
+        if len(self.journal):
+            logger.info("sending %d result(s) again to the scheduler", len(self.journal))
+        for result in self.journal.unacknowledged():
+            self.effects.append(ToScheduler(result))
+
+    def _cancel(self, task_id: TaskID) -> None:
+        held = self.tasks.get(task_id)
+        if held is None or outcome(held.state, TaskEvent.CANCEL) is Outcome.IGNORE:  # gone, or stopped already
+            self._to_scheduler(m.TaskCancelConfirm(task_id, m.CancelOutcome.NOT_FOUND))
+            return
+        self._stop(held, "its task was cancelled")
+        self._to_scheduler(m.TaskCancelConfirm(task_id, m.CancelOutcome.CANCELED))
+
+    def _stop(self, held: HeldTask, reason: str) -> None:
+        """End a held task here, whatever its state (CANCEL); the caller tells the scheduler how it ended."""
+        task_id = held.task.task_id
+        done = outcome(held.state, TaskEvent.CANCEL)
+        if done is Outcome.DROP:  # queued here
+            self.table.drop(task_id, self.now)
+            return
+        assert held.processor is not None
+        processor = self.processors[held.processor]
+        if done is Outcome.STOP:
+            if processor.parked:
+                # computing among parked tasks: stopped in its processor; its slot stays taken until it is gone
+                held.state, held.stopped_at = _STOPPING, self.now
+                self._to_processor(processor, m.TaskCancel((task_id,)))
+            else:
+                self._kill(processor.processor_id, reason)  # the task with it; its staged tasks are queued again
+        elif done in (Outcome.WITHDRAW, Outcome.STOP_PARKED):
+            self.table.drop(task_id, self.now)
+            if processor.state is _RUNNING or processor.parked:
+                # staged, or parked among other tasks of its processor: stopped there, without taking them down
+                self._to_processor(processor, m.TaskCancel((task_id,)))
+            else:
+                self._kill(processor.processor_id, reason)
+
+    def _give_back(self, task_ids: tuple[TaskID, ...]) -> None:
+        returned = []
+        for task_id in task_ids:
+            held = self.tasks.get(task_id)
+            if held is not None and held.state is _QUEUED:
+                self.table.drop(task_id, self.now)
+                returned.append(task_id)
+        self._to_scheduler(m.TaskReturn(tuple(returned)))
+
+    # ------------------------------------------------------------ processor messages
+
+    def _on_processor(self, processor_id: bytes, message: m.Message) -> None:
+        processor = self.processors.get(processor_id)
+        if processor is None or processor.state is _STOPPING_PROCESSOR:
+            return
+        if isinstance(message, m.ProcessorReady):
+            processor.pid = message.pid
+            self.table.set_state(processor, _IDLE)
+            self.pool.started()
+            if self.link.is_registered:
+                self._configure(processor)
+        elif isinstance(message, m.TaskResult):
+            self._on_result(processor, message)
+        elif isinstance(message, m.TaskLog):
+            held = self.tasks.get(message.task_id)
+            if held is not None and held.processor == processor_id:
+                self._to_scheduler(message)
+        elif isinstance(message, m.ProcessorBlocked):
+            self.table.park(processor, message.task_id, self.now)
+        elif isinstance(message, m.ProcessorResumeRequest):
+            self.table.ask_resume(processor, message.task_id)
+
+    def _on_result(self, processor: ProcessorRecord, result: m.TaskResult) -> None:
+        held = self.table.finish(processor, result.task_id, self.now)
+        if held is None:
+            return  # stopped or cancelled meanwhile; the scheduler was told already
+        self.estimates.learn(held.task.function_name, self.now - held.started_at)
+        self._to_scheduler(result)
+
+    def _on_exit(self, processor_id: bytes, description: str) -> None:
+        processor = self.processors.get(processor_id)
+        if processor is None or processor.state is _STOPPING_PROCESSOR:
+            self.table.remove(processor_id)
+            return
+        computing = self.tasks.get(processor.task_id) if processor.task_id is not None else None
+        answered = computing is not None and computing.state is _STOPPING  #: stopped here, told already
+        running, parked, staged = self.table.vacate(processor)
+        self.table.remove(processor_id)
+        self.placement.queue_again(staged)
+        if processor.state is _STARTING:
+            self._start_failed(description)
+            return
+        for report in reports.processor_died(processor.pid, running, parked, description, answered):
+            self._to_scheduler(report)
+
+    def _start_failed(self, description: str) -> None:
+        failures = self.pool.failed_to_start()
+        logger.error("processor failed while starting (%s)", description)
+        if self.settings.has_preload:
+            self._exit(EXIT_ERROR, f"a processor failed to start ({description}); check the --preload function")
+        elif failures >= MAX_START_FAILURES:
+            self._exit(EXIT_ERROR, f"processors failed to start {failures} times; last: {description}")
+
+    # ------------------------------------------------------------ time
+
+    def _on_tick(self) -> None:
+        settings, now = self.settings, self.now
+        self._follow_link(self.link.on_tick(now))
+        if self._leaving:
+            return
+        for held in list(self.tasks.values()):
+            if held.state is _STOPPING:
+                if now - held.stopped_at > STOP_GRACE_SECONDS and held.processor is not None:
+                    self._kill(held.processor, f"a task stopped in it did not end within {STOP_GRACE_SECONDS:g} s")
+            elif held.state is _QUEUED or held.state is _STAGED:
+                continue  # not started: its time has not begun
+            elif 0 < settings.task_timeout_seconds < now - held.started_at:
+                self._time_out(held)
+
+    def _time_out(self, held: HeldTask) -> None:
+        self._stop(held, "its task timed out")
+        self._to_scheduler(reports.timed_out(held.task.task_id, self.settings.task_timeout_seconds))
+
+    # ------------------------------------------------------------ placing work on processors
+
+    def _schedule(self) -> None:
+        if self._leaving:
+            return
+        if self.link.is_registered:
+            self.placement.place(self.now, self.estimates.staging_depth)
+        self._keep_processors()
+        self._announce_capacity()
+
+    def _keep_processors(self) -> None:
+        queued = len(self.placement)
+        for _ in range(self.pool.to_start(self.table, queued)):
+            self._spawn()
+        for processor_id in self.pool.to_retire(self.table, queued):
+            self._kill(processor_id, "not needed any more")
+
+    def _announce_capacity(self) -> None:
+        if not self.link.is_registered:
+            return
+        capacity = self.capacity
+        if capacity != self._announced_capacity:
+            self._announced_capacity = capacity
+            self._to_scheduler(m.WorkerCapacity(capacity))
+
+    # ------------------------------------------------------------ helpers
+
+    def _spawn(self) -> None:
+        processor_id = self.pool.new_id()
+        self.table.add(processor_id)
+        self.effects.append(SpawnProcessor(processor_id))
+
+    def _configure(self, processor: ProcessorRecord) -> None:
+        self._to_processor(processor, m.HelloReply(True, object_storage_address=self._storage_address))
+
+    def _kill(self, processor_id: bytes, reason: str, report_parked: bool = True) -> None:
+        """Stop a processor. Its running task is dropped (the caller says how it ended); its parked tasks are
+        reported lost, unless the whole worker stops (the scheduler re-dispatches what a leaving worker held)."""
+        processor = self.processors.get(processor_id)
+        if processor is None or processor.state is _STOPPING_PROCESSOR:
+            return
+        _, parked, staged = self.table.vacate(processor)
+        self.table.set_state(processor, _STOPPING_PROCESSOR)
+        self.placement.queue_again(staged)
+        self.effects.append(KillProcessor(processor_id, reason))
+        if report_parked:
+            why = f"the processor{reports.where(processor.pid)} it waited in was stopped because {reason}"
+            for report in reports.lost(parked, why):
+                self._to_scheduler(report)
+
+    def _leave(self, reason: str) -> None:
+        if self._leaving:
+            return
+        self._leaving = True
+        self._to_scheduler(m.WorkerLeaving(reason))
+
+    def _exit(self, code: int, reason: str) -> None:
+        self._leaving = True
+        for processor_id in list(self.processors):
+            self._kill(processor_id, "the worker is stopping", report_parked=False)
+        self.effects.append(Exit(code, reason))
+
+    def _to_scheduler(self, message: m.Message) -> None:
+        self.effects.append(ToScheduler(message))
+        if isinstance(message, m.TaskResult):
+            self.journal.sent(message)
+
+    def _to_processor(self, processor: ProcessorRecord, message: m.Message) -> None:
+        self.effects.append(ToProcessor(processor.processor_id, message))

@@ -1,0 +1,66 @@
+"""How many processors the agent keeps, and their names (pure).
+
+One processor is kept ready (idle or starting) per slot that could start a task now, and at least one while a
+slot is free; idle processors beyond that, with one of slack, retire (not one that holds parked tasks). Forking
+from the zygote takes milliseconds, so no spare is kept while every slot computes. A worker whose processors keep
+failing to start gives up: after MAX_START_FAILURES in a row (or one, with a preload: the preload is to blame).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from scaler.worker.agent.processor_table import ProcessorState, ProcessorTable
+
+#: Processor start failures in a row after which the worker gives up.
+MAX_START_FAILURES = 3
+
+_IDLE, _STARTING = ProcessorState.IDLE, ProcessorState.STARTING  #: as module constants: read on every event
+_NONE: tuple[bytes, ...] = ()
+
+
+class ProcessorPool:
+    """The processors to start and retire, their ids, and the start failures in a row."""
+
+    def __init__(self, slots: int, prefix: bytes) -> None:
+        self._slots = slots
+        self._prefix = prefix
+        self._ids = itertools.count()
+        self.start_failures = 0  #: in a row: reset by a processor that starts
+
+    def new_id(self) -> bytes:
+        """A name for a new processor, unique within the worker."""
+        return self._prefix + b"-" + str(next(self._ids)).encode()
+
+    def to_start(self, table: ProcessorTable, queued: int) -> int:
+        """How many processors to start now, with `queued` tasks waiting in the agent."""
+        return max(0, self._wanted(table, queued) - self._ready(table))
+
+    def to_retire(self, table: ProcessorTable, queued: int) -> tuple[bytes, ...]:
+        """The idle processors to retire now."""
+        surplus = self._ready(table) - (self._wanted(table, queued) + 1)
+        if surplus <= 0:
+            return _NONE
+        retired: list[bytes] = []
+        for processor in table.processors.values():
+            if len(retired) == surplus:
+                break
+            if processor.state is _IDLE and not processor.parked:
+                retired.append(processor.processor_id)
+        return tuple(retired)
+
+    def started(self) -> None:
+        self.start_failures = 0
+
+    def failed_to_start(self) -> int:
+        """A processor failed while starting: the failures in a row (the worker gives up at MAX_START_FAILURES)."""
+        self.start_failures += 1
+        return self.start_failures
+
+    def _wanted(self, table: ProcessorTable, queued: int) -> int:
+        free_slots = max(0, self._slots - table.running)
+        return min(free_slots, max(1, queued))
+
+    @staticmethod
+    def _ready(table: ProcessorTable) -> int:
+        return table.count(_IDLE) + table.count(_STARTING)

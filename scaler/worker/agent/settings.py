@@ -1,0 +1,22 @@
+"""The worker agent core's settings (from the worker's `WorkerConfig` and its executor, `worker/process.py`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    scheduler_address: str = ""  #: for messages about the link
+    slots: int = 1
+    max_held_tasks: int = 1000  #: --per-worker-task-queue-size
+    heartbeat_interval_seconds: float = 2.0
+    death_timeout_seconds: float = 300.0
+    scheduler_lost_grace_seconds: float = 60.0  #: 0: only the death timeout ends a worker whose scheduler left
+    task_timeout_seconds: float = 0.0  #: 0: no limit
+    object_storage_address: str = ""  #: override; empty: what the scheduler says
+    has_preload: bool = False
+    nested_parents: str = "thread"  #: "thread": parked parents share their processor; "process": one each
+    #: tasks a processor may hold beyond the one it computes (placement rule 2); 0: none. What the executor's
+    #: processors can take (`Executor.max_staged_tasks`)
+    max_staged_tasks: int = 0

@@ -1,0 +1,176 @@
+"""The zygote executor: the agent's processors are processes forked from its zygote, a fork server
+(`scaler.io.fork_server`) forked at the agent's start-up, before any thread, event loop or ZeroMQ context exists.
+
+Each request carries one file descriptor: the processor's end of its channel to the agent (see
+`scaler.worker.processor.channel`). Processors are attached children: they die with the zygote, which dies with the
+agent, so no processor outlives its worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+from collections.abc import Callable
+
+import psutil
+
+from scaler.io.child_processes import name_this_process, set_parent_death_signal
+from scaler.io.fork_server import ForkServer, describe_wait_status, serve_forks, socket_pair
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.worker.executors.contract import ExecutorListener
+from scaler.worker.processor.channel import AsyncChannel
+
+logger = logging.getLogger(__name__)
+
+
+class Zygote(ForkServer):
+    """The agent's handle on its zygote."""
+
+    @classmethod
+    def start(cls, run_processor: Callable[[bytes, socket.socket], int]) -> Zygote:
+        """Fork the zygote. `run_processor(processor_id, channel)` runs in each forked processor."""
+        owner_end, server_end = socket_pair()
+        pid = os.fork()
+        if pid == 0:
+            owner_end.close()
+            code = 1
+            try:
+                set_parent_death_signal()
+                name_this_process("scaler-zygote")
+                code = serve_forks(
+                    server_end,
+                    lambda processor_id, _payload, sockets: run_processor(processor_id, sockets[0]),
+                    child_name=lambda _processor_id: "scaler-processor",
+                    detached=False,
+                )
+            finally:
+                os._exit(code)
+        server_end.close()
+        return cls(owner_end, pid)
+
+    def spawn(self, processor_id: bytes) -> socket.socket:
+        """Ask for a processor; returns the agent's end of its channel."""
+        agent_end, processor_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.request(processor_id, fds=[processor_end.fileno()])
+        finally:
+            processor_end.close()
+        return agent_end
+
+
+class ZygoteExecutor:
+    """Processors forked from the zygote, each talking to the agent over its own socket pair."""
+
+    #: a processor runs the tasks of its channel in order (the processor protocol): 16 tiny ones staged ahead
+    #: make one write and one read carry many tasks, where more add little
+    max_staged_tasks = 16
+
+    def __init__(self, zygote: Zygote) -> None:
+        self._zygote = zygote
+        self._channels: dict[bytes, AsyncChannel] = {}
+        self._unflushed: set[AsyncChannel] = set()  #: channels holding frames until flush()
+        self._pids: dict[bytes, int] = {}
+        self._psutil: dict[int, psutil.Process] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listener: ExecutorListener | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop, listener: ExecutorListener) -> None:
+        self._loop, self._listener = loop, listener
+        loop.add_reader(self._zygote.socket.fileno(), self._on_zygote)
+
+    def spawn(self, processor_id: bytes) -> None:
+        assert self._loop is not None and self._listener is not None, "start() the executor first"
+        listener = self._listener
+        try:
+            sock = self._zygote.spawn(processor_id)
+        except OSError as error:  # the zygote is gone; its "gone" report may not have been read yet
+            self._loop.call_soon(listener.on_executor_failed, f"the processor zygote is gone ({error})")
+            return
+        self._channels[processor_id] = AsyncChannel(
+            self._loop,
+            sock,
+            lambda frames: listener.on_processor_messages(processor_id, _decode(processor_id, frames)),
+            lambda: self._forget_channel(processor_id),
+        )
+
+    def _forget_channel(self, processor_id: bytes) -> None:
+        self._channels.pop(processor_id, None)
+
+    def send(self, processor_id: bytes, message: m.Message) -> None:
+        channel = self._channels.get(processor_id)
+        if channel is not None:
+            channel.hold([codec.encode(message)])
+            self._unflushed.add(channel)
+
+    def flush(self) -> None:
+        for channel in self._unflushed:
+            channel.flush()
+        self._unflushed.clear()
+
+    def kill(self, processor_id: bytes, reason: str) -> None:
+        pid = self._pids.get(processor_id)
+        if pid is None:
+            return
+        logger.debug("killing processor %d: %s", pid, reason)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def usage(self, processor_id: bytes) -> tuple[float, int]:
+        pid = self._pids.get(processor_id)
+        if pid is None:
+            return 0.0, 0
+        process = self._psutil.get(pid)
+        try:
+            if process is None:
+                process = self._psutil[pid] = psutil.Process(pid)
+            return process.cpu_percent(), process.memory_info().rss
+        except psutil.Error:
+            self._psutil.pop(pid, None)
+            return 0.0, 0
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.remove_reader(self._zygote.socket.fileno())
+        for processor_id in list(self._pids):
+            self.kill(processor_id, "the worker is stopping")
+        for channel in list(self._channels.values()):
+            channel.close()
+        self._channels.clear()
+        self._zygote.close()
+
+    def _on_zygote(self) -> None:
+        listener = self._listener
+        assert listener is not None
+        for kind, processor_id, number in self._zygote.read_reports():
+            if kind == "started":
+                self._pids[processor_id] = number
+            elif kind == "exited":
+                pid = self._pids.pop(processor_id, None)
+                if pid is not None:
+                    self._psutil.pop(pid, None)
+                channel = self._channels.pop(processor_id, None)
+                if channel is not None:
+                    channel.read_remaining()  # its last results first: a task it finished is not blamed
+                    channel.close()
+                listener.on_processor_exit(processor_id, describe_wait_status(number))
+            else:
+                if self._loop is not None:
+                    self._loop.remove_reader(self._zygote.socket.fileno())
+                listener.on_executor_failed("the processor zygote died")
+                return
+
+
+def _decode(processor_id: bytes, frames: list[bytes]) -> list[m.Message]:
+    messages = []
+    for frame in frames:
+        try:
+            messages.append(codec.decode(frame))
+        except codec.DecodeError as error:
+            logger.warning("undecodable frame from processor %s: %s", processor_id, error)
+    return messages

@@ -1,0 +1,402 @@
+"""The threads of a processor: they carry out what its task line (`task_line.TaskLine`, the pure core) decides.
+
+Every decision (which task computes, which thread runs it, who reads the channel, what a TaskCancel does) is the
+task line's, under the processor protocol (`scaler.worker.processor_protocol`); this module only has the
+mechanisms: one lock around every call into the core (and the channel reads those calls need), a wake-up per
+thread, the task's own hooks around its waits on nested futures, and the injection of TaskAbandoned into a thread.
+
+A thread's life (`_work`): it runs the task it was given, and the next ones the turn gives it; then it reads the
+channel while it holds the baton, or waits until it is handed a task or the baton. A task that waits on nested
+futures parks: `on_block` reports ProcessorBlocked and passes the turn and the baton on; `on_unblock` asks to go on
+(ProcessorResumeRequest) and waits until the task line wakes it (ProcessorResume, or a stop).
+
+Stopping a computing task raises TaskAbandoned in its thread, between two bytecodes: code stuck in a C call stops
+when the call returns, or the agent kills the processor after a grace period. So that the exception can only land
+inside the task's execution, a record is *interruptible* only while that runs (guarded by its own lock), and a
+pending injection is drawn out before the thread goes on (`_stop_interruptions`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from scaler.protocol import messages as m
+from scaler.worker.processor.channel import BlockingChannel, ChannelClosed
+from scaler.worker.processor.task_line import (
+    Answer,
+    CancelNested,
+    Configure,
+    Interrupt,
+    LineTask,
+    Run,
+    TaskLine,
+    Wake,
+)
+from scaler.worker.processor_protocol import Outcome, TaskState
+
+logger = logging.getLogger(__name__)
+
+#: Members read on the path of every task, as module constants (cheaper than from their enum class).
+_STOPPING, _UNWOUND = TaskState.STOPPING, Outcome.UNWOUND
+#: An idle thread beyond the first ends after waiting this long for work.
+IDLE_THREAD_SECONDS = 30.0
+
+
+class TaskAbandoned(BaseException):
+    """Raised in the thread of a task the agent stopped: unwinds the task's code. Not an `Exception`, so that a
+    task's `except Exception:` does not swallow it."""
+
+
+@dataclass(eq=False, slots=True)
+class _TaskRecord(LineTask):
+    """A task of the task line, with what its thread needs."""
+
+    thread: int = 0  #: the thread that runs it, once it started
+    depth: int = 0  #: nested waits in progress (the outermost parks)
+    #: True while an injected TaskAbandoned can only land inside this task's execution (guarded by `lock`)
+    interruptible: bool = False
+    injected: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: set when the task line wakes the parked task (the turn given back, or a stop); made when it first parks
+    resume: threading.Event | None = None
+    futures: list[weakref.ref[Any]] = field(default_factory=list)  #: nested tasks it submitted
+    parked_since_cpu: float = 0.0
+    parked_cpu_seconds: float = 0.0  #: the process's CPU time while it was parked: other tasks' work
+
+
+@dataclass(eq=False)
+class _Slot:
+    """How a thread is woken: the task line's Run instructions for it leave their task here."""
+
+    woken: threading.Event = field(default_factory=threading.Event)
+    task: _TaskRecord | None = None
+
+
+#: What to do once the lock is released: threads to start (with their task, None for the baton) and nested futures
+#: to cancel.
+_Later = Sequence[tuple[Run[_TaskRecord] | None, list[Any]]]
+_NOTHING: _Later = ()  #: what most calls leave to do
+
+
+class TaskThreads:
+    """Runs the processor's tasks on its threads; the hooks of `processor_context.TaskThreads`.
+
+    `execute(task)` runs one task and returns its result; `on_hello(address)` takes the object storage
+    address (called under the lock: it must not call back); `housekeeping()` is called after every read of the
+    channel by the baton's holder, after every task, and at least every `housekeeping_seconds` (garbage
+    collection)."""
+
+    def __init__(
+        self,
+        channel: BlockingChannel,
+        execute: Callable[[m.Task], m.TaskResult],
+        on_hello: Callable[[str], None],
+        housekeeping: Callable[[], None],
+        housekeeping_seconds: float,
+        worker_id: bytes = b"",
+    ) -> None:
+        self._channel = channel
+        self._execute = execute
+        self._on_hello = on_hello
+        self._housekeeping = housekeeping
+        self._housekeeping_seconds = housekeeping_seconds
+        self._worker_id = worker_id
+        self._send_lock = threading.Lock()
+        self._local = threading.local()
+        #: guards every call into the task line, and the reads of the channel
+        self._lock = threading.Lock()
+        main = threading.main_thread().ident
+        assert main is not None
+        self._line: TaskLine[_TaskRecord] = TaskLine(main, _TaskRecord)
+        self._slots: dict[int, _Slot] = {}  #: every thread's wake-up, by thread id
+        self._last_priority = 0
+
+    # ------------------------------------------------------------ running
+
+    def run(self) -> None:
+        """The main thread's part: take the baton and serve; returns when the agent closed the channel."""
+        try:
+            self._work(None)
+        except ChannelClosed:
+            return
+
+    def send(self, message: m.Message) -> None:
+        with self._send_lock:
+            self._channel.send(message)
+
+    def cpu_seconds(self) -> float:
+        """The process's CPU time, less what other tasks used while the calling thread's task was parked."""
+        running: _TaskRecord | None = getattr(self._local, "running", None)
+        return time.process_time() - (running.parked_cpu_seconds if running is not None else 0.0)
+
+    def _work(self, task: _TaskRecord | None) -> None:
+        """A thread's life: run the task it was given and those the turn gives it next, then read the channel while
+        it holds the baton, or wait to be handed work."""
+        me = threading.get_ident()
+        slot = self._slots[me] = _Slot()
+        serving = False
+        if task is None:
+            with self._lock:
+                serving = self._line.settles(me)
+        while True:
+            if task is not None:
+                task, serving = self._run(task, me)
+            elif serving:
+                task = self._serve(me)
+                serving = task is None and self._line.holder == me
+            elif self._wait(slot, me):
+                task, slot.task = slot.task, None
+                serving = task is None  # handed the baton
+            else:
+                return
+
+    def _serve(self, me: int) -> _TaskRecord | None:
+        """Read the channel while this thread holds the baton; a task this thread is to run itself, or None once it
+        no longer holds the baton (it is idle then)."""
+        line = self._line
+        while line.holder == me:
+            if line.returns_baton(me):
+                with self._lock:
+                    line.hand_on(None, baton=True)
+                    line.settles(me)
+                    later = self._carry_out_locked()
+                self._carry_out_later(later)
+                return None
+            task = self._read(me)
+            if task is not None:
+                return task
+        return None
+
+    def _read(self, me: int) -> _TaskRecord | None:
+        """Wait for the channel (at most `housekeeping_seconds`) and hand what it holds to the task line; the task
+        that got the computing turn, if this thread is to run it."""
+        task = None
+        if self._channel.wait(self._housekeeping_seconds):
+            line = self._line
+            with self._lock:
+                task = line.take_turn(self._channel.poll())
+                if task is not None:
+                    task = line.place(me, task)
+                later = self._carry_out_locked() if line.instructions else _NOTHING
+            if later:
+                self._carry_out_later(later)
+        self._housekeeping()
+        return task
+
+    def _wait(self, slot: _Slot, me: int) -> bool:
+        """Wait idle until handed work (True; it is in the slot); False when this thread retires instead."""
+        while not slot.woken.wait(IDLE_THREAD_SECONDS):
+            with self._lock:
+                if self._line.retires(me):
+                    del self._slots[me]
+                    return False
+        slot.woken.clear()
+        return True
+
+    def _run(self, record: _TaskRecord, me: int) -> tuple[_TaskRecord | None, bool]:
+        """Run a task that holds the computing turn and send its result. Returns the task this thread runs next (when
+        the turn gave it one), else whether this thread now holds the baton (if not, it is idle: from the moment the
+        task ended, so that work read meanwhile, the main thread's after a parent, comes to it)."""
+        task = record.task
+        record.thread = me
+        self._local.running = record
+        self._last_priority = task.priority
+        try:
+            result = self._execute_stoppably(record, task)
+        finally:
+            self._local.running = None
+        line = self._line
+        serving = False
+        with self._lock:
+            outcome = line.ends(record)
+            following = self._pass_turn_locked(record, me)
+            if following is None:
+                serving = line.settles(me)
+            later = self._carry_out_locked() if line.instructions else _NOTHING
+        if outcome is _UNWOUND:  # the agent answered for it; it frees the slot when it hears it stopped
+            result = m.TaskResult(task.task_id, m.ResultStatus.CANCELED)
+        if result is not None:
+            self.send(replace(result, worker_id=self._worker_id))
+        if later:
+            self._carry_out_later(later)
+        self._housekeeping()
+        if following is not None and not line.runs_here(me):  # after the result: no later result overtakes it
+            with self._lock:
+                following = line.place(me, following)
+                later = self._carry_out_locked()
+            self._carry_out_later(later)
+            serving = following is None and line.holder == me
+        return following, serving
+
+    def _pass_turn_locked(self, record: _TaskRecord, me: int) -> _TaskRecord | None:
+        """The task ended or parked: the turn passes, once the channel was read without blocking (protocol rule 2);
+        the task that got it, for the caller to place."""
+        if not self._line.passes_turn(record):
+            return None
+        try:
+            messages = self._channel.poll()
+        except ChannelClosed:
+            if self._line.holder == me:
+                raise
+            messages = []  # the holder hears it too (the closed channel stays readable) and ends the processor
+        return self._line.take_turn(messages)
+
+    def _execute_stoppably(self, record: _TaskRecord, task: m.Task) -> m.TaskResult | None:
+        """The task's result; None when it was stopped. A TaskAbandoned raised into this thread by `_interrupt` lands
+        inside this function, never in the thread's own loop."""
+        try:
+            with record.lock:
+                if record.state is _STOPPING:
+                    return None  # stopped before it started
+                record.interruptible = True
+            try:
+                return self._execute(task)
+            finally:
+                _stop_interruptions(record)
+        except TaskAbandoned:
+            return None
+
+    # ------------------------------------------------------------ carrying out instructions
+
+    def _carry_out_locked(self) -> _Later:
+        """Carry out the task line's instructions, under the lock; what must wait until it is released is returned."""
+        instructions = self._line.instructions
+        later: list[tuple[Run[_TaskRecord] | None, list[Any]]] = []
+        for instruction in instructions:
+            if isinstance(instruction, Run):
+                if instruction.thread is None:
+                    later.append((instruction, []))
+                else:
+                    slot = self._slots[instruction.thread]
+                    slot.task = instruction.task
+                    slot.woken.set()
+            elif isinstance(instruction, Answer):
+                self.send(m.TaskResult(instruction.task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id))
+            elif isinstance(instruction, Interrupt):
+                _interrupt(instruction.record)
+            elif isinstance(instruction, Wake):
+                _wake(instruction.record)
+            elif isinstance(instruction, CancelNested):
+                later.append((None, [f for ref in list(instruction.record.futures) if (f := ref()) is not None]))
+            elif isinstance(instruction, Configure):
+                self._on_hello(instruction.object_storage_address)
+        instructions.clear()
+        return later
+
+    def _carry_out_later(self, later: _Later) -> None:
+        """Start the threads and cancel the nested tasks the instructions asked for (with the lock released)."""
+        for run, futures in later:
+            if run is not None:
+                threading.Thread(target=self._helper, args=(run.task,), name="scaler-task", daemon=True).start()
+            for future in futures:
+                future._abandon()  # wakes its waiters, runs callbacks
+
+    def _helper(self, task: _TaskRecord | None) -> None:
+        """A thread started for the baton or a task. The processor ends when the channel closes or this fails."""
+        try:
+            self._work(task)
+        except ChannelClosed:
+            os._exit(0)
+        except BaseException:
+            logger.exception("a processor thread failed; the processor stops")
+            os._exit(1)
+
+    # ------------------------------------------------------------ the hooks a task's waits call
+
+    def priority(self) -> int:
+        running: _TaskRecord | None = getattr(self._local, "running", None)
+        return running.task.priority if running is not None else self._last_priority
+
+    def on_submitted(self, future: Any) -> None:
+        running: _TaskRecord | None = getattr(self._local, "running", None)
+        if running is None:
+            return
+        futures = running.futures
+        if len(futures) >= 64 and len(futures) & (len(futures) - 1) == 0:  # now and then, forget finished ones
+            futures[:] = [ref for ref in futures if (f := ref()) is not None and not f.done()]
+        futures.append(weakref.ref(future))
+
+    def on_block(self) -> bool:
+        running: _TaskRecord | None = getattr(self._local, "running", None)
+        if running is None:
+            return False  # not a task's own thread: it keeps its slot
+        running.depth += 1
+        if running.depth == 1:
+            self._park(running)
+        return True
+
+    def on_unblock(self) -> None:
+        running: _TaskRecord = self._local.running
+        running.depth -= 1
+        if running.depth:
+            return
+        resume = running.resume
+        assert resume is not None, "on_unblock without on_block"
+        with self._lock:
+            asks = self._line.asks_resume(running)
+        if asks:
+            try:
+                self.send(m.ProcessorResumeRequest(running.task.task_id))
+            except ChannelClosed:
+                pass  # the holder hears it too and ends the processor
+            resume.wait()
+        resume.clear()
+        running.parked_cpu_seconds += time.process_time() - running.parked_since_cpu
+        if running.state is TaskState.STOPPING_PARKED:
+            raise TaskAbandoned(f"task {running.task.task_id.hex()} was stopped by its worker (cancelled or timed out)")
+
+    def _park(self, record: _TaskRecord) -> None:
+        """The task's outermost wait begins: report it, then pass the baton (if this thread holds it) and the
+        computing turn on, all under the lock; no TaskAbandoned is injected meanwhile."""
+        _stop_interruptions(record)  # one injected already is raised here, before anything changed
+        me = threading.get_ident()
+        line = self._line
+        with self._lock:
+            if line.parks(record, me) is Outcome.UNWIND:  # stopped while it could not be interrupted
+                raise TaskAbandoned(f"task {record.task.task_id.hex()} was stopped by its worker")
+            if record.resume is None:
+                record.resume = threading.Event()
+            record.parked_since_cpu = time.process_time()
+            try:
+                self.send(m.ProcessorBlocked(record.task.task_id))  # before the next task's result can overtake it
+            except ChannelClosed:
+                pass  # the holder hears it too and ends the processor
+            following = self._pass_turn_locked(record, me)
+            if following is not None:
+                line.hand_on(following)  # this thread waits: the next task runs on another
+            later = self._carry_out_locked()
+        self._carry_out_later(later)
+        with record.lock:
+            record.interruptible = True
+
+
+def _interrupt(record: _TaskRecord) -> None:
+    """Raise TaskAbandoned in the thread computing the task, if its execution has begun (under the lock)."""
+    with record.lock:
+        if record.interruptible:
+            record.injected = True
+            set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+            set_async_exc(ctypes.c_ulong(record.thread), ctypes.py_object(TaskAbandoned))
+
+
+def _stop_interruptions(record: _TaskRecord) -> None:
+    """No TaskAbandoned is injected into the task's thread from now on; one injected before is raised here."""
+    with record.lock:
+        record.interruptible = False
+    if record.injected:
+        for _ in range(1000):  # a pending asynchronous exception is raised at a loop's backward jump
+            pass
+
+
+def _wake(record: _TaskRecord) -> None:
+    """Wake a parked task (it was given the turn back, or stopped)."""
+    if record.resume is not None:  # made when it parked
+        record.resume.set()

@@ -1,0 +1,209 @@
+"""The processor protocol: a task's states within one processor, the events that move them, and the outcome of every
+(state, event) pair. This is the one statement of the contract between a worker's agent and its processors: the
+agent's processor table (`agent/processor_table.py`) and the processor's task line (`processor/task_line.py`) are
+both built on the table below, and the `Executor` contract (`executors/contract.py`) refers to it.
+
+Rules:
+1. A processor computes one task at a time: the one that holds its *computing turn* (COMPUTING). It may be sent
+   tasks while one computes (the agent *stages* tiny tasks ahead, agent/placement.py): they wait for the turn in
+   the order received (STAGED). When the computing task ends (its result is sent) or parks, the turn passes at once
+   to the next task waiting for it (TURN): the processor has it already.
+2. Before the turn passes to a task that waited, the processor reads what the agent sent meanwhile (one read that
+   does not block), so that a TaskCancel sent while the task before it computed is heard first.
+3. A task that waits on nested futures *parks* (PARK, reported with ProcessorBlocked): it gives up the turn, its
+   thread waits, and the processor serves other tasks meanwhile. When its futures are done it asks to go on
+   (ASK_RESUME, reported with ProcessorResumeRequest) and goes on once the agent gives the turn back (RESUME, sent
+   as ProcessorResume). The agent gives it back only when nothing computes or waits in the processor, so in its
+   picture the task computes at once; in the processor it may yet wait for the turn behind a stopped task that
+   unwinds (RESUMED).
+4. A TaskCancel takes effect when the processor reads it, ahead of what waits for the turn. A task that has not
+   started is *withdrawn*: it never runs, and is answered CANCELED at once. A computing task is stopped (STOPPING:
+   TaskAbandoned is raised in its thread) and keeps the turn until it has unwound; a parked one (STOPPING_PARKED)
+   is woken to unwind without the turn; the nested tasks of both are cancelled, and each is answered CANCELED when
+   its thread is done. A task that ended already is held no more: the cancel is ignored.
+5. Every task sent to a processor is answered exactly once with a TaskResult: its result, or CANCELED for one a
+   TaskCancel withdrew or stopped. Reports keep their order: a task's ProcessorBlocked comes before the result of
+   any task that computes after it, and results come in the order the tasks computed. A result from the processor
+   that holds a task ends it, whatever state the agent has it in: the processor knows best.
+6. The agent acts on a picture of its processors that lags by the messages in flight. It forgets at once a task it
+   withdraws or stops while parked (the processor's CANCELED answer is then ignored); one it stops while computing
+   keeps its slot until that answer, or the processor's death. It sends a task to a processor that computes
+   nothing as SEND and TURN in one step: in its picture the task computes at once, while the processor may read
+   it together with a TaskCancel for it and withdraw it; that CANCELED answer then frees the slot.
+7. A processor that is killed or dies ends every task it held (GONE): a staged one goes back to the agent's queue
+   (it never started); the others end there, and agent/core.py says how each is reported.
+
+Every (state, event) pair has an explicit outcome. IGNORE changes nothing: the event is stale (a cancel that
+crossed the task's end) or cannot happen under the rules above (a task that has not computed does not park).
+`tests/unit/worker/test_processor_protocol.py` checks that the table is total and that every outcome leads where
+it says. States and events are ints, and the table is compiled into tuples indexed by them: a step costs what
+assigning a constant does, on the path of every task.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class TaskState(enum.IntEnum):
+    """Where a task the worker holds is, as far as one processor is concerned."""
+
+    QUEUED = 0  #: the agent's own: held, sent to no processor yet (a processor never holds a task in it)
+    STAGED = 1  #: in the processor, waiting for the computing turn; has not started
+    COMPUTING = 2  #: holds the processor's computing turn (at most one task per processor)
+    PARKED = 3  #: waits on nested futures; gave up the turn
+    RESUMING = 4  #: parked, its futures done: asked to go on, waits for the agent to give the turn back
+    RESUMED = 5  #: given the turn back by the agent; takes it when it is free (at once, but for rule 3)
+    STOPPING = 6  #: stopped while it computed: unwinds holding the turn; answered CANCELED once its thread is done
+    STOPPING_PARKED = 7  #: stopped while parked: unwinds without the turn; answered CANCELED once its thread is done
+
+
+class TaskEvent(enum.IntEnum):
+    """What happens to a task in a processor: a message between agent and processor, the turn, the processor's end."""
+
+    SEND = 0  #: the agent sends the Task to the processor
+    TURN = 1  #: the computing turn passes to it (the processor computes nothing else)
+    PARK = 2  #: its outermost wait on nested futures begins (ProcessorBlocked)
+    ASK_RESUME = 3  #: its futures are done (ProcessorResumeRequest)
+    RESUME = 4  #: the agent gives the turn back (ProcessorResume)
+    END = 5  #: its thread is done and its TaskResult sent (its result, or CANCELED)
+    CANCEL = 6  #: the agent stops it: cancelled or timed out (TaskCancel)
+    GONE = 7  #: its processor is killed or dies
+
+
+class Outcome(enum.IntEnum):
+    """What a (state, event) pair does; `TARGETS` says the state it leads to (None: the task is held no more)."""
+
+    IGNORE = 0  #: nothing changes: stale, or cannot happen
+    STAGE = 1  #: into the processor, to wait for the turn
+    START = 2  #: it starts computing (a new thread, or the one whose task ended)
+    PARK = 3  #: gives up the turn (to the next waiting task); its thread waits
+    ASK = 4  #: ProcessorResumeRequest is sent; the agent resumes it when a slot is free and the processor idle
+    GIVE_BACK = 5  #: the agent gave the turn back; it waits for the turn to be free
+    GO_ON = 6  #: its waiting thread is woken and computes
+    FINISH = 7  #: its result goes to the scheduler; the turn passes on
+    DROP = 8  #: the agent forgets it: it was in no processor
+    WITHDRAW = 9  #: never runs: the processor answers CANCELED at once; the agent forgets it (rule 6)
+    STOP = 10  #: TaskAbandoned is raised in its thread; the agent keeps its slot until the CANCELED answer
+    STOP_PARKED = 11  #: its waiting thread is woken to raise TaskAbandoned; the agent forgets it (rule 6)
+    UNWIND = 12  #: it was stopped: it does not park but unwinds (raises TaskAbandoned); the agent ignores the word
+    UNWOUND = 13  #: its CANCELED answer: the agent frees the slot of a STOPPING task, ignores the rest
+    REQUEUE = 14  #: back to the agent's queue: it never started in the processor that is gone
+    FAIL = 15  #: ended with its processor: the agent reports it failed (or the reason it killed the processor)
+    LOSE = 16  #: a parked task ended with its processor: the agent reports it lost or failed (agent/core.py)
+    FORGET = 17  #: ended with its processor, answered for already: nothing more is reported
+
+
+S, E, Do = TaskState, TaskEvent, Outcome
+
+#: The outcome of every (state, event) pair (rules in the module docstring).
+TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
+    (S.QUEUED, E.SEND): Do.STAGE,
+    (S.QUEUED, E.TURN): Do.IGNORE,  # it is in no processor
+    (S.QUEUED, E.PARK): Do.IGNORE,
+    (S.QUEUED, E.ASK_RESUME): Do.IGNORE,
+    (S.QUEUED, E.RESUME): Do.IGNORE,
+    (S.QUEUED, E.END): Do.IGNORE,  # a report of a processor it is not in
+    (S.QUEUED, E.CANCEL): Do.DROP,
+    (S.QUEUED, E.GONE): Do.IGNORE,
+    (S.STAGED, E.SEND): Do.IGNORE,  # a task is sent once
+    (S.STAGED, E.TURN): Do.START,
+    (S.STAGED, E.PARK): Do.IGNORE,  # it has not computed
+    (S.STAGED, E.ASK_RESUME): Do.IGNORE,
+    (S.STAGED, E.RESUME): Do.IGNORE,
+    (S.STAGED, E.END): Do.FINISH,  # rule 5: not before the end of the one before it; taken if it came
+    (S.STAGED, E.CANCEL): Do.WITHDRAW,
+    (S.STAGED, E.GONE): Do.REQUEUE,
+    (S.COMPUTING, E.SEND): Do.IGNORE,
+    (S.COMPUTING, E.TURN): Do.IGNORE,  # it holds the turn
+    (S.COMPUTING, E.PARK): Do.PARK,
+    (S.COMPUTING, E.ASK_RESUME): Do.IGNORE,  # it is not parked
+    (S.COMPUTING, E.RESUME): Do.IGNORE,
+    (S.COMPUTING, E.END): Do.FINISH,
+    (S.COMPUTING, E.CANCEL): Do.STOP,
+    (S.COMPUTING, E.GONE): Do.FAIL,
+    (S.PARKED, E.SEND): Do.IGNORE,
+    (S.PARKED, E.TURN): Do.IGNORE,  # it takes the turn only once given it back
+    (S.PARKED, E.PARK): Do.IGNORE,  # its inner waits do not park again
+    (S.PARKED, E.ASK_RESUME): Do.ASK,
+    (S.PARKED, E.RESUME): Do.IGNORE,  # the agent gives the turn back only to a task that asked
+    (S.PARKED, E.END): Do.FINISH,  # it ends once it computes again; taken if it came sooner
+    (S.PARKED, E.CANCEL): Do.STOP_PARKED,
+    (S.PARKED, E.GONE): Do.LOSE,
+    (S.RESUMING, E.SEND): Do.IGNORE,
+    (S.RESUMING, E.TURN): Do.IGNORE,
+    (S.RESUMING, E.PARK): Do.IGNORE,
+    (S.RESUMING, E.ASK_RESUME): Do.IGNORE,  # asked already
+    (S.RESUMING, E.RESUME): Do.GIVE_BACK,
+    (S.RESUMING, E.END): Do.FINISH,
+    (S.RESUMING, E.CANCEL): Do.STOP_PARKED,
+    (S.RESUMING, E.GONE): Do.LOSE,
+    (S.RESUMED, E.SEND): Do.IGNORE,
+    (S.RESUMED, E.TURN): Do.GO_ON,
+    (S.RESUMED, E.PARK): Do.IGNORE,
+    (S.RESUMED, E.ASK_RESUME): Do.IGNORE,
+    (S.RESUMED, E.RESUME): Do.IGNORE,  # given back already
+    (S.RESUMED, E.END): Do.FINISH,
+    (S.RESUMED, E.CANCEL): Do.STOP_PARKED,  # it has not computed again yet: it leaves the tasks waiting for the turn
+    (S.RESUMED, E.GONE): Do.LOSE,
+    (S.STOPPING, E.SEND): Do.IGNORE,
+    (S.STOPPING, E.TURN): Do.IGNORE,  # it holds the turn until it has unwound
+    (S.STOPPING, E.PARK): Do.UNWIND,  # stopped while it could not be interrupted: the park raises instead
+    (S.STOPPING, E.ASK_RESUME): Do.IGNORE,
+    (S.STOPPING, E.RESUME): Do.IGNORE,
+    (S.STOPPING, E.END): Do.UNWOUND,
+    (S.STOPPING, E.CANCEL): Do.IGNORE,  # stopped already
+    (S.STOPPING, E.GONE): Do.FORGET,
+    (S.STOPPING_PARKED, E.SEND): Do.IGNORE,
+    (S.STOPPING_PARKED, E.TURN): Do.IGNORE,  # it unwinds without the turn
+    (S.STOPPING_PARKED, E.PARK): Do.IGNORE,
+    (S.STOPPING_PARKED, E.ASK_RESUME): Do.IGNORE,  # it does not ask: it unwinds
+    (S.STOPPING_PARKED, E.RESUME): Do.IGNORE,
+    (S.STOPPING_PARKED, E.END): Do.UNWOUND,
+    (S.STOPPING_PARKED, E.CANCEL): Do.IGNORE,
+    (S.STOPPING_PARKED, E.GONE): Do.FORGET,
+}
+
+#: Where each outcome that moves a task leads (None: it is held no more); the others leave its state as it is.
+TARGETS: dict[Outcome, TaskState | None] = {
+    Do.STAGE: S.STAGED,
+    Do.START: S.COMPUTING,
+    Do.PARK: S.PARKED,
+    Do.ASK: S.RESUMING,
+    Do.GIVE_BACK: S.RESUMED,
+    Do.GO_ON: S.COMPUTING,
+    Do.FINISH: None,
+    Do.DROP: None,
+    Do.WITHDRAW: None,
+    Do.STOP: S.STOPPING,
+    Do.STOP_PARKED: S.STOPPING_PARKED,
+    Do.UNWOUND: None,
+    Do.REQUEUE: S.QUEUED,
+    Do.FAIL: None,
+    Do.LOSE: None,
+    Do.FORGET: None,
+}
+UNCHANGED = frozenset({Do.IGNORE, Do.UNWIND})
+
+#: The states of a task that parked and has not computed again since (it does not hold the turn).
+PARKED_STATES = frozenset({S.PARKED, S.RESUMING, S.RESUMED, S.STOPPING_PARKED})
+#: The states of a task a TaskCancel stopped: it unwinds, and is answered CANCELED once its thread is done.
+STOPPED_STATES = frozenset({S.STOPPING, S.STOPPING_PARKED})
+
+
+def _compile() -> tuple[tuple[Outcome, ...], ...]:
+    return tuple(tuple(TRANSITIONS[(state, event)] for state in TaskState) for event in TaskEvent)
+
+
+#: TRANSITIONS as tuples: `OUTCOMES[event][state]` (ints index tuples without hashing).
+OUTCOMES = _compile()
+
+
+def outcome(state: TaskState, event: TaskEvent) -> Outcome:
+    return OUTCOMES[event][state]
+
+
+def after(state: TaskState, event: TaskEvent) -> TaskState | None:
+    """The state a task in `state` is in after `event`; None when it is held no more."""
+    done = OUTCOMES[event][state]
+    return state if done in UNCHANGED else TARGETS[done]
