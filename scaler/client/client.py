@@ -16,7 +16,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sized
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scaler.client.agent import ClientAgent
 from scaler.client.display import client_rows, html_table
@@ -38,6 +38,9 @@ from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ClientID, ObjectID, TaskID, new_client_id, new_task_id
+
+if TYPE_CHECKING:
+    from scaler.client.executor import ScalerExecutor
 
 logger = logging.getLogger(__name__)
 
@@ -197,6 +200,13 @@ class Client:
 
     def _request_cancel(self, task_id: TaskID) -> None:
         self._agent.cancel([task_id])
+
+    def _cancel_without_waiting(self, futures: Iterable[ScalerFuture]) -> None:
+        """Ask the scheduler to cancel the tasks of these futures not done yet, in one message; each future is
+        cancelled when the scheduler confirms (or completes, when its result came first)."""
+        task_ids = [future.task_id for future in futures if not future.done()]
+        if task_ids and self._agent.error is None:
+            self._agent.cancel(task_ids)
 
     def _priority(self) -> int:
         context = processor_context.current()
@@ -384,6 +394,14 @@ class Client:
             return futures
         values = self._gather(list(futures.values()))
         return dict(zip(futures.keys(), values, strict=True))
+
+    def executor(self) -> ScalerExecutor:
+        """This client as a `concurrent.futures.Executor` (submit, a lazy ordered map, shutdown): for libraries
+        written against one. Its `shutdown()` cancels (when asked) its own futures only; the cluster goes on."""
+        from scaler.client.executor import ScalerExecutor
+
+        self._check_open()
+        return ScalerExecutor(self)
 
     # ------------------------------------------------------------ objects
 
