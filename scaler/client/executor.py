@@ -110,7 +110,7 @@ class ScalerExecutor(concurrent.futures.Executor):
 
     def _forget(self, future: concurrent.futures.Future[Any]) -> None:
         with self._lock:
-            self._unfinished.discard(future)  # type: ignore[arg-type]
+            self._unfinished.discard(future)
 
     def _results(
         self,
