@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import TYPE_CHECKING, Any
 
+from scaler.client import dask_graph
 from scaler.client.agent import ClientAgent
 from scaler.client.display import client_rows, html_table
 from scaler.client.future import ScalerFuture
@@ -49,6 +50,9 @@ CLOSE_TIMEOUT_SECONDS = 10.0
 
 
 class Client:
+    #: Dask reads it when a Client is given as its scheduler (`scheduler=client`): this client is not asynchronous.
+    asynchronous = False
+
     def __init__(
         self,
         address: str | None = None,
@@ -365,14 +369,22 @@ class Client:
 
     def get(
         self,
-        graph: dict[Any, Any],
-        keys: list[Any],
+        graph: Any,
+        keys: Any,
         block: bool = True,
         capabilities: dict[str, int] | None = None,
         reserialize: bool = False,
-    ) -> dict[Any, Any]:
+        **scheduler_options: Any,
+    ) -> Any:
         """Run a dict graph (values are data, callables, or tuples (fn, arg, ...) whose arguments may name
-        other keys) and return {key: result} for the requested keys, or {key: future} with block=False."""
+        other keys) and return {key: result} for the requested keys, or {key: future} with block=False.
+
+        Also Dask's scheduler: `dask.compute(*collections, scheduler=client.get)` (or `scheduler=client`) runs the
+        Dask graph as one graph here and returns what Dask expects (see `dask_graph`)."""
+        if dask_graph.is_dask_call(graph):
+            return dask_graph.compute(self.get, graph, keys, capabilities=capabilities)
+        if scheduler_options:
+            raise TypeError(f"get() got unexpected keyword argument(s): {', '.join(sorted(scheduler_options))}")
         self._check_open()
         encoded = encode_graph(
             graph, keys, self._encoder, self._identity, profiling=self._profiling, stream_output=self._stream_output,
