@@ -66,12 +66,26 @@ def compute(get: Callable[..., dict[Any, Any]], graph: Any, keys: Any, **options
             ours[name] = (_run_task, _Constant(node), dependencies, *names_of_dependencies)
     try:
         results = get(ours, [names[key] for key in wanted], **options)
+    except TypeError as error:
+        raise _name_unpicklable(nodes) or error from error
     except graphlib.CycleError as error:
         by_name = {name: key for key, name in names.items()}
         cycle = [by_name.get(name, name) for name in (error.args[1] if len(error.args) > 1 else [])]
         raise graphlib.CycleError(f"the graph has a cycle through key {cycle[0] if cycle else '?'!r}", cycle) from None
     values = {key: results[names[key]] for key in wanted}
     return _pack(keys, values)
+
+
+def _name_unpicklable(nodes: dict[Any, Any]) -> TypeError | None:
+    """A graph that could not be serialized: the error names the Dask key whose node cannot be."""
+    import cloudpickle
+
+    for key, node in nodes.items():
+        try:
+            cloudpickle.dumps(node)
+        except Exception as error:
+            return TypeError(f"cannot serialize the Dask task {key!r} ({str(node)[:200]}): {error}")
+    return None
 
 
 def _name(names: dict[Any, str], key: Any, needed_by: Any) -> str:

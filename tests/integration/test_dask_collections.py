@@ -5,6 +5,7 @@ client.get)` for dask.array, dask.dataframe, dask.bag and dask.delayed, with the
 from __future__ import annotations
 
 import graphlib
+import threading
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -138,6 +139,12 @@ def test_a_cycle_or_a_missing_key_raises_our_gets_errors(client: Client) -> None
 def test_dask_options_are_refused_for_our_own_graphs(client: Client) -> None:
     with pytest.raises(TypeError, match="num_workers"):
         client.get({"a": (inc, 1)}, ["a"], num_workers=2)
+
+
+def test_an_unpicklable_argument_raises_at_the_call_naming_the_task(client: Client) -> None:
+    lock = threading.Lock()
+    with pytest.raises(TypeError, match=r"cannot serialize the Dask task 'guarded-.*lock"):
+        dask.delayed(id)(lock, dask_key_name="guarded-1").compute(scheduler=client.get)
 
 
 def test_a_failing_task_raises_its_error(client: Client) -> None:
