@@ -7,7 +7,8 @@
 A joblib batch (several calls, as joblib's auto-batching sizes it) is one task. An argument of 64 KiB or more is
 stored in object storage once per `Parallel` call and passed to every call that uses it as a reference (the
 processor fetches it once and keeps it), so a training set reused by hundreds of fits travels once, not once per
-batch. `n_jobs=-1` is the number of workers the scheduler has. Results come back through a thread of this module's,
+batch. `n_jobs=-1` is the number of workers the scheduler has (at least 2, so that the calls always go to the
+cluster). Results come back through a thread of this module's,
 never the client's I/O thread (reading a result is blocking I/O). A failed call raises its exception from
 `Parallel`, as joblib reports errors, and the batches still in flight are cancelled. A `Parallel` inside a task runs
 its calls as nested tasks on the same cluster.
@@ -34,6 +35,9 @@ from scaler.payload.storage import INLINE_LIMIT_BYTES
 
 #: From this (estimated) size, an argument is stored once per Parallel call and referenced by every call.
 REFERENCE_FROM_BYTES = INLINE_LIMIT_BYTES
+
+#: The fewest jobs `n_jobs=-1` means (see ScalerBackend.effective_n_jobs).
+MIN_JOBS = 2
 
 Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
@@ -81,12 +85,15 @@ class ScalerBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mis
         return self.effective_n_jobs(n_jobs)
 
     def effective_n_jobs(self, n_jobs: int | None) -> int:
+        """A positive n_jobs as it is; -1 the cluster's workers (-2 one fewer, ...), but at least 2: joblib runs a
+        Parallel of one job in the calling process, and a cluster still starting, or growing from one worker,
+        has more to give than it shows."""
         if n_jobs == 0:
             raise ValueError("n_jobs == 0 in Parallel has no meaning")
-        workers = max(1, self._client()._agent.worker_count)
-        if n_jobs is None or n_jobs < 0:
-            return max(1, workers + 1 + n_jobs) if n_jobs is not None else workers
-        return n_jobs
+        if n_jobs is not None and n_jobs > 0:
+            return n_jobs
+        workers = self._client()._agent.worker_count
+        return max(MIN_JOBS, workers + 1 + (n_jobs if n_jobs is not None else -1))
 
     def start_call(self) -> None:
         self._references.clear()

@@ -71,6 +71,16 @@ def test_parallel_with_an_address_runs_in_worker_processes_only(cluster: Schedul
     assert set(pids) <= cluster_pids(cluster)
 
 
+def test_a_cluster_still_starting_gets_the_calls_too() -> None:
+    """Its workers not registered yet, the cluster reports none: the calls still go to it, not to the caller.
+    Checked with MIN_JOBS = 1 (n_jobs=-1 then meant the workers counted, 1 job): joblib ran every call in this
+    process, and this test failed."""
+    with SchedulerClusterCombo(n_workers=1) as fresh, Client(address=fresh.get_address()) as client:
+        with joblib.parallel_config(backend="scaler", client=client):
+            pids = Parallel(n_jobs=-1)(delayed(os.getpid)() for _ in range(20))
+        assert os.getpid() not in pids
+
+
 def test_parallel_with_an_open_client_and_results_in_order(client: Client) -> None:
     with joblib.parallel_config(backend="scaler", client=client):
         assert Parallel(n_jobs=-1)(delayed(pow)(i, 2) for i in range(200)) == [i * i for i in range(200)]
