@@ -10,7 +10,8 @@ Without Ray installed, importing this module also makes `import ray` give this m
 patches the `ray` module in place (its `init` never starts a Ray cluster).
 
 The first remote call without `ray.init`/`scaler_init` starts a local cluster (`SchedulerClusterCombo`) of one
-worker per CPU, stopped by `ray.shutdown()`. Inside a task, calls go to the task's own scheduler.
+worker per CPU, stopped by `ray.shutdown()` (`ray_session`). Inside a task, calls go to the task's own scheduler.
+`ray_remote` holds the remote functions; this module the rest of the API and the `ray` namespace.
 
 Not supported, by design: actors (`@ray.remote` on a class). A Ray actor is a process that keeps an object and runs
 its method calls in order; scaler's workers run independent tasks, and there is no channel from a client to one
@@ -23,23 +24,16 @@ import atexit
 import concurrent.futures
 import functools
 import importlib
-import inspect
-import os
 import sys
-import threading
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, cast
 
-from scaler.client.client import Client
 from scaler.client.future import ScalerFuture
-from scaler.cluster.combo import SchedulerClusterCombo
-from scaler.compat.ray_refs import DeferredCall, DeferredCalls, GetTimeoutError, ObjectRef
-from scaler.payload import processor_context
-from scaler.payload.references import ObjectReference
-from scaler.payload.serializer import deserialize_frames
+from scaler.compat.ray_refs import GetTimeoutError, ObjectRef
+from scaler.compat.ray_remote import RemoteFunction, deferred_call_of, remote
+from scaler.compat.ray_session import current, init, is_initialized, read_stored, scaler_init, shutdown
 
 __all__ = [
     "GetTimeoutError",
@@ -56,250 +50,6 @@ __all__ = [
     "wait",
 ]
 
-#: Settings of `scaler_init` that are the Client's, not the local cluster's.
-CLIENT_SETTINGS = frozenset({"profiling", "timeout_seconds", "serializer", "stream_output"})
-#: Options of `ray.init` that change nothing here and are accepted (they concern Ray's own logging and dashboard).
-HARMLESS_INIT_OPTIONS = frozenset({"logging_level", "log_to_driver", "include_dashboard", "configure_logging"})
-
-#: How long `scaler_init` waits for the workers of the local cluster it starts.
-WORKERS_READY_SECONDS = 60.0
-
-ACTORS_UNSUPPORTED = (
-    "Ray actors (@ray.remote on a class) are not supported by scaler: a scaler task runs to completion and keeps no "
-    "state between calls. Instead keep the state in the caller and pass it to each call (ray.put it once when it is "
-    "large), or make one remote function that builds the object and runs the whole sequence of method calls."
-)
-
-
-@dataclass
-class _Session:
-    client: Client
-    cluster: SchedulerClusterCombo | None  #: the local cluster this module started, stopped by shutdown()
-    deferred: DeferredCalls
-
-
-_session: _Session | None = None
-_session_lock = threading.RLock()
-
-
-# ---------------------------------------------------------------- starting and stopping
-
-
-def scaler_init(address: str | None = None, *, n_workers: int | None = None, **settings: Any) -> None:
-    """Connect to the scheduler at `address`, or start a local cluster of `n_workers` (default: one per CPU) with
-    the other settings (`SchedulerClusterCombo`'s; `profiling`, `timeout_seconds`, `serializer`, `stream_output`
-    go to the Client). RuntimeError when already initialized."""
-    global _session
-    with _session_lock:
-        if _session is not None:
-            raise RuntimeError("scaler.compat.ray is already initialized: call ray.shutdown() first")
-        client_settings = {key: settings.pop(key) for key in list(settings) if key in CLIENT_SETTINGS}
-        cluster = None
-        if address is None:
-            workers = n_workers if n_workers is not None else (os.cpu_count() or 1)
-            cluster = SchedulerClusterCombo(n_workers=workers, **settings)
-            address = cluster.get_address()
-        elif settings or n_workers is not None:
-            names = ", ".join(sorted([*settings, *(["n_workers"] if n_workers is not None else [])]))
-            raise ValueError(f"scaler_init: {names} configure a local cluster; with an address none is started")
-        try:
-            client = Client(address=address, **client_settings)
-            if cluster is not None:
-                _wait_for_workers(client, workers)
-        except BaseException:
-            if cluster is not None:
-                cluster.shutdown()
-            raise
-        _session = _Session(client, cluster, DeferredCalls(functools.partial(_read_stored, client)))
-
-
-def _wait_for_workers(client: Client, workers: int) -> None:
-    """As `ray.init()` returns with its local cluster's CPUs ready: the first calls then spread over every worker
-    rather than queueing on the first one to connect."""
-    deadline = time.monotonic() + WORKERS_READY_SECONDS
-    while client._agent.worker_count < workers:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the local cluster's {workers} workers did not connect in {WORKERS_READY_SECONDS:g} s")
-        time.sleep(0.02)
-
-
-def init(address: str | None = None, *, num_cpus: int | None = None, ignore_reinit_error: bool = False,
-         **options: Any) -> None:  # fmt: skip
-    """Ray's `init`: `address` None, "auto" or "local" starts a local cluster (`num_cpus` workers); a scaler
-    address (tcp://host:port) connects to that scheduler."""
-    unsupported = sorted(set(options) - HARMLESS_INIT_OPTIONS)
-    if unsupported:
-        raise NotImplementedError(f"ray.init({', '.join(unsupported)}=...) is not supported by scaler.compat.ray")
-    if address is not None and address.startswith("ray://"):
-        raise NotImplementedError("ray.init('ray://...') (Ray Client) is not supported: give a scaler address")
-    with _session_lock:
-        if _session is not None:
-            if ignore_reinit_error:
-                return
-            raise RuntimeError("Maybe you called ray.init twice by accident? Call ray.shutdown() first.")
-        local = address in (None, "auto", "local")
-        scaler_init(None if local else address, n_workers=num_cpus if local else None)
-
-
-def shutdown() -> None:
-    """Disconnect, and stop the local cluster this module started (if it did)."""
-    global _session
-    with _session_lock:
-        session, _session = _session, None
-    if session is None:
-        return
-    session.deferred.close()
-    session.client.disconnect()
-    if session.cluster is not None:
-        session.cluster.shutdown()
-
-
-def is_initialized() -> bool:
-    return _session is not None
-
-
-def _current() -> _Session:
-    """The session, started on first use: inside a task, a client of the task's scheduler; elsewhere a local
-    cluster (as Ray starts one on the first remote call)."""
-    global _session
-    session = _session
-    if session is not None:
-        return session
-    with _session_lock:
-        if _session is None:
-            if processor_context.current() is not None:
-                client = Client()
-                _session = _Session(client, None, DeferredCalls(functools.partial(_read_stored, client)))
-            else:
-                scaler_init()
-        assert _session is not None
-        return _session
-
-
-def _read_stored(client: Client, reference: ObjectReference) -> Any:
-    frames = client._storage().get_frames(reference.object_id)
-    return deserialize_frames(client._serializer, frames)
-
-
-# ---------------------------------------------------------------- remote functions
-
-
-def remote(*args: Any, **options: Any) -> Any:
-    """`@ray.remote`, `@ray.remote(num_returns=2, ...)` or `ray.remote(function)`."""
-    if len(args) == 1 and callable(args[0]) and not options:
-        return _make_remote(args[0], {})
-    if args:
-        raise TypeError("ray.remote takes a function, or keyword options only: @ray.remote(num_returns=2)")
-    return lambda function: _make_remote(function, options)
-
-
-def _make_remote(function: Any, options: dict[str, Any]) -> RemoteFunction:
-    if isinstance(function, type):
-        raise NotImplementedError(ACTORS_UNSUPPORTED)
-    return RemoteFunction(function, options)
-
-
-class RemoteFunction:
-    """A function made remote: `.remote(*args, **kwargs)` submits a call, `.options(...)` changes options."""
-
-    OPTIONS = frozenset({"num_returns", "num_cpus", "num_gpus", "resources", "name"})
-
-    def __init__(self, function: Callable[..., Any], options: dict[str, Any]) -> None:
-        unsupported = sorted(set(options) - self.OPTIONS)
-        if unsupported:
-            raise NotImplementedError(
-                f"ray.remote option(s) {', '.join(unsupported)} are not supported by scaler.compat.ray "
-                f"(supported: {', '.join(sorted(self.OPTIONS))})"
-            )
-        num_returns = options.get("num_returns", 1)
-        if isinstance(num_returns, bool) or not isinstance(num_returns, int) or num_returns < 1:
-            raise ValueError(f"num_returns must be an integer >= 1, not {num_returns!r} (streaming is not supported)")
-        self._function = function
-        self._options = dict(options)
-        self._num_returns = num_returns
-        self._capabilities = _capabilities(options)
-        try:
-            self._signature: inspect.Signature | None = inspect.signature(function)
-        except (TypeError, ValueError):
-            self._signature = None
-        functools.update_wrapper(self, function)
-        self._call = functools.partial(_call_remote, function, num_returns)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        name = getattr(self._function, "__name__", "function")
-        raise TypeError(
-            f"Remote functions cannot be called directly. Instead of running '{name}()', try '{name}.remote()'."
-        )
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (RemoteFunction, (self._function, self._options))
-
-    def options(self, **options: Any) -> RemoteFunction:
-        return RemoteFunction(self._function, {**self._options, **options})
-
-    def bind(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("ray DAGs (.bind) are not supported by scaler.compat.ray: call .remote() instead")
-
-    def remote(self, *args: Any, **kwargs: Any) -> ObjectRef | list[ObjectRef]:
-        if self._signature is not None:
-            self._signature.bind(*args, **kwargs)  # a TypeError here, as Ray raises it at the call
-        session = _current()
-        client = session.client
-        unfinished = [
-            value._future
-            for value in (*args, *kwargs.values())
-            if isinstance(value, ObjectRef) and value._future is not None and not value._future.done()
-        ]
-        submit = functools.partial(self._submit, client)
-        future: concurrent.futures.Future[Any]
-        if unfinished:
-            call = DeferredCall(args, kwargs, submit, cancel_inner=functools.partial(_cancel_task, client))
-            session.deferred.add(call, unfinished)
-            future = call.outer
-            _deferred_calls[id(future)] = call
-            future.add_done_callback(lambda done: _deferred_calls.pop(id(done), None))
-        else:
-            read = functools.partial(_read_stored, client)
-            args = tuple(value.argument(read) if isinstance(value, ObjectRef) else value for value in args)
-            kwargs = {k: v.argument(read) if isinstance(v, ObjectRef) else v for k, v in kwargs.items()}
-            future = submit(args, kwargs)
-        store = client.send_object
-        if self._num_returns == 1:
-            return ObjectRef(future, store=store)
-        return [ObjectRef(future, index, store=store) for index in range(self._num_returns)]
-
-    def _submit(self, client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> concurrent.futures.Future[Any]:
-        return client.submit_verbose(self._call, args, kwargs, capabilities=self._capabilities)
-
-
-def _cancel_task(client: Client, future: concurrent.futures.Future[Any]) -> None:
-    client._cancel_without_waiting([cast(ScalerFuture, future)])
-
-
-#: deferred calls by their outer future's id, for ray.cancel (forgotten when the call is done)
-_deferred_calls: dict[int, DeferredCall] = {}
-
-
-def _capabilities(options: dict[str, Any]) -> dict[str, int] | None:
-    capabilities = {name: int(amount) for name, amount in (options.get("resources") or {}).items()}
-    if options.get("num_gpus"):
-        capabilities["gpu"] = int(options["num_gpus"])
-    return capabilities or None
-
-
-def _call_remote(function: Callable[..., Any], num_returns: int, *args: Any, **kwargs: Any) -> Any:
-    """Runs on a worker: the call, its result checked against `num_returns`."""
-    result = function(*args, **kwargs)
-    if num_returns > 1:
-        try:
-            count = len(result)
-        except TypeError:
-            raise ValueError(f"num_returns={num_returns}, but the task returned {type(result).__name__}") from None
-        if count != num_returns:
-            raise ValueError(f"Task returned {count} objects, but num_returns={num_returns}.")
-    return result
-
-
 # ---------------------------------------------------------------- references
 
 
@@ -315,7 +65,7 @@ def get(object_refs: ObjectRef | list[ObjectRef], *, timeout: float | None = Non
 
 def _get_one(ref: ObjectRef, deadline: float | None) -> Any:
     remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-    read = None if ref.is_task_result() else functools.partial(_read_stored, _current().client)
+    read = None if ref.is_task_result() else functools.partial(read_stored, current().client)
     return ref.get(remaining, read)
 
 
@@ -323,7 +73,7 @@ def put(value: Any) -> ObjectRef:
     """Store `value` once in object storage; tasks given the reference receive the value."""
     if isinstance(value, ObjectRef):
         raise TypeError("Calling 'put' on an ray.ObjectRef is not allowed.")
-    return ObjectRef(stored=_current().client.send_object(value))
+    return ObjectRef(stored=current().client.send_object(value))
 
 
 def wait(
@@ -357,11 +107,11 @@ def cancel(object_ref: ObjectRef, *, force: bool = False, recursive: bool = True
     future = object_ref._future
     if future is None or future.done():
         return
-    deferred = _deferred_calls.get(id(future))
+    deferred = deferred_call_of(future)
     if deferred is not None:
         deferred.cancel()
     else:
-        _current().client._cancel_without_waiting([cast(ScalerFuture, future)])
+        current().client._cancel_without_waiting([cast(ScalerFuture, future)])
 
 
 def _as_completed(
