@@ -6,13 +6,18 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import inspect
+import pickle
 from collections.abc import Callable
 from typing import Any, cast
+
+import cloudpickle
 
 from scaler.client.client import Client
 from scaler.client.future import ScalerFuture
 from scaler.compat.ray_refs import DeferredCall, ObjectRef
 from scaler.compat.ray_session import current, read_stored
+from scaler.payload.serializer import DefaultSerializer
+from scaler.payload.task_encoder import describe
 
 ACTORS_UNSUPPORTED = (
     "Ray actors (@ray.remote on a class) are not supported by scaler: a scaler task runs to completion and keeps no "
@@ -90,6 +95,7 @@ class RemoteFunction:
         submit = functools.partial(self._submit, client)
         future: concurrent.futures.Future[Any]
         if unfinished:
+            _check_picklable(client, args, kwargs)  # as an immediate call would, at the call
             call = DeferredCall(args, kwargs, submit, cancel_inner=functools.partial(_cancel_task, client))
             session.deferred.add(call, unfinished)
             future = call.outer
@@ -120,6 +126,34 @@ _deferred_calls: dict[int, DeferredCall] = {}
 def deferred_call_of(future: concurrent.futures.Future[Any]) -> DeferredCall | None:
     """The deferred call whose references wait on `future`, while it is not done."""
     return _deferred_calls.get(id(future))
+
+
+class _ReferenceSkippingPickler(cloudpickle.Pickler):  # type: ignore[misc]
+    """Pickles into nothing, leaving out the references: pickling a task's reference waits for its result."""
+
+    def persistent_id(self, obj: Any) -> Any:
+        return id(obj) if isinstance(obj, ObjectRef) else None
+
+
+class _Discard:
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+
+def _check_picklable(client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """TypeError naming the first argument of a deferred call that cannot be pickled. Only for the default
+    serializer (the one this check pickles with); a call with a serializer of the user's fails when submitted."""
+    if not isinstance(client._serializer, DefaultSerializer):
+        return
+    named = [(f"argument {position}", value) for position, value in enumerate(args)]
+    named.extend((f"keyword argument {keyword!r}", value) for keyword, value in kwargs.items())
+    for which, value in named:
+        if isinstance(value, ObjectRef):
+            continue
+        try:
+            _ReferenceSkippingPickler(_Discard(), protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+        except Exception as error:
+            raise TypeError(f"cannot serialize {which} of type {describe(value)}: {error}") from error
 
 
 def _capabilities(options: dict[str, Any]) -> dict[str, int] | None:

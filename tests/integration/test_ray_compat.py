@@ -166,6 +166,20 @@ def test_bad_input_is_refused_at_the_call(connected: None) -> None:
         ray.put(add.remote(1, 2))
 
 
+def test_an_unpicklable_argument_of_a_deferred_call_raises_at_the_call(connected: None) -> None:
+    """A call waiting on an unfinished task still pickles its other arguments at `.remote()`, leaving the nested
+    reference alone (pickling it would wait for the task). Checked by removing the check from the deferred branch
+    of RemoteFunction.remote: no error at the call, and `pytest.raises` fails."""
+    unfinished = sleep_for.remote(1.0)
+    with pytest.raises(TypeError, match=r"keyword argument 'b' of type _thread\.lock"):
+        add.remote(unfinished, b=threading.Lock())
+    with pytest.raises(TypeError, match=r"argument 1 of type list: cannot pickle '_thread\.lock'"):
+        add.remote(unfinished, [threading.Lock(), unfinished])
+    assert not unfinished.ready()  # the check did not wait for the task
+    assert ray.get(what_it_got.remote([unfinished])) == "list"  # a nested reference in an argument is not refused
+    assert ray.get(add.remote(unfinished, 1)) == 2.0
+
+
 def test_what_is_not_supported_raises_naming_it(connected: None) -> None:
     with pytest.raises(NotImplementedError, match="Ray actors"):
 
