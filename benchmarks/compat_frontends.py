@@ -7,11 +7,11 @@
     python benchmarks/compat_frontends.py [--rounds 3] [--only joblib,array,ray]
 
 Every system gets 2 worker processes (Dask: 2 workers of 1 thread; Ray: num_cpus=2; loky: n_jobs=2) and a warm-up
-before the timed part. Ours runs in this interpreter's environment (scaler with its joblib and dask extras); the
-anchors in their own virtual environments under benchmarks/.venvs/ (`frontends-dask`: joblib and
-dask[distributed]; `ray`: ray), built on first use. Each run is a fresh process (harness.process: own process
-group, every straggler killed after it, Ray's daemons included); systems alternate within a round. Prints the
-median seconds of each and each anchor's time over ours. Not a test.
+before the timed part. Each runs in its own virtual environment under benchmarks/.venvs/ (harness.systems,
+FRONTEND_REQUIREMENTS: `ours-frontends`, this checkout with its joblib and dask extras; `frontends-dask`, joblib and
+dask[distributed]; `ray`, Ray), built on first use and rebuilt when its requirements change. Each run is a fresh
+process (harness.process: own process group, every straggler killed after it, Ray's daemons included); systems
+alternate within a round. Prints the median seconds of each and each anchor's time over ours. Not a test.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -28,19 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from harness import process
+from harness.systems import ensure_venv
 
 BENCH_DIR = Path(__file__).resolve().parent
-VENVS = BENCH_DIR / ".venvs"
 CALLS = 10_000
-ANCHOR_REQUIREMENTS = {
-    "frontends-dask": ["joblib==1.6.0", "dask[distributed,array]==2026.8.0", "psutil"],
-    "ray": ["ray==2.60.0", "numpy", "psutil"],
-}
-#: (workload, system) -> the venv it runs in (None: this interpreter's)
+#: workload -> (system, the venv it runs in: harness.systems.FRONTEND_REQUIREMENTS)
 RUNS = {
-    "joblib": [("scaler", None), ("dask", "frontends-dask"), ("loky", "frontends-dask")],
-    "array": [("scaler", None), ("dask", "frontends-dask")],
-    "ray": [("scaler", None), ("ray", "ray")],
+    "joblib": [("scaler", "ours-frontends"), ("dask", "frontends-dask"), ("loky", "frontends-dask")],
+    "array": [("scaler", "ours-frontends"), ("dask", "frontends-dask")],
+    "ray": [("scaler", "ours-frontends"), ("ray", "ray")],
 }
 
 
@@ -129,19 +124,11 @@ def _timed(work: Callable[[], Any]) -> float:
 # ---------------------------------------------------------------- the driver
 
 
-def anchor_python(name: str) -> Path:
-    python = VENVS / name / "bin" / "python"
-    if not python.exists():
-        print(f"[setup] building {VENVS / name} ...", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(VENVS / name)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *ANCHOR_REQUIREMENTS[name]], check=True)
-    return python
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default=",".join(RUNS))
+    parser.add_argument("--base-python", default=sys.executable, help="the interpreter the venvs are made from")
     parser.add_argument("--run", nargs=2, metavar=("WORKLOAD", "SYSTEM"), help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.run:
@@ -157,7 +144,7 @@ def main() -> None:
         times: dict[str, list[float]] = {system: [] for system, _ in RUNS[workload]}
         for _ in range(arguments.rounds):
             for system, venv in RUNS[workload]:
-                python = str(anchor_python(venv)) if venv else sys.executable
+                python = str(ensure_venv(venv, arguments.base_python))
                 process.wait_until_quiet(0.25, 20)
                 outcome = process.run([python, __file__, "--run", workload, system], 600, environment)
                 if outcome.payload is None:
