@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import importlib
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -110,7 +111,7 @@ class ObjectRef:
         if self._stored is not None:
             return (_rebuild, (self._stored,))
         if self._future is None:
-            return (ObjectRef, (None, None, None, self._value))
+            return (_rebuild, (self._value,))
         if self._store is None:
             raise TypeError(f"{self!r} cannot be passed inside another object: it has no client to store it with")
         self._stored = self._store(self.get(None))
@@ -120,9 +121,16 @@ class ObjectRef:
 def _rebuild(stored: Any) -> ObjectRef:
     """Inside a processor a storage reference unpickles as its object (the processor's resolver); elsewhere as the
     reference."""
+    install_ray_api()
     if isinstance(stored, ObjectReference):
         return ObjectRef(stored=stored)
     return ObjectRef(value=stored)
+
+
+def install_ray_api() -> None:
+    """Makes `ray` scaler.compat.ray in this process, where one of its objects is unpickled (a worker's processor):
+    with Ray installed, the task's `ray.get` or `f.remote()` would otherwise be Ray's own, and start a Ray cluster."""
+    importlib.import_module("scaler.compat.ray")
 
 
 # ---------------------------------------------------------------- calls waiting for their arguments' tasks

@@ -14,7 +14,7 @@ import cloudpickle
 
 from scaler.client.client import Client
 from scaler.client.future import ScalerFuture
-from scaler.compat.ray_refs import DeferredCall, ObjectRef
+from scaler.compat.ray_refs import DeferredCall, ObjectRef, install_ray_api
 from scaler.compat.ray_session import current, read_stored
 from scaler.payload.serializer import DefaultSerializer
 from scaler.payload.task_encoder import describe
@@ -74,7 +74,7 @@ class RemoteFunction:
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (RemoteFunction, (self._function, self._options))
+        return (_rebuild_remote_function, (self._function, self._options))
 
     def options(self, **options: Any) -> RemoteFunction:
         return RemoteFunction(self._function, {**self._options, **options})
@@ -113,6 +113,11 @@ class RemoteFunction:
 
     def _submit(self, client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> concurrent.futures.Future[Any]:
         return client.submit_verbose(self._call, args, kwargs, capabilities=self._capabilities)
+
+
+def _rebuild_remote_function(function: Callable[..., Any], options: dict[str, Any]) -> RemoteFunction:
+    install_ray_api()  # the task calling this function's .remote() may name `ray` for the rest
+    return RemoteFunction(function, options)
 
 
 def _cancel_task(client: Client, future: concurrent.futures.Future[Any]) -> None:

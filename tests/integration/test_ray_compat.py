@@ -5,6 +5,9 @@ what is not supported."""
 from __future__ import annotations
 
 import concurrent.futures
+import pickle
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -207,7 +210,6 @@ def test_what_is_not_supported_raises_naming_it(connected: None) -> None:
 
 
 def test_without_ray_installed_import_ray_gives_this_module() -> None:
-    import sys
 
     try:
         import ray as real_ray  # noqa: F401
@@ -216,3 +218,14 @@ def test_without_ray_installed_import_ray_gives_this_module() -> None:
     if sys.modules["ray"] is not ray:
         pytest.skip("Ray is installed here: scaler.compat.ray patched it instead")
     assert sys.modules["ray.util"] is ray.util
+
+
+def test_unpickling_a_remote_function_or_a_reference_installs_the_api_in_that_process() -> None:
+    """A worker process unpickles a task that names `ray`; with Ray installed, that is Ray's own module until
+    scaler.compat.ray patches it, and Ray's `ray.get` would start a Ray cluster there. Unpickling one of our objects
+    imports scaler.compat.ray. Checked by removing install_ray_api()'s import: both interpreters print False."""
+    payloads = [pickle.dumps(ray.remote(len)), pickle.dumps(ObjectRef(value=3))]
+    for payload in payloads:
+        script = "import pickle, sys; pickle.loads(sys.stdin.buffer.read()); print('scaler.compat.ray' in sys.modules)"
+        done = subprocess.run([sys.executable, "-c", script], input=payload, capture_output=True, timeout=60)
+        assert done.stdout.strip() == b"True", done.stderr.decode()[-2000:]
