@@ -80,6 +80,8 @@ def test_errors_reach_the_awaiting_coroutine(cluster: SchedulerClusterCombo) -> 
                 client.submit_future(id, lock)
             with pytest.raises(TypeError, match=r"argument 0 of type _thread\.lock"):
                 await client.submit(id, lock)
+            with pytest.raises(TypeError, match=r"graph key 'a': cannot serialize argument 0 of type _thread\.lock"):
+                await client.get({"a": (id, lock)}, ["a"])
             with pytest.raises(KeyError, match="nope"):
                 await client.get({"a": 1}, ["nope"])
             with pytest.raises(asyncio.TimeoutError):
