@@ -3,8 +3,12 @@ ours (finos/opengris-scaler, Apache-2.0; each copied file says where it comes fr
 
 They `import ray` before `scaler.compat.ray`. Where Ray is installed that is Ray, which our module patches; where it
 is not (this test environment: Ray is large and not a dependency of ours), importing `scaler.compat.ray` here first
-makes `import ray` give our module, which is what a user without Ray gets too. Their tests leave their clusters to
-`SchedulerClusterCombo.__del__` and `ray.shutdown()`; the fixture below checks that no process outlives a test.
+makes `import ray` give our module, which is what a user without Ray gets too. To run them against Ray patched
+(Ray 2.60 in the front ends' benchmark venv, same Python), put Ray's packages after ours on the path:
+`PYTHONPATH=.venv/lib/python3.11/site-packages:benchmarks/.venvs/ray/lib/python3.11/site-packages
+.venv/bin/python -m pytest tests/compat_reference` (all pass, the three examples that need the network skipped).
+Their tests leave their clusters to `SchedulerClusterCombo.__del__` and `ray.shutdown()`; the fixture below checks
+that no process outlives a test.
 """
 
 from __future__ import annotations
