@@ -28,6 +28,7 @@ from scaler.errors import (
 from scaler.version import __version__
 
 if TYPE_CHECKING:
+    from scaler.client.async_client import AsyncClient
     from scaler.client.client import Client
     from scaler.client.future import ScalerFuture
     from scaler.client.progress import progress
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 logging.getLogger("scaler").addHandler(logging.NullHandler())
 
 _LAZY = {
+    "AsyncClient": "scaler.client.async_client",
     "Client": "scaler.client.client",
     "ScalerFuture": "scaler.client.future",
     "ObjectReference": "scaler.payload.references",
@@ -59,6 +61,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AsyncClient",
     "Client",
     "ClientCancelledException",
     "ClientQuitException",

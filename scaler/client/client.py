@@ -16,8 +16,9 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sized
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
+from scaler.client import dask_graph
 from scaler.client.agent import ClientAgent
 from scaler.client.display import client_rows, html_table
 from scaler.client.future import ScalerFuture
@@ -39,6 +40,9 @@ from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ClientID, ObjectID, TaskID, new_client_id, new_task_id
 
+if TYPE_CHECKING:
+    from scaler.client.executor import ScalerExecutor
+
 logger = logging.getLogger(__name__)
 
 #: Bound on the waits of clear(), disconnect() and shutdown().
@@ -52,6 +56,9 @@ B = TypeVar("B")
 
 
 class Client:
+    #: Dask reads it when a Client is given as its scheduler (`scheduler=client`): this client is not asynchronous.
+    asynchronous = False
+
     def __init__(
         self,
         address: str | None = None,
@@ -203,6 +210,13 @@ class Client:
 
     def _request_cancel(self, task_id: TaskID) -> None:
         self._agent.cancel([task_id])
+
+    def _cancel_without_waiting(self, futures: Iterable[ScalerFuture]) -> None:
+        """Ask the scheduler to cancel the tasks of these futures not done yet, in one message; each future is
+        cancelled when the scheduler confirms (or completes, when its result came first)."""
+        task_ids = [future.task_id for future in futures if not future.done()]
+        if task_ids and self._agent.error is None:
+            self._agent.cancel(task_ids)
 
     def _priority(self) -> int:
         context = processor_context.current()
@@ -382,14 +396,22 @@ class Client:
 
     def get(
         self,
-        graph: dict[Any, Any],
-        keys: list[Any],
+        graph: Any,
+        keys: Any,
         block: bool = True,
         capabilities: dict[str, int] | None = None,
         reserialize: bool = False,
-    ) -> dict[Any, Any]:
+        **scheduler_options: Any,
+    ) -> Any:
         """Run a dict graph (values are data, callables, or tuples (fn, arg, ...) whose arguments may name
-        other keys) and return {key: result} for the requested keys, or {key: future} with block=False."""
+        other keys) and return {key: result} for the requested keys, or {key: future} with block=False.
+
+        Also Dask's scheduler: `dask.compute(*collections, scheduler=client.get)` (or `scheduler=client`) runs the
+        Dask graph as one graph here and returns what Dask expects (see `dask_graph`)."""
+        if dask_graph.is_dask_call(graph):
+            return dask_graph.compute(self.get, graph, keys, capabilities=capabilities)
+        if scheduler_options:
+            raise TypeError(f"get() got unexpected keyword argument(s): {', '.join(sorted(scheduler_options))}")
         self._check_open()
         encoded = encode_graph(
             graph, keys, self._encoder, self._identity, profiling=self._profiling, stream_output=self._stream_output,
@@ -411,6 +433,14 @@ class Client:
             return futures
         values = self._gather(list(futures.values()))
         return dict(zip(futures.keys(), values, strict=True))
+
+    def executor(self) -> ScalerExecutor:
+        """This client as a `concurrent.futures.Executor` (submit, a lazy ordered map, shutdown): for libraries
+        written against one. Its `shutdown()` cancels (when asked) its own futures only; the cluster goes on."""
+        from scaler.client.executor import ScalerExecutor
+
+        self._check_open()
+        return ScalerExecutor(self)
 
     # ------------------------------------------------------------ objects
 
