@@ -29,7 +29,7 @@ from scaler.scheduler.core.effects import DeleteObjects, Effect, Send
 from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
 from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.task_state import Outcome, TaskEvent, TaskState, outcome
-from scaler.scheduler.core.task_table import TaskRecord, TaskTable
+from scaler.scheduler.core.task_table import TaskRecord, TaskRun, TaskTable
 
 logger = logging.getLogger(__name__)
 
@@ -287,13 +287,13 @@ class TaskLifecycle:
         self._tasks.queue.push(record)
 
     def _finish(self, record: TaskRecord, result: TaskResult) -> None:
-        self._learn_run_time(record, result)
+        ran = self._learn_run_time(record, result)
         self._release_worker(record)
         if result.status is ResultStatus.SUCCESS:
             self._tasks.succeeded += 1
         else:
             self._tasks.failed += 1
-        self._end(record, result)
+        self._end(record, result, ran=ran)
 
     def _cancel_now(self, record: TaskRecord) -> None:
         self._tasks.canceled += 1
@@ -337,20 +337,20 @@ class TaskLifecycle:
 
     # ------------------------------------------------------------ helpers
 
-    def _learn_run_time(self, record: TaskRecord, result: TaskResult) -> None:
-        """The worker finished a task now; a successful task's run time goes into `run_times`: the worker's own
-        measure when it profiled the task, else the time since it could start there: since its dispatch, or since
-        the worker's previous result if that came later (a worker runs its tasks one at a time; the ones it holds
-        meanwhile wait)."""
+    def _learn_run_time(self, record: TaskRecord, result: TaskResult) -> TaskRun:
+        """The worker finished a task now: how long it ran (for the monitor feed); a successful task's run time
+        also goes into `run_times`. The run time is the worker's own measure when it profiled the task, else the
+        time since it could start there: since its dispatch, or since the worker's previous result if that came
+        later (a worker runs its tasks one at a time; the ones it holds meanwhile wait)."""
         worker = self._workers.get(record.worker) if record.worker is not None else None
         started = record.dispatched_at
         if worker is not None:
             started = max(started, worker.last_finished_at)
             worker.last_finished_at = self.now
-        if result.status is not ResultStatus.SUCCESS:
-            return
         seconds = result.profile.duration_seconds or self.now - started
-        self._tasks.run_times.observe(record.task.function_name, self._tasks.queue.key(record), seconds)
+        if result.status is ResultStatus.SUCCESS:
+            self._tasks.run_times.observe(record.task.function_name, self._tasks.queue.key(record), seconds)
+        return TaskRun(record.worker or b"", seconds, result.profile.peak_memory_bytes)
 
     def _release_worker(self, record: TaskRecord) -> None:
         if record.worker is not None:
@@ -360,10 +360,17 @@ class TaskLifecycle:
                 self._offer(worker)
             record.worker = None
 
-    def _end(self, record: TaskRecord, answer: TaskResult | TaskCancelConfirm, propagate: bool = True) -> None:
-        """Remove the record; tell the client if it waits for this task; advance its graph."""
+    def _end(
+        self,
+        record: TaskRecord,
+        answer: TaskResult | TaskCancelConfirm,
+        propagate: bool = True,
+        ran: TaskRun | None = None,
+    ) -> None:
+        """Remove the record; tell the client if it waits for this task; advance its graph. `ran`: the run
+        that produced `answer`, if a worker ran the task (the monitor feed shows it)."""
         ending = answer.status.value if isinstance(answer, TaskResult) else "canceled"
-        self._tasks.remove(record, ending, self.now)
+        self._tasks.remove(record, ending, self.now, ran)
         graph = self._graphs.get(record.graph_id) if record.graph_id else None
         if graph is None:
             if not record.client_gone:
