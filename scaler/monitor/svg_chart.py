@@ -30,20 +30,14 @@ class Series:
 
 
 def nice_ticks(low: float, high: float, count: int = 6) -> list[float]:
-    """Round tick values (1, 2 or 5 times a power of ten apart) covering [low, high]."""
+    """Round tick values (1, 2 or 5 times a power of ten apart) from at or below `low` to at or above `high`."""
     if not math.isfinite(low) or not math.isfinite(high) or high <= low:
         return [low] if math.isfinite(low) else [0.0]
     raw = (high - low) / max(1, count - 1)
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    first = math.floor(low / step) * step
-    ticks = []
-    value = first
-    while value <= high + step * 1e-9:
-        if value >= low - step * 1e-9:
-            ticks.append(round(value, 12))
-        value += step
-    return ticks
+    first, last = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
+    return [round(n * step, 12) for n in range(first, last + 1)]
 
 
 def format_seconds(seconds: float) -> str:
