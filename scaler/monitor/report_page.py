@@ -82,7 +82,7 @@ def _summary(record: RunRecord, generated_at: str) -> str:
         ("of them failed", str(failed)),
         ("workers seen", str(len(record.workers) + record.workers_dropped)),
         ("managers", str(len(record.managers))),
-        ("cost over the run", f"{sum(m.cost for m in record.managers.values()):.4f}"),
+        ("cost over the run", f"{sum(m.cost for m in record.managers.values()):.4g}"),
     ]
     body = _table([], [f"<tr>{_cell(k, text=True)}{_cell(v, k.replace(' ', '-'), True)}</tr>" for k, v in rows])
     note = ('<p class="note">Everything the scheduler ran while the report was open, for every client '
@@ -177,8 +177,8 @@ def _manager_row(record: RunRecord, manager_id: str) -> str:
     ]  # fmt: skip
     if manager is not None:
         cells += [
-            _cell(manager.peak_units, "peak-units"), _cell(f"{manager.unit_hours:.4f}", "unit-hours"),
-            _cell(f"{manager.worker_cost_per_hour:g}", "cost-per-hour"), _cell(f"{manager.cost:.4f}", "cost"),
+            _cell(manager.peak_units, "peak-units"), _cell(f"{manager.unit_hours:.4g}", "unit-hours"),
+            _cell(f"{manager.worker_cost_per_hour:g}", "cost-per-hour"), _cell(f"{manager.cost:.4g}", "cost"),
         ]  # fmt: skip
     else:
         cells += [_cell("", name) for name in ("peak-units", "unit-hours", "cost-per-hour", "cost")]

@@ -161,13 +161,13 @@ class RunRecord:
         record.manager_type = manager.manager_type
         record.worker_cost_per_hour = manager.worker_cost_per_hour
         record.boot_seconds = manager.boot_seconds or record.boot_seconds
-        record.peak_units = max(record.peak_units, manager.units)
+        record.peak_units = max(record.peak_units, paid_units(manager))
         before = _manager_in(previous, manager.manager_id)
         if previous is not None and before is not None:
             # the units the previous status showed were paid for until this one
             hours = max(0.0, now - previous.time) / 3600
-            record.cost += before.spend_per_hour * hours
-            record.unit_hours += before.units * hours
+            record.cost += paid_units(before) * before.worker_cost_per_hour * hours
+            record.unit_hours += paid_units(before) * hours
 
     def _worker_status(self, worker: m.WorkerSummary, status: m.StatusSnapshot, at_start: bool) -> None:
         record = self.workers.get(worker.worker_id)
@@ -207,6 +207,12 @@ class RunRecord:
             if delta.succeeded or delta.failed or delta.canceled or delta.live:
                 counts[summary.name] = delta
         return counts
+
+
+def paid_units(manager: m.ManagerSummary) -> int:
+    """The units a manager pays for: the ones it reports (booting ones too), and never fewer than its connected
+    workers (its own count comes with its heartbeat, which can lag behind workers that already connected)."""
+    return max(manager.units, manager.connected_workers)
 
 
 def worker_name(worker_id: bytes) -> str:

@@ -4,6 +4,8 @@ a report path that cannot be written fails at the block's end, naming the path, 
 
 from __future__ import annotations
 
+import re
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,10 +14,12 @@ import pytest
 
 import scaler
 from scaler import Client, SchedulerClusterCombo
+from scaler.io.address import free_tcp_port_block
 from scaler.monitor.performance_report import ReportWriteError
 from tests.integration import test_dashboard
 from tests.integration.conftest import running_cluster
 from tests.integration.test_dashboard import needs_browser
+from tests.integration.test_launcher import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -115,7 +119,6 @@ def test_an_error_of_the_block_is_not_hidden_by_an_unwritable_report(
 
 
 def test_a_scheduler_that_cannot_be_heard_is_named_at_the_start(tmp_path: Path) -> None:
-    from scaler.io.address import free_tcp_port_block
     from scaler.monitor import performance_report as module
 
     port = free_tcp_port_block(3)
@@ -126,3 +129,49 @@ def test_a_scheduler_that_cannot_be_heard_is_named_at_the_start(tmp_path: Path) 
             report.__enter__()
     finally:
         module.CONNECT_TIMEOUT_SECONDS = original
+
+
+def slow_square(x: int) -> int:
+    import time
+
+    time.sleep(0.05)
+    return x * x
+
+
+def test_an_elastic_runs_report_shows_the_scaling_decision_the_workers_joining_and_their_cost(tmp_path: Path) -> None:
+    """A `scaler FILE` stack whose manager starts workers on demand at 0.5 an hour: the report's scaling table
+    has the 0 -> 2 decision with its reason, and the manager's row the workers that joined and a cost above 0
+    (checked with the cost summed from the units the manager reports only: its heartbeat lagged behind the
+    short run and the row read 0)."""
+    base = free_tcp_port_block(3)
+    scheduler, storage = f"tcp://127.0.0.1:{base}", f"tcp://127.0.0.1:{base + 1}"
+    stack_file = tmp_path / "elastic.toml"
+    stack_file.write_text(
+        f'[object_storage_server]\nbind_address = "{storage}"\n\n'
+        f'[scheduler]\nbind_address = "{scheduler}"\nobject_storage_address = "{storage}"\n'
+        'policy_content = "allocate=even_load; scaling=work; cooldown_seconds=60"\n\n'
+        f'[[worker_manager]]\ntype = "baremetal_native"\nscheduler_address = "{scheduler}"\n'
+        'worker_manager_id = "elastic"\nmax_task_concurrency = 2\nworker_cost_per_hour = 0.5\n'
+    )
+    stack = Stack(stack_file, tmp_path / "scaler.log")
+    path = tmp_path / "run.html"
+    try:
+        with Client(address=scheduler) as client:
+            with scaler.performance_report(path, address=scheduler):
+                assert client.map(slow_square, range(20)) == [x * x for x in range(20)]
+        stack.remember()
+    finally:
+        stack.popen.send_signal(signal.SIGTERM)
+        assert stack.popen.wait(timeout=60) == 0
+    assert stack.leftovers() == []
+    page = path.read_text()
+    scaling = re.search(r'<section id="scaling">(.*?)</section>', page, re.DOTALL)
+    assert scaling is not None and "0 → 2" in scaling.group(1), page
+    reason = re.search(r'data-name="change">0 → 2</td><td data-name="reason" class="text">([^<]+)<', scaling.group(1))
+    assert reason is not None and reason.group(1).strip()
+    row = re.search(r'<tr data-manager="elastic">(.*?)</tr>', page)
+    assert row is not None
+    cells = dict(re.findall(r'data-name="([\w-]+)"[^>]*>([^<]*)<', row.group(1)))
+    assert cells["type"] == "baremetal_native" and cells["cost-per-hour"] == "0.5"
+    assert int(cells["joined"]) == 2 and float(cells["first-join"]) >= 0
+    assert float(cells["cost"]) > 0 and float(cells["unit-hours"]) > 0, str(sorted(cells.items()))
