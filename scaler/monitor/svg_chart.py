@@ -100,7 +100,8 @@ def timeline_svg(layout: Timeline, colours: dict[str, str], origin: float) -> st
             parts.append(f'<text x="{LEFT - 6}" y="{y}" text-anchor="end" {FONT}>{escape(_short(label))}</text>')
     for placed in layout.placed:
         bar = placed.bar
-        x0, x1 = x_of(bar.start - origin), x_of(bar.end - origin)
+        # a task that began before the report shows from the axis' start
+        x0, x1 = x_of(max(0.0, bar.start - origin)), x_of(bar.end - origin)
         colour = FAILED_COLOUR if bar.failed else colours.get(bar.function_name, PALETTE[0])
         title = f"{bar.function_name}: {format_seconds(bar.end - bar.start)}" + (" (failed)" if bar.failed else "")
         parts.append(
