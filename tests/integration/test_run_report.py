@@ -98,7 +98,8 @@ def test_the_report_of_a_small_run_opens_offline_with_its_sections_and_counts(
 def test_a_report_path_that_cannot_be_written_fails_at_the_end_naming_it_after_the_block_ran(
     cluster: SchedulerClusterCombo, tmp_path: Path
 ) -> None:
-    """Checked by writing the report to the path's parent (which exists): then nothing is raised."""
+    """Checked by swallowing the write error in `RunReport.__exit__`: the block then ended quietly and no
+    report existed."""
     path = tmp_path / "no such folder" / "run.html"
     ran = []
     with Client(cluster.get_address()) as client:
