@@ -166,3 +166,30 @@ def test_without_a_client_or_an_address_the_report_says_what_to_pass() -> None:
     """No client, cluster or task in this process names a scheduler (the unit tier starts none)."""
     with pytest.raises(ValueError, match="pass its address"):
         performance_report("run.html")
+
+
+def test_the_memory_a_record_holds_does_not_grow_with_the_number_of_tasks() -> None:
+    """11,000 tasks take no more memory than 1,000 once the bar sample is full (checked with an unbounded bar
+    sample: it grew by megabytes)."""
+    import gc
+    import tracemalloc
+
+    def feed(record: RunRecord, first: int, count: int) -> None:
+        for start in range(first, first + count, 1000):
+            batch = tuple(ended(n, f"f{n % 20}", n / 1000, 0.01) for n in range(start, start + 1000))
+            record.on_message(m.TaskTransitions(batch))
+
+    tracemalloc.start()
+    try:
+        record = RunRecord(RecordLimits(bars=500))
+        record.on_message(status(0.0, {}))
+        feed(record, 0, 1_000)
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        feed(record, 1_000, 10_000)
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert sum(f.durations.count for f in record.functions.values()) == 11_000
+    assert after - before < 100_000, (before, after)
