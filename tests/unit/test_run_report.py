@@ -193,3 +193,8 @@ def test_the_memory_a_record_holds_does_not_grow_with_the_number_of_tasks() -> N
         tracemalloc.stop()
     assert sum(f.durations.count for f in record.functions.values()) == 11_000
     assert after - before < 100_000, (before, after)
+
+
+def test_an_empty_record_renders_and_lists_what_went_wrong() -> None:
+    page = render_report(RunRecord(), "nothing", "now", ("the feed went away",))
+    assert "No task ran while the report was open" in page and "the feed went away" in page
