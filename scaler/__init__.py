@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from scaler.client.future import ScalerFuture
     from scaler.client.progress import progress
     from scaler.cluster.combo import SchedulerClusterCombo
+    from scaler.monitor.performance_report import performance_report
     from scaler.payload.references import ObjectReference
     from scaler.payload.serializer import Serializer
 
@@ -46,6 +47,7 @@ _LAZY = {
     "Serializer": "scaler.payload.serializer",
     "SchedulerClusterCombo": "scaler.cluster.combo",
     "progress": "scaler.client.progress",
+    "performance_report": "scaler.monitor.performance_report",
 }
 
 
@@ -82,5 +84,6 @@ __all__ = [
     "TaskTimeoutError",
     "WorkerDiedError",
     "__version__",
+    "performance_report",
     "progress",
 ]

@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
@@ -48,11 +49,20 @@ logger = logging.getLogger(__name__)
 #: Bound on the waits of clear(), disconnect() and shutdown().
 CLOSE_TIMEOUT_SECONDS = 10.0
 
+#: Every Client of this process that was connected (weakly: a forgotten client goes away); see live_schedulers().
+_LIVE_CLIENTS: weakref.WeakSet[Client] = weakref.WeakSet()
+
 #: The parameters and the return type of the function a task runs, carried to its future.
 P = ParamSpec("P")
 R = TypeVar("R")
 A = TypeVar("A")
 B = TypeVar("B")
+
+
+def live_schedulers() -> list[tuple[str, TransportSecurity | None]]:
+    """The scheduler address and transport security of each connected client of this process (the run report
+    finds its scheduler through them)."""
+    return [(client._address, client._security) for client in list(_LIVE_CLIENTS) if not client._closed]
 
 
 class Client:
@@ -120,6 +130,7 @@ class Client:
         self._encoder = TaskEncoder(self._identity, self._serializer, self._store, self._current_serializer_id)
         self._chunk_runners: dict[int, functools.partial[list[Any]]] = {}
         self._reader = ResultReader(self._serializer, self._storage)
+        _LIVE_CLIENTS.add(self)
 
     # ------------------------------------------------------------ properties and plumbing
 

@@ -25,6 +25,7 @@ from scaler.io.address import free_tcp_port_block, parse_address
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
 from scaler.io.curve import ClusterKeys, security_of
 from scaler.io.port_owner import address_in_use_problem
+from scaler.monitor import local_schedulers
 
 logger = logging.getLogger(__name__)
 
@@ -179,6 +180,7 @@ class SchedulerClusterCombo:
             if report_write >= 0:
                 os.close(report_write)
         logger.info("local cluster at %s with %d workers", self._address, n_workers)
+        local_schedulers.note_started(self, self._address, self._monitor_address)
 
     def get_address(self) -> str:
         return self._address
@@ -232,6 +234,7 @@ class SchedulerClusterCombo:
         if self._stopped:
             return
         self._stopped = True
+        local_schedulers.note_stopped(self)
         keys, self._keys = self._keys, None
         if self._host is not None:
             stop_children([self._host], grace_seconds=20.0)

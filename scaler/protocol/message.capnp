@@ -349,9 +349,11 @@ struct TaskTransitions {
 struct TaskTransition {
   taskId @0 :Data;
   state @1 :Text;            # waiting, queued, running, canceling, success, failed, canceled, workerDied
-  workerId @2 :Data;         # running: the worker; empty otherwise
+  workerId @2 :Data;         # dispatched: the worker; an end after a run: the worker that ran it; else empty
   functionName @3 :Text;
   wallTime @4 :Float64;
+  runSeconds @5 :Float64;    # an end after a run: how long it held its worker; 0 otherwise
+  peakMemoryBytes @6 :UInt64; # an end after a profiled run: the peak memory growth measured; 0 otherwise
 }
 
 struct ScalingDecisions {

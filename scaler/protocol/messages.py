@@ -525,9 +525,13 @@ class StatusSnapshot:
 class TaskTransition:
     task_id: TaskID
     state: str  #: waiting, queued, running, canceling, success, failed, canceled, workerDied ...
-    worker_id: bytes = b""
+    worker_id: bytes = b""  #: dispatched: the worker; an end after a run: the worker that ran it
     function_name: str = ""
     wall_time: float = 0.0
+    #: an end after a run (a result came back): how long it held its worker (0: it did not run)
+    run_seconds: float = 0.0
+    #: an end after a profiled run: the peak memory growth the worker measured (0: not measured)
+    peak_memory_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,7 +84,14 @@ SAMPLES: list[m.Message] = [
         functions=(m.FunctionSummary("inc", m.TaskCounts(queued=7, succeeded=3)),),
         message_counts=(m.MessageCount("Task", 10, 20),),
     ),
-    m.TaskTransitions((m.TaskTransition(T, "running", b"w", "inc", 1.7e9),), dropped=3, wall_time=1.7e9),
+    m.TaskTransitions(
+        (
+            m.TaskTransition(T, "running", b"w", "inc", 1.7e9),
+            m.TaskTransition(T, "success", b"w", "inc", 1.7e9, 0.5, 4096),
+        ),
+        dropped=3,
+        wall_time=1.7e9,
+    ),
     m.ScalingDecisions((m.ScalingDecision("ecs-1", 3, 8, "412 tasks queued, work policy", 1.7e9),), 1.7e9),
 ]
 
