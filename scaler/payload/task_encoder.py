@@ -68,7 +68,9 @@ class FunctionEntry:
 
 
 class TaskEncoder:
-    """Per-client: function cache and argument encoding. `store(object_id, payload, name)` puts an object."""
+    """Per-client: function cache and argument encoding. `store(object_id, payload, name)` puts an object and
+    returns once it is stored; `store_later`, where given, stores arguments pipelined: it may return before the
+    object is stored, and the caller then holds the task until it is (client/put_pipeline.py)."""
 
     def __init__(
         self,
@@ -76,10 +78,12 @@ class TaskEncoder:
         serializer: Serializer,
         store: Callable[[ObjectID, bytes | Frames, str], None],
         serializer_id: Callable[[], ObjectID],
+        store_later: Callable[[ObjectID, bytes | Frames, str], None] | None = None,
     ) -> None:
         self._client_id = client_id
         self._serializer = serializer
         self._store = store
+        self._store_later = store_later
         self._serializer_id = serializer_id
         self._functions: dict[int, FunctionEntry] = {}
         self._stored: set[ObjectID] = set()
@@ -93,6 +97,10 @@ class TaskEncoder:
         self._stored.clear()
         self._large.clear()
         self._large_sizes.clear()
+
+    def forget_object(self, object_id: ObjectID) -> None:
+        """The object could not be stored: the next use must store it again."""
+        self._stored.discard(object_id)
 
     def function(self, function: Any, refresh: bool = False) -> FunctionEntry:
         """The function's stored entry. A function is serialized once per client and then found by identity;
@@ -116,8 +124,10 @@ class TaskEncoder:
         self._functions[id(function)] = entry
         return entry
 
-    def put_object(self, payload: bytes | Frames, name: str) -> ObjectID:
-        """Store the bytes (or frames) once per client: identical content gets the same id and is stored once."""
+    def put_object(self, payload: bytes | Frames, name: str, later: bool = False) -> ObjectID:
+        """Store the bytes (or frames) once per client: identical content gets the same id and is stored once.
+        `later`: through `store_later` where there is one (a task's argument; objects of 8 MiB and more are
+        always stored at once, while they are hashed)."""
         size = frames_size(payload)
         if size >= LARGE_OBJECT_BYTES and size not in self._large_sizes:
             return self._put_large(payload, name)
@@ -125,8 +135,13 @@ class TaskEncoder:
         if object_id in self._large:
             return self._large[object_id]
         if object_id not in self._stored:
-            self._store(object_id, payload, name)
-            self._stored.add(object_id)
+            store = self._store_later if later and self._store_later is not None else self._store
+            self._stored.add(object_id)  # before the call: a pipelined store that fails forgets it again
+            try:
+                store(object_id, payload, name)
+            except BaseException:
+                self._stored.discard(object_id)
+                raise
         return object_id
 
     def _put_large(self, payload: bytes | Frames, name: str) -> ObjectID:
@@ -155,7 +170,8 @@ class TaskEncoder:
             raise TypeError(f"cannot serialize {which} of type {describe(value)}: {error}") from error
         if len(payload) <= INLINE_LIMIT_BYTES:
             return m.Argument(m.ArgumentKind.INLINE, payload, keyword)
-        return m.Argument(m.ArgumentKind.OBJECT_ID, self.put_object(payload, f"argument of {describe(value)}"), keyword)
+        object_id = self.put_object(payload, f"argument of {describe(value)}", later=True)
+        return m.Argument(m.ArgumentKind.OBJECT_ID, object_id, keyword)
 
     def arguments(self, args: Iterable[Any], kwargs: dict[str, Any]) -> tuple[m.Argument, ...]:
         encoded = [self.argument(value, "", position) for position, value in enumerate(args)]
