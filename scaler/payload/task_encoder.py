@@ -2,7 +2,8 @@
 
 Object ids of what a client stores are content-addressed (sha256 of the client id and the bytes), so
 identical functions and objects are stored once; ids differ between clients, so one client's
-cleanup never deletes another's objects.
+cleanup never deletes another's objects. Every id a client makes starts with its `owner_tag`, so a processor
+can tell the objects of the task's own client from others (see task_decoder).
 """
 
 from __future__ import annotations
@@ -29,11 +30,19 @@ LARGE_OBJECT_BYTES = 8 * 1024 * 1024
 Frames = list[Any]  #: the buffers an object is stored as (see serializer.serialize_to_frames)
 
 
+#: The bytes of an object id that name its owner (the rest is the content's digest, or random for large objects).
+OWNER_TAG_BYTES = 4
+
+
+def owner_tag(owner: bytes) -> bytes:
+    return hashlib.sha256(b"owner:" + bytes(owner)).digest()[:OWNER_TAG_BYTES]
+
+
 def content_id(owner: bytes, payload: bytes | bytearray | memoryview | Frames) -> ObjectID:
     digest = hashlib.sha256(owner)
     for frame in payload if isinstance(payload, list) else [payload]:
         digest.update(frame)
-    return ObjectID(digest.digest()[:16])
+    return ObjectID(owner_tag(owner) + digest.digest()[: 16 - OWNER_TAG_BYTES])
 
 
 def frames_size(payload: bytes | Frames) -> int:
@@ -87,12 +96,14 @@ class TaskEncoder:
         self._serializer_id = serializer_id
         self._functions: dict[int, FunctionEntry] = {}
         self._stored: set[ObjectID] = set()
+        self._clear_epoch = 0  #: how many times the client cleared its objects (see TaskBody.clear_epoch)
         #: large objects: content digest -> id, and the sizes stored (equal content needs equal size)
         self._large: dict[bytes, ObjectID] = {}
         self._large_sizes: set[int] = set()
 
     def forget_stored(self) -> None:
-        """After client.clear(): everything must be stored again."""
+        """After client.clear(): everything must be stored again, and tasks carry the next clear epoch."""
+        self._clear_epoch = (self._clear_epoch + 1) % (1 << 32)
         self._functions.clear()
         self._stored.clear()
         self._large.clear()
@@ -151,7 +162,7 @@ class TaskEncoder:
         digest: list[ObjectID] = []
         hashing = threading.Thread(target=lambda: digest.append(content_id(self._client_id, payload)))
         hashing.start()
-        object_id = new_random_object_id()
+        object_id = ObjectID(owner_tag(self._client_id) + new_random_object_id()[OWNER_TAG_BYTES:])
         try:
             self._store(object_id, payload, name)
         finally:
@@ -192,7 +203,9 @@ class TaskEncoder:
         dependencies: tuple[TaskID, ...] = (),
     ) -> m.Task:
         body = codec.encode_body(
-            m.TaskBody(function.object_id, arguments, self._serializer_id(), profiling, stream_output)
+            m.TaskBody(
+                function.object_id, arguments, self._serializer_id(), profiling, stream_output, self._clear_epoch
+            )
         )
         return m.Task(
             task_id, self._client_id, body, function.name, priority, capabilities, GraphID(graph_id), dependencies
