@@ -9,9 +9,11 @@ cluster of `n_workers` single-threaded worker processes and keeps the cluster's 
 import importlib.metadata
 import inspect
 import logging
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
@@ -212,6 +214,18 @@ class DaskAdapter:
         return "the client process (LocalCluster runs the scheduler in-process)"
 
 
+class RayFuture:
+    """An ObjectRef with the `result()` the workloads call on a submitted task (W3, W8): `ray.get` of it."""
+
+    def __init__(self, ref: Any) -> None:
+        self.ref = ref
+
+    def result(self) -> Any:
+        import ray
+
+        return ray.get(self.ref)
+
+
 class RayAdapter:
     """Ray on one machine: `ray.init(num_cpus=n_workers)` starts its own head (GCS, raylet, object store) and
     `n_workers` CPU slots, each task taking one, as each of the other systems' workers runs one task at a time.
@@ -224,6 +238,7 @@ class RayAdapter:
         self._log_dir = log_dir
         self._remotes: dict[Callable[..., Any], Any] = {}
         self._started = False
+        self._temp_dir = ""
 
     def version(self) -> str:
         return importlib.metadata.version("ray")
@@ -231,12 +246,15 @@ class RayAdapter:
     def start(self, n_workers: int, separate_scheduler: bool = False) -> None:
         import ray
 
+        # Ray's session folder holds its AF_UNIX sockets, whose paths may not exceed 107 bytes: a short folder of its
+        # own, whose logs are copied to the run's log folder at the end.
+        self._temp_dir = tempfile.mkdtemp(prefix="bench-ray-")
         ray.init(
             num_cpus=n_workers,
             include_dashboard=False,
             log_to_driver=False,
             logging_level=logging.WARNING,
-            _temp_dir=str(self._log_dir / "ray"),
+            _temp_dir=self._temp_dir,
         )
         self._started = True
 
@@ -245,6 +263,10 @@ class RayAdapter:
             import ray
 
             ray.shutdown()
+        if self._temp_dir:
+            shutil.copytree(self._temp_dir, self._log_dir / "ray", dirs_exist_ok=True, ignore_dangling_symlinks=True,
+                            ignore=shutil.ignore_patterns("sockets", "*.sock"))  # fmt: skip
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
 
     def _remote(self, fn: Callable[..., Any]) -> Any:
         remote = self._remotes.get(fn)
@@ -255,16 +277,18 @@ class RayAdapter:
         return remote
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return self._remote(fn).remote(*args)
+        return RayFuture(self._remote(fn).remote(*args))
 
     def gather(self, futures: list[Any]) -> list[Any]:
         import ray
 
-        return list(ray.get(futures))
+        return list(ray.get([future.ref for future in futures]))
 
     def map(self, fn: Callable[..., Any], items: Iterable[Any]) -> list[Any]:
+        import ray
+
         remote = self._remote(fn)
-        return self.gather([remote.remote(item) for item in items])
+        return list(ray.get([remote.remote(item) for item in items]))
 
     def send_object(self, obj: Any) -> Any:
         import ray

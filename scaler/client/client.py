@@ -151,6 +151,8 @@ class Client:
             if not getattr(self, "_closed", True):
                 self._closed = True
                 self._agent.stop(0.0)
+                if self._puts is not None:  # its thread would otherwise wait on its sockets for good
+                    self._puts.close(0.0)
         except Exception:
             pass
 
