@@ -128,7 +128,9 @@ class PutPipeline(Generic[T]):
         self._timeout_seconds = timeout_seconds
         self._release, self._fail, self._forget = release, fail, forget
         self._gate: PutGate[T] = PutGate()
-        self._lock = threading.Lock()  #: the gate, the queues, and the order of releases
+        #: the gate, the queues and the order of releases; re-entrant: a released or failed future's done-callback
+        #: may submit again from inside `release` or `fail`
+        self._lock = threading.RLock()
         self._room = threading.Condition(self._lock)  #: signalled as in-flight bytes go down
         self._queued: collections.deque[_Put] = collections.deque()
         self._in_flight: dict[int, _Put] = {}

@@ -98,3 +98,23 @@ def test_a_task_cancelled_while_its_argument_is_being_stored_is_cancelled(
         assert results == [zlib.crc32(bytes([i]) * 200_000) for i in range(29)]
         wait_for(lambda: futures[-1].done(), "the cancelled future done", timeout_seconds=30)
         assert futures[-1].cancelled() or futures[-1].result() == zlib.crc32(bytes([29]) * 200_000)
+
+
+def test_a_release_that_submits_again_does_not_deadlock() -> None:
+    """A released future's done-callback may submit from inside `release` (under the pipeline's lock). Checked with
+    a plain Lock instead of the RLock: this test hangs until its timeout."""
+    address = free_addresses().object_storage
+    released: list[str] = []
+    pipeline: PutPipeline[str] = PutPipeline(address, OWNER, None, 30.0, released.extend, lambda i, e: None, print)
+
+    def release(items: list[str]) -> None:
+        released.extend(items)
+        if items == ["first"]:
+            pipeline.submit(["from the callback"])
+
+    pipeline._release = release
+    try:
+        pipeline.submit(["first"])
+        assert released == ["first", "from the callback"]
+    finally:
+        pipeline.close(0.0)
