@@ -16,11 +16,14 @@ REPO_ROOT = BENCH_DIR.parent
 VENVS_DIR = BENCH_DIR / ".venvs"
 WORKLOAD_MAIN = BENCH_DIR / "workloads" / "main.py"
 
-COMMON_REQUIREMENTS = ["psutil"]  # the workload side samples processes with psutil
+# The workload side samples processes with psutil; the workloads shaped like users' days (U1-U4) need numpy, pandas
+# and scikit-learn (with joblib) in every system's venv, the same versions everywhere.
+COMMON_REQUIREMENTS = ["psutil", "numpy==2.4.6", "pandas==3.1.1", "scikit-learn==1.9.1"]
 REQUIREMENTS: dict[str, list[str]] = {
     "ours": ["-e", str(REPO_ROOT)],
     "opengris": ["opengris-scaler==2.9.0"],
     "dask": ["dask[distributed]==2026.8.0"],
+    "ray": ["ray==2.60.0"],
 }
 SYSTEMS = tuple(REQUIREMENTS)
 #: Venvs of benchmarks beyond run.py's systems (compat_frontends.py): ours with the front ends' extras, and the

@@ -27,6 +27,7 @@ from scaler.client.graph import encode_graph
 from scaler.client.map_chunks import MAX_CHUNK, chunk_size, chunk_size_lookahead, name_failed_item, run_chunk
 from scaler.client.map_stream import chunks_in_flight, stream_map
 from scaler.client.progress import progress_counter, wait_with_bar
+from scaler.client.put_pipeline import PutPipeline
 from scaler.errors import ClientQuitException, ClientShutdownException
 from scaler.io.address import validate_address
 from scaler.io.sockets import TransportSecurity
@@ -127,7 +128,10 @@ class Client:
         )  # fmt: skip
         reply = self._agent.start(connect_timeout_seconds)
         self._object_storage_address = object_storage_address or reply.object_storage_address
-        self._encoder = TaskEncoder(self._identity, self._serializer, self._store, self._current_serializer_id)
+        self._puts: PutPipeline[tuple[TaskID, ScalerFuture, bytes]] | None = None
+        self._encoder = TaskEncoder(
+            self._identity, self._serializer, self._store, self._current_serializer_id, store_later=self._store_later
+        )
         self._chunk_runners: dict[int, functools.partial[list[Any]]] = {}
         self._reader = ResultReader(self._serializer, self._storage)
         _LIVE_CLIENTS.add(self)
@@ -171,6 +175,8 @@ class Client:
             if not getattr(self, "_closed", True):
                 self._closed = True
                 self._agent.stop(0.0)
+                if self._puts is not None:  # its thread would otherwise wait on its sockets for good
+                    self._puts.close(0.0)
         except Exception:
             pass
 
@@ -199,6 +205,31 @@ class Client:
     def _store(self, object_id: ObjectID, payload: bytes | list[Any], name: str) -> None:
         self._storage().put(object_id, payload, owner_id=self._identity, name=name)
 
+    def _store_later(self, object_id: ObjectID, payload: bytes | list[Any], name: str) -> None:
+        """An argument's put, pipelined: tasks go through `_hand_over`, which holds them until it is stored."""
+        self._put_pipeline().put(object_id, payload, name)
+
+    def _put_pipeline(self) -> PutPipeline[tuple[TaskID, ScalerFuture, bytes]]:
+        with self._lock:
+            if self._puts is None or self._puts.is_closed:  # none yet, or stopped by a storage failure
+                self._puts = PutPipeline(
+                    str(self._object_storage_address), self._identity, self._security, self._timeout_seconds,
+                    release=self._agent.submit, fail=_fail_held, forget=self._encoder.forget_object,
+                )  # fmt: skip
+            return self._puts
+
+    def _hand_over(self, tasks: list[tuple[TaskID, ScalerFuture, bytes]]) -> None:
+        """Tasks to the agent, after the arguments they were encoded with are stored (see put_pipeline)."""
+        if self._puts is None:
+            self._agent.submit(tasks)
+        else:
+            self._puts.submit(tasks)
+
+    def _flush_puts(self) -> None:
+        """Before what must not overtake held tasks (a graph, a cancel, clear, leaving)."""
+        if self._puts is not None:
+            self._puts.flush(self._timeout_seconds)
+
     def _current_serializer_id(self) -> ObjectID:
         if isinstance(self._serializer, DefaultSerializer) and type(self._serializer) is DefaultSerializer:
             return ObjectID(b"")
@@ -220,6 +251,7 @@ class Client:
         return future
 
     def _request_cancel(self, task_id: TaskID) -> None:
+        self._flush_puts()  # a task still held behind its puts is sent first, so the cancel finds it
         self._agent.cancel([task_id])
 
     def _cancel_without_waiting(self, futures: Iterable[ScalerFuture]) -> None:
@@ -268,7 +300,7 @@ class Client:
             capabilities=m.make_capabilities(capabilities),
         )  # fmt: skip
         future = self._new_future(task_id, profiling)
-        self._agent.submit([(task_id, future, codec.encode(task))])
+        self._hand_over([(task_id, future, codec.encode(task))])
         return future
 
     @overload
@@ -368,11 +400,11 @@ class Client:
             future = self._new_future(task_id, self._profiling)
             futures.append(future)
             batch.append((task_id, future, codec.encode(task)))
-            if len(batch) >= 1024:
-                self._agent.submit(batch)
+            if len(batch) >= 1024 or (self._puts is not None and len(batch) >= 32):
+                self._hand_over(batch)  # smaller batches while arguments are being stored: they leave sooner
                 batch = []
         if batch:
-            self._agent.submit(batch)
+            self._hand_over(batch)
         return futures
 
     def _gather(
@@ -439,6 +471,7 @@ class Client:
                 futures[key]._complete_with_value(graph[key])
         if encoded.message is not None:
             frame = codec.encode(encoded.message)
+            self._flush_puts()  # the graph's arguments are stored before the graph leaves
             self._agent.submit_graph(encoded.message.graph_id, frame, list(targets.items()))
         if not block:
             return futures
@@ -503,6 +536,7 @@ class Client:
         self._close_storage()
 
     def _cancel_all(self, timeout_seconds: float) -> None:
+        self._flush_puts()  # tasks held behind their puts reach the agent first, to be cancelled with the rest
         pending = [future for future in self._agent.unfinished().values() if not future.done()]
         if not pending:
             return
@@ -511,15 +545,24 @@ class Client:
 
     def _close_storage(self) -> None:
         with self._lock:
+            puts, self._puts = self._puts, None
             if self._storage_connection is not None:
                 self._storage_connection.close()
                 self._storage_connection = None
+        if puts is not None:
+            puts.close(0.0)
 
 
 #: Clients unpickled in this process: by the identity of the client that was pickled, or inside a task by its
 #: settings alone (one connection per processor).
 _unpickled: dict[tuple[bytes, str], Client] = {}
 _unpickled_lock = threading.Lock()
+
+
+def _fail_held(tasks: list[tuple[TaskID, ScalerFuture, bytes]], error: BaseException) -> None:
+    """Tasks whose arguments could not be stored: they never left; their futures fail with the storage's error."""
+    for _, future, _ in tasks:
+        future._fail(error)
 
 
 def _rebuild_client(

@@ -411,6 +411,8 @@ def encode_body(body: m.TaskBody) -> bytes:
             setattr(item, arg.kind.value, arg.data)
     b.profiling = body.profiling
     b.streamOutput = body.stream_output
+    if body.clear_epoch:
+        b.clearEpoch = body.clear_epoch
     return bytes(b.to_bytes())
 
 
@@ -424,7 +426,12 @@ def decode_body(data: bytes) -> m.TaskBody:
                 kind = sys.intern(a.which())  # a name given to getattr: see decode()
                 args.append(m.Argument(m.ArgumentKind(kind), getattr(a, kind), a.keyword))
             return m.TaskBody(
-                ObjectID(r.functionId), tuple(args), ObjectID(r.serializerId), r.profiling, r.streamOutput
+                ObjectID(r.functionId),
+                tuple(args),
+                ObjectID(r.serializerId),
+                r.profiling,
+                r.streamOutput,
+                r.clearEpoch,
             )
     except Exception as error:
         raise DecodeError(f"not a valid task body ({len(data)} bytes): {error}") from None

@@ -144,6 +144,8 @@ struct TaskBody {
   args @2 :List(Argument);
   profiling @3 :Bool;
   streamOutput @4 :Bool;
+  clearEpoch @5 :UInt32;    # how many times the client had called clear() when it encoded the task: a processor
+                            # uses an object it holds for the same client and epoch without asking storage again
 }
 
 struct Task {

@@ -182,6 +182,8 @@ class TaskBody:
     serializer_id: ObjectID = ObjectID(b"")  # noqa: RUF009 - a NewType of immutable bytes
     profiling: bool = False
     stream_output: bool = False
+    #: the client's clear() count at encoding; objects a processor fetched for this client in this epoch still exist
+    clear_epoch: int = 0
 
 
 class PayloadKind(enum.Enum):
