@@ -18,7 +18,9 @@ from scaler.protocol import messages as m
 
 #: A task's span starts when the scheduler hands it to a worker (its time in the worker's own queue included).
 STARTED_STATES = frozenset({"dispatched", "running"})
-FINAL_STATES = frozenset({"success", "failed", "canceled", "workerDied", "noWorker", "timedOut", "processorDied"})
+FINAL_STATES = frozenset(
+    {"success", "failed", "canceled", "workerDied", "noWorker", "timedOut", "processorDied", "outOfMemory"}
+)
 #: Upper bounds (seconds) of the task duration histogram's buckets.
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 300.0, float("inf"))
 #: Throughput points kept (one per status snapshot: two minutes at the default interval).
@@ -185,7 +187,9 @@ def _worker_view(worker: m.WorkerSummary) -> dict[str, Any]:
         "pid": worker.pid,
         "manager": worker.manager_id,
         "cpu_percent": worker.cpu_percent + sum(p.cpu_percent for p in worker.status.processors),
-        "rss_bytes": worker.rss_bytes + sum(p.rss_bytes for p in worker.status.processors),
+        "memory_bytes": worker.status.memory_bytes,  #: PSS of the agent and its processors
+        "memory_limit_bytes": worker.status.memory_limit_bytes,
+        "memory_limit_source": worker.status.memory_limit_source,
         "capacity": worker.capacity,
         "assigned": worker.assigned,
         "queued": worker.status.queued,

@@ -89,6 +89,9 @@ struct WorkerStatus {
   blocked @2 :UInt32;       # nested parents waiting on their children
   freeMemoryBytes @3 :UInt64;
   processors @4 :List(ProcessorStatus);
+  memoryBytes @5 :UInt64;       # the agent's and its processors' memory as the kernel charges it (PSS summed)
+  memoryLimitBytes @6 :UInt64;  # the memory limit the worker runs under (its cgroup's, else the machine's)
+  memoryLimitSource @7 :Text;   # "cgroup v1", "cgroup v2" or "machine"
 }
 
 struct ProcessorStatus {
@@ -96,6 +99,7 @@ struct ProcessorStatus {
   cpuPercent @1 :Float32;
   rssBytes @2 :UInt64;
   state @3 :Text;           # "starting", "idle", "running", "blocked"
+  memoryBytes @4 :UInt64;   # PSS: shared pages (the zygote's) divided among the processes sharing them
 }
 
 struct ManagerStatus {
@@ -179,6 +183,8 @@ enum ResultStatus {
   noWorker @9;              # refused: the queue is full (max-number-of-tasks-waiting)
   hostLost @10;             # worker -> scheduler: the remote machine running it was lost (a reclaimed spot
                             # instance); the scheduler runs it again within its retry budget
+  outOfMemory @11;          # the process running the task was killed by the kernel's OOM killer, or died at the
+                            # worker's memory limit; errorMessage gives the task's peak and the limit
 }
 
 struct Profile {

@@ -109,6 +109,7 @@ class ProcessorStatus:
     cpu_percent: float = 0.0
     rss_bytes: int = 0
     state: str = ""
+    memory_bytes: int = 0  #: PSS: what the kernel charges it, shared pages divided among their sharers
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +119,9 @@ class WorkerStatus:
     blocked: int = 0
     free_memory_bytes: int = 0
     processors: tuple[ProcessorStatus, ...] = ()
+    memory_bytes: int = 0  #: the agent's and its processors' PSS summed
+    memory_limit_bytes: int = 0  #: the limit the worker runs under: its cgroup's, else the machine's memory
+    memory_limit_source: str = ""  #: "cgroup v1", "cgroup v2" or "machine"
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +232,8 @@ class ResultStatus(enum.Enum):
     NO_WORKER = "noWorker"
     #: worker -> scheduler only: the machine that ran it was lost; run it again (counted against the retry budget)
     HOST_LOST = "hostLost"
+    #: the task's processor was killed by the kernel's OOM killer or died at the worker's memory limit
+    OUT_OF_MEMORY = "outOfMemory"
 
 
 @dataclass(frozen=True, slots=True)
