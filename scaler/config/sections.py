@@ -82,6 +82,9 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
     status_report_interval_seconds: float = setting(
         1.0, help="period of the status snapshots on the monitor address", short=("-sri",), gt=0
     )
+    metrics_address: str | None = setting(
+        None, help="HOST:PORT where the scheduler serves /metrics for Prometheus itself (default: not served)"
+    )
     protected: bool = setting(
         True, help="refuse clients' requests to shut the cluster down (-p False allows them)", short=("-p",)
     )

@@ -60,6 +60,8 @@ class DashboardState:
         self.spans: collections.deque[TaskSpan] = collections.deque(maxlen=spans_kept)
         self.decisions: collections.deque[m.ScalingDecision] = collections.deque(maxlen=decisions_kept)
         self.throughput: collections.deque[tuple[float, float]] = collections.deque(maxlen=THROUGHPUT_POINTS)
+        #: (wall time, the workers' memory summed, their limits summed), one point per status snapshot
+        self.memory: collections.deque[tuple[float, int, int]] = collections.deque(maxlen=THROUGHPUT_POINTS)
         self.durations = DurationHistogram()
         self._running: collections.OrderedDict[bytes, tuple[float, bytes, str]] = collections.OrderedDict()
 
@@ -82,6 +84,9 @@ class DashboardState:
             self.throughput.append((snapshot.wall_time, rate))
         self.snapshot = snapshot
         self.received_at = now
+        used = sum(worker.status.memory_bytes for worker in snapshot.workers)
+        limit = sum(_limits(snapshot.workers).values())
+        self.memory.append((snapshot.wall_time, used, limit))
 
     def _on_transition(self, transition: m.TaskTransition) -> None:
         if transition.state in STARTED_STATES:
@@ -126,6 +131,7 @@ class DashboardState:
             },
             "objects": {"count": stats.object_count, "bytes": stats.object_bytes},
             "throughput": [[time, rate] for time, rate in self.throughput],
+            "memory": [[time, used, limit] for time, used, limit in self.memory],
             "workers": [_worker_view(worker) for worker in snapshot.workers],
             "managers": [_manager_view(manager) for manager in snapshot.managers],
             "pending": [
@@ -177,6 +183,16 @@ class DashboardState:
 def _finished(snapshot: m.StatusSnapshot) -> int:
     stats = snapshot.scheduler
     return stats.succeeded + stats.failed + stats.canceled
+
+
+def _limits(workers: tuple[m.WorkerSummary, ...]) -> dict[object, int]:
+    """Each limit once: workers on one machine without a cgroup limit share that machine's memory."""
+    limits: dict[object, int] = {}
+    for worker in workers:
+        status = worker.status
+        key = (worker.hostname, "machine") if status.memory_limit_source == "machine" else worker.worker_id
+        limits[key] = status.memory_limit_bytes
+    return limits
 
 
 def _worker_view(worker: m.WorkerSummary) -> dict[str, Any]:
