@@ -185,7 +185,7 @@ def test_metrics_parse_and_count_a_known_map(launcher: Launcher) -> None:
     assert values[("scaler_scheduler_resident_memory_bytes", ())] > 0
     memory = [value for (name, _labels), value in values.items() if name == "scaler_worker_memory_bytes"]
     limits = [value for (name, _labels), value in values.items() if name == "scaler_worker_memory_limit_bytes"]
-    assert len(memory) == len(limits) == 2 and all(0 < used < limit for used, limit in zip(memory, limits))
+    assert len(memory) == len(limits) == 2 and all(0 < used < limit for used, limit in zip(memory, limits, strict=True))
 
 
 def test_the_scheduler_serves_metrics_itself(launcher: Launcher) -> None:
