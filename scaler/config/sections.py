@@ -27,6 +27,12 @@ class LoggingSettings:
     logging_config_file: str | None = setting(
         None, help="a Python logging .conf file; overrides the other logging settings", short=("-lcf", "-lc")
     )
+    logging_format: str = setting(
+        "text",
+        help="text: one line per record for people; json: one JSON object per line (time, level, logger, "
+        "component, message, and task_id/worker/client when a record has them)",
+        choices=("text", "json"),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -62,6 +62,7 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
                     logging_paths=config.logging_paths,
                     logging_level=config.logging_level,
                     logging_config_file=config.logging_config_file,
+                    logging_format=config.logging_format,
                 ),
                 security,
             )
