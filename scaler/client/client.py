@@ -400,6 +400,18 @@ class Client:
 
     # ------------------------------------------------------------ ending
 
+    def forward_logging(self, logger_name: str | None = None, level: int = logging.NOTSET) -> None:
+        """From now on, the `logging` records this client's tasks emit (on the task's thread) at `level` or above,
+        of logger `logger_name` and its children (every logger when None), reach this process's `logging` under
+        the same logger names, with `task_id` (hex) and `worker` as record attributes. Records travel in batches;
+        a task forwards at most 10,000 records (4 MiB), then one warning says how many were dropped. Tasks
+        submitted before the call do not forward. Dask's spelling."""
+        if isinstance(level, str):
+            level = logging.getLevelName(level.upper())
+        if not isinstance(level, int):
+            raise ValueError(f"level must be a logging level (logging.INFO or 'INFO'), not {level!r}")
+        self._encoder.log_forwarding = m.LogForwarding(level, logger_name or "")
+
     def clear(self) -> None:
         """Cancel this client's unfinished tasks and delete every object it stored."""
         self._check_open()

@@ -86,6 +86,8 @@ class TaskEncoder:
         #: large objects: content digest -> id, and the sizes stored (equal content needs equal size)
         self._large: dict[bytes, ObjectID] = {}
         self._large_sizes: set[int] = set()
+        #: set by Client.forward_logging: the tasks encoded from then on ask for their logging records
+        self.log_forwarding: m.LogForwarding | None = None
 
     def forget_stored(self) -> None:
         """After client.clear(): everything must be stored again."""
@@ -176,7 +178,9 @@ class TaskEncoder:
         dependencies: tuple[TaskID, ...] = (),
     ) -> m.Task:
         body = codec.encode_body(
-            m.TaskBody(function.object_id, arguments, self._serializer_id(), profiling, stream_output)
+            m.TaskBody(
+                function.object_id, arguments, self._serializer_id(), profiling, stream_output, self.log_forwarding
+            )
         )
         return m.Task(
             task_id, self._client_id, body, function.name, priority, capabilities, GraphID(graph_id), dependencies

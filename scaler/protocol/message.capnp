@@ -148,6 +148,9 @@ struct TaskBody {
   args @2 :List(Argument);
   profiling @3 :Bool;
   streamOutput @4 :Bool;
+  forwardLogging @5 :Bool;  # logging records of the task go to its client (Client.forward_logging)
+  forwardLevel @6 :Int32;   # ... those at this level or above
+  forwardLogger @7 :Text;   # ... of this logger and its children; empty: every logger
 }
 
 struct Task {
@@ -229,6 +232,7 @@ struct TaskLog {
 enum LogStream {
   stdout @0;
   stderr @1;
+  records @2;               # logging records, one JSON object per line (scaler/worker/log_forwarding.py)
 }
 
 # ---------------------------------------------------------------- graphs

@@ -180,12 +180,22 @@ class Argument:
 
 
 @dataclass(frozen=True, slots=True)
+class LogForwarding:
+    """Which logging records of a task go to its client: at `level` or above, of `logger_name` and its children
+    ("" for every logger)."""
+
+    level: int = 0
+    logger_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class TaskBody:
     function_id: ObjectID
     args: tuple[Argument, ...] = ()
     serializer_id: ObjectID = ObjectID(b"")  # noqa: RUF009 - a NewType of immutable bytes
     profiling: bool = False
     stream_output: bool = False
+    log_forwarding: LogForwarding | None = None
 
 
 class PayloadKind(enum.Enum):
@@ -275,6 +285,7 @@ class TaskCancelConfirm:
 class LogStream(enum.Enum):
     STDOUT = "stdout"
     STDERR = "stderr"
+    RECORDS = "records"  #: logging records, one JSON object per line
 
 
 @dataclass(frozen=True, slots=True)
