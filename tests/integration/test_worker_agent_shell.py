@@ -156,7 +156,7 @@ async def tasks_results_cancel_and_failure(scheduler: PlayedScheduler, executor:
         for _, message in executor.delivered
         if isinstance(message, m.HelloReply)
     )
-    # Heartbeats report each processor with the executor's usage (cpu, charged memory) and no pid; the round trip is measured.
+    # Heartbeats report each processor with the executor's usage (cpu, charged memory) and no pid.
     heartbeat = await scheduler.expect(m.Heartbeat, lambda h: h.worker.running == 2)
     assert isinstance(heartbeat, m.Heartbeat) and heartbeat.worker is not None
     running = [p for p in heartbeat.worker.processors if p.state == "running"]
