@@ -275,3 +275,49 @@ def test_a_combo_with_dashboard_true_serves_charts_with_axes_and_memory_against_
     cluster.shutdown()
     with pytest.raises(OSError):
         fetch(link)
+
+
+def test_the_dashboard_keeps_a_bounded_number_of_live_pages() -> None:
+    """A thousand tabs cannot hold a thousand threads: past MAX_EVENT_STREAMS live pages, /events answers 503 and
+    says why; a closed page frees its place. Checked by switching it off: without the semaphore the extra stream
+    is served (200)."""
+    import http.client
+    import threading
+
+    from scaler.config.sections import GUIConfig
+    from scaler.monitor.dashboard import MAX_EVENT_STREAMS, Dashboard
+
+    dashboard = Dashboard(GUIConfig(monitor_address=f"tcp://127.0.0.1:{free_tcp_port_block(1)}",
+                                    gui_address="127.0.0.1:0"))  # fmt: skip
+    server = threading.Thread(target=dashboard.serve, daemon=True)
+    server.start()
+    port = dashboard.server.server_address[1]
+    pages = []
+    try:
+        for _ in range(MAX_EVENT_STREAMS):
+            page = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            page.request("GET", "/events")
+            assert page.getresponse().status == 200
+            pages.append(page)
+        extra = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        extra.request("GET", "/events")
+        answer = extra.getresponse()
+        assert answer.status == 503 and b"live pages at once" in answer.read()
+        extra.close()
+        pages.pop().close()
+
+        def another_page_is_served() -> bool:
+            page = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            page.request("GET", "/events")
+            if page.getresponse().status == 200:
+                pages.append(page)
+                return True
+            page.close()
+            return False
+
+        wait_for(another_page_is_served, "a closed page's place to be free again", 30)
+    finally:
+        for page in pages:
+            page.close()
+        dashboard.stop()
+        server.join(10)
