@@ -16,7 +16,6 @@ The parsers are pure (text in, numbers out); `find_memory_limit` and `oom_kill_c
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,10 +128,6 @@ def charged_bytes(process: psutil.Process) -> int:
         return int(process.memory_info().rss)
 
 
-def own_process() -> psutil.Process:
-    return psutil.Process(os.getpid())
-
-
 @dataclass(slots=True)
 class _Sample:
     task_id: bytes | None  #: the task it computed when sampled
@@ -184,6 +179,3 @@ class MemoryWatch:
         return (
             f"out of memory: the processor {how}; the task's peak memory seen: {peak}, limit: {self.limit.describe()}"
         )
-
-    def forget(self, processor_id: bytes) -> None:
-        self._samples.pop(processor_id, None)
