@@ -15,7 +15,6 @@ import logging
 import os
 import socket
 import threading
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
@@ -31,6 +30,7 @@ from scaler.client.put_pipeline import PutPipeline
 from scaler.errors import ClientQuitException, ClientShutdownException
 from scaler.io.address import validate_address
 from scaler.io.sockets import TransportSecurity
+from scaler.monitor import local_schedulers
 from scaler.payload import processor_context
 from scaler.payload.processor_context import BlockingWait
 from scaler.payload.references import ObjectReference
@@ -50,20 +50,11 @@ logger = logging.getLogger(__name__)
 #: Bound on the waits of clear(), disconnect() and shutdown().
 CLOSE_TIMEOUT_SECONDS = 10.0
 
-#: Every Client of this process that was connected (weakly: a forgotten client goes away); see live_schedulers().
-_LIVE_CLIENTS: weakref.WeakSet[Client] = weakref.WeakSet()
-
 #: The parameters and the return type of the function a task runs, carried to its future.
 P = ParamSpec("P")
 R = TypeVar("R")
 A = TypeVar("A")
 B = TypeVar("B")
-
-
-def live_schedulers() -> list[tuple[str, TransportSecurity | None]]:
-    """The scheduler address and transport security of each connected client of this process (the run report
-    finds its scheduler through them)."""
-    return [(client._address, client._security) for client in list(_LIVE_CLIENTS) if not client._closed]
 
 
 class Client:
@@ -134,7 +125,7 @@ class Client:
         )
         self._chunk_runners: dict[int, functools.partial[list[Any]]] = {}
         self._reader = ResultReader(self._serializer, self._storage)
-        _LIVE_CLIENTS.add(self)
+        local_schedulers.note_client(self, self._address, self._security)  # the run report finds its scheduler
 
     # ------------------------------------------------------------ properties and plumbing
 
@@ -501,6 +492,18 @@ class Client:
 
     # ------------------------------------------------------------ ending
 
+    def forward_logging(self, logger_name: str | None = None, level: int = logging.NOTSET) -> None:
+        """From now on, the `logging` records this client's tasks emit (on the task's thread) at `level` or above,
+        of logger `logger_name` and its children (every logger when None), reach this process's `logging` under
+        the same logger names, with `task_id` (hex) and `worker` as record attributes. Records travel in batches;
+        a task forwards at most 10,000 records (4 MiB), then one warning says how many were dropped. Tasks
+        submitted before the call do not forward. Dask's spelling."""
+        if isinstance(level, str):
+            level = logging.getLevelName(level.upper())
+        if not isinstance(level, int):
+            raise ValueError(f"level must be a logging level (logging.INFO or 'INFO'), not {level!r}")
+        self._encoder.log_forwarding = m.LogForwarding(level, logger_name or "")
+
     def clear(self) -> None:
         """Cancel this client's unfinished tasks and delete every object it stored."""
         self._check_open()
@@ -514,6 +517,7 @@ class Client:
         if self._closed:
             return
         self._closed = True
+        local_schedulers.note_client_closed(self)
         try:
             if self._agent.error is None:
                 self._cancel_all(CLOSE_TIMEOUT_SECONDS)
@@ -532,6 +536,7 @@ class Client:
         if reply is not None and not reply.accepted:
             raise ClientShutdownException(reply.reason)
         self._closed = True
+        local_schedulers.note_client_closed(self)
         self._agent.stop(CLOSE_TIMEOUT_SECONDS)
         self._close_storage()
 

@@ -17,7 +17,6 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
-from scaler.client.client import live_schedulers
 from scaler.io.address import parse_address
 from scaler.io.sockets import TransportSecurity
 from scaler.monitor import local_schedulers
@@ -168,7 +167,7 @@ def default_monitor_address(address: str | None) -> tuple[str, TransportSecurity
     if address is not None:
         return combos.get(address) or str(parse_address(address).with_port_offset(2)), None
     found: dict[str, TransportSecurity | None] = {monitor: None for monitor in combos.values()}
-    for scheduler, client_security in live_schedulers():
+    for scheduler, client_security in local_schedulers.client_schedulers():
         found.setdefault(combos.get(scheduler) or _monitor_of(scheduler), client_security)
     context = processor_context.current()
     if context is not None:

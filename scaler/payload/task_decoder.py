@@ -49,6 +49,7 @@ class DecodedCall:
     serializer: Serializer
     profiling: bool
     stream_output: bool
+    log_forwarding: m.LogForwarding | None = None
 
 
 class ObjectCache:
@@ -110,7 +111,7 @@ class TaskDecoder:
             return m.TaskResult(task.task_id, failure.status, error_message=str(failure))
         except Exception as error:
             return failed_result(task, error, "".join(traceback.format_exception(error)))
-        return DecodedCall(function, args, kwargs, serializer, body.profiling, body.stream_output)
+        return DecodedCall(function, args, kwargs, serializer, body.profiling, body.stream_output, body.log_forwarding)
 
     def _serializer(self, serializer_id: ObjectID) -> Serializer:
         if not serializer_id:

@@ -100,6 +100,8 @@ class TaskEncoder:
         #: large objects: content digest -> id, and the sizes stored (equal content needs equal size)
         self._large: dict[bytes, ObjectID] = {}
         self._large_sizes: set[int] = set()
+        #: set by Client.forward_logging: the tasks encoded from then on ask for their logging records
+        self.log_forwarding: m.LogForwarding | None = None
 
     def forget_stored(self) -> None:
         """After client.clear(): everything must be stored again, and tasks carry the next clear epoch."""
@@ -204,7 +206,13 @@ class TaskEncoder:
     ) -> m.Task:
         body = codec.encode_body(
             m.TaskBody(
-                function.object_id, arguments, self._serializer_id(), profiling, stream_output, self._clear_epoch
+                function.object_id,
+                arguments,
+                self._serializer_id(),
+                profiling,
+                stream_output,
+                self._clear_epoch,
+                self.log_forwarding,
             )
         )
         return m.Task(

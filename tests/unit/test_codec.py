@@ -1,5 +1,8 @@
 """Every message survives a round trip through the codec, and bad frames are refused clearly."""
 
+import logging
+from dataclasses import replace
+
 import pytest
 
 from scaler.protocol import codec
@@ -118,6 +121,10 @@ def test_body_round_trip() -> None:
         True,
     )
     assert codec.decode_body(codec.encode_body(body)) == body
+    forwarding = replace(body, log_forwarding=m.LogForwarding(logging.INFO, "user.tasks"))
+    assert codec.decode_body(codec.encode_body(forwarding)) == forwarding
+    everything = replace(body, log_forwarding=m.LogForwarding())  # NOTSET, every logger: still on
+    assert codec.decode_body(codec.encode_body(everything)).log_forwarding == m.LogForwarding(0, "")
 
 
 @pytest.mark.parametrize("frame", [b"", b"\x00" * 7, b"garbage!" * 3, b"\xff" * 64])
