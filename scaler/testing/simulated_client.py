@@ -37,7 +37,7 @@ from scaler.io.zmq_async import AsyncSocket, Frames, watch_events
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
-from scaler.protocol.ids import ClientID, TaskID
+from scaler.protocol.ids import ClientID, GraphID, TaskID
 from scaler.protocol.scheduler_link import LinkSettings
 
 
@@ -129,6 +129,15 @@ class SimulatedClient:
         futures = [SimulatedFuture(task.task_id) for task in tasks]
         frames = [(task.task_id, future, codec.encode(task)) for task, future in zip(tasks, futures, strict=True)]
         self._carry_out(self.core.submit(frames))
+        return futures
+
+    def submit_graph(
+        self, graph_id: GraphID, nodes: Sequence[m.Task], targets: Sequence[TaskID]
+    ) -> list[SimulatedFuture]:
+        """A graph (its nodes carry `graph_id` and their dependencies); futures of its targets."""
+        futures = [SimulatedFuture(target) for target in targets]
+        frame = codec.encode(m.GraphTask(graph_id, self.identity, tuple(nodes), tuple(targets)))
+        self._carry_out(self.core.submit_graph(graph_id, frame, [(f.task_id, f) for f in futures]))
         return futures
 
     def cancel(self, task_ids: Sequence[TaskID]) -> None:

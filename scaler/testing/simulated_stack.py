@@ -34,7 +34,7 @@ from scaler.config.sections import ObjectStorageServerConfig
 from scaler.object_storage.server import serve as serve_object_storage
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
-from scaler.protocol.ids import ClientID, TaskID
+from scaler.protocol.ids import ClientID, GraphID, TaskID
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.server import SchedulerServer
 from scaler.testing.fake_clock import FakeClock
@@ -43,6 +43,7 @@ from scaler.testing.simulated_client import SimulatedClient
 from scaler.testing.simulated_processors import SUCCESS, RunLog, SimulatedProcessors, script_body
 from scaler.worker.agent.core import AgentCore, AgentSettings
 from scaler.worker.agent.shell import WorkerAgent, build_hello
+from scaler.worker.executors.contract import Executor
 
 T = TypeVar("T")
 
@@ -186,18 +187,22 @@ class SimulatedStack:
 
     # ------------------------------------------------------------ workers
 
-    def add_worker(self, name: str, slots: int = 1, max_staged_tasks: int = 16, **settings: Any) -> SimulatedWorker:
-        """A worker agent with `slots` simulated processors' worth of slots; `settings`: AgentSettings fields."""
+    def add_worker(
+        self, name: str, slots: int = 1, max_staged_tasks: int = 16, executor: Executor | None = None, **settings: Any
+    ) -> SimulatedWorker:
+        """A worker agent with `slots` slots; its processors are simulated (SimulatedProcessors, staging up to
+        `max_staged_tasks`) unless `executor` is given (an offload proxy's, say); `settings`: AgentSettings fields."""
+        processors = SimulatedProcessors(self.clock, self.log, name, max_staged_tasks)
+        executor = executor if executor is not None else processors
         agent_settings = AgentSettings(
-            scheduler_address=SCHEDULER_ADDRESS, slots=slots, max_staged_tasks=max_staged_tasks, **settings
+            scheduler_address=SCHEDULER_ADDRESS, slots=slots, max_staged_tasks=executor.max_staged_tasks, **settings
         )
         core = AgentCore(agent_settings, self.clock.now(), processor_prefix=name.encode())
-        processors = SimulatedProcessors(self.clock, self.log, name, max_staged_tasks)
         sockets = self.network.sockets()
         worker_id = f"Worker|SIM|{name}".encode()
         hello = build_hello((), core.capacity, "", "SIM")
         agent = WorkerAgent(
-            core, worker_id, SCHEDULER_ADDRESS, hello, processors, sockets, clock=self.clock, handle_signals=False
+            core, worker_id, SCHEDULER_ADDRESS, hello, executor, sockets, clock=self.clock, handle_signals=False
         )
         worker = self.workers[name] = SimulatedWorker(name, core, agent, processors, sockets,
                                                       asyncio.ensure_future(agent.run()))  # fmt: skip
@@ -230,10 +235,13 @@ class SimulatedStack:
         ending: str = SUCCESS,
         function: str = "f",
         priority: int = 0,
+        graph: GraphID = GraphID(b""),  # noqa: B008 - a NewType of immutable bytes
+        dependencies: tuple[TaskID, ...] = (),
     ) -> m.Task:
         """A task of `client` that computes `seconds` of simulated time, of function `function` (what a worker
-        learns run times by), and ends as `ending` says (simulated_processors)."""
+        learns run times by), and ends as `ending` says (simulated_processors); a graph's node names its `graph` and
+        the nodes it needs."""
         self._numbers += 1
         task_id = TaskID(self._numbers.to_bytes(16, "big"))
         body = script_body(seconds, ending, value=str(self._numbers).encode())
-        return m.Task(task_id, ClientID(client.identity), body, function, priority)
+        return m.Task(task_id, ClientID(client.identity), body, function, priority, (), graph, dependencies)
