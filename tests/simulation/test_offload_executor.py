@@ -258,7 +258,8 @@ def test_a_remote_system_slow_to_answer_never_blocks_the_agents_loop() -> None:
 def test_tasks_arriving_within_the_batch_window_are_one_submission_through_the_real_agent(window: float) -> None:
     """A proxy worker (the real worker agent, shell and core, with this executor) behind the real scheduler: three
     tasks submitted 0.3 s apart, within one 1 s batch window, are one submission, and their results reach the
-    client. Checked with the mechanism off (`window-0`: no window): each task is a submission of its own."""
+    client. Checked with the mechanism off (`window-0`: no window): each task is a submission of its own; and by
+    hand in the executor (its flush timer set to 0 s instead of the backend's window): the `window` case fails."""
     stack = SimulatedStack()
     remote, storage = MemoryRemote(batch_window_seconds=window), storage_with_double()
 

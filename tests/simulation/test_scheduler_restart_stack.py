@@ -3,7 +3,14 @@ real worker agents and cores and the real client core (`scaler.testing.simulated
 that ran through the restart are not run again and their results are kept (reattachment), clients submit their
 unfinished tasks and graphs again, a 50 s outage is survived, and one longer than a client's grace fails its futures.
 The integration tier keeps the same restart with real processes and sockets (tests/integration/
-test_scheduler_restart.py)."""
+test_scheduler_restart.py).
+
+How the tests were checked with their mechanism off, by hand: with the client core's submitting again on a second
+registration made to do nothing (`ClientCore`: `effects += self._submit_again()` replaced by `pass`), every test
+but the one about the grace fails (futures of tasks the new instance never heard of are never answered); with the
+scheduler core's reattachment made to forget what workers say they hold (`Reattachment.worker_holds` returning at
+once), the first test's `reattachment` case fails (the tasks that ran through the restart run again), as its
+`reattachment-off` case shows on every run."""
 
 from __future__ import annotations
 
