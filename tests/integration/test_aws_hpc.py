@@ -313,8 +313,10 @@ def test_a_killed_proxy_has_its_jobs_cancelled_and_its_task_runs_again(batch_clo
 
 
 def proxies() -> list[psutil.Process]:
+    """The proxy processes among this test's descendants (the manager's units): other processes on a shared
+    machine, another test run's proxies among them, are not this test's."""
     found = []
-    for process in psutil.process_iter():
+    for process in psutil.Process().children(recursive=True):
         try:
             if any("offload.proxy_process" in part for part in process.cmdline()):
                 found.append(process)
