@@ -27,40 +27,38 @@ def slow_square(x: int) -> int:
     return x * x
 
 
-def test_futures_complete_across_a_scheduler_killed_and_started_again(launcher: Launcher) -> None:
+def run_once_each(path: str, x: int, seconds: float) -> int:
+
+    with open(path, "a") as runs:
+        runs.write(f"{x}\n")
+    time.sleep(seconds)
+    return x * x
+
+
+def test_futures_complete_across_a_scheduler_killed_and_started_again_and_no_task_runs_twice(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """Twenty tasks on two workers; the scheduler is SIGKILLed once one has finished and two are running, and a new
+    instance that knows nothing starts at the same address: every future completes with its value, every task ran
+    exactly once (those that ran through the restart were adopted, not run again), the workers registered again and
+    new work runs. (One stack for what were two tests, a restart each: the simulation tier has the variations.)
+    Checked with reattachment off by hand (`Reattachment.worker_holds` returning at once): tasks 2 and 3, running
+    through the restart, ran twice and the last assertion failed."""
     addresses, scheduler, _storage = launcher.stack(workers=2)
+    runs = tmp_path / "runs"
+    runs.touch()
     with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=60) as client:
-        futures = [client.submit(slow_square, x) for x in range(20)]
+        futures = [client.submit(run_once_each, str(runs), x, 1.5 if x < 4 else 0.3) for x in range(20)]
         wait_for(lambda: any(future.done() for future in futures), "a first result")
+        wait_for(lambda: len(runs.read_text().split()) >= 3, "two more tasks running")
         scheduler.popen.send_signal(signal.SIGKILL)
         scheduler.wait_exit()
         assert not all(future.done() for future in futures)
         launcher.scheduler(addresses)  # the same address, a new instance that knows nothing
         assert [future.result(timeout=90) for future in futures] == [x * x for x in range(20)]
         wait_for_workers(addresses.monitor, 2)  # the workers registered again
-        assert client.map(slow_square, range(4)) == [0, 1, 4, 9]
-
-
-def run_once_each(path: str, x: int) -> int:
-
-    with open(path, "a") as runs:
-        runs.write(f"{x}\n")
-    time.sleep(1.5)
-    return x
-
-
-def test_tasks_running_through_a_restart_are_not_run_again(launcher: Launcher, tmp_path: Path) -> None:
-    addresses, scheduler, _storage = launcher.stack(workers=2)
-    runs = tmp_path / "runs"
-    runs.touch()
-    with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=60) as client:
-        futures = [client.submit(run_once_each, str(runs), x) for x in range(6)]
-        wait_for(lambda: len(runs.read_text().split()) >= 2, "two tasks running")
-        scheduler.popen.send_signal(signal.SIGKILL)
-        scheduler.wait_exit()
-        launcher.scheduler(addresses)
-        assert [future.result(timeout=90) for future in futures] == list(range(6))
-    assert sorted(int(x) for x in runs.read_text().split()) == list(range(6)), "each task ran exactly once"
+        assert client.map(abs, [-1, -2]) == [1, 2]
+    assert sorted(int(x) for x in runs.read_text().split()) == list(range(20)), "each task ran exactly once"
 
 
 def test_the_launcher_restarts_its_scheduler_and_the_work_goes_on(tmp_path: Path) -> None:
