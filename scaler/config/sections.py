@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from enum import Enum
 from typing import TypeVar
 
 from scaler.config.fields import RetiredSetting, setting
@@ -16,6 +17,22 @@ _S = TypeVar("_S")
 
 LOGGING_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 EVENT_LOOPS = ("builtin", "uvloop")
+
+
+class NestedParents(Enum):
+    """Where a task waiting on its nested tasks waits (`--nested-parents`; each value is how settings spell it)."""
+
+    THREAD = "thread"  #: parked in its processor, which runs other tasks meanwhile
+    PROCESS = "process"  #: in a processor of its own, which runs nothing else meanwhile
+
+    @classmethod
+    def named(cls, name: str) -> NestedParents:
+        """The mode a setting names; a ValueError naming the allowed ones for any other name."""
+        try:
+            return cls(name.lower())
+        except ValueError:
+            allowed = ", ".join(mode.value for mode in cls)
+            raise ValueError(f"nested_parents must be one of {allowed}, not {name!r}") from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,7 +186,7 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         help="where a task waiting on its nested tasks waits: 'thread' parks it in its processor, which runs other "
         "tasks meanwhile (no process per waiting parent; if that processor crashes or is stopped for another task, "
         "the parent runs again within the retry budget); 'process' keeps a processor per waiting parent",
-        choices=("thread", "process"),
+        choices=tuple(mode.value for mode in NestedParents),
     )
     io_threads: int = setting(
         1, help="ZeroMQ I/O threads per worker", short=("-it", "-wit"), aliases=("worker_io_threads",), gt=0

@@ -72,6 +72,25 @@ class PeerRoles(Protocol):
     def roles_of(self, public_key: bytes) -> frozenset[str]: ...
 
 
+class Sockets(Protocol):
+    """What a component asks for its sockets: a `SocketFactory`, or in tests the in-memory network's stand-in
+    (`scaler.testing.memory_network`), which the shells drive through the same `zmq_async` wrappers."""
+
+    security: TransportSecurity | None
+
+    def router(self, address: str, *, mandatory: bool = False, handover: bool = False) -> Socket: ...
+
+    def publisher(self, address: str, high_water_mark: int = MONITOR_HIGH_WATER_MARK) -> Socket: ...
+
+    def dealer(self, address: str, identity: bytes | None = None, immediate: bool = False) -> Socket: ...
+
+    def subscriber(self, address: str, topics: Sequence[bytes] = (b"",), high_water_mark: int = 0) -> Socket: ...
+
+    def event_monitor(self, sock: Socket, events: int) -> Socket: ...
+
+    def close(self) -> None: ...
+
+
 class SocketFactory:
     """Sockets of one component, from one ZeroMQ context. `close()` ends the context once its sockets are closed."""
 

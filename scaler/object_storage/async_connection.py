@@ -17,7 +17,7 @@ from typing import Any
 import zmq
 
 from scaler.errors import IncompatiblePeerError, ObjectStorageException
-from scaler.io.sockets import SocketFactory, TransportSecurity
+from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity
 from scaler.io.zmq_async import AsyncSocket, Frames
 from scaler.object_storage.connection import (
     DEFAULT_TIMEOUT_SECONDS,
@@ -64,7 +64,7 @@ class AsyncObjectStorageConnection:
         self,
         address: str,
         role: str,
-        sockets: SocketFactory | None = None,
+        sockets: Sockets | None = None,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         security: TransportSecurity | None = None,
     ) -> None:
@@ -72,7 +72,7 @@ class AsyncObjectStorageConnection:
         self._role = role
         self._is_factory_owned = sockets is None
         #: `security` secures the connection's own factory; a factory passed in brings its own
-        self._sockets = sockets if sockets is not None else SocketFactory(security=security)
+        self._sockets: Sockets = sockets if sockets is not None else SocketFactory(security=security)
         self._timeout_seconds = timeout_seconds
         self._request_ids = itertools.count(1)
         self._socket: AsyncSocket | None = None

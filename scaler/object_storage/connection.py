@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import zmq
 
 from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageException
-from scaler.io.sockets import SocketFactory, TransportSecurity
+from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity
 from scaler.protocol.codec import DecodeError, decode_storage_reply, encode_storage_request
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ObjectID
@@ -59,7 +59,7 @@ CONNECT_TIMEOUT_SECONDS = 10.0
 # ---------------------------------------------------------------- shared by both connections
 
 
-def open_dealer(sockets: SocketFactory, address: str, immediate: bool = False) -> zmq.Socket[Any]:
+def open_dealer(sockets: Sockets, address: str, immediate: bool = False) -> zmq.Socket[Any]:
     """A DEALER connected to the server (the factory's options: unbounded queues, no linger, TCP keep-alive).
     `immediate`: messages are queued only to a completed connection (a send finds out the server is gone)."""
     try:

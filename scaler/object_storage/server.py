@@ -28,7 +28,7 @@ from scaler.io.curve import KeyFileError, security_of
 from scaler.io.event_loop import run
 from scaler.io.peer_roles import storage_refusal
 from scaler.io.port_owner import address_in_use_problem
-from scaler.io.sockets import PeerRoles, SocketFactory, TransportSecurity, bound_endpoint
+from scaler.io.sockets import PeerRoles, SocketFactory, Sockets, TransportSecurity, bound_endpoint
 from scaler.io.zmq_async import AsyncSocket, Frames
 from scaler.object_storage.store import NO_OWNER, ObjectStore, PayloadBuffer
 from scaler.protocol.codec import DecodeError, decode_storage_request, encode_storage_reply
@@ -277,7 +277,7 @@ class ObjectStorageBindError(Exception):
     """The server could not listen on its address (in use, malformed, not permitted)."""
 
 
-def _bind(sockets: SocketFactory, address: str) -> zmq.Socket[Any]:
+def _bind(sockets: Sockets, address: str) -> zmq.Socket[Any]:
     """The bound ROUTER; raise ObjectStorageBindError with a one-line reason."""
     try:
         parsed = parse_address(address)
@@ -367,7 +367,7 @@ async def serve(
     config: ObjectStorageServerConfig,
     ready: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
-    sockets: SocketFactory | None = None,
+    sockets: Sockets | None = None,
 ) -> None:
     """Serve until `stop` is set (forever without one). `ready(endpoint)` is called once bound.
 

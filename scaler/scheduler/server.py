@@ -12,13 +12,13 @@ import asyncio
 import gc
 import logging
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
 import zmq
 
-from scaler.io.sockets import SocketFactory
+from scaler.io.clock import REAL_CLOCK, Clock
+from scaler.io.sockets import Sockets
 from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, PeerUnreachable, watch_events
 from scaler.object_storage.async_connection import AsyncObjectStorageConnection
 from scaler.protocol import codec
@@ -95,8 +95,9 @@ class SchedulerServer:
         bind_address: str,
         monitor_address: str,
         object_storage_address: str,
-        sockets: SocketFactory,
+        sockets: Sockets,
         on_publish: Callable[[object], None] | None = None,
+        clock: Clock = REAL_CLOCK,
     ) -> None:
         self._core = core
         self._on_publish = on_publish  #: also given each published message (the scheduler's own /metrics)
@@ -104,6 +105,8 @@ class SchedulerServer:
         self._monitor_address = monitor_address
         self._object_storage_address = object_storage_address
         self._sockets = sockets  #: the scheduler's, with its transport security; closed when the server stops
+        self._clock = clock  #: every wait; `now` stamps every event
+        self._now = clock.now
         self._stopped = asyncio.Event()
         self.stop_reason = ""
         self.exit_code: int = ExitCode.OK  #: of the scheduler process, once stopped
@@ -160,7 +163,7 @@ class SchedulerServer:
                     task.cancel()
                 await asyncio.gather(*self._background_tasks, return_exceptions=True)
             self._outbox.flush()
-            await asyncio.sleep(0.05)  # let the last replies (shutdown answers) leave
+            await self._clock.sleep(0.05)  # let the last replies (shutdown answers) leave
             self._monitor.close()
             self._router.close()
             self._publisher.close()
@@ -175,7 +178,7 @@ class SchedulerServer:
             return
         peer = PeerID(frames[0].bytes)
         key = self._keys.key_of(frames[1]) if self._keys is not None else None
-        now = time.monotonic()
+        now = self._now()
         events: list[Event] = []
         for frame in frames[1:]:
             self._received += 1
@@ -211,9 +214,8 @@ class SchedulerServer:
         peers = self._fd_peers.pop(value, None)
         if not peers:
             return
-        loop = asyncio.get_running_loop()
         for delay in PROBE_DELAYS_SECONDS:
-            loop.call_later(delay, self._probe, tuple(peers))
+            self._clock.call_later(delay, self._probe, tuple(peers))
 
     def _probe(self, peers: tuple[PeerID, ...]) -> None:
         """Send a Ping to each peer; an unroutable one is gone."""
@@ -223,12 +225,12 @@ class SchedulerServer:
             try:
                 self._router.send([peer, codec.encode(m.Ping())])
             except PeerUnreachable:
-                self._feed([PeerLost(peer, "connection closed", time.monotonic())])
+                self._feed([PeerLost(peer, "connection closed", self._now())])
             except zmq.ZMQError:
                 return
 
     def _on_unreachable(self, identity: bytes) -> None:
-        lost: list[Event] = [PeerLost(PeerID(identity), "connection closed", time.monotonic())]
+        lost: list[Event] = [PeerLost(PeerID(identity), "connection closed", self._now())]
         asyncio.get_running_loop().call_soon(self._feed, lost)
 
     # ------------------------------------------------------------ the core and its effects
@@ -257,7 +259,7 @@ class SchedulerServer:
                     self._background(self._storage.delete_owner(effect.owner), "delete a client's objects")
                 elif isinstance(effect, StopScheduler):
                     logger.info("stopping: %s", effect.reason)
-                    asyncio.get_running_loop().call_later(0.2, self.stop, effect.reason)
+                    self._clock.call_later(0.2, self.stop, effect.reason)
             except Exception:
                 logger.exception("could not perform %s", type(effect).__name__)
 
@@ -283,19 +285,19 @@ class SchedulerServer:
 
     async def _tick_routine(self) -> None:
         while True:
-            await asyncio.sleep(TICK_SECONDS)
-            self._feed([Tick(time.monotonic(), time.time())])
+            await self._clock.sleep(TICK_SECONDS)
+            self._feed([Tick(self._now(), self._clock.wall())])
 
     async def _revocation_routine(self, keys: PeerKeys) -> None:
         """Every second: a peer whose key left the authorised folder is dropped (its tasks go as if it had
         disconnected) and told so; its next hello is refused at registration."""
         while True:
-            await asyncio.sleep(REVOCATION_CHECK_SECONDS)
+            await self._clock.sleep(REVOCATION_CHECK_SECONDS)
             registered = set(self._core.clients) | set(self._core.workers) | set(self._core.managers)
             revoked = keys.revoked(registered)
             if not revoked:
                 continue
-            now = time.monotonic()
+            now = self._now()
             for peer in revoked:
                 notice = m.ProtocolError(REVOKED, m.ProtocolErrorKind.UNKNOWN_PEER)
                 self._outbox.send(peer, codec.encode(notice))
@@ -308,7 +310,7 @@ class SchedulerServer:
         process.cpu_percent()
         object_count = object_bytes = 0
         while True:
-            await asyncio.sleep(STATS_SECONDS)
+            await self._clock.sleep(STATS_SECONDS)
             try:
                 # the timeout given to the call itself: a wait_for around it would leave the call's own timer (60 s by
                 # default) cancelled but scheduled, 60 of them at a time, each pinning the memory arena it was

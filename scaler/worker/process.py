@@ -11,7 +11,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from scaler.config.sections import WorkerConfig, section_from_json, section_to_json
+from scaler.config.sections import NestedParents, WorkerConfig, section_from_json, section_to_json
 from scaler.errors import PreloadError
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
@@ -42,6 +42,7 @@ def check_worker_config(config: WorkerConfig) -> str | None:
         parse_worker_capabilities(config.per_worker_capabilities)
         if config.preload:
             parse_preload(config.preload)
+        NestedParents.named(config.nested_parents)
     except (AddressError, PreloadError, ValueError) as error:
         return str(error)
     return None
@@ -109,7 +110,7 @@ def run_agent(
         task_timeout_seconds=config.task_timeout_seconds,
         object_storage_address=config.object_storage_address or "",
         has_preload=bool(config.preload),
-        nested_parents=config.nested_parents,
+        nested_parents=NestedParents.named(config.nested_parents),
         max_staged_tasks=executor.max_staged_tasks,
     )
     capabilities = parse_worker_capabilities(config.per_worker_capabilities)

@@ -19,16 +19,15 @@ import logging
 import os
 import signal
 import socket
-import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from math import ceil
 
 import psutil
 import zmq
 
-from scaler.io.sockets import SocketFactory, TransportSecurity
+from scaler.io.clock import REAL_CLOCK, Clock
+from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity
 from scaler.io.zmq_async import AsyncSocket, Frames
 from scaler.protocol import codec
 from scaler.protocol import messages as m
@@ -86,14 +85,18 @@ class ManagerRunner:
         settings: RunnerSettings,
         backend: UnitBackend,
         spec: LaunchSpec,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = REAL_CLOCK,
         security: TransportSecurity | None = None,
+        sockets: Sockets | None = None,
     ) -> None:
+        """`clock`: every wait, and the time of events (the reconciler's is wall-clock seconds, as
+        UnitInfo.created_at); `sockets`: where its connection comes from (default: a SocketFactory with `security`)."""
         self._settings = settings
         self._security = security  #: secures the manager's connection to the scheduler (None: plain TCP)
         self._backend = backend
         self._spec = spec
-        self._clock = clock  #: the reconciler's clock: wall-clock seconds, as UnitInfo.created_at
+        self._clock = clock
+        self._sockets = sockets
         workers_per_unit = backend.workers_per_unit
         max_units = None if settings.max_workers is None else ceil(settings.max_workers / workers_per_unit)
         self._reconciler = Reconciler(
@@ -128,7 +131,7 @@ class ManagerRunner:
         loop = asyncio.get_running_loop()
         self._done: asyncio.Future[int] = loop.create_future()
         self._wake = asyncio.Event()
-        sockets = SocketFactory(self._settings.io_threads, self._security)
+        sockets = self._sockets or SocketFactory(self._settings.io_threads, self._security)
         sock = sockets.dealer(self._settings.scheduler_address, identity=self._identity)
         self._socket = AsyncSocket(loop, sock, self._on_frames)
         signals = self._install_signal_handlers(loop)
@@ -139,7 +142,7 @@ class ManagerRunner:
         )  # fmt: skip
         self._process = psutil.Process()
         self._process.cpu_percent()
-        self._follow_link(self._link.start(time.monotonic()))
+        self._follow_link(self._link.start(self._clock.now()))
         heartbeat = asyncio.ensure_future(self._tick_routine())
         reconcile = asyncio.ensure_future(self._reconcile_routine())
         try:
@@ -193,7 +196,7 @@ class ManagerRunner:
 
     async def _stop_all_units(self, reason: str) -> None:
         """Terminate every unit and wait (up to stop_timeout_seconds) until none is left."""
-        deadline = time.monotonic() + self._settings.stop_timeout_seconds
+        deadline = self._clock.now() + self._settings.stop_timeout_seconds
         announced = False
         while True:
             try:
@@ -212,11 +215,11 @@ class ManagerRunner:
                     await self._backend.terminate(running, f"the worker manager is stopping: {reason}")
                 except Exception as error:
                     logger.error("could not terminate units %s: %s", ", ".join(running), error)
-            if time.monotonic() > deadline:
+            if self._clock.now() > deadline:
                 left = ", ".join(f"{unit.unit_id} ({unit.state.value})" for unit in units)
                 logger.warning("units still not gone after %g s: %s", self._settings.stop_timeout_seconds, left)
                 return
-            await asyncio.sleep(0.2)
+            await self._clock.sleep(0.2)
 
     # ------------------------------------------------------------ scheduler link
 
@@ -244,7 +247,7 @@ class ManagerRunner:
             self._on_message(message)
 
     def _on_message(self, message: m.Message) -> None:
-        self._follow_link(self._link.on_message(message, time.monotonic()))
+        self._follow_link(self._link.on_message(message, self._clock.now()))
         if isinstance(message, m.ManagerTarget):
             self._target = Target.of(message)
             self._wake.set()
@@ -286,8 +289,8 @@ class ManagerRunner:
     async def _tick_routine(self) -> None:
         tick_seconds = min(0.5, self._settings.heartbeat_interval_seconds)
         while True:
-            await asyncio.sleep(tick_seconds)
-            self._follow_link(self._link.on_tick(time.monotonic()))
+            await self._clock.sleep(tick_seconds)
+            self._follow_link(self._link.on_tick(self._clock.now()))
 
     # ------------------------------------------------------------ reconcile loop
 
@@ -317,7 +320,7 @@ class ManagerRunner:
         if self._last_failure.startswith("could not list"):
             self._last_failure = ""
         target = self._target
-        plan = self._reconciler.plan(target, units, self._clock())
+        plan = self._reconciler.plan(target, units, self._clock.wall())
         for note in plan.notes:
             logger.info("%s", note)
         for unit_id, seconds in plan.reclaimed:
@@ -353,14 +356,14 @@ class ManagerRunner:
         try:
             unit_ids = await self._backend.launch(count, self._spec)
         except Exception as error:
-            self._reconciler.launch_failed(self._clock())
+            self._reconciler.launch_failed(self._clock.wall())
             delay = self._reconciler.backoff_seconds()
             self._failed(
                 logging.ERROR, f"launching unit(s) failed ({_describe(error)})", f"; next attempt in {delay:g} s"
             )
             logger.debug("launch failed", exc_info=True)
             return
-        self._reconciler.launched(unit_ids, count, self._clock())
+        self._reconciler.launched(unit_ids, count, self._clock.wall())
         self._last_failure = ""
         logger.info("launched unit(s) %s", ", ".join(unit_ids) or "(none)")
         if len(unit_ids) < count:

@@ -34,6 +34,12 @@ from scaler.protocol.handshake import local_python_version
 
 #: Generous bound on every wait for something that should happen "promptly".
 DEADLINE_SECONDS = 30.0
+#: How long a process just started may take to be there: a scheduler to answer its first hello (while it lives), a
+#: worker pool's workers to register. A scheduler's start is an interpreter, its imports (about 0.3 s of CPU on a
+#: quiet machine), up to 10 s waiting for its object storage server (started just before it, from cold too), then
+#: binding: on a 2-core machine shared with other suites that took over 30 s once ("no HelloReply within 30 s",
+#: the scheduler running and not yet logging anything).
+COLD_START_SECONDS = 90.0
 #: How long `scaler_fake_cloud` may take to print its endpoint: moto is a large package, and its first import at
 #: the start of a clean-clone run, with the other test process starting too, has taken more than 30 s in CI.
 CLOUD_START_SECONDS = 90.0
@@ -386,7 +392,7 @@ class Launcher:
         )
         if wait:
             try:
-                probe_scheduler(addresses.scheduler)
+                probe_scheduler(addresses.scheduler, COLD_START_SECONDS, service.popen)
             except AssertionError as error:
                 state = "running" if service.is_running() else f"exited ({service.popen.returncode})"
                 raise AssertionError(
@@ -407,7 +413,7 @@ class Launcher:
         scheduler = self.scheduler(addresses, *scheduler_args)
         if workers:
             self.cluster(addresses.scheduler, workers, "-his", "0.5")
-            wait_for_workers(addresses.monitor, workers)
+            wait_for_workers(addresses.monitor, workers, COLD_START_SECONDS)
         self._watch.remember()
         return addresses, scheduler, storage
 
@@ -445,12 +451,20 @@ def client_hello(protocol_version: int = m.PROTOCOL_VERSION, python_version: str
     )
 
 
-def hello_exchange(address: str, hello: m.Hello, timeout_seconds: float = DEADLINE_SECONDS) -> m.HelloReply:
-    """Send a hello from a fresh DEALER and return the scheduler's HelloReply."""
+def hello_exchange(
+    address: str,
+    hello: m.Hello,
+    timeout_seconds: float = DEADLINE_SECONDS,
+    process: subprocess.Popen[bytes] | None = None,
+) -> m.HelloReply:
+    """Send a hello from a fresh DEALER and return the scheduler's HelloReply; with `process` (the scheduler's),
+    stop waiting as soon as it has exited."""
     with dealer(address, identity=f"Client|probe-{time.monotonic_ns()}".encode()) as sock:
         sock.send(codec.encode(hello))
         deadline = time.monotonic() + timeout_seconds
         while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None:
+                raise AssertionError(f"no HelloReply from {address}: its scheduler exited")
             if sock.poll(100):
                 for frame in sock.recv_multipart():
                     reply = codec.decode(frame)
@@ -461,9 +475,11 @@ def hello_exchange(address: str, hello: m.Hello, timeout_seconds: float = DEADLI
     raise AssertionError(f"no HelloReply from {address} within {timeout_seconds:g} s")
 
 
-def probe_scheduler(address: str, timeout_seconds: float = DEADLINE_SECONDS) -> m.HelloReply:
-    """Wait until a scheduler answers hellos at `address`."""
-    reply = hello_exchange(address, client_hello(), timeout_seconds)
+def probe_scheduler(
+    address: str, timeout_seconds: float = DEADLINE_SECONDS, process: subprocess.Popen[bytes] | None = None
+) -> m.HelloReply:
+    """Wait until a scheduler answers hellos at `address` (with `process`: while that process lives)."""
+    reply = hello_exchange(address, client_hello(), timeout_seconds, process)
     assert reply.accepted, reply.reason
     return reply
 

@@ -16,7 +16,7 @@ import pytest
 
 from scaler import Client, SchedulerClusterCombo
 from scaler.errors import MissingObjects, ScalerError
-from tests.integration.conftest import monitor, running_cluster
+from tests.integration.conftest import monitor, running_cluster, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -177,10 +177,21 @@ def test_a_one_node_graph_in_a_tight_loop_always_completes(client: Client) -> No
         assert client.get({"x": (inc, number)}, keys=["x"]) == {"x": number + 1}
 
 
-def test_cancelling_one_future_cancels_the_whole_graph_and_frees_the_workers(client: Client) -> None:
-    graph = {"a": (sleep_for, 30), "b": (sleep_for, 30), "c": (add, "a", "b")}
+def touch_then_sleep(path: str, seconds: float) -> float:
+    """Say it started (the file `path`), then take `seconds`."""
+    import pathlib
+    import time
+
+    pathlib.Path(path).touch()
+    time.sleep(seconds)
+    return seconds
+
+
+def test_cancelling_one_future_cancels_the_whole_graph_and_frees_the_workers(client: Client, tmp_path: Path) -> None:
+    started_a, started_b = str(tmp_path / "a"), str(tmp_path / "b")
+    graph = {"a": (touch_then_sleep, started_a, 30), "b": (touch_then_sleep, started_b, 30), "c": (add, "a", "b")}
     futures = client.get(graph, keys=["a", "c"], block=False)
-    time.sleep(0.5)
+    wait_for(lambda: os.path.exists(started_a) and os.path.exists(started_b), "a and b to run on the workers")
     assert futures["c"].cancel(timeout=30)
     concurrent.futures.wait(list(futures.values()), timeout=30)
     assert all(future.cancelled() for future in futures.values())
@@ -339,15 +350,14 @@ with SchedulerClusterCombo(n_workers=1, logging_level="WARNING") as cluster:
 def test_stream_output_shows_task_output_in_the_client_marked_by_task() -> None:
     code = """
 from scaler import Client, SchedulerClusterCombo
-import sys, time
+import sys
 def shout(text):
     print(f"out:{text}")
     print(f"err:{text}", file=sys.stderr)
     return text
 with SchedulerClusterCombo(n_workers=1, logging_level="WARNING") as cluster:
     with Client(address=cluster.get_address(), stream_output=True) as client:
-        client.submit(shout, "hello").result()
-        time.sleep(0.5)
+        client.submit(shout, "hello").result()  # its lines were printed before its result came
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=110)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from scaler import Client
+from scaler.protocol import messages as m
 from scaler.worker_manager.backend import unit_id_of_worker
 from tests.integration.cloud_harness import REGION, cloud_unit_processes
 from tests.integration.conftest import (
@@ -71,14 +72,12 @@ def units_ever(kind: str, manager_id: str) -> int:
 
 
 def square_slowly(x: int) -> int:
-    import time
 
     time.sleep(0.05)
     return x * x
 
 
 def slow_identity(x: int) -> int:
-    import time
 
     time.sleep(1.5)
     return x
@@ -144,6 +143,23 @@ def unit_processes_of_manager(kind: str, manager_id: str) -> list[psutil.Process
     return found
 
 
+def wait_for_heartbeats(monitor_address: str, manager_id: str, count: int, status: m.ManagerStatus) -> None:
+    """Wait for `count` heartbeats of the manager that each report `status` (its reconciler's count after its
+    latest pass: the runner reconciles every second and heartbeats every second with -his 1, so three such
+    heartbeats are about three passes, each of which would have launched units had it not adopted them). A
+    heartbeat is told from the next by when it arrived: the snapshot's time less its seconds_since_heartbeat."""
+    seen, last_arrival = 0, float("-inf")
+    with monitor(monitor_address) as next_snapshot:
+        while seen < count:
+            snapshot = next_snapshot()
+            summaries = [summary for summary in snapshot.managers if summary.manager_id == manager_id]
+            arrival = snapshot.time - summaries[0].seconds_since_heartbeat if summaries else last_arrival
+            if arrival > last_arrival + 0.1:
+                reported = m.ManagerStatus(summaries[0].units, summaries[0].pending_units)
+                seen = seen + 1 if reported == status else 0
+                last_arrival = arrival
+
+
 def start_ecs_manager(launcher: Launcher, addresses: Addresses, manager_id: str, *args: str) -> Service:
     return launcher.start(
         "scaler_worker_manager", "aws_raw_ecs", addresses.scheduler, "-wmi", manager_id, "-his", "1", "-ll", "INFO",
@@ -169,7 +185,7 @@ def test_a_restarted_manager_adopts_its_units_instead_of_launching_more(fake_clo
         second = start_ecs_manager(launcher, addresses, manager_id, "-mtc", "2")
         second.wait_for_log("registered")
         assert [future.result() for future in futures] == list(range(12))
-        time.sleep(3)  # a few reconcile rounds of the new manager, with its target still 2 workers
+        wait_for_heartbeats(addresses.monitor, manager_id, 3, m.ManagerStatus(units=2))  # a pass each, target 2
         assert units_ever("ecs", manager_id) == 2, "the restarted manager launched units it already had"
         assert "launched unit" not in second.log_text()
 

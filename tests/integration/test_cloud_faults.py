@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,12 +48,15 @@ def errors_in(service: Service, text: str) -> int:
     return sum(1 for line in service.log_text().splitlines() if text in line and ("[ERROR]" in line or "[WARN" in line))
 
 
-def stays_registered(addresses: Addresses, manager_id: str, snapshots: int = 4) -> None:
-    """The manager goes on heartbeating: the scheduler lists it in several snapshots in a row."""
+def stays_registered(addresses: Addresses, manager_id: str, seconds: float = 4.0) -> None:
+    """The manager goes on heartbeating: from the first snapshot that lists it, the scheduler lists it in every
+    snapshot for `seconds` of the scheduler's time."""
     with monitor(addresses.monitor) as next_snapshot:
-        for _ in range(snapshots):
-            next_snapshot(lambda snapshot: manager_of(snapshot, manager_id) is not None)
-            time.sleep(1)
+        first = next_snapshot(lambda snapshot: manager_of(snapshot, manager_id) is not None)
+        snapshot = first
+        while snapshot.time - first.time < seconds:
+            snapshot = next_snapshot()
+            assert manager_of(snapshot, manager_id) is not None, f"{manager_id} left the scheduler's list"
 
 
 @pytest.mark.parametrize("kind", ["aws_raw_ecs", "orb_aws_ec2"])

@@ -13,7 +13,7 @@ from scaler.monitor.feed import FeedReader, FeedVersionError
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.feed import STATUS_TOPIC
-from tests.integration.conftest import Launcher, ProcessWatch
+from tests.integration.conftest import Launcher, ProcessWatch, wait_for
 from tests.integration.manager_harness import start_manager
 
 pytestmark = pytest.mark.integration
@@ -91,7 +91,8 @@ def test_a_flood_of_tasks_gives_subscribers_bounded_batches_and_a_stalled_subscr
     reader = FeedReader(addresses.monitor)
     tasks = 20_000
     try:
-        time.sleep(0.5)  # both subscriptions reach the publisher
+        for subscriber in (stalled, reader):  # each subscription reached the publisher: a status arrives
+            wait_for(lambda subscriber=subscriber: subscriber.receive(0.2) is not None, "a first message of the feed")
         with Client(address=addresses.scheduler) as client:
             futures = [client.submit(inc, x) for x in range(tasks)]
             batches: list[m.TaskTransitions] = []

@@ -120,7 +120,25 @@ def slow_fibonacci(client: Client, n: int) -> int:
 def counted_recursion(client: Client, folder: str, name: str, n: int) -> int:
     with open(os.path.join(folder, f"{name}-runs"), "a") as runs:
         runs.write("run\n")
-    return slow_fibonacci(client, n)
+    return leaf_counting_fibonacci(client, folder, name, n)
+
+
+def leaf_counting_fibonacci(client: Client, folder: str, name: str, n: int) -> int:
+    """slow_fibonacci whose leaves write the pid of the processor that computes them to `{name}-leaves`."""
+    if n <= 1:
+        with open(os.path.join(folder, f"{name}-leaves"), "a") as leaves:
+            leaves.write(f"{os.getpid()}\n")
+        time.sleep(0.02)
+        return n
+    a = client.submit(leaf_counting_fibonacci, client, folder, name, n - 1)
+    b = client.submit(leaf_counting_fibonacci, client, folder, name, n - 2)
+    return int(a.result() + b.result())
+
+
+def leaves(folder: Path, name: str) -> list[str]:
+    """The processors (pids) that computed the leaves of recursion `name` so far, one per leaf."""
+    path = folder / f"{name}-leaves"
+    return path.read_text().split() if path.exists() else []
 
 
 @pytest.mark.timeout(180)
@@ -134,9 +152,9 @@ def test_cancelling_one_recursion_leaves_another_in_the_same_processor_running_o
     with Client(cluster.get_address()) as client:
         doomed = client.submit(counted_recursion, client, folder, "doomed", 9)
         kept = client.submit(counted_recursion, client, folder, "kept", 9)
-        wait_for(lambda: (tmp_path / "doomed-runs").exists() and (tmp_path / "kept-runs").exists(),
-                 "both recursions to start")  # fmt: skip
-        time.sleep(0.3)
+        # both started, and the doomed one deep: its parents wait in the processor, its leaves compute there
+        wait_for(lambda: (tmp_path / "kept-runs").exists() and len(leaves(tmp_path, "doomed")) >= 3,
+                 "both recursions to start, and leaves of the doomed one to compute")  # fmt: skip
         assert doomed.cancel(timeout=30)
         assert kept.result(timeout=120) == 34
         assert client.submit(slow_fibonacci, client, 5).result(timeout=60) == 5, "the worker serves on"
@@ -219,7 +237,6 @@ def test_a_parked_parent_is_not_charged_for_the_cpu_its_child_used_in_its_proces
 def test_a_parked_parents_printed_lines_stay_its_own_while_its_child_prints_in_its_processor() -> None:
     code = """
 from scaler import Client, SchedulerClusterCombo
-import time
 def child():
     print("child speaking")
     return 7
@@ -230,8 +247,7 @@ def parent(client):
     return value
 with SchedulerClusterCombo(n_workers=1, logging_level="WARNING") as cluster:
     with Client(address=cluster.get_address(), stream_output=True) as client:
-        assert client.submit(parent, client).result() == 7
-        time.sleep(0.5)
+        assert client.submit(parent, client).result() == 7  # its lines were printed before its result came
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=170)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -264,8 +280,8 @@ def test_a_recursion_survives_the_death_of_a_worker_whose_processor_held_waiting
     folder = str(tmp_path)
     with Client(cluster.get_address()) as client:
         future = client.submit(counted_recursion, client, folder, "survivor", 10)
-        wait_for(lambda: (tmp_path / "survivor-runs").exists(), "the recursion to start")
-        time.sleep(0.5)  # parents now wait in both workers' processors
+        # parents now wait in both workers' processors: leaves computed in two processors
+        wait_for(lambda: len(set(leaves(tmp_path, "survivor"))) >= 2, "leaves in both workers' processors")
         victim = worker_agent_pids(cluster)[0]
         os.kill(victim, signal.SIGKILL)
         assert future.result(timeout=150) == 55

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import zmq
 
@@ -45,6 +46,7 @@ from scaler.protocol.storage_messages import (
     StorageRequest,
     StorageStatus,
 )
+from tests.integration.conftest import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -382,21 +384,28 @@ while True:
 """
 
 
-def _kill_after_line(script: str, address: str, line: str, delay_seconds: float) -> None:
-    """Run a client in a child process and SIGKILL it `delay_seconds` after it printed `line`."""
+#: Memory a receiving process gains once a 500 MiB transfer is under way (its buffers fill as bytes arrive).
+UNDER_WAY_BYTES = 64 * MiB
+
+
+def _kill_after_line(script: str, address: str, line: str, receiver_pid: int | None = None) -> None:
+    """Run a client in a child process and SIGKILL it once it printed `line` and the transfer that follows is under
+    way: the receiving process (`receiver_pid`; the child itself when None) holds UNDER_WAY_BYTES more memory."""
     command = [sys.executable, "-c", script, address]
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
         try:
             assert child.stdout is not None
             assert child.stdout.readline().strip() == line
-            time.sleep(delay_seconds)  # let the transfer get under way
+            receiver = psutil.Process(receiver_pid if receiver_pid is not None else child.pid)
+            before = receiver.memory_info().rss
+            wait_for(lambda: receiver.memory_info().rss > before + UNDER_WAY_BYTES, "the transfer to get under way")
         finally:
             child.kill()
             child.wait(timeout=30)
 
 
 def test_writer_killed_mid_put_leaves_the_server_serving(server: ServerProcess) -> None:
-    _kill_after_line(_PUT_THEN_DIE, server.address, "sending", 0.2)
+    _kill_after_line(_PUT_THEN_DIE, server.address, "sending", receiver_pid=server.process.pid)
     assert_serves_normally(server)
 
 
@@ -404,7 +413,7 @@ def test_reader_killed_mid_get_leaves_the_server_serving(
     server: ServerProcess, connection: ObjectStorageConnection
 ) -> None:
     connection.put(b"big", bytearray(500 * MiB))
-    _kill_after_line(_GET_FOREVER, server.address, "reading", 0.5)
+    _kill_after_line(_GET_FOREVER, server.address, "reading")
     assert_serves_normally(server)
     assert len(connection.get(b"big")) == 500 * MiB
 

@@ -1,6 +1,9 @@
-"""A scheduler killed with SIGKILL and started again at the same address: the client's futures complete as if
-nothing had happened (its unfinished tasks are submitted again), the workers register again, and `scaler FILE`
-restarts its scheduler by itself."""
+"""A scheduler killed with SIGKILL and started again at the same address, with real processes and sockets: the
+client's futures complete as if nothing had happened (its unfinished tasks are submitted again), the workers
+register again, and `scaler FILE` restarts its scheduler by itself. The new scheduler starts as soon as the old one
+is gone, whether or not its peers noticed yet (both ways end in registering again). What the restart does with
+graphs, long outages and a grace that runs out is in the simulation tier (tests/simulation/
+test_scheduler_restart_stack.py: the real shells and cores on simulated time)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from scaler import Client, DisconnectedError
+from scaler import Client
 from tests.integration.conftest import Launcher, free_addresses, probe_scheduler, wait_for, wait_for_workers
 from tests.integration.test_launcher import Stack
 
@@ -19,87 +22,43 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 
 def slow_square(x: int) -> int:
-    import time
 
     time.sleep(0.3)
     return x * x
 
 
-def test_futures_complete_across_a_scheduler_killed_and_started_again(launcher: Launcher) -> None:
-    addresses, scheduler, _storage = launcher.stack(workers=2)
-    with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=60) as client:
-        futures = [client.submit(slow_square, x) for x in range(20)]
-        wait_for(lambda: any(future.done() for future in futures), "a first result")
-        scheduler.popen.send_signal(signal.SIGKILL)
-        scheduler.wait_exit()
-        assert not all(future.done() for future in futures)
-        time.sleep(1)  # the client and the workers see the connection close
-        launcher.scheduler(addresses)  # the same address, a new instance that knows nothing
-        assert [future.result(timeout=90) for future in futures] == [x * x for x in range(20)]
-        wait_for_workers(addresses.monitor, 2)  # the workers registered again
-        assert client.map(slow_square, range(4)) == [0, 1, 4, 9]
-
-
-def run_once_each(path: str, x: int) -> int:
-    import time
+def run_once_each(path: str, x: int, seconds: float) -> int:
 
     with open(path, "a") as runs:
         runs.write(f"{x}\n")
-    time.sleep(1.5)
-    return x
+    time.sleep(seconds)
+    return x * x
 
 
-def test_tasks_running_through_a_restart_are_not_run_again(launcher: Launcher, tmp_path: Path) -> None:
+def test_futures_complete_across_a_scheduler_killed_and_started_again_and_no_task_runs_twice(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """Twenty tasks on two workers; the scheduler is SIGKILLed once one has finished and two are running, and a new
+    instance that knows nothing starts at the same address: every future completes with its value, every task ran
+    exactly once (those that ran through the restart were adopted, not run again), the workers registered again and
+    new work runs. (One stack for what were two tests, a restart each: the simulation tier has the variations.)
+    Checked with reattachment off by hand (`Reattachment.worker_holds` returning at once): tasks 2 and 3, running
+    through the restart, ran twice and the last assertion failed."""
     addresses, scheduler, _storage = launcher.stack(workers=2)
     runs = tmp_path / "runs"
     runs.touch()
     with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=60) as client:
-        futures = [client.submit(run_once_each, str(runs), x) for x in range(6)]
-        wait_for(lambda: len(runs.read_text().split()) >= 2, "two tasks running")
+        futures = [client.submit(run_once_each, str(runs), x, 1.5 if x < 4 else 0.3) for x in range(20)]
+        wait_for(lambda: any(future.done() for future in futures), "a first result")
+        wait_for(lambda: len(runs.read_text().split()) >= 3, "two more tasks running")
         scheduler.popen.send_signal(signal.SIGKILL)
         scheduler.wait_exit()
-        time.sleep(1)
-        launcher.scheduler(addresses)
-        assert [future.result(timeout=90) for future in futures] == list(range(6))
-    assert sorted(int(x) for x in runs.read_text().split()) == list(range(6)), "each task ran exactly once"
-
-
-def slow_add(a: int, b: int) -> int:
-    import time
-
-    time.sleep(0.5)
-    return a + b
-
-
-def test_a_graph_is_submitted_again_to_a_restarted_scheduler(launcher: Launcher) -> None:
-    addresses, scheduler, _storage = launcher.stack(workers=2)
-    graph = {
-        "a": 1,
-        "b": (slow_add, "a", 2),
-        "c": (slow_add, "b", 3),
-        "d": (slow_add, "c", "b"),
-        "e": (slow_add, "d", 1),
-    }
-    with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=60) as client:
-        futures = client.get(graph, keys=["e", "c"], block=False)
-        time.sleep(0.7)  # "b" is done, "c" runs
-        scheduler.popen.send_signal(signal.SIGKILL)
-        scheduler.wait_exit()
-        time.sleep(1)
-        launcher.scheduler(addresses)
-        assert futures["e"].result(timeout=90) == 10 and futures["c"].result(timeout=90) == 6
-        assert client._agent.kept_graph_count == 0, "a finished graph is not kept"
-
-
-def test_without_a_scheduler_back_within_the_grace_the_futures_fail(launcher: Launcher) -> None:
-    addresses, scheduler, _storage = launcher.stack(workers=1)
-    with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=3) as client:
-        future = client.submit(time.sleep, 60)
-        time.sleep(0.5)
-        scheduler.popen.send_signal(signal.SIGKILL)
-        scheduler.wait_exit()
-        with pytest.raises(DisconnectedError, match="no scheduler answered there within 3 s"):
-            future.result(timeout=60)
+        assert not all(future.done() for future in futures)
+        launcher.scheduler(addresses)  # the same address, a new instance that knows nothing
+        assert [future.result(timeout=90) for future in futures] == [x * x for x in range(20)]
+        wait_for_workers(addresses.monitor, 2)  # the workers registered again
+        assert client.map(abs, [-1, -2]) == [1, 2]
+    assert sorted(int(x) for x in runs.read_text().split()) == list(range(20)), "each task ran exactly once"
 
 
 def test_the_launcher_restarts_its_scheduler_and_the_work_goes_on(tmp_path: Path) -> None:

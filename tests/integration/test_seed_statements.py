@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
 from scaler import Client
-from tests.integration.conftest import Launcher, free_addresses, probe_scheduler
+from tests.integration.conftest import Launcher, free_addresses, probe_scheduler, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -96,6 +95,8 @@ def test_python_dash_m_scaler_entry_point_runs_a_stack_like_the_scaler_command(t
     finally:
         stack.terminate()
         assert stack.wait(60) == 0
-    time.sleep(0.5)
-    left = [p for p in psutil.process_iter(["cmdline"]) if str(path) in " ".join(p.info["cmdline"] or [])]
-    assert not left
+
+    def left() -> list[psutil.Process]:
+        return [p for p in psutil.process_iter(["cmdline"]) if str(path) in " ".join(p.info["cmdline"] or [])]
+
+    wait_for(lambda: not left(), "every process of the stack to be gone", 10)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -27,7 +28,10 @@ pytestmark = pytest.mark.integration
 BIG = 200 * 1024  #: over the 64 KiB inline limit: results of this size go through object storage
 
 
-def big_result_after(seconds: float, fill: int) -> bytes:
+def big_result_after(seconds: float, fill: int, started: str = "") -> bytes:
+    """After `seconds`, a result too big to travel inline; says it started by making the file `started`."""
+    if started:
+        open(started, "w").close()
     time.sleep(seconds)
     return bytes([fill]) * BIG
 
@@ -51,12 +55,14 @@ def storage_answers(address: str) -> bool:
 
 @pytest.mark.timeout(120)
 def test_a_storage_death_while_a_result_is_stored_fails_the_task_naming_storage_and_the_worker_lives_on(
-    launcher: Launcher,
+    launcher: Launcher, tmp_path: Path
 ) -> None:
     addresses, _scheduler, storage = launcher.stack(workers=1)
+    started = tmp_path / "started"
     with Client(address=addresses.scheduler) as client:
-        future = client.submit(big_result_after, 2.0, 1)
-        time.sleep(1.0)  # the task has started (its function came from storage); its result will not fit inline
+        future = client.submit(big_result_after, 2.0, 1, str(started))
+        # the task has started (its function came from storage); its result will not fit inline
+        wait_for(started.exists, "the task to start")
         storage.popen.send_signal(signal.SIGKILL)
         with pytest.raises(ObjectStorageException, match="object storage at") as raised:
             future.result(timeout=60)

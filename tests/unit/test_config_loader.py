@@ -18,6 +18,7 @@ from scaler.config.sections import (
     ECSWorkerManagerConfig,
     GUIConfig,
     NativeWorkerManagerConfig,
+    NestedParents,
     ObjectStorageServerConfig,
     SchedulerConfig,
     SymphonyWorkerManagerConfig,
@@ -598,3 +599,24 @@ def test_worker_manager_help_lists_the_types(capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert "baremetal_native,aws_raw_ecs,orb_aws_ec2,aws_hpc,symphony" in out
     assert "  aws_hpc           each task as an AWS Batch job" in out  # each type's summary, from its row
+
+
+@pytest.mark.parametrize("spelling", ["thread", "process", "PROCESS"])
+def test_nested_parents_is_spelled_as_before_on_the_command_line_and_in_files(tmp_path: Path, spelling: str) -> None:
+    from_flag = cluster([ADDRESS, "--nested-parents", spelling])
+    from_file = cluster(
+        ["-c", write(tmp_path, f'[cluster]\nscheduler_address = "{ADDRESS}"\nnested_parents = "{spelling}"\n')]
+    )
+    assert NestedParents.named(from_flag.nested_parents) is NestedParents(spelling.lower())
+    assert NestedParents.named(from_file.nested_parents) is NestedParents(spelling.lower())
+
+
+def test_a_bad_nested_parents_is_refused_naming_the_allowed_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert "thread, process" in refusal(capsys, cluster, [ADDRESS, "--nested-parents", "fiber"])
+    config = write(tmp_path, f'[cluster]\nscheduler_address = "{ADDRESS}"\nnested_parents = "fiber"\n')
+    error = refusal(capsys, cluster, ["-c", config])
+    assert "nested_parents" in error and "thread, process" in error
+    with pytest.raises(ValueError, match="nested_parents must be one of thread, process, not 'fiber'"):
+        NestedParents.named("fiber")

@@ -4,9 +4,9 @@ A processor is an execution slot the executor runs (for the zygote executor, a f
 state is its state in the processor protocol (`scaler.worker.processor_protocol`: QUEUED here, then STAGED,
 COMPUTING, PARKED, RESUMING or STOPPING in its processor), as the agent sees it; every move below is one of that
 table's. A processor computes at most one task (`task_id`, processor state RUNNING); tasks parked in it do not
-count, and its slot serves other tasks meanwhile. With `nested_parents = "thread"` (the default) a processor whose
+count, and its slot serves other tasks meanwhile. With `NestedParents.THREAD` (the default) a processor whose
 tasks are all parked is IDLE and takes the next task, in a thread of its own, so one process serves a whole nested
-computation; with "process" it is PARKED and takes no new task, so every waiting parent keeps a process of its own
+computation; with PROCESS it is PARKED and takes no new task, so every waiting parent keeps a process of its own
 (a crash of another task never reaches it). A computing processor may also hold STAGED tasks, which compute there
 next, in order.
 
@@ -26,18 +26,17 @@ import collections
 import enum
 from dataclasses import dataclass, field
 
+from scaler.config.sections import NestedParents
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 from scaler.worker.processor_protocol import OUTCOMES, Outcome, TaskEvent, TaskState
-
-NESTED_PARENT_MODES = ("thread", "process")
 
 
 class ProcessorState(enum.IntEnum):  #: an int: counted in a list, on every event
     STARTING = 0
     IDLE = 1  #: computes nothing and may take a task (it may hold parked tasks in threads)
     RUNNING = 2
-    PARKED = 3  #: computes nothing, holds a parked task and takes no new one ("process" mode)
+    PARKED = 3  #: computes nothing, holds a parked task and takes no new one (PROCESS mode)
     STOPPING = 4  #: being killed; its exit is expected
 
 
@@ -88,10 +87,8 @@ class HeldTask:
 class ProcessorTable:
     """Processors and held tasks, and the moves between their states; the agent core decides when."""
 
-    def __init__(self, nested_parents: str) -> None:
-        if nested_parents not in NESTED_PARENT_MODES:
-            raise ValueError(f"nested_parents must be one of {', '.join(NESTED_PARENT_MODES)}, not {nested_parents!r}")
-        self.parents_share_processors = nested_parents == "thread"
+    def __init__(self, nested_parents: NestedParents) -> None:
+        self.parents_share_processors = nested_parents is NestedParents.THREAD
         self.processors: dict[bytes, ProcessorRecord] = {}  #: read it; change it through add/remove/set_state
         self.tasks: dict[TaskID, HeldTask] = {}
         self._counts = [0] * len(ProcessorState)  #: processors by state

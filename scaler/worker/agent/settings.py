@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scaler.config.sections import NestedParents
+
 
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
@@ -16,7 +18,9 @@ class AgentSettings:
     task_timeout_seconds: float = 0.0  #: 0: no limit
     object_storage_address: str = ""  #: override; empty: what the scheduler says
     has_preload: bool = False
-    nested_parents: str = "thread"  #: "thread": parked parents share their processor; "process": one each
+    nested_parents: NestedParents = (
+        NestedParents.THREAD
+    )  #: THREAD: parked parents share their processor; PROCESS: one each
     #: tasks a processor may hold beyond the one it computes (placement rule 2); 0: none. What the executor's
     #: processors can take (`Executor.max_staged_tasks`)
     max_staged_tasks: int = 0

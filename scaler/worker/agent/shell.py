@@ -1,6 +1,6 @@
 """The worker agent's asyncio shell around `AgentCore`: the scheduler socket and an executor.
 
-It decides nothing: it decodes, stamps events with the monotonic clock, and performs effects: messages
+It decides nothing: it decodes, stamps events with its clock's time (`scaler.io.clock`), and performs effects: messages
 for the scheduler leave on its socket, processor effects go to the `Executor` (worker/executors/contract.py), whose
 reports come back as events.
 """
@@ -12,13 +12,13 @@ import logging
 import os
 import signal
 import socket
-import time
 from dataclasses import replace
 
 import psutil
 import zmq
 
-from scaler.io.sockets import SocketFactory
+from scaler.io.clock import REAL_CLOCK, Clock
+from scaler.io.sockets import SocketFactory, Sockets
 from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, watch_events
 from scaler.protocol import codec
 from scaler.protocol import messages as m
@@ -46,14 +46,21 @@ class WorkerAgent:
         scheduler_address: str,
         hello: m.Hello,
         executor: Executor,
-        sockets: SocketFactory | None = None,
+        sockets: Sockets | None = None,
+        clock: Clock = REAL_CLOCK,
+        handle_signals: bool = True,
     ) -> None:
+        """`handle_signals`: SIGINT and SIGTERM make the worker leave (off where the process is not the worker's:
+        several agents simulated in one loop)."""
         self._core = agent_core
         self._worker_id = worker_id
         self._scheduler_address = scheduler_address
         self._hello = hello
         self._executor = executor
-        self._sockets = sockets if sockets is not None else SocketFactory()
+        self._sockets: Sockets = sockets if sockets is not None else SocketFactory()
+        self._clock = clock  #: every wait; `now` stamps every event
+        self._now = clock.now
+        self._handle_signals = handle_signals
         self._own_process = psutil.Process()
         self._memory = MemoryWatch(find_memory_limit())
         self._done: asyncio.Future[int] | None = None
@@ -72,8 +79,9 @@ class WorkerAgent:
         monitor = self._sockets.event_monitor(upstream, zmq.EVENT_DISCONNECTED)
         self._monitor = watch_events(loop, monitor, self._on_socket_event)
         self._executor.start(loop, self)
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, self._on_signal, signum)
+        if self._handle_signals:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, self._on_signal, signum)
         self._perform(self._core.start())
         ticker = asyncio.ensure_future(self._tick_routine())
         try:
@@ -82,7 +90,7 @@ class WorkerAgent:
             ticker.cancel()
             await asyncio.gather(ticker, return_exceptions=True)
             self._to_scheduler.flush()
-            await asyncio.sleep(0.02)
+            await self._clock.sleep(0.02)
             self._executor.close()
             self._monitor.close()
             self._upstream.close()
@@ -91,7 +99,7 @@ class WorkerAgent:
     # ------------------------------------------------------------ inbound
 
     def _on_scheduler_frames(self, frames: Frames) -> None:
-        now = time.monotonic()
+        now = self._now()
         events: list[core.Event] = []
         for frame in frames:
             try:
@@ -101,34 +109,39 @@ class WorkerAgent:
         self._feed(*events)
 
     def _on_socket_event(self, event: int, value: int) -> None:
-        self._feed(core.SchedulerDisconnected(time.monotonic()))
+        self._feed(core.SchedulerDisconnected(self._now()))
 
     # ------------------------------------------------------------ the executor's reports (ExecutorListener)
 
     def on_processor_messages(self, processor_id: bytes, messages: list[m.Message]) -> None:
-        now = time.monotonic()
+        now = self._now()
         self._feed(*(core.FromProcessor(processor_id, message, now) for message in messages))
         self._to_scheduler.flush_unless_held()
 
     def on_processor_exit(self, processor_id: bytes, description: str) -> None:
         out_of_memory = self._memory.verdict(processor_id, description)
-        self._feed(core.ProcessorExited(processor_id, description, time.monotonic(), out_of_memory))
+        self._feed(core.ProcessorExited(processor_id, description, self._now(), out_of_memory))
 
     def on_executor_failed(self, reason: str) -> None:
         self._finish(core.EXIT_ERROR, reason)
 
     def _on_signal(self, signum: int) -> None:
         logger.info("received %s: leaving the scheduler", signal.Signals(signum).name)
-        self._feed(core.LeaveRequested(f"received {signal.Signals(signum).name}", time.monotonic()))
-        asyncio.get_running_loop().call_later(
+        self.leave(f"received {signal.Signals(signum).name}")
+
+    def leave(self, reason: str) -> None:
+        """Ask the scheduler to let this worker go (what SIGTERM does); it stops once acknowledged, or after
+        LEAVE_TIMEOUT_SECONDS without an answer."""
+        self._feed(core.LeaveRequested(reason, self._now()))
+        self._clock.call_later(
             LEAVE_TIMEOUT_SECONDS, self._finish, core.EXIT_OK, "left without an acknowledgement from the scheduler"
         )
 
     async def _tick_routine(self) -> None:
         ticks = 0
         while True:
-            await asyncio.sleep(TICK_SECONDS)
-            self._feed(core.Tick(time.monotonic()))
+            await self._clock.sleep(TICK_SECONDS)
+            self._feed(core.Tick(self._now()))
             ticks += 1
             if ticks % MEMORY_SAMPLE_TICKS == 0:
                 self._sample_memory(computing_only=True)

@@ -23,9 +23,10 @@ import itertools
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from scaler.errors import MissingObjects, ObjectStorageException
+from scaler.io.clock import REAL_CLOCK, Clock, Timer
 from scaler.payload.remote_bundle import BundleError, open_outcome, pack_task
 from scaler.protocol import messages as m
 from scaler.worker.executors.contract import ExecutorListener
@@ -36,6 +37,15 @@ logger = logging.getLogger(__name__)
 #: Threads per proxy for the backend's blocking calls and object storage transfers.
 THREADS = 4
 _T = TypeVar("_T")
+
+
+class BlockingCalls(Protocol):
+    """Where the backend's blocking calls and object storage transfers run (a ThreadPoolExecutor; in a simulation,
+    an executor that calls at once, so that simulated time alone decides what happens when)."""
+
+    def submit(self, fn: Callable[..., _T], /, *args: Any) -> concurrent.futures.Future[_T]: ...
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None: ...
 
 
 @dataclass(slots=True)
@@ -51,9 +61,17 @@ class OffloadExecutor:
 
     max_staged_tasks = 0  #: a processor is one job: one task
 
-    def __init__(self, backend: OffloadBackend, storage_factory: Callable[[str], Any], key_prefix: str) -> None:
+    def __init__(
+        self,
+        backend: OffloadBackend,
+        storage_factory: Callable[[str], Any],
+        key_prefix: str,
+        clock: Clock = REAL_CLOCK,
+        threads: BlockingCalls | None = None,
+    ) -> None:
         """`storage_factory(address)`: a blocking object storage connection (ObjectStorageConnection);
-        `key_prefix`: names this proxy's jobs (its worker id, so a job says whose it is)."""
+        `key_prefix`: names this proxy's jobs (its worker id, so a job says whose it is); `clock`: the batch window
+        and the poll interval; `threads`: where blocking calls run (default: THREADS threads)."""
         self._backend = backend
         self._storage_factory = storage_factory
         self._key_prefix = key_prefix
@@ -63,8 +81,11 @@ class OffloadExecutor:
         self._jobs: dict[str, _Job] = {}  #: by key: packed, submitted or in flight
         self._by_processor: dict[bytes, _Job] = {}
         self._batch: list[_Job] = []
-        self._flush_timer: asyncio.TimerHandle | None = None
-        self._threads = concurrent.futures.ThreadPoolExecutor(THREADS, thread_name_prefix="offload")
+        self._flush_timer: Timer | None = None
+        self._clock = clock
+        self._threads: BlockingCalls = threads or concurrent.futures.ThreadPoolExecutor(
+            THREADS, thread_name_prefix="offload"
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listener: ExecutorListener | None = None
         self._routines: set[asyncio.Task[None]] = set()
@@ -127,7 +148,7 @@ class OffloadExecutor:
         self._by_processor[processor_id] = job
         self._batch.append(job)
         if self._flush_timer is None:
-            self._flush_timer = self._loop.call_later(self._backend.batch_window_seconds, self._flush)
+            self._flush_timer = self._clock.call_later(self._backend.batch_window_seconds, self._flush)
 
     def _flush(self) -> None:
         self._flush_timer = None
@@ -171,7 +192,7 @@ class OffloadExecutor:
 
     async def _poll_routine(self) -> None:
         while True:
-            await asyncio.sleep(self._backend.poll_interval_seconds)
+            await self._clock.sleep(self._backend.poll_interval_seconds)
             if not any(job.submitted for job in self._jobs.values()):
                 continue
             try:
@@ -237,8 +258,7 @@ class OffloadExecutor:
         return self._storage
 
     async def _call(self, function: Callable[..., _T], *args: Any) -> _T:
-        assert self._loop is not None
-        return await self._loop.run_in_executor(self._threads, function, *args)
+        return await asyncio.wrap_future(self._threads.submit(function, *args))
 
     def _run(self, routine: Coroutine[Any, Any, None]) -> None:
         assert self._loop is not None

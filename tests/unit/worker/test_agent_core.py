@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scaler.config.sections import NestedParents
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID
 from scaler.worker.agent import core
@@ -92,7 +93,7 @@ def test_long_tasks_keep_a_single_task_ahead() -> None:
 
 
 def test_in_process_mode_a_blocked_parent_keeps_its_processor_and_the_child_gets_another() -> None:
-    agent, effects = make(nested_parents="process")
+    agent, effects = make(nested_parents=NestedParents.PROCESS)
     (parent_processor,) = spawned(effects)
     connect(agent)
     ready(agent, parent_processor)

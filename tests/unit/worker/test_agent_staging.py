@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scaler.config.sections import NestedParents
 from scaler.protocol import messages as m
 from scaler.worker.agent import core
 from tests.unit.worker.test_agent_core import (
@@ -107,7 +108,7 @@ def test_an_executor_that_takes_no_staged_task_gets_none() -> None:
 
 
 def test_in_process_mode_nothing_is_staged() -> None:
-    agent, _, now = tiny_tasks_learned(nested_parents="process")
+    agent, _, now = tiny_tasks_learned(nested_parents=NestedParents.PROCESS)
     effects = agent.handle_all([core.FromScheduler(task(number), now) for number in range(1, 5)])
     assert sent_tasks(effects) == [1] and agent.table.staged == 0
 

@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from scaler.config.sections import NestedParents
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID
 from scaler.worker.agent import core
@@ -95,10 +96,12 @@ def random_event(
     return core.Tick(now)
 
 
-@pytest.mark.parametrize("mode", ["thread", "process"])
+@pytest.mark.parametrize("mode", list(NestedParents))
 @pytest.mark.parametrize("step_seconds", [0.2, 0.0002])
 @pytest.mark.parametrize("seed", range(20))
-def test_counts_and_invariants_hold_through_random_histories(mode: str, step_seconds: float, seed: int) -> None:
+def test_counts_and_invariants_hold_through_random_histories(
+    mode: NestedParents, step_seconds: float, seed: int
+) -> None:
     rng = random.Random(seed)
     settings = core.AgentSettings(nested_parents=mode, task_timeout_seconds=3.0, slots=2, max_staged_tasks=4)
     agent = core.AgentCore(settings, started_at=0.0)

@@ -1,5 +1,6 @@
-"""The manager runner against a scripted scheduler (a ROUTER socket in the test) and an in-memory backend:
-registration and refusal, targets, heartbeats, backend failures, re-registration, shutdown, silence."""
+"""The manager runner against a scripted scheduler (a ROUTER of the in-memory network) and an in-memory backend, on
+simulated time (`scaler.testing`): registration and refusal, targets, heartbeats, backend failures,
+re-registration, shutdown, silence."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 import zmq
 
 from scaler.config.sections import WorkerConfig
-from scaler.io.address import free_tcp_address
 from scaler.protocol import codec
 from scaler.protocol import messages as m
+from scaler.testing.fake_clock import FakeClock
+from scaler.testing.memory_network import MemoryNetwork
 from scaler.worker_manager.backend import LaunchSpec, UnitInfo, UnitState
 from scaler.worker_manager.runner import (
     EXIT_ERROR,
@@ -26,9 +27,8 @@ from scaler.worker_manager.runner import (
     RunnerSettings,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
-
-DEADLINE_SECONDS = 20.0
+DEADLINE_SECONDS = 20.0  #: simulated
+SCHEDULER_ADDRESS = "tcp://scheduler.sim:1"
 
 
 @dataclass
@@ -73,23 +73,23 @@ class FakeBackend:
 
 
 class FakeScheduler:
-    """A ROUTER socket the test scripts: it records what the manager sends and answers as told."""
+    """A ROUTER the test scripts: it records what the manager sends and answers as told."""
 
-    def __init__(self, address: str) -> None:
-        self.context: zmq.Context[Any] = zmq.Context()
-        self.socket = self.context.socket(zmq.ROUTER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.bind(address)
+    def __init__(self, network: MemoryNetwork) -> None:
+        self.sockets = network.sockets()
+        self.socket = self.sockets.router(SCHEDULER_ADDRESS)
         self.peer = b""
         self.received: list[m.Message] = []
 
     def close(self) -> None:
-        self.socket.close()
-        self.context.term()
+        self.sockets.close()
 
     def pump(self) -> None:
-        while self.socket.poll(0):
-            peer, *frames = self.socket.recv_multipart()
+        while True:
+            try:
+                peer, *frames = self.socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
             self.peer = peer
             self.received.extend(codec.decode(frame) for frame in frames)
 
@@ -115,6 +115,7 @@ SPEC = LaunchSpec("m1", WorkerConfig(scheduler_address="tcp://127.0.0.1:1", work
 
 
 async def until(check: Callable[[], bool], what: str) -> None:
+    """Look every 20 ms of the loop's time (the fake clock's) until `check()`."""
     deadline = asyncio.get_running_loop().time() + DEADLINE_SECONDS
     while not check():
         assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
@@ -126,10 +127,11 @@ def scenario(
     backend: FakeBackend | None = None,
     **overrides: Any,
 ) -> tuple[int, FakeBackend, FakeScheduler]:
-    address = free_tcp_address()
-    scheduler = FakeScheduler(address)
+    clock, network = FakeClock(), MemoryNetwork()
+    scheduler = FakeScheduler(network)
     backend = backend or FakeBackend()
-    runner = ManagerRunner(settings(address, **overrides), backend, SPEC)
+    runner = ManagerRunner(settings(SCHEDULER_ADDRESS, **overrides), backend, SPEC, clock=clock,
+                           sockets=network.sockets())  # fmt: skip
 
     async def main() -> int:
         run = asyncio.ensure_future(runner.run())
@@ -140,7 +142,7 @@ def scenario(
             run.cancel()
 
     try:
-        return asyncio.run(main()), backend, scheduler
+        return clock.run(main()), backend, scheduler
     finally:
         scheduler.close()
 

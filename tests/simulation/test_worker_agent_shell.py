@@ -1,27 +1,28 @@
-"""The worker agent's shell around the execution seam, driven with an in-memory executor and a scheduler
-played by the test on a real ROUTER socket: every processor effect reaches the executor, every report
-reaches the core, and nothing needs an OS process behind a processor (what a remote executor relies on)."""
+"""The worker agent's shell around the execution seam, driven with an in-memory executor and a scheduler played by
+the test on a ROUTER of the in-memory network, on simulated time (`scaler.testing`): every processor effect reaches
+the executor, every report reaches the core, and nothing needs an OS process behind a processor (what a remote
+executor relies on)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-import pytest
+import zmq
 
-from scaler.io.sockets import Socket, SocketFactory, bound_endpoint
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID, new_worker_id
+from scaler.testing.fake_clock import FakeClock
+from scaler.testing.memory_network import MemoryNetwork
 from scaler.worker.agent import core
 from scaler.worker.agent.shell import WorkerAgent, build_hello
 from scaler.worker.executors.contract import ExecutorListener
 
-pytestmark = pytest.mark.integration
-
-DEADLINE_SECONDS = 30.0
+DEADLINE_SECONDS = 30.0  #: simulated
+SCHEDULER_ADDRESS = "tcp://scheduler.sim:1"
 STORAGE_ADDRESS = "tcp://127.0.0.1:9"  #: handed to processors; this executor never connects to it
 USAGE = (12.5, 4096)
 
@@ -78,26 +79,28 @@ class MemoryExecutor:
 
 
 class PlayedScheduler:
-    """The scheduler's side of the worker's DEALER, read without blocking the shared event loop."""
+    """The scheduler's side of the worker's DEALER, read between the loop's turns."""
 
-    def __init__(self, router: Socket) -> None:
+    def __init__(self, router: Any, clock: FakeClock) -> None:
         self.router = router
+        self.clock = clock
         self.worker = b""
         self.heard: list[m.Message] = []
 
     async def expect(self, kind: type, matching: object = None) -> m.Message:
         """The next message of `kind` (and, when given, whose fields include `matching`'s)."""
-        deadline = time.monotonic() + DEADLINE_SECONDS
-        while time.monotonic() < deadline:
-            if self.router.poll(0):
-                self.worker, *frames = self.router.recv_multipart()
-                for frame in frames:
-                    message = codec.decode(frame)
-                    self.heard.append(message)
-                    if isinstance(message, kind) and (matching is None or matching(message)):  # type: ignore[operator]
-                        return message
-            else:
-                await asyncio.sleep(0.01)
+        deadline = self.clock.now() + DEADLINE_SECONDS
+        while self.clock.now() < deadline:
+            try:
+                self.worker, *frames = self.router.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                await self.clock.sleep(0.01)
+                continue
+            for frame in frames:
+                message = codec.decode(frame)
+                self.heard.append(message)
+                if isinstance(message, kind) and (matching is None or matching(message)):  # type: ignore[operator]
+                    return message
         raise AssertionError(f"the worker sent no {kind.__name__} within {DEADLINE_SECONDS:g} s: {self.heard}")
 
     def send(self, message: m.Message) -> None:
@@ -108,35 +111,45 @@ def task(number: int) -> m.Task:
     return m.Task(TaskID(number.to_bytes(16, "big")), ClientID(b"Client|c"), b"body")
 
 
+CLOCK = FakeClock()  #: replaced by each test's drive()
+
+
 async def until(predicate: object, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_SECONDS
+    deadline = CLOCK.now() + DEADLINE_SECONDS
     while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
+        if CLOCK.now() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
+        await CLOCK.sleep(0.01)
 
 
 Script = Callable[[PlayedScheduler, MemoryExecutor], Awaitable[None]]
 
 
-async def drive(executor: MemoryExecutor, script: Script) -> tuple[int, WorkerAgent]:
-    sockets = SocketFactory()
-    router = sockets.router("tcp://127.0.0.1:0")
-    address = bound_endpoint(router)
-    settings = core.AgentSettings(scheduler_address=address, slots=2, heartbeat_interval_seconds=0.1)
-    agent_core = core.AgentCore(settings, time.monotonic(), processor_prefix=b"mem")
-    hello = build_hello((), agent_core.capacity, "", "MEM")
-    agent = WorkerAgent(agent_core, new_worker_id("MEM"), address, hello, executor)
-    scheduler = PlayedScheduler(router)
-    run = asyncio.ensure_future(agent.run())
-    try:
-        await script(scheduler, executor)
-        code = await asyncio.wait_for(run, DEADLINE_SECONDS)
-    finally:
-        run.cancel()
-        router.close()
-        sockets.close()
-    return code, agent
+def drive(executor: MemoryExecutor, script: Script) -> tuple[int, WorkerAgent]:
+    """Run an agent around `executor` against a scheduler played by `script`, on a fresh fake clock."""
+    global CLOCK
+    clock = CLOCK = FakeClock()
+    network = MemoryNetwork()
+
+    async def main() -> tuple[int, WorkerAgent]:
+        played = network.sockets()
+        router = played.router(SCHEDULER_ADDRESS)
+        settings = core.AgentSettings(scheduler_address=SCHEDULER_ADDRESS, slots=2, heartbeat_interval_seconds=0.1)
+        agent_core = core.AgentCore(settings, clock.now(), processor_prefix=b"mem")
+        hello = build_hello((), agent_core.capacity, "", "MEM")
+        agent = WorkerAgent(agent_core, new_worker_id("MEM"), SCHEDULER_ADDRESS, hello, executor, network.sockets(),
+                            clock=clock, handle_signals=False)  # fmt: skip
+        scheduler = PlayedScheduler(router, clock)
+        run = asyncio.ensure_future(agent.run())
+        try:
+            await script(scheduler, executor)
+            code = await asyncio.wait_for(run, DEADLINE_SECONDS)
+        finally:
+            run.cancel()
+            played.close()
+        return code, agent
+
+    return clock.run(main())
 
 
 async def tasks_results_cancel_and_failure(scheduler: PlayedScheduler, executor: MemoryExecutor) -> None:
@@ -177,10 +190,9 @@ async def tasks_results_cancel_and_failure(scheduler: PlayedScheduler, executor:
     executor.fail("the remote system refuses every call")
 
 
-@pytest.mark.timeout(60)
 def test_the_agent_shell_runs_tasks_on_any_executor() -> None:
     executor = MemoryExecutor()
-    code, agent = asyncio.run(drive(executor, tasks_results_cancel_and_failure))
+    code, agent = drive(executor, tasks_results_cancel_and_failure)
     assert code == core.EXIT_ERROR
     assert agent.exit_reason == "the remote system refuses every call"
     assert executor.closed
@@ -194,10 +206,9 @@ async def shutdown_while_running(scheduler: PlayedScheduler, executor: MemoryExe
     scheduler.send(m.Shutdown("the cluster is stopping"))
 
 
-@pytest.mark.timeout(60)
 def test_a_shutdown_kills_every_processor_through_the_executor_and_closes_it() -> None:
     executor = MemoryExecutor()
-    code, agent = asyncio.run(drive(executor, shutdown_while_running))
+    code, agent = drive(executor, shutdown_while_running)
     assert code == core.EXIT_OK and "the cluster is stopping" in agent.exit_reason
     stopped = {processor for processor, reason in executor.killed if reason == "the worker is stopping"}
     assert stopped == set(executor.spawned), "every processor the executor started is killed when the worker stops"
@@ -240,8 +251,7 @@ async def hostile_frames_then_a_task(scheduler: PlayedScheduler, executor: Memor
     scheduler.send(m.Shutdown("the test is over"))
 
 
-@pytest.mark.timeout(60)
 def test_the_agent_shrugs_off_hostile_frames_on_its_scheduler_link() -> None:
     executor = MemoryExecutor()
-    code, agent = asyncio.run(drive(executor, hostile_frames_then_a_task))
+    code, agent = drive(executor, hostile_frames_then_a_task)
     assert code == core.EXIT_OK and "the test is over" in agent.exit_reason
