@@ -40,6 +40,8 @@ class Role(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class ClientInfo:
     name: str = ""
+    share: float = 1.0  #: its share of the workers against other clients' (docs/sharing.md)
+    max_running_tasks: int = 0  #: the most of its tasks at workers at once (0: no quota)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,8 @@ class ManagerInfo:
     manager_type: str = ""
     worker_cost_per_hour: float = 0.0  #: what one worker costs per hour (0: free or unknown)
     expected_boot_seconds: float | None = None  #: launch to connected worker, as declared; None: measure it
+    min_workers: int = 0  #: workers kept even when idle (warm capacity)
+    buffer_workers: int = 0  #: idle workers kept beyond what the queue needs (warm capacity)
 
 
 @dataclass(frozen=True, slots=True)

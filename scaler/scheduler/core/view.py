@@ -136,6 +136,9 @@ class ViewBuilder:
                 if head is not None:
                     oldest = max(0.0, core.now - records[head[3]].submitted_at)
                 reason = self._waiting_reason(capabilities)
+                over_quota = queue.over_quota(capabilities, records)
+                if over_quota:  # the quota first: more workers would not start these
+                    reason = f"{over_quota} at their client's quota of running tasks (max_running_tasks); {reason}"
             functions = _function_loads(
                 queue.queued_by_function.get(capabilities, {}), running_seconds.get(capabilities, {})
             )
