@@ -430,6 +430,8 @@ struct ManagerSummary {
   secondsSinceHeartbeat @10 :Float64;
   workerCostPerHour @11 :Float64;     # declared by the manager (0: free or unknown)
   bootSeconds @12 :Float64;           # declared, else measured; 0: unknown
+  minWorkers @13 :UInt32;             # warm capacity: kept even when idle
+  bufferWorkers @14 :UInt32;          # warm capacity: idle headroom beyond what the queue needs
 }
 
 struct PendingGroup {

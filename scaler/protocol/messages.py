@@ -467,11 +467,18 @@ class ManagerSummary:
     seconds_since_heartbeat: float = 0.0
     worker_cost_per_hour: float = 0.0  #: declared by the manager (0: free or unknown)
     boot_seconds: float = 0.0  #: launch to connected worker: declared, else measured; 0: unknown
+    min_workers: int = 0  #: warm capacity: kept even when idle
+    buffer_workers: int = 0  #: warm capacity: idle headroom beyond what the queue needs
 
     @property
     def spend_per_hour(self) -> float:
         """What its units cost now (booting ones are paid for too), per hour."""
         return self.units * self.worker_cost_per_hour
+
+    @property
+    def warm_spend_per_hour(self) -> float:
+        """What its warm capacity (min_workers, or buffer_workers when more) costs per hour when idle."""
+        return max(self.min_workers, self.buffer_workers) * self.worker_cost_per_hour
 
 
 @dataclass(frozen=True, slots=True)

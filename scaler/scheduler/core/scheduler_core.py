@@ -277,7 +277,8 @@ class SchedulerCore:
             self.managers[peer] = ManagerRecord(
                 peer, info.manager_id, info.manager_type, info.capabilities, info.max_workers,
                 hello.hostname, hello.pid, now, now, worker_cost_per_hour=info.worker_cost_per_hour,
-                declared_boot_seconds=info.expected_boot_seconds,
+                declared_boot_seconds=info.expected_boot_seconds, min_workers=info.min_workers,
+                buffer_workers=info.buffer_workers,
             )  # fmt: skip
             logger.info("worker manager %r (%s) connected", info.manager_id, info.manager_type)
         return None

@@ -103,7 +103,7 @@ class ViewBuilder:
         return m.ManagerSummary(
             manager.manager_id, manager.manager_type, manager.capabilities, manager.max_workers, connected, target,
             manager.units, manager.pending_units, manager.last_target, max(0.0, core.now - manager.last_seen),
-            manager.worker_cost_per_hour, manager.boot_seconds,
+            manager.worker_cost_per_hour, manager.boot_seconds, manager.min_workers, manager.buffer_workers,
         )  # fmt: skip
 
     def _groups(self) -> tuple[m.PendingGroup, ...]:
