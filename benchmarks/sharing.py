@@ -1,4 +1,4 @@
-"""Sharing one cluster (docs/sharing.md): the split between two clients by their shares, the time to first start
+"""Sharing one cluster (docs/guide/sharing.md): the split between two clients by their shares, the time to first start
 of a high-priority task under load, and what the sharing machinery costs W1.
 
     python benchmarks/sharing.py split [--tasks 10000] [--workers 1] [--shares 3 1]

@@ -80,7 +80,7 @@ class Client:
         the scheduler closes, how long to wait for a scheduler to answer at the same address again (a restarted
         one gets this client's unfinished tasks again); 0: fail the futures at once with DisconnectedError.
         `share`: this client's weight in the split of busy workers between clients with work queued (1: equal);
-        `max_running_tasks`: the most of its tasks at workers at once (None: no quota); docs/sharing.md."""
+        `max_running_tasks`: the most of its tasks at workers at once (None: no quota); docs/guide/sharing.md."""
         info = m.ClientInfo("", checked_share(share), checked_quota("max_running_tasks", max_running_tasks))
         if curve_secret_key is not None or curve_server_key is not None:
             from scaler.io.curve import curve_security

@@ -40,7 +40,7 @@ class Role(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class ClientInfo:
     name: str = ""
-    share: float = 1.0  #: its share of the workers against other clients' (docs/sharing.md)
+    share: float = 1.0  #: its share of the workers against other clients' (docs/guide/sharing.md)
     max_running_tasks: int = 0  #: the most of its tasks at workers at once (0: no quota)
 
 

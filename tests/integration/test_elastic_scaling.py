@@ -247,7 +247,7 @@ def test_the_cost_policy_buys_the_cheap_manager_first_within_the_budget_and_show
     assert_no_worker_left(addresses)
 
 
-# ---------------------------------------------------------------- warm capacity (docs/sharing.md)
+# ---------------------------------------------------------------- warm capacity (docs/guide/sharing.md)
 
 
 def test_warm_capacity_keeps_min_workers_idle_and_a_buffer_beyond_the_queue(

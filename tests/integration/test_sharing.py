@@ -1,4 +1,4 @@
-"""Sharing one cluster, end to end (docs/sharing.md): the split of the workers between two clients by their shares,
+"""Sharing one cluster, end to end (docs/guide/sharing.md): the split of the workers between two clients by their shares,
 a high-priority task overtaking a full queue, a quota holding under a burst. Measured by counting tasks, not timed."""
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ class DispatchQueue:
     client's tasks get turns 1/share apart, counted from the turn being dispatched when its line was empty, so two
     clients mapping 10,000 tasks each progress together (3 tasks of a client of share 3 for each of a client of
     share 1), whoever submitted first; one client's tasks keep their submission order. Shares count task starts,
-    which is busy worker time when the clients' tasks take alike (docs/sharing.md says what it is not).
+    which is busy worker time when the clients' tasks take alike (docs/guide/sharing.md says what it is not).
 
     A client with a quota (`quotas`, the most of its tasks at workers at once) whose task reaches the top of a heap
     while it is at its quota has the task set aside (still QUEUED, still counted); each of its tasks that leaves a

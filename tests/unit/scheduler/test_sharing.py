@@ -1,4 +1,4 @@
-"""Sharing one scheduler (docs/sharing.md): priorities overtaking prefetched work, weighted shares, quotas."""
+"""Sharing one scheduler (docs/guide/sharing.md): priorities overtaking prefetched work, weighted shares, quotas."""
 
 from __future__ import annotations
 
