@@ -1,11 +1,13 @@
-"""Sharing one cluster, end to end (docs/guide/sharing.md): the split of the workers between two clients by their shares,
-a high-priority task overtaking a full queue, a quota holding under a burst. Measured by counting tasks, not timed."""
+"""Sharing one cluster, end to end (docs/guide/sharing.md): the split of the workers between two clients by their
+shares, a high-priority task overtaking a full queue, a quota holding under a burst. Measured by counting tasks, not
+timed."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +143,21 @@ def most_at_once(intervals: list[tuple[float, float]]) -> int:
         running += step
         most = max(most, running)
     return most
+
+
+@pytest.mark.timeout(120)
+def test_a_curve_keys_quota_in_the_sharing_file_holds_whatever_the_client_asks(
+    make_cluster: Callable[..., SchedulerClusterCombo],
+) -> None:
+    """On a CURVE cluster, `sharing.toml` next to the authorised keys gives the client key a quota of 2; a client of
+    that key that asks for none runs at most two tasks at once on three workers. Checked by making PeerKeys.settled
+    return the hello unchanged: three then run at once and this fails."""
+    cluster = make_cluster(3, secure=True)
+    keys = cluster.client_keys
+    authorized = Path(keys["curve_secret_key"]).parent.parent / "authorized"
+    (authorized / "sharing.toml").write_text("[client]\nshare = 2\nmax_running_tasks = 2\n")
+    with Client(cluster.get_address(), **keys) as client:
+        # all three workers connected (the heartbeat echo counts them), so that two at once is the quota's doing
+        wait_for(lambda: client.submit(slow, 0.0).result(timeout=60) and client._agent.worker_count == 3, "3 workers")
+        intervals = [f.result(timeout=60) for f in [client.submit(slow, 0.1) for _ in range(24)]]
+    assert most_at_once(intervals) == 2
