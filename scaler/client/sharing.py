@@ -19,8 +19,9 @@ import inspect
 import math
 
 from scaler.payload import processor_context
+from scaler.protocol.messages import PRIORITY_DEPTH_BITS
 
-DEPTH_BITS = 10
+DEPTH_BITS = PRIORITY_DEPTH_BITS
 MAX_DEPTH = (1 << DEPTH_BITS) - 1
 #: The user's priorities allowed: the wire field is a signed 32-bit integer.
 MAX_PRIORITY = (1 << (31 - DEPTH_BITS)) - 1

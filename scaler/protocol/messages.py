@@ -203,6 +203,11 @@ class TaskInput:
     data: bytes
 
 
+#: A task's priority is the user's priority shifted left by this many bits, plus its nesting depth (client/sharing.py):
+#: `priority >> PRIORITY_DEPTH_BITS` is the user's priority.
+PRIORITY_DEPTH_BITS = 10
+
+
 @dataclass(frozen=True, slots=True)
 class Task:
     task_id: TaskID

@@ -9,10 +9,13 @@ the oldest is assumed to run); a worker gives back only what it has not started,
 queue's best task, the one that asked. Nothing running is stopped (no preemption).
 
 Rules:
-1. Planned only in a step where a task was queued above the lowest priority held (`DispatchQueue.pushed_top`), so
+1. Only the user's priority counts (`priority >> PRIORITY_DEPTH_BITS`): the nesting depth orders the queue but takes
+   nothing back, so a parent's children go before new work of its priority as they always did, and a task already
+   at a worker is not sent back for them (a parked parent yields its slot to them anyway).
+2. Planned only in a step where a task was queued above the lowest priority held (`DispatchQueue.pushed_top`), so
    a queue of one priority never costs a scan of the workers.
-2. At most one task per outranking queued task, one per worker and capability set, from workers that can run it.
-3. A task is never asked for twice (a worker that already started it answered with nothing).
+3. At most one task per outranking queued task, one per worker and capability set, from workers that can run it.
+4. A task is never asked for twice (a worker that already started it answered with nothing).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from scaler.protocol.ids import PeerID, TaskID
+from scaler.protocol.messages import PRIORITY_DEPTH_BITS
 from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.task_table import TaskTable
 
@@ -34,7 +38,7 @@ class Overtaking:
         queue, records = tasks.queue, tasks.records
         pushed_top, queue.pushed_top = queue.pushed_top, None
         lowest_held = tasks.lowest_held_priority()
-        if pushed_top is None or lowest_held is None or pushed_top <= lowest_held or not len(queue):
+        if pushed_top is None or lowest_held is None or _user(pushed_top) <= _user(lowest_held) or not len(queue):
             return {}
         if self._asked:
             self._asked = {task_id for task_id in self._asked if task_id in records}
@@ -44,18 +48,24 @@ class Overtaking:
             head = queue.peek(key, records)
             if head is None:
                 continue
-            priority, names = -head[0], frozenset(name for name, _ in key)
-            wanted = queue.outranking(key, lowest_held)
+            priority, names = _user(-head[0]), frozenset(name for name, _ in key)
+            # queued above every priority (with any depth) of the lowest user priority held
+            wanted = queue.outranking(key, ((_user(lowest_held) + 1) << PRIORITY_DEPTH_BITS) - 1)
             for worker in full:
                 if wanted <= 0:
                     break
                 if worker.peer in plan or not (self._ignore_capabilities or worker.can_run(names)):
                     continue
                 order = sorted(worker.assigned, key=lambda t: (records[t].dispatched_at, records[t].sequence))
-                held = [t for t in order[1:] if records[t].task.priority < priority and t not in self._asked]
+                held = [t for t in order[1:] if _user(records[t].task.priority) < priority and t not in self._asked]
                 if held:
                     chosen = min(reversed(held), key=lambda t: records[t].task.priority)
                     plan[worker.peer] = [chosen]
                     self._asked.add(chosen)
                     wanted -= 1
         return {peer: tuple(task_ids) for peer, task_ids in plan.items()}
+
+
+def _user(priority: int) -> int:
+    """The user's priority of a wire priority (without the nesting depth)."""
+    return priority >> PRIORITY_DEPTH_BITS

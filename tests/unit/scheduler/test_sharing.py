@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
+from scaler.protocol.messages import PRIORITY_DEPTH_BITS
 from scaler.scheduler.core.effects import Send
 from scaler.testing.simulation import SimulatedCluster, task
 
@@ -26,7 +27,7 @@ def test_a_high_priority_task_takes_the_place_of_a_prefetched_low_one() -> None:
     workers = [sim.add_worker(f"w{n}", capacity=2) for n in range(2)]
     sim.submit(client, [task(client.peer, n) for n in range(1000)])
     assert all(len(worker.held) == 2 for worker in workers)
-    sim.submit(client, [task(client.peer, 5000, priority=7)])
+    sim.submit(client, [task(client.peer, 5000, priority=7 << PRIORITY_DEPTH_BITS)])
     holder = [worker for worker in workers if tid(5000) in worker.held]
     assert len(holder) == 1, "dispatched at once, in the place of a prefetched task given back"
     (worker,) = holder
@@ -47,13 +48,27 @@ def test_no_task_is_asked_back_when_the_queue_has_one_priority() -> None:
     assert not returns_to(effects, worker.peer) and worker.returned == 0
 
 
+def test_nested_depth_orders_the_queue_but_takes_nothing_back_from_the_workers() -> None:
+    """A child (depth 1, the same user priority) goes before queued new work, but a task a worker already holds
+    stays there: only a higher user priority overtakes."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=2)
+    sim.submit(client, [task(client.peer, n) for n in range(10)])
+    sim.submit(client, [task(client.peer, 100, priority=1)])
+    assert worker.returned == 0 and not returns_to(sim.effects, worker.peer)
+    sim.finish(worker)
+    assert worker.held[-1] == tid(100)  # the freed credit went to the child, ahead of the queued new work
+    sim.check_invariants()
+
+
 def test_overtaking_asks_for_a_task_once_even_when_the_worker_had_started_it() -> None:
     sim = SimulatedCluster()
     client = sim.add_client()
     worker = sim.add_worker(capacity=2)
     sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
-    sim.submit(client, [task(client.peer, 10, priority=3)])
-    sim.submit(client, [task(client.peer, 11, priority=3)])
+    sim.submit(client, [task(client.peer, 10, priority=3 << PRIORITY_DEPTH_BITS)])
+    sim.submit(client, [task(client.peer, 11, priority=3 << PRIORITY_DEPTH_BITS)])
     asked = [r.task_ids for r in returns_to(sim.effects, worker.peer)]
     assert asked == [(tid(2),)], "one return per task held, never twice"
     sim.check_invariants()
