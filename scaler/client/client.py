@@ -16,7 +16,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sized
-from typing import Any
+from typing import Any, ParamSpec, TypeVar, overload
 
 from scaler.client.agent import ClientAgent
 from scaler.client.display import client_rows, html_table
@@ -50,6 +50,12 @@ logger = logging.getLogger(__name__)
 
 #: Bound on the waits of clear(), disconnect() and shutdown().
 CLOSE_TIMEOUT_SECONDS = 10.0
+
+#: The parameters and the return type of the function a task runs, carried to its future.
+P = ParamSpec("P")
+R = TypeVar("R")
+A = TypeVar("A")
+B = TypeVar("B")
 
 
 class Client:
@@ -217,30 +223,34 @@ class Client:
 
     # ------------------------------------------------------------ tasks
 
-    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ScalerFuture:
-        """Run fn(*args, **kwargs) on a worker. `profiling=True` profiles this task; it also reaches fn
-        when fn has a parameter of that name."""
+    def submit(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> ScalerFuture[R]:
+        """Run fn(*args, **kwargs) on a worker; the future's result has fn's return type. `profiling=True`
+        profiles this task; it also reaches fn when fn has a parameter of that name (for a function without
+        one, type checkers prefer `submit_verbose(fn, args, kwargs, profiling=True)`). `priority=N` is the task's
+        priority (docs/guide/sharing.md) unless fn has a parameter of that name (then it reaches fn; type checkers
+        prefer `submit_verbose(..., priority=N)` too)."""
         profiling, priority = self._profiling, None
+        call_kwargs: dict[str, Any] = kwargs
         if "priority" in kwargs and not takes_parameter(fn, "priority"):
             priority = checked_priority(kwargs["priority"])
-            kwargs = {key: value for key, value in kwargs.items() if key != "priority"}
+            call_kwargs = {key: value for key, value in kwargs.items() if key != "priority"}
         if "profiling" in kwargs:
             entry = self._encoder.function(fn)
             profiling = bool(kwargs["profiling"]) or profiling
             if not entry.takes_profiling:
-                kwargs = {key: value for key, value in kwargs.items() if key != "profiling"}
-        return self.submit_verbose(fn, args, kwargs, profiling=profiling, priority=priority)
+                call_kwargs = {key: value for key, value in call_kwargs.items() if key != "profiling"}
+        return self.submit_verbose(fn, args, call_kwargs, profiling=profiling, priority=priority)
 
     def submit_verbose(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[..., R],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         capabilities: dict[str, int] | None = None,
         reserialize: bool = False,
         profiling: bool | None = None,
         priority: int | None = None,
-    ) -> ScalerFuture:
+    ) -> ScalerFuture[R]:
         """`priority`: higher runs first (an int; nested tasks keep their parent's unless they name one)."""
         self._check_open()
         wire = self._priority(priority)
@@ -256,10 +266,30 @@ class Client:
         self._agent.submit([(task_id, future, codec.encode(task))])
         return future
 
+    @overload
     def map(
-        self, fn: Callable[..., Any], *iterables: Iterable[Any], capabilities: dict[str, int] | None = None,
+        self, fn: Callable[[A], R], iterable: Iterable[A], /, *, capabilities: dict[str, int] | None = None,
         reserialize: bool = False, progress: bool = False, priority: int | None = None,
-    ) -> list[Any]:  # fmt: skip
+    ) -> list[R]: ...  # fmt: skip
+
+    @overload
+    def map(
+        self, fn: Callable[[A, B], R], first: Iterable[A], second: Iterable[B], /, *,
+        capabilities: dict[str, int] | None = None, reserialize: bool = False, progress: bool = False,
+        priority: int | None = None,
+    ) -> list[R]: ...  # fmt: skip
+
+    @overload
+    def map(
+        self, fn: Callable[..., R], first: Iterable[Any], second: Iterable[Any], third: Iterable[Any], /,
+        *iterables: Iterable[Any], capabilities: dict[str, int] | None = None, reserialize: bool = False,
+        progress: bool = False, priority: int | None = None,
+    ) -> list[R]: ...  # fmt: skip
+
+    def map(
+        self, fn: Callable[..., R], *iterables: Iterable[Any], capabilities: dict[str, int] | None = None,
+        reserialize: bool = False, progress: bool = False, priority: int | None = None,
+    ) -> list[R]:  # fmt: skip
         """Like built-in map (stops at the shortest iterable), run on the workers; returns the results.
         `progress=True` shows a progress bar on stderr (a widget in Jupyter); `priority` as for submit_verbose."""
         if not iterables:
@@ -270,9 +300,9 @@ class Client:
         return self._starmap(fn, calls, total, capabilities, reserialize, progress, priority)
 
     def starmap(
-        self, fn: Callable[..., Any], iterable: Iterable[Iterable[Any]], capabilities: dict[str, int] | None = None,
+        self, fn: Callable[..., R], iterable: Iterable[Iterable[Any]], capabilities: dict[str, int] | None = None,
         reserialize: bool = False, progress: bool = False, priority: int | None = None,
-    ) -> list[Any]:  # fmt: skip
+    ) -> list[R]:  # fmt: skip
         """fn(*args) for each args in iterable, run on the workers; returns the results in order.
         A large map travels in chunks of several calls per task (see map_chunks), streamed when its length is
         known (see map_stream). An item that raises ends the map with its exception, which names the item's

@@ -13,7 +13,9 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
+
+from typing_extensions import TypeVar
 
 from scaler.client.display import future_state, html_table
 from scaler.errors import ObjectStorageException
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
     from scaler.payload.result_reader import ResultReader
 
 _UNSET = object()
+#: What the task's function returns; a bare ScalerFuture is a ScalerFuture[Any].
+T = TypeVar("T", default=Any)
 #: The state of a cancelled future whose waiters were not told yet.
 _CANCELLED = concurrent.futures._base.CANCELLED
 
@@ -36,7 +40,7 @@ FETCH_ATTEMPTS = 3
 FETCH_RETRY_SECONDS = 0.5
 
 
-class ScalerFuture(concurrent.futures.Future[Any]):
+class ScalerFuture(concurrent.futures.Future[T]):
     def __init__(
         self,
         task_id: TaskID,
@@ -82,7 +86,7 @@ class ScalerFuture(concurrent.futures.Future[Any]):
         self._raw = result
         self._answered()
         try:
-            self.set_result(None)
+            self.set_result(cast(T, None))  # the value is read from _raw or _error, not from here
         except concurrent.futures.InvalidStateError:
             pass
 
@@ -102,7 +106,7 @@ class ScalerFuture(concurrent.futures.Future[Any]):
         self._error = error
         self._answered()
         try:
-            self.set_result(None)
+            self.set_result(cast(T, None))  # the value is read from _raw or _error, not from here
         except concurrent.futures.InvalidStateError:
             pass
 
@@ -132,7 +136,7 @@ class ScalerFuture(concurrent.futures.Future[Any]):
 
     # ------------------------------------------------------------ user API
 
-    def result(self, timeout: float | None = None) -> Any:
+    def result(self, timeout: float | None = None) -> T:
         if not self.done():
             with BlockingWait():
                 concurrent.futures.Future.result(self, timeout)
@@ -141,7 +145,7 @@ class ScalerFuture(concurrent.futures.Future[Any]):
         self._materialize()
         if self._error is not None:
             raise self._error
-        return self._value
+        return cast(T, self._value)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         if not self.done():
