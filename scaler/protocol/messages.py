@@ -517,6 +517,8 @@ class PendingGroup:
     oldest_queued_seconds: float = 0.0
     #: the same tasks by function (in-process read model; not on the monitor feed)
     functions: tuple[FunctionLoad, ...] = ()
+    #: of `count`, those waiting because their client is at its quota (in-process; the reason says it on the feed)
+    over_quota: int = 0
 
 
 @dataclass(frozen=True, slots=True)

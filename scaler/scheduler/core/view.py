@@ -130,7 +130,7 @@ class ViewBuilder:
         groups = []
         for capabilities in dict.fromkeys([*queued, *running]):
             count = queued.get(capabilities, 0)
-            oldest, reason = 0.0, ""
+            oldest, reason, over_quota = 0.0, "", 0
             if count:
                 head = queue.peek(capabilities, records)
                 if head is not None:
@@ -142,7 +142,9 @@ class ViewBuilder:
             functions = _function_loads(
                 queue.queued_by_function.get(capabilities, {}), running_seconds.get(capabilities, {})
             )
-            groups.append(m.PendingGroup(capabilities, count, reason, running.get(capabilities, 0), oldest, functions))
+            groups.append(
+                m.PendingGroup(capabilities, count, reason, running.get(capabilities, 0), oldest, functions, over_quota)
+            )
         return tuple(groups)
 
     def _waiting_reason(self, capabilities: m.Capabilities) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scaler.policy.snapshot import scaling_snapshot
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 from scaler.protocol.messages import PRIORITY_DEPTH_BITS
@@ -118,6 +119,8 @@ def test_a_client_at_its_quota_waits_and_the_status_says_why_while_others_run() 
     assert len(held) == 2
     (group,) = sim.core.view().pending
     assert "98 at their client's quota" in group.reason
+    (demand,) = scaling_snapshot(sim.core.view(), 10.0).task_groups
+    assert demand.queued == 0, "more workers would not start tasks held back by their client's quota"
     sim.submit(other, [task(other.peer, 1000 + n) for n in range(10)])
     assert sum(len(w.held) for w in workers) == 8  # the others' work fills the rest
     finished = 0
