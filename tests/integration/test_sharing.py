@@ -79,19 +79,27 @@ def test_two_clients_of_10000_tasks_split_the_worker_3_to_1_whoever_submitted_fi
     assert abs(counts[heavy_tag] / both - 0.75) <= 0.05, f"share 3 got {counts[heavy_tag] / both:.1%} ({counts})"
 
 
+def slow_marked(seconds: float, folder: str) -> tuple[float, float]:
+    started = time.monotonic()
+    (Path(folder) / f"started-{started}").touch()
+    time.sleep(seconds)
+    return started, time.monotonic()
+
+
 @pytest.mark.timeout(120)
 def test_a_high_priority_task_starts_before_the_low_priority_work_the_worker_prefetched(
-    one_worker: SchedulerClusterCombo,
+    one_worker: SchedulerClusterCombo, tmp_path: Path
 ) -> None:
-    """One processor, 200 queued tasks of 0.4 s; once the worker runs one and holds one more, a task of priority 5
-    is submitted: it starts next, before any low-priority task that had not started when it was submitted.
-    Checked by switching Overtaking.step off: the prefetched low task then starts first and this fails."""
+    """One processor, 200 queued tasks of 1 s; just after the second one starts (the worker holds a prefetched one
+    behind it), a task of priority 5 is submitted: it starts next, before any low-priority task that had not
+    started when it was submitted. Submitting just after a start leaves the running task about a second, far more
+    than the round trip the overtaking takes. Checked by switching Overtaking.step off: the prefetched low task
+    then starts first and this fails."""
     with Client(one_worker.get_address()) as client:
-        low = [client.submit(slow, 0.4) for _ in range(200)]
-        wait_for(lambda: low[1].done(), "two low-priority tasks to finish")
+        low = [client.submit(slow_marked, 1.0, str(tmp_path)) for _ in range(200)]
+        wait_for(lambda: len(list(tmp_path.glob("started-*"))) >= 2, "the second low-priority task to start")
         submitted = time.monotonic()
-        high = client.submit(slow, 0.01, priority=5)
-        high_started, _ = high.result(timeout=60)
+        high_started, _ = client.submit(slow, 0.01, priority=5).result(timeout=60)
         for future in low:
             future.cancel()
         started_between = [
