@@ -14,7 +14,9 @@ Rules:
    at a worker is not sent back for them (a parked parent yields its slot to them anyway).
 2. Planned only in a step where a task was queued above the lowest priority held (`DispatchQueue.pushed_top`), so
    a queue of one priority never costs a scan of the workers.
-3. At most one task per outranking queued task, one per worker and capability set, from workers that can run it.
+3. One worker per outranking queued task and capability set, from workers that can run it; from each, enough
+   tasks to free one slot (one, or more when the worker holds more than its capacity, which shrinks when its
+   tasks prove slower than it guessed).
 4. A task is never asked for twice (a worker that already started it answered with nothing).
 """
 
@@ -58,10 +60,13 @@ class Overtaking:
                     continue
                 order = sorted(worker.assigned, key=lambda t: (records[t].dispatched_at, records[t].sequence))
                 held = [t for t in order[1:] if _user(records[t].task.priority) < priority and t not in self._asked]
-                if held:
-                    chosen = min(reversed(held), key=lambda t: records[t].task.priority)
-                    plan[worker.peer] = [chosen]
-                    self._asked.add(chosen)
+                # enough to free one slot: a worker whose capacity shrank (its tasks proved slower than it guessed)
+                # holds more than its capacity, and one task given back would not make room
+                need = max(1, len(worker.assigned) - worker.capacity + 1)
+                chosen = sorted(reversed(held), key=lambda t: records[t].task.priority)[:need]  # stable: latest first
+                if chosen:
+                    plan[worker.peer] = chosen
+                    self._asked.update(chosen)
                     wanted -= 1
         return {peer: tuple(task_ids) for peer, task_ids in plan.items()}
 

@@ -133,3 +133,16 @@ def test_a_client_at_its_quota_waits_and_the_status_says_why_while_others_run() 
         assert running <= 2
     assert finished == 100
     sim.check_invariants()
+
+
+def test_a_worker_holding_more_than_its_shrunk_capacity_gives_back_enough_to_make_room() -> None:
+    """Checked by asking for one task per worker only: the high task then stays queued behind the worker's
+    surplus, and this fails."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=10)
+    sim.submit(client, [task(client.peer, n) for n in range(100)])
+    sim.send(worker.peer, m.WorkerCapacity(3))  # its tasks proved slow: it wants 3, holds 10
+    sim.submit(client, [task(client.peer, 5000, priority=1 << PRIORITY_DEPTH_BITS)])
+    assert worker.returned == 8 and tid(5000) in worker.held
+    sim.check_invariants()
