@@ -26,7 +26,7 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 WORKLOADS_DIR = BENCH_DIR / "workloads"
 SYSTEMS = ("ours", "opengris", "dask")
-PROFILED = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9")
+PROFILED = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "U1", "U2", "U3")
 
 
 def parse_args() -> argparse.Namespace:

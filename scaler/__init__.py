@@ -20,6 +20,7 @@ from scaler.errors import (
     NoWorkerError,
     ObjectStorageException,
     ProcessorDiedError,
+    ProcessorOutOfMemoryError,
     TaskExceptionNotSerializableError,
     TaskNotFoundError,
     TaskTimeoutError,
@@ -28,22 +29,26 @@ from scaler.errors import (
 from scaler.version import __version__
 
 if TYPE_CHECKING:
+    from scaler.client.async_client import AsyncClient
     from scaler.client.client import Client
     from scaler.client.future import ScalerFuture
     from scaler.client.progress import progress
     from scaler.cluster.combo import SchedulerClusterCombo
+    from scaler.monitor.performance_report import performance_report
     from scaler.payload.references import ObjectReference
     from scaler.payload.serializer import Serializer
 
 logging.getLogger("scaler").addHandler(logging.NullHandler())
 
 _LAZY = {
+    "AsyncClient": "scaler.client.async_client",
     "Client": "scaler.client.client",
     "ScalerFuture": "scaler.client.future",
     "ObjectReference": "scaler.payload.references",
     "Serializer": "scaler.payload.serializer",
     "SchedulerClusterCombo": "scaler.cluster.combo",
     "progress": "scaler.client.progress",
+    "performance_report": "scaler.monitor.performance_report",
 }
 
 
@@ -59,6 +64,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AsyncClient",
     "Client",
     "ClientCancelledException",
     "ClientQuitException",
@@ -71,6 +77,7 @@ __all__ = [
     "ObjectReference",
     "ObjectStorageException",
     "ProcessorDiedError",
+    "ProcessorOutOfMemoryError",
     "ScalerFuture",
     "SchedulerClusterCombo",
     "Serializer",
@@ -79,5 +86,6 @@ __all__ = [
     "TaskTimeoutError",
     "WorkerDiedError",
     "__version__",
+    "performance_report",
     "progress",
 ]

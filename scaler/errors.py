@@ -15,6 +15,12 @@ class ProcessorDiedError(ScalerError):
     """The process running the task exited while running it (segfault, OOM kill, os._exit, ...)."""
 
 
+class ProcessorOutOfMemoryError(ProcessorDiedError):
+    """The process running the task was killed by the kernel's OOM killer, or died at the worker's memory limit.
+    The message gives the task's peak memory as sampled and the limit. The task is not run again on a worker of
+    the same size: it would die there too."""
+
+
 class TaskTimeoutError(ScalerError, TimeoutError):
     """The task ran longer than the worker's task timeout and was stopped."""
 
@@ -95,6 +101,7 @@ __all__ = [
     "ObjectStorageException",
     "PreloadError",
     "ProcessorDiedError",
+    "ProcessorOutOfMemoryError",
     "RemoteTraceback",
     "ResultNotSerializableError",
     "ScalerError",

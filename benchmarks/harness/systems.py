@@ -16,13 +16,23 @@ REPO_ROOT = BENCH_DIR.parent
 VENVS_DIR = BENCH_DIR / ".venvs"
 WORKLOAD_MAIN = BENCH_DIR / "workloads" / "main.py"
 
-COMMON_REQUIREMENTS = ["psutil"]  # the workload side samples processes with psutil
+# The workload side samples processes with psutil; the workloads shaped like users' days (U1-U4) need numpy, pandas
+# and scikit-learn (with joblib) in every system's venv, the same versions everywhere.
+COMMON_REQUIREMENTS = ["psutil", "numpy==2.4.6", "pandas==3.1.1", "scikit-learn==1.9.1"]
 REQUIREMENTS: dict[str, list[str]] = {
     "ours": ["-e", str(REPO_ROOT)],
     "opengris": ["opengris-scaler==2.9.0"],
     "dask": ["dask[distributed]==2026.8.0"],
+    "ray": ["ray==2.60.0"],
 }
 SYSTEMS = tuple(REQUIREMENTS)
+#: Venvs of benchmarks beyond run.py's systems (compat_frontends.py): ours with the front ends' extras, and the
+#: systems those front ends stand in for. Not in SYSTEMS: run.py's workloads do not run on them.
+FRONTEND_REQUIREMENTS: dict[str, list[str]] = {
+    "ours-frontends": ["-e", f"{REPO_ROOT}[joblib,dask]"],
+    "frontends-dask": ["joblib==1.6.0", "dask[distributed,array]==2026.8.0"],
+    "ray": ["ray==2.60.0", "numpy"],
+}
 STAMP_NAME = ".bench-stamp"
 
 
@@ -34,10 +44,14 @@ def venv_python(system: str) -> Path:
     return VENVS_DIR / system / "bin" / "python"
 
 
+def _requirements(system: str) -> list[str]:
+    return REQUIREMENTS[system] if system in REQUIREMENTS else FRONTEND_REQUIREMENTS[system]
+
+
 def _stamp(system: str, base_python: str) -> str:
-    content: dict[str, object] = {"pip": REQUIREMENTS[system] + COMMON_REQUIREMENTS}
+    content: dict[str, object] = {"pip": _requirements(system) + COMMON_REQUIREMENTS}
     content["python"] = os.path.realpath(base_python)
-    if system == "ours":
+    if system.startswith("ours"):
         content["pyproject"] = hashlib.sha256((REPO_ROOT / "pyproject.toml").read_bytes()).hexdigest()
     return json.dumps(content, sort_keys=True)
 
@@ -55,7 +69,7 @@ def ensure_venv(system: str, base_python: str) -> Path:
     venv.parent.mkdir(parents=True, exist_ok=True)
     commands = [
         [base_python, "-m", "venv", "--clear", str(venv)],
-        [str(python), "-m", "pip", "install", *REQUIREMENTS[system], *COMMON_REQUIREMENTS],
+        [str(python), "-m", "pip", "install", *_requirements(system), *COMMON_REQUIREMENTS],
     ]
     with open(log, "w") as out:
         for command in commands:

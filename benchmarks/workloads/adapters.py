@@ -1,16 +1,19 @@
 """One small adapter per API family, so that every workload is written once.
 
 `ours` and `opengris` share the Scaler API (`scaler.Client`, `scaler.SchedulerClusterCombo`): one adapter serves
-both, each imported from its own virtual environment. `dask` has its own adapter. Every adapter starts a local
+both, each imported from its own virtual environment. `dask` and `ray` have their own adapters, each on its
+system's public API only. Every adapter starts a local
 cluster of `n_workers` single-threaded worker processes and keeps the cluster's logs out of stdout.
 """
 
 import importlib.metadata
 import inspect
 import logging
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,6 +35,7 @@ class Adapter(Protocol):
     def send_object(self, obj: Any) -> Any: ...
     def get(self, graph: dict[str, Any], key: str) -> Any: ...
     def fibonacci(self, n: int) -> int: ...
+    def grid_search(self, search: Any, x: Any, y: Any) -> Any: ...
     def scheduler_process(self) -> psutil.Process: ...
     def describe_scheduler(self) -> str: ...
 
@@ -92,6 +96,18 @@ class ScalerAdapter:
 
     def fibonacci(self, n: int) -> int:
         return int(self._client.submit(bench_tasks.fibonacci, self._client, n).result())
+
+    def grid_search(self, search: Any, x: Any, y: Any) -> Any:
+        """joblib's "scaler" backend, registered by `import scaler.joblib` where this build has it."""
+        import joblib
+
+        try:
+            import scaler.joblib  # noqa: F401
+        except ImportError:
+            # TODO(#29, #30): ours' joblib backend lands with the w30-compat branch; then this runs as is.
+            raise NotImplementedError(f"{self.system} {self.version()} has no `scaler.joblib` backend") from None
+        with joblib.parallel_config(backend="scaler", client=self._client):
+            return search.fit(x, y)
 
     def scheduler_process(self) -> psutil.Process:
         return procs.find_listener(procs.port_of(self._cluster.get_address()))
@@ -183,6 +199,12 @@ class DaskAdapter:
     def fibonacci(self, n: int) -> int:
         return int(self._client.submit(bench_tasks.fibonacci_dask, n, pure=False).result())
 
+    def grid_search(self, search: Any, x: Any, y: Any) -> Any:
+        import joblib
+
+        with joblib.parallel_config(backend="dask"):
+            return search.fit(x, y)
+
     def scheduler_process(self) -> psutil.Process:
         return procs.find_listener(procs.port_of(self._address))
 
@@ -192,9 +214,132 @@ class DaskAdapter:
         return "the client process (LocalCluster runs the scheduler in-process)"
 
 
+class RayFuture:
+    """An ObjectRef with the `result()` the workloads call on a submitted task (W3, W8): `ray.get` of it."""
+
+    def __init__(self, ref: Any) -> None:
+        self.ref = ref
+
+    def result(self) -> Any:
+        import ray
+
+        return ray.get(self.ref)
+
+
+class RayAdapter:
+    """Ray on one machine: `ray.init(num_cpus=n_workers)` starts its own head (GCS, raylet, object store) and
+    `n_workers` CPU slots, each task taking one, as each of the other systems' workers runs one task at a time.
+    `stop` is `ray.shutdown()`, which stops the processes this `ray.init` started; the driver kills the run's
+    process group after it anyway."""
+
+    system = "ray"
+
+    def __init__(self, log_dir: Path) -> None:
+        self._log_dir = log_dir
+        self._remotes: dict[Callable[..., Any], Any] = {}
+        self._started = False
+        self._temp_dir = ""
+
+    def version(self) -> str:
+        return importlib.metadata.version("ray")
+
+    def start(self, n_workers: int, separate_scheduler: bool = False) -> None:
+        import ray
+
+        # Ray's session folder holds its AF_UNIX sockets, whose paths may not exceed 107 bytes: a short folder of its
+        # own, whose logs are copied to the run's log folder at the end.
+        self._temp_dir = tempfile.mkdtemp(prefix="bench-ray-")
+        ray.init(
+            num_cpus=n_workers,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+            _temp_dir=self._temp_dir,
+        )
+        self._started = True
+
+    def stop(self) -> None:
+        if self._started:
+            import ray
+
+            ray.shutdown()
+        if self._temp_dir:
+            shutil.copytree(self._temp_dir, self._log_dir / "ray", dirs_exist_ok=True, ignore_dangling_symlinks=True,
+                            ignore=shutil.ignore_patterns("sockets", "*.sock"))  # fmt: skip
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+
+    def _remote(self, fn: Callable[..., Any]) -> Any:
+        remote = self._remotes.get(fn)
+        if remote is None:
+            import ray
+
+            remote = self._remotes[fn] = ray.remote(num_cpus=1)(fn)
+        return remote
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return RayFuture(self._remote(fn).remote(*args))
+
+    def gather(self, futures: list[Any]) -> list[Any]:
+        import ray
+
+        return list(ray.get([future.ref for future in futures]))
+
+    def map(self, fn: Callable[..., Any], items: Iterable[Any]) -> list[Any]:
+        import ray
+
+        remote = self._remote(fn)
+        return list(ray.get([remote.remote(item) for item in items]))
+
+    def send_object(self, obj: Any) -> Any:
+        import ray
+
+        return ray.put(obj)
+
+    def get(self, graph: dict[str, Any], key: str) -> Any:
+        """A Dask-style graph as Ray tasks: each node a task whose key arguments are the other tasks' ObjectRefs
+        (Ray resolves top-level ObjectRef arguments before the task runs); data nodes are passed as values."""
+        import ray
+
+        refs: dict[str, Any] = {}
+
+        def build(node_key: str) -> Any:
+            if node_key not in refs:
+                node = graph[node_key]
+                if isinstance(node, tuple) and node and callable(node[0]):
+                    args = [build(a) if isinstance(a, str) and a in graph else a for a in node[1:]]
+                    refs[node_key] = self._remote(node[0]).remote(*args)
+                else:
+                    refs[node_key] = node
+            return refs[node_key]
+
+        for node_key in graph:  # iteratively, leaves first where the graph lists them first (no deep recursion)
+            build(node_key)
+        result = refs[key]
+        return ray.get(result) if isinstance(result, ray.ObjectRef) else result
+
+    def fibonacci(self, n: int) -> int:
+        return int(self.gather([self.submit(bench_tasks.fibonacci_ray, n)])[0])
+
+    def grid_search(self, search: Any, x: Any, y: Any) -> Any:
+        import joblib
+        from ray.util.joblib import register_ray
+
+        register_ray()
+        with joblib.parallel_config(backend="ray"):
+            return search.fit(x, y)
+
+    def scheduler_process(self) -> psutil.Process:
+        raise NotImplementedError("Ray has no single scheduler process to compare (W7 is not run for ray)")
+
+    def describe_scheduler(self) -> str:
+        return "none"
+
+
 def make_adapter(system: str, log_dir: Path) -> Adapter:
     if system == "dask":
         return DaskAdapter(log_dir)
+    if system == "ray":
+        return RayAdapter(log_dir)
     if system in ScalerAdapter.DISTRIBUTIONS:
         return ScalerAdapter(system, log_dir)
     raise ValueError(f"unknown system {system!r}")

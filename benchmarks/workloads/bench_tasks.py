@@ -66,3 +66,14 @@ def fibonacci_dask(n: int) -> int:
         a = client.submit(fibonacci_dask, n - 1, pure=False)
         b = client.submit(fibonacci_dask, n - 2, pure=False)
         return int(a.result() + b.result())
+
+
+def fibonacci_ray(n: int) -> int:
+    """The same recursion on Ray's public API: the task submits its children as remote calls and `ray.get`s them
+    (Ray lends the blocked task's CPU slot out while it waits)."""
+    if n < 2:
+        return n
+    import ray
+
+    remote = ray.remote(num_cpus=1)(fibonacci_ray)
+    return int(sum(ray.get([remote.remote(n - 1), remote.remote(n - 2)])))

@@ -19,6 +19,10 @@ HERE = Path(__file__).resolve().parent
 # Worker processes of every system must import `bench_tasks` by name, as they would a user's module. They
 # inherit the environment, so this has to happen before any cluster starts.
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+# One thread per numerical library in every process of every system (Ray sets this for its workers itself): each
+# worker runs one task at a time on a 2-core machine, and task CPU is measured per thread (day_tasks.py).
+for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
 
 import json  # noqa: E402
 import time  # noqa: E402
@@ -42,6 +46,8 @@ def check(system: str) -> None:
     adapter = make_adapter(system, Path(tempfile.gettempdir()))
     if system == "dask":
         from distributed import Client, LocalCluster  # noqa: F401
+    elif system == "ray":
+        import ray  # noqa: F401
     else:
         from scaler import Client, SchedulerClusterCombo  # noqa: F401
     emit({"system": system, "version": adapter.version()})
@@ -78,7 +84,7 @@ def run(system: str, workload: str, quick: bool, log_dir: Path, policy_content: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--system", required=True, choices=["ours", "opengris", "dask"])
+    parser.add_argument("--system", required=True, choices=["ours", "opengris", "dask", "ray"])
     parser.add_argument("--workload", help="W1 ... W9 or WS")
     parser.add_argument("--check", action="store_true", help="only check that the system imports")
     parser.add_argument("--quick", action="store_true", help="smaller sizes")

@@ -106,3 +106,88 @@ class CpuSnapshot:
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
         return CpuSnapshot(cpu, info)
+
+
+class TreeSampler:
+    """Samples every process of the run's tree (this process and its descendants) every `interval` seconds in a
+    daemon thread: the peak RSS of each process and its CPU seconds since the sampler started.
+
+    CPU of a process that was already alive at the start counts from its first sample; a process that exits between
+    two samples keeps the CPU of its last sample (so CPU burnt in its last `interval` is missed). RSS counts pages
+    shared with other processes (shared memory, copy-on-write after fork) in every process that maps them.
+    """
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tree-sampler", daemon=True)
+        self._processes: dict[int, psutil.Process] = {}
+        self.first_cpu: dict[int, float] = {}
+        self.last_cpu: dict[int, float] = {}
+        self.peak_rss: dict[int, int] = {}
+        self.labels: dict[int, str] = {}
+
+    def __enter__(self) -> "TreeSampler":
+        self._sample(starting=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample(starting=False)
+
+    def _sample(self, starting: bool) -> None:
+        me = psutil.Process()
+        try:
+            current = [me, *me.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            current = [me]
+        for process in current:
+            known = self._processes.setdefault(process.pid, process)  # keep the object: its create time is checked
+            try:
+                with known.oneshot():
+                    times = known.cpu_times()
+                    rss = known.memory_info().rss
+                    if known.pid not in self.labels:
+                        self.labels[known.pid] = label(known)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            cpu = times.user + times.system
+            self.first_cpu.setdefault(known.pid, cpu if starting else 0.0)
+            self.last_cpu[known.pid] = cpu
+            self.peak_rss[known.pid] = max(self.peak_rss.get(known.pid, 0), rss)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._sample(starting=False)
+
+    def cpu_seconds(self) -> float:
+        return sum(self.last_cpu[pid] - self.first_cpu[pid] for pid in self.last_cpu)
+
+    def per_process(self) -> list[dict[str, object]]:
+        rows = [
+            {
+                "pid": pid,
+                "process": self.labels.get(pid, "?"),
+                "cpu_s": round(self.last_cpu[pid] - self.first_cpu[pid], 3),
+                "peak_rss_mb": round(self.peak_rss[pid] / MB, 1),
+            }
+            for pid in self.last_cpu
+        ]
+        return sorted(rows, key=lambda row: -float(row["cpu_s"]))  # type: ignore[arg-type]
+
+
+def label(process: psutil.Process) -> str:
+    """A short name for a process: the client, a python -m module or script, or the executable's name."""
+    if process.pid == psutil.Process().pid:
+        return "client (this process)"
+    try:
+        cmdline = process.cmdline()
+        name = process.name()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return "?"
+    if "-m" in cmdline[:-1]:
+        return f"{name} -m {cmdline[cmdline.index('-m') + 1]}"
+    words = [word.rsplit("/", 1)[-1] for word in cmdline[:3]]
+    return " ".join(words)[:80] or name

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import bench_tasks
+import days
 import procs
 from adapters import Adapter
 
@@ -29,6 +30,7 @@ FULL_SIZES: dict[str, dict[str, Any]] = {
     "W7": {"tasks": 10_000},
     "W8": {},
     "W9": {"n": 8},
+    **days.FULL_SIZES,
 }
 QUICK_SIZES: dict[str, dict[str, Any]] = {
     "W1": {"tasks": 1_000},
@@ -40,6 +42,7 @@ QUICK_SIZES: dict[str, dict[str, Any]] = {
     "W7": {"tasks": 1_000},
     "W8": {},
     "W9": {"n": 6},
+    **days.QUICK_SIZES,
 }
 
 
@@ -210,4 +213,5 @@ WORKLOADS: dict[str, Workload] = {
     "W7": Workload(scheduler_memory, separate_scheduler=True),
     "W8": Workload(start_to_first_result, own_cluster=True),
     "W9": Workload(nested_tasks),
+    **{key: Workload(run) for key, run in days.WORKLOADS.items()},
 }

@@ -36,6 +36,7 @@ from scaler.client.core import (
     ShutdownAnswered,
     Warn,
 )
+from scaler.client.forwarded_logs import emit_records
 from scaler.errors import DisconnectedError
 from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.io.zmq_async import AsyncSocket, Frames, watch_events
@@ -412,6 +413,9 @@ class ClientAgent(Generic[FutureT]):
 
     @staticmethod
     def _print_log(log: m.TaskLog) -> None:
+        if log.stream is m.LogStream.RECORDS:
+            emit_records(log)
+            return
         stream = sys.stdout if log.stream is m.LogStream.STDOUT else sys.stderr
         prefix = f"[task {log.task_id.hex()[:8]}] "
         lines = log.text.splitlines(keepends=True)

@@ -16,8 +16,9 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sized
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
+from scaler.client import dask_graph
 from scaler.client.agent import ClientAgent
 from scaler.client.display import client_rows, html_table
 from scaler.client.future import ScalerFuture
@@ -25,6 +26,7 @@ from scaler.client.graph import encode_graph
 from scaler.client.map_chunks import MAX_CHUNK, chunk_size, chunk_size_lookahead, name_failed_item, run_chunk
 from scaler.client.map_stream import chunks_in_flight, stream_map
 from scaler.client.progress import progress_counter, wait_with_bar
+from scaler.client.put_pipeline import PutPipeline
 from scaler.client.sharing import (
     checked_priority,
     checked_quota,
@@ -35,6 +37,7 @@ from scaler.client.sharing import (
 from scaler.errors import ClientQuitException, ClientShutdownException
 from scaler.io.address import validate_address
 from scaler.io.sockets import TransportSecurity
+from scaler.monitor import local_schedulers
 from scaler.payload import processor_context
 from scaler.payload.processor_context import BlockingWait
 from scaler.payload.references import ObjectReference
@@ -45,6 +48,9 @@ from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ClientID, ObjectID, TaskID, new_client_id, new_task_id
+
+if TYPE_CHECKING:
+    from scaler.client.executor import ScalerExecutor
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +65,9 @@ B = TypeVar("B")
 
 
 class Client:
+    #: Dask reads it when a Client is given as its scheduler (`scheduler=client`): this client is not asynchronous.
+    asynchronous = False
+
     def __init__(
         self,
         address: str | None = None,
@@ -122,9 +131,13 @@ class Client:
         )  # fmt: skip
         reply = self._agent.start(connect_timeout_seconds)
         self._object_storage_address = object_storage_address or reply.object_storage_address
-        self._encoder = TaskEncoder(self._identity, self._serializer, self._store, self._current_serializer_id)
+        self._puts: PutPipeline[tuple[TaskID, ScalerFuture, bytes]] | None = None
+        self._encoder = TaskEncoder(
+            self._identity, self._serializer, self._store, self._current_serializer_id, store_later=self._store_later
+        )
         self._chunk_runners: dict[int, functools.partial[list[Any]]] = {}
         self._reader = ResultReader(self._serializer, self._storage)
+        local_schedulers.note_client(self, self._address, self._security)  # the run report finds its scheduler
 
     # ------------------------------------------------------------ properties and plumbing
 
@@ -165,6 +178,8 @@ class Client:
             if not getattr(self, "_closed", True):
                 self._closed = True
                 self._agent.stop(0.0)
+                if self._puts is not None:  # its thread would otherwise wait on its sockets for good
+                    self._puts.close(0.0)
         except Exception:
             pass
 
@@ -193,6 +208,31 @@ class Client:
     def _store(self, object_id: ObjectID, payload: bytes | list[Any], name: str) -> None:
         self._storage().put(object_id, payload, owner_id=self._identity, name=name)
 
+    def _store_later(self, object_id: ObjectID, payload: bytes | list[Any], name: str) -> None:
+        """An argument's put, pipelined: tasks go through `_hand_over`, which holds them until it is stored."""
+        self._put_pipeline().put(object_id, payload, name)
+
+    def _put_pipeline(self) -> PutPipeline[tuple[TaskID, ScalerFuture, bytes]]:
+        with self._lock:
+            if self._puts is None or self._puts.is_closed:  # none yet, or stopped by a storage failure
+                self._puts = PutPipeline(
+                    str(self._object_storage_address), self._identity, self._security, self._timeout_seconds,
+                    release=self._agent.submit, fail=_fail_held, forget=self._encoder.forget_object,
+                )  # fmt: skip
+            return self._puts
+
+    def _hand_over(self, tasks: list[tuple[TaskID, ScalerFuture, bytes]]) -> None:
+        """Tasks to the agent, after the arguments they were encoded with are stored (see put_pipeline)."""
+        if self._puts is None:
+            self._agent.submit(tasks)
+        else:
+            self._puts.submit(tasks)
+
+    def _flush_puts(self) -> None:
+        """Before what must not overtake held tasks (a graph, a cancel, clear, leaving)."""
+        if self._puts is not None:
+            self._puts.flush(self._timeout_seconds)
+
     def _current_serializer_id(self) -> ObjectID:
         if isinstance(self._serializer, DefaultSerializer) and type(self._serializer) is DefaultSerializer:
             return ObjectID(b"")
@@ -214,11 +254,19 @@ class Client:
         return future
 
     def _request_cancel(self, task_id: TaskID) -> None:
+        self._flush_puts()  # a task still held behind its puts is sent first, so the cancel finds it
         self._agent.cancel([task_id])
+
+    def _cancel_without_waiting(self, futures: Iterable[ScalerFuture]) -> None:
+        """Ask the scheduler to cancel the tasks of these futures not done yet, in one message; each future is
+        cancelled when the scheduler confirms (or completes, when its result came first)."""
+        task_ids = [future.task_id for future in futures if not future.done()]
+        if task_ids and self._agent.error is None:
+            self._agent.cancel(task_ids)
 
     @staticmethod
     def _priority(priority: int | None = None) -> int:
-        """The wire priority of a task submitted now (client/priority.py): the user's, nested one level deeper."""
+        """The wire priority of a task submitted now (client/sharing.py): the user's, nested one level deeper."""
         return wire_priority(priority)
 
     # ------------------------------------------------------------ tasks
@@ -263,7 +311,7 @@ class Client:
             stream_output=self._stream_output, priority=wire, capabilities=m.make_capabilities(capabilities),
         )  # fmt: skip
         future = self._new_future(task_id, profiling)
-        self._agent.submit([(task_id, future, codec.encode(task))])
+        self._hand_over([(task_id, future, codec.encode(task))])
         return future
 
     @overload
@@ -369,11 +417,11 @@ class Client:
             future = self._new_future(task_id, self._profiling)
             futures.append(future)
             batch.append((task_id, future, codec.encode(task)))
-            if len(batch) >= 1024:
-                self._agent.submit(batch)
+            if len(batch) >= 1024 or (self._puts is not None and len(batch) >= 32):
+                self._hand_over(batch)  # smaller batches while arguments are being stored: they leave sooner
                 batch = []
         if batch:
-            self._agent.submit(batch)
+            self._hand_over(batch)
         return futures
 
     def _gather(
@@ -408,16 +456,24 @@ class Client:
 
     def get(
         self,
-        graph: dict[Any, Any],
-        keys: list[Any],
+        graph: Any,
+        keys: Any,
         block: bool = True,
         capabilities: dict[str, int] | None = None,
         reserialize: bool = False,
         priority: int | None = None,
-    ) -> dict[Any, Any]:
+        **scheduler_options: Any,
+    ) -> Any:
         """Run a dict graph (values are data, callables, or tuples (fn, arg, ...) whose arguments may name
         other keys) and return {key: result} for the requested keys, or {key: future} with block=False.
-        `priority` as for submit_verbose (every node of the graph has it)."""
+        `priority` as for submit_verbose (every node of the graph has it).
+
+        Also Dask's scheduler: `dask.compute(*collections, scheduler=client.get)` (or `scheduler=client`) runs the
+        Dask graph as one graph here and returns what Dask expects (see `dask_graph`)."""
+        if dask_graph.is_dask_call(graph):
+            return dask_graph.compute(self.get, graph, keys, capabilities=capabilities)
+        if scheduler_options:
+            raise TypeError(f"get() got unexpected keyword argument(s): {', '.join(sorted(scheduler_options))}")
         self._check_open()
         wire = self._priority(priority)
         encoded = encode_graph(
@@ -435,11 +491,20 @@ class Client:
                 futures[key]._complete_with_value(graph[key])
         if encoded.message is not None:
             frame = codec.encode(encoded.message)
+            self._flush_puts()  # the graph's arguments are stored before the graph leaves
             self._agent.submit_graph(encoded.message.graph_id, frame, list(targets.items()))
         if not block:
             return futures
         values = self._gather(list(futures.values()))
         return dict(zip(futures.keys(), values, strict=True))
+
+    def executor(self) -> ScalerExecutor:
+        """This client as a `concurrent.futures.Executor` (submit, a lazy ordered map, shutdown): for libraries
+        written against one. Its `shutdown()` cancels (when asked) its own futures only; the cluster goes on."""
+        from scaler.client.executor import ScalerExecutor
+
+        self._check_open()
+        return ScalerExecutor(self)
 
     # ------------------------------------------------------------ objects
 
@@ -456,6 +521,18 @@ class Client:
 
     # ------------------------------------------------------------ ending
 
+    def forward_logging(self, logger_name: str | None = None, level: int = logging.NOTSET) -> None:
+        """From now on, the `logging` records this client's tasks emit (on the task's thread) at `level` or above,
+        of logger `logger_name` and its children (every logger when None), reach this process's `logging` under
+        the same logger names, with `task_id` (hex) and `worker` as record attributes. Records travel in batches;
+        a task forwards at most 10,000 records (4 MiB), then one warning says how many were dropped. Tasks
+        submitted before the call do not forward. Dask's spelling."""
+        if isinstance(level, str):
+            level = logging.getLevelName(level.upper())
+        if not isinstance(level, int):
+            raise ValueError(f"level must be a logging level (logging.INFO or 'INFO'), not {level!r}")
+        self._encoder.log_forwarding = m.LogForwarding(level, logger_name or "")
+
     def clear(self) -> None:
         """Cancel this client's unfinished tasks and delete every object it stored."""
         self._check_open()
@@ -469,6 +546,7 @@ class Client:
         if self._closed:
             return
         self._closed = True
+        local_schedulers.note_client_closed(self)
         try:
             if self._agent.error is None:
                 self._cancel_all(CLOSE_TIMEOUT_SECONDS)
@@ -487,10 +565,12 @@ class Client:
         if reply is not None and not reply.accepted:
             raise ClientShutdownException(reply.reason)
         self._closed = True
+        local_schedulers.note_client_closed(self)
         self._agent.stop(CLOSE_TIMEOUT_SECONDS)
         self._close_storage()
 
     def _cancel_all(self, timeout_seconds: float) -> None:
+        self._flush_puts()  # tasks held behind their puts reach the agent first, to be cancelled with the rest
         pending = [future for future in self._agent.unfinished().values() if not future.done()]
         if not pending:
             return
@@ -499,15 +579,24 @@ class Client:
 
     def _close_storage(self) -> None:
         with self._lock:
+            puts, self._puts = self._puts, None
             if self._storage_connection is not None:
                 self._storage_connection.close()
                 self._storage_connection = None
+        if puts is not None:
+            puts.close(0.0)
 
 
 #: Clients unpickled in this process: by the identity of the client that was pickled, or inside a task by its
 #: settings alone (one connection per processor).
 _unpickled: dict[tuple[bytes, str], Client] = {}
 _unpickled_lock = threading.Lock()
+
+
+def _fail_held(tasks: list[tuple[TaskID, ScalerFuture, bytes]], error: BaseException) -> None:
+    """Tasks whose arguments could not be stored: they never left; their futures fail with the storage's error."""
+    for _, future, _ in tasks:
+        future._fail(error)
 
 
 def _rebuild_client(

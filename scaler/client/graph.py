@@ -13,15 +13,17 @@ the requested results come back to the client.
 from __future__ import annotations
 
 import graphlib
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from scaler.client import graph_matrix
 from scaler.payload.references import NodeResult
 from scaler.payload.task_encoder import TaskEncoder
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID, new_graph_id, new_task_id
+
+T = TypeVar("T")
 
 
 def is_call(value: Any) -> bool:
@@ -128,11 +130,11 @@ def encode_graph(
             if isinstance(resolved, NodeResult):
                 encoded.append(m.Argument(m.ArgumentKind.TASK_RESULT, resolved.task_id))
             else:
-                encoded.append(encoder.argument(resolved, "", position))
+                encoded.append(_named(key, encoder.argument, resolved, "", position))
         nodes.append(
             encoder.task(
                 node_ids[key],
-                encoder.function(function, refresh=reserialize),
+                _named(key, encoder.function, function, refresh=reserialize),
                 tuple(encoded),
                 profiling=profiling,
                 stream_output=stream_output,
@@ -146,6 +148,14 @@ def encode_graph(
         return EncodedGraph(None, node_ids)
     targets = tuple(node_ids[key] for key in dict.fromkeys(keys) if key in node_ids)
     return EncodedGraph(m.GraphTask(graph_id, client_id, tuple(nodes), targets), node_ids)
+
+
+def _named(key: Hashable, encode: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`encode(*args, **kwargs)`; its TypeError (what cannot be serialized) also names the graph's key."""
+    try:
+        return encode(*args, **kwargs)
+    except TypeError as error:
+        raise TypeError(f"graph key {key!r}: {error}") from error
 
 
 def _resolve(graph: dict[Hashable, Any], node_ids: dict[Hashable, TaskID], argument: Any) -> tuple[Any, list[TaskID]]:

@@ -25,6 +25,7 @@ from scaler.io.address import free_tcp_port_block, parse_address
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
 from scaler.io.curve import ClusterKeys, security_of
 from scaler.io.port_owner import address_in_use_problem
+from scaler.monitor import local_schedulers
 
 logger = logging.getLogger(__name__)
 
@@ -68,11 +69,15 @@ class SchedulerClusterCombo:
         preload: str | None = None,
         secure: bool = False,
         nested_parents: str = "thread",
+        dashboard: bool | str = False,
     ) -> None:
         """`secure=True`: every connection authenticated and encrypted with CURVE keys made for this cluster
         (deleted when it stops); `Client(cluster.get_address(), **cluster.client_keys)` connects to it.
         `nested_parents`: "thread" (a task waiting on nested tasks waits in its processor, which runs other tasks
         meanwhile) or "process" (a processor per waiting parent); the worker flag `--nested-parents`.
+        `dashboard=True` serves the web dashboard (and its `/metrics`) from this process on a free port of
+        127.0.0.1; `dashboard="HOST:PORT"` on that address; `cluster.dashboard_link` is its address, which
+        `repr`, the notebook display and the display of a `Client` of this cluster show.
         `hard_processor_suspend` is accepted for the reference's callers and ignored: a waiting parent always
         yields its slot, unsuspended."""
         refuse_tls_security_config(security_config)
@@ -178,7 +183,42 @@ class SchedulerClusterCombo:
             os.close(report_read)
             if report_write >= 0:
                 os.close(report_write)
+        self._dashboard: Any = None
+        if dashboard:
+            self._start_dashboard("127.0.0.1:0" if dashboard is True else str(dashboard))
         logger.info("local cluster at %s with %d workers", self._address, n_workers)
+        local_schedulers.note_started(self, self._address, self._monitor_address)
+
+    def _start_dashboard(self, gui_address: str) -> None:
+        """The dashboard's server and feed reader are threads of this process (started after the cluster's host
+        was forked, so the fork saw one thread)."""
+        import threading
+
+        from scaler.client.display import DASHBOARD_LINKS
+        from scaler.config.sections import GUIConfig
+        from scaler.monitor.dashboard import Dashboard
+
+        try:
+            keys = self.client_keys
+            config = GUIConfig(
+                monitor_address=self._monitor_address,
+                gui_address=gui_address,
+                curve_secret_key=keys.get("curve_secret_key"),
+                curve_server_key=keys.get("curve_server_key"),
+            )
+            self._dashboard = Dashboard(config)
+        except BaseException:
+            self.shutdown()
+            raise
+        threading.Thread(target=self._dashboard.serve, name="scaler-dashboard", daemon=True).start()
+        DASHBOARD_LINKS[self._address] = self._dashboard.url
+        logger.info("dashboard at %s", self._dashboard.url)
+
+    @property
+    def dashboard_link(self) -> str | None:
+        """The web dashboard's address (`http://127.0.0.1:PORT/`) when started with `dashboard=`, else None."""
+        dashboard = getattr(self, "_dashboard", None)
+        return None if dashboard is None else str(dashboard.url)
 
     def get_address(self) -> str:
         return self._address
@@ -192,13 +232,15 @@ class SchedulerClusterCombo:
         state = "stopped" if self._stopped else "running"
         return (
             f"SchedulerClusterCombo(address={self._address!r}, workers={len(self.worker_pids)}, "
-            f"monitor={self._monitor_address!r}, {state})"
+            f"monitor={self._monitor_address!r}, "
+            + (f"dashboard={self.dashboard_link!r}, " if self.dashboard_link else "")
+            + f"{state})"
         )
 
     def _repr_html_(self) -> str:
         rows = cluster_rows(
             self._address, self._object_storage_address, self._monitor_address, len(self.worker_pids),
-            not self._stopped,
+            not self._stopped, self.dashboard_link,
         )  # fmt: skip
         return html_table("scaler SchedulerClusterCombo", rows)
 
@@ -232,6 +274,13 @@ class SchedulerClusterCombo:
         if self._stopped:
             return
         self._stopped = True
+        local_schedulers.note_stopped(self)
+        dashboard, self._dashboard = getattr(self, "_dashboard", None), None
+        if dashboard is not None:
+            from scaler.client.display import DASHBOARD_LINKS
+
+            DASHBOARD_LINKS.pop(self._address, None)
+            dashboard.stop()
         keys, self._keys = self._keys, None
         if self._host is not None:
             stop_children([self._host], grace_seconds=20.0)

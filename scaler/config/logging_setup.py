@@ -7,8 +7,10 @@ never stops the process.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+import time
 
 from scaler.config.sections import LoggingSettings
 
@@ -34,7 +36,11 @@ def setup_logging(settings: LoggingSettings, component: str) -> None:
     handlers = [handler for handler in opened if handler is not None]
     if settings.logging_paths and not handlers:
         handlers.append(logging.StreamHandler(sys.stderr))  # every sink failed: stderr rather than silence
-    formatter = logging.Formatter(LOG_FORMAT.format(component=component.replace("%", "%%")), DATE_FORMAT)
+    formatter: logging.Formatter
+    if settings.logging_format == "json":
+        formatter = JsonFormatter(component)
+    else:
+        formatter = logging.Formatter(LOG_FORMAT.format(component=component.replace("%", "%%")), DATE_FORMAT)
     for handler in handlers:
         handler.setFormatter(formatter)
         setattr(handler, _OWNED, True)
@@ -42,6 +48,39 @@ def setup_logging(settings: LoggingSettings, component: str) -> None:
     root.setLevel(settings.logging_level)
     for chatty in QUIET_LIBRARIES:  # "Found credentials in environment variables" on every client they make
         logging.getLogger(chatty).setLevel(max(logging.WARNING, root.level))
+
+
+#: record attributes that identify what a line is about; a JSON line carries those a record has
+ID_ATTRIBUTES = ("task_id", "worker", "client", "manager")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line: time (ISO 8601, local with its UTC offset), level, logger,
+    component, message, the ids the record carries (`ID_ATTRIBUTES`) and the exception's traceback if any."""
+
+    def __init__(self, component: str) -> None:
+        super().__init__()
+        self._component = component
+
+    def format(self, record: logging.LogRecord) -> str:
+        local = time.localtime(record.created)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", local) + f".{int(record.msecs):03d}" + time.strftime("%z", local)
+        line: dict[str, object] = {
+            "time": stamp,
+            "level": record.levelname,
+            "logger": record.name,
+            "component": self._component,
+            "message": record.getMessage(),
+        }
+        for name in ID_ATTRIBUTES:
+            value = getattr(record, name, None)
+            if value is not None:
+                line[name] = value.hex() if isinstance(value, bytes) else str(value)
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            line["exception"] = record.exc_text
+        return json.dumps(line, ensure_ascii=False)
 
 
 def _open_handler(path: str, component: str) -> logging.Handler | None:

@@ -27,6 +27,12 @@ class LoggingSettings:
     logging_config_file: str | None = setting(
         None, help="a Python logging .conf file; overrides the other logging settings", short=("-lcf", "-lc")
     )
+    logging_format: str = setting(
+        "text",
+        help="text: one line per record for people; json: one JSON object per line (time, level, logger, "
+        "component, message, and task_id/worker/client when a record has them)",
+        choices=("text", "json"),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +87,9 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
     )
     status_report_interval_seconds: float = setting(
         1.0, help="period of the status snapshots on the monitor address", short=("-sri",), gt=0
+    )
+    metrics_address: str | None = setting(
+        None, help="HOST:PORT where the scheduler serves /metrics for Prometheus itself (default: not served)"
     )
     protected: bool = setting(
         True, help="refuse clients' requests to shut the cluster down (-p False allows them)", short=("-p",)

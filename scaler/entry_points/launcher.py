@@ -8,6 +8,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from scaler.config.completion import SHELLS, offer_completion
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
@@ -37,6 +38,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"print the code that makes SHELL ({', '.join(SHELLS)}) complete every scaler command, e.g. "
         '`eval "$(scaler --completion bash)"` in ~/.bashrc (needs the completion extra)',
     )
+    parser.add_argument(
+        "--logging-format",
+        choices=("text", "json"),
+        help="the logging format of every process the file starts (overrides the sections' logging_format); "
+        "json: one JSON object per line",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     offer_completion(parser)
     arguments = parser.parse_args(argv)
@@ -61,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIGURATION
     for notice in file.notices:
         print(f"scaler: {notice}", file=sys.stderr)
+    if arguments.logging_format is not None:
+        file = _with_logging_format(file, arguments.logging_format)
     from scaler.cluster.launcher import Launcher
     from scaler.config.logging_setup import setup_logging
     from scaler.config.sections import LoggingSettings
@@ -68,6 +77,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging_settings = file.scheduler or file.object_storage_server or LoggingSettings()
     setup_logging(logging_settings, "scaler")
     return Launcher(file).run()
+
+
+def _with_logging_format(file: Any, logging_format: str) -> Any:
+    from dataclasses import replace
+
+    def each(section: Any) -> Any:
+        return None if section is None else replace(section, logging_format=logging_format)
+
+    return replace(
+        file,
+        object_storage_server=each(file.object_storage_server),
+        scheduler=each(file.scheduler),
+        gui=each(file.gui),
+        worker_managers=tuple(each(manager) for manager in file.worker_managers),
+    )
 
 
 def _print_completion(shell: str) -> int:

@@ -4,7 +4,11 @@ HTTP server (standard library, one thread per request) serves the page, its live
 - `/`: the page (`static/dashboard.html`, no external script or font);
 - `/events`: server-sent events, the state as JSON every `broadcast_interval_seconds`;
 - `/state`: the same JSON once;
-- `/metrics`: Prometheus text format (`scaler.monitor.metrics`).
+- `/metrics`: Prometheus text format (`scaler.monitor.metrics`);
+- `/static/uplot.min.js`, `/static/uplot.min.css`: the vendored chart library (static/uPlot.LICENSE).
+
+At most `MAX_EVENT_STREAMS` pages are kept live at once (each holds a thread): a page past that gets 503 on
+`/events` and says so, rather than a thousand open tabs holding a thousand threads.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from scaler.monitor.feed import FeedReader, FeedVersionError
 logger = logging.getLogger(__name__)
 
 FEED_POLL_SECONDS = 0.2
+#: live pages (server-sent event streams) served at once
+MAX_EVENT_STREAMS = 32
+STATIC_FILES = {"uplot.min.js": "text/javascript; charset=utf-8", "uplot.min.css": "text/css; charset=utf-8"}
 
 
 class Dashboard:
@@ -35,6 +42,7 @@ class Dashboard:
         self.state = DashboardState(spans_kept=config.task_log_max_size)
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        self.streams = threading.BoundedSemaphore(MAX_EVENT_STREAMS)
         host, _, port = config.gui_address.rpartition(":")
         self.server = ThreadingHTTPServer((host or "127.0.0.1", int(port)), _handler_for(self))
         self.server.daemon_threads = True
@@ -67,6 +75,20 @@ class Dashboard:
         view["stale_after_seconds"] = 5 * self.config.status_report_interval_seconds
         return json.dumps(view).encode()
 
+    def answer(self, path: str) -> tuple[int, str, bytes]:
+        """(status, content type, body) of every path but the event stream."""
+        if path in ("/", "/index.html"):
+            return 200, "text/html; charset=utf-8", _page()
+        if path == "/state":
+            return 200, "application/json", self.state_json()
+        if path == "/metrics":
+            from prometheus_client import CONTENT_TYPE_LATEST
+
+            from scaler.monitor.metrics import metrics_text
+
+            return 200, CONTENT_TYPE_LATEST, metrics_text(self.state, self.lock)
+        return _static(path)
+
     def _read_feed(self) -> None:
         reader = FeedReader(self.config.monitor_address, security=self.security)
         try:
@@ -90,20 +112,10 @@ def _handler_for(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
-            if path in ("/", "/index.html"):
-                self._send(200, "text/html; charset=utf-8", _page())
-            elif path == "/state":
-                self._send(200, "application/json", dashboard.state_json())
-            elif path == "/metrics":
-                from prometheus_client import CONTENT_TYPE_LATEST
-
-                from scaler.monitor.metrics import metrics_text
-
-                self._send(200, CONTENT_TYPE_LATEST, metrics_text(dashboard.state, dashboard.lock))
-            elif path == "/events":
-                self._stream()
+            if path == "/events":
+                self._stream_bounded()
             else:
-                self._send(404, "text/plain", b"not found\n")
+                self._send(*dashboard.answer(path))
 
         def _send(self, code: int, kind: str, body: bytes) -> None:
             self.send_response(code)
@@ -112,6 +124,15 @@ def _handler_for(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
             self.send_header("Cache-Control", "no-store")
             self.end_headers()
             self.wfile.write(body)
+
+        def _stream_bounded(self) -> None:
+            if not dashboard.streams.acquire(blocking=False):
+                self._send(503, "text/plain", f"more than {MAX_EVENT_STREAMS} live pages at once\n".encode())
+                return
+            try:
+                self._stream()
+            finally:
+                dashboard.streams.release()
 
         def _stream(self) -> None:
             self.send_response(200)
@@ -130,6 +151,14 @@ def _handler_for(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
             logger.debug("%s " + format, self.address_string(), *args)
 
     return Handler
+
+
+def _static(path: str) -> tuple[int, str, bytes]:
+    """(status, content type, body) of a vendored static file, or a 404."""
+    name = path.removeprefix("/static/")
+    if not path.startswith("/static/") or name not in STATIC_FILES:
+        return 404, "text/plain", b"not found\n"
+    return 200, STATIC_FILES[name], resources.files("scaler.monitor").joinpath(f"static/{name}").read_bytes()
 
 
 def _page() -> bytes:

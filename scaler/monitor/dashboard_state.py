@@ -18,7 +18,9 @@ from scaler.protocol import messages as m
 
 #: A task's span starts when the scheduler hands it to a worker (its time in the worker's own queue included).
 STARTED_STATES = frozenset({"dispatched", "running"})
-FINAL_STATES = frozenset({"success", "failed", "canceled", "workerDied", "noWorker", "timedOut", "processorDied"})
+FINAL_STATES = frozenset(
+    {"success", "failed", "canceled", "workerDied", "noWorker", "timedOut", "processorDied", "outOfMemory"}
+)
 #: Upper bounds (seconds) of the task duration histogram's buckets.
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 300.0, float("inf"))
 #: Throughput points kept (one per status snapshot: two minutes at the default interval).
@@ -58,6 +60,8 @@ class DashboardState:
         self.spans: collections.deque[TaskSpan] = collections.deque(maxlen=spans_kept)
         self.decisions: collections.deque[m.ScalingDecision] = collections.deque(maxlen=decisions_kept)
         self.throughput: collections.deque[tuple[float, float]] = collections.deque(maxlen=THROUGHPUT_POINTS)
+        #: (wall time, the workers' memory summed, their limits summed), one point per status snapshot
+        self.memory: collections.deque[tuple[float, int, int]] = collections.deque(maxlen=THROUGHPUT_POINTS)
         self.durations = DurationHistogram()
         self._running: collections.OrderedDict[bytes, tuple[float, bytes, str]] = collections.OrderedDict()
 
@@ -80,6 +84,9 @@ class DashboardState:
             self.throughput.append((snapshot.wall_time, rate))
         self.snapshot = snapshot
         self.received_at = now
+        used = sum(worker.status.memory_bytes for worker in snapshot.workers)
+        limit = sum(_limits(snapshot.workers).values())
+        self.memory.append((snapshot.wall_time, used, limit))
 
     def _on_transition(self, transition: m.TaskTransition) -> None:
         if transition.state in STARTED_STATES:
@@ -124,6 +131,7 @@ class DashboardState:
             },
             "objects": {"count": stats.object_count, "bytes": stats.object_bytes},
             "throughput": [[time, rate] for time, rate in self.throughput],
+            "memory": [[time, used, limit] for time, used, limit in self.memory],
             "workers": [_worker_view(worker) for worker in snapshot.workers],
             "managers": [_manager_view(manager) for manager in snapshot.managers],
             "pending": [
@@ -177,6 +185,16 @@ def _finished(snapshot: m.StatusSnapshot) -> int:
     return stats.succeeded + stats.failed + stats.canceled
 
 
+def _limits(workers: tuple[m.WorkerSummary, ...]) -> dict[object, int]:
+    """Each limit once: workers on one machine without a cgroup limit share that machine's memory."""
+    limits: dict[object, int] = {}
+    for worker in workers:
+        status = worker.status
+        key = (worker.hostname, "machine") if status.memory_limit_source == "machine" else worker.worker_id
+        limits[key] = status.memory_limit_bytes
+    return limits
+
+
 def _worker_view(worker: m.WorkerSummary) -> dict[str, Any]:
     return {
         "id": worker.worker_id.decode(errors="replace"),
@@ -185,7 +203,9 @@ def _worker_view(worker: m.WorkerSummary) -> dict[str, Any]:
         "pid": worker.pid,
         "manager": worker.manager_id,
         "cpu_percent": worker.cpu_percent + sum(p.cpu_percent for p in worker.status.processors),
-        "rss_bytes": worker.rss_bytes + sum(p.rss_bytes for p in worker.status.processors),
+        "memory_bytes": worker.status.memory_bytes,  #: PSS of the agent and its processors
+        "memory_limit_bytes": worker.status.memory_limit_bytes,
+        "memory_limit_source": worker.status.memory_limit_source,
         "capacity": worker.capacity,
         "assigned": worker.assigned,
         "queued": worker.status.queued,

@@ -1,9 +1,11 @@
 """`/metrics`: the dashboard's state in the Prometheus text format, through prometheus-client.
 
 Names follow Prometheus conventions: the `scaler_` prefix, units in the name, `_total` for counters, labels for
-a bounded set of values (`state`, `manager`), never one per task. Values are read from the latest status
-snapshot when Prometheus scrapes (a custom collector), so the dashboard keeps no metric state of its own
-besides the duration histogram, which the feed's task transitions fill.
+a bounded set of values (`state`, `manager`, and `worker` for at most `MAX_WORKER_SERIES` workers, the rest summed
+under `worker="others"`), never one per task, and no family that repeats another (the succeeded count is
+`scaler_tasks_finished_total{state="success"}`, the queue `scaler_tasks{state="queued"}`). Values are read from
+the latest status snapshot when Prometheus scrapes (a custom collector), so the dashboard keeps no metric state of
+its own besides the duration histogram, which the feed's task transitions fill.
 """
 
 from __future__ import annotations
@@ -12,6 +14,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from scaler.monitor.dashboard_state import DURATION_BUCKETS, DashboardState
+from scaler.protocol import messages as m
+
+#: workers given series of their own; past it, the rest are summed under worker="others" (a scrape's size and
+#: Prometheus's series stay bounded however big the cluster grows)
+MAX_WORKER_SERIES = 100
 
 
 class ScalerCollector:
@@ -36,7 +43,7 @@ class ScalerCollector:
             durations = self._state.durations
             buckets = list(durations.counts)
             total_seconds, observations = durations.total_seconds, durations.observations
-        up = GaugeMetricFamily("scaler_up", "1 when the dashboard has a status from the scheduler")
+        up = GaugeMetricFamily("scaler_up", "1 when a status from the scheduler was received")
         up.add_metric([], 0.0 if snapshot is None else 1.0)
         yield up
         if snapshot is None:
@@ -56,15 +63,13 @@ class ScalerCollector:
         tasks.add_metric(["queued"], stats.queued)
         tasks.add_metric(["running"], stats.running)
         yield tasks
-        yield gauge("scaler_queue_length", "tasks waiting for a worker", value=stats.queued)
 
         finished = CounterMetricFamily("scaler_tasks_finished", "tasks that ended, by how", labels=["state"])
         for state, count in (("success", stats.succeeded), ("failed", stats.failed), ("canceled", stats.canceled),
                              ("worker_died", stats.worker_died)):  # fmt: skip
             finished.add_metric([state], count)
         yield finished
-        yield CounterMetricFamily("scaler_tasks_completed", "tasks that succeeded", value=stats.succeeded)
-        yield CounterMetricFamily("scaler_tasks_failed", "tasks that failed", value=stats.failed)
+        yield from worker_families(snapshot.workers)
 
         histogram = HistogramMetricFamily(
             "scaler_task_duration_seconds", "task run time, sampled from the monitor feed's task transitions"
@@ -96,6 +101,38 @@ class ScalerCollector:
         yield target
         yield units
         yield spend
+
+
+def worker_families(workers: tuple[m.WorkerSummary, ...]) -> Iterator[Any]:
+    """Per-worker memory (PSS) and its limit, CPU and tasks; the first MAX_WORKER_SERIES workers by id, the rest
+    summed under worker="others"."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    memory = GaugeMetricFamily("scaler_worker_memory_bytes", "a worker's agent and processors' PSS", labels=["worker"])
+    limit = GaugeMetricFamily(
+        "scaler_worker_memory_limit_bytes", "the memory limit a worker runs under (cgroup, else machine)",
+        labels=["worker"],
+    )  # fmt: skip
+    cpu = GaugeMetricFamily("scaler_worker_cpu_ratio", "a worker's agent and processors' CPU (1 = one core)",
+                            labels=["worker"])  # fmt: skip
+    tasks = GaugeMetricFamily("scaler_worker_tasks", "tasks a worker holds, by state", labels=["worker", "state"])
+    named: dict[str, list[float]] = {}
+    for worker in sorted(workers, key=lambda w: w.worker_id):
+        label = worker.worker_id.decode(errors="replace") if len(named) < MAX_WORKER_SERIES else "others"
+        figures = named.setdefault(label, [0.0] * 5)
+        status = worker.status
+        cpu_percent = worker.cpu_percent + sum(p.cpu_percent for p in status.processors)
+        for index, value in enumerate(
+            (status.memory_bytes, status.memory_limit_bytes, cpu_percent / 100, status.queued, status.running)
+        ):
+            figures[index] += value
+    for label, (used, limit_bytes, cpu_ratio, queued, running) in named.items():
+        memory.add_metric([label], used)
+        limit.add_metric([label], limit_bytes)
+        cpu.add_metric([label], cpu_ratio)
+        tasks.add_metric([label, "queued"], queued)
+        tasks.add_metric([label, "running"], running)
+    yield from (memory, limit, cpu, tasks)
 
 
 def metrics_text(state: DashboardState, lock: Any) -> bytes:

@@ -46,8 +46,17 @@ def _processors_cpu(worker: m.WorkerSummary) -> float:
     return sum(processor.cpu_percent for processor in worker.status.processors)
 
 
-def _processors_rss(worker: m.WorkerSummary) -> int:
-    return sum(processor.rss_bytes for processor in worker.status.processors)
+def memory_share(worker: m.WorkerSummary) -> float:
+    """The worker's charged memory (its agent's and processors' PSS) as a share of the limit it runs under."""
+    limit = worker.status.memory_limit_bytes
+    return worker.status.memory_bytes / limit if limit else 0.0
+
+
+def _limit(worker: m.WorkerSummary) -> str:
+    limit = worker.status.memory_limit_bytes
+    if not limit:
+        return "-"
+    return size(limit) + ("" if worker.status.memory_limit_source == "machine" else "*")
 
 
 def _free(worker: m.WorkerSummary) -> int:
@@ -59,7 +68,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("C", "agt_cpu", 8, lambda w: w.cpu_percent, lambda w: f"{w.cpu_percent:.1f}%"),
     Column("M", "agt_rss", 8, lambda w: w.rss_bytes, lambda w: size(w.rss_bytes)),
     Column("c", "cpu", 7, _processors_cpu, lambda w: f"{_processors_cpu(w):.1f}%"),
-    Column("m", "rss", 8, _processors_rss, lambda w: size(_processors_rss(w))),
+    Column("m", "mem", 8, lambda w: w.status.memory_bytes, lambda w: size(w.status.memory_bytes)),
+    Column("L", "limit", 8, lambda w: w.status.memory_limit_bytes, _limit),
+    Column("u", "mem%", 6, memory_share, lambda w: f"{memory_share(w) * 100:.0f}%"),
     Column("f", "free", 5, _free, lambda w: str(_free(w))),
     Column("w", "sent", 5, lambda w: w.assigned, lambda w: str(w.assigned)),
     Column("d", "queued", 6, lambda w: w.status.queued, lambda w: str(w.status.queued)),
@@ -99,6 +110,8 @@ def render(
         lines.insert(0, f"!! no status from {address} for {silent_seconds:.0f} s: the scheduler may be gone")
     lines += ["-" * 97, SHORTCUTS, "", f"Total {len(snapshot.workers)} worker(s)"]
     lines += _worker_table(snapshot.workers, sorting)
+    if any(worker.status.memory_limit_source.startswith("cgroup") for worker in snapshot.workers):
+        lines.append("mem: the worker's PSS (agent and processors); limit*: its cgroup's memory limit")
     lines += _clients_and_functions(snapshot)
     lines += spend_lines(snapshot.managers)
     lines += warm_lines(snapshot.managers)

@@ -14,6 +14,7 @@ from scaler.protocol import messages as m
 STATUS_ERRORS: dict[m.ResultStatus, type[Exception]] = {
     m.ResultStatus.WORKER_DIED: errors.WorkerDiedError,
     m.ResultStatus.PROCESSOR_DIED: errors.ProcessorDiedError,
+    m.ResultStatus.OUT_OF_MEMORY: errors.ProcessorOutOfMemoryError,
     m.ResultStatus.HOST_LOST: errors.WorkerDiedError,  # the scheduler turns it into a retry; never expected here
     m.ResultStatus.TIMED_OUT: errors.TaskTimeoutError,
     m.ResultStatus.NOT_SERIALIZABLE: errors.ResultNotSerializableError,

@@ -2,7 +2,14 @@
 
 The client's serializer and the task's function are fetched from object storage once and kept by id; object
 arguments are kept deserialized (up to `OBJECT_CACHE_BYTES`, least recently used first out) while they still
-exist in storage. A reference inside an argument (`ObjectReference`, `NodeResult`) unpickles as its object
+exist in storage. Whether one still exists is asked of storage unless the object is the task's own client's
+(its id starts with the client's `owner_tag`) and was fetched or checked for that client in the task's clear
+epoch (`TaskBody.clear_epoch`): a client's objects are deleted by its clear(), after which its tasks carry a
+new epoch, or when it leaves, after which it sends no task; so such an object still exists. (Two clients whose
+4-byte tags collide, about one pair in 4e9, could see a deleted object of the other used from the cache: the
+content its id names, never other data.)
+
+A reference inside an argument (`ObjectReference`, `NodeResult`) unpickles as its object
 through the resolvers installed while the arguments are read. A task that cannot become a call (an object gone
 from storage, bytes that do not deserialize) ends here with the TaskResult that says why.
 """
@@ -21,6 +28,7 @@ from scaler.payload import references
 from scaler.payload.result_writer import failed_result
 from scaler.payload.serializer import DefaultSerializer, Serializer, deserialize_frames, deserialize_with
 from scaler.payload.storage import StorageAccess
+from scaler.payload.task_encoder import OWNER_TAG_BYTES, owner_tag
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ObjectID, TaskID
@@ -41,6 +49,7 @@ class DecodedCall:
     serializer: Serializer
     profiling: bool
     stream_output: bool
+    log_forwarding: m.LogForwarding | None = None
 
 
 class ObjectCache:
@@ -84,11 +93,17 @@ class TaskDecoder:
         self._functions: dict[bytes, Any] = {}
         self._serializers: dict[bytes, Serializer] = {}
         self._objects = ObjectCache(OBJECT_CACHE_BYTES)
+        #: object id -> the (client, clear epoch) it was last fetched or found in storage for
+        self._known_for: dict[bytes, tuple[bytes, int]] = {}
+        self._asker: tuple[bytes, int] = (b"", 0)  #: the (client, clear epoch) of the task being decoded
+        self._tag = b""  #: that client's owner tag
 
     def decode(self, task: m.Task) -> DecodedCall | m.TaskResult:
         """The call `task` stands for, or the TaskResult that ends a task that cannot become one."""
         try:
             body = codec.decode_body(task.body)
+            self._asker = (bytes(task.client_id), body.clear_epoch)
+            self._tag = owner_tag(task.client_id)
             serializer = self._serializer(body.serializer_id)
             function = self._function(body.function_id, serializer)
             args, kwargs = self._arguments(body, task, serializer)
@@ -96,7 +111,7 @@ class TaskDecoder:
             return m.TaskResult(task.task_id, failure.status, error_message=str(failure))
         except Exception as error:
             return failed_result(task, error, "".join(traceback.format_exception(error)))
-        return DecodedCall(function, args, kwargs, serializer, body.profiling, body.stream_output)
+        return DecodedCall(function, args, kwargs, serializer, body.profiling, body.stream_output, body.log_forwarding)
 
     def _serializer(self, serializer_id: ObjectID) -> Serializer:
         if not serializer_id:
@@ -168,6 +183,8 @@ class TaskDecoder:
         a reference made stale by client.clear() fails instead of silently using old data."""
         key = (id(serializer).to_bytes(8, "little"), object_id)
         found, value = self._objects.get(key)
+        if found and self._known_for.get(object_id) == self._asker and object_id[:OWNER_TAG_BYTES] == self._tag:
+            return value  # fetched or checked for this client in this epoch: not deleted since (see the docstring)
         if found:
             if not self._storage().exists(object_id):
                 raise _TaskFailure(
@@ -175,6 +192,7 @@ class TaskDecoder:
                     f"object {object_id.hex()} is not in object storage any more: it was deleted by client.clear() "
                     f"or its client left",
                 )
+            self._remember(object_id)
             return value
         frames = self._fetch_frames(ObjectID(object_id), "an object the task needs")
         try:
@@ -182,7 +200,13 @@ class TaskDecoder:
         except Exception as error:
             raise DeserializeObjectError(f"could not deserialize object {object_id.hex()}: {error!r}") from error
         self._objects.put(key, value, sum(len(frame) for frame in frames))
+        self._remember(object_id)
         return value
+
+    def _remember(self, object_id: bytes) -> None:
+        if len(self._known_for) > 100_000:  # ids of objects long dropped from the cache: start again
+            self._known_for.clear()
+        self._known_for[bytes(object_id)] = self._asker
 
     def _fetch(self, object_id: ObjectID, what: str) -> bytes | bytearray | memoryview:
         frames = self._fetch_frames(object_id, what)

@@ -2,7 +2,8 @@
 
 Object ids of what a client stores are content-addressed (sha256 of the client id and the bytes), so
 identical functions and objects are stored once; ids differ between clients, so one client's
-cleanup never deletes another's objects.
+cleanup never deletes another's objects. Every id a client makes starts with its `owner_tag`, so a processor
+can tell the objects of the task's own client from others (see task_decoder).
 """
 
 from __future__ import annotations
@@ -29,11 +30,19 @@ LARGE_OBJECT_BYTES = 8 * 1024 * 1024
 Frames = list[Any]  #: the buffers an object is stored as (see serializer.serialize_to_frames)
 
 
+#: The bytes of an object id that name its owner (the rest is the content's digest, or random for large objects).
+OWNER_TAG_BYTES = 4
+
+
+def owner_tag(owner: bytes) -> bytes:
+    return hashlib.sha256(b"owner:" + bytes(owner)).digest()[:OWNER_TAG_BYTES]
+
+
 def content_id(owner: bytes, payload: bytes | bytearray | memoryview | Frames) -> ObjectID:
     digest = hashlib.sha256(owner)
     for frame in payload if isinstance(payload, list) else [payload]:
         digest.update(frame)
-    return ObjectID(digest.digest()[:16])
+    return ObjectID(owner_tag(owner) + digest.digest()[: 16 - OWNER_TAG_BYTES])
 
 
 def frames_size(payload: bytes | Frames) -> int:
@@ -68,7 +77,9 @@ class FunctionEntry:
 
 
 class TaskEncoder:
-    """Per-client: function cache and argument encoding. `store(object_id, payload, name)` puts an object."""
+    """Per-client: function cache and argument encoding. `store(object_id, payload, name)` puts an object and
+    returns once it is stored; `store_later`, where given, stores arguments pipelined: it may return before the
+    object is stored, and the caller then holds the task until it is (client/put_pipeline.py)."""
 
     def __init__(
         self,
@@ -76,23 +87,33 @@ class TaskEncoder:
         serializer: Serializer,
         store: Callable[[ObjectID, bytes | Frames, str], None],
         serializer_id: Callable[[], ObjectID],
+        store_later: Callable[[ObjectID, bytes | Frames, str], None] | None = None,
     ) -> None:
         self._client_id = client_id
         self._serializer = serializer
         self._store = store
+        self._store_later = store_later
         self._serializer_id = serializer_id
         self._functions: dict[int, FunctionEntry] = {}
         self._stored: set[ObjectID] = set()
+        self._clear_epoch = 0  #: how many times the client cleared its objects (see TaskBody.clear_epoch)
         #: large objects: content digest -> id, and the sizes stored (equal content needs equal size)
         self._large: dict[bytes, ObjectID] = {}
         self._large_sizes: set[int] = set()
+        #: set by Client.forward_logging: the tasks encoded from then on ask for their logging records
+        self.log_forwarding: m.LogForwarding | None = None
 
     def forget_stored(self) -> None:
-        """After client.clear(): everything must be stored again."""
+        """After client.clear(): everything must be stored again, and tasks carry the next clear epoch."""
+        self._clear_epoch = (self._clear_epoch + 1) % (1 << 32)
         self._functions.clear()
         self._stored.clear()
         self._large.clear()
         self._large_sizes.clear()
+
+    def forget_object(self, object_id: ObjectID) -> None:
+        """The object could not be stored: the next use must store it again."""
+        self._stored.discard(object_id)
 
     def function(self, function: Any, refresh: bool = False) -> FunctionEntry:
         """The function's stored entry. A function is serialized once per client and then found by identity;
@@ -116,8 +137,10 @@ class TaskEncoder:
         self._functions[id(function)] = entry
         return entry
 
-    def put_object(self, payload: bytes | Frames, name: str) -> ObjectID:
-        """Store the bytes (or frames) once per client: identical content gets the same id and is stored once."""
+    def put_object(self, payload: bytes | Frames, name: str, later: bool = False) -> ObjectID:
+        """Store the bytes (or frames) once per client: identical content gets the same id and is stored once.
+        `later`: through `store_later` where there is one (a task's argument; objects of 8 MiB and more are
+        always stored at once, while they are hashed)."""
         size = frames_size(payload)
         if size >= LARGE_OBJECT_BYTES and size not in self._large_sizes:
             return self._put_large(payload, name)
@@ -125,8 +148,13 @@ class TaskEncoder:
         if object_id in self._large:
             return self._large[object_id]
         if object_id not in self._stored:
-            self._store(object_id, payload, name)
-            self._stored.add(object_id)
+            store = self._store_later if later and self._store_later is not None else self._store
+            self._stored.add(object_id)  # before the call: a pipelined store that fails forgets it again
+            try:
+                store(object_id, payload, name)
+            except BaseException:
+                self._stored.discard(object_id)
+                raise
         return object_id
 
     def _put_large(self, payload: bytes | Frames, name: str) -> ObjectID:
@@ -136,7 +164,7 @@ class TaskEncoder:
         digest: list[ObjectID] = []
         hashing = threading.Thread(target=lambda: digest.append(content_id(self._client_id, payload)))
         hashing.start()
-        object_id = new_random_object_id()
+        object_id = ObjectID(owner_tag(self._client_id) + new_random_object_id()[OWNER_TAG_BYTES:])
         try:
             self._store(object_id, payload, name)
         finally:
@@ -155,7 +183,8 @@ class TaskEncoder:
             raise TypeError(f"cannot serialize {which} of type {describe(value)}: {error}") from error
         if len(payload) <= INLINE_LIMIT_BYTES:
             return m.Argument(m.ArgumentKind.INLINE, payload, keyword)
-        return m.Argument(m.ArgumentKind.OBJECT_ID, self.put_object(payload, f"argument of {describe(value)}"), keyword)
+        object_id = self.put_object(payload, f"argument of {describe(value)}", later=True)
+        return m.Argument(m.ArgumentKind.OBJECT_ID, object_id, keyword)
 
     def arguments(self, args: Iterable[Any], kwargs: dict[str, Any]) -> tuple[m.Argument, ...]:
         encoded = [self.argument(value, "", position) for position, value in enumerate(args)]
@@ -176,7 +205,15 @@ class TaskEncoder:
         dependencies: tuple[TaskID, ...] = (),
     ) -> m.Task:
         body = codec.encode_body(
-            m.TaskBody(function.object_id, arguments, self._serializer_id(), profiling, stream_output)
+            m.TaskBody(
+                function.object_id,
+                arguments,
+                self._serializer_id(),
+                profiling,
+                stream_output,
+                self._clear_epoch,
+                self.log_forwarding,
+            )
         )
         return m.Task(
             task_id, self._client_id, body, function.name, priority, capabilities, GraphID(graph_id), dependencies

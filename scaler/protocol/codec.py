@@ -417,6 +417,12 @@ def encode_body(body: m.TaskBody) -> bytes:
             setattr(item, arg.kind.value, arg.data)
     b.profiling = body.profiling
     b.streamOutput = body.stream_output
+    if body.clear_epoch:
+        b.clearEpoch = body.clear_epoch
+    if body.log_forwarding is not None:
+        b.forwardLogging = True
+        b.forwardLevel = body.log_forwarding.level
+        b.forwardLogger = body.log_forwarding.logger_name
     return bytes(b.to_bytes())
 
 
@@ -429,8 +435,15 @@ def decode_body(data: bytes) -> m.TaskBody:
             for a in r.args:
                 kind = sys.intern(a.which())  # a name given to getattr: see decode()
                 args.append(m.Argument(m.ArgumentKind(kind), getattr(a, kind), a.keyword))
+            forwarding = m.LogForwarding(r.forwardLevel, r.forwardLogger) if r.forwardLogging else None
             return m.TaskBody(
-                ObjectID(r.functionId), tuple(args), ObjectID(r.serializerId), r.profiling, r.streamOutput
+                ObjectID(r.functionId),
+                tuple(args),
+                ObjectID(r.serializerId),
+                r.profiling,
+                r.streamOutput,
+                r.clearEpoch,
+                forwarding,
             )
     except Exception as error:
         raise DecodeError(f"not a valid task body ({len(data)} bytes): {error}") from None

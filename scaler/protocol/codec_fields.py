@@ -36,6 +36,9 @@ def set_worker_status(builder: Any, status: m.WorkerStatus) -> None:
     builder.running = status.running
     builder.blocked = status.blocked
     builder.freeMemoryBytes = status.free_memory_bytes
+    builder.memoryBytes = status.memory_bytes
+    builder.memoryLimitBytes = status.memory_limit_bytes
+    builder.memoryLimitSource = status.memory_limit_source
     if status.processors:
         items = builder.init("processors", len(status.processors))
         for item, processor in zip(items, status.processors, strict=True):
@@ -43,6 +46,7 @@ def set_worker_status(builder: Any, status: m.WorkerStatus) -> None:
             item.cpuPercent = processor.cpu_percent
             item.rssBytes = processor.rss_bytes
             item.state = processor.state
+            item.memoryBytes = processor.memory_bytes
 
 
 def worker_status_of(reader: Any) -> m.WorkerStatus:
@@ -52,7 +56,9 @@ def worker_status_of(reader: Any) -> m.WorkerStatus:
         blocked=reader.blocked,
         free_memory_bytes=reader.freeMemoryBytes,
         processors=tuple(
-            m.ProcessorStatus(pid=p.pid, cpu_percent=p.cpuPercent, rss_bytes=p.rssBytes, state=p.state)
-            for p in reader.processors
+            m.ProcessorStatus(p.pid, p.cpuPercent, p.rssBytes, p.state, p.memoryBytes) for p in reader.processors
         ),
+        memory_bytes=reader.memoryBytes,
+        memory_limit_bytes=reader.memoryLimitBytes,
+        memory_limit_source=reader.memoryLimitSource,
     )

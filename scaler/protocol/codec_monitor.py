@@ -132,6 +132,9 @@ def encode_transitions(b: Any, msg: m.TaskTransitions) -> None:
         item.workerId = transition.worker_id
         item.functionName = transition.function_name
         item.wallTime = transition.wall_time
+        if transition.run_seconds:
+            item.runSeconds = transition.run_seconds
+            item.peakMemoryBytes = transition.peak_memory_bytes
 
 
 def encode_decisions(b: Any, msg: m.ScalingDecisions) -> None:
@@ -193,7 +196,10 @@ def decode_snapshot(r: Any) -> m.StatusSnapshot:
 
 def decode_transitions(r: Any) -> m.TaskTransitions:
     transitions = tuple(
-        m.TaskTransition(TaskID(t.taskId), t.state, t.workerId, t.functionName, t.wallTime) for t in r.transitions
+        m.TaskTransition(
+            TaskID(t.taskId), t.state, t.workerId, t.functionName, t.wallTime, t.runSeconds, t.peakMemoryBytes
+        )
+        for t in r.transitions
     )
     return m.TaskTransitions(transitions, r.dropped, r.wallTime, r.feedVersion)
 

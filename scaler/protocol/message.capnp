@@ -93,6 +93,9 @@ struct WorkerStatus {
   blocked @2 :UInt32;       # nested parents waiting on their children
   freeMemoryBytes @3 :UInt64;
   processors @4 :List(ProcessorStatus);
+  memoryBytes @5 :UInt64;       # the agent's and its processors' memory as the kernel charges it (PSS summed)
+  memoryLimitBytes @6 :UInt64;  # the memory limit the worker runs under (its cgroup's, else the machine's)
+  memoryLimitSource @7 :Text;   # "cgroup v1", "cgroup v2" or "machine"
 }
 
 struct ProcessorStatus {
@@ -100,6 +103,7 @@ struct ProcessorStatus {
   cpuPercent @1 :Float32;
   rssBytes @2 :UInt64;
   state @3 :Text;           # "starting", "idle", "running", "blocked"
+  memoryBytes @4 :UInt64;   # PSS: shared pages (the zygote's) divided among the processes sharing them
 }
 
 struct ManagerStatus {
@@ -148,6 +152,11 @@ struct TaskBody {
   args @2 :List(Argument);
   profiling @3 :Bool;
   streamOutput @4 :Bool;
+  clearEpoch @5 :UInt32;    # how many times the client had called clear() when it encoded the task: a processor
+                            # uses an object it holds for the same client and epoch without asking storage again
+  forwardLogging @6 :Bool;  # logging records of the task go to its client (Client.forward_logging)
+  forwardLevel @7 :Int32;   # ... those at this level or above
+  forwardLogger @8 :Text;   # ... of this logger and its children; empty: every logger
 }
 
 struct Task {
@@ -183,6 +192,8 @@ enum ResultStatus {
   noWorker @9;              # refused: the queue is full (max-number-of-tasks-waiting)
   hostLost @10;             # worker -> scheduler: the remote machine running it was lost (a reclaimed spot
                             # instance); the scheduler runs it again within its retry budget
+  outOfMemory @11;          # the process running the task was killed by the kernel's OOM killer, or died at the
+                            # worker's memory limit; errorMessage gives the task's peak and the limit
 }
 
 struct Profile {
@@ -227,6 +238,7 @@ struct TaskLog {
 enum LogStream {
   stdout @0;
   stderr @1;
+  records @2;               # logging records, one JSON object per line (scaler/worker/log_forwarding.py)
 }
 
 # ---------------------------------------------------------------- graphs
@@ -353,9 +365,11 @@ struct TaskTransitions {
 struct TaskTransition {
   taskId @0 :Data;
   state @1 :Text;            # waiting, queued, running, canceling, success, failed, canceled, workerDied
-  workerId @2 :Data;         # running: the worker; empty otherwise
+  workerId @2 :Data;         # dispatched: the worker; an end after a run: the worker that ran it; else empty
   functionName @3 :Text;
   wallTime @4 :Float64;
+  runSeconds @5 :Float64;    # an end after a run: how long it held its worker; 0 otherwise
+  peakMemoryBytes @6 :UInt64; # an end after a profiled run: the peak memory growth measured; 0 otherwise
 }
 
 struct ScalingDecisions {

@@ -113,6 +113,7 @@ class ProcessorStatus:
     cpu_percent: float = 0.0
     rss_bytes: int = 0
     state: str = ""
+    memory_bytes: int = 0  #: PSS: what the kernel charges it, shared pages divided among their sharers
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,9 @@ class WorkerStatus:
     blocked: int = 0
     free_memory_bytes: int = 0
     processors: tuple[ProcessorStatus, ...] = ()
+    memory_bytes: int = 0  #: the agent's and its processors' PSS summed
+    memory_limit_bytes: int = 0  #: the limit the worker runs under: its cgroup's, else the machine's memory
+    memory_limit_source: str = ""  #: "cgroup v1", "cgroup v2" or "machine"
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,12 +184,24 @@ class Argument:
 
 
 @dataclass(frozen=True, slots=True)
+class LogForwarding:
+    """Which logging records of a task go to its client: at `level` or above, of `logger_name` and its children
+    ("" for every logger)."""
+
+    level: int = 0
+    logger_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class TaskBody:
     function_id: ObjectID
     args: tuple[Argument, ...] = ()
     serializer_id: ObjectID = ObjectID(b"")  # noqa: RUF009 - a NewType of immutable bytes
     profiling: bool = False
     stream_output: bool = False
+    #: the client's clear() count at encoding; objects a processor fetched for this client in this epoch still exist
+    clear_epoch: int = 0
+    log_forwarding: LogForwarding | None = None
 
 
 class PayloadKind(enum.Enum):
@@ -237,6 +253,8 @@ class ResultStatus(enum.Enum):
     NO_WORKER = "noWorker"
     #: worker -> scheduler only: the machine that ran it was lost; run it again (counted against the retry budget)
     HOST_LOST = "hostLost"
+    #: the task's processor was killed by the kernel's OOM killer or died at the worker's memory limit
+    OUT_OF_MEMORY = "outOfMemory"
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +296,7 @@ class TaskCancelConfirm:
 class LogStream(enum.Enum):
     STDOUT = "stdout"
     STDERR = "stderr"
+    RECORDS = "records"  #: logging records, one JSON object per line
 
 
 @dataclass(frozen=True, slots=True)
@@ -543,9 +562,13 @@ class StatusSnapshot:
 class TaskTransition:
     task_id: TaskID
     state: str  #: waiting, queued, running, canceling, success, failed, canceled, workerDied ...
-    worker_id: bytes = b""
+    worker_id: bytes = b""  #: dispatched: the worker; an end after a run: the worker that ran it
     function_name: str = ""
     wall_time: float = 0.0
+    #: an end after a run (a result came back): how long it held its worker (0: it did not run)
+    run_seconds: float = 0.0
+    #: an end after a profiled run: the peak memory growth the worker measured (0: not measured)
+    peak_memory_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)

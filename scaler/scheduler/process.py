@@ -62,6 +62,7 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
                     logging_paths=config.logging_paths,
                     logging_level=config.logging_level,
                     logging_config_file=config.logging_config_file,
+                    logging_format=config.logging_format,
                 ),
                 security,
             )
@@ -114,7 +115,16 @@ def _serve(
 ) -> int:
     from scaler.scheduler.server import SchedulerServer
 
-    server = SchedulerServer(core, bind, monitor, storage, sockets)
+    metrics = None
+    if config.metrics_address:
+        from scaler.monitor.metrics_server import MetricsServer
+
+        try:
+            metrics = MetricsServer(config.metrics_address)
+        except (OSError, ValueError) as error:
+            logger.error("cannot serve /metrics on %s: %s", config.metrics_address, error)
+            return EXIT_CONFIGURATION
+    server = SchedulerServer(core, bind, monitor, storage, sockets, metrics.on_publish if metrics else None)
     loop = new_event_loop(config.event_loop)
     asyncio.set_event_loop(loop)
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -127,6 +137,9 @@ def _serve(
         logger.info("scheduler listening on %s (event loop: %s)", bind, config.event_loop)
         logger.info("monitor address is %s (scaler_top %s)", monitor, monitor)
         logger.info("object storage address is %s", storage)
+        if metrics is not None:
+            metrics.start()
+            logger.info("metrics at %s", metrics.url)
 
     try:
         reason = loop.run_until_complete(server.run(on_bound=announce))
@@ -137,6 +150,8 @@ def _serve(
         logger.error("could not bind %s", "; ".join(problems) or f"{bind} or {monitor}: {error.strerror}")
         return EXIT_CONFIGURATION
     finally:
+        if metrics is not None:
+            metrics.close()
         if watcher is not None:
             watcher.cancel()
             loop.run_until_complete(asyncio.gather(watcher, return_exceptions=True))

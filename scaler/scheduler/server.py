@@ -96,8 +96,10 @@ class SchedulerServer:
         monitor_address: str,
         object_storage_address: str,
         sockets: SocketFactory,
+        on_publish: Callable[[object], None] | None = None,
     ) -> None:
         self._core = core
+        self._on_publish = on_publish  #: also given each published message (the scheduler's own /metrics)
         self._bind_address = bind_address
         self._monitor_address = monitor_address
         self._object_storage_address = object_storage_address
@@ -248,6 +250,8 @@ class SchedulerServer:
                     self._count(type(effect.message).__name__, 0)
                 elif isinstance(effect, Publish):
                     self._publisher.send([FEED_TOPICS[type(effect.message)], codec.encode(effect.message)])
+                    if self._on_publish is not None:
+                        self._on_publish(effect.message)
                 elif isinstance(effect, DeleteObjects):
                     self._background(self._storage.delete(list(effect.object_ids)), "delete objects")
                 elif isinstance(effect, DeleteOwnerObjects):

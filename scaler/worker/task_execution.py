@@ -22,6 +22,7 @@ from scaler.payload.storage import StorageAccess
 from scaler.payload.task_decoder import DecodedCall, TaskDecoder
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
+from scaler.worker.log_forwarding import LogCapture
 
 MEMORY_SAMPLE_SECONDS = 0.05
 
@@ -32,10 +33,12 @@ class TaskExecutor:
         storage: Callable[[], StorageAccess],
         send_log: Callable[[m.TaskLog], None],
         cpu_seconds: Callable[[], float] = time.process_time,
+        worker: str = "",
     ) -> None:
         """`cpu_seconds`: the clock a profiled task's CPU time is read from (a processor whose tasks park leaves
-        out what other tasks used meanwhile)."""
+        out what other tasks used meanwhile). `worker`: the worker id forwarded logging records name."""
         self._storage = storage
+        self._worker = worker
         self._send_log = send_log
         self._cpu_seconds = cpu_seconds
         self._decoder = TaskDecoder(storage)
@@ -47,7 +50,10 @@ class TaskExecutor:
         sampler = _MemorySampler() if call.profiling else None
         started, cpu_started = time.perf_counter(), self._cpu_seconds()
         try:
-            with _OutputCapture(task.task_id, self._send_log, call.stream_output):
+            with (
+                _OutputCapture(task.task_id, self._send_log, call.stream_output),
+                LogCapture(task.task_id, call.log_forwarding, self._send_log, self._worker),
+            ):
                 value = call.function(*call.args, **call.kwargs)
         except SystemExit as exit_request:
             replacement = RuntimeError(f"the task called sys.exit({exit_request.code!r})")

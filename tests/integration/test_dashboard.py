@@ -11,6 +11,7 @@ import shutil
 import signal
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -173,14 +174,44 @@ def test_metrics_parse_and_count_a_known_map(launcher: Launcher) -> None:
                 found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
         return found
 
-    wait_for(lambda: samples().get(("scaler_tasks_completed_total", ())) == 60, "60 completed tasks in /metrics")
+    success = ("scaler_tasks_finished_total", (("state", "success"),))
+    wait_for(lambda: samples().get(success) == 60, "60 completed tasks in /metrics")
     values = samples()
     assert values[("scaler_up", ())] == 1
     assert sum(value for (name, _labels), value in values.items() if name == "scaler_workers") == 2
-    assert values[("scaler_tasks_failed_total", ())] == 0
-    assert values[("scaler_queue_length", ())] == 0
+    assert values[("scaler_tasks_finished_total", (("state", "failed"),))] == 0
+    assert values[("scaler_tasks", (("state", "queued"),))] == 0
     assert ("scaler_task_duration_seconds_count", ()) in values
     assert values[("scaler_scheduler_resident_memory_bytes", ())] > 0
+    memory = [value for (name, _labels), value in values.items() if name == "scaler_worker_memory_bytes"]
+    limits = [value for (name, _labels), value in values.items() if name == "scaler_worker_memory_limit_bytes"]
+    assert len(memory) == len(limits) == 2 and all(0 < used < limit for used, limit in zip(memory, limits, strict=True))
+
+
+def test_the_scheduler_serves_metrics_itself(launcher: Launcher) -> None:
+    """`--metrics-address` on the scheduler: /metrics without a dashboard process. Checked by switching it off:
+    without the flag nothing answers on the port and the fetch fails."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    port = free_tcp_port_block(1)
+    addresses, scheduler, _storage = launcher.stack(
+        workers=1, scheduler_args=("--metrics-address", f"127.0.0.1:{port}")
+    )
+    scheduler.wait_for_log(f"metrics at http://127.0.0.1:{port}/metrics")
+    with Client(address=addresses.scheduler) as client:
+        assert client.map(slow_square, range(5)) == [x * x for x in range(5)]
+
+    def finished() -> float:
+        text = fetch(f"http://127.0.0.1:{port}/metrics")
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "scaler_tasks_finished_total" and sample.labels == {"state": "success"}:
+                    return sample.value
+        return 0
+
+    wait_for(lambda: finished() == 5, "the scheduler's /metrics to count 5 tasks")
+    with pytest.raises(urllib.error.HTTPError, match="404"):
+        fetch(f"http://127.0.0.1:{port}/state")
 
 
 def test_scaler_ui_reads_the_seeds_webui_section(launcher: Launcher, tmp_path: Path) -> None:
@@ -192,3 +223,101 @@ def test_scaler_ui_reads_the_seeds_webui_section(launcher: Launcher, tmp_path: P
     assert "<title>scaler dashboard</title>" in fetch(f"http://127.0.0.1:{port}/")
     service.popen.send_signal(signal.SIGTERM)
     assert service.wait_exit() == 0
+
+
+CHART_FACTS = """
+return [...document.querySelectorAll('.uplot')].map((chart) => {
+  const canvas = chart.querySelector('canvas');
+  return {
+    title: (chart.querySelector('.u-title') || {}).textContent || '',
+    axes: chart.querySelectorAll('.u-axis').length,
+    pixelWidth: canvas.width, shownWidth: canvas.getBoundingClientRect().width, ratio: window.devicePixelRatio,
+  };
+});
+"""
+
+
+@needs_browser
+def test_a_combo_with_dashboard_true_serves_charts_with_axes_and_memory_against_the_limit(
+    make_cluster: Any, browser: Any
+) -> None:
+    """`SchedulerClusterCombo(dashboard=True)`: the link, the client's notebook display, the page with uPlot charts
+    (axes, drawn at the screen's pixel ratio, so text is not stretched) and each worker's memory against its limit.
+    Checked by switching it off: with `dashboard=False` there is no link (None) and the page cannot load."""
+    cluster = make_cluster(n_workers=2, dashboard=True, heartbeat_interval_seconds=0.5)
+    link = cluster.dashboard_link
+    assert link is not None and link.startswith("http://127.0.0.1:") and link in repr(cluster)
+    assert f"<a href='{link}'" in cluster._repr_html_()
+    with Client(address=cluster.get_address()) as client:
+        assert f"<a href='{link}'" in client._repr_html_()
+        browser.get(link)
+        wait_for(lambda: card(browser, "workers") == "2", "2 workers on the page")
+        futures = [client.submit(slow_square, x) for x in range(80)]
+        assert [future.result() for future in futures] == [x * x for x in range(80)]
+    wait_for(lambda: len(browser.execute_script(CHART_FACTS)) == 2, "two charts drawn")
+    charts = browser.execute_script(CHART_FACTS)
+    assert {chart["title"] for chart in charts} == {"throughput", "workers' memory (PSS) against their limits"}
+    for chart in charts:
+        assert chart["axes"] == 2, chart
+        assert abs(chart["pixelWidth"] - chart["shownWidth"] * chart["ratio"]) <= 2, f"stretched: {chart}"
+    units = browser.execute_script(  # uPlot draws tick labels on its canvas: ask the charts for them
+        "return ['throughput', 'memory'].map((id) => [charts[id].axes[1].label, "
+        "charts[id].axes[1].values(charts[id], [1 << 30, 5]).join(' ')]);"
+    )
+    assert units == [["tasks/s", "1073741824 5.0"], ["memory", "1.0 GiB 5 B"]], units
+    headers = texts(browser, "#workers th")
+    assert "memory (PSS)" in headers and "limit" in headers and "use" in headers, headers
+    cells = texts(browser, "#workers td")
+    assert any(cell.endswith("(machine)") or "(cgroup" in cell for cell in cells), cells
+    screenshot(browser, "dashboard-combo.png")
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors
+    cluster.shutdown()
+    with pytest.raises(OSError):
+        fetch(link)
+
+
+def test_the_dashboard_keeps_a_bounded_number_of_live_pages() -> None:
+    """A thousand tabs cannot hold a thousand threads: past MAX_EVENT_STREAMS live pages, /events answers 503 and
+    says why; a closed page frees its place. Checked by switching it off: without the semaphore the extra stream
+    is served (200)."""
+    import http.client
+    import threading
+
+    from scaler.config.sections import GUIConfig
+    from scaler.monitor.dashboard import MAX_EVENT_STREAMS, Dashboard
+
+    dashboard = Dashboard(GUIConfig(monitor_address=f"tcp://127.0.0.1:{free_tcp_port_block(1)}",
+                                    gui_address="127.0.0.1:0"))  # fmt: skip
+    server = threading.Thread(target=dashboard.serve, daemon=True)
+    server.start()
+    port = dashboard.server.server_address[1]
+    pages = []
+    try:
+        for _ in range(MAX_EVENT_STREAMS):
+            page = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            page.request("GET", "/events")
+            assert page.getresponse().status == 200
+            pages.append(page)
+        extra = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        extra.request("GET", "/events")
+        answer = extra.getresponse()
+        assert answer.status == 503 and b"live pages at once" in answer.read()
+        extra.close()
+        pages.pop().close()
+
+        def another_page_is_served() -> bool:
+            page = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            page.request("GET", "/events")
+            if page.getresponse().status == 200:
+                pages.append(page)
+                return True
+            page.close()
+            return False
+
+        wait_for(another_page_is_served, "a closed page's place to be free again", 30)
+    finally:
+        for page in pages:
+            page.close()
+        dashboard.stop()
+        server.join(10)

@@ -22,6 +22,7 @@ import pytest
 from scaler import Client, SchedulerClusterCombo
 from scaler.config.completion import command_names
 from scaler.config.example_files import EXAMPLES, shipped_file_names
+from scaler.io.address import free_tcp_port_block
 from tests.integration.conftest import BIN_DIR, ProcessWatch, free_addresses, probe_scheduler, running_cluster
 from tests.integration.fresh_install import ROOT, fresh_environment
 
@@ -84,6 +85,10 @@ def test_a_fresh_install_prints_an_example_and_python_m_scaler_runs_it(
     text = command("--example", "local", python=fresh_python, cwd=tmp_path).stdout
     text = text.replace("tcp://127.0.0.1:8516", addresses.scheduler).replace(
         "tcp://127.0.0.1:8517", addresses.object_storage
+    )
+    assert 'gui_address = "127.0.0.1:50001"' in text  # the local stack starts its dashboard
+    text = text.replace("tcp://127.0.0.1:8518", addresses.monitor).replace(
+        "127.0.0.1:50001", f"127.0.0.1:{free_tcp_port_block(1)}"
     )
     (tmp_path / "local.toml").write_text(text)
     stack = processes.add(

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from scaler import Client
+from scaler.monitor.top_screen import size
+from scaler.worker.memory import find_memory_limit
 from tests.integration.conftest import BIN_DIR, Addresses, Launcher, wait_for
 
 pytestmark = [
@@ -84,6 +86,27 @@ def test_top_shows_a_live_cluster_sorts_and_quits_cleanly(launcher: Launcher, te
     terminal.type("q")
     terminal.type("stty -g > settings-after; cmp settings-before settings-after && echo TERMINAL-SANE", "Enter")
     terminal.shows("TERMINAL-SANE")
+
+
+def test_top_shows_each_workers_memory_against_its_limit(launcher: Launcher, terminal: Terminal) -> None:
+    """The mem, limit and mem% columns of a live worker: a figure, the machine's memory (no cgroup limit here) and
+    the share; `u` sorts by the share. Checked by switching it off: with the worker reporting no memory (the
+    heartbeat's memory fields left 0) the limit column shows "-" and the test fails."""
+    addresses, _scheduler, _storage = launcher.stack(workers=1)
+    terminal.type(f"{BIN_DIR / 'scaler_top'} {addresses.monitor}", "Enter")
+    screen = terminal.shows("Total 1 worker(s)")
+    assert " mem " in screen and " limit " in screen and " mem% " in screen
+    limit = find_memory_limit()
+    shown_limit = size(limit.limit_bytes) + ("" if limit.source == "machine" else "*")
+    screen = terminal.shows(f" {shown_limit} ")
+    row = next(line for line in screen.splitlines() if shown_limit in line)
+    fields = row.split()
+    memory = fields[fields.index(shown_limit) - 1]
+    assert memory.endswith("m") and float(memory[:-1]) > 1, row  # the agent and its processors: megabytes
+    assert fields[fields.index(shown_limit) + 1].endswith("%"), row
+    terminal.type("u")
+    terminal.shows("[mem%]")
+    terminal.type("q")
 
 
 def test_top_survives_the_scheduler_going_away_and_coming_back(launcher: Launcher, terminal: Terminal) -> None:

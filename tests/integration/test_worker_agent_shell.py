@@ -156,11 +156,11 @@ async def tasks_results_cancel_and_failure(scheduler: PlayedScheduler, executor:
         for _, message in executor.delivered
         if isinstance(message, m.HelloReply)
     )
-    # Heartbeats report each processor with the executor's usage and no pid; the echo's round trip is measured.
+    # Heartbeats report each processor with the executor's usage (cpu, charged memory) and no pid.
     heartbeat = await scheduler.expect(m.Heartbeat, lambda h: h.worker.running == 2)
     assert isinstance(heartbeat, m.Heartbeat) and heartbeat.worker is not None
     running = [p for p in heartbeat.worker.processors if p.state == "running"]
-    assert [(p.pid, p.cpu_percent, p.rss_bytes) for p in running] == [(0, *USAGE)] * 2
+    assert [(p.pid, p.cpu_percent, p.memory_bytes) for p in running] == [(0, *USAGE)] * 2
     scheduler.send(m.HeartbeatEcho())
     await scheduler.expect(m.Heartbeat, lambda h: h.round_trip_seconds > 0)
     # A result reported by the executor reaches the scheduler.

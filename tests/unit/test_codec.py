@@ -1,5 +1,8 @@
 """Every message survives a round trip through the codec, and bad frames are refused clearly."""
 
+import logging
+from dataclasses import replace
+
 import pytest
 
 from scaler.protocol import codec
@@ -84,7 +87,14 @@ SAMPLES: list[m.Message] = [
         functions=(m.FunctionSummary("inc", m.TaskCounts(queued=7, succeeded=3)),),
         message_counts=(m.MessageCount("Task", 10, 20),),
     ),
-    m.TaskTransitions((m.TaskTransition(T, "running", b"w", "inc", 1.7e9),), dropped=3, wall_time=1.7e9),
+    m.TaskTransitions(
+        (
+            m.TaskTransition(T, "running", b"w", "inc", 1.7e9),
+            m.TaskTransition(T, "success", b"w", "inc", 1.7e9, 0.5, 4096),
+        ),
+        dropped=3,
+        wall_time=1.7e9,
+    ),
     m.ScalingDecisions((m.ScalingDecision("ecs-1", 3, 8, "412 tasks queued, work policy", 1.7e9),), 1.7e9),
 ]
 
@@ -111,6 +121,10 @@ def test_body_round_trip() -> None:
         True,
     )
     assert codec.decode_body(codec.encode_body(body)) == body
+    forwarding = replace(body, log_forwarding=m.LogForwarding(logging.INFO, "user.tasks"))
+    assert codec.decode_body(codec.encode_body(forwarding)) == forwarding
+    everything = replace(body, log_forwarding=m.LogForwarding())  # NOTSET, every logger: still on
+    assert codec.decode_body(codec.encode_body(everything)).log_forwarding == m.LogForwarding(0, "")
 
 
 @pytest.mark.parametrize("frame", [b"", b"\x00" * 7, b"garbage!" * 3, b"\xff" * 64])

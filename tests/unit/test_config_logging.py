@@ -92,3 +92,24 @@ def test_broken_config_file_falls_back_to_the_other_settings(
     captured = capsys.readouterr()
     assert f"cannot use logging config file {conf}" in captured.err
     assert "scheduler: still logged" in captured.out
+
+
+def test_json_format_is_one_object_per_line_with_the_ids_a_record_has(tmp_path: Path) -> None:
+    """Checked by switching it off: with logging_format ignored the lines are text and json.loads fails."""
+    import json
+
+    path = tmp_path / "log.jsonl"
+    setup_logging(LoggingSettings(logging_paths=(str(path),), logging_format="json"), "worker")
+    log = logging.getLogger("scaler.test")
+    log.info("task %s done\nsecond line", "abc", extra={"task_id": b"\x01\x02", "worker": "Worker|FIX|1"})
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        log.exception("failed")
+    first, second = (json.loads(line) for line in path.read_text().splitlines())
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d{4}", first["time"])
+    assert {key: first[key] for key in ("level", "logger", "component", "message", "task_id", "worker")} == {
+        "level": "INFO", "logger": "scaler.test", "component": "worker", "message": "task abc done\nsecond line",
+        "task_id": "0102", "worker": "Worker|FIX|1",
+    }  # fmt: skip
+    assert second["level"] == "ERROR" and "ValueError: boom" in second["exception"] and "task_id" not in second

@@ -58,3 +58,21 @@ def test_decisions_are_kept_latest_last() -> None:
     state.on_message(m.ScalingDecisions(tuple(m.ScalingDecision("a", i, i + 1, f"r{i}") for i in range(3))), now=0.0)
     state.on_message(status(1.0, 0), now=0.0)
     assert [d["reason"] for d in state.view(now=0.0)["decisions"]] == ["r1", "r2"]
+
+
+def test_per_worker_metric_series_are_bounded_and_the_rest_summed() -> None:
+    """Checked by switching it off: with MAX_WORKER_SERIES not applied there are 105 labels, not 101."""
+    from scaler.monitor.metrics import MAX_WORKER_SERIES, worker_families
+    from scaler.protocol import messages as m
+
+    workers = tuple(
+        m.WorkerSummary(
+            worker_id=f"Worker|{index:03d}".encode(),
+            status=m.WorkerStatus(memory_bytes=10, memory_limit_bytes=100, running=1),
+        )
+        for index in range(MAX_WORKER_SERIES + 5)
+    )
+    memory = next(family for family in worker_families(workers) if family.name == "scaler_worker_memory_bytes")
+    labels = {sample.labels["worker"]: sample.value for sample in memory.samples}
+    assert len(labels) == MAX_WORKER_SERIES + 1
+    assert labels["others"] == 50 and labels["Worker|000"] == 10

@@ -95,3 +95,23 @@ def test_the_state_keeps_the_latest_status_and_the_last_decisions() -> None:
     assert state.silent_seconds(now=12.0, timeout_seconds=5) is None
     assert state.silent_seconds(now=16.0, timeout_seconds=5) == 6.0
     assert worker_label(worker("xyz9", 0, 0, pid=77)) == "77|host|xyz+"
+
+
+def test_the_worker_table_shows_memory_against_the_limit_and_marks_a_cgroup_limit() -> None:
+    """Checked by switching it off: with the mem/limit/mem% columns removed from COLUMNS the header and the figures
+    are missing."""
+    under_cgroup = replace(
+        worker("aaa", 1, 0),
+        status=m.WorkerStatus(memory_bytes=300 << 20, memory_limit_bytes=400 << 20, memory_limit_source="cgroup v1"),
+    )
+    on_machine = replace(
+        worker("bbb", 1, 0, pid=2),
+        status=m.WorkerStatus(memory_bytes=100 << 20, memory_limit_bytes=4 << 30, memory_limit_source="machine"),
+    )
+    lines = render(snapshot(under_cgroup, on_machine), [], Sorting("u"), "tcp://x:8518")
+    header = lines[lines.index("Total 2 worker(s)") + 1]
+    assert "mem" in header and "limit" in header and "mem%" in header
+    low, high = table_rows(lines)  # sorted by mem%
+    assert "aaa" in high and "300.0m" in high and "400.0m*" in high and "75%" in high, high
+    assert "bbb" in low and "4.0g " in low and "2%" in low and "*" not in low, low
+    assert any(line.startswith("mem: the worker's PSS") for line in lines)

@@ -276,8 +276,18 @@ class TaskTable:
         record.state = state
         self._note(record, state.value, now)
 
-    def remove(self, record: TaskRecord, ending: str, now: float) -> None:
-        """A task ended: `ending` is a ResultStatus value or "canceled"."""
+    def remove(
+        self,
+        record: TaskRecord,
+        ending: str,
+        now: float,
+        ran_on: bytes = b"",
+        run_seconds: float = 0.0,
+        peak_memory_bytes: int = 0,
+    ) -> None:
+        """A task ended: `ending` is a ResultStatus value or "canceled"; when a worker's result ended it, `ran_on`
+        is that worker, `run_seconds` how long the task held it and `peak_memory_bytes` its profiled peak (plain
+        values, not a record: nothing is allocated for a transition the feed's bound leaves out)."""
         if record.state is TaskState.QUEUED:
             self.queue.left(record)
         if self.shrink.due(len(self.records)):
@@ -293,7 +303,7 @@ class TaskTable:
         if _LIVE_INDEX[record.state] == _HELD:
             self._held(record.task.priority, -1)
         self._count(record, _END_INDEX.get(ending, _FAILED_INDEX), 1)
-        self._note(record, ending, now)
+        self._note(record, ending, now, ran_on, run_seconds, peak_memory_bytes)
 
     def _rebuild(self) -> None:
         """The table holds far fewer tasks than at its peak: its containers get tables of their present size."""
@@ -335,10 +345,24 @@ class TaskTable:
             function = self.function_counts[record.task.function_name] = [0] * 6
         function[index] += delta
 
-    def _note(self, record: TaskRecord, state: str, now: float) -> None:
-        if len(self.transitions) < TRANSITIONS_PER_PUBLICATION:
-            worker = record.worker if record.worker is not None else b""
-            wall_time = now + self.wall_offset if self.wall_offset else 0.0
-            self.transitions.append(TaskTransition(record.task_id, state, worker, record.task.function_name, wall_time))
-        else:
+    def _note(
+        self,
+        record: TaskRecord,
+        state: str,
+        now: float,
+        ran_on: bytes = b"",
+        run_seconds: float = 0.0,
+        peak_memory_bytes: int = 0,
+    ) -> None:
+        if len(self.transitions) >= TRANSITIONS_PER_PUBLICATION:
             self.transitions_dropped += 1
+            return
+        wall_time = now + self.wall_offset if self.wall_offset else 0.0
+        if ran_on:
+            noted = TaskTransition(
+                record.task_id, state, ran_on, record.task.function_name, wall_time, run_seconds, peak_memory_bytes
+            )
+        else:
+            worker = record.worker if record.worker is not None else b""
+            noted = TaskTransition(record.task_id, state, worker, record.task.function_name, wall_time)
+        self.transitions.append(noted)

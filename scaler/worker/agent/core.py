@@ -157,7 +157,7 @@ class AgentCore:
             elif isinstance(event, FromProcessor):
                 self._on_processor(event.processor_id, event.message)
             elif isinstance(event, ProcessorExited):
-                self._on_exit(event.processor_id, event.description)
+                self._on_exit(event.processor_id, event.description, event.out_of_memory)
             elif isinstance(event, Tick):
                 self._on_tick()
             elif isinstance(event, LeaveRequested):
@@ -337,7 +337,7 @@ class AgentCore:
         self.estimates.learn(held.task.function_name, self.now - held.started_at)
         self._to_scheduler(result)
 
-    def _on_exit(self, processor_id: bytes, description: str) -> None:
+    def _on_exit(self, processor_id: bytes, description: str, out_of_memory: str) -> None:
         processor = self.processors.get(processor_id)
         if processor is None or processor.state is _STOPPING_PROCESSOR:
             self.table.remove(processor_id)
@@ -350,7 +350,8 @@ class AgentCore:
         if processor.state is _STARTING:
             self._start_failed(description)
             return
-        for report in reports.processor_died(processor.pid, running, parked, description, answered):
+        died = reports.processor_died(processor.pid, running, parked, description, answered, out_of_memory)
+        for report in died:
             self._to_scheduler(report)
 
     def _start_failed(self, description: str) -> None:

@@ -37,6 +37,8 @@ class ProcessorExited:
     processor_id: bytes
     description: str  #: "exit code 1", "killed by SIGKILL"
     now: float
+    #: "" unless it died for memory (worker/memory.py, `MemoryWatch.verdict`): then what to tell the task's owner
+    out_of_memory: str = ""
 
 
 @dataclass(frozen=True, slots=True)

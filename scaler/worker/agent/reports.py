@@ -17,16 +17,30 @@ def where(pid: int) -> str:
 
 
 def processor_died(
-    pid: int, computing: TaskID | None, parked: list[TaskID], description: str, answered: bool
+    pid: int,
+    computing: TaskID | None,
+    parked: list[TaskID],
+    description: str,
+    answered: bool,
+    out_of_memory: str = "",
 ) -> list[m.TaskResult]:
     """A processor died on its own (`description`: "killed by SIGSEGV", ...). The task it computed fails with it
     (unless it was stopped and answered for already) and is to blame: the parents waiting there are lost and run
-    again. With nothing computing there, the parents fail as if their own processor had died."""
+    again. With nothing computing there, the parents fail as if their own processor had died. A death for memory
+    (`out_of_memory` says so, with the peak and the limit) fails the task with OUT_OF_MEMORY, which the scheduler
+    does not retry: the same task on a worker of the same size would die the same way."""
     reports = []
     if computing is not None and not answered:
-        text = f"the processor{where(pid)} running the task died: {description}"
-        logger.warning("%s", text)
-        reports.append(m.TaskResult(computing, m.ResultStatus.PROCESSOR_DIED, error_message=text))
+        if out_of_memory:
+            text = f"{out_of_memory}{where(pid)}"
+            status = m.ResultStatus.OUT_OF_MEMORY
+        else:
+            text, status = (
+                f"the processor{where(pid)} running the task died: {description}",
+                m.ResultStatus.PROCESSOR_DIED,
+            )
+        logger.warning("task %s: %s", computing.hex(), text)
+        reports.append(m.TaskResult(computing, status, error_message=text))
     if computing is not None:
         why = f"the processor{where(pid)} it waited in died while running another task: {description}"
         return reports + lost(parked, why)

@@ -25,12 +25,15 @@ from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.worker.agent import core
 from scaler.worker.executors.contract import Executor
+from scaler.worker.memory import MemoryWatch, charged_bytes, find_memory_limit
 
 logger = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.1
 #: How long a busy worker may hold messages for the scheduler to send them together.
 COALESCE_SECONDS = 0.001
+#: How often the computing processors' memory is sampled (for their task's peak), in ticks.
+MEMORY_SAMPLE_TICKS = 5
 #: After asking to leave, how long to wait for the scheduler's acknowledgement.
 LEAVE_TIMEOUT_SECONDS = 3.0
 
@@ -52,6 +55,7 @@ class WorkerAgent:
         self._executor = executor
         self._sockets = sockets if sockets is not None else SocketFactory()
         self._own_process = psutil.Process()
+        self._memory = MemoryWatch(find_memory_limit())
         self._done: asyncio.Future[int] | None = None
         self.exit_reason = ""
 
@@ -107,7 +111,8 @@ class WorkerAgent:
         self._to_scheduler.flush_unless_held()
 
     def on_processor_exit(self, processor_id: bytes, description: str) -> None:
-        self._feed(core.ProcessorExited(processor_id, description, time.monotonic()))
+        out_of_memory = self._memory.verdict(processor_id, description)
+        self._feed(core.ProcessorExited(processor_id, description, time.monotonic(), out_of_memory))
 
     def on_executor_failed(self, reason: str) -> None:
         self._finish(core.EXIT_ERROR, reason)
@@ -120,9 +125,23 @@ class WorkerAgent:
         )
 
     async def _tick_routine(self) -> None:
+        ticks = 0
         while True:
             await asyncio.sleep(TICK_SECONDS)
             self._feed(core.Tick(time.monotonic()))
+            ticks += 1
+            if ticks % MEMORY_SAMPLE_TICKS == 0:
+                self._sample_memory(computing_only=True)
+
+    def _sample_memory(self, computing_only: bool) -> dict[bytes, float]:
+        """Sample the processors' memory (only those computing, between heartbeats); their cpu percent."""
+        cpu: dict[bytes, float] = {}
+        for processor in self._core.processors.values():
+            if computing_only and processor.task_id is None:
+                continue
+            cpu[processor.processor_id], charged = self._executor.usage(processor.processor_id)
+            self._memory.sample(processor.processor_id, processor.task_id, charged)
+        return cpu
 
     # ------------------------------------------------------------ effects
 
@@ -164,16 +183,32 @@ class WorkerAgent:
             self._done.set_result(code)
 
     def _heartbeat(self, status: m.WorkerStatus, round_trip_seconds: float) -> m.Heartbeat:
-        processors = []
-        for processor in self._core.processors.values():
-            cpu, rss = self._executor.usage(processor.processor_id)
-            processors.append(m.ProcessorStatus(processor.pid, cpu, rss, processor.shown_state))
+        cpu_of = self._sample_memory(computing_only=False)
+        processors = tuple(
+            m.ProcessorStatus(
+                processor.pid,
+                cpu_of.get(processor.processor_id, 0.0),
+                state=processor.shown_state,
+                memory_bytes=self._memory.bytes_of(processor.processor_id),
+            )
+            for processor in self._core.processors.values()
+        )
         try:
             cpu, rss = self._own_process.cpu_percent(), self._own_process.memory_info().rss
+            self._memory.agent_bytes = charged_bytes(self._own_process)
         except psutil.Error:
             cpu, rss = 0.0, 0
-        free = psutil.virtual_memory().available
-        worker_status = m.WorkerStatus(status.queued, status.running, status.blocked, free, tuple(processors))
+        limit = self._memory.limit
+        worker_status = m.WorkerStatus(
+            status.queued,
+            status.running,
+            status.blocked,
+            psutil.virtual_memory().available,
+            processors,
+            memory_bytes=self._memory.total_bytes(),
+            memory_limit_bytes=limit.limit_bytes,
+            memory_limit_source=limit.source,
+        )
         return m.Heartbeat(cpu, rss, worker=worker_status, round_trip_seconds=round_trip_seconds)
 
 

@@ -41,7 +41,8 @@ or raise: a failure becomes a report.
 6. A processor that ends on its own is reported with `on_processor_exit(processor_id, description)` too
    ("killed by SIGKILL", "exit code 1", "Batch job 42 FAILED: host terminated"); the core fails the task it
    ran with `ProcessorDiedError` carrying that description.
-7. `usage(processor_id)`: (cpu percent, rss bytes) for heartbeats; (0.0, 0) when it cannot tell.
+7. `usage(processor_id)`: (cpu percent, memory bytes as the kernel charges it: PSS, else RSS) for heartbeats and
+   the memory watch (worker/memory.py); (0.0, 0) when it cannot tell.
 8. `close()`: kill every processor and release everything; no report is expected afterwards.
 9. `on_executor_failed(reason)`: the executor cannot go on at all (the zygote died, the remote system
    refuses every call): the worker stops with exit code 1 and its tasks are re-dispatched elsewhere.
@@ -90,7 +91,7 @@ class Executor(Protocol):
         """(5) Stop a processor now (cancel its remote job) and report its exit once."""
 
     def usage(self, processor_id: bytes) -> tuple[float, int]:
-        """(7) (cpu percent, rss bytes) of a processor; (0.0, 0) when unknown."""
+        """(7) (cpu percent, charged memory bytes) of a processor; (0.0, 0) when unknown."""
 
     def close(self) -> None:
         """(8) Kill every processor and release everything."""

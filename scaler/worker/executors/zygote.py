@@ -22,6 +22,7 @@ from scaler.io.fork_server import ForkServer, describe_wait_status, serve_forks,
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.worker.executors.contract import ExecutorListener
+from scaler.worker.memory import charged_bytes
 from scaler.worker.processor.channel import AsyncChannel
 
 logger = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ class ZygoteExecutor:
         try:
             if process is None:
                 process = self._psutil[pid] = psutil.Process(pid)
-            return process.cpu_percent(), process.memory_info().rss
+            return process.cpu_percent(), charged_bytes(process)
         except psutil.Error:
             self._psutil.pop(pid, None)
             return 0.0, 0

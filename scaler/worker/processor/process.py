@@ -75,7 +75,12 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     channel = BlockingChannel(channel_socket)
     storage = _Storage(sockets)
     garbage = _GarbageCollection(settings.garbage_collect_interval_seconds, settings.trim_memory_threshold_bytes)
-    executor = TaskExecutor(storage, lambda log: threads.send(log), cpu_seconds=lambda: threads.cpu_seconds())
+    executor = TaskExecutor(
+        storage,
+        lambda log: threads.send(log),
+        cpu_seconds=lambda: threads.cpu_seconds(),
+        worker=settings.worker_id.decode(errors="replace"),
+    )
     threads = TaskThreads(
         channel,
         executor.run,

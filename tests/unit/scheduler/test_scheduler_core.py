@@ -511,3 +511,21 @@ def test_the_scaling_hook_decides_on_the_view_the_feed_publishes_in_the_same_ste
     effects = sim.advance(1.0)
     (status,) = [e.message for e in effects if isinstance(e, Publish) and isinstance(e.message, m.StatusSnapshot)]
     assert hook.views[-1] is status  # one read model: what the policy saw is what the monitors see
+
+
+def test_a_task_ended_by_a_result_names_its_worker_and_run_time_on_the_feed() -> None:
+    """The run report's timeline and durations read these (checked by leaving `ran` out of `_end`: the worker is
+    then empty and the run time 0)."""
+    sim = SimulatedCluster()
+    worker = sim.add_worker()
+    client = sim.add_client()
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
+    sim.advance(2.5)
+    sim.finish(worker, tid(1))
+    sim.send(worker.peer, m.TaskResult(tid(2), m.ResultStatus.FAILED, profile=m.Profile(0.25, 0.2, 4096)))
+    published = [e.message for e in sim.advance(2.5) if isinstance(e, Publish)]
+    (transitions,) = [p for p in published if isinstance(p, m.TaskTransitions)]
+    ends = {t.task_id: t for t in transitions.transitions if t.state in ("success", "failed")}
+    assert ends[tid(1)].worker_id == worker.peer and ends[tid(1)].run_seconds == pytest.approx(2.5)
+    assert ends[tid(2)].worker_id == worker.peer and ends[tid(2)].run_seconds == 0.25
+    assert ends[tid(2)].peak_memory_bytes == 4096 and ends[tid(1)].peak_memory_bytes == 0

@@ -1,0 +1,241 @@
+"""Ray's core API on scaler: `import scaler.compat.ray`, and code written for `ray` runs on a scaler cluster.
+
+Supported: `ray.remote` on functions (`num_returns`; `num_gpus` and `resources` become capabilities; `num_cpus` is
+accepted: a task has one processor), `.remote()`, `.options()`, `ray.get`, `ray.put`, `ray.wait`, `ray.cancel`,
+`ray.init`, `ray.shutdown`, `ray.is_initialized`, `ray.util.as_completed`, `ray.util.map_unordered`, and
+`scaler_init(address=None, n_workers=..., **combo_settings)`. Object references between tasks follow Ray's rule
+(`ray_refs`). Anything else of Ray's API raises NotImplementedError naming it; never a silent no-op.
+
+Without Ray installed, importing this module also makes `import ray` give this module. With Ray installed, it
+patches the `ray` module in place (its `init` never starts a Ray cluster).
+
+The first remote call without `ray.init`/`scaler_init` starts a local cluster (`SchedulerClusterCombo`) of one
+worker per CPU, stopped by `ray.shutdown()` (`ray_session`). Inside a task, calls go to the task's own scheduler.
+`ray_remote` holds the remote functions; this module the rest of the API and the `ray` namespace.
+
+Not supported, by design: actors (`@ray.remote` on a class). A Ray actor is a process that keeps an object and runs
+its method calls in order; scaler's workers run independent tasks, and there is no channel from a client to one
+running task through the scheduler. What to use instead is in the error.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import functools
+import importlib
+import sys
+import time
+import types
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, cast
+
+from scaler.client.future import ScalerFuture
+from scaler.compat.ray_refs import GetTimeoutError, ObjectRef
+from scaler.compat.ray_remote import RemoteFunction, deferred_call_of, remote
+from scaler.compat.ray_session import current, init, is_initialized, read_stored, scaler_init, shutdown
+
+__all__ = [
+    "GetTimeoutError",
+    "ObjectRef",
+    "cancel",
+    "get",
+    "init",
+    "is_initialized",
+    "put",
+    "remote",
+    "scaler_init",
+    "shutdown",
+    "util",
+    "wait",
+]
+
+# ---------------------------------------------------------------- references
+
+
+def get(object_refs: ObjectRef | list[ObjectRef], *, timeout: float | None = None) -> Any:
+    """The value of a reference, or the values of a list of references (in order)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    if isinstance(object_refs, ObjectRef):
+        return _get_one(object_refs, deadline)
+    if isinstance(object_refs, (list, tuple)) and all(isinstance(ref, ObjectRef) for ref in object_refs):
+        return [_get_one(ref, deadline) for ref in object_refs]
+    raise ValueError(f"'object_refs' must either be an ObjectRef or a list of ObjectRefs, not {object_refs!r}")
+
+
+def _get_one(ref: ObjectRef, deadline: float | None) -> Any:
+    remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+    read = None if ref.is_task_result() else functools.partial(read_stored, current().client)
+    return ref.get(remaining, read)
+
+
+def put(value: Any) -> ObjectRef:
+    """Store `value` once in object storage; tasks given the reference receive the value."""
+    if isinstance(value, ObjectRef):
+        raise TypeError("Calling 'put' on an ray.ObjectRef is not allowed.")
+    return ObjectRef(stored=current().client.send_object(value))
+
+
+def wait(
+    object_refs: list[ObjectRef], *, num_returns: int = 1, timeout: float | None = None, fetch_local: bool = True
+) -> tuple[list[ObjectRef], list[ObjectRef]]:
+    """(ready, not ready): at least `num_returns` ready references (at most that many listed as ready), or fewer
+    when `timeout` seconds pass; each list keeps the input's order."""
+    if not isinstance(object_refs, list) or not all(isinstance(ref, ObjectRef) for ref in object_refs):
+        raise TypeError(f"wait() expected a list of ray.ObjectRef, got {type(object_refs).__name__}")
+    if len({id(ref) for ref in object_refs}) != len(object_refs):
+        raise ValueError("Wait requires a list of unique object refs.")
+    wanted = len(object_refs) if num_returns is None else num_returns
+    if wanted < 0 or wanted > len(object_refs):
+        raise ValueError("Invalid number of objects to return: num_returns must be between 0 and the number of refs.")
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        pending = [ref._future for ref in object_refs if not ref.ready() and ref._future is not None]
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if len(object_refs) - len(pending) >= wanted or (remaining is not None and remaining <= 0):
+            break
+        concurrent.futures.wait(pending, timeout=remaining, return_when=concurrent.futures.FIRST_COMPLETED)
+    ready = [ref for ref in object_refs if ref.ready()][:wanted]
+    chosen = {id(ref) for ref in ready}
+    return ready, [ref for ref in object_refs if id(ref) not in chosen]
+
+
+def cancel(object_ref: ObjectRef, *, force: bool = False, recursive: bool = True) -> None:
+    """Cancel the task of a reference (at once: its `ray.get` then raises CancelledError)."""
+    if not isinstance(object_ref, ObjectRef):
+        raise TypeError(f"ray.cancel() only supported for object refs, not {type(object_ref).__name__}")
+    future = object_ref._future
+    if future is None or future.done():
+        return
+    deferred = deferred_call_of(future)
+    if deferred is not None:
+        deferred.cancel()
+    else:
+        current().client._cancel_without_waiting([cast(ScalerFuture, future)])
+
+
+def _as_completed(
+    refs: Iterable[ObjectRef], *, chunk_size: int = 10, yield_obj_refs: bool = True, timeout: float | None = None,
+    fetch_local: bool = True,
+) -> Iterator[Any]:  # fmt: skip
+    """Each reference as its task finishes (its value with `yield_obj_refs=False`). Ray yields values by default;
+    the reference implementation, whose tests this module passes, yields references, and so does this one.
+    `timeout`: TimeoutError when the next one takes longer. `chunk_size` is accepted: each is yielded at once."""
+    if chunk_size < 1:
+        raise ValueError("`chunk_size` must be >= 1")
+    pending = list(refs)
+    for ref in [ref for ref in pending if ref.ready()]:
+        yield ref if yield_obj_refs else get(ref)
+    waiting: dict[int, list[ObjectRef]] = {}
+    for ref in pending:
+        if not ref.ready() and ref._future is not None:
+            waiting.setdefault(id(ref._future), []).append(ref)
+    futures = [same[0]._future for same in waiting.values()]
+    for future in concurrent.futures.as_completed(futures, timeout=timeout):  # type: ignore[arg-type]
+        for ref in waiting[id(future)]:
+            yield ref if yield_obj_refs else get(ref)
+
+
+def _map_unordered(
+    fn: RemoteFunction, items: Iterable[Any], *, backpressure_size: int | None = 100, chunk_size: int = 10,
+    yield_obj_refs: bool = False, timeout: float | None = None,
+) -> Iterator[Any]:  # fmt: skip
+    """`fn.remote(item)` for each item, at most `backpressure_size` in flight; the results as they come."""
+    if not isinstance(fn, RemoteFunction):
+        raise TypeError("The function passed to map_unordered must be a @ray.remote function.")
+    if fn._num_returns != 1:
+        raise TypeError("map_unordered only supports remote functions with num_returns=1")
+    if backpressure_size is not None and backpressure_size <= 0:
+        raise ValueError("backpressure_size must be positive.")
+    limit = backpressure_size or sys.maxsize
+    in_flight: list[ObjectRef] = []
+    for item in items:
+        in_flight.append(fn.remote(item))  # type: ignore[arg-type]
+        if len(in_flight) >= limit:
+            ready, in_flight = wait(in_flight, num_returns=min(chunk_size, len(in_flight)), timeout=timeout)
+            for ref in ready:
+                yield ref if yield_obj_refs else get(ref)
+    yield from _as_completed(in_flight, yield_obj_refs=yield_obj_refs, timeout=timeout)
+
+
+# ---------------------------------------------------------------- the `ray` namespace
+
+
+class _Unsupported:
+    """Stands for a part of Ray's API that scaler does not offer: calling it, or any attribute of it, raises."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{self._name}() is not supported by scaler.compat.ray")
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        raise NotImplementedError(f"{self._name}.{attribute} is not supported by scaler.compat.ray")
+
+
+#: Parts of Ray's API named here so that they raise NotImplementedError (with Ray installed, they replace Ray's).
+UNSUPPORTED = (
+    "actor", "method", "get_actor", "kill", "get_gpu_ids", "get_runtime_context", "runtime_context",
+    "cross_language", "available_resources", "cluster_resources", "nodes", "timeline", "java_function",
+    "cpp_function", "java_actor_class", "cpp_actor_class", "dag", "workflow", "data", "train", "tune", "serve",
+)  # fmt: skip
+
+
+def _unsupported_attribute(module: str) -> Callable[[str], Any]:
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        raise NotImplementedError(f"{module}.{name} is not supported by scaler.compat.ray")
+
+    return __getattr__
+
+
+util = types.ModuleType("ray.util", "Ray's utilities on scaler: as_completed and map_unordered.")
+util.as_completed = _as_completed  # type: ignore[attr-defined]
+util.map_unordered = _map_unordered  # type: ignore[attr-defined]
+setattr(util, "__getattr__", _unsupported_attribute("ray.util"))  # noqa: B010 (a module-level __getattr__)
+exceptions = types.ModuleType("ray.exceptions", "The errors of scaler.compat.ray that Ray's code names.")
+exceptions.GetTimeoutError = GetTimeoutError  # type: ignore[attr-defined]
+exceptions.TaskCancelledError = concurrent.futures.CancelledError  # type: ignore[attr-defined]
+
+_API = {
+    "remote": remote, "get": get, "put": put, "wait": wait, "cancel": cancel, "init": init, "shutdown": shutdown,
+    "is_initialized": is_initialized, "ObjectRef": ObjectRef,
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    return _unsupported_attribute("ray")(name)
+
+
+def _install() -> None:
+    """Make `ray` this API: patch Ray when installed, else stand in for it."""
+    this = sys.modules[__name__]
+    try:
+        real = sys.modules.get("ray") or importlib.import_module("ray")
+    except ImportError:
+        real = None
+    for name in UNSUPPORTED:
+        setattr(this, name, _Unsupported(f"ray.{name}"))
+    if real is None or real is this:
+        sys.modules["ray"] = this
+        sys.modules["ray.util"] = util
+        sys.modules["ray.exceptions"] = exceptions
+        return
+    for name, value in _API.items():
+        setattr(real, name, value)
+    for name in UNSUPPORTED:
+        setattr(real, name, _Unsupported(f"ray.{name}"))
+    real.util.as_completed = _as_completed
+    real.util.map_unordered = _map_unordered
+    worker = sys.modules.get("ray._private.worker")
+    if worker is not None:  # Ray's own start-up and exit hooks must not start or stop a Ray cluster
+        atexit.unregister(worker.shutdown)  # its shutdown at exit imports parts of Ray that name actors
+        setattr(worker, "init", init)  # noqa: B010
+        setattr(worker, "shutdown", lambda *args, **kwargs: None)  # noqa: B010
+
+
+_install()

@@ -1,0 +1,248 @@
+"""Ray's object references on scaler: `ObjectRef`, and the calls that wait for the tasks their arguments name.
+
+An `ObjectRef` is one of three things: the result of a task (a future, and for `num_returns > 1` an index into the
+task's returned sequence), an object stored with `ray.put` (a scaler `ObjectReference`), or a value already at hand
+(a stored object inside a task, which the processor has fetched).
+
+Arguments follow Ray's rule. A reference given as a top-level argument of a remote call is replaced by its value:
+a stored object travels as its storage reference (the worker fetches it); a task's result is read by the client
+once the task is done. A call whose top-level arguments name unfinished tasks is *deferred*: `.remote()` returns at
+once, and the call is submitted by `DeferredCalls`' thread when those tasks are done (or fails with the first one's
+error). A reference nested inside an argument travels as a reference: pickling a task's reference stores its value
+in object storage (waiting for it), so the receiving task's `ray.get` reads it there.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import importlib
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scaler.payload.references import ObjectReference
+
+_NO_VALUE = object()
+
+
+class GetTimeoutError(TimeoutError):
+    """`ray.get(..., timeout=...)` ran out of time (Ray's `ray.exceptions.GetTimeoutError`)."""
+
+
+class ObjectRef:
+    """A reference to a task's result or a stored object (see the module docstring)."""
+
+    __slots__ = ("_future", "_index", "_store", "_stored", "_value")
+
+    def __init__(
+        self,
+        future: concurrent.futures.Future[Any] | None = None,
+        index: int | None = None,
+        stored: ObjectReference | None = None,
+        value: Any = _NO_VALUE,
+        store: Callable[[Any], ObjectReference] | None = None,
+    ) -> None:
+        self._future = future
+        self._index = index
+        self._stored = stored
+        self._value = value
+        self._store = store  #: stores a value in object storage (when a task's reference is pickled)
+
+    def __repr__(self) -> str:
+        if self._future is not None:
+            task_id = getattr(self._future, "task_id", None)
+            name = task_id.hex()[:16] if isinstance(task_id, bytes) else "deferred call"
+            index = "" if self._index is None else f"[{self._index}]"
+            return f"ObjectRef(task {name}{index})"
+        if self._stored is not None:
+            return f"ObjectRef(stored {self._stored.object_id.hex()[:16]})"
+        return "ObjectRef(value)"
+
+    def is_task_result(self) -> bool:
+        return self._future is not None
+
+    def ready(self) -> bool:
+        return self._future is None or self._future.done()
+
+    def future(self) -> concurrent.futures.Future[Any]:
+        """The reference as a `concurrent.futures.Future` of its value (Ray's `ObjectRef.future()`)."""
+        if self._future is not None and self._index is None:
+            return self._future
+        wrapped: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            wrapped.set_result(self.get(None))
+        except BaseException as error:
+            wrapped.set_exception(error)
+        return wrapped
+
+    def __await__(self) -> Any:
+        import asyncio
+
+        return asyncio.get_running_loop().run_in_executor(None, self.get, None).__await__()
+
+    def get(self, timeout: float | None, read_stored: Callable[[ObjectReference], Any] | None = None) -> Any:
+        """The value: waits for a task's result up to `timeout` seconds (GetTimeoutError after that)."""
+        if self._future is not None:
+            try:
+                value = self._future.result(timeout)
+            except concurrent.futures.TimeoutError:
+                if self._future.done():
+                    raise  # the task itself raised a TimeoutError
+                raise GetTimeoutError(f"ray.get timed out after {timeout} s waiting for {self!r}") from None
+            if self._index is None:
+                return value
+            return value[self._index]
+        if self._value is not _NO_VALUE:
+            return self._value
+        assert self._stored is not None and read_stored is not None
+        return read_stored(self._stored)
+
+    def argument(self, read_stored: Callable[[ObjectReference], Any]) -> Any:
+        """What a task receives for this reference as a top-level argument (the task must be done)."""
+        if self._stored is not None:
+            return self._stored  # resolved by the worker, from object storage
+        return self.get(None, read_stored)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Nested in an argument (or a result): a reference to the value in object storage."""
+        if self._stored is not None:
+            return (_rebuild, (self._stored,))
+        if self._future is None:
+            return (_rebuild, (self._value,))
+        if self._store is None:
+            raise TypeError(f"{self!r} cannot be passed inside another object: it has no client to store it with")
+        self._stored = self._store(self.get(None))
+        return (_rebuild, (self._stored,))
+
+
+def _rebuild(stored: Any) -> ObjectRef:
+    """Inside a processor a storage reference unpickles as its object (the processor's resolver); elsewhere as the
+    reference."""
+    install_ray_api()
+    if isinstance(stored, ObjectReference):
+        return ObjectRef(stored=stored)
+    return ObjectRef(value=stored)
+
+
+def install_ray_api() -> None:
+    """Makes `ray` scaler.compat.ray in this process, where one of its objects is unpickled (a worker's processor):
+    with Ray installed, the task's `ray.get` or `f.remote()` would otherwise be Ray's own, and start a Ray cluster."""
+    importlib.import_module("scaler.compat.ray")
+
+
+# ---------------------------------------------------------------- calls waiting for their arguments' tasks
+
+
+Submit = Callable[[tuple[Any, ...], dict[str, Any]], concurrent.futures.Future[Any]]
+
+
+@dataclass(eq=False)
+class DeferredCall:
+    """A remote call waiting for the tasks its top-level arguments name; `outer` is what its references wait on."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    submit: Submit  #: submits the call with resolved arguments; the task's future
+    outer: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
+    waiting: int = 0
+    inner: concurrent.futures.Future[Any] | None = None  #: the submitted task's future, once submitted
+    cancel_inner: Callable[[concurrent.futures.Future[Any]], None] | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def cancel(self) -> None:
+        """Ray's cancel: the submitted task is cancelled; a call not submitted yet never will be."""
+        with self.lock:
+            inner = self.inner
+            if inner is None:
+                _cancel_and_notify(self.outer)
+                return
+        if self.cancel_inner is not None:
+            self.cancel_inner(inner)
+
+
+class DeferredCalls:
+    """Submits deferred calls from a thread of its own once their arguments' tasks are done, and settles each
+    call's outer future from its task's (reading a result is blocking I/O, never done on the client's I/O thread,
+    which runs the done callbacks)."""
+
+    def __init__(self, read_stored: Callable[[ObjectReference], Any]) -> None:
+        self._read_stored = read_stored
+        self._events: queue.SimpleQueue[tuple[str, DeferredCall] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def add(self, call: DeferredCall, dependencies: Sequence[concurrent.futures.Future[Any]]) -> None:
+        self._start()
+        call.waiting = len(dependencies)
+        for dependency in dependencies:
+            dependency.add_done_callback(functools.partial(self._dependency_done, call))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                self._events.put(None)
+                self._thread = None
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="scaler-ray-deferred-calls", daemon=True)
+                self._thread.start()
+
+    def _dependency_done(self, call: DeferredCall, _future: concurrent.futures.Future[Any]) -> None:
+        with call.lock:
+            call.waiting -= 1
+            ready = call.waiting == 0
+        if ready:
+            self._events.put(("submit", call))
+
+    def _run(self) -> None:
+        while (event := self._events.get()) is not None:
+            kind, call = event
+            if kind == "submit":
+                self._submit(call)
+            else:
+                self._settle(call)
+
+    def _submit(self, call: DeferredCall) -> None:
+        if call.outer.done():  # cancelled before its arguments were ready
+            return
+        try:
+            args = tuple(self._resolve(value) for value in call.args)
+            kwargs = {key: self._resolve(value) for key, value in call.kwargs.items()}
+            with call.lock:
+                if call.outer.done():
+                    return
+                call.inner = call.submit(args, kwargs)
+        except BaseException as error:  # an argument's task failed, or the call could not be submitted
+            if not call.outer.done():
+                call.outer.set_exception(error)
+            return
+        call.inner.add_done_callback(functools.partial(self._inner_done, call))
+
+    def _inner_done(self, call: DeferredCall, _future: concurrent.futures.Future[Any]) -> None:
+        self._events.put(("settle", call))
+
+    def _resolve(self, value: Any) -> Any:
+        return value.argument(self._read_stored) if isinstance(value, ObjectRef) else value
+
+    @staticmethod
+    def _settle(call: DeferredCall) -> None:
+        assert call.inner is not None
+        if call.outer.done():
+            return
+        try:
+            call.outer.set_result(call.inner.result())
+        except concurrent.futures.CancelledError:
+            _cancel_and_notify(call.outer)
+        except BaseException as error:
+            call.outer.set_exception(error)
+
+
+def _cancel_and_notify(future: concurrent.futures.Future[Any]) -> None:
+    """Cancel a pending future and wake `wait`/`as_completed` callers (Future.cancel alone does not)."""
+    if future.cancel():
+        future.set_running_or_notify_cancel()

@@ -1,0 +1,181 @@
+"""`@ray.remote` functions on scaler: `RemoteFunction.remote()` submits a call through the session's client, deferring
+it while its top-level arguments name unfinished tasks (ray_refs)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import inspect
+import pickle
+from collections.abc import Callable
+from typing import Any, cast
+
+import cloudpickle
+
+from scaler.client.client import Client
+from scaler.client.future import ScalerFuture
+from scaler.compat.ray_refs import DeferredCall, ObjectRef, install_ray_api
+from scaler.compat.ray_session import current, read_stored
+from scaler.payload.serializer import DefaultSerializer
+from scaler.payload.task_encoder import describe
+
+ACTORS_UNSUPPORTED = (
+    "Ray actors (@ray.remote on a class) are not supported by scaler: a scaler task runs to completion and keeps no "
+    "state between calls. Instead keep the state in the caller and pass it to each call (ray.put it once when it is "
+    "large), or make one remote function that builds the object and runs the whole sequence of method calls."
+)
+
+
+def remote(*args: Any, **options: Any) -> Any:
+    """`@ray.remote`, `@ray.remote(num_returns=2, ...)` or `ray.remote(function)`."""
+    if len(args) == 1 and callable(args[0]) and not options:
+        return _make_remote(args[0], {})
+    if args:
+        raise TypeError("ray.remote takes a function, or keyword options only: @ray.remote(num_returns=2)")
+    return lambda function: _make_remote(function, options)
+
+
+def _make_remote(function: Any, options: dict[str, Any]) -> RemoteFunction:
+    if isinstance(function, type):
+        raise NotImplementedError(ACTORS_UNSUPPORTED)
+    return RemoteFunction(function, options)
+
+
+class RemoteFunction:
+    """A function made remote: `.remote(*args, **kwargs)` submits a call, `.options(...)` changes options."""
+
+    OPTIONS = frozenset({"num_returns", "num_cpus", "num_gpus", "resources", "name"})
+
+    def __init__(self, function: Callable[..., Any], options: dict[str, Any]) -> None:
+        unsupported = sorted(set(options) - self.OPTIONS)
+        if unsupported:
+            raise NotImplementedError(
+                f"ray.remote option(s) {', '.join(unsupported)} are not supported by scaler.compat.ray "
+                f"(supported: {', '.join(sorted(self.OPTIONS))})"
+            )
+        num_returns = options.get("num_returns", 1)
+        if isinstance(num_returns, bool) or not isinstance(num_returns, int) or num_returns < 1:
+            raise ValueError(f"num_returns must be an integer >= 1, not {num_returns!r} (streaming is not supported)")
+        self._function = function
+        self._options = dict(options)
+        self._num_returns = num_returns
+        self._capabilities = _capabilities(options)
+        try:
+            self._signature: inspect.Signature | None = inspect.signature(function)
+        except (TypeError, ValueError):
+            self._signature = None
+        functools.update_wrapper(self, function)
+        self._call = functools.partial(_call_remote, function, num_returns)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = getattr(self._function, "__name__", "function")
+        raise TypeError(
+            f"Remote functions cannot be called directly. Instead of running '{name}()', try '{name}.remote()'."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_remote_function, (self._function, self._options))
+
+    def options(self, **options: Any) -> RemoteFunction:
+        return RemoteFunction(self._function, {**self._options, **options})
+
+    def bind(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("ray DAGs (.bind) are not supported by scaler.compat.ray: call .remote() instead")
+
+    def remote(self, *args: Any, **kwargs: Any) -> ObjectRef | list[ObjectRef]:
+        if self._signature is not None:
+            self._signature.bind(*args, **kwargs)  # a TypeError here, as Ray raises it at the call
+        session = current()
+        client = session.client
+        unfinished = [
+            value._future
+            for value in (*args, *kwargs.values())
+            if isinstance(value, ObjectRef) and value._future is not None and not value._future.done()
+        ]
+        submit = functools.partial(self._submit, client)
+        future: concurrent.futures.Future[Any]
+        if unfinished:
+            _check_picklable(client, args, kwargs)  # as an immediate call would, at the call
+            call = DeferredCall(args, kwargs, submit, cancel_inner=functools.partial(_cancel_task, client))
+            session.deferred.add(call, unfinished)
+            future = call.outer
+            _deferred_calls[id(future)] = call
+            future.add_done_callback(lambda done: _deferred_calls.pop(id(done), None))
+        else:
+            read = functools.partial(read_stored, client)
+            args = tuple(value.argument(read) if isinstance(value, ObjectRef) else value for value in args)
+            kwargs = {k: v.argument(read) if isinstance(v, ObjectRef) else v for k, v in kwargs.items()}
+            future = submit(args, kwargs)
+        store = client.send_object
+        if self._num_returns == 1:
+            return ObjectRef(future, store=store)
+        return [ObjectRef(future, index, store=store) for index in range(self._num_returns)]
+
+    def _submit(self, client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> concurrent.futures.Future[Any]:
+        return client.submit_verbose(self._call, args, kwargs, capabilities=self._capabilities)
+
+
+def _rebuild_remote_function(function: Callable[..., Any], options: dict[str, Any]) -> RemoteFunction:
+    install_ray_api()  # the task calling this function's .remote() may name `ray` for the rest
+    return RemoteFunction(function, options)
+
+
+def _cancel_task(client: Client, future: concurrent.futures.Future[Any]) -> None:
+    client._cancel_without_waiting([cast(ScalerFuture, future)])
+
+
+#: deferred calls by their outer future's id, for ray.cancel (forgotten when the call is done)
+_deferred_calls: dict[int, DeferredCall] = {}
+
+
+def deferred_call_of(future: concurrent.futures.Future[Any]) -> DeferredCall | None:
+    """The deferred call whose references wait on `future`, while it is not done."""
+    return _deferred_calls.get(id(future))
+
+
+class _ReferenceSkippingPickler(cloudpickle.Pickler):  # type: ignore[misc]
+    """Pickles into nothing, leaving out the references: pickling a task's reference waits for its result."""
+
+    def persistent_id(self, obj: Any) -> Any:
+        return id(obj) if isinstance(obj, ObjectRef) else None
+
+
+class _Discard:
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+
+def _check_picklable(client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """TypeError naming the first argument of a deferred call that cannot be pickled. Only for the default
+    serializer (the one this check pickles with); a call with a serializer of the user's fails when submitted."""
+    if not isinstance(client._serializer, DefaultSerializer):
+        return
+    named = [(f"argument {position}", value) for position, value in enumerate(args)]
+    named.extend((f"keyword argument {keyword!r}", value) for keyword, value in kwargs.items())
+    for which, value in named:
+        if isinstance(value, ObjectRef):
+            continue
+        try:
+            _ReferenceSkippingPickler(_Discard(), protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+        except Exception as error:
+            raise TypeError(f"cannot serialize {which} of type {describe(value)}: {error}") from error
+
+
+def _capabilities(options: dict[str, Any]) -> dict[str, int] | None:
+    capabilities = {name: int(amount) for name, amount in (options.get("resources") or {}).items()}
+    if options.get("num_gpus"):
+        capabilities["gpu"] = int(options["num_gpus"])
+    return capabilities or None
+
+
+def _call_remote(function: Callable[..., Any], num_returns: int, *args: Any, **kwargs: Any) -> Any:
+    """Runs on a worker: the call, its result checked against `num_returns`."""
+    result = function(*args, **kwargs)
+    if num_returns > 1:
+        try:
+            count = len(result)
+        except TypeError:
+            raise ValueError(f"num_returns={num_returns}, but the task returned {type(result).__name__}") from None
+        if count != num_returns:
+            raise ValueError(f"Task returned {count} objects, but num_returns={num_returns}.")
+    return result

@@ -1,0 +1,139 @@
+"""The session of scaler.compat.ray: the client (and the local cluster it started) that Ray's calls go to.
+
+`ray.init()` / `scaler_init()` start or connect it, `ray.shutdown()` ends it; the first call without either starts a
+local cluster (as Ray does), and inside a task the session is a client of the task's own scheduler.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from scaler.client.client import Client
+from scaler.cluster.combo import SchedulerClusterCombo
+from scaler.compat.ray_refs import DeferredCalls
+from scaler.payload import processor_context
+from scaler.payload.references import ObjectReference
+from scaler.payload.serializer import deserialize_frames
+
+#: Settings of `scaler_init` that are the Client's, not the local cluster's.
+CLIENT_SETTINGS = frozenset({"profiling", "timeout_seconds", "serializer", "stream_output"})
+#: Options of `ray.init` that change nothing here and are accepted (they concern Ray's own logging and dashboard).
+HARMLESS_INIT_OPTIONS = frozenset({"logging_level", "log_to_driver", "include_dashboard", "configure_logging"})
+
+#: How long `scaler_init` waits for the workers of the local cluster it starts.
+WORKERS_READY_SECONDS = 60.0
+
+
+@dataclass
+class _Session:
+    client: Client
+    cluster: SchedulerClusterCombo | None  #: the local cluster this module started, stopped by shutdown()
+    deferred: DeferredCalls
+
+
+_session: _Session | None = None
+_session_lock = threading.RLock()
+
+
+# ---------------------------------------------------------------- starting and stopping
+
+
+def scaler_init(address: str | None = None, *, n_workers: int | None = None, **settings: Any) -> None:
+    """Connect to the scheduler at `address`, or start a local cluster of `n_workers` (default: one per CPU) with
+    the other settings (`SchedulerClusterCombo`'s; `profiling`, `timeout_seconds`, `serializer`, `stream_output`
+    go to the Client). RuntimeError when already initialized."""
+    global _session
+    with _session_lock:
+        if _session is not None:
+            raise RuntimeError("scaler.compat.ray is already initialized: call ray.shutdown() first")
+        client_settings = {key: settings.pop(key) for key in list(settings) if key in CLIENT_SETTINGS}
+        cluster = None
+        if address is None:
+            workers = n_workers if n_workers is not None else (os.cpu_count() or 1)
+            cluster = SchedulerClusterCombo(n_workers=workers, **settings)
+            address = cluster.get_address()
+        elif settings or n_workers is not None:
+            names = ", ".join(sorted([*settings, *(["n_workers"] if n_workers is not None else [])]))
+            raise ValueError(f"scaler_init: {names} configure a local cluster; with an address none is started")
+        try:
+            client = Client(address=address, **client_settings)
+            if cluster is not None:
+                wait_for_workers(client, workers)
+        except BaseException:
+            if cluster is not None:
+                cluster.shutdown()
+            raise
+        _session = _Session(client, cluster, DeferredCalls(functools.partial(read_stored, client)))
+
+
+def wait_for_workers(client: Client, workers: int) -> None:
+    """As `ray.init()` returns with its local cluster's CPUs ready: the first calls then spread over every worker
+    rather than queueing on the first one to connect."""
+    deadline = time.monotonic() + WORKERS_READY_SECONDS
+    while client._agent.worker_count < workers:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the local cluster's {workers} workers did not connect in {WORKERS_READY_SECONDS:g} s")
+        time.sleep(0.02)
+
+
+def init(address: str | None = None, *, num_cpus: int | None = None, ignore_reinit_error: bool = False,
+         **options: Any) -> None:  # fmt: skip
+    """Ray's `init`: `address` None, "auto" or "local" starts a local cluster (`num_cpus` workers); a scaler
+    address (tcp://host:port) connects to that scheduler."""
+    unsupported = sorted(set(options) - HARMLESS_INIT_OPTIONS)
+    if unsupported:
+        raise NotImplementedError(f"ray.init({', '.join(unsupported)}=...) is not supported by scaler.compat.ray")
+    if address is not None and address.startswith("ray://"):
+        raise NotImplementedError("ray.init('ray://...') (Ray Client) is not supported: give a scaler address")
+    with _session_lock:
+        if _session is not None:
+            if ignore_reinit_error:
+                return
+            raise RuntimeError("Maybe you called ray.init twice by accident? Call ray.shutdown() first.")
+        local = address in (None, "auto", "local")
+        scaler_init(None if local else address, n_workers=num_cpus if local else None)
+
+
+def shutdown() -> None:
+    """Disconnect, and stop the local cluster this module started (if it did)."""
+    global _session
+    with _session_lock:
+        session, _session = _session, None
+    if session is None:
+        return
+    session.deferred.close()
+    session.client.disconnect()
+    if session.cluster is not None:
+        session.cluster.shutdown()
+
+
+def is_initialized() -> bool:
+    return _session is not None
+
+
+def current() -> _Session:
+    """The session, started on first use: inside a task, a client of the task's scheduler; elsewhere a local
+    cluster (as Ray starts one on the first remote call)."""
+    global _session
+    session = _session
+    if session is not None:
+        return session
+    with _session_lock:
+        if _session is None:
+            if processor_context.current() is not None:
+                client = Client()
+                _session = _Session(client, None, DeferredCalls(functools.partial(read_stored, client)))
+            else:
+                scaler_init()
+        assert _session is not None
+        return _session
+
+
+def read_stored(client: Client, reference: ObjectReference) -> Any:
+    frames = client._storage().get_frames(reference.object_id)
+    return deserialize_frames(client._serializer, frames)
