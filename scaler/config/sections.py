@@ -263,6 +263,14 @@ class WorkerManagerSettings(WorkerSettings):
         -1, help="how long a launched worker takes to connect (the cost policy plans with it); -1: measure it",
         ge=-1,
     )  # fmt: skip
+    min_workers: int = setting(
+        0, help="warm capacity: workers kept even when idle, whatever the scaling policy (at most the most workers)",
+        ge=0,
+    )  # fmt: skip
+    buffer_workers: int = setting(
+        0, help="warm capacity: idle workers kept beyond what the queue needs, so that a burst does not wait for a "
+        "boot (every scaling policy; not added while a budget holds this manager back)", ge=0,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
