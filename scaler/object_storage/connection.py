@@ -125,7 +125,10 @@ def raise_for_status(reply: StorageReply, address: str, operation: StorageOperat
     if status is StorageStatus.OK:
         return
     if status is StorageStatus.NOT_FOUND and isinstance(operation, Get):
-        raise MissingObjects(f"object {operation.object_id.hex()} is not in object storage at {address}")
+        text = f"object {operation.object_id.hex()} is not in object storage at {address}"
+        if reply.reason and not reply.reason.endswith(" is not stored"):  # more than "not stored": say it
+            text += f": {reply.reason}"
+        raise MissingObjects(text)
     if status is StorageStatus.REFUSED:
         raise IncompatiblePeerError(f"object storage at {address} refused the connection: {reply.reason}")
     if status is StorageStatus.FULL:
