@@ -7,18 +7,22 @@ a restarted server finds its objects, the tasks that need them run, and a torn o
 a log line, never served.
 
 How each was checked against the mechanism switched off (by editing the code, then restoring it):
-- eviction (`ObjectStore._evict` a no-op): the RSS test fails (about 250 MiB held) and the LRU test fails (every
+- eviction (`ObjectStore._evict` a no-op): the RSS tests fail (240 MiB held; 2 GiB) and the LRU test fails (every
   object is still in memory, so no get fails after the files are removed);
-- the LRU touch in `ObjectStore.get` removed: the LRU test fails (the object read last is the one evicted);
-- the budget check in `ObjectStore.put` removed: the refusal tests fail (the put succeeds);
-- write-through (the server started without `spill_directory`): the restart test's "spill" case fails like its
-  "memory only" case, with MissingObjects;
-- the size check of the scan and the CRC check of the read-back removed: the torn-file test gets the bad bytes.
+- the LRU touch in `ObjectStore.get` removed: the LRU test fails (the object read after the others were put is evicted);
+- the budget check in `ObjectStore.put` removed: the refusal test fails (the put succeeds);
+- a failed write always kept in memory (`write_finished` never refuses): the full-disk test fails (40 objects fit);
+- write-through (the scheduler started without a spill directory): the restart test's "spill directory" case
+  fails like its "memory only" case, with MissingObjects;
+- the size and trailer checks of the scan removed: the torn file is not discarded at start; the CRC check of the
+  read-back removed: the corrupted bytes are served.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
+import hashlib
 import os
 import random
 import signal
@@ -35,11 +39,13 @@ from scaler.io.address import free_tcp_address, free_tcp_port_block
 from scaler.object_storage.connection import ObjectStorageConnection
 from scaler.object_storage.spill_files import file_stem
 from tests.integration.conftest import Launcher, Service, probe_scheduler, wait_for, wait_for_workers
+from tests.integration.test_object_storage import patterned
 
 pytestmark = pytest.mark.integration
 
 KiB = 1024
 MiB = 1024 * KiB
+GiB = 1024 * MiB
 TIMEOUT = 60.0
 
 
@@ -254,3 +260,32 @@ def test_a_torn_or_corrupted_spill_file_is_discarded_with_a_log_line_and_never_s
     assert f"discarding spill file {rotten}: corrupt" in restarted.log_text()
     assert not rotten.exists() and not torn.exists()
     assert len(spill_files(spill)) == 1
+
+
+@pytest.mark.timeout(300)
+def test_an_object_of_two_gibibytes_and_one_byte_spills_and_reads_back_whole(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """Larger than the budget and than one frame can carry: written through frame by frame, evicted, then read back
+    as a memory map and sent in chunks, without the server ever holding a second copy."""
+    spill = tmp_path / "spill"
+    address, server = storage(launcher, "--max-memory", "1GiB", "--spill-directory", str(spill))
+    size = 2 * GiB + 1
+    data = patterned(size)
+    expected = hashlib.sha1(data).hexdigest()
+    with connect(address) as connection:
+        connection.put(b"huge", data)
+        del data
+        gc.collect()
+        (path,) = spill_files(spill)
+        assert path.stat().st_size > size
+        held = psutil.Process(server.pid).memory_info().rss
+        assert held < GiB, f"the server holds {held / MiB:.0f} MiB after spilling the object (budget 1 GiB)"
+        received = connection.get(b"huge")
+        try:
+            assert len(received) == size and hashlib.sha1(received).hexdigest() == expected
+        finally:
+            del received
+            gc.collect()
+        assert connection.delete([b"huge"]) == 1
+    wait_for(lambda: not spill_files(spill), "the spill file to be removed")

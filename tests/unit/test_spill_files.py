@@ -1,8 +1,8 @@
 """Spill files on a real (temporary) directory: the format round-trips, a file cut short or corrupted is never
 served, an unfinished write is discarded, the directory is locked against a second server.
 
-Checked by switching the checks off: without the size check in `_read_description`, the truncated file is
-found as an object; without the CRC comparison in `read_object_file`, the flipped byte is served.
+Checked by switching the checks off: without the size and trailer checks of `_read_description`, the torn files are
+found as objects; without the CRC comparison in `read_object_file`, the flipped byte is served.
 """
 
 from __future__ import annotations
