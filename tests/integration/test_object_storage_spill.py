@@ -10,7 +10,7 @@ How each was checked against the mechanism switched off (by editing the code, th
 - eviction (`ObjectStore._evict` a no-op): the RSS tests fail (240 MiB held; 2 GiB) and the LRU test fails (every
   object is still in memory, so no get fails after the files are removed);
 - the LRU touch in `ObjectStore.get` removed: the LRU test fails (the object read after the others were put is evicted);
-- the budget check in `ObjectStore.put` removed: the refusal test fails (the put succeeds);
+- the budget check in `ObjectStore.put` removed: both refusal tests fail (the puts succeed);
 - a failed write always kept in memory (`write_finished` never refuses): the full-disk test fails (40 objects fit);
 - write-through (the scheduler started without a spill directory): the restart test's "spill directory" case
   fails like its "memory only" case, with MissingObjects;
@@ -134,6 +134,30 @@ def test_a_put_that_does_not_fit_is_refused_naming_the_limit_and_the_server_keep
         connection.put(b"too-big", block(2 * MiB, 9), owner_id=b"Client|me")  # room again
     server.wait_for_log("refusing puts: object storage is full")
     assert server.is_running()
+
+
+def bytes_of(size: int) -> bytes:
+    return b"r" * size
+
+
+@pytest.mark.timeout(120)
+def test_the_client_sees_the_refusal_of_its_object_and_of_a_result_naming_the_limit(launcher: Launcher) -> None:
+    """Through the scheduler's own storage (`--object-storage-max-memory`): `send_object` raises
+    ObjectStorageFullError, a task whose result does not fit fails saying so, and the cluster goes on."""
+    base = free_tcp_port_block(3)
+    scheduler_address = f"tcp://127.0.0.1:{base}"
+    launcher.start("scaler_scheduler", scheduler_address, "-ll", "INFO", "--object-storage-max-memory", "1MiB")
+    probe_scheduler(scheduler_address)
+    launcher.cluster(scheduler_address, 1, "-his", "0.5")
+    wait_for_workers(f"tcp://127.0.0.1:{base + 2}", 1)
+    with Client(address=scheduler_address) as client:
+        with pytest.raises(ObjectStorageFullError, match="max-memory") as refused:
+            client.send_object(block(2 * MiB, 2))
+        assert "1 MiB" in str(refused.value)
+        with pytest.raises(ObjectStorageException, match="could not be stored") as failed:
+            client.submit(bytes_of, 2 * MiB).result(timeout=TIMEOUT)
+        assert "max-memory" in str(failed.value)
+        assert client.submit(bytes_of, 300 * KiB).result(timeout=TIMEOUT) == b"r" * 300 * KiB
 
 
 @contextlib.contextmanager
