@@ -1,8 +1,9 @@
 """Peers cut off by the network, then healed (#32 item 2): each test makes its own network namespace joined to
 this one by a veth pair on TEST-NET-2 addresses (198.51.100.200/30 and up: 192.0.2.0/24 is this machine's own
 network here, and the fake cloud takes 198.51.100.0/27 and 203.0.113.0/24), runs the cut-off peer inside it, and
-partitions it with `iptables` DROP rules that live in that namespace only (deleting the namespace removes them, and the veth pair,
-even when the test fails). The connections stay open while packets are dropped, so only timeouts can notice.
+partitions it with `iptables` DROP rules that live in that namespace only (deleting the namespace removes them
+and the veth pair, even when the test fails). The connections stay open while packets are dropped, so only
+timeouts can notice.
 
 - a worker partitioned from the scheduler longer than the worker timeout: its tasks run elsewhere, after the
   heal nothing is delivered twice, it registers again, and no task runs a third time;
