@@ -207,7 +207,7 @@ def test_a_client_partitioned_for_less_than_its_timeouts_gets_every_result_once(
 ) -> None:
     """Client timeout 15 s on both sides, the partition about 6 s, over which all four results wait. Checked with
     the mechanism off: with the scheduler's client timeout at 3 s (`-ct 3`) the scheduler drops the client during
-    the partition and the status check fails."""
+    the partition and cancels its tasks, and the wait for four successes fails."""
     cut_off = netns(204)
     scheduler, _, status = stack_on(cut_off.host_ip, launcher, "-ct", "15")
     launcher.cluster(scheduler, 2, "-his", "0.5")
