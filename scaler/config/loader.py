@@ -33,9 +33,10 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
+from scaler.config.byte_size import ACCEPTED_FORMS, parse_byte_size
 from scaler.config.cli import CONFIG_DEST, RETIRED_DEST, build_parser, flag_label
 from scaler.config.completion import is_completing, offer_completion, worker_manager_completion_parser
-from scaler.config.fields import CHOICES, GE, GT, POSITIONAL
+from scaler.config.fields import BYTE_SIZE, CHOICES, GE, GT, POSITIONAL
 from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import (
     GUIConfig,
@@ -480,6 +481,8 @@ def _annotation(field: dataclasses.Field[Any], hint: Any) -> Any:
     annotated: Any = typing.Annotated  # subscripted with runtime values, which mypy cannot check
     if CHOICES in field.metadata:
         return annotated[hint, BeforeValidator(_choice(field.metadata[CHOICES]))]
+    if field.metadata.get(BYTE_SIZE):
+        return annotated[hint, BeforeValidator(_byte_size)]
     if typing.get_origin(hint) is tuple:
         return annotated[hint, BeforeValidator(_one_or_many)]
     return hint
@@ -501,6 +504,10 @@ def _choice(choices: Sequence[str]) -> Callable[[Any], Any]:
         return canonical[value.lower()]
 
     return validate
+
+
+def _byte_size(value: Any) -> Any:
+    return value if value is None else parse_byte_size(value)
 
 
 def _one_or_many(value: Any) -> Any:
@@ -594,8 +601,10 @@ class _Explainer:
         if typing.get_origin(base) is tuple:
             return "a list of strings, or one string"
         kind = {bool: "a boolean (true or false)", int: "an integer", float: "a number"}.get(base, "a string")
+        if field.metadata.get(BYTE_SIZE):
+            kind = "a byte size"
         if GT in field.metadata:
             kind += f" > {field.metadata[GT]:g}"
         if GE in field.metadata:
             kind += f" >= {field.metadata[GE]:g}"
-        return kind
+        return f"{kind}: {ACCEPTED_FORMS}" if field.metadata.get(BYTE_SIZE) else kind

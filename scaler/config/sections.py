@@ -82,6 +82,19 @@ class ObjectStorageServerConfig(LoggingSettings, CurveServerSettings):
         aliases=("object_storage_address",),  # the 1.x name (positional and TOML key)
     )
     identity: str = setting("ObjectStorageServer", help="name used in logs")
+    max_memory: int | None = setting(
+        None,
+        help="memory the stored objects may take (e.g. 200MB, 4GiB); beyond it objects spill to --spill-directory, "
+        "least recently used first, or puts are refused without one; default: half of the machine's memory "
+        "or of the cgroup's limit",
+        byte_size=True,
+        gt=0,
+    )
+    spill_directory: str | None = setting(
+        None,
+        help="local directory where objects are written so that they can leave memory and survive a restart of "
+        "the server; default: none (objects live in memory only)",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,6 +111,17 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
     )
     advertised_object_storage_address: str | None = setting(
         None, help="object storage address given to clients and workers (NAT, public IP)", short=("-aosa",)
+    )
+    object_storage_max_memory: int | None = setting(
+        None,
+        help="--max-memory of the object storage server the scheduler starts (e.g. 4GiB); default: half of the "
+        "machine's memory or of the cgroup's limit",
+        byte_size=True,
+        gt=0,
+    )
+    object_storage_spill_directory: str | None = setting(
+        None,
+        help="--spill-directory of the object storage server the scheduler starts; default: none",
     )
     monitor_address: str | None = setting(
         None, help="where status snapshots are published (default: scheduler port + 2)", short=("-ma",)
@@ -179,7 +203,11 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         30, help="period of garbage collection in processors", short=("-gc",), gt=0
     )
     trim_memory_threshold_bytes: int = setting(
-        1 << 30, help="resident memory above which processors return freed memory to the OS", short=("-tm",), ge=0
+        1 << 30,
+        help="resident memory above which processors return freed memory to the OS (e.g. 512MiB)",
+        short=("-tm",),
+        ge=0,
+        byte_size=True,
     )
     nested_parents: str = setting(
         "thread",

@@ -120,6 +120,7 @@ class ManagerRunner:
                 address=settings.scheduler_address,
                 heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
                 timeout_seconds=settings.scheduler_timeout_seconds,
+                pause_after_seconds=max(1.0, 4 * min(0.5, settings.heartbeat_interval_seconds)),  # 4 ticks
             )
         )
         self._stop_units = True  #: False when refused: the units may belong to the manager holding this id
