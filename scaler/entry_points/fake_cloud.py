@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from scaler.fake_cloud.cloud import FakeCloud
     except ImportError as error:
-        print(f"scaler_fake_cloud needs the fake-cloud extra: pip install 'scaler[fake-cloud]' ({error})",
+        print(f"scaler_fake_cloud needs the fake-cloud extra: pip install 'scaler-compute[fake-cloud]' ({error})",
               file=sys.stderr)  # fmt: skip
         return 2
     cloud = FakeCloud(
