@@ -175,7 +175,7 @@ def test_a_restarted_manager_adopts_its_units_instead_of_launching_more(fake_clo
 
     second.popen.send_signal(signal.SIGTERM)  # a manager that stops stops its units
     assert second.wait_exit(60) == 0
-    assert live_units("ecs", manager_id) == 0
+    wait_for(lambda: live_units("ecs", manager_id) == 0, "the units the manager stopped to be gone", 30)
 
 
 def test_a_unit_whose_worker_is_killed_is_replaced_and_its_tasks_run_again(fake_cloud: Any, launcher: Launcher) -> None:

@@ -7,6 +7,7 @@ import logging
 from scaler.config.sections import EC2WorkerManagerConfig, WorkerManagerSettings
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.worker_manager.aws.client import AwsClients, CloudError
+from scaler.worker_manager.aws.units import start_problem
 from scaler.worker_manager.orb_aws_ec2.backend import Ec2Backend
 from scaler.worker_manager.process import run_manager
 
@@ -31,6 +32,11 @@ def run(config: WorkerManagerSettings) -> int:
     except CloudError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
-    backend = Ec2Backend(config, config.worker_manager_id, clients)
+    # refused before anything is launched: another Python than the client's, a package the units cannot install
+    problem, environment = start_problem(config, "python_version", config.python_version, config.requirements_txt)
+    if problem is not None:
+        logger.error("%s", problem)
+        return EXIT_CONFIGURATION
+    backend = Ec2Backend(config, config.worker_manager_id, clients, environment)
     backend.prepare_now()
     return run_manager(config, MANAGER_TYPE, WORKER_TYPE, backend)
