@@ -398,6 +398,26 @@ class StackSecurityConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LauncherConfig:
+    """`[scaler]` of a `scaler FILE` stack: how the stack as a whole runs (docs/guide/bursting.md)."""
+
+    hub: str = setting(
+        "local", help="where the scheduler and object storage run: local (this machine) or cloud (a small unit of "
+        "the first cloud worker manager's kind, started and stopped with the stack and reached from here through "
+        "forwarders at the file's addresses: no inbound port on this machine, every connection CURVE-secured with "
+        "keys the stack makes)", choices=("local", "cloud"),
+    )  # fmt: skip
+    idle_shutdown_seconds: float = setting(
+        0, help="stop the whole stack, cloud units included, after this long without a task queued or running; "
+        "0: never", ge=0,
+    )  # fmt: skip
+    no_client_shutdown_seconds: float = setting(
+        0, help="stop the whole stack, cloud units included, after this long without a connected client; 0: never",
+        ge=0,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
 class TopConfig(CurveClientSettings):
     """`scaler_top`: the terminal monitor (section [top]); it has no logging settings."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.version import __version__
@@ -18,12 +19,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("file", help="the TOML file ([object_storage_server], [scheduler], [[worker_manager]])")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--down", action="store_true",
+        help="start nothing: list and terminate what the file's cloud worker managers left in the cloud",
+    )  # fmt: skip
+    parser.add_argument("--hub", choices=("local", "cloud"), help="[scaler] hub: where the scheduler runs")
+    parser.add_argument("--idle-shutdown-seconds", type=float, help="[scaler] idle_shutdown_seconds")
+    parser.add_argument("--no-client-shutdown-seconds", type=float, help="[scaler] no_client_shutdown_seconds")
     arguments = parser.parse_args(argv)
     from scaler.config.loader import ConfigError, load_launcher_file
     from scaler.worker_manager.registry import unavailable_type_problem
 
     try:
-        file = load_launcher_file(arguments.file)
+        file = _with_flags(load_launcher_file(arguments.file), arguments)
         for manager in file.worker_managers:  # refused before anything starts
             problem = unavailable_type_problem(manager)
             if problem is not None:
@@ -32,6 +40,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from scaler.cluster.stack_security import check_stack_keys
 
             check_stack_keys(file.security)
+        from scaler.cluster.cloud_stack import cloud_stack_problem
+
+        problem = cloud_stack_problem(file)
+        if problem is not None:
+            raise ConfigError(f"{arguments.file}: {problem}")
     except (ConfigError, ValueError) as error:
         print(f"scaler: error: {error}", file=sys.stderr)
         return EXIT_CONFIGURATION
@@ -43,7 +56,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     logging_settings = file.scheduler or file.object_storage_server or LoggingSettings()
     setup_logging(logging_settings, "scaler")
-    return Launcher(file).run()
+    if arguments.down:
+        from scaler.cluster.stack_down import take_down
+
+        return take_down(file)
+    return Launcher(file, path=arguments.file).run()
+
+
+def _with_flags(file: Any, arguments: argparse.Namespace) -> Any:
+    """The file's [scaler] section with the flags given on the command line applied."""
+    import dataclasses
+
+    changes = {
+        name: value
+        for name in ("hub", "idle_shutdown_seconds", "no_client_shutdown_seconds")
+        if (value := getattr(arguments, name)) is not None
+    }
+    if not changes:
+        return file
+    return dataclasses.replace(file, launcher=dataclasses.replace(file.launcher, **changes))
 
 
 if __name__ == "__main__":

@@ -139,6 +139,31 @@ class EcsBackend:
     async def close(self) -> None:
         return None
 
+    async def public_address(self, unit_id: str) -> str | None:
+        """The public IP AWS gave the unit's network interface (assignPublicIp), or None."""
+        if unit_id not in self._unit_of_arn.values():
+            await self.list_units()
+        arns = [arn for arn, unit in self._unit_of_arn.items() if unit == unit_id]
+        if not arns:
+            return None
+        described = await call(self._ecs.describe_tasks, cluster=self._config.ecs_cluster, tasks=arns)
+        interfaces = [
+            detail["value"]
+            for task in described.get("tasks", [])
+            for attachment in task.get("attachments", [])
+            for detail in attachment.get("details", [])
+            if detail.get("name") == "networkInterfaceId"
+        ]
+        if not interfaces:
+            return None
+        assert self._clients is not None
+        found = await call(self._clients["ec2"].describe_network_interfaces, NetworkInterfaceIds=interfaces)
+        for interface in found.get("NetworkInterfaces", []):
+            public = interface.get("Association", {}).get("PublicIp")
+            if public:
+                return str(public)
+        return None
+
     # ------------------------------------------------------------ helpers
 
     @property

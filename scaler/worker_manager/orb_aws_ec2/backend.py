@@ -144,6 +144,20 @@ class Ec2Backend:
     async def close(self) -> None:
         return None
 
+    async def public_address(self, unit_id: str) -> str | None:
+        """The public IP of the unit's instance, or None."""
+        if unit_id not in self._instance_of_unit:
+            await self.list_units()
+        instance_id = self._instance_of_unit.get(unit_id)
+        if instance_id is None:
+            return None
+        described = await call(self._clients["ec2"].describe_instances, InstanceIds=[instance_id])
+        for reservation in described.get("Reservations", []):
+            for instance in reservation.get("Instances", []):
+                if instance.get("PublicIpAddress"):
+                    return str(instance["PublicIpAddress"])
+        return None
+
     # ------------------------------------------------------------ helpers
 
     async def _image(self) -> str:

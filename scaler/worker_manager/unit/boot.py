@@ -30,7 +30,7 @@ from types import FrameType
 from typing import Any
 
 from scaler.worker_manager.unit.install import Failed, download_wheels, install, write_stubs
-from scaler.worker_manager.unit.report import REPORT_URL_VARIABLE, UNIT_ID_VARIABLE, Reporter, http
+from scaler.worker_manager.unit.report import REPORT_URL_VARIABLE, REPORT_VARIABLE, Reporter, http
 
 logger = logging.getLogger("scaler.unit")
 
@@ -87,7 +87,10 @@ def _run(manifest: dict[str, Any], target: Path, reporter: Reporter) -> int:
     environment.update({str(name): str(value) for name, value in manifest.get("environment", {}).items()})
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(target), environment.get("PYTHONPATH", "")]))
     environment[REPORT_URL_VARIABLE] = str(manifest.get("report_url", ""))
-    environment[UNIT_ID_VARIABLE] = str(manifest.get("unit_id", ""))
+    reach = manifest.get("reach")
+    if not reach:
+        reporter.send(state="started")  # a program without a scheduler to reach (the hub) says `running` itself
+    environment[REPORT_VARIABLE] = json.dumps(reporter.fields)
     program = subprocess.Popen([sys.executable, *manifest["program"]], env=environment, stdin=subprocess.DEVNULL)
     stopping = threading.Event()
 
@@ -100,11 +103,8 @@ def _run(manifest: dict[str, Any], target: Path, reporter: Reporter) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, forward)
-    reach = manifest.get("reach")
     if reach:
         threading.Thread(target=_watch_reach, args=(str(reach), reporter, stopping), daemon=True).start()
-    else:
-        reporter.send(state="running")
     code = program.wait()
     stopping.set()
     reporter.send(state="ended", exit_code=code)

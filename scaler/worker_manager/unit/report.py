@@ -17,9 +17,10 @@ logger = logging.getLogger(__name__)
 
 #: Where a unit's program finds its report URL and unit id (set by `boot`).
 REPORT_URL_VARIABLE = "SCALER_UNIT_REPORT_URL"
-UNIT_ID_VARIABLE = "SCALER_UNIT_ID"
-#: States, in order; `failed` and `ended` are final.
-STATES = ("installing", "starting", "running", "unreachable", "failed", "ended")
+REPORT_VARIABLE = "SCALER_UNIT_REPORT"  #: the report so far (JSON), which the program's own reports carry on
+#: States, in order: `started` (the program runs; it reports `running` itself), `running`, `unreachable` (its
+#: scheduler cannot be reached from the unit); `failed` and `ended` are final.
+STATES = ("installing", "starting", "started", "running", "unreachable", "failed", "ended")
 HTTP_TIMEOUT_SECONDS = 20.0
 
 
@@ -53,7 +54,12 @@ class Reporter:
 
     @classmethod
     def from_environment(cls) -> Reporter:
-        return cls(os.environ.get(REPORT_URL_VARIABLE), unit_id=os.environ.get(UNIT_ID_VARIABLE, ""))
+        """The report of the unit this program runs on, as its boot left it."""
+        try:
+            fields = json.loads(os.environ.get(REPORT_VARIABLE, "{}"))
+        except ValueError:
+            fields = {}
+        return cls(os.environ.get(REPORT_URL_VARIABLE), **(fields if isinstance(fields, dict) else {}))
 
     def send(self, **fields: Any) -> None:
         self.fields.update(fields, updated_at=time.time())
