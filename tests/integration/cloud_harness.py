@@ -31,10 +31,12 @@ CLOUD_ENVIRONMENT = {
 
 
 def started_fake_cloud(log_directory: Path) -> Iterator[FakeCloud]:
-    """A running fake cloud with the environment pointing at it; everything restored afterwards."""
-    saved = {name: os.environ.get(name) for name in [*CLOUD_ENVIRONMENT, "AWS_ENDPOINT_URL"]}
+    """A running fake cloud with the environment pointing at it; everything restored afterwards. The stacks'
+    own keys and connection files (`scaler.io.stack_keys`) go to a folder of the session, not the user's home."""
+    saved = {name: os.environ.get(name) for name in [*CLOUD_ENVIRONMENT, "AWS_ENDPOINT_URL", "XDG_CONFIG_HOME"]}
     cloud = FakeCloud(log_directory=log_directory).start()
-    os.environ.update(CLOUD_ENVIRONMENT, AWS_ENDPOINT_URL=cloud.endpoint_url)
+    os.environ.update(CLOUD_ENVIRONMENT, AWS_ENDPOINT_URL=cloud.endpoint_url,
+                      XDG_CONFIG_HOME=str(log_directory.parent / "config"))  # fmt: skip
     try:
         yield cloud
     finally:

@@ -470,8 +470,11 @@ def probe_scheduler(address: str, timeout_seconds: float = DEADLINE_SECONDS) -> 
 
 @contextlib.contextmanager
 def monitor(address: str) -> Iterator[Callable[..., m.StatusSnapshot]]:
-    """Subscribe to a scheduler's status snapshots; yields `next_snapshot(predicate=None, timeout_seconds=30)`."""
-    reader = FeedReader(address, topics=(STATUS_TOPIC,))
+    """Subscribe to a scheduler's status snapshots; yields `next_snapshot(predicate=None, timeout_seconds=30)`.
+    A stack that made its own keys (hub = "cloud") is read with them, as scaler_top does."""
+    from scaler.io.stack_keys import discovered_security
+
+    reader = FeedReader(address, topics=(STATUS_TOPIC,), security=discovered_security(address))
 
     def next_snapshot(
         predicate: Callable[[m.StatusSnapshot], bool] | None = None, timeout_seconds: float = DEADLINE_SECONDS

@@ -73,6 +73,7 @@ class Shipment:
         self._prepared = False
         self._reports: dict[str, dict[str, Any]] = {}  #: unit id -> its latest report
         self._read_at: dict[str, float] = {}
+        self._logged: dict[str, str] = {}  #: unit id -> the report line logged last
 
     async def prepare(self) -> None:
         """The bucket exists and holds every wheel (uploaded only when missing: a cache across runs)."""
@@ -165,10 +166,22 @@ class Shipment:
                 continue
             if isinstance(found, dict):
                 self._reports[unit_id] = found
+                self._log_change(unit_id, found)
         for unit_id in set(self._reports) - set(unit_ids):
             self._reports.pop(unit_id, None)
             self._read_at.pop(unit_id, None)
+            self._logged.pop(unit_id, None)
         return {unit_id: self._reports[unit_id] for unit_id in unit_ids if unit_id in self._reports}
+
+
+    def _log_change(self, unit_id: str, report: dict[str, Any]) -> None:
+        """Each new thing a unit reports, once: boot and install times, what it could not install or reach."""
+        line = describe_report(report)
+        if self._logged.get(unit_id) == line:
+            return
+        self._logged[unit_id] = line
+        troubled = report.get("state") in ("failed", "unreachable") or report.get("problems")
+        (logger.error if troubled else logger.info)("unit %s: %s", unit_id, line)
 
 
 def describe_report(report: dict[str, Any]) -> str:
