@@ -173,7 +173,6 @@ class Shipment:
             self._logged.pop(unit_id, None)
         return {unit_id: self._reports[unit_id] for unit_id in unit_ids if unit_id in self._reports}
 
-
     def _log_change(self, unit_id: str, report: dict[str, Any]) -> None:
         """Each new thing a unit reports, once: boot and install times, what it could not install or reach."""
         line = describe_report(report)

@@ -66,7 +66,7 @@ def boot(manifest_url: str) -> int:
         failed = _install(manifest, folder, target, unit)
         reporter.send(
             state="starting", install_seconds=round(time.time() - installing, 2),
-            problems=[f"{item.requirement}: {item.why}" for item in failed],
+            problems=[f"{item.requirement} could not be installed: {item.why}" for item in failed],
         )  # fmt: skip
         for item in failed:
             logger.error("%s could not be installed: %s", item.requirement, item.why)

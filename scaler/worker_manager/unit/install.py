@@ -117,11 +117,11 @@ def _culprit(output: str, wanted: list[str]) -> str:
 
 
 def _shown(item: str) -> str:
-    """A wheel file by its file name, a requirement as it is."""
-    return Path(item).name if item.endswith(".whl") else item
+    """A wheel file by its file name, a requirement (`name @ URL` included) as it is."""
+    return Path(item).name if item.endswith(".whl") and " @ " not in item else item
 
 
 def _reason(output: str) -> str:
-    lines = [line.strip() for line in output.splitlines() if line.startswith("ERROR")]
+    lines = [line.strip() for line in output.splitlines() if line.lower().startswith("error") or "─>" in line]
     text = " ".join(lines) if lines else " ".join(output.strip().splitlines()[-3:])
     return f"pip: {text}"[:600]
