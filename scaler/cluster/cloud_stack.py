@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import logging
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -119,7 +120,11 @@ class CloudStack:
         forwarder = self._listeners.forwarder
         if forwarder is not None and forwarder.poll() is None:
             forwarder.terminate()
-            forwarder.wait(10)
+            try:
+                forwarder.wait(5)
+            except subprocess.TimeoutExpired:  # a stopped one (SIGSTOP) ignores SIGTERM until resumed
+                forwarder.kill()
+                forwarder.wait(10)
 
     def stop(self) -> None:
         """After the managers have stopped their units: the forwarder, the hub, the connection files."""

@@ -149,6 +149,8 @@ class Launcher:
                   f"{manager.scheduler_address} (pid {child.process.pid})", flush=True)  # fmt: skip
         if self._cloud is not None:
             self._watch_feed(self._cloud.monitor_address, monitor_security)
+        launcher = self._file.launcher  # the idle and no-client clocks start once the stack is up
+        self._autostop = AutoStop(launcher.idle_shutdown_seconds, launcher.no_client_shutdown_seconds, time.monotonic())
 
     def _watch_feed(self, monitor_address: str, security: TransportSecurity | None) -> None:
         """Read the scheduler's status snapshots when the stack stops by itself (idle, no client)."""
