@@ -72,6 +72,11 @@ def _with_flags(file: Any, arguments: argparse.Namespace) -> Any:
         for name in ("hub", "idle_shutdown_seconds", "no_client_shutdown_seconds")
         if (value := getattr(arguments, name)) is not None
     }
+    for name in ("idle_shutdown_seconds", "no_client_shutdown_seconds"):
+        if changes.get(name, 0) < 0:
+            from scaler.config.loader import ConfigError
+
+            raise ConfigError(f"--{name.replace('_', '-')} {changes[name]:g}: must be 0 (never) or more")
     if not changes:
         return file
     return dataclasses.replace(file, launcher=dataclasses.replace(file.launcher, **changes))
