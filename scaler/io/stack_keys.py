@@ -67,6 +67,7 @@ def register_connection(addresses: list[str], keys: StackKeys, ship_local_module
         "server_public_key": keys.path("server.key"),
         "ship_local_modules": ship_local_modules,
         "pid": os.getpid(),
+        "started": _started(os.getpid()),
     }
     for address in addresses:
         path = _connection_file(address)
@@ -93,7 +94,7 @@ def discovered_connection(address: str) -> dict[str, object] | None:
     except (OSError, ValueError):
         return None
     pid = record.get("pid")
-    if not isinstance(pid, int) or not _alive(pid):
+    if not isinstance(pid, int) or _started(pid) != record.get("started"):  # gone (its pid maybe reused)
         return None
     return dict(record)
 
@@ -110,11 +111,11 @@ def discovered_security(address: str) -> CurveSecurity | None:
     return curve_security(secret, server)
 
 
-def _alive(pid: int) -> bool:
+def _started(pid: int) -> float | None:
+    """When process `pid` started (None: no such process): with the pid, what names a process for good."""
+    import psutil
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None

@@ -130,6 +130,14 @@ def test_a_failed_requirement_is_named_from_pips_words_and_its_modules_raise_say
         exec(compile((tmp_path / "nothere.py").read_text(), "nothere.py", "exec"), namespace)
 
 
+def test_a_python_the_default_ami_cannot_install_is_refused_at_start() -> None:
+    from scaler.worker_manager.orb_aws_ec2.manager import default_ami_problem
+
+    problem = default_ami_problem(None, "3.10")
+    assert problem is not None and "Python 3.10" in problem and "3.9, 3.11, 3.12, 3.13" in problem
+    assert default_ami_problem(None, "3.12") is None and default_ami_problem("ami-1", "3.10") is None
+
+
 def test_the_ec2_boot_script_powers_off_only_the_instance_it_is_the_user_data_of() -> None:
     launch = UnitLaunch("3.11", "scaler-compute @ https://bucket.example/w.whl?X-Amz-Signature=abc&x=1",
                         "https://bucket.example/m.json?sig=1", "https://bucket.example/r.json")  # fmt: skip
