@@ -121,11 +121,11 @@ def test_a_unit_that_cannot_reach_the_scheduler_is_named_within_one_boot_timeout
     addresses, _scheduler, _storage = launcher.stack(workers=0, scheduler_args=SCALING)
     nowhere = "tcp://127.0.0.1:9"  # what the workers are told: nothing listens there
     manager = start_ecs(launcher, addresses.scheduler, "lost", *LEAN, "-mtc", "1", "-wsa", nowhere,
-                        "--boot-timeout-seconds", "45")  # fmt: skip
+                        "--boot-timeout-seconds", "30")  # fmt: skip
     with Client(address=addresses.scheduler, timeout_seconds=120) as client:
         future = client.submit(slow_identity, 1)
-        manager.wait_for_log(f"cannot reach the scheduler at {nowhere} from this unit", 45)
-        manager.wait_for_log("none of its workers registered within 45 s", 60)
+        manager.wait_for_log(f"cannot reach the scheduler at {nowhere} from this unit", 30)
+        manager.wait_for_log("none of its workers registered within 30 s", 60)
         future.cancel()
     assert "cannot reach the scheduler" in manager.log_text()
 
