@@ -78,6 +78,13 @@ class Client:
         context = processor_context.current()
         if security is None and context is not None:
             security = context.security
+        ship_local_modules = False
+        if security is None and context is None and address is not None:
+            # a stack started with `scaler FILE` that made its own keys (hub = "cloud"): docs/guide/bursting.md
+            from scaler.io.stack_keys import discovered_connection, discovered_security
+
+            security = discovered_security(address)
+            ship_local_modules = bool((discovered_connection(address) or {}).get("ship_local_modules"))
         if address is None:
             if context is None:
                 raise ValueError(
@@ -104,7 +111,9 @@ class Client:
         )  # fmt: skip
         reply = self._agent.start(connect_timeout_seconds)
         self._object_storage_address = object_storage_address or reply.object_storage_address
-        self._encoder = TaskEncoder(self._identity, self._serializer, self._store, self._current_serializer_id)
+        self._encoder = TaskEncoder(
+            self._identity, self._serializer, self._store, self._current_serializer_id, ship_local_modules
+        )
         self._chunk_runners: dict[int, functools.partial[list[Any]]] = {}
         self._reader = ResultReader(self._serializer, self._storage)
 
