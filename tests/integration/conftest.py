@@ -223,10 +223,14 @@ def processes() -> Iterator[ProcessWatch]:
 
 @pytest.fixture(autouse=True)
 def _pickle_test_functions_by_value(request: pytest.FixtureRequest) -> None:
-    """Workers cannot (and need not) import test modules: ship the tasks' code with them."""
+    """Workers cannot (and need not) import test modules: ship the tasks' code with them (every module of the
+    `tests` package, so that a test may submit a function of another test module; a cloud unit has no `tests`)."""
     module = getattr(request, "module", None)
-    if module is not None and module.__name__ not in cloudpickle.list_registry_pickle_by_value():
-        cloudpickle.register_pickle_by_value(module)
+    if module is None:
+        return
+    package = sys.modules.get(module.__name__.split(".", 1)[0], module)
+    if package.__name__ not in cloudpickle.list_registry_pickle_by_value():
+        cloudpickle.register_pickle_by_value(package)
 
 
 # ---------------------------------------------------------------- local clusters (SchedulerClusterCombo)

@@ -33,6 +33,7 @@ import pytest
 from scaler.io.stack_keys import discovered_connection
 from scaler.worker_manager.ship.distributions import DISTRIBUTION_NAME, this_build
 from scaler.worker_manager.ship.wheels import wheel_of
+from tests.integration.cloud_harness import SESSION_VARIABLES
 from tests.integration.conftest import free_addresses, wait_for
 from tests.integration.test_cloud_burst import live_units
 
@@ -74,8 +75,7 @@ def laptop(tmp_path_factory: pytest.TempPathFactory) -> Laptop:
     venv = folder / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=180)
     wheel = wheel_of(this_build(), folder / "wheels")
-    # the versions this test environment has (the fake cloud's units run in it): only the laptop's own package is
-    # then missing on the units
+    # the versions this test environment has: pip finds them in its cache
     constraints = folder / "constraints.txt"
     constraints.write_text("".join(f"{line}\n" for line in _installed_pins()))
     installed = subprocess.run(
@@ -112,7 +112,9 @@ class LaptopStack:
         self.path.write_text(text)
         self.scheduler, self.monitor = addresses.scheduler, addresses.monitor
         self.log_path = laptop.home / f"{example}.log"
-        env = {**os.environ, "SCALER_LEASE_SECONDS": f"{LEASE_SECONDS:g}", **environment}
+        # the shipped files' own `environment = "sync"`, not the session's setting for the other tests
+        inherited = {name: value for name, value in os.environ.items() if name not in SESSION_VARIABLES}
+        env = {**inherited, "SCALER_LEASE_SECONDS": f"{LEASE_SECONDS:g}", **environment}
         with open(self.log_path, "ab") as log:
             self.popen = subprocess.Popen(
                 [str(laptop.scaler), str(self.path)], cwd=laptop.home, env=env, stdout=log,

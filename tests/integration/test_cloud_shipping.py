@@ -3,8 +3,8 @@
 - refused when the manager starts, before anything is launched, naming it: a package that does not exist, a wheel
   the units' Python cannot install, a Python version other than the client's (which no image is asked for);
 - a requirement that fails on the unit itself: its workers still start, and a task that imports it fails with an
-  ImportError naming the requirement and pip's reason (at the first such task, never a hang); the manager's log
-  names it too;
+  ImportError naming the requirement and the installer's reason (at the first such task, never a hang); the
+  manager's log names it too;
 - the manager's bucket deleted mid-burst: made again, wheels uploaded again, the next unit boots;
 - a unit that cannot reach the scheduler: its boot report says so, the manager names it within one boot timeout.
 """
@@ -84,8 +84,8 @@ def needs_unshippable() -> None:
 def test_a_requirement_a_unit_cannot_install_fails_the_tasks_that_need_it_naming_it(
     fake_cloud: Any, launcher: Launcher
 ) -> None:
-    """The index check cannot see a URL requirement: the unit's pip fails on it. Checked by switching it off:
-    without the stubs, the task fails with a bare "No module named 'unshippable'"."""
+    """The index check cannot see a URL requirement: the unit's installer (the image's uv) fails on it. Checked by
+    switching it off: without the stubs, the task fails with a bare "No module named 'unshippable'"."""
     addresses, _scheduler, _storage = launcher.stack(workers=0, scheduler_args=SCALING)
     broken = "unshippable @ http://127.0.0.1:9/unshippable-1.0-py3-none-any.whl"
     manager = start_ecs(launcher, addresses.scheduler, "stubbed", *LEAN, "-mtc", "1",
@@ -94,7 +94,7 @@ def test_a_requirement_a_unit_cannot_install_fails_the_tasks_that_need_it_naming
         with pytest.raises(ImportError) as raised:
             client.submit(needs_unshippable).result(timeout=180)
     assert "unshippable @ http://127.0.0.1:9/" in str(raised.value) and "could not be installed" in str(raised.value)
-    assert "pip:" in str(raised.value), raised.value
+    assert "uv:" in str(raised.value), raised.value
     manager.wait_for_log("could not be installed", 60)
 
 
