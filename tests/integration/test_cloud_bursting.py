@@ -9,32 +9,39 @@ module, which uses `tomli-w`, over 1,000 items:
 - the laptop opens no port: the scheduler runs in the hub unit and the laptop dials out to it;
 - SIGKILL of the laptop side (launcher, managers, forwarder) leaves no unit running after the lease plus a minute.
 
-Runs on the fake cloud of this branch (units are local processes of this machine's test environment, without
-network isolation); with the faithful fake cloud (`--isolate-network`), the same test runs units from nothing.
+The module runs a fake cloud of its own, `scaler_fake_cloud --isolate-network` (root, ip and nft: the suite's
+machine has them; elsewhere the same cloud without isolation): the units start from nothing in network namespaces
+that reach the endpoint and one another and nothing of the laptop's, so the burst can only work through the hub and
+the laptop's forwarder, which dials out to the hub's address. The cloud stops at the end of the module and must
+leave no namespace or link of its own behind.
+
 Checked by switching parts off: without the client's local-module shipping the map fails with
 "No module named 'wordy'"; with `environment = "image"` the units cannot import tomli_w; with the hub's lease
-keeper removed, the hub (and so the workers) outlive the laptop and the last wait times out.
+keeper removed, the hub (and so the workers) outlive the laptop and the last wait times out. That the
+units are isolated is test_fake_cloud_network's (checked off there); here the launcher names the hub at its VPC
+address (203.0.113.x), which only the isolated cloud gives.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from scaler.io.address import free_tcp_port_block
 from scaler.io.stack_keys import discovered_connection
 from scaler.worker_manager.ship.distributions import DISTRIBUTION_NAME, this_build
 from scaler.worker_manager.ship.wheels import wheel_of
-from tests.integration.cloud_harness import SESSION_VARIABLES
-from tests.integration.conftest import free_addresses, wait_for
+from tests.integration.cloud_harness import CLOUD_ENVIRONMENT, SESSION_VARIABLES
+from tests.integration.conftest import BIN_DIR, CLOUD_START_SECONDS, free_addresses, wait_for
 from tests.integration.test_cloud_burst import live_units
 
 pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(600)]
@@ -138,8 +145,65 @@ class LaptopStack:
         self.popen.wait(30)
 
 
+@dataclass(frozen=True)
+class Cloud:
+    endpoint: str
+    pid: int
+    isolated: bool
+
+
+def can_isolate() -> bool:
+    return os.geteuid() == 0 and shutil.which("nft") is not None and shutil.which("ip") is not None
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
+    """`scaler_fake_cloud --isolate-network` in a session of its own; stopped (SIGTERM) at the end of the module,
+    leaving no namespace or link behind."""
+    folder = tmp_path_factory.mktemp("isolated-cloud")
+    isolated = can_isolate()
+    command = [str(BIN_DIR / "scaler_fake_cloud"), "--port", str(free_tcp_port_block(1)), "--log-dir",
+               str(folder / "logs"), *(["--isolate-network"] if isolated else [])]  # fmt: skip
+    log_path = folder / "cloud.log"
+    with open(log_path, "wb") as log:
+        popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 start_new_session=True)  # fmt: skip
+    try:
+        wait_for(lambda: "AWS_ENDPOINT_URL=" in log_path.read_text() or popen.poll() is not None,
+                 "the fake cloud's endpoint", CLOUD_START_SECONDS)  # fmt: skip
+        text = log_path.read_text()
+        assert popen.poll() is None, text[-3000:]
+        endpoint = text.split("AWS_ENDPOINT_URL=", 1)[1].split()[0]
+        yield Cloud(endpoint, popen.pid, isolated)
+    finally:
+        if popen.poll() is None:
+            popen.send_signal(signal.SIGTERM)
+        try:
+            popen.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(popen.pid, signal.SIGKILL)
+            popen.wait(30)
+    assert owned_network(popen.pid) == [], "the isolated cloud removes its namespaces and link when it stops"
+
+
+def owned_network(pid: int) -> list[str]:
+    """The namespaces and the host link of the cloud `pid` that exist now."""
+    if shutil.which("ip") is None:
+        return []
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return [name for name in namespaces if name.startswith(f"sfc-{pid}-")] + (
+        [f"sfc{pid}h"] if f" sfc{pid}h@" in links or f" sfc{pid}h:" in links else []
+    )
+
+
 @pytest.fixture
-def stacks(fake_cloud: Any) -> Iterator[list[LaptopStack]]:
+def stacks(cloud: Cloud, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[LaptopStack]]:
+    """This process and the laptop's commands talk to the module's cloud, and keep their stacks' keys in a folder
+    of the test."""
+    for name, value in {**CLOUD_ENVIRONMENT, "AWS_ENDPOINT_URL": cloud.endpoint,
+                        "XDG_CONFIG_HOME": str(tmp_path / "config")}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
     started: list[LaptopStack] = []
     try:
         yield started
@@ -166,7 +230,7 @@ def cloud_units(kind: str, manager_id: str) -> int:
     ids=["ecs", "ec2"],
 )
 def test_a_laptop_maps_its_own_module_on_the_cloud_and_its_death_leaves_nothing_running(
-    laptop: Laptop, stacks: list[LaptopStack], example: str, kind: str, manager_id: str
+    laptop: Laptop, cloud: Cloud, stacks: list[LaptopStack], example: str, kind: str, manager_id: str
 ) -> None:
     stack = LaptopStack(laptop, example)
     stacks.append(stack)
@@ -175,6 +239,8 @@ def test_a_laptop_maps_its_own_module_on_the_cloud_and_its_death_leaves_nothing_
     assert done.returncode == 0 and "1000 ok" in done.stdout, f"{done.stderr[-4000:]}\n{stack.log()[-4000:]}"
     assert live_units(kind, manager_id) >= 1 and live_units(kind, f"{manager_id}-hub") == 1
     log = stack.log()
+    if cloud.isolated:
+        assert "203.0.113." in log, "the hub is reached at its address in the cloud's VPC, not the laptop's loopback"
     assert "a wheel of this build" in log, "this build travels as a wheel: no index has it"
     assert "install" in log and "booted in" in log, "the units' boot reports (boot and install times) are logged"
 
