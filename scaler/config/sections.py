@@ -362,6 +362,11 @@ class AWSHPCWorkerManagerConfig(WorkerManagerSettings):
     s3_prefix: str = setting("scaler-tasks", help="key prefix of the task objects in the bucket")
     max_concurrent_jobs: int = setting(100, help="most Batch jobs in flight per proxy worker", short=("-mcj",), gt=0)
     job_timeout_minutes: int = setting(60, help="a job running longer than this is stopped", gt=0)
+    lease_seconds: float = setting(
+        300, help="a job whose manager is gone (the laptop gone, asleep or cut off: its lease object in the bucket "
+        "not renewed) ends itself after this long (plus a minute at most), and a job starting after it does not run",
+        gt=0,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
