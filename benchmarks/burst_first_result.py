@@ -1,18 +1,21 @@
 """Time from the first task to the first result of a burst from zero on the fake cloud: boot, install, connect.
 
     python benchmarks/burst_first_result.py [--boot-seconds 5] [--requirements tomli-w] [--kind ecs|ec2]
+                                            [--isolate-network]
 
 A stack like config/aws_ecs.toml (the scheduler in a hub unit, no inbound port, the stack's own keys) with
-`environment = "requirements"` and one package to install, on a fake cloud in this process. Three runs, each
-with a new stack and the hub up before the clock starts:
+`environment = "requirements"` and one package to install, on a fake cloud in this process whose units start from
+nothing (the image's or the AMI's Python, a fresh environment, the package index through the cloud's mirror;
+`--isolate-network`, root only: in network namespaces that cannot reach this machine). Two runs, each with a new
+stack and the hub up before the clock starts:
 
-- cold: a new bucket (the wheel of this build uploaded), no pip cache on the units (`PIP_NO_CACHE_DIR`);
-- warm-up (not reported), then warm: the wheel already in the bucket, the units' pip cache filled.
+- cold: a new bucket (the wheel of this build packed and uploaded), an empty package cache for the units (the fake
+  cloud's `--cache-dir`, a new folder: every package comes from the index);
+- warm: the same bucket (the wheel is there) and the cache the cold run filled.
 
 For each: the seconds from `submit` to the first result, and what the unit's boot report says (boot: launch
-request to the boot program; install: what the manager shipped). The fake cloud's units are processes of this
-machine: `--boot-seconds` stands for the image pull and the machine's start, and the install runs for real
-against the package index. Not a test: nothing here asserts a time.
+request to the boot program; install: what the manager shipped). `--boot-seconds` stands for the image pull and the
+machine's start; the install runs for real. Not a test: nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -58,16 +61,12 @@ ECS_LINES = 'ecs_subnets = "default"\necs_task_cpu = 2\necs_task_memory = 4\necs
 EC2_LINES = 'instance_type = "t3.medium"\nrequirements_txt = "{requirements}"'
 
 
-def first_result(folder: pathlib.Path, kind: str, bucket: str, requirements: str, cold: bool) -> dict[str, Any]:
+def first_result(folder: pathlib.Path, kind: str, bucket: str, requirements: str) -> dict[str, Any]:
     port = free_tcp_port_block(3)
     lines = (ECS_LINES if kind == "ecs" else EC2_LINES).format(requirements=requirements)
     manager_type = "aws_raw_ecs" if kind == "ecs" else "orb_aws_ec2"
     path = folder / f"stack-{port}.toml"
     path.write_text(STACK.format(port=port, type=manager_type, bucket=bucket, manager_lines=lines))
-    if cold:
-        os.environ["PIP_NO_CACHE_DIR"] = "1"  # the units (local processes of the fake cloud) inherit it
-    else:
-        os.environ.pop("PIP_NO_CACHE_DIR", None)
     address = f"tcp://127.0.0.1:{port}"
     with open(folder / f"stack-{port}.log", "wb") as log:
         stack = subprocess.Popen([str(BIN / "scaler"), str(path)], stdout=log, stderr=subprocess.STDOUT)
@@ -102,18 +101,22 @@ def main() -> None:
     parser.add_argument("--boot-seconds", type=float, default=5.0)
     parser.add_argument("--requirements", default="tomli-w")
     parser.add_argument("--kind", choices=("ecs", "ec2"), default="ecs")
+    parser.add_argument("--isolate-network", action="store_true", help="units in network namespaces (root only)")
     arguments = parser.parse_args()
     folder = pathlib.Path(tempfile.mkdtemp(prefix="burst-first-result-"))
     os.environ["XDG_CONFIG_HOME"] = str(folder / "config")
     os.environ["XDG_CACHE_HOME"] = str(folder / "cache")  # no wheel of this build packed yet
-    with FakeCloud(boot_seconds=arguments.boot_seconds, log_directory=folder / "cloud") as cloud:
+    cloud = FakeCloud(boot_seconds=arguments.boot_seconds, log_directory=folder / "cloud",
+                      cache_directory=folder / "units-cache", isolate_network=arguments.isolate_network)  # fmt: skip
+    with cloud:
         os.environ.update(AWS_ENDPOINT_URL=cloud.endpoint_url, AWS_ACCESS_KEY_ID="testing",
                           AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")  # fmt: skip
         bucket = "scaler-bench-first-result"
-        rows = {"cold": first_result(folder, arguments.kind, bucket, arguments.requirements, cold=True)}
-        first_result(folder, arguments.kind, bucket, arguments.requirements, cold=False)  # fills the pip cache
-        rows["warm"] = first_result(folder, arguments.kind, bucket, arguments.requirements, cold=False)
-    print(f"{arguments.kind}, fake cloud boot {arguments.boot_seconds:g} s, installing {arguments.requirements}:")
+        rows = {"cold": first_result(folder, arguments.kind, bucket, arguments.requirements)}
+        rows["warm"] = first_result(folder, arguments.kind, bucket, arguments.requirements)
+    isolation = ", isolated network" if arguments.isolate_network else ""
+    print(f"{arguments.kind}, fake cloud boot {arguments.boot_seconds:g} s{isolation}, installing "
+          f"{arguments.requirements}:")  # fmt: skip
     for name, row in rows.items():
         print(f"  {name}: {json.dumps(row)}")
 
