@@ -105,6 +105,13 @@ class Client:
         context = processor_context.current()
         if security is None and context is not None:
             security = context.security
+        ship_local_modules = False
+        if security is None and context is None and address is not None:
+            # a stack started with `scaler FILE` that made its own keys (hub = "cloud"): docs/guide/bursting.md
+            from scaler.io.stack_keys import discovered_connection, discovered_security
+
+            security = discovered_security(address)
+            ship_local_modules = bool((discovered_connection(address) or {}).get("ship_local_modules"))
         if address is None:
             if context is None:
                 raise ValueError(
@@ -133,7 +140,12 @@ class Client:
         self._object_storage_address = object_storage_address or reply.object_storage_address
         self._puts: PutPipeline[tuple[TaskID, ScalerFuture, bytes]] | None = None
         self._encoder = TaskEncoder(
-            self._identity, self._serializer, self._store, self._current_serializer_id, store_later=self._store_later
+            self._identity,
+            self._serializer,
+            self._store,
+            self._current_serializer_id,
+            store_later=self._store_later,
+            ship_local_modules=ship_local_modules,
         )
         self._chunk_runners: dict[int, functools.partial[list[Any]]] = {}
         self._reader = ResultReader(self._serializer, self._storage)

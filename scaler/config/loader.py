@@ -40,6 +40,7 @@ from scaler.config.fields import BYTE_SIZE, CHOICES, GE, GT, POSITIONAL
 from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import (
     GUIConfig,
+    LauncherConfig,
     ObjectStorageServerConfig,
     SchedulerConfig,
     StackSecurityConfig,
@@ -260,6 +261,8 @@ class LauncherFile:
     security: StackSecurityConfig | None = None
     #: notes about translated 1.x keys, for stderr
     notices: tuple[str, ...] = ()
+    #: [scaler]: how the stack runs (always present: the defaults when the file has no such table)
+    launcher: LauncherConfig = dataclasses.field(default_factory=LauncherConfig)
 
 
 def load_launcher_file(path: str) -> LauncherFile:
@@ -285,6 +288,7 @@ def load_launcher_file(path: str) -> LauncherFile:
         gui=table(GUIConfig, "gui") or table(GUIConfig, "webui"),
         security=table(StackSecurityConfig, "security"),
         notices=tuple(notices),
+        launcher=table(LauncherConfig, "scaler") or section_from_sources(LauncherConfig, env_section="scaler"),
     )
     if not (launcher.object_storage_server or launcher.scheduler or launcher.worker_managers or launcher.gui):
         raise ConfigError(f"{path} has none of [object_storage_server], [scheduler], [[worker_manager]], [gui]")
