@@ -19,7 +19,7 @@ from typing import Any
 
 from scaler.protocol import messages as m
 
-#: Tasks held by default (`--task-log-max-size`): about 30 MB of Python objects.
+#: Tasks held by default (`--task-log-max-size`): about 60 MB of Python objects (measured, CPython 3.11).
 DEFAULT_MAX_TASKS = 100_000
 LIVE_STATES = frozenset({"waiting", "queued", "dispatched", "canceling"})
 FINAL_STATES = frozenset(
@@ -35,6 +35,8 @@ MAX_TEXT = 200  #: longest search text or filter value
 CLIENTS_COUNTED = 1000
 #: Running tasks listed per worker in `summary()` (a worker with more says how many more).
 CURRENT_SHOWN = 3
+#: Client and worker names decoded once and shared by their tasks' entries; the cache starts over past this.
+NAMES_CACHED = 10_000
 
 
 @dataclass(slots=True)
@@ -151,6 +153,7 @@ class TaskLog:
         self._finished: collections.OrderedDict[bytes, None] = collections.OrderedDict()  #: in the order finished
         self._running_on: dict[str, dict[bytes, None]] = {}  #: worker -> its dispatched tasks, in dispatch order
         self._submitted: dict[str, collections.Counter[str]] = {}  #: client -> function -> tasks seen
+        self._names: dict[bytes, str] = {}
 
     # ------------------------------------------------------------ input
 
@@ -167,7 +170,7 @@ class TaskLog:
         self._leave_worker(transition.task_id, entry)
         entry.state = transition.state
         if transition.worker_id:
-            entry.worker = transition.worker_id.decode(errors="replace")
+            entry.worker = self._name(transition.worker_id)
         if transition.state == "dispatched":
             entry.started, entry.ended = transition.wall_time, 0.0
             self._running_on.setdefault(entry.worker, {})[transition.task_id] = None
@@ -179,7 +182,7 @@ class TaskLog:
             self._finished.move_to_end(transition.task_id)
 
     def _add(self, transition: m.TaskTransition) -> TaskEntry:
-        client = transition.client_id.decode(errors="replace")
+        client = self._name(transition.client_id)
         entry = TaskEntry(transition.task_id.hex(), client, transition.function_name, transition.state)
         entry.submitted = transition.wall_time
         self.tasks[transition.task_id] = entry
@@ -192,6 +195,15 @@ class TaskLog:
         while len(self.tasks) > self.max_tasks:
             self._drop_one()
         return entry
+
+    def _name(self, raw: bytes) -> str:
+        """One string per client or worker id, however many tasks name it (a third of an entry's memory)."""
+        name = self._names.get(raw)
+        if name is None:
+            if len(self._names) >= NAMES_CACHED:
+                self._names.clear()
+            name = self._names[raw] = raw.decode(errors="replace")
+        return name
 
     def _drop_one(self) -> None:
         """The task that finished first goes; the first seen when none has finished."""
@@ -210,7 +222,8 @@ class TaskLog:
 
     def query(self, query: TaskQuery) -> dict[str, Any]:
         """One page of the tasks that match, sorted; `total` is how many match."""
-        matching = [entry for entry in self.tasks.values() if _matches(entry, query)]
+        found = _TextSearch(query.q)
+        matching = [entry for entry in self.tasks.values() if _matches(entry, query) and found(entry)]
         now = self.latest_wall_time
         if query.sort != "submitted":  # held in the order first seen already
             descending = query.order == "desc"
@@ -261,13 +274,27 @@ def _matches(entry: TaskEntry, query: TaskQuery) -> bool:
         return False
     if query.worker and entry.worker != query.worker:
         return False
-    if query.function and entry.function != query.function:
-        return False
-    if query.q:
-        text = query.q.lower()
-        return any(text in field.lower() for field in (entry.task_id, entry.client, entry.function, entry.state,
-                                                        entry.worker))  # fmt: skip
-    return True
+    return not query.function or entry.function == query.function
+
+
+class _TextSearch:
+    """Case-insensitive search of an entry's columns. Clients, functions, states and workers repeat across many
+    tasks: each distinct value is lowered and searched once per query."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text.lower()
+        self._seen: dict[str, bool] = {}
+
+    def _has(self, value: str) -> bool:
+        found = self._seen.get(value)
+        if found is None:
+            found = self._seen[value] = self.text in value.lower()
+        return found
+
+    def __call__(self, entry: TaskEntry) -> bool:
+        if not self.text or self.text in entry.task_id:  # ids are lower-case hex already
+            return True
+        return self._has(entry.client) or self._has(entry.function) or self._has(entry.state) or self._has(entry.worker)
 
 
 def _sort_key(sort: str, now: float, descending: bool) -> Any:

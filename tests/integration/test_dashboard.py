@@ -389,8 +389,9 @@ def test_the_task_log_pages_sorts_and_filters_two_clients_tasks(launcher: Launch
 
 @needs_browser
 def test_the_task_log_page_shows_rows_and_pages_through_them(launcher: Launcher, browser: Any) -> None:
-    """The page's task log draws a server page of rows, steps to the next one, and sorts on a header click.
-    Checked by switching it off: with `loadTaskLog()` not called the table stays empty and the wait fails."""
+    """The page's task log draws a server page of rows, steps to the next one, and sorts on a header click; the
+    clients table keeps a departed client with what it submitted. Checked by switching it off: with
+    `loadTaskLog()` not called the table stayed empty and the first wait failed."""
     addresses, _scheduler, _storage = launcher.stack(workers=2)
     _service, url = start_dashboard(launcher, addresses)
     with Client(address=addresses.scheduler) as client:
@@ -409,6 +410,9 @@ def test_the_task_log_page_shows_rows_and_pages_through_them(launcher: Launcher,
     shown = [float(text.split()[0]) for text in texts(browser, "#tasklog tr td:nth-child(7)")]
     assert shown == sorted(shown, reverse=True) and len(shown) == 50
     assert "holds 120 of at most 100000 tasks" in texts(browser, "#tasklog-bound")[0]
+    clients = texts(browser, "#clients td")
+    assert any(text.endswith("(gone)") for text in clients) and "slow_square \u00d7120" in clients, clients
+    browser.execute_script("document.getElementById('clients').scrollIntoView();")
     screenshot(browser, "dashboard-task-log.png")
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert not errors, errors
