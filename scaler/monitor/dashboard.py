@@ -10,11 +10,13 @@ HTTP server (standard library, one thread per request) serves the page, its live
 - `/static/uplot.min.js`, `/static/uplot.min.css`: the vendored chart library (static/uPlot.LICENSE).
 
 At most `MAX_EVENT_STREAMS` pages are kept live at once (each holds a thread): a page past that gets 503 on
-`/events` and says so, rather than a thousand open tabs holding a thousand threads.
+`/events` and says so, rather than a thousand open tabs holding a thousand threads. Task log pages are answered
+from a small cache until the log changes, so a thousand tabs asking for the same page cost one query per change.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import signal
@@ -29,7 +31,7 @@ from scaler.config.sections import GUIConfig
 from scaler.io.curve import KeyFileError, security_of
 from scaler.monitor.dashboard_state import DashboardState
 from scaler.monitor.feed import FeedReader, FeedVersionError
-from scaler.monitor.task_log import QueryError, TaskLog, parse_query
+from scaler.monitor.task_log import QueryError, TaskLog, TaskQuery, parse_query
 from scaler.protocol.messages import TaskTransitions
 
 logger = logging.getLogger(__name__)
@@ -39,6 +41,8 @@ FEED_POLL_SECONDS = 0.2
 MAX_EVENT_STREAMS = 32
 #: finished tasks drawn on the timeline (the task log holds many more: `--task-log-max-size`)
 TIMELINE_SPANS = 500
+#: task log answers kept for their query until the log changes
+PAGES_CACHED = 64
 STATIC_FILES = {"uplot.min.js": "text/javascript; charset=utf-8", "uplot.min.css": "text/css; charset=utf-8"}
 
 
@@ -48,6 +52,7 @@ class Dashboard:
         self.security = security_of(config)  # KeyFileError at start, naming the file
         self.state = DashboardState(spans_kept=TIMELINE_SPANS)
         self.task_log = TaskLog(config.task_log_max_size)
+        self._pages: collections.OrderedDict[TaskQuery, tuple[int, bytes]] = collections.OrderedDict()
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.streams = threading.BoundedSemaphore(MAX_EVENT_STREAMS)
@@ -88,11 +93,18 @@ class Dashboard:
         try:
             query = parse_query(parse_qs(query_string, keep_blank_values=True))
         except QueryError as error:
-            body = {"error": str(error), "parameter": error.parameter}
-            return 400, "application/json", json.dumps(body).encode()
+            refusal = {"error": str(error), "parameter": error.parameter}
+            return 400, "application/json", json.dumps(refusal).encode()
         with self.lock:
-            page = self.task_log.query(query)
-        return 200, "application/json", json.dumps(page).encode()
+            cached = self._pages.get(query)
+            if cached is not None and cached[0] == self.task_log.version:
+                return 200, "application/json", cached[1]
+            body = json.dumps(self.task_log.query(query)).encode()
+            self._pages[query] = (self.task_log.version, body)
+            self._pages.move_to_end(query)
+            if len(self._pages) > PAGES_CACHED:
+                self._pages.popitem(last=False)
+        return 200, "application/json", body
 
     def answer(self, path: str, query_string: str = "") -> tuple[int, str, bytes]:
         """(status, content type, body) of every path but the event stream."""

@@ -150,6 +150,7 @@ class TaskLog:
         self.dropped = 0  #: tasks let go for the bound
         self.feed_dropped = 0  #: transitions the scheduler's feed left out
         self.latest_wall_time = 0.0
+        self.version = 0  #: changes with every transition: an answer of an older version may be stale
         self._finished: collections.OrderedDict[bytes, None] = collections.OrderedDict()  #: in the order finished
         self._running_on: dict[str, dict[bytes, None]] = {}  #: worker -> its dispatched tasks, in dispatch order
         self._submitted: dict[str, collections.Counter[str]] = {}  #: client -> function -> tasks seen
@@ -163,6 +164,7 @@ class TaskLog:
             self.on_transition(transition)
 
     def on_transition(self, transition: m.TaskTransition) -> None:
+        self.version += 1
         self.latest_wall_time = max(self.latest_wall_time, transition.wall_time)
         entry = self.tasks.get(transition.task_id)
         if entry is None:

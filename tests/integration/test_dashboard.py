@@ -416,3 +416,26 @@ def test_the_task_log_page_shows_rows_and_pages_through_them(launcher: Launcher,
     screenshot(browser, "dashboard-task-log.png")
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert not errors, errors
+
+
+def test_task_log_pages_are_answered_from_a_cache_until_the_log_changes() -> None:
+    """Many tabs asking for the same page cost one query per change of the log, and a bad parameter is a 400
+    naming it. Checked by switching it off: without the cache the second answer was a new bytes object."""
+    from scaler.config.sections import GUIConfig
+    from scaler.monitor.dashboard import Dashboard
+    from scaler.protocol import messages as m
+
+    dashboard = Dashboard(GUIConfig(monitor_address=f"tcp://127.0.0.1:{free_tcp_port_block(1)}",
+                                    gui_address="127.0.0.1:0"))  # fmt: skip
+    try:
+        task = m.TaskTransition(b"\x01" * 16, "queued", function_name="f", wall_time=1.0, client_id=b"Client|c")
+        dashboard.task_log.on_transitions(m.TaskTransitions((task,)))
+        first = dashboard.answer("/api/tasks", "limit=5&sort=duration")
+        assert first[0] == 200 and json.loads(first[2])["total"] == 1
+        assert dashboard.answer("/api/tasks", "limit=5&sort=duration")[2] is first[2], "the same page, not a new query"
+        dashboard.task_log.on_transitions(m.TaskTransitions((m.TaskTransition(b"\x02" * 16, "queued"),)))
+        assert json.loads(dashboard.answer("/api/tasks", "limit=5&sort=duration")[2])["total"] == 2
+        code, kind, body = dashboard.answer("/api/tasks", "limit=0")
+        assert (code, kind) == (400, "application/json") and json.loads(body)["parameter"] == "limit", body
+    finally:
+        dashboard.server.server_close()
