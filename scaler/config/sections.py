@@ -511,7 +511,9 @@ class GUIConfig(LoggingSettings, CurveClientSettings):
     broadcast_interval_seconds: float = setting(
         0.5, help="period of the updates pushed to the browsers", short=("-bi",), gt=0
     )
-    task_log_max_size: int = setting(500, help="finished tasks kept in the task log", short=("-tl",), gt=0)
+    task_log_max_size: int = setting(
+        100_000, help="tasks the task log holds (past it the first finished go first)", short=("-tl",), gt=0
+    )
     status_report_interval_seconds: float = setting(
         1, help="the scheduler's -sri; a scheduler silent for 5 periods is shown as stale", short=("-sri",), gt=0
     )

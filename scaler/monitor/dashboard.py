@@ -4,15 +4,19 @@ HTTP server (standard library, one thread per request) serves the page, its live
 - `/`: the page (`static/dashboard.html`, no external script or font);
 - `/events`: server-sent events, the state as JSON every `broadcast_interval_seconds`;
 - `/state`: the same JSON once;
+- `/api/tasks?offset=&limit=&sort=&order=&q=&state=&client=&worker=&function=`: one page of the task log
+  (`scaler.monitor.task_log`) as JSON; a bad parameter gets 400 naming it;
 - `/metrics`: Prometheus text format (`scaler.monitor.metrics`);
 - `/static/uplot.min.js`, `/static/uplot.min.css`: the vendored chart library (static/uPlot.LICENSE).
 
 At most `MAX_EVENT_STREAMS` pages are kept live at once (each holds a thread): a page past that gets 503 on
-`/events` and says so, rather than a thousand open tabs holding a thousand threads.
+`/events` and says so, rather than a thousand open tabs holding a thousand threads. Task log pages are answered
+from a small cache until the log changes, so a thousand tabs asking for the same page cost one query per change.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import signal
@@ -21,17 +25,24 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
+from urllib.parse import parse_qs
 
 from scaler.config.sections import GUIConfig
 from scaler.io.curve import KeyFileError, security_of
 from scaler.monitor.dashboard_state import DashboardState
 from scaler.monitor.feed import FeedReader, FeedVersionError
+from scaler.monitor.task_log import QueryError, TaskLog, TaskQuery, parse_query
+from scaler.protocol.messages import TaskTransitions
 
 logger = logging.getLogger(__name__)
 
 FEED_POLL_SECONDS = 0.2
 #: live pages (server-sent event streams) served at once
 MAX_EVENT_STREAMS = 32
+#: finished tasks drawn on the timeline (the task log holds many more: `--task-log-max-size`)
+TIMELINE_SPANS = 500
+#: task log answers kept for their query until the log changes
+PAGES_CACHED = 64
 STATIC_FILES = {"uplot.min.js": "text/javascript; charset=utf-8", "uplot.min.css": "text/css; charset=utf-8"}
 
 
@@ -39,7 +50,9 @@ class Dashboard:
     def __init__(self, config: GUIConfig) -> None:
         self.config = config
         self.security = security_of(config)  # KeyFileError at start, naming the file
-        self.state = DashboardState(spans_kept=config.task_log_max_size)
+        self.state = DashboardState(spans_kept=TIMELINE_SPANS)
+        self.task_log = TaskLog(config.task_log_max_size)
+        self._pages: collections.OrderedDict[TaskQuery, tuple[int, bytes]] = collections.OrderedDict()
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.streams = threading.BoundedSemaphore(MAX_EVENT_STREAMS)
@@ -71,12 +84,32 @@ class Dashboard:
     def state_json(self) -> bytes:
         with self.lock:
             view = self.state.view(time.monotonic())
+            view["task_log"] = self.task_log.summary()
         view["monitor_address"] = self.config.monitor_address
         view["stale_after_seconds"] = 5 * self.config.status_report_interval_seconds
         return json.dumps(view).encode()
 
-    def answer(self, path: str) -> tuple[int, str, bytes]:
+    def tasks_json(self, query_string: str) -> tuple[int, str, bytes]:
+        try:
+            query = parse_query(parse_qs(query_string, keep_blank_values=True))
+        except QueryError as error:
+            refusal = {"error": str(error), "parameter": error.parameter}
+            return 400, "application/json", json.dumps(refusal).encode()
+        with self.lock:
+            cached = self._pages.get(query)
+            if cached is not None and cached[0] == self.task_log.version:
+                return 200, "application/json", cached[1]
+            body = json.dumps(self.task_log.query(query)).encode()
+            self._pages[query] = (self.task_log.version, body)
+            self._pages.move_to_end(query)
+            if len(self._pages) > PAGES_CACHED:
+                self._pages.popitem(last=False)
+        return 200, "application/json", body
+
+    def answer(self, path: str, query_string: str = "") -> tuple[int, str, bytes]:
         """(status, content type, body) of every path but the event stream."""
+        if path == "/api/tasks":
+            return self.tasks_json(query_string)
         if path in ("/", "/index.html"):
             return 200, "text/html; charset=utf-8", _page()
         if path == "/state":
@@ -102,6 +135,8 @@ class Dashboard:
                 if message is not None:
                     with self.lock:
                         self.state.on_message(message, time.monotonic())
+                        if isinstance(message, TaskTransitions):
+                            self.task_log.on_transitions(message)
         finally:
             reader.close()
 
@@ -111,11 +146,11 @@ def _handler_for(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
         server_version = "scaler-dashboard"
 
         def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
+            path, _, query_string = self.path.partition("?")
             if path == "/events":
                 self._stream_bounded()
             else:
-                self._send(*dashboard.answer(path))
+                self._send(*dashboard.answer(path, query_string))
 
         def _send(self, code: int, kind: str, body: bytes) -> None:
             self.send_response(code)

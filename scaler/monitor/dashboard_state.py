@@ -161,6 +161,7 @@ class DashboardState:
             "clients": [
                 {
                     "client": client.name or client.client_id.decode(errors="replace"),
+                    "id": client.client_id.decode(errors="replace"),  #: as the task log names it
                     "live": client.counts.live,
                     "success": client.counts.succeeded,
                     "failed": client.counts.failed,

@@ -132,6 +132,7 @@ def encode_transitions(b: Any, msg: m.TaskTransitions) -> None:
         item.workerId = transition.worker_id
         item.functionName = transition.function_name
         item.wallTime = transition.wall_time
+        item.clientId = transition.client_id
         if transition.run_seconds:
             item.runSeconds = transition.run_seconds
             item.peakMemoryBytes = transition.peak_memory_bytes
@@ -197,7 +198,14 @@ def decode_snapshot(r: Any) -> m.StatusSnapshot:
 def decode_transitions(r: Any) -> m.TaskTransitions:
     transitions = tuple(
         m.TaskTransition(
-            TaskID(t.taskId), t.state, t.workerId, t.functionName, t.wallTime, t.runSeconds, t.peakMemoryBytes
+            TaskID(t.taskId),
+            t.state,
+            t.workerId,
+            t.functionName,
+            t.wallTime,
+            t.runSeconds,
+            t.peakMemoryBytes,
+            t.clientId,
         )
         for t in r.transitions
     )

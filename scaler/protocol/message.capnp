@@ -370,6 +370,7 @@ struct TaskTransition {
   wallTime @4 :Float64;
   runSeconds @5 :Float64;    # an end after a run: how long it held its worker; 0 otherwise
   peakMemoryBytes @6 :UInt64; # an end after a profiled run: the peak memory growth measured; 0 otherwise
+  clientId @7 :Data;         # the client that submitted the task (empty from schedulers before it was added)
 }
 
 struct ScalingDecisions {

@@ -569,6 +569,7 @@ class TaskTransition:
     run_seconds: float = 0.0
     #: an end after a profiled run: the peak memory growth the worker measured (0: not measured)
     peak_memory_bytes: int = 0
+    client_id: bytes = b""  #: the client that submitted the task (the dashboard's task log reads it)
 
 
 @dataclass(frozen=True, slots=True)

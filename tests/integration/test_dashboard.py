@@ -6,6 +6,7 @@ Set SCALER_SCREENSHOTS=docs/images to refresh the screenshots docs/monitoring.md
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -321,3 +322,120 @@ def test_the_dashboard_keeps_a_bounded_number_of_live_pages() -> None:
             page.close()
         dashboard.stop()
         server.join(10)
+
+
+def api(url: str, **params: object) -> dict[str, Any]:
+    import urllib.parse
+
+    query = urllib.parse.urlencode(params)
+    with urllib.request.urlopen(f"{url}api/tasks?{query}", timeout=10) as answer:
+        return dict(json.loads(answer.read()))
+
+
+def hold_memory(megabytes: int) -> int:
+    import time
+
+    held = bytearray(megabytes << 20)
+    time.sleep(0.02 * megabytes)
+    return len(held)
+
+
+def test_the_task_log_pages_sorts_and_filters_two_clients_tasks(launcher: Launcher) -> None:
+    """Every task of two clients in /api/tasks, paged, sorted by each column and filtered by client, on a real
+    stack. Checked by switching it off: with the client left off the feed's transitions (codec_monitor's
+    clientId not written) every task showed one empty client and the test failed there."""
+    addresses, _scheduler, _storage = launcher.stack(workers=2)
+    _service, url = start_dashboard(launcher, addresses)
+    with Client(address=addresses.scheduler) as first, Client(address=addresses.scheduler, profiling=True) as second:
+        squares = [first.submit(slow_square, x) for x in range(60)]
+        held = [second.submit(hold_memory, 1 + x % 8) for x in range(40)]
+        assert [f.result() for f in squares] == [x * x for x in range(60)]
+        assert [f.result() for f in held] == [(1 + x % 8) << 20 for x in range(40)]
+    wait_for(lambda: api(url, state="success")["total"] == 100, "100 successes in the task log")
+
+    pages = [api(url, offset=offset, limit=30) for offset in range(0, 120, 30)]
+    rows = [row for page in pages for row in page["tasks"]]
+    assert [len(page["tasks"]) for page in pages] == [30, 30, 30, 10] and len({row["task"] for row in rows}) == 100
+    assert all(page["total"] == 100 and page["dropped"] == 0 for page in pages)
+
+    clients = {row["client"] for row in rows}
+    assert len(clients) == 2 and all(client.startswith("Client|") for client in clients), clients
+    for client in clients:
+        own = api(url, client=client, limit=100)
+        assert own["total"] in (60, 40) and len({row["function"] for row in own["tasks"]}) == 1, own["total"]
+    assert {row["function"]: row["client"] for row in rows}.keys() == {"slow_square", "hold_memory"}
+
+    for sort, value in [("client", "client"), ("function", "function"), ("worker", "worker"),
+                        ("duration", "duration_seconds"), ("peak_memory", "peak_memory_bytes")]:  # fmt: skip
+        for order in ("asc", "desc"):
+            got = [row[value] for row in api(url, sort=sort, order=order, limit=100)["tasks"]]
+            measured = [v for v in got if v is not None]
+            assert got[: len(measured)] == measured, f"{sort}: unmeasured last"
+            assert measured == sorted(measured, reverse=order == "desc"), (sort, order, got)
+    peaks = [row["peak_memory_bytes"] for row in api(url, sort="peak_memory", limit=100)["tasks"]]
+    assert sum(peak is not None for peak in peaks) >= 20, f"the profiled client's peaks are shown: {peaks}"
+
+    searched = api(url, q="HOLD_MEM", limit=100)
+    assert searched["total"] == 40 and {row["function"] for row in searched["tasks"]} == {"hold_memory"}
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        api(url, sort="colour")
+    assert refused.value.code == 400 and b"sort: 'colour' is not one of" in refused.value.read()
+    submitted = json.loads(fetch(url + "state"))["task_log"]["submitted"]
+    assert sorted(list(submitted[client].items()) for client in clients) == [
+        [("hold_memory", 40)],
+        [("slow_square", 60)],
+    ]
+
+
+@needs_browser
+def test_the_task_log_page_shows_rows_and_pages_through_them(launcher: Launcher, browser: Any) -> None:
+    """The page's task log draws a server page of rows, steps to the next one, and sorts on a header click; the
+    clients table keeps a departed client with what it submitted. Checked by switching it off: with
+    `loadTaskLog()` not called the table stayed empty and the first wait failed."""
+    addresses, _scheduler, _storage = launcher.stack(workers=2)
+    _service, url = start_dashboard(launcher, addresses)
+    with Client(address=addresses.scheduler) as client:
+        assert [f.result() for f in [client.submit(slow_square, x) for x in range(120)]] == [x * x for x in range(120)]
+    wait_for(lambda: api(url, state="success")["total"] == 120, "120 successes in the task log")
+    browser.get(url)
+    wait_for(lambda: "1\u201350 of 120" in texts(browser, "#tasklog-range")[0], "the first page of 50")
+    first = texts(browser, "#tasklog tr td:first-child")
+    assert len(first) == 50
+    browser.find_element("id", "tasklog-next").click()
+    wait_for(lambda: "51\u2013100 of 120" in texts(browser, "#tasklog-range")[0], "the second page")
+    second = texts(browser, "#tasklog tr td:first-child")
+    assert len(second) == 50 and not set(first) & set(second)
+    browser.execute_script("document.querySelector('#tasklog th[data-sort=\"duration\"]').click();")
+    wait_for(lambda: "\u25bc" in "".join(texts(browser, '#tasklog th[data-sort="duration"]')), "sorted by duration")
+    shown = [float(text.split()[0]) for text in texts(browser, "#tasklog tr td:nth-child(7)")]
+    assert shown == sorted(shown, reverse=True) and len(shown) == 50
+    assert "holds 120 of at most 100000 tasks" in texts(browser, "#tasklog-bound")[0]
+    clients = texts(browser, "#clients td")
+    assert any(text.endswith("(gone)") for text in clients) and "slow_square \u00d7120" in clients, clients
+    browser.execute_script("document.getElementById('clients').scrollIntoView();")
+    screenshot(browser, "dashboard-task-log.png")
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors
+
+
+def test_task_log_pages_are_answered_from_a_cache_until_the_log_changes() -> None:
+    """Many tabs asking for the same page cost one query per change of the log, and a bad parameter is a 400
+    naming it. Checked by switching it off: without the cache the second answer was a new bytes object."""
+    from scaler.config.sections import GUIConfig
+    from scaler.monitor.dashboard import Dashboard
+    from scaler.protocol import messages as m
+
+    dashboard = Dashboard(GUIConfig(monitor_address=f"tcp://127.0.0.1:{free_tcp_port_block(1)}",
+                                    gui_address="127.0.0.1:0"))  # fmt: skip
+    try:
+        task = m.TaskTransition(b"\x01" * 16, "queued", function_name="f", wall_time=1.0, client_id=b"Client|c")
+        dashboard.task_log.on_transitions(m.TaskTransitions((task,)))
+        first = dashboard.answer("/api/tasks", "limit=5&sort=duration")
+        assert first[0] == 200 and json.loads(first[2])["total"] == 1
+        assert dashboard.answer("/api/tasks", "limit=5&sort=duration")[2] is first[2], "the same page, not a new query"
+        dashboard.task_log.on_transitions(m.TaskTransitions((m.TaskTransition(b"\x02" * 16, "queued"),)))
+        assert json.loads(dashboard.answer("/api/tasks", "limit=5&sort=duration")[2])["total"] == 2
+        code, kind, body = dashboard.answer("/api/tasks", "limit=0")
+        assert (code, kind) == (400, "application/json") and json.loads(body)["parameter"] == "limit", body
+    finally:
+        dashboard.server.server_close()

@@ -90,7 +90,7 @@ SAMPLES: list[m.Message] = [
     m.TaskTransitions(
         (
             m.TaskTransition(T, "running", b"w", "inc", 1.7e9),
-            m.TaskTransition(T, "success", b"w", "inc", 1.7e9, 0.5, 4096),
+            m.TaskTransition(T, "success", b"w", "inc", 1.7e9, 0.5, 4096, b"Client|a|1"),
         ),
         dropped=3,
         wall_time=1.7e9,

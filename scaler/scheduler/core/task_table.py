@@ -360,9 +360,18 @@ class TaskTable:
         wall_time = now + self.wall_offset if self.wall_offset else 0.0
         if ran_on:
             noted = TaskTransition(
-                record.task_id, state, ran_on, record.task.function_name, wall_time, run_seconds, peak_memory_bytes
+                record.task_id,
+                state,
+                ran_on,
+                record.task.function_name,
+                wall_time,
+                run_seconds,
+                peak_memory_bytes,
+                record.client_id,
             )
         else:
             worker = record.worker if record.worker is not None else b""
-            noted = TaskTransition(record.task_id, state, worker, record.task.function_name, wall_time)
+            noted = TaskTransition(
+                record.task_id, state, worker, record.task.function_name, wall_time, client_id=record.client_id
+            )
         self.transitions.append(noted)
