@@ -21,7 +21,7 @@ def inc(x: int) -> int:
 
 
 def first_run_hangs(path: str) -> int:
-    """The first run writes its worker agent's pid to `path` and sleeps (to be killed there); a retry returns at once."""
+    """The first run writes its worker agent's pid to `path` and sleeps (to be killed); a retry returns at once."""
     import os
     import time
 
