@@ -490,7 +490,7 @@ class SchedulerCore:
                         task_id,
                         self.wall_time,
                         "balancing",
-                        short(donor),
+                        donor,
                         "load balancing asks its worker to give it back",
                     )
 

@@ -27,8 +27,11 @@ ENTRIES_PER_TASK = 64
 DEFAULT_RETENTION_TASKS = 10_000
 DEFAULT_RETENTION_SECONDS = 3600.0
 
+#: A place or a cause as recorded: text, a peer id (bytes), or a template and its arguments; words are made only
+#: when a story is asked for (`_words`), not for each of the many tasks whose story nobody reads.
+Words = str | bytes | tuple[object, ...]
 #: (wall time, component, where, what, cause)
-_Entry = tuple[float, str, str, str, str]
+_Entry = tuple[float, str, Words, str, Words]
 
 
 #: Waiting-reason spans kept per queue key: (since, until, reason), wall-clock times.
@@ -63,13 +66,13 @@ class StoryBook:
     def __len__(self) -> int:
         return len(self._live) + len(self._finished)
 
-    def opened(self, task_id: TaskID, key: object, wall_time: float, what: str, cause: str) -> None:
+    def opened(self, task_id: TaskID, key: object, wall_time: float, what: str, cause: Words) -> None:
         """A task reached the scheduler (submitted, or adopted after a restart)."""
         if self.enabled and task_id not in self._live:
             self._live[task_id] = _Story(key)
             self.add(task_id, (wall_time, "scheduler", "", what, cause))
 
-    def note(self, task_id: TaskID, wall_time: float, what: str, where: str = "", cause: str = "") -> None:
+    def note(self, task_id: TaskID, wall_time: float, what: str, where: Words = "", cause: Words = "") -> None:
         self.add(task_id, (wall_time, "scheduler", where, what, cause))
 
     def add(self, task_id: TaskID, entry: _Entry) -> None:
@@ -85,7 +88,9 @@ class StoryBook:
             return
         story.entries.append(entry)
 
-    def ended(self, task_id: TaskID, now: float, wall_time: float, what: str, where: str = "", cause: str = "") -> None:
+    def ended(
+        self, task_id: TaskID, now: float, wall_time: float, what: str, where: Words = "", cause: Words = ""
+    ) -> None:
         """The task ended: its last entry goes in past the per-task bound, and its story joins the finished ones."""
         if not self.enabled:
             return
@@ -103,8 +108,8 @@ class StoryBook:
         ran = result.ran
         if ran is None or not self.enabled:
             return
-        where = f"pid {ran.processor_pid} of worker {short(worker)}"
-        cause = f"dispatch attempt {attempt}"
+        where = ("pid {} of worker {}", ran.processor_pid, worker)
+        cause = ("dispatch attempt {}", attempt)
         self.add(task_id, (ran.started_at, "processor", where, "started", cause))
         self.add(task_id, (ran.finished_at, "processor", where, f"finished ({result.status.value})", cause))
 
@@ -163,12 +168,15 @@ class StoryBook:
                 )
             return m.TaskStoryReply(task_id, False, (), note)
         everything = story.entries + self._waits_of(story)
-        entries = tuple(m.StoryEntry(*entry) for entry in sorted(everything, key=lambda entry: entry[0]))
+        entries = tuple(
+            m.StoryEntry(at, component, _words(where), what, _words(cause))
+            for at, component, where, what, cause in sorted(everything, key=lambda entry: entry[0])
+        )
         note = f"{story.dropped} entries left out (at most {ENTRIES_PER_TASK} per task)" if story.dropped else ""
         return m.TaskStoryReply(task_id, True, entries, note)
 
 
-def cause_of(event: TaskEvent, client_gone: bool, worker: bytes, details: dict[str, object]) -> str:
+def cause_of(event: TaskEvent, client_gone: bool, worker: bytes, details: dict[str, object]) -> Words:
     """Why a transition happens, in words: the stimulus of a lifecycle event and its details."""
     reason = details.get("reason")
     if isinstance(reason, str) and reason:
@@ -176,7 +184,9 @@ def cause_of(event: TaskEvent, client_gone: bool, worker: bytes, details: dict[s
     result = details.get("result")
     if isinstance(result, m.TaskResult):
         said = f": {result.error_message[:200]}" if result.error_message else ""
-        return f"result {result.status.value} from worker {short(worker)}{said}"
+        if said:
+            return f"result {result.status.value} from worker {short(worker)}{said}"
+        return ("result {} from worker {}", result.status.value, worker)
     if event is TaskEvent.CANCEL:
         return "its client left" if client_gone else "its client cancelled it"
     return _EVENT_CAUSES.get(event, str(event.value))
@@ -187,3 +197,13 @@ _EVENT_CAUSES: dict[TaskEvent, str] = {
     TaskEvent.DEPENDENCY_FAILED: "a task it depends on failed",
     TaskEvent.READY: "every task it depends on succeeded",
 }
+
+
+def _words(recorded: Words) -> str:
+    """What was recorded, in words: a peer id in its short form, a template filled in."""
+    if isinstance(recorded, str):
+        return recorded
+    if isinstance(recorded, bytes):
+        return short(recorded)
+    template, *arguments = recorded
+    return str(template).format(*(_words(a) if isinstance(a, (str, bytes, tuple)) else a for a in arguments))

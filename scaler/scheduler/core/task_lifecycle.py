@@ -28,7 +28,7 @@ from scaler.protocol.messages import (
 from scaler.scheduler.core.effects import DeleteObjects, Effect, Send
 from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
 from scaler.scheduler.core.peers import WorkerRecord
-from scaler.scheduler.core.story_book import cause_of
+from scaler.scheduler.core.story_book import Words, cause_of
 from scaler.scheduler.core.task_state import Outcome, TaskEvent, TaskState, outcome
 from scaler.scheduler.core.task_table import TaskRecord, TaskTable
 
@@ -59,7 +59,7 @@ class TaskLifecycle:
         self._ignore_capabilities = ignore_capabilities
         self.now = 0.0
         #: why the transition being carried out happens (for the task's story); set by `apply`
-        self._cause = ""
+        self._cause: Words = ""
         #: how each outcome is carried out; `details` are the keyword details of the event (see `apply`)
         self._outcomes: dict[Outcome, Callable[[TaskRecord, dict[str, object]], None]] = {
             Outcome.ENQUEUE: lambda record, details: self._enqueue(record),
@@ -85,8 +85,7 @@ class TaskLifecycle:
             reason = f"refused: {len(self._tasks.queue)} tasks already wait for a worker (max-number-of-tasks-waiting)"
             self._send(PeerID(client), TaskResult(task.task_id, ResultStatus.NO_WORKER, error_message=reason))
             return
-        cause = cause or f"submitted by client {short(client)}"
-        record = self._tasks.add(task, TaskState.QUEUED, self.now, cause)
+        record = self._tasks.add(task, TaskState.QUEUED, self.now, cause or ("submitted by client {}", client))
         self._tasks.queue.push(record)
 
     def submit_graph(self, client: ClientID, graph: GraphTask) -> None:
@@ -100,7 +99,7 @@ class TaskLifecycle:
         self._graphs.register(graph)
         for node in graph.nodes:
             state = TaskState.QUEUED if not node.dependencies else TaskState.WAITING
-            added = self._tasks.add(node, state, self.now, cause=f"graph submitted by client {short(client)}")
+            added = self._tasks.add(node, state, self.now, cause=("graph submitted by client {}", client))
             if state is TaskState.QUEUED:
                 self._tasks.queue.push(added)
 
@@ -112,7 +111,7 @@ class TaskLifecycle:
         if action is Outcome.IGNORE:
             logger.debug("task %s: %s ignored in state %s", task_id.hex(), event.value, record.state.value)
             return
-        if self._tasks.stories.enabled:
+        if self._tasks.stories.enabled and event is not TaskEvent.DISPATCH:  # _assign words its own cause
             self._cause = cause_of(event, record.client_gone, record.worker or b"", details)
         self._outcomes[action](record, details)
 
@@ -278,7 +277,7 @@ class TaskLifecycle:
 
     def _assign(self, record: TaskRecord, worker: WorkerRecord) -> None:
         record.worker = worker.peer
-        self._tasks.set_state(record, TaskState.DISPATCHED, self.now, f"dispatch attempt {record.attempts + 1}")
+        self._tasks.set_state(record, TaskState.DISPATCHED, self.now, ("dispatch attempt {}", record.attempts + 1))
         record.attempts += 1
         record.dispatched_at = self.now
         worker.assigned.add(record.task_id)
@@ -339,7 +338,7 @@ class TaskLifecycle:
     def _requeue(self, record: TaskRecord) -> None:
         self._release_worker(record)
         record.attempts -= 1
-        self._tasks.set_state(record, TaskState.QUEUED, self.now, f"{self._cause} (no retry spent)")
+        self._tasks.set_state(record, TaskState.QUEUED, self.now, ("{} (no retry spent)", self._cause))
         self._tasks.queue.push(record)
 
     def _fail_from_dependency(self, record: TaskRecord, failure: TaskResult) -> None:

@@ -20,11 +20,11 @@ import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID, short
+from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
 from scaler.protocol.messages import Capabilities, Task, TaskTransition
 from scaler.scheduler.core.run_times import RunTimeBook
 from scaler.scheduler.core.shrink_rule import ShrinkRule, rebuild
-from scaler.scheduler.core.story_book import StoryBook
+from scaler.scheduler.core.story_book import StoryBook, Words
 from scaler.scheduler.core.task_state import TaskState
 
 
@@ -183,7 +183,7 @@ class TaskTable:
     def get(self, task_id: TaskID) -> TaskRecord | None:
         return self.records.get(task_id)
 
-    def add(self, task: Task, state: TaskState, now: float, cause: str = "") -> TaskRecord:
+    def add(self, task: Task, state: TaskState, now: float, cause: Words = "") -> TaskRecord:
         record = TaskRecord(task=task, state=state, sequence=self._next_sequence, submitted_at=now)
         if self.stories.enabled:
             self.stories.opened(task.task_id, self.queue.key(record), now + self.wall_offset, state.value, cause)
@@ -195,11 +195,11 @@ class TaskTable:
         self._note(record, state.value, now)
         return record
 
-    def set_state(self, record: TaskRecord, state: TaskState, now: float, cause: str = "") -> None:
+    def set_state(self, record: TaskRecord, state: TaskState, now: float, cause: Words = "") -> None:
         """The one way a live task changes state (its record's `worker` is set first when it has one); `cause`:
         why, for its story."""
         if self.stories.enabled:
-            where = short(record.worker) if record.worker is not None else ""
+            where = record.worker if record.worker is not None else ""
             self.stories.note(record.task_id, now + self.wall_offset, state.value, where, cause)
         old = record.state
         self.live_counts[old] -= 1
@@ -218,15 +218,14 @@ class TaskTable:
         ran_on: bytes = b"",
         run_seconds: float = 0.0,
         peak_memory_bytes: int = 0,
-        cause: str = "",
+        cause: Words = "",
     ) -> None:
         """A task ended: `ending` is a ResultStatus value or "canceled"; when a worker's result ended it, `ran_on`
         is that worker, `run_seconds` how long the task held it and `peak_memory_bytes` its profiled peak (plain
         values, not a record: nothing is allocated for a transition the feed's bound leaves out); `cause`: why,
         for its story."""
         if self.stories.enabled:
-            where = short(ran_on) if ran_on else ""
-            self.stories.ended(record.task_id, now, now + self.wall_offset, ending, where, cause)
+            self.stories.ended(record.task_id, now, now + self.wall_offset, ending, ran_on, cause)
         if record.state is TaskState.QUEUED:
             self.queue.left(record)
         if self.shrink.due(len(self.records)):
