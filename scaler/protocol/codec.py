@@ -194,6 +194,7 @@ def _enc_task_result(b: Any, msg: m.TaskResult) -> None:
         ran.startedAt = msg.ran.started_at
         ran.finishedAt = msg.ran.finished_at
         ran.processorPid = msg.ran.processor_pid
+        ran.receivedAt = msg.ran.received_at
 
 
 def _enc_story_reply(b: Any, msg: m.TaskStoryReply) -> None:
@@ -350,7 +351,7 @@ def _dec_task_result(r: Any) -> m.TaskResult:
     ran = None
     if r._has("ran"):
         stamps = r.ran
-        ran = m.RunStamps(stamps.startedAt, stamps.finishedAt, stamps.processorPid)
+        ran = m.RunStamps(stamps.startedAt, stamps.finishedAt, stamps.processorPid, stamps.receivedAt)
     return m.TaskResult(
         r.taskId, _RESULT_STATUSES[r.status.raw], payload_kind, payload, r.errorMessage, profile, r.workerId, ran
     )

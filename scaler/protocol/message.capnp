@@ -217,6 +217,7 @@ struct RunStamps {
   startedAt @0 :Float64;    # wall-clock seconds when the processor began the call
   finishedAt @1 :Float64;   # wall-clock seconds when the call returned or raised
   processorPid @2 :UInt32;
+  receivedAt @3 :Float64;   # wall-clock seconds when the processor read the task from its agent (0: unknown)
 }
 
 struct TaskCancel {

@@ -262,6 +262,7 @@ class RunStamps:
     started_at: float
     finished_at: float
     processor_pid: int = 0
+    received_at: float = 0.0  #: when the processor read the task from its agent (0: unknown)
 
 
 @dataclass(frozen=True, slots=True)

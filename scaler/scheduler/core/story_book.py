@@ -110,6 +110,8 @@ class StoryBook:
             return
         where = ("pid {} of worker {}", ran.processor_pid, worker)
         cause = ("dispatch attempt {}", attempt)
+        if ran.received_at:
+            self.add(task_id, (ran.received_at, "processor", where, "received from its worker agent", cause))
         self.add(task_id, (ran.started_at, "processor", where, "started", cause))
         self.add(task_id, (ran.finished_at, "processor", where, f"finished ({result.status.value})", cause))
 

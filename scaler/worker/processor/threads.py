@@ -70,6 +70,7 @@ class _TaskRecord(LineTask):
     futures: list[weakref.ref[Any]] = field(default_factory=list)  #: nested tasks it submitted
     parked_since_cpu: float = 0.0
     parked_cpu_seconds: float = 0.0  #: the process's CPU time while it was parked: other tasks' work
+    received_at: float = field(default_factory=time.time)  #: read from the agent (wall clock, for its story)
 
 
 @dataclass(eq=False)
@@ -214,7 +215,7 @@ class TaskThreads:
             result = self._execute_stoppably(record, task)
         finally:
             self._local.running = None
-        ran: m.RunStamps | None = m.RunStamps(started, time.time(), os.getpid())
+        ran: m.RunStamps | None = m.RunStamps(started, time.time(), os.getpid(), record.received_at)
         line = self._line
         serving = False
         with self._lock:

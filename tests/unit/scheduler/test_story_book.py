@@ -103,16 +103,18 @@ def test_the_processors_times_reported_with_a_result_join_the_story() -> None:
     sim.submit(client, [task(client.peer, 1)])
     worker.held.clear()
     sim.advance(1.0)
-    sim.send(worker.peer, replace(success(tid(1)), ran=m.RunStamps(1.25, 1.75, 4242)))
+    sim.send(worker.peer, replace(success(tid(1)), ran=m.RunStamps(1.25, 1.75, 4242, 1.125)))
     reply = story_of(sim, client.peer, 1)
     assert [(e.component, e.what) for e in reply.entries] == [
         ("scheduler", "queued"),
         ("scheduler", "dispatched"),
+        ("processor", "received from its worker agent"),
         ("processor", "started"),
         ("processor", "finished (success)"),
         ("scheduler", "success"),
     ]
     assert "pid 4242" in reply.entries[2].where and reply.entries[2].cause == "dispatch attempt 1"
+    assert "SIM|w" in reply.entries[2].where
 
 
 def test_a_task_the_scheduler_forgot_is_answered_with_a_reason_not_an_empty_story() -> None:
