@@ -33,7 +33,7 @@ class TaskStory:
             at = datetime.datetime.fromtimestamp(entry.wall_time).strftime("%H:%M:%S.%f")[:-3]
             where = f"{entry.component} {entry.where}".strip()
             cause = f" <- {entry.cause}" if entry.cause else ""
-            lines.append(f"{at}  {where:<40}  {entry.what}{cause}")
+            lines.append(f"{at}  {where:<50}  {entry.what}{cause}")
         return "\n".join(lines)
 
 

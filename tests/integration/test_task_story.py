@@ -64,7 +64,9 @@ def test_stories_of_a_normal_a_waiting_a_retried_and_a_forgotten_task(launcher: 
         times = [entry.wall_time for entry in story.entries]
         assert times == sorted(times)
         assert "submitted by client" in story.entries[1].cause and story.entries[2].cause == "dispatch attempt 1"
-        assert story.entries[4].where.startswith("pid ") and story.entries[2].where in story.entries[4].where
+        worker = story.entries[2].where.split(", worker ")[1]  # "instance <id>, worker <id>"
+        assert story.entries[1].where.startswith("instance ") and story.entries[2].where.startswith("instance ")
+        assert story.entries[4].where.startswith("pid ") and story.entries[4].where.endswith(f"of worker {worker}")
 
         # a task that waits for a capability no worker has, until a worker with it joins
         waiting = client.submit_verbose(inc, (2,), {}, capabilities={"gpu": 1})

@@ -76,7 +76,9 @@ class SchedulerCore:
         self.effects: list[Effect] = []
         ignore_capabilities = settings.allocate is Allocation.EVEN_LOAD
         self.tasks = TaskTable(ignore_capabilities=ignore_capabilities)
-        self.tasks.stories = StoryBook(settings.story_retention_tasks, settings.story_retention_seconds)
+        self.tasks.stories = StoryBook(
+            settings.story_retention_tasks, settings.story_retention_seconds, settings.instance_id.hex()[:8]
+        )
         self.graphs = GraphRegistry()
         self.clients: dict[PeerID, ClientRecord] = {}
         self.workers: dict[PeerID, WorkerRecord] = {}

@@ -50,8 +50,13 @@ class _Story:
 
 class StoryBook:
     def __init__(
-        self, retention_tasks: int = DEFAULT_RETENTION_TASKS, retention_seconds: float = DEFAULT_RETENTION_SECONDS
+        self,
+        retention_tasks: int = DEFAULT_RETENTION_TASKS,
+        retention_seconds: float = DEFAULT_RETENTION_SECONDS,
+        instance: str = "",
     ) -> None:
+        """`instance`: this scheduler process's id, the place of its entries (a restart shows as a new one)."""
+        self.instance = f"instance {instance}" if instance else ""
         self.retention_tasks = retention_tasks
         self.retention_seconds = retention_seconds
         #: 0 finished stories kept: no story is recorded at all (what `--story-retention-tasks 0` means)
@@ -139,6 +144,15 @@ class StoryBook:
         else:
             spans.append([wall_time, wall_time, reason])
 
+    def _place(self, component: str, where: Words) -> str:
+        """A scheduler entry happened at this instance, about the worker it names (if any)."""
+        place = _words(where)
+        if component != "scheduler":
+            return place
+        if place and self.instance:
+            return f"{self.instance}, worker {place}"
+        return f"worker {place}" if place else self.instance
+
     def _waits_of(self, story: _Story) -> list[_Entry]:
         """The waiting reasons sampled while this task was queued (between its `queued` entry and the next one)."""
         spans = self._reasons.get(story.key)
@@ -171,7 +185,7 @@ class StoryBook:
             return m.TaskStoryReply(task_id, False, (), note)
         everything = story.entries + self._waits_of(story)
         entries = tuple(
-            m.StoryEntry(at, component, _words(where), what, _words(cause))
+            m.StoryEntry(at, component, self._place(component, where), what, _words(cause))
             for at, component, where, what, cause in sorted(everything, key=lambda entry: entry[0])
         )
         note = f"{story.dropped} entries left out (at most {ENTRIES_PER_TASK} per task)" if story.dropped else ""
