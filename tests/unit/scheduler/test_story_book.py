@@ -164,3 +164,25 @@ def test_stories_off_records_nothing_and_says_so() -> None:
     sim.finish(worker)
     reply = story_of(sim, client.peer, 1)
     assert not reply.known and "stories are off" in reply.note
+
+
+def test_after_a_scheduler_restart_a_story_tells_the_adoption_and_the_resubmission() -> None:
+    """A restarted scheduler (a new instance id) adopts task 2 from the worker that still holds it and gets task 3
+    submitted again by its returning client: both stories say the restart caused them."""
+    from tests.simulation.test_restart_reattachment import CLIENT, client_back, restarted, worker_back
+
+    sim = restarted()
+    sim.advance(0.1)
+    worker = worker_back(sim, held=[2])
+    client = client_back(sim)
+    sim.submit(client, [task(CLIENT, n) for n in (2, 3)])
+    sim.advance(5.0)
+    sim.finish(worker, task(CLIENT, 2).task_id)
+    adopted = story_of(sim, CLIENT, 2)
+    assert [(e.what, e.cause) for e in adopted.entries][:2] == [
+        ("queued", "submitted again by its client after a scheduler restart"),
+        ("dispatched", "scheduler restart: adopted from the worker that held it before the restart (not run again)"),
+    ]
+    assert adopted.entries[0].where == "instance " + b"new-instance".hex()[:8]
+    resubmitted = story_of(sim, CLIENT, 3)
+    assert resubmitted.entries[0].cause == "submitted again by its client after a scheduler restart"
