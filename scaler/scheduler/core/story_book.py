@@ -34,8 +34,18 @@ Words = str | bytes | tuple[object, ...]
 _Entry = tuple[float, str, Words, str, Words]
 
 
-#: Waiting-reason spans kept per queue key: (since, until, reason), wall-clock times.
+#: Waiting-reason spans kept per queue key.
 SPANS_PER_KEY = 32
+
+
+class _Span:
+    """A waiting reason of one queue key, sampled from `since` to `until` (wall clock)."""
+
+    __slots__ = ("reason", "since", "until")
+
+    def __init__(self, since: float, reason: str) -> None:
+        self.since = self.until = since
+        self.reason = reason
 
 
 class _Story:
@@ -66,7 +76,7 @@ class StoryBook:
         self._finished: collections.OrderedDict[TaskID, _Story] = collections.OrderedDict()
         self.forgotten = 0  #: finished stories dropped by the bounds so far
         #: queue key -> spans of waiting reasons, oldest first
-        self._reasons: dict[object, collections.deque[list[object]]] = {}
+        self._reasons: dict[object, collections.deque[_Span]] = {}
 
     def __len__(self) -> int:
         return len(self._live) + len(self._finished)
@@ -121,10 +131,16 @@ class StoryBook:
         self.add(task_id, (ran.finished_at, "processor", where, f"finished ({result.status.value})", cause))
 
     def expire(self, now: float) -> None:
-        """Forget finished stories older than the retention time (called on ticks; <= 0: no time bound)."""
+        """Forget finished stories older than the retention time (called on ticks; <= 0: no time bound), and the
+        waiting reasons of queue keys not sampled for as long."""
         finished = self._finished
         if self.retention_seconds <= 0:
             return
+        if self._reasons:
+            newest = max(spans[-1].until for spans in self._reasons.values())  # wall clock, as the spans are
+            self._reasons = {
+                key: spans for key, spans in self._reasons.items() if newest - spans[-1].until <= self.retention_seconds
+            }
         while finished:
             task_id, story = next(iter(finished.items()))
             if now - story.ended_at <= self.retention_seconds:
@@ -139,10 +155,10 @@ class StoryBook:
         spans = self._reasons.get(key)
         if spans is None:
             spans = self._reasons[key] = collections.deque(maxlen=SPANS_PER_KEY)
-        if spans and spans[-1][2] == reason:
-            spans[-1][1] = wall_time
+        if spans and spans[-1].reason == reason:
+            spans[-1].until = wall_time
         else:
-            spans.append([wall_time, wall_time, reason])
+            spans.append(_Span(wall_time, reason))
 
     def _place(self, component: str, where: Words) -> str:
         """A scheduler entry happened at this instance, about the worker it names (if any)."""
@@ -165,10 +181,9 @@ class StoryBook:
                 continue
             start = entry[0]
             end = min((e[0] for e in entries[index + 1 :] if e[1] == "scheduler"), default=float("inf"))
-            for since, until, reason in spans:
-                assert isinstance(since, float) and isinstance(until, float)
-                if since <= end and until >= start:
-                    waits.append((max(start, since), "scheduler", "", "waiting", str(reason)))
+            for span in spans:
+                if span.since <= end and span.until >= start:
+                    waits.append((max(start, span.since), "scheduler", "", "waiting", span.reason))
         return waits
 
     def story(self, task_id: TaskID) -> m.TaskStoryReply:

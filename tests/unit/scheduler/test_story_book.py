@@ -9,7 +9,7 @@ from scaler.policy.content import Allocation
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 from scaler.scheduler.core.scheduler_core import CoreSettings
-from scaler.scheduler.core.story_book import ENTRIES_PER_TASK, StoryBook
+from scaler.scheduler.core.story_book import ENTRIES_PER_TASK, SPANS_PER_KEY, StoryBook
 from scaler.testing.simulation import PYTHON, SimulatedCluster, success, task
 
 
@@ -186,3 +186,15 @@ def test_after_a_scheduler_restart_a_story_tells_the_adoption_and_the_resubmissi
     assert adopted.entries[0].where == "instance " + b"new-instance".hex()[:8]
     resubmitted = story_of(sim, CLIENT, 3)
     assert resubmitted.entries[0].cause == "submitted again by its client after a scheduler restart"
+
+
+def test_waiting_reasons_are_kept_as_few_spans_per_queue_key_and_old_keys_go() -> None:
+    book = StoryBook(retention_tasks=10, retention_seconds=100)
+    for second in range(150):  # the same reason sampled every second: one span
+        book.waiting(("gpu",), float(second), "no connected worker has the capabilities gpu")
+    for second in range(200, 300):
+        book.waiting((), float(second), "no worker is connected" if second % 2 else "all workers are busy")
+    assert len(book._reasons[("gpu",)]) == 1
+    assert len(book._reasons[()]) == SPANS_PER_KEY
+    book.expire(0.0)
+    assert list(book._reasons) == [()], "a key not sampled for longer than the retention time is forgotten"
