@@ -170,7 +170,8 @@ class StoryBook:
         return f"worker {place}" if place else self.instance
 
     def _waits_of(self, story: _Story) -> list[_Entry]:
-        """The waiting reasons sampled while this task was queued (between its `queued` entry and the next one)."""
+        """The waiting reasons sampled while this task was queued (between its `queued` entry and the next one), at
+        most `ENTRIES_PER_TASK` of them."""
         spans = self._reasons.get(story.key)
         if not spans:
             return []
@@ -182,7 +183,7 @@ class StoryBook:
             start = entry[0]
             end = min((e[0] for e in entries[index + 1 :] if e[1] == "scheduler"), default=float("inf"))
             for span in spans:
-                if span.since <= end and span.until >= start:
+                if span.since <= end and span.until >= start and len(waits) < ENTRIES_PER_TASK:
                     waits.append((max(start, span.since), "scheduler", "", "waiting", span.reason))
         return waits
 
