@@ -70,6 +70,11 @@ class ObjectStorageException(ScalerError):
     """The object storage server could not carry out a request."""
 
 
+class ObjectStorageFullError(ObjectStorageException):
+    """The object storage server refused a put: it can hold nothing more (its memory budget is reached and its
+    spill directory is full or absent). The message names the limit; what it stores is still served."""
+
+
 class IncompatiblePeerError(ScalerError, ConnectionError):
     """A peer refused the connection: different protocol version or Python version."""
 
@@ -99,6 +104,7 @@ __all__ = [
     "MissingObjects",
     "NoWorkerError",
     "ObjectStorageException",
+    "ObjectStorageFullError",
     "PreloadError",
     "ProcessorDiedError",
     "ProcessorOutOfMemoryError",

@@ -109,6 +109,7 @@ class ClientAgent(Generic[FutureT]):
             register_again=scheduler_lost_grace_seconds > 0,
             lost_on_disconnect=True,
             lost_grace_seconds=scheduler_lost_grace_seconds if scheduler_lost_grace_seconds > 0 else None,
+            pause_after_seconds=max(1.0, 4 * self._tick_seconds),
         )
         self._core: ClientCore[FutureT] = ClientCore(hello, link_settings)
         self._core_lock = threading.Lock()  #: held for every call into the core, never while effects are carried out

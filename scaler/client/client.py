@@ -27,6 +27,13 @@ from scaler.client.map_chunks import MAX_CHUNK, chunk_size, chunk_size_lookahead
 from scaler.client.map_stream import chunks_in_flight, stream_map
 from scaler.client.progress import progress_counter, wait_with_bar
 from scaler.client.put_pipeline import PutPipeline
+from scaler.client.sharing import (
+    checked_priority,
+    checked_quota,
+    checked_share,
+    takes_parameter,
+    wire_priority,
+)
 from scaler.errors import ClientQuitException, ClientShutdownException
 from scaler.io.address import validate_address
 from scaler.io.sockets import TransportSecurity
@@ -77,6 +84,8 @@ class Client:
         scheduler_lost_grace_seconds: float = 60.0,
         curve_secret_key: str | None = None,
         curve_server_key: str | None = None,
+        share: float = 1.0,
+        max_running_tasks: int | None = None,
     ) -> None:
         """`security` secures the client's connections (None: plain TCP; inside a task: the worker's).
         `connect_timeout_seconds`: how long the first connection waits for the scheduler to answer (saying
@@ -84,7 +93,10 @@ class Client:
         secret key file and the scheduler's public key file, for a cluster secured with CURVE (docs/security.md);
         a wrong key is a ConnectionRefusedError at once. `scheduler_lost_grace_seconds`: when the connection to
         the scheduler closes, how long to wait for a scheduler to answer at the same address again (a restarted
-        one gets this client's unfinished tasks again); 0: fail the futures at once with DisconnectedError."""
+        one gets this client's unfinished tasks again); 0: fail the futures at once with DisconnectedError.
+        `share`: this client's weight in the split of busy workers between clients with work queued (1: equal);
+        `max_running_tasks`: the most of its tasks at workers at once (None: no quota); docs/guide/sharing.md."""
+        info = m.ClientInfo("", checked_share(share), checked_quota("max_running_tasks", max_running_tasks))
         if curve_secret_key is not None or curve_server_key is not None:
             from scaler.io.curve import curve_security
 
@@ -93,6 +105,13 @@ class Client:
         context = processor_context.current()
         if security is None and context is not None:
             security = context.security
+        ship_local_modules = False
+        if security is None and context is None and address is not None:
+            # a stack started with `scaler FILE` that made its own keys (hub = "cloud"): docs/guide/bursting.md
+            from scaler.io.stack_keys import discovered_connection, discovered_security
+
+            security = discovered_security(address)
+            ship_local_modules = bool((discovered_connection(address) or {}).get("ship_local_modules"))
         if address is None:
             if context is None:
                 raise ValueError(
@@ -113,7 +132,7 @@ class Client:
         self._lock = threading.Lock()
         self._storage_connection: Any = None
         self._serializer_id: ObjectID | None = None
-        hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), m.ClientInfo())
+        hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
         self._agent: ClientAgent[ScalerFuture] = ClientAgent(
             self._address, self._identity, hello, heartbeat_interval_seconds, timeout_seconds, security,
             scheduler_lost_grace_seconds,
@@ -122,7 +141,12 @@ class Client:
         self._object_storage_address = object_storage_address or reply.object_storage_address
         self._puts: PutPipeline[tuple[TaskID, ScalerFuture, bytes]] | None = None
         self._encoder = TaskEncoder(
-            self._identity, self._serializer, self._store, self._current_serializer_id, store_later=self._store_later
+            self._identity,
+            self._serializer,
+            self._store,
+            self._current_serializer_id,
+            store_later=self._store_later,
+            ship_local_modules=ship_local_modules,
         )
         self._chunk_runners: dict[int, functools.partial[list[Any]]] = {}
         self._reader = ResultReader(self._serializer, self._storage)
@@ -255,24 +279,30 @@ class Client:
         if task_ids and self._agent.error is None:
             self._agent.cancel(task_ids)
 
-    def _priority(self) -> int:
-        context = processor_context.current()
-        return context.task_priority + 1 if context is not None else 0
+    @staticmethod
+    def _priority(priority: int | None = None) -> int:
+        """The wire priority of a task submitted now (client/sharing.py): the user's, nested one level deeper."""
+        return wire_priority(priority)
 
     # ------------------------------------------------------------ tasks
 
     def submit(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> ScalerFuture[R]:
         """Run fn(*args, **kwargs) on a worker; the future's result has fn's return type. `profiling=True`
         profiles this task; it also reaches fn when fn has a parameter of that name (for a function without
-        one, type checkers prefer `submit_verbose(fn, args, kwargs, profiling=True)`)."""
-        profiling = self._profiling
+        one, type checkers prefer `submit_verbose(fn, args, kwargs, profiling=True)`). `priority=N` is the task's
+        priority (docs/guide/sharing.md) unless fn has a parameter of that name (then it reaches fn; type checkers
+        prefer `submit_verbose(..., priority=N)` too)."""
+        profiling, priority = self._profiling, None
         call_kwargs: dict[str, Any] = kwargs
+        if "priority" in kwargs and not takes_parameter(fn, "priority"):
+            priority = checked_priority(kwargs["priority"])
+            call_kwargs = {key: value for key, value in kwargs.items() if key != "priority"}
         if "profiling" in kwargs:
             entry = self._encoder.function(fn)
             profiling = bool(kwargs["profiling"]) or profiling
             if not entry.takes_profiling:
-                call_kwargs = {key: value for key, value in kwargs.items() if key != "profiling"}
-        return self.submit_verbose(fn, args, call_kwargs, profiling=profiling)
+                call_kwargs = {key: value for key, value in call_kwargs.items() if key != "profiling"}
+        return self.submit_verbose(fn, args, call_kwargs, profiling=profiling, priority=priority)
 
     def submit_verbose(
         self,
@@ -282,16 +312,18 @@ class Client:
         capabilities: dict[str, int] | None = None,
         reserialize: bool = False,
         profiling: bool | None = None,
+        priority: int | None = None,
     ) -> ScalerFuture[R]:
+        """`priority`: higher runs first (an int; nested tasks keep their parent's unless they name one)."""
         self._check_open()
+        wire = self._priority(priority)
         entry = self._encoder.function(fn, refresh=reserialize)
         entry.check_call(args, kwargs)
         profiling = self._profiling if profiling is None else profiling
         task_id = new_task_id()
         task = self._encoder.task(
             task_id, entry, self._encoder.arguments(args, kwargs), profiling=profiling,
-            stream_output=self._stream_output, priority=self._priority(),
-            capabilities=m.make_capabilities(capabilities),
+            stream_output=self._stream_output, priority=wire, capabilities=m.make_capabilities(capabilities),
         )  # fmt: skip
         future = self._new_future(task_id, profiling)
         self._hand_over([(task_id, future, codec.encode(task))])
@@ -300,51 +332,54 @@ class Client:
     @overload
     def map(
         self, fn: Callable[[A], R], iterable: Iterable[A], /, *, capabilities: dict[str, int] | None = None,
-        reserialize: bool = False, progress: bool = False,
+        reserialize: bool = False, progress: bool = False, priority: int | None = None,
     ) -> list[R]: ...  # fmt: skip
 
     @overload
     def map(
         self, fn: Callable[[A, B], R], first: Iterable[A], second: Iterable[B], /, *,
         capabilities: dict[str, int] | None = None, reserialize: bool = False, progress: bool = False,
+        priority: int | None = None,
     ) -> list[R]: ...  # fmt: skip
 
     @overload
     def map(
         self, fn: Callable[..., R], first: Iterable[Any], second: Iterable[Any], third: Iterable[Any], /,
         *iterables: Iterable[Any], capabilities: dict[str, int] | None = None, reserialize: bool = False,
-        progress: bool = False,
+        progress: bool = False, priority: int | None = None,
     ) -> list[R]: ...  # fmt: skip
 
     def map(
         self, fn: Callable[..., R], *iterables: Iterable[Any], capabilities: dict[str, int] | None = None,
-        reserialize: bool = False, progress: bool = False,
+        reserialize: bool = False, progress: bool = False, priority: int | None = None,
     ) -> list[R]:  # fmt: skip
         """Like built-in map (stops at the shortest iterable), run on the workers; returns the results.
-        `progress=True` shows a progress bar on stderr (a widget in Jupyter)."""
+        `progress=True` shows a progress bar on stderr (a widget in Jupyter); `priority` as for submit_verbose."""
         if not iterables:
             raise TypeError("map() needs at least one iterable")
         sizes = [len(it) for it in iterables if isinstance(it, Sized)]
         total = min(sizes) if len(sizes) == len(iterables) else None
         calls = zip(*iterables, strict=False)
-        return self._starmap(fn, calls, total, capabilities, reserialize, progress)
+        return self._starmap(fn, calls, total, capabilities, reserialize, progress, priority)
 
     def starmap(
         self, fn: Callable[..., R], iterable: Iterable[Iterable[Any]], capabilities: dict[str, int] | None = None,
-        reserialize: bool = False, progress: bool = False,
+        reserialize: bool = False, progress: bool = False, priority: int | None = None,
     ) -> list[R]:  # fmt: skip
         """fn(*args) for each args in iterable, run on the workers; returns the results in order.
         A large map travels in chunks of several calls per task (see map_chunks), streamed when its length is
         known (see map_stream). An item that raises ends the map with its exception, which names the item's
         index and arguments in a note."""
         total = len(iterable) if isinstance(iterable, Sized) else None
-        return self._starmap(fn, (tuple(args) for args in iterable), total, capabilities, reserialize, progress)
+        calls = (tuple(args) for args in iterable)
+        return self._starmap(fn, calls, total, capabilities, reserialize, progress, priority)
 
     def _starmap(
         self, fn: Callable[..., Any], calls: Iterator[tuple[Any, ...]], total: int | None,
-        capabilities: dict[str, int] | None, reserialize: bool, progress: bool,
+        capabilities: dict[str, int] | None, reserialize: bool, progress: bool, priority: int | None = None,
     ) -> list[Any]:  # fmt: skip
         self._check_open()
+        wire = self._priority(priority)  # checked before any item is read
         if total is None:  # an iterator: read just far enough to know whether the map is large
             lookahead = chunk_size_lookahead(self._agent.worker_count)
             head = list(itertools.islice(calls, lookahead + 1))
@@ -358,14 +393,14 @@ class Client:
         size = chunk_size(total, self._agent.worker_count) if total is not None else MAX_CHUNK
         if size == 1 or not isinstance(self._serializer, DefaultSerializer):
             listed = list(calls)
-            futures = self._submit_many(fn, listed, capabilities, reserialize)
+            futures = self._submit_many(fn, listed, capabilities, reserialize, wire)
             return self._gather(futures, progress, [1] * len(futures), listed)
         runner = self._chunk_runners.get(id(fn))
         if runner is None or runner.args[0] is not fn:
             runner = self._chunk_runners[id(fn)] = functools.partial(run_chunk, fn)
 
         def submit(chunks: list[list[tuple[Any, ...]]], first: bool) -> list[ScalerFuture]:
-            return self._submit_many(runner, [(chunk,) for chunk in chunks], capabilities, reserialize and first)
+            return self._submit_many(runner, [(chunk,) for chunk in chunks], capabilities, reserialize and first, wire)
 
         def cancel(future: ScalerFuture) -> None:
             self._request_cancel(future.task_id)
@@ -380,9 +415,12 @@ class Client:
         calls: list[tuple[Any, ...]],
         capabilities: dict[str, int] | None,
         reserialize: bool = False,
+        priority: int | None = None,
     ) -> list[ScalerFuture]:
+        """`priority`: the wire priority (`_priority`); None: the default one."""
         entry = self._encoder.function(fn, refresh=reserialize)
-        priority, caps = self._priority(), m.make_capabilities(capabilities)
+        caps = m.make_capabilities(capabilities)
+        priority = self._priority() if priority is None else priority
         futures: list[ScalerFuture] = []
         batch: list[tuple[TaskID, ScalerFuture, bytes]] = []
         for args in calls:
@@ -438,10 +476,12 @@ class Client:
         block: bool = True,
         capabilities: dict[str, int] | None = None,
         reserialize: bool = False,
+        priority: int | None = None,
         **scheduler_options: Any,
     ) -> Any:
         """Run a dict graph (values are data, callables, or tuples (fn, arg, ...) whose arguments may name
         other keys) and return {key: result} for the requested keys, or {key: future} with block=False.
+        `priority` as for submit_verbose (every node of the graph has it).
 
         Also Dask's scheduler: `dask.compute(*collections, scheduler=client.get)` (or `scheduler=client`) runs the
         Dask graph as one graph here and returns what Dask expects (see `dask_graph`)."""
@@ -450,9 +490,10 @@ class Client:
         if scheduler_options:
             raise TypeError(f"get() got unexpected keyword argument(s): {', '.join(sorted(scheduler_options))}")
         self._check_open()
+        wire = self._priority(priority)
         encoded = encode_graph(
             graph, keys, self._encoder, self._identity, profiling=self._profiling, stream_output=self._stream_output,
-            priority=self._priority(), capabilities=m.make_capabilities(capabilities), reserialize=reserialize,
+            priority=wire, capabilities=m.make_capabilities(capabilities), reserialize=reserialize,
         )  # fmt: skip
         futures: dict[Any, ScalerFuture] = {}
         targets: dict[TaskID, ScalerFuture] = {}

@@ -1,7 +1,11 @@
 """`scaler FILE`: start object storage, the scheduler and every worker manager of one TOML file.
 
 Start order: object storage (wait until it answers), scheduler (wait until it answers), then each
-[[worker_manager]] in file order. The launcher then watches its children: a scheduler that exits unexpectedly
+[[worker_manager]] in file order. With `[scaler] hub = "cloud"`, object storage and the scheduler run in a hub
+unit in the cloud instead, reached through a forwarder at the file's addresses (`cloud_stack`); with
+`idle_shutdown_seconds` or `no_client_shutdown_seconds`, the stack stops by itself (`autostop`).
+
+The launcher then watches its children: a scheduler that exits unexpectedly
 is started again (up to 5 times, after 1, 2, 4 ... s; clients, workers and managers re-attach to it); any
 other child that exits unexpectedly stops the rest and the launcher exits non-zero. SIGINT/SIGTERM stop
 everything in reverse start order with one shared grace period, then kill whatever is left, descendants
@@ -20,6 +24,8 @@ from types import FrameType
 
 import psutil
 
+from scaler.cluster.autostop import AutoStop
+from scaler.cluster.cloud_stack import CloudStack
 from scaler.cluster.readiness import wait_for_scheduler
 from scaler.cluster.stack_security import secured
 from scaler.config.loader import LauncherFile
@@ -28,8 +34,12 @@ from scaler.config.sections import SchedulerConfig, section_to_json
 from scaler.io.address import parse_address
 from scaler.io.child_processes import describe_exit, start_python_child
 from scaler.io.curve import security_of
+from scaler.io.sockets import TransportSecurity
+from scaler.monitor.feed import FeedReader
 from scaler.object_storage.readiness import wait_for_object_storage
+from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
+from scaler.protocol.feed import STATUS_TOPIC
 
 logger = logging.getLogger(__name__)
 
@@ -50,23 +60,35 @@ class Child:
 
 
 class Launcher:
-    def __init__(self, file: LauncherFile, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
+    def __init__(self, file: LauncherFile, grace_seconds: float = STOP_GRACE_SECONDS, path: str = "scaler.toml"):
         self._file = file
+        self._path = path  #: the file's path: names the stack's keys (hub = "cloud")
         self._grace_seconds = grace_seconds
         self._children: list[Child] = []
         self._signals: list[int] = []
+        self._cloud: CloudStack | None = None
+        self._feed: FeedReader | None = None
+        self._autostop = AutoStop(
+            file.launcher.idle_shutdown_seconds, file.launcher.no_client_shutdown_seconds, time.monotonic()
+        )
 
     def run(self) -> int:
         previous = {signum: signal.signal(signum, self._on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
         try:
             try:
                 self._start_all()
-            except (RuntimeError, ValueError) as error:
+            except (RuntimeError, ValueError, OSError) as error:
                 logger.error("start-up failed: %s", error)
                 return ExitCode.ERROR
             return self._watch()
         finally:
+            if self._feed is not None:
+                self._feed.close()
+            if self._cloud is not None:  # the managers stop their units through the cloud's API, not through it
+                self._cloud.stop_forwarder()
             self._stop_all()
+            if self._cloud is not None:  # after the managers: they stopped their units through the hub
+                self._cloud.stop()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
 
@@ -78,7 +100,13 @@ class Launcher:
     # ------------------------------------------------------------ start
 
     def _start_all(self) -> None:
-        file = secured(self._file)
+        file = self._file
+        monitor_security: TransportSecurity | None = None
+        if file.launcher.hub == "cloud":
+            self._cloud = CloudStack(file, self._path)
+            file = self._cloud.start(lambda: bool(self._signals))
+            monitor_security = self._cloud.client_security
+        file = secured(file)
         keys = file.security
         probe = None
         if keys is not None:  # the probes connect as the stack's managers do
@@ -101,6 +129,7 @@ class Launcher:
             monitor = scheduler.monitor_address or str(parse_address(scheduler.bind_address).with_port_offset(2))
             print(f"scaler: scheduler at {scheduler.bind_address} (pid {child.process.pid}), monitor at {monitor}",
                   flush=True)  # fmt: skip
+            self._watch_feed(str(parse_address(monitor).connectable()), probe)
         if file.gui is not None:
             self._check_signals()
             gui = file.gui
@@ -119,6 +148,15 @@ class Launcher:
             )
             print(f"scaler: worker manager {manager.worker_manager_id!r} ({type_name}) for "
                   f"{manager.scheduler_address} (pid {child.process.pid})", flush=True)  # fmt: skip
+        if self._cloud is not None:
+            self._watch_feed(self._cloud.monitor_address, monitor_security)
+        launcher = self._file.launcher  # the idle and no-client clocks start once the stack is up
+        self._autostop = AutoStop(launcher.idle_shutdown_seconds, launcher.no_client_shutdown_seconds, time.monotonic())
+
+    def _watch_feed(self, monitor_address: str, security: TransportSecurity | None) -> None:
+        """Read the scheduler's status snapshots when the stack stops by itself (idle, no client)."""
+        if self._autostop.enabled:
+            self._feed = FeedReader(monitor_address, topics=(STATUS_TOPIC,), security=security)
 
     def _scheduler_settings(self, scheduler: SchedulerConfig, storage_address: str | None) -> SchedulerConfig:
         """A scheduler without -osa uses the file's object storage server when there is one."""
@@ -140,6 +178,15 @@ class Launcher:
 
     def _watch(self) -> int:
         while not self._signals:
+            reason = self._stop_reason()
+            if reason is not None:
+                logger.info("stopping the stack: %s", reason)
+                print(f"scaler: stopping the stack: {reason}", flush=True)
+                return ExitCode.OK
+            cloud = self._cloud.problem() if self._cloud is not None else None
+            if cloud is not None:
+                logger.error("%s", cloud)
+                return ExitCode.ERROR
             for child in self._children:
                 code = child.process.poll()
                 if code is None:
@@ -152,6 +199,16 @@ class Launcher:
             time.sleep(POLL_SECONDS)
         logger.info("received %s: stopping", signal.Signals(self._signals[0]).name)
         return ExitCode.OK
+
+    def _stop_reason(self) -> str | None:
+        """Why the stack stops by itself now (idle, no client), or None."""
+        if self._feed is None:
+            return None
+        now = time.monotonic()
+        while (message := self._feed.receive(0)) is not None:
+            if isinstance(message, m.StatusSnapshot):
+                self._autostop.observe(message, now)
+        return self._autostop.reason(now)
 
     def _restart(self, child: Child, code: int) -> None:
         child.restarts += 1

@@ -16,7 +16,8 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from scaler.config.fields import ALIASES, BOOLEAN_WORDS, CHOICES, HELP, HIDDEN, POSITIONAL, SHORT
+from scaler.config.byte_size import format_byte_size
+from scaler.config.fields import ALIASES, BOOLEAN_WORDS, BYTE_SIZE, CHOICES, HELP, HIDDEN, POSITIONAL, SHORT
 from scaler.config.sections import LoggingSettings, WorkerManagerSettings, WorkerSettings, retired_settings
 from scaler.version import __version__
 
@@ -187,6 +188,8 @@ def _argument_kind(field: dataclasses.Field[Any], annotation: Any) -> dict[str, 
         kind.update(action=_ListAction, nargs="+", metavar=_metavar(field.name, str))
     elif CHOICES in field.metadata:
         kind["metavar"] = "{" + ",".join(field.metadata[CHOICES]) + "}"
+    elif field.metadata.get(BYTE_SIZE):
+        kind["metavar"] = "SIZE"
     else:
         kind["metavar"] = _metavar(field.name, base)
     return kind
@@ -203,6 +206,8 @@ def _default_note(field: dataclasses.Field[Any]) -> str | None:
         return "required"
     if field.default is None and "default" in str(field.metadata.get(HELP, "")):
         return None
+    if field.metadata.get(BYTE_SIZE) and isinstance(field.default, int):
+        return f"default: {format_byte_size(field.default).replace(' ', '')}"
     return f"default: {_show_default(field.default)}"
 
 
@@ -221,7 +226,7 @@ def _show_default(default: Any) -> str:
 def _metavar(name: str, base: Any) -> str:
     if name.endswith("address"):
         return "ADDR"
-    if name.endswith(("_file", "_paths", "_path")):
+    if name.endswith(("_file", "_paths", "_path", "_directory")):
         return "PATH"
     if name.endswith("_seconds"):
         return "SECONDS"

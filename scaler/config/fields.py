@@ -20,6 +20,7 @@ GT = "gt"
 GE = "ge"
 CHOICES = "choices"
 HIDDEN = "hidden"  #: accepted but not listed in -h
+BYTE_SIZE = "byte_size"  #: an int of bytes, also given as `200MB` or `4GiB` (`scaler.config.byte_size`)
 
 #: Words a boolean setting accepts as its value (case-insensitive), e.g. `-p False`, `--protected=yes`.
 BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0", "t", "f", "y", "n"})
@@ -36,6 +37,7 @@ def setting(
     ge: float | None = None,
     choices: Sequence[str] | None = None,
     hidden: bool = False,
+    byte_size: bool = False,
 ) -> Any:
     metadata: dict[str, Any] = {HELP: help, SHORT: tuple(short), ALIASES: tuple(aliases), POSITIONAL: positional}
     if gt is not None:
@@ -46,6 +48,8 @@ def setting(
         metadata[CHOICES] = tuple(choices)
     if hidden:
         metadata[HIDDEN] = True
+    if byte_size:
+        metadata[BYTE_SIZE] = True
     if isinstance(default, (list, dict, set)):
         raise TypeError("use a tuple (immutable) default for a setting")
     return dataclasses.field(default=default, metadata=metadata)

@@ -33,12 +33,14 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
+from scaler.config.byte_size import ACCEPTED_FORMS, parse_byte_size
 from scaler.config.cli import CONFIG_DEST, RETIRED_DEST, build_parser, flag_label
 from scaler.config.completion import is_completing, offer_completion, worker_manager_completion_parser
-from scaler.config.fields import CHOICES, GE, GT, POSITIONAL
+from scaler.config.fields import BYTE_SIZE, CHOICES, GE, GT, POSITIONAL
 from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import (
     GUIConfig,
+    LauncherConfig,
     ObjectStorageServerConfig,
     SchedulerConfig,
     StackSecurityConfig,
@@ -259,6 +261,8 @@ class LauncherFile:
     security: StackSecurityConfig | None = None
     #: notes about translated 1.x keys, for stderr
     notices: tuple[str, ...] = ()
+    #: [scaler]: how the stack runs (always present: the defaults when the file has no such table)
+    launcher: LauncherConfig = dataclasses.field(default_factory=LauncherConfig)
 
 
 def load_launcher_file(path: str) -> LauncherFile:
@@ -284,6 +288,7 @@ def load_launcher_file(path: str) -> LauncherFile:
         gui=table(GUIConfig, "gui") or table(GUIConfig, "webui"),
         security=table(StackSecurityConfig, "security"),
         notices=tuple(notices),
+        launcher=table(LauncherConfig, "scaler") or section_from_sources(LauncherConfig, env_section="scaler"),
     )
     if not (launcher.object_storage_server or launcher.scheduler or launcher.worker_managers or launcher.gui):
         raise ConfigError(f"{path} has none of [object_storage_server], [scheduler], [[worker_manager]], [gui]")
@@ -480,6 +485,8 @@ def _annotation(field: dataclasses.Field[Any], hint: Any) -> Any:
     annotated: Any = typing.Annotated  # subscripted with runtime values, which mypy cannot check
     if CHOICES in field.metadata:
         return annotated[hint, BeforeValidator(_choice(field.metadata[CHOICES]))]
+    if field.metadata.get(BYTE_SIZE):
+        return annotated[hint, BeforeValidator(_byte_size)]
     if typing.get_origin(hint) is tuple:
         return annotated[hint, BeforeValidator(_one_or_many)]
     return hint
@@ -501,6 +508,10 @@ def _choice(choices: Sequence[str]) -> Callable[[Any], Any]:
         return canonical[value.lower()]
 
     return validate
+
+
+def _byte_size(value: Any) -> Any:
+    return value if value is None else parse_byte_size(value)
 
 
 def _one_or_many(value: Any) -> Any:
@@ -594,8 +605,10 @@ class _Explainer:
         if typing.get_origin(base) is tuple:
             return "a list of strings, or one string"
         kind = {bool: "a boolean (true or false)", int: "an integer", float: "a number"}.get(base, "a string")
+        if field.metadata.get(BYTE_SIZE):
+            kind = "a byte size"
         if GT in field.metadata:
             kind += f" > {field.metadata[GT]:g}"
         if GE in field.metadata:
             kind += f" >= {field.metadata[GE]:g}"
-        return kind
+        return f"{kind}: {ACCEPTED_FORMS}" if field.metadata.get(BYTE_SIZE) else kind

@@ -82,6 +82,19 @@ class ObjectStorageServerConfig(LoggingSettings, CurveServerSettings):
         aliases=("object_storage_address",),  # the 1.x name (positional and TOML key)
     )
     identity: str = setting("ObjectStorageServer", help="name used in logs")
+    max_memory: int | None = setting(
+        None,
+        help="memory the stored objects may take (e.g. 200MB, 4GiB); beyond it objects spill to --spill-directory, "
+        "least recently used first, or puts are refused without one; default: half of the machine's memory "
+        "or of the cgroup's limit",
+        byte_size=True,
+        gt=0,
+    )
+    spill_directory: str | None = setting(
+        None,
+        help="local directory where objects are written so that they can leave memory and survive a restart of "
+        "the server; default: none (objects live in memory only)",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,6 +111,17 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
     )
     advertised_object_storage_address: str | None = setting(
         None, help="object storage address given to clients and workers (NAT, public IP)", short=("-aosa",)
+    )
+    object_storage_max_memory: int | None = setting(
+        None,
+        help="--max-memory of the object storage server the scheduler starts (e.g. 4GiB); default: half of the "
+        "machine's memory or of the cgroup's limit",
+        byte_size=True,
+        gt=0,
+    )
+    object_storage_spill_directory: str | None = setting(
+        None,
+        help="--spill-directory of the object storage server the scheduler starts; default: none",
     )
     monitor_address: str | None = setting(
         None, help="where status snapshots are published (default: scheduler port + 2)", short=("-ma",)
@@ -186,7 +210,11 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         30, help="period of garbage collection in processors", short=("-gc",), gt=0
     )
     trim_memory_threshold_bytes: int = setting(
-        1 << 30, help="resident memory above which processors return freed memory to the OS", short=("-tm",), ge=0
+        1 << 30,
+        help="resident memory above which processors return freed memory to the OS (e.g. 512MiB)",
+        short=("-tm",),
+        ge=0,
+        byte_size=True,
     )
     nested_parents: str = setting(
         "thread",
@@ -270,6 +298,14 @@ class WorkerManagerSettings(WorkerSettings):
         -1, help="how long a launched worker takes to connect (the cost policy plans with it); -1: measure it",
         ge=-1,
     )  # fmt: skip
+    min_workers: int = setting(
+        0, help="warm capacity: workers kept even when idle, whatever the scaling policy (at most the most workers)",
+        ge=0,
+    )  # fmt: skip
+    buffer_workers: int = setting(
+        0, help="warm capacity: idle workers kept beyond what the queue needs, so that a burst does not wait for a "
+        "boot (every scaling policy; not added while a budget holds this manager back)", ge=0,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -289,7 +325,29 @@ class NativeWorkerManagerConfig(WorkerManagerSettings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ECSWorkerManagerConfig(WorkerManagerSettings):
+class CloudUnitSettings:
+    """What the cloud managers that start workers (ECS, EC2) send their units: docs/guide/bursting.md."""
+
+    environment: str = setting(
+        "sync", help="what the units install at boot besides this build of scaler: sync (the environment this manager "
+        "runs in: installed distributions pinned, local ones as wheels), requirements (the explicit list only) or "
+        "image (nothing: the image has everything)", choices=("sync", "requirements", "image"),
+    )  # fmt: skip
+    environment_exclude: str = setting(
+        "", help="comma-separated distributions environment = sync leaves out (e.g. ones only this OS has)"
+    )
+    s3_bucket: str = setting(
+        "", help="the manager's S3 bucket (wheels, unit manifests and boot reports), created when missing; "
+        "default: scaler-<account id>-<region>",
+    )  # fmt: skip
+    lease_seconds: float = setting(
+        300, help="a unit that has lost its scheduler (the laptop gone, asleep or cut off) ends itself after this "
+        "long (plus a minute at most); a manager restarted within it adopts its units", gt=0,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class ECSWorkerManagerConfig(CloudUnitSettings, WorkerManagerSettings):
     """`scaler_worker_manager aws_raw_ecs`: whole workers in AWS ECS Fargate tasks."""
 
     aws_access_key_id: str | None = setting(None, help="AWS access key (default: the AWS credential chain)")
@@ -303,11 +361,17 @@ class ECSWorkerManagerConfig(WorkerManagerSettings):
         "", help="comma-separated security groups of the tasks (default: the VPC's default security group)"
     )
     ecs_cluster: str = setting("scaler-cluster", help="ECS cluster, created when missing")
-    ecs_task_image: str = setting("public.ecr.aws/v4u8j8r6/scaler:latest", help="container image of the tasks")
+    ecs_task_image: str = setting(
+        "", help="container image of the tasks (default: the project's worker image in this account's ECR, "
+        "<account>.dkr.ecr.<region>.amazonaws.com/scaler-worker:latest; docker/worker.Dockerfile)",
+    )  # fmt: skip
     ecs_python_requirements: str = setting(
-        "scaler", help="';'-separated pip requirements the image installs at start (PYTHON_REQUIREMENTS)"
+        "", help="';'-separated requirements the units install besides scaler (names, pins, name @ URL, local .whl "
+        "files): the whole list with environment = requirements, added to the synced ones with sync",
+    )  # fmt: skip
+    ecs_python_version: str = setting(
+        "", help="Python major.minor of the tasks (default and only allowed value: the client's, this Python's)"
     )
-    ecs_python_version: str = setting("3.12.11", help="Python version installed in the container")
     ecs_task_definition: str = setting("scaler-task-definition", help="task definition family, created when missing")
     ecs_task_cpu: int = setting(4, help="vCPUs per task, which is also the number of workers per task", gt=0)
     ecs_task_memory: int = setting(30, help="memory per task in GB", gt=0)
@@ -321,7 +385,7 @@ class ECSWorkerManagerConfig(WorkerManagerSettings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class EC2WorkerManagerConfig(WorkerManagerSettings):
+class EC2WorkerManagerConfig(CloudUnitSettings, WorkerManagerSettings):
     """`scaler_worker_manager orb_aws_ec2`: workers on AWS EC2 instances, one worker per vCPU."""
 
     aws_region: str = setting(help="AWS region")
@@ -332,10 +396,14 @@ class EC2WorkerManagerConfig(WorkerManagerSettings):
     image_id: str | None = setting(
         None, help="AMI of the instances (default: the latest Amazon Linux 2023; Python and scaler installed at boot)"
     )
-    python_version: str | None = setting(None, help="Python version installed at boot when the AMI lacks scaler")
+    python_version: str | None = setting(
+        None, help="Python major.minor of the instances, installed with dnf at boot when the AMI lacks it (default and "
+        "only allowed value: the client's, this Python's)",
+    )  # fmt: skip
     requirements_txt: str | None = setting(
-        None, help="pip requirements installed at boot: a file path or the text itself (include scaler)"
-    )
+        None, help="requirements the units install besides scaler: a file path or the text (';' or new lines); the "
+        "whole list with environment = requirements, added to the synced ones with sync",
+    )  # fmt: skip
     instance_type: str = setting("t2.micro", help="EC2 instance type; one worker per vCPU")
     key_name: str | None = setting(None, help="EC2 key pair for SSH (default: none)")
     subnet_id: str | None = setting(None, help="subnet of the instances (default: the default VPC's)")
@@ -363,6 +431,11 @@ class AWSHPCWorkerManagerConfig(WorkerManagerSettings):
     s3_prefix: str = setting("scaler-tasks", help="key prefix of the task objects in the bucket")
     max_concurrent_jobs: int = setting(100, help="most Batch jobs in flight per proxy worker", short=("-mcj",), gt=0)
     job_timeout_minutes: int = setting(60, help="a job running longer than this is stopped", gt=0)
+    lease_seconds: float = setting(
+        300, help="a job whose manager is gone (the laptop gone, asleep or cut off: its lease object in the bucket "
+        "not renewed) ends itself after this long (plus a minute at most), and a job starting after it does not run",
+        gt=0,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -403,6 +476,26 @@ class StackSecurityConfig:
     server_public_key: str = setting(help="the servers' public key file, given to everything that connects")
     authorized_keys: str = setting(help="folder of the public keys allowed to connect")
     workers_secret_key: str = setting(help="the secret key file of the worker managers and the workers they start")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LauncherConfig:
+    """`[scaler]` of a `scaler FILE` stack: how the stack as a whole runs (docs/guide/bursting.md)."""
+
+    hub: str = setting(
+        "local", help="where the scheduler and object storage run: local (this machine) or cloud (a small unit of "
+        "the first cloud worker manager's kind, started and stopped with the stack and reached from here through "
+        "forwarders at the file's addresses: no inbound port on this machine, every connection CURVE-secured with "
+        "keys the stack makes)", choices=("local", "cloud"),
+    )  # fmt: skip
+    idle_shutdown_seconds: float = setting(
+        0, help="stop the whole stack, cloud units included, after this long without a task queued or running; "
+        "0: never", ge=0,
+    )  # fmt: skip
+    no_client_shutdown_seconds: float = setting(
+        0, help="stop the whole stack, cloud units included, after this long without a connected client; 0: never",
+        ge=0,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

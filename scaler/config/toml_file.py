@@ -33,6 +33,7 @@ class ConfigError(Exception):
 KNOWN_SECTIONS = frozenset(
     {
         "scheduler", "object_storage_server", "worker_manager", "cluster", "worker", "top", "gui", "webui", "security",
+        "scaler",
         # 1.x worker managers and adapters, still read by `scaler_worker_manager <type> -c`
         "native_worker_manager", "native_worker_adapter", "fixed_native_worker_adapter", "ecs_worker_manager",
         "ecs_worker_adapter", "aws_hpc_worker_manager", "symphony_worker_manager", "symphony_worker_adapter",

@@ -120,7 +120,7 @@ def _make_cloud(parser: argparse.ArgumentParser, arguments: argparse.Namespace) 
         from scaler.fake_cloud.images import parse_image_option
         from scaler.fake_cloud.network import NetworkError
     except ImportError as error:
-        print(f"scaler_fake_cloud needs the fake-cloud extra: pip install 'scaler[fake-cloud]' ({error})",
+        print(f"scaler_fake_cloud needs the fake-cloud extra: pip install 'scaler-compute[fake-cloud]' ({error})",
               file=sys.stderr)  # fmt: skip
         return None
     try:

@@ -45,6 +45,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "json: one JSON object per line",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--down", action="store_true",
+        help="start nothing: list and terminate what the file's cloud worker managers left in the cloud",
+    )  # fmt: skip
+    parser.add_argument("--hub", choices=("local", "cloud"), help="[scaler] hub: where the scheduler runs")
+    parser.add_argument("--idle-shutdown-seconds", type=float, help="[scaler] idle_shutdown_seconds")
+    parser.add_argument("--no-client-shutdown-seconds", type=float, help="[scaler] no_client_shutdown_seconds")
     offer_completion(parser)
     arguments = parser.parse_args(argv)
     if arguments.completion is not None:
@@ -58,11 +65,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from scaler.config.loader import ConfigError, load_launcher_file
 
     try:
-        file = load_launcher_file(arguments.file)
+        file = _with_flags(load_launcher_file(arguments.file), arguments)
         if file.security is not None:
             from scaler.cluster.stack_security import check_stack_keys
 
             check_stack_keys(file.security)
+        from scaler.cluster.cloud_stack import cloud_stack_problem
+
+        problem = cloud_stack_problem(file)
+        if problem is not None:
+            raise ConfigError(f"{arguments.file}: {problem}")
     except (ConfigError, ValueError) as error:
         print(f"scaler: error: {error}", file=sys.stderr)
         return EXIT_CONFIGURATION
@@ -76,7 +88,30 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     logging_settings = file.scheduler or file.object_storage_server or LoggingSettings()
     setup_logging(logging_settings, "scaler")
-    return Launcher(file).run()
+    if arguments.down:
+        from scaler.cluster.stack_down import take_down
+
+        return take_down(file)
+    return Launcher(file, path=arguments.file).run()
+
+
+def _with_flags(file: Any, arguments: argparse.Namespace) -> Any:
+    """The file's [scaler] section with the flags given on the command line applied."""
+    import dataclasses
+
+    changes = {
+        name: value
+        for name in ("hub", "idle_shutdown_seconds", "no_client_shutdown_seconds")
+        if (value := getattr(arguments, name)) is not None
+    }
+    for name in ("idle_shutdown_seconds", "no_client_shutdown_seconds"):
+        if changes.get(name, 0) < 0:
+            from scaler.config.loader import ConfigError
+
+            raise ConfigError(f"--{name.replace('_', '-')} {changes[name]:g}: must be 0 (never) or more")
+    if not changes:
+        return file
+    return dataclasses.replace(file, launcher=dataclasses.replace(file.launcher, **changes))
 
 
 def _with_logging_format(file: Any, logging_format: str) -> Any:

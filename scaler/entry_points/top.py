@@ -33,6 +33,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         security = security_of(config)
+        if security is None:  # a stack that made its own keys (hub = "cloud"): docs/guide/bursting.md
+            from scaler.io.stack_keys import discovered_security
+
+            security = discovered_security(config.monitor_address)
     except KeyFileError as error:
         print(f"scaler_top: error: {error}", file=sys.stderr)
         return 2

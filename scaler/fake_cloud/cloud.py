@@ -299,7 +299,7 @@ def _uv() -> Path:
     except ImportError:
         found = shutil.which("uv")
         if found is None:
-            raise RuntimeError("the fake cloud needs uv: pip install 'scaler[fake-cloud]'") from None
+            raise RuntimeError("the fake cloud needs uv: pip install 'scaler-compute[fake-cloud]'") from None
         return Path(found)
     return Path(find_uv_bin())
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import zmq
 
+from scaler.io.key_sharing import SHARING_FILE, KeySharing, key_sharing
 from scaler.io.peer_roles import MONITOR_DOMAIN, ROLE_FOLDERS, SERVER, key_roles, may_connect
 from scaler.io.sockets import Closeable, Socket
 
@@ -68,6 +69,14 @@ def authorized_keys(folder: str) -> dict[bytes, frozenset[str]]:
     return key_roles(folder, read_public_key)
 
 
+def authorized_sharing(folder: str) -> dict[bytes, KeySharing]:
+    """Public key -> its share and quota, from the folder's `sharing.toml` (`key_sharing`)."""
+    try:
+        return key_sharing(folder, read_public_key)
+    except ValueError as error:
+        raise KeyFileError(str(error)) from None
+
+
 def read_key_text(text: str, source: str) -> tuple[bytes, bytes | None]:
     """(public, secret or None) from a certificate's text (a key file's content, e.g. from an environment
     variable or a cloud secret); `source` names where it came from in errors."""
@@ -97,6 +106,7 @@ class CurveSecurity:
         self.authorized_folder = authorized_folder
         if authorized_folder is not None:
             authorized_keys(authorized_folder)  # refuse a missing or broken folder at start
+            authorized_sharing(authorized_folder)
         self._authorized: AuthorizedFolder | None = None  #: made in the process that serves (not inherited)
 
     def secure_server(self, sock: Socket) -> None:
@@ -146,6 +156,7 @@ class AuthorizedFolder:
         self._lock = threading.Lock()
         self._seen: tuple[tuple[str, float, tuple[str, ...]], ...] | None = None
         self._roles: dict[bytes, frozenset[str]] = {}
+        self._sharing: dict[bytes, KeySharing] = {}
         self._refused: set[bytes] = set()
         self._looked_at = -RELOAD_SECONDS
 
@@ -159,6 +170,11 @@ class AuthorizedFolder:
                 self._looked_at = now
                 self._reload_if_changed()
             return self._roles_of(public_key)
+
+    def sharing_of(self, public_key: bytes) -> KeySharing | None:
+        """The share and quota the administrator set for a key (None: none), as `roles_of` reads the folder."""
+        with self._lock:
+            return self._sharing.get(public_key)
 
     def _roles_of(self, public_key: bytes) -> frozenset[str]:
         if public_key == self._server:
@@ -187,7 +203,7 @@ class AuthorizedFolder:
             return
         if stamp != self._seen:
             try:
-                self._roles = authorized_keys(self._folder)
+                self._roles, self._sharing = authorized_keys(self._folder), authorized_sharing(self._folder)
             except KeyFileError as error:
                 logger.error("%s; the previous authorised keys stay in force", error)
                 return
@@ -203,6 +219,9 @@ def _folder_stamp(folder: str) -> tuple[tuple[str, float, tuple[str, ...]], ...]
         if place != folder and not os.path.isdir(place):
             continue
         stamp.append((place, os.stat(place).st_mtime, tuple(sorted(os.listdir(place)))))
+    sharing = os.path.join(folder, SHARING_FILE)
+    if os.path.isfile(sharing):  # edited in place, it does not change the folder's time
+        stamp.append((sharing, os.stat(sharing).st_mtime, ()))
     return tuple(stamp)
 
 

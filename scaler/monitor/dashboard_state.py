@@ -224,4 +224,7 @@ def _manager_view(manager: m.ManagerSummary) -> dict[str, Any]:
         "pending_units": manager.pending_units,
         "cost_per_hour": manager.worker_cost_per_hour,
         "spend_per_hour": manager.spend_per_hour,
+        "min_workers": manager.min_workers,
+        "buffer_workers": manager.buffer_workers,
+        "warm_spend_per_hour": manager.warm_spend_per_hour,
     }

@@ -114,6 +114,7 @@ def render(
         lines.append("mem: the worker's PSS (agent and processors); limit*: its cgroup's memory limit")
     lines += _clients_and_functions(snapshot)
     lines += spend_lines(snapshot.managers)
+    lines += warm_lines(snapshot.managers)
     if decisions:
         lines += ["", "scaling decisions (latest last)"]
         lines += [
@@ -134,6 +135,19 @@ def spend_lines(managers: Sequence[m.ManagerSummary]) -> list[str]:
         for manager in priced
     )
     return ["", f"spend now {total:.2f}/hour ({parts})"]
+
+
+def warm_lines(managers: Sequence[m.ManagerSummary]) -> list[str]:
+    """Each manager's warm capacity (min_workers, buffer_workers) and what it costs idle, when any manager has one."""
+    warm = [manager for manager in managers if manager.min_workers or manager.buffer_workers]
+    if not warm:
+        return []
+    parts = ", ".join(
+        f"{manager.manager_id} min {manager.min_workers} buffer {manager.buffer_workers}"
+        + (f" = {manager.warm_spend_per_hour:.2f}/hour idle" if manager.worker_cost_per_hour > 0 else "")
+        for manager in warm
+    )
+    return [f"warm capacity: {parts}"]
 
 
 def _header(snapshot: m.StatusSnapshot) -> list[str]:

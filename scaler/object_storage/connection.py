@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import zmq
 
-from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageException
+from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageException, ObjectStorageFullError
 from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity
 from scaler.protocol.codec import DecodeError, decode_storage_reply, encode_storage_request
 from scaler.protocol.handshake import local_python_version
@@ -125,9 +125,15 @@ def raise_for_status(reply: StorageReply, address: str, operation: StorageOperat
     if status is StorageStatus.OK:
         return
     if status is StorageStatus.NOT_FOUND and isinstance(operation, Get):
-        raise MissingObjects(f"object {operation.object_id.hex()} is not in object storage at {address}")
+        text = f"object {operation.object_id.hex()} is not in object storage at {address}"
+        if reply.reason and not reply.reason.endswith(" is not stored"):  # more than "not stored": say it
+            text += f": {reply.reason}"
+        raise MissingObjects(text)
     if status is StorageStatus.REFUSED:
         raise IncompatiblePeerError(f"object storage at {address} refused the connection: {reply.reason}")
+    if status is StorageStatus.FULL:
+        raise ObjectStorageFullError(f"object storage at {address} refused the {type(operation).__name__.lower()}: "
+                                     f"{reply.reason}")  # fmt: skip
     raise ObjectStorageException(
         f"object storage at {address} answered {status.value} to a {type(operation).__name__.lower()} request"
         + (f": {reply.reason}" if reply.reason else "")

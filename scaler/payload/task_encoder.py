@@ -88,8 +88,11 @@ class TaskEncoder:
         store: Callable[[ObjectID, bytes | Frames, str], None],
         serializer_id: Callable[[], ObjectID],
         store_later: Callable[[ObjectID, bytes | Frames, str], None] | None = None,
+        ship_local_modules: bool = False,
     ) -> None:
         self._client_id = client_id
+        #: pickle the functions of the client's own (not installed) modules by value: its workers run elsewhere
+        self._ship_local_modules = ship_local_modules
         self._serializer = serializer
         self._store = store
         self._store_later = store_later
@@ -123,6 +126,10 @@ class TaskEncoder:
             return entry
         if not callable(function):
             raise TypeError(f"cannot submit {describe(function)}: it is not callable")
+        if self._ship_local_modules:
+            from scaler.payload.local_modules import register_local_modules
+
+            register_local_modules()
         try:
             payload = self._serializer.serialize(function)
         except Exception as error:

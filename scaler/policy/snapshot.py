@@ -130,7 +130,7 @@ def scaling_snapshot(status: StatusSnapshot, manager_timeout_seconds: float) -> 
         task_groups=tuple(
             TaskGroup(
                 group.capabilities,
-                group.count,
+                group.count - group.over_quota,  # more workers would not start those: their client is at its quota
                 group.running,
                 group.oldest_queued_seconds,
                 tuple(FunctionTasks(load.function_name, load.queued, load.running_seconds) for load in group.functions),

@@ -117,7 +117,10 @@ def _enc_hello(b: Any, msg: m.Hello) -> None:
     b.knownInstance = msg.known_instance
     info = msg.info
     if isinstance(info, m.ClientInfo):
-        b.role.init("client").name = info.name
+        c = b.role.init("client")
+        c.name = info.name
+        c.share = info.share
+        c.maxRunningTasks = info.max_running_tasks
     elif isinstance(info, m.WorkerInfo):
         w = b.role.init("worker")
         set_capabilities(w, "capabilities", info.capabilities)
@@ -136,6 +139,8 @@ def _enc_hello(b: Any, msg: m.Hello) -> None:
         g.managerType = info.manager_type
         g.workerCostPerHour = info.worker_cost_per_hour
         g.expectedBootSeconds = -1.0 if info.expected_boot_seconds is None else info.expected_boot_seconds
+        g.minWorkers = info.min_workers
+        g.bufferWorkers = info.buffer_workers
     else:
         b.role.init("processor").processorId = info.processor_id
 
@@ -292,7 +297,8 @@ def _dec_hello(r: Any) -> m.Hello:
     kind = role.which()
     info: m.RoleInfo
     if kind == "client":
-        info = m.ClientInfo(name=role.client.name)
+        c = role.client
+        info = m.ClientInfo(c.name, c.share if c.share else 1.0, c.maxRunningTasks)
     elif kind == "worker":
         w = role.worker
         held = tuple(TaskID(bytes(task_id)) for task_id in w.heldTasks)
@@ -302,7 +308,7 @@ def _dec_hello(r: Any) -> m.Hello:
         boot = g.expectedBootSeconds if g.expectedBootSeconds >= 0 else None
         info = m.ManagerInfo(
             g.managerId, capabilities_of(g.capabilities), limit_of(g.maxWorkers), g.managerType,
-            g.workerCostPerHour, boot,
+            g.workerCostPerHour, boot, g.minWorkers, g.bufferWorkers,
         )  # fmt: skip
     else:
         info = m.ProcessorInfo(processor_id=role.processor.processorId)

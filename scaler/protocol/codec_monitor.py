@@ -88,6 +88,8 @@ def _set_manager(item: Any, manager: m.ManagerSummary) -> None:
     item.secondsSinceHeartbeat = manager.seconds_since_heartbeat
     item.workerCostPerHour = manager.worker_cost_per_hour
     item.bootSeconds = manager.boot_seconds
+    item.minWorkers = manager.min_workers
+    item.bufferWorkers = manager.buffer_workers
 
 
 def encode_snapshot(b: Any, msg: m.StatusSnapshot) -> None:
@@ -169,7 +171,7 @@ def _manager(g: Any) -> m.ManagerSummary:
     return m.ManagerSummary(
         g.managerId, g.managerType, capabilities_of(g.capabilities), limit_of(g.maxWorkers), g.connectedWorkers,
         g.targetWorkers, g.units, g.pendingUnits, target, g.secondsSinceHeartbeat, g.workerCostPerHour,
-        g.bootSeconds,
+        g.bootSeconds, g.minWorkers, g.bufferWorkers,
     )  # fmt: skip
 
 

@@ -37,6 +37,8 @@ struct Hello {
 
 struct ClientInfo {
   name @0 :Text;
+  share @1 :Float64;          # its share of the workers against other clients' (0: the default, 1)
+  maxRunningTasks @2 :UInt32; # the most of its tasks at workers at once (0: no quota)
 }
 
 struct WorkerInfo {
@@ -54,6 +56,8 @@ struct ManagerInfo {
   managerType @3 :Text;     # "baremetal_native", "aws_raw_ecs", ...
   workerCostPerHour @4 :Float64;     # what one worker costs, in the user's currency per hour (0: free or unknown)
   expectedBootSeconds @5 :Float64;   # from launch to a connected worker, as declared; negative: not declared
+  minWorkers @6 :UInt32;    # workers kept even when idle (warm capacity)
+  bufferWorkers @7 :UInt32; # idle workers kept beyond what the queue needs (warm capacity)
 }
 
 struct ProcessorInfo {
@@ -469,6 +473,8 @@ struct ManagerSummary {
   secondsSinceHeartbeat @10 :Float64;
   workerCostPerHour @11 :Float64;     # declared by the manager (0: free or unknown)
   bootSeconds @12 :Float64;           # declared, else measured; 0: unknown
+  minWorkers @13 :UInt32;             # warm capacity: kept even when idle
+  bufferWorkers @14 :UInt32;          # warm capacity: idle headroom beyond what the queue needs
 }
 
 struct PendingGroup {

@@ -40,6 +40,8 @@ class Role(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class ClientInfo:
     name: str = ""
+    share: float = 1.0  #: its share of the workers against other clients' (docs/guide/sharing.md)
+    max_running_tasks: int = 0  #: the most of its tasks at workers at once (0: no quota)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,8 @@ class ManagerInfo:
     manager_type: str = ""
     worker_cost_per_hour: float = 0.0  #: what one worker costs per hour (0: free or unknown)
     expected_boot_seconds: float | None = None  #: launch to connected worker, as declared; None: measure it
+    min_workers: int = 0  #: workers kept even when idle (warm capacity)
+    buffer_workers: int = 0  #: idle workers kept beyond what the queue needs (warm capacity)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +217,11 @@ class TaskInput:
     task_id: TaskID
     kind: PayloadKind  #: INLINE or OBJECT_ID
     data: bytes
+
+
+#: A task's priority is the user's priority shifted left by this many bits, plus its nesting depth (client/sharing.py):
+#: `priority >> PRIORITY_DEPTH_BITS` is the user's priority.
+PRIORITY_DEPTH_BITS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -518,11 +527,18 @@ class ManagerSummary:
     seconds_since_heartbeat: float = 0.0
     worker_cost_per_hour: float = 0.0  #: declared by the manager (0: free or unknown)
     boot_seconds: float = 0.0  #: launch to connected worker: declared, else measured; 0: unknown
+    min_workers: int = 0  #: warm capacity: kept even when idle
+    buffer_workers: int = 0  #: warm capacity: idle headroom beyond what the queue needs
 
     @property
     def spend_per_hour(self) -> float:
         """What its units cost now (booting ones are paid for too), per hour."""
         return self.units * self.worker_cost_per_hour
+
+    @property
+    def warm_spend_per_hour(self) -> float:
+        """What its warm capacity (min_workers, or buffer_workers when more) costs per hour when idle."""
+        return max(self.min_workers, self.buffer_workers) * self.worker_cost_per_hour
 
 
 @dataclass(frozen=True, slots=True)
@@ -556,6 +572,8 @@ class PendingGroup:
     oldest_queued_seconds: float = 0.0
     #: the same tasks by function (in-process read model; not on the monitor feed)
     functions: tuple[FunctionLoad, ...] = ()
+    #: of `count`, those waiting because their client is at its quota (in-process; the reason says it on the feed)
+    over_quota: int = 0
 
 
 @dataclass(frozen=True, slots=True)

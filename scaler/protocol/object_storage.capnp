@@ -40,6 +40,8 @@ enum StorageStatus {
   helloRequired @2;
   refused @3;               # incompatible hello
   badRequest @4;            # malformed request; reason says why
+  full @5;                  # put: the server can hold nothing more (memory budget reached, spill disk full
+                            # or no spill directory); reason names the limit; nothing was stored
 }
 
 struct StorageReply {

@@ -13,7 +13,10 @@ States:
   heartbeat is measured (`round_trip_seconds`) and reported in the next heartbeat.
 - REFUSED and LOST are final: the peer stops (a restarted scheduler that forgot the peer is not a loss for
   peers with `register_again`; it sends them back to CONNECTING).
-Any message from the scheduler counts as a sign of life; silence longer than `timeout_seconds` is a loss.
+Any message from the scheduler counts as a sign of life; silence longer than `timeout_seconds` is a loss. Only
+the silence this peer was awake for counts: a peer that was itself frozen (a gap between its ticks longer than
+`pause_after_seconds`) wakes with its timeouts moved on by the pause, because the scheduler's answers may be
+waiting unread in its socket, and a scheduler that did go quiet is still found out a timeout later.
 
 Surviving a scheduler restart (a grace period after the loss, a new instance told apart by an id in its
 HelloReply) extends this machine: a state between REGISTERED and LOST that sends hellos with the same
@@ -66,6 +69,10 @@ class LinkSettings:
     hello_retry_seconds: float = 2.0  #: first resend of an unanswered hello; doubles up to the maximum
     hello_retry_max_seconds: float = 30.0
     notice_interval_seconds: float = 10.0
+    #: a gap between two events (ticks, messages) longer than this is this peer's own pause (SIGSTOP, a suspended
+    #: VM or laptop, a blocked event loop), not the scheduler's silence: the excess is not counted against the
+    #: scheduler. The shell sets it a few of its tick periods long; None: every gap counts
+    pause_after_seconds: float | None = None
 
 
 # ---------------------------------------------------------------- effects
@@ -138,6 +145,7 @@ class SchedulerLink:
         self._heartbeat_in_flight_since: float | None = None
         self._was_forgotten = False
         self._disconnected_at: float | None = None  #: a closed connection, within its grace
+        self._last_awake: float | None = None  #: the latest event this peer handled (a tick, a message, the start)
 
     @property
     def is_registered(self) -> bool:
@@ -156,13 +164,13 @@ class SchedulerLink:
     # ------------------------------------------------------------ events
 
     def start(self, now: float) -> list[LinkEffect]:
-        self._last_heard = self._waiting_since = self._last_notice_at = now
+        self._last_heard = self._waiting_since = self._last_notice_at = self._last_awake = now
         return [self._hello(now)]
 
     def on_message(self, message: m.Message, now: float) -> list[LinkEffect]:
         if self.is_over:
             return []
-        self._last_heard = now
+        self._last_heard = self._last_awake = now
         self._disconnected_at = None
         if isinstance(message, m.HelloReply):
             return self._on_hello_reply(message, now)
@@ -176,6 +184,7 @@ class SchedulerLink:
     def on_tick(self, now: float) -> list[LinkEffect]:
         if self.is_over:
             return []
+        self._forgive_own_pause(now)
         silent = now - self._last_heard
         grace = self.settings.lost_grace_seconds
         if self._disconnected_at is not None and grace is not None and now - self._disconnected_at > grace:
@@ -200,6 +209,18 @@ class SchedulerLink:
             self._disconnected_at = now
         self._heartbeat_in_flight_since = None  # that heartbeat is gone: the next one goes to whoever answers next
         return []
+
+    def _forgive_own_pause(self, now: float) -> None:
+        """Move the clocks of silence on by the part of the gap since the last event this peer handled that was its
+        own pause (the part beyond `pause_after_seconds`, so that a loop that is merely slow still notices a loss)."""
+        limit, last = self.settings.pause_after_seconds, self._last_awake
+        self._last_awake = now
+        if limit is None or last is None or now - last <= limit:
+            return
+        paused = now - last - limit
+        self._last_heard += paused
+        if self._disconnected_at is not None:
+            self._disconnected_at += paused
 
     # ------------------------------------------------------------ transitions
 

@@ -71,6 +71,7 @@ class StorageStatus(enum.Enum):
     HELLO_REQUIRED = "helloRequired"
     REFUSED = "refused"
     BAD_REQUEST = "badRequest"
+    FULL = "full"
 
 
 @dataclass(frozen=True, slots=True)

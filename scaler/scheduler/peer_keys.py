@@ -10,7 +10,9 @@ message reaches the core:
   key therefore means the registering connection ended and a stranger holds its identity: the message is
   refused and logged, and the registered peer is dropped (nothing more is sent to its identity);
 - every second, `revoked()` names the registered peers whose key left the authorised folder: the shell drops
-  them from the core and tells them, and their next hello is refused.
+  them from the core and tells them, and their next hello is refused;
+- a client's hello gets the share its key has in the folder's `sharing.toml` in place of the one it asked for,
+  and at most its key's quota (`settled`; scaler/io/key_sharing.py), so a user cannot raise their own weight.
 
 Refusals are logged once per key and reason, so a peer retrying cannot flood the log.
 """
@@ -19,10 +21,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Protocol, runtime_checkable
 
 import zmq
 
+from scaler.io.key_sharing import KeySharing
 from scaler.io.peer_roles import scheduler_refusal
 from scaler.io.sockets import PeerRoles
 from scaler.protocol import messages as m
@@ -41,6 +45,22 @@ MAX_REMEMBERED_REFUSALS = 10_000
 class Refusal:
     answer: m.Message  #: sent back on the connection the refused message came on
     owner_gone: bool = False  #: the peer that registered this identity is gone: drop it from the core
+
+
+@runtime_checkable
+class SharingSource(Protocol):
+    """A folder of authorised keys that also says each key's share and quota (`io.curve.AuthorizedFolder`)."""
+
+    def sharing_of(self, public_key: bytes) -> KeySharing | None: ...
+
+
+def settle(info: m.ClientInfo, sharing: KeySharing) -> m.ClientInfo:
+    """A client's settings once its key's are applied: the key's share; the smaller quota (0 means none)."""
+    share = sharing.share if sharing.share is not None else info.share
+    quota = info.max_running_tasks
+    if sharing.max_running_tasks is not None:
+        quota = min(quota, sharing.max_running_tasks) if quota else sharing.max_running_tasks
+    return replace(info, share=share, max_running_tasks=quota)
 
 
 class PeerKeys:
@@ -79,6 +99,13 @@ class PeerKeys:
             self._log_once(key, TAKEN, f"a message for {short(peer)} came on another connection")
             return Refusal(m.ProtocolError(TAKEN), owner_gone=True)
         return None
+
+    def settled(self, key: bytes | None, message: m.Message) -> m.Message:
+        """The message as the core should see it: a client's hello with its key's share and quota applied."""
+        if key is None or not isinstance(message, m.Hello) or not isinstance(message.info, m.ClientInfo):
+            return message
+        sharing = self._roles.sharing_of(key) if isinstance(self._roles, SharingSource) else None
+        return message if sharing is None else replace(message, info=settle(message.info, sharing))
 
     def revoked(self, registered: Iterable[PeerID]) -> list[PeerID]:
         """Peers still registered whose key is no longer authorised; forgets peers the core has dropped."""

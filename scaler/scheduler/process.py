@@ -59,6 +59,8 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
             storage_child = StorageChild(
                 ObjectStorageServerConfig(
                     bind_address=storage,
+                    max_memory=config.object_storage_max_memory,
+                    spill_directory=config.object_storage_spill_directory,
                     logging_paths=config.logging_paths,
                     logging_level=config.logging_level,
                     logging_config_file=config.logging_config_file,
@@ -68,6 +70,11 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
             )
             storage_child.start()
         else:
+            if config.object_storage_max_memory is not None or config.object_storage_spill_directory is not None:
+                logger.warning(
+                    "--object-storage-max-memory and --object-storage-spill-directory apply to the object storage "
+                    "server a scheduler starts; with --object-storage-address, give them to that server instead"
+                )
             _check_object_storage(storage, security)
         advertised = config.advertised_object_storage_address or str(parse_address(storage).connectable())
         settings = CoreSettings(

@@ -4,7 +4,9 @@
 `ScalingHook`: on a manager's heartbeat the core asks it for that manager's target, handing it the
 core's frozen view (never the core itself); the hook derives a `ScalingSnapshot` from the view, calls
 `decide` (once per view: managers asking within one step of the core share one decision), keeps the
-policy's memory for the next call, and logs the policy's warnings. The `no` policy gets no hook at
+policy's memory for the next call, and logs the policy's warnings. Whatever the policy decided, a manager keeps
+its busy workers (`keep_busy_workers`) and its warm capacity (`keep_warm_capacity`: `min_workers`,
+`buffer_workers`, declared in the manager's hello), so every policy respects both. The `no` policy gets no hook at
 all, so a scheduler without scaling behaves exactly as one that never heard of policies.
 
 The policy reads a `ScalingSnapshot` derived from the core's read model (`SchedulerCore.view`, the
@@ -89,12 +91,19 @@ class PolicyScalingHook:
             self._kept_busy = {}
         target = self._step.decision.get(manager_id)
         if target is None:
-            return None
+            if not _has_warm_capacity(view, manager_id):
+                return None
+            target = ManagerTarget(())  # a manager the policy leaves alone still keeps its warm capacity
         kept = keep_busy_workers(target, view, manager_id)
         if kept is not target:
             busy = sum(entry.workers for entry in kept.entries)
             self._kept_busy[manager_id] = f"kept at its {busy} busy workers until they finish their tasks"
-        return kept
+        warm = keep_warm_capacity(kept, view, manager_id)
+        if warm is not kept:
+            workers = sum(entry.workers for entry in warm.entries)
+            note = f"raised to {workers} for its warm capacity (min_workers, buffer_workers)"
+            self._kept_busy[manager_id] = "; ".join(filter(None, (self._kept_busy.get(manager_id), note)))
+        return warm
 
 
 def keep_busy_workers(target: ManagerTarget, view: StatusSnapshot, manager_id: str) -> ManagerTarget:
@@ -109,3 +118,28 @@ def keep_busy_workers(target: ManagerTarget, view: StatusSnapshot, manager_id: s
     first = entries[0]
     entries[0] = TargetEntry(first.capabilities, first.workers + busy - wanted)
     return ManagerTarget(tuple(entries), target.drain, target.connected)
+
+
+def keep_warm_capacity(target: ManagerTarget, view: StatusSnapshot, manager_id: str) -> ManagerTarget:
+    """Whatever the policy, a manager keeps its warm capacity: at least `min_workers`, and `buffer_workers` idle
+    ones beyond what the policy asked for the queue, never above its `max_workers`. Warm capacity is a standing
+    order, spent whatever a budget says (a budget governs what is asked beyond it; the cost policies count the
+    warm workers in the spend they see, so they hold back new ones instead). Returns `target` itself when nothing
+    changes."""
+    manager = next((manager for manager in view.managers if manager.manager_id == manager_id), None)
+    if manager is None or not (manager.min_workers or manager.buffer_workers):
+        return target
+    wanted = sum(max(0, entry.workers) for entry in target.entries)
+    warm = max(manager.min_workers, wanted + manager.buffer_workers)
+    if manager.max_workers is not None:
+        warm = min(warm, manager.max_workers)
+    if warm <= wanted:
+        return target
+    entries = list(target.entries) or [TargetEntry(manager.capabilities, 0)]
+    first = entries[0]
+    entries[0] = TargetEntry(first.capabilities, first.workers + warm - wanted)
+    return ManagerTarget(tuple(entries), target.drain, target.connected)
+
+
+def _has_warm_capacity(view: StatusSnapshot, manager_id: str) -> bool:
+    return any(m.manager_id == manager_id and (m.min_workers or m.buffer_workers) for m in view.managers)

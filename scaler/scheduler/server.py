@@ -194,6 +194,7 @@ class SchedulerServer:
                         events.append(PeerLost(peer, "its identity was taken by another CURVE key", now))
                     self._outbox.send(peer, codec.encode(refusal.answer))
                     continue
+                message = self._keys.settled(key, message)
             if isinstance(message, m.Hello):
                 self._remember_fd(peer, frame)
             self._count(type(message).__name__, 1)

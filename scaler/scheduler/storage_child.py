@@ -1,8 +1,9 @@
 """The object storage server a scheduler starts for itself (no `--object-storage-address`), kept alive.
 
 When the child dies the scheduler notices within a fraction of a second, says so, and starts it again at the
-same address (the objects it held are gone: tasks that need them fail with an error saying so, and clients
-re-upload functions on their next submission). Restarts back off (0, 1, 3, then 4 s); after `MAX_RESTARTS`
+same address, with the same settings. Without a spill directory the objects it held are gone (tasks that need
+them fail with an error saying so); with one, the restarted server finds every object whose put it had answered,
+and the tasks that need them run. Restarts back off (0, 1, 3, then 4 s); after `MAX_RESTARTS`
 failed or short-lived restarts in a row the scheduler stops with exit code 1 and the reason, rather than
 serve a cluster whose every large input or result would fail.
 """
@@ -62,10 +63,14 @@ class StorageChild:
                 )
                 return
             delay = min(MAX_DELAY_SECONDS, 2.0 ** (self.restarts_in_a_row - 1) - 1.0)  # 0, 1, 3, 4, 4 ... seconds
+            kept = (
+                f"it finds its objects in its spill directory {self.config.spill_directory}"
+                if self.config.spill_directory is not None
+                else "the objects it held are lost: tasks that need them fail with an error that says so"
+            )
             logger.error(
-                "the object storage server at %s (pid %d) died: %s; restarting it in %g s (the objects it held "
-                "are lost: tasks that need them fail with an error that says so)",
-                self.address, child.pid, describe_exit(child.returncode), delay,
+                "the object storage server at %s (pid %d) died: %s; restarting it in %g s (%s)",
+                self.address, child.pid, describe_exit(child.returncode), delay, kept,
             )  # fmt: skip
             await asyncio.sleep(delay)
             try:

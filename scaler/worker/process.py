@@ -98,7 +98,7 @@ def run_agent(
     if slots < 1:
         raise ValueError(f"a worker needs at least one slot, not {slots}")
     from scaler.io.sockets import SocketFactory
-    from scaler.worker.agent.shell import WorkerAgent, build_hello
+    from scaler.worker.agent.shell import TICK_SECONDS, WorkerAgent, build_hello
 
     settings = agent_core.AgentSettings(
         scheduler_address=config.scheduler_address,
@@ -112,6 +112,7 @@ def run_agent(
         has_preload=bool(config.preload),
         nested_parents=NestedParents.named(config.nested_parents),
         max_staged_tasks=executor.max_staged_tasks,
+        pause_after_seconds=10 * TICK_SECONDS,  # ten ticks missed: the worker itself was stopped
     )
     capabilities = parse_worker_capabilities(config.per_worker_capabilities)
     worker_core = agent_core.AgentCore(settings, time.monotonic(), processor_prefix=worker_id[-8:])

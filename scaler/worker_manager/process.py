@@ -55,6 +55,8 @@ def runner_settings(config: WorkerManagerSettings, manager_type: str) -> RunnerS
         io_threads=config.io_threads,
         worker_cost_per_hour=config.worker_cost_per_hour,
         expected_boot_seconds=None if config.expected_boot_seconds < 0 else config.expected_boot_seconds,
+        min_workers=config.min_workers,
+        buffer_workers=config.buffer_workers,
     )
 
 

@@ -16,7 +16,9 @@ Rules (docs/worker_managers.md explains why):
    other units, newest first (most likely still booting). A unit with a busy worker is never chosen
    while an idle one exists.
    With `scale_down_cooldown_seconds`, a surplus is terminated only once it has lasted that long.
-6. A unit PENDING for longer than `pending_timeout_seconds` is terminated (and, by rule 3, replaced).
+6. A unit PENDING for longer than `pending_timeout_seconds` is terminated (and, by rule 3, replaced); so is a
+   unit this manager launched that runs but whose workers have not registered within that time (they cannot
+   reach the scheduler, or never start), named with its detail.
 7. Failures: a launch that raised or returned fewer units than asked, a unit stuck PENDING (rule 6), a
    launch never listed within the pending timeout, and a unit that ended on its own within
    `early_death_seconds` of its launch *without any of its workers ever registering* with the scheduler.
@@ -324,16 +326,26 @@ class Reconciler:
 
     def _stuck(self, alive: Sequence[UnitInfo], now: float, notes: list[str]) -> list[str]:
         stuck = []
+        limit = self.settings.pending_timeout_seconds
         for unit in alive:
             waited = now - unit.created_at
-            if unit.state is UnitState.PENDING and waited > self.settings.pending_timeout_seconds:
-                limit = self.settings.pending_timeout_seconds
+            launched_at = self._launched_at.get(unit.unit_id)
+            if unit.state is UnitState.PENDING and waited > limit:
                 notes.append(
                     f"unit {unit.unit_id} is still booting after {waited:.0f} s (--boot-timeout-seconds {limit:g}): "
                     "terminating it"
                 )
-                self._failure(now)
-                stuck.append(unit.unit_id)
+            elif launched_at is not None and now - launched_at > limit and unit.unit_id not in self._registered:
+                # running, but its workers never reached the scheduler (rule 6): its detail says why if it knows
+                detail = f" ({unit.detail})" if unit.detail else ""
+                notes.append(
+                    f"unit {unit.unit_id} runs but none of its workers registered within {limit:g} s "
+                    f"(--boot-timeout-seconds){detail}: terminating it"
+                )
+            else:
+                continue
+            self._failure(now)
+            stuck.append(unit.unit_id)
         return stuck
 
     def _expired_launches(self, now: float, notes: list[str]) -> list[str]:

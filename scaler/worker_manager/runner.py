@@ -77,6 +77,8 @@ class RunnerSettings:
     io_threads: int = 1
     worker_cost_per_hour: float = 0.0  #: told to the scheduler (cost policy, spend rate)
     expected_boot_seconds: float | None = None  #: told to the scheduler; None: the measured boot time is used
+    min_workers: int = 0  #: told to the scheduler: workers kept even when idle (every policy keeps them)
+    buffer_workers: int = 0  #: told to the scheduler: idle workers kept beyond what the queue needs
 
 
 class ManagerRunner:
@@ -118,6 +120,7 @@ class ManagerRunner:
                 address=settings.scheduler_address,
                 heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
                 timeout_seconds=settings.scheduler_timeout_seconds,
+                pause_after_seconds=max(1.0, 4 * min(0.5, settings.heartbeat_interval_seconds)),  # 4 ticks
             )
         )
         self._stop_units = True  #: False when refused: the units may belong to the manager holding this id
@@ -227,7 +230,8 @@ class ManagerRunner:
         settings = self._settings
         info = m.ManagerInfo(
             settings.manager_id, settings.capabilities, self._max_workers, settings.manager_type,
-            settings.worker_cost_per_hour, settings.expected_boot_seconds,
+            settings.worker_cost_per_hour, settings.expected_boot_seconds, settings.min_workers,
+            settings.buffer_workers,
         )  # fmt: skip
         return m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
 

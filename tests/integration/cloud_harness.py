@@ -6,12 +6,11 @@ command a test starts (a manager, `scaler FILE`) talks to the fake cloud, as a u
 `scaler_fake_cloud`.
 
 The fake cloud's units start from nothing (docs/worker_managers.md, 7.1): they have scaler only if their boot
-installs it. Until the managers ship the build they run themselves, the tests do it: a wheel of this working tree
-(built once per change of its sources, cached under the fake cloud's cache folder) is put in the fake S3 after
-every reset, and the managers are given it through the environment (`SCALER_<MANAGER TYPE>_<SETTING>`, which
-every manager and `scaler FILE` started by a test reads): ECS tasks run the worker image with it in
-`PYTHON_REQUIREMENTS`, EC2 instances install it with `dnf install python3.X` and pip, Batch jobs run an image
-with it baked in. The units' Python is this interpreter's major.minor, as the client's must be.
+installs it. The ECS and EC2 managers ship the build they run themselves (a wheel of this working tree through
+their bucket: docs/guide/bursting.md), with their defaults: the worker image of the account's ECR, the client's
+(this interpreter's) Python. The session only sets what a user with a large environment would
+(`SESSION_VARIABLES`). Batch jobs run an image with this build baked in (built once per change of the sources,
+cached under the fake cloud's cache folder).
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import psutil
 
 from scaler.config.sections import EC2WorkerManagerConfig, ECSWorkerManagerConfig
@@ -50,24 +48,22 @@ CLOUD_ENVIRONMENT = {
 REPOSITORY = Path(__file__).resolve().parents[2]
 #: The units' Python: the client's (this interpreter's) major.minor.
 UNIT_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
-#: The worker image the tests' ECS managers name (any tag; docs/worker_managers.md).
+#: The worker image by a short name (any registry and tag is the same image to the fake cloud).
 WORKER_IMAGE = "scaler-worker:test"
-#: The bucket the build is shipped in after every reset.
-BUILD_BUCKET = "scaler-test-builds"
-#: What the tests set for every manager they start (the values of `ship_build`).
-BUILD_VARIABLES = (
-    "SCALER_AWS_RAW_ECS_ECS_TASK_IMAGE",
-    "SCALER_AWS_RAW_ECS_ECS_PYTHON_VERSION",
-    "SCALER_AWS_RAW_ECS_ECS_PYTHON_REQUIREMENTS",
-    "SCALER_ORB_AWS_EC2_PYTHON_VERSION",
-    "SCALER_ORB_AWS_EC2_REQUIREMENTS_TXT",
-)
+#: What the session sets for every cloud manager a test starts, as a user whose environment is large would:
+#: `environment = "requirements"` (this build and the explicit requirements only). `environment = "sync"`, the
+#: default, ships every distribution of the environment the manager runs in, which is this test environment's
+#: hundred-odd packages here; the tests of sync run managers from a small laptop environment of their own.
+SESSION_VARIABLES = {
+    "SCALER_AWS_RAW_ECS_ENVIRONMENT": "requirements",
+    "SCALER_ORB_AWS_EC2_ENVIRONMENT": "requirements",
+}
 
 
 @functools.cache
 def this_build() -> Path:
     """A wheel of this working tree's scaler, built once per change of its sources (a file lock makes parallel
-    test processes wait for one build)."""
+    test processes wait for one build): the Batch jobs' image has it baked in."""
     digest = _source_digest()
     folder = default_cache_directory() / "builds" / digest[:16]
     folder.mkdir(parents=True, exist_ok=True)
@@ -100,27 +96,17 @@ def _source_digest() -> str:
 
 def batch_image(wheel: Path) -> Image:
     """The Batch jobs' image (docker/batch-job.Dockerfile): this build, with boto3, baked in."""
-    return Image("scaler-batch-job", UNIT_PYTHON, f"scaler[aws] @ {wheel.as_uri()}")
-
-
-def ship_build(wheel: Path) -> dict[str, str]:
-    """The wheel in the fake S3 (a bucket of its own, made again after every reset) and what the managers are
-    told of it: a presigned URL, as a manager shipping its build would give its units."""
-    s3 = boto3.client("s3", region_name=REGION)
-    s3.create_bucket(Bucket=BUILD_BUCKET)
-    s3.upload_file(str(wheel), BUILD_BUCKET, wheel.name)
-    url = s3.generate_presigned_url("get_object", Params={"Bucket": BUILD_BUCKET, "Key": wheel.name}, ExpiresIn=86400)
-    requirement = f"scaler @ {url}"
-    values = (WORKER_IMAGE, UNIT_PYTHON, requirement, UNIT_PYTHON, requirement)
-    return dict(zip(BUILD_VARIABLES, values, strict=True))
+    return Image("scaler-batch-job", UNIT_PYTHON, f"scaler-compute[aws] @ {wheel.as_uri()}")
 
 
 def started_fake_cloud(log_directory: Path, **options: Any) -> Iterator[FakeCloud]:
-    """A running fake cloud with the environment pointing at it; everything restored afterwards."""
-    saved = {name: os.environ.get(name) for name in [*CLOUD_ENVIRONMENT, "AWS_ENDPOINT_URL", *BUILD_VARIABLES]}
-    wheel = this_build()
-    cloud = FakeCloud(log_directory=log_directory, images=[batch_image(wheel)], **options).start()
-    os.environ.update(CLOUD_ENVIRONMENT, AWS_ENDPOINT_URL=cloud.endpoint_url)
+    """A running fake cloud with the environment pointing at it; everything restored afterwards. The stacks'
+    own keys and connection files (`scaler.io.stack_keys`) go to a folder of the session, not the user's home."""
+    names = [*CLOUD_ENVIRONMENT, "AWS_ENDPOINT_URL", "XDG_CONFIG_HOME", *SESSION_VARIABLES]
+    saved = {name: os.environ.get(name) for name in names}
+    cloud = FakeCloud(log_directory=log_directory, images=[batch_image(this_build())], **options).start()
+    os.environ.update(CLOUD_ENVIRONMENT, AWS_ENDPOINT_URL=cloud.endpoint_url,
+                      XDG_CONFIG_HOME=str(log_directory.parent / "config"), **SESSION_VARIABLES)  # fmt: skip
     try:
         yield cloud
     finally:
@@ -150,9 +136,7 @@ def cloud_unit_processes(unit_id: str) -> list[psutil.Process]:
 def ecs_config(spec: LaunchSpec, **overrides: Any) -> ECSWorkerManagerConfig:
     values: dict[str, Any] = dict(
         scheduler_address=spec.worker.scheduler_address, worker_manager_id=spec.manager_id, aws_region=REGION,
-        ecs_subnets="default", ecs_task_cpu=1, ecs_task_memory=2, ecs_task_image=WORKER_IMAGE,
-        ecs_python_version=UNIT_PYTHON,
-        ecs_python_requirements=os.environ["SCALER_AWS_RAW_ECS_ECS_PYTHON_REQUIREMENTS"],
+        ecs_subnets="default", ecs_task_cpu=1, ecs_task_memory=2, environment="requirements",
     )  # fmt: skip
     values.update(overrides)
     return ECSWorkerManagerConfig(**values)
@@ -161,8 +145,7 @@ def ecs_config(spec: LaunchSpec, **overrides: Any) -> ECSWorkerManagerConfig:
 def ec2_config(spec: LaunchSpec, **overrides: Any) -> EC2WorkerManagerConfig:
     values: dict[str, Any] = dict(
         scheduler_address=spec.worker.scheduler_address, worker_manager_id=spec.manager_id, aws_region=REGION,
-        instance_type="t2.micro", python_version=UNIT_PYTHON,
-        requirements_txt=os.environ["SCALER_ORB_AWS_EC2_REQUIREMENTS_TXT"],
+        instance_type="t2.micro", environment="requirements",
     )  # fmt: skip
     values.update(overrides)
     return EC2WorkerManagerConfig(**values)

@@ -229,10 +229,14 @@ def processes() -> Iterator[ProcessWatch]:
 
 @pytest.fixture(autouse=True)
 def _pickle_test_functions_by_value(request: pytest.FixtureRequest) -> None:
-    """Workers cannot (and need not) import test modules: ship the tasks' code with them."""
+    """Workers cannot (and need not) import test modules: ship the tasks' code with them (every module of the
+    `tests` package, so that a test may submit a function of another test module; a cloud unit has no `tests`)."""
     module = getattr(request, "module", None)
-    if module is not None and module.__name__ not in cloudpickle.list_registry_pickle_by_value():
-        cloudpickle.register_pickle_by_value(module)
+    if module is None:
+        return
+    package = sys.modules.get(module.__name__.split(".", 1)[0], module)
+    if package.__name__ not in cloudpickle.list_registry_pickle_by_value():
+        cloudpickle.register_pickle_by_value(package)
 
 
 # ---------------------------------------------------------------- local clusters (SchedulerClusterCombo)
@@ -486,8 +490,11 @@ def probe_scheduler(
 
 @contextlib.contextmanager
 def monitor(address: str) -> Iterator[Callable[..., m.StatusSnapshot]]:
-    """Subscribe to a scheduler's status snapshots; yields `next_snapshot(predicate=None, timeout_seconds=30)`."""
-    reader = FeedReader(address, topics=(STATUS_TOPIC,))
+    """Subscribe to a scheduler's status snapshots; yields `next_snapshot(predicate=None, timeout_seconds=30)`.
+    A stack that made its own keys (hub = "cloud") is read with them, as scaler_top does."""
+    from scaler.io.stack_keys import discovered_security
+
+    reader = FeedReader(address, topics=(STATUS_TOPIC,), security=discovered_security(address))
 
     def next_snapshot(
         predicate: Callable[[m.StatusSnapshot], bool] | None = None, timeout_seconds: float = DEADLINE_SECONDS
@@ -548,14 +555,9 @@ def fake_cloud(fake_cloud_session: Any) -> Iterator[Any]:
     """The session's fake cloud, empty, with no boot delay and AWS's spot notice; emptied again (its processes
     stopped) afterwards."""
     from scaler.fake_cloud.runners import SPOT_NOTICE_SECONDS
-    from tests.integration.cloud_harness import ship_build, this_build
 
     fake_cloud_session.set_boot_seconds(0.0)
     fake_cloud_session.set_spot_notice_seconds(SPOT_NOTICE_SECONDS)
     fake_cloud_session.reset()
-    shipped = ship_build(this_build())
-    os.environ.update(shipped)  # every manager a test starts gives its units this build
     yield fake_cloud_session
-    for name in shipped:
-        os.environ.pop(name, None)
     fake_cloud_session.reset()

@@ -23,7 +23,7 @@ from scaler.errors import DeserializeObjectError, ProcessorDiedError, TaskTimeou
 from scaler.worker_manager.aws_hpc.batch_backend import JOB_PARAMETERS
 from scaler.worker_manager.aws_hpc.provision import JOB_COMMAND, provision
 from tests.integration.cloud_harness import REGION
-from tests.integration.conftest import Addresses, Launcher, Service, probe_scheduler, wait_for
+from tests.integration.conftest import Addresses, Launcher, Service, kill_tree, probe_scheduler, wait_for
 from tests.integration.test_launcher import Stack, stack_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(240)]
@@ -149,7 +149,8 @@ def test_the_example_file_runs_tasks_as_batch_jobs_and_leaves_nothing_behind(fak
         probe_scheduler(scheduler)
         with Client(address=scheduler, timeout_seconds=60) as client:
             # 12 tasks, two proxies' worth at the example's vanilla_upper_ratio=10: each task is a Batch job whose
-            # container makes an environment of its own (fake_cloud/batch.py), so 100 cost minutes of CPU
+            # container installs the image's packages (fake_cloud/batch.py), so 100 cost minutes of CPU and, at once,
+            # overloaded the fake cloud's package mirror on a 2-core machine
             assert client.map(square, range(12)) == [x * x for x in range(12)]
             futures = [client.submit(fail_on_seven, x) for x in (6, 7)]
             assert futures[0].result() == 6
@@ -325,3 +326,48 @@ def proxies() -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def job_log(job: dict[str, Any]) -> str:
+    stream = job.get("container", {}).get("logStreamName")
+    if not stream:
+        return ""
+    logs = boto3.client("logs", region_name=REGION)
+    events = logs.get_log_events(logGroupName="/aws/batch/job", logStreamName=stream, startFromHead=True)["events"]
+    return "\n".join(event["message"] for event in events)
+
+
+def say_then_sleep(seconds: float) -> None:
+    import time
+
+    print("the task runs", flush=True)
+    time.sleep(seconds)
+
+
+def test_a_job_whose_manager_is_gone_ends_itself_within_its_lease(batch_cloud: Any, launcher: Launcher) -> None:
+    """#28 item 4 for Batch: SIGKILL of the manager and its proxies (the laptop gone) while a job runs its task
+    leaves nobody to cancel it; the job ends itself once the lease object its proxy renewed is older than the lease,
+    naming the lease, long before its own 10-minute task or the job timeout. Checked by switching it off: with the
+    job runner's lease watch not started, the job runs on and the wait for it to end times out."""
+    lease_seconds = 8
+    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    manager = start_manager(launcher, addresses, "--lease-seconds", str(lease_seconds))
+    batch = boto3.client("batch", region_name=REGION)
+    with Client(address=addresses.scheduler, timeout_seconds=60) as client:
+        client.submit(say_then_sleep, 600)
+        (job_id,) = wait_for(running_child_jobs, "the job to run", 120)
+        log = batch_cloud.log_directory / "batch" / f"{job_id.replace(':', '-')}.log"
+        wait_for(lambda: log.exists() and "the task runs" in log.read_text(), "the job to run its task", 120)
+        kill_tree(manager.pid)
+        for proxy in proxies():
+            proxy.kill()
+        (ended,) = wait_for(
+            lambda: [j for j in batch.describe_jobs(jobs=[job_id])["jobs"] if j["status"] in ("FAILED", "SUCCEEDED")],
+            "the job to end itself", lease_seconds + 60,
+        )  # fmt: skip
+    assert ended["status"] == "FAILED", ended
+    assert "stopping: its lease was last renewed" in job_log(ended), job_log(ended)
+    wait_for(lambda: not jobs_in(*ACTIVE), "no Batch job to be left queued or running", 60)
+    # what the killed proxy left (its lease; no input: the task travelled in the job's parameters) the bucket's
+    # lifecycle rule removes
+    assert [key for key in task_objects() if "/leases/" not in key] == []

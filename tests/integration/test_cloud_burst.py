@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from scaler import Client
+from scaler.io.stack_keys import discovered_connection
 from scaler.protocol import messages as m
 from scaler.worker_manager.backend import unit_id_of_worker
 from tests.integration.cloud_harness import REGION, cloud_unit_processes
@@ -29,7 +30,6 @@ from tests.integration.conftest import (
     Service,
     free_addresses,
     monitor,
-    probe_scheduler,
     wait_for,
 )
 from tests.integration.manager_harness import manager_of, workers_of
@@ -107,7 +107,8 @@ def test_the_example_file_bursts_from_zero_units_and_returns_to_zero(
     fake_cloud: Any, example_stack: tuple[Stack, Addresses], kind: str, manager_id: str
 ) -> None:
     running, addresses = example_stack
-    probe_scheduler(addresses.scheduler)
+    # the file runs the scheduler in a hub unit: the stack is up once it has registered its keys for the address
+    wait_for(lambda: discovered_connection(addresses.scheduler) is not None, "the stack's hub to be up", 120)
     with monitor(addresses.monitor) as next_snapshot:
         registered = next_snapshot(lambda snapshot: manager_of(snapshot, manager_id) is not None)
         assert workers_of(registered, manager_id) == []
@@ -191,7 +192,7 @@ def test_a_restarted_manager_adopts_its_units_instead_of_launching_more(fake_clo
 
     second.popen.send_signal(signal.SIGTERM)  # a manager that stops stops its units
     assert second.wait_exit(60) == 0
-    assert live_units("ecs", manager_id) == 0
+    wait_for(lambda: live_units("ecs", manager_id) == 0, "the units the manager stopped to be gone", 30)
 
 
 def test_a_unit_whose_worker_is_killed_is_replaced_and_its_tasks_run_again(fake_cloud: Any, launcher: Launcher) -> None:

@@ -1,9 +1,14 @@
-"""Cloud managers give the workers they start the manager's CURVE keys (#11 item 6): an ECS task gets them from
-AWS Secrets Manager through its task definition's `secrets`, an EC2 instance from its user data; a unit's
-command line and settings carry no key, and no log line holds the secret key."""
+"""Cloud managers give the workers they start the manager's CURVE keys (#11 item 6, #28 item 3): through the
+unit's one-time manifest in the manager's bucket, which the unit reads through a presigned URL and deletes at
+once. No launch request (an ECS task's overrides, its task definition, an EC2 instance's user data), command
+line or log line holds a key.
+
+Checked by switching it off: with the keys put in the container overrides instead of the manifest, the overrides
+assertion fails; without the unit's delete, the manifest assertion fails."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +19,11 @@ from scaler import Client
 from scaler.io.curve import make_key_pair
 from tests.integration.cloud_harness import REGION
 from tests.integration.conftest import Launcher, free_addresses
-from tests.integration.test_cloud_burst import ECS_FLAGS
+from tests.integration.test_cloud_burst import ECS_FLAGS, ec2_instances
 from tests.integration.test_cloud_faults import EC2_FLAGS
+
+#: The managers' default bucket on the fake cloud (moto's account, the region).
+BUCKET = f"scaler-123456789012-{REGION}"
 
 pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(180)]
 
@@ -69,5 +77,14 @@ def test_a_secured_cloud_unit_gets_its_keys_without_a_key_on_its_command_line(
         overrides = str(task["overrides"])
         assert secret not in overrides and "key_secret" not in overrides, "no key, nor key path, in the overrides"
         definition = ecs.describe_task_definition(taskDefinition=task["taskDefinitionArn"])["taskDefinition"]
-        names = {s["name"] for s in definition["containerDefinitions"][0]["secrets"]}
-        assert names == {"SCALER_CURVE_SECRET_KEY_TEXT", "SCALER_CURVE_SERVER_KEY_TEXT"}
+        assert secret not in str(definition) and "secrets" not in definition["containerDefinitions"][0]
+    else:
+        ec2 = boto3.client("ec2", region_name=REGION)
+        (instance,) = ec2_instances("keys-ec2")
+        data = ec2.describe_instance_attribute(InstanceId=instance["InstanceId"], Attribute="userData")
+        script = base64.b64decode(data["UserData"]["Value"]).decode()
+        assert "scaler.worker_manager.unit.boot" in script and secret not in script, "no key in the user data"
+    s3 = boto3.client("s3", region_name=REGION)
+    keys = [item["Key"] for item in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"units/keys-{kind}/")["Contents"]]
+    assert any(key.endswith("/report.json") for key in keys), keys
+    assert not any(key.endswith("/manifest.json") for key in keys), f"the unit deleted its manifest: {keys}"

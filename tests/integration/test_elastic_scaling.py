@@ -245,3 +245,21 @@ def test_the_cost_policy_buys_the_cheap_manager_first_within_the_budget_and_show
     assert dear_after is not None and dear_after.boot_seconds > 0, "a manager that declares none measures it"
     assert terminate(dear) == 0 and terminate(cheap) == 0
     assert_no_worker_left(addresses)
+
+
+# ---------------------------------------------------------------- warm capacity (docs/guide/sharing.md)
+
+
+def test_warm_capacity_keeps_min_workers_idle_and_a_buffer_beyond_the_queue(
+    launcher: Launcher, make_stack: Callable[..., Addresses]
+) -> None:
+    """With the work policy and no task at all, a manager with --min-workers 2 runs two idle workers, and the
+    status shows its warm capacity. Checked by making keep_warm_capacity return its target unchanged: the
+    manager then stays at zero workers and this times out."""
+    addresses = make_stack("--policy-content", "allocate=even_load; scaling=work; cooldown_seconds=1")
+    start_manager(launcher, addresses, "warm", "-mtc", "4", "--min-workers", "2", "--buffer-workers", "1")
+    with monitor(addresses.monitor) as next_snapshot:
+        idle = next_snapshot(lambda s: len(workers_of(s, "warm")) == 2, SCALE_DEADLINE_SECONDS)
+        manager = manager_of(idle, "warm")
+        assert manager is not None and (manager.min_workers, manager.buffer_workers) == (2, 1)
+        assert idle.scheduler.queued == 0 and idle.scheduler.running == 0

@@ -8,7 +8,6 @@ How each test was checked against its mechanism switched off is in its docstring
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +16,9 @@ import pytest
 
 from scaler import Client
 from tests.integration.cloud_harness import REGION, UNIT_PYTHON, WORKER_IMAGE
-from tests.integration.conftest import Launcher, monitor, wait_for
-from tests.integration.manager_harness import workers_of
+from tests.integration.conftest import Launcher, wait_for
 from tests.integration.test_cloud_burst import ECS_FLAGS
-from tests.integration.test_cloud_faults import EC2_FLAGS, SCALING
+from tests.integration.test_cloud_faults import SCALING
 
 pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(180)]
 
@@ -114,8 +112,9 @@ def uses_a_package_of_the_laptop() -> str:
 
 def test_a_unit_sees_nothing_of_the_laptops_environment(fake_cloud: Any, launcher: Launcher) -> None:
     """A task runs in the unit's own environment and folder; one that imports a package only the laptop has fails.
-    Checked off: with the old runner (units ran this interpreter, in this environment and folder), the task ran in
-    the laptop's prefix and the import succeeded."""
+    The only PYTHONPATH a task sees is the one the unit's boot program set (the folder it installed the shipped
+    requirements into, inside the unit), never the laptop's. Checked off: with the old runner (units ran this
+    interpreter, in this environment and folder), the task ran in the laptop's prefix and the import succeeded."""
     addresses, _scheduler, _storage = launcher.stack(workers=0, scheduler_args=SCALING)
     launcher.start("scaler_worker_manager", "aws_raw_ecs", addresses.scheduler, "-wmi", "fidelity", "-his", "1",
                    "-mtc", "1", *ECS_FLAGS)  # fmt: skip
@@ -125,7 +124,8 @@ def test_a_unit_sees_nothing_of_the_laptops_environment(fake_cloud: Any, launche
             client.submit(uses_a_package_of_the_laptop).result(timeout=60)
     assert prefix not in LAPTOP and cwd not in LAPTOP, (prefix, cwd)
     assert prefix.startswith(str(fake_cloud.state_directory)) and cwd.startswith(str(fake_cloud.state_directory))
-    assert virtual_env == prefix and python_path is None
+    assert virtual_env == prefix
+    assert python_path is None or python_path.startswith(str(fake_cloud.state_directory)), python_path
 
 
 def test_user_data_runs_on_python_3_9_and_dnf_installs_another(fake_cloud: Any) -> None:
@@ -180,24 +180,13 @@ def test_an_instance_outlives_its_user_data_and_ends_by_its_own_shutdown(
     assert state()["StateReason"]["Code"] == "Client.InstanceInitiatedShutdown"
 
 
-def test_a_boot_script_that_fails_leaves_an_instance_with_no_workers(
-    fake_cloud: Any, launcher: Launcher, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The manager's user data cannot install its requirements: the instance runs on with no worker, as in EC2.
-    Checked off: with the old runner, the instance was terminated when the script failed."""
-    monkeypatch.setenv("SCALER_ORB_AWS_EC2_REQUIREMENTS_TXT", "no-such-distribution-scaler-fidelity")
-    addresses, _scheduler, _storage = launcher.stack(workers=0, scheduler_args=SCALING)
-    launcher.start("scaler_worker_manager", "orb_aws_ec2", addresses.scheduler, "-wmi", "broken-boot", "-his", "1",
-                   "-mtc", "1", *EC2_FLAGS)  # fmt: skip
-    with Client(address=addresses.scheduler, timeout_seconds=60) as client:
-        future = client.submit(time.sleep, 0)
-        logs = fake_cloud.log_directory / "ec2"
-        wait_for(
-            lambda: any("Failed running" in log.read_text() for log in logs.glob("*.log")), "the boot to fail", 120
-        )
-        (log,) = [log for log in logs.glob("*.log") if "Failed running" in log.read_text()]
-        assert "no-such-distribution-scaler-fidelity" in log.read_text()
-        assert instance_of(f"{log.stem}\n")["State"]["Name"] == "running"
-        with monitor(addresses.monitor) as next_snapshot:
-            assert workers_of(next_snapshot(lambda _snapshot: True), "broken-boot") == []
-        future.cancel()
+def test_a_boot_script_that_fails_leaves_an_instance_running(fake_cloud: Any) -> None:
+    """User data that fails: cloud-init logs the failure and the instance runs on, with nothing started, as in EC2.
+    (A manager's unit in that state is ended by its boot timeout: test_cloud_faults, test_cloud_shipping; a
+    requirement no index has is refused before any launch: test_cloud_shipping.) Checked off: with the old runner,
+    the instance was terminated when the script failed."""
+    log = boot_instance(
+        fake_cloud, "#!/bin/sh\necho no-such-distribution-scaler-fidelity cannot be installed\nexit 3\n"
+    )
+    assert "Failed running /var/lib/cloud/instance/scripts/part-001 [3]" in log, log
+    assert instance_of(log)["State"]["Name"] == "running"

@@ -7,6 +7,7 @@ running cluster or an AWS account) and are not run.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -42,9 +43,12 @@ def test_the_guide_has_examples() -> None:
 def test_a_guide_example_runs_and_prints_what_the_guide_says(name: str, code: str, tmp_path: Path) -> None:
     script = tmp_path / f"{name}.py"
     script.write_text(code)
+    # as in an activated virtual environment: its commands on the PATH; a stack's keys in a folder of the test
+    path = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}"
+    environment = {**os.environ, "PATH": path, "XDG_CONFIG_HOME": str(tmp_path / "config")}
     finished = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=150, cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL, env=environment,
     )  # fmt: skip
     assert finished.returncode == 0, f"{name} failed:\n{finished.stderr[-3000:]}"
     lines = [line.strip() for line in finished.stdout.splitlines()]

@@ -27,6 +27,7 @@ def test_s3_access_denied_on_a_large_payload_names_the_object_and_the_code(clien
     backend = backend_of(clients)
     with Stubber(clients["s3"]) as s3:
         expected = {"Bucket": "tasks", "Key": ANY, "Body": ANY}
+        s3.add_response("put_object", {}, expected)  # the jobs' lease
         s3.add_client_error("put_object", service_error_code="AccessDenied", service_message="Access Denied",
                             http_status_code=403, expected_params=expected)  # fmt: skip
         with pytest.raises(OffloadError) as raised:
@@ -38,8 +39,19 @@ def test_s3_access_denied_on_a_large_payload_names_the_object_and_the_code(clien
 
 def test_a_refused_submission_names_the_batch_error(clients: AwsClients) -> None:
     backend = backend_of(clients)
-    with Stubber(clients["batch"]) as batch:
+    with Stubber(clients["batch"]) as batch, Stubber(clients["s3"]) as s3:
+        s3.add_response("put_object", {}, {"Bucket": "tasks", "Key": "scaler-tasks/leases/BAT-u", "Body": b""})
         batch.add_client_error("submit_job", service_error_code="ClientException",
                                service_message="Job queue q does not exist", http_status_code=400)  # fmt: skip
         with pytest.raises(OffloadError, match="ClientException: Job queue q does not exist"):
             backend.submit([RemoteJob("BAT-u-2", b"small")])
+
+
+def test_a_lease_that_cannot_be_written_names_it_and_submits_nothing(clients: AwsClients) -> None:
+    backend = backend_of(clients)
+    with Stubber(clients["s3"]) as s3, Stubber(clients["batch"]):  # no submit_job expected
+        s3.add_client_error("put_object", service_error_code="AccessDenied", service_message="Access Denied",
+                            http_status_code=403)  # fmt: skip
+        with pytest.raises(OffloadError) as raised:
+            backend.submit([RemoteJob("BAT-u-3", b"small")])
+    assert "lease s3://tasks/scaler-tasks/leases/BAT-u" in str(raised.value) and "AccessDenied" in str(raised.value)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from scaler.config.byte_size import format_byte_size
 from scaler.config.loader import load_section, load_worker_manager, worker_manager_toml_sections
 from scaler.config.sections import (
     AWSHPCWorkerManagerConfig,
@@ -588,6 +589,8 @@ def test_help_lists_every_setting_with_its_default(
             assert "(required)" in text
         elif field.default is not None:
             shown = " ".join(field.default) if isinstance(field.default, tuple) else str(field.default)
+            if field.metadata.get("byte_size"):  # shown with a unit: 1GiB
+                shown = format_byte_size(field.default).replace(" ", "")
             assert f"default: {shown.lower() if isinstance(field.default, bool) else shown or chr(34) * 2}" in text
     assert "SCALER_X_<SETTING>" in text and "-c FILE reads [x]" in text
 

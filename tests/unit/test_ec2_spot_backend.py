@@ -26,9 +26,15 @@ NOTICE = datetime(2026, 5, 4, 12, 0, 0, tzinfo=timezone.utc)
 def backend(clients: AwsClients, **settings: Any) -> Ec2Backend:
     config = EC2WorkerManagerConfig(
         scheduler_address="tcp://127.0.0.1:2345", worker_manager_id="ec2", aws_region="us-east-1",
-        image_id="ami-12345678", **settings,
+        image_id="ami-12345678", environment="image", s3_bucket="bucket", **settings,
     )  # fmt: skip
     return Ec2Backend(config, "ec2", clients)
+
+
+def no_reports(s3: Stubber, count: int) -> None:
+    """The units' boot reports are read from the bucket: none written yet."""
+    for _ in range(count):
+        s3.add_client_error("get_object", "NoSuchKey", http_status_code=404)
 
 
 def launched_with(clients: AwsClients, **settings: Any) -> dict[str, Any]:
@@ -36,7 +42,9 @@ def launched_with(clients: AwsClients, **settings: Any) -> dict[str, Any]:
     sent: dict[str, Any] = {}
     ec2 = clients["ec2"]
     ec2.meta.events.register("provide-client-params.ec2.RunInstances", lambda params, **_: sent.update(params))
-    with Stubber(ec2) as stubber:
+    with Stubber(ec2) as stubber, Stubber(clients["s3"]) as s3:
+        s3.add_response("head_bucket", {})
+        s3.add_response("put_object", {})  # the unit's manifest
         stubber.add_response("run_instances", {"Instances": [{"InstanceId": "i-1"}]})
         spec = LaunchSpec("ec2", WorkerConfig(scheduler_address="tcp://127.0.0.1:2345", worker_type="EC2"))
         assert len(asyncio.run(backend(clients, **settings).launch(1, spec))) == 1
@@ -66,7 +74,8 @@ def listed(
 ) -> dict[str, UnitInfo]:
     """The units listed from these instances; `asked`: the instance ids whose spot requests the backend must ask
     for (None: it must not call describe_spot_instance_requests at all)."""
-    with Stubber(clients["ec2"]) as stubber:
+    with Stubber(clients["ec2"]) as stubber, Stubber(clients["s3"]) as s3:
+        no_reports(s3, sum(1 for item in instances if item["State"]["Name"] in ("pending", "running")))
         stubber.add_response("describe_instances", {"Reservations": [{"Instances": instances}]}, {"Filters": ANY})
         if asked is not None:
             filters = [{"Name": "instance-id", "Values": asked}]

@@ -20,25 +20,30 @@ from scaler.worker_manager.backend import LaunchSpec
 ARN = "arn:aws:ecs:us-east-1:123456789012:task-definition/scaler-task-definition:1"
 
 
-def prepared(clients: AwsClients) -> tuple[Stubber, Stubber]:
-    ecs, ec2 = Stubber(clients["ecs"]), Stubber(clients["ec2"])
+def prepared(clients: AwsClients) -> tuple[Stubber, Stubber, Stubber]:
+    ecs, ec2, s3 = Stubber(clients["ecs"]), Stubber(clients["ec2"]), Stubber(clients["s3"])
     ecs.add_response("describe_clusters", {"clusters": [{"clusterName": "scaler-cluster", "status": "ACTIVE"}]})
     ec2.add_response("describe_subnets", {"Subnets": [{"SubnetId": "subnet-1", "VpcId": "vpc-1"}]})
-    ecs.add_response("describe_task_definition", {"taskDefinition": {"taskDefinitionArn": ARN}})
-    return ecs, ec2
+    s3.add_response("head_bucket", {})  # the manager's bucket exists
+    definition = {"taskDefinitionArn": ARN, "cpu": "1024", "memory": "2048", "containerDefinitions": [
+        {"name": "scaler-container", "image": "worker-image"}]}  # fmt: skip
+    ecs.add_response("describe_task_definition", {"taskDefinition": definition})
+    s3.add_response("put_object", {})  # the unit's manifest
+    return ecs, ec2, s3
 
 
 def launch(clients: AwsClients, run_task_answer: dict[str, Any]) -> list[str]:
     config = ECSWorkerManagerConfig(
         scheduler_address="tcp://127.0.0.1:2345", worker_manager_id="ecs", ecs_subnets="subnet-1",
-        ecs_security_groups="sg-1", ecs_task_cpu=1, ecs_task_memory=2,
+        ecs_security_groups="sg-1", ecs_task_cpu=1, ecs_task_memory=2, ecs_task_image="worker-image",
+        environment="image", s3_bucket="bucket",
     )  # fmt: skip
     spec = LaunchSpec("ecs", WorkerConfig(scheduler_address="tcp://127.0.0.1:2345", worker_type="ECS"))
-    ecs, ec2 = prepared(clients)
+    ecs, ec2, s3 = prepared(clients)
     expected = {"cluster": "scaler-cluster", "taskDefinition": ARN, "launchType": "FARGATE", "count": 1}
     expected.update(startedBy="ecs", tags=ANY, overrides=ANY, networkConfiguration=ANY)
     ecs.add_response("run_task", run_task_answer, expected)
-    with ecs, ec2:
+    with ecs, ec2, s3:
         return asyncio.run(EcsBackend(config, "ecs", clients).launch(1, spec))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaler.object_storage.server import StorageService
+from scaler.object_storage.service import StorageService
 from scaler.object_storage.store import ObjectStore
 from scaler.protocol.codec import encode_storage_request
 from scaler.protocol.ids import ObjectID

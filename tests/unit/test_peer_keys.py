@@ -3,9 +3,14 @@ and revoked keys are named once a second (the shell drops them)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from scaler.io.key_sharing import KeySharing
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID
-from scaler.scheduler.peer_keys import TAKEN, PeerKeys
+from scaler.scheduler.peer_keys import TAKEN, PeerKeys, settle
 
 
 class Folder:
@@ -59,3 +64,74 @@ def test_revoked_keys_are_named_and_forgotten_peers_are_not() -> None:
     assert keys.revoked([ALICE, POOL]) == []
     refused = keys.refusal(ALICE, b"k-alice", hello(m.Role.CLIENT))
     assert refused is not None and "revoked" in refused.answer.reason  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------- per-key shares and quotas (sharing.toml)
+
+
+class SharingFolder(Folder):
+    def __init__(self, roles: dict[bytes, frozenset[str]], sharing: dict[bytes, KeySharing]) -> None:
+        super().__init__(roles)
+        self.sharing = sharing
+
+    def sharing_of(self, public_key: bytes) -> KeySharing | None:
+        return self.sharing.get(public_key)
+
+
+def client_hello(share: float = 1.0, quota: int = 0) -> m.Hello:
+    return m.Hello(m.PROTOCOL_VERSION, "3.11.7", 1, "host", m.ClientInfo("c", share, quota))
+
+
+def test_a_clients_key_sets_its_share_whatever_it_asks_and_caps_its_quota() -> None:
+    """Checked by making PeerKeys.settled return the message unchanged: the asked share 50 then stays."""
+    folder = SharingFolder(
+        {b"k-alice": frozenset({"client"}), b"k-bob": frozenset({"client"})},
+        {b"k-alice": KeySharing(share=3.0, max_running_tasks=10)},
+    )
+    keys = PeerKeys(folder, "3.11.7")
+    settled = keys.settled(b"k-alice", client_hello(share=50.0, quota=0))
+    assert isinstance(settled, m.Hello) and settled.info == m.ClientInfo("c", 3.0, 10)
+    lowered = keys.settled(b"k-alice", client_hello(share=1.0, quota=4))
+    assert isinstance(lowered, m.Hello) and lowered.info == m.ClientInfo("c", 3.0, 4)  # a client may ask for less
+    unlisted = client_hello(share=2.0)
+    assert keys.settled(b"k-bob", unlisted) is unlisted and keys.settled(None, unlisted) is unlisted
+    assert settle(m.ClientInfo("c", 2.0, 7), KeySharing()) == m.ClientInfo("c", 2.0, 7)
+
+
+def make_keys(folder: Path, *names: str) -> None:
+    import zmq.auth
+
+    for name in names:
+        zmq.auth.create_certificates(str(folder), name)
+        (folder / f"{name}.key_secret").unlink()
+
+
+def test_the_sharing_file_is_read_with_the_folder_and_again_when_it_changes(tmp_path: Path) -> None:
+    from scaler.io.curve import AuthorizedFolder, read_public_key
+
+    make_keys(tmp_path, "alice", "bob")
+    alice = read_public_key(str(tmp_path / "alice.key"))
+    folder = AuthorizedFolder(str(tmp_path), server=b"s" * 40)
+    assert folder.roles_of(alice) and folder.sharing_of(alice) is None
+    (tmp_path / "sharing.toml").write_text("[alice]\nshare = 3\nmax_running_tasks = 20\n")
+    folder.callback("", alice)  # a handshake always looks at the folder again
+    assert folder.sharing_of(alice) == KeySharing(3.0, 20)
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("[carol]\nshare = 2\n", "names no key file"),
+        ("[alice]\nshare = 0\n", "share must be a positive number"),
+        ("[alice]\nmax_running_tasks = 0\n", "max_running_tasks must be a positive integer"),
+        ("[alice]\nweight = 2\n", "may hold only share and max_running_tasks"),
+        ("[alice\n", "cannot read it"),
+    ],
+)
+def test_a_wrong_sharing_file_is_refused_naming_the_entry(tmp_path: Path, text: str, words: str) -> None:
+    from scaler.io.curve import KeyFileError, authorized_sharing
+
+    make_keys(tmp_path, "alice")
+    (tmp_path / "sharing.toml").write_text(text)
+    with pytest.raises(KeyFileError, match=words):
+        authorized_sharing(str(tmp_path))

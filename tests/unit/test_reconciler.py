@@ -208,6 +208,25 @@ def test_a_unit_stuck_pending_is_terminated_and_replaced() -> None:
     assert r.plan(Target(1), [unit("a", STOPPING, T0)], T0 + 62).launch == 1
 
 
+def test_a_running_unit_whose_workers_never_register_is_named_and_replaced_after_the_boot_timeout() -> None:
+    """#28: a unit that cannot reach the scheduler runs (the cloud says RUNNING) but its workers never register:
+    named, with what it reported, and terminated as a failed launch. Checked by switching it off: without the
+    rule, the unit is kept for ever (the plan terminates nothing)."""
+    r = reconciler(pending_timeout_seconds=60)
+    r.plan(Target(1), [], T0)
+    r.launched(["u"], 1, T0)
+    cut_off = UnitInfo("u", RUNNING, T0, detail="task 1; unreachable, cannot reach the scheduler at tcp://x:1")
+    assert r.plan(Target(1), [cut_off], T0 + 59).terminate == ()
+    plan = r.plan(Target(1), [cut_off], T0 + 61)
+    assert plan.terminate == ("u",) and r.failures == 1
+    assert any("none of its workers registered within 60 s" in note and "cannot reach" in note for note in plan.notes)
+    registered = reconciler(pending_timeout_seconds=60)
+    registered.plan(Target(1), [], T0)
+    registered.launched(["v"], 1, T0)
+    assert registered.plan(Target(1, connected=(worker_of("v"),)), [unit("v", created_at=T0)], T0 + 5).is_empty
+    assert registered.plan(Target(1, connected=()), [unit("v", created_at=T0)], T0 + 100).terminate == ()
+
+
 def test_a_launch_never_listed_is_given_up_after_the_pending_timeout() -> None:
     r = reconciler(pending_timeout_seconds=60)
     r.launched(["ghost"], 1, T0)

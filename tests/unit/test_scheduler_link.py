@@ -121,6 +121,48 @@ def test_workers_heartbeat_without_echoes_clients_wait_for_the_echo() -> None:
     assert kinds(client.on_tick(3.0)) == [SendHeartbeat]
 
 
+PAUSING = LinkSettings("tcp://s:1", heartbeat_interval_seconds=2.0, timeout_seconds=30.0, pause_after_seconds=1.0)
+
+
+def ticks(link: SchedulerLink, start: float, end: float, step: float = 0.5) -> list[object]:
+    """Tick every `step` seconds from `start` to `end` (an awake peer); return every effect."""
+    effects: list[object] = []
+    now = start
+    while now <= end:
+        effects += link.on_tick(now)
+        now += step
+    return effects
+
+
+def test_the_peers_own_pause_does_not_count_as_the_schedulers_silence_but_a_silence_after_it_does() -> None:
+    """A peer frozen for 100 s (no tick from 10 to 110) wakes registered: the answers may be unread in its socket.
+    Awake again, 30 s of silence are a loss as before. Only the gap beyond `pause_after_seconds` is forgiven."""
+    link = registered(PAUSING)
+    assert not [e for e in ticks(link, 0.5, 10.0) if isinstance(e, Lost)]
+    link.on_message(m.HeartbeatEcho(), 10.0)  # the last word heard before the freeze
+    assert not [e for e in link.on_tick(110.0) if isinstance(e, Lost)]
+    assert link.is_registered
+    assert not [e for e in ticks(link, 110.5, 138.0) if isinstance(e, Lost)]
+    assert [e for e in ticks(link, 138.5, 142.0) if isinstance(e, Lost)]
+
+
+def test_a_peer_frozen_before_its_first_tick_wakes_registered() -> None:
+    link = registered(PAUSING, now=5.0)
+    assert not [e for e in link.on_tick(100.0) if isinstance(e, Lost)]
+
+
+def test_a_merely_slow_loop_still_notices_a_silent_scheduler() -> None:
+    """Ticks 1.5 s apart (each gap 0.5 s beyond the pause limit) still add up to a loss, a little later."""
+    link = registered(PAUSING)
+    lost = [now for now in (1.5 * i for i in range(1, 60)) if any(isinstance(e, Lost) for e in link.on_tick(now))]
+    assert lost and 30.0 < lost[0] <= 50.0
+
+
+def test_without_a_pause_limit_every_gap_counts() -> None:
+    link = registered(WORKER)
+    assert [e for e in link.on_tick(110.0) if isinstance(e, Lost)]
+
+
 def test_silence_past_the_timeout_is_a_loss_any_message_counts_as_life() -> None:
     link = registered()
     link.on_message(m.Task(b"t" * 16, b"c", b""), 20.0)  # type: ignore[arg-type]

@@ -77,6 +77,16 @@ def test_the_spend_rate_shows_when_a_manager_declares_a_worker_cost() -> None:
     assert "spend now 1.40/hour (spot 8 x 0.05 = 0.40, fargate 5 x 0.2 = 1.00)" in lines
 
 
+def test_warm_capacity_shows_with_what_it_costs_idle() -> None:
+    assert not any(line.startswith("warm capacity") for line in render(snapshot(), [], Sorting(), "a"))
+    managers = (
+        m.ManagerSummary("spot", units=2, worker_cost_per_hour=0.05, min_workers=2, buffer_workers=1),
+        m.ManagerSummary("local", units=3, buffer_workers=4),
+    )
+    lines = render(replace(snapshot(), managers=managers), [], Sorting(), "a")
+    assert "warm capacity: spot min 2 buffer 1 = 0.10/hour idle, local min 0 buffer 4" in lines
+
+
 def test_the_state_keeps_the_latest_status_and_the_last_decisions() -> None:
     state = TopState()
     state.on_message(snapshot(), now=10.0)

@@ -77,6 +77,8 @@ class ManagerRecord:
     worker_cost_per_hour: float = 0.0
     declared_boot_seconds: float | None = None  #: as the manager's hello declared it; None: use the measured
     measured_boot_seconds: float = 0.0  #: from its heartbeats; 0: none measured yet
+    min_workers: int = 0  #: warm capacity (scaling_hook.keep_warm_capacity)
+    buffer_workers: int = 0
 
     @property
     def boot_seconds(self) -> float:

@@ -8,6 +8,7 @@ with a ProtocolError. Liveness is judged on `Tick(now)` against the last message
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -22,6 +23,7 @@ from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, 
 from scaler.scheduler.core.graphs import GraphRegistry
 from scaler.scheduler.core.monitor_feed import MonitorFeed
 from scaler.scheduler.core.object_retention import ObjectRetention
+from scaler.scheduler.core.overtaking import Overtaking
 from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
 from scaler.scheduler.core.reattachment import Reattachment
 from scaler.scheduler.core.story_book import DEFAULT_RETENTION_SECONDS, DEFAULT_RETENTION_TASKS, StoryBook
@@ -106,6 +108,7 @@ class SchedulerCore:
         self._worker_sequence = 0
         self._last_balance_at = 0.0
         self._balancer = Balancer(settings.load_balance_trigger_times, ignore_capabilities)
+        self._overtaking = Overtaking(ignore_capabilities)
         self._client_handlers: dict[type, Callable[[PeerID, Any], None]] = {
             m.Heartbeat: self._on_client_heartbeat,
             m.Task: self._on_task,
@@ -146,6 +149,8 @@ class SchedulerCore:
                 logger.exception("failed to handle %s; it is dropped", _describe(event))
         try:
             self.lifecycle.dispatch()
+            for worker, task_ids in self._overtaking.step(self.tasks, self.workers.values()).items():
+                self._send(worker, m.TaskReturn(task_ids))
         except Exception:
             if self.strict:
                 raise
@@ -244,6 +249,11 @@ class SchedulerCore:
         if known_roles and known_roles != [hello.role.value]:
             return f"this connection is already registered as a {known_roles[0]}"
         if isinstance(info, m.ClientInfo):
+            if not (math.isfinite(info.share) and info.share > 0):
+                return f"a client's share must be a positive number, not {info.share!r}"
+            self.tasks.queue.shares[ClientID(peer)] = info.share
+            if info.max_running_tasks:
+                self.tasks.queue.quotas[ClientID(peer)] = info.max_running_tasks
             if peer not in self.clients:
                 returning = bool(hello.known_instance) and hello.known_instance != self.settings.instance_id
                 self.clients[peer] = ClientRecord(peer, info.name, hello.hostname, hello.pid, now, now, returning)
@@ -274,7 +284,8 @@ class SchedulerCore:
             self.managers[peer] = ManagerRecord(
                 peer, info.manager_id, info.manager_type, info.capabilities, info.max_workers,
                 hello.hostname, hello.pid, now, now, worker_cost_per_hour=info.worker_cost_per_hour,
-                declared_boot_seconds=info.expected_boot_seconds,
+                declared_boot_seconds=info.expected_boot_seconds, min_workers=info.min_workers,
+                buffer_workers=info.buffer_workers,
             )  # fmt: skip
             logger.info("worker manager %r (%s) connected", info.manager_id, info.manager_type)
         return None
@@ -357,6 +368,7 @@ class SchedulerCore:
         self.lifecycle.client_gone(ClientID(peer))
         self.reattachment.forget_client(ClientID(peer))
         self.tasks.forget_client(ClientID(peer))
+        self.tasks.queue.forget(ClientID(peer))
         if self.retention.client_left(ClientID(peer), self.now):
             self.effects.append(DeleteOwnerObjects(ClientID(peer)))
 

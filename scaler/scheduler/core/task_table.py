@@ -27,6 +27,18 @@ from scaler.scheduler.core.shrink_rule import ShrinkRule, rebuild
 from scaler.scheduler.core.story_book import StoryBook, Words
 from scaler.scheduler.core.task_state import TaskState
 
+#: Task transitions kept for the monitor feed between two publications; later ones are only counted.
+TRANSITIONS_PER_PUBLICATION = 1000
+#: Index in a counts list of each live state (CANCELING counts as running: it holds its worker's slot).
+_LIVE_INDEX = {TaskState.WAITING: 0, TaskState.QUEUED: 1, TaskState.DISPATCHED: 2, TaskState.CANCELING: 2}
+#: Index of each way a task ends: succeeded 3, failed 4 (any failure), canceled 5.
+_END_INDEX = {"success": 3, "canceled": 5}
+_FAILED_INDEX = 4
+_HELD = 2
+
+#: A dispatch queue entry: (-priority, turn, sequence, task id).
+Entry = tuple[int, float, int, TaskID]
+
 
 @dataclass(slots=True)
 class TaskRecord:
@@ -39,7 +51,7 @@ class TaskRecord:
     lost_workers: tuple[str, ...] = ()  #: why each of its workers went away (a tuple: no list per task)
     client_gone: bool = False  #: nobody waits for the outcome any more
     dispatched_at: float = 0.0
-    turn: int = -1  #: its place in its client's line (DispatchQueue); -1 until first queued
+    turn: float = -1.0  #: its place in its client's line (DispatchQueue); -1 until first queued
 
     @property
     def task_id(self) -> TaskID:
@@ -61,32 +73,53 @@ class TaskRecord:
 class DispatchQueue:
     """Priority heaps of QUEUED task ids, one per capability set.
 
-    Within a priority, clients take turns: a client's n-th queued task gets turn n, counted from the turn being
-    dispatched when its line was empty (start-time fair queuing), so two clients mapping 10,000 tasks each at
-    once progress together instead of one after the other; one client's tasks keep their submission order.
+    Within a priority, clients take turns in proportion to their shares (weighted start-time fair queuing): a
+    client's tasks get turns 1/share apart, counted from the turn being dispatched when its line was empty, so two
+    clients mapping 10,000 tasks each progress together (3 tasks of a client of share 3 for each of a client of
+    share 1), whoever submitted first; one client's tasks keep their submission order. Shares count task starts,
+    which is busy worker time when the clients' tasks take alike (docs/guide/sharing.md says what it is not).
+
+    A client with a quota (`quotas`, the most of its tasks at workers at once) whose task reaches the top of a heap
+    while it is at its quota has the task set aside (still QUEUED, still counted); each of its tasks that leaves a
+    worker brings one back (`quota_freed`), so a client far over its quota costs O(log n) per task, not a rescan.
     """
 
-    def __init__(self, ignore_capabilities: bool) -> None:
+    def __init__(self, ignore_capabilities: bool, client_counts: dict[ClientID, list[int]]) -> None:
         self._ignore_capabilities = ignore_capabilities
-        self._heaps: dict[Capabilities, list[tuple[int, int, int, TaskID]]] = {}
+        self._heaps: dict[Capabilities, list[Entry]] = {}
         #: exact number of QUEUED tasks per capability set
         self.queued_count: dict[Capabilities, int] = {}
         #: exact number of QUEUED tasks per capability set and function name (sums to `queued_count`)
         self.queued_by_function: dict[Capabilities, dict[str, int]] = {}
-        self._next_turn: dict[ClientID, int] = {}  #: the turn a client's next task gets (at least `_turn_now`)
-        self._turn_now = 0  #: the turn of the task dispatched last
+        #: exact number of QUEUED tasks per capability set and priority (overtaking.py)
+        self._by_priority: dict[Capabilities, dict[int, int]] = {}
+        #: the highest priority pushed since overtaking.py last looked (None: nothing pushed)
+        self.pushed_top: int | None = None
+        self._next_turn: dict[ClientID, float] = {}  #: the turn a client's next task gets (at least `_turn_now`)
+        self._turn_now = 0.0  #: the turn of the task dispatched last
+        #: each client's share of the workers (1 when not set): its turns are 1/share apart
+        self.shares: dict[ClientID, float] = {}
+        #: each client's quota of tasks at workers (absent: none), checked against its counts in the task table
+        self.quotas: dict[ClientID, int] = {}
+        self._client_counts = client_counts
+        #: QUEUED tasks of clients at their quota, set aside when they reached the top of a heap, best first
+        self._over_quota: dict[ClientID, list[tuple[Entry, Capabilities]]] = {}
 
     def key(self, record: TaskRecord) -> Capabilities:
         return () if self._ignore_capabilities else record.queue_key
 
     def push(self, record: TaskRecord) -> None:
         if record.turn < 0:  # a task queued again (its worker died) keeps its place
-            record.turn = max(self._next_turn.get(record.client_id, 0), self._turn_now)
-            self._next_turn[record.client_id] = record.turn + 1
-        key = self.key(record)
-        entry = (-record.task.priority, record.turn, record.sequence, record.task_id)
+            record.turn = max(self._next_turn.get(record.client_id, 0.0), self._turn_now)
+            self._next_turn[record.client_id] = record.turn + 1.0 / self.shares.get(record.client_id, 1.0)
+        key, priority = self.key(record), record.task.priority
+        entry = (-priority, record.turn, record.sequence, record.task_id)
         heapq.heappush(self._heaps.setdefault(key, []), entry)
         self.queued_count[key] = self.queued_count.get(key, 0) + 1
+        by_priority = self._by_priority.setdefault(key, {})
+        by_priority[priority] = by_priority.get(priority, 0) + 1
+        if self.pushed_top is None or priority > self.pushed_top:
+            self.pushed_top = priority
         functions = self.queued_by_function.setdefault(key, {})
         name = record.task.function_name
         functions[name] = functions.get(name, 0) + 1
@@ -99,6 +132,13 @@ class DispatchQueue:
             self.queued_count[key] = count
         else:
             del self.queued_count[key]
+        by_priority, priority = self._by_priority[key], record.task.priority
+        if by_priority[priority] > 1:
+            by_priority[priority] -= 1
+        else:
+            del by_priority[priority]
+            if not by_priority:
+                del self._by_priority[key]
         functions = self.queued_by_function[key]
         name = record.task.function_name
         if functions[name] > 1:
@@ -114,14 +154,22 @@ class DispatchQueue:
     def groups(self) -> Iterator[tuple[Capabilities, int]]:
         return iter(self.queued_count.items())
 
-    def peek(self, key: Capabilities, records: dict[TaskID, TaskRecord]) -> tuple[int, int, int, TaskID] | None:
+    def outranking(self, key: Capabilities, priority: int) -> int:
+        """How many tasks of capability set `key` are queued above `priority`."""
+        return sum(count for queued, count in self._by_priority.get(key, {}).items() if queued > priority)
+
+    def peek(self, key: Capabilities, records: dict[TaskID, TaskRecord]) -> Entry | None:
         """The entry (-priority, turn, sequence, task id) of the task `pop` would take, or None."""
         heap = self._heaps.get(key)
         while heap:
             entry = heap[0]
             record = records.get(entry[3])
-            if record is not None and record.state is TaskState.QUEUED and record.sequence == entry[2]:
-                return entry
+            if _is_current(record, entry):
+                assert record is not None
+                quota = self.quotas.get(record.client_id)
+                if quota is None or self._client_counts[record.client_id][_HELD] < quota:
+                    return entry
+                heapq.heappush(self._over_quota.setdefault(record.client_id, []), (entry, key))
             heapq.heappop(heap)
         if heap is not None and key not in self.queued_count:
             del self._heaps[key]
@@ -139,21 +187,42 @@ class DispatchQueue:
                 self._next_turn = {c: t for c, t in self._next_turn.items() if t > self._turn_now}
         return record
 
+    def quota_freed(self, client: ClientID, records: dict[TaskID, TaskRecord]) -> None:
+        """One of the client's tasks left a worker: its best task set aside over quota goes back to its heap."""
+        waiting = self._over_quota.get(client)
+        while waiting:
+            entry, key = heapq.heappop(waiting)
+            if _is_current(records.get(entry[3]), entry):
+                heapq.heappush(self._heaps.setdefault(key, []), entry)
+                break
+        if not waiting:
+            self._over_quota.pop(client, None)
 
-#: Task transitions kept for the monitor feed between two publications; later ones are only counted.
-TRANSITIONS_PER_PUBLICATION = 1000
-#: Index in a counts list of each live state (CANCELING counts as running: it holds its worker's slot).
-_LIVE_INDEX = {TaskState.WAITING: 0, TaskState.QUEUED: 1, TaskState.DISPATCHED: 2, TaskState.CANCELING: 2}
-#: Index of each way a task ends: succeeded 3, failed 4 (any failure), canceled 5.
-_END_INDEX = {"success": 3, "canceled": 5}
-_FAILED_INDEX = 4
+    def over_quota(self, key: Capabilities, records: dict[TaskID, TaskRecord]) -> int:
+        """How many tasks of capability set `key` wait because their client is at its quota (for the status)."""
+        return sum(
+            1
+            for waiting in self._over_quota.values()
+            for entry, entry_key in waiting
+            if entry_key == key and _is_current(records.get(entry[3]), entry)
+        )
+
+    def forget(self, client: ClientID) -> None:
+        """The client left: its share and quota go (its tasks are cancelled by the lifecycle)."""
+        self.shares.pop(client, None)
+        self.quotas.pop(client, None)
+        self._over_quota.pop(client, None)
+
+
+def _is_current(record: TaskRecord | None, entry: Entry) -> bool:
+    """The entry is the one of a task that is QUEUED now (not of one that left the queue since, or was pushed again)."""
+    return record is not None and record.state is TaskState.QUEUED and record.sequence == entry[2]
 
 
 class TaskTable:
     def __init__(self, ignore_capabilities: bool) -> None:
         self.records: dict[TaskID, TaskRecord] = {}
         self.by_client: dict[ClientID, set[TaskID]] = {}
-        self.queue = DispatchQueue(ignore_capabilities)
         self._next_sequence = 0
         self.succeeded = 0
         self.failed = 0
@@ -162,8 +231,11 @@ class TaskTable:
         self.not_found = 0  #: cancels naming a task the scheduler did not know
         #: live tasks per state
         self.live_counts: dict[TaskState, int] = dict.fromkeys(TaskState, 0)
+        #: DISPATCHED and CANCELING tasks per priority (overtaking.py)
+        self.held_by_priority: dict[int, int] = {}
         #: [waiting, queued, running, succeeded, failed, canceled] per client and per function
         self.client_counts: dict[ClientID, list[int]] = {}
+        self.queue = DispatchQueue(ignore_capabilities, self.client_counts)
         self.function_counts: dict[str, list[int]] = {}
         #: transitions noted since the last publication; a state is a TaskState value or how the task ended
         self.transitions: list[TaskTransition] = []
@@ -207,6 +279,10 @@ class TaskTable:
         if _LIVE_INDEX[old] != _LIVE_INDEX[state]:
             self._count(record, _LIVE_INDEX[old], -1)
             self._count(record, _LIVE_INDEX[state], 1)
+            if _LIVE_INDEX[old] == _HELD:
+                self._held(record.task.priority, -1)
+            elif _LIVE_INDEX[state] == _HELD:
+                self._held(record.task.priority, 1)
         record.state = state
         self._note(record, state.value, now)
 
@@ -238,6 +314,8 @@ class TaskTable:
                 del self.by_client[record.client_id]
         self.live_counts[record.state] -= 1
         self._count(record, _LIVE_INDEX[record.state], -1)
+        if _LIVE_INDEX[record.state] == _HELD:
+            self._held(record.task.priority, -1)
         self._count(record, _END_INDEX.get(ending, _FAILED_INDEX), 1)
         self._note(record, ending, now, ran_on, run_seconds, peak_memory_bytes)
 
@@ -246,6 +324,17 @@ class TaskTable:
         rebuild(self.records)
         for owned in self.by_client.values():
             rebuild(owned)
+
+    def _held(self, priority: int, delta: int) -> None:
+        count = self.held_by_priority.get(priority, 0) + delta
+        if count:
+            self.held_by_priority[priority] = count
+        else:
+            del self.held_by_priority[priority]
+
+    def lowest_held_priority(self) -> int | None:
+        """The lowest priority of a task held at a worker (None: no task is)."""
+        return min(self.held_by_priority) if self.held_by_priority else None
 
     def forget_client(self, client: ClientID) -> None:
         """The client left: its counts go once its last task ended."""
@@ -263,6 +352,8 @@ class TaskTable:
         if client is None:
             client = self.client_counts[record.client_id] = [0] * 6
         client[index] += delta
+        if index == _HELD and delta < 0 and record.client_id in self.queue.quotas:
+            self.queue.quota_freed(record.client_id, self.records)
         function = self.function_counts.get(record.task.function_name)
         if function is None:
             function = self.function_counts[record.task.function_name] = [0] * 6

@@ -103,7 +103,7 @@ class ViewBuilder:
         return m.ManagerSummary(
             manager.manager_id, manager.manager_type, manager.capabilities, manager.max_workers, connected, target,
             manager.units, manager.pending_units, manager.last_target, max(0.0, core.now - manager.last_seen),
-            manager.worker_cost_per_hour, manager.boot_seconds,
+            manager.worker_cost_per_hour, manager.boot_seconds, manager.min_workers, manager.buffer_workers,
         )  # fmt: skip
 
     def _groups(self) -> tuple[m.PendingGroup, ...]:
@@ -130,16 +130,21 @@ class ViewBuilder:
         groups = []
         for capabilities in dict.fromkeys([*queued, *running]):
             count = queued.get(capabilities, 0)
-            oldest, reason = 0.0, ""
+            oldest, reason, over_quota = 0.0, "", 0
             if count:
                 head = queue.peek(capabilities, records)
                 if head is not None:
                     oldest = max(0.0, core.now - records[head[3]].submitted_at)
                 reason = self._waiting_reason(capabilities)
+                over_quota = queue.over_quota(capabilities, records)
+                if over_quota:  # the quota first: more workers would not start these
+                    reason = f"{over_quota} at their client's quota of running tasks (max_running_tasks); {reason}"
             functions = _function_loads(
                 queue.queued_by_function.get(capabilities, {}), running_seconds.get(capabilities, {})
             )
-            groups.append(m.PendingGroup(capabilities, count, reason, running.get(capabilities, 0), oldest, functions))
+            groups.append(
+                m.PendingGroup(capabilities, count, reason, running.get(capabilities, 0), oldest, functions, over_quota)
+            )
         return tuple(groups)
 
     def _waiting_reason(self, capabilities: m.Capabilities) -> str:

@@ -137,6 +137,7 @@ class AgentCore:
                 # a closed connection starts the grace: past it with no scheduler answering, the worker exits
                 lost_on_disconnect=settings.scheduler_lost_grace_seconds > 0,
                 lost_grace_seconds=settings.scheduler_lost_grace_seconds or None,
+                pause_after_seconds=settings.pause_after_seconds,
             )
         )
         self._leaving = False

@@ -24,3 +24,6 @@ class AgentSettings:
     #: tasks a processor may hold beyond the one it computes (placement rule 2); 0: none. What the executor's
     #: processors can take (`Executor.max_staged_tasks`)
     max_staged_tasks: int = 0
+    #: a gap between two events longer than this is the worker's own pause (SIGSTOP, a VM paused by its host), which
+    #: does not count as the scheduler's silence (`LinkSettings.pause_after_seconds`); None: every gap counts
+    pause_after_seconds: float | None = None

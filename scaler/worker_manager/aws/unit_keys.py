@@ -1,16 +1,14 @@
 """CURVE keys for the workers a cloud manager starts (docs/security.md, "Keys as text").
 
-The manager's own key files mean nothing inside a container or on a fresh instance, so a unit's settings carry
-no key path; its workers read the keys' text from two environment variables instead
-(`scaler.io.curve.SECRET_KEY_TEXT_VARIABLE`, `SERVER_KEY_TEXT_VARIABLE`). How the text gets there is each
-backend's business: an ECS task definition's `secrets` from AWS Secrets Manager, an EC2 instance's user data.
-Key text is never logged and never put on a command line.
+The manager's own key files mean nothing on a unit, so a unit's settings carry no key path; its workers read the
+keys' text from two environment variables instead (`scaler.io.curve.SECRET_KEY_TEXT_VARIABLE`,
+`SERVER_KEY_TEXT_VARIABLE`). They travel in the unit's one-time manifest (`aws.shipping`), which the unit reads
+through a presigned URL and deletes: never in a launch request, a task definition, user data or a log line.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import shlex
 
 from scaler.config.sections import WorkerConfig
 from scaler.io.curve import key_texts, security_of
@@ -26,8 +24,3 @@ def unit_key_texts(spec: LaunchSpec) -> dict[str, str]:
 def without_key_paths(config: WorkerConfig) -> WorkerConfig:
     """A unit's worker settings: the manager's key file paths dropped (the workers take the text variables)."""
     return dataclasses.replace(config, curve_secret_key=None, curve_server_key=None)
-
-
-def shell_exports(texts: dict[str, str]) -> list[str]:
-    """`export NAME='...'` lines for a boot script."""
-    return [f"export {name}={shlex.quote(value)}" for name, value in sorted(texts.items())]

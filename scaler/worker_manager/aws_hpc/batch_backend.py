@@ -9,6 +9,9 @@
   ended without an outcome is reported with its status reason and the end of its CloudWatch log; a job whose host
   was terminated (spot reclaim) is reported as a lost host, which the scheduler retries.
 - cancel: `terminate_job` and the task's input deleted.
+- lease: each job carries its proxy's lease (`job_lease`: an object `<prefix>/leases/<proxy>` the proxy renews
+  while it has jobs, removed when it stops or, once it died, with its orphans); a job whose lease ran out (the
+  laptop gone) does not run its task, or stops it.
 
 The job definition runs `python3 -m scaler.worker_manager.aws_hpc.job_runner` with the parameters named in
 `JOB_PARAMETERS` (`provision.py` registers such a definition; docs/worker_managers.md shows the image).
@@ -26,7 +29,9 @@ from typing import Any
 
 from scaler.config.sections import AWSHPCWorkerManagerConfig, WorkerManagerSettings
 from scaler.worker_manager.aws.client import AwsClients, CloudError, plain_error
+from scaler.worker_manager.aws_hpc.job_lease import LeaseKeeper
 from scaler.worker_manager.offload.backend import JobOutcome, OffloadError, RemoteJob
+from scaler.worker_manager.ship.unit_target import python_version_problem
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +81,9 @@ class BatchBackend:
         self._settings = settings
         self._batch, self._s3, self._logs = clients["batch"], clients["s3"], clients["logs"]
         self._prefix = settings.s3_prefix.strip("/")
+        #: the lease of this proxy's jobs, named after their keys' prefix (the proxy's) at the first submit
+        self._lease: LeaseKeeper | None = None
+        self._lease_key: str | None = None
         self._lock = threading.Lock()
         self._jobs: dict[str, _InFlight] = {}  #: by job id
         self._keys: dict[str, str] = {}  #: task key -> job id
@@ -100,6 +108,9 @@ class BatchBackend:
                 f"AWS Batch job definition {settings.job_definition!r} does not exist or is inactive "
                 f"(--job-definition): register it, e.g. with python -m scaler.worker_manager.aws_hpc.provision"
             )
+        problem = _definition_python_problem(found["jobDefinitions"][0], settings.job_definition)
+        if problem is not None:
+            raise OffloadError(problem)
         try:
             self._api(self._s3.head_bucket, Bucket=settings.s3_bucket)
         except OffloadError as error:
@@ -108,6 +119,7 @@ class BatchBackend:
     # ------------------------------------------------------------ OffloadBackend
 
     def submit(self, jobs: list[RemoteJob]) -> None:
+        self._lease_of(jobs[0].key).renew(force=True)
         for start in range(0, len(jobs), MAX_ARRAY_SIZE):
             chunk = jobs[start : start + MAX_ARRAY_SIZE]
             if len(chunk) == 1:
@@ -118,6 +130,8 @@ class BatchBackend:
     def poll(self) -> list[JobOutcome]:
         with self._lock:
             job_ids = list(self._jobs)
+        if job_ids and self._lease is not None:
+            self._lease.renew()
         outcomes: list[JobOutcome] = []
         spent: list[str | None] = []  #: the S3 objects of the jobs that ended, deleted together
         for start in range(0, len(job_ids), DESCRIBE_LIMIT):
@@ -147,6 +161,7 @@ class BatchBackend:
                 self.cancel(key, "its proxy worker stopped")
             except OffloadError as error:
                 logger.warning("could not cancel job %s: %s", key, error)
+        self._delete(self._lease_key)  # its jobs are cancelled: one that still starts finds no lease and ends
 
     def cancel_orphans(self, key_prefix: str) -> int:
         cancelled = 0
@@ -160,7 +175,27 @@ class BatchBackend:
             for job_id in ids:
                 self._api(self._batch.terminate_job, jobId=job_id, reason="Canceled by Scaler: its proxy worker died")
             cancelled += 1
+        self._delete(self._lease_key_of(key_prefix))
         return cancelled
+
+    # ------------------------------------------------------------ the lease
+
+    def _lease_of(self, job_key: str) -> LeaseKeeper:
+        if self._lease is None:
+            key = self._lease_key = self._lease_key_of(job_key.rsplit("-", 1)[0])
+            where = f"{self._settings.s3_bucket}/{key}"
+            self._lease = LeaseKeeper(where, self._settings.lease_seconds, lambda: self._write_lease(key))
+        return self._lease
+
+    def _write_lease(self, key: str) -> None:
+        try:
+            self._api(self._s3.put_object, Bucket=self._settings.s3_bucket, Key=key, Body=b"")
+        except OffloadError as error:
+            where = f"s3://{self._settings.s3_bucket}/{key}"
+            raise OffloadError(f"could not renew the jobs' lease {where} (lease_seconds): {error}") from None
+
+    def _lease_key_of(self, key_prefix: str) -> str:
+        return f"{self._prefix}/leases/{key_prefix}"
 
     # ------------------------------------------------------------ submitting
 
@@ -191,6 +226,7 @@ class BatchBackend:
             jobName=name[:128], jobQueue=settings.job_queue, jobDefinition=settings.job_definition,
             parameters={"s3_bucket": settings.s3_bucket, "result_prefix": f"{self._prefix}/results", **parameters},
             timeout={"attemptDurationSeconds": max(60, settings.job_timeout_minutes * 60)},
+            containerOverrides={"environment": self._lease.variables() if self._lease is not None else []},
         )  # fmt: skip
         if size:
             request["arrayProperties"] = {"size": size}
@@ -311,3 +347,12 @@ class BatchBackend:
             if isinstance(plain, CloudError):
                 raise OffloadError(str(plain)) from None
             raise
+
+
+def _definition_python_problem(definition: dict[str, Any], name: str) -> str | None:
+    """Why the job definition's image would run another Python than the client's (its `PYTHON_VERSION`, the worker
+    image's contract: docs/worker_managers.md), or None (not set: the image's own, which the user vouches for)."""
+    environment = definition.get("containerProperties", {}).get("environment", [])
+    version = next((item.get("value") for item in environment if item.get("name") == "PYTHON_VERSION"), None)
+    problem = python_version_problem(f"the PYTHON_VERSION of job definition {name!r}", version)
+    return None if problem is None else f"{problem} (register the job definition again with it)"

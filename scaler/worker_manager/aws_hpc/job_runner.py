@@ -6,7 +6,8 @@
 (gzipped, base64) or, when PAYLOAD is "none", the S3 object S3_KEY, where "ARRAY_INDEX" stands for the child's
 `AWS_BATCH_JOB_ARRAY_INDEX`. The outcome is written to `RESULT_PREFIX/<AWS_BATCH_JOB_ID>.bin` (gzipped), also for
 a task that raised: the job then exits 1, so that Batch shows it FAILED. Exit 2: the job could not read its bundle
-or write its outcome (the message on stderr, in the job's CloudWatch log, says why). Needs boto3 and the modules
+or write its outcome (the message on stderr, in the job's CloudWatch log, says why). Exit 3: its manager's lease
+ran out (`job_lease`): the task is not run, or stopped. Needs boto3 and the modules
 the task's function uses, with the client's Python version.
 """
 
@@ -20,6 +21,7 @@ import sys
 from scaler.payload.remote_bundle import BundleError
 from scaler.protocol import messages as m
 from scaler.worker.task_execution import run_bundle
+from scaler.worker_manager.aws_hpc.job_lease import EXIT_LEASE_EXPIRED, watch_lease
 
 NONE = "none"
 
@@ -46,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     import boto3
 
     s3 = boto3.client("s3")
+    stale = watch_lease(s3, job_id)
+    if stale is not None:
+        print(f"job {job_id}: not running its task: {stale}", file=sys.stderr)
+        return EXIT_LEASE_EXPIRED
     try:
         bundle = read_bundle(payload, bucket, key, s3)
         outcome = run_bundle(bundle, on_log=lambda log: print(log.text, end="", flush=True))

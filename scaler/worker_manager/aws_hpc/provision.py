@@ -20,6 +20,7 @@ from typing import Any
 from scaler.config.sections import AWSHPCWorkerManagerConfig
 from scaler.worker_manager.aws.client import AwsClients, CloudError
 from scaler.worker_manager.aws_hpc.batch_backend import JOB_PARAMETERS, NONE
+from scaler.worker_manager.ship.distributions import this_python
 
 DEFAULT_IMAGE = "scaler-batch-job:latest"
 ENVIRONMENT_NAME = "scaler-batch-fargate"
@@ -105,6 +106,8 @@ def _job_definition(aws: AwsClients, config: AWSHPCWorkerManagerConfig, image: s
             "image": image, "command": JOB_COMMAND, "jobRoleArn": role, "executionRoleArn": role,
             "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "2048"}],
             "networkConfiguration": {"assignPublicIp": "ENABLED"},
+            # the worker image's contract: the client's Python, which the manager checks at start
+            "environment": [{"name": "PYTHON_VERSION", "value": this_python()}],
         },
     )  # fmt: skip
     return f"job definition {name}: registered (image {image})"

@@ -1,16 +1,18 @@
 """The ECS backend: one unit = one Fargate task running `ecs_task_cpu` workers.
 
-- launch: `run_task` per unit, with the unit's pool command as the `COMMAND` container override (the image
-  runs it with `sh -c`, as the reference image does), tagged with the manager id and the unit id (and
+- launch: `run_task` per unit, with the worker image's three variables as container overrides
+  (`PYTHON_VERSION`, `PYTHON_REQUIREMENTS`: this build of scaler, `COMMAND`: the unit's boot, which reads its
+  one-time manifest from the manager's bucket; `aws.shipping`), tagged with the manager id and the unit id (and
   `startedBy` = the manager id), so that a restarted manager lists and adopts its tasks.
 - list_units: the manager's tasks (`list_tasks` by `startedBy`, running and recently stopped), their state from
   `lastStatus`: PROVISIONING/PENDING/ACTIVATING -> PENDING, RUNNING -> RUNNING, the way down -> STOPPING,
-  STOPPED -> GONE (with the stop reason as detail).
+  STOPPED -> GONE (with the stop reason as detail), and what their boot reports say.
 - terminate: `stop_task` (the container gets SIGTERM: its workers leave the scheduler gracefully).
 - Fargate Spot (`--ecs-capacity-provider FARGATE_SPOT`): a task AWS interrupts shows `stopCode`
   `SpotInterruption` from the two-minute warning on; it is listed with `reclaim_at` (its `stoppingAt` plus the two
   minutes), so the manager replaces it at once and the scheduler drains its workers.
-The cluster and the task definition are created when missing, on first use; every call runs off the loop.
+The cluster, the task definition and the bucket are created when missing, on first use; every call runs off the
+loop. The image defaults to the project's worker image in the account's ECR (`scaler-worker:latest`).
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from typing import Any
 
 from scaler.config.sections import ECSWorkerManagerConfig
 from scaler.worker_manager.aws.client import AwsClients, CloudError, call
-from scaler.worker_manager.aws.unit_command import pool_command
-from scaler.worker_manager.aws.unit_keys import unit_key_texts
+from scaler.worker_manager.aws.shipping import Shipment
+from scaler.worker_manager.aws.unit_command import UnitProgram, pool_unit
+from scaler.worker_manager.aws.units import make_shipment, with_reports
 from scaler.worker_manager.backend import LaunchSpec, UnitInfo, UnitState
+from scaler.worker_manager.ship.environment import UnitEnvironment
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +37,8 @@ MANAGER_TAG = "scaler-manager-id"
 UNIT_TAG = "scaler-unit-id"
 LAUNCHED_TAG = "scaler-launched-at"  #: seconds since the epoch, for tasks whose createdAt is not reported
 EXECUTION_ROLE = "ecsTaskExecutionRole"
+#: The project's worker image (docker/worker.Dockerfile), pushed to the account's ECR: the default image.
+WORKER_IMAGE_REPOSITORY = "scaler-worker"
 EXECUTION_POLICY = "arn:aws:iam::aws:policy/service-role/AmazonECSTaskExecutionRolePolicy"
 #: What ECS says of a Fargate Spot task it takes back, and how long before it stops the task.
 SPOT_INTERRUPTION = "SpotInterruption"
@@ -58,10 +64,20 @@ def fargate_size_problem(cpu: int, memory_gb: int) -> str | None:
 
 
 class EcsBackend:
-    def __init__(self, config: ECSWorkerManagerConfig, manager_id: str, clients: AwsClients | None = None) -> None:
+    def __init__(
+        self,
+        config: ECSWorkerManagerConfig,
+        manager_id: str,
+        clients: AwsClients | None = None,
+        environment: UnitEnvironment | None = None,
+        program: UnitProgram | None = None,
+    ) -> None:
         self._config = config
         self._manager_id = manager_id
         self._clients = clients
+        self._environment = environment  #: planned and checked when the manager started (None: planned here)
+        self._program = program or pool_unit(config.lease_seconds)
+        self._shipment: Shipment | None = None
         self._task_definition_arn: str | None = None
         self._network: dict[str, Any] | None = None
         self._unit_of_arn: dict[str, str] = {}  #: task ARN -> unit id, as tagged
@@ -103,7 +119,8 @@ class EcsBackend:
             batch = arns[start : start + 100]
             described = await call(ecs.describe_tasks, cluster=cluster, tasks=batch, include=["TAGS"])
             units.extend(self._unit(task) for task in described.get("tasks", []))
-        return [unit for unit in units if unit is not None]
+        found = [unit for unit in units if unit is not None]
+        return await with_reports(self.shipment, found, time.time()) if found else found
 
     async def terminate(self, unit_ids: list[str], reason: str) -> None:
         wanted = set(unit_ids)
@@ -122,6 +139,31 @@ class EcsBackend:
     async def close(self) -> None:
         return None
 
+    async def public_address(self, unit_id: str) -> str | None:
+        """The public IP AWS gave the unit's network interface (assignPublicIp), or None."""
+        if unit_id not in self._unit_of_arn.values():
+            await self.list_units()
+        arns = [arn for arn, unit in self._unit_of_arn.items() if unit == unit_id]
+        if not arns:
+            return None
+        described = await call(self._ecs.describe_tasks, cluster=self._config.ecs_cluster, tasks=arns)
+        interfaces = [
+            detail["value"]
+            for task in described.get("tasks", [])
+            for attachment in task.get("attachments", [])
+            for detail in attachment.get("details", [])
+            if detail.get("name") == "networkInterfaceId"
+        ]
+        if not interfaces:
+            return None
+        assert self._clients is not None
+        found = await call(self._clients["ec2"].describe_network_interfaces, NetworkInterfaceIds=interfaces)
+        for interface in found.get("NetworkInterfaces", []):
+            public = interface.get("Association", {}).get("PublicIp")
+            if public:
+                return str(public)
+        return None
+
     # ------------------------------------------------------------ helpers
 
     @property
@@ -132,6 +174,18 @@ class EcsBackend:
                 config.aws_region, config.aws_access_key_id, config.aws_secret_access_key, config.aws_endpoint_url
             )
         return self._clients["ecs"]
+
+    @property
+    def shipment(self) -> Shipment:
+        if self._shipment is None:
+            self._ecs  # noqa: B018 - the clients exist
+            assert self._clients is not None
+            config = self._config
+            self._shipment = make_shipment(
+                config, self._clients, self._manager_id, config.boot_timeout_seconds, self._environment,
+                config.ecs_python_requirements,
+            )  # fmt: skip
+        return self._shipment
 
     @property
     def _started_by(self) -> str:
@@ -154,11 +208,9 @@ class EcsBackend:
 
     async def _run_task(self, spec: LaunchSpec, unit_id: str) -> None:
         config = self._config
-        environment = [
-            {"name": "COMMAND", "value": pool_command(spec, unit_id, config.ecs_task_cpu)},
-            {"name": "PYTHON_REQUIREMENTS", "value": config.ecs_python_requirements},
-            {"name": "PYTHON_VERSION", "value": config.ecs_python_version},
-        ]
+        program, unit_environment, reach = self._program(spec, unit_id, config.ecs_task_cpu)
+        launch = await self.shipment.launch(unit_id, program, unit_environment, reach)
+        environment = launch.image_environment()
         if config.ecs_capacity_provider == "FARGATE":
             capacity: dict[str, Any] = {"launchType": "FARGATE"}
         else:
@@ -198,43 +250,35 @@ class EcsBackend:
             logger.info("creating the ECS cluster %s", config.ecs_cluster)
             await call(ecs.create_cluster, clusterName=config.ecs_cluster)
         self._network = await self._network_configuration()
-        secrets = await self._key_secrets(unit_key_texts(spec))
-        self._task_definition_arn = await self._task_definition(secrets)
+        await self.shipment.prepare()
+        self._task_definition_arn = await self._task_definition(await self._image())
 
-    async def _key_secrets(self, texts: dict[str, str]) -> list[dict[str, str]]:
-        """The workers' CURVE keys, each in an AWS Secrets Manager secret of this manager (created, or given the
-        current value), as a task definition's `secrets`: ECS puts them in the container's environment, and
-        neither a command line, the task's overrides nor a log line holds them."""
-        if not texts:
-            return []
+    async def _image(self) -> str:
+        """The tasks' image: the setting, else the project's worker image in this account's ECR."""
+        if self._config.ecs_task_image:
+            return self._config.ecs_task_image
         assert self._clients is not None
-        secretsmanager = self._clients["secretsmanager"]
-        entries = []
-        for name, value in sorted(texts.items()):
-            secret_name = f"scaler/{self._manager_id}/{name.lower()}"
-            try:
-                created = await call(secretsmanager.create_secret, Name=secret_name, SecretString=value)
-                arn = created["ARN"]
-            except CloudError as error:
-                if error.code != "ResourceExistsException":
-                    raise
-                arn = (await call(secretsmanager.put_secret_value, SecretId=secret_name, SecretString=value))["ARN"]
-            entries.append({"name": name, "valueFrom": str(arn)})
-        logger.info("the workers' CURVE keys are in AWS Secrets Manager under scaler/%s/", self._manager_id)
-        return entries
+        account = (await call(self._clients["sts"].get_caller_identity))["Account"]
+        image = f"{account}.dkr.ecr.{self._clients.region}.amazonaws.com/{WORKER_IMAGE_REPOSITORY}:latest"
+        logger.info("the tasks run the worker image %s (push it there: docs/guide/bursting.md)", image)
+        return image
 
-    async def _task_definition(self, secrets: list[dict[str, str]]) -> str:
+    async def _task_definition(self, image: str) -> str:
+        """The family's latest revision when it runs this image at this size; else a new revision that does."""
         config, ecs = self._config, self._ecs
-        if not secrets:  # with keys, a new revision that names their secrets (an existing one may not)
-            try:
-                described = await call(ecs.describe_task_definition, taskDefinition=config.ecs_task_definition)
-                arn: str = described["taskDefinition"]["taskDefinitionArn"]
-                return arn
-            except CloudError as error:
-                if error.code not in ("ClientException", "InvalidParameterException"):
-                    raise
-        logger.info("registering the ECS task definition %s", config.ecs_task_definition)
         memory_mb = config.ecs_task_memory * 1024
+        try:
+            described = await call(ecs.describe_task_definition, taskDefinition=config.ecs_task_definition)
+            definition = described["taskDefinition"]
+            containers = definition.get("containerDefinitions", [])
+            if (containers and containers[0].get("image") == image and not containers[0].get("secrets")
+                    and str(definition.get("cpu")) == str(config.ecs_task_cpu * 1024)
+                    and str(definition.get("memory")) == str(memory_mb)):  # fmt: skip
+                return str(definition["taskDefinitionArn"])
+        except CloudError as error:
+            if error.code not in ("ClientException", "InvalidParameterException"):
+                raise
+        logger.info("registering the ECS task definition %s (%s)", config.ecs_task_definition, image)
         registered = await call(
             ecs.register_task_definition,
             family=config.ecs_task_definition,
@@ -244,15 +288,7 @@ class EcsBackend:
             cpu=str(config.ecs_task_cpu * 1024),
             memory=str(memory_mb),
             executionRoleArn=await self._execution_role(),
-            containerDefinitions=[
-                {
-                    "name": CONTAINER_NAME,
-                    "image": config.ecs_task_image,
-                    "essential": True,
-                    "memory": memory_mb,
-                    **({"secrets": secrets} if secrets else {}),
-                }
-            ],
+            containerDefinitions=[{"name": CONTAINER_NAME, "image": image, "essential": True, "memory": memory_mb}],
         )
         arn = registered["taskDefinition"]["taskDefinitionArn"]
         return str(arn)

@@ -7,6 +7,7 @@ import logging
 from scaler.config.sections import ECSWorkerManagerConfig, WorkerManagerSettings
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.worker_manager.aws.client import AwsClients, CloudError
+from scaler.worker_manager.aws.units import start_problem
 from scaler.worker_manager.aws_raw_ecs.backend import EcsBackend, fargate_size_problem
 from scaler.worker_manager.process import run_manager
 
@@ -26,4 +27,11 @@ def run(config: WorkerManagerSettings) -> int:
     except CloudError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
-    return run_manager(config, EcsBackend(config, config.worker_manager_id, clients))
+    # refused before anything is launched: another Python than the client's, a package the units cannot install
+    problem, environment = start_problem(
+        config, "ecs_python_version", config.ecs_python_version, config.ecs_python_requirements
+    )
+    if problem is not None:
+        logger.error("%s", problem)
+        return EXIT_CONFIGURATION
+    return run_manager(config, EcsBackend(config, config.worker_manager_id, clients, environment))

@@ -1,8 +1,9 @@
 """The EC2 backend: one unit = one instance running one worker per vCPU.
 
-- launch: `run_instances` per unit, its user data a shell script that installs Python and scaler when the AMI
-  lacks them and then runs the unit's worker pool; tagged with the manager id, the unit id and the launch
-  time, so that a restarted manager lists and adopts its instances.
+- launch: `run_instances` per unit, its user data a shell script (`user_data`) that installs the client's Python
+  and this build of scaler when the AMI lacks them, then runs the unit's boot (its one-time manifest from the
+  manager's bucket: `aws.shipping`) and powers the instance off when it ends; tagged with the manager id, the
+  unit id and the launch time, so that a restarted manager lists and adopts its instances.
 - list_units: the manager's instances (`describe_instances` by tag), their state: pending -> PENDING,
   running -> RUNNING, shutting-down/stopping -> STOPPING, terminated/stopped -> GONE.
 - terminate: `terminate_instances`, booting ones included (the reference left those running). An instance
@@ -20,18 +21,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shlex
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 from scaler.config.sections import EC2WorkerManagerConfig
-from scaler.version import __version__
 from scaler.worker_manager.aws.client import AwsClients, CloudError, call
-from scaler.worker_manager.aws.unit_command import pool_command
-from scaler.worker_manager.aws.unit_keys import shell_exports, unit_key_texts
+from scaler.worker_manager.aws.shipping import Shipment
+from scaler.worker_manager.aws.unit_command import UnitProgram, pool_unit
+from scaler.worker_manager.aws.units import make_shipment, with_reports
 from scaler.worker_manager.backend import LaunchSpec, UnitInfo, UnitState
+from scaler.worker_manager.orb_aws_ec2.user_data import user_data
+from scaler.worker_manager.ship.environment import UnitEnvironment
 
 logger = logging.getLogger(__name__)
 
@@ -53,47 +55,22 @@ _STATES = {
 }  # fmt: skip
 
 
-def user_data(config: EC2WorkerManagerConfig, spec: LaunchSpec, unit_id: str, workers: int) -> str:
-    """The instance's boot script: Python and scaler when missing, then the unit's `workers` workers."""
-    python = f"python{config.python_version}" if config.python_version else "python3"
-    requirements = _requirements(config.requirements_txt)
-    return "\n".join(
-        [
-            "#!/bin/sh",
-            f"# scaler: unit {unit_id} of worker manager {spec.manager_id}",
-            "set -e",
-            f'if ! {python} -c "import scaler" 2>/dev/null; then',
-            f"  (dnf install -y {python} {python}-pip || yum install -y {python} {python}-pip || true) >/dev/null 2>&1",
-            f"  {python} -m pip install --quiet {' '.join(shlex.quote(line) for line in requirements)}",
-            "fi",
-            # the workers' CURVE keys, if the manager has some (user data is readable by whoever may describe the
-            # instance's attributes and from the instance: docs/security.md)
-            *shell_exports(unit_key_texts(spec)),
-            # an instance outlives its user data: when the pool ends (a worker died), the instance shuts itself
-            # down, which terminates it (InstanceInitiatedShutdownBehavior), so that the unit ends and is replaced
-            "set +e",
-            pool_command(spec, unit_id, workers, python),
-            'echo "scaler: the worker pool ended (exit status $?): shutting the instance down"',
-            "shutdown -h now",
-            "",
-        ]
-    )
-
-
-def _requirements(setting: str | None) -> list[str]:
-    if not setting:
-        return [f"scaler=={__version__}"]
-    path = Path(setting)
-    text = path.read_text() if "\n" not in setting and path.is_file() else setting
-    lines = [line.strip() for line in text.replace(";", "\n").splitlines()]
-    return [line for line in lines if line and not line.startswith("#")]
-
-
 class Ec2Backend:
-    def __init__(self, config: EC2WorkerManagerConfig, manager_id: str, clients: AwsClients) -> None:
+    def __init__(
+        self,
+        config: EC2WorkerManagerConfig,
+        manager_id: str,
+        clients: AwsClients,
+        environment: UnitEnvironment | None = None,
+        program: UnitProgram | None = None,
+    ) -> None:
         self._config = config
         self._manager_id = manager_id
         self._clients = clients
+        self._program = program or pool_unit(config.lease_seconds)
+        self.shipment: Shipment = make_shipment(
+            config, clients, manager_id, config.boot_timeout_seconds, environment, config.requirements_txt
+        )
         self._workers_per_unit = 1
         self._image_id = config.image_id
         self._instance_of_unit: dict[str, str] = {}
@@ -151,7 +128,7 @@ class Ec2Backend:
             notice = notices.get(instance_id)
             reclaim_at = notice + SPOT_NOTICE_SECONDS if notice is not None and state is not GONE else None
             units.append(UnitInfo(unit_id, state, created_at, detail=detail, reclaim_at=reclaim_at))
-        return units
+        return await with_reports(self.shipment, units, time.time()) if units else units
 
     async def terminate(self, unit_ids: list[str], reason: str) -> None:
         if not set(unit_ids) <= self._instance_of_unit.keys():
@@ -167,6 +144,20 @@ class Ec2Backend:
     async def close(self) -> None:
         return None
 
+    async def public_address(self, unit_id: str) -> str | None:
+        """The public IP of the unit's instance, or None."""
+        if unit_id not in self._instance_of_unit:
+            await self.list_units()
+        instance_id = self._instance_of_unit.get(unit_id)
+        if instance_id is None:
+            return None
+        described = await call(self._clients["ec2"].describe_instances, InstanceIds=[instance_id])
+        for reservation in described.get("Reservations", []):
+            for instance in reservation.get("Instances", []):
+                if instance.get("PublicIpAddress"):
+                    return str(instance["PublicIpAddress"])
+        return None
+
     # ------------------------------------------------------------ helpers
 
     async def _image(self) -> str:
@@ -178,7 +169,9 @@ class Ec2Backend:
 
     async def _run_instance(self, spec: LaunchSpec, unit_id: str, image_id: str) -> None:
         config = self._config
-        script = user_data(config, spec, unit_id, self._workers_per_unit)
+        program, environment, reach = self._program(spec, unit_id, self._workers_per_unit)
+        launch = await self.shipment.launch(unit_id, program, environment, reach)
+        script = user_data(launch, launch.report_url, unit_id, self._manager_id)
         if config.debug_dump_path:
             await asyncio.to_thread(Path(config.debug_dump_path).write_text, script)
         tags = [

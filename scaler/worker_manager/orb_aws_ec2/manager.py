@@ -7,10 +7,27 @@ import logging
 from scaler.config.sections import EC2WorkerManagerConfig, WorkerManagerSettings
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.worker_manager.aws.client import AwsClients, CloudError
+from scaler.worker_manager.aws.units import start_problem
 from scaler.worker_manager.orb_aws_ec2.backend import Ec2Backend
 from scaler.worker_manager.process import run_manager
+from scaler.worker_manager.ship.distributions import this_python
 
 logger = logging.getLogger(__name__)
+
+#: The Python versions Amazon Linux 2023 (the default AMI) has or installs with dnf (python3 is 3.9).
+AMAZON_LINUX_2023_PYTHONS = ("3.9", "3.11", "3.12", "3.13", "3.14")
+
+
+def default_ami_problem(image_id: str | None, python: str | None = None) -> str | None:
+    """Why the default AMI cannot run the client's Python (None: it can, or another AMI is given)."""
+    python = python or this_python()
+    if image_id is not None or python in AMAZON_LINUX_2023_PYTHONS:
+        return None
+    return (
+        f"the client runs Python {python}, which Amazon Linux 2023 (the default AMI) neither has nor installs "
+        f"(it offers {', '.join(AMAZON_LINUX_2023_PYTHONS)}): give --image-id an AMI with python{python}, or run the "
+        "clients and the manager with one of those versions"
+    )
 
 
 def run(config: WorkerManagerSettings) -> int:
@@ -28,6 +45,16 @@ def run(config: WorkerManagerSettings) -> int:
     except CloudError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
-    backend = Ec2Backend(config, config.worker_manager_id, clients)
+    # refused before anything is launched: another Python than the client's, one the default AMI cannot install,
+    # a package the units cannot install
+    problem = default_ami_problem(config.image_id)
+    if problem is not None:
+        logger.error("%s", problem)
+        return EXIT_CONFIGURATION
+    problem, environment = start_problem(config, "python_version", config.python_version, config.requirements_txt)
+    if problem is not None:
+        logger.error("%s", problem)
+        return EXIT_CONFIGURATION
+    backend = Ec2Backend(config, config.worker_manager_id, clients, environment)
     backend.prepare_now()
     return run_manager(config, backend)

@@ -1,0 +1,147 @@
+"""What `[scaler] hub = "cloud"` changes in a `scaler FILE` stack (see `cloud_hub` for the design).
+
+Instead of starting object storage and the scheduler here, the launcher binds the file's addresses, starts (or
+adopts) the hub in the cloud, joins the addresses to it with a forwarder, registers the stack's client keys for
+those addresses (local clients and `scaler_top` find them), and hands the managers a file in which the workers'
+scheduler and object storage are the hub's inside addresses and every key is the stack's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from scaler.cluster.cloud_hub import CloudHub, HubAddresses, Listeners
+from scaler.cluster.cloud_units import cloud_managers
+from scaler.cluster.readiness import wait_for_scheduler
+from scaler.config.loader import LauncherFile
+from scaler.config.sections import StackSecurityConfig, WorkerManagerSettings
+from scaler.io.address import parse_address
+from scaler.io.curve import CurveSecurity, curve_security
+from scaler.io.stack_keys import StackKeys, register_connection, unregister_connection
+
+logger = logging.getLogger(__name__)
+
+READY_TIMEOUT_SECONDS = 60.0
+#: How often the launcher asks the cloud whether the hub still runs.
+HUB_CHECK_SECONDS = 10.0
+
+
+def stack_name(path: str) -> str:
+    """The folder name of a file's stack keys: its name and a digest of its absolute path."""
+    absolute = os.path.abspath(path)
+    return f"{Path(absolute).stem}-{hashlib.sha256(absolute.encode()).hexdigest()[:10]}"
+
+
+class CloudStack:
+    def __init__(self, file: LauncherFile, path: str) -> None:
+        problem = cloud_stack_problem(file)
+        if problem is not None:
+            raise ValueError(problem)
+        assert file.scheduler is not None
+        self._file = file
+        self.keys = StackKeys.ensure(stack_name(path))
+        scheduler = parse_address(file.scheduler.bind_address).connectable()
+        self.scheduler_address = str(scheduler)
+        storage = (file.object_storage_server.bind_address if file.object_storage_server is not None
+                   else file.scheduler.object_storage_address or str(scheduler.with_port_offset(1)))  # fmt: skip
+        self.storage_address = str(parse_address(storage).connectable())
+        self.monitor_address = str(
+            parse_address(file.scheduler.monitor_address or str(scheduler.with_port_offset(2))).connectable()
+        )
+        self._listeners = Listeners([self.scheduler_address, self.storage_address, self.monitor_address])
+        self._hub = CloudHub(cloud_managers(file)[0], file.scheduler, self.keys, self.storage_address)
+        self.hub: HubAddresses | None = None
+        self._checked_at = 0.0
+
+    @property
+    def client_security(self) -> CurveSecurity:
+        security = curve_security(self.keys.path("client.key_secret"), self.keys.path("server.key"))
+        assert security is not None
+        return security
+
+    def start(self, interrupted: Callable[[], bool]) -> LauncherFile:
+        """Start the hub and the forwarder; the file the launcher then starts (managers and dashboard only)."""
+        hub = self.hub = self._hub.start(interrupted)
+        self._forward(hub)
+        register_connection(
+            [self.scheduler_address, self.storage_address, self.monitor_address], self.keys, ship_local_modules=True
+        )
+        wait_for_scheduler(self.scheduler_address, READY_TIMEOUT_SECONDS, security=self.client_security)
+        print(f"scaler: hub {hub.unit_id} in the cloud at {hub.laptop} (inside: {hub.inside}); scheduler at "
+              f"{self.scheduler_address}, object storage at {self.storage_address}, monitor at {self.monitor_address}"
+              " through this machine's forwarder", flush=True)  # fmt: skip
+        security = StackSecurityConfig(
+            server_secret_key=self.keys.path("server.key_secret"), server_public_key=self.keys.path("server.key"),
+            authorized_keys=self.keys.path("authorized"), workers_secret_key=self.keys.path("workers.key_secret"),
+        )  # fmt: skip
+        managers = tuple(self._pointed_at_hub(manager, hub) for manager in self._file.worker_managers)
+        return dataclasses.replace(
+            self._file, object_storage_server=None, scheduler=None, worker_managers=managers, security=security
+        )
+
+    def _forward(self, hub: HubAddresses) -> None:
+        ports = (hub.scheduler_port, hub.storage_port, hub.monitor_port)
+        self._listeners.forward([(hub.laptop, port) for port in ports])
+
+    def _pointed_at_hub(self, manager: WorkerManagerSettings, hub: HubAddresses) -> WorkerManagerSettings:
+        """The manager connects through the forwarder (the file's address); its workers straight to the hub."""
+        return dataclasses.replace(
+            manager,
+            worker_scheduler_address=hub.inside_address(hub.scheduler_port),
+            object_storage_address=hub.inside_address(hub.storage_port),
+        )
+
+    def problem(self) -> str | None:
+        """Why the stack cannot go on (the hub ended), or None; a forwarder that died is started again."""
+        forwarder = self._listeners.forwarder
+        if forwarder is not None and forwarder.poll() is not None and self.hub is not None:
+            logger.warning("the forwarder exited (code %s): starting it again", forwarder.returncode)
+            self._forward(self.hub)
+        now = time.monotonic()
+        if now - self._checked_at < HUB_CHECK_SECONDS:
+            return None
+        self._checked_at = now
+        if not self._hub.is_alive():
+            return (
+                "the hub in the cloud ended: its lease ran out while no worker manager could reach it (this machine "
+                "asleep or cut off longer than lease_seconds), or it failed; its units end with it. Run the stack "
+                "again to start a new one"
+            )
+        return None
+
+    def stop_forwarder(self) -> None:
+        forwarder = self._listeners.forwarder
+        if forwarder is not None and forwarder.poll() is None:
+            forwarder.terminate()
+            try:
+                forwarder.wait(5)
+            except subprocess.TimeoutExpired:  # a stopped one (SIGSTOP) ignores SIGTERM until resumed
+                forwarder.kill()
+                forwarder.wait(10)
+
+    def stop(self) -> None:
+        """After the managers have stopped their units: the forwarder, the hub, the connection files."""
+        self.stop_forwarder()
+        self._listeners.close()
+        unregister_connection([self.scheduler_address, self.storage_address, self.monitor_address])
+        self._hub.stop()
+
+
+def cloud_stack_problem(file: LauncherFile) -> str | None:
+    """Why this file cannot run with its scheduler in the cloud, or None."""
+    if file.launcher.hub != "cloud":
+        return None
+    if file.scheduler is None:
+        return 'hub = "cloud" needs a [scheduler] section (its settings run in the hub)'
+    if not cloud_managers(file):
+        return 'hub = "cloud" needs an aws_raw_ecs or orb_aws_ec2 [[worker_manager]] (the hub is one of its units)'
+    if file.security is not None:
+        return 'hub = "cloud" makes and distributes the stack\'s own keys: remove the [security] section'
+    return None

@@ -1,0 +1,79 @@
+"""Per-key shares and quotas, set by the administrator next to the authorised keys (docs/guide/sharing.md).
+
+`FOLDER/sharing.toml` holds one table per key, named like its key file (`alice` for `alice.key`, at the top of the
+folder or in a role subfolder):
+
+    [alice]
+    share = 3                 # alice's clients get share 3, whatever they ask for
+    max_running_tasks = 200   # and at most this quota (a client may ask for less)
+
+A client that registers with that key gets the share written here, so a user cannot raise their own weight. The
+file is read with the folder, again whenever it changes; a broken file is refused at start and, later, leaves the
+previous settings in force.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scaler.io.peer_roles import ROLE_FOLDERS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+SHARING_FILE = "sharing.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class KeySharing:
+    share: float | None = None  #: replaces the share a client of this key asks for
+    max_running_tasks: int | None = None  #: the most a client of this key may ask for
+
+
+def key_sharing(folder: str, read_public_key: Callable[[str], bytes]) -> dict[bytes, KeySharing]:
+    """Public key -> its sharing settings, from `FOLDER/sharing.toml` (none when there is no such file); a
+    ValueError naming the file and the entry when it is wrong."""
+    top = Path(folder)
+    path = top / SHARING_FILE
+    if not path.is_file():
+        return {}
+    try:
+        with path.open("rb") as file:
+            document = tomllib.load(file)
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise ValueError(f"{path}: cannot read it ({error})") from None
+    places = [top, *(top / name for name in ROLE_FOLDERS)]
+    found: dict[bytes, KeySharing] = {}
+    for name, entry in document.items():
+        key_file = next((place / f"{name}.key" for place in places if (place / f"{name}.key").is_file()), None)
+        if key_file is None:
+            raise ValueError(f"{path}: [{name}] names no key file ({name}.key) in {folder} or its role folders")
+        if not isinstance(entry, dict) or set(entry) - {"share", "max_running_tasks"}:
+            raise ValueError(f"{path}: [{name}] may hold only share and max_running_tasks")
+        found[read_public_key(str(key_file))] = KeySharing(_share(path, name, entry), _quota(path, name, entry))
+    return found
+
+
+def _share(path: Path, name: str, entry: dict[str, Any]) -> float | None:
+    share = entry.get("share")
+    if share is None:
+        return None
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share) or share <= 0:
+        raise ValueError(f"{path}: [{name}] share must be a positive number, not {share!r}")
+    return float(share)
+
+
+def _quota(path: Path, name: str, entry: dict[str, Any]) -> int | None:
+    quota = entry.get("max_running_tasks")
+    if quota is None:
+        return None
+    if isinstance(quota, bool) or not isinstance(quota, int) or not 0 < quota < 2**32:
+        raise ValueError(f"{path}: [{name}] max_running_tasks must be a positive integer, not {quota!r}")
+    return quota

@@ -1,0 +1,303 @@
+"""Request handling of the object storage server: one request (peer, header, payload frames) in, its answer out.
+
+Pure, apart from decoding the capnp header: no socket, no event loop, no file. `StorageService` checks hellos,
+validates requests, decides who may do what, and carries the operation out on an `ObjectStore`. A request that
+waits on the disk (a put until its spill file is written, a get until its object is read back) is answered
+later: `handle` returns None, the store hands the disk work out (`take_work`), and `write_finished` /
+`read_finished` return the answers that were waiting, with the peers they go to.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from scaler.io.peer_roles import storage_refusal
+from scaler.object_storage.store import NO_OWNER, DiskWork, ObjectStore, PayloadBuffer, Refusal, Residence
+from scaler.protocol.codec import DecodeError, decode_storage_request
+from scaler.protocol.handshake import incompatibility
+from scaler.protocol.ids import ObjectID
+from scaler.protocol.storage_messages import (
+    Delete,
+    DeleteOwner,
+    Exists,
+    Get,
+    Info,
+    ObjectSize,
+    Put,
+    StorageHello,
+    StorageOperation,
+    StorageReply,
+    StorageStatus,
+)
+
+if TYPE_CHECKING:
+    from scaler.io.sockets import PeerRoles
+
+#: Peers remembered as having said hello. The least recently active are forgotten beyond this; such a
+#: peer gets `helloRequired` on its next request and says hello again, as after a server restart.
+MAX_GREETED_PEERS = 65536
+
+REVOKED_TEXT = "this connection's CURVE key was revoked (removed from the authorised keys)"
+
+_OPERATION_NAMES: dict[type, str] = {
+    StorageHello: "hello",
+    Put: "put",
+    Get: "get",
+    Delete: "delete",
+    Exists: "exists",
+    Info: "info",
+    DeleteOwner: "deleteOwner",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The reply to one request, plus the payload frames that follow its header (the object a get asks for)."""
+
+    reply: StorageReply
+    payload: tuple[PayloadBuffer, ...] = ()
+
+    @property
+    def is_rejection(self) -> bool:
+        """A reply worth a WARNING on the server: the request was malformed or the peer incompatible."""
+        return self.reply.status in (StorageStatus.BAD_REQUEST, StorageStatus.REFUSED)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """An answer that waited on the disk, and the peer it goes to."""
+
+    peer: bytes
+    answer: Answer
+
+
+def bad_request(request_id: int, reason: str) -> Answer:
+    return Answer(StorageReply(request_id, StorageStatus.BAD_REQUEST, reason))
+
+
+def _ok(request_id: int, value: Any = None, payload: tuple[PayloadBuffer, ...] = ()) -> Answer:
+    return Answer(StorageReply(request_id, StorageStatus.OK, "", value), payload)
+
+
+@dataclass(frozen=True, slots=True)
+class _Greeted:
+    """A peer that said hello: the role it gave, a client's owner id, and (with CURVE) the key it came with."""
+
+    role: str
+    owner: bytes
+    key: bytes | None
+
+
+#: Roles that store and read any client's objects: the worker side runs every client's tasks.
+WORKER_ROLES = frozenset({"worker", "processor", "offload-proxy"})
+
+
+class StorageService:
+    """Request handling over an `ObjectStore`: hello bookkeeping, validation, who may do what, then the operation.
+
+    Isolation, secured or not: a client (role "client", owner id in its hello) stores objects under its own id
+    only, and reads, deletes and clears only its own objects; nobody but the scheduler replaces another owner's
+    object or clears another owner's objects; the worker side reads every object (it runs every client's tasks)
+    and stores results for their clients. With CURVE (`key` given to `handle`), an owner id belongs to the first
+    key that claims it, and `roles` (the authorised folder's view) decides which roles a key may take; a key
+    that is revoked is refused on its next request.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore | None = None,
+        max_greeted_peers: int = MAX_GREETED_PEERS,
+        roles: PeerRoles | None = None,
+    ) -> None:
+        self.store = store if store is not None else ObjectStore()
+        #: peer identity -> what it said in its hello; least recently active first.
+        self._greeted: OrderedDict[bytes, _Greeted] = OrderedDict()
+        self._max_greeted_peers = max_greeted_peers
+        self._roles = roles
+        #: with CURVE: a client's owner id -> the key that first claimed it (until its objects are cleared)
+        self._owner_keys: dict[bytes, bytes] = {}
+        self.refusals = 0  #: requests refused for lack of rights (forged ids, foreign objects, revoked keys)
+        #: (object id, generation) -> (peer, request id) of the puts waiting for that spill file to be written
+        self._waiting_puts: dict[tuple[bytes, int], list[tuple[bytes, int]]] = {}
+        #: (object id, generation) -> (peer, request id) of the gets waiting for that spill file to be read back
+        self._waiting_gets: dict[tuple[bytes, int], list[tuple[bytes, int]]] = {}
+
+    def role_of(self, peer: bytes) -> str | None:
+        greeted = self._greeted.get(peer)
+        return greeted.role if greeted is not None else None
+
+    def take_work(self) -> list[DiskWork]:
+        """The disk work the requests handled so far call for (see `ObjectStore.take_work`)."""
+        return self.store.take_work()
+
+    def handle(
+        self, peer: bytes, header: bytes, payload: Sequence[PayloadBuffer], key: bytes | None = None
+    ) -> Answer | None:
+        """The answer to one request, or None when it waits on the disk (`write_finished`, `read_finished`)."""
+        try:
+            request = decode_storage_request(header)
+        except DecodeError as error:
+            # Cap'n Proto appends a native stack trace on further lines; the first line says what is wrong.
+            return bad_request(0, f"undecodable request header: {str(error).splitlines()[0]}")
+        operation, request_id = request.operation, request.request_id
+        if isinstance(operation, StorageHello):
+            return self._hello(peer, request_id, operation, payload, key)
+        greeted = self._greeted.get(peer)
+        if greeted is None:
+            return Answer(StorageReply(request_id, StorageStatus.HELLO_REQUIRED, "say hello before any request"))
+        if self._roles is not None:
+            if key != greeted.key:
+                return self._refused(request_id, "this identity said hello with another CURVE key")
+            if not self._roles.roles_of(key or b""):
+                self._greeted.pop(peer, None)
+                return self._refused(request_id, f"authentication: {REVOKED_TEXT}")
+        self._greeted.move_to_end(peer)
+        if isinstance(operation, Put):
+            return self._put(peer, request_id, operation, payload, greeted)
+        if payload:
+            name = _OPERATION_NAMES[type(operation)]
+            return bad_request(request_id, f"{name} requests carry no payload, got {len(payload)} extra frame(s)")
+        if isinstance(operation, Get):
+            return self._get(peer, request_id, operation.object_id, greeted)
+        return self._execute(request_id, operation, greeted)
+
+    def write_finished(self, object_id: bytes, generation: int, error: str | None) -> list[Reply]:
+        """A spill file was written (`error` None) or could not be: the answers of the puts that waited."""
+        refusal = self.store.write_finished(object_id, generation, error)
+        waiting = self._waiting_puts.pop((object_id, generation), [])
+        return [
+            Reply(peer, _ok(request_id) if refusal is None else _full(request_id, refusal))
+            for peer, request_id in waiting
+        ]
+
+    def read_finished(
+        self, object_id: bytes, generation: int, frames: Sequence[PayloadBuffer] | None, problem: str = ""
+    ) -> list[Reply]:
+        """A spill file was read back (`frames`), or found torn or unreadable (`problem`): the answers of the gets
+        that waited. A get that waited is answered with what it asked for even if a delete came meanwhile."""
+        self.store.read_finished(object_id, generation, frames)
+        waiting = self._waiting_gets.pop((object_id, generation), [])
+        if frames is None:
+            reason = f"object {object_id.hex()} is lost: its spill file {problem}"
+            return [Reply(peer, Answer(StorageReply(rid, StorageStatus.NOT_FOUND, reason))) for peer, rid in waiting]
+        size = ObjectSize(sum(len(frame) for frame in frames))
+        return [Reply(peer, _ok(request_id, size, tuple(frames))) for peer, request_id in waiting]
+
+    def _hello(
+        self, peer: bytes, request_id: int, hello: StorageHello, payload: Sequence[PayloadBuffer], key: bytes | None
+    ) -> Answer:
+        if payload:
+            return bad_request(request_id, f"hello requests carry no payload, got {len(payload)} extra frame(s)")
+        # Storage moves opaque bytes, so only the protocol version must match: passing our own Python
+        # version makes `incompatibility` check the protocol alone, with the same wording as everywhere.
+        reason = incompatibility(hello.protocol_version, hello.python_version, None, hello.role or "peer")
+        if reason is None:
+            reason = self._hello_refusal(hello, key)
+        if reason is not None:
+            self._greeted.pop(peer, None)
+            return Answer(StorageReply(request_id, StorageStatus.REFUSED, reason))
+        if hello.role == "client" and key is not None:
+            self._owner_keys.setdefault(hello.owner_id, key)
+        self._greeted[peer] = _Greeted(hello.role, hello.owner_id, key)
+        self._greeted.move_to_end(peer)
+        while len(self._greeted) > self._max_greeted_peers:
+            self._greeted.popitem(last=False)
+        return _ok(request_id)
+
+    def _hello_refusal(self, hello: StorageHello, key: bytes | None) -> str | None:
+        if hello.role == "client" and not hello.owner_id:
+            return "a client's hello must carry its client id (the owner of the objects it stores)"
+        if self._roles is None:
+            return None
+        if key is None:
+            return "refused: this connection is not authenticated"
+        refusal = storage_refusal(self._roles.roles_of(key), hello.role)
+        if refusal is not None:
+            return refusal
+        owner_key = self._owner_keys.get(hello.owner_id) if hello.role == "client" else None
+        if owner_key is not None and owner_key != key:
+            return "refused: this client id belongs to another CURVE key"
+        return None
+
+    def _put(
+        self, peer_id: bytes, request_id: int, put: Put, payload: Sequence[PayloadBuffer], peer: _Greeted
+    ) -> Answer | None:
+        if not put.object_id:
+            return bad_request(request_id, "put with an empty object id")
+        received = sum(len(frame) for frame in payload)
+        if received != put.total_bytes:
+            return bad_request(
+                request_id,
+                f"put of object {put.object_id.hex()}: header says {put.total_bytes} bytes, "
+                f"the {len(payload)} payload frame(s) add up to {received}",
+            )
+        if peer.role == "client" and put.owner_id != peer.owner:
+            return self._refused(request_id, f"put of object {put.object_id.hex()}: a client stores under its own id")
+        if peer.role not in ("client", "scheduler") and peer.role not in WORKER_ROLES:
+            return self._refused(request_id, f"a {peer.role or 'peer'} does not store objects")
+        existing = self.store.get(put.object_id)
+        if existing is not None and existing.owner_id != put.owner_id and peer.role != "scheduler":
+            return self._refused(request_id, f"object {put.object_id.hex()} belongs to another owner")
+        stored = self.store.put(put.object_id, put.owner_id, payload, put.name)
+        if isinstance(stored, Refusal):
+            return _full(request_id, stored)
+        if stored.residence is Residence.WRITING:  # answered once the object is in its spill file
+            self._waiting_puts.setdefault((put.object_id, stored.generation), []).append((peer_id, request_id))
+            return None
+        return _ok(request_id)
+
+    def _get(self, peer_id: bytes, request_id: int, object_id: ObjectID, peer: _Greeted) -> Answer | None:
+        stored = self.store.get(object_id)
+        if stored is None or not self._may_read(peer, stored.owner_id):
+            # a foreign object is "not stored" to a client: its id must not be confirmed either
+            return Answer(StorageReply(request_id, StorageStatus.NOT_FOUND, _not_found(object_id)))
+        if stored.frames is not None:
+            return _ok(request_id, ObjectSize(stored.total_bytes), stored.frames)
+        reading = self.store.read_back(object_id)
+        assert reading is not None  # an object without frames is on disk only
+        self._waiting_gets.setdefault(reading, []).append((peer_id, request_id))
+        return None
+
+    def _execute(self, request_id: int, operation: StorageOperation, peer: _Greeted) -> Answer:
+        store = self.store
+        if isinstance(operation, Exists):
+            stored = store.get(operation.object_id)
+            return _ok(request_id, stored is not None and self._may_read(peer, stored.owner_id))
+        if isinstance(operation, Delete):
+            if peer.role in WORKER_ROLES or peer.role == "readiness-probe":
+                return self._refused(request_id, f"a {peer.role} does not delete objects")
+            if peer.role == "client":
+                mine = [i for i in operation.object_ids if (o := store.get(i)) is None or o.owner_id == peer.owner]
+                self.refusals += len(operation.object_ids) - len(mine)
+                return _ok(request_id, store.delete(mine))
+            return _ok(request_id, store.delete(operation.object_ids))
+        if isinstance(operation, DeleteOwner):
+            if peer.role != "scheduler" and not (peer.role == "client" and operation.owner_id == peer.owner):
+                return self._refused(request_id, "only the scheduler clears another owner's objects")
+            if self._owner_keys.get(operation.owner_id) is not None and peer.role == "scheduler":
+                del self._owner_keys[operation.owner_id]  # the client left: its id may be claimed again
+            return _ok(request_id, store.delete_owner(operation.owner_id))
+        if isinstance(operation, Info):
+            return _ok(request_id, store.info())
+        raise AssertionError(f"unhandled storage operation {operation!r}")  # hello, put and get are handled earlier
+
+    @staticmethod
+    def _may_read(peer: _Greeted, owner: bytes) -> bool:
+        if peer.role == "client":
+            return owner in (peer.owner, NO_OWNER)
+        return peer.role == "scheduler" or peer.role in WORKER_ROLES
+
+    def _refused(self, request_id: int, reason: str) -> Answer:
+        self.refusals += 1
+        return Answer(StorageReply(request_id, StorageStatus.REFUSED, reason))
+
+
+def _full(request_id: int, refusal: Refusal) -> Answer:
+    return Answer(StorageReply(request_id, StorageStatus.FULL, refusal.reason))
+
+
+def _not_found(object_id: ObjectID) -> str:
+    return f"object {object_id.hex()} is not stored"

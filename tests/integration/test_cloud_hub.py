@@ -1,0 +1,152 @@
+"""#28 items 3 and 4 with the scheduler in the cloud (`hub = "cloud"`, as config/aws_ecs.toml runs): the laptop's
+network cut mid-map (the map finishes once it returns; a cut longer than the lease ends every unit, and the
+launcher says why), the laptop side killed and started again within the lease (the hub and the units adopted, not
+doubled), `scaler FILE --down`, and a stack that stops by itself when idle.
+
+The laptop's network is cut by stopping its forwarder (SIGSTOP: its connections hang as a cut would leave them).
+Units install only this build of scaler here (`SCALER_ENVIRONMENT=requirements`): the fake cloud's units have this
+test environment's packages already.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from scaler import Client
+from scaler.io.stack_keys import discovered_connection
+from tests.integration.conftest import BIN_DIR, free_addresses, monitor, wait_for
+from tests.integration.manager_harness import workers_of
+from tests.integration.test_cloud_burst import live_units, slow_identity, units_ever
+
+pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(300)]
+
+CONFIG = Path(__file__).resolve().parents[2] / "config" / "aws_ecs.toml"
+LEASE_SECONDS = 20.0
+#: How long the short outage lasts: well within the lease.
+SHORT_CUT_SECONDS = 6.0
+
+
+class HubStack:
+    def __init__(self, folder: Path, **environment: str) -> None:
+        addresses = free_addresses()
+        text = CONFIG.read_text().replace("tcp://127.0.0.1:8516", addresses.scheduler)
+        self.path = folder / "stack.toml"
+        self.path.write_text(text.replace("tcp://127.0.0.1:8517", addresses.object_storage))
+        self.scheduler, self.monitor = addresses.scheduler, addresses.monitor
+        self._folder = folder
+        self._environment = {"SCALER_LEASE_SECONDS": f"{LEASE_SECONDS:g}", "SCALER_ENVIRONMENT": "requirements",
+                             **environment}  # fmt: skip
+        self.runs = 0
+        self.popen = self.start()
+
+    def start(self) -> subprocess.Popen[bytes]:
+        self.runs += 1
+        self.log_path = self._folder / f"stack-{self.runs}.log"
+        with open(self.log_path, "wb") as log:
+            self.popen = subprocess.Popen(
+                [str(BIN_DIR / "scaler"), str(self.path)], env={**os.environ, **self._environment}, stdout=log,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+        wait_for(lambda: discovered_connection(self.scheduler) is not None or self.popen.poll() is not None,
+                 "the stack's hub to be up", 180)  # fmt: skip
+        assert self.popen.poll() is None, self.log()
+        return self.popen
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def forwarder(self) -> psutil.Process:
+        children = psutil.Process(self.popen.pid).children()
+        return next(child for child in children if "scaler.cluster.forwarder" in " ".join(child.cmdline()))
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.popen.wait(30)
+
+
+@pytest.fixture
+def hub_stack(fake_cloud: Any, tmp_path: Path) -> Iterator[HubStack]:
+    stack = HubStack(tmp_path)
+    try:
+        yield stack
+    finally:
+        stack.kill()
+        subprocess.run([str(BIN_DIR / "scaler"), str(stack.path), "--down"], capture_output=True, timeout=120)
+
+
+def all_units() -> int:
+    return live_units("ecs", "ecs") + live_units("ecs", "ecs-hub")
+
+
+def test_a_short_cut_mid_map_lets_the_map_finish_and_a_long_one_ends_every_unit(hub_stack: HubStack) -> None:
+    with Client(hub_stack.scheduler, timeout_seconds=120, scheduler_lost_grace_seconds=300) as client:
+        futures = [client.submit(slow_identity, x) for x in range(12)]
+        wait_for(lambda: any(future.done() for future in futures), "the first results", 120)
+        forwarder = hub_stack.forwarder()
+        forwarder.suspend()  # the laptop's network is cut
+        time.sleep(SHORT_CUT_SECONDS)  # the outage itself
+        forwarder.resume()
+        assert [future.result(timeout=120) for future in futures] == list(range(12))
+    assert live_units("ecs", "ecs-hub") == 1, "a cut shorter than the lease leaves the hub running"
+
+    forwarder = hub_stack.forwarder()
+    forwarder.suspend()  # a cut longer than the lease: nothing is billed beyond it
+    try:
+        wait_for(lambda: all_units() == 0, "every unit to end itself", LEASE_SECONDS + 60)
+    finally:
+        with contextlib.suppress(psutil.Error):  # the launcher may have stopped it already
+            forwarder.resume()
+    assert hub_stack.popen.wait(60) == 1
+    assert "the hub in the cloud ended: its lease ran out" in hub_stack.log()
+
+
+def test_the_laptop_side_killed_and_started_again_within_the_lease_adopts_everything_and_down_ends_it(
+    hub_stack: HubStack,
+) -> None:
+    with Client(hub_stack.scheduler, timeout_seconds=120) as client:
+        assert [future.result() for future in [client.submit(slow_identity, x) for x in range(4)]] == list(range(4))
+    units = live_units("ecs", "ecs")
+    assert units >= 1
+    hub_stack.kill()
+    hub_stack.start()  # within the lease
+    log = hub_stack.log()
+    assert "adopting the hub" in log, log
+    with monitor(hub_stack.monitor) as next_snapshot:
+        next_snapshot(lambda snapshot: len(workers_of(snapshot, "ecs")) == units * 2, 60)
+    with Client(hub_stack.scheduler, timeout_seconds=120) as client:
+        assert client.submit(slow_identity, 7).result() == 7
+    assert units_ever("ecs", "ecs-hub") == 1, "the hub was not doubled"
+    assert "launched unit" not in hub_stack.log(), "the manager adopted its units instead of launching more"
+
+    hub_stack.kill()  # killed again: `scaler FILE --down` ends what it left
+    assert all_units() >= 2
+    done = subprocess.run([str(BIN_DIR / "scaler"), str(hub_stack.path), "--down"], capture_output=True, text=True,
+                          timeout=200)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "ecs-hub: unit" in done.stdout and "every unit is terminated" in done.stdout, done.stdout
+    assert all_units() == 0
+
+
+def test_an_idle_stack_stops_by_itself_with_its_units(fake_cloud: Any, tmp_path: Path) -> None:
+    stack = HubStack(tmp_path, SCALER_IDLE_SHUTDOWN_SECONDS="8")
+    try:
+        with Client(stack.scheduler, timeout_seconds=120) as client:
+            assert client.submit(slow_identity, 1).result() == 1
+        assert stack.popen.wait(120) == 0
+        assert "stopping the stack: no task queued or running for 8 s (idle_shutdown_seconds)" in stack.log()
+        wait_for(lambda: all_units() == 0, "the stack's units to be gone", 60)
+    finally:
+        stack.kill()

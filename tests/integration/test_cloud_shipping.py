@@ -1,0 +1,152 @@
+"""#28 item 2, what goes wrong when a cloud manager ships this build and an environment to its units, each a fault:
+
+- refused when the manager starts, before anything is launched, naming it: a package that does not exist, a wheel
+  the units' Python cannot install, a Python version other than the client's (which no image is asked for);
+- a requirement that fails on the unit itself: its workers still start, and a task that imports it fails with an
+  ImportError naming the requirement and the installer's reason (at the first such task, never a hang); the
+  manager's log names it too;
+- the manager's bucket deleted mid-burst: made again, wheels uploaded again, the next unit boots;
+- a unit that cannot reach the scheduler: its boot report says so, the manager names it within one boot timeout.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import boto3
+import botocore.exceptions
+import pytest
+
+from scaler import Client
+from scaler.worker_manager.ship.distributions import this_python
+from tests.integration.cloud_harness import REGION
+from tests.integration.conftest import Launcher, Service, monitor, wait_for
+from tests.integration.manager_harness import workers_of
+from tests.integration.test_cloud_burst import ECS_FLAGS, ecs_tasks, live_units, slow_identity
+
+pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(240)]
+
+SCALING = ("--policy-content", "allocate=even_load; scaling=work; cooldown_seconds=60")
+BUCKET = f"scaler-123456789012-{REGION}"
+#: Only this build of scaler is shipped (the units here already have the test environment's packages).
+LEAN = ("--environment", "requirements")
+
+
+def start_ecs(launcher: Launcher, scheduler: str, manager_id: str, *args: str) -> Service:
+    return launcher.start(
+        "scaler_worker_manager", "aws_raw_ecs", scheduler, "-wmi", manager_id, "-his", "1", "-ll", "INFO",
+        *ECS_FLAGS, *args,
+    )  # fmt: skip
+
+
+def test_a_package_that_does_not_exist_is_refused_at_start_naming_it(fake_cloud: Any, launcher: Launcher) -> None:
+    manager = start_ecs(launcher, "tcp://127.0.0.1:1", "no-such", *LEAN, "--ecs-python-requirements",
+                        "no-such-package-scaler-test==1.0")  # fmt: skip
+    assert manager.wait_exit(120) == 2
+    log = manager.log_text()
+    assert "no-such-package-scaler-test==1.0: the package index has no file of it for Python" in log, log
+    assert "nothing is launched" in log and ecs_tasks("no-such") == []
+
+
+def test_a_wheel_the_units_python_cannot_install_is_refused_at_start(
+    fake_cloud: Any, launcher: Launcher, tmp_path: Path
+) -> None:
+    for wheel, why in (
+        (_wheel(tmp_path, "oldtag-1.0-cp39-cp39-manylinux_2_17_x86_64.whl"), "which the units' Python"),
+        (_wheel(tmp_path, "future-1.0-py3-none-any.whl", requires_python=">=3.99"), "requires Python >=3.99"),
+    ):
+        manager = start_ecs(launcher, "tcp://127.0.0.1:1", "bad-wheel", *LEAN, "--ecs-python-requirements", str(wheel))
+        assert manager.wait_exit(120) == 2
+        assert wheel.name in manager.log_text() and why in manager.log_text(), manager.log_text()
+    assert ecs_tasks("bad-wheel") == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "flag"), [("aws_raw_ecs", "--ecs-python-version"), ("orb_aws_ec2", "--python-version")]
+)
+def test_a_python_version_other_than_the_clients_is_refused_at_start_naming_both(
+    fake_cloud: Any, launcher: Launcher, kind: str, flag: str
+) -> None:
+    extra = ECS_FLAGS if kind == "aws_raw_ecs" else ("--aws-region", REGION)
+    manager = launcher.start("scaler_worker_manager", kind, "tcp://127.0.0.1:1", "-wmi", "py", *extra, flag, "3.99")
+    assert manager.wait_exit(120) == 2
+    assert f"{flag.lstrip('-').replace('-', '_')} 3.99 differs from the client's Python {this_python()}" in (
+        manager.log_text()
+    ), manager.log_text()
+
+
+def needs_unshippable() -> None:
+    import unshippable  # type: ignore[import-not-found]  # noqa: F401
+
+
+def test_a_requirement_a_unit_cannot_install_fails_the_tasks_that_need_it_naming_it(
+    fake_cloud: Any, launcher: Launcher
+) -> None:
+    """The index check cannot see a URL requirement: the unit's installer (the image's uv) fails on it. Checked by
+    switching it off: without the stubs, the task fails with a bare "No module named 'unshippable'"."""
+    addresses, _scheduler, _storage = launcher.stack(workers=0, scheduler_args=SCALING)
+    broken = "unshippable @ http://127.0.0.1:9/unshippable-1.0-py3-none-any.whl"
+    manager = start_ecs(launcher, addresses.scheduler, "stubbed", *LEAN, "-mtc", "1",
+                        "--ecs-python-requirements", broken)  # fmt: skip
+    with Client(address=addresses.scheduler, timeout_seconds=120) as client:
+        with pytest.raises(ImportError) as raised:
+            client.submit(needs_unshippable).result(timeout=180)
+    assert "unshippable @ http://127.0.0.1:9/" in str(raised.value) and "could not be installed" in str(raised.value)
+    assert "uv:" in str(raised.value), raised.value
+    manager.wait_for_log("could not be installed", 60)
+
+
+def test_the_managers_bucket_deleted_mid_burst_is_made_again_and_the_next_unit_boots(
+    fake_cloud: Any, launcher: Launcher
+) -> None:
+    addresses, _scheduler, _storage = launcher.stack(workers=0, scheduler_args=SCALING)
+    manager = start_ecs(launcher, addresses.scheduler, "bucketless", *LEAN, "-mtc", "2")
+    with Client(address=addresses.scheduler, timeout_seconds=120) as client:
+        first = client.submit(slow_identity, 1)
+        wait_for(lambda: live_units("ecs", "bucketless") == 1, "the first unit", 60)
+        wait_for(_bucket_deleted, "the bucket to be deleted (a unit may write its report meanwhile)", 30)
+        futures = [client.submit(slow_identity, x) for x in range(6)]
+        with monitor(addresses.monitor) as next_snapshot:
+            next_snapshot(lambda snapshot: len(workers_of(snapshot, "bucketless")) == 2, 120)
+        assert first.result() == 1 and [future.result() for future in futures] == list(range(6))
+    manager.wait_for_log("is gone (deleted while the manager ran): creating it again", 10)
+    assert boto3.client("s3", region_name=REGION).head_bucket(Bucket=BUCKET)
+
+
+def test_a_unit_that_cannot_reach_the_scheduler_is_named_within_one_boot_timeout(
+    fake_cloud: Any, launcher: Launcher
+) -> None:
+    addresses, _scheduler, _storage = launcher.stack(workers=0, scheduler_args=SCALING)
+    nowhere = "tcp://127.0.0.1:9"  # what the workers are told: nothing listens there
+    manager = start_ecs(launcher, addresses.scheduler, "lost", *LEAN, "-mtc", "1", "-wsa", nowhere,
+                        "--boot-timeout-seconds", "30")  # fmt: skip
+    with Client(address=addresses.scheduler, timeout_seconds=120) as client:
+        future = client.submit(slow_identity, 1)
+        manager.wait_for_log(f"cannot reach the scheduler at {nowhere} from this unit", 30)
+        manager.wait_for_log("none of its workers registered within 30 s", 60)
+        future.cancel()
+    assert "cannot reach the scheduler" in manager.log_text()
+
+
+def _bucket_deleted() -> bool:
+    bucket = boto3.resource("s3", region_name=REGION).Bucket(BUCKET)
+    bucket.objects.all().delete()
+    try:
+        bucket.delete()
+    except botocore.exceptions.ClientError:
+        return False
+    return True
+
+
+def _wheel(folder: Path, name: str, requires_python: str = "") -> Path:
+    path = folder / name
+    distribution, version = name.split("-")[:2]
+    metadata = f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n"
+    if requires_python:
+        metadata += f"Requires-Python: {requires_python}\n"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(f"{distribution}.py", "")
+        archive.writestr(f"{distribution}-{version}.dist-info/METADATA", metadata)
+    return path

@@ -1,0 +1,171 @@
+"""Sharing one cluster, end to end (docs/guide/sharing.md): the split of the workers between two clients by their
+shares, a high-priority task overtaking a full queue, a quota holding under a burst. Measured by counting tasks, not
+timed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from scaler import Client, SchedulerClusterCombo
+from tests.integration.conftest import running_cluster, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def tiny(tag: str) -> str:
+    total = 0
+    for number in range(300):  # a fraction of a millisecond of work
+        total += number * number
+    return tag
+
+
+def slow(seconds: float) -> tuple[float, float]:
+    started = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process of this machine
+    time.sleep(seconds)
+    return started, time.monotonic()
+
+
+@pytest.fixture(scope="module")
+def one_worker() -> Iterator[SchedulerClusterCombo]:
+    with running_cluster(1) as cluster:
+        yield cluster
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("share_first", [False, True])
+def test_two_clients_of_10000_tasks_split_the_worker_3_to_1_whoever_submitted_first(
+    one_worker: SchedulerClusterCombo, share_first: bool
+) -> None:
+    """While both clients have work, the client of share 3 gets 75 % of the task starts (+-5 points), whether it
+    submitted first or second; identical tasks, so task starts are busy time. Checked by registering both clients
+    with share 1 (Client(share=...) ignored in DispatchQueue.push): the split is then 50 %, and this fails."""
+    address = one_worker.get_address()
+    heavy, light = Client(address, share=3), Client(address, share=1)
+    order: list[str] = []
+    lock = threading.Lock()
+
+    def note(tag: str) -> None:
+        with lock:
+            order.append(tag)
+
+    try:
+        first, second = (heavy, light) if share_first else (light, heavy)
+        futures = []
+        for client, tag in ((first, "first"), (second, "second")):
+            for _ in range(10_000):
+                future = client.submit(tiny, tag)
+                future.add_done_callback(lambda f, tag=tag: note(tag))
+                futures.append(future)
+        for future in futures:
+            future.result(timeout=240)
+    finally:
+        heavy.disconnect()
+        light.disconnect()
+    # both have work from the second's first completion until either client has all its tasks done
+    start = order.index("second")
+    counts = {"first": 0, "second": 0}
+    for tag in order[start:]:
+        counts[tag] += 1
+        if counts["first"] + order[:start].count("first") == 10_000 or counts["second"] == 10_000:
+            break
+    heavy_tag = "first" if share_first else "second"
+    both = counts["first"] + counts["second"]
+    assert both > 2000, f"the two clients overlapped for only {both} tasks: {counts}"
+    assert abs(counts[heavy_tag] / both - 0.75) <= 0.05, f"share 3 got {counts[heavy_tag] / both:.1%} ({counts})"
+
+
+def slow_marked(seconds: float, folder: str) -> tuple[float, float]:
+    started = time.monotonic()
+    (Path(folder) / f"started-{started}").touch()
+    time.sleep(seconds)
+    return started, time.monotonic()
+
+
+@pytest.mark.timeout(120)
+def test_a_high_priority_task_starts_before_the_low_priority_work_the_worker_prefetched(
+    one_worker: SchedulerClusterCombo, tmp_path: Path
+) -> None:
+    """One processor, 200 queued tasks of 1 s; just after the second one starts (the worker holds a prefetched one
+    behind it), a task of priority 5 is submitted: it starts next, before any low-priority task that had not
+    started when it was submitted. Submitting just after a start leaves the running task about a second, far more
+    than the round trip the overtaking takes. Checked by switching Overtaking.step off: the prefetched low task
+    then starts first and this fails."""
+    with Client(one_worker.get_address()) as client:
+        low = [client.submit(slow_marked, 1.0, str(tmp_path)) for _ in range(200)]
+        wait_for(lambda: len(list(tmp_path.glob("started-*"))) >= 2, "the second low-priority task to start")
+        submitted = time.monotonic()
+        high_started, _ = client.submit(slow, 0.01, priority=5).result(timeout=60)
+        for future in low:
+            future.cancel()
+        started_between = [
+            f.result()[0] for f in low if f.done() and not f.cancelled() and submitted < f.result()[0] < high_started
+        ]
+    assert started_between == [], f"{len(started_between)} low-priority task(s) started before the high one"
+
+
+@pytest.mark.timeout(120)
+def test_a_priority_that_is_not_an_integer_or_a_bad_share_is_refused_at_the_call(
+    one_worker: SchedulerClusterCombo,
+) -> None:
+    address = one_worker.get_address()
+    with pytest.raises(ValueError, match="share must be a positive number"):
+        Client(address, share=0)
+    with pytest.raises(ValueError, match="max_running_tasks must be a positive integer"):
+        Client(address, max_running_tasks=0)
+    with Client(address) as client:
+        with pytest.raises(TypeError, match="priority must be an integer"):
+            client.submit(tiny, "x", priority=1.5)
+        with pytest.raises(TypeError, match="priority must be an integer"):
+            client.map(tiny, ["x"], priority="high")
+        with pytest.raises(TypeError, match="priority must be an integer"):
+            client.get({"a": (tiny, "x")}, ["a"], priority=None or 2.0)
+        assert client.submit(tiny, "y", priority=-3).result() == "y"
+        assert client.map(tiny, ["a", "b"], priority=2) == ["a", "b"]
+
+
+@pytest.mark.timeout(120)
+def test_a_quota_of_two_running_tasks_holds_under_a_burst_while_another_client_uses_the_rest() -> None:
+    """A client with max_running_tasks=2 bursts 30 tasks onto three workers: at no instant do more than two of them
+    run (from the intervals the tasks measured), and a second client's tasks run beside them. Checked by dropping
+    the quota (DispatchQueue.quotas left empty): three then run at once and this fails."""
+    with running_cluster(3) as cluster:
+        address = cluster.get_address()
+        with Client(address, max_running_tasks=2) as capped, Client(address) as other:
+            capped_futures = [capped.submit(slow, 0.1) for _ in range(30)]
+            other_futures = [other.submit(slow, 0.1) for _ in range(10)]
+            capped_intervals = [f.result(timeout=60) for f in capped_futures]
+            other_intervals = [f.result(timeout=60) for f in other_futures]
+    assert most_at_once(capped_intervals) == 2
+    assert most_at_once(capped_intervals + other_intervals) == 3, "the other client used the third worker"
+
+
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    running = most = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    return most
+
+
+@pytest.mark.timeout(120)
+def test_a_curve_keys_quota_in_the_sharing_file_holds_whatever_the_client_asks(
+    make_cluster: Callable[..., SchedulerClusterCombo],
+) -> None:
+    """On a CURVE cluster, `sharing.toml` next to the authorised keys gives the client key a quota of 2; a client of
+    that key that asks for none runs at most two tasks at once on three workers. Checked by making PeerKeys.settled
+    return the hello unchanged: three then run at once and this fails."""
+    cluster = make_cluster(3, secure=True)
+    keys = cluster.client_keys
+    authorized = Path(keys["curve_secret_key"]).parent.parent / "authorized"
+    (authorized / "sharing.toml").write_text("[client]\nshare = 2\nmax_running_tasks = 2\n")
+    with Client(cluster.get_address(), **keys) as client:
+        # all three workers connected (the heartbeat echo counts them), so that two at once is the quota's doing
+        wait_for(lambda: client.submit(slow, 0.0).result(timeout=60) and client._agent.worker_count == 3, "3 workers")
+        intervals = [f.result(timeout=60) for f in [client.submit(slow, 0.1) for _ in range(24)]]
+    assert most_at_once(intervals) == 2
