@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import logging
 import sys
 import threading
@@ -34,6 +35,7 @@ from scaler.client.core import (
     SendFrames,
     ShowLog,
     ShutdownAnswered,
+    StoryAnswered,
     Warn,
 )
 from scaler.client.forwarded_logs import emit_records
@@ -120,6 +122,8 @@ class ClientAgent(Generic[FutureT]):
         self._ready = threading.Event()
         self._shutdown_reply: m.ShutdownReply | None = None
         self._shutdown_answered = threading.Event()
+        #: story requests not answered yet, per task (answered in order: the scheduler answers in order)
+        self._story_requests: dict[TaskID, list[concurrent.futures.Future[m.TaskStoryReply]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         self._io_thread_id: int | None = None  #: the I/O thread's, once it runs: what it sends is queued and flushed
@@ -135,6 +139,7 @@ class ClientAgent(Generic[FutureT]):
             Closed: lambda effect: self._closed_down(),
             ShowLog: lambda effect: self._print_log(effect.log),
             ShutdownAnswered: self._shutdown_answer,
+            StoryAnswered: self._story_answer,
             Warn: lambda effect: logger.warning("%s", effect.text),
         }
 
@@ -252,6 +257,24 @@ class ClientAgent(Generic[FutureT]):
         self._shutdown_answered.wait(timeout_seconds)
         return self._shutdown_reply
 
+    def request_story(self, task_id: TaskID, timeout_seconds: float) -> m.TaskStoryReply | None:
+        """Ask the scheduler for a task's story; None when no answer came within the timeout."""
+        answer: concurrent.futures.Future[m.TaskStoryReply] = concurrent.futures.Future()
+        with self._core_lock:
+            self._story_requests.setdefault(task_id, []).append(answer)
+        self.send([codec.encode(m.TaskStoryRequest(task_id))])
+        try:
+            return answer.result(timeout_seconds)
+        except concurrent.futures.TimeoutError:
+            return None
+        finally:
+            with self._core_lock:
+                waiting = self._story_requests.get(task_id)
+                if waiting is not None and answer in waiting:
+                    waiting.remove(answer)
+                if not waiting:
+                    self._story_requests.pop(task_id, None)
+
     def stop(self, timeout_seconds: float) -> None:
         """Close the connection (after sending what is queued) and end the thread."""
         loop = self._loop
@@ -282,6 +305,13 @@ class ClientAgent(Generic[FutureT]):
     def _shutdown_answer(self, effect: ShutdownAnswered) -> None:
         self._shutdown_reply = effect.reply
         self._shutdown_answered.set()
+
+    def _story_answer(self, effect: StoryAnswered) -> None:
+        with self._core_lock:
+            waiting = self._story_requests.get(effect.reply.task_id)
+            answer = waiting.pop(0) if waiting else None
+        if answer is not None and not answer.done():
+            answer.set_result(effect.reply)
 
     def _send_frames(self, effect: SendFrames) -> None:
         self._send_from_here(effect.frames)

@@ -47,7 +47,7 @@ from scaler.payload.task_encoder import TaskEncoder, describe, frames_size
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
-from scaler.protocol.ids import ClientID, ObjectID, TaskID, new_client_id, new_task_id
+from scaler.protocol.ids import ClientID, ObjectID, TaskID, new_client_id, new_task_id, short
 
 if TYPE_CHECKING:
     from scaler.client.executor import ScalerExecutor
@@ -127,6 +127,7 @@ class Client:
         self._stream_output = stream_output
         self._security = security
         self._identity = ClientID(new_client_id())
+        self._story_name = short(self._identity)  #: how this client is named in its tasks' stories
         self._closed = False
         self._lock = threading.Lock()
         self._storage_connection: Any = None
@@ -261,7 +262,9 @@ class Client:
 
     def _new_future(self, task_id: TaskID, profiling: bool) -> ScalerFuture:
         """A future for a task about to be submitted (the agent holds it from the submission on)."""
-        future = ScalerFuture(task_id, self._reader, self._request_cancel, profiling)
+        future = ScalerFuture(
+            task_id, self._reader, self._request_cancel, profiling, self._agent.request_story, self._story_name
+        )
         processor_context.submitted(future)
         return future
 

@@ -13,7 +13,7 @@ Events in:
 
 Effects out: `Send` (a message to encode and send), `SendFrames` (encoded frames to send), `Complete`,
 `ConfirmCancel`, `Fail` (futures to settle), `Connected` (registered with a scheduler), `Closed` (the
-connection is over), `ShowLog`, `ShutdownAnswered`, `Warn`.
+connection is over), `ShowLog`, `ShutdownAnswered`, `StoryAnswered`, `Warn`.
 
 Rules:
 1. A task is *unfinished* from `submit` (or as a target of `submit_graph`) until its TaskResult or
@@ -119,6 +119,13 @@ class ShutdownAnswered:
 
 
 @dataclass(frozen=True, slots=True)
+class StoryAnswered:
+    """The scheduler answered a request for a task's story."""
+
+    reply: m.TaskStoryReply
+
+
+@dataclass(frozen=True, slots=True)
 class Warn:
     """Something the user should read in the log."""
 
@@ -135,8 +142,13 @@ ClientEffect = (
     | Closed
     | ShowLog
     | ShutdownAnswered
+    | StoryAnswered
     | Warn
 )
+
+
+def _answer(reply: m.ShutdownReply | m.TaskStoryReply) -> ShutdownAnswered | StoryAnswered:
+    return ShutdownAnswered(reply) if isinstance(reply, m.ShutdownReply) else StoryAnswered(reply)
 
 
 # ---------------------------------------------------------------- records
@@ -240,8 +252,8 @@ class ClientCore(Generic[F]):
                 self.worker_count = message.worker_count
             elif isinstance(message, m.TaskLog):
                 effects.append(ShowLog(message))
-            elif isinstance(message, m.ShutdownReply):
-                effects.append(ShutdownAnswered(message))
+            elif isinstance(message, (m.ShutdownReply, m.TaskStoryReply)):  # answers to the user's requests
+                effects.append(_answer(message))
             elif isinstance(message, m.ProtocolError) and message.kind is not m.ProtocolErrorKind.UNKNOWN_PEER:
                 effects.append(Warn(f"the scheduler refused a message of this client: {message.reason}"))
         return effects

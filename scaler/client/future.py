@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from typing_extensions import TypeVar
 
 from scaler.client.display import future_state, html_table
+from scaler.client.story import TaskStory, merge_story
 from scaler.errors import ObjectStorageException
 from scaler.payload.processor_context import BlockingWait
 from scaler.protocol import messages as m
@@ -47,8 +48,15 @@ class ScalerFuture(concurrent.futures.Future[T]):
         reader: ResultReader | None,
         request_cancel: Callable[[TaskID], None] | None,
         profiling: bool = False,
+        request_story: Callable[[TaskID, float], m.TaskStoryReply | None] | None = None,
+        client_name: str = "",
     ) -> None:
         super().__init__()
+        #: for the task's story: when it was made (submitted) and answered, wall clock; who asks the scheduler
+        self._submitted_at = time.time()
+        self._answered_at = 0.0
+        self._request_story = request_story
+        self._client_name = client_name
         self._task_id = task_id
         self._reader = reader
         self._request_cancel = request_cancel
@@ -76,6 +84,8 @@ class ScalerFuture(concurrent.futures.Future[T]):
     # ------------------------------------------------------------ completion (called by the I/O thread)
 
     def _answered(self) -> None:
+        if not self._answered_at:
+            self._answered_at = time.time()
         event = self._cancel_answered
         if event is not None:
             event.set()
@@ -135,6 +145,19 @@ class ScalerFuture(concurrent.futures.Future[T]):
         self._cancel_and_notify()
 
     # ------------------------------------------------------------ user API
+
+    def story(self, timeout: float = 10.0) -> TaskStory:
+        """The task's history across the client, the scheduler, its worker and processor: each step with its time,
+        where it happened and what caused it (waits and why, retries and why, balancing moves, a restart). A task
+        the scheduler forgot (`--story-retention-tasks`/`-seconds`) says so in `note`, with `known` False."""
+        mine = [m.StoryEntry(self._submitted_at, "client", self._client_name, "submitted", "the user's call")]
+        if self._answered_at:
+            state = "cancelled" if self.cancelled() else "answered"
+            mine.append(m.StoryEntry(self._answered_at, "client", self._client_name, state, "the scheduler's answer"))
+        reply = self._request_story(self._task_id, timeout) if self._request_story is not None else None
+        if reply is None and self._request_story is None:
+            return TaskStory(self._task_id.hex(), tuple(mine), False, "this future has no client to ask")
+        return merge_story(self._task_id.hex(), reply, mine, timeout)
 
     def result(self, timeout: float | None = None) -> T:
         if not self.done():

@@ -157,6 +157,13 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
         3, help="times a task is re-dispatched after its worker died before it fails with WorkerDiedError",
         short=("-mtr",), ge=0,
     )  # fmt: skip
+    story_retention_tasks: int = setting(
+        10_000, help="finished tasks whose story (future.story()) is kept, the oldest forgotten first; 0: no stories",
+        ge=0,
+    )  # fmt: skip
+    story_retention_seconds: float = setting(
+        3600, help="how long a finished task's story is kept at most; 0: no time bound (only the count)", ge=0
+    )
     load_balance_seconds: float = setting(1, help="period of load balancing; 0 or negative disables it", short=("-ls",))
     load_balance_trigger_times: int = setting(
         2, help="identical balance decisions in a row needed before tasks move", short=("-lbt",), gt=0

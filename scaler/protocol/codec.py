@@ -194,6 +194,24 @@ def _enc_task_result(b: Any, msg: m.TaskResult) -> None:
         p.peakMemoryBytes = profile.peak_memory_bytes
     if msg.worker_id:
         b.workerId = msg.worker_id
+    if msg.ran is not None:
+        ran = b.init("ran")
+        ran.startedAt = msg.ran.started_at
+        ran.finishedAt = msg.ran.finished_at
+        ran.processorPid = msg.ran.processor_pid
+        ran.receivedAt = msg.ran.received_at
+
+
+def _enc_story_reply(b: Any, msg: m.TaskStoryReply) -> None:
+    b.taskId = msg.task_id
+    b.known = msg.known
+    b.note = msg.note
+    for item, entry in zip(b.init("entries", len(msg.entries)), msg.entries, strict=True):
+        item.wallTime = entry.wall_time
+        item.component = entry.component
+        item.where = entry.where
+        item.what = entry.what
+        item.cause = entry.cause
 
 
 def _enc_graph(b: Any, msg: m.GraphTask) -> None:
@@ -243,6 +261,8 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.GraphTask: ("graphTask", _enc_graph),
     m.ClientDisconnect: ("clientDisconnect", _enc_fields(shutdown_cluster="shutdownCluster")),
     m.ShutdownReply: ("shutdownReply", _enc_fields(accepted="accepted", reason="reason")),
+    m.TaskStoryRequest: ("taskStoryRequest", _enc_fields(task_id="taskId")),
+    m.TaskStoryReply: ("taskStoryReply", _enc_story_reply),
     m.WorkerCapacity: ("workerCapacity", _enc_fields(capacity="capacity")),
     m.WorkerLeaving: ("workerLeaving", _enc_fields(reason="reason")),
     m.TaskReturn: ("taskReturn", _enc_ids),
@@ -334,9 +354,18 @@ def _dec_task_result(r: Any) -> m.TaskResult:
         profile = m.Profile(p.durationSeconds, p.cpuSeconds, p.peakMemoryBytes)
     else:
         profile = _NO_PROFILE
+    ran = None
+    if r._has("ran"):
+        stamps = r.ran
+        ran = m.RunStamps(stamps.startedAt, stamps.finishedAt, stamps.processorPid, stamps.receivedAt)
     return m.TaskResult(
-        r.taskId, _RESULT_STATUSES[r.status.raw], payload_kind, payload, r.errorMessage, profile, r.workerId
+        r.taskId, _RESULT_STATUSES[r.status.raw], payload_kind, payload, r.errorMessage, profile, r.workerId, ran
     )
+
+
+def _dec_story_reply(r: Any) -> m.TaskStoryReply:
+    entries = tuple(m.StoryEntry(e.wallTime, e.component, e.where, e.what, e.cause) for e in r.entries)
+    return m.TaskStoryReply(TaskID(r.taskId), r.known, entries, r.note)
 
 
 _DECODERS: dict[str, Callable[[Any], m.Message]] = {
@@ -356,6 +385,8 @@ _DECODERS: dict[str, Callable[[Any], m.Message]] = {
     ),
     "clientDisconnect": lambda r: m.ClientDisconnect(r.shutdownCluster),
     "shutdownReply": lambda r: m.ShutdownReply(r.accepted, r.reason),
+    "taskStoryRequest": lambda r: m.TaskStoryRequest(TaskID(r.taskId)),
+    "taskStoryReply": _dec_story_reply,
     "workerCapacity": lambda r: m.WorkerCapacity(r.capacity),
     "workerLeaving": lambda r: m.WorkerLeaving(r.reason),
     "taskReturn": lambda r: m.TaskReturn(tuple(TaskID(t) for t in r.taskIds)),

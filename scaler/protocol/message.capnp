@@ -213,6 +213,15 @@ struct TaskResult {
   }
   profile @6 :Profile;
   workerId @7 :Data;        # who produced it; empty when the scheduler made it
+  ran @8 :RunStamps;        # when its processor ran it (wall clock); absent when it did not run
+}
+
+struct RunStamps {
+  # A processor's own times for one task, carried to the scheduler on the result for the task's story.
+  startedAt @0 :Float64;    # wall-clock seconds when the processor began the call
+  finishedAt @1 :Float64;   # wall-clock seconds when the call returned or raised
+  processorPid @2 :UInt32;
+  receivedAt @3 :Float64;   # wall-clock seconds when the processor read the task from its agent (0: unknown)
 }
 
 struct TaskCancel {
@@ -260,6 +269,26 @@ struct ClientDisconnect {
 struct ShutdownReply {
   accepted @0 :Bool;
   reason @1 :Text;
+}
+
+struct TaskStoryRequest {
+  # A client asks for one task's history as the scheduler knows it.
+  taskId @0 :Data;
+}
+
+struct StoryEntry {
+  wallTime @0 :Float64;     # wall-clock seconds
+  component @1 :Text;       # scheduler, worker agent, processor, client
+  where @2 :Text;           # which one: a scheduler instance, worker or processor id
+  what @3 :Text;            # the transition: queued, dispatched, waiting, started, success ...
+  cause @4 :Text;           # the stimulus: a submit, a dispatch attempt, a worker lost and why ...
+}
+
+struct TaskStoryReply {
+  taskId @0 :Data;
+  known @1 :Bool;           # false: the scheduler never saw the task or forgot it; `note` says which
+  entries @2 :List(StoryEntry);
+  note @3 :Text;            # what the entries leave out (a forgotten task, entries dropped past the bound)
 }
 
 # ---------------------------------------------------------------- workers
@@ -489,6 +518,8 @@ struct Message {
     taskTransitions @24 :TaskTransitions;
     scalingDecisions @25 :ScalingDecisions;
     unitsReclaimed @26 :UnitsReclaimed;
+    taskStoryRequest @27 :TaskStoryRequest;
+    taskStoryReply @28 :TaskStoryReply;
   }
 }
 

@@ -265,6 +265,16 @@ class Profile:
 
 
 @dataclass(frozen=True, slots=True)
+class RunStamps:
+    """A processor's own wall-clock times for one task."""
+
+    started_at: float
+    finished_at: float
+    processor_pid: int = 0
+    received_at: float = 0.0  #: when the processor read the task from its agent (0: unknown)
+
+
+@dataclass(frozen=True, slots=True)
 class TaskResult:
     task_id: TaskID
     status: ResultStatus
@@ -273,6 +283,8 @@ class TaskResult:
     error_message: str = ""
     profile: Profile = field(default_factory=Profile)
     worker_id: bytes = b""
+    #: when its processor ran it (for the task's story); None when it did not run
+    ran: RunStamps | None = None
     #: see Task.wire
     wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -326,6 +338,30 @@ class ClientDisconnect:
 class ShutdownReply:
     accepted: bool
     reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStoryRequest:
+    task_id: TaskID
+
+
+@dataclass(frozen=True, slots=True)
+class StoryEntry:
+    """One step of a task's history: when, where (component and which one), what, and what caused it."""
+
+    wall_time: float
+    component: str  #: scheduler, worker agent, processor, client
+    where: str = ""
+    what: str = ""
+    cause: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStoryReply:
+    task_id: TaskID
+    known: bool  #: False: the scheduler never saw this task or forgot it (`note` says so)
+    entries: tuple[StoryEntry, ...] = ()
+    note: str = ""
 
 
 # ---------------------------------------------------------------- workers
@@ -624,6 +660,8 @@ Message = (
     | TaskTransitions
     | ScalingDecisions
     | UnitsReclaimed
+    | TaskStoryRequest
+    | TaskStoryReply
 )
 
 #: Every message type, in schema order; the codec and the routing tables are checked against it.
@@ -655,4 +693,6 @@ MESSAGE_TYPES: tuple[type, ...] = (
     TaskTransitions,
     ScalingDecisions,
     UnitsReclaimed,
+    TaskStoryRequest,
+    TaskStoryReply,
 )

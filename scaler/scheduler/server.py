@@ -285,6 +285,7 @@ class SchedulerServer:
     # ------------------------------------------------------------ routines
 
     async def _tick_routine(self) -> None:
+        self._feed([Tick(self._now(), self._clock.wall())])  # at once: the core's wall times are right from the start
         while True:
             await self._clock.sleep(TICK_SECONDS)
             self._feed([Tick(self._now(), self._clock.wall())])

@@ -45,12 +45,18 @@ SAMPLES: list[m.Message] = [
     m.TaskResult(T, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v", "", m.Profile(1.0, 0.5, 99), b"w"),
     m.TaskResult(T, m.ResultStatus.FAILED, m.PayloadKind.OBJECT_ID, b"o", "boom"),
     m.TaskResult(T, m.ResultStatus.WORKER_DIED, error_message="gone"),
+    m.TaskResult(
+        T, m.ResultStatus.SUCCESS, worker_id=b"w", ran=m.RunStamps(1700000000.25, 1700000001.5, 4242, 1700000000.125)
+    ),
     m.TaskCancel((T, TaskID(b"u" * 16))),
     m.TaskCancelConfirm(T, m.CancelOutcome.NOT_FOUND),
     m.TaskLog(T, m.LogStream.STDERR, "hello\n"),
     m.GraphTask(GraphID(b"g"), C, (TASK, TASK), (T,)),
     m.ClientDisconnect(True),
     m.ShutdownReply(False, "protected"),
+    m.TaskStoryRequest(T),
+    m.TaskStoryReply(T, True, (m.StoryEntry(1700000000.5, "scheduler", "", "queued", "submitted by client c"),), ""),
+    m.TaskStoryReply(T, False, (), "forgotten"),
     m.WorkerCapacity(4),
     m.WorkerLeaving("sigterm"),
     m.TaskReturn((T,)),

@@ -26,6 +26,7 @@ from scaler.scheduler.core.object_retention import ObjectRetention
 from scaler.scheduler.core.overtaking import Overtaking
 from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
 from scaler.scheduler.core.reattachment import Reattachment
+from scaler.scheduler.core.story_book import DEFAULT_RETENTION_SECONDS, DEFAULT_RETENTION_TASKS, StoryBook
 from scaler.scheduler.core.task_lifecycle import TaskLifecycle
 from scaler.scheduler.core.task_table import TaskTable
 from scaler.scheduler.core.view import ViewBuilder
@@ -51,6 +52,8 @@ class CoreSettings:
     load_balance_trigger_times: int = 2
     object_retention_seconds: float = 0.0  #: a departed client's objects are deleted this long after it left
     instance_id: bytes = b""  #: this scheduler process (drawn at start); peers tell a restart by it
+    story_retention_tasks: int = DEFAULT_RETENTION_TASKS  #: finished tasks whose story is kept (0: no stories)
+    story_retention_seconds: float = DEFAULT_RETENTION_SECONDS  #: and for how long (<= 0: no time bound)
 
 
 class ScalingHook(Protocol):
@@ -75,6 +78,9 @@ class SchedulerCore:
         self.effects: list[Effect] = []
         ignore_capabilities = settings.allocate is Allocation.EVEN_LOAD
         self.tasks = TaskTable(ignore_capabilities=ignore_capabilities)
+        self.tasks.stories = StoryBook(
+            settings.story_retention_tasks, settings.story_retention_seconds, settings.instance_id.hex()[:8]
+        )
         self.graphs = GraphRegistry()
         self.clients: dict[PeerID, ClientRecord] = {}
         self.workers: dict[PeerID, WorkerRecord] = {}
@@ -109,6 +115,7 @@ class SchedulerCore:
             m.GraphTask: self._on_graph,
             m.TaskCancel: self._on_client_cancel,
             m.ClientDisconnect: self._on_client_disconnect,
+            m.TaskStoryRequest: self._on_story_request,
         }
         self._worker_handlers: dict[type, Callable[[PeerID, Any], None]] = {
             m.Heartbeat: self._on_worker_heartbeat,
@@ -316,7 +323,9 @@ class SchedulerCore:
             adoption = self.reattachment.take(task.task_id)
             if adoption is not None and self.lifecycle.adopt(task, adoption.worker, adoption.result):
                 return
-        self.lifecycle.submit(client, task)
+        returning = self.clients.get(PeerID(client))
+        cause = "submitted again by its client after a scheduler restart" if returning and returning.returning else ""
+        self.lifecycle.submit(client, task, cause)
 
     def _on_graph(self, peer: PeerID, graph: m.GraphTask) -> None:
         if bytes(graph.client_id) != bytes(peer) or any(bytes(node.client_id) != bytes(peer) for node in graph.nodes):
@@ -394,6 +403,10 @@ class SchedulerCore:
     def _on_worker_leaving(self, peer: PeerID, leaving: m.WorkerLeaving) -> None:
         self._drop_worker(peer, f"left: {leaving.reason or 'no reason given'}", graceful=True)
         self._send(peer, m.Shutdown("leave acknowledged"))
+
+    def _on_story_request(self, peer: PeerID, request: m.TaskStoryRequest) -> None:
+        """A client asks for a task's story (`ScalerFuture.story()`); any client may ask about any task id."""
+        self._send(peer, self.tasks.stories.story(request.task_id))
 
     def _on_task_return(self, peer: PeerID, returned: m.TaskReturn) -> None:
         self.lifecycle.returned_by(peer, returned.task_ids)
@@ -477,13 +490,32 @@ class SchedulerCore:
                 del self.managers[peer]
         if self.feed.is_due(now):
             transitions, dropped = self.tasks.take_transitions()
-            self.effects.extend(self.feed.publications(self.view(), tuple(transitions), dropped, self.wall_time))
+            view = self.view()
+            self.effects.extend(self.feed.publications(view, tuple(transitions), dropped, self.wall_time))
+            self._note_waits(view)
         for manager in list(self.managers.values()):
             self._send_target(manager, only_if_changed=True)
         if settings.load_balance_seconds > 0 and now - self._last_balance_at >= settings.load_balance_seconds:
             self._last_balance_at = now
             for donor, task_ids in self._balancer.step(self.tasks, self.workers.values()).items():
                 self._send(donor, m.TaskReturn(task_ids))
+                for task_id in task_ids:
+                    self.tasks.stories.note(
+                        task_id,
+                        self.wall_time,
+                        "balancing",
+                        donor,
+                        "load balancing asks its worker to give it back",
+                    )
+
+    def _note_waits(self, view: m.StatusSnapshot) -> None:
+        """The queue's waiting reasons at this status sample go into the stories of the tasks queued meanwhile."""
+        stories = self.tasks.stories
+        if stories.enabled:
+            stories.expire(self.now)
+            for group in view.pending:
+                if group.count and group.reason:
+                    stories.waiting(group.capabilities, self.wall_time, group.reason)
 
     def _drop_peer(self, peer: PeerID, reason: str) -> None:
         if peer in self.clients:

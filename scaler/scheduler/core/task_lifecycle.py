@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
 
-from scaler.protocol.ids import ClientID, ObjectID, PeerID, TaskID
+from scaler.protocol.ids import ClientID, ObjectID, PeerID, TaskID, short
 from scaler.protocol.messages import (
     CancelOutcome,
     GraphTask,
@@ -28,6 +28,7 @@ from scaler.protocol.messages import (
 from scaler.scheduler.core.effects import DeleteObjects, Effect, Send
 from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
 from scaler.scheduler.core.peers import WorkerRecord
+from scaler.scheduler.core.story_book import Words, cause_of
 from scaler.scheduler.core.task_state import Outcome, TaskEvent, TaskState, outcome
 from scaler.scheduler.core.task_table import TaskRecord, TaskTable
 
@@ -57,6 +58,8 @@ class TaskLifecycle:
         self._max_tasks_waiting = max_tasks_waiting
         self._ignore_capabilities = ignore_capabilities
         self.now = 0.0
+        #: why the transition being carried out happens (for the task's story); set by `apply`
+        self._cause: Words = ""
         #: how each outcome is carried out; `details` are the keyword details of the event (see `apply`)
         self._outcomes: dict[Outcome, Callable[[TaskRecord, dict[str, object]], None]] = {
             Outcome.ENQUEUE: lambda record, details: self._enqueue(record),
@@ -74,7 +77,7 @@ class TaskLifecycle:
 
     # ------------------------------------------------------------ entry points
 
-    def submit(self, client: ClientID, task: Task) -> None:
+    def submit(self, client: ClientID, task: Task, cause: str = "") -> None:
         if task.task_id in self._tasks.records:
             logger.warning("task %s submitted twice; the second copy is ignored", task.task_id.hex())
             return
@@ -82,7 +85,7 @@ class TaskLifecycle:
             reason = f"refused: {len(self._tasks.queue)} tasks already wait for a worker (max-number-of-tasks-waiting)"
             self._send(PeerID(client), TaskResult(task.task_id, ResultStatus.NO_WORKER, error_message=reason))
             return
-        record = self._tasks.add(task, TaskState.QUEUED, self.now)
+        record = self._tasks.add(task, TaskState.QUEUED, self.now, cause or ("submitted by client {}", client))
         self._tasks.queue.push(record)
 
     def submit_graph(self, client: ClientID, graph: GraphTask) -> None:
@@ -96,7 +99,7 @@ class TaskLifecycle:
         self._graphs.register(graph)
         for node in graph.nodes:
             state = TaskState.QUEUED if not node.dependencies else TaskState.WAITING
-            added = self._tasks.add(node, state, self.now)
+            added = self._tasks.add(node, state, self.now, cause=("graph submitted by client {}", client))
             if state is TaskState.QUEUED:
                 self._tasks.queue.push(added)
 
@@ -108,6 +111,8 @@ class TaskLifecycle:
         if action is Outcome.IGNORE:
             logger.debug("task %s: %s ignored in state %s", task_id.hex(), event.value, record.state.value)
             return
+        if self._tasks.stories.enabled and event is not TaskEvent.DISPATCH:  # _assign words its own cause
+            self._cause = cause_of(event, record.client_gone, record.worker or b"", details)
         self._outcomes[action](record, details)
 
     def result_from(self, worker: PeerID, result: TaskResult) -> None:
@@ -173,7 +178,7 @@ class TaskLifecycle:
         and the worker is told to stop them."""
         moved = sorted(worker.assigned, key=lambda t: self._tasks.records[t].sequence)
         for task_id in moved:
-            self.apply(task_id, TaskEvent.RETURNED)
+            self.apply(task_id, TaskEvent.RETURNED, reason=f"the notice of reclaimed worker {short(worker.peer)} ended")
         self._send(worker.peer, TaskCancel(tuple(moved)))
 
     def worker_gone(self, worker: WorkerRecord, reason: str, graceful: bool) -> None:
@@ -186,7 +191,7 @@ class TaskLifecycle:
         for task_id in task_ids:
             record = self._tasks.get(task_id)
             if record is not None and record.worker == worker:
-                self.apply(task_id, TaskEvent.RETURNED)
+                self.apply(task_id, TaskEvent.RETURNED, reason=f"worker {short(worker)} gave it back unstarted")
 
     def held_again(self, worker_peer: PeerID, task_id: TaskID) -> None:
         """A worker this instance had given up on registers again still holding a task it knows: a task that
@@ -201,7 +206,7 @@ class TaskLifecycle:
         self._tasks.queue.left(record)  # its heap entry is dropped when met
         record.worker = worker_peer
         record.dispatched_at = self.now
-        self._tasks.set_state(record, TaskState.DISPATCHED, self.now)
+        self._tasks.set_state(record, TaskState.DISPATCHED, self.now, "its worker registered again still holding it")
         worker.assigned.add(task_id)
         self._offer(worker)
 
@@ -211,11 +216,13 @@ class TaskLifecycle:
         worker = self._workers.get(worker_peer)
         if worker is None and result is None:
             return False
-        record = self._tasks.add(task, TaskState.QUEUED, self.now)  # not in the queue: dispatched at once below
+        cause = "submitted again by its client after a scheduler restart"
+        record = self._tasks.add(task, TaskState.QUEUED, self.now, cause)  # not in the queue: dispatched at once below
         record.worker = worker_peer
         record.attempts = 1
         record.dispatched_at = self.now
-        self._tasks.set_state(record, TaskState.DISPATCHED, self.now)
+        adopted = "scheduler restart: adopted from the worker that held it before the restart (not run again)"
+        self._tasks.set_state(record, TaskState.DISPATCHED, self.now, adopted)
         if worker is not None:
             worker.assigned.add(task.task_id)
             self._offer(worker)  # its load changed: a fresh entry in the free-worker heap
@@ -270,7 +277,7 @@ class TaskLifecycle:
 
     def _assign(self, record: TaskRecord, worker: WorkerRecord) -> None:
         record.worker = worker.peer
-        self._tasks.set_state(record, TaskState.DISPATCHED, self.now)
+        self._tasks.set_state(record, TaskState.DISPATCHED, self.now, ("dispatch attempt {}", record.attempts + 1))
         record.attempts += 1
         record.dispatched_at = self.now
         worker.assigned.add(record.task_id)
@@ -283,11 +290,12 @@ class TaskLifecycle:
         graph = self._graphs.get(record.graph_id)
         if graph is not None:
             record.task = replace(record.task, inputs=self._graphs.inputs_of(graph, record.task_id))
-        self._tasks.set_state(record, TaskState.QUEUED, self.now)
+        self._tasks.set_state(record, TaskState.QUEUED, self.now, self._cause)
         self._tasks.queue.push(record)
 
     def _finish(self, record: TaskRecord, result: TaskResult) -> None:
         ran_on = record.worker or b""
+        self._tasks.stories.ran(record.task_id, ran_on, record.attempts, result)
         run_seconds = self._learn_run_time(record, result)
         self._release_worker(record)
         if result.status is ResultStatus.SUCCESS:
@@ -302,7 +310,7 @@ class TaskLifecycle:
 
     def _cancel_at_worker(self, record: TaskRecord) -> None:
         assert record.worker is not None
-        self._tasks.set_state(record, TaskState.CANCELING, self.now)
+        self._tasks.set_state(record, TaskState.CANCELING, self.now, self._cause)
         self._send(record.worker, TaskCancel((record.task_id,)))
 
     def _end_canceled(self, record: TaskRecord) -> None:
@@ -320,15 +328,17 @@ class TaskLifecycle:
                 f"than the retry budget of "
                 f"{self._max_task_retries}; last: {reason}"
             )
+            self._cause = f"retry budget spent ({self._max_task_retries}): {reason}"
             self._end(record, TaskResult(record.task_id, ResultStatus.WORKER_DIED, error_message=text))
             return
-        self._tasks.set_state(record, TaskState.QUEUED, self.now)
+        retry = f"retry {record.attempts} of {self._max_task_retries}: {reason}"
+        self._tasks.set_state(record, TaskState.QUEUED, self.now, retry)
         self._tasks.queue.push(record)
 
     def _requeue(self, record: TaskRecord) -> None:
         self._release_worker(record)
         record.attempts -= 1
-        self._tasks.set_state(record, TaskState.QUEUED, self.now)
+        self._tasks.set_state(record, TaskState.QUEUED, self.now, ("{} (no retry spent)", self._cause))
         self._tasks.queue.push(record)
 
     def _fail_from_dependency(self, record: TaskRecord, failure: TaskResult) -> None:
@@ -373,9 +383,9 @@ class TaskLifecycle:
         the worker whose result `answer` is and how long the task held it (the monitor feed shows them)."""
         if isinstance(answer, TaskResult):
             peak = answer.profile.peak_memory_bytes if ran_on else 0
-            self._tasks.remove(record, answer.status.value, self.now, ran_on, run_seconds, peak)
+            self._tasks.remove(record, answer.status.value, self.now, ran_on, run_seconds, peak, self._cause)
         else:
-            self._tasks.remove(record, "canceled", self.now)
+            self._tasks.remove(record, "canceled", self.now, cause=self._cause)
         graph = self._graphs.get(record.graph_id) if record.graph_id else None
         if graph is None:
             if not record.client_gone:

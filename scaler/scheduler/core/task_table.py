@@ -8,7 +8,8 @@ Invariants:
 - Counts by state, per client and per function (and of QUEUED tasks per capability set and function) are
   kept exact on every change (`add`, `set_state`, `remove`, the queue's `push` / `left`), so the read model
   never walks the table; every change is also noted for the monitor feed's task transitions, up to
-  `TRANSITIONS_PER_PUBLICATION` between two publications (the rest are counted).
+  `TRANSITIONS_PER_PUBLICATION` between two publications (the rest are counted), and written into the task's
+  story with its cause (`stories`, bounded on its own).
 - `records` and the `by_client` sets are rebuilt in place once the table holds far fewer tasks than at its peak
   (`shrink_rule`): a drained queue of 1,000,000 tasks does not keep their hash tables.
 """
@@ -23,6 +24,7 @@ from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
 from scaler.protocol.messages import Capabilities, Task, TaskTransition
 from scaler.scheduler.core.run_times import RunTimeBook
 from scaler.scheduler.core.shrink_rule import ShrinkRule, rebuild
+from scaler.scheduler.core.story_book import StoryBook, Words
 from scaler.scheduler.core.task_state import TaskState
 
 #: Task transitions kept for the monitor feed between two publications; later ones are only counted.
@@ -244,6 +246,8 @@ class TaskTable:
         self.run_times = RunTimeBook()
         #: when `records` and the `by_client` sets are rebuilt (they never shrink on their own)
         self.shrink = ShrinkRule()
+        #: each task's history with causes (the core replaces it with one bounded by the user's settings)
+        self.stories = StoryBook()
 
     def __len__(self) -> int:
         return len(self.records)
@@ -251,8 +255,10 @@ class TaskTable:
     def get(self, task_id: TaskID) -> TaskRecord | None:
         return self.records.get(task_id)
 
-    def add(self, task: Task, state: TaskState, now: float) -> TaskRecord:
+    def add(self, task: Task, state: TaskState, now: float, cause: Words = "") -> TaskRecord:
         record = TaskRecord(task=task, state=state, sequence=self._next_sequence, submitted_at=now)
+        if self.stories.enabled:
+            self.stories.opened(task.task_id, self.queue.key(record), now + self.wall_offset, state.value, cause)
         self._next_sequence += 1
         self.records[task.task_id] = record
         self.by_client.setdefault(task.client_id, set()).add(task.task_id)
@@ -261,8 +267,12 @@ class TaskTable:
         self._note(record, state.value, now)
         return record
 
-    def set_state(self, record: TaskRecord, state: TaskState, now: float) -> None:
-        """The one way a live task changes state (its record's `worker` is set first when it has one)."""
+    def set_state(self, record: TaskRecord, state: TaskState, now: float, cause: Words = "") -> None:
+        """The one way a live task changes state (its record's `worker` is set first when it has one); `cause`:
+        why, for its story."""
+        if self.stories.enabled:
+            where = record.worker if record.worker is not None else ""
+            self.stories.note(record.task_id, now + self.wall_offset, state.value, where, cause)
         old = record.state
         self.live_counts[old] -= 1
         self.live_counts[state] += 1
@@ -284,10 +294,14 @@ class TaskTable:
         ran_on: bytes = b"",
         run_seconds: float = 0.0,
         peak_memory_bytes: int = 0,
+        cause: Words = "",
     ) -> None:
         """A task ended: `ending` is a ResultStatus value or "canceled"; when a worker's result ended it, `ran_on`
         is that worker, `run_seconds` how long the task held it and `peak_memory_bytes` its profiled peak (plain
-        values, not a record: nothing is allocated for a transition the feed's bound leaves out)."""
+        values, not a record: nothing is allocated for a transition the feed's bound leaves out); `cause`: why,
+        for its story."""
+        if self.stories.enabled:
+            self.stories.ended(record.task_id, now, now + self.wall_offset, ending, ran_on, cause)
         if record.state is TaskState.QUEUED:
             self.queue.left(record)
         if self.shrink.due(len(self.records)):

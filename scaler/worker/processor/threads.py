@@ -70,6 +70,7 @@ class _TaskRecord(LineTask):
     futures: list[weakref.ref[Any]] = field(default_factory=list)  #: nested tasks it submitted
     parked_since_cpu: float = 0.0
     parked_cpu_seconds: float = 0.0  #: the process's CPU time while it was parked: other tasks' work
+    received_at: float = field(default_factory=time.time)  #: read from the agent (wall clock, for its story)
 
 
 @dataclass(eq=False)
@@ -209,10 +210,12 @@ class TaskThreads:
         record.thread = me
         self._local.running = record
         self._last_priority = task.priority
+        started = time.time()  #: the processor's own times go on the result, for the task's story
         try:
             result = self._execute_stoppably(record, task)
         finally:
             self._local.running = None
+        ran: m.RunStamps | None = m.RunStamps(started, time.time(), os.getpid(), record.received_at)
         line = self._line
         serving = False
         with self._lock:
@@ -222,9 +225,9 @@ class TaskThreads:
                 serving = line.settles(me)
             later = self._carry_out_locked() if line.instructions else _NOTHING
         if outcome is _UNWOUND:  # the agent answered for it; it frees the slot when it hears it stopped
-            result = m.TaskResult(task.task_id, m.ResultStatus.CANCELED)
+            result, ran = m.TaskResult(task.task_id, m.ResultStatus.CANCELED), None
         if result is not None:
-            self.send(replace(result, worker_id=self._worker_id))
+            self.send(replace(result, worker_id=self._worker_id, ran=ran))
         if later:
             self._carry_out_later(later)
         self._housekeeping()
