@@ -1,18 +1,18 @@
 """A Task as a call, on the processor's side: its serializer, function and arguments loaded from bytes.
 
 The client's serializer and the task's function are fetched from object storage once and kept by id (the
-`MAX_CACHED_FUNCTIONS` most recently used: each client has its own ids, and clients come and go); object
-arguments are kept deserialized (up to `OBJECT_CACHE_BYTES`, least recently used first out, and none unused for
-`OBJECT_IDLE_SECONDS`) while they still exist in storage. Whether one still exists is asked of storage unless
-the object is the task's own client's (its id starts with the client's `owner_tag`) and was fetched or checked
-for that client in the task's clear epoch (`TaskBody.clear_epoch`): a client's objects are deleted by its
-clear(), after which its tasks carry a new epoch, or when it leaves, after which it sends no task; so such an
-object still exists. (Two clients whose 4-byte tags collide, about one pair in 4e9, could see a deleted object of the other used from the cache: the
-content its id names, never other data.)
+`MAX_CACHED_FUNCTIONS` most recently used: each client has its own ids, and clients come and go); object arguments
+are kept deserialized (up to `OBJECT_CACHE_BYTES`, least recently used first out, and none unused for
+`OBJECT_IDLE_SECONDS`) while they still exist in storage. Whether one still exists is asked of storage unless the
+object is the task's own client's (its id starts with the client's `owner_tag`) and was fetched or checked for that
+client in the task's clear epoch (`TaskBody.clear_epoch`): a client's objects are deleted by its clear(), after
+which its tasks carry a new epoch, or when it leaves, after which it sends no task; so such an object still exists.
+(Two clients whose 4-byte tags collide, about one pair in 4e9, could see a deleted object of the other used from the
+cache: the content its id names, never other data.)
 
-A reference inside an argument (`ObjectReference`, `NodeResult`) unpickles as its object
-through the resolvers installed while the arguments are read. A task that cannot become a call (an object gone
-from storage, bytes that do not deserialize) ends here with the TaskResult that says why.
+A reference inside an argument (`ObjectReference`, `NodeResult`) unpickles as its object through the resolvers
+installed while the arguments are read. A task that cannot become a call (an object gone from storage, bytes that do
+not deserialize) ends here with the TaskResult that says why.
 """
 
 from __future__ import annotations
