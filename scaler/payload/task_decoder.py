@@ -37,8 +37,10 @@ from scaler.protocol.ids import ObjectID, TaskID
 
 #: Deserialized objects kept per processor (by serialized size), for objects reused across tasks.
 OBJECT_CACHE_BYTES = 1 << 30
-#: An object not used for this long is dropped: most are never used again once their client left (and deleted them).
-OBJECT_IDLE_SECONDS = 120.0
+#: An object not used for this long is dropped: most are never used again once their client left (and deleted them),
+#: and one that is costs a fetch from storage, little after half a minute unused (the soak's processors otherwise held
+#: every 1 MB object of the last clients, 420 MiB each after 2 minutes with a 2-minute idle time).
+OBJECT_IDLE_SECONDS = 30.0
 #: Functions and serializers kept per processor, at most (least recently used first out): each client has its own
 #: ids for them, so clients that come and go would otherwise add to them for as long as the processor lives.
 MAX_CACHED_FUNCTIONS = 1024
