@@ -11,8 +11,10 @@ tasks, a graph, and tasks whose argument is a 1 MB object. On a schedule (fracti
 (at 15, 45 and 75 %), a worker frozen past the worker timeout then thawed (25 %), the storage restarted from its
 spill directory (40 %), the scheduler SIGKILLed (60 %; `scaler FILE` starts it again).
 
-The report: every process's RSS at the start (once the pool is up) and at the end; tasks submitted, finished,
-failed (each reason with its count) and lost (submitted, never finished nor failed: must be 0).
+The report: memory by process kind at the start (once the pool is up) and at the end: the largest USS of one process
+of the kind (memory only it holds: what a leak grows) and the kind's summed PSS (shared pages divided among their
+sharers; RSS would count the pages a worker's agent, zygote and processors share from the fork once in each); tasks
+submitted, finished, failed (each reason with its count) and lost (submitted, never finished nor failed: must be 0).
 """
 
 from __future__ import annotations
@@ -130,24 +132,34 @@ def worker_agents(stack: int) -> tuple[psutil.Process | None, list[psutil.Proces
     return None, []
 
 
-def memory(stack: int, storage: int) -> dict[str, int]:
-    """RSS of every process, a worker with its zygote and processors (shared pages counted in each)."""
+def memory(stack: int, storage: int) -> dict[str, dict[str, int]]:
+    """Memory by process kind: how many, the largest USS (what one process alone holds: its growth is a leak's) and
+    the summed PSS (shared pages divided among the processes sharing them, so that sums add up)."""
     forker, agents = worker_agents(stack)
-    groups: list[tuple[str, list[psutil.Process]]] = [
-        ("object storage", [psutil.Process(storage)]),
-        ("scheduler", descendants(stack, "scaler.scheduler.process")),
-        ("worker manager", descendants(stack, "scaler.worker_manager.process")),
-        ("worker forker", [forker] if forker else []),
-        ("soak (clients)", [psutil.Process()]),
-    ]
+    kinds: dict[str, list[psutil.Process]] = {
+        "object storage": [psutil.Process(storage)],
+        "scheduler": descendants(stack, "scaler.scheduler.process"),
+        "worker manager": descendants(stack, "scaler.worker_manager.process"),
+        "worker forker": [forker] if forker else [],
+        "soak (clients)": [psutil.Process()],
+        "worker agent": agents,
+        "worker zygote": [],
+        "worker processor": [],
+    }
     for agent in agents:
         with contextlib.suppress(psutil.Error):
-            groups.append((f"worker {agent.pid} (agent + processors)", [agent, *agent.children(recursive=True)]))
-    rss: dict[str, int] = {}
-    for name, processes in groups:
-        with contextlib.suppress(psutil.Error):
-            rss[name] = sum(process.memory_info().rss for process in processes)
-    return rss
+            for zygote in agent.children():
+                kinds["worker zygote"].append(zygote)
+                kinds["worker processor"].extend(zygote.children())
+    found: dict[str, dict[str, int]] = {}
+    for kind, processes in kinds.items():
+        infos = []
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                infos.append(process.memory_full_info())
+        if infos:
+            found[kind] = {"count": len(infos), "max_uss": max(i.uss for i in infos), "pss": sum(i.pss for i in infos)}
+    return found
 
 
 def start_storage(address: str, spill: Path, log: Path) -> subprocess.Popen[bytes]:
@@ -176,7 +188,7 @@ def soak(minutes: float, workers: int, client_threads: int, folder: Path) -> dic
     try:
         with Client(scheduler, connect_timeout_seconds=60) as warm:
             warm.map(square, range(workers * 4))  # the pool is up
-        start_rss = memory(stack.pid, storage.pid)
+        start_memory = memory(stack.pid, storage.pid)
         started = time.monotonic()
         threads = [threading.Thread(target=clients, args=(scheduler, tally, stop)) for _ in range(client_threads)]
         for thread in threads:
@@ -193,7 +205,7 @@ def soak(minutes: float, workers: int, client_threads: int, folder: Path) -> dic
         stop.set()
         for thread in threads:
             thread.join(timeout=600)
-        end_rss = memory(stack.pid, storage.pid)
+        end_memory = memory(stack.pid, storage.pid)
     finally:
         stop.set()
         for process in (stack, storage):
@@ -203,7 +215,7 @@ def soak(minutes: float, workers: int, client_threads: int, folder: Path) -> dic
             except subprocess.TimeoutExpired:
                 process.kill()
     lost = tally.submitted - tally.finished - sum(tally.failed.values())
-    return {"minutes": minutes, "events": events, "start_rss": start_rss, "end_rss": end_rss,
+    return {"minutes": minutes, "events": events, "start_memory": start_memory, "end_memory": end_memory,
             "submitted": tally.submitted, "finished": tally.finished, "failed": dict(tally.failed), "lost": lost,
             "client_errors": dict(tally.client_errors)}  # fmt: skip
 
@@ -249,11 +261,15 @@ def main() -> None:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     print(f"\n{report['minutes']:g} minutes; load average {os.getloadavg()}")
-    print("\n| process | RSS at start | RSS at end |\n|---|---:|---:|")
-    start, end = report["start_rss"], report["end_rss"]
+    print("\n| processes | count at start / end | largest USS at start | at end | summed PSS at start | at end |")
+    print("|---|---:|---:|---:|---:|---:|")
+    start, end = report["start_memory"], report["end_memory"]
     for name in sorted(set(start) | set(end)):
-        shown = [format_byte_size(side[name]) if name in side else "-" for side in (start, end)]
-        print(f"| {name} | {shown[0]} | {shown[1]} |")
+        sides = [side.get(name, {}) for side in (start, end)]
+        count = " / ".join(str(side.get("count", 0)) for side in sides)
+        uss = [format_byte_size(side["max_uss"]) if side else "-" for side in sides]
+        pss = [format_byte_size(side["pss"]) if side else "-" for side in sides]
+        print(f"| {name} | {count} | {uss[0]} | {uss[1]} | {pss[0]} | {pss[1]} |")
     print(f"\ntasks submitted {report['submitted']}, finished {report['finished']}, lost {report['lost']}")
     for reason, count in sorted(report["failed"].items()):
         print(f"  failed {count}: {reason}")

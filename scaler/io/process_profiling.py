@@ -2,6 +2,10 @@
 
 With `SCALER_PROFILE_DIR=/some/dir` in the environment, the scheduler, worker agents and processors
 write `<component>-<pid>.prof` there when they exit (read with `python -m pstats`).
+
+With `SCALER_TRACEMALLOC_DIRECTORY=/some/dir`, worker agents and processors trace their Python allocations and
+write `<component>-<pid>-<n>.tracemalloc` snapshots there every `SCALER_TRACEMALLOC_SECONDS` (default 30), to find
+what holds memory that grows (compare two with `benchmarks/worker_memory.py --diff DIR`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from typing import TypeVar
 T = TypeVar("T")
 
 ENVIRONMENT_VARIABLE = "SCALER_PROFILE_DIR"
+TRACEMALLOC_DIRECTORY = "SCALER_TRACEMALLOC_DIRECTORY"
+TRACEMALLOC_SECONDS = "SCALER_TRACEMALLOC_SECONDS"
 
 
 def run_profiled(component: str, function: Callable[[], T]) -> T:
@@ -27,3 +33,26 @@ def run_profiled(component: str, function: Callable[[], T]) -> T:
         return profiler.runcall(function)
     finally:
         profiler.dump_stats(os.path.join(directory, f"{component}-{os.getpid()}.prof"))
+
+
+def trace_memory_if_asked(component: str) -> None:
+    """Start tracing allocations and a thread that snapshots them, when the environment asks for it."""
+    directory = os.environ.get(TRACEMALLOC_DIRECTORY)
+    if not directory:
+        return
+    import threading
+    import time
+    import tracemalloc
+
+    interval = float(os.environ.get(TRACEMALLOC_SECONDS, "30"))
+    tracemalloc.start(4)
+
+    def snapshots() -> None:
+        number = 0
+        while True:
+            time.sleep(interval)
+            path = os.path.join(directory, f"{component}-{os.getpid()}-{number:04d}.tracemalloc")
+            tracemalloc.take_snapshot().dump(path)
+            number += 1
+
+    threading.Thread(target=snapshots, name="tracemalloc-snapshots", daemon=True).start()

@@ -1,23 +1,25 @@
 """A Task as a call, on the processor's side: its serializer, function and arguments loaded from bytes.
 
-The client's serializer and the task's function are fetched from object storage once and kept by id; object
-arguments are kept deserialized (up to `OBJECT_CACHE_BYTES`, least recently used first out) while they still
-exist in storage. Whether one still exists is asked of storage unless the object is the task's own client's
-(its id starts with the client's `owner_tag`) and was fetched or checked for that client in the task's clear
-epoch (`TaskBody.clear_epoch`): a client's objects are deleted by its clear(), after which its tasks carry a
-new epoch, or when it leaves, after which it sends no task; so such an object still exists. (Two clients whose
-4-byte tags collide, about one pair in 4e9, could see a deleted object of the other used from the cache: the
-content its id names, never other data.)
+The client's serializer and the task's function are fetched from object storage once and kept by id (the
+`MAX_CACHED_FUNCTIONS` most recently used: each client has its own ids, and clients come and go); object arguments
+are kept deserialized (up to `OBJECT_CACHE_BYTES`, least recently used first out, and none unused for
+`OBJECT_IDLE_SECONDS`) while they still exist in storage. Whether one still exists is asked of storage unless the
+object is the task's own client's (its id starts with the client's `owner_tag`) and was fetched or checked for that
+client in the task's clear epoch (`TaskBody.clear_epoch`): a client's objects are deleted by its clear(), after
+which its tasks carry a new epoch, or when it leaves, after which it sends no task; so such an object still exists.
+(Two clients whose 4-byte tags collide, about one pair in 4e9, could see a deleted object of the other used from the
+cache: the content its id names, never other data.)
 
-A reference inside an argument (`ObjectReference`, `NodeResult`) unpickles as its object
-through the resolvers installed while the arguments are read. A task that cannot become a call (an object gone
-from storage, bytes that do not deserialize) ends here with the TaskResult that says why.
+A reference inside an argument (`ObjectReference`, `NodeResult`) unpickles as its object through the resolvers
+installed while the arguments are read. A task that cannot become a call (an object gone from storage, bytes that do
+not deserialize) ends here with the TaskResult that says why.
 """
 
 from __future__ import annotations
 
 import collections
 import pickle
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +37,13 @@ from scaler.protocol.ids import ObjectID, TaskID
 
 #: Deserialized objects kept per processor (by serialized size), for objects reused across tasks.
 OBJECT_CACHE_BYTES = 1 << 30
+#: An object not used for this long is dropped: most are never used again once their client left (and deleted them),
+#: and one that is costs a fetch from storage, little after half a minute unused (the soak's processors otherwise held
+#: every 1 MB object of the last clients, 420 MiB each after 2 minutes with a 2-minute idle time).
+OBJECT_IDLE_SECONDS = 30.0
+#: Functions and serializers kept per processor, at most (least recently used first out): each client has its own
+#: ids for them, so clients that come and go would otherwise add to them for as long as the processor lives.
+MAX_CACHED_FUNCTIONS = 1024
 
 _DEFAULT = DefaultSerializer()
 
@@ -53,28 +62,74 @@ class DecodedCall:
 
 
 class ObjectCache:
-    """Deserialized objects by id, least recently used dropped first beyond a byte budget."""
+    """Deserialized objects by id, least recently used dropped first beyond a byte budget, and any not used for
+    `idle_seconds` dropped (pure: the caller says what time it is)."""
 
-    def __init__(self, budget_bytes: int) -> None:
+    def __init__(self, budget_bytes: int, idle_seconds: float = OBJECT_IDLE_SECONDS) -> None:
         self._budget = budget_bytes
+        self._idle = idle_seconds
         self._used = 0
-        self._entries: collections.OrderedDict[tuple[bytes, bytes], tuple[Any, int]] = collections.OrderedDict()
+        #: key -> (value, size, last used), least recently used first
+        self._entries: collections.OrderedDict[tuple[bytes, bytes], tuple[Any, int, float]] = collections.OrderedDict()
 
-    def get(self, key: tuple[bytes, bytes]) -> tuple[bool, Any]:
+    def get(self, key: tuple[bytes, bytes], now: float) -> tuple[bool, Any]:
+        self.drop_idle(now)
         entry = self._entries.get(key)
         if entry is None:
             return False, None
+        self._entries[key] = (entry[0], entry[1], now)
         self._entries.move_to_end(key)
         return True, entry[0]
 
-    def put(self, key: tuple[bytes, bytes], value: Any, size: int) -> None:
+    def put(self, key: tuple[bytes, bytes], value: Any, size: int, now: float) -> None:
         if size > self._budget:
             return
-        self._entries[key] = (value, size)
+        self.drop(key)
+        self._entries[key] = (value, size, now)
         self._used += size
         while self._used > self._budget:
-            _, (_, dropped) = self._entries.popitem(last=False)
+            _, (_, dropped, _) = self._entries.popitem(last=False)
             self._used -= dropped
+
+    def drop(self, key: tuple[bytes, bytes]) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._used -= entry[1]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def drop_idle(self, now: float) -> None:
+        """Drop the objects not used for the idle time (the least recently used is first: stop at one that was)."""
+        while self._entries:
+            key, (_, size, last_used) = next(iter(self._entries.items()))
+            if now - last_used < self._idle:
+                return
+            del self._entries[key]
+            self._used -= size
+
+
+class RecentlyUsed:
+    """Values by key, at most `limit`, the least recently used dropped first."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._entries: collections.OrderedDict[bytes, Any] = collections.OrderedDict()
+
+    def get(self, key: bytes) -> Any | None:
+        value = self._entries.get(key)
+        if value is not None:
+            self._entries.move_to_end(key)
+        return value
+
+    def put(self, key: bytes, value: Any) -> None:
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._limit:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 class _TaskFailure(Exception):
@@ -88,10 +143,11 @@ class _TaskFailure(Exception):
 class TaskDecoder:
     """Per processor: turns tasks into calls, keeping serializers, functions and objects across tasks."""
 
-    def __init__(self, storage: Callable[[], StorageAccess]) -> None:
+    def __init__(self, storage: Callable[[], StorageAccess], clock: Callable[[], float] = time.monotonic) -> None:
         self._storage = storage
-        self._functions: dict[bytes, Any] = {}
-        self._serializers: dict[bytes, Serializer] = {}
+        self._clock = clock
+        self._functions = RecentlyUsed(MAX_CACHED_FUNCTIONS)
+        self._serializers = RecentlyUsed(MAX_CACHED_FUNCTIONS)
         self._objects = ObjectCache(OBJECT_CACHE_BYTES)
         #: object id -> the (client, clear epoch) it was last fetched or found in storage for
         self._known_for: dict[bytes, tuple[bytes, int]] = {}
@@ -100,6 +156,7 @@ class TaskDecoder:
 
     def decode(self, task: m.Task) -> DecodedCall | m.TaskResult:
         """The call `task` stands for, or the TaskResult that ends a task that cannot become one."""
+        self._objects.drop_idle(self._clock())
         try:
             body = codec.decode_body(task.body)
             self._asker = (bytes(task.client_id), body.clear_epoch)
@@ -116,14 +173,14 @@ class TaskDecoder:
     def _serializer(self, serializer_id: ObjectID) -> Serializer:
         if not serializer_id:
             return _DEFAULT
-        serializer = self._serializers.get(serializer_id)
+        serializer: Serializer | None = self._serializers.get(serializer_id)
         if serializer is None:
             payload = self._fetch(serializer_id, "the client's serializer")
             try:
                 serializer = pickle.loads(payload)
             except Exception as error:
                 raise DeserializeObjectError(f"could not load the client's serializer: {error!r}") from error
-            self._serializers[serializer_id] = serializer
+            self._serializers.put(serializer_id, serializer)
         return serializer
 
     def _function(self, function_id: ObjectID, serializer: Serializer) -> Any:
@@ -135,7 +192,7 @@ class TaskDecoder:
                 function = deserialize_with(serializer, payload)
             except Exception as error:
                 raise DeserializeObjectError(f"could not deserialize the task's function: {error!r}") from error
-            self._functions[key] = function
+            self._functions.put(key, function)
         return function
 
     def _arguments(self, body: m.TaskBody, task: m.Task, serializer: Serializer) -> tuple[list[Any], dict[str, Any]]:
@@ -182,11 +239,12 @@ class TaskDecoder:
         """An object argument; a cached copy is used only while the object still exists in storage, so
         a reference made stale by client.clear() fails instead of silently using old data."""
         key = (id(serializer).to_bytes(8, "little"), object_id)
-        found, value = self._objects.get(key)
+        found, value = self._objects.get(key, self._clock())
         if found and self._known_for.get(object_id) == self._asker and object_id[:OWNER_TAG_BYTES] == self._tag:
             return value  # fetched or checked for this client in this epoch: not deleted since (see the docstring)
         if found:
             if not self._storage().exists(object_id):
+                self._objects.drop(key)  # deleted for good: no task can use it any more
                 raise _TaskFailure(
                     m.ResultStatus.MISSING_OBJECT,
                     f"object {object_id.hex()} is not in object storage any more: it was deleted by client.clear() "
@@ -199,7 +257,7 @@ class TaskDecoder:
             value = deserialize_frames(serializer, frames)
         except Exception as error:
             raise DeserializeObjectError(f"could not deserialize object {object_id.hex()}: {error!r}") from error
-        self._objects.put(key, value, sum(len(frame) for frame in frames))
+        self._objects.put(key, value, sum(len(frame) for frame in frames), self._clock())
         self._remember(object_id)
         return value
 

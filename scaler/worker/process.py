@@ -119,6 +119,9 @@ def run_agent(
     hello = build_hello(capabilities, worker_core.capacity, config.worker_manager_id, config.worker_type or "FIX")
     sockets = SocketFactory(config.io_threads, security)  # only now: the zygote is forked from a process without one
     agent = WorkerAgent(worker_core, worker_id, config.scheduler_address, hello, executor, sockets)
+    from scaler.io.process_profiling import trace_memory_if_asked
+
+    trace_memory_if_asked("agent")
     loop = new_event_loop(config.event_loop)
     try:
         logger.info("worker %s connecting to %s", worker_id.decode(), config.scheduler_address)

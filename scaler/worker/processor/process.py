@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from scaler.io.process_profiling import trace_memory_if_asked
 from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.payload import processor_context
 from scaler.protocol import messages as m
@@ -63,6 +64,7 @@ class _Storage:
 
 
 def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_socket: socket.socket) -> int:
+    trace_memory_if_asked("processor")
     if settings.preload:
         try:
             run_preload(settings.preload)
