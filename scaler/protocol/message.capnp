@@ -488,6 +488,9 @@ struct Message {
     taskTransitions @24 :TaskTransitions;
     scalingDecisions @25 :ScalingDecisions;
     unitsReclaimed @26 :UnitsReclaimed;
+    jobOpen @27 :JobOpen;
+    jobAttach @28 :JobAttach;
+    jobReply @29 :JobReply;
   }
 }
 
@@ -495,4 +498,26 @@ struct UnitsReclaimed {
   # A worker manager's provider takes units back (a spot interruption): their workers are drained at once.
   unitIds @0 :List(Text);
   noticeSeconds @1 :Float64;  # the time left before the units go
+}
+
+# ---------------------------------------------------------------- jobs (docs/guide/sharing.md, "Jobs")
+
+struct JobOpen {
+  # A named job: the tasks it will hold, sent before them; they are not cancelled when the client leaves.
+  name @0 :Text;
+  taskIds @1 :List(Data);  # in submission order
+}
+
+struct JobAttach {
+  name @0 :Text;
+  follow @1 :Bool;  # false: only look the job up; true: its kept results and those to come are sent here
+}
+
+struct JobReply {
+  # The answer to JobOpen or JobAttach; after an accepted attach, the job's kept results follow as TaskResults.
+  name @0 :Text;
+  accepted @1 :Bool;
+  reason @2 :Text;          # why it was refused; empty when accepted
+  taskIds @3 :List(Data);   # the job's tasks in submission order (attach)
+  state @4 :Text;           # "running", "done", "cancelled"
 }

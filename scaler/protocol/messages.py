@@ -42,6 +42,8 @@ class ClientInfo:
     name: str = ""
     share: float = 1.0  #: its share of the workers against other clients' (docs/guide/sharing.md)
     max_running_tasks: int = 0  #: the most of its tasks at workers at once (0: no quota)
+    #: not on the wire: the client's CURVE key, set by the scheduler's shell (peer_keys.py); it owns the client's jobs
+    owner_key: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +328,31 @@ class ClientDisconnect:
 class ShutdownReply:
     accepted: bool
     reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobOpen:
+    """A named job (docs/guide/sharing.md, "Jobs"): its tasks, sent before them, outlive the client."""
+
+    name: str
+    task_ids: tuple[TaskID, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class JobAttach:
+    name: str
+    follow: bool = False  #: False: only look the job up; True: its kept answers and those to come are sent here
+
+
+@dataclass(frozen=True, slots=True)
+class JobReply:
+    """The answer to JobOpen or JobAttach; after an accepted attach the job's kept results follow."""
+
+    name: str
+    accepted: bool
+    reason: str = ""
+    task_ids: tuple[TaskID, ...] = ()
+    state: str = ""
 
 
 # ---------------------------------------------------------------- workers
@@ -623,6 +650,9 @@ Message = (
     | TaskTransitions
     | ScalingDecisions
     | UnitsReclaimed
+    | JobOpen
+    | JobAttach
+    | JobReply
 )
 
 #: Every message type, in schema order; the codec and the routing tables are checked against it.
@@ -654,4 +684,7 @@ MESSAGE_TYPES: tuple[type, ...] = (
     TaskTransitions,
     ScalingDecisions,
     UnitsReclaimed,
+    JobOpen,
+    JobAttach,
+    JobReply,
 )
