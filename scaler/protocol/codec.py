@@ -234,7 +234,7 @@ def _enc_job(b: Any, msg: m.JobOpen) -> None:
 
 
 def _enc_job_reply(b: Any, msg: m.JobReply) -> None:
-    b.name, b.accepted, b.reason, b.state = msg.name, msg.accepted, msg.reason, msg.state
+    b.name, b.accepted, b.reason, b.state, b.ownerId = msg.name, msg.accepted, msg.reason, msg.state, msg.owner_id
     b.taskIds = list(msg.task_ids)
 
 
@@ -375,7 +375,9 @@ _DECODERS: dict[str, Callable[[Any], m.Message]] = {
     "unitsReclaimed": lambda r: m.UnitsReclaimed(tuple(r.unitIds), r.noticeSeconds),
     "jobOpen": lambda r: m.JobOpen(r.name, tuple(TaskID(t) for t in r.taskIds)),
     "jobAttach": lambda r: m.JobAttach(r.name, r.follow),
-    "jobReply": lambda r: m.JobReply(r.name, r.accepted, r.reason, tuple(TaskID(t) for t in r.taskIds), r.state),
+    "jobReply": lambda r: m.JobReply(
+        r.name, r.accepted, r.reason, tuple(TaskID(t) for t in r.taskIds), r.state, r.ownerId
+    ),
     "shutdown": lambda r: m.Shutdown(r.reason),
     "managerTarget": lambda r: m.ManagerTarget(
         tuple(m.TargetEntry(capabilities_of(e.capabilities), e.workers) for e in r.entries),

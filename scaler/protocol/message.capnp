@@ -520,4 +520,5 @@ struct JobReply {
   reason @2 :Text;          # why it was refused; empty when accepted
   taskIds @3 :List(Data);   # the job's tasks in submission order (attach)
   state @4 :Text;           # "running", "done", "cancelled"
+  ownerId @5 :Data;         # the submitter's client id: its results are stored under it in object storage
 }

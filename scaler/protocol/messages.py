@@ -353,6 +353,7 @@ class JobReply:
     reason: str = ""
     task_ids: tuple[TaskID, ...] = ()
     state: str = ""
+    owner_id: bytes = b""  #: the submitter's client id, under which its results are stored
 
 
 # ---------------------------------------------------------------- workers

@@ -92,6 +92,7 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
             load_balance_seconds=config.load_balance_seconds,
             load_balance_trigger_times=config.load_balance_trigger_times,
             object_retention_seconds=config.object_retention_seconds,
+            result_retention_seconds=config.result_retention_seconds,
             instance_id=os.urandom(8),
         )
         hook = make_scaling_hook(config.policy_engine_type, config.policy_content, settings.manager_timeout_seconds)

@@ -53,7 +53,7 @@ SAMPLES: list[m.Message] = [
     m.ShutdownReply(False, "protected"),
     m.JobOpen("nightly", (b"t" * 16, b"u" * 16)),
     m.JobAttach("nightly"),
-    m.JobReply("nightly", True, "", (b"t" * 16,), "running"),
+    m.JobReply("nightly", True, "", (b"t" * 16,), "running", b"Client|x"),
     m.WorkerCapacity(4),
     m.WorkerLeaving("sigterm"),
     m.TaskReturn((T,)),

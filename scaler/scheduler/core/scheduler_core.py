@@ -358,7 +358,7 @@ class SchedulerCore:
         if not isinstance(found, JobRecord):
             self._send(peer, m.JobReply(request.name, False, found))
             return
-        self._send(peer, m.JobReply(found.name, True, "", found.task_ids, found.state))
+        self._send(peer, m.JobReply(found.name, True, "", found.task_ids, found.state, bytes(found.submitter)))
         if request.follow:
             for answer in self.jobs.follow(found, peer):
                 self._send(peer, answer)
@@ -391,7 +391,9 @@ class SchedulerCore:
     def _drop_client(self, peer: PeerID, reason: str) -> None:
         if self.clients.pop(peer, None) is None:
             return
-        unfinished = len(self.tasks.by_client.get(ClientID(peer), ()))
+        owned = self.tasks.by_client.get(ClientID(peer), ())
+        in_jobs = sum(1 for task_id in owned if self.jobs.holds(task_id))
+        unfinished = len(owned) - in_jobs
         # an ordinary exit is not news; a client that leaves work behind is
         (logger.warning if unfinished else logger.debug)(
             "client %s %s; its tasks are cancelled (%d unfinished) and its objects deleted",
@@ -399,6 +401,8 @@ class SchedulerCore:
             reason,
             unfinished,
         )
+        if in_jobs:
+            logger.info("client %s left %d task(s) of its jobs running; their results are kept", short(peer), in_jobs)
         self.lifecycle.client_gone(ClientID(peer))
         self.reattachment.forget_client(ClientID(peer))
         self.tasks.forget_client(ClientID(peer))
