@@ -122,7 +122,13 @@ def attach_job(client: Client, name: str) -> Job[Any]:
     reply = agent.ask_job(m.JobAttach(name), timeout)
     refused(name, reply)
     reader = ResultReader(client._serializer, lambda: client._storage_of(reply.owner_id), keep_objects=True)
-    futures: list[JobFuture[Any]] = [JobFuture(task_id, reader, client._request_cancel) for task_id in reply.task_ids]
+    own = agent.unfinished()  # this client's own job, still running: its futures are the ones completed
+    futures: list[JobFuture[Any]] = [
+        known
+        if isinstance(known := own.get(task_id), JobFuture)
+        else JobFuture(task_id, reader, client._request_cancel)
+        for task_id in reply.task_ids
+    ]
     agent.follow([(future.task_id, future) for future in futures])
     refused(name, agent.ask_job(m.JobAttach(name, follow=True), timeout))
     return Job(name, futures, agent.cancel)
