@@ -127,3 +127,28 @@ def _sleep(seconds: float) -> float:
 
     time.sleep(seconds)
     return seconds
+
+
+def large(value: int) -> bytes:
+    return bytes([value]) * 70_000  # over the inline limit: kept in object storage under the submitter
+
+
+@pytest.mark.timeout(120)
+def test_with_curve_keys_a_client_of_the_same_key_follows_a_job_and_another_key_is_refused(make_cluster):
+    """The owner is the key the scheduler's shell saw (PeerKeys.settled). Checked by not setting `owner_key` there:
+    every job is then nobody's and the other key's attach succeeds."""
+    import zmq.auth
+
+    cluster = make_cluster(1, secure=True)
+    keys = cluster.client_keys
+    clients_folder = Path(keys["curve_secret_key"]).parent.parent / "authorized" / "clients"
+    clients_folder.mkdir(parents=True, exist_ok=True)
+    _, bob_secret = zmq.auth.create_certificates(str(clients_folder), "bob")
+    with Client(cluster.get_address(), **keys) as submitter:
+        submitter.map_job(large, range(3), name="alices")
+    with Client(cluster.get_address(), **keys) as same_key:
+        assert same_key.job("alices").results(timeout=60) == [large(n) for n in range(3)]
+    bob = {"curve_secret_key": bob_secret, "curve_server_key": keys["curve_server_key"]}
+    with Client(cluster.get_address(), **bob) as other_key:
+        with pytest.raises(ValueError, match="belongs to another key"):
+            other_key.job("alices")
