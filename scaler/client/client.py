@@ -524,6 +524,13 @@ class Client:
         with `Client(address).job(name)`. A name taken by a job the scheduler still keeps is a ValueError."""
         return jobs.submit_map_job(self, fn, iterable, name, priority)
 
+    def submit_job(
+        self, fn: Callable[..., R], /, *args: Any, name: str, priority: int | None = None, **kwargs: Any
+    ) -> Job[R]:
+        """fn(*args, **kwargs) as a job of one task named `name`, like `map_job`; `job.result()` reads it. The
+        keywords `name` and `priority` are the job's, not fn's."""
+        return jobs.submit_calls(self, fn, [(args, kwargs)], name, priority)
+
     def job(self, name: str) -> Job[Any]:
         """Attach to the job named `name` (submitted by any client, of this client's key when CURVE is on): its
         progress, its results in order or as they complete, its cancel. An unknown or expired name is a ValueError."""

@@ -68,6 +68,12 @@ class Job(Generic[R]):
         """The results as they complete."""
         return (future.result() for future in concurrent.futures.as_completed(self.futures, timeout=timeout))
 
+    def result(self, timeout: float | None = None) -> R:
+        """The result of a job of one task (`submit_job`)."""
+        if self.total != 1:
+            raise ValueError(f"job {self.name!r} has {self.total} tasks; use results(), iteration or as_completed()")
+        return self.futures[0].result(timeout=timeout)
+
     def cancel(self) -> None:
         """Cancel the job's tasks not done yet (on the scheduler: whichever client submitted them)."""
         self._cancel([future.task_id for future in self.futures if not future.done()])
@@ -90,19 +96,32 @@ def submit_map_job(
     """fn(item) for each item, as the named job (see the module's docstring)."""
     client._check_open()
     checked_name(name)
-    wire = client._priority(priority)
-    calls = [(item,) for item in iterable]
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [((item,), {}) for item in iterable]
     if not calls:
         raise ValueError(f"job {name!r} has no items: map_job needs at least one")
+    return submit_calls(client, fn, calls, name, priority)
+
+
+def submit_calls(
+    client: Client,
+    fn: Callable[..., R],
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]],
+    name: str,
+    priority: int | None,
+) -> Job[R]:
+    """fn(*args, **kwargs) for each call, as the named job (see the module's docstring)."""
+    client._check_open()
+    checked_name(name)
+    wire = client._priority(priority)
     encoder = client._encoder
     entry = encoder.function(fn)
-    entry.check_call(calls[0], {})
+    entry.check_call(*calls[0])
     reader = ResultReader(client._serializer, client._storage, keep_objects=True)
     batch: list[tuple[TaskID, ScalerFuture, bytes]] = []
-    for args in calls:
+    for args, kwargs in calls:
         task_id = new_task_id()
         task = encoder.task(
-            task_id, entry, encoder.arguments(args, {}), profiling=client._profiling,
+            task_id, entry, encoder.arguments(args, kwargs), profiling=client._profiling,
             stream_output=client._stream_output, priority=wire, capabilities=(),
         )  # fmt: skip
         batch.append((task_id, JobFuture(task_id, reader, client._request_cancel), codec.encode(task)))

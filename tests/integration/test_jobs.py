@@ -152,3 +152,11 @@ def test_with_curve_keys_a_client_of_the_same_key_follows_a_job_and_another_key_
     with Client(cluster.get_address(), **bob) as other_key:
         with pytest.raises(ValueError, match="belongs to another key"):
             other_key.job("alices")
+
+
+@pytest.mark.timeout(60)
+def test_submit_job_runs_one_call_as_a_job_another_client_reads(shared_cluster):
+    with Client(address=shared_cluster.get_address()) as submitter:
+        submitter.submit_job(pow, 2, 10, name="one-call")
+    with Client(address=shared_cluster.get_address()) as follower:
+        assert follower.job("one-call").result(timeout=60) == 1024
