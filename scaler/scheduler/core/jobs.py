@@ -10,7 +10,7 @@ core can free what its submitter stored. Pure: time comes in as `now`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from scaler.protocol import messages as m
@@ -111,6 +111,17 @@ class JobTable:
         if len(job.answers) == len(job.task_ids):
             job.ended_at = now
         return set(job.followers)
+
+    def never_sent(self, submitter: ClientID, known: Callable[[TaskID], bool], now: float) -> list[TaskID]:
+        """The submitter is gone: the tasks of its jobs that never reached the scheduler (not `known`, not answered)
+        will never come; each is answered as not found, so that its job can end (and its name be freed in time)."""
+        missing: list[TaskID] = []
+        for job in [job for job in self.jobs.values() if job.submitter == submitter and job.ended_at is None]:
+            for task_id in job.task_ids:
+                if task_id not in job.answers and not known(task_id):
+                    missing.append(task_id)
+                    self.answered(task_id, m.TaskCancelConfirm(task_id, m.CancelOutcome.NOT_FOUND), now)
+        return missing
 
     def has_live_jobs(self, submitter: ClientID) -> bool:
         """The submitter stored something a job still needs (its function, arguments, results)."""

@@ -407,6 +407,11 @@ class SchedulerCore:
         self.reattachment.forget_client(ClientID(peer))
         self.tasks.forget_client(ClientID(peer))
         self.jobs.peer_gone(peer)
+        lost = self.jobs.never_sent(ClientID(peer), lambda task_id: task_id in self.tasks.records, self.now)
+        if lost:
+            logger.warning(
+                "client %s left before sending %d task(s) of its jobs: they count as cancelled", short(peer), len(lost)
+            )
         if self.jobs.has_live_jobs(ClientID(peer)):  # its jobs run on: its share, quota and objects stay for them
             self._kept_for_jobs.add(ClientID(peer))
             return

@@ -113,3 +113,18 @@ def test_the_table_refuses_a_task_in_two_jobs() -> None:
     assert table.open("x", "", ClientID(b"c"), (one,)) is None
     assert "another job" in (table.open("y", "", ClientID(b"c"), (one,)) or "")
     assert table.open("z", "", ClientID(b"c"), ()) == "job 'z' has no tasks"
+
+
+def test_tasks_of_a_job_that_never_arrived_count_as_cancelled_when_the_submitter_goes_so_the_job_ends() -> None:
+    """A submitter killed between JobOpen and its tasks: without `never_sent` the job would run for ever."""
+    sim = cluster(retention=10)
+    submitter, worker = sim.add_client("a"), sim.add_worker()
+    first, second = task(submitter.peer, 1), task(submitter.peer, 2)
+    sim.send(submitter.peer, m.JobOpen("half", (first.task_id, second.task_id)))
+    sim.send(submitter.peer, first)
+    sim.feed(PeerLost(submitter.peer, "killed", sim.now))
+    sim.finish(worker)
+    job = sim.core.jobs.jobs["half"]
+    assert job.state == "cancelled" and isinstance(job.answers[second.task_id], m.TaskCancelConfirm)
+    sim.advance(11)
+    assert "half" not in sim.core.jobs.jobs
