@@ -332,6 +332,15 @@ struct StatusSnapshot {
   feedVersion @7 :UInt32;
   functions @8 :List(FunctionSummary);
   messageCounts @9 :List(MessageCount);
+  jobs @10 :List(JobSummary);        # the named jobs the scheduler keeps (running, or ended within their retention)
+}
+
+struct JobSummary {
+  name @0 :Text;
+  state @1 :Text;                    # "running", "done", "cancelled"
+  done @2 :UInt32;                   # tasks answered
+  total @3 :UInt32;
+  submitterConnected @4 :Bool;
 }
 
 struct TaskCounts {

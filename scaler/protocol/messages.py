@@ -447,6 +447,15 @@ class TaskCounts:
 
 
 @dataclass(frozen=True, slots=True)
+class JobSummary:
+    name: str
+    state: str  #: running, done, cancelled
+    done: int  #: tasks answered
+    total: int
+    submitter_connected: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class FunctionSummary:
     name: str
     counts: TaskCounts = TaskCounts()
@@ -584,6 +593,7 @@ class StatusSnapshot:
     message_counts: tuple[MessageCount, ...] = ()
     #: learned run times, by function and capability set (in-process read model; not on the monitor feed)
     run_times: tuple[RunTimeEstimate, ...] = ()
+    jobs: tuple[JobSummary, ...] = ()  #: the named jobs kept (core/jobs.py)
 
 
 @dataclass(frozen=True, slots=True)

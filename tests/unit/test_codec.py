@@ -89,6 +89,7 @@ SAMPLES: list[m.Message] = [
         wall_time=1.7e9,
         functions=(m.FunctionSummary("inc", m.TaskCounts(queued=7, succeeded=3)),),
         message_counts=(m.MessageCount("Task", 10, 20),),
+        jobs=(m.JobSummary("nightly", "running", 12, 50, True),),
     ),
     m.TaskTransitions(
         (

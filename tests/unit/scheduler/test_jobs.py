@@ -128,3 +128,12 @@ def test_tasks_of_a_job_that_never_arrived_count_as_cancelled_when_the_submitter
     assert job.state == "cancelled" and isinstance(job.answers[second.task_id], m.TaskCancelConfirm)
     sim.advance(11)
     assert "half" not in sim.core.jobs.jobs
+
+
+def test_the_view_lists_the_jobs_with_their_progress_and_whether_the_submitter_is_there() -> None:
+    sim = cluster()
+    submitter, worker = sim.add_client("a"), sim.add_worker()
+    open_job(sim, submitter.peer, "nightly", range(1, 4))
+    sim.finish(worker)
+    sim.feed(PeerLost(submitter.peer, "gone", sim.now))
+    assert sim.core.view().jobs == (m.JobSummary("nightly", "running", 1, 3, submitter_connected=False),)
