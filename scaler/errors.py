@@ -105,6 +105,7 @@ __all__ = [
     "DeserializeObjectError",
     "DisconnectedError",
     "IncompatiblePeerError",
+    "JobLostError",
     "MissingObjects",
     "NoWorkerError",
     "ObjectStorageException",
