@@ -37,6 +37,10 @@ class DisconnectedError(ScalerError, ConnectionError):
     """The connection to the scheduler is gone; pending futures cannot complete."""
 
 
+class JobLostError(ScalerError):
+    """The job of a followed task was lost: the scheduler restarted, and it keeps jobs in memory only."""
+
+
 class ClientCancelledException(ScalerError):
     """The task was cancelled because its client cleared, disconnected or shut down."""
 
@@ -101,6 +105,7 @@ __all__ = [
     "DeserializeObjectError",
     "DisconnectedError",
     "IncompatiblePeerError",
+    "JobLostError",
     "MissingObjects",
     "NoWorkerError",
     "ObjectStorageException",

@@ -31,6 +31,7 @@ from scaler.client.core import (
     ConfirmCancel,
     Connected,
     Fail,
+    JobAnswered,
     Send,
     SendFrames,
     ShowLog,
@@ -82,6 +83,14 @@ class TaskFuture(Protocol):
 FutureT = TypeVar("FutureT", bound=TaskFuture)
 
 
+class _JobWaiter:
+    __slots__ = ("answered", "reply")
+
+    def __init__(self) -> None:
+        self.answered = threading.Event()
+        self.reply: m.JobReply | None = None
+
+
 class ClientAgent(Generic[FutureT]):
     def __init__(
         self,
@@ -124,6 +133,9 @@ class ClientAgent(Generic[FutureT]):
         self._shutdown_answered = threading.Event()
         #: story requests not answered yet, per task (answered in order: the scheduler answers in order)
         self._story_requests: dict[TaskID, list[concurrent.futures.Future[m.TaskStoryReply]]] = {}
+        #: JobOpen/JobAttach requests waiting for their JobReply, by job name, oldest first
+        self._job_waiters: dict[str, collections.deque[_JobWaiter]] = {}
+        self._job_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         self._io_thread_id: int | None = None  #: the I/O thread's, once it runs: what it sends is queued and flushed
@@ -140,6 +152,7 @@ class ClientAgent(Generic[FutureT]):
             ShowLog: lambda effect: self._print_log(effect.log),
             ShutdownAnswered: self._shutdown_answer,
             StoryAnswered: self._story_answer,
+            JobAnswered: self._job_answer,
             Warn: lambda effect: logger.warning("%s", effect.text),
         }
 
@@ -275,6 +288,24 @@ class ClientAgent(Generic[FutureT]):
                 if not waiting:
                     self._story_requests.pop(task_id, None)
 
+    def ask_job(self, request: m.JobOpen | m.JobAttach, timeout_seconds: float) -> m.JobReply:
+        """Send a job request and wait for the scheduler's answer (raises TimeoutError without one)."""
+        waiter = _JobWaiter()
+        with self._job_lock:
+            self._job_waiters.setdefault(request.name, collections.deque()).append(waiter)
+        self.send([codec.encode(request)])
+        if not waiter.answered.wait(timeout_seconds) or waiter.reply is None:
+            if self.error is not None:
+                raise self.error
+            raise TimeoutError(f"the scheduler did not answer about job {request.name!r} in {timeout_seconds:g} s")
+        return waiter.reply
+
+    def follow(self, tasks: list[tuple[TaskID, FutureT]]) -> None:
+        """Futures for tasks of a job another client submitted; they complete as the scheduler sends results."""
+        with self._core_lock:
+            effects = self._core.follow(tasks)
+        self._carry_out(effects)
+
     def stop(self, timeout_seconds: float) -> None:
         """Close the connection (after sending what is queued) and end the thread."""
         loop = self._loop
@@ -313,6 +344,16 @@ class ClientAgent(Generic[FutureT]):
         if answer is not None and not answer.done():
             answer.set_result(effect.reply)
 
+    def _job_answer(self, effect: JobAnswered) -> None:
+        with self._job_lock:
+            waiters = self._job_waiters.get(effect.reply.name)
+            waiter = waiters.popleft() if waiters else None
+            if waiters is not None and not waiters:
+                del self._job_waiters[effect.reply.name]
+        if waiter is not None:
+            waiter.reply = effect.reply
+            waiter.answered.set()
+
     def _send_frames(self, effect: SendFrames) -> None:
         self._send_from_here(effect.frames)
 
@@ -335,6 +376,11 @@ class ClientAgent(Generic[FutureT]):
     def _closed_down(self) -> None:
         self._shutdown_answered.set()
         self._ready.set()
+        with self._job_lock:
+            waiters, self._job_waiters = self._job_waiters, {}
+        for queued in waiters.values():
+            for waiter in queued:
+                waiter.answered.set()  # no reply: ask_job raises why the connection ended
         closed = getattr(self, "_closed", None)
         if closed is not None and not closed.done():
             closed.set_result(None)

@@ -18,11 +18,12 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from scaler.client import dask_graph
+from scaler.client import dask_graph, jobs
 from scaler.client.agent import ClientAgent
 from scaler.client.display import client_rows, html_table
 from scaler.client.future import ScalerFuture
 from scaler.client.graph import encode_graph
+from scaler.client.jobs import Job
 from scaler.client.map_chunks import MAX_CHUNK, chunk_size, chunk_size_lookahead, name_failed_item, run_chunk
 from scaler.client.map_stream import chunks_in_flight, stream_map
 from scaler.client.progress import progress_counter, wait_with_bar
@@ -131,6 +132,7 @@ class Client:
         self._closed = False
         self._lock = threading.Lock()
         self._storage_connection: Any = None
+        self._owner_storages: dict[bytes, Any] = {}  #: connections reading followed jobs' results (_storage_of)
         self._serializer_id: ObjectID | None = None
         hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
         self._agent: ClientAgent[ScalerFuture] = ClientAgent(
@@ -217,6 +219,22 @@ class Client:
                     owner_id=self._identity,
                 )
             return self._storage_connection
+
+    def _storage_of(self, owner_id: bytes) -> Any:
+        """A storage connection that reads the objects of `owner_id` (a job's submitter: its results are stored
+        under it; with CURVE only a client of the same key may claim it)."""
+        if owner_id == self._identity:
+            return self._storage()
+        with self._lock:
+            connection = self._owner_storages.get(owner_id)
+            if connection is None:
+                from scaler.object_storage.connection import ObjectStorageConnection
+
+                connection = self._owner_storages[owner_id] = ObjectStorageConnection(
+                    self._object_storage_address, role="client", timeout_seconds=self._timeout_seconds,
+                    security=self._security, owner_id=owner_id,
+                )  # fmt: skip
+            return connection
 
     def _store(self, object_id: ObjectID, payload: bytes | list[Any], name: str) -> None:
         self._storage().put(object_id, payload, owner_id=self._identity, name=name)
@@ -513,6 +531,26 @@ class Client:
         values = self._gather(list(futures.values()))
         return dict(zip(futures.keys(), values, strict=True))
 
+    def map_job(
+        self, fn: Callable[[A], R], iterable: Iterable[A], /, *, name: str, priority: int | None = None
+    ) -> Job[R]:
+        """fn(item) for each item as a job named `name` that outlives this client (docs/guide/sharing.md, "Jobs"):
+        returns once the scheduler holds every task; this process may then exit, and any client may follow the job
+        with `Client(address).job(name)`. A name taken by a job the scheduler still keeps is a ValueError."""
+        return jobs.submit_map_job(self, fn, iterable, name, priority)
+
+    def submit_job(
+        self, fn: Callable[..., R], /, *args: Any, name: str, priority: int | None = None, **kwargs: Any
+    ) -> Job[R]:
+        """fn(*args, **kwargs) as a job of one task named `name`, like `map_job`; `job.result()` reads it. The
+        keywords `name` and `priority` are the job's, not fn's."""
+        return jobs.submit_calls(self, fn, [(args, kwargs)], name, priority)
+
+    def job(self, name: str) -> Job[Any]:
+        """Attach to the job named `name` (submitted by any client, of this client's key when CURVE is on): its
+        progress, its results in order or as they complete, its cancel. An unknown or expired name is a ValueError."""
+        return jobs.attach_job(self, name)
+
     def executor(self) -> ScalerExecutor:
         """This client as a `concurrent.futures.Executor` (submit, a lazy ordered map, shutdown): for libraries
         written against one. Its `shutdown()` cancels (when asked) its own futures only; the cluster goes on."""
@@ -586,7 +624,8 @@ class Client:
 
     def _cancel_all(self, timeout_seconds: float) -> None:
         self._flush_puts()  # tasks held behind their puts reach the agent first, to be cancelled with the rest
-        pending = [future for future in self._agent.unfinished().values() if not future.done()]
+        unfinished = self._agent.unfinished().values()
+        pending = [future for future in unfinished if not future.done() and not isinstance(future, jobs.JobFuture)]
         if not pending:
             return
         self._agent.cancel([future.task_id for future in pending])
@@ -598,6 +637,9 @@ class Client:
             if self._storage_connection is not None:
                 self._storage_connection.close()
                 self._storage_connection = None
+            for connection in self._owner_storages.values():
+                connection.close()
+            self._owner_storages.clear()
         if puts is not None:
             puts.close(0.0)
 

@@ -26,6 +26,8 @@ Rules:
    have read the cancel, so its future is cancelled here (for a graph target: the whole graph, all its targets).
 4. Once closed, the core stays closed: every unfinished future failed with the reason, nothing kept, and a
    submission raises that reason.
+5. Tasks of a job submitted by another client are *followed* (`follow`): unfinished like the rest, but with no
+   frame; after a scheduler restart (which forgets jobs) their futures fail with JobLostError.
 
 The core is generic in the future type `F`: it stores futures and hands them back in effects, never calls them,
 so the thread-based `Client` and an asyncio client can share it.
@@ -37,7 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic, NamedTuple, TypeVar
 
-from scaler.errors import DisconnectedError, IncompatiblePeerError
+from scaler.errors import DisconnectedError, IncompatiblePeerError, JobLostError
 from scaler.protocol import messages as m
 from scaler.protocol.ids import GraphID, TaskID
 from scaler.protocol.scheduler_link import (
@@ -126,6 +128,13 @@ class StoryAnswered:
 
 
 @dataclass(frozen=True, slots=True)
+class JobAnswered:
+    """The scheduler answered a JobOpen or a JobAttach."""
+
+    reply: m.JobReply
+
+
+@dataclass(frozen=True, slots=True)
 class Warn:
     """Something the user should read in the log."""
 
@@ -143,12 +152,17 @@ ClientEffect = (
     | ShowLog
     | ShutdownAnswered
     | StoryAnswered
+    | JobAnswered
     | Warn
 )
 
 
-def _answer(reply: m.ShutdownReply | m.TaskStoryReply) -> ShutdownAnswered | StoryAnswered:
-    return ShutdownAnswered(reply) if isinstance(reply, m.ShutdownReply) else StoryAnswered(reply)
+def _answer(
+    reply: m.ShutdownReply | m.TaskStoryReply | m.JobReply,
+) -> ShutdownAnswered | StoryAnswered | JobAnswered:
+    if isinstance(reply, m.ShutdownReply):
+        return ShutdownAnswered(reply)
+    return StoryAnswered(reply) if isinstance(reply, m.TaskStoryReply) else JobAnswered(reply)
 
 
 # ---------------------------------------------------------------- records
@@ -175,6 +189,8 @@ class ClientCore(Generic[F]):
         self._graph_of_target: dict[TaskID, GraphID] = {}  #: agrees with `_Graph.targets`
         #: unfinished tasks whose cancel was asked and not answered yet (rule 3)
         self._cancelling: set[TaskID] = set()
+        #: unfinished tasks of jobs this client follows but did not submit (rule 5): no frame to send again
+        self._followed: set[TaskID] = set()
 
     # ------------------------------------------------------------ queries
 
@@ -215,6 +231,16 @@ class ClientCore(Generic[F]):
             graph.targets.add(task_id)
         return [SendFrames([frame])]
 
+    def follow(self, tasks: Sequence[tuple[TaskID, F]]) -> list[ClientEffect[F]]:
+        """Futures for tasks of a job submitted elsewhere (rule 5); a task already unfinished here keeps its own."""
+        if self.error is not None:
+            raise self.error
+        for task_id, future in tasks:
+            if task_id not in self._unfinished:
+                self._unfinished[task_id] = (future, None)
+                self._followed.add(task_id)
+        return []
+
     def cancel(self, task_ids: Sequence[TaskID]) -> list[ClientEffect[F]]:
         """Ask the scheduler to cancel these tasks (a graph target cancels its graph, the scheduler's rule)."""
         self._cancelling.update(task_id for task_id in task_ids if task_id in self._unfinished)
@@ -252,7 +278,7 @@ class ClientCore(Generic[F]):
                 self.worker_count = message.worker_count
             elif isinstance(message, m.TaskLog):
                 effects.append(ShowLog(message))
-            elif isinstance(message, (m.ShutdownReply, m.TaskStoryReply)):  # answers to the user's requests
+            elif isinstance(message, (m.ShutdownReply, m.TaskStoryReply, m.JobReply)):  # answers to requests
                 effects.append(_answer(message))
             elif isinstance(message, m.ProtocolError) and message.kind is not m.ProtocolErrorKind.UNKNOWN_PEER:
                 effects.append(Warn(f"the scheduler refused a message of this client: {message.reason}"))
@@ -277,6 +303,7 @@ class ClientCore(Generic[F]):
         self._graphs.clear()
         self._graph_of_target.clear()
         self._cancelling.clear()
+        self._followed.clear()
         if pending:
             effects.append(Fail(pending, error))
         effects.append(Closed(error))
@@ -316,6 +343,7 @@ class ClientCore(Generic[F]):
         """The task is answered (or given up): forget it; its future, if it was unfinished."""
         record = self._unfinished.pop(task_id, None)
         self._cancelling.discard(task_id)
+        self._followed.discard(task_id)
         graph_id = self._graph_of_target.pop(task_id, None)
         if graph_id is not None:
             graph = self._graphs[graph_id]
@@ -326,7 +354,7 @@ class ClientCore(Generic[F]):
 
     def _submit_again(self) -> list[ClientEffect[F]]:
         """A restarted scheduler forgot this client: its unfinished tasks and graphs go again (rules 2 and 3)."""
-        effects = self._cancel_what_was_being_cancelled()
+        effects = self._cancel_what_was_being_cancelled() + self._fail_followed()
         frames = [frame for _, frame in self._unfinished.values() if frame is not None]
         graphs = [graph.frame for graph in self._graphs.values()]
         address = self.link.settings.address
@@ -338,6 +366,15 @@ class ClientCore(Generic[F]):
         )
         effects.append(SendFrames(frames + graphs))
         return effects
+
+    def _fail_followed(self) -> list[ClientEffect[F]]:
+        """A restarted scheduler knows no job (it keeps no journal): the tasks followed here are lost (rule 5)."""
+        futures = [future for task_id in list(self._followed) if (future := self._answered(task_id)) is not None]
+        text = (
+            "the scheduler restarted and forgot the job this task belongs to (jobs are kept in its memory only); "
+            "its submitter, if still connected, submits the tasks again as ordinary tasks"
+        )
+        return [Fail(futures, JobLostError(text))] if futures else []
 
     def _cancel_what_was_being_cancelled(self) -> list[ClientEffect[F]]:
         """A cancel the old instance may never have read: the task (or the graph of a target) is not submitted

@@ -153,6 +153,12 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
         short=("-ot",),
         ge=0,
     )
+    result_retention_seconds: float = setting(
+        3600,
+        help="keep a job's results (Client.map_job) this long after the job ended, then free them",
+        short=("-rrt",),
+        ge=0,
+    )
     max_task_retries: int = setting(
         3, help="times a task is re-dispatched after its worker died before it fails with WorkerDiedError",
         short=("-mtr",), ge=0,

@@ -3,7 +3,7 @@ decisions and the sort order (no terminal, no clock), so every line of it is tes
 
 The layout is the seeds' (a top-like screen): the scheduler's cpu/rss, the task states, the messages sent and
 received by type, then "Total N worker(s)" and a worker table sortable by a one-key shortcut (the sorted
-column is marked with brackets; the same key again reverses), then clients, functions and scaling decisions.
+column is marked with brackets; the same key again reverses), then clients, functions, jobs and scaling decisions.
 """
 
 from __future__ import annotations
@@ -197,4 +197,10 @@ def _clients_and_functions(snapshot: m.StatusSnapshot) -> list[str]:
         for function in sorted(snapshot.functions, key=lambda f: -(f.counts.live + f.counts.succeeded))[:10]:
             counts = function.counts
             lines.append(f"{function.name[:30]:>30} {counts.live:>7,} {counts.succeeded:>9,} {counts.failed:>7,}")
+    if snapshot.jobs:
+        lines += ["", f"{'job':>30} {'state':>10} {'done':>15} {'submitter':>10}"]
+        for job in snapshot.jobs[:10]:
+            progress = f"{job.done:,}/{job.total:,}"
+            submitter = "connected" if job.submitter_connected else "gone"
+            lines.append(f"{job.name[:30]:>30} {job.state:>10} {progress:>15} {submitter:>10}")
     return lines

@@ -26,9 +26,12 @@ STATUS_ERRORS: dict[m.ResultStatus, type[Exception]] = {
 
 
 class ResultReader:
-    def __init__(self, serializer: Serializer, storage: Callable[[], Any]) -> None:
+    def __init__(self, serializer: Serializer, storage: Callable[[], Any], keep_objects: bool = False) -> None:
+        """`keep_objects`: leave a result stored after reading it (a job's: other clients may attach and read it;
+        the scheduler frees it when the job expires)."""
         self._serializer = serializer
         self._storage = storage
+        self._keep_objects = keep_objects
 
     def read(self, result: m.TaskResult) -> Any:
         if result.status is m.ResultStatus.SUCCESS:
@@ -49,6 +52,8 @@ class ResultReader:
             return result.payload
         storage = self._storage()
         payload: bytes | bytearray | memoryview = storage.get(result.payload)
+        if self._keep_objects:
+            return payload
         try:
             storage.delete([result.payload])
         except Exception:  # the owner's cleanup deletes it anyway

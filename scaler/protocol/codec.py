@@ -246,6 +246,16 @@ def _enc_ids(b: Any, msg: Any) -> None:
     b.taskIds = list(msg.task_ids)
 
 
+def _enc_job(b: Any, msg: m.JobOpen) -> None:
+    b.name = msg.name
+    b.taskIds = list(msg.task_ids)
+
+
+def _enc_job_reply(b: Any, msg: m.JobReply) -> None:
+    b.name, b.accepted, b.reason, b.state, b.ownerId = msg.name, msg.accepted, msg.reason, msg.state, msg.owner_id
+    b.taskIds = list(msg.task_ids)
+
+
 _ENCODERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.Hello: ("hello", _enc_hello),
     m.HelloReply: ("helloReply", _enc_hello_reply),
@@ -267,6 +277,9 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.WorkerLeaving: ("workerLeaving", _enc_fields(reason="reason")),
     m.TaskReturn: ("taskReturn", _enc_ids),
     m.UnitsReclaimed: ("unitsReclaimed", _enc_fields(unit_ids="unitIds", notice_seconds="noticeSeconds")),
+    m.JobOpen: ("jobOpen", _enc_job),
+    m.JobAttach: ("jobAttach", _enc_fields(name="name", follow="follow")),
+    m.JobReply: ("jobReply", _enc_job_reply),
     m.Shutdown: ("shutdown", _enc_fields(reason="reason")),
     m.ManagerTarget: ("managerTarget", _enc_manager_target),
     m.ProcessorReady: ("processorReady", _enc_fields(pid="pid")),
@@ -391,6 +404,11 @@ _DECODERS: dict[str, Callable[[Any], m.Message]] = {
     "workerLeaving": lambda r: m.WorkerLeaving(r.reason),
     "taskReturn": lambda r: m.TaskReturn(tuple(TaskID(t) for t in r.taskIds)),
     "unitsReclaimed": lambda r: m.UnitsReclaimed(tuple(r.unitIds), r.noticeSeconds),
+    "jobOpen": lambda r: m.JobOpen(r.name, tuple(TaskID(t) for t in r.taskIds)),
+    "jobAttach": lambda r: m.JobAttach(r.name, r.follow),
+    "jobReply": lambda r: m.JobReply(
+        r.name, r.accepted, r.reason, tuple(TaskID(t) for t in r.taskIds), r.state, r.ownerId
+    ),
     "shutdown": lambda r: m.Shutdown(r.reason),
     "managerTarget": lambda r: m.ManagerTarget(
         tuple(m.TargetEntry(capabilities_of(e.capabilities), e.workers) for e in r.entries),

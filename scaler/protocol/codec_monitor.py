@@ -120,6 +120,9 @@ def encode_snapshot(b: Any, msg: m.StatusSnapshot) -> None:
         _set_counts(item.init("counts"), function.counts)
     for item, count in zip(b.init("messageCounts", len(msg.message_counts)), msg.message_counts, strict=True):
         item.name, item.sent, item.received = count.name, count.sent, count.received
+    for item, job in zip(b.init("jobs", len(msg.jobs)), msg.jobs, strict=True):
+        item.name, item.state, item.done, item.total = job.name, job.state, job.done, job.total
+        item.submitterConnected = job.submitter_connected
 
 
 def encode_transitions(b: Any, msg: m.TaskTransitions) -> None:
@@ -192,6 +195,7 @@ def decode_snapshot(r: Any) -> m.StatusSnapshot:
         feed_version=r.feedVersion,
         functions=tuple(m.FunctionSummary(f.name, _counts(f.counts)) for f in r.functions),
         message_counts=tuple(m.MessageCount(c.name, c.sent, c.received) for c in r.messageCounts),
+        jobs=tuple(m.JobSummary(j.name, j.state, j.done, j.total, j.submitterConnected) for j in r.jobs),
     )
 
 

@@ -361,6 +361,15 @@ struct StatusSnapshot {
   feedVersion @7 :UInt32;
   functions @8 :List(FunctionSummary);
   messageCounts @9 :List(MessageCount);
+  jobs @10 :List(JobSummary);        # the named jobs the scheduler keeps (running, or ended within their retention)
+}
+
+struct JobSummary {
+  name @0 :Text;
+  state @1 :Text;                    # "running", "done", "cancelled"
+  done @2 :UInt32;                   # tasks answered
+  total @3 :UInt32;
+  submitterConnected @4 :Bool;
 }
 
 struct TaskCounts {
@@ -520,6 +529,9 @@ struct Message {
     unitsReclaimed @26 :UnitsReclaimed;
     taskStoryRequest @27 :TaskStoryRequest;
     taskStoryReply @28 :TaskStoryReply;
+    jobOpen @29 :JobOpen;
+    jobAttach @30 :JobAttach;
+    jobReply @31 :JobReply;
   }
 }
 
@@ -527,4 +539,27 @@ struct UnitsReclaimed {
   # A worker manager's provider takes units back (a spot interruption): their workers are drained at once.
   unitIds @0 :List(Text);
   noticeSeconds @1 :Float64;  # the time left before the units go
+}
+
+# ---------------------------------------------------------------- jobs (docs/guide/sharing.md, "Jobs")
+
+struct JobOpen {
+  # A named job: the tasks it will hold, sent before them; they are not cancelled when the client leaves.
+  name @0 :Text;
+  taskIds @1 :List(Data);  # in submission order
+}
+
+struct JobAttach {
+  name @0 :Text;
+  follow @1 :Bool;  # false: only look the job up; true: its kept results and those to come are sent here
+}
+
+struct JobReply {
+  # The answer to JobOpen or JobAttach; after an accepted attach, the job's kept results follow as TaskResults.
+  name @0 :Text;
+  accepted @1 :Bool;
+  reason @2 :Text;          # why it was refused; empty when accepted
+  taskIds @3 :List(Data);   # the job's tasks in submission order (attach)
+  state @4 :Text;           # "running", "done", "cancelled"
+  ownerId @5 :Data;         # the submitter's client id: its results are stored under it in object storage
 }

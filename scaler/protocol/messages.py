@@ -42,6 +42,8 @@ class ClientInfo:
     name: str = ""
     share: float = 1.0  #: its share of the workers against other clients' (docs/guide/sharing.md)
     max_running_tasks: int = 0  #: the most of its tasks at workers at once (0: no quota)
+    #: not on the wire: the client's CURVE key, set by the scheduler's shell (peer_keys.py); it owns the client's jobs
+    owner_key: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,6 +366,32 @@ class TaskStoryReply:
     note: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class JobOpen:
+    """A named job (docs/guide/sharing.md, "Jobs"): its tasks, sent before them, outlive the client."""
+
+    name: str
+    task_ids: tuple[TaskID, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class JobAttach:
+    name: str
+    follow: bool = False  #: False: only look the job up; True: its kept answers and those to come are sent here
+
+
+@dataclass(frozen=True, slots=True)
+class JobReply:
+    """The answer to JobOpen or JobAttach; after an accepted attach the job's kept results follow."""
+
+    name: str
+    accepted: bool
+    reason: str = ""
+    task_ids: tuple[TaskID, ...] = ()
+    state: str = ""
+    owner_id: bytes = b""  #: the submitter's client id, under which its results are stored
+
+
 # ---------------------------------------------------------------- workers
 
 
@@ -452,6 +480,15 @@ class TaskCounts:
     @property
     def live(self) -> int:
         return self.waiting + self.queued + self.running
+
+
+@dataclass(frozen=True, slots=True)
+class JobSummary:
+    name: str
+    state: str  #: running, done, cancelled
+    done: int  #: tasks answered
+    total: int
+    submitter_connected: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -592,6 +629,7 @@ class StatusSnapshot:
     message_counts: tuple[MessageCount, ...] = ()
     #: learned run times, by function and capability set (in-process read model; not on the monitor feed)
     run_times: tuple[RunTimeEstimate, ...] = ()
+    jobs: tuple[JobSummary, ...] = ()  #: the named jobs kept (core/jobs.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -662,6 +700,9 @@ Message = (
     | UnitsReclaimed
     | TaskStoryRequest
     | TaskStoryReply
+    | JobOpen
+    | JobAttach
+    | JobReply
 )
 
 #: Every message type, in schema order; the codec and the routing tables are checked against it.
@@ -695,4 +736,7 @@ MESSAGE_TYPES: tuple[type, ...] = (
     UnitsReclaimed,
     TaskStoryRequest,
     TaskStoryReply,
+    JobOpen,
+    JobAttach,
+    JobReply,
 )

@@ -101,11 +101,13 @@ class PeerKeys:
         return None
 
     def settled(self, key: bytes | None, message: m.Message) -> m.Message:
-        """The message as the core should see it: a client's hello with its key's share and quota applied."""
+        """The message as the core should see it: a client's hello with its key's share and quota applied, and its key
+        as the owner of its jobs."""
         if key is None or not isinstance(message, m.Hello) or not isinstance(message.info, m.ClientInfo):
             return message
         sharing = self._roles.sharing_of(key) if isinstance(self._roles, SharingSource) else None
-        return message if sharing is None else replace(message, info=settle(message.info, sharing))
+        info = message.info if sharing is None else settle(message.info, sharing)
+        return replace(message, info=replace(info, owner_key=key.decode()))  # the key owns the client's jobs
 
     def revoked(self, registered: Iterable[PeerID]) -> list[PeerID]:
         """Peers still registered whose key is no longer authorised; forgets peers the core has dropped."""

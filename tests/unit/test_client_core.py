@@ -20,13 +20,14 @@ from scaler.client.core import (
     ConfirmCancel,
     Connected,
     Fail,
+    JobAnswered,
     Send,
     SendFrames,
     ShowLog,
     ShutdownAnswered,
     Warn,
 )
-from scaler.errors import DisconnectedError, IncompatiblePeerError
+from scaler.errors import DisconnectedError, IncompatiblePeerError, JobLostError
 from scaler.protocol import messages as m
 from scaler.protocol.ids import GraphID, TaskID
 from scaler.protocol.scheduler_link import LinkSettings
@@ -291,3 +292,27 @@ def test_the_agent_carries_out_every_effect_of_the_core() -> None:
     effect_types = {typing.get_origin(member) or member for member in typing.get_args(ClientEffect)}
     agent: ClientAgent[typing.Any] = ClientAgent(ADDRESS, b"Client|test", HELLO, 1.0, 30.0)
     assert set(agent._effect_handlers) == effect_types
+
+
+# ---------------------------------------------------------------- jobs (rule 5)
+
+
+def test_followed_tasks_complete_on_their_results_and_a_job_reply_is_an_effect() -> None:
+    core = connected()
+    reply = m.JobReply("j", True, "", (task(1), task(2)), "running", b"Client|a")
+    assert core.on_messages([reply], 0.5) == [JobAnswered(reply)]
+    assert core.follow([(task(1), "future-1"), (task(2), "future-2")]) == []
+    assert core.on_messages([result(1)], 0.6) == [Complete([("future-1", result(1))])]
+    assert core.unfinished() == {task(2): "future-2"}
+
+
+def test_after_a_restart_followed_tasks_fail_with_job_lost_and_are_not_sent_again() -> None:
+    """Checked by leaving `_fail_followed` out of `_submit_again`: the followed future stays unfinished."""
+    core = connected()
+    submit(core, 1)
+    core.follow([(task(2), "future-2"), (task(1), "not-mine")])  # a task submitted here keeps its own future
+    effects = restart(core)
+    assert sent_frames(effects) == [frame(1)]
+    failures = [e for e in effects if isinstance(e, Fail)]
+    assert [f.futures for f in failures] == [["future-2"]] and isinstance(failures[0].error, JobLostError)
+    assert core.unfinished() == {task(1): "future-1"}

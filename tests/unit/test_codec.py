@@ -57,6 +57,9 @@ SAMPLES: list[m.Message] = [
     m.TaskStoryRequest(T),
     m.TaskStoryReply(T, True, (m.StoryEntry(1700000000.5, "scheduler", "", "queued", "submitted by client c"),), ""),
     m.TaskStoryReply(T, False, (), "forgotten"),
+    m.JobOpen("nightly", (b"t" * 16, b"u" * 16)),
+    m.JobAttach("nightly"),
+    m.JobReply("nightly", True, "", (b"t" * 16,), "running", b"Client|x"),
     m.WorkerCapacity(4),
     m.WorkerLeaving("sigterm"),
     m.TaskReturn((T,)),
@@ -92,6 +95,7 @@ SAMPLES: list[m.Message] = [
         wall_time=1.7e9,
         functions=(m.FunctionSummary("inc", m.TaskCounts(queued=7, succeeded=3)),),
         message_counts=(m.MessageCount("Task", 10, 20),),
+        jobs=(m.JobSummary("nightly", "running", 12, 50, True),),
     ),
     m.TaskTransitions(
         (

@@ -94,7 +94,9 @@ def test_a_clients_key_sets_its_share_whatever_it_asks_and_caps_its_quota() -> N
     lowered = keys.settled(b"k-alice", client_hello(share=1.0, quota=4))
     assert isinstance(lowered, m.Hello) and lowered.info == m.ClientInfo("c", 3.0, 4)  # a client may ask for less
     unlisted = client_hello(share=2.0)
-    assert keys.settled(b"k-bob", unlisted) is unlisted and keys.settled(None, unlisted) is unlisted
+    bobs = keys.settled(b"k-bob", unlisted)
+    assert isinstance(bobs, m.Hello) and bobs.info == unlisted.info and keys.settled(None, unlisted) is unlisted
+    assert isinstance(bobs.info, m.ClientInfo) and bobs.info.owner_key == "k-bob"  # the key owns its jobs
     assert settle(m.ClientInfo("c", 2.0, 7), KeySharing()) == m.ClientInfo("c", 2.0, 7)
 
 

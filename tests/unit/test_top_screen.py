@@ -115,3 +115,9 @@ def test_the_worker_table_shows_memory_against_the_limit_and_marks_a_cgroup_limi
     assert "aaa" in high and "300.0m" in high and "400.0m*" in high and "75%" in high, high
     assert "bbb" in low and "4.0g " in low and "2%" in low and "*" not in low, low
     assert any(line.startswith("mem: the worker's PSS") for line in lines)
+
+
+def test_the_jobs_kept_by_the_scheduler_are_listed_with_their_progress() -> None:
+    job = m.JobSummary("nightly-risk", "running", 12, 50, submitter_connected=False)
+    text = "\n".join(render(replace(snapshot(worker("aaa", 1, 0)), jobs=(job,)), [], Sorting(), "a"))
+    assert "nightly-risk" in text and "12/50" in text and "gone" in text

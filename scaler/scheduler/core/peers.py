@@ -23,6 +23,7 @@ class ClientRecord:
     last_seen: float
     #: it was registered with an instance of the scheduler that is gone (it re-attaches after a restart)
     returning: bool = False
+    owner: str = ""  #: its CURVE key, which owns the jobs it opens ("" without CURVE)
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ from scaler.scheduler.core.balancing import Balancer
 from scaler.scheduler.core.effects import DeleteOwnerObjects, Effect, Send, StopScheduler
 from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
 from scaler.scheduler.core.graphs import GraphRegistry
+from scaler.scheduler.core.jobs import JobRecord, JobTable
 from scaler.scheduler.core.monitor_feed import MonitorFeed
 from scaler.scheduler.core.object_retention import ObjectRetention
 from scaler.scheduler.core.overtaking import Overtaking
@@ -51,6 +52,7 @@ class CoreSettings:
     load_balance_seconds: float = 1.0  #: <= 0 disables balancing
     load_balance_trigger_times: int = 2
     object_retention_seconds: float = 0.0  #: a departed client's objects are deleted this long after it left
+    result_retention_seconds: float = 3600.0  #: a job's results are kept this long after it ended (core/jobs.py)
     instance_id: bytes = b""  #: this scheduler process (drawn at start); peers tell a restart by it
     story_retention_tasks: int = DEFAULT_RETENTION_TASKS  #: finished tasks whose story is kept (0: no stories)
     story_retention_seconds: float = DEFAULT_RETENTION_SECONDS  #: and for how long (<= 0: no time bound)
@@ -82,6 +84,9 @@ class SchedulerCore:
             settings.story_retention_tasks, settings.story_retention_seconds, settings.instance_id.hex()[:8]
         )
         self.graphs = GraphRegistry()
+        self.jobs = JobTable(settings.result_retention_seconds)
+        #: departed clients whose objects wait for their jobs to expire (a job's tasks and results need them)
+        self._kept_for_jobs: set[ClientID] = set()
         self.clients: dict[PeerID, ClientRecord] = {}
         self.workers: dict[PeerID, WorkerRecord] = {}
         self.managers: dict[PeerID, ManagerRecord] = {}
@@ -93,6 +98,7 @@ class SchedulerCore:
             settings.max_task_retries,
             settings.max_tasks_waiting,
             ignore_capabilities=ignore_capabilities,
+            jobs=self.jobs,
         )
         #: what survives a scheduler restart: tasks workers still hold, their results, tasks of returning clients
         #: held back (reattachment.py); the lifecycle never sees it: tasks reach it adopted or submitted
@@ -116,6 +122,8 @@ class SchedulerCore:
             m.TaskCancel: self._on_client_cancel,
             m.ClientDisconnect: self._on_client_disconnect,
             m.TaskStoryRequest: self._on_story_request,
+            m.JobOpen: self._on_job_open,
+            m.JobAttach: self._on_job_attach,
         }
         self._worker_handlers: dict[type, Callable[[PeerID, Any], None]] = {
             m.Heartbeat: self._on_worker_heartbeat,
@@ -256,7 +264,9 @@ class SchedulerCore:
                 self.tasks.queue.quotas[ClientID(peer)] = info.max_running_tasks
             if peer not in self.clients:
                 returning = bool(hello.known_instance) and hello.known_instance != self.settings.instance_id
-                self.clients[peer] = ClientRecord(peer, info.name, hello.hostname, hello.pid, now, now, returning)
+                self.clients[peer] = ClientRecord(
+                    peer, info.name, hello.hostname, hello.pid, now, now, returning, owner=info.owner_key
+                )
                 logger.debug("client %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
             if self.retention.client_back(ClientID(peer)):  # it had not left for good: its objects stay
                 logger.info("client %s is back within its retention time; its objects are kept", short(peer))
@@ -336,7 +346,39 @@ class SchedulerCore:
         self.lifecycle.submit_graph(ClientID(peer), graph)
 
     def _on_client_cancel(self, peer: PeerID, cancel: m.TaskCancel) -> None:
-        self.lifecycle.cancel_by_client(ClientID(peer), cancel.task_ids)
+        of_jobs = self.jobs.followed_by(peer, cancel.task_ids)
+        for submitter, task_ids in of_jobs.items():  # a follower cancels a job's tasks as its submitter would
+            self.lifecycle.cancel_by_client(submitter, tuple(task_ids))
+        taken = {task_id for task_ids in of_jobs.values() for task_id in task_ids}
+        rest = tuple(task_id for task_id in cancel.task_ids if task_id not in taken)
+        if rest:
+            self.lifecycle.cancel_by_client(ClientID(peer), rest)
+
+    # ------------------------------------------------------------ jobs (core/jobs.py)
+
+    def _on_job_open(self, peer: PeerID, request: m.JobOpen) -> None:
+        reason = self.jobs.open(request.name, self.clients[peer].owner, ClientID(peer), request.task_ids)
+        if reason is None:
+            logger.info("job %r opened by client %s: %d task(s)", request.name, short(peer), len(request.task_ids))
+        self._send(peer, m.JobReply(request.name, reason is None, reason or "", request.task_ids, "running"))
+
+    def _on_job_attach(self, peer: PeerID, request: m.JobAttach) -> None:
+        found = self.jobs.find(request.name, self.clients[peer].owner)
+        if not isinstance(found, JobRecord):
+            self._send(peer, m.JobReply(request.name, False, found))
+            return
+        self._send(peer, m.JobReply(found.name, True, "", found.task_ids, found.state, bytes(found.submitter)))
+        if request.follow:
+            for answer in self.jobs.follow(found, peer):
+                self._send(peer, answer)
+
+    def _expire_jobs(self) -> None:
+        for job in self.jobs.due(self.now):
+            logger.info("job %r expired: its results are freed", job.name)
+            submitter = job.submitter
+            if submitter in self._kept_for_jobs and not self.jobs.has_live_jobs(submitter):
+                self._kept_for_jobs.discard(submitter)
+                self.effects.append(DeleteOwnerObjects(submitter))
 
     def _on_client_disconnect(self, peer: PeerID, request: m.ClientDisconnect) -> None:
         if not request.shutdown_cluster:
@@ -352,12 +394,15 @@ class SchedulerCore:
         for other in list(self.workers) + list(self.managers):
             self._send(other, m.Shutdown("the cluster is shutting down at a client's request"))
         self.effects.extend(DeleteOwnerObjects(owner) for owner in self.retention.all_kept())  # nobody comes back
+        self.effects.extend(DeleteOwnerObjects(owner) for owner in sorted(self._kept_for_jobs))
         self.effects.append(StopScheduler("a client asked the cluster to shut down"))
 
     def _drop_client(self, peer: PeerID, reason: str) -> None:
         if self.clients.pop(peer, None) is None:
             return
-        unfinished = len(self.tasks.by_client.get(ClientID(peer), ()))
+        owned = self.tasks.by_client.get(ClientID(peer), ())
+        in_jobs = sum(1 for task_id in owned if self.jobs.holds(task_id))
+        unfinished = len(owned) - in_jobs
         # an ordinary exit is not news; a client that leaves work behind is
         (logger.warning if unfinished else logger.debug)(
             "client %s %s; its tasks are cancelled (%d unfinished) and its objects deleted",
@@ -365,9 +410,20 @@ class SchedulerCore:
             reason,
             unfinished,
         )
+        if in_jobs:
+            logger.info("client %s left %d task(s) of its jobs running; their results are kept", short(peer), in_jobs)
         self.lifecycle.client_gone(ClientID(peer))
         self.reattachment.forget_client(ClientID(peer))
         self.tasks.forget_client(ClientID(peer))
+        self.jobs.peer_gone(peer)
+        lost = self.jobs.never_sent(ClientID(peer), lambda task_id: task_id in self.tasks.records, self.now)
+        if lost:
+            logger.warning(
+                "client %s left before sending %d task(s) of its jobs: they count as cancelled", short(peer), len(lost)
+            )
+        if self.jobs.has_live_jobs(ClientID(peer)):  # its jobs run on: its share, quota and objects stay for them
+            self._kept_for_jobs.add(ClientID(peer))
+            return
         self.tasks.queue.forget(ClientID(peer))
         if self.retention.client_left(ClientID(peer), self.now):
             self.effects.append(DeleteOwnerObjects(ClientID(peer)))
@@ -474,6 +530,7 @@ class SchedulerCore:
     def _on_tick(self) -> None:
         settings, now = self.settings, self.now
         self.effects.extend(DeleteOwnerObjects(owner) for owner in self.retention.due(now))
+        self._expire_jobs()
         self._release_parked()
         self._end_notices()
         for peer, client in list(self.clients.items()):

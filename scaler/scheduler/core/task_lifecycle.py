@@ -27,6 +27,7 @@ from scaler.protocol.messages import (
 )
 from scaler.scheduler.core.effects import DeleteObjects, Effect, Send
 from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
+from scaler.scheduler.core.jobs import JobTable
 from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.story_book import Words, cause_of
 from scaler.scheduler.core.task_state import Outcome, TaskEvent, TaskState, outcome
@@ -45,8 +46,11 @@ class TaskLifecycle:
         max_task_retries: int,
         max_tasks_waiting: int,
         ignore_capabilities: bool,
+        jobs: JobTable | None = None,
     ) -> None:
         self._tasks = tasks
+        #: a job's tasks outlive their client, and their answers go to the job's followers (core/jobs.py)
+        self._jobs = jobs if jobs is not None else JobTable(0.0)
         self._workers = workers
         #: (load, join order, worker) for every worker with a free slot, least loaded first; entries go stale when
         #: a worker's load changes (a fresh one is pushed) and are dropped when met, so that placing a task costs
@@ -159,7 +163,8 @@ class TaskLifecycle:
             if record is None:
                 continue
             record.client_gone = True
-            self.apply(task_id, TaskEvent.CANCEL)
+            if not self._jobs.holds(task_id):  # a job's task runs on; its answer is kept for the job
+                self.apply(task_id, TaskEvent.CANCEL)
 
     def worker_has_room(self, worker: PeerID) -> None:
         """A worker joined or its capacity changed: consider it at the next dispatch."""
@@ -387,6 +392,10 @@ class TaskLifecycle:
         else:
             self._tasks.remove(record, "canceled", self.now, cause=self._cause)
         graph = self._graphs.get(record.graph_id) if record.graph_id else None
+        if graph is None and self._jobs.holds(record.task_id):
+            for follower in sorted(self._jobs.answered(record.task_id, answer, self.now)):
+                self._send(follower, answer)
+            return
         if graph is None:
             if not record.client_gone:
                 self._send(PeerID(record.client_id), answer)

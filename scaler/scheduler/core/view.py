@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
-from scaler.protocol.ids import ClientID
+from scaler.protocol.ids import ClientID, PeerID
 from scaler.scheduler.core.events import ShellStats
 from scaler.scheduler.core.peers import ManagerRecord, WorkerRecord
 from scaler.scheduler.core.task_state import TaskState
@@ -65,6 +65,12 @@ class ViewBuilder:
             ),
             message_counts=shell.message_counts,
             run_times=core.tasks.run_times.estimates(),
+            jobs=tuple(
+                m.JobSummary(
+                    job.name, job.state, len(job.answers), len(job.task_ids), PeerID(job.submitter) in core.clients
+                )
+                for _, job in sorted(core.jobs.jobs.items())
+            ),
         )
 
     def _worker(self, worker: WorkerRecord) -> m.WorkerSummary:
