@@ -28,6 +28,13 @@ if TYPE_CHECKING:
     from scaler.payload.result_reader import ResultReader
 
 _UNSET = object()
+
+
+class _TaskFailed(Exception):
+    """What a failed task's future is completed with, so that `concurrent.futures.wait(FIRST_EXCEPTION)` wakes; never
+    seen by users: result() and exception() give the task's own error, read from its result."""
+
+
 #: What the task's function returns; a bare ScalerFuture is a ScalerFuture[Any].
 T = TypeVar("T", default=Any)
 #: The state of a cancelled future whose waiters were not told yet.
@@ -96,7 +103,10 @@ class ScalerFuture(concurrent.futures.Future[T]):
         self._raw = result
         self._answered()
         try:
-            self.set_result(cast(T, None))  # the value is read from _raw or _error, not from here
+            if result.status is m.ResultStatus.SUCCESS:
+                self.set_result(cast(T, None))  # the value is read from _raw, not from here
+            else:  # wakes wait(FIRST_EXCEPTION); result() and exception() read the task's own error from _raw
+                self.set_exception(_TaskFailed())
         except concurrent.futures.InvalidStateError:
             pass
 
@@ -116,7 +126,7 @@ class ScalerFuture(concurrent.futures.Future[T]):
         self._error = error
         self._answered()
         try:
-            self.set_result(cast(T, None))  # the value is read from _raw or _error, not from here
+            self.set_exception(error)  # wakes wait(FIRST_EXCEPTION)
         except concurrent.futures.InvalidStateError:
             pass
 
@@ -160,11 +170,13 @@ class ScalerFuture(concurrent.futures.Future[T]):
         return merge_story(self._task_id.hex(), reply, mine, timeout)
 
     def result(self, timeout: float | None = None) -> T:
+        # Future.exception, not Future.result: it waits and raises CancelledError or TimeoutError the same way, but
+        # returns the stand-in a failure was completed with instead of raising it; the task's error comes from _raw
         if not self.done():
             with BlockingWait():
-                concurrent.futures.Future.result(self, timeout)
+                concurrent.futures.Future.exception(self, timeout)
         else:
-            concurrent.futures.Future.result(self, timeout)  # raises CancelledError when cancelled
+            concurrent.futures.Future.exception(self, timeout)  # raises CancelledError when cancelled
         self._materialize()
         if self._error is not None:
             raise self._error

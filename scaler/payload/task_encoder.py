@@ -99,6 +99,9 @@ class TaskEncoder:
         self._serializer_id = serializer_id
         self._functions: dict[int, FunctionEntry] = {}
         self._stored: set[ObjectID] = set()
+        #: objects being stored synchronously right now, so that another thread with the same content waits for it
+        self._storing: dict[ObjectID, threading.Event] = {}
+        self._stored_lock = threading.Lock()
         self._clear_epoch = 0  #: how many times the client cleared its objects (see TaskBody.clear_epoch)
         #: large objects: content digest -> id, and the sizes stored (equal content needs equal size)
         self._large: dict[bytes, ObjectID] = {}
@@ -154,14 +157,34 @@ class TaskEncoder:
         object_id = content_id(self._client_id, payload)
         if object_id in self._large:
             return self._large[object_id]
-        if object_id not in self._stored:
-            store = self._store_later if later and self._store_later is not None else self._store
-            self._stored.add(object_id)  # before the call: a pipelined store that fails forgets it again
-            try:
-                store(object_id, payload, name)
-            except BaseException:
+        pipelined = later and self._store_later is not None
+        while True:
+            with self._stored_lock:
+                if object_id not in self._stored:
+                    self._stored.add(object_id)  # before the call: a store that fails forgets it again
+                    storing = None if pipelined else self._storing.setdefault(object_id, threading.Event())
+                    break
+                pending = self._storing.get(object_id)
+            if pending is None:
+                return object_id
+            # another thread is storing the same content at once (AsyncClient, threads sharing a client): a task
+            # that names it must not reach a processor before the object reaches the storage
+            pending.wait()
+            if object_id in self._stored:
+                return object_id
+        try:
+            (self._store_later if pipelined and self._store_later is not None else self._store)(
+                object_id, payload, name
+            )
+        except BaseException:
+            with self._stored_lock:
                 self._stored.discard(object_id)
-                raise
+            raise
+        finally:
+            if storing is not None:
+                with self._stored_lock:
+                    self._storing.pop(object_id, None)
+                storing.set()
         return object_id
 
     def _put_large(self, payload: bytes | Frames, name: str) -> ObjectID:

@@ -222,8 +222,9 @@ def test_objects_survive_a_storage_restart_and_the_tasks_that_need_them_run(
     launcher: Launcher, tmp_path: Path, kept: str
 ) -> None:
     """The storage the scheduler started is killed; the scheduler restarts it with the same settings. A task
-    submitted afterwards uses an object and a function the client stored before: with a spill directory it runs;
-    in memory only (as before) it fails with MissingObjects, which is how this test was checked to fail."""
+    submitted afterwards uses an object and a function the client stored before: with a spill directory the
+    restarted storage has them and the task runs; in memory only the restarted storage has lost them (checked by
+    asking it, since a processor's own copies may still run the task), which is how this test was checked to fail."""
     base = free_tcp_port_block(3)
     scheduler_address = f"tcp://127.0.0.1:{base}"
     spill = ["--object-storage-spill-directory", str(tmp_path / "spill")] if kept == "spill directory" else []
@@ -238,13 +239,21 @@ def test_objects_survive_a_storage_restart_and_the_tasks_that_need_them_run(
         (first,) = storage_children(scheduler)
         first.kill()
         wait_for(lambda: "object storage server restarted" in scheduler.log_text(), "the storage's restart")
+        with connect(f"tcp://127.0.0.1:{base + 1}") as connection:  # the storage the scheduler started again
+            stored = connection.exists(reference.object_id)
         future = client.submit(total_length, reference, 3)
         if kept == "spill directory":
+            assert stored
             assert future.result(timeout=TIMEOUT) == 3 * len(payload)
             assert "in its spill directory" in scheduler.log_text()
         else:
-            with pytest.raises(MissingObjects):
-                future.result(timeout=TIMEOUT)
+            assert not stored
+            # a processor that still holds the object and the function runs the task from its own copies
+            # (payload/task_decoder.py); one that does not fails it naming the missing object
+            try:
+                assert future.result(timeout=TIMEOUT) == 3 * len(payload)
+            except MissingObjects:
+                pass
 
 
 @pytest.mark.timeout(120)

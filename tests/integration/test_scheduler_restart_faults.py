@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 def fibonacci(client: Client, n: int) -> int:
     if n <= 1:
+        time.sleep(0.1)  # leaves take a while, so that parents are still blocked when a status snapshot is taken
         return n
     a = client.submit(fibonacci, client, n - 1)
     b = client.submit(fibonacci, client, n - 2)
