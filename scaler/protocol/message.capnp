@@ -370,6 +370,10 @@ struct JobSummary {
   done @2 :UInt32;                   # tasks answered
   total @3 :UInt32;
   submitterConnected @4 :Bool;
+  failed @5 :UInt32;                 # of done: answers that are not a success
+  submitter @6 :Text;                # the submitting client's name (or its id's tail)
+  ownerKey @7 :Text;                 # the start of the owning CURVE key; empty without CURVE
+  ageSeconds @8 :Float64;            # since the job was opened
 }
 
 struct TaskCounts {

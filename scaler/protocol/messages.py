@@ -489,6 +489,10 @@ class JobSummary:
     done: int  #: tasks answered
     total: int
     submitter_connected: bool = False
+    failed: int = 0  #: of `done`, the answers that are not a success (failed, lost or cancelled tasks)
+    submitter: str = ""  #: the submitting client's name, or its id's tail when it gave none
+    owner_key: str = ""  #: the start of the CURVE key that owns the job ("" without CURVE: anyone may attach)
+    age_seconds: float = 0.0  #: since the job was opened
 
 
 @dataclass(frozen=True, slots=True)

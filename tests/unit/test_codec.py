@@ -95,7 +95,7 @@ SAMPLES: list[m.Message] = [
         wall_time=1.7e9,
         functions=(m.FunctionSummary("inc", m.TaskCounts(queued=7, succeeded=3)),),
         message_counts=(m.MessageCount("Task", 10, 20),),
-        jobs=(m.JobSummary("nightly", "running", 12, 50, True),),
+        jobs=(m.JobSummary("nightly", "running", 12, 50, True, 2, "risk-desk", "rq:Y<7Ib%2", 95.5),),
     ),
     m.TaskTransitions(
         (

@@ -32,6 +32,9 @@ class JobRecord:
     followers: set[PeerID] = field(default_factory=set)
     ended_at: float | None = None  #: when its last task was answered
     cancelled: bool = False
+    opened_at: float = 0.0  #: when `JobOpen` reached the scheduler (the monitor shows the job's age)
+    submitter_name: str = ""  #: the submitter's client name, kept for the monitor after it leaves
+    failed: int = 0  #: answers that are not a success (a failure, a lost task, a cancel)
 
     @property
     def state(self) -> str:
@@ -49,7 +52,15 @@ class JobTable:
 
     # ------------------------------------------------------------ from clients
 
-    def open(self, name: str, owner: str, submitter: ClientID, task_ids: tuple[TaskID, ...]) -> str | None:
+    def open(
+        self,
+        name: str,
+        owner: str,
+        submitter: ClientID,
+        task_ids: tuple[TaskID, ...],
+        now: float = 0.0,
+        submitter_name: str = "",
+    ) -> str | None:
         """Open a job followed by its submitter; the reason it is refused, or None."""
         if not name:
             return "a job needs a name"
@@ -60,7 +71,15 @@ class JobTable:
         taken = [task_id for task_id in task_ids if task_id in self._job_of_task]
         if taken or len(set(task_ids)) != len(task_ids):
             return f"job {name!r} names a task twice or a task of another job"
-        self.jobs[name] = JobRecord(name, owner, submitter, task_ids, followers={PeerID(submitter)})
+        self.jobs[name] = JobRecord(
+            name,
+            owner,
+            submitter,
+            task_ids,
+            followers={PeerID(submitter)},
+            opened_at=now,
+            submitter_name=submitter_name,
+        )
         self._expired.pop(name, None)
         self._job_of_task.update((task_id, name) for task_id in task_ids)
         return None
@@ -105,6 +124,8 @@ class JobTable:
     def answered(self, task_id: TaskID, answer: Answer, now: float) -> set[PeerID]:
         """A job task's answer: kept; the followers to send it to."""
         job = self.jobs[self._job_of_task[task_id]]
+        if task_id not in job.answers and not _succeeded(answer):
+            job.failed += 1
         job.answers[task_id] = answer
         if isinstance(answer, m.TaskCancelConfirm):
             job.cancelled = True
@@ -142,3 +163,7 @@ class JobTable:
             if len(self._expired) > MAX_EXPIRED_NAMES:
                 del self._expired[next(iter(self._expired))]
         return gone
+
+
+def _succeeded(answer: Answer) -> bool:
+    return isinstance(answer, m.TaskResult) and answer.status is m.ResultStatus.SUCCESS

@@ -357,7 +357,8 @@ class SchedulerCore:
     # ------------------------------------------------------------ jobs (core/jobs.py)
 
     def _on_job_open(self, peer: PeerID, request: m.JobOpen) -> None:
-        reason = self.jobs.open(request.name, self.clients[peer].owner, ClientID(peer), request.task_ids)
+        client = self.clients[peer]
+        reason = self.jobs.open(request.name, client.owner, ClientID(peer), request.task_ids, self.now, client.name)
         if reason is None:
             logger.info("job %r opened by client %s: %d task(s)", request.name, short(peer), len(request.task_ids))
         self._send(peer, m.JobReply(request.name, reason is None, reason or "", request.task_ids, "running"))

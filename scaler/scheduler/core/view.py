@@ -13,11 +13,15 @@ from typing import TYPE_CHECKING
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID
 from scaler.scheduler.core.events import ShellStats
+from scaler.scheduler.core.jobs import JobRecord
 from scaler.scheduler.core.peers import ManagerRecord, WorkerRecord
 from scaler.scheduler.core.task_state import TaskState
 
 if TYPE_CHECKING:
     from scaler.scheduler.core.scheduler_core import SchedulerCore
+
+#: Characters of a job's owning CURVE key (z85, 40 in all) the monitor shows: enough to tell keys apart.
+OWNER_KEY_SHOWN = 10
 
 
 class ViewBuilder:
@@ -65,12 +69,21 @@ class ViewBuilder:
             ),
             message_counts=shell.message_counts,
             run_times=core.tasks.run_times.estimates(),
-            jobs=tuple(
-                m.JobSummary(
-                    job.name, job.state, len(job.answers), len(job.task_ids), PeerID(job.submitter) in core.clients
-                )
-                for _, job in sorted(core.jobs.jobs.items())
-            ),
+            jobs=tuple(self._job(job) for _, job in sorted(core.jobs.jobs.items())),
+        )
+
+    def _job(self, job: JobRecord) -> m.JobSummary:
+        core = self._core
+        return m.JobSummary(
+            job.name,
+            job.state,
+            len(job.answers),
+            len(job.task_ids),
+            PeerID(job.submitter) in core.clients,
+            job.failed,
+            job.submitter_name or bytes(job.submitter).decode(errors="replace")[-12:],
+            job.owner[:OWNER_KEY_SHOWN],
+            max(0.0, core.now - job.opened_at),
         )
 
     def _worker(self, worker: WorkerRecord) -> m.WorkerSummary:

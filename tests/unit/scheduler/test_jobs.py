@@ -136,4 +136,20 @@ def test_the_view_lists_the_jobs_with_their_progress_and_whether_the_submitter_i
     open_job(sim, submitter.peer, "nightly", range(1, 4))
     sim.finish(worker)
     sim.feed(PeerLost(submitter.peer, "gone", sim.now))
-    assert sim.core.view().jobs == (m.JobSummary("nightly", "running", 1, 3, submitter_connected=False),)
+    assert sim.core.view().jobs == (m.JobSummary("nightly", "running", 1, 3, False, submitter="a"),)
+
+
+def test_the_view_lists_each_job_with_its_failures_submitter_and_age() -> None:
+    """What the monitor feed carries of a job (scaler_top and the dashboard show it). Checked by switching it off:
+    with `JobTable.answered` not counting failures, `failed` stays 0 and the test fails."""
+    sim = cluster()
+    submitter, worker = sim.add_client("risk-desk"), sim.add_worker(capacity=10)
+    task_ids = open_job(sim, submitter.peer, "nightly", range(1, 5))
+    sim.advance(42.0)
+    sim.finish(worker, task_ids[0])
+    sim.finish(worker, task_ids[1], m.ResultStatus.FAILED)
+    sim.feed(PeerLost(submitter.peer, "gone", sim.now))
+    (job,) = sim.core.view().jobs
+    assert (job.name, job.state, job.done, job.total, job.failed) == ("nightly", "running", 2, 4, 1)
+    assert job.submitter == "risk-desk" and not job.submitter_connected and job.owner_key == ""
+    assert job.age_seconds >= 42.0
