@@ -6,6 +6,7 @@ folder or in a role subfolder):
     [alice]
     share = 3                 # alice's clients get share 3, whatever they ask for
     max_running_tasks = 200   # and at most this quota (a client may ask for less)
+    max_workers = 4           # and at most 4 workers' worth of spend (a client may ask for less)
 
 A client that registers with that key gets the share written here, so a user cannot raise their own weight. The
 file is read with the folder, again whenever it changes; a broken file is refused at start and, later, leaves the
@@ -29,12 +30,15 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 SHARING_FILE = "sharing.toml"
+#: what a key's table may set
+SETTINGS = ("share", "max_running_tasks", "max_workers")
 
 
 @dataclass(frozen=True, slots=True)
 class KeySharing:
     share: float | None = None  #: replaces the share a client of this key asks for
     max_running_tasks: int | None = None  #: the most a client of this key may ask for
+    max_workers: int | None = None  #: the most workers' worth of spend a client of this key may ask for
 
 
 def key_sharing(folder: str, read_public_key: Callable[[str], bytes]) -> dict[bytes, KeySharing]:
@@ -55,9 +59,10 @@ def key_sharing(folder: str, read_public_key: Callable[[str], bytes]) -> dict[by
         key_file = next((place / f"{name}.key" for place in places if (place / f"{name}.key").is_file()), None)
         if key_file is None:
             raise ValueError(f"{path}: [{name}] names no key file ({name}.key) in {folder} or its role folders")
-        if not isinstance(entry, dict) or set(entry) - {"share", "max_running_tasks"}:
-            raise ValueError(f"{path}: [{name}] may hold only share and max_running_tasks")
-        found[read_public_key(str(key_file))] = KeySharing(_share(path, name, entry), _quota(path, name, entry))
+        if not isinstance(entry, dict) or set(entry) - set(SETTINGS):
+            raise ValueError(f"{path}: [{name}] may hold only {', '.join(SETTINGS)}")
+        quotas = (_quota(path, name, entry, "max_running_tasks"), _quota(path, name, entry, "max_workers"))
+        found[read_public_key(str(key_file))] = KeySharing(_share(path, name, entry), *quotas)
     return found
 
 
@@ -70,10 +75,10 @@ def _share(path: Path, name: str, entry: dict[str, Any]) -> float | None:
     return float(share)
 
 
-def _quota(path: Path, name: str, entry: dict[str, Any]) -> int | None:
-    quota = entry.get("max_running_tasks")
+def _quota(path: Path, name: str, entry: dict[str, Any], setting: str) -> int | None:
+    quota = entry.get(setting)
     if quota is None:
         return None
     if isinstance(quota, bool) or not isinstance(quota, int) or not 0 < quota < 2**32:
-        raise ValueError(f"{path}: [{name}] max_running_tasks must be a positive integer, not {quota!r}")
+        raise ValueError(f"{path}: [{name}] {setting} must be a positive integer, not {quota!r}")
     return quota

@@ -121,6 +121,7 @@ def _enc_hello(b: Any, msg: m.Hello) -> None:
         c.name = info.name
         c.share = info.share
         c.maxRunningTasks = info.max_running_tasks
+        c.maxWorkers = info.max_workers
     elif isinstance(info, m.WorkerInfo):
         w = b.role.init("worker")
         set_capabilities(w, "capabilities", info.capabilities)
@@ -311,7 +312,7 @@ def _dec_hello(r: Any) -> m.Hello:
     info: m.RoleInfo
     if kind == "client":
         c = role.client
-        info = m.ClientInfo(c.name, c.share if c.share else 1.0, c.maxRunningTasks)
+        info = m.ClientInfo(c.name, c.share if c.share else 1.0, c.maxRunningTasks, c.maxWorkers)
     elif kind == "worker":
         w = role.worker
         held = tuple(TaskID(bytes(task_id)) for task_id in w.heldTasks)

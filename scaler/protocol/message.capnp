@@ -39,6 +39,7 @@ struct ClientInfo {
   name @0 :Text;
   share @1 :Float64;          # its share of the workers against other clients' (0: the default, 1)
   maxRunningTasks @2 :UInt32; # the most of its tasks at workers at once (0: no quota)
+  maxWorkers @3 :UInt32;      # the most workers' worth of spend it holds (0: no quota)
 }
 
 struct WorkerInfo {

@@ -42,6 +42,7 @@ class ClientInfo:
     name: str = ""
     share: float = 1.0  #: its share of the workers against other clients' (docs/guide/sharing.md)
     max_running_tasks: int = 0  #: the most of its tasks at workers at once (0: no quota)
+    max_workers: int = 0  #: the most workers' worth of spend it holds (0: no quota; scheduler/core/quotas.py)
     #: not on the wire: the client's CURVE key, set by the scheduler's shell (peer_keys.py); it owns the client's jobs
     owner_key: str = field(default="", compare=False)
 

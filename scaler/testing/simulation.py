@@ -85,10 +85,12 @@ class SimulatedCluster:
 
     # ------------------------------------------------------------ peers
 
-    def add_client(self, name: str = "c", share: float = 1.0, max_running_tasks: int = 0) -> FakeClient:
+    def add_client(
+        self, name: str = "c", share: float = 1.0, max_running_tasks: int = 0, max_workers: int = 0
+    ) -> FakeClient:
         peer = PeerID(b"Client|" + name.encode())
         client = self.clients[peer] = FakeClient(peer)
-        self.send(peer, hello(m.ClientInfo(name, share, max_running_tasks)))
+        self.send(peer, hello(m.ClientInfo(name, share, max_running_tasks, max_workers)))
         return client
 
     def add_worker(self, name: str = "w", capacity: int = 1, capabilities: m.Capabilities = ()) -> FakeWorker:

@@ -27,6 +27,7 @@ STATUS = m.WorkerStatus(1, 2, 3, 4, (m.ProcessorStatus(10, 1.5, 100, "running"),
 
 SAMPLES: list[m.Message] = [
     m.Hello(1, "3.11.7", 42, "host", m.ClientInfo("me")),
+    m.Hello(1, "3.11.7", 42, "host", m.ClientInfo("capped", 2.0, 10, 3)),
     m.Hello(1, "3.11.7", 42, "host", m.WorkerInfo((("cpu", 8), ("linux", -1)), 3, "mgr", "FIX")),
     m.Hello(1, "3.11.7", 42, "host", m.ManagerInfo("mgr", (), None, "baremetal_native")),
     m.Hello(1, "3.11.7", 42, "host", m.ManagerInfo("mgr", (("gpu", 1),), 8, "aws_raw_ecs")),

@@ -26,6 +26,7 @@ from scaler.scheduler.core.monitor_feed import MonitorFeed
 from scaler.scheduler.core.object_retention import ObjectRetention
 from scaler.scheduler.core.overtaking import Overtaking
 from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
+from scaler.scheduler.core.quotas import quota_of
 from scaler.scheduler.core.reattachment import Reattachment
 from scaler.scheduler.core.story_book import DEFAULT_RETENTION_SECONDS, DEFAULT_RETENTION_TASKS, StoryBook
 from scaler.scheduler.core.task_lifecycle import TaskLifecycle
@@ -260,8 +261,9 @@ class SchedulerCore:
             if not (math.isfinite(info.share) and info.share > 0):
                 return f"a client's share must be a positive number, not {info.share!r}"
             self.tasks.queue.shares[ClientID(peer)] = info.share
-            if info.max_running_tasks:
-                self.tasks.queue.quotas[ClientID(peer)] = info.max_running_tasks
+            quota = quota_of(info)
+            if quota is not None:
+                self.tasks.queue.set_quota(ClientID(peer), quota)
             if peer not in self.clients:
                 returning = bool(hello.known_instance) and hello.known_instance != self.settings.instance_id
                 self.clients[peer] = ClientRecord(

@@ -15,6 +15,7 @@ from scaler.protocol.ids import ClientID, PeerID
 from scaler.scheduler.core.events import ShellStats
 from scaler.scheduler.core.jobs import JobRecord
 from scaler.scheduler.core.peers import ManagerRecord, WorkerRecord
+from scaler.scheduler.core.quotas import reason_words
 from scaler.scheduler.core.task_state import TaskState
 
 if TYPE_CHECKING:
@@ -147,6 +148,7 @@ class ViewBuilder:
                 elapsed = max(0.0, core.now - started)
                 running_seconds.setdefault(key, {}).setdefault(record.task.function_name, []).append(elapsed)
         groups = []
+        held_back = queue.held_back()
         for capabilities in dict.fromkeys([*queued, *running]):
             count = queued.get(capabilities, 0)
             oldest, reason, over_quota = 0.0, "", 0
@@ -155,9 +157,10 @@ class ViewBuilder:
                 if head is not None:
                     oldest = max(0.0, core.now - records[head[3]].submitted_at)
                 reason = self._waiting_reason(capabilities)
-                over_quota = queue.over_quota(capabilities, records)
+                kinds = held_back.get(capabilities, {})
+                over_quota = sum(kinds.values())
                 if over_quota:  # the quota first: more workers would not start these
-                    reason = f"{over_quota} at their client's quota of running tasks (max_running_tasks); {reason}"
+                    reason = f"{reason_words(queue.client_quotas, kinds)}; {reason}"
             functions = _function_loads(
                 queue.queued_by_function.get(capabilities, {}), running_seconds.get(capabilities, {})
             )
