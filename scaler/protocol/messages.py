@@ -45,6 +45,8 @@ class ClientInfo:
     max_workers: int = 0  #: the most workers' worth of spend it holds (0: no quota; scheduler/core/quotas.py)
     #: not on the wire: the client's CURVE key, set by the scheduler's shell (peer_keys.py); it owns the client's jobs
     owner_key: str = field(default="", compare=False)
+    #: not on the wire: its key's part of the cost policy's budget per hour (sharing.toml; 0: a part by its share)
+    max_cost_per_hour: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -619,6 +621,18 @@ class PendingGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientLoad:
+    """A client's work as the scaling policies weigh it (in-process read model; not on the monitor feed)."""
+
+    client_id: bytes
+    share: float  #: its weight against other clients'
+    running: int  #: its tasks at workers
+    #: its queued tasks that could start now (its quotas' held back left out), per capability set
+    queued: tuple[tuple[Capabilities, int], ...] = ()
+    max_cost_per_hour: float = 0.0  #: its key's part of the cost policy's budget (0: a part by its share)
+
+
+@dataclass(frozen=True, slots=True)
 class StatusSnapshot:
     """The scheduler's state at one instant: its read model (scaling, status, monitor feed and metrics read it)."""
 
@@ -635,6 +649,8 @@ class StatusSnapshot:
     #: learned run times, by function and capability set (in-process read model; not on the monitor feed)
     run_times: tuple[RunTimeEstimate, ...] = ()
     jobs: tuple[JobSummary, ...] = ()  #: the named jobs kept (core/jobs.py)
+    #: each client's work, for the budget split per client (in-process read model; not on the monitor feed)
+    client_loads: tuple[ClientLoad, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

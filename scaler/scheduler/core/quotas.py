@@ -60,27 +60,35 @@ def quota_of(info: ClientInfo) -> ClientQuota | None:
     return quota if quota.held_limit else None
 
 
+def startable(quota: ClientQuota | None, held: int, queued: Mapping[Capabilities, int]) -> dict[Capabilities, int]:
+    """Of a client's queued tasks per capability set, those that could start now on free workers: within its room
+    (its limit less its tasks at workers), its capability sets taken in order; all of them without a quota."""
+    if quota is None:
+        return dict(queued)
+    room = max(0, quota.held_limit - held)
+    found: dict[Capabilities, int] = {}
+    for key in sorted(queued):
+        found[key] = min(room, queued[key])
+        room -= found[key]
+    return found
+
+
 def held_back(
     quotas: Mapping[ClientID, ClientQuota],
     queued: Mapping[ClientID, Mapping[Capabilities, int]],
     held: Mapping[ClientID, int],
 ) -> dict[Capabilities, dict[str, int]]:
     """Per capability set and binding setting, the queued tasks of clients with a quota that could not start now
-    even on free workers: beyond each client's room (its limit less its tasks at workers), its capability sets
-    taken in order."""
+    even on free workers (`startable`'s complement)."""
     found: dict[Capabilities, dict[str, int]] = {}
-    for client, by_key in queued.items():
-        quota = quotas.get(client)
-        if quota is None:
+    for client, quota in quotas.items():
+        by_key = queued.get(client)
+        if not by_key:
             continue
-        room = max(0, quota.held_limit - held.get(client, 0))
-        for key in sorted(by_key):
-            count = by_key[key]
-            starting = min(room, count)
-            room -= starting
-            if count > starting:
+        for key, starting in startable(quota, held.get(client, 0), by_key).items():
+            if by_key[key] > starting:
                 kinds = found.setdefault(key, {})
-                kinds[quota.binding] = kinds.get(quota.binding, 0) + count - starting
+                kinds[quota.binding] = kinds.get(quota.binding, 0) + by_key[key] - starting
     return found
 
 

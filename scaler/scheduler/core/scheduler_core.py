@@ -267,8 +267,9 @@ class SchedulerCore:
             if peer not in self.clients:
                 returning = bool(hello.known_instance) and hello.known_instance != self.settings.instance_id
                 self.clients[peer] = ClientRecord(
-                    peer, info.name, hello.hostname, hello.pid, now, now, returning, owner=info.owner_key
-                )
+                    peer, info.name, hello.hostname, hello.pid, now, now, returning, owner=info.owner_key,
+                    max_cost_per_hour=info.max_cost_per_hour,
+                )  # fmt: skip
                 logger.debug("client %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
             if self.retention.client_back(ClientID(peer)):  # it had not left for good: its objects stay
                 logger.info("client %s is back within its retention time; its objects are kept", short(peer))

@@ -71,7 +71,18 @@ class ViewBuilder:
             message_counts=shell.message_counts,
             run_times=core.tasks.run_times.estimates(),
             jobs=tuple(self._job(job) for _, job in sorted(core.jobs.jobs.items())),
+            client_loads=self._client_loads(),
         )
+
+    def _client_loads(self) -> tuple[m.ClientLoad, ...]:
+        core, queue = self._core, self._core.tasks.queue
+        loads = []
+        for client, running, queued in queue.client_loads():
+            record = core.clients.get(PeerID(client))
+            budget = record.max_cost_per_hour if record is not None else 0.0
+            share = queue.shares.get(client, 1.0)
+            loads.append(m.ClientLoad(client, share, running, tuple(sorted(queued.items())), budget))
+        return tuple(loads)
 
     def _job(self, job: JobRecord) -> m.JobSummary:
         core = self._core

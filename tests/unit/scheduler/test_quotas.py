@@ -3,12 +3,15 @@ from dispatch and from the scaling policies, and the "why pending" words."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scaler.policy.decision import ScalingMemory
 from scaler.policy.scaling.work import WorkScaling
 from scaler.policy.snapshot import ManagerView, ScalingSnapshot, scaling_snapshot
+from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID
 from scaler.scheduler.core.quotas import RUNNING_TASKS, WORKERS, ClientQuota, held_back, reason_words
-from scaler.testing.simulation import SimulatedCluster, task
+from scaler.testing.simulation import SimulatedCluster, hello, task
 
 A, B = ClientID(b"Client|a"), ClientID(b"Client|b")
 GPU = (("gpu", -1),)
@@ -53,4 +56,27 @@ def test_a_workers_worth_quota_keeps_the_pool_from_growing_from_a_cold_start_and
     assert sum(len(w.held) for w in workers) == 2
     (group,) = sim.core.view().pending
     assert group.reason.startswith("48 at their client's quota of 2 workers' worth of spend (max_workers)")
+    sim.check_invariants()
+
+
+def test_the_scaling_snapshot_carries_each_clients_work_share_and_keys_budget() -> None:
+    """What the cost policy splits its budget by (policy/scaling/budget_split.py), from the real core: each client
+    with work, its share, its tasks at workers, its queued tasks that could start (a quota's held back left out),
+    and its key's budget (set on the hello by the shell, peer_keys.settle)."""
+    sim = SimulatedCluster()
+    wide = sim.add_client("wide", share=3.0)
+    capped = sim.add_client("capped", max_workers=1)
+    keyed_peer = b"Client|keyed"
+    sim.send(keyed_peer, hello(replace(m.ClientInfo("keyed"), max_cost_per_hour=0.4)))
+    worker = sim.add_worker("w", capacity=2)
+    sim.submit(wide, [task(wide.peer, n) for n in range(10)])
+    sim.submit(capped, [task(capped.peer, 100 + n) for n in range(5)])
+    sim.send(keyed_peer, task(keyed_peer, 200))
+    clients = {c.client_id: c for c in scaling_snapshot(sim.core.view(), 10.0).clients}
+    assert len(clients) == 3, clients
+    by_name = {client_id.rsplit("|", 1)[-1]: work for client_id, work in clients.items()}
+    assert by_name["wide"].share == 3.0 and by_name["wide"].tasks == 10
+    assert by_name["capped"].running + sum(n for _, n in by_name["capped"].queued) == 1, "its quota holds 4 back"
+    assert by_name["keyed"].max_cost_per_hour == 0.4 and by_name["keyed"].tasks == 1
+    assert len(worker.held) == 2
     sim.check_invariants()
