@@ -7,7 +7,14 @@ from dataclasses import replace
 
 from scaler.policy.decision import ScalingMemory
 from scaler.policy.scaling.work import WorkScaling
-from scaler.policy.snapshot import ManagerView, ScalingSnapshot, scaling_snapshot
+from scaler.policy.snapshot import (
+    FunctionTasks,
+    ManagerView,
+    ScalingSnapshot,
+    TaskGroup,
+    fewer_queued,
+    scaling_snapshot,
+)
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID
 from scaler.scheduler.core.quotas import RUNNING_TASKS, WORKERS, ClientQuota, held_back, reason_words
@@ -80,3 +87,13 @@ def test_the_scaling_snapshot_carries_each_clients_work_share_and_keys_budget() 
     assert by_name["keyed"].max_cost_per_hour == 0.4 and by_name["keyed"].tasks == 1
     assert len(worker.held) == 2
     sim.check_invariants()
+
+
+def test_held_back_tasks_leave_the_per_function_counts_the_duration_policies_read_too() -> None:
+    """`fewer_queued` cuts each function's queued tasks in proportion (largest remainders), so outstanding work in
+    seconds does not count what a quota holds back (scaling_snapshot uses it). Checked by switching it off
+    (`fewer_queued` replacing the group's count only): the functions keep 6 and 3 and this fails."""
+    group = TaskGroup((), 10, 0, functions=(FunctionTasks("f", 6), FunctionTasks("g", 3)))
+    cut = fewer_queued(group, 5)
+    assert cut.queued == 5 and [f.queued for f in cut.functions] == [3, 1]  # 4 of the 9 known, f's remainder first
+    assert fewer_queued(group, 10) is group and [f.queued for f in fewer_queued(group, 0).functions] == [0, 0]
