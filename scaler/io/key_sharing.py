@@ -8,6 +8,7 @@ folder or in a role subfolder):
     max_running_tasks = 200   # and at most this quota (a client may ask for less)
     max_workers = 4           # and at most 4 workers' worth of spend (a client may ask for less)
     max_cost_per_hour = 2.5   # its part of the cost policy's budget (without: a part by its share)
+    max_job_result_bytes = 1_000_000_000  # the results its jobs keep at once (without: the scheduler's quota)
 
 A client that registers with that key gets the share written here, so a user cannot raise their own weight. The
 file is read with the folder, again whenever it changes; a broken file is refused at start and, later, leaves the
@@ -32,7 +33,7 @@ else:  # pragma: no cover - Python 3.10
 
 SHARING_FILE = "sharing.toml"
 #: what a key's table may set
-SETTINGS = ("share", "max_running_tasks", "max_workers", "max_cost_per_hour")
+SETTINGS = ("share", "max_running_tasks", "max_workers", "max_cost_per_hour", "max_job_result_bytes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,7 @@ class KeySharing:
     max_running_tasks: int | None = None  #: the most a client of this key may ask for
     max_workers: int | None = None  #: the most workers' worth of spend a client of this key may ask for
     max_cost_per_hour: float | None = None  #: its part of the cost policy's budget (None: a part by its share)
+    max_job_result_bytes: int | None = None  #: the results its jobs keep at once (None: the scheduler's quota)
 
 
 def key_sharing(folder: str, read_public_key: Callable[[str], bytes]) -> dict[bytes, KeySharing]:
@@ -65,7 +67,10 @@ def key_sharing(folder: str, read_public_key: Callable[[str], bytes]) -> dict[by
             raise ValueError(f"{path}: [{name}] may hold only {', '.join(SETTINGS)}")
         quotas = (_quota(path, name, entry, "max_running_tasks"), _quota(path, name, entry, "max_workers"))
         budget = _positive(path, name, entry, "max_cost_per_hour")
-        found[read_public_key(str(key_file))] = KeySharing(_positive(path, name, entry, "share"), *quotas, budget)
+        storage = _quota(path, name, entry, "max_job_result_bytes", 2**63)
+        found[read_public_key(str(key_file))] = KeySharing(
+            _positive(path, name, entry, "share"), *quotas, budget, storage
+        )
     return found
 
 
@@ -78,10 +83,10 @@ def _positive(path: Path, name: str, entry: dict[str, Any], setting: str) -> flo
     return float(value)
 
 
-def _quota(path: Path, name: str, entry: dict[str, Any], setting: str) -> int | None:
+def _quota(path: Path, name: str, entry: dict[str, Any], setting: str, bound: int = 2**32) -> int | None:
     quota = entry.get(setting)
     if quota is None:
         return None
-    if isinstance(quota, bool) or not isinstance(quota, int) or not 0 < quota < 2**32:
+    if isinstance(quota, bool) or not isinstance(quota, int) or not 0 < quota < bound:
         raise ValueError(f"{path}: [{name}] {setting} must be a positive integer, not {quota!r}")
     return quota

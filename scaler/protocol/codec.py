@@ -195,6 +195,8 @@ def _enc_task_result(b: Any, msg: m.TaskResult) -> None:
         p.peakMemoryBytes = profile.peak_memory_bytes
     if msg.worker_id:
         b.workerId = msg.worker_id
+    if msg.stored_bytes:
+        b.storedBytes = msg.stored_bytes
     if msg.ran is not None:
         ran = b.init("ran")
         ran.startedAt = msg.ran.started_at
@@ -373,8 +375,9 @@ def _dec_task_result(r: Any) -> m.TaskResult:
         stamps = r.ran
         ran = m.RunStamps(stamps.startedAt, stamps.finishedAt, stamps.processorPid, stamps.receivedAt)
     return m.TaskResult(
-        r.taskId, _RESULT_STATUSES[r.status.raw], payload_kind, payload, r.errorMessage, profile, r.workerId, ran
-    )
+        r.taskId, _RESULT_STATUSES[r.status.raw], payload_kind, payload, r.errorMessage, profile, r.workerId, ran,
+        r.storedBytes,
+    )  # fmt: skip
 
 
 def _dec_story_reply(r: Any) -> m.TaskStoryReply:

@@ -215,6 +215,7 @@ struct TaskResult {
   profile @6 :Profile;
   workerId @7 :Data;        # who produced it; empty when the scheduler made it
   ran @8 :RunStamps;        # when its processor ran it (wall clock); absent when it did not run
+  storedBytes @9 :UInt64;   # an objectId result: its size in storage (jobs' storage quotas count it); 0: unknown
 }
 
 struct RunStamps {

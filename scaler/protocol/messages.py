@@ -47,6 +47,8 @@ class ClientInfo:
     owner_key: str = field(default="", compare=False)
     #: not on the wire: its key's part of the cost policy's budget per hour (sharing.toml; 0: a part by its share)
     max_cost_per_hour: float = field(default=0.0, compare=False)
+    #: not on the wire: its key's storage quota for the results of its jobs (sharing.toml; 0: the scheduler's)
+    max_job_result_bytes: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +292,7 @@ class TaskResult:
     worker_id: bytes = b""
     #: when its processor ran it (for the task's story); None when it did not run
     ran: RunStamps | None = None
+    stored_bytes: int = 0  #: an OBJECT_ID result: its size in storage (a job's storage quota counts it)
     #: see Task.wire
     wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
 

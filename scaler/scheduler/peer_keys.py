@@ -63,6 +63,7 @@ def settle(info: m.ClientInfo, sharing: KeySharing) -> m.ClientInfo:
         max_running_tasks=_at_most(info.max_running_tasks, sharing.max_running_tasks),
         max_workers=_at_most(info.max_workers, sharing.max_workers),
         max_cost_per_hour=sharing.max_cost_per_hour or 0.0,
+        max_job_result_bytes=sharing.max_job_result_bytes or 0,
     )
 
 

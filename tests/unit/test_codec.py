@@ -45,6 +45,7 @@ SAMPLES: list[m.Message] = [
     TASK,
     m.TaskResult(T, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v", "", m.Profile(1.0, 0.5, 99), b"w"),
     m.TaskResult(T, m.ResultStatus.FAILED, m.PayloadKind.OBJECT_ID, b"o", "boom"),
+    m.TaskResult(T, m.ResultStatus.SUCCESS, m.PayloadKind.OBJECT_ID, b"o", stored_bytes=300_000),
     m.TaskResult(T, m.ResultStatus.WORKER_DIED, error_message="gone"),
     m.TaskResult(
         T, m.ResultStatus.SUCCESS, worker_id=b"w", ran=m.RunStamps(1700000000.25, 1700000001.5, 4242, 1700000000.125)

@@ -107,6 +107,7 @@ def test_a_keys_workers_worth_quota_caps_what_its_client_asks() -> None:
     assert settle(m.ClientInfo("c", 1.0, 0, 9), capped).max_workers == 4
     assert settle(m.ClientInfo("c", 1.0, 0, 2), capped).max_workers == 2  # a client may ask for less
     assert settle(m.ClientInfo("c"), KeySharing(max_cost_per_hour=2.5)).max_cost_per_hour == 2.5  # its budget part
+    assert settle(m.ClientInfo("c"), KeySharing(max_job_result_bytes=5 << 30)).max_job_result_bytes == 5 << 30
 
 
 def make_keys(folder: Path, *names: str) -> None:
@@ -126,9 +127,10 @@ def test_the_sharing_file_is_read_with_the_folder_and_again_when_it_changes(tmp_
     assert folder.roles_of(alice) and folder.sharing_of(alice) is None
     (tmp_path / "sharing.toml").write_text(
         "[alice]\nshare = 3\nmax_running_tasks = 20\nmax_workers = 4\nmax_cost_per_hour = 2.5\n"
+        "max_job_result_bytes = 10_000_000_000\n"
     )
     folder.callback("", alice)  # a handshake always looks at the folder again
-    assert folder.sharing_of(alice) == KeySharing(3.0, 20, 4, 2.5)
+    assert folder.sharing_of(alice) == KeySharing(3.0, 20, 4, 2.5, 10_000_000_000)
 
 
 @pytest.mark.parametrize(
@@ -141,7 +143,8 @@ def test_the_sharing_file_is_read_with_the_folder_and_again_when_it_changes(tmp_
         ("[alice]\nmax_workers = 2.5\n", "max_workers must be a positive integer"),
         ("[alice]\nmax_cost_per_hour = -1\n", "max_cost_per_hour must be a positive number"),
         ("[alice]\nmax_cost_per_hour = 0\n", "max_cost_per_hour must be a positive number"),
-        ("[alice]\nweight = 2\n", "may hold only share, max_running_tasks, max_workers, max_cost_per_hour"),
+        ("[alice]\nmax_job_result_bytes = 0\n", "max_job_result_bytes must be a positive integer"),
+        ("[alice]\nweight = 2\n", "may hold only share, max_running_tasks, max_workers, max_cost_per_hour, max_job"),
         ("[alice\n", "cannot read it"),
     ],
 )
