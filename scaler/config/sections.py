@@ -159,6 +159,13 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
         short=("-rrt",),
         ge=0,
     )
+    job_result_quota_bytes: int = setting(
+        0,
+        help="the most bytes of results the jobs of one CURVE key (or one client without CURVE) keep at once; a "
+        "result over it is refused with an error naming the quota; 0: no quota (sharing.toml may set one per key)",
+        short=("-jrq",),
+        ge=0,
+    )
     max_task_retries: int = setting(
         3, help="times a task is re-dispatched after its worker died before it fails with WorkerDiedError",
         short=("-mtr",), ge=0,

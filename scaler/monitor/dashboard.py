@@ -6,6 +6,8 @@ HTTP server (standard library, one thread per request) serves the page, its live
 - `/state`: the same JSON once;
 - `/api/tasks?offset=&limit=&sort=&order=&q=&state=&client=&worker=&function=`: one page of the task log
   (`scaler.monitor.task_log`) as JSON; a bad parameter gets 400 naming it;
+- `/api/jobs`: the named jobs the scheduler keeps (name, state, tasks total/done/failed, submitter, owning key,
+  age), as of the latest status;
 - `/metrics`: Prometheus text format (`scaler.monitor.metrics`);
 - `/static/uplot.min.js`, `/static/uplot.min.css`: the vendored chart library (static/uPlot.LICENSE).
 
@@ -110,6 +112,10 @@ class Dashboard:
         """(status, content type, body) of every path but the event stream."""
         if path == "/api/tasks":
             return self.tasks_json(query_string)
+        if path == "/api/jobs":
+            with self.lock:
+                jobs = self.state.jobs()
+            return 200, "application/json", json.dumps({"jobs": jobs}).encode()
         if path in ("/", "/index.html"):
             return 200, "text/html; charset=utf-8", _page()
         if path == "/state":

@@ -6,6 +6,7 @@ Set SCALER_SCREENSHOTS=docs/images to refresh the screenshots docs/monitoring.md
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import shutil
@@ -439,3 +440,35 @@ def test_task_log_pages_are_answered_from_a_cache_until_the_log_changes() -> Non
         assert (code, kind) == (400, "application/json") and json.loads(body)["parameter"] == "limit", body
     finally:
         dashboard.server.server_close()
+
+
+def fail_on_odd(x: int) -> int:
+    if x % 2:
+        raise ValueError(f"odd {x}")
+    return x
+
+
+@needs_browser
+def test_jobs_are_listed_on_the_page_and_in_api_jobs(launcher: Launcher, browser: Any) -> None:
+    """A detached job (its submitter gone) in /api/jobs and in the page's jobs table, with its tasks done and
+    failed. Checked by switching it off: with the jobs left off the status (codec_monitor writing no jobs)
+    /api/jobs stays empty and the page says "no job"."""
+    addresses, _scheduler, _storage = launcher.stack(workers=1)
+    _service, url = start_dashboard(launcher, addresses)
+    with Client(address=addresses.scheduler) as client:
+        job = client.map_job(fail_on_odd, range(6), name="nightly-risk")
+        concurrent.futures.wait(job.futures)
+
+    def jobs() -> list[dict[str, Any]]:
+        with urllib.request.urlopen(f"{url}api/jobs", timeout=10) as answer:
+            return list(json.loads(answer.read())["jobs"])
+
+    (listed,) = wait_for(lambda: [j for j in jobs() if j["done"] == 6 and not j["submitter_connected"]], "the job")
+    assert (listed["name"], listed["state"], listed["total"], listed["failed"]) == ("nightly-risk", "done", 6, 3)
+    assert listed["owner_key"] == "" and listed["age_seconds"] >= 0
+    browser.get(url)
+    wait_for(lambda: "nightly-risk" in texts(browser, "#jobs td"), "the job on the page")
+    row = texts(browser, "#jobs tr:nth-child(2) td")
+    assert row[:4] == ["nightly-risk", "done", "6/6", "3"] and row[4].endswith("(gone)"), row
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors

@@ -24,6 +24,8 @@ class ClientRecord:
     #: it was registered with an instance of the scheduler that is gone (it re-attaches after a restart)
     returning: bool = False
     owner: str = ""  #: its CURVE key, which owns the jobs it opens ("" without CURVE)
+    max_cost_per_hour: float = 0.0  #: its key's part of the cost policy's budget (0: a part by its share)
+    max_job_result_bytes: int = 0  #: its key's storage quota for its jobs' results (0: the scheduler's)
 
 
 @dataclass(slots=True)

@@ -393,8 +393,11 @@ class TaskLifecycle:
             self._tasks.remove(record, "canceled", self.now, cause=self._cause)
         graph = self._graphs.get(record.graph_id) if record.graph_id else None
         if graph is None and self._jobs.holds(record.task_id):
-            for follower in sorted(self._jobs.answered(record.task_id, answer, self.now)):
-                self._send(follower, answer)
+            admitted, followers = self._jobs.answered(record.task_id, answer, self.now)
+            if admitted.deleted is not None:  # over its owner's storage quota: refused, its object freed
+                self._effects.append(DeleteObjects((admitted.deleted,)))
+            for follower in sorted(followers):
+                self._send(follower, admitted.answer)
             return
         if graph is None:
             if not record.client_gone:
