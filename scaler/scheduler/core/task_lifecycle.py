@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
 
-from scaler.config.byte_size import format_byte_size
-from scaler.policy.capability import covers, memory_needed
 from scaler.protocol.ids import ClientID, ObjectID, PeerID, TaskID, short
 from scaler.protocol.messages import (
     CancelOutcome,
@@ -30,6 +28,7 @@ from scaler.protocol.messages import (
 from scaler.scheduler.core.effects import DeleteObjects, Effect, Send
 from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
 from scaler.scheduler.core.jobs import JobTable
+from scaler.scheduler.core.memory_retry import bigger_place, not_retried, retried
 from scaler.scheduler.core.peers import ManagerRecord, WorkerRecord
 from scaler.scheduler.core.story_book import Words, cause_of
 from scaler.scheduler.core.task_state import Outcome, TaskEvent, TaskState, outcome
@@ -348,39 +347,22 @@ class TaskLifecycle:
         self._tasks.queue.push(record)
 
     def _retry_bigger(self, record: TaskRecord, result: TaskResult) -> None:
+        """Queued again for a worker with more memory than the one it died on, if there is or may be one
+        (memory_retry.py); else it ends with its error, saying why it was not retried."""
         worker = self._workers.get(record.worker) if record.worker is not None else None
         outgrown = worker.memory_bytes if worker is not None else 0
-        bigger = self._bigger_worker(record, outgrown) if outgrown > 0 else ""
-        if not bigger:
-            size = f"more than {format_byte_size(outgrown)} of memory" if outgrown > 0 else "more memory"
-            why = f"no worker with {size} is connected and no worker manager declares one (a `memory` capability)"
-            if outgrown <= 0:
-                why = "the memory of the worker it ran on is not known yet, so no bigger worker could be chosen"
-            self._finish(record, replace(result, error_message=f"{result.error_message}; not retried: {why}"))
+        key = self._tasks.queue.key_for(record, outgrown)
+        place = bigger_place(self._workers.values(), self._managers.values(), key) if outgrown > 0 else ""
+        if not place:
+            self._finish(record, replace(result, error_message=f"{result.error_message}; {not_retried(outgrown)}"))
             return
         self._tasks.stories.ran(record.task_id, record.worker or b"", record.attempts, result)
+        self._cause = retried(record.worker or b"", outgrown, place)
         self._release_worker(record)
         record.attempts -= 1  # the retry budget is for lost workers
         record.outgrew_bytes = outgrown
-        self._cause = (
-            f"out of memory on worker {short(worker.peer) if worker else '?'} ({format_byte_size(outgrown)}): "
-            f"retried on a worker with more memory ({bigger}; no retry spent)"
-        )
         self._tasks.set_state(record, TaskState.QUEUED, self.now, self._cause)
         self._tasks.queue.push(record)
-
-    def _bigger_worker(self, record: TaskRecord, outgrown: int) -> str:
-        """Where a task that ran out of memory on a worker of `outgrown` bytes could run (in words), or "": a
-        connected worker that can run it with more memory, or a manager whose declared workers cover that."""
-        key = self._tasks.queue.key_for(record, outgrown)
-        for worker in self._workers.values():
-            if worker.can_run(key) and worker.draining_until is None:
-                return f"worker {short(worker.peer)} has {format_byte_size(worker.memory_bytes)}"
-        for manager in self._managers.values():
-            if covers(manager.capabilities, key):
-                declared = format_byte_size(memory_needed(manager.capabilities))
-                return f"worker manager {manager.manager_id} declares workers of {declared}"
-        return ""
 
     def _requeue(self, record: TaskRecord) -> None:
         self._release_worker(record)
