@@ -98,6 +98,12 @@ def memory_needed(capabilities: Capabilities) -> int:
     return PRESENT
 
 
+def offered_memory(capabilities: Capabilities, reported_limit_bytes: int) -> int:
+    """A worker's memory: the `memory` it declares, else the limit its heartbeats report (0: not reported yet)."""
+    declared = memory_needed(capabilities)
+    return reported_limit_bytes if declared == PRESENT else declared
+
+
 def offers_enough(names: frozenset[str], memory_bytes: int, required: Capabilities) -> bool:
     """Whether a worker offering `names` and `memory_bytes` of memory (its declared `memory`, else the limit it
     reports; 0 when unknown) can run a task requiring `required`."""

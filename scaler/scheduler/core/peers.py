@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scaler.policy.capability import PRESENT, memory_needed, offers_enough
+from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.protocol.messages import Capabilities, ManagerTarget, WorkerLimit, WorkerStatus
 
@@ -63,8 +63,7 @@ class WorkerRecord:
     @property
     def memory_bytes(self) -> int:
         """Its memory: the `memory` capability it declares, else the limit its heartbeats report (0: unknown)."""
-        declared = memory_needed(self.capabilities)
-        return self.status.memory_limit_bytes if declared == PRESENT else declared
+        return offered_memory(self.capabilities, self.status.memory_limit_bytes)
 
     def can_run(self, requirement: Capabilities) -> bool:
         """Whether it offers what a queue key requires: the names, and for `memory` a quantity at least as large

@@ -18,6 +18,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 from scaler.scheduler.core.effects import Send
 from scaler.scheduler.core.scheduler_core import CoreSettings
+from scaler.scheduler.scaling_hook import make_scaling_hook
 from scaler.testing.simulation import PYTHON, FakeWorker, SimulatedCluster, hello, task
 
 MiB = 1 << 20
@@ -169,3 +170,25 @@ def test_balancing_never_moves_an_outgrown_task_to_a_smaller_idle_worker() -> No
     for _ in range(5):
         sim.advance(1.0)
     assert tid(1) in big.held and tid(1) not in small.held
+
+
+def test_under_vanilla_scaling_the_manager_with_bigger_workers_still_starts_one() -> None:
+    """`vanilla` reads no capabilities: one small worker and one queued task keep its target where it is. The hook
+    raises the big manager's target by one while the outgrown task waits (and holds it while the unit boots), and
+    leaves the manager without a `memory` capability alone. Checked by switching it off: with
+    `make_room_for_outgrown` returning its target, the big manager's target stays 0 and this fails."""
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON))
+    client, small = sim.add_client(), sim.add_worker("small")
+    report_limit(sim, small, 256 * MiB)
+    sim.send(b"Manager|big", hello(m.ManagerInfo("big", parse_capabilities("memory=4GiB"), max_workers=2)))
+    sim.send(b"Manager|plain", hello(m.ManagerInfo("plain", (), max_workers=2)))
+    sim.submit(client, [task(client.peer, 1)])
+    sim.finish(small, status=OOM)
+    hook = make_scaling_hook("simple", "allocate=even_load; scaling=vanilla")
+    assert hook is not None
+    big, plain = hook.targets(sim.core.view(), "big"), hook.targets(sim.core.view(), "plain")
+    assert big is not None and sum(entry.workers for entry in big.entries) == 1
+    assert plain is not None and sum(entry.workers for entry in plain.entries) == 0
+    assert "more memory than any connected worker" in hook.reason("big")
+    booted = sim.add_worker("booted", capabilities=parse_capabilities("memory=4GiB"))
+    assert booted.held == [tid(1)]
