@@ -1,7 +1,8 @@
 """A worker under a real cgroup v1 memory limit that the test creates: its heartbeats report the limit and the
 source, and a task that allocates past it fails with `ProcessorOutOfMemoryError` naming the task's peak and the
 limit, once, not retried on a worker of the same size, while the worker lives on and runs the next task; with a
-bigger worker connected (a larger cgroup limit), the task that died on the small one finishes on the big one.
+bigger worker connected (a larger cgroup limit), the task that died on the small one finishes on the big one; with
+a worker manager declaring bigger workers, the scheduler asks it for one and the task finishes there.
 
 Needs root and a writable cgroup v1 memory hierarchy (/sys/fs/cgroup/memory); skipped with the reason otherwise.
 The cgroups are removed when the test ends (after the workers' processes are gone)."""
@@ -21,6 +22,7 @@ from scaler.errors import ProcessorOutOfMemoryError
 from scaler.monitor.feed import FeedReader
 from scaler.protocol import messages as m
 from tests.integration.conftest import BIN_DIR, Launcher, ProcessWatch, wait_for
+from tests.integration.manager_harness import start_manager
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -205,3 +207,33 @@ def test_a_task_that_ran_out_of_memory_on_a_small_worker_finishes_on_a_bigger_on
         assert small.poll() is None, "the small worker itself died"
     finally:
         stop(small, *([big] if big is not None else []))
+
+
+def test_a_task_that_ran_out_of_memory_makes_the_manager_with_bigger_workers_start_one(
+    memory_cgroups: Callable[[int], Path], launcher: Launcher, processes: ProcessWatch, tmp_path: Path
+) -> None:
+    """A small worker in a 400 MiB cgroup and a native worker manager whose workers declare `memory=2GiB`, with no
+    worker yet (the default `vanilla` policy, which reads no capabilities, sees one task on one worker and asks for
+    none). The task dies on the small worker; the scaling hook asks the manager for one worker, and the task
+    finishes there.
+
+    Checked by switching the mechanism off: with `make_room_for_outgrown` returning its target, the manager is never
+    asked and `future.result()` times out; with `(DISPATCHED, OUT_OF_MEMORY)` mapped to FINISH, it raises
+    ProcessorOutOfMemoryError."""
+    small_group = memory_cgroups(SMALL_BYTES)
+    addresses, _, _ = launcher.stack(workers=0)
+    small = worker_in(small_group, addresses.scheduler, tmp_path / "small.log", processes)
+    manager = start_manager(launcher, addresses, "bigmem", "-pwc", "memory=2GiB", "-mw", "1")
+    go = tmp_path / "go"
+    go.touch()
+    try:
+        wait_for(lambda: worker_limits(addresses.monitor) == {SMALL_BYTES}, "the small worker's limit", 60)
+        manager.wait_for_log("registered")
+        with Client(addresses.scheduler) as client:
+            future = client.submit(allocate_when_told, str(tmp_path / "started"), str(go), TASK_MEBIBYTES)
+            assert future.result(timeout=90) != "/" + small_group.name
+            story = str(future.story())
+            assert "worker manager bigmem declares workers of 2 GiB" in story, story
+        assert (tmp_path / "small.log").read_text().count("out of memory: the processor") == 1
+    finally:
+        stop(small)
