@@ -525,6 +525,9 @@ class GUIConfig(LoggingSettings, CurveClientSettings):
     """`scaler_gui`: the web monitor (section [gui]; the 1.x [webui] section is read too)."""
 
     monitor_address: str = setting(help="the scheduler's monitor address, e.g. tcp://127.0.0.1:8518", positional=True)
+    scheduler_address: str = setting(
+        "", help="the scheduler's address, asked for a task's story on a click (default: the monitor port - 2)"
+    )
     gui_address: str = setting(
         "127.0.0.1:50001", help="host:port the page is served on (0.0.0.0:PORT to reach it from other machines)"
     )

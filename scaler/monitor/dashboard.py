@@ -8,6 +8,9 @@ HTTP server (standard library, one thread per request) serves the page, its live
   (`scaler.monitor.task_log`) as JSON; a bad parameter gets 400 naming it;
 - `/api/jobs`: the named jobs the scheduler keeps (name, state, tasks total/done/failed, submitter, owning key,
   age), as of the latest status;
+- `/api/story?task=<hex>`: a task's story, asked of the scheduler (`scaler.monitor.story_asker`; the same records
+  `future.story()` returns); a task the scheduler forgot is answered `forgotten` with the scheduler's note, a bad
+  task id 400, a scheduler that cannot be asked 503, each naming why;
 - `/metrics`: Prometheus text format (`scaler.monitor.metrics`);
 - `/static/uplot.min.js`, `/static/uplot.min.css`: the vendored chart library (static/uPlot.LICENSE).
 
@@ -33,6 +36,14 @@ from scaler.config.sections import GUIConfig
 from scaler.io.curve import KeyFileError, security_of
 from scaler.monitor.dashboard_state import DashboardState
 from scaler.monitor.feed import FeedReader, FeedVersionError
+from scaler.monitor.story_asker import (
+    StoryAsker,
+    StoryQueryError,
+    StoryUnavailable,
+    parse_task,
+    scheduler_address_for,
+    story_json,
+)
 from scaler.monitor.task_log import QueryError, TaskLog, TaskQuery, parse_query
 from scaler.protocol.messages import TaskTransitions
 
@@ -54,6 +65,9 @@ class Dashboard:
         self.security = security_of(config)  # KeyFileError at start, naming the file
         self.state = DashboardState(spans_kept=TIMELINE_SPANS)
         self.task_log = TaskLog(config.task_log_max_size)
+        self.stories = StoryAsker(
+            scheduler_address_for(config.monitor_address, config.scheduler_address), security=self.security
+        )
         self._pages: collections.OrderedDict[TaskQuery, tuple[int, bytes]] = collections.OrderedDict()
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -108,6 +122,17 @@ class Dashboard:
                 self._pages.popitem(last=False)
         return 200, "application/json", body
 
+    def story_answer(self, query_string: str) -> tuple[int, str, bytes]:
+        """`/api/story?task=<hex>`: the scheduler's story of a task (no lock: it waits on the scheduler)."""
+        try:
+            body: dict[str, object] = story_json(self.stories.ask(parse_task(parse_qs(query_string))))
+            code = 200
+        except StoryQueryError as error:
+            code, body = 400, {"error": str(error), "parameter": "task"}
+        except StoryUnavailable as error:
+            code, body = 503, {"error": str(error)}
+        return code, "application/json", json.dumps(body).encode()
+
     def answer(self, path: str, query_string: str = "") -> tuple[int, str, bytes]:
         """(status, content type, body) of every path but the event stream."""
         if path == "/api/tasks":
@@ -116,6 +141,8 @@ class Dashboard:
             with self.lock:
                 jobs = self.state.jobs()
             return 200, "application/json", json.dumps({"jobs": jobs}).encode()
+        if path == "/api/story":
+            return self.story_answer(query_string)
         if path in ("/", "/index.html"):
             return 200, "text/html; charset=utf-8", _page()
         if path == "/state":

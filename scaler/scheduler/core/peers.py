@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.protocol.messages import Capabilities, ManagerTarget, WorkerLimit, WorkerStatus
 
@@ -59,8 +60,15 @@ class WorkerRecord:
     def is_idle(self) -> bool:
         return not self.assigned
 
-    def can_run(self, capability_names: frozenset[str]) -> bool:
-        return capability_names <= self.capability_names
+    @property
+    def memory_bytes(self) -> int:
+        """Its memory: the `memory` capability it declares, else the limit its heartbeats report (0: unknown)."""
+        return offered_memory(self.capabilities, self.status.memory_limit_bytes)
+
+    def can_run(self, requirement: Capabilities) -> bool:
+        """Whether it offers what a queue key requires: the names, and for `memory` a quantity at least as large
+        (policy/capability.py)."""
+        return not requirement or offers_enough(self.capability_names, self.memory_bytes, requirement)
 
 
 @dataclass(slots=True)

@@ -99,8 +99,8 @@ class SchedulerCore:
             self.effects,
             settings.max_task_retries,
             settings.max_tasks_waiting,
-            ignore_capabilities=ignore_capabilities,
             jobs=self.jobs,
+            managers=self.managers,
         )
         #: what survives a scheduler restart: tasks workers still hold, their results, tasks of returning clients
         #: held back (reattachment.py); the lifecycle never sees it: tasks reach it adopted or submitted
@@ -115,8 +115,8 @@ class SchedulerCore:
         self.steps = 0
         self._worker_sequence = 0
         self._last_balance_at = 0.0
-        self._balancer = Balancer(settings.load_balance_trigger_times, ignore_capabilities)
-        self._overtaking = Overtaking(ignore_capabilities)
+        self._balancer = Balancer(settings.load_balance_trigger_times)
+        self._overtaking = Overtaking()
         self._client_handlers: dict[type, Callable[[PeerID, Any], None]] = {
             m.Heartbeat: self._on_client_heartbeat,
             m.Task: self._on_task,

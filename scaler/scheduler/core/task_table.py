@@ -20,6 +20,7 @@ import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from scaler.policy.capability import needs_more_memory
 from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
 from scaler.protocol.messages import Capabilities, Task, TaskTransition
 from scaler.scheduler.core.quotas import ClientQuota, held_back, startable
@@ -53,6 +54,8 @@ class TaskRecord:
     client_gone: bool = False  #: nobody waits for the outcome any more
     dispatched_at: float = 0.0
     turn: float = -1.0  #: its place in its client's line (DispatchQueue); -1 until first queued
+    #: it ran out of memory on a worker with this many bytes: it runs again only on a bigger one (0: on any)
+    outgrew_bytes: int = 0
 
     @property
     def task_id(self) -> TaskID:
@@ -65,10 +68,6 @@ class TaskRecord:
     @property
     def graph_id(self) -> GraphID:
         return self.task.graph_id
-
-    @property
-    def queue_key(self) -> Capabilities:
-        return self.task.capabilities
 
 
 class DispatchQueue:
@@ -111,7 +110,14 @@ class DispatchQueue:
         self._over_quota: dict[ClientID, list[tuple[Entry, Capabilities]]] = {}
 
     def key(self, record: TaskRecord) -> Capabilities:
-        return () if self._ignore_capabilities else record.queue_key
+        return self.key_for(record, record.outgrew_bytes)
+
+    def key_for(self, record: TaskRecord, outgrew_bytes: int) -> Capabilities:
+        """The capability set `record` is queued under once it outgrew a worker of `outgrew_bytes` (0: none): its
+        own (none when capabilities are ignored), plus more memory than that worker, whatever the allocation (a
+        task that would die again is no load to even out)."""
+        own = () if self._ignore_capabilities else record.task.capabilities
+        return needs_more_memory(own, outgrew_bytes) if outgrew_bytes else own
 
     def push(self, record: TaskRecord) -> None:
         if record.turn < 0:  # a task queued again (its worker died) keeps its place

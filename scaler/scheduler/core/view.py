@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from scaler.config.byte_size import format_byte_size
+from scaler.policy.capability import MEMORY, PRESENT, covers
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID
 from scaler.scheduler.core.events import ShellStats
@@ -182,19 +184,24 @@ class ViewBuilder:
 
     def _waiting_reason(self, capabilities: m.Capabilities) -> str:
         core = self._core
-        names = frozenset(name for name, _ in capabilities)
-        able = [worker for worker in core.workers.values() if worker.can_run(names)]
+        able = [worker for worker in core.workers.values() if worker.can_run(capabilities)]
         starting = sum(
-            manager.pending_units
-            for manager in core.managers.values()
-            if names <= {name for name, _ in manager.capabilities}
+            manager.pending_units for manager in core.managers.values() if covers(manager.capabilities, capabilities)
         )
         if not able:
             booting = f"; a worker manager is starting {starting} unit(s)" if starting else ""
             if not core.workers:
                 return "no worker is connected" + booting
-            return f"no connected worker has the capabilities {', '.join(sorted(names))}" + booting
+            return f"no connected worker has the capabilities {_needs(capabilities)}" + booting
         return "all workers that can run them are busy" + (f"; {starting} more unit(s) starting" if starting else "")
+
+
+def _needs(capabilities: m.Capabilities) -> str:
+    """`gpu, memory >= 256 MiB`: the names, and a `memory` quantity as the least it needs."""
+    return ", ".join(
+        f"{name} >= {format_byte_size(value)}" if name == MEMORY and value != PRESENT else name
+        for name, value in sorted(capabilities)
+    )
 
 
 def _function_loads(queued: dict[str, int], running_seconds: dict[str, list[float]]) -> tuple[m.FunctionLoad, ...]:
