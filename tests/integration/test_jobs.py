@@ -83,7 +83,7 @@ def square(value: int) -> int:
 
 @pytest.mark.timeout(60)
 def test_results_go_after_the_retention_and_an_attach_then_says_the_job_expired(make_cluster):
-    """Checked by removing the scheduler core's `_expire_jobs` from its tick: the attach keeps succeeding."""
+    """Checked by removing the scheduler core's `job_requests.expire()` from its tick: the attach keeps succeeding."""
     cluster = make_cluster(1, result_retention_seconds=2)
     with Client(address=cluster.get_address()) as client:
         job = client.map_job(square, range(3), name="short-lived")

@@ -76,7 +76,7 @@ def test_a_taken_name_and_an_unknown_name_are_refused_naming_them() -> None:
 
 
 def test_a_job_expires_after_the_retention_and_its_submitters_objects_go_then() -> None:
-    """Checked by removing `_expire_jobs` from the tick: the job stays and no DeleteOwnerObjects is issued."""
+    """Checked by removing `job_requests.expire()` from the tick: the job stays and no DeleteOwnerObjects is issued."""
     sim = cluster(retention=30)
     submitter, worker = sim.add_client("a"), sim.add_worker(capacity=5)
     open_job(sim, submitter.peer, "j", range(1, 3))

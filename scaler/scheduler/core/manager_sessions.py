@@ -1,0 +1,90 @@
+"""Manager sessions: a registered worker manager's heartbeats and reclaimed units, and the targets it is sent.
+
+A manager's target comes from the scaling hook, which sees the core's frozen view (`view.py`), never the core.
+Every heartbeat is answered with the current target (declarative and idempotent: a manager that missed one
+converges on the next); between heartbeats a target goes out only when it changed. A change in a manager's worker
+count is a scaling decision, logged and put on the monitor feed with the policy's reason. Pure: time is the core's
+`now`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scaler.protocol import messages as m
+from scaler.protocol.ids import PeerID, short, unit_of_worker
+from scaler.scheduler.core.peers import ManagerRecord
+
+if TYPE_CHECKING:
+    from scaler.scheduler.core.scheduler_core import ScalingHook, SchedulerCore
+
+logger = logging.getLogger(__name__)
+
+
+class ManagerSessions:
+    def __init__(self, core: SchedulerCore, scaling: ScalingHook | None) -> None:
+        self._core = core
+        self._scaling = scaling
+
+    def on_heartbeat(self, peer: PeerID, heartbeat: m.Heartbeat) -> None:
+        core = self._core
+        manager = core.managers[peer]
+        if heartbeat.manager is not None:
+            manager.units = heartbeat.manager.units
+            manager.pending_units = heartbeat.manager.pending_units
+            manager.measured_boot_seconds = heartbeat.manager.boot_seconds
+        core.send(peer, m.HeartbeatEcho(core.settings.object_storage_address, len(core.workers)))
+        self.send_target(manager)
+
+    def on_units_reclaimed(self, peer: PeerID, reclaimed: m.UnitsReclaimed) -> None:
+        """The manager's provider takes units back: their workers get no new task, give back what they have not
+        started, and have until the notice ends for the rest (moved then); none of it costs a retry."""
+        core = self._core
+        manager, units = core.managers[peer], set(reclaimed.unit_ids)
+        until = core.now + max(0.0, reclaimed.notice_seconds)
+        for worker in core.workers.values():
+            if worker.manager_id != manager.manager_id or worker.draining_until is not None:
+                continue
+            if unit_of_worker(worker.peer) in units:
+                logger.warning("worker %s: its unit is reclaimed in %.0f s; draining it (%d task(s))",
+                               short(worker.peer), reclaimed.notice_seconds, len(worker.assigned))  # fmt: skip
+                worker.draining_until = until
+                core.lifecycle.drain(worker)
+
+    def forget_silent(self) -> None:
+        core, timeout = self._core, self._core.settings.manager_timeout_seconds
+        for peer, manager in list(core.managers.items()):
+            if core.now - manager.last_seen > timeout:
+                logger.warning(
+                    "worker manager %r silent for %g s: forgotten", manager.manager_id, core.now - manager.last_seen
+                )
+                del core.managers[peer]
+
+    def send_targets_changed(self) -> None:
+        for manager in list(self._core.managers.values()):
+            self.send_target(manager, only_if_changed=True)
+
+    def send_target(self, manager: ManagerRecord, only_if_changed: bool = False) -> None:
+        """Every heartbeat gets the current target (declarative, idempotent: a manager that missed one
+        converges on the next); between heartbeats a target goes out only when it changed, so that work
+        arriving on an idle cluster starts workers within a tick rather than a heartbeat."""
+        if self._scaling is None:
+            return
+        target = self._scaling.targets(self._core.view(), manager.manager_id)
+        if target is None or (only_if_changed and target == manager.last_target):
+            return
+        self._note_decision(manager, target)
+        manager.last_target = target
+        self._core.send(manager.peer, target)
+
+    def _note_decision(self, manager: ManagerRecord, target: m.ManagerTarget) -> None:
+        before = sum(entry.workers for entry in manager.last_target.entries) if manager.last_target else 0
+        after = sum(entry.workers for entry in target.entries)
+        if before == after and manager.last_target is not None:
+            return
+        reason = self._scaling.reason(manager.manager_id) if self._scaling is not None else ""
+        text = f"manager {manager.manager_id}: {before} -> {after} workers" + (f": {reason}" if reason else "")
+        if after != before:
+            logger.info("scaling: %s", text)
+        self._core.feed.decided(m.ScalingDecision(manager.manager_id, before, after, reason, self._core.wall_time))

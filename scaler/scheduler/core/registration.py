@@ -1,0 +1,132 @@
+"""Registration: a peer's Hello, checked for compatibility and turned into a client, worker or manager record.
+
+A connection registers as one role only; a client's share must be a positive number; a manager id is held by one
+connection at a time. A worker that registers again still holding tasks is re-attached: tasks this instance knows
+go back to it, tasks from before a restart wait in `reattachment.py` for their clients. Pure, like the core it
+belongs to: it reads the core's time and writes effects through it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING
+
+from scaler.protocol import messages as m
+from scaler.protocol.handshake import incompatibility
+from scaler.protocol.ids import ClientID, PeerID, TaskID, short
+from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
+from scaler.scheduler.core.quotas import quota_of
+
+if TYPE_CHECKING:
+    from scaler.scheduler.core.scheduler_core import SchedulerCore
+
+logger = logging.getLogger(__name__)
+
+
+class Registration:
+    def __init__(self, core: SchedulerCore) -> None:
+        self._core = core
+        #: workers registered so far: a worker's sequence number orders workers by arrival
+        self._worker_sequence = 0
+
+    def on_hello(self, peer: PeerID, hello: m.Hello) -> None:
+        core, settings = self._core, self._core.settings
+        role = hello.role.value
+        reason = incompatibility(hello.protocol_version, hello.python_version, settings.python_version, role)
+        if reason is None and hello.role is m.Role.PROCESSOR:
+            reason = "processors talk to their worker agent, not to the scheduler"
+        if reason is None:
+            reason = self._register(peer, hello)
+        if reason is not None:
+            logger.warning("refused %s %s (pid %d on %s): %s", role, short(peer), hello.pid, hello.hostname, reason)
+            core.send(peer, m.HelloReply(False, reason, python_version=settings.python_version))
+            return
+        core.send(
+            peer,
+            m.HelloReply(
+                True,
+                python_version=settings.python_version,
+                object_storage_address=settings.object_storage_address,
+                heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
+                worker_count=len(core.workers),
+                instance_id=settings.instance_id,
+            ),
+        )
+        if isinstance(hello.info, m.ManagerInfo):
+            core.manager_sessions.send_target(core.managers[peer])
+
+    def _register(self, peer: PeerID, hello: m.Hello) -> str | None:
+        core, info = self._core, hello.info
+        known_roles = [kind for kind, table in (("client", core.clients), ("worker", core.workers),
+                                                ("manager", core.managers)) if peer in table]  # fmt: skip
+        if known_roles and known_roles != [hello.role.value]:
+            return f"this connection is already registered as a {known_roles[0]}"
+        if isinstance(info, m.ClientInfo):
+            return self._register_client(peer, hello, info)
+        if isinstance(info, m.WorkerInfo):
+            self._register_worker(peer, hello, info)
+            return None
+        assert isinstance(info, m.ManagerInfo)
+        return self._register_manager(peer, hello, info)
+
+    def _register_client(self, peer: PeerID, hello: m.Hello, info: m.ClientInfo) -> str | None:
+        core, now = self._core, self._core.now
+        if not (math.isfinite(info.share) and info.share > 0):
+            return f"a client's share must be a positive number, not {info.share!r}"
+        core.tasks.queue.shares[ClientID(peer)] = info.share
+        quota = quota_of(info)
+        if quota is not None:
+            core.tasks.queue.set_quota(ClientID(peer), quota)
+        if peer not in core.clients:
+            returning = bool(hello.known_instance) and hello.known_instance != core.settings.instance_id
+            core.clients[peer] = ClientRecord(
+                peer, info.name, hello.hostname, hello.pid, now, now, returning, owner=info.owner_key,
+                max_cost_per_hour=info.max_cost_per_hour, max_job_result_bytes=info.max_job_result_bytes,
+            )  # fmt: skip
+            logger.debug("client %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
+        if core.retention.client_back(ClientID(peer)):  # it had not left for good: its objects stay
+            logger.info("client %s is back within its retention time; its objects are kept", short(peer))
+        return None
+
+    def _register_worker(self, peer: PeerID, hello: m.Hello, info: m.WorkerInfo) -> None:
+        core, now = self._core, self._core.now
+        if peer not in core.workers:
+            self._worker_sequence += 1
+            core.workers[peer] = WorkerRecord(
+                peer, info.capabilities, frozenset(name for name, _ in info.capabilities), max(1, info.capacity),
+                info.manager_id, info.worker_type, hello.hostname, hello.pid, now, now,
+                sequence=self._worker_sequence,
+            )  # fmt: skip
+            core.lifecycle.worker_has_room(peer)
+            logger.debug("worker %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
+        self._reattach_worker(peer, info.held_tasks)
+
+    def _register_manager(self, peer: PeerID, hello: m.Hello, info: m.ManagerInfo) -> str | None:
+        core, now = self._core, self._core.now
+        for other in core.managers.values():
+            if other.manager_id == info.manager_id and other.peer != peer:
+                return (
+                    f"worker manager id {info.manager_id!r} is already connected (pid {other.pid} on "
+                    f"{other.hostname}); each manager needs its own --worker-manager-id"
+                )
+        if peer not in core.managers:
+            core.managers[peer] = ManagerRecord(
+                peer, info.manager_id, info.manager_type, info.capabilities, info.max_workers,
+                hello.hostname, hello.pid, now, now, worker_cost_per_hour=info.worker_cost_per_hour,
+                declared_boot_seconds=info.expected_boot_seconds, min_workers=info.min_workers,
+                buffer_workers=info.buffer_workers,
+            )  # fmt: skip
+            logger.info("worker manager %r (%s) connected", info.manager_id, info.manager_type)
+        return None
+
+    def _reattach_worker(self, peer: PeerID, held: tuple[TaskID, ...]) -> None:
+        """A worker registers again still holding tasks (docs/architecture.md, "surviving a restart")."""
+        core = self._core
+        unknown = tuple(task_id for task_id in held if task_id not in core.tasks.records)
+        for task_id in held:
+            if task_id in core.tasks.records:  # this instance gave up on the worker, not the other way round
+                core.lifecycle.held_again(peer, task_id)
+        if unknown:
+            core.reattachment.worker_holds(peer, unknown, core.now)
+            logger.info("worker %s re-attached with %d task(s) from before a restart", short(peer), len(unknown))

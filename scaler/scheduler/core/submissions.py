@@ -1,0 +1,72 @@
+"""Submissions: what a client sends about its work (tasks, graphs, cancels) on its way into the lifecycle.
+
+A task or graph must carry the id of the connection that sends it. A returning client's tasks are held back until
+the workers have re-registered after a restart (`reattachment.py`), and a task a worker still holds from before the
+restart is adopted by it rather than run again. A cancel of a job's task by a client following the job is made as
+its submitter would make it (`jobs.py`). Pure: time is the core's `now`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scaler.protocol import messages as m
+from scaler.protocol.ids import ClientID, PeerID
+
+if TYPE_CHECKING:
+    from scaler.scheduler.core.scheduler_core import SchedulerCore
+
+
+class Submissions:
+    def __init__(self, core: SchedulerCore) -> None:
+        self._core = core
+
+    def on_task(self, peer: PeerID, task: m.Task) -> None:
+        core = self._core
+        if bytes(task.client_id) != bytes(peer):
+            reason = "refused: a task's client id must be the id of the connection that sends it"
+            core.send(peer, m.TaskResult(task.task_id, m.ResultStatus.ERROR, error_message=reason))
+            return
+        client = core.clients[peer]
+        if core.reattachment.should_park(client.returning, core.now):
+            core.reattachment.park(ClientID(peer), task)  # until the workers have re-registered
+            return
+        self._submit(ClientID(peer), task)
+
+    def _submit(self, client: ClientID, task: m.Task) -> None:
+        """A task a worker still holds from before a restart is adopted by it (or answered with the result it sent
+        meanwhile); any other task goes to the lifecycle (which also refuses a duplicate)."""
+        core = self._core
+        if task.task_id not in core.tasks.records:
+            adoption = core.reattachment.take(task.task_id)
+            if adoption is not None and core.lifecycle.adopt(task, adoption.worker, adoption.result):
+                return
+        returning = core.clients.get(PeerID(client))
+        cause = "submitted again by its client after a scheduler restart" if returning and returning.returning else ""
+        core.lifecycle.submit(client, task, cause)
+
+    def release_parked(self) -> None:
+        """Tasks held back for the workers to re-register after a restart go in once their wait is over."""
+        core = self._core
+        for client_id, task in core.reattachment.release(core.now):
+            if PeerID(client_id) in core.clients:
+                self._submit(client_id, task)
+
+    def on_graph(self, peer: PeerID, graph: m.GraphTask) -> None:
+        core = self._core
+        if bytes(graph.client_id) != bytes(peer) or any(bytes(node.client_id) != bytes(peer) for node in graph.nodes):
+            reason = "refused: a graph's client id must be the id of the connection that sends it"
+            for target in graph.targets:
+                core.send(peer, m.TaskResult(target, m.ResultStatus.ERROR, error_message=reason))
+            return
+        core.lifecycle.submit_graph(ClientID(peer), graph)
+
+    def on_cancel(self, peer: PeerID, cancel: m.TaskCancel) -> None:
+        core = self._core
+        of_jobs = core.jobs.followed_by(peer, cancel.task_ids)
+        for submitter, task_ids in of_jobs.items():  # a follower cancels a job's tasks as its submitter would
+            core.lifecycle.cancel_by_client(submitter, tuple(task_ids))
+        taken = {task_id for task_ids in of_jobs.values() for task_id in task_ids}
+        rest = tuple(task_id for task_id in cancel.task_ids if task_id not in taken)
+        if rest:
+            core.lifecycle.cancel_by_client(ClientID(peer), rest)

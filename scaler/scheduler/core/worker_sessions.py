@@ -1,0 +1,84 @@
+"""Worker sessions: what a registered worker reports (heartbeats, results, cancel confirmations, logs, capacity,
+tasks given back), and its leaving, falling silent or draining at the end of a reclaim notice.
+
+The tasks themselves change state only in `task_lifecycle.py`; this module says which worker the news came from.
+A result for a task this instance never had is one from before a restart (`reattachment.py`). A worker whose unit
+is being reclaimed leaves gracefully: none of its tasks spends a retry. Pure: time is the core's `now`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scaler.protocol import messages as m
+from scaler.protocol.ids import PeerID, short
+
+if TYPE_CHECKING:
+    from scaler.scheduler.core.scheduler_core import SchedulerCore
+
+logger = logging.getLogger(__name__)
+
+
+class WorkerSessions:
+    def __init__(self, core: SchedulerCore) -> None:
+        self._core = core
+
+    def on_heartbeat(self, peer: PeerID, heartbeat: m.Heartbeat) -> None:
+        core = self._core
+        worker = core.workers[peer]
+        if heartbeat.worker is not None:
+            worker.status = heartbeat.worker
+        worker.cpu_percent = heartbeat.cpu_percent
+        worker.rss_bytes = heartbeat.rss_bytes
+        worker.round_trip_seconds = heartbeat.round_trip_seconds
+        core.send(peer, m.HeartbeatEcho(core.settings.object_storage_address, len(core.workers)))
+
+    def on_result(self, peer: PeerID, result: m.TaskResult) -> None:
+        core = self._core
+        if result.task_id not in core.tasks.records and core.reattachment.result_for_held(peer, result, core.now):
+            return  # a task from before a restart: its client gets the result when it submits the task again
+        core.lifecycle.result_from(peer, result)
+
+    def on_cancel_confirm(self, peer: PeerID, confirm: m.TaskCancelConfirm) -> None:
+        self._core.lifecycle.cancel_confirmed_by(peer, confirm)
+
+    def on_task_log(self, peer: PeerID, log: m.TaskLog) -> None:
+        record = self._core.tasks.get(log.task_id)
+        if record is not None and record.worker == peer and not record.client_gone:
+            self._core.send(PeerID(record.client_id), log)
+
+    def on_capacity(self, peer: PeerID, capacity: m.WorkerCapacity) -> None:
+        self._core.workers[peer].capacity = max(1, capacity.capacity)
+        self._core.lifecycle.worker_has_room(peer)
+
+    def on_leaving(self, peer: PeerID, leaving: m.WorkerLeaving) -> None:
+        self.drop(peer, f"left: {leaving.reason or 'no reason given'}", graceful=True)
+        self._core.send(peer, m.Shutdown("leave acknowledged"))
+
+    def on_task_return(self, peer: PeerID, returned: m.TaskReturn) -> None:
+        self._core.lifecycle.returned_by(peer, returned.task_ids)
+
+    def end_notices(self) -> None:
+        """A draining worker whose reclaim notice is over has its remaining tasks moved elsewhere."""
+        core = self._core
+        for worker in core.workers.values():
+            if worker.draining_until is not None and worker.draining_until <= core.now and worker.assigned:
+                core.lifecycle.notice_over(worker)
+
+    def drop_silent(self) -> None:
+        core, timeout = self._core, self._core.settings.worker_timeout_seconds
+        for peer, worker in list(core.workers.items()):
+            if core.now - worker.last_seen > timeout:
+                self.drop(peer, f"was silent for more than {timeout:g} s", False)
+
+    def drop(self, peer: PeerID, reason: str, graceful: bool) -> None:
+        core = self._core
+        worker = core.workers.pop(peer, None)
+        if worker is None:
+            return
+        graceful = graceful or worker.draining_until is not None  # a reclaimed unit: no retry is spent
+        text = f"worker {short(peer)} (pid {worker.pid} on {worker.hostname}) {reason}"
+        logger.info("%s; %d task(s) go back to the queue", text, len(worker.assigned))
+        core.reattachment.worker_gone(peer)
+        core.lifecycle.worker_gone(worker, text, graceful)
