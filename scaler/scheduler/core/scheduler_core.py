@@ -45,6 +45,9 @@ from scaler.scheduler.core.worker_sessions import WorkerSessions
 
 logger = logging.getLogger(__name__)
 
+#: message type -> the handler of a peer's message of that type
+_Handlers = dict[type, Callable[[PeerID, Any], None]]
+
 
 @dataclass(frozen=True, slots=True)
 class CoreSettings:
@@ -124,16 +127,22 @@ class SchedulerCore:
         self._last_balance_at = 0.0
         self._balancer = Balancer(settings.load_balance_trigger_times)
         self._overtaking = Overtaking()
-        # each concept's handlers have their own module; the tables below say which handles which message
+        # each concept's handlers have their own module; `_routes` says which handles which message
         self.registration = Registration(self)
         self.client_sessions = ClientSessions(self)
         self.submissions = Submissions(self)
         self.job_requests = JobRequests(self)
         self.worker_sessions = WorkerSessions(self)
         self.manager_sessions = ManagerSessions(self, scaling)
+        self._client_handlers, self._worker_handlers, self._manager_handlers = self._routes()
+
+    # ------------------------------------------------------------ routing
+
+    def _routes(self) -> tuple[_Handlers, _Handlers, _Handlers]:
+        """Which handler takes which message, from a client, a worker and a manager."""
         clients, submissions, jobs = self.client_sessions, self.submissions, self.job_requests
         workers, managers = self.worker_sessions, self.manager_sessions
-        self._client_handlers: dict[type, Callable[[PeerID, Any], None]] = {
+        client_handlers: _Handlers = {
             m.Heartbeat: clients.on_heartbeat,
             m.Task: submissions.on_task,
             m.GraphTask: submissions.on_graph,
@@ -143,7 +152,7 @@ class SchedulerCore:
             m.JobOpen: jobs.on_open,
             m.JobAttach: jobs.on_attach,
         }
-        self._worker_handlers: dict[type, Callable[[PeerID, Any], None]] = {
+        worker_handlers: _Handlers = {
             m.Heartbeat: workers.on_heartbeat,
             m.TaskResult: workers.on_result,
             m.TaskCancelConfirm: workers.on_cancel_confirm,
@@ -152,10 +161,11 @@ class SchedulerCore:
             m.WorkerLeaving: workers.on_leaving,
             m.TaskReturn: workers.on_task_return,
         }
-        self._manager_handlers: dict[type, Callable[[PeerID, Any], None]] = {
+        manager_handlers: _Handlers = {
             m.Heartbeat: managers.on_heartbeat,
             m.UnitsReclaimed: managers.on_units_reclaimed,
         }
+        return client_handlers, worker_handlers, manager_handlers
 
     # ------------------------------------------------------------ the one mutator
 
@@ -218,7 +228,7 @@ class SchedulerCore:
             if isinstance(message, m.ProtocolError):
                 logger.warning("%s refused a message of ours: %s", short(peer), message.reason)
             return  # never answered, so that two peers cannot bounce errors forever
-        handlers: dict[type, Callable[[PeerID, Any], None]]
+        handlers: _Handlers
         client, worker, manager = self.clients.get(peer), self.workers.get(peer), self.managers.get(peer)
         if client is not None:
             client.last_seen = self.now
