@@ -8,7 +8,7 @@ A client may have two quotas, from its hello (and capped by its CURVE key's, `sc
   worker's worth is `TASKS_PER_WORKER` tasks at workers: N workers' worth is N times that.
 
 Both are kept to as one limit on its tasks at workers, the smaller (`ClientQuota.held_limit`), by the dispatch
-queue (`task_table.DispatchQueue`). The scaling policies and the "why pending" reason need more: which queued
+queue (`dispatch_queue.DispatchQueue`). The scaling policies and the "why pending" reason need more: which queued
 tasks could not start even if workers were free (`held_back`), so that the pool is never grown for them, from a
 cold start on (before any of them reached the top of a queue), and the reason names the quota that holds them.
 Pure: no clock, no I/O.
