@@ -1,12 +1,12 @@
 """Every task transition, implemented once. Callers name an event; `task_state.TRANSITIONS` picks the
 outcome; the methods here carry it out and append effects. Nothing else mutates task records.
 
-Also owns dispatch: handing QUEUED tasks to workers with free credit, least loaded first.
+Also owns dispatch: handing QUEUED tasks to workers with free credit, least loaded first (the index of free workers
+is `free_workers.py`).
 """
 
 from __future__ import annotations
 
-import heapq
 import logging
 from collections.abc import Callable
 from dataclasses import replace
@@ -26,6 +26,7 @@ from scaler.protocol.messages import (
     TaskReturn,
 )
 from scaler.scheduler.core.effects import DeleteObjects, Effect, Send
+from scaler.scheduler.core.free_workers import FreeEntry, FreeWorkers
 from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
 from scaler.scheduler.core.jobs import JobTable
 from scaler.scheduler.core.memory_retry import bigger_place, not_retried, retried
@@ -55,10 +56,8 @@ class TaskLifecycle:
         self._workers = workers
         #: the connected managers: whether one declares workers bigger than one a task ran out of memory on
         self._managers = managers if managers is not None else {}
-        #: (load, join order, worker) for every worker with a free slot, least loaded first; entries go stale when
-        #: a worker's load changes (a fresh one is pushed) and are dropped when met, so that placing a task costs
-        #: O(log workers), not a scan of every worker (flat cost from 10 to 1,000 workers)
-        self._free_heap: list[tuple[int, int, PeerID]] = []
+        #: the workers with a free slot, least loaded first (free_workers.py)
+        self._free = FreeWorkers(workers)
         self._graphs = graphs
         self._effects = effects
         self._max_task_retries = max_task_retries
@@ -176,7 +175,7 @@ class TaskLifecycle:
         """A worker joined or its capacity changed: consider it at the next dispatch."""
         record = self._workers.get(worker)
         if record is not None:
-            self._offer(record)
+            self._free.offer(record)
 
     def drain(self, worker: WorkerRecord) -> None:
         """A worker whose unit is reclaimed: it gives back what it has not started (TaskReturn, requeued at no
@@ -219,7 +218,7 @@ class TaskLifecycle:
         record.dispatched_at = self.now
         self._tasks.set_state(record, TaskState.DISPATCHED, self.now, "its worker registered again still holding it")
         worker.assigned.add(task_id)
-        self._offer(worker)
+        self._free.offer(worker)
 
     def adopt(self, task: Task, worker_peer: PeerID, result: TaskResult | None) -> bool:
         """A task submitted again after a restart that a worker still runs (or already finished, with `result`):
@@ -236,7 +235,7 @@ class TaskLifecycle:
         self._tasks.set_state(record, TaskState.DISPATCHED, self.now, adopted)
         if worker is not None:
             worker.assigned.add(task.task_id)
-            self._offer(worker)  # its load changed: a fresh entry in the free-worker heap
+            self._free.offer(worker)  # its load changed: a fresh entry in the free-worker heap
         if result is not None:
             self.apply(task.task_id, TaskEvent.RESULT, result=result)
         return True
@@ -248,32 +247,19 @@ class TaskLifecycle:
         queue = self._tasks.queue
         if not queue.queued_count:
             return
-        heap, records = self._free_heap, self._tasks.records
-        passed_over: list[tuple[int, int, PeerID]] = []  #: workers that can run nothing queued, this round
-        while heap and queue.queued_count:
-            load, _sequence, peer = heapq.heappop(heap)
-            worker = self._workers.get(peer)
-            if worker is None or worker.free_slots <= 0 or len(worker.assigned) != load:
-                continue  # stale: gone, full, or its load changed (a fresher entry is in the heap)
+        passed_over: list[FreeEntry] = []  #: workers that can run nothing queued, this round
+        while queue.queued_count:
+            found = self._free.next_free()
+            if found is None:
+                break
+            entry, worker = found
             key = self._best_queue_for(worker)
             if key is None:
-                passed_over.append((load, _sequence, peer))
+                passed_over.append(entry)
                 continue
-            record = queue.pop(key, records)
+            record = queue.pop(key, self._tasks.records)
             self.apply(record.task_id, TaskEvent.DISPATCH, worker=worker)  # _assign offers it again if not full
-        for entry in passed_over:
-            heapq.heappush(heap, entry)
-
-    def _offer(self, worker: WorkerRecord) -> None:
-        """The worker's load changed: it goes into the heap at its new load if it has room."""
-        if worker.free_slots <= 0:
-            return
-        heap = self._free_heap
-        if len(heap) > 2 * len(self._workers) + 64:  # mostly stale entries: rebuild
-            heap[:] = [(len(w.assigned), w.sequence, w.peer) for w in self._workers.values() if w.free_slots > 0]
-            heapq.heapify(heap)
-            return
-        heapq.heappush(heap, (len(worker.assigned), worker.sequence, worker.peer))
+        self._free.put_back(passed_over)
 
     def _best_queue_for(self, worker: WorkerRecord) -> tuple[tuple[str, int], ...] | None:
         queue, records = self._tasks.queue, self._tasks.records
@@ -292,7 +278,7 @@ class TaskLifecycle:
         record.attempts += 1
         record.dispatched_at = self.now
         worker.assigned.add(record.task_id)
-        self._offer(worker)
+        self._free.offer(worker)
         self._send(worker.peer, record.task)
 
     # ------------------------------------------------------------ outcomes (named after task_state.Outcome)
@@ -397,7 +383,7 @@ class TaskLifecycle:
             worker = self._workers.get(record.worker)
             if worker is not None:
                 worker.assigned.discard(record.task_id)
-                self._offer(worker)
+                self._free.offer(worker)
             record.worker = None
 
     def _end(
