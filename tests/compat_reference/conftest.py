@@ -24,11 +24,14 @@ from tests.integration.conftest import LEFTOVER_GRACE_SECONDS, is_alive, wait_fo
 
 @pytest.fixture(autouse=True)
 def _no_process_left_behind() -> Iterator[None]:
+    # what other tests of this test process started and keep (joblib's loky and multiprocessing resource trackers
+    # live as long as the process) is not this test's
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
     yield
     import gc
 
     gc.collect()  # the reference's tests drop their clusters and rely on __del__
-    children = psutil.Process().children(recursive=True)
+    children = [child for child in psutil.Process().children(recursive=True) if child.pid not in before]
     wait_for(
         lambda: not any(is_alive(child) for child in children),
         f"the test's processes to end: {[child.pid for child in children if is_alive(child)]}",

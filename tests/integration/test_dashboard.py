@@ -402,11 +402,11 @@ def test_the_task_log_page_shows_rows_and_pages_through_them(launcher: Launcher,
         assert [f.result() for f in [client.submit(slow_square, x) for x in range(120)]] == [x * x for x in range(120)]
     wait_for(lambda: api(url, state="success")["total"] == 120, "120 successes in the task log")
     browser.get(url)
-    wait_for(lambda: "1\u201350 of 120" in texts(browser, "#tasklog-range")[0], "the first page of 50")
+    wait_for(lambda: "1\u201350 of 120" in "".join(texts(browser, "#tasklog-range")), "the first page of 50")
     first = texts(browser, "#tasklog tr td:first-child")
     assert len(first) == 50
     browser.find_element("id", "tasklog-next").click()
-    wait_for(lambda: "51\u2013100 of 120" in texts(browser, "#tasklog-range")[0], "the second page")
+    wait_for(lambda: "51\u2013100 of 120" in "".join(texts(browser, "#tasklog-range")), "the second page")
     second = texts(browser, "#tasklog tr td:first-child")
     assert len(second) == 50 and not set(first) & set(second)
     browser.execute_script("document.querySelector('#tasklog th[data-sort=\"duration\"]').click();")
@@ -422,7 +422,7 @@ def test_the_task_log_page_shows_rows_and_pages_through_them(launcher: Launcher,
     clicked = browser.find_element("css selector", "#tasklog td.story")
     task = clicked.get_attribute("data-task")
     clicked.click()
-    wait_for(lambda: "transitions" in texts(browser, "#story-title")[0], "the clicked task's story")
+    wait_for(lambda: "transitions" in "".join(texts(browser, "#story-title")), "the clicked task's story")
     assert task in texts(browser, "#story-title")[0]
     what = texts(browser, "#story td:nth-child(3)")
     assert {"queued", "dispatched", "started", "finished (success)", "success"} <= set(what), what
@@ -432,7 +432,7 @@ def test_the_task_log_page_shows_rows_and_pages_through_them(launcher: Launcher,
     forgotten = json.loads(fetch(f"{url}api/story?task={'ab' * 16}"))
     assert forgotten["forgotten"] and not forgotten["entries"] and "does not know this task" in forgotten["note"]
     browser.execute_script(f"loadStory('{'ab' * 16}');")
-    wait_for(lambda: "forgotten by the scheduler" in texts(browser, "#story-title")[0], "the forgotten task's note")
+    wait_for(lambda: "forgotten by the scheduler" in "".join(texts(browser, "#story-title")), "the forgotten note")
     with pytest.raises(urllib.error.HTTPError) as refused:
         fetch(f"{url}api/story?task=not-hex")
     assert refused.value.code == 400 and "not a task id in hex" in refused.value.read().decode()

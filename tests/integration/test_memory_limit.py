@@ -109,8 +109,10 @@ def latest_worker(monitor_address: str) -> m.WorkerSummary | None:
     try:
         for _ in range(20):
             message = reader.receive(1.0)
+            # a worker's status counts once its first heartbeat has brought its memory (not the registration's zeros)
             if isinstance(message, m.StatusSnapshot) and message.workers:
-                return message.workers[0]
+                if message.workers[0].status.memory_limit_source:
+                    return message.workers[0]
         return None
     finally:
         reader.close()

@@ -14,7 +14,7 @@ import pytest
 from scaler import Client, SchedulerClusterCombo
 from scaler.monitor.feed import FeedReader
 from scaler.protocol import messages as m
-from tests.integration.conftest import Launcher, running_cluster, wait_for
+from tests.integration.conftest import Launcher, monitor, running_cluster, wait_for
 from tests.integration.manager_harness import start_manager
 
 pytestmark = pytest.mark.integration
@@ -39,16 +39,29 @@ def one_worker() -> Iterator[SchedulerClusterCombo]:
         yield cluster
 
 
+def hold(folder: str) -> None:
+    """Occupies a processor until the test opens the gate (a file), so that both clients' tasks are queued before any
+    of them runs, however slowly a loaded machine submits them."""
+    (Path(folder) / f"held-{time.monotonic()}").touch()
+    while not (Path(folder) / "open").exists():
+        time.sleep(0.01)
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("share_first", [False, True])
 def test_two_clients_of_10000_tasks_split_the_worker_3_to_1_whoever_submitted_first(
-    one_worker: SchedulerClusterCombo, share_first: bool
+    one_worker: SchedulerClusterCombo, share_first: bool, tmp_path: Path
 ) -> None:
     """While both clients have work, the client of share 3 gets 75 % of the task starts (+-5 points), whether it
-    submitted first or second; identical tasks, so task starts are busy time. Checked by registering both clients
-    with share 1 (Client(share=...) ignored in DispatchQueue.push): the split is then 50 %, and this fails."""
+    submitted first or second; identical tasks, so task starts are busy time. The worker's processors are held until
+    all 20,000 are queued (without it, a loaded machine's slow submission of the second client's tasks left the first
+    alone with the worker: 88 %). Checked by registering both clients with share 1 (Client(share=...) ignored in
+    DispatchQueue.push): the split is then 50 %, and this fails."""
     address = one_worker.get_address()
-    heavy, light = Client(address, share=3), Client(address, share=1)
+    with monitor(one_worker._monitor_address) as next_snapshot:
+        snapshot = next_snapshot(lambda s: len(s.workers) == 1 and len(s.workers[0].status.processors) > 0)
+    processors = len(snapshot.workers[0].status.processors)
+    heavy, light, gate = Client(address, share=3), Client(address, share=1), Client(address)
     order: list[str] = []
     lock = threading.Lock()
 
@@ -57,6 +70,8 @@ def test_two_clients_of_10000_tasks_split_the_worker_3_to_1_whoever_submitted_fi
             order.append(tag)
 
     try:
+        held = [gate.submit(hold, str(tmp_path), priority=10) for _ in range(processors)]
+        wait_for(lambda: len(list(tmp_path.glob("held-*"))) == processors, "every processor to be held")
         first, second = (heavy, light) if share_first else (light, heavy)
         futures = []
         for client, tag in ((first, "first"), (second, "second")):
@@ -64,21 +79,21 @@ def test_two_clients_of_10000_tasks_split_the_worker_3_to_1_whoever_submitted_fi
                 future = client.submit(tiny, tag)
                 future.add_done_callback(lambda f, tag=tag: note(tag))
                 futures.append(future)
-        for future in futures:
+        (tmp_path / "open").touch()
+        for future in [*held, *futures]:
             future.result(timeout=240)
     finally:
         heavy.disconnect()
         light.disconnect()
-    # both have work from the second's first completion until either client has all its tasks done
-    start = order.index("second")
+        gate.disconnect()
+    # both have work until either client has all its tasks done
     counts = {"first": 0, "second": 0}
-    for tag in order[start:]:
+    for tag in order:
         counts[tag] += 1
-        if counts["first"] + order[:start].count("first") == 10_000 or counts["second"] == 10_000:
+        if counts["first"] == 10_000 or counts["second"] == 10_000:
             break
     heavy_tag = "first" if share_first else "second"
     both = counts["first"] + counts["second"]
-    assert both > 2000, f"the two clients overlapped for only {both} tasks: {counts}"
     assert abs(counts[heavy_tag] / both - 0.75) <= 0.05, f"share 3 got {counts[heavy_tag] / both:.1%} ({counts})"
 
 
