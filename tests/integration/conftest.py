@@ -26,6 +26,7 @@ import zmq
 
 from scaler import SchedulerClusterCombo
 from scaler.io.address import free_tcp_port_block
+from scaler.io.key_folder import user_keys
 from scaler.monitor.feed import FeedReader
 from scaler.protocol import codec
 from scaler.protocol import messages as m
@@ -431,12 +432,16 @@ def launcher(processes: ProcessWatch, tmp_path: Path) -> Launcher:
 
 
 @contextlib.contextmanager
-def dealer(address: str, identity: bytes | None = None) -> Iterator[zmq.Socket[Any]]:
+def dealer(address: str, identity: bytes | None = None, role: str | None = "client") -> Iterator[zmq.Socket[Any]]:
+    """A bare DEALER to a server. Servers are secure by default, so it carries the user's keys of the test
+    session for `role` ("client" or "worker"); `role=None`: no keys (a keyless peer, or an `--insecure` server)."""
     context: zmq.Context[Any] = zmq.Context()
     sock = context.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     if identity is not None:
         sock.setsockopt(zmq.IDENTITY, identity)
+    if role is not None:
+        user_keys().connecting_security(role).secure_client(sock)
     sock.connect(address)
     try:
         yield sock

@@ -1,0 +1,96 @@
+"""A folder of the CURVE key pairs one deployment needs, made at first use where only the user can read them.
+
+The layout (docs/guide/security.md): `server.key`/`server.key_secret` (the scheduler and the object storage),
+`client.key`/`.key_secret` (clients, `scaler_top`, the dashboard), `workers.key`/`.key_secret` (workers and worker
+managers), and `authorized/`, the servers' folder of authorised keys: `authorized/client.key` (a client) and
+`authorized/managers/workers.key` (a manager, which also covers the workers it starts).
+
+Two places use it: the *user's keys* `~/.config/scaler/keys/` (respecting XDG_CONFIG_HOME), which a server started
+without any key setting uses (`default_security`), and each cloud stack's `~/.config/scaler/stacks/<name>/`.
+The folder is made whole in a private temporary folder beside it and renamed into place, so two servers starting
+at once agree on one set of keys.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from scaler.io.curve import CurveSecurity, KeyFileError, curve_security, make_key_pair
+
+PAIRS = ("server", "client", "workers")
+#: which pair a connecting side of each kind uses
+PAIR_OF_ROLE = {"client": "client", "worker": "workers"}
+
+
+def config_home() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "scaler"
+
+
+@dataclass(frozen=True)
+class KeyFolder:
+    """The key pairs of one deployment, in a folder of mode 0700 (secret files 0600)."""
+
+    folder: Path
+
+    @classmethod
+    def ensure(cls, folder: Path) -> KeyFolder:
+        """The keys in `folder`, made the first time. Raises KeyFileError when the folder exists without them."""
+        if not (folder / "server.key_secret").is_file():
+            _make(folder)
+        os.chmod(folder, 0o700)
+        return cls(folder)
+
+    def path(self, name: str) -> str:
+        return str(self.folder / name)
+
+    def authorized_texts(self) -> dict[str, str]:
+        """The authorised folder as {relative path: public key file text} (what a cloud scheduler is given)."""
+        root = self.folder / "authorized"
+        return {str(path.relative_to(root)): path.read_text() for path in sorted(root.rglob("*.key"))}
+
+    def server_settings(self) -> dict[str, str]:
+        return {"curve_secret_key": self.path("server.key_secret"), "curve_authorized_keys": self.path("authorized")}
+
+    def connecting_settings(self, role: str) -> dict[str, str]:
+        """The key settings of a connecting side: role "client" or "worker" (managers use the workers' pair)."""
+        pair = PAIR_OF_ROLE[role]
+        return {"curve_secret_key": self.path(f"{pair}.key_secret"), "curve_server_key": self.path("server.key")}
+
+    def server_security(self) -> CurveSecurity:
+        security = curve_security(self.path("server.key_secret"), None, self.path("authorized"))
+        assert security is not None
+        return security
+
+    def connecting_security(self, role: str) -> CurveSecurity:
+        settings = self.connecting_settings(role)
+        security = curve_security(settings["curve_secret_key"], settings["curve_server_key"])
+        assert security is not None
+        return security
+
+
+def user_keys() -> KeyFolder:
+    """The user's keys (`$XDG_CONFIG_HOME/scaler/keys`, else `~/.config/scaler/keys`), made at first use."""
+    return KeyFolder.ensure(config_home() / "keys")
+
+
+def _make(folder: Path) -> None:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".partial", dir=folder.parent))  # mode 0700
+    try:
+        for pair in PAIRS:
+            make_key_pair(str(partial), pair)
+        (partial / "authorized" / "managers").mkdir(parents=True)
+        shutil.copyfile(partial / "client.key", partial / "authorized" / "client.key")
+        shutil.copyfile(partial / "workers.key", partial / "authorized" / "managers" / "workers.key")
+        try:
+            os.rename(partial, folder)  # atomic; fails when another process made the folder first
+        except OSError:
+            pass
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    if not (folder / "server.key_secret").is_file():
+        raise KeyFileError(f"{folder}: exists without the keys scaler makes there (server.key_secret); remove it")
