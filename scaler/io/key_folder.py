@@ -60,6 +60,22 @@ class KeyFolder:
         pair = PAIR_OF_ROLE[role]
         return {"curve_secret_key": self.path(f"{pair}.key_secret"), "curve_server_key": self.path("server.key")}
 
+    def export(self, directory: Path, role: str) -> tuple[Path, Path]:
+        """Copy the server's public key and the pair of `role` into `directory` (made with mode 0700; the secret
+        0600), for a machine that connects from elsewhere; (secret key file, server key file). Raises
+        FileExistsError rather than overwrite a secret key file."""
+        pair = PAIR_OF_ROLE[role]
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        secret, server = directory / f"{pair}.key_secret", directory / "server.key"
+        if secret.exists():
+            raise FileExistsError(f"{secret} exists; remove it first, or export into another folder")
+        shutil.copyfile(self.folder / "server.key", server)
+        shutil.copyfile(self.folder / f"{pair}.key", directory / f"{pair}.key")
+        descriptor = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never readable by others
+        with os.fdopen(descriptor, "wb") as file:
+            file.write((self.folder / f"{pair}.key_secret").read_bytes())
+        return secret, server
+
     def server_security(self) -> CurveSecurity:
         security = curve_security(self.path("server.key_secret"), None, self.path("authorized"))
         assert security is not None

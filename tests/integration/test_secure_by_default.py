@@ -32,7 +32,7 @@ from scaler.payload.serializer import DefaultSerializer
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import new_worker_id
-from tests.integration.conftest import Launcher, client_hello, monitor
+from tests.integration.conftest import BIN_DIR, Launcher, client_hello, monitor, wait_for_workers
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -153,3 +153,29 @@ def test_a_process_of_another_user_cannot_read_the_keys_and_is_refused(launcher:
     assert "cannot read the keys" in done.stdout, done.stdout + done.stderr
     assert "refused: the scheduler at" in done.stdout and "requires" in done.stdout, done.stdout + done.stderr
     assert "ran" not in done.stdout
+
+
+def test_exported_keys_let_another_machine_in(launcher: Launcher, tmp_path: Path) -> None:
+    """`scaler_keygen export DIR --role worker|client` writes what another machine needs and prints its flags: a
+    worker pool and a client that see none of this user's configuration (another XDG_CONFIG_HOME, as on another
+    machine) connect with them. Checked to fail by dropping the printed flags: the worker pool never registers."""
+    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    exported = tmp_path / "for-elsewhere"
+    done = subprocess.run([str(BIN_DIR / "scaler_keygen"), "export", str(exported), "--role", "worker"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    flags = done.stdout.split(addresses.scheduler.split("://")[0] + "://THIS_HOST:PORT ")[1].split("\n")[0].split()
+    assert flags[0::2] == ["--curve-secret-key", "--curve-server-key"], done.stdout
+    assert oct(os.stat(exported / "workers.key_secret").st_mode & 0o777) == "0o600"
+    assert oct(os.stat(exported).st_mode & 0o777) == "0o700"
+    elsewhere = {"XDG_CONFIG_HOME": str(tmp_path / "elsewhere")}
+    launcher.cluster(addresses.scheduler, 1, *flags, env=elsewhere)
+    wait_for_workers(addresses.monitor, 1)
+    done = subprocess.run([str(BIN_DIR / "scaler_keygen"), "export", str(exported), "--role", "client"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    keys = {"curve_secret_key": str(exported / "client.key_secret"), "curve_server_key": str(exported / "server.key")}
+    assert f"curve_secret_key='{keys['curve_secret_key']}'" in done.stdout
+    with Client(addresses.scheduler, **keys) as client:
+        assert client.map(square, range(5)) == [x * x for x in range(5)]
+    again = subprocess.run([str(BIN_DIR / "scaler_keygen"), "export", str(exported), "--role", "client"],
+                           capture_output=True, text=True)  # fmt: skip
+    assert again.returncode == 2 and "exists" in again.stderr, "a secret key file is never overwritten"
