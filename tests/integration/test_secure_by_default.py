@@ -151,7 +151,9 @@ def test_a_process_of_another_user_cannot_read_the_keys_and_is_refused(launcher:
         [*command, addresses.scheduler], capture_output=True, text=True, timeout=60, env=environment, cwd="/"
     )
     assert "cannot read the keys" in done.stdout, done.stdout + done.stderr
-    assert "refused: the scheduler at" in done.stdout and "requires" in done.stdout, done.stdout + done.stderr
+    assert "refused: the scheduler at" in done.stdout and "requires CURVE keys" in done.stdout, (
+        done.stdout + done.stderr
+    )
     assert "ran" not in done.stdout
 
 
@@ -179,3 +181,12 @@ def test_exported_keys_let_another_machine_in(launcher: Launcher, tmp_path: Path
     again = subprocess.run([str(BIN_DIR / "scaler_keygen"), "export", str(exported), "--role", "client"],
                            capture_output=True, text=True)  # fmt: skip
     assert again.returncode == 2 and "exists" in again.stderr, "a secret key file is never overwritten"
+
+
+def test_a_worker_without_keys_is_told_what_is_wrong(launcher: Launcher, tmp_path: Path) -> None:
+    """A worker that finds no keys (another XDG_CONFIG_HOME, as another user or machine) logs why it cannot
+    connect, from the socket monitor's handshake failure, instead of waiting out its death timeout in silence.
+    Checked to fail with the worker's monitor watching EVENT_DISCONNECTED only (as before): no such line."""
+    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    worker = launcher.worker(addresses.scheduler, env={"XDG_CONFIG_HOME": str(tmp_path / "elsewhere")})
+    worker.wait_for_log(f"the scheduler at {addresses.scheduler} requires CURVE keys (authentication) and this worker")
