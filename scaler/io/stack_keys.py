@@ -45,18 +45,19 @@ WILDCARD_HOSTS = ("0.0.0.0", "*", "::")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
-def register_connection(addresses: list[str], keys: KeyFolder, ship_local_modules: bool) -> None:
+def register_connection(addresses: list[str], keys: KeyFolder | None, ship_local_modules: bool) -> None:
     """Local clients and workers connecting to these addresses use the keys of `keys` (while this process lives):
-    the record names the client pair, the workers' pair and the server's public key."""
-    record = {
-        "client_secret_key": keys.path("client.key_secret"),
-        "workers_secret_key": keys.path("workers.key_secret"),
-        "server_public_key": keys.path("server.key"),
-        "keys_folder": str(keys.folder),
-        "ship_local_modules": ship_local_modules,
-        "pid": os.getpid(),
-        "started": _started(os.getpid()),
-    }
+    the record names the client pair, the workers' pair and the server's public key. `keys` None: an `--insecure`
+    server, which local sides reach without keys."""
+    record: dict[str, object] = {"insecure": True}
+    if keys is not None:
+        record = {
+            "client_secret_key": keys.path("client.key_secret"),
+            "workers_secret_key": keys.path("workers.key_secret"),
+            "server_public_key": keys.path("server.key"),
+            "keys_folder": str(keys.folder),
+        }
+    record.update({"ship_local_modules": ship_local_modules, "pid": os.getpid(), "started": _started(os.getpid())})
     for address in addresses:
         path = _connection_file(address)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,7 +97,7 @@ def discovered_key_settings(address: str, role: str = "client") -> dict[str, str
     """The key file settings (curve_secret_key, curve_server_key) a connecting side of `role` ("client" or
     "worker") uses for `address`; None when no live server or stack registered it."""
     record = discovered_connection(address)
-    if record is None:
+    if record is None or record.get("insecure"):
         return None
     secret = record.get("workers_secret_key" if role == "worker" else "client_secret_key")
     server = record.get("server_public_key")
@@ -114,32 +115,45 @@ def discovered_security(address: str, role: str = "client") -> CurveSecurity | N
     return curve_security(settings["curve_secret_key"], settings["curve_server_key"])
 
 
-def _candidates(address: str) -> list[str]:
+def is_local_address(address: str) -> bool:
+    """Is `address` a TCP address of this machine (loopback, a wildcard, one of its names or addresses)?"""
     scheme, separator, rest = address.partition("://")
-    host, colon, port = rest.rpartition(":")
+    host, colon, _port = rest.rpartition(":")
     host = host.strip("[]")
-    if not separator or not colon or host not in _local_hosts():
+    if scheme != "tcp" or not separator or not colon:
+        return False
+    return host in (*LOOPBACK_HOSTS, *WILDCARD_HOSTS) or host in _local_hosts()
+
+
+def _candidates(address: str) -> list[str]:
+    if not is_local_address(address):
         return [address]
+    scheme, _separator, rest = address.partition("://")
+    host, _colon, port = rest.rpartition(":")
+    host = host.strip("[]")
     hosts = dict.fromkeys([host, *LOOPBACK_HOSTS, *WILDCARD_HOSTS])
     return [f"{scheme}://{name}:{port}" for name in hosts]
 
 
 def _local_hosts() -> set[str]:
-    import psutil
-
     hosts = {*LOOPBACK_HOSTS, *WILDCARD_HOSTS, socket.gethostname()}
     try:
+        import psutil
+
         for addresses in psutil.net_if_addrs().values():
             hosts.update(address.address.split("%")[0] for address in addresses)
-    except OSError:
+    except (ImportError, OSError):  # a platform psutil does not serve: the names above only
         pass
     return hosts
 
 
 def _started(pid: int) -> float | None:
-    """When process `pid` started (None: no such process): with the pid, what names a process for good."""
-    import psutil
-
+    """When process `pid` started (None: no such process, or no psutil here): with the pid, what names a process
+    for good."""
+    try:
+        import psutil
+    except ImportError:
+        return None
     try:
         return float(psutil.Process(pid).create_time())
     except psutil.Error:

@@ -516,9 +516,9 @@ def probe_scheduler(
 def monitor(address: str) -> Iterator[Callable[..., m.StatusSnapshot]]:
     """Subscribe to a scheduler's status snapshots; yields `next_snapshot(predicate=None, timeout_seconds=30)`.
     A stack that made its own keys (hub = "cloud") is read with them, as scaler_top does."""
-    from scaler.io.stack_keys import discovered_security
+    from scaler.io.default_security import connecting_security
 
-    reader = FeedReader(address, topics=(STATUS_TOPIC,), security=discovered_security(address))
+    reader = FeedReader(address, topics=(STATUS_TOPIC,), security=connecting_security({}, address, "client"))
 
     def next_snapshot(
         predicate: Callable[[m.StatusSnapshot], bool] | None = None, timeout_seconds: float = DEADLINE_SECONDS

@@ -32,7 +32,7 @@ from scaler.payload.serializer import DefaultSerializer
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import new_worker_id
-from tests.integration.conftest import BIN_DIR, Launcher, client_hello, monitor, wait_for_workers
+from tests.integration.conftest import BIN_DIR, Launcher, client_hello, free_addresses, monitor, wait_for_workers
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -184,9 +184,25 @@ def test_exported_keys_let_another_machine_in(launcher: Launcher, tmp_path: Path
 
 
 def test_a_worker_without_keys_is_told_what_is_wrong(launcher: Launcher, tmp_path: Path) -> None:
-    """A worker that finds no keys (another XDG_CONFIG_HOME, as another user or machine) logs why it cannot
-    connect, from the socket monitor's handshake failure, instead of waiting out its death timeout in silence.
+    """A worker that finds other keys (another XDG_CONFIG_HOME, as another user: it makes keys of its own there)
+    logs why it cannot connect, from the socket monitor's handshake failure, instead of waiting out its death
+    timeout in silence (a side with no keys at all is told "requires CURVE keys": the other user's test).
     Checked to fail with the worker's monitor watching EVENT_DISCONNECTED only (as before): no such line."""
     addresses, _scheduler, _storage = launcher.stack(workers=0)
     worker = launcher.worker(addresses.scheduler, env={"XDG_CONFIG_HOME": str(tmp_path / "elsewhere")})
-    worker.wait_for_log(f"the scheduler at {addresses.scheduler} requires CURVE keys (authentication) and this worker")
+    worker.wait_for_log(f"authentication failed with the scheduler at {addresses.scheduler}: the CURVE handshake")
+
+
+def test_insecure_is_explicit_warns_and_local_sides_follow(launcher: Launcher) -> None:
+    """`--insecure` servers log a warning naming the risk and register connection files that say so: a local
+    worker pool and client (whose user has keys) connect without keys, as to any plain server. Checked to fail
+    without the insecure connection files: the workers and the client then take the user's keys and are refused."""
+    addresses = free_addresses()
+    storage = launcher.object_storage(addresses.object_storage, "--insecure")
+    scheduler = launcher.scheduler(addresses, "--insecure")
+    for server in (storage, scheduler):
+        server.wait_for_log("anyone who can reach its ports can submit tasks, read every client's task arguments")
+    launcher.cluster(addresses.scheduler, 1)
+    wait_for_workers(addresses.monitor, 1)
+    with Client(addresses.scheduler) as client:
+        assert client.map(square, range(5)) == [x * x for x in range(5)]
