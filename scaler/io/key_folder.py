@@ -89,8 +89,16 @@ class KeyFolder:
 
 
 def user_keys() -> KeyFolder:
-    """The user's keys (`$XDG_CONFIG_HOME/scaler/keys`, else `~/.config/scaler/keys`), made at first use."""
-    return KeyFolder.ensure(config_home() / "keys")
+    """The user's keys (`$XDG_CONFIG_HOME/scaler/keys`, else `~/.config/scaler/keys`), made at first use. Raises
+    KeyFileError naming the folder when they can be neither read nor made (a read-only or foreign home)."""
+    folder = config_home() / "keys"
+    try:
+        return KeyFolder.ensure(folder)
+    except OSError as error:
+        raise KeyFileError(
+            f"{folder}: cannot read or make the user's CURVE keys ({error}); set XDG_CONFIG_HOME to a folder of "
+            "yours, give key files (--curve-secret-key ...), or serve plain TCP with --insecure"
+        ) from None
 
 
 def _make(folder: Path) -> None:
