@@ -40,10 +40,10 @@ test-tools:
 			|| echo "could not install$$missing: the tests that need them will skip"; \
 	fi
 
-# Three test processes on a 2-core machine: most tests wait on real processes, sockets and fake-cloud boots (with two,
-# the load average of a whole run stayed near 1), so a third keeps the cores busy (TEST_PROCESSES=0 runs it in this
-# process).
-TEST_PROCESSES ?= 3
+# Four test processes on a 2-core machine: most tests wait on real processes, sockets, timeouts and fake-cloud boots
+# (with two, the load average of a whole run stayed near 1; three took 19 minutes), so more processes keep the cores
+# busy; the longest tests start first (tests/ordering.py). TEST_PROCESSES=0 runs the suite in this process.
+TEST_PROCESSES ?= 4
 # The container engine of the one test that runs ECS tasks as containers of the worker image (root and apt-get
 # only, otherwise that test skips): docker/test-engine.sh starts Debian's dockerd with no bridge and no iptables
 # rules before the suite, and stops it after (only if it started it).

@@ -87,6 +87,7 @@ class Client:
         curve_server_key: str | None = None,
         share: float = 1.0,
         max_running_tasks: int | None = None,
+        max_workers: int | None = None,
     ) -> None:
         """`security` secures the client's connections (None: plain TCP; inside a task: the worker's).
         `connect_timeout_seconds`: how long the first connection waits for the scheduler to answer (saying
@@ -96,8 +97,14 @@ class Client:
         the scheduler closes, how long to wait for a scheduler to answer at the same address again (a restarted
         one gets this client's unfinished tasks again); 0: fail the futures at once with DisconnectedError.
         `share`: this client's weight in the split of busy workers between clients with work queued (1: equal);
-        `max_running_tasks`: the most of its tasks at workers at once (None: no quota); docs/guide/sharing.md."""
-        info = m.ClientInfo("", checked_share(share), checked_quota("max_running_tasks", max_running_tasks))
+        `max_running_tasks`: the most of its tasks at workers at once (None: no quota); `max_workers`: the most
+        workers' worth of spend its work holds, and the pool grows for (None: no quota); docs/guide/sharing.md."""
+        info = m.ClientInfo(
+            "",
+            checked_share(share),
+            checked_quota("max_running_tasks", max_running_tasks),
+            checked_quota("max_workers", max_workers),
+        )
         if curve_secret_key is not None or curve_server_key is not None:
             from scaler.io.curve import curve_security
 

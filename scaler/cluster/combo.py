@@ -211,6 +211,7 @@ class SchedulerClusterCombo:
             keys = self.client_keys
             config = GUIConfig(
                 monitor_address=self._monitor_address,
+                scheduler_address=self._address,
                 gui_address=gui_address,
                 curve_secret_key=keys.get("curve_secret_key"),
                 curve_server_key=keys.get("curve_server_key"),

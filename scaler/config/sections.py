@@ -165,6 +165,13 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
         short=("-rrt",),
         ge=0,
     )
+    job_result_quota_bytes: int = setting(
+        0,
+        help="the most bytes of results the jobs of one CURVE key (or one client without CURVE) keep at once; a "
+        "result over it is refused with an error naming the quota; 0: no quota (sharing.toml may set one per key)",
+        short=("-jrq",),
+        ge=0,
+    )
     max_task_retries: int = setting(
         3, help="times a task is re-dispatched after its worker died before it fails with WorkerDiedError",
         short=("-mtr",), ge=0,
@@ -524,6 +531,9 @@ class GUIConfig(LoggingSettings, CurveClientSettings):
     """`scaler_gui`: the web monitor (section [gui]; the 1.x [webui] section is read too)."""
 
     monitor_address: str = setting(help="the scheduler's monitor address, e.g. tcp://127.0.0.1:8518", positional=True)
+    scheduler_address: str = setting(
+        "", help="the scheduler's address, asked for a task's story on a click (default: the monitor port - 2)"
+    )
     gui_address: str = setting(
         "127.0.0.1:50001", help="host:port the page is served on (0.0.0.0:PORT to reach it from other machines)"
     )

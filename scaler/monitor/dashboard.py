@@ -6,6 +6,11 @@ HTTP server (standard library, one thread per request) serves the page, its live
 - `/state`: the same JSON once;
 - `/api/tasks?offset=&limit=&sort=&order=&q=&state=&client=&worker=&function=`: one page of the task log
   (`scaler.monitor.task_log`) as JSON; a bad parameter gets 400 naming it;
+- `/api/jobs`: the named jobs the scheduler keeps (name, state, tasks total/done/failed, submitter, owning key,
+  age), as of the latest status;
+- `/api/story?task=<hex>`: a task's story, asked of the scheduler (`scaler.monitor.story_asker`; the same records
+  `future.story()` returns); a task the scheduler forgot is answered `forgotten` with the scheduler's note, a bad
+  task id 400, a scheduler that cannot be asked 503, each naming why;
 - `/metrics`: Prometheus text format (`scaler.monitor.metrics`);
 - `/static/uplot.min.js`, `/static/uplot.min.css`: the vendored chart library (static/uPlot.LICENSE).
 
@@ -32,6 +37,14 @@ from scaler.io.curve import KeyFileError
 from scaler.io.default_security import connecting_security
 from scaler.monitor.dashboard_state import DashboardState
 from scaler.monitor.feed import FeedReader, FeedVersionError
+from scaler.monitor.story_asker import (
+    StoryAsker,
+    StoryQueryError,
+    StoryUnavailable,
+    parse_task,
+    scheduler_address_for,
+    story_json,
+)
 from scaler.monitor.task_log import QueryError, TaskLog, TaskQuery, parse_query
 from scaler.protocol.messages import TaskTransitions
 
@@ -54,6 +67,9 @@ class Dashboard:
         self.security = connecting_security(config, config.monitor_address, "client")
         self.state = DashboardState(spans_kept=TIMELINE_SPANS)
         self.task_log = TaskLog(config.task_log_max_size)
+        self.stories = StoryAsker(
+            scheduler_address_for(config.monitor_address, config.scheduler_address), security=self.security
+        )
         self._pages: collections.OrderedDict[TaskQuery, tuple[int, bytes]] = collections.OrderedDict()
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -108,10 +124,27 @@ class Dashboard:
                 self._pages.popitem(last=False)
         return 200, "application/json", body
 
+    def story_answer(self, query_string: str) -> tuple[int, str, bytes]:
+        """`/api/story?task=<hex>`: the scheduler's story of a task (no lock: it waits on the scheduler)."""
+        try:
+            body: dict[str, object] = story_json(self.stories.ask(parse_task(parse_qs(query_string))))
+            code = 200
+        except StoryQueryError as error:
+            code, body = 400, {"error": str(error), "parameter": "task"}
+        except StoryUnavailable as error:
+            code, body = 503, {"error": str(error)}
+        return code, "application/json", json.dumps(body).encode()
+
     def answer(self, path: str, query_string: str = "") -> tuple[int, str, bytes]:
         """(status, content type, body) of every path but the event stream."""
         if path == "/api/tasks":
             return self.tasks_json(query_string)
+        if path == "/api/jobs":
+            with self.lock:
+                jobs = self.state.jobs()
+            return 200, "application/json", json.dumps({"jobs": jobs}).encode()
+        if path == "/api/story":
+            return self.story_answer(query_string)
         if path in ("/", "/index.html"):
             return 200, "text/html; charset=utf-8", _page()
         if path == "/state":

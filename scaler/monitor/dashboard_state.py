@@ -110,6 +110,10 @@ class DashboardState:
     def stale_seconds(self, now: float) -> float | None:
         return None if self.received_at is None else now - self.received_at
 
+    def jobs(self) -> list[dict[str, Any]]:
+        """The named jobs the scheduler keeps (`/api/jobs` and the page's jobs table)."""
+        return [] if self.snapshot is None else [job_view(job) for job in self.snapshot.jobs]
+
     def view(self, now: float) -> dict[str, Any]:
         """Everything the page draws, as plain JSON-able values."""
         snapshot = self.snapshot
@@ -168,6 +172,7 @@ class DashboardState:
                 }
                 for client in snapshot.clients
             ],
+            "jobs": self.jobs(),
             "timeline": [
                 {
                     "worker": span.worker,
@@ -179,6 +184,20 @@ class DashboardState:
                 for span in self.spans
             ],
         }
+
+
+def job_view(job: m.JobSummary) -> dict[str, Any]:
+    return {
+        "name": job.name,
+        "state": job.state,
+        "total": job.total,
+        "done": job.done,
+        "failed": job.failed,
+        "submitter": job.submitter,
+        "submitter_connected": job.submitter_connected,
+        "owner_key": job.owner_key,
+        "age_seconds": job.age_seconds,
+    }
 
 
 def _finished(snapshot: m.StatusSnapshot) -> int:

@@ -198,9 +198,22 @@ def _clients_and_functions(snapshot: m.StatusSnapshot) -> list[str]:
             counts = function.counts
             lines.append(f"{function.name[:30]:>30} {counts.live:>7,} {counts.succeeded:>9,} {counts.failed:>7,}")
     if snapshot.jobs:
-        lines += ["", f"{'job':>30} {'state':>10} {'done':>15} {'submitter':>10}"]
+        lines += ["", f"{'job':>30} {'state':>10} {'done':>15} {'failed':>7} {'owner':>30} {'key':>10} {'age':>8}"]
         for job in snapshot.jobs[:10]:
             progress = f"{job.done:,}/{job.total:,}"
-            submitter = "connected" if job.submitter_connected else "gone"
-            lines.append(f"{job.name[:30]:>30} {job.state:>10} {progress:>15} {submitter:>10}")
+            owner = f"{job.submitter[:18]} ({'connected' if job.submitter_connected else 'gone'})"
+            lines.append(
+                f"{job.name[:30]:>30} {job.state:>10} {progress:>15} {job.failed:>7,} {owner:>30} "
+                f"{job.owner_key or '-':>10} {age(job.age_seconds):>8}"
+            )
     return lines
+
+
+def age(seconds: float) -> str:
+    """A duration in the largest unit that keeps it short: 42s, 7m05s, 3h12m."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"

@@ -42,7 +42,10 @@ def succeeded_result(
             f"could not be stored in object storage: {error}"
         )
         return failed_result(task, problem, "")
-    return m.TaskResult(task.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.OBJECT_ID, object_id, profile=profile)
+    return m.TaskResult(
+        task.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.OBJECT_ID, object_id, profile=profile,
+        stored_bytes=len(payload),
+    )  # fmt: skip
 
 
 def failed_result(task: m.Task, error: BaseException, trace: str) -> m.TaskResult:

@@ -13,7 +13,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scaler.protocol.messages import Capabilities, ManagerTarget, StatusSnapshot, WorkerLimit
 
@@ -45,6 +45,37 @@ class TaskGroup:
     @property
     def tasks(self) -> int:
         return self.queued + self.running
+
+
+def fewer_queued(group: TaskGroup, queued: int) -> TaskGroup:
+    """The group with only `queued` of its queued tasks (0 <= queued <= group.queued), each function's share cut in
+    proportion (largest remainders), so that the duration policies, which read the functions, count them too."""
+    if queued >= group.queued:
+        return group
+    known = sum(function.queued for function in group.functions)
+    keep = min(known, queued * known // group.queued) if group.queued else 0
+    exact = [function.queued * keep / known if known else 0.0 for function in group.functions]
+    counts = [int(value) for value in exact]
+    by_remainder = sorted(range(len(counts)), key=lambda index: counts[index] - exact[index])
+    for index in by_remainder[: keep - sum(counts)]:
+        counts[index] += 1
+    functions = tuple(replace(function, queued=count) for function, count in zip(group.functions, counts, strict=True))
+    return replace(group, queued=queued, functions=functions)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientWork:
+    """A client's work, as the cost policy splits its budget (`policy/scaling/budget_split.py`)."""
+
+    client_id: str
+    share: float = 1.0  #: its weight against other clients'
+    running: int = 0  #: its tasks at workers
+    queued: tuple[tuple[Capabilities, int], ...] = ()  #: its queued tasks that could start now, per capability set
+    max_cost_per_hour: float = 0.0  #: its key's part of the budget (0: a part by its share)
+
+    @property
+    def tasks(self) -> int:
+        return self.running + sum(count for _, count in self.queued)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +127,8 @@ class ScalingSnapshot:
     manager_timeout_seconds: float = DEFAULT_MANAGER_TIMEOUT_SECONDS
     #: what the scheduler learned of run times from finished tasks; empty before any task succeeded
     run_times: tuple[RunTime, ...] = ()
+    #: each client with work (may be empty: then no budget is split per client)
+    clients: tuple[ClientWork, ...] = ()
 
     #: manager id -> its workers; derived from `workers` so the grouping has one source of truth
     _workers_by_manager: Mapping[str, tuple[WorkerView, ...]] = field(
@@ -128,12 +161,15 @@ def scaling_snapshot(status: StatusSnapshot, manager_timeout_seconds: float) -> 
     return ScalingSnapshot(
         now=now,
         task_groups=tuple(
-            TaskGroup(
-                group.capabilities,
-                group.count - group.over_quota,  # more workers would not start those: their client is at its quota
-                group.running,
-                group.oldest_queued_seconds,
-                tuple(FunctionTasks(load.function_name, load.queued, load.running_seconds) for load in group.functions),
+            fewer_queued(  # more workers would not start those its quota holds back
+                TaskGroup(
+                    group.capabilities,
+                    group.count,
+                    group.running,
+                    group.oldest_queued_seconds,
+                    tuple(FunctionTasks(f.function_name, f.queued, f.running_seconds) for f in group.functions),
+                ),
+                group.count - group.over_quota,
             )
             for group in status.pending
         ),
@@ -164,5 +200,11 @@ def scaling_snapshot(status: StatusSnapshot, manager_timeout_seconds: float) -> 
         run_times=tuple(
             RunTime(estimate.function_name, estimate.capabilities, estimate.mean_seconds)
             for estimate in status.run_times
+        ),
+        clients=tuple(
+            ClientWork(
+                load.client_id.decode(errors="replace"), load.share, load.running, load.queued, load.max_cost_per_hour
+            )
+            for load in status.client_loads
         ),
     )

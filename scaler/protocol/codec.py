@@ -121,6 +121,7 @@ def _enc_hello(b: Any, msg: m.Hello) -> None:
         c.name = info.name
         c.share = info.share
         c.maxRunningTasks = info.max_running_tasks
+        c.maxWorkers = info.max_workers
     elif isinstance(info, m.WorkerInfo):
         w = b.role.init("worker")
         set_capabilities(w, "capabilities", info.capabilities)
@@ -194,6 +195,8 @@ def _enc_task_result(b: Any, msg: m.TaskResult) -> None:
         p.peakMemoryBytes = profile.peak_memory_bytes
     if msg.worker_id:
         b.workerId = msg.worker_id
+    if msg.stored_bytes:
+        b.storedBytes = msg.stored_bytes
     if msg.ran is not None:
         ran = b.init("ran")
         ran.startedAt = msg.ran.started_at
@@ -311,7 +314,7 @@ def _dec_hello(r: Any) -> m.Hello:
     info: m.RoleInfo
     if kind == "client":
         c = role.client
-        info = m.ClientInfo(c.name, c.share if c.share else 1.0, c.maxRunningTasks)
+        info = m.ClientInfo(c.name, c.share if c.share else 1.0, c.maxRunningTasks, c.maxWorkers)
     elif kind == "worker":
         w = role.worker
         held = tuple(TaskID(bytes(task_id)) for task_id in w.heldTasks)
@@ -372,8 +375,9 @@ def _dec_task_result(r: Any) -> m.TaskResult:
         stamps = r.ran
         ran = m.RunStamps(stamps.startedAt, stamps.finishedAt, stamps.processorPid, stamps.receivedAt)
     return m.TaskResult(
-        r.taskId, _RESULT_STATUSES[r.status.raw], payload_kind, payload, r.errorMessage, profile, r.workerId, ran
-    )
+        r.taskId, _RESULT_STATUSES[r.status.raw], payload_kind, payload, r.errorMessage, profile, r.workerId, ran,
+        r.storedBytes,
+    )  # fmt: skip
 
 
 def _dec_story_reply(r: Any) -> m.TaskStoryReply:

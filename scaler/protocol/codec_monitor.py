@@ -123,6 +123,8 @@ def encode_snapshot(b: Any, msg: m.StatusSnapshot) -> None:
     for item, job in zip(b.init("jobs", len(msg.jobs)), msg.jobs, strict=True):
         item.name, item.state, item.done, item.total = job.name, job.state, job.done, job.total
         item.submitterConnected = job.submitter_connected
+        item.failed, item.submitter, item.ownerKey = job.failed, job.submitter, job.owner_key
+        item.ageSeconds = job.age_seconds
 
 
 def encode_transitions(b: Any, msg: m.TaskTransitions) -> None:
@@ -195,7 +197,12 @@ def decode_snapshot(r: Any) -> m.StatusSnapshot:
         feed_version=r.feedVersion,
         functions=tuple(m.FunctionSummary(f.name, _counts(f.counts)) for f in r.functions),
         message_counts=tuple(m.MessageCount(c.name, c.sent, c.received) for c in r.messageCounts),
-        jobs=tuple(m.JobSummary(j.name, j.state, j.done, j.total, j.submitterConnected) for j in r.jobs),
+        jobs=tuple(
+            m.JobSummary(
+                j.name, j.state, j.done, j.total, j.submitterConnected, j.failed, j.submitter, j.ownerKey, j.ageSeconds
+            )
+            for j in r.jobs
+        ),
     )
 
 

@@ -39,6 +39,7 @@ struct ClientInfo {
   name @0 :Text;
   share @1 :Float64;          # its share of the workers against other clients' (0: the default, 1)
   maxRunningTasks @2 :UInt32; # the most of its tasks at workers at once (0: no quota)
+  maxWorkers @3 :UInt32;      # the most workers' worth of spend it holds (0: no quota)
 }
 
 struct WorkerInfo {
@@ -214,6 +215,7 @@ struct TaskResult {
   profile @6 :Profile;
   workerId @7 :Data;        # who produced it; empty when the scheduler made it
   ran @8 :RunStamps;        # when its processor ran it (wall clock); absent when it did not run
+  storedBytes @9 :UInt64;   # an objectId result: its size in storage (jobs' storage quotas count it); 0: unknown
 }
 
 struct RunStamps {
@@ -370,6 +372,10 @@ struct JobSummary {
   done @2 :UInt32;                   # tasks answered
   total @3 :UInt32;
   submitterConnected @4 :Bool;
+  failed @5 :UInt32;                 # of done: answers that are not a success
+  submitter @6 :Text;                # the submitting client's name (or its id's tail)
+  ownerKey @7 :Text;                 # the start of the owning CURVE key; empty without CURVE
+  ageSeconds @8 :Float64;            # since the job was opened
 }
 
 struct TaskCounts {

@@ -42,8 +42,13 @@ class ClientInfo:
     name: str = ""
     share: float = 1.0  #: its share of the workers against other clients' (docs/guide/sharing.md)
     max_running_tasks: int = 0  #: the most of its tasks at workers at once (0: no quota)
+    max_workers: int = 0  #: the most workers' worth of spend it holds (0: no quota; scheduler/core/quotas.py)
     #: not on the wire: the client's CURVE key, set by the scheduler's shell (peer_keys.py); it owns the client's jobs
     owner_key: str = field(default="", compare=False)
+    #: not on the wire: its key's part of the cost policy's budget per hour (sharing.toml; 0: a part by its share)
+    max_cost_per_hour: float = field(default=0.0, compare=False)
+    #: not on the wire: its key's storage quota for the results of its jobs (sharing.toml; 0: the scheduler's)
+    max_job_result_bytes: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +292,7 @@ class TaskResult:
     worker_id: bytes = b""
     #: when its processor ran it (for the task's story); None when it did not run
     ran: RunStamps | None = None
+    stored_bytes: int = 0  #: an OBJECT_ID result: its size in storage (a job's storage quota counts it)
     #: see Task.wire
     wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -489,6 +495,10 @@ class JobSummary:
     done: int  #: tasks answered
     total: int
     submitter_connected: bool = False
+    failed: int = 0  #: of `done`, the answers that are not a success (failed, lost or cancelled tasks)
+    submitter: str = ""  #: the submitting client's name, or its id's tail when it gave none
+    owner_key: str = ""  #: the start of the CURVE key that owns the job ("" without CURVE: anyone may attach)
+    age_seconds: float = 0.0  #: since the job was opened
 
 
 @dataclass(frozen=True, slots=True)
@@ -614,6 +624,18 @@ class PendingGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientLoad:
+    """A client's work as the scaling policies weigh it (in-process read model; not on the monitor feed)."""
+
+    client_id: bytes
+    share: float  #: its weight against other clients'
+    running: int  #: its tasks at workers
+    #: its queued tasks that could start now (its quotas' held back left out), per capability set
+    queued: tuple[tuple[Capabilities, int], ...] = ()
+    max_cost_per_hour: float = 0.0  #: its key's part of the cost policy's budget (0: a part by its share)
+
+
+@dataclass(frozen=True, slots=True)
 class StatusSnapshot:
     """The scheduler's state at one instant: its read model (scaling, status, monitor feed and metrics read it)."""
 
@@ -630,6 +652,8 @@ class StatusSnapshot:
     #: learned run times, by function and capability set (in-process read model; not on the monitor feed)
     run_times: tuple[RunTimeEstimate, ...] = ()
     jobs: tuple[JobSummary, ...] = ()  #: the named jobs kept (core/jobs.py)
+    #: each client's work, for the budget split per client (in-process read model; not on the monitor feed)
+    client_loads: tuple[ClientLoad, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

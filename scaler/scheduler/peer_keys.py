@@ -55,12 +55,23 @@ class SharingSource(Protocol):
 
 
 def settle(info: m.ClientInfo, sharing: KeySharing) -> m.ClientInfo:
-    """A client's settings once its key's are applied: the key's share; the smaller quota (0 means none)."""
+    """A client's settings once its key's are applied: the key's share; the smaller of each quota (0 means none)."""
     share = sharing.share if sharing.share is not None else info.share
-    quota = info.max_running_tasks
-    if sharing.max_running_tasks is not None:
-        quota = min(quota, sharing.max_running_tasks) if quota else sharing.max_running_tasks
-    return replace(info, share=share, max_running_tasks=quota)
+    return replace(
+        info,
+        share=share,
+        max_running_tasks=_at_most(info.max_running_tasks, sharing.max_running_tasks),
+        max_workers=_at_most(info.max_workers, sharing.max_workers),
+        max_cost_per_hour=sharing.max_cost_per_hour or 0.0,
+        max_job_result_bytes=sharing.max_job_result_bytes or 0,
+    )
+
+
+def _at_most(asked: int, keys: int | None) -> int:
+    """A quota the client asked for (0: none) capped by its key's (None: none)."""
+    if keys is None:
+        return asked
+    return min(asked, keys) if asked else keys
 
 
 class PeerKeys:

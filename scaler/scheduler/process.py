@@ -100,6 +100,7 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
             story_retention_tasks=config.story_retention_tasks,
             story_retention_seconds=config.story_retention_seconds,
             result_retention_seconds=config.result_retention_seconds,
+            job_result_quota_bytes=config.job_result_quota_bytes,
             instance_id=os.urandom(8),
         )
         hook = make_scaling_hook(config.policy_engine_type, config.policy_content, settings.manager_timeout_seconds)

@@ -6,7 +6,9 @@ core's frozen view (never the core itself); the hook derives a `ScalingSnapshot`
 `decide` (once per view: managers asking within one step of the core share one decision), keeps the
 policy's memory for the next call, and logs the policy's warnings. Whatever the policy decided, a manager keeps
 its busy workers (`keep_busy_workers`) and its warm capacity (`keep_warm_capacity`: `min_workers`,
-`buffer_workers`, declared in the manager's hello), so every policy respects both. The `no` policy gets no hook at
+`buffer_workers`, declared in the manager's hello), so every policy respects both; and a manager whose declared
+workers are the only ones big enough for queued tasks that ran out of memory elsewhere starts one
+(`make_room_for_outgrown`), since `vanilla` and `work` never read capabilities. The `no` policy gets no hook at
 all, so a scheduler without scaling behaves exactly as one that never heard of policies.
 
 The policy reads a `ScalingSnapshot` derived from the core's read model (`SchedulerCore.view`, the
@@ -18,13 +20,14 @@ from __future__ import annotations
 
 import logging
 
+from scaler.policy.capability import PRESENT, capability_names, covers, memory_needed, offered_memory, offers_enough
 from scaler.policy.content import Allocation
 from scaler.policy.decision import ScalingMemory, ScalingStep
 from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.registry import PolicyConfig, make_policy
 from scaler.policy.scaling import NoScaling
 from scaler.policy.snapshot import scaling_snapshot
-from scaler.protocol.messages import ManagerTarget, StatusSnapshot, TargetEntry
+from scaler.protocol.messages import ManagerSummary, ManagerTarget, PendingGroup, StatusSnapshot, TargetEntry
 from scaler.scheduler.core.scheduler_core import ScalingHook
 
 logger = logging.getLogger(__name__)
@@ -103,7 +106,12 @@ class PolicyScalingHook:
             workers = sum(entry.workers for entry in warm.entries)
             note = f"raised to {workers} for its warm capacity (min_workers, buffer_workers)"
             self._kept_busy[manager_id] = "; ".join(filter(None, (self._kept_busy.get(manager_id), note)))
-        return warm
+        roomy = make_room_for_outgrown(warm, view, manager_id)
+        if roomy is not warm:
+            workers = sum(entry.workers for entry in roomy.entries)
+            note = f"raised to {workers}: queued tasks need more memory than any connected worker has"
+            self._kept_busy[manager_id] = "; ".join(filter(None, (self._kept_busy.get(manager_id), note)))
+        return roomy
 
 
 def keep_busy_workers(target: ManagerTarget, view: StatusSnapshot, manager_id: str) -> ManagerTarget:
@@ -139,6 +147,46 @@ def keep_warm_capacity(target: ManagerTarget, view: StatusSnapshot, manager_id: 
     first = entries[0]
     entries[0] = TargetEntry(first.capabilities, first.workers + warm - wanted)
     return ManagerTarget(tuple(entries), target.drain, target.connected)
+
+
+def make_room_for_outgrown(target: ManagerTarget, view: StatusSnapshot, manager_id: str) -> ManagerTarget:
+    """Whatever the policy, queued tasks that need more memory than every connected worker offers (a task that ran
+    out of memory is queued needing more than its worker had, core/memory_retry.py) get a worker from a manager
+    whose declared workers have enough: its target is at least its connected workers + 1 (the one booting counts:
+    the target holds while it boots), never above its `max_workers`. The capability-aware policies ask for it
+    already (nothing changes then); `vanilla` and `work` read no capabilities. Returns `target` itself when
+    nothing changes."""
+    manager = next((manager for manager in view.managers if manager.manager_id == manager_id), None)
+    if manager is None or not any(_needs_this_manager(group, manager, view) for group in view.pending):
+        return target
+    wanted = sum(max(0, entry.workers) for entry in target.entries)
+    floor = manager.connected_workers + 1
+    if manager.max_workers is not None:
+        floor = min(floor, manager.max_workers)
+    if wanted >= floor:
+        return target
+    entries = list(target.entries) or [TargetEntry(manager.capabilities, 0)]
+    first = entries[0]
+    entries[0] = TargetEntry(first.capabilities, first.workers + floor - wanted)
+    return ManagerTarget(tuple(entries), target.drain, target.connected)
+
+
+def _needs_this_manager(group: PendingGroup, manager: ManagerSummary, view: StatusSnapshot) -> bool:
+    """Queued tasks that need a memory quantity no connected worker offers, and that the manager's workers cover."""
+    if (
+        not group.count
+        or memory_needed(group.capabilities) == PRESENT
+        or not covers(manager.capabilities, group.capabilities)
+    ):
+        return False
+    return not any(
+        offers_enough(
+            capability_names(worker.capabilities),
+            offered_memory(worker.capabilities, worker.status.memory_limit_bytes),
+            group.capabilities,
+        )
+        for worker in view.workers
+    )
 
 
 def _has_warm_capacity(view: StatusSnapshot, manager_id: str) -> bool:

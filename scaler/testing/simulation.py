@@ -85,10 +85,12 @@ class SimulatedCluster:
 
     # ------------------------------------------------------------ peers
 
-    def add_client(self, name: str = "c", share: float = 1.0, max_running_tasks: int = 0) -> FakeClient:
+    def add_client(
+        self, name: str = "c", share: float = 1.0, max_running_tasks: int = 0, max_workers: int = 0
+    ) -> FakeClient:
         peer = PeerID(b"Client|" + name.encode())
         client = self.clients[peer] = FakeClient(peer)
-        self.send(peer, hello(m.ClientInfo(name, share, max_running_tasks)))
+        self.send(peer, hello(m.ClientInfo(name, share, max_running_tasks, max_workers)))
         return client
 
     def add_worker(self, name: str = "w", capacity: int = 1, capabilities: m.Capabilities = ()) -> FakeWorker:
@@ -191,3 +193,9 @@ class SimulatedCluster:
                 functions = queued_by_function.setdefault(core.tasks.queue.key(record), {})
                 functions[record.task.function_name] = functions.get(record.task.function_name, 0) + 1
         assert queued_by_function == core.tasks.queue.queued_by_function, "queued counts by function disagree"
+        queued_by_client: dict[ClientID, dict[m.Capabilities, int]] = {}
+        for record in core.tasks.records.values():
+            if record.state.value == "queued":
+                by_key = queued_by_client.setdefault(record.client_id, {})
+                by_key[core.tasks.queue.key(record)] = by_key.get(core.tasks.queue.key(record), 0) + 1
+        assert queued_by_client == core.tasks.queue.client_queued, "queued counts by client disagree"

@@ -6,6 +6,7 @@ Set SCALER_SCREENSHOTS=docs/images to refresh the screenshots docs/monitoring.md
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import shutil
@@ -390,8 +391,11 @@ def test_the_task_log_pages_sorts_and_filters_two_clients_tasks(launcher: Launch
 @needs_browser
 def test_the_task_log_page_shows_rows_and_pages_through_them(launcher: Launcher, browser: Any) -> None:
     """The page's task log draws a server page of rows, steps to the next one, and sorts on a header click; the
-    clients table keeps a departed client with what it submitted. Checked by switching it off: with
-    `loadTaskLog()` not called the table stayed empty and the first wait failed."""
+    clients table keeps a departed client with what it submitted; a click on a task shows its story, as the
+    scheduler tells it (`/api/story`), and a task the scheduler forgot answers "forgotten", not an error. Checked
+    by switching it off: with `loadTaskLog()` not called the table stayed empty and the first wait failed; with the
+    click handler's `loadStory` call removed, the wait for the story's transitions failed; with `/api/story`
+    left to the static files (404), that wait failed too."""
     addresses, _scheduler, _storage = launcher.stack(workers=2)
     _service, url = start_dashboard(launcher, addresses)
     with Client(address=addresses.scheduler) as client:
@@ -414,6 +418,24 @@ def test_the_task_log_page_shows_rows_and_pages_through_them(launcher: Launcher,
     assert any(text.endswith("(gone)") for text in clients) and "slow_square \u00d7120" in clients, clients
     browser.execute_script("document.getElementById('clients').scrollIntoView();")
     screenshot(browser, "dashboard-task-log.png")
+
+    clicked = browser.find_element("css selector", "#tasklog td.story")
+    task = clicked.get_attribute("data-task")
+    clicked.click()
+    wait_for(lambda: "transitions" in texts(browser, "#story-title")[0], "the clicked task's story")
+    assert task in texts(browser, "#story-title")[0]
+    what = texts(browser, "#story td:nth-child(3)")
+    assert {"queued", "dispatched", "started", "finished (success)", "success"} <= set(what), what
+    assert any("dispatch attempt 1" in cause for cause in texts(browser, "#story td:nth-child(4)"))
+    screenshot(browser, "dashboard-task-story.png")
+
+    forgotten = json.loads(fetch(f"{url}api/story?task={'ab' * 16}"))
+    assert forgotten["forgotten"] and not forgotten["entries"] and "does not know this task" in forgotten["note"]
+    browser.execute_script(f"loadStory('{'ab' * 16}');")
+    wait_for(lambda: "forgotten by the scheduler" in texts(browser, "#story-title")[0], "the forgotten task's note")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        fetch(f"{url}api/story?task=not-hex")
+    assert refused.value.code == 400 and "not a task id in hex" in refused.value.read().decode()
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert not errors, errors
 
@@ -439,3 +461,35 @@ def test_task_log_pages_are_answered_from_a_cache_until_the_log_changes() -> Non
         assert (code, kind) == (400, "application/json") and json.loads(body)["parameter"] == "limit", body
     finally:
         dashboard.server.server_close()
+
+
+def fail_on_odd(x: int) -> int:
+    if x % 2:
+        raise ValueError(f"odd {x}")
+    return x
+
+
+@needs_browser
+def test_jobs_are_listed_on_the_page_and_in_api_jobs(launcher: Launcher, browser: Any) -> None:
+    """A detached job (its submitter gone) in /api/jobs and in the page's jobs table, with its tasks done and
+    failed. Checked by switching it off: with the jobs left off the status (codec_monitor writing no jobs)
+    /api/jobs stays empty and the page says "no job"."""
+    addresses, _scheduler, _storage = launcher.stack(workers=1)
+    _service, url = start_dashboard(launcher, addresses)
+    with Client(address=addresses.scheduler) as client:
+        job = client.map_job(fail_on_odd, range(6), name="nightly-risk")
+        concurrent.futures.wait(job.futures)
+
+    def jobs() -> list[dict[str, Any]]:
+        with urllib.request.urlopen(f"{url}api/jobs", timeout=10) as answer:
+            return list(json.loads(answer.read())["jobs"])
+
+    (listed,) = wait_for(lambda: [j for j in jobs() if j["done"] == 6 and not j["submitter_connected"]], "the job")
+    assert (listed["name"], listed["state"], listed["total"], listed["failed"]) == ("nightly-risk", "done", 6, 3)
+    assert listed["owner_key"] == "" and listed["age_seconds"] >= 0
+    browser.get(url)
+    wait_for(lambda: "nightly-risk" in texts(browser, "#jobs td"), "the job on the page")
+    row = texts(browser, "#jobs tr:nth-child(2) td")
+    assert row[:4] == ["nightly-risk", "done", "6/6", "3"] and row[4].endswith("(gone)"), row
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors

@@ -82,7 +82,7 @@ def test_ecs_tasks_run_as_containers_of_the_worker_image(
     manager = launcher.start(
         "scaler_worker_manager", "aws_raw_ecs", addresses.scheduler, "-wmi", "docker-e2e", "-his", "1", "-mtc", "2",
         *ECS_FLAGS, "--ecs-task-image", IMAGE, "--ecs-python-version", UNIT_PYTHON,
-        "--ecs-python-requirements", f"scaler @ {url}", env=credentials,
+        "--ecs-python-requirements", f"scaler-compute @ {url}", env=credentials,
     )  # fmt: skip
     try:
         with Client(address=addresses.scheduler, timeout_seconds=180) as client:

@@ -97,7 +97,7 @@ def test_a_worker_frozen_past_the_worker_timeout_is_replaced_and_comes_back_with
     that a result comes from the worker the task is assigned to (`TaskLifecycle.result_from`) does not make it fail:
     the woken worker is an unknown peer until it has registered again, and the scheduler answers its stale result
     with UNKNOWN_PEER before that check is reached."""
-    cluster = make_cluster(2, worker_timeout_seconds=3, heartbeat_interval_seconds=0.5)
+    cluster = make_cluster(2, worker_timeout_seconds=6, heartbeat_interval_seconds=0.5)
     wait_for_workers(cluster.monitor_address, 2)
     marker = tmp_path / "events"
     delivered: Counter[int] = Counter()
@@ -171,7 +171,7 @@ def square(x):
     time.sleep(0.5)
     return x * x
 
-with Client(address=sys.argv[1], timeout_seconds=3, heartbeat_interval_seconds=0.5) as client:
+with Client(address=sys.argv[1], timeout_seconds=6, heartbeat_interval_seconds=0.5) as client:
     seen = Counter()
     futures = [client.submit(square, x) for x in range(6)]
     for future in futures:
@@ -187,11 +187,12 @@ with Client(address=sys.argv[1], timeout_seconds=3, heartbeat_interval_seconds=0
 def test_a_client_frozen_longer_than_its_own_timeout_but_within_the_client_timeout_gets_every_result_once(
     launcher: Launcher, processes: ProcessWatch
 ) -> None:
-    """The issue's 2-minute freeze against the default 60 s timeouts, compressed: the client's own timeout is 3 s,
-    the scheduler's client timeout 20 s, the freeze 8 s. Checked with the mechanism off: without the link's
+    """The issue's 2-minute freeze against the default 60 s timeouts, compressed: the client's own timeout is 6 s,
+    the scheduler's client timeout 30 s, the freeze 12 s (with 3 s, a loaded machine's stall before the freeze made
+    the client give up on its own). Checked with the mechanism off: without the link's
     pause forgiveness (`pause_after_seconds` unset in client/agent.py) the woken script fails every future with
     DisconnectedError "the scheduler ... has not answered for 10 s"."""
-    addresses, _, _ = launcher.stack(workers=2, scheduler_args=("-ct", "20"))
+    addresses, _, _ = launcher.stack(workers=2, scheduler_args=("-ct", "30"))
     script = subprocess.Popen(
         [sys.executable, "-c", CLIENT_SCRIPT, addresses.scheduler],
         stdin=subprocess.PIPE,
@@ -210,7 +211,7 @@ def test_a_client_frozen_longer_than_its_own_timeout_but_within_the_client_timeo
             def still_a_client() -> None:
                 assert len(next_snapshot().clients) == 1, "the scheduler dropped the frozen client"
 
-            frozen_for(8, still_a_client)
+            frozen_for(12, still_a_client)
         script.stdin.write("go\n")
         script.stdin.flush()
         output, _ = script.communicate(timeout=DEADLINE_SECONDS)

@@ -3,6 +3,7 @@ mid-way, a new client reading every result in order, no task run twice; retentio
 
 from __future__ import annotations
 
+import concurrent.futures
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from scaler import Client
+from scaler.errors import ScalerError
 from tests.integration.conftest import wait_for, wait_for_workers
 
 SUBMITTER = """
@@ -160,3 +162,25 @@ def test_submit_job_runs_one_call_as_a_job_another_client_reads(shared_cluster):
         submitter.submit_job(pow, 2, 10, name="one-call")
     with Client(address=shared_cluster.get_address()) as follower:
         assert follower.job("one-call").result(timeout=60) == 1024
+
+
+def payload_of(kilobytes: int) -> bytes:
+    return b"x" * (kilobytes << 10)
+
+
+@pytest.mark.timeout(60)
+def test_results_over_the_storage_quota_are_refused_with_an_error_naming_it(launcher):
+    """A scheduler with --job-result-quota-bytes 300000: a job of three 200 KiB results (each in object storage)
+    keeps one; the two that would pass the quota fail with an error naming it, for the submitter and for a client
+    that attaches. Checked by switching it off (no flag): all three results come back."""
+    addresses, _scheduler, _storage = launcher.stack(workers=1, scheduler_args=("--job-result-quota-bytes", "300000"))
+    with Client(address=addresses.scheduler) as client:
+        job = client.map_job(payload_of, [200, 200, 200], name="too-big")
+        concurrent.futures.wait(job.futures, timeout=60)
+        errors = [future.exception() for future in job.futures if future.exception() is not None]
+        assert len(errors) == 2 and sum(future.exception() is None for future in job.futures) == 1
+        assert all(isinstance(error, ScalerError) and "storage quota" in str(error) for error in errors), errors
+        assert "300,000 bytes" in str(errors[0])
+        follower = client.job("too-big")
+        concurrent.futures.wait(follower.futures, timeout=60)
+        assert sum(future.exception() is not None for future in follower.futures) == 2

@@ -3,6 +3,7 @@ away and coming back, and `q` leaving the terminal as it was."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import shutil
 import subprocess
@@ -118,6 +119,27 @@ def test_top_survives_the_scheduler_going_away_and_coming_back(launcher: Launche
     terminal.shows(f"no status from {addresses.monitor}")
     launcher.scheduler(Addresses(addresses.scheduler, addresses.object_storage, addresses.monitor))
     wait_for(lambda: "no status from" not in terminal.screen(), "the screen to come back to life", 30)
+    terminal.type("q")
+
+
+def fail_on_odd(x: int) -> int:
+    if x % 2:
+        raise ValueError(f"odd {x}")
+    return x
+
+
+def test_top_lists_a_detached_job_with_its_progress_failures_and_owner(launcher: Launcher, terminal: Terminal) -> None:
+    """A job whose submitter has left, on the screen with its tasks done and failed and its submitter gone. Checked
+    by switching it off: with the jobs left off the status (codec_monitor writing no jobs) no row appears."""
+    addresses, _scheduler, _storage = launcher.stack(workers=1)
+    with Client(address=addresses.scheduler) as client:
+        job = client.map_job(fail_on_odd, range(6), name="nightly-risk")
+        concurrent.futures.wait(job.futures)
+    terminal.type(f"{BIN_DIR / 'scaler_top'} {addresses.monitor}", "Enter")
+    screen = terminal.shows("nightly-risk")
+    row = next(line for line in screen.splitlines() if "nightly-risk" in line).split()
+    assert row[:4] == ["nightly-risk", "done", "6/6", "3"], row
+    assert "(gone)" in row and row[-2] == "-", row  # no CURVE: no owning key
     terminal.type("q")
 
 

@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 from scaler import Client, SchedulerClusterCombo
-from tests.integration.conftest import running_cluster, wait_for
+from scaler.monitor.feed import FeedReader
+from scaler.protocol import messages as m
+from tests.integration.conftest import Launcher, running_cluster, wait_for
+from tests.integration.manager_harness import start_manager
 
 pytestmark = pytest.mark.integration
 
@@ -169,3 +172,26 @@ def test_a_curve_keys_quota_in_the_sharing_file_holds_whatever_the_client_asks(
         wait_for(lambda: client.submit(slow, 0.0).result(timeout=60) and client._agent.worker_count == 3, "3 workers")
         intervals = [f.result(timeout=60) for f in [client.submit(slow, 0.1) for _ in range(24)]]
     assert most_at_once(intervals) == 2
+
+
+@pytest.mark.timeout(120)
+def test_a_workers_worth_quota_keeps_an_elastic_pool_at_that_size_and_the_status_says_why(
+    launcher: Launcher,
+) -> None:
+    """A client of max_workers=1 queues 6 tasks on an empty elastic pool (work policy, room for 3 workers): the
+    policy never asks for more than one worker, one task runs at a time, and the status says the quota is why
+    the rest wait. Checked by switching it off: with `DispatchQueue.held_back` returning {} the policy asked for 3
+    workers (the first assertion fails); with `set_quota` not called, several ran at once."""
+    addresses, _, _ = launcher.stack(workers=0, scheduler_args=("--policy-content", "allocate=even_load; scaling=work"))
+    start_manager(launcher, addresses, "elastic", "-mtc", "3")
+    received: list[object] = []
+    with FeedReader(addresses.monitor) as reader, Client(address=addresses.scheduler, max_workers=1) as client:
+        futures = [client.submit(slow, 0.3) for _ in range(6)]
+        while not all(future.done() for future in futures):
+            received += reader.messages(0.5)
+        intervals = [future.result() for future in futures]
+    decisions = [d for x in received if isinstance(x, m.ScalingDecisions) for d in x.decisions]
+    assert decisions and max(d.to_workers for d in decisions if d.manager_id == "elastic") == 1, decisions
+    assert most_at_once(intervals) == 1
+    reasons = [g.reason for x in received if isinstance(x, m.StatusSnapshot) for g in x.pending if g.count]
+    assert any("quota of 1 worker's worth of spend (max_workers)" in reason for reason in reasons), reasons

@@ -41,6 +41,14 @@ def test_a_quota_of_zero_or_less_is_refused(bad: int) -> None:
         checked_quota("max_running_tasks", bad)
 
 
+@pytest.mark.parametrize("bad", [0, -1])
+def test_a_workers_worth_quota_of_zero_or_less_is_refused_naming_it(bad: int) -> None:
+    with pytest.raises(ValueError, match="max_workers must be a positive integer"):
+        checked_quota("max_workers", bad)
+    with pytest.raises(TypeError, match="max_workers must be a positive integer or None, not float"):
+        checked_quota("max_workers", 1.5)
+
+
 def test_no_quota_is_zero_on_the_wire() -> None:
     assert checked_quota("max_running_tasks", None) == 0 and checked_quota("max_running_tasks", 5) == 5
 

@@ -27,6 +27,7 @@ STATUS = m.WorkerStatus(1, 2, 3, 4, (m.ProcessorStatus(10, 1.5, 100, "running"),
 
 SAMPLES: list[m.Message] = [
     m.Hello(1, "3.11.7", 42, "host", m.ClientInfo("me")),
+    m.Hello(1, "3.11.7", 42, "host", m.ClientInfo("capped", 2.0, 10, 3)),
     m.Hello(1, "3.11.7", 42, "host", m.WorkerInfo((("cpu", 8), ("linux", -1)), 3, "mgr", "FIX")),
     m.Hello(1, "3.11.7", 42, "host", m.ManagerInfo("mgr", (), None, "baremetal_native")),
     m.Hello(1, "3.11.7", 42, "host", m.ManagerInfo("mgr", (("gpu", 1),), 8, "aws_raw_ecs")),
@@ -44,6 +45,7 @@ SAMPLES: list[m.Message] = [
     TASK,
     m.TaskResult(T, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v", "", m.Profile(1.0, 0.5, 99), b"w"),
     m.TaskResult(T, m.ResultStatus.FAILED, m.PayloadKind.OBJECT_ID, b"o", "boom"),
+    m.TaskResult(T, m.ResultStatus.SUCCESS, m.PayloadKind.OBJECT_ID, b"o", stored_bytes=300_000),
     m.TaskResult(T, m.ResultStatus.WORKER_DIED, error_message="gone"),
     m.TaskResult(
         T, m.ResultStatus.SUCCESS, worker_id=b"w", ran=m.RunStamps(1700000000.25, 1700000001.5, 4242, 1700000000.125)
@@ -95,7 +97,7 @@ SAMPLES: list[m.Message] = [
         wall_time=1.7e9,
         functions=(m.FunctionSummary("inc", m.TaskCounts(queued=7, succeeded=3)),),
         message_counts=(m.MessageCount("Task", 10, 20),),
-        jobs=(m.JobSummary("nightly", "running", 12, 50, True),),
+        jobs=(m.JobSummary("nightly", "running", 12, 50, True, 2, "risk-desk", "rq:Y<7Ib%2", 95.5),),
     ),
     m.TaskTransitions(
         (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scaler.monitor.dashboard_state import DashboardState
 from scaler.protocol import messages as m
 
@@ -76,3 +78,13 @@ def test_per_worker_metric_series_are_bounded_and_the_rest_summed() -> None:
     labels = {sample.labels["worker"]: sample.value for sample in memory.samples}
     assert len(labels) == MAX_WORKER_SERIES + 1
     assert labels["others"] == 50 and labels["Worker|000"] == 10
+
+
+def test_the_jobs_of_the_latest_status_are_in_the_view_and_in_jobs() -> None:
+    state = DashboardState()
+    assert state.jobs() == []
+    job = m.JobSummary("nightly", "done", 5, 5, False, 1, "risk-desk", "", 12.5)
+    state.on_message(replace(status(100.0, 10), jobs=(job,)), now=1.0)
+    expected = {"name": "nightly", "state": "done", "total": 5, "done": 5, "failed": 1, "submitter": "risk-desk",
+                "submitter_connected": False, "owner_key": "", "age_seconds": 12.5}  # fmt: skip
+    assert state.jobs() == [expected] and state.view(now=2.0)["jobs"] == [expected]

@@ -100,6 +100,16 @@ def test_a_clients_key_sets_its_share_whatever_it_asks_and_caps_its_quota() -> N
     assert settle(m.ClientInfo("c", 2.0, 7), KeySharing()) == m.ClientInfo("c", 2.0, 7)
 
 
+def test_a_keys_workers_worth_quota_caps_what_its_client_asks() -> None:
+    """Checked by leaving max_workers out of `settle`: the client's own 9 (or none) then stays."""
+    capped = KeySharing(max_workers=4)
+    assert settle(m.ClientInfo("c", 1.0, 0, 0), capped).max_workers == 4
+    assert settle(m.ClientInfo("c", 1.0, 0, 9), capped).max_workers == 4
+    assert settle(m.ClientInfo("c", 1.0, 0, 2), capped).max_workers == 2  # a client may ask for less
+    assert settle(m.ClientInfo("c"), KeySharing(max_cost_per_hour=2.5)).max_cost_per_hour == 2.5  # its budget part
+    assert settle(m.ClientInfo("c"), KeySharing(max_job_result_bytes=5 << 30)).max_job_result_bytes == 5 << 30
+
+
 def make_keys(folder: Path, *names: str) -> None:
     import zmq.auth
 
@@ -115,9 +125,12 @@ def test_the_sharing_file_is_read_with_the_folder_and_again_when_it_changes(tmp_
     alice = read_public_key(str(tmp_path / "alice.key"))
     folder = AuthorizedFolder(str(tmp_path), server=b"s" * 40)
     assert folder.roles_of(alice) and folder.sharing_of(alice) is None
-    (tmp_path / "sharing.toml").write_text("[alice]\nshare = 3\nmax_running_tasks = 20\n")
+    (tmp_path / "sharing.toml").write_text(
+        "[alice]\nshare = 3\nmax_running_tasks = 20\nmax_workers = 4\nmax_cost_per_hour = 2.5\n"
+        "max_job_result_bytes = 10_000_000_000\n"
+    )
     folder.callback("", alice)  # a handshake always looks at the folder again
-    assert folder.sharing_of(alice) == KeySharing(3.0, 20)
+    assert folder.sharing_of(alice) == KeySharing(3.0, 20, 4, 2.5, 10_000_000_000)
 
 
 @pytest.mark.parametrize(
@@ -126,7 +139,12 @@ def test_the_sharing_file_is_read_with_the_folder_and_again_when_it_changes(tmp_
         ("[carol]\nshare = 2\n", "names no key file"),
         ("[alice]\nshare = 0\n", "share must be a positive number"),
         ("[alice]\nmax_running_tasks = 0\n", "max_running_tasks must be a positive integer"),
-        ("[alice]\nweight = 2\n", "may hold only share and max_running_tasks"),
+        ("[alice]\nmax_workers = 0\n", "max_workers must be a positive integer"),
+        ("[alice]\nmax_workers = 2.5\n", "max_workers must be a positive integer"),
+        ("[alice]\nmax_cost_per_hour = -1\n", "max_cost_per_hour must be a positive number"),
+        ("[alice]\nmax_cost_per_hour = 0\n", "max_cost_per_hour must be a positive number"),
+        ("[alice]\nmax_job_result_bytes = 0\n", "max_job_result_bytes must be a positive integer"),
+        ("[alice]\nweight = 2\n", "may hold only share, max_running_tasks, max_workers, max_cost_per_hour, max_job"),
         ("[alice\n", "cannot read it"),
     ],
 )

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from scaler.policy.capability import capability_names, covers, format_capabilities, parse_capabilities
+from scaler.policy.capability import (
+    capability_names,
+    covers,
+    format_capabilities,
+    needs_more_memory,
+    offers_enough,
+    parse_capabilities,
+)
 
 
 @pytest.mark.parametrize(
@@ -64,3 +71,32 @@ def test_covers_compares_names_only() -> None:
     assert not covers(worker, parse_capabilities("gpu,windows"))
     assert not covers((), parse_capabilities("gpu"))
     assert capability_names(worker) == frozenset({"linux", "gpu"})
+
+
+def test_memory_is_read_in_bytes_with_units() -> None:
+    assert parse_capabilities("memory=8GiB,linux") == (("linux", -1), ("memory", 8 << 30))
+    assert parse_capabilities("memory=512MB") == (("memory", 512_000_000),)
+    assert parse_capabilities("memory=1024") == (("memory", 1024),)
+    assert parse_capabilities("memory") == (("memory", -1),)
+    with pytest.raises(ValueError, match=r"'memory'.*'8G'.*GiB"):
+        parse_capabilities("memory=8G")
+    with pytest.raises(ValueError, match="not an integer"):
+        parse_capabilities("cpu=8GiB")  # units are for memory only
+
+
+def test_covers_compares_the_memory_quantity() -> None:
+    """Checked by switching it off: with `covers` comparing names only, the two `not covers` lines fail."""
+    big, small = parse_capabilities("linux,memory=8GiB"), parse_capabilities("linux,memory=2GiB")
+    needs = parse_capabilities("memory=4GiB")
+    assert covers(big, needs) and not covers(small, needs)
+    assert not covers(parse_capabilities("linux,memory"), needs)  # no quantity offered: not known to be enough
+    assert covers(small, parse_capabilities("memory,linux"))  # no quantity required: names only
+
+
+def test_a_workers_memory_is_what_it_offers_and_the_floor_is_strict() -> None:
+    required = needs_more_memory(parse_capabilities("gpu"), 1 << 30)
+    assert required == (("gpu", -1), ("memory", (1 << 30) + 1))
+    assert not offers_enough(frozenset({"gpu"}), 1 << 30, required)  # the same size: not bigger
+    assert offers_enough(frozenset({"gpu"}), 2 << 30, required)
+    assert not offers_enough(frozenset(), 2 << 30, required)  # the other names still count
+    assert needs_more_memory(parse_capabilities("memory=8GiB"), 1 << 30) == (("memory", 8 << 30),)

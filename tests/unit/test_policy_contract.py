@@ -19,7 +19,7 @@ import pytest
 
 from scaler.policy.capability import covers
 from scaler.policy.content import WaterfallRule
-from scaler.policy.decision import ScalingMemory
+from scaler.policy.decision import ScalingMemory, target_total
 from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.registry import make_policy
 from scaler.policy.scaling import (
@@ -30,7 +30,15 @@ from scaler.policy.scaling import (
     WaterfallScaling,
     WorkScaling,
 )
-from scaler.policy.snapshot import FunctionTasks, ManagerView, RunTime, ScalingSnapshot, TaskGroup, WorkerView
+from scaler.policy.snapshot import (
+    ClientWork,
+    FunctionTasks,
+    ManagerView,
+    RunTime,
+    ScalingSnapshot,
+    TaskGroup,
+    WorkerView,
+)
 from scaler.protocol.messages import Capabilities, ManagerTarget, TargetEntry
 
 NAMES = ("gpu", "linux", "mem", "fpga")
@@ -115,7 +123,15 @@ def random_snapshot(rng: random.Random, now: float) -> ScalingSnapshot:
         RunTime(rng.choice(FUNCTION_NAMES), random_capabilities(rng), rng.choice((0.0, 0.01, 1.0, 45.0, 600.0)))
         for _ in range(rng.choice((0, 0, 1, 3)))
     )
-    return ScalingSnapshot(now=now, task_groups=groups, workers=workers, managers=managers, run_times=run_times)
+    clients = tuple(
+        ClientWork(f"c{index}", rng.choice((1.0, 3.0)), rng.randint(0, 6),
+                   tuple((group.capabilities, rng.randint(0, group.queued)) for group in groups[:2]),
+                   rng.choice((0.0, 0.0, 0.1, 2.0)))
+        for index in range(rng.choice((0, 0, 1, 3)))
+    )  # fmt: skip
+    return ScalingSnapshot(
+        now=now, task_groups=groups, workers=workers, managers=managers, run_times=run_times, clients=clients
+    )
 
 
 def with_random_functions(rng: random.Random, group: TaskGroup) -> TaskGroup:
@@ -195,6 +211,22 @@ def test_work_policy_never_asks_for_fewer_workers_than_are_busy(name: str) -> No
                 floor = busy if manager.max_workers is None else min(busy, manager.max_workers)
                 assert sum(entry.workers for entry in target.entries) >= floor
             memory, now = step.memory, now + rng.choice((0.5, 2.0, 20.0))
+
+
+@pytest.mark.parametrize("name", sorted(name for name in POLICIES if name.startswith("cost")))
+def test_the_budget_split_per_client_only_lowers_what_the_cost_policy_spends(name: str) -> None:
+    """With the clients in the snapshot, the cost policy never asks for more than without them (the split is a
+    lower cap), nor fewer workers than are busy (checked above). Checked by switching it off: with the split
+    adding instead of capping (`min(budget, limit)` replaced by `budget + limit`) this fails for cost-budget."""
+    policy = POLICIES[name]
+    for seed in range(60):
+        rng = random.Random(seed)
+        snapshot = random_snapshot(rng, rng.uniform(0.0, 1000.0))
+        with_clients = policy.decide(snapshot, ScalingMemory())
+        without = policy.decide(replace(snapshot, clients=()), ScalingMemory())
+        for manager_id, target in with_clients.decision.items():
+            alone = without.decision.get(manager_id)
+            assert alone is not None and target_total(target) <= target_total(alone), (seed, manager_id)
 
 
 def test_no_policy_never_emits() -> None:

@@ -5,13 +5,24 @@ held on a dear manager moved to a cheap one that can start it in time; idle work
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from scaler.policy.decision import ScalingMemory, ScalingStep, target_total
 from scaler.policy.registry import make_policy
 from scaler.policy.scaling import CostScaling
+from scaler.policy.scaling.budget_split import parts, split_limit
 from scaler.policy.scaling.cost import default_deadline
-from scaler.policy.snapshot import FunctionTasks, ManagerView, RunTime, ScalingSnapshot, TaskGroup, WorkerView
+from scaler.policy.snapshot import (
+    ClientWork,
+    FunctionTasks,
+    ManagerView,
+    RunTime,
+    ScalingSnapshot,
+    TaskGroup,
+    WorkerView,
+)
 from scaler.protocol.messages import ManagerTarget, TargetEntry
 
 pytestmark = pytest.mark.timeout(30)
@@ -190,3 +201,57 @@ def test_the_registry_builds_it_from_policy_content_and_refuses_bad_values() -> 
         make_policy("simple", "allocate=capability; scaling=cost; max_cost_per_hour=-1")
     with pytest.raises(ValueError, match="max_cost_per_hour applies to scaling=cost, not scaling=work"):
         make_policy("simple", "allocate=capability; scaling=work; max_cost_per_hour=1")
+
+
+# ---------------------------------------------------------------- the budget split per client or key
+
+
+def two_clients(a: ClientWork, b: ClientWork) -> ScalingSnapshot:
+    """200 tasks of 10 s on the cheap tier alone: 2,000 s of work in 120 s; on time would take 34 workers (1.70/hour),
+    over a 1.00 budget, so the most work for the money: 17 workers (120 s each), 0.85/hour planned. `a` and `b`
+    say whose tasks they are."""
+    return snapshot(200, 10.0, managers=(CHEAP,), clients=(a, b))
+
+
+def test_parts_of_the_budget_follow_the_shares_or_the_keys_own() -> None:
+    a, b = ClientWork("a", 3.0, queued=(((), 5),)), ClientWork("b", 1.0, running=2)
+    assert parts(1.0, (a, b)) == {"a": 0.75, "b": 0.25}
+    assert parts(1.0, (a, ClientWork("idle", 5.0))) == {"a": 1.0}, "a client without work takes no part"
+    keyed = ClientWork("k", 1.0, running=1, max_cost_per_hour=0.4)
+    assert parts(1.0, (a, b, keyed)) == pytest.approx({"k": 0.4, "a": 0.45, "b": 0.15})
+
+
+def test_one_client_cannot_take_the_whole_budget_while_another_has_work() -> None:
+    """a (190 tasks) and b (10) of equal shares under 1.00/hour: a is planned 0.8075/hour, over its part 0.50; b's
+    0.0425 is within its part. The cap is 0.5425/hour: 10 cheap workers, where one budget for all gave a's work 17.
+    Checked by switching it off (`_capped` not calling split_limit): 17 workers and the test fails."""
+    policy = CostScaling(max_cost_per_hour=1.0)
+    a, b = ClientWork("a", queued=(((), 190),)), ClientWork("b", queued=(((), 10),))
+    assert totals(policy, snapshot(200, 10.0, managers=(CHEAP,))) == {"cheap": 17}
+    step = policy.decide(two_clients(a, b), ScalingMemory())
+    assert totals_of(step) == {"cheap": 10}
+    assert (
+        "0.54 of max_cost_per_hour=1 (the budget is split per client: a planned 0.81/hour over its part 0.50)"
+        in (step.reasons["cheap"])
+    )
+
+
+def test_the_split_follows_the_shares_and_a_keys_own_part() -> None:
+    policy = CostScaling(max_cost_per_hour=1.0)
+    a, b = ClientWork("a", 3.0, queued=(((), 190),)), ClientWork("b", queued=(((), 10),))
+    assert totals(policy, two_clients(a, b)) == {"cheap": 15}  # a's part 0.75 + b's 0.0425: 0.7925/hour
+    keyed = replace(a, share=1.0, max_cost_per_hour=0.2)
+    assert totals(policy, two_clients(keyed, b)) == {"cheap": 4}  # the key's own 0.20 + b's 0.0425
+    alone = snapshot(200, 10.0, managers=(CHEAP,), clients=(ClientWork("a", queued=(((), 200),)),))
+    assert totals(policy, alone) == {"cheap": 17}, "a client alone has the whole budget"
+
+
+def test_a_part_smaller_than_a_worker_counts_one_worker_within_the_whole_budget() -> None:
+    """Four clients under 0.10/hour: parts of 0.025, half a cheap worker each. Each counts one worker (0.05) so that
+    no client's work stalls, and the whole budget still bounds the sum: 2 workers, not 4, and not 0 (which a part
+    rounded down would give)."""
+    four = tuple(ClientWork(name, queued=(((), 50),)) for name in "abcd")
+    view = snapshot(200, 10.0, managers=(CHEAP,), clients=four)
+    assert totals(CostScaling(max_cost_per_hour=0.1), view) == {"cheap": 2}
+    assert split_limit(0.1, four, 0.85, 0.05)[0] == pytest.approx(0.1)
+    assert split_limit(1.0, four, 0.85, 0.05)[0] == pytest.approx(0.85)  # parts of 0.25 cover each one's 0.2125

@@ -121,3 +121,12 @@ def test_the_jobs_kept_by_the_scheduler_are_listed_with_their_progress() -> None
     job = m.JobSummary("nightly-risk", "running", 12, 50, submitter_connected=False)
     text = "\n".join(render(replace(snapshot(worker("aaa", 1, 0)), jobs=(job,)), [], Sorting(), "a"))
     assert "nightly-risk" in text and "12/50" in text and "gone" in text
+
+
+def test_a_jobs_row_says_its_failures_owner_key_and_age() -> None:
+    job = m.JobSummary("nightly-risk", "running", 12, 50, True, 3, "risk-desk", "rq:Y<7Ib%2", 3725.0)
+    text = "\n".join(render(replace(snapshot(worker("aaa", 1, 0)), jobs=(job,)), [], Sorting(), "a"))
+    row = next(line for line in text.splitlines() if "nightly-risk" in line)
+    assert row.split() == ["nightly-risk", "running", "12/50", "3", "risk-desk", "(connected)", "rq:Y<7Ib%2", "1h02m"]
+    header = next(line for line in text.splitlines() if line.split()[:1] == ["job"])
+    assert header.split() == ["job", "state", "done", "failed", "owner", "key", "age"]

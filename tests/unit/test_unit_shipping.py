@@ -16,6 +16,7 @@ from scaler.worker_manager.ship.distributions import DISTRIBUTION_NAME, installe
 from scaler.worker_manager.ship.environment import (
     EnvironmentProblem,
     check_environment,
+    direct_reference_problem,
     parse_requirements,
     plan_environment,
 )
@@ -110,6 +111,18 @@ def test_the_check_names_what_the_units_cannot_install(tmp_path: Path) -> None:
     assert any(problem.startswith("old 1.0: old-1.0-cp39-cp39") for problem in problems), problems
     assert "missing==9: the package index has no file of it" in problems
     assert "url @ https://x.invalid/u.whl" not in asked, "a URL requirement is not asked of the index"
+
+
+def test_a_direct_reference_to_a_wheel_of_another_distribution_is_refused_naming_both() -> None:
+    """pip and uv refuse `scaler @ .../scaler_compute-...whl` on the unit, after its boot; the check says it first."""
+    url = "http://127.0.0.1:9/builds/scaler_compute-0.1.0-py3-none-any.whl?Signature=x"
+    problem = direct_reference_problem(f"scaler @ {url}")
+    assert problem is not None and "is of scaler-compute, not scaler" in problem, problem
+    assert direct_reference_problem(f"scaler-compute @ {url}") is None
+    assert direct_reference_problem(f"Scaler_Compute[aws] @ {url}") is None
+    assert direct_reference_problem("numpy==2.0") is None and direct_reference_problem("x @ https://h/u.whl") is None
+    environment = plan_environment("requirements", f"scaler @ {url}", "", TARGET)
+    assert check_environment(environment, lambda requirements, target: []) == [problem]
 
 
 def test_parse_requirements_reads_a_file_or_the_text(tmp_path: Path) -> None:

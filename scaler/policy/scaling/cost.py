@@ -28,7 +28,8 @@ busy floor: a worker kept only because it is busy goes once it is idle.
 Last, the budget: a manager is paid for the workers it holds (connected, or launched and booting) until they
 stop. While the managers would cost more than `max_cost_per_hour`, what they would add is held back first,
 dearest manager first, then their idle workers; busy ones never. The work queues instead, and each trimmed
-manager's reason says the budget is why.
+manager's reason says the budget is why. While several clients have work, the cap is lowered so that none takes
+more than its part of the budget (`budget_split.py`: by share, or its key's own part).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from math import ceil
 
 from scaler.policy.capability import covers
 from scaler.policy.outstanding_work import RunTimeTable, outstanding_seconds
+from scaler.policy.scaling.budget_split import HeldBack, note, split_limit
 from scaler.policy.scaling.capability_sets import CapabilitySet, capability_sets, most_specific_first, names_of
 from scaler.policy.scaling.work import ROUNDING, Levels, Needs, WorkScaling, bounded, held_workers, within_limit
 from scaler.policy.snapshot import ManagerView, ScalingSnapshot, TaskGroup
@@ -162,6 +164,10 @@ class CostScaling(WorkScaling):
             for manager in managers
         }
         spend = sum(max(totals[m.manager_id], held[m.manager_id]) * m.worker_cost_per_hour for m in managers)
+        prices = [manager.worker_cost_per_hour for manager in managers if manager.worker_cost_per_hour > 0]
+        split: tuple[HeldBack, ...] = ()
+        if snapshot.clients and prices:  # one client's work may not take the whole budget (budget_split.py)
+            budget, split = split_limit(budget, snapshot.clients, spend, min(prices))
         cuts: dict[str, int] = {}
         for is_growth in (True, False):
             for manager in sorted(managers, key=price_order, reverse=True):
@@ -181,9 +187,12 @@ class CostScaling(WorkScaling):
             manager_id: within_limit(levels, totals[manager_id]) if manager_id in cuts else levels
             for manager_id, levels in levels_of.items()
         }
+        limit = f"max_cost_per_hour={self.max_cost_per_hour:g}"
+        if split:
+            limit = f"{budget:.2f} of {limit} ({note(split)})"
         notes = {
-            manager_id: f"budget: {cut} worker(s) held back, the managers' workers would cost more than "
-            f"max_cost_per_hour={budget:g}; the work queues instead"
+            manager_id: f"budget: {cut} worker(s) held back, the managers' workers would cost more than {limit}; "
+            "the work queues instead"
             for manager_id, cut in cuts.items()
         }
         return capped, notes

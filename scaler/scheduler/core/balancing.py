@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from scaler.protocol.ids import PeerID, TaskID
+from scaler.protocol.messages import Capabilities
 from scaler.scheduler.core.peers import WorkerRecord
-from scaler.scheduler.core.task_table import TaskRecord, TaskTable
+from scaler.scheduler.core.task_table import TaskTable
 
 
 def balance_plan(
     workers: Iterable[WorkerRecord],
-    capability_names_of: Callable[[TaskID], frozenset[str]],
+    requirement_of: Callable[[TaskID], Capabilities],
     dispatch_order: Callable[[TaskID], tuple[float, int]],
     already_asked: Callable[[TaskID], bool],
 ) -> dict[PeerID, tuple[TaskID, ...]]:
@@ -35,9 +36,7 @@ def balance_plan(
     plan: dict[PeerID, list[TaskID]] = {}
     for taker in idle:
         for donor in sorted(spare, key=lambda peer: -len(spare[peer])):
-            movable = next(
-                (t for t in reversed(spare[donor]) if capability_names_of(t) <= taker.capability_names), None
-            )
+            movable = next((t for t in reversed(spare[donor]) if taker.can_run(requirement_of(t))), None)
             if movable is not None:
                 spare[donor].remove(movable)
                 plan.setdefault(donor, []).append(movable)
@@ -49,9 +48,8 @@ class Balancer:
     """Acts on a balance plan once it has been the same `trigger_times` periods in a row, and never asks
     twice for the same task."""
 
-    def __init__(self, trigger_times: int, ignore_capabilities: bool) -> None:
+    def __init__(self, trigger_times: int) -> None:
         self.trigger_times = trigger_times
-        self.ignore_capabilities = ignore_capabilities
         self._advice: dict[PeerID, tuple[TaskID, ...]] = {}
         self._advice_seen = 0
         self._asked: set[TaskID] = set()
@@ -65,7 +63,7 @@ class Balancer:
         if not len(tasks.queue):
             advice = balance_plan(
                 workers,
-                lambda task_id: frozenset() if self.ignore_capabilities else _names(records[task_id]),
+                lambda task_id: tasks.queue.key(records[task_id]),
                 lambda task_id: (records[task_id].dispatched_at, records[task_id].sequence),
                 lambda task_id: task_id in self._asked,
             )
@@ -78,7 +76,3 @@ class Balancer:
         for task_ids in advice.values():
             self._asked.update(task_ids)
         return advice
-
-
-def _names(record: TaskRecord) -> frozenset[str]:
-    return frozenset(name for name, _ in record.task.capabilities)

@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID, TaskID
+from scaler.scheduler.core.job_storage import Admitted, Answer, JobStorage
 
 #: Expired names remembered so that an attach can say "expired" rather than "unknown"; beyond this the oldest go.
 MAX_EXPIRED_NAMES = 10_000
-
-Answer = m.TaskResult | m.TaskCancelConfirm
 
 
 @dataclass(slots=True)
@@ -32,6 +31,16 @@ class JobRecord:
     followers: set[PeerID] = field(default_factory=set)
     ended_at: float | None = None  #: when its last task was answered
     cancelled: bool = False
+    opened_at: float = 0.0  #: when `JobOpen` reached the scheduler (the monitor shows the job's age)
+    submitter_name: str = ""  #: the submitter's client name, kept for the monitor after it leaves
+    failed: int = 0  #: answers that are not a success (a failure, a lost task, a cancel)
+    quota_bytes: int = 0  #: the storage quota of its owner's jobs' results (0: none; job_storage.py)
+    kept_bytes: int = 0  #: the bytes of results it keeps (given back to its owner's quota when it expires)
+
+    @property
+    def storage_owner(self) -> str:
+        """Whose quota its results count against: its CURVE key, or its submitter without CURVE."""
+        return self.owner or f"client:{bytes(self.submitter).hex()}"
 
     @property
     def state(self) -> str:
@@ -41,15 +50,25 @@ class JobRecord:
 
 
 class JobTable:
-    def __init__(self, retention_seconds: float) -> None:
+    def __init__(self, retention_seconds: float, result_quota_bytes: int = 0) -> None:
         self.retention_seconds = retention_seconds
+        self.storage = JobStorage(result_quota_bytes)
         self.jobs: dict[str, JobRecord] = {}
         self._job_of_task: dict[TaskID, str] = {}
         self._expired: dict[str, float] = {}  #: name -> when it expired, oldest first
 
     # ------------------------------------------------------------ from clients
 
-    def open(self, name: str, owner: str, submitter: ClientID, task_ids: tuple[TaskID, ...]) -> str | None:
+    def open(
+        self,
+        name: str,
+        owner: str,
+        submitter: ClientID,
+        task_ids: tuple[TaskID, ...],
+        now: float = 0.0,
+        submitter_name: str = "",
+        key_quota_bytes: int = 0,
+    ) -> str | None:
         """Open a job followed by its submitter; the reason it is refused, or None."""
         if not name:
             return "a job needs a name"
@@ -60,7 +79,16 @@ class JobTable:
         taken = [task_id for task_id in task_ids if task_id in self._job_of_task]
         if taken or len(set(task_ids)) != len(task_ids):
             return f"job {name!r} names a task twice or a task of another job"
-        self.jobs[name] = JobRecord(name, owner, submitter, task_ids, followers={PeerID(submitter)})
+        self.jobs[name] = JobRecord(
+            name,
+            owner,
+            submitter,
+            task_ids,
+            followers={PeerID(submitter)},
+            opened_at=now,
+            submitter_name=submitter_name,
+            quota_bytes=self.storage.quota_of(key_quota_bytes),
+        )
         self._expired.pop(name, None)
         self._job_of_task.update((task_id, name) for task_id in task_ids)
         return None
@@ -102,15 +130,21 @@ class JobTable:
     def holds(self, task_id: TaskID) -> bool:
         return task_id in self._job_of_task
 
-    def answered(self, task_id: TaskID, answer: Answer, now: float) -> set[PeerID]:
-        """A job task's answer: kept; the followers to send it to."""
+    def answered(self, task_id: TaskID, answer: Answer, now: float) -> tuple[Admitted, set[PeerID]]:
+        """A job task's answer: kept, or refused in its storage quota (the refusal kept in its place); the followers
+        to send it to."""
         job = self.jobs[self._job_of_task[task_id]]
+        admitted = self.storage.admit(job.storage_owner, job.quota_bytes, job.name, answer)
+        answer = admitted.answer
+        job.kept_bytes += admitted.size
+        if task_id not in job.answers and not _succeeded(answer):
+            job.failed += 1
         job.answers[task_id] = answer
         if isinstance(answer, m.TaskCancelConfirm):
             job.cancelled = True
         if len(job.answers) == len(job.task_ids):
             job.ended_at = now
-        return set(job.followers)
+        return admitted, set(job.followers)
 
     def never_sent(self, submitter: ClientID, known: Callable[[TaskID], bool], now: float) -> list[TaskID]:
         """The submitter is gone: the tasks of its jobs that never reached the scheduler (not `known`, not answered)
@@ -136,9 +170,14 @@ class JobTable:
         ]
         for job in gone:
             del self.jobs[job.name]
+            self.storage.release(job.storage_owner, job.kept_bytes)
             for task_id in job.task_ids:
                 self._job_of_task.pop(task_id, None)
             self._expired[job.name] = now
             if len(self._expired) > MAX_EXPIRED_NAMES:
                 del self._expired[next(iter(self._expired))]
         return gone
+
+
+def _succeeded(answer: Answer) -> bool:
+    return isinstance(answer, m.TaskResult) and answer.status is m.ResultStatus.SUCCESS

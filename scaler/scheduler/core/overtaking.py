@@ -31,8 +31,7 @@ from scaler.scheduler.core.task_table import TaskTable
 
 
 class Overtaking:
-    def __init__(self, ignore_capabilities: bool) -> None:
-        self._ignore_capabilities = ignore_capabilities
+    def __init__(self) -> None:
         self._asked: set[TaskID] = set()
 
     def step(self, tasks: TaskTable, workers: Iterable[WorkerRecord]) -> dict[PeerID, tuple[TaskID, ...]]:
@@ -50,13 +49,13 @@ class Overtaking:
             head = queue.peek(key, records)
             if head is None:
                 continue
-            priority, names = _user(-head[0]), frozenset(name for name, _ in key)
+            priority = _user(-head[0])
             # queued above every priority (with any depth) of the lowest user priority held
             wanted = queue.outranking(key, ((_user(lowest_held) + 1) << PRIORITY_DEPTH_BITS) - 1)
             for worker in full:
                 if wanted <= 0:
                     break
-                if worker.peer in plan or not (self._ignore_capabilities or worker.can_run(names)):
+                if worker.peer in plan or not worker.can_run(key):  # the key is () when capabilities are ignored
                     continue
                 order = sorted(worker.assigned, key=lambda t: (records[t].dispatched_at, records[t].sequence))
                 held = [t for t in order[1:] if _user(records[t].task.priority) < priority and t not in self._asked]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.protocol.messages import Capabilities, ManagerTarget, WorkerLimit, WorkerStatus
 
@@ -24,6 +25,8 @@ class ClientRecord:
     #: it was registered with an instance of the scheduler that is gone (it re-attaches after a restart)
     returning: bool = False
     owner: str = ""  #: its CURVE key, which owns the jobs it opens ("" without CURVE)
+    max_cost_per_hour: float = 0.0  #: its key's part of the cost policy's budget (0: a part by its share)
+    max_job_result_bytes: int = 0  #: its key's storage quota for its jobs' results (0: the scheduler's)
 
 
 @dataclass(slots=True)
@@ -57,8 +60,15 @@ class WorkerRecord:
     def is_idle(self) -> bool:
         return not self.assigned
 
-    def can_run(self, capability_names: frozenset[str]) -> bool:
-        return capability_names <= self.capability_names
+    @property
+    def memory_bytes(self) -> int:
+        """Its memory: the `memory` capability it declares, else the limit its heartbeats report (0: unknown)."""
+        return offered_memory(self.capabilities, self.status.memory_limit_bytes)
+
+    def can_run(self, requirement: Capabilities) -> bool:
+        """Whether it offers what a queue key requires: the names, and for `memory` a quantity at least as large
+        (policy/capability.py)."""
+        return not requirement or offers_enough(self.capability_names, self.memory_bytes, requirement)
 
 
 @dataclass(slots=True)

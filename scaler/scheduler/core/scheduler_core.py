@@ -26,6 +26,7 @@ from scaler.scheduler.core.monitor_feed import MonitorFeed
 from scaler.scheduler.core.object_retention import ObjectRetention
 from scaler.scheduler.core.overtaking import Overtaking
 from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
+from scaler.scheduler.core.quotas import quota_of
 from scaler.scheduler.core.reattachment import Reattachment
 from scaler.scheduler.core.story_book import DEFAULT_RETENTION_SECONDS, DEFAULT_RETENTION_TASKS, StoryBook
 from scaler.scheduler.core.task_lifecycle import TaskLifecycle
@@ -53,6 +54,7 @@ class CoreSettings:
     load_balance_trigger_times: int = 2
     object_retention_seconds: float = 0.0  #: a departed client's objects are deleted this long after it left
     result_retention_seconds: float = 3600.0  #: a job's results are kept this long after it ended (core/jobs.py)
+    job_result_quota_bytes: int = 0  #: the most bytes of results one owner's jobs keep (0: none; core/jobs.py)
     instance_id: bytes = b""  #: this scheduler process (drawn at start); peers tell a restart by it
     story_retention_tasks: int = DEFAULT_RETENTION_TASKS  #: finished tasks whose story is kept (0: no stories)
     story_retention_seconds: float = DEFAULT_RETENTION_SECONDS  #: and for how long (<= 0: no time bound)
@@ -84,7 +86,7 @@ class SchedulerCore:
             settings.story_retention_tasks, settings.story_retention_seconds, settings.instance_id.hex()[:8]
         )
         self.graphs = GraphRegistry()
-        self.jobs = JobTable(settings.result_retention_seconds)
+        self.jobs = JobTable(settings.result_retention_seconds, settings.job_result_quota_bytes)
         #: departed clients whose objects wait for their jobs to expire (a job's tasks and results need them)
         self._kept_for_jobs: set[ClientID] = set()
         self.clients: dict[PeerID, ClientRecord] = {}
@@ -97,8 +99,8 @@ class SchedulerCore:
             self.effects,
             settings.max_task_retries,
             settings.max_tasks_waiting,
-            ignore_capabilities=ignore_capabilities,
             jobs=self.jobs,
+            managers=self.managers,
         )
         #: what survives a scheduler restart: tasks workers still hold, their results, tasks of returning clients
         #: held back (reattachment.py); the lifecycle never sees it: tasks reach it adopted or submitted
@@ -113,8 +115,8 @@ class SchedulerCore:
         self.steps = 0
         self._worker_sequence = 0
         self._last_balance_at = 0.0
-        self._balancer = Balancer(settings.load_balance_trigger_times, ignore_capabilities)
-        self._overtaking = Overtaking(ignore_capabilities)
+        self._balancer = Balancer(settings.load_balance_trigger_times)
+        self._overtaking = Overtaking()
         self._client_handlers: dict[type, Callable[[PeerID, Any], None]] = {
             m.Heartbeat: self._on_client_heartbeat,
             m.Task: self._on_task,
@@ -260,13 +262,15 @@ class SchedulerCore:
             if not (math.isfinite(info.share) and info.share > 0):
                 return f"a client's share must be a positive number, not {info.share!r}"
             self.tasks.queue.shares[ClientID(peer)] = info.share
-            if info.max_running_tasks:
-                self.tasks.queue.quotas[ClientID(peer)] = info.max_running_tasks
+            quota = quota_of(info)
+            if quota is not None:
+                self.tasks.queue.set_quota(ClientID(peer), quota)
             if peer not in self.clients:
                 returning = bool(hello.known_instance) and hello.known_instance != self.settings.instance_id
                 self.clients[peer] = ClientRecord(
-                    peer, info.name, hello.hostname, hello.pid, now, now, returning, owner=info.owner_key
-                )
+                    peer, info.name, hello.hostname, hello.pid, now, now, returning, owner=info.owner_key,
+                    max_cost_per_hour=info.max_cost_per_hour, max_job_result_bytes=info.max_job_result_bytes,
+                )  # fmt: skip
                 logger.debug("client %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
             if self.retention.client_back(ClientID(peer)):  # it had not left for good: its objects stay
                 logger.info("client %s is back within its retention time; its objects are kept", short(peer))
@@ -357,7 +361,11 @@ class SchedulerCore:
     # ------------------------------------------------------------ jobs (core/jobs.py)
 
     def _on_job_open(self, peer: PeerID, request: m.JobOpen) -> None:
-        reason = self.jobs.open(request.name, self.clients[peer].owner, ClientID(peer), request.task_ids)
+        client = self.clients[peer]
+        reason = self.jobs.open(
+            request.name, client.owner, ClientID(peer), request.task_ids, self.now, client.name,
+            client.max_job_result_bytes,
+        )  # fmt: skip
         if reason is None:
             logger.info("job %r opened by client %s: %d task(s)", request.name, short(peer), len(request.task_ids))
         self._send(peer, m.JobReply(request.name, reason is None, reason or "", request.task_ids, "running"))

@@ -28,7 +28,8 @@ from scaler.protocol.messages import (
 from scaler.scheduler.core.effects import DeleteObjects, Effect, Send
 from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
 from scaler.scheduler.core.jobs import JobTable
-from scaler.scheduler.core.peers import WorkerRecord
+from scaler.scheduler.core.memory_retry import bigger_place, not_retried, retried
+from scaler.scheduler.core.peers import ManagerRecord, WorkerRecord
 from scaler.scheduler.core.story_book import Words, cause_of
 from scaler.scheduler.core.task_state import Outcome, TaskEvent, TaskState, outcome
 from scaler.scheduler.core.task_table import TaskRecord, TaskTable
@@ -45,13 +46,15 @@ class TaskLifecycle:
         effects: list[Effect],
         max_task_retries: int,
         max_tasks_waiting: int,
-        ignore_capabilities: bool,
         jobs: JobTable | None = None,
+        managers: dict[PeerID, ManagerRecord] | None = None,
     ) -> None:
         self._tasks = tasks
         #: a job's tasks outlive their client, and their answers go to the job's followers (core/jobs.py)
         self._jobs = jobs if jobs is not None else JobTable(0.0)
         self._workers = workers
+        #: the connected managers: whether one declares workers bigger than one a task ran out of memory on
+        self._managers = managers if managers is not None else {}
         #: (load, join order, worker) for every worker with a free slot, least loaded first; entries go stale when
         #: a worker's load changes (a fresh one is pushed) and are dropped when met, so that placing a task costs
         #: O(log workers), not a scan of every worker (flat cost from 10 to 1,000 workers)
@@ -60,7 +63,6 @@ class TaskLifecycle:
         self._effects = effects
         self._max_task_retries = max_task_retries
         self._max_tasks_waiting = max_tasks_waiting
-        self._ignore_capabilities = ignore_capabilities
         self.now = 0.0
         #: why the transition being carried out happens (for the task's story); set by `apply`
         self._cause: Words = ""
@@ -76,6 +78,9 @@ class TaskLifecycle:
             Outcome.REQUEUE: lambda record, details: self._requeue(record),
             Outcome.FAIL_FROM_DEPENDENCY: lambda record, details: self._fail_from_dependency(
                 record, _detail(details, "failure", TaskResult)
+            ),
+            Outcome.RETRY_BIGGER: lambda record, details: self._retry_bigger(
+                record, _detail(details, "result", TaskResult)
             ),
         }
 
@@ -127,7 +132,8 @@ class TaskLifecycle:
         if result.status is ResultStatus.HOST_LOST:  # a proxy's remote machine was lost: as if its worker died
             self.apply(result.task_id, TaskEvent.WORKER_LOST, reason=result.error_message or "its host was lost")
             return
-        self.apply(result.task_id, TaskEvent.RESULT, result=result)
+        event = TaskEvent.OUT_OF_MEMORY if result.status is ResultStatus.OUT_OF_MEMORY else TaskEvent.RESULT
+        self.apply(result.task_id, event, result=result)
 
     def cancel_confirmed_by(self, worker: PeerID, confirm: TaskCancelConfirm) -> None:
         record = self._tasks.get(confirm.task_id)
@@ -273,7 +279,7 @@ class TaskLifecycle:
         queue, records = self._tasks.queue, self._tasks.records
         best_key, best_entry = None, None
         for key in list(queue.queued_count):
-            if not self._ignore_capabilities and not worker.can_run(frozenset(name for name, _ in key)):
+            if not worker.can_run(key):  # the key is () when capabilities are ignored, but for a memory floor
                 continue
             entry = queue.peek(key, records)
             if entry is not None and (best_entry is None or entry < best_entry):
@@ -340,6 +346,24 @@ class TaskLifecycle:
         self._tasks.set_state(record, TaskState.QUEUED, self.now, retry)
         self._tasks.queue.push(record)
 
+    def _retry_bigger(self, record: TaskRecord, result: TaskResult) -> None:
+        """Queued again for a worker with more memory than the one it died on, if there is or may be one
+        (memory_retry.py); else it ends with its error, saying why it was not retried."""
+        worker = self._workers.get(record.worker) if record.worker is not None else None
+        outgrown = worker.memory_bytes if worker is not None else 0
+        key = self._tasks.queue.key_for(record, outgrown)
+        place = bigger_place(self._workers.values(), self._managers.values(), key) if outgrown > 0 else ""
+        if not place:
+            self._finish(record, replace(result, error_message=f"{result.error_message}; {not_retried(outgrown)}"))
+            return
+        self._tasks.stories.ran(record.task_id, record.worker or b"", record.attempts, result)
+        self._cause = retried(record.worker or b"", outgrown, place)
+        self._release_worker(record)
+        record.attempts -= 1  # the retry budget is for lost workers
+        record.outgrew_bytes = outgrown
+        self._tasks.set_state(record, TaskState.QUEUED, self.now, self._cause)
+        self._tasks.queue.push(record)
+
     def _requeue(self, record: TaskRecord) -> None:
         self._release_worker(record)
         record.attempts -= 1
@@ -393,8 +417,11 @@ class TaskLifecycle:
             self._tasks.remove(record, "canceled", self.now, cause=self._cause)
         graph = self._graphs.get(record.graph_id) if record.graph_id else None
         if graph is None and self._jobs.holds(record.task_id):
-            for follower in sorted(self._jobs.answered(record.task_id, answer, self.now)):
-                self._send(follower, answer)
+            admitted, followers = self._jobs.answered(record.task_id, answer, self.now)
+            if admitted.deleted is not None:  # over its owner's storage quota: refused, its object freed
+                self._effects.append(DeleteObjects((admitted.deleted,)))
+            for follower in sorted(followers):
+                self._send(follower, admitted.answer)
             return
         if graph is None:
             if not record.client_gone:

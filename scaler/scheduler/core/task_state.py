@@ -8,6 +8,10 @@ Rules:
    no implicit fall-through; `test_task_state.py` checks that the table is total.
 3. Only the task's current worker may end a DISPATCHED or CANCELING task; a result from any other
    worker is stale. This is what makes "each result arrives once" hold across re-dispatches.
+4. A task whose processor ran out of memory is not retried on a worker of the same size: it goes back to the
+   queue needing more memory than the worker it died on (RETRY_BIGGER), and only when a bigger worker is
+   connected or a worker manager declares bigger ones. The retry budget is for lost workers; this retry does
+   not spend it, and it ends since every retry needs a strictly bigger worker.
 
 States:
 - WAITING: a graph node whose dependencies have not all succeeded yet. Not dispatchable.
@@ -37,6 +41,7 @@ class TaskEvent(enum.Enum):
     WORKER_LOST = "worker_lost"  #: the task's worker died or left
     RETURNED = "returned"  #: the worker gave the task back unstarted (balancing)
     DEPENDENCY_FAILED = "dependency_failed"  #: a node this one needs failed
+    OUT_OF_MEMORY = "out_of_memory"  #: the current worker's result: its processor ran out of memory
 
 
 class Outcome(enum.Enum):
@@ -52,6 +57,9 @@ class Outcome(enum.Enum):
     REDISPATCH = "redispatch"  #: back to QUEUED (attempt counted) or WorkerDiedError past the budget
     REQUEUE = "requeue"  #: back to QUEUED, no attempt counted, release the worker slot
     FAIL_FROM_DEPENDENCY = "fail_from_dependency"  #: end with the failure of a dependency
+    #: back to QUEUED for a worker with more memory than the one it died on, if one is or may be connected (a
+    #: connected worker, or a manager whose `memory` capability is larger); else FINISH with the out-of-memory error
+    RETRY_BIGGER = "retry_bigger"
 
 
 S, E, Do = TaskState, TaskEvent, Outcome
@@ -65,6 +73,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
     (S.WAITING, E.WORKER_LOST): Do.IGNORE,
     (S.WAITING, E.RETURNED): Do.IGNORE,
     (S.WAITING, E.DEPENDENCY_FAILED): Do.FAIL_FROM_DEPENDENCY,
+    (S.WAITING, E.OUT_OF_MEMORY): Do.IGNORE,
     (S.QUEUED, E.READY): Do.IGNORE,
     (S.QUEUED, E.DISPATCH): Do.ASSIGN,
     (S.QUEUED, E.RESULT): Do.IGNORE,
@@ -73,6 +82,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
     (S.QUEUED, E.WORKER_LOST): Do.IGNORE,
     (S.QUEUED, E.RETURNED): Do.IGNORE,
     (S.QUEUED, E.DEPENDENCY_FAILED): Do.FAIL_FROM_DEPENDENCY,
+    (S.QUEUED, E.OUT_OF_MEMORY): Do.IGNORE,
     (S.DISPATCHED, E.READY): Do.IGNORE,
     (S.DISPATCHED, E.DISPATCH): Do.IGNORE,
     (S.DISPATCHED, E.RESULT): Do.FINISH,
@@ -81,6 +91,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
     (S.DISPATCHED, E.WORKER_LOST): Do.REDISPATCH,
     (S.DISPATCHED, E.RETURNED): Do.REQUEUE,
     (S.DISPATCHED, E.DEPENDENCY_FAILED): Do.IGNORE,  # its dependencies had all succeeded
+    (S.DISPATCHED, E.OUT_OF_MEMORY): Do.RETRY_BIGGER,
     (S.CANCELING, E.READY): Do.IGNORE,
     (S.CANCELING, E.DISPATCH): Do.IGNORE,
     (S.CANCELING, E.RESULT): Do.FINISH,  # the result won the race: the client gets it, cancel() is False
@@ -89,6 +100,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
     (S.CANCELING, E.WORKER_LOST): Do.END_CANCELED,
     (S.CANCELING, E.RETURNED): Do.END_CANCELED,  # given back unstarted: that is a cancel too
     (S.CANCELING, E.DEPENDENCY_FAILED): Do.IGNORE,
+    (S.CANCELING, E.OUT_OF_MEMORY): Do.FINISH,  # the result won the race, as for RESULT
 }
 
 

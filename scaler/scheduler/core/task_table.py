@@ -20,8 +20,10 @@ import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from scaler.policy.capability import needs_more_memory
 from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
 from scaler.protocol.messages import Capabilities, Task, TaskTransition
+from scaler.scheduler.core.quotas import ClientQuota, held_back, startable
 from scaler.scheduler.core.run_times import RunTimeBook
 from scaler.scheduler.core.shrink_rule import ShrinkRule, rebuild
 from scaler.scheduler.core.story_book import StoryBook, Words
@@ -52,6 +54,8 @@ class TaskRecord:
     client_gone: bool = False  #: nobody waits for the outcome any more
     dispatched_at: float = 0.0
     turn: float = -1.0  #: its place in its client's line (DispatchQueue); -1 until first queued
+    #: it ran out of memory on a worker with this many bytes: it runs again only on a bigger one (0: on any)
+    outgrew_bytes: int = 0
 
     @property
     def task_id(self) -> TaskID:
@@ -64,10 +68,6 @@ class TaskRecord:
     @property
     def graph_id(self) -> GraphID:
         return self.task.graph_id
-
-    @property
-    def queue_key(self) -> Capabilities:
-        return self.task.capabilities
 
 
 class DispatchQueue:
@@ -101,18 +101,33 @@ class DispatchQueue:
         self.shares: dict[ClientID, float] = {}
         #: each client's quota of tasks at workers (absent: none), checked against its counts in the task table
         self.quotas: dict[ClientID, int] = {}
+        #: the settings those come from (core/quotas.py)
+        self.client_quotas: dict[ClientID, ClientQuota] = {}
+        #: exact number of QUEUED tasks per client and capability set (quotas and budgets per client read it)
+        self.client_queued: dict[ClientID, dict[Capabilities, int]] = {}
         self._client_counts = client_counts
         #: QUEUED tasks of clients at their quota, set aside when they reached the top of a heap, best first
         self._over_quota: dict[ClientID, list[tuple[Entry, Capabilities]]] = {}
 
     def key(self, record: TaskRecord) -> Capabilities:
-        return () if self._ignore_capabilities else record.queue_key
+        return self.key_for(record, record.outgrew_bytes)
+
+    def key_for(self, record: TaskRecord, outgrew_bytes: int) -> Capabilities:
+        """The capability set `record` is queued under once it outgrew a worker of `outgrew_bytes` (0: none): its
+        own (none when capabilities are ignored), plus more memory than that worker, whatever the allocation (a
+        task that would die again is no load to even out)."""
+        own = () if self._ignore_capabilities else record.task.capabilities
+        return needs_more_memory(own, outgrew_bytes) if outgrew_bytes else own
 
     def push(self, record: TaskRecord) -> None:
         if record.turn < 0:  # a task queued again (its worker died) keeps its place
             record.turn = max(self._next_turn.get(record.client_id, 0.0), self._turn_now)
             self._next_turn[record.client_id] = record.turn + 1.0 / self.shares.get(record.client_id, 1.0)
         key, priority = self.key(record), record.task.priority
+        by_key = self.client_queued.get(record.client_id)
+        if by_key is None:
+            by_key = self.client_queued[record.client_id] = {}
+        by_key[key] = by_key.get(key, 0) + 1
         entry = (-priority, record.turn, record.sequence, record.task_id)
         heapq.heappush(self._heaps.setdefault(key, []), entry)
         self.queued_count[key] = self.queued_count.get(key, 0) + 1
@@ -127,6 +142,13 @@ class DispatchQueue:
     def left(self, record: TaskRecord) -> None:
         """A QUEUED record left the queue some other way than `pop` (cancel, failure)."""
         key = self.key(record)
+        by_key = self.client_queued[record.client_id]
+        if by_key[key] > 1:
+            by_key[key] -= 1
+        elif len(by_key) > 1:
+            del by_key[key]
+        else:
+            del self.client_queued[record.client_id]
         count = self.queued_count[key] - 1
         if count:
             self.queued_count[key] = count
@@ -198,19 +220,30 @@ class DispatchQueue:
         if not waiting:
             self._over_quota.pop(client, None)
 
-    def over_quota(self, key: Capabilities, records: dict[TaskID, TaskRecord]) -> int:
-        """How many tasks of capability set `key` wait because their client is at its quota (for the status)."""
-        return sum(
-            1
-            for waiting in self._over_quota.values()
-            for entry, entry_key in waiting
-            if entry_key == key and _is_current(records.get(entry[3]), entry)
-        )
+    def set_quota(self, client: ClientID, quota: ClientQuota) -> None:
+        self.quotas[client] = quota.held_limit
+        self.client_quotas[client] = quota
+
+    def held_back(self) -> dict[Capabilities, dict[str, int]]:
+        """Queued tasks their client's quota keeps from starting even on free workers, per capability set and
+        binding setting (core/quotas.py): what the status's reason counts and the scaling policies leave out."""
+        counts = self._client_counts
+        held = {client: counts[client][_HELD] for client in self.client_quotas if client in counts}
+        return held_back(self.client_quotas, self.client_queued, held)
+
+    def client_loads(self) -> Iterator[tuple[ClientID, int, dict[Capabilities, int]]]:
+        """Each client with live tasks: its tasks at workers, and its queued ones that could start now per capability
+        set (those its quota holds back left out), for the scaling policies' budget split."""
+        for client, counts in self._client_counts.items():
+            queued = self.client_queued.get(client, {})
+            if queued or counts[_HELD]:
+                yield client, counts[_HELD], startable(self.client_quotas.get(client), counts[_HELD], queued)
 
     def forget(self, client: ClientID) -> None:
         """The client left: its share and quota go (its tasks are cancelled by the lifecycle)."""
         self.shares.pop(client, None)
         self.quotas.pop(client, None)
+        self.client_quotas.pop(client, None)
         self._over_quota.pop(client, None)
 
 

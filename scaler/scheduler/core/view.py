@@ -10,14 +10,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from scaler.config.byte_size import format_byte_size
+from scaler.policy.capability import MEMORY, PRESENT, covers
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID
 from scaler.scheduler.core.events import ShellStats
+from scaler.scheduler.core.jobs import JobRecord
 from scaler.scheduler.core.peers import ManagerRecord, WorkerRecord
+from scaler.scheduler.core.quotas import reason_words
 from scaler.scheduler.core.task_state import TaskState
 
 if TYPE_CHECKING:
     from scaler.scheduler.core.scheduler_core import SchedulerCore
+
+#: Characters of a job's owning CURVE key (z85, 40 in all) the monitor shows: enough to tell keys apart.
+OWNER_KEY_SHOWN = 10
 
 
 class ViewBuilder:
@@ -65,12 +72,32 @@ class ViewBuilder:
             ),
             message_counts=shell.message_counts,
             run_times=core.tasks.run_times.estimates(),
-            jobs=tuple(
-                m.JobSummary(
-                    job.name, job.state, len(job.answers), len(job.task_ids), PeerID(job.submitter) in core.clients
-                )
-                for _, job in sorted(core.jobs.jobs.items())
-            ),
+            jobs=tuple(self._job(job) for _, job in sorted(core.jobs.jobs.items())),
+            client_loads=self._client_loads(),
+        )
+
+    def _client_loads(self) -> tuple[m.ClientLoad, ...]:
+        core, queue = self._core, self._core.tasks.queue
+        loads = []
+        for client, running, queued in queue.client_loads():
+            record = core.clients.get(PeerID(client))
+            budget = record.max_cost_per_hour if record is not None else 0.0
+            share = queue.shares.get(client, 1.0)
+            loads.append(m.ClientLoad(client, share, running, tuple(sorted(queued.items())), budget))
+        return tuple(loads)
+
+    def _job(self, job: JobRecord) -> m.JobSummary:
+        core = self._core
+        return m.JobSummary(
+            job.name,
+            job.state,
+            len(job.answers),
+            len(job.task_ids),
+            PeerID(job.submitter) in core.clients,
+            job.failed,
+            job.submitter_name or bytes(job.submitter).decode(errors="replace")[-12:],
+            job.owner[:OWNER_KEY_SHOWN],
+            max(0.0, core.now - job.opened_at),
         )
 
     def _worker(self, worker: WorkerRecord) -> m.WorkerSummary:
@@ -134,6 +161,7 @@ class ViewBuilder:
                 elapsed = max(0.0, core.now - started)
                 running_seconds.setdefault(key, {}).setdefault(record.task.function_name, []).append(elapsed)
         groups = []
+        held_back = queue.held_back()
         for capabilities in dict.fromkeys([*queued, *running]):
             count = queued.get(capabilities, 0)
             oldest, reason, over_quota = 0.0, "", 0
@@ -142,9 +170,10 @@ class ViewBuilder:
                 if head is not None:
                     oldest = max(0.0, core.now - records[head[3]].submitted_at)
                 reason = self._waiting_reason(capabilities)
-                over_quota = queue.over_quota(capabilities, records)
+                kinds = held_back.get(capabilities, {})
+                over_quota = sum(kinds.values())
                 if over_quota:  # the quota first: more workers would not start these
-                    reason = f"{over_quota} at their client's quota of running tasks (max_running_tasks); {reason}"
+                    reason = f"{reason_words(queue.client_quotas, kinds)}; {reason}"
             functions = _function_loads(
                 queue.queued_by_function.get(capabilities, {}), running_seconds.get(capabilities, {})
             )
@@ -155,19 +184,24 @@ class ViewBuilder:
 
     def _waiting_reason(self, capabilities: m.Capabilities) -> str:
         core = self._core
-        names = frozenset(name for name, _ in capabilities)
-        able = [worker for worker in core.workers.values() if worker.can_run(names)]
+        able = [worker for worker in core.workers.values() if worker.can_run(capabilities)]
         starting = sum(
-            manager.pending_units
-            for manager in core.managers.values()
-            if names <= {name for name, _ in manager.capabilities}
+            manager.pending_units for manager in core.managers.values() if covers(manager.capabilities, capabilities)
         )
         if not able:
             booting = f"; a worker manager is starting {starting} unit(s)" if starting else ""
             if not core.workers:
                 return "no worker is connected" + booting
-            return f"no connected worker has the capabilities {', '.join(sorted(names))}" + booting
+            return f"no connected worker has the capabilities {_needs(capabilities)}" + booting
         return "all workers that can run them are busy" + (f"; {starting} more unit(s) starting" if starting else "")
+
+
+def _needs(capabilities: m.Capabilities) -> str:
+    """`gpu, memory >= 256 MiB`: the names, and a `memory` quantity as the least it needs."""
+    return ", ".join(
+        f"{name} >= {format_byte_size(value)}" if name == MEMORY and value != PRESENT else name
+        for name, value in sorted(capabilities)
+    )
 
 
 def _function_loads(queued: dict[str, int], running_seconds: dict[str, list[float]]) -> tuple[m.FunctionLoad, ...]:

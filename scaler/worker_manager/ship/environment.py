@@ -144,11 +144,26 @@ def check_environment(environment: UnitEnvironment, index: IndexCheck) -> list[s
         problem = target.wheel_problem(wheel.path)
         if problem is not None:
             problems.append(f"{wheel.distribution} {wheel.version}: {problem}")
+    problems += [problem for item in environment.requirements if (problem := direct_reference_problem(item))]
     asked = [environment.scaler] if environment.scaler else []
     asked += [item for item in environment.requirements if item not in environment.trusted and " @ " not in item]
     for requirement, why in index(asked, target) if asked else []:
         problems.append(f"{requirement}: {why}")
     return problems
+
+
+def direct_reference_problem(requirement: str) -> str | None:
+    """`NAME @ URL` of a wheel whose file names another distribution (pip and uv refuse it on the unit, after its
+    boot has been paid for), e.g. `scaler @ .../scaler_compute-0.1.0-py3-none-any.whl`; None when it fits."""
+    name, at, url = requirement.partition(" @ ")
+    file_name = url.split("?", 1)[0].split("#", 1)[0].rsplit("/", 1)[-1]
+    if not at or not file_name.endswith(".whl") or file_name.count("-") < 4:
+        return None
+    wanted = canonical_name(name.split("[", 1)[0].strip())
+    found = canonical_name(file_name.split("-", 1)[0])
+    if wanted == found:
+        return None
+    return f"{requirement}: the wheel {file_name} is of {found}, not {wanted} (write `{found} @ ...`)"
 
 
 def _module_guess(requirement: str) -> str:

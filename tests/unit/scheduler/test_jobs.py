@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID, TaskID
-from scaler.scheduler.core.effects import DeleteOwnerObjects, Send
+from scaler.scheduler.core.effects import DeleteObjects, DeleteOwnerObjects, Send
 from scaler.scheduler.core.events import PeerLost
 from scaler.scheduler.core.jobs import JobTable
 from scaler.scheduler.core.scheduler_core import CoreSettings
@@ -136,4 +136,62 @@ def test_the_view_lists_the_jobs_with_their_progress_and_whether_the_submitter_i
     open_job(sim, submitter.peer, "nightly", range(1, 4))
     sim.finish(worker)
     sim.feed(PeerLost(submitter.peer, "gone", sim.now))
-    assert sim.core.view().jobs == (m.JobSummary("nightly", "running", 1, 3, submitter_connected=False),)
+    assert sim.core.view().jobs == (m.JobSummary("nightly", "running", 1, 3, False, submitter="a"),)
+
+
+def test_the_view_lists_each_job_with_its_failures_submitter_and_age() -> None:
+    """What the monitor feed carries of a job (scaler_top and the dashboard show it). Checked by switching it off:
+    with `JobTable.answered` not counting failures, `failed` stays 0 and the test fails."""
+    sim = cluster()
+    submitter, worker = sim.add_client("risk-desk"), sim.add_worker(capacity=10)
+    task_ids = open_job(sim, submitter.peer, "nightly", range(1, 5))
+    sim.advance(42.0)
+    sim.finish(worker, task_ids[0])
+    sim.finish(worker, task_ids[1], m.ResultStatus.FAILED)
+    sim.feed(PeerLost(submitter.peer, "gone", sim.now))
+    (job,) = sim.core.view().jobs
+    assert (job.name, job.state, job.done, job.total, job.failed) == ("nightly", "running", 2, 4, 1)
+    assert job.submitter == "risk-desk" and not job.submitter_connected and job.owner_key == ""
+    assert job.age_seconds >= 42.0
+
+
+def stored(task_id: TaskID, size: int) -> m.TaskResult:
+    """A result over the inline limit: in object storage, `size` bytes."""
+    return m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.OBJECT_ID, b"obj-" + task_id, stored_bytes=size)
+
+
+def test_results_over_the_storage_quota_are_refused_naming_it_and_their_objects_deleted() -> None:
+    """--job-result-quota-bytes 100: a 60-byte result is kept, the next would pass 100 and is refused with an error
+    naming the quota, its object deleted; once the job expires its bytes are given back. Checked by switching it
+    off (JobStorage.admit admitting everything): the second result reached the follower as a success."""
+    sim = SimulatedCluster(
+        CoreSettings("tcp://sim:1", "tcp://sim:2", PYTHON, result_retention_seconds=30, job_result_quota_bytes=100)
+    )
+    submitter, worker = sim.add_client("a"), sim.add_worker(capacity=5)
+    first, second = open_job(sim, submitter.peer, "big", range(1, 3))
+    for task_id, size in ((first, 60), (second, 60)):
+        worker.held.remove(task_id)
+        sim.send(worker.peer, stored(task_id, size))
+    assert submitter.answers[first] == [("result", "success")]
+    (refusal,) = [
+        e.message
+        for e in sim.effects
+        if isinstance(e, Send) and isinstance(e.message, m.TaskResult) and e.message.task_id == second
+    ]
+    assert refusal.status is m.ResultStatus.ERROR and submitter.answers[second] == [("result", "error")]
+    assert "storage quota" in refusal.error_message and "100 bytes" in refusal.error_message
+    assert [e.object_ids for e in sim.effects if isinstance(e, DeleteObjects)] == [(b"obj-" + second,)]
+    assert sim.core.jobs.storage.held == {f"client:{submitter.peer.hex()}": 60}
+    sim.advance(31)  # the job expires: its 60 bytes are given back
+    assert sim.core.jobs.storage.held == {}
+
+
+def test_a_keys_own_storage_quota_replaces_the_schedulers() -> None:
+    table = JobTable(60.0, result_quota_bytes=10)
+    one, two = TaskID(b"\x01" * 16), TaskID(b"\x02" * 16)
+    assert table.open("mine", "alice", ClientID(b"c"), (one, two), key_quota_bytes=1000) is None
+    admitted, _ = table.answered(one, stored(one, 500), 1.0)
+    assert admitted.answer.status is m.ResultStatus.SUCCESS  # over the scheduler's 10, within the key's 1,000
+    admitted, _ = table.answered(two, stored(two, 600), 2.0)
+    assert admitted.deleted == b"obj-" + two and "1,000 bytes" in admitted.answer.error_message
+    assert table.jobs["mine"].failed == 1

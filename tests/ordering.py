@@ -1,0 +1,65 @@
+"""Longest tests first (a pytest plugin, loaded by `-p tests.ordering` in pyproject.toml): the suite runs in three
+processes (`make test`), and a two-minute test that starts last keeps the run going alone at its end. pytest-xdist
+hands the first quarter of the tests out round-robin and the rest as processes free up, so starting with the longest
+spreads them over the processes and leaves the short ones to fill the gaps.
+
+How long a test takes comes from `tests/durations.json` (seconds by test id: the tests over a few seconds in a whole
+run; the others keep their order after them). Refresh it from a run with durations:
+    .venv/bin/python -m pytest -n 3 --durations=0 | .venv/bin/python -m tests.ordering
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+DURATIONS = Path(__file__).with_name("durations.json")
+#: Tests shorter than this are left where collection put them.
+RECORDED_FROM_SECONDS = 3.0
+_LINE = re.compile(r"^\s*([\d.]+)s (?:call|setup|teardown)\s+(\S+)")
+
+
+def recorded() -> dict[str, float]:
+    try:
+        loaded = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(key): float(value) for key, value in loaded.items()} if isinstance(loaded, dict) else {}
+
+
+def longest_first(items: list[pytest.Item], durations: dict[str, float]) -> list[pytest.Item]:
+    """A stable sort: recorded tests by decreasing duration, then the rest in their collected order."""
+    return sorted(items, key=lambda item: -durations.get(item.nodeid, 0.0))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items[:] = longest_first(items, recorded())
+
+
+def parse_durations(lines: list[str]) -> dict[str, float]:
+    """Seconds per test id (setup, call and teardown added) from pytest's `--durations=0` report."""
+    totals: dict[str, float] = {}
+    for line in lines:
+        found = _LINE.match(line)
+        if found is not None:
+            totals[found.group(2)] = totals.get(found.group(2), 0.0) + float(found.group(1))
+    return totals
+
+
+def main() -> None:
+    totals = parse_durations(sys.stdin.read().splitlines())
+    kept = {key: round(value, 1) for key, value in sorted(totals.items(), key=lambda kv: -kv[1])
+            if value >= RECORDED_FROM_SECONDS}  # fmt: skip
+    if not kept:
+        raise SystemExit("no durations on standard input: run pytest with --durations=0")
+    DURATIONS.write_text(json.dumps(kept, indent=0) + "\n")
+    print(f"{DURATIONS}: {len(kept)} tests of {RECORDED_FROM_SECONDS:g} s or more")
+
+
+if __name__ == "__main__":
+    main()
