@@ -24,6 +24,7 @@ from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, W
 from scaler.io.address import free_tcp_port_block, parse_address
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
 from scaler.io.curve import ClusterKeys, security_of
+from scaler.io.default_security import ServedAddresses, ServerSecurity
 from scaler.io.key_folder import user_keys
 from scaler.io.port_owner import address_in_use_problem
 from scaler.monitor import local_schedulers
@@ -159,6 +160,12 @@ class SchedulerClusterCombo:
             problem = address_in_use_problem(bound)
             if problem is not None:  # else a cluster already there would answer our readiness probe
                 raise OSError(errno.EADDRINUSE, f"SchedulerClusterCombo: {problem}")
+        # insecure: say so for these addresses before the workers start (they would take the user's keys while
+        # the scheduler has not registered yet); the servers then register the same, for as long as they run
+        self._insecure_files = ServedAddresses(
+            ServerSecurity(None, insecure=insecure), [self._address, object_storage_address, self._monitor_address]
+        )
+        self._insecure_files.register()
         # the servers without key settings use the user's keys themselves (and register connection files)
         scheduler = dataclasses.replace(scheduler, **server_keys)
         storage = dataclasses.replace(storage, **server_keys)
@@ -311,6 +318,9 @@ class SchedulerClusterCombo:
         keys, self._keys = self._keys, None
         if self._host is not None:
             stop_children([self._host], grace_seconds=20.0)
+        insecure_files = getattr(self, "_insecure_files", None)
+        if insecure_files is not None:
+            insecure_files.unregister()
         if keys is not None:
             keys.remove()
 

@@ -27,7 +27,7 @@ import pytest
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from scaler import Client
+from scaler import Client, SchedulerClusterCombo
 from scaler.payload.serializer import DefaultSerializer
 from scaler.protocol import codec
 from scaler.protocol import messages as m
@@ -130,7 +130,7 @@ try:
     print("read the keys")
 except PermissionError:
     print("cannot read the keys")
-from scaler import Client
+from scaler import Client, SchedulerClusterCombo
 try:
     with Client(sys.argv[1], timeout_seconds=20) as client:
         print("ran", client.submit(pow, 2, 5).result(timeout=20))
@@ -206,3 +206,13 @@ def test_insecure_is_explicit_warns_and_local_sides_follow(launcher: Launcher) -
     wait_for_workers(addresses.monitor, 1)
     with Client(addresses.scheduler) as client:
         assert client.map(square, range(5)) == [x * x for x in range(5)]
+
+
+def test_an_insecure_local_cluster_is_reached_without_keys() -> None:
+    """`SchedulerClusterCombo(insecure=True)`: plain TCP, which its workers and a local client use although the
+    user has keys. Checked to fail without the combo's insecure connection files written before its workers
+    start: the workers take the user's keys, are refused, and the task never runs."""
+    with SchedulerClusterCombo(n_workers=1, insecure=True) as cluster:
+        assert cluster.client_keys == {}
+        with Client(cluster.get_address()) as client:
+            assert client.submit(square, 4).result(timeout=60) == 16
