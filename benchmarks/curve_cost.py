@@ -1,7 +1,10 @@
 """CURVE's cost: W1 (10,000 tiny tasks submitted one by one, then gathered) and W3 (sequential round trips of
-one tiny task) on a 2-worker local cluster with and without `secure=True`, alternated, median of `--repeat`.
+one tiny task) on a 2-worker local cluster as it starts by default (secure, with the user's keys) and with
+`insecure=True`, alternated, median of `--repeat`, and their ratio.
 
     python benchmarks/curve_cost.py [--tasks 10000] [--round-trips 300] [--repeat 3]
+
+The default cluster makes the user's keys at first use in $XDG_CONFIG_HOME/scaler/keys (~/.config/scaler/keys).
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ def w3(client: Client, round_trips: int) -> float:
 
 
 def measure(secure: bool, arguments: argparse.Namespace) -> tuple[float, float]:
-    with SchedulerClusterCombo(n_workers=2, secure=secure) as cluster:
-        with Client(cluster.get_address(), **cluster.client_keys) as client:
+    with SchedulerClusterCombo(n_workers=2, insecure=not secure) as cluster:
+        with Client(cluster.get_address()) as client:  # finds the keys of a secure cluster by itself
             w1(client, 1000)  # warm-up
             return w1(client, arguments.tasks), w3(client, arguments.round_trips)
 
@@ -53,8 +56,12 @@ def main() -> None:
     plain_w1, plain_w3 = (statistics.median(values) for values in zip(*runs[False], strict=True))
     curve_w1, curve_w3 = (statistics.median(values) for values in zip(*runs[True], strict=True))
     cost = 100 * (1 - curve_w1 / plain_w1)
-    print(f"W1: {plain_w1:,.0f} tasks/s plain, {curve_w1:,.0f} with CURVE ({cost:+.1f}% cost)")
-    print(f"W3: p50 {plain_w3:.2f} ms plain, {curve_w3:.2f} ms with CURVE ({100 * (curve_w3 / plain_w3 - 1):+.1f}%)")
+    print(f"W1: {plain_w1:,.0f} tasks/s insecure, {curve_w1:,.0f} secure (default): ratio {curve_w1 / plain_w1:.3f} "
+          f"({cost:+.1f}% cost)")  # fmt: skip
+    print(f"W3: p50 {plain_w3:.2f} ms insecure, {curve_w3:.2f} ms secure (default): ratio {curve_w3 / plain_w3:.3f}")
+    for name, index in (("W1 tasks/s", 0), ("W3 p50 ms", 1)):
+        each = ", ".join(f"{i[index]:.4g}/{s[index]:.4g}" for i, s in zip(runs[False], runs[True], strict=True))
+        print(f"  {name} per round (insecure/secure): {each}")
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from scaler.client.core import (
 )
 from scaler.client.forwarded_logs import emit_records
 from scaler.errors import DisconnectedError
+from scaler.io.handshake_refusal import HANDSHAKE_FAILURES, is_refusal, refusal_text
 from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.io.zmq_async import AsyncSocket, Frames, watch_events
 from scaler.protocol import codec
@@ -53,18 +54,6 @@ logger = logging.getLogger(__name__)
 #: A message sent this long after the previous direct send leaves from the caller's thread at once;
 #: closer ones are queued for the I/O thread, which sends them together.
 DIRECT_SEND_GAP_SECONDS = 0.0005
-
-
-#: Connection events that mean the scheduler refused this side's keys (or their absence).
-HANDSHAKE_FAILURES = (
-    zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
-)
-
-
-def is_mechanism_mismatch(event: int, value: int) -> bool:
-    """A client without keys met a CURVE server. Other handshake failures of a plain connection (a scheduler
-    that died or restarted mid-handshake) are only a lost connection, which the client waits out."""
-    return event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
 
 
 #: How often a client that waits for its scheduler says so.
@@ -460,7 +449,7 @@ class ClientAgent(Generic[FutureT]):
         self._feed(self._core.on_messages, messages, time.monotonic())
 
     def _on_socket_event(self, event: int, value: int) -> None:
-        if event & HANDSHAKE_FAILURES and (self._security is not None or is_mechanism_mismatch(event, value)):
+        if is_refusal(event, value, self._security is not None):
             if self.hello_reply is None:  # the first connection: a wrong key never gets better by waiting
                 self._lost(ConnectionRefusedError(self._refusal(event)), quiet=True)
             return
@@ -468,20 +457,8 @@ class ClientAgent(Generic[FutureT]):
             self._feed(self._core.on_disconnected, time.monotonic())
 
     def _refusal(self, event: int) -> str:
-        if self._security is None:
-            return (
-                f"the scheduler at {self.address} requires authentication (CURVE keys) and this client has none: "
-                "give Client(..., curve_secret_key='NAME.key_secret', curve_server_key='server.key')"
-            )
-        if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-            return (
-                f"authentication failed: the scheduler at {self.address} refused this client's CURVE key (it is not "
-                "in the scheduler's folder of authorised keys, or was removed from it)"
-            )
-        return (
-            f"authentication failed with the scheduler at {self.address}: the CURVE handshake did not complete "
-            "(a wrong server key, or a scheduler without CURVE)"
-        )
+        hint = "give Client(..., curve_secret_key='NAME.key_secret', curve_server_key='server.key')"
+        return refusal_text("scheduler", "client", self.address, event, self._security is not None, hint)
 
     async def _tick_routine(self) -> None:
         while True:

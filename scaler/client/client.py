@@ -115,10 +115,11 @@ class Client:
             security = context.security
         ship_local_modules = False
         if security is None and context is None and address is not None:
-            # a stack started with `scaler FILE` that made its own keys (hub = "cloud"): docs/guide/bursting.md
-            from scaler.io.stack_keys import discovered_connection, discovered_security
+            # a local server's keys (the user's, or a cloud stack's): docs/guide/security.md
+            from scaler.io.default_security import connecting_security
+            from scaler.io.stack_keys import discovered_connection
 
-            security = discovered_security(address)
+            security = connecting_security({}, address, "client")
             ship_local_modules = bool((discovered_connection(address) or {}).get("ship_local_modules"))
         if address is None:
             if context is None:

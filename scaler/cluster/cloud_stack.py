@@ -24,7 +24,7 @@ from scaler.config.loader import LauncherFile
 from scaler.config.sections import StackSecurityConfig, WorkerManagerSettings
 from scaler.io.address import parse_address
 from scaler.io.curve import CurveSecurity, curve_security
-from scaler.io.stack_keys import StackKeys, register_connection, unregister_connection
+from scaler.io.stack_keys import register_connection, stack_keys, unregister_connection
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class CloudStack:
             raise ValueError(problem)
         assert file.scheduler is not None
         self._file = file
-        self.keys = StackKeys.ensure(stack_name(path))
+        self.keys = stack_keys(stack_name(path))
         scheduler = parse_address(file.scheduler.bind_address).connectable()
         self.scheduler_address = str(scheduler)
         storage = (file.object_storage_server.bind_address if file.object_storage_server is not None

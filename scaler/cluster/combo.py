@@ -24,6 +24,8 @@ from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, W
 from scaler.io.address import free_tcp_port_block, parse_address
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
 from scaler.io.curve import ClusterKeys, security_of
+from scaler.io.default_security import ServedAddresses, ServerSecurity
+from scaler.io.key_folder import user_keys
 from scaler.io.port_owner import address_in_use_problem
 from scaler.monitor import local_schedulers
 
@@ -71,11 +73,14 @@ class SchedulerClusterCombo:
         max_task_retries: int = 3,
         preload: str | None = None,
         secure: bool = False,
+        insecure: bool = False,
         nested_parents: str = "thread",
         dashboard: bool | str = False,
     ) -> None:
-        """`secure=True`: every connection authenticated and encrypted with CURVE keys made for this cluster
-        (deleted when it stops); `Client(cluster.get_address(), **cluster.client_keys)` connects to it.
+        """Every connection is authenticated and encrypted with CURVE: by default with the user's keys
+        (`~/.config/scaler/keys`, which `Client(cluster.get_address())` finds by itself); `secure=True`: with keys
+        made for this cluster (deleted when it stops; `Client(cluster.get_address(), **cluster.client_keys)`);
+        `insecure=True`: plain TCP, with a warning (anyone who can reach the ports can submit, read and forge).
         `nested_parents`: "thread" (a task waiting on nested tasks waits in its processor, which runs other tasks
         meanwhile) or "process" (a processor per waiting parent); the worker flag `--nested-parents`.
         `dashboard=True` serves the web dashboard (and its `/metrics`) from this process on a free port of
@@ -84,7 +89,7 @@ class SchedulerClusterCombo:
         `hard_processor_suspend` is accepted for the reference's callers and ignored: a waiting parent always
         yields its slot, unsuspended."""
         refuse_tls_security_config(security_config)
-        self._keys = ClusterKeys.make() if secure else None
+        server_keys = self._choose_keys(secure, insecure)
         if isinstance(n_workers, str):  # SchedulerClusterCombo("tcp://...", ...) as some older code does
             n_workers, address = 4 if address is None else int(address), n_workers
         if address is None:
@@ -100,7 +105,6 @@ class SchedulerClusterCombo:
         self._object_storage_address = object_storage_address
         self._monitor_address = monitor_address or str(scheduler_address.with_port_offset(2))
         logging_paths = tuple(logging_paths)
-        server_keys: dict[str, Any] = self._keys.server_settings() if self._keys is not None else {}
         scheduler = SchedulerConfig(
             bind_address=self._address,
             object_storage_address=object_storage_address,
@@ -156,10 +160,16 @@ class SchedulerClusterCombo:
             problem = address_in_use_problem(bound)
             if problem is not None:  # else a cluster already there would answer our readiness probe
                 raise OSError(errno.EADDRINUSE, f"SchedulerClusterCombo: {problem}")
-        if self._keys is not None:
-            scheduler = dataclasses.replace(scheduler, **server_keys)
-            storage = dataclasses.replace(storage, **server_keys)
-            worker = dataclasses.replace(worker, **self._keys.worker_settings())
+        # insecure: say so for these addresses before the workers start (they would take the user's keys while
+        # the scheduler has not registered yet); the servers then register the same, for as long as they run
+        self._insecure_files = ServedAddresses(
+            ServerSecurity(None, insecure=insecure), [self._address, object_storage_address, self._monitor_address]
+        )
+        self._insecure_files.register()
+        # the servers without key settings use the user's keys themselves (and register connection files)
+        scheduler = dataclasses.replace(scheduler, **server_keys)
+        storage = dataclasses.replace(storage, **server_keys)
+        worker = dataclasses.replace(worker, **self._worker_keys())
         plan = {
             "object_storage_server": section_to_json(storage),
             "scheduler": section_to_json(scheduler),
@@ -180,7 +190,7 @@ class SchedulerClusterCombo:
             os.close(report_write)
             report_write = -1
             self._pids = _read_report(report_read, self._host)
-            probe_security = security_of(self.client_keys) if self._keys is not None else None
+            probe_security = security_of(self.client_keys)
             wait_for_scheduler(self._address, START_TIMEOUT_SECONDS, [self._host], security=probe_security)
         except BaseException:
             self.shutdown()
@@ -232,8 +242,25 @@ class SchedulerClusterCombo:
 
     @property
     def client_keys(self) -> dict[str, str]:
-        """`Client(cluster.get_address(), **cluster.client_keys)`: empty for a cluster without `secure=True`."""
-        return self._keys.client_settings() if self._keys is not None else {}
+        """`Client(cluster.get_address(), **cluster.client_keys)`: empty for a cluster with `insecure=True`."""
+        if self._keys is not None:
+            return self._keys.client_settings()
+        return self._user_keys.connecting_settings("client") if self._user_keys is not None else {}
+
+    def _choose_keys(self, secure: bool, insecure: bool) -> dict[str, Any]:
+        """Make or find the cluster's keys; the servers' key settings (none: the user's keys, by themselves)."""
+        if secure and insecure:
+            raise ValueError("SchedulerClusterCombo: secure=True and insecure=True contradict each other")
+        self._keys = ClusterKeys.make() if secure else None
+        self._user_keys = user_keys() if not secure and not insecure else None
+        if insecure:
+            return {"insecure": True}  # the servers log the warning
+        return self._keys.server_settings() if self._keys is not None else {}
+
+    def _worker_keys(self) -> dict[str, Any]:
+        if self._keys is not None:
+            return self._keys.worker_settings()
+        return self._user_keys.connecting_settings("worker") if self._user_keys is not None else {}
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else "running"
@@ -291,6 +318,9 @@ class SchedulerClusterCombo:
         keys, self._keys = self._keys, None
         if self._host is not None:
             stop_children([self._host], grace_seconds=20.0)
+        insecure_files = getattr(self, "_insecure_files", None)
+        if insecure_files is not None:
+            insecure_files.unregister()
         if keys is not None:
             keys.remove()
 

@@ -27,7 +27,7 @@ import psutil
 from scaler.cluster.autostop import AutoStop
 from scaler.cluster.cloud_stack import CloudStack
 from scaler.cluster.readiness import wait_for_scheduler
-from scaler.cluster.stack_security import secured
+from scaler.cluster.stack_security import secured_by_default
 from scaler.config.loader import LauncherFile
 from scaler.config.manager_types import manager_type_of
 from scaler.config.sections import SchedulerConfig, section_to_json
@@ -106,13 +106,8 @@ class Launcher:
             self._cloud = CloudStack(file, self._path)
             file = self._cloud.start(lambda: bool(self._signals))
             monitor_security = self._cloud.client_security
-        file = secured(file)
-        keys = file.security
-        probe = None
-        if keys is not None:  # the probes connect as the stack's managers do
-            probe = security_of(
-                {"curve_secret_key": keys.workers_secret_key, "curve_server_key": keys.server_public_key}
-            )
+        file, probe_keys = secured_by_default(file)
+        probe = security_of(probe_keys) if probe_keys is not None else None  # connects as the stack's managers do
         storage_address: str | None = None
         if file.object_storage_server is not None:
             storage = file.object_storage_server

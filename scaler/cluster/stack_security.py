@@ -1,6 +1,7 @@
 """A `scaler FILE` stack's `[security]` section applied to every component it starts: the servers get the server
 key pair and the folder of authorised keys, the managers (and the workers they start) and the dashboard get the
-workers' key pair and the server's public key. A key a component's own section sets is kept."""
+workers' key pair and the server's public key. A key a component's own section sets is kept. Without the section,
+the user's keys (`secured_by_default`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, TypeVar
 from scaler.config.loader import LauncherFile
 from scaler.config.sections import StackSecurityConfig
 from scaler.io.curve import KeyFileError, authorized_keys, curve_security
+from scaler.io.key_folder import user_keys
 from scaler.io.peer_roles import MANAGER, scheduler_refusal
 
 T = TypeVar("T")
@@ -49,3 +51,33 @@ def _with(section: T, keys: dict[str, Any]) -> T:
     if section is None or getattr(section, "curve_secret_key", None) is not None:
         return section
     return dataclasses.replace(section, **keys)  # type: ignore[type-var]
+
+
+def secured_by_default(file: LauncherFile) -> tuple[LauncherFile, dict[str, str] | None]:
+    """`secured(file)`, and for a stack that starts servers without a [security] section the user's keys
+    (docs/guide/security.md): its servers use them by themselves, its managers get the workers' pair and its
+    dashboard the client pair. `insecure = true` in [scheduler] or [object_storage_server] makes both servers
+    plain TCP instead. Also returns the key settings the launcher's readiness probes use (None: none)."""
+    if file.security is not None or (file.scheduler is None and file.object_storage_server is None):
+        file = secured(file)
+        keys = file.security
+        if keys is None:
+            return file, None
+        return file, {"curve_secret_key": keys.workers_secret_key, "curve_server_key": keys.server_public_key}
+    servers = [section for section in (file.scheduler, file.object_storage_server) if section is not None]
+    if any(section.curve_secret_key is not None for section in servers):
+        return file, None  # keys set section by section: the file says it all
+    if any(section.insecure for section in servers):
+        insecure = {"insecure": True}  # both servers: a secure storage would refuse an insecure scheduler
+        return dataclasses.replace(
+            file,
+            scheduler=_with(file.scheduler, insecure),
+            object_storage_server=_with(file.object_storage_server, insecure),
+        ), None
+    user = user_keys()
+    workers = user.connecting_settings("worker")
+    return dataclasses.replace(
+        file,
+        worker_managers=tuple(_with(manager, workers) for manager in file.worker_managers),
+        gui=_with(file.gui, user.connecting_settings("client")),
+    ), workers

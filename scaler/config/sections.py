@@ -64,13 +64,19 @@ class CurveClientSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class CurveServerSettings:
-    """Keys of a server (scheduler, object storage): docs/security.md."""
+    """Keys of a server (scheduler, object storage): docs/security.md. With none, the user's keys
+    (`scaler.io.default_security`)."""
 
     curve_secret_key: str | None = setting(
         None, help="the servers' CURVE secret key file (server.key_secret, from scaler_keygen)"
     )
     curve_authorized_keys: str | None = setting(
         None, help="folder of the public keys (*.key) allowed to connect; re-read when it changes"
+    )
+    insecure: bool = setting(
+        False,
+        help="serve plain TCP without CURVE keys: anyone who can reach the ports can submit, read and forge "
+        "(default: secure, with the user's keys from ~/.config/scaler/keys unless --curve-* settings are given)",
     )
 
 

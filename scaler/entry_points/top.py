@@ -28,15 +28,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AddressError as error:
         print(f"scaler_top: error: {error}", file=sys.stderr)
         return 2
-    from scaler.io.curve import KeyFileError, security_of
+    from scaler.io.curve import KeyFileError
+    from scaler.io.default_security import connecting_security
     from scaler.monitor.top import run_top
 
-    try:
-        security = security_of(config)
-        if security is None:  # a stack that made its own keys (hub = "cloud"): docs/guide/bursting.md
-            from scaler.io.stack_keys import discovered_security
-
-            security = discovered_security(config.monitor_address)
+    try:  # no key setting: those a local scheduler or stack registered for the address (docs/guide/security.md)
+        security = connecting_security(config, config.monitor_address, "client")
     except KeyFileError as error:
         print(f"scaler_top: error: {error}", file=sys.stderr)
         return 2

@@ -1,10 +1,15 @@
-"""CURVE keys a `scaler FILE` stack makes for itself, and how local clients find them (docs/guide/bursting.md).
+"""Connection files: how a local client, worker or tool finds the keys of the server it connects to, and the
+CURVE keys a cloud `scaler FILE` stack makes for itself (docs/guide/security.md, docs/guide/bursting.md).
+
+A server started without key settings uses the user's keys (`key_folder`, `default_security`) and registers a
+connection file for each address it serves, the same way a cloud stack does.
 
 A stack whose scheduler runs in the cloud (`hub = "cloud"`) secures every connection without the user handling a
 key file: the launcher makes a server pair, a client pair and a workers pair once, in a folder only the user can
 read (`~/.config/scaler/stacks/<stack>/`, mode 0700, kept so that a restarted launcher reaches the units it left
 running), and, while the stack runs, a *connection file* per local address it serves
-(`~/.config/scaler/connections/<host>_<port>.json`, mode 0600) naming the client pair and the server's public key.
+(`~/.config/scaler/connections/<host>_<port>.json`, mode 0600) naming the client pair, the workers' pair and the
+server's public key.
 
 `Client("tcp://127.0.0.1:8516")` and `scaler_top tcp://127.0.0.1:8518` given no key look there for their address,
 so user code is the same for a local run and a burst. A connection file whose launcher is gone is ignored.
@@ -14,45 +19,20 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+import socket
 from pathlib import Path
 
-from scaler.io.curve import CurveSecurity, KeyFileError, curve_security, make_key_pair
+from scaler.io.curve import CurveSecurity, KeyFileError, curve_security
+from scaler.io.key_folder import KeyFolder, config_home
+
+#: A stack's keys are a `KeyFolder` like the user's (the name stays for the cloud stack's code).
+StackKeys = KeyFolder
 
 
-def config_home() -> Path:
-    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "scaler"
-
-
-@dataclass(frozen=True)
-class StackKeys:
-    """The key pairs of one stack, in its private folder."""
-
-    folder: Path
-
-    @classmethod
-    def ensure(cls, name: str) -> StackKeys:
-        """The stack's keys, made the first time (server, client and workers pairs; the client authorised as a
-        client, the workers' pair as managers, which also covers the workers they start)."""
-        folder = config_home() / "stacks" / name
-        if not (folder / "server.key_secret").is_file():
-            folder.mkdir(parents=True, exist_ok=True)
-            os.chmod(folder, 0o700)
-            for pair in ("server", "client", "workers"):
-                make_key_pair(str(folder), pair)
-            (folder / "authorized" / "managers").mkdir(parents=True, exist_ok=True)
-            (folder / "authorized" / "client.key").write_bytes((folder / "client.key").read_bytes())
-            (folder / "authorized" / "managers" / "workers.key").write_bytes((folder / "workers.key").read_bytes())
-        os.chmod(folder, 0o700)
-        return cls(folder)
-
-    def path(self, name: str) -> str:
-        return str(self.folder / name)
-
-    def authorized_texts(self) -> dict[str, str]:
-        """The authorised folder as {relative path: public key file text} (what a cloud scheduler is given)."""
-        root = self.folder / "authorized"
-        return {str(path.relative_to(root)): path.read_text() for path in sorted(root.rglob("*.key"))}
+def stack_keys(name: str) -> KeyFolder:
+    """The keys of stack `name`, made the first time (server, client and workers pairs; the client authorised as a
+    client, the workers' pair as managers, which also covers the workers they start)."""
+    return KeyFolder.ensure(config_home() / "stacks" / name)
 
 
 def _connection_file(address: str) -> Path:
@@ -60,61 +40,120 @@ def _connection_file(address: str) -> Path:
     return config_home() / "connections" / f"{host_port.replace(':', '_').replace('/', '_')}.json"
 
 
-def register_connection(addresses: list[str], keys: StackKeys, ship_local_modules: bool) -> None:
-    """Local clients connecting to these addresses use the stack's client keys (while this process lives)."""
-    record = {
-        "client_secret_key": keys.path("client.key_secret"),
-        "server_public_key": keys.path("server.key"),
-        "ship_local_modules": ship_local_modules,
-        "pid": os.getpid(),
-        "started": _started(os.getpid()),
-    }
+#: hosts a server binding on every interface is registered under, and local names a connecting side may use
+WILDCARD_HOSTS = ("0.0.0.0", "*", "::")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def register_connection(addresses: list[str], keys: KeyFolder | None, ship_local_modules: bool) -> None:
+    """Local clients and workers connecting to these addresses use the keys of `keys` (while this process lives):
+    the record names the client pair, the workers' pair and the server's public key. `keys` None: an `--insecure`
+    server, which local sides reach without keys."""
+    record: dict[str, object] = {"insecure": True}
+    if keys is not None:
+        record = {
+            "client_secret_key": keys.path("client.key_secret"),
+            "workers_secret_key": keys.path("workers.key_secret"),
+            "server_public_key": keys.path("server.key"),
+            "keys_folder": str(keys.folder),
+        }
+    record.update({"ship_local_modules": ship_local_modules, "pid": os.getpid(), "started": _started(os.getpid())})
     for address in addresses:
         path = _connection_file(address)
         path.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(path.parent, 0o700)
-        partial = path.with_suffix(".partial")
+        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
         partial.write_text(json.dumps(record))
         os.chmod(partial, 0o600)
         partial.replace(path)
 
 
 def unregister_connection(addresses: list[str]) -> None:
+    """Remove this process's connection files of these addresses (one another process wrote since is kept)."""
     for address in addresses:
+        path = _connection_file(address)
         try:
-            _connection_file(address).unlink()
-        except FileNotFoundError:
+            if json.loads(path.read_text()).get("pid") == os.getpid():
+                path.unlink()
+        except (OSError, ValueError):
             pass
 
 
 def discovered_connection(address: str) -> dict[str, object] | None:
-    """The connection file of a stack serving `address` from this machine, if its launcher still runs."""
-    try:
-        record = json.loads(_connection_file(address).read_text())
-    except (OSError, ValueError):
-        return None
-    pid = record.get("pid")
-    if not isinstance(pid, int) or _started(pid) != record.get("started"):  # gone (its pid maybe reused)
-        return None
-    return dict(record)
+    """The connection file of a live server or stack serving `address` from this machine: the address's own, or,
+    for a local host (loopback, this machine's names and addresses), one of a bind on every interface."""
+    for candidate in _candidates(address):
+        try:
+            record = json.loads(_connection_file(candidate).read_text())
+        except (OSError, ValueError):
+            continue
+        pid = record.get("pid")
+        if isinstance(pid, int) and _started(pid) == record.get("started"):  # else gone (its pid maybe reused)
+            return dict(record)
+    return None
 
 
-def discovered_security(address: str) -> CurveSecurity | None:
-    """The client keys of the stack serving `address` (None: no such stack). Raises KeyFileError when the files
-    the connection names are unusable."""
+def discovered_key_settings(address: str, role: str = "client") -> dict[str, str] | None:
+    """The key file settings (curve_secret_key, curve_server_key) a connecting side of `role` ("client" or
+    "worker") uses for `address`; None when no live server or stack registered it."""
     record = discovered_connection(address)
-    if record is None:
+    if record is None or record.get("insecure"):
         return None
-    secret, server = record.get("client_secret_key"), record.get("server_public_key")
+    secret = record.get("workers_secret_key" if role == "worker" else "client_secret_key")
+    server = record.get("server_public_key")
     if not isinstance(secret, str) or not isinstance(server, str):
-        raise KeyFileError(f"{_connection_file(address)}: not a connection file of a scaler stack")
-    return curve_security(secret, server)
+        raise KeyFileError(f"{_connection_file(address)}: names no {role} keys (not a connection file of scaler)")
+    return {"curve_secret_key": secret, "curve_server_key": server}
+
+
+def discovered_security(address: str, role: str = "client") -> CurveSecurity | None:
+    """The keys of `discovered_key_settings` (None: no such server). Raises KeyFileError when the files the
+    connection names are unusable (e.g. another user's)."""
+    settings = discovered_key_settings(address, role)
+    if settings is None:
+        return None
+    return curve_security(settings["curve_secret_key"], settings["curve_server_key"])
+
+
+def is_local_address(address: str) -> bool:
+    """Is `address` a TCP address of this machine (loopback, a wildcard, one of its names or addresses)?"""
+    scheme, separator, rest = address.partition("://")
+    host, colon, _port = rest.rpartition(":")
+    host = host.strip("[]")
+    if scheme != "tcp" or not separator or not colon:
+        return False
+    return host in (*LOOPBACK_HOSTS, *WILDCARD_HOSTS) or host in _local_hosts()
+
+
+def _candidates(address: str) -> list[str]:
+    if not is_local_address(address):
+        return [address]
+    scheme, _separator, rest = address.partition("://")
+    host, _colon, port = rest.rpartition(":")
+    host = host.strip("[]")
+    hosts = dict.fromkeys([host, *LOOPBACK_HOSTS, *WILDCARD_HOSTS])
+    return [f"{scheme}://{name}:{port}" for name in hosts]
+
+
+def _local_hosts() -> set[str]:
+    hosts = {*LOOPBACK_HOSTS, *WILDCARD_HOSTS, socket.gethostname()}
+    try:
+        import psutil
+
+        for addresses in psutil.net_if_addrs().values():
+            hosts.update(address.address.split("%")[0] for address in addresses)
+    except (ImportError, OSError):  # a platform psutil does not serve: the names above only
+        pass
+    return hosts
 
 
 def _started(pid: int) -> float | None:
-    """When process `pid` started (None: no such process): with the pid, what names a process for good."""
-    import psutil
-
+    """When process `pid` started (None: no such process, or no psutil here): with the pid, what names a process
+    for good."""
+    try:
+        import psutil
+    except ImportError:
+        return None
     try:
         return float(psutil.Process(pid).create_time())
     except psutil.Error:

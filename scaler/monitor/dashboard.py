@@ -33,7 +33,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from scaler.config.sections import GUIConfig
-from scaler.io.curve import KeyFileError, security_of
+from scaler.io.curve import KeyFileError
+from scaler.io.default_security import connecting_security
 from scaler.monitor.dashboard_state import DashboardState
 from scaler.monitor.feed import FeedReader, FeedVersionError
 from scaler.monitor.story_asker import (
@@ -62,7 +63,8 @@ STATIC_FILES = {"uplot.min.js": "text/javascript; charset=utf-8", "uplot.min.css
 class Dashboard:
     def __init__(self, config: GUIConfig) -> None:
         self.config = config
-        self.security = security_of(config)  # KeyFileError at start, naming the file
+        # KeyFileError at start, naming the file; no key setting: those of a local scheduler's connection file
+        self.security = connecting_security(config, config.monitor_address, "client")
         self.state = DashboardState(spans_kept=TIMELINE_SPANS)
         self.task_log = TaskLog(config.task_log_max_size)
         self.stories = StoryAsker(

@@ -36,16 +36,28 @@ def check_feed_message(message: m.Message) -> FeedMessage:
     return message
 
 
+class FindKeys:
+    """`FeedReader(..., security=FIND_KEYS)`: the keys a client of this user finds for the address by itself."""
+
+
+FIND_KEYS = FindKeys()
+
+
 class FeedReader:
-    """A subscription to one scheduler's monitor address. Not thread-safe; close it when done."""
+    """A subscription to one scheduler's monitor address. Not thread-safe; close it when done. `security`: by
+    default the keys a client finds for the address (`scaler.io.default_security`); None: plain TCP."""
 
     def __init__(
         self,
         address: str,
         topics: Sequence[bytes] = ALL_TOPICS,
-        security: TransportSecurity | None = None,
+        security: TransportSecurity | FindKeys | None = FIND_KEYS,
     ) -> None:
         self.address = address
+        if isinstance(security, FindKeys):
+            from scaler.io.default_security import connecting_security
+
+            security = connecting_security({}, address, "client")
         self._sockets = SocketFactory(security=security)
         self._socket = self._sockets.subscriber(address, topics)
 

@@ -20,7 +20,7 @@ from types import TracebackType
 from scaler.io.address import parse_address
 from scaler.io.sockets import TransportSecurity
 from scaler.monitor import local_schedulers
-from scaler.monitor.feed import FeedReader, FeedVersionError
+from scaler.monitor.feed import FIND_KEYS, FeedReader, FeedVersionError
 from scaler.monitor.report_page import render_report
 from scaler.monitor.run_record import RecordLimits, RunRecord
 from scaler.payload import processor_context
@@ -113,7 +113,8 @@ class RunReport:
     def _listen(self) -> None:
         """The thread: every feed message into the record until a little after the block ended."""
         try:
-            with FeedReader(self.monitor_address, security=self._security) as reader:
+            keys = self._security if self._security is not None else FIND_KEYS  # none given: as a client finds them
+            with FeedReader(self.monitor_address, security=keys) as reader:
                 self._read(reader)
         except (FeedVersionError, OSError, ValueError) as error:  # a feed it cannot read: the report says so
             self._problems.append(str(error))

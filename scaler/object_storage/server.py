@@ -25,7 +25,8 @@ import zmq
 from scaler.config.byte_size import format_byte_size
 from scaler.config.sections import ObjectStorageServerConfig
 from scaler.io.address import AddressError, parse_address
-from scaler.io.curve import KeyFileError, security_of
+from scaler.io.curve import KeyFileError
+from scaler.io.default_security import ServedAddresses, ServerSecurity, server_security
 from scaler.io.event_loop import run
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity, bound_endpoint
@@ -263,25 +264,36 @@ def _announce(endpoint: str) -> None:
     logger.info("object storage server listening on %s", endpoint)
 
 
-async def _serve_until_signalled(config: ObjectStorageServerConfig, security: TransportSecurity | None) -> None:
+async def _serve_until_signalled(config: ObjectStorageServerConfig, security: ServerSecurity) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = (signal.SIGINT, signal.SIGTERM)
     for signum in signals:
         loop.add_signal_handler(signum, stop.set)
+    served: list[ServedAddresses] = []
+
+    def ready(endpoint: str) -> None:
+        _announce(endpoint)
+        served.append(ServedAddresses(security, [endpoint]))
+        served[0].register()  # local clients and workers find the keys for this address
+
     try:
-        await serve(config, ready=_announce, stop=stop, sockets=SocketFactory(security=security))
+        await serve(config, ready=ready, stop=stop, sockets=SocketFactory(security=security.security))
     finally:
+        for addresses in served:
+            addresses.unregister()
         for signum in signals:
             loop.remove_signal_handler(signum)
 
 
 def run_object_storage_server(config: ObjectStorageServerConfig, security: TransportSecurity | None = None) -> int:
     """Run the server in this process until SIGINT/SIGTERM; returns the exit code. `security`: how its socket
-    is secured (None: the CURVE keys of its settings, if any)."""
+    is secured (None: the CURVE keys of its settings; without any, the user's keys, unless `insecure`)."""
     _setup_logging(config)
     try:
-        security = security if security is not None else security_of(config)
+        resolved = (
+            ServerSecurity(security) if security is not None else server_security(config, "the object storage server")
+        )
     except KeyFileError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
@@ -290,7 +302,7 @@ def run_object_storage_server(config: ObjectStorageServerConfig, security: Trans
         # vanishes mid-write kill the server (behaviour F6).
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     try:
-        run(_serve_until_signalled(config, security))
+        run(_serve_until_signalled(config, resolved))
     except (ObjectStorageBindError, SpillDirectoryError) as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION  # the address is malformed, in use or not ours; the spill directory unusable

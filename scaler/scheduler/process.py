@@ -11,7 +11,8 @@ import zmq
 
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_from_json
 from scaler.io.address import AddressError, parse_address
-from scaler.io.curve import KeyFileError, security_of
+from scaler.io.curve import KeyFileError
+from scaler.io.default_security import ServedAddresses, ServerSecurity, server_security
 from scaler.io.event_loop import new_event_loop
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, TransportSecurity
@@ -37,9 +38,10 @@ def derived_addresses(config: SchedulerConfig) -> tuple[str, str, str | None]:
 
 def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = None) -> int:
     """Run a scheduler until it stops; its exit code. `security` secures every socket it binds or connects
-    (None: the CURVE keys of its settings, if any)."""
+    (None: the CURVE keys of its settings; without any, the user's keys, unless `insecure`)."""
     try:
-        security = security if security is not None else security_of(config)
+        resolved = ServerSecurity(security) if security is not None else server_security(config, "the scheduler")
+        security = resolved.security
         bind, monitor, storage = derived_addresses(config)
     except (AddressError, KeyFileError) as error:
         logger.error("%s", error)
@@ -65,6 +67,9 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
                     logging_level=config.logging_level,
                     logging_config_file=config.logging_config_file,
                     logging_format=config.logging_format,
+                    curve_secret_key=config.curve_secret_key,  # the same keys as the scheduler's (or none)
+                    curve_authorized_keys=config.curve_authorized_keys,
+                    insecure=config.insecure,
                 ),
                 security,
             )
@@ -100,7 +105,9 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
         )
         hook = make_scaling_hook(config.policy_engine_type, config.policy_content, settings.manager_timeout_seconds)
         core = SchedulerCore(settings, hook)
-        return _serve(core, config, bind, monitor, storage, storage_child, SocketFactory(config.io_threads, security))
+        served = ServedAddresses(resolved, [bind, monitor])
+        sockets = SocketFactory(config.io_threads, security)
+        return _serve(core, config, bind, monitor, storage, storage_child, sockets, served)
     except (ValueError, RuntimeError) as error:
         logger.error("%s", error)
         return ExitCode.ERROR
@@ -123,6 +130,7 @@ def _serve(
     storage: str,
     storage_child: StorageChild | None,
     sockets: SocketFactory,
+    served: ServedAddresses,
 ) -> int:
     from scaler.scheduler.server import SchedulerServer
 
@@ -148,6 +156,7 @@ def _serve(
         logger.info("scheduler listening on %s (event loop: %s)", bind, config.event_loop)
         logger.info("monitor address is %s (scaler_top %s)", monitor, monitor)
         logger.info("object storage address is %s", storage)
+        served.register()  # local clients, workers and tools find the keys for these addresses
         if metrics is not None:
             metrics.start()
             logger.info("metrics at %s", metrics.url)
@@ -161,6 +170,7 @@ def _serve(
         logger.error("could not bind %s", "; ".join(problems) or f"{bind} or {monitor}: {error.strerror}")
         return EXIT_CONFIGURATION
     finally:
+        served.unregister()
         if metrics is not None:
             metrics.close()
         if watcher is not None:

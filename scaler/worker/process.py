@@ -56,10 +56,11 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
     if problem is not None:
         logger.error("%s", problem)
         return EXIT_CONFIGURATION
-    from scaler.io.curve import KeyFileError, security_of
+    from scaler.io.curve import KeyFileError
+    from scaler.io.default_security import connecting_security
 
     try:
-        security = security if security is not None else security_of(config)
+        security = security if security is not None else connecting_security(config, config.scheduler_address, "worker")
     except KeyFileError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import logging
 import socket
 from collections.abc import Callable
 from typing import cast
 
 from scaler.config.manager_types import ManagerType, manager_type_of
 from scaler.config.sections import WorkerManagerSettings
+from scaler.io.curve import KeyFileError
+from scaler.io.default_security import with_discovered_keys
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.worker_manager.offload.backend import OffloadBackend
+
+logger = logging.getLogger(__name__)
 
 Runner = Callable[[WorkerManagerSettings], int]
 BackendFactory = Callable[[WorkerManagerSettings], OffloadBackend]
@@ -52,4 +58,9 @@ def with_manager_id(config: WorkerManagerSettings) -> WorkerManagerSettings:
 def run_worker_manager(config: WorkerManagerSettings) -> int:
     """Run the manager these settings describe; its exit code."""
     config = with_manager_id(config)
+    try:  # no key settings: the keys of a local server's connection file, for the manager and its workers
+        config = with_discovered_keys(config, config.scheduler_address, "worker")
+    except KeyFileError as error:
+        logger.error("%s", error)
+        return EXIT_CONFIGURATION
     return runner_of(manager_type_of(config))(config)

@@ -26,6 +26,8 @@ import zmq
 
 from scaler import SchedulerClusterCombo
 from scaler.io.address import free_tcp_port_block
+from scaler.io.curve import CurveSecurity, curve_security
+from scaler.io.key_folder import user_keys
 from scaler.monitor.feed import FeedReader
 from scaler.protocol import codec
 from scaler.protocol import messages as m
@@ -387,8 +389,8 @@ class Launcher:
         self._watch.add(popen)
         return Service(command, popen, log_path)
 
-    def object_storage(self, address: str) -> Service:
-        return self.start("scaler_object_storage_server", address, "-ll", "INFO")
+    def object_storage(self, address: str, *args: str) -> Service:
+        return self.start("scaler_object_storage_server", address, "-ll", "INFO", *args)
 
     def scheduler(self, addresses: Addresses, *args: str, wait: bool = True) -> Service:
         service = self.start(
@@ -396,7 +398,8 @@ class Launcher:
         )
         if wait:
             try:
-                probe_scheduler(addresses.scheduler, COLD_START_SECONDS, service.popen)
+                role = None if "--insecure" in args else "client"  # an insecure scheduler refuses keys
+                probe_scheduler(addresses.scheduler, COLD_START_SECONDS, service.popen, role)
             except AssertionError as error:
                 state = "running" if service.is_running() else f"exited ({service.popen.returncode})"
                 raise AssertionError(
@@ -430,13 +433,29 @@ def launcher(processes: ProcessWatch, tmp_path: Path) -> Launcher:
 # ---------------------------------------------------------------- raw sockets: probes, hellos, the monitor
 
 
+def session_security(role: str) -> CurveSecurity:
+    """The test session's user keys (servers started without key settings use them) for a connecting side of
+    `role`: "client", "worker", or "server" (the servers' own pair, with which the scheduler reaches its storage
+    and sees every owner's objects)."""
+    keys = user_keys()
+    if role == "server":
+        security = curve_security(keys.path("server.key_secret"), keys.path("server.key"))
+        assert security is not None
+        return security
+    return keys.connecting_security(role)
+
+
 @contextlib.contextmanager
-def dealer(address: str, identity: bytes | None = None) -> Iterator[zmq.Socket[Any]]:
+def dealer(address: str, identity: bytes | None = None, role: str | None = "client") -> Iterator[zmq.Socket[Any]]:
+    """A bare DEALER to a server. Servers are secure by default, so it carries the user's keys of the test
+    session for `role` ("client" or "worker"); `role=None`: no keys (a keyless peer, or an `--insecure` server)."""
     context: zmq.Context[Any] = zmq.Context()
     sock = context.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     if identity is not None:
         sock.setsockopt(zmq.IDENTITY, identity)
+    if role is not None:
+        session_security(role).secure_client(sock)
     sock.connect(address)
     try:
         yield sock
@@ -460,10 +479,11 @@ def hello_exchange(
     hello: m.Hello,
     timeout_seconds: float = DEADLINE_SECONDS,
     process: subprocess.Popen[bytes] | None = None,
+    role: str | None = "client",
 ) -> m.HelloReply:
-    """Send a hello from a fresh DEALER and return the scheduler's HelloReply; with `process` (the scheduler's),
-    stop waiting as soon as it has exited."""
-    with dealer(address, identity=f"Client|probe-{time.monotonic_ns()}".encode()) as sock:
+    """Send a hello from a fresh DEALER (with the session's keys of `role`, None: none) and return the scheduler's
+    HelloReply; with `process` (the scheduler's), stop waiting as soon as it has exited."""
+    with dealer(address, identity=f"Client|probe-{time.monotonic_ns()}".encode(), role=role) as sock:
         sock.send(codec.encode(hello))
         deadline = time.monotonic() + timeout_seconds
         while time.monotonic() < deadline:
@@ -480,10 +500,14 @@ def hello_exchange(
 
 
 def probe_scheduler(
-    address: str, timeout_seconds: float = DEADLINE_SECONDS, process: subprocess.Popen[bytes] | None = None
+    address: str,
+    timeout_seconds: float = DEADLINE_SECONDS,
+    process: subprocess.Popen[bytes] | None = None,
+    role: str | None = "client",
 ) -> m.HelloReply:
-    """Wait until a scheduler answers hellos at `address` (with `process`: while that process lives)."""
-    reply = hello_exchange(address, client_hello(), timeout_seconds, process)
+    """Wait until a scheduler answers hellos at `address` (with `process`: while that process lives); `role`: see
+    `dealer` (None for an `--insecure` scheduler)."""
+    reply = hello_exchange(address, client_hello(), timeout_seconds, process, role)
     assert reply.accepted, reply.reason
     return reply
 
@@ -492,9 +516,9 @@ def probe_scheduler(
 def monitor(address: str) -> Iterator[Callable[..., m.StatusSnapshot]]:
     """Subscribe to a scheduler's status snapshots; yields `next_snapshot(predicate=None, timeout_seconds=30)`.
     A stack that made its own keys (hub = "cloud") is read with them, as scaler_top does."""
-    from scaler.io.stack_keys import discovered_security
+    from scaler.io.default_security import connecting_security
 
-    reader = FeedReader(address, topics=(STATUS_TOPIC,), security=discovered_security(address))
+    reader = FeedReader(address, topics=(STATUS_TOPIC,), security=connecting_security({}, address, "client"))
 
     def next_snapshot(
         predicate: Callable[[m.StatusSnapshot], bool] | None = None, timeout_seconds: float = DEADLINE_SECONDS

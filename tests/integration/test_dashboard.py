@@ -23,7 +23,7 @@ import pytest
 
 from scaler import Client
 from scaler.io.address import free_tcp_port_block
-from tests.integration.conftest import Addresses, Launcher, Service, wait_for
+from tests.integration.conftest import Addresses, Launcher, Service, session_security, wait_for
 from tests.integration.test_launcher import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -486,7 +486,8 @@ def test_jobs_are_listed_on_the_page_and_in_api_jobs(launcher: Launcher, browser
 
     (listed,) = wait_for(lambda: [j for j in jobs() if j["done"] == 6 and not j["submitter_connected"]], "the job")
     assert (listed["name"], listed["state"], listed["total"], listed["failed"]) == ("nightly-risk", "done", 6, 3)
-    assert listed["owner_key"] == "" and listed["age_seconds"] >= 0
+    owner = session_security("client").public.decode()  # secure by default: the job is the client key's
+    assert listed["owner_key"] and owner.startswith(listed["owner_key"]) and listed["age_seconds"] >= 0
     browser.get(url)
     wait_for(lambda: "nightly-risk" in texts(browser, "#jobs td"), "the job on the page")
     row = texts(browser, "#jobs tr:nth-child(2) td")

@@ -17,6 +17,7 @@ from tests.integration.conftest import (
     pid_is_alive,
     run_script,
     scheduler_pid,
+    session_security,
     wait_all_gone,
     wait_for_workers,
     worker_agent_pids,
@@ -134,7 +135,8 @@ def test_a_departed_clients_objects_stay_for_the_retention_time_then_go(launcher
     addresses, _, _ = launcher.stack(workers=0, scheduler_args=("-ot", "10"))
     with Client(address=addresses.scheduler) as client:
         reference = client.send_object(list(range(1000)), name="kept")
-    with ObjectStorageConnection(addresses.object_storage, "scheduler") as storage:  # sees every owner
+    server_keys = session_security("server")  # the scheduler's role sees every owner
+    with ObjectStorageConnection(addresses.object_storage, "scheduler", security=server_keys) as storage:
         assert storage.exists(reference.object_id), "deleted at once despite -ot 10"
         deadline = time.monotonic() + 40
         while storage.exists(reference.object_id):

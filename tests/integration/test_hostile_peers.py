@@ -1,6 +1,7 @@
 """A bare ZeroMQ peer throws hostile frames at the scheduler and the object storage server before saying hello
-(the frame that claims 222 million list elements, mutated and random frames); each server then answers the
-next honest peer (bounded waits, no timing threshold)."""
+(the frame that claims 222 million list elements, mutated and random frames; the peer has the user's client
+keys, as the servers are secure by default); each server then answers the next honest peer (bounded waits, no
+timing threshold)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from scaler import Client
 from scaler.object_storage.connection import ObjectStorageConnection
-from tests.integration.conftest import Launcher, dealer, probe_scheduler
+from tests.integration.conftest import Launcher, dealer, probe_scheduler, session_security
 from tests.unit.test_hostile_frames import amplification_frame, samples
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -45,7 +46,9 @@ def test_servers_answer_honest_peers_after_hostile_frames(launcher: Launcher) ->
     probe_scheduler(addresses.scheduler, timeout_seconds=10)
     with Client(address=addresses.scheduler) as client:
         assert client.map(double, range(10)) == [2 * x for x in range(10)]
-    connection = ObjectStorageConnection(addresses.object_storage, role="honest", timeout_seconds=10)
+    connection = ObjectStorageConnection(
+        addresses.object_storage, role="readiness-probe", timeout_seconds=10, security=session_security("client")
+    )
     try:
         connection.info()
     finally:

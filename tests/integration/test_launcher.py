@@ -224,3 +224,21 @@ def test_the_launcher_reads_the_environment_too(tmp_path: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=30)
     assert done.stdout.strip() == "7.0", done.stderr
+
+
+def test_a_stack_file_says_insecure_in_its_scheduler_section_and_both_servers_warn(tmp_path: Path) -> None:
+    """`insecure = true` in [scheduler] makes the file's scheduler and object storage plain TCP, each logging the
+    warning; its manager's workers and a local client reach them without keys. Checked to fail with the setting
+    not passed on to the object storage server (the secure storage refuses the plain scheduler's probe)."""
+    path, scheduler, monitor = stack_file(tmp_path, workers=1)
+    path.write_text(path.read_text().replace("[scheduler]\n", "[scheduler]\ninsecure = true\n", 1))
+    running = Stack(path, tmp_path / "scaler.log")
+    try:
+        probe_scheduler(scheduler, STACK_START_SECONDS, role=None)
+        wait_for_workers(monitor, 1, STACK_START_SECONDS)
+        assert run_work(scheduler) == sum(math.sqrt(x) for x in range(100))
+        warnings = [line for line in running.log().splitlines() if "runs without CURVE keys (--insecure)" in line]
+        assert any("scheduler" in line for line in warnings) and any("object storage" in line for line in warnings)
+    finally:
+        running.kill_everything()
+        running.popen.wait(timeout=30)

@@ -21,7 +21,7 @@ from scaler import Client
 from scaler.errors import ProcessorOutOfMemoryError
 from scaler.monitor.feed import FeedReader
 from scaler.protocol import messages as m
-from tests.integration.conftest import BIN_DIR, Launcher, ProcessWatch, wait_for
+from tests.integration.conftest import BIN_DIR, Launcher, ProcessWatch, session_security, wait_for
 from tests.integration.manager_harness import start_manager
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -105,7 +105,7 @@ def allocate(mebibytes: int) -> int:
 
 
 def latest_worker(monitor_address: str) -> m.WorkerSummary | None:
-    reader = FeedReader(monitor_address)
+    reader = FeedReader(monitor_address, security=session_security("client"))  # the feed is secure by default
     try:
         for _ in range(20):
             message = reader.receive(1.0)

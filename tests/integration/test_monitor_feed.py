@@ -13,7 +13,7 @@ from scaler.monitor.feed import FeedReader, FeedVersionError
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.feed import STATUS_TOPIC
-from tests.integration.conftest import Launcher, ProcessWatch, wait_for
+from tests.integration.conftest import Launcher, ProcessWatch, session_security, wait_for
 from tests.integration.manager_harness import start_manager
 
 pytestmark = pytest.mark.integration
@@ -30,7 +30,10 @@ def test_the_feed_shows_status_transitions_and_scaling_decisions_of_an_elastic_m
 ) -> None:
     addresses, _, _ = launcher.stack(workers=0, scheduler_args=("--policy-content", "allocate=even_load; scaling=work"))
     start_manager(launcher, addresses, "feed-test", "-mtc", "2")
-    with FeedReader(addresses.monitor) as reader, Client(address=addresses.scheduler) as client:
+    with (
+        FeedReader(addresses.monitor, security=session_security("client")) as reader,
+        Client(address=addresses.scheduler) as client,
+    ):
         started = time.time()
         results = client.map(double, range(40))
         received = reader.messages(3.0)
@@ -87,8 +90,10 @@ def test_a_flood_of_tasks_gives_subscribers_bounded_batches_and_a_stalled_subscr
     from scaler.scheduler.core.task_table import TRANSITIONS_PER_PUBLICATION
 
     addresses, _scheduler, _storage = launcher.stack(workers=2)
-    stalled = FeedReader(addresses.monitor)  # subscribes and never reads during the flood
-    reader = FeedReader(addresses.monitor)
+    stalled = FeedReader(
+        addresses.monitor, security=session_security("client")
+    )  # subscribes and never reads during the flood
+    reader = FeedReader(addresses.monitor, security=session_security("client"))
     tasks = 20_000
     try:
         for subscriber in (stalled, reader):  # each subscription reached the publisher: a status arrives

@@ -80,7 +80,8 @@ def start_server(log_dir: Path, address: str | None = None) -> ServerProcess:
     address = address or free_tcp_address()
     log_path = log_dir / f"server-{time.monotonic_ns()}.log"
     with open(log_path, "wb") as log:
-        command = [sys.executable, "-m", "scaler.entry_points.object_storage_server", address]
+        # --insecure: these tests speak the storage protocol from bare sockets (test_security.py has the keys)
+        command = [sys.executable, "-m", "scaler.entry_points.object_storage_server", address, "--insecure"]
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     server = ServerProcess(address, process, log_path)
     try:

@@ -38,7 +38,14 @@ from scaler.errors import MissingObjects, ObjectStorageException, ObjectStorageF
 from scaler.io.address import free_tcp_address, free_tcp_port_block
 from scaler.object_storage.connection import ObjectStorageConnection
 from scaler.object_storage.spill_files import file_stem
-from tests.integration.conftest import Launcher, Service, probe_scheduler, wait_for, wait_for_workers
+from tests.integration.conftest import (
+    Launcher,
+    Service,
+    probe_scheduler,
+    session_security,
+    wait_for,
+    wait_for_workers,
+)
 from tests.integration.test_object_storage import patterned
 
 pytestmark = pytest.mark.integration
@@ -60,8 +67,9 @@ def storage(launcher: Launcher, *args: str) -> tuple[str, Service]:
     return address, server
 
 
-def connect(address: str, role: str = "scheduler") -> ObjectStorageConnection:
-    return ObjectStorageConnection(address, role, timeout_seconds=TIMEOUT)
+def connect(address: str, role: str = "scheduler", owner_id: bytes = b"") -> ObjectStorageConnection:
+    keys = session_security("server" if role == "scheduler" else "client")  # the servers are secure by default
+    return ObjectStorageConnection(address, role, timeout_seconds=TIMEOUT, security=keys, owner_id=owner_id)
 
 
 def spill_files(directory: Path) -> list[Path]:
@@ -119,7 +127,7 @@ def test_a_put_that_does_not_fit_is_refused_naming_the_limit_and_the_server_keep
 ) -> None:
     address, server = storage(launcher, "--max-memory", "4MiB")
     kept = {f"k{index}".encode(): block(MiB, index) for index in range(3)}
-    with ObjectStorageConnection(address, "client", timeout_seconds=TIMEOUT, owner_id=b"Client|me") as connection:
+    with connect(address, "client", owner_id=b"Client|me") as connection:
         for object_id, payload in kept.items():
             connection.put(object_id, payload, owner_id=b"Client|me")
         with pytest.raises(ObjectStorageFullError, match="memory budget") as refused:

@@ -19,7 +19,7 @@ from scaler.errors import ObjectStorageException
 from scaler.object_storage.connection import ObjectStorageConnection
 from scaler.payload.task_encoder import content_id
 from scaler.protocol.ids import ObjectID
-from tests.integration.conftest import Launcher, free_addresses, wait_for
+from tests.integration.conftest import Launcher, free_addresses, session_security, wait_for
 
 OWNER = b"pipelined-test-client"
 
@@ -33,13 +33,14 @@ def test_no_task_leaves_before_its_arguments_are_stored(launcher: Launcher) -> N
     released: list[tuple[str, bool]] = []
     failures: list[BaseException] = []
     objects: dict[str, ObjectID] = {}
-    checker = ObjectStorageConnection(address, role="client", owner_id=OWNER, timeout_seconds=20)
+    keys = session_security("client")  # the storage is secure by default
+    checker = ObjectStorageConnection(address, role="client", owner_id=OWNER, timeout_seconds=20, security=keys)
 
     def release(items: list[str]) -> None:  # what "sending to the scheduler" would be; records what is stored then
         released.extend((item, checker.exists(objects[item])) for item in items)
 
     pipeline: PutPipeline[str] = PutPipeline(
-        address, OWNER, None, 30.0, release, lambda items, error: failures.append(error), lambda object_id: None
+        address, OWNER, keys, 30.0, release, lambda items, error: failures.append(error), lambda object_id: None
     )
     try:
         for index in range(20):

@@ -16,7 +16,7 @@ import pytest
 from scaler import Client
 from scaler.monitor.top_screen import size
 from scaler.worker.memory import find_memory_limit
-from tests.integration.conftest import BIN_DIR, Addresses, Launcher, wait_for
+from tests.integration.conftest import BIN_DIR, Addresses, Launcher, session_security, wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -139,7 +139,8 @@ def test_top_lists_a_detached_job_with_its_progress_failures_and_owner(launcher:
     screen = terminal.shows("nightly-risk")
     row = next(line for line in screen.splitlines() if "nightly-risk" in line).split()
     assert row[:4] == ["nightly-risk", "done", "6/6", "3"], row
-    assert "(gone)" in row and row[-2] == "-", row  # no CURVE: no owning key
+    owner = session_security("client").public.decode()  # secure by default: the job is the client key's
+    assert "(gone)" in row and row[-2] != "-" and owner.startswith(row[-2]), row
     terminal.type("q")
 
 

@@ -20,7 +20,15 @@ from scaler.errors import ObjectStorageException, ProcessorDiedError
 from scaler.io.address import free_tcp_port_block
 from scaler.object_storage.connection import ObjectStorageConnection
 from scaler.protocol import messages as m
-from tests.integration.conftest import Launcher, Service, monitor, probe_scheduler, wait_for, wait_for_workers
+from tests.integration.conftest import (
+    Launcher,
+    Service,
+    monitor,
+    probe_scheduler,
+    session_security,
+    wait_for,
+    wait_for_workers,
+)
 from tests.integration.manager_harness import start_manager
 
 pytestmark = pytest.mark.integration
@@ -46,7 +54,8 @@ def storage_children(scheduler: Service) -> list[psutil.Process]:
 
 def storage_answers(address: str) -> bool:
     try:
-        with ObjectStorageConnection(address, "probe", timeout_seconds=1.0) as connection:
+        keys = session_security("client")  # the storage is secure by default
+        with ObjectStorageConnection(address, "readiness-probe", timeout_seconds=1.0, security=keys) as connection:
             connection.info()
         return True
     except ObjectStorageException:

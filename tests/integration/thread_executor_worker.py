@@ -13,7 +13,8 @@ import sys
 import threading
 
 from scaler.config.sections import WorkerConfig
-from scaler.io.sockets import SocketFactory
+from scaler.io.default_security import connecting_security
+from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.object_storage.connection import ObjectStorageConnection
 from scaler.protocol import messages as m
 from scaler.protocol.ids import new_worker_id
@@ -25,12 +26,12 @@ from scaler.worker.task_execution import TaskExecutor
 class ThreadExecutor:
     max_staged_tasks = 0  # each task runs on a thread of its own
 
-    def __init__(self) -> None:
+    def __init__(self, security: TransportSecurity | None = None) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listener: ExecutorListener | None = None
         self._storage_address = ""
         self._storage: ObjectStorageConnection | None = None
-        self._sockets = SocketFactory()
+        self._sockets = SocketFactory(security=security)
         self._alive: set[bytes] = set()
 
     def start(self, loop: asyncio.AbstractEventLoop, listener: ExecutorListener) -> None:
@@ -81,4 +82,5 @@ class ThreadExecutor:
 if __name__ == "__main__":
     address, slots = sys.argv[1], int(sys.argv[2])
     config = WorkerConfig(scheduler_address=address, worker_type="THR", heartbeat_interval_seconds=0.5)
-    sys.exit(run_agent(config, new_worker_id("THR"), ThreadExecutor(), slots=slots))
+    security = connecting_security(config, address, "worker")  # the scheduler's keys, as a worker finds them
+    sys.exit(run_agent(config, new_worker_id("THR"), ThreadExecutor(security), slots=slots, security=security))

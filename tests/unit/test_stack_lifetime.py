@@ -13,10 +13,10 @@ import pytest
 
 from scaler.cluster.autostop import AutoStop
 from scaler.io.stack_keys import (
-    StackKeys,
     discovered_connection,
     discovered_security,
     register_connection,
+    stack_keys,
     unregister_connection,
 )
 from scaler.payload.local_modules import is_local
@@ -49,9 +49,9 @@ def test_a_stack_without_clients_stops_and_both_clocks_start_with_the_stack() ->
 
 def test_local_clients_find_the_keys_of_a_running_stack_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    keys = StackKeys.ensure("stack")
+    keys = stack_keys("stack")
     assert oct(os.stat(keys.folder).st_mode & 0o777) == "0o700"
-    assert StackKeys.ensure("stack").path("server.key") == keys.path("server.key"), "made once, kept"
+    assert stack_keys("stack").path("server.key") == keys.path("server.key"), "made once, kept"
     assert set(keys.authorized_texts()) == {"client.key", "managers/workers.key"}
     assert discovered_security(ADDRESS) is None
     register_connection([ADDRESS], keys, ship_local_modules=True)
@@ -62,6 +62,9 @@ def test_local_clients_find_the_keys_of_a_running_stack_only(tmp_path: Path, mon
     record = json.loads(connection.read_text())
     connection.write_text(json.dumps({**record, "pid": 2**22 + 12345}))  # its launcher is gone
     assert discovered_security(ADDRESS) is None
+    unregister_connection([ADDRESS])
+    assert connection.exists(), "another process's connection file is not this process's to remove"
+    connection.write_text(json.dumps(record))
     unregister_connection([ADDRESS])
     assert not connection.exists()
 

@@ -18,6 +18,7 @@ import psutil
 import zmq
 
 from scaler.io.clock import REAL_CLOCK, Clock
+from scaler.io.handshake_refusal import HANDSHAKE_FAILURES, is_refusal, refusal_text
 from scaler.io.sockets import SocketFactory, Sockets
 from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, watch_events
 from scaler.protocol import codec
@@ -65,6 +66,7 @@ class WorkerAgent:
         self._memory = MemoryWatch(find_memory_limit())
         self._done: asyncio.Future[int] | None = None
         self.exit_reason = ""
+        self._refusal_said = False
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -76,7 +78,7 @@ class WorkerAgent:
         self._to_scheduler = Outbox(
             loop, self._upstream, routed=False, coalesce_seconds=COALESCE_SECONDS, is_busy=self._core.has_queued_work
         )
-        monitor = self._sockets.event_monitor(upstream, zmq.EVENT_DISCONNECTED)
+        monitor = self._sockets.event_monitor(upstream, zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILURES)
         self._monitor = watch_events(loop, monitor, self._on_socket_event)
         self._executor.start(loop, self)
         if self._handle_signals:
@@ -109,7 +111,15 @@ class WorkerAgent:
         self._feed(*events)
 
     def _on_socket_event(self, event: int, value: int) -> None:
-        self._feed(core.SchedulerDisconnected(self._now()))
+        has_keys = getattr(self._sockets, "security", None) is not None
+        if is_refusal(event, value, has_keys):  # said once: ZeroMQ retries, and the death timeout ends the wait
+            if not self._refusal_said:
+                self._refusal_said = True
+                hint = "give --curve-secret-key and --curve-server-key"
+                logger.error("%s", refusal_text("scheduler", "worker", self._scheduler_address, event, has_keys, hint))
+            return
+        if event & zmq.EVENT_DISCONNECTED:
+            self._feed(core.SchedulerDisconnected(self._now()))
 
     # ------------------------------------------------------------ the executor's reports (ExecutorListener)
 

@@ -77,7 +77,8 @@ class RetryingBackend:
 
 def run_proxy(worker: WorkerConfig, settings: WorkerManagerSettings, slots: int) -> int:
     """Run one proxy of the offloading type `settings` are of until it stops; its exit code."""
-    from scaler.io.curve import KeyFileError, security_of
+    from scaler.io.curve import KeyFileError
+    from scaler.io.default_security import connecting_security
     from scaler.io.sockets import SocketFactory
     from scaler.object_storage.connection import ObjectStorageConnection
     from scaler.protocol.ids import new_worker_id
@@ -89,7 +90,7 @@ def run_proxy(worker: WorkerConfig, settings: WorkerManagerSettings, slots: int)
         logger.error("%s", problem)
         return EXIT_CONFIGURATION
     try:
-        security = security_of(worker)
+        security = connecting_security(worker, worker.scheduler_address, "worker")
     except KeyFileError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION

@@ -1,0 +1,24 @@
+"""The whole test session's configuration folder: servers started without key settings make and use the user's
+CURVE keys in `$XDG_CONFIG_HOME/scaler/keys` and register connection files there (docs/guide/security.md), so the
+session points XDG_CONFIG_HOME at a temporary folder of its own, set at import so that every process the tests
+start (and pytest-xdist's workers) inherits it, and never writes the real `~/.config/scaler`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import pytest
+
+#: set by the process that made the folder; a pytest-xdist worker inherits it and keeps the folder
+_MADE_BY = "SCALER_TEST_CONFIG_HOME_OWNER"
+
+if os.environ.get(_MADE_BY) is None:
+    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="scaler-test-config-")
+    os.environ[_MADE_BY] = str(os.getpid())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if os.environ.get(_MADE_BY) == str(os.getpid()):
+        shutil.rmtree(os.environ["XDG_CONFIG_HOME"], ignore_errors=True)
