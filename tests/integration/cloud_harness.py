@@ -101,12 +101,12 @@ def batch_image(wheel: Path) -> Image:
 
 def started_fake_cloud(log_directory: Path, **options: Any) -> Iterator[FakeCloud]:
     """A running fake cloud with the environment pointing at it; everything restored afterwards. The stacks'
-    own keys and connection files (`scaler.io.stack_keys`) go to a folder of the session, not the user's home."""
-    names = [*CLOUD_ENVIRONMENT, "AWS_ENDPOINT_URL", "XDG_CONFIG_HOME", *SESSION_VARIABLES]
+    own keys and connection files (`scaler.io.stack_keys`) go to the session's XDG_CONFIG_HOME (tests/conftest.py),
+    where the servers started before the cloud registered theirs too."""
+    names = [*CLOUD_ENVIRONMENT, "AWS_ENDPOINT_URL", *SESSION_VARIABLES]
     saved = {name: os.environ.get(name) for name in names}
     cloud = FakeCloud(log_directory=log_directory, images=[batch_image(this_build())], **options).start()
-    os.environ.update(CLOUD_ENVIRONMENT, AWS_ENDPOINT_URL=cloud.endpoint_url,
-                      XDG_CONFIG_HOME=str(log_directory.parent / "config"), **SESSION_VARIABLES)  # fmt: skip
+    os.environ.update(CLOUD_ENVIRONMENT, AWS_ENDPOINT_URL=cloud.endpoint_url, **SESSION_VARIABLES)
     try:
         yield cloud
     finally:

@@ -23,6 +23,7 @@ import pytest
 
 from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import WorkerConfig
+from scaler.io.default_security import with_discovered_keys
 from scaler.worker_manager.backend import LaunchSpec, UnitBackend, UnitInfo, UnitState
 from scaler.worker_manager.baremetal_native.backend import NativeBackend
 from scaler.worker_manager.baremetal_native.worker_forker import start_worker_forker
@@ -117,6 +118,9 @@ def case(request: pytest.FixtureRequest, scheduler: Addresses, tmp_path: Path) -
         death_timeout_seconds=60,
         logging_paths=(str(tmp_path / "workers.log"),),
     )
+    # the keys of the (secure by default) scheduler, as a manager hands them to its workers (cloud units see nothing
+    # of this machine's files: they get them as text variables)
+    worker = with_discovered_keys(worker, scheduler.scheduler, "worker")
     yield Case(request.param, manager_id, tmp_path / "units", LaunchSpec(manager_id, worker))
     # every worker of this test names the manager id, and so does the command line of its forkers
     left = worker_processes_with_setting(manager_id) + forkers_with_setting(manager_id)
