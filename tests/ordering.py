@@ -1,7 +1,8 @@
-"""Longest tests first (a pytest plugin, loaded by `-p tests.ordering` in pyproject.toml): the suite runs in three
-processes (`make test`), and a two-minute test that starts last keeps the run going alone at its end. pytest-xdist
-hands the first quarter of the tests out round-robin and the rest as processes free up, so starting with the longest
-spreads them over the processes and leaves the short ones to fill the gaps.
+"""Longest tests first (a pytest plugin, loaded by `-p tests.ordering` in pyproject.toml): the suite runs in four
+processes (`make test`), and a two-minute test that starts last keeps the run going alone at its end. With
+`--maxschedchunk 1` (the Makefile) pytest-xdist gives each process the next test from the front of this order as it
+frees up, so the longest start first, spread over the processes, and the short ones fill the gaps (without it,
+xdist hands out blocks of consecutive tests: the longest would all go to the first process).
 
 How long a test takes comes from `tests/durations.json` (seconds by test id: the tests over a few seconds in a whole
 run; the others keep their order after them). Refresh it from a run with durations:
