@@ -124,7 +124,7 @@ def test_a_unit_that_cannot_reach_the_scheduler_is_named_within_one_boot_timeout
                         "--boot-timeout-seconds", "30")  # fmt: skip
     with Client(address=addresses.scheduler, timeout_seconds=120) as client:
         future = client.submit(slow_identity, 1)
-        manager.wait_for_log(f"cannot reach the scheduler at {nowhere} from this unit", 30)
+        manager.wait_for_log(f"cannot reach the scheduler at {nowhere} from this unit", 90)
         manager.wait_for_log("none of its workers registered within 30 s", 60)
         future.cancel()
     assert "cannot reach the scheduler" in manager.log_text()
