@@ -218,6 +218,8 @@ def _install() -> None:
         real = sys.modules.get("ray") or importlib.import_module("ray")
     except ImportError:
         real = None
+    if real is not None and real is not this and not hasattr(real, "remote"):
+        real = None  # not Ray: a folder named `ray` on the path (an empty namespace package)
     for name in UNSUPPORTED:
         setattr(this, name, _Unsupported(f"ray.{name}"))
     if real is None or real is this:

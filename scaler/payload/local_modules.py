@@ -29,21 +29,21 @@ _registered: set[str] = set()
 def register_local_modules() -> None:
     """Register every local top-level module now imported with cloudpickle (each once)."""
     for name in list(sys.modules):
-        top = name.partition(".")[0]
-        if top in _registered or top != name:
+        if name in _registered or "." in name:
             continue
         module = sys.modules.get(name)
-        if module is not None and is_local(module):
+        # an alias (scaler.compat.ray stands in for `ray` under that key) is the module of its own name's package
+        if module is not None and getattr(module, "__name__", None) == name and is_local(module):
             try:
                 cloudpickle.register_pickle_by_value(module)
             except (ValueError, TypeError):
                 continue
-            _registered.add(top)
+            _registered.add(name)
 
 
 def is_local(module: ModuleType) -> bool:
     name = module.__name__
-    if name == "__main__" or name in sys.builtin_module_names or name == "scaler":
+    if name == "__main__" or name in sys.builtin_module_names or name.partition(".")[0] == "scaler":
         return False
     path = getattr(module, "__file__", None)
     if not path:

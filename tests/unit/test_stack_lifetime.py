@@ -9,6 +9,7 @@ import sys
 import types
 from pathlib import Path
 
+import cloudpickle
 import pytest
 
 from scaler.cluster.autostop import AutoStop
@@ -19,7 +20,7 @@ from scaler.io.stack_keys import (
     stack_keys,
     unregister_connection,
 )
-from scaler.payload.local_modules import is_local
+from scaler.payload.local_modules import is_local, register_local_modules
 from scaler.protocol import messages as m
 
 ADDRESS = "tcp://127.0.0.1:8516"
@@ -75,3 +76,29 @@ def test_only_modules_nothing_installs_travel_by_value(tmp_path: Path) -> None:
     assert is_local(local)
     assert not is_local(json) and not is_local(pytest) and not is_local(sys.modules["scaler"])
     assert not is_local(sys.modules["__main__"])
+
+
+def test_a_module_standing_in_under_another_name_is_not_shipped_by_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scaler.compat.ray stands in for `ray` (sys.modules["ray"]): shipping it by value would ship its `ray.util`,
+    which a processor without the alias imports by name and cannot find (seen as ModuleNotFoundError: 'ray')."""
+    stand_in = types.ModuleType("scaler.compat.stand_in")
+    stand_in.__file__ = str(tmp_path / "stand_in.py")
+    renamed = types.ModuleType("helpers_by_another_name")
+    renamed.__file__ = str(tmp_path / "helpers.py")
+    local = types.ModuleType("notebook_helpers_here")
+    local.__file__ = str(tmp_path / "notebook_helpers_here.py")
+    monkeypatch.setitem(sys.modules, "stand_in", stand_in)
+    monkeypatch.setitem(sys.modules, "alias", renamed)
+    monkeypatch.setitem(sys.modules, "notebook_helpers_here", local)
+    try:
+        register_local_modules()
+        registry = cloudpickle.list_registry_pickle_by_value()
+        assert "notebook_helpers_here" in registry, "a local module of its own name travels"
+        assert not {"scaler.compat.stand_in", "helpers_by_another_name", "alias"} & registry
+        assert not is_local(stand_in), "no scaler module is the user's"
+    finally:
+        for module in (stand_in, renamed, local):
+            if module.__name__ in cloudpickle.list_registry_pickle_by_value():
+                cloudpickle.unregister_pickle_by_value(module)
