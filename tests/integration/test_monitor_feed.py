@@ -62,7 +62,7 @@ def test_a_feed_of_another_version_is_refused_with_a_clear_message() -> None:
     address = bound_endpoint(publisher)
     future_snapshot = m.StatusSnapshot(1.0, m.SchedulerStats(), feed_version=m.FEED_VERSION + 1)
     try:
-        with FeedReader(address, topics=(STATUS_TOPIC,)) as reader:
+        with FeedReader(address, topics=(STATUS_TOPIC,), security=None) as reader:  # a plain publisher
             deadline = time.monotonic() + 10
             while True:  # a subscription takes a moment to reach the publisher
                 publisher.send_multipart([STATUS_TOPIC, codec.encode(future_snapshot)])
