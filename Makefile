@@ -43,7 +43,8 @@ test-tools:
 # Four test processes on a 2-core machine: most tests wait on real processes, sockets, timeouts and fake-cloud boots
 # (with two, the load average of a whole run stayed near 1; three took 19 minutes), so more processes keep the cores
 # busy; the longest tests start first (tests/ordering.py) and each process takes the next test when it frees up
-# (`--maxschedchunk 1`: by default pytest-xdist hands out blocks of consecutive tests, the longest all to one process).
+# (`--dist loadgroup`: one test at a time, except that a module marked xdist_group, whose module fixtures are costly,
+# runs whole in one process; xdist's default hands out blocks of consecutive tests, the longest all to one process).
 # TEST_PROCESSES=0 runs the suite in this process.
 TEST_PROCESSES ?= 4
 # The container engine of the one test that runs ECS tasks as containers of the worker image (root and apt-get
@@ -51,7 +52,7 @@ TEST_PROCESSES ?= 4
 # rules before the suite, and stops it after (only if it started it).
 test: $(STAMP) test-tools
 	@sh docker/test-engine.sh start
-	@status=0; $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) --maxschedchunk 1 || status=$$?; \
+	@status=0; $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadgroup || status=$$?; \
 		sh docker/test-engine.sh stop; exit $$status
 
 lint: $(STAMP)

@@ -1,8 +1,9 @@
 """Longest tests first (a pytest plugin, loaded by `-p tests.ordering` in pyproject.toml): the suite runs in four
 processes (`make test`), and a two-minute test that starts last keeps the run going alone at its end. With
-`--maxschedchunk 1` (the Makefile) pytest-xdist gives each process the next test from the front of this order as it
-frees up, so the longest start first, spread over the processes, and the short ones fill the gaps (without it,
-xdist hands out blocks of consecutive tests: the longest would all go to the first process).
+`--dist loadgroup` (the Makefile) pytest-xdist gives each process the next test from the front of this order as it
+frees up (a process holds at most three), so the longest start first, spread over the processes, and the short ones
+fill the gaps. A module marked `xdist_group` (one whose module fixtures are costly: a fresh virtual environment, a
+cloud) runs whole in one process, placed by its longest test; xdist then names its tests `id@group`.
 
 How long a test takes comes from `tests/durations.json` (seconds by test id: the tests over a few seconds in a whole
 run; the others keep their order after them). Refresh it from a run with durations:
@@ -34,7 +35,12 @@ def recorded() -> dict[str, float]:
 
 def longest_first(items: list[pytest.Item], durations: dict[str, float]) -> list[pytest.Item]:
     """A stable sort: recorded tests by decreasing duration, then the rest in their collected order."""
-    return sorted(items, key=lambda item: -durations.get(item.nodeid, 0.0))
+    return sorted(items, key=lambda item: -durations.get(ungrouped_id(item.nodeid), 0.0))
+
+
+def ungrouped_id(nodeid: str) -> str:
+    """The id without the `@group` xdist adds under --dist loadgroup."""
+    return nodeid.rsplit("@", 1)[0] if "@" in nodeid.rpartition("::")[2].rpartition("]")[2] else nodeid
 
 
 @pytest.hookimpl(trylast=True)
@@ -48,7 +54,8 @@ def parse_durations(lines: list[str]) -> dict[str, float]:
     for line in lines:
         found = _LINE.match(line)
         if found is not None:
-            totals[found.group(2)] = totals.get(found.group(2), 0.0) + float(found.group(1))
+            name = ungrouped_id(found.group(2))
+            totals[name] = totals.get(name, 0.0) + float(found.group(1))
     return totals
 
 

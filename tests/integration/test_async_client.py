@@ -15,7 +15,8 @@ from scaler import AsyncClient, Client, SchedulerClusterCombo
 from scaler.client.async_client import AsyncFuture
 from tests.integration.conftest import running_cluster
 
-pytestmark = pytest.mark.integration
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_async_client")]
 
 
 def inc(x: int) -> int:

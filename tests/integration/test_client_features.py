@@ -18,7 +18,8 @@ from scaler import Client, SchedulerClusterCombo
 from scaler.errors import MissingObjects, ScalerError
 from tests.integration.conftest import monitor, running_cluster, wait_for
 
-pytestmark = pytest.mark.integration
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_client_features")]
 
 SEEDS = Path(__file__).parent / "seed_examples"
 

@@ -44,7 +44,13 @@ from tests.integration.cloud_harness import CLOUD_ENVIRONMENT, SESSION_VARIABLES
 from tests.integration.conftest import BIN_DIR, CLOUD_START_SECONDS, free_addresses, wait_for
 from tests.integration.test_cloud_burst import live_units
 
-pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(600)]
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.cloud,
+    pytest.mark.timeout(600),
+    pytest.mark.xdist_group("test_cloud_bursting"),
+]
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 #: What the laptop has and the units' base does not.

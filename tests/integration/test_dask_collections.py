@@ -24,7 +24,8 @@ from scaler import Client
 from scaler.protocol import messages as m
 from tests.integration.conftest import running_cluster
 
-pytestmark = pytest.mark.integration
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_dask_collections")]
 
 
 def inc(x: int) -> int:

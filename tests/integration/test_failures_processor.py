@@ -24,7 +24,8 @@ from tests.integration.conftest import (
     worker_agent_pids,
 )
 
-pytestmark = pytest.mark.integration
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_failures_processor")]
 
 
 # ---------------------------------------------------------------- task functions (run on workers)

@@ -32,7 +32,8 @@ from tests.integration.conftest import (
     wait_for,
 )
 
-pytestmark = pytest.mark.integration
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_failures_protocol")]
 
 FUZZ_SEED = 20261121
 FUZZ_MESSAGES = 1000

@@ -26,7 +26,8 @@ from scaler.io.address import free_tcp_port_block
 from tests.integration.conftest import BIN_DIR, ProcessWatch, free_addresses, probe_scheduler, running_cluster
 from tests.integration.fresh_install import ROOT, fresh_environment
 
-pytestmark = pytest.mark.integration
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_first_day")]
 
 #: The names the issue asks `scaler --example` for, in its order; `secure_local` is the tenth file of config/.
 ISSUE_NAMES = ("local", "fixed", "tiers", "cost_tiers", "aws_ecs", "aws_ec2", "aws_batch", "symphony")

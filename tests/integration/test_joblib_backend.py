@@ -22,7 +22,8 @@ from scaler import Client, SchedulerClusterCombo
 from scaler.compat.joblib import ScalerBackend
 from tests.integration.conftest import running_cluster
 
-pytestmark = pytest.mark.integration
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_joblib_backend")]
 
 
 def element(array: np.ndarray, index: int) -> int:

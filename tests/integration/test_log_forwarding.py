@@ -13,7 +13,8 @@ from scaler import Client, SchedulerClusterCombo
 from scaler.worker.log_forwarding import DROP_LOGGER, MAX_RECORDS_PER_TASK
 from tests.integration.conftest import running_cluster, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.xdist_group("test_log_forwarding")]
 
 
 class Kept(logging.Handler):

@@ -19,7 +19,8 @@ from scaler import SchedulerClusterCombo
 from scaler.compat.ray import GetTimeoutError, ObjectRef
 from tests.integration.conftest import running_cluster
 
-pytestmark = pytest.mark.integration
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_ray_compat")]
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ import pytest
 from tests.integration.fresh_install import ROOT, fresh_environment
 from tests.integration.test_user_guide import BLOCK, expected_lines
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.xdist_group("test_readme")]
 
 README = ROOT / "README.md"
 

@@ -14,7 +14,8 @@ import pytest
 from scaler import Client
 from tests.integration.conftest import running_cluster
 
-pytestmark = pytest.mark.integration
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_reference_compatibility")]
 
 
 @pytest.fixture(scope="module")

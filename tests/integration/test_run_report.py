@@ -21,7 +21,8 @@ from tests.integration.conftest import running_cluster
 from tests.integration.test_dashboard import needs_browser
 from tests.integration.test_launcher import Stack
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.xdist_group("test_run_report")]
 
 #: the dashboard tests' headless Chromium (Selenium), as a fixture of this module
 dashboard_browser = test_dashboard.browser

@@ -17,7 +17,8 @@ from scaler.protocol import messages as m
 from tests.integration.conftest import Launcher, monitor, running_cluster, wait_for
 from tests.integration.manager_harness import start_manager
 
-pytestmark = pytest.mark.integration
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_sharing")]
 
 
 def tiny(tag: str) -> str:

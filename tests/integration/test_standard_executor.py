@@ -38,7 +38,8 @@ from scaler import Client
 from scaler.client.executor import ScalerExecutor
 from tests.integration.conftest import running_cluster, wait_for
 
-pytestmark = pytest.mark.integration
+#: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_standard_executor")]
 
 
 def mul(x: int, y: int) -> int:
