@@ -52,7 +52,7 @@ TEST_PROCESSES ?= 4
 # rules before the suite, and stops it after (only if it started it).
 test: $(STAMP) test-tools
 	@sh docker/test-engine.sh start
-	@status=0; $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadgroup || status=$$?; \
+	@status=0; $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder || status=$$?; \
 		sh docker/test-engine.sh stop; exit $$status
 
 lint: $(STAMP)

@@ -3,7 +3,8 @@ processes (`make test`), and a two-minute test that starts last keeps the run go
 `--dist loadgroup` (the Makefile) pytest-xdist gives each process the next test from the front of this order as it
 frees up (a process holds at most three), so the longest start first, spread over the processes, and the short ones
 fill the gaps. A module marked `xdist_group` (one whose module fixtures are costly: a fresh virtual environment, a
-cloud) runs whole in one process, placed by its longest test; xdist then names its tests `id@group`.
+cloud) runs whole in one process, placed by the total of its tests (`--no-loadscope-reorder` keeps this order;
+xdist's own puts the groups with the most tests first); xdist then names its tests `id@group`.
 
 How long a test takes comes from `tests/durations.json` (seconds by test id: the tests over a few seconds in a whole
 run; the others keep their order after them). Refresh it from a run with durations:
@@ -34,8 +35,24 @@ def recorded() -> dict[str, float]:
 
 
 def longest_first(items: list[pytest.Item], durations: dict[str, float]) -> list[pytest.Item]:
-    """A stable sort: recorded tests by decreasing duration, then the rest in their collected order."""
-    return sorted(items, key=lambda item: -durations.get(ungrouped_id(item.nodeid), 0.0))
+    """A stable sort: recorded tests by decreasing duration (a group's tests by the group's total, since they run in
+    one process one after the other), then the rest in their collected order."""
+    seconds = {item.nodeid: durations.get(ungrouped_id(item.nodeid), 0.0) for item in items}
+    groups: dict[str, float] = {}
+    for item in items:
+        if (group := group_of(item)) is not None:
+            groups[group] = groups.get(group, 0.0) + seconds[item.nodeid]
+
+    def key(item: pytest.Item) -> float:
+        group = group_of(item)
+        return -(groups[group] if group is not None else seconds[item.nodeid])
+
+    return sorted(items, key=key)
+
+
+def group_of(item: pytest.Item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    return None if mark is None else str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
 
 
 def ungrouped_id(nodeid: str) -> str:

@@ -98,13 +98,12 @@ class ScalerAdapter:
         return int(self._client.submit(bench_tasks.fibonacci, self._client, n).result())
 
     def grid_search(self, search: Any, x: Any, y: Any) -> Any:
-        """joblib's "scaler" backend, registered by `import scaler.joblib` where this build has it."""
+        """joblib's "scaler" backend, registered by `import scaler.joblib` (ours; opengris-scaler has none)."""
         import joblib
 
         try:
             import scaler.joblib  # noqa: F401
         except ImportError:
-            # TODO(#29, #30): ours' joblib backend lands with the w30-compat branch; then this runs as is.
             raise NotImplementedError(f"{self.system} {self.version()} has no `scaler.joblib` backend") from None
         with joblib.parallel_config(backend="scaler", client=self._client):
             return search.fit(x, y)
