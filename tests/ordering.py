@@ -14,8 +14,10 @@ run; the others keep their order after them). Refresh it from a run with duratio
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -63,6 +65,16 @@ def ungrouped_id(nodeid: str) -> str:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = longest_first(items, recorded())
+
+
+@pytest.hookimpl
+def pytest_runtest_logfinish(nodeid: str) -> None:
+    """With SCALER_TEST_TIMELINE=FILE, each test process appends `process end-time test-id` when a test ends (to see
+    what a whole run's last minutes ran: `sort -k2 FILE | tail`)."""
+    timeline = os.environ.get("SCALER_TEST_TIMELINE")
+    if timeline:
+        with open(timeline, "a") as file:
+            file.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {time.time():.1f} {nodeid}\n")
 
 
 def parse_durations(lines: list[str]) -> dict[str, float]:
