@@ -272,19 +272,7 @@ class ObjectStorageConnection:
     def _exchange(self, operation: StorageOperation, payload: Sequence[memoryview]) -> tuple[StorageReply, list[Any]]:
         sock = self._current_socket()
         request_id = next(self._request_ids)
-        # The socket queues only to a live connection (IMMEDIATE): a server that is down is reported after the
-        # connect timeout, instead of the request waiting the full reply timeout in a queue.
-        if not sock.poll(int(min(self._timeout_seconds, CONNECT_TIMEOUT_SECONDS) * 1000), zmq.POLLOUT):
-            self._drop_socket()
-            raise ObjectStorageException(
-                f"object storage at {self._address} is not reachable: no connection within "
-                f"{min(self._timeout_seconds, CONNECT_TIMEOUT_SECONDS):g} s (is the object storage server running?)"
-            )
-        try:
-            sock.send_multipart([encode_request(request_id, operation), *payload], zmq.NOBLOCK, copy=False)
-        except zmq.ZMQError as error:
-            self._drop_socket()
-            raise ObjectStorageException(f"could not send to object storage at {self._address}: {error}") from None
+        self._send(sock, [encode_request(request_id, operation), *payload])
         deadline = time.monotonic() + self._timeout_seconds
         while True:
             remaining_ms = math.ceil((deadline - time.monotonic()) * 1000)
@@ -300,6 +288,29 @@ class ObjectStorageConnection:
             if reply.request_id == request_id:
                 return reply, frames[1:]
             logger.debug("discarding a stale reply to request %d from %s", reply.request_id, self._address)
+
+    def _send(self, sock: zmq.Socket[Any], frames: list[Any]) -> None:
+        """The socket queues only to a live connection (IMMEDIATE): a server that is down is reported after the
+        connect timeout, instead of the request waiting the full reply timeout in a queue. A connection lost between
+        the poll and the send (a server restarting) refuses the send with EAGAIN: poll again until the timeout."""
+        connect_seconds = min(self._timeout_seconds, CONNECT_TIMEOUT_SECONDS)
+        deadline = time.monotonic() + connect_seconds
+        while True:
+            remaining_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
+            if not sock.poll(remaining_ms, zmq.POLLOUT):
+                self._drop_socket()
+                raise ObjectStorageException(
+                    f"object storage at {self._address} is not reachable: no connection within {connect_seconds:g} s "
+                    f"(is the object storage server running?)"
+                )
+            try:
+                sock.send_multipart(frames, zmq.NOBLOCK, copy=False)
+                return
+            except zmq.Again:
+                continue  # the connection went between the poll and the send
+            except zmq.ZMQError as error:
+                self._drop_socket()
+                raise ObjectStorageException(f"could not send to object storage at {self._address}: {error}") from None
 
     def _current_socket(self) -> zmq.Socket[Any]:
         if self._socket is None:
