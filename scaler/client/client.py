@@ -26,8 +26,8 @@ from scaler.client.graph import encode_graph
 from scaler.client.jobs import Job
 from scaler.client.map_chunks import MAX_CHUNK, chunk_size, chunk_size_lookahead, name_failed_item, run_chunk
 from scaler.client.map_stream import chunks_in_flight, stream_map
+from scaler.client.object_storage_side import ClientObjectStorage
 from scaler.client.progress import progress_counter, wait_with_bar
-from scaler.client.put_pipeline import PutPipeline
 from scaler.client.sharing import (
     checked_priority,
     checked_quota,
@@ -52,6 +52,7 @@ from scaler.protocol.ids import ClientID, ObjectID, TaskID, new_client_id, new_t
 
 if TYPE_CHECKING:
     from scaler.client.executor import ScalerExecutor
+    from scaler.object_storage.connection import ObjectStorageConnection
 
 logger = logging.getLogger(__name__)
 
@@ -138,9 +139,6 @@ class Client:
         self._identity = ClientID(new_client_id())
         self._story_name = short(self._identity)  #: how this client is named in its tasks' stories
         self._closed = False
-        self._lock = threading.Lock()
-        self._storage_connection: Any = None
-        self._owner_storages: dict[bytes, Any] = {}  #: connections reading followed jobs' results (_storage_of)
         self._serializer_id: ObjectID | None = None
         hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
         self._agent: ClientAgent[ScalerFuture] = ClientAgent(
@@ -148,18 +146,20 @@ class Client:
             scheduler_lost_grace_seconds,
         )  # fmt: skip
         reply = self._agent.start(connect_timeout_seconds)
-        self._object_storage_address = object_storage_address or reply.object_storage_address
-        self._puts: PutPipeline[tuple[TaskID, ScalerFuture, bytes]] | None = None
+        self._object_storage = ClientObjectStorage(
+            str(object_storage_address or reply.object_storage_address), self._identity, security, timeout_seconds,
+            release=self._agent.submit, forget=lambda object_id: self._encoder.forget_object(object_id),
+        )  # fmt: skip
         self._encoder = TaskEncoder(
             self._identity,
             self._serializer,
-            self._store,
+            self._object_storage.store,
             self._current_serializer_id,
-            store_later=self._store_later,
+            store_later=self._object_storage.store_later,
             ship_local_modules=ship_local_modules,
         )
         self._chunk_runners: dict[int, functools.partial[list[Any]]] = {}
-        self._reader = ResultReader(self._serializer, self._storage)
+        self._reader = ResultReader(self._serializer, self._object_storage.connection)
         local_schedulers.note_client(self, self._address, self._security)  # the run report finds its scheduler
 
     # ------------------------------------------------------------ properties and plumbing
@@ -180,7 +180,7 @@ class Client:
 
     def _repr_html_(self) -> str:
         rows = client_rows(
-            self._address, str(self._object_storage_address), self._agent.worker_count, self._agent.unfinished_count,
+            self._address, self._object_storage.address, self._agent.worker_count, self._agent.unfinished_count,
             self._state(),
         )  # fmt: skip
         return html_table("scaler Client", rows)
@@ -201,8 +201,7 @@ class Client:
             if not getattr(self, "_closed", True):
                 self._closed = True
                 self._agent.stop(0.0)
-                if self._puts is not None:  # its thread would otherwise wait on its sockets for good
-                    self._puts.close(0.0)
+                self._object_storage.abandon()
         except Exception:
             pass
 
@@ -214,63 +213,9 @@ class Client:
              self._heartbeat_interval_seconds, serializer, self._stream_output),
         )  # fmt: skip
 
-    def _storage(self) -> Any:
-        with self._lock:
-            if self._storage_connection is None:
-                from scaler.object_storage.connection import ObjectStorageConnection
-
-                self._storage_connection = ObjectStorageConnection(
-                    self._object_storage_address,
-                    role="client",
-                    timeout_seconds=self._timeout_seconds,
-                    security=self._security,
-                    owner_id=self._identity,
-                )
-            return self._storage_connection
-
-    def _storage_of(self, owner_id: bytes) -> Any:
-        """A storage connection that reads the objects of `owner_id` (a job's submitter: its results are stored
-        under it; with CURVE only a client of the same key may claim it)."""
-        if owner_id == self._identity:
-            return self._storage()
-        with self._lock:
-            connection = self._owner_storages.get(owner_id)
-            if connection is None:
-                from scaler.object_storage.connection import ObjectStorageConnection
-
-                connection = self._owner_storages[owner_id] = ObjectStorageConnection(
-                    self._object_storage_address, role="client", timeout_seconds=self._timeout_seconds,
-                    security=self._security, owner_id=owner_id,
-                )  # fmt: skip
-            return connection
-
-    def _store(self, object_id: ObjectID, payload: bytes | list[Any], name: str) -> None:
-        self._storage().put(object_id, payload, owner_id=self._identity, name=name)
-
-    def _store_later(self, object_id: ObjectID, payload: bytes | list[Any], name: str) -> None:
-        """An argument's put, pipelined: tasks go through `_hand_over`, which holds them until it is stored."""
-        self._put_pipeline().put(object_id, payload, name)
-
-    def _put_pipeline(self) -> PutPipeline[tuple[TaskID, ScalerFuture, bytes]]:
-        with self._lock:
-            if self._puts is None or self._puts.is_closed:  # none yet, or stopped by a storage failure
-                self._puts = PutPipeline(
-                    str(self._object_storage_address), self._identity, self._security, self._timeout_seconds,
-                    release=self._agent.submit, fail=_fail_held, forget=self._encoder.forget_object,
-                )  # fmt: skip
-            return self._puts
-
-    def _hand_over(self, tasks: list[tuple[TaskID, ScalerFuture, bytes]]) -> None:
-        """Tasks to the agent, after the arguments they were encoded with are stored (see put_pipeline)."""
-        if self._puts is None:
-            self._agent.submit(tasks)
-        else:
-            self._puts.submit(tasks)
-
-    def _flush_puts(self) -> None:
-        """Before what must not overtake held tasks (a graph, a cancel, clear, leaving)."""
-        if self._puts is not None:
-            self._puts.flush(self._timeout_seconds)
+    def _storage(self) -> ObjectStorageConnection:
+        """The connection of this client's own objects (opened at first use)."""
+        return self._object_storage.connection()
 
     def _current_serializer_id(self) -> ObjectID:
         if isinstance(self._serializer, DefaultSerializer) and type(self._serializer) is DefaultSerializer:
@@ -295,7 +240,7 @@ class Client:
         return future
 
     def _request_cancel(self, task_id: TaskID) -> None:
-        self._flush_puts()  # a task still held behind its puts is sent first, so the cancel finds it
+        self._object_storage.flush()  # a task still held behind its puts is sent first, so the cancel finds it
         self._agent.cancel([task_id])
 
     def _cancel_without_waiting(self, futures: Iterable[ScalerFuture]) -> None:
@@ -352,7 +297,7 @@ class Client:
             stream_output=self._stream_output, priority=wire, capabilities=m.make_capabilities(capabilities),
         )  # fmt: skip
         future = self._new_future(task_id, profiling)
-        self._hand_over([(task_id, future, codec.encode(task))])
+        self._object_storage.hand_over([(task_id, future, codec.encode(task))])
         return future
 
     @overload
@@ -458,11 +403,12 @@ class Client:
             future = self._new_future(task_id, self._profiling)
             futures.append(future)
             batch.append((task_id, future, codec.encode(task)))
-            if len(batch) >= 1024 or (self._puts is not None and len(batch) >= 32):
-                self._hand_over(batch)  # smaller batches while arguments are being stored: they leave sooner
+            if len(batch) >= 1024 or (self._object_storage.is_pipelining and len(batch) >= 32):
+                # smaller batches while arguments are being stored: they leave sooner
+                self._object_storage.hand_over(batch)
                 batch = []
         if batch:
-            self._hand_over(batch)
+            self._object_storage.hand_over(batch)
         return futures
 
     def _gather(
@@ -532,7 +478,7 @@ class Client:
                 futures[key]._complete_with_value(graph[key])
         if encoded.message is not None:
             frame = codec.encode(encoded.message)
-            self._flush_puts()  # the graph's arguments are stored before the graph leaves
+            self._object_storage.flush()  # the graph's arguments are stored before the graph leaves
             self._agent.submit_graph(encoded.message.graph_id, frame, list(targets.items()))
         if not block:
             return futures
@@ -616,7 +562,7 @@ class Client:
             logger.debug("disconnect: %s", error)
         finally:
             self._agent.stop(CLOSE_TIMEOUT_SECONDS)
-            self._close_storage()
+            self._object_storage.close()
 
     def shutdown(self) -> None:
         """Ask the scheduler to stop the whole cluster; refused when the scheduler is protected."""
@@ -628,10 +574,10 @@ class Client:
         self._closed = True
         local_schedulers.note_client_closed(self)
         self._agent.stop(CLOSE_TIMEOUT_SECONDS)
-        self._close_storage()
+        self._object_storage.close()
 
     def _cancel_all(self, timeout_seconds: float) -> None:
-        self._flush_puts()  # tasks held behind their puts reach the agent first, to be cancelled with the rest
+        self._object_storage.flush()  # tasks held behind their puts reach the agent first, to be cancelled too
         unfinished = self._agent.unfinished().values()
         pending = [future for future in unfinished if not future.done() and not isinstance(future, jobs.JobFuture)]
         if not pending:
@@ -639,29 +585,11 @@ class Client:
         self._agent.cancel([future.task_id for future in pending])
         concurrent.futures.wait(pending, timeout=timeout_seconds)
 
-    def _close_storage(self) -> None:
-        with self._lock:
-            puts, self._puts = self._puts, None
-            if self._storage_connection is not None:
-                self._storage_connection.close()
-                self._storage_connection = None
-            for connection in self._owner_storages.values():
-                connection.close()
-            self._owner_storages.clear()
-        if puts is not None:
-            puts.close(0.0)
-
 
 #: Clients unpickled in this process: by the identity of the client that was pickled, or inside a task by its
 #: settings alone (one connection per processor).
 _unpickled: dict[tuple[bytes, str], Client] = {}
 _unpickled_lock = threading.Lock()
-
-
-def _fail_held(tasks: list[tuple[TaskID, ScalerFuture, bytes]], error: BaseException) -> None:
-    """Tasks whose arguments could not be stored: they never left; their futures fail with the storage's error."""
-    for _, future, _ in tasks:
-        future._fail(error)
 
 
 def _rebuild_client(

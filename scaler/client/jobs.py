@@ -11,6 +11,7 @@ soon as `map_job` returns. Attaching: a look-up gives the job's task ids, future
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -127,8 +128,8 @@ def submit_calls(
         batch.append((task_id, JobFuture(task_id, reader, client._request_cancel), codec.encode(task)))
     agent, timeout = client._agent, client._timeout_seconds
     refused(name, agent.ask_job(m.JobOpen(name, tuple(task_id for task_id, _, _ in batch)), timeout))
-    client._hand_over(batch)
-    client._flush_puts()
+    client._object_storage.hand_over(batch)
+    client._object_storage.flush()
     refused(name, agent.ask_job(m.JobAttach(name), timeout))  # answered: the scheduler holds every task
     return Job(name, [future for _, future, _ in batch], client._agent.cancel)  # type: ignore[misc]
 
@@ -140,7 +141,8 @@ def attach_job(client: Client, name: str) -> Job[Any]:
     agent, timeout = client._agent, client._timeout_seconds
     reply = agent.ask_job(m.JobAttach(name), timeout)
     refused(name, reply)
-    reader = ResultReader(client._serializer, lambda: client._storage_of(reply.owner_id), keep_objects=True)
+    owners_objects = functools.partial(client._object_storage.of_owner, reply.owner_id)
+    reader = ResultReader(client._serializer, owners_objects, keep_objects=True)
     own = agent.unfinished()  # this client's own job, still running: its futures are the ones completed
     futures: list[JobFuture[Any]] = [
         known

@@ -1,0 +1,133 @@
+"""A client's side of object storage: its own connection (opened at first use), the connections that read other
+owners' objects (a followed job's results are its submitter's), and the pipeline that stores arguments while
+`submit` returns (`put_pipeline`). The `Client` owns one; nothing here knows about tasks beyond handing them on.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from scaler.client.put_pipeline import PutPipeline
+from scaler.io.sockets import TransportSecurity
+from scaler.protocol.ids import ObjectID, TaskID
+
+if TYPE_CHECKING:
+    from scaler.client.future import ScalerFuture
+    from scaler.object_storage.connection import ObjectStorageConnection
+
+#: A task on its way to the scheduler: its id, its future and its encoded message.
+HeldTask = tuple[TaskID, "ScalerFuture[Any]", bytes]
+
+
+class ClientObjectStorage:
+    """Thread-safe. `release` sends tasks on (the client's agent), `forget` drops an object the encoder believes
+    stored (its put failed, so the next use stores it again)."""
+
+    def __init__(
+        self,
+        address: str,
+        owner_id: bytes,
+        security: TransportSecurity | None,
+        timeout_seconds: float,
+        release: Callable[[list[HeldTask]], None],
+        forget: Callable[[ObjectID], None],
+    ) -> None:
+        self._address = address
+        self._owner_id = owner_id
+        self._security = security
+        self._timeout_seconds = timeout_seconds
+        self._release = release
+        self._forget = forget
+        self._lock = threading.Lock()
+        self._own: ObjectStorageConnection | None = None
+        self._others: dict[bytes, ObjectStorageConnection] = {}
+        self._puts: PutPipeline[HeldTask] | None = None
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    @property
+    def is_pipelining(self) -> bool:
+        """Arguments are being stored through the pipeline (tasks may be held behind their puts)."""
+        return self._puts is not None
+
+    def connection(self) -> ObjectStorageConnection:
+        """The connection of this client's own objects."""
+        with self._lock:
+            if self._own is None:
+                self._own = self._connect(self._owner_id)
+            return self._own
+
+    def of_owner(self, owner_id: bytes) -> ObjectStorageConnection:
+        """A connection that reads the objects of `owner_id` (with CURVE only a client of the same key may claim
+        it)."""
+        if owner_id == self._owner_id:
+            return self.connection()
+        with self._lock:
+            connection = self._others.get(owner_id)
+            if connection is None:
+                connection = self._others[owner_id] = self._connect(owner_id)
+            return connection
+
+    def store(self, object_id: ObjectID, payload: bytes | list[Any], name: str) -> None:
+        """Stored before this returns."""
+        self.connection().put(object_id, payload, owner_id=self._owner_id, name=name)
+
+    def store_later(self, object_id: ObjectID, payload: bytes | list[Any], name: str) -> None:
+        """An argument's put, pipelined: tasks go through `hand_over`, which holds them until it is stored."""
+        self._pipeline().put(object_id, payload, name)
+
+    def hand_over(self, tasks: list[HeldTask]) -> None:
+        """Tasks on, after the arguments they were encoded with are stored (see put_pipeline)."""
+        if self._puts is None:
+            self._release(tasks)
+        else:
+            self._puts.submit(tasks)
+
+    def flush(self) -> None:
+        """Before what must not overtake held tasks (a graph, a cancel, clear, leaving)."""
+        if self._puts is not None:
+            self._puts.flush(self._timeout_seconds)
+
+    def close(self) -> None:
+        with self._lock:
+            puts, self._puts = self._puts, None
+            connections = [self._own, *self._others.values()]
+            self._own = None
+            self._others.clear()
+        for connection in connections:
+            if connection is not None:
+                connection.close()
+        if puts is not None:
+            puts.close(0.0)
+
+    def abandon(self) -> None:
+        """At garbage collection: the pipeline's thread would otherwise wait on its sockets for good."""
+        if self._puts is not None:
+            self._puts.close(0.0)
+
+    def _pipeline(self) -> PutPipeline[HeldTask]:
+        with self._lock:
+            if self._puts is None or self._puts.is_closed:  # none yet, or stopped by a storage failure
+                self._puts = PutPipeline(
+                    self._address, self._owner_id, self._security, self._timeout_seconds,
+                    release=self._release, fail=_fail_held, forget=self._forget,
+                )  # fmt: skip
+            return self._puts
+
+    def _connect(self, owner_id: bytes) -> ObjectStorageConnection:
+        from scaler.object_storage.connection import ObjectStorageConnection
+
+        return ObjectStorageConnection(
+            self._address, role="client", timeout_seconds=self._timeout_seconds, security=self._security,
+            owner_id=owner_id,
+        )  # fmt: skip
+
+
+def _fail_held(tasks: list[HeldTask], error: BaseException) -> None:
+    """Tasks whose arguments could not be stored: they never left; their futures fail with the storage's error."""
+    for _, future, _ in tasks:
+        future._fail(error)
