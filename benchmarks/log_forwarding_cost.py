@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import statistics
-import time
+
+from harness.ab import alternated, medians
 
 from scaler import Client, SchedulerClusterCombo
 
@@ -26,20 +26,6 @@ def inc_logged(value: int) -> int:
     return value + 1
 
 
-def w1(client: Client, function: object, tasks: int) -> float:
-    began = time.perf_counter()
-    futures = [client.submit(function, i) for i in range(tasks)]  # type: ignore[arg-type]
-    assert [future.result() for future in futures][-1] == tasks
-    return time.perf_counter() - began
-
-
-def w3(client: Client, function: object, calls: int) -> float:
-    began = time.perf_counter()
-    for i in range(calls):
-        assert client.submit(function, i).result() == i + 1  # type: ignore[arg-type]
-    return time.perf_counter() - began
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=2000)
@@ -53,21 +39,12 @@ def main() -> None:
         off, on = Client(cluster.get_address()), Client(cluster.get_address())
         on.forward_logging("bench", logging.INFO)
         variants = {"off": (off, inc), "on, silent tasks": (on, inc), "on, 1 record/task": (on, inc_logged)}
-        times: dict[str, dict[str, list[float]]] = {name: {"W1": [], "W3": []} for name in variants}
-        for client, function in variants.values():  # warm-up
-            w1(client, function, 200)
-        for _ in range(arguments.repeat):
-            for name, (client, function) in variants.items():
-                times[name]["W1"].append(w1(client, function, arguments.tasks))
-                times[name]["W3"].append(w3(client, function, arguments.calls))
+        median = medians(alternated(variants, arguments.tasks, arguments.calls, arguments.repeat))
         off.disconnect()
         on.disconnect()
-    base = {workload: statistics.median(times["off"][workload]) for workload in ("W1", "W3")}
     for name in variants:
-        cells = []
-        for workload in ("W1", "W3"):
-            median = statistics.median(times[name][workload])
-            cells.append(f"{workload} {median:.3f} s ({median / base[workload]:.3f})")
+        cells = [f"{workload} {median[name][workload]:.3f} s ({median[name][workload] / median['off'][workload]:.3f})"
+                 for workload in ("W1", "W3")]  # fmt: skip
         print(f"{name:>20}: " + ",  ".join(cells))
 
 
