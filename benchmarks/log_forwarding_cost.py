@@ -7,10 +7,9 @@ runs alternated, median of `--repeat` runs each, reported as ratios to "off".
 
 from __future__ import annotations
 
-import argparse
 import logging
 
-from harness.ab import alternated, medians
+from harness.ab import alternated, medians, parse_arguments
 
 from scaler import Client, SchedulerClusterCombo
 
@@ -27,12 +26,7 @@ def inc_logged(value: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", type=int, default=2000)
-    parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--workers", type=int, default=2)
-    arguments = parser.parse_args()
+    arguments = parse_arguments(__doc__ or "")
     logging.getLogger("bench").addHandler(logging.NullHandler())
     logging.getLogger("bench").propagate = False  # the forwarded records are handled, not printed
     with SchedulerClusterCombo(n_workers=arguments.workers) as cluster:

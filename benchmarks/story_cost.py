@@ -8,9 +8,7 @@ ratios to "off".
 
 from __future__ import annotations
 
-import argparse
-
-from harness.ab import alternated, medians
+from harness.ab import alternated, medians, parse_arguments
 
 from scaler import Client, SchedulerClusterCombo
 
@@ -20,12 +18,7 @@ def inc(value: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", type=int, default=2000)
-    parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--workers", type=int, default=2)
-    arguments = parser.parse_args()
+    arguments = parse_arguments(__doc__ or "")
     with (
         SchedulerClusterCombo(n_workers=arguments.workers, logging_level="WARNING") as on_cluster,
         SchedulerClusterCombo(n_workers=arguments.workers, logging_level="WARNING", story_retention_tasks=0) as off,

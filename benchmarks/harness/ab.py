@@ -5,6 +5,7 @@ script (its `__main__` travels by value; this module is not importable on a work
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -15,6 +16,16 @@ Variant = tuple[Any, Callable[[int], int]]
 WORKLOADS = ("W1", "W3")
 #: seconds of each run, by variant and workload
 Times = dict[str, dict[str, list[float]]]
+
+
+def parse_arguments(description: str) -> argparse.Namespace:
+    """--tasks (W1), --calls (W3), --repeat (rounds), --workers (of each local cluster)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=2000)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=2)
+    return parser.parse_args()
 
 
 def w1_seconds(client: Any, function: Callable[[int], int], tasks: int) -> float:

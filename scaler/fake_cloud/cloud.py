@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from scaler.fake_cloud.batch import BatchContainers, install, settle_array_parents
 from scaler.fake_cloud.ec2_instances import Ec2Runner
 from scaler.fake_cloud.ecs_tasks import EcsRunner
@@ -272,18 +274,8 @@ def _remove_leftover_state() -> None:
     """The units' folders of fake clouds killed before they could remove them (their names carry their pid)."""
     for folder in Path(tempfile.gettempdir()).glob(f"{STATE_PREFIX}*-*"):
         pid = folder.name[len(STATE_PREFIX) :].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def default_cache_directory() -> Path:

@@ -16,6 +16,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import psutil
+
 from scaler.fake_cloud.launched import STOP_GRACE_SECONDS, LaunchedProcess
 
 LABEL = "scaler-fake-cloud"
@@ -71,15 +73,5 @@ def remove_leftover_containers(engine: str) -> None:
         return
     for line in listed.stdout.splitlines():
         container, _space, pid = line.partition(" ")
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
             subprocess.run([engine, "rm", "-f", container], capture_output=True, timeout=30, check=False)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -27,6 +27,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 PREFIX = "sfc"
 SLOTS = 8
 #: units per VPC: 203.0.113.(32s+2) ... (32s+30); .1 is the router
@@ -219,12 +221,12 @@ def remove_leftovers() -> list[str]:
     removed = []
     for namespace in _namespaces():
         found = _NAMESPACE.match(namespace)
-        if found and not _alive(int(found.group(1))):
+        if found and not psutil.pid_exists(int(found.group(1))):
             _delete_namespace(namespace)
             removed.append(namespace)
     for link in _host_links():
         found = _HOST_LINK.match(link)
-        if found and not _alive(int(found.group(1))):
+        if found and not psutil.pid_exists(int(found.group(1))):
             _run(["ip", "link", "delete", link], check=False)
             removed.append(link)
     return removed
@@ -252,16 +254,6 @@ def _host_links() -> list[str]:
 
 def _routes_in_use() -> set[str]:
     return {line.split()[0] for line in _run(["ip", "-o", "route", "show"], check=False).splitlines() if line}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _check_tools() -> None:
