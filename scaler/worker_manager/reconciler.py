@@ -283,11 +283,13 @@ class Reconciler:
             if unit is None:
                 continue
             del self._unlisted[unit_id]
-            if not unit.is_alive and unit_id not in self._terminating and unit_id not in self._registered:
-                notes.append(
-                    _ended(unit_id, now - launched_at, unit.detail)
-                    + " before any of its workers registered: counted as a failed launch"
-                )
+            if unit.is_alive or unit_id in self._terminating:
+                continue
+            ended = _ended(unit_id, now - launched_at, unit.detail)
+            if unit_id in self._registered:  # its workers came and it ended before a listing counted it
+                notes.append(f"{ended} after its workers registered: replacing it")
+            else:
+                notes.append(f"{ended} before any of its workers registered: counted as a failed launch")
                 self._failure(now)
 
     def _note_registered(self, target: Target | None, listed: Mapping[str, UnitInfo], now: float) -> None:

@@ -199,6 +199,16 @@ def test_a_unit_listed_gone_right_after_its_launch_is_a_failure() -> None:
     assert r.failures == 1 and plan.launch == 0
 
 
+def test_a_unit_whose_workers_registered_and_that_ended_before_its_first_listing_is_named() -> None:
+    """Seen in a whole run: a worker killed by hand right after it registered, before the manager listed its unit;
+    the unit was replaced and nothing said why."""
+    r = reconciler()
+    r.launched(["a"], 1, T0)
+    plan = r.plan(Target(1, connected=(worker_of("a"),)), [unit("a", GONE, T0)], T0 + 1)
+    assert any("a ended on its own" in note and "after its workers registered" in note for note in plan.notes)
+    assert r.failures == 0 and plan.launch == 1
+
+
 def test_a_unit_stuck_pending_is_terminated_and_replaced() -> None:
     r = reconciler(pending_timeout_seconds=60, backoff_base_seconds=1)
     stuck = unit("a", PENDING, created_at=T0)
