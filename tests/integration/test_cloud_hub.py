@@ -124,8 +124,20 @@ def test_the_laptop_side_killed_and_started_again_within_the_lease_adopts_everyt
     hub_stack.start()  # within the lease
     log = hub_stack.log()
     assert "adopting the hub" in log, log
-    with monitor(hub_stack.monitor) as next_snapshot:
-        next_snapshot(lambda snapshot: len(workers_of(snapshot, "ecs")) == units * 2, 60)
+    seen: list[int] = []
+
+    def adopted_workers_listed() -> bool:
+        """A fresh subscription each time (through the new forwarder, with the keys its connection file names now):
+        one whole run's first subscription got no status at all in 60 s."""
+        with monitor(hub_stack.monitor) as next_snapshot:
+            with contextlib.suppress(AssertionError):
+                seen.append(len(workers_of(next_snapshot(None, 5), "ecs")))
+        return bool(seen) and seen[-1] == units * 2
+
+    try:
+        wait_for(adopted_workers_listed, f"the adopted units' {units * 2} workers in the hub's status", 60)
+    except AssertionError as error:
+        raise AssertionError(f"{error}; ecs workers in each status read: {seen}") from None
     with Client(hub_stack.scheduler, timeout_seconds=120) as client:
         assert client.submit(slow_identity, 7).result() == 7
     assert units_ever("ecs", "ecs-hub") == 1, "the hub was not doubled"

@@ -206,6 +206,9 @@ def test_a_client_frozen_longer_than_its_own_timeout_but_within_the_client_timeo
     assert script.stdout is not None and script.stdin is not None
     assert script.stdout.readline().startswith("submitted"), "the client did not start"
     with monitor(addresses.monitor) as next_snapshot:
+        # "submitted" is printed once the tasks are handed to the client's agent thread: on a loaded machine the
+        # freeze could catch them before they left (the scheduler then saw 2 of the 6)
+        next_snapshot(lambda s: s.scheduler.queued + s.scheduler.running + s.scheduler.succeeded == 6)
         with frozen([script.pid]):
             # its tasks run on while it sleeps, and their results wait for it
             next_snapshot(lambda s: s.scheduler.succeeded == 6 and len(s.clients) == 1)
