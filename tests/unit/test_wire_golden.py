@@ -4,7 +4,11 @@ to the same value. The frames were recorded by the hand-written codec before the
 schema (scaler/protocol/generate.py); a change of the generator or of the schema that moves one byte fails here.
 
 Record them again (`python tests/unit/test_wire_golden.py --write`) only with a new protocol version: peers of
-the same version must read each other's frames."""
+the same version must read each other's frames.
+
+One frame changed when the codec was generated: a manager's last target on the monitor feed with no connected
+worker (the hand-written feed encoder wrote an empty list where the main encoder wrote none; one struct now has
+one encoding). The frame the hand-written codec wrote is kept (DECODE_ONLY) and still decodes to the same value."""
 
 from __future__ import annotations
 
@@ -200,6 +204,10 @@ REPLIES: dict[str, sm.StorageReply] = {
 }
 
 
+#: Frames recorded by the hand-written codec that the generated one writes differently (same value): name -> sample.
+DECODE_ONLY = {"status-hand-written": "status"}
+
+
 def encoded() -> dict[str, bytes]:
     frames = {name: codec.encode(message) for name, message in MESSAGES.items()}
     frames.update({name: codec.encode_body(body) for name, body in BODIES.items()})
@@ -215,7 +223,12 @@ def golden() -> dict[str, bytes]:
 
 def test_every_message_type_is_recorded() -> None:
     assert {type(message) for message in MESSAGES.values()} == set(m.MESSAGE_TYPES)
-    assert set(golden()) == set(encoded())
+    assert set(golden()) == set(encoded()) | set(DECODE_ONLY)
+
+
+@pytest.mark.parametrize("name", list(DECODE_ONLY))
+def test_a_frame_the_hand_written_codec_wrote_decodes_to_the_same_value(name: str) -> None:
+    assert codec.decode(golden()[name]) == MESSAGES[DECODE_ONLY[name]]
 
 
 @pytest.mark.parametrize("name", list(MESSAGES))
@@ -247,4 +260,5 @@ def test_a_storage_reply_encodes_to_its_recorded_frame_and_back(name: str) -> No
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
-    GOLDEN.write_text("".join(f"{name} {frame.hex()}\n" for name, frame in encoded().items()))
+    kept = {name: frame for name, frame in golden().items() if name in DECODE_ONLY}
+    GOLDEN.write_text("".join(f"{name} {frame.hex()}\n" for name, frame in {**encoded(), **kept}.items()))
