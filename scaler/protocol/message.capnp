@@ -69,7 +69,7 @@ struct ManagerInfo {
   maxWorkers @2 :WorkerLimit;
   managerType @3 :Text;     # "baremetal_native", "aws_raw_ecs", ...
   workerCostPerHour @4 :Float64;     # what one worker costs, in the user's currency per hour (0: free or unknown)
-  expectedBootSeconds @5 :Float64;   # from launch to a connected worker, as declared; negative: not declared
+  expectedBootSeconds @5 :Float64;   # from launch to a connected worker, as declared; negative: not declared (None)
   minWorkers @6 :UInt32;    # workers kept even when idle (warm capacity)
   bufferWorkers @7 :UInt32; # idle workers kept beyond what the queue needs (warm capacity)
 }
@@ -94,9 +94,9 @@ struct Heartbeat {
   cpuPercent @0 :Float32;
   rssBytes @1 :UInt64;
   union {
-    client @2 :Void;
-    worker @3 :WorkerStatus;
-    manager @4 :ManagerStatus;
+    client @2 :Void;        # sent by clients
+    worker @3 :WorkerStatus;  # sent by workers
+    manager @4 :ManagerStatus;  # sent by managers
   }
   roundTripSeconds @5 :Float32;  # the sender's last heartbeat -> echo round trip; 0 before the first echo
 }
@@ -153,6 +153,8 @@ enum ProtocolErrorKind {
 struct Argument {
   keyword @0 :Text;         # empty for a positional argument
   union {
+    # The serialized value, the object id of the value in object storage, or (graphs) the id of the task whose
+    # result it is.
     inline @1 :Data;        # the serialized value
     objectId @2 :Data;      # the serialized value lives in object storage
     taskResult @3 :Data;    # graphs only: the result of that task (client -> scheduler)
@@ -189,8 +191,10 @@ struct Task {
 }
 
 struct TaskInput {
+  # The result of a graph node, handed to the nodes that depend on it.
   taskId @0 :Data;
   union {
+    # The task's result: its serialized value, or its object id in object storage.
     inline @1 :Data;
     objectId @2 :Data;
   }
@@ -296,6 +300,7 @@ struct TaskStoryRequest {
 }
 
 struct StoryEntry {
+  # One step of a task's history: when, where (component and which one), what, and what caused it.
   wallTime @0 :Float64;     # wall-clock seconds
   component @1 :Text;       # scheduler, worker agent, processor, client
   where @2 :Text;           # which one: a scheduler instance, worker or processor id

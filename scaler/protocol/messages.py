@@ -246,7 +246,7 @@ class ManagerInfo:
     manager_type: str = ""
     #: what one worker costs, in the user's currency per hour (0: free or unknown)
     worker_cost_per_hour: float = 0.0
-    #: from launch to a connected worker, as declared; negative: not declared
+    #: from launch to a connected worker, as declared; negative: not declared (None)
     expected_boot_seconds: float | None = None
     #: workers kept even when idle (warm capacity)
     min_workers: int = 0
@@ -280,7 +280,9 @@ class Heartbeat:
 
     cpu_percent: float = 0.0
     rss_bytes: int = 0
+    #: sent by workers
     worker: WorkerStatus | None = None
+    #: sent by managers
     manager: ManagerStatus | None = None
     #: the sender's last heartbeat -> echo round trip; 0 before the first echo
     round_trip_seconds: float = 0.0
@@ -349,6 +351,8 @@ class ProtocolError:
 @dataclass(frozen=True, slots=True)
 class Argument:
     kind: ArgumentKind
+    #: The serialized value, the object id of the value in object storage, or (graphs) the id of the task whose
+    #: result it is.
     data: bytes
     #: empty for a positional argument
     keyword: str = ""
@@ -407,8 +411,11 @@ class Task:
 
 @dataclass(frozen=True, slots=True)
 class TaskInput:
+    """The result of a graph node, handed to the nodes that depend on it."""
+
     task_id: TaskID
     kind: PayloadKind
+    #: The task's result: its serialized value, or its object id in object storage.
     data: bytes
 
 
@@ -424,6 +431,7 @@ class TaskResult:
     task_id: TaskID
     status: ResultStatus
     payload_kind: PayloadKind = PayloadKind.NONE
+    #: The result: a serialized value or pickled exception inline, or the object id of one in object storage.
     payload: bytes = b""
     #: human-readable reason for any status but success
     error_message: str = ""
@@ -501,6 +509,8 @@ class TaskStoryRequest:
 
 @dataclass(frozen=True, slots=True)
 class StoryEntry:
+    """One step of a task's history: when, where (component and which one), what, and what caused it."""
+
     #: wall-clock seconds
     wall_time: float
     #: scheduler, worker agent, processor, client

@@ -12,7 +12,8 @@ _DECLARATION = re.compile(r"^(?:const\s+)?(\w+)\s*(?:@\d+)?\s*(?::[^;]*)?;$")
 
 def read_comments(text: str) -> dict[str, str]:
     """Comments by dotted path: `Task`, `Task.taskId`, `ResultStatus.hostLost`, `TaskBody.logForwarding.level`,
-    `protocolVersion` (a constant). Members of an anonymous union belong to its struct."""
+    `protocolVersion` (a constant). Members of an anonymous union belong to its struct; the union's own comment
+    is `Task.union`."""
     comments: dict[str, str] = {}
     scopes: list[str] = []
     current: tuple[str, int] | None = None  # the declaration that comment lines below may continue
@@ -35,9 +36,10 @@ def read_comments(text: str) -> dict[str, str]:
         if scope is not None:
             name = scope.group(1) or scope.group(2) or ""
             scopes.append(name)
-            current = (".".join(s for s in scopes if s), indent) if name else None
-            if current is not None:
-                comments[current[0]] = comment
+            current = (".".join(s for s in scopes if s) or "", indent)
+            if not name:  # the anonymous union: its members belong to the struct
+                current = (f"{current[0]}.union", indent)
+            comments[current[0]] = comment
             continue
         declaration = _DECLARATION.match(code)
         if declaration is None:

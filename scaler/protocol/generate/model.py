@@ -325,9 +325,10 @@ class SchemaModel:
         not_member = f'ValueError(f"{{v.{option.kind}}} is not a member of this union")'
         encode = where.branches(tests, writes, not_member)
         setup = where.which() + where.branches(_discriminants(where), reads, _UNKNOWN_MEMBER)
+        doc = self._comments.get(f"{where.path}.{where.name}" if where.name == "union" else where.path, "")
         attributes = [
             Attribute(option.kind, option.enum, f"{option.enum}.{upper(where.members[0].name)}"),
-            Attribute(option.data, "bytes", 'b""'),
+            Attribute(option.data, "bytes", 'b""', doc),
         ]
         return where.slot(attributes, encode, setup, [option.kind, option.data])
 
