@@ -3,7 +3,8 @@ once with only what a caller must give, encodes to the frame recorded in `wire_g
 to the same value. The frames were recorded by the hand-written codec before the codec was generated from the
 schema (scaler/protocol/generate.py); a change of the generator or of the schema that moves one byte fails here.
 
-Record them again (`python tests/unit/test_wire_golden.py --write`) only with a new protocol version: peers of
+`python tests/unit/test_wire_golden.py --write` records the frames of samples added since (a new message); it
+leaves recorded frames alone. `--rewrite` records them all again: only with a new protocol version, since peers of
 the same version must read each other's frames.
 
 One frame changed when the codec was generated: a manager's last target on the monitor feed with no connected
@@ -259,6 +260,9 @@ def test_a_storage_reply_encodes_to_its_recorded_frame_and_back(name: str) -> No
     assert codec.decode_storage_reply(frame) == REPLIES[name]
 
 
-if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
-    kept = {name: frame for name, frame in golden().items() if name in DECODE_ONLY}
-    GOLDEN.write_text("".join(f"{name} {frame.hex()}\n" for name, frame in {**encoded(), **kept}.items()))
+if __name__ == "__main__" and sys.argv[1:] in (["--write"], ["--rewrite"]):
+    recorded = golden()
+    frames = {**encoded(), **{name: recorded[name] for name in DECODE_ONLY}}
+    if sys.argv[1] == "--write":
+        frames = {**frames, **recorded}
+    GOLDEN.write_text("".join(f"{name} {frame.hex()}\n" for name, frame in frames.items()))
