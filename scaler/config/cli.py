@@ -206,9 +206,14 @@ def _default_note(field: dataclasses.Field[Any]) -> str | None:
         return "required"
     if field.default is None and "default" in str(field.metadata.get(HELP, "")):
         return None
-    if field.metadata.get(BYTE_SIZE) and isinstance(field.default, int):
-        return f"default: {format_byte_size(field.default).replace(' ', '')}"
-    return f"default: {_show_default(field.default)}"
+    return f"default: {show_default(field, field.default)}"
+
+
+def show_default(field: dataclasses.Field[Any], default: Any) -> str:
+    """A default of `field` as `-h` and docs/settings.md write it."""
+    if field.metadata.get(BYTE_SIZE) and isinstance(default, int):
+        return format_byte_size(default).replace(" ", "")
+    return _show_default(default)
 
 
 def _show_default(default: Any) -> str:

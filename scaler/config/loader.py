@@ -35,6 +35,7 @@ from pydantic_settings.exceptions import SettingsError
 
 from scaler.config.byte_size import ACCEPTED_FORMS, parse_byte_size
 from scaler.config.cli import CONFIG_DEST, RETIRED_DEST, build_parser, flag_label
+from scaler.config.commands import Command
 from scaler.config.completion import is_completing, offer_completion, worker_manager_completion_parser
 from scaler.config.fields import BYTE_SIZE, CHOICES, GE, GT, POSITIONAL
 from scaler.config.manager_types import MANAGER_TYPES
@@ -61,6 +62,7 @@ __all__ = [
     "ConfigError",
     "LauncherFile",
     "build_parser",
+    "load_command",
     "load_launcher_file",
     "load_section",
     "load_section_with_extras",
@@ -71,6 +73,28 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+def load_command(
+    command: Command[T],
+    argv: Sequence[str] | None,
+    extra_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+    *,
+    name: str | None = None,
+    toml_sections: Sequence[str] | None = None,
+) -> tuple[T, argparse.Namespace]:
+    """The section of `command` (a row of `commands.COMMANDS`) from `argv`, and the values of the arguments
+    `extra_arguments` added. `name`: another name the command runs under (`scaler_ui`), which reads
+    `toml_sections` instead. On any problem: one message on stderr, exit code 2."""
+    return load_section_with_extras(
+        command.section,
+        argv,
+        prog=name or command.prog,
+        description=command.description,
+        toml_sections=command.toml_sections if toml_sections is None else toml_sections,
+        env_section=command.environment_section,
+        extra_arguments=extra_arguments,
+    )
 
 
 def load_section(
