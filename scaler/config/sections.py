@@ -165,6 +165,11 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
     client_timeout_seconds: float = setting(
         60, help="drop a client silent this long and cancel its tasks", short=("-ct",), gt=0, core=True, combo=True
     )
+    max_clients: int = setting(
+        0, help="the most clients connected at once; one more is refused when it connects, with an error naming this "
+        "limit (a client that leaves makes room; jobs outlive their clients and do not count); 0: no limit",
+        ge=0, core=True, combo=True,
+    )  # fmt: skip
     worker_timeout_seconds: float = setting(
         60,
         help="drop a worker silent this long and re-dispatch its tasks",
