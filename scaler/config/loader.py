@@ -289,20 +289,26 @@ class LauncherFile:
     launcher: LauncherConfig = dataclasses.field(default_factory=LauncherConfig)
 
 
-def load_launcher_file(path: str) -> LauncherFile:
+def load_launcher_file(path: str, launcher_flags: Mapping[str, Any] | None = None) -> LauncherFile:
     """Read every section `scaler FILE` starts; environment variables apply as for the single commands.
-    Raises ConfigError (the launcher prints it) when anything is wrong, before anything starts."""
+    `launcher_flags`: the `[scaler]` settings given on the command line (`cli.add_setting_flags`), which override
+    the environment and the file. Raises ConfigError (the launcher prints it) when anything is wrong, before
+    anything starts."""
     document = read_toml_file(path)
     notices: list[str] = []
 
-    def table(section_type: type[T], name: str) -> T | None:
-        if name not in document:
+    def table(section_type: type[T], name: str, flags: Mapping[str, Any] | None = None) -> T | None:
+        toml = None
+        if name in document:
+            spec = SectionSpec(name)
+            found = _find_single(document, path, spec)
+            toml = section_from_table(section_type, found, path=path, label=spec.label)
+            notices.extend(toml.notices)
+        elif flags is None:
             return None
-        spec = SectionSpec(name)
-        found = _find_single(document, path, spec)
-        toml = section_from_table(section_type, found, path=path, label=spec.label)
-        notices.extend(toml.notices)
-        return section_from_sources(section_type, toml=toml, env_section=name, section_label=spec.label)
+        return section_from_sources(
+            section_type, cli_values=flags, toml=toml, env_section=name, section_label=f"[{name}]"
+        )
 
     scheduler = table(SchedulerConfig, "scheduler")
     launcher = LauncherFile(
@@ -312,7 +318,7 @@ def load_launcher_file(path: str) -> LauncherFile:
         gui=table(GUIConfig, "gui") or table(GUIConfig, "webui"),
         security=table(StackSecurityConfig, "security"),
         notices=tuple(notices),
-        launcher=table(LauncherConfig, "scaler") or section_from_sources(LauncherConfig, env_section="scaler"),
+        launcher=table(LauncherConfig, "scaler", launcher_flags or {}) or LauncherConfig(),
     )
     if not (launcher.object_storage_server or launcher.scheduler or launcher.worker_managers or launcher.gui):
         raise ConfigError(f"{path} has none of [object_storage_server], [scheduler], [[worker_manager]], [gui]")

@@ -12,14 +12,17 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import typing
+from pathlib import Path
 
 import pytest
 
 from scaler.cluster.combo import SchedulerClusterCombo
 from scaler.config.combo import combo_parameters, sections_of
 from scaler.config.fields import core_name
+from scaler.config.loader import load_launcher_file
 from scaler.config.reference import generated_files, main
-from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig
+from scaler.config.sections import LauncherConfig, ObjectStorageServerConfig, SchedulerConfig, WorkerConfig
+from scaler.entry_points.launcher import main as launcher_main
 from scaler.policy.content import Allocation
 from scaler.policy.registry import make_policy
 from scaler.scheduler.core.scheduler_core import CoreSettings
@@ -115,3 +118,22 @@ def test_every_declared_combo_keyword_is_a_section_field() -> None:
     for name, parameter in combo_parameters().items():
         for section, field_name in parameter.targets:
             assert field_name in {field.name for field in dataclasses.fields(section)}, name
+
+
+def test_the_launchers_scaler_flags_are_its_declared_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`scaler FILE --idle-shutdown-seconds 5`: the [scaler] section's declarations give the launcher's flags, and
+    a flag overrides the environment, which overrides the file."""
+    with pytest.raises(SystemExit):
+        launcher_main(["-h"])
+    usage = capsys.readouterr().out
+    for field in dataclasses.fields(LauncherConfig):
+        assert f"--{field.name.replace('_', '-')}" in usage
+    stack = tmp_path / "stack.toml"
+    stack.write_text('[scheduler]\nbind_address = "tcp://127.0.0.1:8516"\n[scaler]\nidle_shutdown_seconds = 3\n')
+    assert load_launcher_file(str(stack)).launcher.idle_shutdown_seconds == 3
+    monkeypatch.setenv("SCALER_SCALER_IDLE_SHUTDOWN_SECONDS", "4")
+    assert load_launcher_file(str(stack)).launcher.idle_shutdown_seconds == 4
+    flags = {"idle_shutdown_seconds": "5", "hub": "LOCAL"}
+    assert load_launcher_file(str(stack), flags).launcher == LauncherConfig(hub="local", idle_shutdown_seconds=5)
