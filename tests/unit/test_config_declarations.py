@@ -18,9 +18,10 @@ import pytest
 
 from scaler.cluster.combo import SchedulerClusterCombo
 from scaler.config.combo import combo_parameters, sections_of
+from scaler.config.commands import COMMANDS
 from scaler.config.fields import core_name
 from scaler.config.loader import load_launcher_file
-from scaler.config.reference import generated_files, main
+from scaler.config.reference import REPOSITORY, generated_files, main
 from scaler.config.sections import LauncherConfig, ObjectStorageServerConfig, SchedulerConfig, WorkerConfig
 from scaler.entry_points.launcher import main as launcher_main
 from scaler.policy.content import Allocation
@@ -137,3 +138,12 @@ def test_the_launchers_scaler_flags_are_its_declared_settings(
     assert load_launcher_file(str(stack)).launcher.idle_shutdown_seconds == 4
     flags = {"idle_shutdown_seconds": "5", "hub": "LOCAL"}
     assert load_launcher_file(str(stack), flags).launcher == LauncherConfig(hub="local", idle_shutdown_seconds=5)
+
+
+def test_configuration_md_names_every_commands_section_and_environment() -> None:
+    """docs/configuration.md's two tables of commands say what `commands.COMMANDS` says."""
+    page = (REPOSITORY / "docs" / "configuration.md").read_text()
+    for command in COMMANDS.values():
+        assert f"| `{command.prog}` | `{command.environment_section.upper()}` |" in page, command.prog
+        tables = ", then ".join(f"`[{table}]`" for table in command.toml_sections)
+        assert f"| `{command.prog}` | {tables}" in page, command.prog
