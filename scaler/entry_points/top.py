@@ -6,21 +6,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from scaler.config.loader import load_section
-from scaler.config.sections import TopConfig
+from scaler.config.commands import TOP
+from scaler.config.loader import load_command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = load_section(
-        TopConfig,
-        argv,
-        prog="scaler_top",
-        description=(
-            "Watch a scheduler: its tasks, messages and workers, live. The scheduler logs its monitor address at "
-            "start (its port + 2 by default). Sort keys are shown on screen; q or Ctrl-C quits."
-        ),
-        toml_sections=["top"],
-    )
+    config, _ = load_command(TOP, argv)
     from scaler.io.address import AddressError, parse_address
 
     try:
