@@ -379,15 +379,15 @@ def write_task_result(b: Any, v: m.TaskResult) -> None:
     b.taskId = v.task_id
     b.status = v.status.value
     b.errorMessage = v.error_message
-    if v.payload_kind is m.PayloadKind.NONE:
-        b.none = None
-    elif v.payload_kind is m.PayloadKind.INLINE:
+    if v.payload_kind is m.PayloadKind.INLINE:
         b.inline = v.payload
     elif v.payload_kind is m.PayloadKind.OBJECT_ID:
         b.objectId = v.payload
+    elif v.payload_kind is m.PayloadKind.NONE:
+        b.none = None
     else:
         raise ValueError(f"{v.payload_kind} is not a member of this union")
-    if v.profile != _PROFILE:
+    if v.profile.duration_seconds or v.profile.cpu_seconds or v.profile.peak_memory_bytes:
         write_profile(b.init("profile"), v.profile)
     if v.worker_id:
         b.workerId = v.worker_id

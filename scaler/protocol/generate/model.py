@@ -132,6 +132,7 @@ class SchemaModel:
         self._names = {node.id: node.name for node in schema.schema.node.nestedNodes}
         self._enums: dict[int, PyEnum] = {}
         self._kind_enums: dict[str, list[tuple[str, str]]] = {}
+        self._omitted: list[tuple[Slot, str, str]] = []  #: struct fields omitted when empty: slot, class, value
 
     def build(self) -> Module:
         nodes = [(node.name, getattr(self._schema, node.name)) for node in self._schema.schema.node.nestedNodes]
@@ -149,6 +150,9 @@ class SchemaModel:
                 self._struct(name, name, value.schema, mapping.STRUCTS.get(name, Struct()))
         for enum_name, members in self._kind_enums.items():
             self.out.enums.append(PyEnum(enum_name, "", [(upper(member), member, doc) for member, doc in members]))
+        classes = {py.name: py for py in self.out.classes}
+        for slot, name, value in self._omitted:
+            slot.encode[0] = f"if {_not_empty(classes[name], value)}:"
         return self.out
 
     def _enum(self, name: str, schema: Any) -> None:
@@ -290,10 +294,13 @@ class SchemaModel:
             if option.omit_empty:
                 empty = f"_{upper(target.name)}"
                 self.out.codec_constants[empty] = f"{target.reference}()"
-                encode = [f"if {value} != {empty}:", f"    {encode[0]}"]
+                encode = ["if ...:", f"    {encode[0]}"]  # the test is written once every class is known
                 decode = f'{read}(r.{f.name}) if r._has("{f.name}") else {empty}'
         attribute = Attribute(attr, option.type or annotation, option.default or default, doc)
-        return Slot(f.codeOrder, ordinal, f.name, [attribute], encode, [], [decode])
+        slot = Slot(f.codeOrder, ordinal, f.name, [attribute], encode, [], [decode])
+        if option.omit_empty and not (option.present_if or option.optional):
+            self._omitted.append((slot, target.name, value))
+        return slot
 
     # ---------------------------------------------------------------- unions
 
@@ -323,7 +330,8 @@ class SchemaModel:
             writes.append([f"{where.base}.{member.name} = {f'v.{option.data}' if kind == 'data' else 'None'}"])
             reads.append([f"{option.kind}, {option.data} = {enum}.{upper(member.name)}, {data}"])
         not_member = f'ValueError(f"{{v.{option.kind}}} is not a member of this union")'
-        encode = where.branches(tests, writes, not_member)
+        data_first = sorted(range(len(tests)), key=lambda i: where.members[i].slot.type.which() == "void")
+        encode = where.branches([tests[i] for i in data_first], [writes[i] for i in data_first], not_member)
         setup = where.which() + where.branches(_discriminants(where), reads, _UNKNOWN_MEMBER)
         doc = self._comments.get(f"{where.path}.{where.name}" if where.name == "union" else where.path, "")
         attributes = [
@@ -418,6 +426,17 @@ def _discriminants(where: _Union) -> list[str]:
 
 def _by_discriminant(members: list[Any]) -> list[Any]:
     return sorted(members, key=lambda member: member.discriminantValue)
+
+
+_ZEROS = ("0", "0.0", "False", '""', 'b""', "()")
+
+
+def _not_empty(py: PyClass, value: str) -> str:
+    """A test that a struct value is not its default: its attributes' truth when they all default to a zero (as
+    fast as the hand-written codec's), else a comparison with the default value."""
+    if py.attributes and all(attribute.default in _ZEROS for attribute in py.attributes):
+        return " or ".join(f"{value}.{attribute.name}" for attribute in py.attributes)
+    return f"{value} != _{upper(py.name)}"
 
 
 def _field_option(option: Field | UnionOption | None) -> Field:
