@@ -1,7 +1,9 @@
 """The wire stays byte for byte: every message type, task body and storage header, once with every field set and
 once with only what a caller must give, encodes to the frame recorded in `wire_golden.txt`, and that frame decodes
 to the same value. The frames were recorded by the hand-written codec before the codec was generated from the
-schema (scaler/protocol/generate.py); a change of the generator or of the schema that moves one byte fails here.
+schema (scaler/protocol/generate); a change of the generator or of the schema that moves one byte fails here
+(checked by hand: with WorkerStatus.processors written even when empty, as the first generated codec did, the
+status frames fail).
 
 An appended field changes its struct's frames compatibly (the recorded frames still decode to the samples: what an
 older peer sends is read the same). `python tests/unit/test_wire_golden.py --write` records the frames again after
