@@ -10,6 +10,7 @@ from pathlib import Path
 import capnp
 
 from scaler.protocol import codec_fields, message_extras, storage_chunks
+from scaler.protocol.generate import mapping
 from scaler.protocol.generate.comments import read_comments
 from scaler.protocol.generate.emit import codec_module, values_module
 from scaler.protocol.generate.model import SchemaModel
@@ -39,14 +40,19 @@ def render() -> dict[Path, str]:
     """Every generated file and its text."""
     capnp.remove_import_hook()
     files: dict[Path, str] = {}
-    modules = []
+    modules, declared = [], set()
     for schema_file, values_file, alias, extras in SCHEMAS:
         path = PROTOCOL / schema_file
-        schema = capnp.load(str(path))
-        module = SchemaModel(schema, read_comments(path.read_text()), alias, values_file.removesuffix(".py")).build()
+        model = SchemaModel(
+            capnp.load(str(path)), read_comments(path.read_text()), alias, values_file.removesuffix(".py")
+        )
+        module = model.build()
+        declared |= model.structs
         modules.append(module)
         doc = f"{_DOCS[values_file]}\n\n{_NOTE.format(schema=schema_file)}"
         files[PROTOCOL / values_file] = values_module(module, doc, extras.__name__, list(extras.__all__))
+    if set(mapping.STRUCTS) - declared:
+        raise ValueError(f"mapping: no struct {sorted(set(mapping.STRUCTS) - declared)} in the schemas")
     doc = f"{_CODEC_DOC}\n\n{_NOTE.format(schema='the schemas')}"
     files[PROTOCOL / "codec_structs.py"] = codec_module(modules, doc, list(codec_fields.__all__))
     return files

@@ -133,6 +133,7 @@ class SchemaModel:
         self._enums: dict[int, PyEnum] = {}
         self._kind_enums: dict[str, list[tuple[str, str]]] = {}
         self._omitted: list[tuple[Slot, str, str]] = []  #: struct fields omitted when empty: slot, class, value
+        self.structs: set[str] = set()  #: the names of its structs and enums
 
     def build(self) -> Module:
         nodes = [(node.name, getattr(self._schema, node.name)) for node in self._schema.schema.node.nestedNodes]
@@ -141,6 +142,7 @@ class SchemaModel:
                 self.out.constants.append((upper(name), repr(value), self._comments.get(name, "")))
             elif value.schema.node.which() == "enum":
                 self._enum(name, value.schema)
+        self.structs = {name for name, value in nodes if hasattr(value, "schema")}
         for name, value in nodes:
             if not hasattr(value, "schema") or value.schema.node.which() != "struct":
                 continue
@@ -185,8 +187,9 @@ class SchemaModel:
                            min(_ordinal(schema, f) for f in members), "b", "r")  # fmt: skip
             slots.append(self._union(where, options.fields.get("union")))
         required = options.required.split()
-        if set(required) - {slot.name for slot in slots}:
-            raise ValueError(f"mapping: {name} has no field {sorted(set(required) - {s.name for s in slots})}")
+        named = {*required, *options.fields, *options.write_last.split()} - {slot.name for slot in slots} - flags
+        if named:
+            raise ValueError(f"mapping: {name} has no field {sorted(named)}")
         slots.sort(key=lambda slot: (slot.name not in required, slot.code_order))
         for slot in slots:
             for attribute in slot.attributes:
