@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from scaler import Client
-from scaler.io.stack_keys import discovered_connection
+from scaler.security.connection_files import discovered_connection
 from tests.integration.conftest import BIN_DIR, free_addresses, monitor, wait_for
 from tests.integration.manager_harness import workers_of
 from tests.integration.test_cloud_burst import live_units, slow_identity, units_ever
