@@ -91,9 +91,10 @@ def wrong_port_text(keys: FoundKeys, expected: str, side: str, answered: str | N
     known = keys.again() if not keys.fixed else keys
     text = known.wrong_service(expected)
     if text is None and answered is not None:
-        usual = {SCHEDULER_SERVICE: "the port of its monitor - 2", MONITOR_SERVICE: "the scheduler's port + 2"}
-        text = f"{keys.address} is {answered}, not a {expected} (by default a {expected} listens at {usual[expected]})"
+        text = f"{keys.address} is {answered}, not a {expected}"
     if text is None:
         return None
+    if expected not in known.services:
+        text += " (by default a scheduler listens at PORT, its object storage at PORT + 1, its monitor at PORT + 2)"
     give = {SCHEDULER_SERVICE: "Client", MONITOR_SERVICE: "scaler_top and FeedReader"}[expected]
     return f"this {side} was pointed at the wrong port: {text}; give {give} the {expected}'s address"
