@@ -66,8 +66,8 @@ class FindKeys:
 
 FIND_KEYS = FindKeys()
 
-#: A reader refused with the keys it found waits this long for the address's stack to publish others (a stack
-#: restarting with new keys) before it gives up.
+#: A reader refused waits this long for the address's stack to publish other keys (a stack restarting with new
+#: keys), or for a refusal in passing to end (a server killed mid-handshake), before it gives up.
 REFUSED_KEYS_WAIT_SECONDS = 30.0
 #: How often a reader refused with keys it found looks for them again.
 FIND_AGAIN_SECONDS = 0.5
@@ -77,7 +77,8 @@ class FeedReader:
     """A subscription to one scheduler's monitor address. Not thread-safe; close it when done. `security`: by
     default the keys a client finds for the address (`scaler.security.find_keys`), found again when the feed
     refuses them (a stack that published or changed its keys since); None: plain TCP. An address that is not a
-    monitor feed, or that refuses keys given here, raises FeedConnectionError from `receive`."""
+    monitor feed, or that refuses this reader's keys for REFUSED_KEYS_WAIT_SECONDS, raises FeedConnectionError from
+    `receive`."""
 
     def __init__(
         self,
@@ -146,8 +147,6 @@ class FeedReader:
         wrong_port = self._wrong_port(event)
         if wrong_port is not None:
             raise FeedConnectionError(wrong_port)
-        if self._keys.fixed:
-            raise FeedConnectionError(self._refusal(event))
         if self._refused_since is None:
             self._refused_since = time.monotonic()
             logger.info(

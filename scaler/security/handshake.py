@@ -13,6 +13,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.security.connection_files import MONITOR_SERVICE, SCHEDULER_SERVICE
+from scaler.security.key_files import KeyFileError
 
 if TYPE_CHECKING:
     from scaler.security.find import FoundKeys
@@ -88,7 +89,10 @@ def wrong_port_text(keys: FoundKeys, expected: str, side: str, answered: str | N
     MONITOR_SERVICE) at `keys.address` is told when the address serves another one: from the connection file there
     (what it serves and where the expected service is), else from what a probe found it `answered` as ("a monitor
     feed", "a scheduler or an object storage server"). None: nothing says it is another service."""
-    known = keys.again() if not keys.fixed else keys
+    try:
+        known = keys.again()
+    except KeyFileError:  # the file changed into one that cannot be used: what was read before says it
+        known = keys
     text = known.wrong_service(expected)
     if text is None and answered is not None:
         text = f"{keys.address} is {answered}, not a {expected}"
