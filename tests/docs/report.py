@@ -16,6 +16,7 @@ from tests.docs.runner import StepResult
 PROPERTY = "doc_steps"
 #: Steps that took this long are listed with their time.
 SLOW_STEP_SECONDS = 10.0
+OUTCOMES = ("ran", "skipped", "failed", "not reached")
 
 
 def cpu_seconds() -> float:
@@ -35,27 +36,17 @@ def record(node: pytest.Item, page: str, pip: str, results: list[StepResult], wa
 
 
 def write_summary(terminalreporter: Any) -> None:
-    pages = []
-    seen = set()
-    for reports in terminalreporter.stats.values():
-        for report in reports:
-            if getattr(report, "when", None) != "call" or report.nodeid in seen:
-                continue
-            for name, value in getattr(report, "user_properties", ()):
-                if name == PROPERTY:
-                    seen.add(report.nodeid)
-                    pages.append(json.loads(value))
+    pages = _recorded(terminalreporter.stats)
     if not pages:
         return
     write = terminalreporter.write_line
     terminalreporter.section("documentation tier: steps per page")
-    totals = {"ran": 0, "skipped": 0, "failed": 0, "not reached": 0}
+    totals = dict.fromkeys(OUTCOMES, 0)
     for page in sorted(pages, key=lambda page: (page["pip"], page["page"])):
-        counts = {outcome: 0 for outcome in totals}
+        counts = dict.fromkeys(OUTCOMES, 0)
         for step in page["steps"]:
             counts[step["outcome"]] += 1
-        for outcome, count in counts.items():
-            totals[outcome] += count
+            totals[step["outcome"]] += 1
         write(f"{page['page']} [{page['pip']}]: " + ", ".join(f"{n} {outcome}" for outcome, n in counts.items())
               + f" ({page['wall']:.0f} s, CPU {page['cpu']:.0f} s)")  # fmt: skip
         for step in page["steps"]:
@@ -67,3 +58,18 @@ def write_summary(terminalreporter: Any) -> None:
     cpu = sum(page["cpu"] for page in pages)
     write(", ".join(f"{n} {outcome}" for outcome, n in totals.items())
           + f"; {len(pages)} page runs, {wall:.0f} s wall, {cpu:.0f} s CPU")  # fmt: skip
+
+
+def _recorded(stats: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """The pages' records, once per test (from the reports of their call phase)."""
+    pages = []
+    seen = set()
+    for reports in stats.values():
+        for report in reports:
+            if getattr(report, "when", None) != "call" or report.nodeid in seen:
+                continue
+            for name, value in getattr(report, "user_properties", ()):
+                if name == PROPERTY:
+                    seen.add(report.nodeid)
+                    pages.append(json.loads(value))
+    return pages

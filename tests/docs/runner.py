@@ -142,7 +142,7 @@ class PageRun:
         if program is not None:
             self._start(command, step, program)
         elif in_background:
-            raise StepFailed(f"`{command} &`: the tier does not know when this command is ready (tests/docs/programs.py)")
+            raise StepFailed(f"`{command} &`: the tier does not know when it is ready (tests/docs/programs.py)")
         else:
             self._foreground(command, step)
 

@@ -94,7 +94,7 @@ def page_steps(page: str, markdown: str) -> list[Step]:
             steps.append(step)
             pending = {}
         elif pending:
-            raise PageError(f"{page}:{number + 1}: a doc-test directive before a ```{language} block, which is not a step")
+            raise PageError(f"{page}:{number + 1}: a doc-test directive before a ```{language} block (not a step)")
         number = end + 1
     if pending:
         raise PageError(f"{page}: a doc-test directive ({', '.join(pending)}) with no block after it")
@@ -139,7 +139,9 @@ def _step_of(page: str, line: int, language: str, body: str, pending: dict[str, 
         text=body,
         file_name=file_name,
         skip_reason=None if skip is None else _required(page, line, skip, "reason"),
-        timeout_seconds=DEFAULT_TIMEOUT_SECONDS if timeout is None else float(_required(page, line, timeout, "seconds")),
+        timeout_seconds=DEFAULT_TIMEOUT_SECONDS
+        if timeout is None
+        else float(_required(page, line, timeout, "seconds")),
         commands=shell_commands(body) if kind is Kind.SHELL else (),
     )
 
@@ -167,7 +169,8 @@ def _parse_directive(page: str, line: int, body: str) -> tuple[str, dict[str, st
     for word in words[1:]:
         key, equals, value = word.partition("=")
         if not equals or key not in _VERBS[words[0]]:
-            raise PageError(f"{page}:{line}: doc-test {words[0]} takes {', '.join(_VERBS[words[0]])}=\"...\", not {word!r}")
+            takes = ", ".join(f'{key}="..."' for key in _VERBS[words[0]])
+            raise PageError(f"{page}:{line}: doc-test {words[0]} takes {takes}, not {word!r}")
         attributes[key] = value
     return words[0], attributes
 
@@ -175,5 +178,5 @@ def _parse_directive(page: str, line: int, body: str) -> tuple[str, dict[str, st
 def _required(page: str, line: int, attributes: dict[str, str], key: str) -> str:
     value = attributes.get(key, "").strip()
     if not value:
-        raise PageError(f"{page}:{line}: the doc-test directive needs a non-empty {key}=\"...\"")
+        raise PageError(f'{page}:{line}: the doc-test directive needs a non-empty {key}="..."')
     return value

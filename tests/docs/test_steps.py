@@ -76,9 +76,9 @@ def test_the_steps_of_a_page_are_its_blocks_in_order() -> None:
 @pytest.mark.parametrize(
     ("markup", "problem"),
     [
-        ('<!-- doc-test: skip -->\n```bash\nls\n```\n', "non-empty reason"),
+        ("<!-- doc-test: skip -->\n```bash\nls\n```\n", "non-empty reason"),
         ('<!-- doc-test: skip reason="" -->\n```bash\nls\n```\n', "non-empty reason"),
-        ('<!-- doc-test: run-twice -->\n```bash\nls\n```\n', "unknown doc-test directive"),
+        ("<!-- doc-test: run-twice -->\n```bash\nls\n```\n", "unknown doc-test directive"),
         ('<!-- doc-test: skip because="x" -->\n```bash\nls\n```\n', "takes reason="),
         ('<!-- doc-test: skip reason="x" -->\n```json\n{}\n```\n', "not a step"),
         ('<!-- doc-test: skip reason="x" -->\n', "no block after it"),
@@ -107,7 +107,7 @@ def test_an_export_reaches_the_next_steps_and_files_are_saved_where_the_shell_is
 
 
 def test_a_script_that_prints_other_than_the_page_says_fails(tmp_path: Path) -> None:
-    (step,) = page_steps("page.md", '```python\nprint(2 + 2)   # 5\n```\n')
+    (step,) = page_steps("page.md", "```python\nprint(2 + 2)   # 5\n```\n")
     result = page_run(tmp_path).run(step)
     assert result.outcome == "failed" and "the page says it prints '5'" in result.detail
 
