@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_stack_keys(file.security)
         from scaler.cluster.cloud_stack import cloud_stack_problem
 
-        problem = cloud_stack_problem(file)
+        problem = cloud_stack_problem(file) or _missing_extra(file)
         if problem is not None:
             raise ConfigError(f"{arguments.file}: {problem}")
     except (ConfigError, ValueError) as error:
@@ -93,6 +93,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return take_down(file)
     return Launcher(file, path=arguments.file).run()
+
+
+def _missing_extra(file: Any) -> str | None:
+    """The first of the file's worker managers whose type needs an extra that is not installed, said in one line."""
+    from scaler.config.manager_types import manager_type_of, missing_extra
+
+    for manager in file.worker_managers:
+        problem = missing_extra(manager_type_of(manager))
+        if problem is not None:
+            return f"[[worker_manager]] {manager.worker_manager_id or manager_type_of(manager).name!r}: {problem}"
+    return None
 
 
 def _with_flags(file: Any, arguments: argparse.Namespace) -> Any:

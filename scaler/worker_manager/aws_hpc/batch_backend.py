@@ -30,6 +30,7 @@ from typing import Any
 from scaler.config.sections import AWSHPCWorkerManagerConfig, WorkerManagerSettings
 from scaler.worker_manager.aws.client import AwsClients, CloudError, plain_error
 from scaler.worker_manager.aws_hpc.job_lease import LeaseKeeper
+from scaler.worker_manager.aws_hpc.job_runner import JOB_PARAMETERS, NONE
 from scaler.worker_manager.offload.backend import JobOutcome, OffloadError, RemoteJob
 from scaler.worker_manager.ship.unit_target import python_version_problem
 
@@ -45,9 +46,6 @@ DESCRIBE_LIMIT = 100
 MISSING_OUTCOME_POLLS = 5
 #: Lines of a failed job's log quoted in its error.
 LOG_TAIL_LINES = 20
-#: The job parameters the job runner reads, with the value meaning "not given".
-JOB_PARAMETERS = ("payload", "s3_bucket", "s3_key", "result_prefix")
-NONE = "none"
 #: Status reasons with which AWS Batch says a job's host went away (spot reclaim, instance failure).
 HOST_LOST_REASONS = ("Host EC2", "host EC2")
 ACTIVE_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
