@@ -156,9 +156,10 @@ class CloudHub:
             return True
         return any(unit.unit_id == unit_id and unit.is_alive for unit in units)
 
-    def stop(self) -> None:
+    def stop(self) -> bool:
+        """Terminate the hub; False (said in the log) when it could not be."""
         if self._backend is None:
-            return
+            return True
         try:
             units = asyncio.run(self._backend.list_units())
             alive = [unit.unit_id for unit in units if unit.is_alive]
@@ -167,6 +168,8 @@ class CloudHub:
                 logger.info("stopped the hub %s", ", ".join(alive))
         except Exception as error:
             logger.error("could not stop the hub (%s): `scaler FILE --down` stops what is left", error)
+            return False
+        return True
 
 
 def _hub_spec(hub_id: str) -> Any:

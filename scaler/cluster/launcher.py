@@ -1,7 +1,9 @@
 """`scaler FILE`: start object storage, the scheduler and every worker manager of one TOML file.
 
 Start order: object storage (wait until it answers), scheduler (wait until it answers), then each
-[[worker_manager]] in file order. With `[scaler] hub = "cloud"`, object storage and the scheduler run in a hub
+[[worker_manager]] in file order. A file whose [scheduler] names an object storage address of this machine where
+nothing listens, and that has no [object_storage_server], gets one started there (`implied_storage`). With
+`[scaler] hub = "cloud"`, object storage and the scheduler run in a hub
 unit in the cloud instead, reached through a forwarder at the file's addresses (`cloud_stack`); with
 `idle_shutdown_seconds` or `no_client_shutdown_seconds`, the stack stops by itself (`autostop`).
 
@@ -26,6 +28,7 @@ import psutil
 
 from scaler.cluster.autostop import AutoStop
 from scaler.cluster.cloud_stack import CloudStack
+from scaler.cluster.implied_storage import with_implied_storage
 from scaler.cluster.readiness import wait_for_scheduler
 from scaler.cluster.stack_security import secured_by_default
 from scaler.config.loader import LauncherFile
@@ -35,6 +38,7 @@ from scaler.io.address import parse_address
 from scaler.io.child_processes import describe_exit, start_python_child
 from scaler.io.curve import security_of
 from scaler.io.sockets import TransportSecurity
+from scaler.monitor.dashboard import page_urls
 from scaler.monitor.feed import FeedReader
 from scaler.object_storage.readiness import wait_for_object_storage
 from scaler.protocol import messages as m
@@ -73,24 +77,35 @@ class Launcher:
         )
 
     def run(self) -> int:
+        """Start the stack, watch it, stop it; the exit code (1 also when the hub in the cloud could not be stopped,
+        even after a clean run: something may be left running and billed)."""
         previous = {signum: signal.signal(signum, self._on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
         try:
-            try:
-                self._start_all()
-            except (RuntimeError, ValueError, OSError) as error:
-                logger.error("start-up failed: %s", error)
-                return ExitCode.ERROR
-            return self._watch()
+            code = self._start_and_watch()
         finally:
             if self._feed is not None:
                 self._feed.close()
             if self._cloud is not None:  # the managers stop their units through the cloud's API, not through it
                 self._cloud.stop_forwarder()
             self._stop_all()
+            hub_stopped = True
             if self._cloud is not None:  # after the managers: they stopped their units through the hub
-                self._cloud.stop()
+                hub_stopped = self._cloud.stop()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+        if not hub_stopped and code == ExitCode.OK:
+            print("scaler: the hub in the cloud could not be stopped (the log says why); `scaler FILE --down` stops "
+                  "what is left", flush=True)  # fmt: skip
+            return ExitCode.ERROR
+        return code
+
+    def _start_and_watch(self) -> int:
+        try:
+            self._start_all()
+        except (RuntimeError, ValueError, OSError) as error:
+            logger.error("start-up failed: %s", error)
+            return ExitCode.ERROR
+        return self._watch()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals.append(signum)
@@ -106,6 +121,10 @@ class Launcher:
             self._cloud = CloudStack(file, self._path)
             file = self._cloud.start(lambda: bool(self._signals))
             monitor_security = self._cloud.client_security
+        else:
+            file, implied = with_implied_storage(file)
+            if implied is not None:
+                print(f"scaler: {implied}", flush=True)
         file, probe_keys = secured_by_default(file)
         probe = security_of(probe_keys) if probe_keys is not None else None  # connects as the stack's managers do
         storage_address: str | None = None
@@ -130,9 +149,10 @@ class Launcher:
             gui = file.gui
             child = self._start("dashboard", ["scaler.monitor.dashboard", section_to_json(gui)])
             host, _, port = gui.gui_address.rpartition(":")
-            shown = "127.0.0.1" if host in ("0.0.0.0", "", "*") else host
-            _wait_for_page(f"http://{shown}:{port}/", READY_TIMEOUT_SECONDS, child.process)
-            print(f"scaler: dashboard at http://{shown}:{port}/ (pid {child.process.pid}); "
+            urls = page_urls(host, int(port))
+            _wait_for_page(urls[0], READY_TIMEOUT_SECONDS, child.process)
+            others = f"; from other machines: {', '.join(urls[1:])}" if urls[1:] else ""
+            print(f"scaler: dashboard at {urls[0]} (pid {child.process.pid}){others}; "
                   f"scaler_top {gui.monitor_address} in a terminal", flush=True)  # fmt: skip
         for manager in file.worker_managers:
             self._check_signals()

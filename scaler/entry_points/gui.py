@@ -13,14 +13,18 @@ from scaler.config.sections import GUIConfig
 
 DESCRIPTION = (
     "Serve a live web dashboard of a scheduler (page at /, Prometheus metrics at /metrics). It listens on "
-    "127.0.0.1 only; to reach it from other machines give a public host (--gui-address 0.0.0.0:50001, or "
-    "--host 0.0.0.0) and protect it: anyone who reaches it sees the cluster's workers, clients and tasks."
+    "127.0.0.1 only; to reach it from other machines give a public host ({flag}) and protect it: anyone who "
+    "reaches it sees the cluster's workers, clients and tasks."
 )
 
 
 def gui_main(argv: Sequence[str] | None = None) -> int:
     config, _ = load_section_with_extras(
-        GUIConfig, argv, prog="scaler_gui", description=DESCRIPTION, toml_sections=["gui", "webui"]
+        GUIConfig,
+        argv,
+        prog="scaler_gui",
+        description=DESCRIPTION.format(flag="--gui-address 0.0.0.0:50001"),
+        toml_sections=["gui", "webui"],
     )
     return _run(config)
 
@@ -31,8 +35,8 @@ def ui_main(argv: Sequence[str] | None = None) -> int:
         parser.add_argument("--port", "--web-port", dest="web_port", type=int, default=None, help="port to listen on")
 
     config, extras = load_section_with_extras(
-        GUIConfig, argv, prog="scaler_ui", description=DESCRIPTION, toml_sections=["webui", "gui"],
-        env_section="gui", extra_arguments=web_flags,
+        GUIConfig, argv, prog="scaler_ui", description=DESCRIPTION.format(flag="--host 0.0.0.0"),
+        toml_sections=["webui", "gui"], env_section="gui", extra_arguments=web_flags,
     )  # fmt: skip
     host, _, port = config.gui_address.rpartition(":")
     if extras.web_host is not None or extras.web_port is not None:

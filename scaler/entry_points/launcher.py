@@ -75,6 +75,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         problem = cloud_stack_problem(file) or _missing_extra(file)
         if problem is not None:
             raise ConfigError(f"{arguments.file}: {problem}")
+        if file.scheduler is not None:
+            from scaler.scheduler.process import policy_problem
+
+            try:
+                policy_problem(file.scheduler)
+            except ValueError as error:  # naming the misspelt policy or key
+                raise ConfigError(f"{arguments.file}: [scheduler] {error}") from None
     except (ConfigError, ValueError) as error:
         print(f"scaler: error: {error}", file=sys.stderr)
         return EXIT_CONFIGURATION

@@ -9,7 +9,7 @@ import signal
 
 import zmq
 
-from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_from_json
+from scaler.config.sections import SchedulerConfig, section_from_json
 from scaler.io.address import AddressError, parse_address
 from scaler.io.curve import KeyFileError
 from scaler.io.default_security import ServedAddresses, ServerSecurity, server_security
@@ -21,7 +21,7 @@ from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.handshake import local_python_version
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.scaling_hook import make_scaling_hook
-from scaler.scheduler.storage_child import StorageChild
+from scaler.scheduler.storage_child import StorageChild, storage_settings_of
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,8 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
         resolved = ServerSecurity(security) if security is not None else server_security(config, "the scheduler")
         security = resolved.security
         bind, monitor, storage = derived_addresses(config)
-    except (AddressError, KeyFileError) as error:
+        policy_problem(config)
+    except (AddressError, KeyFileError, ValueError) as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
 
@@ -58,21 +59,7 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
             logger.info(
                 "no --object-storage-address given: starting an object storage server at %s (port + 1)", storage
             )
-            storage_child = StorageChild(
-                ObjectStorageServerConfig(
-                    bind_address=storage,
-                    max_memory=config.object_storage_max_memory,
-                    spill_directory=config.object_storage_spill_directory,
-                    logging_paths=config.logging_paths,
-                    logging_level=config.logging_level,
-                    logging_config_file=config.logging_config_file,
-                    logging_format=config.logging_format,
-                    curve_secret_key=config.curve_secret_key,  # the same keys as the scheduler's (or none)
-                    curve_authorized_keys=config.curve_authorized_keys,
-                    insecure=config.insecure,
-                ),
-                security,
-            )
+            storage_child = StorageChild(storage_settings_of(config, storage), security)  # the scheduler's keys
             storage_child.start()
         else:
             if config.object_storage_max_memory is not None or config.object_storage_spill_directory is not None:
@@ -114,6 +101,14 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
     finally:
         if storage_child is not None:
             storage_child.stop()
+
+
+def policy_problem(config: SchedulerConfig) -> None:
+    """Raise a ValueError naming what is wrong with the scheduler's policy settings (a misspelt policy or key):
+    refused before anything starts, with exit code 2, by `scaler_scheduler` and by `scaler FILE`."""
+    from scaler.scheduler.scaling_hook import policy_config
+
+    policy_config(config.policy_engine_type, config.policy_content)
 
 
 def allocation_of(config: SchedulerConfig) -> Allocation:

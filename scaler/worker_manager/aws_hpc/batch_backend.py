@@ -14,7 +14,7 @@
   laptop gone) does not run its task, or stops it.
 
 The job definition runs `python3 -m scaler.worker_manager.aws_hpc.job_runner` with the parameters named in
-`JOB_PARAMETERS` (`provision.py` registers such a definition; docs/worker_managers.md shows the image).
+`job_runner.JOB_PARAMETERS` (`provision.py` registers such a definition; docs/worker_managers.md shows the image).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 from scaler.config.sections import AWSHPCWorkerManagerConfig, WorkerManagerSettings
 from scaler.worker_manager.aws.client import AwsClients, CloudError, plain_error
 from scaler.worker_manager.aws_hpc.job_lease import LeaseKeeper
-from scaler.worker_manager.aws_hpc.job_runner import JOB_PARAMETERS, NONE
+from scaler.worker_manager.aws_hpc.job_runner import NONE
 from scaler.worker_manager.offload.backend import JobOutcome, OffloadError, RemoteJob
 from scaler.worker_manager.ship.unit_target import python_version_problem
 
