@@ -62,26 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _print_example(arguments.example)
     if arguments.file is None:
         parser.error("the TOML file is required (`scaler --example` lists the example files)")
-    from scaler.config.loader import ConfigError, load_launcher_file
+    from scaler.config.loader import ConfigError
 
     try:
-        file = _with_flags(load_launcher_file(arguments.file), arguments)
-        if file.security is not None:
-            from scaler.cluster.stack_security import check_stack_keys
-
-            check_stack_keys(file.security)
-        from scaler.cluster.cloud_stack import cloud_stack_problem
-
-        problem = cloud_stack_problem(file) or _missing_extra(file)
-        if problem is not None:
-            raise ConfigError(f"{arguments.file}: {problem}")
-        if file.scheduler is not None:
-            from scaler.scheduler.process import policy_problem
-
-            try:
-                policy_problem(file.scheduler)
-            except ValueError as error:  # naming the misspelt policy or key
-                raise ConfigError(f"{arguments.file}: [scheduler] {error}") from None
+        file = _checked_file(arguments)
     except (ConfigError, ValueError) as error:
         print(f"scaler: error: {error}", file=sys.stderr)
         return EXIT_CONFIGURATION
@@ -100,6 +84,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return take_down(file)
     return Launcher(file, path=arguments.file).run()
+
+
+def _checked_file(arguments: argparse.Namespace) -> Any:
+    """The launcher file with the command line's flags, checked as far as it can be before anything starts;
+    ConfigError or ValueError naming what is wrong."""
+    from scaler.config.loader import ConfigError, load_launcher_file
+
+    file = _with_flags(load_launcher_file(arguments.file), arguments)
+    if file.security is not None:
+        from scaler.cluster.stack_security import check_stack_keys
+
+        check_stack_keys(file.security)
+    from scaler.cluster.cloud_stack import cloud_stack_problem
+
+    problem = cloud_stack_problem(file) or _missing_extra(file)
+    if problem is not None:
+        raise ConfigError(f"{arguments.file}: {problem}")
+    if file.scheduler is not None:
+        from scaler.scheduler.process import policy_problem
+
+        try:
+            policy_problem(file.scheduler)
+        except ValueError as error:  # naming the misspelt policy or key
+            raise ConfigError(f"{arguments.file}: [scheduler] {error}") from None
+    return file
 
 
 def _missing_extra(file: Any) -> str | None:
