@@ -193,7 +193,9 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
         "simple", help="scaling policy engine", short=("-et",), choices=("simple", "waterfall_v1")
     )
     policy_content: str = setting(
-        "allocate=even_load; scaling=vanilla", help="policy of the engine (see docs/scaling.md)", short=("-pc",)
+        "allocate=even_load; scaling=vanilla",
+        help="policy of the engine (`scaler --docs scaling` lists them)",
+        short=("-pc",),
     )
 
 

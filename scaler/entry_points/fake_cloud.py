@@ -129,7 +129,7 @@ def _make_cloud(parser: argparse.ArgumentParser, arguments: argparse.Namespace) 
         parser.error(str(error))
     if arguments.container_engine and arguments.isolate_network:
         parser.error("--container-engine and --isolate-network do not go together yet: containers share the laptop's "
-                     "network (docs/worker_managers.md, 7.1)")  # fmt: skip
+                     "network (`scaler --docs worker_managers`, 7.1)")  # fmt: skip
     options: dict[str, Any] = {"images": images, "cache_directory": arguments.cache_dir,
                                "isolate_network": arguments.isolate_network,
                                "container_engine": arguments.container_engine}  # fmt: skip

@@ -1,6 +1,7 @@
 # PYTHON_ARGCOMPLETE_OK
 """`scaler FILE`: start a whole stack (object storage, scheduler, worker managers) from one TOML file;
-`scaler --example [NAME]`: list the example files that ship with the package, or print one."""
+`scaler --example [NAME]`: list the example files that ship with the package, or print one; `scaler --docs [NAME]`:
+the same for the documentation's pages."""
 
 from __future__ import annotations
 
@@ -32,6 +33,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="print the example file NAME (e.g. `scaler --example local > local.toml`); without NAME, list them",
     )
     parser.add_argument(
+        "--docs",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="print the page NAME of the documentation installed with scaler (e.g. `scaler --docs scaling`, "
+        "`scaler --docs guide/bursting`); without NAME, list them",
+    )
+    parser.add_argument(
         "--completion",
         choices=SHELLS,
         metavar="SHELL",
@@ -56,10 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     if arguments.completion is not None:
         return _print_completion(arguments.completion)
-    if arguments.example is not None:
+    if arguments.example is not None or arguments.docs is not None:
         if arguments.file is not None:
-            parser.error("give either FILE or --example, not both")
-        return _print_example(arguments.example)
+            parser.error("give either FILE or --example/--docs, not both")
+        return _print_example(arguments.example) if arguments.example is not None else _print_docs(arguments.docs)
     if arguments.file is None:
         parser.error("the TOML file is required (`scaler --example` lists the example files)")
     from scaler.config.loader import ConfigError
@@ -173,6 +182,18 @@ def _print_example(name: str) -> int:
 
     try:
         text = example_text(name) if name else example_listing("scaler") + "\n"
+    except ConfigError as error:
+        print(f"scaler: error: {error}", file=sys.stderr)
+        return EXIT_CONFIGURATION
+    return _write(text)
+
+
+def _print_docs(name: str) -> int:
+    from scaler.config.installed_docs import docs_listing, page_text
+    from scaler.config.loader import ConfigError
+
+    try:
+        text = page_text(name) if name else docs_listing("scaler") + "\n"
     except ConfigError as error:
         print(f"scaler: error: {error}", file=sys.stderr)
         return EXIT_CONFIGURATION
