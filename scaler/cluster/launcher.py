@@ -174,9 +174,12 @@ class Launcher:
             self._feed = FeedReader(monitor_address, topics=(STATUS_TOPIC,), security=security)
 
     def _scheduler_settings(self, scheduler: SchedulerConfig, storage_address: str | None) -> SchedulerConfig:
-        """A scheduler without -osa uses the file's object storage server when there is one."""
+        """A scheduler without -osa uses the file's object storage server when there is one; one with a manager
+        whose tasks run where this machine's files are not tells its clients to send their modules by value."""
         if scheduler.object_storage_address is None and storage_address is not None:
-            return replace(scheduler, object_storage_address=storage_address)
+            scheduler = replace(scheduler, object_storage_address=storage_address)
+        if any(manager_type_of(manager).runs_elsewhere for manager in self._file.worker_managers):
+            scheduler = replace(scheduler, ship_local_modules=True)
         return scheduler
 
     def _start(self, name: str, module_args: list[str]) -> Child:

@@ -52,6 +52,9 @@ class ManagerType:
     #: the modules it provides, checked before the type runs (`missing_extra`)
     extra: str | None = None
     extra_modules: tuple[str, ...] = ()
+    #: its tasks run where this machine's files are not (a cloud unit, a Batch job): the clients of a stack with
+    #: such a manager send the functions of their working folder's modules by value (`ship_local_modules`)
+    runs_elsewhere: bool = False
 
     @property
     def toml_sections(self) -> tuple[str, ...]:
@@ -73,23 +76,24 @@ MANAGER_TYPES: dict[str, ManagerType] = {
         ManagerType(
             "aws_raw_ecs", ECSWorkerManagerConfig, "scaler.worker_manager.aws_raw_ecs.manager:run",
             "ECS", "workers in AWS ECS Fargate tasks", toml_tables=("ecs_worker_manager", "ecs_worker_adapter"),
-            extra="aws", extra_modules=AWS_MODULES,
+            extra="aws", extra_modules=AWS_MODULES, runs_elsewhere=True,
         ),
         ManagerType(
             "orb_aws_ec2", EC2WorkerManagerConfig, "scaler.worker_manager.orb_aws_ec2.manager:run",
-            "EC2", "workers on AWS EC2 instances", extra="aws", extra_modules=AWS_MODULES,
+            "EC2", "workers on AWS EC2 instances", extra="aws", extra_modules=AWS_MODULES, runs_elsewhere=True,
         ),
         ManagerType(
             "aws_hpc", AWSHPCWorkerManagerConfig, "scaler.worker_manager.aws_hpc.manager:run",
             "BAT", "each task as an AWS Batch job", toml_tables=("aws_hpc_worker_manager",),
             offload=Offload("scaler.worker_manager.aws_hpc.batch_backend:make_backend", "AWS Batch"),
-            extra="aws", extra_modules=AWS_MODULES,
+            extra="aws", extra_modules=AWS_MODULES, runs_elsewhere=True,
         ),
         ManagerType(
             "symphony", SymphonyWorkerManagerConfig, "scaler.worker_manager.symphony.manager:run",
             "SYM", "each task as an IBM Symphony task",
             toml_tables=("symphony_worker_manager", "symphony_worker_adapter"),
             offload=Offload("scaler.worker_manager.symphony.soam_backend:make_backend", "IBM Symphony"),
+            runs_elsewhere=True,
         ),
     )
 }  # fmt: skip

@@ -141,6 +141,12 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
     protected: bool = setting(
         True, help="refuse clients' requests to shut the cluster down (-p False allows them)", short=("-p",)
     )
+    ship_local_modules: bool = setting(
+        False,
+        help="tell the clients of this machine (in the scheduler's connection file) to send the functions of their "
+        "working folder's modules by value, for workers that do not share this machine's files (AWS Batch, ECS, "
+        "EC2, Symphony); `scaler FILE` sets it when the file has such a manager",
+    )
     max_number_of_tasks_waiting: int = setting(
         -1, help="queued tasks allowed while no worker has room; -1 for no limit", short=("-mt",), ge=-1
     )

@@ -47,8 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument(
         "--image", action="append", default=[], metavar="REPOSITORY[=PYTHON[:REQUIREMENTS]]",
-        help="another repository name of the worker image the cloud can pull (scaler-worker and scaler-batch-job "
-        "are known), with its default Python and the requirements baked into it; repeatable",
+        help="another repository name of the worker image the cloud can pull, with its default Python and the "
+        "requirements baked into it; repeatable. Known without it: scaler-worker (nothing baked in) and "
+        "scaler-batch-job (this build of scaler and boto3 baked in, as docker/batch-job.Dockerfile makes it)",
     )  # fmt: skip
     parser.add_argument(
         "--cache-dir", type=Path, default=None,

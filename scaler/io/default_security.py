@@ -106,14 +106,15 @@ def _setting(settings: object, name: str) -> bool:
 class ServedAddresses:
     """The connection files of a server using the user's keys, from `with` until its end (none otherwise)."""
 
-    def __init__(self, security: ServerSecurity, addresses: list[str]) -> None:
+    def __init__(self, security: ServerSecurity, addresses: list[str], ship_local_modules: bool = False) -> None:
         self._keys = security.user_keys
         self._registers = security.user_keys is not None or security.insecure
         self._addresses = addresses
+        self._ship_local_modules = ship_local_modules  #: local clients send their working folder's modules by value
 
     def register(self) -> None:
         if self._registers:
-            register_connection(self._addresses, self._keys, ship_local_modules=False)
+            register_connection(self._addresses, self._keys, ship_local_modules=self._ship_local_modules)
 
     def unregister(self) -> None:
         if self._registers:

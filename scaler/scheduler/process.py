@@ -92,7 +92,7 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
         )
         hook = make_scaling_hook(config.policy_engine_type, config.policy_content, settings.manager_timeout_seconds)
         core = SchedulerCore(settings, hook)
-        served = ServedAddresses(resolved, [bind, monitor])
+        served = ServedAddresses(resolved, [bind, monitor], ship_local_modules=config.ship_local_modules)
         sockets = SocketFactory(config.io_threads, security)
         return _serve(core, config, bind, monitor, storage, storage_child, sockets, served)
     except (ValueError, RuntimeError) as error:
