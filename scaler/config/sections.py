@@ -189,6 +189,12 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
     story_retention_seconds: float = setting(
         3600, help="how long a finished task's story is kept at most; 0: no time bound (only the count)", ge=0
     )
+    unrunnable_grace_seconds: float = setting(
+        60,
+        help="queued tasks needing capabilities that no connected worker has and no worker manager declares fail "
+        "with NoWorkerError naming them after this long (their clients are warned after 5 s); 0: they wait",
+        ge=0,
+    )
     load_balance_seconds: float = setting(1, help="period of load balancing; 0 or negative disables it", short=("-ls",))
     load_balance_trigger_times: int = setting(
         2, help="identical balance decisions in a row needed before tasks move", short=("-lbt",), gt=0

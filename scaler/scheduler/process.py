@@ -86,6 +86,7 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
             object_retention_seconds=config.object_retention_seconds,
             story_retention_tasks=config.story_retention_tasks,
             story_retention_seconds=config.story_retention_seconds,
+            unrunnable_grace_seconds=config.unrunnable_grace_seconds,
             result_retention_seconds=config.result_retention_seconds,
             job_result_quota_bytes=config.job_result_quota_bytes,
             instance_id=os.urandom(8),

@@ -181,6 +181,14 @@ class DispatchQueue:
         if not waiting:
             self._over_quota.pop(client, None)
 
+    def task_ids(self, key: Capabilities, records: dict[TaskID, TaskRecord]) -> list[TaskID]:
+        """The QUEUED tasks of capability set `key`, in queue order (those set aside over their client's quota
+        included). Walks the key's heap: for the rare decisions about a whole key (core/unserved_work.py)."""
+        entries = list(self._heaps.get(key, ()))
+        entries += [entry for waiting in self._over_quota.values() for entry, at in waiting if at == key]
+        current = sorted(entry for entry in entries if _is_current(records.get(entry[3]), entry))
+        return list(dict.fromkeys(entry[3] for entry in current))
+
     def set_quota(self, client: ClientID, quota: ClientQuota) -> None:
         self.quotas[client] = quota.held_limit
         self.client_quotas[client] = quota

@@ -40,6 +40,7 @@ from scaler.scheduler.core.story_book import DEFAULT_RETENTION_SECONDS, DEFAULT_
 from scaler.scheduler.core.submissions import Submissions
 from scaler.scheduler.core.task_lifecycle import TaskLifecycle
 from scaler.scheduler.core.task_table import TaskTable
+from scaler.scheduler.core.unserved_work import UNRUNNABLE_GRACE_SECONDS, WARN_SECONDS, UnservedWork
 from scaler.scheduler.core.view import ViewBuilder
 from scaler.scheduler.core.worker_sessions import WorkerSessions
 
@@ -71,6 +72,10 @@ class CoreSettings:
     instance_id: bytes = b""  #: this scheduler process (drawn at start); peers tell a restart by it
     story_retention_tasks: int = DEFAULT_RETENTION_TASKS  #: finished tasks whose story is kept (0: no stories)
     story_retention_seconds: float = DEFAULT_RETENTION_SECONDS  #: and for how long (<= 0: no time bound)
+    #: queued work nothing can run is told to its clients after this long (core/unserved_work.py)
+    unserved_warn_seconds: float = WARN_SECONDS
+    #: and fails after this long when the cluster has workers or managers, none for it (<= 0: never)
+    unrunnable_grace_seconds: float = UNRUNNABLE_GRACE_SECONDS
 
 
 class ScalingHook(Protocol):
@@ -134,6 +139,7 @@ class SchedulerCore:
         self.job_requests = JobRequests(self)
         self.worker_sessions = WorkerSessions(self)
         self.manager_sessions = ManagerSessions(self, scaling)
+        self.unserved = UnservedWork(self, settings.unserved_warn_seconds, settings.unrunnable_grace_seconds)
         self._client_handlers, self._worker_handlers, self._manager_handlers = self._routes()
 
     # ------------------------------------------------------------ routing
@@ -262,6 +268,7 @@ class SchedulerCore:
         self.client_sessions.drop_silent()
         self.worker_sessions.drop_silent()
         self.manager_sessions.forget_silent()
+        self.unserved.on_tick(now)
         if self.feed.is_due(now):
             transitions, dropped = self.tasks.take_transitions()
             view = self.view()
