@@ -122,7 +122,7 @@ class UnservedWork:
 
     def _fail(self, key: m.Capabilities, waited: float) -> None:
         core = self._core
-        task_ids = core.tasks.queue.task_ids(key, core.tasks.records)
+        task_ids = list(core.tasks.queue.task_ids(key, core.tasks.records))  # before they leave the queue
         reason = (
             f"no worker has the capabilities {_names(key)} and no worker manager declares them (waited {waited:.0f} "
             f"s, --unrunnable-grace-seconds {self._grace_seconds:g}): start a worker that offers them "
