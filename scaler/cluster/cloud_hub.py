@@ -37,6 +37,7 @@ from scaler.cluster.hub_unit import AUTHORIZED_VARIABLE, SERVER_KEY_VARIABLE
 from scaler.config.sections import SchedulerConfig, WorkerConfig, WorkerManagerSettings, section_to_json
 from scaler.io.address import parse_address
 from scaler.io.child_processes import start_python_child
+from scaler.io.port_owner import address_in_use_problem
 from scaler.io.stack_keys import StackKeys
 
 logger = logging.getLogger(__name__)
@@ -197,7 +198,13 @@ class Listeners:
             parsed = parse_address(address)
             listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind((parsed.host, parsed.port or 0))
+            try:
+                listener.bind((parsed.host, parsed.port or 0))
+            except OSError as error:
+                listener.close()
+                self.close()
+                taken = address_in_use_problem(address) or f"{address}: {error.strerror}"
+                raise RuntimeError(f"cannot listen at the file's address {taken}") from None
             listener.listen(128)
             listener.set_inheritable(True)
             self._sockets.append(listener)

@@ -52,3 +52,14 @@ def test_scaler_joblib_without_joblib_names_the_extra() -> None:
         "'scaler-compute[joblib]' (or pip install joblib)"
     ), done.stderr
     assert "compat/joblib.py" not in done.stderr, "stopped before the backend's own imports"
+
+
+def test_a_cloud_stack_whose_address_is_taken_names_it() -> None:
+    """`scaler FILE` with hub = "cloud" said only "[Errno 98] Address already in use"."""
+    from scaler.cluster.cloud_hub import Listeners
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        with pytest.raises(RuntimeError, match=rf"cannot listen at the file's address tcp://127.0.0.1:{port}: port "
+                           rf"{port} is already in use \(pid \d+"):  # fmt: skip
+            Listeners([f"tcp://127.0.0.1:{port}"])
