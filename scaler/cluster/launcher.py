@@ -185,7 +185,8 @@ class Launcher:
     def _start(self, name: str, module_args: list[str]) -> Child:
         child = Child(name, start_python_child(module_args), module_args)
         self._children.append(child)
-        logger.info("started %s (pid %d)", name, child.process.pid)
+        # debug only: the line printed once the child answers says it with its address (it was said twice)
+        logger.debug("started %s (pid %d)", name, child.process.pid)
         return child
 
     def _check_signals(self) -> None:

@@ -4,7 +4,9 @@ client's first call works (every call failed after 10 s, for a storage server no
 storage elsewhere, or where something listens already, is left as it is.
 
 Checked by switching the mechanism off: with `with_implied_storage` returning the file unchanged, the client's map
-fails with "object storage at ... is not reachable" and the test fails."""
+fails with "object storage at ... is not reachable" and the test fails. It also checks that the launcher says each
+child once (it logged "started X (pid N)" and printed "scaler: X at ... (pid N)", and object storage said where it
+listens twice)."""
 
 from __future__ import annotations
 
@@ -81,3 +83,5 @@ def test_the_guides_stack_file_runs_as_written(tmp_path: Path, processes: Proces
     assert stack.returncode == 0, output
     assert f"[scheduler] object_storage_address is {addresses.object_storage}, where nothing listens" in output
     assert output.count("object storage server listening on") == 1, "said once (it was said twice)"
+    for name in ("object storage server", "scheduler", "worker manager 'local'"):  # printed once each, not also logged
+        assert output.count(f"scaler: {name}") == 1 and f"started {name}" not in output, output
