@@ -93,7 +93,7 @@ class Launcher:
                 hub_stopped = self._cloud.stop()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-        if not hub_stopped and code == ExitCode.OK:
+        if not hub_stopped:
             print("scaler: the hub in the cloud could not be stopped (the log says why); `scaler FILE --down` stops "
                   "what is left", flush=True)  # fmt: skip
             return ExitCode.ERROR
