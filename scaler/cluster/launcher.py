@@ -1,7 +1,9 @@
 """`scaler FILE`: start object storage, the scheduler and every worker manager of one TOML file.
 
 Start order: object storage (wait until it answers), scheduler (wait until it answers), then each
-[[worker_manager]] in file order. A file whose [scheduler] names an object storage address of this machine where
+[[worker_manager]] in file order, each said (`scaler: worker manager ...`) once it has registered with the scheduler
+(seen on the monitor feed), so that a script waiting for the line can use the stack; one that exits first stops the
+start-up, naming it. A file whose [scheduler] names an object storage address of this machine where
 nothing listens, and that has no [object_storage_server], gets one started there (`implied_storage`). With
 `[scaler] hub = "cloud"`, object storage and the scheduler run in a hub
 unit in the cloud instead, reached through a forwarder at the file's addresses (`cloud_stack`); with
@@ -33,7 +35,7 @@ from scaler.cluster.readiness import wait_for_scheduler
 from scaler.cluster.stack_security import secured_by_default
 from scaler.config.loader import LauncherFile
 from scaler.config.manager_types import manager_type_of
-from scaler.config.sections import SchedulerConfig, section_to_json
+from scaler.config.sections import SchedulerConfig, WorkerManagerSettings, section_to_json
 from scaler.io.address import parse_address
 from scaler.io.child_processes import describe_exit, start_python_child
 from scaler.io.curve import security_of
@@ -44,6 +46,7 @@ from scaler.object_storage.readiness import wait_for_object_storage
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.feed import STATUS_TOPIC
+from scaler.worker_manager.registry import with_manager_id
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +56,8 @@ POLL_SECONDS = 0.2
 #: A scheduler that dies is started again this many times (after 1, 2, 4 ... s), then the stack stops.
 SCHEDULER_RESTARTS = 5
 RESTART_BACKOFF_CAP_SECONDS = 8.0
+#: While a worker manager has not registered yet, the launcher's log says so this often.
+MANAGER_NOTICE_SECONDS = 10.0
 
 
 @dataclass
@@ -154,6 +159,7 @@ class Launcher:
             others = f"; from other machines: {', '.join(urls[1:])}" if urls[1:] else ""
             print(f"scaler: dashboard at {urls[0]} (pid {child.process.pid}){others}; "
                   f"scaler_top {gui.monitor_address} in a terminal", flush=True)  # fmt: skip
+        managers: list[tuple[WorkerManagerSettings, Child]] = []
         for manager in file.worker_managers:
             self._check_signals()
             type_name = manager_type_of(manager).name
@@ -161,12 +167,64 @@ class Launcher:
                 f"worker manager {manager.worker_manager_id!r} ({type_name})",
                 ["scaler.worker_manager.process", type_name, section_to_json(manager)],
             )
-            print(f"scaler: worker manager {manager.worker_manager_id!r} ({type_name}) for "
-                  f"{manager.scheduler_address} (pid {child.process.pid})", flush=True)  # fmt: skip
+            managers.append((manager, child))
+        feed: tuple[str, TransportSecurity | None] | None = None
+        if file.scheduler is not None and managers:
+            feed = str(parse_address(monitor).connectable()), probe
+        elif self._cloud is not None and managers:
+            feed = self._cloud.monitor_address, monitor_security
+        self._announce_managers(managers, feed)
         if self._cloud is not None:
             self._watch_feed(self._cloud.monitor_address, monitor_security)
         launcher = self._file.launcher  # the idle and no-client clocks start once the stack is up
         self._autostop = AutoStop(launcher.idle_shutdown_seconds, launcher.no_client_shutdown_seconds, time.monotonic())
+
+    def _announce_managers(
+        self, managers: list[tuple[WorkerManagerSettings, Child]], feed: tuple[str, TransportSecurity | None] | None
+    ) -> None:
+        """Say each manager once it has registered with the scheduler (seen on the monitor feed: a script that waits
+        for the line can use the stack then), or, for a fixed pool, once one of its workers has; at once without a
+        feed to look at. A manager that exits first (its settings or environment refused) stops the start-up, naming
+        it."""
+        waiting = {with_manager_id(manager).worker_manager_id: (manager, child) for manager, child in managers}
+        reader = FeedReader(feed[0], topics=(STATUS_TOPIC,), security=feed[1]) if feed is not None else None
+        started = time.monotonic()
+        last_status, noticed = started, started
+        try:
+            while waiting and reader is not None:
+                self._check_signals()
+                now = time.monotonic()
+                message = reader.receive(POLL_SECONDS)
+                if isinstance(message, m.StatusSnapshot):
+                    last_status = now
+                    # a manager registers; a fixed pool's workers do, with its id
+                    up = {summary.manager_id for summary in message.managers}
+                    up.update(worker.manager_id for worker in message.workers)
+                    for manager_id in up & set(waiting):
+                        self._announce(*waiting.pop(manager_id))
+                for _manager, child in waiting.values():
+                    code = child.process.poll()
+                    if code is not None:
+                        raise RuntimeError(f"{child.name} exited before it registered with the scheduler "
+                                           f"({describe_exit(code)}); its log above says why")  # fmt: skip
+                if now - last_status > READY_TIMEOUT_SECONDS:
+                    logger.warning("no status from the scheduler's monitor for %g s: not waiting for the worker "
+                                   "managers to register", READY_TIMEOUT_SECONDS)  # fmt: skip
+                    break
+                if waiting and now - noticed >= MANAGER_NOTICE_SECONDS:
+                    noticed = now
+                    names = ", ".join(child.name for _manager, child in waiting.values())
+                    logger.info("waiting for %s to register (%.0f s)", names, now - started)
+        finally:
+            if reader is not None:
+                reader.close()
+        for manager, child in waiting.values():
+            self._announce(manager, child)
+
+    @staticmethod
+    def _announce(manager: WorkerManagerSettings, child: Child) -> None:
+        print(f"scaler: worker manager {manager.worker_manager_id!r} ({manager_type_of(manager).name}) for "
+              f"{manager.scheduler_address} (pid {child.process.pid})", flush=True)  # fmt: skip
 
     def _watch_feed(self, monitor_address: str, security: TransportSecurity | None) -> None:
         """Read the scheduler's status snapshots when the stack stops by itself (idle, no client)."""

@@ -57,3 +57,19 @@ def test_a_misspelt_policy_is_refused_with_2_before_anything_starts(tmp_path: Pa
     done = run("scaler_scheduler", addresses.scheduler, "--policy-content", "allocate=even_load; scaling=wrok")
     assert done.returncode == EXIT_CONFIGURATION, done.stdout + done.stderr
     assert "'wrok' is not one of" in done.stdout + done.stderr
+
+
+def test_a_manager_that_exits_before_it_registers_is_named(tmp_path: Path) -> None:
+    """`scaler FILE` announces a worker manager once it has registered; one that exits first (here symphony, whose
+    soamapi this machine lacks) stops the start-up naming it, before a script waiting for its line goes on."""
+    addresses = free_addresses()
+    (tmp_path / "sym.toml").write_text(
+        f'[scheduler]\nbind_address = "{addresses.scheduler}"\n\n'
+        '[[worker_manager]]\ntype = "symphony"\nworker_manager_id = "sym"\nservice_name = "ScalerService"\n'
+    )
+    done = run("scaler", "sym.toml", cwd=tmp_path)
+    assert done.returncode == ExitCode.ERROR, done.stdout + done.stderr
+    assert "worker manager 'sym' (symphony) exited before it registered with the scheduler (exit code 2)" in (
+        done.stdout + done.stderr
+    )
+    assert "scaler: worker manager 'sym'" not in done.stdout, "never announced"
