@@ -191,8 +191,7 @@ class Launcher:
         started = time.monotonic()
         last_status, noticed = started, started
         try:
-            while waiting and reader is not None:
-                self._check_signals()
+            while waiting and reader is not None and not self._signals:  # a signal now: a normal stop
                 now = time.monotonic()
                 message = reader.receive(POLL_SECONDS)
                 if isinstance(message, m.StatusSnapshot):
@@ -218,7 +217,7 @@ class Launcher:
         finally:
             if reader is not None:
                 reader.close()
-        for manager, child in waiting.values():
+        for manager, child in waiting.values() if not self._signals else ():
             self._announce(manager, child)
 
     @staticmethod
