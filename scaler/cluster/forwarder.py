@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import socket
 import sys
@@ -141,7 +142,10 @@ def main() -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     serve(routes)
-    stop.wait()
+    while not stop.wait(1.0):  # a bounded wait: the signal's handler runs within a second whatever the threads do
+        pass
+    logging.shutdown()
+    os._exit(0)  # the copying threads are daemons blocked in sockets: nothing of theirs needs finishing
 
 
 if __name__ == "__main__":

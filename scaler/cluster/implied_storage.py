@@ -15,8 +15,8 @@ import dataclasses
 from scaler.config.loader import LauncherFile
 from scaler.io.address import AddressError, parse_address
 from scaler.io.port_owner import address_in_use_problem
-from scaler.io.stack_keys import is_local_address
 from scaler.scheduler.storage_child import storage_settings_of
+from scaler.security.connection_files import is_local_address
 
 
 def with_implied_storage(file: LauncherFile) -> tuple[LauncherFile, str | None]:

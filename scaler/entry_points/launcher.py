@@ -9,9 +9,12 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
+from scaler.config.cli import add_setting_flags
 from scaler.config.completion import SHELLS, offer_completion
+from scaler.config.sections import LauncherConfig
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.version import __version__
 
@@ -58,9 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--down", action="store_true",
         help="start nothing: list and terminate what the file's cloud worker managers left in the cloud",
     )  # fmt: skip
-    parser.add_argument("--hub", choices=("local", "cloud"), help="[scaler] hub: where the scheduler runs")
-    parser.add_argument("--idle-shutdown-seconds", type=float, help="[scaler] idle_shutdown_seconds")
-    parser.add_argument("--no-client-shutdown-seconds", type=float, help="[scaler] no_client_shutdown_seconds")
+    launcher_settings = parser.add_argument_group("the file's [scaler] settings (flags override the file)")
+    add_setting_flags(launcher_settings, LauncherConfig)
     offer_completion(parser)
     arguments = parser.parse_args(argv)
     if arguments.completion is not None:
@@ -96,11 +98,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _checked_file(arguments: argparse.Namespace) -> Any:
-    """The launcher file with the command line's flags, checked as far as it can be before anything starts;
-    ConfigError or ValueError naming what is wrong."""
+    """The launcher file with the command line's [scaler] flags, checked as far as it can be before anything
+    starts; ConfigError or ValueError naming what is wrong."""
     from scaler.config.loader import ConfigError, load_launcher_file
 
-    file = _with_flags(load_launcher_file(arguments.file), arguments)
+    flags = {field.name: getattr(arguments, field.name) for field in fields(LauncherConfig) if field.name in arguments}
+    file = load_launcher_file(arguments.file, flags)
     if file.security is not None:
         from scaler.cluster.stack_security import check_stack_keys
 
@@ -129,25 +132,6 @@ def _missing_extra(file: Any) -> str | None:
         if problem is not None:
             return f"[[worker_manager]] {manager.worker_manager_id or manager_type_of(manager).name!r}: {problem}"
     return None
-
-
-def _with_flags(file: Any, arguments: argparse.Namespace) -> Any:
-    """The file's [scaler] section with the flags given on the command line applied."""
-    import dataclasses
-
-    changes = {
-        name: value
-        for name in ("hub", "idle_shutdown_seconds", "no_client_shutdown_seconds")
-        if (value := getattr(arguments, name)) is not None
-    }
-    for name in ("idle_shutdown_seconds", "no_client_shutdown_seconds"):
-        if changes.get(name, 0) < 0:
-            from scaler.config.loader import ConfigError
-
-            raise ConfigError(f"--{name.replace('_', '-')} {changes[name]:g}: must be 0 (never) or more")
-    if not changes:
-        return file
-    return dataclasses.replace(file, launcher=dataclasses.replace(file.launcher, **changes))
 
 
 def _with_logging_format(file: Any, logging_format: str) -> Any:

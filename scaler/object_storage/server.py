@@ -25,8 +25,6 @@ import zmq
 from scaler.config.byte_size import format_byte_size
 from scaler.config.sections import ObjectStorageServerConfig
 from scaler.io.address import AddressError, parse_address
-from scaler.io.curve import KeyFileError
-from scaler.io.default_security import ServedAddresses, ServerSecurity, server_security
 from scaler.io.event_loop import run
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity, bound_endpoint
@@ -39,6 +37,9 @@ from scaler.object_storage.store import ObjectStore, PayloadBuffer
 from scaler.protocol.codec import encode_storage_reply
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.storage_messages import StorageStatus
+from scaler.security.connection_files import STORAGE_SERVICE
+from scaler.security.find import ServedAddresses, ServerKeys, server_keys
+from scaler.security.key_files import KeyFileError
 
 logger = logging.getLogger(__name__)
 
@@ -248,6 +249,7 @@ async def serve(
         if shell is not None and shell.socket is not None:
             shell.socket.close()
         if shell is not None and shell.disk is not None:
+            shell.disk.run(shell.service.store.abandon_reads())
             shell.disk.close()
         if lock is not None:
             os.close(lock)
@@ -260,7 +262,7 @@ def _setup_logging(config: ObjectStorageServerConfig) -> None:
     setup_logging(config, "object_storage_server")
 
 
-async def _serve_until_signalled(config: ObjectStorageServerConfig, security: ServerSecurity) -> None:
+async def _serve_until_signalled(config: ObjectStorageServerConfig, security: ServerKeys) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = (signal.SIGINT, signal.SIGTERM)
@@ -269,7 +271,7 @@ async def _serve_until_signalled(config: ObjectStorageServerConfig, security: Se
     served: list[ServedAddresses] = []
 
     def ready(endpoint: str) -> None:  # serve() has said where it listens
-        served.append(ServedAddresses(security, [endpoint]))
+        served.append(ServedAddresses(security, {STORAGE_SERVICE: endpoint}))
         served[0].register()  # local clients and workers find the keys for this address
 
     try:
@@ -286,9 +288,7 @@ def run_object_storage_server(config: ObjectStorageServerConfig, security: Trans
     is secured (None: the CURVE keys of its settings; without any, the user's keys, unless `insecure`)."""
     _setup_logging(config)
     try:
-        resolved = (
-            ServerSecurity(security) if security is not None else server_security(config, "the object storage server")
-        )
+        resolved = ServerKeys(security) if security is not None else server_keys(config, "the object storage server")
     except KeyFileError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION

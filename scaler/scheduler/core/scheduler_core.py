@@ -57,6 +57,7 @@ class CoreSettings:
     python_version: str  #: the scheduler's own; peers must share major.minor
     protected: bool = False
     client_timeout_seconds: float = 60
+    max_clients: int = 0  #: the most clients registered at once; 0: no limit (registration.py)
     worker_timeout_seconds: float = 60
     manager_timeout_seconds: float = 10
     max_task_retries: int = 3
@@ -72,9 +73,8 @@ class CoreSettings:
     instance_id: bytes = b""  #: this scheduler process (drawn at start); peers tell a restart by it
     story_retention_tasks: int = DEFAULT_RETENTION_TASKS  #: finished tasks whose story is kept (0: no stories)
     story_retention_seconds: float = DEFAULT_RETENTION_SECONDS  #: and for how long (<= 0: no time bound)
-    #: queued work nothing can run is told to its clients after this long (core/unserved_work.py)
-    unserved_warn_seconds: float = WARN_SECONDS
-    #: and fails after this long when the cluster has workers or managers, none for it (<= 0: never)
+    #: queued work nothing can run (its clients are told after unserved_work.WARN_SECONDS) fails after this long
+    #: when the cluster has workers or managers, none for it (<= 0: never; core/unserved_work.py)
     unrunnable_grace_seconds: float = UNRUNNABLE_GRACE_SECONDS
 
 
@@ -139,7 +139,7 @@ class SchedulerCore:
         self.job_requests = JobRequests(self)
         self.worker_sessions = WorkerSessions(self)
         self.manager_sessions = ManagerSessions(self, scaling)
-        self.unserved = UnservedWork(self, settings.unserved_warn_seconds, settings.unrunnable_grace_seconds)
+        self.unserved = UnservedWork(self, WARN_SECONDS, settings.unrunnable_grace_seconds)
         self._client_handlers, self._worker_handlers, self._manager_handlers = self._routes()
 
     # ------------------------------------------------------------ routing
