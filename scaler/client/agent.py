@@ -45,7 +45,7 @@ from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.io.zmq_async import AsyncSocket, Frames, watch_events
 from scaler.protocol import codec
 from scaler.protocol import messages as m
-from scaler.protocol.ids import GraphID, TaskID, short
+from scaler.protocol.ids import GraphID, TaskID, short, short_task_id
 from scaler.protocol.scheduler_link import LinkSettings
 from scaler.security.connection_files import SCHEDULER_SERVICE
 from scaler.security.find import FoundKeys
@@ -565,7 +565,7 @@ class ClientAgent(Generic[FutureT]):
             emit_records(log)
             return
         stream = sys.stdout if log.stream is m.LogStream.STDOUT else sys.stderr
-        prefix = f"[task {log.task_id.hex()[:8]}] "
+        prefix = f"[task {short_task_id(log.task_id)}] "
         lines = log.text.splitlines(keepends=True)
         stream.write("".join(prefix + line for line in lines))
         stream.flush()

@@ -611,5 +611,5 @@ def refuse_tls_security_config(security_config: Any) -> None:
     if security_config is not None:
         raise ValueError(
             "security_config (TLS certificates) is not supported: scaler authenticates and encrypts connections "
-            "with ZeroMQ CURVE keys instead; see docs/security.md"
+            "with ZeroMQ CURVE keys instead; see `scaler --docs security`"
         )

@@ -22,7 +22,7 @@ from scaler.client.story import TaskStory, merge_story
 from scaler.errors import ObjectStorageException
 from scaler.payload.processor_context import BlockingWait
 from scaler.protocol import messages as m
-from scaler.protocol.ids import TaskID
+from scaler.protocol.ids import TaskID, short_task_id
 
 if TYPE_CHECKING:
     from scaler.payload.result_reader import ResultReader
@@ -78,7 +78,7 @@ class ScalerFuture(concurrent.futures.Future[T]):
         return self._task_id
 
     def __repr__(self) -> str:
-        return f"<ScalerFuture task={self._task_id.hex()[:12]} state={self._display_state()}>"
+        return f"<ScalerFuture task={short_task_id(self._task_id)} state={self._display_state()}>"
 
     def _repr_html_(self) -> str:
         return html_table("ScalerFuture", [("task", self._task_id.hex()), ("state", self._display_state())])

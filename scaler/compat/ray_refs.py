@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scaler.payload.references import ObjectReference
+from scaler.protocol.ids import short_task_id
 
 _NO_VALUE = object()
 
@@ -54,7 +55,7 @@ class ObjectRef:
     def __repr__(self) -> str:
         if self._future is not None:
             task_id = getattr(self._future, "task_id", None)
-            name = task_id.hex()[:16] if isinstance(task_id, bytes) else "deferred call"
+            name = short_task_id(task_id) if isinstance(task_id, bytes) else "deferred call"
             index = "" if self._index is None else f"[{self._index}]"
             return f"ObjectRef(task {name}{index})"
         if self._stored is not None:

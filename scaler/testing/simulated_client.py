@@ -102,6 +102,7 @@ class SimulatedClient:
         self.connections = 0  #: how often it registered (again, after a restart)
         self.closed_because: BaseException | None = None
         self.warnings: list[str] = []
+        self.logs: list[m.TaskLog] = []  #: what the scheduler forwarded to be shown: tasks' output, its warnings
         self._handlers: dict[type, Callable[[Any], None]] = {
             Send: lambda effect: self._send([codec.encode(effect.message)]),
             SendFrames: lambda effect: self._send(effect.frames),
@@ -110,7 +111,7 @@ class SimulatedClient:
             Fail: self._fail,
             Connected: self._connected,
             Closed: self._closed,
-            ShowLog: lambda effect: None,
+            ShowLog: lambda effect: self.logs.append(effect.log),
             ShutdownAnswered: lambda effect: None,
             Warn: lambda effect: self.warnings.append(effect.text),
         }

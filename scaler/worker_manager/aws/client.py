@@ -122,7 +122,10 @@ def _advice(code: str) -> str:
     if code in CREDENTIAL_CODES:
         return " (the AWS credentials are wrong or expired: check the access key settings or the AWS profile)"
     if code in PERMISSION_CODES:
-        return " (the credentials lack an IAM permission: docs/worker_managers.md lists the actions each manager needs)"
+        return (
+            " (the credentials lack an IAM permission: `scaler --docs worker_managers` lists the actions each manager "
+            "needs)"
+        )
     if code in QUOTA_CODES:
         return " (an AWS quota is reached: lower --max-task-concurrency or ask AWS for a higher quota)"
     return ""
