@@ -137,7 +137,7 @@ class Controller:
         return removed
 
 
-class TestCpu:
+class CpuPerTest:
     """A test process's own group (a pytest-xdist worker's, under the run's) and the CPU of each of its tests."""
 
     def __init__(self, run: Run, worker_id: str | None) -> None:
@@ -168,7 +168,7 @@ class _State:
     """This process's part: the controller's (`controller`), a test process's (`cpu`)."""
 
     controller: Controller | None = None
-    cpu: TestCpu | None = None
+    cpu: CpuPerTest | None = None
     config: pytest.Config | None = None
     crashed: list[str] = field(default_factory=list)
 
@@ -187,7 +187,7 @@ def pytest_configure(config: pytest.Config) -> None:
         run = run_from_environment()
         worker_id = str(worker_input["workerid"])
     if run is not None and run.group is not None and run.hierarchy is not None:
-        _STATE.cpu = TestCpu(run, worker_id)
+        _STATE.cpu = CpuPerTest(run, worker_id)
 
 
 def pytest_testnodedown(node: Any, error: object) -> None:
