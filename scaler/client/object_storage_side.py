@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from scaler.client.put_pipeline import PutPipeline
+from scaler.object_storage.put_pipeline import PutPipeline
 from scaler.io.sockets import TransportSecurity
 from scaler.protocol.ids import ObjectID, TaskID
 
