@@ -14,9 +14,9 @@ import zlib
 from typing import Any
 
 from scaler import Client, SchedulerClusterCombo
-from scaler.object_storage.put_pipeline import PutPipeline
 from scaler.errors import ObjectStorageException
 from scaler.object_storage.connection import ObjectStorageConnection
+from scaler.object_storage.put_pipeline import PutPipeline
 from scaler.payload.task_encoder import content_id
 from scaler.protocol.ids import ObjectID
 from tests.integration.conftest import Launcher, free_addresses, session_security, wait_for
