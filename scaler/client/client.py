@@ -121,14 +121,6 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.disconnect()
 
-    def __del__(self) -> None:
-        try:
-            session = self.__dict__.get("_session")
-            if session is not None:
-                session.abandon()
-        except Exception:
-            pass
-
     def __reduce__(self) -> tuple[Any, ...]:
         settings = self._session.settings
         serializer = None if isinstance(settings.serializer, DefaultSerializer) else settings.serializer

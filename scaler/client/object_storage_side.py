@@ -101,11 +101,6 @@ class ClientObjectStorage:
         if puts is not None:
             puts.close(0.0)
 
-    def abandon(self) -> None:
-        """At garbage collection: the pipeline's thread would otherwise wait on its sockets for good."""
-        if self._puts is not None:
-            self._puts.close(0.0)
-
     def _pipeline(self) -> PutPipeline[HeldTask]:
         with self._lock:
             if self._puts is None or self._puts.is_closed:  # none yet, or stopped by a storage failure

@@ -371,12 +371,16 @@ class Session:
         self._agent.stop(CLOSE_TIMEOUT_SECONDS)
         self._storage.close()
 
-    def abandon(self) -> None:
-        """At garbage collection: stop without a word to the scheduler (no wait)."""
-        if not self._closed:
-            self._closed = True
-            self._agent.stop(0.0)
-            self._storage.abandon()
+    def __del__(self) -> None:
+        """Garbage collected unclosed (nothing holds it: no client, future, executor or job): stop without a word to
+        the scheduler, without waiting."""
+        try:
+            if not self.__dict__.get("_closed", True):
+                self._closed = True
+                self._agent.stop(0.0)
+                self._storage.close()  # its sockets before their contexts: a context collected first would wait
+        except Exception:
+            pass
 
     # ------------------------------------------------------------ internals
 
