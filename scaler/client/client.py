@@ -76,9 +76,12 @@ class Client:
         workers' worth of spend its work holds, and the pool grows for (None: no quota); docs/guide/sharing.md."""
         refuse_tls_security_config(security_config)
         settings = SessionSettings(
-            profiling, timeout_seconds, heartbeat_interval_seconds,
-            serializer if serializer is not None else DefaultSerializer(), stream_output, object_storage_address,
-            connect_timeout_seconds, scheduler_lost_grace_seconds, share, max_running_tasks, max_workers,
+            profiling=profiling, timeout_seconds=timeout_seconds, stream_output=stream_output,
+            heartbeat_interval_seconds=heartbeat_interval_seconds,
+            serializer=serializer if serializer is not None else DefaultSerializer(),
+            object_storage_address=object_storage_address, connect_timeout_seconds=connect_timeout_seconds,
+            scheduler_lost_grace_seconds=scheduler_lost_grace_seconds,
+            share=share, max_running_tasks=max_running_tasks, max_workers=max_workers,
         )  # fmt: skip
         self._session = Session(
             address, settings, security=security, curve_secret_key=curve_secret_key, curve_server_key=curve_server_key

@@ -262,6 +262,10 @@ class StorageClientCore(Generic[T]):
         if self._hello_id == 0:
             self._send_hello()
 
+    @property
+    def has_outgoing(self) -> bool:
+        return bool(self._outgoing)
+
     def take_outgoing(self) -> list[tuple[StorageRequest, Sequence[memoryview]]]:
         """What to send, in order: each request header and the payload frames that follow it."""
         outgoing, self._outgoing = self._outgoing, []

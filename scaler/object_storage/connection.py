@@ -81,33 +81,40 @@ class BlockingLink(Generic[T]):
 
     def flush(self) -> list[Outcome[T]]:
         """Send what the core queued, in order."""
-        outgoing = self.core.take_outgoing()
-        for request, payload in outgoing:
+        if not self.core.has_outgoing:
+            return []
+        for request, payload in self.core.take_outgoing():
             refusal = self._send([encode_storage_request(request), *payload])
             if refusal is not None:
                 return self.carry_out(refusal)
         return []
 
     def wait(self, deadline: float | None) -> list[Outcome[T]]:
-        """Until an answer comes or `deadline` passes (None: until an answer): what the answers, or the time, did."""
+        """Until an answer comes or `deadline` passes (None: until an answer): what the answer, or the time, did."""
         timeout_ms = -1 if deadline is None else max(0, math.ceil((deadline - time.monotonic()) * 1000))
-        if self.socket.poll(timeout_ms, zmq.POLLIN):
-            return self.receive()
+        sock = self.socket
+        if sock.poll(timeout_ms, zmq.POLLIN):
+            return self._feed(sock.recv_multipart(copy=False)) + self.flush()
         return self.carry_out(self.core.on_tick(time.monotonic()))
 
     def receive(self) -> list[Outcome[T]]:
         """Every answer waiting in the socket, fed to the core (then what the core queued in turn is sent)."""
         outcomes: list[Outcome[T]] = []
         sock = self.socket
-        while self._socket is sock and sock.poll(0, zmq.POLLIN):
-            frames = sock.recv_multipart(copy=False)
+        while self._socket is sock:
             try:
-                reply = decode_storage_reply(frames[0].bytes)
-            except DecodeError as error:
-                outcomes += self.carry_out(self.core.on_bad_reply(str(error)))
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
                 break
-            outcomes += self.carry_out(self.core.on_reply(reply, [frame.buffer for frame in frames[1:]]))
+            outcomes += self._feed(frames)
         return outcomes + self.flush()
+
+    def _feed(self, frames: list[Any]) -> list[Outcome[T]]:
+        try:
+            reply = decode_storage_reply(frames[0].bytes)
+        except DecodeError as error:
+            return self.carry_out(self.core.on_bad_reply(str(error)))
+        return self.carry_out(self.core.on_reply(reply, [frame.buffer for frame in frames[1:]]))
 
     def carry_out(self, outcomes: Iterable[Outcome[T]]) -> list[Outcome[T]]:
         others: list[Outcome[T]] = []
@@ -130,12 +137,14 @@ class BlockingLink(Generic[T]):
         connection, or one lost between the poll and the send) waits for the socket to take it until the core's
         send deadline (rule 6); returns what a failed send did to the core, or None once sent."""
         sock = self.socket
-        deadline = self.core.send_deadline(time.monotonic())
+        deadline = None
         while True:
             try:
                 sock.send_multipart(frames, zmq.NOBLOCK, copy=False)
                 return None
             except zmq.Again:
+                if deadline is None:
+                    deadline = self.core.send_deadline(time.monotonic())
                 remaining_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
                 if remaining_ms == 0 or not sock.poll(remaining_ms, zmq.POLLOUT):
                     return self.core.on_unreachable()

@@ -156,6 +156,7 @@ class PutPipeline(Generic[T]):
                         self._carry_out(link.receive())
                     if deadline is not None and time.monotonic() >= deadline:
                         self._carry_out(link.carry_out(link.core.on_tick(time.monotonic())))
+                    self._room.notify_all()  # acknowledged puts make room, and may leave the gate idle (flush)
         except Exception as error:  # the thread cannot go on: everything waiting on it fails with why
             logger.warning("pipelined puts to object storage at %s stopped: %r", link.core.address, error)
             with self._lock:
@@ -176,5 +177,3 @@ class PutPipeline(Generic[T]):
                 self._forget(outcome.object_id)
                 if outcome.doomed:
                     self._fail(outcome.doomed, outcome.error)
-        if outcomes:
-            self._room.notify_all()
