@@ -8,7 +8,8 @@ It owns, and is the only thing that touches:
 - the object storage side (`object_storage_side.ClientObjectStorage`: this client's objects, stored once, arguments
   pipelined and the tasks held behind them, other owners' objects for followed jobs);
 - the result reader (a future's value, fetched when first asked for);
-- the one resolution of where it connects and how it is secured (`session_security.resolve_connection`).
+- the one resolution of where it connects and with which keys (`scheduler_and_keys`: `security.find.find_keys`,
+  the one search every connecting side makes; the agent finds them again while the stack starts).
 
 Front ends speak to it in tasks and objects: `submit` / `submit_many` / `prepare` + `send` (a call or many, each a
 `ScalerFuture`), `submit_graph`, `cancel` / `cancel_futures` / `cancel_all`, `store` / `read`, `ask_job` / `follow`,
@@ -30,9 +31,9 @@ from scaler.client.agent import ClientAgent
 from scaler.client.future import ScalerFuture
 from scaler.client.graph import encode_graph
 from scaler.client.object_storage_side import ClientObjectStorage, HeldTask
-from scaler.client.session_security import resolve_connection
 from scaler.client.sharing import checked_quota, checked_share, wire_priority
 from scaler.errors import ClientQuitException, ClientShutdownException
+from scaler.io.address import validate_address
 from scaler.io.sockets import TransportSecurity
 from scaler.monitor import local_schedulers
 from scaler.payload import processor_context
@@ -44,6 +45,7 @@ from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ClientID, TaskID, new_client_id, new_task_id, short
+from scaler.security.find import FoundKeys, find_keys
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +92,32 @@ class TaskOptions:
         return cls(wire_priority(priority), m.make_capabilities(capabilities), profiling)
 
 
+def scheduler_and_keys(
+    address: str | None,
+    security: TransportSecurity | None = None,
+    curve_secret_key: str | None = None,
+    curve_server_key: str | None = None,
+) -> tuple[str, FoundKeys]:
+    """The scheduler's address (None: inside a task, the task's own) and the keys `find_keys` finds for it: the key
+    files given, else `security`, else the task's worker's, else what a local server's or stack's connection file,
+    the key text variables or the user's keys say (docs/guide/security.md)."""
+    context = processor_context.current()
+    if address is None:
+        if context is None:
+            raise ValueError(
+                "Client() needs the scheduler's address, e.g. Client(address='tcp://127.0.0.1:8516'); "
+                "only a Client created inside a task finds its scheduler by itself"
+            )
+        address = context.scheduler_address
+    address = validate_address(address)
+    given = {"curve_secret_key": curve_secret_key, "curve_server_key": curve_server_key}
+    keys = find_keys(
+        "client", address, given if any(given.values()) else security,
+        inherited=context.security if context is not None else None,
+    )  # fmt: skip
+    return address, keys
+
+
 class Session:
     """One client's connection to a cluster (see the module's docstring). Thread-safe."""
 
@@ -109,25 +137,24 @@ class Session:
             checked_quota("max_running_tasks", settings.max_running_tasks),
             checked_quota("max_workers", settings.max_workers),
         )
-        connecting = resolve_connection(address, security, curve_secret_key, curve_server_key)
         self.settings = settings
-        self.address = connecting.address
-        self.security = connecting.security
+        self.address, keys = scheduler_and_keys(address, security, curve_secret_key, curve_server_key)
         self.identity = ClientID(new_client_id())
         self._story_name = short(self.identity)  #: how this client is named in its tasks' stories
         self._closed = False
         hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
         self._agent: ClientAgent[ScalerFuture] = ClientAgent(
             self.address, self.identity, hello, settings.heartbeat_interval_seconds, settings.timeout_seconds,
-            self.security, settings.scheduler_lost_grace_seconds,
+            keys, settings.scheduler_lost_grace_seconds,
         )  # fmt: skip
         reply = self._agent.start(settings.connect_timeout_seconds)
+        self.security: TransportSecurity | None = self._agent.keys.security  #: the keys that reached the scheduler
         self._storage = ClientObjectStorage(
             str(settings.object_storage_address or reply.object_storage_address), self.identity, self.security,
             settings.timeout_seconds, release=self._agent.submit,
         )  # fmt: skip
         self._encoder = TaskEncoder(
-            self.identity, settings.serializer, self._storage.objects, connecting.ship_local_modules
+            self.identity, settings.serializer, self._storage.objects, self._agent.keys.ship_local_modules
         )
         self._reader = ResultReader(settings.serializer, self._storage.connection)
         local_schedulers.note_client(self, self.address, self.security)  # the run report finds its scheduler

@@ -14,20 +14,27 @@ import logging
 import os
 import select
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scaler.client.client import refuse_tls_security_config
 from scaler.client.display import cluster_rows, html_table
 from scaler.cluster.host import ForkedHost, fork_host, import_runtime, os_thread_count
 from scaler.cluster.readiness import wait_for_scheduler
+from scaler.config.combo import combo_signature, sections_of
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, section_to_json
 from scaler.io.address import free_tcp_port_block, parse_address
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
-from scaler.io.curve import ClusterKeys, security_of
-from scaler.io.default_security import ServedAddresses, ServerSecurity
-from scaler.io.key_folder import user_keys
 from scaler.io.port_owner import address_in_use_problem
 from scaler.monitor import local_schedulers
+from scaler.security.connection_files import MONITOR_SERVICE, SCHEDULER_SERVICE, STORAGE_SERVICE
+from scaler.security.curve import security_of
+from scaler.security.find import ServedAddresses, ServerKeys
+from scaler.security.key_folder import ClusterKeys, user_keys
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from scaler.config.combo_settings import ComboSettings
 
 logger = logging.getLogger(__name__)
 
@@ -42,52 +49,32 @@ class SchedulerClusterCombo:
         object_storage_address: str | None = None,
         monitor_address: str | None = None,
         per_worker_capabilities: dict[str, int] | None = None,
-        worker_io_threads: int = 1,
-        scheduler_io_threads: int = 1,
-        max_number_of_tasks_waiting: int = -1,
-        heartbeat_interval_seconds: float = 2,
-        client_timeout_seconds: float = 60,
-        worker_timeout_seconds: float = 60,
-        object_retention_seconds: float = 60,
-        story_retention_tasks: int = 10_000,
-        story_retention_seconds: float = 3600,
-        result_retention_seconds: float = 3600,
-        task_timeout_seconds: float = 0,
-        death_timeout_seconds: float = 300,
-        load_balance_seconds: float = 1,
-        load_balance_trigger_times: int = 2,
-        garbage_collect_interval_seconds: float = 30,
-        trim_memory_threshold_bytes: int = 1 << 30,
-        per_worker_task_queue_size: int = 1000,
+        *,
         hard_processor_suspend: bool = False,
-        protected: bool = True,
         scaler_policy: Any = None,
-        event_loop: str = "builtin",
-        logging_paths: tuple[str, ...] = ("/dev/stdout",),
-        logging_level: str = "WARNING",
-        logging_config_file: str | None = None,
-        worker_manager_id: str = "combo",
         security_config: Any = None,
-        policy_engine_type: str = "simple",
-        policy_content: str = "allocate=even_load; scaling=no",
-        max_task_retries: int = 3,
-        preload: str | None = None,
         secure: bool = False,
         insecure: bool = False,
-        nested_parents: str = "thread",
         dashboard: bool | str = False,
+        **settings: Unpack[ComboSettings],
     ) -> None:
         """Every connection is authenticated and encrypted with CURVE: by default with the user's keys
         (`~/.config/scaler/keys`, which `Client(cluster.get_address())` finds by itself); `secure=True`: with keys
         made for this cluster (deleted when it stops; `Client(cluster.get_address(), **cluster.client_keys)`);
         `insecure=True`: plain TCP, with a warning (anyone who can reach the ports can submit, read and forge).
-        `nested_parents`: "thread" (a task waiting on nested tasks waits in its processor, which runs other tasks
-        meanwhile) or "process" (a processor per waiting parent); the worker flag `--nested-parents`.
         `dashboard=True` serves the web dashboard (and its `/metrics`) from this process on a free port of
         127.0.0.1; `dashboard="HOST:PORT"` on that address; `cluster.dashboard_link` is its address, which
         `repr`, the notebook display and the display of a `Client` of this cluster show.
-        `hard_processor_suspend` is accepted for the reference's callers and ignored: a waiting parent always
-        yields its slot, unsuspended."""
+        `scaler_policy`: a `PolicyConfig` (`scaler.config.section.scheduler`), instead of `policy_engine_type` and
+        `policy_content`. `hard_processor_suspend` is accepted for the reference's callers and ignored: a waiting
+        parent always yields its slot, unsuspended.
+
+        Every other keyword is a setting of the scheduler, the workers or object storage, with the meaning,
+        type and default of its flag (`ComboSettings`, docs/settings.md): `client_timeout_seconds=5`,
+        `nested_parents="process"` (a processor per waiting parent; "thread", the default, parks a task waiting
+        on nested tasks in its processor, which runs other tasks meanwhile), `scheduler_io_threads`,
+        `worker_io_threads`, `logging_level` ("WARNING" here), `policy_content` ("allocate=even_load;
+        scaling=no" here: the pool is fixed), ..."""
         refuse_tls_security_config(security_config)
         server_keys = self._choose_keys(secure, insecure)
         if isinstance(n_workers, str):  # SchedulerClusterCombo("tcp://...", ...) as some older code does
@@ -98,64 +85,23 @@ class SchedulerClusterCombo:
         scheduler_address = parse_address(address)
         if object_storage_address is None:
             object_storage_address = str(scheduler_address.with_port_offset(1))
-        if scaler_policy is not None:
-            policy_engine_type = getattr(scaler_policy, "policy_engine_type", policy_engine_type)
-            policy_content = getattr(scaler_policy, "policy_content", policy_content)
         self._address = str(scheduler_address)
         self._object_storage_address = object_storage_address
         self._monitor_address = monitor_address or str(scheduler_address.with_port_offset(2))
-        logging_paths = tuple(logging_paths)
+        declared = sections_of(_with_policy(dict(settings), scaler_policy))  # TypeError for an unknown keyword
         scheduler = SchedulerConfig(
             bind_address=self._address,
             object_storage_address=object_storage_address,
             monitor_address=self._monitor_address,
-            protected=protected,
-            max_number_of_tasks_waiting=max_number_of_tasks_waiting,
-            client_timeout_seconds=client_timeout_seconds,
-            worker_timeout_seconds=worker_timeout_seconds,
-            object_retention_seconds=object_retention_seconds,
-            story_retention_tasks=story_retention_tasks,
-            story_retention_seconds=story_retention_seconds,
-            result_retention_seconds=result_retention_seconds,
-            max_task_retries=max_task_retries,
-            load_balance_seconds=load_balance_seconds,
-            load_balance_trigger_times=load_balance_trigger_times,
-            event_loop=event_loop,
-            io_threads=scheduler_io_threads,
-            policy_engine_type=policy_engine_type,
-            policy_content=policy_content,
-            logging_paths=logging_paths,
-            logging_level=logging_level,
-            logging_config_file=logging_config_file,
-        )
-        capabilities = ",".join(
-            name if value == -1 else f"{name}={value}" for name, value in (per_worker_capabilities or {}).items()
+            **declared[SchedulerConfig],
         )
         worker = WorkerConfig(
             scheduler_address=self._address,
-            worker_manager_id=worker_manager_id,
             worker_type="FIX",
-            per_worker_capabilities=capabilities,
-            per_worker_task_queue_size=per_worker_task_queue_size,
-            heartbeat_interval_seconds=heartbeat_interval_seconds,
-            task_timeout_seconds=task_timeout_seconds,
-            death_timeout_seconds=death_timeout_seconds,
-            garbage_collect_interval_seconds=garbage_collect_interval_seconds,
-            trim_memory_threshold_bytes=trim_memory_threshold_bytes,
-            nested_parents=nested_parents,
-            io_threads=worker_io_threads,
-            event_loop=event_loop,
-            preload=preload,
-            logging_paths=logging_paths,
-            logging_level=logging_level,
-            logging_config_file=logging_config_file,
+            per_worker_capabilities=_capabilities_setting(per_worker_capabilities or {}),
+            **declared[WorkerConfig],
         )
-        storage = ObjectStorageServerConfig(
-            bind_address=object_storage_address,
-            logging_paths=logging_paths,
-            logging_level=logging_level,
-            logging_config_file=logging_config_file,
-        )
+        storage = ObjectStorageServerConfig(bind_address=object_storage_address, **declared[ObjectStorageServerConfig])
         for bound in (self._address, object_storage_address, self._monitor_address):
             problem = address_in_use_problem(bound)
             if problem is not None:  # else a cluster already there would answer our readiness probe
@@ -163,7 +109,12 @@ class SchedulerClusterCombo:
         # insecure: say so for these addresses before the workers start (they would take the user's keys while
         # the scheduler has not registered yet); the servers then register the same, for as long as they run
         self._insecure_files = ServedAddresses(
-            ServerSecurity(None, insecure=insecure), [self._address, object_storage_address, self._monitor_address]
+            ServerKeys(None, insecure=insecure),
+            {
+                SCHEDULER_SERVICE: self._address,
+                STORAGE_SERVICE: object_storage_address,
+                MONITOR_SERVICE: self._monitor_address,
+            },
         )
         self._insecure_files.register()
         # the servers without key settings use the user's keys themselves (and register connection files)
@@ -335,6 +286,24 @@ class SchedulerClusterCombo:
             self.shutdown()
         except Exception:
             pass
+
+
+# `help(SchedulerClusterCombo)` and notebooks show every declared keyword, not `**settings`
+SchedulerClusterCombo.__init__.__signature__ = combo_signature(SchedulerClusterCombo.__init__)  # type: ignore[attr-defined]
+
+
+def _with_policy(settings: dict[str, Any], scaler_policy: Any) -> dict[str, Any]:
+    """The keywords with those of a `PolicyConfig` given as `scaler_policy=` (it wins, as it always did)."""
+    if scaler_policy is not None:
+        for name in ("policy_engine_type", "policy_content"):
+            if hasattr(scaler_policy, name):
+                settings[name] = getattr(scaler_policy, name)
+    return settings
+
+
+def _capabilities_setting(capabilities: dict[str, int]) -> str:
+    """`{"linux": -1, "cpu": 8}` as the workers' setting: "linux,cpu=8"."""
+    return ",".join(name if value == -1 else f"{name}={value}" for name, value in capabilities.items())
 
 
 def _read_report(fd: int, host: Any) -> dict[str, Any]:

@@ -86,6 +86,18 @@ def build_parser(
     return parser
 
 
+def add_setting_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, section_type: type) -> None:
+    """`section_type`'s settings as flags of a parser built elsewhere (`scaler FILE`'s `[scaler]` settings), with
+    the spellings, help and kinds `build_parser` gives them; a flag not given leaves no attribute, and values stay
+    as typed (the loader validates them with the other sources)."""
+    hints = typing.get_type_hints(section_type)
+    for field in dataclasses.fields(section_type):
+        if field.metadata.get(POSITIONAL):
+            raise ValueError(f"{section_type.__name__}.{field.name}: a positional setting needs build_parser")
+        kind = _argument_kind(field, hints[field.name])
+        parser.add_argument(*option_strings(field), dest=field.name, default=argparse.SUPPRESS, **kind)
+
+
 def positional_field(section_type: type) -> dataclasses.Field[Any] | None:
     """The field given as the command's positional argument, if any (at most one)."""
     positionals = [field for field in dataclasses.fields(section_type) if field.metadata.get(POSITIONAL)]
@@ -206,9 +218,14 @@ def _default_note(field: dataclasses.Field[Any]) -> str | None:
         return "required"
     if field.default is None and "default" in str(field.metadata.get(HELP, "")):
         return None
-    if field.metadata.get(BYTE_SIZE) and isinstance(field.default, int):
-        return f"default: {format_byte_size(field.default).replace(' ', '')}"
-    return f"default: {_show_default(field.default)}"
+    return f"default: {show_default(field, field.default)}"
+
+
+def show_default(field: dataclasses.Field[Any], default: Any) -> str:
+    """A default of `field` as `-h` and docs/settings.md write it."""
+    if field.metadata.get(BYTE_SIZE) and isinstance(default, int):
+        return format_byte_size(default).replace(" ", "")
+    return _show_default(default)
 
 
 def _show_default(default: Any) -> str:

@@ -1,4 +1,17 @@
-"""How a configuration field is declared: default, help text, flag spellings and constraints.
+"""How a configuration field is declared: default, help text, flag spellings, constraints, and where else it goes.
+
+A setting is declared once, as a field of its component's section (`scaler.config.sections`); everything else
+follows from that declaration:
+
+- the long flag `--field-name` and the TOML key `field_name` (plus `short` and `aliases`): `scaler.config.cli`,
+  `scaler.config.toml_file`, and shell completion, which reads the parser;
+- the environment variables `SCALER_<SECTION>_FIELD_NAME` and `SCALER_FIELD_NAME`, the validation and its
+  messages: `scaler.config.loader`;
+- `core`: the field of the component's pure-core settings it fills (the scheduler's `CoreSettings`), copied by
+  `core_values` (a renamed field is named here, once);
+- `combo`: the keyword parameter of `SchedulerClusterCombo` that sets it (`scaler.config.combo`), with the
+  combo's own default when it differs (`combo_default`);
+- its row in docs/settings.md (`python -m scaler.config.reference`).
 
 Sections are plain frozen dataclasses so that runtime processes read them without importing
 pydantic; `scaler.config.loader` turns a section into a pydantic-settings model to load it from the
@@ -21,6 +34,10 @@ GE = "ge"
 CHOICES = "choices"
 HIDDEN = "hidden"  #: accepted but not listed in -h
 BYTE_SIZE = "byte_size"  #: an int of bytes, also given as `200MB` or `4GiB` (`scaler.config.byte_size`)
+CORE = "core"  #: the field of the component's pure-core settings this setting fills (`core_values`)
+COMBO = "combo"  #: the `SchedulerClusterCombo` keyword parameter that sets it (`scaler.config.combo`)
+COMBO_DEFAULT = "combo_default"  #: the combo's default, where it differs from the section's
+SHOWN_DEFAULT = "shown_default"  #: how docs/settings.md states a default computed on the machine ("CPU count")
 
 #: Words a boolean setting accepts as its value (case-insensitive), e.g. `-p False`, `--protected=yes`.
 BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0", "t", "f", "y", "n"})
@@ -38,7 +55,14 @@ def setting(
     choices: Sequence[str] | None = None,
     hidden: bool = False,
     byte_size: bool = False,
+    core: str | bool = False,
+    combo: str | bool = False,
+    combo_default: Any = dataclasses.MISSING,
+    shown_default: str | None = None,
 ) -> Any:
+    """A section field. `core`: it fills the field of that name of the component's core settings (True: the same
+    name). `combo`: `SchedulerClusterCombo` takes it as the keyword of that name (True: the same name), with
+    `combo_default` as its default when that differs from `default`."""
     metadata: dict[str, Any] = {HELP: help, SHORT: tuple(short), ALIASES: tuple(aliases), POSITIONAL: positional}
     if gt is not None:
         metadata[GT] = gt
@@ -50,9 +74,42 @@ def setting(
         metadata[HIDDEN] = True
     if byte_size:
         metadata[BYTE_SIZE] = True
+    if shown_default is not None:
+        metadata[SHOWN_DEFAULT] = shown_default
+    if core:
+        metadata[CORE] = core
+    if combo:
+        metadata[COMBO] = combo
+        if combo_default is not dataclasses.MISSING:
+            metadata[COMBO_DEFAULT] = combo_default
+    elif combo_default is not dataclasses.MISSING:
+        raise TypeError("combo_default is only for a setting the combo takes (combo=...)")
     if isinstance(default, (list, dict, set)):
         raise TypeError("use a tuple (immutable) default for a setting")
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def core_name(field: dataclasses.Field[Any]) -> str | None:
+    """The name of the core settings' field this setting fills, or None."""
+    core = field.metadata.get(CORE)
+    return None if not core else field.name if core is True else str(core)
+
+
+def combo_name(field: dataclasses.Field[Any]) -> str | None:
+    """The `SchedulerClusterCombo` keyword that sets this setting, or None."""
+    combo = field.metadata.get(COMBO)
+    return None if not combo else field.name if combo is True else str(combo)
+
+
+def core_values(section: Any) -> dict[str, Any]:
+    """{core settings field: value} for every setting of `section` declared with `core`: the one copy of a
+    section into its component's core settings (`scaler.scheduler.process.core_settings_of`)."""
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(section):
+        name = core_name(field)
+        if name is not None:
+            values[name] = getattr(section, field.name)
+    return values
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,6 +35,7 @@ from pydantic_settings.exceptions import SettingsError
 
 from scaler.config.byte_size import ACCEPTED_FORMS, parse_byte_size
 from scaler.config.cli import CONFIG_DEST, RETIRED_DEST, build_parser, flag_label
+from scaler.config.commands import Command
 from scaler.config.completion import is_completing, offer_completion, worker_manager_completion_parser
 from scaler.config.fields import BYTE_SIZE, CHOICES, GE, GT, POSITIONAL
 from scaler.config.manager_types import MANAGER_TYPES
@@ -61,6 +62,7 @@ __all__ = [
     "ConfigError",
     "LauncherFile",
     "build_parser",
+    "load_command",
     "load_launcher_file",
     "load_section",
     "load_section_with_extras",
@@ -71,6 +73,28 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+def load_command(
+    command: Command[T],
+    argv: Sequence[str] | None,
+    extra_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+    *,
+    name: str | None = None,
+    toml_sections: Sequence[str] | None = None,
+) -> tuple[T, argparse.Namespace]:
+    """The section of `command` (a row of `commands.COMMANDS`) from `argv`, and the values of the arguments
+    `extra_arguments` added. `name`: another name the command runs under (`scaler_ui`), which reads
+    `toml_sections` instead. On any problem: one message on stderr, exit code 2."""
+    return load_section_with_extras(
+        command.section,
+        argv,
+        prog=name or command.prog,
+        description=command.description,
+        toml_sections=command.toml_sections if toml_sections is None else toml_sections,
+        env_section=command.environment_section,
+        extra_arguments=extra_arguments,
+    )
 
 
 def load_section(
@@ -265,20 +289,26 @@ class LauncherFile:
     launcher: LauncherConfig = dataclasses.field(default_factory=LauncherConfig)
 
 
-def load_launcher_file(path: str) -> LauncherFile:
+def load_launcher_file(path: str, launcher_flags: Mapping[str, Any] | None = None) -> LauncherFile:
     """Read every section `scaler FILE` starts; environment variables apply as for the single commands.
-    Raises ConfigError (the launcher prints it) when anything is wrong, before anything starts."""
+    `launcher_flags`: the `[scaler]` settings given on the command line (`cli.add_setting_flags`), which override
+    the environment and the file. Raises ConfigError (the launcher prints it) when anything is wrong, before
+    anything starts."""
     document = read_toml_file(path)
     notices: list[str] = []
 
-    def table(section_type: type[T], name: str) -> T | None:
-        if name not in document:
+    def table(section_type: type[T], name: str, flags: Mapping[str, Any] | None = None) -> T | None:
+        toml = None
+        if name in document:
+            spec = SectionSpec(name)
+            found = _find_single(document, path, spec)
+            toml = section_from_table(section_type, found, path=path, label=spec.label)
+            notices.extend(toml.notices)
+        elif flags is None:
             return None
-        spec = SectionSpec(name)
-        found = _find_single(document, path, spec)
-        toml = section_from_table(section_type, found, path=path, label=spec.label)
-        notices.extend(toml.notices)
-        return section_from_sources(section_type, toml=toml, env_section=name, section_label=spec.label)
+        return section_from_sources(
+            section_type, cli_values=flags, toml=toml, env_section=name, section_label=f"[{name}]"
+        )
 
     scheduler = table(SchedulerConfig, "scheduler")
     launcher = LauncherFile(
@@ -288,7 +318,7 @@ def load_launcher_file(path: str) -> LauncherFile:
         gui=table(GUIConfig, "gui") or table(GUIConfig, "webui"),
         security=table(StackSecurityConfig, "security"),
         notices=tuple(notices),
-        launcher=table(LauncherConfig, "scaler") or section_from_sources(LauncherConfig, env_section="scaler"),
+        launcher=table(LauncherConfig, "scaler", launcher_flags or {}) or LauncherConfig(),
     )
     if not (launcher.object_storage_server or launcher.scheduler or launcher.worker_managers or launcher.gui):
         raise ConfigError(f"{path} has none of [object_storage_server], [scheduler], [[worker_manager]], [gui]")

@@ -37,12 +37,17 @@ class NestedParents(Enum):
 
 @dataclass(frozen=True, kw_only=True)
 class LoggingSettings:
-    logging_level: str = setting("INFO", help="log level", short=("-ll",), choices=LOGGING_LEVELS)
+    logging_level: str = setting(
+        "INFO", help="log level", short=("-ll",), choices=LOGGING_LEVELS, combo=True, combo_default="WARNING"
+    )
     logging_paths: tuple[str, ...] = setting(
-        ("/dev/stdout",), help="where logs go: /dev/stdout, /dev/stderr or file paths", short=("-lp",)
+        ("/dev/stdout",), help="where logs go: /dev/stdout, /dev/stderr or file paths", short=("-lp",), combo=True
     )
     logging_config_file: str | None = setting(
-        None, help="a Python logging .conf file; overrides the other logging settings", short=("-lcf", "-lc")
+        None,
+        help="a Python logging .conf file; overrides the other logging settings",
+        short=("-lcf", "-lc"),
+        combo=True,
     )
     logging_format: str = setting(
         "text",
@@ -65,7 +70,7 @@ class CurveClientSettings:
 @dataclass(frozen=True, kw_only=True)
 class CurveServerSettings:
     """Keys of a server (scheduler, object storage): docs/security.md. With none, the user's keys
-    (`scaler.io.default_security`)."""
+    (`scaler.security.find`)."""
 
     curve_secret_key: str | None = setting(
         None, help="the servers' CURVE secret key file (server.key_secret, from scaler_keygen)"
@@ -133,37 +138,64 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
         None, help="where status snapshots are published (default: scheduler port + 2)", short=("-ma",)
     )
     status_report_interval_seconds: float = setting(
-        1.0, help="period of the status snapshots on the monitor address", short=("-sri",), gt=0
+        1.0,
+        help="period of the status snapshots on the monitor address",
+        short=("-sri",),
+        gt=0,
+        core="status_interval_seconds",
     )
     metrics_address: str | None = setting(
         None, help="HOST:PORT where the scheduler serves /metrics for Prometheus itself (default: not served)"
     )
     protected: bool = setting(
-        True, help="refuse clients' requests to shut the cluster down (-p False allows them)", short=("-p",)
+        True,
+        help="refuse clients' requests to shut the cluster down (-p False allows them)",
+        short=("-p",),
+        core=True,
+        combo=True,
     )
     max_number_of_tasks_waiting: int = setting(
-        -1, help="queued tasks allowed while no worker has room; -1 for no limit", short=("-mt",), ge=-1
+        -1,
+        help="queued tasks allowed while no worker has room; -1 for no limit",
+        short=("-mt",),
+        ge=-1,
+        core="max_tasks_waiting",
+        combo=True,
     )
     client_timeout_seconds: float = setting(
-        60, help="drop a client silent this long and cancel its tasks", short=("-ct",), gt=0
+        60, help="drop a client silent this long and cancel its tasks", short=("-ct",), gt=0, core=True, combo=True
     )
+    max_clients: int = setting(
+        0, help="the most clients connected at once; one more is refused when it connects, with an error naming this "
+        "limit (a client that leaves makes room; jobs outlive their clients and do not count); 0: no limit",
+        ge=0, core=True, combo=True,
+    )  # fmt: skip
     worker_timeout_seconds: float = setting(
-        60, help="drop a worker silent this long and re-dispatch its tasks", short=("-wt",), gt=0
+        60,
+        help="drop a worker silent this long and re-dispatch its tasks",
+        short=("-wt",),
+        gt=0,
+        core=True,
+        combo=True,
     )
     worker_manager_timeout_seconds: float = setting(
-        10, help="forget a worker manager silent this long", short=("-wmt",), gt=0
+        10, help="forget a worker manager silent this long", short=("-wmt",), gt=0, core="manager_timeout_seconds"
     )
     object_retention_seconds: float = setting(
         60,
         help="keep the objects of a departed client this long before deleting them; 0: at once",
         short=("-ot",),
         ge=0,
+        core=True,
+        combo=True,
     )
     result_retention_seconds: float = setting(
         3600,
         help="keep a job's results (Client.map_job) this long after the job ended, then free them",
         short=("-rrt",),
         ge=0,
+        core=True,
+        combo=True,
     )
     job_result_quota_bytes: int = setting(
         0,
@@ -171,29 +203,54 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
         "result over it is refused with an error naming the quota; 0: no quota (sharing.toml may set one per key)",
         short=("-jrq",),
         ge=0,
+        core=True,
     )
     max_task_retries: int = setting(
         3, help="times a task is re-dispatched after its worker died before it fails with WorkerDiedError",
-        short=("-mtr",), ge=0,
+        short=("-mtr",), ge=0, core=True, combo=True,
     )  # fmt: skip
     story_retention_tasks: int = setting(
         10_000, help="finished tasks whose story (future.story()) is kept, the oldest forgotten first; 0: no stories",
-        ge=0,
+        ge=0, core=True, combo=True,
     )  # fmt: skip
     story_retention_seconds: float = setting(
-        3600, help="how long a finished task's story is kept at most; 0: no time bound (only the count)", ge=0
+        3600,
+        help="how long a finished task's story is kept at most; 0: no time bound (only the count)",
+        ge=0,
+        core=True,
+        combo=True,
     )
-    load_balance_seconds: float = setting(1, help="period of load balancing; 0 or negative disables it", short=("-ls",))
+    load_balance_seconds: float = setting(
+        1, help="period of load balancing; 0 or negative disables it", short=("-ls",), core=True, combo=True
+    )
     load_balance_trigger_times: int = setting(
-        2, help="identical balance decisions in a row needed before tasks move", short=("-lbt",), gt=0
+        2,
+        help="identical balance decisions in a row needed before tasks move",
+        short=("-lbt",),
+        gt=0,
+        core=True,
+        combo=True,
     )
-    event_loop: str = setting("builtin", help="asyncio loop flavour", short=("-el", "-e"), choices=EVENT_LOOPS)
-    io_threads: int = setting(1, help="ZeroMQ I/O threads", short=("-it", "-wit"), aliases=("worker_io_threads",), gt=0)
+    event_loop: str = setting(
+        "builtin", help="asyncio loop flavour", short=("-el", "-e"), choices=EVENT_LOOPS, combo=True
+    )
+    io_threads: int = setting(
+        1,
+        help="ZeroMQ I/O threads",
+        short=("-it", "-wit"),
+        aliases=("worker_io_threads",),
+        gt=0,
+        combo="scheduler_io_threads",
+    )
     policy_engine_type: str = setting(
-        "simple", help="scaling policy engine", short=("-et",), choices=("simple", "waterfall_v1")
+        "simple", help="scaling policy engine", short=("-et",), choices=("simple", "waterfall_v1"), combo=True
     )
     policy_content: str = setting(
-        "allocate=even_load; scaling=vanilla", help="policy of the engine (see docs/scaling.md)", short=("-pc",)
+        "allocate=even_load; scaling=vanilla",
+        help="policy of the engine (see docs/scaling.md)",
+        short=("-pc",),
+        combo=True,
+        combo_default="allocate=even_load; scaling=no",
     )
 
 
@@ -208,16 +265,16 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         "", help='capabilities each worker advertises, e.g. "linux,cpu=8"', short=("-pwc",)
     )
     per_worker_task_queue_size: int = setting(
-        1000, help="most tasks a worker holds at once (running plus prefetched)", short=("-wtqs",), gt=0
+        1000, help="most tasks a worker holds at once (running plus prefetched)", short=("-wtqs",), gt=0, combo=True
     )
     heartbeat_interval_seconds: float = setting(
-        2, help="worker heartbeat period", short=("-his", "-hi"), aliases=("heartbeat_interval",), gt=0
+        2, help="worker heartbeat period", short=("-his", "-hi"), aliases=("heartbeat_interval",), gt=0, combo=True
     )
     task_timeout_seconds: float = setting(
-        0, help="stop a task running longer than this; 0 for no limit", short=("-tts",), ge=0
+        0, help="stop a task running longer than this; 0 for no limit", short=("-tts",), ge=0, combo=True
     )
     death_timeout_seconds: float = setting(
-        300, help="a worker without scheduler contact this long exits", short=("-dts", "-ds"), gt=0
+        300, help="a worker without scheduler contact this long exits", short=("-dts", "-ds"), gt=0, combo=True
     )
     scheduler_lost_grace_seconds: float = setting(
         60,
@@ -226,7 +283,7 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         ge=0,
     )
     garbage_collect_interval_seconds: float = setting(
-        30, help="period of garbage collection in processors", short=("-gc",), gt=0
+        30, help="period of garbage collection in processors", short=("-gc",), gt=0, combo=True
     )
     trim_memory_threshold_bytes: int = setting(
         1 << 30,
@@ -234,6 +291,7 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         short=("-tm",),
         ge=0,
         byte_size=True,
+        combo=True,
     )
     nested_parents: str = setting(
         "thread",
@@ -241,13 +299,23 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         "tasks meanwhile (no process per waiting parent; if that processor crashes or is stopped for another task, "
         "the parent runs again within the retry budget); 'process' keeps a processor per waiting parent",
         choices=tuple(mode.value for mode in NestedParents),
+        combo=True,
     )
     io_threads: int = setting(
-        1, help="ZeroMQ I/O threads per worker", short=("-it", "-wit"), aliases=("worker_io_threads",), gt=0
+        1,
+        help="ZeroMQ I/O threads per worker",
+        short=("-it", "-wit"),
+        aliases=("worker_io_threads",),
+        gt=0,
+        combo="worker_io_threads",
     )
-    event_loop: str = setting("builtin", help="asyncio loop flavour", short=("-el", "-e"), choices=EVENT_LOOPS)
+    event_loop: str = setting(
+        "builtin", help="asyncio loop flavour", short=("-el", "-e"), choices=EVENT_LOOPS, combo=True
+    )
     preload: str | None = setting(
-        None, help='"pkg.mod:func" or "pkg.mod:func(\'x\', debug=False)", run once per processor before any task'
+        None,
+        help='"pkg.mod:func" or "pkg.mod:func(\'x\', debug=False)", run once per processor before any task',
+        combo=True,
     )
 
 
@@ -256,7 +324,9 @@ class WorkerConfig(WorkerSettings):
     """One worker process (`scaler_worker`, and what pools and managers start)."""
 
     scheduler_address: str = setting(help="scheduler to connect to", positional=True)
-    worker_manager_id: str = setting("", help="manager this worker belongs to", short=("-wmi",))
+    worker_manager_id: str = setting(
+        "", help="manager this worker belongs to", short=("-wmi",), combo=True, combo_default="combo"
+    )
     worker_type: str = setting("FIX", help="prefix of the worker id, e.g. FIX, NAT, ECS")
 
 
@@ -267,6 +337,7 @@ class ClusterConfig(WorkerSettings):
     scheduler_address: str = setting(help="scheduler the workers connect to", positional=True)
     num_of_workers: int = setting(
         max(1, (os.cpu_count() or 2) - 1),
+        shown_default="CPU count - 1",
         help="number of workers",
         short=("-n", "-mtc"),
         aliases=("max_task_concurrency",),  # the 1.24 spelling
@@ -289,6 +360,7 @@ class WorkerManagerSettings(WorkerSettings):
     )
     max_task_concurrency: int = setting(
         os.cpu_count() or 1,
+        shown_default="CPU count",
         help="most workers at once; -1 for no limit",
         short=("-mtc", "-mw"),
         aliases=("max_workers",),  # -mw/--max-workers: the 1.12-1.15 worker adapters
@@ -333,6 +405,7 @@ class NativeWorkerManagerConfig(WorkerManagerSettings):
 
     max_task_concurrency: int = setting(
         os.cpu_count() or 1,
+        shown_default="CPU count",
         help="most workers at once (-1: no limit); the exact pool size in fixed mode",
         short=("-mtc", "-mw", "-n"),
         aliases=("num_of_workers", "max_workers"),

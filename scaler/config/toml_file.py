@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from scaler.config.commands import known_tables
 from scaler.config.fields import ALIASES
 from scaler.config.sections import GUIConfig, SchedulerConfig, retired_settings
 
@@ -28,17 +29,10 @@ class ConfigError(Exception):
     """A configuration the user must fix. The message is complete: it says what is wrong and where."""
 
 
-#: Every table some command or the launcher reads. A file may hold the sections of several components (the
-#: seeds' unified file); any other table is a mistake (a misspelt `[schedular]` would otherwise be ignored).
-KNOWN_SECTIONS = frozenset(
-    {
-        "scheduler", "object_storage_server", "worker_manager", "cluster", "worker", "top", "gui", "webui", "security",
-        "scaler",
-        # 1.x worker managers and adapters, still read by `scaler_worker_manager <type> -c`
-        "native_worker_manager", "native_worker_adapter", "fixed_native_worker_adapter", "ecs_worker_manager",
-        "ecs_worker_adapter", "aws_hpc_worker_manager", "symphony_worker_manager", "symphony_worker_adapter",
-    }
-)  # fmt: skip
+#: Every table some command or the launcher reads (`commands.known_tables`). A file may hold the sections of several
+#: components (the seeds' unified file); any other table is a mistake (a misspelt `[schedular]` would otherwise be
+#: ignored).
+KNOWN_SECTIONS = known_tables()
 
 
 def read_toml_file(path: str) -> dict[str, Any]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from scaler.config.loader import load_section
+from scaler.config.commands import CLUSTER
+from scaler.config.loader import load_command
 from scaler.config.sections import ClusterConfig, WorkerConfig
 
 
@@ -16,13 +17,7 @@ def worker_config_of(cluster: ClusterConfig) -> WorkerConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = load_section(
-        ClusterConfig,
-        argv,
-        prog="scaler_cluster",
-        description="Start a fixed pool of workers on this machine, connected to a scheduler.",
-        toml_sections=["cluster"],
-    )
+    config, _ = load_command(CLUSTER, argv)
     from scaler.config.logging_setup import setup_logging
     from scaler.worker_manager.baremetal_native.fixed_pool import run_worker_pool
 

@@ -8,20 +8,13 @@ import argparse
 import dataclasses
 from collections.abc import Sequence
 
-from scaler.config.loader import load_section_with_extras
+from scaler.config.commands import GUI
+from scaler.config.loader import load_command
 from scaler.config.sections import GUIConfig
-
-DESCRIPTION = (
-    "Serve a live web dashboard of a scheduler (page at /, Prometheus metrics at /metrics). It listens on "
-    "127.0.0.1 only; to reach it from other machines give a public host (--gui-address 0.0.0.0:50001, or "
-    "--host 0.0.0.0) and protect it: anyone who reaches it sees the cluster's workers, clients and tasks."
-)
 
 
 def gui_main(argv: Sequence[str] | None = None) -> int:
-    config, _ = load_section_with_extras(
-        GUIConfig, argv, prog="scaler_gui", description=DESCRIPTION, toml_sections=["gui", "webui"]
-    )
+    config, _ = load_command(GUI, argv)
     return _run(config)
 
 
@@ -30,10 +23,7 @@ def ui_main(argv: Sequence[str] | None = None) -> int:
         parser.add_argument("--host", "--web-host", dest="web_host", default=None, help="host to listen on")
         parser.add_argument("--port", "--web-port", dest="web_port", type=int, default=None, help="port to listen on")
 
-    config, extras = load_section_with_extras(
-        GUIConfig, argv, prog="scaler_ui", description=DESCRIPTION, toml_sections=["webui", "gui"],
-        env_section="gui", extra_arguments=web_flags,
-    )  # fmt: skip
+    config, extras = load_command(GUI, argv, web_flags, name="scaler_ui", toml_sections=["webui", "gui"])
     host, _, port = config.gui_address.rpartition(":")
     if extras.web_host is not None or extras.web_port is not None:
         address = f"{extras.web_host or host}:{extras.web_port or port}"

@@ -8,9 +8,12 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
+from scaler.config.cli import add_setting_flags
 from scaler.config.completion import SHELLS, offer_completion
+from scaler.config.sections import LauncherConfig
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.version import __version__
 
@@ -49,9 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--down", action="store_true",
         help="start nothing: list and terminate what the file's cloud worker managers left in the cloud",
     )  # fmt: skip
-    parser.add_argument("--hub", choices=("local", "cloud"), help="[scaler] hub: where the scheduler runs")
-    parser.add_argument("--idle-shutdown-seconds", type=float, help="[scaler] idle_shutdown_seconds")
-    parser.add_argument("--no-client-shutdown-seconds", type=float, help="[scaler] no_client_shutdown_seconds")
+    launcher_settings = parser.add_argument_group("the file's [scaler] settings (flags override the file)")
+    add_setting_flags(launcher_settings, LauncherConfig)
     offer_completion(parser)
     arguments = parser.parse_args(argv)
     if arguments.completion is not None:
@@ -65,7 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from scaler.config.loader import ConfigError, load_launcher_file
 
     try:
-        file = _with_flags(load_launcher_file(arguments.file), arguments)
+        flags = {
+            field.name: getattr(arguments, field.name) for field in fields(LauncherConfig) if field.name in arguments
+        }
+        file = load_launcher_file(arguments.file, flags)
         if file.security is not None:
             from scaler.cluster.stack_security import check_stack_keys
 
@@ -93,25 +98,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return take_down(file)
     return Launcher(file, path=arguments.file).run()
-
-
-def _with_flags(file: Any, arguments: argparse.Namespace) -> Any:
-    """The file's [scaler] section with the flags given on the command line applied."""
-    import dataclasses
-
-    changes = {
-        name: value
-        for name in ("hub", "idle_shutdown_seconds", "no_client_shutdown_seconds")
-        if (value := getattr(arguments, name)) is not None
-    }
-    for name in ("idle_shutdown_seconds", "no_client_shutdown_seconds"):
-        if changes.get(name, 0) < 0:
-            from scaler.config.loader import ConfigError
-
-            raise ConfigError(f"--{name.replace('_', '-')} {changes[name]:g}: must be 0 (never) or more")
-    if not changes:
-        return file
-    return dataclasses.replace(file, launcher=dataclasses.replace(file.launcher, **changes))
 
 
 def _with_logging_format(file: Any, logging_format: str) -> Any:

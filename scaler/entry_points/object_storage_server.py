@@ -5,18 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scaler.config.loader import load_section
-from scaler.config.sections import ObjectStorageServerConfig
+from scaler.config.commands import OBJECT_STORAGE_SERVER
+from scaler.config.loader import load_command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = load_section(
-        ObjectStorageServerConfig,
-        argv,
-        prog="scaler_object_storage_server",
-        description="Run the object storage server: it holds task inputs and results.",
-        toml_sections=["object_storage_server"],
-    )
+    config, _ = load_command(OBJECT_STORAGE_SERVER, argv)
     from scaler.object_storage.server import run_object_storage_server
 
     return run_object_storage_server(config)

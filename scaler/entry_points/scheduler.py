@@ -5,18 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scaler.config.loader import load_section
-from scaler.config.sections import SchedulerConfig
+from scaler.config.commands import SCHEDULER
+from scaler.config.loader import load_command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = load_section(
-        SchedulerConfig,
-        argv,
-        prog="scaler_scheduler",
-        description="Run the scheduler: clients, workers and worker managers connect to its address.",
-        toml_sections=["scheduler"],
-    )
+    config, _ = load_command(SCHEDULER, argv)
     from scaler.config.logging_setup import setup_logging
     from scaler.scheduler.process import run_scheduler
 

@@ -6,21 +6,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from scaler.config.loader import load_section
-from scaler.config.sections import TopConfig
+from scaler.config.commands import TOP
+from scaler.config.loader import load_command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = load_section(
-        TopConfig,
-        argv,
-        prog="scaler_top",
-        description=(
-            "Watch a scheduler: its tasks, messages and workers, live. The scheduler logs its monitor address at "
-            "start (its port + 2 by default). Sort keys are shown on screen; q or Ctrl-C quits."
-        ),
-        toml_sections=["top"],
-    )
+    config, _ = load_command(TOP, argv)
     from scaler.io.address import AddressError, parse_address
 
     try:
@@ -28,16 +19,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AddressError as error:
         print(f"scaler_top: error: {error}", file=sys.stderr)
         return 2
-    from scaler.io.curve import KeyFileError
-    from scaler.io.default_security import connecting_security
     from scaler.monitor.top import run_top
+    from scaler.security.find import find_keys
+    from scaler.security.key_files import KeyFileError
 
     try:  # no key setting: those a local scheduler or stack registered for the address (docs/guide/security.md)
-        security = connecting_security(config, config.monitor_address, "client")
+        keys = find_keys("client", config.monitor_address, config)
     except KeyFileError as error:
         print(f"scaler_top: error: {error}", file=sys.stderr)
         return 2
-    return run_top(config.monitor_address, config.timeout, security)
+    return run_top(config.monitor_address, config.timeout, keys)
 
 
 if __name__ == "__main__":

@@ -5,18 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scaler.config.loader import load_section
-from scaler.config.sections import WorkerConfig
+from scaler.config.commands import WORKER
+from scaler.config.loader import load_command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = load_section(
-        WorkerConfig,
-        argv,
-        prog="scaler_worker",
-        description="Run one worker connected to a scheduler.",
-        toml_sections=["worker"],
-    )
+    config, _ = load_command(WORKER, argv)
     from scaler.config.logging_setup import setup_logging
     from scaler.worker.process import run_worker
 

@@ -9,19 +9,21 @@ import signal
 
 import zmq
 
+from scaler.config.fields import core_values
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_from_json
 from scaler.io.address import AddressError, parse_address
-from scaler.io.curve import KeyFileError
-from scaler.io.default_security import ServedAddresses, ServerSecurity, server_security
 from scaler.io.event_loop import new_event_loop
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, TransportSecurity
-from scaler.policy.content import Allocation
+from scaler.policy.registry import PolicyConfig
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.handshake import local_python_version
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
-from scaler.scheduler.scaling_hook import make_scaling_hook
+from scaler.scheduler.scaling_hook import policy_config, scaling_hook_of
 from scaler.scheduler.storage_child import StorageChild
+from scaler.security.connection_files import MONITOR_SERVICE, SCHEDULER_SERVICE, STORAGE_SERVICE
+from scaler.security.find import ServedAddresses, ServerKeys, server_keys
+from scaler.security.key_files import KeyFileError
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +42,7 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
     """Run a scheduler until it stops; its exit code. `security` secures every socket it binds or connects
     (None: the CURVE keys of its settings; without any, the user's keys, unless `insecure`)."""
     try:
-        resolved = ServerSecurity(security) if security is not None else server_security(config, "the scheduler")
+        resolved = ServerKeys(security) if security is not None else server_keys(config, "the scheduler")
         security = resolved.security
         bind, monitor, storage = derived_addresses(config)
     except (AddressError, KeyFileError) as error:
@@ -82,30 +84,12 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
                 )
             _check_object_storage(storage, security)
         advertised = config.advertised_object_storage_address or str(parse_address(storage).connectable())
-        settings = CoreSettings(
-            scheduler_address=bind,
-            object_storage_address=advertised,
-            python_version=local_python_version(),
-            protected=config.protected,
-            client_timeout_seconds=config.client_timeout_seconds,
-            worker_timeout_seconds=config.worker_timeout_seconds,
-            manager_timeout_seconds=config.worker_manager_timeout_seconds,
-            max_task_retries=config.max_task_retries,
-            max_tasks_waiting=config.max_number_of_tasks_waiting,
-            status_interval_seconds=config.status_report_interval_seconds,
-            allocate=allocation_of(config),
-            load_balance_seconds=config.load_balance_seconds,
-            load_balance_trigger_times=config.load_balance_trigger_times,
-            object_retention_seconds=config.object_retention_seconds,
-            story_retention_tasks=config.story_retention_tasks,
-            story_retention_seconds=config.story_retention_seconds,
-            result_retention_seconds=config.result_retention_seconds,
-            job_result_quota_bytes=config.job_result_quota_bytes,
-            instance_id=os.urandom(8),
+        policy = policy_config(config.policy_engine_type, config.policy_content)  # the one parse of the policy
+        settings = core_settings_of(config, bind, advertised, policy, instance_id=os.urandom(8))
+        core = SchedulerCore(settings, scaling_hook_of(policy, settings.manager_timeout_seconds))
+        served = ServedAddresses(
+            resolved, {SCHEDULER_SERVICE: bind, MONITOR_SERVICE: monitor}, known={STORAGE_SERVICE: storage}
         )
-        hook = make_scaling_hook(config.policy_engine_type, config.policy_content, settings.manager_timeout_seconds)
-        core = SchedulerCore(settings, hook)
-        served = ServedAddresses(resolved, [bind, monitor])
         sockets = SocketFactory(config.io_threads, security)
         return _serve(core, config, bind, monitor, storage, storage_child, sockets, served)
     except (ValueError, RuntimeError) as error:
@@ -116,10 +100,27 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
             storage_child.stop()
 
 
-def allocation_of(config: SchedulerConfig) -> Allocation:
-    from scaler.scheduler.scaling_hook import allocation_policy
+#: The fields of `CoreSettings` that no setting declares (`core=` in `scaler.config.sections`): what the process
+#: finds out at start. tests/unit/test_config_declarations.py checks that every other field is declared.
+RUNTIME_CORE_FIELDS = frozenset(
+    {"scheduler_address", "object_storage_address", "python_version", "allocate", "instance_id",
+     "heartbeat_interval_seconds"}
+)  # fmt: skip
 
-    return allocation_policy(config.policy_engine_type, config.policy_content)
+
+def core_settings_of(
+    config: SchedulerConfig, bind: str, advertised_storage: str, policy: PolicyConfig, *, instance_id: bytes
+) -> CoreSettings:
+    """The core's settings: every scheduler setting declared with `core=` (`fields.core_values`), and what only
+    the process knows (`RUNTIME_CORE_FIELDS`; the peers' heartbeat period keeps the core's default)."""
+    return CoreSettings(
+        scheduler_address=bind,
+        object_storage_address=advertised_storage,
+        python_version=local_python_version(),
+        allocate=policy.allocate,
+        instance_id=instance_id,
+        **core_values(config),
+    )
 
 
 def _serve(

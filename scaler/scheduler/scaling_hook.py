@@ -51,7 +51,12 @@ def allocation_policy(engine_type: str, content: str) -> Allocation:
 def make_scaling_hook(engine_type: str, content: str, manager_timeout_seconds: float = 10.0) -> ScalingHook | None:
     """The hook the scheduler core calls on manager heartbeats; None when the policy never scales.
     `manager_timeout_seconds`: the scheduler's; a manager silent that long gets no workers from the policy."""
-    policy = policy_config(engine_type, content).scaling
+    return scaling_hook_of(policy_config(engine_type, content), manager_timeout_seconds)
+
+
+def scaling_hook_of(config: PolicyConfig, manager_timeout_seconds: float = 10.0) -> ScalingHook | None:
+    """`make_scaling_hook` for a policy already parsed (the scheduler parses its policy settings once)."""
+    policy = config.scaling
     if isinstance(policy, NoScaling):
         return None
     logger.info("scaling policy: %s", policy.name)

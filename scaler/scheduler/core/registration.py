@@ -1,9 +1,10 @@
 """Registration: a peer's Hello, checked for compatibility and turned into a client, worker or manager record.
 
-A connection registers as one role only; a client's share must be a positive number; a manager id is held by one
-connection at a time. A worker that registers again still holding tasks is re-attached: tasks this instance knows
-go back to it, tasks from before a restart wait in `reattachment.py` for their clients. Pure, like the core it
-belongs to: it reads the core's time and writes effects through it.
+A connection registers as one role only; a client's share must be a positive number; at most `max_clients` clients
+at once (0: any number); a manager id is held by one connection at a time. A worker that registers again still
+holding tasks is re-attached: tasks this instance knows go back to it, tasks from before a restart wait in
+`reattachment.py` for their clients. Pure, like the core it belongs to: it reads the core's time and writes effects
+through it.
 """
 
 from __future__ import annotations
@@ -72,6 +73,12 @@ class Registration:
 
     def _register_client(self, peer: PeerID, hello: m.Hello, info: m.ClientInfo) -> str | None:
         core, now = self._core, self._core.now
+        limit = core.settings.max_clients
+        if limit and peer not in core.clients and len(core.clients) >= limit:
+            return (
+                f"the scheduler serves at most {limit} client(s) at once (its max_clients setting, --max-clients) "
+                f"and {len(core.clients)} are connected; try again when one has closed"
+            )
         if not (math.isfinite(info.share) and info.share > 0):
             return f"a client's share must be a positive number, not {info.share!r}"
         core.tasks.queue.shares[ClientID(peer)] = info.share

@@ -56,6 +56,7 @@ class CoreSettings:
     python_version: str  #: the scheduler's own; peers must share major.minor
     protected: bool = False
     client_timeout_seconds: float = 60
+    max_clients: int = 0  #: the most clients registered at once; 0: no limit (registration.py)
     worker_timeout_seconds: float = 60
     manager_timeout_seconds: float = 10
     max_task_retries: int = 3
