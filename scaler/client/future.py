@@ -153,9 +153,9 @@ class ScalerFuture(concurrent.futures.Future[T]):
                 self.set_running_or_notify_cancel()
         return True
 
-    def _abandon(self) -> None:
-        """Ask the scheduler to cancel the task, without waiting, and wake whoever waits on this future now (a
-        parked parent that is being stopped)."""
+    def abandon(self) -> None:
+        """Ask the scheduler to cancel the task, without waiting, and wake whoever waits on this future now (what the
+        processor does to the futures of a parked parent that is being stopped)."""
         if self.done():
             return
         if self._request_cancel is not None:

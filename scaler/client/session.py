@@ -25,7 +25,7 @@ import os
 import socket
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from scaler.client.agent import ClientAgent
 from scaler.client.future import ScalerFuture
@@ -75,10 +75,9 @@ class SessionSettings:
     max_workers: int | None = None
 
 
-@dataclass(frozen=True)
-class TaskOptions:
+class TaskOptions(NamedTuple):
     """How the tasks of one submission travel: their priority on the wire (the user's and the nesting depth,
-    `client/sharing.py`), capabilities, and profiling (None: the session's)."""
+    `client/sharing.py`), capabilities, and profiling (None: the session's). A tuple: one is made per submit."""
 
     priority: int = 0
     capabilities: m.Capabilities = ()
