@@ -164,9 +164,9 @@ class Client:
         priority: int | None = None,
     ) -> ScalerFuture[R]:
         """`priority`: higher runs first (an int; nested tasks keep their parent's unless they name one)."""
-        self._session.check_open()
-        options = TaskOptions.of(priority, capabilities, profiling)
-        return self._session.submit(fn, args, kwargs, options, refresh=reserialize)
+        return self._session.submit(
+            fn, args, kwargs, priority=priority, capabilities=capabilities, profiling=profiling, refresh=reserialize
+        )
 
     @overload
     def map(

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from scaler.client.future import ScalerFuture
 from scaler.client.map_chunks import run_chunk
 from scaler.client.map_stream import chunks_in_flight
-from scaler.client.session import Session, TaskOptions
+from scaler.client.session import Session
 
 if TYPE_CHECKING:
     from scaler.client.client import Client
@@ -53,8 +53,7 @@ class ScalerExecutor(concurrent.futures.Executor):
         with self._lock:
             if self._shut_down:
                 raise RuntimeError(SHUTDOWN_MESSAGE)
-        self._session.check_open()
-        future = self._session.submit(fn, args, kwargs, TaskOptions.of())
+        future = self._session.submit(fn, args, kwargs)
         with self._lock:
             self._unfinished.add(future)
         future.add_done_callback(self._forget)

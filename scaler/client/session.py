@@ -234,11 +234,13 @@ class Session:
         self._storage.hand_over(tasks)
 
     def submit(
-        self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: TaskOptions, refresh: bool = False
-    ) -> ScalerFuture[Any]:
-        """fn(*args, **kwargs) on a worker (the call checked against fn's signature first). `refresh`: serialize fn
-        again (the API's `reserialize`)."""
+        self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, priority: int | None = None,
+        capabilities: dict[str, int] | None = None, profiling: bool | None = None, refresh: bool = False,
+    ) -> ScalerFuture[Any]:  # fmt: skip
+        """fn(*args, **kwargs) on a worker (the call checked against fn's signature first), with the options of
+        `TaskOptions.of`. `refresh`: serialize fn again (the API's `reserialize`)."""
         self.check_open()
+        options = TaskOptions(wire_priority(priority), m.make_capabilities(capabilities), profiling)
         entry = self._encoder.function(fn, refresh=refresh)
         entry.check_call(args, kwargs)
         task = self._encode(entry, args, kwargs, options, ScalerFuture, None, False)
