@@ -62,6 +62,11 @@ class ObjectRef:
             return f"ObjectRef(stored {self._stored.object_id.hex()[:16]})"
         return "ObjectRef(value)"
 
+    @property
+    def task_future(self) -> concurrent.futures.Future[Any] | None:
+        """The future of the task (or deferred call) whose result this is; None for a stored object or a value."""
+        return self._future
+
     def is_task_result(self) -> bool:
         return self._future is not None
 

@@ -60,13 +60,13 @@ class SimulatedFuture:
     def cancelled(self) -> bool:
         return bool(self.answers) and self.answers[0][0] == "cancelled"
 
-    def _complete(self, result: m.TaskResult) -> None:
+    def set_task_result(self, result: m.TaskResult) -> None:
         self.answers.append(("result", result))
 
-    def _confirm_cancelled(self) -> None:
+    def set_cancel_confirmed(self) -> None:
         self.answers.append(("cancelled", None))
 
-    def _fail(self, error: BaseException) -> None:
+    def set_failed(self, error: BaseException) -> None:
         self.answers.append(("failed", error))
 
 
@@ -107,7 +107,7 @@ class SimulatedClient:
             Send: lambda effect: self._send([codec.encode(effect.message)]),
             SendFrames: lambda effect: self._send(effect.frames),
             Complete: self._complete,
-            ConfirmCancel: lambda effect: effect.future._confirm_cancelled(),
+            ConfirmCancel: lambda effect: effect.future.set_cancel_confirmed(),
             Fail: self._fail,
             Connected: self._connected,
             Closed: self._closed,
@@ -166,12 +166,12 @@ class SimulatedClient:
     @staticmethod
     def _complete(effect: Complete[SimulatedFuture]) -> None:
         for future, result in effect.results:
-            future._complete(result)
+            future.set_task_result(result)
 
     @staticmethod
     def _fail(effect: Fail[SimulatedFuture]) -> None:
         for future in effect.futures:
-            future._fail(effect.error)
+            future.set_failed(effect.error)
 
     def _connected(self, effect: Connected) -> None:
         self.connections += 1
