@@ -2,7 +2,7 @@
 
 Public surface: capability strings (`parse_capabilities`, `format_capabilities`), the snapshot and
 decision values, the `ScalingPolicy` protocol and `make_policy`. Policies are replayed against traces by
-`scaler.testing.cluster_simulation` (the real scheduler core) and `python -m scaler.testing.policy_comparison`.
+`scaler.policy_simulator` (the real scheduler core and reconcilers, a layer above this package).
 """
 
 from __future__ import annotations
