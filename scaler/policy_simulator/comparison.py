@@ -26,7 +26,7 @@ FIXED_POOL = 8
 
 
 @dataclass(frozen=True, slots=True)
-class Contender:
+class ComparedPolicy:
     label: str
     engine_type: str
     content: str
@@ -34,13 +34,13 @@ class Contender:
 
 
 CONTENDERS = (
-    Contender(f"no ({FIXED_POOL} fixed workers)", "simple", "allocate=even_load; scaling=no", FIXED_POOL),
-    Contender("vanilla", "simple", "allocate=even_load; scaling=vanilla"),
-    Contender("capability", "simple", "allocate=capability; scaling=capability"),
-    Contender("waterfall_v1 (one tier)", "waterfall_v1", f"1, {MANAGER_ID}"),
-    Contender("work (cooldown 15 s)", "simple", "allocate=even_load; scaling=work"),
-    Contender("work (cooldown 60 s)", "simple", "allocate=even_load; scaling=work; cooldown_seconds=60"),
-    Contender("work (4 tasks per worker)", "simple", "allocate=even_load; scaling=work; work_tasks_per_worker=4"),
+    ComparedPolicy(f"no ({FIXED_POOL} fixed workers)", "simple", "allocate=even_load; scaling=no", FIXED_POOL),
+    ComparedPolicy("vanilla", "simple", "allocate=even_load; scaling=vanilla"),
+    ComparedPolicy("capability", "simple", "allocate=capability; scaling=capability"),
+    ComparedPolicy("waterfall_v1 (one tier)", "waterfall_v1", f"1, {MANAGER_ID}"),
+    ComparedPolicy("work (cooldown 15 s)", "simple", "allocate=even_load; scaling=work"),
+    ComparedPolicy("work (cooldown 60 s)", "simple", "allocate=even_load; scaling=work; cooldown_seconds=60"),
+    ComparedPolicy("work (4 tasks per worker)", "simple", "allocate=even_load; scaling=work; work_tasks_per_worker=4"),
 )
 
 TRACES: dict[str, tuple[str, Callable[[random.Random], Trace]]] = {
@@ -61,7 +61,7 @@ HEADER = (
 )
 
 
-def run_contender(contender: Contender, trace: Trace, settings: SimulationSettings) -> SimulationReport:
+def run_contender(contender: ComparedPolicy, trace: Trace, settings: SimulationSettings) -> SimulationReport:
     policy: ScalingPolicy = make_policy(contender.engine_type, contender.content).scaling
     manager = SimulatedManager(MANAGER_ID, (), MAX_WORKERS, BOOT_SECONDS, contender.initial_workers)
     return simulate(policy, trace, (manager,), settings)
