@@ -9,8 +9,10 @@ block that cannot run here says why in an HTML comment the reader does not see (
 Long-running commands (a stack, the fake cloud, `scaler_top`) run in the background, the next step starting once
 they printed what a reader waits for, and stop with Ctrl-C where the page says so or at its end
 (tests/docs/programs.py, runner.py). The pages that start servers use the ports the docs name (8516-8518, 5000,
-50001, ...), so they run one after another, in one test process (one xdist group); the others in another group
-beside them (each group's process makes its own reader environments).
+50001, ...), so they run one after another, in one test process (one xdist group); the others in whichever test
+process is free, beside them. The wheel and the two readers' environments are made once per run and shared by every
+test process (tests/docs/conftest.py); with the current pip, a page runs only up to its last step where pip is at
+work (`steps_for`), the bundled pip's run walking every step.
 
 Run one page: `pytest tests/docs -k quick_start`; `DOC_TEST_KEEP_GOING=1` runs a page's steps after its first
 failure too (to see every failing step at once). The summary at the end of the run gives each page's counts.
@@ -33,7 +35,7 @@ import pytest
 from tests.docs.programs import long_running
 from tests.docs.readers import FLAVOURS, Reader
 from tests.docs.report import cpu_seconds, record
-from tests.docs.runner import PageRun, StepResult
+from tests.docs.runner import PIP_INSTALL, PageRun, StepResult
 from tests.docs.steps import Kind, Step, page_steps
 from tests.integration.fresh_install import ROOT
 
@@ -83,16 +85,16 @@ def pip_steps(steps: list[Step]) -> list[Step]:
             continue
         if step.kind is Kind.SHELL:
             for number, command in enumerate(step.commands):
-                if _PIP_INSTALL.search(command):
+                if PIP_INSTALL.search(command):
                     last = (index, number)
         elif step.kind is Kind.PYTHON and _CLOUD_IN_PROCESS.search(step.text):
             last = (index, None)
     if last is None:
         return []
-    index, number = last
-    kept = steps[: index + 1]
-    if number is not None:
-        kept[-1] = dataclasses.replace(kept[-1], commands=kept[-1].commands[: number + 1])
+    end, last_command = last
+    kept = steps[: end + 1]
+    if last_command is not None:
+        kept[-1] = dataclasses.replace(kept[-1], commands=kept[-1].commands[: last_command + 1])
     return kept
 
 
@@ -139,15 +141,21 @@ def ports_of(steps: list[Step]) -> Iterator[None]:
 
 
 _PIP_AT_WORK = re.compile(r"scaler_compute-\*\.whl|scaler_fake_cloud|FakeCloud")
-_PIP_INSTALL = re.compile(r"\bpip install\b")
 _CLOUD_IN_PROCESS = re.compile(r"\bFakeCloud\(")
+
+
+def marks_of(steps: list[Step]) -> list[pytest.MarkDecorator]:
+    """The runs at the docs' ports go one after another in one test process (an xdist group); the others are handed
+    to whichever process is free (the readers' environments are shared by all: tests/docs/conftest.py)."""
+    return [pytest.mark.xdist_group(AT_FIXED_PORTS)] if group_of(steps) == AT_FIXED_PORTS else []
+
+
 RUNS = [
-    pytest.param(page, flavour, marks=pytest.mark.xdist_group(group_of(steps_for(page, flavour))),
-                 id=f"{page}-{flavour}")
+    pytest.param(page, flavour, marks=marks_of(steps_for(page, flavour)), id=f"{page}-{flavour}")
     for page in PAGES
     for flavour in FLAVOURS
     if flavour == "bundled" or pip_at_work(page)
-]  # fmt: skip
+]
 
 
 def test_pages_own_their_ports() -> None:
@@ -175,7 +183,7 @@ def test_the_current_pip_runs_each_pages_installs() -> None:
 
 def _installs(steps: list[Step]) -> list[str]:
     return [command for step in steps if step.skip_reason is None for command in step.commands
-            if _PIP_INSTALL.search(command)]  # fmt: skip
+            if PIP_INSTALL.search(command)]  # fmt: skip
 
 
 @pytest.mark.parametrize(("page", "flavour"), RUNS)
