@@ -122,6 +122,7 @@ def _enc_hello(b: Any, msg: m.Hello) -> None:
         c.share = info.share
         c.maxRunningTasks = info.max_running_tasks
         c.maxWorkers = info.max_workers
+        c.resumeSeconds = info.resume_seconds
     elif isinstance(info, m.WorkerInfo):
         w = b.role.init("worker")
         set_capabilities(w, "capabilities", info.capabilities)
@@ -155,12 +156,16 @@ def _enc_hello_reply(b: Any, msg: m.HelloReply) -> None:
     b.heartbeatIntervalSeconds = msg.heartbeat_interval_seconds
     b.workerCount = msg.worker_count
     b.instanceId = msg.instance_id
+    b.resumeSeconds = msg.resume_seconds
 
 
 def _enc_heartbeat(b: Any, msg: m.Heartbeat) -> None:
     b.cpuPercent = msg.cpu_percent
     b.rssBytes = msg.rss_bytes
     b.roundTripSeconds = msg.round_trip_seconds
+    if msg.answers_epoch or msg.answers_received:
+        b.answersEpoch = msg.answers_epoch
+        b.answersReceived = msg.answers_received
     if msg.worker is not None:
         set_worker_status(b.init("worker"), msg.worker)
     elif msg.manager is not None:
@@ -259,6 +264,17 @@ def _enc_job_reply(b: Any, msg: m.JobReply) -> None:
     b.taskIds = list(msg.task_ids)
 
 
+def _enc_resume(b: Any, msg: m.ClientResume) -> None:
+    b.answersEpoch = msg.answers_epoch
+    b.answersReceived = msg.answers_received
+    b.unfinished = list(msg.unfinished)
+
+
+def _enc_resumed(b: Any, msg: m.ClientResumed) -> None:
+    b.answersEpoch = msg.answers_epoch
+    b.unknown = list(msg.unknown)
+
+
 _ENCODERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.Hello: ("hello", _enc_hello),
     m.HelloReply: ("helloReply", _enc_hello_reply),
@@ -283,6 +299,8 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.JobOpen: ("jobOpen", _enc_job),
     m.JobAttach: ("jobAttach", _enc_fields(name="name", follow="follow")),
     m.JobReply: ("jobReply", _enc_job_reply),
+    m.ClientResume: ("clientResume", _enc_resume),
+    m.ClientResumed: ("clientResumed", _enc_resumed),
     m.Shutdown: ("shutdown", _enc_fields(reason="reason")),
     m.ManagerTarget: ("managerTarget", _enc_manager_target),
     m.ProcessorReady: ("processorReady", _enc_fields(pid="pid")),
@@ -314,7 +332,9 @@ def _dec_hello(r: Any) -> m.Hello:
     info: m.RoleInfo
     if kind == "client":
         c = role.client
-        info = m.ClientInfo(c.name, c.share if c.share else 1.0, c.maxRunningTasks, c.maxWorkers)
+        info = m.ClientInfo(
+            c.name, c.share if c.share else 1.0, c.maxRunningTasks, c.maxWorkers, resume_seconds=c.resumeSeconds
+        )
     elif kind == "worker":
         w = role.worker
         held = tuple(TaskID(bytes(task_id)) for task_id in w.heldTasks)
@@ -341,6 +361,7 @@ def _dec_hello_reply(r: Any) -> m.HelloReply:
         r.heartbeatIntervalSeconds,
         r.workerCount,
         bytes(r.instanceId),
+        r.resumeSeconds,
     )
 
 
@@ -350,7 +371,7 @@ def _dec_heartbeat(r: Any) -> m.Heartbeat:
     manager = None
     if kind == "manager":
         manager = m.ManagerStatus(r.manager.units, r.manager.pendingUnits, r.manager.bootSeconds)
-    return m.Heartbeat(r.cpuPercent, r.rssBytes, worker, manager, r.roundTripSeconds)
+    return m.Heartbeat(r.cpuPercent, r.rssBytes, worker, manager, r.roundTripSeconds, r.answersEpoch, r.answersReceived)
 
 
 _RESULT_STATUSES = {raw: m.ResultStatus(name) for raw, name in enumerate(_schema.ResultStatus.schema.enumerants)}
@@ -413,6 +434,10 @@ _DECODERS: dict[str, Callable[[Any], m.Message]] = {
     "jobReply": lambda r: m.JobReply(
         r.name, r.accepted, r.reason, tuple(TaskID(t) for t in r.taskIds), r.state, r.ownerId
     ),
+    "clientResume": lambda r: m.ClientResume(
+        r.answersEpoch, r.answersReceived, tuple(TaskID(bytes(t)) for t in r.unfinished)
+    ),
+    "clientResumed": lambda r: m.ClientResumed(r.answersEpoch, tuple(TaskID(bytes(t)) for t in r.unknown)),
     "shutdown": lambda r: m.Shutdown(r.reason),
     "managerTarget": lambda r: m.ManagerTarget(
         tuple(m.TargetEntry(capabilities_of(e.capabilities), e.workers) for e in r.entries),

@@ -107,6 +107,8 @@ def encode_snapshot(b: Any, msg: m.StatusSnapshot) -> None:
         item.name = client.name
         item.hostname = client.hostname
         _set_counts(item.init("counts"), client.counts)
+        item.awaySeconds = client.away_seconds
+        item.resumeSeconds = client.resume_seconds
     for item, manager in zip(b.init("managers", len(msg.managers)), msg.managers, strict=True):
         _set_manager(item, manager)
     for item, group in zip(b.init("pending", len(msg.pending)), msg.pending, strict=True):
@@ -187,7 +189,10 @@ def decode_snapshot(r: Any) -> m.StatusSnapshot:
         time=r.time,
         scheduler=stats,
         workers=tuple(_worker(w) for w in r.workers),
-        clients=tuple(m.ClientSummary(c.clientId, c.tasks, c.name, c.hostname, _counts(c.counts)) for c in r.clients),
+        clients=tuple(
+            m.ClientSummary(c.clientId, c.tasks, c.name, c.hostname, _counts(c.counts), c.awaySeconds, c.resumeSeconds)
+            for c in r.clients
+        ),
         managers=tuple(_manager(g) for g in r.managers),
         pending=tuple(
             m.PendingGroup(capabilities_of(p.capabilities), p.count, p.reason, p.running, p.oldestQueuedSeconds)

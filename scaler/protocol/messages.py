@@ -43,6 +43,8 @@ class ClientInfo:
     share: float = 1.0  #: its share of the workers against other clients' (docs/guide/sharing.md)
     max_running_tasks: int = 0  #: the most of its tasks at workers at once (0: no quota)
     max_workers: int = 0  #: the most workers' worth of spend it holds (0: no quota; scheduler/core/quotas.py)
+    #: how long its unfinished work may wait for it while it is away (negative: as long as the scheduler keeps it)
+    resume_seconds: float = -1.0
     #: not on the wire: the client's CURVE key, set by the scheduler's shell (peer_keys.py); it owns the client's jobs
     owner_key: str = field(default="", compare=False)
     #: not on the wire: its key's part of the cost policy's budget per hour (sharing.toml; 0: a part by its share)
@@ -112,6 +114,7 @@ class HelloReply:
     heartbeat_interval_seconds: float = 2.0
     worker_count: int = 0
     instance_id: bytes = b""  #: the scheduler process that answered; it changes when the scheduler restarts
+    resume_seconds: float = 0.0  #: to a client: how long its work waits for it when it is away (0: not at all)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +152,8 @@ class Heartbeat:
     worker: WorkerStatus | None = None  #: set by workers
     manager: ManagerStatus | None = None  #: set by managers
     round_trip_seconds: float = 0.0  #: the sender's last heartbeat -> echo round trip (0: not measured yet)
+    answers_epoch: int = 0  #: a client's: the epoch its answer count is of (docs/protocol.md 5.15)
+    answers_received: int = 0  #: a client's: TaskResults and TaskCancelConfirms received in that epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,6 +403,26 @@ class JobReply:
     owner_id: bytes = b""  #: the submitter's client id, under which its results are stored
 
 
+# ---------------------------------------------------------------- a client coming back (docs/protocol.md 5.15)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientResume:
+    """A client whose connection closed asks for the answers that may have been lost with it."""
+
+    answers_epoch: int  #: the epoch its count is of
+    answers_received: int  #: answers received in that epoch; the scheduler sends the ones after them again
+    unfinished: tuple[TaskID, ...] = ()  #: its tasks (graph targets included) without an answer
+
+
+@dataclass(frozen=True, slots=True)
+class ClientResumed:
+    """The answer to ClientResume; a new answer epoch starts with it, and the answers sent again follow it."""
+
+    answers_epoch: int
+    unknown: tuple[TaskID, ...] = ()  #: of the unfinished ids, those the scheduler never received
+
+
 # ---------------------------------------------------------------- workers
 
 
@@ -558,6 +583,8 @@ class ClientSummary:
     name: str = ""
     hostname: str = ""
     counts: TaskCounts = TaskCounts()
+    away_seconds: float = 0.0  #: how long it has been away (silent, or its connection lost); 0: present
+    resume_seconds: float = 0.0  #: how long its work waits for it when it is away; 0: not at all
 
 
 @dataclass(frozen=True, slots=True)
@@ -727,6 +754,8 @@ Message = (
     | JobOpen
     | JobAttach
     | JobReply
+    | ClientResume
+    | ClientResumed
 )
 
 #: Every message type, in schema order; the codec and the routing tables are checked against it.
@@ -763,4 +792,6 @@ MESSAGE_TYPES: tuple[type, ...] = (
     JobOpen,
     JobAttach,
     JobReply,
+    ClientResume,
+    ClientResumed,
 )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.protocol.messages import Capabilities, ManagerTarget, WorkerLimit, WorkerStatus
+from scaler.scheduler.core.client_answers import AnswerLog
 
 
 @dataclass(slots=True)
@@ -27,6 +28,14 @@ class ClientRecord:
     owner: str = ""  #: its CURVE key, which owns the jobs it opens ("" without CURVE)
     max_cost_per_hour: float = 0.0  #: its key's part of the cost policy's budget (0: a part by its share)
     max_job_result_bytes: int = 0  #: its key's storage quota for its jobs' results (0: the scheduler's)
+    #: how long its work waits for it once it is silent or its connection is lost (0: it is dropped at once)
+    resume_seconds: float = 0.0
+    away_reason: str = ""  #: why it is away (silent, connection lost); "" while it is present
+    answers: AnswerLog = field(default_factory=AnswerLog)  #: its answers sent unacknowledged, or held while away
+
+    @property
+    def is_away(self) -> bool:
+        return bool(self.away_reason)
 
 
 @dataclass(slots=True)
