@@ -51,6 +51,13 @@ def asleep(sim: SimulatedCluster, client: FakeClient, seconds: float, step: floa
         sim.advance(step)
 
 
+def lose_connection(sim: SimulatedCluster, client: FakeClient) -> None:
+    """The client falls silent, and its connection is lost 20 s later (a laptop asleep, its link cut)."""
+    asleep(sim, client, 20)
+    sim.feed(PeerLost(client.peer, "connection closed", sim.now))
+    assert sim.core.clients[client.peer].is_away
+
+
 @pytest.mark.parametrize("window", [WINDOW, 0.0], ids=["resume", "off"])
 def test_a_client_asleep_past_its_timeout_finds_its_work_done_when_it_wakes(window: float) -> None:
     """Four tasks on two workers; the client sleeps 10 minutes (past the 60 s timeout, within the window): it is
@@ -131,6 +138,7 @@ def test_a_client_whose_connection_is_lost_gets_what_was_lost_with_it_once_it_re
     client.online = False  # the connection dies: what is sent now is lost
     sim.finish(worker)
     sim.finish(worker)
+    asleep(sim, client, 20)  # the client is silent until its connection times out
     sim.feed(PeerLost(client.peer, "connection closed", sim.now))
     if window == 0:
         assert client.peer not in sim.core.clients
@@ -188,7 +196,7 @@ def test_answers_held_past_the_memory_budget_wait_in_object_storage_and_arrive_i
     sim = cluster(held_bytes=2000)
     client, worker = sim.add_client(), sim.add_worker("w", capacity=30)
     sim.submit(client, [task(client.peer, n) for n in range(30)])
-    sim.feed(PeerLost(client.peer, "connection closed", sim.now))
+    lose_connection(sim, client)
     stored: dict[ObjectID, tuple[object, ...]] = {}
     for _ in range(30):
         chosen = worker.held.pop(0)
@@ -208,7 +216,7 @@ def test_a_bundle_that_could_not_be_written_stays_in_memory() -> None:
     sim = cluster(held_bytes=500)
     client, worker = sim.add_client(), sim.add_worker("w", capacity=4)
     sim.submit(client, [task(client.peer, n) for n in range(4)])
-    sim.feed(PeerLost(client.peer, "connection closed", sim.now))
+    lose_connection(sim, client)
     writes: list[StoreAnswers] = []
     for _ in range(4):
         chosen = worker.held.pop(0)
@@ -223,6 +231,17 @@ def test_a_bundle_that_could_not_be_written_stays_in_memory() -> None:
     assert len(client.answers) == 4 and all(a == [("result", "success")] for a in client.answers.values())
 
 
+def test_a_client_whose_connection_closes_while_it_talks_ended_and_is_dropped() -> None:
+    """A process killed closes its connection at once (its kernel does): nobody comes back for that work."""
+    sim = cluster()
+    client, worker = sim.add_client(), sim.add_worker()
+    sim.submit(client, [task(client.peer, 1)])
+    sim.advance(1)
+    sim.feed(PeerLost(client.peer, "connection closed", sim.now))
+    assert client.peer not in sim.core.clients
+    assert any(isinstance(e.message, m.TaskCancel) for e in sim.effects_of(Send) if e.peer == worker.peer)
+
+
 def test_a_peer_lost_for_good_is_dropped_whatever_its_window() -> None:
     sim = cluster()
     client = sim.add_client()
@@ -234,7 +253,7 @@ def test_output_is_not_sent_to_an_away_client() -> None:
     sim = cluster()
     client, worker = sim.add_client(), sim.add_worker()
     sim.submit(client, [task(client.peer, 1)])
-    sim.feed(PeerLost(client.peer, "connection closed", sim.now))
+    lose_connection(sim, client)
     effects = sim.send(worker.peer, m.TaskLog(TaskID((1).to_bytes(16, "big")), m.LogStream.STDOUT, "hi\n"))
     assert not [e for e in effects if isinstance(e, Send) and e.peer == client.peer]
 
@@ -243,7 +262,7 @@ def test_a_hello_again_from_an_away_client_brings_it_back_with_its_work() -> Non
     sim = cluster()
     client, worker = sim.add_client(), sim.add_worker()
     sim.submit(client, [task(client.peer, 1)])
-    sim.feed(PeerLost(client.peer, "connection closed", sim.now))
+    lose_connection(sim, client)
     sim.finish(worker)
     sim.send(client.peer, hello(m.ClientInfo("c")))
     assert client.answers[TaskID((1).to_bytes(16, "big"))] == [("result", "success")]

@@ -4,12 +4,15 @@ away and coming back, and its loss.
 Rules:
 1. A client that disconnects (ClientDisconnect) is dropped: its tasks are cancelled and its objects deleted, except
    what its jobs still need (`job_requests.py`) and what the object retention keeps (`object_retention.py`).
-2. A client that falls silent past the client timeout, or whose connection is lost, is *away*, not dropped, when it
-   has a resume window (`ClientRecord.resume_seconds`: the scheduler's `client_resume_seconds`, or the client's own
+2. A client that falls silent past the client timeout, or whose connection is lost after it fell silent, is *away*,
+   not dropped, when it has a resume window (`ClientRecord.resume_seconds`: the scheduler's `client_resume_seconds`, or the client's own
    shorter wish): its tasks go on, its answers are held for it (`client_answers.py`), its objects stay. It is dropped
    as in rule 1 once it has been silent for its window (counted from the last message heard from it); without a
-   window it is dropped at once, as before there were windows. A peer lost for good (its key revoked, its identity
-   taken) is dropped whatever its window.
+   window it is dropped at once, as before there were windows. A connection that closes while its client was
+   talking (within `CRASH_SILENCE_SECONDS` of its last message: a client heartbeats every second) was closed by the
+   other end's kernel: its process ended (killed, crashed) and nobody will come back for the work, so it is dropped;
+   a laptop asleep, cut off or moved falls silent first and its connection times out later. A peer lost for good
+   (its key revoked, its identity taken) is dropped whatever its window.
 3. Any message from an away client brings it back: the answers held for it are sent (a `ClientResume` says which
    answers a lost connection took with it: `client_answers.py`, rule 3). A client dropped past its window that
    comes back is told so in the UNKNOWN_PEER answer (its client fails the futures of that work).
@@ -41,6 +44,9 @@ BUNDLE_PREFIX = b"held-answers|"
 EXPIRED_KEPT = 1024
 #: A bundle that could not be read is read again this long after.
 LOAD_RETRY_SECONDS = 5.0
+#: A client's connection that closes less than this long after its last message was closed by its process's end
+#: (rule 2): its client is dropped, not kept away. Clients heartbeat every second at most.
+CRASH_SILENCE_SECONDS = 5.0
 
 
 class ClientSessions:
@@ -171,10 +177,14 @@ class ClientSessions:
 
     def lost(self, peer: PeerID, reason: str, final: bool) -> None:
         """Its connection is lost (or, `final`, it may not come back: its key was revoked or its identity taken)."""
-        if final:
+        client = self._core.clients.get(peer)
+        if client is None:
+            return
+        silent = self._core.now - client.last_seen
+        if final or silent < CRASH_SILENCE_SECONDS:  # its process ended (rule 2)
             self.drop(peer, f"connection lost ({reason})")
         else:
-            self.away(peer, f"connection lost ({reason})")
+            self.away(peer, f"connection lost ({reason}) after {silent:.0f} s of silence")
 
     def away(self, peer: PeerID, reason: str) -> None:
         core = self._core
