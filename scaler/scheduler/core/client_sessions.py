@@ -5,14 +5,14 @@ Rules:
 1. A client that disconnects (ClientDisconnect) is dropped: its tasks are cancelled and its objects deleted, except
    what its jobs still need (`job_requests.py`) and what the object retention keeps (`object_retention.py`).
 2. A client that falls silent past the client timeout, or whose connection is lost after it fell silent, is *away*,
-   not dropped, when it has a resume window (`ClientRecord.resume_seconds`: the scheduler's `client_resume_seconds`, or the client's own
-   shorter wish): its tasks go on, its answers are held for it (`client_answers.py`), its objects stay. It is dropped
-   as in rule 1 once it has been silent for its window (counted from the last message heard from it); without a
-   window it is dropped at once, as before there were windows. A connection that closes while its client was
-   talking (within `CRASH_SILENCE_SECONDS` of its last message: a client heartbeats every second) was closed by the
-   other end's kernel: its process ended (killed, crashed) and nobody will come back for the work, so it is dropped;
-   a laptop asleep, cut off or moved falls silent first and its connection times out later. A peer lost for good
-   (its key revoked, its identity taken) is dropped whatever its window.
+   not dropped, when it has a resume window (`ClientRecord.resume_seconds`: the scheduler's `client_resume_seconds`,
+   or the client's own shorter wish): its tasks go on, its answers are held for it (`client_answers.py`), its
+   objects stay. It is dropped as in rule 1 once it has been silent for its window (counted from the last message
+   heard from it); without a window it is dropped at once, as before there were windows. A connection that closes
+   while its client was talking (within `CRASH_SILENCE_SECONDS` of its last message: a client heartbeats every
+   second) was closed by the other end's kernel: its process ended (killed, crashed) and nobody will come back for
+   the work, so it is dropped; a laptop asleep, cut off or moved falls silent first and its connection times out
+   later. A peer lost for good (its key revoked, its identity taken) is dropped whatever its window.
 3. Any message from an away client brings it back: the answers held for it are sent (a `ClientResume` says which
    answers a lost connection took with it: `client_answers.py`, rule 3). A client dropped past its window that
    comes back is told so in the UNKNOWN_PEER answer (its client fails the futures of that work).
