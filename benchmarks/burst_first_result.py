@@ -36,7 +36,7 @@ import boto3
 from scaler import Client
 from scaler.fake_cloud.cloud import FakeCloud
 from scaler.io.address import free_tcp_port_block
-from scaler.io.stack_keys import discovered_connection
+from scaler.security.connection_files import discovered_connection
 
 BIN = pathlib.Path(sys.executable).parent
 STACK = """

@@ -41,13 +41,23 @@ from scaler.client.core import (
 )
 from scaler.client.forwarded_logs import emit_records
 from scaler.errors import DisconnectedError
-from scaler.io.handshake_refusal import HANDSHAKE_FAILURES, is_refusal, refusal_text
 from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.io.zmq_async import AsyncSocket, Frames, watch_events
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import GraphID, TaskID, short
 from scaler.protocol.scheduler_link import LinkSettings
+from scaler.security.connection_files import SCHEDULER_SERVICE
+from scaler.security.find import FoundKeys
+from scaler.security.handshake import (
+    HANDSHAKE_FAILURES,
+    answers_as,
+    is_refusal,
+    may_be_wrong_service,
+    refusal_text,
+    wrong_port_text,
+)
+from scaler.security.key_files import KeyFileError
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +68,8 @@ DIRECT_SEND_GAP_SECONDS = 0.0005
 
 #: How often a client that waits for its scheduler says so.
 WAITING_NOTICE_SECONDS = 5.0
+#: How often a client waiting for a stack that is still starting reads its connection file again.
+STACK_POLL_SECONDS = 0.5
 
 
 class TaskFuture(Protocol):
@@ -88,11 +100,15 @@ class ClientAgent(Generic[FutureT]):
         hello: m.Hello,
         heartbeat_interval_seconds: float,
         timeout_seconds: float,
-        security: TransportSecurity | None = None,
+        keys: FoundKeys | TransportSecurity | None = None,
         scheduler_lost_grace_seconds: float = 0.0,
     ) -> None:
+        """`keys`: those `find_keys` found (found again when the scheduler refuses them before the first
+        registration, or its stack is still starting), or a TransportSecurity used as is."""
         self.address = address
-        self._security = security
+        if not isinstance(keys, FoundKeys):
+            keys = FoundKeys("client", address, keys, "the keys given" if keys is not None else "none (plain TCP)")
+        self.keys = keys  #: the keys in use (replaced when found again)
         self.identity = identity
         self._timeout = timeout_seconds
         # A client heartbeats at least every second (once the previous echo is back), so that a scheduler with
@@ -142,7 +158,7 @@ class ClientAgent(Generic[FutureT]):
             ShutdownAnswered: self._shutdown_answer,
             StoryAnswered: self._story_answer,
             JobAnswered: self._job_answer,
-            Warn: lambda effect: logger.warning("%s", effect.text),
+            Warn: self._warn,
         }
 
     # ------------------------------------------------------------ what the core knows (read without the lock:
@@ -186,6 +202,7 @@ class ClientAgent(Generic[FutureT]):
     def start(self, connect_timeout_seconds: float | None = None) -> m.HelloReply:
         """Connect and say hello; while no scheduler answers, say so on stderr every few seconds, and give up
         after `connect_timeout_seconds` (default: the client timeout) with a ConnectionError."""
+        self._wait_while_stack_starts()
         self._thread.start()
         limit = self._timeout if connect_timeout_seconds is None else min(connect_timeout_seconds, self._timeout)
         waited = 0.0
@@ -204,6 +221,20 @@ class ClientAgent(Generic[FutureT]):
         reply = self.hello_reply
         assert reply is not None
         return reply
+
+    def _wait_while_stack_starts(self) -> None:
+        """The connection file of the address says its stack is still starting (a cloud hub booting): wait for
+        it, saying so, and take the keys it publishes (bounded by the stack's own start timeout, in its file)."""
+        started = time.monotonic()
+        noticed = started
+        while self.keys.starting:
+            now = time.monotonic()
+            if now - noticed >= WAITING_NOTICE_SECONDS:
+                noticed = now
+                print(f"scaler: the stack at {self.address} is still starting (its hub is booting; waited "
+                      f"{now - started:.0f} s)", file=sys.stderr)  # fmt: skip
+            time.sleep(STACK_POLL_SECONDS)
+            self.keys = self.keys.again()
 
     def submit(self, tasks: list[tuple[TaskID, FutureT, bytes]]) -> None:
         """Send tasks (each with its future and encoded Task); their futures complete when they are answered.
@@ -392,11 +423,7 @@ class ClientAgent(Generic[FutureT]):
     async def _main(self) -> None:
         loop = asyncio.get_running_loop()
         self._closed = loop.create_future()
-        sockets = SocketFactory(security=self._security)
-        sock = sockets.dealer(self.address, identity=self.identity)
-        self._socket = AsyncSocket(loop, sock, self._on_frames, lock=self._socket_lock)
-        events = zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILURES
-        self._monitor = watch_events(loop, sockets.event_monitor(sock, events), self._on_socket_event)
+        self._open_socket(loop)
         self._feed(self._core.start, time.monotonic())
         self._direct = True
         heartbeat = asyncio.ensure_future(self._tick_routine())
@@ -409,9 +436,33 @@ class ClientAgent(Generic[FutureT]):
             await asyncio.gather(heartbeat, return_exceptions=True)
             self._flush()
             await asyncio.sleep(0)
-            self._monitor.close()
-            self._socket.close()
-            sockets.close()
+            self._close_socket()
+
+    def _open_socket(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._sockets = SocketFactory(security=self.keys.security)
+        sock = self._sockets.dealer(self.address, identity=self.identity)
+        self._socket = AsyncSocket(loop, sock, self._on_frames, lock=self._socket_lock)
+        events = zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILURES
+        self._monitor = watch_events(loop, self._sockets.event_monitor(sock, events), self._on_socket_event)
+
+    def _close_socket(self) -> None:
+        self._monitor.close()
+        self._socket.close()
+        self._sockets.close()
+
+    def _connect_again(self, found: FoundKeys) -> None:
+        """Before the first registration: the scheduler refused the keys found for it, and they are different
+        now (its stack published or changed them): a new connection with the new keys, and a new hello."""
+        logger.info("the scheduler at %s refused %s: connecting with %s", self.address, self.keys.source, found.source)
+        self.keys = found
+        with self._send_lock:
+            self._direct = False
+            self._outgoing.clear()  # only hellos are sent before a registration
+            self._close_socket()
+            assert self._loop is not None
+            self._open_socket(self._loop)
+            self._direct = True
+        self._feed(self._core.start, time.monotonic())
 
     def _flush(self) -> None:
         if not self._outgoing or self._socket.closed:
@@ -445,20 +496,63 @@ class ClientAgent(Generic[FutureT]):
             try:
                 messages.append(codec.decode(frame))
             except codec.DecodeError as error:
+                if self.hello_reply is None and _is_storage_reply(frame):
+                    answered = "an object storage server"
+                    text = wrong_port_text(self.keys, SCHEDULER_SERVICE, "client", answered) or answered
+                    self._lost(ConnectionError(text), quiet=True)
+                    return
                 logger.warning("undecodable frame from the scheduler: %s", error)
         self._feed(self._core.on_messages, messages, time.monotonic())
 
     def _on_socket_event(self, event: int, value: int) -> None:
-        if is_refusal(event, value, self._security is not None):
-            if self.hello_reply is None:  # the first connection: a wrong key never gets better by waiting
-                self._lost(ConnectionRefusedError(self._refusal(event)), quiet=True)
+        if self._stopping:
             return
-        if not self._stopping:
+        refused = is_refusal(event, value, self.keys.security is not None)
+        if self.hello_reply is None:  # the first connection: a wrong port or a wrong key never gets better
+            wrong_port = self._wrong_port(event if refused else 0)
+            if wrong_port is not None:
+                self._lost(ConnectionError(wrong_port), quiet=True)
+                return
+            if refused:
+                found = self._found_again()
+                if found is not None:
+                    self._connect_again(found)
+                else:
+                    self._lost(ConnectionRefusedError(self._refusal(event)), quiet=True)
+                return
+        if not refused:
             self._feed(self._core.on_disconnected, time.monotonic())
+
+    def _wrong_port(self, event: int) -> str | None:
+        """Why the address is not a scheduler's, when its connection file says so, or when a handshake failure
+        that a monitor feed also gives is one (a SUB finishes a handshake there with the same keys)."""
+        text = wrong_port_text(self.keys, SCHEDULER_SERVICE, "client")
+        security = self.keys.security
+        if text is None and may_be_wrong_service(event) and security is not None:
+            if answers_as(self.address, security, zmq.SUB):
+                text = wrong_port_text(self.keys, SCHEDULER_SERVICE, "client", "a monitor feed")
+        return text
+
+    def _found_again(self) -> FoundKeys | None:
+        """The keys found afresh, when they differ from those the scheduler refused (None: the same, or given)."""
+        try:
+            found = self.keys.again()
+        except KeyFileError as error:
+            logger.warning("%s", error)
+            return None
+        return None if found.same_keys(self.keys) else found
 
     def _refusal(self, event: int) -> str:
         hint = "give Client(..., curve_secret_key='NAME.key_secret', curve_server_key='server.key')"
-        return refusal_text("scheduler", "client", self.address, event, self._security is not None, hint)
+        has_keys = self.keys.security is not None
+        text = refusal_text("scheduler", "client", self.address, event, has_keys, hint)
+        return text if self.keys.fixed else f"{text} (this client used {self.keys.source})"
+
+    def _warn(self, effect: Warn) -> None:
+        if effect.show:
+            print(f"scaler: {effect.text}", file=sys.stderr, flush=True)
+        else:
+            logger.warning("%s", effect.text)
 
     async def _tick_routine(self) -> None:
         while True:
@@ -475,3 +569,12 @@ class ClientAgent(Generic[FutureT]):
         lines = log.text.splitlines(keepends=True)
         stream.write("".join(prefix + line for line in lines))
         stream.flush()
+
+
+def _is_storage_reply(frame: bytes) -> bool:
+    """Is this frame an object storage server's reply (a client pointed at the storage port gets one to its hello)?"""
+    try:
+        codec.decode_storage_reply(frame)
+    except codec.DecodeError:
+        return False
+    return True

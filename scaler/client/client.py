@@ -49,6 +49,7 @@ from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ClientID, ObjectID, TaskID, new_client_id, new_task_id, short
+from scaler.security.find import find_keys
 
 if TYPE_CHECKING:
     from scaler.client.executor import ScalerExecutor
@@ -106,22 +107,8 @@ class Client:
             checked_quota("max_running_tasks", max_running_tasks),
             checked_quota("max_workers", max_workers),
         )
-        if curve_secret_key is not None or curve_server_key is not None:
-            from scaler.io.curve import curve_security
-
-            security = curve_security(curve_secret_key, curve_server_key)
         refuse_tls_security_config(security_config)
         context = processor_context.current()
-        if security is None and context is not None:
-            security = context.security
-        ship_local_modules = False
-        if security is None and context is None and address is not None:
-            # a local server's keys (the user's, or a cloud stack's): docs/guide/security.md
-            from scaler.io.default_security import connecting_security
-            from scaler.io.stack_keys import discovered_connection
-
-            security = connecting_security({}, address, "client")
-            ship_local_modules = bool((discovered_connection(address) or {}).get("ship_local_modules"))
         if address is None:
             if context is None:
                 raise ValueError(
@@ -130,22 +117,28 @@ class Client:
                 )
             address = context.scheduler_address
         self._address = validate_address(address)
+        # the one search for keys (given ones, the task's worker's, a local server's or stack's): docs/guide/security.md
+        given = {"curve_secret_key": curve_secret_key, "curve_server_key": curve_server_key}
+        keys = find_keys(
+            "client", self._address, given if any(given.values()) else security,
+            inherited=context.security if context is not None else None,
+        )  # fmt: skip
         self._profiling = profiling
         self._timeout_seconds = timeout_seconds
         self._heartbeat_interval_seconds = heartbeat_interval_seconds
         self._serializer: Serializer = serializer if serializer is not None else DefaultSerializer()
         self._stream_output = stream_output
-        self._security = security
         self._identity = ClientID(new_client_id())
         self._story_name = short(self._identity)  #: how this client is named in its tasks' stories
         self._closed = False
         self._serializer_id: ObjectID | None = None
         hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
         self._agent: ClientAgent[ScalerFuture] = ClientAgent(
-            self._address, self._identity, hello, heartbeat_interval_seconds, timeout_seconds, security,
+            self._address, self._identity, hello, heartbeat_interval_seconds, timeout_seconds, keys,
             scheduler_lost_grace_seconds,
         )  # fmt: skip
         reply = self._agent.start(connect_timeout_seconds)
+        self._security = security = self._agent.keys.security  #: the keys that reached the scheduler
         self._object_storage = ClientObjectStorage(
             str(object_storage_address or reply.object_storage_address), self._identity, security, timeout_seconds,
             release=self._agent.submit, forget=lambda object_id: self._encoder.forget_object(object_id),
@@ -156,7 +149,7 @@ class Client:
             self._object_storage.store,
             self._current_serializer_id,
             store_later=self._object_storage.store_later,
-            ship_local_modules=ship_local_modules,
+            ship_local_modules=self._agent.keys.ship_local_modules,
         )
         self._chunk_runners: dict[int, functools.partial[list[Any]]] = {}
         self._reader = ResultReader(self._serializer, self._object_storage.connection)

@@ -136,9 +136,10 @@ class JobAnswered:
 
 @dataclass(frozen=True, slots=True)
 class Warn:
-    """Something the user should read in the log."""
+    """Something the user should read in the log; `show`: on stderr too, at once (the user waits on it)."""
 
     text: str
+    show: bool = False
 
 
 ClientEffect = (
@@ -335,8 +336,8 @@ class ClientCore(Generic[F]):
                 never_connected = not effect.was_registered
                 effects += self.on_closed(ConnectionError(effect.reason) if never_connected
                                           else DisconnectedError(effect.reason))  # fmt: skip
-            elif isinstance(effect, StillWaiting):
-                effects.append(Warn(effect.text))
+            elif isinstance(effect, StillWaiting):  # shown once registered (start() shows its own before)
+                effects.append(Warn(effect.text, show=self.hello_reply is not None))
         return effects
 
     def _answered(self, task_id: TaskID) -> F | None:

@@ -12,7 +12,7 @@ Everything on the laptop dials out to it:
   gave the unit (the hub's security group must let the laptop in on its three ports, 8516-8518 by default; the
   CURVE handshake refuses anyone without the stack's keys).
 
-The stack's keys (`scaler.io.stack_keys`) secure every connection; the hub gets the server's pair and the
+The stack's keys (`key_folder.stack_keys`) secure every connection; the hub gets the server's pair and the
 authorised public keys in its one-time manifest. A hub already running for this file (a launcher restarted
 within the lease) is adopted, not doubled; a hub that ends (its lease ran out while the laptop was away) is
 launched again by the launcher's watch loop.
@@ -37,7 +37,7 @@ from scaler.cluster.hub_unit import AUTHORIZED_VARIABLE, SERVER_KEY_VARIABLE
 from scaler.config.sections import SchedulerConfig, WorkerConfig, WorkerManagerSettings, section_to_json
 from scaler.io.address import parse_address
 from scaler.io.child_processes import start_python_child
-from scaler.io.stack_keys import StackKeys
+from scaler.security.key_folder import KeyFolder
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class HubAddresses:
 
 
 class CloudHub:
-    def __init__(self, manager: WorkerManagerSettings, scheduler: SchedulerConfig, keys: StackKeys,
+    def __init__(self, manager: WorkerManagerSettings, scheduler: SchedulerConfig, keys: KeyFolder,
                  advertised_storage: str) -> None:  # fmt: skip
         self._settings = hub_settings(manager)
         self._lease_seconds = float(getattr(manager, "lease_seconds", 300.0))
@@ -88,6 +88,11 @@ class CloudHub:
     @property
     def hub_id(self) -> str:
         return self._settings.worker_manager_id
+
+    @property
+    def boot_seconds(self) -> float:
+        """How long the hub may take to boot before the launcher gives up."""
+        return float(self._boot_seconds)
 
     def start(self, interrupted: Callable[[], bool] = lambda: False) -> HubAddresses:
         """Adopt this file's running hub, or launch one, and wait until it reports its ports (the boot timeout;

@@ -23,8 +23,15 @@ from scaler.cluster.readiness import wait_for_scheduler
 from scaler.config.loader import LauncherFile
 from scaler.config.sections import StackSecurityConfig, WorkerManagerSettings
 from scaler.io.address import parse_address
-from scaler.io.curve import CurveSecurity, curve_security
-from scaler.io.stack_keys import register_connection, stack_keys, unregister_connection
+from scaler.security.connection_files import (
+    MONITOR_SERVICE,
+    SCHEDULER_SERVICE,
+    STORAGE_SERVICE,
+    register_connection,
+    unregister_connection,
+)
+from scaler.security.curve import CurveSecurity, curve_security
+from scaler.security.key_folder import stack_keys
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +68,14 @@ class CloudStack:
         self._checked_at = 0.0
 
     @property
+    def _services(self) -> dict[str, str]:
+        return {
+            SCHEDULER_SERVICE: self.scheduler_address,
+            STORAGE_SERVICE: self.storage_address,
+            MONITOR_SERVICE: self.monitor_address,
+        }
+
+    @property
     def client_security(self) -> CurveSecurity:
         security = curve_security(self.keys.path("client.key_secret"), self.keys.path("server.key"))
         assert security is not None
@@ -68,12 +83,14 @@ class CloudStack:
 
     def start(self, interrupted: Callable[[], bool]) -> LauncherFile:
         """Start the hub and the forwarder; the file the launcher then starts (managers and dashboard only)."""
+        # published before the hub boots: a client or scaler_top started meanwhile waits for the stack, and then
+        # connects with its keys (docs/guide/bursting.md)
+        starting_until = time.time() + self._hub.boot_seconds + READY_TIMEOUT_SECONDS
+        register_connection(self._services, self.keys, ship_local_modules=True, starting_until=starting_until)
         hub = self.hub = self._hub.start(interrupted)
         self._forward(hub)
-        register_connection(
-            [self.scheduler_address, self.storage_address, self.monitor_address], self.keys, ship_local_modules=True
-        )
         wait_for_scheduler(self.scheduler_address, READY_TIMEOUT_SECONDS, security=self.client_security)
+        register_connection(self._services, self.keys, ship_local_modules=True)  # the stack is up
         print(f"scaler: hub {hub.unit_id} in the cloud at {hub.laptop} (inside: {hub.inside}); scheduler at "
               f"{self.scheduler_address}, object storage at {self.storage_address}, monitor at {self.monitor_address}"
               " through this machine's forwarder", flush=True)  # fmt: skip

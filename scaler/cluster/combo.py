@@ -24,11 +24,12 @@ from scaler.config.combo import combo_signature, sections_of
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, section_to_json
 from scaler.io.address import free_tcp_port_block, parse_address
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
-from scaler.io.curve import ClusterKeys, security_of
-from scaler.io.default_security import ServedAddresses, ServerSecurity
-from scaler.io.key_folder import user_keys
 from scaler.io.port_owner import address_in_use_problem
 from scaler.monitor import local_schedulers
+from scaler.security.connection_files import MONITOR_SERVICE, SCHEDULER_SERVICE, STORAGE_SERVICE
+from scaler.security.curve import security_of
+from scaler.security.find import ServedAddresses, ServerKeys
+from scaler.security.key_folder import ClusterKeys, user_keys
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -108,7 +109,12 @@ class SchedulerClusterCombo:
         # insecure: say so for these addresses before the workers start (they would take the user's keys while
         # the scheduler has not registered yet); the servers then register the same, for as long as they run
         self._insecure_files = ServedAddresses(
-            ServerSecurity(None, insecure=insecure), [self._address, object_storage_address, self._monitor_address]
+            ServerKeys(None, insecure=insecure),
+            {
+                SCHEDULER_SERVICE: self._address,
+                STORAGE_SERVICE: object_storage_address,
+                MONITOR_SERVICE: self._monitor_address,
+            },
         )
         self._insecure_files.register()
         # the servers without key settings use the user's keys themselves (and register connection files)

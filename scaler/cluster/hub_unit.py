@@ -33,11 +33,12 @@ from typing import Any
 from scaler.cluster.readiness import wait_for_scheduler
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_from_json, section_to_json
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
-from scaler.io.curve import CurveSecurity, read_key_pair
 from scaler.monitor.feed import FeedReader
 from scaler.object_storage.readiness import wait_for_object_storage
 from scaler.protocol import messages as m
 from scaler.protocol.feed import STATUS_TOPIC
+from scaler.security.curve import CurveSecurity
+from scaler.security.key_files import read_key_pair
 from scaler.worker_manager.unit.report import Reporter
 
 logger = logging.getLogger("scaler.hub")

@@ -33,13 +33,13 @@ from scaler.config.manager_types import manager_type_of
 from scaler.config.sections import SchedulerConfig, section_to_json
 from scaler.io.address import parse_address
 from scaler.io.child_processes import describe_exit, start_python_child
-from scaler.io.curve import security_of
 from scaler.io.sockets import TransportSecurity
 from scaler.monitor.feed import FeedReader
 from scaler.object_storage.readiness import wait_for_object_storage
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.feed import STATUS_TOPIC
+from scaler.security.curve import security_of
 
 logger = logging.getLogger(__name__)
 

@@ -10,9 +10,11 @@ from typing import Any, TypeVar
 
 from scaler.config.loader import LauncherFile
 from scaler.config.sections import StackSecurityConfig
-from scaler.io.curve import KeyFileError, authorized_keys, curve_security
-from scaler.io.key_folder import user_keys
-from scaler.io.peer_roles import MANAGER, scheduler_refusal
+from scaler.security.authorized_folder import authorized_keys
+from scaler.security.curve import curve_security
+from scaler.security.key_files import KeyFileError
+from scaler.security.key_folder import user_keys
+from scaler.security.roles import MANAGER, scheduler_refusal
 
 T = TypeVar("T")
 

@@ -70,7 +70,7 @@ class CurveClientSettings:
 @dataclass(frozen=True, kw_only=True)
 class CurveServerSettings:
     """Keys of a server (scheduler, object storage): docs/security.md. With none, the user's keys
-    (`scaler.io.default_security`)."""
+    (`scaler.security.find`)."""
 
     curve_secret_key: str | None = setting(
         None, help="the servers' CURVE secret key file (server.key_secret, from scaler_keygen)"

@@ -40,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if os.path.exists(secret_path):
         print(f"scaler_keygen: {secret_path} exists; remove it first to make a new pair", file=sys.stderr)
         return 2
-    from scaler.io.curve import make_key_pair
+    from scaler.security.key_files import make_key_pair
 
     try:
         public, secret = make_key_pair(parsed.directory, parsed.name)
@@ -64,8 +64,8 @@ def export(argv: Sequence[str]) -> int:
     parser.add_argument("directory", metavar="DIR")
     parser.add_argument("--role", choices=("worker", "client"), default="worker", help="default: worker")
     parsed = parser.parse_args(argv)
-    from scaler.io.curve import KeyFileError
-    from scaler.io.key_folder import user_keys
+    from scaler.security.key_files import KeyFileError
+    from scaler.security.key_folder import user_keys
 
     try:
         secret, server = user_keys().export(Path(parsed.directory).absolute(), parsed.role)

@@ -19,16 +19,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AddressError as error:
         print(f"scaler_top: error: {error}", file=sys.stderr)
         return 2
-    from scaler.io.curve import KeyFileError
-    from scaler.io.default_security import connecting_security
     from scaler.monitor.top import run_top
+    from scaler.security.find import find_keys
+    from scaler.security.key_files import KeyFileError
 
     try:  # no key setting: those a local scheduler or stack registered for the address (docs/guide/security.md)
-        security = connecting_security(config, config.monitor_address, "client")
+        keys = find_keys("client", config.monitor_address, config)
     except KeyFileError as error:
         print(f"scaler_top: error: {error}", file=sys.stderr)
         return 2
-    return run_top(config.monitor_address, config.timeout, security)
+    return run_top(config.monitor_address, config.timeout, keys)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 import zmq
 
-from scaler.io.peer_roles import MONITOR_DOMAIN
+#: The ZAP domain of the monitor feed's socket: a server lets any authorised key read it (scaler.security.roles).
+MONITOR_DOMAIN = "monitor"
 
 #: A connection refused (the peer is still starting) is retried after this long, doubling up to the maximum.
 RECONNECT_SECONDS = 0.01
@@ -67,7 +68,7 @@ class TransportSecurity(Protocol):
 
 class PeerRoles(Protocol):
     """The roles of an authenticated peer's key (its z85 public key, the `User-Id` of its messages); empty when
-    the key is not, or no longer, authorised. See `scaler.io.peer_roles`."""
+    the key is not, or no longer, authorised. See `scaler.security.roles`."""
 
     def roles_of(self, public_key: bytes) -> frozenset[str]: ...
 

@@ -33,10 +33,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from scaler.config.sections import GUIConfig
-from scaler.io.curve import KeyFileError
-from scaler.io.default_security import connecting_security
 from scaler.monitor.dashboard_state import DashboardState
-from scaler.monitor.feed import FeedReader, FeedVersionError
+from scaler.monitor.feed import FeedError, FeedReader
 from scaler.monitor.story_asker import (
     StoryAsker,
     StoryQueryError,
@@ -47,6 +45,8 @@ from scaler.monitor.story_asker import (
 )
 from scaler.monitor.task_log import QueryError, TaskLog, TaskQuery, parse_query
 from scaler.protocol.messages import TaskTransitions
+from scaler.security.find import find_keys
+from scaler.security.key_files import KeyFileError
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,8 @@ class Dashboard:
     def __init__(self, config: GUIConfig) -> None:
         self.config = config
         # KeyFileError at start, naming the file; no key setting: those of a local scheduler's connection file
-        self.security = connecting_security(config, config.monitor_address, "client")
+        self.keys = find_keys("client", config.monitor_address, config)
+        self.security = self.keys.security
         self.state = DashboardState(spans_kept=TIMELINE_SPANS)
         self.task_log = TaskLog(config.task_log_max_size)
         self.stories = StoryAsker(
@@ -158,12 +159,12 @@ class Dashboard:
         return _static(path)
 
     def _read_feed(self) -> None:
-        reader = FeedReader(self.config.monitor_address, security=self.security)
+        reader = FeedReader(self.config.monitor_address, security=self.keys)
         try:
             while not self.stopping.is_set():
                 try:
                     message = reader.receive(FEED_POLL_SECONDS)
-                except FeedVersionError as error:
+                except FeedError as error:
                     logger.error("%s", error)
                     self.stop()
                     return

@@ -20,7 +20,7 @@ from types import TracebackType
 from scaler.io.address import parse_address
 from scaler.io.sockets import TransportSecurity
 from scaler.monitor import local_schedulers
-from scaler.monitor.feed import FIND_KEYS, FeedReader, FeedVersionError
+from scaler.monitor.feed import FIND_KEYS, FeedError, FeedReader
 from scaler.monitor.report_page import render_report
 from scaler.monitor.run_record import RecordLimits, RunRecord
 from scaler.payload import processor_context
@@ -116,7 +116,7 @@ class RunReport:
             keys = self._security if self._security is not None else FIND_KEYS  # none given: as a client finds them
             with FeedReader(self.monitor_address, security=keys) as reader:
                 self._read(reader)
-        except (FeedVersionError, OSError, ValueError) as error:  # a feed it cannot read: the report says so
+        except (FeedError, OSError, ValueError) as error:  # a feed it cannot read: the report says so
             self._problems.append(str(error))
         finally:
             self._stopped.set()

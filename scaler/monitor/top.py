@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import collections
 import curses
+import sys
 import time
 from typing import Any
 
 from scaler.io.sockets import TransportSecurity
-from scaler.monitor.feed import FeedReader, FeedVersionError
+from scaler.monitor.feed import FeedConnectionError, FeedReader, FeedVersionError
 from scaler.monitor.top_screen import Sorting, render
 from scaler.protocol import messages as m
+from scaler.security.find import FoundKeys
 
 #: How many scaling decisions the screen keeps.
 DECISIONS_SHOWN = 5
@@ -46,7 +48,7 @@ class TopState:
         return now - self.last_status_at
 
 
-def run_top(address: str, timeout_seconds: float, security: TransportSecurity | None = None) -> int:
+def run_top(address: str, timeout_seconds: float, security: TransportSecurity | FoundKeys | None = None) -> int:
     reader = FeedReader(address, security=security)
     try:
         return int(curses.wrapper(_loop, reader, address, timeout_seconds))
@@ -54,6 +56,9 @@ def run_top(address: str, timeout_seconds: float, security: TransportSecurity | 
         return 0
     except FeedVersionError as error:
         print(f"scaler_top: {error}")
+        return 1
+    except FeedConnectionError as error:
+        print(f"scaler_top: error: {error}", file=sys.stderr)
         return 1
     finally:
         reader.close()

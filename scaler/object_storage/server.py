@@ -25,8 +25,6 @@ import zmq
 from scaler.config.byte_size import format_byte_size
 from scaler.config.sections import ObjectStorageServerConfig
 from scaler.io.address import AddressError, parse_address
-from scaler.io.curve import KeyFileError
-from scaler.io.default_security import ServedAddresses, ServerSecurity, server_security
 from scaler.io.event_loop import run
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity, bound_endpoint
@@ -39,6 +37,9 @@ from scaler.object_storage.store import ObjectStore, PayloadBuffer
 from scaler.protocol.codec import encode_storage_reply
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.storage_messages import StorageStatus
+from scaler.security.connection_files import STORAGE_SERVICE
+from scaler.security.find import ServedAddresses, ServerKeys, server_keys
+from scaler.security.key_files import KeyFileError
 
 logger = logging.getLogger(__name__)
 
@@ -264,7 +265,7 @@ def _announce(endpoint: str) -> None:
     logger.info("object storage server listening on %s", endpoint)
 
 
-async def _serve_until_signalled(config: ObjectStorageServerConfig, security: ServerSecurity) -> None:
+async def _serve_until_signalled(config: ObjectStorageServerConfig, security: ServerKeys) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = (signal.SIGINT, signal.SIGTERM)
@@ -274,7 +275,7 @@ async def _serve_until_signalled(config: ObjectStorageServerConfig, security: Se
 
     def ready(endpoint: str) -> None:
         _announce(endpoint)
-        served.append(ServedAddresses(security, [endpoint]))
+        served.append(ServedAddresses(security, {STORAGE_SERVICE: endpoint}))
         served[0].register()  # local clients and workers find the keys for this address
 
     try:
@@ -291,9 +292,7 @@ def run_object_storage_server(config: ObjectStorageServerConfig, security: Trans
     is secured (None: the CURVE keys of its settings; without any, the user's keys, unless `insecure`)."""
     _setup_logging(config)
     try:
-        resolved = (
-            ServerSecurity(security) if security is not None else server_security(config, "the object storage server")
-        )
+        resolved = ServerKeys(security) if security is not None else server_keys(config, "the object storage server")
     except KeyFileError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION

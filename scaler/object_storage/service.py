@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from scaler.io.peer_roles import storage_refusal
 from scaler.object_storage.store import NO_OWNER, DiskWork, ObjectStore, PayloadBuffer, Refusal, Residence
 from scaler.protocol.codec import DecodeError, decode_storage_request
 from scaler.protocol.handshake import incompatibility
@@ -32,6 +31,7 @@ from scaler.protocol.storage_messages import (
     StorageReply,
     StorageStatus,
 )
+from scaler.security.roles import storage_refusal
 
 if TYPE_CHECKING:
     from scaler.io.sockets import PeerRoles

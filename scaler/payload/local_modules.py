@@ -3,7 +3,7 @@
 A function defined in a module of the working directory (`analysis.py` beside a notebook, a package of the
 project that is not installed) is pickled by reference: the worker imports the module by name, which a cloud
 unit does not have. A client connected to a stack that ships local modules (its connection file says so:
-`scaler.io.stack_keys`) registers such modules with cloudpickle to be pickled *by value* before it serialises a
+`security.connection_files`) registers such modules with cloudpickle to be pickled *by value* before it serialises a
 function: the function, and what it uses from those modules, travel in the task, wherever the notebook's working
 directory is. Installed distributions are not shipped this way: the manager installs them on the units.
 

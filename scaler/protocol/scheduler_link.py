@@ -11,6 +11,8 @@ States:
 - REGISTERED: the scheduler accepted the hello. Heartbeats go every `heartbeat_interval_seconds` (with
   `one_heartbeat_in_flight`, only once the previous one was echoed). The round trip of the last echoed
   heartbeat is measured (`round_trip_seconds`) and reported in the next heartbeat.
+- A closed connection (clients, `lost_on_disconnect`) is noticed at once: with a grace, a `StillWaiting` notice
+  says so then and every `notice_interval_seconds` until a scheduler answers, or the grace ends in LOST.
 - REFUSED and LOST are final: the peer stops (a restarted scheduler that forgot the peer is not a loss for
   peers with `register_again`; it sends them back to CONNECTING).
 Any message from the scheduler counts as a sign of life; silence longer than `timeout_seconds` is a loss. Only
@@ -101,7 +103,7 @@ class Forgotten:
     reason: str
 
 
-#: How a scheduler's refusal for a key's rights begins (scaler.io.peer_roles writes them).
+#: How a scheduler's refusal for a key's rights begins (scaler.security.roles writes them).
 AUTHENTICATION_PREFIX = "authentication:"
 
 
@@ -189,7 +191,9 @@ class SchedulerLink:
         grace = self.settings.lost_grace_seconds
         if self._disconnected_at is not None and grace is not None and now - self._disconnected_at > grace:
             return [self._lose(f"the connection to the scheduler at {self.settings.address} closed and no scheduler "
-                               f"answered there within {grace:g} s")]  # fmt: skip
+                               f"answered there within {grace:g} s (is it running? a scheduler restarted there "
+                               "within the grace gets the unfinished tasks again)")]  # fmt: skip
+        notice = self._reconnecting_notice(now)
         if silent > self.settings.timeout_seconds:
             if self.is_registered:
                 reason = f"the scheduler at {self.settings.address} has not answered for {silent:.0f} s"
@@ -198,17 +202,32 @@ class SchedulerLink:
             return [self._lose(reason)]
         if self.state is LinkState.CONNECTING:
             return self._while_connecting(now)
-        return self._heartbeat_if_due(now)
+        return notice + self._heartbeat_if_due(now)
 
     def on_disconnected(self, now: float) -> list[LinkEffect]:
         if self.is_over or not self.settings.lost_on_disconnect:
             return []
         if self.settings.lost_grace_seconds is None:
             return [self._lose(f"the connection to the scheduler at {self.settings.address} closed")]
-        if self._disconnected_at is None:
-            self._disconnected_at = now
         self._heartbeat_in_flight_since = None  # that heartbeat is gone: the next one goes to whoever answers next
-        return []
+        if self._disconnected_at is not None:
+            return []
+        self._disconnected_at = self._last_notice_at = now
+        text = (
+            f"the connection to the scheduler at {self.settings.address} closed: waiting up to "
+            f"{self.settings.lost_grace_seconds:g} s for a scheduler to answer there again"
+        )
+        return [StillWaiting(0.0, text)]
+
+    def _reconnecting_notice(self, now: float) -> list[LinkEffect]:
+        """While a closed connection waits out its grace, a notice every `notice_interval_seconds`."""
+        since, grace = self._disconnected_at, self.settings.lost_grace_seconds
+        if since is None or grace is None or now - self._last_notice_at < self.settings.notice_interval_seconds:
+            return []
+        self._last_notice_at = now
+        waited = now - since
+        text = f"still no scheduler at {self.settings.address} ({waited:.0f} s; giving up in {grace - waited:.0f} s)"
+        return [StillWaiting(waited, text)]
 
     def _forgive_own_pause(self, now: float) -> None:
         """Move the clocks of silence on by the part of the gap since the last event this peer handled that was its

@@ -4,7 +4,7 @@ With CURVE on, every message carries its connection's public key (`User-Id`, set
 message reaches the core:
 
 - a hello is let through only if the key's roles allow the role it names (a client key cannot register as a
-  worker or a manager: `scaler.io.peer_roles`); the refusal is a `HelloReply(False)` naming why;
+  worker or a manager: `scaler.security.roles`); the refusal is a `HelloReply(False)` naming why;
 - a message on a registered identity must come with the key that registered it. A secured ROUTER has no handover,
   so a second connection naming an identity in use is not read while the first lives; a message with another
   key therefore means the registering connection ended and a stranger holds its identity: the message is
@@ -12,7 +12,7 @@ message reaches the core:
 - every second, `revoked()` names the registered peers whose key left the authorised folder: the shell drops
   them from the core and tells them, and their next hello is refused;
 - a client's hello gets the share its key has in the folder's `sharing.toml` in place of the one it asked for,
-  and at most its key's quota (`settled`; scaler/io/key_sharing.py), so a user cannot raise their own weight.
+  and at most its key's quota (`settled`; scaler/security/quotas.py), so a user cannot raise their own weight.
 
 Refusals are logged once per key and reason, so a peer retrying cannot flood the log.
 """
@@ -26,11 +26,11 @@ from typing import Protocol, runtime_checkable
 
 import zmq
 
-from scaler.io.key_sharing import KeySharing
-from scaler.io.peer_roles import scheduler_refusal
 from scaler.io.sockets import PeerRoles
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, short
+from scaler.security.quotas import KeySharing
+from scaler.security.roles import scheduler_refusal
 
 logger = logging.getLogger(__name__)
 

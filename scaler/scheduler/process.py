@@ -12,8 +12,6 @@ import zmq
 from scaler.config.fields import core_values
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_from_json
 from scaler.io.address import AddressError, parse_address
-from scaler.io.curve import KeyFileError
-from scaler.io.default_security import ServedAddresses, ServerSecurity, server_security
 from scaler.io.event_loop import new_event_loop
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, TransportSecurity
@@ -23,6 +21,9 @@ from scaler.protocol.handshake import local_python_version
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.scaling_hook import policy_config, scaling_hook_of
 from scaler.scheduler.storage_child import StorageChild
+from scaler.security.connection_files import MONITOR_SERVICE, SCHEDULER_SERVICE, STORAGE_SERVICE
+from scaler.security.find import ServedAddresses, ServerKeys, server_keys
+from scaler.security.key_files import KeyFileError
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
     """Run a scheduler until it stops; its exit code. `security` secures every socket it binds or connects
     (None: the CURVE keys of its settings; without any, the user's keys, unless `insecure`)."""
     try:
-        resolved = ServerSecurity(security) if security is not None else server_security(config, "the scheduler")
+        resolved = ServerKeys(security) if security is not None else server_keys(config, "the scheduler")
         security = resolved.security
         bind, monitor, storage = derived_addresses(config)
     except (AddressError, KeyFileError) as error:
@@ -86,7 +87,9 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
         policy = policy_config(config.policy_engine_type, config.policy_content)  # the one parse of the policy
         settings = core_settings_of(config, bind, advertised, policy, instance_id=os.urandom(8))
         core = SchedulerCore(settings, scaling_hook_of(policy, settings.manager_timeout_seconds))
-        served = ServedAddresses(resolved, [bind, monitor])
+        served = ServedAddresses(
+            resolved, {SCHEDULER_SERVICE: bind, MONITOR_SERVICE: monitor}, known={STORAGE_SERVICE: storage}
+        )
         sockets = SocketFactory(config.io_threads, security)
         return _serve(core, config, bind, monitor, storage, storage_child, sockets, served)
     except (ValueError, RuntimeError) as error:

@@ -56,11 +56,11 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
     if problem is not None:
         logger.error("%s", problem)
         return EXIT_CONFIGURATION
-    from scaler.io.curve import KeyFileError
-    from scaler.io.default_security import connecting_security
+    from scaler.security.find import find_keys
+    from scaler.security.key_files import KeyFileError
 
     try:
-        security = security if security is not None else connecting_security(config, config.scheduler_address, "worker")
+        security = security if security is not None else find_keys("worker", config.scheduler_address, config).security
     except KeyFileError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION

@@ -12,10 +12,11 @@ from scaler.config.logging_setup import setup_logging
 from scaler.config.manager_types import MANAGER_TYPES, manager_type_of
 from scaler.config.sections import WorkerManagerSettings, section_from_json
 from scaler.io.address import AddressError, parse_address
-from scaler.io.curve import KeyFileError, security_of
 from scaler.io.event_loop import new_event_loop
 from scaler.policy.capability import parse_capabilities
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
+from scaler.security.curve import security_of
+from scaler.security.key_files import KeyFileError
 from scaler.worker.process import check_worker_config
 from scaler.worker_manager.backend import LaunchSpec, UnitBackend, worker_config_of
 from scaler.worker_manager.runner import ManagerRunner, RunnerSettings

@@ -16,9 +16,9 @@ from typing import cast
 
 from scaler.config.manager_types import ManagerType, manager_type_of
 from scaler.config.sections import WorkerManagerSettings
-from scaler.io.curve import KeyFileError
-from scaler.io.default_security import with_discovered_keys
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
+from scaler.security.find import with_discovered_keys
+from scaler.security.key_files import KeyFileError
 from scaler.worker_manager.offload.backend import OffloadBackend
 
 logger = logging.getLogger(__name__)

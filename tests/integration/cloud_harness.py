@@ -101,8 +101,8 @@ def batch_image(wheel: Path) -> Image:
 
 def started_fake_cloud(log_directory: Path, **options: Any) -> Iterator[FakeCloud]:
     """A running fake cloud with the environment pointing at it; everything restored afterwards. The stacks'
-    own keys and connection files (`scaler.io.stack_keys`) go to the session's XDG_CONFIG_HOME (tests/conftest.py),
-    where the servers started before the cloud registered theirs too."""
+    own keys and connection files (`scaler.security.connection_files`) go to the session's XDG_CONFIG_HOME
+    (tests/conftest.py), where the servers started before the cloud registered theirs too."""
     names = [*CLOUD_ENVIRONMENT, "AWS_ENDPOINT_URL", *SESSION_VARIABLES]
     saved = {name: os.environ.get(name) for name in names}
     cloud = FakeCloud(log_directory=log_directory, images=[batch_image(this_build())], **options).start()

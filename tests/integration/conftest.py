@@ -26,13 +26,13 @@ import zmq
 
 from scaler import SchedulerClusterCombo
 from scaler.io.address import free_tcp_port_block
-from scaler.io.curve import CurveSecurity, curve_security
-from scaler.io.key_folder import user_keys
 from scaler.monitor.feed import FeedReader
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.feed import STATUS_TOPIC
 from scaler.protocol.handshake import local_python_version
+from scaler.security.curve import CurveSecurity, curve_security
+from scaler.security.key_folder import user_keys
 
 #: Generous bound on every wait for something that should happen "promptly".
 DEADLINE_SECONDS = 30.0
@@ -516,9 +516,8 @@ def probe_scheduler(
 def monitor(address: str) -> Iterator[Callable[..., m.StatusSnapshot]]:
     """Subscribe to a scheduler's status snapshots; yields `next_snapshot(predicate=None, timeout_seconds=30)`.
     A stack that made its own keys (hub = "cloud") is read with them, as scaler_top does."""
-    from scaler.io.default_security import connecting_security
 
-    reader = FeedReader(address, topics=(STATUS_TOPIC,), security=connecting_security({}, address, "client"))
+    reader = FeedReader(address, topics=(STATUS_TOPIC,))
 
     def next_snapshot(
         predicate: Callable[[m.StatusSnapshot], bool] | None = None, timeout_seconds: float = DEADLINE_SECONDS

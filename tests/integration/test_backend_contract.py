@@ -23,7 +23,7 @@ import pytest
 
 from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import WorkerConfig
-from scaler.io.default_security import with_discovered_keys
+from scaler.security.find import with_discovered_keys
 from scaler.worker_manager.backend import LaunchSpec, UnitBackend, UnitInfo, UnitState
 from scaler.worker_manager.baremetal_native.backend import NativeBackend
 from scaler.worker_manager.baremetal_native.worker_forker import start_worker_forker

@@ -20,8 +20,8 @@ import psutil
 import pytest
 
 from scaler import Client
-from scaler.io.stack_keys import discovered_connection
 from scaler.protocol import messages as m
+from scaler.security.connection_files import discovered_connection
 from scaler.worker_manager.backend import unit_id_of_worker
 from tests.integration.cloud_harness import REGION, cloud_unit_processes
 from tests.integration.conftest import (

@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from scaler.io.address import free_tcp_port_block
-from scaler.io.stack_keys import discovered_connection
+from scaler.security.connection_files import discovered_connection
 from scaler.worker_manager.ship.distributions import DISTRIBUTION_NAME, this_build
 from scaler.worker_manager.ship.wheels import wheel_of
 from tests.integration.cloud_harness import CLOUD_ENVIRONMENT, SESSION_VARIABLES

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -23,7 +24,8 @@ import psutil
 import pytest
 
 from scaler import Client
-from scaler.io.stack_keys import discovered_connection
+from scaler.protocol import messages as m
+from scaler.security.connection_files import discovered_connection
 from tests.integration.conftest import BIN_DIR, free_addresses, monitor, wait_for
 from tests.integration.manager_harness import workers_of
 from tests.integration.test_cloud_burst import live_units, slow_identity, units_ever
@@ -37,7 +39,7 @@ SHORT_CUT_SECONDS = 6.0
 
 
 class HubStack:
-    def __init__(self, folder: Path, **environment: str) -> None:
+    def __init__(self, folder: Path, wait: bool = True, **environment: str) -> None:
         addresses = free_addresses()
         text = CONFIG.read_text().replace("tcp://127.0.0.1:8516", addresses.scheduler)
         self.path = folder / "stack.toml"
@@ -47,9 +49,10 @@ class HubStack:
         self._environment = {"SCALER_LEASE_SECONDS": f"{LEASE_SECONDS:g}", "SCALER_ENVIRONMENT": "requirements",
                              **environment}  # fmt: skip
         self.runs = 0
-        self.popen = self.start()
+        self.popen = self.start(wait)
 
-    def start(self) -> subprocess.Popen[bytes]:
+    def start(self, wait: bool = True) -> subprocess.Popen[bytes]:
+        """Start the launcher; with `wait`, until the stack's hub is up."""
         self.runs += 1
         self.log_path = self._folder / f"stack-{self.runs}.log"
         with open(self.log_path, "wb") as log:
@@ -57,6 +60,8 @@ class HubStack:
                 [str(BIN_DIR / "scaler"), str(self.path)], env={**os.environ, **self._environment}, stdout=log,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
+        if not wait:
+            return self.popen
         wait_for(lambda: discovered_connection(self.scheduler) is not None or self.popen.poll() is not None,
                  "the stack's hub to be up", 180)  # fmt: skip
         assert self.popen.poll() is None, self.log()
@@ -162,3 +167,34 @@ def test_an_idle_stack_stops_by_itself_with_its_units(fake_cloud: Any, tmp_path:
         wait_for(lambda: all_units() == 0, "the stack's units to be gone", 60)
     finally:
         stack.kill()
+
+
+def test_a_client_and_a_monitor_reader_started_while_the_hub_boots_wait_for_it_then_work(
+    fake_cloud: Any, tmp_path: Path
+) -> None:
+    """Issue 38, finding 2: a client and a monitor subscription made as soon as the launcher has bound the stack's
+    addresses, while its hub is still booting in the cloud. The connection file says the stack is starting (with its
+    keys): the client waits for it and the subscription reads the hub's status. Checked by hand with the file
+    registered only once the hub is up and without finding the keys again (`FoundKeys.again` returning self): the
+    client was refused ("the CURVE handshake did not complete"), as the issue reports."""
+    stack = HubStack(tmp_path, wait=False)
+    try:
+        wait_for(lambda: accepts(stack.scheduler) or stack.popen.poll() is not None, "the stack's addresses", 60)
+        assert stack.popen.poll() is None, stack.log()
+        assert discovered_connection(stack.scheduler) is None, "the hub is up already: this test would test nothing"
+        with monitor(stack.monitor) as next_snapshot:  # subscribed while the hub boots
+            with Client(stack.scheduler, timeout_seconds=120) as client:
+                assert client.submit(slow_identity, 5).result(timeout=120) == 5
+            assert next_snapshot(None, 60).feed_version == m.FEED_VERSION
+    finally:
+        stack.kill()
+        subprocess.run([str(BIN_DIR / "scaler"), str(stack.path), "--down"], capture_output=True, timeout=120)
+
+
+def accepts(address: str) -> bool:
+    host, port = address.rsplit("://", 1)[1].rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        return False
+    return True

@@ -16,7 +16,7 @@ import boto3
 import pytest
 
 from scaler import Client
-from scaler.io.curve import make_key_pair
+from scaler.security.key_files import make_key_pair
 from tests.integration.cloud_harness import REGION
 from tests.integration.conftest import Launcher, free_addresses
 from tests.integration.test_cloud_burst import ECS_FLAGS, ec2_instances

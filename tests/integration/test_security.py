@@ -13,10 +13,10 @@ import pytest
 import zmq
 
 from scaler import Client, SchedulerClusterCombo
-from scaler.io.curve import curve_security
 from scaler.monitor.feed import FeedReader
 from scaler.protocol import codec
 from scaler.protocol import messages as m
+from scaler.security.curve import curve_security
 from tests.integration.conftest import BIN_DIR, Launcher, free_addresses, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

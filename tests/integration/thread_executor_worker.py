@@ -13,11 +13,11 @@ import sys
 import threading
 
 from scaler.config.sections import WorkerConfig
-from scaler.io.default_security import connecting_security
 from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.object_storage.connection import ObjectStorageConnection
 from scaler.protocol import messages as m
 from scaler.protocol.ids import new_worker_id
+from scaler.security.find import find_keys
 from scaler.worker.executors.contract import ExecutorListener
 from scaler.worker.process import run_agent
 from scaler.worker.task_execution import TaskExecutor
@@ -82,5 +82,5 @@ class ThreadExecutor:
 if __name__ == "__main__":
     address, slots = sys.argv[1], int(sys.argv[2])
     config = WorkerConfig(scheduler_address=address, worker_type="THR", heartbeat_interval_seconds=0.5)
-    security = connecting_security(config, address, "worker")  # the scheduler's keys, as a worker finds them
+    security = find_keys("worker", address, config).security  # the scheduler's keys, as a worker finds them
     sys.exit(run_agent(config, new_worker_id("THR"), ThreadExecutor(security), slots=slots, security=security))

@@ -252,12 +252,16 @@ def test_cancelling_a_graph_target_cancels_the_whole_graph_after_a_restart() -> 
 
 
 def test_a_closed_connection_waits_out_the_grace_then_fails_every_future() -> None:
-    """Checked with `lost_grace_seconds` None in the settings: the futures fail at the disconnect."""
+    """Checked with `lost_grace_seconds` None in the settings: the futures fail at the disconnect. The notices
+    were checked by hand to go with the link's `_reconnecting_notice` and `on_disconnected`'s StillWaiting."""
     core = connected()
     submit(core, 1)
     core.submit_graph(GraphID(b"g" * 16), b"graph-frame", [(task(10), "future-10")])
-    assert core.on_disconnected(1.0) == []
-    assert kinds(core.on_tick(1.0 + GRACE_SECONDS / 2)) == [Send]  # a heartbeat into the reconnecting socket
+    (closed,) = core.on_disconnected(1.0)  # said at once, on stderr: the user's futures wait on it
+    assert isinstance(closed, Warn) and closed.show and "closed: waiting up to 60 s for a scheduler" in closed.text
+    middle = core.on_tick(1.0 + GRACE_SECONDS / 2)
+    assert kinds(middle) == [Warn, Send]  # a notice, and a heartbeat into the reconnecting socket
+    assert isinstance(middle[0], Warn) and middle[0].show and "giving up in 30 s" in middle[0].text
     effects = core.on_tick(2.0 + GRACE_SECONDS)
     assert kinds(effects) == [Warn, Fail, Closed]
     failed = effects[1]

@@ -8,21 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from scaler.io.curve import (
+from scaler.security.authorized_folder import AuthorizedFolder, authorized_keys
+from scaler.security.curve import (
     SECRET_KEY_TEXT_VARIABLE,
     SERVER_KEY_TEXT_VARIABLE,
-    AuthorizedFolder,
-    KeyFileError,
-    authorized_keys,
     curve_security,
     key_texts,
-    make_key_pair,
-    read_key_pair,
-    read_public_key,
     security_from_environment,
     security_of,
 )
-from scaler.io.peer_roles import may_connect, scheduler_refusal, storage_refusal
+from scaler.security.key_files import KeyFileError, make_key_pair, read_key_pair, read_public_key
+from scaler.security.roles import may_connect, scheduler_refusal, storage_refusal
 
 
 def test_a_key_pair_is_made_with_a_private_secret_and_read_back(tmp_path: Path) -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from scaler.io.key_sharing import KeySharing
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID
 from scaler.scheduler.peer_keys import TAKEN, PeerKeys, settle
+from scaler.security.quotas import KeySharing
 
 
 class Folder:
@@ -119,7 +119,8 @@ def make_keys(folder: Path, *names: str) -> None:
 
 
 def test_the_sharing_file_is_read_with_the_folder_and_again_when_it_changes(tmp_path: Path) -> None:
-    from scaler.io.curve import AuthorizedFolder, read_public_key
+    from scaler.security.authorized_folder import AuthorizedFolder
+    from scaler.security.key_files import read_public_key
 
     make_keys(tmp_path, "alice", "bob")
     alice = read_public_key(str(tmp_path / "alice.key"))
@@ -149,7 +150,8 @@ def test_the_sharing_file_is_read_with_the_folder_and_again_when_it_changes(tmp_
     ],
 )
 def test_a_wrong_sharing_file_is_refused_naming_the_entry(tmp_path: Path, text: str, words: str) -> None:
-    from scaler.io.curve import KeyFileError, authorized_sharing
+    from scaler.security.authorized_folder import authorized_sharing
+    from scaler.security.key_files import KeyFileError
 
     make_keys(tmp_path, "alice")
     (tmp_path / "sharing.toml").write_text(text)

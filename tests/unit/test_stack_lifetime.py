@@ -13,15 +13,16 @@ import cloudpickle
 import pytest
 
 from scaler.cluster.autostop import AutoStop
-from scaler.io.stack_keys import (
+from scaler.payload.local_modules import is_local, register_local_modules
+from scaler.protocol import messages as m
+from scaler.security.connection_files import (
+    SCHEDULER_SERVICE,
     discovered_connection,
     discovered_security,
     register_connection,
-    stack_keys,
     unregister_connection,
 )
-from scaler.payload.local_modules import is_local, register_local_modules
-from scaler.protocol import messages as m
+from scaler.security.key_folder import stack_keys
 
 ADDRESS = "tcp://127.0.0.1:8516"
 
@@ -55,7 +56,7 @@ def test_local_clients_find_the_keys_of_a_running_stack_only(tmp_path: Path, mon
     assert stack_keys("stack").path("server.key") == keys.path("server.key"), "made once, kept"
     assert set(keys.authorized_texts()) == {"client.key", "managers/workers.key"}
     assert discovered_security(ADDRESS) is None
-    register_connection([ADDRESS], keys, ship_local_modules=True)
+    register_connection({SCHEDULER_SERVICE: ADDRESS}, keys, ship_local_modules=True)
     security = discovered_security(ADDRESS)
     assert security is not None and discovered_connection(ADDRESS) is not None
     connection = next((tmp_path / "scaler" / "connections").glob("*.json"))

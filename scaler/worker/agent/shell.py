@@ -18,12 +18,12 @@ import psutil
 import zmq
 
 from scaler.io.clock import REAL_CLOCK, Clock
-from scaler.io.handshake_refusal import HANDSHAKE_FAILURES, is_refusal, refusal_text
 from scaler.io.sockets import SocketFactory, Sockets
 from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, watch_events
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
+from scaler.security.handshake import HANDSHAKE_FAILURES, is_refusal, refusal_text
 from scaler.worker.agent import core
 from scaler.worker.executors.contract import Executor
 from scaler.worker.memory import MemoryWatch, charged_bytes, find_memory_limit

@@ -1,7 +1,7 @@
 """CURVE keys for the workers a cloud manager starts (docs/security.md, "Keys as text").
 
 The manager's own key files mean nothing on a unit, so a unit's settings carry no key path; its workers read the
-keys' text from two environment variables instead (`scaler.io.curve.SECRET_KEY_TEXT_VARIABLE`,
+keys' text from two environment variables instead (`scaler.security.curve.SECRET_KEY_TEXT_VARIABLE`,
 `SERVER_KEY_TEXT_VARIABLE`). They travel in the unit's one-time manifest (`aws.shipping`), which the unit reads
 through a presigned URL and deletes: never in a launch request, a task definition, user data or a log line.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from scaler.config.sections import WorkerConfig
-from scaler.io.curve import key_texts, security_of
+from scaler.security.curve import key_texts, security_of
 from scaler.worker_manager.backend import LaunchSpec
 
 

@@ -77,11 +77,11 @@ class RetryingBackend:
 
 def run_proxy(worker: WorkerConfig, settings: WorkerManagerSettings, slots: int) -> int:
     """Run one proxy of the offloading type `settings` are of until it stops; its exit code."""
-    from scaler.io.curve import KeyFileError
-    from scaler.io.default_security import connecting_security
     from scaler.io.sockets import SocketFactory
     from scaler.object_storage.connection import ObjectStorageConnection
     from scaler.protocol.ids import new_worker_id
+    from scaler.security.find import find_keys
+    from scaler.security.key_files import KeyFileError
     from scaler.worker.process import check_worker_config, run_agent
     from scaler.worker_manager.offload.executor import OffloadExecutor
 
@@ -90,7 +90,7 @@ def run_proxy(worker: WorkerConfig, settings: WorkerManagerSettings, slots: int)
         logger.error("%s", problem)
         return EXIT_CONFIGURATION
     try:
-        security = connecting_security(worker, worker.scheduler_address, "worker")
+        security = find_keys("worker", worker.scheduler_address, worker).security
     except KeyFileError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scaler.io.peer_roles import ROLE_FOLDERS
+from scaler.security.roles import ROLE_FOLDERS
 
 if sys.version_info >= (3, 11):
     import tomllib

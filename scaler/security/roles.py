@@ -1,7 +1,7 @@
 """Which role an authorised CURVE key may take, and what each role may say it is.
 
-Pure: a folder listing in, answers out. The servers' folder of authorised public keys (`--curve-authorized-keys
-DIR`) says a key's role by where its file is:
+No I/O but the folder's listing: a folder in, answers out. The servers' folder of authorised public keys
+(`--curve-authorized-keys DIR`) says a key's role by where its file is:
 
 - `DIR/NAME.key` or `DIR/clients/NAME.key`: a **client** (submits work; also what `scaler_top` and the dashboard
   need);
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from scaler.io.sockets import MONITOR_DOMAIN
 
 CLIENT = "client"
 WORKER = "worker"
@@ -44,9 +46,6 @@ _STORAGE_ROLES = {
     MONITOR: frozenset(),
     SERVER: frozenset({"scheduler", "client", "processor", "worker", "offload-proxy", "readiness-probe"}),
 }
-
-#: the ZAP domain of the monitor feed's socket: any authorised key may read it
-MONITOR_DOMAIN = "monitor"
 
 
 def key_roles(folder: str, read_public_key: Callable[[str], bytes]) -> dict[bytes, frozenset[str]]:

@@ -1,7 +1,7 @@
 """Connection files: how a local client, worker or tool finds the keys of the server it connects to, and the
 CURVE keys a cloud `scaler FILE` stack makes for itself (docs/guide/security.md, docs/guide/bursting.md).
 
-A server started without key settings uses the user's keys (`key_folder`, `default_security`) and registers a
+A server started without key settings uses the user's keys (`key_folder`, `find`) and registers a
 connection file for each address it serves, the same way a cloud stack does.
 
 A stack whose scheduler runs in the cloud (`hub = "cloud"`) secures every connection without the user handling a
@@ -13,6 +13,10 @@ server's public key.
 
 `Client("tcp://127.0.0.1:8516")` and `scaler_top tcp://127.0.0.1:8518` given no key look there for their address,
 so user code is the same for a local run and a burst. A connection file whose launcher is gone is ignored.
+
+A file also says which service answers at its address (scheduler, object storage, monitor) and where the others
+are, so a side pointed at the wrong port is told where to go; and, while a cloud stack's hub boots, that the stack
+is starting (until when at most), so a side that connects meanwhile waits for it with the keys it will use.
 """
 
 from __future__ import annotations
@@ -20,19 +24,17 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 
-from scaler.io.curve import CurveSecurity, KeyFileError, curve_security
-from scaler.io.key_folder import KeyFolder, config_home
+from scaler.security.curve import CurveSecurity, curve_security
+from scaler.security.key_files import KeyFileError
+from scaler.security.key_folder import KeyFolder, config_home
 
-#: A stack's keys are a `KeyFolder` like the user's (the name stays for the cloud stack's code).
-StackKeys = KeyFolder
-
-
-def stack_keys(name: str) -> KeyFolder:
-    """The keys of stack `name`, made the first time (server, client and workers pairs; the client authorised as a
-    client, the workers' pair as managers, which also covers the workers they start)."""
-    return KeyFolder.ensure(config_home() / "stacks" / name)
+#: What a connection file says answers at its address (a side pointed at the wrong one is told where to go).
+SCHEDULER_SERVICE = "scheduler"
+STORAGE_SERVICE = "object storage"
+MONITOR_SERVICE = "monitor"
 
 
 def _connection_file(address: str) -> Path:
@@ -45,10 +47,19 @@ WILDCARD_HOSTS = ("0.0.0.0", "*", "::")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
-def register_connection(addresses: list[str], keys: KeyFolder | None, ship_local_modules: bool) -> None:
+def register_connection(
+    services: Mapping[str, str],
+    keys: KeyFolder | None,
+    ship_local_modules: bool,
+    known: Mapping[str, str] | None = None,
+    starting_until: float | None = None,
+) -> None:
     """Local clients and workers connecting to these addresses use the keys of `keys` (while this process lives):
     the record names the client pair, the workers' pair and the server's public key. `keys` None: an `--insecure`
-    server, which local sides reach without keys."""
+    server, which local sides reach without keys. `services`: service -> the address this process serves it at;
+    `known`: the addresses of its other services. `starting_until` (wall-clock seconds): the stack is still
+    starting, at most until then (its hub booting): a side that connects meanwhile waits for it; registering again
+    without it says the stack is up."""
     record: dict[str, object] = {"insecure": True}
     if keys is not None:
         record = {
@@ -58,12 +69,15 @@ def register_connection(addresses: list[str], keys: KeyFolder | None, ship_local
             "keys_folder": str(keys.folder),
         }
     record.update({"ship_local_modules": ship_local_modules, "pid": os.getpid(), "started": _started(os.getpid())})
-    for address in addresses:
+    record["services"] = {**(known or {}), **services}
+    if starting_until is not None:
+        record.update({"starting": True, "starting_until": starting_until})
+    for service, address in services.items():
         path = _connection_file(address)
         path.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(path.parent, 0o700)
         partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
-        partial.write_text(json.dumps(record))
+        partial.write_text(json.dumps({**record, "service": service}))
         os.chmod(partial, 0o600)
         partial.replace(path)
 
@@ -79,30 +93,46 @@ def unregister_connection(addresses: list[str]) -> None:
             pass
 
 
-def discovered_connection(address: str) -> dict[str, object] | None:
+def discovered_connection(address: str, starting: bool = False) -> dict[str, object] | None:
     """The connection file of a live server or stack serving `address` from this machine: the address's own, or,
-    for a local host (loopback, this machine's names and addresses), one of a bind on every interface."""
+    for a local host (loopback, this machine's names and addresses), one of a bind on every interface. A stack
+    still starting counts only with `starting`."""
     for candidate in _candidates(address):
         try:
             record = json.loads(_connection_file(candidate).read_text())
         except (OSError, ValueError):
             continue
         pid = record.get("pid")
-        if isinstance(pid, int) and _started(pid) == record.get("started"):  # else gone (its pid maybe reused)
-            return dict(record)
+        if not isinstance(pid, int) or _started(pid) != record.get("started"):  # gone (its pid maybe reused)
+            continue
+        if record.get("starting") and not starting:
+            continue
+        return dict(record, file=str(_connection_file(candidate)))
     return None
 
 
-def discovered_key_settings(address: str, role: str = "client") -> dict[str, str] | None:
+def connection_file(address: str, record: Mapping[str, object] | None = None) -> str:
+    """The path of the connection file a record was read from (else the one of `address`), for messages."""
+    path = (record or {}).get("file")
+    return path if isinstance(path, str) else str(_connection_file(address))
+
+
+def discovered_key_settings(
+    address: str, role: str = "client", record: Mapping[str, object] | None = None
+) -> dict[str, str] | None:
     """The key file settings (curve_secret_key, curve_server_key) a connecting side of `role` ("client" or
-    "worker") uses for `address`; None when no live server or stack registered it."""
-    record = discovered_connection(address)
+    "worker") uses for `address` (from `record`, else its live connection file); None when no live server or
+    stack registered it, or it serves plain TCP."""
+    if record is None:
+        record = discovered_connection(address)
     if record is None or record.get("insecure"):
         return None
     secret = record.get("workers_secret_key" if role == "worker" else "client_secret_key")
     server = record.get("server_public_key")
     if not isinstance(secret, str) or not isinstance(server, str):
-        raise KeyFileError(f"{_connection_file(address)}: names no {role} keys (not a connection file of scaler)")
+        raise KeyFileError(
+            f"{connection_file(address, record)}: names no {role} keys (not a connection file of scaler)"
+        )
     return {"curve_secret_key": secret, "curve_server_key": server}
 
 

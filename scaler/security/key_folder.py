@@ -6,7 +6,8 @@ managers), and `authorized/`, the servers' folder of authorised keys: `authorize
 `authorized/managers/workers.key` (a manager, which also covers the workers it starts).
 
 Two places use it: the *user's keys* `~/.config/scaler/keys/` (respecting XDG_CONFIG_HOME), which a server started
-without any key setting uses (`default_security`), and each cloud stack's `~/.config/scaler/stacks/<name>/`.
+without any key setting uses (`find`), and each cloud stack's `~/.config/scaler/stacks/<name>/` (`stack_keys`).
+`ClusterKeys` are the throw-away keys of one `SchedulerClusterCombo(secure=True)`.
 The folder is made whole in a private temporary folder beside it and renamed into place, so two servers starting
 at once agree on one set of keys.
 """
@@ -18,8 +19,10 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from scaler.io.curve import CurveSecurity, KeyFileError, curve_security, make_key_pair
+from scaler.security.curve import CurveSecurity, curve_security
+from scaler.security.key_files import KeyFileError, make_key_pair
 
 PAIRS = ("server", "client", "workers")
 #: which pair a connecting side of each kind uses
@@ -118,3 +121,48 @@ def _make(folder: Path) -> None:
         shutil.rmtree(partial, ignore_errors=True)
     if not (folder / "server.key_secret").is_file():
         raise KeyFileError(f"{folder}: exists without the keys scaler makes there (server.key_secret); remove it")
+
+
+def stack_keys(name: str) -> KeyFolder:
+    """The keys of cloud stack `name`, made the first time (server, client and workers pairs; the client authorised
+    as a client, the workers' pair as managers, which also covers the workers they start)."""
+    return KeyFolder.ensure(config_home() / "stacks" / name)
+
+
+class ClusterKeys:
+    """Throw-away keys of one local cluster (`SchedulerClusterCombo(secure=True)`): a server pair, a client pair
+    and a workers pair in a private temporary folder, the client authorised as a client, the workers as managers
+    (and so as workers)."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    @classmethod
+    def make(cls) -> ClusterKeys:
+        folder = tempfile.mkdtemp(prefix="scaler-keys-")
+        for name in ("server", "client", "workers"):
+            make_key_pair(os.path.join(folder, "pairs"), name)
+        authorized = os.path.join(folder, "authorized")
+        os.makedirs(authorized)
+        os.makedirs(os.path.join(authorized, "managers"))  # the workers' pair serves managers and their workers
+        os.link(os.path.join(folder, "pairs", "client.key"), os.path.join(authorized, "client.key"))
+        os.link(os.path.join(folder, "pairs", "workers.key"), os.path.join(authorized, "managers", "workers.key"))
+        return cls(folder)
+
+    def _pair(self, name: str) -> str:
+        return os.path.join(self.folder, "pairs", name)
+
+    def server_settings(self) -> dict[str, Any]:
+        return {
+            "curve_secret_key": self._pair("server.key_secret"),
+            "curve_authorized_keys": os.path.join(self.folder, "authorized"),
+        }
+
+    def worker_settings(self) -> dict[str, Any]:
+        return {"curve_secret_key": self._pair("workers.key_secret"), "curve_server_key": self._pair("server.key")}
+
+    def client_settings(self) -> dict[str, str]:
+        return {"curve_secret_key": self._pair("client.key_secret"), "curve_server_key": self._pair("server.key")}
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)

@@ -1,0 +1,173 @@
+"""What a connecting side (a Client, a monitor reader, `scaler_top`) is told when it meets the wrong port or loses
+its scheduler, and how it finds the keys of a stack that restarted with other keys (issue 38, findings 2 and 4),
+with real processes and sockets. The cloud hub's boot is in test_cloud_hub.py.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from scaler import Client, SchedulerClusterCombo
+from scaler.errors import DisconnectedError
+from scaler.monitor.feed import FeedConnectionError, FeedReader
+from scaler.protocol import messages as m
+from scaler.protocol.feed import STATUS_TOPIC
+from scaler.security.curve import security_of
+from tests.integration.conftest import BIN_DIR, Launcher, free_addresses, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def test_a_client_at_the_monitor_or_storage_port_is_told_where_the_scheduler_is(
+    make_cluster: Callable[..., SchedulerClusterCombo],
+) -> None:
+    """A cluster with the user's keys writes connection files naming the service at each address. Checked by hand
+    without the check (`wrong_port_text` returning None): the monitor port said "the CURVE handshake did not
+    complete", the storage port waited out the connect timeout."""
+    cluster = make_cluster(0)
+    scheduler, storage, monitor = cluster.get_address(), *storage_and_monitor(cluster)
+    with pytest.raises(ConnectionError, match=f"is the monitor address .* the scheduler is at {scheduler}"):
+        Client(monitor)
+    with pytest.raises(ConnectionError, match=f"{storage} is the object storage address .*give Client the sched"):
+        Client(storage)
+    with FeedReader(scheduler, topics=(STATUS_TOPIC,)) as reader:
+        with pytest.raises(FeedConnectionError, match=f"is the scheduler address .* the monitor is at {monitor}"):
+            reader.receive(60)
+
+
+def test_a_cluster_with_keys_of_its_own_is_probed_to_tell_the_port(
+    make_cluster: Callable[..., SchedulerClusterCombo],
+) -> None:
+    """No connection file (keys given): the failed handshake is told apart from wrong keys by a probe socket of the
+    other kind, and the storage port by its reply to the hello. Checked by hand without the probe (`answers_as`
+    returning False): "the CURVE handshake did not complete (a wrong server key ...)"."""
+    cluster = make_cluster(0, secure=True)
+    keys = cluster.client_keys
+    scheduler, storage, monitor = cluster.get_address(), *storage_and_monitor(cluster)
+    with pytest.raises(ConnectionError, match=f"{monitor} is a monitor feed, not a scheduler .*by default"):
+        Client(monitor, **keys)
+    with pytest.raises(ConnectionError, match=f"{storage} is an object storage server, not a scheduler"):
+        Client(storage, **keys)
+    with FeedReader(scheduler, topics=(STATUS_TOPIC,), security=security_of(keys)) as reader:
+        with pytest.raises(FeedConnectionError, match="is a scheduler or an object storage server, not a monitor"):
+            reader.receive(60)
+    with Client(scheduler, **keys) as client:  # the right port still works with the same keys
+        assert client.address == scheduler
+
+
+def test_scaler_top_at_the_scheduler_port_says_so_and_exits(make_cluster: Callable[..., SchedulerClusterCombo]) -> None:
+    """`scaler_top` in a terminal (a pseudo-terminal here), pointed at the scheduler's port. Checked by hand without
+    FeedReader's event monitor: it showed an empty screen until killed."""
+    cluster = make_cluster(0)
+    monitor = storage_and_monitor(cluster)[1]
+    controller, terminal = pty.openpty()
+    try:
+        top = subprocess.Popen(
+            [str(BIN_DIR / "scaler_top"), cluster.get_address()], stdin=terminal, stdout=terminal,
+            stderr=subprocess.PIPE, env={**os.environ, "TERM": "xterm"}, start_new_session=True,
+        )  # fmt: skip
+        try:
+            _, stderr = top.communicate(timeout=60)
+        finally:
+            if top.poll() is None:
+                os.killpg(top.pid, signal.SIGKILL)
+                top.wait(10)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert top.returncode == 1
+    assert f"the monitor is at {monitor}" in stderr.decode(), stderr.decode()
+
+
+def test_a_client_that_loses_its_scheduler_says_so_at_once_and_then_fails_clearly(
+    launcher: Launcher, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The scheduler is killed with the client's task unfinished: the client says at once that the connection
+    closed and how long it waits for a scheduler to come back, then the future fails naming why. Checked by hand
+    without the link's notice (`on_disconnected` returning []): nothing was printed until the grace ended."""
+    addresses, scheduler, _storage = launcher.stack(workers=0)
+    with Client(addresses.scheduler, scheduler_lost_grace_seconds=20) as client:
+        future = client.submit(abs, -1)  # no worker: it stays unfinished
+        capfd.readouterr()
+        scheduler.popen.send_signal(signal.SIGKILL)
+        printed: list[str] = []
+        wait_for(lambda: "closed: waiting up to 20 s" in collect(capfd, printed), "the client to say so", 15)
+        assert not future.done(), "the grace is not over: a restarted scheduler would get the task again"
+        with pytest.raises(DisconnectedError, match=f"{addresses.scheduler} closed and no scheduler answered"):
+            future.result(timeout=60)
+    assert re.search(r"still no scheduler at \S+ \(\d+ s; giving up in \d+ s\)", collect(capfd, printed))
+
+
+def test_a_monitor_reader_finds_the_keys_of_a_stack_restarted_with_other_keys(
+    make_cluster: Callable[..., SchedulerClusterCombo],
+) -> None:
+    """A reader subscribed to an insecure cluster, which then restarts at the same addresses with the user's keys:
+    the new feed refuses a reader without keys, the reader finds the keys again and reads on. Checked by hand
+    without finding again (`FoundKeys.again` returning self): the reader gave up, "requires CURVE keys"."""
+    addresses = free_addresses()
+    first = make_cluster(0, address=addresses.scheduler, insecure=True)
+    reader = FeedReader(addresses.monitor, topics=(STATUS_TOPIC,))
+    try:
+        assert next_status(reader) is not None and reader.keys.security is None
+        first.shutdown()
+        make_cluster(0, address=addresses.scheduler)
+        assert next_status(reader) is not None
+        assert reader.keys.security is not None and "connection file" in reader.keys.source
+    finally:
+        reader.close()
+
+
+def test_a_client_waiting_for_a_scheduler_takes_the_keys_it_publishes(
+    make_cluster: Callable[..., SchedulerClusterCombo], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A client started before its cluster guesses the user's keys (an address of this machine with no connection
+    file); the cluster then starts `insecure`: the client is refused, finds the keys again (none) and connects.
+    Checked by hand without finding again: ConnectionRefusedError ("a server without CURVE")."""
+    addresses = free_addresses()
+    outcome: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            with Client(addresses.scheduler, connect_timeout_seconds=60) as client:
+                outcome["workers"] = client.map(abs, [-1, -2])
+        except BaseException as error:  # reported below
+            outcome["error"] = error
+
+    thread = threading.Thread(target=connect, daemon=True)
+    thread.start()
+    printed: list[str] = []
+    wait_for(lambda: "still waiting for the scheduler" in collect(capfd, printed), "the client to be waiting", 30)
+    make_cluster(1, address=addresses.scheduler, insecure=True)
+    thread.join(90)
+    assert not thread.is_alive() and outcome == {"workers": [1, 2]}, outcome
+
+
+def storage_and_monitor(cluster: SchedulerClusterCombo) -> tuple[str, str]:
+    port = int(cluster.get_address().rsplit(":", 1)[1])
+    return f"tcp://127.0.0.1:{port + 1}", cluster.monitor_address
+
+
+def next_status(reader: FeedReader, timeout_seconds: float = 60) -> m.StatusSnapshot | None:
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        message = reader.receive(1.0)
+        if isinstance(message, m.StatusSnapshot):
+            return message
+    return None
+
+
+def collect(capfd: pytest.CaptureFixture[str], printed: list[str]) -> str:
+    """Everything printed so far (capfd hands each piece out once)."""
+    captured = capfd.readouterr()
+    printed.append(captured.out + captured.err)
+    return "".join(printed)
