@@ -132,7 +132,7 @@ def main() -> None:
     args = parse_args()
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    log_root = BENCH_DIR / "logs" / f"laptop_link-{stamp}"
+    log_root = args.results_dir / f"laptop_link-{stamp}-logs"
     results: dict[str, dict[str, Any]] = {}
     for system in systems:
         try:
