@@ -34,8 +34,9 @@ Rules:
    connection closes, a ClientResume asks for what the dead connection may have taken; its ClientResumed names the
    tasks the scheduler never received, which are sent again (with the cancels asked for them), and the answers that
    follow it are counted anew. Registered again by the *same* scheduler (its instance unchanged: it dropped this
-   client past the window), the unfinished work is gone: its futures fail with the scheduler's reason, nothing is
-   submitted again.
+   client past the window), a ClientResume asks the same: the work the scheduler cancelled when it dropped this
+   client fails with its reason (nothing of it runs again), what it never received (sent after the drop) is sent
+   again.
 
 The core is generic in the future type `F`: it stores futures and hands them back in effects, never calls them,
 so the thread-based `Client` and an asyncio client can share it.
@@ -196,6 +197,8 @@ class ClientCore(Generic[F]):
         self._follow_window = follow_window
         self.answers = AnswerCount()  #: what the heartbeats acknowledge (rule 6)
         self._forgotten_reason = ""  #: why the scheduler last said it does not know this client
+        #: why the scheduler dropped this client, when it registers it again (rule 6)
+        self._dropped_reason = "the scheduler dropped this client"
         self._last_awake: float | None = None  #: the latest event this client handled
         self._hello = hello
         #: the latest accepting HelloReply; None before the first registration
@@ -376,7 +379,7 @@ class ClientCore(Generic[F]):
                 self.answers.restart()
                 self._wait_as_long_as_the_window(effect.reply.resume_seconds)
                 if dropped:
-                    effects += self._fail_dropped()
+                    effects += self._resume_dropped()
                 elif effect.again:
                     effects += self._submit_again()
                 effects.append(Connected(effect.reply))
@@ -436,22 +439,15 @@ class ClientCore(Generic[F]):
             settings = replace(settings, lost_grace_seconds=window)
         self.link.settings = settings
 
-    def _fail_dropped(self) -> list[ClientEffect[F]]:
-        """The same scheduler registered this client again: it had dropped it (away past its window, or silent
-        without one) and cancelled its work, so the unfinished futures fail with its reason (rule 6)."""
-        reason = self._forgotten_reason or "the scheduler dropped this client"
+    def _resume_dropped(self) -> list[ClientEffect[F]]:
+        """The same scheduler registered this client again: it had dropped it (away past its window, or silent without
+        one). It is asked, as after a lost connection, what became of the unfinished work: what it cancelled then
+        fails, what it never received is sent again (rule 6)."""
+        self._dropped_reason = self._forgotten_reason or "it had dropped this client"
         address = self.link.settings.address
-        error = DisconnectedError(f"the scheduler at {address} dropped this client: {reason}")
-        futures = [future for future, _ in self._unfinished.values()]
-        self._unfinished.clear()
-        self._graphs.clear()
-        self._graph_of_target.clear()
-        self._cancelling.clear()
-        self._followed.clear()
-        effects: list[ClientEffect[F]] = [Warn(str(error))]
-        if futures:
-            effects.append(Fail(futures, error))
-        return effects
+        warning = Warn(f"the scheduler at {address} dropped this client ({self._dropped_reason}); asking it what "
+                       "became of the unfinished work")  # fmt: skip
+        return [warning, Send(self.answers.resume(list(self._unfinished)))]
 
     def _resumed(self, reply: m.ClientResumed) -> list[ClientEffect[F]]:
         """The answer to a ClientResume (rule 6): count anew; send again what the scheduler never received, and the
@@ -459,6 +455,11 @@ class ClientCore(Generic[F]):
         self.answers.resumed(reply)
         unknown = set(reply.unknown)
         effects: list[ClientEffect[F]] = []
+        if reply.cancelled:
+            address = self.link.settings.address
+            error = DisconnectedError(f"the scheduler at {address} dropped this client: {self._dropped_reason}")
+            futures = [future for task_id in reply.cancelled if (future := self._answered(task_id)) is not None]
+            effects.append(Fail(futures, error))
         frames: list[bytes] = []
         graphs: set[GraphID] = set()
         for task_id in reply.unknown:

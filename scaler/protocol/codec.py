@@ -273,6 +273,8 @@ def _enc_resume(b: Any, msg: m.ClientResume) -> None:
 def _enc_resumed(b: Any, msg: m.ClientResumed) -> None:
     b.answersEpoch = msg.answers_epoch
     b.unknown = list(msg.unknown)
+    if msg.cancelled:
+        b.cancelled = list(msg.cancelled)
 
 
 _ENCODERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
@@ -437,7 +439,9 @@ _DECODERS: dict[str, Callable[[Any], m.Message]] = {
     "clientResume": lambda r: m.ClientResume(
         r.answersEpoch, r.answersReceived, tuple(TaskID(bytes(t)) for t in r.unfinished)
     ),
-    "clientResumed": lambda r: m.ClientResumed(r.answersEpoch, tuple(TaskID(bytes(t)) for t in r.unknown)),
+    "clientResumed": lambda r: m.ClientResumed(
+        r.answersEpoch, tuple(TaskID(bytes(t)) for t in r.unknown), tuple(TaskID(bytes(t)) for t in r.cancelled)
+    ),
     "shutdown": lambda r: m.Shutdown(r.reason),
     "managerTarget": lambda r: m.ManagerTarget(
         tuple(m.TargetEntry(capabilities_of(e.capabilities), e.workers) for e in r.entries),

@@ -591,4 +591,5 @@ struct ClientResumed {
   # The answer to ClientResume: a new answer epoch starts with it; the answers sent again follow it.
   answersEpoch @0 :UInt32;     # the new epoch (the client counts answers from here)
   unknown @1 :List(Data);      # of `unfinished`, the ids the scheduler never received: to be sent again
+  cancelled @2 :List(Data);    # of `unfinished`, the ids it cancelled when it dropped this client (away too long)
 }

@@ -421,6 +421,9 @@ class ClientResumed:
 
     answers_epoch: int
     unknown: tuple[TaskID, ...] = ()  #: of the unfinished ids, those the scheduler never received
+    #: of the unfinished ids, those it cancelled when it dropped this client (away past its window, or silent without
+    #: one): their work is gone
+    cancelled: tuple[TaskID, ...] = ()
 
 
 # ---------------------------------------------------------------- workers

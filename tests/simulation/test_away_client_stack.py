@@ -124,8 +124,11 @@ def test_a_client_back_on_a_new_connection_gets_what_the_dead_one_lost_and_what_
             assert log.bundles, "held answers went to object storage"
         stack.network.move(client.sockets)
         await stack.until(lambda: all_done(futures), "every future")
-        if not window:
-            assert {type(future.answers[0][1]) for future in futures} == {DisconnectedError}
+        assert (
+            all(len(f.answers) == 1 for f in futures) and max(len(stack.log.runs_of(f.task_id)) for f in futures) == 1
+        )
+        if not window:  # what had not finished when the scheduler dropped the client is cancelled, and fails here
+            assert DisconnectedError in {type(future.answers[0][1]) for future in futures}
             return
         assert results(futures) == ["result"] * 20 and all(len(f.answers) == 1 for f in futures)
         assert [len(stack.log.runs_of(f.task_id)) for f in futures] == [1] * 20, "a task ran twice"

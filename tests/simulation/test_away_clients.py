@@ -102,11 +102,19 @@ def test_past_the_window_its_work_is_cancelled_its_objects_deleted_and_it_is_tol
     assert any(isinstance(e.message, m.TaskCancel) for e in sim.effects_of(Send) if e.peer == worker.peer)
     assert [e.owner for e in sim.effects_of(DeleteOwnerObjects)] == [client.peer]
     client.online = True
-    sim.heartbeat(client)
-    (reason,) = client.errors
+    late = task(client.peer, 3)
+    client.answers[late.task_id] = []
+    sim.send(client.peer, late)  # submitted as it woke: refused, the scheduler does not know it any more
+    reason = client.errors[0]
     assert "resume window of 300 s" in reason and "2 unfinished task(s) were cancelled" in reason
+    assert client.peer not in sim.core.clients
+    sim.send(client.peer, hello(m.ClientInfo("c")))  # its link registers again, then asks what became of its work
+    sim.resume(client)
+    (resumed,) = [e.message for e in sim.effects_of(Send) if isinstance(e.message, m.ClientResumed)]
+    assert set(resumed.cancelled) == {task(client.peer, 1).task_id, task(client.peer, 2).task_id}
+    assert resumed.unknown == (late.task_id,), "what it sent after the drop never ran: it sends it again"
     sim.heartbeat(client)
-    assert client.errors[1].startswith("unknown peer"), "told once"
+    assert not client.errors[1:], "the expired record is gone once it registered again"
 
 
 def test_the_clients_own_wish_shortens_the_window() -> None:

@@ -365,19 +365,24 @@ def test_a_closed_connection_asks_for_what_it_took_and_sends_again_what_never_ar
     assert [e.future for e in cancelled if isinstance(e, ConfirmCancel)] == ["future-3"]
 
 
-def test_a_scheduler_that_dropped_this_client_past_its_window_fails_its_work_instead_of_running_it_again() -> None:
-    """Registered again by the same instance: the unfinished futures fail with the reason the scheduler gave;
-    nothing is submitted again. Checked by treating it as a restart: the frames are sent again."""
+def test_a_scheduler_that_dropped_this_client_past_its_window_is_asked_what_became_of_the_work() -> None:
+    """Registered again by the same instance: a ClientResume asks what became of the unfinished work; what the
+    scheduler cancelled when it dropped the client fails with its reason, what it never received is sent again.
+    Checked by treating it as a restart: every frame is sent again at once (the cancelled work would run again)."""
     core = connected()
-    submit(core, 1, 2)
+    submit(core, 1, 2, 3)
     reason = "this client was away for more than its resume window of 1800 s: ..."
     core.on_messages([m.ProtocolError(reason, m.ProtocolErrorKind.UNKNOWN_PEER)], 2000.0)
     effects = core.on_messages([FIRST], 2000.5)
     assert not sent_frames(effects)
+    (resume,) = [e.message for e in effects if isinstance(e, Send) and isinstance(e.message, m.ClientResume)]
+    assert resume == m.ClientResume(0, 0, (task(1), task(2), task(3)))
+    effects = core.on_messages([m.ClientResumed(1, (task(3),), (task(1), task(2)))], 2000.6)
     (failed,) = [e for e in effects if isinstance(e, Fail)]
     assert failed.futures == ["future-1", "future-2"] and "resume window of 1800 s" in str(failed.error)
     assert isinstance(failed.error, DisconnectedError) and core.error is None, "the client goes on, usable"
-    assert core.unfinished() == {}
+    assert sent_frames(effects) == [frame(3)], "sent after the drop: it never ran"
+    assert list(core.unfinished()) == [task(3)]
 
 
 def test_links_left_to_follow_it_wait_as_long_as_the_scheduler_keeps_the_work() -> None:

@@ -68,6 +68,7 @@ SAMPLES: list[m.Message] = [
     m.ClientResume(1, 42, (TaskID(b"t" * 16), TaskID(b"u" * 16))),
     m.ClientResume(0, 0),
     m.ClientResumed(2, (TaskID(b"u" * 16),)),
+    m.ClientResumed(1, (), (TaskID(b"c" * 16), TaskID(b"d" * 16))),
     m.WorkerCapacity(4),
     m.WorkerLeaving("sigterm"),
     m.TaskReturn((T,)),

@@ -87,7 +87,7 @@ class AnswerLog:
         """Every task with an answer here, bundles included (built on demand: a resume asks once)."""
         found = set(self._ids)
         for bundle in self.bundles:
-            found.update(_unpack_ids(bundle.task_ids))
+            found.update(unpack_task_ids(bundle.task_ids))
         return found
 
     # ------------------------------------------------------------ rule 1: answers made
@@ -143,7 +143,9 @@ class AnswerLog:
         answers, self.held, self.held_bytes = tuple(self.held), [], 0
         for answer in answers:
             self._count(answer.task_id, -1)
-        self.bundles.append(Bundle(object_id, _pack_ids(answers), len(answers), answers))
+        self.bundles.append(
+            Bundle(object_id, pack_task_ids(answer.task_id for answer in answers), len(answers), answers)
+        )
         return answers
 
     def stored(self, object_id: ObjectID, ok: bool) -> bool:
@@ -225,13 +227,13 @@ class AnswerLog:
             ids.pop(task_id, None)
 
 
-def _pack_ids(answers: Iterable[Answer]) -> bytes:
-    """Task ids as one bytes value (each prefixed with its length, 4 bytes): a bundle's ids cost their bytes, not
+def pack_task_ids(task_ids: Iterable[TaskID]) -> bytes:
+    """Task ids as one bytes value (each prefixed with its length, 4 bytes): kept ids cost their bytes, not
     objects."""
-    return b"".join(len(answer.task_id).to_bytes(4, "big") + answer.task_id for answer in answers)
+    return b"".join(len(task_id).to_bytes(4, "big") + task_id for task_id in task_ids)
 
 
-def _unpack_ids(packed: bytes) -> list[TaskID]:
+def unpack_task_ids(packed: bytes) -> list[TaskID]:
     ids, index = [], 0
     while index < len(packed):
         size = int.from_bytes(packed[index : index + 4], "big")

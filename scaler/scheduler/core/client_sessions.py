@@ -14,8 +14,11 @@ Rules:
    the work, so it is dropped; a laptop asleep, cut off or moved falls silent first and its connection times out
    later. A peer lost for good (its key revoked, its identity taken) is dropped whatever its window.
 3. Any message from an away client brings it back: the answers held for it are sent (a `ClientResume` says which
-   answers a lost connection took with it: `client_answers.py`, rule 3). A client dropped past its window that
-   comes back is told so in the UNKNOWN_PEER answer (its client fails the futures of that work).
+   answers a lost connection took with it: `client_answers.py`, rule 3). A client dropped for its silence (past its
+   window, or at its timeout without one) or its lost connection may come back: the ids of the tasks cancelled then
+   are kept (`EXPIRED_KEPT` clients, `EXPIRED_BYTES` of ids at most), its messages are answered UNKNOWN_PEER with
+   why, and once it registers again its ClientResume is told which of its unfinished tasks were cancelled (their
+   futures fail) and which never arrived (sent after the drop: it sends them again).
 4. A client may shut the whole cluster down unless the scheduler is protected.
 Pure: time is the core's `now`.
 """
@@ -24,11 +27,12 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, ObjectID, PeerID, short
-from scaler.scheduler.core.client_answers import Answer
+from scaler.scheduler.core.client_answers import Answer, pack_task_ids, unpack_task_ids
 from scaler.scheduler.core.effects import DeleteObjects, DeleteOwnerObjects, LoadAnswers, StopScheduler, StoreAnswers
 from scaler.scheduler.core.events import AnswersLoaded, AnswersStored
 from scaler.scheduler.core.peers import ClientRecord
@@ -40,8 +44,10 @@ logger = logging.getLogger(__name__)
 
 #: How object ids of held answers' bundles begin (then the scheduler's instance id and a counter).
 BUNDLE_PREFIX = b"held-answers|"
-#: Clients dropped past their resume window whose return is answered with why (the oldest forgotten first).
+#: Clients dropped for their silence or lost connection whose return is answered with why, and told which of their
+#: tasks were cancelled (rule 3); the oldest are forgotten first past either bound.
 EXPIRED_KEPT = 1024
+EXPIRED_BYTES = 64 << 20
 #: A bundle that could not be read is read again this long after.
 LOAD_RETRY_SECONDS = 5.0
 #: A client's connection that closes less than this long after its last message was closed by its process's end
@@ -49,12 +55,21 @@ LOAD_RETRY_SECONDS = 5.0
 CRASH_SILENCE_SECONDS = 5.0
 
 
+@dataclass(frozen=True)
+class Expired:
+    """A client dropped while it may come back (rule 3): why, and the tasks cancelled then (packed ids)."""
+
+    reason: str
+    cancelled: bytes
+
+
 class ClientSessions:
     def __init__(self, core: SchedulerCore) -> None:
         self._core = core
         self._bundles = 0  #: bundles of held answers made so far (numbers their object ids)
-        #: clients dropped past their resume window -> what their next message is answered (rule 3)
-        self._expired: OrderedDict[PeerID, str] = OrderedDict()
+        #: clients dropped while they may come back -> why, and what was cancelled (rule 3)
+        self._expired: OrderedDict[PeerID, Expired] = OrderedDict()
+        self._expired_bytes = 0
 
     # ------------------------------------------------------------ messages
 
@@ -76,12 +91,16 @@ class ClientSessions:
         again = log.resume(resume.answers_epoch, resume.answers_received) + log.release_written()
         answered = log.answered()
         records, jobs = core.tasks.records, core.jobs
+        dropped, client.cancelled_ids = set(unpack_task_ids(client.cancelled_ids)), b""
+        cancelled = tuple(task_id for task_id in resume.unfinished if task_id in dropped)
         unknown = tuple(
             task_id
             for task_id in resume.unfinished
-            if task_id not in records and task_id not in answered and not jobs.holds(task_id)
+            if task_id not in records and task_id not in answered and not jobs.holds(task_id) and task_id not in dropped
         )
-        core.send(peer, m.ClientResumed(log.epoch, unknown))
+        if client.forgot_cancelled:  # rule 3: nothing of what it had runs again
+            cancelled, unknown, client.forgot_cancelled = cancelled + unknown, (), False
+        core.send(peer, m.ClientResumed(log.epoch, unknown, cancelled))
         for answer in again:
             core.send(peer, answer)
         loads = self._load_bundles(client)
@@ -182,7 +201,7 @@ class ClientSessions:
             return
         silent = self._core.now - client.last_seen
         if final or silent < CRASH_SILENCE_SECONDS:  # its process ended (rule 2)
-            self.drop(peer, f"connection lost ({reason})")
+            self.drop(peer, f"connection lost ({reason})", expired=not final)
         else:
             self.away(peer, f"connection lost ({reason}) after {silent:.0f} s of silence")
 
@@ -192,7 +211,7 @@ class ClientSessions:
         if client is None or client.is_away:
             return
         if client.resume_seconds <= 0:
-            self.drop(peer, reason)
+            self.drop(peer, reason, expired=True)
             return
         client.away_reason = reason
         unfinished = len(core.tasks.by_client.get(ClientID(peer), ()))
@@ -218,12 +237,22 @@ class ClientSessions:
         self._load_bundles(client)
 
     def expired_reason(self, peer: PeerID) -> str | None:
-        """Why an unknown peer is unknown, when it is a client dropped past its resume window (told once)."""
-        return self._expired.pop(peer, None)
+        """Why an unknown peer is unknown, when it is a client dropped while it may come back (rule 3)."""
+        expired = self._expired.get(peer)
+        return expired.reason if expired is not None else None
+
+    def take_expired(self, peer: PeerID) -> bytes:
+        """A client registers again: the ids of its tasks cancelled when it was dropped (packed; b"": none)."""
+        expired = self._expired.pop(peer, None)
+        if expired is None:
+            return b""
+        self._expired_bytes -= len(expired.cancelled)
+        return expired.cancelled
 
     def drop(self, peer: PeerID, reason: str, expired: bool = False) -> None:
         core = self._core
-        if core.clients.pop(peer, None) is None:
+        client = core.clients.pop(peer, None)
+        if client is None:
             return
         owned = core.tasks.by_client.get(ClientID(peer), ())
         in_jobs = sum(1 for task_id in owned if core.jobs.holds(task_id))
@@ -235,12 +264,11 @@ class ClientSessions:
             reason,
             unfinished,
         )
-        if expired:
-            self._expired[peer] = (
-                f"this client {reason}: its {unfinished} unfinished task(s) were cancelled and its objects deleted"
-            )
-            while len(self._expired) > EXPIRED_KEPT:
-                self._expired.popitem(last=False)
+        if expired:  # what it had: its live tasks, and those whose answers it has not acknowledged (lost with it)
+            had = [task_id for task_id in owned if not core.jobs.holds(task_id)]
+            cancelled = pack_task_ids(had + sorted(client.answers.answered() - set(had)))
+            text = f"this client {reason}: its {unfinished} unfinished task(s) were cancelled and its objects deleted"
+            self._remember_expired(peer, Expired(text, cancelled))
         if in_jobs:
             logger.info("client %s left %d task(s) of its jobs running; their results are kept", short(peer), in_jobs)
         core.lifecycle.client_gone(ClientID(peer))
@@ -253,6 +281,14 @@ class ClientSessions:
             core.effects.append(DeleteOwnerObjects(ClientID(peer)))
 
     # ------------------------------------------------------------ helpers
+
+    def _remember_expired(self, peer: PeerID, expired: Expired) -> None:
+        self.take_expired(peer)
+        self._expired[peer] = expired
+        self._expired_bytes += len(expired.cancelled)
+        while self._expired and (len(self._expired) > EXPIRED_KEPT or self._expired_bytes > EXPIRED_BYTES):
+            _, oldest = self._expired.popitem(last=False)
+            self._expired_bytes -= len(oldest.cancelled)
 
     def _load_bundles(self, client: ClientRecord) -> int:
         """Ask the shell to read back the bundles of a present client that are in storage and not being read."""

@@ -32,6 +32,11 @@ class ClientRecord:
     resume_seconds: float = 0.0
     away_reason: str = ""  #: why it is away (silent, connection lost); "" while it is present
     answers: AnswerLog = field(default_factory=AnswerLog)  #: its answers sent unacknowledged, or held while away
+    #: registered again after it was dropped: the (packed) ids of its tasks cancelled then, until its ClientResume
+    cancelled_ids: bytes = b""
+    #: registered again by the instance that dropped it, which no longer remembers what it cancelled then: its
+    #: ClientResume is told that all its unfinished work unknown here was cancelled (none of it runs again)
+    forgot_cancelled: bool = False
 
     @property
     def is_away(self) -> bool:

@@ -94,7 +94,13 @@ class Registration:
                 peer, info.name, hello.hostname, hello.pid, now, now, returning, owner=info.owner_key,
                 max_cost_per_hour=info.max_cost_per_hour, max_job_result_bytes=info.max_job_result_bytes,
                 resume_seconds=resume_window(core.settings.client_resume_seconds, info.resume_seconds),
+                cancelled_ids=core.client_sessions.take_expired(peer),
             )  # fmt: skip
+            record = core.clients[peer]
+            # dropped by this very instance, which kept nothing of it: what it had is to be told cancelled
+            record.forgot_cancelled = (
+                hello.known_instance == core.settings.instance_id != b"" and not record.cancelled_ids
+            )
             logger.debug("client %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
         elif existing.is_away:  # it says hello again while its work waits for it
             core.client_sessions.back(peer, resuming=False)
