@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 SEGMENT_BYTES = 1448  #: a TCP segment's payload on an Ethernet path (MSS with timestamps)
 MIN_RTO_SECONDS = 0.2  #: Linux's minimum retransmission timeout
 MIN_BUFFER_BYTES = 1 << 20  #: what a direction reads ahead at least
-READ_BYTES = 64 * 1024
+READ_BYTES = 128 * 1024
 
 _BANDWIDTH = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(i?)(bit|bps|b|byte|bytes)?(/s)?\s*$", re.IGNORECASE)
 _SCALE = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
@@ -268,11 +268,14 @@ class _Pipe:
                 self._arrived.clear()
                 await self._arrived.wait()
                 continue
-            at, data = self._chunks[0]
-            wait = at - loop.time()
+            wait = self._chunks[0][0] - loop.time()
             if wait > 0:
                 await asyncio.sleep(wait)
-            self._chunks.popleft()
+            # every chunk due by now leaves in one write: a relay woken late (a busy machine) catches up at once
+            now, due = loop.time(), []
+            while self._chunks and self._chunks[0][0] <= now:
+                due.append(self._chunks.popleft()[1])
+            data = b"".join(due)
             self._sink.write(data)
             await self._sink.drain()
             self._queued -= len(data)
