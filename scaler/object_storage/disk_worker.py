@@ -4,6 +4,11 @@ Writes and removals run in order on one thread: a removal the store decided afte
 deleted, or replaced) never overtakes it, and one thread is as fast as the disk anyway. Reads run on two other
 threads, so that a get of a spilled object does not wait behind a queue of large writes. The threads release the
 GIL while they write, read and checksum, so the event loop goes on serving meanwhile.
+
+At close, the write under way finishes and the writes still queued are dropped (their puts were not answered), but
+the removals still queued are carried out: an object whose delete was answered must not be found again by the next
+server in the directory. (A server killed with SIGKILL cannot do this; its successor may find objects deleted in
+its last moments.)
 """
 
 from __future__ import annotations
@@ -45,16 +50,14 @@ class DiskWorker:
         self._read = read
         self._writes = ThreadPoolExecutor(1, thread_name_prefix="storage-spill-write")
         self._reads = ThreadPoolExecutor(2, thread_name_prefix="storage-spill-read")
+        self._closing = False  #: set by close: queued writes are skipped, and nothing is reported any more
 
     def run(self, work: Sequence[DiskWork]) -> None:
         loop = asyncio.get_running_loop()
         for item in work:
             if isinstance(item, WriteFile):
                 buffers = [_buffer(frame) for frame in item.frames]
-                written = loop.run_in_executor(
-                    self._writes, write_object_file,
-                    self.directory, item.object_id, item.generation, item.owner_id, item.name, buffers,
-                )  # fmt: skip
+                written = loop.run_in_executor(self._writes, self._write, item, buffers)
                 written.add_done_callback(functools.partial(self._write_done, item))
             elif isinstance(item, ReadFile):
                 read = loop.run_in_executor(
@@ -68,12 +71,18 @@ class DiskWorker:
                 removed.add_done_callback(functools.partial(self._remove_done, item))
 
     def close(self) -> None:
-        """Finish the write under way (a put not yet answered may be lost, as in a crash; never torn) and stop."""
-        self._writes.shutdown(wait=True, cancel_futures=True)
+        """Finish the write under way and the removals queued, skip the writes queued (a put not yet answered may
+        be lost, as in a crash; never torn), and stop."""
+        self._closing = True
+        self._writes.shutdown(wait=True)
         self._reads.shutdown(wait=True, cancel_futures=True)
 
+    def _write(self, item: WriteFile, buffers: list[memoryview]) -> None:
+        if not self._closing:
+            write_object_file(self.directory, item.object_id, item.generation, item.owner_id, item.name, buffers)
+
     def _write_done(self, item: WriteFile, done: asyncio.Future[None]) -> None:
-        if done.cancelled():
+        if done.cancelled() or self._closing:
             return
         error = done.exception()
         if error is not None and not isinstance(error, OSError):
@@ -82,7 +91,7 @@ class DiskWorker:
         self._written(item.object_id, item.generation, reason)
 
     def _read_done(self, item: ReadFile, done: asyncio.Future[list[memoryview]]) -> None:
-        if done.cancelled():
+        if done.cancelled() or self._closing:
             return
         error = done.exception()
         if error is None:

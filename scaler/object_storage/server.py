@@ -249,6 +249,7 @@ async def serve(
         if shell is not None and shell.socket is not None:
             shell.socket.close()
         if shell is not None and shell.disk is not None:
+            shell.disk.run(shell.service.store.abandon_reads())
             shell.disk.close()
         if lock is not None:
             os.close(lock)

@@ -3,15 +3,22 @@
 A file is `<stem>.<generation>.obj`, where the stem is the object id in hex (a hash of it for ids over 64 bytes)
 and the generation is the store's number for that put. It is self-describing:
 
-    header   b"SCALOBJ1", payload bytes (u64), id, owner and name lengths (u16 each), then id, owner, name (UTF-8)
-    payload  the object's bytes
-    trailer  CRC-32 of the payload (u32), b"SCALEND1"
+    header   b"SCALOBJ2", payload bytes (u64), id, owner and name lengths (u16 each), frame count (u32),
+             then id, owner, name (UTF-8), then each frame's length (u64 each)
+    payload  the object's bytes: its frames, in order
+    trailer  CRC-32 of the header and the payload (u32), b"SCALEND1"
+
+The frames are the object as it was put: a get returns them as they were received (docs/protocol.md, section 2.4),
+and readers rely on it (a large `bytes` object is a marker frame, then its bytes). Files of the first format
+(b"SCALOBJ1": no frame count nor lengths, a CRC of the payload only), which lost that, are still read: their
+payload comes back in frames of CHUNK_BYTES, as the servers that wrote them served it.
 
 A file is written under `<stem>.<generation>.tmp` and renamed once complete, so a server killed mid-write leaves a
 `.tmp` file, which the next start discards. A file whose size, header or trailer is wrong (cut short by a machine
 crash: files are not fsynced, so a crash of the machine, not of the server, can tear them) is discarded at start;
-one whose payload does not match its CRC is discarded when it is read back. Either way with a log line, and the
-object is then gone; it is never served. The directory is locked (`flock` on `.lock`) while a server uses it.
+one whose header or payload does not match its CRC is discarded when it is read back. Either way with a log line,
+and the object is then gone; it is never served. The directory is locked (`flock` on `.lock`) while a server uses
+it.
 
 Everything here is blocking I/O: the server calls it on its worker threads, or before it serves.
 """
@@ -27,14 +34,18 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from scaler.protocol.storage_messages import CHUNK_BYTES
 
-MAGIC = b"SCALOBJ1"
+MAGIC = b"SCALOBJ2"
+#: The first format: no frame lengths (the payload is read back in frames of CHUNK_BYTES).
+MAGIC_V1 = b"SCALOBJ1"
 END_MAGIC = b"SCALEND1"
-_HEADER = struct.Struct("<8sQHHH")  # magic, payload bytes, id / owner / name lengths
+_HEADER = struct.Struct("<8sQHHHI")  # magic, payload bytes, id / owner / name lengths, frame count
+_HEADER_V1 = struct.Struct("<8sQHHH")  # magic, payload bytes, id / owner / name lengths
+_FRAME_LENGTH = struct.Struct("<Q")
 _TRAILER = struct.Struct("<I8s")  # crc32, end magic
 LOCK_FILE = ".lock"
 #: Objects from this size are read back as a memory map (no copy in the process); smaller ones are read into
@@ -138,30 +149,66 @@ def _discard(scan: Scan, path: str, why: str) -> None:
     remove_file(path)
 
 
+@dataclass(frozen=True)
+class _Head:
+    """What a spill file's header says: its object, its payload's size and frames, and where the payload starts."""
+
+    object_id: bytes
+    owner_id: bytes
+    name: str
+    total_bytes: int
+    frame_lengths: tuple[int, ...] | None  #: None in a file of the first format (frames not recorded)
+    payload_start: int
+    checked: bytes  #: the header bytes its CRC covers besides the payload (none in the first format)
+
+
+def _read_head(read_at: Callable[[int, int], bytes | memoryview], size: int) -> _Head:
+    """The head of a file of `size` bytes, read through `read_at(offset, length)`; raises SpillFileError when
+    the file is not a spill file or its size is not the one its header announces (torn)."""
+    magic = read_at(0, len(MAGIC))
+    layout = _HEADER if magic == MAGIC else _HEADER_V1
+    if len(magic) == len(MAGIC) and magic not in (MAGIC, MAGIC_V1):
+        raise SpillFileError("not a spill file (wrong magic number)")
+    fixed = read_at(0, layout.size)
+    if len(fixed) < layout.size:
+        raise SpillFileError(f"torn: {size} bytes, shorter than a header")
+    _, total, id_length, owner_length, name_length, *count = layout.unpack(fixed)
+    frame_count = count[0] if count else 0
+    described_length = id_length + owner_length + name_length + _FRAME_LENGTH.size * frame_count
+    payload_start = layout.size + described_length
+    expected = payload_start + total + _TRAILER.size
+    if size != expected:
+        raise SpillFileError(f"torn: {size} bytes where its header announces {expected}")
+    described = read_at(layout.size, described_length)
+    if len(described) < described_length:
+        raise SpillFileError(f"torn: {size} bytes where its header announces {expected}")
+    table = described[id_length + owner_length + name_length :]
+    frame_lengths = tuple(length for (length,) in _FRAME_LENGTH.iter_unpack(table)) if count else None
+    if frame_lengths is not None and sum(frame_lengths) != total:
+        raise SpillFileError(f"corrupt: its frames add up to {sum(frame_lengths)} bytes, its header says {total}")
+    try:
+        name = bytes(described[id_length + owner_length : id_length + owner_length + name_length]).decode()
+    except UnicodeDecodeError:
+        raise SpillFileError("corrupt: its name is not UTF-8") from None
+    return _Head(
+        bytes(described[:id_length]),
+        bytes(described[id_length : id_length + owner_length]),
+        name,
+        total,
+        frame_lengths,
+        payload_start,
+        bytes(fixed) + bytes(described) if count else b"",
+    )
+
+
 def _read_description(path: str, generation: int) -> FoundObject:
     with open(path, "rb", buffering=0) as file:
         size = os.fstat(file.fileno()).st_size
-        head = file.read(_HEADER.size)
-        if len(head) < _HEADER.size:
-            raise SpillFileError(f"torn: {size} bytes, shorter than a header")
-        magic, total, id_length, owner_length, name_length = _HEADER.unpack(head)
-        if magic != MAGIC:
-            raise SpillFileError("not a spill file (wrong magic number)")
-        described = file.read(id_length + owner_length + name_length)
-        expected = _HEADER.size + len(described) + total + _TRAILER.size
-        if len(described) < id_length + owner_length + name_length or size != expected:
-            raise SpillFileError(f"torn: {size} bytes where its header announces {expected}")
-        file.seek(size - _TRAILER.size)
-        _, end = _TRAILER.unpack(file.read(_TRAILER.size))
+        head = _read_head(lambda offset, length: os.pread(file.fileno(), length, offset), size)
+        _, end = _TRAILER.unpack(os.pread(file.fileno(), _TRAILER.size, size - _TRAILER.size))
         if end != END_MAGIC:
             raise SpillFileError("torn: its trailer is missing")
-    object_id = described[:id_length]
-    owner = described[id_length : id_length + owner_length]
-    try:
-        name = described[id_length + owner_length :].decode()
-    except UnicodeDecodeError:
-        raise SpillFileError("corrupt: its name is not UTF-8") from None
-    return FoundObject(bytes(object_id), bytes(owner), name, total, generation)
+    return FoundObject(head.object_id, head.owner_id, head.name, head.total_bytes, generation)
 
 
 # ---------------------------------------------------------------- one object
@@ -170,19 +217,21 @@ def _read_description(path: str, generation: int) -> FoundObject:
 def write_object_file(
     directory: str, object_id: bytes, generation: int, owner_id: bytes, name: str, buffers: Sequence[memoryview]
 ) -> None:
-    """Write the object's spill file: under a temporary name, renamed when complete. Raises OSError (a full
-    disk, say); nothing is left behind then."""
+    """Write the object's spill file, its frames (`buffers`) and their lengths: under a temporary name, renamed
+    when complete. Raises OSError (a full disk, say); nothing is left behind then."""
     final = object_path(directory, object_id, generation)
     temporary = final[: -len(".obj")] + ".tmp"
     encoded_name = name.encode()
-    total = sum(len(buffer) for buffer in buffers)
-    header = _HEADER.pack(MAGIC, total, len(object_id), len(owner_id), len(encoded_name))
+    views = [_byte_view(buffer) for buffer in buffers]
+    lengths = [len(view) for view in views]
+    header = _HEADER.pack(MAGIC, sum(lengths), len(object_id), len(owner_id), len(encoded_name), len(views))
+    head = header + object_id + owner_id + encoded_name + b"".join(_FRAME_LENGTH.pack(n) for n in lengths)
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         try:
-            _write_all(descriptor, [memoryview(header + object_id + owner_id + encoded_name)])
-            crc = _write_all(descriptor, buffers)
-            _write_all(descriptor, [memoryview(_TRAILER.pack(crc, END_MAGIC))])
+            crc = _write_all(descriptor, [memoryview(head)], 0)
+            crc = _write_all(descriptor, views, crc)
+            _write_all(descriptor, [memoryview(_TRAILER.pack(crc, END_MAGIC))], 0)
         finally:
             os.close(descriptor)
         os.replace(temporary, final)
@@ -191,11 +240,13 @@ def write_object_file(
         raise
 
 
-def _write_all(descriptor: int, buffers: Iterable[memoryview]) -> int:
-    """Write every byte of the buffers, in order; returns their CRC-32."""
-    crc = 0
-    for buffer in buffers:
-        view = buffer.cast("B") if buffer.format != "B" or buffer.ndim != 1 else buffer
+def _byte_view(buffer: memoryview) -> memoryview:
+    return buffer.cast("B") if buffer.format != "B" or buffer.ndim != 1 else buffer
+
+
+def _write_all(descriptor: int, views: Iterable[memoryview], crc: int) -> int:
+    """Write every byte of the byte views, in order; returns `crc` carried on over them (CRC-32)."""
+    for view in views:
         for offset in range(0, len(view), _WRITE_BYTES):
             piece = view[offset : offset + _WRITE_BYTES]
             crc = zlib.crc32(piece, crc)
@@ -208,26 +259,36 @@ def _write_all(descriptor: int, buffers: Iterable[memoryview]) -> int:
 
 
 def read_object_file(directory: str, object_id: bytes, generation: int, total_bytes: int) -> list[memoryview]:
-    """The object's payload from its spill file, as views of at most CHUNK_BYTES (of a memory map from
-    MAP_FROM_BYTES on). Raises SpillFileError when the file is torn or corrupt, OSError when it cannot be read."""
+    """The object's payload from its spill file, as the frames it was put in (views of a memory map from
+    MAP_FROM_BYTES on; of CHUNK_BYTES for a file of the first format). Raises SpillFileError when the file is torn
+    or corrupt, OSError when it cannot be read."""
     path = object_path(directory, object_id, generation)
     with open(path, "rb", buffering=0) as file:
         size = os.fstat(file.fileno()).st_size
-        if size < _HEADER.size + _TRAILER.size + total_bytes:
+        if size < _HEADER_V1.size + _TRAILER.size + total_bytes:
             raise SpillFileError(f"torn: {size} bytes for an object of {total_bytes}")
         if total_bytes >= MAP_FROM_BYTES:
             content: memoryview = memoryview(mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ))
         else:
             content = memoryview(file.read())
-    magic, total, id_length, owner_length, name_length = _HEADER.unpack(content[: _HEADER.size])
-    start = _HEADER.size + id_length + owner_length + name_length
-    if magic != MAGIC or total != total_bytes or size != start + total + _TRAILER.size:
+    try:
+        head = _read_head(lambda offset, length: content[offset : offset + length], size)
+    except SpillFileError as error:
+        raise SpillFileError(f"corrupt: its header does not describe this object ({error})") from None
+    if head.object_id != object_id or head.total_bytes != total_bytes:
         raise SpillFileError("corrupt: its header does not describe this object")
-    payload = content[start : start + total]
-    crc, end = _TRAILER.unpack(content[start + total :])
-    if end != END_MAGIC or zlib.crc32(payload) != crc:
+    start, end = head.payload_start, head.payload_start + total_bytes
+    payload = content[start:end]
+    crc, end_magic = _TRAILER.unpack(content[end:])
+    if end_magic != END_MAGIC or zlib.crc32(payload, zlib.crc32(head.checked)) != crc:
         raise SpillFileError("corrupt: its content does not match its checksum")
-    return [payload[offset : offset + CHUNK_BYTES] for offset in range(0, total, CHUNK_BYTES)]
+    if head.frame_lengths is None:
+        return [payload[offset : offset + CHUNK_BYTES] for offset in range(0, total_bytes, CHUNK_BYTES)]
+    frames = []
+    for length in head.frame_lengths:
+        frames.append(payload[:length])
+        payload = payload[length:]
+    return frames
 
 
 def remove_file(path: str) -> None:

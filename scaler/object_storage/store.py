@@ -23,6 +23,8 @@ Invariants:
 - `total_bytes` is the sum of `StoredObject.total_bytes` over all objects; `memory_bytes` over those whose
   frames are held (`frames is not None`); `disk_bytes` over MEMORY_AND_DISK and DISK objects;
 - `_evictable` holds exactly the MEMORY_AND_DISK objects, least recently used first;
+- a spill file is removed only once no read of it is under way (a get that waited for it is answered with its
+  object even when the object was deleted or replaced meanwhile), and never while its object holds it;
 - after every call, `memory_bytes <= budget` unless only pinned objects (MEMORY, WRITING) remain in memory;
 - an owner id appears in the index only while it owns at least one object.
 """
@@ -115,6 +117,8 @@ class ObjectStore:
         self._evictable: OrderedDict[bytes, None] = OrderedDict()
         #: (object id, generation) of the reads handed out and not finished: one read serves every waiting get.
         self._reading: set[tuple[bytes, int]] = set()
+        #: files of removed objects that are being read: removed when the read finishes.
+        self._remove_after_read: set[tuple[bytes, int]] = set()
         self._work: list[DiskWork] = []
         self._next_generation = first_generation
         self._total_bytes = 0
@@ -237,6 +241,9 @@ class ObjectStore:
     def read_finished(self, object_id: bytes, generation: int, frames: Sequence[PayloadBuffer] | None) -> None:
         """A spill file was read back (`frames`), or found torn or missing (None: the object is lost)."""
         self._reading.discard((object_id, generation))
+        if (object_id, generation) in self._remove_after_read:  # deleted or replaced while it was read
+            self._remove_after_read.discard((object_id, generation))
+            self._work.append(RemoveFile(object_id, generation))
         stored = self._objects.get(object_id)
         if stored is None or stored.generation != generation or stored.residence is not Residence.DISK:
             return
@@ -247,6 +254,14 @@ class ObjectStore:
         self._memory_bytes += stored.total_bytes
         self._evictable[object_id] = None
         self._evict()
+
+    def abandon_reads(self) -> list[RemoveFile]:
+        """The server stops: the reads under way will not be reported. Returns the removals that waited for them
+        (of objects deleted or replaced meanwhile), which must still be done."""
+        self._reading.clear()
+        removals = [RemoveFile(object_id, generation) for object_id, generation in self._remove_after_read]
+        self._remove_after_read.clear()
+        return removals
 
     # ------------------------------------------------------------ internals
 
@@ -280,7 +295,10 @@ class ObjectStore:
         self._evictable.pop(object_id, None)
         if stored.residence in (Residence.MEMORY_AND_DISK, Residence.DISK):
             self._disk_bytes -= stored.total_bytes
-            self._work.append(RemoveFile(object_id, stored.generation))
+            if (object_id, stored.generation) in self._reading:
+                self._remove_after_read.add((object_id, stored.generation))
+            else:
+                self._work.append(RemoveFile(object_id, stored.generation))
         # a WRITING object's file is removed when its write finishes (`write_finished` finds it gone)
         owned = self._ids_by_owner.get(stored.owner_id)
         if owned is not None:

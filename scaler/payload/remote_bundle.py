@@ -30,8 +30,10 @@ from scaler.payload.storage import StorageAccess
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 
-#: Bumped when the bundle or outcome layout changes: a runner refuses bundles it does not understand.
-BUNDLE_FORMAT = 1
+#: Bumped when the bundle or outcome layout changes: a runner refuses bundles it does not understand. Format 2: a
+#: bundle carries each object as the frames it was stored in (format 1 joined them, and a large `bytes` object, a
+#: marker frame then its bytes, could not be read back: issue 38).
+BUNDLE_FORMAT = 2
 
 
 class BundleError(Exception):
@@ -42,7 +44,7 @@ class BundleError(Exception):
 class TaskBundle:
     format: int
     task: bytes  #: the codec-encoded Task
-    objects: dict[bytes, bytes]  #: object id -> payload, every object the task reads
+    objects: dict[bytes, tuple[bytes, ...]]  #: object id -> its frames, for every object the task reads
 
 
 @dataclass(slots=True)
@@ -65,7 +67,9 @@ def object_ids_of(task: m.Task) -> list[bytes]:
 
 def pack_task(task: m.Task, storage: StorageAccess) -> bytes:
     """The bundle of `task`; raises MissingObjects (from storage) when an object it needs is gone."""
-    objects = {object_id: bytes(storage.get(object_id)) for object_id in object_ids_of(task)}
+    objects = {
+        object_id: tuple(bytes(frame) for frame in storage.get_frames(object_id)) for object_id in object_ids_of(task)
+    }
     bundle = TaskBundle(BUNDLE_FORMAT, codec.encode(task), objects)
     return pickle.dumps(bundle, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -73,11 +77,18 @@ def pack_task(task: m.Task, storage: StorageAccess) -> bytes:
 class BundleStorage:
     """The storage a remote execution sees: the bundled objects, and what it stores is kept for the outcome."""
 
-    def __init__(self, objects: dict[bytes, bytes]) -> None:
+    def __init__(self, objects: dict[bytes, tuple[bytes, ...]]) -> None:
         self._objects = objects
         self.stored: dict[bytes, tuple[bytes, bytes, str]] = {}
 
     def get(self, object_id: bytes) -> bytes:
+        frames = self._frames_of(object_id)
+        return frames[0] if len(frames) == 1 else b"".join(frames)
+
+    def get_frames(self, object_id: bytes) -> list[memoryview]:
+        return [memoryview(frame) for frame in self._frames_of(object_id)]
+
+    def _frames_of(self, object_id: bytes) -> tuple[bytes, ...]:
         try:
             return self._objects[object_id]
         except KeyError:
@@ -85,9 +96,6 @@ class BundleStorage:
                 f"object {object_id.hex()} was not shipped with the offloaded task (only its function, its direct "
                 f"arguments and its graph inputs travel)"
             ) from None
-
-    def get_frames(self, object_id: bytes) -> list[memoryview]:
-        return [memoryview(self.get(object_id))]
 
     def put(self, object_id: bytes, payload: Any, owner_id: bytes = b"", name: str = "") -> None:
         data = payload if isinstance(payload, bytes) else b"".join(bytes(part) for part in _frames(payload))

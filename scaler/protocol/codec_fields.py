@@ -1,13 +1,32 @@
-"""Cap'n Proto pieces several messages share (capabilities, worker limits, worker status): part of the codec."""
+"""The hand-written part of the codec: how the values the mapping table (generate/mapping.py) holds as another
+Python type are written and read. The generated writers and readers (codec_structs.py) call these."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from scaler.protocol import messages as m
+from scaler.protocol.message_extras import Capabilities, WorkerLimit
+
+__all__ = [
+    "capabilities_of",
+    "limit_of",
+    "negative_if_none",
+    "none_if_negative",
+    "set_capabilities",
+    "set_limit",
+    "set_structs",
+    "share_or_default",
+    "shared",
+]
 
 
-def set_capabilities(builder: Any, name: str, capabilities: m.Capabilities) -> None:
+def set_structs(builder: Any, name: str, values: Sequence[Any], write: Callable[[Any, Any], None]) -> None:
+    for item, value in zip(builder.init(name, len(values)), values, strict=True):
+        write(item, value)
+
+
+def set_capabilities(builder: Any, name: str, capabilities: Capabilities) -> None:
     if not capabilities:
         return
     items = builder.init(name, len(capabilities))
@@ -16,49 +35,46 @@ def set_capabilities(builder: Any, name: str, capabilities: m.Capabilities) -> N
         item.value = value
 
 
-def capabilities_of(reader: Any) -> m.Capabilities:
-    return tuple(sorted((c.name, c.value) for c in reader))
+def capabilities_of(reader: Any) -> Capabilities:
+    return tuple(sorted((c.name, c.value) for c in reader)) if len(reader) else ()
 
 
-def set_limit(builder: Any, limit: m.WorkerLimit) -> None:
+def set_limit(builder: Any, name: str, limit: WorkerLimit) -> None:
+    target = getattr(builder, name)
     if limit is None:
-        builder.unlimited = None
+        target.unlimited = None
     else:
-        builder.limit = limit
+        target.limit = limit
 
 
-def limit_of(reader: Any) -> m.WorkerLimit:
+def limit_of(reader: Any) -> WorkerLimit:
     return None if reader.which() == "unlimited" else int(reader.limit)
 
 
-def set_worker_status(builder: Any, status: m.WorkerStatus) -> None:
-    builder.queued = status.queued
-    builder.running = status.running
-    builder.blocked = status.blocked
-    builder.freeMemoryBytes = status.free_memory_bytes
-    builder.memoryBytes = status.memory_bytes
-    builder.memoryLimitBytes = status.memory_limit_bytes
-    builder.memoryLimitSource = status.memory_limit_source
-    if status.processors:
-        items = builder.init("processors", len(status.processors))
-        for item, processor in zip(items, status.processors, strict=True):
-            item.pid = processor.pid
-            item.cpuPercent = processor.cpu_percent
-            item.rssBytes = processor.rss_bytes
-            item.state = processor.state
-            item.memoryBytes = processor.memory_bytes
+def share_or_default(share: float) -> float:
+    """A client's share: 0 (not given) is the default share, 1."""
+    return share if share else 1.0
 
 
-def worker_status_of(reader: Any) -> m.WorkerStatus:
-    return m.WorkerStatus(
-        queued=reader.queued,
-        running=reader.running,
-        blocked=reader.blocked,
-        free_memory_bytes=reader.freeMemoryBytes,
-        processors=tuple(
-            m.ProcessorStatus(p.pid, p.cpuPercent, p.rssBytes, p.state, p.memoryBytes) for p in reader.processors
-        ),
-        memory_bytes=reader.memoryBytes,
-        memory_limit_bytes=reader.memoryLimitBytes,
-        memory_limit_source=reader.memoryLimitSource,
-    )
+def negative_if_none(seconds: float | None) -> float:
+    """A duration that may be undeclared: -1 on the wire."""
+    return -1.0 if seconds is None else seconds
+
+
+def none_if_negative(seconds: float) -> float | None:
+    return seconds if seconds >= 0 else None
+
+
+#: One bytes object per client id among the tasks decoded lately: a queue of a million tasks from one client
+#: holds its id once, not a million times.
+_SHARED: dict[bytes, bytes] = {}
+_MAX_SHARED = 4096
+
+
+def shared(value: Any) -> Any:
+    kept = _SHARED.get(value)
+    if kept is None:
+        if len(_SHARED) >= _MAX_SHARED:
+            _SHARED.clear()
+        kept = _SHARED[value] = value
+    return kept

@@ -5,7 +5,20 @@
 # as the frames of one multipart ZeroMQ message; each frame is still one complete `Message`.
 #
 # Conventions: ids are opaque bytes; times are seconds (Float64); sizes are bytes.
-# docs/protocol.md describes every message, its fields and its direction.
+# docs/protocol.md describes every message, its fields and its direction, and how to add one.
+# The Python values and codec are generated from this file (python -m scaler.protocol.generate): the order in which
+# a struct declares its fields is the order of its Python attributes; ordinals decide the wire.
+
+const protocolVersion :UInt32 = 2;
+  # Every hello carries it; peers of another version are refused. Raise it with any change an older peer cannot read:
+  # a new message, union member or enumerant it would receive, or a changed meaning (docs/protocol.md, section 4.6).
+
+const priorityDepthBits :UInt32 = 10;
+  # A task's priority is the user's priority shifted left by this many bits, plus its nesting depth (client/sharing.py):
+  # `priority >> priorityDepthBits` is the user's priority.
+
+const feedVersion :UInt32 = 1;
+  # Version of the monitor feed's content; a reader of another version refuses the feed with a clear message.
 
 struct Capability {
   name @0 :Text;
@@ -40,7 +53,7 @@ struct ClientInfo {
   share @1 :Float64;          # its share of the workers against other clients' (0: the default, 1)
   maxRunningTasks @2 :UInt32; # the most of its tasks at workers at once (0: no quota)
   maxWorkers @3 :UInt32;      # the most workers' worth of spend it holds (0: no quota)
-  resumeSeconds @4 :Float64 = -1;  # how long its work may wait for it when it is away (negative: the scheduler's)
+  resumeSeconds @4 :Float64;  # how long it wishes its work to wait for it while it is away, at most the scheduler's window; 0: the scheduler's window; negative: none
 }
 
 struct WorkerInfo {
@@ -57,7 +70,7 @@ struct ManagerInfo {
   maxWorkers @2 :WorkerLimit;
   managerType @3 :Text;     # "baremetal_native", "aws_raw_ecs", ...
   workerCostPerHour @4 :Float64;     # what one worker costs, in the user's currency per hour (0: free or unknown)
-  expectedBootSeconds @5 :Float64;   # from launch to a connected worker, as declared; negative: not declared
+  expectedBootSeconds @5 :Float64;   # from launch to a connected worker, as declared; negative: not declared (None)
   minWorkers @6 :UInt32;    # workers kept even when idle (warm capacity)
   bufferWorkers @7 :UInt32; # idle workers kept beyond what the queue needs (warm capacity)
 }
@@ -83,9 +96,9 @@ struct Heartbeat {
   cpuPercent @0 :Float32;
   rssBytes @1 :UInt64;
   union {
-    client @2 :Void;
-    worker @3 :WorkerStatus;
-    manager @4 :ManagerStatus;
+    client @2 :Void;        # sent by clients
+    worker @3 :WorkerStatus;  # sent by workers
+    manager @4 :ManagerStatus;  # sent by managers
   }
   roundTripSeconds @5 :Float32;  # the sender's last heartbeat -> echo round trip; 0 before the first echo
   answersEpoch @6 :UInt32;       # a client's: the epoch of its answer count (ClientResumed starts a new one)
@@ -144,6 +157,8 @@ enum ProtocolErrorKind {
 struct Argument {
   keyword @0 :Text;         # empty for a positional argument
   union {
+    # The serialized value, the object id of the value in object storage, or (graphs) the id of the task whose
+    # result it is.
     inline @1 :Data;        # the serialized value
     objectId @2 :Data;      # the serialized value lives in object storage
     taskResult @3 :Data;    # graphs only: the result of that task (client -> scheduler)
@@ -153,15 +168,18 @@ struct Argument {
 struct TaskBody {
   # Everything only the processor needs. The scheduler and the worker agent forward it unread.
   functionId @0 :Data;      # object id of the serialized function in object storage
-  serializerId @1 :Data;    # object id of the client's serializer; empty = default (cloudpickle)
   args @2 :List(Argument);
+  serializerId @1 :Data;    # object id of the client's serializer; empty = default (cloudpickle)
   profiling @3 :Bool;
   streamOutput @4 :Bool;
   clearEpoch @5 :UInt32;    # how many times the client had called clear() when it encoded the task: a processor
                             # uses an object it holds for the same client and epoch without asking storage again
   forwardLogging @6 :Bool;  # logging records of the task go to its client (Client.forward_logging)
-  forwardLevel @7 :Int32;   # ... those at this level or above
-  forwardLogger @8 :Text;   # ... of this logger and its children; empty: every logger
+  logForwarding :group {
+    # Which logging records of a task go to its client, when forwardLogging is set.
+    level @7 :Int32;        # those at this level or above
+    loggerName @8 :Text;    # those of this logger and its children; empty: every logger
+  }
 }
 
 struct Task {
@@ -177,8 +195,10 @@ struct Task {
 }
 
 struct TaskInput {
+  # The result of a graph node, handed to the nodes that depend on it.
   taskId @0 :Data;
   union {
+    # The task's result: its serialized value, or its object id in object storage.
     inline @1 :Data;
     objectId @2 :Data;
   }
@@ -210,12 +230,13 @@ struct Profile {
 struct TaskResult {
   taskId @0 :Data;
   status @1 :ResultStatus;
-  errorMessage @2 :Text;    # human-readable reason for any status but success
   union {
+    # The result: a serialized value or pickled exception inline, or the object id of one in object storage.
     none @3 :Void;
     inline @4 :Data;
     objectId @5 :Data;
   }
+  errorMessage @2 :Text;    # human-readable reason for any status but success
   profile @6 :Profile;
   workerId @7 :Data;        # who produced it; empty when the scheduler made it
   ran @8 :RunStamps;        # when its processor ran it (wall clock); absent when it did not run
@@ -283,6 +304,7 @@ struct TaskStoryRequest {
 }
 
 struct StoryEntry {
+  # One step of a task's history: when, where (component and which one), what, and what caused it.
   wallTime @0 :Float64;     # wall-clock seconds
   component @1 :Text;       # scheduler, worker agent, processor, client
   where @2 :Text;           # which one: a scheduler instance, worker or processor id
@@ -404,10 +426,10 @@ struct MessageCount {
 
 struct TaskTransitions {
   # Monitor feed, topic "tasks": task state changes since the previous publication, at most a bounded number.
-  feedVersion @0 :UInt32;
-  wallTime @1 :Float64;
   transitions @2 :List(TaskTransition);
   dropped @3 :UInt64;        # transitions left out since the previous publication (rate bound)
+  wallTime @1 :Float64;
+  feedVersion @0 :UInt32;
 }
 
 struct TaskTransition {
@@ -423,9 +445,9 @@ struct TaskTransition {
 
 struct ScalingDecisions {
   # Monitor feed, topic "scaling": the latest changes of the managers' targets, with their reasons.
-  feedVersion @0 :UInt32;
-  wallTime @1 :Float64;
   decisions @2 :List(ScalingDecision);
+  wallTime @1 :Float64;
+  feedVersion @0 :UInt32;
 }
 
 struct ScalingDecision {

@@ -81,10 +81,11 @@ class SimulatedClient:
         scheduler_lost_grace_seconds: float | None = 60.0,
         heartbeat_interval_seconds: float = 1.0,
         timeout_seconds: float | None = 300.0,
-        resume_seconds: float = -1.0,
+        resume_seconds: float = 0.0,
     ) -> None:
         """As `Client`: `timeout_seconds`, `scheduler_lost_grace_seconds` None follow the scheduler's resume window
-        (at least 60 s); `resume_seconds` is the client's wish (negative: the scheduler's)."""
+        (at least 60 s); `resume_seconds` is the client's wish as its hello carries it (0: the scheduler's,
+        negative: none)."""
         self.identity = ClientID(f"Client|{name}".encode())
         self._sockets = sockets
         self._clock = clock

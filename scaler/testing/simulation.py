@@ -109,7 +109,7 @@ class SimulatedCluster:
         share: float = 1.0,
         max_running_tasks: int = 0,
         max_workers: int = 0,
-        resume_seconds: float = -1.0,
+        resume_seconds: float = 0.0,
     ) -> FakeClient:
         peer = PeerID(b"Client|" + name.encode())
         client = self.clients[peer] = FakeClient(peer)

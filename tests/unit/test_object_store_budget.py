@@ -290,3 +290,34 @@ def test_a_get_of_a_torn_spill_file_is_answered_not_found_saying_it_is_lost() ->
     assert reply.answer.reply.status is StorageStatus.NOT_FOUND
     assert "is lost" in reply.answer.reply.reason and "checksum" in reply.answer.reply.reason
     assert not service.store.exists(A)
+
+
+def test_a_spill_file_being_read_is_removed_only_once_its_read_finished_and_the_get_gets_its_object() -> None:
+    """A delete (or a replacing put) while a spilled object is read back: its file must outlive the read, or the read
+    fails and the get that asked before the delete is told the object is "lost". Fails with the removal queued at
+    once (`_remove_after_read` unused): the removal comes out before the read finished."""
+    store = _spilling_store(budget=1)
+    service = _greeted(store)
+    service.handle(PEER, _header(Put(ObjectID(A), ALICE, 4)), FOUR)
+    (write,) = service.take_work()
+    service.write_finished(A, write.generation, None)  # 4 bytes for a budget of 1: on disk only
+    assert service.handle(PEER, _header(Get(ObjectID(A)), 11), []) is None
+    assert service.take_work() == [ReadFile(A, write.generation, 4)]
+    assert store.delete([A]) == 1
+    assert service.take_work() == []  # the read is under way: its file stays
+    (reply,) = service.read_finished(A, write.generation, [b"1234"])
+    assert reply.answer.reply.status is StorageStatus.OK and reply.answer.payload == (b"1234",)
+    assert service.take_work() == [RemoveFile(A, write.generation)]
+
+
+def test_a_stopping_server_still_removes_the_files_that_waited_for_reads() -> None:
+    store = _spilling_store(budget=1)
+    generation = _stored(store.put(A, ALICE, FOUR)).generation
+    _written(store, A)
+    store.read_back(A)
+    store.take_work()
+    store.delete([A])
+    assert store.take_work() == []
+    assert store.abandon_reads() == [RemoveFile(A, generation)]
+    store.read_finished(A, generation, None)  # a late report changes nothing
+    assert store.take_work() == []

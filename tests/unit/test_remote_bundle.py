@@ -10,6 +10,7 @@ import pytest
 
 from scaler.errors import MissingObjects
 from scaler.payload.remote_bundle import BundleError, TaskBundle, object_ids_of, open_outcome, pack_task
+from scaler.payload.serializer import RAW_BYTES_THRESHOLD, DefaultSerializer, serialize_to_frames
 from scaler.payload.storage import INLINE_LIMIT_BYTES
 from scaler.protocol import codec
 from scaler.protocol import messages as m
@@ -20,22 +21,28 @@ CLIENT = ClientID(b"Client|tests")
 
 
 class DictStorage:
-    def __init__(self, objects: dict[bytes, bytes]) -> None:
+    """Objects as the frames they were put in (a bytes value is one frame)."""
+
+    def __init__(self, objects: dict[bytes, bytes | list[bytes]]) -> None:
         self.objects = objects
 
-    def get(self, object_id: bytes) -> bytes:
+    def get_frames(self, object_id: bytes) -> list[memoryview]:
         try:
-            return self.objects[object_id]
+            frames = self.objects[object_id]
         except KeyError:
             raise MissingObjects(f"object {object_id.hex()} not found") from None
+        return [memoryview(frame) for frame in ([frames] if isinstance(frames, bytes) else frames)]
+
+    def get(self, object_id: bytes) -> bytes:
+        return b"".join(self.get_frames(object_id))
 
 
 def make_task(function: Any, *args: Any, stored_args: tuple[Any, ...] = ()) -> tuple[m.Task, DictStorage]:
-    objects = {b"f" * 16: cloudpickle.dumps(function)}
+    objects: dict[bytes, bytes | list[bytes]] = {b"f" * 16: cloudpickle.dumps(function)}
     arguments = [m.Argument(m.ArgumentKind.INLINE, cloudpickle.dumps(value)) for value in args]
     for number, value in enumerate(stored_args):
         object_id = bytes([number]) * 16
-        objects[object_id] = cloudpickle.dumps(value)
+        objects[object_id] = serialize_to_frames(DefaultSerializer(), value)
         arguments.append(m.Argument(m.ArgumentKind.OBJECT_ID, object_id))
     body = codec.encode_body(m.TaskBody(ObjectID(b"f" * 16), tuple(arguments)))
     return m.Task(TaskID(b"t" * 16), CLIENT, body, "f"), DictStorage(objects)
@@ -69,6 +76,22 @@ def test_a_task_runs_from_its_bundle_alone_with_inline_and_stored_arguments() ->
     result, objects, _logs = run_remotely(task, storage)
     assert result.status is m.ResultStatus.SUCCESS and pickle.loads(result.payload) == 42
     assert objects == {}
+
+
+def length(data: bytes) -> int:
+    return len(data)
+
+
+def test_a_large_bytes_object_travels_as_its_frames_and_is_read_back_as_bytes() -> None:
+    """`send_object(bytes of 1 MiB or more)` stores a marker frame, then the bytes: an offloaded task must get the
+    bytes back, not a pickle error (issue 38's spill-path bug, on the bundle's path: bundles of format 1 carried each
+    object joined into one frame, and the task failed with UnpicklingError("invalid load key, '\\x00'."))."""
+    data = bytes(range(256)) * (RAW_BYTES_THRESHOLD // 256)
+    task, storage = make_task(length, stored_args=(data,))
+    assert len(storage.get_frames(b"\x00" * 16)) == 2  # the marker, then the bytes
+    result, _objects, _logs = run_remotely(task, storage)
+    assert result.status is m.ResultStatus.SUCCESS, result.error_message or pickle.loads(result.payload)
+    assert pickle.loads(result.payload) == len(data)
 
 
 def test_an_exception_comes_back_pickled_with_its_remote_traceback() -> None:

@@ -154,7 +154,9 @@ class Registration:
 
 def resume_window(scheduler_seconds: float, wish: float) -> float:
     """How long a client's work waits for it when it is away: the scheduler's window, or the client's wish when it
-    is shorter (a negative wish: none, the scheduler's; client_sessions.py, rule 2)."""
-    if wish < 0 or not math.isfinite(wish):
+    is shorter (its hello's `resumeSeconds`: 0 for the scheduler's, negative for none; client_sessions.py, rule 2)."""
+    if wish < 0:
+        return 0.0
+    if wish == 0 or not math.isfinite(wish):
         return max(0.0, scheduler_seconds)
     return max(0.0, min(scheduler_seconds, wish))
