@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from scaler.config.completion import offer_completion
 from scaler.fake_cloud.link import LinkRelay, LinkShape, Route, parse_bandwidth, parse_routes
+from scaler.security.connection_files import mirror_connection, unregister_connection
 from scaler.version import __version__
 
 
@@ -74,6 +75,17 @@ async def _serve(routes: list[Route], shape: LinkShape, seed: int | None) -> int
         print(f"scaler_link: cannot listen: {error}", file=sys.stderr)
         await relay.close()
         return 2
+    # a local side finds the keys of what is behind the link (a cloud stack's) at the link's addresses too
+    mirrored = [
+        route.listen_address for route in routes if mirror_connection(route.listen_address, route.target_address)
+    ]
+    try:
+        return await _until_stopped(relay, routes, shape)
+    finally:
+        unregister_connection(mirrored)
+
+
+async def _until_stopped(relay: LinkRelay, routes: list[Route], shape: LinkShape) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

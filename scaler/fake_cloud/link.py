@@ -135,6 +135,14 @@ class Route:
     target_host: str
     target_port: int
 
+    @property
+    def listen_address(self) -> str:
+        return f"tcp://{self.listen_host}:{self.listen_port}"
+
+    @property
+    def target_address(self) -> str:
+        return f"tcp://{self.target_host}:{self.target_port}"
+
     def describe(self) -> str:
         return f"{self.listen_host}:{self.listen_port} -> {self.target_host}:{self.target_port}"
 

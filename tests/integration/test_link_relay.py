@@ -9,11 +9,13 @@ import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from scaler.fake_cloud.link import LinkRelay, LinkShape, Route
 from scaler.io.address import free_tcp_port_block
+from scaler.security.connection_files import discovered_connection, register_connection, unregister_connection
 from tests.integration.conftest import BIN_DIR, DEADLINE_SECONDS, ProcessWatch
 
 
@@ -57,10 +59,16 @@ def test_the_relay_carries_both_ways_intact_and_no_earlier_than_the_link_allows(
 
 
 @pytest.mark.timeout(120)
-def test_the_command_relays_consecutive_ports_with_its_delay_and_says_what_it_carried(processes: ProcessWatch) -> None:
+def test_the_command_relays_consecutive_ports_with_its_delay_and_says_what_it_carried(
+    processes: ProcessWatch, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two echo servers on consecutive ports behind `scaler_link --ports 2 --rtt-ms 50`: each answers through the
-    link, a round trip takes at least 50 ms (a lower bound), and SIGTERM ends the command with its byte counts."""
+    link, a round trip takes at least 50 ms (a lower bound), and SIGTERM ends the command with its byte counts. The
+    first target's connection file (how local sides find its keys) is mirrored at the link's address while it runs;
+    checked without the mirroring: no file is found there."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     targets = free_tcp_port_block(2)
+    register_connection({"scheduler": f"tcp://127.0.0.1:{targets}"}, None, False)
     servers = []
     for port in (targets, targets + 1):
         server = socket.create_server(("127.0.0.1", port))
@@ -71,6 +79,9 @@ def test_the_command_relays_consecutive_ports_with_its_delay_and_says_what_it_ca
     link = processes.add(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     assert link.stdout is not None
     assert "round trip 50 ms" in link.stdout.readline()  # printed once every route listens
+    mirrored = discovered_connection(f"tcp://127.0.0.1:{listen}")
+    assert mirrored is not None and mirrored.get("insecure") and mirrored.get("pid") == link.pid
+    assert discovered_connection(f"tcp://127.0.0.1:{listen + 1}") is None, "nothing registered behind it"
     try:
         for offset, server in enumerate(servers):
             with socket.create_connection(("127.0.0.1", listen + offset), timeout=DEADLINE_SECONDS) as client:
@@ -89,3 +100,5 @@ def test_the_command_relays_consecutive_ports_with_its_delay_and_says_what_it_ca
     output, _ = link.communicate(timeout=DEADLINE_SECONDS)
     assert link.returncode == 0
     assert f"127.0.0.1:{listen} -> 127.0.0.1:{targets}: 4 bytes there, 4 back" in output, output
+    assert discovered_connection(f"tcp://127.0.0.1:{listen}") is None, "the mirrored file goes with the link"
+    unregister_connection([f"tcp://127.0.0.1:{targets}"])
