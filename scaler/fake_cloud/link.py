@@ -6,12 +6,14 @@ for the cloud (docs/guide/bursting.md, "Working from a laptop"). No root and no 
 Each relayed connection carries its bytes both ways through a `LinkDirection` per direction, which decides when
 each chunk read from one side is written to the other:
 
-- **bandwidth**: the direction sends one chunk after the other at `bandwidth_bits` per second (a chunk of n bytes
-  occupies it n * 8 / bandwidth seconds);
+- **bandwidth**: each direction of the link sends one chunk after the other at `bandwidth_bits` per second (a chunk
+  of n bytes occupies it n * 8 / bandwidth seconds), whichever connection it belongs to: every connection across the
+  link shares it, as they share a laptop's access link (`Bottleneck`);
 - **delay**: once sent, a chunk arrives half the round trip later, plus jitter: a delay drawn uniformly within
   +-`jitter_seconds`/2 of that, never earlier than the chunk before it (one TCP stream is never reordered);
 - **loss**: TCP hides a lost packet, so a loss is modelled by what it does to a stream: with probability `loss` per
-  segment (`SEGMENT_BYTES`, a TCP MSS), the segment and everything behind it wait one retransmission timeout
+  segment (`SEGMENT_BYTES`, a TCP MSS), the segment and everything behind it in its connection wait one
+  retransmission timeout
   (`rto_seconds`: at least 200 ms, Linux's minimum, or the round trip plus four jitters). The window shrinking that
   follows a real loss is not modelled, so throughput under loss is somewhat better than on a real link.
 
@@ -97,27 +99,37 @@ class LinkShape:
         )
 
 
-class LinkDirection:
-    """One direction of one connection: when each chunk arrives (pure but for its seeded random source)."""
+class Bottleneck:
+    """The link's capacity one way, shared by every connection across it (a laptop's access link): it sends what it
+    is given one chunk after the other."""
 
-    def __init__(self, shape: LinkShape, rng: random.Random) -> None:
+    def __init__(self) -> None:
+        self.free_at = 0.0  #: when it has sent what it was given so far
+
+
+class LinkDirection:
+    """One direction of one connection: when each chunk arrives (pure but for its seeded random source). Its
+    connection shares the direction's `Bottleneck` with the others; its own stream is never reordered, and a loss
+    stalls it alone (head-of-line blocking in one TCP connection)."""
+
+    def __init__(self, shape: LinkShape, rng: random.Random, bottleneck: Bottleneck | None = None) -> None:
         self.shape = shape
         self._rng = rng
-        self._free_at = 0.0  #: when the link has sent what it was given so far
+        self._bottleneck = bottleneck if bottleneck is not None else Bottleneck()
         self._last_arrival = 0.0
 
     def arrival(self, size: int, now: float) -> float:
         """A chunk of `size` bytes handed to the link at `now` arrives at the returned time."""
-        shape = self.shape
-        sent = max(now, self._free_at)
+        shape, bottleneck = self.shape, self._bottleneck
+        sent = max(now, bottleneck.free_at)
         if shape.bandwidth_bits:
             sent += size * 8 / shape.bandwidth_bits
-        if shape.loss:
-            sent += self._lost_segments(size) * shape.rto_seconds
-        self._free_at = sent
+        bottleneck.free_at = sent
         delay = shape.rtt_seconds / 2
         if shape.jitter_seconds:
             delay += self._rng.uniform(-shape.jitter_seconds / 2, shape.jitter_seconds / 2)
+        if shape.loss:
+            delay += self._lost_segments(size) * shape.rto_seconds
         arrival = max(sent + max(0.0, delay), self._last_arrival)
         self._last_arrival = arrival
         return arrival
@@ -178,6 +190,8 @@ class LinkRelay:
         self.connections = 0  #: connections relayed so far
         #: bytes carried per route, (towards the target, back from it)
         self.carried: dict[Route, list[int]] = {route: [0, 0] for route in self.routes}
+        #: the link's capacity towards the targets and back, shared by every connection (one access link)
+        self._up, self._down = Bottleneck(), Bottleneck()
 
     async def start(self) -> None:
         for route in self.routes:
@@ -211,7 +225,8 @@ class LinkRelay:
             _no_delay(sink)
         seeds = (self._rng.getrandbits(64), self._rng.getrandbits(64))
         counts = self.carried[route]
-        up_link, down_link = (LinkDirection(self.shape, random.Random(seed)) for seed in seeds)
+        up_link = LinkDirection(self.shape, random.Random(seeds[0]), self._up)
+        down_link = LinkDirection(self.shape, random.Random(seeds[1]), self._down)
         up = _Pipe(inbound, outbound_writer, up_link, self.shape, counts, 0)
         down = _Pipe(outbound, inbound_writer, down_link, self.shape, counts, 1)
         try:

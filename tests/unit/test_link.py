@@ -9,6 +9,7 @@ import pytest
 
 from scaler.fake_cloud.link import (
     MIN_RTO_SECONDS,
+    Bottleneck,
     LinkDirection,
     LinkShape,
     parse_bandwidth,
@@ -37,6 +38,22 @@ def test_jitter_spreads_the_delay_but_never_reorders_a_stream() -> None:
     delays = [arrival - 0.001 * n for n, arrival in enumerate(arrivals)]
     assert min(delays) >= 0.020 - 0.015 - 1e-9
     assert max(delays) > 0.030, "some chunks are late by more than half the jitter"
+
+
+def test_connections_share_the_bandwidth_and_a_loss_stalls_only_its_own() -> None:
+    """Two connections one way: the second's chunk waits for the first's to be sent (one access link); a stall of
+    the first does not hold the second."""
+    bottleneck = Bottleneck()
+    first = LinkDirection(LinkShape(rtt_seconds=0.040, bandwidth_bits=8_000_000), random.Random(1), bottleneck)
+    second = LinkDirection(LinkShape(rtt_seconds=0.040, bandwidth_bits=8_000_000), random.Random(2), bottleneck)
+    assert first.arrival(100_000, now=0.0) == pytest.approx(0.100 + 0.020)
+    assert second.arrival(100_000, now=0.0) == pytest.approx(0.200 + 0.020), "behind the first on the same link"
+    lossy = LinkShape(rtt_seconds=0.040, loss=0.999)
+    shared = Bottleneck()
+    stalled = LinkDirection(lossy, random.Random(1), shared)
+    clear = LinkDirection(LinkShape(rtt_seconds=0.040), random.Random(1), shared)
+    assert stalled.arrival(1_448, now=0.0) == pytest.approx(0.020 + MIN_RTO_SECONDS)
+    assert clear.arrival(1_448, now=0.0) == pytest.approx(0.020), "another connection is not held"
 
 
 def test_a_lost_segment_stalls_the_stream_one_retransmission_timeout() -> None:
