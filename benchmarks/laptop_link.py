@@ -29,7 +29,7 @@ LAPTOP_MAIN = BENCH_DIR / "workloads" / "laptop.py"
 SCALER_LINK = Path(sys.executable).parent / "scaler_link"
 TIMEOUT_SECONDS = 1200.0
 #: the venv each system runs in (benchmarks/harness/systems.py): Ray Client needs ray[client]
-VENVS = {"ray": "ray-client"}
+VENVS = {"ray": "ray-client", "ours-plain": "ours"}
 #: row -> (title, figure key, how a value reads)
 ROWS = {
     "W3": ("round trip (submit, result), p50", "W3_p50_ms", "ms"),
@@ -43,7 +43,11 @@ ROWS = {
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--systems", default="ours,dask,ray")
+    parser.add_argument(
+        "--systems",
+        default="ours,dask,ray",
+        help="from ours, ours-plain (ours without CURVE, as the peers run), dask, ray",
+    )
     parser.add_argument("--rtt-ms", type=float, default=40.0)
     parser.add_argument("--jitter-ms", type=float, default=0.0)
     parser.add_argument("--bandwidth", default="50Mbit")

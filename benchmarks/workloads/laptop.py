@@ -97,6 +97,10 @@ class Link:
 
 
 class Ours:
+    """Ours as users run it: CURVE on every connection (the default)."""
+
+    insecure = False
+
     def __init__(self, arguments: argparse.Namespace, log_dir: Path) -> None:
         from scaler import Client, SchedulerClusterCombo
 
@@ -104,6 +108,7 @@ class Ours:
         self._cluster = SchedulerClusterCombo(
             n_workers=2, address=f"tcp://127.0.0.1:{port}", object_storage_address=f"tcp://127.0.0.1:{port + 1}",
             monitor_address=f"tcp://127.0.0.1:{port + 2}", logging_paths=(str(log_dir / "cluster.log"),),
+            insecure=self.insecure,
         )  # fmt: skip
         self.link = Link(arguments, port, 2, log_dir) if arguments.link else None
         there = self.link.port if self.link else port
@@ -126,6 +131,13 @@ class Ours:
 
     def put(self, data: bytes) -> Any:
         return self.client.send_object(data)
+
+
+class OursPlain(Ours):
+    """Ours with plain TCP (`insecure=True`), as Dask and Ray run here: what CURVE costs on each row. The link
+    registers the cluster's "insecure" connection files at its own addresses, so the client connects without keys."""
+
+    insecure = True
 
 
 class Dask:
@@ -240,7 +252,12 @@ class Ray:
         return ray.put(data)
 
 
-SYSTEMS: dict[str, Callable[[argparse.Namespace, Path], Any]] = {"ours": Ours, "dask": Dask, "ray": Ray}
+SYSTEMS: dict[str, Callable[[argparse.Namespace, Path], Any]] = {
+    "ours": Ours,
+    "ours-plain": OursPlain,
+    "dask": Dask,
+    "ray": Ray,
+}
 
 
 # ---------------------------------------------------------------- the rows
