@@ -239,13 +239,25 @@ def test_a_bundle_that_could_not_be_written_stays_in_memory() -> None:
     assert len(client.answers) == 4 and all(a == [("result", "success")] for a in client.answers.values())
 
 
-def test_a_client_whose_connection_closes_while_it_talks_ended_and_is_dropped() -> None:
-    """A process killed closes its connection at once (its kernel does): nobody comes back for that work."""
+def test_a_client_whose_connection_closes_while_it_talks_ended_and_is_dropped_unless_it_speaks_again() -> None:
+    """A process killed closes its connection at once (its kernel does): nobody comes back for that work, and it is
+    dropped 5 s later. A connection replaced looks the same (or messages read late by a scheduler that was paused
+    itself): a client that speaks again within the 5 s keeps its work. Checked with the grace off (dropped at once):
+    the second half fails (the task is cancelled)."""
     sim = cluster()
     client, worker = sim.add_client(), sim.add_worker()
     sim.submit(client, [task(client.peer, 1)])
     sim.advance(1)
     sim.feed(PeerLost(client.peer, "connection closed", sim.now))
+    assert sim.core.clients[client.peer].is_away
+    sim.advance(3)
+    sim.heartbeat(client)  # its new connection
+    sim.advance(10)
+    assert client.peer in sim.core.clients and not sim.core.clients[client.peer].is_away
+    assert sim.core.tasks.records, "its task goes on"
+    sim.heartbeat(client)
+    sim.feed(PeerLost(client.peer, "connection closed", sim.now))
+    sim.advance(6)
     assert client.peer not in sim.core.clients
     assert any(isinstance(e.message, m.TaskCancel) for e in sim.effects_of(Send) if e.peer == worker.peer)
 

@@ -10,9 +10,11 @@ Rules:
    objects stay. It is dropped as in rule 1 once it has been silent for its window (counted from the last message
    heard from it); without a window it is dropped at once, as before there were windows. A connection that closes
    while its client was talking (within `CRASH_SILENCE_SECONDS` of its last message: a client heartbeats every
-   second) was closed by the other end's kernel: its process ended (killed, crashed) and nobody will come back for
-   the work, so it is dropped; a laptop asleep, cut off or moved falls silent first and its connection times out
-   later. A peer lost for good (its key revoked, its identity taken) is dropped whatever its window.
+   second) was most likely closed by the other end's kernel: its process ended (killed, crashed) and nobody will
+   come back for the work, so it is dropped unless it speaks again within `CRASH_GRACE_SECONDS` (ZeroMQ connects
+   again within a second: a connection replaced, or messages read late by a scheduler that was itself paused, look
+   the same); a laptop asleep, cut off or moved falls silent first and its connection times out later. A peer lost
+   for good (its key revoked, its identity taken) is dropped whatever its window.
 3. Any message from an away client brings it back: the answers held for it are sent (a `ClientResume` says which
    answers a lost connection took with it: `client_answers.py`, rule 3). A client dropped for its silence (past its
    window, or at its timeout without one) or its lost connection may come back: the ids of the tasks cancelled then
@@ -53,6 +55,8 @@ LOAD_RETRY_SECONDS = 5.0
 #: A client's connection that closes less than this long after its last message was closed by its process's end
 #: (rule 2): its client is dropped, not kept away. Clients heartbeat every second at most.
 CRASH_SILENCE_SECONDS = 5.0
+#: ... and such a client is dropped once it has not spoken again for this long.
+CRASH_GRACE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -191,6 +195,8 @@ class ClientSessions:
                     self.away(peer, f"silent for more than {timeout:g} s")
                 elif client.answers.bundles:
                     self._load_bundles(client)
+            elif client.drop_at is not None and now >= client.drop_at:
+                self.drop(peer, f"{client.away_reason}, and did not come back within {CRASH_GRACE_SECONDS:g} s", True)
             elif silent > client.resume_seconds:
                 self.drop(peer, f"was away for more than its resume window of {client.resume_seconds:g} s", True)
 
@@ -200,8 +206,12 @@ class ClientSessions:
         if client is None:
             return
         silent = self._core.now - client.last_seen
-        if final or silent < CRASH_SILENCE_SECONDS:  # its process ended (rule 2)
-            self.drop(peer, f"connection lost ({reason})", expired=not final)
+        if final:
+            self.drop(peer, f"connection lost ({reason})")
+        elif silent < CRASH_SILENCE_SECONDS:  # its process ended, most likely (rule 2)
+            self.away(peer, f"connection lost ({reason}) while it was talking")
+            if client.is_away:
+                client.drop_at = self._core.now + CRASH_GRACE_SECONDS
         else:
             self.away(peer, f"connection lost ({reason}) after {silent:.0f} s of silence")
 
@@ -229,7 +239,7 @@ class ClientSessions:
             "client %s is back after %.0f s away (%s); %d answer(s) waited for it",
             short(peer), core.now - client.last_seen, client.away_reason, client.answers.waiting_count,
         )  # fmt: skip
-        client.away_reason = ""
+        client.away_reason, client.drop_at = "", None
         if resuming:
             return
         for answer in client.answers.release_held() + client.answers.release_written():

@@ -31,6 +31,8 @@ class ClientRecord:
     #: how long its work waits for it once it is silent or its connection is lost (0: it is dropped at once)
     resume_seconds: float = 0.0
     away_reason: str = ""  #: why it is away (silent, connection lost); "" while it is present
+    #: away because its connection closed while it was talking: dropped at this time unless it speaks again
+    drop_at: float | None = None
     answers: AnswerLog = field(default_factory=AnswerLog)  #: its answers sent unacknowledged, or held while away
     #: registered again after it was dropped: the (packed) ids of its tasks cancelled then, until its ClientResume
     cancelled_ids: bytes = b""
