@@ -298,3 +298,31 @@ def test_a_task_sent_again_while_its_answer_waits_is_not_run_twice() -> None:
     sim.send(client.peer, first)  # a copy that crossed the answer
     assert dispatches(sim)[first.task_id] == 1
     assert PeerID(client.peer) in sim.core.clients
+
+
+def test_a_jobs_tasks_keep_the_jobs_rules_when_their_submitter_stays_away_past_its_window() -> None:
+    """Jobs keep their own rules (sharing.md, "Jobs"): the submitter's plain task is cancelled past its window, its
+    job's tasks run on and a follower gets their answers; back, the submitter is told only the plain task was
+    cancelled. Checked with `TaskLifecycle.client_gone` cancelling job tasks too: the job's tasks are cancelled."""
+    sim = cluster(window=300)
+    client, worker = sim.add_client(), sim.add_worker(capacity=10)
+    jobbed = [task(client.peer, number) for number in (1, 2)]
+    sim.send(client.peer, m.JobOpen("nightly", tuple(t.task_id for t in jobbed)))
+    plain = task(client.peer, 3)
+    sim.submit(client, [*jobbed, plain])
+    client.online = False
+    asleep(sim, client, 310)
+    assert client.peer not in sim.core.clients
+    cancels = [i for e in sim.effects_of(Send) if isinstance(e.message, m.TaskCancel) for i in e.message.task_ids]
+    assert cancels == [plain.task_id], "only its plain task is cancelled"
+    for job_task in jobbed:
+        sim.finish(worker, job_task.task_id)
+    follower = sim.add_client("follower")
+    sim.send(follower.peer, m.JobAttach("nightly", follow=True))
+    assert list(follower.answers) == [t.task_id for t in jobbed]
+    assert all(a == [("result", "success")] for a in follower.answers.values())
+    client.online = True
+    sim.send(client.peer, hello(m.ClientInfo("c")))
+    sim.resume(client)
+    (resumed,) = [e.message for e in sim.effects_of(Send) if isinstance(e.message, m.ClientResumed)]
+    assert resumed.cancelled == (plain.task_id,)
