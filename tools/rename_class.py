@@ -30,9 +30,13 @@ def module_of(path: Path) -> str:
     return ".".join(parts)
 
 
-def bindings(tree: ast.AST, path: Path, modules: set[str], old: str) -> tuple[set[str], set[str]]:
-    """(local names bound to the class, local names bound to a module that has it as an attribute)."""
+def bindings(
+    tree: ast.AST, path: Path, modules: set[str], old: str
+) -> tuple[set[str], set[str], set[tuple[int, int]]]:
+    """(local names bound to the class, local names bound to a module that has it as an attribute, the places of
+    imports of another class named OLD)."""
     names: set[str] = set()
+    foreign: set[tuple[int, int]] = set()
     module_aliases: set[str] = set()
     here = module_of(path)
     for node in ast.walk(tree):
@@ -44,16 +48,20 @@ def bindings(tree: ast.AST, path: Path, modules: set[str], old: str) -> tuple[se
             for alias in node.names:
                 if source in modules and alias.name == old:
                     names.add(alias.asname or old)
+                elif alias.name == old:  # another class of the same name, imported under an alias: not ours
+                    foreign.add((alias.lineno, alias.col_offset))
                 if f"{source}.{alias.name}" in modules:
                     module_aliases.add(alias.asname or alias.name)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name in modules and alias.asname:
                     module_aliases.add(alias.asname)
-    return names, module_aliases
+    return names, module_aliases, foreign
 
 
-def rename_source(text: str, rename_bare: set[str], module_aliases: set[str], old: str, new: str) -> str:
+def rename_source(
+    text: str, rename_bare: set[str], module_aliases: set[str], foreign: set[tuple[int, int]], old: str, new: str
+) -> str:
     tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     out = []
     backticked = re.compile(rf"`([\w.]*\.)?{re.escape(old)}\b")
@@ -62,7 +70,9 @@ def rename_source(text: str, rename_bare: set[str], module_aliases: set[str], ol
         previous = tokens[index - 1].string if index else ""
         before_previous = tokens[index - 2].string if index > 1 else ""
         if token.type == tokenize.NAME and string == old:
-            if previous != "." and old in rename_bare:
+            if token.start in foreign:
+                pass
+            elif previous != "." and old in rename_bare:
                 string = new
             elif previous == "." and before_previous in module_aliases:
                 string = new
@@ -86,18 +96,18 @@ def main(argv: list[str]) -> int:
         changed = False
         for path, tree in trees.items():
             if module_of(path) not in modules:  # a module that imports the class can be imported from too
-                names, _aliases = bindings(tree, path, modules, old)
+                names, _aliases, _foreign = bindings(tree, path, modules, old)
                 if old in names:
                     modules.add(module_of(path))
                     changed = True
     for path, tree in trees.items():
-        names, aliases = bindings(tree, path, modules, old)
+        names, aliases, foreign = bindings(tree, path, modules, old)
         if module_of(path) == module:
             names.add(old)
         if old not in names and not aliases:
             continue
         text = path.read_text(encoding="utf-8")
-        renamed = rename_source(text, {old} if old in names else set(), aliases, old, new)
+        renamed = rename_source(text, {old} if old in names else set(), aliases, foreign, old, new)
         if renamed != text:
             print(("would change " if dry_run else "changed ") + str(path))
             if not dry_run:
