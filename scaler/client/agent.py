@@ -37,6 +37,7 @@ from scaler.client.core import (
     ShowLog,
     ShutdownAnswered,
     StoryAnswered,
+    StreamValues,
     Warn,
 )
 from scaler.client.forwarded_logs import emit_records
@@ -79,6 +80,7 @@ class TaskFuture(Protocol):
     def set_task_result(self, result: m.TaskResult) -> None: ...
     def set_cancel_confirmed(self) -> None: ...
     def set_failed(self, error: BaseException) -> None: ...
+    def add_stream_item(self, item: m.StreamItem) -> int | None: ...
 
 
 FutureT = TypeVar("FutureT", bound=TaskFuture)
@@ -148,6 +150,7 @@ class ClientAgent(Generic[FutureT]):
         #: how each effect of the core is carried out (tests/unit/test_client_core.py checks that none is missing)
         self._effect_handlers: dict[type, Callable[[Any], None]] = {
             Complete: self._complete,
+            StreamValues: self._stream_values,
             SendFrames: self._send_frames,
             Send: lambda effect: self._send_from_here([codec.encode(effect.message)]),
             ConfirmCancel: lambda effect: effect.future.set_cancel_confirmed(),
@@ -348,6 +351,12 @@ class ClientAgent(Generic[FutureT]):
     def _complete(self, effect: Complete[FutureT]) -> None:
         for future, result in effect.results:
             future.set_task_result(result)
+
+    def _stream_values(self, effect: StreamValues[FutureT]) -> None:
+        for future, item in effect.items:
+            resend = future.add_stream_item(item)
+            if resend is not None:  # a run that starts over: it is given the credit its reader had
+                self._send_from_here([codec.encode(m.StreamCredit(item.task_id, resend))])
 
     def _fail(self, effect: Fail[FutureT]) -> None:
         for future in effect.futures:

@@ -1,5 +1,5 @@
-"""Client: the user's handle on a scheduler. submit, map, starmap, get (graphs), send_object, clear,
-disconnect, shutdown, jobs, executor().
+"""Client: the user's handle on a scheduler. submit, map, starmap, get (graphs), stream (streaming tasks), send_object,
+clear, disconnect, shutdown, jobs, executor().
 
 A page of the user's API over one `Session` (`client/session.py`: the connection, the task encoder, object storage,
 the result reader, cancels and the resolution of security), which every front end shares. Every wait on the
@@ -23,6 +23,7 @@ from scaler.client.mapping import Mapper
 from scaler.client.session import CLOSE_TIMEOUT_SECONDS as CLOSE_TIMEOUT_SECONDS
 from scaler.client.session import Session, SessionSettings, TaskOptions
 from scaler.client.sharing import checked_priority, takes_parameter
+from scaler.client.streams import DEFAULT_WINDOW, TaskStream
 from scaler.io.sockets import TransportSecurity
 from scaler.payload import processor_context
 from scaler.payload.references import ObjectReference
@@ -38,6 +39,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 A = TypeVar("A")
 B = TypeVar("B")
+V = TypeVar("V")
 
 
 class Client:
@@ -167,6 +169,40 @@ class Client:
         return self._session.submit(
             fn, args, kwargs, priority=priority, capabilities=capabilities, profiling=profiling, refresh=reserialize
         )
+
+    # ------------------------------------------------------------ streaming tasks (client/streams.py)
+
+    def stream(self, fn: Callable[P, Iterable[V]], /, *args: P.args, **kwargs: P.kwargs) -> TaskStream[V]:
+        """Run fn(*args, **kwargs), a generator function (or one returning an iterable), on a worker as a streaming
+        task: iterate the returned `TaskStream` to get its values in order, as they are yielded. The generator runs at
+        most 16 values ahead of the reader (`stream_verbose(..., window=N)` for another window); an exception it
+        raises is raised where its values stop; `stream.cancel()` stops it on the worker. `submit` of a generator
+        function runs it too, and its future's result is the list of its values."""
+        return self.stream_verbose(fn, args, kwargs)
+
+    def stream_verbose(
+        self, fn: Callable[..., Iterable[V]], args: tuple[Any, ...], kwargs: dict[str, Any], *,
+        window: int = DEFAULT_WINDOW, capabilities: dict[str, int] | None = None, priority: int | None = None,
+        profiling: bool | None = None, reserialize: bool = False,
+    ) -> TaskStream[V]:  # fmt: skip
+        """`stream` with options: `window` (values the generator may run ahead of its reader), and those of
+        `submit_verbose`."""
+        options = TaskOptions.of(priority, capabilities, profiling)
+        return self._session.stream(fn, [(args, kwargs)], options, window, refresh=reserialize)[0]
+
+    def stream_map(
+        self, fn: Callable[..., Iterable[V]], *iterables: Iterable[Any], window: int = DEFAULT_WINDOW,
+        capabilities: dict[str, int] | None = None, priority: int | None = None,
+    ) -> list[TaskStream[V]]:  # fmt: skip
+        """fn(*items) for each items of the iterables (as built-in map) as streaming tasks, all submitted now: one
+        `TaskStream` per item, in order, each yielding that item's values as they are made."""
+        if not iterables:
+            raise TypeError("stream_map() needs at least one iterable")
+        options = TaskOptions.of(priority, capabilities)
+        calls: Iterable[tuple[tuple[Any, ...], dict[str, Any]]] = (
+            (tuple(items), {}) for items in zip(*iterables, strict=False)
+        )
+        return self._session.stream(fn, calls, options, window)
 
     @overload
     def map(

@@ -22,6 +22,8 @@ STATUS_ERRORS: dict[m.ResultStatus, type[Exception]] = {
     m.ResultStatus.NO_WORKER: errors.NoWorkerError,
     m.ResultStatus.CANCELED: errors.ClientCancelledException,
     m.ResultStatus.ERROR: errors.ScalerError,
+    m.ResultStatus.ACTOR_RESTARTED: errors.ActorRestartedError,
+    m.ResultStatus.ACTOR_DIED: errors.ActorDiedError,
 }
 
 
@@ -47,7 +49,18 @@ class ResultReader:
             raise self._exception(self._payload(result))
         raise STATUS_ERRORS[result.status](result.error_message)
 
-    def _payload(self, result: m.TaskResult) -> bytes | bytearray | memoryview:
+    def stream_value(self, item: m.StreamItem) -> Any:
+        """A streaming task's value (fetched from storage, and deleted there, when it travelled as an object)."""
+        payload = self._payload(item)
+        try:
+            return deserialize_with(self._serializer, payload)
+        except Exception as error:
+            raise errors.DeserializeObjectError(
+                f"value #{item.index} of the stream ({len(payload):,} bytes) could not be deserialized here: "
+                f"{error!r} (a module or class it needs may be missing or different on the client's side)"
+            ) from error
+
+    def _payload(self, result: m.TaskResult | m.StreamItem) -> bytes | bytearray | memoryview:
         if result.payload_kind is not m.PayloadKind.OBJECT_ID:
             return result.payload
         storage = self._storage()

@@ -157,12 +157,14 @@ class SchedulerCore:
             m.TaskStoryRequest: clients.on_story_request,
             m.JobOpen: jobs.on_open,
             m.JobAttach: jobs.on_attach,
+            m.StreamCredit: submissions.on_stream_credit,
         }
         worker_handlers: _Handlers = {
             m.Heartbeat: workers.on_heartbeat,
             m.TaskResult: workers.on_result,
             m.TaskCancelConfirm: workers.on_cancel_confirm,
             m.TaskLog: workers.on_task_log,
+            m.StreamItem: workers.on_task_log,
             m.WorkerCapacity: workers.on_capacity,
             m.WorkerLeaving: workers.on_leaving,
             m.TaskReturn: workers.on_task_return,

@@ -43,7 +43,8 @@ class WorkerSessions:
     def on_cancel_confirm(self, peer: PeerID, confirm: m.TaskCancelConfirm) -> None:
         self._core.lifecycle.cancel_confirmed_by(peer, confirm)
 
-    def on_task_log(self, peer: PeerID, log: m.TaskLog) -> None:
+    def on_task_log(self, peer: PeerID, log: m.TaskLog | m.StreamItem) -> None:
+        """Output a task printed, or a value a streaming task yielded: to its client, from the worker that runs it."""
         record = self._core.tasks.get(log.task_id)
         if record is not None and record.worker == peer and not record.client_gone:
             self._core.send(PeerID(record.client_id), log)

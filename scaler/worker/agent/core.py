@@ -21,7 +21,8 @@ result journal (`result_journal`: results to send again after a scheduler restar
 4. A task that is cancelled or times out (CANCEL) while it computes in a processor holding parked tasks is stopped
    in that processor (TaskCancel: STOPPING), not by killing the processor and the parked tasks with it; it keeps
    its slot until the processor reports it gone (a CANCELED result), and one still unwinding after
-   STOP_GRACE_SECONDS has its processor killed. One that computes alone is stopped by killing its processor. A
+   STOP_GRACE_SECONDS has its processor killed. So is a streaming task, which hears the cancel between two of its
+   values (its generator is closed there). Any other that computes alone is stopped by killing its processor. A
    staged or parked task is withdrawn or stopped in its processor, and forgotten at once (its processor is killed
    instead when it computes nothing else and holds no other parked task).
 """
@@ -215,6 +216,10 @@ class AgentCore:
                 self._cancel(task_id)
         elif isinstance(message, m.TaskReturn):
             self._give_back(message.task_ids)
+        elif isinstance(message, m.StreamCredit):
+            held = self.tasks.get(message.task_id)
+            if held is not None and held.processor is not None:  # none is granted before the stream's first value
+                self._to_processor(self.processors[held.processor], message)
         elif isinstance(message, m.Shutdown):
             self._exit(EXIT_OK, f"the scheduler asked this worker to stop: {message.reason}")
         elif isinstance(message, m.ProtocolError) and message.kind is not m.ProtocolErrorKind.UNKNOWN_PEER:
@@ -285,8 +290,9 @@ class AgentCore:
         assert held.processor is not None
         processor = self.processors[held.processor]
         if done is Outcome.STOP:
-            if processor.parked:
-                # computing among parked tasks: stopped in its processor; its slot stays taken until it is gone
+            if processor.parked or held.task.stream_credit:
+                # computing among parked tasks, or a stream (its generator is closed where it waits): stopped in its
+                # processor; its slot stays taken until it is gone
                 held.state, held.stopped_at = _STOPPING, self.now
                 self._to_processor(processor, m.TaskCancel((task_id,)))
             else:
@@ -322,7 +328,7 @@ class AgentCore:
                 self._configure(processor)
         elif isinstance(message, m.TaskResult):
             self._on_result(processor, message)
-        elif isinstance(message, m.TaskLog):
+        elif isinstance(message, (m.TaskLog, m.StreamItem)):
             held = self.tasks.get(message.task_id)
             if held is not None and held.processor == processor_id:
                 self._to_scheduler(message)

@@ -2,8 +2,9 @@
 side), which of its threads runs what, and which thread reads the agent's channel. Events in: what a read of the
 channel brought, a task's thread is done, a task parks or asks to go on, a thread has nothing to run. Instructions
 out: run a task on that thread (or on a new one), raise TaskAbandoned in a computing task's thread, wake a parked
-task's thread, answer a withdrawn task CANCELED, cancel a stopped task's nested tasks. No threads, no I/O, no
-clock: `threads.TaskThreads` calls it under one lock and carries its instructions out.
+task's thread, answer a withdrawn task CANCELED, cancel a stopped task's nested tasks, wake a streaming task's thread
+that waits for its client's credit (a StreamCredit read raised it). No threads, no I/O, no clock:
+`threads.TaskThreads` calls it under one lock and carries its instructions out.
 
 The task states, the events that move them and the rules (order, the computing turn, staging, parking, cancels,
 answers) are `scaler.worker.processor_protocol`'s; this module adds the threads:
@@ -56,6 +57,8 @@ class LineTask:
 
     task: m.Task
     state: TaskState = TaskState.STAGED  #: received: (QUEUED, SEND) leads to STAGED
+    #: a streaming task: the values it may yield, the indexes below this (Task.streamCredit, then StreamCredit)
+    credit: int = 0
 
 
 R = TypeVar("R", bound=LineTask)
@@ -102,13 +105,20 @@ class CancelNested(Generic[R]):
 
 
 @dataclass(frozen=True, slots=True)
+class Credited(Generic[R]):
+    """The streaming task's client granted it more values (its `credit` grew): wake its thread if it waits for it."""
+
+    record: R
+
+
+@dataclass(frozen=True, slots=True)
 class Configure:
     """The agent says where object storage is (HelloReply)."""
 
     object_storage_address: str
 
 
-Instruction = Run[R] | Answer | Interrupt[R] | Wake[R] | CancelNested[R] | Configure
+Instruction = Run[R] | Answer | Interrupt[R] | Wake[R] | CancelNested[R] | Credited[R] | Configure
 
 
 # ---------------------------------------------------------------- the core
@@ -140,14 +150,24 @@ class TaskLine(Generic[R]):
         for message in messages:
             if isinstance(message, m.Task):
                 record = self.tasks[message.task_id] = self._new_record(message)  # known from now on, to a cancel
+                record.credit = message.stream_credit
                 self.awaiting_turn.append(record)
             elif isinstance(message, m.TaskCancel):
                 for task_id in message.task_ids:
                     self._cancel(task_id)
             elif isinstance(message, m.ProcessorResume):
                 self._resume(message.task_id)
+            elif isinstance(message, m.StreamCredit):
+                self._credit(message.task_id, message.up_to)
             elif isinstance(message, m.HelloReply):
                 self.instructions.append(Configure(message.object_storage_address))
+
+    def _credit(self, task_id: TaskID, up_to: int) -> None:
+        """A streaming task's client grants values up to `up_to` (cumulative: a smaller credit changes nothing)."""
+        record = self.tasks.get(task_id)
+        if record is not None and up_to > record.credit:
+            record.credit = up_to
+            self.instructions.append(Credited(record))
 
     def _cancel(self, task_id: TaskID) -> None:
         record = self.tasks.get(task_id)
