@@ -146,14 +146,14 @@ class TaskStream(ScalerFuture[int], Generic[V]):
 
     def _take_locked(self) -> Any:
         """The next value's item, `STREAM_END`, or None while there is neither; raises how the stream ended badly."""
+        if self.cancelled():  # its values still here are not read
+            raise concurrent.futures.CancelledError()
         item = self._arrived.pop(self._read, None)
         if item is not None:
             self._read += 1
             return item
         if not self.done():
             return None
-        if self.cancelled():
-            raise concurrent.futures.CancelledError()
         raw = self._raw
         if raw is None:  # failed without an answer: the connection was lost
             error = self.exception(0)
