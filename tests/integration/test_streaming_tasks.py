@@ -99,7 +99,7 @@ def test_a_slow_reader_holds_the_generator_on_its_worker(shared_cluster, tmp_pat
         stream = client.stream_verbose(counted, (str(path), 10_000), {}, window=window)
         for read in range(1, 40):
             assert next(stream) == read - 1
-            wait_for(lambda: len(produced(path)) >= read + window // 2, "the generator to run up to its credit")
+            wait_for(lambda r=read: len(produced(path)) >= r + window // 2, "the generator to run up to its credit")
             assert len(produced(path)) <= read + window, "the generator ran ahead of its credit"
         stream.cancel()
 
@@ -154,7 +154,9 @@ def test_an_async_client_iterates_a_stream(shared_cluster):
     async def read() -> tuple[list[int], list[list[int]]]:
         async with AsyncClient(shared_cluster.get_address()) as client:
             one = [value async for value in client.stream(squares, 6)]
-            many = [[value async for value in stream] for stream in client.stream_map(squares, [2, 3])]
+            many = []
+            for stream in client.stream_map(squares, [2, 3]):
+                many.append([value async for value in stream])
             return one, many
 
     assert asyncio.run(read()) == ([0, 1, 4, 9, 16, 25], [[0, 1], [0, 1, 4]])
