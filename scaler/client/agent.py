@@ -91,7 +91,7 @@ class _JobWaiter:
 
     def __init__(self) -> None:
         self.answered = threading.Event()
-        self.reply: m.JobReply | None = None
+        self.reply: m.JobReply | m.ActorReply | None = None
 
 
 class ClientAgent(Generic[FutureT]):
@@ -140,8 +140,9 @@ class ClientAgent(Generic[FutureT]):
         self._shutdown_answered = threading.Event()
         #: story requests not answered yet, per task (answered in order: the scheduler answers in order)
         self._story_requests: dict[TaskID, list[concurrent.futures.Future[m.TaskStoryReply]]] = {}
-        #: JobOpen/JobAttach requests waiting for their JobReply, by job name, oldest first
-        self._job_waiters: dict[str, collections.deque[_JobWaiter]] = {}
+        #: JobOpen/JobAttach requests waiting for their JobReply, and ActorLookups for their ActorReply, by (the
+        #: reply's type, name), oldest first
+        self._job_waiters: dict[tuple[type, str], collections.deque[_JobWaiter]] = {}
         self._job_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
@@ -313,14 +314,28 @@ class ClientAgent(Generic[FutureT]):
 
     def ask_job(self, request: m.JobOpen | m.JobAttach, timeout_seconds: float) -> m.JobReply:
         """Send a job request and wait for the scheduler's answer (raises TimeoutError without one)."""
+        reply = self._ask(request, m.JobReply, f"job {request.name!r}", timeout_seconds)
+        assert isinstance(reply, m.JobReply)
+        return reply
+
+    def ask_actor(self, request: m.ActorLookup, timeout_seconds: float) -> m.ActorReply:
+        """Look an actor up by name and wait for the scheduler's answer (raises TimeoutError without one)."""
+        reply = self._ask(request, m.ActorReply, f"actor {request.name!r}", timeout_seconds)
+        assert isinstance(reply, m.ActorReply)
+        return reply
+
+    def _ask(
+        self, request: m.JobOpen | m.JobAttach | m.ActorLookup, answer: type, what: str, timeout_seconds: float
+    ) -> m.JobReply | m.ActorReply:
         waiter = _JobWaiter()
+        key = (answer, request.name)
         with self._job_lock:
-            self._job_waiters.setdefault(request.name, collections.deque()).append(waiter)
+            self._job_waiters.setdefault(key, collections.deque()).append(waiter)
         self.send([codec.encode(request)])
         if not waiter.answered.wait(timeout_seconds) or waiter.reply is None:
             if self.error is not None:
                 raise self.error
-            raise TimeoutError(f"the scheduler did not answer about job {request.name!r} in {timeout_seconds:g} s")
+            raise TimeoutError(f"the scheduler did not answer about {what} in {timeout_seconds:g} s")
         return waiter.reply
 
     def follow(self, tasks: list[tuple[TaskID, FutureT]]) -> None:
@@ -374,11 +389,12 @@ class ClientAgent(Generic[FutureT]):
             answer.set_result(effect.reply)
 
     def _job_answer(self, effect: JobAnswered) -> None:
+        key = (type(effect.reply), effect.reply.name)
         with self._job_lock:
-            waiters = self._job_waiters.get(effect.reply.name)
+            waiters = self._job_waiters.get(key)
             waiter = waiters.popleft() if waiters else None
             if waiters is not None and not waiters:
-                del self._job_waiters[effect.reply.name]
+                del self._job_waiters[key]
         if waiter is not None:
             waiter.reply = effect.reply
             waiter.answered.set()

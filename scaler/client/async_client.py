@@ -21,8 +21,10 @@ import functools
 from collections.abc import AsyncIterator, Callable, Generator, Iterable
 from typing import Any, TypeVar
 
+from scaler.client.actors import DEFAULT_MAX_RESTARTS, ActorHandle, spec_of
 from scaler.client.client import Client
 from scaler.client.future import ScalerFuture
+from scaler.client.session import TaskOptions
 from scaler.client.streams import STREAM_END, TaskStream
 from scaler.payload.references import ObjectReference
 from scaler.protocol.ids import TaskID
@@ -217,6 +219,22 @@ class AsyncClient:
     def stream_map(self, fn: Callable[..., Any], *iterables: Iterable[Any], **options: Any) -> list[AsyncStream]:
         """`Client.stream_map`: one AsyncStream per item, all submitted now."""
         return [AsyncStream(stream, self._pool) for stream in self.client.stream_map(fn, *iterables, **options)]
+
+    def actor(self, cls: type[T], /, *args: Any, **kwargs: Any) -> ActorHandle[T]:
+        """`Client.actor`: `handle.method(...)` is an awaitable future of the call."""
+        return self.actor_verbose(cls, args, kwargs)
+
+    def actor_verbose(
+        self, cls: type[T], args: tuple[Any, ...], kwargs: dict[str, Any], *, max_restarts: int = DEFAULT_MAX_RESTARTS,
+        max_concurrency: int = 1, name: str | None = None, capabilities: dict[str, int] | None = None,
+    ) -> ActorHandle[T]:  # fmt: skip
+        """`Client.actor_verbose`, with awaitable calls."""
+        spec = spec_of(cls, max_restarts, max_concurrency, name)
+        options = TaskOptions.of(None, capabilities)
+        return ActorHandle.start(self.client.session, cls, args, kwargs, spec, options, wrap=self._awaitable)
+
+    def _awaitable(self, future: ScalerFuture) -> AsyncFuture:
+        return AsyncFuture(future, self._pool)
 
     async def map(self, fn: Callable[..., Any], *iterables: Iterable[Any], **settings: Any) -> list[Any]:
         """`Client.map`: the results in order."""

@@ -1,5 +1,5 @@
-"""Client: the user's handle on a scheduler. submit, map, starmap, get (graphs), stream (streaming tasks), send_object,
-clear, disconnect, shutdown, jobs, executor().
+"""Client: the user's handle on a scheduler. submit, map, starmap, get (graphs), stream (streaming tasks), actor
+(actors), send_object, clear, disconnect, shutdown, jobs, executor().
 
 A page of the user's API over one `Session` (`client/session.py`: the connection, the task encoder, object storage,
 the result reader, cancels and the resolution of security), which every front end shares. Every wait on the
@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sized
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from scaler.client import dask_graph, jobs
+from scaler.client.actors import DEFAULT_MAX_RESTARTS, ActorHandle, spec_of
 from scaler.client.display import client_rows, html_table
 from scaler.client.future import ScalerFuture
 from scaler.client.jobs import Job
@@ -203,6 +204,32 @@ class Client:
             (tuple(items), {}) for items in zip(*iterables, strict=False)
         )
         return self._session.stream(fn, calls, options, window)
+
+    # ------------------------------------------------------------ actors (client/actors.py)
+
+    def actor(self, cls: type[V], /, *args: Any, **kwargs: Any) -> ActorHandle[V]:
+        """Start an actor: `cls(*args, **kwargs)` built on one worker, where it lives; `handle.method(...)` is a future
+        of that method's call on it. Calls run one at a time in the order they were made, on the same instance. A
+        worker's death builds it again elsewhere (up to 3 times; `actor_verbose` for other options). It ends with
+        `handle.stop()`, when the handle is garbage collected, or when this client leaves."""
+        return self.actor_verbose(cls, args, kwargs)
+
+    def actor_verbose(
+        self, cls: type[V], args: tuple[Any, ...], kwargs: dict[str, Any], *, max_restarts: int = DEFAULT_MAX_RESTARTS,
+        max_concurrency: int = 1, name: str | None = None, capabilities: dict[str, int] | None = None,
+    ) -> ActorHandle[V]:  # fmt: skip
+        """`actor` with options: `max_restarts` (builds after a loss; -1: no limit; 0: none), `max_concurrency`
+        (calls that run at once, on threads of its processor; 1: one at a time, in order), `name` (other clients
+        of this key find it with `get_actor(name)`; a named actor is not stopped when a handle is collected), and
+        `capabilities` (which workers may hold it)."""
+        spec = spec_of(cls, max_restarts, max_concurrency, name)
+        options = TaskOptions.of(None, capabilities)
+        return ActorHandle.start(self._session, cls, args, kwargs, spec, options)
+
+    def get_actor(self, name: str) -> ActorHandle[Any]:
+        """A handle on the live actor named `name` (started by a client of this client's key); ValueError when none
+        is alive."""
+        return ActorHandle.look_up(self._session, name)
 
     @overload
     def map(

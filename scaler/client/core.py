@@ -140,7 +140,7 @@ class StoryAnswered:
 class JobAnswered:
     """The scheduler answered a JobOpen or a JobAttach."""
 
-    reply: m.JobReply
+    reply: m.JobReply | m.ActorReply  #: an ActorReply answers an ActorLookup the same way
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +169,7 @@ ClientEffect = (
 
 
 def _answer(
-    reply: m.ShutdownReply | m.TaskStoryReply | m.JobReply,
+    reply: m.ShutdownReply | m.TaskStoryReply | m.JobReply | m.ActorReply,
 ) -> ShutdownAnswered | StoryAnswered | JobAnswered:
     if isinstance(reply, m.ShutdownReply):
         return ShutdownAnswered(reply)
@@ -297,7 +297,7 @@ class ClientCore(Generic[F]):
             self.worker_count = message.worker_count
         elif isinstance(message, m.TaskLog):
             effects.append(ShowLog(message))
-        elif isinstance(message, (m.ShutdownReply, m.TaskStoryReply, m.JobReply)):  # answers to requests
+        elif isinstance(message, (m.ShutdownReply, m.TaskStoryReply, m.JobReply, m.ActorReply)):  # answers
             effects.append(_answer(message))
         elif isinstance(message, m.ProtocolError) and message.kind is not m.ProtocolErrorKind.UNKNOWN_PEER:
             effects.append(Warn(f"the scheduler refused a message of this client: {message.reason}"))

@@ -292,6 +292,40 @@ class Session:
             self._storage.hand_over(batch)
         return streams
 
+    # ------------------------------------------------------------ actors (client/actors.py)
+
+    def start_actor(
+        self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any], spec: m.ActorSpec, options: TaskOptions
+    ) -> tuple[TaskID, ScalerFuture[Any]]:
+        """Start an actor: `cls(*args, **kwargs)` built on a worker (the call checked against the class first). Its
+        id (the start task's) and the start task's future (done when the actor ends)."""
+        self.check_open()
+        entry = self._encoder.function(cls)
+        entry.check_call(args, kwargs)
+        task = self._encode(entry, args, kwargs, options, ScalerFuture, None, False, actor=spec)
+        self._storage.hand_over([task])
+        return task[0], task[1]
+
+    def call_actor(
+        self, actor_id: TaskID, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> ScalerFuture[Any]:
+        """`method` (an ActorMethod) called on the actor: its future. Calls leave in the order they are made."""
+        self.check_open()
+        entry = self._encoder.function(method)
+        task = self._encode(entry, args, kwargs, TaskOptions(), ScalerFuture, None, False, actor_id=actor_id)
+        self._storage.hand_over([task])
+        return task[1]
+
+    def stop_actor(self, actor_id: TaskID) -> None:
+        """Ask the actor to stop once the calls made before have run (no wait)."""
+        self._storage.flush()  # calls held behind their puts leave first
+        self._agent.send([codec.encode(m.ActorStop(actor_id))])
+
+    def lookup_actor(self, name: str) -> m.ActorReply:
+        """The live actor of that name among those of this client's key (TimeoutError after the client's timeout)."""
+        self.check_open()
+        return self._agent.ask_actor(m.ActorLookup(name), self.settings.timeout_seconds)
+
     def _grant_credit(self, task_id: TaskID, up_to: int) -> None:
         """A stream's reader read far enough: its task may yield values of index below `up_to`."""
         self._agent.send([codec.encode(m.StreamCredit(task_id, up_to))])

@@ -24,10 +24,12 @@ from scaler.payload.storage import StorageAccess
 from scaler.payload.task_decoder import DecodedCall, TaskDecoder
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
+from scaler.worker.actors import ActorHost, serve_actor
 from scaler.worker.log_forwarding import LogCapture
 from scaler.worker.streaming import StreamHost, run_stream
 
 MEMORY_SAMPLE_SECONDS = 0.05
+_NO_INSTANCE: Any = object()  #: `TaskExecutor.run` of a task that is no actor's call
 
 
 class TaskExecutor:
@@ -38,19 +40,28 @@ class TaskExecutor:
         cpu_seconds: Callable[[], float] = time.process_time,
         worker: str = "",
         stream_host: StreamHost | None = None,
+        actor_host: ActorHost | None = None,
     ) -> None:
         """`cpu_seconds`: the clock a profiled task's CPU time is read from (a processor whose tasks park leaves
         out what other tasks used meanwhile). `worker`: the worker id forwarded logging records name.
         `stream_host`: how streaming tasks wait for their client's credit and send their values (a processor's
-        threads); without one (a remote bundle), a streaming task fails saying it cannot stream there."""
+        threads); without one (a remote bundle), a streaming task fails saying it cannot stream there. `actor_host`: how
+        an actor's start task serves its calls (`worker/actors.py`); without one, an actor cannot start here."""
         self._storage = storage
         self._worker = worker
         self._send_log = send_log
         self._cpu_seconds = cpu_seconds
         self._stream_host = stream_host
+        self._actor_host = actor_host
         self._decoder = TaskDecoder(storage)
 
-    def run(self, task: m.Task) -> m.TaskResult:
+    def run(self, task: m.Task, instance: Any = _NO_INSTANCE) -> m.TaskResult:
+        """Run the task; `instance`: the actor whose call the task is (its function is an `ActorMethod`). An actor's
+        start task builds the instance, then serves the actor's calls until it is stopped."""
+        if task.actor is not None and self._actor_host is None:
+            problem = RuntimeError("an actor cannot start where this task ran (an offloading worker manager runs a "
+                                   "task as one job); start actors on ordinary workers")  # fmt: skip
+            return failed_result(task, problem, "")
         call = self._decoder.decode(task)
         if not isinstance(call, DecodedCall):
             return call  # the task ended before its call
@@ -61,7 +72,10 @@ class TaskExecutor:
                 _OutputCapture(task.task_id, self._send_log, call.stream_output),
                 LogCapture(task.task_id, call.log_forwarding, self._send_log, self._worker),
             ):
-                value = call.function(*call.args, **call.kwargs)
+                if instance is _NO_INSTANCE:
+                    value = call.function(*call.args, **call.kwargs)
+                else:
+                    value = call.function(instance, *call.args, **call.kwargs)
                 if task.stream_credit:
                     value = self._stream(task, value, call)  # its values went as they came: this is its end
                 elif inspect.isgenerator(value):
@@ -76,7 +90,11 @@ class TaskExecutor:
             if sampler is not None:  # only profiled tasks carry (and pay for) measurements
                 profile = m.Profile(time.perf_counter() - started, self._cpu_seconds() - cpu_started, sampler.stop())
         if task.stream_credit:
-            return value if profile is NO_PROFILE else replace(value, profile=profile)
+            ended: m.TaskResult = value
+            return ended if profile is NO_PROFILE else replace(ended, profile=profile)
+        if task.actor is not None and self._actor_host is not None:  # built: serve its calls until it is stopped
+            serve_actor(task, value, self._actor_host, self.run)
+            value = None
         return succeeded_result(task, call.serializer, value, profile, self._storage)
 
     def _stream(self, task: m.Task, values: Any, call: DecodedCall) -> m.TaskResult:

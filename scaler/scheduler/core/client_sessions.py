@@ -73,6 +73,7 @@ class ClientSessions:
         )
         if in_jobs:
             logger.info("client %s left %d task(s) of its jobs running; their results are kept", short(peer), in_jobs)
+        core.actors.client_gone(ClientID(peer))
         core.lifecycle.client_gone(ClientID(peer))
         core.reattachment.forget_client(ClientID(peer))
         core.tasks.forget_client(ClientID(peer))

@@ -38,6 +38,11 @@ class Submissions:
         """A task a worker still holds from before a restart is adopted by it (or answered with the result it sent
         meanwhile); any other task goes to the lifecycle (which also refuses a duplicate)."""
         core = self._core
+        if task.actor_id:
+            core.actors.call(client, task)  # an actor's call never enters the task table (core/actors.py)
+            return
+        if task.actor is not None and not core.actors.start(client, task):
+            return  # refused (its name is taken)
         if task.task_id not in core.tasks.records:
             adoption = core.reattachment.take(task.task_id)
             if adoption is not None and task.stream_credit:

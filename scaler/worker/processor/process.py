@@ -91,6 +91,7 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
         cpu_seconds=threads.cpu_seconds,
         worker=settings.worker_id.decode(errors="replace"),
         stream_host=threads,
+        actor_host=threads,
     )
     processor_context.install(
         processor_context.ProcessorContext(settings.scheduler_address, security=settings.security, threads=threads)

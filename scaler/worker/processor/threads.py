@@ -37,6 +37,7 @@ from scaler.worker.processor.task_line import (
     Credited,
     Interrupt,
     LineTask,
+    Refuse,
     Run,
     TaskLine,
     Wake,
@@ -287,6 +288,9 @@ class TaskThreads:
                     slot.woken.set()
             elif isinstance(instruction, Answer):
                 self.send(m.TaskResult(instruction.task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id))
+            elif isinstance(instruction, Refuse):
+                reason = "the actor this call is for is not in the processor the call reached: it ended"
+                self.send(m.TaskResult(instruction.task_id, m.ResultStatus.ACTOR_DIED, error_message=reason))
             elif isinstance(instruction, Interrupt):
                 _interrupt(instruction.record)
             elif isinstance(instruction, Wake):
@@ -345,6 +349,31 @@ class TaskThreads:
                 )
             if index < record.credit:
                 return
+
+    # ------------------------------------------------------------ an actor's calls (worker/actors.py)
+
+    def wait_call(self) -> m.Task | None:
+        """The running actor's next call, in the order they came (at once when one is there), having heard what the
+        agent sent meanwhile; None when the actor is asked to stop (its calls before that were served); raise
+        TaskAbandoned when its start task was stopped. A thread that holds the baton reads the channel itself."""
+        record: _TaskRecord = self._local.running
+        calls = record.calls
+        assert calls is not None, "wait_call outside an actor's start task"
+        me = threading.get_ident()
+        while True:
+            if record.state is _STOPPING:
+                raise TaskAbandoned(f"actor {record.task.task_id.hex()} was stopped by its worker")
+            if calls:
+                return calls.popleft()
+            if self._line.holder == me:
+                self._hear_agent(record, me, wait=True)
+            elif record.credited is None:
+                with self._lock:
+                    if record.credited is None:
+                        record.credited = threading.Event()
+            else:  # a call that came before the event existed is seen above
+                record.credited.wait(self._housekeeping_seconds)
+                record.credited.clear()
 
     def _hear_agent(self, record: _TaskRecord, me: int, wait: bool) -> None:
         """Read the channel from a computing task's own thread (it holds the baton): at most `housekeeping_seconds`
