@@ -1,7 +1,8 @@
 """Ray's core API on scaler: `import scaler.compat.ray`, and code written for `ray` runs on a scaler cluster.
 
 Supported: `ray.remote` on functions (`num_returns`; `num_gpus` and `resources` become capabilities; `num_cpus` is
-accepted: a task has one processor), `.remote()`, `.options()`, `ray.get`, `ray.put`, `ray.wait`, `ray.cancel`,
+accepted: a task has one processor) and on classes (actors: `ray_actors`; `ray.method`, `ray.get_actor`,
+`ray.kill`), `.remote()`, `.options()`, `ray.get`, `ray.put`, `ray.wait`, `ray.cancel`,
 `ray.init`, `ray.shutdown`, `ray.is_initialized`, `ray.util.as_completed`, `ray.util.map_unordered`, and
 `scaler_init(address=None, n_workers=..., **combo_settings)`. Object references between tasks follow Ray's rule
 (`ray_refs`). Anything else of Ray's API raises NotImplementedError naming it; never a silent no-op.
@@ -13,9 +14,8 @@ The first remote call without `ray.init`/`scaler_init` starts a local cluster (`
 worker per CPU, stopped by `ray.shutdown()` (`ray_session`). Inside a task, calls go to the task's own scheduler.
 `ray_remote` holds the remote functions; this module the rest of the API and the `ray` namespace.
 
-Not supported, by design: actors (`@ray.remote` on a class). A Ray actor is a process that keeps an object and runs
-its method calls in order; scaler's workers run independent tasks, and there is no channel from a client to one
-running task through the scheduler. What to use instead is in the error.
+Actors are scaler's own (`Client.actor`, docs/guide/actors_and_streams.md) under Ray's names; passing an actor handle
+to a task is not supported (name the actor and look it up in the task).
 """
 
 from __future__ import annotations
@@ -30,17 +30,22 @@ import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from scaler.compat.ray_actors import get_actor, kill, method
 from scaler.compat.ray_refs import GetTimeoutError, ObjectRef
 from scaler.compat.ray_remote import RemoteFunction, deferred_call_of, remote
 from scaler.compat.ray_session import current, init, is_initialized, read_stored, scaler_init, shutdown
+from scaler.errors import ActorDiedError
 
 __all__ = [
     "GetTimeoutError",
     "ObjectRef",
     "cancel",
     "get",
+    "get_actor",
     "init",
     "is_initialized",
+    "kill",
+    "method",
     "put",
     "remote",
     "scaler_init",
@@ -177,7 +182,7 @@ class _Unsupported:
 
 #: Parts of Ray's API named here so that they raise NotImplementedError (with Ray installed, they replace Ray's).
 UNSUPPORTED = (
-    "actor", "method", "get_actor", "kill", "get_gpu_ids", "get_runtime_context", "runtime_context",
+    "actor", "get_gpu_ids", "get_runtime_context", "runtime_context",
     "cross_language", "available_resources", "cluster_resources", "nodes", "timeline", "java_function",
     "cpp_function", "java_actor_class", "cpp_actor_class", "dag", "workflow", "data", "train", "tune", "serve",
 )  # fmt: skip
@@ -199,10 +204,12 @@ setattr(util, "__getattr__", _unsupported_attribute("ray.util"))  # noqa: B010 (
 exceptions = types.ModuleType("ray.exceptions", "The errors of scaler.compat.ray that Ray's code names.")
 exceptions.GetTimeoutError = GetTimeoutError  # type: ignore[attr-defined]
 exceptions.TaskCancelledError = concurrent.futures.CancelledError  # type: ignore[attr-defined]
+exceptions.RayActorError = ActorDiedError  # type: ignore[attr-defined]
+exceptions.ActorDiedError = ActorDiedError  # type: ignore[attr-defined]
 
 _API = {
     "remote": remote, "get": get, "put": put, "wait": wait, "cancel": cancel, "init": init, "shutdown": shutdown,
-    "is_initialized": is_initialized, "ObjectRef": ObjectRef,
+    "is_initialized": is_initialized, "ObjectRef": ObjectRef, "method": method, "get_actor": get_actor, "kill": kill,
 }  # fmt: skip
 
 

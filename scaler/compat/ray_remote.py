@@ -13,20 +13,16 @@ from typing import Any
 import cloudpickle
 
 from scaler.client.client import Client
+from scaler.compat.ray_actors import ActorClass
 from scaler.compat.ray_refs import DeferredCall, ObjectRef, install_ray_api
 from scaler.compat.ray_session import current, read_stored
 from scaler.payload.serializer import DefaultSerializer
 from scaler.payload.task_encoder import describe
 
-ACTORS_UNSUPPORTED = (
-    "Ray actors (@ray.remote on a class) are not supported by scaler: a scaler task runs to completion and keeps no "
-    "state between calls. Instead keep the state in the caller and pass it to each call (ray.put it once when it is "
-    "large), or make one remote function that builds the object and runs the whole sequence of method calls."
-)
-
 
 def remote(*args: Any, **options: Any) -> Any:
-    """`@ray.remote`, `@ray.remote(num_returns=2, ...)` or `ray.remote(function)`."""
+    """`@ray.remote`, `@ray.remote(num_returns=2, ...)` or `ray.remote(function)`; on a class, an actor class
+    (ray_actors)."""
     if len(args) == 1 and callable(args[0]) and not options:
         return _make_remote(args[0], {})
     if args:
@@ -34,9 +30,9 @@ def remote(*args: Any, **options: Any) -> Any:
     return lambda function: _make_remote(function, options)
 
 
-def _make_remote(function: Any, options: dict[str, Any]) -> RemoteFunction:
+def _make_remote(function: Any, options: dict[str, Any]) -> RemoteFunction | ActorClass:
     if isinstance(function, type):
-        raise NotImplementedError(ACTORS_UNSUPPORTED)
+        return ActorClass(function, options)
     return RemoteFunction(function, options)
 
 

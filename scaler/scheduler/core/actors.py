@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Ended actors whose reason is kept, to answer calls made to them after (each a short text).
+ENDED_KEPT = 1000
+
 #: A start task's result that means its processor or worker was lost, not that the actor ended (rule 2).
 _LOSSES = frozenset(
     {m.ResultStatus.PROCESSOR_DIED, m.ResultStatus.OUT_OF_MEMORY, m.ResultStatus.WORKER_DIED, m.ResultStatus.HOST_LOST}
@@ -68,6 +71,8 @@ class Actors:
         self.actors: dict[TaskID, ActorRecord] = {}
         self._calls: dict[TaskID, TaskID] = {}  #: a call at a worker -> its actor
         self._names: dict[tuple[str, str], TaskID] = {}
+        #: why actors ended, for calls made to them after (the latest ENDED_KEPT, oldest first)
+        self._ended: dict[TaskID, str] = {}
 
     # ------------------------------------------------------------ from clients
 
@@ -90,7 +95,8 @@ class Actors:
         """A method call (rule 1)."""
         actor = self.actors.get(task.actor_id)
         if actor is None or actor.state == "stopping" or (actor.pending and actor.pending[-1] is None):
-            why = "it was asked to stop" if actor is not None else "no such actor is alive (it ended, or never was)"
+            why = "it was asked to stop" if actor is not None else self._ended.get(task.actor_id, "")
+            why = why or "no such actor is alive (it ended, or never was)"
             self._answer(client, task.task_id, m.ResultStatus.ACTOR_DIED, f"the actor's call was refused: {why}")
             return
         if actor.state == "running" and actor.worker is not None:
@@ -192,8 +198,12 @@ class Actors:
             actor = self.actors.pop(actor_id)
             if actor.spec.name:
                 self._names.pop((actor.owner, actor.spec.name), None)
-            why = actor.ended_because or "it was cancelled (killed, or its client left)"
-            self._fail_all(actor, m.ResultStatus.ACTOR_DIED, f"the actor {actor.class_name} ended: {why}")
+            because = actor.ended_because or "it was cancelled (killed, or its client left)"
+            why = f"the actor {actor.class_name} ended: {because}"
+            self._fail_all(actor, m.ResultStatus.ACTOR_DIED, why)
+            self._ended[actor_id] = why
+            if len(self._ended) > ENDED_KEPT:
+                del self._ended[next(iter(self._ended))]
 
     # ------------------------------------------------------------ the read model
 
