@@ -8,7 +8,8 @@ at the scheduler. When the actor's worker dies, the calls that were at it fail w
 actor is built again elsewhere (up to `max_restarts` times; then it and its calls end with `ActorDiedError`).
 
 An actor ends when `handle.stop()` is called (after the calls made before it), when the handle that started it is
-garbage collected (an anonymous actor's only), or when its client leaves. The protocol's side, and the scheduler's,
+garbage collected (an anonymous actor's only), or when its client leaves. A handle sent to a task calls the actor
+from there. The protocol's side, and the scheduler's,
 are in `scheduler/core/actors.py`; the worker's in `worker/actors.py`.
 """
 
@@ -128,10 +129,9 @@ class ActorHandle(Generic[T]):
         self._session.stop_actor(self._actor_id)
 
     def __reduce__(self) -> Any:
-        raise TypeError(
-            "an ActorHandle cannot be sent to a task: name the actor (client.actor_verbose(..., name=...)) and look it "
-            "up inside the task (Client().get_actor(name))"
-        )
+        """Sent to a task, a handle calls the same actor from there (through the task's own client); it does not stop
+        the actor when collected."""
+        return (_handle_in_task, (self._actor_id, self._class_name, tuple(sorted(self._methods))))
 
     def __del__(self) -> None:
         try:
@@ -140,6 +140,14 @@ class ActorHandle(Generic[T]):
                 self._session.stop_actor(self._actor_id)
         except Exception:
             pass  # the interpreter is ending, or the connection is gone: the actor ends with its client
+
+
+def _handle_in_task(actor_id: TaskID, class_name: str, methods: tuple[str, ...]) -> ActorHandle[Any]:
+    """A handle unpickled in a task: its calls go through the processor's client (one connection per processor)."""
+    from scaler.client.client import in_task_client
+
+    session = in_task_client().session
+    return ActorHandle(session, actor_id, class_name, frozenset(methods), None, owned=False)
 
 
 class ActorMethodCall:

@@ -394,6 +394,14 @@ def _rebuild_client(
         return client
 
 
+def in_task_client() -> Client:
+    """The client of the task running in this processor (one per processor, as for a Client passed into a task);
+    RuntimeError outside a task."""
+    if processor_context.current() is None:
+        raise RuntimeError("this object calls through the client of a task: it can only be unpickled inside a task")
+    return _rebuild_client("", b"", False, 60.0, 2.0, None, False)
+
+
 def refuse_tls_security_config(security_config: Any) -> None:
     """The reference's `security_config` (TLS certificates) is accepted only as None: scaler secures its
     connections with ZeroMQ CURVE keys instead (docs/security.md)."""

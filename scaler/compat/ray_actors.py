@@ -99,10 +99,8 @@ class RayActorHandle:
         return ActorMethod(self, name, int(getattr(method, "__ray_num_returns__", 1)))
 
     def __reduce__(self) -> Any:
-        raise TypeError(
-            "passing an actor handle to a task is not supported by scaler.compat.ray: name the actor "
-            "(.options(name=...)) and find it in the task with ray.get_actor(name)"
-        )
+        """Passed to a task, the handle calls the same actor from there (Ray's "passing around actor handles")."""
+        return (RayActorHandle, (self._handle, self._cls))
 
     def kill(self) -> None:
         """End the actor now (ray.kill): the start task is cancelled; the calls not done fail."""

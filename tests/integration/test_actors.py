@@ -76,6 +76,19 @@ def test_calls_run_in_the_order_they_were_made_on_one_instance_that_keeps_its_st
         ledger.stop()
 
 
+def add_through(ledger: ActorHandle[Ledger], value: int) -> list[int]:
+    return ledger.add(value).result()
+
+
+def test_a_handle_sent_to_a_task_calls_the_same_actor_from_there(shared_cluster):
+    """Checked to fail with ActorHandle.__reduce__ refusing to pickle (the task could not be submitted)."""
+    with Client(shared_cluster.get_address()) as client:
+        ledger = client.actor(Ledger, 0)
+        assert client.submit(add_through, ledger, 1).result(timeout=DEADLINE_SECONDS) == [0, 1]
+        assert ledger.add(2).result(timeout=DEADLINE_SECONDS) == [0, 1, 2]
+        ledger.stop()
+
+
 def test_an_actor_started_from_an_async_client_gives_awaitable_calls(shared_cluster):
     async def run() -> list[list[int]]:
         async with AsyncClient(shared_cluster.get_address()) as client:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -47,8 +48,10 @@ class Counter:
 
 
 @ray.remote
-def f(counter):  # a task that would use the actor: see test_a_handle_cannot_go_to_a_task
-    return counter
+def f(counter):
+    for _ in range(10):
+        time.sleep(0.1)
+        counter.increment.remote()
 
 
 def test_the_counter_example_of_rays_actor_guide(connected: None) -> None:
@@ -64,6 +67,25 @@ def test_the_counter_example_of_rays_actor_guide(connected: None) -> None:
     results = ray.get([counters[0].increment.remote() for _ in range(5)])
     assert results == [2, 3, 4, 5, 6]
     assert ray.get(counter.get_counter.remote()) == 1
+
+
+def test_actor_handles_passed_to_tasks_call_the_same_actor(connected: None) -> None:
+    """Ray's "Passing around actor handles", as written there (sleeps shortened by the page's own numbers)."""
+    counter = Counter.remote()
+
+    # Start some tasks that use the actor.
+    [f.remote(counter) for _ in range(3)]
+
+    # Print the counter value.
+    values = []
+    for _ in range(10):
+        time.sleep(0.1)
+        values.append(ray.get(counter.get_counter.remote()))
+    deadline = time.monotonic() + 30
+    while ray.get(counter.get_counter.remote()) < 30 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ray.get(counter.get_counter.remote()) == 30
+    assert values == sorted(values)
 
 
 def test_named_actors_are_found_by_name_and_killed(connected: None) -> None:
@@ -148,5 +170,3 @@ def test_what_is_not_supported_about_actors_raises_naming_it(connected: None) ->
         Counter.options(lifetime="detached").remote()
     with pytest.raises(NotImplementedError, match="scheduling_strategy"):
         Counter.options(scheduling_strategy="SPREAD")
-    with pytest.raises(TypeError, match=r"ray\.get_actor"):
-        f.remote(counter)
