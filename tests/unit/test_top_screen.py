@@ -130,3 +130,11 @@ def test_a_jobs_row_says_its_failures_owner_key_and_age() -> None:
     assert row.split() == ["nightly-risk", "running", "12/50", "3", "risk-desk", "(connected)", "rq:Y<7Ib%2", "1h02m"]
     header = next(line for line in text.splitlines() if line.split()[:1] == ["job"])
     assert header.split() == ["job", "state", "done", "failed", "owner", "key", "age"]
+
+
+def test_live_actors_are_listed_with_their_state_and_calls() -> None:
+    """Checked to fail with the actors' table left out of the screen."""
+    actor = m.ActorSummary(b"\x01" * 16, "Pricer", "", b"Client|c", b"Worker|host|1", "running", 1, 3, 120, 65.0)
+    text = "\n".join(render(replace(snapshot(worker("aaa", 1, 0)), actors=(actor,)), [], Sorting(), "a"))
+    row = next(line for line in text.splitlines() if "Pricer" in line)
+    assert row.split() == ["Pricer", "010101", "running", "Worker|host|1", "1", "3", "120", "1m05s"]
