@@ -215,3 +215,14 @@ def _named(client: Client, name: str) -> ActorHandle[Any] | None:
 def _kill_worker_of(processor_pid: int) -> None:
     os.kill(agent_of_processor(processor_pid), signal.SIGKILL)
     os.kill(processor_pid, signal.SIGKILL)
+
+
+def test_an_actors_story_tells_when_it_was_ready(shared_cluster):
+    """Checked to fail without the scheduler's note at ActorReady."""
+    with Client(shared_cluster.get_address()) as client:
+        ledger = client.actor(Ledger, 0)
+        ledger.add(1).result(timeout=DEADLINE_SECONDS)
+        assert ledger.started is not None
+        story = ledger.started.story()
+        ledger.stop()
+    assert any("actor ready" in str(entry) for entry in story), story

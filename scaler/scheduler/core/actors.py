@@ -15,7 +15,9 @@ not know: each actor's *calls* (tasks with `Task.actor_id` set), which never ent
 3. ActorStop: the calls made before it are served, then the actor's start task ends (a success); calls made after it
    are refused ACTOR_DIED. An actor whose start task ended any other way (its constructor raised, its client left or
    cancelled it) is gone too: its calls end ACTOR_DIED with the reason (`sweep`, once per step).
-4. A name (`ActorSpec.name`) is unique among the live actors of one owner (a CURVE key; "" without CURVE); ActorLookup
+4. An actor's story is its start task's (`future.story()` of `handle.started`): its placements, the readiness of
+   each instance, each restart and its end.
+5. A name (`ActorSpec.name`) is unique among the live actors of one owner (a CURVE key; "" without CURVE); ActorLookup
    finds it.
 
 Pure: time is the core's `now`.
@@ -134,6 +136,9 @@ class Actors:
         if actor is None or start is None or start.worker != peer:
             return  # stale: from a worker given up on
         actor.worker, actor.state = peer, "running"
+        held = sum(1 for w in actor.pending if w is not None)
+        because = f"its constructor returned; {held} call(s) waiting for it go to its worker"
+        self._core.tasks.stories.note(ready.actor_id, self._core.wall_time, "actor ready", peer, because)
         while actor.pending:
             waiting = actor.pending.popleft()
             if waiting is None:
