@@ -147,6 +147,12 @@ class Actors:
                 break
             self._to_worker(actor, *waiting)
 
+    def adopted(self, actor_id: TaskID, worker: PeerID) -> None:
+        """After a scheduler restart, the actor's start task was adopted by the worker that still runs it: the actor
+        is there, built (its ActorReady went to the instance before). Calls its clients submit again go there; one
+        that was unanswered at the restart may run a second time."""
+        self.ready(worker, m.ActorReady(actor_id))
+
     def is_call(self, task_id: TaskID) -> bool:
         return task_id in self._calls
 

@@ -50,6 +50,8 @@ class Submissions:
                 # while no scheduler was there are lost, and so would be the end of a stream adopted there
                 core.send(adoption.worker, m.TaskCancel((task.task_id,)))
             elif adoption is not None and core.lifecycle.adopt(task, adoption.worker, adoption.result):
+                if task.actor is not None and adoption.result is None:
+                    core.actors.adopted(task.task_id, adoption.worker)  # built already: its calls go there
                 return
         returning = core.clients.get(PeerID(client))
         cause = "submitted again by its client after a scheduler restart" if returning and returning.returning else ""
