@@ -68,7 +68,7 @@ class ActorClass:
         read = functools.partial(read_stored, client)
         args = tuple(_argument(value, read) for value in args)
         kwargs = {key: _argument(value, read) for key, value in kwargs.items()}
-        handle = client.actor_verbose(
+        handle: ActorHandle[Any] = client.actor_verbose(
             self._cls, args, kwargs, max_restarts=int(options.get("max_restarts", 0)),
             max_concurrency=int(options.get("max_concurrency", 1)), name=name, capabilities=_capabilities(options),
         )  # fmt: skip
