@@ -233,6 +233,10 @@ class AsyncClient:
         options = TaskOptions.of(None, capabilities)
         return ActorHandle.start(self.client.session, cls, args, kwargs, spec, options, wrap=self._awaitable)
 
+    async def get_actor(self, name: str) -> ActorHandle[Any]:
+        """`Client.get_actor` (the look-up waits off the loop), with awaitable calls."""
+        return await self._off_loop(ActorHandle.look_up, self.client.session, name, self._awaitable)
+
     def _awaitable(self, future: ScalerFuture) -> AsyncFuture:
         return AsyncFuture(future, self._pool)
 

@@ -92,9 +92,10 @@ def test_a_handle_sent_to_a_task_calls_the_same_actor_from_there(shared_cluster)
 def test_an_actor_started_from_an_async_client_gives_awaitable_calls(shared_cluster):
     async def run() -> list[list[int]]:
         async with AsyncClient(shared_cluster.get_address()) as client:
-            ledger = client.actor(Ledger, 5)
+            ledger = client.actor_verbose(Ledger, (5,), {}, name="async-ledger")
             first = await ledger.add(6)
-            second = await ledger.add(7)
+            found = await client.get_actor("async-ledger")
+            second = await found.add(7)
             ledger.stop()
             return [first, second]
 
