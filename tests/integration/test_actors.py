@@ -48,6 +48,20 @@ class Ledger:
         return "went on"
 
 
+class Nester:
+    """A call that waits on a task of its own (nested: it parks in its processor, then goes on)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add_one_more(self, x: int) -> int:
+        from scaler import Client
+
+        with Client() as inner:
+            self.total += inner.submit(plain, x).result()
+        return self.total
+
+
 class Broken:
     def __init__(self) -> None:
         raise ValueError("no calibration data")
@@ -122,6 +136,18 @@ def test_a_built_actor_takes_no_slot_tasks_run_beside_it(make_cluster):
         waiting = ledger.wait_for("/nonexistent/never")
         assert client.submit(plain, 1).result(timeout=DEADLINE_SECONDS) == 2
         assert not waiting.done()
+
+
+@pytest.mark.timeout(180)
+def test_a_call_that_waits_on_nested_tasks_goes_on_and_the_actor_still_takes_no_slot(make_cluster):
+    """On a worker of one slot. Checked to fail with ProcessorTable.resume putting the actor's processor back to
+    RUNNING (the actor held the slot after its first nested wait, and the plain task waited)."""
+    cluster = make_cluster(1)
+    with Client(cluster.get_address()) as client:
+        nester = client.actor(Nester)
+        assert [nester.add_one_more(i).result(timeout=DEADLINE_SECONDS) for i in range(3)] == [1, 3, 6]
+        assert client.submit(plain, 1).result(timeout=DEADLINE_SECONDS) == 2
+        assert nester.add_one_more(3).result(timeout=DEADLINE_SECONDS) == 10
 
 
 @pytest.mark.timeout(180)

@@ -72,8 +72,8 @@ class Placement:
     def _resume_parents(self) -> None:
         table = self._table
         for processor, task_id in table.resumable():
-            if table.running >= self._slots:
-                return
+            if table.running >= self._slots and table.takes_slot(task_id):
+                continue
             table.resume(processor, task_id)
             self._send(processor, m.ProcessorResume(task_id))
 

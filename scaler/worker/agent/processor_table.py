@@ -100,6 +100,8 @@ class ProcessorTable:
         self._staged = 0
         #: parked tasks whose futures are done, in the order they asked (a dict used as an ordered set)
         self.resuming: dict[TaskID, None] = {}
+        #: actors' start tasks whose actor is built: their processor is HOSTING while they compute (agent/core.py)
+        self.hosted: set[TaskID] = set()
 
     # ------------------------------------------------------------ counts
 
@@ -119,9 +121,15 @@ class ProcessorTable:
         return self._counts[state]
 
     def host(self, processor: ProcessorRecord, actor_id: TaskID) -> None:
-        """The processor's computing task is an actor, now built: it takes no slot while the actor lives (HOSTING)."""
+        """The processor's computing task is an actor, now built: it takes no slot while the actor lives (HOSTING),
+        nor after a call of the actor parked on nested futures and goes on (`resume`)."""
         if processor.state is _RUNNING and processor.task_id == actor_id and not processor.staged:
+            self.hosted.add(actor_id)
             self.set_state(processor, ProcessorState.HOSTING)
+
+    def takes_slot(self, task_id: TaskID) -> bool:
+        """Whether the task computes in a slot (an actor's built start task does not)."""
+        return task_id not in self.hosted
 
     # ------------------------------------------------------------ processors
 
@@ -209,7 +217,7 @@ class ProcessorTable:
         self._parked -= 1
         self.tasks[task_id].state = _COMPUTING
         processor.task_id = task_id
-        self.set_state(processor, _RUNNING)
+        self.set_state(processor, _RUNNING if task_id not in self.hosted else ProcessorState.HOSTING)
 
     def finish(self, processor: ProcessorRecord, task_id: TaskID, now: float) -> HeldTask | None:
         """The task's TaskResult came from this processor (END): a task that computed there is held no more (FINISH:
@@ -231,6 +239,7 @@ class ProcessorTable:
         if held is None:
             return None
         self.resuming.pop(task_id, None)
+        self.hosted.discard(task_id)
         processor = self.processors.get(held.processor) if held.processor is not None else None
         if processor is None:
             return held
