@@ -138,3 +138,12 @@ def test_live_actors_are_listed_with_their_state_and_calls() -> None:
     text = "\n".join(render(replace(snapshot(worker("aaa", 1, 0)), actors=(actor,)), [], Sorting(), "a"))
     row = next(line for line in text.splitlines() if "Pricer" in line)
     assert row.split() == ["Pricer", "010101", "running", "Worker|host|1", "1", "3", "120", "1m05s"]
+
+
+def test_an_away_client_shows_how_long_it_has_been_away_and_its_window() -> None:
+    status = snapshot(worker("aaa", 1, 0))
+    away = m.ClientSummary(b"Client|laptop", name="laptop", away_seconds=185.0, resume_seconds=1800.0)
+    lines = render(replace(status, clients=(*status.clients, away)), [], Sorting(), "a")
+    (row,) = [line for line in lines if "laptop" in line]
+    assert row.rstrip().endswith("away 3m of 30m")
+    assert any(line.rstrip().endswith("connected") for line in lines if "Client|abc"[-3:] in line)

@@ -85,7 +85,9 @@ class Actors:
         owner = self._owner(client)
         if spec.name and (owner, spec.name) in self._names:
             reason = f"an actor named {spec.name!r} is alive already; pick another name, or look it up (get_actor)"
-            core.send(PeerID(client), m.TaskResult(task.task_id, m.ResultStatus.ERROR, error_message=reason))
+            core.client_sessions.answer(
+                PeerID(client), m.TaskResult(task.task_id, m.ResultStatus.ERROR, error_message=reason)
+            )
             return False
         record = ActorRecord(task.task_id, client, owner, task.function_name, spec, core.now)
         self.actors[task.task_id] = record
@@ -153,6 +155,13 @@ class Actors:
         that was unanswered at the restart may run a second time."""
         self.ready(worker, m.ActorReady(actor_id))
 
+    def live_calls(self) -> set[TaskID]:
+        """The calls not answered yet, waiting here or at a worker (a resuming client need not send them again)."""
+        found = set(self._calls)
+        for actor in self.actors.values():
+            found.update(waiting[1].task_id for waiting in actor.pending if waiting is not None)
+        return found
+
     def is_call(self, task_id: TaskID) -> bool:
         return task_id in self._calls
 
@@ -164,7 +173,7 @@ class Actors:
         del self._calls[result.task_id]
         caller = actor.at_worker.pop(result.task_id)
         actor.calls_done += 1
-        self._core.send(PeerID(caller), result)
+        self._core.client_sessions.answer(PeerID(caller), result)
 
     def call_log(self, peer: PeerID, log: m.TaskLog | m.StreamItem) -> bool:
         """Output a call printed: to its caller. False when the task is no call."""
@@ -276,7 +285,7 @@ class Actors:
 
     def _answer(self, client: ClientID, task_id: TaskID, status: m.ResultStatus, why: str) -> None:
         if PeerID(client) in self._core.clients:
-            self._core.send(PeerID(client), m.TaskResult(task_id, status, error_message=why))
+            self._core.client_sessions.answer(PeerID(client), m.TaskResult(task_id, status, error_message=why))
 
     def _owner(self, client: ClientID) -> str:
         record = self._core.clients.get(PeerID(client))

@@ -38,6 +38,9 @@ class Submissions:
         """A task a worker still holds from before a restart is adopted by it (or answered with the result it sent
         meanwhile); any other task goes to the lifecycle (which also refuses a duplicate)."""
         core = self._core
+        returning = core.clients.get(PeerID(client))
+        if returning is not None and returning.answers.has_answer_for(task.task_id):
+            return  # a copy sent again after a resume that crossed its answer (client_answers.py): not run twice
         if task.actor_id:
             core.actors.call(client, task)  # an actor's call never enters the task table (core/actors.py)
             return
@@ -53,7 +56,6 @@ class Submissions:
                 if task.actor is not None and adoption.result is None:
                     core.actors.adopted(task.task_id, adoption.worker)  # built already: its calls go there
                 return
-        returning = core.clients.get(PeerID(client))
         cause = "submitted again by its client after a scheduler restart" if returning and returning.returning else ""
         core.lifecycle.submit(client, task, cause)
 

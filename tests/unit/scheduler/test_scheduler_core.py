@@ -38,7 +38,7 @@ def test_every_message_a_peer_may_send_has_a_handler() -> None:
     core = SchedulerCore(CoreSettings("a", "b", PYTHON), strict=True)
     client_sends = {
         m.Heartbeat, m.Task, m.GraphTask, m.TaskCancel, m.ClientDisconnect, m.TaskStoryRequest, m.JobOpen, m.JobAttach,
-        m.StreamCredit, m.ActorStop, m.ActorLookup,
+        m.StreamCredit, m.ActorStop, m.ActorLookup, m.ClientResume,
     }  # fmt: skip
     worker_sends = {m.Heartbeat, m.TaskResult, m.TaskCancelConfirm, m.TaskLog, m.WorkerCapacity, m.WorkerLeaving,
                     m.TaskReturn, m.StreamItem, m.ActorReady}  # fmt: skip
