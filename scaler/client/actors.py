@@ -137,7 +137,7 @@ class ActorHandle(Generic[T]):
         try:
             if self._owned and not self._stopped and self._session.is_open:
                 self._stopped = True
-                self._session.stop_actor(self._actor_id)
+                self._session.stop_actor(self._actor_id, flush=False)
         except Exception:
             pass  # the interpreter is ending, or the connection is gone: the actor ends with its client
 

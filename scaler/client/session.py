@@ -326,9 +326,11 @@ class Session:
         self._storage.hand_over([task])
         return task[1]
 
-    def stop_actor(self, actor_id: TaskID) -> None:
-        """Ask the actor to stop once the calls made before have run (no wait)."""
-        self._storage.flush()  # calls held behind their puts leave first
+    def stop_actor(self, actor_id: TaskID, flush: bool = True) -> None:
+        """Ask the actor to stop once the calls made before have run. `flush`: calls held behind the puts of their
+        arguments leave first (a wait); a collected handle does not wait (it may be collected on any thread)."""
+        if flush:
+            self._storage.flush()
         self._agent.send([codec.encode(m.ActorStop(actor_id))])
 
     def lookup_actor(self, name: str) -> m.ActorReply:
