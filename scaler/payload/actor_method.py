@@ -2,12 +2,15 @@
 
 A call to an actor travels as an ordinary task whose function is an `ActorMethod` and whose `Task.actor_id` names the
 actor: the processor that holds the actor's instance calls `ActorMethod(instance, *args, **kwargs)`, which is
-`instance.name(*args, **kwargs)`. One object per (class, method) is made (`method_of`), so that the client stores
+`instance.name(*args, **kwargs)` (an `async def` method is run to its end in an event loop of the call's own). One
+object per (class, method) is made (`method_of`), so that the client stores
 each method once, like any function.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import threading
 from typing import Any
 
@@ -21,7 +24,10 @@ class ActorMethod:
         self.__qualname__ = f"{class_name}.{method}"  #: how its tasks are named in the monitor and stories
 
     def __call__(self, instance: Any, *args: Any, **kwargs: Any) -> Any:
-        return getattr(instance, self.method)(*args, **kwargs)
+        result = getattr(instance, self.method)(*args, **kwargs)
+        if inspect.iscoroutine(result):  # an `async def` method: run to its end here, in a loop of its own
+            return asyncio.run(result)
+        return result
 
     def __reduce__(self) -> tuple[Any, ...]:
         class_name = self.__qualname__.rpartition(".")[0]

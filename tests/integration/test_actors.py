@@ -40,6 +40,12 @@ class Ledger:
     def pid(self) -> int:
         return os.getpid()
 
+    async def add_later(self, value: int) -> list[int]:
+        import asyncio
+
+        await asyncio.sleep(0.01)
+        return self.add(value)
+
     def wait_for(self, path: str) -> str:
         import time
 
@@ -85,6 +91,7 @@ def test_calls_run_in_the_order_they_were_made_on_one_instance_that_keeps_its_st
         futures = [ledger.add(i, 0.05 if i % 3 == 0 else 0.0) for i in range(1, 13)]
         results = [future.result(timeout=DEADLINE_SECONDS) for future in futures]
         assert results == [list(range(i + 1)) for i in range(1, 13)]
+        assert ledger.add_later(13).result(timeout=DEADLINE_SECONDS) == list(range(14))  # an async method
         pids = {ledger.pid().result(timeout=DEADLINE_SECONDS) for _ in range(3)}
         assert len(pids) == 1  # one instance, in one processor
         ledger.stop()
