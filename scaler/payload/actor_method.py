@@ -3,8 +3,7 @@
 A call to an actor travels as an ordinary task whose function is an `ActorMethod` and whose `Task.actor_id` names the
 actor: the processor that holds the actor's instance calls `ActorMethod(instance, *args, **kwargs)`, which is
 `instance.name(*args, **kwargs)` (an `async def` method is run to its end in an event loop of the call's own). One
-object per (class, method) is made (`method_of`), so that the client stores
-each method once, like any function.
+object per (class, method) is made (`method_of`), so that the client stores each method once, like any function.
 """
 
 from __future__ import annotations
