@@ -9,7 +9,7 @@
 # The Python values and codec are generated from this file (python -m scaler.protocol.generate): the order in which
 # a struct declares its fields is the order of its Python attributes; ordinals decide the wire.
 
-const protocolVersion :UInt32 = 1;
+const protocolVersion :UInt32 = 2;
   # Every hello carries it; peers of another version are refused. Raise it with any change an older peer cannot read:
   # a new message, union member or enumerant it would receive, or a changed meaning (docs/protocol.md, section 4.6).
 
