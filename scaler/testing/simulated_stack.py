@@ -188,10 +188,17 @@ class SimulatedStack:
     # ------------------------------------------------------------ workers
 
     def add_worker(
-        self, name: str, slots: int = 1, max_staged_tasks: int = 16, executor: Executor | None = None, **settings: Any
+        self,
+        name: str,
+        slots: int = 1,
+        max_staged_tasks: int = 16,
+        executor: Executor | None = None,
+        capabilities: m.Capabilities = (),
+        **settings: Any,
     ) -> SimulatedWorker:
-        """A worker agent with `slots` slots; its processors are simulated (SimulatedProcessors, staging up to
-        `max_staged_tasks`) unless `executor` is given (an offload proxy's, say); `settings`: AgentSettings fields."""
+        """A worker agent with `slots` slots offering `capabilities`; its processors are simulated
+        (SimulatedProcessors, staging up to `max_staged_tasks`) unless `executor` is given (an offload proxy's, say);
+        `settings`: AgentSettings fields."""
         processors = SimulatedProcessors(self.clock, self.log, name, max_staged_tasks)
         executor = executor if executor is not None else processors
         agent_settings = AgentSettings(
@@ -200,7 +207,7 @@ class SimulatedStack:
         core = AgentCore(agent_settings, self.clock.now(), processor_prefix=name.encode())
         sockets = self.network.sockets()
         worker_id = f"Worker|SIM|{name}".encode()
-        hello = build_hello((), core.capacity, "", "SIM")
+        hello = build_hello(capabilities, core.capacity, "", "SIM")
         agent = WorkerAgent(
             core, worker_id, SCHEDULER_ADDRESS, hello, executor, sockets, clock=self.clock, handle_signals=False
         )
