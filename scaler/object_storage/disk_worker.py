@@ -38,6 +38,7 @@ from scaler.object_storage.spill_files import (
 )
 from scaler.object_storage.store import (
     AdoptSegment,
+    DiscardPutFile,
     DiscardSegment,
     DiskWork,
     PayloadBuffer,
@@ -113,7 +114,9 @@ class DiskWorker:
             else:
                 raise AssertionError(f"{item!r} is carried out at once, not on a thread")
 
-    def carry_out_at_once(self, item: PlaceSegment | AdoptSegment | RemoveSegment | DiscardSegment) -> str | None:
+    def carry_out_at_once(
+        self, item: PlaceSegment | AdoptSegment | RemoveSegment | DiscardSegment | DiscardPutFile
+    ) -> str | None:
         """Rename or remove a segment file now. Returns why an adopt's file was refused (None: done)."""
         assert self.segment_directory is not None
         directory = self.segment_directory
@@ -124,6 +127,8 @@ class DiskWorker:
             segment_files.remove_file(segment_path(directory, item.object_id))
         elif isinstance(item, DiscardSegment):
             segment_files.remove_file(os.path.join(directory, segment_files.temporary_name(item.object_id, item.token)))
+        elif isinstance(item, DiscardPutFile):
+            segment_files.remove_file(os.path.join(directory, item.file_name))
         else:
             return self._adopt(item)
         return None

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from scaler.config.byte_size import format_byte_size
+from scaler.object_storage.segment_files import PUT_SUFFIX
 from scaler.object_storage.spill_files import SpillDirectoryError, lock_spill_directory
 from scaler.protocol.storage_messages import SegmentDirectory
 
@@ -44,6 +45,8 @@ PREFIX = "scaler-objects-"
 ENOUGH_SHARE = 0.5
 #: A directory whose lock nobody holds and that was not touched for this long belongs to a server that died.
 STALE_SECONDS = 300.0
+#: A file written for adoption and not adopted for this long was abandoned (its writer died before asking).
+PUT_FILE_SECONDS = 600.0
 BOOT_FILE = ".boot"
 LOCK_FILE = ".lock"
 _TMPFS_MAGIC = {"tmpfs", "ramfs"}
@@ -218,6 +221,25 @@ def sweep_stale(parent: str, own: str, now: float | None = None) -> list[str]:
             removed.append(entry.path)
         finally:
             os.close(descriptor)
+    return removed
+
+
+def sweep_put_files(directory: str, now: float | None = None) -> list[str]:
+    """Remove the files peers wrote for adoption that were not adopted within PUT_FILE_SECONDS (their writer died, or
+    its request never came); returns their paths."""
+    now = time.time() if now is None else now
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            if entry.name.endswith(PUT_SUFFIX) and now - entry.stat(follow_symlinks=False).st_mtime > PUT_FILE_SECONDS:
+                os.unlink(entry.path)
+                removed.append(entry.path)
+        except OSError:
+            continue
     return removed
 
 

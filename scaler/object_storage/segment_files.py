@@ -16,7 +16,7 @@ disk may hold files a crash of the machine tore).
 
 The frames are the object as it was put, as with spill files: a get gives the frames of the put. Everything here is
 blocking I/O (the server calls it on its event loop for renames and removals, on a thread for writes), and the readers
-(object_storage/mapped.py) call `map_segment` and `write_segment` too.
+(object_storage/local_segments.py) call `map_segment` and `write_segment` too.
 """
 
 from __future__ import annotations

@@ -189,7 +189,7 @@ class _ServerShell:
                 try:
                     refused = self.disk.carry_out_at_once(item)
                 except OSError as error:
-                    logger.error("segment file of object %s: %r failed: %s", item.object_id.hex(), item, error)
+                    logger.error("segment directory: %r failed: %s", item, error)
                     continue
                 if isinstance(item, AdoptSegment):
                     replies.extend(self.service.adopted(item.object_id, item.generation, refused))
@@ -241,8 +241,10 @@ class _ServerShell:
                 return
             except asyncio.TimeoutError:
                 pass
-            if lock is not None:
+            if lock is not None and self.disk is not None and self.disk.segment_directory is not None:
                 segment_directory.touch(lock)  # the directory's server is alive (segment_directory.STALE_SECONDS)
+                for path in segment_directory.sweep_put_files(self.disk.segment_directory):
+                    logger.info("removed %s: a file written for an adoption that never came", path)
             store = self.service.store
             now = (store.info(), store.memory_bytes, store.disk_bytes)
             if now != last:

@@ -304,9 +304,11 @@ class StorageService:
             return bad_request(request_id, f"adopt: {adopt.file_name!r} is not the name of a .put file")
         refusal = self._store_refusal(adopt.object_id, adopt.owner_id, peer, "adopt")
         if refusal is not None:
+            self.store.refuse_adopt(adopt.file_name)
             return self._refused(request_id, refusal)
         stored = self.store.adopt(adopt.object_id, adopt.owner_id, adopt.total_bytes, adopt.file_name, adopt.name)
         if isinstance(stored, Refusal):
+            self.store.refuse_adopt(adopt.file_name)
             return _full(request_id, stored)
         # answered once its file is in place (the shell does it before the next request) and its spill file written
         self._waiting_puts.setdefault((adopt.object_id, stored.generation), []).append((peer_id, request_id))

@@ -174,6 +174,13 @@ class AdoptSegment:
 
 
 @dataclass(frozen=True, slots=True)
+class DiscardPutFile:
+    """Remove the file of an adopt that was refused (at once): nobody else will."""
+
+    file_name: str
+
+
+@dataclass(frozen=True, slots=True)
 class RemoveSegment:
     """Unlink the object's segment file (at once)."""
 
@@ -189,10 +196,18 @@ class DiscardSegment:
 
 
 DiskWork = (
-    WriteFile | ReadFile | RemoveFile | WriteSegment | PlaceSegment | AdoptSegment | RemoveSegment | DiscardSegment
+    WriteFile
+    | ReadFile
+    | RemoveFile
+    | WriteSegment
+    | PlaceSegment
+    | AdoptSegment
+    | RemoveSegment
+    | DiscardSegment
+    | DiscardPutFile
 )
 #: The work the shell carries out at once, in order, before the next event (the rest runs on threads).
-IMMEDIATE_WORK = (PlaceSegment, AdoptSegment, RemoveSegment, DiscardSegment)
+IMMEDIATE_WORK = (PlaceSegment, AdoptSegment, RemoveSegment, DiscardSegment, DiscardPutFile)
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +316,10 @@ class ObjectStore:
         self._work.append(AdoptSegment(object_id, stored.generation, owner_id, total_bytes, file_name))
         self._insert(object_id, stored)
         return stored
+
+    def refuse_adopt(self, file_name: str) -> None:
+        """An adopt was refused before its file was looked at: the file goes."""
+        self._work.append(DiscardPutFile(file_name))
 
     def get(self, object_id: bytes) -> StoredObject | None:
         """The object (neither frames nor a READY segment when it is on disk only: see `read_back`); a get makes it
