@@ -261,6 +261,8 @@ def write_argument(b: Any, v: m.Argument) -> None:
         b.taskResult = v.data
     else:
         raise ValueError(f"{v.kind} is not a member of this union")
+    if v.copy_on_write:
+        b.copyOnWrite = v.copy_on_write
 
 
 def read_argument(r: Any) -> m.Argument:
@@ -273,7 +275,7 @@ def read_argument(r: Any) -> m.Argument:
         kind, data = m.ArgumentKind.TASK_RESULT, r.taskResult
     else:
         raise ValueError(f"unknown union member {which}")
-    return m.Argument(kind, data, r.keyword)
+    return m.Argument(kind, data, r.keyword, r.copyOnWrite)
 
 
 def write_log_forwarding(b: Any, v: m.LogForwarding) -> None:

@@ -182,6 +182,9 @@ BODIES: dict[str, m.TaskBody] = {
     ),
     "body-every-logger": m.TaskBody(ObjectID(b"f" * 16), log_forwarding=m.LogForwarding()),
     "body-sparse": m.TaskBody(ObjectID(b"f" * 16)),
+    "body-copy-on-write": m.TaskBody(
+        ObjectID(b"f" * 16), (m.Argument(m.ArgumentKind.OBJECT_ID, b"o" * 16, "", copy_on_write=True),)
+    ),
 }
 
 REQUESTS: dict[str, sm.StorageRequest] = {

@@ -80,7 +80,14 @@ STRUCTS = {
     "ProcessorStatus": Struct(required="pid"),
     "ProtocolError": Struct(required="reason", fields={"kind": Field(default="ProtocolErrorKind.UNEXPECTED")}),
     # ------------------------------------------------------------ tasks
-    "Argument": Struct(required="union", fields={"union": Kind("ArgumentKind"), "keyword": Field(omit_empty=True)}),
+    "Argument": Struct(
+        required="union",
+        fields={
+            "union": Kind("ArgumentKind"),
+            "keyword": Field(omit_empty=True),
+            "copyOnWrite": Field(omit_empty=True),
+        },
+    ),
     "TaskBody": Struct(
         required="functionId",
         fields={
