@@ -41,6 +41,7 @@ from scaler.object_storage.segment_files import (
     scan_segment_directory,
     segment_path,
 )
+from scaler.object_storage.segment_reaper import Reaper, start_reaper
 from scaler.object_storage.service import Answer, Reply, StorageService, bad_request
 from scaler.object_storage.spill_files import SpillDirectoryError, lock_spill_directory, scan_spill_directory
 from scaler.object_storage.store import IMMEDIATE_WORK, AdoptSegment, ObjectStore, PayloadBuffer, RemoveSegment
@@ -349,6 +350,7 @@ async def serve(
     roles = sockets.security.peer_roles() if sockets.security is not None else None
     lock: int | None = None
     segments: tuple[str, int, SegmentDirectory] | None = None
+    reaper: Reaper | None = None
     shell: _ServerShell | None = None
     try:
         store, directory, lock = _open_store(config)
@@ -356,6 +358,7 @@ async def serve(
         sock = _bind(sockets, config.bind_address)
         endpoint = bound_endpoint(sock)
         segments = _open_segments(config, endpoint, store)
+        reaper = start_reaper(segments[0]) if segments is not None else None  # removes it if this process is killed
         described = segments[2] if segments is not None else None
         shell = _ServerShell(StorageService(store, roles=roles, segment_directory=described), secured=roles is not None)
         if directory is not None or segments is not None:
@@ -379,6 +382,8 @@ async def serve(
         if segments is not None:  # objects in memory go with a server that stops (those spilled stay on disk)
             segment_directory.remove_directory(segments[0])
             os.close(segments[1])
+        if reaper is not None:
+            reaper.release()
         sockets.close()
 
 
