@@ -3,13 +3,16 @@
 A server that stops removes its segment directory itself (server.serve). One that is killed cannot, and its files
 are memory (/dev/shm) that nothing else frees. So the server starts this process next to it (`start_reaper`), in a
 session of its own (a kill of the server's process group spares it), with the read end of a pipe whose write end only
-the server holds. The pipe's end of file says that the server is gone, however it went; the reaper then takes the
-directory's lock without waiting: held, a successor at the same address has adopted the directory already and the
-reaper leaves it; free, it renames the directory aside (a successor starting now makes a fresh one) and removes it.
+the server holds. The pipe's end of file says that the server is gone, however it went. The reaper then gives a
+successor at the same address `RESTART_GRACE_SECONDS` to take the directory over (a scheduler starts its storage
+again within a second or so, and the new server adopts the objects its predecessor left: they survive the crash); a
+successor shows by writing its pid into the lock file. Past the grace, the reaper takes the directory's lock without
+waiting: held, a successor has it and the reaper leaves it; free, it renames the directory aside (a successor
+starting now makes a fresh one) and removes it. Objects nobody adopted are gone with their server, as they always
+were; with a spill directory they are on disk, and a server started again later reads them from there.
 
-Objects held only in memory go with their server, as they always did; with a spill directory they are on disk, and a
-server started again reads them from there. The reaper imports nothing but the standard library: it is started with
-`python -m scaler.object_storage.segment_reaper DIRECTORY` and costs one small idle process per server.
+The reaper imports nothing but the standard library: it is started with `python -m
+scaler.object_storage.segment_reaper DIRECTORY SERVER_PID` and costs one small idle process per server.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +31,9 @@ LOCK_FILE = ".lock"  #: segment_directory.LOCK_FILE (not imported: the reaper st
 #: Set to "0" to start no reaper (a server killed then leaves its directory for the next server at its address, or
 #: for the sweep of stale directories); for tests that show what the reaper does.
 ENVIRONMENT_SWITCH = "SCALER_SEGMENT_REAPER"
+#: How long a dead server's directory is left for a successor at the same address to adopt.
+RESTART_GRACE_SECONDS = 10.0
+_POLL_SECONDS = 0.1
 
 
 class Reaper:
@@ -58,7 +65,7 @@ def start_reaper(directory: str) -> Reaper | None:
     read_end, write_end = os.pipe()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "scaler.object_storage.segment_reaper", directory],
+            [sys.executable, "-m", "scaler.object_storage.segment_reaper", directory, str(os.getpid())],
             stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             close_fds=True,
         )  # fmt: skip
@@ -71,8 +78,27 @@ def start_reaper(directory: str) -> Reaper | None:
     return Reaper(process, write_end)
 
 
-def reap(directory: str) -> bool:
-    """Remove `directory` unless a server holds its lock; returns whether it was removed."""
+def taken_over(directory: str, server_pid: int) -> bool:
+    """Whether another server than `server_pid` has written its pid into the directory's lock file (or the directory is
+    gone)."""
+    try:
+        with open(os.path.join(directory, LOCK_FILE), "rb") as file:
+            written = file.read(32).strip()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return bool(written) and written != str(server_pid).encode()
+
+
+def reap(directory: str, server_pid: int = 0, grace_seconds: float = 0.0) -> bool:
+    """Remove `directory` unless a server takes it over within `grace_seconds` or holds its lock; returns whether it
+    was removed."""
+    deadline = time.monotonic() + grace_seconds
+    while time.monotonic() < deadline:
+        if taken_over(directory, server_pid):
+            return False
+        time.sleep(_POLL_SECONDS)
     try:
         descriptor = os.open(os.path.join(directory, LOCK_FILE), os.O_RDWR)
     except OSError:
@@ -94,7 +120,7 @@ def reap(directory: str) -> bool:
 
 
 def main() -> None:
-    directory = sys.argv[1]
+    directory, server_pid = sys.argv[1], int(sys.argv[2])
     while True:  # wait for the end of file: the server is gone
         try:
             if not os.read(0, 4096):
@@ -103,7 +129,7 @@ def main() -> None:
             continue
         except OSError:
             break
-    reap(directory)
+    reap(directory, server_pid, RESTART_GRACE_SECONDS)
 
 
 if __name__ == "__main__":

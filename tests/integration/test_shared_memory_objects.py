@@ -14,6 +14,8 @@ Checked by hand with each mechanism off:
   warning, the segment directory is not in the temporary directory);
 - the reaper off (SCALER_SEGMENT_REAPER=0): `test_a_killed_server_leaves_no_segment_directory` fails (the directory
   of the killed server stays).
+- the processor's check that a cached (mapped) object still exists off (`TaskDecoder._object`):
+  `test_a_mapped_object_after_clear_...` fails (the task reads the cleared object's old map).
 """
 
 from __future__ import annotations
@@ -157,3 +159,32 @@ def test_a_killed_server_leaves_no_segment_directory(launcher: Launcher, tmp_pat
     storage.popen.send_signal(signum)
     storage.wait_exit()
     wait_for(lambda: not os.listdir(parent), f"{parent} to be empty (it holds {os.listdir(parent)})", TIMEOUT)
+
+
+def die_holding(array: Any) -> None:
+    """Map the object, then die without cleaning up (as a processor killed in the middle of a task)."""
+    assert mapping_of(array)
+    os._exit(9)
+
+
+def test_a_mapped_object_after_clear_and_after_a_processor_dies_holding_it(launcher: Launcher) -> None:
+    """A processor that dies while it maps an object harms neither the object nor the next reader; after `clear()`
+    the object is gone for every processor, even those that hold it mapped in their cache (a task reading it fails
+    with MissingObjects, not with the old bytes)."""
+    numpy = pytest.importorskip("numpy")
+    from scaler.errors import MissingObjects, ProcessorDiedError
+
+    addresses, _storage = start_stack(launcher, 1)
+    directory = segment_directory_of(addresses.object_storage)
+    array = numpy.arange(MiB // 8, dtype=numpy.float64)
+    with Client(address=addresses.scheduler) as client:
+        reference = client.send_object(array)
+        assert client.submit(where_is, reference).result(TIMEOUT)[1:] == (False, float(array.sum()))
+        with pytest.raises(ProcessorDiedError):
+            client.submit(die_holding, reference).result(TIMEOUT)
+        path, _writable, summed = client.submit(where_is, reference).result(TIMEOUT)
+        assert path.startswith(directory + "/") and summed == float(array.sum())
+        client.clear()
+        wait_for(lambda: not any(name.endswith(".obj") for name in os.listdir(directory)), "the object's file to go")
+        with pytest.raises(MissingObjects):
+            client.submit(where_is, reference).result(TIMEOUT)
