@@ -175,8 +175,11 @@ class ObjectStorageConnection:
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         security: TransportSecurity | None = None,
         owner_id: bytes = b"",
+        map_local: bool = True,
     ) -> None:
-        """`owner_id`: a client's id; the server lets a client store, read and delete only its own objects."""
+        """`owner_id`: a client's id; the server lets a client store, read and delete only its own objects.
+        `map_local`: on the server's host, objects move through its segment directory (False: over the socket, as
+        from any other host)."""
         self._address = address
         self._is_factory_owned = sockets is None
         #: `security` secures the connection's own factory; a factory passed in brings its own
@@ -190,6 +193,7 @@ class ObjectStorageConnection:
         self._lock = threading.Lock()
         self._is_closed = False
         self._owner_id = owner_id
+        self._map_local = map_local
         self._reads_by_name = role in READS_BY_NAME
 
     @property
@@ -255,6 +259,8 @@ class ObjectStorageConnection:
     def local_segments(self) -> LocalSegments | None:
         """The server's segment directory, when this process is on its host and sees it (greets the server first
         when this connection has not yet)."""
+        if not self._map_local:
+            return None
         core = self._link.core
         if not core.is_greeted:
             self._call(Info())  # the hello's reply says where the segment directory is

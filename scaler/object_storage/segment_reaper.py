@@ -32,7 +32,7 @@ LOCK_FILE = ".lock"  #: segment_directory.LOCK_FILE (not imported: the reaper st
 #: for the sweep of stale directories); for tests that show what the reaper does.
 ENVIRONMENT_SWITCH = "SCALER_SEGMENT_REAPER"
 #: How long a dead server's directory is left for a successor at the same address to adopt.
-RESTART_GRACE_SECONDS = 10.0
+RESTART_GRACE_SECONDS = 5.0
 _POLL_SECONDS = 0.1
 
 
