@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from scaler.client.streams import TaskStream
     from scaler.cluster.combo import SchedulerClusterCombo
     from scaler.monitor.performance_report import performance_report
-    from scaler.payload.references import ObjectReference
+    from scaler.payload.references import ObjectReference, copy_on_write
     from scaler.payload.serializer import Serializer
 
 logging.getLogger("scaler").addHandler(logging.NullHandler())
@@ -50,6 +50,7 @@ _LAZY = {
     "Client": "scaler.client.client",
     "ScalerFuture": "scaler.client.future",
     "ObjectReference": "scaler.payload.references",
+    "copy_on_write": "scaler.payload.references",
     "Serializer": "scaler.payload.serializer",
     "SchedulerClusterCombo": "scaler.cluster.combo",
     "TaskStream": "scaler.client.streams",
@@ -96,6 +97,7 @@ __all__ = [
     "TaskTimeoutError",
     "WorkerDiedError",
     "__version__",
+    "copy_on_write",
     "performance_report",
     "progress",
 ]
