@@ -68,6 +68,19 @@ class Nester:
         return self.total
 
 
+class Meeting:
+    """Two calls that each wait for the other: they end only when they run at once."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.barrier = threading.Barrier(2)
+
+    def meet(self) -> str:
+        self.barrier.wait(timeout=20)
+        return "met"
+
+
 class Broken:
     def __init__(self) -> None:
         raise ValueError("no calibration data")
@@ -108,6 +121,15 @@ def test_a_handle_sent_to_a_task_calls_the_same_actor_from_there(shared_cluster)
         assert client.submit(add_through, ledger, 1).result(timeout=DEADLINE_SECONDS) == [0, 1]
         assert ledger.add(2).result(timeout=DEADLINE_SECONDS) == [0, 1, 2]
         ledger.stop()
+
+
+def test_max_concurrency_runs_that_many_calls_at_once(shared_cluster):
+    """Checked to fail with serve_actor's concurrency forced to 1 (the first call waited alone, the barrier broke)."""
+    with Client(shared_cluster.get_address()) as client:
+        meeting = client.actor_verbose(Meeting, (), {}, max_concurrency=2)
+        calls = [meeting.meet(), meeting.meet()]
+        assert [call.result(timeout=DEADLINE_SECONDS) for call in calls] == ["met", "met"]
+        meeting.stop()
 
 
 def test_an_actor_started_from_an_async_client_gives_awaitable_calls(shared_cluster):
