@@ -40,8 +40,11 @@ if TYPE_CHECKING:
 SHUTDOWN_MESSAGE = "cannot schedule new futures after shutdown"
 EXIT_MESSAGE = "cannot schedule new futures after interpreter shutdown"
 
-#: every executor made in this interpreter and still referenced (its unfinished work is waited for at exit)
-_executors: weakref.WeakSet[ScalerExecutor] = weakref.WeakSet()
+#: the unfinished futures of every executor made in this interpreter and still referenced, with the executor's lock
+#: (its unfinished work is waited for at exit)
+_executors: weakref.WeakKeyDictionary[ScalerExecutor, tuple[threading.Lock, set[ScalerFuture]]] = (
+    weakref.WeakKeyDictionary()
+)
 _exit_lock = threading.Lock()
 _exiting = False
 
@@ -55,7 +58,7 @@ class ScalerExecutor(concurrent.futures.Executor):
         self._lock = threading.Lock()
         self._unfinished: set[ScalerFuture] = set()  #: this executor's futures not done yet
         self._shut_down = False
-        _executors.add(self)
+        _executors[self] = (self._lock, self._unfinished)
 
     def __repr__(self) -> str:
         state = "shut down" if self._shut_down else f"{len(self._unfinished)} unfinished"
@@ -127,10 +130,6 @@ class ScalerExecutor(concurrent.futures.Executor):
             if _exiting:
                 raise RuntimeError(EXIT_MESSAGE)
 
-    def _unfinished_now(self) -> list[ScalerFuture]:
-        with self._lock:
-            return list(self._unfinished)
-
     def _forget(self, future: concurrent.futures.Future[Any]) -> None:
         with self._lock:
             self._unfinished.discard(future)
@@ -174,7 +173,10 @@ def _at_exit() -> None:
     global _exiting
     with _exit_lock:
         _exiting = True
-    unfinished = [future for executor in list(_executors) for future in executor._unfinished_now()]
+    unfinished: list[ScalerFuture] = []
+    for lock, futures in list(_executors.values()):
+        with lock:
+            unfinished.extend(futures)
     concurrent.futures.wait(unfinished)
 
 
