@@ -147,20 +147,20 @@ def test_bad_settings_and_arguments_are_refused(client: Client) -> None:
 
 #: a task's module that never imports scaler.joblib (cloudpickle sends its functions by value: the module is not
 #: importable on the worker)
-WITHOUT_IMPORT = '''
+WITHOUT_IMPORT = """
 from joblib import Parallel, delayed, parallel_config
 
 def nested_by_name(n):
     with parallel_config(backend="scaler"):
         return sum(Parallel(n_jobs=2)(delayed(abs)(-i) for i in range(n)))
-'''
+"""
 
 
 def test_a_task_names_the_backend_without_importing_it(client: Client) -> None:
     """Checked by switching the mechanism off: without `joblib_name.install()` in run_processor, the task fails with
     joblib's "Invalid backend: scaler"."""
     namespace: dict[str, object] = {"__name__": "a_module_of_the_task"}
-    exec(WITHOUT_IMPORT, namespace)  # noqa: S102
+    exec(WITHOUT_IMPORT, namespace)
     assert client.submit(namespace["nested_by_name"], 4).result(timeout=60) == 6
 
 
