@@ -109,14 +109,14 @@ class ScalerExecutor(concurrent.futures.Executor):
         return results if chunksize == 1 else _flatten(results)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """No more submissions; with `cancel_futures`, cancel this executor's unfinished tasks (queued or running:
-        a remote executor cannot tell them apart); with `wait`, wait until its futures are done. The cluster and
-        the client go on."""
+        """No more submissions; with `cancel_futures`, cancel this executor's tasks that no worker has started
+        (the scheduler still queues them), leaving the running ones to finish, as the standard library's pools do;
+        with `wait`, wait until its futures are done. The cluster and the client go on."""
         with self._lock:
             self._shut_down = True
             unfinished = list(self._unfinished)
         if cancel_futures:
-            self._session.cancel_futures(unfinished)
+            self._session.cancel_futures(unfinished, queued_only=True)
         if wait:
             concurrent.futures.wait(unfinished)
 

@@ -52,11 +52,6 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "cluster's workers are its pool), so `client.executor()` takes no `max_workers`",
     ),
     Exclusion(
-        "stdlib", "ExecutorShutdownTest.test_cancel_futures", "gap",
-        "`shutdown(cancel_futures=True)` cancels every unfinished task of the executor, running ones too: the client "
-        "is not told when a task starts, so it cannot leave the running ones to finish as the standard library does",
-    ),
-    Exclusion(
         "stdlib", "ExecutorShutdownTest.test_interpreter_shutdown", "on purpose",
         "expects the task's print as the bare line `apple` on the submitting interpreter's stdout; a scaler client "
         "(`stream_output=True`) prints it tagged with its task, `[task 9f3a:0] apple`. What the test is about, the "
