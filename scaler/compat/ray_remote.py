@@ -39,7 +39,9 @@ def _make_remote(function: Any, options: dict[str, Any]) -> RemoteFunction | Act
 class RemoteFunction:
     """A function made remote: `.remote(*args, **kwargs)` submits a call, `.options(...)` changes options."""
 
-    OPTIONS = frozenset({"num_returns", "num_cpus", "num_gpus", "resources", "name"})
+    #: `max_retries`: Ray's retries of a task whose worker died; on scaler the scheduler retries a task whose worker
+    #: was lost up to its own `--max-task-retries`, so any value is accepted and that bound applies
+    OPTIONS = frozenset({"num_returns", "num_cpus", "num_gpus", "resources", "name", "max_retries", "retry_exceptions"})
 
     def __init__(self, function: Callable[..., Any], options: dict[str, Any]) -> None:
         unsupported = sorted(set(options) - self.OPTIONS)
@@ -48,6 +50,14 @@ class RemoteFunction:
                 f"ray.remote option(s) {', '.join(unsupported)} are not supported by scaler.compat.ray "
                 f"(supported: {', '.join(sorted(self.OPTIONS))})"
             )
+        if options.get("retry_exceptions", False) is not False:
+            raise NotImplementedError(
+                "ray.remote(retry_exceptions=...) is not supported by scaler.compat.ray: a task that raises is not "
+                "run again; catch the exception in the function and retry there"
+            )
+        max_retries = options.get("max_retries", 3)
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < -1:
+            raise ValueError(f"max_retries must be an integer >= -1, not {max_retries!r}")
         num_returns = options.get("num_returns", 1)
         if isinstance(num_returns, bool) or not isinstance(num_returns, int) or num_returns < 1:
             raise ValueError(f"num_returns must be an integer >= 1, not {num_returns!r} (streaming is not supported)")
