@@ -79,19 +79,21 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     channel = BlockingChannel(channel_socket)
     storage = _Storage(sockets)
     garbage = _GarbageCollection(settings.garbage_collect_interval_seconds, settings.trim_memory_threshold_bytes)
-    executor = TaskExecutor(
-        storage,
-        lambda log: threads.send(log),
-        cpu_seconds=lambda: threads.cpu_seconds(),
-        worker=settings.worker_id.decode(errors="replace"),
-    )
     threads = TaskThreads(
         channel,
-        executor.run,
+        lambda task: executor.run(task),
         lambda address: setattr(storage, "address", address),
         garbage.maybe_collect,
         settings.garbage_collect_interval_seconds,
         settings.worker_id,
+    )
+    executor = TaskExecutor(
+        storage,
+        threads.send,
+        cpu_seconds=threads.cpu_seconds,
+        worker=settings.worker_id.decode(errors="replace"),
+        stream_host=threads,
+        actor_host=threads,
     )
     processor_context.install(
         processor_context.ProcessorContext(settings.scheduler_address, security=settings.security, threads=threads)
