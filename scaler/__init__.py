@@ -10,6 +10,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scaler.errors import (
+    ActorDiedError,
+    ActorRestartedError,
     ClientCancelledException,
     ClientQuitException,
     ClientShutdownException,
@@ -29,24 +31,29 @@ from scaler.errors import (
 from scaler.version import __version__
 
 if TYPE_CHECKING:
+    from scaler.client.actors import ActorHandle
     from scaler.client.async_client import AsyncClient
     from scaler.client.client import Client
     from scaler.client.future import ScalerFuture
     from scaler.client.progress import progress
+    from scaler.client.streams import TaskStream
     from scaler.cluster.combo import SchedulerClusterCombo
     from scaler.monitor.performance_report import performance_report
-    from scaler.payload.references import ObjectReference
+    from scaler.payload.references import ObjectReference, copy_on_write
     from scaler.payload.serializer import Serializer
 
 logging.getLogger("scaler").addHandler(logging.NullHandler())
 
 _LAZY = {
+    "ActorHandle": "scaler.client.actors",
     "AsyncClient": "scaler.client.async_client",
     "Client": "scaler.client.client",
     "ScalerFuture": "scaler.client.future",
     "ObjectReference": "scaler.payload.references",
+    "copy_on_write": "scaler.payload.references",
     "Serializer": "scaler.payload.serializer",
     "SchedulerClusterCombo": "scaler.cluster.combo",
+    "TaskStream": "scaler.client.streams",
     "progress": "scaler.client.progress",
     "performance_report": "scaler.monitor.performance_report",
 }
@@ -64,6 +71,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ActorDiedError",
+    "ActorHandle",
+    "ActorRestartedError",
     "AsyncClient",
     "Client",
     "ClientCancelledException",
@@ -83,9 +93,11 @@ __all__ = [
     "Serializer",
     "TaskExceptionNotSerializableError",
     "TaskNotFoundError",
+    "TaskStream",
     "TaskTimeoutError",
     "WorkerDiedError",
     "__version__",
+    "copy_on_write",
     "performance_report",
     "progress",
 ]

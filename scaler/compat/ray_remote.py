@@ -13,20 +13,16 @@ from typing import Any
 import cloudpickle
 
 from scaler.client.client import Client
+from scaler.compat.ray_actors import ActorClass
 from scaler.compat.ray_refs import DeferredCall, ObjectRef, install_ray_api
 from scaler.compat.ray_session import current, read_stored
 from scaler.payload.serializer import DefaultSerializer
 from scaler.payload.task_encoder import describe
 
-ACTORS_UNSUPPORTED = (
-    "Ray actors (@ray.remote on a class) are not supported by scaler: a scaler task runs to completion and keeps no "
-    "state between calls. Instead keep the state in the caller and pass it to each call (ray.put it once when it is "
-    "large), or make one remote function that builds the object and runs the whole sequence of method calls."
-)
-
 
 def remote(*args: Any, **options: Any) -> Any:
-    """`@ray.remote`, `@ray.remote(num_returns=2, ...)` or `ray.remote(function)`."""
+    """`@ray.remote`, `@ray.remote(num_returns=2, ...)` or `ray.remote(function)`; on a class, an actor class
+    (ray_actors)."""
     if len(args) == 1 and callable(args[0]) and not options:
         return _make_remote(args[0], {})
     if args:
@@ -34,16 +30,18 @@ def remote(*args: Any, **options: Any) -> Any:
     return lambda function: _make_remote(function, options)
 
 
-def _make_remote(function: Any, options: dict[str, Any]) -> RemoteFunction:
+def _make_remote(function: Any, options: dict[str, Any]) -> RemoteFunction | ActorClass:
     if isinstance(function, type):
-        raise NotImplementedError(ACTORS_UNSUPPORTED)
+        return ActorClass(function, options)
     return RemoteFunction(function, options)
 
 
 class RemoteFunction:
     """A function made remote: `.remote(*args, **kwargs)` submits a call, `.options(...)` changes options."""
 
-    OPTIONS = frozenset({"num_returns", "num_cpus", "num_gpus", "resources", "name"})
+    #: `max_retries`: Ray's retries of a task whose worker died; on scaler the scheduler retries a task whose worker
+    #: was lost up to its own `--max-task-retries`, so any value is accepted and that bound applies
+    OPTIONS = frozenset({"num_returns", "num_cpus", "num_gpus", "resources", "name", "max_retries", "retry_exceptions"})
 
     def __init__(self, function: Callable[..., Any], options: dict[str, Any]) -> None:
         unsupported = sorted(set(options) - self.OPTIONS)
@@ -52,6 +50,14 @@ class RemoteFunction:
                 f"ray.remote option(s) {', '.join(unsupported)} are not supported by scaler.compat.ray "
                 f"(supported: {', '.join(sorted(self.OPTIONS))})"
             )
+        if options.get("retry_exceptions", False) is not False:
+            raise NotImplementedError(
+                "ray.remote(retry_exceptions=...) is not supported by scaler.compat.ray: a task that raises is not "
+                "run again; catch the exception in the function and retry there"
+            )
+        max_retries = options.get("max_retries", 3)
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < -1:
+            raise ValueError(f"max_retries must be an integer >= -1, not {max_retries!r}")
         num_returns = options.get("num_returns", 1)
         if isinstance(num_returns, bool) or not isinstance(num_returns, int) or num_returns < 1:
             raise ValueError(f"num_returns must be an integer >= 1, not {num_returns!r} (streaming is not supported)")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scaler import errors
-from scaler.payload.serializer import Serializer, deserialize_with
+from scaler.payload.serializer import Serializer, deserialize_frames
 from scaler.protocol import messages as m
 
 #: Exceptions for the statuses that carry only a message.
@@ -22,6 +22,8 @@ STATUS_ERRORS: dict[m.ResultStatus, type[Exception]] = {
     m.ResultStatus.NO_WORKER: errors.NoWorkerError,
     m.ResultStatus.CANCELED: errors.ClientCancelledException,
     m.ResultStatus.ERROR: errors.ScalerError,
+    m.ResultStatus.ACTOR_RESTARTED: errors.ActorRestartedError,
+    m.ResultStatus.ACTOR_DIED: errors.ActorDiedError,
 }
 
 
@@ -35,30 +37,46 @@ class ResultReader:
 
     def read(self, result: m.TaskResult) -> Any:
         if result.status is m.ResultStatus.SUCCESS:
-            payload = self._payload(result)
+            frames = self._frames(result)
             try:
-                return deserialize_with(self._serializer, payload)
+                return deserialize_frames(self._serializer, frames)
             except Exception as error:
+                size = sum(len(frame) for frame in frames)
                 raise errors.DeserializeObjectError(
-                    f"the task's result ({len(payload):,} bytes) could not be deserialized here: {error!r} (a module "
+                    f"the task's result ({size:,} bytes) could not be deserialized here: {error!r} (a module "
                     f"or class the result needs may be missing or different on the client's side)"
                 ) from error
         if result.status is m.ResultStatus.FAILED:
-            raise self._exception(self._payload(result))
+            raise self._exception(result.payload)  # exceptions travel inline
         raise STATUS_ERRORS[result.status](result.error_message)
 
-    def _payload(self, result: m.TaskResult) -> bytes | bytearray | memoryview:
+    def stream_value(self, item: m.StreamItem) -> Any:
+        """A streaming task's value (fetched from storage, and deleted there, when it travelled as an object)."""
+        frames = self._frames(item)
+        try:
+            return deserialize_frames(self._serializer, frames)
+        except Exception as error:
+            size = sum(len(frame) for frame in frames)
+            raise errors.DeserializeObjectError(
+                f"value #{item.index} of the stream ({size:,} bytes) could not be deserialized here: "
+                f"{error!r} (a module or class it needs may be missing or different on the client's side)"
+            ) from error
+
+    def _frames(self, result: m.TaskResult | m.StreamItem) -> list[memoryview]:
+        """The result's (or stream value's) frames: inline, or read from storage. A client on the storage's host maps
+        the segment file privately (copy on write): the value is the client's to change, as one received over the
+        socket is, without a copy until it is written."""
         if result.payload_kind is not m.PayloadKind.OBJECT_ID:
-            return result.payload
+            return [memoryview(result.payload)]
         storage = self._storage()
-        payload: bytes | bytearray | memoryview = storage.get(result.payload)
+        frames: list[memoryview] = storage.get_frames(result.payload, copy_on_write=True)
         if self._keep_objects:
-            return payload
+            return frames
         try:
             storage.delete([result.payload])
         except Exception:  # the owner's cleanup deletes it anyway
             pass
-        return payload
+        return frames
 
     @staticmethod
     def _exception(payload: bytes | bytearray | memoryview) -> BaseException:

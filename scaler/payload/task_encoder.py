@@ -8,16 +8,18 @@ can tell the objects of the task's own client from others (see task_decoder).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import inspect
 import threading
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from scaler.payload.references import ObjectReference
-from scaler.payload.serializer import DefaultSerializer, Serializer
+from scaler.payload.references import CopyOnWrite, ObjectReference
+from scaler.payload.serializer import DefaultSerializer, Serializer, one_payload, serialize_to_frames
 from scaler.payload.storage import INLINE_LIMIT_BYTES
 from scaler.payload.stored_objects import ObjectSink
 from scaler.protocol import codec
@@ -40,14 +42,24 @@ def owner_tag(owner: bytes) -> bytes:
 
 
 def content_id(owner: bytes, payload: bytes | bytearray | memoryview | Frames) -> ObjectID:
+    """The id of this owner's object of this content: of its frames and their lengths (frames split differently, as
+    out-of-band buffers whose lengths the pickle stream does not say, are another content)."""
     digest = hashlib.sha256(owner)
-    for frame in payload if isinstance(payload, list) else [payload]:
-        digest.update(frame)
+    if isinstance(payload, list):
+        for frame in payload:
+            digest.update(memoryview(frame).nbytes.to_bytes(8, "little"))
+            digest.update(frame)
+    else:
+        digest.update(payload)
     return ObjectID(owner_tag(owner) + digest.digest()[: 16 - OWNER_TAG_BYTES])
 
 
 def frames_size(payload: bytes | Frames) -> int:
     return sum(len(frame) for frame in payload) if isinstance(payload, list) else len(payload)
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def describe(value: Any) -> str:
@@ -57,7 +69,9 @@ def describe(value: Any) -> str:
 
 @dataclass(frozen=True)
 class FunctionEntry:
-    function: Any  #: kept alive so that its id() stays unique while cached
+    #: the function: a weak reference when it takes one (the cache must not keep a callable, or a bound method's
+    #: object, alive after its tasks are sent), else a strong one (builtins, which live as long as the interpreter)
+    function: Callable[[], Any]
     object_id: ObjectID
     name: str
     takes_profiling: bool  #: the function has its own `profiling` parameter
@@ -125,7 +139,7 @@ class TaskEncoder:
         """The function's stored entry. A function is serialized once per client and then found by identity;
         `refresh` (the API's `reserialize=True`) serializes it again, for a callable changed in place."""
         entry = self._functions.get(id(function))
-        if entry is not None and entry.function is function and not refresh:
+        if entry is not None and entry.function() is function and not refresh:
             return entry
         if not callable(function):
             raise TypeError(f"cannot submit {describe(function)}: it is not callable")
@@ -140,12 +154,29 @@ class TaskEncoder:
         object_id = self.put_object(payload, f"function {_function_name(function)}")
         signature = _signature(function)
         entry = FunctionEntry(
-            function, object_id, _function_name(function), _takes_profiling(function), signature, _arity(signature)
-        )
+            self._held(function), object_id, _function_name(function), _takes_profiling(function), signature,
+            _arity(signature),
+        )  # fmt: skip
         if len(self._functions) > 10_000:
             self._functions.clear()
         self._functions[id(function)] = entry
         return entry
+
+    def _held(self, function: Any) -> Callable[[], Any]:
+        """How the cache holds `function`: weakly when it can (the entry goes with the function: an id is unique only
+        while its object lives), else strongly."""
+        key = id(function)
+        functions = self._functions
+
+        def forget(reference: weakref.ref[Any]) -> None:
+            entry = functions.get(key)
+            if entry is not None and entry.function is reference:
+                functions.pop(key, None)
+
+        try:
+            return weakref.ref(function, forget)
+        except TypeError:
+            return functools.partial(_same, function)
 
     def put_object(self, payload: bytes | Frames, name: str, later: bool = False) -> ObjectID:
         """Store the bytes (or frames) once per client: identical content gets the same id and is stored once.
@@ -178,14 +209,20 @@ class TaskEncoder:
 
     def argument(self, value: Any, keyword: str, position: int) -> m.Argument:
         if isinstance(value, ObjectReference):
-            return m.Argument(m.ArgumentKind.OBJECT_ID, value.object_id, keyword)
+            return m.Argument(m.ArgumentKind.OBJECT_ID, value.object_id, keyword, value.writable)
+        if isinstance(value, CopyOnWrite):
+            encoded = self.argument(value.value, keyword, position)
+            if encoded.kind is m.ArgumentKind.OBJECT_ID:  # an inline value is the task's own copy anyway
+                return dataclasses.replace(encoded, copy_on_write=True)
+            return encoded
         try:
-            payload = self._serializer.serialize(value)
+            frames = serialize_to_frames(self._serializer, value)
+            if frames_size(frames) <= INLINE_LIMIT_BYTES:
+                return m.Argument(m.ArgumentKind.INLINE, one_payload(self._serializer, value, frames), keyword)
         except Exception as error:
             which = f"keyword argument {keyword!r}" if keyword else f"argument {position}"
             raise TypeError(f"cannot serialize {which} of type {describe(value)}: {error}") from error
-        if len(payload) <= INLINE_LIMIT_BYTES:
-            return m.Argument(m.ArgumentKind.INLINE, payload, keyword)
+        payload = frames if len(frames) > 1 else frames[0]
         object_id = self.put_object(payload, f"argument of {describe(value)}", later=True)
         return m.Argument(m.ArgumentKind.OBJECT_ID, object_id, keyword)
 
@@ -206,7 +243,12 @@ class TaskEncoder:
         capabilities: m.Capabilities,
         graph_id: bytes = b"",
         dependencies: tuple[TaskID, ...] = (),
+        stream_credit: int = 0,
+        actor_id: TaskID = TaskID(b""),  # noqa: B008 - an immutable value
+        actor: m.ActorSpec | None = None,
     ) -> m.Task:
+        """`stream_credit`: a streaming task's window; `actor_id`: the actor a call is for; `actor`: an actor's start
+        (protocol: Task)."""
         body = codec.encode_body(
             m.TaskBody(
                 function.object_id,
@@ -219,8 +261,9 @@ class TaskEncoder:
             )
         )
         return m.Task(
-            task_id, self._client_id, body, function.name, priority, capabilities, GraphID(graph_id), dependencies
-        )
+            task_id, self._client_id, body, function.name, priority, capabilities, GraphID(graph_id), dependencies,
+            stream_credit=stream_credit, actor_id=actor_id, actor=actor,
+        )  # fmt: skip
 
 
 def _function_name(function: Any) -> str:

@@ -89,6 +89,7 @@ MESSAGES: dict[str, m.Message] = {
     "result-none": m.TaskResult(T, m.ResultStatus.OUT_OF_MEMORY, error_message="peak 2 GiB, limit 1 GiB"),
     "result-sparse": m.TaskResult(T, m.ResultStatus.CANCELED),
     "cancel": m.TaskCancel((T, U)),
+    "cancel-queued-only": m.TaskCancel((T,), True),
     "cancel-empty": m.TaskCancel(()),
     "cancel-confirm": m.TaskCancelConfirm(T, m.CancelOutcome.NOT_FOUND),
     "task-log": m.TaskLog(T, m.LogStream.RECORDS, '{"msg": "hello"}\n'),
@@ -113,6 +114,20 @@ MESSAGES: dict[str, m.Message] = {
     "job-attach-sparse": m.JobAttach("nightly"),
     "job-reply": m.JobReply("nightly", True, "", (T, U), "running", b"Client|x"),
     "job-reply-sparse": m.JobReply("nightly", False),
+    "stream-item-inline": m.StreamItem(T, 7, m.PayloadKind.INLINE, b"value"),
+    "stream-item-object": m.StreamItem(T, 1 << 40, m.PayloadKind.OBJECT_ID, b"o" * 16),
+    "stream-credit": m.StreamCredit(T, 16),
+    "actor-ready": m.ActorReady(T),
+    "actor-stop": m.ActorStop(T),
+    "actor-lookup": m.ActorLookup("pricer"),
+    "actor-reply": m.ActorReply("pricer", True, T, "Pricer", b"interface", ""),
+    "actor-reply-sparse": m.ActorReply("pricer", False, reason="no actor of this name"),
+    "task-stream": m.Task(T, C, b"a body", "module.values", stream_credit=16),
+    "task-actor-start": m.Task(T, C, b"a body", "module.Pricer", actor=m.ActorSpec(3, 4, "pricer", b"interface")),
+    "task-actor-start-sparse": m.Task(T, C, b"a body", "module.Pricer", actor=m.ActorSpec()),
+    "task-actor-call": m.Task(U, C, b"a body", "module.Pricer.price", actor_id=T),
+    "result-streamed": m.TaskResult(T, m.ResultStatus.SUCCESS, streamed=12),
+    "result-actor-restarted": m.TaskResult(U, m.ResultStatus.ACTOR_RESTARTED, error_message="restart 1 of 3"),
     "client-resume": m.ClientResume(3, 1_000_000, (T, U)),
     "client-resume-sparse": m.ClientResume(0, 0),
     "client-resumed": m.ClientResumed(4, (T,), (U,)),
@@ -157,6 +172,14 @@ MESSAGES: dict[str, m.Message] = {
             m.JobSummary("weekly", "done", 1, 1),
         ),
     ),
+    "status-actors": m.StatusSnapshot(
+        12.5,
+        m.SchedulerStats(),
+        actors=(
+            m.ActorSummary(T, "Pricer", "pricer", b"Client|c", b"Worker|FIX|w", "running", 2, 5, 1000, 30.5),
+            m.ActorSummary(U, "Cache"),
+        ),
+    ),
     "status-sparse": m.StatusSnapshot(0.0, m.SchedulerStats()),
     "status-away-client": m.StatusSnapshot(
         2.0, m.SchedulerStats(), clients=(m.ClientSummary(b"Client|c", 3, "laptop", "mac", COUNTS, 185.0, 1800.0),)
@@ -191,6 +214,9 @@ BODIES: dict[str, m.TaskBody] = {
     ),
     "body-every-logger": m.TaskBody(ObjectID(b"f" * 16), log_forwarding=m.LogForwarding()),
     "body-sparse": m.TaskBody(ObjectID(b"f" * 16)),
+    "body-copy-on-write": m.TaskBody(
+        ObjectID(b"f" * 16), (m.Argument(m.ArgumentKind.OBJECT_ID, b"o" * 16, "", copy_on_write=True),)
+    ),
 }
 
 REQUESTS: dict[str, sm.StorageRequest] = {
@@ -204,6 +230,10 @@ REQUESTS: dict[str, sm.StorageRequest] = {
     "storage-exists": sm.StorageRequest(5, sm.Exists(ObjectID(b"o" * 16))),
     "storage-info": sm.StorageRequest(6, sm.Info()),
     "storage-delete-owner": sm.StorageRequest(7, sm.DeleteOwner(b"Client|abc")),
+    "storage-adopt": sm.StorageRequest(
+        8, sm.Adopt(ObjectID(b"o" * 16), b"Client|abc", "6f6f.1a2b.put", 1 << 33, "argument of bytes")
+    ),
+    "storage-get-mapped": sm.StorageRequest(9, sm.GetMapped(ObjectID(b"o" * 16))),
 }
 
 REPLIES: dict[str, sm.StorageReply] = {
@@ -214,6 +244,13 @@ REPLIES: dict[str, sm.StorageReply] = {
     "storage-reply-info": sm.StorageReply(6, sm.StorageStatus.OK, "", sm.StorageInfo(10, 1 << 40, 2)),
     "storage-reply-deleted": sm.StorageReply(4, sm.StorageStatus.OK, "", 2),
     "storage-reply-full": sm.StorageReply(2, sm.StorageStatus.FULL, "memory budget of 1 GiB reached"),
+    "storage-reply-segments": sm.StorageReply(
+        1,
+        sm.StorageStatus.OK,
+        "",
+        sm.SegmentDirectory("/dev/shm/scaler-objects-1000-abc", "5e1f-boot", 25, 1 << 20, True),
+    ),
+    "storage-reply-mapped": sm.StorageReply(9, sm.StorageStatus.OK, "", sm.MappedSize(1 << 33)),
 }
 
 

@@ -32,6 +32,7 @@ ID_TYPES = {
     "functionId": "ObjectID",
     "serializerId": "ObjectID",
     "objectId": "ObjectID",
+    "actorId": "TaskID",
     "unfinished": "TaskID",
     "unknown": "TaskID",
     "cancelled": "TaskID",
@@ -89,7 +90,14 @@ STRUCTS = {
     "ProcessorStatus": Struct(required="pid"),
     "ProtocolError": Struct(required="reason", fields={"kind": Field(default="ProtocolErrorKind.UNEXPECTED")}),
     # ------------------------------------------------------------ tasks
-    "Argument": Struct(required="union", fields={"union": Kind("ArgumentKind"), "keyword": Field(omit_empty=True)}),
+    "Argument": Struct(
+        required="union",
+        fields={
+            "union": Kind("ArgumentKind"),
+            "keyword": Field(omit_empty=True),
+            "copyOnWrite": Field(omit_empty=True),
+        },
+    ),
     "TaskBody": Struct(
         required="functionId",
         fields={
@@ -107,6 +115,9 @@ STRUCTS = {
             "graphId": Field(omit_empty=True),
             "dependencies": Field(omit_empty=True),
             "inputs": Field(omit_empty=True),
+            "streamCredit": Field(omit_empty=True),
+            "actorId": Field(omit_empty=True),
+            "actor": Field(optional=True),
         },
         extra=(
             Extra(
@@ -125,6 +136,7 @@ STRUCTS = {
             "workerId": Field(omit_empty=True),
             "ran": Field(optional=True),
             "storedBytes": Field(omit_empty=True),
+            "streamed": Field(omit_empty=True),
         },
         extra=(Extra(_WIRE, "see Task.wire"),),
     ),
@@ -154,10 +166,21 @@ STRUCTS = {
     "JobOpen": Struct(required="name taskIds"),
     "JobAttach": Struct(required="name"),
     "JobReply": Struct(required="name accepted", write_last="taskIds"),
+    # ------------------------------------------------------------ streaming tasks and actors
+    "ActorSpec": Struct(fields={"maxConcurrency": Field(default="1")}),
+    "StreamItem": Struct(
+        required="taskId index union", fields={"union": Kind("PayloadKind", kind="payload_kind", data="payload")}
+    ),
+    "StreamCredit": Struct(required="taskId upTo"),
+    "ActorReady": Struct(required="actorId"),
+    "ActorStop": Struct(required="actorId"),
+    "ActorLookup": Struct(required="name"),
+    "ActorReply": Struct(required="name found"),
+    "ActorSummary": Struct(required="actorId className"),
     # ------------------------------------------------------------ monitoring
     "StatusSnapshot": Struct(
         required="time scheduler",
-        fields={"feedVersion": Field(default="FEED_VERSION")},
+        fields={"feedVersion": Field(default="FEED_VERSION"), "actors": Field(omit_empty=True)},
         extra=(
             Extra(
                 "run_times: tuple[RunTimeEstimate, ...] = ()",
@@ -206,12 +229,14 @@ STRUCTS = {
                     "exists": Member("Exists", "object_id", "ObjectID"),
                     "info": Member("Info"),
                     "deleteOwner": Member("DeleteOwner", "owner_id", "bytes"),
+                    "getMapped": Member("GetMapped", "object_id", "ObjectID"),
                 },
             )
         },
     ),
     "StorageHello": Struct(required="protocolVersion pythonVersion role"),
     "PutRequest": Struct(name="Put", required="objectId ownerId totalBytes"),
+    "AdoptRequest": Struct(name="Adopt", required="objectId ownerId fileName totalBytes"),
     "StorageReply": Struct(
         required="requestId status",
         fields={
@@ -223,9 +248,11 @@ STRUCTS = {
                     "object": Member("ObjectSize", "total_bytes", "int"),
                     "exists": Member(bare=True),
                     "deleted": Member(bare=True),
+                    "mapped": Member("MappedSize", "total_bytes", "int"),
                 },
             )
         },
     ),
     "StorageInfo": Struct(required="objectCount totalBytes ownerCount"),
+    "SegmentDirectory": Struct(required="path bootId device inode sharedMemory"),
 }

@@ -24,6 +24,7 @@ from scaler.payload import processor_context
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
 from scaler.worker.preload import run_preload
+from scaler.worker.processor import joblib_name
 from scaler.worker.processor.channel import BlockingChannel
 from scaler.worker.processor.threads import TaskThreads
 from scaler.worker.task_execution import TaskExecutor, _rss_bytes
@@ -73,23 +74,26 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
                 "preload %r failed: %s: %s; this processor stops", settings.preload, type(error).__name__, error
             )
             return ExitCode.ERROR
+    joblib_name.install()  # a task's Parallel(backend="scaler") finds the backend without importing scaler.joblib
     sockets = SocketFactory(security=settings.security)
     channel = BlockingChannel(channel_socket)
     storage = _Storage(sockets)
     garbage = _GarbageCollection(settings.garbage_collect_interval_seconds, settings.trim_memory_threshold_bytes)
-    executor = TaskExecutor(
-        storage,
-        lambda log: threads.send(log),
-        cpu_seconds=lambda: threads.cpu_seconds(),
-        worker=settings.worker_id.decode(errors="replace"),
-    )
     threads = TaskThreads(
         channel,
-        executor.run,
+        lambda task: executor.run(task),
         lambda address: setattr(storage, "address", address),
         garbage.maybe_collect,
         settings.garbage_collect_interval_seconds,
         settings.worker_id,
+    )
+    executor = TaskExecutor(
+        storage,
+        threads.send,
+        cpu_seconds=threads.cpu_seconds,
+        worker=settings.worker_id.decode(errors="replace"),
+        stream_host=threads,
+        actor_host=threads,
     )
     processor_context.install(
         processor_context.ProcessorContext(settings.scheduler_address, security=settings.security, threads=threads)

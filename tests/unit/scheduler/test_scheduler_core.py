@@ -38,10 +38,10 @@ def test_every_message_a_peer_may_send_has_a_handler() -> None:
     core = SchedulerCore(CoreSettings("a", "b", PYTHON), strict=True)
     client_sends = {
         m.Heartbeat, m.Task, m.GraphTask, m.TaskCancel, m.ClientDisconnect, m.TaskStoryRequest, m.JobOpen, m.JobAttach,
-        m.ClientResume,
+        m.StreamCredit, m.ActorStop, m.ActorLookup, m.ClientResume,
     }  # fmt: skip
     worker_sends = {m.Heartbeat, m.TaskResult, m.TaskCancelConfirm, m.TaskLog, m.WorkerCapacity, m.WorkerLeaving,
-                    m.TaskReturn}  # fmt: skip
+                    m.TaskReturn, m.StreamItem, m.ActorReady}  # fmt: skip
     assert set(core._client_handlers) == client_sends
     assert set(core._worker_handlers) == worker_sends
     assert set(core._manager_handlers) == {m.Heartbeat, m.UnitsReclaimed}
@@ -230,6 +230,27 @@ def test_cancel_of_a_running_task_goes_through_its_worker() -> None:
     sim.cancel(client, [first])
     assert client.answers[first] == [("cancelled", "canceled")]
     assert worker.held == [TaskID((2).to_bytes(16, "big"))], "the freed slot took the next task"
+    sim.check_invariants()
+
+
+def test_a_queued_only_cancel_cancels_the_queued_tasks_and_leaves_the_running_ones() -> None:
+    """An Executor's shutdown(cancel_futures=True): what no worker holds is cancelled, the rest finishes unanswered by
+    the cancel. Checked by switching the mechanism off: with `queued_only` ignored in cancel_by_client, the running
+    task is cancelled at its worker and its answer is ("cancelled", "canceled")."""
+    sim = SimulatedCluster()
+    client, worker = sim.add_client(), sim.add_worker()
+    sim.submit(client, [task(client.peer, n) for n in range(1, 20)])
+    running = list(worker.held)
+    queued = [TaskID(n.to_bytes(16, "big")) for n in range(1, 20) if TaskID(n.to_bytes(16, "big")) not in running]
+    assert running and queued, "the worker holds some of the tasks and the scheduler queues the others"
+    sim.send(client.peer, m.TaskCancel(tuple(running + queued), True))
+    assert all(client.answers[task_id] == [("cancelled", "canceled")] for task_id in queued)
+    assert all(client.answers[task_id] == [] for task_id in running)
+    assert worker.held == running, "no cancel went to the worker, and no queued task took a slot"
+    for _ in running:
+        sim.finish(worker)
+    assert all(client.answers[task_id] == [("result", "success")] for task_id in running)
+    assert not sim.core.tasks.records
     sim.check_invariants()
 
 
