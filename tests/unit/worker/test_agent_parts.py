@@ -63,6 +63,20 @@ def test_the_prefetch_is_one_task_until_one_finished_then_follows_the_average_ru
     assert tinier.prefetch() == estimates.MAX_PREFETCH
 
 
+def test_the_prefetch_moves_only_when_the_run_time_moved_it_by_more_than_its_step() -> None:
+    """A run time that varies from task to task does not change the capacity the scheduler is told with every task
+    (each change is a WorkerCapacity message). Checked failing with the step at 1 (it followed every sample)."""
+    runs = RunTimeEstimates()
+    runs.learn("f", 0.0001)
+    assert runs.prefetch() == 50
+    for seconds in (0.00012, 0.00008, 0.00015, 0.00009):  # within a factor of 2 of it: no change
+        runs.learn("f", seconds)
+        assert runs.prefetch() == 50
+    for _ in range(20):
+        runs.learn("f", 0.001)  # ten times longer
+    assert 5 <= runs.prefetch() <= 10, "within its step of the 5 tasks that hold 5 ms"
+
+
 def test_staging_depth_is_learned_per_function_and_none_for_one_not_seen_finishing() -> None:
     runs = RunTimeEstimates()
     runs.learn("tiny", 0.0001)
