@@ -9,7 +9,7 @@
 # The Python values and codec are generated from this file (python -m scaler.protocol.generate): the order in which
 # a struct declares its fields is the order of its Python attributes; ordinals decide the wire.
 
-const protocolVersion :UInt32 = 1;
+const protocolVersion :UInt32 = 2;
   # Every hello carries it; peers of another version are refused. Raise it with any change an older peer cannot read:
   # a new message, union member or enumerant it would receive, or a changed meaning (docs/protocol.md, section 4.6).
 
@@ -75,7 +75,10 @@ struct ManagerInfo {
 }
 
 struct ProcessorInfo {
-  processorId @0 :Data;
+  # A processor's own link to the scheduler, for its results (docs/protocol.md, section 3.7): accepted while its
+  # worker is registered; the scheduler takes what it sends as its worker's.
+  processorId @0 :Data;     # its name within its worker (the agent's)
+  workerId @1 :Data;        # the identity of its worker agent's connection
 }
 
 struct HelloReply {
@@ -129,6 +132,8 @@ struct ManagerStatus {
 struct HeartbeatEcho {
   objectStorageAddress @0 :Text;
   workerCount @1 :UInt32;
+  resultsRead @2 :List(Data);  # to a worker: the tasks whose results it read from the worker's processors since
+                               # the previous echo (the agent's result journal forgets them)
 }
 
 struct Ping {
@@ -371,6 +376,14 @@ struct ProcessorResume {
   taskId @0 :Data;
 }
 
+struct ResultSent {
+  # The processor sent this task's TaskResult to the scheduler itself, on its own link; the agent keeps the result
+  # until the scheduler names it in a HeartbeatEcho, and sends it again when that may be needed.
+  taskId @0 :Data;
+  result @1 :Data;          # the TaskResult's frame, as the processor sent it
+  seconds @2 :Float64;      # how long the task computed, as the processor measured it (the agent's run-time estimates)
+}
+
 # ---------------------------------------------------------------- monitoring (PUB)
 
 struct StatusSnapshot {
@@ -560,6 +573,7 @@ struct Message {
     jobOpen @29 :JobOpen;
     jobAttach @30 :JobAttach;
     jobReply @31 :JobReply;
+    resultSent @32 :ResultSent;
   }
 }
 
