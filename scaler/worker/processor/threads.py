@@ -30,6 +30,7 @@ from typing import Any
 
 from scaler.protocol import messages as m
 from scaler.worker.processor.channel import BlockingChannel, ChannelClosed
+from scaler.worker.processor.outlet import ProcessorOutlet
 from scaler.worker.processor.task_line import (
     Answer,
     CancelNested,
@@ -90,7 +91,8 @@ _NOTHING: _Later = ()  #: what most calls leave to do
 class TaskThreads:
     """Runs the processor's tasks on its threads; the hooks of `processor_context.TaskThreads`.
 
-    `execute(task)` runs one task and returns its result; `on_hello(address)` takes the object storage
+    `outlet` takes what the processor reports (to the agent) and the results of its tasks (the way its route says:
+    outlet.py); `execute(task)` runs one task and returns its result; `on_hello(address)` takes the object storage
     address (called under the lock: it must not call back); `housekeeping()` is called after every read of the
     channel by the baton's holder, after every task, and at least every `housekeeping_seconds` (garbage
     collection)."""
@@ -98,6 +100,7 @@ class TaskThreads:
     def __init__(
         self,
         channel: BlockingChannel,
+        outlet: ProcessorOutlet,
         execute: Callable[[m.Task], m.TaskResult],
         on_hello: Callable[[str], None],
         housekeeping: Callable[[], None],
@@ -105,12 +108,12 @@ class TaskThreads:
         worker_id: bytes = b"",
     ) -> None:
         self._channel = channel
+        self._outlet = outlet
         self._execute = execute
         self._on_hello = on_hello
         self._housekeeping = housekeeping
         self._housekeeping_seconds = housekeeping_seconds
         self._worker_id = worker_id
-        self._send_lock = threading.Lock()
         self._local = threading.local()
         #: guards every call into the task line, and the reads of the channel
         self._lock = threading.Lock()
@@ -130,8 +133,8 @@ class TaskThreads:
             return
 
     def send(self, message: m.Message) -> None:
-        with self._send_lock:
-            self._channel.send(message)
+        """A report for the agent only (the results of tasks that ran go through the outlet, which knows their way)."""
+        self._outlet.report(message)
 
     def cpu_seconds(self) -> float:
         """The process's CPU time, less what other tasks used while the calling thread's task was parked."""
@@ -215,7 +218,7 @@ class TaskThreads:
             result = self._execute_stoppably(record, task)
         finally:
             self._local.running = None
-        ran: m.RunStamps | None = m.RunStamps(started, time.time(), os.getpid(), record.received_at)
+        ran = m.RunStamps(started, time.time(), os.getpid(), record.received_at)
         line = self._line
         serving = False
         with self._lock:
@@ -225,9 +228,9 @@ class TaskThreads:
                 serving = line.settles(me)
             later = self._carry_out_locked() if line.instructions else _NOTHING
         if outcome is _UNWOUND:  # the agent answered for it; it frees the slot when it hears it stopped
-            result, ran = m.TaskResult(task.task_id, m.ResultStatus.CANCELED), None
-        if result is not None:
-            self.send(replace(result, worker_id=self._worker_id, ran=ran))
+            self.send(m.TaskResult(task.task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id))
+        elif result is not None:
+            self._outlet.result(replace(result, worker_id=self._worker_id, ran=ran), more=following is not None)
         if later:
             self._carry_out_later(later)
         self._housekeeping()
