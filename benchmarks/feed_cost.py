@@ -59,7 +59,7 @@ def one_run(tasks: int, status_interval: float, subscribe: bool) -> float:
     try:
         process = psutil.Process(started[1].pid)
         with Client(address=scheduler) as client:
-            while client._agent.worker_count < 2:
+            while client.session.worker_count < 2:
                 time.sleep(0.05)
             if subscribe:
                 reader_thread = threading.Thread(target=_read_everything, args=(monitor, stop), daemon=True)

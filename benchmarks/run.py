@@ -3,6 +3,8 @@
     python benchmarks/run.py                                  # everything, 3 rounds
     python benchmarks/run.py --systems opengris,dask --workloads W1,W3 --repeat 5
     python benchmarks/run.py --systems ours --quick           # smoke run with small sizes
+    SCALER_BENCH_BEFORE=/tmp/before python benchmarks/run.py --systems ours,ours-before --workloads W1,W3,W9
+                                                              # a change before/after (/tmp/before: a worktree)
 
 Each system lives in its own venv under benchmarks/.venvs/ (built on first use). Each run is a fresh process
 of that venv's python running benchmarks/workloads/main.py, which starts its own 2-worker local cluster and
@@ -99,7 +101,7 @@ def git_state() -> dict[str, Any]:
 
 def run_one(args: argparse.Namespace, python: str, system: str, workload: str, log_dir: Path) -> dict[str, Any]:
     command = [python, str(WORKLOAD_MAIN), "--system", system, "--workload", workload, "--log-dir", str(log_dir)]
-    policy = args.policy_content if system == "ours" else args.anchor_policy_content
+    policy = args.policy_content if system.startswith("ours") else args.anchor_policy_content
     command += ["--policy-content", policy] + (["--quick"] if args.quick else [])
     busy_before = process.wait_until_quiet(args.quiet_threshold, args.quiet_wait) if args.quiet_wait > 0 else None
     outcome = process.run(command, WORKLOADS[workload].timeout_seconds, subprocess_env())
@@ -151,7 +153,8 @@ def main() -> int:
     for round_index in range(1, args.repeat + 1):
         for workload in args.workloads:
             for system in args.systems:
-                if not prepared[system]["available"] or system not in WORKLOADS[workload].systems:
+                kind = "ours" if system == "ours-before" else system  # the same workloads as ours
+                if not prepared[system]["available"] or kind not in WORKLOADS[workload].systems:
                     continue
                 log_dir = args.results_dir / f"{stamp}-logs" / f"{round_index}-{workload}-{system}"
                 record = run_one(args, prepared[system]["python"], system, workload, log_dir)

@@ -8,7 +8,16 @@ joblib finds third-party backends only by registration (it reads no entry points
 
 from __future__ import annotations
 
-from scaler.compat.joblib import ScalerBackend, register
+import importlib.util
+
+if importlib.util.find_spec("joblib") is None:
+    raise ModuleNotFoundError(
+        "scaler.joblib needs joblib, which is not installed: pip install 'scaler-compute[joblib]' (or pip install "
+        "joblib)",
+        name="joblib",
+    )
+
+from scaler.compat.joblib import ScalerBackend, register  # after the check that names the extra
 
 register()
 

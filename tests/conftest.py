@@ -22,3 +22,9 @@ if os.environ.get(_MADE_BY) is None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if os.environ.get(_MADE_BY) == str(os.getpid()):
         shutil.rmtree(os.environ["XDG_CONFIG_HOME"], ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from tests.docs.report import write_summary
+
+    write_summary(terminalreporter)

@@ -25,6 +25,11 @@ REQUIREMENTS: dict[str, list[str]] = {
     "dask": ["dask[distributed]==2026.8.0"],
     "ray": ["ray==2.60.0"],
 }
+#: `ours-before`: our own code at an earlier commit, to measure a change before and after with the runs alternated;
+#: it exists when SCALER_BENCH_BEFORE names a source tree (e.g. `git worktree add /tmp/before <commit>`).
+BEFORE_TREE = os.environ.get("SCALER_BENCH_BEFORE", "")
+if BEFORE_TREE:
+    REQUIREMENTS["ours-before"] = ["-e", os.path.abspath(BEFORE_TREE)]
 SYSTEMS = tuple(REQUIREMENTS)
 #: Venvs of benchmarks beyond run.py's systems (compat_frontends.py): ours with the front ends' extras, and the
 #: systems those front ends stand in for. Not in SYSTEMS: run.py's workloads do not run on them.
@@ -52,7 +57,9 @@ def _stamp(system: str, base_python: str) -> str:
     content: dict[str, object] = {"pip": _requirements(system) + COMMON_REQUIREMENTS}
     content["python"] = os.path.realpath(base_python)
     if system.startswith("ours"):
-        content["pyproject"] = hashlib.sha256((REPO_ROOT / "pyproject.toml").read_bytes()).hexdigest()
+        tree = Path(BEFORE_TREE) if system == "ours-before" else REPO_ROOT
+        content["pyproject"] = hashlib.sha256((tree / "pyproject.toml").read_bytes()).hexdigest()
+        content["tree"] = str(tree.resolve())
     return json.dumps(content, sort_keys=True)
 
 

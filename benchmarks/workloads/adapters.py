@@ -49,7 +49,7 @@ def free_port() -> int:
 class ScalerAdapter:
     """`ours` and `opengris-scaler` 2.9: `SchedulerClusterCombo` (object storage + scheduler + fixed workers)."""
 
-    DISTRIBUTIONS = {"ours": "scaler-compute", "opengris": "opengris-scaler"}
+    DISTRIBUTIONS = {"ours": "scaler-compute", "ours-before": "scaler-compute", "opengris": "opengris-scaler"}
 
     def __init__(self, system: str, log_dir: Path) -> None:
         self.system = system

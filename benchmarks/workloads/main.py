@@ -84,7 +84,7 @@ def run(system: str, workload: str, quick: bool, log_dir: Path, policy_content: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--system", required=True, choices=["ours", "opengris", "dask", "ray"])
+    parser.add_argument("--system", required=True, choices=["ours", "ours-before", "opengris", "dask", "ray"])
     parser.add_argument("--workload", help="W1 ... W9 or WS")
     parser.add_argument("--check", action="store_true", help="only check that the system imports")
     parser.add_argument("--quick", action="store_true", help="smaller sizes")

@@ -45,7 +45,7 @@ from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.io.zmq_async import AsyncSocket, Frames, watch_events
 from scaler.protocol import codec
 from scaler.protocol import messages as m
-from scaler.protocol.ids import GraphID, TaskID, short
+from scaler.protocol.ids import GraphID, TaskID, short, short_task_id
 from scaler.protocol.scheduler_link import LinkSettings
 from scaler.security.connection_files import SCHEDULER_SERVICE
 from scaler.security.find import FoundKeys
@@ -76,9 +76,9 @@ class TaskFuture(Protocol):
     """What the agent does to a task's future (a ScalerFuture; an asyncio client's futures would do it on their
     own loop)."""
 
-    def _complete(self, result: m.TaskResult) -> None: ...
-    def _confirm_cancelled(self) -> None: ...
-    def _fail(self, error: BaseException) -> None: ...
+    def set_task_result(self, result: m.TaskResult) -> None: ...
+    def set_cancel_confirmed(self) -> None: ...
+    def set_failed(self, error: BaseException) -> None: ...
 
 
 FutureT = TypeVar("FutureT", bound=TaskFuture)
@@ -150,7 +150,7 @@ class ClientAgent(Generic[FutureT]):
             Complete: self._complete,
             SendFrames: self._send_frames,
             Send: lambda effect: self._send_from_here([codec.encode(effect.message)]),
-            ConfirmCancel: lambda effect: effect.future._confirm_cancelled(),
+            ConfirmCancel: lambda effect: effect.future.set_cancel_confirmed(),
             Fail: self._fail,
             Connected: lambda effect: self._ready.set(),
             Closed: lambda effect: self._closed_down(),
@@ -347,11 +347,11 @@ class ClientAgent(Generic[FutureT]):
 
     def _complete(self, effect: Complete[FutureT]) -> None:
         for future, result in effect.results:
-            future._complete(result)
+            future.set_task_result(result)
 
     def _fail(self, effect: Fail[FutureT]) -> None:
         for future in effect.futures:
-            future._fail(effect.error)
+            future.set_failed(effect.error)
 
     def _shutdown_answer(self, effect: ShutdownAnswered) -> None:
         self._shutdown_reply = effect.reply
@@ -565,7 +565,7 @@ class ClientAgent(Generic[FutureT]):
             emit_records(log)
             return
         stream = sys.stdout if log.stream is m.LogStream.STDOUT else sys.stderr
-        prefix = f"[task {log.task_id.hex()[:8]}] "
+        prefix = f"[task {short_task_id(log.task_id)}] "
         lines = log.text.splitlines(keepends=True)
         stream.write("".join(prefix + line for line in lines))
         stream.flush()

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from scaler.client.future import ScalerFuture
 from scaler.client.map_chunks import run_chunk
 from scaler.client.map_stream import chunks_in_flight
+from scaler.client.session import Session
 
 if TYPE_CHECKING:
     from scaler.client.client import Client
@@ -34,24 +35,25 @@ SHUTDOWN_MESSAGE = "cannot schedule new futures after shutdown"
 
 
 class ScalerExecutor(concurrent.futures.Executor):
-    """A `concurrent.futures.Executor` whose calls run on the cluster of `client` (see the module's docstring)."""
+    """A `concurrent.futures.Executor` whose calls run on the cluster of a client's session (see the module's
+    docstring); `client.executor()` makes one."""
 
-    def __init__(self, client: Client) -> None:
-        self._client = client
+    def __init__(self, session: Session | Client) -> None:
+        self._session = session if isinstance(session, Session) else session.session
         self._lock = threading.Lock()
         self._unfinished: set[ScalerFuture] = set()  #: this executor's futures not done yet
         self._shut_down = False
 
     def __repr__(self) -> str:
         state = "shut down" if self._shut_down else f"{len(self._unfinished)} unfinished"
-        return f"<ScalerExecutor of {self._client.address} ({state})>"
+        return f"<ScalerExecutor of {self._session.address} ({state})>"
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> ScalerFuture:
         """Run `fn(*args, **kwargs)` on a worker; its future. RuntimeError after `shutdown`."""
         with self._lock:
             if self._shut_down:
                 raise RuntimeError(SHUTDOWN_MESSAGE)
-        future = self._client.submit_verbose(fn, args, kwargs)
+        future = self._session.submit(fn, args, kwargs)
         with self._lock:
             self._unfinished.add(future)
         future.add_done_callback(self._forget)
@@ -77,7 +79,7 @@ class ScalerExecutor(concurrent.futures.Executor):
             if self._shut_down:
                 raise RuntimeError(SHUTDOWN_MESSAGE)
         end_time = None if timeout is None else time.monotonic() + timeout
-        window = buffersize if buffersize is not None else chunks_in_flight(self._client._agent.worker_count)
+        window = buffersize if buffersize is not None else chunks_in_flight(self._session.worker_count)
         calls = zip(*iterables, strict=False)
         if chunksize == 1:
             tasks: Iterator[tuple[Callable[..., Any], tuple[Any, ...]]] = ((fn, call) for call in calls)
@@ -89,7 +91,7 @@ class ScalerExecutor(concurrent.futures.Executor):
             for function, arguments in itertools.islice(tasks, window):
                 in_flight.append(self.submit(function, *arguments))
         except BaseException:
-            self._client._cancel_without_waiting(list(in_flight))
+            self._session.cancel_futures(list(in_flight))
             raise
         results = self._results(in_flight, tasks, end_time)
         return results if chunksize == 1 else _flatten(results)
@@ -102,7 +104,7 @@ class ScalerExecutor(concurrent.futures.Executor):
             self._shut_down = True
             unfinished = list(self._unfinished)
         if cancel_futures:
-            self._client._cancel_without_waiting(unfinished)
+            self._session.cancel_futures(unfinished)
         if wait:
             concurrent.futures.wait(unfinished)
 
@@ -122,7 +124,7 @@ class ScalerExecutor(concurrent.futures.Executor):
             while in_flight:
                 yield self._next_result(in_flight, tasks, end_time)  # no reference to the value stays here
         finally:
-            self._client._cancel_without_waiting(list(in_flight))
+            self._session.cancel_futures(list(in_flight))
 
     def _next_result(
         self,

@@ -13,7 +13,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from typing_extensions import TypeVar
 
@@ -22,7 +22,7 @@ from scaler.client.story import TaskStory, merge_story
 from scaler.errors import ObjectStorageException
 from scaler.payload.processor_context import BlockingWait
 from scaler.protocol import messages as m
-from scaler.protocol.ids import TaskID
+from scaler.protocol.ids import TaskID, short_task_id
 
 if TYPE_CHECKING:
     from scaler.payload.result_reader import ResultReader
@@ -49,6 +49,9 @@ FETCH_RETRY_SECONDS = 0.5
 
 
 class ScalerFuture(concurrent.futures.Future[T]):
+    #: True for a job's task (`jobs.JobFuture`): the client's leaving does not cancel it
+    outlives_client: ClassVar[bool] = False
+
     def __init__(
         self,
         task_id: TaskID,
@@ -78,7 +81,7 @@ class ScalerFuture(concurrent.futures.Future[T]):
         return self._task_id
 
     def __repr__(self) -> str:
-        return f"<ScalerFuture task={self._task_id.hex()[:12]} state={self._display_state()}>"
+        return f"<ScalerFuture task={short_task_id(self._task_id)} state={self._display_state()}>"
 
     def _repr_html_(self) -> str:
         return html_table("ScalerFuture", [("task", self._task_id.hex()), ("state", self._display_state())])
@@ -88,7 +91,8 @@ class ScalerFuture(concurrent.futures.Future[T]):
         failed = self.exception(timeout=0) if done and not cancelled else None
         return future_state(done, cancelled, self.running(), failed)
 
-    # ------------------------------------------------------------ completion (called by the I/O thread)
+    # ------------------------------------------------------------ completion: what the client's I/O thread (and its
+    # session) does to a future, as `set_result` is what an executor does to a concurrent.futures.Future
 
     def _answered(self) -> None:
         if not self._answered_at:
@@ -97,7 +101,8 @@ class ScalerFuture(concurrent.futures.Future[T]):
         if event is not None:
             event.set()
 
-    def _complete(self, result: m.TaskResult) -> None:
+    def set_task_result(self, result: m.TaskResult) -> None:
+        """The task's answer; its value (or error) is read from it when first asked for."""
         if self.done():
             return
         self._raw = result
@@ -110,7 +115,8 @@ class ScalerFuture(concurrent.futures.Future[T]):
         except concurrent.futures.InvalidStateError:
             pass
 
-    def _complete_with_value(self, value: Any) -> None:
+    def set_value(self, value: Any) -> None:
+        """A value known at once (a graph's data key)."""
         if self.done():
             return
         self._value = value
@@ -120,7 +126,8 @@ class ScalerFuture(concurrent.futures.Future[T]):
         except concurrent.futures.InvalidStateError:
             pass
 
-    def _fail(self, error: BaseException) -> None:
+    def set_failed(self, error: BaseException) -> None:
+        """The task will not be answered (its connection or its argument's put failed)."""
         if self.done():
             return
         self._error = error
@@ -130,7 +137,8 @@ class ScalerFuture(concurrent.futures.Future[T]):
         except concurrent.futures.InvalidStateError:
             pass
 
-    def _confirm_cancelled(self) -> None:
+    def set_cancel_confirmed(self) -> None:
+        """The scheduler confirmed the task's cancel."""
         self._cancel_and_notify()
         self._answered()
 
@@ -145,9 +153,9 @@ class ScalerFuture(concurrent.futures.Future[T]):
                 self.set_running_or_notify_cancel()
         return True
 
-    def _abandon(self) -> None:
-        """Ask the scheduler to cancel the task, without waiting, and wake whoever waits on this future now (a
-        parked parent that is being stopped)."""
+    def abandon(self) -> None:
+        """Ask the scheduler to cancel the task, without waiting, and wake whoever waits on this future now (what the
+        processor does to the futures of a parked parent that is being stopped)."""
         if self.done():
             return
         if self._request_cancel is not None:

@@ -11,18 +11,16 @@ soon as `map_job` returns. Attaching: a look-up gives the job's task ids, future
 from __future__ import annotations
 
 import concurrent.futures
-import functools
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from scaler.client.future import ScalerFuture
-from scaler.payload.result_reader import ResultReader
-from scaler.protocol import codec
+from scaler.client.session import TaskOptions
 from scaler.protocol import messages as m
-from scaler.protocol.ids import TaskID, new_task_id
+from scaler.protocol.ids import TaskID
 
 if TYPE_CHECKING:
-    from scaler.client.client import Client
+    from scaler.client.session import Session
 
 R = TypeVar("R")
 
@@ -32,6 +30,8 @@ MAX_NAME_LENGTH = 200
 
 class JobFuture(ScalerFuture[R]):
     """A future of a job's task: leaving the client does not cancel it (`Client.disconnect` skips it)."""
+
+    outlives_client = True
 
 
 class Job(Generic[R]):
@@ -92,64 +92,49 @@ def refused(name: str, reply: m.JobReply) -> None:
 
 
 def submit_map_job(
-    client: Client, fn: Callable[..., R], iterable: Iterable[Any], name: str, priority: int | None
+    session: Session, fn: Callable[..., R], iterable: Iterable[Any], name: str, priority: int | None
 ) -> Job[R]:
     """fn(item) for each item, as the named job (see the module's docstring)."""
-    client._check_open()
+    session.check_open()
     checked_name(name)
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [((item,), {}) for item in iterable]
     if not calls:
         raise ValueError(f"job {name!r} has no items: map_job needs at least one")
-    return submit_calls(client, fn, calls, name, priority)
+    return submit_calls(session, fn, calls, name, priority)
 
 
 def submit_calls(
-    client: Client,
+    session: Session,
     fn: Callable[..., R],
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]],
     name: str,
     priority: int | None,
 ) -> Job[R]:
     """fn(*args, **kwargs) for each call, as the named job (see the module's docstring)."""
-    client._check_open()
+    session.check_open()
     checked_name(name)
-    wire = client._priority(priority)
-    encoder = client._encoder
-    entry = encoder.function(fn)
-    entry.check_call(*calls[0])
-    reader = ResultReader(client._serializer, client._storage, keep_objects=True)
-    batch: list[tuple[TaskID, ScalerFuture, bytes]] = []
-    for args, kwargs in calls:
-        task_id = new_task_id()
-        task = encoder.task(
-            task_id, entry, encoder.arguments(args, kwargs), profiling=client._profiling,
-            stream_output=client._stream_output, priority=wire, capabilities=(),
-        )  # fmt: skip
-        batch.append((task_id, JobFuture(task_id, reader, client._request_cancel), codec.encode(task)))
-    agent, timeout = client._agent, client._timeout_seconds
-    refused(name, agent.ask_job(m.JobOpen(name, tuple(task_id for task_id, _, _ in batch)), timeout))
-    client._object_storage.hand_over(batch)
-    client._object_storage.flush()
-    refused(name, agent.ask_job(m.JobAttach(name), timeout))  # answered: the scheduler holds every task
-    return Job(name, [future for _, future, _ in batch], client._agent.cancel)  # type: ignore[misc]
+    options = TaskOptions.of(priority)
+    session.function(fn).check_call(*calls[0])
+    reader = session.result_reader(keep_objects=True)
+    batch = session.prepare(fn, calls, options, future_type=JobFuture, reader=reader, outlives_task=True)
+    refused(name, session.ask_job(m.JobOpen(name, tuple(task_id for task_id, _, _ in batch))))
+    session.send(batch)  # type: ignore[arg-type]
+    refused(name, session.ask_job(m.JobAttach(name)))  # answered: the scheduler holds every task
+    return Job(name, [future for _, future, _ in batch], session.cancel)
 
 
-def attach_job(client: Client, name: str) -> Job[Any]:
+def attach_job(session: Session, name: str) -> Job[Any]:
     """Follow the named job from this client (see the module's docstring)."""
-    client._check_open()
+    session.check_open()
     checked_name(name)
-    agent, timeout = client._agent, client._timeout_seconds
-    reply = agent.ask_job(m.JobAttach(name), timeout)
+    reply = session.ask_job(m.JobAttach(name))
     refused(name, reply)
-    owners_objects = functools.partial(client._object_storage.of_owner, reply.owner_id)
-    reader = ResultReader(client._serializer, owners_objects, keep_objects=True)
-    own = agent.unfinished()  # this client's own job, still running: its futures are the ones completed
+    reader = session.result_reader(reply.owner_id, keep_objects=True)
+    own = session.unfinished()  # this client's own job, still running: its futures are the ones completed
     futures: list[JobFuture[Any]] = [
-        known
-        if isinstance(known := own.get(task_id), JobFuture)
-        else JobFuture(task_id, reader, client._request_cancel)
+        known if isinstance(known := own.get(task_id), JobFuture) else JobFuture(task_id, reader, session.cancel_one)
         for task_id in reply.task_ids
     ]
-    agent.follow([(future.task_id, future) for future in futures])
-    refused(name, agent.ask_job(m.JobAttach(name, follow=True), timeout))
-    return Job(name, futures, agent.cancel)
+    session.follow(futures)  # type: ignore[arg-type]
+    refused(name, session.ask_job(m.JobAttach(name, follow=True)))
+    return Job(name, futures, session.cancel)

@@ -1,6 +1,7 @@
 """A client's side of object storage: its own connection (opened at first use), the connections that read other
-owners' objects (a followed job's results are its submitter's), and the pipeline that stores arguments while
-`submit` returns (`put_pipeline`). The `Client` owns one; nothing here knows about tasks beyond handing them on.
+owners' objects (a followed job's results are its submitter's), what it stored (`objects`: each object once, the
+task encoder's sink) and the pipeline that stores arguments while `submit` returns (`object_storage.put_pipeline`).
+The client's session owns one; nothing here knows about tasks beyond handing them on.
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from scaler.client.put_pipeline import PutPipeline
 from scaler.io.sockets import TransportSecurity
+from scaler.object_storage.put_pipeline import PutPipeline
+from scaler.payload.stored_objects import StoredOnce
 from scaler.protocol.ids import ObjectID, TaskID
 
 if TYPE_CHECKING:
@@ -22,8 +24,7 @@ HeldTask = tuple[TaskID, "ScalerFuture[Any]", bytes]
 
 
 class ClientObjectStorage:
-    """Thread-safe. `release` sends tasks on (the client's agent), `forget` drops an object the encoder believes
-    stored (its put failed, so the next use stores it again)."""
+    """Thread-safe. `release` sends tasks on (the client's agent)."""
 
     def __init__(
         self,
@@ -32,14 +33,14 @@ class ClientObjectStorage:
         security: TransportSecurity | None,
         timeout_seconds: float,
         release: Callable[[list[HeldTask]], None],
-        forget: Callable[[ObjectID], None],
     ) -> None:
         self._address = address
         self._owner_id = owner_id
         self._security = security
         self._timeout_seconds = timeout_seconds
         self._release = release
-        self._forget = forget
+        #: what this client stored, each object once; a put that failed is forgotten, so its next use stores it again
+        self.objects = StoredOnce(self._store_now, self._store_later)
         self._lock = threading.Lock()
         self._own: ObjectStorageConnection | None = None
         self._others: dict[bytes, ObjectStorageConnection] = {}
@@ -72,13 +73,9 @@ class ClientObjectStorage:
                 connection = self._others[owner_id] = self._connect(owner_id)
             return connection
 
-    def store(self, object_id: ObjectID, payload: bytes | list[Any], name: str) -> None:
-        """Stored before this returns."""
-        self.connection().put(object_id, payload, owner_id=self._owner_id, name=name)
-
-    def store_later(self, object_id: ObjectID, payload: bytes | list[Any], name: str) -> None:
-        """An argument's put, pipelined: tasks go through `hand_over`, which holds them until it is stored."""
-        self._pipeline().put(object_id, payload, name)
+    def delete_all(self) -> None:
+        """Delete every object of this client (`clear()`; the encoder forgets them, `TaskEncoder.forget_stored`)."""
+        self.connection().delete_owner(self._owner_id)
 
     def hand_over(self, tasks: list[HeldTask]) -> None:
         """Tasks on, after the arguments they were encoded with are stored (see put_pipeline)."""
@@ -104,19 +101,21 @@ class ClientObjectStorage:
         if puts is not None:
             puts.close(0.0)
 
-    def abandon(self) -> None:
-        """At garbage collection: the pipeline's thread would otherwise wait on its sockets for good."""
-        if self._puts is not None:
-            self._puts.close(0.0)
-
     def _pipeline(self) -> PutPipeline[HeldTask]:
         with self._lock:
             if self._puts is None or self._puts.is_closed:  # none yet, or stopped by a storage failure
                 self._puts = PutPipeline(
                     self._address, self._owner_id, self._security, self._timeout_seconds,
-                    release=self._release, fail=_fail_held, forget=self._forget,
+                    release=self._release, fail=_fail_held, forget=self.objects.forget,
                 )  # fmt: skip
             return self._puts
+
+    def _store_now(self, object_id: ObjectID, payload: bytes | list[Any], name: str) -> None:
+        self.connection().put(object_id, payload, owner_id=self._owner_id, name=name)
+
+    def _store_later(self, object_id: ObjectID, payload: bytes | list[Any], name: str) -> None:
+        """An argument's put, pipelined: tasks go through `hand_over`, which holds them until it is stored."""
+        self._pipeline().put(object_id, payload, name)
 
     def _connect(self, owner_id: bytes) -> ObjectStorageConnection:
         from scaler.object_storage.connection import ObjectStorageConnection
@@ -130,4 +129,4 @@ class ClientObjectStorage:
 def _fail_held(tasks: list[HeldTask], error: BaseException) -> None:
     """Tasks whose arguments could not be stored: they never left; their futures fail with the storage's error."""
     for _, future, _ in tasks:
-        future._fail(error)
+        future.set_failed(error)

@@ -37,6 +37,7 @@ from scaler.cluster.hub_unit import AUTHORIZED_VARIABLE, SERVER_KEY_VARIABLE
 from scaler.config.sections import SchedulerConfig, WorkerConfig, WorkerManagerSettings, section_to_json
 from scaler.io.address import parse_address
 from scaler.io.child_processes import start_python_child
+from scaler.io.port_owner import address_in_use_problem
 from scaler.security.key_folder import KeyFolder
 
 logger = logging.getLogger(__name__)
@@ -161,9 +162,10 @@ class CloudHub:
             return True
         return any(unit.unit_id == unit_id and unit.is_alive for unit in units)
 
-    def stop(self) -> None:
+    def stop(self) -> bool:
+        """Terminate the hub; False (said in the log) when it could not be."""
         if self._backend is None:
-            return
+            return True
         try:
             units = asyncio.run(self._backend.list_units())
             alive = [unit.unit_id for unit in units if unit.is_alive]
@@ -172,6 +174,8 @@ class CloudHub:
                 logger.info("stopped the hub %s", ", ".join(alive))
         except Exception as error:
             logger.error("could not stop the hub (%s): `scaler FILE --down` stops what is left", error)
+            return False
+        return True
 
 
 def _hub_spec(hub_id: str) -> Any:
@@ -199,7 +203,13 @@ class Listeners:
             parsed = parse_address(address)
             listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind((parsed.host, parsed.port or 0))
+            try:
+                listener.bind((parsed.host, parsed.port or 0))
+            except OSError as error:
+                listener.close()
+                self.close()
+                taken = address_in_use_problem(address) or f"{address}: {error.strerror}"
+                raise RuntimeError(f"cannot listen at the file's address {taken}") from None
             listener.listen(128)
             listener.set_inheritable(True)
             self._sockets.append(listener)

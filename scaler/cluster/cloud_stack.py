@@ -143,12 +143,13 @@ class CloudStack:
                 forwarder.kill()
                 forwarder.wait(10)
 
-    def stop(self) -> None:
-        """After the managers have stopped their units: the forwarder, the hub, the connection files."""
+    def stop(self) -> bool:
+        """After the managers have stopped their units: the forwarder, the hub, the connection files. False when
+        the hub could not be stopped (the log says why)."""
         self.stop_forwarder()
         self._listeners.close()
         unregister_connection([self.scheduler_address, self.storage_address, self.monitor_address])
-        self._hub.stop()
+        return self._hub.stop()
 
 
 def cloud_stack_problem(file: LauncherFile) -> str | None:

@@ -8,46 +8,107 @@ ways until either side closes. Every connection goes out from this machine: noth
 What crosses is CURVE traffic, encrypted and authenticated end to end between the client and the scheduler: the
 forwarder sees only ciphertext.
 
-A target that cannot be reached closes the accepted connection (ZeroMQ peers connect again by themselves).
-SIGTERM ends it.
+A target that cannot be reached closes the accepted connection (ZeroMQ peers connect again by themselves, several
+times a second each); it is said once when the target stops answering and once when it answers again
+(`RouteHealth`), and while it is down the connections accepted are closed without trying it again, each next try
+after a delay that doubles up to `RETRY_CAP_SECONDS`. SIGTERM ends it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import socket
 import sys
 import threading
+import time
 
 logger = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_SECONDS = 10.0
 CHUNK = 256 * 1024
+#: While a target does not answer, the first retry waits this long, each next one twice as long, up to the cap.
+RETRY_FIRST_SECONDS = 0.25
+RETRY_CAP_SECONDS = 4.0
+
+
+class RouteHealth:
+    """Whether one target answers, told once per change: `failed` and `answered` return the line to log when the
+    state changes (None otherwise); `should_try` says whether a new connection tries the target now or is closed
+    at once (while it is down, until the next retry time). Times are given (monotonic seconds)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self._lock = threading.Lock()
+        self._down_since: float | None = None
+        self._retry_at = 0.0
+        self._delay = RETRY_FIRST_SECONDS
+        self._refused = 0  #: connections closed while down (tried or not)
+
+    def should_try(self, now: float) -> bool:
+        with self._lock:
+            if self._down_since is None or now >= self._retry_at:
+                return True
+            self._refused += 1
+            return False
+
+    def failed(self, now: float, error: str) -> str | None:
+        with self._lock:
+            self._refused += 1
+            if self._down_since is not None:
+                self._delay = min(RETRY_CAP_SECONDS, self._delay * 2)
+                self._retry_at = now + self._delay
+                return None
+            self._down_since, self._retry_at = now, now + self._delay
+            return (
+                f"cannot reach {self.target} ({error}): closing the connections made to it until it answers (tried "
+                f"again after {RETRY_FIRST_SECONDS:g} s, then less often, up to every {RETRY_CAP_SECONDS:g} s)"
+            )
+
+    def answered(self, now: float) -> str | None:
+        with self._lock:
+            if self._down_since is None:
+                return None
+            line = (
+                f"{self.target} answers again after {now - self._down_since:.1f} s "
+                f"({self._refused} connection(s) closed meanwhile)"
+            )
+            self._down_since, self._delay, self._refused = None, RETRY_FIRST_SECONDS, 0
+            return line
 
 
 def serve(routes: list[tuple[socket.socket, str, int]]) -> None:
     for listener, host, port in routes:
-        threading.Thread(target=_accept, args=(listener, host, port), daemon=True).start()
+        health = RouteHealth(f"{host}:{port}")
+        threading.Thread(target=_accept, args=(listener, host, port, health), daemon=True).start()
 
 
-def _accept(listener: socket.socket, host: str, port: int) -> None:
+def _accept(listener: socket.socket, host: str, port: int, health: RouteHealth) -> None:
     while True:
         try:
             accepted, _ = listener.accept()
         except OSError:
             return
-        threading.Thread(target=_join, args=(accepted, host, port), daemon=True).start()
+        if not health.should_try(time.monotonic()):
+            accepted.close()
+            continue
+        threading.Thread(target=_join, args=(accepted, host, port, health), daemon=True).start()
 
 
-def _join(accepted: socket.socket, host: str, port: int) -> None:
+def _join(accepted: socket.socket, host: str, port: int, health: RouteHealth) -> None:
     try:
         upstream = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_SECONDS)
     except OSError as error:
-        logger.warning("cannot reach %s:%d (%s): connection closed", host, port, error)
+        line = health.failed(time.monotonic(), str(error))
+        if line is not None:
+            logger.warning("%s", line)
         accepted.close()
         return
+    line = health.answered(time.monotonic())
+    if line is not None:
+        logger.warning("%s", line)
     upstream.settimeout(None)
     for sock in (accepted, upstream):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -81,7 +142,10 @@ def main() -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     serve(routes)
-    stop.wait()
+    while not stop.wait(1.0):  # a bounded wait: the signal's handler runs within a second whatever the threads do
+        pass
+    logging.shutdown()
+    os._exit(0)  # the copying threads are daemons blocked in sockets: nothing of theirs needs finishing
 
 
 if __name__ == "__main__":

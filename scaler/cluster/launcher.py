@@ -1,7 +1,11 @@
 """`scaler FILE`: start object storage, the scheduler and every worker manager of one TOML file.
 
 Start order: object storage (wait until it answers), scheduler (wait until it answers), then each
-[[worker_manager]] in file order. With `[scaler] hub = "cloud"`, object storage and the scheduler run in a hub
+[[worker_manager]] in file order, each said (`scaler: worker manager ...`) once it has registered with the scheduler
+(seen on the monitor feed), so that a script waiting for the line can use the stack; one that exits first stops the
+start-up, naming it. A file whose [scheduler] names an object storage address of this machine where
+nothing listens, and that has no [object_storage_server], gets one started there (`implied_storage`). With
+`[scaler] hub = "cloud"`, object storage and the scheduler run in a hub
 unit in the cloud instead, reached through a forwarder at the file's addresses (`cloud_stack`); with
 `idle_shutdown_seconds` or `no_client_shutdown_seconds`, the stack stops by itself (`autostop`).
 
@@ -26,20 +30,23 @@ import psutil
 
 from scaler.cluster.autostop import AutoStop
 from scaler.cluster.cloud_stack import CloudStack
+from scaler.cluster.implied_storage import with_implied_storage
 from scaler.cluster.readiness import wait_for_scheduler
 from scaler.cluster.stack_security import secured_by_default
 from scaler.config.loader import LauncherFile
 from scaler.config.manager_types import manager_type_of
-from scaler.config.sections import SchedulerConfig, section_to_json
+from scaler.config.sections import SchedulerConfig, WorkerManagerSettings, section_to_json
 from scaler.io.address import parse_address
 from scaler.io.child_processes import describe_exit, start_python_child
 from scaler.io.sockets import TransportSecurity
+from scaler.monitor.dashboard import page_urls
 from scaler.monitor.feed import FeedReader
 from scaler.object_storage.readiness import wait_for_object_storage
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.feed import STATUS_TOPIC
 from scaler.security.curve import security_of
+from scaler.worker_manager.registry import with_manager_id
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +56,8 @@ POLL_SECONDS = 0.2
 #: A scheduler that dies is started again this many times (after 1, 2, 4 ... s), then the stack stops.
 SCHEDULER_RESTARTS = 5
 RESTART_BACKOFF_CAP_SECONDS = 8.0
+#: While a worker manager has not registered yet, the launcher's log says so this often.
+MANAGER_NOTICE_SECONDS = 10.0
 
 
 @dataclass
@@ -73,24 +82,35 @@ class Launcher:
         )
 
     def run(self) -> int:
+        """Start the stack, watch it, stop it; the exit code (1 also when the hub in the cloud could not be stopped,
+        even after a clean run: something may be left running and billed)."""
         previous = {signum: signal.signal(signum, self._on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
         try:
-            try:
-                self._start_all()
-            except (RuntimeError, ValueError, OSError) as error:
-                logger.error("start-up failed: %s", error)
-                return ExitCode.ERROR
-            return self._watch()
+            code = self._start_and_watch()
         finally:
             if self._feed is not None:
                 self._feed.close()
             if self._cloud is not None:  # the managers stop their units through the cloud's API, not through it
                 self._cloud.stop_forwarder()
             self._stop_all()
+            hub_stopped = True
             if self._cloud is not None:  # after the managers: they stopped their units through the hub
-                self._cloud.stop()
+                hub_stopped = self._cloud.stop()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+        if not hub_stopped:
+            print("scaler: the hub in the cloud could not be stopped (the log says why); `scaler FILE --down` stops "
+                  "what is left", flush=True)  # fmt: skip
+            return ExitCode.ERROR
+        return code
+
+    def _start_and_watch(self) -> int:
+        try:
+            self._start_all()
+        except (RuntimeError, ValueError, OSError) as error:
+            logger.error("start-up failed: %s", error)
+            return ExitCode.ERROR
+        return self._watch()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals.append(signum)
@@ -106,6 +126,10 @@ class Launcher:
             self._cloud = CloudStack(file, self._path)
             file = self._cloud.start(lambda: bool(self._signals))
             monitor_security = self._cloud.client_security
+        else:
+            file, implied = with_implied_storage(file)
+            if implied is not None:
+                print(f"scaler: {implied}", flush=True)
         file, probe_keys = secured_by_default(file)
         probe = security_of(probe_keys) if probe_keys is not None else None  # connects as the stack's managers do
         storage_address: str | None = None
@@ -130,10 +154,12 @@ class Launcher:
             gui = file.gui
             child = self._start("dashboard", ["scaler.monitor.dashboard", section_to_json(gui)])
             host, _, port = gui.gui_address.rpartition(":")
-            shown = "127.0.0.1" if host in ("0.0.0.0", "", "*") else host
-            _wait_for_page(f"http://{shown}:{port}/", READY_TIMEOUT_SECONDS, child.process)
-            print(f"scaler: dashboard at http://{shown}:{port}/ (pid {child.process.pid}); "
+            urls = page_urls(host, int(port))
+            _wait_for_page(urls[0], READY_TIMEOUT_SECONDS, child.process)
+            others = f"; from other machines: {', '.join(urls[1:])}" if urls[1:] else ""
+            print(f"scaler: dashboard at {urls[0]} (pid {child.process.pid}){others}; "
                   f"scaler_top {gui.monitor_address} in a terminal", flush=True)  # fmt: skip
+        managers: list[tuple[WorkerManagerSettings, Child]] = []
         for manager in file.worker_managers:
             self._check_signals()
             type_name = manager_type_of(manager).name
@@ -141,12 +167,63 @@ class Launcher:
                 f"worker manager {manager.worker_manager_id!r} ({type_name})",
                 ["scaler.worker_manager.process", type_name, section_to_json(manager)],
             )
-            print(f"scaler: worker manager {manager.worker_manager_id!r} ({type_name}) for "
-                  f"{manager.scheduler_address} (pid {child.process.pid})", flush=True)  # fmt: skip
+            managers.append((manager, child))
+        feed: tuple[str, TransportSecurity | None] | None = None
+        if file.scheduler is not None and managers:
+            feed = str(parse_address(monitor).connectable()), probe
+        elif self._cloud is not None and managers:
+            feed = self._cloud.monitor_address, monitor_security
+        self._announce_managers(managers, feed)
         if self._cloud is not None:
             self._watch_feed(self._cloud.monitor_address, monitor_security)
         launcher = self._file.launcher  # the idle and no-client clocks start once the stack is up
         self._autostop = AutoStop(launcher.idle_shutdown_seconds, launcher.no_client_shutdown_seconds, time.monotonic())
+
+    def _announce_managers(
+        self, managers: list[tuple[WorkerManagerSettings, Child]], feed: tuple[str, TransportSecurity | None] | None
+    ) -> None:
+        """Say each manager once it has registered with the scheduler (seen on the monitor feed: a script that waits
+        for the line can use the stack then), or, for a fixed pool, once one of its workers has; at once without a
+        feed to look at. A manager that exits first (its settings or environment refused) stops the start-up, naming
+        it."""
+        waiting = {with_manager_id(manager).worker_manager_id: (manager, child) for manager, child in managers}
+        reader = FeedReader(feed[0], topics=(STATUS_TOPIC,), security=feed[1]) if feed is not None else None
+        started = time.monotonic()
+        last_status, noticed = started, started
+        try:
+            while waiting and reader is not None and not self._signals:  # a signal now: a normal stop
+                now = time.monotonic()
+                message = reader.receive(POLL_SECONDS)
+                if isinstance(message, m.StatusSnapshot):
+                    last_status = now
+                    # a manager registers; a fixed pool's workers do, with its id
+                    up = {summary.manager_id for summary in message.managers}
+                    up.update(worker.manager_id for worker in message.workers)
+                    for manager_id in up & set(waiting):
+                        self._announce(*waiting.pop(manager_id))
+                for _manager, child in waiting.values():
+                    code = child.process.poll()
+                    if code is not None:
+                        raise RuntimeError(f"{child.name} exited before it registered with the scheduler "
+                                           f"({describe_exit(code)}); its log above says why")  # fmt: skip
+                if now - last_status > READY_TIMEOUT_SECONDS:
+                    logger.warning("no status from the scheduler's monitor for %g s: not waiting for the worker "
+                                   "managers to register", READY_TIMEOUT_SECONDS)  # fmt: skip
+                    break
+                if waiting and now - noticed >= MANAGER_NOTICE_SECONDS:
+                    noticed = now
+                    names = ", ".join(child.name for _manager, child in waiting.values())
+                    logger.info("waiting for %s to register (%.0f s)", names, now - started)
+        finally:
+            if reader is not None:
+                reader.close()
+        for manager, child in waiting.values() if not self._signals else ():
+            self._announce(manager, child)
+
+    @staticmethod
+    def _announce(manager: WorkerManagerSettings, child: Child) -> None:
+        print(f"scaler: worker manager {manager.worker_manager_id!r} ({manager_type_of(manager).name}) for "
+              f"{manager.scheduler_address} (pid {child.process.pid})", flush=True)  # fmt: skip
 
     def _watch_feed(self, monitor_address: str, security: TransportSecurity | None) -> None:
         """Read the scheduler's status snapshots when the stack stops by itself (idle, no client)."""
@@ -154,15 +231,19 @@ class Launcher:
             self._feed = FeedReader(monitor_address, topics=(STATUS_TOPIC,), security=security)
 
     def _scheduler_settings(self, scheduler: SchedulerConfig, storage_address: str | None) -> SchedulerConfig:
-        """A scheduler without -osa uses the file's object storage server when there is one."""
+        """A scheduler without -osa uses the file's object storage server when there is one; one with a manager
+        whose tasks run where this machine's files are not tells its clients to send their modules by value."""
         if scheduler.object_storage_address is None and storage_address is not None:
-            return replace(scheduler, object_storage_address=storage_address)
+            scheduler = replace(scheduler, object_storage_address=storage_address)
+        if any(manager_type_of(manager).runs_elsewhere for manager in self._file.worker_managers):
+            scheduler = replace(scheduler, ship_local_modules=True)
         return scheduler
 
     def _start(self, name: str, module_args: list[str]) -> Child:
         child = Child(name, start_python_child(module_args), module_args)
         self._children.append(child)
-        logger.info("started %s (pid %d)", name, child.process.pid)
+        # debug only: the line printed once the child answers says it with its address (it was said twice)
+        logger.debug("started %s (pid %d)", name, child.process.pid)
         return child
 
     def _check_signals(self) -> None:

@@ -92,7 +92,7 @@ class ScalerBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mis
             raise ValueError("n_jobs == 0 in Parallel has no meaning")
         if n_jobs is not None and n_jobs > 0:
             return n_jobs
-        workers = self._client()._agent.worker_count
+        workers = self._client().session.worker_count
         return max(MIN_JOBS, workers + 1 + (n_jobs if n_jobs is not None else -1))
 
     def start_call(self) -> None:
@@ -108,7 +108,7 @@ class ScalerBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mis
         try:
             future = client.submit_verbose(_run_batch, (calls, nested), {})
         except TypeError as error:
-            raise _name_unpicklable(calls, client._serializer.serialize) or error from error
+            raise _name_unpicklable(calls, client.session.serializer.serialize) or error from error
         with self._lock:
             self._in_flight.add(future)
         future.add_done_callback(self._forget)
@@ -123,7 +123,7 @@ class ScalerBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mis
         with self._lock:
             in_flight = list(self._in_flight)
         if in_flight:
-            self._client()._cancel_without_waiting(in_flight)
+            self._client().session.cancel_futures(in_flight)
 
     def terminate(self) -> None:
         """After each Parallel call: a client this backend opened disconnects (its stored arguments go with it)."""

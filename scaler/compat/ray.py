@@ -28,9 +28,8 @@ import sys
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, cast
+from typing import Any
 
-from scaler.client.future import ScalerFuture
 from scaler.compat.ray_refs import GetTimeoutError, ObjectRef
 from scaler.compat.ray_remote import RemoteFunction, deferred_call_of, remote
 from scaler.compat.ray_session import current, init, is_initialized, read_stored, scaler_init, shutdown
@@ -90,7 +89,7 @@ def wait(
         raise ValueError("Invalid number of objects to return: num_returns must be between 0 and the number of refs.")
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        pending = [ref._future for ref in object_refs if not ref.ready() and ref._future is not None]
+        pending = [future for ref in object_refs if not ref.ready() and (future := ref.task_future) is not None]
         remaining = None if deadline is None else deadline - time.monotonic()
         if len(object_refs) - len(pending) >= wanted or (remaining is not None and remaining <= 0):
             break
@@ -104,14 +103,14 @@ def cancel(object_ref: ObjectRef, *, force: bool = False, recursive: bool = True
     """Cancel the task of a reference (at once: its `ray.get` then raises CancelledError)."""
     if not isinstance(object_ref, ObjectRef):
         raise TypeError(f"ray.cancel() only supported for object refs, not {type(object_ref).__name__}")
-    future = object_ref._future
+    future = object_ref.task_future
     if future is None or future.done():
         return
     deferred = deferred_call_of(future)
     if deferred is not None:
         deferred.cancel()
     else:
-        current().client._cancel_without_waiting([cast(ScalerFuture, future)])
+        current().client.session.cancel_futures([future])
 
 
 def _as_completed(
@@ -128,9 +127,9 @@ def _as_completed(
         yield ref if yield_obj_refs else get(ref)
     waiting: dict[int, list[ObjectRef]] = {}
     for ref in pending:
-        if not ref.ready() and ref._future is not None:
-            waiting.setdefault(id(ref._future), []).append(ref)
-    futures = [same[0]._future for same in waiting.values()]
+        if not ref.ready() and (future := ref.task_future) is not None:
+            waiting.setdefault(id(future), []).append(ref)
+    futures = [same[0].task_future for same in waiting.values()]
     for future in concurrent.futures.as_completed(futures, timeout=timeout):  # type: ignore[arg-type]
         for ref in waiting[id(future)]:
             yield ref if yield_obj_refs else get(ref)
@@ -143,7 +142,7 @@ def _map_unordered(
     """`fn.remote(item)` for each item, at most `backpressure_size` in flight; the results as they come."""
     if not isinstance(fn, RemoteFunction):
         raise TypeError("The function passed to map_unordered must be a @ray.remote function.")
-    if fn._num_returns != 1:
+    if fn.num_returns != 1:
         raise TypeError("map_unordered only supports remote functions with num_returns=1")
     if backpressure_size is not None and backpressure_size <= 0:
         raise ValueError("backpressure_size must be positive.")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scaler.payload.references import ObjectReference
+from scaler.protocol.ids import short_task_id
 
 _NO_VALUE = object()
 
@@ -54,12 +55,17 @@ class ObjectRef:
     def __repr__(self) -> str:
         if self._future is not None:
             task_id = getattr(self._future, "task_id", None)
-            name = task_id.hex()[:16] if isinstance(task_id, bytes) else "deferred call"
+            name = short_task_id(task_id) if isinstance(task_id, bytes) else "deferred call"
             index = "" if self._index is None else f"[{self._index}]"
             return f"ObjectRef(task {name}{index})"
         if self._stored is not None:
             return f"ObjectRef(stored {self._stored.object_id.hex()[:16]})"
         return "ObjectRef(value)"
+
+    @property
+    def task_future(self) -> concurrent.futures.Future[Any] | None:
+        """The future of the task (or deferred call) whose result this is; None for a stored object or a value."""
+        return self._future
 
     def is_task_result(self) -> bool:
         return self._future is not None

@@ -8,12 +8,11 @@ import functools
 import inspect
 import pickle
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import cloudpickle
 
 from scaler.client.client import Client
-from scaler.client.future import ScalerFuture
 from scaler.compat.ray_refs import DeferredCall, ObjectRef, install_ray_api
 from scaler.compat.ray_session import current, read_stored
 from scaler.payload.serializer import DefaultSerializer
@@ -67,6 +66,10 @@ class RemoteFunction:
         functools.update_wrapper(self, function)
         self._call = functools.partial(_call_remote, function, num_returns)
 
+    @property
+    def num_returns(self) -> int:
+        return self._num_returns
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         name = getattr(self._function, "__name__", "function")
         raise TypeError(
@@ -88,9 +91,9 @@ class RemoteFunction:
         session = current()
         client = session.client
         unfinished = [
-            value._future
+            task
             for value in (*args, *kwargs.values())
-            if isinstance(value, ObjectRef) and value._future is not None and not value._future.done()
+            if isinstance(value, ObjectRef) and (task := value.task_future) is not None and not task.done()
         ]
         submit = functools.partial(self._submit, client)
         future: concurrent.futures.Future[Any]
@@ -121,7 +124,7 @@ def _rebuild_remote_function(function: Callable[..., Any], options: dict[str, An
 
 
 def _cancel_task(client: Client, future: concurrent.futures.Future[Any]) -> None:
-    client._cancel_without_waiting([cast(ScalerFuture, future)])
+    client.session.cancel_futures([future])
 
 
 #: deferred calls by their outer future's id, for ray.cancel (forgotten when the call is done)
@@ -148,7 +151,7 @@ class _Discard:
 def _check_picklable(client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """TypeError naming the first argument of a deferred call that cannot be pickled. Only for the default
     serializer (the one this check pickles with); a call with a serializer of the user's fails when submitted."""
-    if not isinstance(client._serializer, DefaultSerializer):
+    if not isinstance(client.session.serializer, DefaultSerializer):
         return
     named = [(f"argument {position}", value) for position, value in enumerate(args)]
     named.extend((f"keyword argument {keyword!r}", value) for keyword, value in kwargs.items())

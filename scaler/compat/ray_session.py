@@ -18,7 +18,6 @@ from scaler.cluster.combo import SchedulerClusterCombo
 from scaler.compat.ray_refs import DeferredCalls
 from scaler.payload import processor_context
 from scaler.payload.references import ObjectReference
-from scaler.payload.serializer import deserialize_frames
 
 #: Settings of `scaler_init` that are the Client's, not the local cluster's.
 CLIENT_SETTINGS = frozenset({"profiling", "timeout_seconds", "serializer", "stream_output"})
@@ -75,7 +74,7 @@ def wait_for_workers(client: Client, workers: int) -> None:
     """As `ray.init()` returns with its local cluster's CPUs ready: the first calls then spread over every worker
     rather than queueing on the first one to connect."""
     deadline = time.monotonic() + WORKERS_READY_SECONDS
-    while client._agent.worker_count < workers:
+    while client.session.worker_count < workers:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the local cluster's {workers} workers did not connect in {WORKERS_READY_SECONDS:g} s")
         time.sleep(0.02)
@@ -135,5 +134,4 @@ def current() -> _Session:
 
 
 def read_stored(client: Client, reference: ObjectReference) -> Any:
-    frames = client._storage().get_frames(reference.object_id)
-    return deserialize_frames(client._serializer, frames)
+    return client.session.read(reference)

@@ -25,11 +25,12 @@ class ComboSettings(TypedDict, total=False):
     story_retention_tasks: int  #: finished tasks whose story (future.story()) is kept, the oldest for...
     story_retention_seconds: float  #: how long a finished task's story is kept at most; 0: no time bound...
     load_balance_seconds: float  #: period of load balancing; 0 or negative disables it
+    unrunnable_grace_seconds: float  #: queued tasks needing capabilities that no connected worker has and...
     load_balance_trigger_times: int  #: identical balance decisions in a row needed before tasks move
     event_loop: str  #: asyncio loop flavour
     scheduler_io_threads: int  #: ZeroMQ I/O threads
     policy_engine_type: str  #: scaling policy engine
-    policy_content: str  #: policy of the engine (see docs/scaling.md)
+    policy_content: str  #: policy of the engine (`scaler --docs scaling` lists them)
     per_worker_task_queue_size: int  #: most tasks a worker holds at once (running plus prefetched)
     heartbeat_interval_seconds: float  #: worker heartbeat period
     task_timeout_seconds: float  #: stop a task running longer than this; 0 for no limit

@@ -63,8 +63,8 @@ TOP = Command(
 GUI = Command(
     "scaler_gui", GUIConfig,
     "Serve a live web dashboard of a scheduler (page at /, Prometheus metrics at /metrics). It listens on "
-    "127.0.0.1 only; to reach it from other machines give a public host (--gui-address 0.0.0.0:50001, or "
-    "--host 0.0.0.0) and protect it: anyone who reaches it sees the cluster's workers, clients and tasks.",
+    "127.0.0.1 only; to reach it from other machines give a public host (--gui-address 0.0.0.0:50001) and "
+    "protect it: anyone who reaches it sees the cluster's workers, clients and tasks.",
     ("gui", "webui"),
 )  # fmt: skip
 

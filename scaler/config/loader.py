@@ -82,15 +82,17 @@ def load_command(
     *,
     name: str | None = None,
     toml_sections: Sequence[str] | None = None,
+    description: str | None = None,
 ) -> tuple[T, argparse.Namespace]:
     """The section of `command` (a row of `commands.COMMANDS`) from `argv`, and the values of the arguments
     `extra_arguments` added. `name`: another name the command runs under (`scaler_ui`), which reads
-    `toml_sections` instead. On any problem: one message on stderr, exit code 2."""
+    `toml_sections` instead, and says `description` in its help. On any problem: one message on stderr, exit code
+    2."""
     return load_section_with_extras(
         command.section,
         argv,
         prog=name or command.prog,
-        description=command.description,
+        description=command.description if description is None else description,
         toml_sections=command.toml_sections if toml_sections is None else toml_sections,
         env_section=command.environment_section,
         extra_arguments=extra_arguments,

@@ -14,6 +14,7 @@ cloud SDK and this package imports nothing above it.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
 from scaler.config.sections import (
@@ -47,12 +48,22 @@ class ManagerType:
     #: 1.12-1.15 adapters'
     toml_tables: tuple[str, ...] = ()
     offload: Offload | None = None  #: set for the types whose units are offloading proxies
+    #: the extra of this package that installs what the type imports (`pip install 'scaler-compute[aws]'`), and
+    #: the modules it provides, checked before the type runs (`missing_extra`)
+    extra: str | None = None
+    extra_modules: tuple[str, ...] = ()
+    #: its tasks run where this machine's files are not (a cloud unit, a Batch job): the clients of a stack with
+    #: such a manager send the functions of their working folder's modules by value (`ship_local_modules`)
+    runs_elsewhere: bool = False
 
     @property
     def toml_sections(self) -> tuple[str, ...]:
         """Where `scaler_worker_manager <name> -c FILE` looks, in preference order."""
         return (f"worker_manager[type={self.name}]", *self.toml_tables)
 
+
+#: What the `aws` extra installs for the AWS types (pyproject.toml's optional dependencies).
+AWS_MODULES = ("boto3", "packaging")
 
 MANAGER_TYPES: dict[str, ManagerType] = {
     row.name: row
@@ -65,21 +76,24 @@ MANAGER_TYPES: dict[str, ManagerType] = {
         ManagerType(
             "aws_raw_ecs", ECSWorkerManagerConfig, "scaler.worker_manager.aws_raw_ecs.manager:run",
             "ECS", "workers in AWS ECS Fargate tasks", toml_tables=("ecs_worker_manager", "ecs_worker_adapter"),
+            extra="aws", extra_modules=AWS_MODULES, runs_elsewhere=True,
         ),
         ManagerType(
             "orb_aws_ec2", EC2WorkerManagerConfig, "scaler.worker_manager.orb_aws_ec2.manager:run",
-            "EC2", "workers on AWS EC2 instances",
+            "EC2", "workers on AWS EC2 instances", extra="aws", extra_modules=AWS_MODULES, runs_elsewhere=True,
         ),
         ManagerType(
             "aws_hpc", AWSHPCWorkerManagerConfig, "scaler.worker_manager.aws_hpc.manager:run",
             "BAT", "each task as an AWS Batch job", toml_tables=("aws_hpc_worker_manager",),
             offload=Offload("scaler.worker_manager.aws_hpc.batch_backend:make_backend", "AWS Batch"),
+            extra="aws", extra_modules=AWS_MODULES, runs_elsewhere=True,
         ),
         ManagerType(
             "symphony", SymphonyWorkerManagerConfig, "scaler.worker_manager.symphony.manager:run",
             "SYM", "each task as an IBM Symphony task",
             toml_tables=("symphony_worker_manager", "symphony_worker_adapter"),
             offload=Offload("scaler.worker_manager.symphony.soam_backend:make_backend", "IBM Symphony"),
+            runs_elsewhere=True,
         ),
     )
 }  # fmt: skip
@@ -91,3 +105,15 @@ def manager_type_of(settings: WorkerManagerSettings) -> ManagerType:
         if type(settings) is row.section:
             return row
     raise ValueError(f"{type(settings).__name__} is not the settings section of a worker manager type")
+
+
+def missing_extra(row: ManagerType) -> str | None:
+    """One line naming the extra to install when a module the type imports is missing (found without importing
+    it), else None: what `scaler_worker_manager TYPE` and `scaler FILE` say, with exit code 2, before they start."""
+    missing = [name for name in row.extra_modules if importlib.util.find_spec(name) is None]
+    if not missing or row.extra is None:
+        return None
+    return (
+        f"the {row.name} worker manager needs the {row.extra} extra ({', '.join(missing)} not installed): "
+        f"pip install 'scaler-compute[{row.extra}]'"
+    )

@@ -154,6 +154,12 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
         core=True,
         combo=True,
     )
+    ship_local_modules: bool = setting(
+        False,
+        help="tell the clients of this machine (in the scheduler's connection file) to send the functions of their "
+        "working folder's modules by value, for workers that do not share this machine's files (AWS Batch, ECS, "
+        "EC2, Symphony); `scaler FILE` sets it when the file has such a manager",
+    )
     max_number_of_tasks_waiting: int = setting(
         -1,
         help="queued tasks allowed while no worker has room; -1 for no limit",
@@ -223,6 +229,14 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
     load_balance_seconds: float = setting(
         1, help="period of load balancing; 0 or negative disables it", short=("-ls",), core=True, combo=True
     )
+    unrunnable_grace_seconds: float = setting(
+        60,
+        help="queued tasks needing capabilities that no connected worker has and no worker manager declares fail "
+        "with NoWorkerError naming them after this long (their clients are warned after 5 s); 0: they wait",
+        ge=0,
+        core=True,
+        combo=True,
+    )
     load_balance_trigger_times: int = setting(
         2,
         help="identical balance decisions in a row needed before tasks move",
@@ -247,7 +261,7 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
     )
     policy_content: str = setting(
         "allocate=even_load; scaling=vanilla",
-        help="policy of the engine (see docs/scaling.md)",
+        help="policy of the engine (`scaler --docs scaling` lists them)",
         short=("-pc",),
         combo=True,
         combo_default="allocate=even_load; scaling=no",

@@ -47,8 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument(
         "--image", action="append", default=[], metavar="REPOSITORY[=PYTHON[:REQUIREMENTS]]",
-        help="another repository name of the worker image the cloud can pull (scaler-worker and scaler-batch-job "
-        "are known), with its default Python and the requirements baked into it; repeatable",
+        help="another repository name of the worker image the cloud can pull, with its default Python and the "
+        "requirements baked into it; repeatable. Known without it: scaler-worker (nothing baked in) and "
+        "scaler-batch-job (this build of scaler and boto3 baked in, as docker/batch-job.Dockerfile makes it)",
     )  # fmt: skip
     parser.add_argument(
         "--cache-dir", type=Path, default=None,
@@ -129,7 +130,7 @@ def _make_cloud(parser: argparse.ArgumentParser, arguments: argparse.Namespace) 
         parser.error(str(error))
     if arguments.container_engine and arguments.isolate_network:
         parser.error("--container-engine and --isolate-network do not go together yet: containers share the laptop's "
-                     "network (docs/worker_managers.md, 7.1)")  # fmt: skip
+                     "network (`scaler --docs worker_managers`, 7.1)")  # fmt: skip
     options: dict[str, Any] = {"images": images, "cache_directory": arguments.cache_dir,
                                "isolate_network": arguments.isolate_network,
                                "container_engine": arguments.container_engine}  # fmt: skip

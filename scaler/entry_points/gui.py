@@ -23,7 +23,10 @@ def ui_main(argv: Sequence[str] | None = None) -> int:
         parser.add_argument("--host", "--web-host", dest="web_host", default=None, help="host to listen on")
         parser.add_argument("--port", "--web-port", dest="web_port", type=int, default=None, help="port to listen on")
 
-    config, extras = load_command(GUI, argv, web_flags, name="scaler_ui", toml_sections=["webui", "gui"])
+    description = GUI.description.replace("--gui-address 0.0.0.0:50001", "--host 0.0.0.0")  # the flag it takes
+    config, extras = load_command(
+        GUI, argv, web_flags, name="scaler_ui", toml_sections=["webui", "gui"], description=description
+    )
     host, _, port = config.gui_address.rpartition(":")
     if extras.web_host is not None or extras.web_port is not None:
         address = f"{extras.web_host or host}:{extras.web_port or port}"

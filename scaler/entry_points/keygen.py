@@ -22,9 +22,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scaler_keygen",
         description=(
-            "Make a CURVE key pair for scaler (docs/security.md): DIR/NAME.key is public (copy it into the servers' "
-            "folder of authorised keys, or give it as --curve-server-key), DIR/NAME.key_secret is secret (mode "
-            "0600; give it as --curve-secret-key to that one component only). A cluster has one 'server' pair "
+            "Make a CURVE key pair for scaler (`scaler --docs security`): DIR/NAME.key is public (copy it into the "
+            "servers' folder of authorised keys, or give it as --curve-server-key), DIR/NAME.key_secret is secret "
+            "(mode 0600; give it as --curve-secret-key to that one component only). A cluster has one 'server' pair "
             "(scheduler and object storage) and one pair per client, worker pool and manager. "
             "`scaler_keygen export DIR` copies the user's default keys for another machine instead."
         ),

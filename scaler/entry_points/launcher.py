@@ -1,6 +1,7 @@
 # PYTHON_ARGCOMPLETE_OK
 """`scaler FILE`: start a whole stack (object storage, scheduler, worker managers) from one TOML file;
-`scaler --example [NAME]`: list the example files that ship with the package, or print one."""
+`scaler --example [NAME]`: list the example files that ship with the package, or print one; `scaler --docs [NAME]`:
+the same for the documentation's pages."""
 
 from __future__ import annotations
 
@@ -35,6 +36,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="print the example file NAME (e.g. `scaler --example local > local.toml`); without NAME, list them",
     )
     parser.add_argument(
+        "--docs",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="print the page NAME of the documentation installed with scaler (e.g. `scaler --docs scaling`, "
+        "`scaler --docs guide/bursting`); without NAME, list them",
+    )
+    parser.add_argument(
         "--completion",
         choices=SHELLS,
         metavar="SHELL",
@@ -58,28 +67,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     if arguments.completion is not None:
         return _print_completion(arguments.completion)
-    if arguments.example is not None:
+    if arguments.example is not None or arguments.docs is not None:
         if arguments.file is not None:
-            parser.error("give either FILE or --example, not both")
-        return _print_example(arguments.example)
+            parser.error("give either FILE or --example/--docs, not both")
+        return _print_example(arguments.example) if arguments.example is not None else _print_docs(arguments.docs)
     if arguments.file is None:
         parser.error("the TOML file is required (`scaler --example` lists the example files)")
-    from scaler.config.loader import ConfigError, load_launcher_file
+    from scaler.config.loader import ConfigError
 
     try:
-        flags = {
-            field.name: getattr(arguments, field.name) for field in fields(LauncherConfig) if field.name in arguments
-        }
-        file = load_launcher_file(arguments.file, flags)
-        if file.security is not None:
-            from scaler.cluster.stack_security import check_stack_keys
-
-            check_stack_keys(file.security)
-        from scaler.cluster.cloud_stack import cloud_stack_problem
-
-        problem = cloud_stack_problem(file)
-        if problem is not None:
-            raise ConfigError(f"{arguments.file}: {problem}")
+        file = _checked_file(arguments)
     except (ConfigError, ValueError) as error:
         print(f"scaler: error: {error}", file=sys.stderr)
         return EXIT_CONFIGURATION
@@ -98,6 +95,43 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return take_down(file)
     return Launcher(file, path=arguments.file).run()
+
+
+def _checked_file(arguments: argparse.Namespace) -> Any:
+    """The launcher file with the command line's [scaler] flags, checked as far as it can be before anything
+    starts; ConfigError or ValueError naming what is wrong."""
+    from scaler.config.loader import ConfigError, load_launcher_file
+
+    flags = {field.name: getattr(arguments, field.name) for field in fields(LauncherConfig) if field.name in arguments}
+    file = load_launcher_file(arguments.file, flags)
+    if file.security is not None:
+        from scaler.cluster.stack_security import check_stack_keys
+
+        check_stack_keys(file.security)
+    from scaler.cluster.cloud_stack import cloud_stack_problem
+
+    problem = cloud_stack_problem(file) or _missing_extra(file)
+    if problem is not None:
+        raise ConfigError(f"{arguments.file}: {problem}")
+    if file.scheduler is not None:
+        from scaler.scheduler.process import policy_problem
+
+        try:
+            policy_problem(file.scheduler)
+        except ValueError as error:  # naming the misspelt policy or key
+            raise ConfigError(f"{arguments.file}: [scheduler] {error}") from None
+    return file
+
+
+def _missing_extra(file: Any) -> str | None:
+    """The first of the file's worker managers whose type needs an extra that is not installed, said in one line."""
+    from scaler.config.manager_types import manager_type_of, missing_extra
+
+    for manager in file.worker_managers:
+        problem = missing_extra(manager_type_of(manager))
+        if problem is not None:
+            return f"[[worker_manager]] {manager.worker_manager_id or manager_type_of(manager).name!r}: {problem}"
+    return None
 
 
 def _with_logging_format(file: Any, logging_format: str) -> Any:
@@ -132,6 +166,18 @@ def _print_example(name: str) -> int:
 
     try:
         text = example_text(name) if name else example_listing("scaler") + "\n"
+    except ConfigError as error:
+        print(f"scaler: error: {error}", file=sys.stderr)
+        return EXIT_CONFIGURATION
+    return _write(text)
+
+
+def _print_docs(name: str) -> int:
+    from scaler.config.installed_docs import docs_listing, page_text
+    from scaler.config.loader import ConfigError
+
+    try:
+        text = page_text(name) if name else docs_listing("scaler") + "\n"
     except ConfigError as error:
         print(f"scaler: error: {error}", file=sys.stderr)
         return EXIT_CONFIGURATION

@@ -25,6 +25,7 @@ from typing import Any
 
 import psutil
 
+from scaler.fake_cloud import moto_costs
 from scaler.fake_cloud.batch import BatchContainers, install, settle_array_parents
 from scaler.fake_cloud.ec2_instances import Ec2Runner
 from scaler.fake_cloud.ecs_tasks import EcsRunner
@@ -83,13 +84,14 @@ class FakeCloud:
         self._ecs = EcsRunner(settings)
         self._ec2 = Ec2Runner(settings)
         self._batch = BatchContainers(settings)
-        self._package_index = PackageIndex(package_index)
+        self._package_index = PackageIndex(package_index, cache=cache_directory or default_cache_directory())
         self._uninstall_batch: Any = None
         self._stop = threading.Event()
         #: a reset or an API call's follow-up never meets a runner step half-way (re-entrant: a step that
         #: terminates an instance goes through the patched API)
         self._lock = threading.RLock()
         self._unpatch: list[tuple[type, str, object]] = []
+        self._undo_moto_costs: Callable[[], None] | None = None
         self._thread = threading.Thread(target=self._run, name="fake-cloud-runners", daemon=True)
         self._servers: list[Any] = []
         self._http_threads: list[threading.Thread] = []
@@ -105,6 +107,7 @@ class FakeCloud:
         from werkzeug.serving import make_server
 
         self._ecs.settings.sandbox.prepare()
+        self._undo_moto_costs = moto_costs.install()
         if self._ecs.settings.container_engine is not None:
             from scaler.fake_cloud.containers import remove_leftover_containers
 
@@ -238,6 +241,9 @@ class FakeCloud:
         for owner, name, original in self._unpatch:
             setattr(owner, name, original)
         self._unpatch = []
+        if self._undo_moto_costs is not None:
+            self._undo_moto_costs()
+            self._undo_moto_costs = None
         for server in self._servers:
             server.shutdown()
             server.server_close()

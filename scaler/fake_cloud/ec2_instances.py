@@ -105,7 +105,7 @@ class Ec2Runner:
 
         launch = self.launches.get(instance.id)
         terminating = instance._state.name in ("shutting-down", "terminated")
-        if launch is not None and launch.process is not None and launch.process.group_alive():
+        if launch is not None and launch.process is not None and not launch.forgotten and launch.process.group_alive():
             launch.process.stop(now)
             launch.process.step(now)
             instance._state = InstanceState("shutting-down", 32) if terminating else InstanceState("stopping", 64)

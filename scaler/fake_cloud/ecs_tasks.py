@@ -71,7 +71,7 @@ class EcsRunner:
     def _stopping(self, now: float, arn: str, task: Any) -> None:
         """A task being stopped is STOPPING until its processes have exited, then STOPPED (as in ECS)."""
         launch = self.launches.get(arn)
-        if launch is not None and launch.process is not None and launch.process.group_alive():
+        if launch is not None and launch.process is not None and not launch.forgotten and launch.process.group_alive():
             launch.process.stop(now)
             launch.process.step(now)
             task.last_status = "STOPPING"

@@ -7,19 +7,32 @@ task's override). An image may have requirements baked in (`docker build --build
 installed in every container it starts, and a default Python. An image is found by its repository's last path
 component, whatever the registry and tag (`scaler-worker:1.2`, `123456789012.dkr.ecr.us-east-1.amazonaws.com/
 scaler-worker:latest`); anything else cannot be pulled, and the task stops with ECS's own words.
+
+`scaler-batch-job` is the image docker/batch-job.Dockerfile builds for AWS Batch: the worker image with this build of
+scaler and the `aws` extra baked in (a Batch job runs one task and installs nothing). The fake cloud makes it the same
+way, from the scaler that runs it (`wheels.wheel_of(this_build())`: a wheel of this install, whatever it came from),
+when a job first needs it; `--image scaler-batch-job=...` names another.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from scaler.fake_cloud.pythons import major_minor
 
 #: The Pythons docker/worker.Dockerfile installs (`uv python install`); the image's default is its last.
 WORKER_IMAGE_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
-#: The repositories the fake cloud knows without being told: the worker image and its Batch name.
-DEFAULT_REPOSITORIES = ("scaler-worker", "scaler-batch-job")
+logger = logging.getLogger(__name__)
+
+#: The worker image's repository: scaler and the tasks' packages come with each launch.
+WORKER_REPOSITORY = "scaler-worker"
+#: The Batch jobs' image: the worker image with this build of scaler (and boto3) baked in.
+BATCH_JOB_REPOSITORY = "scaler-batch-job"
+#: The repositories the fake cloud knows without being told.
+DEFAULT_REPOSITORIES = (WORKER_REPOSITORY, BATCH_JOB_REPOSITORY)
 
 
 @dataclass(frozen=True)
@@ -36,15 +49,51 @@ class Image:
         return {"SCALER_IMAGE_PYTHON": self.default_python, "SCALER_IMAGE_REQUIREMENTS": self.baked_requirements}
 
 
+def this_build_requirement() -> str:
+    """`scaler-compute[aws] @ file:///.../scaler_compute-X-py3-none-any.whl`: this scaler, as a wheel made from
+    its install (cached), with the extra a Batch job needs. Raises LookupError or WheelError naming why not."""
+    from scaler.worker_manager.ship.distributions import DISTRIBUTION_NAME, this_build
+    from scaler.worker_manager.ship.wheels import wheel_of
+
+    return f"{DISTRIBUTION_NAME}[aws] @ {wheel_of(this_build()).path.as_uri()}"
+
+
 class ImageCatalogue:
-    def __init__(self, images: Iterable[Image] = ()) -> None:
-        self._images = {image.repository: image for image in (*map(Image, DEFAULT_REPOSITORIES), *images)}
+    """The images the fake cloud can pull. `batch_job_requirements` makes what `scaler-batch-job` has baked in (this
+    build by default), asked once, when a launch first names that image and the catalogue was given no other."""
+
+    def __init__(
+        self, images: Iterable[Image] = (), batch_job_requirements: Callable[[], str] = this_build_requirement
+    ) -> None:
+        given = {image.repository: image for image in images}
+        self._images = {WORKER_REPOSITORY: Image(WORKER_REPOSITORY), **given}
+        self._batch_job_requirements = batch_job_requirements if BATCH_JOB_REPOSITORY not in given else None
+        self._lock = threading.Lock()
 
     def find(self, reference: str) -> Image | None:
-        return self._images.get(repository_of(reference))
+        repository = repository_of(reference)
+        if repository == BATCH_JOB_REPOSITORY:
+            with self._lock:
+                if repository not in self._images:
+                    self._images[repository] = self._baked_batch_image()
+        return self._images.get(repository)
+
+    def _baked_batch_image(self) -> Image:
+        assert self._batch_job_requirements is not None
+        try:
+            requirements = self._batch_job_requirements()
+        except (LookupError, ValueError, OSError) as error:
+            logger.warning(
+                "the %s image has no scaler baked in: %s; its jobs fail with \"No module named 'scaler'\" (name "
+                "an image that has it: --image %s=PYTHON:REQUIREMENTS)", BATCH_JOB_REPOSITORY, error,
+                BATCH_JOB_REPOSITORY,
+            )  # fmt: skip
+            return Image(BATCH_JOB_REPOSITORY)
+        logger.info("the %s image has this build of scaler baked in: %s", BATCH_JOB_REPOSITORY, requirements)
+        return Image(BATCH_JOB_REPOSITORY, baked_requirements=requirements)
 
     def names(self) -> list[str]:
-        return sorted(self._images)
+        return sorted({*self._images, BATCH_JOB_REPOSITORY})
 
 
 def repository_of(reference: str) -> str:

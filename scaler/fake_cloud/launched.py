@@ -42,6 +42,12 @@ class LaunchedProcess:
     def group_alive(self) -> bool:
         """Whether any process of the group is still running (zombies, waiting to be reaped, do not count)."""
         self.process.poll()  # reap the group leader, our own child
+        try:  # no member at all, zombie or not: the usual answer, without a walk over every process of the machine
+            os.killpg(self.process.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
         for process in psutil.process_iter(["status"]):
             try:
                 if process.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) == self.process.pid:

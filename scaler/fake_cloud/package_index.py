@@ -3,20 +3,28 @@ cloud's own port (what a VPC's way out to the internet stands for; isolated unit
 
     GET {AWS_ENDPOINT_URL}/scaler-fake-cloud/pypi/simple/<project>/   PyPI's page (HTML or JSON, as asked), its file
                                                                      links made relative to the mirror
-    GET {AWS_ENDPOINT_URL}/scaler-fake-cloud/pypi/files/<path>        the file, streamed from PyPI's file host
+    GET {AWS_ENDPOINT_URL}/scaler-fake-cloud/pypi/files/<path>        the file, from PyPI's file host
 
 Project pages are kept for ten minutes and served with that max-age, PyPI's own (a proxy in front of PyPI may strip
-the header, which would make every install ask PyPI again); files never change and are cached by the installers.
+the header, which would make every install ask PyPI again). Files never change: the first request of one downloads
+it into the cache folder (`index-files/`, shared by clouds and kept between runs), and every request is served from
+there. The installers cache files too, but by URL, and a cloud's URL has its port: each new cloud had every file
+fetched from PyPI again (TLS downloads in the cloud's process, a tenth of its CPU in the test suite).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import ssl
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 INDEX_ROUTE = "/scaler-fake-cloud/pypi"
@@ -24,6 +32,8 @@ UPSTREAM_INDEX = "https://pypi.org/simple"
 UPSTREAM_FILES = "https://files.pythonhosted.org"
 PAGE_SECONDS = 600.0
 _PROJECT = re.compile(r"^[A-Za-z0-9._-]+$")
+#: A file's path on PyPI's file host (`packages/ab/cd/<hash>/name-1.0-py3-none-any.whl`).
+_FILE = re.compile(r"^[A-Za-z0-9._/+-]+$")
 _TIMEOUT_SECONDS = 60.0
 _CHUNK = 1 << 16
 
@@ -31,11 +41,15 @@ _CHUNK = 1 << 16
 class PackageIndex:
     """The mirror's WSGI part: `handles(path)` says whether a request is its own."""
 
-    def __init__(self, upstream_index: str = UPSTREAM_INDEX, upstream_files: str = UPSTREAM_FILES) -> None:
+    def __init__(
+        self, upstream_index: str = UPSTREAM_INDEX, upstream_files: str = UPSTREAM_FILES, cache: Path | None = None
+    ) -> None:
         self._index = upstream_index.rstrip("/")
         self._files = upstream_files.rstrip("/")
         self._pages: dict[tuple[str, str], tuple[float, str, bytes]] = {}  #: (project, accept) -> (at, type, body)
         self._lock = threading.Lock()
+        self._cache = Path(cache or tempfile.mkdtemp(prefix="scaler-fake-cloud-index-")) / "index-files"
+        self._tls = ssl.create_default_context()  #: one for every request (loading the CA store is costly)
 
     @staticmethod
     def handles(path: str) -> bool:
@@ -47,7 +61,7 @@ class PackageIndex:
             return _answer(start_response, "405 Method Not Allowed", "the package index is read-only\n")
         if path.startswith("/simple/"):
             return self._page(path[len("/simple/") :].strip("/"), environ, start_response)
-        if path.startswith("/files/") and ".." not in path:
+        if path.startswith("/files/") and ".." not in path and _FILE.match(path[len("/files/") :]):
             return self._file(path[len("/files/") :], start_response)
         return _answer(start_response, "404 Not Found", f"{INDEX_ROUTE}: no such page\n")
 
@@ -75,25 +89,38 @@ class PackageIndex:
 
     def _fetch_page(self, project: str, accept: str) -> tuple[str, bytes]:
         request = urllib.request.Request(f"{self._index}/{project}/", headers={"Accept": accept})
-        with urllib.request.urlopen(request, timeout=_TIMEOUT_SECONDS) as response:
+        with urllib.request.urlopen(request, timeout=_TIMEOUT_SECONDS, context=self._tls) as response:
             content_type = response.headers.get("Content-Type", "text/html")
             body: bytes = response.read()
         # from /scaler-fake-cloud/pypi/simple/<project>/, ../../files/ is /scaler-fake-cloud/pypi/files/
         return content_type, body.replace(f"{self._files}/".encode(), b"../../files/")
 
     def _file(self, path: str, start_response: Callable[..., Any]) -> Iterable[bytes]:
-        try:
-            response = urllib.request.urlopen(f"{self._files}/{path}", timeout=_TIMEOUT_SECONDS)
-        except urllib.error.HTTPError as error:
-            return _answer(start_response, f"{error.code} {error.reason}", f"the package index: {error}\n")
-        except OSError as error:
-            return _answer(start_response, "502 Bad Gateway", f"the package index cannot be reached: {error}\n")
-        headers = [("Content-Type", response.headers.get("Content-Type", "application/octet-stream")),
+        cached = self._cache / path
+        if not cached.is_file():
+            try:
+                self._download(path, cached)
+            except urllib.error.HTTPError as error:
+                return _answer(start_response, f"{error.code} {error.reason}", f"the package index: {error}\n")
+            except OSError as error:
+                return _answer(start_response, "502 Bad Gateway", f"the package index cannot be reached: {error}\n")
+        headers = [("Content-Type", "application/octet-stream"), ("Content-Length", str(cached.stat().st_size)),
                    ("Cache-Control", "max-age=31536000, immutable")]  # fmt: skip
-        if response.headers.get("Content-Length"):
-            headers.append(("Content-Length", response.headers["Content-Length"]))
         start_response("200 OK", headers)
-        return _streamed(response)
+        return _streamed(open(cached, "rb"))
+
+    def _download(self, path: str, cached: Path) -> None:
+        """The file from PyPI into the cache (under a name of its own until it is whole: clouds share the cache)."""
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        with urllib.request.urlopen(f"{self._files}/{path}", timeout=_TIMEOUT_SECONDS, context=self._tls) as response:
+            handle, partial = tempfile.mkstemp(dir=cached.parent, prefix=".partial-")
+            try:
+                with os.fdopen(handle, "wb") as file:
+                    shutil.copyfileobj(response, file, _CHUNK)
+                os.replace(partial, cached)
+            except BaseException:
+                Path(partial).unlink(missing_ok=True)
+                raise
 
 
 def _streamed(response: Any) -> Iterator[bytes]:

@@ -82,10 +82,15 @@ class Dashboard:
 
     @property
     def url(self) -> str:
+        return self.urls[0]
+
+    @property
+    def urls(self) -> list[str]:
+        """Where the page is reached: its address; for a bind on every interface, this machine's loopback first,
+        then its name and its other addresses (what another machine types)."""
         host, port = self.server.server_address[:2]
         host = host.decode() if isinstance(host, bytes) else str(host)
-        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
-        return f"http://{shown}:{port}/"
+        return page_urls(host, int(port))
 
     def serve(self) -> None:
         self._feed_thread.start()
@@ -224,6 +229,28 @@ def _handler_for(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+#: Hosts that mean "every interface" in a bind address.
+WILDCARD_HOSTS = ("0.0.0.0", "", "*", "::")
+
+
+def page_urls(host: str, port: int) -> list[str]:
+    """The URLs of a page served at host:port: that host's; for a wildcard, 127.0.0.1, then this machine's name
+    and its non-loopback IPv4 addresses."""
+    if host not in WILDCARD_HOSTS:
+        return [f"http://{host}:{port}/"]
+    import socket
+
+    import psutil
+
+    names = [socket.gethostname()]
+    try:
+        for addresses in psutil.net_if_addrs().values():
+            names += [a.address for a in addresses if a.family == socket.AF_INET and not a.address.startswith("127.")]
+    except (OSError, RuntimeError):  # no interface list here: the name only
+        pass
+    return [f"http://{name}:{port}/" for name in dict.fromkeys(["127.0.0.1", *names]) if name]
+
+
 def _static(path: str) -> tuple[int, str, bytes]:
     """(status, content type, body) of a vendored static file, or a 404."""
     name = path.removeprefix("/static/")
@@ -250,8 +277,11 @@ def run_dashboard(config: GUIConfig) -> int:
         return 2
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: dashboard.stop())
-    logger.info("dashboard of %s at %s (metrics at %smetrics)", config.monitor_address, dashboard.url, dashboard.url)
-    print(f"scaler: dashboard at {dashboard.url}", flush=True)
+    others = dashboard.urls[1:]
+    logger.info(
+        "dashboard at %s of %s (metrics at %smetrics)%s", dashboard.url, config.monitor_address, dashboard.url,
+        f"; from other machines: {', '.join(others)}" if others else "",
+    )  # fmt: skip
     dashboard.serve()
     return 0
 

@@ -2,8 +2,9 @@
 
 - `store`: the pure object table (ids, owners, sizes);
 - `server`: the asyncio server in front of it (`python -m scaler.object_storage.server ADDRESS`);
-- `connection`: the synchronous client used from plain threads (client, processors);
-- `async_connection`: the pipelined client used from asyncio shells (scheduler, worker agent).
+- `client_core`: the client's protocol, pure (requests, replies, restarts, refusals, timeouts, the put gate); its
+  shells: `connection` (blocking, lock-step: client, processors, tools), `put_pipeline` (blocking, puts pipelined
+  from a thread: a client's arguments) and `async_connection` (asyncio: the scheduler).
 
 Nothing is imported here, so that importing the pure `store` does not pull in zmq.
 """

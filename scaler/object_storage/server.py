@@ -262,10 +262,6 @@ def _setup_logging(config: ObjectStorageServerConfig) -> None:
     setup_logging(config, "object_storage_server")
 
 
-def _announce(endpoint: str) -> None:
-    logger.info("object storage server listening on %s", endpoint)
-
-
 async def _serve_until_signalled(config: ObjectStorageServerConfig, security: ServerKeys) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -274,8 +270,7 @@ async def _serve_until_signalled(config: ObjectStorageServerConfig, security: Se
         loop.add_signal_handler(signum, stop.set)
     served: list[ServedAddresses] = []
 
-    def ready(endpoint: str) -> None:
-        _announce(endpoint)
+    def ready(endpoint: str) -> None:  # serve() has said where it listens
         served.append(ServedAddresses(security, {STORAGE_SERVICE: endpoint}))
         served[0].register()  # local clients and workers find the keys for this address
 

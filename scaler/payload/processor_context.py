@@ -30,7 +30,8 @@ class TaskThreads(Protocol):
         """After that wait: returns once the task may compute again (it may raise to stop the task)."""
 
     def on_submitted(self, future: Any) -> None:
-        """A nested task's future, made by the calling thread."""
+        """A nested task's future, made by the calling thread (a ScalerFuture: a stopped parent calls its
+        `abandon()`)."""
 
 
 @dataclass

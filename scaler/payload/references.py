@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from scaler.protocol.ids import short_task_id
+
 _resolver: Callable[[bytes], Any] | None = None
 
 
@@ -60,7 +62,7 @@ class NodeResult:
         return (_rebuild_node_result, (self.task_id,))
 
     def __repr__(self) -> str:
-        return f"NodeResult({self.task_id.hex()[:16]}...)"
+        return f"NodeResult(task {short_task_id(self.task_id)})"
 
 
 def _rebuild_node_result(task_id: bytes) -> Any:

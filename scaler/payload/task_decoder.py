@@ -44,6 +44,12 @@ OBJECT_IDLE_SECONDS = 30.0
 #: Functions and serializers kept per processor, at most (least recently used first out): each client has its own
 #: ids for them, so clients that come and go would otherwise add to them for as long as the processor lives.
 MAX_CACHED_FUNCTIONS = 1024
+#: What a function whose module is missing where it runs says to do (docs/guide/code_on_workers.md).
+MISSING_MODULE_HINT = (
+    "the module is not importable where the task ran; send it with the task (cloudpickle.register_pickle_by_value("
+    "module) in the client, or run the client against a stack that does: `scaler FILE` with a cloud or Batch manager, "
+    "`scaler_scheduler --ship-local-modules`), or install it there (`scaler --docs code_on_workers`)"
+)
 
 _DEFAULT = DefaultSerializer()
 
@@ -190,6 +196,10 @@ class TaskDecoder:
             payload = self._fetch(function_id, "the task's function")
             try:
                 function = deserialize_with(serializer, payload)
+            except ModuleNotFoundError as error:
+                raise DeserializeObjectError(
+                    f"could not deserialize the task's function: {error!r}: {MISSING_MODULE_HINT}"
+                ) from error
             except Exception as error:
                 raise DeserializeObjectError(f"could not deserialize the task's function: {error!r}") from error
             self._functions.put(key, function)

@@ -12,13 +12,14 @@ import functools
 import hashlib
 import inspect
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from scaler.payload.references import ObjectReference
-from scaler.payload.serializer import Serializer
+from scaler.payload.serializer import DefaultSerializer, Serializer
 from scaler.payload.storage import INLINE_LIMIT_BYTES
+from scaler.payload.stored_objects import ObjectSink
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID, new_random_object_id
@@ -77,31 +78,24 @@ class FunctionEntry:
 
 
 class TaskEncoder:
-    """Per-client: function cache and argument encoding. `store(object_id, payload, name)` puts an object and
-    returns once it is stored; `store_later`, where given, stores arguments pipelined: it may return before the
-    object is stored, and the caller then holds the task until it is (client/put_pipeline.py)."""
+    """Per-client: function cache and argument encoding. Objects go to `objects` (`stored_objects.ObjectSink`),
+    which stores each id once; an argument's put may be pipelined there (`later`), and the caller then holds the task
+    until it is stored (client/object_storage_side.py)."""
 
     def __init__(
         self,
         client_id: ClientID,
         serializer: Serializer,
-        store: Callable[[ObjectID, bytes | Frames, str], None],
-        serializer_id: Callable[[], ObjectID],
-        store_later: Callable[[ObjectID, bytes | Frames, str], None] | None = None,
+        objects: ObjectSink,
         ship_local_modules: bool = False,
     ) -> None:
         self._client_id = client_id
         #: pickle the functions of the client's own (not installed) modules by value: its workers run elsewhere
         self._ship_local_modules = ship_local_modules
         self._serializer = serializer
-        self._store = store
-        self._store_later = store_later
-        self._serializer_id = serializer_id
+        self._objects = objects
+        self._serializer_id: ObjectID | None = None
         self._functions: dict[int, FunctionEntry] = {}
-        self._stored: set[ObjectID] = set()
-        #: objects being stored synchronously right now, so that another thread with the same content waits for it
-        self._storing: dict[ObjectID, threading.Event] = {}
-        self._stored_lock = threading.Lock()
         self._clear_epoch = 0  #: how many times the client cleared its objects (see TaskBody.clear_epoch)
         #: large objects: content digest -> id, and the sizes stored (equal content needs equal size)
         self._large: dict[bytes, ObjectID] = {}
@@ -110,16 +104,22 @@ class TaskEncoder:
         self.log_forwarding: m.LogForwarding | None = None
 
     def forget_stored(self) -> None:
-        """After client.clear(): everything must be stored again, and tasks carry the next clear epoch."""
+        """After client.clear() (its objects deleted): everything is stored again, and tasks carry the next clear
+        epoch."""
+        self._objects.forget_all()
         self._clear_epoch = (self._clear_epoch + 1) % (1 << 32)
         self._functions.clear()
-        self._stored.clear()
         self._large.clear()
         self._large_sizes.clear()
+        self._serializer_id = None
 
-    def forget_object(self, object_id: ObjectID) -> None:
-        """The object could not be stored: the next use must store it again."""
-        self._stored.discard(object_id)
+    def serializer_id(self) -> ObjectID:
+        """The id of the stored serializer the tasks name (empty for the default one, which processors have)."""
+        if type(self._serializer) is DefaultSerializer:
+            return ObjectID(b"")
+        if self._serializer_id is None:
+            self._serializer_id = self.put_object(DefaultSerializer.serialize(self._serializer), "serializer")
+        return self._serializer_id
 
     def function(self, function: Any, refresh: bool = False) -> FunctionEntry:
         """The function's stored entry. A function is serialized once per client and then found by identity;
@@ -149,42 +149,15 @@ class TaskEncoder:
 
     def put_object(self, payload: bytes | Frames, name: str, later: bool = False) -> ObjectID:
         """Store the bytes (or frames) once per client: identical content gets the same id and is stored once.
-        `later`: through `store_later` where there is one (a task's argument; objects of 8 MiB and more are
-        always stored at once, while they are hashed)."""
+        `later`: a task's argument, whose put may be pipelined (objects of 8 MiB and more are always stored at once,
+        while they are hashed)."""
         size = frames_size(payload)
         if size >= LARGE_OBJECT_BYTES and size not in self._large_sizes:
             return self._put_large(payload, name)
         object_id = content_id(self._client_id, payload)
         if object_id in self._large:
             return self._large[object_id]
-        pipelined = later and self._store_later is not None
-        while True:
-            with self._stored_lock:
-                if object_id not in self._stored:
-                    self._stored.add(object_id)  # before the call: a store that fails forgets it again
-                    storing = None if pipelined else self._storing.setdefault(object_id, threading.Event())
-                    break
-                pending = self._storing.get(object_id)
-            if pending is None:
-                return object_id
-            # another thread is storing the same content at once (AsyncClient, threads sharing a client): a task
-            # that names it must not reach a processor before the object reaches the storage
-            pending.wait()
-            if object_id in self._stored:
-                return object_id
-        try:
-            (self._store_later if pipelined and self._store_later is not None else self._store)(
-                object_id, payload, name
-            )
-        except BaseException:
-            with self._stored_lock:
-                self._stored.discard(object_id)
-            raise
-        finally:
-            if storing is not None:
-                with self._stored_lock:
-                    self._storing.pop(object_id, None)
-                storing.set()
+        self._objects.store(object_id, payload, name, later)
         return object_id
 
     def _put_large(self, payload: bytes | Frames, name: str) -> ObjectID:
@@ -196,7 +169,7 @@ class TaskEncoder:
         hashing.start()
         object_id = ObjectID(owner_tag(self._client_id) + new_random_object_id()[OWNER_TAG_BYTES:])
         try:
-            self._store(object_id, payload, name)
+            self._objects.store(object_id, payload, name)
         finally:
             hashing.join()
         self._large[digest[0]] = object_id
@@ -238,7 +211,7 @@ class TaskEncoder:
             m.TaskBody(
                 function.object_id,
                 arguments,
-                self._serializer_id(),
+                self.serializer_id(),
                 profiling,
                 stream_output,
                 self._clear_epoch,

@@ -72,6 +72,15 @@ def unit_of_worker(worker_id: bytes) -> str | None:
     return unit_id.decode(errors="replace") if separator and unit_id else None
 
 
+def short_task_id(task_id: bytes) -> str:
+    """How a task is named in reprs and streamed output: `9f3a:42`, the first 4 hex digits of its process's random
+    part (tells processes apart) and its counter (tells the tasks of a process apart). Every task id of a process
+    starts with the same 8 random bytes, so a prefix of the hex named every task of a client alike."""
+    if len(task_id) != 16:
+        return task_id.hex()[:12]
+    return f"{task_id[:2].hex()}:{int.from_bytes(task_id[8:], 'big')}"
+
+
 def short(identifier: bytes) -> str:
     """A readable, short form of an id for log lines."""
     if identifier.startswith((CLIENT_PREFIX, WORKER_PREFIX)):

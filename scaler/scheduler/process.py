@@ -10,7 +10,7 @@ import signal
 import zmq
 
 from scaler.config.fields import core_values
-from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_from_json
+from scaler.config.sections import SchedulerConfig, section_from_json
 from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
 from scaler.io.port_owner import address_in_use_problem
@@ -20,7 +20,7 @@ from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.handshake import local_python_version
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.scaling_hook import policy_config, scaling_hook_of
-from scaler.scheduler.storage_child import StorageChild
+from scaler.scheduler.storage_child import StorageChild, storage_settings_of
 from scaler.security.connection_files import MONITOR_SERVICE, SCHEDULER_SERVICE, STORAGE_SERVICE
 from scaler.security.find import ServedAddresses, ServerKeys, server_keys
 from scaler.security.key_files import KeyFileError
@@ -45,7 +45,8 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
         resolved = ServerKeys(security) if security is not None else server_keys(config, "the scheduler")
         security = resolved.security
         bind, monitor, storage = derived_addresses(config)
-    except (AddressError, KeyFileError) as error:
+        policy = policy_config(config.policy_engine_type, config.policy_content)  # the one parse of the policy
+    except (AddressError, KeyFileError, ValueError) as error:  # a misspelt policy too: refused before anything starts
         logger.error("%s", error)
         return EXIT_CONFIGURATION
 
@@ -60,21 +61,7 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
             logger.info(
                 "no --object-storage-address given: starting an object storage server at %s (port + 1)", storage
             )
-            storage_child = StorageChild(
-                ObjectStorageServerConfig(
-                    bind_address=storage,
-                    max_memory=config.object_storage_max_memory,
-                    spill_directory=config.object_storage_spill_directory,
-                    logging_paths=config.logging_paths,
-                    logging_level=config.logging_level,
-                    logging_config_file=config.logging_config_file,
-                    logging_format=config.logging_format,
-                    curve_secret_key=config.curve_secret_key,  # the same keys as the scheduler's (or none)
-                    curve_authorized_keys=config.curve_authorized_keys,
-                    insecure=config.insecure,
-                ),
-                security,
-            )
+            storage_child = StorageChild(storage_settings_of(config, storage), security)  # the scheduler's keys
             storage_child.start()
         else:
             if config.object_storage_max_memory is not None or config.object_storage_spill_directory is not None:
@@ -84,12 +71,12 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
                 )
             _check_object_storage(storage, security)
         advertised = config.advertised_object_storage_address or str(parse_address(storage).connectable())
-        policy = policy_config(config.policy_engine_type, config.policy_content)  # the one parse of the policy
         settings = core_settings_of(config, bind, advertised, policy, instance_id=os.urandom(8))
         core = SchedulerCore(settings, scaling_hook_of(policy, settings.manager_timeout_seconds))
         served = ServedAddresses(
-            resolved, {SCHEDULER_SERVICE: bind, MONITOR_SERVICE: monitor}, known={STORAGE_SERVICE: storage}
-        )
+            resolved, {SCHEDULER_SERVICE: bind, MONITOR_SERVICE: monitor}, known={STORAGE_SERVICE: storage},
+            ship_local_modules=config.ship_local_modules,
+        )  # fmt: skip
         sockets = SocketFactory(config.io_threads, security)
         return _serve(core, config, bind, monitor, storage, storage_child, sockets, served)
     except (ValueError, RuntimeError) as error:
@@ -98,6 +85,12 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
     finally:
         if storage_child is not None:
             storage_child.stop()
+
+
+def policy_problem(config: SchedulerConfig) -> None:
+    """Raise a ValueError naming what is wrong with the scheduler's policy settings (a misspelt policy or key):
+    refused before anything starts, with exit code 2, by `scaler_scheduler` and by `scaler FILE`."""
+    policy_config(config.policy_engine_type, config.policy_content)
 
 
 #: The fields of `CoreSettings` that no setting declares (`core=` in `scaler.config.sections`): what the process

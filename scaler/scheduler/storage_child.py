@@ -16,7 +16,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from scaler.config.sections import ObjectStorageServerConfig, section_to_json
+from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_to_json
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
 from scaler.io.sockets import TransportSecurity
 from scaler.object_storage.readiness import wait_for_object_storage
@@ -29,6 +29,24 @@ MAX_RESTARTS = 5
 MAX_DELAY_SECONDS = 4.0
 #: A restarted server that lives this long resets the count of restarts in a row.
 HEALTHY_SECONDS = 30.0
+
+
+def storage_settings_of(scheduler: SchedulerConfig, address: str) -> ObjectStorageServerConfig:
+    """The settings of the object storage server started for `scheduler` at `address` (by the scheduler itself,
+    or by `scaler FILE` for a file that implies one): its budget, spill directory, logging and keys (the same as
+    the scheduler's, or none)."""
+    return ObjectStorageServerConfig(
+        bind_address=address,
+        max_memory=scheduler.object_storage_max_memory,
+        spill_directory=scheduler.object_storage_spill_directory,
+        logging_paths=scheduler.logging_paths,
+        logging_level=scheduler.logging_level,
+        logging_config_file=scheduler.logging_config_file,
+        logging_format=scheduler.logging_format,
+        curve_secret_key=scheduler.curve_secret_key,
+        curve_authorized_keys=scheduler.curve_authorized_keys,
+        insecure=scheduler.insecure,
+    )
 
 
 class StorageChild:

@@ -221,15 +221,24 @@ class ServedAddresses:
     `services`: service (SCHEDULER, STORAGE, MONITOR) -> the address it serves; `known`: the addresses of the
     other services of the same cluster, which a side that met the wrong port is pointed to."""
 
-    def __init__(self, keys: ServerKeys, services: Mapping[str, str], known: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        keys: ServerKeys,
+        services: Mapping[str, str],
+        known: Mapping[str, str] | None = None,
+        ship_local_modules: bool = False,
+    ) -> None:
         self._keys = keys.user_keys
         self._registers = keys.user_keys is not None or keys.insecure
         self._services = dict(services)
         self._known = {**(known or {}), **services}
+        self._ship_local_modules = ship_local_modules  #: local clients send their working folder's modules by value
 
     def register(self) -> None:
         if self._registers:
-            register_connection(self._services, self._keys, ship_local_modules=False, known=self._known)
+            register_connection(
+                self._services, self._keys, ship_local_modules=self._ship_local_modules, known=self._known
+            )
 
     def unregister(self) -> None:
         if self._registers:

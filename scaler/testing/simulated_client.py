@@ -60,13 +60,13 @@ class SimulatedFuture:
     def cancelled(self) -> bool:
         return bool(self.answers) and self.answers[0][0] == "cancelled"
 
-    def _complete(self, result: m.TaskResult) -> None:
+    def set_task_result(self, result: m.TaskResult) -> None:
         self.answers.append(("result", result))
 
-    def _confirm_cancelled(self) -> None:
+    def set_cancel_confirmed(self) -> None:
         self.answers.append(("cancelled", None))
 
-    def _fail(self, error: BaseException) -> None:
+    def set_failed(self, error: BaseException) -> None:
         self.answers.append(("failed", error))
 
 
@@ -102,15 +102,16 @@ class SimulatedClient:
         self.connections = 0  #: how often it registered (again, after a restart)
         self.closed_because: BaseException | None = None
         self.warnings: list[str] = []
+        self.logs: list[m.TaskLog] = []  #: what the scheduler forwarded to be shown: tasks' output, its warnings
         self._handlers: dict[type, Callable[[Any], None]] = {
             Send: lambda effect: self._send([codec.encode(effect.message)]),
             SendFrames: lambda effect: self._send(effect.frames),
             Complete: self._complete,
-            ConfirmCancel: lambda effect: effect.future._confirm_cancelled(),
+            ConfirmCancel: lambda effect: effect.future.set_cancel_confirmed(),
             Fail: self._fail,
             Connected: self._connected,
             Closed: self._closed,
-            ShowLog: lambda effect: None,
+            ShowLog: lambda effect: self.logs.append(effect.log),
             ShutdownAnswered: lambda effect: None,
             Warn: lambda effect: self.warnings.append(effect.text),
         }
@@ -165,12 +166,12 @@ class SimulatedClient:
     @staticmethod
     def _complete(effect: Complete[SimulatedFuture]) -> None:
         for future, result in effect.results:
-            future._complete(result)
+            future.set_task_result(result)
 
     @staticmethod
     def _fail(effect: Fail[SimulatedFuture]) -> None:
         for future in effect.futures:
-            future._fail(effect.error)
+            future.set_failed(effect.error)
 
     def _connected(self, effect: Connected) -> None:
         self.connections += 1

@@ -194,12 +194,13 @@ class SimulatedStack:
         max_staged_tasks: int = 16,
         executor: Executor | None = None,
         direct_results: bool = True,
+        capabilities: m.Capabilities = (),
         **settings: Any,
     ) -> SimulatedWorker:
-        """A worker agent with `slots` slots; its processors are simulated (SimulatedProcessors, staging up to
-        `max_staged_tasks`, sending their results to the scheduler on links of their own with `direct_results`, as
-        real ones do by default) unless `executor` is given (an offload proxy's, say); `settings`: AgentSettings
-        fields."""
+        """A worker agent with `slots` slots offering `capabilities`; its processors are simulated
+        (SimulatedProcessors, staging up to `max_staged_tasks`, sending their results to the scheduler on links of
+        their own with `direct_results`, as real ones do by default) unless `executor` is given (an offload proxy's,
+        say); `settings`: AgentSettings fields."""
         sockets = self.network.sockets()
         worker_id = f"Worker|SIM|{name}".encode()
         links = (sockets, worker_id, SCHEDULER_ADDRESS) if direct_results else (None, b"", "")
@@ -209,7 +210,7 @@ class SimulatedStack:
             scheduler_address=SCHEDULER_ADDRESS, slots=slots, max_staged_tasks=executor.max_staged_tasks, **settings
         )
         core = AgentCore(agent_settings, self.clock.now(), processor_prefix=name.encode())
-        hello = build_hello((), core.capacity, "", "SIM")
+        hello = build_hello(capabilities, core.capacity, "", "SIM")
         agent = WorkerAgent(
             core, worker_id, SCHEDULER_ADDRESS, hello, executor, sockets, clock=self.clock, handle_signals=False
         )

@@ -14,7 +14,7 @@ import socket
 from collections.abc import Callable
 from typing import cast
 
-from scaler.config.manager_types import ManagerType, manager_type_of
+from scaler.config.manager_types import ManagerType, manager_type_of, missing_extra
 from scaler.config.sections import WorkerManagerSettings
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.security.find import with_discovered_keys
@@ -56,7 +56,12 @@ def with_manager_id(config: WorkerManagerSettings) -> WorkerManagerSettings:
 
 
 def run_worker_manager(config: WorkerManagerSettings) -> int:
-    """Run the manager these settings describe; its exit code."""
+    """Run the manager these settings describe; its exit code (2, saying so in one line, when the extra its type
+    needs is not installed)."""
+    problem = missing_extra(manager_type_of(config))
+    if problem is not None:
+        logger.error("%s", problem)
+        return EXIT_CONFIGURATION
     config = with_manager_id(config)
     try:  # no key settings: the keys of a local server's connection file, for the manager and its workers
         config = with_discovered_keys(config, config.scheduler_address, "worker")

@@ -20,7 +20,7 @@ import pytest
 from scaler import Client
 from scaler.config.sections import AWSHPCWorkerManagerConfig
 from scaler.errors import DeserializeObjectError, ProcessorDiedError, TaskTimeoutError
-from scaler.worker_manager.aws_hpc.batch_backend import JOB_PARAMETERS
+from scaler.worker_manager.aws_hpc.job_runner import JOB_PARAMETERS
 from scaler.worker_manager.aws_hpc.provision import JOB_COMMAND, provision
 from tests.integration.cloud_harness import REGION
 from tests.integration.conftest import Addresses, Launcher, Service, kill_tree, probe_scheduler, wait_for

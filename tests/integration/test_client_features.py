@@ -99,7 +99,7 @@ def fibonacci(client: Client, n: int) -> int:
 
 def fibonacci_connections(client: Client, n: int) -> tuple[int, set[tuple[int, bytes]]]:
     """fibonacci(n), and the (processor pid, client id) of every task that ran for it."""
-    seen = {(os.getpid(), bytes(client._identity))}
+    seen = {(os.getpid(), bytes(client.identity))}
     if n <= 1:
         return n, seen
     a = client.submit(fibonacci_connections, client, n - 1)

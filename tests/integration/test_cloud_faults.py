@@ -93,6 +93,9 @@ def test_bad_credentials_are_reported_once_and_the_manager_goes_on(
         AWS_ACCESS_KEY_ID="AKIANOTAREALKEY00000", AWS_SECRET_ACCESS_KEY="wrong",
     )  # fmt: skip
     manager.wait_for_log(code)
+    # the runner's first listing may come well after the EC2 manager's start-up lookup (which names the code too) on a
+    # loaded machine: from the runner's report on, the manager goes on listing without reporting it again
+    manager.wait_for_log("could not list the units")
     stays_registered(queued_work, "bad-keys")
     assert manager.is_running()
     # once by the runner (the EC2 manager also says at start that it could not look the instance type up)

@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ import psutil
 import pytest
 
 from scaler import Client
+from scaler.io.address import free_tcp_port_block
 from scaler.protocol import messages as m
 from scaler.security.connection_files import discovered_connection
 from tests.integration.conftest import BIN_DIR, free_addresses, monitor, wait_for
@@ -198,3 +200,33 @@ def accepts(address: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def test_a_stack_that_cannot_stop_its_hub_exits_1_saying_so(fake_cloud: Any, tmp_path: Path) -> None:
+    """#38 finding 4: the launcher exited 0 when it could not stop the hub (left running, and billed). The launcher
+    reaches the cloud's API through a forwarder of its own, which is stopped before the stack is: the hub cannot be
+    terminated, and the launcher exits 1 naming it and `--down`. Checked with the mechanism off (`Launcher.run`
+    ignoring what `CloudStack.stop` returns): it exits 0."""
+    endpoint = fake_cloud.endpoint_url.removeprefix("http://")
+    host, _, port = endpoint.rpartition(":")
+    proxy_port = free_tcp_port_block(1)
+    listener = socket.create_server(("127.0.0.1", proxy_port))
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "scaler.cluster.forwarder", f'[[{listener.fileno()}, "{host}", {port}]]'],
+        pass_fds=[listener.fileno()], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    listener.close()
+    stack = HubStack(tmp_path, AWS_ENDPOINT_URL=f"http://127.0.0.1:{proxy_port}")
+    try:
+        wait_for(lambda: "scaler: worker manager 'ecs'" in stack.log(), "the stack to be up", 120)
+        proxy.terminate()  # the cloud's API is out of the launcher's reach from now on
+        proxy.wait(30)
+        stack.popen.send_signal(signal.SIGTERM)
+        assert stack.popen.wait(180) == 1, stack.log()
+        assert "scaler: the hub in the cloud could not be stopped" in stack.log()
+        assert "`scaler FILE --down` stops what is left" in stack.log()
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+            proxy.wait(30)
+        stack.kill()  # the hub itself goes with the fake cloud's reset

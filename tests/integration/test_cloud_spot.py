@@ -20,7 +20,7 @@ from scaler import Client
 from scaler.fake_cloud.faults import ROUTE
 from scaler.worker_manager.backend import unit_id_of_worker
 from tests.integration.cloud_harness import REGION, cloud_unit_processes
-from tests.integration.conftest import Launcher, monitor, wait_for
+from tests.integration.conftest import COLD_START_SECONDS, Launcher, monitor, wait_for
 from tests.integration.manager_harness import workers_of
 from tests.integration.test_cloud_burst import (
     ec2_instances,
@@ -82,7 +82,10 @@ def test_only_a_running_ec2_spot_instance_can_be_interrupted_and_only_once(fake_
 
     ended = ec2.run_instances(**launch, InstanceMarketOptions={"MarketType": "spot"})["Instances"][0]["InstanceId"]
     ec2.terminate_instances(InstanceIds=[ended])
-    wait_for(lambda: _instance(ec2, ended)["State"]["Name"] == "terminated", f"{ended} to be terminated")
+    # the cloud's runner boots the instances launched before it one at a time (each one's dnf and folders): on a
+    # loaded machine that took over 30 s once, before it came to this one
+    wait_for(lambda: _instance(ec2, ended)["State"]["Name"] == "terminated", f"{ended} to be terminated",
+             COLD_START_SECONDS)  # fmt: skip
     status, text = inject(fake_cloud.endpoint_url, ended)
     assert status == 409 and f"EC2 instance {ended} is terminated" in text, text
     (closed,) = ec2.describe_spot_instance_requests(Filters=[{"Name": "instance-id", "Values": [ended]}])[

@@ -221,7 +221,9 @@ def test_scaler_ui_reads_the_seeds_webui_section(launcher: Launcher, tmp_path: P
     path = tmp_path / "example_config.toml"
     path.write_text(f'[webui]\nmonitor_address = "tcp://127.0.0.1:{free_tcp_port_block(1)}"\nweb_port = {port}\n')
     service = launcher.start("scaler_ui", "--config", str(path))
-    assert f"dashboard at http://127.0.0.1:{port}/" in service.wait_for_log("dashboard at")
+    log = service.wait_for_log("dashboard at")
+    assert f"dashboard at http://127.0.0.1:{port}/" in log
+    assert log.count("dashboard at") == 1, "said once (#38: the address was printed and logged)"
     assert "<title>scaler dashboard</title>" in fetch(f"http://127.0.0.1:{port}/")
     service.popen.send_signal(signal.SIGTERM)
     assert service.wait_exit() == 0

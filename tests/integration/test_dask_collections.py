@@ -47,7 +47,7 @@ class Spy:
 
     def __init__(self, client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
         self.graphs = self.tasks = self.results = 0
-        agent = client._agent
+        agent = client.session._agent  # what leaves for the scheduler, and what comes back
         submit_graph, submit, on_messages = agent.submit_graph, agent.submit, agent._core.on_messages
 
         def count_graph(*args: Any) -> None:

@@ -20,6 +20,7 @@ from sklearn.svm import SVC
 import scaler.joblib  # noqa: F401  (registers the backend)
 from scaler import Client, SchedulerClusterCombo
 from scaler.compat.joblib import ScalerBackend
+from scaler.object_storage.connection import ObjectStorageConnection
 from tests.integration.conftest import running_cluster
 
 #: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
@@ -114,11 +115,13 @@ def test_a_large_argument_reused_by_many_calls_is_stored_once(client: Client) ->
     Checked by switching the references off (REFERENCE_FROM_BYTES = 1 << 62): storage then grew by one copy per
     batch, and this test failed."""
     big = np.arange(500_000, dtype=np.int64)
-    storage = client._storage()
-    before = storage.info()
-    with joblib.parallel_config(backend="scaler", client=client):
-        values = Parallel(n_jobs=-1, batch_size=10)(delayed(element)(big, i) for i in range(300))
-    after = storage.info()
+    session = client.session
+    with ObjectStorageConnection(session.storage_address, "client", security=session.security,
+                                 owner_id=session.identity) as storage:  # fmt: skip
+        before = storage.info()
+        with joblib.parallel_config(backend="scaler", client=client):
+            values = Parallel(n_jobs=-1, batch_size=10)(delayed(element)(big, i) for i in range(300))
+        after = storage.info()
     assert values == list(range(300))
     assert after.total_bytes - before.total_bytes < 1.5 * big.nbytes
 

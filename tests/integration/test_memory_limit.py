@@ -49,7 +49,7 @@ def memory_cgroups() -> Iterator[Callable[[int], Path]]:
     made: list[Path] = []
 
     def make(limit_bytes: int) -> Path:
-        directory = MEMORY_V1 / f"scaler-test-{uuid.uuid4().hex[:8]}"
+        directory = MEMORY_V1 / f"scaler-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"  # named for tests/reaping.py
         directory.mkdir()
         made.append(directory)
         (directory / "memory.limit_in_bytes").write_text(str(limit_bytes))

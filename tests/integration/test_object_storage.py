@@ -25,7 +25,7 @@ import zmq
 from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageException
 from scaler.io.address import free_tcp_address
 from scaler.io.sockets import SocketFactory
-from scaler.object_storage import connection as connection_module
+from scaler.object_storage import client_core as connection_module
 from scaler.object_storage.async_connection import AsyncObjectStorageConnection
 from scaler.object_storage.connection import ObjectStorageConnection
 from scaler.protocol.codec import decode_storage_reply, encode_storage_request

@@ -209,11 +209,11 @@ def stored_object_id(future: Any) -> bytes | None:
 def stored_argument_id(client: Client, value: Any) -> bytes | None:
     """Where the client stores `value` as a task's argument (None: it travels inline). The id is the content's digest,
     or, from LARGE_OBJECT_BYTES, a random id the client remembers by that digest (`TaskEncoder._put_large`)."""
-    payload = client._serializer.serialize(value)
+    payload = client._session.serializer.serialize(value)
     if len(payload) <= INLINE_LIMIT_BYTES:
         return None
     digest = content_id(client.identity, payload)
-    return client._encoder._large.get(digest, digest)
+    return client._session._encoder._large.get(digest, digest)
 
 
 # ---------------------------------------------------------------- the stack

@@ -1,11 +1,11 @@
-"""Arguments over the inline limit are stored pipelined (client/put_pipeline.py), and no task leaves before its
+"""Arguments over the inline limit are stored pipelined (object_storage/put_pipeline.py), and no task leaves before its
 arguments are stored.
 
 How each test was checked to fail with the mechanism off: with `PutGate.submit` returning its items at once (no
 holding), `test_no_task_leaves_before_its_arguments_are_stored` fails on its first assertion (the tasks leave while
 the object storage is not even running). With the failing put not failing its held tasks (`doomed` dropped in
-`PutPipeline._settle`/`_fail_all`), `test_tasks_behind_a_put_that_cannot_be_stored_fail_with_the_storage_error`
-times out waiting for the failures.
+`PutPipeline._carry_out`), `test_tasks_behind_a_put_that_cannot_be_stored_fail_with_the_storage_error` times out
+waiting for the failures.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import zlib
 from typing import Any
 
 from scaler import Client, SchedulerClusterCombo
-from scaler.client.put_pipeline import PutPipeline
 from scaler.errors import ObjectStorageException
 from scaler.object_storage.connection import ObjectStorageConnection
+from scaler.object_storage.put_pipeline import PutPipeline
 from scaler.payload.task_encoder import content_id
 from scaler.protocol.ids import ObjectID
 from tests.integration.conftest import Launcher, free_addresses, session_security, wait_for

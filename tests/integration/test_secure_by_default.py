@@ -105,7 +105,7 @@ def test_a_peer_without_keys_cannot_take_a_clients_identity(launcher: Launcher, 
     flag = tmp_path / "finish"
     with Client(addresses.scheduler) as alice:
         running = alice.submit(wait_for_file, str(flag), 7)
-        with keyless_peer(addresses.scheduler, alice._identity) as thief:
+        with keyless_peer(addresses.scheduler, alice.identity) as thief:
             offer(thief, codec.encode(m.TaskCancel((running.task_id,))), codec.encode(m.Heartbeat()))
             flag.touch()
             assert running.result(timeout=30) == 7, "the thief's cancel did not reach the scheduler"

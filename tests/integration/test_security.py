@@ -197,7 +197,7 @@ def test_keys_are_bound_to_roles_an_identity_to_its_key_and_revocation_drops_ope
             bob_keys.public,
             bob_keys.server_public,
         )
-        bob.setsockopt(zmq.IDENTITY, alice._identity)
+        bob.setsockopt(zmq.IDENTITY, alice.identity)
         bob.linger = 0
         bob.connect(addresses.scheduler)
         running = alice.submit(time.sleep, 2)

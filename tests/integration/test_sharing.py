@@ -185,7 +185,7 @@ def test_a_curve_keys_quota_in_the_sharing_file_holds_whatever_the_client_asks(
     (authorized / "sharing.toml").write_text("[client]\nshare = 2\nmax_running_tasks = 2\n")
     with Client(cluster.get_address(), **keys) as client:
         # all three workers connected (the heartbeat echo counts them), so that two at once is the quota's doing
-        wait_for(lambda: client.submit(slow, 0.0).result(timeout=60) and client._agent.worker_count == 3, "3 workers")
+        wait_for(lambda: client.submit(slow, 0.0).result(timeout=60) and client.session.worker_count == 3, "3 workers")
         intervals = [f.result(timeout=60) for f in [client.submit(slow, 0.1) for _ in range(24)]]
     assert most_at_once(intervals) == 2
 

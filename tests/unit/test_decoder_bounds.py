@@ -15,10 +15,11 @@ import pytest
 from scaler.payload import task_decoder
 from scaler.payload.references import ObjectReference
 from scaler.payload.serializer import DefaultSerializer
+from scaler.payload.stored_objects import StoredOnce
 from scaler.payload.task_decoder import OBJECT_IDLE_SECONDS, DecodedCall, ObjectCache, TaskDecoder
 from scaler.payload.task_encoder import TaskEncoder
 from scaler.protocol import messages as m
-from scaler.protocol.ids import ClientID, ObjectID, TaskID
+from scaler.protocol.ids import ClientID, TaskID
 from tests.unit.test_payload import DictStorage
 
 
@@ -37,7 +38,7 @@ class FakeClock:
 def encoder_of(storage: DictStorage, name: str) -> TaskEncoder:
     return TaskEncoder(
         ClientID(f"Client|{name}".encode()), DefaultSerializer(),
-        lambda object_id, payload, _name: storage.put(object_id, payload), lambda: ObjectID(b""),
+        StoredOnce(lambda object_id, payload, _name: storage.put(object_id, payload)),
     )  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from scaler.payload.references import ObjectReference
 from scaler.payload.serializer import DefaultSerializer
+from scaler.payload.stored_objects import StoredOnce
 from scaler.payload.task_decoder import DecodedCall
 from scaler.payload.task_encoder import TaskEncoder
 from scaler.protocol import messages as m
@@ -89,7 +90,7 @@ def test_another_client_using_a_held_object_asks_storage_every_time() -> None:
     def store(object_id: ObjectID, payload: Any, name: str) -> None:
         sides.storage.put(object_id, payload)
 
-    other = TaskEncoder(ClientID(b"Client|another"), DefaultSerializer(), store, lambda: ObjectID(b""))
+    other = TaskEncoder(ClientID(b"Client|another"), DefaultSerializer(), StoredOnce(store))
     assert run(sides, other, numbers) == 45
     assert sides.storage.exists_calls == 1  # type: ignore[attr-defined]
     sides.storage.objects.pop(numbers.object_id)  # its owner left: its objects are deleted

@@ -15,11 +15,12 @@ from scaler.payload.result_reader import ResultReader
 from scaler.payload.result_writer import NO_PROFILE, failed_result, succeeded_result
 from scaler.payload.serializer import DefaultSerializer, serialize_to_frames
 from scaler.payload.storage import INLINE_LIMIT_BYTES
+from scaler.payload.stored_objects import StoredOnce
 from scaler.payload.task_decoder import DecodedCall, TaskDecoder
 from scaler.payload.task_encoder import TaskEncoder
 from scaler.protocol import codec
 from scaler.protocol import messages as m
-from scaler.protocol.ids import ClientID, ObjectID, TaskID
+from scaler.protocol.ids import ClientID, TaskID
 
 CLIENT = ClientID(b"Client|payload-test")
 
@@ -54,10 +55,8 @@ class Sides:
 
     def __init__(self) -> None:
         self.storage = DictStorage()
-        self.encoder = TaskEncoder(
-            CLIENT, DefaultSerializer(), lambda object_id, payload, name: self.storage.put(object_id, payload),
-            lambda: ObjectID(b""),
-        )  # fmt: skip
+        objects = StoredOnce(lambda object_id, payload, name: self.storage.put(object_id, payload))
+        self.encoder = TaskEncoder(CLIENT, DefaultSerializer(), objects)
         self.decoder = TaskDecoder(lambda: self.storage)
         self.reader = ResultReader(DefaultSerializer(), lambda: self.storage)
 

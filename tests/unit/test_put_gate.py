@@ -5,7 +5,7 @@ expect items to be held fail."""
 
 from __future__ import annotations
 
-from scaler.client.put_pipeline import PutGate
+from scaler.object_storage.client_core import PutGate
 
 
 def test_without_pending_puts_tasks_leave_at_once() -> None:

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaler.protocol.generate import mapping
+from scaler.protocol.generate.mapping import CONVERTERS, ENVELOPE, ID_TYPES, STRUCTS
 from scaler.protocol.generate.options import Field, Kind, Member, Members, OneOf, Struct, UnionOption
 
 _SCALARS = {
@@ -146,10 +146,10 @@ class SchemaModel:
         for name, value in nodes:
             if not hasattr(value, "schema") or value.schema.node.which() != "struct":
                 continue
-            if name == mapping.ENVELOPE:
+            if name == ENVELOPE:
                 self._envelope(value.schema)
-            elif f"List({name})" not in mapping.CONVERTERS and name not in mapping.CONVERTERS:
-                self._struct(name, name, value.schema, mapping.STRUCTS.get(name, Struct()))
+            elif f"List({name})" not in CONVERTERS and name not in CONVERTERS:
+                self._struct(name, name, value.schema, STRUCTS.get(name, Struct()))
         for enum_name, members in self._kind_enums.items():
             self.out.enums.append(PyEnum(enum_name, "", [(upper(member), member, doc) for member, doc in members]))
         classes = {py.name: py for py in self.out.classes}
@@ -171,7 +171,7 @@ class SchemaModel:
     def _class(self, type_id: int) -> PyClass:
         """The class of a struct, by reference only (it may be declared further down)."""
         name = self._names[type_id]
-        return PyClass(mapping.STRUCTS.get(name, Struct()).name or name, "", self.out.module)
+        return PyClass(STRUCTS.get(name, Struct()).name or name, "", self.out.module)
 
     # ---------------------------------------------------------------- structs and groups
 
@@ -217,7 +217,7 @@ class SchemaModel:
             return self._struct_slot(f, nested, _field_option(option), ordinal, nested.doc, group=True)
         option = _field_option(option)
         doc = self._comments.get(f"{path}.{f.name}", "")
-        converter = mapping.CONVERTERS.get(self._type_name(f.slot.type))
+        converter = CONVERTERS.get(self._type_name(f.slot.type))
         if converter is not None:
             attr = option.attr or snake(f.name)
             attribute = Attribute(attr, converter.type, option.default or converter.default, doc)
@@ -242,7 +242,7 @@ class SchemaModel:
         setup: list[str] = []
         if kind in _SCALARS:
             annotation, default = _SCALARS[kind]
-            id_type = mapping.ID_TYPES.get(name) if kind == "data" else None
+            id_type = ID_TYPES.get(name) if kind == "data" else None
             if id_type is not None:
                 annotation, default = id_type, f'{id_type}(b"")'
             read, written = f"r.{name}", f"v.{attr}"
@@ -276,7 +276,7 @@ class SchemaModel:
             return f"tuple[{target.name}, ...]", read, f'set_structs(b, "{f.name}", v.{attr}, write_{target.function})'
         if element.which() not in ("text", "data"):
             raise ValueError(f"mapping: no Python type for {f.name} (a list of {element.which()})")
-        item = "str" if element.which() == "text" else mapping.ID_TYPES.get(f.name, "bytes")
+        item = "str" if element.which() == "text" else ID_TYPES.get(f.name, "bytes")
         return f"tuple[{item}, ...]", f"tuple({local}) if len({local}) else ()", f"v.{attr}"
 
     def _struct_slot(self, f: Any, target: PyClass, option: Field, ordinal: int, doc: str, group: bool = False) -> Slot:

@@ -12,6 +12,7 @@ Invariants:
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -180,6 +181,20 @@ class DispatchQueue:
                 break
         if not waiting:
             self._over_quota.pop(client, None)
+
+    def task_ids(self, key: Capabilities, records: dict[TaskID, TaskRecord]) -> Iterator[TaskID]:
+        """The QUEUED tasks of capability set `key` (those set aside over their client's quota included), each once,
+        roughly best first (a heap's order), lazily: for the rare decisions about a whole key
+        (core/unserved_work.py), which may stop early."""
+        seen: set[TaskID] = set()
+        entries = itertools.chain(
+            self._heaps.get(key, ()),
+            (entry for waiting in self._over_quota.values() for entry, at in waiting if at == key),
+        )
+        for entry in entries:
+            if entry[3] not in seen and _is_current(records.get(entry[3]), entry):
+                seen.add(entry[3])
+                yield entry[3]
 
     def set_quota(self, client: ClientID, quota: ClientQuota) -> None:
         self.quotas[client] = quota.held_limit

@@ -40,6 +40,7 @@ from scaler.scheduler.core.story_book import DEFAULT_RETENTION_SECONDS, DEFAULT_
 from scaler.scheduler.core.submissions import Submissions
 from scaler.scheduler.core.task_lifecycle import TaskLifecycle
 from scaler.scheduler.core.task_table import TaskTable
+from scaler.scheduler.core.unserved_work import UNRUNNABLE_GRACE_SECONDS, WARN_SECONDS, UnservedWork
 from scaler.scheduler.core.view import ViewBuilder
 from scaler.scheduler.core.worker_sessions import WorkerSessions
 
@@ -72,6 +73,9 @@ class CoreSettings:
     instance_id: bytes = b""  #: this scheduler process (drawn at start); peers tell a restart by it
     story_retention_tasks: int = DEFAULT_RETENTION_TASKS  #: finished tasks whose story is kept (0: no stories)
     story_retention_seconds: float = DEFAULT_RETENTION_SECONDS  #: and for how long (<= 0: no time bound)
+    #: queued work nothing can run (its clients are told after unserved_work.WARN_SECONDS) fails after this long
+    #: when the cluster has workers or managers, none for it (<= 0: never; core/unserved_work.py)
+    unrunnable_grace_seconds: float = UNRUNNABLE_GRACE_SECONDS
 
 
 class ScalingHook(Protocol):
@@ -137,6 +141,7 @@ class SchedulerCore:
         self.job_requests = JobRequests(self)
         self.worker_sessions = WorkerSessions(self)
         self.manager_sessions = ManagerSessions(self, scaling)
+        self.unserved = UnservedWork(self, WARN_SECONDS, settings.unrunnable_grace_seconds)
         self._client_handlers, self._worker_handlers, self._manager_handlers, self._processor_handlers = self._routes()
 
     # ------------------------------------------------------------ routing
@@ -271,6 +276,7 @@ class SchedulerCore:
         self.client_sessions.drop_silent()
         self.worker_sessions.drop_silent()
         self.manager_sessions.forget_silent()
+        self.unserved.on_tick(now)
         if self.feed.is_due(now):
             transitions, dropped = self.tasks.take_transitions()
             view = self.view()

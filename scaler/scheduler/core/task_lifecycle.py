@@ -81,6 +81,9 @@ class TaskLifecycle:
             Outcome.RETRY_BIGGER: lambda record, details: self._retry_bigger(
                 record, _detail(details, "result", TaskResult)
             ),
+            Outcome.FAIL_UNRUNNABLE: lambda record, details: self._fail_unrunnable(
+                record, _detail(details, "reason", str)
+            ),
         }
 
     # ------------------------------------------------------------ entry points
@@ -360,6 +363,10 @@ class TaskLifecycle:
         self._tasks.failed += 1
         # the node that failed first already failed everything downstream of it, this node included
         self._end(record, replace(failure, task_id=record.task_id), propagate=False)
+
+    def _fail_unrunnable(self, record: TaskRecord, reason: str) -> None:
+        self._tasks.failed += 1  # the reason is the transition's cause too (story_book.cause_of)
+        self._end(record, TaskResult(record.task_id, ResultStatus.NO_WORKER, error_message=reason))
 
     # ------------------------------------------------------------ helpers
 

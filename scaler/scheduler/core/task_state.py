@@ -12,6 +12,9 @@ Rules:
    queue needing more memory than the worker it died on (RETRY_BIGGER), and only when a bigger worker is
    connected or a worker manager declares bigger ones. The retry budget is for lost workers; this retry does
    not spend it, and it ends since every retry needs a strictly bigger worker.
+5. A QUEUED task nothing can run (no worker with its capabilities, no manager declaring them, for the grace
+   period: core/unserved_work.py) ends with NoWorkerError naming them (UNRUNNABLE); in any other state the event
+   is stale.
 
 States:
 - WAITING: a graph node whose dependencies have not all succeeded yet. Not dispatchable.
@@ -42,6 +45,9 @@ class TaskEvent(enum.Enum):
     RETURNED = "returned"  #: the worker gave the task back unstarted (balancing)
     DEPENDENCY_FAILED = "dependency_failed"  #: a node this one needs failed
     OUT_OF_MEMORY = "out_of_memory"  #: the current worker's result: its processor ran out of memory
+    #: nothing can run it: no worker has its capabilities, no manager declares them, past the grace period
+    #: (core/unserved_work.py)
+    UNRUNNABLE = "unrunnable"
 
 
 class Outcome(enum.Enum):
@@ -60,6 +66,8 @@ class Outcome(enum.Enum):
     #: back to QUEUED for a worker with more memory than the one it died on, if one is or may be connected (a
     #: connected worker, or a manager whose `memory` capability is larger); else FINISH with the out-of-memory error
     RETRY_BIGGER = "retry_bigger"
+    #: end with NoWorkerError naming what no worker offers (the event's reason)
+    FAIL_UNRUNNABLE = "fail_unrunnable"
 
 
 S, E, Do = TaskState, TaskEvent, Outcome
@@ -74,6 +82,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
     (S.WAITING, E.RETURNED): Do.IGNORE,
     (S.WAITING, E.DEPENDENCY_FAILED): Do.FAIL_FROM_DEPENDENCY,
     (S.WAITING, E.OUT_OF_MEMORY): Do.IGNORE,
+    (S.WAITING, E.UNRUNNABLE): Do.IGNORE,  # not queued: judged once it is
     (S.QUEUED, E.READY): Do.IGNORE,
     (S.QUEUED, E.DISPATCH): Do.ASSIGN,
     (S.QUEUED, E.RESULT): Do.IGNORE,
@@ -83,6 +92,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
     (S.QUEUED, E.RETURNED): Do.IGNORE,
     (S.QUEUED, E.DEPENDENCY_FAILED): Do.FAIL_FROM_DEPENDENCY,
     (S.QUEUED, E.OUT_OF_MEMORY): Do.IGNORE,
+    (S.QUEUED, E.UNRUNNABLE): Do.FAIL_UNRUNNABLE,
     (S.DISPATCHED, E.READY): Do.IGNORE,
     (S.DISPATCHED, E.DISPATCH): Do.IGNORE,
     (S.DISPATCHED, E.RESULT): Do.FINISH,
@@ -92,6 +102,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
     (S.DISPATCHED, E.RETURNED): Do.REQUEUE,
     (S.DISPATCHED, E.DEPENDENCY_FAILED): Do.IGNORE,  # its dependencies had all succeeded
     (S.DISPATCHED, E.OUT_OF_MEMORY): Do.RETRY_BIGGER,
+    (S.DISPATCHED, E.UNRUNNABLE): Do.IGNORE,  # a worker runs it after all
     (S.CANCELING, E.READY): Do.IGNORE,
     (S.CANCELING, E.DISPATCH): Do.IGNORE,
     (S.CANCELING, E.RESULT): Do.FINISH,  # the result won the race: the client gets it, cancel() is False
@@ -101,6 +112,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
     (S.CANCELING, E.RETURNED): Do.END_CANCELED,  # given back unstarted: that is a cancel too
     (S.CANCELING, E.DEPENDENCY_FAILED): Do.IGNORE,
     (S.CANCELING, E.OUT_OF_MEMORY): Do.FINISH,  # the result won the race, as for RESULT
+    (S.CANCELING, E.UNRUNNABLE): Do.IGNORE,
 }
 
 

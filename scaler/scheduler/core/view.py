@@ -192,11 +192,11 @@ class ViewBuilder:
             booting = f"; a worker manager is starting {starting} unit(s)" if starting else ""
             if not core.workers:
                 return "no worker is connected" + booting
-            return f"no connected worker has the capabilities {_needs(capabilities)}" + booting
+            return f"no connected worker has the capabilities {capability_needs(capabilities)}" + booting
         return "all workers that can run them are busy" + (f"; {starting} more unit(s) starting" if starting else "")
 
 
-def _needs(capabilities: m.Capabilities) -> str:
+def capability_needs(capabilities: m.Capabilities) -> str:
     """`gpu, memory >= 256 MiB`: the names, and a `memory` quantity as the least it needs."""
     return ", ".join(
         f"{name} >= {format_byte_size(value)}" if name == MEMORY and value != PRESENT else name

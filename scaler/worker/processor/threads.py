@@ -303,7 +303,7 @@ class TaskThreads:
             if run is not None:
                 threading.Thread(target=self._helper, args=(run.task,), name="scaler-task", daemon=True).start()
             for future in futures:
-                future._abandon()  # wakes its waiters, runs callbacks
+                future.abandon()  # wakes its waiters, runs callbacks
 
     def _helper(self, task: _TaskRecord | None) -> None:
         """A thread started for the baton or a task. The processor ends when the channel closes or this fails."""

@@ -49,8 +49,11 @@ class AwsClients:
     ) -> None:
         import boto3
         import botocore.config
+        import botocore.session
 
-        known = boto3.session.Session().get_available_regions("ec2")
+        core = botocore.session.get_session()
+        core.register_component("data_loader", _shared_loader())
+        known = core.get_available_regions("ec2")
         if region not in known:
             regions = ", ".join(known)
             raise CloudError("UnknownRegion", f"unknown AWS region {region!r} (--aws-region); AWS has {regions}")
@@ -59,6 +62,7 @@ class AwsClients:
             aws_secret_access_key=secret_access_key,
             region_name=region,
             profile_name=profile,
+            botocore_session=core,
         )
         self._config = botocore.config.Config(retries={"mode": "standard", "max_attempts": 5})
         self._endpoint_url = endpoint_url
@@ -79,6 +83,15 @@ class AwsClients:
                 service, config=self._config, endpoint_url=self._endpoint_url
             )
         return client
+
+
+@functools.cache
+def _shared_loader() -> Any:
+    """botocore's reader of its JSON models (endpoints, services), shared by every session of this process: it keeps
+    what it parsed, where each new session parsed it again (a large part of a new manager's or backend's CPU)."""
+    import botocore.loaders
+
+    return botocore.loaders.create_loader()
 
 
 async def call(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
@@ -122,7 +135,10 @@ def _advice(code: str) -> str:
     if code in CREDENTIAL_CODES:
         return " (the AWS credentials are wrong or expired: check the access key settings or the AWS profile)"
     if code in PERMISSION_CODES:
-        return " (the credentials lack an IAM permission: docs/worker_managers.md lists the actions each manager needs)"
+        return (
+            " (the credentials lack an IAM permission: `scaler --docs worker_managers` lists the actions each manager "
+            "needs)"
+        )
     if code in QUOTA_CODES:
         return " (an AWS quota is reached: lower --max-task-concurrency or ask AWS for a higher quota)"
     return ""

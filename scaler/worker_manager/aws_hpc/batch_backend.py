@@ -14,7 +14,7 @@
   laptop gone) does not run its task, or stops it.
 
 The job definition runs `python3 -m scaler.worker_manager.aws_hpc.job_runner` with the parameters named in
-`JOB_PARAMETERS` (`provision.py` registers such a definition; docs/worker_managers.md shows the image).
+`job_runner.JOB_PARAMETERS` (`provision.py` registers such a definition; docs/worker_managers.md shows the image).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 from scaler.config.sections import AWSHPCWorkerManagerConfig, WorkerManagerSettings
 from scaler.worker_manager.aws.client import AwsClients, CloudError, plain_error
 from scaler.worker_manager.aws_hpc.job_lease import LeaseKeeper
+from scaler.worker_manager.aws_hpc.job_runner import NONE
 from scaler.worker_manager.offload.backend import JobOutcome, OffloadError, RemoteJob
 from scaler.worker_manager.ship.unit_target import python_version_problem
 
@@ -45,9 +46,6 @@ DESCRIBE_LIMIT = 100
 MISSING_OUTCOME_POLLS = 5
 #: Lines of a failed job's log quoted in its error.
 LOG_TAIL_LINES = 20
-#: The job parameters the job runner reads, with the value meaning "not given".
-JOB_PARAMETERS = ("payload", "s3_bucket", "s3_key", "result_prefix")
-NONE = "none"
 #: Status reasons with which AWS Batch says a job's host went away (spot reclaim, instance failure).
 HOST_LOST_REASONS = ("Host EC2", "host EC2")
 ACTIVE_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
@@ -99,7 +97,7 @@ class BatchBackend:
         if not queues:
             raise OffloadError(
                 f"AWS Batch job queue {settings.job_queue!r} does not exist (--job-queue): create it, e.g. with "
-                f"python -m scaler.worker_manager.aws_hpc.provision (docs/worker_managers.md)"
+                f"python -m scaler.worker_manager.aws_hpc.provision (`scaler --docs worker_managers`, 10.1)"
             )
         definition = settings.job_definition.split(":")[0]
         found = self._api(self._batch.describe_job_definitions, jobDefinitionName=definition, status="ACTIVE")

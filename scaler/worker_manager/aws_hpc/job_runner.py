@@ -23,6 +23,8 @@ from scaler.protocol import messages as m
 from scaler.worker.task_execution import run_bundle
 from scaler.worker_manager.aws_hpc.job_lease import EXIT_LEASE_EXPIRED, watch_lease
 
+#: The job parameters this runner reads (the job definition's `Ref::` names), with the value meaning "not given".
+JOB_PARAMETERS = ("payload", "s3_bucket", "s3_key", "result_prefix")
 NONE = "none"
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from scaler.config.sections import AWSHPCWorkerManagerConfig
 from scaler.worker_manager.aws.client import AwsClients, CloudError
-from scaler.worker_manager.aws_hpc.batch_backend import JOB_PARAMETERS, NONE
+from scaler.worker_manager.aws_hpc.job_runner import JOB_PARAMETERS, NONE
 from scaler.worker_manager.ship.distributions import this_python
 
 DEFAULT_IMAGE = "scaler-batch-job:latest"
@@ -122,6 +122,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--image", default=DEFAULT_IMAGE, help="container image of the job definition")
     arguments = parser.parse_args(argv)
     from scaler.config.loader import load_launcher_file
+    from scaler.config.manager_types import MANAGER_TYPES, missing_extra
+
+    problem = missing_extra(MANAGER_TYPES["aws_hpc"])
+    if problem is not None:
+        print(f"provision: {problem}", file=sys.stderr)
+        return 2
     from scaler.config.toml_file import ConfigError
 
     try:

@@ -260,7 +260,7 @@ class EcsBackend:
         assert self._clients is not None
         account = (await call(self._clients["sts"].get_caller_identity))["Account"]
         image = f"{account}.dkr.ecr.{self._clients.region}.amazonaws.com/{WORKER_IMAGE_REPOSITORY}:latest"
-        logger.info("the tasks run the worker image %s (push it there: docs/guide/bursting.md)", image)
+        logger.info("the tasks run the worker image %s (push it there: `scaler --docs bursting`)", image)
         return image
 
     async def _task_definition(self, image: str) -> str:

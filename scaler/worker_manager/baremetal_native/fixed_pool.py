@@ -2,7 +2,9 @@
 
 Starts N worker processes and waits. SIGINT/SIGTERM make every worker leave the scheduler
 gracefully, then the pool exits; a worker that dies is not replaced (that is the dynamic mode's job).
-The pool exits when all its workers have exited.
+The pool exits when all its workers have exited, with their exit code when it is not 0 (`pool_exit_code`: 2 when no
+scheduler answered any of them, 3 when they lost it, 1 for a mix), so a pool none of whose workers could run does
+not end as a success.
 """
 
 from __future__ import annotations
@@ -27,6 +29,16 @@ STOP_GRACE_SECONDS = 10.0
 def start_workers(config: WorkerConfig, count: int) -> list[subprocess.Popen[bytes]]:
     encoded = worker_config_to_json(config)
     return [start_python_child(["scaler.worker.process", encoded]) for _ in range(count)]
+
+
+def pool_exit_code(codes: list[int]) -> int:
+    """The exit code of a pool whose workers all exited by themselves: 0 when they all did so cleanly (a cluster
+    shutdown); their code when they share one (2: no scheduler answered, 3: the scheduler was lost); else 1."""
+    failed = {code for code in codes if code != ExitCode.OK}
+    if not failed:
+        return ExitCode.OK
+    (only,) = failed if len(failed) == 1 else (ExitCode.ERROR,)
+    return only if only > 0 else ExitCode.ERROR  # killed by a signal: an error
 
 
 def run_worker_pool(config: WorkerConfig, count: int, stop_on_worker_death: bool = False) -> int:
@@ -60,7 +72,11 @@ def run_worker_pool(config: WorkerConfig, count: int, stop_on_worker_death: bool
                         return 1
         if stopping:
             logger.info("received %s: stopping %d workers", stopping[0], len(running))
-        return ExitCode.OK
+            return ExitCode.OK
+        code = pool_exit_code([worker.returncode for worker in workers])
+        if code != ExitCode.OK:
+            logger.error("every worker of this pool exited, none of them cleanly: exiting with code %d", code)
+        return code
     finally:
         stop_children(workers, STOP_GRACE_SECONDS)
         for signum, handler in previous.items():

@@ -1,6 +1,8 @@
 """Does the package index have a file of each requirement that the units can install? Asked with pip itself
-(`pip install --dry-run --no-deps --only-binary :all:` for the units' Python and platform), from the index this
-machine's pip is configured with, which is the one the units are pointed at as well.
+(`pip install --dry-run --no-deps --only-binary :all: --target TMP` for the units' Python and platform: pip before
+23.3 takes a platform only with `--target`), from the index this machine's pip is configured with, which is the one
+the units are pointed at as well. Only pip's "no file of it" blames a requirement; a check that cannot run (no pip,
+an unreachable index, another refusal) is said in the log and blames nothing.
 
 Requirements found are remembered (`~/.cache/scaler/index-checks.json`), so a manager started again does not ask
 again; what was not found is asked every time (it may have been published since).
@@ -14,7 +16,9 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from scaler.worker_manager.ship.unit_target import UnitTarget
@@ -26,6 +30,13 @@ BATCH = 200
 PIP_TIMEOUT_SECONDS = 300.0
 _NOT_FOUND = re.compile(r"No matching distribution found for (\S+)")
 _NO_VERSION = re.compile(r"Could not find a version that satisfies the requirement (\S+)( \(from versions: [^)]*\))?")
+_INVALID = re.compile(r"Invalid requirement: '([^']+)'")
+#: pip's words when the index does not answer (it then also says "No matching distribution", which is not the
+#: requirement's fault)
+_UNREACHABLE = re.compile(
+    r"NewConnectionError|Failed to establish a new connection|Connection refused|Name or service not known|"
+    r"Temporary failure in name resolution|Max retries exceeded|ConnectTimeoutError|SSLError|ProxyError"
+)
 
 
 def cache_file() -> Path:
@@ -33,8 +44,14 @@ def cache_file() -> Path:
     return Path(base) / "scaler" / "index-checks.json"
 
 
-def unavailable(requirements: Sequence[str], target: UnitTarget) -> list[tuple[str, str]]:
-    """(requirement, why) for each requirement the index has no installable file of for the units."""
+def unavailable(
+    requirements: Sequence[str], target: UnitTarget, pip: Sequence[str] | None = None
+) -> list[tuple[str, str]]:
+    """(requirement, why) for each requirement the index has no installable file of for the units. A check that
+    cannot run (no pip, the index unreachable, a pip that refuses the question) is said once in the log and blames
+    nothing: the units then say in their boot report what they could not install. `pip`: the command that runs
+    pip (this interpreter's by default)."""
+    command = list(pip) if pip is not None else [sys.executable, "-m", "pip"]
     path = cache_file()
     known = _load(path)
     key = f"cp{target.python}-linux_x86_64"
@@ -42,11 +59,17 @@ def unavailable(requirements: Sequence[str], target: UnitTarget) -> list[tuple[s
     missing: list[tuple[str, str]] = []
     while remaining:
         batch, remaining = remaining[:BATCH], remaining[BATCH:]
-        failed = _ask(batch, target)
-        if failed is None:
+        answer = _ask(command, batch, target)
+        if isinstance(answer, Unchecked):
+            logger.warning(
+                "the package index check could not run, so the units' requirements are not checked before they "
+                "boot (a unit that cannot install one names it in its boot report): %s", answer.reason,
+            )  # fmt: skip
+            break
+        if answer is None:
             known.update(f"{key} {item}" for item in batch)
             continue
-        name, why = failed
+        name, why = answer
         culprit = _matching(batch, name)
         missing.append((culprit, why))
         batch.remove(culprit)
@@ -55,27 +78,44 @@ def unavailable(requirements: Sequence[str], target: UnitTarget) -> list[tuple[s
     return missing
 
 
-def _ask(requirements: list[str], target: UnitTarget) -> tuple[str, str] | None:
-    """None when pip finds every requirement; else the one it names and its words."""
-    command = [
-        sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps", "--quiet",
-        "--disable-pip-version-check", "--only-binary", ":all:", "--python-version", target.python,
-        "--implementation", "cp", "--platform", "manylinux_2_34_x86_64", "--platform", "manylinux2014_x86_64",
-        *requirements,
-    ]  # fmt: skip
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=PIP_TIMEOUT_SECONDS, stdin=subprocess.DEVNULL
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        logger.warning("could not ask the package index with pip (%s): the requirements are not checked", error)
+@dataclass(frozen=True)
+class Unchecked:
+    """pip could not answer the question (not a fault of any requirement): why, in its words."""
+
+    reason: str
+
+
+def _ask(pip: list[str], requirements: list[str], target: UnitTarget) -> tuple[str, str] | Unchecked | None:
+    """None when pip finds every requirement; the one it names and its words; or Unchecked."""
+    with tempfile.TemporaryDirectory(prefix="scaler-index-check-") as target_folder:
+        # --target: pip before 23.3 refuses --platform and --python-version without it (a dry run writes nothing)
+        command = [
+            *pip, "install", "--dry-run", "--ignore-installed", "--no-deps", "--quiet", "--disable-pip-version-check",
+            "--only-binary", ":all:", "--python-version", target.python, "--implementation", "cp",
+            "--platform", "manylinux_2_34_x86_64", "--platform", "manylinux2014_x86_64", "--target", target_folder,
+            *requirements,
+        ]  # fmt: skip
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=PIP_TIMEOUT_SECONDS, stdin=subprocess.DEVNULL
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return Unchecked(f"running pip failed: {error}")
+    return answer_of(done.returncode, done.stderr + done.stdout, requirements, target)
+
+
+def answer_of(
+    returncode: int, output: str, requirements: list[str], target: UnitTarget
+) -> tuple[str, str] | Unchecked | None:
+    """What pip's exit code and output say: every requirement found (None), one it names as not found, or a
+    question pip could not answer (Unchecked: no pip, an unreachable index, an option this pip refuses ...)."""
+    if returncode == 0:
         return None
-    if done.returncode == 0:
-        return None
-    output = done.stderr + done.stdout
     if "No module named pip" in output:
-        logger.warning("this Python has no pip: the requirements cannot be checked against the package index")
-        return None
+        return Unchecked("this Python has no pip")
+    unreachable = next((line for line in output.splitlines() if _UNREACHABLE.search(line)), None)
+    if unreachable is not None:
+        return Unchecked(f"the package index could not be reached (pip: {unreachable.strip()[-300:]})")
     found = _NOT_FOUND.search(output)
     versions = _NO_VERSION.search(output)
     if found is not None:
@@ -83,8 +123,15 @@ def _ask(requirements: list[str], target: UnitTarget) -> tuple[str, str] | None:
         why = (f"the package index has no file of it for Python {target.python} on Linux x86_64 "
                f"{offered}").strip()  # fmt: skip
         return found.group(1), why
-    last = [line for line in output.splitlines() if line.startswith("ERROR")] or output.splitlines()[-1:]
-    return requirements[0], f"pip could not use it: {' '.join(last)[-400:]}"
+    invalid = _INVALID.search(output)
+    if invalid is not None:
+        return invalid.group(1), f"not a requirement pip can read: {_last_error(output)}"
+    return Unchecked(f"pip exited with code {returncode}: {_last_error(output)}")
+
+
+def _last_error(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.startswith("ERROR")] or output.splitlines()[-1:]
+    return " ".join(lines)[-400:]
 
 
 def _matching(batch: list[str], name: str) -> str:

@@ -55,7 +55,7 @@ class NestedTask:
     def done(self) -> bool:
         return self.abandoned.is_set()
 
-    def _abandon(self) -> None:
+    def abandon(self) -> None:
         self.abandoned.set()
 
 

@@ -1,0 +1,478 @@
+"""The object storage client's protocol, pure: what to send, what each reply means, what a restarted or refusing
+server does to the requests waiting on it, when a request has waited too long, and which items held behind
+pipelined puts may leave. No socket, clock or thread here: the shells bring the replies and the time, send what
+the core queued and carry out its outcomes (`connection.py`: blocking, lock-step `ObjectStorageConnection` and the
+pipelined `PutPipeline`; `async_connection.py`: asyncio).
+
+Rules, one per event:
+
+1. `request` (and `put_gated`): the request gets the connection's next request id. A connection with no hello on
+   its way queues one first; requests follow it without waiting for its answer (the server handles a connection's
+   messages in order). A refused connection raises IncompatiblePeerError at once, a closed one
+   ObjectStorageException.
+2. The answer to the latest hello: ok, the connection is greeted (`Greeted`). Anything else refuses it for good:
+   every pending request fails with IncompatiblePeerError, and so does every later one (`Refused`). Answers to
+   older hellos are stale.
+3. `helloRequired` to a request: the server restarted (or forgot this connection). A hello goes again, unless one
+   already went after this request did (the other pipelined requests get the same answer); the request is sent
+   again under a new id. Once per request: a second `helloRequired` fails it.
+4. Any other answer to a pending request settles it: ok is `Answered` (a gated put's acknowledgement releases what
+   its gate now lets go, `Released`), anything else fails it with the error its status means (`Failed`; for a
+   gated put, `PutFailed` with the held items that may have needed it). An answer to no pending request is stale
+   (its request timed out, or was sent again) and is dropped.
+5. `on_tick`: a request not answered by its deadline fails alone (`did not answer within`); its late answer will be
+   stale (rule 4). The connection stays.
+6. The connection itself is unusable (`on_bad_reply`: an answer whose header cannot be read, so it cannot be matched;
+   `on_unreachable`: a send refused with EAGAIN, because no connection is up, until `send_deadline` (a connection
+   lost between the poll and the send is retried, not failed); `on_send_failed`): every pending request fails with
+   that error and the shell replaces its socket (`Reconnect`); the next request greets the new one.
+7. `on_closed`: every pending request fails (`was closed`); later requests raise.
+8. The put gate (`PutGate`): a held item leaves only when every gated put issued before it was acknowledged, and
+   items leave in the order they were held; a gated put that fails dooms the items held after it was issued.
+
+Outcomes are values; a shell reads the ones that concern it (a lock-step shell its one request's, the asyncio shell
+every waiter's, the pipeline the gate's).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import math
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageException, ObjectStorageFullError
+from scaler.protocol.ids import ObjectID
+from scaler.protocol.messages import PROTOCOL_VERSION
+from scaler.protocol.storage_messages import (
+    Get,
+    Put,
+    StorageHello,
+    StorageOperation,
+    StorageReply,
+    StorageRequest,
+    StorageStatus,
+    split_chunks,
+)
+
+T = TypeVar("T")
+_Value = TypeVar("_Value")
+
+#: One contiguous buffer: bytes, bytearray, memoryview, a pickle protocol 5 out-of-band buffer, ...
+BufferLike = bytes | bytearray | memoryview | pickle.PickleBuffer
+#: An object's bytes, whole or as several buffers that are concatenated in order.
+Payload = bytes | bytearray | memoryview | Sequence[BufferLike]
+#: What a get returns: a view of the single received frame, or the frames joined once.
+ObjectBytes = memoryview | bytes | bytearray
+
+DEFAULT_TIMEOUT_SECONDS = 60.0
+#: How long a send refused for want of a connection keeps trying before the request fails (rule 6).
+CONNECT_TIMEOUT_SECONDS = 10.0
+
+
+# ---------------------------------------------------------------- outcomes
+
+
+@dataclass(frozen=True)
+class Answered:
+    """An ordinary request's ok answer, with the payload frames that followed it."""
+
+    ticket: int
+    reply: StorageReply
+    frames: list[memoryview]
+
+
+@dataclass(frozen=True)
+class Failed:
+    ticket: int
+    error: Exception
+
+
+@dataclass(frozen=True)
+class Released(Generic[T]):
+    """Held items that may leave now, in the order they were held."""
+
+    items: list[T]
+
+
+@dataclass(frozen=True)
+class PutFailed(Generic[T]):
+    """A gated put failed: its object is not stored; `doomed` are the held items that may have needed it."""
+
+    ticket: int
+    object_id: ObjectID
+    error: Exception
+    doomed: list[T]
+
+
+@dataclass(frozen=True)
+class Greeted:
+    """The server accepted the hello."""
+
+
+@dataclass(frozen=True)
+class Refused:
+    error: IncompatiblePeerError
+
+
+@dataclass(frozen=True)
+class Reconnect:
+    """Replace the socket: the next request opens and greets a new one."""
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A line for the shell's log (at info)."""
+
+    text: str
+
+
+Outcome = Answered | Failed | Released[T] | PutFailed[T] | Greeted | Refused | Reconnect | Notice
+
+
+# ---------------------------------------------------------------- the put gate
+
+
+class PutGate(Generic[T]):
+    """Which held items may leave, given which puts were issued and acknowledged (rule 8)."""
+
+    def __init__(self) -> None:
+        self._sequence = itertools.count(1)
+        self._last_issued = 0
+        self._unacknowledged: set[int] = set()
+        self._held: collections.deque[tuple[int, T]] = collections.deque()
+
+    @property
+    def is_idle(self) -> bool:
+        return not self._unacknowledged and not self._held
+
+    def issued(self) -> int:
+        """A put was issued; returns its sequence number."""
+        self._last_issued = next(self._sequence)
+        self._unacknowledged.add(self._last_issued)
+        return self._last_issued
+
+    def submit(self, items: list[T]) -> list[T]:
+        """Items encoded now (after every put issued so far): those that may leave at once, in order."""
+        if self.is_idle:
+            return items
+        self._held.extend((self._last_issued, item) for item in items)
+        return self._releasable()
+
+    def acknowledged(self, sequence: int) -> list[T]:
+        self._unacknowledged.discard(sequence)
+        return self._releasable()
+
+    def failed(self, sequence: int) -> tuple[list[T], list[T]]:
+        """Put `sequence` failed: (the held items that may have needed it, the items that may now leave)."""
+        self._unacknowledged.discard(sequence)
+        doomed = [item for watermark, item in self._held if watermark >= sequence]
+        self._held = collections.deque((watermark, item) for watermark, item in self._held if watermark < sequence)
+        return doomed, self._releasable()
+
+    def _releasable(self) -> list[T]:
+        lowest_pending = min(self._unacknowledged, default=math.inf)
+        released = []
+        while self._held and self._held[0][0] < lowest_pending:
+            released.append(self._held.popleft()[1])
+        return released
+
+
+# ---------------------------------------------------------------- the core
+
+
+@dataclass
+class _Pending:
+    ticket: int  #: the caller's handle: stays when the request is sent again under a new id
+    operation: StorageOperation
+    payload: Sequence[memoryview]
+    timeout: float
+    deadline: float
+    hello_id: int  #: the hello this request followed
+    retried: bool = False
+    gate_sequence: int = 0  #: a gated put's sequence in the put gate; 0 for an ordinary request
+    size: int = 0  #: a gated put's bytes
+
+
+class StorageClientCore(Generic[T]):
+    """One connection's requests (see the module's rules). Not thread-safe: a shell calls it under its own lock."""
+
+    def __init__(self, address: str, hello: StorageHello, timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS) -> None:
+        self.address = address
+        self.timeout_seconds = timeout_seconds
+        self._hello = hello
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}  #: by the request id it was last sent under
+        self._outgoing: list[tuple[StorageRequest, Sequence[memoryview]]] = []
+        self._hello_id = 0  #: the latest hello's request id on the current socket; 0: none sent
+        self._greeted = False
+        self._refusal: IncompatiblePeerError | None = None
+        self._closed = False
+        self._gate: PutGate[T] = PutGate()
+        self._gated_bytes = 0
+
+    # ------------------------------------------------------------ what callers ask
+
+    @property
+    def is_greeted(self) -> bool:
+        return self._greeted
+
+    @property
+    def is_idle(self) -> bool:
+        """No gated put is unacknowledged and no item is held."""
+        return self._gate.is_idle
+
+    @property
+    def gated_bytes(self) -> int:
+        """Bytes of gated puts issued and not settled yet."""
+        return self._gated_bytes
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def request(
+        self, operation: StorageOperation, payload: Sequence[memoryview] = (), *, now: float,
+        timeout_seconds: float | None = None,
+    ) -> int:  # fmt: skip
+        """Queue a request (rule 1); returns its ticket."""
+        timeout = self.timeout_seconds if timeout_seconds is None else timeout_seconds
+        return self._queue(operation, payload, now, timeout)
+
+    def put_gated(self, object_id: ObjectID, frames: Sequence[memoryview], owner_id: bytes, name: str, *,
+                  now: float) -> int:  # fmt: skip
+        """Queue a put that holds back the items held after it (rule 8); returns its ticket."""
+        ticket = self._queue(put_operation(object_id, frames, owner_id, name), frames, now, self.timeout_seconds)
+        pending = self._pending[ticket]
+        pending.gate_sequence = self._gate.issued()
+        pending.size = sum(len(frame) for frame in frames)
+        self._gated_bytes += pending.size
+        return ticket
+
+    def hold(self, items: list[T]) -> list[T]:
+        """Items made now, after every gated put issued so far: those that may leave at once (rule 8)."""
+        return self._gate.submit(items)
+
+    def greet(self) -> None:
+        """Queue a hello now, if none is on its way (to connect before any request)."""
+        self._check_usable()
+        if self._hello_id == 0:
+            self._send_hello()
+
+    @property
+    def has_outgoing(self) -> bool:
+        return bool(self._outgoing)
+
+    def take_outgoing(self) -> list[tuple[StorageRequest, Sequence[memoryview]]]:
+        """What to send, in order: each request header and the payload frames that follow it."""
+        outgoing, self._outgoing = self._outgoing, []
+        return outgoing
+
+    def next_deadline(self) -> float | None:
+        return min((pending.deadline for pending in self._pending.values()), default=None)
+
+    def send_deadline(self, now: float) -> float:
+        """Until when a send refused for want of a connection keeps trying (rule 6)."""
+        return now + min(self.timeout_seconds, CONNECT_TIMEOUT_SECONDS)
+
+    # ------------------------------------------------------------ what the connection reports
+
+    def on_reply(self, reply: StorageReply, frames: list[memoryview]) -> list[Outcome[T]]:
+        if reply.request_id == self._hello_id and self._hello_id:
+            return self._hello_answered(reply)
+        pending = self._pending.pop(reply.request_id, None)
+        if pending is None:
+            return []  # stale (rule 4)
+        if reply.status is StorageStatus.HELLO_REQUIRED and not pending.retried:
+            return self._send_again(pending)
+        if reply.status is StorageStatus.OK:
+            if pending.gate_sequence:
+                self._gated_bytes -= pending.size
+                return self._released(self._gate.acknowledged(pending.gate_sequence))
+            return [Answered(pending.ticket, reply, frames)]
+        return self._fail(pending, status_error(reply, self.address, pending.operation))
+
+    def on_tick(self, now: float) -> list[Outcome[T]]:
+        due = [request_id for request_id, pending in self._pending.items() if pending.deadline <= now]
+        outcomes: list[Outcome[T]] = []
+        for request_id in due:
+            pending = self._pending.pop(request_id)
+            outcomes += self._fail(pending, timeout_error(self.address, pending.timeout))
+        return outcomes
+
+    def on_bad_reply(self, reason: str) -> list[Outcome[T]]:
+        return self._reset(ObjectStorageException(f"object storage at {self.address} sent a bad reply: {reason}"))
+
+    def on_unreachable(self) -> list[Outcome[T]]:
+        seconds = min(self.timeout_seconds, CONNECT_TIMEOUT_SECONDS)
+        return self._reset(ObjectStorageException(
+            f"object storage at {self.address} is not reachable: no connection within {seconds:g} s "
+            f"(is the object storage server running?)"
+        ))  # fmt: skip
+
+    def on_send_failed(self, reason: str) -> list[Outcome[T]]:
+        return self._reset(ObjectStorageException(f"could not send to object storage at {self.address}: {reason}"))
+
+    def on_closed(self) -> list[Outcome[T]]:
+        error = ObjectStorageException(f"the connection to object storage at {self.address} was closed")
+        outcomes = self._fail_all(error)
+        self._closed = True
+        return outcomes
+
+    # ------------------------------------------------------------ internals
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise ObjectStorageException(f"the connection to object storage at {self.address} is closed")
+        if self._refusal is not None:
+            raise IncompatiblePeerError(str(self._refusal))
+
+    def _queue(self, operation: StorageOperation, payload: Sequence[memoryview], now: float, timeout: float) -> int:
+        self._check_usable()
+        if self._hello_id == 0:
+            self._send_hello()
+        request_id = next(self._ids)
+        pending = _Pending(request_id, operation, payload, timeout, now + timeout, self._hello_id)
+        self._pending[request_id] = pending
+        self._outgoing.append((StorageRequest(request_id, operation), payload))
+        return request_id
+
+    def _send_hello(self) -> None:
+        self._hello_id = next(self._ids)
+        self._greeted = False
+        self._outgoing.append((StorageRequest(self._hello_id, self._hello), ()))
+
+    def _hello_answered(self, reply: StorageReply) -> list[Outcome[T]]:
+        if reply.status is StorageStatus.OK:
+            self._greeted = True
+            return [Greeted()]
+        reason = reply.reason or reply.status.value
+        self._refusal = IncompatiblePeerError(f"object storage at {self.address} refused the connection: {reason}")
+        outcomes = self._fail_all(self._refusal)
+        outcomes.append(Refused(self._refusal))
+        return outcomes
+
+    def _send_again(self, pending: _Pending) -> list[Outcome[T]]:
+        outcomes: list[Outcome[T]] = []
+        if pending.hello_id == self._hello_id:
+            text = f"object storage at {self.address} asks for a hello again; greeting it and retrying"
+            outcomes.append(Notice(text))
+            self._send_hello()
+        pending.retried = True
+        pending.hello_id = self._hello_id
+        request_id = next(self._ids)
+        self._pending[request_id] = pending
+        self._outgoing.append((StorageRequest(request_id, pending.operation), pending.payload))
+        return outcomes
+
+    def _fail(self, pending: _Pending, error: Exception) -> list[Outcome[T]]:
+        if not pending.gate_sequence:
+            return [Failed(pending.ticket, error)]
+        self._gated_bytes -= pending.size
+        doomed, released = self._gate.failed(pending.gate_sequence)
+        operation = pending.operation
+        assert isinstance(operation, Put)
+        return [PutFailed(pending.ticket, operation.object_id, error, doomed), *self._released(released)]
+
+    def _released(self, items: list[T]) -> list[Outcome[T]]:
+        return [Released(items)] if items else []
+
+    def _fail_all(self, error: Exception) -> list[Outcome[T]]:
+        pending, self._pending = self._pending, {}
+        outcomes: list[Outcome[T]] = []
+        for request in sorted(pending.values(), key=lambda each: each.ticket):
+            outcomes += self._fail(request, error)
+        self._outgoing.clear()
+        return outcomes
+
+    def _reset(self, error: Exception) -> list[Outcome[T]]:
+        outcomes = self._fail_all(error)
+        self._hello_id = 0
+        self._greeted = False
+        outcomes.append(Reconnect())
+        return outcomes
+
+
+# ---------------------------------------------------------------- payloads, replies and errors
+
+
+def hello_operation(role: str, python_version: str, owner_id: bytes = b"") -> StorageHello:
+    return StorageHello(PROTOCOL_VERSION, python_version, role, owner_id)
+
+
+def _byte_view(buffer: Any) -> memoryview:
+    """A flat byte view of a buffer, without copying unless the buffer is not contiguous."""
+    try:
+        return pickle.PickleBuffer(buffer).raw()
+    except BufferError:
+        return memoryview(memoryview(buffer).tobytes(order="A"))
+
+
+def payload_frames(payload: Payload) -> list[memoryview]:
+    """The payload as frames of at most CHUNK_BYTES, as views of the caller's buffers (no copy)."""
+    buffers: Sequence[Any] = payload if isinstance(payload, (list, tuple)) else (payload,)
+    frames: list[memoryview] = []
+    for buffer in buffers:
+        frames.extend(chunk for chunk in split_chunks(_byte_view(buffer)) if len(chunk))
+    return frames
+
+
+def put_operation(object_id: bytes, frames: Sequence[memoryview], owner_id: bytes, name: str) -> Put:
+    return Put(ObjectID(bytes(object_id)), bytes(owner_id), sum(len(frame) for frame in frames), name)
+
+
+def object_from_frames(frames: Sequence[memoryview], total_bytes: int, address: str) -> ObjectBytes:
+    """One frame: the view itself (no copy). Several: joined once into a bytearray."""
+    sizes = [len(frame) for frame in frames]
+    if sum(sizes) != total_bytes:
+        raise ObjectStorageException(
+            f"object storage at {address} announced {total_bytes} bytes but sent {sum(sizes)} in {len(frames)} frame(s)"
+        )
+    if not frames:
+        return b""
+    if len(frames) == 1:
+        return frames[0]
+    joined = bytearray(total_bytes)
+    view = memoryview(joined)
+    offset = 0
+    for frame, size in zip(frames, sizes, strict=True):
+        view[offset : offset + size] = frame
+        offset += size
+    view.release()
+    return joined
+
+
+def status_error(reply: StorageReply, address: str, operation: StorageOperation) -> Exception:
+    """The exception a caller sees for an answer that is not ok."""
+    status = reply.status
+    if status is StorageStatus.NOT_FOUND and isinstance(operation, Get):
+        text = f"object {operation.object_id.hex()} is not in object storage at {address}"
+        if reply.reason and not reply.reason.endswith(" is not stored"):  # more than "not stored": say it
+            text += f": {reply.reason}"
+        return MissingObjects(text)
+    if status is StorageStatus.REFUSED:
+        return IncompatiblePeerError(f"object storage at {address} refused the connection: {reply.reason}")
+    if status is StorageStatus.FULL:
+        return ObjectStorageFullError(f"object storage at {address} refused the {type(operation).__name__.lower()}: "
+                                      f"{reply.reason}")  # fmt: skip
+    return ObjectStorageException(
+        f"object storage at {address} answered {status.value} to a {type(operation).__name__.lower()} request"
+        + (f": {reply.reason}" if reply.reason else "")
+    )
+
+
+def reply_value(reply: StorageReply, kind: type[_Value], address: str) -> _Value:
+    """The reply's value, checked to be of the kind the request expects (exact type: bool is not int)."""
+    value = reply.value
+    if type(value) is not kind:
+        raise ObjectStorageException(
+            f"object storage at {address} answered with {type(value).__name__}, expected {kind.__name__}"
+        )
+    return value
+
+
+def timeout_error(address: str, timeout_seconds: float) -> ObjectStorageException:
+    return ObjectStorageException(f"object storage at {address} did not answer within {timeout_seconds:g} s")

@@ -1,0 +1,94 @@
+"""The reader's machine the documentation tier runs each page on: a virtual environment made outside the repository
+with the pip a fresh one has (`bundled`) or with a current pip (`current`), and this tree's wheel installed as the
+README says until the package is published (`pip install ~/scaler-wheels/scaler_compute-*.whl`).
+
+Each page gets a home of its own (its `~`: fresh keys in `~/.config/scaler`, the README's `~/scaler-wheels`), and a
+working folder in it. Only download caches are shared with the machine's (pip's, uv's, the fake cloud units'), so
+that pages do not download the same packages again; nothing that changes what a command does is.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.integration.fresh_install import build_wheel
+
+#: How a pip flavour's environment gets its pip.
+FLAVOURS = ("bundled", "current")
+#: Where the README tells readers to put the wheel until the package is on PyPI (`~/scaler-wheels`).
+WHEEL_FOLDER = "scaler-wheels"
+#: The README's install command until the package is on PyPI.
+INSTALL = f"pip install --quiet ~/{WHEEL_FOLDER}/scaler_compute-*.whl"
+#: Download caches of the machine a page's home links to (under ~/.cache).
+_SHARED_CACHES = ("pip", "uv", "scaler-fake-cloud")
+#: Variables of the test session a reader's shell does not have.
+_NOT_THE_READERS = ("SCALER_", "PYTEST_", "XDG_", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "COV_")
+
+
+@dataclass(frozen=True)
+class Reader:
+    flavour: str
+    venv: Path
+    pip_version: str
+    wheels: Path  #: the folder with this tree's wheel
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    def page_environment(self, home: Path) -> dict[str, str]:
+        """A reader's shell for one page: their home (with the README's `~/scaler-wheels`) and their activated
+        environment."""
+        home.mkdir(parents=True, exist_ok=True)
+        _link(home / WHEEL_FOLDER, self.wheels)
+        real_cache = Path.home() / ".cache"
+        for name in _SHARED_CACHES:
+            (real_cache / name).mkdir(parents=True, exist_ok=True)
+            _link(home / ".cache" / name, real_cache / name)
+        ours = str(Path(sys.executable).parent)
+        path = [str(self.venv / "bin"), *(entry for entry in os.environ.get("PATH", "").split(os.pathsep)
+                                           if entry and entry != ours)]  # fmt: skip
+        environment = {name: value for name, value in os.environ.items() if not name.startswith(_NOT_THE_READERS)}
+        environment.update(HOME=str(home), PATH=os.pathsep.join(path), VIRTUAL_ENV=str(self.venv))
+        if "PYENV_ROOT" not in environment and (Path.home() / ".pyenv").is_dir():
+            environment["PYENV_ROOT"] = str(Path.home() / ".pyenv")  # where the fake cloud finds its Pythons
+        return environment
+
+
+def make_reader(flavour: str, root: Path, wheels: Path) -> Reader:
+    """A virtual environment of the flavour with `scaler-compute` installed from the wheel folder, as the README
+    says to install it."""
+    venv = root / "venv"
+    base = getattr(sys, "_base_executable", sys.executable)
+    _run([base, "-m", "venv", str(venv)], 300)
+    python = str(venv / "bin" / "python")
+    if flavour == "current":
+        _run([python, "-m", "pip", "install", "--quiet", "--upgrade", "pip"], 300)
+    reader = Reader(flavour, venv, "", wheels)
+    environment = reader.page_environment(root / "home")
+    _run(["bash", "-c", INSTALL], 900, environment, cwd=root / "home")
+    version = _run([python, "-m", "pip", "--version"], 60).split()[1]
+    return Reader(flavour, venv, version, wheels)
+
+
+def make_wheel_folder(root: Path) -> Path:
+    """This tree's wheel, in a folder of its own."""
+    wheel = build_wheel(root)
+    return wheel.parent
+
+
+def _run(argv: list[str], timeout: float, environment: dict[str, str] | None = None, cwd: Path | None = None) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=environment, cwd=cwd,
+                          stdin=subprocess.DEVNULL)  # fmt: skip
+    assert done.returncode == 0, f"{' '.join(argv)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def _link(link: Path, target: Path) -> None:
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.is_symlink():
+        link.symlink_to(target, target_is_directory=True)

@@ -1,0 +1,75 @@
+"""#38 finding 4: the exit codes the docs give (docs/guide/clusters.md): `scaler_cluster` whose workers all failed
+to reach a scheduler exits 2 (it exited 0), a misspelt `policy_content` is refused with exit code 2 before anything
+starts, by `scaler FILE` (it exited 1 after starting object storage) and by `scaler_scheduler` (1).
+
+Checked by switching the mechanisms off: with `run_worker_pool` returning OK when its workers all exited, the first
+test fails (0); without the launcher's `policy_problem` call, `scaler FILE` starts object storage and exits 1."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from scaler.config.example_files import example_text
+from scaler.io.address import free_tcp_port_block
+from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
+from scaler.worker_manager.baremetal_native.fixed_pool import pool_exit_code
+from tests.integration.conftest import BIN_DIR, free_addresses
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def run(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN_DIR / argv[0]), *argv[1:]], capture_output=True, text=True, timeout=90, cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def test_a_pool_takes_the_code_its_workers_share() -> None:
+    assert pool_exit_code([0, 0]) == ExitCode.OK
+    assert pool_exit_code([2, 2]) == ExitCode.NEVER_CONNECTED
+    assert pool_exit_code([3, 0, 3]) == ExitCode.SCHEDULER_LOST
+    assert pool_exit_code([2, 3]) == ExitCode.ERROR
+    assert pool_exit_code([-9]) == ExitCode.ERROR
+
+
+def test_scaler_cluster_whose_workers_never_reached_a_scheduler_exits_2() -> None:
+    nobody = f"tcp://127.0.0.1:{free_tcp_port_block(1)}"
+    done = run("scaler_cluster", "-n", "2", nobody, "--death-timeout-seconds", "2")
+    assert done.returncode == ExitCode.NEVER_CONNECTED, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "every worker of this pool exited, none of them cleanly: exiting with code 2" in done.stdout + done.stderr
+
+
+def test_a_misspelt_policy_is_refused_with_2_before_anything_starts(tmp_path: Path) -> None:
+    addresses = free_addresses()
+    text = example_text("local").replace("scaling=work", "scaling=wrok")
+    text = text.replace("tcp://127.0.0.1:8516", addresses.scheduler).replace(
+        "tcp://127.0.0.1:8517", addresses.object_storage
+    )
+    (tmp_path / "typo.toml").write_text(text)
+    done = run("scaler", "typo.toml", cwd=tmp_path)
+    assert done.returncode == EXIT_CONFIGURATION, done.stdout + done.stderr
+    assert done.stdout == "", "nothing started"
+    assert done.stderr.startswith("scaler: error: typo.toml: [scheduler] policy_content") and "'wrok'" in done.stderr
+    done = run("scaler_scheduler", addresses.scheduler, "--policy-content", "allocate=even_load; scaling=wrok")
+    assert done.returncode == EXIT_CONFIGURATION, done.stdout + done.stderr
+    assert "'wrok' is not one of" in done.stdout + done.stderr
+
+
+def test_a_manager_that_exits_before_it_registers_is_named(tmp_path: Path) -> None:
+    """`scaler FILE` announces a worker manager once it has registered; one that exits first (here symphony, whose
+    soamapi this machine lacks) stops the start-up naming it, before a script waiting for its line goes on."""
+    addresses = free_addresses()
+    (tmp_path / "sym.toml").write_text(
+        f'[scheduler]\nbind_address = "{addresses.scheduler}"\n\n'
+        '[[worker_manager]]\ntype = "symphony"\nworker_manager_id = "sym"\nservice_name = "ScalerService"\n'
+    )
+    done = run("scaler", "sym.toml", cwd=tmp_path)
+    assert done.returncode == ExitCode.ERROR, done.stdout + done.stderr
+    assert "worker manager 'sym' (symphony) exited before it registered with the scheduler (exit code 2)" in (
+        done.stdout + done.stderr
+    )
+    assert "scaler: worker manager 'sym'" not in done.stdout, "never announced"

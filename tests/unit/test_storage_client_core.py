@@ -1,0 +1,251 @@
+"""The object storage client's pure core (`scaler/object_storage/client_core.py`), fed by hand: one test per rule of
+its header. The shells (blocking, pipelined, asyncio) only carry these outcomes out; their real-server tests are in
+tests/integration/test_object_storage.py and test_pipelined_puts.py.
+
+Checked to fail with each rule switched off: with `_send_again` sending no hello, the restart test finds no hello in
+what is sent; with it always sending one, it finds two; with the `retried` check removed, the second helloRequired
+is sent again instead of failing; with `on_tick` failing every request, the timeout test's second request fails too;
+with `PutGate.submit` returning its items at once, the gate tests release before the acknowledgement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageException
+from scaler.object_storage.client_core import (
+    Answered,
+    Failed,
+    Greeted,
+    Notice,
+    PutFailed,
+    Reconnect,
+    Refused,
+    Released,
+    StorageClientCore,
+    hello_operation,
+    put_operation,
+)
+from scaler.protocol.ids import ObjectID
+from scaler.protocol.storage_messages import (
+    Exists,
+    Get,
+    Info,
+    StorageHello,
+    StorageReply,
+    StorageRequest,
+    StorageStatus,
+)
+
+ADDRESS = "tcp://127.0.0.1:2346"
+
+
+def new_core(timeout_seconds: float = 10.0) -> StorageClientCore[str]:
+    return StorageClientCore(ADDRESS, hello_operation("client", "3.11", b"me"), timeout_seconds)
+
+
+def sent(core: StorageClientCore[str]) -> list[StorageRequest]:
+    return [request for request, _ in core.take_outgoing()]
+
+
+def ok(request: StorageRequest, value: object = None) -> StorageReply:
+    return StorageReply(request.request_id, StorageStatus.OK, "", value)  # type: ignore[arg-type]
+
+
+def answer(request: StorageRequest, status: StorageStatus, reason: str = "") -> StorageReply:
+    return StorageReply(request.request_id, status, reason)
+
+
+def frames(*chunks: bytes) -> list[memoryview]:
+    return [memoryview(chunk) for chunk in chunks]
+
+
+def is_hello(request: StorageRequest) -> bool:
+    return isinstance(request.operation, StorageHello)
+
+
+# ---------------------------------------------------------------- rules 1, 2, 4
+
+
+def test_a_hello_goes_first_and_requests_follow_it_without_waiting() -> None:
+    core = new_core()
+    first = core.request(Info(), now=0.0)
+    second = core.request(Exists(ObjectID(b"x")), now=0.0)
+    hello, info, exists = sent(core)
+    assert is_hello(hello) and hello.operation == hello_operation("client", "3.11", b"me")
+    assert [info.operation, exists.operation] == [Info(), Exists(ObjectID(b"x"))]
+    assert core.on_reply(ok(hello), []) == [Greeted()] and core.is_greeted
+    assert core.on_reply(ok(exists, True), []) == [Answered(second, ok(exists, True), [])]  # any order
+    assert core.on_reply(ok(info, 3), frames(b"ab")) == [Answered(first, ok(info, 3), frames(b"ab"))]
+    core.request(Info(), now=0.0)
+    assert not any(is_hello(request) for request in sent(core))  # greeted once per connection
+
+
+def test_an_answer_that_is_not_ok_fails_its_request_with_the_error_its_status_means() -> None:
+    core = new_core()
+    ticket = core.request(Get(ObjectID(b"gone")), now=0.0)
+    hello, get = sent(core)
+    core.on_reply(ok(hello), [])
+    [failed] = core.on_reply(answer(get, StorageStatus.NOT_FOUND, "object 676f6e65 is not stored"), [])
+    assert isinstance(failed, Failed) and failed.ticket == ticket and isinstance(failed.error, MissingObjects)
+    assert str(failed.error) == f"object 676f6e65 is not in object storage at {ADDRESS}"
+
+
+def test_a_refused_hello_fails_every_pending_request_and_every_later_one() -> None:
+    core = new_core()
+    tickets = [core.request(Info(), now=0.0) for _ in range(3)]
+    hello, *_ = sent(core)
+    outcomes = core.on_reply(answer(hello, StorageStatus.REFUSED, "protocol version 99"), [])
+    assert [outcome.ticket for outcome in outcomes if isinstance(outcome, Failed)] == tickets
+    assert all(isinstance(outcome.error, IncompatiblePeerError) for outcome in outcomes if isinstance(outcome, Failed))
+    refused = outcomes[-1]
+    assert isinstance(refused, Refused) and "refused the connection: protocol version 99" in str(refused.error)
+    with pytest.raises(IncompatiblePeerError, match="protocol version 99"):
+        core.request(Info(), now=0.0)
+
+
+def test_an_answer_to_no_pending_request_is_dropped() -> None:
+    core = new_core()
+    core.request(Info(), now=0.0)
+    hello, info = sent(core)
+    assert core.on_reply(StorageReply(999, StorageStatus.OK), []) == []
+    core.on_reply(ok(hello), [])
+    assert len(core.on_reply(ok(info, 1), [])) == 1
+    assert core.on_reply(ok(info, 1), []) == []  # the same answer twice: the second is stale
+
+
+# ---------------------------------------------------------------- rule 3: a restarted server
+
+
+def test_hello_required_greets_once_for_all_pipelined_requests_and_sends_each_again_under_a_new_id() -> None:
+    core = new_core()
+    tickets = [core.request(Exists(ObjectID(bytes([index]))), now=0.0) for index in range(3)]
+    hello, *requests = sent(core)
+    core.on_reply(ok(hello), [])
+    notices = []
+    for request in requests:  # the server restarted: each of them is answered helloRequired
+        notices += core.on_reply(answer(request, StorageStatus.HELLO_REQUIRED), [])
+    assert notices == [Notice(f"object storage at {ADDRESS} asks for a hello again; greeting it and retrying")]
+    again = sent(core)
+    assert is_hello(again[0]) and not any(is_hello(request) for request in again[1:])
+    assert [request.operation for request in again[1:]] == [request.operation for request in requests]
+    assert {request.request_id for request in again[1:]}.isdisjoint(request.request_id for request in requests)
+    core.on_reply(ok(again[0]), [])
+    outcomes = [core.on_reply(ok(request, True), [])[0] for request in again[1:]]
+    assert [outcome.ticket for outcome in outcomes if isinstance(outcome, Answered)] == tickets
+
+
+def test_a_second_hello_required_fails_the_request() -> None:
+    core = new_core()
+    ticket = core.request(Info(), now=0.0)
+    _, info = sent(core)
+    core.on_reply(answer(info, StorageStatus.HELLO_REQUIRED), [])
+    hello, info_again = sent(core)
+    assert is_hello(hello)
+    [failed] = core.on_reply(answer(info_again, StorageStatus.HELLO_REQUIRED), [])
+    assert isinstance(failed, Failed) and failed.ticket == ticket
+    assert "answered helloRequired to a info request" in str(failed.error)
+    assert sent(core) == []
+
+
+# ---------------------------------------------------------------- rules 5-7: time, a broken connection, closing
+
+
+def test_a_request_past_its_deadline_fails_alone_and_its_late_answer_is_dropped() -> None:
+    core = new_core(timeout_seconds=10.0)
+    slow = core.request(Get(ObjectID(b"big")), now=0.0, timeout_seconds=1.0)
+    patient = core.request(Info(), now=0.0)
+    _, get, info = sent(core)
+    assert core.next_deadline() == 1.0
+    assert core.on_tick(0.5) == []
+    [failed] = core.on_tick(1.0)
+    assert isinstance(failed, Failed) and failed.ticket == slow
+    assert str(failed.error) == f"object storage at {ADDRESS} did not answer within 1 s"
+    assert core.on_reply(ok(get), []) == []  # late
+    assert core.next_deadline() == 10.0
+    assert [outcome.ticket for outcome in core.on_reply(ok(info, 1), []) if isinstance(outcome, Answered)] == [patient]
+
+
+@pytest.mark.parametrize(
+    ("event", "text"),
+    [
+        (lambda core: core.on_bad_reply("not capnp"), f"object storage at {ADDRESS} sent a bad reply: not capnp"),
+        (
+            lambda core: core.on_unreachable(),
+            f"object storage at {ADDRESS} is not reachable: no connection within 10 s",
+        ),
+        (lambda core: core.on_send_failed("ETERM"), f"could not send to object storage at {ADDRESS}: ETERM"),
+    ],
+)
+def test_an_unusable_connection_fails_every_request_and_the_next_one_greets_a_new_socket(event, text) -> None:  # type: ignore[no-untyped-def]
+    core = new_core()
+    tickets = [core.request(Info(), now=0.0) for _ in range(2)]
+    hello, *_ = sent(core)
+    core.on_reply(ok(hello), [])
+    outcomes = event(core)
+    assert [outcome.ticket for outcome in outcomes if isinstance(outcome, Failed)] == tickets
+    assert all(str(outcome.error).startswith(text) for outcome in outcomes if isinstance(outcome, Failed))
+    assert outcomes[-1] == Reconnect() and not core.is_greeted
+    core.request(Info(), now=0.0)
+    assert is_hello(sent(core)[0])
+
+
+def test_a_closed_connection_fails_what_waits_and_refuses_what_comes() -> None:
+    core = new_core()
+    ticket = core.request(Info(), now=0.0)
+    [failed] = core.on_closed()
+    assert isinstance(failed, Failed) and failed.ticket == ticket and "was closed" in str(failed.error)
+    with pytest.raises(ObjectStorageException, match="is closed"):
+        core.request(Info(), now=0.0)
+
+
+def test_the_send_deadline_is_the_connect_timeout_or_the_shorter_reply_timeout() -> None:
+    assert new_core(timeout_seconds=60.0).send_deadline(100.0) == 110.0
+    assert new_core(timeout_seconds=0.5).send_deadline(100.0) == 100.5
+
+
+# ---------------------------------------------------------------- rule 8: the put gate
+
+
+def gated_put(core: StorageClientCore[str], name: bytes, size: int = 100) -> int:
+    payload: Sequence[memoryview] = frames(b"x" * size)
+    return core.put_gated(ObjectID(name), payload, b"me", name.decode(), now=0.0)
+
+
+def test_items_held_behind_gated_puts_leave_in_order_once_every_earlier_put_is_acknowledged() -> None:
+    core = new_core()
+    assert core.hold(["before any put"]) == ["before any put"]
+    gated_put(core, b"a")
+    assert core.hold(["needs a"]) == []
+    gated_put(core, b"b", size=50)
+    assert core.hold(["needs a and b"]) == [] and core.gated_bytes == 150
+    hello, put_a, put_b = sent(core)
+    assert put_a.operation == put_operation(b"a", frames(b"x" * 100), b"me", "a")
+    core.on_reply(ok(hello), [])
+    assert core.on_reply(ok(put_b), []) == []  # b alone does not release what waits on a
+    assert core.on_reply(ok(put_a), []) == [Released(["needs a", "needs a and b"])]
+    assert core.is_idle and core.gated_bytes == 0
+
+
+def test_a_failed_gated_put_names_its_object_and_dooms_the_items_held_after_it() -> None:
+    core = new_core()
+    gated_put(core, b"a")
+    core.hold(["needs a"])
+    gated_put(core, b"b")
+    core.hold(["needs b"])
+    hello, put_a, put_b = sent(core)
+    core.on_reply(ok(hello), [])
+    [failed] = core.on_reply(answer(put_a, StorageStatus.FULL, "no room"), [])
+    assert isinstance(failed, PutFailed) and failed.object_id == ObjectID(b"a")
+    assert failed.doomed == ["needs a", "needs b"] and "no room" in str(failed.error)
+    assert core.on_reply(ok(put_b), []) == [] and core.is_idle
+
+
+def test_a_gated_put_past_its_deadline_fails_like_a_refused_one() -> None:
+    core = new_core(timeout_seconds=5.0)
+    gated_put(core, b"a")
+    core.hold(["needs a"])
+    [failed] = core.on_tick(5.0)
+    assert isinstance(failed, PutFailed) and failed.doomed == ["needs a"] and "did not answer" in str(failed.error)
