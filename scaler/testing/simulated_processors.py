@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from scaler.io.clock import Clock, Timer
 from scaler.io.sockets import Sockets
@@ -262,9 +262,8 @@ class SimulatedProcessors:
         if not messages or self._listener is None or processor.processor_id not in self._processors:
             return
         if processor.route.is_open:  # the results of tasks that ran go on the link; the agent hears ResultSent
-            ran = [message for message in messages if _ran(message)]
-            sent = {result.task_id: frame for result, frame in zip(ran, self._send_on_link(processor, ran), strict=True)}
-            messages = [m.ResultSent(message.task_id, sent[message.task_id]) if _ran(message) else message
+            frames = iter(self._send_on_link(processor, [message for message in messages if _ran(message)]))
+            messages = [m.ResultSent(message.task_id, next(frames)) if _ran(message) else message
                         for message in messages]  # fmt: skip
         self._listener.on_processor_messages(processor.processor_id, messages)
 
@@ -306,6 +305,6 @@ class SimulatedProcessors:
             processor.link = None
 
 
-def _ran(message: m.Message) -> bool:
+def _ran(message: m.Message) -> TypeGuard[m.TaskResult]:
     """A result of a task that ran (a CANCELED answer goes to the agent only)."""
     return isinstance(message, m.TaskResult) and message.status is not m.ResultStatus.CANCELED
