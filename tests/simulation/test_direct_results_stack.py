@@ -9,7 +9,8 @@ results in test_cancel_stack.py (the stack's default).
 How each mechanism was checked off, by hand (the test then fails): with the journal keeping no processor's result
 (`ResultJournal.sent_by_processor` doing nothing), the restart test loses the results sent into the outage (their
 tasks, adopted by their workers, are never answered); with `ResultJournal.processor_gone` returning nothing, the
-test of a processor dying before its message left never answers its task; with `ResultJournal.acknowledged` returning
+test of a processor dying before its message left answers its task only two heartbeat echoes later (rule 3b), past
+its bound of one simulated second; with `ResultJournal.acknowledged` returning
 nothing, the test of a dropped result never answers its task."""
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def test_a_processor_that_dies_around_its_result_loses_no_result(ending: str) ->
         warm = client.submit([stack.task(client, TINY_SECONDS, function="step") for _ in range(20)])
         await stack.until(lambda: all_done(warm), "the warm-up")
         (dying,) = client.submit([stack.task(client, 0.01, ending=ending, function="step")])
-        await stack.until(dying.done, "its answer")
+        # within one heartbeat interval (2 simulated seconds): at the processor's exit, not after two echoes
+        await stack.until(dying.done, "its answer", within=1.0)
         # afterwards: a task staged behind it would be blamed for the death (processor protocol rule 7)
         after = client.submit([stack.task(client, TINY_SECONDS, function="step") for _ in range(20)])
         await stack.until(lambda: all_done([dying, *after]), "every future")
