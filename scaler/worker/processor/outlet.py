@@ -93,7 +93,8 @@ class ProcessorOutlet:
         if self._held:
             held = self._held
             self._held = []
-            self._link.send_multipart(held)
+            if self._link is not None:  # closed: the processor is ending, its agent gone
+                self._link.send_multipart(held)
         if self._notices:
             notices = self._notices
             self._notices = []
