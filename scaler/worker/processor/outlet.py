@@ -20,7 +20,7 @@ import zmq
 
 from scaler.protocol import codec
 from scaler.protocol import messages as m
-from scaler.worker.processor.channel import BlockingChannel, ChannelClosed
+from scaler.worker.processor.channel import BlockingChannel
 from scaler.worker.processor.result_route import ResultRoute
 
 logger = logging.getLogger(__name__)
@@ -49,9 +49,8 @@ class ProcessorOutlet:
         self._link: Any = None
         self._route = ResultRoute()
         self._lock = threading.Lock()
-        #: results held to leave together (their frames, and the ResultSents for the agent), since `_held_since`
+        #: the frames of results held to leave on the link together, since `_held_since`
         self._held: list[bytes] = []
-        self._notices: list[m.Message] = []
         self._held_since = 0.0
         self._holding = threading.Event()  #: results began to be held: the flusher watches the time
         self._flusher: threading.Thread | None = None
@@ -77,8 +76,6 @@ class ProcessorOutlet:
                 return
             frame = codec.encode(result)
             self._held.append(frame)
-            ran = result.ran
-            self._notices.append(m.ResultSent(result.task_id, frame, ran.finished_at - ran.started_at if ran else 0.0))
             if not more or len(self._held) >= MAX_HELD:
                 self._flush()
             elif len(self._held) == 1:
@@ -87,18 +84,18 @@ class ProcessorOutlet:
                     self._flusher = threading.Thread(target=self._flush_late, name="scaler-results", daemon=True)
                     self._flusher.start()
                 self._holding.set()
+            # the agent hears of it now, even when it is held: a held result dies with the processor if the next task
+            # crashes it, and the agent, which keeps every ResultSent, then sends it itself
+            ran = result.ran
+            self._channel.send(m.ResultSent(result.task_id, frame, ran.finished_at - ran.started_at if ran else 0.0))
 
     def _flush(self) -> None:
-        """Send what is held: the results in one message on the link, their ResultSents in one write to the agent."""
+        """Send the results held, in one message on the link."""
         if self._held:
             held = self._held
             self._held = []
             if self._link is not None:  # closed: the processor is ending, its agent gone
                 self._link.send_multipart(held)
-        if self._notices:
-            notices = self._notices
-            self._notices = []
-            self._channel.send_all(notices)
 
     def _flush_late(self) -> None:
         """A thread of its own sends what was held HOLD_SECONDS, should the task after it take longer."""
@@ -107,14 +104,14 @@ class ProcessorOutlet:
             self._holding.clear()
             while True:
                 with self._lock:
-                    if not self._held and not self._notices:
+                    if not self._held:
                         break
                     wait = self._held_since + HOLD_SECONDS - time.monotonic()
                     if wait <= 0:
                         try:
                             self._flush()
-                        except ChannelClosed:
-                            return  # the agent is gone; the thread that reads the channel ends the processor
+                        except zmq.ZMQError:
+                            return  # the processor is ending
                         break
                 time.sleep(wait)
 
