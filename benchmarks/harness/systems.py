@@ -37,6 +37,8 @@ FRONTEND_REQUIREMENTS: dict[str, list[str]] = {
     "ours-frontends": ["-e", f"{REPO_ROOT}[joblib,dask]"],
     "frontends-dask": ["joblib==1.6.0", "dask[distributed,array]==2026.8.0"],
     "ray": ["ray==2.60.0", "numpy"],
+    # Ray Client (`ray://`): the client's and the head's gRPC (benchmarks/laptop_link.py)
+    "ray-client": ["ray[client]==2.60.0"],
 }
 STAMP_NAME = ".bench-stamp"
 

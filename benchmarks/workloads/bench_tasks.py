@@ -77,3 +77,8 @@ def fibonacci_ray(n: int) -> int:
 
     remote = ray.remote(num_cpus=1)(fibonacci_ray)
     return int(sum(ray.get([remote.remote(n - 1), remote.remote(n - 2)])))
+
+
+def zeros(size: int) -> bytes:
+    """A result of `size` bytes (the laptop-link benchmark's download)."""
+    return bytes(size)

@@ -68,6 +68,9 @@ DIRECT_SEND_GAP_SECONDS = 0.0005
 
 #: How often a client that waits for its scheduler says so.
 WAITING_NOTICE_SECONDS = 5.0
+#: How long a client waits for a silent scheduler, or for one to answer after its connection closed, when not told:
+#: this, or the scheduler's resume window for it when longer (client/core.py, rule 6).
+DEFAULT_LINK_SECONDS = 60.0
 #: How often a client waiting for a stack that is still starting reads its connection file again.
 STACK_POLL_SECONDS = 0.5
 
@@ -99,17 +102,22 @@ class ClientAgent(Generic[FutureT]):
         identity: bytes,
         hello: m.Hello,
         heartbeat_interval_seconds: float,
-        timeout_seconds: float,
+        timeout_seconds: float | None,
         keys: FoundKeys | TransportSecurity | None = None,
-        scheduler_lost_grace_seconds: float = 0.0,
+        scheduler_lost_grace_seconds: float | None = 0.0,
     ) -> None:
         """`keys`: those `find_keys` found (found again when the scheduler refuses them before the first
-        registration, or its stack is still starting), or a TransportSecurity used as is."""
+        registration, or its stack is still starting), or a TransportSecurity used as is. `timeout_seconds`,
+        `scheduler_lost_grace_seconds` None: 60 s, or the scheduler's resume window for this client when longer
+        (client/core.py, rule 6)."""
         self.address = address
         if not isinstance(keys, FoundKeys):
             keys = FoundKeys("client", address, keys, "the keys given" if keys is not None else "none (plain TCP)")
         self.keys = keys  #: the keys in use (replaced when found again)
         self.identity = identity
+        follow_window = (timeout_seconds is None, scheduler_lost_grace_seconds is None)
+        timeout_seconds = DEFAULT_LINK_SECONDS if timeout_seconds is None else timeout_seconds
+        grace = DEFAULT_LINK_SECONDS if scheduler_lost_grace_seconds is None else scheduler_lost_grace_seconds
         self._timeout = timeout_seconds
         # A client heartbeats at least every second (once the previous echo is back), so that a scheduler with
         # a short client timeout keeps a client whose user thread computes.
@@ -120,12 +128,12 @@ class ClientAgent(Generic[FutureT]):
             heartbeat_interval_seconds=heartbeat_seconds,
             timeout_seconds=timeout_seconds,
             one_heartbeat_in_flight=True,
-            register_again=scheduler_lost_grace_seconds > 0,
+            register_again=grace > 0,
             lost_on_disconnect=True,
-            lost_grace_seconds=scheduler_lost_grace_seconds if scheduler_lost_grace_seconds > 0 else None,
+            lost_grace_seconds=grace if grace > 0 else None,
             pause_after_seconds=max(1.0, 4 * self._tick_seconds),
         )
-        self._core: ClientCore[FutureT] = ClientCore(hello, link_settings)
+        self._core: ClientCore[FutureT] = ClientCore(hello, link_settings, follow_window)
         self._core_lock = threading.Lock()  #: held for every call into the core, never while effects are carried out
         self._outgoing: collections.deque[bytes] = collections.deque()
         #: Orders every send: held while frames leave the queue or the user thread sends directly.
@@ -440,7 +448,7 @@ class ClientAgent(Generic[FutureT]):
 
     def _open_socket(self, loop: asyncio.AbstractEventLoop) -> None:
         self._sockets = SocketFactory(security=self.keys.security)
-        sock = self._sockets.dealer(self.address, identity=self.identity)
+        sock = self._sockets.dealer(self.address, identity=self.identity, heartbeat=True)
         self._socket = AsyncSocket(loop, sock, self._on_frames, lock=self._socket_lock)
         events = zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILURES
         self._monitor = watch_events(loop, self._sockets.event_monitor(sock, events), self._on_socket_event)

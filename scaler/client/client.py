@@ -48,7 +48,7 @@ class Client:
         self,
         address: str | None = None,
         profiling: bool = False,
-        timeout_seconds: float = 60,
+        timeout_seconds: float | None = None,
         heartbeat_interval_seconds: float = 2,
         serializer: Serializer | None = None,
         stream_output: bool = False,
@@ -57,20 +57,30 @@ class Client:
         *,
         security: TransportSecurity | None = None,
         connect_timeout_seconds: float = 15.0,
-        scheduler_lost_grace_seconds: float = 60.0,
+        scheduler_lost_grace_seconds: float | None = None,
         curve_secret_key: str | None = None,
         curve_server_key: str | None = None,
         share: float = 1.0,
         max_running_tasks: int | None = None,
         max_workers: int | None = None,
+        resume_seconds: float | None = None,
     ) -> None:
-        """`security` secures the client's connections (None: plain TCP; inside a task: the worker's).
+        """`timeout_seconds`: how long a request (object storage, a job) waits, 60 s by default, and how long a
+        silent scheduler is waited for before the futures fail with DisconnectedError: by default (None) as long as
+        the scheduler keeps this client's work when it is away (its resume window, below; at least 60 s).
+        `resume_seconds`: how long this client's unfinished work waits for it when it is away (its machine asleep,
+        its network lost or changed): its tasks run on and their results wait; back, it gets them
+        (docs/guide/bursting.md, "Working from a laptop"). None: the scheduler's window (`client_resume_seconds`, 30
+        minutes by default); a shorter wish is granted; 0: none (its work is cancelled once it is silent past the
+        scheduler's client timeout).
+        `security` secures the client's connections (None: plain TCP; inside a task: the worker's).
         `connect_timeout_seconds`: how long the first connection waits for the scheduler to answer (saying
         so on stderr every 5 s) before a ConnectionError. `curve_secret_key`, `curve_server_key`: this client's
         secret key file and the scheduler's public key file, for a cluster secured with CURVE (docs/security.md);
         a wrong key is a ConnectionRefusedError at once. `scheduler_lost_grace_seconds`: when the connection to
         the scheduler closes, how long to wait for a scheduler to answer at the same address again (a restarted
-        one gets this client's unfinished tasks again); 0: fail the futures at once with DisconnectedError.
+        one gets this client's unfinished tasks again); by default (None) 60 s, or the resume window when longer;
+        0: fail the futures at once with DisconnectedError.
         `share`: this client's weight in the split of busy workers between clients with work queued (1: equal);
         `max_running_tasks`: the most of its tasks at workers at once (None: no quota); `max_workers`: the most
         workers' worth of spend its work holds, and the pool grows for (None: no quota); docs/guide/sharing.md."""
@@ -81,7 +91,7 @@ class Client:
             serializer=serializer if serializer is not None else DefaultSerializer(),
             object_storage_address=object_storage_address, connect_timeout_seconds=connect_timeout_seconds,
             scheduler_lost_grace_seconds=scheduler_lost_grace_seconds,
-            share=share, max_running_tasks=max_running_tasks, max_workers=max_workers,
+            share=share, max_running_tasks=max_running_tasks, max_workers=max_workers, resume_seconds=resume_seconds,
         )  # fmt: skip
         self._session = Session(
             address, settings, security=security, curve_secret_key=curve_secret_key, curve_server_key=curve_server_key

@@ -28,6 +28,15 @@ Rules:
    submission raises that reason.
 5. Tasks of a job submitted by another client are *followed* (`follow`): unfinished like the rest, but with no
    frame; after a scheduler restart (which forgets jobs) their futures fail with JobLostError.
+6. Away and back (docs/protocol.md 5.15): the scheduler keeps this client's work while it is away (asleep, cut off,
+   moved) for a resume window its HelloReply names; a link setting left to follow it (`follow_window`) waits that
+   long for the scheduler instead. Answers are counted (`answer_count.py`) and the count goes in heartbeats. When the
+   connection closes, a ClientResume asks for what the dead connection may have taken; its ClientResumed names the
+   tasks the scheduler never received, which are sent again (with the cancels asked for them), and the answers that
+   follow it are counted anew. Registered again by the *same* scheduler (its instance unchanged: it dropped this
+   client past the window), a ClientResume asks the same: the work the scheduler cancelled when it dropped this
+   client fails with its reason (nothing of it runs again), what it never received (sent after the drop) is sent
+   again.
 
 The core is generic in the future type `F`: it stores futures and hands them back in effects, never calls them,
 so the thread-based `Client` and an asyncio client can share it.
@@ -39,10 +48,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic, NamedTuple, TypeVar
 
+from scaler.client.answer_count import AnswerCount
 from scaler.errors import DisconnectedError, IncompatiblePeerError, JobLostError
 from scaler.protocol import messages as m
 from scaler.protocol.ids import GraphID, TaskID
 from scaler.protocol.scheduler_link import (
+    Forgotten,
     LinkEffect,
     LinkSettings,
     Lost,
@@ -176,8 +187,19 @@ class _Graph:
 
 
 class ClientCore(Generic[F]):
-    def __init__(self, hello: m.Hello, link_settings: LinkSettings) -> None:
+    def __init__(
+        self, hello: m.Hello, link_settings: LinkSettings, follow_window: tuple[bool, bool] = (False, False)
+    ) -> None:
+        """`follow_window`: whether the link's silence timeout and its grace after a closed connection become the
+        scheduler's resume window for this client, when that is longer (rule 6)."""
         self.link = SchedulerLink(link_settings)
+        self._base_link = link_settings
+        self._follow_window = follow_window
+        self.answers = AnswerCount()  #: what the heartbeats acknowledge (rule 6)
+        self._forgotten_reason = ""  #: why the scheduler last said it does not know this client
+        #: why the scheduler dropped this client, when it registers it again (rule 6)
+        self._dropped_reason = "the scheduler dropped this client"
+        self._last_awake: float | None = None  #: the latest event this client handled
         self._hello = hello
         #: the latest accepting HelloReply; None before the first registration
         self.hello_reply: m.HelloReply | None = None
@@ -255,15 +277,17 @@ class ClientCore(Generic[F]):
     # ------------------------------------------------------------ events from the I/O side
 
     def start(self, now: float) -> list[ClientEffect[F]]:
+        self._last_awake = now
         return self._follow(self.link.start(now))
 
     def on_messages(self, messages: Iterable[m.Message], now: float) -> list[ClientEffect[F]]:
-        effects: list[ClientEffect[F]] = []
+        effects = self._noticed_own_pause(now)
         for message in messages:
             link_effects = self.link.on_message(message, now)
             if link_effects:
                 effects += self._follow(link_effects)
             if isinstance(message, m.TaskResult):
+                self.answers.answered()
                 future = self._answered(message.task_id)
                 if future is not None:
                     last = effects[-1] if effects else None
@@ -272,24 +296,51 @@ class ClientCore(Generic[F]):
                     else:
                         effects.append(Complete([(future, message)]))
             elif isinstance(message, m.TaskCancelConfirm):
+                self.answers.answered()
                 future = self._answered(message.task_id)
                 if future is not None:
                     effects.append(ConfirmCancel(future))
-            elif isinstance(message, m.HeartbeatEcho):
-                self.worker_count = message.worker_count
-            elif isinstance(message, m.TaskLog):
-                effects.append(ShowLog(message))
-            elif isinstance(message, (m.ShutdownReply, m.TaskStoryReply, m.JobReply)):  # answers to requests
-                effects.append(_answer(message))
-            elif isinstance(message, m.ProtocolError) and message.kind is not m.ProtocolErrorKind.UNKNOWN_PEER:
-                effects.append(Warn(f"the scheduler refused a message of this client: {message.reason}"))
+            else:
+                effects += self._on_other(message)
         return effects
 
+    def _on_other(self, message: m.Message) -> list[ClientEffect[F]]:
+        """A message that answers no task."""
+        if isinstance(message, m.HeartbeatEcho):
+            self.worker_count = message.worker_count
+        elif isinstance(message, m.ClientResumed):
+            return self._resumed(message)
+        elif isinstance(message, m.TaskLog):
+            return [ShowLog(message)]
+        elif isinstance(message, (m.ShutdownReply, m.TaskStoryReply, m.JobReply)):  # answers to requests
+            return [_answer(message)]
+        elif isinstance(message, m.ProtocolError) and message.kind is not m.ProtocolErrorKind.UNKNOWN_PEER:
+            return [Warn(f"the scheduler refused a message of this client: {message.reason}")]
+        return []
+
     def on_tick(self, now: float) -> list[ClientEffect[F]]:
-        return self._follow(self.link.on_tick(now))
+        return self._noticed_own_pause(now) + self._follow(self.link.on_tick(now))
+
+    def _noticed_own_pause(self, now: float) -> list[ClientEffect[F]]:
+        """A gap since the last event this client handled, longer than the link's `pause_after_seconds`, was this
+        client's own pause: said in the log (rule 6)."""
+        limit, last = self.link.settings.pause_after_seconds, self._last_awake
+        self._last_awake = now
+        if limit is None or last is None or now - last <= limit or not self.link.is_registered:
+            return []
+        text = (
+            f"this client was paused for {now - last:.0f} s (its machine asleep, or its process stopped); the "
+            "scheduler keeps its work for it while it is away"
+        )
+        return [Warn(text)]
 
     def on_disconnected(self, now: float) -> list[ClientEffect[F]]:
-        return self._follow(self.link.on_disconnected(now))
+        """The connection closed: ask the scheduler, first thing on the next one, for what it took (rule 6)."""
+        was_registered = self.link.is_registered
+        effects = self._follow(self.link.on_disconnected(now))
+        if was_registered and not self.link.is_over:
+            effects.insert(0, Send(self.answers.resume(list(self._unfinished))))
+        return effects
 
     def on_closed(self, error: BaseException, quiet: bool = False) -> list[ClientEffect[F]]:
         """The connection is over: every unfinished future fails with `error` (rule 4); the first reason stays
@@ -318,13 +369,22 @@ class ClientCore(Generic[F]):
             if isinstance(effect, SendHello):
                 effects.append(Send(replace(self._hello, known_instance=self.link.known_instance)))
             elif isinstance(effect, SendHeartbeat):
-                effects.append(Send(m.Heartbeat(round_trip_seconds=effect.round_trip_seconds)))
+                effects.append(Send(self.answers.heartbeat(effect.round_trip_seconds)))
             elif isinstance(effect, Registered):
+                dropped = effect.again and self.hello_reply is not None and (
+                    effect.reply.instance_id == self.hello_reply.instance_id != b""
+                )  # fmt: skip
                 self.hello_reply = effect.reply
                 self.worker_count = effect.reply.worker_count
-                if effect.again:
+                self.answers.restart()
+                self._wait_as_long_as_the_window(effect.reply.resume_seconds)
+                if dropped:
+                    effects += self._resume_dropped()
+                elif effect.again:
                     effects += self._submit_again()
                 effects.append(Connected(effect.reply))
+            elif isinstance(effect, Forgotten):
+                self._forgotten_reason = effect.reason
             elif isinstance(effect, Refused):
                 refusal: BaseException = (
                     ConnectionRefusedError(effect.reason)
@@ -366,6 +426,64 @@ class ClientCore(Generic[F]):
             )
         )
         effects.append(SendFrames(frames + graphs))
+        return effects
+
+    def _wait_as_long_as_the_window(self, window: float) -> None:
+        """The link waits for the scheduler as long as the scheduler keeps this client's work (rule 6), where its
+        settings follow the window."""
+        base, (timeout, grace) = self._base_link, self._follow_window
+        settings = base
+        if timeout and window > base.timeout_seconds:
+            settings = replace(settings, timeout_seconds=window)
+        if grace and base.lost_grace_seconds is not None and window > base.lost_grace_seconds:
+            settings = replace(settings, lost_grace_seconds=window)
+        self.link.settings = settings
+
+    def _resume_dropped(self) -> list[ClientEffect[F]]:
+        """The same scheduler registered this client again: it had dropped it (away past its window, or silent without
+        one). It is asked, as after a lost connection, what became of the unfinished work: what it cancelled then
+        fails, what it never received is sent again (rule 6)."""
+        self._dropped_reason = self._forgotten_reason or "it had dropped this client"
+        address = self.link.settings.address
+        warning = Warn(f"the scheduler at {address} dropped this client ({self._dropped_reason}); asking it what "
+                       "became of the unfinished work")  # fmt: skip
+        return [warning, Send(self.answers.resume(list(self._unfinished)))]
+
+    def _resumed(self, reply: m.ClientResumed) -> list[ClientEffect[F]]:
+        """The answer to a ClientResume (rule 6): count anew; send again what the scheduler never received, and the
+        cancels asked meanwhile (a cancel of a task it never had cancels the future here)."""
+        self.answers.resumed(reply)
+        unknown = set(reply.unknown)
+        effects: list[ClientEffect[F]] = []
+        if reply.cancelled:
+            address = self.link.settings.address
+            error = DisconnectedError(f"the scheduler at {address} dropped this client: {self._dropped_reason}")
+            futures = [future for task_id in reply.cancelled if (future := self._answered(task_id)) is not None]
+            effects.append(Fail(futures, error))
+        frames: list[bytes] = []
+        graphs: set[GraphID] = set()
+        for task_id in reply.unknown:
+            record = self._unfinished.get(task_id)
+            if record is None or task_id in self._cancelling or task_id in self._followed:
+                continue
+            graph_id = self._graph_of_target.get(task_id)
+            if graph_id is None and record[1] is not None:
+                frames.append(record[1])
+            elif graph_id is not None and graph_id not in graphs:
+                graphs.add(graph_id)
+                frames.append(self._graphs[graph_id].frame)
+        cancels = [task_id for task_id in self._cancelling if task_id not in unknown]
+        for task_id in [task_id for task_id in self._cancelling if task_id in unknown]:
+            future = self._answered(task_id)
+            if future is not None:
+                effects.append(ConfirmCancel(future))
+        if frames:
+            effects.append(SendFrames(frames))
+        if cancels:
+            effects.append(Send(m.TaskCancel(tuple(cancels))))
+        address = self.link.settings.address
+        effects.append(Warn(f"reconnected to the scheduler at {address}: {len(frames)} task(s) or graph(s) it had "
+                            "not received sent again; the answers kept for this client follow"))  # fmt: skip
         return effects
 
     def _fail_followed(self) -> list[ClientEffect[F]]:

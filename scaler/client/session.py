@@ -31,7 +31,7 @@ from scaler.client.agent import ClientAgent
 from scaler.client.future import ScalerFuture
 from scaler.client.graph import encode_graph
 from scaler.client.object_storage_side import ClientObjectStorage, HeldTask
-from scaler.client.sharing import checked_quota, checked_share, wire_priority
+from scaler.client.sharing import checked_quota, checked_resume_seconds, checked_share, wire_priority
 from scaler.errors import ClientQuitException, ClientShutdownException
 from scaler.io.address import validate_address
 from scaler.io.sockets import TransportSecurity
@@ -51,6 +51,8 @@ logger = logging.getLogger(__name__)
 
 #: Bound on the waits of clear(), close() and shutdown_cluster().
 CLOSE_TIMEOUT_SECONDS = 10.0
+#: How long a request waits (object storage, jobs) when `timeout_seconds` is not given.
+DEFAULT_TIMEOUT_SECONDS = 60.0
 
 FutureT = TypeVar("FutureT", bound=ScalerFuture[Any])
 
@@ -63,16 +65,23 @@ class SessionSettings:
     """What a session is opened with (the `Client`'s arguments of the same names)."""
 
     profiling: bool = False
-    timeout_seconds: float = 60.0
+    #: None: requests wait `DEFAULT_TIMEOUT_SECONDS`, a silent scheduler as long as it keeps this client's work
+    timeout_seconds: float | None = None
     heartbeat_interval_seconds: float = 2.0
     serializer: Serializer = field(default_factory=DefaultSerializer)
     stream_output: bool = False
     object_storage_address: str | None = None
     connect_timeout_seconds: float = 15.0
-    scheduler_lost_grace_seconds: float = 60.0
+    scheduler_lost_grace_seconds: float | None = None  #: None: 60 s, or the resume window when longer
     share: float = 1.0
     max_running_tasks: int | None = None
     max_workers: int | None = None
+    resume_seconds: float | None = None  #: how long its work waits for it while it is away (None: the scheduler's)
+
+    @property
+    def request_timeout_seconds(self) -> float:
+        """How long a request (object storage, a job) waits."""
+        return DEFAULT_TIMEOUT_SECONDS if self.timeout_seconds is None else self.timeout_seconds
 
 
 class TaskOptions(NamedTuple):
@@ -135,6 +144,7 @@ class Session:
             checked_share(settings.share),
             checked_quota("max_running_tasks", settings.max_running_tasks),
             checked_quota("max_workers", settings.max_workers),
+            resume_seconds=checked_resume_seconds(settings.resume_seconds),
         )
         self.settings = settings
         self.address, keys = scheduler_and_keys(address, security, curve_secret_key, curve_server_key)
@@ -150,7 +160,7 @@ class Session:
         self.security: TransportSecurity | None = self._agent.keys.security  #: the keys that reached the scheduler
         self._storage = ClientObjectStorage(
             str(settings.object_storage_address or reply.object_storage_address), self.identity, self.security,
-            settings.timeout_seconds, release=self._agent.submit,
+            settings.request_timeout_seconds, release=self._agent.submit,
         )  # fmt: skip
         self._encoder = TaskEncoder(
             self.identity, settings.serializer, self._storage.objects, self._agent.keys.ship_local_modules
@@ -327,7 +337,7 @@ class Session:
 
     def ask_job(self, request: m.JobOpen | m.JobAttach) -> m.JobReply:
         """Send a job request and wait for the scheduler's answer (TimeoutError after the client's timeout)."""
-        return self._agent.ask_job(request, self.settings.timeout_seconds)
+        return self._agent.ask_job(request, self.settings.request_timeout_seconds)
 
     def follow(self, futures: list[ScalerFuture[Any]]) -> None:
         """Futures of tasks another client submitted (a job's): completed as the scheduler sends their results."""

@@ -80,3 +80,15 @@ def checked_quota(name: str, quota: object) -> int:
     if not 0 < quota < 2**32:
         raise ValueError(f"{name} must be a positive integer (None: no quota), not {quota}")
     return quota
+
+
+def checked_resume_seconds(resume_seconds: object) -> float:
+    """A client's resume window wish, as its hello carries it: None for the scheduler's window (0 on the wire), 0
+    for none (negative on the wire), else the seconds; a clear error for anything else."""
+    if resume_seconds is None:
+        return 0.0
+    if isinstance(resume_seconds, bool) or not isinstance(resume_seconds, (int, float)):
+        raise TypeError(f"resume_seconds must be a number of seconds or None, not {type(resume_seconds).__name__}")
+    if not (math.isfinite(resume_seconds) and resume_seconds >= 0):
+        raise ValueError(f"resume_seconds must be 0 or more seconds (None: the scheduler's), not {resume_seconds}")
+    return float(resume_seconds) if resume_seconds > 0 else -1.0

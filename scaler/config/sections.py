@@ -169,7 +169,32 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
         combo=True,
     )
     client_timeout_seconds: float = setting(
-        60, help="drop a client silent this long and cancel its tasks", short=("-ct",), gt=0, core=True, combo=True
+        60,
+        help="a client silent this long is away (its work waits for it for client_resume_seconds); without a resume "
+        "window it is dropped and its tasks cancelled",
+        short=("-ct",),
+        gt=0,
+        core=True,
+        combo=True,
+    )
+    client_resume_seconds: float = setting(
+        1800,
+        help="how long a client's work waits for it once it is away (silent past client_timeout_seconds, or its "
+        "connection lost: a laptop asleep, moved or offline): its tasks run on and their results wait for it; past "
+        "this, counted from its last message, its tasks are cancelled and its objects deleted. A client may ask for "
+        "less (Client(resume_seconds=...)); 0: no waiting",
+        short=("-crs",),
+        ge=0,
+        core=True,
+        combo=True,
+    )
+    held_answers_memory_bytes: int = setting(
+        1 << 20,
+        help="results held for an away client are kept in the scheduler's memory up to this many bytes per client; "
+        "beyond, they are written to object storage in bundles of this size (e.g. 4MiB)",
+        ge=1,
+        byte_size=True,
+        core=True,
     )
     max_clients: int = setting(
         0, help="the most clients connected at once; one more is refused when it connects, with an error naming this "

@@ -83,7 +83,9 @@ class Sockets(Protocol):
 
     def publisher(self, address: str, high_water_mark: int = MONITOR_HIGH_WATER_MARK) -> Socket: ...
 
-    def dealer(self, address: str, identity: bytes | None = None, immediate: bool = False) -> Socket: ...
+    def dealer(
+        self, address: str, identity: bytes | None = None, immediate: bool = False, heartbeat: bool = False
+    ) -> Socket: ...
 
     def subscriber(self, address: str, topics: Sequence[bytes] = (b"",), high_water_mark: int = 0) -> Socket: ...
 
@@ -131,15 +133,22 @@ class SocketFactory:
 
     # ------------------------------------------------------------ connecting sides
 
-    def dealer(self, address: str, identity: bytes | None = None, immediate: bool = False) -> Socket:
+    def dealer(
+        self, address: str, identity: bytes | None = None, immediate: bool = False, heartbeat: bool = False
+    ) -> Socket:
         """A DEALER connected to `address`, with `identity` when the server must know it across reconnections.
         `immediate`: queue messages only to a completed connection, so that POLLOUT tells whether one exists.
-        One DEALER serves a thread at a time: the client's blocking object storage connection and the async
-        ones each open their own."""
+        `heartbeat`: ZeroMQ pings the server every HEARTBEAT_SECONDS and ends a connection that stops answering
+        within HEARTBEAT_TIMEOUT_SECONDS, then connects again: a laptop that moved to another network has a dead
+        connection that nothing closes (TCP keep-alive takes minutes). One DEALER serves a thread at a time: the
+        client's blocking object storage connection and the async ones each open their own."""
         sock = self._socket(zmq.DEALER, identity=identity)
         _set_keepalive(sock)
         if immediate:
             sock.setsockopt(zmq.IMMEDIATE, 1)
+        if heartbeat:
+            sock.setsockopt(zmq.HEARTBEAT_IVL, int(HEARTBEAT_SECONDS * 1000))
+            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(HEARTBEAT_TIMEOUT_SECONDS * 1000))
         return self._connect(sock, address)
 
     def subscriber(self, address: str, topics: Sequence[bytes] = (b"",), high_water_mark: int = 0) -> Socket:

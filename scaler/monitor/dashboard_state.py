@@ -13,7 +13,7 @@ import collections
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaler.monitor.top_screen import worker_label
+from scaler.monitor.top_screen import client_state, worker_label
 from scaler.protocol import messages as m
 
 #: A task's span starts when the scheduler hands it to a worker (its time in the worker's own queue included).
@@ -169,6 +169,7 @@ class DashboardState:
                     "live": client.counts.live,
                     "success": client.counts.succeeded,
                     "failed": client.counts.failed,
+                    "state": client_state(client),  #: "connected", or "away 3m of 30m"
                 }
                 for client in snapshot.clients
             ],

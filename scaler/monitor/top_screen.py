@@ -182,15 +182,32 @@ def _worker_table(workers: Sequence[m.WorkerSummary], sorting: Sorting) -> list[
     return [header, *rows]
 
 
+def client_state(client: m.ClientSummary) -> str:
+    """ "connected", or "away 3m of 30m": how long it has been away (asleep, cut off, moved) and its resume window,
+    after which its work is cancelled (docs/guide/bursting.md)."""
+    if client.away_seconds <= 0:
+        return "connected"
+    return f"away {_duration(client.away_seconds)} of {_duration(client.resume_seconds)}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
 def _clients_and_functions(snapshot: m.StatusSnapshot) -> list[str]:
     lines: list[str] = []
     if snapshot.clients:
-        lines += ["", f"{'client':>30} {'live':>7} {'success':>9} {'failed':>7} {'canceled':>9}"]
+        lines += ["", f"{'client':>30} {'live':>7} {'success':>9} {'failed':>7} {'canceled':>9}  {'state':<20}"]
         for client in snapshot.clients:
             name = client.name or client.client_id.decode(errors="replace")[-12:]
             counts = client.counts
             lines.append(
-                f"{name[:30]:>30} {counts.live:>7,} {counts.succeeded:>9,} {counts.failed:>7,} {counts.canceled:>9,}"
+                f"{name[:30]:>30} {counts.live:>7,} {counts.succeeded:>9,} {counts.failed:>7,} {counts.canceled:>9,}  "
+                f"{client_state(client)}"
             )
     if snapshot.functions:
         lines += ["", f"{'function':>30} {'live':>7} {'success':>9} {'failed':>7}"]

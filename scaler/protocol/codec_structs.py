@@ -71,10 +71,11 @@ def write_client_info(b: Any, v: m.ClientInfo) -> None:
     b.share = v.share
     b.maxRunningTasks = v.max_running_tasks
     b.maxWorkers = v.max_workers
+    b.resumeSeconds = v.resume_seconds
 
 
 def read_client_info(r: Any) -> m.ClientInfo:
-    return m.ClientInfo(r.name, share_or_default(r.share), r.maxRunningTasks, r.maxWorkers)
+    return m.ClientInfo(r.name, share_or_default(r.share), r.maxRunningTasks, r.maxWorkers, r.resumeSeconds)
 
 
 def write_worker_info(b: Any, v: m.WorkerInfo) -> None:
@@ -139,6 +140,7 @@ def write_hello_reply(b: Any, v: m.HelloReply) -> None:
     b.heartbeatIntervalSeconds = v.heartbeat_interval_seconds
     b.workerCount = v.worker_count
     b.instanceId = v.instance_id
+    b.resumeSeconds = v.resume_seconds
 
 
 def read_hello_reply(r: Any) -> m.HelloReply:
@@ -151,6 +153,7 @@ def read_hello_reply(r: Any) -> m.HelloReply:
         r.heartbeatIntervalSeconds,
         r.workerCount,
         r.instanceId,
+        r.resumeSeconds,
     )
 
 
@@ -164,6 +167,10 @@ def write_heartbeat(b: Any, v: m.Heartbeat) -> None:
     else:
         b.client = None
     b.roundTripSeconds = v.round_trip_seconds
+    if v.answers_epoch:
+        b.answersEpoch = v.answers_epoch
+    if v.answers_received:
+        b.answersReceived = v.answers_received
 
 
 def read_heartbeat(r: Any) -> m.Heartbeat:
@@ -174,6 +181,8 @@ def read_heartbeat(r: Any) -> m.Heartbeat:
         read_worker_status(r.worker) if which == 1 else None,
         read_manager_status(r.manager) if which == 2 else None,
         r.roundTripSeconds,
+        r.answersEpoch,
+        r.answersReceived,
     )
 
 
@@ -855,10 +864,14 @@ def write_client_summary(b: Any, v: m.ClientSummary) -> None:
     b.name = v.name
     b.hostname = v.hostname
     write_task_counts(b.init("counts"), v.counts)
+    b.awaySeconds = v.away_seconds
+    b.resumeSeconds = v.resume_seconds
 
 
 def read_client_summary(r: Any) -> m.ClientSummary:
-    return m.ClientSummary(r.clientId, r.tasks, r.name, r.hostname, read_task_counts(r.counts))
+    return m.ClientSummary(
+        r.clientId, r.tasks, r.name, r.hostname, read_task_counts(r.counts), r.awaySeconds, r.resumeSeconds
+    )
 
 
 def write_manager_summary(b: Any, v: m.ManagerSummary) -> None:
@@ -952,6 +965,32 @@ def write_job_reply(b: Any, v: m.JobReply) -> None:
 def read_job_reply(r: Any) -> m.JobReply:
     task_ids = r.taskIds
     return m.JobReply(r.name, r.accepted, r.reason, tuple(task_ids) if len(task_ids) else (), r.state, r.ownerId)
+
+
+def write_client_resume(b: Any, v: m.ClientResume) -> None:
+    b.answersEpoch = v.answers_epoch
+    b.answersReceived = v.answers_received
+    b.unfinished = v.unfinished
+
+
+def read_client_resume(r: Any) -> m.ClientResume:
+    unfinished = r.unfinished
+    return m.ClientResume(r.answersEpoch, r.answersReceived, tuple(unfinished) if len(unfinished) else ())
+
+
+def write_client_resumed(b: Any, v: m.ClientResumed) -> None:
+    b.answersEpoch = v.answers_epoch
+    b.unknown = v.unknown
+    if v.cancelled:
+        b.cancelled = v.cancelled
+
+
+def read_client_resumed(r: Any) -> m.ClientResumed:
+    unknown = r.unknown
+    cancelled = r.cancelled
+    return m.ClientResumed(
+        r.answersEpoch, tuple(unknown) if len(unknown) else (), tuple(cancelled) if len(cancelled) else ()
+    )
 
 
 def write_storage_request(b: Any, v: sm.StorageRequest) -> None:
@@ -1100,6 +1139,8 @@ WRITERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.JobOpen: ("jobOpen", write_job_open),
     m.JobAttach: ("jobAttach", write_job_attach),
     m.JobReply: ("jobReply", write_job_reply),
+    m.ClientResume: ("clientResume", write_client_resume),
+    m.ClientResumed: ("clientResumed", write_client_resumed),
     m.ResultSent: ("resultSent", write_result_sent),
 }
 #: Each member of the envelope, by its discriminant, and its reader.
@@ -1136,5 +1177,7 @@ READERS: tuple[tuple[str, Callable[[Any], m.Message]], ...] = (
     ("jobOpen", read_job_open),
     ("jobAttach", read_job_attach),
     ("jobReply", read_job_reply),
+    ("clientResume", read_client_resume),
+    ("clientResumed", read_client_resumed),
     ("resultSent", read_result_sent),
 )

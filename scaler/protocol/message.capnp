@@ -53,6 +53,7 @@ struct ClientInfo {
   share @1 :Float64;          # its share of the workers against other clients' (0: the default, 1)
   maxRunningTasks @2 :UInt32; # the most of its tasks at workers at once (0: no quota)
   maxWorkers @3 :UInt32;      # the most workers' worth of spend it holds (0: no quota)
+  resumeSeconds @4 :Float64;  # how long it wishes its work to wait for it while it is away, at most the scheduler's window; 0: the scheduler's window; negative: none
 }
 
 struct WorkerInfo {
@@ -90,6 +91,7 @@ struct HelloReply {
   heartbeatIntervalSeconds @5 :Float64;
   workerCount @6 :UInt32;   # connected workers, a hint for clients sizing map batches
   instanceId @7 :Data;      # this scheduler process; a new one after a restart at the same address
+  resumeSeconds @8 :Float64; # a client's: how long its work waits for it when it is away (0: not at all)
 }
 
 struct Heartbeat {
@@ -102,6 +104,8 @@ struct Heartbeat {
     manager @4 :ManagerStatus;  # sent by managers
   }
   roundTripSeconds @5 :Float32;  # the sender's last heartbeat -> echo round trip; 0 before the first echo
+  answersEpoch @6 :UInt32;       # a client's: the epoch of its answer count (ClientResumed starts a new one)
+  answersReceived @7 :UInt64;    # a client's: answers (taskResult, taskCancelConfirm) received in that epoch
 }
 
 struct WorkerStatus {
@@ -508,6 +512,8 @@ struct ClientSummary {
   name @2 :Text;
   hostname @3 :Text;
   counts @4 :TaskCounts;
+  awaySeconds @5 :Float64;   # how long it has been away (silent or its connection lost); 0: present
+  resumeSeconds @6 :Float64; # how long its work waits for it when it is away; 0: not at all
 }
 
 struct ManagerSummary {
@@ -573,7 +579,9 @@ struct Message {
     jobOpen @29 :JobOpen;
     jobAttach @30 :JobAttach;
     jobReply @31 :JobReply;
-    resultSent @32 :ResultSent;
+    clientResume @32 :ClientResume;
+    clientResumed @33 :ClientResumed;
+    resultSent @34 :ResultSent;
   }
 }
 
@@ -604,4 +612,20 @@ struct JobReply {
   taskIds @3 :List(Data);   # the job's tasks in submission order (attach)
   state @4 :Text;           # "running", "done", "cancelled"
   ownerId @5 :Data;         # the submitter's client id: its results are stored under it in object storage
+}
+
+# ---------------------------------------------------------------- a client coming back (docs/protocol.md 5.15)
+
+struct ClientResume {
+  # A client whose connection closed (or changed) asks for what may have been lost in it.
+  answersEpoch @0 :UInt32;     # the epoch its count is of
+  answersReceived @1 :UInt64;  # answers received in that epoch: those after it are sent again
+  unfinished @2 :List(Data);   # ids of its tasks (graph targets included) it has no answer for
+}
+
+struct ClientResumed {
+  # The answer to ClientResume: a new answer epoch starts with it; the answers sent again follow it.
+  answersEpoch @0 :UInt32;     # the new epoch (the client counts answers from here)
+  unknown @1 :List(Data);      # of `unfinished`, the ids the scheduler never received: to be sent again
+  cancelled @2 :List(Data);    # of `unfinished`, the ids it cancelled when it dropped this client (away too long)
 }

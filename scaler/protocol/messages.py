@@ -33,6 +33,8 @@ __all__ = [
     "ClientDisconnect",
     "ClientInfo",
     "ClientLoad",
+    "ClientResume",
+    "ClientResumed",
     "ClientSummary",
     "FunctionLoad",
     "FunctionSummary",
@@ -216,6 +218,9 @@ class ClientInfo:
     max_running_tasks: int = 0
     #: the most workers' worth of spend it holds (0: no quota)
     max_workers: int = 0
+    #: how long it wishes its work to wait for it while it is away, at most the scheduler's window; 0: the
+    #: scheduler's window; negative: none
+    resume_seconds: float = 0.0
     #: the client's CURVE key, set by the scheduler's shell (peer_keys.py); it owns the client's jobs
     owner_key: str = field(default="", compare=False)
     #: its key's part of the cost policy's budget per hour (sharing.toml; 0: a part by its share)
@@ -279,6 +284,8 @@ class HelloReply:
     worker_count: int = 0
     #: this scheduler process; a new one after a restart at the same address
     instance_id: bytes = b""
+    #: a client's: how long its work waits for it when it is away (0: not at all)
+    resume_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +300,10 @@ class Heartbeat:
     manager: ManagerStatus | None = None
     #: the sender's last heartbeat -> echo round trip; 0 before the first echo
     round_trip_seconds: float = 0.0
+    #: a client's: the epoch of its answer count (ClientResumed starts a new one)
+    answers_epoch: int = 0
+    #: a client's: answers (taskResult, taskCancelConfirm) received in that epoch
+    answers_received: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -787,6 +798,10 @@ class ClientSummary:
     name: str = ""
     hostname: str = ""
     counts: TaskCounts = field(default_factory=TaskCounts)
+    #: how long it has been away (silent or its connection lost); 0: present
+    away_seconds: float = 0.0
+    #: how long its work waits for it when it is away; 0: not at all
+    resume_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -871,6 +886,30 @@ class JobReply:
     owner_id: bytes = b""
 
 
+@dataclass(frozen=True, slots=True)
+class ClientResume:
+    """A client whose connection closed (or changed) asks for what may have been lost in it."""
+
+    #: the epoch its count is of
+    answers_epoch: int
+    #: answers received in that epoch: those after it are sent again
+    answers_received: int
+    #: ids of its tasks (graph targets included) it has no answer for
+    unfinished: tuple[TaskID, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClientResumed:
+    """The answer to ClientResume: a new answer epoch starts with it; the answers sent again follow it."""
+
+    #: the new epoch (the client counts answers from here)
+    answers_epoch: int
+    #: of `unfinished`, the ids the scheduler never received: to be sent again
+    unknown: tuple[TaskID, ...] = ()
+    #: of `unfinished`, the ids it cancelled when it dropped this client (away too long)
+    cancelled: tuple[TaskID, ...] = ()
+
+
 RoleInfo = ClientInfo | WorkerInfo | ManagerInfo | ProcessorInfo
 
 ROLE_OF_INFO: dict[type, Role] = {
@@ -913,6 +952,8 @@ Message = (
     | JobOpen
     | JobAttach
     | JobReply
+    | ClientResume
+    | ClientResumed
     | ResultSent
 )
 
@@ -950,5 +991,7 @@ MESSAGE_TYPES: tuple[type, ...] = (
     JobOpen,
     JobAttach,
     JobReply,
+    ClientResume,
+    ClientResumed,
     ResultSent,
 )

@@ -26,8 +26,27 @@ from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.feed import FEED_TOPICS
 from scaler.protocol.ids import PeerID
-from scaler.scheduler.core.effects import DeleteObjects, DeleteOwnerObjects, Effect, Publish, Send, StopScheduler
-from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
+from scaler.scheduler.core.client_answers import Answer
+from scaler.scheduler.core.effects import (
+    DeleteObjects,
+    DeleteOwnerObjects,
+    Effect,
+    LoadAnswers,
+    Publish,
+    Send,
+    StopScheduler,
+    StoreAnswers,
+)
+from scaler.scheduler.core.events import (
+    AnswersLoaded,
+    AnswersStored,
+    Event,
+    PeerLost,
+    Received,
+    ShellStats,
+    Tick,
+    Undecodable,
+)
 from scaler.scheduler.core.scheduler_core import SchedulerCore
 from scaler.scheduler.core.shrink_rule import SHRINK_FACTOR
 from scaler.scheduler.peer_keys import REVOKED, PeerKeys
@@ -191,7 +210,7 @@ class SchedulerServer:
                 refusal = self._keys.refusal(peer, key, message)
                 if refusal is not None:
                     if refusal.owner_gone:
-                        events.append(PeerLost(peer, "its identity was taken by another CURVE key", now))
+                        events.append(PeerLost(peer, "its identity was taken by another CURVE key", now, final=True))
                     self._outbox.send(peer, codec.encode(refusal.answer))
                     continue
                 message = self._keys.settled(key, message)
@@ -258,6 +277,10 @@ class SchedulerServer:
                     self._background(self._storage.delete(list(effect.object_ids)), "delete objects")
                 elif isinstance(effect, DeleteOwnerObjects):
                     self._background(self._storage.delete_owner(effect.owner), "delete a client's objects")
+                elif isinstance(effect, StoreAnswers):
+                    self._background(self._store_answers(effect), "write answers held for a client")
+                elif isinstance(effect, LoadAnswers):
+                    self._background(self._load_answers(effect), "read answers held for a client")
                 elif isinstance(effect, StopScheduler):
                     logger.info("stopping: %s", effect.reason)
                     self._clock.call_later(0.2, self.stop, effect.reason)
@@ -282,6 +305,25 @@ class SchedulerServer:
 
         task.add_done_callback(done)
 
+    async def _store_answers(self, effect: StoreAnswers) -> None:
+        """Write a bundle of answers held for an away client (client_answers.py, rule 4); the core hears how it went."""
+        ok = False
+        try:
+            payload = bundle_payload(effect.answers)
+            await self._storage.put(effect.object_id, payload, owner_id=effect.client, name="held answers")
+            ok = True
+        except Exception as error:  # the core keeps them in memory instead
+            logger.warning("could not write %d held answer(s) to object storage: %s", len(effect.answers), error)
+        self._feed([AnswersStored(effect.client, effect.object_id, ok, self._now())])
+
+    async def _load_answers(self, effect: LoadAnswers) -> None:
+        answers: tuple[Answer, ...] | None = None
+        try:
+            answers = answers_of(bytes(await self._storage.get(effect.object_id)))
+        except Exception as error:  # the core reads it again later
+            logger.warning("could not read held answers back from object storage: %s", error)
+        self._feed([AnswersLoaded(effect.client, effect.object_id, answers, self._now())])
+
     # ------------------------------------------------------------ routines
 
     async def _tick_routine(self) -> None:
@@ -304,7 +346,7 @@ class SchedulerServer:
             for peer in revoked:
                 notice = m.ProtocolError(REVOKED, m.ProtocolErrorKind.UNKNOWN_PEER)
                 self._outbox.send(peer, codec.encode(notice))
-            self._feed([PeerLost(peer, "its CURVE key was revoked", now) for peer in revoked])
+            self._feed([PeerLost(peer, "its CURVE key was revoked", now, final=True) for peer in revoked])
 
     async def _stats_routine(self) -> None:
         import psutil
@@ -336,3 +378,26 @@ class SchedulerServer:
             )
             self._feed([stats])
             self._memory.after(len(self._core.tasks.records))
+
+
+def bundle_payload(answers: tuple[Answer, ...]) -> bytes:
+    """Answers as one object: each encoded frame (a forwarded result's own) after its length (8 bytes)."""
+    parts = []
+    for answer in answers:
+        frame = codec.encode(answer)
+        parts += [len(frame).to_bytes(8, "big"), frame]
+    return b"".join(parts)
+
+
+def answers_of(payload: bytes) -> tuple[Answer, ...]:
+    """The answers of a bundle, in order (results keep their frames, to be forwarded unchanged)."""
+    answers: list[Answer] = []
+    index = 0
+    while index < len(payload):
+        size = int.from_bytes(payload[index : index + 8], "big")
+        message = codec.decode(payload[index + 8 : index + 8 + size], forwarding=True)
+        if not isinstance(message, (m.TaskResult, m.TaskCancelConfirm)):
+            raise codec.DecodeError(f"a bundle of held answers holds a {type(message).__name__}")
+        answers.append(message)
+        index += 8 + size
+    return tuple(answers)

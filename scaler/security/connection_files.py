@@ -82,6 +82,24 @@ def register_connection(
         partial.replace(path)
 
 
+def mirror_connection(address: str, of_address: str) -> bool:
+    """Local sides connecting to `address` use the keys registered for `of_address` (while this process lives): a
+    relay in front of a server (`scaler_link`) serves it at another address. False when nothing is registered there
+    (the user's keys, or plain TCP, apply to both by themselves)."""
+    record = discovered_connection(of_address)
+    if record is None:
+        return False
+    record = {**record, "pid": os.getpid(), "started": _started(os.getpid())}
+    path = _connection_file(address)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    partial.write_text(json.dumps(record))
+    os.chmod(partial, 0o600)
+    partial.replace(path)
+    return True
+
+
 def unregister_connection(addresses: list[str]) -> None:
     """Remove this process's connection files of these addresses (one another process wrote since is kept)."""
     for address in addresses:

@@ -16,6 +16,10 @@ What is modelled, as far as the shells rely on it:
   a connection number as the value; frames received with copy=False give that number as their SRCFD, so the
   scheduler's probe of the peers of a closed connection works as on TCP.
 - `crash(sockets)`: every socket of one component is cut off at once (SIGKILL): nothing it still sends leaves.
+- `cut(sockets)`, then `heal(sockets)` or `move(sockets)`: a component's connections go silent both ways with no
+  event (a network cut: packets dropped); healed, what was sent meanwhile is delivered late, in order (TCP carried
+  it once the path came back); moved, it is lost with the dead connections, which close (events on both sides), and
+  each DEALER connects again on a new connection (a laptop on another network, from a new source address).
 
 Each socket signals waiting messages on a pipe (its FD), which the loop watches, so delivery is one loop turn
 later, as with real sockets. Delivery is lossless and in order. `traffic` records every message sent (sender,
@@ -208,6 +212,8 @@ class MemoryDealer(MemorySocket):
         self.router: MemoryRouter | None = None
         self.connection = -1
         self._waiting: list[list[bytes]] = []  #: sent while no ROUTER was bound at the address
+        #: while cut: (towards the router, from it) what was sent on the silent connection, in order
+        self.cut_off: tuple[list[list[bytes]], list[list[bytes]]] | None = None
 
     def connect(self, router: MemoryRouter, connection: int) -> None:
         self.router, self.connection = router, connection
@@ -224,10 +230,41 @@ class MemoryDealer(MemorySocket):
             self._event(zmq.EVENT_DISCONNECTED, self.connection)
 
     def _send(self, frames: list[bytes]) -> None:
-        if self.router is None:
+        if self.cut_off is not None and self.router is not None:
+            self.cut_off[0].append(frames)
+        elif self.router is None:
             self._waiting.append(frames)
         else:
             self.router.deliver(self, frames)
+
+    def _arrive(self, connection: int, frames: list[bytes]) -> None:
+        if self.cut_off is not None:
+            self.cut_off[1].append(frames)
+        else:
+            super()._arrive(connection, frames)
+
+    def heal(self) -> None:
+        """The path is back: what was sent on the silent connection arrives now, in order."""
+        held, self.cut_off = self.cut_off, None
+        if held is None:
+            return
+        towards, back = held
+        for frames in back:
+            super()._arrive(self.connection, frames)
+        if self.router is not None:
+            for frames in towards:
+                self.router.deliver(self, frames)
+
+    def move(self, connection: int) -> None:
+        """The silent connection is dead (what it carried is lost) and closes; a new one to the same ROUTER
+        takes over the identity."""
+        self.cut_off = None
+        router = self.router
+        if router is None:
+            return
+        router.detach(self, self.connection)
+        self._event(zmq.EVENT_DISCONNECTED, self.connection)
+        self.connect(router, connection)
 
     def _sever(self) -> None:
         if not self.severed:
@@ -279,7 +316,9 @@ class MemorySockets:
     def publisher(self, address: str, high_water_mark: int = 0) -> Any:
         return self._keep(self.network.bind(MemoryPublisher(self.network, address)))
 
-    def dealer(self, address: str, identity: bytes | None = None, immediate: bool = False) -> Any:
+    def dealer(
+        self, address: str, identity: bytes | None = None, immediate: bool = False, heartbeat: bool = False
+    ) -> Any:
         identity = identity if identity is not None else self.network.new_identity()
         return self._keep(self.network.connect(MemoryDealer(self.network, address, identity)))
 
@@ -316,6 +355,24 @@ class MemoryNetwork:
         """The component dies at once: its sockets are cut off (its peers see their connections close)."""
         for sock in sockets.sockets:
             sock._sever()
+
+    def cut(self, sockets: MemorySockets) -> None:
+        """A component's connections to servers go silent both ways, with no event (its network is cut)."""
+        for sock in sockets.sockets:
+            if isinstance(sock, MemoryDealer) and sock.router is not None and sock.cut_off is None:
+                sock.cut_off = ([], [])
+
+    def heal(self, sockets: MemorySockets) -> None:
+        """The cut ends with the connections alive: what was sent meanwhile arrives."""
+        for sock in sockets.sockets:
+            if isinstance(sock, MemoryDealer):
+                sock.heal()
+
+    def move(self, sockets: MemorySockets) -> None:
+        """The cut ends with the connections dead: they close, losing what they carried, and new ones are made."""
+        for sock in sockets.sockets:
+            if isinstance(sock, MemoryDealer) and sock.cut_off is not None:
+                sock.move(next(self._connections))
 
     def is_bound(self, address: str) -> bool:
         return address in self._bound

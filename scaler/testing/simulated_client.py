@@ -16,6 +16,7 @@ from typing import Any
 
 import zmq
 
+from scaler.client.agent import DEFAULT_LINK_SECONDS
 from scaler.client.core import (
     ClientCore,
     ClientEffect,
@@ -77,16 +78,23 @@ class SimulatedClient:
         clock: Clock,
         address: str,
         name: str,
-        scheduler_lost_grace_seconds: float = 60.0,
+        scheduler_lost_grace_seconds: float | None = 60.0,
         heartbeat_interval_seconds: float = 1.0,
-        timeout_seconds: float = 300.0,
+        timeout_seconds: float | None = 300.0,
+        resume_seconds: float = 0.0,
     ) -> None:
+        """As `Client`: `timeout_seconds`, `scheduler_lost_grace_seconds` None follow the scheduler's resume window
+        (at least 60 s); `resume_seconds` is the client's wish as its hello carries it (0: the scheduler's,
+        negative: none)."""
         self.identity = ClientID(f"Client|{name}".encode())
         self._sockets = sockets
         self._clock = clock
         self._address = address
-        hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket_module.gethostname(),
-                        m.ClientInfo(name))  # fmt: skip
+        info = m.ClientInfo(name, resume_seconds=resume_seconds)
+        hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket_module.gethostname(), info)
+        follow_window = (timeout_seconds is None, scheduler_lost_grace_seconds is None)
+        timeout_seconds = DEFAULT_LINK_SECONDS if timeout_seconds is None else timeout_seconds
+        grace = DEFAULT_LINK_SECONDS if scheduler_lost_grace_seconds is None else scheduler_lost_grace_seconds
         heartbeat_seconds = min(heartbeat_interval_seconds, 1.0)  # as ClientAgent
         self._tick_seconds = heartbeat_seconds / 2
         link = LinkSettings(
@@ -94,11 +102,12 @@ class SimulatedClient:
             heartbeat_interval_seconds=heartbeat_seconds,
             timeout_seconds=timeout_seconds,
             one_heartbeat_in_flight=True,
-            register_again=scheduler_lost_grace_seconds > 0,
+            register_again=grace > 0,
             lost_on_disconnect=True,
-            lost_grace_seconds=scheduler_lost_grace_seconds if scheduler_lost_grace_seconds > 0 else None,
+            lost_grace_seconds=grace if grace > 0 else None,
+            pause_after_seconds=max(1.0, 4 * self._tick_seconds),
         )
-        self.core: ClientCore[SimulatedFuture] = ClientCore(hello, link)
+        self.core: ClientCore[SimulatedFuture] = ClientCore(hello, link, follow_window)
         self.connections = 0  #: how often it registered (again, after a restart)
         self.closed_because: BaseException | None = None
         self.warnings: list[str] = []
@@ -116,6 +125,8 @@ class SimulatedClient:
             Warn: lambda effect: self.warnings.append(effect.text),
         }
         self._ticker: asyncio.Future[None] | None = None
+        self._paused: list[list[m.Message]] | None = None  #: while paused (SIGSTOP): what arrived, unread
+        self._running = False  #: started and not closed
 
     def start(self) -> None:
         """Connect and say hello (registration follows when a scheduler answers)."""
@@ -123,6 +134,7 @@ class SimulatedClient:
         sock = self._sockets.dealer(self._address, identity=self.identity)
         self._socket = AsyncSocket(loop, sock, self._on_frames)
         self._monitor = watch_events(loop, self._sockets.event_monitor(sock, zmq.EVENT_DISCONNECTED), self._on_event)
+        self._running = True
         self._carry_out(self.core.start(self._clock.now()))
         self._ticker = asyncio.ensure_future(self._tick_routine())
 
@@ -141,6 +153,25 @@ class SimulatedClient:
         self._carry_out(self.core.submit_graph(graph_id, frame, [(f.task_id, f) for f in futures]))
         return futures
 
+    @property
+    def sockets(self) -> Sockets:
+        return self._sockets
+
+    def pause(self) -> None:
+        """Stopped (SIGSTOP, a laptop asleep): it neither ticks nor reads; what arrives waits for it."""
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+        self._paused = []
+
+    def wake(self) -> None:
+        """SIGCONT: it reads what waited and ticks again (its first tick sees the gap of its own pause)."""
+        waited, self._paused = self._paused or [], None
+        self._carry_out(self.core.on_tick(self._clock.now()))
+        for messages in waited:
+            self._carry_out(self.core.on_messages(messages, self._clock.now()))
+        self._ticker = asyncio.ensure_future(self._tick_routine())
+
     def cancel(self, task_ids: Sequence[TaskID]) -> None:
         self._carry_out(self.core.cancel(list(task_ids)))
 
@@ -148,6 +179,8 @@ class SimulatedClient:
         if self._ticker is not None:
             self._ticker.cancel()
             self._ticker = None
+        if self._running:
+            self._running = False
             self._carry_out(self.core.on_closed(DisconnectedError("the client disconnected"), True))
             self._monitor.close()
             self._socket.close()
@@ -181,6 +214,9 @@ class SimulatedClient:
 
     def _on_frames(self, frames: Frames) -> None:
         messages = [codec.decode(frame) for frame in frames]
+        if self._paused is not None:
+            self._paused.append(messages)
+            return
         self._carry_out(self.core.on_messages(messages, self._clock.now()))
 
     def _on_event(self, event: int, value: int) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
@@ -23,6 +24,8 @@ from scaler.scheduler.core.events import Event, PeerLost, Received, Tick
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 
 PYTHON = "3.11.7"
+
+E = TypeVar("E")
 
 
 def hello(info: m.RoleInfo, python_version: str = PYTHON, protocol_version: int = m.PROTOCOL_VERSION) -> m.Hello:
@@ -52,6 +55,17 @@ class FakeClient:
     #: every final answer about each task: ("result", status) or ("cancelled", outcome)
     answers: dict[TaskID, list[tuple[str, str]]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    online: bool = True  #: False: what the scheduler sends it is lost (its connection is cut or gone)
+    #: as a real client does after a resume: an answer for a task already answered is counted here, not recorded
+    dedupe: bool = False
+    duplicates: int = 0
+    answers_epoch: int = 0  #: its answer count (docs/protocol.md 5.15): the epoch, and answers received in it
+    answers_received: int = 0
+    counting: bool = True  #: False between its ClientResume and the ClientResumed
+    unknown: tuple[TaskID, ...] = ()  #: what the latest ClientResumed said the scheduler never received
+
+    def unanswered(self) -> tuple[TaskID, ...]:
+        return tuple(task_id for task_id, answers in self.answers.items() if not answers)
 
 
 class SimulatedCluster:
@@ -79,6 +93,10 @@ class SimulatedCluster:
     def send(self, peer: bytes, message: m.Message) -> list[Effect]:
         return self.feed(Received(PeerID(peer), message, self.now))
 
+    def effects_of(self, kind: type[E]) -> list[E]:
+        """Every effect of this type the core returned so far, in order."""
+        return [effect for effect in self.effects if isinstance(effect, kind)]
+
     def advance(self, seconds: float) -> list[Effect]:
         self.now += seconds
         return self.feed(Tick(self.now))
@@ -86,11 +104,16 @@ class SimulatedCluster:
     # ------------------------------------------------------------ peers
 
     def add_client(
-        self, name: str = "c", share: float = 1.0, max_running_tasks: int = 0, max_workers: int = 0
+        self,
+        name: str = "c",
+        share: float = 1.0,
+        max_running_tasks: int = 0,
+        max_workers: int = 0,
+        resume_seconds: float = 0.0,
     ) -> FakeClient:
         peer = PeerID(b"Client|" + name.encode())
         client = self.clients[peer] = FakeClient(peer)
-        self.send(peer, hello(m.ClientInfo(name, share, max_running_tasks, max_workers)))
+        self.send(peer, hello(m.ClientInfo(name, share, max_running_tasks, max_workers, resume_seconds=resume_seconds)))
         return client
 
     def add_worker(self, name: str = "w", capacity: int = 1, capabilities: m.Capabilities = ()) -> FakeWorker:
@@ -131,35 +154,61 @@ class SimulatedCluster:
     def cancel(self, client: FakeClient, task_ids: Iterable[TaskID]) -> None:
         self.send(client.peer, m.TaskCancel(tuple(task_ids)))
 
+    def heartbeat(self, client: FakeClient) -> list[Effect]:
+        """A client's heartbeat, acknowledging the answers it received (docs/protocol.md 5.15)."""
+        return self.send(client.peer, m.Heartbeat(answers_epoch=client.answers_epoch,
+                                                  answers_received=client.answers_received))  # fmt: skip
+
+    def resume(self, client: FakeClient) -> list[Effect]:
+        """A client whose connection was lost asks for what it may have lost (ClientResume)."""
+        client.counting = False
+        resume = m.ClientResume(client.answers_epoch, client.answers_received, client.unanswered())
+        return self.send(client.peer, resume)
+
     # ------------------------------------------------------------ what peers receive
 
     def _deliver(self, peer: PeerID, message: m.Message) -> None:
         worker = self.workers.get(peer)
         if worker is not None:
-            if not worker.alive:
-                return
-            if isinstance(message, m.Task):
-                worker.held.append(message.task_id)
-            elif isinstance(message, m.TaskReturn):  # a worker gives back what it has not started (not held[0])
-                waiting = tuple(task_id for task_id in message.task_ids if task_id in worker.held[1:])
-                worker.held = [task_id for task_id in worker.held if task_id not in waiting]
-                worker.returned += len(waiting)
-                self.send(worker.peer, m.TaskReturn(waiting))
-            elif isinstance(message, m.TaskCancel):
-                for task_id in message.task_ids:
-                    outcome = m.CancelOutcome.NOT_FOUND
-                    if task_id in worker.held:
-                        worker.held.remove(task_id)
-                        outcome = m.CancelOutcome.CANCELED
-                    self.send(worker.peer, m.TaskCancelConfirm(task_id, outcome))
+            if worker.alive:
+                self._to_worker(worker, message)
             return
         client = self.clients.get(peer)
-        if client is None:
-            return
-        if isinstance(message, m.TaskResult):
-            client.answers.setdefault(message.task_id, []).append(("result", message.status.value))
-        elif isinstance(message, m.TaskCancelConfirm):
-            client.answers.setdefault(message.task_id, []).append(("cancelled", message.outcome.value))
+        if client is not None and client.online:
+            self._to_client(client, message)
+
+    def _to_worker(self, worker: FakeWorker, message: m.Message) -> None:
+        if isinstance(message, m.Task):
+            worker.held.append(message.task_id)
+        elif isinstance(message, m.TaskReturn):  # a worker gives back what it has not started (not held[0])
+            waiting = tuple(task_id for task_id in message.task_ids if task_id in worker.held[1:])
+            worker.held = [task_id for task_id in worker.held if task_id not in waiting]
+            worker.returned += len(waiting)
+            self.send(worker.peer, m.TaskReturn(waiting))
+        elif isinstance(message, m.TaskCancel):
+            for task_id in message.task_ids:
+                outcome = m.CancelOutcome.NOT_FOUND
+                if task_id in worker.held:
+                    worker.held.remove(task_id)
+                    outcome = m.CancelOutcome.CANCELED
+                self.send(worker.peer, m.TaskCancelConfirm(task_id, outcome))
+
+    @staticmethod
+    def _to_client(client: FakeClient, message: m.Message) -> None:
+        if isinstance(message, (m.TaskResult, m.TaskCancelConfirm)):
+            client.answers_received += client.counting
+            if isinstance(message, m.TaskResult):
+                answer = ("result", message.status.value)
+            else:
+                answer = ("cancelled", message.outcome.value)
+            answers = client.answers.setdefault(message.task_id, [])
+            if client.dedupe and answers:
+                client.duplicates += 1
+            else:
+                answers.append(answer)
+        elif isinstance(message, m.ClientResumed):
+            client.answers_epoch, client.answers_received, client.counting = message.answers_epoch, 0, True
+            client.unknown = message.unknown
         elif isinstance(message, m.ProtocolError):
             client.errors.append(message.reason)
 

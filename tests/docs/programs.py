@@ -34,6 +34,7 @@ _READY_LINES: dict[str, str] = {
     "scaler_gui": "dashboard at http",
     "scaler_ui": "dashboard at http",
     "scaler_top": "Shortcuts:",
+    "scaler_link": "scaler_link: round trip",
 }
 #: programs that draw on a terminal: they get a pseudo-terminal, as in a reader's terminal
 _TERMINAL_PROGRAMS = frozenset({"scaler_top"})

@@ -6,6 +6,7 @@ Each test of a mechanism was checked to fail with that mechanism switched off (h
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 from collections.abc import Sequence
 
@@ -257,7 +258,8 @@ def test_a_closed_connection_waits_out_the_grace_then_fails_every_future() -> No
     core = connected()
     submit(core, 1)
     core.submit_graph(GraphID(b"g" * 16), b"graph-frame", [(task(10), "future-10")])
-    (closed,) = core.on_disconnected(1.0)  # said at once, on stderr: the user's futures wait on it
+    resume, closed = core.on_disconnected(1.0)  # said at once, on stderr: the user's futures wait on it
+    assert isinstance(resume, Send) and isinstance(resume.message, m.ClientResume)  # first on the next connection
     assert isinstance(closed, Warn) and closed.show and "closed: waiting up to 60 s for a scheduler" in closed.text
     middle = core.on_tick(1.0 + GRACE_SECONDS / 2)
     assert kinds(middle) == [Warn, Send]  # a notice, and a heartbeat into the reconnecting socket
@@ -320,3 +322,84 @@ def test_after_a_restart_followed_tasks_fail_with_job_lost_and_are_not_sent_agai
     failures = [e for e in effects if isinstance(e, Fail)]
     assert [f.futures for f in failures] == [["future-2"]] and isinstance(failures[0].error, JobLostError)
     assert core.unfinished() == {task(1): "future-1"}
+
+
+# ---------------------------------------------------------------- away and back (rule 6)
+
+
+def heartbeat_of(effects: Sequence[ClientEffect[str]]) -> m.Heartbeat:
+    (beat,) = [e.message for e in effects if isinstance(e, Send) and isinstance(e.message, m.Heartbeat)]
+    return beat
+
+
+def test_heartbeats_acknowledge_the_answers_received_in_the_epoch() -> None:
+    core = connected()
+    submit(core, 1, 2, 3)
+    core.on_messages([result(1), confirm(2), result(1)], 0.5)  # a duplicate counts: the scheduler sent it
+    core.on_messages([m.HeartbeatEcho()], 0.6)
+    beat = heartbeat_of(core.on_tick(2.0))
+    assert (beat.answers_epoch, beat.answers_received) == (0, 3)
+
+
+def test_a_closed_connection_asks_for_what_it_took_and_sends_again_what_never_arrived() -> None:
+    """The ClientResume lists every unfinished task; the ClientResumed names two the scheduler never had: the task
+    is sent again, the graph of the target once, and the cancel asked of a known task again; a cancelled unknown
+    task is cancelled here. Checked with `on_disconnected` not asking (no ClientResume): the test fails."""
+    core = connected()
+    submit(core, 1, 2, 3)
+    core.submit_graph(GraphID(b"g" * 16), b"graph-frame", [(task(10), "future-10"), (task(11), "future-11")])
+    core.on_messages([result(1)], 0.5)
+    core.cancel([task(3)])
+    resume = core.on_disconnected(1.0)[0]
+    assert isinstance(resume, Send) and isinstance(resume.message, m.ClientResume)
+    assert resume.message == m.ClientResume(0, 1, (task(2), task(3), task(10), task(11)))
+    core.on_messages([result(9)], 1.1)  # an answer of the old epoch, after the resume: not counted
+    effects = core.on_messages([m.ClientResumed(1, (task(2), task(10), task(11)))], 1.2)
+    assert sent_frames(effects) == [frame(2), b"graph-frame"]
+    (cancel,) = [e.message for e in effects if isinstance(e, Send) and isinstance(e.message, m.TaskCancel)]
+    assert cancel.task_ids == (task(3),)
+    core.on_messages([result(2), m.HeartbeatEcho()], 1.3)
+    beat = heartbeat_of(core.on_tick(3.0))
+    assert (beat.answers_epoch, beat.answers_received) == (1, 1)
+    cancelled = core.on_messages([m.ClientResumed(2, (task(3),))], 3.1)  # its task never reached the scheduler
+    assert [e.future for e in cancelled if isinstance(e, ConfirmCancel)] == ["future-3"]
+
+
+def test_a_scheduler_that_dropped_this_client_past_its_window_is_asked_what_became_of_the_work() -> None:
+    """Registered again by the same instance: a ClientResume asks what became of the unfinished work; what the
+    scheduler cancelled when it dropped the client fails with its reason, what it never received is sent again.
+    Checked by treating it as a restart: every frame is sent again at once (the cancelled work would run again)."""
+    core = connected()
+    submit(core, 1, 2, 3)
+    reason = "this client was away for more than its resume window of 1800 s: ..."
+    core.on_messages([m.ProtocolError(reason, m.ProtocolErrorKind.UNKNOWN_PEER)], 2000.0)
+    effects = core.on_messages([FIRST], 2000.5)
+    assert not sent_frames(effects)
+    (resume,) = [e.message for e in effects if isinstance(e, Send) and isinstance(e.message, m.ClientResume)]
+    assert resume == m.ClientResume(0, 0, (task(1), task(2), task(3)))
+    effects = core.on_messages([m.ClientResumed(1, (task(3),), (task(1), task(2)))], 2000.6)
+    (failed,) = [e for e in effects if isinstance(e, Fail)]
+    assert failed.futures == ["future-1", "future-2"] and "resume window of 1800 s" in str(failed.error)
+    assert isinstance(failed.error, DisconnectedError) and core.error is None, "the client goes on, usable"
+    assert sent_frames(effects) == [frame(3)], "sent after the drop: it never ran"
+    assert list(core.unfinished()) == [task(3)]
+
+
+def test_links_left_to_follow_it_wait_as_long_as_the_scheduler_keeps_the_work() -> None:
+    core: Core = ClientCore(HELLO, settings(), follow_window=(True, True))
+    core.start(0.0)
+    core.on_messages([dataclasses.replace(FIRST, resume_seconds=1800.0)], 0.0)
+    assert (core.link.settings.timeout_seconds, core.link.settings.lost_grace_seconds) == (1800.0, 1800.0)
+    given: Core = ClientCore(HELLO, settings(), follow_window=(False, False))  # the user's own timeouts
+    given.start(0.0)
+    given.on_messages([dataclasses.replace(FIRST, resume_seconds=1800.0)], 0.0)
+    assert (given.link.settings.timeout_seconds, given.link.settings.lost_grace_seconds) == (100.0, 60.0)
+
+
+def test_a_client_that_was_paused_says_so() -> None:
+    core: Core = ClientCore(HELLO, dataclasses.replace(settings(), pause_after_seconds=1.0))
+    core.start(0.0)
+    core.on_messages([FIRST], 0.0)
+    core.on_tick(0.5)
+    warned = [e.text for e in core.on_tick(600.0) if isinstance(e, Warn)]
+    assert any("paused for 600 s" in text for text in warned)

@@ -28,6 +28,7 @@ STATUS = m.WorkerStatus(1, 2, 3, 4, (m.ProcessorStatus(10, 1.5, 100, "running"),
 SAMPLES: list[m.Message] = [
     m.Hello(1, "3.11.7", 42, "host", m.ClientInfo("me")),
     m.Hello(1, "3.11.7", 42, "host", m.ClientInfo("capped", 2.0, 10, 3)),
+    m.Hello(1, "3.11.7", 42, "host", m.ClientInfo("laptop", resume_seconds=600.0)),
     m.Hello(1, "3.11.7", 42, "host", m.WorkerInfo((("cpu", 8), ("linux", -1)), 3, "mgr", "FIX")),
     m.Hello(1, "3.11.7", 42, "host", m.ManagerInfo("mgr", (), None, "baremetal_native")),
     m.Hello(1, "3.11.7", 42, "host", m.ManagerInfo("mgr", (("gpu", 1),), 8, "aws_raw_ecs")),
@@ -35,10 +36,12 @@ SAMPLES: list[m.Message] = [
     m.Hello(1, "3.11.7", 42, "host", m.ManagerInfo("free", (), None, "baremetal_native", 0.0, 0.0)),
     m.Hello(1, "3.11.7", 42, "host", m.ProcessorInfo(b"p1", b"Worker|FIX|w1")),
     m.HelloReply(False, "no", 1, "3.12.0", "tcp://127.0.0.1:1", 1.5, 3),
+    m.HelloReply(True, "", 1, "3.12.0", "tcp://127.0.0.1:1", 2.0, 1, b"instance", 1800.0),
     m.Heartbeat(1.0, 2, STATUS, None),
     m.Heartbeat(1.0, 2, None, m.ManagerStatus(3, 1)),
     m.Heartbeat(1.0, 2, None, m.ManagerStatus(3, 1, 42.5)),
     m.Heartbeat(0.0, 0),
+    m.Heartbeat(0.0, 0, round_trip_seconds=0.5, answers_epoch=2, answers_received=10_000),
     m.HeartbeatEcho("tcp://x:1", 2),
     m.HeartbeatEcho("tcp://x:1", 2, (T, TaskID(b"u" * 16))),
     m.Ping(7),
@@ -63,6 +66,10 @@ SAMPLES: list[m.Message] = [
     m.JobOpen("nightly", (b"t" * 16, b"u" * 16)),
     m.JobAttach("nightly"),
     m.JobReply("nightly", True, "", (b"t" * 16,), "running", b"Client|x"),
+    m.ClientResume(1, 42, (TaskID(b"t" * 16), TaskID(b"u" * 16))),
+    m.ClientResume(0, 0),
+    m.ClientResumed(2, (TaskID(b"u" * 16),)),
+    m.ClientResumed(1, (), (TaskID(b"c" * 16), TaskID(b"d" * 16))),
     m.WorkerCapacity(4),
     m.WorkerLeaving("sigterm"),
     m.TaskReturn((T,)),
@@ -89,7 +96,10 @@ SAMPLES: list[m.Message] = [
         2.0,
         m.SchedulerStats(),
         (m.WorkerSummary(b"w", "mgr", (), 2, 1, STATUS, 1.0, 5, 0.5, "h", 9, 0.25, "NAT-u1", 30.0),),
-        (m.ClientSummary(b"c", 3, "notebook", "laptop", m.TaskCounts(1, 2, 3, 4, 5, 6)),),
+        (
+            m.ClientSummary(b"c", 3, "notebook", "laptop", m.TaskCounts(1, 2, 3, 4, 5, 6)),
+            m.ClientSummary(b"d", 1, away_seconds=12.5, resume_seconds=1800.0),
+        ),
         (
             m.ManagerSummary(
                 "mgr", "aws_raw_ecs", (), None, 1, 2, 3, 4, m.ManagerTarget((m.TargetEntry((), 8),), ("w1",)), 1.5

@@ -130,3 +130,12 @@ def test_a_jobs_row_says_its_failures_owner_key_and_age() -> None:
     assert row.split() == ["nightly-risk", "running", "12/50", "3", "risk-desk", "(connected)", "rq:Y<7Ib%2", "1h02m"]
     header = next(line for line in text.splitlines() if line.split()[:1] == ["job"])
     assert header.split() == ["job", "state", "done", "failed", "owner", "key", "age"]
+
+
+def test_an_away_client_shows_how_long_it_has_been_away_and_its_window() -> None:
+    status = snapshot(worker("aaa", 1, 0))
+    away = m.ClientSummary(b"Client|laptop", name="laptop", away_seconds=185.0, resume_seconds=1800.0)
+    lines = render(replace(status, clients=(*status.clients, away)), [], Sorting(), "a")
+    (row,) = [line for line in lines if "laptop" in line]
+    assert row.rstrip().endswith("away 3m of 30m")
+    assert any(line.rstrip().endswith("connected") for line in lines if "Client|abc"[-3:] in line)

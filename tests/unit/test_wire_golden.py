@@ -114,6 +114,12 @@ MESSAGES: dict[str, m.Message] = {
     "job-attach-sparse": m.JobAttach("nightly"),
     "job-reply": m.JobReply("nightly", True, "", (T, U), "running", b"Client|x"),
     "job-reply-sparse": m.JobReply("nightly", False),
+    "client-resume": m.ClientResume(3, 1_000_000, (T, U)),
+    "client-resume-sparse": m.ClientResume(0, 0),
+    "client-resumed": m.ClientResumed(4, (T,), (U,)),
+    "client-resumed-sparse": m.ClientResumed(1),
+    "hello-client-resume": m.Hello(2, "3.11.7", 42, "laptop", m.ClientInfo(resume_seconds=600.0), b"instance"),
+    "heartbeat-client-answers": m.Heartbeat(round_trip_seconds=0.0625, answers_epoch=2, answers_received=12_345),
     "worker-capacity": m.WorkerCapacity(4),
     "worker-leaving": m.WorkerLeaving("sigterm"),
     "worker-leaving-sparse": m.WorkerLeaving(),
@@ -154,6 +160,9 @@ MESSAGES: dict[str, m.Message] = {
         ),
     ),
     "status-sparse": m.StatusSnapshot(0.0, m.SchedulerStats()),
+    "status-away-client": m.StatusSnapshot(
+        2.0, m.SchedulerStats(), clients=(m.ClientSummary(b"Client|c", 3, "laptop", "mac", COUNTS, 185.0, 1800.0),)
+    ),
     "transitions": m.TaskTransitions(
         (
             m.TaskTransition(T, "running", b"w", "inc", 1.7e9),

@@ -33,6 +33,9 @@ ID_TYPES = {
     "functionId": "ObjectID",
     "serializerId": "ObjectID",
     "objectId": "ObjectID",
+    "unfinished": "TaskID",
+    "unknown": "TaskID",
+    "cancelled": "TaskID",
 }
 
 _NOT_ON_THE_FEED = "in-process read model; not on the monitor feed"
@@ -76,7 +79,13 @@ STRUCTS = {
         required="accepted",
         fields={"protocolVersion": Field(default="PROTOCOL_VERSION"), "heartbeatIntervalSeconds": Field(default="2.0")},
     ),
-    "Heartbeat": Struct(fields={"union": Members()}),
+    "Heartbeat": Struct(
+        fields={
+            "union": Members(),
+            "answersEpoch": Field(omit_empty=True),  # a client's; absent from workers' and managers' heartbeats
+            "answersReceived": Field(omit_empty=True),
+        }
+    ),
     "HeartbeatEcho": Struct(fields={"resultsRead": Field(omit_empty=True)}),
     "WorkerStatus": Struct(fields={"processors": Field(omit_empty=True)}, write_last="processors"),
     "ProcessorStatus": Struct(required="pid"),
@@ -131,6 +140,8 @@ STRUCTS = {
     "TaskStoryRequest": Struct(required="taskId"),
     "StoryEntry": Struct(required="wallTime component"),
     "TaskStoryReply": Struct(required="taskId known", write_last="entries"),
+    "ClientResume": Struct(required="answersEpoch answersReceived"),
+    "ClientResumed": Struct(required="answersEpoch", fields={"cancelled": Field(omit_empty=True)}),
     # ------------------------------------------------------------ workers and managers
     "WorkerCapacity": Struct(required="capacity"),
     "TaskReturn": Struct(required="taskIds"),

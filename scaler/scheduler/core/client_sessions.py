@@ -1,37 +1,118 @@
-"""Client sessions: a registered client's heartbeats, story questions, disconnect (or cluster shutdown) and loss.
+"""Client sessions: a registered client's heartbeats, story questions, disconnect (or cluster shutdown), its going
+away and coming back, and its loss.
 
-A client that goes (disconnects, falls silent, loses its connection) has its tasks cancelled and its objects
-deleted, except what its jobs still need (`job_requests.py`) and what the object retention keeps for a client that
-may come back (`object_retention.py`). A client may shut the whole cluster down unless the scheduler is protected.
+Rules:
+1. A client that disconnects (ClientDisconnect) is dropped: its tasks are cancelled and its objects deleted, except
+   what its jobs still need (`job_requests.py`) and what the object retention keeps (`object_retention.py`).
+2. A client that falls silent past the client timeout, or whose connection is lost after it fell silent, is *away*,
+   not dropped, when it has a resume window (`ClientRecord.resume_seconds`: the scheduler's `client_resume_seconds`,
+   or the client's own shorter wish): its tasks go on, its answers are held for it (`client_answers.py`), its
+   objects stay. It is dropped as in rule 1 once it has been silent for its window (counted from the last message
+   heard from it); without a window it is dropped at once, as before there were windows. A connection that closes
+   while its client was talking (within `CRASH_SILENCE_SECONDS` of its last message: a client heartbeats every
+   second) was most likely closed by the other end's kernel: its process ended (killed, crashed) and nobody will
+   come back for the work, so it is dropped unless it speaks again within `CRASH_GRACE_SECONDS` (ZeroMQ connects
+   again within a second: a connection replaced, or messages read late by a scheduler that was itself paused, look
+   the same); a laptop asleep, cut off or moved falls silent first and its connection times out later. A peer lost
+   for good (its key revoked, its identity taken) is dropped whatever its window.
+3. Any message from an away client brings it back: the answers held for it are sent (a `ClientResume` says which
+   answers a lost connection took with it: `client_answers.py`, rule 3). A client dropped for its silence (past its
+   window, or at its timeout without one) or its lost connection may come back: the ids of the tasks cancelled then
+   are kept (`EXPIRED_KEPT` clients, `EXPIRED_BYTES` of ids at most), its messages are answered UNKNOWN_PEER with
+   why, and once it registers again its ClientResume is told which of its unfinished tasks were cancelled (their
+   futures fail) and which never arrived (sent after the drop: it sends them again).
+4. A client may shut the whole cluster down unless the scheduler is protected.
 Pure: time is the core's `now`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
-from scaler.protocol.ids import ClientID, PeerID, short
-from scaler.scheduler.core.effects import DeleteOwnerObjects, StopScheduler
+from scaler.protocol.ids import ClientID, ObjectID, PeerID, short
+from scaler.scheduler.core.client_answers import Answer, pack_task_ids, unpack_task_ids
+from scaler.scheduler.core.effects import DeleteObjects, DeleteOwnerObjects, LoadAnswers, StopScheduler, StoreAnswers
+from scaler.scheduler.core.events import AnswersLoaded, AnswersStored
+from scaler.scheduler.core.peers import ClientRecord
 
 if TYPE_CHECKING:
     from scaler.scheduler.core.scheduler_core import SchedulerCore
 
 logger = logging.getLogger(__name__)
 
+#: How object ids of held answers' bundles begin (then the scheduler's instance id and a counter).
+BUNDLE_PREFIX = b"held-answers|"
+#: Clients dropped for their silence or lost connection whose return is answered with why, and told which of their
+#: tasks were cancelled (rule 3); the oldest are forgotten first past either bound.
+EXPIRED_KEPT = 1024
+EXPIRED_BYTES = 64 << 20
+#: A bundle that could not be read is read again this long after.
+LOAD_RETRY_SECONDS = 5.0
+#: A client's connection that closes less than this long after its last message was closed by its process's end
+#: (rule 2): its client is dropped, not kept away. Clients heartbeat every second at most.
+CRASH_SILENCE_SECONDS = 5.0
+#: ... and such a client is dropped once it has not spoken again for this long.
+CRASH_GRACE_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Expired:
+    """A client dropped while it may come back (rule 3): why, and the tasks cancelled then (packed ids)."""
+
+    reason: str
+    cancelled: bytes
+
 
 class ClientSessions:
     def __init__(self, core: SchedulerCore) -> None:
         self._core = core
+        self._bundles = 0  #: bundles of held answers made so far (numbers their object ids)
+        #: clients dropped while they may come back -> why, and what was cancelled (rule 3)
+        self._expired: OrderedDict[PeerID, Expired] = OrderedDict()
+        self._expired_bytes = 0
+
+    # ------------------------------------------------------------ messages
 
     def on_heartbeat(self, peer: PeerID, heartbeat: m.Heartbeat) -> None:
         core = self._core
+        core.clients[peer].answers.acknowledge(heartbeat.answers_epoch, heartbeat.answers_received)
         core.send(peer, m.HeartbeatEcho(core.settings.object_storage_address, len(core.workers)))
 
     def on_story_request(self, peer: PeerID, request: m.TaskStoryRequest) -> None:
         """A client asks for a task's story (`ScalerFuture.story()`); any client may ask about any task id."""
         self._core.send(peer, self._core.tasks.stories.story(request.task_id))
+
+    def on_resume(self, peer: PeerID, resume: m.ClientResume) -> None:
+        """Its connection was lost (rule 3): the answers it may not have had go again, after a ClientResumed that
+        names the tasks this scheduler never received (the client sends them again)."""
+        core = self._core
+        client = core.clients[peer]
+        log = client.answers
+        again = log.resume(resume.answers_epoch, resume.answers_received) + log.release_written()
+        answered = log.answered()
+        records, jobs = core.tasks.records, core.jobs
+        dropped, client.cancelled_ids = set(unpack_task_ids(client.cancelled_ids)), b""
+        cancelled = tuple(task_id for task_id in resume.unfinished if task_id in dropped)
+        unknown = tuple(
+            task_id
+            for task_id in resume.unfinished
+            if task_id not in records and task_id not in answered and not jobs.holds(task_id) and task_id not in dropped
+        )
+        if client.forgot_cancelled:  # rule 3: nothing of what it had runs again
+            cancelled, unknown, client.forgot_cancelled = cancelled + unknown, (), False
+        core.send(peer, m.ClientResumed(log.epoch, unknown, cancelled))
+        for answer in again:
+            core.send(peer, answer)
+        loads = self._load_bundles(client)
+        logger.info(
+            "client %s resumed: %d answer(s) sent again, %d read back from object storage, %d task(s) it must send "
+            "again",
+            short(peer), len(again), loads, len(unknown),
+        )  # fmt: skip
 
     def on_disconnect(self, peer: PeerID, request: m.ClientDisconnect) -> None:
         core = self._core
@@ -51,15 +132,137 @@ class ClientSessions:
         core.effects.extend(DeleteOwnerObjects(owner) for owner in core.job_requests.kept_owners())
         core.effects.append(StopScheduler("a client asked the cluster to shut down"))
 
-    def drop_silent(self) -> None:
-        core, timeout = self._core, self._core.settings.client_timeout_seconds
-        for peer, client in list(core.clients.items()):
-            if core.now - client.last_seen > timeout:
-                self.drop(peer, f"was silent for more than {timeout:g} s")
+    # ------------------------------------------------------------ answers on their way to a client
 
-    def drop(self, peer: PeerID, reason: str) -> None:
+    def answer(self, peer: PeerID, message: Answer) -> None:
+        """An answer for a client: sent (and kept until acknowledged) while it is present, held while it is away."""
         core = self._core
-        if core.clients.pop(peer, None) is None:
+        client = core.clients.get(peer)
+        if client is None:
+            core.send(peer, message)  # not a registered client: sent as it is, nothing waits for it
+            return
+        log = client.answers
+        if not client.is_away:
+            log.sent_one(message)
+            core.send(peer, message)
+            return
+        log.hold(message)
+        if log.may_spill and log.held_bytes >= core.settings.held_answers_memory_bytes:
+            self._bundles += 1
+            object_id = ObjectID(BUNDLE_PREFIX + core.settings.instance_id + self._bundles.to_bytes(8, "big"))
+            answers = log.take_bundle(object_id)
+            core.effects.append(StoreAnswers(ClientID(peer), object_id, answers))
+
+    def on_stored(self, event: AnswersStored) -> None:
+        """A bundle of held answers was written to object storage, or could not be."""
+        core = self._core
+        client = core.clients.get(PeerID(event.client))
+        kept = client is not None and client.answers.stored(event.object_id, event.ok)
+        if event.ok and not kept:  # its answers went from memory meanwhile, or its client is gone
+            core.effects.append(DeleteObjects((event.object_id,)))
+        elif not event.ok and client is not None:
+            logger.warning(
+                "could not write answers held for client %s to object storage: they stay in the scheduler's memory",
+                short(event.client),
+            )
+
+    def on_loaded(self, event: AnswersLoaded) -> None:
+        """A bundle of held answers was read back: its answers go to the client (or wait again if it left again)."""
+        core = self._core
+        peer = PeerID(event.client)
+        client = core.clients.get(peer)
+        if client is None:
+            return
+        if event.answers is None:
+            client.answers.load_failed(event.object_id, core.now + LOAD_RETRY_SECONDS)
+            logger.warning("could not read back answers held for client %s; trying again", short(peer))
+            return
+        for answer in client.answers.loaded(event.object_id, event.answers, present=not client.is_away):
+            core.send(peer, answer)
+        core.effects.append(DeleteObjects((event.object_id,)))
+
+    # ------------------------------------------------------------ away, back, dropped
+
+    def on_tick(self) -> None:
+        """Silent clients go away, clients away past their window are dropped, and bundles that could not be read
+        are read again."""
+        core = self._core
+        timeout, now = core.settings.client_timeout_seconds, core.now
+        for peer, client in list(core.clients.items()):
+            silent = now - client.last_seen
+            if not client.is_away:
+                if silent > timeout:
+                    self.away(peer, f"silent for more than {timeout:g} s")
+                elif client.answers.bundles:
+                    self._load_bundles(client)
+            elif client.drop_at is not None and now >= client.drop_at:
+                self.drop(peer, f"{client.away_reason}, and did not come back within {CRASH_GRACE_SECONDS:g} s", True)
+            elif silent > client.resume_seconds:
+                self.drop(peer, f"was away for more than its resume window of {client.resume_seconds:g} s", True)
+
+    def lost(self, peer: PeerID, reason: str, final: bool) -> None:
+        """Its connection is lost (or, `final`, it may not come back: its key was revoked or its identity taken)."""
+        client = self._core.clients.get(peer)
+        if client is None:
+            return
+        silent = self._core.now - client.last_seen
+        if final:
+            self.drop(peer, f"connection lost ({reason})")
+        elif silent < CRASH_SILENCE_SECONDS:  # its process ended, most likely (rule 2)
+            self.away(peer, f"connection lost ({reason}) while it was talking")
+            if client.is_away:
+                client.drop_at = self._core.now + CRASH_GRACE_SECONDS
+        else:
+            self.away(peer, f"connection lost ({reason}) after {silent:.0f} s of silence")
+
+    def away(self, peer: PeerID, reason: str) -> None:
+        core = self._core
+        client = core.clients.get(peer)
+        if client is None or client.is_away:
+            return
+        if client.resume_seconds <= 0:
+            self.drop(peer, reason, expired=True)
+            return
+        client.away_reason = reason
+        unfinished = len(core.tasks.by_client.get(ClientID(peer), ()))
+        logger.warning(
+            "client %s is away (%s): its %d unfinished task(s) go on and their answers wait for it; its work is "
+            "cancelled if it stays silent for %g s",
+            short(peer), reason, unfinished, client.resume_seconds,
+        )  # fmt: skip
+
+    def back(self, peer: PeerID, resuming: bool) -> None:
+        """An away client spoke: it is present again, and what waits for it is sent (by its resume, if `resuming`)."""
+        core = self._core
+        client = core.clients[peer]
+        logger.info(
+            "client %s is back after %.0f s away (%s); %d answer(s) waited for it",
+            short(peer), core.now - client.last_seen, client.away_reason, client.answers.waiting_count,
+        )  # fmt: skip
+        client.away_reason, client.drop_at = "", None
+        if resuming:
+            return
+        for answer in client.answers.release_held() + client.answers.release_written():
+            core.send(peer, answer)
+        self._load_bundles(client)
+
+    def expired_reason(self, peer: PeerID) -> str | None:
+        """Why an unknown peer is unknown, when it is a client dropped while it may come back (rule 3)."""
+        expired = self._expired.get(peer)
+        return expired.reason if expired is not None else None
+
+    def take_expired(self, peer: PeerID) -> bytes:
+        """A client registers again: the ids of its tasks cancelled when it was dropped (packed; b"": none)."""
+        expired = self._expired.pop(peer, None)
+        if expired is None:
+            return b""
+        self._expired_bytes -= len(expired.cancelled)
+        return expired.cancelled
+
+    def drop(self, peer: PeerID, reason: str, expired: bool = False) -> None:
+        core = self._core
+        client = core.clients.pop(peer, None)
+        if client is None:
             return
         owned = core.tasks.by_client.get(ClientID(peer), ())
         in_jobs = sum(1 for task_id in owned if core.jobs.holds(task_id))
@@ -71,6 +274,11 @@ class ClientSessions:
             reason,
             unfinished,
         )
+        if expired:  # what it had: its live tasks, and those whose answers it has not acknowledged (lost with it)
+            had = [task_id for task_id in owned if not core.jobs.holds(task_id)]
+            cancelled = pack_task_ids(had + sorted(client.answers.answered() - set(had)))
+            text = f"this client {reason}: its {unfinished} unfinished task(s) were cancelled and its objects deleted"
+            self._remember_expired(peer, Expired(text, cancelled))
         if in_jobs:
             logger.info("client %s left %d task(s) of its jobs running; their results are kept", short(peer), in_jobs)
         core.lifecycle.client_gone(ClientID(peer))
@@ -81,3 +289,20 @@ class ClientSessions:
         core.tasks.queue.forget(ClientID(peer))
         if core.retention.client_left(ClientID(peer), core.now):
             core.effects.append(DeleteOwnerObjects(ClientID(peer)))
+
+    # ------------------------------------------------------------ helpers
+
+    def _remember_expired(self, peer: PeerID, expired: Expired) -> None:
+        self.take_expired(peer)
+        self._expired[peer] = expired
+        self._expired_bytes += len(expired.cancelled)
+        while self._expired and (len(self._expired) > EXPIRED_KEPT or self._expired_bytes > EXPIRED_BYTES):
+            _, oldest = self._expired.popitem(last=False)
+            self._expired_bytes -= len(oldest.cancelled)
+
+    def _load_bundles(self, client: ClientRecord) -> int:
+        """Ask the shell to read back the bundles of a present client that are in storage and not being read."""
+        core = self._core
+        bundles = client.answers.loadable(core.now)
+        core.effects.extend(LoadAnswers(ClientID(client.peer), bundle.object_id) for bundle in bundles)
+        return len(bundles)

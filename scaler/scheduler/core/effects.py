@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scaler.protocol.ids import ClientID, ObjectID, PeerID
-from scaler.protocol.messages import Message, ScalingDecisions, StatusSnapshot, TaskTransitions
+from scaler.protocol.messages import (
+    Message,
+    ScalingDecisions,
+    StatusSnapshot,
+    TaskCancelConfirm,
+    TaskResult,
+    TaskTransitions,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +41,26 @@ class DeleteOwnerObjects:
 
 
 @dataclass(frozen=True, slots=True)
+class StoreAnswers:
+    """Write answers held for an away client to object storage as one object owned by it (client_answers.py, rule
+    4); the shell reports the outcome with `AnswersStored`."""
+
+    client: ClientID
+    object_id: ObjectID
+    answers: tuple[TaskResult | TaskCancelConfirm, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadAnswers:
+    """Read a bundle of held answers back; the shell reports them with `AnswersLoaded`."""
+
+    client: ClientID
+    object_id: ObjectID
+
+
+@dataclass(frozen=True, slots=True)
 class StopScheduler:
     reason: str
 
 
-Effect = Send | Publish | DeleteObjects | DeleteOwnerObjects | StopScheduler
+Effect = Send | Publish | DeleteObjects | DeleteOwnerObjects | StoreAnswers | LoadAnswers | StopScheduler

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scaler.protocol.ids import PeerID
-from scaler.protocol.messages import Message, MessageCount
+from scaler.protocol.ids import ClientID, ObjectID, PeerID
+from scaler.protocol.messages import Message, MessageCount, TaskCancelConfirm, TaskResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,11 +28,13 @@ class Undecodable:
 
 @dataclass(frozen=True, slots=True)
 class PeerLost:
-    """The transport says this peer is gone (connection closed, unroutable)."""
+    """The transport says this peer is gone (connection closed, unroutable). `final`: it may not come back (its key
+    was revoked, its identity taken): a client is dropped whatever its resume window."""
 
     peer: PeerID
     reason: str
     now: float
+    final: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,4 +59,24 @@ class ShellStats:
     message_counts: tuple[MessageCount, ...] = ()  #: per message type, sent and received
 
 
-Event = Received | Undecodable | PeerLost | Tick | ShellStats
+@dataclass(frozen=True, slots=True)
+class AnswersStored:
+    """The outcome of a `StoreAnswers`: the bundle is in object storage (`ok`), or could not be written."""
+
+    client: ClientID
+    object_id: ObjectID
+    ok: bool
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class AnswersLoaded:
+    """The outcome of a `LoadAnswers`: the bundle's answers, in order, or None when it could not be read."""
+
+    client: ClientID
+    object_id: ObjectID
+    answers: tuple[TaskResult | TaskCancelConfirm, ...] | None
+    now: float
+
+
+Event = Received | Undecodable | PeerLost | Tick | ShellStats | AnswersStored | AnswersLoaded

@@ -48,7 +48,7 @@ class JobRequests:
         core.send(peer, m.JobReply(found.name, True, "", found.task_ids, found.state, bytes(found.submitter)))
         if request.follow:
             for answer in core.jobs.follow(found, peer):
-                core.send(peer, answer)
+                core.client_sessions.answer(peer, answer)
 
     def expire(self) -> None:
         core = self._core

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.protocol.messages import Capabilities, ManagerTarget, WorkerLimit, WorkerStatus
+from scaler.scheduler.core.client_answers import AnswerLog
 
 #: Results read from a worker's processors that its next heartbeat echo names, at most.
 MAX_RESULTS_READ = 100_000
@@ -32,6 +33,21 @@ class ClientRecord:
     owner: str = ""  #: its CURVE key, which owns the jobs it opens ("" without CURVE)
     max_cost_per_hour: float = 0.0  #: its key's part of the cost policy's budget (0: a part by its share)
     max_job_result_bytes: int = 0  #: its key's storage quota for its jobs' results (0: the scheduler's)
+    #: how long its work waits for it once it is silent or its connection is lost (0: it is dropped at once)
+    resume_seconds: float = 0.0
+    away_reason: str = ""  #: why it is away (silent, connection lost); "" while it is present
+    #: away because its connection closed while it was talking: dropped at this time unless it speaks again
+    drop_at: float | None = None
+    answers: AnswerLog = field(default_factory=AnswerLog)  #: its answers sent unacknowledged, or held while away
+    #: registered again after it was dropped: the (packed) ids of its tasks cancelled then, until its ClientResume
+    cancelled_ids: bytes = b""
+    #: registered again by the instance that dropped it, which no longer remembers what it cancelled then: its
+    #: ClientResume is told that all its unfinished work unknown here was cancelled (none of it runs again)
+    forgot_cancelled: bool = False
+
+    @property
+    def is_away(self) -> bool:
+        return bool(self.away_reason)
 
 
 @dataclass(slots=True)

@@ -45,6 +45,7 @@ class Registration:
             log("refused %s %s (pid %d on %s): %s", role, short(peer), hello.pid, hello.hostname, reason)
             core.send(peer, m.HelloReply(False, reason, python_version=settings.python_version))
             return
+        client = core.clients.get(peer) if hello.role is m.Role.CLIENT else None
         core.send(
             peer,
             m.HelloReply(
@@ -54,6 +55,7 @@ class Registration:
                 heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
                 worker_count=len(core.workers),
                 instance_id=settings.instance_id,
+                resume_seconds=client.resume_seconds if client is not None else 0.0,
             ),
         )
         if isinstance(hello.info, m.ManagerInfo):
@@ -90,13 +92,24 @@ class Registration:
         quota = quota_of(info)
         if quota is not None:
             core.tasks.queue.set_quota(ClientID(peer), quota)
-        if peer not in core.clients:
+        existing = core.clients.get(peer)
+        if existing is None:
             returning = bool(hello.known_instance) and hello.known_instance != core.settings.instance_id
             core.clients[peer] = ClientRecord(
                 peer, info.name, hello.hostname, hello.pid, now, now, returning, owner=info.owner_key,
                 max_cost_per_hour=info.max_cost_per_hour, max_job_result_bytes=info.max_job_result_bytes,
+                resume_seconds=resume_window(core.settings.client_resume_seconds, info.resume_seconds),
+                cancelled_ids=core.client_sessions.take_expired(peer),
             )  # fmt: skip
+            record = core.clients[peer]
+            # dropped by this very instance, which kept nothing of it: what it had is to be told cancelled
+            record.forgot_cancelled = (
+                hello.known_instance == core.settings.instance_id != b"" and not record.cancelled_ids
+            )
             logger.debug("client %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
+        elif existing.is_away:  # it says hello again while its work waits for it
+            core.client_sessions.back(peer, resuming=False)
+            existing.last_seen = now
         if core.retention.client_back(ClientID(peer)):  # it had not left for good: its objects stay
             logger.info("client %s is back within its retention time; its objects are kept", short(peer))
         return None
@@ -160,3 +173,13 @@ class Registration:
         if unknown:
             core.reattachment.worker_holds(peer, unknown, core.now)
             logger.info("worker %s re-attached with %d task(s) from before a restart", short(peer), len(unknown))
+
+
+def resume_window(scheduler_seconds: float, wish: float) -> float:
+    """How long a client's work waits for it when it is away: the scheduler's window, or the client's wish when it
+    is shorter (its hello's `resumeSeconds`: 0 for the scheduler's, negative for none; client_sessions.py, rule 2)."""
+    if wish < 0:
+        return 0.0
+    if wish == 0 or not math.isfinite(wish):
+        return max(0.0, scheduler_seconds)
+    return max(0.0, min(scheduler_seconds, wish))

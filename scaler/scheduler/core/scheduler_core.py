@@ -25,7 +25,16 @@ from scaler.protocol.ids import PeerID, short
 from scaler.scheduler.core.balancing import Balancer
 from scaler.scheduler.core.client_sessions import ClientSessions
 from scaler.scheduler.core.effects import DeleteOwnerObjects, Effect, Send
-from scaler.scheduler.core.events import Event, PeerLost, Received, ShellStats, Tick, Undecodable
+from scaler.scheduler.core.events import (
+    AnswersLoaded,
+    AnswersStored,
+    Event,
+    PeerLost,
+    Received,
+    ShellStats,
+    Tick,
+    Undecodable,
+)
 from scaler.scheduler.core.graphs import GraphRegistry
 from scaler.scheduler.core.job_requests import JobRequests
 from scaler.scheduler.core.jobs import JobTable
@@ -57,6 +66,11 @@ class CoreSettings:
     python_version: str  #: the scheduler's own; peers must share major.minor
     protected: bool = False
     client_timeout_seconds: float = 60
+    #: how long a client's work waits for it once it is away (silent past its timeout, or its connection lost);
+    #: 0: it is dropped at once (client_sessions.py)
+    client_resume_seconds: float = 0.0
+    #: answers held for an away client beyond this many bytes go to object storage (client_answers.py, rule 4)
+    held_answers_memory_bytes: int = 1 << 20
     max_clients: int = 0  #: the most clients registered at once; 0: no limit (registration.py)
     worker_timeout_seconds: float = 60
     manager_timeout_seconds: float = 10
@@ -119,6 +133,7 @@ class SchedulerCore:
             settings.max_tasks_waiting,
             jobs=self.jobs,
             managers=self.managers,
+            answer=lambda peer, message: self.client_sessions.answer(peer, message),
         )
         #: what survives a scheduler restart: tasks workers still hold, their results, tasks of returning clients
         #: held back (reattachment.py); the lifecycle never sees it: tasks reach it adopted or submitted
@@ -159,6 +174,7 @@ class SchedulerCore:
             m.TaskStoryRequest: clients.on_story_request,
             m.JobOpen: jobs.on_open,
             m.JobAttach: jobs.on_attach,
+            m.ClientResume: clients.on_resume,
         }
         worker_handlers: _Handlers = {
             m.Heartbeat: workers.on_heartbeat,
@@ -218,7 +234,7 @@ class SchedulerCore:
             self._on_tick()
         elif isinstance(event, PeerLost):
             self._advance(event.now)
-            self._drop_peer(event.peer, event.reason)
+            self._drop_peer(event.peer, event.reason, event.final)
         elif isinstance(event, Undecodable):
             self._advance(event.now)
             logger.warning("undecodable frame from %s: %s", short(event.peer), event.reason)
@@ -226,6 +242,12 @@ class SchedulerCore:
             self.send(event.peer, m.ProtocolError(reason, m.ProtocolErrorKind.MALFORMED))
         elif isinstance(event, ShellStats):
             self.views.shell_stats = event
+        elif isinstance(event, AnswersStored):
+            self._advance(event.now)
+            self.client_sessions.on_stored(event)
+        elif isinstance(event, AnswersLoaded):
+            self._advance(event.now)
+            self.client_sessions.on_loaded(event)
 
     def _advance(self, now: float) -> None:
         self.now = now
@@ -243,6 +265,8 @@ class SchedulerCore:
         handlers: _Handlers
         client, worker, manager = self.clients.get(peer), self.workers.get(peer), self.managers.get(peer)
         if client is not None:
+            if client.is_away:
+                self.client_sessions.back(peer, resuming=isinstance(message, m.ClientResume))
             client.last_seen = self.now
             handlers = self._client_handlers
         elif worker is not None:
@@ -255,7 +279,8 @@ class SchedulerCore:
             handlers = self._processor_handlers  # no liveness of its own: its worker's heartbeats say it lives
         else:
             if not isinstance(message, (m.WorkerLeaving, m.ClientDisconnect)):
-                reason = "unknown peer: send a Hello first (the scheduler may have restarted)"
+                expired = self.client_sessions.expired_reason(peer)
+                reason = expired or "unknown peer: send a Hello first (the scheduler may have restarted)"
                 self.send(peer, m.ProtocolError(reason, m.ProtocolErrorKind.UNKNOWN_PEER))
             return
         handler = handlers.get(type(message))
@@ -273,7 +298,7 @@ class SchedulerCore:
         self.job_requests.expire()
         self.submissions.release_parked()
         self.worker_sessions.end_notices()
-        self.client_sessions.drop_silent()
+        self.client_sessions.on_tick()
         self.worker_sessions.drop_silent()
         self.manager_sessions.forget_silent()
         self.unserved.on_tick(now)
@@ -308,9 +333,9 @@ class SchedulerCore:
                 if group.count and group.reason:
                     stories.waiting(group.capabilities, self.wall_time, group.reason)
 
-    def _drop_peer(self, peer: PeerID, reason: str) -> None:
+    def _drop_peer(self, peer: PeerID, reason: str, final: bool) -> None:
         if peer in self.clients:
-            self.client_sessions.drop(peer, f"connection lost ({reason})")
+            self.client_sessions.lost(peer, reason, final)
         elif peer in self.workers:
             self.worker_sessions.drop(peer, f"connection lost ({reason})", graceful=False)
         elif peer in self.managers:

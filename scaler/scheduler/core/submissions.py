@@ -37,11 +37,13 @@ class Submissions:
         """A task a worker still holds from before a restart is adopted by it (or answered with the result it sent
         meanwhile); any other task goes to the lifecycle (which also refuses a duplicate)."""
         core = self._core
+        returning = core.clients.get(PeerID(client))
+        if returning is not None and returning.answers.has_answer_for(task.task_id):
+            return  # a copy sent again after a resume that crossed its answer (client_answers.py): not run twice
         if task.task_id not in core.tasks.records:
             adoption = core.reattachment.take(task.task_id)
             if adoption is not None and core.lifecycle.adopt(task, adoption.worker, adoption.result):
                 return
-        returning = core.clients.get(PeerID(client))
         cause = "submitted again by its client after a scheduler restart" if returning and returning.returning else ""
         core.lifecycle.submit(client, task, cause)
 

@@ -49,8 +49,12 @@ class TaskLifecycle:
         max_tasks_waiting: int,
         jobs: JobTable | None = None,
         managers: dict[PeerID, ManagerRecord] | None = None,
+        answer: Callable[[PeerID, TaskResult | TaskCancelConfirm], None] | None = None,
     ) -> None:
         self._tasks = tasks
+        #: how an answer reaches a client (`ClientSessions.answer`: sent, or held while the client is away); by
+        #: default a plain send
+        self._answer = answer if answer is not None else lambda peer, message: self._send(peer, message)
         #: a job's tasks outlive their client, and their answers go to the job's followers (core/jobs.py)
         self._jobs = jobs if jobs is not None else JobTable(0.0)
         self._workers = workers
@@ -94,7 +98,7 @@ class TaskLifecycle:
             return
         if self._max_tasks_waiting >= 0 and len(self._tasks.queue) >= self._max_tasks_waiting:
             reason = f"refused: {len(self._tasks.queue)} tasks already wait for a worker (max-number-of-tasks-waiting)"
-            self._send(PeerID(client), TaskResult(task.task_id, ResultStatus.NO_WORKER, error_message=reason))
+            self._answer(PeerID(client), TaskResult(task.task_id, ResultStatus.NO_WORKER, error_message=reason))
             return
         record = self._tasks.add(task, TaskState.QUEUED, self.now, cause or ("submitted by client {}", client))
         self._tasks.queue.push(record)
@@ -105,7 +109,7 @@ class TaskLifecycle:
             problem = "a node reuses the id of a task that is still running"
         if problem is not None:
             for target in graph.targets:
-                self._send(PeerID(client), TaskResult(target, ResultStatus.ERROR, error_message=problem))
+                self._answer(PeerID(client), TaskResult(target, ResultStatus.ERROR, error_message=problem))
             return
         self._graphs.register(graph)
         for node in graph.nodes:
@@ -151,7 +155,7 @@ class TaskLifecycle:
             record = self._tasks.get(task_id)
             if record is None or record.client_id != client:
                 self._tasks.not_found += 1
-                self._send(PeerID(client), TaskCancelConfirm(task_id, CancelOutcome.NOT_FOUND))
+                self._answer(PeerID(client), TaskCancelConfirm(task_id, CancelOutcome.NOT_FOUND))
                 continue
             graph = self._graphs.get(record.graph_id) if record.graph_id else None
             if graph is not None:
@@ -414,11 +418,11 @@ class TaskLifecycle:
             if admitted.deleted is not None:  # over its owner's storage quota: refused, its object freed
                 self._effects.append(DeleteObjects((admitted.deleted,)))
             for follower in sorted(followers):
-                self._send(follower, admitted.answer)
+                self._answer(follower, admitted.answer)
             return
         if graph is None:
             if not record.client_gone:
-                self._send(PeerID(record.client_id), answer)
+                self._answer(PeerID(record.client_id), answer)
             return
         self._end_graph_node(graph, record, answer, propagate)
 
@@ -435,7 +439,7 @@ class TaskLifecycle:
             for user in self._graphs.downstream(graph, node):
                 self.apply(user, TaskEvent.DEPENDENCY_FAILED, failure=answer)
         if node in graph.targets and not record.client_gone:
-            self._send(PeerID(record.client_id), answer)
+            self._answer(PeerID(record.client_id), answer)
         released.extend(self._graphs.ended(graph, node))
         garbage = tuple(
             ObjectID(given.data)

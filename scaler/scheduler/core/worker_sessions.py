@@ -62,7 +62,9 @@ class WorkerSessions:
     def on_task_log(self, peer: PeerID, log: m.TaskLog) -> None:
         record = self._core.tasks.get(log.task_id)
         if record is not None and record.worker == peer and not record.client_gone:
-            self._core.send(PeerID(record.client_id), log)
+            client = self._core.clients.get(PeerID(record.client_id))
+            if client is None or not client.is_away:  # output is not kept for an away client (docs/guide/bursting.md)
+                self._core.send(PeerID(record.client_id), log)
 
     def on_capacity(self, peer: PeerID, capacity: m.WorkerCapacity) -> None:
         self._core.workers[peer].capacity = max(1, capacity.capacity)

@@ -37,7 +37,8 @@ def test_every_outcome_the_table_names_is_carried_out_by_the_lifecycle() -> None
 def test_every_message_a_peer_may_send_has_a_handler() -> None:
     core = SchedulerCore(CoreSettings("a", "b", PYTHON), strict=True)
     client_sends = {
-        m.Heartbeat, m.Task, m.GraphTask, m.TaskCancel, m.ClientDisconnect, m.TaskStoryRequest, m.JobOpen, m.JobAttach
+        m.Heartbeat, m.Task, m.GraphTask, m.TaskCancel, m.ClientDisconnect, m.TaskStoryRequest, m.JobOpen, m.JobAttach,
+        m.ClientResume,
     }  # fmt: skip
     worker_sends = {m.Heartbeat, m.TaskResult, m.TaskCancelConfirm, m.TaskLog, m.WorkerCapacity, m.WorkerLeaving,
                     m.TaskReturn}  # fmt: skip
