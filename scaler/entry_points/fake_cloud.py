@@ -10,15 +10,19 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from scaler.config.completion import offer_completion
 from scaler.version import __version__
 
-#: The longest the command waits for the cloud to stop before it exits anyway.
-STOP_SECONDS = 15.0
+#: The longest the command waits for the launched processes, the runners and the servers to stop.
+STOP_SECONDS = 60.0
+#: The longest it then waits for the units' folders to be removed (thousands of files each: slow on a loaded disk);
+#: what is left then is removed by the next scaler_fake_cloud started on this machine.
+FOLDERS_SECONDS = 120.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -84,9 +88,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         cloud.stop()
         print(f"scaler_fake_cloud: cannot listen on {cloud.host}:{arguments.port}: {error}", file=sys.stderr)
         return 2
+    signals: list[int] = []
     stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        signals.append(signum)
+        stop.set()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, on_signal)
     print(f"AWS_ENDPOINT_URL={cloud.endpoint_url}", flush=True)
     print(f"# launched commands log to {cloud.log_directory}; Ctrl-C stops the cloud and everything it runs",
           flush=True)  # fmt: skip
@@ -96,22 +106,45 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"side {plan.host_address}", flush=True)  # fmt: skip
     while not stop.wait(0.5):  # a bounded wait: the signal handler runs between two of them at the latest
         pass
+    return _stopped(cloud, signals)
+
+
+def _stopped(cloud: Any, signals: list[int]) -> int:
+    """Stop the cloud (its processes first, then the units' folders, each wait bounded) and exit: 0, or 1 naming what
+    could not be stopped. A second Ctrl-C while the folders are removed leaves them to the next fake cloud."""
     # The launched processes are stopped first; the HTTP server's own shutdown may wait on a client's open
     # keep-alive connection, which must not keep the command from exiting.
     print("# stopping the cloud and everything it runs", flush=True)
-    stopping = threading.Thread(target=cloud.stop, daemon=True)
-    stopping.start()
-    stopping.join(STOP_SECONDS)
-    if stopping.is_alive():
-        print(f"scaler_fake_cloud: the cloud did not stop within {STOP_SECONDS:g} s; exiting anyway", file=sys.stderr)
-        faulthandler.dump_traceback(sys.stderr)
-        sys.stderr.flush()
-        return 1
-    # The stop is done: nothing is left to finalise, and the interpreter's own shutdown (which waits for
-    # whatever threads the AWS libraries left behind) must not keep the command from exiting.
+    if not _within(lambda: cloud.stop(remove_folders=False), STOP_SECONDS, lambda: False):
+        print(f"scaler_fake_cloud: the cloud's processes and servers did not all stop within {STOP_SECONDS:g} s; "
+              f"exiting (its units' logs: {cloud.log_directory})", file=sys.stderr)  # fmt: skip
+        return _exit(1)
+    folders = cloud.state_directory
+    print(f"# removing the units' folders ({folders}); Ctrl-C leaves them to the next scaler_fake_cloud", flush=True)
+    signalled = len(signals)
+    if not _within(cloud.remove_folders, FOLDERS_SECONDS, lambda: len(signals) > signalled):
+        print(f"# left the rest of {folders}: the next scaler_fake_cloud started on this machine removes it",
+              flush=True)  # fmt: skip
+    return _exit(0)
+
+
+def _within(work: Callable[[], object], seconds: float, interrupted: Callable[[], bool]) -> bool:
+    """Run `work` on a thread and wait for it, at most `seconds` and until `interrupted()`; whether it finished."""
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + seconds
+    while thread.is_alive() and time.monotonic() < deadline and not interrupted():
+        thread.join(0.2)
+    return not thread.is_alive()
+
+
+def _exit(code: int) -> NoReturn:
+    """The stop is done: nothing is left to finalise, and the interpreter's own shutdown (which waits for whatever
+    threads the AWS libraries left behind, or a folder still being removed) must not keep the command from
+    exiting."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
 
 
 def _make_cloud(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> Any:

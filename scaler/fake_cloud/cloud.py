@@ -73,7 +73,7 @@ class FakeCloud:
         self.host = self._network.endpoint_address if self._network is not None else "127.0.0.1"
         self.endpoint_url = f"http://{self.host}:{self.port}"
         self._log_directory = log_directory or Path(tempfile.mkdtemp(prefix="scaler-fake-cloud-"))
-        _remove_leftover_state()
+        threading.Thread(target=remove_leftover_state, name="fake-cloud-leftovers", daemon=True).start()
         self._state_directory = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-"))
         sandbox = Sandbox(self._state_directory, cache_directory or default_cache_directory(), machine_interpreters(),
                           _uv())  # fmt: skip
@@ -228,7 +228,10 @@ class FakeCloud:
             request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")
             urllib.request.urlopen(request, timeout=60).close()
 
-    def stop(self) -> None:
+    def stop(self, remove_folders: bool = True) -> None:
+        """Stop every launched process, the runners and the servers. The units' folders (`state_directory`) are
+        removed too unless `remove_folders` is false: then the caller removes them (`remove_folders()`, which may take
+        a while on a loaded disk), or the next fake cloud started on this machine does."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(10)
@@ -252,6 +255,11 @@ class FakeCloud:
         self._servers, self._http_threads = [], []
         if self._network is not None:
             self._network.close()
+        if remove_folders:
+            self.remove_folders()
+
+    def remove_folders(self) -> None:
+        """The units' folders and the image's and AMI's tools, once the cloud is stopped."""
         shutil.rmtree(self._state_directory, ignore_errors=True)
 
     def __enter__(self) -> FakeCloud:
@@ -276,8 +284,10 @@ class FakeCloud:
             self._stop.wait(STEP_SECONDS)
 
 
-def _remove_leftover_state() -> None:
-    """The units' folders of fake clouds killed before they could remove them (their names carry their pid)."""
+def remove_leftover_state() -> None:
+    """The units' folders of fake clouds that are gone and did not remove them (killed, or stopped while the folders
+    were still being removed: their names carry their pid). In the background of a new cloud: a large leftover must
+    not delay its start."""
     for folder in Path(tempfile.gettempdir()).glob(f"{STATE_PREFIX}*-*"):
         pid = folder.name[len(STATE_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and not psutil.pid_exists(int(pid)):

@@ -16,9 +16,11 @@ all units (`cache_directory`), so that a unit boots in well under a second once 
 from __future__ import annotations
 
 import os
+import queue
 import re
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -40,6 +42,8 @@ AL2023_PYTHONS = ("3.9", "3.11", "3.12", "3.13", "3.14")
 #: The variables of the laptop a unit keeps: the machine's trust store (a TLS-intercepting proxy's CA, say).
 _KEPT = ("SSL_CERT_FILE", "SSL_CERT_DIR")
 ENTRYPOINT = "scaler-worker-entrypoint"
+#: The name a gone unit's folder is given until it is removed (beside the units' folders).
+REMOVING_PREFIX = ".removing-"
 SHUTDOWN_MARKER = ".fake-cloud/shutdown"
 
 
@@ -62,6 +66,7 @@ class Sandbox:
     interpreters: dict[str, Path]
     uv: Path
     extra_environment: dict[str, str] = field(default_factory=dict)
+    _removal: BackgroundRemoval = field(default_factory=lambda: BackgroundRemoval(), repr=False)
 
     def prepare(self) -> Sandbox:
         for folder in ("system-bin", "image-bin", "ami-repo", "ami-tools", "units"):
@@ -130,8 +135,17 @@ class Sandbox:
             return None
 
     def forget(self, name: str) -> None:
-        """The unit is gone: its folder (virtual environment, home) with it."""
-        shutil.rmtree(self.unit_folder(name), ignore_errors=True)
+        """The unit is gone: its folder (virtual environment, home) with it, removed in the background (thousands of
+        files: seconds on a loaded disk, which neither the runners' step nor a stop waits for). The folder is first
+        renamed, so that its name is free at once; whatever is left goes with the state directory."""
+        folder = self.unit_folder(name)
+        trash = folder.with_name(f"{REMOVING_PREFIX}{name}")
+        try:
+            folder.rename(trash)
+        except OSError:  # no such folder (a unit forgotten twice, a reset), or a leftover of the same name
+            shutil.rmtree(folder, ignore_errors=True)
+            return
+        self._removal.remove(trash)
 
     def _fresh(self, name: str) -> Path:
         folder = self.unit_folder(name)
@@ -177,6 +191,27 @@ class Sandbox:
                         target.symlink_to(entry.path)
                 except OSError:
                     continue
+
+
+class BackgroundRemoval:
+    """Removes folders one after another on a thread of its own (started at the first folder), so that whoever hands
+    one over does not wait; a folder not removed when the process ends is left to whoever removes its parent."""
+
+    def __init__(self) -> None:
+        self._folders: queue.SimpleQueue[Path] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def remove(self, folder: Path) -> None:
+        self._folders.put(folder)
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="fake-cloud-folder-removal", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            shutil.rmtree(self._folders.get(), ignore_errors=True)
 
 
 def _copy_resource(name: str, target: Path) -> None:

@@ -1,29 +1,67 @@
-"""The documentation tier's readers: this tree's wheel, built once per session, and one virtual environment per pip
-flavour, made the first time a page of that flavour runs and reused by the pages after it."""
+"""The documentation tier's readers: this tree's wheel, built once per run, and one virtual environment per pip
+flavour, made the first time a page of that flavour runs and reused by the pages after it, in every test process
+of the run: the first process that needs one makes it (under a file lock, in the run's shared temporary folder),
+the others wait for it and use the same (a page's `pip install` of an extra then installs it once, not once per
+process; tests/docs/runner.py runs such steps under the environment's lock)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.docs.readers import FLAVOURS, Reader, make_reader, make_wheel_folder
 
+#: What a made reader records, beside its folder (its presence says the reader is complete).
+MADE = "reader.json"
+
 
 class Readers(dict[str, Reader]):
     def __init__(self, root: Path) -> None:
         super().__init__()
         self._root = root
-        self._wheels: Path | None = None
+        self._root.mkdir(parents=True, exist_ok=True)
 
     def __missing__(self, flavour: str) -> Reader:
         assert flavour in FLAVOURS, flavour
-        if self._wheels is None:
-            self._wheels = make_wheel_folder(self._root / "build")
-        reader = self[flavour] = make_reader(flavour, self._root / flavour, self._wheels)
+        wheels = self._wheels()
+        with _locked(self._root / f"{flavour}.lock"):
+            made = self._root / flavour / MADE
+            if made.exists():
+                reader = Reader(flavour, self._root / flavour / "venv", json.loads(made.read_text())["pip"], wheels)
+            else:
+                reader = make_reader(flavour, self._root / flavour, wheels)
+                made.write_text(json.dumps({"pip": reader.pip_version}))
+        self[flavour] = reader
         return reader
+
+    def _wheels(self) -> Path:
+        with _locked(self._root / "wheel.lock"):
+            folder = self._root / "build" / "wheels"
+            if not list(folder.glob("*.whl")):
+                folder = make_wheel_folder(self._root / "build")
+            return folder
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")
 def reader_of(tmp_path_factory: pytest.TempPathFactory) -> Readers:
-    return Readers(tmp_path_factory.mktemp("doc-readers"))
+    """The run's readers: under the temporary folder every test process of the run shares (its own without
+    pytest-xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return Readers(shared / "doc-readers")

@@ -22,6 +22,7 @@ import sys
 import termios
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,8 @@ STOPPED_BY_CTRL_C = frozenset({0, 130, -signal.SIGINT})
 MARKER = "DOC_TEST_PAGE"
 #: What a failure message keeps of a command's output.
 OUTPUT_TAIL = 4000
+#: A command that installs into the reader's environment.
+PIP_INSTALL = re.compile(r"\bpip install\b")
 _SHOWN = re.compile(r"print\(.*\)\s+#\s*(.+)$")
 #: bash's own variables, which `env` shows after a command but a reader's shell does not pass on
 _SHELL_OWN = frozenset({"_", "SHLVL", "PWD", "OLDPWD"})
@@ -143,8 +146,22 @@ class PageRun:
             self._start(command, step, program)
         elif in_background:
             raise StepFailed(f"`{command} &`: the tier does not know when it is ready (tests/docs/programs.py)")
+        elif PIP_INSTALL.search(command):
+            with self._environment_locked():
+                self._foreground(command, step)
         else:
             self._foreground(command, step)
+
+    @contextlib.contextmanager
+    def _environment_locked(self) -> Iterator[None]:
+        """The reader's environment is shared by the pages of every test process: one `pip install` into it at a
+        time (the others wait, then find what it installed)."""
+        with (self.python.parent.parent / ".doc-test-pip.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def _foreground(self, command: str, step: Step) -> None:
         dump = self.folder / ".doc-test-environment"

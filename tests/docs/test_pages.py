@@ -9,8 +9,10 @@ block that cannot run here says why in an HTML comment the reader does not see (
 Long-running commands (a stack, the fake cloud, `scaler_top`) run in the background, the next step starting once
 they printed what a reader waits for, and stop with Ctrl-C where the page says so or at its end
 (tests/docs/programs.py, runner.py). The pages that start servers use the ports the docs name (8516-8518, 5000,
-50001, ...), so they run one after another, in one test process (one xdist group); the others in another group
-beside them (each group's process makes its own reader environments).
+50001, ...), so they run one after another, in one test process (one xdist group); the others in whichever test
+process is free, beside them. The wheel and the two readers' environments are made once per run and shared by every
+test process (tests/docs/conftest.py); with the current pip, a page runs only up to its last step where pip is at
+work (`steps_for`), the bundled pip's run walking every step.
 
 Run one page: `pytest tests/docs -k quick_start`; `DOC_TEST_KEEP_GOING=1` runs a page's steps after its first
 failure too (to see every failing step at once). The summary at the end of the run gives each page's counts.
@@ -19,6 +21,7 @@ failure too (to see every failing step at once). The summary at the end of the r
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import re
@@ -32,8 +35,8 @@ import pytest
 from tests.docs.programs import long_running
 from tests.docs.readers import FLAVOURS, Reader
 from tests.docs.report import cpu_seconds, record
-from tests.docs.runner import PageRun, StepResult
-from tests.docs.steps import Step, page_steps
+from tests.docs.runner import PIP_INSTALL, PageRun, StepResult
+from tests.docs.steps import Kind, Step, page_steps
 from tests.integration.fresh_install import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
@@ -62,21 +65,60 @@ def pip_at_work(page: str) -> bool:
     return any(_PIP_AT_WORK.search(step.text) for step in steps_of(page) if step.skip_reason is None)
 
 
-def group_of(page: str) -> str:
-    """The pages that start servers at the ports the docs name (8516-8518, 5000, 50001, ...) run one after another in
-    one test process (an xdist group); the others (clusters of their own at free ports) in another, beside them."""
-    for step in steps_of(page):
+def steps_for(page: str, flavour: str) -> list[Step]:
+    """What a page runs with a pip flavour: every step with the pip a fresh environment has; with the current pip,
+    the steps up to its last one where pip is at work (`pip_steps`): the bundled pip's run walks the rest, in which
+    nothing depends on the pip."""
+    steps = steps_of(page)
+    return steps if flavour == "bundled" else pip_steps(steps)
+
+
+def pip_steps(steps: list[Step]) -> list[Step]:
+    """The steps up to the last command that runs pip: an install (`pip install ...`, the last command of its block
+    kept), or a script that runs a cloud stack on the fake cloud in-process, whose manager asks pip about the units'
+    requirements before it launches anything (bursting.md's one-file example). A stack started from a shell step
+    with `environment = "sync"` (the examples' default) asks pip only about requirements it cannot trust, which the
+    reader's environment, made of wheels from the index, does not have: pip is not at work there."""
+    last: tuple[int, int | None] | None = None
+    for index, step in enumerate(steps):
         if step.skip_reason is not None:
             continue
-        if _FIXED_PORT.search(step.text) or any(
+        if step.kind is Kind.SHELL:
+            for number, command in enumerate(step.commands):
+                if PIP_INSTALL.search(command):
+                    last = (index, number)
+        elif step.kind is Kind.PYTHON and _CLOUD_IN_PROCESS.search(step.text):
+            last = (index, None)
+    if last is None:
+        return []
+    end, last_command = last
+    kept = steps[: end + 1]
+    if last_command is not None:
+        kept[-1] = dataclasses.replace(kept[-1], commands=kept[-1].commands[: last_command + 1])
+    return kept
+
+
+def group_of(steps: list[Step]) -> str:
+    """Steps that start servers at the ports the docs name (8516-8518, 5000, 50001, ...) run one after another in one
+    test process (an xdist group) and hold a machine-wide lock; the others (clusters of their own at free ports, a
+    port no other page names, installs) in another, beside them."""
+    for step in steps:
+        if step.skip_reason is not None:
+            continue
+        texts = step.commands if step.kind is Kind.SHELL else (step.text,)  # a shell step's commands it runs
+        if STANDARD_PORTS & {int(port) for text in texts for port in _PORT.findall(text)} or any(
             command.endswith("&") or long_running(command, ROOT) for command in step.commands
         ):
             return AT_FIXED_PORTS
     return "docs"
 
 
-#: an address with a port, in a step (a script's own stack, a client of a running one)
-_FIXED_PORT = re.compile(r"(?:127\.0\.0\.1|localhost|0\.0\.0\.0):\d+")
+#: a port, in an address of a step (a script's own stack, a client of a running one)
+_PORT = re.compile(r"(?:127\.0\.0\.1|localhost|0\.0\.0\.0):(\d+)")
+#: The ports the docs' examples and defaults use: a scheduler's three (8516-8518), the fake cloud's (5000), the
+#: dashboard's and the metrics' (50001, 8080, 9090). A port outside these is one page's own
+#: (test_pages_own_their_ports).
+STANDARD_PORTS = frozenset({8516, 8517, 8518, 5000, 50001, 8080, 9090})
 
 
 AT_FIXED_PORTS = "docs-at-fixed-ports"
@@ -86,8 +128,8 @@ FIXED_PORTS_LOCK = Path(tempfile.gettempdir()) / "scaler-doc-tier-fixed-ports.lo
 
 
 @contextlib.contextmanager
-def ports_of(page: str) -> Iterator[None]:
-    if group_of(page) != AT_FIXED_PORTS:
+def ports_of(steps: list[Step]) -> Iterator[None]:
+    if group_of(steps) != AT_FIXED_PORTS:
         yield
         return
     with FIXED_PORTS_LOCK.open("a") as lock:
@@ -99,12 +141,49 @@ def ports_of(page: str) -> Iterator[None]:
 
 
 _PIP_AT_WORK = re.compile(r"scaler_compute-\*\.whl|scaler_fake_cloud|FakeCloud")
+_CLOUD_IN_PROCESS = re.compile(r"\bFakeCloud\(")
+
+
+def marks_of(steps: list[Step]) -> list[pytest.MarkDecorator]:
+    """The runs at the docs' ports go one after another in one test process (an xdist group); the others are handed
+    to whichever process is free (the readers' environments are shared by all: tests/docs/conftest.py)."""
+    return [pytest.mark.xdist_group(AT_FIXED_PORTS)] if group_of(steps) == AT_FIXED_PORTS else []
+
+
 RUNS = [
-    pytest.param(page, flavour, marks=pytest.mark.xdist_group(group_of(page)), id=f"{page}-{flavour}")
+    pytest.param(page, flavour, marks=marks_of(steps_for(page, flavour)), id=f"{page}-{flavour}")
     for page in PAGES
     for flavour in FLAVOURS
     if flavour == "bundled" or pip_at_work(page)
 ]
+
+
+def test_pages_own_their_ports() -> None:
+    """A port outside STANDARD_PORTS is named by one page only: pages outside the lock never meet at a port."""
+    owners: dict[int, set[str]] = {}
+    for page in PAGES:
+        for step in steps_of(page):
+            for port in map(int, _PORT.findall(step.text)):
+                owners.setdefault(port, set()).add(page)
+    shared = {port: sorted(pages) for port, pages in owners.items() if port not in STANDARD_PORTS and len(pages) > 1}
+    assert not shared, f"ports named by several pages: add them to STANDARD_PORTS: {shared}"
+
+
+def test_the_current_pip_runs_each_pages_installs() -> None:
+    """With the current pip, a page stops after its last install (or in-process cloud stack), and runs every install."""
+    for page in PAGES:
+        if not pip_at_work(page):
+            continue
+        steps = steps_for(page, "current")
+        assert _installs(steps) == _installs(steps_of(page)), page
+    scaling = steps_for("docs/guide/scaling_and_cloud.md", "current")
+    assert scaling[-1].commands == ('pip install "scaler-compute[fake-cloud]"',), scaling[-1]
+    assert group_of(scaling) == "docs", "an install needs no port"
+
+
+def _installs(steps: list[Step]) -> list[str]:
+    return [command for step in steps if step.skip_reason is None for command in step.commands
+            if PIP_INSTALL.search(command)]  # fmt: skip
 
 
 @pytest.mark.parametrize(("page", "flavour"), RUNS)
@@ -115,7 +194,7 @@ def test_a_page_runs_as_written(
     tmp_path_factory: pytest.TempPathFactory,
     request: pytest.FixtureRequest,
 ) -> None:
-    steps = steps_of(page)
+    steps = steps_for(page, flavour)
     reader = reader_of[flavour]
     home = tmp_path_factory.mktemp(f"{Path(page).stem}-{flavour}")
     folder = home / "work"
@@ -123,7 +202,7 @@ def test_a_page_runs_as_written(
     run = PageRun(page, folder, reader.page_environment(home), reader.python)
     keep_going = os.environ.get("DOC_TEST_KEEP_GOING") == "1"
     results: list[StepResult] = []
-    with ports_of(page):
+    with ports_of(steps):
         wall, cpu = time.monotonic(), cpu_seconds()
         try:
             for step in steps:

@@ -6,11 +6,14 @@
   ImportError naming the requirement and the installer's reason (at the first such task, never a hang); the
   manager's log names it too;
 - the manager's bucket deleted mid-burst: made again, wheels uploaded again, the next unit boots;
-- a unit that cannot reach the scheduler: its boot report says so, the manager names it within one boot timeout.
+- a unit that cannot reach the scheduler: its boot report says so, the manager names it within one boot timeout;
+- a unit whose boot fails before scaler runs (this build cannot be installed by the image's entrypoint or the
+  instance's boot script): its report names what failed, before the cloud's words (an exit code).
 """
 
 from __future__ import annotations
 
+import asyncio
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -20,8 +23,15 @@ import botocore.exceptions
 import pytest
 
 from scaler import Client
-from scaler.worker_manager.ship.distributions import this_python
-from tests.integration.cloud_harness import REGION
+from scaler.config.sections import WorkerConfig
+from scaler.worker_manager.aws.client import AwsClients
+from scaler.worker_manager.aws_raw_ecs.backend import EcsBackend
+from scaler.worker_manager.backend import LaunchSpec, UnitInfo
+from scaler.worker_manager.orb_aws_ec2.backend import Ec2Backend
+from scaler.worker_manager.ship.distributions import DISTRIBUTION_NAME, this_python
+from scaler.worker_manager.ship.environment import UnitEnvironment
+from scaler.worker_manager.ship.unit_target import UnitTarget
+from tests.integration.cloud_harness import REGION, ec2_config, ecs_config
 from tests.integration.conftest import Launcher, Service, monitor, wait_for
 from tests.integration.manager_harness import workers_of
 from tests.integration.test_cloud_burst import ECS_FLAGS, ecs_tasks, live_units, slow_identity
@@ -128,6 +138,36 @@ def test_a_unit_that_cannot_reach_the_scheduler_is_named_within_one_boot_timeout
         manager.wait_for_log("none of its workers registered within 30 s", 60)
         future.cancel()
     assert "cannot reach the scheduler" in manager.log_text()
+
+
+@pytest.mark.parametrize("kind", ["ecs", "ec2"])
+def test_a_unit_whose_boot_fails_before_scaler_runs_is_named_with_what_failed(fake_cloud: Any, kind: str) -> None:
+    """This build by a pin of a version no index has (what a wheel installed with --find-links was taken for): the
+    image's entrypoint (an instance's boot script) cannot install it, writes the unit's boot report and exits. The
+    unit's detail (the manager's log line, the hub's start-up error) names the install and the installer's words
+    first, then the cloud's. Checked off: without SCALER_UNIT_REPORT_URL in an ECS launch, without the last read of a
+    gone unit's report, or with the report sent as urllib's default form (the fake S3 stored an empty body), the
+    detail is only the cloud's ("task ...: Essential container in task exited (exit code 1)")."""
+    pin = f"{DISTRIBUTION_NAME}==0.0.0.dev38"
+    spec = LaunchSpec(f"boot-fails-{kind}", WorkerConfig(scheduler_address="tcp://127.0.0.1:9"))
+    environment = UnitEnvironment("requirements", UnitTarget(this_python()), pin, None, (), ())
+    backend: EcsBackend | Ec2Backend
+    if kind == "ecs":
+        backend = EcsBackend(ecs_config(spec), spec.manager_id, AwsClients(REGION), environment=environment)
+    else:
+        backend = Ec2Backend(ec2_config(spec), spec.manager_id, AwsClients(REGION), environment=environment)
+        backend.prepare_now()
+    (unit_id,) = asyncio.run(backend.launch(1, spec))
+
+    def gone() -> UnitInfo | None:
+        unit = next(unit for unit in asyncio.run(backend.list_units()) if unit.unit_id == unit_id)
+        return None if unit.is_alive else unit
+
+    detail = wait_for(gone, "the unit to end", 180, interval=1.0).detail
+    assert detail.startswith(f"failed, could not install {pin} with "), detail
+    assert "not found in the package registry" in detail or f"No matching distribution found for {pin}" in detail
+    cloud = "Essential container in task exited (exit code 1)" if kind == "ecs" else "instance i-"
+    assert cloud in detail.split("; ", 1)[1], detail
 
 
 def _bucket_deleted() -> bool:

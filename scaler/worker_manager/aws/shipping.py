@@ -5,15 +5,18 @@ A launch carries three things, in the worker image's contract (an EC2 boot scrip
 - `PYTHON_VERSION`: the client's major.minor;
 - `PYTHON_REQUIREMENTS`: this build of scaler, `scaler-compute==<version>` when it is a published version,
   else `scaler-compute @ <presigned URL of a wheel made here>`;
-- `COMMAND`: `exec python3 -m scaler.worker_manager.unit.boot '<presigned URL of the unit's manifest>'`.
+- `COMMAND`: `exec python3 -m scaler.worker_manager.unit.boot '<presigned URL of the unit's manifest>'`;
+- `SCALER_UNIT_REPORT_URL`: where a boot that fails before scaler runs (the image has no such Python, installing
+  scaler fails) writes the unit's boot report, so that the manager names the cause, not only an exit code.
 
 The manifest, one JSON object per unit, holds the rest: the requirements and wheels of the environment, the
 program (a pool of workers, or the hub), the environment it runs with (the workers' CURVE keys: never in the
 launch request), and the URL the unit writes its boot report to. The unit deletes it when it has read it.
 
-Reports are read back (`reports`) until a unit has said how its boot ended; what they say becomes the unit's
-detail in the manager's log and status. A bucket deleted while the manager runs is made again, and the wheels
-uploaded again, at the next launch.
+Reports are read back (`reports`) until a unit has said how its boot ended, and once more when a unit is seen
+gone before its report said so (a boot that failed in the image writes its report and exits at once); what they
+say becomes the unit's detail in the manager's log and status. A bucket deleted while the manager runs is made
+again, and the wheels uploaded again, at the next launch.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from scaler.worker_manager.aws.client import CloudError
 from scaler.worker_manager.ship.distributions import DISTRIBUTION_NAME
 from scaler.worker_manager.ship.environment import UnitEnvironment
 from scaler.worker_manager.ship.wheels import Wheel
+from scaler.worker_manager.unit.report import REPORT_URL_VARIABLE
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +49,7 @@ class UnitLaunch:
     python: str  #: PYTHON_VERSION
     scaler_requirement: str  #: PYTHON_REQUIREMENTS ("" in `image` mode: the image has scaler)
     manifest_url: str
-    report_url: str  #: where a boot that fails before scaler runs (an EC2 boot script) writes its report
+    report_url: str  #: where a boot that fails before scaler runs (the image's entrypoint, an EC2 boot script) reports
 
     @property
     def command(self) -> str:
@@ -58,6 +62,7 @@ class UnitLaunch:
             {"name": "PYTHON_VERSION", "value": self.python},
             {"name": "PYTHON_REQUIREMENTS", "value": self.scaler_requirement},
             {"name": "COMMAND", "value": self.command},
+            {"name": REPORT_URL_VARIABLE, "value": self.report_url},
         ]
 
 
@@ -74,6 +79,7 @@ class Shipment:
         self._reports: dict[str, dict[str, Any]] = {}  #: unit id -> its latest report
         self._read_at: dict[str, float] = {}
         self._logged: dict[str, str] = {}  #: unit id -> the report line logged last
+        self._read_gone: set[str] = set()  #: units whose report was read once more after they were seen gone
 
     async def prepare(self) -> None:
         """The bucket exists and holds every wheel (uploaded only when missing: a cache across runs)."""
@@ -150,13 +156,18 @@ class Shipment:
 
     # ------------------------------------------------------------ boot reports
 
-    async def reports(self, unit_ids: Sequence[str], now: float) -> dict[str, dict[str, Any]]:
-        """The latest report of each unit (read again at most every few seconds, until its boot is over)."""
-        for unit_id in unit_ids:
+    async def reports(self, unit_ids: Sequence[str], now: float, gone: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+        """The latest report of each unit (read again at most every few seconds, until its boot is over); the units
+        of `gone` (seen ended) are read once more, at once, unless their report had said how the boot ended."""
+        for unit_id in [*unit_ids, *gone]:
             report = self._reports.get(unit_id)
             if report is not None and report.get("state") in SETTLED:
                 continue
-            if now - self._read_at.get(unit_id, 0.0) < REPORT_PERIOD_SECONDS:
+            if unit_id in gone:
+                if unit_id in self._read_gone:
+                    continue
+                self._read_gone.add(unit_id)
+            elif now - self._read_at.get(unit_id, 0.0) < REPORT_PERIOD_SECONDS:
                 continue
             self._read_at[unit_id] = now
             try:
@@ -167,11 +178,13 @@ class Shipment:
             if isinstance(found, dict):
                 self._reports[unit_id] = found
                 self._log_change(unit_id, found)
-        for unit_id in set(self._reports) - set(unit_ids):
+        listed = {*unit_ids, *gone}
+        for unit_id in set(self._reports) - listed:
             self._reports.pop(unit_id, None)
             self._read_at.pop(unit_id, None)
             self._logged.pop(unit_id, None)
-        return {unit_id: self._reports[unit_id] for unit_id in unit_ids if unit_id in self._reports}
+        self._read_gone &= listed
+        return {unit_id: self._reports[unit_id] for unit_id in listed if unit_id in self._reports}
 
     def _log_change(self, unit_id: str, report: dict[str, Any]) -> None:
         """Each new thing a unit reports, once: boot and install times, what it could not install or reach."""

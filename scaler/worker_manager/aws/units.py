@@ -16,21 +16,26 @@ from scaler.worker_manager.ship.distributions import this_python
 from scaler.worker_manager.ship.environment import (
     EnvironmentProblem,
     IndexCheck,
+    PublishedCheck,
     UnitEnvironment,
     check_environment,
     plan_environment,
 )
-from scaler.worker_manager.ship.index_check import unavailable
+from scaler.worker_manager.ship.index_check import on_index, unavailable
 from scaler.worker_manager.ship.unit_target import UnitTarget, python_version_problem
 
 logger = logging.getLogger(__name__)
 
 
-def unit_environment(config: CloudUnitSettings, requirements_text: str | None) -> UnitEnvironment:
-    """The units' environment these settings describe (no index question). Raises EnvironmentProblem."""
+def unit_environment(
+    config: CloudUnitSettings, requirements_text: str | None, published: PublishedCheck | None = None
+) -> UnitEnvironment:
+    """The units' environment these settings describe; this build goes by pin only when `published` finds it on the
+    package index (without the question, as a wheel). Raises EnvironmentProblem."""
     return plan_environment(
-        config.environment, requirements_text, config.environment_exclude, UnitTarget(this_python())
-    )
+        config.environment, requirements_text, config.environment_exclude, UnitTarget(this_python()),
+        published=published,
+    )  # fmt: skip
 
 
 def start_problem(
@@ -39,6 +44,7 @@ def start_problem(
     python_value: str | None,
     requirements_text: str | None,
     index: IndexCheck = unavailable,
+    published: PublishedCheck = on_index,
 ) -> tuple[str | None, UnitEnvironment | None]:
     """Why the manager must not start (a Python version other than the client's, a package the units could not
     install), or None, with the units' environment."""
@@ -46,7 +52,7 @@ def start_problem(
     if problem is not None:
         return problem, None
     try:
-        environment = unit_environment(config, requirements_text)
+        environment = unit_environment(config, requirements_text, published)
     except EnvironmentProblem as error:
         return str(error), None
     problems = check_environment(environment, index)
@@ -70,18 +76,20 @@ def make_shipment(
 ) -> Shipment:
     """The manager's shipment (its environment planned now when the caller has not: a backend used on its own)."""
     if environment is None:
-        environment = unit_environment(config, requirements_text)
+        environment = unit_environment(config, requirements_text, on_index)
     return Shipment(ManagerBucket(clients, config.s3_bucket), environment, manager_id, boot_timeout_seconds)
 
 
 async def with_reports(shipment: Shipment, units: Sequence[UnitInfo], now: float) -> list[UnitInfo]:
-    """The units, each with what its boot report says appended to its detail."""
+    """The units, each with what its boot report says put before its detail (the cloud's own words, such as an
+    exit code, come after what the unit said failed)."""
     watched = [unit.unit_id for unit in units if unit.is_alive]
-    reports = await shipment.reports(watched, now)
+    gone = [unit.unit_id for unit in units if not unit.is_alive]
+    reports = await shipment.reports(watched, now, gone)
     described = []
     for unit in units:
         report = reports.get(unit.unit_id)
         if report is not None:
-            unit = dataclasses.replace(unit, detail=f"{unit.detail}; {describe_report(report)}".lstrip("; "))
+            unit = dataclasses.replace(unit, detail=f"{describe_report(report)}; {unit.detail}".strip("; "))
         described.append(unit)
     return described

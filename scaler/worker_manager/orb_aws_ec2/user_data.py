@@ -24,11 +24,13 @@ import shlex
 from scaler.version import __version__
 from scaler.worker_manager.aws.shipping import BOOT_MODULE, UnitLaunch
 
-#: Writes a failure report: python3 (any version) and its standard library only.
+#: Writes a failure report: python3 (any version) and its standard library only; sent as a file's bytes (urllib's
+#: default content type is a form's, whose body the fake cloud's S3 drops).
 _REPORT = (
     "import json, sys, time, urllib.request; "
     "body = json.dumps({'state': 'failed', 'phase': sys.argv[2], 'problem': sys.argv[3], 'updated_at': time.time()}); "
-    "urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=body.encode(), method='PUT'), timeout=20)"
+    "urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=body.encode(), method='PUT', "
+    "headers={'Content-Type': 'application/octet-stream'}), timeout=20)"
 )
 
 

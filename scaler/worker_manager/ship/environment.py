@@ -11,6 +11,11 @@
   wheel files).
 - `image`: nothing; the image (or AMI) has scaler and everything the tasks import.
 
+This build of scaler goes by pin (`scaler-compute==<version>`) only when the package index verifiably has that
+version (`published`, asked with pip); otherwise, and whenever the question cannot be put, units get a wheel of
+this build. A wheel installed with `--find-links` leaves no record of where it came from, as one from the index
+does not: only the index can say whether it is published (the package is not on PyPI yet).
+
 `check_environment` finds what a unit could not install before anything is launched: a local wheel built for
 another Python or platform, a pin or requirement the package index has no file of for the units (asked with
 pip, `index_check`). Distributions installed here from a wheel that fits the units need no question: the index
@@ -19,6 +24,7 @@ had that very file.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +39,14 @@ from scaler.worker_manager.ship.distributions import (
 from scaler.worker_manager.ship.unit_target import UnitTarget
 from scaler.worker_manager.ship.wheels import Wheel, WheelError, wheel_of, wheel_of_file
 
+logger = logging.getLogger(__name__)
+
 ENVIRONMENT_MODES = ("sync", "requirements", "image")
 
 #: (requirements, target) -> [(requirement, why the index has nothing for the units)]
 IndexCheck = Callable[[Sequence[str], UnitTarget], list[tuple[str, str]]]
+#: (a pin, target) -> whether the package index verifiably has it for the units
+PublishedCheck = Callable[[str, UnitTarget], bool]
 
 
 class EnvironmentProblem(ValueError):
@@ -87,18 +97,16 @@ def plan_environment(
     target: UnitTarget,
     cache: Path | None = None,
     installed: Sequence[Installed] | None = None,
+    published: PublishedCheck | None = None,
 ) -> UnitEnvironment:
-    """The units' environment for these settings. Raises EnvironmentProblem."""
+    """The units' environment for these settings. `published` says whether this build's version is on the package
+    index (None: not asked, and a wheel of it is shipped). Raises EnvironmentProblem."""
     if mode not in ENVIRONMENT_MODES:
         raise EnvironmentProblem(f"environment {mode!r}: expected one of {', '.join(ENVIRONMENT_MODES)}")
     if mode == "image":
         return UnitEnvironment(mode, target, None, None, (), ())
     build = this_build()
-    try:
-        scaler_wheel = None if build.is_public else wheel_of(build, cache)
-    except WheelError as error:
-        raise EnvironmentProblem(str(error)) from None
-    scaler = build.pin if build.is_public else None
+    scaler, scaler_wheel = _this_scaler(build, target, cache, published)
     requirements: list[str] = []
     wheels: list[Wheel] = []
     names: list[tuple[str, tuple[str, ...]]] = []
@@ -128,6 +136,23 @@ def plan_environment(
     return UnitEnvironment(
         mode, target, scaler, scaler_wheel, tuple(requirements), tuple(wheels), tuple(names), frozenset(trusted)
     )
+
+
+def _this_scaler(
+    build: Installed, target: UnitTarget, cache: Path | None, published: PublishedCheck | None
+) -> tuple[str | None, Wheel | None]:
+    """How the units get this build: its pin when the package index has it, else a wheel of it."""
+    if build.is_public and published is not None and published(build.pin, target):
+        return build.pin, None
+    if build.is_public:
+        logger.info(
+            "%s was installed from a wheel with no record of where it came from (a --find-links folder?) and the "
+            "package index does not have it for the units: they get a wheel of this build", build.pin,
+        )  # fmt: skip
+    try:
+        return None, wheel_of(build, cache)
+    except WheelError as error:
+        raise EnvironmentProblem(str(error)) from None
 
 
 def _synced(exclude_text: str, build: Installed, installed: Sequence[Installed]) -> list[Installed]:

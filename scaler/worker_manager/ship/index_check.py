@@ -4,6 +4,10 @@
 the units are pointed at as well. Only pip's "no file of it" blames a requirement; a check that cannot run (no pip,
 an unreachable index, another refusal) is said in the log and blames nothing.
 
+The question is put to the index only: pip's find-links (`--find-links`, `PIP_FIND_LINKS`, `find-links` in pip's
+configuration) are left out, since a folder or page of wheels on this machine is nowhere a unit looks. A wheel
+installed from such a folder (no `direct_url.json` either) looks published; `on_index` says whether it is.
+
 Requirements found are remembered (`~/.cache/scaler/index-checks.json`), so a manager started again does not ask
 again; what was not found is asked every time (it may have been published since).
 """
@@ -18,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from scaler.worker_manager.ship.unit_target import UnitTarget
@@ -28,6 +32,8 @@ logger = logging.getLogger(__name__)
 #: Requirements per pip run; a failing run is asked again without the requirement pip named.
 BATCH = 200
 PIP_TIMEOUT_SECONDS = 300.0
+#: Before the keys of what was found: answers of the index alone (earlier checks also looked in pip's find-links).
+CACHE_KEY_PREFIX = "index-only "
 _NOT_FOUND = re.compile(r"No matching distribution found for (\S+)")
 _NO_VERSION = re.compile(r"Could not find a version that satisfies the requirement (\S+)( \(from versions: [^)]*\))?")
 _INVALID = re.compile(r"Invalid requirement: '([^']+)'")
@@ -51,12 +57,30 @@ def unavailable(
     cannot run (no pip, the index unreachable, a pip that refuses the question) is said once in the log and blames
     nothing: the units then say in their boot report what they could not install. `pip`: the command that runs
     pip (this interpreter's by default)."""
+    return _check(requirements, target, pip).missing
+
+
+def on_index(requirement: str, target: UnitTarget, pip: Sequence[str] | None = None) -> bool:
+    """Whether the package index verifiably has an installable file of `requirement` for the units (pip found it
+    there, now or in an earlier check). False when it has none, and when the check could not run: a caller that
+    can ship the thing itself then does."""
+    return requirement in _check([requirement], target, pip).found
+
+
+@dataclass
+class _Answers:
+    found: set[str] = field(default_factory=set)
+    missing: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _check(requirements: Sequence[str], target: UnitTarget, pip: Sequence[str] | None) -> _Answers:
     command = list(pip) if pip is not None else [sys.executable, "-m", "pip"]
     path = cache_file()
     known = _load(path)
-    key = f"cp{target.python}-linux_x86_64"
-    remaining = [item for item in dict.fromkeys(requirements) if f"{key} {item}" not in known]
-    missing: list[tuple[str, str]] = []
+    key = f"{CACHE_KEY_PREFIX}cp{target.python}-linux_x86_64"
+    wanted = list(dict.fromkeys(requirements))
+    answers = _Answers(found={item for item in wanted if f"{key} {item}" in known})
+    remaining = [item for item in wanted if item not in answers.found]
     while remaining:
         batch, remaining = remaining[:BATCH], remaining[BATCH:]
         answer = _ask(command, batch, target)
@@ -68,14 +92,15 @@ def unavailable(
             break
         if answer is None:
             known.update(f"{key} {item}" for item in batch)
+            answers.found.update(batch)
             continue
         name, why = answer
         culprit = _matching(batch, name)
-        missing.append((culprit, why))
+        answers.missing.append((culprit, why))
         batch.remove(culprit)
         remaining = batch + remaining  # the others are asked again without it
     _save(path, known)
-    return missing
+    return answers
 
 
 @dataclass(frozen=True)
@@ -97,11 +122,22 @@ def _ask(pip: list[str], requirements: list[str], target: UnitTarget) -> tuple[s
         ]  # fmt: skip
         try:
             done = subprocess.run(
-                command, capture_output=True, text=True, timeout=PIP_TIMEOUT_SECONDS, stdin=subprocess.DEVNULL
+                command,
+                capture_output=True,
+                text=True,
+                timeout=PIP_TIMEOUT_SECONDS,
+                stdin=subprocess.DEVNULL,
+                env=index_only_environment(),
             )
         except (OSError, subprocess.TimeoutExpired) as error:
             return Unchecked(f"running pip failed: {error}")
     return answer_of(done.returncode, done.stderr + done.stdout, requirements, target)
+
+
+def index_only_environment() -> dict[str, str]:
+    """This process's environment, with pip's find-links emptied: the variable overrides pip's configuration files,
+    and the units have neither (they install from the package index alone)."""
+    return {**os.environ, "PIP_FIND_LINKS": ""}
 
 
 def answer_of(
