@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from scaler.client.progress import progress
     from scaler.cluster.combo import SchedulerClusterCombo
     from scaler.monitor.performance_report import performance_report
-    from scaler.payload.references import ObjectReference
+    from scaler.payload.references import ObjectReference, copy_on_write
     from scaler.payload.serializer import Serializer
 
 logging.getLogger("scaler").addHandler(logging.NullHandler())
@@ -45,6 +45,7 @@ _LAZY = {
     "Client": "scaler.client.client",
     "ScalerFuture": "scaler.client.future",
     "ObjectReference": "scaler.payload.references",
+    "copy_on_write": "scaler.payload.references",
     "Serializer": "scaler.payload.serializer",
     "SchedulerClusterCombo": "scaler.cluster.combo",
     "progress": "scaler.client.progress",
@@ -86,6 +87,7 @@ __all__ = [
     "TaskTimeoutError",
     "WorkerDiedError",
     "__version__",
+    "copy_on_write",
     "performance_report",
     "progress",
 ]

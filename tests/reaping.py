@@ -36,6 +36,10 @@ NAMESPACE_NAMES = (re.compile(r"^sfc-(\d+)-"), re.compile(r"^scaler(\d+)n\d+$"))
 LINK_NAMES = (re.compile(r"^sfc(\d+)h$"), re.compile(r"^sc(\d+)h\d+$"))
 MEMORY_GROUPS = Path("/sys/fs/cgroup/memory")
 MEMORY_GROUP_NAME = re.compile(r"^scaler-test-(\d+)-")
+#: Object storage segment directories (scaler/object_storage/segment_directory.py) under these parents: one whose lock
+#: file names a pid of the run is the run's (its server and the server's reaper were killed with the run).
+SEGMENT_PARENTS = (Path("/dev/shm"), Path(os.environ.get("TMPDIR") or "/tmp"))
+SEGMENT_PREFIX = "scaler-objects-"
 CONTAINER_LABEL = "scaler-fake-cloud"
 
 
@@ -172,8 +176,26 @@ def _owner(name: str, patterns: Iterable[re.Pattern[str]]) -> int | None:
     return None
 
 
+def _lock_pid(directory: Path) -> int | None:
+    try:
+        return int((directory / ".lock").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _remove_segment_directories(pids: set[int]) -> list[str]:
+    removed: list[str] = []
+    for parent in SEGMENT_PARENTS:
+        with contextlib.suppress(OSError):
+            for directory in parent.iterdir():
+                if directory.name.startswith(SEGMENT_PREFIX) and _lock_pid(directory) in pids:
+                    shutil.rmtree(directory, ignore_errors=True)
+                    removed.append(f"segment directory {directory}")
+    return removed
+
+
 def remove_named(pids: set[int]) -> list[str]:
-    """Network namespaces, links, memory cgroups and containers named after one of `pids`."""
+    """Network namespaces, links, memory cgroups, containers and segment directories named after one of `pids`."""
     removed: list[str] = []
     if shutil.which("ip"):
         for line in _run("ip", "netns", "list").splitlines():
@@ -196,6 +218,7 @@ def remove_named(pids: set[int]) -> list[str]:
                 kill_all(lambda group=group: group_pids(group), set())
                 remove_groups(group)
                 removed.append(f"memory cgroup {group}")
+    removed.extend(_remove_segment_directories(pids))
     if shutil.which("docker"):
         template = f'{{{{.ID}}}} {{{{.Label "{CONTAINER_LABEL}"}}}}'
         listed = _run("docker", "ps", "-a", "--filter", f"label={CONTAINER_LABEL}", "--format", template)

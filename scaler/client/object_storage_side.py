@@ -114,8 +114,9 @@ class ClientObjectStorage:
         self.connection().put(object_id, payload, owner_id=self._owner_id, name=name)
 
     def _store_later(self, object_id: ObjectID, payload: bytes | list[Any], name: str) -> None:
-        """An argument's put, pipelined: tasks go through `hand_over`, which holds them until it is stored."""
-        self._pipeline().put(object_id, payload, name)
+        """An argument's put, pipelined: tasks go through `hand_over`, which holds them until it is stored. On the
+        storage's host the object is written into its segment directory here, and only its adoption is pipelined."""
+        self._pipeline().put(object_id, payload, name, self.connection().local_segments())
 
     def _connect(self, owner_id: bytes) -> ObjectStorageConnection:
         from scaler.object_storage.connection import ObjectStorageConnection

@@ -364,8 +364,9 @@ class Session:
         return ObjectReference(label.encode(), frames_size(frames), object_id)
 
     def read(self, reference: ObjectReference) -> Any:
-        """The object a reference names, read back from storage."""
-        frames = self._storage.connection().get_frames(reference.object_id)
+        """The object a reference names, read back from storage: the client's own to change (on the storage's host,
+        a private copy-on-write map of it)."""
+        frames = self._storage.connection().get_frames(reference.object_id, copy_on_write=True)
         return deserialize_frames(self.serializer, frames)
 
     def forward_logging(self, forwarding: m.LogForwarding) -> None:

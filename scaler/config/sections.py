@@ -106,6 +106,12 @@ class ObjectStorageServerConfig(LoggingSettings, CurveServerSettings):
         help="local directory where objects are written so that they can leave memory and survive a restart of "
         "the server; default: none (objects live in memory only)",
     )
+    shared_memory_directory: str | None = setting(
+        None,
+        help="where objects held in memory are kept as files that the processes of this host map instead of "
+        "receiving a copy each; default: /dev/shm, or the temporary directory (with a warning) when it has less "
+        "free space than half of --max-memory",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -48,7 +48,9 @@ from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageEx
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.messages import PROTOCOL_VERSION
 from scaler.protocol.storage_messages import (
+    Adopt,
     Get,
+    GetMapped,
     Put,
     StorageHello,
     StorageOperation,
@@ -209,6 +211,9 @@ class StorageClientCore(Generic[T]):
         self._outgoing: list[tuple[StorageRequest, Sequence[memoryview]]] = []
         self._hello_id = 0  #: the latest hello's request id on the current socket; 0: none sent
         self._greeted = False
+        #: what the latest accepted hello's reply said of the server's segment directory (a SegmentDirectory; None:
+        #: nothing, or not greeted yet)
+        self.segment_directory: Any = None
         self._refusal: IncompatiblePeerError | None = None
         self._closed = False
         self._gate: PutGate[T] = PutGate()
@@ -243,12 +248,18 @@ class StorageClientCore(Generic[T]):
         return self._queue(operation, payload, now, timeout)
 
     def put_gated(self, object_id: ObjectID, frames: Sequence[memoryview], owner_id: bytes, name: str, *,
-                  now: float) -> int:  # fmt: skip
-        """Queue a put that holds back the items held after it (rule 8); returns its ticket."""
-        ticket = self._queue(put_operation(object_id, frames, owner_id, name), frames, now, self.timeout_seconds)
+                  now: float, adopt_file: str = "") -> int:  # fmt: skip
+        """Queue a put that holds back the items held after it (rule 8); returns its ticket. `adopt_file`: the object
+        is that file of the server's segment directory, written by this process: an adopt goes instead of the put."""
+        size = sum(len(frame) for frame in frames)
+        if adopt_file:
+            adopt = Adopt(ObjectID(bytes(object_id)), bytes(owner_id), adopt_file, size, name)
+            ticket = self._queue(adopt, (), now, self.timeout_seconds)
+        else:
+            ticket = self._queue(put_operation(object_id, frames, owner_id, name), frames, now, self.timeout_seconds)
         pending = self._pending[ticket]
         pending.gate_sequence = self._gate.issued()
-        pending.size = sum(len(frame) for frame in frames)
+        pending.size = size
         self._gated_bytes += pending.size
         return ticket
 
@@ -348,6 +359,7 @@ class StorageClientCore(Generic[T]):
     def _hello_answered(self, reply: StorageReply) -> list[Outcome[T]]:
         if reply.status is StorageStatus.OK:
             self._greeted = True
+            self.segment_directory = reply.value
             return [Greeted()]
         reason = reply.reason or reply.status.value
         self._refusal = IncompatiblePeerError(f"object storage at {self.address} refused the connection: {reason}")
@@ -374,7 +386,7 @@ class StorageClientCore(Generic[T]):
         self._gated_bytes -= pending.size
         doomed, released = self._gate.failed(pending.gate_sequence)
         operation = pending.operation
-        assert isinstance(operation, Put)
+        assert isinstance(operation, (Put, Adopt))
         return [PutFailed(pending.ticket, operation.object_id, error, doomed), *self._released(released)]
 
     def _released(self, items: list[T]) -> list[Outcome[T]]:
@@ -448,7 +460,7 @@ def object_from_frames(frames: Sequence[memoryview], total_bytes: int, address: 
 def status_error(reply: StorageReply, address: str, operation: StorageOperation) -> Exception:
     """The exception a caller sees for an answer that is not ok."""
     status = reply.status
-    if status is StorageStatus.NOT_FOUND and isinstance(operation, Get):
+    if status is StorageStatus.NOT_FOUND and isinstance(operation, (Get, GetMapped)):
         text = f"object {operation.object_id.hex()} is not in object storage at {address}"
         if reply.reason and not reply.reason.endswith(" is not stored"):  # more than "not stored": say it
             text += f": {reply.reason}"

@@ -1,6 +1,10 @@
 """The blocking shell of the object storage client (its protocol: `client_core.py`): `ObjectStorageConnection`,
 lock-step requests from plain threads (the client, processors, the offload proxy, readiness probes, tools), and
 `BlockingLink`, the socket side it shares with the pipelined puts (`put_pipeline.py`).
+
+On the server's host (local_segments.py) objects move through its segment directory: a put from 64 KiB on writes
+a file there and asks for its adoption, a get maps the object's segment file (a processor maps it by its name without
+asking first). Elsewhere, and for what is not in a segment file, bytes cross the socket.
 """
 
 from __future__ import annotations
@@ -32,21 +36,28 @@ from scaler.object_storage.client_core import (
     put_operation,
     reply_value,
 )
+from scaler.object_storage.local_segments import LocalSegments, local_segments
 from scaler.protocol.codec import DecodeError, decode_storage_reply, encode_storage_request
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.storage_messages import (
+    Adopt,
     Delete,
     DeleteOwner,
     Exists,
     Get,
+    GetMapped,
     Info,
+    MappedSize,
     ObjectSize,
     StorageInfo,
     StorageOperation,
 )
 
 __all__ = ["DEFAULT_TIMEOUT_SECONDS", "BlockingLink", "ObjectBytes", "ObjectStorageConnection", "Payload"]
+
+#: Roles that may read every object (the server's WORKER_ROLES): they map an object by its name, asking nothing.
+READS_BY_NAME = frozenset({"worker", "processor", "offload-proxy"})
 
 logger = logging.getLogger(__name__)
 
@@ -164,8 +175,11 @@ class ObjectStorageConnection:
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         security: TransportSecurity | None = None,
         owner_id: bytes = b"",
+        map_local: bool = True,
     ) -> None:
-        """`owner_id`: a client's id; the server lets a client store, read and delete only its own objects."""
+        """`owner_id`: a client's id; the server lets a client store, read and delete only its own objects.
+        `map_local`: on the server's host, objects move through its segment directory (False: over the socket, as
+        from any other host)."""
         self._address = address
         self._is_factory_owned = sockets is None
         #: `security` secures the connection's own factory; a factory passed in brings its own
@@ -178,6 +192,9 @@ class ObjectStorageConnection:
         self._link = BlockingLink(core, self._sockets, immediate=True)
         self._lock = threading.Lock()
         self._is_closed = False
+        self._owner_id = owner_id
+        self._map_local = map_local
+        self._reads_by_name = role in READS_BY_NAME
 
     @property
     def address(self) -> str:
@@ -190,23 +207,64 @@ class ObjectStorageConnection:
         self.close()
 
     def put(self, object_id: bytes, payload: Payload, owner_id: bytes = b"", name: str = "") -> None:
-        """Store an object (replacing one with the same id). Buffers are sent without being copied."""
+        """Store an object (replacing one with the same id). Buffers are sent without being copied; on the server's
+        host, one of 64 KiB or more is written into its segment directory instead, and adopted."""
+        buffers: list[Any] = list(payload) if isinstance(payload, (list, tuple)) else [payload]
+        local = self.local_segments()
+        adopt_file = local.write(object_id, owner_id, name, buffers) if local is not None else None
+        if local is not None and adopt_file is not None:
+            size = sum(memoryview(buffer).nbytes for buffer in buffers)
+            try:
+                self._call(Adopt(ObjectID(bytes(object_id)), bytes(owner_id), adopt_file, size, name))
+            except BaseException:
+                local.discard(adopt_file)
+                raise
+            return
         frames = payload_frames(payload)
         self._call(put_operation(object_id, frames, owner_id, name), frames)
 
     def get(self, object_id: bytes) -> ObjectBytes:
         """The object's bytes; raises MissingObjects when it is not stored."""
-        answer = self._call(Get(ObjectID(bytes(object_id))))
-        total = reply_value(answer.reply, ObjectSize, self._address).total_bytes
-        return object_from_frames(answer.frames, total, self._address)
+        frames = self.get_frames(object_id)
+        return object_from_frames(frames, sum(len(frame) for frame in frames), self._address)
 
-    def get_frames(self, object_id: bytes) -> list[memoryview]:
-        """The object's bytes as the frames they travelled in (views, no copy); raises MissingObjects."""
-        answer = self._call(Get(ObjectID(bytes(object_id))))
+    def get_frames(self, object_id: bytes, copy_on_write: bool = False) -> list[memoryview]:
+        """The object's bytes as the frames it was put in (no copy): views of its segment file mapped on the server's
+        host (read-only, shared; `copy_on_write`: private and writable), else of the frames received (copied into
+        writable buffers with `copy_on_write`). Raises MissingObjects."""
+        local = self.local_segments()
+        if local is not None:
+            if self._reads_by_name:
+                frames = local.read(object_id, copy_on_write)
+                if frames is not None:
+                    return frames
+            answer = self._call(GetMapped(ObjectID(bytes(object_id))))
+            if isinstance(answer.reply.value, MappedSize):
+                frames = local.read(object_id, copy_on_write)
+                if frames is not None:
+                    return frames
+                # deleted or left memory between the answer and the map: ask for the bytes, as a get after it
+            else:
+                return self._received(answer, copy_on_write)
+        return self._received(self._call(Get(ObjectID(bytes(object_id)))), copy_on_write)
+
+    def _received(self, answer: Answered, copy_on_write: bool) -> list[memoryview]:
         total = reply_value(answer.reply, ObjectSize, self._address).total_bytes
         if sum(len(view) for view in answer.frames) != total:
             raise ObjectStorageException(f"object storage at {self._address} sent a truncated object")
+        if copy_on_write:
+            return [memoryview(bytearray(frame)) for frame in answer.frames]
         return answer.frames
+
+    def local_segments(self) -> LocalSegments | None:
+        """The server's segment directory, when this process is on its host and sees it (greets the server first
+        when this connection has not yet)."""
+        if not self._map_local:
+            return None
+        core = self._link.core
+        if not core.is_greeted:
+            self._call(Info())  # the hello's reply says where the segment directory is
+        return local_segments(core.segment_directory)
 
     def delete(self, object_ids: Iterable[bytes]) -> int:
         """Delete objects (missing ones are ignored); returns how many were removed."""

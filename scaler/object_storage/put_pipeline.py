@@ -32,6 +32,7 @@ from scaler.object_storage.client_core import (
     payload_frames,
 )
 from scaler.object_storage.connection import BlockingLink
+from scaler.object_storage.local_segments import LocalSegments
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ObjectID
 
@@ -82,8 +83,10 @@ class PutPipeline(Generic[T]):
     def is_closed(self) -> bool:
         return self._closed
 
-    def put(self, object_id: ObjectID, payload: Any, name: str) -> None:
-        """Queue a put (the payload's buffers are sent without a copy and kept until acknowledged)."""
+    def put(self, object_id: ObjectID, payload: Any, name: str, local: LocalSegments | None = None) -> None:
+        """Queue a put (the payload's buffers are sent without a copy and kept until acknowledged). `local`: the
+        server's segment directory, seen from this host: the object is written there now, and its adoption queued
+        (no buffer is kept; a refused adopt's file is removed by the server)."""
         frames = payload_frames(payload)
         size = sum(len(frame) for frame in frames)
         core = self._link.core
@@ -92,7 +95,15 @@ class PutPipeline(Generic[T]):
                 self._room.wait(1.0)
             if self._closed:
                 raise ObjectStorageException(f"the connection to object storage at {core.address} is closed")
-            core.put_gated(object_id, frames, self._owner_id, name, now=time.monotonic())
+        buffers: list[Any] = list(payload) if isinstance(payload, (list, tuple)) else [payload]
+        adopt_file = local.write(object_id, self._owner_id, name, buffers) if local is not None else None
+        with self._lock:
+            if self._closed:
+                raise ObjectStorageException(f"the connection to object storage at {core.address} is closed")
+            if adopt_file:
+                core.put_gated(object_id, frames, self._owner_id, name, now=time.monotonic(), adopt_file=adopt_file)
+            else:
+                core.put_gated(object_id, frames, self._owner_id, name, now=time.monotonic())
             self._wake()
 
     def submit(self, items: list[T]) -> None:

@@ -2,9 +2,11 @@
 
 `serve` is the asyncio shell: it receives with copy=False, so payload frames are kept as the zmq.Frame objects
 they arrived in and a get sends those same frames back (zmq shares them by reference count; no byte is copied
-on the server). With a spill directory it also locks and scans the directory at start (the objects a previous
-server left are found there), and hands the store's disk work to a `DiskWorker`, whose results come back here
-and answer the requests that waited on them.
+on the server). It chooses, locks and adopts its segment directory at start (segment_directory.py: objects from
+64 KiB on are files there, in shared memory, which the processes of this host map), and with a spill directory it
+also locks and scans that (the objects a previous server left are found there); it hands the store's file work to
+a `DiskWorker`, whose results come back here and answer the requests that waited on them. A get of an object held
+as a segment file maps the file and sends the map's views (mapped only while zmq sends them).
 
 A peer that vanishes mid-transfer disturbs nobody: ZeroMQ delivers a multipart message whole or not
 at all, and a ROUTER (not in mandatory mode) drops replies addressed to a peer that is gone.
@@ -29,14 +31,23 @@ from scaler.io.event_loop import run
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity, bound_endpoint
 from scaler.io.zmq_async import AsyncSocket, Frames
+from scaler.object_storage import segment_directory
 from scaler.object_storage.disk_worker import DiskWorker
 from scaler.object_storage.memory_budget import memory_budget
-from scaler.object_storage.service import Answer, StorageService, bad_request
+from scaler.object_storage.segment_files import (
+    SegmentFileError,
+    SegmentScan,
+    map_segment,
+    scan_segment_directory,
+    segment_path,
+)
+from scaler.object_storage.segment_reaper import Reaper, start_reaper
+from scaler.object_storage.service import Answer, Reply, StorageService, bad_request
 from scaler.object_storage.spill_files import SpillDirectoryError, lock_spill_directory, scan_spill_directory
-from scaler.object_storage.store import ObjectStore, PayloadBuffer
+from scaler.object_storage.store import IMMEDIATE_WORK, AdoptSegment, ObjectStore, PayloadBuffer, RemoveSegment
 from scaler.protocol.codec import encode_storage_reply
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
-from scaler.protocol.storage_messages import StorageStatus
+from scaler.protocol.storage_messages import SegmentDirectory, StorageReply, StorageStatus
 from scaler.security.connection_files import STORAGE_SERVICE
 from scaler.security.find import ServedAddresses, ServerKeys, server_keys
 from scaler.security.key_files import KeyFileError
@@ -107,6 +118,7 @@ class _ServerShell:
         self._logged: set[tuple[bytes, str]] = set()  #: (peer, reason) of rejections logged: each once
         self._is_full = False  #: a put was refused for room and none succeeded since (logged once per episode)
         self._write_trouble: str | None = None  #: the last spill write error, until a write succeeds again
+        self._segment_trouble: str | None = None  #: the last segment write error, until one succeeds again
 
     def on_message(self, frames: Frames) -> None:
         peer = frames[0].bytes
@@ -115,9 +127,7 @@ class _ServerShell:
         else:
             key = _key_of(frames[1]) if self._secured else None
             answer = self.service.handle(peer, frames[1].bytes, [_storable(frame) for frame in frames[2:]], key)
-        if answer is not None:
-            self._answer(peer, answer)
-        self._run_disk_work()
+        self._answer_all(self._run_disk_work([] if answer is None else [Reply(peer, answer)]))
 
     def on_written(self, object_id: bytes, generation: int, error: str | None) -> None:
         if error is not None and error != self._write_trouble:
@@ -130,19 +140,63 @@ class _ServerShell:
         elif error is None and self._write_trouble is not None:
             logger.info("writing to the spill directory works again")
         self._write_trouble = error
-        for reply in self.service.write_finished(object_id, generation, error):
-            self._answer(reply.peer, reply.answer)
-        self._run_disk_work()
+        self._answer_all(self._run_disk_work(self.service.write_finished(object_id, generation, error)))
 
-    def on_read(self, object_id: bytes, generation: int, frames: Sequence[PayloadBuffer] | None, problem: str) -> None:
-        for reply in self.service.read_finished(object_id, generation, frames, problem):
-            self._answer(reply.peer, reply.answer)
-        self._run_disk_work()
+    def on_segment_written(self, object_id: bytes, generation: int, error: str | None) -> None:
+        if error is not None and error != self._segment_trouble:
+            assert self.disk is not None
+            logger.warning(
+                "could not write object %s to the segment directory %s: %s; until writes succeed again, such objects "
+                "are held in this server's memory and sent to every reader", object_id.hex(),
+                self.disk.segment_directory, error,
+            )  # fmt: skip
+        elif error is None and self._segment_trouble is not None:
+            logger.info("writing to the segment directory works again")
+        self._segment_trouble = error
+        self._answer_all(self._run_disk_work(self.service.segment_written(object_id, generation, error)))
 
-    def _run_disk_work(self) -> None:
-        work = self.service.take_work()
-        if work and self.disk is not None:
-            self.disk.run(work)
+    def on_read(
+        self,
+        object_id: bytes,
+        generation: int,
+        frames: Sequence[PayloadBuffer] | None,
+        problem: str,
+        in_segment: bool = False,
+    ) -> None:
+        replies = self.service.read_finished(object_id, generation, frames, problem, in_segment)
+        self._answer_all(self._run_disk_work(replies))
+
+    def _answer_all(self, replies: list[Reply]) -> None:
+        for reply in replies:
+            self._answer(reply.peer, reply.answer)
+
+    def _run_disk_work(self, replies: list[Reply]) -> list[Reply]:
+        """Hand the work out until none is left: segment renames and removals at once, in order (an adopt's outcome
+        answers its request and may call for more), the rest to the disk worker's threads. Returns `replies` and the
+        adopts' to send now: only once the work is done, so that a segment file a reply names is in place, and a
+        deleted object's file is gone when its delete is answered."""
+        replies = list(replies)
+        while work := self.service.take_work():
+            if self.disk is None:
+                continue  # a store without files hands out no work
+            threaded = []
+            for item in work:
+                if not isinstance(item, IMMEDIATE_WORK):
+                    threaded.append(item)
+                    continue
+                if threaded:  # keep the order: what was decided before goes first
+                    self.disk.run(threaded)
+                    threaded = []
+                try:
+                    refused = self.disk.carry_out_at_once(item)
+                except OSError as error:
+                    logger.error("segment directory: %r failed: %s", item, error)
+                    continue
+                if isinstance(item, AdoptSegment):
+                    replies.extend(self.service.adopted(item.object_id, item.generation, refused))
+            if threaded:
+                self.disk.run(threaded)
+        return replies
 
     def _answer(self, peer: bytes, answer: Answer) -> None:
         status = answer.reply.status
@@ -160,12 +214,27 @@ class _ServerShell:
             verb = "refused a request from" if status is StorageStatus.REFUSED else "bad request from"
             logger.warning("%s %s %s: %s", verb, role, peer.hex(), answer.reply.reason)
         assert self.socket is not None
+        payload: Sequence[Any] = answer.payload
+        if answer.segment:
+            payload = self._segment_frames(answer)
+            if not payload:
+                reason = f"object {answer.segment.hex()} is lost: its segment file cannot be read"
+                answer = Answer(StorageReply(answer.reply.request_id, StorageStatus.NOT_FOUND, reason))
         try:
-            self.socket.send([peer, encode_storage_reply(answer.reply), *answer.payload], copy=False)
+            self.socket.send([peer, encode_storage_reply(answer.reply), *payload], copy=False)
         except zmq.ZMQError as error:
             logger.warning("could not answer peer %s: %s", peer.hex(), error)
 
-    async def log_statistics_until(self, stop: asyncio.Event) -> None:
+    def _segment_frames(self, answer: Answer) -> list[memoryview]:
+        assert self.disk is not None and self.disk.segment_directory is not None
+        try:
+            path = segment_path(self.disk.segment_directory, answer.segment)
+            return map_segment(path, object_id=answer.segment).frames
+        except (SegmentFileError, OSError) as error:
+            logger.error("cannot read the segment file of object %s: %s", answer.segment.hex(), error)
+            return []
+
+    async def log_statistics_until(self, stop: asyncio.Event, lock: int | None = None) -> None:
         last = None
         while True:
             try:
@@ -173,6 +242,10 @@ class _ServerShell:
                 return
             except asyncio.TimeoutError:
                 pass
+            if lock is not None and self.disk is not None and self.disk.segment_directory is not None:
+                segment_directory.touch(lock)  # the directory's server is alive (segment_directory.STALE_SECONDS)
+                for path in segment_directory.sweep_put_files(self.disk.segment_directory):
+                    logger.info("removed %s: a file written for an adoption that never came", path)
             store = self.service.store
             now = (store.info(), store.memory_bytes, store.disk_bytes)
             if now != last:
@@ -214,6 +287,52 @@ def _open_store(config: ObjectStorageServerConfig) -> tuple[ObjectStore, str | N
     return store, directory, lock
 
 
+def _open_segments(
+    config: ObjectStorageServerConfig, endpoint: str, store: ObjectStore
+) -> tuple[str, int, SegmentDirectory] | None:
+    """Choose, lock and adopt the segment directory (named after the bound `endpoint`), and restore what it holds into
+    the store; the directory, its lock's descriptor and what a hello's reply says of it. None (logged) when there is
+    none to use: objects are then held in this process, as before segments."""
+    place = segment_directory.choose_parent(config.shared_memory_directory, store.budget or 0)
+    (logger.warning if place.warning else logger.info)("%s", place.text)
+    try:
+        directory, lock, note = segment_directory.open_segment_directory(place.parent, endpoint)
+        scan = scan_segment_directory(directory)
+        description = segment_directory.describe(directory, place.shared_memory)
+    except (SpillDirectoryError, OSError) as error:
+        logger.warning("no segment directory (%s): objects are held in this server's memory and sent to every reader",
+                       error)  # fmt: skip
+        return None
+    if note:
+        logger.warning("segment directory %s: %s", directory, note)
+    for path, why in scan.discarded:
+        logger.warning("discarded segment file %s: %s", path, why)
+    found = adopt_segments(store, directory, scan)
+    if found:
+        logger.info("segment directory %s: adopted %d object(s) a previous server left", directory, found)
+    for path in segment_directory.sweep_stale(place.parent, directory):
+        logger.info("removed %s, the segment directory of a server that stopped for good", path)
+    return directory, lock, description
+
+
+def adopt_segments(store: ObjectStore, directory: str, scan: SegmentScan) -> int:
+    """Restore the objects of a segment directory's scan into the store (after the spill directory's), and from then
+    on hold objects there; returns how many were taken. Files not taken, and those evicted to make room within the
+    budget, are removed."""
+    found = 0
+    for segment in scan.found:
+        if store.restore_segment(segment.object_id, segment.owner_id, segment.total_bytes, segment.name):
+            found += 1
+        else:  # with a spill directory, the spill files are the truth (ObjectStore.restore_segment)
+            os.unlink(segment_path(directory, segment.object_id))
+    store.segments = True
+    store.evict()
+    for work in store.take_work():  # room made within the budget: the evicted objects' segment files go
+        if isinstance(work, RemoveSegment):
+            os.unlink(segment_path(directory, work.object_id))
+    return found
+
+
 async def serve(
     config: ObjectStorageServerConfig,
     ready: Callable[[str], None] | None = None,
@@ -230,20 +349,27 @@ async def serve(
     sockets = sockets if sockets is not None else SocketFactory()
     roles = sockets.security.peer_roles() if sockets.security is not None else None
     lock: int | None = None
+    segments: tuple[str, int, SegmentDirectory] | None = None
+    reaper: Reaper | None = None
     shell: _ServerShell | None = None
     try:
         store, directory, lock = _open_store(config)
-        shell = _ServerShell(StorageService(store, roles=roles), secured=roles is not None)
-        if directory is not None:
-            shell.disk = DiskWorker(directory, shell.on_written, shell.on_read)
         # The factory's ROUTER probes idle links: replies queued for a peer on a half-open connection pin frames.
         sock = _bind(sockets, config.bind_address)
         endpoint = bound_endpoint(sock)
+        segments = _open_segments(config, endpoint, store)
+        reaper = start_reaper(segments[0]) if segments is not None else None  # removes it if this process is killed
+        described = segments[2] if segments is not None else None
+        shell = _ServerShell(StorageService(store, roles=roles, segment_directory=described), secured=roles is not None)
+        if directory is not None or segments is not None:
+            shell.disk = DiskWorker(
+                directory, shell.on_written, shell.on_read, segments[0] if segments else None, shell.on_segment_written
+            )
         shell.socket = AsyncSocket(loop, sock, shell.on_message, copy=False)
         logger.info("%s: object storage server listening on %s", config.identity, endpoint)
         if ready is not None:
             ready(endpoint)
-        await shell.log_statistics_until(stop)
+        await shell.log_statistics_until(stop, segments[1] if segments is not None else None)
         logger.info("%s: object storage server stopping", config.identity)
     finally:
         if shell is not None and shell.socket is not None:
@@ -253,6 +379,11 @@ async def serve(
             shell.disk.close()
         if lock is not None:
             os.close(lock)
+        if segments is not None:  # objects in memory go with a server that stops (those spilled stay on disk)
+            segment_directory.remove_directory(segments[0])
+            os.close(segments[1])
+        if reaper is not None:
+            reaper.release()
         sockets.close()
 
 

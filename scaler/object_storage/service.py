@@ -2,9 +2,13 @@
 
 Pure, apart from decoding the capnp header: no socket, no event loop, no file. `StorageService` checks hellos,
 validates requests, decides who may do what, and carries the operation out on an `ObjectStore`. A request that
-waits on the disk (a put until its spill file is written, a get until its object is read back) is answered
-later: `handle` returns None, the store hands the disk work out (`take_work`), and `write_finished` /
-`read_finished` return the answers that were waiting, with the peers they go to.
+waits on the disk (a put until its spill and segment files are written, an adopt until its file is in place, a get
+until its object is read back) is answered later: `handle` returns None, the store hands the disk work out
+(`take_work`), and `write_finished`, `segment_written`, `adopted` and `read_finished` return the answers that were
+waiting, with the peers they go to.
+
+A get of an object held as a segment file is answered with `Answer.segment` set: the shell maps the file and sends
+its frames. A getMapped (a peer of the server's host) is answered `mapped` instead: the peer maps the file itself.
 """
 
 from __future__ import annotations
@@ -14,18 +18,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from scaler.object_storage.store import NO_OWNER, DiskWork, ObjectStore, PayloadBuffer, Refusal, Residence
+from scaler.object_storage.store import NO_OWNER, DiskWork, ObjectStore, PayloadBuffer, Refusal, Segment
 from scaler.protocol.codec import DecodeError, decode_storage_request
 from scaler.protocol.handshake import incompatibility
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.storage_messages import (
+    Adopt,
     Delete,
     DeleteOwner,
     Exists,
     Get,
+    GetMapped,
     Info,
+    MappedSize,
     ObjectSize,
     Put,
+    SegmentDirectory,
     StorageHello,
     StorageOperation,
     StorageReply,
@@ -50,6 +58,8 @@ _OPERATION_NAMES: dict[type, str] = {
     Exists: "exists",
     Info: "info",
     DeleteOwner: "deleteOwner",
+    Adopt: "adopt",
+    GetMapped: "getMapped",
 }
 
 
@@ -59,6 +69,8 @@ class Answer:
 
     reply: StorageReply
     payload: tuple[PayloadBuffer, ...] = ()
+    #: an object id: the payload is the frames of that object's segment file (the shell maps it)
+    segment: bytes = b""
 
     @property
     def is_rejection(self) -> bool:
@@ -111,8 +123,12 @@ class StorageService:
         store: ObjectStore | None = None,
         max_greeted_peers: int = MAX_GREETED_PEERS,
         roles: PeerRoles | None = None,
+        segment_directory: SegmentDirectory | None = None,
     ) -> None:
+        """`segment_directory`: what a hello's reply tells a peer of the store's segment directory (None: it has
+        none; every object is then held in this process)."""
         self.store = store if store is not None else ObjectStore()
+        self._segment_directory = segment_directory
         #: peer identity -> what it said in its hello; least recently active first.
         self._greeted: OrderedDict[bytes, _Greeted] = OrderedDict()
         self._max_greeted_peers = max_greeted_peers
@@ -120,10 +136,11 @@ class StorageService:
         #: with CURVE: a client's owner id -> the key that first claimed it (until its objects are cleared)
         self._owner_keys: dict[bytes, bytes] = {}
         self.refusals = 0  #: requests refused for lack of rights (forged ids, foreign objects, revoked keys)
-        #: (object id, generation) -> (peer, request id) of the puts waiting for that spill file to be written
+        #: (object id, generation) -> (peer, request id) of the puts and adopts waiting for that object to settle
         self._waiting_puts: dict[tuple[bytes, int], list[tuple[bytes, int]]] = {}
-        #: (object id, generation) -> (peer, request id) of the gets waiting for that spill file to be read back
-        self._waiting_gets: dict[tuple[bytes, int], list[tuple[bytes, int]]] = {}
+        #: (object id, generation) -> (peer, request id, mapped: a getMapped) of the gets waiting for that spill file
+        #: to be read back
+        self._waiting_gets: dict[tuple[bytes, int], list[tuple[bytes, int, bool]]] = {}
 
     def role_of(self, peer: bytes) -> str | None:
         greeted = self._greeted.get(peer)
@@ -160,31 +177,64 @@ class StorageService:
         if payload:
             name = _OPERATION_NAMES[type(operation)]
             return bad_request(request_id, f"{name} requests carry no payload, got {len(payload)} extra frame(s)")
-        if isinstance(operation, Get):
-            return self._get(peer, request_id, operation.object_id, greeted)
+        if isinstance(operation, (Get, GetMapped)):
+            return self._get(peer, request_id, operation.object_id, greeted, mapped=isinstance(operation, GetMapped))
+        if isinstance(operation, Adopt):
+            return self._adopt(peer, request_id, operation, greeted)
         return self._execute(request_id, operation, greeted)
 
     def write_finished(self, object_id: bytes, generation: int, error: str | None) -> list[Reply]:
-        """A spill file was written (`error` None) or could not be: the answers of the puts that waited."""
+        """A spill file was written (`error` None) or could not be: the answers of the puts that waited for it."""
         refusal = self.store.write_finished(object_id, generation, error)
-        waiting = self._waiting_puts.pop((object_id, generation), [])
-        return [
-            Reply(peer, _ok(request_id) if refusal is None else _full(request_id, refusal))
-            for peer, request_id in waiting
-        ]
+        if refusal is not None:
+            waiting = self._waiting_puts.pop((object_id, generation), [])
+            return [Reply(peer, _full(request_id, refusal)) for peer, request_id in waiting]
+        return self._settled(object_id, generation)
+
+    def segment_written(self, object_id: bytes, generation: int, error: str | None) -> list[Reply]:
+        """A segment file was written and placed (`error` None), or could not be (the object stays in the server's
+        memory): the answers of the puts that waited for it."""
+        self.store.segment_written(object_id, generation, error)
+        return self._settled(object_id, generation)
+
+    def adopted(self, object_id: bytes, generation: int, error: str | None) -> list[Reply]:
+        """The file of an adopt is in place (`error` None) or was refused (`error` says why): the answers of the
+        adopts that waited for it."""
+        self.store.adopted(object_id, generation, error)
+        if error is not None:
+            waiting = self._waiting_puts.pop((object_id, generation), [])
+            return [Reply(peer, bad_request(request_id, error)) for peer, request_id in waiting]
+        return self._settled(object_id, generation)
+
+    def _settled(self, object_id: bytes, generation: int) -> list[Reply]:
+        if not self.store.settled(object_id, generation):
+            return []
+        return [Reply(peer, _ok(rid)) for peer, rid in self._waiting_puts.pop((object_id, generation), [])]
 
     def read_finished(
-        self, object_id: bytes, generation: int, frames: Sequence[PayloadBuffer] | None, problem: str = ""
+        self,
+        object_id: bytes,
+        generation: int,
+        frames: Sequence[PayloadBuffer] | None,
+        problem: str = "",
+        in_segment: bool = False,
     ) -> list[Reply]:
-        """A spill file was read back (`frames`), or found torn or unreadable (`problem`): the answers of the gets
-        that waited. A get that waited is answered with what it asked for even if a delete came meanwhile."""
-        self.store.read_finished(object_id, generation, frames)
+        """A spill file was read back (`frames`; `in_segment`: into a segment file too), or found torn or unreadable
+        (`problem`): the answers of the gets that waited. A get that waited is answered with what it asked for even if
+        a delete came meanwhile (a getMapped with the bytes then: its segment file is gone)."""
+        self.store.read_finished(object_id, generation, frames, in_segment)
         waiting = self._waiting_gets.pop((object_id, generation), [])
         if frames is None:
             reason = f"object {object_id.hex()} is lost: its spill file {problem}"
-            return [Reply(peer, Answer(StorageReply(rid, StorageStatus.NOT_FOUND, reason))) for peer, rid in waiting]
-        size = ObjectSize(sum(len(frame) for frame in frames))
-        return [Reply(peer, _ok(request_id, size, tuple(frames))) for peer, request_id in waiting]
+            return [Reply(peer, Answer(StorageReply(rid, StorageStatus.NOT_FOUND, reason))) for peer, rid, _ in waiting]
+        total = sum(len(frame) for frame in frames)
+        stored = self.store.get(object_id)
+        placed = stored is not None and stored.generation == generation and stored.segment is Segment.READY
+        as_bytes = tuple(frames)
+        return [
+            Reply(peer, _ok(rid, MappedSize(total)) if mapped and placed else _ok(rid, ObjectSize(total), as_bytes))
+            for peer, rid, mapped in waiting
+        ]
 
     def _hello(
         self, peer: bytes, request_id: int, hello: StorageHello, payload: Sequence[PayloadBuffer], key: bytes | None
@@ -205,7 +255,7 @@ class StorageService:
         self._greeted.move_to_end(peer)
         while len(self._greeted) > self._max_greeted_peers:
             self._greeted.popitem(last=False)
-        return _ok(request_id)
+        return _ok(request_id, self._segment_directory)
 
     def _hello_refusal(self, hello: StorageHello, key: bytes | None) -> str | None:
         if hello.role == "client" and not hello.owner_id:
@@ -234,31 +284,64 @@ class StorageService:
                 f"put of object {put.object_id.hex()}: header says {put.total_bytes} bytes, "
                 f"the {len(payload)} payload frame(s) add up to {received}",
             )
-        if peer.role == "client" and put.owner_id != peer.owner:
-            return self._refused(request_id, f"put of object {put.object_id.hex()}: a client stores under its own id")
-        if peer.role not in ("client", "scheduler") and peer.role not in WORKER_ROLES:
-            return self._refused(request_id, f"a {peer.role or 'peer'} does not store objects")
-        existing = self.store.get(put.object_id)
-        if existing is not None and existing.owner_id != put.owner_id and peer.role != "scheduler":
-            return self._refused(request_id, f"object {put.object_id.hex()} belongs to another owner")
+        refusal = self._store_refusal(put.object_id, put.owner_id, peer, "put")
+        if refusal is not None:
+            return self._refused(request_id, refusal)
         stored = self.store.put(put.object_id, put.owner_id, payload, put.name)
         if isinstance(stored, Refusal):
             return _full(request_id, stored)
-        if stored.residence is Residence.WRITING:  # answered once the object is in its spill file
+        if not self.store.settled(put.object_id, stored.generation):  # answered once its files are written
             self._waiting_puts.setdefault((put.object_id, stored.generation), []).append((peer_id, request_id))
             return None
         return _ok(request_id)
 
-    def _get(self, peer_id: bytes, request_id: int, object_id: ObjectID, peer: _Greeted) -> Answer | None:
+    def _adopt(self, peer_id: bytes, request_id: int, adopt: Adopt, peer: _Greeted) -> Answer | None:
+        if not adopt.object_id:
+            return bad_request(request_id, "adopt with an empty object id")
+        if self._segment_directory is None or not self._segment_directory.path:
+            return bad_request(request_id, "this server has no segment directory: store objects with put")
+        if "/" in adopt.file_name or not adopt.file_name.endswith(".put"):
+            return bad_request(request_id, f"adopt: {adopt.file_name!r} is not the name of a .put file")
+        refusal = self._store_refusal(adopt.object_id, adopt.owner_id, peer, "adopt")
+        if refusal is not None:
+            self.store.refuse_adopt(adopt.file_name)
+            return self._refused(request_id, refusal)
+        stored = self.store.adopt(adopt.object_id, adopt.owner_id, adopt.total_bytes, adopt.file_name, adopt.name)
+        if isinstance(stored, Refusal):
+            self.store.refuse_adopt(adopt.file_name)
+            return _full(request_id, stored)
+        # answered once its file is in place (the shell does it before the next request) and its spill file written
+        self._waiting_puts.setdefault((adopt.object_id, stored.generation), []).append((peer_id, request_id))
+        return None
+
+    def _store_refusal(self, object_id: ObjectID, owner_id: bytes, peer: _Greeted, verb: str) -> str | None:
+        if peer.role == "client" and owner_id != peer.owner:
+            return f"{verb} of object {object_id.hex()}: a client stores under its own id"
+        if peer.role not in ("client", "scheduler") and peer.role not in WORKER_ROLES:
+            return f"a {peer.role or 'peer'} does not store objects"
+        existing = self.store.get(object_id)
+        if existing is not None and existing.owner_id != owner_id and peer.role != "scheduler":
+            return f"object {object_id.hex()} belongs to another owner"
+        return None
+
+    def _get(
+        self, peer_id: bytes, request_id: int, object_id: ObjectID, peer: _Greeted, mapped: bool = False
+    ) -> Answer | None:
         stored = self.store.get(object_id)
         if stored is None or not self._may_read(peer, stored.owner_id):
             # a foreign object is "not stored" to a client: its id must not be confirmed either
             return Answer(StorageReply(request_id, StorageStatus.NOT_FOUND, _not_found(object_id)))
         if stored.frames is not None:
             return _ok(request_id, ObjectSize(stored.total_bytes), stored.frames)
+        if stored.segment is Segment.READY:
+            if mapped:
+                return _ok(request_id, MappedSize(stored.total_bytes))
+            return Answer(StorageReply(request_id, StorageStatus.OK, "", ObjectSize(stored.total_bytes)), (), object_id)
         reading = self.store.read_back(object_id)
-        assert reading is not None  # an object without frames is on disk only
-        self._waiting_gets.setdefault(reading, []).append((peer_id, request_id))
+        # an object neither held here nor in a segment file is on disk only (an adopt's file is placed by the shell
+        # before the next request is handled)
+        assert reading is not None, f"object {object_id.hex()} is {stored.residence} with segment {stored.segment}"
+        self._waiting_gets.setdefault(reading, []).append((peer_id, request_id, mapped))
         return None
 
     def _execute(self, request_id: int, operation: StorageOperation, peer: _Greeted) -> Answer:

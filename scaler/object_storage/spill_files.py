@@ -91,21 +91,22 @@ def object_path(directory: str, object_id: bytes, generation: int) -> str:
 # ---------------------------------------------------------------- the directory
 
 
-def lock_spill_directory(directory: str) -> int:
+def lock_spill_directory(directory: str, what: str = "spill directory") -> int:
     """Create the directory (only its user may read it) and lock it; returns the lock's file descriptor, held
-    for the life of the server. Raises SpillDirectoryError when another server holds it."""
+    for the life of the server. Raises SpillDirectoryError when another server holds it. (The segment directory is
+    locked the same way; `what` names the directory in errors.)"""
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         descriptor = os.open(os.path.join(directory, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as error:
-        raise SpillDirectoryError(f"spill directory {directory}: {error.strerror}") from None
+        raise SpillDirectoryError(f"{what} {directory}: {error.strerror}") from None
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         holder = os.pread(descriptor, 32, 0).decode(errors="replace").strip() or "unknown"
         os.close(descriptor)
         raise SpillDirectoryError(
-            f"spill directory {directory} is in use by another object storage server (pid {holder})"
+            f"{what} {directory} is in use by another object storage server (pid {holder})"
         ) from None
     os.ftruncate(descriptor, 0)
     os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)

@@ -32,8 +32,9 @@ from scaler.protocol import messages as m
 
 #: Bumped when the bundle or outcome layout changes: a runner refuses bundles it does not understand. Format 2: a
 #: bundle carries each object as the frames it was stored in (format 1 joined them, and a large `bytes` object, a
-#: marker frame then its bytes, could not be read back: issue 38).
-BUNDLE_FORMAT = 2
+#: marker frame then its bytes, could not be read back: issue 38). Format 3: an outcome carries each object the
+#: execution stored as its frames too (a result pickled with out-of-band buffers is several frames: issue 40).
+BUNDLE_FORMAT = 3
 
 
 class BundleError(Exception):
@@ -51,7 +52,8 @@ class TaskBundle:
 class TaskOutcome:
     format: int
     result: bytes  #: the codec-encoded TaskResult
-    objects: dict[bytes, tuple[bytes, bytes, str]] = field(default_factory=dict)  #: id -> payload, owner, name
+    #: id -> the object's frames, owner, name
+    objects: dict[bytes, tuple[tuple[bytes, ...], bytes, str]] = field(default_factory=dict)
     logs: list[bytes] = field(default_factory=list)  #: codec-encoded TaskLog messages, in order
 
 
@@ -79,13 +81,16 @@ class BundleStorage:
 
     def __init__(self, objects: dict[bytes, tuple[bytes, ...]]) -> None:
         self._objects = objects
-        self.stored: dict[bytes, tuple[bytes, bytes, str]] = {}
+        self.stored: dict[bytes, tuple[tuple[bytes, ...], bytes, str]] = {}
 
     def get(self, object_id: bytes) -> bytes:
         frames = self._frames_of(object_id)
         return frames[0] if len(frames) == 1 else b"".join(frames)
 
-    def get_frames(self, object_id: bytes) -> list[memoryview]:
+    def get_frames(self, object_id: bytes, copy_on_write: bool = False) -> list[memoryview]:
+        """Views of the shipped frames (read-only); `copy_on_write`: writable copies."""
+        if copy_on_write:
+            return [memoryview(bytearray(frame)) for frame in self._frames_of(object_id)]
         return [memoryview(frame) for frame in self._frames_of(object_id)]
 
     def _frames_of(self, object_id: bytes) -> tuple[bytes, ...]:
@@ -98,8 +103,7 @@ class BundleStorage:
             ) from None
 
     def put(self, object_id: bytes, payload: Any, owner_id: bytes = b"", name: str = "") -> None:
-        data = payload if isinstance(payload, bytes) else b"".join(bytes(part) for part in _frames(payload))
-        self.stored[object_id] = (data, owner_id, name)
+        self.stored[object_id] = (tuple(bytes(part) for part in _frames(payload)), owner_id, name)
 
     def exists(self, object_id: bytes) -> bool:
         return object_id in self._objects
@@ -124,7 +128,9 @@ def seal_outcome(result: m.TaskResult, storage: BundleStorage, logs: list[m.Task
     return pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def open_outcome(outcome_bytes: bytes) -> tuple[m.TaskResult, dict[bytes, tuple[bytes, bytes, str]], list[m.TaskLog]]:
+def open_outcome(
+    outcome_bytes: bytes,
+) -> tuple[m.TaskResult, dict[bytes, tuple[tuple[bytes, ...], bytes, str]], list[m.TaskLog]]:
     """The result, the stored objects and the logs of a remote execution; BundleError when unreadable."""
     outcome = _load(outcome_bytes, TaskOutcome, "task outcome")
     try:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scaler import errors
-from scaler.payload.serializer import Serializer, deserialize_with
+from scaler.payload.serializer import Serializer, deserialize_frames
 from scaler.protocol import messages as m
 
 #: Exceptions for the statuses that carry only a message.
@@ -35,30 +35,34 @@ class ResultReader:
 
     def read(self, result: m.TaskResult) -> Any:
         if result.status is m.ResultStatus.SUCCESS:
-            payload = self._payload(result)
+            frames = self._frames(result)
             try:
-                return deserialize_with(self._serializer, payload)
+                return deserialize_frames(self._serializer, frames)
             except Exception as error:
+                size = sum(len(frame) for frame in frames)
                 raise errors.DeserializeObjectError(
-                    f"the task's result ({len(payload):,} bytes) could not be deserialized here: {error!r} (a module "
+                    f"the task's result ({size:,} bytes) could not be deserialized here: {error!r} (a module "
                     f"or class the result needs may be missing or different on the client's side)"
                 ) from error
         if result.status is m.ResultStatus.FAILED:
-            raise self._exception(self._payload(result))
+            raise self._exception(result.payload)  # exceptions travel inline
         raise STATUS_ERRORS[result.status](result.error_message)
 
-    def _payload(self, result: m.TaskResult) -> bytes | bytearray | memoryview:
+    def _frames(self, result: m.TaskResult) -> list[memoryview]:
+        """The result's frames: inline, or read from storage. A client on the storage's host maps the segment file
+        privately (copy on write): the value is the client's to change, as one received over the socket is, without
+        a copy until it is written."""
         if result.payload_kind is not m.PayloadKind.OBJECT_ID:
-            return result.payload
+            return [memoryview(result.payload)]
         storage = self._storage()
-        payload: bytes | bytearray | memoryview = storage.get(result.payload)
+        frames: list[memoryview] = storage.get_frames(result.payload, copy_on_write=True)
         if self._keep_objects:
-            return payload
+            return frames
         try:
             storage.delete([result.payload])
         except Exception:  # the owner's cleanup deletes it anyway
             pass
-        return payload
+        return frames
 
     @staticmethod
     def _exception(payload: bytes | bytearray | memoryview) -> BaseException:

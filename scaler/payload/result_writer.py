@@ -1,8 +1,9 @@
 """A call's outcome as a TaskResult, on the processor's side (the client reads it with `result_reader`).
 
 The return value travels inline up to `INLINE_LIMIT_BYTES`, else as an object in storage owned by the task's
-client; an exception travels pickled with its traceback text; a value that cannot be serialized, or stored,
-ends the task with a status or an exception that says so.
+client (its frames: pickle protocol 5 buffers out of band, serializer.serialize_to_frames); an exception travels
+pickled with its traceback text; a value that cannot be serialized, or stored, ends the task with a status or an
+exception that says so.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import cloudpickle
 
 from scaler.errors import ObjectStorageException, TaskExceptionNotSerializableError
-from scaler.payload.serializer import Serializer
+from scaler.payload.serializer import Serializer, one_payload, serialize_to_frames
 from scaler.payload.storage import INLINE_LIMIT_BYTES, StorageAccess
 from scaler.protocol import messages as m
 from scaler.protocol.ids import new_random_object_id
@@ -27,24 +28,28 @@ def succeeded_result(
 ) -> m.TaskResult:
     """The TaskResult of a call that returned `value`."""
     try:
-        payload = serializer.serialize(value)
+        frames = serialize_to_frames(serializer, value)
+        size = sum(memoryview(frame).nbytes for frame in frames)
+        if size <= INLINE_LIMIT_BYTES:
+            payload = one_payload(serializer, value, frames)
+            return m.TaskResult(task.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, payload, profile=profile)
     except Exception as error:
         text = f"the task's result of type {type(value).__qualname__} could not be serialized: {error!r}"
         return m.TaskResult(task.task_id, m.ResultStatus.NOT_SERIALIZABLE, error_message=text, profile=profile)
-    if len(payload) <= INLINE_LIMIT_BYTES:
-        return m.TaskResult(task.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, payload, profile=profile)
     object_id = new_random_object_id()
     try:
-        storage().put(object_id, payload, owner_id=task.client_id, name="result")
+        # a processor on the storage's host writes the frames into a segment file and has it adopted (no copy through
+        # the socket); the TaskResult leaves only once the object is stored either way
+        storage().put(object_id, frames, owner_id=task.client_id, name="result")
     except ObjectStorageException as error:  # the processor lives on; the task fails and says why
         problem = ObjectStorageException(
-            f"the task's result ({len(payload):,} bytes, over the {INLINE_LIMIT_BYTES // 1024} KiB inline limit) "
+            f"the task's result ({size:,} bytes, over the {INLINE_LIMIT_BYTES // 1024} KiB inline limit) "
             f"could not be stored in object storage: {error}"
         )
         return failed_result(task, problem, "")
     return m.TaskResult(
         task.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.OBJECT_ID, object_id, profile=profile,
-        stored_bytes=len(payload),
+        stored_bytes=size,
     )  # fmt: skip
 
 

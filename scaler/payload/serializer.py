@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import pickle
+import struct
 from typing import Any
 
 import cloudpickle
@@ -75,18 +76,54 @@ class Payload(bytes):
 RAW_BYTES_MARKER = b"\x00scaler:raw-bytes"
 #: From this size, `bytes` sent with the default serializer travel as raw frames (no pickle copy).
 RAW_BYTES_THRESHOLD = 1024 * 1024
+#: First frame of an object pickled with protocol 5 out-of-band buffers, followed by the length (u64) of the pickle
+#: stream and of each buffer; the frames after it are the stream, then the buffers. (A writer may cut a frame into
+#: chunks, as puts over the socket do from 256 MiB on: the lengths put them back together.)
+PICKLE5_MARKER = b"\x00scaler:pickle5"
+_LENGTH = struct.Struct("<Q")
+#: Buffers from this size go out of band (their own frame: no copy into the pickle stream, and a reader that maps the
+#: object builds the value on the map); smaller ones stay in the stream.
+OUT_OF_BAND_FROM_BYTES = 4096
 
 
 def serialize_to_frames(serializer: Serializer, obj: Any) -> list[Any]:
-    """The frames an object is stored as: one serialized payload, or for a large `bytes` object with
-    the default serializer, a marker and the object itself (sent and hashed without being copied)."""
-    if type(obj) is bytes and len(obj) >= RAW_BYTES_THRESHOLD and type(serializer) is DefaultSerializer:
+    """The frames an object is stored as. With the default serializer: a large `bytes` object is a marker and the
+    object itself (sent and hashed without being copied); an object with large buffers that pickle protocol 5 can
+    take out of band (numpy arrays, pandas frames' blocks, `pickle.PickleBuffer`) is a marker, the pickle stream and
+    each buffer as a view of the object's own memory (no copy); anything else is one pickle. A custom serializer's
+    object is one frame, its `serialize`."""
+    if type(serializer) is not DefaultSerializer:
+        return [serializer.serialize(obj)]
+    if type(obj) is bytes and len(obj) >= RAW_BYTES_THRESHOLD:
         return [RAW_BYTES_MARKER, obj]
-    return [serializer.serialize(obj)]
+    if type(obj) in _PLAIN_TYPES:
+        return [pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)]
+    buffers: list[memoryview] = []
+
+    def out_of_band(buffer: pickle.PickleBuffer) -> bool:
+        """False (out of band) for a large contiguous buffer, kept as a view; True (in the stream) otherwise."""
+        try:
+            view = buffer.raw()
+        except BufferError:  # not contiguous: pickled in the stream
+            return True
+        if view.nbytes < OUT_OF_BAND_FROM_BYTES:
+            return True
+        buffers.append(view)
+        return False
+
+    stream: bytes = cloudpickle.dumps(obj, protocol=5, buffer_callback=out_of_band)
+    if not buffers:
+        return [stream]
+    lengths = b"".join(_LENGTH.pack(part.nbytes) for part in [memoryview(stream), *buffers])
+    return [PICKLE5_MARKER + lengths, stream, *buffers]
 
 
 def deserialize_frames(serializer: Serializer, frames: list[memoryview]) -> Any:
-    """The object stored as these frames (see serialize_to_frames)."""
+    """The object stored as these frames (see serialize_to_frames). Out-of-band buffers are used as they are: a
+    value read from a read-only map (a segment file) is read-only, one from a private map writable."""
+    if len(frames) >= 2 and bytes(frames[0][: len(PICKLE5_MARKER)]) == PICKLE5_MARKER:
+        stream, *buffers = _regrouped(frames)
+        return pickle.loads(stream, buffers=buffers)
     if len(frames) >= 2 and frames[0] == RAW_BYTES_MARKER:
         if len(frames) == 2:
             return bytes(frames[1])
@@ -94,6 +131,32 @@ def deserialize_frames(serializer: Serializer, frames: list[memoryview]) -> Any:
     if len(frames) == 1:
         return deserialize_with(serializer, frames[0])
     return deserialize_with(serializer, b"".join(frames))
+
+
+def _regrouped(frames: list[memoryview]) -> list[memoryview]:
+    """The pickle stream and the buffers of a PICKLE5_MARKER object, each a frame as it is (no copy) unless a writer
+    cut it into chunks (joined then)."""
+    lengths = [length for (length,) in _LENGTH.iter_unpack(frames[0][len(PICKLE5_MARKER) :])]
+    parts = frames[1:]
+    if [len(part) for part in parts] == lengths:
+        return parts
+    regrouped: list[memoryview] = []
+    for length in lengths:
+        pieces = []
+        while length > 0:
+            piece = parts.pop(0)
+            pieces.append(piece)
+            length -= len(piece)
+        regrouped.append(pieces[0] if len(pieces) == 1 else memoryview(b"".join(pieces)))
+    return regrouped
+
+
+def one_payload(serializer: Serializer, obj: Any, frames: list[Any]) -> bytes:
+    """The object as one payload (inside a message: an inline argument or result): the single frame, or the object
+    pickled again with its buffers in the stream."""
+    if len(frames) == 1:
+        return bytes(frames[0]) if not isinstance(frames[0], bytes) else frames[0]
+    return serializer.serialize(obj)
 
 
 def deserialize_with(serializer: Serializer, payload: bytes | bytearray | memoryview) -> Any:

@@ -52,6 +52,7 @@ MISSING_MODULE_HINT = (
 )
 
 _DEFAULT = DefaultSerializer()
+_NEEDED = "an object the task needs"
 
 
 @dataclass(slots=True)
@@ -209,7 +210,7 @@ class TaskDecoder:
         inputs = {given.task_id: given for given in task.inputs}
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
-        references.install_resolver(lambda object_id: self._object(object_id, serializer))
+        references.install_resolver(lambda object_id, writable: self._object(object_id, serializer, writable))
         references.install_node_resolver(
             lambda task_id: self._argument(m.Argument(m.ArgumentKind.TASK_RESULT, task_id), inputs, serializer, -1)
         )
@@ -236,7 +237,7 @@ class TaskDecoder:
             kind = m.ArgumentKind.INLINE if given.kind is m.PayloadKind.INLINE else m.ArgumentKind.OBJECT_ID
             data = given.data
         if kind is m.ArgumentKind.OBJECT_ID:
-            return self._object(data, serializer)
+            return self._object(data, serializer, argument.copy_on_write)
         try:
             return deserialize_with(serializer, data)
         except _TaskFailure:
@@ -245,9 +246,12 @@ class TaskDecoder:
             name = argument.keyword or f"#{position}"
             raise DeserializeObjectError(f"could not deserialize argument {name}: {error!r}") from error
 
-    def _object(self, object_id: bytes, serializer: Serializer) -> Any:
+    def _object(self, object_id: bytes, serializer: Serializer, writable: bool = False) -> Any:
         """An object argument; a cached copy is used only while the object still exists in storage, so
-        a reference made stale by client.clear() fails instead of silently using old data."""
+        a reference made stale by client.clear() fails instead of silently using old data. `writable`: a private
+        copy-on-write view of the object, made for this task alone (never cached)."""
+        if writable:
+            return self._deserialized(object_id, serializer, self._fetch_frames(ObjectID(object_id), _NEEDED, True))
         key = (id(serializer).to_bytes(8, "little"), object_id)
         found, value = self._objects.get(key, self._clock())
         if found and self._known_for.get(object_id) == self._asker and object_id[:OWNER_TAG_BYTES] == self._tag:
@@ -262,14 +266,18 @@ class TaskDecoder:
                 )
             self._remember(object_id)
             return value
-        frames = self._fetch_frames(ObjectID(object_id), "an object the task needs")
-        try:
-            value = deserialize_frames(serializer, frames)
-        except Exception as error:
-            raise DeserializeObjectError(f"could not deserialize object {object_id.hex()}: {error!r}") from error
+        frames = self._fetch_frames(ObjectID(object_id), _NEEDED)
+        value = self._deserialized(object_id, serializer, frames)
         self._objects.put(key, value, sum(len(frame) for frame in frames), self._clock())
         self._remember(object_id)
         return value
+
+    @staticmethod
+    def _deserialized(object_id: bytes, serializer: Serializer, frames: list[memoryview]) -> Any:
+        try:
+            return deserialize_frames(serializer, frames)
+        except Exception as error:
+            raise DeserializeObjectError(f"could not deserialize object {object_id.hex()}: {error!r}") from error
 
     def _remember(self, object_id: bytes) -> None:
         if len(self._known_for) > 100_000:  # ids of objects long dropped from the cache: start again
@@ -280,9 +288,9 @@ class TaskDecoder:
         frames = self._fetch_frames(object_id, what)
         return frames[0] if len(frames) == 1 else b"".join(frames)
 
-    def _fetch_frames(self, object_id: ObjectID, what: str) -> list[memoryview]:
+    def _fetch_frames(self, object_id: ObjectID, what: str, writable: bool = False) -> list[memoryview]:
         try:
-            return self._storage().get_frames(object_id)
+            return self._storage().get_frames(object_id, copy_on_write=writable)
         except MissingObjects as error:
             raise _TaskFailure(
                 m.ResultStatus.MISSING_OBJECT,

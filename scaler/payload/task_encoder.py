@@ -8,6 +8,7 @@ can tell the objects of the task's own client from others (see task_decoder).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import inspect
@@ -16,8 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from scaler.payload.references import ObjectReference
-from scaler.payload.serializer import DefaultSerializer, Serializer
+from scaler.payload.references import CopyOnWrite, ObjectReference
+from scaler.payload.serializer import DefaultSerializer, Serializer, one_payload, serialize_to_frames
 from scaler.payload.storage import INLINE_LIMIT_BYTES
 from scaler.payload.stored_objects import ObjectSink
 from scaler.protocol import codec
@@ -40,9 +41,15 @@ def owner_tag(owner: bytes) -> bytes:
 
 
 def content_id(owner: bytes, payload: bytes | bytearray | memoryview | Frames) -> ObjectID:
+    """The id of this owner's object of this content: of its frames and their lengths (frames split differently, as
+    out-of-band buffers whose lengths the pickle stream does not say, are another content)."""
     digest = hashlib.sha256(owner)
-    for frame in payload if isinstance(payload, list) else [payload]:
-        digest.update(frame)
+    if isinstance(payload, list):
+        for frame in payload:
+            digest.update(memoryview(frame).nbytes.to_bytes(8, "little"))
+            digest.update(frame)
+    else:
+        digest.update(payload)
     return ObjectID(owner_tag(owner) + digest.digest()[: 16 - OWNER_TAG_BYTES])
 
 
@@ -178,14 +185,20 @@ class TaskEncoder:
 
     def argument(self, value: Any, keyword: str, position: int) -> m.Argument:
         if isinstance(value, ObjectReference):
-            return m.Argument(m.ArgumentKind.OBJECT_ID, value.object_id, keyword)
+            return m.Argument(m.ArgumentKind.OBJECT_ID, value.object_id, keyword, value.writable)
+        if isinstance(value, CopyOnWrite):
+            encoded = self.argument(value.value, keyword, position)
+            if encoded.kind is m.ArgumentKind.OBJECT_ID:  # an inline value is the task's own copy anyway
+                return dataclasses.replace(encoded, copy_on_write=True)
+            return encoded
         try:
-            payload = self._serializer.serialize(value)
+            frames = serialize_to_frames(self._serializer, value)
+            if frames_size(frames) <= INLINE_LIMIT_BYTES:
+                return m.Argument(m.ArgumentKind.INLINE, one_payload(self._serializer, value, frames), keyword)
         except Exception as error:
             which = f"keyword argument {keyword!r}" if keyword else f"argument {position}"
             raise TypeError(f"cannot serialize {which} of type {describe(value)}: {error}") from error
-        if len(payload) <= INLINE_LIMIT_BYTES:
-            return m.Argument(m.ArgumentKind.INLINE, payload, keyword)
+        payload = frames if len(frames) > 1 else frames[0]
         object_id = self.put_object(payload, f"argument of {describe(value)}", later=True)
         return m.Argument(m.ArgumentKind.OBJECT_ID, object_id, keyword)
 

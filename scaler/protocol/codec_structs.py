@@ -274,6 +274,8 @@ def write_argument(b: Any, v: m.Argument) -> None:
         b.taskResult = v.data
     else:
         raise ValueError(f"{v.kind} is not a member of this union")
+    if v.copy_on_write:
+        b.copyOnWrite = v.copy_on_write
 
 
 def read_argument(r: Any) -> m.Argument:
@@ -286,7 +288,7 @@ def read_argument(r: Any) -> m.Argument:
         kind, data = m.ArgumentKind.TASK_RESULT, r.taskResult
     else:
         raise ValueError(f"unknown union member {which}")
-    return m.Argument(kind, data, r.keyword)
+    return m.Argument(kind, data, r.keyword, r.copyOnWrite)
 
 
 def write_log_forwarding(b: Any, v: m.LogForwarding) -> None:
@@ -1010,6 +1012,10 @@ def write_storage_request(b: Any, v: sm.StorageRequest) -> None:
         b.info = None
     elif isinstance(x, sm.DeleteOwner):
         b.deleteOwner = x.owner_id
+    elif isinstance(x, sm.Adopt):
+        write_adopt(b.init("adopt"), x)
+    elif isinstance(x, sm.GetMapped):
+        b.getMapped = x.object_id
     else:
         raise TypeError(f"{type(x).__name__} is not a member of this union")
 
@@ -1031,6 +1037,10 @@ def read_storage_request(r: Any) -> sm.StorageRequest:
         operation = sm.Info()
     elif which == 6:
         operation = sm.DeleteOwner(r.deleteOwner)
+    elif which == 7:
+        operation = read_adopt(r.adopt)
+    elif which == 8:
+        operation = sm.GetMapped(r.getMapped)
     else:
         raise ValueError(f"unknown union member {which}")
     return sm.StorageRequest(r.requestId, operation)
@@ -1045,6 +1055,18 @@ def write_storage_hello(b: Any, v: sm.StorageHello) -> None:
 
 def read_storage_hello(r: Any) -> sm.StorageHello:
     return sm.StorageHello(r.protocolVersion, r.pythonVersion, r.role, r.ownerId)
+
+
+def write_adopt(b: Any, v: sm.Adopt) -> None:
+    b.objectId = v.object_id
+    b.ownerId = v.owner_id
+    b.fileName = v.file_name
+    b.totalBytes = v.total_bytes
+    b.name = v.name
+
+
+def read_adopt(r: Any) -> sm.Adopt:
+    return sm.Adopt(r.objectId, r.ownerId, r.fileName, r.totalBytes, r.name)
 
 
 def write_put(b: Any, v: sm.Put) -> None:
@@ -1071,6 +1093,10 @@ def write_storage_reply(b: Any, v: sm.StorageReply) -> None:
         b.exists = x
     elif isinstance(x, sm.StorageInfo):
         write_storage_info(b.init("info"), x)
+    elif isinstance(x, sm.SegmentDirectory):
+        write_segment_directory(b.init("segments"), x)
+    elif isinstance(x, sm.MappedSize):
+        b.mapped = x.total_bytes
     elif isinstance(x, int):
         b.deleted = x
     else:
@@ -1090,9 +1116,25 @@ def read_storage_reply(r: Any) -> sm.StorageReply:
         value = read_storage_info(r.info)
     elif which == 4:
         value = r.deleted
+    elif which == 5:
+        value = read_segment_directory(r.segments)
+    elif which == 6:
+        value = sm.MappedSize(r.mapped)
     else:
         raise ValueError(f"unknown union member {which}")
     return sm.StorageReply(r.requestId, _STORAGE_STATUS[r.status.raw], r.reason, value)
+
+
+def write_segment_directory(b: Any, v: sm.SegmentDirectory) -> None:
+    b.path = v.path
+    b.bootId = v.boot_id
+    b.device = v.device
+    b.inode = v.inode
+    b.sharedMemory = v.shared_memory
+
+
+def read_segment_directory(r: Any) -> sm.SegmentDirectory:
+    return sm.SegmentDirectory(r.path, r.bootId, r.device, r.inode, r.sharedMemory)
 
 
 def write_storage_info(b: Any, v: sm.StorageInfo) -> None:

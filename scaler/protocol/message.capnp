@@ -168,6 +168,8 @@ struct Argument {
     objectId @2 :Data;      # the serialized value lives in object storage
     taskResult @3 :Data;    # graphs only: the result of that task (client -> scheduler)
   }
+  copyOnWrite @4 :Bool;     # an objectId argument the task gets writable, as a private copy-on-write view of the object
+                            # (ObjectReference.copy_on_write); false: read-only where it is mapped
 }
 
 struct TaskBody {

@@ -377,6 +377,9 @@ class Argument:
     data: bytes
     #: empty for a positional argument
     keyword: str = ""
+    #: an objectId argument the task gets writable, as a private copy-on-write view of the object
+    #: (ObjectReference.copy_on_write); false: read-only where it is mapped
+    copy_on_write: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,12 @@
 # encoded StorageReply; a successful get carries the object's bytes in the frames that follow.
 # Every connection starts with a hello; a request from a peer that has not said hello is answered
 # with status helloRequired and not carried out.
+#
+# Objects the server holds in memory from SEGMENT_FROM_BYTES (64 KiB) on are files of its segment directory
+# (shared memory on its host; docs/architecture.md, "Objects in shared memory"). The hello's reply names that
+# directory; a peer that sees the same directory (same boot id, device and inode) is on the server's host: it may
+# map objects from there (getMapped, or a segment file by its name) and store objects by writing a file there and
+# asking the server to adopt it. Any other peer moves bytes over the socket, as get and put do.
 
 struct StorageRequest {
   requestId @0 :UInt64;     # echoed in the reply
@@ -17,6 +23,8 @@ struct StorageRequest {
     exists @5 :Data;        # object id
     info @6 :Void;
     deleteOwner @7 :Data;   # delete every object put with this owner id
+    adopt @8 :AdoptRequest; # store the object a peer on the server's host wrote into the segment directory
+    getMapped @9 :Data;     # object id: a get that may be answered `mapped` (the peer maps the segment file)
   }
 }
 
@@ -25,6 +33,14 @@ struct StorageHello {
   pythonVersion @1 :Text;
   role @2 :Text;            # "client", "worker", "processor", "scheduler", ... (what it may do depends on it)
   ownerId @3 :Data;         # a client's id: the owner of what it stores; it may read and delete only that
+}
+
+struct AdoptRequest {
+  objectId @0 :Data;
+  ownerId @1 :Data;         # the client that owns the object; empty for none
+  fileName @2 :Text;        # the file written in the segment directory (a segment file, named <anything>.put)
+  totalBytes @3 :UInt64;    # the payload bytes the file holds: must equal its header's
+  name @4 :Text;            # optional, for monitoring
 }
 
 struct PutRequest {
@@ -54,7 +70,17 @@ struct StorageReply {
     exists @5 :Bool;
     info @6 :StorageInfo;
     deleted @7 :UInt64;     # delete / deleteOwner: how many objects were removed
+    segments @8 :SegmentDirectory;  # hello: where the server keeps objects in memory (path empty: nowhere)
+    mapped @9 :UInt64;      # getMapped: the object is the segment file named after its id; total payload bytes
   }
+}
+
+struct SegmentDirectory {
+  path @0 :Text;            # absolute path of the directory on the server's host
+  bootId @1 :Text;          # the host's /proc/sys/kernel/random/boot_id
+  device @2 :UInt64;        # st_dev of the directory
+  inode @3 :UInt64;         # st_ino of the directory
+  sharedMemory @4 :Bool;    # a tmpfs (false: the fallback, a directory whose files the page cache backs)
 }
 
 struct StorageInfo {

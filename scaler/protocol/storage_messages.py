@@ -13,14 +13,18 @@ from scaler.protocol.storage_chunks import CHUNK_BYTES, split_chunks
 
 __all__ = [
     "CHUNK_BYTES",
+    "Adopt",
     "Delete",
     "DeleteOwner",
     "Exists",
     "Get",
+    "GetMapped",
     "Info",
+    "MappedSize",
     "ObjectSize",
     "Put",
     "ReplyValue",
+    "SegmentDirectory",
     "StorageHello",
     "StorageInfo",
     "StorageOperation",
@@ -78,6 +82,13 @@ class DeleteOwner:
 
 
 @dataclass(frozen=True, slots=True)
+class GetMapped:
+    """object id: a get that may be answered `mapped` (the peer maps the segment file)"""
+
+    object_id: ObjectID
+
+
+@dataclass(frozen=True, slots=True)
 class StorageRequest:
     #: echoed in the reply
     request_id: int
@@ -92,6 +103,19 @@ class StorageHello:
     role: str
     #: a client's id: the owner of what it stores; it may read and delete only that
     owner_id: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Adopt:
+    object_id: ObjectID
+    #: the client that owns the object; empty for none
+    owner_id: bytes
+    #: the file written in the segment directory (a segment file, named <anything>.put)
+    file_name: str
+    #: the payload bytes the file holds: must equal its header's
+    total_bytes: int
+    #: optional, for monitoring
+    name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +137,32 @@ class ObjectSize:
 
 
 @dataclass(frozen=True, slots=True)
+class MappedSize:
+    """getMapped: the object is the segment file named after its id; total payload bytes"""
+
+    total_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class StorageReply:
     request_id: int
     status: StorageStatus
     reason: str = ""
     value: ReplyValue = None
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentDirectory:
+    #: absolute path of the directory on the server's host
+    path: str
+    #: the host's /proc/sys/kernel/random/boot_id
+    boot_id: str
+    #: st_dev of the directory
+    device: int
+    #: st_ino of the directory
+    inode: int
+    #: a tmpfs (false: the fallback, a directory whose files the page cache backs)
+    shared_memory: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +172,6 @@ class StorageInfo:
     owner_count: int
 
 
-StorageOperation = StorageHello | Put | Get | Delete | Exists | Info | DeleteOwner
+StorageOperation = StorageHello | Put | Get | Delete | Exists | Info | DeleteOwner | Adopt | GetMapped
 
-ReplyValue = ObjectSize | bool | StorageInfo | int | None
+ReplyValue = ObjectSize | bool | StorageInfo | int | SegmentDirectory | MappedSize | None

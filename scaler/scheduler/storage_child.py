@@ -84,7 +84,8 @@ class StorageChild:
             kept = (
                 f"it finds its objects in its spill directory {self.config.spill_directory}"
                 if self.config.spill_directory is not None
-                else "the objects it held are lost: tasks that need them fail with an error that says so"
+                else "it finds the objects it held in shared memory (64 KiB and more) in its segment directory; the "
+                "smaller ones are lost: tasks that need them fail with an error that says so"
             )
             logger.error(
                 "the object storage server at %s (pid %d) died: %s; restarting it in %g s (%s)",

@@ -97,9 +97,14 @@ def start_server(log_dir: Path, address: str | None = None) -> ServerProcess:
 
 
 def stop_server(server: ServerProcess) -> None:
+    """SIGTERM (the server removes its segment directory and ends its reaper), SIGKILL when it does not stop."""
     if server.process.poll() is None:
         server.process.send_signal(signal.SIGCONT)  # in case a test left it stopped
-        server.process.kill()
+        server.process.terminate()
+        try:
+            server.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
     server.process.wait(timeout=30)
 
 
@@ -366,7 +371,7 @@ def test_put_header_without_payload_then_gone(server: ServerProcess) -> None:
 _PUT_THEN_DIE = """
 import sys
 from scaler.object_storage.connection import ObjectStorageConnection
-connection = ObjectStorageConnection(sys.argv[1], "scheduler")
+connection = ObjectStorageConnection(sys.argv[1], "scheduler", map_local=False)  # the socket path
 data = bytearray(500 * 1024 * 1024)
 connection.exists(b"warm-up")
 print("sending", flush=True)
@@ -377,7 +382,7 @@ print("done", flush=True)
 _GET_FOREVER = """
 import sys
 from scaler.object_storage.connection import ObjectStorageConnection
-connection = ObjectStorageConnection(sys.argv[1], "worker")
+connection = ObjectStorageConnection(sys.argv[1], "worker", map_local=False)  # the socket path
 connection.exists(b"warm-up")
 print("reading", flush=True)
 while True:

@@ -102,7 +102,7 @@ class Storage:
     def get(self, object_id: bytes) -> bytes:
         return self.objects[object_id]
 
-    def get_frames(self, object_id: bytes) -> list[memoryview]:
+    def get_frames(self, object_id: bytes, copy_on_write: bool = False) -> list[memoryview]:
         return [memoryview(self.objects[object_id])]
 
     def put(self, object_id: bytes, payload: bytes, owner_id: bytes = b"", name: str = "") -> None:

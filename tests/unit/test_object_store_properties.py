@@ -11,6 +11,16 @@ that was answered, frame for frame, or `NOT_FOUND` when there is none; the store
 budget unless only pinned objects are left; every object on disk has its file. Checked whenever the disk is idle:
 the directory holds exactly the files of the objects on disk (deleted objects leave nothing behind).
 
+Objects from `SEGMENT_FROM` bytes on are held as segment files (issue 40) in a segment directory beside it, played
+as the server does: their writes on a thread of their own (in order, possibly failing: a full tmpfs), renames into
+place, adoptions and removals at once. Peers also store objects by writing a file there and asking for its adoption,
+and read them as a peer of the host does: `getMapped`, then the file by its name. Checked after every step besides
+the above: a segment file named after an object holds the frames of its newest put, and is there exactly while the
+store holds the object as a segment (so a deleted object's file is gone once its delete is answered: a reader that
+maps objects by name never reads one); a graceful stop removes the segment directory, a crash leaves it to the next
+server, which drops it (with a spill directory the spill files are the truth: a segment file adopted at start could
+hold a later put than its object's spill file, found so).
+
 Checked against the mechanisms switched off (by editing the code, then restoring it):
 - main's spill file format (frames joined on read-back): fails in every run, e.g. the frames `(b"",)` read back as
   `()`, and several frames as one: the shape of issue 38's lost `bytes` objects (a marker frame, then the bytes);
@@ -19,7 +29,10 @@ Checked against the mechanisms switched off (by editing the code, then restoring
   (a get that waited on a read is answered "lost" after the object was deleted meanwhile), not reliably in the
   default 100, so `test_object_store_budget.py` pins it with an example;
 - the removals that waited for reads not done at a stop (`abandon_reads` not called): a deleted object is found
-  again after the restart, in runs of 3,000 examples.
+  again after the restart, in runs of 3,000 examples;
+- segment removals handed to the segment thread instead of done at once (RemoveSegment queued behind the writes):
+  "a segment file is there exactly while the store holds it" fails in every run; `PlaceSegment` for a write of a
+  replaced object (the generation check in `segment_written` removed): a file holds an older put's frames.
 """
 
 from __future__ import annotations
@@ -34,6 +47,14 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from scaler.object_storage.disk_worker import DiskWorker
+from scaler.object_storage.segment_files import (
+    map_segment,
+    scan_segment_directory,
+    segment_path,
+    write_segment,
+)
+from scaler.object_storage.server import adopt_segments
 from scaler.object_storage.service import Reply, StorageService
 from scaler.object_storage.spill_files import (
     SpillFileError,
@@ -44,23 +65,31 @@ from scaler.object_storage.spill_files import (
     write_object_file,
 )
 from scaler.object_storage.store import (
+    IMMEDIATE_WORK,
+    AdoptSegment,
     ObjectStore,
     PayloadBuffer,
     ReadFile,
     RemoveFile,
     Residence,
+    Segment,
     StoredObject,
     WriteFile,
+    WriteSegment,
 )
 from scaler.protocol.codec import encode_storage_request
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.messages import PROTOCOL_VERSION
 from scaler.protocol.storage_messages import (
+    Adopt,
     Delete,
     DeleteOwner,
     Get,
+    GetMapped,
+    MappedSize,
     ObjectSize,
     Put,
+    SegmentDirectory,
     StorageHello,
     StorageOperation,
     StorageRequest,
@@ -68,6 +97,7 @@ from scaler.protocol.storage_messages import (
 )
 
 BUDGET = 48
+SEGMENT_FROM = 8  #: objects of this many bytes and more are segment files
 PEER = b"scheduler-peer"
 OBJECT_IDS = [b"object-a", b"object-b", b"object-c", bytes(70)]  # the last one has a hashed file name
 OWNERS = [b"Client|alice", b"Client|bob"]
@@ -87,6 +117,11 @@ class _Put:
 class _Get:
     object_id: bytes
     expected: Frames | None  #: what it must be answered with: the object as it was when asked, or not found
+    mapped: bool = False  #: a getMapped
+
+
+def _unused(*_: object) -> None:
+    raise AssertionError("the harness calls the worker's steps itself")
 
 
 def _request(request_id: int, operation: StorageOperation) -> bytes:
@@ -97,6 +132,9 @@ class StoreHistories(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.directory = tempfile.mkdtemp(prefix="scaler-store-property-")
+        self.segments = tempfile.mkdtemp(prefix="scaler-store-property-segments-")
+        self.worker = DiskWorker(self.directory, _unused, _unused, self.segments, _unused)
+        self.adopts = 0
         #: object id -> the frames of the last put answered OK (None: none, or deleted since)
         self.current: dict[bytes, Frames | None] = dict.fromkeys(OBJECT_IDS)
         #: object ids whose current object is in a spill file (a put whose write failed is kept in memory only)
@@ -110,7 +148,9 @@ class StoreHistories(RuleBasedStateMachine):
         self._start()
 
     def teardown(self) -> None:
+        self.worker.close()
         shutil.rmtree(self.directory, ignore_errors=True)
+        shutil.rmtree(self.segments, ignore_errors=True)
 
     # ------------------------------------------------------------ the server
 
@@ -119,32 +159,67 @@ class StoreHistories(RuleBasedStateMachine):
         # files are never torn here; a crash may leave a deleted object's file beside its newer one
         assert all(crashed and why.startswith("superseded") for _, why in scan.discarded), scan.discarded
         store = ObjectStore(
-            BUDGET, spills=True, first_generation=max((f.generation for f in scan.found), default=0) + 1
+            BUDGET,
+            spills=True,
+            first_generation=max((f.generation for f in scan.found), default=0) + 1,
+            segment_from_bytes=SEGMENT_FROM,
         )
         for found in scan.found:
             store.restore(found.object_id, found.owner_id, found.total_bytes, found.name, found.generation)
-        self.service = StorageService(store)
+        os.makedirs(self.segments, exist_ok=True)
+        adopt_segments(store, self.segments, scan_segment_directory(self.segments))
+        self.service = StorageService(store, segment_directory=SegmentDirectory(self.segments, "boot", 1, 1, True))
         assert self.service.handle(PEER, _request(0, StorageHello(PROTOCOL_VERSION, "3.11.0", "scheduler")), [])
-        self.writes: list[WriteFile | RemoveFile] = []  #: in order, on one thread
+        self.writes: list[tuple[WriteFile, list[memoryview] | None] | RemoveFile] = []  #: in order, on one thread
         self.reads: list[ReadFile] = []  #: in any order
+        self.segment_writes: list[WriteSegment] = []  #: in order, on a thread of their own
         self.puts.clear()
         self.gets.clear()
 
-    def _take_work(self) -> None:
-        for work in self.service.take_work():
-            if isinstance(work, ReadFile):
-                self.reads.append(work)
-            else:
-                self.writes.append(work)
+    def _take_work(self) -> list[Reply]:
+        """What the shell does with the store's work: reads, spill writes and segment writes queued for their threads
+        (a spill write from a segment file maps it now, as `DiskWorker.run` does), the rest carried out at once (before
+        any answer leaves: `_answered` takes the work first). Returns the answers of the adopts carried out."""
+        replies: list[Reply] = []
+        while work := self.service.take_work():
+            for item in work:
+                if isinstance(item, ReadFile):
+                    self.reads.append(item)
+                elif isinstance(item, WriteFile):
+                    self.writes.append((item, self.worker._spill_source(item)))
+                elif isinstance(item, RemoveFile):
+                    self.writes.append(item)
+                elif isinstance(item, WriteSegment):
+                    self.segment_writes.append(item)
+                else:
+                    assert isinstance(item, IMMEDIATE_WORK)
+                    refused = self.worker.carry_out_at_once(item)
+                    if isinstance(item, AdoptSegment):
+                        replies.extend(self.service.adopted(item.object_id, item.generation, refused))
+        return replies
 
-    def _send(self, operation: StorageOperation, payload: Sequence[bytes] = ()) -> tuple[int, Reply | None]:
+    def _send(
+        self, operation: StorageOperation, payload: Sequence[bytes] = (), pending: _Put | _Get | None = None
+    ) -> Reply | None:
+        """Send a request; `pending` is what its answer is checked against (registered first: the answer of an adopt
+        comes from the work the request calls for). Returns its answer when it was not answered at once."""
         request_id = self.next_request
         self.next_request += 1
+        if isinstance(pending, _Put):
+            self.puts[request_id] = pending
+        elif isinstance(pending, _Get):
+            self.gets[request_id] = pending
         answer = self.service.handle(PEER, _request(request_id, operation), list(payload))
-        self._take_work()
-        return request_id, None if answer is None else Reply(PEER, answer)
+        if pending is not None:
+            self._answered([] if answer is None else [Reply(PEER, answer)])
+            return None
+        self._answered([])  # the work a delete calls for is carried out before it is answered
+        return None if answer is None else Reply(PEER, answer)
 
     def _answered(self, replies: Sequence[Reply]) -> None:
+        """Answers as the shell sends them: after the work that led to them was carried out (a segment file placed
+        before an answer names it)."""
+        replies = [*replies, *self._take_work()]
         for reply in replies:
             request_id, status = reply.answer.reply.request_id, reply.answer.reply.status
             if request_id in self.puts:
@@ -157,21 +232,31 @@ class StoreHistories(RuleBasedStateMachine):
                         self.durable.add(put.object_id)
             else:
                 self._check_get(self.gets.pop(request_id), reply)
-        self._take_work()
 
     def _stored(self, object_id: bytes) -> StoredObject | None:
         """The object as the store holds it, without touching its recency as a get would."""
         return self.service.store._objects.get(object_id)
 
-    @staticmethod
-    def _check_get(get: _Get, reply: Reply) -> None:
+    def _check_get(self, get: _Get, reply: Reply) -> None:
+        """A get's answer, as the peer reads it: the frames sent, the segment file the shell sends, or for a
+        `mapped` answer the segment file the peer maps by the object's name (at once: the file is in place when the
+        answer leaves)."""
         status = reply.answer.reply.status
         if get.expected is None:
             assert status is StorageStatus.NOT_FOUND, reply
             return
         assert status is StorageStatus.OK, (get, reply.answer.reply)
-        assert tuple(bytes(frame) for frame in reply.answer.payload) == get.expected, get  # type: ignore[call-overload]
-        assert reply.answer.reply.value == ObjectSize(sum(map(len, get.expected)))
+        size = sum(map(len, get.expected))
+        if isinstance(reply.answer.reply.value, MappedSize):
+            assert get.mapped and reply.answer.reply.value == MappedSize(size)
+            frames = map_segment(segment_path(self.segments, get.object_id), object_id=get.object_id).frames
+        elif reply.answer.segment:
+            assert reply.answer.segment == get.object_id and reply.answer.reply.value == ObjectSize(size)
+            frames = map_segment(segment_path(self.segments, get.object_id), object_id=get.object_id).frames
+        else:
+            frames = list(reply.answer.payload)  # type: ignore[arg-type]
+            assert reply.answer.reply.value == ObjectSize(size)
+        assert tuple(bytes(frame) for frame in frames) == get.expected, get
 
     # ------------------------------------------------------------ requests
 
@@ -181,20 +266,26 @@ class StoreHistories(RuleBasedStateMachine):
         self.durable.discard(object_id)
         self.history[object_id].add(frames)
         total = sum(map(len, frames))
-        request_id, reply = self._send(Put(ObjectID(object_id), owner, total), frames)
-        self.puts[request_id] = _Put(object_id, frames, self.version[object_id])
-        if reply is not None:
-            self._answered([reply])
+        self._send(Put(ObjectID(object_id), owner, total), frames, _Put(object_id, frames, self.version[object_id]))
 
-    @rule(object_id=st.sampled_from(OBJECT_IDS))
-    def get(self, object_id: bytes) -> None:
+    @rule(object_id=st.sampled_from(OBJECT_IDS), owner=st.sampled_from(OWNERS), frames=FRAMES)
+    def adopt(self, object_id: bytes, owner: bytes, frames: Frames) -> None:
+        """A peer of the host writes the object's segment file and asks the server to adopt it."""
+        self.version[object_id] += 1
+        self.durable.discard(object_id)
+        self.history[object_id].add(frames)
+        self.adopts += 1
+        name = f"peer-{self.adopts}.put"
+        write_segment(os.path.join(self.segments, name), object_id, owner, "", frames)
+        adopt = Adopt(ObjectID(object_id), owner, name, sum(map(len, frames)))
+        self._send(adopt, (), _Put(object_id, frames, self.version[object_id]))
+
+    @rule(object_id=st.sampled_from(OBJECT_IDS), mapped=st.booleans())
+    def get(self, object_id: bytes, mapped: bool) -> None:
         stored = self._stored(object_id)
         # a put not answered yet is in memory, and a get gives it: what is stored now is the newest put's
         expected = None if stored is None else self._newest_put(object_id)
-        request_id, reply = self._send(Get(ObjectID(object_id)))
-        self.gets[request_id] = _Get(object_id, expected)
-        if reply is not None:
-            self._answered([reply])
+        self._send((GetMapped if mapped else Get)(ObjectID(object_id)), (), _Get(object_id, expected, mapped))
 
     def _newest_put(self, object_id: bytes) -> Frames | None:
         waiting = [put for put in self.puts.values() if put.object_id == object_id]
@@ -209,7 +300,7 @@ class StoreHistories(RuleBasedStateMachine):
             self.version[object_id] += 1
             self.current[object_id] = None
             self.durable.discard(object_id)
-        _, reply = self._send(Delete(tuple(ObjectID(object_id) for object_id in object_ids)))
+        reply = self._send(Delete(tuple(ObjectID(object_id) for object_id in object_ids)))
         assert reply is not None and reply.answer.reply.status is StorageStatus.OK
 
     @rule(owner=st.sampled_from(OWNERS))
@@ -220,7 +311,7 @@ class StoreHistories(RuleBasedStateMachine):
                 self.version[object_id] += 1
                 self.current[object_id] = None
                 self.durable.discard(object_id)
-        _, reply = self._send(DeleteOwner(owner))
+        reply = self._send(DeleteOwner(owner))
         assert reply is not None and reply.answer.reply.status is StorageStatus.OK
 
     # ------------------------------------------------------------ the disk
@@ -232,23 +323,38 @@ class StoreHistories(RuleBasedStateMachine):
         if isinstance(work, RemoveFile):
             remove_object_file(self.directory, work.object_id, work.generation)
             return
-        error = "No space left on device" if fails else None
+        item, buffers = work
+        error = "No space left on device" if fails or buffers is None else None
+        if error is None:
+            self._write_spill_file(work)
+        self._answered(self.service.write_finished(item.object_id, item.generation, error))
+
+    def _write_spill_file(self, work: tuple[WriteFile, list[memoryview] | None]) -> None:
+        item, buffers = work
+        assert buffers is not None
+        write_object_file(self.directory, item.object_id, item.generation, item.owner_id, item.name, buffers)
+
+    @precondition(lambda self: self.segment_writes)
+    @rule(fails=st.booleans())
+    def segment_thread_does_one(self, fails: bool) -> None:
+        work = self.segment_writes.pop(0)
         if not fails:
-            buffers = [memoryview(frame) for frame in work.frames]  # type: ignore[arg-type]
-            write_object_file(self.directory, work.object_id, work.generation, work.owner_id, work.name, buffers)
-        self._answered(self.service.write_finished(work.object_id, work.generation, error))
+            self.worker._write_segment(work)
+        error = "No space left on device" if fails else None
+        self._answered(self.service.segment_written(work.object_id, work.generation, error))
 
     @precondition(lambda self: self.reads)
     @rule(data=st.data())
     def read_thread_does_one(self, data: st.DataObject) -> None:
         work = self.reads.pop(data.draw(st.integers(0, len(self.reads) - 1), label="read"))
         frames: list[PayloadBuffer] | None
+        in_segment = False
         try:
-            frames = list(read_object_file(self.directory, work.object_id, work.generation, work.total_bytes))
-            problem = ""
+            read, in_segment = self.worker._read_file(work)
+            frames, problem = list(read), ""
         except (SpillFileError, OSError) as error:
             frames, problem = None, str(error)
-        self._answered(self.service.read_finished(work.object_id, work.generation, frames, problem))
+        self._answered(self.service.read_finished(work.object_id, work.generation, frames, problem, in_segment))
 
     # ------------------------------------------------------------ restarts
 
@@ -259,11 +365,11 @@ class StoreHistories(RuleBasedStateMachine):
         for index, work in enumerate(self.writes):
             if isinstance(work, RemoveFile):
                 remove_object_file(self.directory, work.object_id, work.generation)
-            elif index == 0 and write_under_way_finishes:
-                buffers = [memoryview(frame) for frame in work.frames]  # type: ignore[arg-type]
-                write_object_file(self.directory, work.object_id, work.generation, work.owner_id, work.name, buffers)
+            elif index == 0 and write_under_way_finishes and work[1] is not None:
+                self._write_spill_file(work)
         for removal in self.service.store.abandon_reads():  # `serve` hands them to the closing disk worker
             remove_object_file(self.directory, removal.object_id, removal.generation)
+        shutil.rmtree(self.segments)  # `serve` removes the segment directory: objects in memory go with the server
         self._restart(crashed=False)
 
     @rule(data=st.data())
@@ -273,9 +379,11 @@ class StoreHistories(RuleBasedStateMachine):
         for work in self.writes[:done]:
             if isinstance(work, RemoveFile):
                 remove_object_file(self.directory, work.object_id, work.generation)
-            else:
-                buffers = [memoryview(frame) for frame in work.frames]  # type: ignore[arg-type]
-                write_object_file(self.directory, work.object_id, work.generation, work.owner_id, work.name, buffers)
+            elif work[1] is not None:
+                self._write_spill_file(work)
+        segments_done = data.draw(st.integers(0, len(self.segment_writes)), label="segments written before the crash")
+        for segment_work in self.segment_writes[:segments_done]:  # temporary files, never renamed into place
+            self.worker._write_segment(segment_work)
         self._restart(crashed=True)
 
     def _restart(self, crashed: bool) -> None:
@@ -303,9 +411,15 @@ class StoreHistories(RuleBasedStateMachine):
             self.version[object_id] += 1
 
     def _file_frames(self, object_id: bytes, stored: StoredObject) -> Frames:
-        assert stored.residence is Residence.DISK
+        """What a restarted server found of the object: its spill file, and its segment file when it adopted one,
+        which must hold the same frames."""
+        assert stored.residence in (Residence.DISK, Residence.MEMORY_AND_DISK)
         frames = read_object_file(self.directory, object_id, stored.generation, stored.total_bytes)
-        return tuple(bytes(frame) for frame in frames)
+        found = tuple(bytes(frame) for frame in frames)
+        if stored.segment is Segment.READY:
+            mapped = map_segment(segment_path(self.segments, object_id), object_id=object_id).frames
+            assert tuple(bytes(frame) for frame in mapped) == found, object_id
+        return found
 
     # ------------------------------------------------------------ invariants
 
@@ -313,17 +427,42 @@ class StoreHistories(RuleBasedStateMachine):
     def the_accounting_and_the_budget_hold(self) -> None:
         store = self.service.store
         objects: dict[bytes, StoredObject] = store._objects  # the table itself: what the invariants are about
-        in_memory = [stored for stored in objects.values() if stored.frames is not None]
+        in_memory = [stored for stored in objects.values() if stored.in_memory]
         on_disk = [o for o in objects.values() if o.residence in (Residence.MEMORY_AND_DISK, Residence.DISK)]
         assert store.info().total_bytes == sum(stored.total_bytes for stored in objects.values())
         assert store.memory_bytes == sum(stored.total_bytes for stored in in_memory)
         assert store.disk_bytes == sum(stored.total_bytes for stored in on_disk)
-        evictable = {i for i, stored in objects.items() if stored.residence is Residence.MEMORY_AND_DISK}
+        evictable = {
+            i
+            for i, stored in objects.items()
+            if stored.residence is Residence.MEMORY_AND_DISK and stored.segment is not Segment.WRITING
+        }
         assert set(store._evictable) == evictable
         assert store.memory_bytes <= BUDGET or not evictable, "memory over the budget with objects it could drop"
         for object_id, stored in objects.items():
             if stored.residence in (Residence.MEMORY_AND_DISK, Residence.DISK):
                 assert os.path.exists(object_path(self.directory, object_id, stored.generation)), object_id
+
+    @invariant()
+    def a_segment_file_is_there_exactly_while_the_store_holds_it_and_holds_the_newest_put(self) -> None:
+        objects = self.service.store._objects
+        for object_id in OBJECT_IDS:
+            stored = objects.get(object_id)
+            path = segment_path(self.segments, object_id)
+            held = stored is not None and stored.segment is Segment.READY
+            assert os.path.exists(path) == held, (object_id, stored)
+            if held:
+                frames = map_segment(path, object_id=object_id).frames
+                assert tuple(bytes(frame) for frame in frames) == self._newest_put(object_id), object_id
+
+    @invariant()
+    def an_idle_segment_directory_holds_only_the_files_of_the_objects_held_there(self) -> None:
+        if self.segment_writes or self.reads:
+            return
+        objects = self.service.store._objects
+        held = [object_id for object_id, stored in objects.items() if stored.segment is Segment.READY]
+        expected = {os.path.basename(segment_path(self.segments, object_id)) for object_id in held}
+        assert {name for name in os.listdir(self.segments) if not name.endswith(".put")} == expected
 
     @invariant()
     def an_idle_directory_holds_exactly_the_files_of_the_objects_on_disk(self) -> None:

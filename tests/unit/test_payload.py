@@ -34,9 +34,12 @@ class DictStorage:
     def put(self, object_id: bytes, payload: Any, owner_id: bytes = b"", name: str = "") -> None:
         self.objects[object_id] = [bytes(frame) for frame in payload] if isinstance(payload, list) else [payload]
 
-    def get_frames(self, object_id: bytes) -> list[memoryview]:
+    def get_frames(self, object_id: bytes, copy_on_write: bool = False) -> list[memoryview]:
+        """Read-only views, as of a shared map; `copy_on_write`: writable copies, as of a private one."""
         if object_id not in self.objects:
             raise MissingObjects(f"object {object_id.hex()} not found")
+        if copy_on_write:
+            return [memoryview(bytearray(frame)) for frame in self.objects[object_id]]
         return [memoryview(frame) for frame in self.objects[object_id]]
 
     def get(self, object_id: bytes) -> bytes:

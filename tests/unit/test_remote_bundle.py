@@ -26,7 +26,7 @@ class DictStorage:
     def __init__(self, objects: dict[bytes, bytes | list[bytes]]) -> None:
         self.objects = objects
 
-    def get_frames(self, object_id: bytes) -> list[memoryview]:
+    def get_frames(self, object_id: bytes, copy_on_write: bool = False) -> list[memoryview]:
         try:
             frames = self.objects[object_id]
         except KeyError:
@@ -105,8 +105,8 @@ def test_an_exception_comes_back_pickled_with_its_remote_traceback() -> None:
 def test_a_result_over_the_inline_limit_comes_back_as_an_object_owned_by_the_client() -> None:
     result, objects, _logs = run_remotely(*make_task(big, INLINE_LIMIT_BYTES + 1))
     assert result.payload_kind is m.PayloadKind.OBJECT_ID
-    payload, owner, _name = objects[result.payload]
-    assert owner == CLIENT and pickle.loads(payload) == b"x" * (INLINE_LIMIT_BYTES + 1)
+    frames, owner, _name = objects[result.payload]
+    assert owner == CLIENT and frames == (pickle.dumps(b"x" * (INLINE_LIMIT_BYTES + 1), protocol=5),)
 
 
 def test_streamed_output_comes_back_with_the_result() -> None:

@@ -193,6 +193,9 @@ BODIES: dict[str, m.TaskBody] = {
     ),
     "body-every-logger": m.TaskBody(ObjectID(b"f" * 16), log_forwarding=m.LogForwarding()),
     "body-sparse": m.TaskBody(ObjectID(b"f" * 16)),
+    "body-copy-on-write": m.TaskBody(
+        ObjectID(b"f" * 16), (m.Argument(m.ArgumentKind.OBJECT_ID, b"o" * 16, "", copy_on_write=True),)
+    ),
 }
 
 REQUESTS: dict[str, sm.StorageRequest] = {
@@ -206,6 +209,10 @@ REQUESTS: dict[str, sm.StorageRequest] = {
     "storage-exists": sm.StorageRequest(5, sm.Exists(ObjectID(b"o" * 16))),
     "storage-info": sm.StorageRequest(6, sm.Info()),
     "storage-delete-owner": sm.StorageRequest(7, sm.DeleteOwner(b"Client|abc")),
+    "storage-adopt": sm.StorageRequest(
+        8, sm.Adopt(ObjectID(b"o" * 16), b"Client|abc", "6f6f.1a2b.put", 1 << 33, "argument of bytes")
+    ),
+    "storage-get-mapped": sm.StorageRequest(9, sm.GetMapped(ObjectID(b"o" * 16))),
 }
 
 REPLIES: dict[str, sm.StorageReply] = {
@@ -216,6 +223,13 @@ REPLIES: dict[str, sm.StorageReply] = {
     "storage-reply-info": sm.StorageReply(6, sm.StorageStatus.OK, "", sm.StorageInfo(10, 1 << 40, 2)),
     "storage-reply-deleted": sm.StorageReply(4, sm.StorageStatus.OK, "", 2),
     "storage-reply-full": sm.StorageReply(2, sm.StorageStatus.FULL, "memory budget of 1 GiB reached"),
+    "storage-reply-segments": sm.StorageReply(
+        1,
+        sm.StorageStatus.OK,
+        "",
+        sm.SegmentDirectory("/dev/shm/scaler-objects-1000-abc", "5e1f-boot", 25, 1 << 20, True),
+    ),
+    "storage-reply-mapped": sm.StorageReply(9, sm.StorageStatus.OK, "", sm.MappedSize(1 << 33)),
 }
 
 

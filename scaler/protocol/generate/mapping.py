@@ -91,7 +91,14 @@ STRUCTS = {
     "ProcessorStatus": Struct(required="pid"),
     "ProtocolError": Struct(required="reason", fields={"kind": Field(default="ProtocolErrorKind.UNEXPECTED")}),
     # ------------------------------------------------------------ tasks
-    "Argument": Struct(required="union", fields={"union": Kind("ArgumentKind"), "keyword": Field(omit_empty=True)}),
+    "Argument": Struct(
+        required="union",
+        fields={
+            "union": Kind("ArgumentKind"),
+            "keyword": Field(omit_empty=True),
+            "copyOnWrite": Field(omit_empty=True),
+        },
+    ),
     "TaskBody": Struct(
         required="functionId",
         fields={
@@ -209,12 +216,14 @@ STRUCTS = {
                     "exists": Member("Exists", "object_id", "ObjectID"),
                     "info": Member("Info"),
                     "deleteOwner": Member("DeleteOwner", "owner_id", "bytes"),
+                    "getMapped": Member("GetMapped", "object_id", "ObjectID"),
                 },
             )
         },
     ),
     "StorageHello": Struct(required="protocolVersion pythonVersion role"),
     "PutRequest": Struct(name="Put", required="objectId ownerId totalBytes"),
+    "AdoptRequest": Struct(name="Adopt", required="objectId ownerId fileName totalBytes"),
     "StorageReply": Struct(
         required="requestId status",
         fields={
@@ -226,9 +235,11 @@ STRUCTS = {
                     "object": Member("ObjectSize", "total_bytes", "int"),
                     "exists": Member(bare=True),
                     "deleted": Member(bare=True),
+                    "mapped": Member("MappedSize", "total_bytes", "int"),
                 },
             )
         },
     ),
     "StorageInfo": Struct(required="objectCount totalBytes ownerCount"),
+    "SegmentDirectory": Struct(required="path bootId device inode sharedMemory"),
 }

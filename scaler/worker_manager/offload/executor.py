@@ -229,7 +229,7 @@ class OffloadExecutor:
         assert self._listener is not None
         self._listener.on_processor_messages(job.processor_id, [*logs, result])
 
-    def _store(self, objects: dict[bytes, tuple[bytes, bytes, str]]) -> None:
+    def _store(self, objects: dict[bytes, tuple[tuple[bytes, ...], bytes, str]]) -> None:
         storage = self._object_storage()
         for object_id, (payload, owner, name) in objects.items():
             storage.put(object_id, payload, owner_id=owner, name=name)

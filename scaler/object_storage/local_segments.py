@@ -1,0 +1,86 @@
+"""The object storage's segment directory as a process of its host sees it: objects mapped, and written for adoption.
+
+A storage connection learns from its hello's reply where the server keeps objects in memory (`SegmentDirectory`);
+when this process sees that very directory (segment_directory.sees: same boot, device and inode, same user), it is on
+the server's host, and objects move through the directory instead of the socket:
+
+- reading: an object held as a segment file is mapped (segment_files.map_segment): read-only and shared with every
+  process of the host that maps it, or private and writable (copy on write) when asked. A value built on the map
+  (pickle protocol 5 buffers: numpy arrays, pandas blocks) uses the map's memory: N processes reading one object
+  cost one copy of it on the host. A processor maps an object by its name without asking the server first (a file
+  named after an object is that object, and a deleted object's file is gone once its delete was answered); a client
+  asks `getMapped` (the server checks that it may read it).
+- writing: an object from SEGMENT_FROM_BYTES on is written whole into a file of its own (`<id>.<pid>-<n>.put`), whose
+  adoption the connection then asks for: no byte crosses the socket.
+
+Everything here is blocking file I/O, for the blocking shells (connection.py, put_pipeline.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from scaler.object_storage.segment_directory import sees
+from scaler.object_storage.segment_files import (
+    PUT_SUFFIX,
+    SegmentFileError,
+    map_segment,
+    remove_file,
+    segment_path,
+    write_segment,
+)
+from scaler.object_storage.spill_files import file_stem
+from scaler.object_storage.store import SEGMENT_FROM_BYTES
+from scaler.protocol.storage_messages import SegmentDirectory
+
+_names = itertools.count(1)
+_names_lock = threading.Lock()
+_seen: dict[SegmentDirectory, bool] = {}
+
+
+def local_segments(described: Any) -> LocalSegments | None:
+    """The server's segment directory when this process sees it (None: another host, container or user, or a server
+    without one). `described` is a hello's reply value."""
+    if not isinstance(described, SegmentDirectory) or not described.path:
+        return None
+    seen = _seen.get(described)
+    if seen is None:
+        seen = _seen[described] = sees(described)
+    return LocalSegments(described.path) if seen else None
+
+
+class LocalSegments:
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def read(self, object_id: bytes, copy_on_write: bool = False) -> list[memoryview] | None:
+        """The object's frames, mapped from its segment file; None when there is none (the object is small, on disk
+        only, being written, or not stored)."""
+        try:
+            return map_segment(segment_path(self.directory, object_id), copy_on_write, object_id).frames
+        except FileNotFoundError:
+            return None
+        except (SegmentFileError, OSError):
+            return None  # not readable here after all: the socket gives it
+
+    def write(self, object_id: bytes, owner_id: bytes, name: str, buffers: Sequence[Any]) -> str | None:
+        """Write the object into a file for adoption; returns its name, or None when it is too small to be worth a
+        file or cannot be written here (the directory is full: the socket takes it)."""
+        if sum(memoryview(buffer).nbytes for buffer in buffers) < SEGMENT_FROM_BYTES:
+            return None
+        with _names_lock:
+            number = next(_names)
+        file_name = f"{file_stem(object_id)}.{os.getpid()}-{number}{PUT_SUFFIX}"
+        try:
+            write_segment(os.path.join(self.directory, file_name), object_id, owner_id, name, buffers)
+        except OSError:
+            return None
+        return file_name
+
+    def discard(self, file_name: str) -> None:
+        """Remove a file written for an adoption that was refused (an adopted one was renamed already)."""
+        remove_file(os.path.join(self.directory, file_name))
