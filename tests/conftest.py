@@ -25,6 +25,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from tests.conformance.summary import write_summary as write_conformance_summary
     from tests.docs.report import write_summary
 
     write_summary(terminalreporter)
+    write_conformance_summary(terminalreporter)

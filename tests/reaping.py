@@ -40,6 +40,9 @@ MEMORY_GROUP_NAME = re.compile(r"^scaler-test-(\d+)-")
 #: file names a pid of the run is the run's (its server and the server's reaper were killed with the run).
 SEGMENT_PARENTS = (Path("/dev/shm"), Path(os.environ.get("TMPDIR") or "/tmp"))
 SEGMENT_PREFIX = "scaler-objects-"
+#: What joblib's loky pools leave in /dev/shm when a task that started one is killed (the joblib conformance suite
+#: and the joblib backend's tests do that): memmapping folders and semaphores named after the pool's maker.
+POOL_LEFTOVERS = (re.compile(r"^joblib_memmapping_folder_(\d+)_"), re.compile(r"^sem\.loky-(\d+)-"))
 CONTAINER_LABEL = "scaler-fake-cloud"
 
 
@@ -194,8 +197,22 @@ def _remove_segment_directories(pids: set[int]) -> list[str]:
     return removed
 
 
+def _remove_pool_leftovers(pids: set[int]) -> list[str]:
+    removed: list[str] = []
+    with contextlib.suppress(OSError):
+        for entry in Path("/dev/shm").iterdir():
+            if _owner(entry.name, POOL_LEFTOVERS) in pids:
+                if entry.is_dir():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+                removed.append(f"pool leftover {entry}")
+    return removed
+
+
 def remove_named(pids: set[int]) -> list[str]:
-    """Network namespaces, links, memory cgroups, containers and segment directories named after one of `pids`."""
+    """Network namespaces, links, memory cgroups, containers, segment directories and loky pools' /dev/shm leftovers
+    named after one of `pids`."""
     removed: list[str] = []
     if shutil.which("ip"):
         for line in _run("ip", "netns", "list").splitlines():
@@ -219,6 +236,7 @@ def remove_named(pids: set[int]) -> list[str]:
                 remove_groups(group)
                 removed.append(f"memory cgroup {group}")
     removed.extend(_remove_segment_directories(pids))
+    removed.extend(_remove_pool_leftovers(pids))
     if shutil.which("docker"):
         template = f'{{{{.ID}}}} {{{{.Label "{CONTAINER_LABEL}"}}}}'
         listed = _run("docker", "ps", "-a", "--filter", f"label={CONTAINER_LABEL}", "--format", template)

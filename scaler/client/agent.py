@@ -257,11 +257,12 @@ class ClientAgent(Generic[FutureT]):
             effects = self._core.submit_graph(graph_id, frame, targets)
         self._carry_out(effects)
 
-    def cancel(self, task_ids: list[TaskID]) -> None:
-        """Ask the scheduler to cancel tasks; their futures are cancelled when it confirms (or complete, when
-        their result came first). A cancel that cannot be sent fails their futures at once."""
+    def cancel(self, task_ids: list[TaskID], queued_only: bool = False) -> None:
+        """Ask the scheduler to cancel tasks (`queued_only`: those not yet at a worker); their futures are cancelled
+        when it confirms (or complete, when their result came first). A cancel that cannot be sent fails their
+        futures at once."""
         with self._core_lock:
-            effects = self._core.cancel(task_ids)
+            effects = self._core.cancel(task_ids, queued_only)
         try:
             self._carry_out(effects)
         except Exception as error:

@@ -254,6 +254,21 @@ class Client:
         values = self._maps.gather(list(futures.values()))
         return dict(zip(futures.keys(), values, strict=True))
 
+    def dask_get(self, dsk: Any, keys: Any, **options: Any) -> Any:
+        """Dask's get protocol, `get(dsk, keys, **kwargs)`, as Dask's own schedulers answer it: `keys` is one key (its
+        value comes back) or a nested list of keys (values in the same nesting, lists as tuples); tuples
+        `(function, *args)` nested anywhere in a task's arguments run too; a missing key raises KeyError. The whole
+        graph runs as one graph on the cluster (see `dask_graph`). For `dask.config.set(scheduler=client.dask_get)`
+        and libraries that call a Dask-style `get`; `get` keeps its own answer, `{key: value}` for a list of keys.
+        Dask's local-scheduler options (`num_workers`, `pool`, ...) are accepted and mean nothing here. Needs dask
+        (the `dask` extra)."""
+        try:
+            import dask  # noqa: F401
+        except ImportError:
+            raise ImportError("client.dask_get needs dask: pip install 'scaler[dask]'") from None
+        self._session.check_open()
+        return dask_graph.compute(self.get, dsk, keys)
+
     def map_job(
         self, fn: Callable[[A], R], iterable: Iterable[A], /, *, name: str, priority: int | None = None
     ) -> Job[R]:

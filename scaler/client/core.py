@@ -264,10 +264,12 @@ class ClientCore(Generic[F]):
                 self._followed.add(task_id)
         return []
 
-    def cancel(self, task_ids: Sequence[TaskID]) -> list[ClientEffect[F]]:
-        """Ask the scheduler to cancel these tasks (a graph target cancels its graph, the scheduler's rule)."""
-        self._cancelling.update(task_id for task_id in task_ids if task_id in self._unfinished)
-        return [Send(m.TaskCancel(tuple(task_ids)))]
+    def cancel(self, task_ids: Sequence[TaskID], queued_only: bool = False) -> list[ClientEffect[F]]:
+        """Ask the scheduler to cancel these tasks (a graph target cancels its graph, the scheduler's rule);
+        `queued_only`: those not yet at a worker only (TaskCancel.queuedOnly), the others finish."""
+        if not queued_only:  # a queued-only cancel an old instance missed is not repeated: its tasks simply run
+            self._cancelling.update(task_id for task_id in task_ids if task_id in self._unfinished)
+        return [Send(m.TaskCancel(tuple(task_ids), queued_only))]
 
     def cancel_not_sent(self, task_ids: Sequence[TaskID], error: BaseException) -> list[ClientEffect[F]]:
         """The cancel of these tasks could not be sent: their futures fail with `error` and are forgotten."""

@@ -10,6 +10,11 @@ infinite or very long iterator runs in bounded memory. The first window is submi
 cannot be pickled raises there); the rest as results are consumed. `chunksize` groups that many calls into one
 task, as ProcessPoolExecutor does. `timeout` counts from the call to `map`, and a result that is not ready by then
 raises `TimeoutError` from the iterator, which then cancels what it submitted and ends.
+
+At interpreter exit, as with the standard library's pools, the work of every executor still open or shut down without
+waiting runs to its end before the interpreter goes (the client stays connected until then), and a `submit` from
+then on raises RuntimeError. The hook runs first among exit hooks (`threading._register_atexit`, the one the standard
+library's pools use), before `atexit`'s, which may close the client.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import functools
 import itertools
 import threading
 import time
+import weakref
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +38,15 @@ if TYPE_CHECKING:
     from scaler.client.client import Client
 
 SHUTDOWN_MESSAGE = "cannot schedule new futures after shutdown"
+EXIT_MESSAGE = "cannot schedule new futures after interpreter shutdown"
+
+#: the unfinished futures of every executor made in this interpreter and still referenced, with the executor's lock
+#: (its unfinished work is waited for at exit)
+_executors: weakref.WeakKeyDictionary[ScalerExecutor, tuple[threading.Lock, set[ScalerFuture]]] = (
+    weakref.WeakKeyDictionary()
+)
+_exit_lock = threading.Lock()
+_exiting = False
 
 
 class ScalerExecutor(concurrent.futures.Executor):
@@ -43,6 +58,7 @@ class ScalerExecutor(concurrent.futures.Executor):
         self._lock = threading.Lock()
         self._unfinished: set[ScalerFuture] = set()  #: this executor's futures not done yet
         self._shut_down = False
+        _executors[self] = (self._lock, self._unfinished)
 
     def __repr__(self) -> str:
         state = "shut down" if self._shut_down else f"{len(self._unfinished)} unfinished"
@@ -50,9 +66,7 @@ class ScalerExecutor(concurrent.futures.Executor):
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> ScalerFuture:
         """Run `fn(*args, **kwargs)` on a worker; its future. RuntimeError after `shutdown`."""
-        with self._lock:
-            if self._shut_down:
-                raise RuntimeError(SHUTDOWN_MESSAGE)
+        self._check_open()
         future = self._session.submit(fn, args, kwargs)
         with self._lock:
             self._unfinished.add(future)
@@ -75,9 +89,7 @@ class ScalerExecutor(concurrent.futures.Executor):
             raise TypeError("buffersize must be an integer or None")
         if buffersize is not None and buffersize < 1:
             raise ValueError("buffersize must be None or > 0")
-        with self._lock:
-            if self._shut_down:
-                raise RuntimeError(SHUTDOWN_MESSAGE)
+        self._check_open()
         end_time = None if timeout is None else time.monotonic() + timeout
         window = buffersize if buffersize is not None else chunks_in_flight(self._session.worker_count)
         calls = zip(*iterables, strict=False)
@@ -97,18 +109,26 @@ class ScalerExecutor(concurrent.futures.Executor):
         return results if chunksize == 1 else _flatten(results)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """No more submissions; with `cancel_futures`, cancel this executor's unfinished tasks (queued or running:
-        a remote executor cannot tell them apart); with `wait`, wait until its futures are done. The cluster and
-        the client go on."""
+        """No more submissions; with `cancel_futures`, cancel this executor's tasks that no worker has started
+        (the scheduler still queues them), leaving the running ones to finish, as the standard library's pools do;
+        with `wait`, wait until its futures are done. The cluster and the client go on."""
         with self._lock:
             self._shut_down = True
             unfinished = list(self._unfinished)
         if cancel_futures:
-            self._session.cancel_futures(unfinished)
+            self._session.cancel_futures(unfinished, queued_only=True)
         if wait:
             concurrent.futures.wait(unfinished)
 
     # ------------------------------------------------------------ internals
+
+    def _check_open(self) -> None:
+        with self._lock:
+            if self._shut_down:
+                raise RuntimeError(SHUTDOWN_MESSAGE)
+        with _exit_lock:
+            if _exiting:
+                raise RuntimeError(EXIT_MESSAGE)
 
     def _forget(self, future: concurrent.futures.Future[Any]) -> None:
         with self._lock:
@@ -146,6 +166,21 @@ class ScalerExecutor(concurrent.futures.Executor):
             if not future.done():
                 in_flight.appendleft(future)  # the map's own timeout: cancelled with the rest
             raise
+
+
+def _at_exit() -> None:
+    """Interpreter exit: no more submissions; wait for every executor's unfinished work (see the module docstring)."""
+    global _exiting
+    with _exit_lock:
+        _exiting = True
+    unfinished: list[ScalerFuture] = []
+    for lock, futures in list(_executors.values()):
+        with lock:
+            unfinished.extend(futures)
+    concurrent.futures.wait(unfinished)
+
+
+threading._register_atexit(_at_exit)  # type: ignore[attr-defined]
 
 
 def _flatten(chunk_results: Generator[list[Any], None, None]) -> Iterator[Any]:

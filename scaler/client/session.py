@@ -307,12 +307,12 @@ class Session:
         self._storage.flush()  # a task still held behind its puts is sent first, so the cancel finds it
         self._agent.cancel(task_ids)
 
-    def cancel_futures(self, futures: Iterable[concurrent.futures.Future[Any]]) -> None:
+    def cancel_futures(self, futures: Iterable[concurrent.futures.Future[Any]], queued_only: bool = False) -> None:
         """Cancel the tasks of these futures not done yet, in one message, without waiting (a lost connection: no
-        message)."""
+        message). `queued_only`: only those the scheduler has not yet given to a worker; the others finish."""
         task_ids = [future.task_id for future in futures if isinstance(future, ScalerFuture) and not future.done()]
         if task_ids and self._agent.error is None:
-            self._agent.cancel(task_ids)
+            self._agent.cancel(task_ids, queued_only)
 
     def cancel_all(self, timeout_seconds: float = CLOSE_TIMEOUT_SECONDS) -> None:
         """Cancel every unfinished task of this client but the job tasks it submitted (they outlive it), and wait

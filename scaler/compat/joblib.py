@@ -10,21 +10,31 @@ processor fetches it once and keeps it), so a training set reused by hundreds of
 batch. `n_jobs=-1` is the number of workers the scheduler has (at least 2, so that the calls always go to the
 cluster). Results come back through a thread of this module's,
 never the client's I/O thread (reading a result is blocking I/O). A failed call raises its exception from
-`Parallel`, as joblib reports errors, and the batches still in flight are cancelled. A `Parallel` inside a task runs
-its calls as nested tasks on the same cluster.
+`Parallel`, as joblib reports errors (a KeyboardInterrupt raised by a call too), and the batches still in flight are
+cancelled.
+
+Nesting is bounded as joblib's own backends bound it (`ParallelBackendBase.get_nested_backend`), with the cluster in
+the place of their thread pool: a `Parallel` inside a task (nesting level 1) runs its calls as nested tasks on the same
+cluster, and one nested deeper runs them one after another in its task (joblib's SequentialBackend), so a runaway
+recursion ends in a RecursionError instead of flooding the cluster. Inside a task, "scaler" names this backend whatever
+the task imported (scaler/worker/processor/joblib_name.py). Auto-batching learns batch sizes during one `Parallel` call
+and starts afresh at the next, as joblib's backends do. The arguments that concern a pool of processes of the caller's
+(`initializer`, `initargs`, ...) raise ValueError: the cluster's workers are shared and started once (use a worker's
+`--preload`).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from joblib import parallel_config, register_parallel_backend
-from joblib._parallel_backends import AutoBatchingMixin, ParallelBackendBase
+from joblib._parallel_backends import AutoBatchingMixin, ParallelBackendBase, SequentialBackend
 
 from scaler.client.client import Client
 from scaler.client.future import ScalerFuture
@@ -39,6 +49,10 @@ REFERENCE_FROM_BYTES = INLINE_LIMIT_BYTES
 #: The fewest jobs `n_jobs=-1` means (see ScalerBackend.effective_n_jobs).
 MIN_JOBS = 2
 
+#: What joblib's Parallel hands every backend's `configure` (its own settings; the memory-mapping ones concern pools
+#: of processes on the caller's machine and mean nothing here: large arguments are stored once, see above).
+PARALLEL_SETTINGS = frozenset({"max_nbytes", "temp_folder", "mmap_mode", "prefer", "require", "verbose", "context"})
+
 Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
 _callbacks: concurrent.futures.ThreadPoolExecutor | None = None
@@ -52,6 +66,16 @@ def _callback_thread() -> concurrent.futures.ThreadPoolExecutor:
         if _callbacks is None:
             _callbacks = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="scaler-joblib-callbacks")
         return _callbacks
+
+
+def _forget_callback_thread() -> None:
+    """In a forked child (a process pool's worker running a Parallel of this backend): the parent's thread is not
+    there, so the child starts its own."""
+    global _callbacks, _callbacks_lock
+    _callbacks, _callbacks_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_callback_thread)
 
 
 class ScalerBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[misc]
@@ -76,11 +100,18 @@ class ScalerBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mis
         self._references: dict[int, tuple[Any, ObjectReference]] = {}
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (ScalerBackend, ())  # inside a task: the task's own scheduler
+        return (_nested_backend, (self.nesting_level,))  # inside a task: the task's own scheduler
 
     # ------------------------------------------------------------ joblib's contract
 
     def configure(self, n_jobs: int = 1, parallel: Any = None, **backend_kwargs: Any) -> int:
+        unsupported = sorted(set({**self.backend_kwargs, **backend_kwargs}) - PARALLEL_SETTINGS)
+        if unsupported:
+            raise ValueError(
+                f"the scaler joblib backend does not take {', '.join(unsupported)}: they set up the processes of a "
+                "pool that Parallel starts, and a scaler cluster's workers are shared and started once; run set-up "
+                "code with the workers' --preload (docs/guide/migrating.md), or at the start of the function"
+            )
         self.parallel = parallel
         return self.effective_n_jobs(n_jobs)
 
@@ -103,7 +134,7 @@ class ScalerBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mis
 
     def submit(self, func: Any, callback: Callable[[Any], None] | None = None) -> ScalerFuture:
         calls = [self._with_references(call) for call in func.items]
-        nested = (ScalerBackend(nesting_level=(self.nesting_level or 0) + 1), -1)
+        nested = self.get_nested_backend()
         client = self._client()
         try:
             future = client.submit_verbose(_run_batch, (calls, nested), {})
@@ -126,8 +157,10 @@ class ScalerBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mis
             self._client().session.cancel_futures(in_flight)
 
     def terminate(self) -> None:
-        """After each Parallel call: a client this backend opened disconnects (its stored arguments go with it)."""
+        """After each Parallel call: a client this backend opened disconnects (its stored arguments go with it), and
+        auto-batching forgets what it learned (the next call's functions may take any time)."""
         self._references.clear()
+        self.reset_batch_stats()
         owned, self._owned_client = self._owned_client, None
         if owned is not None:
             owned.disconnect()
@@ -139,8 +172,13 @@ class ScalerBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mis
         with BlockingWait():
             yield
 
-    def get_nested_backend(self) -> tuple[ScalerBackend, int]:
-        return ScalerBackend(nesting_level=(self.nesting_level or 0) + 1), -1
+    def get_nested_backend(self) -> tuple[ParallelBackendBase, int | None]:
+        """The backend of a Parallel inside a task: the cluster at the first level, then one call after another in
+        the task (as joblib's own backends: their thread pool at the first level, then sequential)."""
+        level = (self.nesting_level or 0) + 1
+        if level > 1:
+            return SequentialBackend(nesting_level=level), None
+        return ScalerBackend(nesting_level=level), -1
 
     # ------------------------------------------------------------ internals
 
@@ -206,8 +244,12 @@ def _name_unpicklable(calls: list[Call], serialize: Callable[[Any], bytes]) -> T
     return None
 
 
-def _run_batch(calls: list[Call], nested: tuple[ScalerBackend, int]) -> list[Any]:
-    """Runs on a worker: one joblib batch, nested Parallel calls going to the same cluster."""
+def _nested_backend(nesting_level: int | None) -> ScalerBackend:
+    return ScalerBackend(nesting_level=nesting_level)
+
+
+def _run_batch(calls: list[Call], nested: tuple[ParallelBackendBase, int | None]) -> list[Any]:
+    """Runs on a worker: one joblib batch, nested Parallel calls going to `nested` (get_nested_backend)."""
     backend, n_jobs = nested
     with parallel_config(backend=backend, n_jobs=n_jobs):
         return [function(*args, **kwargs) for function, args, kwargs in calls]

@@ -1,10 +1,13 @@
 """Ray's core API on scaler: `import scaler.compat.ray`, and code written for `ray` runs on a scaler cluster.
 
 Supported: `ray.remote` on functions (`num_returns`; `num_gpus` and `resources` become capabilities; `num_cpus` is
-accepted: a task has one processor), `.remote()`, `.options()`, `ray.get`, `ray.put`, `ray.wait`, `ray.cancel`,
-`ray.init`, `ray.shutdown`, `ray.is_initialized`, `ray.util.as_completed`, `ray.util.map_unordered`, and
-`scaler_init(address=None, n_workers=..., **combo_settings)`. Object references between tasks follow Ray's rule
-(`ray_refs`). Anything else of Ray's API raises NotImplementedError naming it; never a silent no-op.
+accepted: a task has one processor; `max_retries` is accepted: the scheduler's own retry bound applies),
+`.remote()`, `.options()`, `ray.get` (a task's error raised as Ray raises it, `ray_errors`), `ray.put`, `ray.wait`,
+`ray.cancel`, `ray.init` (its resources describe the local cluster, `ray_session.init`), `ray.shutdown`,
+`ray.is_initialized`, `ray.ObjectRef` (and its older name `ray.ObjectID`), `ray.util.as_completed`,
+`ray.util.map_unordered`, and `scaler_init(address=None, n_workers=..., **combo_settings)`. Object references between
+tasks follow Ray's rule (`ray_refs`). Anything else of Ray's API raises NotImplementedError naming it; never a silent
+no-op.
 
 Without Ray installed, importing this module also makes `import ray` give this module. With Ray installed, it
 patches the `ray` module in place (its `init` never starts a Ray cluster).
@@ -13,7 +16,8 @@ The first remote call without `ray.init`/`scaler_init` starts a local cluster (`
 worker per CPU, stopped by `ray.shutdown()` (`ray_session`). Inside a task, calls go to the task's own scheduler.
 `ray_remote` holds the remote functions; this module the rest of the API and the `ray` namespace.
 
-Not supported, by design: actors (`@ray.remote` on a class). A Ray actor is a process that keeps an object and runs
+Not supported, by design: actors (`@ray.remote` on a class: the class's module imports, making an actor raises). A Ray
+actor is a process that keeps an object and runs
 its method calls in order; scaler's workers run independent tasks, and there is no channel from a client to one
 running task through the scheduler. What to use instead is in the error.
 """
@@ -30,12 +34,14 @@ import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from scaler.compat.ray_errors import RayError, RayTaskError
 from scaler.compat.ray_refs import GetTimeoutError, ObjectRef
 from scaler.compat.ray_remote import RemoteFunction, deferred_call_of, remote
 from scaler.compat.ray_session import current, init, is_initialized, read_stored, scaler_init, shutdown
 
 __all__ = [
     "GetTimeoutError",
+    "ObjectID",
     "ObjectRef",
     "cancel",
     "get",
@@ -50,6 +56,9 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------- references
+
+#: Ray's older name of ObjectRef
+ObjectID = ObjectRef
 
 
 def get(object_refs: ObjectRef | list[ObjectRef], *, timeout: float | None = None) -> Any:
@@ -82,6 +91,8 @@ def wait(
     when `timeout` seconds pass; each list keeps the input's order."""
     if not isinstance(object_refs, list) or not all(isinstance(ref, ObjectRef) for ref in object_refs):
         raise TypeError(f"wait() expected a list of ray.ObjectRef, got {type(object_refs).__name__}")
+    if not object_refs:
+        return [], []
     if len({id(ref) for ref in object_refs}) != len(object_refs):
         raise ValueError("Wait requires a list of unique object refs.")
     wanted = len(object_refs) if num_returns is None else num_returns
@@ -198,11 +209,13 @@ util.map_unordered = _map_unordered  # type: ignore[attr-defined]
 setattr(util, "__getattr__", _unsupported_attribute("ray.util"))  # noqa: B010 (a module-level __getattr__)
 exceptions = types.ModuleType("ray.exceptions", "The errors of scaler.compat.ray that Ray's code names.")
 exceptions.GetTimeoutError = GetTimeoutError  # type: ignore[attr-defined]
+exceptions.RayError = RayError  # type: ignore[attr-defined]
+exceptions.RayTaskError = RayTaskError  # type: ignore[attr-defined]
 exceptions.TaskCancelledError = concurrent.futures.CancelledError  # type: ignore[attr-defined]
 
 _API = {
     "remote": remote, "get": get, "put": put, "wait": wait, "cancel": cancel, "init": init, "shutdown": shutdown,
-    "is_initialized": is_initialized, "ObjectRef": ObjectRef,
+    "is_initialized": is_initialized, "ObjectRef": ObjectRef, "ObjectID": ObjectRef,
 }  # fmt: skip
 
 
@@ -232,6 +245,8 @@ def _install() -> None:
         setattr(real, name, _Unsupported(f"ray.{name}"))
     real.util.as_completed = _as_completed
     real.util.map_unordered = _map_unordered
+    real.exceptions.RayTaskError = RayTaskError  # what ray.get raises here (ray_errors)
+    real.exceptions.GetTimeoutError = GetTimeoutError
     worker = sys.modules.get("ray._private.worker")
     if worker is not None:  # Ray's own start-up and exit hooks must not start or stop a Ray cluster
         atexit.unregister(worker.shutdown)  # its shutdown at exit imports parts of Ray that name actors

@@ -23,13 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scaler.compat.ray_errors import RayError, as_ray_error
 from scaler.payload.references import ObjectReference
 from scaler.protocol.ids import short_task_id
 
 _NO_VALUE = object()
 
 
-class GetTimeoutError(TimeoutError):
+class GetTimeoutError(RayError, TimeoutError):
     """`ray.get(..., timeout=...)` ran out of time (Ray's `ray.exceptions.GetTimeoutError`)."""
 
 
@@ -94,10 +95,15 @@ class ObjectRef:
         if self._future is not None:
             try:
                 value = self._future.result(timeout)
-            except concurrent.futures.TimeoutError:
-                if self._future.done():
-                    raise  # the task itself raised a TimeoutError
+            except concurrent.futures.TimeoutError as error:
+                if self._future.done():  # the task itself raised a TimeoutError
+                    raise as_ray_error(error) from None
                 raise GetTimeoutError(f"ray.get timed out after {timeout} s waiting for {self!r}") from None
+            except Exception as error:
+                converted = as_ray_error(error)
+                if converted is error:
+                    raise
+                raise converted from None
             if self._index is None:
                 return value
             return value[self._index]

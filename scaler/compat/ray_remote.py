@@ -34,16 +34,41 @@ def remote(*args: Any, **options: Any) -> Any:
     return lambda function: _make_remote(function, options)
 
 
-def _make_remote(function: Any, options: dict[str, Any]) -> RemoteFunction:
+def _make_remote(function: Any, options: dict[str, Any]) -> RemoteFunction | ActorClass:
     if isinstance(function, type):
-        raise NotImplementedError(ACTORS_UNSUPPORTED)
+        return ActorClass(function, options)
     return RemoteFunction(function, options)
+
+
+class ActorClass:
+    """`@ray.remote` on a class: the module defining it imports, as with Ray; making an actor (`.remote()`,
+    `.options()`) raises NotImplementedError saying what to do instead (ACTORS_UNSUPPORTED)."""
+
+    def __init__(self, cls: type, options: dict[str, Any]) -> None:
+        self._class = cls
+        self._options = dict(options)
+        functools.update_wrapper(self, cls, updated=())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = self._class.__name__
+        raise TypeError(f"Actors cannot be instantiated directly. Instead of '{name}()', use '{name}.remote()'.")
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{self._class.__name__}.remote(): {ACTORS_UNSUPPORTED}")
+
+    def options(self, **options: Any) -> Any:
+        raise NotImplementedError(f"{self._class.__name__}.options(): {ACTORS_UNSUPPORTED}")
+
+    def bind(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{self._class.__name__}.bind(): {ACTORS_UNSUPPORTED}")
 
 
 class RemoteFunction:
     """A function made remote: `.remote(*args, **kwargs)` submits a call, `.options(...)` changes options."""
 
-    OPTIONS = frozenset({"num_returns", "num_cpus", "num_gpus", "resources", "name"})
+    #: `max_retries`: Ray's retries of a task whose worker died; on scaler the scheduler retries a task whose worker
+    #: was lost up to its own `--max-task-retries`, so any value is accepted and that bound applies
+    OPTIONS = frozenset({"num_returns", "num_cpus", "num_gpus", "resources", "name", "max_retries", "retry_exceptions"})
 
     def __init__(self, function: Callable[..., Any], options: dict[str, Any]) -> None:
         unsupported = sorted(set(options) - self.OPTIONS)
@@ -52,6 +77,14 @@ class RemoteFunction:
                 f"ray.remote option(s) {', '.join(unsupported)} are not supported by scaler.compat.ray "
                 f"(supported: {', '.join(sorted(self.OPTIONS))})"
             )
+        if options.get("retry_exceptions", False) is not False:
+            raise NotImplementedError(
+                "ray.remote(retry_exceptions=...) is not supported by scaler.compat.ray: a task that raises is not "
+                "run again; catch the exception in the function and retry there"
+            )
+        max_retries = options.get("max_retries", 3)
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < -1:
+            raise ValueError(f"max_retries must be an integer >= -1, not {max_retries!r}")
         num_returns = options.get("num_returns", 1)
         if isinstance(num_returns, bool) or not isinstance(num_returns, int) or num_returns < 1:
             raise ValueError(f"num_returns must be an integer >= 1, not {num_returns!r} (streaming is not supported)")

@@ -22,6 +22,9 @@ from scaler.payload.references import ObjectReference
 #: Settings of `scaler_init` that are the Client's, not the local cluster's.
 CLIENT_SETTINGS = frozenset({"profiling", "timeout_seconds", "serializer", "stream_output"})
 #: Options of `ray.init` that change nothing here and are accepted (they concern Ray's own logging and dashboard).
+#: The local cluster's policy when `ray.init` gives it resources: tasks go only to workers offering what they ask for.
+CAPABILITY_POLICY = "allocate=capability;scaling=no"
+
 HARMLESS_INIT_OPTIONS = frozenset({"logging_level", "log_to_driver", "include_dashboard", "configure_logging"})
 
 #: How long `scaler_init` waits for the workers of the local cluster it starts.
@@ -80,10 +83,15 @@ def wait_for_workers(client: Client, workers: int) -> None:
         time.sleep(0.02)
 
 
-def init(address: str | None = None, *, num_cpus: int | None = None, ignore_reinit_error: bool = False,
-         **options: Any) -> None:  # fmt: skip
-    """Ray's `init`: `address` None, "auto" or "local" starts a local cluster (`num_cpus` workers); a scaler
-    address (tcp://host:port) connects to that scheduler."""
+def init(address: str | None = None, *, num_cpus: int | None = None, num_gpus: int | None = None,
+         resources: dict[str, float] | None = None, object_store_memory: int | None = None,
+         ignore_reinit_error: bool = False, **options: Any) -> None:  # fmt: skip
+    """Ray's `init`: `address` None, "auto" or "local" starts a local cluster; a scaler address (tcp://host:port)
+    connects to that scheduler. The local cluster's resources, as Ray's node's: `num_cpus` workers (one task at a
+    time each; default one per CPU); `num_gpus` and `resources` make each worker offer the capabilities "gpu" and
+    the resources' names, so tasks asking for them run there (scaler matches capabilities by name: amounts are not
+    counted down per task as Ray's are); `object_store_memory` is accepted and means nothing (object storage is not
+    sized up front). With an address, the resource options raise ValueError, as Ray's do: the cluster has its own."""
     unsupported = sorted(set(options) - HARMLESS_INIT_OPTIONS)
     if unsupported:
         raise NotImplementedError(f"ray.init({', '.join(unsupported)}=...) is not supported by scaler.compat.ray")
@@ -95,7 +103,28 @@ def init(address: str | None = None, *, num_cpus: int | None = None, ignore_rein
                 return
             raise RuntimeError("Maybe you called ray.init twice by accident? Call ray.shutdown() first.")
         local = address in (None, "auto", "local")
-        scaler_init(None if local else address, n_workers=num_cpus if local else None)
+        if local:
+            capabilities = _capabilities(num_gpus, resources)
+            settings: dict[str, Any] = {}
+            if capabilities:  # and the policy that honours them (the default, even_load, ignores them)
+                settings = {"per_worker_capabilities": capabilities, "policy_content": CAPABILITY_POLICY}
+            scaler_init(None, n_workers=num_cpus, **settings)
+            return
+        given = [name for name, value in (("num_cpus", num_cpus), ("num_gpus", num_gpus), ("resources", resources))
+                 if value is not None]  # fmt: skip
+        if given:
+            raise ValueError(
+                f"ray.init: {', '.join(given)} describe a local cluster; when connecting to an existing cluster "
+                "(address=...) they must not be given: its workers' capabilities are set where they start"
+            )
+        scaler_init(address)
+
+
+def _capabilities(num_gpus: int | None, resources: dict[str, float] | None) -> dict[str, int]:
+    capabilities = {name: -1 for name, amount in (resources or {}).items() if amount}
+    if num_gpus:
+        capabilities["gpu"] = -1
+    return capabilities
 
 
 def shutdown() -> None:

@@ -13,7 +13,8 @@ import functools
 import hashlib
 import inspect
 import threading
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,10 @@ def frames_size(payload: bytes | Frames) -> int:
     return sum(len(frame) for frame in payload) if isinstance(payload, list) else len(payload)
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
 def describe(value: Any) -> str:
     kind = type(value)
     return f"{kind.__module__}.{kind.__qualname__}" if kind.__module__ != "builtins" else kind.__qualname__
@@ -64,7 +69,9 @@ def describe(value: Any) -> str:
 
 @dataclass(frozen=True)
 class FunctionEntry:
-    function: Any  #: kept alive so that its id() stays unique while cached
+    #: the function: a weak reference when it takes one (the cache must not keep a callable, or a bound method's
+    #: object, alive after its tasks are sent), else a strong one (builtins, which live as long as the interpreter)
+    function: Callable[[], Any]
     object_id: ObjectID
     name: str
     takes_profiling: bool  #: the function has its own `profiling` parameter
@@ -132,7 +139,7 @@ class TaskEncoder:
         """The function's stored entry. A function is serialized once per client and then found by identity;
         `refresh` (the API's `reserialize=True`) serializes it again, for a callable changed in place."""
         entry = self._functions.get(id(function))
-        if entry is not None and entry.function is function and not refresh:
+        if entry is not None and entry.function() is function and not refresh:
             return entry
         if not callable(function):
             raise TypeError(f"cannot submit {describe(function)}: it is not callable")
@@ -147,12 +154,29 @@ class TaskEncoder:
         object_id = self.put_object(payload, f"function {_function_name(function)}")
         signature = _signature(function)
         entry = FunctionEntry(
-            function, object_id, _function_name(function), _takes_profiling(function), signature, _arity(signature)
-        )
+            self._held(function), object_id, _function_name(function), _takes_profiling(function), signature,
+            _arity(signature),
+        )  # fmt: skip
         if len(self._functions) > 10_000:
             self._functions.clear()
         self._functions[id(function)] = entry
         return entry
+
+    def _held(self, function: Any) -> Callable[[], Any]:
+        """How the cache holds `function`: weakly when it can (the entry goes with the function: an id is unique only
+        while its object lives), else strongly."""
+        key = id(function)
+        functions = self._functions
+
+        def forget(reference: weakref.ref[Any]) -> None:
+            entry = functions.get(key)
+            if entry is not None and entry.function is reference:
+                functions.pop(key, None)
+
+        try:
+            return weakref.ref(function, forget)
+        except TypeError:
+            return functools.partial(_same, function)
 
     def put_object(self, payload: bytes | Frames, name: str, later: bool = False) -> ObjectID:
         """Store the bytes (or frames) once per client: identical content gets the same id and is stored once.

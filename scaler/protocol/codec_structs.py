@@ -448,11 +448,12 @@ def read_run_stamps(r: Any) -> m.RunStamps:
 
 def write_task_cancel(b: Any, v: m.TaskCancel) -> None:
     b.taskIds = v.task_ids
+    b.queuedOnly = v.queued_only
 
 
 def read_task_cancel(r: Any) -> m.TaskCancel:
     task_ids = r.taskIds
-    return m.TaskCancel(tuple(task_ids) if len(task_ids) else ())
+    return m.TaskCancel(tuple(task_ids) if len(task_ids) else (), r.queuedOnly)
 
 
 def write_task_cancel_confirm(b: Any, v: m.TaskCancelConfirm) -> None:

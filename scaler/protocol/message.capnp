@@ -260,6 +260,8 @@ struct RunStamps {
 
 struct TaskCancel {
   taskIds @0 :List(Data);
+  queuedOnly @1 :Bool;      # cancel only those not yet dispatched to a worker (an Executor's shutdown(cancel_futures=True)):
+                            # the others are left to finish and get no answer to this cancel
 }
 
 enum CancelOutcome {

@@ -486,6 +486,9 @@ class RunStamps:
 @dataclass(frozen=True, slots=True)
 class TaskCancel:
     task_ids: tuple[TaskID, ...]
+    #: cancel only those not yet dispatched to a worker (an Executor's shutdown(cancel_futures=True)): the others
+    #: are left to finish and get no answer to this cancel
+    queued_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)

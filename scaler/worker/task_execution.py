@@ -58,7 +58,8 @@ class TaskExecutor:
         except SystemExit as exit_request:
             replacement = RuntimeError(f"the task called sys.exit({exit_request.code!r})")
             return failed_result(task, replacement, "".join(traceback.format_exception(exit_request)))
-        except Exception as error:
+        except (Exception, KeyboardInterrupt) as error:  # a KeyboardInterrupt the task raised is its outcome, as in
+            # a thread pool's (processors ignore SIGINT: a Ctrl-C to the worker never reaches a task this way)
             return failed_result(task, error, _user_traceback(error))
         finally:
             profile = NO_PROFILE

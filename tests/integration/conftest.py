@@ -198,6 +198,14 @@ class ProcessWatch:
                 if stream is not None:
                     stream.close()
 
+    def kill_matching(self, matching: Callable[[psutil.Process], bool]) -> None:
+        """SIGKILL the processes seen that `matching` picks (and forget them)."""
+        for pid, process in list(self._seen.items()):
+            with contextlib.suppress(psutil.Error):
+                if is_alive(process) and matching(process):
+                    process.kill()
+                    del self._seen[pid]
+
     def leftovers(self) -> list[str]:
         deadline = time.monotonic() + LEFTOVER_GRACE_SECONDS
         while True:
@@ -272,9 +280,13 @@ def cluster(make_cluster: Callable[..., SchedulerClusterCombo]) -> SchedulerClus
 
 
 @contextlib.contextmanager
-def running_cluster(n_workers: int = 2, **settings: Any) -> Iterator[SchedulerClusterCombo]:
+def running_cluster(
+    n_workers: int = 2, *, tasks_pools: Callable[[psutil.Process], bool] | None = None, **settings: Any
+) -> Iterator[SchedulerClusterCombo]:
     """A local cluster (logging at WARNING) for a block of code, typically a module-scoped fixture; after
-    shutdown none of its processes may be left."""
+    shutdown none of its processes may be left. `tasks_pools` picks processes that the tasks started themselves
+    (a pool of processes of the peer's, such as joblib's loky inside a task, which outlives its processor until an
+    idle timeout of its own): they are killed once the cluster is down, and not counted."""
     settings.setdefault("logging_level", "WARNING")
     watch = ProcessWatch()
     cluster = SchedulerClusterCombo(n_workers=n_workers, **settings)
@@ -293,6 +305,8 @@ def running_cluster(n_workers: int = 2, **settings: Any) -> Iterator[SchedulerCl
         watch.remember()
         cluster.shutdown()
         watch.stop_all()
+        if tasks_pools is not None:
+            watch.kill_matching(tasks_pools)
         leftovers = watch.leftovers()
         assert not leftovers, f"processes left behind by the cluster: {leftovers}"
 

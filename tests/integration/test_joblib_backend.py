@@ -143,3 +143,79 @@ def test_bad_settings_and_arguments_are_refused(client: Client) -> None:
     )
     with joblib.parallel_config(backend="scaler", client=client), refused:
         Parallel(n_jobs=2)(delayed(capture)(1, guard=lock) for _ in range(2))
+
+
+#: a task's module that never imports scaler.joblib (cloudpickle sends its functions by value: the module is not
+#: importable on the worker)
+WITHOUT_IMPORT = """
+from joblib import Parallel, delayed, parallel_config
+
+def nested_by_name(n):
+    with parallel_config(backend="scaler"):
+        return sum(Parallel(n_jobs=2)(delayed(abs)(-i) for i in range(n)))
+"""
+
+
+def test_a_task_names_the_backend_without_importing_it(client: Client) -> None:
+    """Checked by switching the mechanism off: without `joblib_name.install()` in run_processor, the task fails with
+    joblib's "Invalid backend: scaler"."""
+    namespace: dict[str, object] = {"__name__": "a_module_of_the_task"}
+    exec(WITHOUT_IMPORT, namespace)
+    assert client.submit(namespace["nested_by_name"], 4).result(timeout=60) == 6
+
+
+def interrupt() -> None:
+    raise KeyboardInterrupt("raised by the call")
+
+
+def test_a_keyboard_interrupt_raised_by_a_call_comes_back_as_itself(client: Client) -> None:
+    """Checked by switching the mechanism off: with TaskExecutor catching Exception only, the processor dies and the
+    caller gets ProcessorDiedError."""
+    with joblib.parallel_config(backend="scaler", client=client), pytest.raises(KeyboardInterrupt, match="raised by"):
+        Parallel(n_jobs=2)(delayed(interrupt)() for _ in range(2))
+
+
+def test_nesting_deeper_than_one_level_runs_inside_the_task(client: Client) -> None:
+    """Level 1 runs on the cluster, deeper levels one call after another in their task (joblib's own bound), so a
+    runaway recursion ends in RecursionError rather than flooding the cluster with tasks.
+
+    Checked by switching the mechanism off: with get_nested_backend always returning a ScalerBackend, the backend
+    seen at level 2 is ScalerBackend, not SequentialBackend."""
+    with joblib.parallel_config(backend="scaler", client=client):
+        assert Parallel(n_jobs=2)(delayed(nested_backend_names)() for _ in range(1)) == [
+            ["ScalerBackend", "SequentialBackend"]
+        ]
+
+
+def nested_backend_names() -> list[str]:
+    from joblib.parallel import get_active_backend
+
+    level_one = type(get_active_backend()[0]).__name__
+    inner = Parallel(n_jobs=2)(delayed(_active_backend_name)() for _ in range(1))
+    return [level_one, inner[0]]
+
+
+def _active_backend_name() -> str:
+    from joblib.parallel import get_active_backend
+
+    return type(get_active_backend()[0]).__name__
+
+
+def test_auto_batching_starts_afresh_at_each_call(client: Client) -> None:
+    """Checked by switching the mechanism off: without reset_batch_stats() in terminate, the second call starts from
+    the batch size the first one learned."""
+    backend = ScalerBackend(client=client)
+    with joblib.parallel_config(backend=backend):
+        Parallel(n_jobs=2)(delayed(abs)(-i) for i in range(2000))
+    assert backend._effective_batch_size == backend._DEFAULT_EFFECTIVE_BATCH_SIZE
+    assert backend._smoothed_batch_duration == backend._DEFAULT_SMOOTHED_BATCH_DURATION
+
+
+def test_a_pool_set_up_argument_is_refused_naming_preload(client: Client) -> None:
+    """joblib's `initializer`/`initargs` set up a pool's processes; the cluster's are shared and started once.
+
+    Checked by switching the mechanism off: without the check in ScalerBackend.configure, the call runs and the
+    initializer is silently never called."""
+    with pytest.raises(ValueError, match=r"does not take initargs, initializer.*--preload"):
+        with joblib.parallel_config(backend="scaler", client=client, initializer=print, initargs=("set up",)):
+            Parallel(n_jobs=2)(delayed(abs)(-1) for _ in range(2))

@@ -17,7 +17,7 @@ import pytest
 import scaler.compat.ray as ray
 from scaler import SchedulerClusterCombo
 from scaler.compat.ray import GetTimeoutError, ObjectRef
-from tests.integration.conftest import running_cluster
+from tests.integration.conftest import running_cluster, wait_for
 
 #: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_ray_compat")]
@@ -103,6 +103,33 @@ def test_a_failed_argument_fails_the_call_that_needs_it(connected: None) -> None
         ray.get(add.remote(fail.remote(7), 1))
 
 
+def test_a_task_error_is_both_ray_task_error_and_its_own_type(connected: None) -> None:
+    """As Ray raises it: `except ValueError` and `except RayTaskError` both catch it, `.cause` is the task's own.
+
+    Checked by switching the mechanism off: with ObjectRef.get raising the task's error as it is (no as_ray_error),
+    the first `pytest.raises(ray.exceptions.RayTaskError)` fails."""
+    with pytest.raises(ray.exceptions.RayTaskError) as caught:
+        ray.get(fail.remote(3))
+    error = caught.value
+    assert isinstance(error, ValueError) and isinstance(error, ray.exceptions.RayError)
+    assert type(error).__name__ == "RayTaskError(ValueError)"
+    assert str(error) == "bad 3" and isinstance(error.cause, ValueError)
+    assert pickle.loads(pickle.dumps(error)).cause.args == ("bad 3",)
+    with pytest.raises(ValueError, match="bad 4"):
+        ray.get(fail.remote(4))
+    with pytest.raises(ray.exceptions.RayTaskError, match="bad 5"):  # through a deferred call too
+        ray.get(add.remote(fail.remote(5), 1))
+    with pytest.raises(GetTimeoutError):
+        ray.get(sleep_for.remote(2.0), timeout=0.01)
+    assert issubclass(GetTimeoutError, ray.exceptions.RayError) and issubclass(GetTimeoutError, TimeoutError)
+
+
+def test_wait_on_no_references_and_ray_s_older_names(connected: None) -> None:
+    assert ray.wait([]) == ([], [])
+    assert ray.ObjectID is ObjectRef
+    assert ray.get(add.options(max_retries=0).remote(1, 2)) == 3  # accepted: the scheduler's own retry bound applies
+
+
 def test_num_returns_gives_one_reference_per_returned_value(connected: None) -> None:
     refs = three.remote(10)
     assert isinstance(refs, list) and len(refs) == 3
@@ -185,12 +212,14 @@ def test_an_unpicklable_argument_of_a_deferred_call_raises_at_the_call(connected
 
 
 def test_what_is_not_supported_raises_naming_it(connected: None) -> None:
-    with pytest.raises(NotImplementedError, match="Ray actors"):
+    @ray.remote
+    class Counter:  # a module with an actor class imports, as with Ray
+        pass
 
-        @ray.remote
-        class Counter:
-            pass
-
+    with pytest.raises(NotImplementedError, match=r"Counter\.remote\(\): Ray actors"):
+        Counter.remote()
+    with pytest.raises(NotImplementedError, match=r"Counter\.options\(\): Ray actors"):
+        Counter.options(name="c")
     with pytest.raises(NotImplementedError, match=r"ray\.get_actor\(\)"):
         ray.get_actor("name")
     with pytest.raises(NotImplementedError, match=r"ray\.actor\.ActorClass"):
@@ -199,8 +228,10 @@ def test_what_is_not_supported_raises_naming_it(connected: None) -> None:
         _ = ray.util.ActorPool
     with pytest.raises(NotImplementedError, match=r"ray\.available_resources"):
         ray.available_resources()
-    with pytest.raises(NotImplementedError, match="max_retries"):
-        ray.remote(max_retries=3)(lambda: 1)
+    with pytest.raises(NotImplementedError, match="retry_exceptions"):
+        ray.remote(retry_exceptions=True)(lambda: 1)
+    with pytest.raises(ValueError, match="max_retries must be an integer >= -1"):
+        ray.remote(max_retries=-2)(lambda: 1)
     with pytest.raises(NotImplementedError, match="runtime_env"):
         ray.init(runtime_env={"pip": ["x"]})
     with pytest.raises(NotImplementedError, match=r"\.bind"):
@@ -230,3 +261,35 @@ def test_unpickling_a_remote_function_or_a_reference_installs_the_api_in_that_pr
         script = "import pickle, sys; pickle.loads(sys.stdin.buffer.read()); print('scaler.compat.ray' in sys.modules)"
         done = subprocess.run([sys.executable, "-c", script], input=payload, capture_output=True, timeout=60)
         assert done.stdout.strip() == b"True", done.stderr.decode()[-2000:]
+
+
+@ray.remote(num_gpus=1, resources={"special": 1})
+def needs_a_gpu_and_special() -> str:
+    return "ran"
+
+
+@ray.remote(resources={"absent": 1})
+def needs_what_no_worker_has() -> str:
+    return "ran"
+
+
+def test_init_resources_become_the_local_cluster_s_capabilities(cluster: SchedulerClusterCombo) -> None:
+    """`ray.init(num_gpus=..., resources=...)` makes the local cluster's workers offer those capabilities, and only
+    workers offering what a task asks for run it; with an address they are refused, as Ray refuses them.
+
+    Checked by switching the mechanism off: without the capability policy in ray_session.init (the default policy
+    ignores capabilities), the task asking for "absent" runs and its story never says it waits for a worker."""
+    with pytest.raises(ValueError, match="num_cpus, num_gpus describe a local cluster"):
+        ray.init(address=cluster.get_address(), num_cpus=2, num_gpus=1)
+    ray.init(num_cpus=1, num_gpus=1, resources={"special": 1}, object_store_memory=10**8)
+    try:
+        assert ray.get(needs_a_gpu_and_special.remote(), timeout=60) == "ran"
+        unserved = needs_what_no_worker_has.remote()
+        future = unserved.task_future
+        assert future is not None
+        waits = "no connected worker has the capabilities absent"
+        wait_for(lambda: waits in str(future.story()), f"the task's story to say {waits!r}", 30, interval=0.5)
+        assert not unserved.ready()
+        ray.cancel(unserved)
+    finally:
+        ray.shutdown()

@@ -22,6 +22,8 @@ PACKAGES = ("client", "compat", "object_storage", "payload")
 ALLOWED = {
     # ScalerFuture is a concurrent.futures.Future: the state name its own `_state` takes lives in the stdlib module
     "concurrent.futures._base",
+    # the Executor's exit hook runs where the standard library's pools' runs, before atexit's (client/executor.py)
+    "threading._register_atexit",
 }
 
 

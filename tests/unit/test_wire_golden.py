@@ -90,6 +90,7 @@ MESSAGES: dict[str, m.Message] = {
     "result-none": m.TaskResult(T, m.ResultStatus.OUT_OF_MEMORY, error_message="peak 2 GiB, limit 1 GiB"),
     "result-sparse": m.TaskResult(T, m.ResultStatus.CANCELED),
     "cancel": m.TaskCancel((T, U)),
+    "cancel-queued-only": m.TaskCancel((T,), True),
     "cancel-empty": m.TaskCancel(()),
     "cancel-confirm": m.TaskCancelConfirm(T, m.CancelOutcome.NOT_FOUND),
     "task-log": m.TaskLog(T, m.LogStream.RECORDS, '{"msg": "hello"}\n'),

@@ -67,8 +67,8 @@ class Submissions:
         core = self._core
         of_jobs = core.jobs.followed_by(peer, cancel.task_ids)
         for submitter, task_ids in of_jobs.items():  # a follower cancels a job's tasks as its submitter would
-            core.lifecycle.cancel_by_client(submitter, tuple(task_ids))
+            core.lifecycle.cancel_by_client(submitter, tuple(task_ids), cancel.queued_only)
         taken = {task_id for task_ids in of_jobs.values() for task_id in task_ids}
         rest = tuple(task_id for task_id in cancel.task_ids if task_id not in taken)
         if rest:
-            core.lifecycle.cancel_by_client(ClientID(peer), rest)
+            core.lifecycle.cancel_by_client(ClientID(peer), rest, cancel.queued_only)

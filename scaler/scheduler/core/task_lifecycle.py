@@ -37,6 +37,9 @@ from scaler.scheduler.core.task_table import TaskRecord, TaskTable
 
 logger = logging.getLogger(__name__)
 
+#: The states of a task no worker holds yet (what a queued-only cancel cancels).
+NOT_DISPATCHED = frozenset({TaskState.WAITING, TaskState.QUEUED})
+
 
 class TaskLifecycle:
     def __init__(
@@ -147,7 +150,9 @@ class TaskLifecycle:
             return
         self.apply(confirm.task_id, TaskEvent.CANCEL_CONFIRMED)
 
-    def cancel_by_client(self, client: ClientID, task_ids: tuple[TaskID, ...]) -> None:
+    def cancel_by_client(self, client: ClientID, task_ids: tuple[TaskID, ...], queued_only: bool = False) -> None:
+        """`queued_only`: only tasks not yet dispatched (waiting or queued, outside a graph) are cancelled; the
+        others run on, and this cancel gets no answer for them (TaskCancel.queuedOnly)."""
         answered: set[TaskID] = set()  #: targets of graphs this request cancelled: they have their answer
         for task_id in task_ids:
             if task_id in answered:
@@ -158,6 +163,8 @@ class TaskLifecycle:
                 self._answer(PeerID(client), TaskCancelConfirm(task_id, CancelOutcome.NOT_FOUND))
                 continue
             graph = self._graphs.get(record.graph_id) if record.graph_id else None
+            if queued_only and (graph is not None or record.state not in NOT_DISPATCHED):
+                continue
             if graph is not None:
                 answered.update(graph.targets)
                 self.cancel_graph(graph)

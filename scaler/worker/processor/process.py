@@ -25,6 +25,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.handshake import local_python_version
 from scaler.worker.preload import run_preload
+from scaler.worker.processor import joblib_name
 from scaler.worker.processor.channel import BlockingChannel
 from scaler.worker.processor.outlet import ProcessorOutlet, processor_identity
 from scaler.worker.processor.threads import TaskThreads
@@ -77,6 +78,7 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
                 "preload %r failed: %s: %s; this processor stops", settings.preload, type(error).__name__, error
             )
             return ExitCode.ERROR
+    joblib_name.install()  # a task's Parallel(backend="scaler") finds the backend without importing scaler.joblib
     sockets = SocketFactory(security=settings.security)
     channel = BlockingChannel(channel_socket)
     outlet = _outlet(settings, processor_id, channel, sockets)

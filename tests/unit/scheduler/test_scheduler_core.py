@@ -233,6 +233,27 @@ def test_cancel_of_a_running_task_goes_through_its_worker() -> None:
     sim.check_invariants()
 
 
+def test_a_queued_only_cancel_cancels_the_queued_tasks_and_leaves_the_running_ones() -> None:
+    """An Executor's shutdown(cancel_futures=True): what no worker holds is cancelled, the rest finishes unanswered by
+    the cancel. Checked by switching the mechanism off: with `queued_only` ignored in cancel_by_client, the running
+    task is cancelled at its worker and its answer is ("cancelled", "canceled")."""
+    sim = SimulatedCluster()
+    client, worker = sim.add_client(), sim.add_worker()
+    sim.submit(client, [task(client.peer, n) for n in range(1, 20)])
+    running = list(worker.held)
+    queued = [TaskID(n.to_bytes(16, "big")) for n in range(1, 20) if TaskID(n.to_bytes(16, "big")) not in running]
+    assert running and queued, "the worker holds some of the tasks and the scheduler queues the others"
+    sim.send(client.peer, m.TaskCancel(tuple(running + queued), True))
+    assert all(client.answers[task_id] == [("cancelled", "canceled")] for task_id in queued)
+    assert all(client.answers[task_id] == [] for task_id in running)
+    assert worker.held == running, "no cancel went to the worker, and no queued task took a slot"
+    for _ in running:
+        sim.finish(worker)
+    assert all(client.answers[task_id] == [("result", "success")] for task_id in running)
+    assert not sim.core.tasks.records
+    sim.check_invariants()
+
+
 def test_a_result_that_wins_the_race_with_cancel_is_delivered_once() -> None:
     sim = SimulatedCluster()
     client, worker = sim.add_client(), sim.add_worker()

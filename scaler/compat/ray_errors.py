@@ -1,0 +1,86 @@
+"""Ray's exceptions on scaler: a task's error reaches `ray.get` as Ray raises it, an exception that is both
+`ray.exceptions.RayTaskError` and the task's own exception's type.
+
+Ray makes, for an exception of type `E` raised by a task, an instance of a class `RayTaskError(E)` deriving from both
+(`RayTaskError.as_instanceof_cause`): `except E` and `except RayTaskError` both catch it, `.cause` is the task's own
+exception, and its text is the task's. A type that cannot be derived from (or built that way) gives a plain
+`RayTaskError`, as Ray does. Errors of the cluster itself (`scaler.errors`: a processor that died, a lost worker ...)
+and cancellation are raised as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RayError(Exception):
+    """The base of Ray's errors (`ray.exceptions.RayError`)."""
+
+
+class RayTaskError(RayError):
+    """A task raised `cause` (`ray.exceptions.RayTaskError`); `as_instanceof_cause()` is what `ray.get` raises."""
+
+    def __init__(self, function_name: str, traceback_str: str, cause: BaseException | None, *args: Any,
+                 **kwargs: Any) -> None:  # fmt: skip
+        super().__init__(f"{function_name}: {cause!r}" if cause is not None else function_name)
+        self.function_name = function_name
+        self.traceback_str = traceback_str
+        self.cause = cause
+
+    def as_instanceof_cause(self) -> RayTaskError:
+        """An exception that is both this one and an instance of the cause's type (this one if none can be made)."""
+        cause = self.cause
+        if cause is None or isinstance(cause, RayTaskError) or not isinstance(cause, Exception):
+            return self
+        try:
+            kind = _dual_class(type(cause))
+            dual = Exception.__new__(kind, *cause.args)
+            dual.__dict__.update(getattr(cause, "__dict__", {}))
+            dual.function_name, dual.traceback_str, dual.cause = self.function_name, self.traceback_str, cause
+        except Exception:  # a type that cannot be derived from, or instantiated without its own constructor
+            return self
+        return dual
+
+
+class _Dual:
+    """What the classes `RayTaskError(E)` add to their two bases: the cause's text, and pickling through the cause."""
+
+    cause: BaseException
+
+    def __str__(self) -> str:
+        return str(self.cause)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_dual, (self.function_name, self.traceback_str, self.cause))  # type: ignore[attr-defined]
+
+
+#: the class `RayTaskError(E)` of each type E met (one per type, as Ray's)
+_dual_classes: dict[type[Exception], type[RayTaskError]] = {}
+
+
+def _dual_class(cause_type: type[Exception]) -> type[RayTaskError]:
+    kind = _dual_classes.get(cause_type)
+    if kind is None:
+        name = f"RayTaskError({cause_type.__name__})"
+        kind = type(name, (_Dual, RayTaskError, cause_type), {"__init__": lambda self, *args, **kwargs: None})
+        kind.__module__ = "ray.exceptions"
+        kind.__qualname__ = name
+        _dual_classes[cause_type] = kind
+    return kind
+
+
+def _rebuild_dual(function_name: str, traceback_str: str, cause: BaseException) -> RayTaskError:
+    return RayTaskError(function_name, traceback_str, cause).as_instanceof_cause()
+
+
+def as_ray_error(error: BaseException) -> BaseException:
+    """What `ray.get` raises for a task's `error` (see the module docstring)."""
+    import concurrent.futures
+
+    from scaler.errors import ScalerError
+
+    if isinstance(error, (RayTaskError, ScalerError, concurrent.futures.CancelledError)):
+        return error
+    if not isinstance(error, Exception):
+        return error
+    return RayTaskError("the task", "", error).as_instanceof_cause()

@@ -1,0 +1,87 @@
+"""joblib's own `joblib/test/test_parallel.py` against the "scaler" backend, on one local cluster.
+
+The tests are joblib's, imported from the installed joblib (its wheel ships them; joblib is BSD-3-Clause), unchanged:
+this module only makes them items of this session. The backend is plugged in where the suite expects its backends:
+`scaler` is registered before the suite is imported, so the lists the suite builds from joblib's registry
+(`BACKENDS`, `ALL_VALID_BACKENDS`, `RETURN_GENERATOR_BACKENDS`) hold it, and the conftest adds "scaler" to every
+other parametrization of a backend (`backend`, `parent_backend`, `child_backend`, `outer_backend`,
+`inner_backend`: joblib's literal lists of its process and thread backends). Of the suite, the items with our backend
+run; the others (joblib's own backends, and tests not parametrized by a backend) are deselected. Exclusions are
+in exclusions.py.
+
+"scaler" names, in this module, scaler's `ScalerBackend` connected to the module's cluster (the suite makes
+backends as `Parallel(backend="scaler")` and `BACKENDS["scaler"]()`, with no address); inside a task, "scaler" is
+the backend that `scaler.compat.joblib` registers in every processor.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from joblib import register_parallel_backend
+
+import scaler.joblib  # noqa: F401  (the backend)
+from scaler import SchedulerClusterCombo
+from scaler.compat import joblib as compat_joblib
+from tests.conformance.summary import measured
+from tests.integration.conftest import running_cluster
+
+#: the module's cluster, while it runs
+_address: list[str] = []
+SITE = Path(__file__).resolve().parent / "joblib_site"
+
+
+class ScalerBackend(compat_joblib.ScalerBackend):  # type: ignore[misc]
+    """scaler's backend whose default address is the module's cluster (read when the backend first connects); of the
+    same name, since joblib's suite names a backend under test by its class's name."""
+
+    @property  # type: ignore[override]
+    def _address(self) -> str | None:
+        return self.__dict__.get("_given_address") or (_address[0] if _address else None)
+
+    @_address.setter
+    def _address(self, value: str | None) -> None:
+        self.__dict__["_given_address"] = value
+
+
+register_parallel_backend("scaler", ScalerBackend)
+
+from joblib.test.test_parallel import *  # noqa: E402, F403  (joblib's suite, after the registration)
+
+#: one cluster for the module, its tests in one test process (make test: --dist loadgroup); joblib's suite does not
+#: run with warnings as errors (the suite's own configuration, not an assertion)
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.xdist_group("conformance_joblib"),
+    pytest.mark.filterwarnings("default"),
+    pytest.mark.timeout(120),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cluster() -> Iterator[SchedulerClusterCombo]:
+    with measured("joblib"), running_cluster(2, tasks_pools=_started_by_joblib) as cluster:
+        _address.append(cluster.get_address())
+        try:
+            yield cluster
+        finally:
+            _address.clear()
+
+
+def _started_by_joblib(process: psutil.Process) -> bool:
+    """The pools joblib's tests start inside our tasks (loky's workers and resource trackers, multiprocessing's):
+    they outlive their processor until an idle timeout of loky's own."""
+    command = " ".join(process.cmdline())
+    return "joblib.externals.loky" in command or "multiprocessing.resource_tracker" in command
+
+
+@pytest.fixture(autouse=True)
+def _scripts_find_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interpreters joblib's tests start find "scaler" (joblib_site/sitecustomize.py); the cluster, started
+    before, does not see this."""
+    monkeypatch.setenv("SCALER_CONFORMANCE_ADDRESS", _address[0])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(SITE), os.environ.get("PYTHONPATH")])))
