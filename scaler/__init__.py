@@ -10,6 +10,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scaler.errors import (
+    ActorDiedError,
+    ActorRestartedError,
     ClientCancelledException,
     ClientQuitException,
     ClientShutdownException,
@@ -29,10 +31,12 @@ from scaler.errors import (
 from scaler.version import __version__
 
 if TYPE_CHECKING:
+    from scaler.client.actors import ActorHandle
     from scaler.client.async_client import AsyncClient
     from scaler.client.client import Client
     from scaler.client.future import ScalerFuture
     from scaler.client.progress import progress
+    from scaler.client.streams import TaskStream
     from scaler.cluster.combo import SchedulerClusterCombo
     from scaler.monitor.performance_report import performance_report
     from scaler.payload.references import ObjectReference, copy_on_write
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
 logging.getLogger("scaler").addHandler(logging.NullHandler())
 
 _LAZY = {
+    "ActorHandle": "scaler.client.actors",
     "AsyncClient": "scaler.client.async_client",
     "Client": "scaler.client.client",
     "ScalerFuture": "scaler.client.future",
@@ -48,6 +53,7 @@ _LAZY = {
     "copy_on_write": "scaler.payload.references",
     "Serializer": "scaler.payload.serializer",
     "SchedulerClusterCombo": "scaler.cluster.combo",
+    "TaskStream": "scaler.client.streams",
     "progress": "scaler.client.progress",
     "performance_report": "scaler.monitor.performance_report",
 }
@@ -65,6 +71,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ActorDiedError",
+    "ActorHandle",
+    "ActorRestartedError",
     "AsyncClient",
     "Client",
     "ClientCancelledException",
@@ -84,6 +93,7 @@ __all__ = [
     "Serializer",
     "TaskExceptionNotSerializableError",
     "TaskNotFoundError",
+    "TaskStream",
     "TaskTimeoutError",
     "WorkerDiedError",
     "__version__",

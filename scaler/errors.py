@@ -41,6 +41,17 @@ class JobLostError(ScalerError):
     """The job of a followed task was lost: the scheduler restarted, and it keeps jobs in memory only."""
 
 
+class ActorDiedError(ScalerError):
+    """The actor a call was made to ended before the call did: it was stopped or killed, its client left, its
+    constructor raised, or it was lost more often than its `max_restarts`. The message says which."""
+
+
+class ActorRestartedError(ActorDiedError):
+    """The actor was lost (its worker or processor died) while the call was at it: the actor starts again elsewhere
+    by running its constructor again (its state is new), and the call does not run again. The message says why, and
+    which restart of how many allowed; calls made after it go to the new instance."""
+
+
 class ClientCancelledException(ScalerError):
     """The task was cancelled because its client cleared, disconnected or shut down."""
 

@@ -37,6 +37,7 @@ from scaler.client.core import (
     ShowLog,
     ShutdownAnswered,
     StoryAnswered,
+    StreamValues,
     Warn,
 )
 from scaler.client.forwarded_logs import emit_records
@@ -82,6 +83,7 @@ class TaskFuture(Protocol):
     def set_task_result(self, result: m.TaskResult) -> None: ...
     def set_cancel_confirmed(self) -> None: ...
     def set_failed(self, error: BaseException) -> None: ...
+    def add_stream_item(self, item: m.StreamItem) -> int | None: ...
 
 
 FutureT = TypeVar("FutureT", bound=TaskFuture)
@@ -92,7 +94,7 @@ class _JobWaiter:
 
     def __init__(self) -> None:
         self.answered = threading.Event()
-        self.reply: m.JobReply | None = None
+        self.reply: m.JobReply | m.ActorReply | None = None
 
 
 class ClientAgent(Generic[FutureT]):
@@ -146,8 +148,9 @@ class ClientAgent(Generic[FutureT]):
         self._shutdown_answered = threading.Event()
         #: story requests not answered yet, per task (answered in order: the scheduler answers in order)
         self._story_requests: dict[TaskID, list[concurrent.futures.Future[m.TaskStoryReply]]] = {}
-        #: JobOpen/JobAttach requests waiting for their JobReply, by job name, oldest first
-        self._job_waiters: dict[str, collections.deque[_JobWaiter]] = {}
+        #: JobOpen/JobAttach requests waiting for their JobReply, and ActorLookups for their ActorReply, by (the
+        #: reply's type, name), oldest first
+        self._job_waiters: dict[tuple[type, str], collections.deque[_JobWaiter]] = {}
         self._job_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
@@ -156,6 +159,7 @@ class ClientAgent(Generic[FutureT]):
         #: how each effect of the core is carried out (tests/unit/test_client_core.py checks that none is missing)
         self._effect_handlers: dict[type, Callable[[Any], None]] = {
             Complete: self._complete,
+            StreamValues: self._stream_values,
             SendFrames: self._send_frames,
             Send: lambda effect: self._send_from_here([codec.encode(effect.message)]),
             ConfirmCancel: lambda effect: effect.future.set_cancel_confirmed(),
@@ -319,14 +323,28 @@ class ClientAgent(Generic[FutureT]):
 
     def ask_job(self, request: m.JobOpen | m.JobAttach, timeout_seconds: float) -> m.JobReply:
         """Send a job request and wait for the scheduler's answer (raises TimeoutError without one)."""
+        reply = self._ask(request, m.JobReply, f"job {request.name!r}", timeout_seconds)
+        assert isinstance(reply, m.JobReply)
+        return reply
+
+    def ask_actor(self, request: m.ActorLookup, timeout_seconds: float) -> m.ActorReply:
+        """Look an actor up by name and wait for the scheduler's answer (raises TimeoutError without one)."""
+        reply = self._ask(request, m.ActorReply, f"actor {request.name!r}", timeout_seconds)
+        assert isinstance(reply, m.ActorReply)
+        return reply
+
+    def _ask(
+        self, request: m.JobOpen | m.JobAttach | m.ActorLookup, answer: type, what: str, timeout_seconds: float
+    ) -> m.JobReply | m.ActorReply:
         waiter = _JobWaiter()
+        key = (answer, request.name)
         with self._job_lock:
-            self._job_waiters.setdefault(request.name, collections.deque()).append(waiter)
+            self._job_waiters.setdefault(key, collections.deque()).append(waiter)
         self.send([codec.encode(request)])
         if not waiter.answered.wait(timeout_seconds) or waiter.reply is None:
             if self.error is not None:
                 raise self.error
-            raise TimeoutError(f"the scheduler did not answer about job {request.name!r} in {timeout_seconds:g} s")
+            raise TimeoutError(f"the scheduler did not answer about {what} in {timeout_seconds:g} s")
         return waiter.reply
 
     def follow(self, tasks: list[tuple[TaskID, FutureT]]) -> None:
@@ -358,6 +376,12 @@ class ClientAgent(Generic[FutureT]):
         for future, result in effect.results:
             future.set_task_result(result)
 
+    def _stream_values(self, effect: StreamValues[FutureT]) -> None:
+        for future, item in effect.items:
+            resend = future.add_stream_item(item)
+            if resend is not None:  # a run that starts over: it is given the credit its reader had
+                self._send_from_here([codec.encode(m.StreamCredit(item.task_id, resend))])
+
     def _fail(self, effect: Fail[FutureT]) -> None:
         for future in effect.futures:
             future.set_failed(effect.error)
@@ -374,11 +398,12 @@ class ClientAgent(Generic[FutureT]):
             answer.set_result(effect.reply)
 
     def _job_answer(self, effect: JobAnswered) -> None:
+        key = (type(effect.reply), effect.reply.name)
         with self._job_lock:
-            waiters = self._job_waiters.get(effect.reply.name)
+            waiters = self._job_waiters.get(key)
             waiter = waiters.popleft() if waiters else None
             if waiters is not None and not waiters:
-                del self._job_waiters[effect.reply.name]
+                del self._job_waiters[key]
         if waiter is not None:
             waiter.reply = effect.reply
             waiter.answered.set()

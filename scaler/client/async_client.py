@@ -21,8 +21,11 @@ import functools
 from collections.abc import AsyncIterator, Callable, Generator, Iterable
 from typing import Any, TypeVar
 
+from scaler.client.actors import DEFAULT_MAX_RESTARTS, ActorHandle, spec_of
 from scaler.client.client import Client
 from scaler.client.future import ScalerFuture
+from scaler.client.session import TaskOptions
+from scaler.client.streams import STREAM_END, TaskStream
 from scaler.payload.references import ObjectReference
 from scaler.protocol.ids import TaskID
 
@@ -72,6 +75,61 @@ class AsyncFuture:
 
     def __await__(self) -> Generator[Any, None, Any]:
         return self.result().__await__()
+
+
+class AsyncStream:
+    """The values of a streaming task for asyncio code (`async for value in stream`), as `TaskStream` gives them to a
+    thread: the I/O thread wakes the loop when the next value or the end is there; a value is read (fetched from
+    storage, unpickled) on the AsyncClient's pool, never on the loop."""
+
+    def __init__(self, stream: TaskStream[Any], pool: concurrent.futures.Executor) -> None:
+        self._stream = stream
+        self._pool = pool
+
+    @property
+    def task_stream(self) -> TaskStream[Any]:
+        """The underlying thread-side stream (its future: `done()`, `result()`, the number of values)."""
+        return self._stream
+
+    @property
+    def task_id(self) -> TaskID:
+        return self._stream.task_id
+
+    def __repr__(self) -> str:
+        return f"<AsyncStream of {self._stream!r}>"
+
+    def __aiter__(self) -> AsyncStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        stream = self._stream
+        if not stream.is_ready():
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[None] = loop.create_future()
+
+            def wake() -> None:
+                try:
+                    loop.call_soon_threadsafe(_settle, waiter)
+                except RuntimeError:  # the loop is closed: nobody waits any more
+                    pass
+
+            stream.when_ready(wake)
+            await waiter
+        found, value = await asyncio.get_running_loop().run_in_executor(self._pool, self._read)
+        if not found:
+            raise StopAsyncIteration
+        return value
+
+    def _read(self) -> tuple[bool, Any]:
+        item = self._stream.next_item()
+        if item is STREAM_END:
+            return False, None
+        return True, self._stream.value_of(item)
+
+    async def cancel(self) -> bool:
+        """Stop the task's generator on its worker and wait for the scheduler's answer; True if it was cancelled,
+        False if it ended first."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._stream.cancel)
 
 
 async def wait_done(future: concurrent.futures.Future[Any]) -> None:
@@ -146,6 +204,41 @@ class AsyncClient:
         """The result of `fn(*args, **kwargs)`, run on a worker."""
         future = await self._off_loop(self.client.submit_verbose, fn, args, kwargs)
         return await AsyncFuture(future, self._pool)
+
+    def stream(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> AsyncStream:
+        """Submit `fn(*args, **kwargs)` now as a streaming task (`Client.stream`): `async for value in ...` gives its
+        values as they are made."""
+        return AsyncStream(self.client.stream_verbose(fn, args, kwargs), self._pool)
+
+    def stream_verbose(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], **options: Any
+    ) -> AsyncStream:
+        """`stream` with `Client.stream_verbose`'s options (`window`, `capabilities`, `priority`, ...)."""
+        return AsyncStream(self.client.stream_verbose(fn, args, kwargs, **options), self._pool)
+
+    def stream_map(self, fn: Callable[..., Any], *iterables: Iterable[Any], **options: Any) -> list[AsyncStream]:
+        """`Client.stream_map`: one AsyncStream per item, all submitted now."""
+        return [AsyncStream(stream, self._pool) for stream in self.client.stream_map(fn, *iterables, **options)]
+
+    def actor(self, cls: type[T], /, *args: Any, **kwargs: Any) -> ActorHandle[T]:
+        """`Client.actor`: `handle.method(...)` is an awaitable future of the call."""
+        return self.actor_verbose(cls, args, kwargs)
+
+    def actor_verbose(
+        self, cls: type[T], args: tuple[Any, ...], kwargs: dict[str, Any], *, max_restarts: int = DEFAULT_MAX_RESTARTS,
+        max_concurrency: int = 1, name: str | None = None, capabilities: dict[str, int] | None = None,
+    ) -> ActorHandle[T]:  # fmt: skip
+        """`Client.actor_verbose`, with awaitable calls."""
+        spec = spec_of(cls, max_restarts, max_concurrency, name)
+        options = TaskOptions.of(None, capabilities)
+        return ActorHandle.start(self.client.session, cls, args, kwargs, spec, options, wrap=self._awaitable)
+
+    async def get_actor(self, name: str) -> ActorHandle[Any]:
+        """`Client.get_actor` (the look-up waits off the loop), with awaitable calls."""
+        return await self._off_loop(ActorHandle.look_up, self.client.session, name, self._awaitable)
+
+    def _awaitable(self, future: ScalerFuture) -> AsyncFuture:
+        return AsyncFuture(future, self._pool)
 
     async def map(self, fn: Callable[..., Any], *iterables: Iterable[Any], **settings: Any) -> list[Any]:
         """`Client.map`: the results in order."""

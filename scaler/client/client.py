@@ -1,5 +1,5 @@
-"""Client: the user's handle on a scheduler. submit, map, starmap, get (graphs), send_object, clear,
-disconnect, shutdown, jobs, executor().
+"""Client: the user's handle on a scheduler. submit, map, starmap, get (graphs), stream (streaming tasks), actor
+(actors), send_object, clear, disconnect, shutdown, jobs, executor().
 
 A page of the user's API over one `Session` (`client/session.py`: the connection, the task encoder, object storage,
 the result reader, cancels and the resolution of security), which every front end shares. Every wait on the
@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sized
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from scaler.client import dask_graph, jobs
+from scaler.client.actors import DEFAULT_MAX_RESTARTS, ActorHandle, spec_of
 from scaler.client.display import client_rows, html_table
 from scaler.client.future import ScalerFuture
 from scaler.client.jobs import Job
@@ -23,6 +24,7 @@ from scaler.client.mapping import Mapper
 from scaler.client.session import CLOSE_TIMEOUT_SECONDS as CLOSE_TIMEOUT_SECONDS
 from scaler.client.session import Session, SessionSettings, TaskOptions
 from scaler.client.sharing import checked_priority, takes_parameter
+from scaler.client.streams import DEFAULT_WINDOW, TaskStream
 from scaler.io.sockets import TransportSecurity
 from scaler.payload import processor_context
 from scaler.payload.references import ObjectReference
@@ -38,6 +40,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 A = TypeVar("A")
 B = TypeVar("B")
+V = TypeVar("V")
 
 
 class Client:
@@ -177,6 +180,66 @@ class Client:
         return self._session.submit(
             fn, args, kwargs, priority=priority, capabilities=capabilities, profiling=profiling, refresh=reserialize
         )
+
+    # ------------------------------------------------------------ streaming tasks (client/streams.py)
+
+    def stream(self, fn: Callable[P, Iterable[V]], /, *args: P.args, **kwargs: P.kwargs) -> TaskStream[V]:
+        """Run fn(*args, **kwargs), a generator function (or one returning an iterable), on a worker as a streaming
+        task: iterate the returned `TaskStream` to get its values in order, as they are yielded. The generator runs at
+        most 16 values ahead of the reader (`stream_verbose(..., window=N)` for another window); an exception it
+        raises is raised where its values stop; `stream.cancel()` stops it on the worker. `submit` of a generator
+        function runs it too, and its future's result is the list of its values."""
+        return self.stream_verbose(fn, args, kwargs)
+
+    def stream_verbose(
+        self, fn: Callable[..., Iterable[V]], args: tuple[Any, ...], kwargs: dict[str, Any], *,
+        window: int = DEFAULT_WINDOW, capabilities: dict[str, int] | None = None, priority: int | None = None,
+        profiling: bool | None = None, reserialize: bool = False,
+    ) -> TaskStream[V]:  # fmt: skip
+        """`stream` with options: `window` (values the generator may run ahead of its reader), and those of
+        `submit_verbose`."""
+        options = TaskOptions.of(priority, capabilities, profiling)
+        return self._session.stream(fn, [(args, kwargs)], options, window, refresh=reserialize)[0]
+
+    def stream_map(
+        self, fn: Callable[..., Iterable[V]], *iterables: Iterable[Any], window: int = DEFAULT_WINDOW,
+        capabilities: dict[str, int] | None = None, priority: int | None = None,
+    ) -> list[TaskStream[V]]:  # fmt: skip
+        """fn(*items) for each items of the iterables (as built-in map) as streaming tasks, all submitted now: one
+        `TaskStream` per item, in order, each yielding that item's values as they are made."""
+        if not iterables:
+            raise TypeError("stream_map() needs at least one iterable")
+        options = TaskOptions.of(priority, capabilities)
+        calls: Iterable[tuple[tuple[Any, ...], dict[str, Any]]] = (
+            (tuple(items), {}) for items in zip(*iterables, strict=False)
+        )
+        return self._session.stream(fn, calls, options, window)
+
+    # ------------------------------------------------------------ actors (client/actors.py)
+
+    def actor(self, cls: type[V], /, *args: Any, **kwargs: Any) -> ActorHandle[V]:
+        """Start an actor: `cls(*args, **kwargs)` built on one worker, where it lives; `handle.method(...)` is a future
+        of that method's call on it. Calls run one at a time in the order they were made, on the same instance. A
+        worker's death builds it again elsewhere (up to 3 times; `actor_verbose` for other options). It ends with
+        `handle.stop()`, when the handle is garbage collected, or when this client leaves."""
+        return self.actor_verbose(cls, args, kwargs)
+
+    def actor_verbose(
+        self, cls: type[V], args: tuple[Any, ...], kwargs: dict[str, Any], *, max_restarts: int = DEFAULT_MAX_RESTARTS,
+        max_concurrency: int = 1, name: str | None = None, capabilities: dict[str, int] | None = None,
+    ) -> ActorHandle[V]:  # fmt: skip
+        """`actor` with options: `max_restarts` (builds after a loss; -1: no limit; 0: none), `max_concurrency`
+        (calls that run at once, on threads of its processor; 1: one at a time, in order), `name` (other clients
+        of this key find it with `get_actor(name)`; a named actor is not stopped when a handle is collected), and
+        `capabilities` (which workers may hold it)."""
+        spec = spec_of(cls, max_restarts, max_concurrency, name)
+        options = TaskOptions.of(None, capabilities)
+        return ActorHandle.start(self._session, cls, args, kwargs, spec, options)
+
+    def get_actor(self, name: str) -> ActorHandle[Any]:
+        """A handle on the live actor named `name` (started by a client of this client's key); ValueError when none
+        is alive."""
+        return ActorHandle.look_up(self._session, name)
 
     @overload
     def map(
@@ -354,6 +417,14 @@ def _rebuild_client(
             client = Client(address, profiling, timeout_seconds, heartbeat_interval_seconds, serializer, stream_output)
             _unpickled[key] = client
         return client
+
+
+def in_task_client() -> Client:
+    """The client of the task running in this processor (one per processor, as for a Client passed into a task);
+    RuntimeError outside a task."""
+    if processor_context.current() is None:
+        raise RuntimeError("this object calls through the client of a task: it can only be unpickled inside a task")
+    return _rebuild_client("", b"", False, 60.0, 2.0, None, False)
 
 
 def refuse_tls_security_config(security_config: Any) -> None:

@@ -12,8 +12,9 @@ Events in:
   (the shell ended the connection: a disconnect, a send that failed, a refused handshake).
 
 Effects out: `Send` (a message to encode and send), `SendFrames` (encoded frames to send), `Complete`,
-`ConfirmCancel`, `Fail` (futures to settle), `Connected` (registered with a scheduler), `Closed` (the
-connection is over), `ShowLog`, `ShutdownAnswered`, `StoryAnswered`, `Warn`.
+`ConfirmCancel`, `Fail` (futures to settle), `StreamValues` (values of streaming tasks, for their futures),
+`Connected` (registered with a scheduler), `Closed` (the connection is over), `ShowLog`, `ShutdownAnswered`,
+`StoryAnswered`, `Warn`.
 
 Rules:
 1. A task is *unfinished* from `submit` (or as a target of `submit_graph`) until its TaskResult or
@@ -93,6 +94,14 @@ class Complete(Generic[F]):
 
 
 @dataclass(frozen=True, slots=True)
+class StreamValues(Generic[F]):
+    """Values streaming tasks yielded: hand each its future (a `streams.TaskStream`). One effect for consecutive
+    values."""
+
+    items: list[tuple[F, m.StreamItem]]
+
+
+@dataclass(frozen=True, slots=True)
 class ConfirmCancel(Generic[F]):
     """The task is cancelled: cancel its future."""
 
@@ -142,7 +151,7 @@ class StoryAnswered:
 class JobAnswered:
     """The scheduler answered a JobOpen or a JobAttach."""
 
-    reply: m.JobReply
+    reply: m.JobReply | m.ActorReply  #: an ActorReply answers an ActorLookup the same way
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +166,7 @@ ClientEffect = (
     Send
     | SendFrames
     | Complete[F]
+    | StreamValues[F]
     | ConfirmCancel[F]
     | Fail[F]
     | Connected
@@ -170,7 +180,7 @@ ClientEffect = (
 
 
 def _answer(
-    reply: m.ShutdownReply | m.TaskStoryReply | m.JobReply,
+    reply: m.ShutdownReply | m.TaskStoryReply | m.JobReply | m.ActorReply,
 ) -> ShutdownAnswered | StoryAnswered | JobAnswered:
     if isinstance(reply, m.ShutdownReply):
         return ShutdownAnswered(reply)
@@ -302,6 +312,8 @@ class ClientCore(Generic[F]):
                 future = self._answered(message.task_id)
                 if future is not None:
                     effects.append(ConfirmCancel(future))
+            elif isinstance(message, m.StreamItem):
+                self._stream_value(message, effects)
             else:
                 effects += self._on_other(message)
         return effects
@@ -314,11 +326,22 @@ class ClientCore(Generic[F]):
             return self._resumed(message)
         elif isinstance(message, m.TaskLog):
             return [ShowLog(message)]
-        elif isinstance(message, (m.ShutdownReply, m.TaskStoryReply, m.JobReply)):  # answers to requests
+        elif isinstance(message, (m.ShutdownReply, m.TaskStoryReply, m.JobReply, m.ActorReply)):  # answers
             return [_answer(message)]
         elif isinstance(message, m.ProtocolError) and message.kind is not m.ProtocolErrorKind.UNKNOWN_PEER:
             return [Warn(f"the scheduler refused a message of this client: {message.reason}")]
         return []
+
+    def _stream_value(self, item: m.StreamItem, effects: list[ClientEffect[F]]) -> None:
+        """A streaming task's value, for its future (with the values just before it, in one effect)."""
+        unfinished = self._unfinished.get(item.task_id)
+        if unfinished is None:
+            return  # its stream ended, or was cancelled: nobody reads it
+        last = effects[-1] if effects else None
+        if isinstance(last, StreamValues):
+            last.items.append((unfinished[0], item))
+        else:
+            effects.append(StreamValues([(unfinished[0], item)]))
 
     def on_tick(self, now: float) -> list[ClientEffect[F]]:
         return self._noticed_own_pause(now) + self._follow(self.link.on_tick(now))

@@ -115,6 +115,10 @@ class ScalerFuture(concurrent.futures.Future[T]):
         except concurrent.futures.InvalidStateError:
             pass
 
+    def add_stream_item(self, item: m.StreamItem) -> int | None:
+        """A value of a streaming task (`streams.TaskStream`); a task that is not a stream has none: ignored."""
+        return None
+
     def set_value(self, value: Any) -> None:
         """A value known at once (a graph's data key)."""
         if self.done():

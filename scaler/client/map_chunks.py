@@ -9,6 +9,7 @@ travels one call per task.
 
 from __future__ import annotations
 
+import inspect
 import reprlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -40,7 +41,8 @@ def run_chunk(function: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) ->
     results = []
     for index, arguments in enumerate(calls):
         try:
-            results.append(function(*arguments))
+            value = function(*arguments)
+            results.append(list(value) if inspect.isgenerator(value) else value)  # a generator's values, as submit
         except Exception as error:
             try:
                 setattr(error, CHUNK_INDEX_ATTRIBUTE, index)

@@ -12,9 +12,10 @@ It owns, and is the only thing that touches:
   the one search every connecting side makes; the agent finds them again while the stack starts).
 
 Front ends speak to it in tasks and objects: `submit` / `submit_many` / `prepare` + `send` (a call or many, each a
-`ScalerFuture`), `submit_graph`, `cancel` / `cancel_futures` / `cancel_all`, `store` / `read`, `ask_job` / `follow`,
-`worker_count`, `close`. A new kind of work (streams, actors) adds a message pair and a method here, as jobs did
-(`ask_job`): the agent's request/answer seam carries it, and no front end reaches below the session.
+`ScalerFuture`), `stream` (streaming tasks, each a `TaskStream`), `submit_graph`, `cancel` / `cancel_futures` /
+`cancel_all`, `store` / `read`, `ask_job` / `follow`, `worker_count`, `close`. A new kind of work (streams, actors)
+adds a message pair and a method here, as jobs did (`ask_job`): the agent's request/answer seam carries it, and no
+front end reaches below the session.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from scaler.client.future import ScalerFuture
 from scaler.client.graph import encode_graph
 from scaler.client.object_storage_side import ClientObjectStorage, HeldTask
 from scaler.client.sharing import checked_quota, checked_resume_seconds, checked_share, wire_priority
+from scaler.client.streams import DEFAULT_WINDOW, TaskStream
 from scaler.errors import ClientQuitException, ClientShutdownException
 from scaler.io.address import validate_address
 from scaler.io.sockets import TransportSecurity
@@ -276,6 +278,70 @@ class Session:
             self._storage.hand_over(batch)
         return futures
 
+    def stream(
+        self, fn: Any, calls: Iterable[Call], options: TaskOptions, window: int = DEFAULT_WINDOW, refresh: bool = False
+    ) -> list[TaskStream[Any]]:
+        """fn(*args, **kwargs) for each call as a streaming task (`client/streams.py`): its values come as they are
+        made, at most `window` ahead of their reader. Each call is checked against fn's signature first."""
+        self.check_open()
+        if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+            raise ValueError(f"window must be a whole number of values of at least 1, not {window!r}")
+        entry = self._encoder.function(fn, refresh=refresh)
+        streams: list[TaskStream[Any]] = []
+        batch: list[HeldTask] = []
+        for args, kwargs in calls:
+            entry.check_call(args, kwargs)
+            task = self._encode(entry, args, kwargs, options, TaskStream, None, False, stream_credit=window)
+            task[1].open(window, self._grant_credit)
+            streams.append(task[1])
+            batch.append(task)
+            if len(batch) >= 1024:
+                self._storage.hand_over(batch)
+                batch = []
+        if batch:
+            self._storage.hand_over(batch)
+        return streams
+
+    # ------------------------------------------------------------ actors (client/actors.py)
+
+    def start_actor(
+        self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any], spec: m.ActorSpec, options: TaskOptions
+    ) -> tuple[TaskID, ScalerFuture[Any]]:
+        """Start an actor: `cls(*args, **kwargs)` built on a worker (the call checked against the class first). Its
+        id (the start task's) and the start task's future (done when the actor ends)."""
+        self.check_open()
+        entry = self._encoder.function(cls)
+        entry.check_call(args, kwargs)
+        task = self._encode(entry, args, kwargs, options, ScalerFuture, None, False, actor=spec)
+        self._storage.hand_over([task])
+        return task[0], task[1]
+
+    def call_actor(
+        self, actor_id: TaskID, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> ScalerFuture[Any]:
+        """`method` (an ActorMethod) called on the actor: its future. Calls leave in the order they are made."""
+        self.check_open()
+        entry = self._encoder.function(method)
+        task = self._encode(entry, args, kwargs, TaskOptions(), ScalerFuture, None, False, actor_id=actor_id)
+        self._storage.hand_over([task])
+        return task[1]
+
+    def stop_actor(self, actor_id: TaskID, flush: bool = True) -> None:
+        """Ask the actor to stop once the calls made before have run. `flush`: calls held behind the puts of their
+        arguments leave first (a wait); a collected handle does not wait (it may be collected on any thread)."""
+        if flush:
+            self._storage.flush()
+        self._agent.send([codec.encode(m.ActorStop(actor_id))])
+
+    def lookup_actor(self, name: str) -> m.ActorReply:
+        """The live actor of that name among those of this client's key (TimeoutError after the client's timeout)."""
+        self.check_open()
+        return self._agent.ask_actor(m.ActorLookup(name), self.settings.request_timeout_seconds)
+
+    def _grant_credit(self, task_id: TaskID, up_to: int) -> None:
+        """A stream's reader read far enough: its task may yield values of index below `up_to`."""
+        self._agent.send([codec.encode(m.StreamCredit(task_id, up_to))])
+
     def submit_graph(
         self, graph: dict[Hashable, Any], keys: list[Hashable], options: TaskOptions, refresh: bool = False
     ) -> dict[Hashable, ScalerFuture[Any]]:
@@ -432,12 +498,15 @@ class Session:
         future_type: type[FutureT],
         reader: ResultReader | None,
         outlives_task: bool,
+        **task_fields: Any,
     ) -> tuple[TaskID, FutureT, bytes]:
+        """`task_fields`: the Task's fields of a stream or an actor (`TaskEncoder.task`)."""
         profiling = self.settings.profiling if options.profiling is None else options.profiling
         task_id = new_task_id()
         task = self._encoder.task(
             task_id, entry, self._encoder.arguments(args, kwargs), profiling=profiling,
             stream_output=self.settings.stream_output, priority=options.priority, capabilities=options.capabilities,
+            **task_fields,
         )  # fmt: skip
         return task_id, self._new_future(task_id, profiling, future_type, reader, outlives_task), codec.encode(task)
 

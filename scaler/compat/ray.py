@@ -2,6 +2,7 @@
 
 Supported: `ray.remote` on functions (`num_returns`; `num_gpus` and `resources` become capabilities; `num_cpus` is
 accepted: a task has one processor; `max_retries` is accepted: the scheduler's own retry bound applies),
+and on classes (actors: `ray_actors`; `ray.method`, `ray.get_actor`, `ray.kill`),
 `.remote()`, `.options()`, `ray.get` (a task's error raised as Ray raises it, `ray_errors`), `ray.put`, `ray.wait`,
 `ray.cancel`, `ray.init` (its resources describe the local cluster, `ray_session.init`), `ray.shutdown`,
 `ray.is_initialized`, `ray.ObjectRef` (and its older name `ray.ObjectID`), `ray.util.as_completed`,
@@ -16,10 +17,7 @@ The first remote call without `ray.init`/`scaler_init` starts a local cluster (`
 worker per CPU, stopped by `ray.shutdown()` (`ray_session`). Inside a task, calls go to the task's own scheduler.
 `ray_remote` holds the remote functions; this module the rest of the API and the `ray` namespace.
 
-Not supported, by design: actors (`@ray.remote` on a class: the class's module imports, making an actor raises). A Ray
-actor is a process that keeps an object and runs
-its method calls in order; scaler's workers run independent tasks, and there is no channel from a client to one
-running task through the scheduler. What to use instead is in the error.
+Actors are scaler's own (`Client.actor`, docs/guide/actors_and_streams.md) under Ray's names.
 """
 
 from __future__ import annotations
@@ -34,10 +32,12 @@ import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from scaler.compat.ray_actors import get_actor, kill, method
 from scaler.compat.ray_errors import RayError, RayTaskError
 from scaler.compat.ray_refs import GetTimeoutError, ObjectRef
 from scaler.compat.ray_remote import RemoteFunction, deferred_call_of, remote
 from scaler.compat.ray_session import current, init, is_initialized, read_stored, scaler_init, shutdown
+from scaler.errors import ActorDiedError
 
 __all__ = [
     "GetTimeoutError",
@@ -45,8 +45,11 @@ __all__ = [
     "ObjectRef",
     "cancel",
     "get",
+    "get_actor",
     "init",
     "is_initialized",
+    "kill",
+    "method",
     "put",
     "remote",
     "scaler_init",
@@ -188,7 +191,7 @@ class _Unsupported:
 
 #: Parts of Ray's API named here so that they raise NotImplementedError (with Ray installed, they replace Ray's).
 UNSUPPORTED = (
-    "actor", "method", "get_actor", "kill", "get_gpu_ids", "get_runtime_context", "runtime_context",
+    "actor", "get_gpu_ids", "get_runtime_context", "runtime_context",
     "cross_language", "available_resources", "cluster_resources", "nodes", "timeline", "java_function",
     "cpp_function", "java_actor_class", "cpp_actor_class", "dag", "workflow", "data", "train", "tune", "serve",
 )  # fmt: skip
@@ -212,10 +215,13 @@ exceptions.GetTimeoutError = GetTimeoutError  # type: ignore[attr-defined]
 exceptions.RayError = RayError  # type: ignore[attr-defined]
 exceptions.RayTaskError = RayTaskError  # type: ignore[attr-defined]
 exceptions.TaskCancelledError = concurrent.futures.CancelledError  # type: ignore[attr-defined]
+exceptions.RayActorError = ActorDiedError  # type: ignore[attr-defined]
+exceptions.ActorDiedError = ActorDiedError  # type: ignore[attr-defined]
 
 _API = {
     "remote": remote, "get": get, "put": put, "wait": wait, "cancel": cancel, "init": init, "shutdown": shutdown,
-    "is_initialized": is_initialized, "ObjectRef": ObjectRef, "ObjectID": ObjectRef,
+    "is_initialized": is_initialized, "ObjectRef": ObjectRef, "ObjectID": ObjectRef, "method": method,
+    "get_actor": get_actor, "kill": kill,
 }  # fmt: skip
 
 

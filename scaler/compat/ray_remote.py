@@ -13,20 +13,16 @@ from typing import Any
 import cloudpickle
 
 from scaler.client.client import Client
+from scaler.compat.ray_actors import ActorClass
 from scaler.compat.ray_refs import DeferredCall, ObjectRef, install_ray_api
 from scaler.compat.ray_session import current, read_stored
 from scaler.payload.serializer import DefaultSerializer
 from scaler.payload.task_encoder import describe
 
-ACTORS_UNSUPPORTED = (
-    "Ray actors (@ray.remote on a class) are not supported by scaler: a scaler task runs to completion and keeps no "
-    "state between calls. Instead keep the state in the caller and pass it to each call (ray.put it once when it is "
-    "large), or make one remote function that builds the object and runs the whole sequence of method calls."
-)
-
 
 def remote(*args: Any, **options: Any) -> Any:
-    """`@ray.remote`, `@ray.remote(num_returns=2, ...)` or `ray.remote(function)`."""
+    """`@ray.remote`, `@ray.remote(num_returns=2, ...)` or `ray.remote(function)`; on a class, an actor class
+    (ray_actors)."""
     if len(args) == 1 and callable(args[0]) and not options:
         return _make_remote(args[0], {})
     if args:
@@ -38,29 +34,6 @@ def _make_remote(function: Any, options: dict[str, Any]) -> RemoteFunction | Act
     if isinstance(function, type):
         return ActorClass(function, options)
     return RemoteFunction(function, options)
-
-
-class ActorClass:
-    """`@ray.remote` on a class: the module defining it imports, as with Ray; making an actor (`.remote()`,
-    `.options()`) raises NotImplementedError saying what to do instead (ACTORS_UNSUPPORTED)."""
-
-    def __init__(self, cls: type, options: dict[str, Any]) -> None:
-        self._class = cls
-        self._options = dict(options)
-        functools.update_wrapper(self, cls, updated=())
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        name = self._class.__name__
-        raise TypeError(f"Actors cannot be instantiated directly. Instead of '{name}()', use '{name}.remote()'.")
-
-    def remote(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"{self._class.__name__}.remote(): {ACTORS_UNSUPPORTED}")
-
-    def options(self, **options: Any) -> Any:
-        raise NotImplementedError(f"{self._class.__name__}.options(): {ACTORS_UNSUPPORTED}")
-
-    def bind(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"{self._class.__name__}.bind(): {ACTORS_UNSUPPORTED}")
 
 
 class RemoteFunction:

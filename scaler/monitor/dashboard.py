@@ -8,6 +8,8 @@ HTTP server (standard library, one thread per request) serves the page, its live
   (`scaler.monitor.task_log`) as JSON; a bad parameter gets 400 naming it;
 - `/api/jobs`: the named jobs the scheduler keeps (name, state, tasks total/done/failed, submitter, owning key,
   age), as of the latest status;
+- `/api/actors`: the live actors (class, name, client, worker, state, restarts, calls waiting and done, age), as of
+  the latest status;
 - `/api/story?task=<hex>`: a task's story, asked of the scheduler (`scaler.monitor.story_asker`; the same records
   `future.story()` returns); a task the scheduler forgot is answered `forgotten` with the scheduler's note, a bad
   task id 400, a scheduler that cannot be asked 503, each naming why;
@@ -149,6 +151,10 @@ class Dashboard:
             with self.lock:
                 jobs = self.state.jobs()
             return 200, "application/json", json.dumps({"jobs": jobs}).encode()
+        if path == "/api/actors":
+            with self.lock:
+                actors = self.state.actors()
+            return 200, "application/json", json.dumps({"actors": actors}).encode()
         if path == "/api/story":
             return self.story_answer(query_string)
         if path in ("/", "/index.html"):

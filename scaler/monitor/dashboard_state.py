@@ -114,6 +114,10 @@ class DashboardState:
         """The named jobs the scheduler keeps (`/api/jobs` and the page's jobs table)."""
         return [] if self.snapshot is None else [job_view(job) for job in self.snapshot.jobs]
 
+    def actors(self) -> list[dict[str, Any]]:
+        """The live actors (`/api/actors` and the page's actors table)."""
+        return [] if self.snapshot is None else [actor_view(actor) for actor in self.snapshot.actors]
+
     def view(self, now: float) -> dict[str, Any]:
         """Everything the page draws, as plain JSON-able values."""
         snapshot = self.snapshot
@@ -174,6 +178,7 @@ class DashboardState:
                 for client in snapshot.clients
             ],
             "jobs": self.jobs(),
+            "actors": self.actors(),
             "timeline": [
                 {
                     "worker": span.worker,
@@ -198,6 +203,21 @@ def job_view(job: m.JobSummary) -> dict[str, Any]:
         "submitter_connected": job.submitter_connected,
         "owner_key": job.owner_key,
         "age_seconds": job.age_seconds,
+    }
+
+
+def actor_view(actor: m.ActorSummary) -> dict[str, Any]:
+    return {
+        "actor": actor.actor_id.hex(),
+        "class": actor.class_name,
+        "name": actor.name,
+        "client": actor.client_id.decode(errors="replace"),
+        "worker": actor.worker_id.decode(errors="replace"),
+        "state": actor.state,
+        "restarts": actor.restarts,
+        "calls": actor.calls,
+        "calls_done": actor.calls_done,
+        "age_seconds": actor.age_seconds,
     }
 
 

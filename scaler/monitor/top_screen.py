@@ -3,7 +3,8 @@ decisions and the sort order (no terminal, no clock), so every line of it is tes
 
 The layout is the seeds' (a top-like screen): the scheduler's cpu/rss, the task states, the messages sent and
 received by type, then "Total N worker(s)" and a worker table sortable by a one-key shortcut (the sorted
-column is marked with brackets; the same key again reverses), then clients, functions, jobs and scaling decisions.
+column is marked with brackets; the same key again reverses), then clients, functions, jobs, actors and scaling
+decisions.
 """
 
 from __future__ import annotations
@@ -223,6 +224,17 @@ def _clients_and_functions(snapshot: m.StatusSnapshot) -> list[str]:
                 f"{job.name[:30]:>30} {job.state:>10} {progress:>15} {job.failed:>7,} {owner:>30} "
                 f"{job.owner_key or '-':>10} {age(job.age_seconds):>8}"
             )
+    if snapshot.actors:
+        lines += ["", f"{'actor':>30} {'state':>9} {'worker':>14} {'restarts':>8} {'calls':>7} {'done':>9} {'age':>8}"]
+        for actor in snapshot.actors[:10]:
+            name = actor.name or f"{actor.class_name} {actor.actor_id.hex()[:6]}"
+            worker = actor.worker_id.decode(errors="replace")[-14:] or "-"
+            lines.append(
+                f"{name[:30]:>30} {actor.state:>9} {worker:>14} {actor.restarts:>8} {actor.calls:>7,} "
+                f"{actor.calls_done:>9,} {age(actor.age_seconds):>8}"
+            )
+        if len(snapshot.actors) > 10:
+            lines.append(f"{'':>30} ... and {len(snapshot.actors) - 10} more actor(s)")
     return lines
 
 

@@ -22,6 +22,8 @@ STATUS_ERRORS: dict[m.ResultStatus, type[Exception]] = {
     m.ResultStatus.NO_WORKER: errors.NoWorkerError,
     m.ResultStatus.CANCELED: errors.ClientCancelledException,
     m.ResultStatus.ERROR: errors.ScalerError,
+    m.ResultStatus.ACTOR_RESTARTED: errors.ActorRestartedError,
+    m.ResultStatus.ACTOR_DIED: errors.ActorDiedError,
 }
 
 
@@ -48,10 +50,22 @@ class ResultReader:
             raise self._exception(result.payload)  # exceptions travel inline
         raise STATUS_ERRORS[result.status](result.error_message)
 
-    def _frames(self, result: m.TaskResult) -> list[memoryview]:
-        """The result's frames: inline, or read from storage. A client on the storage's host maps the segment file
-        privately (copy on write): the value is the client's to change, as one received over the socket is, without
-        a copy until it is written."""
+    def stream_value(self, item: m.StreamItem) -> Any:
+        """A streaming task's value (fetched from storage, and deleted there, when it travelled as an object)."""
+        frames = self._frames(item)
+        try:
+            return deserialize_frames(self._serializer, frames)
+        except Exception as error:
+            size = sum(len(frame) for frame in frames)
+            raise errors.DeserializeObjectError(
+                f"value #{item.index} of the stream ({size:,} bytes) could not be deserialized here: "
+                f"{error!r} (a module or class it needs may be missing or different on the client's side)"
+            ) from error
+
+    def _frames(self, result: m.TaskResult | m.StreamItem) -> list[memoryview]:
+        """The result's (or stream value's) frames: inline, or read from storage. A client on the storage's host maps
+        the segment file privately (copy on write): the value is the client's to change, as one received over the
+        socket is, without a copy until it is written."""
         if result.payload_kind is not m.PayloadKind.OBJECT_ID:
             return [memoryview(result.payload)]
         storage = self._storage()

@@ -3,7 +3,7 @@
 The return value travels inline up to `INLINE_LIMIT_BYTES`, else as an object in storage owned by the task's
 client (its frames: pickle protocol 5 buffers out of band, serializer.serialize_to_frames); an exception travels
 pickled with its traceback text; a value that cannot be serialized, or stored, ends the task with a status or an
-exception that says so.
+exception that says so. A streaming task's values travel the same way, each as a StreamItem (`stream_item`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,34 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import new_random_object_id
 
 NO_PROFILE = m.Profile()
+
+
+class NotStreamable(Exception):
+    """A streaming task's value could not be serialized, or stored: the stream ends with this error."""
+
+
+def stream_item(
+    task: m.Task, index: int, serializer: Serializer, value: Any, storage: Callable[[], StorageAccess]
+) -> m.StreamItem:
+    """The StreamItem of a streaming task's value `index`: inline up to the inline limit, else an object in storage
+    owned by the task's client (which deletes it once read), as a result. Raises NotStreamable, saying why not."""
+    try:
+        payload = serializer.serialize(value)
+    except Exception as error:
+        raise NotStreamable(
+            f"value #{index} of the stream, of type {type(value).__qualname__}, could not be serialized: {error!r}"
+        ) from None
+    if len(payload) <= INLINE_LIMIT_BYTES:
+        return m.StreamItem(task.task_id, index, m.PayloadKind.INLINE, payload)
+    object_id = new_random_object_id()
+    try:
+        storage().put(object_id, payload, owner_id=task.client_id, name="stream value")
+    except ObjectStorageException as error:
+        raise NotStreamable(
+            f"value #{index} of the stream ({len(payload):,} bytes, over the {INLINE_LIMIT_BYTES // 1024} KiB inline "
+            f"limit) could not be stored in object storage: {error}"
+        ) from None
+    return m.StreamItem(task.task_id, index, m.PayloadKind.OBJECT_ID, object_id)
 
 
 def succeeded_result(

@@ -243,7 +243,12 @@ class TaskEncoder:
         capabilities: m.Capabilities,
         graph_id: bytes = b"",
         dependencies: tuple[TaskID, ...] = (),
+        stream_credit: int = 0,
+        actor_id: TaskID = TaskID(b""),  # noqa: B008 - an immutable value
+        actor: m.ActorSpec | None = None,
     ) -> m.Task:
+        """`stream_credit`: a streaming task's window; `actor_id`: the actor a call is for; `actor`: an actor's start
+        (protocol: Task)."""
         body = codec.encode_body(
             m.TaskBody(
                 function.object_id,
@@ -256,8 +261,9 @@ class TaskEncoder:
             )
         )
         return m.Task(
-            task_id, self._client_id, body, function.name, priority, capabilities, GraphID(graph_id), dependencies
-        )
+            task_id, self._client_id, body, function.name, priority, capabilities, GraphID(graph_id), dependencies,
+            stream_credit=stream_credit, actor_id=actor_id, actor=actor,
+        )  # fmt: skip
 
 
 def _function_name(function: Any) -> str:

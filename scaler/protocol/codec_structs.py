@@ -341,6 +341,12 @@ def write_task(b: Any, v: m.Task) -> None:
         b.dependencies = v.dependencies
     if v.inputs:
         set_structs(b, "inputs", v.inputs, write_task_input)
+    if v.stream_credit:
+        b.streamCredit = v.stream_credit
+    if v.actor_id:
+        b.actorId = v.actor_id
+    if v.actor is not None:
+        write_actor_spec(b.init("actor"), v.actor)
 
 
 def read_task(r: Any) -> m.Task:
@@ -356,7 +362,21 @@ def read_task(r: Any) -> m.Task:
         r.graphId,
         tuple(dependencies) if len(dependencies) else (),
         tuple(map(read_task_input, inputs)) if len(inputs) else (),
+        r.streamCredit,
+        r.actorId,
+        read_actor_spec(r.actor) if r._has("actor") else None,
     )
+
+
+def write_actor_spec(b: Any, v: m.ActorSpec) -> None:
+    b.maxRestarts = v.max_restarts
+    b.maxConcurrency = v.max_concurrency
+    b.name = v.name
+    b.interface = v.interface
+
+
+def read_actor_spec(r: Any) -> m.ActorSpec:
+    return m.ActorSpec(r.maxRestarts, r.maxConcurrency, r.name, r.interface)
 
 
 def write_task_input(b: Any, v: m.TaskInput) -> None:
@@ -410,6 +430,8 @@ def write_task_result(b: Any, v: m.TaskResult) -> None:
         write_run_stamps(b.init("ran"), v.ran)
     if v.stored_bytes:
         b.storedBytes = v.stored_bytes
+    if v.streamed:
+        b.streamed = v.streamed
 
 
 def read_task_result(r: Any) -> m.TaskResult:
@@ -432,6 +454,7 @@ def read_task_result(r: Any) -> m.TaskResult:
         r.workerId,
         read_run_stamps(r.ran) if r._has("ran") else None,
         r.storedBytes,
+        r.streamed,
     )
 
 
@@ -656,6 +679,8 @@ def write_status_snapshot(b: Any, v: m.StatusSnapshot) -> None:
     set_structs(b, "functions", v.functions, write_function_summary)
     set_structs(b, "messageCounts", v.message_counts, write_message_count)
     set_structs(b, "jobs", v.jobs, write_job_summary)
+    if v.actors:
+        set_structs(b, "actors", v.actors, write_actor_summary)
 
 
 def read_status_snapshot(r: Any) -> m.StatusSnapshot:
@@ -666,6 +691,7 @@ def read_status_snapshot(r: Any) -> m.StatusSnapshot:
     functions = r.functions
     message_counts = r.messageCounts
     jobs = r.jobs
+    actors = r.actors
     return m.StatusSnapshot(
         r.time,
         read_scheduler_stats(r.scheduler),
@@ -678,6 +704,26 @@ def read_status_snapshot(r: Any) -> m.StatusSnapshot:
         tuple(map(read_function_summary, functions)) if len(functions) else (),
         tuple(map(read_message_count, message_counts)) if len(message_counts) else (),
         tuple(map(read_job_summary, jobs)) if len(jobs) else (),
+        tuple(map(read_actor_summary, actors)) if len(actors) else (),
+    )
+
+
+def write_actor_summary(b: Any, v: m.ActorSummary) -> None:
+    b.actorId = v.actor_id
+    b.className = v.class_name
+    b.name = v.name
+    b.clientId = v.client_id
+    b.workerId = v.worker_id
+    b.state = v.state
+    b.restarts = v.restarts
+    b.calls = v.calls
+    b.callsDone = v.calls_done
+    b.ageSeconds = v.age_seconds
+
+
+def read_actor_summary(r: Any) -> m.ActorSummary:
+    return m.ActorSummary(
+        r.actorId, r.className, r.name, r.clientId, r.workerId, r.state, r.restarts, r.calls, r.callsDone, r.ageSeconds
     )
 
 
@@ -996,6 +1042,74 @@ def read_client_resumed(r: Any) -> m.ClientResumed:
     )
 
 
+def write_stream_item(b: Any, v: m.StreamItem) -> None:
+    b.taskId = v.task_id
+    b.index = v.index
+    if v.payload_kind is m.PayloadKind.INLINE:
+        b.inline = v.payload
+    elif v.payload_kind is m.PayloadKind.OBJECT_ID:
+        b.objectId = v.payload
+    else:
+        raise ValueError(f"{v.payload_kind} is not a member of this union")
+
+
+def read_stream_item(r: Any) -> m.StreamItem:
+    which = r.which.raw
+    if which == 0:
+        payload_kind, payload = m.PayloadKind.INLINE, r.inline
+    elif which == 1:
+        payload_kind, payload = m.PayloadKind.OBJECT_ID, r.objectId
+    else:
+        raise ValueError(f"unknown union member {which}")
+    return m.StreamItem(r.taskId, r.index, payload_kind, payload)
+
+
+def write_stream_credit(b: Any, v: m.StreamCredit) -> None:
+    b.taskId = v.task_id
+    b.upTo = v.up_to
+
+
+def read_stream_credit(r: Any) -> m.StreamCredit:
+    return m.StreamCredit(r.taskId, r.upTo)
+
+
+def write_actor_ready(b: Any, v: m.ActorReady) -> None:
+    b.actorId = v.actor_id
+
+
+def read_actor_ready(r: Any) -> m.ActorReady:
+    return m.ActorReady(r.actorId)
+
+
+def write_actor_stop(b: Any, v: m.ActorStop) -> None:
+    b.actorId = v.actor_id
+
+
+def read_actor_stop(r: Any) -> m.ActorStop:
+    return m.ActorStop(r.actorId)
+
+
+def write_actor_lookup(b: Any, v: m.ActorLookup) -> None:
+    b.name = v.name
+
+
+def read_actor_lookup(r: Any) -> m.ActorLookup:
+    return m.ActorLookup(r.name)
+
+
+def write_actor_reply(b: Any, v: m.ActorReply) -> None:
+    b.name = v.name
+    b.found = v.found
+    b.actorId = v.actor_id
+    b.className = v.class_name
+    b.interface = v.interface
+    b.reason = v.reason
+
+
+def read_actor_reply(r: Any) -> m.ActorReply:
+    return m.ActorReply(r.name, r.found, r.actorId, r.className, r.interface, r.reason)
+
+
 def write_storage_request(b: Any, v: sm.StorageRequest) -> None:
     b.requestId = v.request_id
     x = v.operation
@@ -1184,6 +1298,12 @@ WRITERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.JobReply: ("jobReply", write_job_reply),
     m.ClientResume: ("clientResume", write_client_resume),
     m.ClientResumed: ("clientResumed", write_client_resumed),
+    m.StreamItem: ("streamItem", write_stream_item),
+    m.StreamCredit: ("streamCredit", write_stream_credit),
+    m.ActorReady: ("actorReady", write_actor_ready),
+    m.ActorStop: ("actorStop", write_actor_stop),
+    m.ActorLookup: ("actorLookup", write_actor_lookup),
+    m.ActorReply: ("actorReply", write_actor_reply),
     m.ResultSent: ("resultSent", write_result_sent),
 }
 #: Each member of the envelope, by its discriminant, and its reader.
@@ -1222,5 +1342,11 @@ READERS: tuple[tuple[str, Callable[[Any], m.Message]], ...] = (
     ("jobReply", read_job_reply),
     ("clientResume", read_client_resume),
     ("clientResumed", read_client_resumed),
+    ("streamItem", read_stream_item),
+    ("streamCredit", read_stream_credit),
+    ("actorReady", read_actor_ready),
+    ("actorStop", read_actor_stop),
+    ("actorLookup", read_actor_lookup),
+    ("actorReply", read_actor_reply),
     ("resultSent", read_result_sent),
 )

@@ -199,6 +199,18 @@ struct Task {
   graphId @6 :Data;         # empty unless the task is a node of a graph
   dependencies @7 :List(Data);   # graph nodes: ids of the nodes whose results this one needs
   inputs @8 :List(TaskInput);    # scheduler -> worker: those results, for Argument.taskResult
+  streamCredit @9 :UInt32;  # a streaming task (its function's values reach the client as StreamItems while it runs):
+                            # how many values it may yield before its client grants more (StreamCredit); 0: not a stream
+  actorId @10 :Data;        # an actor's call: the actor it is for (the id of the actor's start task); empty otherwise
+  actor @11 :ActorSpec;     # an actor's start (its function is the class): the actor's id is this task's; absent otherwise
+}
+
+struct ActorSpec {
+  # What a client asks of an actor it starts (Client.actor). The start task stays at its worker while the actor lives.
+  maxRestarts @0 :Int32;      # how many times it is started again after its worker or processor is lost (-1: always)
+  maxConcurrency @1 :UInt32;  # its calls that run at once (0 or 1: one at a time, in the order they were made)
+  name @2 :Text;              # a name clients of the same key find it by (ActorLookup); empty: none
+  interface @3 :Data;         # what a handle needs to know of its class (the client's; the scheduler keeps it unread)
 }
 
 struct TaskInput {
@@ -226,6 +238,10 @@ enum ResultStatus {
                             # instance); the scheduler runs it again within its retry budget
   outOfMemory @11;          # the process running the task was killed by the kernel's OOM killer, or died at the
                             # worker's memory limit; errorMessage gives the task's peak and the limit
+  actorRestarted @12;       # an actor's call that was at the actor when the actor was lost: the actor starts again
+                            # elsewhere (errorMessage says why, and which restart), the call does not run again
+  actorDied @13;            # an actor's call whose actor ended (stopped, its client gone, its constructor failed, its
+                            # restarts spent) before the call did; errorMessage says why
 }
 
 struct Profile {
@@ -248,6 +264,7 @@ struct TaskResult {
   workerId @7 :Data;        # who produced it; empty when the scheduler made it
   ran @8 :RunStamps;        # when its processor ran it (wall clock); absent when it did not run
   storedBytes @9 :UInt64;   # an objectId result: its size in storage (jobs' storage quotas count it); 0: unknown
+  streamed @10 :UInt64;     # a streaming task's end: how many values it yielded (each went as a StreamItem)
 }
 
 struct RunStamps {
@@ -407,6 +424,20 @@ struct StatusSnapshot {
   functions @8 :List(FunctionSummary);
   messageCounts @9 :List(MessageCount);
   jobs @10 :List(JobSummary);        # the named jobs the scheduler keeps (running, or ended within their retention)
+  actors @11 :List(ActorSummary);    # the live actors
+}
+
+struct ActorSummary {
+  actorId @0 :Data;
+  className @1 :Text;                # its start task's function name
+  name @2 :Text;                     # empty: anonymous
+  clientId @3 :Data;                 # the client that started it
+  workerId @4 :Data;                 # where it lives; empty while it is being placed
+  state @5 :Text;                    # "placing", "running", "stopping"
+  restarts @6 :UInt32;               # times it was started again after a loss
+  calls @7 :UInt32;                  # its calls not answered yet (waiting for it, or at its worker)
+  callsDone @8 :UInt64;              # its calls answered
+  ageSeconds @9 :Float64;            # since it was started
 }
 
 struct JobSummary {
@@ -585,7 +616,13 @@ struct Message {
     jobReply @31 :JobReply;
     clientResume @32 :ClientResume;
     clientResumed @33 :ClientResumed;
-    resultSent @34 :ResultSent;
+    streamItem @34 :StreamItem;
+    streamCredit @35 :StreamCredit;
+    actorReady @36 :ActorReady;
+    actorStop @37 :ActorStop;
+    actorLookup @38 :ActorLookup;
+    actorReply @39 :ActorReply;
+    resultSent @40 :ResultSent;
   }
 }
 
@@ -632,4 +669,49 @@ struct ClientResumed {
   answersEpoch @0 :UInt32;     # the new epoch (the client counts answers from here)
   unknown @1 :List(Data);      # of `unfinished`, the ids the scheduler never received: to be sent again
   cancelled @2 :List(Data);    # of `unfinished`, the ids it cancelled when it dropped this client (away too long)
+}
+
+# ---------------------------------------------------------------- streaming tasks and actors (docs/guide/actors_and_streams.md)
+
+struct StreamItem {
+  # worker -> scheduler -> client: one value a streaming task yielded (Task.streamCredit), in the order it was yielded.
+  # The task's TaskResult ends the stream and says how many values there were (TaskResult.streamed).
+  taskId @0 :Data;
+  index @1 :UInt64;         # 0 for the first value
+  union {
+    inline @2 :Data;        # the serialized value
+    objectId @3 :Data;      # the serialized value lives in object storage (over the inline limit), owned by the client
+  }
+}
+
+struct StreamCredit {
+  # client -> scheduler -> worker -> processor: the streaming task may yield the values of index below `upTo`.
+  # Cumulative: a later credit replaces an earlier one; a smaller one changes nothing.
+  taskId @0 :Data;
+  upTo @1 :UInt64;
+}
+
+struct ActorReady {
+  # processor -> worker -> scheduler: the actor's constructor returned; its instance lives in that processor.
+  actorId @0 :Data;
+}
+
+struct ActorStop {
+  # client -> scheduler: stop the actor once the calls made before this one have ended (later calls are refused).
+  actorId @0 :Data;
+}
+
+struct ActorLookup {
+  # client -> scheduler: the actor of this name, among those started by clients of this client's key.
+  name @0 :Text;
+}
+
+struct ActorReply {
+  # scheduler -> client: the answer to an ActorLookup.
+  name @0 :Text;
+  found @1 :Bool;
+  actorId @2 :Data;
+  className @3 :Text;       # its start task's function name
+  interface @4 :Data;       # its ActorSpec.interface
+  reason @5 :Text;          # why it was not found; empty when found
 }

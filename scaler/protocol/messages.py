@@ -26,6 +26,12 @@ __all__ = [
     "PRIORITY_DEPTH_BITS",
     "PROTOCOL_VERSION",
     "ROLE_OF_INFO",
+    "ActorLookup",
+    "ActorReady",
+    "ActorReply",
+    "ActorSpec",
+    "ActorStop",
+    "ActorSummary",
     "Argument",
     "ArgumentKind",
     "CancelOutcome",
@@ -81,6 +87,8 @@ __all__ = [
     "ShutdownReply",
     "StatusSnapshot",
     "StoryEntry",
+    "StreamCredit",
+    "StreamItem",
     "TargetEntry",
     "Task",
     "TaskBody",
@@ -153,6 +161,12 @@ class ResultStatus(enum.Enum):
     #: the process running the task was killed by the kernel's OOM killer, or died at the worker's memory limit;
     #: errorMessage gives the task's peak and the limit
     OUT_OF_MEMORY = "outOfMemory"
+    #: an actor's call that was at the actor when the actor was lost: the actor starts again elsewhere
+    #: (errorMessage says why, and which restart), the call does not run again
+    ACTOR_RESTARTED = "actorRestarted"
+    #: an actor's call whose actor ended (stopped, its client gone, its constructor failed, its restarts spent)
+    #: before the call did; errorMessage says why
+    ACTOR_DIED = "actorDied"
 
 
 class CancelOutcome(enum.Enum):
@@ -428,9 +442,31 @@ class Task:
     dependencies: tuple[TaskID, ...] = ()
     #: scheduler -> worker: those results, for Argument.taskResult
     inputs: tuple[TaskInput, ...] = ()
+    #: a streaming task (its function's values reach the client as StreamItems while it runs): how many values it
+    #: may yield before its client grants more (StreamCredit); 0: not a stream
+    stream_credit: int = 0
+    #: an actor's call: the actor it is for (the id of the actor's start task); empty otherwise
+    actor_id: TaskID = TaskID(b"")  # noqa: RUF009 - an immutable value
+    #: an actor's start (its function is the class): the actor's id is this task's; absent otherwise
+    actor: ActorSpec | None = None
     #: the frame this value was decoded from; the codec reuses it when the value is forwarded unchanged. Not part
     #: of the value: not compared, and dropped by dataclasses.replace
     wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ActorSpec:
+    """What a client asks of an actor it starts (Client.actor). The start task stays at its worker while the actor
+    lives."""
+
+    #: how many times it is started again after its worker or processor is lost (-1: always)
+    max_restarts: int = 0
+    #: its calls that run at once (0 or 1: one at a time, in the order they were made)
+    max_concurrency: int = 1
+    #: a name clients of the same key find it by (ActorLookup); empty: none
+    name: str = ""
+    #: what a handle needs to know of its class (the client's; the scheduler keeps it unread)
+    interface: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,6 +502,8 @@ class TaskResult:
     ran: RunStamps | None = None
     #: an objectId result: its size in storage (jobs' storage quotas count it); 0: unknown
     stored_bytes: int = 0
+    #: a streaming task's end: how many values it yielded (each went as a StreamItem)
+    streamed: int = 0
     #: see Task.wire
     wire: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -659,10 +697,35 @@ class StatusSnapshot:
     message_counts: tuple[MessageCount, ...] = ()
     #: the named jobs the scheduler keeps (running, or ended within their retention)
     jobs: tuple[JobSummary, ...] = ()
+    #: the live actors
+    actors: tuple[ActorSummary, ...] = ()
     #: learned run times, by function and capability set (in-process read model; not on the monitor feed)
     run_times: tuple[RunTimeEstimate, ...] = ()
     #: each client's work, for the budget split per client (in-process read model; not on the monitor feed)
     client_loads: tuple[ClientLoad, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ActorSummary:
+    actor_id: TaskID
+    #: its start task's function name
+    class_name: str
+    #: empty: anonymous
+    name: str = ""
+    #: the client that started it
+    client_id: bytes = b""
+    #: where it lives; empty while it is being placed
+    worker_id: bytes = b""
+    #: "placing", "running", "stopping"
+    state: str = ""
+    #: times it was started again after a loss
+    restarts: int = 0
+    #: its calls not answered yet (waiting for it, or at its worker)
+    calls: int = 0
+    #: its calls answered
+    calls_done: int = 0
+    #: since it was started
+    age_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -916,6 +979,63 @@ class ClientResumed:
     cancelled: tuple[TaskID, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class StreamItem:
+    """worker -> scheduler -> client: one value a streaming task yielded (Task.streamCredit), in the order it was
+    yielded. The task's TaskResult ends the stream and says how many values there were (TaskResult.streamed)."""
+
+    task_id: TaskID
+    #: 0 for the first value
+    index: int
+    payload_kind: PayloadKind
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StreamCredit:
+    """client -> scheduler -> worker -> processor: the streaming task may yield the values of index below `upTo`.
+    Cumulative: a later credit replaces an earlier one; a smaller one changes nothing."""
+
+    task_id: TaskID
+    up_to: int
+
+
+@dataclass(frozen=True, slots=True)
+class ActorReady:
+    """processor -> worker -> scheduler: the actor's constructor returned; its instance lives in that processor."""
+
+    actor_id: TaskID
+
+
+@dataclass(frozen=True, slots=True)
+class ActorStop:
+    """client -> scheduler: stop the actor once the calls made before this one have ended (later calls are refused)."""
+
+    actor_id: TaskID
+
+
+@dataclass(frozen=True, slots=True)
+class ActorLookup:
+    """client -> scheduler: the actor of this name, among those started by clients of this client's key."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ActorReply:
+    """scheduler -> client: the answer to an ActorLookup."""
+
+    name: str
+    found: bool
+    actor_id: TaskID = TaskID(b"")  # noqa: RUF009 - an immutable value
+    #: its start task's function name
+    class_name: str = ""
+    #: its ActorSpec.interface
+    interface: bytes = b""
+    #: why it was not found; empty when found
+    reason: str = ""
+
+
 RoleInfo = ClientInfo | WorkerInfo | ManagerInfo | ProcessorInfo
 
 ROLE_OF_INFO: dict[type, Role] = {
@@ -960,6 +1080,12 @@ Message = (
     | JobReply
     | ClientResume
     | ClientResumed
+    | StreamItem
+    | StreamCredit
+    | ActorReady
+    | ActorStop
+    | ActorLookup
+    | ActorReply
     | ResultSent
 )
 
@@ -999,5 +1125,11 @@ MESSAGE_TYPES: tuple[type, ...] = (
     JobReply,
     ClientResume,
     ClientResumed,
+    StreamItem,
+    StreamCredit,
+    ActorReady,
+    ActorStop,
+    ActorLookup,
+    ActorReply,
     ResultSent,
 )

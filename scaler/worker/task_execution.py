@@ -8,12 +8,14 @@ with its time, CPU time and memory measured when it is profiled. `TaskExecutor` 
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from scaler.payload.remote_bundle import open_bundle, seal_outcome
@@ -22,9 +24,12 @@ from scaler.payload.storage import StorageAccess
 from scaler.payload.task_decoder import DecodedCall, TaskDecoder
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
+from scaler.worker.actors import ActorHost, serve_actor
 from scaler.worker.log_forwarding import LogCapture
+from scaler.worker.streaming import StreamHost, run_stream
 
 MEMORY_SAMPLE_SECONDS = 0.05
+_NO_INSTANCE: Any = object()  #: `TaskExecutor.run` of a task that is no actor's call
 
 
 class TaskExecutor:
@@ -34,16 +39,29 @@ class TaskExecutor:
         send_log: Callable[[m.TaskLog], None],
         cpu_seconds: Callable[[], float] = time.process_time,
         worker: str = "",
+        stream_host: StreamHost | None = None,
+        actor_host: ActorHost | None = None,
     ) -> None:
         """`cpu_seconds`: the clock a profiled task's CPU time is read from (a processor whose tasks park leaves
-        out what other tasks used meanwhile). `worker`: the worker id forwarded logging records name."""
+        out what other tasks used meanwhile). `worker`: the worker id forwarded logging records name.
+        `stream_host`: how streaming tasks wait for their client's credit and send their values (a processor's
+        threads); without one (a remote bundle), a streaming task fails saying it cannot stream there. `actor_host`: how
+        an actor's start task serves its calls (`worker/actors.py`); without one, an actor cannot start here."""
         self._storage = storage
         self._worker = worker
         self._send_log = send_log
         self._cpu_seconds = cpu_seconds
+        self._stream_host = stream_host
+        self._actor_host = actor_host
         self._decoder = TaskDecoder(storage)
 
-    def run(self, task: m.Task) -> m.TaskResult:
+    def run(self, task: m.Task, instance: Any = _NO_INSTANCE) -> m.TaskResult:
+        """Run the task; `instance`: the actor whose call the task is (its function is an `ActorMethod`). An actor's
+        start task builds the instance, then serves the actor's calls until it is stopped."""
+        if task.actor is not None and self._actor_host is None:
+            problem = RuntimeError("an actor cannot start where this task ran (an offloading worker manager runs a "
+                                   "task as one job); start actors on ordinary workers")  # fmt: skip
+            return failed_result(task, problem, "")
         call = self._decoder.decode(task)
         if not isinstance(call, DecodedCall):
             return call  # the task ended before its call
@@ -54,7 +72,14 @@ class TaskExecutor:
                 _OutputCapture(task.task_id, self._send_log, call.stream_output),
                 LogCapture(task.task_id, call.log_forwarding, self._send_log, self._worker),
             ):
-                value = call.function(*call.args, **call.kwargs)
+                if instance is _NO_INSTANCE:
+                    value = call.function(*call.args, **call.kwargs)
+                else:
+                    value = call.function(instance, *call.args, **call.kwargs)
+                if task.stream_credit:
+                    value = self._stream(task, value, call)  # its values went as they came: this is its end
+                elif inspect.isgenerator(value):
+                    value = list(value)  # a generator cannot travel: its values do (Client.stream streams them)
         except SystemExit as exit_request:
             replacement = RuntimeError(f"the task called sys.exit({exit_request.code!r})")
             return failed_result(task, replacement, "".join(traceback.format_exception(exit_request)))
@@ -65,7 +90,24 @@ class TaskExecutor:
             profile = NO_PROFILE
             if sampler is not None:  # only profiled tasks carry (and pay for) measurements
                 profile = m.Profile(time.perf_counter() - started, self._cpu_seconds() - cpu_started, sampler.stop())
+        if task.stream_credit:
+            ended: m.TaskResult = value
+            return ended if profile is NO_PROFILE else replace(ended, profile=profile)
+        if task.actor is not None and self._actor_host is not None:  # built: serve its calls until it is stopped
+            serve_actor(task, value, self._actor_host, self.run)
+            value = None
         return succeeded_result(task, call.serializer, value, profile, self._storage)
+
+    def _stream(self, task: m.Task, values: Any, call: DecodedCall) -> m.TaskResult:
+        if self._stream_host is None:
+            close = getattr(values, "close", None)
+            if close is not None:
+                close()
+            raise RuntimeError(
+                "a streaming task cannot stream its values from where it ran (an offloading worker manager runs a "
+                "task as one job); run it on ordinary workers, or submit it to get all its values at once"
+            )
+        return run_stream(task, values, call.serializer, self._stream_host, self._storage, _user_traceback)
 
 
 def _user_traceback(error: BaseException) -> str:

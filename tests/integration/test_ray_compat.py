@@ -1,6 +1,6 @@
 """scaler.compat.ray beyond the reference's own tests (tests/compat_reference/): Ray's rule for references between
 tasks, calls deferred until their arguments' tasks are done, num_returns, cancel, wait, and the clear errors of
-what is not supported."""
+what is not supported (actors: test_ray_actors.py)."""
 
 from __future__ import annotations
 
@@ -212,16 +212,6 @@ def test_an_unpicklable_argument_of_a_deferred_call_raises_at_the_call(connected
 
 
 def test_what_is_not_supported_raises_naming_it(connected: None) -> None:
-    @ray.remote
-    class Counter:  # a module with an actor class imports, as with Ray
-        pass
-
-    with pytest.raises(NotImplementedError, match=r"Counter\.remote\(\): Ray actors"):
-        Counter.remote()
-    with pytest.raises(NotImplementedError, match=r"Counter\.options\(\): Ray actors"):
-        Counter.options(name="c")
-    with pytest.raises(NotImplementedError, match=r"ray\.get_actor\(\)"):
-        ray.get_actor("name")
     with pytest.raises(NotImplementedError, match=r"ray\.actor\.ActorClass"):
         _ = ray.actor.ActorClass
     with pytest.raises(NotImplementedError, match=r"ray\.util\.ActorPool"):

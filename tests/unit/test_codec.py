@@ -120,6 +120,14 @@ SAMPLES: list[m.Message] = [
         wall_time=1.7e9,
     ),
     m.ScalingDecisions((m.ScalingDecision("ecs-1", 3, 8, "412 tasks queued, work policy", 1.7e9),), 1.7e9),
+    m.StreamItem(T, 3, m.PayloadKind.INLINE, b"value"),
+    m.StreamCredit(T, 32),
+    m.ActorReady(T),
+    m.ActorStop(T),
+    m.ActorLookup("pricer"),
+    m.ActorReply("pricer", True, T, "Pricer", b"interface"),
+    m.Task(T, b"c", b"body", "Pricer", actor=m.ActorSpec(-1, 4, "pricer", b"interface")),
+    m.Task(T, b"c", b"body", "Pricer.price", stream_credit=8, actor_id=T),
 ]
 
 

@@ -88,3 +88,13 @@ def test_the_jobs_of_the_latest_status_are_in_the_view_and_in_jobs() -> None:
     expected = {"name": "nightly", "state": "done", "total": 5, "done": 5, "failed": 1, "submitter": "risk-desk",
                 "submitter_connected": False, "owner_key": "", "age_seconds": 12.5}  # fmt: skip
     assert state.jobs() == [expected] and state.view(now=2.0)["jobs"] == [expected]
+
+
+def test_the_live_actors_of_the_latest_status_are_in_the_view_and_in_actors() -> None:
+    state = DashboardState()
+    assert state.actors() == []
+    actor = m.ActorSummary(b"\x02" * 16, "Pricer", "pricer", b"Client|c", b"Worker|w", "running", 0, 2, 9, 3.0)
+    state.on_message(replace(status(100.0, 10), actors=(actor,)), now=1.0)
+    expected = {"actor": "02" * 16, "class": "Pricer", "name": "pricer", "client": "Client|c", "worker": "Worker|w",
+                "state": "running", "restarts": 0, "calls": 2, "calls_done": 9, "age_seconds": 3.0}  # fmt: skip
+    assert state.actors() == [expected] and state.view(now=2.0)["actors"] == [expected]

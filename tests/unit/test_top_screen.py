@@ -132,6 +132,14 @@ def test_a_jobs_row_says_its_failures_owner_key_and_age() -> None:
     assert header.split() == ["job", "state", "done", "failed", "owner", "key", "age"]
 
 
+def test_live_actors_are_listed_with_their_state_and_calls() -> None:
+    """Checked to fail with the actors' table left out of the screen."""
+    actor = m.ActorSummary(b"\x01" * 16, "Pricer", "", b"Client|c", b"Worker|host|1", "running", 1, 3, 120, 65.0)
+    text = "\n".join(render(replace(snapshot(worker("aaa", 1, 0)), actors=(actor,)), [], Sorting(), "a"))
+    row = next(line for line in text.splitlines() if "Pricer" in line)
+    assert row.split() == ["Pricer", "010101", "running", "Worker|host|1", "1", "3", "120", "1m05s"]
+
+
 def test_an_away_client_shows_how_long_it_has_been_away_and_its_window() -> None:
     status = snapshot(worker("aaa", 1, 0))
     away = m.ClientSummary(b"Client|laptop", name="laptop", away_seconds=185.0, resume_seconds=1800.0)

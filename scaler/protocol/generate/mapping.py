@@ -33,6 +33,7 @@ ID_TYPES = {
     "functionId": "ObjectID",
     "serializerId": "ObjectID",
     "objectId": "ObjectID",
+    "actorId": "TaskID",
     "unfinished": "TaskID",
     "unknown": "TaskID",
     "cancelled": "TaskID",
@@ -116,6 +117,9 @@ STRUCTS = {
             "graphId": Field(omit_empty=True),
             "dependencies": Field(omit_empty=True),
             "inputs": Field(omit_empty=True),
+            "streamCredit": Field(omit_empty=True),
+            "actorId": Field(omit_empty=True),
+            "actor": Field(optional=True),
         },
         extra=(
             Extra(
@@ -134,6 +138,7 @@ STRUCTS = {
             "workerId": Field(omit_empty=True),
             "ran": Field(optional=True),
             "storedBytes": Field(omit_empty=True),
+            "streamed": Field(omit_empty=True),
         },
         extra=(Extra(_WIRE, "see Task.wire"),),
     ),
@@ -164,10 +169,21 @@ STRUCTS = {
     "JobOpen": Struct(required="name taskIds"),
     "JobAttach": Struct(required="name"),
     "JobReply": Struct(required="name accepted", write_last="taskIds"),
+    # ------------------------------------------------------------ streaming tasks and actors
+    "ActorSpec": Struct(fields={"maxConcurrency": Field(default="1")}),
+    "StreamItem": Struct(
+        required="taskId index union", fields={"union": Kind("PayloadKind", kind="payload_kind", data="payload")}
+    ),
+    "StreamCredit": Struct(required="taskId upTo"),
+    "ActorReady": Struct(required="actorId"),
+    "ActorStop": Struct(required="actorId"),
+    "ActorLookup": Struct(required="name"),
+    "ActorReply": Struct(required="name found"),
+    "ActorSummary": Struct(required="actorId className"),
     # ------------------------------------------------------------ monitoring
     "StatusSnapshot": Struct(
         required="time scheduler",
-        fields={"feedVersion": Field(default="FEED_VERSION")},
+        fields={"feedVersion": Field(default="FEED_VERSION"), "actors": Field(omit_empty=True)},
         extra=(
             Extra(
                 "run_times: tuple[RunTimeEstimate, ...] = ()",

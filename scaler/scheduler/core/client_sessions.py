@@ -94,13 +94,17 @@ class ClientSessions:
         log = client.answers
         again = log.resume(resume.answers_epoch, resume.answers_received) + log.release_written()
         answered = log.answered()
-        records, jobs = core.tasks.records, core.jobs
+        records, jobs, calls = core.tasks.records, core.jobs, core.actors.live_calls()
         dropped, client.cancelled_ids = set(unpack_task_ids(client.cancelled_ids)), b""
         cancelled = tuple(task_id for task_id in resume.unfinished if task_id in dropped)
         unknown = tuple(
             task_id
             for task_id in resume.unfinished
-            if task_id not in records and task_id not in answered and not jobs.holds(task_id) and task_id not in dropped
+            if task_id not in records
+            and task_id not in answered
+            and not jobs.holds(task_id)
+            and task_id not in dropped
+            and task_id not in calls  # an actor's call it holds (core/actors.py)
         )
         if client.forgot_cancelled:  # rule 3: nothing of what it had runs again
             cancelled, unknown, client.forgot_cancelled = cancelled + unknown, (), False
@@ -281,6 +285,7 @@ class ClientSessions:
             self._remember_expired(peer, Expired(text, cancelled))
         if in_jobs:
             logger.info("client %s left %d task(s) of its jobs running; their results are kept", short(peer), in_jobs)
+        core.actors.client_gone(ClientID(peer))
         core.lifecycle.client_gone(ClientID(peer))
         core.reattachment.forget_client(ClientID(peer))
         core.tasks.forget_client(ClientID(peer))

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from scaler.policy.content import Allocation
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, short
+from scaler.scheduler.core.actors import Actors
 from scaler.scheduler.core.balancing import Balancer
 from scaler.scheduler.core.client_sessions import ClientSessions
 from scaler.scheduler.core.effects import DeleteOwnerObjects, Effect, Send
@@ -153,6 +154,7 @@ class SchedulerCore:
         self.registration = Registration(self)
         self.client_sessions = ClientSessions(self)
         self.submissions = Submissions(self)
+        self.actors = Actors(self)
         self.job_requests = JobRequests(self)
         self.worker_sessions = WorkerSessions(self)
         self.manager_sessions = ManagerSessions(self, scaling)
@@ -174,6 +176,9 @@ class SchedulerCore:
             m.TaskStoryRequest: clients.on_story_request,
             m.JobOpen: jobs.on_open,
             m.JobAttach: jobs.on_attach,
+            m.StreamCredit: submissions.on_stream_credit,
+            m.ActorStop: lambda peer, stop: self.actors.stop(stop.actor_id),
+            m.ActorLookup: self.actors.lookup,
             m.ClientResume: clients.on_resume,
         }
         worker_handlers: _Handlers = {
@@ -181,9 +186,11 @@ class SchedulerCore:
             m.TaskResult: workers.on_result,
             m.TaskCancelConfirm: workers.on_cancel_confirm,
             m.TaskLog: workers.on_task_log,
+            m.StreamItem: workers.on_task_log,
             m.WorkerCapacity: workers.on_capacity,
             m.WorkerLeaving: workers.on_leaving,
             m.TaskReturn: workers.on_task_return,
+            m.ActorReady: self.actors.ready,
         }
         manager_handlers: _Handlers = {
             m.Heartbeat: managers.on_heartbeat,
@@ -212,6 +219,7 @@ class SchedulerCore:
                     raise
                 logger.exception("failed to handle %s; it is dropped", _describe(event))
         try:
+            self.actors.sweep()  # actors whose start task ended in this step: their calls are answered
             self.lifecycle.dispatch()
             for worker, task_ids in self._overtaking.step(self.tasks, self.workers.values()).items():
                 self.send(worker, m.TaskReturn(task_ids))

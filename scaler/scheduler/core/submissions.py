@@ -2,8 +2,9 @@
 
 A task or graph must carry the id of the connection that sends it. A returning client's tasks are held back until
 the workers have re-registered after a restart (`reattachment.py`), and a task a worker still holds from before the
-restart is adopted by it rather than run again. A cancel of a job's task by a client following the job is made as
-its submitter would make it (`jobs.py`). Pure: time is the core's `now`.
+restart is adopted by it rather than run again, but for a stream, which runs again (its worker is told to stop it).
+A streaming task's credit goes to the worker that runs it. A cancel of a job's task by a client following the job is
+made as its submitter would make it (`jobs.py`). Pure: time is the core's `now`.
 """
 
 from __future__ import annotations
@@ -40,9 +41,20 @@ class Submissions:
         returning = core.clients.get(PeerID(client))
         if returning is not None and returning.answers.has_answer_for(task.task_id):
             return  # a copy sent again after a resume that crossed its answer (client_answers.py): not run twice
+        if task.actor_id:
+            core.actors.call(client, task)  # an actor's call never enters the task table (core/actors.py)
+            return
+        if task.actor is not None and not core.actors.start(client, task):
+            return  # refused (its name is taken)
         if task.task_id not in core.tasks.records:
             adoption = core.reattachment.take(task.task_id)
-            if adoption is not None and core.lifecycle.adopt(task, adoption.worker, adoption.result):
+            if adoption is not None and task.stream_credit:
+                # a stream runs again from its start (its client skips the values it has): values its worker sent
+                # while no scheduler was there are lost, and so would be the end of a stream adopted there
+                core.send(adoption.worker, m.TaskCancel((task.task_id,)))
+            elif adoption is not None and core.lifecycle.adopt(task, adoption.worker, adoption.result):
+                if task.actor is not None and adoption.result is None:
+                    core.actors.adopted(task.task_id, adoption.worker)  # built already: its calls go there
                 return
         cause = "submitted again by its client after a scheduler restart" if returning and returning.returning else ""
         core.lifecycle.submit(client, task, cause)
@@ -62,6 +74,13 @@ class Submissions:
                 core.send(peer, m.TaskResult(target, m.ResultStatus.ERROR, error_message=reason))
             return
         core.lifecycle.submit_graph(ClientID(peer), graph)
+
+    def on_stream_credit(self, peer: PeerID, credit: m.StreamCredit) -> None:
+        """A streaming task's client grants it more values: to the worker that runs it (a task not dispatched yet
+        starts with its own credit, and its client grants none before the first value)."""
+        record = self._core.tasks.get(credit.task_id)
+        if record is not None and bytes(record.client_id) == bytes(peer) and record.worker is not None:
+            self._core.send(record.worker, credit)
 
     def on_cancel(self, peer: PeerID, cancel: m.TaskCancel) -> None:
         core = self._core

@@ -74,6 +74,7 @@ class ViewBuilder:
             run_times=core.tasks.run_times.estimates(),
             jobs=tuple(self._job(job) for _, job in sorted(core.jobs.jobs.items())),
             client_loads=self._client_loads(),
+            actors=core.actors.summaries(),
         )
 
     def _client_loads(self) -> tuple[m.ClientLoad, ...]:

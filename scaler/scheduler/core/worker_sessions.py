@@ -43,6 +43,11 @@ class WorkerSessions:
 
     def on_result(self, peer: PeerID, result: m.TaskResult) -> None:
         core = self._core
+        if core.actors.is_call(result.task_id):
+            core.actors.call_result(peer, result)
+            return
+        if core.actors.start_result(peer, result):
+            return  # its actor was lost: it starts again, or died (core/actors.py)
         if result.task_id not in core.tasks.records and core.reattachment.result_for_held(peer, result, core.now):
             return  # a task from before a restart: its client gets the result when it submits the task again
         core.lifecycle.result_from(peer, result)
@@ -59,7 +64,10 @@ class WorkerSessions:
     def on_cancel_confirm(self, peer: PeerID, confirm: m.TaskCancelConfirm) -> None:
         self._core.lifecycle.cancel_confirmed_by(peer, confirm)
 
-    def on_task_log(self, peer: PeerID, log: m.TaskLog) -> None:
+    def on_task_log(self, peer: PeerID, log: m.TaskLog | m.StreamItem) -> None:
+        """Output a task printed, or a value a streaming task yielded: to its client, from the worker that runs it."""
+        if self._core.actors.call_log(peer, log):
+            return
         record = self._core.tasks.get(log.task_id)
         if record is not None and record.worker == peer and not record.client_gone:
             client = self._core.clients.get(PeerID(record.client_id))
@@ -108,4 +116,5 @@ class WorkerSessions:
         text = f"worker {short(peer)} (pid {worker.pid} on {worker.hostname}) {reason}"
         logger.info("%s; %d task(s) go back to the queue", text, len(worker.assigned))
         core.reattachment.worker_gone(peer)
+        core.actors.worker_gone(worker, text)
         core.lifecycle.worker_gone(worker, text, graceful)

@@ -21,10 +21,18 @@ result journal (`result_journal`: results to send again after a scheduler restar
 4. A task that is cancelled or times out (CANCEL) while it computes in a processor holding parked tasks is stopped
    in that processor (TaskCancel: STOPPING), not by killing the processor and the parked tasks with it; it keeps
    its slot until the processor reports it gone (a CANCELED result), and one still unwinding after
-   STOP_GRACE_SECONDS has its processor killed. One that computes alone is stopped by killing its processor. A
+   STOP_GRACE_SECONDS has its processor killed. So is a streaming task, which hears the cancel between two of its
+   values (its generator is closed there). Any other that computes alone is stopped by killing its processor. A
    staged or parked task is withdrawn or stopped in its processor, and forgotten at once (its processor is killed
    instead when it computes nothing else and holds no other parked task).
-5. A result reaches the scheduler from its processor, on the processor's own link, when that processor's route is
+5. An actor's start task (`Task.actor`) holds a slot while it builds the actor; once the actor is built (ActorReady)
+   its processor is HOSTING: it takes no slot (as a parked task, it adds one to the capacity: the worker holds
+   actors and runs tasks beside them), and no task. It never times out, its run time teaches nothing, and nothing is
+   staged behind it. The actor's calls (`Task.actor_id`) and its stop (ActorStop) go
+   straight to the processor that holds the actor, outside the table (they take no slot: the start task's thread
+   serves them); a call's result goes on to the scheduler as it comes. A call for an actor not held here is
+   answered ACTOR_DIED at once; the scheduler answers those that were in a processor that died.
+6. A result reaches the scheduler from its processor, on the processor's own link, when that processor's route is
    open (it then tells the agent with ResultSent: processor/result_route.py), else through the agent (TaskResult).
    Either way the task ends here when the agent hears of it (END), and the result journal keeps the result until
    the scheduler has read it, sending it again itself when that is in doubt (result_journal.py): so a result is
@@ -151,6 +159,8 @@ class AgentCore:
         )
         self._leaving = False
         self._announced_capacity = 0
+        #: the actors' calls sent to processors and not answered yet: the processor each is in (rule 5)
+        self._actor_calls: dict[TaskID, bytes] = {}
         self.now = started_at
 
     # ------------------------------------------------------------ the one mutator
@@ -202,7 +212,8 @@ class AgentCore:
     @property
     def capacity(self) -> int:
         prefetch = self.estimates.prefetch()
-        return min(self.settings.slots + prefetch + self.parked, self.settings.max_held_tasks + self.parked)
+        beside = self.parked + self.table.count(ProcessorState.HOSTING)  #: tasks that hold no slot (rules 1 and 5)
+        return min(self.settings.slots + prefetch + beside, self.settings.max_held_tasks + beside)
 
     def status(self) -> m.WorkerStatus:
         queued = len(self.placement) + self.table.staged
@@ -217,17 +228,40 @@ class AgentCore:
         if isinstance(message, m.HeartbeatEcho):
             self._send_again(self.journal.acknowledged(message.results_read))
         elif isinstance(message, m.Task):
-            if message.task_id not in self.tasks:
-                self.placement.accept(message)
+            self._accept(message)
+        elif isinstance(message, m.ActorStop):
+            self._to_actor(message.actor_id, message)
         elif isinstance(message, m.TaskCancel):
             for task_id in message.task_ids:
                 self._cancel(task_id)
         elif isinstance(message, m.TaskReturn):
             self._give_back(message.task_ids)
+        elif isinstance(message, m.StreamCredit):
+            held = self.tasks.get(message.task_id)
+            if held is not None and held.processor is not None:  # none is granted before the stream's first value
+                self._to_processor(self.processors[held.processor], message)
         elif isinstance(message, m.Shutdown):
             self._exit(EXIT_OK, f"the scheduler asked this worker to stop: {message.reason}")
         elif isinstance(message, m.ProtocolError) and message.kind is not m.ProtocolErrorKind.UNKNOWN_PEER:
             logger.warning("the scheduler refused a message: %s", message.reason)
+
+    def _accept(self, task: m.Task) -> None:
+        if task.actor_id:
+            self._to_actor(task.actor_id, task)
+        elif task.task_id not in self.tasks:
+            self.placement.accept(task)
+
+    def _to_actor(self, actor_id: TaskID, message: m.Task | m.ActorStop) -> None:
+        """An actor's call or stop, to the processor whose computing task is the actor's start (rule 5)."""
+        held = self.tasks.get(actor_id)
+        if held is None or held.processor is None or held.state is _STOPPING:
+            if isinstance(message, m.Task):
+                reason = "its actor is not at the worker the call reached any more (it ended, or its processor died)"
+                self._to_scheduler(m.TaskResult(message.task_id, m.ResultStatus.ACTOR_DIED, error_message=reason))
+            return
+        if isinstance(message, m.Task):
+            self._actor_calls[message.task_id] = held.processor
+        self._to_processor(self.processors[held.processor], message)
 
     def _follow_link(self, effects: list[LinkEffect]) -> None:
         for effect in effects:
@@ -299,8 +333,9 @@ class AgentCore:
         assert held.processor is not None
         processor = self.processors[held.processor]
         if done is Outcome.STOP:
-            if processor.parked:
-                # computing among parked tasks: stopped in its processor; its slot stays taken until it is gone
+            if processor.parked or held.task.stream_credit:
+                # computing among parked tasks, or a stream (its generator is closed where it waits): stopped in its
+                # processor; its slot stays taken until it is gone
                 held.state, held.stopped_at = _STOPPING, self.now
                 self._to_processor(processor, m.TaskCancel((task_id,)))
             else:
@@ -337,11 +372,17 @@ class AgentCore:
         elif isinstance(message, m.ResultSent):
             self._on_result_sent(processor, message)
         elif isinstance(message, m.TaskResult):
-            self._on_result(processor, message)
-        elif isinstance(message, m.TaskLog):
+            if self._actor_calls.pop(message.task_id, None) is not None:
+                self._to_scheduler(message)  # an actor's call: it took no slot (rule 5)
+            else:
+                self._on_result(processor, message)
+        elif isinstance(message, (m.TaskLog, m.StreamItem)):
             held = self.tasks.get(message.task_id)
-            if held is not None and held.processor == processor_id:
+            if (held is not None and held.processor == processor_id) or message.task_id in self._actor_calls:
                 self._to_scheduler(message)
+        elif isinstance(message, m.ActorReady):
+            self.table.host(processor, message.actor_id)
+            self._to_scheduler(message)
         elif isinstance(message, m.ProcessorBlocked):
             self.table.park(processor, message.task_id, self.now)
         elif isinstance(message, m.ProcessorResumeRequest):
@@ -351,6 +392,10 @@ class AgentCore:
         held = self.table.finish(processor, result.task_id, self.now)
         if held is None:
             return  # stopped or cancelled meanwhile; the scheduler was told already
+        if held.task.actor is not None:
+            self._forget_calls(processor.processor_id)  # the actor ended: calls still there are answered already
+            self._to_scheduler(result)
+            return
         self.estimates.learn(held.task.function_name, self.now - held.started_at)
         self._to_scheduler(result)
 
@@ -374,6 +419,7 @@ class AgentCore:
         answered = computing is not None and computing.state is _STOPPING  #: stopped here, told already
         running, parked, staged = self.table.vacate(processor)
         self.table.remove(processor_id)
+        self._forget_calls(processor_id)
         self.placement.queue_again(staged)
         if processor.state is _STARTING:
             self._start_failed(description)
@@ -401,8 +447,8 @@ class AgentCore:
             if held.state is _STOPPING:
                 if now - held.stopped_at > STOP_GRACE_SECONDS and held.processor is not None:
                     self._kill(held.processor, f"a task stopped in it did not end within {STOP_GRACE_SECONDS:g} s")
-            elif held.state is _QUEUED or held.state is _STAGED:
-                continue  # not started: its time has not begun
+            elif held.state is _QUEUED or held.state is _STAGED or held.task.actor is not None:
+                continue  # not started: its time has not begun; or an actor, which lives until stopped
             elif 0 < settings.task_timeout_seconds < now - held.started_at:
                 self._time_out(held)
 
@@ -452,6 +498,7 @@ class AgentCore:
         if processor is None or processor.state is _STOPPING_PROCESSOR:
             return
         _, parked, staged = self.table.vacate(processor)
+        self._forget_calls(processor_id)
         self.table.set_state(processor, _STOPPING_PROCESSOR)
         self.placement.queue_again(staged)
         self.effects.append(KillProcessor(processor_id, reason))
@@ -459,6 +506,11 @@ class AgentCore:
             why = f"the processor{reports.where(processor.pid)} it waited in was stopped because {reason}"
             for report in reports.lost(parked, why):
                 self._to_scheduler(report)
+
+    def _forget_calls(self, processor_id: bytes) -> None:
+        """The processor's actor ended or it is gone: its calls are answered by the scheduler (rule 5)."""
+        if self._actor_calls:
+            self._actor_calls = {call: p for call, p in self._actor_calls.items() if p != processor_id}
 
     def _leave(self, reason: str) -> None:
         if self._leaving:

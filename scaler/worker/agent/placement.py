@@ -72,8 +72,8 @@ class Placement:
     def _resume_parents(self) -> None:
         table = self._table
         for processor, task_id in table.resumable():
-            if table.running >= self._slots:
-                return
+            if table.running >= self._slots and table.takes_slot(task_id):
+                continue
             table.resume(processor, task_id)
             self._send(processor, m.ProcessorResume(task_id))
 
@@ -94,7 +94,9 @@ class Placement:
         """Queued tasks go to computing processors ahead of their turn, one each in turn, as deep as the next task's
         function allows (rule 2)."""
         table, most = self._table, self._max_staged_tasks
-        takers = [p for p in table.processors.values() if p.state is _RUNNING and not p.parked]
+        takers = [  # not behind an actor: it holds the turn while it lives (agent/core.py, rule 5)
+            p for p in table.processors.values() if p.state is _RUNNING and not p.parked and not _serves_actor(table, p)
+        ]
         while takers:
             for processor in takers[:]:
                 held = self._first_queued()
@@ -122,3 +124,9 @@ class Placement:
 
     def _send(self, processor: ProcessorRecord, message: m.Message) -> None:
         self._effects.append(ToProcessor(processor.processor_id, message))
+
+
+def _serves_actor(table: ProcessorTable, processor: ProcessorRecord) -> bool:
+    """Whether the processor's computing task is an actor's start (it computes while the actor lives)."""
+    held = table.tasks.get(processor.task_id) if processor.task_id is not None else None
+    return held is not None and held.task.actor is not None

@@ -13,7 +13,8 @@ next, in order.
 Every change of a processor's state, and of the tasks parked or staged in it, goes through this table, which
 keeps the counts the agent reads on every event (no scan of the processors).
 
-Invariants: a RUNNING processor's `task_id` is a held task in state COMPUTING or STOPPING whose `processor` is it
+Invariants (a HOSTING processor counts as a RUNNING one for them: its `task_id` is an actor's start task, and it has
+nothing staged): a RUNNING processor's `task_id` is a held task in state COMPUTING or STOPPING whose `processor` is it
 (and only a RUNNING processor has a `task_id`); every task in a processor's `parked` is a held task in state PARKED
 or RESUMING whose `processor` is it; every task in its `staged` is a held task in state STAGED whose `processor` is
 it, and only a RUNNING processor has staged tasks; an IDLE or PARKED processor computes nothing; a QUEUED task is
@@ -38,6 +39,9 @@ class ProcessorState(enum.IntEnum):  #: an int: counted in a list, on every even
     RUNNING = 2
     PARKED = 3  #: computes nothing, holds a parked task and takes no new one (PROCESS mode)
     STOPPING = 4  #: being killed; its exit is expected
+    #: computes an actor's start task whose actor is built (ActorReady): it serves the actor's calls while the actor
+    #: lives, and takes no slot and no other task (agent/core.py, rule 5); IDLE again when the actor ends
+    HOSTING = 5
 
 
 #: Members read on every event, as module constants (cheaper than from their enum class).
@@ -96,6 +100,8 @@ class ProcessorTable:
         self._staged = 0
         #: parked tasks whose futures are done, in the order they asked (a dict used as an ordered set)
         self.resuming: dict[TaskID, None] = {}
+        #: actors' start tasks whose actor is built: their processor is HOSTING while they compute (agent/core.py)
+        self.hosted: set[TaskID] = set()
 
     # ------------------------------------------------------------ counts
 
@@ -113,6 +119,17 @@ class ProcessorTable:
 
     def count(self, state: ProcessorState) -> int:
         return self._counts[state]
+
+    def host(self, processor: ProcessorRecord, actor_id: TaskID) -> None:
+        """The processor's computing task is an actor, now built: it takes no slot while the actor lives (HOSTING),
+        nor after a call of the actor parked on nested futures and goes on (`resume`)."""
+        if processor.state is _RUNNING and processor.task_id == actor_id and not processor.staged:
+            self.hosted.add(actor_id)
+            self.set_state(processor, ProcessorState.HOSTING)
+
+    def takes_slot(self, task_id: TaskID) -> bool:
+        """Whether the task computes in a slot (an actor's built start task does not)."""
+        return task_id not in self.hosted
 
     # ------------------------------------------------------------ processors
 
@@ -200,7 +217,7 @@ class ProcessorTable:
         self._parked -= 1
         self.tasks[task_id].state = _COMPUTING
         processor.task_id = task_id
-        self.set_state(processor, _RUNNING)
+        self.set_state(processor, _RUNNING if task_id not in self.hosted else ProcessorState.HOSTING)
 
     def finish(self, processor: ProcessorRecord, task_id: TaskID, now: float) -> HeldTask | None:
         """The task's TaskResult came from this processor (END): a task that computed there is held no more (FINISH:
@@ -222,6 +239,7 @@ class ProcessorTable:
         if held is None:
             return None
         self.resuming.pop(task_id, None)
+        self.hosted.discard(task_id)
         processor = self.processors.get(held.processor) if held.processor is not None else None
         if processor is None:
             return held

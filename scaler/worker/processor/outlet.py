@@ -54,16 +54,21 @@ class ProcessorOutlet:
         self._held_since = 0.0
         self._holding = threading.Event()  #: results began to be held: the flusher watches the time
         self._flusher: threading.Thread | None = None
+        #: tasks whose every message goes through the agent (streaming tasks, actors' starts: their other news does)
+        self._through_agent: set[bytes] = set()
 
     @property
     def route_open(self) -> bool:
         return self._route.is_open
 
     def report(self, message: m.Message) -> None:
-        """To the agent only: ProcessorReady, ProcessorBlocked, ProcessorResumeRequest, a CANCELED answer."""
+        """To the agent only: ProcessorReady, ProcessorBlocked, ProcessorResumeRequest, a CANCELED answer, and what
+        a task marked `through_agent` says (its result ends the mark)."""
         with self._lock:
             self._flush()
             self._channel.send(message)
+            if isinstance(message, m.TaskResult) and self._through_agent:
+                self._through_agent.discard(message.task_id)
 
     def result(self, result: m.TaskResult, more: bool = False) -> None:
         """The result of a task that ran: on the link when the route is open (and a ResultSent to the agent), else
@@ -115,11 +120,16 @@ class ProcessorOutlet:
                         break
                 time.sleep(wait)
 
+    def through_agent(self, task_id: bytes) -> None:
+        """This task's output and result go through the agent, whatever the route (until its result is reported)."""
+        with self._lock:
+            self._through_agent.add(task_id)
+
     def log(self, log: m.TaskLog) -> None:
         """A task's output: the way its result will go, so that it reaches the client before the result."""
         with self._lock:
             self._flush()
-            if self._route.is_open:
+            if self._route.is_open and log.task_id not in self._through_agent:
                 self._link.send_multipart((codec.encode(log),))
             else:
                 self._channel.send(log)

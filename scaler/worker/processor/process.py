@@ -84,12 +84,6 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     outlet = _outlet(settings, processor_id, channel, sockets)
     storage = _Storage(sockets)
     garbage = _GarbageCollection(settings.garbage_collect_interval_seconds, settings.trim_memory_threshold_bytes)
-    executor = TaskExecutor(
-        storage,
-        outlet.log,
-        cpu_seconds=lambda: threads.cpu_seconds(),
-        worker=settings.worker_id.decode(errors="replace"),
-    )
 
     def configure(address: str) -> None:
         storage.address = address
@@ -102,11 +96,19 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     threads = TaskThreads(
         channel,
         outlet,
-        executor.run,
+        lambda task: executor.run(task),
         configure,
         housekeeping,
         settings.garbage_collect_interval_seconds,
         settings.worker_id,
+    )
+    executor = TaskExecutor(
+        storage,
+        outlet.log,
+        cpu_seconds=threads.cpu_seconds,
+        worker=settings.worker_id.decode(errors="replace"),
+        stream_host=threads,
+        actor_host=threads,
     )
     processor_context.install(
         processor_context.ProcessorContext(settings.scheduler_address, security=settings.security, threads=threads)

@@ -2,8 +2,11 @@
 side), which of its threads runs what, and which thread reads the agent's channel. Events in: what a read of the
 channel brought, a task's thread is done, a task parks or asks to go on, a thread has nothing to run. Instructions
 out: run a task on that thread (or on a new one), raise TaskAbandoned in a computing task's thread, wake a parked
-task's thread, answer a withdrawn task CANCELED, cancel a stopped task's nested tasks. No threads, no I/O, no
-clock: `threads.TaskThreads` calls it under one lock and carries its instructions out.
+task's thread, answer a withdrawn task CANCELED, cancel a stopped task's nested tasks, wake a streaming task's thread
+that waits for its client's credit (a StreamCredit read raised it), hand an actor's calls to the thread that serves it
+(they never wait for the turn: the actor's start task holds it while the actor lives, `scaler.worker.actors`), refuse
+a call for an actor this processor does not hold. No threads, no I/O, no clock:
+`threads.TaskThreads` calls it under one lock and carries its instructions out.
 
 The task states, the events that move them and the rules (order, the computing turn, staging, parking, cancels,
 answers) are `scaler.worker.processor_protocol`'s; this module adds the threads:
@@ -56,6 +59,11 @@ class LineTask:
 
     task: m.Task
     state: TaskState = TaskState.STAGED  #: received: (QUEUED, SEND) leads to STAGED
+    #: a streaming task: the values it may yield, the indexes below this (Task.streamCredit, then StreamCredit)
+    credit: int = 0
+    #: an actor's start task: the calls read for it and not served yet, in the order they came (None: stop once the
+    #: calls before it are served); None for any other task
+    calls: collections.deque[m.Task | None] | None = None
 
 
 R = TypeVar("R", bound=LineTask)
@@ -102,13 +110,27 @@ class CancelNested(Generic[R]):
 
 
 @dataclass(frozen=True, slots=True)
+class Credited(Generic[R]):
+    """The streaming task's client granted it more values (its `credit` grew): wake its thread if it waits for it."""
+
+    record: R
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """Answer an actor's call ACTOR_DIED now: the actor it is for is not in this processor (it ended)."""
+
+    task_id: TaskID
+
+
+@dataclass(frozen=True, slots=True)
 class Configure:
     """The agent says where object storage is (HelloReply)."""
 
     object_storage_address: str
 
 
-Instruction = Run[R] | Answer | Interrupt[R] | Wake[R] | CancelNested[R] | Configure
+Instruction = Run[R] | Answer | Refuse | Interrupt[R] | Wake[R] | CancelNested[R] | Credited[R] | Configure
 
 
 # ---------------------------------------------------------------- the core
@@ -139,15 +161,42 @@ class TaskLine(Generic[R]):
         (protocol rule 4)."""
         for message in messages:
             if isinstance(message, m.Task):
+                if message.actor_id:
+                    self._actor_call(message.actor_id, message)
+                    continue
                 record = self.tasks[message.task_id] = self._new_record(message)  # known from now on, to a cancel
+                record.credit = message.stream_credit
+                if message.actor is not None:
+                    record.calls = collections.deque()
                 self.awaiting_turn.append(record)
+            elif isinstance(message, m.ActorStop):
+                self._actor_call(message.actor_id, None)
             elif isinstance(message, m.TaskCancel):
                 for task_id in message.task_ids:
                     self._cancel(task_id)
             elif isinstance(message, m.ProcessorResume):
                 self._resume(message.task_id)
+            elif isinstance(message, m.StreamCredit):
+                self._credit(message.task_id, message.up_to)
             elif isinstance(message, m.HelloReply):
                 self.instructions.append(Configure(message.object_storage_address))
+
+    def _actor_call(self, actor_id: TaskID, call: m.Task | None) -> None:
+        """A call for an actor (or its stop: None): to the calls its serving thread takes in order, waking it."""
+        record = self.tasks.get(actor_id)
+        if record is None or record.calls is None:
+            if call is not None:
+                self.instructions.append(Refuse(call.task_id))
+            return
+        record.calls.append(call)
+        self.instructions.append(Credited(record))
+
+    def _credit(self, task_id: TaskID, up_to: int) -> None:
+        """A streaming task's client grants values up to `up_to` (cumulative: a smaller credit changes nothing)."""
+        record = self.tasks.get(task_id)
+        if record is not None and up_to > record.credit:
+            record.credit = up_to
+            self.instructions.append(Credited(record))
 
     def _cancel(self, task_id: TaskID) -> None:
         record = self.tasks.get(task_id)

@@ -35,8 +35,10 @@ from scaler.worker.processor.task_line import (
     Answer,
     CancelNested,
     Configure,
+    Credited,
     Interrupt,
     LineTask,
+    Refuse,
     Run,
     TaskLine,
     Wake,
@@ -72,6 +74,9 @@ class _TaskRecord(LineTask):
     parked_since_cpu: float = 0.0
     parked_cpu_seconds: float = 0.0  #: the process's CPU time while it was parked: other tasks' work
     received_at: float = field(default_factory=time.time)  #: read from the agent (wall clock, for its story)
+    #: a streaming task waiting for its client's credit on a thread that does not read the channel: set when the
+    #: reader hears more credit (made when it first waits)
+    credited: threading.Event | None = None
 
 
 @dataclass(eq=False)
@@ -211,6 +216,8 @@ class TaskThreads:
         task ended, so that work read meanwhile, the main thread's after a parent, comes to it)."""
         task = record.task
         record.thread = me
+        if _through_agent(task):
+            self._outlet.through_agent(task.task_id)  # its TaskLogs too, so that they come before its end
         self._local.running = record
         self._last_priority = task.priority
         started = time.time()  #: the processor's own times go on the result, for the task's story
@@ -230,7 +237,11 @@ class TaskThreads:
         if outcome is _UNWOUND:  # the agent answered for it; it frees the slot when it hears it stopped
             self.send(m.TaskResult(task.task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id))
         elif result is not None:
-            self._outlet.result(replace(result, worker_id=self._worker_id, ran=ran), more=following is not None)
+            stamped = replace(result, worker_id=self._worker_id, ran=ran)
+            if _through_agent(task):  # its StreamItems or its actor's news went to the agent: so does its end
+                self.send(stamped)
+            else:
+                self._outlet.result(stamped, more=following is not None)
         if later:
             self._carry_out_later(later)
         self._housekeeping()
@@ -286,12 +297,18 @@ class TaskThreads:
                     slot.woken.set()
             elif isinstance(instruction, Answer):
                 self.send(m.TaskResult(instruction.task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id))
+            elif isinstance(instruction, Refuse):
+                reason = "the actor this call is for is not in the processor the call reached: it ended"
+                self.send(m.TaskResult(instruction.task_id, m.ResultStatus.ACTOR_DIED, error_message=reason))
             elif isinstance(instruction, Interrupt):
                 _interrupt(instruction.record)
             elif isinstance(instruction, Wake):
                 _wake(instruction.record)
             elif isinstance(instruction, CancelNested):
                 later.append((None, [f for ref in list(instruction.record.futures) if (f := ref()) is not None]))
+            elif isinstance(instruction, Credited):
+                if instruction.record.credited is not None:
+                    instruction.record.credited.set()
             elif isinstance(instruction, Configure):
                 self._on_hello(instruction.object_storage_address)
         instructions.clear()
@@ -314,6 +331,78 @@ class TaskThreads:
         except BaseException:
             logger.exception("a processor thread failed; the processor stops")
             os._exit(1)
+
+    # ------------------------------------------------------------ a streaming task's credit (worker/streaming.py)
+
+    def wait_credit(self, index: int) -> None:
+        """The running streaming task is about to compute its value `index`: return once its client's credit allows
+        it (at once when it does), having heard what the agent sent meanwhile; raise TaskAbandoned when the task was
+        stopped (a TaskCancel, read here or by the thread that reads the channel). A thread that holds the baton
+        reads the channel itself, so a slow reader holds the generator here, never a queue of values."""
+        record: _TaskRecord = self._local.running
+        me = threading.get_ident()
+        while True:
+            if self._line.holder == me:
+                self._hear_agent(record, me, wait=index >= record.credit)
+            elif index >= record.credit:
+                if record.credited is None:
+                    with self._lock:
+                        if record.credited is None:
+                            record.credited = threading.Event()
+                    continue  # the credit may have come before the event existed
+                record.credited.wait(self._housekeeping_seconds)
+                record.credited.clear()
+            if record.state is _STOPPING:
+                raise TaskAbandoned(
+                    f"task {record.task.task_id.hex()} was stopped by its worker (cancelled or timed out)"
+                )
+            if index < record.credit:
+                return
+
+    # ------------------------------------------------------------ an actor's calls (worker/actors.py)
+
+    def wait_call(self) -> m.Task | None:
+        """The running actor's next call, in the order they came (at once when one is there), having heard what the
+        agent sent meanwhile; None when the actor is asked to stop (its calls before that were served); raise
+        TaskAbandoned when its start task was stopped. A thread that holds the baton reads the channel itself."""
+        record: _TaskRecord = self._local.running
+        calls = record.calls
+        assert calls is not None, "wait_call outside an actor's start task"
+        me = threading.get_ident()
+        while True:
+            if record.state is _STOPPING:
+                raise TaskAbandoned(f"actor {record.task.task_id.hex()} was stopped by its worker")
+            if calls:
+                call = calls.popleft()
+                if call is not None:  # its result goes to the agent (actors.py): its logs too
+                    self._outlet.through_agent(call.task_id)
+                return call
+            if self._line.holder == me:
+                self._hear_agent(record, me, wait=True)
+            elif record.credited is None:
+                with self._lock:
+                    if record.credited is None:
+                        record.credited = threading.Event()
+            else:  # a call that came before the event existed is seen above
+                record.credited.wait(self._housekeeping_seconds)
+                record.credited.clear()
+
+    def _hear_agent(self, record: _TaskRecord, me: int, wait: bool) -> None:
+        """Read the channel from a computing task's own thread (it holds the baton): at most `housekeeping_seconds`
+        when `wait`, else only what is there. Nothing is injected into the thread meanwhile: a TaskCancel read here
+        is seen by the caller in the task's state."""
+        _stop_interruptions(record)
+        try:
+            if wait and not self._channel.wait(self._housekeeping_seconds):
+                return
+            with self._lock:
+                self._line.take_turn(self._channel.poll())  # the turn is this task's: messages are only received
+                later = self._carry_out_locked() if self._line.instructions else _NOTHING
+            if later:
+                self._carry_out_later(later)
+        finally:
+            with record.lock:
+                record.interruptible = record.state is not _STOPPING
 
     # ------------------------------------------------------------ the hooks a task's waits call
 
@@ -406,3 +495,8 @@ def _wake(record: _TaskRecord) -> None:
     """Wake a parked task (it was given the turn back, or stopped)."""
     if record.resume is not None:  # made when it parked
         record.resume.set()
+
+
+def _through_agent(task: m.Task) -> bool:
+    """A streaming task or an actor's start: what it says goes through the agent, whatever the route (outlet.py)."""
+    return bool(task.stream_credit) or task.actor is not None

@@ -38,10 +38,10 @@ def test_every_message_a_peer_may_send_has_a_handler() -> None:
     core = SchedulerCore(CoreSettings("a", "b", PYTHON), strict=True)
     client_sends = {
         m.Heartbeat, m.Task, m.GraphTask, m.TaskCancel, m.ClientDisconnect, m.TaskStoryRequest, m.JobOpen, m.JobAttach,
-        m.ClientResume,
+        m.StreamCredit, m.ActorStop, m.ActorLookup, m.ClientResume,
     }  # fmt: skip
     worker_sends = {m.Heartbeat, m.TaskResult, m.TaskCancelConfirm, m.TaskLog, m.WorkerCapacity, m.WorkerLeaving,
-                    m.TaskReturn}  # fmt: skip
+                    m.TaskReturn, m.StreamItem, m.ActorReady}  # fmt: skip
     assert set(core._client_handlers) == client_sends
     assert set(core._worker_handlers) == worker_sends
     assert set(core._manager_handlers) == {m.Heartbeat, m.UnitsReclaimed}

@@ -434,3 +434,50 @@ def test_a_worker_whose_scheduler_is_gone_for_the_grace_period_exits_and_one_tha
     agent.handle(core.SchedulerDisconnected(1.0))
     agent.handle(core.FromScheduler(m.ProtocolError("unknown peer", m.ProtocolErrorKind.UNKNOWN_PEER), 5.0))
     assert not [e for e in agent.handle(core.Tick(30.0)) if isinstance(e, core.Exit)], "a scheduler answered"
+
+
+# ---------------------------------------------------------------- actors (rule 5)
+
+
+def actor_start(number: int) -> m.Task:
+    return m.Task(tid(number), ClientID(b"Client|c"), b"body", "Pricer", actor=m.ActorSpec())
+
+
+def actor_call(number: int, actor: int) -> m.Task:
+    return m.Task(tid(number), ClientID(b"Client|c"), b"body", "Pricer.price", actor_id=tid(actor))
+
+
+def test_a_built_actor_takes_no_slot_and_its_calls_go_straight_to_its_processor() -> None:
+    """Checked to fail with ProcessorTable.host doing nothing: the plain task got no processor."""
+    agent, effects = make(slots=1, task_timeout_seconds=1.0)
+    (first,) = spawned(effects)
+    connect(agent)
+    ready(agent, first)
+    agent.handle(core.FromScheduler(actor_start(1), 0.0))
+    effects = agent.handle(core.FromProcessor(first, m.ActorReady(tid(1)), 0.1))
+    assert to_scheduler(effects, m.ActorReady) == [m.ActorReady(tid(1))]
+    assert agent.table.count(core.ProcessorState.HOSTING) == 1 and agent.running == 0
+    (second,) = spawned(effects)  # a processor for tasks beside the actor
+    ready(agent, second, 0.15)
+    effects = agent.handle(core.FromScheduler(task(2), 0.2))
+    assert to_processor(effects, m.Task) == [(second, task(2))]
+    effects = agent.handle(core.FromScheduler(actor_call(3, 1), 0.3))
+    assert to_processor(effects, m.Task) == [(first, actor_call(3, 1))]
+    effects = agent.handle(core.FromProcessor(first, result(3), 0.4))
+    assert [r.task_id for r in to_scheduler(effects, m.TaskResult)] == [tid(3)]
+    effects = agent.handle(core.Tick(5.0))  # past the task timeout: the plain task times out, the actor never does
+    assert [r.task_id for r in to_scheduler(effects, m.TaskResult)] == [tid(2)]
+    assert agent.tasks[tid(1)].processor == first
+    effects = agent.handle(core.FromScheduler(m.ActorStop(tid(1)), 5.1))
+    assert to_processor(effects, m.ActorStop) == [(first, m.ActorStop(tid(1)))]
+    effects = agent.handle(core.FromProcessor(first, result(1), 5.2))
+    assert [r.task_id for r in to_scheduler(effects, m.TaskResult)] == [tid(1)]
+    assert agent.table.count(core.ProcessorState.HOSTING) == 0
+
+
+def test_a_call_for_an_actor_not_held_here_is_answered_actor_died() -> None:
+    agent, effects = make()
+    connect(agent)
+    effects = agent.handle(core.FromScheduler(actor_call(3, 1), 0.0))
+    (answer,) = to_scheduler(effects, m.TaskResult)
+    assert answer.task_id == tid(3) and answer.status is m.ResultStatus.ACTOR_DIED

@@ -20,9 +20,11 @@ from scaler.worker.processor.task_line import (
     Answer,
     CancelNested,
     Configure,
+    Credited,
     Instruction,
     Interrupt,
     LineTask,
+    Refuse,
     Run,
     TaskLine,
     Wake,
@@ -393,3 +395,20 @@ def test_every_task_is_answered_once_and_the_invariants_hold_through_random_hist
         history.unwind()
         check(history.line, history.answered)
     assert history.answered, "tasks were answered in this history"
+
+
+def test_an_actors_calls_and_stop_go_to_its_start_task_in_order_and_never_wait_for_the_turn() -> None:
+    """Checked to fail with calls queued for the turn like tasks (the actor's start task holds it: they waited)."""
+    line: TaskLine[LineTask] = TaskLine(MAIN, LineTask)
+    start = m.Task(TaskID(b"actor"), ClientID(b"test"), b"", "Pricer", actor=m.ActorSpec())
+    record = line.take_turn([start])
+    assert record is not None and record.calls is not None and not record.calls
+    calls = [m.Task(TaskID(f"call{i}".encode()), ClientID(b"test"), b"", "Pricer.price", actor_id=start.task_id)
+             for i in range(3)]  # fmt: skip
+    assert line.take_turn([*calls, m.ActorStop(start.task_id)]) is None
+    assert list(record.calls) == [*calls, None] and not line.awaiting_turn
+    assert line.instructions == [Credited(record)] * 4
+    line.instructions.clear()
+    stray = m.Task(TaskID(b"stray"), ClientID(b"test"), b"", "Other.price", actor_id=TaskID(b"gone"))
+    line.receive([stray])
+    assert line.instructions == [Refuse(stray.task_id)]

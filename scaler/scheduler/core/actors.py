@@ -1,0 +1,292 @@
+"""Actors (`Client.actor`): an instance of a class that lives on one worker, its method calls run on it in order.
+
+An actor is its *start task* (`Task.actor` set; the actor's id is the task's id), an ordinary task for the lifecycle:
+queued, dispatched by capabilities, held by its worker while the actor lives (so it holds its slot, and counts
+against its client's quotas, for exactly that long), ended by its result. This module keeps what the lifecycle does
+not know: each actor's *calls* (tasks with `Task.actor_id` set), which never enter the task table.
+
+1. A call waits here (`pending`) until its actor is ready (ActorReady from the worker that runs the start task), then
+   goes to that worker, in the order the calls came (`at_worker`). Its result goes to the client that made it.
+2. The actor is lost when its worker is lost, or its processor dies (a start task's PROCESSOR_DIED, OUT_OF_MEMORY,
+   WORKER_DIED or HOST_LOST result). Its calls at the worker end ACTOR_RESTARTED (they do not run again: they may
+   have run in part), and it is started again from its constructor: its start task goes back to the queue at no
+   retry cost, with its pending calls kept in order for the new instance. Past `ActorSpec.max_restarts` (-1: no
+   limit) it dies instead: every call ends ACTOR_DIED, and so does its start task.
+3. ActorStop: the calls made before it are served, then the actor's start task ends (a success); calls made after it
+   are refused ACTOR_DIED. An actor whose start task ended any other way (its constructor raised, its client left or
+   cancelled it) is gone too: its calls end ACTOR_DIED with the reason (`sweep`, once per step).
+4. An actor's story is its start task's (`future.story()` of `handle.started`): its placements, the readiness of
+   each instance, each restart and its end.
+5. A name (`ActorSpec.name`) is unique among the live actors of one owner (a CURVE key; "" without CURVE); ActorLookup
+   finds it.
+
+Pure: time is the core's `now`.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from scaler.protocol import messages as m
+from scaler.protocol.ids import ClientID, PeerID, TaskID, short
+from scaler.scheduler.core.task_state import TaskEvent
+
+if TYPE_CHECKING:
+    from scaler.scheduler.core.peers import WorkerRecord
+    from scaler.scheduler.core.scheduler_core import SchedulerCore
+
+logger = logging.getLogger(__name__)
+
+#: Ended actors whose reason is kept, to answer calls made to them after (each a short text).
+ENDED_KEPT = 1000
+
+#: A start task's result that means its processor or worker was lost, not that the actor ended (rule 2).
+_LOSSES = frozenset(
+    {m.ResultStatus.PROCESSOR_DIED, m.ResultStatus.OUT_OF_MEMORY, m.ResultStatus.WORKER_DIED, m.ResultStatus.HOST_LOST}
+)
+
+
+@dataclass(slots=True)
+class ActorRecord:
+    actor_id: TaskID
+    client_id: ClientID  #: the client that started it
+    owner: str  #: its client's key: names are unique per owner
+    class_name: str
+    spec: m.ActorSpec
+    started_at: float
+    state: str = "placing"  #: "placing" (its start task is queued or building it), "running", "stopping"
+    worker: PeerID | None = None  #: where it lives, once ready
+    restarts: int = 0
+    calls_done: int = 0
+    #: calls waiting for it to be ready, in order: (caller, call); None: the stop, once the calls before it are sent
+    pending: collections.deque[tuple[ClientID, m.Task] | None] = field(default_factory=collections.deque)
+    at_worker: dict[TaskID, ClientID] = field(default_factory=dict)  #: calls sent to its worker, and their callers
+    ended_because: str = ""  #: why it ended, once its start task's result says so
+
+
+class Actors:
+    def __init__(self, core: SchedulerCore) -> None:
+        self._core = core
+        self.actors: dict[TaskID, ActorRecord] = {}
+        self._calls: dict[TaskID, TaskID] = {}  #: a call at a worker -> its actor
+        self._names: dict[tuple[str, str], TaskID] = {}
+        #: why actors ended, for calls made to them after (the latest ENDED_KEPT, oldest first)
+        self._ended: dict[TaskID, str] = {}
+
+    # ------------------------------------------------------------ from clients
+
+    def start(self, client: ClientID, task: m.Task) -> bool:
+        """An actor's start task: False (answered) when its name is taken; else the actor is known from now on."""
+        core, spec = self._core, task.actor
+        assert spec is not None
+        owner = self._owner(client)
+        if spec.name and (owner, spec.name) in self._names:
+            reason = f"an actor named {spec.name!r} is alive already; pick another name, or look it up (get_actor)"
+            core.client_sessions.answer(
+                PeerID(client), m.TaskResult(task.task_id, m.ResultStatus.ERROR, error_message=reason)
+            )
+            return False
+        record = ActorRecord(task.task_id, client, owner, task.function_name, spec, core.now)
+        self.actors[task.task_id] = record
+        if spec.name:
+            self._names[(owner, spec.name)] = task.task_id
+        return True
+
+    def call(self, client: ClientID, task: m.Task) -> None:
+        """A method call (rule 1)."""
+        actor = self.actors.get(task.actor_id)
+        if actor is None or actor.state == "stopping" or (actor.pending and actor.pending[-1] is None):
+            why = "it was asked to stop" if actor is not None else self._ended.get(task.actor_id, "")
+            why = why or "no such actor is alive (it ended, or never was)"
+            self._answer(client, task.task_id, m.ResultStatus.ACTOR_DIED, f"the actor's call was refused: {why}")
+            return
+        if actor.state == "running" and actor.worker is not None:
+            self._to_worker(actor, client, task)
+        else:
+            actor.pending.append((client, task))
+
+    def stop(self, actor_id: TaskID) -> None:
+        """ActorStop (rule 3)."""
+        actor = self.actors.get(actor_id)
+        if actor is None or actor.state == "stopping" or (actor.pending and actor.pending[-1] is None):
+            return
+        if actor.state == "running" and actor.worker is not None:
+            actor.state = "stopping"
+            self._core.send(actor.worker, m.ActorStop(actor_id))
+        else:
+            actor.pending.append(None)  # sent once it is ready, after the calls before it
+
+    def lookup(self, peer: PeerID, lookup: m.ActorLookup) -> None:
+        actor_id = self._names.get((self._owner(ClientID(peer)), lookup.name))
+        actor = self.actors.get(actor_id) if actor_id is not None else None
+        if actor is None:
+            reason = f"no live actor is named {lookup.name!r} (among those of this client's key)"
+            self._core.send(peer, m.ActorReply(lookup.name, False, reason=reason))
+            return
+        reply = m.ActorReply(lookup.name, True, actor.actor_id, actor.class_name, actor.spec.interface)
+        self._core.send(peer, reply)
+
+    # ------------------------------------------------------------ from workers
+
+    def ready(self, peer: PeerID, ready: m.ActorReady) -> None:
+        """The actor's constructor returned at `peer`: its waiting calls go there, in order (and its stop)."""
+        actor = self.actors.get(ready.actor_id)
+        start = self._core.tasks.get(ready.actor_id)
+        if actor is None or start is None or start.worker != peer:
+            return  # stale: from a worker given up on
+        actor.worker, actor.state = peer, "running"
+        held = sum(1 for w in actor.pending if w is not None)
+        because = f"its constructor returned; {held} call(s) waiting for it go to its worker"
+        self._core.tasks.stories.note(ready.actor_id, self._core.wall_time, "actor ready", peer, because)
+        while actor.pending:
+            waiting = actor.pending.popleft()
+            if waiting is None:
+                actor.state = "stopping"
+                self._core.send(peer, m.ActorStop(actor.actor_id))
+                break
+            self._to_worker(actor, *waiting)
+
+    def adopted(self, actor_id: TaskID, worker: PeerID) -> None:
+        """After a scheduler restart, the actor's start task was adopted by the worker that still runs it: the actor
+        is there, built (its ActorReady went to the instance before). Calls its clients submit again go there; one
+        that was unanswered at the restart may run a second time."""
+        self.ready(worker, m.ActorReady(actor_id))
+
+    def live_calls(self) -> set[TaskID]:
+        """The calls not answered yet, waiting here or at a worker (a resuming client need not send them again)."""
+        found = set(self._calls)
+        for actor in self.actors.values():
+            found.update(waiting[1].task_id for waiting in actor.pending if waiting is not None)
+        return found
+
+    def is_call(self, task_id: TaskID) -> bool:
+        return task_id in self._calls
+
+    def call_result(self, peer: PeerID, result: m.TaskResult) -> None:
+        """A call's result: to its caller (a stale one, from a worker the actor left, is dropped)."""
+        actor = self.actors.get(self._calls.get(result.task_id, TaskID(b"")))
+        if actor is None or actor.worker != peer:
+            return
+        del self._calls[result.task_id]
+        caller = actor.at_worker.pop(result.task_id)
+        actor.calls_done += 1
+        self._core.client_sessions.answer(PeerID(caller), result)
+
+    def call_log(self, peer: PeerID, log: m.TaskLog | m.StreamItem) -> bool:
+        """Output a call printed: to its caller. False when the task is no call."""
+        actor = self.actors.get(self._calls.get(log.task_id, TaskID(b"")))
+        if actor is None:
+            return False
+        caller = actor.at_worker.get(log.task_id)
+        if caller is not None and actor.worker == peer and PeerID(caller) in self._core.clients:
+            self._core.send(PeerID(caller), log)
+        return True
+
+    def start_result(self, peer: PeerID, result: m.TaskResult) -> bool:
+        """The start task's result: True when it was taken here (the actor was lost and starts again, rule 2; or is
+        dead and its start task ended); False for the lifecycle to end the start task as any other."""
+        actor = self.actors.get(result.task_id)
+        start = self._core.tasks.get(result.task_id)
+        if actor is None or start is None or start.worker != peer:
+            return False
+        if result.status in _LOSSES:
+            return self._lost(actor, result.error_message or result.status.value)
+        if result.status is m.ResultStatus.SUCCESS:
+            actor.ended_because = "it was stopped"
+        else:
+            actor.ended_because = f"its constructor failed: {result.error_message or result.status.value}"
+        return False
+
+    def worker_gone(self, worker: WorkerRecord, reason: str) -> None:
+        """Before the lifecycle hears of it: the actors at the worker are lost (rule 2)."""
+        for actor in [a for a in self.actors.values() if a.actor_id in worker.assigned]:
+            self._lost(actor, reason)
+            worker.assigned.discard(actor.actor_id)
+
+    def client_gone(self, client: ClientID) -> None:
+        """Its calls are answered nobody (its actors end with their start tasks, which the lifecycle cancels)."""
+        for actor in self.actors.values():
+            actor.pending = collections.deque(w for w in actor.pending if w is None or w[0] != client)
+
+    def sweep(self) -> None:
+        """Actors whose start task ended are gone: their calls end ACTOR_DIED (rule 3)."""
+        records = self._core.tasks.records
+        for actor_id in [a for a in self.actors if a not in records]:
+            actor = self.actors.pop(actor_id)
+            if actor.spec.name:
+                self._names.pop((actor.owner, actor.spec.name), None)
+            because = actor.ended_because or "it was cancelled (killed, or its client left)"
+            why = f"the actor {actor.class_name} ended: {because}"
+            self._fail_all(actor, m.ResultStatus.ACTOR_DIED, why)
+            self._ended[actor_id] = why
+            if len(self._ended) > ENDED_KEPT:
+                del self._ended[next(iter(self._ended))]
+
+    # ------------------------------------------------------------ the read model
+
+    def summaries(self) -> tuple[m.ActorSummary, ...]:
+        return tuple(self._summary(actor) for actor in self.actors.values())
+
+    def _summary(self, a: ActorRecord) -> m.ActorSummary:
+        calls = len(a.at_worker) + sum(1 for waiting in a.pending if waiting is not None)
+        return m.ActorSummary(
+            a.actor_id, a.class_name, a.spec.name, bytes(a.client_id), bytes(a.worker or b""), a.state, a.restarts,
+            calls, a.calls_done, max(0.0, self._core.now - a.started_at),
+        )  # fmt: skip
+
+    # ------------------------------------------------------------ helpers
+
+    def _lost(self, actor: ActorRecord, reason: str) -> bool:
+        """Rule 2: the actor starts again, or dies; True (its start task was taken care of)."""
+        actor.restarts += 1
+        limit = actor.spec.max_restarts
+        actor.worker = None
+        stopping = actor.state == "stopping"
+        if stopping or (limit >= 0 and actor.restarts > limit):
+            spent = "it was stopping" if stopping else f"its restarts are spent ({limit} allowed)"
+            why = f"the actor {actor.class_name} was lost ({reason}) and {spent}"
+            actor.ended_because = f"it was lost ({reason}) and {spent}"
+            self._fail_all(actor, m.ResultStatus.ACTOR_DIED, why)
+            ended = m.TaskResult(actor.actor_id, m.ResultStatus.ACTOR_DIED, error_message=why)
+            self._core.lifecycle.apply(actor.actor_id, TaskEvent.RESULT, result=ended)
+            return True
+        allowed = "no limit" if limit < 0 else f"of {limit} allowed"
+        why = (
+            f"the actor {actor.class_name} was lost ({reason}) while the call was at it; it restarts (restart "
+            f"{actor.restarts}, {allowed}) from its constructor, and the call does not run again"
+        )
+        logger.info("actor %s lost (%s): restart %d", short(actor.actor_id), reason, actor.restarts)
+        for call_id, caller in actor.at_worker.items():
+            self._calls.pop(call_id, None)
+            self._answer(caller, call_id, m.ResultStatus.ACTOR_RESTARTED, why)
+        actor.at_worker.clear()
+        actor.state = "placing"
+        self._core.lifecycle.apply(actor.actor_id, TaskEvent.RETURNED, reason=f"its actor restarts: {reason}")
+        return True
+
+    def _fail_all(self, actor: ActorRecord, status: m.ResultStatus, why: str) -> None:
+        for call_id, caller in actor.at_worker.items():
+            self._calls.pop(call_id, None)
+            self._answer(caller, call_id, status, why)
+        actor.at_worker.clear()
+        while actor.pending:
+            waiting = actor.pending.popleft()
+            if waiting is not None:
+                self._answer(waiting[0], waiting[1].task_id, status, why)
+
+    def _to_worker(self, actor: ActorRecord, client: ClientID, task: m.Task) -> None:
+        assert actor.worker is not None
+        actor.at_worker[task.task_id] = client
+        self._calls[task.task_id] = actor.actor_id
+        self._core.send(actor.worker, task)
+
+    def _answer(self, client: ClientID, task_id: TaskID, status: m.ResultStatus, why: str) -> None:
+        if PeerID(client) in self._core.clients:
+            self._core.client_sessions.answer(PeerID(client), m.TaskResult(task_id, status, error_message=why))
+
+    def _owner(self, client: ClientID) -> str:
+        record = self._core.clients.get(PeerID(client))
+        return record.owner if record is not None else ""

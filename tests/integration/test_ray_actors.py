@@ -1,0 +1,172 @@
+"""Ray's actor API through scaler.compat.ray on a real cluster: the actor examples of Ray's documentation ("Actors",
+"Named actors", "Terminating actors", "Fault tolerance" of ray.io's core guide), as written there, plus num_returns,
+ray.method and the clear errors of what is not supported."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import scaler.compat.ray as ray
+from scaler import SchedulerClusterCombo
+from tests.integration.conftest import agent_of_processor, running_cluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_ray_actors")]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[SchedulerClusterCombo]:
+    with running_cluster(2) as running:
+        yield running
+
+
+@pytest.fixture
+def connected(cluster: SchedulerClusterCombo) -> Iterator[None]:
+    ray.scaler_init(address=cluster.get_address())
+    yield
+    ray.shutdown()
+
+
+# ---------------------------------------------------------------- Ray's documentation, as written there
+
+
+@ray.remote
+class Counter:
+    def __init__(self):
+        self.value = 0
+
+    def increment(self):
+        self.value += 1
+        return self.value
+
+    def get_counter(self):
+        return self.value
+
+
+@ray.remote
+def f(counter):
+    for _ in range(10):
+        time.sleep(0.1)
+        counter.increment.remote()
+
+
+def test_the_counter_example_of_rays_actor_guide(connected: None) -> None:
+    """Ray's "Actors" page: one counter, then ten, each keeping its own state; more actors than slots. Checked to
+    fail with the agent's HOSTING state off (each actor held a slot: the third one waited for good)."""
+    counter = Counter.remote()
+    obj_ref = counter.increment.remote()
+    assert ray.get(obj_ref) == 1
+
+    counters = [Counter.remote() for _ in range(10)]
+    results = ray.get([c.increment.remote() for c in counters])
+    assert results == [1] * 10
+    results = ray.get([counters[0].increment.remote() for _ in range(5)])
+    assert results == [2, 3, 4, 5, 6]
+    assert ray.get(counter.get_counter.remote()) == 1
+
+
+def test_actor_handles_passed_to_tasks_call_the_same_actor(connected: None) -> None:
+    """Ray's "Passing around actor handles", as written there (sleeps shortened by the page's own numbers)."""
+    counter = Counter.remote()
+
+    # Start some tasks that use the actor.
+    [f.remote(counter) for _ in range(3)]
+
+    # Print the counter value.
+    values = []
+    for _ in range(10):
+        time.sleep(0.1)
+        values.append(ray.get(counter.get_counter.remote()))
+    deadline = time.monotonic() + 30
+    while ray.get(counter.get_counter.remote()) < 30 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ray.get(counter.get_counter.remote()) == 30
+    assert values == sorted(values)
+
+
+def test_named_actors_are_found_by_name_and_killed(connected: None) -> None:
+    """Ray's "Named actors" and "Terminating actors": get_actor finds it; after ray.kill its calls fail with
+    RayActorError and its name is free."""
+    counter = Counter.options(name="some_name").remote()
+    assert ray.get(counter.increment.remote()) == 1
+    same = ray.get_actor("some_name")
+    assert ray.get(same.increment.remote()) == 2
+    ray.kill(counter)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(same.increment.remote(), timeout=30)
+    with pytest.raises(ValueError, match="some_name"):
+        ray.get_actor("some_name")
+
+
+def test_ray_terminate_ends_the_actor_after_the_calls_before_it(connected: None) -> None:
+    counter = Counter.remote()
+    first = counter.increment.remote()
+    ended = counter.__ray_terminate__.remote()
+    assert ray.get(first) == 1
+    assert ray.get(ended, timeout=30) is None
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(counter.increment.remote(), timeout=30)
+
+
+@ray.remote
+class Splitter:
+    @ray.method(num_returns=2)
+    def split(self, pair):
+        return pair[0], pair[1]
+
+    def pid(self):
+        import os
+
+        return os.getpid()
+
+
+def test_num_returns_from_ray_method_and_from_options(connected: None) -> None:
+    splitter = Splitter.remote()
+    a, b = splitter.split.remote(("x", "y"))
+    assert ray.get([a, b]) == ["x", "y"]
+    c, d = splitter.split.options(num_returns=2).remote([1, 2])
+    assert ray.get(c) == 1 and ray.get(d) == 2
+    assert ray.get(splitter.pid.remote()) != os.getpid()
+
+
+@pytest.mark.timeout(240)
+def test_max_restarts_restarts_an_actor_whose_worker_died() -> None:
+    """Ray's "Actor fault tolerance": with max_restarts=1 the actor is built again after its worker is killed (a call
+    at it fails with RayActorError); by default (0) it is not. Uses its own cluster: it kills workers."""
+    with running_cluster(2) as cluster:
+        ray.scaler_init(address=cluster.get_address())
+        try:
+            splitter = Splitter.options(max_restarts=1).remote()
+            pid = ray.get(splitter.pid.remote())
+            os.kill(agent_of_processor(pid), signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
+            with pytest.raises(ray.exceptions.RayActorError):  # the call was made before the scheduler knew
+                ray.get(splitter.pid.remote(), timeout=60)
+            again = ray.get(splitter.pid.remote(), timeout=60)
+            assert again != pid
+            once = Splitter.remote()
+            pid = ray.get(once.pid.remote())
+            os.kill(agent_of_processor(pid), signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
+            with pytest.raises(ray.exceptions.RayActorError, match="restarts are spent"):
+                ray.get(once.pid.remote(), timeout=60)
+        finally:
+            ray.shutdown()
+
+
+def test_what_is_not_supported_about_actors_raises_naming_it(connected: None) -> None:
+    with pytest.raises(TypeError, match=r"use 'Counter\.remote\(\)'"):
+        Counter()
+    counter = Counter.remote()
+    with pytest.raises(TypeError, match=r"try 'object\.increment\.remote\(\)'"):
+        counter.increment()
+    with pytest.raises(AttributeError, match="no public method 'decrement'"):
+        counter.decrement.remote()
+    with pytest.raises(NotImplementedError, match="detached"):
+        Counter.options(lifetime="detached").remote()
+    with pytest.raises(NotImplementedError, match="scheduling_strategy"):
+        Counter.options(scheduling_strategy="SPREAD")

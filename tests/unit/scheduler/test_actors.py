@@ -1,0 +1,153 @@
+"""Actors in the scheduler core (core/actors.py): calls held until the actor is ready and sent in order, restarts
+after a lost worker or processor up to the limit, stop, names, the end of an actor and of its client."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scaler.protocol import messages as m
+from scaler.protocol.ids import ClientID, TaskID
+from scaler.scheduler.core.effects import Send
+from scaler.testing.simulation import FakeClient, FakeWorker, SimulatedCluster, task
+
+
+def start(sim: SimulatedCluster, client: FakeClient, number: int, max_restarts: int = 1, name: str = "") -> TaskID:
+    actor = replace(
+        task(client.peer, number), function_name="Pricer", actor=m.ActorSpec(max_restarts, 1, name, b"price")
+    )
+    sim.submit(client, [actor])
+    return actor.task_id
+
+
+def call(sim: SimulatedCluster, client: FakeClient, actor_id: TaskID, number: int) -> TaskID:
+    made = replace(task(client.peer, number), function_name="Pricer.price", actor_id=actor_id)
+    sim.submit(client, [made])
+    return made.task_id
+
+
+def ready(sim: SimulatedCluster, worker: FakeWorker, actor_id: TaskID) -> None:
+    sim.send(worker.peer, m.ActorReady(actor_id))
+
+
+def sent_to(sim: SimulatedCluster, worker: FakeWorker, kind: type) -> list[m.Message]:
+    return [
+        e.message for e in sim.effects if isinstance(e, Send) and e.peer == worker.peer and isinstance(e.message, kind)
+    ]
+
+
+def answered(client: FakeClient, task_id: TaskID) -> list[tuple[str, str]]:
+    return client.answers.get(task_id, [])
+
+
+def test_calls_wait_for_the_actor_then_go_to_its_worker_in_order_and_their_results_to_the_caller() -> None:
+    """Checked to fail with calls sent before ActorReady (Actors.call sending at once): they reached no worker."""
+    sim = SimulatedCluster()
+    client, worker = sim.add_client(), sim.add_worker(capacity=2)
+    actor_id = start(sim, client, 1)
+    calls = [call(sim, client, actor_id, n) for n in range(10, 15)]
+    assert worker.held == [actor_id], "no call before the actor is ready"
+    ready(sim, worker, actor_id)
+    assert worker.held == [actor_id, *calls]
+    for call_id in calls:
+        sim.finish(worker, call_id)
+    assert all(answered(client, c) == [("result", "success")] for c in calls)
+    later = call(sim, client, actor_id, 20)
+    assert worker.held == [actor_id, later]  # straight to the worker now
+    (summary,) = sim.core.view().actors
+    assert (summary.class_name, summary.state, summary.calls, summary.calls_done) == ("Pricer", "running", 1, 5)
+    sim.check_invariants()
+
+
+def test_a_lost_worker_fails_the_calls_at_the_actor_and_builds_it_again_up_to_its_limit() -> None:
+    """Checked to fail with Actors.worker_gone doing nothing: the calls at the lost worker were never answered."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    first, second = sim.add_worker("a", 2), sim.add_worker("b", 2)
+    actor_id = start(sim, client, 1, max_restarts=1)
+    home, other = (first, second) if actor_id in first.held else (second, first)
+    ready(sim, home, actor_id)
+    at_it = call(sim, client, actor_id, 10)
+    sim.kill(home)
+    assert answered(client, at_it) == [("result", "actorRestarted")]
+    assert other.held == [actor_id], "built again on the other worker"
+    waiting = call(sim, client, actor_id, 11)
+    assert answered(client, waiting) == [] and other.held == [actor_id]
+    ready(sim, other, actor_id)
+    assert other.held == [actor_id, waiting]
+    sim.check_invariants()
+    sim.kill(other)
+    assert answered(client, waiting) == [("result", "actorDied")]
+    assert answered(client, actor_id) == [("result", "actorDied")]
+    refused = call(sim, client, actor_id, 12)
+    assert answered(client, refused) == [("result", "actorDied")]
+    reason = [e.message for e in sim.effects if isinstance(e, Send) and getattr(e.message, "task_id", None) == refused]
+    assert "restarts are spent" in reason[-1].error_message  # type: ignore[attr-defined]
+    assert sim.core.view().actors == ()
+
+
+def test_a_processor_that_died_under_the_actor_builds_it_again_at_no_retry_cost() -> None:
+    sim = SimulatedCluster()
+    client, worker = sim.add_client(), sim.add_worker(capacity=2)
+    actor_id = start(sim, client, 1, max_restarts=-1)
+    for _ in range(6):  # more than the retry budget of a task (3)
+        ready(sim, worker, actor_id)
+        at_it = call(sim, client, actor_id, 10 + len(client.answers))
+        worker.held.remove(at_it)
+        sim.finish(worker, actor_id, m.ResultStatus.PROCESSOR_DIED)
+        assert answered(client, at_it) == [("result", "actorRestarted")]
+        assert worker.held == [actor_id]
+    assert answered(client, actor_id) == []
+    (summary,) = sim.core.view().actors
+    assert summary.restarts == 6 and summary.state == "placing"
+
+
+def test_stop_goes_after_the_calls_made_before_it_and_refuses_those_after() -> None:
+    sim = SimulatedCluster()
+    client, worker = sim.add_client(), sim.add_worker(capacity=2)
+    actor_id = start(sim, client, 1)
+    before = call(sim, client, actor_id, 10)
+    sim.send(client.peer, m.ActorStop(actor_id))
+    after = call(sim, client, actor_id, 11)
+    assert answered(client, after) == [("result", "actorDied")]
+    ready(sim, worker, actor_id)
+    assert worker.held == [actor_id, before]
+    assert sent_to(sim, worker, m.ActorStop) == [m.ActorStop(actor_id)]
+    sim.finish(worker, before)
+    sim.finish(worker, actor_id)  # the actor's start task ends: a success
+    assert answered(client, actor_id) == [("result", "success")]
+    assert sim.core.view().actors == ()
+    sim.check_invariants()
+
+
+def test_a_name_is_unique_among_live_actors_and_found_by_lookup() -> None:
+    sim = SimulatedCluster()
+    client, worker = sim.add_client(), sim.add_worker(capacity=3)
+    actor_id = start(sim, client, 1, name="pricer")
+    taken = start(sim, client, 2, name="pricer")
+    assert answered(client, taken) == [("result", "error")]
+    sim.send(client.peer, m.ActorLookup("pricer"))
+    replies = [e.message for e in sim.effects if isinstance(e, Send) and isinstance(e.message, m.ActorReply)]
+    assert replies[-1] == m.ActorReply("pricer", True, actor_id, "Pricer", b"price")
+    sim.finish(worker, actor_id, m.ResultStatus.FAILED)  # its constructor raised
+    sim.send(client.peer, m.ActorLookup("pricer"))
+    replies = [e.message for e in sim.effects if isinstance(e, Send) and isinstance(e.message, m.ActorReply)]
+    assert not replies[-1].found
+    again = start(sim, client, 3, name="pricer")
+    assert answered(client, again) == [] and again in worker.held
+
+
+def test_an_actor_whose_client_left_ends_and_fails_the_calls_of_other_clients() -> None:
+    """Checked to fail with the sweep not answering an ended actor's calls: the other client's call hung."""
+    sim = SimulatedCluster()
+    starter, other, worker = sim.add_client("a"), sim.add_client("b"), sim.add_worker(capacity=3)
+    actor_id = start(sim, starter, 1)
+    ready(sim, worker, actor_id)
+    theirs = call(sim, other, actor_id, 10)
+    sim.send(starter.peer, m.ClientDisconnect(False))
+    assert actor_id not in worker.held  # the start task was cancelled at its worker
+    assert answered(other, theirs) == [("result", "actorDied")]
+    assert sim.core.view().actors == ()
+    stale = m.TaskResult(theirs, m.ResultStatus.SUCCESS)
+    sim.send(worker.peer, stale)  # a late result of a call already answered is dropped
+    assert answered(other, theirs) == [("result", "actorDied")]
+    assert ClientID(other.peer) not in sim.core.tasks.by_client or not sim.core.tasks.by_client[ClientID(other.peer)]
