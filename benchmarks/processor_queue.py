@@ -40,6 +40,7 @@ from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID
 from scaler.worker.processor.channel import BlockingChannel, FrameReader, encode_frames
+from scaler.worker.processor.outlet import ProcessorOutlet
 from scaler.worker.processor.threads import TaskThreads
 
 #: tasks per in-process run (their frames and results must fit in the socket buffers)
@@ -59,7 +60,8 @@ def trivial_result(task: m.Task) -> m.TaskResult:
 
 def serve(channel_socket: socket.socket) -> None:
     """The child: a processor's task loop with a trivial execute, until the agent closes the channel."""
-    threads = TaskThreads(BlockingChannel(channel_socket), trivial_result, lambda _: None, lambda: None, 30.0)
+    channel = BlockingChannel(channel_socket)
+    threads = TaskThreads(channel, ProcessorOutlet(channel), trivial_result, lambda _: None, lambda: None, 30.0)
     threads.run()
 
 
@@ -120,7 +122,8 @@ def in_process_us_per_task(frames: list[bytes]) -> float:
             agent_end.shutdown(socket.SHUT_WR)  # the processor's next read ends run()
         return trivial_result(task)
 
-    threads = TaskThreads(BlockingChannel(processor_end), execute, lambda _: None, lambda: None, 30.0, b"Worker|b")
+    channel = BlockingChannel(processor_end)
+    threads = TaskThreads(channel, ProcessorOutlet(channel), execute, lambda _: None, lambda: None, 30.0, b"Worker|b")
     started = time.perf_counter()
     threads.run()
     elapsed = time.perf_counter() - started

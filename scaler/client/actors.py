@@ -56,6 +56,11 @@ def spec_of(
     return m.ActorSpec(max_restarts, max_concurrency, name or "", interface_of(cls))
 
 
+#: How a handle sent to a task is made again there: (actor id, class name, method names) -> a handle calling through
+#: the task's own client; `scaler.client.client` gives it, since it owns the client a task has.
+Rebuild = Callable[[TaskID, str, tuple[str, ...]], "ActorHandle[Any]"]
+
+
 class ActorHandle(Generic[T]):
     """A live actor: `handle.method(*args, **kwargs)` is a future of the method's call on its instance (see the
     module's docstring). `stop()` ends it after the calls made before; `started` is the future of its start task
@@ -63,9 +68,10 @@ class ActorHandle(Generic[T]):
 
     def __init__(
         self, session: Session, actor_id: TaskID, class_name: str, methods: frozenset[str], started: ScalerFuture[Any]
-        | None, wrap: Wrap | None = None, owned: bool = True,
+        | None, rebuild: Rebuild, wrap: Wrap | None = None, owned: bool = True,
     ) -> None:  # fmt: skip
         self._session = session
+        self._rebuild = rebuild  #: makes this handle again where it is unpickled (given by the client that owns it)
         self._actor_id = actor_id
         self._class_name = class_name
         self._methods = methods
@@ -77,21 +83,21 @@ class ActorHandle(Generic[T]):
     @classmethod
     def start(
         cls, session: Session, actor_class: type[T], args: tuple[Any, ...], kwargs: dict[str, Any],
-        spec: m.ActorSpec, options: TaskOptions, wrap: Wrap | None = None,
+        spec: m.ActorSpec, options: TaskOptions, rebuild: Rebuild, wrap: Wrap | None = None,
     ) -> ActorHandle[T]:  # fmt: skip
         actor_id, started = session.start_actor(actor_class, args, kwargs, spec, options)
         methods = frozenset(spec.interface.decode().split("\n")) - {""}
-        return cls(session, actor_id, actor_class.__qualname__, methods, started, wrap, owned=not spec.name)
+        return cls(session, actor_id, actor_class.__qualname__, methods, started, rebuild, wrap, owned=not spec.name)
 
     @classmethod
-    def look_up(cls, session: Session, name: str, wrap: Wrap | None = None) -> ActorHandle[Any]:
+    def look_up(cls, session: Session, name: str, rebuild: Rebuild, wrap: Wrap | None = None) -> ActorHandle[Any]:
         """A handle on the live actor of that name (ValueError when there is none); it does not stop it when
         collected."""
         reply = session.lookup_actor(name)
         if not reply.found:
             raise ValueError(reply.reason or f"no live actor is named {name!r}")
         methods = frozenset(reply.interface.decode().split("\n")) - {""}
-        return cls(session, reply.actor_id, reply.class_name, methods, None, wrap, owned=False)
+        return cls(session, reply.actor_id, reply.class_name, methods, None, rebuild, wrap, owned=False)
 
     @property
     def actor_id(self) -> TaskID:
@@ -131,7 +137,7 @@ class ActorHandle(Generic[T]):
     def __reduce__(self) -> Any:
         """Sent to a task, a handle calls the same actor from there (through the task's own client); it does not stop
         the actor when collected."""
-        return (_handle_in_task, (self._actor_id, self._class_name, tuple(sorted(self._methods))))
+        return (self._rebuild, (self._actor_id, self._class_name, tuple(sorted(self._methods))))
 
     def __del__(self) -> None:
         try:
@@ -140,14 +146,6 @@ class ActorHandle(Generic[T]):
                 self._session.stop_actor(self._actor_id, flush=False)
         except Exception:
             pass  # the interpreter is ending, or the connection is gone: the actor ends with its client
-
-
-def _handle_in_task(actor_id: TaskID, class_name: str, methods: tuple[str, ...]) -> ActorHandle[Any]:
-    """A handle unpickled in a task: its calls go through the processor's client (one connection per processor)."""
-    from scaler.client.client import in_task_client
-
-    session = in_task_client().session
-    return ActorHandle(session, actor_id, class_name, frozenset(methods), None, owned=False)
 
 
 class ActorMethodCall:

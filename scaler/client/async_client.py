@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterable
 from typing import Any, TypeVar
 
 from scaler.client.actors import DEFAULT_MAX_RESTARTS, ActorHandle, spec_of
-from scaler.client.client import Client
+from scaler.client.client import Client, actor_handle_in_task
 from scaler.client.future import ScalerFuture
 from scaler.client.session import TaskOptions
 from scaler.client.streams import STREAM_END, TaskStream
@@ -231,11 +231,15 @@ class AsyncClient:
         """`Client.actor_verbose`, with awaitable calls."""
         spec = spec_of(cls, max_restarts, max_concurrency, name)
         options = TaskOptions.of(None, capabilities)
-        return ActorHandle.start(self.client.session, cls, args, kwargs, spec, options, wrap=self._awaitable)
+        return ActorHandle.start(
+            self.client.session, cls, args, kwargs, spec, options, actor_handle_in_task, wrap=self._awaitable
+        )
 
     async def get_actor(self, name: str) -> ActorHandle[Any]:
         """`Client.get_actor` (the look-up waits off the loop), with awaitable calls."""
-        return await self._off_loop(ActorHandle.look_up, self.client.session, name, self._awaitable)
+        return await self._off_loop(
+            ActorHandle.look_up, self.client.session, name, actor_handle_in_task, self._awaitable
+        )
 
     def _awaitable(self, future: ScalerFuture) -> AsyncFuture:
         return AsyncFuture(future, self._pool)

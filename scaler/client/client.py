@@ -30,7 +30,7 @@ from scaler.payload import processor_context
 from scaler.payload.references import ObjectReference
 from scaler.payload.serializer import DefaultSerializer, Serializer
 from scaler.protocol import messages as m
-from scaler.protocol.ids import ClientID
+from scaler.protocol.ids import ClientID, TaskID
 
 if TYPE_CHECKING:
     from scaler.client.executor import ScalerExecutor
@@ -234,12 +234,12 @@ class Client:
         `capabilities` (which workers may hold it)."""
         spec = spec_of(cls, max_restarts, max_concurrency, name)
         options = TaskOptions.of(None, capabilities)
-        return ActorHandle.start(self._session, cls, args, kwargs, spec, options)
+        return ActorHandle.start(self._session, cls, args, kwargs, spec, options, actor_handle_in_task)
 
     def get_actor(self, name: str) -> ActorHandle[Any]:
         """A handle on the live actor named `name` (started by a client of this client's key); ValueError when none
         is alive."""
-        return ActorHandle.look_up(self._session, name)
+        return ActorHandle.look_up(self._session, name, actor_handle_in_task)
 
     @overload
     def map(
@@ -425,6 +425,15 @@ def in_task_client() -> Client:
     if processor_context.current() is None:
         raise RuntimeError("this object calls through the client of a task: it can only be unpickled inside a task")
     return _rebuild_client("", b"", False, 60.0, 2.0, None, False)
+
+
+def actor_handle_in_task(actor_id: TaskID, class_name: str, methods: tuple[str, ...]) -> ActorHandle[Any]:
+    """An actor handle unpickled in a task: its calls go through the processor's client (one connection per
+    processor); it does not stop the actor when collected."""
+    handle: ActorHandle[Any] = ActorHandle(
+        in_task_client().session, actor_id, class_name, frozenset(methods), None, actor_handle_in_task, owned=False
+    )
+    return handle
 
 
 def refuse_tls_security_config(security_config: Any) -> None:

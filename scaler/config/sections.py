@@ -346,6 +346,12 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         choices=tuple(mode.value for mode in NestedParents),
         combo=True,
     )
+    direct_results: bool = setting(
+        True,
+        help="processors send each result straight to the scheduler on a link of their own (the worker agent hears "
+        "of it off the critical path); False: through the worker agent, one hop more",
+        combo=True,
+    )
     io_threads: int = setting(
         1,
         help="ZeroMQ I/O threads per worker",

@@ -124,10 +124,11 @@ def read_manager_info(r: Any) -> m.ManagerInfo:
 
 def write_processor_info(b: Any, v: m.ProcessorInfo) -> None:
     b.processorId = v.processor_id
+    b.workerId = v.worker_id
 
 
 def read_processor_info(r: Any) -> m.ProcessorInfo:
-    return m.ProcessorInfo(r.processorId)
+    return m.ProcessorInfo(r.processorId, r.workerId)
 
 
 def write_hello_reply(b: Any, v: m.HelloReply) -> None:
@@ -236,10 +237,13 @@ def read_manager_status(r: Any) -> m.ManagerStatus:
 def write_heartbeat_echo(b: Any, v: m.HeartbeatEcho) -> None:
     b.objectStorageAddress = v.object_storage_address
     b.workerCount = v.worker_count
+    if v.results_read:
+        b.resultsRead = v.results_read
 
 
 def read_heartbeat_echo(r: Any) -> m.HeartbeatEcho:
-    return m.HeartbeatEcho(r.objectStorageAddress, r.workerCount)
+    results_read = r.resultsRead
+    return m.HeartbeatEcho(r.objectStorageAddress, r.workerCount, tuple(results_read) if len(results_read) else ())
 
 
 def write_ping(b: Any, v: m.Ping) -> None:
@@ -651,6 +655,16 @@ def write_processor_resume(b: Any, v: m.ProcessorResume) -> None:
 
 def read_processor_resume(r: Any) -> m.ProcessorResume:
     return m.ProcessorResume(r.taskId)
+
+
+def write_result_sent(b: Any, v: m.ResultSent) -> None:
+    b.taskId = v.task_id
+    b.result = v.result
+    b.seconds = v.seconds
+
+
+def read_result_sent(r: Any) -> m.ResultSent:
+    return m.ResultSent(r.taskId, r.result, r.seconds)
 
 
 def write_status_snapshot(b: Any, v: m.StatusSnapshot) -> None:
@@ -1290,6 +1304,7 @@ WRITERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.ActorStop: ("actorStop", write_actor_stop),
     m.ActorLookup: ("actorLookup", write_actor_lookup),
     m.ActorReply: ("actorReply", write_actor_reply),
+    m.ResultSent: ("resultSent", write_result_sent),
 }
 #: Each member of the envelope, by its discriminant, and its reader.
 READERS: tuple[tuple[str, Callable[[Any], m.Message]], ...] = (
@@ -1333,4 +1348,5 @@ READERS: tuple[tuple[str, Callable[[Any], m.Message]], ...] = (
     ("actorStop", read_actor_stop),
     ("actorLookup", read_actor_lookup),
     ("actorReply", read_actor_reply),
+    ("resultSent", read_result_sent),
 )

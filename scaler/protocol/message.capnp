@@ -76,7 +76,10 @@ struct ManagerInfo {
 }
 
 struct ProcessorInfo {
-  processorId @0 :Data;
+  # A processor's own link to the scheduler, for its results (docs/protocol.md, section 3.7): accepted while its
+  # worker is registered; the scheduler takes what it sends as its worker's.
+  processorId @0 :Data;     # its name within its worker (the agent's)
+  workerId @1 :Data;        # the identity of its worker agent's connection
 }
 
 struct HelloReply {
@@ -133,6 +136,8 @@ struct ManagerStatus {
 struct HeartbeatEcho {
   objectStorageAddress @0 :Text;
   workerCount @1 :UInt32;
+  resultsRead @2 :List(Data);  # to a worker: the tasks whose results it read from the worker's processors since
+                               # the previous echo (the agent's result journal forgets them)
 }
 
 struct Ping {
@@ -396,6 +401,14 @@ struct ProcessorResume {
   taskId @0 :Data;
 }
 
+struct ResultSent {
+  # The processor sent this task's TaskResult to the scheduler itself, on its own link; the agent keeps the result
+  # until the scheduler names it in a HeartbeatEcho, and sends it again when that may be needed.
+  taskId @0 :Data;
+  result @1 :Data;          # the TaskResult's frame, as the processor sent it
+  seconds @2 :Float64;      # how long the task computed, as the processor measured it (the agent's run-time estimates)
+}
+
 # ---------------------------------------------------------------- monitoring (PUB)
 
 struct StatusSnapshot {
@@ -609,6 +622,7 @@ struct Message {
     actorStop @37 :ActorStop;
     actorLookup @38 :ActorLookup;
     actorReply @39 :ActorReply;
+    resultSent @40 :ResultSent;
   }
 }
 

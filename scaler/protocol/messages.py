@@ -74,6 +74,7 @@ __all__ = [
     "Profile",
     "ProtocolError",
     "ProtocolErrorKind",
+    "ResultSent",
     "ResultStatus",
     "Role",
     "RoleInfo",
@@ -275,7 +276,13 @@ class ManagerInfo:
 
 @dataclass(frozen=True, slots=True)
 class ProcessorInfo:
+    """A processor's own link to the scheduler, for its results (docs/protocol.md, section 3.7): accepted while its
+    worker is registered; the scheduler takes what it sends as its worker's."""
+
+    #: its name within its worker (the agent's)
     processor_id: bytes
+    #: the identity of its worker agent's connection
+    worker_id: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +363,9 @@ class ManagerStatus:
 class HeartbeatEcho:
     object_storage_address: str = ""
     worker_count: int = 0
+    #: to a worker: the tasks whose results it read from the worker's processors since the previous echo (the
+    #: agent's result journal forgets them)
+    results_read: tuple[TaskID, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -654,6 +664,18 @@ class ProcessorResumeRequest:
 @dataclass(frozen=True, slots=True)
 class ProcessorResume:
     task_id: TaskID
+
+
+@dataclass(frozen=True, slots=True)
+class ResultSent:
+    """The processor sent this task's TaskResult to the scheduler itself, on its own link; the agent keeps the
+    result until the scheduler names it in a HeartbeatEcho, and sends it again when that may be needed."""
+
+    task_id: TaskID
+    #: the TaskResult's frame, as the processor sent it
+    result: bytes
+    #: how long the task computed, as the processor measured it (the agent's run-time estimates)
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -1064,6 +1086,7 @@ Message = (
     | ActorStop
     | ActorLookup
     | ActorReply
+    | ResultSent
 )
 
 #: Every message type, in the order of the envelope's union (its discriminant).
@@ -1108,4 +1131,5 @@ MESSAGE_TYPES: tuple[type, ...] = (
     ActorStop,
     ActorLookup,
     ActorReply,
+    ResultSent,
 )

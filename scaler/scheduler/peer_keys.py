@@ -4,7 +4,8 @@ With CURVE on, every message carries its connection's public key (`User-Id`, set
 message reaches the core:
 
 - a hello is let through only if the key's roles allow the role it names (a client key cannot register as a
-  worker or a manager: `scaler.security.roles`); the refusal is a `HelloReply(False)` naming why;
+  worker or a manager: `scaler.security.roles`); the refusal is a `HelloReply(False)` naming why. A processor's link
+  must come with the key its worker registered with (it speaks for that worker);
 - a message on a registered identity must come with the key that registered it. A secured ROUTER has no handover,
   so a second connection naming an identity in use is not read while the first lives; a message with another
   key therefore means the registering connection ended and a stranger holds its identity: the message is
@@ -36,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 REVOKED = "authentication: this connection's CURVE key was revoked (removed from the authorised keys)"
 TAKEN = "refused: this identity was registered with another CURVE key"
+PROCESSOR_KEY = "refused: a processor's link must use the CURVE key its worker registered with"
 
 #: Refusals remembered so each is logged once; beyond this the memory is cleared (and some are logged again).
 MAX_REMEMBERED_REFUSALS = 10_000
@@ -96,6 +98,10 @@ class PeerKeys:
             return Refusal(m.ProtocolError("refused: this connection is not authenticated"))
         if isinstance(message, m.Hello):
             reason = scheduler_refusal(self._roles.roles_of(key), message.role.value)
+            if reason is None and isinstance(message.info, m.ProcessorInfo):
+                worker_key = self._registered.get(PeerID(message.info.worker_id))
+                if worker_key is not None and worker_key != key:
+                    reason = PROCESSOR_KEY
             if reason is not None:
                 self._log_once(key, reason, f"refused a {message.role.value} hello from {short(peer)}")
                 return Refusal(m.HelloReply(False, reason, python_version=self._python_version))

@@ -337,7 +337,8 @@ class SchedulerServer:
         disconnected) and told so; its next hello is refused at registration."""
         while True:
             await self._clock.sleep(REVOCATION_CHECK_SECONDS)
-            registered = set(self._core.clients) | set(self._core.workers) | set(self._core.managers)
+            core = self._core
+            registered = set(core.clients) | set(core.workers) | set(core.managers) | set(core.processors)
             revoked = keys.revoked(registered)
             if not revoked:
                 continue

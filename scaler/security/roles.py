@@ -29,13 +29,16 @@ SERVER = "server"
 #: subfolder of the authorised folder -> the role of the keys in it (keys at its top are clients)
 ROLE_FOLDERS = {"clients": CLIENT, "workers": WORKER, "managers": MANAGER, "monitors": MONITOR}
 
+#: a worker's processors link to the scheduler for their results, with their worker's keys (a hello's role)
+PROCESSOR = "processor"
+
 #: what a key of each role may register as with the scheduler (a hello's role)
 _SCHEDULER_ROLES = {
     CLIENT: frozenset({CLIENT}),
-    WORKER: frozenset({WORKER, CLIENT}),  # a task may open a client with its worker's keys (nested tasks)
-    MANAGER: frozenset({MANAGER, WORKER, CLIENT}),  # a manager's workers connect with the manager's keys
+    WORKER: frozenset({WORKER, PROCESSOR, CLIENT}),  # a task may open a client with its worker's keys (nested tasks)
+    MANAGER: frozenset({MANAGER, WORKER, PROCESSOR, CLIENT}),  # a manager's workers connect with the manager's keys
     MONITOR: frozenset(),
-    SERVER: frozenset({CLIENT, WORKER, MANAGER}),
+    SERVER: frozenset({CLIENT, WORKER, PROCESSOR, MANAGER}),
 }
 
 #: what a key of each role may say it is to the object storage server (a storage hello's role)

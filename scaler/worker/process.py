@@ -75,6 +75,7 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
         garbage_collect_interval_seconds=config.garbage_collect_interval_seconds,
         trim_memory_threshold_bytes=config.trim_memory_threshold_bytes,
         security=security,
+        direct_results=config.direct_results,
     )
     # Fork the zygote first: no thread, event loop or ZeroMQ context exists yet.
     from scaler.io.process_profiling import run_profiled

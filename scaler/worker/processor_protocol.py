@@ -21,10 +21,11 @@ Rules:
    TaskAbandoned is raised in its thread) and keeps the turn until it has unwound; a parked one (STOPPING_PARKED)
    is woken to unwind without the turn; the nested tasks of both are cancelled, and each is answered CANCELED when
    its thread is done. A task that ended already is held no more: the cancel is ignored.
-5. Every task sent to a processor is answered exactly once with a TaskResult: its result, or CANCELED for one a
-   TaskCancel withdrew or stopped. Reports keep their order: a task's ProcessorBlocked comes before the result of
-   any task that computes after it, and results come in the order the tasks computed. A result from the processor
-   that holds a task ends it, whatever state the agent has it in: the processor knows best.
+5. Every task sent to a processor is answered exactly once: with a TaskResult (its result, or CANCELED for one a
+   TaskCancel withdrew or stopped), or with a ResultSent when the processor sent the result of a task that ran to
+   the scheduler itself, on its own link (rule 8). Reports keep their order: a task's ProcessorBlocked comes before
+   the answer of any task that computes after it, and answers come in the order the tasks computed. An answer from
+   the processor that holds a task ends it, whatever state the agent has it in: the processor knows best.
 6. The agent acts on a picture of its processors that lags by the messages in flight. It forgets at once a task it
    withdraws or stops while parked (the processor's CANCELED answer is then ignored); one it stops while computing
    keeps its slot until that answer, or the processor's death. It sends a task to a processor that computes
@@ -32,6 +33,11 @@ Rules:
    it together with a TaskCancel for it and withdraw it; that CANCELED answer then frees the slot.
 7. A processor that is killed or dies ends every task it held (GONE): a staged one goes back to the agent's queue
    (it never started); the others end there, and agent/core.py says how each is reported.
+8. A processor whose route to the scheduler is open (processor/result_route.py: its own link, accepted by the
+   scheduler) sends the result of each task that ran, and the task's TaskLogs, on that link, and answers the agent
+   with a ResultSent (the result's frame) in the order rule 5 says; the agent does not send it on, and keeps it
+   until the scheduler has read it (agent/result_journal.py). CANCELED answers go to the agent only, whose answer
+   the scheduler has already had (a TaskCancelConfirm).
 
 Every (state, event) pair has an explicit outcome. IGNORE changes nothing: the event is stale (a cancel that
 crossed the task's end) or cannot happen under the rules above (a task that has not computed does not park).
@@ -66,7 +72,7 @@ class TaskEvent(enum.IntEnum):
     PARK = 2  #: its outermost wait on nested futures begins (ProcessorBlocked)
     ASK_RESUME = 3  #: its futures are done (ProcessorResumeRequest)
     RESUME = 4  #: the agent gives the turn back (ProcessorResume)
-    END = 5  #: its thread is done and its TaskResult sent (its result, or CANCELED)
+    END = 5  #: its thread is done and its answer sent (TaskResult: its result or CANCELED; or ResultSent, rule 8)
     CANCEL = 6  #: the agent stops it: cancelled or timed out (TaskCancel)
     GONE = 7  #: its processor is killed or dies
 
@@ -81,7 +87,7 @@ class Outcome(enum.IntEnum):
     ASK = 4  #: ProcessorResumeRequest is sent; the agent resumes it when a slot is free and the processor idle
     GIVE_BACK = 5  #: the agent gave the turn back; it waits for the turn to be free
     GO_ON = 6  #: its waiting thread is woken and computes
-    FINISH = 7  #: its result goes to the scheduler; the turn passes on
+    FINISH = 7  #: its result goes to the scheduler (from the processor itself when its route is open); turn passes on
     DROP = 8  #: the agent forgets it: it was in no processor
     WITHDRAW = 9  #: never runs: the processor answers CANCELED at once; the agent forgets it (rule 6)
     STOP = 10  #: TaskAbandoned is raised in its thread; the agent keeps its slot until the CANCELED answer

@@ -1,7 +1,8 @@
 """Batching between the shells (`zmq_async.Outbox`), with the real scheduler server and worker agent on the in-memory
 network, whose traffic shows every multipart message: the tasks the scheduler sends a worker in one loop turn leave
-as one message, and a busy worker's results leave together (held up to 1 ms while more are coming). The offload
-path's batch window is in test_offload_executor.py."""
+as one message, and a busy worker's results leave together (held up to 1 ms while more are coming). The worker's
+processors send their results through it here (`direct_results=False`); results straight from processors are in
+test_direct_results_stack.py. The offload path's batch window is in test_offload_executor.py."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def test_tasks_leave_the_scheduler_together_and_results_leave_the_worker_togethe
     stack = SimulatedStack()
 
     async def scenario() -> None:
-        await stack.start(workers=1)
+        await stack.start(workers=1, direct_results=False)
         client = await stack.client()
         futures = client.submit([stack.task(client, seconds=0.0001, function="tiny") for _ in range(200)])
         await stack.until(lambda: all(future.done() for future in futures), "every result")

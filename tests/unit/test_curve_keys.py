@@ -63,7 +63,10 @@ def test_where_a_key_sits_in_the_authorised_folder_is_its_role(tmp_path: Path) -
     assert scheduler_refusal(client, "client") is None
     assert "may not connect as a worker" in (scheduler_refusal(client, "worker") or "")
     assert "managers/" in (scheduler_refusal(worker, "manager") or "")
-    assert all(scheduler_refusal(manager, role) is None for role in ("manager", "worker", "client"))
+    assert all(scheduler_refusal(manager, role) is None for role in ("manager", "worker", "processor", "client"))
+    # a worker's processors link to the scheduler with its keys; a client's key may not
+    assert scheduler_refusal(worker, "processor") is None
+    assert "workers/" in (scheduler_refusal(client, "processor") or "")
     assert scheduler_refusal(monitor, "client") is not None
     assert storage_refusal(client, "processor") is not None and storage_refusal(worker, "processor") is None
     assert storage_refusal(client, "scheduler") is not None

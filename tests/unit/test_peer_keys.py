@@ -9,7 +9,7 @@ import pytest
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID
-from scaler.scheduler.peer_keys import TAKEN, PeerKeys, settle
+from scaler.scheduler.peer_keys import PROCESSOR_KEY, TAKEN, PeerKeys, settle
 from scaler.security.quotas import KeySharing
 
 
@@ -157,3 +157,21 @@ def test_a_wrong_sharing_file_is_refused_naming_the_entry(tmp_path: Path, text: 
     (tmp_path / "sharing.toml").write_text(text)
     with pytest.raises(KeyFileError, match=words):
         authorized_sharing(str(tmp_path))
+
+
+def test_a_processor_link_must_come_with_the_key_its_worker_registered_with() -> None:
+    """A processor's link speaks for its worker (docs/protocol.md section 3.7). Checked off by hand: without the
+    comparison of keys in `PeerKeys.refusal`, the other pool's processor hello is let through."""
+    keys = PeerKeys(Folder({b"k-pool": frozenset({"worker"}), b"k-other": frozenset({"worker"}),
+                            b"k-alice": frozenset({"client"})}), "3.11.7")  # fmt: skip
+    assert keys.refusal(POOL, b"k-pool", hello(m.Role.WORKER)) is None
+
+    def processor_hello() -> m.Hello:
+        return m.Hello(m.PROTOCOL_VERSION, "3.11.7", 2, "host", m.ProcessorInfo(b"p1", POOL))
+
+    link = PeerID(POOL + b"/p1")
+    assert keys.refusal(link, b"k-pool", processor_hello()) is None
+    other = keys.refusal(PeerID(b"Worker|other/p1"), b"k-other", processor_hello())
+    assert other is not None and isinstance(other.answer, m.HelloReply) and other.answer.reason == PROCESSOR_KEY
+    client = keys.refusal(PeerID(b"Client|x/p1"), b"k-alice", processor_hello())
+    assert client is not None and isinstance(client.answer, m.HelloReply) and "workers/" in client.answer.reason

@@ -59,7 +59,7 @@ MESSAGES: dict[str, m.Message] = {
         1, "3.11.7", 42, "host", m.ManagerInfo("ecs", CAPS, 40, "aws_raw_ecs", 0.05, 61.5, 2, 3), b"i"
     ),
     "hello-manager-sparse": m.Hello(1, "3.11.7", 42, "host", m.ManagerInfo("mgr")),
-    "hello-processor": m.Hello(1, "3.11.7", 42, "host", m.ProcessorInfo(b"p1")),
+    "hello-processor": m.Hello(1, "3.11.7", 42, "host", m.ProcessorInfo(b"p1", b"Worker|FIX|w1")),
     "hello-reply": m.HelloReply(True, "", 1, "3.11.7", "tcp://127.0.0.1:8517", 1.5, 4, b"instance"),
     "hello-reply-refused": m.HelloReply(False, "speaks protocol version 2"),
     "heartbeat-worker": m.Heartbeat(12.5, 1 << 30, WORKER_STATUS, None, 0.0625),
@@ -67,6 +67,7 @@ MESSAGES: dict[str, m.Message] = {
     "heartbeat-client": m.Heartbeat(),
     "heartbeat-echo": m.HeartbeatEcho("tcp://127.0.0.1:8517", 2),
     "heartbeat-echo-sparse": m.HeartbeatEcho(),
+    "heartbeat-echo-results-read": m.HeartbeatEcho("tcp://127.0.0.1:8517", 2, (T, U)),
     "ping": m.Ping(7),
     "protocol-error": m.ProtocolError("unknown peer: send a Hello first", m.ProtocolErrorKind.UNKNOWN_PEER),
     "protocol-error-sparse": m.ProtocolError(""),
@@ -147,6 +148,7 @@ MESSAGES: dict[str, m.Message] = {
     "processor-blocked": m.ProcessorBlocked(T),
     "processor-resume-request": m.ProcessorResumeRequest(T),
     "processor-resume": m.ProcessorResume(T),
+    "result-sent": m.ResultSent(T, b"the frame of a TaskResult", 0.25),
     "status": m.StatusSnapshot(
         12.5,
         m.SchedulerStats("tcp://a:1", 1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14),

@@ -28,6 +28,7 @@ ID_TYPES = {
     "dependencies": "TaskID",
     "targets": "TaskID",
     "heldTasks": "TaskID",
+    "resultsRead": "TaskID",
     "graphId": "GraphID",
     "functionId": "ObjectID",
     "serializerId": "ObjectID",
@@ -74,7 +75,7 @@ STRUCTS = {
             )
         },
     ),
-    "ProcessorInfo": Struct(required="processorId"),
+    "ProcessorInfo": Struct(required="processorId workerId"),
     "HelloReply": Struct(
         required="accepted",
         fields={"protocolVersion": Field(default="PROTOCOL_VERSION"), "heartbeatIntervalSeconds": Field(default="2.0")},
@@ -86,6 +87,7 @@ STRUCTS = {
             "answersReceived": Field(omit_empty=True),
         }
     ),
+    "HeartbeatEcho": Struct(fields={"resultsRead": Field(omit_empty=True)}),
     "WorkerStatus": Struct(fields={"processors": Field(omit_empty=True)}, write_last="processors"),
     "ProcessorStatus": Struct(required="pid"),
     "ProtocolError": Struct(required="reason", fields={"kind": Field(default="ProtocolErrorKind.UNEXPECTED")}),
@@ -162,6 +164,7 @@ STRUCTS = {
     "ProcessorBlocked": Struct(required="taskId"),
     "ProcessorResumeRequest": Struct(required="taskId"),
     "ProcessorResume": Struct(required="taskId"),
+    "ResultSent": Struct(required="taskId result"),
     # ------------------------------------------------------------ jobs
     "JobOpen": Struct(required="name taskIds"),
     "JobAttach": Struct(required="name"),

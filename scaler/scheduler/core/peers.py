@@ -1,18 +1,23 @@
-"""Records of the scheduler's connected peers: clients, workers and worker managers.
+"""Records of the scheduler's connected peers: clients, workers, worker managers, and the processors of workers.
 
 Every peer registers with a Hello and is known by its transport identity (PeerID) from then on.
 `last_seen` is refreshed by any message from the peer, not only heartbeats (a client busy in user
-code may be late with heartbeats but still sends tasks).
+code may be late with heartbeats but still sends tasks). A processor is its worker's: what it sends counts as its
+worker's, it lives as long as its worker's registration, and it has no liveness of its own.
 """
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
 
 from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.protocol.messages import Capabilities, ManagerTarget, WorkerLimit, WorkerStatus
 from scaler.scheduler.core.client_answers import AnswerLog
+
+#: Results read from a worker's processors that its next heartbeat echo names, at most.
+MAX_RESULTS_READ = 100_000
 
 
 @dataclass(slots=True)
@@ -67,6 +72,10 @@ class WorkerRecord:
     last_finished_at: float = 0.0
     #: its unit is being taken back (a spot interruption): no new task; what runs at this time is moved
     draining_until: float | None = None
+    processors: set[PeerID] = field(default_factory=set)  #: its processors' links (ProcessorRecord)
+    #: tasks whose results were read from its processors since its last heartbeat echo, which names them (the
+    #: agent's journal forgets them); at most MAX_RESULTS_READ, the oldest dropped (the agent sends those again)
+    results_read: collections.deque[TaskID] = field(default_factory=lambda: collections.deque(maxlen=MAX_RESULTS_READ))
 
     @property
     def free_slots(self) -> int:
@@ -85,6 +94,15 @@ class WorkerRecord:
         """Whether it offers what a queue key requires: the names, and for `memory` a quantity at least as large
         (policy/capability.py)."""
         return not requirement or offers_enough(self.capability_names, self.memory_bytes, requirement)
+
+
+@dataclass(slots=True)
+class ProcessorRecord:
+    """A processor's own link (docs/protocol.md section 3.7): it sends the results of its tasks, as its worker's."""
+
+    peer: PeerID
+    worker: PeerID
+    processor_id: bytes  #: its name within its worker
 
 
 @dataclass(slots=True)

@@ -1,7 +1,9 @@
-"""Registration: a peer's Hello, checked for compatibility and turned into a client, worker or manager record.
+"""Registration: a peer's Hello, checked for compatibility and turned into a client, worker, manager or processor
+record.
 
 A connection registers as one role only; a client's share must be a positive number; at most `max_clients` clients
-at once (0: any number); a manager id is held by one connection at a time. A worker that registers again still
+at once (0: any number); a manager id is held by one connection at a time; a processor's link is accepted while its
+worker is registered (peers.py). A worker that registers again still
 holding tasks is re-attached: tasks this instance knows go back to it, tasks from before a restart wait in
 `reattachment.py` for their clients. Pure, like the core it belongs to: it reads the core's time and writes effects
 through it.
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import incompatibility
 from scaler.protocol.ids import ClientID, PeerID, TaskID, short
-from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
+from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, ProcessorRecord, WorkerRecord
 from scaler.scheduler.core.quotas import quota_of
 
 if TYPE_CHECKING:
@@ -35,12 +37,12 @@ class Registration:
         core, settings = self._core, self._core.settings
         role = hello.role.value
         reason = incompatibility(hello.protocol_version, hello.python_version, settings.python_version, role)
-        if reason is None and hello.role is m.Role.PROCESSOR:
-            reason = "processors talk to their worker agent, not to the scheduler"
         if reason is None:
             reason = self._register(peer, hello)
         if reason is not None:
-            logger.warning("refused %s %s (pid %d on %s): %s", role, short(peer), hello.pid, hello.hostname, reason)
+            # a processor is refused in the normal course of things (its worker left): its results take the other way
+            log = logger.debug if hello.role is m.Role.PROCESSOR else logger.warning
+            log("refused %s %s (pid %d on %s): %s", role, short(peer), hello.pid, hello.hostname, reason)
             core.send(peer, m.HelloReply(False, reason, python_version=settings.python_version))
             return
         client = core.clients.get(peer) if hello.role is m.Role.CLIENT else None
@@ -62,7 +64,8 @@ class Registration:
     def _register(self, peer: PeerID, hello: m.Hello) -> str | None:
         core, info = self._core, hello.info
         known_roles = [kind for kind, table in (("client", core.clients), ("worker", core.workers),
-                                                ("manager", core.managers)) if peer in table]  # fmt: skip
+                                                ("manager", core.managers), ("processor", core.processors))
+                       if peer in table]  # fmt: skip
         if known_roles and known_roles != [hello.role.value]:
             return f"this connection is already registered as a {known_roles[0]}"
         if isinstance(info, m.ClientInfo):
@@ -70,6 +73,8 @@ class Registration:
         if isinstance(info, m.WorkerInfo):
             self._register_worker(peer, hello, info)
             return None
+        if isinstance(info, m.ProcessorInfo):
+            return self._register_processor(peer, info)
         assert isinstance(info, m.ManagerInfo)
         return self._register_manager(peer, hello, info)
 
@@ -121,6 +126,24 @@ class Registration:
             core.lifecycle.worker_has_room(peer)
             logger.debug("worker %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
         self._reattach_worker(peer, info.held_tasks)
+
+    def _register_processor(self, peer: PeerID, info: m.ProcessorInfo) -> str | None:
+        """A processor's own link, for the results of its tasks: accepted while its worker is registered (what it
+        sends is its worker's, and goes with its worker); refused otherwise, and its results go through its agent."""
+        core = self._core
+        worker = core.workers.get(PeerID(info.worker_id))
+        if worker is None:
+            return (
+                f"its worker {info.worker_id.decode(errors='replace')} is not registered (it left, or this scheduler "
+                "restarted and it has not registered again): its results go through its worker agent"
+            )
+        record = core.processors.get(peer)
+        if record is not None and record.worker != worker.peer:
+            return "this connection is already registered as a processor of another worker"
+        if record is None:
+            core.processors[peer] = ProcessorRecord(peer, worker.peer, info.processor_id)
+            worker.processors.add(peer)
+        return None
 
     def _register_manager(self, peer: PeerID, hello: m.Hello, info: m.ManagerInfo) -> str | None:
         core, now = self._core, self._core.now

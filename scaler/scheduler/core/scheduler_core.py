@@ -43,7 +43,7 @@ from scaler.scheduler.core.manager_sessions import ManagerSessions
 from scaler.scheduler.core.monitor_feed import MonitorFeed
 from scaler.scheduler.core.object_retention import ObjectRetention
 from scaler.scheduler.core.overtaking import Overtaking
-from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
+from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, ProcessorRecord, WorkerRecord
 from scaler.scheduler.core.reattachment import Reattachment
 from scaler.scheduler.core.registration import Registration
 from scaler.scheduler.core.story_book import DEFAULT_RETENTION_SECONDS, DEFAULT_RETENTION_TASKS, StoryBook
@@ -123,6 +123,8 @@ class SchedulerCore:
         self.clients: dict[PeerID, ClientRecord] = {}
         self.workers: dict[PeerID, WorkerRecord] = {}
         self.managers: dict[PeerID, ManagerRecord] = {}
+        #: the links of workers' processors, for their results (registration.py; each is its worker's)
+        self.processors: dict[PeerID, ProcessorRecord] = {}
         self.lifecycle = TaskLifecycle(
             self.tasks,
             self.workers,
@@ -157,12 +159,12 @@ class SchedulerCore:
         self.worker_sessions = WorkerSessions(self)
         self.manager_sessions = ManagerSessions(self, scaling)
         self.unserved = UnservedWork(self, WARN_SECONDS, settings.unrunnable_grace_seconds)
-        self._client_handlers, self._worker_handlers, self._manager_handlers = self._routes()
+        self._client_handlers, self._worker_handlers, self._manager_handlers, self._processor_handlers = self._routes()
 
     # ------------------------------------------------------------ routing
 
-    def _routes(self) -> tuple[_Handlers, _Handlers, _Handlers]:
-        """Which handler takes which message, from a client, a worker and a manager."""
+    def _routes(self) -> tuple[_Handlers, _Handlers, _Handlers, _Handlers]:
+        """Which handler takes which message, from a client, a worker, a manager and a worker's processor."""
         clients, submissions, jobs = self.client_sessions, self.submissions, self.job_requests
         workers, managers = self.worker_sessions, self.manager_sessions
         client_handlers: _Handlers = {
@@ -194,7 +196,11 @@ class SchedulerCore:
             m.Heartbeat: managers.on_heartbeat,
             m.UnitsReclaimed: managers.on_units_reclaimed,
         }
-        return client_handlers, worker_handlers, manager_handlers
+        processor_handlers: _Handlers = {
+            m.TaskResult: workers.on_processor_result,
+            m.TaskLog: workers.on_processor_log,
+        }
+        return client_handlers, worker_handlers, manager_handlers, processor_handlers
 
     # ------------------------------------------------------------ the one mutator
 
@@ -277,6 +283,8 @@ class SchedulerCore:
         elif manager is not None:
             manager.last_seen = self.now
             handlers = self._manager_handlers
+        elif peer in self.processors:
+            handlers = self._processor_handlers  # no liveness of its own: its worker's heartbeats say it lives
         else:
             if not isinstance(message, (m.WorkerLeaving, m.ClientDisconnect)):
                 expired = self.client_sessions.expired_reason(peer)
@@ -341,6 +349,8 @@ class SchedulerCore:
         elif peer in self.managers:
             manager = self.managers.pop(peer)
             logger.info("worker manager %r connection closed (%s)", manager.manager_id, reason)
+        elif peer in self.processors:
+            self.worker_sessions.drop_processor(peer)
 
     def send(self, peer: PeerID, message: m.Message) -> None:
         self.effects.append(Send(peer, message))

@@ -1,9 +1,12 @@
 """Worker sessions: what a registered worker reports (heartbeats, results, cancel confirmations, logs, capacity,
-tasks given back), and its leaving, falling silent or draining at the end of a reclaim notice.
+tasks given back), directly or through its processors' own links (results and logs), and its leaving, falling silent
+or draining at the end of a reclaim notice.
 
 The tasks themselves change state only in `task_lifecycle.py`; this module says which worker the news came from.
 A result for a task this instance never had is one from before a restart (`reattachment.py`). A worker whose unit
-is being reclaimed leaves gracefully: none of its tasks spends a retry. Pure: time is the core's `now`.
+is being reclaimed leaves gracefully: none of its tasks spends a retry. A result read from a processor is its worker's
+and is named in the worker's next heartbeat echo (`HeartbeatEcho.results_read`), so that the agent's result journal
+forgets it; a processor's link goes with its worker. Pure: time is the core's `now`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
-from scaler.protocol.ids import PeerID, short
+from scaler.protocol.ids import PeerID, TaskID, short
 
 if TYPE_CHECKING:
     from scaler.scheduler.core.scheduler_core import SchedulerCore
@@ -32,7 +35,11 @@ class WorkerSessions:
         worker.cpu_percent = heartbeat.cpu_percent
         worker.rss_bytes = heartbeat.rss_bytes
         worker.round_trip_seconds = heartbeat.round_trip_seconds
-        core.send(peer, m.HeartbeatEcho(core.settings.object_storage_address, len(core.workers)))
+        read: tuple[TaskID, ...] = ()
+        if worker.results_read:
+            read = tuple(worker.results_read)
+            worker.results_read.clear()
+        core.send(peer, m.HeartbeatEcho(core.settings.object_storage_address, len(core.workers), read))
 
     def on_result(self, peer: PeerID, result: m.TaskResult) -> None:
         core = self._core
@@ -44,6 +51,15 @@ class WorkerSessions:
         if result.task_id not in core.tasks.records and core.reattachment.result_for_held(peer, result, core.now):
             return  # a task from before a restart: its client gets the result when it submits the task again
         core.lifecycle.result_from(peer, result)
+
+    def on_processor_result(self, peer: PeerID, result: m.TaskResult) -> None:
+        """A result on a processor's own link: its worker's, and named read in the worker's next echo."""
+        worker = self._core.workers[self._core.processors[peer].worker]
+        worker.results_read.append(result.task_id)
+        self.on_result(worker.peer, result)
+
+    def on_processor_log(self, peer: PeerID, log: m.TaskLog) -> None:
+        self.on_task_log(self._core.processors[peer].worker, log)
 
     def on_cancel_confirm(self, peer: PeerID, confirm: m.TaskCancelConfirm) -> None:
         self._core.lifecycle.cancel_confirmed_by(peer, confirm)
@@ -69,6 +85,13 @@ class WorkerSessions:
     def on_task_return(self, peer: PeerID, returned: m.TaskReturn) -> None:
         self._core.lifecycle.returned_by(peer, returned.task_ids)
 
+    def drop_processor(self, peer: PeerID) -> None:
+        """A processor's link closed (it ended, or was killed): forgotten; its worker stays."""
+        core = self._core
+        processor = core.processors.pop(peer, None)
+        if processor is not None and (worker := core.workers.get(processor.worker)) is not None:
+            worker.processors.discard(peer)
+
     def end_notices(self) -> None:
         """A draining worker whose reclaim notice is over has its remaining tasks moved elsewhere."""
         core = self._core
@@ -87,6 +110,8 @@ class WorkerSessions:
         worker = core.workers.pop(peer, None)
         if worker is None:
             return
+        for processor in worker.processors:  # they go with it: what they send next is refused (unknown peer)
+            core.processors.pop(processor, None)
         graceful = graceful or worker.draining_until is not None  # a reclaimed unit: no retry is spent
         text = f"worker {short(peer)} (pid {worker.pid} on {worker.hostname}) {reason}"
         logger.info("%s; %d task(s) go back to the queue", text, len(worker.assigned))

@@ -32,6 +32,13 @@ result journal (`result_journal`: results to send again after a scheduler restar
    straight to the processor that holds the actor, outside the table (they take no slot: the start task's thread
    serves them); a call's result goes on to the scheduler as it comes. A call for an actor not held here is
    answered ACTOR_DIED at once; the scheduler answers those that were in a processor that died.
+6. A result reaches the scheduler from its processor, on the processor's own link, when that processor's route is
+   open (it then tells the agent with ResultSent: processor/result_route.py), else through the agent (TaskResult).
+   Either way the task ends here when the agent hears of it (END), and the result journal keeps the result until
+   the scheduler has read it, sending it again itself when that is in doubt (result_journal.py): so a result is
+   never lost to a scheduler restart or to a processor that dies, and the agent is never on a result's way when
+   the route is open. When the agent stopped the task meanwhile (rule 4), the scheduler takes whichever answer
+   reaches it first.
 """
 
 from __future__ import annotations
@@ -68,6 +75,7 @@ from scaler.worker.agent.events import (
     KillProcessor,
     LeaveRequested,
     ProcessorExited,
+    ResendResult,
     SayHello,
     SchedulerDisconnected,
     SendHeartbeat,
@@ -101,6 +109,7 @@ __all__ = [  # the events and effects are part of the core's interface
     "ProcessorExited",
     "ProcessorRecord",
     "ProcessorState",
+    "ResendResult",
     "SayHello",
     "SchedulerDisconnected",
     "SendHeartbeat",
@@ -217,7 +226,7 @@ class AgentCore:
             return  # a leaving worker is forgotten on purpose: no new registration
         self._follow_link(self.link.on_message(message, self.now))
         if isinstance(message, m.HeartbeatEcho):
-            self.journal.acknowledged()
+            self._send_again(self.journal.acknowledged(message.results_read))
         elif isinstance(message, m.Task):
             self._accept(message)
         elif isinstance(message, m.ActorStop):
@@ -294,12 +303,17 @@ class AgentCore:
         self._announced_capacity = 0
 
     def _send_unacknowledged(self) -> None:
-        """Results sent since the last heartbeat the scheduler answered may have died with it: send them again
-        (the scheduler drops a result it already has)."""
+        """Results the scheduler may not have read (sent since the last heartbeat it answered, or sent by processors
+        and not named read) may have died with it: send them again (the scheduler drops a result it already has)."""
         if len(self.journal):
             logger.info("sending %d result(s) again to the scheduler", len(self.journal))
-        for result in self.journal.unacknowledged():
-            self.effects.append(ToScheduler(result))
+        for result in self.journal.send_all_again():
+            self.effects.append(ToScheduler(result) if isinstance(result, m.TaskResult) else ResendResult(result))
+
+    def _send_again(self, results: list[m.ResultSent]) -> None:
+        """Results processors sent on their own links, sent again by the agent (result_journal.py rule 3)."""
+        for sent in results:
+            self.effects.append(ResendResult(sent))
 
     def _cancel(self, task_id: TaskID) -> None:
         held = self.tasks.get(task_id)
@@ -355,6 +369,8 @@ class AgentCore:
             self.pool.started()
             if self.link.is_registered:
                 self._configure(processor)
+        elif isinstance(message, m.ResultSent):
+            self._on_result_sent(processor, message)
         elif isinstance(message, m.TaskResult):
             if self._actor_calls.pop(message.task_id, None) is not None:
                 self._to_scheduler(message)  # an actor's call: it took no slot (rule 5)
@@ -383,7 +399,18 @@ class AgentCore:
         self.estimates.learn(held.task.function_name, self.now - held.started_at)
         self._to_scheduler(result)
 
+    def _on_result_sent(self, processor: ProcessorRecord, sent: m.ResultSent) -> None:
+        """The processor sent the result to the scheduler itself (rule 5): the task ends here as for a TaskResult,
+        and the journal keeps the result until the scheduler names it."""
+        held = self.table.finish(processor, sent.task_id, self.now)
+        if held is None:
+            return  # stopped or cancelled meanwhile: the scheduler was told, and takes whichever comes first
+        # the processor's own measure: its message may have waited for others, to leave with them (outlet.py)
+        self.estimates.learn(held.task.function_name, sent.seconds or self.now - held.started_at)
+        self.journal.sent_by_processor(processor.processor_id, sent)
+
     def _on_exit(self, processor_id: bytes, description: str, out_of_memory: str) -> None:
+        self._send_again(self.journal.processor_gone(processor_id))  # its messages may have died with it
         processor = self.processors.get(processor_id)
         if processor is None or processor.state is _STOPPING_PROCESSOR:
             self.table.remove(processor_id)

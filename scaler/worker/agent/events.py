@@ -66,6 +66,13 @@ class ToScheduler:
 
 
 @dataclass(frozen=True, slots=True)
+class ResendResult:
+    """Send the scheduler a result a processor sent on its own link, again, on the agent's (its frame unchanged)."""
+
+    sent: m.ResultSent
+
+
+@dataclass(frozen=True, slots=True)
 class SayHello:
     """Register with the scheduler (again): naming the tasks held from an instance that is gone, and it."""
 
@@ -102,7 +109,7 @@ class Exit:
     reason: str
 
 
-Effect = ToScheduler | SayHello | SendHeartbeat | ToProcessor | SpawnProcessor | KillProcessor | Exit
+Effect = ToScheduler | ResendResult | SayHello | SendHeartbeat | ToProcessor | SpawnProcessor | KillProcessor | Exit
 
 #: Exit codes of a worker process (the table is `scaler.protocol.exit_codes.ExitCode`).
 EXIT_OK = ExitCode.OK

@@ -180,6 +180,8 @@ class WorkerAgent:
         for effect in effects:
             if isinstance(effect, core.ToScheduler):
                 self._to_scheduler.send(b"", codec.encode(effect.message))
+            elif isinstance(effect, core.ResendResult):
+                self._to_scheduler.send(b"", effect.sent.result)
             elif isinstance(effect, core.ToProcessor):
                 self._executor.send(effect.processor_id, effect.message)
             elif isinstance(effect, core.SayHello):

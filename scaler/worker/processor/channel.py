@@ -62,8 +62,12 @@ class BlockingChannel:
         self._reader = FrameReader()
 
     def send(self, message: m.Message) -> None:
+        self.send_all((message,))
+
+    def send_all(self, messages: Iterable[m.Message]) -> None:
+        """Several messages in one write (the agent reads them together)."""
         try:
-            self._socket.sendall(encode_frames([codec.encode(message)]))
+            self._socket.sendall(encode_frames([codec.encode(message) for message in messages]))
         except (BrokenPipeError, ConnectionResetError) as error:
             raise ChannelClosed("the worker agent closed the channel") from error
 

@@ -23,9 +23,11 @@ from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.payload import processor_context
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
+from scaler.protocol.handshake import local_python_version
 from scaler.worker.preload import run_preload
 from scaler.worker.processor import joblib_name
 from scaler.worker.processor.channel import BlockingChannel
+from scaler.worker.processor.outlet import ProcessorOutlet, processor_identity
 from scaler.worker.processor.threads import TaskThreads
 from scaler.worker.task_execution import TaskExecutor, _rss_bytes
 
@@ -34,8 +36,10 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ProcessorSettings:
-    scheduler_address: str  #: for clients created inside tasks
-    worker_id: bytes = b""  #: stamped on results
+    scheduler_address: str  #: for clients created inside tasks, and the processor's own link
+    worker_id: bytes = b""  #: stamped on results; its link names it
+    #: send the results of its tasks to the scheduler on a link of its own (outlet.py), not through the agent
+    direct_results: bool = True
     preload: str | None = None
     garbage_collect_interval_seconds: float = 30.0
     trim_memory_threshold_bytes: int = 1 << 30
@@ -77,19 +81,30 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     joblib_name.install()  # a task's Parallel(backend="scaler") finds the backend without importing scaler.joblib
     sockets = SocketFactory(security=settings.security)
     channel = BlockingChannel(channel_socket)
+    outlet = _outlet(settings, processor_id, channel, sockets)
     storage = _Storage(sockets)
     garbage = _GarbageCollection(settings.garbage_collect_interval_seconds, settings.trim_memory_threshold_bytes)
+
+    def configure(address: str) -> None:
+        storage.address = address
+        outlet.configure()
+
+    def housekeeping() -> None:
+        outlet.read_link()
+        garbage.maybe_collect()
+
     threads = TaskThreads(
         channel,
+        outlet,
         lambda task: executor.run(task),
-        lambda address: setattr(storage, "address", address),
-        garbage.maybe_collect,
+        configure,
+        housekeeping,
         settings.garbage_collect_interval_seconds,
         settings.worker_id,
     )
     executor = TaskExecutor(
         storage,
-        threads.send,
+        outlet.log,
         cpu_seconds=threads.cpu_seconds,
         worker=settings.worker_id.decode(errors="replace"),
         stream_host=threads,
@@ -98,14 +113,28 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     processor_context.install(
         processor_context.ProcessorContext(settings.scheduler_address, security=settings.security, threads=threads)
     )
-    threads.send(m.ProcessorReady(os.getpid()))
+    outlet.report(m.ProcessorReady(os.getpid()))
     try:
         threads.run()
         return 0  # the agent is gone
     finally:
+        outlet.close()
         channel.close()
         storage.close()
         sockets.close()
+
+
+def _outlet(
+    settings: ProcessorSettings, processor_id: bytes, channel: BlockingChannel, sockets: SocketFactory
+) -> ProcessorOutlet:
+    """Where the processor's reports and results go: with `direct_results`, a link of its own to the scheduler
+    (opened once the agent configures it) named after its worker and itself."""
+    if not settings.direct_results or not settings.worker_id:
+        return ProcessorOutlet(channel)
+    identity = processor_identity(settings.worker_id, processor_id)
+    info = m.ProcessorInfo(processor_id, settings.worker_id)
+    hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
+    return ProcessorOutlet(channel, lambda: sockets.dealer(settings.scheduler_address, identity=identity), hello)
 
 
 class _GarbageCollection:

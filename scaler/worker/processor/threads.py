@@ -30,6 +30,7 @@ from typing import Any
 
 from scaler.protocol import messages as m
 from scaler.worker.processor.channel import BlockingChannel, ChannelClosed
+from scaler.worker.processor.outlet import ProcessorOutlet
 from scaler.worker.processor.task_line import (
     Answer,
     CancelNested,
@@ -95,7 +96,8 @@ _NOTHING: _Later = ()  #: what most calls leave to do
 class TaskThreads:
     """Runs the processor's tasks on its threads; the hooks of `processor_context.TaskThreads`.
 
-    `execute(task)` runs one task and returns its result; `on_hello(address)` takes the object storage
+    `outlet` takes what the processor reports (to the agent) and the results of its tasks (the way its route says:
+    outlet.py); `execute(task)` runs one task and returns its result; `on_hello(address)` takes the object storage
     address (called under the lock: it must not call back); `housekeeping()` is called after every read of the
     channel by the baton's holder, after every task, and at least every `housekeeping_seconds` (garbage
     collection)."""
@@ -103,6 +105,7 @@ class TaskThreads:
     def __init__(
         self,
         channel: BlockingChannel,
+        outlet: ProcessorOutlet,
         execute: Callable[[m.Task], m.TaskResult],
         on_hello: Callable[[str], None],
         housekeeping: Callable[[], None],
@@ -110,12 +113,12 @@ class TaskThreads:
         worker_id: bytes = b"",
     ) -> None:
         self._channel = channel
+        self._outlet = outlet
         self._execute = execute
         self._on_hello = on_hello
         self._housekeeping = housekeeping
         self._housekeeping_seconds = housekeeping_seconds
         self._worker_id = worker_id
-        self._send_lock = threading.Lock()
         self._local = threading.local()
         #: guards every call into the task line, and the reads of the channel
         self._lock = threading.Lock()
@@ -135,8 +138,8 @@ class TaskThreads:
             return
 
     def send(self, message: m.Message) -> None:
-        with self._send_lock:
-            self._channel.send(message)
+        """A report for the agent only (the results of tasks that ran go through the outlet, which knows their way)."""
+        self._outlet.report(message)
 
     def cpu_seconds(self) -> float:
         """The process's CPU time, less what other tasks used while the calling thread's task was parked."""
@@ -213,6 +216,8 @@ class TaskThreads:
         task ended, so that work read meanwhile, the main thread's after a parent, comes to it)."""
         task = record.task
         record.thread = me
+        if _through_agent(task):
+            self._outlet.through_agent(task.task_id)  # its TaskLogs too, so that they come before its end
         self._local.running = record
         self._last_priority = task.priority
         started = time.time()  #: the processor's own times go on the result, for the task's story
@@ -220,7 +225,7 @@ class TaskThreads:
             result = self._execute_stoppably(record, task)
         finally:
             self._local.running = None
-        ran: m.RunStamps | None = m.RunStamps(started, time.time(), os.getpid(), record.received_at)
+        ran = m.RunStamps(started, time.time(), os.getpid(), record.received_at)
         line = self._line
         serving = False
         with self._lock:
@@ -230,9 +235,13 @@ class TaskThreads:
                 serving = line.settles(me)
             later = self._carry_out_locked() if line.instructions else _NOTHING
         if outcome is _UNWOUND:  # the agent answered for it; it frees the slot when it hears it stopped
-            result, ran = m.TaskResult(task.task_id, m.ResultStatus.CANCELED), None
-        if result is not None:
-            self.send(replace(result, worker_id=self._worker_id, ran=ran))
+            self.send(m.TaskResult(task.task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id))
+        elif result is not None:
+            stamped = replace(result, worker_id=self._worker_id, ran=ran)
+            if _through_agent(task):  # its StreamItems or its actor's news went to the agent: so does its end
+                self.send(stamped)
+            else:
+                self._outlet.result(stamped, more=following is not None)
         if later:
             self._carry_out_later(later)
         self._housekeeping()
@@ -364,7 +373,10 @@ class TaskThreads:
             if record.state is _STOPPING:
                 raise TaskAbandoned(f"actor {record.task.task_id.hex()} was stopped by its worker")
             if calls:
-                return calls.popleft()
+                call = calls.popleft()
+                if call is not None:  # its result goes to the agent (actors.py): its logs too
+                    self._outlet.through_agent(call.task_id)
+                return call
             if self._line.holder == me:
                 self._hear_agent(record, me, wait=True)
             elif record.credited is None:
@@ -483,3 +495,8 @@ def _wake(record: _TaskRecord) -> None:
     """Wake a parked task (it was given the turn back, or stopped)."""
     if record.resume is not None:  # made when it parked
         record.resume.set()
+
+
+def _through_agent(task: m.Task) -> bool:
+    """A streaming task or an actor's start: what it says goes through the agent, whatever the route (outlet.py)."""
+    return bool(task.stream_credit) or task.actor is not None

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 
 from scaler.protocol import messages as m
 from scaler.worker.processor.channel import BlockingChannel
+from scaler.worker.processor.outlet import ProcessorOutlet
 from scaler.worker.processor.threads import TaskThreads
 
 #: the behaviours that sleep (with the GIL released: a second task computing meanwhile would be seen)
@@ -117,7 +118,7 @@ class ScriptedTasks:
 def main(channel_fd: int, folder: str) -> None:
     channel = BlockingChannel(socket.socket(fileno=channel_fd))
     tasks = ScriptedTasks(folder)
-    tasks.threads = TaskThreads(channel, tasks.execute, lambda _: None, lambda: None, 0.2)
+    tasks.threads = TaskThreads(channel, ProcessorOutlet(channel), tasks.execute, lambda _: None, lambda: None, 0.2)
     tasks.threads.run()
 
 

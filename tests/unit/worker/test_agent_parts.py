@@ -18,7 +18,7 @@ def result(number: int) -> m.TaskResult:
 
 
 def numbers(journal: ResultJournal) -> list[int]:
-    return [int.from_bytes(r.task_id, "big") for r in journal.unacknowledged()]
+    return [int.from_bytes(task_id, "big") for task_id in journal.task_ids()]
 
 
 # ---------------------------------------------------------------- result journal
@@ -47,6 +47,80 @@ def test_the_journal_keeps_the_newest_results_up_to_its_limit() -> None:
     assert numbers(journal) == [2, 3, 4]
 
 
+def sent(number: int) -> m.ResultSent:
+    """A processor's ResultSent for task `number`."""
+    return m.ResultSent(TaskID(number.to_bytes(16, "big")), f"frame {number}".encode())
+
+
+def ids(*numbers: int) -> tuple[TaskID, ...]:
+    return tuple(TaskID(number.to_bytes(16, "big")) for number in numbers)
+
+
+def test_a_result_a_processor_sent_is_kept_until_an_echo_names_it_not_by_the_echo_alone() -> None:
+    """Rule 2: the processor's link is another connection, so an echo proves nothing about it unless it names it.
+    (With the rule switched off, acknowledging like the agent's own results, result 1 would be forgotten by the
+    first echo.)"""
+    journal = ResultJournal()
+    journal.sent_by_processor(b"p", sent(1))
+    journal.sent_by_processor(b"p", sent(2))
+    journal.heartbeat_sent()
+    assert journal.acknowledged(ids(2)) == []
+    assert numbers(journal) == [1]
+    assert journal.acknowledged(ids(1, 7)) == []  # a name it does not hold is ignored
+    assert len(journal) == 0
+
+
+def test_a_result_unnamed_by_two_echoes_after_a_heartbeat_sent_since_it_was_heard_is_sent_again_by_the_agent() -> None:
+    """Rule 3b: the first echo may answer a heartbeat that overtook the processor's message; the second cannot."""
+    journal = ResultJournal()
+    journal.sent_by_processor(b"p", sent(1))
+    journal.heartbeat_sent()  # sent after result 1 was heard
+    journal.sent_by_processor(b"p", sent(2))
+    assert journal.acknowledged() == [], "one echo: its message may still be on its way"
+    journal.heartbeat_sent()
+    assert journal.acknowledged() == [sent(1)], "two echoes, the first after it was heard: sent again"
+    assert numbers(journal) == [1, 2], "kept: result 1 as the agent's own now"
+    journal.heartbeat_sent()  # result 1 went before it, on the agent's connection: this echo proves it read
+    assert journal.acknowledged() == [sent(2)]
+    assert numbers(journal) == [2]
+    journal.heartbeat_sent()
+    assert journal.acknowledged() == [] and len(journal) == 0
+
+
+def test_a_processor_that_exits_has_its_unnamed_results_sent_again_and_only_its_own() -> None:
+    """Rule 3a: its message may have died with it."""
+    journal = ResultJournal()
+    journal.sent_by_processor(b"p", sent(1))
+    journal.sent_by_processor(b"q", sent(2))
+    journal.sent_by_processor(b"p", sent(3))
+    assert journal.processor_gone(b"p") == [sent(1), sent(3)]
+    assert journal.processor_gone(b"p") == []
+    assert numbers(journal) == [1, 3, 2]
+    journal.heartbeat_sent()
+    journal.acknowledged(ids(2))
+    assert len(journal) == 0
+
+
+def test_registering_again_sends_every_result_the_scheduler_may_not_have_read() -> None:
+    """Rule 3c, for both kinds; the processors' become the agent's own."""
+    journal = ResultJournal()
+    journal.sent(result(1))
+    journal.sent_by_processor(b"p", sent(2))
+    assert journal.send_all_again() == [result(1), sent(2)]
+    assert numbers(journal) == [1, 2]
+    assert journal.send_all_again() == [result(1), sent(2)], "still kept until a heartbeat's echo"
+    journal.heartbeat_sent()
+    journal.acknowledged()
+    assert len(journal) == 0
+
+
+def test_the_journal_keeps_the_newest_results_of_processors_up_to_its_limit() -> None:
+    journal = ResultJournal(limit=2)
+    for number in range(4):
+        journal.sent_by_processor(b"p", sent(number))
+    assert numbers(journal) == [2, 3]
+
+
 # ---------------------------------------------------------------- run-time estimates
 
 
@@ -61,6 +135,20 @@ def test_the_prefetch_is_one_task_until_one_finished_then_follows_the_average_ru
     tinier = RunTimeEstimates()
     tinier.learn("f", 1e-9)
     assert tinier.prefetch() == estimates.MAX_PREFETCH
+
+
+def test_the_prefetch_moves_only_when_the_run_time_moved_it_by_more_than_its_step() -> None:
+    """A run time that varies from task to task does not change the capacity the scheduler is told with every task
+    (each change is a WorkerCapacity message). Checked failing with the step at 1 (it followed every sample)."""
+    runs = RunTimeEstimates()
+    runs.learn("f", 0.0001)
+    assert runs.prefetch() == 50
+    for seconds in (0.00012, 0.00008, 0.00015, 0.00009):  # within a factor of 2 of it: no change
+        runs.learn("f", seconds)
+        assert runs.prefetch() == 50
+    for _ in range(20):
+        runs.learn("f", 0.001)  # ten times longer
+    assert 5 <= runs.prefetch() <= 10, "within its step of the 5 tasks that hold 5 ms"
 
 
 def test_staging_depth_is_learned_per_function_and_none_for_one_not_seen_finishing() -> None:
