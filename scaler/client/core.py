@@ -58,8 +58,8 @@ from scaler.protocol.scheduler_link import (
     LinkEffect,
     LinkSettings,
     Lost,
-    Refused,
     Registered,
+    RegistrationRefused,
     SchedulerLink,
     SendHeartbeat,
     SendHello,
@@ -410,7 +410,7 @@ class ClientCore(Generic[F]):
                 effects.append(Connected(effect.reply))
             elif isinstance(effect, Forgotten):
                 self._forgotten_reason = effect.reason
-            elif isinstance(effect, Refused):
+            elif isinstance(effect, RegistrationRefused):
                 refusal: BaseException = (
                     ConnectionRefusedError(effect.reason)
                     if effect.authentication
