@@ -11,7 +11,7 @@ Events in:
 - from the I/O side: `start`, `on_messages`, `on_tick`, `on_disconnected` (each with `now`), and `on_closed`
   (the shell ended the connection: a disconnect, a send that failed, a refused handshake).
 
-Effects out: `Send` (a message to encode and send), `SendFrames` (encoded frames to send), `Complete`,
+Effects out: `SendToScheduler` (a message to encode and send), `SendFrames` (encoded frames to send), `Complete`,
 `ConfirmCancel`, `Fail` (futures to settle), `StreamValues` (values of streaming tasks, for their futures),
 `Connected` (registered with a scheduler), `Closed` (the connection is over), `ShowLog`, `ShutdownAnswered`,
 `StoryAnswered`, `Warn`.
@@ -58,8 +58,8 @@ from scaler.protocol.scheduler_link import (
     LinkEffect,
     LinkSettings,
     Lost,
-    Refused,
     Registered,
+    RegistrationRefused,
     SchedulerLink,
     SendHeartbeat,
     SendHello,
@@ -72,7 +72,7 @@ F = TypeVar("F")
 
 
 @dataclass(frozen=True, slots=True)
-class Send:
+class SendToScheduler:
     """A message for the scheduler: the shell encodes and sends it."""
 
     message: m.Message
@@ -163,7 +163,7 @@ class Warn:
 
 
 ClientEffect = (
-    Send
+    SendToScheduler
     | SendFrames
     | Complete[F]
     | StreamValues[F]
@@ -279,7 +279,7 @@ class ClientCore(Generic[F]):
         `queued_only`: those not yet at a worker only (TaskCancel.queuedOnly), the others finish."""
         if not queued_only:  # a queued-only cancel an old instance missed is not repeated: its tasks simply run
             self._cancelling.update(task_id for task_id in task_ids if task_id in self._unfinished)
-        return [Send(m.TaskCancel(tuple(task_ids), queued_only))]
+        return [SendToScheduler(m.TaskCancel(tuple(task_ids), queued_only))]
 
     def cancel_not_sent(self, task_ids: Sequence[TaskID], error: BaseException) -> list[ClientEffect[F]]:
         """The cancel of these tasks could not be sent: their futures fail with `error` and are forgotten."""
@@ -364,7 +364,7 @@ class ClientCore(Generic[F]):
         was_registered = self.link.is_registered
         effects = self._follow(self.link.on_disconnected(now))
         if was_registered and not self.link.is_over:
-            effects.insert(0, Send(self.answers.resume(list(self._unfinished))))
+            effects.insert(0, SendToScheduler(self.answers.resume(list(self._unfinished))))
         return effects
 
     def on_closed(self, error: BaseException, quiet: bool = False) -> list[ClientEffect[F]]:
@@ -392,9 +392,9 @@ class ClientCore(Generic[F]):
         effects: list[ClientEffect[F]] = []
         for effect in link_effects:
             if isinstance(effect, SendHello):
-                effects.append(Send(replace(self._hello, known_instance=self.link.known_instance)))
+                effects.append(SendToScheduler(replace(self._hello, known_instance=self.link.known_instance)))
             elif isinstance(effect, SendHeartbeat):
-                effects.append(Send(self.answers.heartbeat(effect.round_trip_seconds)))
+                effects.append(SendToScheduler(self.answers.heartbeat(effect.round_trip_seconds)))
             elif isinstance(effect, Registered):
                 dropped = effect.again and self.hello_reply is not None and (
                     effect.reply.instance_id == self.hello_reply.instance_id != b""
@@ -410,7 +410,7 @@ class ClientCore(Generic[F]):
                 effects.append(Connected(effect.reply))
             elif isinstance(effect, Forgotten):
                 self._forgotten_reason = effect.reason
-            elif isinstance(effect, Refused):
+            elif isinstance(effect, RegistrationRefused):
                 refusal: BaseException = (
                     ConnectionRefusedError(effect.reason)
                     if effect.authentication
@@ -472,7 +472,7 @@ class ClientCore(Generic[F]):
         address = self.link.settings.address
         warning = Warn(f"the scheduler at {address} dropped this client ({self._dropped_reason}); asking it what "
                        "became of the unfinished work")  # fmt: skip
-        return [warning, Send(self.answers.resume(list(self._unfinished)))]
+        return [warning, SendToScheduler(self.answers.resume(list(self._unfinished)))]
 
     def _resumed(self, reply: m.ClientResumed) -> list[ClientEffect[F]]:
         """The answer to a ClientResume (rule 6): count anew; send again what the scheduler never received, and the
@@ -505,7 +505,7 @@ class ClientCore(Generic[F]):
         if frames:
             effects.append(SendFrames(frames))
         if cancels:
-            effects.append(Send(m.TaskCancel(tuple(cancels))))
+            effects.append(SendToScheduler(m.TaskCancel(tuple(cancels))))
         address = self.link.settings.address
         effects.append(Warn(f"reconnected to the scheduler at {address}: {len(frames)} task(s) or graph(s) it had "
                             "not received sent again; the answers kept for this client follow"))  # fmt: skip

@@ -319,7 +319,8 @@ class Session:
     def call_actor(
         self, actor_id: TaskID, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> ScalerFuture[Any]:
-        """`method` (an ActorMethod) called on the actor: its future. Calls leave in the order they are made."""
+        """`method` (an `ActorMethodFunction`) called on the actor: its future. Calls leave in the order they are
+        made."""
         self.check_open()
         entry = self._encoder.function(method)
         task = self._encode(entry, args, kwargs, TaskOptions(), ScalerFuture, None, False, actor_id=actor_id)

@@ -2,7 +2,7 @@
 """`scaler_simulate_policy TRACE [--config FILE] [--policy NAME ...]`: replay a task trace under scaling policies.
 
 Reads the trace (CSV, `scaler.policy.trace_csv`) and the stack's TOML file (as `scaler FILE` reads it), runs
-`scaler.testing.trace_replay` and prints its table. Nothing is started: the scheduler core, the policies and
+`scaler.policy_simulator.trace_replay` and prints its table. Nothing is started: the scheduler core, the policies and
 the reconcilers run in this process on a simulated clock. Bad input exits with 2 and one message.
 """
 
@@ -21,13 +21,13 @@ from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.version import __version__
 
 if TYPE_CHECKING:
-    from scaler.testing.cluster_simulation import SimulatedManager
+    from scaler.policy_simulator.cluster_simulation import SimulatedManager
 
 PROG = "scaler_simulate_policy"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from scaler.testing.trace_replay import POLICY_NAMES
+    from scaler.policy_simulator.trace_replay import POLICY_NAMES
 
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -95,8 +95,8 @@ class _InputError(Exception):
 
 def _run(arguments: argparse.Namespace) -> str:
     from scaler.policy.trace_csv import TraceFileError, parse_trace_csv
-    from scaler.testing.cluster_simulation import SimulationSettings
-    from scaler.testing.trace_replay import (
+    from scaler.policy_simulator.cluster_simulation import SimulationSettings
+    from scaler.policy_simulator.trace_replay import (
         DEFAULT_MANAGER,
         contenders,
         default_names,
@@ -133,7 +133,7 @@ def _run(arguments: argparse.Namespace) -> str:
 def _stack(path: str, boot_seconds: float) -> tuple[tuple[SimulatedManager, ...], tuple[str, str] | None]:
     """The file's worker managers (ids resolved as `scaler FILE` resolves them) and its scheduler's policy."""
     from scaler.config.loader import ConfigError, load_launcher_file
-    from scaler.testing.trace_replay import managers_of
+    from scaler.policy_simulator.trace_replay import managers_of
     from scaler.worker_manager.registry import with_manager_id
 
     try:

@@ -28,7 +28,7 @@ from typing import Any
 
 from scaler.fake_cloud.images import pull_error
 from scaler.fake_cloud.launched import LaunchedProcess
-from scaler.fake_cloud.runners import Launch, RunnerSettings, allocate_address, forget_unit, start_unit
+from scaler.fake_cloud.runners import FakeCloudRunnerSettings, KnownResource, allocate_address, forget_unit, start_unit
 
 #: The status reason AWS Batch gives a job whose spot instance was reclaimed.
 RECLAIMED_REASON = "Host EC2 (instance i-0fake{suffix}) terminated."
@@ -37,7 +37,9 @@ RECLAIMED_REASON = "Host EC2 (instance i-0fake{suffix}) terminated."
 class Container:
     """The slice of docker's Container that moto's Batch uses."""
 
-    def __init__(self, process: LaunchedProcess, job_id: str, settings: RunnerSettings, launch: Launch) -> None:
+    def __init__(
+        self, process: LaunchedProcess, job_id: str, settings: FakeCloudRunnerSettings, launch: KnownResource
+    ) -> None:
         self.process = process
         self.job_id = job_id
         self._settings = settings
@@ -87,7 +89,7 @@ class _Containers:
 class BatchContainers:
     """The Docker client moto's Batch jobs get (`docker_client`): containers are local process groups."""
 
-    def __init__(self, settings: RunnerSettings) -> None:
+    def __init__(self, settings: FakeCloudRunnerSettings) -> None:
         self.settings = settings
         self.containers = _Containers(self)
         self._running: dict[str, Container] = {}  #: by job id
@@ -106,7 +108,7 @@ class BatchContainers:
         if separator:
             variables["AWS_BATCH_JOB_ARRAY_INDEX"] = index
         argv = shlex.split(command) if isinstance(command, str) else [str(part) for part in command]
-        launch = Launch(time.monotonic(), name=f"batch-{job_id.replace(':', '-')}")
+        launch = KnownResource(time.monotonic(), name=f"batch-{job_id.replace(':', '-')}")
         allocate_address(self.settings, launch)
         unit = self.settings.sandbox.container(launch.name, image, argv, variables, self.settings.endpoint_url, region)
         log = self.settings.log_directory / "batch" / f"{job_id.replace(':', '-')}.log"

@@ -33,7 +33,7 @@ from scaler.fake_cloud.faults import with_fault_route
 from scaler.fake_cloud.images import Image, ImageCatalogue
 from scaler.fake_cloud.package_index import UPSTREAM_INDEX, PackageIndex
 from scaler.fake_cloud.pythons import machine_interpreters
-from scaler.fake_cloud.runners import SPOT_NOTICE_SECONDS, RunnerSettings
+from scaler.fake_cloud.runners import SPOT_NOTICE_SECONDS, FakeCloudRunnerSettings
 from scaler.fake_cloud.sandbox import Sandbox
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class FakeCloud:
         self._state_directory = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-"))
         sandbox = Sandbox(self._state_directory, cache_directory or default_cache_directory(), machine_interpreters(),
                           _uv())  # fmt: skip
-        settings = RunnerSettings(
+        settings = FakeCloudRunnerSettings(
             self.endpoint_url, sandbox, boot_seconds, self._log_directory, spot_notice_seconds,
             ImageCatalogue(images), self._network, container_engine,
         )  # fmt: skip

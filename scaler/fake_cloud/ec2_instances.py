@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scaler.fake_cloud.launched import LaunchedProcess
-from scaler.fake_cloud.runners import Launch, RunnerSettings, allocate_address, forget_unit, start_unit
+from scaler.fake_cloud.runners import FakeCloudRunnerSettings, KnownResource, allocate_address, forget_unit, start_unit
 
 #: What an instance's own shutdown leaves in its StateReason (EC2's words).
 INSTANCE_SHUTDOWN = (
@@ -40,9 +40,9 @@ class SpotNotice:
 
 
 class Ec2Runner:
-    def __init__(self, settings: RunnerSettings) -> None:
+    def __init__(self, settings: FakeCloudRunnerSettings) -> None:
         self.settings = settings
-        self.launches: dict[str, Launch] = {}  #: instance id -> launch
+        self.launches: dict[str, KnownResource] = {}  #: instance id -> launch
         self.notices: dict[str, SpotNotice] = {}  #: interrupted spot instance id -> its notice
 
     def step(self, now: float) -> None:
@@ -81,7 +81,7 @@ class Ec2Runner:
             launch.boot_ended = True
             _note_end_of_user_data(launch.process)
 
-    def _shut_down(self, now: float, backend: Any, instance: Any, launch: Launch, action: str) -> None:
+    def _shut_down(self, now: float, backend: Any, instance: Any, launch: KnownResource, action: str) -> None:
         """The instance ran its own shutdown: a reboot ends its processes (nothing restarts); a power-off stops or
         terminates it by its InstanceInitiatedShutdownBehavior."""
         from moto.ec2.models.instances import StateReason
@@ -142,42 +142,42 @@ class Ec2Runner:
     def interrupt(self, now: float, wall_time: float, instance_id: str) -> str | None:
         """An EC2 spot interruption: the instance's spot request gives the two-minute warning now, and EC2
         terminates the instance when the notice (`spot_notice_seconds`) ends. What was done; None when there is no
-        such instance; `Refused` naming why when it cannot be interrupted."""
+        such instance; `FaultRefused` naming why when it cannot be interrupted."""
         from scaler.fake_cloud import ec2_spot
-        from scaler.fake_cloud.faults import Refused
+        from scaler.fake_cloud.faults import FaultRefused
 
         instance = next((instance for instance in _instances() if instance.id == instance_id), None)
         if instance is None:
             return None
         request = ec2_spot.request_of(instance)
         if request is None and instance.lifecycle == "spot":
-            raise Refused(f"EC2 instance {instance_id} was launched by a spot request or fleet: only the spot "
-                          "instances run_instances launches are interrupted here")  # fmt: skip
+            raise FaultRefused(f"EC2 instance {instance_id} was launched by a spot request or fleet: only the spot "
+                               "instances run_instances launches are interrupted here")  # fmt: skip
         if request is None:
-            raise Refused(f"EC2 instance {instance_id} is not a spot instance (launched without InstanceMarketOptions "
-                          "MarketType spot): only spot capacity is taken back")  # fmt: skip
+            raise FaultRefused(f"EC2 instance {instance_id} is not a spot instance (launched without "
+                               "InstanceMarketOptions MarketType spot): only spot capacity is taken back")  # fmt: skip
         if instance._state.name not in ("pending", "running"):
-            raise Refused(
+            raise FaultRefused(
                 f"EC2 instance {instance_id} is {instance._state.name}: only a running instance is interrupted"
             )
         if instance_id in self.notices:
-            raise Refused(f"EC2 instance {instance_id} has had its interruption notice already")
+            raise FaultRefused(f"EC2 instance {instance_id} has had its interruption notice already")
         seconds = self.settings.spot_notice_seconds
         self.notices[instance_id] = SpotNotice(now + seconds, wall_time + seconds)
         ec2_spot.warn(request, wall_time)
         return (f"EC2 instance {instance_id}: spot interruption notice (spot request {request.id}: "
                 f"{ec2_spot.INTERRUPTED}); EC2 terminates it in {seconds:g} s")  # fmt: skip
 
-    def _announce(self, now: float, instance: Any) -> Launch:
+    def _announce(self, now: float, instance: Any) -> KnownResource:
         launch = self.launches.get(instance.id)
         if launch is None:
-            launch = self.launches[instance.id] = Launch(now, name=f"ec2-{instance.id}")
+            launch = self.launches[instance.id] = KnownResource(now, name=f"ec2-{instance.id}")
             address = allocate_address(self.settings, launch)
             instance.nics[0].private_ip_address = address
             instance.nics[0].public_ip = address
         return launch
 
-    def _start(self, region: str, instance: Any, launch: Launch) -> LaunchedProcess:
+    def _start(self, region: str, instance: Any, launch: KnownResource) -> LaunchedProcess:
         script = _user_data(instance.user_data) or "#!/bin/sh\necho 'the instance has no user data'\n"
         unit = self.settings.sandbox.instance(launch.name, script, self.settings.endpoint_url, region)
         unit.environment["EC2_INSTANCE_ID"] = instance.id

@@ -22,14 +22,14 @@ from typing import Any
 
 from scaler.fake_cloud.images import Image, pull_error
 from scaler.fake_cloud.launched import LaunchedProcess
-from scaler.fake_cloud.runners import Launch, RunnerSettings, allocate_address, forget_unit, start_unit
+from scaler.fake_cloud.runners import FakeCloudRunnerSettings, KnownResource, allocate_address, forget_unit, start_unit
 from scaler.fake_cloud.task_logs import awslogs_stream, forward
 
 
 class EcsRunner:
-    def __init__(self, settings: RunnerSettings) -> None:
+    def __init__(self, settings: FakeCloudRunnerSettings) -> None:
         self.settings = settings
-        self.launches: dict[str, Launch] = {}  #: task ARN -> launch
+        self.launches: dict[str, KnownResource] = {}  #: task ARN -> launch
 
     def step(self, now: float) -> None:
         for region, _backend, arn, task in _tasks():
@@ -111,19 +111,19 @@ class EcsRunner:
             if arn in wanted:
                 self._stopping(now, arn, task)
 
-    def _announce(self, now: float, task: Any) -> Launch:
+    def _announce(self, now: float, task: Any) -> KnownResource:
         launch = self.launches.get(task.task_arn)
         if launch is None:
-            launch = self.launches[task.task_arn] = Launch(now, name=f"ecs-{task.id}")
+            launch = self.launches[task.task_arn] = KnownResource(now, name=f"ecs-{task.id}")
             _set_eni_address(task, allocate_address(self.settings, launch))
         return launch
 
-    def _forward_logs(self, launch: Launch) -> None:
+    def _forward_logs(self, launch: KnownResource) -> None:
         if launch.log_destination is not None and launch.process is not None:
             account, region, group, stream = launch.log_destination
             launch.log_offset = forward(account, region, (group, stream), launch.process.log_path, launch.log_offset)
 
-    def _start(self, region: str, arn: str, task: Any, launch: Launch, image: Image) -> LaunchedProcess:
+    def _start(self, region: str, arn: str, task: Any, launch: KnownResource, image: Image) -> LaunchedProcess:
         defined = _definition_container(region, task)
         destination = awslogs_stream(defined[1], task.id) if defined is not None else None
         if defined is not None and destination is not None:

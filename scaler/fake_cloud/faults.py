@@ -24,11 +24,11 @@ from urllib.parse import parse_qs
 
 ROUTE = "/scaler-fake-cloud/spot-interruption"
 
-#: resource id -> what was done, or None when this kind of resource has no such id (or `Refused`)
+#: resource id -> what was done, or None when this kind of resource has no such id (or `FaultRefused`)
 Injector = Callable[[str], str | None]
 
 
-class Refused(Exception):
+class FaultRefused(Exception):
     """The resource exists but cannot take the fault; the message says why."""
 
 
@@ -49,7 +49,7 @@ def with_fault_route(moto_app: Any, injectors: Iterable[Injector]) -> Callable[.
         for inject in chosen:
             try:
                 done = inject(resource)
-            except Refused as refused:
+            except FaultRefused as refused:
                 return _answer(start_response, "409 Conflict", f"{refused}\n")
             if done is not None:
                 return _answer(start_response, "200 OK", done + "\n")

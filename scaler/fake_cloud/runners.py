@@ -26,7 +26,7 @@ SPOT_NOTICE_SECONDS = 120.0
 
 
 @dataclass
-class Launch:
+class KnownResource:
     """A resource the fake cloud knows: seen at `seen_at`, its unit's name and address, its process once booted."""
 
     seen_at: float
@@ -45,7 +45,7 @@ class Launch:
 
 
 @dataclass
-class RunnerSettings:
+class FakeCloudRunnerSettings:
     endpoint_url: str
     sandbox: Sandbox
     boot_seconds: float = 0.0
@@ -57,7 +57,9 @@ class RunnerSettings:
     container_engine: str | None = None
 
 
-def start_unit(settings: RunnerSettings, launch: Launch, unit: UnitLaunch, log: Path) -> LaunchedProcess:
+def start_unit(
+    settings: FakeCloudRunnerSettings, launch: KnownResource, unit: UnitLaunch, log: Path
+) -> LaunchedProcess:
     """The unit's process group, in the unit's network namespace when the cloud isolates its units."""
     argv = unit.argv
     if settings.network is not None and launch.address is not None:
@@ -65,7 +67,7 @@ def start_unit(settings: RunnerSettings, launch: Launch, unit: UnitLaunch, log: 
     return LaunchedProcess(argv, unit.environment, log, cwd=unit.cwd)
 
 
-def allocate_address(settings: RunnerSettings, launch: Launch) -> str:
+def allocate_address(settings: FakeCloudRunnerSettings, launch: KnownResource) -> str:
     """The unit's address (its ENI's private and public IP): a TEST-NET address of the cloud's VPC, or the
     loopback address when units share the laptop's network."""
     if settings.network is None:
@@ -75,7 +77,7 @@ def allocate_address(settings: RunnerSettings, launch: Launch) -> str:
     return launch.address
 
 
-def forget_unit(settings: RunnerSettings, launch: Launch) -> None:
+def forget_unit(settings: FakeCloudRunnerSettings, launch: KnownResource) -> None:
     """A unit whose processes are all gone: its folder and its network namespace go too."""
     if launch.forgotten:
         return

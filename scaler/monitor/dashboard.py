@@ -45,7 +45,7 @@ from scaler.monitor.story_asker import (
     scheduler_address_for,
     story_json,
 )
-from scaler.monitor.task_log import QueryError, TaskLog, TaskQuery, parse_query
+from scaler.monitor.task_log import QueryError, TaskQuery, TaskTransitionLog, parse_query
 from scaler.protocol.messages import TaskTransitions
 from scaler.security.find import find_keys
 from scaler.security.key_files import KeyFileError
@@ -69,7 +69,7 @@ class Dashboard:
         self.keys = find_keys("client", config.monitor_address, config)
         self.security = self.keys.security
         self.state = DashboardState(spans_kept=TIMELINE_SPANS)
-        self.task_log = TaskLog(config.task_log_max_size)
+        self.task_log = TaskTransitionLog(config.task_log_max_size)
         self.stories = StoryAsker(
             scheduler_address_for(config.monitor_address, config.scheduler_address), security=self.security
         )

@@ -61,7 +61,7 @@ class MetricsServer:
 
 
 def _handler_for(metrics: MetricsServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class MetricsRequestHandler(BaseHTTPRequestHandler):
         server_version = "scaler-scheduler-metrics"
 
         def do_GET(self) -> None:
@@ -90,4 +90,4 @@ def _handler_for(metrics: MetricsServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             logger.debug("%s " + format, self.address_string(), *args)
 
-    return Handler
+    return MetricsRequestHandler

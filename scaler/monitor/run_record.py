@@ -43,7 +43,7 @@ class FunctionRecord:
 
 
 @dataclass(slots=True)
-class WorkerRecord:
+class RunWorkerRecord:
     manager_id: str
     hostname: str
     connected_at: float  #: seconds since the epoch
@@ -53,7 +53,7 @@ class WorkerRecord:
 
 
 @dataclass(slots=True)
-class ManagerRecord:
+class RunManagerRecord:
     manager_type: str = ""
     worker_cost_per_hour: float = 0.0
     boot_seconds: float = 0.0
@@ -81,9 +81,9 @@ class RunRecord:
         self.points: StrideSample[StatusPoint] = StrideSample(self.limits.points)
         self.decisions: list[m.ScalingDecision] = []
         self.decisions_dropped = 0
-        self.workers: dict[bytes, WorkerRecord] = {}
+        self.workers: dict[bytes, RunWorkerRecord] = {}
         self.workers_dropped = 0
-        self.managers: dict[str, ManagerRecord] = {}
+        self.managers: dict[str, RunManagerRecord] = {}
         self.transitions_received = 0
         self.transitions_dropped = 0  #: left out of the feed by the scheduler (its rate bound)
         self.runs_received = 0  #: transitions that ended a run (the timeline's and durations' sources)
@@ -157,7 +157,7 @@ class RunRecord:
         return record
 
     def _manager_status(self, manager: m.ManagerSummary, previous: m.StatusSnapshot | None, now: float) -> None:
-        record = self.managers.setdefault(manager.manager_id, ManagerRecord())
+        record = self.managers.setdefault(manager.manager_id, RunManagerRecord())
         record.manager_type = manager.manager_type
         record.worker_cost_per_hour = manager.worker_cost_per_hour
         record.boot_seconds = manager.boot_seconds or record.boot_seconds
@@ -176,7 +176,7 @@ class RunRecord:
                 self.workers_dropped += 1
                 return
             connected_at = status.wall_time - worker.connected_seconds_ago
-            record = WorkerRecord(worker.manager_id, worker.hostname, connected_at, at_start, worker.capacity)
+            record = RunWorkerRecord(worker.manager_id, worker.hostname, connected_at, at_start, worker.capacity)
             self.workers[worker.worker_id] = record
         record.capacity = max(record.capacity, worker.capacity)
         record.peak_rss_bytes = max(record.peak_rss_bytes, worker.rss_bytes)

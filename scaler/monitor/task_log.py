@@ -141,7 +141,7 @@ def _choice(values: Mapping[str, str], name: str, default: str, allowed: Iterabl
     return text
 
 
-class TaskLog:
+class TaskTransitionLog:
     def __init__(self, max_tasks: int = DEFAULT_MAX_TASKS) -> None:
         if max_tasks < 1:
             raise ValueError(f"max_tasks must be at least 1, not {max_tasks}")

@@ -42,7 +42,7 @@ from scaler.object_storage.segment_files import (
     segment_path,
 )
 from scaler.object_storage.segment_reaper import Reaper, start_reaper
-from scaler.object_storage.service import Answer, Reply, StorageService, bad_request
+from scaler.object_storage.service import Reply, StorageAnswer, StorageService, bad_request
 from scaler.object_storage.spill_files import SpillDirectoryError, lock_spill_directory, scan_spill_directory
 from scaler.object_storage.store import IMMEDIATE_WORK, AdoptSegment, ObjectStore, PayloadBuffer, RemoveSegment
 from scaler.protocol.codec import encode_storage_reply
@@ -123,7 +123,7 @@ class _ServerShell:
     def on_message(self, frames: Frames) -> None:
         peer = frames[0].bytes
         if len(frames) < 2:
-            answer: Answer | None = bad_request(0, "empty message: no request header frame")
+            answer: StorageAnswer | None = bad_request(0, "empty message: no request header frame")
         else:
             key = _key_of(frames[1]) if self._secured else None
             answer = self.service.handle(peer, frames[1].bytes, [_storable(frame) for frame in frames[2:]], key)
@@ -198,7 +198,7 @@ class _ServerShell:
                 self.disk.run(threaded)
         return replies
 
-    def _answer(self, peer: bytes, answer: Answer) -> None:
+    def _answer(self, peer: bytes, answer: StorageAnswer) -> None:
         status = answer.reply.status
         if status is StorageStatus.FULL:
             if not self._is_full:
@@ -219,13 +219,13 @@ class _ServerShell:
             payload = self._segment_frames(answer)
             if not payload:
                 reason = f"object {answer.segment.hex()} is lost: its segment file cannot be read"
-                answer = Answer(StorageReply(answer.reply.request_id, StorageStatus.NOT_FOUND, reason))
+                answer = StorageAnswer(StorageReply(answer.reply.request_id, StorageStatus.NOT_FOUND, reason))
         try:
             self.socket.send([peer, encode_storage_reply(answer.reply), *payload], copy=False)
         except zmq.ZMQError as error:
             logger.warning("could not answer peer %s: %s", peer.hex(), error)
 
-    def _segment_frames(self, answer: Answer) -> list[memoryview]:
+    def _segment_frames(self, answer: StorageAnswer) -> list[memoryview]:
         assert self.disk is not None and self.disk.segment_directory is not None
         try:
             path = segment_path(self.disk.segment_directory, answer.segment)

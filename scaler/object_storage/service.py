@@ -7,8 +7,8 @@ until its object is read back) is answered later: `handle` returns None, the sto
 (`take_work`), and `write_finished`, `segment_written`, `adopted` and `read_finished` return the answers that were
 waiting, with the peers they go to.
 
-A get of an object held as a segment file is answered with `Answer.segment` set: the shell maps the file and sends
-its frames. A getMapped (a peer of the server's host) is answered `mapped` instead: the peer maps the file itself.
+A get of an object held as a segment file is answered with `StorageAnswer.segment` set: the shell maps the file and
+sends its frames. A getMapped (a peer of the server's host) is answered `mapped` instead: the peer maps the file itself.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ _OPERATION_NAMES: dict[type, str] = {
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class StorageAnswer:
     """The reply to one request, plus the payload frames that follow its header (the object a get asks for)."""
 
     reply: StorageReply
@@ -83,15 +83,15 @@ class Reply:
     """An answer that waited on the disk, and the peer it goes to."""
 
     peer: bytes
-    answer: Answer
+    answer: StorageAnswer
 
 
-def bad_request(request_id: int, reason: str) -> Answer:
-    return Answer(StorageReply(request_id, StorageStatus.BAD_REQUEST, reason))
+def bad_request(request_id: int, reason: str) -> StorageAnswer:
+    return StorageAnswer(StorageReply(request_id, StorageStatus.BAD_REQUEST, reason))
 
 
-def _ok(request_id: int, value: Any = None, payload: tuple[PayloadBuffer, ...] = ()) -> Answer:
-    return Answer(StorageReply(request_id, StorageStatus.OK, "", value), payload)
+def _ok(request_id: int, value: Any = None, payload: tuple[PayloadBuffer, ...] = ()) -> StorageAnswer:
+    return StorageAnswer(StorageReply(request_id, StorageStatus.OK, "", value), payload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +152,7 @@ class StorageService:
 
     def handle(
         self, peer: bytes, header: bytes, payload: Sequence[PayloadBuffer], key: bytes | None = None
-    ) -> Answer | None:
+    ) -> StorageAnswer | None:
         """The answer to one request, or None when it waits on the disk (`write_finished`, `read_finished`)."""
         try:
             request = decode_storage_request(header)
@@ -164,7 +164,7 @@ class StorageService:
             return self._hello(peer, request_id, operation, payload, key)
         greeted = self._greeted.get(peer)
         if greeted is None:
-            return Answer(StorageReply(request_id, StorageStatus.HELLO_REQUIRED, "say hello before any request"))
+            return StorageAnswer(StorageReply(request_id, StorageStatus.HELLO_REQUIRED, "say hello before any request"))
         if self._roles is not None:
             if key != greeted.key:
                 return self._refused(request_id, "this identity said hello with another CURVE key")
@@ -226,7 +226,10 @@ class StorageService:
         waiting = self._waiting_gets.pop((object_id, generation), [])
         if frames is None:
             reason = f"object {object_id.hex()} is lost: its spill file {problem}"
-            return [Reply(peer, Answer(StorageReply(rid, StorageStatus.NOT_FOUND, reason))) for peer, rid, _ in waiting]
+            return [
+                Reply(peer, StorageAnswer(StorageReply(rid, StorageStatus.NOT_FOUND, reason)))
+                for peer, rid, _ in waiting
+            ]
         total = sum(len(frame) for frame in frames)
         stored = self.store.get(object_id)
         placed = stored is not None and stored.generation == generation and stored.segment is Segment.READY
@@ -238,7 +241,7 @@ class StorageService:
 
     def _hello(
         self, peer: bytes, request_id: int, hello: StorageHello, payload: Sequence[PayloadBuffer], key: bytes | None
-    ) -> Answer:
+    ) -> StorageAnswer:
         if payload:
             return bad_request(request_id, f"hello requests carry no payload, got {len(payload)} extra frame(s)")
         # Storage moves opaque bytes, so only the protocol version must match: passing our own Python
@@ -248,7 +251,7 @@ class StorageService:
             reason = self._hello_refusal(hello, key)
         if reason is not None:
             self._greeted.pop(peer, None)
-            return Answer(StorageReply(request_id, StorageStatus.REFUSED, reason))
+            return StorageAnswer(StorageReply(request_id, StorageStatus.REFUSED, reason))
         if hello.role == "client" and key is not None:
             self._owner_keys.setdefault(hello.owner_id, key)
         self._greeted[peer] = _Greeted(hello.role, hello.owner_id, key)
@@ -274,7 +277,7 @@ class StorageService:
 
     def _put(
         self, peer_id: bytes, request_id: int, put: Put, payload: Sequence[PayloadBuffer], peer: _Greeted
-    ) -> Answer | None:
+    ) -> StorageAnswer | None:
         if not put.object_id:
             return bad_request(request_id, "put with an empty object id")
         received = sum(len(frame) for frame in payload)
@@ -295,7 +298,7 @@ class StorageService:
             return None
         return _ok(request_id)
 
-    def _adopt(self, peer_id: bytes, request_id: int, adopt: Adopt, peer: _Greeted) -> Answer | None:
+    def _adopt(self, peer_id: bytes, request_id: int, adopt: Adopt, peer: _Greeted) -> StorageAnswer | None:
         if not adopt.object_id:
             return bad_request(request_id, "adopt with an empty object id")
         if self._segment_directory is None or not self._segment_directory.path:
@@ -326,17 +329,19 @@ class StorageService:
 
     def _get(
         self, peer_id: bytes, request_id: int, object_id: ObjectID, peer: _Greeted, mapped: bool = False
-    ) -> Answer | None:
+    ) -> StorageAnswer | None:
         stored = self.store.get(object_id)
         if stored is None or not self._may_read(peer, stored.owner_id):
             # a foreign object is "not stored" to a client: its id must not be confirmed either
-            return Answer(StorageReply(request_id, StorageStatus.NOT_FOUND, _not_found(object_id)))
+            return StorageAnswer(StorageReply(request_id, StorageStatus.NOT_FOUND, _not_found(object_id)))
         if stored.frames is not None:
             return _ok(request_id, ObjectSize(stored.total_bytes), stored.frames)
         if stored.segment is Segment.READY:
             if mapped:
                 return _ok(request_id, MappedSize(stored.total_bytes))
-            return Answer(StorageReply(request_id, StorageStatus.OK, "", ObjectSize(stored.total_bytes)), (), object_id)
+            return StorageAnswer(
+                StorageReply(request_id, StorageStatus.OK, "", ObjectSize(stored.total_bytes)), (), object_id
+            )
         reading = self.store.read_back(object_id)
         # an object neither held here nor in a segment file is on disk only (an adopt's file is placed by the shell
         # before the next request is handled)
@@ -344,7 +349,7 @@ class StorageService:
         self._waiting_gets.setdefault(reading, []).append((peer_id, request_id, mapped))
         return None
 
-    def _execute(self, request_id: int, operation: StorageOperation, peer: _Greeted) -> Answer:
+    def _execute(self, request_id: int, operation: StorageOperation, peer: _Greeted) -> StorageAnswer:
         store = self.store
         if isinstance(operation, Exists):
             stored = store.get(operation.object_id)
@@ -373,13 +378,13 @@ class StorageService:
             return owner in (peer.owner, NO_OWNER)
         return peer.role == "scheduler" or peer.role in WORKER_ROLES
 
-    def _refused(self, request_id: int, reason: str) -> Answer:
+    def _refused(self, request_id: int, reason: str) -> StorageAnswer:
         self.refusals += 1
-        return Answer(StorageReply(request_id, StorageStatus.REFUSED, reason))
+        return StorageAnswer(StorageReply(request_id, StorageStatus.REFUSED, reason))
 
 
-def _full(request_id: int, refusal: Refusal) -> Answer:
-    return Answer(StorageReply(request_id, StorageStatus.FULL, refusal.reason))
+def _full(request_id: int, refusal: Refusal) -> StorageAnswer:
+    return StorageAnswer(StorageReply(request_id, StorageStatus.FULL, refusal.reason))
 
 
 def _not_found(object_id: ObjectID) -> str:

@@ -1,9 +1,10 @@
 """What an actor's method call runs (`Client.actor`): the method's name, applied to the actor's instance.
 
-A call to an actor travels as an ordinary task whose function is an `ActorMethod` and whose `Task.actor_id` names the
-actor: the processor that holds the actor's instance calls `ActorMethod(instance, *args, **kwargs)`, which is
-`instance.name(*args, **kwargs)` (an `async def` method is run to its end in an event loop of the call's own). One
-object per (class, method) is made (`method_of`), so that the client stores each method once, like any function.
+A call to an actor travels as an ordinary task whose function is an `ActorMethodFunction` and whose `Task.actor_id`
+names the actor: the processor that holds the actor's instance calls `ActorMethodFunction(instance, *args, **kwargs)`,
+which is `instance.name(*args, **kwargs)` (an `async def` method is run to its end in an event loop of the call's
+own). One object per (class, method) is made (`method_of`), so that the client stores each method once, like any
+function.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import threading
 from typing import Any
 
 
-class ActorMethod:
+class ActorMethodFunction:
     """Calls the named method of the instance it is given first."""
 
     def __init__(self, class_name: str, method: str) -> None:
@@ -30,21 +31,21 @@ class ActorMethod:
 
     def __reduce__(self) -> tuple[Any, ...]:
         class_name = self.__qualname__.rpartition(".")[0]
-        return (ActorMethod, (class_name, self.method))
+        return (ActorMethodFunction, (class_name, self.method))
 
     def __repr__(self) -> str:
         return f"<actor method {self.__qualname__}>"
 
 
-_methods: dict[tuple[str, str], ActorMethod] = {}
+_methods: dict[tuple[str, str], ActorMethodFunction] = {}
 _lock = threading.Lock()
 
 
-def method_of(class_name: str, method: str) -> ActorMethod:
-    """The one `ActorMethod` of this process for the class's method."""
+def method_of(class_name: str, method: str) -> ActorMethodFunction:
+    """The one `ActorMethodFunction` of this process for the class's method."""
     key = (class_name, method)
     found = _methods.get(key)
     if found is None:
         with _lock:
-            found = _methods.setdefault(key, ActorMethod(class_name, method))
+            found = _methods.setdefault(key, ActorMethodFunction(class_name, method))
     return found

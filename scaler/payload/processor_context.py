@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from scaler.io.sockets import TransportSecurity
 
 
-class TaskThreads(Protocol):
+class TaskThreadHooks(Protocol):
     """The processor's side: which task the calling thread runs, if any, and the hooks around its waits.
     Only a thread that runs a task yields its slot; threads a task starts itself do not."""
 
@@ -39,7 +39,7 @@ class ProcessorContext:
     scheduler_address: str
     #: how the worker's connections are secured; a Client created inside the task uses it too
     security: TransportSecurity | None = None
-    threads: TaskThreads | None = None
+    threads: TaskThreadHooks | None = None
 
     @property
     def task_priority(self) -> int:

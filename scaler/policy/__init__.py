@@ -2,7 +2,7 @@
 
 Public surface: capability strings (`parse_capabilities`, `format_capabilities`), the snapshot and
 decision values, the `ScalingPolicy` protocol and `make_policy`. Policies are replayed against traces by
-`scaler.testing.cluster_simulation` (the real scheduler core) and `python -m scaler.testing.policy_comparison`.
+`scaler.policy_simulator` (the real scheduler core and reconcilers, a layer above this package).
 """
 
 from __future__ import annotations
@@ -10,7 +10,13 @@ from __future__ import annotations
 from scaler.policy.capability import covers, format_capabilities, parse_capabilities
 from scaler.policy.decision import ScalingDecision, ScalingMemory, ScalingStep
 from scaler.policy.protocols import ScalingPolicy
-from scaler.policy.registry import DEFAULT_ENGINE_TYPE, DEFAULT_POLICY_CONTENT, ENGINE_TYPES, PolicyConfig, make_policy
+from scaler.policy.registry import (
+    DEFAULT_ENGINE_TYPE,
+    DEFAULT_POLICY_CONTENT,
+    ENGINE_TYPES,
+    ResolvedPolicy,
+    make_policy,
+)
 from scaler.policy.snapshot import ManagerView, ScalingSnapshot, TaskGroup, WorkerView
 
 __all__ = [
@@ -18,7 +24,7 @@ __all__ = [
     "DEFAULT_POLICY_CONTENT",
     "ENGINE_TYPES",
     "ManagerView",
-    "PolicyConfig",
+    "ResolvedPolicy",
     "ScalingDecision",
     "ScalingMemory",
     "ScalingPolicy",

@@ -25,18 +25,18 @@ DEFAULT_POLICY_CONTENT = "allocate=even_load; scaling=vanilla"
 
 
 @dataclass(frozen=True, slots=True)
-class PolicyConfig:
+class ResolvedPolicy:
     engine_type: str
     allocate: Allocation  #: for the dispatcher (waterfall_v1: always capability)
     scaling: ScalingPolicy
 
 
-def make_policy(engine_type: str, content: str) -> PolicyConfig:
+def make_policy(engine_type: str, content: str) -> ResolvedPolicy:
     if engine_type == "simple":
         return _simple(content)
     if engine_type == "waterfall_v1":
         waterfall = parse_waterfall_content(content)
-        return PolicyConfig(
+        return ResolvedPolicy(
             engine_type=engine_type,
             allocate=Allocation.CAPABILITY,
             scaling=WaterfallScaling(waterfall.rules, waterfall.tasks_per_worker, waterfall.max_cost_per_hour),
@@ -44,7 +44,7 @@ def make_policy(engine_type: str, content: str) -> PolicyConfig:
     raise ValueError(f"policy engine type {engine_type!r} is not one of: {', '.join(ENGINE_TYPES)}")
 
 
-def _simple(content: str) -> PolicyConfig:
+def _simple(content: str) -> ResolvedPolicy:
     simple = parse_simple_content(content)
     scaling: ScalingPolicy
     if simple.scaling == "no":
@@ -66,4 +66,4 @@ def _simple(content: str) -> PolicyConfig:
             cooldown_seconds=simple.cooldown_seconds,
             target_finish_seconds=simple.target_finish_seconds,
         )
-    return PolicyConfig(engine_type="simple", allocate=simple.allocate, scaling=scaling)
+    return ResolvedPolicy(engine_type="simple", allocate=simple.allocate, scaling=scaling)

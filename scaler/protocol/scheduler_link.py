@@ -41,8 +41,8 @@ __all__ = [  # ExitCode: what a Lost link ends a process with
     "LinkSettings",
     "LinkState",
     "Lost",
-    "Refused",
     "Registered",
+    "RegistrationRefused",
     "SchedulerLink",
     "SendHeartbeat",
     "SendHello",
@@ -108,7 +108,7 @@ AUTHENTICATION_PREFIX = "authentication:"
 
 
 @dataclass(frozen=True, slots=True)
-class Refused:
+class RegistrationRefused:
     reason: str
     authentication: bool = False  #: refused for its key (a role it may not take, a revoked key), not for a mismatch
 
@@ -129,7 +129,7 @@ class StillWaiting:
     text: str
 
 
-LinkEffect = SendHello | SendHeartbeat | Registered | Forgotten | Refused | Lost | StillWaiting
+LinkEffect = SendHello | SendHeartbeat | Registered | Forgotten | RegistrationRefused | Lost | StillWaiting
 
 
 class SchedulerLink:
@@ -249,7 +249,7 @@ class SchedulerLink:
         if not reply.accepted:
             self.state = LinkState.REFUSED
             reason = f"the scheduler at {self.settings.address} refused this peer: {reply.reason}"
-            return [Refused(reason, authentication=reply.reason.startswith(AUTHENTICATION_PREFIX))]
+            return [RegistrationRefused(reason, authentication=reply.reason.startswith(AUTHENTICATION_PREFIX))]
         again = self._was_forgotten
         self.state, self.hello_reply, self._was_forgotten = LinkState.REGISTERED, reply, False
         self._hello_retry = self.settings.hello_retry_seconds

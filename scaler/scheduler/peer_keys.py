@@ -44,7 +44,7 @@ MAX_REMEMBERED_REFUSALS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
-class Refusal:
+class KeyRefusal:
     answer: m.Message  #: sent back on the connection the refused message came on
     owner_gone: bool = False  #: the peer that registered this identity is gone: drop it from the core
 
@@ -92,10 +92,10 @@ class PeerKeys:
             return None
         return user_id.encode() if isinstance(user_id, str) and user_id else None
 
-    def refusal(self, peer: PeerID, key: bytes | None, message: m.Message) -> Refusal | None:
+    def refusal(self, peer: PeerID, key: bytes | None, message: m.Message) -> KeyRefusal | None:
         """How to refuse this message, or None to let it through to the core."""
         if key is None:  # cannot happen on a CURVE socket; refuse rather than trust
-            return Refusal(m.ProtocolError("refused: this connection is not authenticated"))
+            return KeyRefusal(m.ProtocolError("refused: this connection is not authenticated"))
         if isinstance(message, m.Hello):
             reason = scheduler_refusal(self._roles.roles_of(key), message.role.value)
             if reason is None and isinstance(message.info, m.ProcessorInfo):
@@ -104,7 +104,7 @@ class PeerKeys:
                     reason = PROCESSOR_KEY
             if reason is not None:
                 self._log_once(key, reason, f"refused a {message.role.value} hello from {short(peer)}")
-                return Refusal(m.HelloReply(False, reason, python_version=self._python_version))
+                return KeyRefusal(m.HelloReply(False, reason, python_version=self._python_version))
             if self._registered.get(peer, key) == key:
                 self._registered[peer] = key
                 return None
@@ -114,7 +114,7 @@ class PeerKeys:
             # (without handover, not before): the peer that registered it is gone, and nothing more goes to it
             del self._registered[peer]
             self._log_once(key, TAKEN, f"a message for {short(peer)} came on another connection")
-            return Refusal(m.ProtocolError(TAKEN), owner_gone=True)
+            return KeyRefusal(m.ProtocolError(TAKEN), owner_gone=True)
         return None
 
     def settled(self, key: bytes | None, message: m.Message) -> m.Message:

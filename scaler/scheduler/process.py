@@ -15,7 +15,7 @@ from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, TransportSecurity
-from scaler.policy.registry import PolicyConfig
+from scaler.policy.registry import ResolvedPolicy
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.handshake import local_python_version
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
@@ -102,7 +102,7 @@ RUNTIME_CORE_FIELDS = frozenset(
 
 
 def core_settings_of(
-    config: SchedulerConfig, bind: str, advertised_storage: str, policy: PolicyConfig, *, instance_id: bytes
+    config: SchedulerConfig, bind: str, advertised_storage: str, policy: ResolvedPolicy, *, instance_id: bytes
 ) -> CoreSettings:
     """The core's settings: every scheduler setting declared with `core=` (`fields.core_values`), and what only
     the process knows (`RUNTIME_CORE_FIELDS`; the peers' heartbeat period keeps the core's default)."""

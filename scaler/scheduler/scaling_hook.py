@@ -24,7 +24,7 @@ from scaler.policy.capability import PRESENT, capability_names, covers, memory_n
 from scaler.policy.content import Allocation
 from scaler.policy.decision import ScalingMemory, ScalingStep
 from scaler.policy.protocols import ScalingPolicy
-from scaler.policy.registry import PolicyConfig, make_policy
+from scaler.policy.registry import ResolvedPolicy, make_policy
 from scaler.policy.scaling import NoScaling
 from scaler.policy.snapshot import scaling_snapshot
 from scaler.protocol.messages import ManagerSummary, ManagerTarget, PendingGroup, StatusSnapshot, TargetEntry
@@ -33,7 +33,7 @@ from scaler.scheduler.core.scheduler_core import ScalingHook
 logger = logging.getLogger(__name__)
 
 
-def policy_config(engine_type: str, content: str) -> PolicyConfig:
+def policy_config(engine_type: str, content: str) -> ResolvedPolicy:
     """The policy the settings name; a ValueError carrying the policy's message when they are wrong."""
     try:
         return make_policy(engine_type, content)
@@ -54,7 +54,7 @@ def make_scaling_hook(engine_type: str, content: str, manager_timeout_seconds: f
     return scaling_hook_of(policy_config(engine_type, content), manager_timeout_seconds)
 
 
-def scaling_hook_of(config: PolicyConfig, manager_timeout_seconds: float = 10.0) -> ScalingHook | None:
+def scaling_hook_of(config: ResolvedPolicy, manager_timeout_seconds: float = 10.0) -> ScalingHook | None:
     """`make_scaling_hook` for a policy already parsed (the scheduler parses its policy settings once)."""
     policy = config.scaling
     if isinstance(policy, NoScaling):

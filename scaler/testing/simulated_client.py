@@ -25,8 +25,8 @@ from scaler.client.core import (
     ConfirmCancel,
     Connected,
     Fail,
-    Send,
     SendFrames,
+    SendToScheduler,
     ShowLog,
     ShutdownAnswered,
     Warn,
@@ -113,7 +113,7 @@ class SimulatedClient:
         self.warnings: list[str] = []
         self.logs: list[m.TaskLog] = []  #: what the scheduler forwarded to be shown: tasks' output, its warnings
         self._handlers: dict[type, Callable[[Any], None]] = {
-            Send: lambda effect: self._send([codec.encode(effect.message)]),
+            SendToScheduler: lambda effect: self._send([codec.encode(effect.message)]),
             SendFrames: lambda effect: self._send(effect.frames),
             Complete: self._complete,
             ConfirmCancel: lambda effect: effect.future.set_cancel_confirmed(),

@@ -31,7 +31,7 @@ from scaler.worker.executors.contract import ExecutorListener
 from scaler.worker.processor.outlet import processor_identity
 from scaler.worker.processor.result_route import ResultRoute
 from scaler.worker.processor.task_line import Answer, Interrupt, LineTask, TaskLine
-from scaler.worker.processor_protocol import Outcome
+from scaler.worker.processor_protocol import ProcessorOutcome
 
 #: What a script's task does at its end.
 SUCCESS, ERROR, CRASH, HANG = "success", "error", "crash", "hang"
@@ -68,7 +68,7 @@ def read_script(body: bytes) -> TaskScript:
 
 
 @dataclass(frozen=True, slots=True)
-class Run:
+class SimulatedRun:
     """A task's start in a processor."""
 
     task_id: TaskID
@@ -82,11 +82,11 @@ class Run:
 class RunLog:
     """What every simulated processor of a stack did."""
 
-    runs: list[Run] = field(default_factory=list)
+    runs: list[SimulatedRun] = field(default_factory=list)
     withdrawn: list[TaskID] = field(default_factory=list)  #: staged tasks a TaskCancel took out of a processor
     staged: list[TaskID] = field(default_factory=list)  #: tasks that reached a processor while another computed
 
-    def runs_of(self, task_id: TaskID) -> list[Run]:
+    def runs_of(self, task_id: TaskID) -> list[SimulatedRun]:
         return [run for run in self.runs if run.task_id == task_id]
 
 
@@ -215,7 +215,9 @@ class SimulatedProcessors:
     def _start(self, processor: _Processor, record: LineTask) -> None:
         task = record.task
         self._log.runs.append(
-            Run(task.task_id, self._name, processor.processor_id, self._clock.now(), task.task_id in self._log.staged)
+            SimulatedRun(
+                task.task_id, self._name, processor.processor_id, self._clock.now(), task.task_id in self._log.staged
+            )
         )
         script = read_script(task.body)
         if script.ending != HANG:
@@ -240,7 +242,7 @@ class SimulatedProcessors:
         """The task's computing is over: its result, then the next task waiting for the turn starts."""
         line = processor.line
         task_id = record.task.task_id
-        if line.ends(record) is Outcome.UNWOUND:
+        if line.ends(record) is ProcessorOutcome.UNWOUND:
             result = m.TaskResult(task_id, m.ResultStatus.CANCELED)
         else:
             result = self._result(task_id, script.ending, script.value)

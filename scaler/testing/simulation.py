@@ -1,8 +1,9 @@
-"""SimulatedCluster: the real SchedulerCore with fake clients and workers in memory, on a fake clock.
+"""SimulatedCluster: the real SchedulerCore with fake clients and workers in memory, on simulated time.
 
 Fake workers hold what they are given (the first runs), confirm cancels, and give back what they have not
-started when the scheduler balances the load; clients submit tasks and graphs. Scaling with managers is
-simulated by `cluster_simulation` (the real reconciler, with boot times and task durations).
+started when the scheduler balances the load; clients submit tasks and graphs. Time is a `SimulatedTime`
+(`scaler.io.simulated_time`), moved by hand (`advance`). Scaling with managers is simulated by
+`scaler.policy_simulator.cluster_simulation` (the real reconciler, with boot times and task durations).
 
 No sockets, no processes, no real time: races (a result racing a cancel, a worker dying mid-task, a
 graph finishing while it is cancelled) replay deterministically from a seed. Fake workers obey the
@@ -17,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
+from scaler.io.simulated_time import SimulatedTime
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
 from scaler.scheduler.core.effects import Effect, Send
@@ -69,11 +71,18 @@ class FakeClient:
 
 
 class SimulatedCluster:
-    def __init__(self, settings: CoreSettings | None = None, seed: int = 0, strict: bool = True) -> None:
-        """`strict`: a handler that raises fails the test (the server logs and drops the event instead)."""
+    def __init__(
+        self,
+        settings: CoreSettings | None = None,
+        seed: int = 0,
+        strict: bool = True,
+        time: SimulatedTime | None = None,
+    ) -> None:
+        """`strict`: a handler that raises fails the test (the server logs and drops the event instead). `time`: the
+        simulated time to run on (`scaler.io.simulated_time`; its own by default), to share with another simulator."""
         self.settings = settings or CoreSettings("tcp://sim:1", "tcp://sim:2", PYTHON)
         self.core = SchedulerCore(self.settings, strict=strict)
-        self.now = 0.0
+        self.time = time if time is not None else SimulatedTime()
         self.random = random.Random(seed)
         self.workers: dict[PeerID, FakeWorker] = {}
         self.clients: dict[PeerID, FakeClient] = {}
@@ -97,8 +106,18 @@ class SimulatedCluster:
         """Every effect of this type the core returned so far, in order."""
         return [effect for effect in self.effects if isinstance(effect, kind)]
 
+    @property
+    def now(self) -> float:
+        return self.time.now
+
+    @now.setter
+    def now(self, when: float) -> None:
+        """Move time on to `when` (timers due by then run), with no Tick: the next event is stamped with it."""
+        self.time.advance_to(when)
+
     def advance(self, seconds: float) -> list[Effect]:
-        self.now += seconds
+        """Move time on by `seconds`, then give the core its Tick."""
+        self.time.advance(seconds)
         return self.feed(Tick(self.now))
 
     # ------------------------------------------------------------ peers

@@ -51,7 +51,7 @@ from __future__ import annotations
 import enum
 
 
-class TaskState(enum.IntEnum):
+class ProcessorTaskState(enum.IntEnum):
     """Where a task the worker holds is, as far as one processor is concerned."""
 
     QUEUED = 0  #: the agent's own: held, sent to no processor yet (a processor never holds a task in it)
@@ -64,7 +64,7 @@ class TaskState(enum.IntEnum):
     STOPPING_PARKED = 7  #: stopped while parked: unwinds without the turn; answered CANCELED once its thread is done
 
 
-class TaskEvent(enum.IntEnum):
+class ProcessorTaskEvent(enum.IntEnum):
     """What happens to a task in a processor: a message between agent and processor, the turn, the processor's end."""
 
     SEND = 0  #: the agent sends the Task to the processor
@@ -77,7 +77,7 @@ class TaskEvent(enum.IntEnum):
     GONE = 7  #: its processor is killed or dies
 
 
-class Outcome(enum.IntEnum):
+class ProcessorOutcome(enum.IntEnum):
     """What a (state, event) pair does; `TARGETS` says the state it leads to (None: the task is held no more)."""
 
     IGNORE = 0  #: nothing changes: stale, or cannot happen
@@ -100,10 +100,10 @@ class Outcome(enum.IntEnum):
     FORGET = 17  #: ended with its processor, answered for already: nothing more is reported
 
 
-S, E, Do = TaskState, TaskEvent, Outcome
+S, E, Do = ProcessorTaskState, ProcessorTaskEvent, ProcessorOutcome
 
 #: The outcome of every (state, event) pair (rules in the module docstring).
-TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
+TRANSITIONS: dict[tuple[ProcessorTaskState, ProcessorTaskEvent], ProcessorOutcome] = {
     (S.QUEUED, E.SEND): Do.STAGE,
     (S.QUEUED, E.TURN): Do.IGNORE,  # it is in no processor
     (S.QUEUED, E.PARK): Do.IGNORE,
@@ -171,7 +171,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], Outcome] = {
 }
 
 #: Where each outcome that moves a task leads (None: it is held no more); the others leave its state as it is.
-TARGETS: dict[Outcome, TaskState | None] = {
+TARGETS: dict[ProcessorOutcome, ProcessorTaskState | None] = {
     Do.STAGE: S.STAGED,
     Do.START: S.COMPUTING,
     Do.PARK: S.PARKED,
@@ -197,19 +197,19 @@ PARKED_STATES = frozenset({S.PARKED, S.RESUMING, S.RESUMED, S.STOPPING_PARKED})
 STOPPED_STATES = frozenset({S.STOPPING, S.STOPPING_PARKED})
 
 
-def _compile() -> tuple[tuple[Outcome, ...], ...]:
-    return tuple(tuple(TRANSITIONS[(state, event)] for state in TaskState) for event in TaskEvent)
+def _compile() -> tuple[tuple[ProcessorOutcome, ...], ...]:
+    return tuple(tuple(TRANSITIONS[(state, event)] for state in ProcessorTaskState) for event in ProcessorTaskEvent)
 
 
 #: TRANSITIONS as tuples: `OUTCOMES[event][state]` (ints index tuples without hashing).
 OUTCOMES = _compile()
 
 
-def outcome(state: TaskState, event: TaskEvent) -> Outcome:
+def outcome(state: ProcessorTaskState, event: ProcessorTaskEvent) -> ProcessorOutcome:
     return OUTCOMES[event][state]
 
 
-def after(state: TaskState, event: TaskEvent) -> TaskState | None:
+def after(state: ProcessorTaskState, event: ProcessorTaskEvent) -> ProcessorTaskState | None:
     """The state a task in `state` is in after `event`; None when it is held no more."""
     done = OUTCOMES[event][state]
     return state if done in UNCHANGED else TARGETS[done]

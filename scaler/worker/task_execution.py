@@ -56,8 +56,8 @@ class TaskExecutor:
         self._decoder = TaskDecoder(storage)
 
     def run(self, task: m.Task, instance: Any = _NO_INSTANCE) -> m.TaskResult:
-        """Run the task; `instance`: the actor whose call the task is (its function is an `ActorMethod`). An actor's
-        start task builds the instance, then serves the actor's calls until it is stopped."""
+        """Run the task; `instance`: the actor whose call the task is (its function is an `ActorMethodFunction`). An
+        actor's start task builds the instance, then serves the actor's calls until it is stopped."""
         if task.actor is not None and self._actor_host is None:
             problem = RuntimeError("an actor cannot start where this task ran (an offloading worker manager runs a "
                                    "task as one job); start actors on ordinary workers")  # fmt: skip

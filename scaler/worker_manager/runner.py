@@ -38,8 +38,8 @@ from scaler.protocol.scheduler_link import (
     LinkEffect,
     LinkSettings,
     Lost,
-    Refused,
     Registered,
+    RegistrationRefused,
     SchedulerLink,
     SendHeartbeat,
     SendHello,
@@ -274,7 +274,7 @@ class ManagerRunner:
                 self._wake.set()
             elif isinstance(effect, Forgotten):
                 logger.warning("the scheduler forgot this manager (%s): registering again", effect.reason)
-            elif isinstance(effect, Refused):
+            elif isinstance(effect, RegistrationRefused):
                 self._stop_units = False  # the units may belong to the manager that holds this id
                 self.stop(effect.reason, EXIT_ERROR)
             elif isinstance(effect, Lost):

@@ -11,8 +11,8 @@ from scaler.policy.decision import ScalingMemory, ScalingStep
 from scaler.policy.scaling import NoScaling
 from scaler.policy.snapshot import ScalingSnapshot
 from scaler.policy.traces import TaskArrival, bursty_trace, merge_traces, one_shot_trace, steady_trace
+from scaler.policy_simulator.cluster_simulation import SimulatedManager, SimulationSettings, percentile, simulate
 from scaler.protocol.messages import ManagerTarget, TargetEntry
-from scaler.testing.cluster_simulation import SimulatedManager, SimulationSettings, percentile, simulate
 
 
 @dataclass(frozen=True)

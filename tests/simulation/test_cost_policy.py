@@ -10,7 +10,7 @@ import pytest
 from scaler.policy.registry import make_policy
 from scaler.policy.trace_csv import parse_trace_csv
 from scaler.policy.traces import TaskArrival, Trace
-from scaler.testing.cluster_simulation import SimulatedManager, SimulationReport, SimulationSettings, simulate
+from scaler.policy_simulator.cluster_simulation import SimulatedManager, SimulationReport, SimulationSettings, simulate
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.registry import make_policy
 from scaler.policy.traces import TaskArrival, Trace, merge_traces, one_shot_trace
-from scaler.testing.cluster_simulation import SimulatedManager, SimulationReport, simulate
+from scaler.policy_simulator.cluster_simulation import SimulatedManager, SimulationReport, simulate
 
 WORK = "allocate=even_load; scaling=work"
 MANAGERS = (SimulatedManager("native", max_workers=200, boot_seconds=5.0),)

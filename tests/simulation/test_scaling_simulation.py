@@ -17,14 +17,14 @@ import pytest
 from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.registry import make_policy
 from scaler.policy.traces import Trace, bursty_trace, one_shot_trace, steady_trace
-from scaler.testing.cluster_simulation import (
+from scaler.policy_simulator.cluster_simulation import (
     SimulatedManager,
     SimulationReport,
     SimulationSettings,
     TimelinePoint,
     simulate,
 )
-from scaler.testing.policy_comparison import TRACES, compare
+from scaler.policy_simulator.comparison import TRACES, compare
 
 VANILLA = "allocate=even_load; scaling=vanilla"
 WORK = "allocate=even_load; scaling=work"
@@ -121,7 +121,7 @@ def test_vanilla_killed_tasks_are_recorded(trace: str, record_property: Callable
 
 @pytest.mark.parametrize("trace", sorted(TRACES))
 def test_docs_comparison_tables_are_current(trace: str) -> None:
-    """docs/scaling.md shows `python -m scaler.testing.policy_comparison` output; rerun it after changing a policy."""
+    """docs/scaling.md shows `python -m scaler.policy_simulator.comparison` output; rerun it after changing a policy."""
     document = (Path(__file__).resolve().parents[2] / "docs" / "scaling.md").read_text()
     rows = [line for line in compare(trace, seed=1).splitlines() if line.startswith("| ")]
     missing = [row for row in rows if row not in document]
@@ -129,9 +129,11 @@ def test_docs_comparison_tables_are_current(trace: str) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_the_documented_command_still_prints_the_comparison() -> None:
-    """`python -m scaler.policy.comparison` (the command older docs and users know) runs the comparison."""
-    command = [sys.executable, "-m", "scaler.policy.comparison", "--trace", "one-shot", "--seed", "1"]
+@pytest.mark.parametrize("module", ["scaler.policy.comparison", "scaler.testing.policy_comparison"])
+def test_the_documented_command_still_prints_the_comparison(module: str) -> None:
+    """`python -m scaler.policy.comparison` and `python -m scaler.testing.policy_comparison` (the commands older
+    docs and users know) run the comparison, now `scaler.policy_simulator.comparison`."""
+    command = [sys.executable, "-m", module, "--trace", "one-shot", "--seed", "1"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=100, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == compare("one-shot", seed=1).strip()

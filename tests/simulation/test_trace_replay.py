@@ -1,5 +1,5 @@
-"""`scaler_simulate_policy`'s computation (`scaler.testing.trace_replay`): managers from a stack's settings, the
-policies it compares, fixed pools for `no`, and the sample in docs/scaling.md. Simulated time only."""
+"""`scaler_simulate_policy`'s computation (`scaler.policy_simulator.trace_replay`): managers from a stack's
+settings, the policies it compares, fixed pools for `no`, and the sample in docs/scaling.md. Simulated time only."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from scaler.config.sections import NativeWorkerManagerConfig, WorkerManagerSettings
 from scaler.policy.trace_csv import parse_trace_csv
 from scaler.policy.traces import TaskArrival
-from scaler.testing.cluster_simulation import SimulatedManager, SimulationSettings
-from scaler.testing.trace_replay import (
+from scaler.policy_simulator.cluster_simulation import SimulatedManager, SimulationSettings
+from scaler.policy_simulator.trace_replay import (
     DEFAULT_MANAGER,
     contenders,
     default_names,

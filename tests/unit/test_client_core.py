@@ -22,8 +22,8 @@ from scaler.client.core import (
     Connected,
     Fail,
     JobAnswered,
-    Send,
     SendFrames,
+    SendToScheduler,
     ShowLog,
     ShutdownAnswered,
     Warn,
@@ -82,7 +82,7 @@ def confirm(number: int) -> m.TaskCancelConfirm:
 def restart(core: Core, now: float = 1.0) -> list[ClientEffect[str]]:
     """A restarted scheduler answers with "unknown peer", then accepts the hello the link sends again."""
     forgotten = core.on_messages([FORGOTTEN], now)
-    assert [type(e) for e in forgotten] == [Send] and isinstance(forgotten[0].message, m.Hello)
+    assert [type(e) for e in forgotten] == [SendToScheduler] and isinstance(forgotten[0].message, m.Hello)
     return core.on_messages([SECOND], now)
 
 
@@ -100,10 +100,10 @@ def sent_frames(effects: Sequence[ClientEffect[str]]) -> list[bytes]:
 def test_start_says_hello_and_the_reply_connects() -> None:
     core: Core = ClientCore(HELLO, settings())
     hello = core.start(0.0)
-    assert hello == [Send(HELLO)]
+    assert hello == [SendToScheduler(HELLO)]
     effects = core.on_messages([FIRST], 0.5)
-    assert kinds(effects) == [Connected, Send]  # and the first heartbeat
-    assert isinstance(effects[1], Send) and isinstance(effects[1].message, m.Heartbeat)
+    assert kinds(effects) == [Connected, SendToScheduler]  # and the first heartbeat
+    assert isinstance(effects[1], SendToScheduler) and isinstance(effects[1].message, m.Heartbeat)
     assert core.hello_reply == FIRST and core.worker_count == 2
 
 
@@ -111,7 +111,9 @@ def test_the_hello_after_a_restart_names_the_instance_the_client_knew() -> None:
     """Checked by sending the hello unchanged: known_instance stays empty."""
     core = connected()
     effects = core.on_messages([FORGOTTEN], 1.0)
-    assert effects == [Send(m.Hello(m.PROTOCOL_VERSION, "3.11.7", 1, "host", m.ClientInfo(), known_instance=b"first"))]
+    assert effects == [
+        SendToScheduler(m.Hello(m.PROTOCOL_VERSION, "3.11.7", 1, "host", m.ClientInfo(), known_instance=b"first"))
+    ]
 
 
 def test_echoes_shutdown_replies_logs_and_refusals_become_effects() -> None:
@@ -176,7 +178,7 @@ def test_consecutive_results_share_one_effect_and_other_effects_keep_their_place
 def test_cancel_sends_a_task_cancel_and_the_confirmation_cancels_the_future() -> None:
     core = connected()
     submit(core, 1)
-    assert core.cancel([task(1)]) == [Send(m.TaskCancel((task(1),)))]
+    assert core.cancel([task(1)]) == [SendToScheduler(m.TaskCancel((task(1),)))]
     assert core.on_messages([confirm(1)], 1.0) == [ConfirmCancel("future-1")]
     assert core.unfinished() == {}
 
@@ -259,10 +261,12 @@ def test_a_closed_connection_waits_out_the_grace_then_fails_every_future() -> No
     submit(core, 1)
     core.submit_graph(GraphID(b"g" * 16), b"graph-frame", [(task(10), "future-10")])
     resume, closed = core.on_disconnected(1.0)  # said at once, on stderr: the user's futures wait on it
-    assert isinstance(resume, Send) and isinstance(resume.message, m.ClientResume)  # first on the next connection
+    assert isinstance(resume, SendToScheduler) and isinstance(
+        resume.message, m.ClientResume
+    )  # first on the next connection
     assert isinstance(closed, Warn) and closed.show and "closed: waiting up to 60 s for a scheduler" in closed.text
     middle = core.on_tick(1.0 + GRACE_SECONDS / 2)
-    assert kinds(middle) == [Warn, Send]  # a notice, and a heartbeat into the reconnecting socket
+    assert kinds(middle) == [Warn, SendToScheduler]  # a notice, and a heartbeat into the reconnecting socket
     assert isinstance(middle[0], Warn) and middle[0].show and "giving up in 30 s" in middle[0].text
     effects = core.on_tick(2.0 + GRACE_SECONDS)
     assert kinds(effects) == [Warn, Fail, Closed]
@@ -328,7 +332,7 @@ def test_after_a_restart_followed_tasks_fail_with_job_lost_and_are_not_sent_agai
 
 
 def heartbeat_of(effects: Sequence[ClientEffect[str]]) -> m.Heartbeat:
-    (beat,) = [e.message for e in effects if isinstance(e, Send) and isinstance(e.message, m.Heartbeat)]
+    (beat,) = [e.message for e in effects if isinstance(e, SendToScheduler) and isinstance(e.message, m.Heartbeat)]
     return beat
 
 
@@ -351,12 +355,12 @@ def test_a_closed_connection_asks_for_what_it_took_and_sends_again_what_never_ar
     core.on_messages([result(1)], 0.5)
     core.cancel([task(3)])
     resume = core.on_disconnected(1.0)[0]
-    assert isinstance(resume, Send) and isinstance(resume.message, m.ClientResume)
+    assert isinstance(resume, SendToScheduler) and isinstance(resume.message, m.ClientResume)
     assert resume.message == m.ClientResume(0, 1, (task(2), task(3), task(10), task(11)))
     core.on_messages([result(9)], 1.1)  # an answer of the old epoch, after the resume: not counted
     effects = core.on_messages([m.ClientResumed(1, (task(2), task(10), task(11)))], 1.2)
     assert sent_frames(effects) == [frame(2), b"graph-frame"]
-    (cancel,) = [e.message for e in effects if isinstance(e, Send) and isinstance(e.message, m.TaskCancel)]
+    (cancel,) = [e.message for e in effects if isinstance(e, SendToScheduler) and isinstance(e.message, m.TaskCancel)]
     assert cancel.task_ids == (task(3),)
     core.on_messages([result(2), m.HeartbeatEcho()], 1.3)
     beat = heartbeat_of(core.on_tick(3.0))
@@ -375,7 +379,7 @@ def test_a_scheduler_that_dropped_this_client_past_its_window_is_asked_what_beca
     core.on_messages([m.ProtocolError(reason, m.ProtocolErrorKind.UNKNOWN_PEER)], 2000.0)
     effects = core.on_messages([FIRST], 2000.5)
     assert not sent_frames(effects)
-    (resume,) = [e.message for e in effects if isinstance(e, Send) and isinstance(e.message, m.ClientResume)]
+    (resume,) = [e.message for e in effects if isinstance(e, SendToScheduler) and isinstance(e.message, m.ClientResume)]
     assert resume == m.ClientResume(0, 0, (task(1), task(2), task(3)))
     effects = core.on_messages([m.ClientResumed(1, (task(3),), (task(1), task(2)))], 2000.6)
     (failed,) = [e for e in effects if isinstance(e, Fail)]

@@ -14,8 +14,8 @@ from scaler.protocol.scheduler_link import (
     LinkSettings,
     LinkState,
     Lost,
-    Refused,
     Registered,
+    RegistrationRefused,
     SchedulerLink,
     SendHeartbeat,
     SendHello,
@@ -64,7 +64,7 @@ def test_a_refusal_is_final_and_says_why() -> None:
     link = SchedulerLink(WORKER)
     link.start(0.0)
     (refused,) = link.on_message(REFUSED, 1.0)
-    assert isinstance(refused, Refused) and "duplicate manager id" in refused.reason
+    assert isinstance(refused, RegistrationRefused) and "duplicate manager id" in refused.reason
     assert link.state is LinkState.REFUSED
     assert link.on_tick(100.0) == [] and link.on_message(ACCEPTED, 101.0) == []
 
@@ -242,7 +242,7 @@ EVENTS = {
 #: (state it starts in, event) -> (state it ends in, effects): worker, then client where it differs.
 WORKER_TABLE: dict[tuple[str, str], tuple[LinkState, list[type]]] = {
     ("connecting", "accepting reply"): (R, [Registered, SendHeartbeat]),
-    ("connecting", "refusing reply"): (X, [Refused]),
+    ("connecting", "refusing reply"): (X, [RegistrationRefused]),
     ("connecting", "heartbeat echo"): (C, []),
     ("connecting", "unknown peer"): (C, []),
     ("connecting", "other message"): (C, []),
@@ -251,7 +251,7 @@ WORKER_TABLE: dict[tuple[str, str], tuple[LinkState, list[type]]] = {
     ("connecting", "tick past the timeout"): (L, [Lost]),
     ("connecting", "disconnected"): (C, []),
     ("forgotten", "accepting reply"): (R, [Registered, SendHeartbeat]),
-    ("forgotten", "refusing reply"): (X, [Refused]),
+    ("forgotten", "refusing reply"): (X, [RegistrationRefused]),
     ("forgotten", "heartbeat echo"): (C, []),
     ("forgotten", "unknown peer"): (C, []),
     ("forgotten", "other message"): (C, []),

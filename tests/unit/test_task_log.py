@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaler.monitor.task_log import SORT_KEYS, QueryError, TaskLog, TaskQuery, parse_query
+from scaler.monitor.task_log import SORT_KEYS, QueryError, TaskQuery, TaskTransitionLog, parse_query
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 
@@ -24,7 +24,7 @@ def moved(number: int, state: str, at: float, **fields: object) -> m.TaskTransit
     return m.TaskTransition(tid(number), state, wall_time=at, **base)  # type: ignore[arg-type]
 
 
-def run(log: TaskLog, number: int, at: float, seconds: float, **fields: object) -> None:
+def run(log: TaskTransitionLog, number: int, at: float, seconds: float, **fields: object) -> None:
     """A task's whole life: queued, dispatched, ended with a result `seconds` later."""
     worker = fields.pop("worker_id", W1)
     ending = str(fields.pop("state", "success"))
@@ -40,9 +40,9 @@ def ids(page: dict[str, object]) -> list[int]:
     return [int(row["task"], 16) for row in page["tasks"]]  # type: ignore[attr-defined]
 
 
-def mixed_log() -> TaskLog:
+def mixed_log() -> TaskTransitionLog:
     """Five finished tasks that differ in every column, and one still queued."""
-    log = TaskLog()
+    log = TaskTransitionLog()
     run(log, 1, 100.0, 3.0, function_name="beta", client_id=BOB, worker_id=W2, peak=500)
     run(log, 2, 101.0, 1.0, function_name="alpha", state="failed", peak=900)
     run(log, 3, 102.0, 5.0, function_name="gamma", client_id=BOB, peak=100)
@@ -53,7 +53,7 @@ def mixed_log() -> TaskLog:
 
 
 def test_pages_walk_every_task_newest_first_and_total_counts_them_all() -> None:
-    log = TaskLog()
+    log = TaskTransitionLog()
     for number in range(1, 1201):  # past the 500 the dashboard used to keep
         run(log, number, float(number), 0.5)
     first = log.query(TaskQuery(limit=100))
@@ -101,7 +101,7 @@ def test_search_finds_text_in_any_column_and_filters_match_exactly() -> None:
 
 def test_the_bound_lets_the_first_finished_go_first_and_counts_them() -> None:
     """Checked by switching the bound off (no _drop_one): held grew to 8 and the assertions failed."""
-    log = TaskLog(max_tasks=5)
+    log = TaskTransitionLog(max_tasks=5)
     log.on_transition(moved(1, "queued", 1.0))  # live the whole time: kept while finished tasks can go
     log.on_transition(moved(2, "queued", 2.0))
     log.on_transition(moved(2, "dispatched", 2.0, worker_id=W1))
@@ -111,20 +111,20 @@ def test_the_bound_lets_the_first_finished_go_first_and_counts_them() -> None:
     page = log.query(TaskQuery(order="asc"))
     assert page["held"] == 5 and page["dropped"] == 3 and page["total"] == 5
     assert ids(page) == [1, 2, 6, 7, 8], "tasks 3, 4, 5 finished first and went first"
-    everything_live = TaskLog(max_tasks=2)
+    everything_live = TaskTransitionLog(max_tasks=2)
     for number in range(1, 4):
         everything_live.on_transition(moved(number, "queued", float(number)))
     assert ids(everything_live.query(TaskQuery(order="asc"))) == [2, 3] and everything_live.dropped == 1
 
 
 def test_feed_drops_are_counted_apart_from_the_bound() -> None:
-    log = TaskLog()
+    log = TaskTransitionLog()
     log.on_transitions(m.TaskTransitions((moved(1, "queued", 1.0),), dropped=7))
     assert log.summary()["feed_dropped"] == 7 and log.summary()["dropped"] == 0
 
 
 def test_each_worker_shows_its_running_tasks_and_each_client_what_it_submitted() -> None:
-    log = TaskLog()
+    log = TaskTransitionLog()
     for number, worker in ((1, W1), (2, W1), (3, W2)):
         log.on_transition(moved(number, "queued", 1.0, function_name=f"f{number}"))
         log.on_transition(moved(number, "dispatched", 2.0, worker_id=worker, function_name=f"f{number}"))

@@ -22,7 +22,7 @@ from scaler.worker_manager.ship.environment import (
 )
 from scaler.worker_manager.ship.unit_target import UnitTarget, python_version_problem
 from scaler.worker_manager.ship.wheels import wheel_of
-from scaler.worker_manager.unit.install import Failed, _culprit, write_stubs
+from scaler.worker_manager.unit.install import FailedInstall, _culprit, write_stubs
 
 TARGET = UnitTarget(this_python())
 
@@ -137,7 +137,7 @@ def test_a_failed_requirement_is_named_from_pips_words_and_its_modules_raise_say
     assert _culprit("ERROR: No matching distribution found for nothere==2", wanted) == "nothere==2"
     assert _culprit("ERROR: bad-1.0-cp39-cp39-linux_x86_64.whl is not a supported wheel on this platform.",
                     wanted) == wanted[2]  # fmt: skip
-    write_stubs([Failed("nothere==2", "pip: no such thing")], {"nothere==2": ["nothere"]}, tmp_path, "unit u1")
+    write_stubs([FailedInstall("nothere==2", "pip: no such thing")], {"nothere==2": ["nothere"]}, tmp_path, "unit u1")
     namespace: dict[str, object] = {}
     with pytest.raises(ImportError, match=r"nothere==2 could not be installed on unit u1: pip: no such thing"):
         exec(compile((tmp_path / "nothere.py").read_text(), "nothere.py", "exec"), namespace)

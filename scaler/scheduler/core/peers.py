@@ -97,7 +97,7 @@ class WorkerRecord:
 
 
 @dataclass(slots=True)
-class ProcessorRecord:
+class ProcessorLinkRecord:
     """A processor's own link (docs/protocol.md section 3.7): it sends the results of its tasks, as its worker's."""
 
     peer: PeerID

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import incompatibility
 from scaler.protocol.ids import ClientID, PeerID, TaskID, short
-from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, ProcessorRecord, WorkerRecord
+from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, ProcessorLinkRecord, WorkerRecord
 from scaler.scheduler.core.quotas import quota_of
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ class Registration:
         if record is not None and record.worker != worker.peer:
             return "this connection is already registered as a processor of another worker"
         if record is None:
-            core.processors[peer] = ProcessorRecord(peer, worker.peer, info.processor_id)
+            core.processors[peer] = ProcessorLinkRecord(peer, worker.peer, info.processor_id)
             worker.processors.add(peer)
         return None
 

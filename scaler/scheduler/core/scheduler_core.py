@@ -43,7 +43,7 @@ from scaler.scheduler.core.manager_sessions import ManagerSessions
 from scaler.scheduler.core.monitor_feed import MonitorFeed
 from scaler.scheduler.core.object_retention import ObjectRetention
 from scaler.scheduler.core.overtaking import Overtaking
-from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, ProcessorRecord, WorkerRecord
+from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, ProcessorLinkRecord, WorkerRecord
 from scaler.scheduler.core.reattachment import Reattachment
 from scaler.scheduler.core.registration import Registration
 from scaler.scheduler.core.story_book import DEFAULT_RETENTION_SECONDS, DEFAULT_RETENTION_TASKS, StoryBook
@@ -124,7 +124,7 @@ class SchedulerCore:
         self.workers: dict[PeerID, WorkerRecord] = {}
         self.managers: dict[PeerID, ManagerRecord] = {}
         #: the links of workers' processors, for their results (registration.py; each is its worker's)
-        self.processors: dict[PeerID, ProcessorRecord] = {}
+        self.processors: dict[PeerID, ProcessorLinkRecord] = {}
         self.lifecycle = TaskLifecycle(
             self.tasks,
             self.workers,

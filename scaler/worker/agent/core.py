@@ -53,8 +53,8 @@ from scaler.protocol.scheduler_link import (
     LinkEffect,
     LinkSettings,
     Lost,
-    Refused,
     Registered,
+    RegistrationRefused,
     SchedulerLink,
     SendHello,
     StillWaiting,
@@ -67,6 +67,7 @@ from scaler.worker.agent.events import (
     EXIT_NEVER_CONNECTED,
     EXIT_OK,
     EXIT_SCHEDULER_LOST,
+    AgentTick,
     Effect,
     Event,
     Exit,
@@ -78,9 +79,8 @@ from scaler.worker.agent.events import (
     ResendResult,
     SayHello,
     SchedulerDisconnected,
-    SendHeartbeat,
+    SendWorkerHeartbeat,
     SpawnProcessor,
-    Tick,
     ToProcessor,
     ToScheduler,
 )
@@ -89,7 +89,7 @@ from scaler.worker.agent.pool import MAX_START_FAILURES, ProcessorPool
 from scaler.worker.agent.processor_table import HeldTask, ProcessorRecord, ProcessorState, ProcessorTable
 from scaler.worker.agent.result_journal import ResultJournal
 from scaler.worker.agent.settings import AgentSettings
-from scaler.worker.processor_protocol import Outcome, TaskEvent, TaskState, outcome
+from scaler.worker.processor_protocol import ProcessorOutcome, ProcessorTaskEvent, ProcessorTaskState, outcome
 
 __all__ = [  # the events and effects are part of the core's interface
     "EXIT_ERROR",
@@ -98,6 +98,7 @@ __all__ = [  # the events and effects are part of the core's interface
     "EXIT_SCHEDULER_LOST",
     "AgentCore",
     "AgentSettings",
+    "AgentTick",
     "Effect",
     "Event",
     "Exit",
@@ -112,9 +113,8 @@ __all__ = [  # the events and effects are part of the core's interface
     "ResendResult",
     "SayHello",
     "SchedulerDisconnected",
-    "SendHeartbeat",
+    "SendWorkerHeartbeat",
     "SpawnProcessor",
-    "Tick",
     "ToProcessor",
     "ToScheduler",
 ]
@@ -131,7 +131,7 @@ _STOPPING_PROCESSOR, _STARTING, _IDLE, _RUNNING = (
     ProcessorState.IDLE,
     ProcessorState.RUNNING,
 )
-_QUEUED, _STAGED, _STOPPING = TaskState.QUEUED, TaskState.STAGED, TaskState.STOPPING
+_QUEUED, _STAGED, _STOPPING = ProcessorTaskState.QUEUED, ProcessorTaskState.STAGED, ProcessorTaskState.STOPPING
 
 
 class AgentCore:
@@ -178,7 +178,7 @@ class AgentCore:
                 self._on_processor(event.processor_id, event.message)
             elif isinstance(event, ProcessorExited):
                 self._on_exit(event.processor_id, event.description, event.out_of_memory)
-            elif isinstance(event, Tick):
+            elif isinstance(event, AgentTick):
                 self._on_tick()
             elif isinstance(event, LeaveRequested):
                 self._leave(event.reason)
@@ -197,7 +197,7 @@ class AgentCore:
         """Effects for start-up: the hello, and the first processor, so it warms up while the hello travels."""
         self._follow_link(self.link.start(self.now))
         self._spawn()
-        return self.handle(Tick(self.now))
+        return self.handle(AgentTick(self.now))
 
     # ------------------------------------------------------------ counts
 
@@ -272,14 +272,14 @@ class AgentCore:
                 self.effects.append(SayHello(held, self.link.known_instance))
             elif isinstance(effect, LinkHeartbeat):
                 self.journal.heartbeat_sent()
-                self.effects.append(SendHeartbeat(self.status(), effect.round_trip_seconds))
+                self.effects.append(SendWorkerHeartbeat(self.status(), effect.round_trip_seconds))
             elif isinstance(effect, Registered):
                 self._on_registered(effect.reply)
                 if effect.again:
                     self._send_unacknowledged()
             elif isinstance(effect, Forgotten):
                 self._rejoin()
-            elif isinstance(effect, Refused):
+            elif isinstance(effect, RegistrationRefused):
                 self._exit(EXIT_ERROR, effect.reason)
             elif isinstance(effect, Lost):
                 self._exit(effect.exit_code, effect.reason)
@@ -317,7 +317,9 @@ class AgentCore:
 
     def _cancel(self, task_id: TaskID) -> None:
         held = self.tasks.get(task_id)
-        if held is None or outcome(held.state, TaskEvent.CANCEL) is Outcome.IGNORE:  # gone, or stopped already
+        if (
+            held is None or outcome(held.state, ProcessorTaskEvent.CANCEL) is ProcessorOutcome.IGNORE
+        ):  # gone, or stopped already
             self._to_scheduler(m.TaskCancelConfirm(task_id, m.CancelOutcome.NOT_FOUND))
             return
         self._stop(held, "its task was cancelled")
@@ -326,13 +328,13 @@ class AgentCore:
     def _stop(self, held: HeldTask, reason: str) -> None:
         """End a held task here, whatever its state (CANCEL); the caller tells the scheduler how it ended."""
         task_id = held.task.task_id
-        done = outcome(held.state, TaskEvent.CANCEL)
-        if done is Outcome.DROP:  # queued here
+        done = outcome(held.state, ProcessorTaskEvent.CANCEL)
+        if done is ProcessorOutcome.DROP:  # queued here
             self.table.drop(task_id, self.now)
             return
         assert held.processor is not None
         processor = self.processors[held.processor]
-        if done is Outcome.STOP:
+        if done is ProcessorOutcome.STOP:
             if processor.parked or held.task.stream_credit:
                 # computing among parked tasks, or a stream (its generator is closed where it waits): stopped in its
                 # processor; its slot stays taken until it is gone
@@ -340,7 +342,7 @@ class AgentCore:
                 self._to_processor(processor, m.TaskCancel((task_id,)))
             else:
                 self._kill(processor.processor_id, reason)  # the task with it; its staged tasks are queued again
-        elif done in (Outcome.WITHDRAW, Outcome.STOP_PARKED):
+        elif done in (ProcessorOutcome.WITHDRAW, ProcessorOutcome.STOP_PARKED):
             self.table.drop(task_id, self.now)
             if processor.state is _RUNNING or processor.parked:
                 # staged, or parked among other tasks of its processor: stopped there, without taking them down

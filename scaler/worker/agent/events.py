@@ -15,7 +15,7 @@ from scaler.protocol.ids import TaskID
 
 
 @dataclass(frozen=True, slots=True)
-class Tick:
+class AgentTick:
     now: float
 
 
@@ -54,7 +54,7 @@ class SchedulerDisconnected:
     now: float
 
 
-Event = Tick | FromScheduler | FromProcessor | ProcessorExited | LeaveRequested | SchedulerDisconnected
+Event = AgentTick | FromScheduler | FromProcessor | ProcessorExited | LeaveRequested | SchedulerDisconnected
 
 
 # ---------------------------------------------------------------- effects
@@ -81,7 +81,7 @@ class SayHello:
 
 
 @dataclass(frozen=True, slots=True)
-class SendHeartbeat:
+class SendWorkerHeartbeat:
     status: m.WorkerStatus
     round_trip_seconds: float = 0.0
 
@@ -109,7 +109,9 @@ class Exit:
     reason: str
 
 
-Effect = ToScheduler | ResendResult | SayHello | SendHeartbeat | ToProcessor | SpawnProcessor | KillProcessor | Exit
+Effect = (
+    ToScheduler | ResendResult | SayHello | SendWorkerHeartbeat | ToProcessor | SpawnProcessor | KillProcessor | Exit
+)
 
 #: Exit codes of a worker process (the table is `scaler.protocol.exit_codes.ExitCode`).
 EXIT_OK = ExitCode.OK

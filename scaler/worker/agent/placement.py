@@ -28,9 +28,9 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 from scaler.worker.agent.events import Effect, ToProcessor
 from scaler.worker.agent.processor_table import HeldTask, ProcessorRecord, ProcessorState, ProcessorTable
-from scaler.worker.processor_protocol import TaskState
+from scaler.worker.processor_protocol import ProcessorTaskState
 
-_QUEUED, _RUNNING = TaskState.QUEUED, ProcessorState.RUNNING  #: as module constants: read on every task
+_QUEUED, _RUNNING = ProcessorTaskState.QUEUED, ProcessorState.RUNNING  #: as module constants: read on every task
 
 
 class Placement:

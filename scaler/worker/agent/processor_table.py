@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from scaler.config.sections import NestedParents
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
-from scaler.worker.processor_protocol import OUTCOMES, Outcome, TaskEvent, TaskState
+from scaler.worker.processor_protocol import OUTCOMES, ProcessorOutcome, ProcessorTaskEvent, ProcessorTaskState
 
 
 class ProcessorState(enum.IntEnum):  #: an int: counted in a list, on every event
@@ -46,15 +46,15 @@ class ProcessorState(enum.IntEnum):  #: an int: counted in a list, on every even
 
 #: Members read on every event, as module constants (cheaper than from their enum class).
 _QUEUED, _STAGED, _COMPUTING, _PARKED, _RESUMING = (
-    TaskState.QUEUED,
-    TaskState.STAGED,
-    TaskState.COMPUTING,
-    TaskState.PARKED,
-    TaskState.RESUMING,
+    ProcessorTaskState.QUEUED,
+    ProcessorTaskState.STAGED,
+    ProcessorTaskState.COMPUTING,
+    ProcessorTaskState.PARKED,
+    ProcessorTaskState.RESUMING,
 )
 _RUNNING, _IDLE, _PARKED_PROCESSOR = ProcessorState.RUNNING, ProcessorState.IDLE, ProcessorState.PARKED
 _NOT_SERVING = (ProcessorState.STOPPING, ProcessorState.STARTING)
-_PARK, _ASK_RESUME, _END = TaskEvent.PARK, TaskEvent.ASK_RESUME, TaskEvent.END
+_PARK, _ASK_RESUME, _END = ProcessorTaskEvent.PARK, ProcessorTaskEvent.ASK_RESUME, ProcessorTaskEvent.END
 
 
 @dataclass(slots=True)
@@ -82,7 +82,7 @@ class HeldTask:
     sequence: int
     processor: bytes | None = None  #: where it is staged, computes or is parked
     started_at: float = 0.0  #: when it started computing
-    state: TaskState = TaskState.QUEUED
+    state: ProcessorTaskState = ProcessorTaskState.QUEUED
     #: STOPPING only: when the agent stopped it (answered for already; its slot stays counted until its processor
     #: reports it stopped, or is killed)
     stopped_at: float = 0.0
@@ -181,7 +181,7 @@ class ProcessorTable:
         from `now`). False when it is not that processor's computing task, or was stopped (UNWIND: it stays counted
         as computing until it is gone)."""
         held = self.tasks.get(task_id)
-        if held is None or processor.task_id != task_id or OUTCOMES[_PARK][held.state] is not Outcome.PARK:
+        if held is None or processor.task_id != task_id or OUTCOMES[_PARK][held.state] is not ProcessorOutcome.PARK:
             return False
         held.state = _PARKED
         processor.parked[task_id] = None
@@ -193,7 +193,11 @@ class ProcessorTable:
     def ask_resume(self, processor: ProcessorRecord, task_id: TaskID) -> None:
         """A parked task's futures are done (ASK_RESUME): it waits for a slot, and for its processor to be free."""
         held = self.tasks.get(task_id)
-        if held is not None and task_id in processor.parked and OUTCOMES[_ASK_RESUME][held.state] is Outcome.ASK:
+        if (
+            held is not None
+            and task_id in processor.parked
+            and OUTCOMES[_ASK_RESUME][held.state] is ProcessorOutcome.ASK
+        ):
             held.state = _RESUMING
             self.resuming[task_id] = None
 
@@ -227,10 +231,10 @@ class ProcessorTable:
         if held is None or held.processor != processor.processor_id:
             return None
         outcome = OUTCOMES[_END][held.state]
-        if outcome is Outcome.IGNORE:
+        if outcome is ProcessorOutcome.IGNORE:
             return None
         self.drop(task_id, now)
-        return held if outcome is Outcome.FINISH else None
+        return held if outcome is ProcessorOutcome.FINISH else None
 
     def drop(self, task_id: TaskID, now: float) -> HeldTask | None:
         """Forget a held task wherever it is (finished, cancelled, timed out, returned, reported lost). `now`

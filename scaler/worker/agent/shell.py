@@ -151,7 +151,7 @@ class WorkerAgent:
         ticks = 0
         while True:
             await self._clock.sleep(TICK_SECONDS)
-            self._feed(core.Tick(self._now()))
+            self._feed(core.AgentTick(self._now()))
             ticks += 1
             if ticks % MEMORY_SAMPLE_TICKS == 0:
                 self._sample_memory(computing_only=True)
@@ -190,7 +190,7 @@ class WorkerAgent:
                 info = replace(info, capacity=self._core.capacity, held_tasks=effect.held_tasks)
                 hello = replace(self._hello, info=info, known_instance=effect.known_instance)
                 self._to_scheduler.send(b"", codec.encode(hello))
-            elif isinstance(effect, core.SendHeartbeat):
+            elif isinstance(effect, core.SendWorkerHeartbeat):
                 self._to_scheduler.send(b"", codec.encode(self._heartbeat(effect.status, effect.round_trip_seconds)))
             elif isinstance(effect, core.SpawnProcessor):
                 self._executor.spawn(effect.processor_id)

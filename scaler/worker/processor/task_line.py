@@ -38,18 +38,22 @@ from typing import Generic, TypeVar
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
-from scaler.worker.processor_protocol import OUTCOMES, Outcome, TaskEvent, TaskState
+from scaler.worker.processor_protocol import OUTCOMES, ProcessorOutcome, ProcessorTaskEvent, ProcessorTaskState
 
 #: Members as module constants: reading one from its enum class costs several times more, on the path of every task.
 _TURN, _PARK, _ASK, _RESUME, _END, _CANCEL = (
-    TaskEvent.TURN,
-    TaskEvent.PARK,
-    TaskEvent.ASK_RESUME,
-    TaskEvent.RESUME,
-    TaskEvent.END,
-    TaskEvent.CANCEL,
+    ProcessorTaskEvent.TURN,
+    ProcessorTaskEvent.PARK,
+    ProcessorTaskEvent.ASK_RESUME,
+    ProcessorTaskEvent.RESUME,
+    ProcessorTaskEvent.END,
+    ProcessorTaskEvent.CANCEL,
 )
-_COMPUTING, _STOPPING_PARKED, _GO_ON = TaskState.COMPUTING, TaskState.STOPPING_PARKED, Outcome.GO_ON
+_COMPUTING, _STOPPING_PARKED, _GO_ON = (
+    ProcessorTaskState.COMPUTING,
+    ProcessorTaskState.STOPPING_PARKED,
+    ProcessorOutcome.GO_ON,
+)
 
 
 @dataclass(eq=False, slots=True)
@@ -58,7 +62,7 @@ class LineTask:
     it). The shell's record subclasses it with what its threads need."""
 
     task: m.Task
-    state: TaskState = TaskState.STAGED  #: received: (QUEUED, SEND) leads to STAGED
+    state: ProcessorTaskState = ProcessorTaskState.STAGED  #: received: (QUEUED, SEND) leads to STAGED
     #: a streaming task: the values it may yield, the indexes below this (Task.streamCredit, then StreamCredit)
     credit: int = 0
     #: an actor's start task: the calls read for it and not served yet, in the order they came (None: stop once the
@@ -203,23 +207,23 @@ class TaskLine(Generic[R]):
         if record is None:
             return  # done already
         outcome = OUTCOMES[_CANCEL][record.state]
-        if outcome is Outcome.WITHDRAW:
+        if outcome is ProcessorOutcome.WITHDRAW:
             self.awaiting_turn.remove(record)
             del self.tasks[task_id]
             self.instructions.append(Answer(task_id))
-        elif outcome is Outcome.STOP:
-            record.state = TaskState.STOPPING
+        elif outcome is ProcessorOutcome.STOP:
+            record.state = ProcessorTaskState.STOPPING
             self.instructions += (Interrupt(record), CancelNested(record))
-        elif outcome is Outcome.STOP_PARKED:
-            if record.state is TaskState.RESUMED:
+        elif outcome is ProcessorOutcome.STOP_PARKED:
+            if record.state is ProcessorTaskState.RESUMED:
                 self.awaiting_turn.remove(record)
-            record.state = TaskState.STOPPING_PARKED
+            record.state = ProcessorTaskState.STOPPING_PARKED
             self.instructions += (Wake(record), CancelNested(record))
 
     def _resume(self, task_id: TaskID) -> None:
         record = self.tasks.get(task_id)
-        if record is not None and OUTCOMES[_RESUME][record.state] is Outcome.GIVE_BACK:
-            record.state = TaskState.RESUMED
+        if record is not None and OUTCOMES[_RESUME][record.state] is ProcessorOutcome.GIVE_BACK:
+            record.state = ProcessorTaskState.RESUMED
             self.awaiting_turn.append(record)
 
     # ------------------------------------------------------------ the computing turn
@@ -241,7 +245,7 @@ class TaskLine(Generic[R]):
         record.state = _COMPUTING  # START
         return record
 
-    def ends(self, record: R) -> Outcome:
+    def ends(self, record: R) -> ProcessorOutcome:
         """The task's thread is done: FINISH (its result goes out) or UNWOUND (it was stopped: CANCELED goes out
         instead). It is held no more; see `passes_turn` for the turn it held."""
         task_id = record.task.task_id
@@ -259,13 +263,13 @@ class TaskLine(Generic[R]):
         self.computing = None
         return bool(self.awaiting_turn)
 
-    def parks(self, record: R, me: int) -> Outcome:
+    def parks(self, record: R, me: int) -> ProcessorOutcome:
         """Its thread `me` begins the task's outermost wait on nested futures: PARK (the caller reports it, then the
         turn passes; the baton, if `me` held it, was handed on), or UNWIND (it was stopped while it could not be
         interrupted: the caller raises TaskAbandoned)."""
         outcome = OUTCOMES[_PARK][record.state]
-        if outcome is Outcome.PARK:
-            record.state = TaskState.PARKED
+        if outcome is ProcessorOutcome.PARK:
+            record.state = ProcessorTaskState.PARKED
             self.parked += 1
             if self.holder == me:
                 self.hand_on(None, baton=True)
@@ -274,8 +278,8 @@ class TaskLine(Generic[R]):
     def asks_resume(self, record: R) -> bool:
         """The parked task's futures are done: True when it asks to go on (the caller reports it and waits to be
         woken); False when it was stopped meanwhile (it unwinds)."""
-        if OUTCOMES[_ASK][record.state] is Outcome.ASK:
-            record.state = TaskState.RESUMING
+        if OUTCOMES[_ASK][record.state] is ProcessorOutcome.ASK:
+            record.state = ProcessorTaskState.RESUMING
             return True
         return False
 

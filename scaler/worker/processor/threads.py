@@ -43,12 +43,12 @@ from scaler.worker.processor.task_line import (
     TaskLine,
     Wake,
 )
-from scaler.worker.processor_protocol import Outcome, TaskState
+from scaler.worker.processor_protocol import ProcessorOutcome, ProcessorTaskState
 
 logger = logging.getLogger(__name__)
 
 #: Members read on the path of every task, as module constants (cheaper than from their enum class).
-_STOPPING, _UNWOUND = TaskState.STOPPING, Outcome.UNWOUND
+_STOPPING, _UNWOUND = ProcessorTaskState.STOPPING, ProcessorOutcome.UNWOUND
 #: An idle thread beyond the first ends after waiting this long for work.
 IDLE_THREAD_SECONDS = 30.0
 
@@ -445,7 +445,7 @@ class TaskThreads:
             resume.wait()
         resume.clear()
         running.parked_cpu_seconds += time.process_time() - running.parked_since_cpu
-        if running.state is TaskState.STOPPING_PARKED:
+        if running.state is ProcessorTaskState.STOPPING_PARKED:
             raise TaskAbandoned(f"task {running.task.task_id.hex()} was stopped by its worker (cancelled or timed out)")
 
     def _park(self, record: _TaskRecord) -> None:
@@ -455,7 +455,7 @@ class TaskThreads:
         me = threading.get_ident()
         line = self._line
         with self._lock:
-            if line.parks(record, me) is Outcome.UNWIND:  # stopped while it could not be interrupted
+            if line.parks(record, me) is ProcessorOutcome.UNWIND:  # stopped while it could not be interrupted
                 raise TaskAbandoned(f"task {record.task.task_id.hex()} was stopped by its worker")
             if record.resume is None:
                 record.resume = threading.Event()

@@ -91,7 +91,7 @@ def _callback_class(soamapi: ModuleType) -> type[Any]:
 
 
 @dataclass(eq=False)
-class _Session:
+class _SoamSession:
     handle: Any = None
     session_id: str = "?"
     keys: dict[str, str] = field(default_factory=dict)  #: Symphony task id -> job key, for its tasks in flight
@@ -110,9 +110,9 @@ class SoamBackend:
         self._application_name = application_name
         self._message_class = payload_message_class(soamapi)
         self._lock = threading.Lock()  #: guards everything below (submit, poll, cancel and callbacks meet here)
-        self._session: _Session | None = None  #: where new tasks go; opened by the first submit
-        self._lost: list[_Session] = []  #: lost sessions still to close (never closed on a callback thread)
-        self._in_flight: dict[str, _Session] = {}  #: job key -> its session; agrees with the sessions' `keys`
+        self._session: _SoamSession | None = None  #: where new tasks go; opened by the first submit
+        self._lost: list[_SoamSession] = []  #: lost sessions still to close (never closed on a callback thread)
+        self._in_flight: dict[str, _SoamSession] = {}  #: job key -> its session; agrees with the sessions' `keys`
         self._finished: dict[str, JobOutcome] = {}  #: outcomes not polled yet
         self._cancelled: set[str] = set()  #: keys in flight whose output is dropped
         self._is_closed = False
@@ -187,11 +187,11 @@ class SoamBackend:
 
     # ------------------------------------------------------------ sessions
 
-    def _open_session(self) -> _Session:
+    def _open_session(self) -> _SoamSession:
         """The session for new tasks (called under the lock): the current one, or a new one."""
         if self._session is not None and not self._session.is_lost:
             return self._session
-        session = _Session()
+        session = _SoamSession()
         attributes = self._soamapi.SessionCreationAttributes()
         attributes.set_session_type(SESSION_TYPE)
         attributes.set_session_name(SESSION_NAME)
@@ -217,7 +217,7 @@ class SoamBackend:
             )
         return session
 
-    def _lose(self, session: _Session, why: str) -> None:
+    def _lose(self, session: _SoamSession, why: str) -> None:
         """Fail the tasks in flight on a session that is gone (under the lock); the next submit opens another."""
         if session.is_lost:
             return
@@ -250,7 +250,7 @@ class SoamBackend:
 
     # ------------------------------------------------------------ callbacks (on a Symphony thread)
 
-    def _on_response(self, session: _Session, handle: Any) -> None:
+    def _on_response(self, session: _SoamSession, handle: Any) -> None:
         task_id = "?"
         try:
             task_id = str(handle.get_id())
@@ -272,7 +272,7 @@ class SoamBackend:
                 return
             self._finished[key] = JobOutcome(key, outcome, failure)
 
-    def _on_exception(self, session: _Session, exception: Any) -> None:
+    def _on_exception(self, session: _SoamSession, exception: Any) -> None:
         with self._lock:
             self._lose(session, str(exception) or type(exception).__name__)
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from scaler.worker_manager.unit.install import Failed, download_wheels, install, write_stubs
+from scaler.worker_manager.unit.install import FailedInstall, download_wheels, install, write_stubs
 from scaler.worker_manager.unit.report import REPORT_URL_VARIABLE, REPORT_VARIABLE, Reporter, http
 
 logger = logging.getLogger("scaler.unit")
@@ -75,7 +75,7 @@ def boot(manifest_url: str) -> int:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _install(manifest: dict[str, Any], folder: Path, target: Path, unit: str) -> list[Failed]:
+def _install(manifest: dict[str, Any], folder: Path, target: Path, unit: str) -> list[FailedInstall]:
     wheel_files, failed = download_wheels(list(manifest.get("wheels", [])), folder / "wheels")
     failed += install(list(manifest.get("requirements", [])), wheel_files, target)
     write_stubs(failed, dict(manifest.get("modules", {})), target, unit)

@@ -43,7 +43,7 @@ _CULPRITS = (
 
 
 @dataclass(frozen=True)
-class Failed:
+class FailedInstall:
     requirement: str
     why: str
 
@@ -60,7 +60,7 @@ def already_satisfied(requirement: str) -> bool:
         return False
 
 
-def download_wheels(wheels: list[dict[str, str]], folder: Path) -> tuple[list[Path], list[Failed]]:
+def download_wheels(wheels: list[dict[str, str]], folder: Path) -> tuple[list[Path], list[FailedInstall]]:
     folder.mkdir(parents=True, exist_ok=True)
     paths, failed = [], []
     for wheel in wheels:
@@ -69,14 +69,14 @@ def download_wheels(wheels: list[dict[str, str]], folder: Path) -> tuple[list[Pa
             path.write_bytes(http("GET", wheel["url"], timeout=300))
             paths.append(path)
         except OSError as error:
-            failed.append(Failed(wheel["filename"], f"could not download it from the manager's bucket: {error}"))
+            failed.append(FailedInstall(wheel["filename"], f"could not download it from the manager's bucket: {error}"))
     return paths, failed
 
 
-def install(requirements: list[str], wheel_files: list[Path], target: Path) -> list[Failed]:
+def install(requirements: list[str], wheel_files: list[Path], target: Path) -> list[FailedInstall]:
     """Install into `target`; what could not be installed, each with the installer's reason."""
     wanted = [item for item in requirements if not already_satisfied(item)] + [str(path) for path in wheel_files]
-    failed: list[Failed] = []
+    failed: list[FailedInstall] = []
     if not wanted:
         return failed
     installer = _installer()
@@ -91,14 +91,14 @@ def install(requirements: list[str], wheel_files: list[Path], target: Path) -> l
             return failed
         output = done.stderr + done.stdout
         culprit = _culprit(output, wanted)
-        failed.append(Failed(_shown(culprit), _reason(output)))
+        failed.append(FailedInstall(_shown(culprit), _reason(output)))
         wanted.remove(culprit)
     if wanted:
-        failed.extend(Failed(_shown(item), "not installed: the installer kept failing") for item in wanted)
+        failed.extend(FailedInstall(_shown(item), "not installed: the installer kept failing") for item in wanted)
     return failed
 
 
-def write_stubs(failed: list[Failed], modules: dict[str, list[str]], target: Path, unit: str) -> None:
+def write_stubs(failed: list[FailedInstall], modules: dict[str, list[str]], target: Path, unit: str) -> None:
     """Each module of a requirement that could not be installed raises an ImportError saying so."""
     for failure in failed:
         for module in modules.get(failure.requirement, []):

@@ -182,7 +182,7 @@ def test_a_cancelled_parked_parent_alone_in_its_processor_has_it_killed() -> Non
 def test_a_timed_out_parked_parent_is_stopped_in_its_processor_and_reported() -> None:
     agent, processor = parked_parent(task_timeout_seconds=5.0)
     agent.handle(core.FromScheduler(task(2, priority=1), 4.0))
-    effects = agent.handle(core.Tick(5.5))
+    effects = agent.handle(core.AgentTick(5.5))
     (timed_out,) = to_scheduler(effects, m.TaskResult)
     assert timed_out.task_id == tid(1) and timed_out.status is m.ResultStatus.TIMED_OUT
     assert to_processor(effects, m.TaskCancel) == [(processor, m.TaskCancel((tid(1),)))]
@@ -208,9 +208,9 @@ def test_a_stopped_task_that_does_not_end_has_its_processor_killed_and_its_parke
     agent, processor = parked_parent()
     agent.handle(core.FromScheduler(task(2, priority=1), 0.2))
     agent.handle(core.FromScheduler(m.TaskCancel((tid(2),)), 0.3))
-    effects = agent.handle(core.Tick(0.3 + core.STOP_GRACE_SECONDS / 2))
+    effects = agent.handle(core.AgentTick(0.3 + core.STOP_GRACE_SECONDS / 2))
     assert not [e for e in effects if isinstance(e, core.KillProcessor)]
-    effects = agent.handle(core.Tick(0.4 + core.STOP_GRACE_SECONDS))
+    effects = agent.handle(core.AgentTick(0.4 + core.STOP_GRACE_SECONDS))
     assert [e.processor_id for e in effects if isinstance(e, core.KillProcessor)] == [processor]
     (lost,) = to_scheduler(effects, m.TaskResult)
     assert lost.task_id == tid(1) and lost.status is m.ResultStatus.HOST_LOST
@@ -229,11 +229,11 @@ def test_timeouts_stop_tasks_in_their_processor_while_others_wait_there_and_kill
     agent.handle(core.FromScheduler(task(3, priority=1), 0.3))
     effects = agent.handle(core.FromProcessor(processor, m.ProcessorBlocked(tid(2)), 2.0))
     assert to_processor(effects, m.Task) == [(processor, task(3, priority=1))], "computes where task 2 waits"
-    effects = agent.handle(core.Tick(5.5))
+    effects = agent.handle(core.AgentTick(5.5))
     timed_out = {r.task_id: r.status for r in to_scheduler(effects, m.TaskResult)}
     assert timed_out == {tid(2): m.ResultStatus.TIMED_OUT}, "task 3 started at 2.0: not yet"
     assert to_processor(effects, m.TaskCancel) == [(processor, m.TaskCancel((tid(2),)))]
-    effects = agent.handle(core.Tick(7.1))
+    effects = agent.handle(core.AgentTick(7.1))
     assert {r.task_id for r in to_scheduler(effects, m.TaskResult)} == {tid(3)}
     assert [e.processor_id for e in effects if isinstance(e, core.KillProcessor)] == [processor], "none parked now"
 
@@ -257,7 +257,7 @@ def test_a_processor_that_dies_while_its_parents_only_wait_fails_them_as_their_o
 
 def test_a_processor_holding_parked_parents_is_never_retired() -> None:
     agent, processor = parked_parent()
-    effects = agent.handle(core.Tick(1.0))
+    effects = agent.handle(core.AgentTick(1.0))
     assert not [e for e in effects if isinstance(e, core.KillProcessor)]
     assert agent.processors[processor].shown_state == "blocked"
 
@@ -306,7 +306,7 @@ def test_a_task_past_its_timeout_is_killed_and_reported() -> None:
     connect(agent)
     ready(agent, first)
     agent.handle(core.FromScheduler(task(1), 0.0))
-    effects = agent.handle(core.Tick(1.5))
+    effects = agent.handle(core.AgentTick(1.5))
     (failure,) = to_scheduler(effects, m.TaskResult)
     assert failure.status is m.ResultStatus.TIMED_OUT and "timeout" in failure.error_message
     assert any(isinstance(e, core.KillProcessor) for e in effects)
@@ -338,11 +338,11 @@ def test_a_failing_preload_stops_the_worker() -> None:
 
 def test_death_timeout_tells_never_connected_from_lost() -> None:
     agent, _ = make(death_timeout_seconds=5)
-    effects = agent.handle(core.Tick(6.0))
+    effects = agent.handle(core.AgentTick(6.0))
     assert [e.code for e in effects if isinstance(e, core.Exit)] == [core.EXIT_NEVER_CONNECTED]
     agent, _ = make(death_timeout_seconds=5)
     connect(agent, now=1.0)
-    effects = agent.handle(core.Tick(7.0))
+    effects = agent.handle(core.AgentTick(7.0))
     assert [e.code for e in effects if isinstance(e, core.Exit)] == [core.EXIT_SCHEDULER_LOST]
 
 
@@ -360,17 +360,17 @@ def test_refused_hello_and_shutdown_stop_the_worker() -> None:
 def test_the_hello_goes_at_start_and_heartbeats_follow_the_interval_once_registered() -> None:
     agent, effects = make(heartbeat_interval_seconds=2.0)
     assert [e for e in effects if isinstance(e, core.SayHello)]
-    assert not [e for e in effects if isinstance(e, core.SendHeartbeat)]
-    assert [e for e in connect(agent, 0.5) if isinstance(e, core.SendHeartbeat)]
-    assert not [e for e in agent.handle(core.Tick(1.5)) if isinstance(e, core.SendHeartbeat)]
-    assert [e for e in agent.handle(core.Tick(2.6)) if isinstance(e, core.SendHeartbeat)]
+    assert not [e for e in effects if isinstance(e, core.SendWorkerHeartbeat)]
+    assert [e for e in connect(agent, 0.5) if isinstance(e, core.SendWorkerHeartbeat)]
+    assert not [e for e in agent.handle(core.AgentTick(1.5)) if isinstance(e, core.SendWorkerHeartbeat)]
+    assert [e for e in agent.handle(core.AgentTick(2.6)) if isinstance(e, core.SendWorkerHeartbeat)]
 
 
 def test_heartbeats_carry_the_round_trip_of_the_previous_one() -> None:
     agent, _ = make(heartbeat_interval_seconds=2.0)
     connect(agent, 0.0)  # a heartbeat goes at once
     agent.handle(core.FromScheduler(m.HeartbeatEcho(), 0.25))
-    (heartbeat,) = [e for e in agent.handle(core.Tick(2.0)) if isinstance(e, core.SendHeartbeat)]
+    (heartbeat,) = [e for e in agent.handle(core.AgentTick(2.0)) if isinstance(e, core.SendWorkerHeartbeat)]
     assert heartbeat.round_trip_seconds == 0.25
 
 
@@ -408,7 +408,7 @@ def test_a_restarted_scheduler_hears_of_the_held_tasks_and_gets_unacknowledged_r
     agent.handle(core.FromScheduler(task(2), 0.0))
     agent.handle(core.FromProcessor(first, result(1), 0.1))  # result 1 goes up, then a heartbeat is echoed
     for now in (3.0, 5.0):  # heartbeats, each echoed: the echo of one sent after result 1 acknowledges it
-        agent.handle(core.Tick(now))
+        agent.handle(core.AgentTick(now))
         agent.handle(core.FromScheduler(m.HeartbeatEcho(), now + 0.1))
     effects = agent.handle(core.FromProcessor(first, result(2), 5.2))  # result 2: the scheduler dies unread
     agent.handle(core.FromScheduler(task(3), 5.2))
@@ -426,14 +426,14 @@ def test_a_worker_whose_scheduler_is_gone_for_the_grace_period_exits_and_one_tha
     agent, _ = make(scheduler_lost_grace_seconds=10.0)
     connect(agent)
     agent.handle(core.SchedulerDisconnected(1.0))
-    assert not [e for e in agent.handle(core.Tick(10.0)) if isinstance(e, core.Exit)], "still within the grace"
-    (exit_effect,) = [e for e in agent.handle(core.Tick(11.5)) if isinstance(e, core.Exit)]
+    assert not [e for e in agent.handle(core.AgentTick(10.0)) if isinstance(e, core.Exit)], "still within the grace"
+    (exit_effect,) = [e for e in agent.handle(core.AgentTick(11.5)) if isinstance(e, core.Exit)]
     assert exit_effect.code == core.EXIT_SCHEDULER_LOST and "within 10 s" in exit_effect.reason
     agent, _ = make(scheduler_lost_grace_seconds=10.0)
     connect(agent)
     agent.handle(core.SchedulerDisconnected(1.0))
     agent.handle(core.FromScheduler(m.ProtocolError("unknown peer", m.ProtocolErrorKind.UNKNOWN_PEER), 5.0))
-    assert not [e for e in agent.handle(core.Tick(30.0)) if isinstance(e, core.Exit)], "a scheduler answered"
+    assert not [e for e in agent.handle(core.AgentTick(30.0)) if isinstance(e, core.Exit)], "a scheduler answered"
 
 
 # ---------------------------------------------------------------- actors (rule 5)
@@ -465,7 +465,7 @@ def test_a_built_actor_takes_no_slot_and_its_calls_go_straight_to_its_processor(
     assert to_processor(effects, m.Task) == [(first, actor_call(3, 1))]
     effects = agent.handle(core.FromProcessor(first, result(3), 0.4))
     assert [r.task_id for r in to_scheduler(effects, m.TaskResult)] == [tid(3)]
-    effects = agent.handle(core.Tick(5.0))  # past the task timeout: the plain task times out, the actor never does
+    effects = agent.handle(core.AgentTick(5.0))  # past the task timeout: the plain task times out, the actor never does
     assert [r.task_id for r in to_scheduler(effects, m.TaskResult)] == [tid(2)]
     assert agent.tasks[tid(1)].processor == first
     effects = agent.handle(core.FromScheduler(m.ActorStop(tid(1)), 5.1))

@@ -144,7 +144,7 @@ def test_cancelling_the_computing_task_kills_its_processor_and_its_staged_tasks_
 def test_a_timed_out_computing_task_is_reported_and_its_staged_tasks_run_again() -> None:
     agent, _, now = tiny_tasks_learned(task_timeout_seconds=1.0)
     agent.handle_all([core.FromScheduler(task(number), now) for number in range(1, 4)])
-    effects = agent.handle(core.Tick(now + 1.5))
+    effects = agent.handle(core.AgentTick(now + 1.5))
     assert [(r.task_id, r.status) for r in to_scheduler(effects, m.TaskResult)] == [(tid(1), m.ResultStatus.TIMED_OUT)]
     (replacement,) = spawned(effects)
     effects = ready(agent, replacement, now + 1.6)
@@ -155,7 +155,7 @@ def test_staged_tasks_do_not_time_out_while_they_wait() -> None:
     agent, _, _ = tiny_tasks_learned(task_timeout_seconds=1.0)
     agent.handle_all([core.FromScheduler(task(number), 10.0) for number in range(1, 4)])  # 1 computes from 10 s
     assert agent.table.staged == 2
-    effects = agent.handle(core.Tick(10.5))
+    effects = agent.handle(core.AgentTick(10.5))
     assert not to_scheduler(effects, m.TaskResult) and not any(isinstance(e, core.KillProcessor) for e in effects)
 
 
@@ -163,7 +163,7 @@ def test_a_staged_task_is_timed_from_when_it_starts_computing() -> None:
     agent, processor, now = tiny_tasks_learned(task_timeout_seconds=1.0)
     agent.handle_all([core.FromScheduler(task(number), now) for number in range(1, 3)])
     agent.handle(core.FromProcessor(processor, result(1), now + 0.9))  # task 2 waited 0.9 s, staged
-    effects = agent.handle(core.Tick(now + 1.5))
+    effects = agent.handle(core.AgentTick(now + 1.5))
     assert not to_scheduler(effects, m.TaskResult), "task 2 has computed for 0.6 s only"
 
 

@@ -12,22 +12,22 @@ from scaler.worker.processor_protocol import (
     TARGETS,
     TRANSITIONS,
     UNCHANGED,
-    Outcome,
-    TaskEvent,
-    TaskState,
+    ProcessorOutcome,
+    ProcessorTaskEvent,
+    ProcessorTaskState,
     after,
     outcome,
 )
 
 
 def test_every_state_and_event_pair_has_an_explicit_outcome() -> None:
-    pairs = set(itertools.product(TaskState, TaskEvent))
+    pairs = set(itertools.product(ProcessorTaskState, ProcessorTaskEvent))
     assert set(TRANSITIONS) == pairs, f"missing: {sorted(pairs - set(TRANSITIONS))}"
 
 
 def test_every_outcome_is_used_and_says_where_it_leads() -> None:
-    assert set(TRANSITIONS.values()) == set(Outcome)
-    assert set(TARGETS) | UNCHANGED == set(Outcome) and not set(TARGETS) & UNCHANGED
+    assert set(TRANSITIONS.values()) == set(ProcessorOutcome)
+    assert set(TARGETS) | UNCHANGED == set(ProcessorOutcome) and not set(TARGETS) & UNCHANGED
 
 
 def test_the_compiled_table_is_the_table() -> None:
@@ -44,12 +44,12 @@ def test_an_outcome_leads_to_the_same_state_from_wherever_it_is_taken() -> None:
             assert after(state, event) == TARGETS[done], (state, event)
 
 
-def reachable(start: TaskState) -> set[TaskState | None]:
-    seen: set[TaskState | None] = {start}
+def reachable(start: ProcessorTaskState) -> set[ProcessorTaskState | None]:
+    seen: set[ProcessorTaskState | None] = {start}
     frontier = [start]
     while frontier:
         state = frontier.pop()
-        for event in TaskEvent:
+        for event in ProcessorTaskEvent:
             following = after(state, event)
             if following not in seen:
                 seen.add(following)
@@ -59,31 +59,39 @@ def reachable(start: TaskState) -> set[TaskState | None]:
 
 
 def test_every_state_is_reachable_from_queued_and_every_task_can_end() -> None:
-    assert reachable(TaskState.QUEUED) == {*TaskState, None}
-    for state in TaskState:
+    assert reachable(ProcessorTaskState.QUEUED) == {*ProcessorTaskState, None}
+    for state in ProcessorTaskState:
         assert None in reachable(state), f"a task {state.name} can never end"
 
 
 def test_a_processor_that_is_gone_ends_every_task_it_held_and_requeues_only_the_staged_ones() -> None:
-    in_processor = [state for state in TaskState if state is not TaskState.QUEUED]
-    assert {state: after(state, TaskEvent.GONE) for state in in_processor} == {
+    in_processor = [state for state in ProcessorTaskState if state is not ProcessorTaskState.QUEUED]
+    assert {state: after(state, ProcessorTaskEvent.GONE) for state in in_processor} == {
         **{state: None for state in in_processor},
-        TaskState.STAGED: TaskState.QUEUED,
+        ProcessorTaskState.STAGED: ProcessorTaskState.QUEUED,
     }
 
 
 def test_a_result_ends_every_task_in_a_processor_and_is_only_an_answer_from_a_stopped_one() -> None:
-    assert outcome(TaskState.QUEUED, TaskEvent.END) is Outcome.IGNORE
-    unwound = {state for state in TaskState if outcome(state, TaskEvent.END) is Outcome.UNWOUND}
+    assert outcome(ProcessorTaskState.QUEUED, ProcessorTaskEvent.END) is ProcessorOutcome.IGNORE
+    unwound = {
+        state for state in ProcessorTaskState if outcome(state, ProcessorTaskEvent.END) is ProcessorOutcome.UNWOUND
+    }
     assert unwound == STOPPED_STATES
-    assert all(after(state, TaskEvent.END) is None for state in TaskState if state is not TaskState.QUEUED)
+    assert all(
+        after(state, ProcessorTaskEvent.END) is None
+        for state in ProcessorTaskState
+        if state is not ProcessorTaskState.QUEUED
+    )
 
 
 def test_a_cancel_reaches_every_task_not_stopped_already() -> None:
-    ignored = {state for state in TaskState if outcome(state, TaskEvent.CANCEL) is Outcome.IGNORE}
+    ignored = {
+        state for state in ProcessorTaskState if outcome(state, ProcessorTaskEvent.CANCEL) is ProcessorOutcome.IGNORE
+    }
     assert ignored == STOPPED_STATES
 
 
 def test_the_parked_states_are_those_a_park_leads_through_without_the_turn() -> None:
-    parked = reachable(TaskState.PARKED) - {None, TaskState.COMPUTING, TaskState.STOPPING}
+    parked = reachable(ProcessorTaskState.PARKED) - {None, ProcessorTaskState.COMPUTING, ProcessorTaskState.STOPPING}
     assert parked == PARKED_STATES

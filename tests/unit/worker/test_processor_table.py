@@ -13,7 +13,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID
 from scaler.worker.agent import core
 from scaler.worker.agent.processor_table import ProcessorState
-from scaler.worker.processor_protocol import TaskState
+from scaler.worker.processor_protocol import ProcessorTaskState
 
 
 def tid(number: int) -> TaskID:
@@ -32,24 +32,27 @@ def check(agent: core.AgentCore) -> None:
         assert (processor.task_id is not None) == (processor.state is ProcessorState.RUNNING), processor
         if processor.state is ProcessorState.RUNNING:
             held = table.tasks[processor.task_id]  # type: ignore[index]
-            assert held.state in (TaskState.COMPUTING, TaskState.STOPPING) and held.processor == processor.processor_id
+            assert (
+                held.state in (ProcessorTaskState.COMPUTING, ProcessorTaskState.STOPPING)
+                and held.processor == processor.processor_id
+            )
         if processor.state is ProcessorState.PARKED:
             assert processor.parked and not table.parents_share_processors
         for task_id in processor.parked:
             held = table.tasks[task_id]
-            assert held.state in (TaskState.PARKED, TaskState.RESUMING)
+            assert held.state in (ProcessorTaskState.PARKED, ProcessorTaskState.RESUMING)
             assert held.processor == processor.processor_id
         if processor.staged:
             assert processor.state is ProcessorState.RUNNING and table.parents_share_processors
         for task_id in processor.staged:
             held = table.tasks[task_id]
-            assert held.state is TaskState.STAGED and held.processor == processor.processor_id
+            assert held.state is ProcessorTaskState.STAGED and held.processor == processor.processor_id
     for task_id in table.resuming:
-        assert table.tasks[task_id].state is TaskState.RESUMING
+        assert table.tasks[task_id].state is ProcessorTaskState.RESUMING
     queued = {task_id for _, _, task_id in agent.placement._queue}
     for task_id, held in table.tasks.items():  # a task no processor holds waits in the queue, to start one day
-        assert (held.processor is None) == (held.state is TaskState.QUEUED), held
-        if held.state is TaskState.QUEUED:
+        assert (held.processor is None) == (held.state is ProcessorTaskState.QUEUED), held
+        if held.state is ProcessorTaskState.QUEUED:
             assert task_id in queued
 
 
@@ -62,7 +65,7 @@ def random_event(
     table = agent.table
     processors = list(table.processors.values())
     running = [p for p in processors if p.state is ProcessorState.RUNNING]
-    parked = [(p, t) for p in processors for t in p.parked if table.tasks[t].state is TaskState.PARKED]
+    parked = [(p, t) for p in processors for t in p.parked if table.tasks[t].state is ProcessorTaskState.PARKED]
     starting = [p for p in processors if p.state is ProcessorState.STARTING]
     choices: list[tuple[float, object]] = [(2.0, "task"), (0.3, "cancel"), (0.05, "crash"), (0.3, "tick")]
     if starting:
@@ -81,7 +84,7 @@ def random_event(
     if kind in ("result", "block"):
         processor = rng.choice(running)
         assert processor.task_id is not None
-        stopped = table.tasks[processor.task_id].state is TaskState.STOPPING
+        stopped = table.tasks[processor.task_id].state is ProcessorTaskState.STOPPING
         if kind == "block" and not stopped:
             return core.FromProcessor(processor.processor_id, m.ProcessorBlocked(processor.task_id), now)
         status = m.ResultStatus.CANCELED if stopped else m.ResultStatus.SUCCESS
@@ -93,7 +96,7 @@ def random_event(
         return core.FromScheduler(m.TaskCancel((rng.choice(list(table.tasks)),)), now)
     if kind == "crash" and processors:
         return core.ProcessorExited(rng.choice(processors).processor_id, "killed by SIGSEGV", now)
-    return core.Tick(now)
+    return core.AgentTick(now)
 
 
 @pytest.mark.parametrize("mode", list(NestedParents))

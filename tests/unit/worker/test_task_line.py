@@ -29,7 +29,7 @@ from scaler.worker.processor.task_line import (
     TaskLine,
     Wake,
 )
-from scaler.worker.processor_protocol import PARKED_STATES, Outcome, TaskState
+from scaler.worker.processor_protocol import PARKED_STATES, ProcessorOutcome, ProcessorTaskState
 
 MAIN = 1
 
@@ -67,13 +67,13 @@ def end(line: TaskLine[LineTask], record: LineTask, read: list[m.Message] | None
     """The task's thread is done (its result sent); the next task that gets the turn, after a read that brought
     `read`."""
     outcome = line.ends(record)
-    assert outcome is Outcome.FINISH
+    assert outcome is ProcessorOutcome.FINISH
     return line.take_turn(read or []) if line.passes_turn(record) else None
 
 
 def park(line: TaskLine[LineTask], record: LineTask, me: int = MAIN) -> LineTask | None:
     """The task parks on thread `me`; the next task that gets the turn."""
-    assert line.parks(record, me) is Outcome.PARK
+    assert line.parks(record, me) is ProcessorOutcome.PARK
     return line.take_turn([]) if line.passes_turn(record) else None
 
 
@@ -83,7 +83,7 @@ def park(line: TaskLine[LineTask], record: LineTask, me: int = MAIN) -> LineTask
 def test_a_task_read_while_nothing_computes_starts_on_the_reading_thread() -> None:
     line = served()
     a = line.take_turn([task("a")])
-    assert name(a) == "a" and a is not None and a.state is TaskState.COMPUTING and line.computing is a
+    assert name(a) == "a" and a is not None and a.state is ProcessorTaskState.COMPUTING and line.computing is a
     assert line.place(MAIN, a) is a
     assert not taken(line)
 
@@ -91,7 +91,7 @@ def test_a_task_read_while_nothing_computes_starts_on_the_reading_thread() -> No
 def test_tasks_read_together_compute_one_at_a_time_in_the_order_received() -> None:
     line = served()
     a = line.take_turn([task("a"), task("b"), task("c")])
-    assert [r.state for r in line.awaiting_turn] == [TaskState.STAGED, TaskState.STAGED]
+    assert [r.state for r in line.awaiting_turn] == [ProcessorTaskState.STAGED, ProcessorTaskState.STAGED]
     assert line.take_turn([]) is None, "the turn is taken"
     assert a is not None
     b = end(line, a)
@@ -129,8 +129,8 @@ def test_a_cancel_of_the_computing_task_interrupts_it_and_it_is_answered_cancele
     assert a is not None
     line.take_turn([cancel("a")])
     assert taken(line) == [Interrupt(a), CancelNested(a)]
-    assert a.state is TaskState.STOPPING and line.computing is a, "it keeps the turn until it has unwound"
-    assert line.ends(a) is Outcome.UNWOUND
+    assert a.state is ProcessorTaskState.STOPPING and line.computing is a, "it keeps the turn until it has unwound"
+    assert line.ends(a) is ProcessorOutcome.UNWOUND
     assert line.passes_turn(a) and name(line.take_turn([])) == "b"
 
 
@@ -160,7 +160,7 @@ def test_a_task_that_parks_passes_the_turn_on_and_reports_nothing_else() -> None
     a = line.take_turn([task("a"), task("b")])
     assert a is not None
     b = park(line, a)
-    assert a.state is TaskState.PARKED and line.parked == 1 and name(b) == "b"
+    assert a.state is ProcessorTaskState.PARKED and line.parked == 1 and name(b) == "b"
     assert taken(line) == [Run(2, None)], "the main thread waits in the parent: the idle thread gets the baton"
     assert line.holder == 2
 
@@ -171,10 +171,10 @@ def test_a_parked_task_goes_on_once_the_agent_gives_the_turn_back() -> None:
     assert a is not None
     assert park(line, a) is None
     taken(line)
-    assert line.asks_resume(a) and a.state is TaskState.RESUMING
+    assert line.asks_resume(a) and a.state is ProcessorTaskState.RESUMING
     assert line.take_turn([resume("a")]) is None
     assert taken(line) == [Wake(a)], "its own thread goes on"
-    assert a.state is TaskState.COMPUTING and line.computing is a and line.parked == 0
+    assert a.state is ProcessorTaskState.COMPUTING and line.computing is a and line.parked == 0
 
 
 def test_the_turn_given_back_while_a_stopped_task_unwinds_waits_for_it() -> None:
@@ -187,8 +187,8 @@ def test_the_turn_given_back_while_a_stopped_task_unwinds_waits_for_it() -> None
     taken(line)
     line.asks_resume(a)
     line.take_turn([resume("a")])
-    assert a.state is TaskState.RESUMED and list(line.awaiting_turn) == [a] and not taken(line)
-    assert line.ends(b) is Outcome.UNWOUND and line.passes_turn(b)
+    assert a.state is ProcessorTaskState.RESUMED and list(line.awaiting_turn) == [a] and not taken(line)
+    assert line.ends(b) is ProcessorOutcome.UNWOUND and line.passes_turn(b)
     assert line.take_turn([]) is None and taken(line) == [Wake(a)] and line.computing is a
 
 
@@ -198,7 +198,7 @@ def test_a_resume_for_a_task_that_did_not_ask_is_ignored() -> None:
     assert a is not None
     park(line, a)
     line.take_turn([resume("a")])
-    assert a.state is TaskState.PARKED and not line.awaiting_turn
+    assert a.state is ProcessorTaskState.PARKED and not line.awaiting_turn
 
 
 def test_a_cancel_of_a_parked_task_wakes_it_to_unwind_without_the_turn() -> None:
@@ -209,8 +209,8 @@ def test_a_cancel_of_a_parked_task_wakes_it_to_unwind_without_the_turn() -> None
     taken(line)
     line.take_turn([cancel("a")])
     assert taken(line) == [Wake(a), CancelNested(a)]
-    assert a.state is TaskState.STOPPING_PARKED and not line.asks_resume(a), "it does not ask: it unwinds"
-    assert line.ends(a) is Outcome.UNWOUND and not line.passes_turn(a), "b holds the turn"
+    assert a.state is ProcessorTaskState.STOPPING_PARKED and not line.asks_resume(a), "it does not ask: it unwinds"
+    assert line.ends(a) is ProcessorOutcome.UNWOUND and not line.passes_turn(a), "b holds the turn"
     assert line.computing is b and line.parked == 0
 
 
@@ -221,7 +221,7 @@ def test_a_cancel_of_a_resumed_task_takes_it_out_of_the_tasks_waiting_for_the_tu
     park(line, a)
     line.asks_resume(a)
     line.take_turn([resume("a"), cancel("a")])
-    assert a.state is TaskState.STOPPING_PARKED and not line.awaiting_turn
+    assert a.state is ProcessorTaskState.STOPPING_PARKED and not line.awaiting_turn
 
 
 def test_a_stopped_task_that_tries_to_park_unwinds_instead() -> None:
@@ -230,8 +230,8 @@ def test_a_stopped_task_that_tries_to_park_unwinds_instead() -> None:
     assert a is not None
     line.take_turn([cancel("a")])
     taken(line)
-    assert line.parks(a, MAIN) is Outcome.UNWIND
-    assert a.state is TaskState.STOPPING and line.parked == 0 and not taken(line)
+    assert line.parks(a, MAIN) is ProcessorOutcome.UNWIND
+    assert a.state is ProcessorTaskState.STOPPING and line.parked == 0 and not taken(line)
 
 
 # ---------------------------------------------------------------- threads and the baton
@@ -325,9 +325,11 @@ def check(line: TaskLine[LineTask], answered: dict[str, int]) -> None:
     """The task line's invariants, and each task answered at most once."""
     states = [record.state for record in line.tasks.values()]
     assert line.parked == sum(1 for state in states if state in PARKED_STATES)
-    turn_holders = [r for r in line.tasks.values() if r.state in (TaskState.COMPUTING, TaskState.STOPPING)]
+    turn_holders = [
+        r for r in line.tasks.values() if r.state in (ProcessorTaskState.COMPUTING, ProcessorTaskState.STOPPING)
+    ]
     assert len(turn_holders) <= 1 and (turn_holders[0] if turn_holders else None) is line.computing
-    assert all(r.state in (TaskState.STAGED, TaskState.RESUMED) for r in line.awaiting_turn)
+    assert all(r.state in (ProcessorTaskState.STAGED, ProcessorTaskState.RESUMED) for r in line.awaiting_turn)
     assert not line.awaiting_turn or line.computing is not None, "tasks wait only while one holds the turn"
     assert all(count == 1 for count in answered.values())
 
@@ -360,20 +362,20 @@ class History:
         for instruction in taken(line):
             if isinstance(instruction, Answer):
                 self.answer(instruction.task_id.decode())
-            elif isinstance(instruction, Wake) and instruction.record.state is TaskState.STOPPING_PARKED:
+            elif isinstance(instruction, Wake) and instruction.record.state is ProcessorTaskState.STOPPING_PARKED:
                 self.unwinding.append(instruction.record)
 
     def compute(self) -> None:
         rng, line, computing = self.rng, self.line, self.line.computing
         if computing is None or rng.random() < 0.4:
             return
-        if computing.state is TaskState.COMPUTING and rng.random() < 0.3:
-            assert line.parks(computing, MAIN) is Outcome.PARK
+        if computing.state is ProcessorTaskState.COMPUTING and rng.random() < 0.3:
+            assert line.parks(computing, MAIN) is ProcessorOutcome.PARK
             if rng.random() < 0.7:
                 assert line.asks_resume(computing)
                 self.asked.append(name(computing) or "")
         else:
-            assert line.ends(computing) in (Outcome.FINISH, Outcome.UNWOUND)
+            assert line.ends(computing) in (ProcessorOutcome.FINISH, ProcessorOutcome.UNWOUND)
             self.answer(name(computing) or "")
         if line.passes_turn(computing):
             line.take_turn([])
@@ -381,7 +383,7 @@ class History:
     def unwind(self) -> None:
         if self.unwinding and self.rng.random() < 0.5:
             record = self.unwinding.pop(self.rng.randrange(len(self.unwinding)))
-            assert self.line.ends(record) is Outcome.UNWOUND and not self.line.passes_turn(record)
+            assert self.line.ends(record) is ProcessorOutcome.UNWOUND and not self.line.passes_turn(record)
             self.answer(name(record) or "")
             self.asked = [a for a in self.asked if a != name(record)]
 

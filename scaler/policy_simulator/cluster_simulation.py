@@ -9,16 +9,18 @@ manager's `Reconciler` (what to launch and what to stop, drain order, back-off).
 - a manager heartbeats every `heartbeat_seconds` (staggered) and reconciles on every target it receives;
   a unit it terminates leaves gracefully (its tasks go back to the queue; a task that was running counts as
   killed, and runs again from the start).
-Time and ids are inputs; the run is a pure function of its arguments (no clock, no randomness, no I/O).
+Time is a `SimulatedTime` (`scaler.io.simulated_time`, the simulators' one model of time): every arrival, boot,
+completion, heartbeat and tick is a timer on it. Time and ids are inputs; the run is a pure function of its
+arguments (no real clock, no randomness, no I/O).
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from math import ceil
 
+from scaler.io.simulated_time import SimulatedTime
 from scaler.policy.content import Allocation
 from scaler.policy.protocols import ScalingPolicy
 from scaler.policy.traces import Trace
@@ -133,35 +135,6 @@ class _Manager:
     launched: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class _Arrival:
-    task: m.Task
-
-
-@dataclass(frozen=True, slots=True)
-class _Boot:
-    unit: _Unit
-
-
-@dataclass(frozen=True, slots=True)
-class _Completion:
-    unit: _Unit
-    run: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Heartbeat:
-    manager: _Manager
-
-
-@dataclass(frozen=True, slots=True)
-class _Tick:
-    pass
-
-
-_Step = _Arrival | _Boot | _Completion | _Heartbeat | _Tick
-
-
 class _Simulation:
     def __init__(
         self, policy: ScalingPolicy, trace: Trace, managers: tuple[SimulatedManager, ...], settings: SimulationSettings
@@ -178,9 +151,7 @@ class _Simulation:
         hook = PolicyScalingHook(policy, core_settings.manager_timeout_seconds)
         self._core = SchedulerCore(core_settings, hook, strict=True)
         self._hook = hook
-        self._now = 0.0
-        self._steps: list[tuple[float, int, _Step]] = []
-        self._sequence = 0
+        self._time = SimulatedTime()
         self._durations: dict[TaskID, float] = {}
         self._arrivals: dict[TaskID, float] = {}
         self._latencies: list[float] = []
@@ -198,17 +169,16 @@ class _Simulation:
             task_id = TaskID(number.to_bytes(16, "big"))
             self._durations[task_id] = arrival.duration_seconds
             task = m.Task(task_id, ClientID(CLIENT), b"", arrival.function_name, 0, arrival.capabilities)
-            self._push(arrival.arrival_seconds, _Arrival(task))
+            self._time.call_at(arrival.arrival_seconds, self._arrive, task)
         for index, spec in enumerate(managers):
             self._add_manager(spec, index * settings.heartbeat_seconds / max(1, len(managers)))
-        self._push(settings.tick_seconds, _Tick())
+        self._time.call_at(settings.tick_seconds, self._tick)
 
     # ------------------------------------------------------------ the event loop
 
     def run(self) -> SimulationReport:
         end = 0.0
-        while self._steps:
-            now, _sequence, step = heapq.heappop(self._steps)
+        while (now := self._time.next_due()) is not None:
             if now > self._horizon:
                 end = self._horizon
                 break
@@ -218,26 +188,23 @@ class _Simulation:
             ):
                 end = self._last_completion + self._settings.tail_seconds
                 break
-            self._now = end = now
-            if isinstance(step, _Arrival):
-                self._arrivals[step.task.task_id] = now
-                self._feed(Received(CLIENT, step.task, now))
-            elif isinstance(step, _Boot):
-                self._boot(step.unit)
-            elif isinstance(step, _Completion):
-                self._complete(step.unit, step.run)
-            elif isinstance(step, _Heartbeat):
-                self._heartbeat(step.manager)
-            else:
-                self._feed(Tick(now))
-                if self._hook.is_budget_capped:
-                    self._capped_seconds += self._settings.tick_seconds
-                self._push(now + self._settings.tick_seconds, _Tick())
+            end = now
+            self._time.run_next()
         return self._report(end)
 
-    def _push(self, at: float, step: _Step) -> None:
-        self._sequence += 1
-        heapq.heappush(self._steps, (at, self._sequence, step))
+    @property
+    def _now(self) -> float:
+        return self._time.now
+
+    def _arrive(self, task: m.Task) -> None:
+        self._arrivals[task.task_id] = self._now
+        self._feed(Received(CLIENT, task, self._now))
+
+    def _tick(self) -> None:
+        self._feed(Tick(self._now))
+        if self._hook.is_budget_capped:
+            self._capped_seconds += self._settings.tick_seconds
+        self._time.call_later(self._settings.tick_seconds, self._tick)
 
     def _feed(self, event: Event) -> None:
         for effect in self._core.handle(event):
@@ -285,7 +252,7 @@ class _Simulation:
 
     def _start(self, unit: _Unit) -> None:
         unit.run += 1
-        self._push(self._now + self._durations[unit.held[0]], _Completion(unit, unit.run))
+        self._time.call_later(self._durations[unit.held[0]], self._complete, unit, unit.run)
 
     def _complete(self, unit: _Unit, run: int) -> None:
         if unit.stopped_at is not None or unit.run != run or not unit.held:
@@ -340,7 +307,7 @@ class _Simulation:
             spec.expected_boot_seconds,
         )  # fmt: skip
         self._send(peer, _hello(info))
-        self._push(first_heartbeat, _Heartbeat(manager))
+        self._time.call_at(first_heartbeat, self._heartbeat, manager)
 
     def _heartbeat(self, manager: _Manager) -> None:
         status = m.ManagerStatus(
@@ -348,7 +315,7 @@ class _Simulation:
         )
         self._send(manager.peer, m.Heartbeat(manager=status))
         self._record_timeline()
-        self._push(self._now + self._settings.heartbeat_seconds, _Heartbeat(manager))
+        self._time.call_later(self._settings.heartbeat_seconds, self._heartbeat, manager)
 
     def _reconcile(self, manager: _Manager, target: Target) -> None:
         plan = manager.reconciler.plan(target, list(self._unit_infos(manager)), self._now)
@@ -360,7 +327,7 @@ class _Simulation:
         launched = [self._new_unit(manager) for _ in range(plan.launch)]
         for unit in launched:
             self._launches += 1
-            self._push(self._now + manager.spec.boot_seconds, _Boot(unit))
+            self._time.call_later(manager.spec.boot_seconds, self._boot, unit)
         manager.reconciler.launched([unit.unit_id for unit in launched], plan.launch, self._now)
         if plan.launch or plan.terminate:
             self._record_timeline()

@@ -16,7 +16,7 @@ from scaler.config.sections import NativeWorkerManagerConfig, WorkerManagerSetti
 from scaler.policy.capability import covers, format_capabilities, parse_capabilities
 from scaler.policy.registry import make_policy
 from scaler.policy.traces import Trace
-from scaler.testing.cluster_simulation import SimulatedManager, SimulationReport, SimulationSettings, simulate
+from scaler.policy_simulator.cluster_simulation import SimulatedManager, SimulationReport, SimulationSettings, simulate
 
 #: Every policy the command knows, in the order it prints them. `config` is the [scheduler] policy of the
 #: TOML file; `work_target` is `work` with the command's `--target-finish-seconds`.
