@@ -145,7 +145,9 @@ class PutPipeline(Generic[T]):
 
     def _run(self) -> None:
         link = self._link
-        poller, polled = zmq.Poller(), None
+        poller: zmq.Poller = zmq.Poller()
+        polled: zmq.Socket[Any] | None = None
+        monitor: zmq.Socket[Any] | None = None
         poller.register(self._wake_read, zmq.POLLIN)
         try:
             while not self._closed:
@@ -155,14 +157,18 @@ class PutPipeline(Generic[T]):
                 if link.socket is not polled:  # the first, or a new one after the core said Reconnect
                     if polled is not None:
                         poller.unregister(polled)
-                    polled = link.socket
+                        poller.unregister(monitor)
+                    polled, monitor = link.socket, link.monitor
                     poller.register(polled, zmq.POLLIN)
+                    poller.register(monitor, zmq.POLLIN)  # a dropped connection: the unanswered puts go again
                 timeout_ms = -1 if deadline is None else max(1, math.ceil((deadline - time.monotonic()) * 1000))
                 events = dict(poller.poll(timeout_ms))
                 if self._wake_read in events:
                     with contextlib.suppress(BlockingIOError):
                         os.read(self._wake_read, 4096)
                 with self._lock:
+                    if monitor in events:
+                        self._carry_out(link.events())
                     if polled in events:
                         self._carry_out(link.receive())
                     if deadline is not None and time.monotonic() >= deadline:
