@@ -188,6 +188,8 @@ class AsyncObjectStorageConnection:
 
     def _on_event(self, event: int, _value: int) -> None:
         if event == zmq.EVENT_DISCONNECTED:
+            if self._socket is not None:
+                self._socket.drain()  # the answers that came before the connection dropped settle their requests
             self._carry_out(self._core.on_disconnected())
             self._flush()
 

@@ -122,9 +122,11 @@ class BlockingLink(Generic[T]):
         events = dict(poller.poll(timeout_ms))
         if not events:
             return self.carry_out(self.core.on_tick(time.monotonic()))
-        outcomes = self.events() if monitor in events else []
-        if sock in events and self._socket is sock:
-            outcomes += self._feed(sock.recv_multipart(copy=False))
+        outcomes: list[Outcome[T]] = []
+        if sock in events:
+            outcomes += self.receive()
+        if monitor in events:  # after the answers that came before the connection dropped: they settle requests
+            outcomes += self.events()
         return outcomes + self.flush()
 
     def events(self) -> list[Outcome[T]]:
@@ -137,7 +139,10 @@ class BlockingLink(Generic[T]):
             except zmq.Again:
                 break
             dropped = dropped or int(parse_monitor_message(frames)["event"]) == zmq.EVENT_DISCONNECTED
-        return self.carry_out(self.core.on_disconnected()) if dropped else []
+        if not dropped:
+            return []
+        answered = self.receive()  # the answers that came before the connection dropped settle their requests first
+        return answered + self.carry_out(self.core.on_disconnected())
 
     def receive(self) -> list[Outcome[T]]:
         """Every answer waiting in the socket, fed to the core (then what the core queued in turn is sent)."""

@@ -167,10 +167,10 @@ class PutPipeline(Generic[T]):
                     with contextlib.suppress(BlockingIOError):
                         os.read(self._wake_read, 4096)
                 with self._lock:
-                    if monitor in events:
-                        self._carry_out(link.events())
                     if polled in events:
                         self._carry_out(link.receive())
+                    if monitor in events:  # after the answers that came before the connection dropped
+                        self._carry_out(link.events())
                     if deadline is not None and time.monotonic() >= deadline:
                         self._carry_out(link.carry_out(link.core.on_tick(time.monotonic())))
                     self._room.notify_all()  # acknowledged puts make room, and may leave the gate idle (flush)
