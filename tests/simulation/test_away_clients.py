@@ -12,6 +12,7 @@ lost with the connection never arrive, and the wait for them fails).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 
@@ -260,6 +261,28 @@ def test_a_client_whose_connection_closes_while_it_talks_ended_and_is_dropped_un
     sim.advance(6)
     assert client.peer not in sim.core.clients
     assert any(isinstance(e.message, m.TaskCancel) for e in sim.effects_of(Send) if e.peer == worker.peer)
+
+
+def test_a_client_that_leaves_nothing_unfinished_without_a_goodbye_is_not_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A client made inside a task ends with its processor, its connection closed without a ClientDisconnect: with
+    nothing unfinished its going away is no warning (a clean run logs nothing); a client whose connection closes
+    while its work runs is still warned about and kept as rule 2 says. Checked by switching it off (the away log a
+    warning whatever is unfinished): the first assertion fails."""
+    sim = cluster()
+    idle, busy = sim.add_client("idle"), sim.add_client("busy")
+    sim.add_worker()
+    sim.submit(busy, [task(busy.peer, 1)])
+    sim.advance(1)
+    with caplog.at_level(logging.INFO, logger="scaler.scheduler.core.client_sessions"):
+        sim.feed(PeerLost(idle.peer, "connection closed", sim.now))
+        assert sim.core.clients[idle.peer].is_away
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING], "an idle client's end is no news"
+        sim.feed(PeerLost(busy.peer, "connection closed", sim.now))
+        assert sim.core.clients[busy.peer].is_away
+        warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warned) == 1 and "1 unfinished task(s)" in warned[0], warned
 
 
 def test_a_peer_lost_for_good_is_dropped_whatever_its_window() -> None:

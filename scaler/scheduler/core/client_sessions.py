@@ -14,7 +14,9 @@ Rules:
    come back for the work, so it is dropped unless it speaks again within `CRASH_GRACE_SECONDS` (ZeroMQ connects
    again within a second: a connection replaced, or messages read late by a scheduler that was itself paused, look
    the same); a laptop asleep, cut off or moved falls silent first and its connection times out later. A peer lost
-   for good (its key revoked, its identity taken) is dropped whatever its window.
+   for good (its key revoked, its identity taken) is dropped whatever its window. Going away is a warning only when
+   the client leaves tasks unfinished: a client made inside a task ends with its processor, without a goodbye, and
+   is no news.
 3. Any message from an away client brings it back: the answers held for it are sent (a `ClientResume` says which
    answers a lost connection took with it: `client_answers.py`, rule 3). A client dropped for its silence (past its
    window, or at its timeout without one) or its lost connection may come back: the ids of the tasks cancelled then
@@ -229,7 +231,9 @@ class ClientSessions:
             return
         client.away_reason = reason
         unfinished = len(core.tasks.by_client.get(ClientID(peer), ()))
-        logger.warning(
+        # with nothing unfinished nothing waits for it: the end of a client that left without a goodbye (a client
+        # made inside a task ends with its processor) is not news; a client that leaves work behind is
+        (logger.warning if unfinished else logger.info)(
             "client %s is away (%s): its %d unfinished task(s) go on and their answers wait for it; its work is "
             "cancelled if it stays silent for %g s",
             short(peer), reason, unfinished, client.resume_seconds,
