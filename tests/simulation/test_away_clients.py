@@ -263,6 +263,35 @@ def test_a_client_whose_connection_closes_while_it_talks_ended_and_is_dropped_un
     assert any(isinstance(e.message, m.TaskCancel) for e in sim.effects_of(Send) if e.peer == worker.peer)
 
 
+def test_a_connection_found_closed_after_the_scheduler_was_paused_keeps_its_client_away_not_dropped() -> None:
+    """A scheduler stopped for 30 s (SIGSTOP, its machine asleep): its clients' ZeroMQ heartbeats end their
+    connections meanwhile, and once it runs again it reads their last messages late, then the connections closed,
+    which looks like clients that ended while talking. Those clients are away with their whole window, not dropped
+    5 s later (a client may take longer than that to connect again). A crash once the pause is over is judged as
+    before. Checked with the pause rule off (`ClientSessions.paused` doing nothing): the client is dropped 5 s
+    after the pause and the first assertion after it fails."""
+    sim = cluster()
+    client, worker = sim.add_client(), sim.add_worker()
+    sim.submit(client, [task(client.peer, 1)])
+    sim.advance(1)
+    sim.time.advance(30)  # the scheduler is stopped: nothing is read
+    sim.heartbeat(client)  # read late: sent before its connection closed
+    sim.feed(PeerLost(client.peer, "connection closed", sim.now))
+    assert sim.core.clients[client.peer].is_away
+    for _ in range(4):
+        sim.send(worker.peer, m.Heartbeat())
+        sim.advance(3)
+    assert client.peer in sim.core.clients, "a client whose connection a pause closed is not taken for ended"
+    assert sim.core.tasks.records, "its task goes on"
+    sim.heartbeat(client)  # it connected again
+    assert not sim.core.clients[client.peer].is_away
+    sim.advance(1)
+    sim.heartbeat(client)
+    sim.feed(PeerLost(client.peer, "connection closed", sim.now))  # long after the pause: its process ended
+    sim.advance(6)
+    assert client.peer not in sim.core.clients
+
+
 def test_a_client_that_leaves_nothing_unfinished_without_a_goodbye_is_not_warned_about(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
