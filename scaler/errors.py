@@ -110,6 +110,8 @@ class RemoteTraceback(Exception):
 
 
 __all__ = [
+    "ActorDiedError",
+    "ActorRestartedError",
     "ClientCancelledException",
     "ClientQuitException",
     "ClientShutdownException",

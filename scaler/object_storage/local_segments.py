@@ -1,7 +1,7 @@
 """The object storage's segment directory as a process of its host sees it: objects mapped, and written for adoption.
 
 A storage connection learns from its hello's reply where the server keeps objects in memory (`SegmentDirectory`);
-when this process sees that very directory (segment_directory.sees: same boot, device and inode, same user), it is on
+when this process sees that very directory (segment_sight.sees: same boot, device and inode, same user), it is on
 the server's host, and objects move through the directory instead of the socket:
 
 - reading: an object held as a segment file is mapped (segment_files.map_segment): read-only and shared with every
@@ -24,7 +24,6 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from scaler.object_storage.segment_directory import sees
 from scaler.object_storage.segment_files import (
     PUT_SUFFIX,
     SegmentFileError,
@@ -33,6 +32,7 @@ from scaler.object_storage.segment_files import (
     segment_path,
     write_segment,
 )
+from scaler.object_storage.segment_sight import sees
 from scaler.object_storage.spill_files import file_stem
 from scaler.object_storage.store import SEGMENT_FROM_BYTES
 from scaler.protocol.storage_messages import SegmentDirectory

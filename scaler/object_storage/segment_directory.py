@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from scaler.config.byte_size import format_byte_size
 from scaler.object_storage.segment_files import PUT_SUFFIX
+from scaler.object_storage.segment_sight import boot_id
 from scaler.object_storage.spill_files import SpillDirectoryError, lock_spill_directory
 from scaler.protocol.storage_messages import SegmentDirectory
 
@@ -63,14 +64,6 @@ class SegmentPlace:
     shared_memory: bool
     text: str
     warning: bool
-
-
-def boot_id() -> str:
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as file:
-            return file.read().strip()
-    except OSError:
-        return ""
 
 
 def free_bytes(path: str) -> int | None:
@@ -174,19 +167,6 @@ def describe(directory: str, shared_memory: bool) -> SegmentDirectory:
     return SegmentDirectory(directory, boot_id(), stats.st_dev, stats.st_ino, shared_memory)
 
 
-def sees(directory: SegmentDirectory) -> bool:
-    """Whether this process sees the server's segment directory: the same boot, the same directory (device and
-    inode), which it may read and write (the same user)."""
-    if not directory.path or directory.boot_id != boot_id() or not directory.boot_id:
-        return False
-    try:
-        stats = os.stat(directory.path)
-    except OSError:
-        return False
-    same = stats.st_dev == directory.device and stats.st_ino == directory.inode
-    return same and os.access(directory.path, os.R_OK | os.W_OK | os.X_OK)
-
-
 def touch(lock_descriptor: int) -> None:
     """Mark the directory as alive (see STALE_SECONDS)."""
     try:
@@ -253,13 +233,12 @@ def remove_directory(directory: str) -> None:
 __all__ = [
     "SegmentPlace",
     "SpillDirectoryError",
-    "boot_id",
+    "boot_id",  # re-exported from segment_sight
     "choose_parent",
     "describe",
     "directory_name",
     "open_segment_directory",
     "remove_directory",
-    "sees",
     "sweep_stale",
     "touch",
 ]

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import fcntl
 import hashlib
 import mmap
 import os
@@ -95,6 +94,8 @@ def lock_spill_directory(directory: str, what: str = "spill directory") -> int:
     """Create the directory (only its user may read it) and lock it; returns the lock's file descriptor, held
     for the life of the server. Raises SpillDirectoryError when another server holds it. (The segment directory is
     locked the same way; `what` names the directory in errors.)"""
+    import fcntl  # here, not at the top: a client reads file names from this module where fcntl is absent (Windows)
+
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         descriptor = os.open(os.path.join(directory, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)

@@ -124,6 +124,7 @@ COMPLETIONS = {
     "scaler_keygen": ("scaler_keygen --vers", "--version"),
     "scaler_fake_cloud": ("scaler_fake_cloud --boot", "--boot-seconds"),
     "scaler_simulate_policy": ("scaler_simulate_policy --pol", "--policy"),
+    "scaler_link": ("scaler_link --rtt", "--rtt-ms"),
 }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scaler.object_storage import segment_directory
+from scaler.object_storage import segment_directory, segment_sight
 from scaler.object_storage.segment_files import (
     ALIGN,
     SegmentFileError,
@@ -106,11 +106,11 @@ def test_a_directory_is_named_after_its_address_locked_and_seen_only_by_who_sees
         with pytest.raises(segment_directory.SpillDirectoryError, match="in use by another object storage server"):
             segment_directory.open_segment_directory(str(tmp_path), "tcp://127.0.0.1:1234")
         described = segment_directory.describe(directory, False)
-        assert segment_directory.sees(described)
+        assert segment_sight.sees(described)
         stats = os.stat(str(tmp_path))
         parent = SegmentDirectory(directory, described.boot_id, stats.st_dev, stats.st_ino, False)
-        assert not segment_directory.sees(parent)
-        assert not segment_directory.sees(
+        assert not segment_sight.sees(parent)
+        assert not segment_sight.sees(
             SegmentDirectory(directory, "another-boot", described.device, described.inode, False)
         )
     finally:
