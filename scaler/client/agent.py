@@ -32,6 +32,7 @@ from scaler.client.core import (
     Connected,
     Fail,
     JobAnswered,
+    Reconnect,
     SendFrames,
     SendToScheduler,
     ShowLog,
@@ -171,6 +172,7 @@ class ClientAgent(Generic[FutureT]):
             StoryAnswered: self._story_answer,
             JobAnswered: self._job_answer,
             Warn: self._warn,
+            Reconnect: lambda effect: self._reconnect(),
         }
 
     # ------------------------------------------------------------ what the core knows (read without the lock:
@@ -497,6 +499,16 @@ class ClientAgent(Generic[FutureT]):
             self._open_socket(self._loop)
             self._direct = True
         self._feed(self._core.start, time.monotonic())
+
+    def _reconnect(self) -> None:
+        """A connection that closed was replaced by one the scheduler does not answer (client/core.py, rule 6): a new
+        socket, and so a new connection; what was queued in the old one is asked for again by the ClientResume that
+        follows."""
+        logger.info("no answer from the scheduler at %s since the connection closed: connecting anew", self.address)
+        with self._send_lock:
+            self._close_socket()
+            assert self._loop is not None
+            self._open_socket(self._loop)
 
     def _flush(self) -> None:
         if not self._outgoing or self._socket.closed:

@@ -37,7 +37,9 @@ Rules:
    follow it are counted anew. Registered again by the *same* scheduler (its instance unchanged: it dropped this
    client past the window), a ClientResume asks the same: the work the scheduler cancelled when it dropped this
    client fails with its reason (nothing of it runs again), what it never received (sent after the drop) is sent
-   again.
+   again. A closed connection whose replacement hears nothing from the scheduler for `RECONNECT_SECONDS` is made
+   anew (and the ClientResume sent again on it): a secure scheduler does not read a second connection under this
+   client's identity while it still holds the first.
 
 The core is generic in the future type `F`: it stores futures and hands them back in effects, never calls them,
 so the thread-based `Client` and an asyncio client can share it.
@@ -162,6 +164,11 @@ class Warn:
     show: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Reconnect:
+    """Close the connection to the scheduler and make a new one (rule 6)."""
+
+
 ClientEffect = (
     SendToScheduler
     | SendFrames
@@ -176,7 +183,13 @@ ClientEffect = (
     | StoryAnswered
     | JobAnswered
     | Warn
+    | Reconnect
 )
+
+#: A connection that closed, and whose replacement has heard nothing from the scheduler for this long, is made anew
+#: (rule 6): a secure scheduler (no ROUTER handover) never reads a new connection that named this client's identity
+#: while the old one was still open there, as after a pause of the scheduler that outlasted ZeroMQ's heartbeats.
+RECONNECT_SECONDS = 10.0
 
 
 def _answer(
@@ -210,6 +223,8 @@ class ClientCore(Generic[F]):
         #: why the scheduler dropped this client, when it registers it again (rule 6)
         self._dropped_reason = "the scheduler dropped this client"
         self._last_awake: float | None = None  #: the latest event this client handled
+        #: since when a closed connection waits for the scheduler to answer again, or its latest reconnection (rule 6)
+        self._unanswered_since: float | None = None
         self._hello = hello
         #: the latest accepting HelloReply; None before the first registration
         self.hello_reply: m.HelloReply | None = None
@@ -294,6 +309,7 @@ class ClientCore(Generic[F]):
 
     def on_messages(self, messages: Iterable[m.Message], now: float) -> list[ClientEffect[F]]:
         effects = self._noticed_own_pause(now)
+        self._unanswered_since = None
         for message in messages:
             link_effects = self.link.on_message(message, now)
             if link_effects:
@@ -344,7 +360,16 @@ class ClientCore(Generic[F]):
             effects.append(StreamValues([(unfinished[0], item)]))
 
     def on_tick(self, now: float) -> list[ClientEffect[F]]:
-        return self._noticed_own_pause(now) + self._follow(self.link.on_tick(now))
+        return self._noticed_own_pause(now) + self._follow(self.link.on_tick(now)) + self._reconnect_if_unanswered(now)
+
+    def _reconnect_if_unanswered(self, now: float) -> list[ClientEffect[F]]:
+        """A closed connection still unanswered RECONNECT_SECONDS on is made anew, and the ClientResume, which the
+        old one held, sent again on the new one (rule 6)."""
+        since = self._unanswered_since
+        if since is None or self.link.is_over or now - since < RECONNECT_SECONDS:
+            return []
+        self._unanswered_since = now
+        return [Reconnect(), SendToScheduler(self.answers.resume(list(self._unfinished)))]
 
     def _noticed_own_pause(self, now: float) -> list[ClientEffect[F]]:
         """A gap since the last event this client handled, longer than the link's `pause_after_seconds`, was this
@@ -365,6 +390,8 @@ class ClientCore(Generic[F]):
         effects = self._follow(self.link.on_disconnected(now))
         if was_registered and not self.link.is_over:
             effects.insert(0, SendToScheduler(self.answers.resume(list(self._unfinished))))
+            if self._unanswered_since is None:
+                self._unanswered_since = now
         return effects
 
     def on_closed(self, error: BaseException, quiet: bool = False) -> list[ClientEffect[F]]:

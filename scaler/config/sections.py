@@ -347,9 +347,10 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         combo=True,
     )
     direct_results: bool = setting(
-        True,
-        help="processors send each result straight to the scheduler on a link of their own (the worker agent hears "
-        "of it off the critical path); False: through the worker agent, one hop more",
+        False,
+        help="True: processors send each result straight to the scheduler on a link of their own (the worker agent "
+        "hears of it off the critical path): a round trip costs less, but each result costs its processor two sends, "
+        "so many tiny tasks at once cost more CPU (docs/performance.md); False: through the worker agent",
         combo=True,
     )
     io_threads: int = setting(

@@ -110,9 +110,11 @@ class SocketFactory:
         died); `handover`: a reconnecting peer with the same identity takes its old routing entry over.
 
         With transport security there is no handover: a second connection that names an identity in use (an
-        authorised key taking another peer's identity, to receive what is sent to it) is not read until the
-        first one is gone, and ZeroMQ heartbeats end a silent connection within HEARTBEAT_TIMEOUT_SECONDS so a
-        peer that reconnects after a network failure gets its identity back."""
+        authorised key taking another peer's identity, to receive what is sent to it) is never read, not even
+        once the first one is gone (libzmq leaves it unidentified: its peer must connect anew, as a client does
+        when a new connection goes unanswered, client/core.py rule 6), and ZeroMQ heartbeats end a silent
+        connection within HEARTBEAT_TIMEOUT_SECONDS so a peer that reconnects after a network failure gets its
+        identity back."""
         sock = self._socket(zmq.ROUTER)
         _set_keepalive(sock)
         if mandatory:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import curses
+import signal
 import sys
 import time
 from typing import Any
@@ -49,6 +50,10 @@ class TopState:
 
 
 def run_top(address: str, timeout_seconds: float, security: TransportSecurity | FoundKeys | None = None) -> int:
+    # Ctrl-C quits even when this process was started with SIGINT ignored (a non-interactive shell's `&`, nohup, a
+    # test runner): Python then leaves SIGINT ignored instead of raising KeyboardInterrupt, and the screen would
+    # run on until killed, leaving the terminal in curses' state
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     reader = FeedReader(address, security=security)
     try:
         return int(curses.wrapper(_loop, reader, address, timeout_seconds))
@@ -62,6 +67,7 @@ def run_top(address: str, timeout_seconds: float, security: TransportSecurity | 
         return 1
     finally:
         reader.close()
+        signal.signal(signal.SIGINT, previous)
 
 
 def _loop(screen: Any, reader: FeedReader, address: str, timeout_seconds: float) -> int:

@@ -193,13 +193,13 @@ class SimulatedStack:
         slots: int = 1,
         max_staged_tasks: int = 16,
         executor: Executor | None = None,
-        direct_results: bool = True,
+        direct_results: bool = False,
         capabilities: m.Capabilities = (),
         **settings: Any,
     ) -> SimulatedWorker:
         """A worker agent with `slots` slots offering `capabilities`; its processors are simulated
         (SimulatedProcessors, staging up to `max_staged_tasks`, sending their results to the scheduler on links of
-        their own with `direct_results`, as real ones do by default) unless `executor` is given (an offload proxy's,
+        their own with `direct_results`, as real ones do when it is set) unless `executor` is given (an offload proxy's,
         say); `settings`: AgentSettings fields."""
         sockets = self.network.sockets()
         worker_id = f"Worker|SIM|{name}".encode()

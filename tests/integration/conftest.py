@@ -427,13 +427,15 @@ class Launcher:
     def worker(self, scheduler_address: str, *args: str, env: dict[str, str] | None = None) -> Service:
         return self.start("scaler_worker", scheduler_address, "-ll", "INFO", *args, env=env)
 
-    def stack(self, workers: int = 1, scheduler_args: tuple[str, ...] = ()) -> tuple[Addresses, Service, Service]:
+    def stack(
+        self, workers: int = 1, scheduler_args: tuple[str, ...] = (), worker_args: tuple[str, ...] = ()
+    ) -> tuple[Addresses, Service, Service]:
         """Object storage + scheduler (+ a worker pool when workers > 0); returns (addresses, scheduler, storage)."""
         addresses = free_addresses()
         storage = self.object_storage(addresses.object_storage)
         scheduler = self.scheduler(addresses, *scheduler_args)
         if workers:
-            self.cluster(addresses.scheduler, workers, "-his", "0.5")
+            self.cluster(addresses.scheduler, workers, "-his", "0.5", *worker_args)
             wait_for_workers(addresses.monitor, workers, COLD_START_SECONDS)
         self._watch.remember()
         return addresses, scheduler, storage

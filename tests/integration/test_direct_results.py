@@ -143,7 +143,7 @@ def only_processor(cluster: SchedulerClusterCombo) -> int:
 
 @pytest.mark.parametrize(
     "settings, opened",
-    [({}, True), ({"secure": True}, True), ({"direct_results": False}, False)],
+    [({"direct_results": True}, True), ({"secure": True, "direct_results": True}, True), ({}, False)],
     ids=["user-keys", "cluster-keys", "through-the-agent"],
 )
 def test_each_processor_has_its_own_curve_link_to_the_scheduler(
@@ -151,7 +151,7 @@ def test_each_processor_has_its_own_curve_link_to_the_scheduler(
 ) -> None:
     """With CURVE (the user's keys, or keys made for the cluster) a processor links to the scheduler with its
     worker's keys and the scheduler accepts it: its route is open and it holds a TCP connection to the scheduler's
-    port. With `direct_results=False`, neither (the control)."""
+    port. Without `direct_results` (the default), neither (the control)."""
     cluster = make_cluster(1, **settings)
     keys = cluster.client_keys if settings.get("secure") else {}
     with Client(address=cluster.get_address(), **keys) as client:
@@ -166,7 +166,7 @@ def test_a_processor_killed_after_its_result_left_but_before_its_agent_heard(
     """The result reaches the client from the processor's link; the processor is SIGKILLed before its agent heard
     of it (the agent then reports the processor's death for the task, which the scheduler ignores: the task is
     done), and the worker runs the next tasks on a new processor."""
-    cluster = make_cluster(1)
+    cluster = make_cluster(1, direct_results=True)
     with Client(address=cluster.get_address()) as client:
         open_route(client, port_of(cluster.get_address()))
         pid_path = tmp_path / "pid"
@@ -184,7 +184,7 @@ def test_a_processor_killed_before_its_result_left_after_it_told_its_agent(
 ) -> None:
     """The processor tells its agent it sent the result, and dies before the message left: the agent, which keeps
     every result until the scheduler names it read, sends it itself; the client gets the value, not an error."""
-    cluster = make_cluster(1)
+    cluster = make_cluster(1, direct_results=True)
     with Client(address=cluster.get_address()) as client:
         assert open_route(client, port_of(cluster.get_address()))[0]
         assert client.submit(die_before_its_result_leaves, 7).result(timeout=DEADLINE_SECONDS) == 7
@@ -197,7 +197,7 @@ def test_a_worker_agent_sigkilled_while_its_processors_send_results(
     """Two workers run short tasks, their processors sending the results; one agent is SIGKILLed in the middle:
     every future gets its value (what the dead worker held runs on the other; what its processors sent after it
     died is refused by the scheduler, their link gone with their worker)."""
-    cluster = make_cluster(2)
+    cluster = make_cluster(2, direct_results=True)
     with Client(address=cluster.get_address()) as client:
         futures = [client.submit(time.sleep, 0.05) for _ in range(200)]
         wait_for(lambda: sum(future.done() for future in futures) >= 20, "some results")
@@ -214,7 +214,7 @@ def test_results_sent_into_a_scheduler_outage_reach_the_next_instance_and_no_tas
     only once both finished (their processors sent the results into the outage, on links the new instance does not
     know): every future gets its value, and every task ran once (the agents' journals sent the results again when
     they registered with the new instance, which adopted those tasks)."""
-    addresses, scheduler, _storage = launcher.stack(workers=2)
+    addresses, scheduler, _storage = launcher.stack(workers=2, worker_args=("--direct-results", "true"))
     runs = tmp_path / "runs"
     runs.touch()
 

@@ -122,6 +122,21 @@ def test_top_survives_the_scheduler_going_away_and_coming_back(launcher: Launche
     terminal.type("q")
 
 
+def test_top_quits_on_ctrl_c_even_when_started_with_sigint_ignored(launcher: Launcher, terminal: Terminal) -> None:
+    """A program started from a non-interactive shell's `&`, nohup or a test runner inherits SIGINT ignored, and
+    Python then raises no KeyboardInterrupt: scaler_top sets its own handler so that Ctrl-C still quits and leaves
+    the terminal as it was. Checked by switching it off: without the handler (run_top's signal.signal) the screen
+    runs on after Ctrl-C and the test fails waiting for TOP-ENDED."""
+    addresses, _scheduler, _storage = launcher.stack(workers=1)
+    terminal.type("stty -g > settings-before; clear", "Enter")
+    terminal.type(f"(trap '' INT; exec {BIN_DIR / 'scaler_top'} {addresses.monitor}); echo TOP-ENDED $?", "Enter")
+    terminal.shows("Total 1 worker(s)")
+    terminal.type("C-c")
+    terminal.shows("TOP-ENDED 0")
+    terminal.type("stty -g > settings-after; cmp settings-before settings-after && echo TERMINAL-SANE", "Enter")
+    terminal.shows("TERMINAL-SANE")
+
+
 def fail_on_odd(x: int) -> int:
     if x % 2:
         raise ValueError(f"odd {x}")

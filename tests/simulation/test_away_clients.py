@@ -12,6 +12,7 @@ lost with the connection never arrive, and the wait for them fails).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 
@@ -260,6 +261,57 @@ def test_a_client_whose_connection_closes_while_it_talks_ended_and_is_dropped_un
     sim.advance(6)
     assert client.peer not in sim.core.clients
     assert any(isinstance(e.message, m.TaskCancel) for e in sim.effects_of(Send) if e.peer == worker.peer)
+
+
+def test_a_connection_found_closed_after_the_scheduler_was_paused_keeps_its_client_away_not_dropped() -> None:
+    """A scheduler stopped for 30 s (SIGSTOP, its machine asleep): its clients' ZeroMQ heartbeats end their
+    connections meanwhile, and once it runs again it reads their last messages late, then the connections closed,
+    which looks like clients that ended while talking. Those clients are away with their whole window, not dropped
+    5 s later (a client may take longer than that to connect again). A crash once the pause is over is judged as
+    before. Checked with the pause rule off (`ClientSessions.paused` doing nothing): the client is dropped 5 s
+    after the pause and the first assertion after it fails."""
+    sim = cluster()
+    client, worker = sim.add_client(), sim.add_worker()
+    sim.submit(client, [task(client.peer, 1)])
+    sim.advance(1)
+    sim.time.advance(30)  # the scheduler is stopped: nothing is read
+    sim.heartbeat(client)  # read late: sent before its connection closed
+    sim.feed(PeerLost(client.peer, "connection closed", sim.now))
+    assert sim.core.clients[client.peer].is_away
+    for _ in range(4):
+        sim.send(worker.peer, m.Heartbeat())
+        sim.advance(3)
+    assert client.peer in sim.core.clients, "a client whose connection a pause closed is not taken for ended"
+    assert sim.core.tasks.records, "its task goes on"
+    sim.heartbeat(client)  # it connected again
+    assert not sim.core.clients[client.peer].is_away
+    sim.advance(1)
+    sim.heartbeat(client)
+    sim.feed(PeerLost(client.peer, "connection closed", sim.now))  # long after the pause: its process ended
+    sim.advance(6)
+    assert client.peer not in sim.core.clients
+
+
+def test_a_client_that_leaves_nothing_unfinished_without_a_goodbye_is_not_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A client made inside a task ends with its processor, its connection closed without a ClientDisconnect: with
+    nothing unfinished its going away is no warning (a clean run logs nothing); a client whose connection closes
+    while its work runs is still warned about and kept as rule 2 says. Checked by switching it off (the away log a
+    warning whatever is unfinished): the first assertion fails."""
+    sim = cluster()
+    idle, busy = sim.add_client("idle"), sim.add_client("busy")
+    sim.add_worker()
+    sim.submit(busy, [task(busy.peer, 1)])
+    sim.advance(1)
+    with caplog.at_level(logging.INFO, logger="scaler.scheduler.core.client_sessions"):
+        sim.feed(PeerLost(idle.peer, "connection closed", sim.now))
+        assert sim.core.clients[idle.peer].is_away
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING], "an idle client's end is no news"
+        sim.feed(PeerLost(busy.peer, "connection closed", sim.now))
+        assert sim.core.clients[busy.peer].is_away
+        warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warned) == 1 and "1 unfinished task(s)" in warned[0], warned
 
 
 def test_a_peer_lost_for_good_is_dropped_whatever_its_window() -> None:

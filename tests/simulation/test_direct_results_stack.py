@@ -80,7 +80,7 @@ def test_a_scheduler_restart_with_results_in_flight_loses_none_and_runs_none_twi
     stack = SimulatedStack()
 
     async def scenario() -> None:
-        await stack.start(workers=3)
+        await stack.start(workers=3, direct_results=True)
         client = await stack.client()
         futures = client.submit([stack.task(client, 0.3, function="step") for _ in range(30)])
         await stack.until(lambda: len(stack.log.runs) >= 6, "tasks to run on every worker")
@@ -106,7 +106,7 @@ def test_a_processor_that_dies_around_its_result_loses_no_result(ending: str) ->
     stack = SimulatedStack()
 
     async def scenario() -> None:
-        await stack.start(workers=1)
+        await stack.start(workers=1, direct_results=True)
         client = await stack.client()
         warm = client.submit([stack.task(client, TINY_SECONDS, function="step") for _ in range(20)])
         await stack.until(lambda: all_done(warm), "the warm-up")
@@ -129,7 +129,7 @@ def test_a_result_the_scheduler_dropped_is_sent_again_by_the_agent() -> None:
     stack = SimulatedStack()
 
     async def scenario() -> None:
-        await stack.start(workers=1)
+        await stack.start(workers=1, direct_results=True)
         client = await stack.client()
         warm = client.submit([stack.task(client, TINY_SECONDS, function="step") for _ in range(5)])
         await stack.until(lambda: all_done(warm), "the warm-up")
@@ -151,7 +151,7 @@ def test_a_worker_killed_while_its_processors_send_results() -> None:
     stack = SimulatedStack()
 
     async def scenario() -> None:
-        await stack.start(workers=2)
+        await stack.start(workers=2, direct_results=True)
         client = await stack.client()
         futures = client.submit([stack.task(client, 0.002, function="step") for _ in range(400)])
         await stack.until(lambda: len(stack.log.runs) >= 100, "a quarter of the tasks to run")
@@ -168,7 +168,7 @@ def test_a_worker_leaving_while_its_processors_send_results() -> None:
     stack = SimulatedStack()
 
     async def scenario() -> None:
-        await stack.start(workers=2)
+        await stack.start(workers=2, direct_results=True)
         client = await stack.client()
         futures = client.submit([stack.task(client, 0.002, function="step") for _ in range(400)])
         await stack.until(lambda: len(stack.log.runs) >= 100, "a quarter of the tasks to run")

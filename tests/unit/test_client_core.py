@@ -14,6 +14,7 @@ import pytest
 
 from scaler.client.agent import ClientAgent
 from scaler.client.core import (
+    RECONNECT_SECONDS,
     ClientCore,
     ClientEffect,
     Closed,
@@ -22,6 +23,7 @@ from scaler.client.core import (
     Connected,
     Fail,
     JobAnswered,
+    Reconnect,
     SendFrames,
     SendToScheduler,
     ShowLog,
@@ -266,7 +268,8 @@ def test_a_closed_connection_waits_out_the_grace_then_fails_every_future() -> No
     )  # first on the next connection
     assert isinstance(closed, Warn) and closed.show and "closed: waiting up to 60 s for a scheduler" in closed.text
     middle = core.on_tick(1.0 + GRACE_SECONDS / 2)
-    assert kinds(middle) == [Warn, SendToScheduler]  # a notice, and a heartbeat into the reconnecting socket
+    # a notice, a heartbeat into the reconnecting socket, and a new connection with the ClientResume again on it
+    assert kinds(middle) == [Warn, SendToScheduler, Reconnect, SendToScheduler]
     assert isinstance(middle[0], Warn) and middle[0].show and "giving up in 30 s" in middle[0].text
     effects = core.on_tick(2.0 + GRACE_SECONDS)
     assert kinds(effects) == [Warn, Fail, Closed]
@@ -274,6 +277,28 @@ def test_a_closed_connection_waits_out_the_grace_then_fails_every_future() -> No
     assert isinstance(failed, Fail) and failed.futures == ["future-1", "future-10"]
     assert isinstance(core.error, DisconnectedError) and failed.error is core.error
     assert core.unfinished() == {} and core.kept_graph_count == 0
+
+
+def test_a_closed_connection_left_unanswered_is_made_anew_with_the_resume_sent_again() -> None:
+    """A secure scheduler does not read a second connection under a client's identity while it still holds the
+    first (after a pause of its own that outlasted ZeroMQ's heartbeats, it may have read them in that order): a
+    connection unanswered RECONNECT_SECONDS after the old one closed is made anew, then every RECONNECT_SECONDS, and
+    the ClientResume the old one held goes again; any message from the scheduler ends that. Checked with
+    `_reconnect_if_unanswered` returning nothing: the first assertion fails (and test_frozen_peers' thirty-second
+    freeze of the scheduler timed out waiting for the results, the client never heard from it again)."""
+    core = connected()
+    submit(core, 1)
+    core.on_disconnected(1.0)
+    assert Reconnect not in kinds(core.on_tick(1.0 + RECONNECT_SECONDS / 2))
+    effects = core.on_tick(1.0 + RECONNECT_SECONDS)
+    assert kinds(effects)[-2:] == [Reconnect, SendToScheduler]
+    resume = effects[-1]
+    assert isinstance(resume, SendToScheduler) and isinstance(resume.message, m.ClientResume)
+    assert resume.message.unfinished == (task(1),)
+    assert Reconnect not in kinds(core.on_tick(1.0 + RECONNECT_SECONDS * 1.5))
+    assert Reconnect in kinds(core.on_tick(1.0 + RECONNECT_SECONDS * 2))
+    core.on_messages([m.HeartbeatEcho("", 1)], 1.0 + RECONNECT_SECONDS * 2.5)
+    assert Reconnect not in kinds(core.on_tick(1.0 + RECONNECT_SECONDS * 4))
 
 
 def test_without_a_grace_a_closed_connection_fails_the_futures_at_once() -> None:

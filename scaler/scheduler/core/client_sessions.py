@@ -12,9 +12,14 @@ Rules:
    while its client was talking (within `CRASH_SILENCE_SECONDS` of its last message: a client heartbeats every
    second) was most likely closed by the other end's kernel: its process ended (killed, crashed) and nobody will
    come back for the work, so it is dropped unless it speaks again within `CRASH_GRACE_SECONDS` (ZeroMQ connects
-   again within a second: a connection replaced, or messages read late by a scheduler that was itself paused, look
-   the same); a laptop asleep, cut off or moved falls silent first and its connection times out later. A peer lost
-   for good (its key revoked, its identity taken) is dropped whatever its window.
+   again within a second: a connection replaced looks the same); a laptop asleep, cut off or moved falls silent
+   first and its connection times out later. A scheduler that was itself paused (`PAUSE_SECONDS` between two of its
+   events: stopped, its machine asleep) reads its clients' messages late, and a client's connection ended by that
+   client's ZeroMQ heartbeats meanwhile looks closed while talking: connections found lost within
+   `AFTER_PAUSE_SECONDS` of such a pause make their clients away with their whole window. A peer lost
+   for good (its key revoked, its identity taken) is dropped whatever its window. Going away is a warning only when
+   the client leaves tasks unfinished: a client made inside a task ends with its processor, without a goodbye, and
+   is no news.
 3. Any message from an away client brings it back: the answers held for it are sent (a `ClientResume` says which
    answers a lost connection took with it: `client_answers.py`, rule 3). A client dropped for its silence (past its
    window, or at its timeout without one) or its lost connection may come back: the ids of the tasks cancelled then
@@ -57,6 +62,12 @@ LOAD_RETRY_SECONDS = 5.0
 CRASH_SILENCE_SECONDS = 5.0
 #: ... and such a client is dropped once it has not spoken again for this long.
 CRASH_GRACE_SECONDS = 5.0
+#: A gap this long between two events of the core: the scheduler itself was paused (stopped, its machine asleep, its
+#: loop blocked), and what it reads next was sent long before (rule 2). A client's ZeroMQ heartbeats end a
+#: connection whose other end stops answering for 15 s, so a longer pause closes every client's connection.
+PAUSE_SECONDS = 10.0
+#: ... connections found lost this long after such a pause are not judged by their clients' last messages.
+AFTER_PAUSE_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,8 @@ class ClientSessions:
         #: clients dropped while they may come back -> why, and what was cancelled (rule 3)
         self._expired: OrderedDict[PeerID, Expired] = OrderedDict()
         self._expired_bytes = 0
+        #: the latest pause of the scheduler itself: when it began and ended (rule 2)
+        self._pause: tuple[float, float] | None = None
 
     # ------------------------------------------------------------ messages
 
@@ -210,14 +223,36 @@ class ClientSessions:
         if client is None:
             return
         silent = self._core.now - client.last_seen
+        paused = self._paused_seconds()
         if final:
             self.drop(peer, f"connection lost ({reason})")
+        elif paused is not None:  # its last messages were read late: they tell nothing of its silence (rule 2)
+            self.away(peer, f"connection lost ({reason}) while this scheduler was paused for {paused:.0f} s")
         elif silent < CRASH_SILENCE_SECONDS:  # its process ended, most likely (rule 2)
             self.away(peer, f"connection lost ({reason}) while it was talking")
             if client.is_away:
                 client.drop_at = self._core.now + CRASH_GRACE_SECONDS
         else:
             self.away(peer, f"connection lost ({reason}) after {silent:.0f} s of silence")
+
+    def paused(self, since: float, until: float) -> None:
+        """The scheduler itself did not run from `since` to `until` (rule 2)."""
+        if self._pause is not None and since < self._pause[1]:  # the same pause, seen again by an event stamped in it
+            self._pause = (self._pause[0], max(until, self._pause[1]))
+            return
+        self._pause = (since, until)
+        logger.info(
+            "the scheduler did not run for %.0f s (stopped, or its machine asleep): connections found lost in the "
+            "next %g s are taken for clients away, not ended",
+            until - since, AFTER_PAUSE_SECONDS,
+        )  # fmt: skip
+
+    def _paused_seconds(self) -> float | None:
+        """How long the scheduler was paused, when that pause ended less than AFTER_PAUSE_SECONDS ago."""
+        pause = self._pause
+        if pause is None or self._core.now - pause[1] >= AFTER_PAUSE_SECONDS:
+            return None
+        return pause[1] - pause[0]
 
     def away(self, peer: PeerID, reason: str) -> None:
         core = self._core
@@ -229,7 +264,9 @@ class ClientSessions:
             return
         client.away_reason = reason
         unfinished = len(core.tasks.by_client.get(ClientID(peer), ()))
-        logger.warning(
+        # with nothing unfinished nothing waits for it: the end of a client that left without a goodbye (a client
+        # made inside a task ends with its processor) is not news; a client that leaves work behind is
+        (logger.warning if unfinished else logger.info)(
             "client %s is away (%s): its %d unfinished task(s) go on and their answers wait for it; its work is "
             "cancelled if it stays silent for %g s",
             short(peer), reason, unfinished, client.resume_seconds,

@@ -24,7 +24,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, short
 from scaler.scheduler.core.actors import Actors
 from scaler.scheduler.core.balancing import Balancer
-from scaler.scheduler.core.client_sessions import ClientSessions
+from scaler.scheduler.core.client_sessions import PAUSE_SECONDS, ClientSessions
 from scaler.scheduler.core.effects import DeleteOwnerObjects, Effect, Send
 from scaler.scheduler.core.events import (
     AnswersLoaded,
@@ -258,6 +258,8 @@ class SchedulerCore:
             self.client_sessions.on_loaded(event)
 
     def _advance(self, now: float) -> None:
+        if self.now and now - self.now > PAUSE_SECONDS:  # the shell ticks every quarter second
+            self.client_sessions.paused(self.now, now)
         self.now = now
         self.lifecycle.now = now
         self.reattachment.saw(now)
