@@ -119,6 +119,10 @@ class AsyncSocket:
             self._drain_scheduled = True
             self._loop.call_soon(self._drain_soon)
 
+    def drain(self) -> None:
+        """Handle the messages waiting now (e.g. before acting on a connection event that came after them)."""
+        self._drain()
+
     def _drain_soon(self) -> None:
         self._drain_scheduled = False
         self._drain()

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 import zmq
 
 from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity
-from scaler.io.zmq_async import AsyncSocket, Frames
+from scaler.io.zmq_async import AsyncSocket, Frames, watch_events
 from scaler.object_storage.client_core import (
     DEFAULT_TIMEOUT_SECONDS,
     Answered,
@@ -70,6 +70,7 @@ class AsyncObjectStorageConnection:
             address, hello_operation(role, local_python_version()), timeout_seconds
         )
         self._socket: AsyncSocket | None = None
+        self._monitor: AsyncSocket | None = None  #: the socket's connection events
         #: ticket -> the future of its outcome; removed by the coroutine that waits on it
         self._waiting: dict[int, asyncio.Future[Answered]] = {}
         self._greeted = asyncio.Event()  #: set when the hello is answered, either way
@@ -162,8 +163,12 @@ class AsyncObjectStorageConnection:
         if not outgoing:
             return
         if self._socket is None:
+            loop = asyncio.get_running_loop()
             sock = open_dealer(self._sockets, self._address)
-            self._socket = AsyncSocket(asyncio.get_running_loop(), sock, self._on_message, copy=False)
+            self._socket = AsyncSocket(loop, sock, self._on_message, copy=False)
+            # a dropped connection (the server stopped or crashed): the unanswered requests go again (rule 9)
+            monitor = self._sockets.event_monitor(sock, zmq.EVENT_DISCONNECTED)
+            self._monitor = watch_events(loop, monitor, self._on_event)
         for request, payload in outgoing:
             try:
                 self._socket.send([encode_storage_request(request), *payload], copy=False)
@@ -180,6 +185,13 @@ class AsyncObjectStorageConnection:
             return
         self._carry_out(self._core.on_reply(reply, [frame.buffer for frame in frames[1:]]))
         self._flush()  # a hello and a request sent again (a restarted server)
+
+    def _on_event(self, event: int, _value: int) -> None:
+        if event == zmq.EVENT_DISCONNECTED:
+            if self._socket is not None:
+                self._socket.drain()  # the answers that came before the connection dropped settle their requests
+            self._carry_out(self._core.on_disconnected())
+            self._flush()
 
     def _arm_timer(self) -> None:
         deadline = self._core.next_deadline()
@@ -215,6 +227,9 @@ class AsyncObjectStorageConnection:
                 logger.info("%s", outcome.text)
 
     def _drop_socket(self) -> None:
+        if self._monitor is not None:
+            self._monitor.close()
+            self._monitor = None
         if self._socket is not None:
             self._socket.close()
             self._socket = None

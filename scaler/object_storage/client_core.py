@@ -29,6 +29,10 @@ Rules, one per event:
 7. `on_closed`: every pending request fails (`was closed`); later requests raise.
 8. The put gate (`PutGate`): a held item leaves only when every gated put issued before it was acknowledged, and
    items leave in the order they were held; a gated put that fails dooms the items held after it was issued.
+9. `on_disconnected`: the connection to the server dropped (it stopped or crashed; ZeroMQ connects again to whatever
+   server comes at the address). A request sent and not answered may have been lost with it, and no answer would
+   ever come: every pending request goes again (under a new id, with its deadline kept) behind a new hello, in the
+   order it was made. Puts, adopts, reads, existence checks and deletes are safe to repeat.
 
 Outcomes are values; a shell reads the ones that concern it (a lock-step shell its one request's, the asyncio shell
 every waiter's, the pipeline the gate's).
@@ -326,6 +330,26 @@ class StorageClientCore(Generic[T]):
 
     def on_send_failed(self, reason: str) -> list[Outcome[T]]:
         return self._reset(ObjectStorageException(f"could not send to object storage at {self.address}: {reason}"))
+
+    def on_disconnected(self) -> list[Outcome[T]]:
+        """Rule 9: the pending requests go again behind a new hello (none pending: the next request greets)."""
+        if self._closed or self._refusal is not None:
+            return []
+        self._outgoing = []
+        self._greeted = False
+        if not self._pending:
+            self._hello_id = 0
+            return []
+        self._send_hello()
+        pending, self._pending = self._pending, {}
+        for request in sorted(pending.values(), key=lambda each: each.ticket):
+            request.hello_id = self._hello_id
+            request_id = next(self._ids)
+            self._pending[request_id] = request
+            self._outgoing.append((StorageRequest(request_id, request.operation), request.payload))
+        text = (f"the connection to object storage at {self.address} dropped: greeting it again and sending "
+                f"{len(pending)} unanswered request(s) again")  # fmt: skip
+        return [Notice(text)]
 
     def on_closed(self) -> list[Outcome[T]]:
         error = ObjectStorageException(f"the connection to object storage at {self.address} was closed")

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
 import zmq
+from zmq.utils.monitor import parse_monitor_message
 
 from scaler.errors import ObjectStorageException
 from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity
@@ -76,19 +77,30 @@ def open_dealer(sockets: Sockets, address: str, immediate: bool = False) -> zmq.
 class BlockingLink(Generic[T]):
     """A core and the DEALER it talks through, for one thread at a time: sends what the core queued and feeds it the
     answers and the time. Carries out `Reconnect` (the socket goes; the next send opens a new one) and `Notice`;
-    returns the other outcomes."""
+    returns the other outcomes. Its socket's monitor reports a dropped connection (the server stopped or crashed)
+    to the core, which sends what was unanswered again (client_core rule 9): a request lost with a server that died
+    before answering is not left to time out."""
 
     def __init__(self, core: StorageClientCore[T], sockets: Sockets, immediate: bool) -> None:
         self.core = core
         self._sockets = sockets
         self._immediate = immediate
         self._socket: zmq.Socket[Any] | None = None
+        self._monitor: zmq.Socket[Any] | None = None
 
     @property
     def socket(self) -> zmq.Socket[Any]:
         if self._socket is None:
             self._socket = open_dealer(self._sockets, self.core.address, immediate=self._immediate)
         return self._socket
+
+    @property
+    def monitor(self) -> zmq.Socket[Any]:
+        """The socket's connection events (made with the first wait: a dropped connection only matters to requests
+        waiting for an answer)."""
+        if self._monitor is None:
+            self._monitor = self._sockets.event_monitor(self.socket, zmq.EVENT_DISCONNECTED)
+        return self._monitor
 
     def flush(self) -> list[Outcome[T]]:
         """Send what the core queued, in order."""
@@ -103,10 +115,34 @@ class BlockingLink(Generic[T]):
     def wait(self, deadline: float | None) -> list[Outcome[T]]:
         """Until an answer comes or `deadline` passes (None: until an answer): what the answer, or the time, did."""
         timeout_ms = -1 if deadline is None else max(0, math.ceil((deadline - time.monotonic()) * 1000))
-        sock = self.socket
-        if sock.poll(timeout_ms, zmq.POLLIN):
-            return self._feed(sock.recv_multipart(copy=False)) + self.flush()
-        return self.carry_out(self.core.on_tick(time.monotonic()))
+        sock, monitor = self.socket, self.monitor
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(monitor, zmq.POLLIN)
+        events = dict(poller.poll(timeout_ms))
+        if not events:
+            return self.carry_out(self.core.on_tick(time.monotonic()))
+        outcomes: list[Outcome[T]] = []
+        if sock in events:
+            outcomes += self.receive()
+        if monitor in events:  # after the answers that came before the connection dropped: they settle requests
+            outcomes += self.events()
+        return outcomes + self.flush()
+
+    def events(self) -> list[Outcome[T]]:
+        """Every connection event waiting in the monitor; a dropped connection is told to the core (rule 9)."""
+        monitor = self._monitor
+        dropped = False
+        while monitor is not None and monitor is self._monitor:
+            try:
+                frames = monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            dropped = dropped or int(parse_monitor_message(frames)["event"]) == zmq.EVENT_DISCONNECTED
+        if not dropped:
+            return []
+        answered = self.receive()  # the answers that came before the connection dropped settle their requests first
+        return answered + self.carry_out(self.core.on_disconnected())
 
     def receive(self) -> list[Outcome[T]]:
         """Every answer waiting in the socket, fed to the core (then what the core queued in turn is sent)."""
@@ -139,6 +175,11 @@ class BlockingLink(Generic[T]):
         return others
 
     def drop(self) -> None:
+        if self._monitor is not None:
+            assert self._socket is not None
+            self._socket.disable_monitor()
+            self._monitor.close(linger=0)
+            self._monitor = None
         if self._socket is not None:
             self._socket.close(linger=0)
             self._socket = None

@@ -145,7 +145,9 @@ class PutPipeline(Generic[T]):
 
     def _run(self) -> None:
         link = self._link
-        poller, polled = zmq.Poller(), None
+        poller: zmq.Poller = zmq.Poller()
+        polled: zmq.Socket[Any] | None = None
+        monitor: zmq.Socket[Any] | None = None
         poller.register(self._wake_read, zmq.POLLIN)
         try:
             while not self._closed:
@@ -155,8 +157,10 @@ class PutPipeline(Generic[T]):
                 if link.socket is not polled:  # the first, or a new one after the core said Reconnect
                     if polled is not None:
                         poller.unregister(polled)
-                    polled = link.socket
+                        poller.unregister(monitor)
+                    polled, monitor = link.socket, link.monitor
                     poller.register(polled, zmq.POLLIN)
+                    poller.register(monitor, zmq.POLLIN)  # a dropped connection: the unanswered puts go again
                 timeout_ms = -1 if deadline is None else max(1, math.ceil((deadline - time.monotonic()) * 1000))
                 events = dict(poller.poll(timeout_ms))
                 if self._wake_read in events:
@@ -165,6 +169,8 @@ class PutPipeline(Generic[T]):
                 with self._lock:
                     if polled in events:
                         self._carry_out(link.receive())
+                    if monitor in events:  # after the answers that came before the connection dropped
+                        self._carry_out(link.events())
                     if deadline is not None and time.monotonic() >= deadline:
                         self._carry_out(link.carry_out(link.core.on_tick(time.monotonic())))
                     self._room.notify_all()  # acknowledged puts make room, and may leave the gate idle (flush)

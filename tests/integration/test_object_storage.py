@@ -12,6 +12,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -485,6 +486,43 @@ def test_connections_greet_a_restarted_server_again(tmp_path: Path) -> None:
             finally:
                 asynchronous.close()
                 loop.close()
+    finally:
+        stop_server(first)
+        if second is not None:
+            stop_server(second)
+
+
+@pytest.mark.timeout(90)
+def test_a_request_lost_with_a_crashed_server_goes_again_to_its_successor(tmp_path: Path) -> None:
+    """The put reaches a server that is frozen, which is then killed without answering: the request is lost with it.
+    The connection hears the connection drop and sends the put again, behind a new hello, to the server restarted at
+    the address (client_core rule 9), instead of waiting for an answer that cannot come. Checked with the mechanism
+    off: without `on_disconnected` the put fails with "did not answer within 30 s" and the test fails."""
+    first = start_server(tmp_path)
+    second: ServerProcess | None = None
+    try:
+        with ObjectStorageConnection(first.address, "scheduler", timeout_seconds=30) as connection:
+            connection.put(b"before", b"1")
+            outcome: list[BaseException | None] = []
+
+            def put_lost() -> None:
+                try:
+                    connection.put(b"lost", b"2" * 100)
+                    outcome.append(None)
+                except BaseException as error:
+                    outcome.append(error)
+
+            os.kill(first.process.pid, signal.SIGSTOP)
+            putter = threading.Thread(target=put_lost)
+            putter.start()
+            core = connection._link.core
+            wait_for(lambda: core.pending_count == 1 and not core.has_outgoing, "the put to be sent")
+            first.process.kill()
+            first.process.wait(timeout=30)
+            second = start_server(tmp_path, first.address)
+            putter.join(timeout=60)
+            assert outcome == [None], outcome
+            assert bytes(connection.get(b"lost")) == b"2" * 100
     finally:
         stop_server(first)
         if second is not None:

@@ -150,6 +150,35 @@ def test_a_second_hello_required_fails_the_request() -> None:
     assert sent(core) == []
 
 
+def test_a_dropped_connection_sends_every_unanswered_request_again_behind_a_new_hello() -> None:
+    """Rule 9: the server died with the requests unanswered; they go again, in order, with their deadlines."""
+    core = new_core(timeout_seconds=10.0)
+    tickets = [core.request(Exists(ObjectID(bytes([index]))), now=0.0) for index in range(2)]
+    hello, *requests = sent(core)
+    core.on_reply(ok(hello), [])
+    [notice] = core.on_disconnected()
+    assert isinstance(notice, Notice) and "sending 2 unanswered request(s) again" in notice.text
+    assert not core.is_greeted
+    hello_again, *again = sent(core)
+    assert is_hello(hello_again) and [request.operation for request in again] == [r.operation for r in requests]
+    assert core.on_reply(ok(requests[0], True), []) == []  # an answer from the old connection is stale
+    assert core.next_deadline() == 10.0
+    core.on_reply(ok(hello_again), [])
+    outcomes = [core.on_reply(ok(request, True), [])[0] for request in again]
+    assert [outcome.ticket for outcome in outcomes if isinstance(outcome, Answered)] == tickets
+
+
+def test_a_dropped_connection_with_nothing_pending_greets_with_the_next_request() -> None:
+    core = new_core()
+    core.request(Info(), now=0.0)
+    hello, info = sent(core)
+    core.on_reply(ok(hello), [])
+    core.on_reply(ok(info, None), [])
+    assert core.on_disconnected() == [] and sent(core) == []
+    core.request(Info(), now=1.0)
+    assert [is_hello(request) for request in sent(core)] == [True, False]
+
+
 # ---------------------------------------------------------------- rules 5-7: time, a broken connection, closing
 
 
