@@ -350,7 +350,7 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         False,
         help="True: processors send each result straight to the scheduler on a link of their own (the worker agent "
         "hears of it off the critical path): a round trip costs less, but each result costs its processor two sends, "
-        "so many tiny tasks at once cost more CPU (docs/performance.md); False: through the worker agent",
+        "so many tiny tasks at once cost more CPU; False: through the worker agent",
         combo=True,
     )
     io_threads: int = setting(

@@ -147,7 +147,10 @@ def test_a_killed_server_leaves_no_segment_directory(launcher: Launcher, tmp_pat
     parent = tmp_path / "shm"
     parent.mkdir()
     addresses = free_addresses()
-    storage = launcher.object_storage(addresses.object_storage, "--shared-memory-directory", str(parent))
+    # a small budget: the parent (on the test's disk) must have half of it free, or the server falls back to TMPDIR
+    storage = launcher.object_storage(
+        addresses.object_storage, "--shared-memory-directory", str(parent), "--max-memory", "256MiB"
+    )
     storage.wait_for_log("listening on", COLD_START_SECONDS)
     directory = segment_directory_of(addresses.object_storage, str(parent))
     with ObjectStorageConnection(
