@@ -165,8 +165,9 @@ class Session:
             settings.request_timeout_seconds, release=self._agent.submit,
         )  # fmt: skip
         self._encoder = TaskEncoder(
-            self.identity, settings.serializer, self._storage.objects, self._agent.keys.ship_local_modules
-        )
+            self.identity, settings.serializer, self._storage.objects, self._agent.keys.ship_local_modules,
+            stored=self._storage,
+        )  # fmt: skip
         self._reader = ResultReader(settings.serializer, self._storage.connection)
         local_schedulers.note_client(self, self.address, self.security)  # the run report finds its scheduler
 
