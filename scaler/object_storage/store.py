@@ -475,8 +475,9 @@ class ObjectStore:
         if stored is None or stored.generation != generation or outcome is ADOPTED_BEFORE:
             return generation
         if isinstance(outcome, str):
-            if not work.held:
-                self._remove(object_id)  # its file was not renamed into place: nothing of it to remove
+            if not work.held:  # its file was not renamed into place; the object it replaced kept its file till now
+                self._remove(object_id)
+                self._work.append(RemoveSegment(object_id))
             return generation
         if work.held:  # the file replaced the held object's segment file: the object is now that file
             self._remove(object_id, renamed_over=True)

@@ -8,7 +8,10 @@ disk worker and files in temporary directories.
 
 Checked by hand with the mechanism off (`ObjectStore.adopt` without its held-object branch, as on main): both tests
 fail: the request sent again is refused ("peer-1.put in the segment directory: No such file or directory"), and the
-store drops the object with it (its spill file removed by the new adopt before the file was looked at).
+store drops the object with it (its spill file removed by the new adopt before the file was looked at). And without
+the removal of the replaced object's segment file when an adopt is refused (`ObjectStore.adopted`),
+`test_a_refused_adopt_leaves_no_file_of_the_object_it_replaced` fails: the file stays, named after an object the store
+no longer holds (a processor mapping it by name would read a deleted object).
 """
 
 from __future__ import annotations
@@ -170,4 +173,17 @@ def test_an_adopt_sent_again_after_its_object_was_evicted_keeps_it(tmp_path: Pat
     again = shell.call(adopt)  # its answer was lost: sent again
     assert again.answer.reply.status is StorageStatus.OK, again.answer.reply
     assert shell.get() == b"".join(FRAMES)
+    shell.close()
+
+
+def test_a_refused_adopt_leaves_no_file_of_the_object_it_replaced(tmp_path: Path) -> None:
+    spill, segments = tmp_path / "spill", tmp_path / "segments"
+    spill.mkdir()
+    segments.mkdir()
+    shell = Shell(spill, segments)
+    assert shell.call(Put(OBJECT, OWNER, 64), [b"p" * 64]).answer.reply.status is StorageStatus.OK
+    assert os.path.exists(segment_path(shell.segments, OBJECT))
+    refused = shell.call(Adopt(OBJECT, OWNER, "never-written.put", 32, ""))  # another size: not the object held
+    assert refused.answer.reply.status is StorageStatus.BAD_REQUEST, refused.answer.reply
+    assert shell.get() is None and not os.path.exists(segment_path(shell.segments, OBJECT))
     shell.close()
