@@ -5,6 +5,10 @@
 
 Each run is a fresh process of the system's own venv (benchmarks/.venvs/<system>, built on first use as run.py does;
 `ours` is this tree, editable), the systems alternated round by round; the table shows the median of the rounds.
+A system `NAME=DIRECTORY` is ours from another source tree (this venv, PYTHONPATH=DIRECTORY; e.g.
+`before=/tmp/before`, a `git archive` of main), to compare a change with what it changes in one run; `NAME=FILE` runs
+that system with the python FILE as it is (e.g. `ray=/work/main/benchmarks/.venvs/ray/bin/python`: no venv built).
+`--tasks 0` skips the fan-out.
 One run, on a local cluster of `--workers` single-threaded workers (ours: SchedulerClusterCombo; Ray: `ray.init`):
 
 - put: the client stores a `--size` numpy array (`send_object` / `ray.put`), in MB/s;
@@ -58,17 +62,17 @@ def fan_task(shared: Any, own: Any) -> Any:
 class Ours:
     def __init__(self, workers: int) -> None:
         from scaler import Client, SchedulerClusterCombo
+        from scaler.compat.ray_session import read_stored
 
         self.cluster = SchedulerClusterCombo(n_workers=workers)
         self.client = Client(address=self.cluster.get_address())
+        self._read_stored = read_stored  # imported here: its first import (5 ms) is not the get's time
 
     def put(self, value: Any) -> Any:
         return self.client.send_object(value)
 
     def get(self, reference: Any) -> Any:
-        from scaler.compat.ray_session import read_stored
-
-        return read_stored(self.client, reference)
+        return self._read_stored(self.client, reference)
 
     def call(self, fn: Any, *args: Any) -> Any:
         return self.client.submit(fn, *args).result()
@@ -125,7 +129,7 @@ def run_one(system: str, arguments: argparse.Namespace) -> dict[str, Any]:
     big = generator.random(arguments.size // 8)
     shared = generator.random(arguments.shared // 8)
     owns = [generator.random(arguments.argument // 8) for _ in range(arguments.tasks)]
-    backend = Ours(arguments.workers) if system == "ours" else Ray(arguments.workers)
+    backend = Ray(arguments.workers) if system == "ray" else Ours(arguments.workers)
     try:
         backend.call(nothing)  # warm: every worker is up
         backend.fan_out(fan_task, shared[:1024], owns[: arguments.workers * 2])
@@ -137,7 +141,7 @@ def run_one(system: str, arguments: argparse.Namespace) -> dict[str, Any]:
         assert abs(summed - float(big.sum())) < 1e-6 * abs(summed) + 1e-6
         shared_reference = backend.put(shared)
         fan_seconds, results = timed(lambda: backend.fan_out(fan_task, shared_reference, owns))
-        assert len(results) == len(owns) and results[-1].shape == owns[-1].shape
+        assert len(results) == len(owns) and (not owns or results[-1].shape == owns[-1].shape)
     finally:
         backend.stop()
     return {
@@ -147,7 +151,7 @@ def run_one(system: str, arguments: argparse.Namespace) -> dict[str, Any]:
         "task_read_mb_s": arguments.size / MB / task_seconds,
         "task_read_seconds": task_seconds,
         "nothing_seconds": nothing_seconds,
-        "fan_out_tasks_s": arguments.tasks / fan_seconds,
+        "fan_out_tasks_s": arguments.tasks / fan_seconds if arguments.tasks else 0.0,
         "fan_out_seconds": fan_seconds,
     }
 
@@ -159,20 +163,27 @@ def python_of(system: str) -> str:
     sys.path.insert(0, str(HERE))
     from harness.systems import FRONTEND_REQUIREMENTS, REQUIREMENTS, ensure_venv  # noqa: F401
 
-    if system == "ours" and os.environ.get("SCALER_BENCH_OURS_CURRENT", "1") == "1":
-        return sys.executable  # this tree's own .venv (editable)
+    if "=" in system or (system == "ours" and os.environ.get("SCALER_BENCH_OURS_CURRENT", "1") == "1"):
+        return sys.executable  # this tree's own .venv (editable; another tree through PYTHONPATH)
     return str(ensure_venv(system, sys.executable))
 
 
 def drive(arguments: argparse.Namespace) -> None:
-    systems = arguments.systems.split(",")
-    pythons = {system: python_of(system) for system in systems}
+    specs = arguments.systems.split(",")
+    systems = [spec.split("=", 1)[0] for spec in specs]
+    trees = {spec.split("=", 1)[0]: spec.split("=", 1)[1] for spec in specs if "=" in spec}
+    pythons = {spec.split("=", 1)[0]: python_of(spec) for spec in specs}
+    for name, path in list(trees.items()):
+        if os.path.isfile(path):  # a python given as is
+            pythons[name] = trees.pop(name)
     runs: dict[str, list[dict[str, Any]]] = {system: [] for system in systems}
     passed = [f"--{name}={getattr(arguments, name)}" for name in ("workers", "size", "shared", "tasks", "argument")]
     for round_number in range(arguments.rounds):
         order = systems if round_number % 2 == 0 else list(reversed(systems))
         for system in order:
             environment = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+            if system in trees:  # ours from another tree: its processes (and the cluster's) import that tree
+                environment["PYTHONPATH"] = os.path.abspath(trees[system])
             done = subprocess.run(
                 [pythons[system], __file__, "--one", system, *passed], capture_output=True, text=True,
                 env=environment, timeout=1800,

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from scaler.errors import MissingObjects
 from scaler.io.sockets import TransportSecurity
 from scaler.object_storage.put_pipeline import PutPipeline
 from scaler.payload.stored_objects import StoredOnce
@@ -72,6 +73,17 @@ class ClientObjectStorage:
             if connection is None:
                 connection = self._others[owner_id] = self._connect(owner_id)
             return connection
+
+    def reads_locally(self) -> bool:
+        """Whether this client's objects are read back without a transfer (it is on the storage's host)."""
+        return self.connection().local_segments() is not None
+
+    def stored_frames(self, object_id: ObjectID) -> list[memoryview] | None:
+        """One of this client's objects as it was stored (read-only; None when it is not stored any more)."""
+        try:
+            return self.connection().get_frames(object_id)
+        except MissingObjects:
+            return None
 
     def delete_all(self) -> None:
         """Delete every object of this client (`clear()`; the encoder forgets them, `TaskEncoder.forget_stored`)."""

@@ -165,8 +165,9 @@ class Session:
             settings.request_timeout_seconds, release=self._agent.submit,
         )  # fmt: skip
         self._encoder = TaskEncoder(
-            self.identity, settings.serializer, self._storage.objects, self._agent.keys.ship_local_modules
-        )
+            self.identity, settings.serializer, self._storage.objects, self._agent.keys.ship_local_modules,
+            stored=self._storage,
+        )  # fmt: skip
         self._reader = ResultReader(settings.serializer, self._storage.connection)
         local_schedulers.note_client(self, self.address, self.security)  # the run report finds its scheduler
 
@@ -431,9 +432,10 @@ class Session:
         return ObjectReference(label.encode(), frames_size(frames), object_id)
 
     def read(self, reference: ObjectReference) -> Any:
-        """The object a reference names, read back from storage: the client's own to change (on the storage's host,
-        a private copy-on-write map of it)."""
-        frames = self._storage.connection().get_frames(reference.object_id, copy_on_write=True)
+        """The object a reference names, read back from storage. On the storage's host a numpy array (a pandas
+        frame's blocks) is a read-only view of the object's one copy in shared memory, as in a task; a reference
+        marked `copy_on_write()` gives a private writable view instead (pages copied only as they are written)."""
+        frames = self._storage.connection().get_frames(reference.object_id, copy_on_write=reference.writable)
         return deserialize_frames(self.serializer, frames)
 
     def forward_logging(self, forwarding: m.LogForwarding) -> None:

@@ -272,11 +272,12 @@ class ObjectStorageConnection:
     def get_frames(self, object_id: bytes, copy_on_write: bool = False) -> list[memoryview]:
         """The object's bytes as the frames it was put in (no copy): views of its segment file mapped on the server's
         host (read-only, shared; `copy_on_write`: private and writable), else of the frames received (copied into
-        writable buffers with `copy_on_write`). Raises MissingObjects."""
+        writable buffers with `copy_on_write`). Processors map any object by its name, a client its own ones (the
+        file's header says their owner); other reads ask `getMapped` first. Raises MissingObjects."""
         local = self.local_segments()
         if local is not None:
-            if self._reads_by_name:
-                frames = local.read(object_id, copy_on_write)
+            if self._reads_by_name or self._owner_id:  # a client maps its own objects by name (their owner's file)
+                frames = local.read(object_id, copy_on_write, None if self._reads_by_name else self._owner_id)
                 if frames is not None:
                     return frames
             answer = self._call(GetMapped(ObjectID(bytes(object_id))))

@@ -37,6 +37,8 @@ from scaler.object_storage.spill_files import (
     write_object_file,
 )
 from scaler.object_storage.store import (
+    ADOPTED_BEFORE,
+    AdoptResult,
     AdoptSegment,
     DiscardPutFile,
     DiscardSegment,
@@ -116,8 +118,9 @@ class DiskWorker:
 
     def carry_out_at_once(
         self, item: PlaceSegment | AdoptSegment | RemoveSegment | DiscardSegment | DiscardPutFile
-    ) -> str | None:
-        """Rename or remove a segment file now. Returns why an adopt's file was refused (None: done)."""
+    ) -> str | AdoptResult | None:
+        """Rename or remove a segment file now. Returns why an adopt's file was refused (None: done; ADOPTED_BEFORE:
+        a held object's adopt whose file is gone, see `AdoptSegment.held`)."""
         assert self.segment_directory is not None
         directory = self.segment_directory
         if isinstance(item, PlaceSegment):
@@ -133,12 +136,14 @@ class DiskWorker:
             return self._adopt(item)
         return None
 
-    def _adopt(self, item: AdoptSegment) -> str | None:
+    def _adopt(self, item: AdoptSegment) -> str | AdoptResult | None:
         assert self.segment_directory is not None
         path = os.path.join(self.segment_directory, item.file_name)
         final = segment_path(self.segment_directory, item.object_id)
         try:
             if not os.path.lexists(path):
+                if item.held:  # sent again after its file was adopted: the object may have left its segment since
+                    return ADOPTED_BEFORE
                 _check_head(final, item)  # a request sent again to a server that adopted it already
                 return None
             if not os.path.isfile(path) or os.path.islink(path):

@@ -8,8 +8,9 @@ the server's host, and objects move through the directory instead of the socket:
   process of the host that maps it, or private and writable (copy on write) when asked. A value built on the map
   (pickle protocol 5 buffers: numpy arrays, pandas blocks) uses the map's memory: N processes reading one object
   cost one copy of it on the host. A processor maps an object by its name without asking the server first (a file
-  named after an object is that object, and a deleted object's file is gone once its delete was answered); a client
-  asks `getMapped` (the server checks that it may read it).
+  named after an object is that object, and a deleted object's file is gone once its delete was answered); so does a
+  client for its own objects (the file's header names their owner), and it asks `getMapped` for any other (the
+  server checks that it may read it) and for an object without a file (on disk only: the server reads it back).
 - writing: an object from SEGMENT_FROM_BYTES on is written whole into a file of its own (`<id>.<pid>-<n>.put`), whose
   adoption the connection then asks for: no byte crosses the socket.
 
@@ -57,11 +58,17 @@ class LocalSegments:
     def __init__(self, directory: str) -> None:
         self.directory = directory
 
-    def read(self, object_id: bytes, copy_on_write: bool = False) -> list[memoryview] | None:
-        """The object's frames, mapped from its segment file; None when there is none (the object is small, on disk
-        only, being written, or not stored)."""
+    def read(
+        self, object_id: bytes, copy_on_write: bool = False, owner_id: bytes | None = None
+    ) -> list[memoryview] | None:
+        """The object's frames, mapped from its segment file (read-only and shared, or private and writable with
+        `copy_on_write`); None when there is none (the object is small, on disk only, being written, or not stored),
+        or, with `owner_id`, when the file says another owner put it (a client reads only its own by name)."""
         try:
-            return map_segment(segment_path(self.directory, object_id), copy_on_write, object_id).frames
+            mapped = map_segment(segment_path(self.directory, object_id), copy_on_write, object_id)
+            if owner_id is not None and mapped.head.owner_id != bytes(owner_id):
+                return None
+            return mapped.frames
         except FileNotFoundError:
             return None
         except (SegmentFileError, OSError):

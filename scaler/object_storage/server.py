@@ -193,7 +193,7 @@ class _ServerShell:
                     logger.error("segment directory: %r failed: %s", item, error)
                     continue
                 if isinstance(item, AdoptSegment):
-                    replies.extend(self.service.adopted(item.object_id, item.generation, refused))
+                    replies.extend(self.service.adopted(item, refused))
             if threaded:
                 self.disk.run(threaded)
         return replies

@@ -18,7 +18,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from scaler.object_storage.store import NO_OWNER, DiskWork, ObjectStore, PayloadBuffer, Refusal, Segment
+from scaler.object_storage.store import (
+    NO_OWNER,
+    AdoptResult,
+    AdoptSegment,
+    DiskWork,
+    ObjectStore,
+    PayloadBuffer,
+    Refusal,
+    Segment,
+)
 from scaler.protocol.codec import DecodeError, decode_storage_request
 from scaler.protocol.handshake import incompatibility
 from scaler.protocol.ids import ObjectID
@@ -197,14 +206,18 @@ class StorageService:
         self.store.segment_written(object_id, generation, error)
         return self._settled(object_id, generation)
 
-    def adopted(self, object_id: bytes, generation: int, error: str | None) -> list[Reply]:
-        """The file of an adopt is in place (`error` None) or was refused (`error` says why): the answers of the
-        adopts that waited for it."""
-        self.store.adopted(object_id, generation, error)
-        if error is not None:
+    def adopted(self, work: AdoptSegment, outcome: str | AdoptResult | None) -> list[Reply]:
+        """The file of an adopt is in place (`outcome` None), was refused (a string says why), or was adopted before
+        (ADOPTED_BEFORE: a request sent again for an object held already): the answers of the adopts that waited."""
+        object_id, generation = work.object_id, work.generation
+        settles = self.store.adopted(work, outcome)
+        if isinstance(outcome, str):
             waiting = self._waiting_puts.pop((object_id, generation), [])
-            return [Reply(peer, bad_request(request_id, error)) for peer, request_id in waiting]
-        return self._settled(object_id, generation)
+            return [Reply(peer, bad_request(request_id, outcome)) for peer, request_id in waiting]
+        if settles != generation:  # a held object replaced by the file: answered once the new one settles
+            moved = self._waiting_puts.pop((object_id, generation), [])
+            self._waiting_puts.setdefault((object_id, settles), []).extend(moved)
+        return self._settled(object_id, settles)
 
     def _settled(self, object_id: bytes, generation: int) -> list[Reply]:
         if not self.store.settled(object_id, generation):

@@ -17,6 +17,8 @@ Where an object's bytes are in memory (`Segment`, with `frames`):
     WRITING, written                          -> READY, frames dropped        (PlaceSegment: renamed into place)
     WRITING, write failed                     -> frames held                  (NONE: kept in this process)
     adopt (a peer of the host wrote the file) -> READY                        (AdoptSegment: renamed into place)
+    adopt of an object held with the same owner and size, its file gone     (AdoptSegment, `held`: a request sent
+                                              -> unchanged                   again after its file was adopted)
     READY, evicted / deleted / replaced       -> gone                         (RemoveSegment: unlinked at once)
     DISK, read back, large                    -> READY                        (the read writes a temporary segment)
 
@@ -164,13 +166,31 @@ class PlaceSegment:
 @dataclass(frozen=True, slots=True)
 class AdoptSegment:
     """Rename the file a peer wrote (`file_name`, checked first) to the object's segment file (at once); reported by
-    `adopted`. A file already adopted (a request sent again to a restarted server) is found in place."""
+    `adopted`. A file already adopted (a request sent again to a restarted server) is found in place.
+
+    `held`: the store holds the object already with this owner and size (`generation` is its), so the request may
+    have come again after its file was adopted (its answer was lost, or the server restarted and restored it): a
+    file that is gone is then no error and changes nothing (`ADOPTED_BEFORE`), whether or not the object is still in
+    a segment file (it may have been spilled and evicted, or restored from its spill file); a file still there
+    replaces the object, as any adopt does."""
 
     object_id: bytes
     generation: int
     owner_id: bytes
     total_bytes: int
     file_name: str
+    held: bool = False
+    name: str = ""  #: the object's name, for a held object's replacement
+
+
+class AdoptResult(enum.Enum):
+    """What the shell reports of a held adopt (`AdoptSegment.held`) whose file is gone (None: renamed into place; a
+    string: why the file was refused)."""
+
+    ADOPTED_BEFORE = "adopted before"
+
+
+ADOPTED_BEFORE = AdoptResult.ADOPTED_BEFORE
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +324,15 @@ class ObjectStore:
         self, object_id: bytes, owner_id: bytes, total_bytes: int, file_name: str, name: str = ""
     ) -> StoredObject | Refusal:
         """Store the object whose segment file a peer of the host wrote (`file_name` in the segment directory), as
-        `put` does; the shell renames it into place at once and reports with `adopted`."""
+        `put` does; the shell renames it into place at once and reports with `adopted`. An object held already with
+        this owner and size is left as it is until the shell has looked for the file (`AdoptSegment.held`): the
+        request may be one sent again after its file was adopted, which must not drop the object."""
+        held = self._objects.get(object_id)
+        if held is not None and held.owner_id == bytes(owner_id) and held.total_bytes == total_bytes:
+            self._work.append(
+                AdoptSegment(object_id, held.generation, owner_id, total_bytes, file_name, held=True, name=name)
+            )
+            return held
         refusal = self._refusal(object_id, total_bytes)
         if refusal is not None:
             return refusal
@@ -437,19 +465,33 @@ class ObjectStore:
             self._evictable[object_id] = None
         self._evict()
 
-    def adopted(self, object_id: bytes, generation: int, error: str | None) -> None:
-        """The file of an adopt was renamed into place (`error` None; the spill file is then written from it), or
-        could not be (the object is removed, its adopt refused with `error`)."""
+    def adopted(self, work: AdoptSegment, outcome: str | AdoptResult | None) -> int:
+        """The file of an adopt was renamed into place (`outcome` None; the spill file is then written from it), or
+        could not be (a string: the object is removed, its adopt refused with it), or, for a held object, was gone
+        (ADOPTED_BEFORE: nothing changes). Returns the generation whose settling answers the adopt (a held object
+        replaced by the file gets a new one)."""
+        object_id, generation = work.object_id, work.generation
         stored = self._objects.get(object_id)
-        if stored is None or stored.generation != generation:
-            return
-        if error is not None:
-            self._remove(object_id)  # its file was not renamed into place: nothing of it to remove
-            return
+        if stored is None or stored.generation != generation or outcome is ADOPTED_BEFORE:
+            return generation
+        if isinstance(outcome, str):
+            if not work.held:  # its file was not renamed into place; the object it replaced kept its file till now
+                self._remove(object_id)
+                self._work.append(RemoveSegment(object_id))
+            return generation
+        if work.held:  # the file replaced the held object's segment file: the object is now that file
+            self._remove(object_id, renamed_over=True)
+            stored = StoredObject(
+                work.owner_id, work.total_bytes, work.name, None,
+                Residence.WRITING if self.spills else Residence.MEMORY, self._generation(), Segment.WRITING,
+            )  # fmt: skip
+            self._insert(object_id, stored)
+            generation = stored.generation
         stored.segment = Segment.READY
         if self.spills:
             self._write(WriteFile(object_id, generation, stored.owner_id, stored.name, None))
         self._evict()
+        return generation
 
     def read_finished(
         self, object_id: bytes, generation: int, frames: Sequence[PayloadBuffer] | None, in_segment: bool = False

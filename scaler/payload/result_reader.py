@@ -64,12 +64,13 @@ class ResultReader:
 
     def _frames(self, result: m.TaskResult | m.StreamItem) -> list[memoryview]:
         """The result's (or stream value's) frames: inline, or read from storage. A client on the storage's host maps
-        the segment file privately (copy on write): the value is the client's to change, as one received over the
-        socket is, without a copy until it is written."""
+        the segment file read-only, as processors do: a numpy array (a pandas frame's blocks) is a read-only view of
+        the one copy in shared memory, built without copying it, and it keeps its map alive (deleting the object
+        after the read unlinks the file; the memory goes with the value's last reference)."""
         if result.payload_kind is not m.PayloadKind.OBJECT_ID:
             return [memoryview(result.payload)]
         storage = self._storage()
-        frames: list[memoryview] = storage.get_frames(result.payload, copy_on_write=True)
+        frames: list[memoryview] = storage.get_frames(result.payload)
         if self._keep_objects:
             return frames
         try:

@@ -25,6 +25,17 @@ class ObjectSink(Protocol):
         """The client's objects were deleted (`clear()`): every object is stored again at its next use."""
 
 
+class StoredReader(Protocol):
+    """How the task encoder reads back what it stored, to take a large object's digest from its stored copy
+    (`TaskEncoder.put_object`) instead of hashing it on the way in."""
+
+    def reads_locally(self) -> bool:
+        """Whether stored objects are read back without a transfer (mapped on the storage's host)."""
+
+    def stored_frames(self, object_id: ObjectID) -> list[memoryview] | None:
+        """The stored object's frames, as it was put (None: it is not stored any more)."""
+
+
 class StoredOnce:
     """An `ObjectSink` over `put` (returns once stored) and, optionally, `put_later` (pipelined). Thread-safe: a
     thread asking for an id another thread is storing right now waits for that put (a task that names the object

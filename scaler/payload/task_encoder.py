@@ -21,7 +21,7 @@ from typing import Any
 from scaler.payload.references import CopyOnWrite, ObjectReference
 from scaler.payload.serializer import DefaultSerializer, Serializer, one_payload, serialize_to_frames
 from scaler.payload.storage import INLINE_LIMIT_BYTES
-from scaler.payload.stored_objects import ObjectSink
+from scaler.payload.stored_objects import ObjectSink, StoredReader
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID, new_random_object_id
@@ -102,7 +102,10 @@ class TaskEncoder:
         serializer: Serializer,
         objects: ObjectSink,
         ship_local_modules: bool = False,
+        stored: StoredReader | None = None,
     ) -> None:
+        """`stored`: reads back what was stored; where that costs no transfer (the storage's host), a large object's
+        digest is taken from its stored copy, and only once another object of its size comes (see `put_object`)."""
         self._client_id = client_id
         #: pickle the functions of the client's own (not installed) modules by value: its workers run elsewhere
         self._ship_local_modules = ship_local_modules
@@ -111,9 +114,12 @@ class TaskEncoder:
         self._serializer_id: ObjectID | None = None
         self._functions: dict[int, FunctionEntry] = {}
         self._clear_epoch = 0  #: how many times the client cleared its objects (see TaskBody.clear_epoch)
+        self._stored = stored
         #: large objects: content digest -> id, and the sizes stored (equal content needs equal size)
         self._large: dict[bytes, ObjectID] = {}
         self._large_sizes: set[int] = set()
+        #: large objects stored without their digest yet, by size: (id, whether its payload was a list of frames)
+        self._undigested: dict[int, list[tuple[ObjectID, bool]]] = {}
         #: set by Client.forward_logging: the tasks encoded from then on ask for their logging records
         self.log_forwarding: m.LogForwarding | None = None
 
@@ -125,6 +131,7 @@ class TaskEncoder:
         self._functions.clear()
         self._large.clear()
         self._large_sizes.clear()
+        self._undigested.clear()
         self._serializer_id = None
 
     def serializer_id(self) -> ObjectID:
@@ -186,15 +193,53 @@ class TaskEncoder:
         if size >= LARGE_OBJECT_BYTES and size not in self._large_sizes:
             return self._put_large(payload, name)
         object_id = content_id(self._client_id, payload)
-        if object_id in self._large:
-            return self._large[object_id]
+        known = self._large_with(object_id, size)
+        if known is not None:
+            return known
         self._objects.store(object_id, payload, name, later)
         return object_id
 
+    def stored_id(self, payload: bytes | Frames) -> ObjectID:
+        """The id this client's object of this content is (or would be) stored under: its content id, or the random
+        id a large object of equal content was stored under."""
+        object_id = content_id(self._client_id, payload)
+        known = self._large_with(object_id, frames_size(payload))
+        return object_id if known is None else known
+
+    def _large_with(self, digest: ObjectID, size: int) -> ObjectID | None:
+        """The id of the large object stored with this digest (the digests of those of this size stored without one
+        are taken now from their stored copies: only objects of equal size can be equal)."""
+        if size < LARGE_OBJECT_BYTES:
+            return None
+        self._digest_stored(size)
+        return self._large.get(digest)
+
+    def _digest_stored(self, size: int) -> None:
+        """The digests of the large objects of `size` bytes stored without one, from what storage holds (an object
+        deleted meanwhile is forgotten)."""
+        if self._stored is None:
+            return
+        for object_id, as_list in self._undigested.pop(size, []):
+            try:
+                frames = self._stored.stored_frames(object_id)
+            except Exception:  # storage unreachable: this object is not found again by its content (stored twice)
+                frames = None
+            if frames is not None:
+                self._large[content_id(self._client_id, frames if as_list else frames[0])] = object_id
+
     def _put_large(self, payload: bytes | Frames, name: str) -> ObjectID:
-        """No stored object has this size, so this content is new: send it under a fresh id while its
-        digest is computed on another thread (hashing 100 MB costs about as much as sending it), and
-        remember the digest so that the same content sent again is not stored twice."""
+        """No stored object has this size, so this content is new: send it under a fresh id. Its digest, so that the
+        same content sent again is not stored twice, is taken later from the stored copy when storage is on this host
+        (read back without a transfer, only if another object of this size comes: a put of 100 MB then costs its write
+        alone); elsewhere it is computed now on another thread while the object is sent (hashing 100 MB costs about
+        as much as sending it)."""
+        size = frames_size(payload)
+        if self._stored is not None and self._stored.reads_locally():
+            object_id = ObjectID(owner_tag(self._client_id) + new_random_object_id()[OWNER_TAG_BYTES:])
+            self._objects.store(object_id, payload, name)
+            self._undigested.setdefault(size, []).append((object_id, isinstance(payload, list)))
+            self._large_sizes.add(size)
+            return object_id
         digest: list[ObjectID] = []
         hashing = threading.Thread(target=lambda: digest.append(content_id(self._client_id, payload)))
         hashing.start()

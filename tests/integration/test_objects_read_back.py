@@ -57,7 +57,7 @@ from scaler.object_storage.connection import ObjectStorageConnection
 from scaler.payload.processor_context import BlockingWait
 from scaler.payload.serializer import Serializer, serialize_to_frames
 from scaler.payload.storage import INLINE_LIMIT_BYTES
-from scaler.payload.task_encoder import LARGE_OBJECT_BYTES, content_id
+from scaler.payload.task_encoder import LARGE_OBJECT_BYTES
 from scaler.protocol import messages as m
 from tests.integration.conftest import (
     COLD_START_SECONDS,
@@ -208,13 +208,12 @@ def stored_object_id(future: Any) -> bytes | None:
 
 def stored_argument_id(client: Client, value: Any) -> bytes | None:
     """Where the client stores `value` as a task's argument (None: it travels inline). The id is the content's digest,
-    or, from LARGE_OBJECT_BYTES, a random id the client remembers by that digest (`TaskEncoder._put_large`). The
+    or, from LARGE_OBJECT_BYTES, a random id the client finds by that digest (`TaskEncoder.stored_id`). The
     content is the value's frames (`serialize_to_frames`: a numpy array's buffers out of band), one frame as itself."""
     frames = serialize_to_frames(client._session.serializer, value)
     if sum(memoryview(frame).nbytes for frame in frames) <= INLINE_LIMIT_BYTES:
         return None
-    digest = content_id(client.identity, frames if len(frames) > 1 else frames[0])
-    return client._session._encoder._large.get(digest, digest)
+    return client._session._encoder.stored_id(frames if len(frames) > 1 else frames[0])
 
 
 # ---------------------------------------------------------------- the stack

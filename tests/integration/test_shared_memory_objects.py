@@ -16,6 +16,10 @@ Checked by hand with each mechanism off:
   of the killed server stays).
 - the processor's check that a cached (mapped) object still exists off (`TaskDecoder._object`):
   `test_a_mapped_object_after_clear_...` fails (the task reads the cleared object's old map).
+- the client's read-only maps off (`ResultReader._frames` and `Session.read` asking `copy_on_write=True`, as before
+  issue 40's client side): `test_the_client_reads_results_and_objects_read_only_...` fails (the arrays it reads are
+  writable); the client's read by name off (`ObjectStorageConnection.get_frames` asking `getMapped` first) changes
+  no outcome here (it saves a round trip: benchmarks/shared_memory.py).
 """
 
 from __future__ import annotations
@@ -69,6 +73,12 @@ def write_first(array: Any) -> tuple[str, float]:
     """Write the argument (only possible on a copy-on-write view), then say where it lies and what it holds."""
     array[0] = -1.0
     return mapping_of(array), float(array[0])
+
+
+def make_array(count: int) -> Any:
+    import numpy
+
+    return numpy.arange(count, dtype=numpy.float64)
 
 
 # ---------------------------------------------------------------- helpers
@@ -191,3 +201,44 @@ def test_a_mapped_object_after_clear_and_after_a_processor_dies_holding_it(launc
         wait_for(lambda: not any(name.endswith(".obj") for name in os.listdir(directory)), "the object's file to go")
         with pytest.raises(MissingObjects):
             client.submit(where_is, reference).result(TIMEOUT)
+
+
+def test_the_client_reads_results_and_objects_read_only_without_a_copy(launcher: Launcher) -> None:
+    """On the storage's host the client reads as processors do: a result's array and a stored object's array are
+    read-only views of the object's segment file (writing one raises), and outlive the object's file (the result is
+    deleted once read; `clear()` deletes the object: new reads fail, the view already read stays whole). A reference
+    marked `copy_on_write()` gives a private writable view, whose writes nobody else sees. Another reader (a task,
+    the client again) still reads the object after the client dropped its view."""
+    pytest.importorskip("numpy")
+    from scaler.errors import MissingObjects
+
+    addresses, _storage = start_stack(launcher, 1)
+    directory = segment_directory_of(addresses.object_storage)
+    count = MiB // 8 * 8  # 8 MiB of float64
+    expected = float(make_array(count).sum())
+    with Client(address=addresses.scheduler) as client:
+        result = client.submit(make_array, count).result(TIMEOUT)
+        assert mapping_of(result).startswith(directory + "/") and not result.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            result[0] = -1.0
+        wait_for(lambda: not any(name.endswith(".obj") for name in os.listdir(directory)), "the result's file to go")
+        assert float(result.sum()) == expected  # its file is unlinked, its map lives with the array
+
+        reference = client.send_object(make_array(count))
+        read = client.session.read(reference)
+        assert mapping_of(read).startswith(directory + "/") and not read.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            read[0] = -1.0
+        writable = client.session.read(reference.copy_on_write())
+        assert mapping_of(writable).startswith(directory + "/") and writable.flags.writeable
+        writable[0] = -1.0
+        assert read[0] == 0.0 and float(client.session.read(reference)[0]) == 0.0  # nobody else saw the write
+        del read, writable
+        assert client.submit(where_is, reference).result(TIMEOUT)[2] == expected
+        kept = client.session.read(reference)
+        assert float(kept.sum()) == expected
+        client.clear()
+        wait_for(lambda: not any(name.endswith(".obj") for name in os.listdir(directory)), "the object's file to go")
+        with pytest.raises(MissingObjects):
+            client.session.read(reference)
+        assert float(kept.sum()) == expected and kept[1] == 1.0

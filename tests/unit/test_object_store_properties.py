@@ -195,7 +195,7 @@ class StoreHistories(RuleBasedStateMachine):
                     assert isinstance(item, IMMEDIATE_WORK)
                     refused = self.worker.carry_out_at_once(item)
                     if isinstance(item, AdoptSegment):
-                        replies.extend(self.service.adopted(item.object_id, item.generation, refused))
+                        replies.extend(self.service.adopted(item, refused))
         return replies
 
     def _send(
