@@ -32,7 +32,7 @@ from scaler.client.core import (
     Connected,
     Fail,
     JobAnswered,
-    Reconnect,
+    ReconnectToScheduler,
     SendFrames,
     SendToScheduler,
     ShowLog,
@@ -172,7 +172,7 @@ class ClientAgent(Generic[FutureT]):
             StoryAnswered: self._story_answer,
             JobAnswered: self._job_answer,
             Warn: self._warn,
-            Reconnect: lambda effect: self._reconnect(),
+            ReconnectToScheduler: lambda effect: self._reconnect(),
         }
 
     # ------------------------------------------------------------ what the core knows (read without the lock:

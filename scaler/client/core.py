@@ -165,7 +165,7 @@ class Warn:
 
 
 @dataclass(frozen=True, slots=True)
-class Reconnect:
+class ReconnectToScheduler:
     """Close the connection to the scheduler and make a new one (rule 6)."""
 
 
@@ -183,7 +183,7 @@ ClientEffect = (
     | StoryAnswered
     | JobAnswered
     | Warn
-    | Reconnect
+    | ReconnectToScheduler
 )
 
 #: A connection that closed, and whose replacement has heard nothing from the scheduler for this long, is made anew
@@ -369,7 +369,7 @@ class ClientCore(Generic[F]):
         if since is None or self.link.is_over or now - since < RECONNECT_SECONDS:
             return []
         self._unanswered_since = now
-        return [Reconnect(), SendToScheduler(self.answers.resume(list(self._unfinished)))]
+        return [ReconnectToScheduler(), SendToScheduler(self.answers.resume(list(self._unfinished)))]
 
     def _noticed_own_pause(self, now: float) -> list[ClientEffect[F]]:
         """A gap since the last event this client handled, longer than the link's `pause_after_seconds`, was this

@@ -23,7 +23,7 @@ from scaler.client.core import (
     Connected,
     Fail,
     JobAnswered,
-    Reconnect,
+    ReconnectToScheduler,
     SendFrames,
     SendToScheduler,
     ShowLog,
@@ -269,7 +269,7 @@ def test_a_closed_connection_waits_out_the_grace_then_fails_every_future() -> No
     assert isinstance(closed, Warn) and closed.show and "closed: waiting up to 60 s for a scheduler" in closed.text
     middle = core.on_tick(1.0 + GRACE_SECONDS / 2)
     # a notice, a heartbeat into the reconnecting socket, and a new connection with the ClientResume again on it
-    assert kinds(middle) == [Warn, SendToScheduler, Reconnect, SendToScheduler]
+    assert kinds(middle) == [Warn, SendToScheduler, ReconnectToScheduler, SendToScheduler]
     assert isinstance(middle[0], Warn) and middle[0].show and "giving up in 30 s" in middle[0].text
     effects = core.on_tick(2.0 + GRACE_SECONDS)
     assert kinds(effects) == [Warn, Fail, Closed]
@@ -289,16 +289,16 @@ def test_a_closed_connection_left_unanswered_is_made_anew_with_the_resume_sent_a
     core = connected()
     submit(core, 1)
     core.on_disconnected(1.0)
-    assert Reconnect not in kinds(core.on_tick(1.0 + RECONNECT_SECONDS / 2))
+    assert ReconnectToScheduler not in kinds(core.on_tick(1.0 + RECONNECT_SECONDS / 2))
     effects = core.on_tick(1.0 + RECONNECT_SECONDS)
-    assert kinds(effects)[-2:] == [Reconnect, SendToScheduler]
+    assert kinds(effects)[-2:] == [ReconnectToScheduler, SendToScheduler]
     resume = effects[-1]
     assert isinstance(resume, SendToScheduler) and isinstance(resume.message, m.ClientResume)
     assert resume.message.unfinished == (task(1),)
-    assert Reconnect not in kinds(core.on_tick(1.0 + RECONNECT_SECONDS * 1.5))
-    assert Reconnect in kinds(core.on_tick(1.0 + RECONNECT_SECONDS * 2))
+    assert ReconnectToScheduler not in kinds(core.on_tick(1.0 + RECONNECT_SECONDS * 1.5))
+    assert ReconnectToScheduler in kinds(core.on_tick(1.0 + RECONNECT_SECONDS * 2))
     core.on_messages([m.HeartbeatEcho("", 1)], 1.0 + RECONNECT_SECONDS * 2.5)
-    assert Reconnect not in kinds(core.on_tick(1.0 + RECONNECT_SECONDS * 4))
+    assert ReconnectToScheduler not in kinds(core.on_tick(1.0 + RECONNECT_SECONDS * 4))
 
 
 def test_without_a_grace_a_closed_connection_fails_the_futures_at_once() -> None:
