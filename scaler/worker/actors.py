@@ -2,13 +2,14 @@
 
 An actor's start task (`Task.actor` set; its function is the class) builds the instance, says so (ActorReady, which
 the scheduler waits for before it sends the actor's calls; it names the processor's own link when the scheduler
-accepted it, and the calls then come on that link, without the agent: processor/outlet.py), then holds its processor's
-computing turn while the actor lives: its thread serves the actor's calls (tasks with `Task.actor_id` set), which the processor's task line hands it
-in the order they came (`ActorHost.wait_call`), one at a time, or up to `ActorSpec.max_concurrency` at once on a pool
-of threads. Each call's result goes out as it ends. An ActorStop ends the actor once the calls before it are served:
-the start task succeeds (its value is None). A stopped start task (its client left, or it was killed) has
-TaskAbandoned raised at its wait for a call, or in its thread while a call runs; the calls not served are answered by
-the scheduler, which knows the actor ended.
+accepted it, and the calls then come on that link, without the agent: processor/outlet.py), then holds its
+processor's computing turn while the actor lives: its thread serves the actor's calls (tasks with `Task.actor_id`
+set), which the processor's task line hands it in the order they came (`ActorHost.wait_call`), one at a time, or up
+to `ActorSpec.max_concurrency` at once on a pool of threads. Each call's result goes out as it ends, the way its call
+came (`ActorHost.answer`). An ActorStop ends the actor once the calls before it are served: the start task succeeds
+(its value is None). A stopped start task (its client left, or it was killed) has TaskAbandoned raised at its wait
+for a call, or in its thread while a call runs; the calls not served are answered by the scheduler, which knows the
+actor ended.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ class BlockingChannel:
     def wait(self, timeout_seconds: float | None, also: tuple[int, ...] = ()) -> bool:
         """Whether the channel, or one of the descriptors `also`, is readable (a message, or the agent gone) within the
         timeout (None: no limit)."""
-        readable, _, _ = select.select([self._socket, *also], [], [], timeout_seconds)
+        readable, _, _ = select.select([self._socket.fileno(), *also], [], [], timeout_seconds)
         return bool(readable)
 
     def poll(self) -> list[m.Message]:

@@ -181,6 +181,13 @@ class ProcessorOutlet:
             return
         with self._lock:
             self._read_locked()
+            self._wake_reader()
+
+    def _wake_reader(self) -> None:
+        """Work was read on the link outside `take_work`: the reading thread's select sees the pipe."""
+        if self._work and not self._woken and self._wake is not None:
+            self._woken = True
+            os.write(self._wake[1], b"w")
 
     def _read_locked(self) -> None:
         link = self._link
@@ -226,6 +233,7 @@ class ProcessorOutlet:
         while True:
             with self._lock:
                 self._read_locked()
+                self._wake_reader()
                 state = self._route.state
                 if state is RouteState.OPEN:
                     self._linked_actors.add(actor_id)
@@ -312,6 +320,7 @@ class ProcessorOutlet:
         self._link.send_multipart(frames)
         if self._linked_actors:
             self._read_locked()
+            self._wake_reader()
 
     def _identity(self) -> bytes:
         identity = self._link.getsockopt(zmq.ROUTING_ID)
@@ -325,9 +334,6 @@ class ProcessorOutlet:
             return
         if isinstance(message, (m.Task, m.ActorStop)):  # an actor's call or stop: for the task line
             self._work.append(message)
-            if not self._woken and self._wake is not None:
-                self._woken = True
-                os.write(self._wake[1], b"w")
             return
         if isinstance(message, m.HelloReply) and not message.accepted:
             logger.debug("the scheduler refused this processor's link (%s); its results go through its agent",
