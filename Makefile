@@ -77,9 +77,9 @@ test-pythons:
 		if [ -z "$$interpreter" ]; then echo "test-pythons: Python $$version not found on this machine: skipped"; continue; fi; \
 		venv=.venv-$$version; \
 		[ -x $$venv/bin/python ] || $$interpreter -m venv $$venv || exit 1; \
-		$$venv/bin/python -m pip install --quiet -e . "pytest>=8" "pytest-timeout>=2.3" || exit 1; \
+		$$venv/bin/python -m pip install --quiet -e ".[test]" || exit 1; \
 		echo "pure tiers on $$($$venv/bin/python --version)"; \
-		$$venv/bin/python -m pytest -q -p no:cacheprovider tests/unit tests/simulation || exit 1; \
+		$$venv/bin/python -m pytest -q -p no:cacheprovider -n 2 tests/unit tests/simulation || exit 1; \
 	done
 
 benchmark: $(STAMP)

@@ -25,8 +25,8 @@ from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 WORKLOADS_DIR = BENCH_DIR / "workloads"
-SYSTEMS = ("ours", "opengris", "dask")
-PROFILED = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "U1", "U2", "U3")
+SYSTEMS = ("ours", "ours-before", "opengris", "dask")  # ours-before: SCALER_BENCH_BEFORE (see run.py)
+PROFILED = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "U1", "U2", "U3", "U4")
 
 
 def parse_args() -> argparse.Namespace:

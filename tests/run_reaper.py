@@ -190,6 +190,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _STATE.cpu = CpuPerTest(run, worker_id)
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: the pure tiers also run without xdist (make test-pythons)
 def pytest_testnodedown(node: Any, error: object) -> None:
     if error and _STATE.controller is not None:
         _STATE.crashed += _STATE.controller.reap_worker(str(node.gateway.id))
