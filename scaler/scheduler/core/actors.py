@@ -82,6 +82,10 @@ class Actors:
         self._names: dict[tuple[str, str], TaskID] = {}
         #: why actors ended, for calls made to them after (the latest ENDED_KEPT, oldest first)
         self._ended: dict[TaskID, str] = {}
+        #: the sweep looks at every actor only when a start task ended (or was refused) since it last looked, so
+        #: that a step of plain tasks pays nothing for the actors that live
+        self._swept_at = 0
+        self._sweep_due = False
 
     # ------------------------------------------------------------ from clients
 
@@ -98,6 +102,7 @@ class Actors:
             return False
         record = ActorRecord(task.task_id, client, owner, task.function_name, spec, core.now)
         self.actors[task.task_id] = record
+        self._sweep_due = True  # the lifecycle may refuse its start task without ever holding it
         if spec.name:
             self._names[(owner, spec.name)] = task.task_id
         return True
@@ -227,7 +232,11 @@ class Actors:
 
     def sweep(self) -> None:
         """Actors whose start task ended are gone: their calls end ACTOR_DIED (rule 3)."""
-        records = self._core.tasks.records
+        tasks = self._core.tasks
+        if not self._sweep_due and tasks.actor_starts_ended == self._swept_at:
+            return
+        self._sweep_due, self._swept_at = False, tasks.actor_starts_ended
+        records = tasks.records
         for actor_id in [a for a in self.actors if a not in records]:
             actor = self.actors.pop(actor_id)
             if actor.spec.name:

@@ -9,7 +9,8 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID, TaskID
 from scaler.scheduler.core.effects import Send
 from scaler.scheduler.core.events import PeerLost
-from scaler.testing.simulation import FakeClient, FakeWorker, SimulatedCluster, hello, success, task
+from scaler.scheduler.core.scheduler_core import CoreSettings
+from scaler.testing.simulation import PYTHON, FakeClient, FakeWorker, SimulatedCluster, hello, success, task
 
 
 def start(sim: SimulatedCluster, client: FakeClient, number: int, max_restarts: int = 1, name: str = "") -> TaskID:
@@ -241,4 +242,18 @@ def test_when_the_actors_link_closes_its_calls_go_through_its_worker_and_a_lost_
     sim.send(worker.peer, m.ActorReady(actor_id))  # the new instance names no link
     again = call(sim, client, actor_id, 12)
     assert worker.held == [actor_id, again] and len(sent_on(sim, relinked, m.Task)) == 0
+    sim.check_invariants()
+
+
+def test_an_actor_whose_start_task_is_refused_ends_and_its_calls_say_why() -> None:
+    """A start task the lifecycle refuses (the queue is full) never enters the task table: the actors' sweep still
+    ends the actor in that step, and a call to it is refused. Checked to fail with `Actors.start` not marking the
+    sweep due (the sweep skipped, the call waited for an actor that would never be built)."""
+    sim = SimulatedCluster(CoreSettings("tcp://sim:1", "tcp://sim:2", PYTHON, max_tasks_waiting=0))
+    client = sim.add_client()
+    actor_id = start(sim, client, 1)
+    assert answered(client, actor_id) == [("result", "noWorker")]
+    refused = call(sim, client, actor_id, 10)
+    assert answered(client, refused) == [("result", "actorDied")]
+    assert not sim.core.view().actors
     sim.check_invariants()
