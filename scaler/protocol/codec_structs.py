@@ -1075,10 +1075,11 @@ def read_stream_credit(r: Any) -> m.StreamCredit:
 
 def write_actor_ready(b: Any, v: m.ActorReady) -> None:
     b.actorId = v.actor_id
+    b.processor = v.processor
 
 
 def read_actor_ready(r: Any) -> m.ActorReady:
-    return m.ActorReady(r.actorId)
+    return m.ActorReady(r.actorId, r.processor)
 
 
 def write_actor_stop(b: Any, v: m.ActorStop) -> None:

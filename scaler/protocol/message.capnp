@@ -694,6 +694,9 @@ struct StreamCredit {
 struct ActorReady {
   # processor -> worker -> scheduler: the actor's constructor returned; its instance lives in that processor.
   actorId @0 :Data;
+  processor @1 :Data;       # the identity of that processor's own link to the scheduler, when the scheduler accepted
+                            # it (empty: none): the actor's calls and its stop go there, and their results come back
+                            # on it, without the agent (docs/protocol.md section 3.8)
 }
 
 struct ActorStop {

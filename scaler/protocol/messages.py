@@ -1005,6 +1005,10 @@ class ActorReady:
     """processor -> worker -> scheduler: the actor's constructor returned; its instance lives in that processor."""
 
     actor_id: TaskID
+    #: the identity of that processor's own link to the scheduler, when the scheduler accepted it (empty: none):
+    #: the actor's calls and its stop go there, and their results come back on it, without the agent
+    #: (docs/protocol.md section 3.8)
+    processor: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,6 +119,7 @@ MESSAGES: dict[str, m.Message] = {
     "stream-item-object": m.StreamItem(T, 1 << 40, m.PayloadKind.OBJECT_ID, b"o" * 16),
     "stream-credit": m.StreamCredit(T, 16),
     "actor-ready": m.ActorReady(T),
+    "actor-ready-linked": m.ActorReady(T, b"worker-1/processor-2"),
     "actor-stop": m.ActorStop(T),
     "actor-lookup": m.ActorLookup("pricer"),
     "actor-reply": m.ActorReply("pricer", True, T, "Pricer", b"interface", ""),

@@ -19,6 +19,12 @@ not know: each actor's *calls* (tasks with `Task.actor_id` set), which never ent
    each instance, each restart and its end.
 5. A name (`ActorSpec.name`) is unique among the live actors of one owner (a CURVE key; "" without CURVE); ActorLookup
    finds it.
+6. The direct route: an ActorReady that names its processor's own link (`ActorReady.processor`, a link this scheduler
+   accepted for that worker) makes the actor's calls and its stop go on that link, not through the worker's agent,
+   and their results come back on it (the processor orders them, and the start task's end, on that one link). The
+   actor takes that route until it is lost (rule 2: built again, it says again where it is) or the link closes; then
+   its calls go through the agent, which hands them to the same processor. A call at a processor whose link closed is
+   answered when the processor's loss is heard (rule 2), as one sent through the agent is.
 
 Pure: time is the core's `now`.
 """
@@ -59,6 +65,7 @@ class ActorRecord:
     started_at: float
     state: str = "placing"  #: "placing" (its start task is queued or building it), "running", "stopping"
     worker: PeerID | None = None  #: where it lives, once ready
+    link: PeerID | None = None  #: its processor's own link, when its calls go there (rule 6)
     restarts: int = 0
     calls_done: int = 0
     #: calls waiting for it to be ready, in order: (caller, call); None: the stop, once the calls before it are sent
@@ -75,6 +82,10 @@ class Actors:
         self._names: dict[tuple[str, str], TaskID] = {}
         #: why actors ended, for calls made to them after (the latest ENDED_KEPT, oldest first)
         self._ended: dict[TaskID, str] = {}
+        #: the sweep looks at every actor only when a start task ended (or was refused) since it last looked, so
+        #: that a step of plain tasks pays nothing for the actors that live
+        self._swept_at = 0
+        self._sweep_due = False
 
     # ------------------------------------------------------------ from clients
 
@@ -91,6 +102,7 @@ class Actors:
             return False
         record = ActorRecord(task.task_id, client, owner, task.function_name, spec, core.now)
         self.actors[task.task_id] = record
+        self._sweep_due = True  # the lifecycle may refuse its start task without ever holding it
         if spec.name:
             self._names[(owner, spec.name)] = task.task_id
         return True
@@ -115,7 +127,7 @@ class Actors:
             return
         if actor.state == "running" and actor.worker is not None:
             actor.state = "stopping"
-            self._core.send(actor.worker, m.ActorStop(actor_id))
+            self._core.send(actor.link or actor.worker, m.ActorStop(actor_id))
         else:
             actor.pending.append(None)  # sent once it is ready, after the calls before it
 
@@ -137,15 +149,16 @@ class Actors:
         start = self._core.tasks.get(ready.actor_id)
         if actor is None or start is None or start.worker != peer:
             return  # stale: from a worker given up on
-        actor.worker, actor.state = peer, "running"
+        actor.worker, actor.state, actor.link = peer, "running", self._link(peer, ready.processor)
         held = sum(1 for w in actor.pending if w is not None)
-        because = f"its constructor returned; {held} call(s) waiting for it go to its worker"
+        route = "its processor's own link" if actor.link is not None else "its worker"
+        because = f"its constructor returned; {held} call(s) waiting for it go to {route}"
         self._core.tasks.stories.note(ready.actor_id, self._core.wall_time, "actor ready", peer, because)
         while actor.pending:
             waiting = actor.pending.popleft()
             if waiting is None:
                 actor.state = "stopping"
-                self._core.send(peer, m.ActorStop(actor.actor_id))
+                self._core.send(actor.link or peer, m.ActorStop(actor.actor_id))
                 break
             self._to_worker(actor, *waiting)
 
@@ -206,6 +219,12 @@ class Actors:
             self._lost(actor, reason)
             worker.assigned.discard(actor.actor_id)
 
+    def processor_gone(self, processor: PeerID) -> None:
+        """A processor's link closed: the actors it served take the route through their agent (rule 6)."""
+        for actor in self.actors.values():
+            if actor.link == processor:
+                actor.link = None
+
     def client_gone(self, client: ClientID) -> None:
         """Its calls are answered nobody (its actors end with their start tasks, which the lifecycle cancels)."""
         for actor in self.actors.values():
@@ -213,7 +232,11 @@ class Actors:
 
     def sweep(self) -> None:
         """Actors whose start task ended are gone: their calls end ACTOR_DIED (rule 3)."""
-        records = self._core.tasks.records
+        tasks = self._core.tasks
+        if not self._sweep_due and tasks.actor_starts_ended == self._swept_at:
+            return
+        self._sweep_due, self._swept_at = False, tasks.actor_starts_ended
+        records = tasks.records
         for actor_id in [a for a in self.actors if a not in records]:
             actor = self.actors.pop(actor_id)
             if actor.spec.name:
@@ -243,7 +266,7 @@ class Actors:
         """Rule 2: the actor starts again, or dies; True (its start task was taken care of)."""
         actor.restarts += 1
         limit = actor.spec.max_restarts
-        actor.worker = None
+        actor.worker = actor.link = None
         stopping = actor.state == "stopping"
         if stopping or (limit >= 0 and actor.restarts > limit):
             spent = "it was stopping" if stopping else f"its restarts are spent ({limit} allowed)"
@@ -281,7 +304,12 @@ class Actors:
         assert actor.worker is not None
         actor.at_worker[task.task_id] = client
         self._calls[task.task_id] = actor.actor_id
-        self._core.send(actor.worker, task)
+        self._core.send(actor.link or actor.worker, task)
+
+    def _link(self, worker: PeerID, processor: bytes) -> PeerID | None:
+        """The processor link an ActorReady names, if this scheduler accepted it for that worker (rule 6)."""
+        record = self._core.processors.get(PeerID(processor)) if processor else None
+        return record.peer if record is not None and record.worker == worker else None
 
     def _answer(self, client: ClientID, task_id: TaskID, status: m.ResultStatus, why: str) -> None:
         if PeerID(client) in self._core.clients:

@@ -78,6 +78,8 @@ class TaskTable:
         self.not_found = 0  #: cancels naming a task the scheduler did not know
         #: live tasks per state
         self.live_counts: dict[TaskState, int] = dict.fromkeys(TaskState, 0)
+        #: actors' start tasks that ended, ever: the actors' sweep (core/actors.py) runs only when it moved
+        self.actor_starts_ended = 0
         #: DISPATCHED and CANCELING tasks per priority (overtaking.py)
         self.held_by_priority: dict[int, int] = {}
         #: [waiting, queued, running, succeeded, failed, canceled] per client and per function
@@ -154,6 +156,8 @@ class TaskTable:
         if self.shrink.due(len(self.records)):
             self._rebuild()
         del self.records[record.task_id]
+        if record.task.actor is not None:
+            self.actor_starts_ended += 1
         owned = self.by_client.get(record.client_id)
         if owned is not None:
             owned.discard(record.task_id)

@@ -53,8 +53,13 @@ class WorkerSessions:
         core.lifecycle.result_from(peer, result)
 
     def on_processor_result(self, peer: PeerID, result: m.TaskResult) -> None:
-        """A result on a processor's own link: its worker's, and named read in the worker's next echo."""
-        worker = self._core.workers[self._core.processors[peer].worker]
+        """A result on a processor's own link: its worker's, and named read in the worker's next echo (an actor's
+        call's is not: its agent never saw the call, core/actors.py rule 6)."""
+        core = self._core
+        worker = core.workers[core.processors[peer].worker]
+        if core.actors.is_call(result.task_id):
+            core.actors.call_result(worker.peer, result)
+            return
         worker.results_read.append(result.task_id)
         self.on_result(worker.peer, result)
 
@@ -91,6 +96,8 @@ class WorkerSessions:
         processor = core.processors.pop(peer, None)
         if processor is not None and (worker := core.workers.get(processor.worker)) is not None:
             worker.processors.discard(peer)
+        if processor is not None:
+            core.actors.processor_gone(peer)
 
     def end_notices(self) -> None:
         """A draining worker whose reclaim notice is over has its remaining tasks moved elsewhere."""

@@ -31,7 +31,9 @@ result journal (`result_journal`: results to send again after a scheduler restar
    staged behind it. The actor's calls (`Task.actor_id`) and its stop (ActorStop) go
    straight to the processor that holds the actor, outside the table (they take no slot: the start task's thread
    serves them); a call's result goes on to the scheduler as it comes. A call for an actor not held here is
-   answered ACTOR_DIED at once; the scheduler answers those that were in a processor that died.
+   answered ACTOR_DIED at once; the scheduler answers those that were in a processor that died. When the processor's
+   ActorReady names its own link, the scheduler sends the calls there and they never pass here; the start task's end
+   then comes as a ResultSent (processor/outlet.py).
 6. A result reaches the scheduler from its processor, on the processor's own link, when that processor's route is
    open (it then tells the agent with ResultSent: processor/result_route.py), else through the agent (TaskResult).
    Either way the task ends here when the agent hears of it (END), and the result journal keeps the result until
@@ -407,8 +409,10 @@ class AgentCore:
         held = self.table.finish(processor, sent.task_id, self.now)
         if held is None:
             return  # stopped or cancelled meanwhile: the scheduler was told, and takes whichever comes first
-        # the processor's own measure: its message may have waited for others, to leave with them (outlet.py)
-        self.estimates.learn(held.task.function_name, sent.seconds or self.now - held.started_at)
+        if held.task.actor is not None:  # an actor whose calls came on the processor's link: its end went there too
+            self._forget_calls(processor.processor_id)
+        else:  # the processor's own measure: its message may have waited for others, to leave with them (outlet.py)
+            self.estimates.learn(held.task.function_name, sent.seconds or self.now - held.started_at)
         self.journal.sent_by_processor(processor.processor_id, sent)
 
     def _on_exit(self, processor_id: bytes, description: str, out_of_memory: str) -> None:

@@ -71,9 +71,10 @@ class BlockingChannel:
         except (BrokenPipeError, ConnectionResetError) as error:
             raise ChannelClosed("the worker agent closed the channel") from error
 
-    def wait(self, timeout_seconds: float | None) -> bool:
-        """Whether the channel is readable (a message, or the agent gone) within the timeout (None: no limit)."""
-        readable, _, _ = select.select([self._socket], [], [], timeout_seconds)
+    def wait(self, timeout_seconds: float | None, also: tuple[int, ...] = ()) -> bool:
+        """Whether the channel, or one of the descriptors `also`, is readable (a message, or the agent gone) within the
+        timeout (None: no limit)."""
+        readable, _, _ = select.select([self._socket.fileno(), *also], [], [], timeout_seconds)
         return bool(readable)
 
     def poll(self) -> list[m.Message]:

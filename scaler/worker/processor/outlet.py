@@ -1,16 +1,28 @@
 """Where everything a processor reports goes: its channel to the agent, and its own link to the scheduler for the
 results of the tasks it ran (`result_route.ResultRoute` decides which; docs/protocol.md section 3.7).
 
-The link is a DEALER to the scheduler opened when the agent first configures the processor, with the worker's
-transport security and an identity of its own (its worker's id, "/", its processor id). What the scheduler answers
-on it (its HelloReply, a ProtocolError when it forgot the processor) is read without blocking whenever the
-processor does its housekeeping: after every task and every read of the channel. Every call comes under one lock,
-from whichever thread: the results of one processor reach the scheduler and the agent in the order they were made.
+The link is a DEALER to the scheduler opened when the agent first configures the processor (with `direct_results`;
+without, when the processor first builds an actor), with the worker's transport security and an identity of its own
+(its worker's id, "/", its processor id). What the scheduler answers on it (its HelloReply, a ProtocolError when it
+forgot the processor) is read without blocking whenever the processor does its housekeeping: after every task and
+every read of the channel. Every call comes under one lock, from whichever thread: the results of one processor
+reach the scheduler and the agent in the order they were made.
+
+**Actors on the link** (docs/protocol.md section 3.8). An actor built while the route is open (`link_actor`) names
+the link in its ActorReady: the scheduler then sends its calls and its stop on the link, the processor's threads
+read the link beside the channel (`wait_fds`, `take_work`), and the calls' results and logs, then the start task's
+end, go back on it, in that order. A call's result goes without a ResultSent: the agent never saw the call (if the
+processor dies, the scheduler answers the calls that were at it, core/actors.py rule 2); the start task's end is a
+result like any other (ResultSent, the agent's journal). Every operation on the link ends by reading what waits on
+it (`_read_locked`): ZeroMQ's descriptor signals an edge, which a send from another thread could consume; the work
+read that way is queued and signalled on a pipe that the reading thread's select watches as well.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +33,7 @@ import zmq
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.worker.processor.channel import BlockingChannel
-from scaler.worker.processor.result_route import ResultRoute
+from scaler.worker.processor.result_route import ResultRoute, RouteState
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +41,9 @@ logger = logging.getLogger(__name__)
 HOLD_SECONDS = 0.001
 #: The most results held at once.
 MAX_HELD = 16
+#: How long an actor built as the link's hello is still unanswered waits for the answer before it says it is ready
+#: (then without the link: its calls come through the agent).
+LINK_WAIT_SECONDS = 1.0
 
 
 def processor_identity(worker_id: bytes, processor_id: bytes) -> bytes:
@@ -41,10 +56,16 @@ class ProcessorOutlet:
     result goes through the agent); `hello` is what it says on it."""
 
     def __init__(
-        self, channel: BlockingChannel, open_link: Callable[[], Any] | None = None, hello: m.Hello | None = None
+        self,
+        channel: BlockingChannel,
+        open_link: Callable[[], Any] | None = None,
+        hello: m.Hello | None = None,
+        direct_results: bool = True,
     ) -> None:
         self._channel = channel
         self._open_link = open_link if hello is not None else None
+        self._direct = direct_results  #: plain tasks' results take the link (else only linked actors' do)
+        self._configured = False  #: the agent configured the processor: a link opened later says hello at once
         self._hello = hello
         self._link: Any = None
         self._route = ResultRoute()
@@ -56,6 +77,12 @@ class ProcessorOutlet:
         self._flusher: threading.Thread | None = None
         #: tasks whose every message goes through the agent (streaming tasks, actors' starts: their other news does)
         self._through_agent: set[bytes] = set()
+        #: actors here whose calls come on the link, and their calls taken and not answered (their logs go on it)
+        self._linked_actors: set[bytes] = set()
+        self._linked_calls: set[bytes] = set()
+        self._work: list[m.Message] = []  #: calls and stops read on the link, for the task line
+        self._wake: tuple[int, int] | None = None  #: a pipe: written when work is queued (the reader's select sees it)
+        self._woken = False
 
     @property
     def route_open(self) -> bool:
@@ -75,7 +102,7 @@ class ProcessorOutlet:
         to the agent, which sends it on. `more`: another task of this processor starts at once (a staged one): the
         result may wait for the next ones, at most HOLD_SECONDS and MAX_HELD results, so that they leave together."""
         with self._lock:
-            if not self._route.is_open:
+            if not self._direct or not self._route.is_open:
                 self._flush()
                 self._channel.send(result)
                 return
@@ -100,7 +127,7 @@ class ProcessorOutlet:
             held = self._held
             self._held = []
             if self._link is not None:  # closed: the processor is ending, its agent gone
-                self._link.send_multipart(held)
+                self._send_on_link(*held)
 
     def _flush_late(self) -> None:
         """A thread of its own sends what was held HOLD_SECONDS, should the task after it take longer."""
@@ -129,19 +156,23 @@ class ProcessorOutlet:
         """A task's output: the way its result will go, so that it reaches the client before the result."""
         with self._lock:
             self._flush()
-            if self._route.is_open and log.task_id not in self._through_agent:
-                self._link.send_multipart((codec.encode(log),))
+            if self._route.is_open and (
+                log.task_id in self._linked_calls or (self._direct and log.task_id not in self._through_agent)
+            ):
+                self._send_on_link(codec.encode(log))
             else:
                 self._channel.send(log)
 
     def configure(self) -> None:
-        """The agent configured the processor (it is registered with the scheduler): say hello on the link."""
+        """The agent configured the processor (it is registered with the scheduler): say hello on the link (without
+        `direct_results`, only once an actor opened it)."""
         if self._open_link is None:
             return
         with self._lock:
-            if self._link is None:
+            self._configured = True
+            if self._link is None and self._direct:
                 self._link = self._open_link()
-            if self._route.configured():
+            if self._link is not None and self._route.configured():
                 self._say_hello()
 
     def read_link(self) -> None:
@@ -149,28 +180,160 @@ class ProcessorOutlet:
         if self._link is None:
             return
         with self._lock:
-            link = self._link
-            if link is None or not link.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            self._read_locked()
+            self._wake_reader()
+
+    def _wake_reader(self) -> None:
+        """Work was read on the link outside `take_work`: the reading thread's select sees the pipe."""
+        if self._work and not self._woken and self._wake is not None:
+            self._woken = True
+            os.write(self._wake[1], b"w")
+
+    def _read_locked(self) -> None:
+        link = self._link
+        if link is None or not link.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            return
+        while True:
+            try:
+                frames = link.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
                 return
-            while True:
-                try:
-                    frames = link.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    return
-                for frame in frames:
-                    self._heard(frame)
+            for frame in frames:
+                self._heard(frame)
 
     def close(self) -> None:
         with self._lock:
             if self._link is not None:
                 self._link.close(linger=0)
                 self._link = None
+            if self._wake is not None:
+                for fd in self._wake:
+                    os.close(fd)
+                self._wake = None
+
+    # ------------------------------------------------------------ actors on the link
+
+    def open_for_actor(self) -> None:
+        """An actor is about to be built here: open the link (and say hello on it) if it is not open, so that the
+        scheduler has answered by the time the actor is ready."""
+        if self._open_link is None or self._link is not None:
+            return
+        with self._lock:
+            if self._link is None:
+                self._link = self._open_link()
+                if self._configured and self._route.configured():
+                    self._say_hello()
+
+    def link_actor(self, actor_id: bytes, wait_seconds: float = LINK_WAIT_SECONDS) -> bytes:
+        """The actor is built: the identity of the link its calls are to come on (once the scheduler answered the
+        link's hello, at most `wait_seconds`), or b"" when they go through the agent (no link, or not accepted)."""
+        if self._link is None or self._hello is None:
+            return b""
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            with self._lock:
+                self._read_locked()
+                self._wake_reader()
+                state = self._route.state
+                if state is RouteState.OPEN:
+                    self._linked_actors.add(actor_id)
+                    if self._wake is None:
+                        self._wake = os.pipe()
+                        os.set_blocking(self._wake[0], False)
+                    return self._identity()
+                if state is RouteState.CLOSED or self._link is None:
+                    return b""
+                link_fd = int(self._link.getsockopt(zmq.FD))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return b""
+            select.select([link_fd], [], [], min(left, 0.05))
+
+    def call_taken(self, actor_id: bytes, call_id: bytes) -> None:
+        """The actor's thread takes a call: its logs and result go the way the actor's calls come."""
+        with self._lock:
+            if actor_id in self._linked_actors:
+                self._linked_calls.add(call_id)
+            else:
+                self._through_agent.add(call_id)
+
+    def call_result(self, result: m.TaskResult) -> None:
+        """An actor's call's result: on the link when the call came there (and the route is open), else to the
+        agent, which sends it on."""
+        with self._lock:
+            if result.task_id in self._linked_calls:
+                self._linked_calls.discard(result.task_id)
+                if self._route.is_open:
+                    self._flush()
+                    self._send_on_link(codec.encode(result))
+                    return
+            self._through_agent.discard(result.task_id)
+            self._flush()
+            self._channel.send(result)
+
+    def actor_ended(self, actor_id: bytes, result: m.TaskResult | None) -> None:
+        """The actor's start task ended (`result`: None when it was stopped, its answer went to the agent): a linked
+        actor's end goes on the link, after its calls' results, and the agent hears of it with a ResultSent (its
+        journal keeps it); any other actor's goes to the agent."""
+        with self._lock:
+            linked = actor_id in self._linked_actors
+            self._linked_actors.discard(actor_id)
+            self._through_agent.discard(actor_id)
+            if result is None:
+                return
+            self._flush()
+            if not linked or not self._route.is_open:
+                self._channel.send(result)
+                return
+            frame = codec.encode(result)
+            self._send_on_link(frame)
+            ran = result.ran
+            self._channel.send(m.ResultSent(result.task_id, frame, ran.finished_at - ran.started_at if ran else 0.0))
+
+    def wait_fds(self) -> tuple[int, ...]:
+        """What the reading thread's select watches beside the channel: the link and the wake-up pipe while an actor
+        here takes its calls on the link, else nothing."""
+        if not self._linked_actors or self._link is None or self._wake is None:
+            return ()
+        return int(self._link.getsockopt(zmq.FD)), self._wake[0]
+
+    def has_work(self) -> bool:
+        return bool(self._work)
+
+    def take_work(self) -> list[m.Message]:
+        """The calls and stops read on the link since the last take (reading what waits there now)."""
+        if not self._linked_actors and not self._work:
+            return []
+        with self._lock:
+            self._read_locked()
+            work, self._work = self._work, []
+            if self._woken and self._wake is not None:
+                self._woken = False
+                try:
+                    os.read(self._wake[0], 4096)
+                except BlockingIOError:
+                    pass
+            return work
+
+    def _send_on_link(self, *frames: bytes) -> None:
+        """Under the lock: a message on the link, then what waits there is read (the descriptor's edge stays)."""
+        self._link.send_multipart(frames)
+        if self._linked_actors:
+            self._read_locked()
+            self._wake_reader()
+
+    def _identity(self) -> bytes:
+        identity = self._link.getsockopt(zmq.ROUTING_ID)
+        return bytes(identity)
 
     def _heard(self, frame: bytes) -> None:
         try:
             message = codec.decode(frame)
         except codec.DecodeError as error:
             logger.warning("undecodable frame from the scheduler on a processor's link: %s", error)
+            return
+        if isinstance(message, (m.Task, m.ActorStop)):  # an actor's call or stop: for the task line
+            self._work.append(message)
             return
         if isinstance(message, m.HelloReply) and not message.accepted:
             logger.debug("the scheduler refused this processor's link (%s); its results go through its agent",
@@ -180,4 +343,4 @@ class ProcessorOutlet:
 
     def _say_hello(self) -> None:
         assert self._hello is not None
-        self._link.send_multipart((codec.encode(self._hello),))
+        self._send_on_link(codec.encode(self._hello))

@@ -127,14 +127,17 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
 def _outlet(
     settings: ProcessorSettings, processor_id: bytes, channel: BlockingChannel, sockets: SocketFactory
 ) -> ProcessorOutlet:
-    """Where the processor's reports and results go: with `direct_results`, a link of its own to the scheduler
-    (opened once the agent configures it) named after its worker and itself."""
-    if not settings.direct_results or not settings.worker_id:
+    """Where the processor's reports and results go: a link of its own to the scheduler, named after its worker and
+    itself, for the results of its tasks with `direct_results` (opened once the agent configures it), and for the
+    calls of the actors it builds either way (opened then; outlet.py)."""
+    if not settings.worker_id:
         return ProcessorOutlet(channel)
     identity = processor_identity(settings.worker_id, processor_id)
     info = m.ProcessorInfo(processor_id, settings.worker_id)
     hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
-    return ProcessorOutlet(channel, lambda: sockets.dealer(settings.scheduler_address, identity=identity), hello)
+    return ProcessorOutlet(
+        channel, lambda: sockets.dealer(settings.scheduler_address, identity=identity), hello, settings.direct_results
+    )
 
 
 class _GarbageCollection:

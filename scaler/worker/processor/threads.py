@@ -188,10 +188,10 @@ class TaskThreads:
         """Wait for the channel (at most `housekeeping_seconds`) and hand what it holds to the task line; the task
         that got the computing turn, if this thread is to run it."""
         task = None
-        if self._channel.wait(self._housekeeping_seconds):
+        if self._wait_inbox(self._housekeeping_seconds):
             line = self._line
             with self._lock:
-                task = line.take_turn(self._channel.poll())
+                task = line.take_turn(self._poll_inbox())
                 if task is not None:
                     task = line.place(me, task)
                 later = self._carry_out_locked() if line.instructions else _NOTHING
@@ -218,6 +218,8 @@ class TaskThreads:
         record.thread = me
         if _through_agent(task):
             self._outlet.through_agent(task.task_id)  # its TaskLogs too, so that they come before its end
+            if task.actor is not None:
+                self._outlet.open_for_actor()  # its calls may come on the link: hello before its constructor runs
         self._local.running = record
         self._last_priority = task.priority
         started = time.time()  #: the processor's own times go on the result, for the task's story
@@ -236,9 +238,13 @@ class TaskThreads:
             later = self._carry_out_locked() if line.instructions else _NOTHING
         if outcome is _UNWOUND:  # the agent answered for it; it frees the slot when it hears it stopped
             self.send(m.TaskResult(task.task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id))
+            if task.actor is not None:
+                self._outlet.actor_ended(task.task_id, None)
         elif result is not None:
             stamped = replace(result, worker_id=self._worker_id, ran=ran)
-            if _through_agent(task):  # its StreamItems or its actor's news went to the agent: so does its end
+            if task.actor is not None:  # after its calls' results, the way they went (outlet.py)
+                self._outlet.actor_ended(task.task_id, stamped)
+            elif _through_agent(task):  # its StreamItems went to the agent: so does its end
                 self.send(stamped)
             else:
                 self._outlet.result(stamped, more=following is not None)
@@ -253,13 +259,26 @@ class TaskThreads:
             serving = following is None and line.holder == me
         return following, serving
 
+    def _wait_inbox(self, timeout_seconds: float) -> bool:
+        """Wait for the channel, and for the link while an actor here takes its calls there (outlet.py)."""
+        also = self._outlet.wait_fds()
+        if not also:
+            return self._channel.wait(timeout_seconds)
+        return self._outlet.has_work() or self._channel.wait(timeout_seconds, also)
+
+    def _poll_inbox(self) -> list[m.Message]:
+        """What the channel holds now, and the actors' calls and stops read on the link (under the lock)."""
+        messages = self._channel.poll()
+        work = self._outlet.take_work()
+        return messages + work if work else messages
+
     def _pass_turn_locked(self, record: _TaskRecord, me: int) -> _TaskRecord | None:
         """The task ended or parked: the turn passes, once the channel was read without blocking (protocol rule 2);
         the task that got it, for the caller to place."""
         if not self._line.passes_turn(record):
             return None
         try:
-            messages = self._channel.poll()
+            messages = self._poll_inbox()
         except ChannelClosed:
             if self._line.holder == me:
                 raise
@@ -374,8 +393,8 @@ class TaskThreads:
                 raise TaskAbandoned(f"actor {record.task.task_id.hex()} was stopped by its worker")
             if calls:
                 call = calls.popleft()
-                if call is not None:  # its result goes to the agent (actors.py): its logs too
-                    self._outlet.through_agent(call.task_id)
+                if call is not None:  # its logs and result go the way it came (outlet.py)
+                    self._outlet.call_taken(record.task.task_id, call.task_id)
                 return call
             if self._line.holder == me:
                 self._hear_agent(record, me, wait=True)
@@ -387,16 +406,24 @@ class TaskThreads:
                 record.credited.wait(self._housekeeping_seconds)
                 record.credited.clear()
 
+    def link_actor(self, actor_id: bytes) -> bytes:
+        """The running actor is built: the identity of the link its calls are to come on (b"": through the agent)."""
+        return self._outlet.link_actor(actor_id)
+
+    def answer(self, result: m.TaskResult) -> None:
+        """An actor's call's result, the way the call came."""
+        self._outlet.call_result(result)
+
     def _hear_agent(self, record: _TaskRecord, me: int, wait: bool) -> None:
         """Read the channel from a computing task's own thread (it holds the baton): at most `housekeeping_seconds`
         when `wait`, else only what is there. Nothing is injected into the thread meanwhile: a TaskCancel read here
         is seen by the caller in the task's state."""
         _stop_interruptions(record)
         try:
-            if wait and not self._channel.wait(self._housekeeping_seconds):
+            if wait and not self._wait_inbox(self._housekeeping_seconds):
                 return
             with self._lock:
-                self._line.take_turn(self._channel.poll())  # the turn is this task's: messages are only received
+                self._line.take_turn(self._poll_inbox())  # the turn is this task's: messages are only received
                 later = self._carry_out_locked() if self._line.instructions else _NOTHING
             if later:
                 self._carry_out_later(later)

@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scaler.protocol import messages as m
-from scaler.protocol.ids import ClientID, TaskID
+from scaler.protocol.ids import ClientID, PeerID, TaskID
 from scaler.scheduler.core.effects import Send
-from scaler.testing.simulation import FakeClient, FakeWorker, SimulatedCluster, task
+from scaler.scheduler.core.events import PeerLost
+from scaler.scheduler.core.scheduler_core import CoreSettings
+from scaler.testing.simulation import PYTHON, FakeClient, FakeWorker, SimulatedCluster, hello, success, task
 
 
 def start(sim: SimulatedCluster, client: FakeClient, number: int, max_restarts: int = 1, name: str = "") -> TaskID:
@@ -151,3 +153,107 @@ def test_an_actor_whose_client_left_ends_and_fails_the_calls_of_other_clients() 
     sim.send(worker.peer, stale)  # a late result of a call already answered is dropped
     assert answered(other, theirs) == [("result", "actorDied")]
     assert ClientID(other.peer) not in sim.core.tasks.by_client or not sim.core.tasks.by_client[ClientID(other.peer)]
+
+
+# ---------------------------------------------------------------- the direct route (rule 6)
+
+
+def link_of(sim: SimulatedCluster, worker: FakeWorker, processor: bytes = b"p1") -> PeerID:
+    """A processor of `worker` says hello on its own link (accepted); its identity."""
+    peer = PeerID(worker.peer + b"/" + processor)
+    sim.send(peer, hello(m.ProcessorInfo(processor, worker.peer)))
+    return peer
+
+
+def sent_on(sim: SimulatedCluster, peer: bytes, kind: type) -> list[m.Message]:
+    return [e.message for e in sim.effects if isinstance(e, Send) and e.peer == peer and isinstance(e.message, kind)]
+
+
+def test_an_actor_ready_on_its_processors_link_takes_its_calls_and_stop_there_and_their_results_come_back_on_it() -> (
+    None
+):
+    """The calls (those that waited, then new ones) and the stop go on the link, in order, none to the worker; their
+    results on the link reach their caller and are not named in the worker's echo (its agent never saw them); the
+    start task's end on the link ends the actor. Checked to fail with `Actors._link` returning None (every call went
+    to the worker)."""
+    sim = SimulatedCluster()
+    client, worker = sim.add_client(), sim.add_worker(capacity=2)
+    link = link_of(sim, worker)
+    actor_id = start(sim, client, 1)
+    waited = [call(sim, client, actor_id, n) for n in range(10, 13)]
+    sim.send(worker.peer, m.ActorReady(actor_id, link))
+    later = call(sim, client, actor_id, 13)
+    assert [t.task_id for t in sent_on(sim, link, m.Task)] == [*waited, later]  # type: ignore[attr-defined]
+    assert worker.held == [actor_id], "no call went to the worker"
+    for call_id in [*waited, later]:
+        sim.send(link, success(call_id))
+    assert all(answered(client, c) == [("result", "success")] for c in [*waited, later])
+    sim.send(worker.peer, m.Heartbeat())
+    assert sent_on(sim, worker.peer, m.HeartbeatEcho)[-1].results_read == ()  # type: ignore[attr-defined]
+    sim.send(client.peer, m.ActorStop(actor_id))
+    assert sent_on(sim, link, m.ActorStop) == [m.ActorStop(actor_id)] and not sent_to(sim, worker, m.ActorStop)
+    worker.held.remove(actor_id)
+    sim.send(link, success(actor_id))
+    assert answered(client, actor_id) == [("result", "success")]
+    assert not sim.core.view().actors
+    sim.check_invariants()
+
+
+def test_a_link_the_scheduler_does_not_hold_for_that_worker_is_not_taken() -> None:
+    """An ActorReady naming another worker's link, or one never registered: the calls go to the worker. Checked to
+    fail with `Actors._link` not comparing the link's worker (the call went to the other worker's processor)."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    home, other = sim.add_worker("a", 2), sim.add_worker("b", 2)
+    actor_id = start(sim, client, 1)
+    home, other = (home, other) if actor_id in home.held else (other, home)
+    foreign = link_of(sim, other)
+    sim.send(home.peer, m.ActorReady(actor_id, foreign))
+    first = call(sim, client, actor_id, 10)
+    assert home.held == [actor_id, first] and not sent_on(sim, foreign, m.Task)
+    sim.send(home.peer, m.ActorReady(actor_id, b"a/never-registered"))
+    second = call(sim, client, actor_id, 11)
+    assert home.held == [actor_id, first, second]
+    sim.check_invariants()
+
+
+def test_when_the_actors_link_closes_its_calls_go_through_its_worker_and_a_lost_actor_forgets_its_link() -> None:
+    """The calls at the processor, on either route, are answered when its death is heard; the rebuilt actor takes the
+    route its new ActorReady names. Checked to fail with `WorkerSessions.drop_processor` not telling the actors (the
+    call went to the closed link)."""
+    sim = SimulatedCluster()
+    client, worker = sim.add_client(), sim.add_worker(capacity=2)
+    link = link_of(sim, worker)
+    actor_id = start(sim, client, 1, max_restarts=2)
+    sim.send(worker.peer, m.ActorReady(actor_id, link))
+    on_link = call(sim, client, actor_id, 10)
+    sim.feed(PeerLost(link, "closed", sim.now))
+    after = call(sim, client, actor_id, 11)
+    assert worker.held == [actor_id, after]
+    assert [t.task_id for t in sent_on(sim, link, m.Task)] == [on_link]  # type: ignore[attr-defined]
+    relinked = link_of(sim, worker, b"p2")
+    sim.send(worker.peer, m.ActorReady(actor_id, relinked))  # said again: it takes the link it names now
+    worker.held.remove(actor_id)
+    worker.held.remove(after)
+    sim.send(worker.peer, m.TaskResult(actor_id, m.ResultStatus.PROCESSOR_DIED, error_message="killed"))
+    assert answered(client, on_link) == [("result", "actorRestarted")]
+    assert answered(client, after) == [("result", "actorRestarted")]
+    assert worker.held == [actor_id], "built again"
+    sim.send(worker.peer, m.ActorReady(actor_id))  # the new instance names no link
+    again = call(sim, client, actor_id, 12)
+    assert worker.held == [actor_id, again] and len(sent_on(sim, relinked, m.Task)) == 0
+    sim.check_invariants()
+
+
+def test_an_actor_whose_start_task_is_refused_ends_and_its_calls_say_why() -> None:
+    """A start task the lifecycle refuses (the queue is full) never enters the task table: the actors' sweep still
+    ends the actor in that step, and a call to it is refused. Checked to fail with `Actors.start` not marking the
+    sweep due (the sweep skipped, the call waited for an actor that would never be built)."""
+    sim = SimulatedCluster(CoreSettings("tcp://sim:1", "tcp://sim:2", PYTHON, max_tasks_waiting=0))
+    client = sim.add_client()
+    actor_id = start(sim, client, 1)
+    assert answered(client, actor_id) == [("result", "noWorker")]
+    refused = call(sim, client, actor_id, 10)
+    assert answered(client, refused) == [("result", "actorDied")]
+    assert not sim.core.view().actors
+    sim.check_invariants()

@@ -481,3 +481,23 @@ def test_a_call_for_an_actor_not_held_here_is_answered_actor_died() -> None:
     effects = agent.handle(core.FromScheduler(actor_call(3, 1), 0.0))
     (answer,) = to_scheduler(effects, m.TaskResult)
     assert answer.task_id == tid(3) and answer.status is m.ResultStatus.ACTOR_DIED
+
+
+def test_a_linked_actors_end_comes_as_a_result_sent_frees_its_processor_and_teaches_no_run_time() -> None:
+    """An actor whose calls came on its processor's link (docs/protocol.md section 3.8): its ActorReady goes on
+    naming the link, and its start task's end comes as a ResultSent, which frees the processor and is kept in the
+    journal, but is no run time of the class. Checked to fail with `_on_result_sent` learning from it (the class
+    became one to stage behind)."""
+    agent, effects = make(slots=1)
+    (first,) = spawned(effects)
+    connect(agent)
+    ready(agent, first)
+    agent.handle(core.FromScheduler(actor_start(1), 0.0))
+    effects = agent.handle(core.FromProcessor(first, m.ActorReady(tid(1), b"W/p1"), 0.1))
+    assert to_scheduler(effects, m.ActorReady) == [m.ActorReady(tid(1), b"W/p1")]
+    sent = m.ResultSent(tid(1), b"its frame", 0.00001)
+    effects = agent.handle(core.FromProcessor(first, sent, 0.2))
+    assert not to_scheduler(effects, m.TaskResult), "the processor sent it on its link"
+    assert agent.table.count(core.ProcessorState.HOSTING) == 0 and agent.running == 0
+    assert agent.estimates.staging_depth("Pricer", 8) == 0
+    assert agent.journal.processor_gone(first) == [sent], "kept until the scheduler names it"
