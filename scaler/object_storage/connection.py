@@ -33,6 +33,7 @@ from scaler.object_storage.client_core import (
     StorageClientCore,
     hello_operation,
     object_from_frames,
+    on_the_wire,
     payload_frames,
     put_operation,
     reply_value,
@@ -106,7 +107,9 @@ class BlockingLink(Generic[T]):
         """Send what the core queued, in order."""
         if not self.core.has_outgoing:
             return []
+        secured = self._sockets.security is not None
         for request, payload in self.core.take_outgoing():
+            request, payload = on_the_wire(request, payload, secured)
             refusal = self._send([encode_storage_request(request), *payload])
             if refusal is not None:
                 return self.carry_out(refusal)
