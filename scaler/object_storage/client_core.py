@@ -53,6 +53,7 @@ from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageEx
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.messages import PROTOCOL_VERSION
 from scaler.protocol.storage_messages import (
+    WIRE_PIECE_BYTES,
     Adopt,
     Get,
     GetMapped,
@@ -62,7 +63,6 @@ from scaler.protocol.storage_messages import (
     StorageReply,
     StorageRequest,
     StorageStatus,
-    WIRE_PIECE_BYTES,
     split_chunks,
     wire_pieces,
 )

@@ -30,7 +30,7 @@ def split_chunks(payload: bytes | memoryview) -> list[memoryview]:
 
 def wire_pieces(frames: Sequence[Any], piece_bytes: int = WIRE_PIECE_BYTES) -> list[Any]:
     """The payload frames as a CURVE-secured connection sends them: each frame over `piece_bytes` as views of at most
-    that size over it, in order (no copy; a view keeps its frame alive while ZeroMQ sends it); the others as they are."""
+    that size over it, in order (no copy; a view keeps its frame alive while ZeroMQ sends it); the others as is."""
     pieces: list[Any] = []
     for frame in frames:
         if len(frame) <= piece_bytes:
