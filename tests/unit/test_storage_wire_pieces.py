@@ -14,6 +14,7 @@ import pytest
 
 from scaler.object_storage.client_core import on_the_wire, payload_frames, put_operation
 from scaler.object_storage.service import StorageService
+from scaler.payload.serializer import DefaultSerializer, deserialize_frames, serialize_to_frames
 from scaler.protocol.codec import decode_storage_request, encode_storage_request
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.messages import PROTOCOL_VERSION
@@ -112,3 +113,17 @@ def test_pieces_that_are_not_the_named_frames_are_a_bad_request_and_store_nothin
     assert answer is not None and answer.reply.status is StorageStatus.BAD_REQUEST
     assert "not pieces of frames" in answer.reply.reason
     assert not service.store.exists(OBJECT)
+
+
+def test_a_value_read_from_pieces_is_whole_and_writable() -> None:
+    """An array whose buffer came in pieces is rebuilt from them, writable (as one received whole and copied on write
+    is). Checked to fail with the pieces joined into bytes (read-only)."""
+    numpy = pytest.importorskip("numpy")
+    array = numpy.arange(3 * WIRE_PIECE_BYTES // 8, dtype=numpy.int64)
+    frames = serialize_to_frames(DefaultSerializer(), array)
+    assert len(frames) == 3  # marker, pickle stream, the array's buffer out of band
+    pieces = [memoryview(bytes(piece)) for piece in wire_pieces(frames)]  # received: read-only
+    assert len(pieces) > len(frames)
+    value = deserialize_frames(DefaultSerializer(), pieces)
+    assert numpy.array_equal(value, array)
+    assert value.flags.writeable
