@@ -274,8 +274,9 @@ class ObjectStorageConnection:
 
     def get_frames(self, object_id: bytes, copy_on_write: bool = False) -> list[memoryview]:
         """The object's bytes as the frames it was put in (no copy): views of its segment file mapped on the server's
-        host (read-only, shared; `copy_on_write`: private and writable), else of the frames received (copied into
-        writable buffers with `copy_on_write`). Raises MissingObjects."""
+        host (read-only, shared; `copy_on_write`: private and writable), else of the frames received (this process's
+        own and writable: no copy is needed for `copy_on_write`). Over CURVE a large frame comes in pieces
+        (storage_chunks.wire_pieces), which the reader joins. Raises MissingObjects."""
         local = self.local_segments()
         if local is not None:
             if self._reads_by_name:
@@ -296,8 +297,8 @@ class ObjectStorageConnection:
         total = reply_value(answer.reply, ObjectSize, self._address).total_bytes
         if sum(len(view) for view in answer.frames) != total:
             raise ObjectStorageException(f"object storage at {self._address} sent a truncated object")
-        if copy_on_write:
-            return [memoryview(bytearray(frame)) for frame in answer.frames]
+        if copy_on_write:  # a received frame is this process's own and writable: only a read-only one is copied
+            return [memoryview(bytearray(frame)) if frame.readonly else frame for frame in answer.frames]
         return answer.frames
 
     def local_segments(self) -> LocalSegments | None:

@@ -1,11 +1,12 @@
 """A large object through `scaler_link` to a CURVE-secured object storage server, as from a laptop: it arrives intact
 both ways; it crosses in pieces of WIRE_PIECE_BYTES (so that libzmq's encryption and decryption overlap the transfer,
 scaler/protocol/storage_chunks.py); and the server stores the frames it was put in, not the pieces (a reader on the
-server's host maps them as put).
+server's host maps them as put); a read that asks for writable frames gets the received ones (this process's own),
+not a copy.
 
 Checked by hand to fail with the mechanism off: with the server sending its frames as they are, the laptop's get
 receives 2 frames, not pieces; with the service ignoring `Put.frame_bytes`, the frames mapped on the server's host
-are the pieces."""
+are the pieces; with every received frame copied on write, the frames read with `copy_on_write` are bytearrays."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import zmq
 
 from scaler.io.address import free_tcp_address, free_tcp_port_block
 from scaler.object_storage.connection import ObjectStorageConnection
@@ -55,6 +57,11 @@ def test_a_large_object_crosses_the_link_in_pieces_and_is_stored_as_put(
         assert b"".join(bytes(frame) for frame in received) == b"".join(frames)
         assert len(received) > len(frames), "a large frame comes in pieces"
         assert max(len(frame) for frame in received) <= WIRE_PIECE_BYTES
+        # copy on write: what was received is this process's own and writable, and is not copied again
+        writable = far.get_frames(b"o" * 32, copy_on_write=True)
+        assert b"".join(bytes(frame) for frame in writable) == b"".join(frames)
+        assert not any(frame.readonly for frame in writable)
+        assert all(isinstance(frame.obj, zmq.Frame) for frame in writable), "views of the received frames"
         assert near.local_segments() is not None, "the test runs on the server's host: it maps what is stored"
         mapped = near.get_frames(b"o" * 32)
         assert [bytes(frame) for frame in mapped] == frames, "stored as the frames of the put, not the pieces"
