@@ -210,8 +210,12 @@ class Ray:
         wait_for_port(client_port, 120)
         self.link = Link(arguments, client_port, 1, log_dir) if arguments.link else None
         there = self.link.port if self.link else client_port
-        ray.init(f"ray://127.0.0.1:{there}", logging_level="WARNING")
         self._remotes: dict[Callable[..., Any], Any] = {}
+        try:
+            ray.init(f"ray://127.0.0.1:{there}", logging_level="WARNING")
+        except BaseException:  # e.g. "ray client connection timeout" on a busy machine: leave no head behind
+            self.stop()
+            raise
 
     def stop(self) -> None:
         import os
