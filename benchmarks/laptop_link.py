@@ -4,6 +4,7 @@ emulated link to its cluster (`scaler_link`: 40 ms round trip, 50 Mbit/s by defa
     python benchmarks/laptop_link.py                       # ours, dask, ray; full sizes
     python benchmarks/laptop_link.py --systems ours --quick
     python benchmarks/laptop_link.py --rtt-ms 80 --bandwidth 20Mbit --loss 0.001
+    python benchmarks/laptop_link.py --bulk-only --rounds 3   # the 100 MB rows, the systems alternated 3 times
 
 Rows: W3 (a submit-and-wait round trip, p50), W1 (10,000 tiny tasks submitted one by one, then gathered), a map of
 10,000, U3 (1,250 tasks, each with its own 100 KB argument) and a 100 MB object sent (put, then a task reads it) and
@@ -11,13 +12,16 @@ fetched (a task's 100 MB result read by the client). Each system runs in its own
 Ray's and Dask's clusters on this machine's loopback, their clients talking only to what a laptop reaches: Ray's
 client server, Dask's scheduler). The goals: round trips within a few ms of the link's; maps and submits within a
 handful of round trips of loopback; bulk data at 80% or more of the link's bandwidth; ahead of both peers on every
-row. Results: benchmarks/results/laptop_link-<timestamp>.json; docs/performance.md has the table.
+row. With `--rounds N` the systems take turns N times (ours, dask, ray, ours, ...) and the table shows each figure's
+median (every round's figures are in the JSON). Results: benchmarks/results/laptop_link-<timestamp>.json;
+docs/performance.md has the table.
 """
 
 import argparse
 import datetime
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,13 +50,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--systems",
         default="ours,dask,ray",
-        help="from ours, ours-plain (ours without CURVE, as the peers run), dask, ray",
+        help="from ours, ours-plain (ours without CURVE, as the peers run), dask, ray, ours-before (our code at "
+        "SCALER_BENCH_BEFORE's tree, to compare a change)",
     )
     parser.add_argument("--rtt-ms", type=float, default=40.0)
     parser.add_argument("--jitter-ms", type=float, default=0.0)
     parser.add_argument("--bandwidth", default="50Mbit")
     parser.add_argument("--loss", type=float, default=0.0)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--bulk-only", action="store_true", help="only the 100 MB rows (put, get)")
+    parser.add_argument("--rounds", type=int, default=1, help="times the systems take turns (medians are shown)")
     parser.add_argument("--python", default=sys.executable, help="interpreter the venvs are built from")
     parser.add_argument("--results-dir", type=Path, default=BENCH_DIR / "results")
     return parser.parse_args()
@@ -65,11 +72,23 @@ def run_one(python: Path, system: str, link: bool, args: argparse.Namespace, log
                     "--bandwidth", args.bandwidth, "--loss", str(args.loss)]  # fmt: skip
     if args.quick:
         command.append("--quick")
+    if args.bulk_only:
+        command.append("--bulk-only")
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}}
     outcome = process.run(command, TIMEOUT_SECONDS, env)
     if outcome.payload is None:
         return {"error": outcome.stderr_tail or f"exit code {outcome.returncode}"}
     return dict(outcome.payload)
+
+
+def combined(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
+    """One system's runs on one network: each figure's median over the rounds that gave one, and every round."""
+    good = [outcome["figures"] for outcome in outcomes if "figures" in outcome]
+    if not good:
+        return {"error": outcomes[-1].get("error", "no figures"), "rounds": outcomes}
+    keys = {key for figures in good for key in figures}
+    medians = {key: statistics.median(figures[key] for figures in good if key in figures) for key in keys}
+    return {"figures": medians, "rounds": outcomes}
 
 
 def measured_round_trip(args: argparse.Namespace, pings: int = 200) -> float:
@@ -187,22 +206,30 @@ def main() -> None:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     log_root = args.results_dir / f"laptop_link-{stamp}-logs"
     results: dict[str, dict[str, Any]] = {}
+    pythons: dict[str, Path] = {}
     for system in systems:
         try:
-            python = ensure_venv(VENVS.get(system, system), args.python)
+            pythons[system] = ensure_venv(VENVS.get(system, system), args.python)
         except VenvError as error:
             results[f"{system}/loopback"] = results[f"{system}/link"] = {"error": str(error)}
-            continue
-        for network in ("loopback", "link"):
-            print(f"[{system}, {network}] ...", file=sys.stderr, flush=True)
-            results[f"{system}/{network}"] = run_one(
-                python, system, network == "link", args, log_root / system / network
-            )
-            print(json.dumps(results[f"{system}/{network}"]), file=sys.stderr, flush=True)
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for turn in range(args.rounds):
+        for system, python in pythons.items():
+            for network in ("loopback", "link"):
+                print(f"[{system}, {network}, round {turn + 1}] ...", file=sys.stderr, flush=True)
+                outcome = run_one(python, system, network == "link", args, log_root / system / network / str(turn))
+                outcome["load_average"] = os.getloadavg()[0]
+                runs.setdefault(f"{system}/{network}", []).append(outcome)
+                print(json.dumps(outcome), file=sys.stderr, flush=True)
+    results.update({key: combined(outcomes) for key, outcomes in runs.items()})
     megabytes = 10 if args.quick else 100
     echo_ms = measured_round_trip(args)
     results["echo"] = {"p50_ms": echo_ms}
     lines = table(results, args, megabytes, echo_ms)
+    loads = [outcome["load_average"] for outcomes in runs.values() for outcome in outcomes]
+    if loads:
+        lines.insert(1, f"load average (1 min) after each run: {min(loads):.1f} to {max(loads):.1f}; "
+                        f"{args.rounds} round(s), medians shown")  # fmt: skip
     print("\n".join(lines))
     args.results_dir.mkdir(parents=True, exist_ok=True)
     path = args.results_dir / f"laptop_link-{stamp}.json"

@@ -112,6 +112,12 @@ class Ours:
         )  # fmt: skip
         self.link = Link(arguments, port, 2, log_dir) if arguments.link else None
         there = self.link.port if self.link else port
+        if self.link:
+            # a laptop is another host: its client does not see the storage's segment directory (here, on the same
+            # machine, it would, and its objects would skip the link through shared memory)
+            from scaler.object_storage import local_segments
+
+            local_segments.sees = lambda directory: False
         self.client = Client(f"tcp://127.0.0.1:{there}", object_storage_address=f"tcp://127.0.0.1:{there + 1}")
 
     def stop(self) -> None:
@@ -204,8 +210,12 @@ class Ray:
         wait_for_port(client_port, 120)
         self.link = Link(arguments, client_port, 1, log_dir) if arguments.link else None
         there = self.link.port if self.link else client_port
-        ray.init(f"ray://127.0.0.1:{there}", logging_level="WARNING")
         self._remotes: dict[Callable[..., Any], Any] = {}
+        try:
+            ray.init(f"ray://127.0.0.1:{there}", logging_level="WARNING")
+        except BaseException:  # e.g. "ray client connection timeout" on a busy machine: leave no head behind
+            self.stop()
+            raise
 
     def stop(self) -> None:
         import os
@@ -255,6 +265,7 @@ class Ray:
 SYSTEMS: dict[str, Callable[[argparse.Namespace, Path], Any]] = {
     "ours": Ours,
     "ours-plain": OursPlain,
+    "ours-before": Ours,  # our code at an earlier commit (SCALER_BENCH_BEFORE, benchmarks/harness/systems.py)
     "dask": Dask,
     "ray": Ray,
 }
@@ -269,10 +280,13 @@ def timed(work: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, value
 
 
-def rows(system: Any, sizes: dict[str, int]) -> dict[str, float]:
+def rows(system: Any, sizes: dict[str, int], bulk_only: bool = False) -> dict[str, float]:
     figures: dict[str, float] = {}
     for _ in range(2):  # warm: every worker has run something, the function is cached
         system.gather([system.submit(bench_tasks.inc, i) for i in range(4)])
+    if bulk_only:
+        figures["put_seconds"], figures["get_seconds"] = bulk(system, sizes["megabytes"] * 1_000_000)
+        return figures
 
     latencies = []
     for i in range(sizes["round_trips"]):
@@ -324,13 +338,14 @@ def main() -> None:
     parser.add_argument("--bandwidth", default="50Mbit")
     parser.add_argument("--loss", type=float, default=0.0)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--bulk-only", action="store_true", help="only the 100 MB rows (put, get)")
     arguments = parser.parse_args()
     arguments.log_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     system = SYSTEMS[arguments.system](arguments, arguments.log_dir)
     started = time.perf_counter() - start
     try:
-        figures = rows(system, QUICK if arguments.quick else FULL)
+        figures = rows(system, QUICK if arguments.quick else FULL, arguments.bulk_only)
         emit({"system": arguments.system, "link": bool(arguments.link), "figures": figures, "start_seconds": started})
     finally:
         system.stop()

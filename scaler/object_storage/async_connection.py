@@ -28,6 +28,7 @@ from scaler.object_storage.client_core import (
     StorageClientCore,
     hello_operation,
     object_from_frames,
+    on_the_wire,
     payload_frames,
     put_operation,
     reply_value,
@@ -169,7 +170,9 @@ class AsyncObjectStorageConnection:
             # a dropped connection (the server stopped or crashed): the unanswered requests go again (rule 9)
             monitor = self._sockets.event_monitor(sock, zmq.EVENT_DISCONNECTED)
             self._monitor = watch_events(loop, monitor, self._on_event)
+        secured = self._sockets.security is not None
         for request, payload in outgoing:
+            request, payload = on_the_wire(request, payload, secured)
             try:
                 self._socket.send([encode_storage_request(request), *payload], copy=False)
             except zmq.ZMQError as error:

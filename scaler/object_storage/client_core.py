@@ -41,6 +41,7 @@ every waiter's, the pipeline the gate's).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import math
 import pickle
@@ -52,6 +53,7 @@ from scaler.errors import IncompatiblePeerError, MissingObjects, ObjectStorageEx
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.messages import PROTOCOL_VERSION
 from scaler.protocol.storage_messages import (
+    WIRE_PIECE_BYTES,
     Adopt,
     Get,
     GetMapped,
@@ -62,6 +64,7 @@ from scaler.protocol.storage_messages import (
     StorageRequest,
     StorageStatus,
     split_chunks,
+    wire_pieces,
 )
 
 T = TypeVar("T")
@@ -454,6 +457,19 @@ def payload_frames(payload: Payload) -> list[memoryview]:
     for buffer in buffers:
         frames.extend(chunk for chunk in split_chunks(_byte_view(buffer)) if len(chunk))
     return frames
+
+
+def on_the_wire(
+    request: StorageRequest, payload: Sequence[memoryview], secured: bool
+) -> tuple[StorageRequest, Sequence[Any]]:
+    """A request and its payload frames as a connection sends them. Over CURVE (`secured`), a put's frames over
+    WIRE_PIECE_BYTES go in pieces, and its header names the frames' lengths, so that the server joins them again
+    (storage_chunks.wire_pieces: libzmq encrypts a message whole before its first byte leaves)."""
+    operation = request.operation
+    if not secured or not isinstance(operation, Put) or all(len(frame) <= WIRE_PIECE_BYTES for frame in payload):
+        return request, payload
+    put = dataclasses.replace(operation, frame_bytes=tuple(len(frame) for frame in payload))
+    return StorageRequest(request.request_id, put), wire_pieces(payload)
 
 
 def put_operation(object_id: bytes, frames: Sequence[memoryview], owner_id: bytes, name: str) -> Put:

@@ -33,6 +33,7 @@ from scaler.object_storage.client_core import (
     StorageClientCore,
     hello_operation,
     object_from_frames,
+    on_the_wire,
     payload_frames,
     put_operation,
     reply_value,
@@ -106,7 +107,9 @@ class BlockingLink(Generic[T]):
         """Send what the core queued, in order."""
         if not self.core.has_outgoing:
             return []
+        secured = self._sockets.security is not None
         for request, payload in self.core.take_outgoing():
+            request, payload = on_the_wire(request, payload, secured)
             refusal = self._send([encode_storage_request(request), *payload])
             if refusal is not None:
                 return self.carry_out(refusal)
@@ -271,9 +274,10 @@ class ObjectStorageConnection:
 
     def get_frames(self, object_id: bytes, copy_on_write: bool = False) -> list[memoryview]:
         """The object's bytes as the frames it was put in (no copy): views of its segment file mapped on the server's
-        host (read-only, shared; `copy_on_write`: private and writable), else of the frames received (copied into
-        writable buffers with `copy_on_write`). Processors map any object by its name, a client its own ones (the
-        file's header says their owner); other reads ask `getMapped` first. Raises MissingObjects."""
+        host (read-only, shared; `copy_on_write`: private and writable), else of the frames received (this process's
+        own and writable: no copy is needed for `copy_on_write`). Over CURVE a large frame comes in pieces
+        (storage_chunks.wire_pieces), which the reader joins. Processors map any object by its name, a client its
+        own ones (the file's header says their owner); other reads ask `getMapped` first. Raises MissingObjects."""
         local = self.local_segments()
         if local is not None:
             if self._reads_by_name or self._owner_id:  # a client maps its own objects by name (their owner's file)
@@ -294,8 +298,8 @@ class ObjectStorageConnection:
         total = reply_value(answer.reply, ObjectSize, self._address).total_bytes
         if sum(len(view) for view in answer.frames) != total:
             raise ObjectStorageException(f"object storage at {self._address} sent a truncated object")
-        if copy_on_write:
-            return [memoryview(bytearray(frame)) for frame in answer.frames]
+        if copy_on_write:  # a received frame is this process's own and writable: only a read-only one is copied
+            return [memoryview(bytearray(frame)) if frame.readonly else frame for frame in answer.frames]
         return answer.frames
 
     def local_segments(self) -> LocalSegments | None:

@@ -47,7 +47,7 @@ from scaler.object_storage.spill_files import SpillDirectoryError, lock_spill_di
 from scaler.object_storage.store import IMMEDIATE_WORK, AdoptSegment, ObjectStore, PayloadBuffer, RemoveSegment
 from scaler.protocol.codec import encode_storage_reply
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
-from scaler.protocol.storage_messages import SegmentDirectory, StorageReply, StorageStatus
+from scaler.protocol.storage_messages import SegmentDirectory, StorageReply, StorageStatus, wire_pieces
 from scaler.security.connection_files import STORAGE_SERVICE
 from scaler.security.find import ServedAddresses, ServerKeys, server_keys
 from scaler.security.key_files import KeyFileError
@@ -220,6 +220,8 @@ class _ServerShell:
             if not payload:
                 reason = f"object {answer.segment.hex()} is lost: its segment file cannot be read"
                 answer = StorageAnswer(StorageReply(answer.reply.request_id, StorageStatus.NOT_FOUND, reason))
+        if self._secured:  # CURVE encrypts a message whole: a large frame goes in pieces that overlap the transfer
+            payload = wire_pieces(payload)
         try:
             self.socket.send([peer, encode_storage_reply(answer.reply), *payload], copy=False)
         except zmq.ZMQError as error:

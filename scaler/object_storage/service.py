@@ -47,6 +47,7 @@ from scaler.protocol.storage_messages import (
     StorageOperation,
     StorageReply,
     StorageStatus,
+    joined_pieces,
 )
 from scaler.security.roles import storage_refusal
 
@@ -300,6 +301,15 @@ class StorageService:
                 f"put of object {put.object_id.hex()}: header says {put.total_bytes} bytes, "
                 f"the {len(payload)} payload frame(s) add up to {received}",
             )
+        if put.frame_bytes:  # pieces of larger frames (a CURVE connection's): the object's frames again
+            frames = joined_pieces(payload, put.frame_bytes)
+            if frames is None:
+                return bad_request(
+                    request_id,
+                    f"put of object {put.object_id.hex()}: the {len(payload)} payload frame(s) are not pieces of "
+                    f"frames of {list(put.frame_bytes)} bytes",
+                )
+            payload = frames
         refusal = self._store_refusal(put.object_id, put.owner_id, peer, "put")
         if refusal is not None:
             return self._refused(request_id, refusal)

@@ -147,7 +147,8 @@ def _regrouped(frames: list[memoryview]) -> list[memoryview]:
             piece = parts.pop(0)
             pieces.append(piece)
             length -= len(piece)
-        regrouped.append(pieces[0] if len(pieces) == 1 else memoryview(b"".join(pieces)))
+        # joined into a bytearray: writable, as a frame that came whole and was copied on write is
+        regrouped.append(pieces[0] if len(pieces) == 1 else memoryview(bytearray().join(pieces)))
     return regrouped
 
 

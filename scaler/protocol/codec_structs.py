@@ -1190,10 +1190,13 @@ def write_put(b: Any, v: sm.Put) -> None:
     b.ownerId = v.owner_id
     b.totalBytes = v.total_bytes
     b.name = v.name
+    if v.frame_bytes:
+        b.frameBytes = v.frame_bytes
 
 
 def read_put(r: Any) -> sm.Put:
-    return sm.Put(r.objectId, r.ownerId, r.totalBytes, r.name)
+    frame_bytes = r.frameBytes
+    return sm.Put(r.objectId, r.ownerId, r.totalBytes, r.name, tuple(frame_bytes) if len(frame_bytes) else ())
 
 
 def write_storage_reply(b: Any, v: sm.StorageReply) -> None:

@@ -2,8 +2,10 @@
 
 # The object storage protocol. A request is one ZeroMQ multipart message whose first frame is an
 # encoded StorageRequest; a put carries the object's bytes in the frames that follow (chunks of at
-# most 256 MiB, concatenated in order). A reply is one multipart message whose first frame is an
-# encoded StorageReply; a successful get carries the object's bytes in the frames that follow.
+# most 256 MiB, concatenated in order; over CURVE, pieces of at most 1 MiB: see PutRequest.frameBytes).
+# A reply is one multipart message whose first frame is an encoded StorageReply; a successful get carries
+# the object's bytes in the frames that follow (a CURVE-secured server sends frames over 1 MiB in pieces
+# of 1 MiB, which a reader joins: libzmq encrypts a message whole before sending it).
 # Every connection starts with a hello; a request from a peer that has not said hello is answered
 # with status helloRequired and not carried out.
 #
@@ -48,6 +50,9 @@ struct PutRequest {
   ownerId @1 :Data;         # the client that owns the object; empty for none
   totalBytes @2 :UInt64;    # must equal the sum of the payload frames
   name @3 :Text;            # optional, for monitoring
+  frameBytes @4 :List(UInt64);  # the object's frames' lengths when the payload frames are pieces of them (a CURVE
+                            # connection sends frames over 1 MiB in pieces): the server joins them again; empty:
+                            # the payload frames are the object's frames
 }
 
 enum StorageStatus {

@@ -9,10 +9,11 @@ import enum
 from dataclasses import dataclass
 
 from scaler.protocol.ids import ObjectID
-from scaler.protocol.storage_chunks import CHUNK_BYTES, split_chunks
+from scaler.protocol.storage_chunks import CHUNK_BYTES, WIRE_PIECE_BYTES, joined_pieces, split_chunks, wire_pieces
 
 __all__ = [
     "CHUNK_BYTES",
+    "WIRE_PIECE_BYTES",
     "Adopt",
     "Delete",
     "DeleteOwner",
@@ -31,7 +32,9 @@ __all__ = [
     "StorageReply",
     "StorageRequest",
     "StorageStatus",
+    "joined_pieces",
     "split_chunks",
+    "wire_pieces",
 ]
 
 
@@ -127,6 +130,9 @@ class Put:
     total_bytes: int
     #: optional, for monitoring
     name: str = ""
+    #: the object's frames' lengths when the payload frames are pieces of them (a CURVE connection sends frames
+    #: over 1 MiB in pieces): the server joins them again; empty: the payload frames are the object's frames
+    frame_bytes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

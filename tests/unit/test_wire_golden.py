@@ -226,6 +226,9 @@ REQUESTS: dict[str, sm.StorageRequest] = {
     "storage-hello": sm.StorageRequest(1, sm.StorageHello(1, "3.11.7", "client", b"Client|abc")),
     "storage-hello-sparse": sm.StorageRequest(1, sm.StorageHello(1, "3.11.7", "worker")),
     "storage-put": sm.StorageRequest(2, sm.Put(ObjectID(b"o" * 16), b"Client|abc", 1 << 33, "result of f")),
+    "storage-put-pieces": sm.StorageRequest(
+        2, sm.Put(ObjectID(b"o" * 16), b"Client|abc", 1 << 33, "result of f", (1 << 20, (1 << 33) - (1 << 20)))
+    ),
     "storage-put-sparse": sm.StorageRequest(2, sm.Put(ObjectID(b"o" * 16), b"", 0)),
     "storage-get": sm.StorageRequest(3, sm.Get(ObjectID(b"o" * 16))),
     "storage-delete": sm.StorageRequest(4, sm.Delete((ObjectID(b"a" * 16), ObjectID(b"b" * 16)))),

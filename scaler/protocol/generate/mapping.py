@@ -238,7 +238,9 @@ STRUCTS = {
         },
     ),
     "StorageHello": Struct(required="protocolVersion pythonVersion role"),
-    "PutRequest": Struct(name="Put", required="objectId ownerId totalBytes"),
+    "PutRequest": Struct(
+        name="Put", required="objectId ownerId totalBytes", fields={"frameBytes": Field(omit_empty=True)}
+    ),
     "AdoptRequest": Struct(name="Adopt", required="objectId ownerId fileName totalBytes"),
     "StorageReply": Struct(
         required="requestId status",

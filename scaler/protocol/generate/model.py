@@ -274,6 +274,8 @@ class SchemaModel:
             target = self._class(element.struct.typeId)
             read = f"tuple(map(read_{target.function}, {local})) if len({local}) else ()"
             return f"tuple[{target.name}, ...]", read, f'set_structs(b, "{f.name}", v.{attr}, write_{target.function})'
+        if _SCALARS.get(element.which(), ("",))[0] == "int":
+            return "tuple[int, ...]", f"tuple({local}) if len({local}) else ()", f"v.{attr}"
         if element.which() not in ("text", "data"):
             raise ValueError(f"mapping: no Python type for {f.name} (a list of {element.which()})")
         item = "str" if element.which() == "text" else ID_TYPES.get(f.name, "bytes")

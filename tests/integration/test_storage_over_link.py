@@ -1,0 +1,71 @@
+"""A large object through `scaler_link` to a CURVE-secured object storage server, as from a laptop: it arrives intact
+both ways; it crosses in pieces of WIRE_PIECE_BYTES (so that libzmq's encryption and decryption overlap the transfer,
+scaler/protocol/storage_chunks.py); and the server stores the frames it was put in, not the pieces (a reader on the
+server's host maps them as put); a read that asks for writable frames gets the received ones (this process's own),
+not a copy.
+
+Checked by hand to fail with the mechanism off: with the server sending its frames as they are, the laptop's get
+receives 2 frames, not pieces; with the service ignoring `Put.frame_bytes`, the frames mapped on the server's host
+are the pieces; with every received frame copied on write, the frames read with `copy_on_write` are bytearrays."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import zmq
+
+from scaler.io.address import free_tcp_address, free_tcp_port_block
+from scaler.object_storage.connection import ObjectStorageConnection
+from scaler.protocol.storage_messages import WIRE_PIECE_BYTES
+from tests.integration.conftest import BIN_DIR, ProcessWatch, session_security
+
+pytestmark = pytest.mark.integration
+
+OWNER = b"Client|laptop-test"
+
+
+@pytest.mark.timeout(120)
+def test_a_large_object_crosses_the_link_in_pieces_and_is_stored_as_put(
+    processes: ProcessWatch, tmp_path: Path
+) -> None:
+    address = free_tcp_address()
+    log = tmp_path / "server.log"
+    with open(log, "wb") as out:
+        server = processes.add(subprocess.Popen(
+            [sys.executable, "-m", "scaler.entry_points.object_storage_server", address], stdout=out,
+            stderr=subprocess.STDOUT,
+        ))  # fmt: skip
+    listen = free_tcp_port_block(1)
+    link = processes.add(subprocess.Popen(
+        [str(BIN_DIR / "scaler_link"), f"tcp://127.0.0.1:{listen}={address}", "--ports", "1", "--rtt-ms", "10"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    ))  # fmt: skip
+    assert link.stdout is not None and "round trip 10 ms" in link.stdout.readline()
+    frames = [b"a small first frame", os.urandom(3 * WIRE_PIECE_BYTES + 17)]
+    security = session_security("client")
+    far = ObjectStorageConnection(
+        f"tcp://127.0.0.1:{listen}", "client", security=security, owner_id=OWNER, map_local=False, timeout_seconds=60
+    )  # fmt: skip
+    near = ObjectStorageConnection(address, "client", security=security, owner_id=OWNER, timeout_seconds=60)
+    try:
+        far.put(b"o" * 32, frames, owner_id=OWNER)
+        received = far.get_frames(b"o" * 32)
+        assert b"".join(bytes(frame) for frame in received) == b"".join(frames)
+        assert len(received) > len(frames), "a large frame comes in pieces"
+        assert max(len(frame) for frame in received) <= WIRE_PIECE_BYTES
+        # copy on write: what was received is this process's own and writable, and is not copied again
+        writable = far.get_frames(b"o" * 32, copy_on_write=True)
+        assert b"".join(bytes(frame) for frame in writable) == b"".join(frames)
+        assert not any(frame.readonly for frame in writable)
+        assert all(isinstance(frame.obj, zmq.Frame) for frame in writable), "views of the received frames"
+        assert near.local_segments() is not None, "the test runs on the server's host: it maps what is stored"
+        mapped = near.get_frames(b"o" * 32)
+        assert [bytes(frame) for frame in mapped] == frames, "stored as the frames of the put, not the pieces"
+    finally:
+        far.close()
+        near.close()
+    assert server.poll() is None, log.read_text()
