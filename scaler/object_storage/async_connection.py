@@ -26,6 +26,7 @@ from scaler.object_storage.client_core import (
     Reconnect,
     Refused,
     StorageClientCore,
+    frames_as_put,
     hello_operation,
     object_from_frames,
     on_the_wire,
@@ -109,7 +110,7 @@ class AsyncObjectStorageConnection:
         """The object's bytes; raises MissingObjects when it is not stored."""
         answer = await self._call(Get(ObjectID(bytes(object_id))), (), timeout_seconds)
         total = reply_value(answer.reply, ObjectSize, self._address).total_bytes
-        return object_from_frames(answer.frames, total, self._address)
+        return object_from_frames(frames_as_put(answer.reply, answer.frames, self._address), total, self._address)
 
     async def delete(self, object_ids: Iterable[bytes], timeout_seconds: float | None = None) -> int:
         """Delete objects (missing ones are ignored); returns how many were removed."""

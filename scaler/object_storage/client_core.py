@@ -63,6 +63,7 @@ from scaler.protocol.storage_messages import (
     StorageReply,
     StorageRequest,
     StorageStatus,
+    joined_pieces,
     split_chunks,
     wire_pieces,
 )
@@ -474,6 +475,19 @@ def on_the_wire(
 
 def put_operation(object_id: bytes, frames: Sequence[memoryview], owner_id: bytes, name: str) -> Put:
     return Put(ObjectID(bytes(object_id)), bytes(owner_id), sum(len(frame) for frame in frames), name)
+
+
+def frames_as_put(reply: StorageReply, frames: Sequence[memoryview], address: str) -> Sequence[memoryview]:
+    """A get's payload frames as the object's frames: pieces (a CURVE reply cuts frames over WIRE_PIECE_BYTES, its
+    header naming the frames' lengths) joined again, so that a reader sees the frames that were put."""
+    if not reply.frame_bytes:
+        return frames
+    joined = joined_pieces(frames, reply.frame_bytes)
+    if joined is None:
+        raise ObjectStorageException(
+            f"object storage at {address} sent pieces that do not make frames of {list(reply.frame_bytes)} bytes"
+        )
+    return [memoryview(frame) for frame in joined]
 
 
 def object_from_frames(frames: Sequence[memoryview], total_bytes: int, address: str) -> ObjectBytes:

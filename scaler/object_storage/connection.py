@@ -31,6 +31,7 @@ from scaler.object_storage.client_core import (
     Payload,
     Reconnect,
     StorageClientCore,
+    frames_as_put,
     hello_operation,
     object_from_frames,
     on_the_wire,
@@ -298,9 +299,10 @@ class ObjectStorageConnection:
         total = reply_value(answer.reply, ObjectSize, self._address).total_bytes
         if sum(len(view) for view in answer.frames) != total:
             raise ObjectStorageException(f"object storage at {self._address} sent a truncated object")
+        frames = list(frames_as_put(answer.reply, answer.frames, self._address))
         if copy_on_write:  # a received frame is this process's own and writable: only a read-only one is copied
-            return [memoryview(bytearray(frame)) if frame.readonly else frame for frame in answer.frames]
-        return answer.frames
+            return [memoryview(bytearray(frame)) if frame.readonly else frame for frame in frames]
+        return frames
 
     def local_segments(self) -> LocalSegments | None:
         """The server's segment directory, when this process is on its host and sees it (greets the server first

@@ -15,6 +15,7 @@ at all, and a ROUTER (not in mandatory mode) drops replies addressed to a peer t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -47,7 +48,13 @@ from scaler.object_storage.spill_files import SpillDirectoryError, lock_spill_di
 from scaler.object_storage.store import IMMEDIATE_WORK, AdoptSegment, ObjectStore, PayloadBuffer, RemoveSegment
 from scaler.protocol.codec import encode_storage_reply
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
-from scaler.protocol.storage_messages import SegmentDirectory, StorageReply, StorageStatus, wire_pieces
+from scaler.protocol.storage_messages import (
+    WIRE_PIECE_BYTES,
+    SegmentDirectory,
+    StorageReply,
+    StorageStatus,
+    wire_pieces,
+)
 from scaler.security.connection_files import STORAGE_SERVICE
 from scaler.security.find import ServedAddresses, ServerKeys, server_keys
 from scaler.security.key_files import KeyFileError
@@ -220,10 +227,14 @@ class _ServerShell:
             if not payload:
                 reason = f"object {answer.segment.hex()} is lost: its segment file cannot be read"
                 answer = StorageAnswer(StorageReply(answer.reply.request_id, StorageStatus.NOT_FOUND, reason))
-        if self._secured:  # CURVE encrypts a message whole: a large frame goes in pieces that overlap the transfer
+        reply = answer.reply
+        if self._secured and any(len(frame) > WIRE_PIECE_BYTES for frame in payload):
+            # CURVE encrypts a message whole: a large frame goes in pieces that overlap the transfer; the header names
+            # the frames' lengths, so that the reader joins the pieces again
+            reply = dataclasses.replace(reply, frame_bytes=tuple(len(frame) for frame in payload))
             payload = wire_pieces(payload)
         try:
-            self.socket.send([peer, encode_storage_reply(answer.reply), *payload], copy=False)
+            self.socket.send([peer, encode_storage_reply(reply), *payload], copy=False)
         except zmq.ZMQError as error:
             logger.warning("could not answer peer %s: %s", peer.hex(), error)
 

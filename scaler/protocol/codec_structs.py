@@ -1220,6 +1220,8 @@ def write_storage_reply(b: Any, v: sm.StorageReply) -> None:
         b.deleted = x
     else:
         raise TypeError(f"{type(x).__name__} is not a member of this union")
+    if v.frame_bytes:
+        b.frameBytes = v.frame_bytes
 
 
 def read_storage_reply(r: Any) -> sm.StorageReply:
@@ -1241,7 +1243,10 @@ def read_storage_reply(r: Any) -> sm.StorageReply:
         value = sm.MappedSize(r.mapped)
     else:
         raise ValueError(f"unknown union member {which}")
-    return sm.StorageReply(r.requestId, _STORAGE_STATUS[r.status.raw], r.reason, value)
+    frame_bytes = r.frameBytes
+    return sm.StorageReply(
+        r.requestId, _STORAGE_STATUS[r.status.raw], r.reason, value, tuple(frame_bytes) if len(frame_bytes) else ()
+    )
 
 
 def write_segment_directory(b: Any, v: sm.SegmentDirectory) -> None:

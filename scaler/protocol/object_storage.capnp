@@ -78,6 +78,9 @@ struct StorageReply {
     segments @8 :SegmentDirectory;  # hello: where the server keeps objects in memory (path empty: nowhere)
     mapped @9 :UInt64;      # getMapped: the object is the segment file named after its id; total payload bytes
   }
+  frameBytes @10 :List(UInt64);  # get over CURVE: the object's frames' lengths when the payload frames are pieces of
+                            # them (frames over 1 MiB go in pieces): the reader joins them again; empty: the
+                            # payload frames are the object's frames
 }
 
 struct SegmentDirectory {

@@ -155,6 +155,9 @@ class StorageReply:
     status: StorageStatus
     reason: str = ""
     value: ReplyValue = None
+    #: get over CURVE: the object's frames' lengths when the payload frames are pieces of them (frames over 1 MiB
+    #: go in pieces): the reader joins them again; empty: the payload frames are the object's frames
+    frame_bytes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

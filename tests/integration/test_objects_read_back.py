@@ -327,6 +327,9 @@ class Story:
             graph = {"gate": (wait_for_file, self.gate), "read": (read_fingerprint, self.value, "gate")}
             futures = self.client.get(graph, keys=["read"], block=False)
             object_id = stored_argument_id(self.client, self.value)
+            if object_id is not None:  # the client's put is pipelined: `get(block=False)` returns before it is stored
+                connection = self.stack.connection
+                wait_for(lambda: connection.exists(object_id), "the argument in object storage", TIMEOUT)
             self.live(object_id)
             Path(self.gate).touch()
             return object_id, lambda: futures["read"].result(TIMEOUT)

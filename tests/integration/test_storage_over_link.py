@@ -4,8 +4,9 @@ scaler/protocol/storage_chunks.py); and the server stores the frames it was put 
 server's host maps them as put); a read that asks for writable frames gets the received ones (this process's own),
 not a copy.
 
-Checked by hand to fail with the mechanism off: with the server sending its frames as they are, the laptop's get
-receives 2 frames, not pieces; with the service ignoring `Put.frame_bytes`, the frames mapped on the server's host
+Checked by hand to fail with the mechanism off: with the server sending its frames as they are, the laptop's large
+frame is a received frame, not pieces joined; with the reader not joining the pieces (the reply's frame_bytes
+ignored), it gets 5 frames, not the 2 of the put; with the service ignoring `Put.frame_bytes`, the frames mapped on the server's host
 are the pieces; with every received frame copied on write, the frames read with `copy_on_write` are bytearrays."""
 
 from __future__ import annotations
@@ -55,13 +56,14 @@ def test_a_large_object_crosses_the_link_in_pieces_and_is_stored_as_put(
         far.put(b"o" * 32, frames, owner_id=OWNER)
         received = far.get_frames(b"o" * 32)
         assert b"".join(bytes(frame) for frame in received) == b"".join(frames)
-        assert len(received) > len(frames), "a large frame comes in pieces"
-        assert max(len(frame) for frame in received) <= WIRE_PIECE_BYTES
+        assert [bytes(frame) for frame in received] == frames, "the reader sees the frames of the put, not pieces"
+        assert isinstance(received[0].obj, zmq.Frame), "a small frame comes whole: a view of the received frame"
+        assert isinstance(received[1].obj, bytearray), "the large frame came in pieces, joined again by the reader"
         # copy on write: what was received is this process's own and writable, and is not copied again
         writable = far.get_frames(b"o" * 32, copy_on_write=True)
-        assert b"".join(bytes(frame) for frame in writable) == b"".join(frames)
+        assert [bytes(frame) for frame in writable] == frames
         assert not any(frame.readonly for frame in writable)
-        assert all(isinstance(frame.obj, zmq.Frame) for frame in writable), "views of the received frames"
+        assert isinstance(writable[0].obj, zmq.Frame), "a view of the received frame, not a copy"
         assert near.local_segments() is not None, "the test runs on the server's host: it maps what is stored"
         mapped = near.get_frames(b"o" * 32)
         assert [bytes(frame) for frame in mapped] == frames, "stored as the frames of the put, not the pieces"

@@ -127,3 +127,29 @@ def test_a_value_read_from_pieces_is_whole_and_writable() -> None:
     value = deserialize_frames(DefaultSerializer(), pieces)
     assert numpy.array_equal(value, array)
     assert value.flags.writeable
+
+
+def test_a_get_answered_in_pieces_gives_the_frames_that_were_put() -> None:
+    """A CURVE server cuts a get's frames over WIRE_PIECE_BYTES into pieces and names the frames' lengths in the
+    reply; the reader joins them again, so that what it sees (and hashes: TaskEncoder.stored_id) is the frames as put.
+    Fails if the reader passes the pieces on (four frames instead of two), or if the reply does not name the lengths."""
+    from scaler.object_storage.client_core import frames_as_put
+    from scaler.protocol.storage_messages import WIRE_PIECE_BYTES, StorageReply, StorageStatus, wire_pieces
+
+    frames = [memoryview(b"m" * 17), memoryview(bytes(range(256)) * (3 * WIRE_PIECE_BYTES // 256 + 1))]
+    pieces = wire_pieces(frames)
+    assert len(pieces) > len(frames)
+    reply = StorageReply(1, StorageStatus.OK, frame_bytes=tuple(len(frame) for frame in frames))
+    joined = frames_as_put(reply, pieces, "tcp://127.0.0.1:1")
+    assert [bytes(frame) for frame in joined] == [bytes(frame) for frame in frames]
+    assert frames_as_put(StorageReply(1, StorageStatus.OK), frames, "tcp://127.0.0.1:1") == frames
+
+
+def test_pieces_that_do_not_make_the_named_frames_are_an_error() -> None:
+    from scaler.errors import ObjectStorageException
+    from scaler.object_storage.client_core import frames_as_put
+    from scaler.protocol.storage_messages import StorageReply, StorageStatus
+
+    reply = StorageReply(1, StorageStatus.OK, frame_bytes=(10, 20))
+    with pytest.raises(ObjectStorageException, match="do not make frames"):
+        frames_as_put(reply, [memoryview(b"x" * 10), memoryview(b"y" * 5)], "tcp://127.0.0.1:1")

@@ -255,7 +255,8 @@ STRUCTS = {
                     "deleted": Member(bare=True),
                     "mapped": Member("MappedSize", "total_bytes", "int"),
                 },
-            )
+            ),
+            "frameBytes": Field(omit_empty=True),
         },
     ),
     "StorageInfo": Struct(required="objectCount totalBytes ownerCount"),
