@@ -9,6 +9,9 @@ xdist's own puts the groups with the most tests first); xdist then names its tes
 How long a test takes comes from `tests/durations.json` (seconds by test id: the tests over a few seconds in a whole
 run; the others keep their order after them). Refresh it from a run with durations:
     .venv/bin/python -m pytest -n 3 --durations=0 | .venv/bin/python -m tests.ordering
+or add the tests of a few files to it (a targeted run under the same load: a whole run shares 2 cores among 4
+processes, so a test measured alone on an idle machine looks shorter than it will be):
+    .venv/bin/python -m pytest -n 2 --durations=0 tests/conformance | .venv/bin/python -m tests.ordering --merge
 """
 
 from __future__ import annotations
@@ -89,13 +92,20 @@ def parse_durations(lines: list[str]) -> dict[str, float]:
 
 
 def main() -> None:
+    """Write the durations of pytest's report on standard input (`--merge`: over those recorded, keeping the others;
+    a merged test now under the threshold is dropped)."""
+    merge = sys.argv[1:] == ["--merge"]
+    if sys.argv[1:] and not merge:
+        raise SystemExit("usage: python -m tests.ordering [--merge] < pytest's --durations=0 report")
     totals = parse_durations(sys.stdin.read().splitlines())
-    kept = {key: round(value, 1) for key, value in sorted(totals.items(), key=lambda kv: -kv[1])
-            if value >= RECORDED_FROM_SECONDS}  # fmt: skip
-    if not kept:
+    if not totals:
         raise SystemExit("no durations on standard input: run pytest with --durations=0")
+    merged = {**recorded(), **totals} if merge else totals
+    kept = {key: round(value, 1) for key, value in sorted(merged.items(), key=lambda kv: -kv[1])
+            if value >= RECORDED_FROM_SECONDS}  # fmt: skip
     DURATIONS.write_text(json.dumps(kept, indent=0) + "\n")
-    print(f"{DURATIONS}: {len(kept)} tests of {RECORDED_FROM_SECONDS:g} s or more")
+    added = f" ({len(totals)} measured now)" if merge else ""
+    print(f"{DURATIONS}: {len(kept)} tests of {RECORDED_FROM_SECONDS:g} s or more{added}")
 
 
 if __name__ == "__main__":
