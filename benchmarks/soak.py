@@ -15,6 +15,14 @@ The report: memory by process kind at the start (once the pool is up) and at the
 of the kind (memory only it holds: what a leak grows) and the kind's summed PSS (shared pages divided among their
 sharers; RSS would count the pages a worker's agent, zygote and processors share from the fork once in each); tasks
 submitted, finished, failed (each reason with its count) and lost (submitted, never finished nor failed: must be 0).
+
+Memory as a time series (soak_memory.py): every process of the stack is sampled every `--sample-seconds` (RSS, USS,
+PSS, and the part of USS in mapped object-storage segment files), written as CSV to `--series` as the run goes, and
+summarised per process and per kind: USS at the end of the warm-up (`--warm-up-minutes`, default the first 20 % of
+the run), at the end, the largest, the slope after the warm-up in MiB per hour, and a flat / GROWING verdict (growth
+after the warm-up within `--flat-mib`, or `--flat-share` of the warm-up value, whichever is larger).
+
+    .venv/bin/python benchmarks/soak.py --minutes 60 --save soak.json    # series in soak.memory.csv
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -37,6 +46,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from soak_memory import MemorySampler, stack_processes, storage_folders, verdicts
+from soak_memory import report as memory_report
 
 from scaler import Client
 from scaler.config.byte_size import format_byte_size
@@ -168,7 +179,9 @@ def start_storage(address: str, spill: Path, log: Path) -> subprocess.Popen[byte
         return subprocess.Popen([*command, "--spill-directory", str(spill)], stdout=output, stderr=output)
 
 
-def soak(minutes: float, workers: int, client_threads: int, folder: Path) -> dict[str, Any]:
+def soak(
+    minutes: float, workers: int, client_threads: int, folder: Path, series: Path, sample_seconds: float
+) -> dict[str, Any]:
     base = free_tcp_port_block(3)
     scheduler, storage_address = f"tcp://127.0.0.1:{base}", f"tcp://127.0.0.1:{base + 1}"
     stack_file = folder / "soak.toml"
@@ -185,11 +198,19 @@ def soak(minutes: float, workers: int, client_threads: int, folder: Path) -> dic
     with open(log, "ab") as output:
         stack = subprocess.Popen([str(BIN / "scaler"), str(stack_file)], stdout=output, stderr=output)
     tally, stop, events = Tally(), threading.Event(), []
+    current_storage = [storage]  #: the sampler's view of the storage server (a new process after its restart)
+    sampler = MemorySampler(
+        series,
+        sample_seconds,
+        lambda: stack_processes(stack.pid, current_storage[0].pid),
+        lambda: storage_folders(current_storage[0].pid, spill),
+    )
     try:
         with Client(scheduler, connect_timeout_seconds=60) as warm:
             warm.map(square, range(workers * 4))  # the pool is up
         start_memory = memory(stack.pid, storage.pid)
         started = time.monotonic()
+        sampler.start()
         threads = [threading.Thread(target=clients, args=(scheduler, tally, stop)) for _ in range(client_threads)]
         for thread in threads:
             thread.start()
@@ -201,11 +222,13 @@ def soak(minutes: float, workers: int, client_threads: int, folder: Path) -> dic
             events.append(f"{time.monotonic() - started:7.1f} s  {fault}")
             print(events[-1], flush=True)
             storage = inject(fault, stack.pid, storage, storage_address, spill, log)
+            current_storage[0] = storage
         time.sleep(max(0.0, started + duration - time.monotonic()))
         stop.set()
         for thread in threads:
             thread.join(timeout=600)
         end_memory = memory(stack.pid, storage.pid)
+        sampler.stop()
     finally:
         stop.set()
         for process in (stack, storage):
@@ -217,7 +240,7 @@ def soak(minutes: float, workers: int, client_threads: int, folder: Path) -> dic
     lost = tally.submitted - tally.finished - sum(tally.failed.values())
     return {"minutes": minutes, "events": events, "start_memory": start_memory, "end_memory": end_memory,
             "submitted": tally.submitted, "finished": tally.finished, "failed": dict(tally.failed), "lost": lost,
-            "client_errors": dict(tally.client_errors)}  # fmt: skip
+            "client_errors": dict(tally.client_errors), "samples": sampler.samples}  # fmt: skip
 
 
 def inject(
@@ -251,10 +274,20 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--clients", type=int, default=2, help="client threads, each one connection after another")
     parser.add_argument("--save", help="write the report as JSON")
+    parser.add_argument("--series", help="the memory series as CSV (default: next to --save, else soak.memory.csv)")
+    parser.add_argument("--sample-seconds", type=float, default=30.0, help="how often every process is sampled")
+    parser.add_argument("--warm-up-minutes", type=float, help="the warm-up (default: the first 20 %% of the run)")
+    parser.add_argument("--flat-mib", type=float, default=10.0, help="growth after the warm-up still called flat")
+    parser.add_argument("--flat-share", type=float, default=0.1, help="... or this share of the warm-up value")
     arguments = parser.parse_args()
+    series = Path(
+        arguments.series or (Path(arguments.save).with_suffix(".memory.csv") if arguments.save else "soak.memory.csv")
+    )
+    warm_up_minutes = arguments.warm_up_minutes if arguments.warm_up_minutes is not None else arguments.minutes * 0.2
     folder = Path(tempfile.mkdtemp(prefix="soak-"))
     try:
-        report = soak(arguments.minutes, arguments.workers, arguments.clients, folder)
+        report = soak(arguments.minutes, arguments.workers, arguments.clients, folder, series.absolute(),
+                      arguments.sample_seconds)  # fmt: skip
     except BaseException:
         print((folder / "soak.log").read_text(errors="replace")[-4000:], file=sys.stderr)
         raise
@@ -275,6 +308,14 @@ def main() -> None:
         print(f"  failed {count}: {reason}")
     for reason, count in sorted(report["client_errors"].items()):
         print(f"  a client's connection failed {count} time(s): {reason}")
+    kinds, processes = verdicts(report.pop("samples"), warm_up_minutes * 60, arguments.flat_mib, arguments.flat_share)
+    print(
+        f"\nUSS every {arguments.sample_seconds:g} s (series in {series}); warm-up {warm_up_minutes:g} minutes; flat: "
+        f"grows by at most {arguments.flat_mib:g} MiB or {arguments.flat_share:.0%} after the warm-up\n"
+    )
+    print(memory_report(kinds, processes))
+    report["memory_verdicts"] = {v.name: dataclasses.asdict(v) for v in kinds + processes}
+    report["series"] = str(series)
     if arguments.save:
         Path(arguments.save).write_text(json.dumps(report, indent=1))
     if report["lost"]:

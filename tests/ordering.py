@@ -9,10 +9,18 @@ xdist's own puts the groups with the most tests first); xdist then names its tes
 How long a test takes comes from `tests/durations.json` (seconds by test id: the tests over a few seconds in a whole
 run; the others keep their order after them). Refresh it from a run with durations:
     .venv/bin/python -m pytest -n 3 --durations=0 | .venv/bin/python -m tests.ordering
+or add the tests of a few files to it (a targeted run under the same load: a whole run shares 2 cores among 4
+processes, so a test measured alone on an idle machine looks shorter than it will be):
+    .venv/bin/python -m pytest -n 2 --durations=0 tests/conformance | .venv/bin/python -m tests.ordering --merge
+A run's timeline (SCALER_TEST_TIMELINE, below) gives them too, also of a run that was stopped before pytest's report:
+each test's time is from the end of the test before it in its process to its own end (its process's first test,
+whose start the timeline does not show, keeps its recorded time):
+    .venv/bin/python -m tests.ordering --merge --timeline FILE
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -88,14 +96,51 @@ def parse_durations(lines: list[str]) -> dict[str, float]:
     return totals
 
 
-def main() -> None:
-    totals = parse_durations(sys.stdin.read().splitlines())
-    kept = {key: round(value, 1) for key, value in sorted(totals.items(), key=lambda kv: -kv[1])
+def timeline_durations(lines: list[str]) -> dict[str, float]:
+    """Seconds per test id from a run's timeline (`process end-time test-id` lines): from the end of the test before
+    it in its process (the first test of a process has none: left out)."""
+    ends: dict[str, list[tuple[float, str]]] = {}
+    for line in lines:
+        parts = line.split(maxsplit=2)
+        if len(parts) == 3:
+            ends.setdefault(parts[0], []).append((float(parts[1]), parts[2].strip()))
+    if len(ends) > 1:
+        ends.pop("main", None)  # with pytest-xdist, the controller's lines repeat its processes' ones
+    totals: dict[str, float] = {}
+    for process_ends in ends.values():
+        process_ends.sort()
+        for (before, _), (end, name) in itertools.pairwise(process_ends):
+            totals[ungrouped_id(name)] = end - before
+    return totals
+
+
+def to_record(measured: dict[str, float], previous: dict[str, float], merge: bool) -> dict[str, float]:
+    """What durations.json keeps: the measured tests (over the previous ones with `merge`), longest first, of at least
+    RECORDED_FROM_SECONDS (a merged test now under it is dropped)."""
+    merged = {**previous, **measured} if merge else measured
+    return {key: round(value, 1) for key, value in sorted(merged.items(), key=lambda kv: -kv[1])
             if value >= RECORDED_FROM_SECONDS}  # fmt: skip
-    if not kept:
-        raise SystemExit("no durations on standard input: run pytest with --durations=0")
+
+
+def main() -> None:
+    """Write the durations of pytest's report on standard input, or of a timeline (`--timeline FILE`); `--merge`:
+    over those recorded, keeping the others."""
+    arguments = sys.argv[1:]
+    merge = "--merge" in arguments
+    timeline = arguments[arguments.index("--timeline") + 1] if "--timeline" in arguments[:-1] else None
+    if len(arguments) != merge + 2 * (timeline is not None):
+        raise SystemExit("usage: python -m tests.ordering [--merge] [--timeline FILE] (else pytest's --durations=0 "
+                         "report on standard input)")  # fmt: skip
+    if timeline is not None:
+        totals = timeline_durations(Path(timeline).read_text().splitlines())
+    else:
+        totals = parse_durations(sys.stdin.read().splitlines())
+    if not totals:
+        raise SystemExit("no durations: run pytest with --durations=0 (or SCALER_TEST_TIMELINE=FILE)")
+    kept = to_record(totals, recorded(), merge)
     DURATIONS.write_text(json.dumps(kept, indent=0) + "\n")
-    print(f"{DURATIONS}: {len(kept)} tests of {RECORDED_FROM_SECONDS:g} s or more")
+    added = f" ({len(totals)} measured now)" if merge else ""
+    print(f"{DURATIONS}: {len(kept)} tests of {RECORDED_FROM_SECONDS:g} s or more{added}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The documentation tier's readers: this tree's wheel, built once per run, and one virtual environment per pip
+"""The documentation tier's readers: this tree's wheel, built once per run (tests/integration/fresh_install.py's
+`run_wheel`, shared with the other tests that install it), and one virtual environment per pip
 flavour, made the first time a page of that flavour runs and reused by the pages after it, in every test process
 of the run: the first process that needs one makes it (under a file lock, in the run's shared temporary folder),
 the others wait for it and use the same (a page's `pip install` of an extra then installs it once, not once per
@@ -10,21 +11,23 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.docs.readers import FLAVOURS, Reader, make_reader, make_wheel_folder
+from tests.docs.readers import FLAVOURS, Reader, make_reader
+from tests.integration.fresh_install import run_wheel
 
 #: What a made reader records, beside its folder (its presence says the reader is complete).
 MADE = "reader.json"
 
 
 class Readers(dict[str, Reader]):
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, wheels: Callable[[], Path]) -> None:
         super().__init__()
         self._root = root
+        self._wheels = wheels
         self._root.mkdir(parents=True, exist_ok=True)
 
     def __missing__(self, flavour: str) -> Reader:
@@ -39,13 +42,6 @@ class Readers(dict[str, Reader]):
                 made.write_text(json.dumps({"pip": reader.pip_version}))
         self[flavour] = reader
         return reader
-
-    def _wheels(self) -> Path:
-        with _locked(self._root / "wheel.lock"):
-            folder = self._root / "build" / "wheels"
-            if not list(folder.glob("*.whl")):
-                folder = make_wheel_folder(self._root / "build")
-            return folder
 
 
 @contextlib.contextmanager
@@ -64,4 +60,4 @@ def reader_of(tmp_path_factory: pytest.TempPathFactory) -> Readers:
     pytest-xdist)."""
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    return Readers(shared / "doc-readers")
+    return Readers(shared / "doc-readers", lambda: run_wheel(tmp_path_factory).parent)

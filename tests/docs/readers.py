@@ -15,8 +15,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.integration.fresh_install import build_wheel
-
 #: How a pip flavour's environment gets its pip.
 FLAVOURS = ("bundled", "current")
 #: Where the README tells readers to put the wheel until the package is on PyPI (`~/scaler-wheels`).
@@ -73,12 +71,6 @@ def make_reader(flavour: str, root: Path, wheels: Path) -> Reader:
     _run(["bash", "-c", INSTALL], 900, environment, cwd=root / "home")
     version = _run([python, "-m", "pip", "--version"], 60).split()[1]
     return Reader(flavour, venv, version, wheels)
-
-
-def make_wheel_folder(root: Path) -> Path:
-    """This tree's wheel, in a folder of its own."""
-    wheel = build_wheel(root)
-    return wheel.parent
 
 
 def _run(argv: list[str], timeout: float, environment: dict[str, str] | None = None, cwd: Path | None = None) -> str:

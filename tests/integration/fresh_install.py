@@ -5,16 +5,26 @@ Building the wheel is what proves that the example files and the other package d
 environment (never from the repository) is what proves that the README and `scaler --example` work without a
 clone. The new environment gets the dependencies from this one's site-packages through a `.pth` line, which adds
 that folder to the path without running its `.pth` files, so the editable install of the clone stays out of it.
+
+The wheel is built once per run (`run_wheel`) and shared by every test process and every test that installs it (the
+fresh environments here, the documentation tier's readers, the folder of links of test_find_links_install.py): each
+build is of the same tree, and each took about 12 s of a loaded machine.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: What the wheel is built from (pyproject.toml names README.md as the long description).
@@ -41,9 +51,32 @@ def build_wheel(into: Path) -> Path:
     return wheel
 
 
-def fresh_environment(root: Path) -> Path:
+def run_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel of the working tree for this run: built by the first test process that asks (under a file lock in
+    the temporary folder the run's test processes share), found there by the others."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "tree-wheel"
+    root.mkdir(parents=True, exist_ok=True)
+    with _locked(root / "build.lock"):
+        built = sorted((root / "build" / "wheels").glob("*.whl"))
+        if built:
+            return built[0]
+        shutil.rmtree(root / "build", ignore_errors=True)  # a build cut short in another process
+        return build_wheel(root / "build")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def fresh_environment(root: Path, wheel: Path) -> Path:
     """A new virtual environment with the wheel installed; returns its Python."""
-    wheel = build_wheel(root / "build")
     environment = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(environment)], check=True, timeout=120)
     python = environment / "bin" / "python"

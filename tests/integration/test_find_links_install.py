@@ -31,7 +31,7 @@ import pytest
 from scaler import Client
 from scaler.security.connection_files import discovered_connection
 from tests.integration.conftest import free_addresses, wait_for
-from tests.integration.fresh_install import ROOT, build_wheel
+from tests.integration.fresh_install import ROOT, run_wheel
 from tests.integration.test_cloud_burst import ecs_tasks
 
 pytestmark = [pytest.mark.integration, pytest.mark.cloud, pytest.mark.timeout(420)]
@@ -64,7 +64,7 @@ class FoundLinksInstall:
 @pytest.fixture(scope="module")
 def found_links(tmp_path_factory: pytest.TempPathFactory) -> FoundLinksInstall:
     root = tmp_path_factory.mktemp("find-links")
-    wheel = build_wheel(root / "build")
+    wheel = run_wheel(tmp_path_factory)
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300, capture_output=True)
     python = venv / "bin" / "python"

@@ -24,7 +24,7 @@ from scaler.config.completion import command_names
 from scaler.config.example_files import EXAMPLES, shipped_file_names
 from scaler.io.address import free_tcp_port_block
 from tests.integration.conftest import BIN_DIR, ProcessWatch, free_addresses, probe_scheduler, running_cluster
-from tests.integration.fresh_install import ROOT, fresh_environment
+from tests.integration.fresh_install import ROOT, fresh_environment, run_wheel
 
 #: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_first_day")]
@@ -36,7 +36,7 @@ ISSUE_NAMES = ("local", "fixed", "tiers", "cost_tiers", "aws_ecs", "aws_ec2", "a
 @pytest.fixture(scope="module")
 def fresh_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Python of a new environment with this tree's wheel installed and no clone on its path."""
-    return fresh_environment(tmp_path_factory.mktemp("fresh-install"))
+    return fresh_environment(tmp_path_factory.mktemp("fresh-install"), run_wheel(tmp_path_factory))
 
 
 def command(*argv: str, python: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

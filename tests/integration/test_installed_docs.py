@@ -16,7 +16,7 @@ import pytest
 
 from scaler.config.completion import command_names
 from scaler.config.example_files import EXAMPLES
-from tests.integration.fresh_install import fresh_environment
+from tests.integration.fresh_install import fresh_environment, run_wheel
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600), pytest.mark.xdist_group("test_installed_docs")]
 
@@ -37,7 +37,7 @@ sys.exit(script.load()())
 
 @pytest.fixture(scope="module")
 def fresh_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return fresh_environment(tmp_path_factory.mktemp("fresh-docs"))
+    return fresh_environment(tmp_path_factory.mktemp("fresh-docs"), run_wheel(tmp_path_factory))
 
 
 def scaler(python: Path, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:

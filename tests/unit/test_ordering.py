@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.ordering import parse_durations, ungrouped_id
+from tests.ordering import parse_durations, timeline_durations, to_record, ungrouped_id
 
 
 def test_a_grouped_test_is_known_by_its_id_without_the_group() -> None:
@@ -11,3 +11,28 @@ def test_a_grouped_test_is_known_by_its_id_without_the_group() -> None:
     assert ungrouped_id("tests/a.py::t[user@host]") == "tests/a.py::t[user@host]", "an @ inside a parameter stays"
     lines = ["1.50s call     tests/a.py::t[ecs]@test_a", "2.00s setup    tests/a.py::t[ecs]@test_a"]
     assert parse_durations(lines) == {"tests/a.py::t[ecs]": 3.5}
+
+
+def test_a_timeline_gives_each_test_the_time_since_the_one_before_in_its_process() -> None:
+    lines = [
+        "gw0 100.0 tests/a.py::first@g",
+        "main 100.0 tests/a.py::first@g",
+        "gw1 101.0 tests/b.py::alone",
+        "gw0 112.5 tests/a.py::second@g",
+        "gw0 104.0 tests/a.py::between",
+    ]
+    assert timeline_durations(lines) == {"tests/a.py::between": 4.0, "tests/a.py::second": 8.5}
+    assert timeline_durations(["main 1.0 tests/a.py::t", "main 3.0 tests/a.py::u"]) == {"tests/a.py::u": 2.0}
+
+
+def test_a_merge_keeps_the_tests_not_measured_and_drops_short_ones() -> None:
+    previous = {"tests/a.py::old": 10.0, "tests/a.py::again": 20.0, "tests/a.py::shorter": 5.0}
+    measured = {"tests/a.py::again": 30.04, "tests/a.py::new": 4.0, "tests/a.py::shorter": 1.0}
+    assert to_record(measured, previous, merge=True) == {"tests/a.py::again": 30.0, "tests/a.py::old": 10.0,
+                                                         "tests/a.py::new": 4.0}  # fmt: skip
+    assert list(to_record(measured, previous, merge=True)) == [
+        "tests/a.py::again",
+        "tests/a.py::old",
+        "tests/a.py::new",
+    ]
+    assert to_record(measured, previous, merge=False) == {"tests/a.py::again": 30.0, "tests/a.py::new": 4.0}
