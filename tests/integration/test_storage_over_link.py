@@ -6,8 +6,9 @@ not a copy.
 
 Checked by hand to fail with the mechanism off: with the server sending its frames as they are, the laptop's large
 frame is a received frame, not pieces joined; with the reader not joining the pieces (the reply's frame_bytes
-ignored), it gets 5 frames, not the 2 of the put; with the service ignoring `Put.frame_bytes`, the frames mapped on the server's host
-are the pieces; with every received frame copied on write, the frames read with `copy_on_write` are bytearrays."""
+ignored), it gets 5 frames, not the 2 of the put; with the service ignoring `Put.frame_bytes`, the frames mapped on
+the server's host are the pieces; with every received frame copied on write, the small frame read with
+`copy_on_write` is a bytearray."""
 
 from __future__ import annotations
 
