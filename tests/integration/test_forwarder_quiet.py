@@ -7,6 +7,7 @@ test counts one warning per connection (200)."""
 
 from __future__ import annotations
 
+import select
 import socket
 import subprocess
 import sys
@@ -82,8 +83,19 @@ def test_a_forwarder_whose_target_is_gone_says_so_once(forwarder: tuple[int, int
         assert joined, "the forwarder joins connections to the target once it answers"
     finally:
         target.close()
+    # the target's accept returns once the forwarder's connect is done, before its thread logs that it answers again
+    assert process.stderr is not None
+    said: list[str] = []
+    deadline = time.monotonic() + 30
+    while not any("answers again" in line for line in said) and time.monotonic() < deadline:
+        if select.select([process.stderr], [], [], 1.0)[0]:
+            line = process.stderr.readline()
+            if not line:
+                break
+            said.append(line)
     process.terminate()
-    _, errors = process.communicate(timeout=30)
+    _, rest = process.communicate(timeout=30)
+    errors = "".join(said) + rest
     warnings = [line for line in errors.splitlines() if "WARNING" in line]
     assert len(warnings) == 2, errors[-3000:]
     assert f"cannot reach 127.0.0.1:{target_port}" in warnings[0] and "answers again" in warnings[1]

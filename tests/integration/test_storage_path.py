@@ -18,6 +18,7 @@ import pytest
 from scaler import Client
 from scaler.errors import ObjectStorageException, ProcessorDiedError
 from scaler.io.address import free_tcp_port_block
+from scaler.object_storage import local_segments
 from scaler.object_storage.connection import ObjectStorageConnection
 from scaler.protocol import messages as m
 from tests.integration.conftest import (
@@ -84,7 +85,12 @@ def test_a_storage_death_while_a_result_is_stored_fails_the_task_naming_storage_
 
 
 @pytest.mark.timeout(120)
-def test_a_result_fetch_that_failed_during_a_storage_stall_succeeds_on_the_next_call(launcher: Launcher) -> None:
+def test_a_result_fetch_that_failed_during_a_storage_stall_succeeds_on_the_next_call(
+    launcher: Launcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client on another host fetches its result over the socket, so a stalled server fails the fetch (on the
+    storage's host the client maps its own result by name: the next test)."""
+    monkeypatch.setattr(local_segments, "sees", lambda directory: False)
     addresses, _scheduler, storage = launcher.stack(workers=1)
     with Client(address=addresses.scheduler, timeout_seconds=2) as client:
         future = client.submit(big_result_after, 0.0, 3)
@@ -96,6 +102,23 @@ def test_a_result_fetch_that_failed_during_a_storage_stall_succeeds_on_the_next_
         finally:
             storage.popen.send_signal(signal.SIGCONT)
         assert future.result(timeout=30) == bytes([3]) * BIG  # not the stale error
+
+
+@pytest.mark.timeout(120)
+def test_on_the_storage_host_a_client_reads_its_result_while_the_server_is_stalled(launcher: Launcher) -> None:
+    """The client maps its own result's segment file by name (its header names the client as owner): no request
+    to the server, so a stalled server does not hold the fetch. Fails if the client asks `getMapped` first (the
+    fetch then times out after the client's 2 s)."""
+    addresses, _scheduler, storage = launcher.stack(workers=1)
+    with Client(address=addresses.scheduler, timeout_seconds=2) as client:
+        future = client.submit(big_result_after, 0.0, 5)
+        wait_for(future.done, "the task's result to reach the client")
+        client.submit(big_result_after, 0.0, 6).result(timeout=60)  # the client has greeted the storage server
+        storage.popen.send_signal(signal.SIGSTOP)
+        try:
+            assert future.result() == bytes([5]) * BIG
+        finally:
+            storage.popen.send_signal(signal.SIGCONT)
 
 
 @pytest.mark.timeout(120)
