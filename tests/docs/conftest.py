@@ -7,17 +7,15 @@ process; tests/docs/runner.py runs such steps under the environment's lock)."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.docs.readers import FLAVOURS, Reader, make_reader
-from tests.integration.fresh_install import run_wheel
+from tests.integration.fresh_install import locked, run_wheel
 
 #: What a made reader records, beside its folder (its presence says the reader is complete).
 MADE = "reader.json"
@@ -33,7 +31,7 @@ class Readers(dict[str, Reader]):
     def __missing__(self, flavour: str) -> Reader:
         assert flavour in FLAVOURS, flavour
         wheels = self._wheels()
-        with _locked(self._root / f"{flavour}.lock"):
+        with locked(self._root / f"{flavour}.lock"):
             made = self._root / flavour / MADE
             if made.exists():
                 reader = Reader(flavour, self._root / flavour / "venv", json.loads(made.read_text())["pip"], wheels)
@@ -42,16 +40,6 @@ class Readers(dict[str, Reader]):
                 made.write_text(json.dumps({"pip": reader.pip_version}))
         self[flavour] = reader
         return reader
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")

@@ -57,7 +57,7 @@ def run_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.getbasetemp()
     root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "tree-wheel"
     root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / "build.lock"):
+    with locked(root / "build.lock"):
         built = sorted((root / "build" / "wheels").glob("*.whl"))
         if built:
             return built[0]
@@ -66,7 +66,8 @@ def run_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` shared by the run's test processes (flock), held for the block."""
     with path.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
