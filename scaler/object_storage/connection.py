@@ -94,14 +94,15 @@ class BlockingLink(Generic[T]):
     def socket(self) -> zmq.Socket[Any]:
         if self._socket is None:
             self._socket = open_dealer(self._sockets, self.core.address, immediate=self._immediate)
+            # watched from the start: a server that dies between a send and the first wait is heard (rule 9)
+            self._monitor = self._sockets.event_monitor(self._socket, zmq.EVENT_DISCONNECTED)
         return self._socket
 
     @property
     def monitor(self) -> zmq.Socket[Any]:
-        """The socket's connection events (made with the first wait: a dropped connection only matters to requests
-        waiting for an answer)."""
-        if self._monitor is None:
-            self._monitor = self._sockets.event_monitor(self.socket, zmq.EVENT_DISCONNECTED)
+        """The socket's connection events (made with the socket)."""
+        _ = self.socket
+        assert self._monitor is not None
         return self._monitor
 
     def flush(self) -> list[Outcome[T]]:

@@ -15,6 +15,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,14 @@ from scaler import Client
 from scaler.cluster.implied_storage import with_implied_storage
 from scaler.config.loader import LauncherFile
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig
-from tests.integration.conftest import BIN_DIR, COLD_START_SECONDS, ProcessWatch, free_addresses, probe_scheduler
+from tests.integration.conftest import (
+    BIN_DIR,
+    COLD_START_SECONDS,
+    ProcessWatch,
+    free_addresses,
+    probe_scheduler,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -74,12 +82,20 @@ def test_the_guides_stack_file_runs_as_written(tmp_path: Path, processes: Proces
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
     )  # fmt: skip
+    said: list[str] = []
+    reader = threading.Thread(target=lambda: said.extend(stack.stdout or ()), daemon=True)
+    reader.start()
     probe_scheduler(addresses.scheduler, COLD_START_SECONDS, stack)
     with Client(address=addresses.scheduler, timeout_seconds=30) as client:
         assert client.map(pow, [2, 3], [10, 2]) == [1024, 9]
+    # the manager is announced once the scheduler's status feed shows it registered (up to a second after the
+    # tasks could run): a script waits for the line, as this test does
+    wait_for(lambda: any("scaler: worker manager 'local'" in line for line in said), "the manager's line")
     processes.remember()
     stack.send_signal(signal.SIGTERM)
-    output, _ = stack.communicate(timeout=60)
+    stack.wait(timeout=60)
+    reader.join(timeout=30)
+    output = "".join(said)
     assert stack.returncode == 0, output
     assert f"[scheduler] object_storage_address is {addresses.object_storage}, where nothing listens" in output
     assert output.count("object storage server listening on") == 1, "said once (it was said twice)"

@@ -38,6 +38,19 @@ class ConnectionGoneOnce:
     def close(self, linger: int) -> None:
         pass
 
+    def disable_monitor(self) -> None:
+        pass
+
+
+class NoEvents:
+    """A monitor that never reports a connection event."""
+
+    def recv_multipart(self, flags: int) -> list[bytes]:
+        raise zmq.Again()
+
+    def close(self, linger: int) -> None:
+        pass
+
 
 class OneSocket:
     security = None
@@ -47,6 +60,9 @@ class OneSocket:
 
     def dealer(self, address: str, identity: bytes | None = None, immediate: bool = False) -> Any:
         return self.sock
+
+    def event_monitor(self, sock: Any, events: int) -> NoEvents:
+        return NoEvents()
 
 
 def link_over(sock: ConnectionGoneOnce, timeout_seconds: float = 60.0) -> BlockingLink[None]:
