@@ -23,6 +23,7 @@ import asyncio
 import functools
 import logging
 import os
+import stat
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -141,12 +142,14 @@ class DiskWorker:
         path = os.path.join(self.segment_directory, item.file_name)
         final = segment_path(self.segment_directory, item.object_id)
         try:
-            if not os.path.lexists(path):
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
                 if item.held:  # sent again after its file was adopted: the object may have left its segment since
                     return ADOPTED_BEFORE
                 _check_head(final, item)  # a request sent again to a server that adopted it already
                 return None
-            if not os.path.isfile(path) or os.path.islink(path):
+            if not stat.S_ISREG(mode):
                 raise SegmentFileError("not a regular file")
             _check_head(path, item)
             os.replace(path, final)
