@@ -2,7 +2,9 @@
 
 Object ids of what a client stores are content-addressed (sha256 of the client id and the bytes), so
 identical functions and objects are stored once; ids differ between clients, so one client's
-cleanup never deletes another's objects. Every id a client makes starts with its `owner_tag`, so a processor
+cleanup never deletes another's objects. An object whose fingerprint matches nothing stored (from 64 KiB on the
+storage's host, from 8 MiB elsewhere) is new content: it gets a random id and is hashed only if another object of
+its fingerprint comes (`put_object`). Every id a client makes starts with its `owner_tag`, so a processor
 can tell the objects of the task's own client from others (see task_decoder).
 """
 
@@ -12,6 +14,7 @@ import dataclasses
 import functools
 import hashlib
 import inspect
+import itertools
 import pickle
 import threading
 import weakref
@@ -147,6 +150,10 @@ class TaskEncoder:
         #: equal fingerprint)
         self._large: dict[bytes, ObjectID] = {}
         self._fingerprints: set[bytes] = set()
+        #: the ids of objects stored under a random id (`_new_object_id`)
+        self._owner_tag = owner_tag(client_id)
+        self._id_base = new_random_object_id()[:8]
+        self._id_numbers = itertools.count(1)
         #: objects stored without their digest yet, by fingerprint: (id, whether its payload was a list of frames)
         self._undigested: dict[bytes, list[tuple[ObjectID, bool]]] = {}
         #: set by Client.forward_logging: the tasks encoded from then on ask for their logging records
@@ -275,7 +282,7 @@ class TaskEncoder:
         this host (read back without a transfer, only if another object of this fingerprint comes: a put of 100 MB
         then costs its write alone); elsewhere (objects from 8 MiB on) it is computed now on another thread while the
         object is sent (hashing 100 MB costs about as much as sending it)."""
-        object_id = ObjectID(owner_tag(self._client_id) + new_random_object_id()[OWNER_TAG_BYTES:])
+        object_id = self._new_object_id()
         if self._stored is not None and self._stored.reads_locally():
             self._objects.store(object_id, payload, name, later and frames_size(payload) < LARGE_OBJECT_BYTES)
             self._undigested.setdefault(key, []).append((object_id, isinstance(payload, list)))
@@ -291,6 +298,15 @@ class TaskEncoder:
         self._large[digest[0]] = object_id
         self._fingerprints.add(key)
         return object_id
+
+    def _new_object_id(self) -> ObjectID:
+        """A fresh id of this client's: its owner tag, 8 random bytes drawn once per encoder and a count (no system
+        call per object: on U3's submit path each one was a chance for the client's other threads to take the GIL)."""
+        number = next(self._id_numbers)
+        if number >> 32:  # 4 billion ids of one base: draw another
+            self._id_base, self._id_numbers = new_random_object_id()[:8], itertools.count(1)
+            number = next(self._id_numbers)
+        return ObjectID(self._owner_tag + self._id_base + number.to_bytes(4, "little"))
 
     def argument(self, value: Any, keyword: str, position: int) -> m.Argument:
         if isinstance(value, ObjectReference):
