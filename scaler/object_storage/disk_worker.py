@@ -23,7 +23,6 @@ import asyncio
 import functools
 import logging
 import os
-import stat
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -143,15 +142,12 @@ class DiskWorker:
         final = segment_path(self.segment_directory, item.object_id)
         try:
             try:
-                mode = os.lstat(path).st_mode
+                _check_head(path, item)  # a regular file (not a link, not a FIFO) holding this object
             except FileNotFoundError:
                 if item.held:  # sent again after its file was adopted: the object may have left its segment since
                     return ADOPTED_BEFORE
                 _check_head(final, item)  # a request sent again to a server that adopted it already
                 return None
-            if not stat.S_ISREG(mode):
-                raise SegmentFileError("not a regular file")
-            _check_head(path, item)
             os.replace(path, final)
         except (SegmentFileError, OSError) as error:
             segment_files.remove_file(path)

@@ -25,6 +25,7 @@ import dataclasses
 import errno
 import mmap
 import os
+import stat
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -204,10 +205,14 @@ def read_head(content: Any, size: int) -> SegmentHead:
 
 
 def read_head_of_file(path: str) -> SegmentHead:
-    """The header of the segment file at `path`, read without mapping it. Raises SegmentFileError, OSError."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    """The header of the segment file at `path`, read without mapping it. Raises SegmentFileError (also for anything
+    but a regular file), OSError (a symbolic link: ELOOP)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO put there does not block it
     try:
-        size = os.fstat(descriptor).st_size
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise SegmentFileError("not a regular file")
+        size = status.st_size
         fixed = os.pread(descriptor, _HEAD_GUESS, 0)  # the whole header at once, unless it describes many frames
         if len(fixed) < _HEADER.size or fixed[: len(MAGIC)] != MAGIC:
             raise SegmentFileError("not a segment file (wrong magic number or too short)")

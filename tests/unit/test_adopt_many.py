@@ -16,6 +16,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from scaler.object_storage.segment_directory import PUT_FILE_SECONDS, sweep_put_files
 from scaler.object_storage.segment_files import segment_path, write_segment
 from scaler.protocol.codec import encode_storage_request
@@ -100,3 +102,26 @@ def _as_scheduler(shell: Shell) -> Shell:
     assert answer is not None and answer.reply.status is StorageStatus.OK
     shell.next_request += 1
     return shell
+
+
+@pytest.mark.timeout(30)
+def test_a_link_or_a_fifo_named_for_adoption_is_refused_without_blocking_the_server(tmp_path: Path) -> None:
+    """A `.put` that is a symbolic link (to another object's file) or a FIFO is refused, and the server does not wait
+    on the FIFO for a writer. Checked by hand with the mechanism off: without O_NONBLOCK in `read_head_of_file` the
+    server's open of the FIFO blocks (this test times out); without O_NOFOLLOW the link is adopted (its target read as
+    the object)."""
+    shell, segments = _shell(tmp_path)
+    good = _written(segments, b"object-1", "o1.put")
+    target = segments / "elsewhere.seg"
+    write_segment(str(target), ObjectID(b"object-2"), OWNER, "argument", FRAMES)
+    (segments / "o2.put").symlink_to(target)
+    os.mkfifo(segments / "o3.put")
+    linked = Adopt(ObjectID(b"object-2"), OWNER, "o2.put", SIZE, "argument")
+    fifo = Adopt(ObjectID(b"object-3"), OWNER, "o3.put", SIZE, "argument")
+    reply = shell.call(AdoptMany((good, linked, fifo))).answer.reply
+    assert isinstance(reply.value, AdoptOutcomes)
+    assert [o.status for o in reply.value.outcomes] == [StorageStatus.OK] + [StorageStatus.BAD_REQUEST] * 2
+    assert "not a regular file" in reply.value.outcomes[2].reason
+    assert target.exists() and not (segments / "o2.put").exists() and not (segments / "o3.put").exists()
+    assert shell.call(Get(ObjectID(b"object-2"))).answer.reply.status is StorageStatus.NOT_FOUND
+    shell.close()
