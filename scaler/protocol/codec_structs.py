@@ -1212,6 +1212,8 @@ def write_storage_request(b: Any, v: sm.StorageRequest) -> None:
         write_adopt(b.init("adopt"), x)
     elif isinstance(x, sm.GetMapped):
         b.getMapped = x.object_id
+    elif isinstance(x, sm.AdoptMany):
+        write_adopt_many(b.init("adoptMany"), x)
     else:
         raise TypeError(f"{type(x).__name__} is not a member of this union")
 
@@ -1237,6 +1239,8 @@ def read_storage_request(r: Any) -> sm.StorageRequest:
         operation = read_adopt(r._get("adopt"))
     elif which == 8:
         operation = sm.GetMapped(r._get("getMapped"))
+    elif which == 9:
+        operation = read_adopt_many(r._get("adoptMany"))
     else:
         raise ValueError(f"unknown union member {which}")
     return sm.StorageRequest(r._get("requestId"), operation)
@@ -1263,6 +1267,33 @@ def write_adopt(b: Any, v: sm.Adopt) -> None:
 
 def read_adopt(r: Any) -> sm.Adopt:
     return sm.Adopt(r._get("objectId"), r._get("ownerId"), r._get("fileName"), r._get("totalBytes"), r._get("name"))
+
+
+def write_adopt_many(b: Any, v: sm.AdoptMany) -> None:
+    set_structs(b, "adopts", v.adopts, write_adopt)
+
+
+def read_adopt_many(r: Any) -> sm.AdoptMany:
+    adopts = r._get("adopts")
+    return sm.AdoptMany(tuple(map(read_adopt, adopts)) if len(adopts) else ())
+
+
+def write_adopt_outcomes(b: Any, v: sm.AdoptOutcomes) -> None:
+    set_structs(b, "outcomes", v.outcomes, write_adopt_outcome)
+
+
+def read_adopt_outcomes(r: Any) -> sm.AdoptOutcomes:
+    outcomes = r._get("outcomes")
+    return sm.AdoptOutcomes(tuple(map(read_adopt_outcome, outcomes)) if len(outcomes) else ())
+
+
+def write_adopt_outcome(b: Any, v: sm.AdoptOutcome) -> None:
+    b.status = v.status.value
+    b.reason = v.reason
+
+
+def read_adopt_outcome(r: Any) -> sm.AdoptOutcome:
+    return sm.AdoptOutcome(_STORAGE_STATUS[r._get("status").raw], r._get("reason"))
 
 
 def write_put(b: Any, v: sm.Put) -> None:
@@ -1302,6 +1333,8 @@ def write_storage_reply(b: Any, v: sm.StorageReply) -> None:
         write_segment_directory(b.init("segments"), x)
     elif isinstance(x, sm.MappedSize):
         b.mapped = x.total_bytes
+    elif isinstance(x, sm.AdoptOutcomes):
+        write_adopt_outcomes(b.init("outcomes"), x)
     elif isinstance(x, int):
         b.deleted = x
     else:
@@ -1327,6 +1360,8 @@ def read_storage_reply(r: Any) -> sm.StorageReply:
         value = read_segment_directory(r._get("segments"))
     elif which == 6:
         value = sm.MappedSize(r._get("mapped"))
+    elif which == 7:
+        value = read_adopt_outcomes(r._get("outcomes"))
     else:
         raise ValueError(f"unknown union member {which}")
     frame_bytes = r._get("frameBytes")
