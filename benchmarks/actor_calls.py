@@ -11,11 +11,11 @@ item 4: within 1.2x of a task's, faster than Ray's):
 Each system runs in its own virtual environment under benchmarks/.venvs/ (harness.systems,
 FRONTEND_REQUIREMENTS: `ours-frontends`, this checkout; `ray`, Ray), built on first use; each run is a fresh process
 (harness.process: own process group, stragglers killed, Ray's daemons included), after a warm-up of 200 calls, on a
-quiet machine (it waits for one). `SYSTEM=PYTHON` in `--only` runs that system with an interpreter that has it
-installed instead (a checkout's own venv, another checkout's Ray venv), and `SYSTEM@LABEL=PYTHON` one more run of it
-under that label (`scaler@main=/work/main/.venv/bin/python`: main's tree beside this one, alternated). Prints the median and p99 of each, the actor/task ratio of each scaler run, and
-Ray's actor call over ours. `--here` runs the scaler part once with this interpreter (no venv; a smoke check, not a
-figure). Not a test.
+quiet machine (it waits for one). `SYSTEM=PYTHON` in `--only` runs that system with an interpreter that has it installed
+instead (a checkout's own venv, another checkout's Ray venv), and `SYSTEM@LABEL=PYTHON` one more run of it under that
+label (`scaler@main=/work/main/.venv/bin/python`: main's tree beside this one, alternated). Prints the median and p99 of
+each, the actor/task ratio of each scaler run, and Ray's actor call over ours. `--here` runs the scaler part once with
+this interpreter (no venv; a smoke check, not a figure). Not a test.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ with `mandatory=True` raises `PeerUnreachable` for an identity that is gone, whi
 learns at once that a peer died.
 
 ZeroMQ descriptors are edge-triggered: any socket operation may consume the readiness edge. So after
-a send the socket's EVENTS are checked and a drain is scheduled if messages are waiting.
+a send the socket's EVENTS are checked and a drain is scheduled if messages are waiting. A drain asks
+for EVENTS before each read too, and stops when nothing waits: a read of an empty socket raises
+zmq.Again, which costs more than the question (asking also resets the descriptor, as a read would).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import errno
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import zmq
 
@@ -115,7 +117,7 @@ class AsyncSocket:
         return (
             self._on_message is not None
             and not self._closed
-            and bool(self._socket.getsockopt(_EVENTS) & _POLLIN)
+            and bool(cast(int, self._socket.getsockopt(_EVENTS)) & _POLLIN)
         )
 
     def _schedule_drain(self) -> None:
@@ -142,7 +144,7 @@ class AsyncSocket:
                 try:
                     with self._lock:
                         # asked first: an empty socket's recv raises zmq.Again, which costs more than the question
-                        if not sock.getsockopt(_EVENTS) & _POLLIN:
+                        if not cast(int, sock.getsockopt(_EVENTS)) & _POLLIN:
                             return
                         frames = sock.recv_multipart(zmq.NOBLOCK, copy=self._copy)
                 except zmq.Again:

@@ -8,6 +8,7 @@ way (docs/performance.md, "An actor's call against a task and against Ray's acto
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,11 +55,11 @@ class _CountingSocket:
 
 
 def _wait_for(loop: asyncio.AbstractEventLoop, condition: Any) -> None:
-    async def waiting() -> None:
-        while not condition():
-            await asyncio.sleep(0.001)
-
-    loop.run_until_complete(asyncio.wait_for(waiting(), 10))
+    """Run the loop until `condition()` holds (at most 10 s)."""
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not hold within 10 s"
+        loop.run_until_complete(asyncio.sleep(0.001))
 
 
 def test_a_drain_reads_each_message_once_and_never_an_empty_socket(
@@ -101,7 +102,7 @@ def test_frames_sent_during_a_burst_leave_at_its_end_without_a_flush_of_their_ow
             scheduled.append(callback)
             return call_soon(callback, *args, **kwargs)
 
-        loop.call_soon = watching_call_soon  # type: ignore[method-assign]
+        loop.call_soon = watching_call_soon  # type: ignore[method-assign,assignment]
         outbox: Outbox | None = None
 
         def answer(frames: list[bytes]) -> None:

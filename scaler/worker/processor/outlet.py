@@ -26,7 +26,7 @@ import select
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import zmq
 
@@ -195,7 +195,8 @@ class ProcessorOutlet:
         link = self._link
         if link is None:
             return
-        while link.getsockopt(_EVENTS) & _POLLIN:  # asked before each read: an empty link's zmq.Again costs more
+        # asked before each read: an empty link's zmq.Again costs more than the question
+        while cast(int, link.getsockopt(_EVENTS)) & _POLLIN:
             try:
                 frames = link.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
