@@ -6,13 +6,16 @@ item 4: within 1.2x of a task's, faster than Ray's):
 - Ray, actor: `ray.get(counter.inc.remote(i))` one after the other, Ray started with num_cpus=2.
 
     python benchmarks/actor_calls.py [--rounds 3] [--calls 2000] [--only scaler,ray]
+    python benchmarks/actor_calls.py --only scaler=.venv/bin/python,ray=/path/to/ray/venv/bin/python
 
 Each system runs in its own virtual environment under benchmarks/.venvs/ (harness.systems,
 FRONTEND_REQUIREMENTS: `ours-frontends`, this checkout; `ray`, Ray), built on first use; each run is a fresh process
 (harness.process: own process group, stragglers killed, Ray's daemons included), after a warm-up of 200 calls, on a
-quiet machine (it waits for one). Prints the median and p99 of each, the actor/task ratio of each scaler run, and
-Ray's actor call over ours. `--here` runs the scaler part once with this interpreter (no venv; a smoke check, not a
-figure). Not a test.
+quiet machine (it waits for one). `SYSTEM=PYTHON` in `--only` runs that system with an interpreter that has it installed
+instead (a checkout's own venv, another checkout's Ray venv), and `SYSTEM@LABEL=PYTHON` one more run of it under that
+label (`scaler@main=/work/main/.venv/bin/python`: main's tree beside this one, alternated). Prints the median and p99 of
+each, the actor/task ratio of each scaler run, and Ray's actor call over ours. `--here` runs the scaler part once with
+this interpreter (no venv; a smoke check, not a figure). Not a test.
 """
 
 from __future__ import annotations
@@ -124,25 +127,29 @@ def main() -> None:
     print(f"load before: {os.getloadavg()}", flush=True)
     medians: dict[str, list[float]] = {}
     for _ in range(arguments.rounds):
-        for system in arguments.only.split(","):
-            python = str(ensure_venv(VENVS[system], arguments.base_python))
+        for item in arguments.only.split(","):
+            label, _, given = item.partition("=")
+            system = label.partition("@")[0]
+            python = given or str(ensure_venv(VENVS[system], arguments.base_python))
             process.wait_until_quiet(0.25, 20)
             command = [python, __file__, "--run", system, "--calls", str(arguments.calls)]
             outcome = process.run(command, 900, environment)
             if outcome.payload is None:
-                print(f"{system} failed: {outcome.stderr_tail}", flush=True)
+                print(f"{label} failed: {outcome.stderr_tail}", flush=True)
                 continue
+            load = os.getloadavg()[0]
             for kind, latencies in outcome.payload.items():
                 median, p99 = _summary(latencies)
-                medians.setdefault(f"{system} {kind}", []).append(median)
-                print(f"{system:6} {kind:5} median {median:7.3f} ms  p99 {p99:7.3f} ms", flush=True)
+                medians.setdefault(f"{label} {kind}", []).append(median)
+                print(f"{label:6} {kind:5} median {median:7.3f} ms  p99 {p99:7.3f} ms  (load {load:.1f})", flush=True)
     result = {name: statistics.median(values) for name, values in medians.items()}
     for name, value in result.items():
         print(f"{name:12} median of medians {value:7.3f} ms", flush=True)
     if "scaler actor" in result and "scaler task" in result:
         print(f"actor / task: {result['scaler actor'] / result['scaler task']:.2f} (target <= 1.2)", flush=True)
-    if "scaler actor" in result and "ray actor" in result:
-        print(f"ray actor / scaler actor: {result['ray actor'] / result['scaler actor']:.2f} (target > 1)", flush=True)
+    for name in (n for n in result if n.startswith("scaler") and n.endswith(" actor")):
+        if "ray actor" in result:
+            print(f"ray actor / {name}: {result['ray actor'] / result[name]:.2f} (target > 1)", flush=True)
     print(f"load after: {os.getloadavg()}", flush=True)
 
 

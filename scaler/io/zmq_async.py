@@ -7,7 +7,9 @@ with `mandatory=True` raises `PeerUnreachable` for an identity that is gone, whi
 learns at once that a peer died.
 
 ZeroMQ descriptors are edge-triggered: any socket operation may consume the readiness edge. So after
-a send the socket's EVENTS are checked and a drain is scheduled if messages are waiting.
+a send the socket's EVENTS are checked and a drain is scheduled if messages are waiting. A drain asks
+for EVENTS before each read too, and stops when nothing waits: a read of an empty socket raises
+zmq.Again, which costs more than the question (asking also resets the descriptor, as a read would).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import errno
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import zmq
 
@@ -26,6 +28,8 @@ logger = logging.getLogger(__name__)
 
 #: Messages handled per wake-up before yielding to other callbacks.
 BURST = 512
+#: As plain ints: a flag enum's `&` costs a Python call per message.
+_EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 
 Frames = list[Any]  #: bytes, or zmq.Frame when received with copy=False
 
@@ -62,6 +66,8 @@ class AsyncSocket:
         self._lock: threading.Lock | contextlib.nullcontext[None] = lock or contextlib.nullcontext()
         self._drain_scheduled = False
         self._closed = False
+        #: True while a drain hands messages to `on_message`: `on_burst_end` is called once it is over
+        self.in_burst = False
         if on_message is not None:
             loop.add_reader(self._fd(), self._drain)
             self._schedule_drain()  # messages may already be queued; the edge may be gone
@@ -111,7 +117,7 @@ class AsyncSocket:
         return (
             self._on_message is not None
             and not self._closed
-            and bool(int(self._socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
+            and bool(cast(int, self._socket.getsockopt(_EVENTS)) & _POLLIN)
         )
 
     def _schedule_drain(self) -> None:
@@ -132,10 +138,14 @@ class AsyncSocket:
             return
         sock, handle = self._socket, self._on_message
         handled = 0
+        self.in_burst = True
         try:
             for _ in range(BURST):
                 try:
                     with self._lock:
+                        # asked first: an empty socket's recv raises zmq.Again, which costs more than the question
+                        if not cast(int, sock.getsockopt(_EVENTS)) & _POLLIN:
+                            return
                         frames = sock.recv_multipart(zmq.NOBLOCK, copy=self._copy)
                 except zmq.Again:
                     return
@@ -152,6 +162,7 @@ class AsyncSocket:
                     return
             self._schedule_drain()
         finally:
+            self.in_burst = False
             if handled and self._on_burst_end is not None and not self._closed:
                 self._on_burst_end()
 
@@ -175,6 +186,9 @@ class Outbox:
     `routed=True` prefixes each multipart message with the peer identity (ROUTER sockets).
     `on_unreachable(identity)` is called when a mandatory ROUTER cannot route to a peer. With
     `is_busy`, frames wait up to `coalesce_seconds` while `is_busy()` says more will follow soon.
+    `flushed_at_burst_end=True`: its owner flushes it at the end of each burst of its socket (its `on_burst_end`
+    calls `flush_unless_held`), so frames sent during one are not also given a flush of their own on the next loop
+    iteration (which would cost an iteration, and a poll of every descriptor, per message a peer answers at once).
     """
 
     def __init__(
@@ -185,9 +199,11 @@ class Outbox:
         on_unreachable: Callable[[bytes], None] | None = None,
         coalesce_seconds: float = 0.0,
         is_busy: Callable[[], bool] | None = None,
+        flushed_at_burst_end: bool = False,
     ) -> None:
         self._loop = loop
         self._socket = sock
+        self._flushed_at_burst_end = flushed_at_burst_end
         self._routed = routed
         self._on_unreachable = on_unreachable
         self._coalesce_seconds = coalesce_seconds
@@ -208,7 +224,7 @@ class Outbox:
             self._held = self._is_busy is not None and self._is_busy()
             if self._held:
                 self._loop.call_later(self._coalesce_seconds, self.flush)
-            else:
+            elif not (self._flushed_at_burst_end and self._socket.in_burst):
                 self._loop.call_soon(self.flush)
 
     def flush_unless_held(self) -> None:

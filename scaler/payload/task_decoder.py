@@ -160,6 +160,7 @@ class TaskDecoder:
         self._known_for: dict[bytes, tuple[bytes, int]] = {}
         self._asker: tuple[bytes, int] = (b"", 0)  #: the (client, clear epoch) of the task being decoded
         self._tag = b""  #: that client's owner tag
+        self._tag_of = b""  #: the client `_tag` is the tag of (a hash: made again only for another client's task)
 
     def decode(self, task: m.Task) -> DecodedCall | m.TaskResult:
         """The call `task` stands for, or the TaskResult that ends a task that cannot become one."""
@@ -167,7 +168,8 @@ class TaskDecoder:
         try:
             body = codec.decode_body(task.body)
             self._asker = (bytes(task.client_id), body.clear_epoch)
-            self._tag = owner_tag(task.client_id)
+            if task.client_id != self._tag_of:
+                self._tag, self._tag_of = owner_tag(task.client_id), bytes(task.client_id)
             serializer = self._serializer(body.serializer_id)
             function = self._function(body.function_id, serializer)
             args, kwargs = self._arguments(body, task, serializer)

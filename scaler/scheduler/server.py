@@ -155,7 +155,9 @@ class SchedulerServer:
             router_socket.close(linger=0)
             raise
         self._router = AsyncSocket(loop, router_socket, self._on_frames, copy=False, on_burst_end=self._burst_end)
-        self._outbox = Outbox(loop, self._router, routed=True, on_unreachable=self._on_unreachable)
+        self._outbox = Outbox(
+            loop, self._router, routed=True, on_unreachable=self._on_unreachable, flushed_at_burst_end=True
+        )
         self._publisher = AsyncSocket(loop, publisher, None)
         monitor = self._sockets.event_monitor(router_socket, zmq.EVENT_DISCONNECTED)
         self._monitor = watch_events(loop, monitor, self._on_socket_event)

@@ -84,6 +84,8 @@ class MemorySocket:
         if option == zmq.FD:
             return self._read_fd
         if option == zmq.EVENTS:
+            if not self._inbox:
+                self._clear_signal()  # as ZeroMQ's: asking for the events resets the descriptor
             return (zmq.POLLIN if self._inbox else 0) | zmq.POLLOUT
         if option == zmq.LAST_ENDPOINT:
             return self.address.encode()

@@ -1,0 +1,121 @@
+"""What a socket on the loop costs per message it is answered (`scaler.io.zmq_async`), on real ZeroMQ sockets over
+inproc: a drain asks ZeroMQ whether a message waits before each read, so that it never reads an empty socket (whose
+`zmq.Again` cost more than the question, once per wake-up), and an outbox flushed at its socket's burst end gives the
+frames sent during a burst no flush of their own on the next loop iteration (one iteration and one poll of every
+descriptor per message answered at once: an actor's call crosses the scheduler twice). Both are on an actor call's
+way (docs/performance.md, "An actor's call against a task and against Ray's actor")."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import zmq
+
+from scaler.io.zmq_async import AsyncSocket, Outbox
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[zmq.Socket[Any], zmq.Socket[Any]]]:
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.bind("inproc://zmq-async-reads")
+    dealer = context.socket(zmq.DEALER)
+    dealer.setsockopt(zmq.IDENTITY, b"peer")
+    dealer.connect("inproc://zmq-async-reads")
+    try:
+        yield router, dealer
+    finally:
+        dealer.close(linger=0)
+        router.close(linger=0)
+        context.term()
+
+
+class _CountingSocket:
+    """A ZeroMQ socket whose reads are counted (every other call goes to the socket)."""
+
+    def __init__(self, sock: zmq.Socket[Any]) -> None:
+        self._sock = sock
+        self.reads = 0
+        self.empty_reads = 0
+
+    def recv_multipart(self, *args: Any, **kwargs: Any) -> Any:
+        self.reads += 1
+        try:
+            return self._sock.recv_multipart(*args, **kwargs)
+        except zmq.Again:
+            self.empty_reads += 1
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def _wait_for(loop: asyncio.AbstractEventLoop, condition: Any) -> None:
+    """Run the loop until `condition()` holds (at most 10 s)."""
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not hold within 10 s"
+        loop.run_until_complete(asyncio.sleep(0.001))
+
+
+def test_a_drain_reads_each_message_once_and_never_an_empty_socket(
+    pair: tuple[zmq.Socket[Any], zmq.Socket[Any]],
+) -> None:
+    """Five messages waiting, then one more: six reads, none of an empty socket. Checked with the question off (the
+    drain reading until zmq.Again, as it did): a read of an empty socket per wake-up (3 here)."""
+    router, dealer = pair
+    loop = asyncio.new_event_loop()
+    try:
+        counting = _CountingSocket(router)
+        got: list[bytes] = []
+        for number in range(5):
+            dealer.send(b"%d" % number)
+        sock = AsyncSocket(loop, counting, lambda frames: got.append(frames[1]))  # type: ignore[arg-type]
+        _wait_for(loop, lambda: len(got) == 5)
+        dealer.send(b"5")
+        _wait_for(loop, lambda: len(got) == 6)
+        assert got == [b"%d" % number for number in range(6)]
+        assert counting.empty_reads == 0
+        assert counting.reads == 6
+        sock.close()
+    finally:
+        loop.close()
+
+
+def test_frames_sent_during_a_burst_leave_at_its_end_without_a_flush_of_their_own(
+    pair: tuple[zmq.Socket[Any], zmq.Socket[Any]],
+) -> None:
+    """A handler answers each message through an outbox its socket's burst end flushes (as the scheduler's): the
+    answers arrive, and no flush was scheduled on the loop. Checked with `flushed_at_burst_end=False` (as before): a
+    flush scheduled per burst."""
+    router, dealer = pair
+    loop = asyncio.new_event_loop()
+    try:
+        scheduled: list[Any] = []
+        call_soon = loop.call_soon
+
+        def watching_call_soon(callback: Any, *args: Any, **kwargs: Any) -> Any:
+            scheduled.append(callback)
+            return call_soon(callback, *args, **kwargs)
+
+        loop.call_soon = watching_call_soon  # type: ignore[method-assign,assignment]
+        outbox: Outbox | None = None
+
+        def answer(frames: list[bytes]) -> None:
+            assert outbox is not None
+            outbox.send(frames[0], b"answer to " + frames[1])
+
+        sock = AsyncSocket(loop, router, answer, on_burst_end=lambda: outbox.flush_unless_held() if outbox else None)
+        outbox = Outbox(loop, sock, routed=True, flushed_at_burst_end=True)
+        for number in range(3):
+            dealer.send(b"%d" % number)
+            _wait_for(loop, lambda: bool(dealer.poll(0)))
+            assert dealer.recv() == b"answer to %d" % number
+        assert not [callback for callback in scheduled if getattr(callback, "__self__", None) is outbox]
+        sock.close()
+    finally:
+        loop.close()
