@@ -192,9 +192,16 @@ class RayFuture:
 
 
 class Ray:
-    """A Ray head (`ray start --head --block`, its own process group) with its client server, reached by `ray://`."""
+    """A Ray head (`ray start --head --block`, its own process group) with its client server, reached by `ray://`.
+
+    Token authentication on both sides: Ray 2.60's `ray start` turns it on for a new cluster by default (its token
+    in ~/.ray/auth_token), but a `ray://` client adds the token to its calls only when RAY_AUTH_MODE=token is set in
+    its own environment; without it the client server refuses every call and `ray.init` ends, 30 s on, with "ray
+    client connection timeout". So the mode is set here for the head and the client alike, as a user of a secured
+    cluster sets it."""
 
     def __init__(self, arguments: argparse.Namespace, log_dir: Path) -> None:
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
         import ray
 
         self._temp = tempfile.mkdtemp(prefix="rl-", dir="/tmp")  # its AF_UNIX socket paths must stay short
