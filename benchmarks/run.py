@@ -133,7 +133,26 @@ def progress(record: dict[str, Any], round_index: int, repeat: int) -> str:
     returncode = record["returncode"]
     after = "timeout" if returncode is None else f"exit {returncode}"
     warning = "" if returncode == 0 else f"  [after the result: {after}]"
-    return f"{head} {values} {tail}{warning}"
+    return f"{head} {values} {tail}{warning}" + memory_by_kind(record["info"])
+
+
+def memory_by_kind(info: dict[str, Any]) -> str:
+    """The workloads shaped like users' days: each kind of process's peak PSS and RSS (per-process peaks, summed
+    over the processes of that kind), and what the memory sampling itself cost."""
+    kinds = info.get("by_kind") or []
+    lines = [
+        f"      {row['process'][:48]:48} x{row['count']:<3}"
+        f" PSS {row['peak_pss_mb']:7.1f} MB  RSS {row['peak_rss_mb']:7.1f} MB"
+        for row in kinds
+    ]
+    cost = info.get("sampler")
+    if cost:
+        lines.append(
+            f"      (sampler: {cost['samples']} samples every {cost['interval_s']} s, {cost['pss_samples']} of them"
+            f" with PSS, {cost['cpu_ms_per_sample']} ms CPU"
+            f" and {cost['wall_ms_per_sample']} ms wall each, {cost['cpu_s']} s CPU in all, not counted in all_cpu_s)"
+        )
+    return "".join("\n" + line for line in lines)
 
 
 def main() -> int:

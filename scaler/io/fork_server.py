@@ -21,7 +21,8 @@ must not kill a running task before its worker handed it back) and stops when th
 or dies. Its children are either
 
 - attached (processors): they die with the server (PR_SET_PDEATHSIG), which also kills them when it
-  stops, so none outlives its worker; or
+  stops, so none outlives its worker; they ignore SIGINT and SIGTERM too, but the processes they start (a
+  task's subprocess or process pool) get the default SIGTERM, so that terminating them works; or
 - detached (the workers of a manager): each leads a new session with the default signal handling and
   outlives the server (a restarted manager adopts it); when one exits, the server kills what is left of
   its process group before reaping it.
@@ -36,6 +37,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -215,8 +217,9 @@ def _fork_child(
             os.setsid()
             signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        else:  # SIGINT and SIGTERM stay ignored (see the module docstring)
+        else:  # SIGINT stays ignored (see the module docstring); SIGTERM does not stop the child either
             set_parent_death_signal()
+            _shield_from_sigterm()
         name_this_process(name)
         os.write(ready_write, b"r")
         os.close(ready_write)
@@ -227,6 +230,37 @@ def _fork_child(
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _shield_from_sigterm() -> None:
+    """SIGTERM does not stop this (attached) child, but it does stop the processes the child starts. An ignored
+    signal stays ignored in every process forked or executed below, so a task's `Popen.terminate()` or
+    `multiprocessing.Pool.terminate()` (which joins the pool's processes after sending them SIGTERM) would wait
+    forever; a caught one is reset to the default by exec, and in a process forked from Python by the hooks below
+    (SIGTERM is held during the fork, so that one sent to the new process at once is not lost to the no-op)."""
+    signal.signal(signal.SIGTERM, _sigterm_not_for_this_process)
+    os.register_at_fork(before=_hold_sigterm, after_in_parent=_release_sigterm, after_in_child=_default_sigterm)
+
+
+def _sigterm_not_for_this_process(signum: int, frame: Any) -> None:
+    """A SIGTERM to an attached child: nothing (its owner stops it; see the module docstring)."""
+
+
+_held_before_fork = threading.local()
+
+
+def _hold_sigterm() -> None:
+    _held_before_fork.already = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
+def _release_sigterm() -> None:
+    if not getattr(_held_before_fork, "already", True):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def _default_sigterm() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _release_sigterm()
 
 
 def _reap(children: dict[int, bytes], sock: socket.socket, detached: bool) -> None:

@@ -33,6 +33,11 @@ Rules, one per event:
    server comes at the address). A request sent and not answered may have been lost with it, and no answer would
    ever come: every pending request goes again (under a new id, with its deadline kept) behind a new hello, in the
    order it was made. Puts, adopts, reads, existence checks and deletes are safe to repeat.
+10. Gated adopts queued one after another (a burst of a client's arguments, written while the previous were sent) go
+   as one adoptMany of up to MAX_ADOPTS_PER_BATCH when they are taken to be sent: one request and one answer for
+   all, each adopt settled by its own outcome in it as if it had gone alone (acknowledged, or failed with the held
+   items that may have needed it); an answer that is not ok, or a request that fails, fails each of them. A batch is
+   sent again whole (rules 3 and 9).
 
 Outcomes are values; a shell reads the ones that concern it (a lock-step shell its one request's, the asyncio shell
 every waiter's, the pipeline the gate's).
@@ -55,6 +60,8 @@ from scaler.protocol.messages import PROTOCOL_VERSION
 from scaler.protocol.storage_messages import (
     WIRE_PIECE_BYTES,
     Adopt,
+    AdoptMany,
+    AdoptOutcomes,
     Get,
     GetMapped,
     Put,
@@ -80,6 +87,8 @@ Payload = bytes | bytearray | memoryview | Sequence[BufferLike]
 ObjectBytes = memoryview | bytes | bytearray
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
+#: The most gated adopts one adoptMany carries (rule 10).
+MAX_ADOPTS_PER_BATCH = 256
 #: How long a send refused for want of a connection keeps trying before the request fails (rule 6).
 CONNECT_TIMEOUT_SECONDS = 10.0
 
@@ -206,6 +215,8 @@ class _Pending:
     retried: bool = False
     gate_sequence: int = 0  #: a gated put's sequence in the put gate; 0 for an ordinary request
     size: int = 0  #: a gated put's bytes
+    #: an adoptMany's gated adopts (rule 10), each as the _Pending it was queued as; empty for any other request
+    batch: tuple[_Pending, ...] = ()
 
 
 class StorageClientCore(Generic[T]):
@@ -287,9 +298,43 @@ class StorageClientCore(Generic[T]):
         return bool(self._outgoing)
 
     def take_outgoing(self) -> list[tuple[StorageRequest, Sequence[memoryview]]]:
-        """What to send, in order: each request header and the payload frames that follow it."""
+        """What to send, in order: each request header and the payload frames that follow it; gated adopts queued
+        one after another go as one adoptMany (rule 10)."""
         outgoing, self._outgoing = self._outgoing, []
-        return outgoing
+        if sum(1 for request, _ in outgoing if isinstance(request.operation, Adopt)) < 2:
+            return outgoing
+        merged: list[tuple[StorageRequest, Sequence[memoryview]]] = []
+        run: list[_Pending] = []
+        for request, payload in outgoing:
+            pending = self._pending.get(request.request_id)
+            if isinstance(request.operation, Adopt) and pending is not None and pending.gate_sequence:
+                del self._pending[request.request_id]
+                run.append(pending)
+                if len(run) == MAX_ADOPTS_PER_BATCH:
+                    merged.append(self._batched(run))
+                    run = []
+                continue
+            if run:
+                merged.append(self._batched(run))
+                run = []
+            merged.append((request, payload))
+        if run:
+            merged.append(self._batched(run))
+        return merged
+
+    def _batched(self, run: list[_Pending]) -> tuple[StorageRequest, Sequence[memoryview]]:
+        """Gated adopts as one request (one of them alone goes as it was)."""
+        if len(run) == 1:
+            request_id = next(self._ids)
+            self._pending[request_id] = run[0]
+            return StorageRequest(request_id, run[0].operation), ()
+        first = run[0]
+        operation = AdoptMany(tuple(pending.operation for pending in run if isinstance(pending.operation, Adopt)))
+        batch = _Pending(first.ticket, operation, (), first.timeout, min(p.deadline for p in run), first.hello_id,
+                         retried=any(p.retried for p in run), batch=tuple(run))  # fmt: skip
+        request_id = next(self._ids)
+        self._pending[request_id] = batch
+        return StorageRequest(request_id, operation), ()
 
     def next_deadline(self) -> float | None:
         return min((pending.deadline for pending in self._pending.values()), default=None)
@@ -308,6 +353,8 @@ class StorageClientCore(Generic[T]):
             return []  # stale (rule 4)
         if reply.status is StorageStatus.HELLO_REQUIRED and not pending.retried:
             return self._send_again(pending)
+        if pending.batch:
+            return self._batch_answered(pending, reply)
         if reply.status is StorageStatus.OK:
             if pending.gate_sequence:
                 self._gated_bytes -= pending.size
@@ -409,7 +456,28 @@ class StorageClientCore(Generic[T]):
         self._outgoing.append((StorageRequest(request_id, pending.operation), pending.payload))
         return outcomes
 
+    def _batch_answered(self, batch: _Pending, reply: StorageReply) -> list[Outcome[T]]:
+        """An adoptMany's answer: each adopt settled by its own outcome (rule 10)."""
+        value = reply.value
+        if reply.status is not StorageStatus.OK:
+            return self._fail(batch, status_error(reply, self.address, batch.operation))
+        if not isinstance(value, AdoptOutcomes) or len(value.outcomes) != len(batch.batch):
+            error = ObjectStorageException(f"object storage at {self.address} answered an adoptMany of "
+                                           f"{len(batch.batch)} adopts with {value!r}")  # fmt: skip
+            return self._fail(batch, error)
+        outcomes: list[Outcome[T]] = []
+        for pending, outcome in zip(batch.batch, value.outcomes, strict=True):
+            if outcome.status is StorageStatus.OK:
+                self._gated_bytes -= pending.size
+                outcomes += self._released(self._gate.acknowledged(pending.gate_sequence))
+            else:
+                alone = StorageReply(reply.request_id, outcome.status, outcome.reason)
+                outcomes += self._fail(pending, status_error(alone, self.address, pending.operation))
+        return outcomes
+
     def _fail(self, pending: _Pending, error: Exception) -> list[Outcome[T]]:
+        if pending.batch:
+            return [outcome for each in pending.batch for outcome in self._fail(each, error)]
         if not pending.gate_sequence:
             return [Failed(pending.ticket, error)]
         self._gated_bytes -= pending.size

@@ -141,14 +141,13 @@ class DiskWorker:
         path = os.path.join(self.segment_directory, item.file_name)
         final = segment_path(self.segment_directory, item.object_id)
         try:
-            if not os.path.lexists(path):
+            try:
+                _check_head(path, item)  # a regular file (not a link, not a FIFO) holding this object
+            except FileNotFoundError:
                 if item.held:  # sent again after its file was adopted: the object may have left its segment since
                     return ADOPTED_BEFORE
                 _check_head(final, item)  # a request sent again to a server that adopted it already
                 return None
-            if not os.path.isfile(path) or os.path.islink(path):
-                raise SegmentFileError("not a regular file")
-            _check_head(path, item)
             os.replace(path, final)
         except (SegmentFileError, OSError) as error:
             segment_files.remove_file(path)

@@ -74,6 +74,7 @@ class PutPipeline(Generic[T]):
         self._finished = False  #: close() ran
         #: a pipe wakes the thread from its poll when a put is queued (it also polls the storage socket)
         self._wake_read, self._wake_write = os.pipe()
+        self._woken = False  #: a wake-up is in the pipe and the thread has not flushed since (one is enough)
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
         self._thread = threading.Thread(target=self._run, name="scaler-client-puts", daemon=True)
@@ -136,6 +137,9 @@ class PutPipeline(Generic[T]):
 
     def _wake(self) -> None:
         """Under the lock, before close() closes the pipe."""
+        if self._woken:  # the thread flushes what is queued now when it comes to it
+            return
+        self._woken = True
         try:
             os.write(self._wake_write, b"x")
         except BlockingIOError:  # the pipe is full: the thread has wake-ups to read already
@@ -152,6 +156,7 @@ class PutPipeline(Generic[T]):
         try:
             while not self._closed:
                 with self._lock:
+                    self._woken = False
                     self._carry_out(link.flush())
                     deadline = link.core.next_deadline()
                 if link.socket is not polled:  # the first, or a new one after the core said Reconnect

@@ -25,6 +25,7 @@ import dataclasses
 import errno
 import mmap
 import os
+import stat
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ ALIGN = 64
 _HEADER = struct.Struct("<8sQHHHI")  # magic, payload bytes, id / owner / name lengths, frame count
 _FRAME = struct.Struct("<QQ")  # offset, length
 _WRITE_BYTES = 16 * 1024 * 1024  #: largest single write(), so a huge frame is written in steps
+_HEAD_GUESS = 4096  #: bytes read at once for a file's header (more when its frame table is longer)
 SEGMENT_SUFFIX = ".obj"
 TEMPORARY_SUFFIX = ".tmp"
 #: A file a peer on the host wrote for the server to adopt (`Adopt.file_name`).
@@ -123,16 +125,44 @@ def write_segment(
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         try:
-            os.ftruncate(descriptor, head.file_bytes)  # the gaps stay holes; a full tmpfs refuses the writes below
-            _write_at(descriptor, memoryview(head_bytes), 0)
-            for view, (offset, _) in zip(views, head.frames, strict=True):
-                _write_at(descriptor, view, offset)
+            if head.file_bytes <= _WRITE_BYTES:  # one write: the header, each frame and the zeros that align the next
+                _write_whole(descriptor, head_bytes, views, head)
+            else:
+                os.ftruncate(descriptor, head.file_bytes)  # the gaps stay holes; a full tmpfs refuses the writes below
+                _write_at(descriptor, memoryview(head_bytes), 0)
+                for view, (offset, _) in zip(views, head.frames, strict=True):
+                    _write_at(descriptor, view, offset)
         finally:
             os.close(descriptor)
     except BaseException:
         remove_file(path)
         raise
     return head
+
+
+_ZEROS = bytes(ALIGN)
+
+
+def _write_whole(descriptor: int, head_bytes: bytes, views: list[memoryview], head: SegmentHead) -> None:
+    """A file of at most _WRITE_BYTES in one pwritev (a write cut short, as by a full tmpfs, goes on piece by piece):
+    each system call of a client's put is a chance for its other threads to take the interpreter's lock."""
+    pieces: list[Any] = [head_bytes]
+    at = len(head_bytes)
+    for view, (offset, length) in zip(views, head.frames, strict=True):
+        if offset > at:
+            pieces.append(_ZEROS[: offset - at])
+        pieces.append(view)
+        at = offset + length
+    written = os.pwritev(descriptor, pieces, 0)
+    if written == at:
+        return
+    start = 0
+    for piece in pieces:
+        length = memoryview(piece).nbytes
+        if start + length > written:
+            skipped = max(0, written - start)
+            _write_at(descriptor, memoryview(piece)[skipped:], start + skipped)
+        start += length
 
 
 def _write_at(descriptor: int, view: memoryview, offset: int) -> None:
@@ -175,15 +205,22 @@ def read_head(content: Any, size: int) -> SegmentHead:
 
 
 def read_head_of_file(path: str) -> SegmentHead:
-    """The header of the segment file at `path`, read without mapping it. Raises SegmentFileError, OSError."""
-    with open(path, "rb", buffering=0) as file:
-        size = os.fstat(file.fileno()).st_size
-        fixed = os.pread(file.fileno(), _HEADER.size, 0)
+    """The header of the segment file at `path`, read without mapping it. Raises SegmentFileError (also for anything
+    but a regular file), OSError (a symbolic link: ELOOP)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO put there does not block it
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise SegmentFileError("not a regular file")
+        size = status.st_size
+        fixed = os.pread(descriptor, _HEAD_GUESS, 0)  # the whole header at once, unless it describes many frames
         if len(fixed) < _HEADER.size or fixed[: len(MAGIC)] != MAGIC:
             raise SegmentFileError("not a segment file (wrong magic number or too short)")
-        _, _, id_length, owner_length, name_length, count = _HEADER.unpack(fixed)
+        _, _, id_length, owner_length, name_length, count = _HEADER.unpack(fixed[: _HEADER.size])
         length = _HEADER.size + id_length + owner_length + name_length + _FRAME.size * count
-        return read_head(os.pread(file.fileno(), length, 0), size)
+        return read_head(fixed if length <= len(fixed) else os.pread(descriptor, length, 0), size)
+    finally:
+        os.close(descriptor)
 
 
 @dataclass

@@ -50,6 +50,7 @@ from scaler.protocol.codec import encode_storage_reply
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.storage_messages import (
     WIRE_PIECE_BYTES,
+    AdoptOutcomes,
     SegmentDirectory,
     StorageReply,
     StorageStatus,
@@ -207,11 +208,15 @@ class _ServerShell:
 
     def _answer(self, peer: bytes, answer: StorageAnswer) -> None:
         status = answer.reply.status
+        value = answer.reply.value
+        if isinstance(value, AdoptOutcomes):  # an adoptMany's: full when one of its adopts was refused for room
+            statuses = {outcome.status for outcome in value.outcomes}
+            status = StorageStatus.FULL if StorageStatus.FULL in statuses else max(statuses, key=_severity)
         if status is StorageStatus.FULL:
             if not self._is_full:
-                logger.warning("refusing puts: %s", answer.reply.reason)
+                logger.warning("refusing puts: %s", answer.reply.reason or _full_reason(value))
             self._is_full = True
-        elif self._is_full and status is StorageStatus.OK and answer.reply.value is None:
+        elif self._is_full and status is StorageStatus.OK and isinstance(value, (AdoptOutcomes, type(None))):
             self._is_full = False
         if answer.is_rejection and (peer, answer.reply.reason) not in self._logged:
             if len(self._logged) >= MAX_LOGGED_REJECTIONS:
@@ -269,6 +274,16 @@ class _ServerShell:
                     format_byte_size(store.memory_bytes), format_byte_size(store.disk_bytes),
                 )  # fmt: skip
                 last = now
+
+
+def _severity(status: StorageStatus) -> bool:
+    return status is not StorageStatus.OK
+
+
+def _full_reason(value: object) -> str:
+    """The reason of the first adopt an adoptMany's answer says was refused for room."""
+    outcomes = value.outcomes if isinstance(value, AdoptOutcomes) else ()
+    return next((outcome.reason for outcome in outcomes if outcome.status is StorageStatus.FULL), "")
 
 
 def _open_store(config: ObjectStorageServerConfig) -> tuple[ObjectStore, str | None, int | None]:

@@ -33,6 +33,9 @@ from scaler.protocol.handshake import incompatibility
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.storage_messages import (
     Adopt,
+    AdoptMany,
+    AdoptOutcome,
+    AdoptOutcomes,
     Delete,
     DeleteOwner,
     Exists,
@@ -70,7 +73,11 @@ _OPERATION_NAMES: dict[type, str] = {
     DeleteOwner: "deleteOwner",
     Adopt: "adopt",
     GetMapped: "getMapped",
+    AdoptMany: "adoptMany",
 }
+
+#: The most adopts one adoptMany may carry (a client sends at most put_pipeline's batch).
+MAX_ADOPTS_PER_REQUEST = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +101,37 @@ class Reply:
 
     peer: bytes
     answer: StorageAnswer
+
+
+@dataclass(slots=True)
+class _Batch:
+    """An adoptMany on its way: one outcome per adopt, answered once none is missing."""
+
+    peer: bytes
+    request_id: int
+    outcomes: list[AdoptOutcome | None]
+    missing: int
+
+    def settle(self, index: int, outcome: AdoptOutcome) -> Reply | None:
+        """Note one adopt's outcome; the batch's answer once it was the last one missing."""
+        self.outcomes[index] = outcome
+        self.missing -= 1
+        if self.missing:
+            return None
+        outcomes = tuple(each for each in self.outcomes if each is not None)
+        return Reply(self.peer, _ok(self.request_id, AdoptOutcomes(outcomes)))
+
+
+@dataclass(frozen=True, slots=True)
+class _InBatch:
+    """A waiting adopt that is one of an adoptMany's (its index there)."""
+
+    batch: _Batch
+    index: int
+
+
+#: Who waits on an object's put or adopt to settle: (peer, request id) of a put or adopt, or one adopt of a batch.
+_Waiter = tuple[bytes, int] | _InBatch
 
 
 def bad_request(request_id: int, reason: str) -> StorageAnswer:
@@ -146,8 +184,8 @@ class StorageService:
         #: with CURVE: a client's owner id -> the key that first claimed it (until its objects are cleared)
         self._owner_keys: dict[bytes, bytes] = {}
         self.refusals = 0  #: requests refused for lack of rights (forged ids, foreign objects, revoked keys)
-        #: (object id, generation) -> (peer, request id) of the puts and adopts waiting for that object to settle
-        self._waiting_puts: dict[tuple[bytes, int], list[tuple[bytes, int]]] = {}
+        #: (object id, generation) -> the puts and adopts waiting for that object to settle
+        self._waiting_puts: dict[tuple[bytes, int], list[_Waiter]] = {}
         #: (object id, generation) -> (peer, request id, mapped: a getMapped) of the gets waiting for that spill file
         #: to be read back
         self._waiting_gets: dict[tuple[bytes, int], list[tuple[bytes, int, bool]]] = {}
@@ -191,6 +229,8 @@ class StorageService:
             return self._get(peer, request_id, operation.object_id, greeted, mapped=isinstance(operation, GetMapped))
         if isinstance(operation, Adopt):
             return self._adopt(peer, request_id, operation, greeted)
+        if isinstance(operation, AdoptMany):
+            return self._adopt_many(peer, request_id, operation, greeted)
         return self._execute(request_id, operation, greeted)
 
     def write_finished(self, object_id: bytes, generation: int, error: str | None) -> list[Reply]:
@@ -198,7 +238,7 @@ class StorageService:
         refusal = self.store.write_finished(object_id, generation, error)
         if refusal is not None:
             waiting = self._waiting_puts.pop((object_id, generation), [])
-            return [Reply(peer, _full(request_id, refusal)) for peer, request_id in waiting]
+            return _answers(waiting, StorageStatus.FULL, refusal.reason)
         return self._settled(object_id, generation)
 
     def segment_written(self, object_id: bytes, generation: int, error: str | None) -> list[Reply]:
@@ -214,7 +254,7 @@ class StorageService:
         settles = self.store.adopted(work, outcome)
         if isinstance(outcome, str):
             waiting = self._waiting_puts.pop((object_id, generation), [])
-            return [Reply(peer, bad_request(request_id, outcome)) for peer, request_id in waiting]
+            return _answers(waiting, StorageStatus.BAD_REQUEST, outcome)
         if settles != generation:  # a held object replaced by the file: answered once the new one settles
             moved = self._waiting_puts.pop((object_id, generation), [])
             self._waiting_puts.setdefault((object_id, settles), []).extend(moved)
@@ -223,7 +263,7 @@ class StorageService:
     def _settled(self, object_id: bytes, generation: int) -> list[Reply]:
         if not self.store.settled(object_id, generation):
             return []
-        return [Reply(peer, _ok(rid)) for peer, rid in self._waiting_puts.pop((object_id, generation), [])]
+        return _answers(self._waiting_puts.pop((object_id, generation), []), StorageStatus.OK, "")
 
     def read_finished(
         self,
@@ -322,23 +362,49 @@ class StorageService:
         return _ok(request_id)
 
     def _adopt(self, peer_id: bytes, request_id: int, adopt: Adopt, peer: _Greeted) -> StorageAnswer | None:
-        if not adopt.object_id:
-            return bad_request(request_id, "adopt with an empty object id")
         if self._segment_directory is None or not self._segment_directory.path:
             return bad_request(request_id, "this server has no segment directory: store objects with put")
+        outcome = self._adopt_one(adopt, peer)
+        if isinstance(outcome, AdoptOutcome):
+            return StorageAnswer(StorageReply(request_id, outcome.status, outcome.reason))
+        # answered once its file is in place (the shell does it before the next request) and its spill file written
+        self._waiting_puts.setdefault((adopt.object_id, outcome), []).append((peer_id, request_id))
+        return None
+
+    def _adopt_many(self, peer_id: bytes, request_id: int, many: AdoptMany, peer: _Greeted) -> StorageAnswer | None:
+        """Each adopt as `_adopt` carries it out; one answer when all are settled, one outcome each in their order."""
+        if self._segment_directory is None or not self._segment_directory.path:
+            return bad_request(request_id, "this server has no segment directory: store objects with put")
+        if not many.adopts or len(many.adopts) > MAX_ADOPTS_PER_REQUEST:
+            return bad_request(request_id, f"adoptMany carries 1 to {MAX_ADOPTS_PER_REQUEST} adopts, got "
+                                           f"{len(many.adopts)}")  # fmt: skip
+        batch = _Batch(peer_id, request_id, [None] * len(many.adopts), len(many.adopts))
+        answer = None
+        for index, adopt in enumerate(many.adopts):
+            outcome = self._adopt_one(adopt, peer)
+            if isinstance(outcome, AdoptOutcome):
+                answer = batch.settle(index, outcome)
+            else:
+                self._waiting_puts.setdefault((adopt.object_id, outcome), []).append(_InBatch(batch, index))
+        return None if answer is None else answer.answer
+
+    def _adopt_one(self, adopt: Adopt, peer: _Greeted) -> AdoptOutcome | int:
+        """One adopt's outcome when it is answered at once (refused), else the generation whose settling answers it
+        (its file is renamed into place by the shell before the next request, and its spill file written)."""
+        if not adopt.object_id:
+            return AdoptOutcome(StorageStatus.BAD_REQUEST, "adopt with an empty object id")
         if "/" in adopt.file_name or not adopt.file_name.endswith(".put"):
-            return bad_request(request_id, f"adopt: {adopt.file_name!r} is not the name of a .put file")
+            return AdoptOutcome(StorageStatus.BAD_REQUEST, f"adopt: {adopt.file_name!r} is not the name of a .put file")
         refusal = self._store_refusal(adopt.object_id, adopt.owner_id, peer, "adopt")
         if refusal is not None:
             self.store.refuse_adopt(adopt.file_name)
-            return self._refused(request_id, refusal)
+            self.refusals += 1
+            return AdoptOutcome(StorageStatus.REFUSED, refusal)
         stored = self.store.adopt(adopt.object_id, adopt.owner_id, adopt.total_bytes, adopt.file_name, adopt.name)
         if isinstance(stored, Refusal):
             self.store.refuse_adopt(adopt.file_name)
-            return _full(request_id, stored)
-        # answered once its file is in place (the shell does it before the next request) and its spill file written
-        self._waiting_puts.setdefault((adopt.object_id, stored.generation), []).append((peer_id, request_id))
-        return None
+            return AdoptOutcome(StorageStatus.FULL, stored.reason)
+        return stored.generation
 
     def _store_refusal(self, object_id: ObjectID, owner_id: bytes, peer: _Greeted, verb: str) -> str | None:
         if peer.role == "client" and owner_id != peer.owner:
@@ -404,6 +470,20 @@ class StorageService:
     def _refused(self, request_id: int, reason: str) -> StorageAnswer:
         self.refusals += 1
         return StorageAnswer(StorageReply(request_id, StorageStatus.REFUSED, reason))
+
+
+def _answers(waiting: list[_Waiter], status: StorageStatus, reason: str) -> list[Reply]:
+    """The replies to what waited on one object: a put's or an adopt's own, or its batch's once complete."""
+    replies = []
+    for waiter in waiting:
+        if isinstance(waiter, _InBatch):
+            reply = waiter.batch.settle(waiter.index, AdoptOutcome(status, reason))
+            if reply is not None:
+                replies.append(reply)
+        else:
+            peer, request_id = waiter
+            replies.append(Reply(peer, StorageAnswer(StorageReply(request_id, status, reason))))
+    return replies
 
 
 def _full(request_id: int, refusal: Refusal) -> StorageAnswer:

@@ -2,7 +2,9 @@
 
 Object ids of what a client stores are content-addressed (sha256 of the client id and the bytes), so
 identical functions and objects are stored once; ids differ between clients, so one client's
-cleanup never deletes another's objects. Every id a client makes starts with its `owner_tag`, so a processor
+cleanup never deletes another's objects. An object whose fingerprint matches nothing stored (from 64 KiB on the
+storage's host, from 8 MiB elsewhere) is new content: it gets a random id and is hashed only if another object of
+its fingerprint comes (`put_object`). Every id a client makes starts with its `owner_tag`, so a processor
 can tell the objects of the task's own client from others (see task_decoder).
 """
 
@@ -12,6 +14,8 @@ import dataclasses
 import functools
 import hashlib
 import inspect
+import itertools
+import pickle
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -26,8 +30,13 @@ from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID, new_random_object_id
 
-#: From this size, an object whose size matches nothing stored yet travels while it is being hashed.
+#: From this size, an object whose fingerprint matches nothing stored yet travels while it is being hashed.
 LARGE_OBJECT_BYTES = 8 * 1024 * 1024
+#: From this size (where objects become files of the storage's segment directory), an object put from the storage's
+#: host whose fingerprint matches nothing stored yet is stored under a random id without being hashed.
+UNHASHED_FROM_BYTES = 64 * 1024
+#: A fingerprint reads this many pieces of this many bytes of each frame, spread over it (and each frame's length).
+FINGERPRINT_PIECES, FINGERPRINT_PIECE_BYTES = 16, 256
 
 
 Frames = list[Any]  #: the buffers an object is stored as (see serializer.serialize_to_frames)
@@ -52,6 +61,28 @@ def content_id(owner: bytes, payload: bytes | bytearray | memoryview | Frames) -
     else:
         digest.update(payload)
     return ObjectID(owner_tag(owner) + digest.digest()[: 16 - OWNER_TAG_BYTES])
+
+
+def fingerprint(payload: bytes | bytearray | memoryview | Frames) -> bytes | None:
+    """What two objects of equal content share, read from a few KB of each frame whatever its size (and the frames'
+    lengths): objects whose fingerprints differ differ, so only objects of equal fingerprints need their content ids
+    (`TaskEncoder.put_object`). None for a buffer that is not contiguous (such an object is hashed whole)."""
+    digest = hashlib.sha256()
+    for frame in payload if isinstance(payload, list) else (payload,):
+        try:
+            view = pickle.PickleBuffer(frame).raw()
+        except (BufferError, TypeError):
+            return None
+        size = view.nbytes
+        digest.update(size.to_bytes(8, "little"))
+        if size <= FINGERPRINT_PIECES * FINGERPRINT_PIECE_BYTES:
+            digest.update(view)
+            continue
+        last = size - FINGERPRINT_PIECE_BYTES
+        for piece in range(FINGERPRINT_PIECES):
+            start = last * piece // (FINGERPRINT_PIECES - 1)
+            digest.update(view[start : start + FINGERPRINT_PIECE_BYTES])
+    return digest.digest()[:16]
 
 
 def frames_size(payload: bytes | Frames) -> int:
@@ -104,8 +135,8 @@ class TaskEncoder:
         ship_local_modules: bool = False,
         stored: StoredReader | None = None,
     ) -> None:
-        """`stored`: reads back what was stored; where that costs no transfer (the storage's host), a large object's
-        digest is taken from its stored copy, and only once another object of its size comes (see `put_object`)."""
+        """`stored`: reads back what was stored; where that costs no transfer (the storage's host), an object's digest
+        is taken from its stored copy, and only once another object of its fingerprint comes (see `put_object`)."""
         self._client_id = client_id
         #: pickle the functions of the client's own (not installed) modules by value: its workers run elsewhere
         self._ship_local_modules = ship_local_modules
@@ -115,11 +146,16 @@ class TaskEncoder:
         self._functions: dict[int, FunctionEntry] = {}
         self._clear_epoch = 0  #: how many times the client cleared its objects (see TaskBody.clear_epoch)
         self._stored = stored
-        #: large objects: content digest -> id, and the sizes stored (equal content needs equal size)
+        #: objects stored under a random id: content digest -> id, and their fingerprints (equal content needs an
+        #: equal fingerprint)
         self._large: dict[bytes, ObjectID] = {}
-        self._large_sizes: set[int] = set()
-        #: large objects stored without their digest yet, by size: (id, whether its payload was a list of frames)
-        self._undigested: dict[int, list[tuple[ObjectID, bool]]] = {}
+        self._fingerprints: set[bytes] = set()
+        #: the ids of objects stored under a random id (`_new_object_id`)
+        self._owner_tag = owner_tag(client_id)
+        self._id_base = new_random_object_id()[:8]
+        self._id_numbers = itertools.count(1)
+        #: objects stored without their digest yet, by fingerprint: (id, whether its payload was a list of frames)
+        self._undigested: dict[bytes, list[tuple[ObjectID, bool]]] = {}
         #: set by Client.forward_logging: the tasks encoded from then on ask for their logging records
         self.log_forwarding: m.LogForwarding | None = None
 
@@ -130,7 +166,7 @@ class TaskEncoder:
         self._clear_epoch = (self._clear_epoch + 1) % (1 << 32)
         self._functions.clear()
         self._large.clear()
-        self._large_sizes.clear()
+        self._fingerprints.clear()
         self._undigested.clear()
         self._serializer_id = None
 
@@ -187,13 +223,17 @@ class TaskEncoder:
 
     def put_object(self, payload: bytes | Frames, name: str, later: bool = False) -> ObjectID:
         """Store the bytes (or frames) once per client: identical content gets the same id and is stored once.
-        `later`: a task's argument, whose put may be pipelined (objects of 8 MiB and more are always stored at once,
-        while they are hashed)."""
-        size = frames_size(payload)
-        if size >= LARGE_OBJECT_BYTES and size not in self._large_sizes:
-            return self._put_large(payload, name)
+        `later`: a task's argument, whose put may be pipelined (objects of 8 MiB and more are always stored at once).
+
+        An object from 8 MiB on, or from 64 KiB on when storage reads back without a transfer (its host), whose
+        fingerprint matches no object stored yet is new content: it is stored under a random id, without hashing it
+        whole (U3's 100 KB arguments cost their sha256 on top of their write). Another object of that fingerprint
+        comes: the digests of those stored are then taken, from their stored copies, and compared."""
+        key = self._fingerprint(payload)
+        if key is not None and key not in self._fingerprints:
+            return self._put_new(payload, name, key, later)
         object_id = content_id(self._client_id, payload)
-        known = self._large_with(object_id, size)
+        known = self._found(object_id, key)
         if known is not None:
             return known
         self._objects.store(object_id, payload, name, later)
@@ -201,25 +241,34 @@ class TaskEncoder:
 
     def stored_id(self, payload: bytes | Frames) -> ObjectID:
         """The id this client's object of this content is (or would be) stored under: its content id, or the random
-        id a large object of equal content was stored under."""
+        id an object of equal content was stored under."""
         object_id = content_id(self._client_id, payload)
-        known = self._large_with(object_id, frames_size(payload))
+        known = self._found(object_id, self._fingerprint(payload))
         return object_id if known is None else known
 
-    def _large_with(self, digest: ObjectID, size: int) -> ObjectID | None:
-        """The id of the large object stored with this digest (the digests of those of this size stored without one
-        are taken now from their stored copies: only objects of equal size can be equal)."""
-        if size < LARGE_OBJECT_BYTES:
+    def _fingerprint(self, payload: bytes | Frames) -> bytes | None:
+        """The payload's fingerprint when it may be stored under a random id (None: it is known by its content id)."""
+        size = frames_size(payload)
+        if size < UNHASHED_FROM_BYTES:
             return None
-        self._digest_stored(size)
+        if size < LARGE_OBJECT_BYTES and (self._stored is None or not self._stored.reads_locally()):
+            return None
+        return fingerprint(payload)
+
+    def _found(self, digest: ObjectID, key: bytes | None) -> ObjectID | None:
+        """The id of the object stored under a random id with this digest (the digests of those of this fingerprint
+        stored without one are taken now from their stored copies)."""
+        if key is None:
+            return None
+        self._digest_stored(key)
         return self._large.get(digest)
 
-    def _digest_stored(self, size: int) -> None:
-        """The digests of the large objects of `size` bytes stored without one, from what storage holds (an object
-        deleted meanwhile is forgotten)."""
+    def _digest_stored(self, key: bytes) -> None:
+        """The digests of the objects of fingerprint `key` stored without one, from what storage holds (an object
+        deleted meanwhile, or whose pipelined put is not stored yet, is forgotten: found again by its content id)."""
         if self._stored is None:
             return
-        for object_id, as_list in self._undigested.pop(size, []):
+        for object_id, as_list in self._undigested.pop(key, []):
             try:
                 frames = self._stored.stored_frames(object_id)
             except Exception:  # storage unreachable: this object is not found again by its content (stored twice)
@@ -227,30 +276,37 @@ class TaskEncoder:
             if frames is not None:
                 self._large[content_id(self._client_id, frames if as_list else frames[0])] = object_id
 
-    def _put_large(self, payload: bytes | Frames, name: str) -> ObjectID:
-        """No stored object has this size, so this content is new: send it under a fresh id. Its digest, so that the
-        same content sent again is not stored twice, is taken later from the stored copy when storage is on this host
-        (read back without a transfer, only if another object of this size comes: a put of 100 MB then costs its write
-        alone); elsewhere it is computed now on another thread while the object is sent (hashing 100 MB costs about
-        as much as sending it)."""
-        size = frames_size(payload)
+    def _put_new(self, payload: bytes | Frames, name: str, key: bytes, later: bool) -> ObjectID:
+        """No stored object has this fingerprint, so this content is new: store it under a fresh id. Its digest, so
+        that the same content sent again is not stored twice, is taken later from the stored copy when storage is on
+        this host (read back without a transfer, only if another object of this fingerprint comes: a put of 100 MB
+        then costs its write alone); elsewhere (objects from 8 MiB on) it is computed now on another thread while the
+        object is sent (hashing 100 MB costs about as much as sending it)."""
+        object_id = self._new_object_id()
         if self._stored is not None and self._stored.reads_locally():
-            object_id = ObjectID(owner_tag(self._client_id) + new_random_object_id()[OWNER_TAG_BYTES:])
-            self._objects.store(object_id, payload, name)
-            self._undigested.setdefault(size, []).append((object_id, isinstance(payload, list)))
-            self._large_sizes.add(size)
+            self._objects.store(object_id, payload, name, later and frames_size(payload) < LARGE_OBJECT_BYTES)
+            self._undigested.setdefault(key, []).append((object_id, isinstance(payload, list)))
+            self._fingerprints.add(key)
             return object_id
         digest: list[ObjectID] = []
         hashing = threading.Thread(target=lambda: digest.append(content_id(self._client_id, payload)))
         hashing.start()
-        object_id = ObjectID(owner_tag(self._client_id) + new_random_object_id()[OWNER_TAG_BYTES:])
         try:
             self._objects.store(object_id, payload, name)
         finally:
             hashing.join()
         self._large[digest[0]] = object_id
-        self._large_sizes.add(frames_size(payload))
+        self._fingerprints.add(key)
         return object_id
+
+    def _new_object_id(self) -> ObjectID:
+        """A fresh id of this client's: its owner tag, 8 random bytes drawn once per encoder and a count (no system
+        call per object: on U3's submit path each one was a chance for the client's other threads to take the GIL)."""
+        number = next(self._id_numbers)
+        if number >> 32:  # 4 billion ids of one base: draw another
+            self._id_base, self._id_numbers = new_random_object_id()[:8], itertools.count(1)
+            number = next(self._id_numbers)
+        return ObjectID(self._owner_tag + self._id_base + number.to_bytes(4, "little"))
 
     def argument(self, value: Any, keyword: str, position: int) -> m.Argument:
         if isinstance(value, ObjectReference):

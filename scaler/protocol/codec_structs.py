@@ -51,19 +51,26 @@ def write_hello(b: Any, v: m.Hello) -> None:
 
 
 def read_hello(r: Any) -> m.Hello:
-    which = r.role.which.raw
+    which = r._get("role")._which().raw
     info: m.RoleInfo
     if which == 0:
-        info = read_client_info(r.role.client)
+        info = read_client_info(r._get("role")._get("client"))
     elif which == 1:
-        info = read_worker_info(r.role.worker)
+        info = read_worker_info(r._get("role")._get("worker"))
     elif which == 2:
-        info = read_manager_info(r.role.manager)
+        info = read_manager_info(r._get("role")._get("manager"))
     elif which == 3:
-        info = read_processor_info(r.role.processor)
+        info = read_processor_info(r._get("role")._get("processor"))
     else:
         raise ValueError(f"unknown union member {which}")
-    return m.Hello(r.protocolVersion, r.pythonVersion, r.pid, r.hostname, info, r.knownInstance)
+    return m.Hello(
+        r._get("protocolVersion"),
+        r._get("pythonVersion"),
+        r._get("pid"),
+        r._get("hostname"),
+        info,
+        r._get("knownInstance"),
+    )
 
 
 def write_client_info(b: Any, v: m.ClientInfo) -> None:
@@ -75,7 +82,13 @@ def write_client_info(b: Any, v: m.ClientInfo) -> None:
 
 
 def read_client_info(r: Any) -> m.ClientInfo:
-    return m.ClientInfo(r.name, share_or_default(r.share), r.maxRunningTasks, r.maxWorkers, r.resumeSeconds)
+    return m.ClientInfo(
+        r._get("name"),
+        share_or_default(r._get("share")),
+        r._get("maxRunningTasks"),
+        r._get("maxWorkers"),
+        r._get("resumeSeconds"),
+    )
 
 
 def write_worker_info(b: Any, v: m.WorkerInfo) -> None:
@@ -88,12 +101,12 @@ def write_worker_info(b: Any, v: m.WorkerInfo) -> None:
 
 
 def read_worker_info(r: Any) -> m.WorkerInfo:
-    held_tasks = r.heldTasks
+    held_tasks = r._get("heldTasks")
     return m.WorkerInfo(
-        capabilities_of(r.capabilities),
-        r.capacity,
-        r.managerId,
-        r.workerType,
+        capabilities_of(r._get("capabilities")),
+        r._get("capacity"),
+        r._get("managerId"),
+        r._get("workerType"),
         tuple(held_tasks) if len(held_tasks) else (),
     )
 
@@ -111,14 +124,14 @@ def write_manager_info(b: Any, v: m.ManagerInfo) -> None:
 
 def read_manager_info(r: Any) -> m.ManagerInfo:
     return m.ManagerInfo(
-        r.managerId,
-        capabilities_of(r.capabilities),
-        limit_of(r.maxWorkers),
-        r.managerType,
-        r.workerCostPerHour,
-        none_if_negative(r.expectedBootSeconds),
-        r.minWorkers,
-        r.bufferWorkers,
+        r._get("managerId"),
+        capabilities_of(r._get("capabilities")),
+        limit_of(r._get("maxWorkers")),
+        r._get("managerType"),
+        r._get("workerCostPerHour"),
+        none_if_negative(r._get("expectedBootSeconds")),
+        r._get("minWorkers"),
+        r._get("bufferWorkers"),
     )
 
 
@@ -128,7 +141,7 @@ def write_processor_info(b: Any, v: m.ProcessorInfo) -> None:
 
 
 def read_processor_info(r: Any) -> m.ProcessorInfo:
-    return m.ProcessorInfo(r.processorId, r.workerId)
+    return m.ProcessorInfo(r._get("processorId"), r._get("workerId"))
 
 
 def write_hello_reply(b: Any, v: m.HelloReply) -> None:
@@ -145,15 +158,15 @@ def write_hello_reply(b: Any, v: m.HelloReply) -> None:
 
 def read_hello_reply(r: Any) -> m.HelloReply:
     return m.HelloReply(
-        r.accepted,
-        r.reason,
-        r.protocolVersion,
-        r.pythonVersion,
-        r.objectStorageAddress,
-        r.heartbeatIntervalSeconds,
-        r.workerCount,
-        r.instanceId,
-        r.resumeSeconds,
+        r._get("accepted"),
+        r._get("reason"),
+        r._get("protocolVersion"),
+        r._get("pythonVersion"),
+        r._get("objectStorageAddress"),
+        r._get("heartbeatIntervalSeconds"),
+        r._get("workerCount"),
+        r._get("instanceId"),
+        r._get("resumeSeconds"),
     )
 
 
@@ -174,15 +187,15 @@ def write_heartbeat(b: Any, v: m.Heartbeat) -> None:
 
 
 def read_heartbeat(r: Any) -> m.Heartbeat:
-    which = r.which.raw
+    which = r._which().raw
     return m.Heartbeat(
-        r.cpuPercent,
-        r.rssBytes,
-        read_worker_status(r.worker) if which == 1 else None,
-        read_manager_status(r.manager) if which == 2 else None,
-        r.roundTripSeconds,
-        r.answersEpoch,
-        r.answersReceived,
+        r._get("cpuPercent"),
+        r._get("rssBytes"),
+        read_worker_status(r._get("worker")) if which == 1 else None,
+        read_manager_status(r._get("manager")) if which == 2 else None,
+        r._get("roundTripSeconds"),
+        r._get("answersEpoch"),
+        r._get("answersReceived"),
     )
 
 
@@ -199,16 +212,16 @@ def write_worker_status(b: Any, v: m.WorkerStatus) -> None:
 
 
 def read_worker_status(r: Any) -> m.WorkerStatus:
-    processors = r.processors
+    processors = r._get("processors")
     return m.WorkerStatus(
-        r.queued,
-        r.running,
-        r.blocked,
-        r.freeMemoryBytes,
+        r._get("queued"),
+        r._get("running"),
+        r._get("blocked"),
+        r._get("freeMemoryBytes"),
         tuple(map(read_processor_status, processors)) if len(processors) else (),
-        r.memoryBytes,
-        r.memoryLimitBytes,
-        r.memoryLimitSource,
+        r._get("memoryBytes"),
+        r._get("memoryLimitBytes"),
+        r._get("memoryLimitSource"),
     )
 
 
@@ -221,7 +234,9 @@ def write_processor_status(b: Any, v: m.ProcessorStatus) -> None:
 
 
 def read_processor_status(r: Any) -> m.ProcessorStatus:
-    return m.ProcessorStatus(r.pid, r.cpuPercent, r.rssBytes, r.state, r.memoryBytes)
+    return m.ProcessorStatus(
+        r._get("pid"), r._get("cpuPercent"), r._get("rssBytes"), r._get("state"), r._get("memoryBytes")
+    )
 
 
 def write_manager_status(b: Any, v: m.ManagerStatus) -> None:
@@ -231,7 +246,7 @@ def write_manager_status(b: Any, v: m.ManagerStatus) -> None:
 
 
 def read_manager_status(r: Any) -> m.ManagerStatus:
-    return m.ManagerStatus(r.units, r.pendingUnits, r.bootSeconds)
+    return m.ManagerStatus(r._get("units"), r._get("pendingUnits"), r._get("bootSeconds"))
 
 
 def write_heartbeat_echo(b: Any, v: m.HeartbeatEcho) -> None:
@@ -242,8 +257,10 @@ def write_heartbeat_echo(b: Any, v: m.HeartbeatEcho) -> None:
 
 
 def read_heartbeat_echo(r: Any) -> m.HeartbeatEcho:
-    results_read = r.resultsRead
-    return m.HeartbeatEcho(r.objectStorageAddress, r.workerCount, tuple(results_read) if len(results_read) else ())
+    results_read = r._get("resultsRead")
+    return m.HeartbeatEcho(
+        r._get("objectStorageAddress"), r._get("workerCount"), tuple(results_read) if len(results_read) else ()
+    )
 
 
 def write_ping(b: Any, v: m.Ping) -> None:
@@ -251,7 +268,7 @@ def write_ping(b: Any, v: m.Ping) -> None:
 
 
 def read_ping(r: Any) -> m.Ping:
-    return m.Ping(r.nonce)
+    return m.Ping(r._get("nonce"))
 
 
 def write_protocol_error(b: Any, v: m.ProtocolError) -> None:
@@ -260,7 +277,7 @@ def write_protocol_error(b: Any, v: m.ProtocolError) -> None:
 
 
 def read_protocol_error(r: Any) -> m.ProtocolError:
-    return m.ProtocolError(r.reason, _PROTOCOL_ERROR_KIND[r.kind.raw])
+    return m.ProtocolError(r._get("reason"), _PROTOCOL_ERROR_KIND[r._get("kind").raw])
 
 
 def write_argument(b: Any, v: m.Argument) -> None:
@@ -279,16 +296,16 @@ def write_argument(b: Any, v: m.Argument) -> None:
 
 
 def read_argument(r: Any) -> m.Argument:
-    which = r.which.raw
+    which = r._which().raw
     if which == 0:
-        kind, data = m.ArgumentKind.INLINE, r.inline
+        kind, data = m.ArgumentKind.INLINE, r._get("inline")
     elif which == 1:
-        kind, data = m.ArgumentKind.OBJECT_ID, r.objectId
+        kind, data = m.ArgumentKind.OBJECT_ID, r._get("objectId")
     elif which == 2:
-        kind, data = m.ArgumentKind.TASK_RESULT, r.taskResult
+        kind, data = m.ArgumentKind.TASK_RESULT, r._get("taskResult")
     else:
         raise ValueError(f"unknown union member {which}")
-    return m.Argument(kind, data, r.keyword, r.copyOnWrite)
+    return m.Argument(kind, data, r._get("keyword"), r._get("copyOnWrite"))
 
 
 def write_log_forwarding(b: Any, v: m.LogForwarding) -> None:
@@ -297,7 +314,7 @@ def write_log_forwarding(b: Any, v: m.LogForwarding) -> None:
 
 
 def read_log_forwarding(r: Any) -> m.LogForwarding:
-    return m.LogForwarding(r.level, r.loggerName)
+    return m.LogForwarding(r._get("level"), r._get("loggerName"))
 
 
 def write_task_body(b: Any, v: m.TaskBody) -> None:
@@ -316,15 +333,15 @@ def write_task_body(b: Any, v: m.TaskBody) -> None:
 
 
 def read_task_body(r: Any) -> m.TaskBody:
-    args = r.args
+    args = r._get("args")
     return m.TaskBody(
-        r.functionId,
+        r._get("functionId"),
         tuple(map(read_argument, args)) if len(args) else (),
-        r.serializerId,
-        r.profiling,
-        r.streamOutput,
-        r.clearEpoch,
-        read_log_forwarding(r.logForwarding) if r.forwardLogging else None,
+        r._get("serializerId"),
+        r._get("profiling"),
+        r._get("streamOutput"),
+        r._get("clearEpoch"),
+        read_log_forwarding(r._get("logForwarding")) if r._get("forwardLogging") else None,
     )
 
 
@@ -350,21 +367,21 @@ def write_task(b: Any, v: m.Task) -> None:
 
 
 def read_task(r: Any) -> m.Task:
-    dependencies = r.dependencies
-    inputs = r.inputs
+    dependencies = r._get("dependencies")
+    inputs = r._get("inputs")
     return m.Task(
-        r.taskId,
-        shared(r.clientId),
-        r.body,
-        sys.intern(r.functionName),
-        r.priority,
-        capabilities_of(r.capabilities),
-        r.graphId,
+        r._get("taskId"),
+        shared(r._get("clientId")),
+        r._get("body"),
+        sys.intern(r._get("functionName")),
+        r._get("priority"),
+        capabilities_of(r._get("capabilities")),
+        r._get("graphId"),
         tuple(dependencies) if len(dependencies) else (),
         tuple(map(read_task_input, inputs)) if len(inputs) else (),
-        r.streamCredit,
-        r.actorId,
-        read_actor_spec(r.actor) if r._has("actor") else None,
+        r._get("streamCredit"),
+        r._get("actorId"),
+        read_actor_spec(r._get("actor")) if r._has("actor") else None,
     )
 
 
@@ -376,7 +393,7 @@ def write_actor_spec(b: Any, v: m.ActorSpec) -> None:
 
 
 def read_actor_spec(r: Any) -> m.ActorSpec:
-    return m.ActorSpec(r.maxRestarts, r.maxConcurrency, r.name, r.interface)
+    return m.ActorSpec(r._get("maxRestarts"), r._get("maxConcurrency"), r._get("name"), r._get("interface"))
 
 
 def write_task_input(b: Any, v: m.TaskInput) -> None:
@@ -390,14 +407,14 @@ def write_task_input(b: Any, v: m.TaskInput) -> None:
 
 
 def read_task_input(r: Any) -> m.TaskInput:
-    which = r.which.raw
+    which = r._which().raw
     if which == 0:
-        kind, data = m.PayloadKind.INLINE, r.inline
+        kind, data = m.PayloadKind.INLINE, r._get("inline")
     elif which == 1:
-        kind, data = m.PayloadKind.OBJECT_ID, r.objectId
+        kind, data = m.PayloadKind.OBJECT_ID, r._get("objectId")
     else:
         raise ValueError(f"unknown union member {which}")
-    return m.TaskInput(r.taskId, kind, data)
+    return m.TaskInput(r._get("taskId"), kind, data)
 
 
 def write_profile(b: Any, v: m.Profile) -> None:
@@ -407,7 +424,7 @@ def write_profile(b: Any, v: m.Profile) -> None:
 
 
 def read_profile(r: Any) -> m.Profile:
-    return m.Profile(r.durationSeconds, r.cpuSeconds, r.peakMemoryBytes)
+    return m.Profile(r._get("durationSeconds"), r._get("cpuSeconds"), r._get("peakMemoryBytes"))
 
 
 def write_task_result(b: Any, v: m.TaskResult) -> None:
@@ -435,26 +452,26 @@ def write_task_result(b: Any, v: m.TaskResult) -> None:
 
 
 def read_task_result(r: Any) -> m.TaskResult:
-    which = r.which.raw
+    which = r._which().raw
     if which == 0:
         payload_kind, payload = m.PayloadKind.NONE, b""
     elif which == 1:
-        payload_kind, payload = m.PayloadKind.INLINE, r.inline
+        payload_kind, payload = m.PayloadKind.INLINE, r._get("inline")
     elif which == 2:
-        payload_kind, payload = m.PayloadKind.OBJECT_ID, r.objectId
+        payload_kind, payload = m.PayloadKind.OBJECT_ID, r._get("objectId")
     else:
         raise ValueError(f"unknown union member {which}")
     return m.TaskResult(
-        r.taskId,
-        _RESULT_STATUS[r.status.raw],
+        r._get("taskId"),
+        _RESULT_STATUS[r._get("status").raw],
         payload_kind,
         payload,
-        r.errorMessage,
-        read_profile(r.profile) if r._has("profile") else _PROFILE,
-        r.workerId,
-        read_run_stamps(r.ran) if r._has("ran") else None,
-        r.storedBytes,
-        r.streamed,
+        r._get("errorMessage"),
+        read_profile(r._get("profile")) if r._has("profile") else _PROFILE,
+        r._get("workerId"),
+        read_run_stamps(r._get("ran")) if r._has("ran") else None,
+        r._get("storedBytes"),
+        r._get("streamed"),
     )
 
 
@@ -466,7 +483,7 @@ def write_run_stamps(b: Any, v: m.RunStamps) -> None:
 
 
 def read_run_stamps(r: Any) -> m.RunStamps:
-    return m.RunStamps(r.startedAt, r.finishedAt, r.processorPid, r.receivedAt)
+    return m.RunStamps(r._get("startedAt"), r._get("finishedAt"), r._get("processorPid"), r._get("receivedAt"))
 
 
 def write_task_cancel(b: Any, v: m.TaskCancel) -> None:
@@ -475,8 +492,8 @@ def write_task_cancel(b: Any, v: m.TaskCancel) -> None:
 
 
 def read_task_cancel(r: Any) -> m.TaskCancel:
-    task_ids = r.taskIds
-    return m.TaskCancel(tuple(task_ids) if len(task_ids) else (), r.queuedOnly)
+    task_ids = r._get("taskIds")
+    return m.TaskCancel(tuple(task_ids) if len(task_ids) else (), r._get("queuedOnly"))
 
 
 def write_task_cancel_confirm(b: Any, v: m.TaskCancelConfirm) -> None:
@@ -485,7 +502,7 @@ def write_task_cancel_confirm(b: Any, v: m.TaskCancelConfirm) -> None:
 
 
 def read_task_cancel_confirm(r: Any) -> m.TaskCancelConfirm:
-    return m.TaskCancelConfirm(r.taskId, _CANCEL_OUTCOME[r.outcome.raw])
+    return m.TaskCancelConfirm(r._get("taskId"), _CANCEL_OUTCOME[r._get("outcome").raw])
 
 
 def write_task_log(b: Any, v: m.TaskLog) -> None:
@@ -495,7 +512,7 @@ def write_task_log(b: Any, v: m.TaskLog) -> None:
 
 
 def read_task_log(r: Any) -> m.TaskLog:
-    return m.TaskLog(r.taskId, _LOG_STREAM[r.stream.raw], r.text)
+    return m.TaskLog(r._get("taskId"), _LOG_STREAM[r._get("stream").raw], r._get("text"))
 
 
 def write_graph_task(b: Any, v: m.GraphTask) -> None:
@@ -506,11 +523,11 @@ def write_graph_task(b: Any, v: m.GraphTask) -> None:
 
 
 def read_graph_task(r: Any) -> m.GraphTask:
-    nodes = r.nodes
-    targets = r.targets
+    nodes = r._get("nodes")
+    targets = r._get("targets")
     return m.GraphTask(
-        r.graphId,
-        r.clientId,
+        r._get("graphId"),
+        r._get("clientId"),
         tuple(map(read_task, nodes)) if len(nodes) else (),
         tuple(targets) if len(targets) else (),
     )
@@ -521,7 +538,7 @@ def write_client_disconnect(b: Any, v: m.ClientDisconnect) -> None:
 
 
 def read_client_disconnect(r: Any) -> m.ClientDisconnect:
-    return m.ClientDisconnect(r.shutdownCluster)
+    return m.ClientDisconnect(r._get("shutdownCluster"))
 
 
 def write_shutdown_reply(b: Any, v: m.ShutdownReply) -> None:
@@ -530,7 +547,7 @@ def write_shutdown_reply(b: Any, v: m.ShutdownReply) -> None:
 
 
 def read_shutdown_reply(r: Any) -> m.ShutdownReply:
-    return m.ShutdownReply(r.accepted, r.reason)
+    return m.ShutdownReply(r._get("accepted"), r._get("reason"))
 
 
 def write_task_story_request(b: Any, v: m.TaskStoryRequest) -> None:
@@ -538,7 +555,7 @@ def write_task_story_request(b: Any, v: m.TaskStoryRequest) -> None:
 
 
 def read_task_story_request(r: Any) -> m.TaskStoryRequest:
-    return m.TaskStoryRequest(r.taskId)
+    return m.TaskStoryRequest(r._get("taskId"))
 
 
 def write_story_entry(b: Any, v: m.StoryEntry) -> None:
@@ -550,7 +567,7 @@ def write_story_entry(b: Any, v: m.StoryEntry) -> None:
 
 
 def read_story_entry(r: Any) -> m.StoryEntry:
-    return m.StoryEntry(r.wallTime, r.component, r.where, r.what, r.cause)
+    return m.StoryEntry(r._get("wallTime"), r._get("component"), r._get("where"), r._get("what"), r._get("cause"))
 
 
 def write_task_story_reply(b: Any, v: m.TaskStoryReply) -> None:
@@ -561,8 +578,10 @@ def write_task_story_reply(b: Any, v: m.TaskStoryReply) -> None:
 
 
 def read_task_story_reply(r: Any) -> m.TaskStoryReply:
-    entries = r.entries
-    return m.TaskStoryReply(r.taskId, r.known, tuple(map(read_story_entry, entries)) if len(entries) else (), r.note)
+    entries = r._get("entries")
+    return m.TaskStoryReply(
+        r._get("taskId"), r._get("known"), tuple(map(read_story_entry, entries)) if len(entries) else (), r._get("note")
+    )
 
 
 def write_worker_capacity(b: Any, v: m.WorkerCapacity) -> None:
@@ -570,7 +589,7 @@ def write_worker_capacity(b: Any, v: m.WorkerCapacity) -> None:
 
 
 def read_worker_capacity(r: Any) -> m.WorkerCapacity:
-    return m.WorkerCapacity(r.capacity)
+    return m.WorkerCapacity(r._get("capacity"))
 
 
 def write_worker_leaving(b: Any, v: m.WorkerLeaving) -> None:
@@ -578,7 +597,7 @@ def write_worker_leaving(b: Any, v: m.WorkerLeaving) -> None:
 
 
 def read_worker_leaving(r: Any) -> m.WorkerLeaving:
-    return m.WorkerLeaving(r.reason)
+    return m.WorkerLeaving(r._get("reason"))
 
 
 def write_task_return(b: Any, v: m.TaskReturn) -> None:
@@ -586,7 +605,7 @@ def write_task_return(b: Any, v: m.TaskReturn) -> None:
 
 
 def read_task_return(r: Any) -> m.TaskReturn:
-    task_ids = r.taskIds
+    task_ids = r._get("taskIds")
     return m.TaskReturn(tuple(task_ids) if len(task_ids) else ())
 
 
@@ -595,7 +614,7 @@ def write_shutdown(b: Any, v: m.Shutdown) -> None:
 
 
 def read_shutdown(r: Any) -> m.Shutdown:
-    return m.Shutdown(r.reason)
+    return m.Shutdown(r._get("reason"))
 
 
 def write_target_entry(b: Any, v: m.TargetEntry) -> None:
@@ -604,7 +623,7 @@ def write_target_entry(b: Any, v: m.TargetEntry) -> None:
 
 
 def read_target_entry(r: Any) -> m.TargetEntry:
-    return m.TargetEntry(capabilities_of(r.capabilities), r.workers)
+    return m.TargetEntry(capabilities_of(r._get("capabilities")), r._get("workers"))
 
 
 def write_manager_target(b: Any, v: m.ManagerTarget) -> None:
@@ -615,9 +634,9 @@ def write_manager_target(b: Any, v: m.ManagerTarget) -> None:
 
 
 def read_manager_target(r: Any) -> m.ManagerTarget:
-    entries = r.entries
-    drain = r.drain
-    connected = r.connected
+    entries = r._get("entries")
+    drain = r._get("drain")
+    connected = r._get("connected")
     return m.ManagerTarget(
         tuple(map(read_target_entry, entries)) if len(entries) else (),
         tuple(drain) if len(drain) else (),
@@ -630,7 +649,7 @@ def write_processor_ready(b: Any, v: m.ProcessorReady) -> None:
 
 
 def read_processor_ready(r: Any) -> m.ProcessorReady:
-    return m.ProcessorReady(r.pid)
+    return m.ProcessorReady(r._get("pid"))
 
 
 def write_processor_blocked(b: Any, v: m.ProcessorBlocked) -> None:
@@ -638,7 +657,7 @@ def write_processor_blocked(b: Any, v: m.ProcessorBlocked) -> None:
 
 
 def read_processor_blocked(r: Any) -> m.ProcessorBlocked:
-    return m.ProcessorBlocked(r.taskId)
+    return m.ProcessorBlocked(r._get("taskId"))
 
 
 def write_processor_resume_request(b: Any, v: m.ProcessorResumeRequest) -> None:
@@ -646,7 +665,7 @@ def write_processor_resume_request(b: Any, v: m.ProcessorResumeRequest) -> None:
 
 
 def read_processor_resume_request(r: Any) -> m.ProcessorResumeRequest:
-    return m.ProcessorResumeRequest(r.taskId)
+    return m.ProcessorResumeRequest(r._get("taskId"))
 
 
 def write_processor_resume(b: Any, v: m.ProcessorResume) -> None:
@@ -654,7 +673,7 @@ def write_processor_resume(b: Any, v: m.ProcessorResume) -> None:
 
 
 def read_processor_resume(r: Any) -> m.ProcessorResume:
-    return m.ProcessorResume(r.taskId)
+    return m.ProcessorResume(r._get("taskId"))
 
 
 def write_result_sent(b: Any, v: m.ResultSent) -> None:
@@ -664,7 +683,7 @@ def write_result_sent(b: Any, v: m.ResultSent) -> None:
 
 
 def read_result_sent(r: Any) -> m.ResultSent:
-    return m.ResultSent(r.taskId, r.result, r.seconds)
+    return m.ResultSent(r._get("taskId"), r._get("result"), r._get("seconds"))
 
 
 def write_status_snapshot(b: Any, v: m.StatusSnapshot) -> None:
@@ -684,23 +703,23 @@ def write_status_snapshot(b: Any, v: m.StatusSnapshot) -> None:
 
 
 def read_status_snapshot(r: Any) -> m.StatusSnapshot:
-    workers = r.workers
-    clients = r.clients
-    managers = r.managers
-    pending = r.pending
-    functions = r.functions
-    message_counts = r.messageCounts
-    jobs = r.jobs
-    actors = r.actors
+    workers = r._get("workers")
+    clients = r._get("clients")
+    managers = r._get("managers")
+    pending = r._get("pending")
+    functions = r._get("functions")
+    message_counts = r._get("messageCounts")
+    jobs = r._get("jobs")
+    actors = r._get("actors")
     return m.StatusSnapshot(
-        r.time,
-        read_scheduler_stats(r.scheduler),
+        r._get("time"),
+        read_scheduler_stats(r._get("scheduler")),
         tuple(map(read_worker_summary, workers)) if len(workers) else (),
         tuple(map(read_client_summary, clients)) if len(clients) else (),
         tuple(map(read_manager_summary, managers)) if len(managers) else (),
         tuple(map(read_pending_group, pending)) if len(pending) else (),
-        r.wallTime,
-        r.feedVersion,
+        r._get("wallTime"),
+        r._get("feedVersion"),
         tuple(map(read_function_summary, functions)) if len(functions) else (),
         tuple(map(read_message_count, message_counts)) if len(message_counts) else (),
         tuple(map(read_job_summary, jobs)) if len(jobs) else (),
@@ -723,7 +742,16 @@ def write_actor_summary(b: Any, v: m.ActorSummary) -> None:
 
 def read_actor_summary(r: Any) -> m.ActorSummary:
     return m.ActorSummary(
-        r.actorId, r.className, r.name, r.clientId, r.workerId, r.state, r.restarts, r.calls, r.callsDone, r.ageSeconds
+        r._get("actorId"),
+        r._get("className"),
+        r._get("name"),
+        r._get("clientId"),
+        r._get("workerId"),
+        r._get("state"),
+        r._get("restarts"),
+        r._get("calls"),
+        r._get("callsDone"),
+        r._get("ageSeconds"),
     )
 
 
@@ -741,7 +769,15 @@ def write_job_summary(b: Any, v: m.JobSummary) -> None:
 
 def read_job_summary(r: Any) -> m.JobSummary:
     return m.JobSummary(
-        r.name, r.state, r.done, r.total, r.submitterConnected, r.failed, r.submitter, r.ownerKey, r.ageSeconds
+        r._get("name"),
+        r._get("state"),
+        r._get("done"),
+        r._get("total"),
+        r._get("submitterConnected"),
+        r._get("failed"),
+        r._get("submitter"),
+        r._get("ownerKey"),
+        r._get("ageSeconds"),
     )
 
 
@@ -755,7 +791,14 @@ def write_task_counts(b: Any, v: m.TaskCounts) -> None:
 
 
 def read_task_counts(r: Any) -> m.TaskCounts:
-    return m.TaskCounts(r.waiting, r.queued, r.running, r.succeeded, r.failed, r.canceled)
+    return m.TaskCounts(
+        r._get("waiting"),
+        r._get("queued"),
+        r._get("running"),
+        r._get("succeeded"),
+        r._get("failed"),
+        r._get("canceled"),
+    )
 
 
 def write_function_summary(b: Any, v: m.FunctionSummary) -> None:
@@ -764,7 +807,7 @@ def write_function_summary(b: Any, v: m.FunctionSummary) -> None:
 
 
 def read_function_summary(r: Any) -> m.FunctionSummary:
-    return m.FunctionSummary(r.name, read_task_counts(r.counts))
+    return m.FunctionSummary(r._get("name"), read_task_counts(r._get("counts")))
 
 
 def write_message_count(b: Any, v: m.MessageCount) -> None:
@@ -774,7 +817,7 @@ def write_message_count(b: Any, v: m.MessageCount) -> None:
 
 
 def read_message_count(r: Any) -> m.MessageCount:
-    return m.MessageCount(r.name, r.sent, r.received)
+    return m.MessageCount(r._get("name"), r._get("sent"), r._get("received"))
 
 
 def write_task_transitions(b: Any, v: m.TaskTransitions) -> None:
@@ -785,9 +828,12 @@ def write_task_transitions(b: Any, v: m.TaskTransitions) -> None:
 
 
 def read_task_transitions(r: Any) -> m.TaskTransitions:
-    transitions = r.transitions
+    transitions = r._get("transitions")
     return m.TaskTransitions(
-        tuple(map(read_task_transition, transitions)) if len(transitions) else (), r.dropped, r.wallTime, r.feedVersion
+        tuple(map(read_task_transition, transitions)) if len(transitions) else (),
+        r._get("dropped"),
+        r._get("wallTime"),
+        r._get("feedVersion"),
     )
 
 
@@ -804,7 +850,14 @@ def write_task_transition(b: Any, v: m.TaskTransition) -> None:
 
 def read_task_transition(r: Any) -> m.TaskTransition:
     return m.TaskTransition(
-        r.taskId, r.state, r.workerId, r.functionName, r.wallTime, r.runSeconds, r.peakMemoryBytes, r.clientId
+        r._get("taskId"),
+        r._get("state"),
+        r._get("workerId"),
+        r._get("functionName"),
+        r._get("wallTime"),
+        r._get("runSeconds"),
+        r._get("peakMemoryBytes"),
+        r._get("clientId"),
     )
 
 
@@ -815,9 +868,11 @@ def write_scaling_decisions(b: Any, v: m.ScalingDecisions) -> None:
 
 
 def read_scaling_decisions(r: Any) -> m.ScalingDecisions:
-    decisions = r.decisions
+    decisions = r._get("decisions")
     return m.ScalingDecisions(
-        tuple(map(read_scaling_decision, decisions)) if len(decisions) else (), r.wallTime, r.feedVersion
+        tuple(map(read_scaling_decision, decisions)) if len(decisions) else (),
+        r._get("wallTime"),
+        r._get("feedVersion"),
     )
 
 
@@ -830,7 +885,9 @@ def write_scaling_decision(b: Any, v: m.ScalingDecision) -> None:
 
 
 def read_scaling_decision(r: Any) -> m.ScalingDecision:
-    return m.ScalingDecision(r.managerId, r.fromWorkers, r.toWorkers, r.reason, r.wallTime)
+    return m.ScalingDecision(
+        r._get("managerId"), r._get("fromWorkers"), r._get("toWorkers"), r._get("reason"), r._get("wallTime")
+    )
 
 
 def write_scheduler_stats(b: Any, v: m.SchedulerStats) -> None:
@@ -853,21 +910,21 @@ def write_scheduler_stats(b: Any, v: m.SchedulerStats) -> None:
 
 def read_scheduler_stats(r: Any) -> m.SchedulerStats:
     return m.SchedulerStats(
-        r.address,
-        r.cpuPercent,
-        r.rssBytes,
-        r.queued,
-        r.running,
-        r.succeeded,
-        r.failed,
-        r.canceled,
-        r.workerDied,
-        r.objectCount,
-        r.objectBytes,
-        r.messagesReceived,
-        r.messagesSent,
-        r.graphs,
-        r.notFound,
+        r._get("address"),
+        r._get("cpuPercent"),
+        r._get("rssBytes"),
+        r._get("queued"),
+        r._get("running"),
+        r._get("succeeded"),
+        r._get("failed"),
+        r._get("canceled"),
+        r._get("workerDied"),
+        r._get("objectCount"),
+        r._get("objectBytes"),
+        r._get("messagesReceived"),
+        r._get("messagesSent"),
+        r._get("graphs"),
+        r._get("notFound"),
     )
 
 
@@ -890,20 +947,20 @@ def write_worker_summary(b: Any, v: m.WorkerSummary) -> None:
 
 def read_worker_summary(r: Any) -> m.WorkerSummary:
     return m.WorkerSummary(
-        r.workerId,
-        r.managerId,
-        capabilities_of(r.capabilities),
-        r.capacity,
-        r.assigned,
-        read_worker_status(r.status),
-        r.cpuPercent,
-        r.rssBytes,
-        r.lastSeenSecondsAgo,
-        r.hostname,
-        r.pid,
-        r.lagSeconds,
-        r.workerType,
-        r.connectedSecondsAgo,
+        r._get("workerId"),
+        r._get("managerId"),
+        capabilities_of(r._get("capabilities")),
+        r._get("capacity"),
+        r._get("assigned"),
+        read_worker_status(r._get("status")),
+        r._get("cpuPercent"),
+        r._get("rssBytes"),
+        r._get("lastSeenSecondsAgo"),
+        r._get("hostname"),
+        r._get("pid"),
+        r._get("lagSeconds"),
+        r._get("workerType"),
+        r._get("connectedSecondsAgo"),
     )
 
 
@@ -919,7 +976,13 @@ def write_client_summary(b: Any, v: m.ClientSummary) -> None:
 
 def read_client_summary(r: Any) -> m.ClientSummary:
     return m.ClientSummary(
-        r.clientId, r.tasks, r.name, r.hostname, read_task_counts(r.counts), r.awaySeconds, r.resumeSeconds
+        r._get("clientId"),
+        r._get("tasks"),
+        r._get("name"),
+        r._get("hostname"),
+        read_task_counts(r._get("counts")),
+        r._get("awaySeconds"),
+        r._get("resumeSeconds"),
     )
 
 
@@ -944,20 +1007,20 @@ def write_manager_summary(b: Any, v: m.ManagerSummary) -> None:
 
 def read_manager_summary(r: Any) -> m.ManagerSummary:
     return m.ManagerSummary(
-        r.managerId,
-        r.managerType,
-        capabilities_of(r.capabilities),
-        limit_of(r.maxWorkers),
-        r.connectedWorkers,
-        r.targetWorkers,
-        r.units,
-        r.pendingUnits,
-        read_manager_target(r.lastTarget) if r.hasTarget else None,
-        r.secondsSinceHeartbeat,
-        r.workerCostPerHour,
-        r.bootSeconds,
-        r.minWorkers,
-        r.bufferWorkers,
+        r._get("managerId"),
+        r._get("managerType"),
+        capabilities_of(r._get("capabilities")),
+        limit_of(r._get("maxWorkers")),
+        r._get("connectedWorkers"),
+        r._get("targetWorkers"),
+        r._get("units"),
+        r._get("pendingUnits"),
+        read_manager_target(r._get("lastTarget")) if r._get("hasTarget") else None,
+        r._get("secondsSinceHeartbeat"),
+        r._get("workerCostPerHour"),
+        r._get("bootSeconds"),
+        r._get("minWorkers"),
+        r._get("bufferWorkers"),
     )
 
 
@@ -970,7 +1033,13 @@ def write_pending_group(b: Any, v: m.PendingGroup) -> None:
 
 
 def read_pending_group(r: Any) -> m.PendingGroup:
-    return m.PendingGroup(capabilities_of(r.capabilities), r.count, r.reason, r.running, r.oldestQueuedSeconds)
+    return m.PendingGroup(
+        capabilities_of(r._get("capabilities")),
+        r._get("count"),
+        r._get("reason"),
+        r._get("running"),
+        r._get("oldestQueuedSeconds"),
+    )
 
 
 def write_units_reclaimed(b: Any, v: m.UnitsReclaimed) -> None:
@@ -979,8 +1048,8 @@ def write_units_reclaimed(b: Any, v: m.UnitsReclaimed) -> None:
 
 
 def read_units_reclaimed(r: Any) -> m.UnitsReclaimed:
-    unit_ids = r.unitIds
-    return m.UnitsReclaimed(tuple(unit_ids) if len(unit_ids) else (), r.noticeSeconds)
+    unit_ids = r._get("unitIds")
+    return m.UnitsReclaimed(tuple(unit_ids) if len(unit_ids) else (), r._get("noticeSeconds"))
 
 
 def write_job_open(b: Any, v: m.JobOpen) -> None:
@@ -989,8 +1058,8 @@ def write_job_open(b: Any, v: m.JobOpen) -> None:
 
 
 def read_job_open(r: Any) -> m.JobOpen:
-    task_ids = r.taskIds
-    return m.JobOpen(r.name, tuple(task_ids) if len(task_ids) else ())
+    task_ids = r._get("taskIds")
+    return m.JobOpen(r._get("name"), tuple(task_ids) if len(task_ids) else ())
 
 
 def write_job_attach(b: Any, v: m.JobAttach) -> None:
@@ -999,7 +1068,7 @@ def write_job_attach(b: Any, v: m.JobAttach) -> None:
 
 
 def read_job_attach(r: Any) -> m.JobAttach:
-    return m.JobAttach(r.name, r.follow)
+    return m.JobAttach(r._get("name"), r._get("follow"))
 
 
 def write_job_reply(b: Any, v: m.JobReply) -> None:
@@ -1012,8 +1081,15 @@ def write_job_reply(b: Any, v: m.JobReply) -> None:
 
 
 def read_job_reply(r: Any) -> m.JobReply:
-    task_ids = r.taskIds
-    return m.JobReply(r.name, r.accepted, r.reason, tuple(task_ids) if len(task_ids) else (), r.state, r.ownerId)
+    task_ids = r._get("taskIds")
+    return m.JobReply(
+        r._get("name"),
+        r._get("accepted"),
+        r._get("reason"),
+        tuple(task_ids) if len(task_ids) else (),
+        r._get("state"),
+        r._get("ownerId"),
+    )
 
 
 def write_client_resume(b: Any, v: m.ClientResume) -> None:
@@ -1023,8 +1099,10 @@ def write_client_resume(b: Any, v: m.ClientResume) -> None:
 
 
 def read_client_resume(r: Any) -> m.ClientResume:
-    unfinished = r.unfinished
-    return m.ClientResume(r.answersEpoch, r.answersReceived, tuple(unfinished) if len(unfinished) else ())
+    unfinished = r._get("unfinished")
+    return m.ClientResume(
+        r._get("answersEpoch"), r._get("answersReceived"), tuple(unfinished) if len(unfinished) else ()
+    )
 
 
 def write_client_resumed(b: Any, v: m.ClientResumed) -> None:
@@ -1035,10 +1113,10 @@ def write_client_resumed(b: Any, v: m.ClientResumed) -> None:
 
 
 def read_client_resumed(r: Any) -> m.ClientResumed:
-    unknown = r.unknown
-    cancelled = r.cancelled
+    unknown = r._get("unknown")
+    cancelled = r._get("cancelled")
     return m.ClientResumed(
-        r.answersEpoch, tuple(unknown) if len(unknown) else (), tuple(cancelled) if len(cancelled) else ()
+        r._get("answersEpoch"), tuple(unknown) if len(unknown) else (), tuple(cancelled) if len(cancelled) else ()
     )
 
 
@@ -1054,14 +1132,14 @@ def write_stream_item(b: Any, v: m.StreamItem) -> None:
 
 
 def read_stream_item(r: Any) -> m.StreamItem:
-    which = r.which.raw
+    which = r._which().raw
     if which == 0:
-        payload_kind, payload = m.PayloadKind.INLINE, r.inline
+        payload_kind, payload = m.PayloadKind.INLINE, r._get("inline")
     elif which == 1:
-        payload_kind, payload = m.PayloadKind.OBJECT_ID, r.objectId
+        payload_kind, payload = m.PayloadKind.OBJECT_ID, r._get("objectId")
     else:
         raise ValueError(f"unknown union member {which}")
-    return m.StreamItem(r.taskId, r.index, payload_kind, payload)
+    return m.StreamItem(r._get("taskId"), r._get("index"), payload_kind, payload)
 
 
 def write_stream_credit(b: Any, v: m.StreamCredit) -> None:
@@ -1070,7 +1148,7 @@ def write_stream_credit(b: Any, v: m.StreamCredit) -> None:
 
 
 def read_stream_credit(r: Any) -> m.StreamCredit:
-    return m.StreamCredit(r.taskId, r.upTo)
+    return m.StreamCredit(r._get("taskId"), r._get("upTo"))
 
 
 def write_actor_ready(b: Any, v: m.ActorReady) -> None:
@@ -1079,7 +1157,7 @@ def write_actor_ready(b: Any, v: m.ActorReady) -> None:
 
 
 def read_actor_ready(r: Any) -> m.ActorReady:
-    return m.ActorReady(r.actorId, r.processor)
+    return m.ActorReady(r._get("actorId"), r._get("processor"))
 
 
 def write_actor_stop(b: Any, v: m.ActorStop) -> None:
@@ -1087,7 +1165,7 @@ def write_actor_stop(b: Any, v: m.ActorStop) -> None:
 
 
 def read_actor_stop(r: Any) -> m.ActorStop:
-    return m.ActorStop(r.actorId)
+    return m.ActorStop(r._get("actorId"))
 
 
 def write_actor_lookup(b: Any, v: m.ActorLookup) -> None:
@@ -1095,7 +1173,7 @@ def write_actor_lookup(b: Any, v: m.ActorLookup) -> None:
 
 
 def read_actor_lookup(r: Any) -> m.ActorLookup:
-    return m.ActorLookup(r.name)
+    return m.ActorLookup(r._get("name"))
 
 
 def write_actor_reply(b: Any, v: m.ActorReply) -> None:
@@ -1108,7 +1186,9 @@ def write_actor_reply(b: Any, v: m.ActorReply) -> None:
 
 
 def read_actor_reply(r: Any) -> m.ActorReply:
-    return m.ActorReply(r.name, r.found, r.actorId, r.className, r.interface, r.reason)
+    return m.ActorReply(
+        r._get("name"), r._get("found"), r._get("actorId"), r._get("className"), r._get("interface"), r._get("reason")
+    )
 
 
 def write_storage_request(b: Any, v: sm.StorageRequest) -> None:
@@ -1132,34 +1212,38 @@ def write_storage_request(b: Any, v: sm.StorageRequest) -> None:
         write_adopt(b.init("adopt"), x)
     elif isinstance(x, sm.GetMapped):
         b.getMapped = x.object_id
+    elif isinstance(x, sm.AdoptMany):
+        write_adopt_many(b.init("adoptMany"), x)
     else:
         raise TypeError(f"{type(x).__name__} is not a member of this union")
 
 
 def read_storage_request(r: Any) -> sm.StorageRequest:
-    which = r.which.raw
+    which = r._which().raw
     operation: sm.StorageOperation
     if which == 0:
-        operation = read_storage_hello(r.hello)
+        operation = read_storage_hello(r._get("hello"))
     elif which == 1:
-        operation = read_put(r.put)
+        operation = read_put(r._get("put"))
     elif which == 2:
-        operation = sm.Get(r.get)
+        operation = sm.Get(r._get("get"))
     elif which == 3:
-        operation = sm.Delete(tuple(r.delete))
+        operation = sm.Delete(tuple(r._get("delete")))
     elif which == 4:
-        operation = sm.Exists(r.exists)
+        operation = sm.Exists(r._get("exists"))
     elif which == 5:
         operation = sm.Info()
     elif which == 6:
-        operation = sm.DeleteOwner(r.deleteOwner)
+        operation = sm.DeleteOwner(r._get("deleteOwner"))
     elif which == 7:
-        operation = read_adopt(r.adopt)
+        operation = read_adopt(r._get("adopt"))
     elif which == 8:
-        operation = sm.GetMapped(r.getMapped)
+        operation = sm.GetMapped(r._get("getMapped"))
+    elif which == 9:
+        operation = read_adopt_many(r._get("adoptMany"))
     else:
         raise ValueError(f"unknown union member {which}")
-    return sm.StorageRequest(r.requestId, operation)
+    return sm.StorageRequest(r._get("requestId"), operation)
 
 
 def write_storage_hello(b: Any, v: sm.StorageHello) -> None:
@@ -1170,7 +1254,7 @@ def write_storage_hello(b: Any, v: sm.StorageHello) -> None:
 
 
 def read_storage_hello(r: Any) -> sm.StorageHello:
-    return sm.StorageHello(r.protocolVersion, r.pythonVersion, r.role, r.ownerId)
+    return sm.StorageHello(r._get("protocolVersion"), r._get("pythonVersion"), r._get("role"), r._get("ownerId"))
 
 
 def write_adopt(b: Any, v: sm.Adopt) -> None:
@@ -1182,7 +1266,34 @@ def write_adopt(b: Any, v: sm.Adopt) -> None:
 
 
 def read_adopt(r: Any) -> sm.Adopt:
-    return sm.Adopt(r.objectId, r.ownerId, r.fileName, r.totalBytes, r.name)
+    return sm.Adopt(r._get("objectId"), r._get("ownerId"), r._get("fileName"), r._get("totalBytes"), r._get("name"))
+
+
+def write_adopt_many(b: Any, v: sm.AdoptMany) -> None:
+    set_structs(b, "adopts", v.adopts, write_adopt)
+
+
+def read_adopt_many(r: Any) -> sm.AdoptMany:
+    adopts = r._get("adopts")
+    return sm.AdoptMany(tuple(map(read_adopt, adopts)) if len(adopts) else ())
+
+
+def write_adopt_outcomes(b: Any, v: sm.AdoptOutcomes) -> None:
+    set_structs(b, "outcomes", v.outcomes, write_adopt_outcome)
+
+
+def read_adopt_outcomes(r: Any) -> sm.AdoptOutcomes:
+    outcomes = r._get("outcomes")
+    return sm.AdoptOutcomes(tuple(map(read_adopt_outcome, outcomes)) if len(outcomes) else ())
+
+
+def write_adopt_outcome(b: Any, v: sm.AdoptOutcome) -> None:
+    b.status = v.status.value
+    b.reason = v.reason
+
+
+def read_adopt_outcome(r: Any) -> sm.AdoptOutcome:
+    return sm.AdoptOutcome(_STORAGE_STATUS[r._get("status").raw], r._get("reason"))
 
 
 def write_put(b: Any, v: sm.Put) -> None:
@@ -1195,8 +1306,14 @@ def write_put(b: Any, v: sm.Put) -> None:
 
 
 def read_put(r: Any) -> sm.Put:
-    frame_bytes = r.frameBytes
-    return sm.Put(r.objectId, r.ownerId, r.totalBytes, r.name, tuple(frame_bytes) if len(frame_bytes) else ())
+    frame_bytes = r._get("frameBytes")
+    return sm.Put(
+        r._get("objectId"),
+        r._get("ownerId"),
+        r._get("totalBytes"),
+        r._get("name"),
+        tuple(frame_bytes) if len(frame_bytes) else (),
+    )
 
 
 def write_storage_reply(b: Any, v: sm.StorageReply) -> None:
@@ -1216,6 +1333,8 @@ def write_storage_reply(b: Any, v: sm.StorageReply) -> None:
         write_segment_directory(b.init("segments"), x)
     elif isinstance(x, sm.MappedSize):
         b.mapped = x.total_bytes
+    elif isinstance(x, sm.AdoptOutcomes):
+        write_adopt_outcomes(b.init("outcomes"), x)
     elif isinstance(x, int):
         b.deleted = x
     else:
@@ -1225,27 +1344,33 @@ def write_storage_reply(b: Any, v: sm.StorageReply) -> None:
 
 
 def read_storage_reply(r: Any) -> sm.StorageReply:
-    which = r.which.raw
+    which = r._which().raw
     value: sm.ReplyValue
     if which == 0:
         value = None
     elif which == 1:
-        value = sm.ObjectSize(r.object)
+        value = sm.ObjectSize(r._get("object"))
     elif which == 2:
-        value = r.exists
+        value = r._get("exists")
     elif which == 3:
-        value = read_storage_info(r.info)
+        value = read_storage_info(r._get("info"))
     elif which == 4:
-        value = r.deleted
+        value = r._get("deleted")
     elif which == 5:
-        value = read_segment_directory(r.segments)
+        value = read_segment_directory(r._get("segments"))
     elif which == 6:
-        value = sm.MappedSize(r.mapped)
+        value = sm.MappedSize(r._get("mapped"))
+    elif which == 7:
+        value = read_adopt_outcomes(r._get("outcomes"))
     else:
         raise ValueError(f"unknown union member {which}")
-    frame_bytes = r.frameBytes
+    frame_bytes = r._get("frameBytes")
     return sm.StorageReply(
-        r.requestId, _STORAGE_STATUS[r.status.raw], r.reason, value, tuple(frame_bytes) if len(frame_bytes) else ()
+        r._get("requestId"),
+        _STORAGE_STATUS[r._get("status").raw],
+        r._get("reason"),
+        value,
+        tuple(frame_bytes) if len(frame_bytes) else (),
     )
 
 
@@ -1258,7 +1383,9 @@ def write_segment_directory(b: Any, v: sm.SegmentDirectory) -> None:
 
 
 def read_segment_directory(r: Any) -> sm.SegmentDirectory:
-    return sm.SegmentDirectory(r.path, r.bootId, r.device, r.inode, r.sharedMemory)
+    return sm.SegmentDirectory(
+        r._get("path"), r._get("bootId"), r._get("device"), r._get("inode"), r._get("sharedMemory")
+    )
 
 
 def write_storage_info(b: Any, v: sm.StorageInfo) -> None:
@@ -1268,7 +1395,7 @@ def write_storage_info(b: Any, v: sm.StorageInfo) -> None:
 
 
 def read_storage_info(r: Any) -> sm.StorageInfo:
-    return sm.StorageInfo(r.objectCount, r.totalBytes, r.ownerCount)
+    return sm.StorageInfo(r._get("objectCount"), r._get("totalBytes"), r._get("ownerCount"))
 
 
 #: Each message type: its member of the envelope (Message) and its writer.

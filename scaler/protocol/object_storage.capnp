@@ -27,6 +27,8 @@ struct StorageRequest {
     deleteOwner @7 :Data;   # delete every object put with this owner id
     adopt @8 :AdoptRequest; # store the object a peer on the server's host wrote into the segment directory
     getMapped @9 :Data;     # object id: a get that may be answered `mapped` (the peer maps the segment file)
+    adoptMany @10 :AdoptMany;  # several adopts in one request (a burst of a client's arguments): each
+                            # carried out as `adopt` is; answered once, when every one is settled, with `outcomes`
   }
 }
 
@@ -43,6 +45,19 @@ struct AdoptRequest {
   fileName @2 :Text;        # the file written in the segment directory (a segment file, named <anything>.put)
   totalBytes @3 :UInt64;    # the payload bytes the file holds: must equal its header's
   name @4 :Text;            # optional, for monitoring
+}
+
+struct AdoptMany {
+  adopts @0 :List(AdoptRequest);
+}
+
+struct AdoptOutcomes {
+  outcomes @0 :List(AdoptOutcome);
+}
+
+struct AdoptOutcome {
+  status @0 :StorageStatus; # what `adopt` of this one alone would have answered
+  reason @1 :Text;          # why, when it is not ok
 }
 
 struct PutRequest {
@@ -77,6 +92,7 @@ struct StorageReply {
     deleted @7 :UInt64;     # delete / deleteOwner: how many objects were removed
     segments @8 :SegmentDirectory;  # hello: where the server keeps objects in memory (path empty: nowhere)
     mapped @9 :UInt64;      # getMapped: the object is the segment file named after its id; total payload bytes
+    outcomes @11 :AdoptOutcomes;  # adoptMany: each adopt's outcome, in the order asked
   }
   frameBytes @10 :List(UInt64);  # get over CURVE: the object's frames' lengths when the payload frames are pieces of
                             # them (frames over 1 MiB go in pieces): the reader joins them again; empty: the

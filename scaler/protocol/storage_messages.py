@@ -22,6 +22,9 @@ __all__ = [
     "CHUNK_BYTES",
     "WIRE_PIECE_BYTES",
     "Adopt",
+    "AdoptMany",
+    "AdoptOutcome",
+    "AdoptOutcomes",
     "Delete",
     "DeleteOwner",
     "Exists",
@@ -130,6 +133,24 @@ class Adopt:
 
 
 @dataclass(frozen=True, slots=True)
+class AdoptMany:
+    adopts: tuple[Adopt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptOutcomes:
+    outcomes: tuple[AdoptOutcome, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptOutcome:
+    #: what `adopt` of this one alone would have answered
+    status: StorageStatus
+    #: why, when it is not ok
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Put:
     object_id: ObjectID
     #: the client that owns the object; empty for none
@@ -189,6 +210,6 @@ class StorageInfo:
     owner_count: int
 
 
-StorageOperation = StorageHello | Put | Get | Delete | Exists | Info | DeleteOwner | Adopt | GetMapped
+StorageOperation = StorageHello | Put | Get | Delete | Exists | Info | DeleteOwner | Adopt | GetMapped | AdoptMany
 
-ReplyValue = ObjectSize | bool | StorageInfo | int | SegmentDirectory | MappedSize | None
+ReplyValue = ObjectSize | bool | StorageInfo | int | SegmentDirectory | MappedSize | AdoptOutcomes | None

@@ -66,7 +66,9 @@ class TaskExecutor:
         if not isinstance(call, DecodedCall):
             return call  # the task ended before its call
         sampler = _MemorySampler() if call.profiling else None
-        started, cpu_started = time.perf_counter(), self._cpu_seconds()
+        # the process's CPU clock is a system call of several microseconds (a tiny task's whole run is a few more):
+        # read only for a profiled task, the one that reports it
+        started, cpu_started = (time.perf_counter(), self._cpu_seconds()) if sampler is not None else (0.0, 0.0)
         try:
             with (
                 _OutputCapture(task.task_id, self._send_log, call.stream_output),

@@ -67,6 +67,44 @@ def return_a_lock() -> object:
     return threading.Lock()
 
 
+def terminate_a_process_it_started(how: str) -> int | None:
+    """Start a process that sleeps for a minute (executed, or forked as a multiprocessing pool forks its workers),
+    wait until it runs, terminate it (SIGTERM), and return its exit code (None: still running 30 s later)."""
+    import multiprocessing
+    import subprocess
+    import sys
+    import time
+
+    if how == "executed":
+        script = "print('running', flush=True); import time; time.sleep(60)"
+        child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        assert child.stdout is not None and child.stdout.readline() == "running\n"
+        child.terminate()
+        try:
+            return child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            return None
+    context = multiprocessing.get_context("fork")
+    running = context.Event()
+
+    def sleep_a_minute() -> None:
+        running.set()
+        time.sleep(60)
+
+    process = context.Process(target=sleep_a_minute)
+    process.start()
+    assert running.wait(30)
+    process.terminate()
+    process.join(30)
+    code = process.exitcode
+    if code is None:
+        process.kill()
+        process.join()
+    return code
+
+
 # ---------------------------------------------------------------- fixtures
 
 
@@ -197,3 +235,14 @@ def test_unpicklable_result_fails_task_with_result_not_serializable_error_and_pr
     assert "lock" in str(raised.value)
     _, after = client.submit(where_am_i).result(timeout=DEADLINE_SECONDS)
     assert after == before
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["executed", "forked"])
+def test_a_process_a_task_started_ends_when_the_task_terminates_it(client, how):
+    """Processors ignore SIGTERM (the worker decides when they stop), but the processes a task starts must not: a
+    task's `multiprocessing.Pool.terminate()` sends SIGTERM to the pool's processes and joins them (joblib's
+    multiprocessing backend inside a task waited forever on a busy machine, when a pool process had not yet taken
+    its stop message). Checked by hand: with the processor's SIGTERM left ignored (scaler/io/fork_server.py,
+    `_shield_from_sigterm` not called), both cases fail (the exit code is None)."""
+    assert client.submit(terminate_a_process_it_started, how).result(timeout=90) == -signal.SIGTERM

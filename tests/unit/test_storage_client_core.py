@@ -30,6 +30,9 @@ from scaler.object_storage.client_core import (
 )
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.storage_messages import (
+    AdoptMany,
+    AdoptOutcome,
+    AdoptOutcomes,
     Exists,
     Get,
     Info,
@@ -278,3 +281,60 @@ def test_a_gated_put_past_its_deadline_fails_like_a_refused_one() -> None:
     core.hold(["needs a"])
     [failed] = core.on_tick(5.0)
     assert isinstance(failed, PutFailed) and failed.doomed == ["needs a"] and "did not answer" in str(failed.error)
+
+
+# ---------------------------------------------------------------- rule 10: gated adopts batched
+
+
+def gated_adopt(core: StorageClientCore[str], name: bytes, size: int = 100) -> int:
+    payload: Sequence[memoryview] = frames(b"x" * size)
+    return core.put_gated(ObjectID(name), payload, b"me", name.decode(), now=0.0, adopt_file=f"{name.decode()}.put")
+
+
+def test_gated_adopts_queued_together_go_as_one_request_settled_one_by_one() -> None:
+    """Checked by hand with the mechanism off (MAX_ADOPTS_PER_BATCH = 1): three adopts are sent, not one adoptMany."""
+    core = new_core()
+    for name in (b"a", b"b", b"c"):
+        gated_adopt(core, name)
+        core.hold([f"needs {name.decode()}"])
+    hello, batch = sent(core)
+    assert isinstance(batch.operation, AdoptMany)
+    assert [adopt.file_name for adopt in batch.operation.adopts] == ["a.put", "b.put", "c.put"]
+    assert core.on_reply(ok(hello), []) == [Greeted()]
+    outcomes = AdoptOutcomes(
+        (AdoptOutcome(StorageStatus.OK), AdoptOutcome(StorageStatus.BAD_REQUEST, "b.put: torn"),
+         AdoptOutcome(StorageStatus.OK))
+    )  # fmt: skip
+    released, failed = core.on_reply(ok(batch, outcomes), [])
+    # a's item leaves; b's failure dooms what was held after b was issued (c's item too: it may have needed b)
+    assert released == Released(["needs a"])
+    assert isinstance(failed, PutFailed) and failed.object_id == ObjectID(b"b") and "torn" in str(failed.error)
+    assert failed.doomed == ["needs b", "needs c"]
+    assert core.is_idle and core.gated_bytes == 0
+
+
+def test_an_adopt_many_that_is_refused_whole_fails_each_adopt() -> None:
+    core = new_core()
+    gated_adopt(core, b"a")
+    gated_adopt(core, b"b")
+    core.hold(["needs both"])
+    hello, batch = sent(core)
+    core.on_reply(ok(hello), [])
+    failures = core.on_reply(answer(batch, StorageStatus.BAD_REQUEST, "no segment directory"), [])
+    assert [failure.object_id for failure in failures if isinstance(failure, PutFailed)] == [b"a", b"b"]
+    assert core.is_idle and core.gated_bytes == 0
+
+
+def test_an_adopt_many_goes_again_whole_after_a_dropped_connection() -> None:
+    core = new_core()
+    gated_adopt(core, b"a")
+    gated_adopt(core, b"b")
+    core.hold(["needs both"])
+    _, batch = sent(core)
+    core.on_disconnected()
+    hello, again = sent(core)
+    assert is_hello(hello) and again.operation == batch.operation and again.request_id != batch.request_id
+    core.on_reply(ok(hello), [])
+    outcomes = AdoptOutcomes((AdoptOutcome(StorageStatus.OK), AdoptOutcome(StorageStatus.OK)))
+    assert core.on_reply(ok(batch, outcomes), []) == []  # the first sending's answer is stale
+    assert core.on_reply(ok(again, outcomes), []) == [Released(["needs both"])]

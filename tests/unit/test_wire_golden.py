@@ -240,6 +240,15 @@ REQUESTS: dict[str, sm.StorageRequest] = {
         8, sm.Adopt(ObjectID(b"o" * 16), b"Client|abc", "6f6f.1a2b.put", 1 << 33, "argument of bytes")
     ),
     "storage-get-mapped": sm.StorageRequest(9, sm.GetMapped(ObjectID(b"o" * 16))),
+    "storage-adopt-many": sm.StorageRequest(
+        10,
+        sm.AdoptMany(
+            (
+                sm.Adopt(ObjectID(b"o" * 16), b"Client|abc", "6f6f.1a2b.put", 1 << 17, "argument of bytes"),
+                sm.Adopt(ObjectID(b"p" * 16), b"Client|abc", "7070.1a2b.put", 1 << 18),
+            )
+        ),
+    ),
 }
 
 REPLIES: dict[str, sm.StorageReply] = {
@@ -257,6 +266,14 @@ REPLIES: dict[str, sm.StorageReply] = {
         sm.SegmentDirectory("/dev/shm/scaler-objects-1000-abc", "5e1f-boot", 25, 1 << 20, True),
     ),
     "storage-reply-mapped": sm.StorageReply(9, sm.StorageStatus.OK, "", sm.MappedSize(1 << 33)),
+    "storage-reply-outcomes": sm.StorageReply(
+        10,
+        sm.StorageStatus.OK,
+        "",
+        sm.AdoptOutcomes(
+            (sm.AdoptOutcome(sm.StorageStatus.OK), sm.AdoptOutcome(sm.StorageStatus.FULL, "memory budget reached"))
+        ),
+    ),
 }
 
 

@@ -260,5 +260,8 @@ STRUCTS = {
         },
     ),
     "StorageInfo": Struct(required="objectCount totalBytes ownerCount"),
+    "AdoptOutcome": Struct(required="status"),
+    "AdoptMany": Struct(required="adopts"),
+    "AdoptOutcomes": Struct(required="outcomes"),
     "SegmentDirectory": Struct(required="path bootId device inode sharedMemory"),
 }

@@ -119,7 +119,7 @@ class _Union:
         return [*lines, "else:", f"    raise {otherwise}"]
 
     def which(self) -> list[str]:
-        return [f"which = {self.reader}.which.raw"]
+        return [f"which = {self.reader}._which().raw"]
 
 
 class SchemaModel:
@@ -211,7 +211,7 @@ class SchemaModel:
             ordinal = min(_ordinal(group, member) for member in members)
             if group.node.struct.discriminantCount:
                 where = _Union(py, f"{path}.{f.name}", f.name, _by_discriminant(members), f.codeOrder, ordinal,
-                               f"b.{f.name}", f"r.{f.name}")  # fmt: skip
+                               f"b.{f.name}", _get("r", f.name))  # fmt: skip
                 return self._union(where, option)
             nested = self._struct(f"{path}.{f.name}", f.name[0].upper() + f.name[1:], group, Struct())
             return self._struct_slot(f, nested, _field_option(option), ordinal, nested.doc, group=True)
@@ -222,7 +222,7 @@ class SchemaModel:
             attr = option.attr or snake(f.name)
             attribute = Attribute(attr, converter.type, option.default or converter.default, doc)
             encode = [f'{converter.encode}(b, "{f.name}", v.{attr})']
-            read = f"{converter.decode}(r.{f.name})"
+            read = f"{converter.decode}({_get('r', f.name)})"
             return Slot(f.codeOrder, f.ordinal.explicit, f.name, [attribute], encode, [], [read])
         if f.slot.type.which() == "struct":
             return self._struct_slot(f, self._class(f.slot.type.struct.typeId), option, f.ordinal.explicit, doc)
@@ -245,11 +245,11 @@ class SchemaModel:
             id_type = ID_TYPES.get(name) if kind == "data" else None
             if id_type is not None:
                 annotation, default = id_type, f'{id_type}(b"")'
-            read, written = f"r.{name}", f"v.{attr}"
+            read, written = _get("r", name), f"v.{attr}"
         elif kind == "enum":
             enum = self._enums[f.slot.type.enum.typeId]
             annotation, default = enum.name, f"{enum.name}.{enum.members[0][0]}"
-            read, written = f"_{upper(enum.name)}[r.{name}.raw]", f"v.{attr}.value"
+            read, written = f"_{upper(enum.name)}[{_get('r', name)}.raw]", f"v.{attr}.value"
         elif kind == "list":
             annotation, read, written = self._list(f, attr, setup)
             default = "()"
@@ -269,7 +269,7 @@ class SchemaModel:
         """Annotation, read and written value of a list field."""
         element = f.slot.type.list.elementType
         local = snake(f.name)
-        setup.append(f"{local} = r.{f.name}")
+        setup.append(f"{local} = {_get('r', f.name)}")
         if element.which() == "struct":
             target = self._class(element.struct.typeId)
             read = f"tuple(map(read_{target.function}, {local})) if len({local}) else ()"
@@ -287,20 +287,20 @@ class SchemaModel:
         place = f"b.{f.name}" if group else f'b.init("{f.name}")'
         if option.present_if or option.optional:
             annotation, default = f"{target.name} | None", "None"
-            present = f"r.{option.present_if}" if option.present_if else f'r._has("{f.name}")'
+            present = _get("r", option.present_if) if option.present_if else f'r._has("{f.name}")'
             encode = [f"if {value} is not None:"]
             if option.present_if:
                 encode.append(f"    b.{option.present_if} = True")
             encode.append(f"    {write}({place}, {value})")
-            decode = f"{read}(r.{f.name}) if {present} else None"
+            decode = f"{read}({_get('r', f.name)}) if {present} else None"
         else:
             annotation, default = target.name, f"field(default_factory={target.name})"
-            encode, decode = [f"{write}({place}, {value})"], f"{read}(r.{f.name})"
+            encode, decode = [f"{write}({place}, {value})"], f"{read}({_get('r', f.name)})"
             if option.omit_empty:
                 empty = f"_{upper(target.name)}"
                 self.out.codec_constants[empty] = f"{target.reference}()"
                 encode = ["if ...:", f"    {encode[0]}"]  # the test is written once every class is known
-                decode = f'{read}(r.{f.name}) if r._has("{f.name}") else {empty}'
+                decode = f'{read}({_get("r", f.name)}) if r._has("{f.name}") else {empty}'
         attribute = Attribute(attr, option.type or annotation, option.default or default, doc)
         slot = Slot(f.codeOrder, ordinal, f.name, [attribute], encode, [], [decode])
         if option.omit_empty and not (option.present_if or option.optional):
@@ -330,7 +330,7 @@ class SchemaModel:
             kind = member.slot.type.which()
             if kind not in ("void", "data"):
                 raise ValueError(f"mapping: {where.py.name}'s member {member.name} is neither Void nor Data (Kind)")
-            data = f"{where.reader}.{member.name}" if kind == "data" else 'b""'
+            data = _get(where.reader, member.name) if kind == "data" else 'b""'
             tests.append(f"v.{option.kind} is {enum}.{upper(member.name)}")
             writes.append([f"{where.base}.{member.name} = {f'v.{option.data}' if kind == 'data' else 'None'}"])
             reads.append([f"{option.kind}, {option.data} = {enum}.{upper(member.name)}, {data}"])
@@ -377,7 +377,7 @@ class SchemaModel:
 
     def _one_member(self, where: _Union, member: Any, chosen: Member) -> tuple[str, str, str, str]:
         """The type test, write and read of one member of a OneOf union, and the type it is held as."""
-        kind, name, field_reader = member.slot.type.which(), member.name, f"{where.reader}.{member.name}"
+        kind, name, field_reader = member.slot.type.which(), member.name, _get(where.reader, member.name)
         if chosen.bare:
             held = {"void": "None", "bool": "bool", "text": "str", "data": "bytes"}.get(kind, "int")
             test = "x is None" if held == "None" else f"isinstance(x, {held})"
@@ -416,10 +416,16 @@ class SchemaModel:
             attributes.append(Attribute(attr, f"{target.name} | None", "None", doc))
             tests.append(f"v.{attr} is not None")
             writes.append([f'write_{target.function}({where.base}.init("{member.name}"), v.{attr})'])
-            read = f"read_{target.function}({where.reader}.{member.name})"
+            read = f"read_{target.function}({_get(where.reader, member.name)})"
             args.append(f"{read} if which == {member.discriminantValue} else None")
         encode = [*where.branches(tests, writes, "")[:-1], f"    {where.base}.{voids[0].name} = None"]
         return where.slot(attributes, encode, where.which(), args)
+
+
+def _get(reader: str, name: str) -> str:
+    """The read of a field: pycapnp's `_get` (a reader's `r.name` goes through `__getattr__`, the fallback after the
+    normal lookup failed: about five times the cost of `_get` per field, on every message every process decodes)."""
+    return f'{reader}._get("{name}")'
 
 
 _UNKNOWN_MEMBER = 'ValueError(f"unknown union member {which}")'

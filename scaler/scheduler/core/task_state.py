@@ -29,6 +29,8 @@ import enum
 
 
 class TaskState(enum.Enum):
+    __hash__ = object.__hash__  # members are singletons compared by identity; Enum's own hash is a Python call
+
     WAITING = "waiting"
     QUEUED = "queued"
     DISPATCHED = "dispatched"
@@ -36,6 +38,8 @@ class TaskState(enum.Enum):
 
 
 class TaskEvent(enum.Enum):
+    __hash__ = object.__hash__
+
     READY = "ready"  #: all dependencies succeeded
     DISPATCH = "dispatch"  #: the dispatcher picked a worker
     RESULT = "result"  #: the current worker sent a result
@@ -52,6 +56,8 @@ class TaskEvent(enum.Enum):
 
 class Outcome(enum.Enum):
     """What a (state, event) pair does; `task_lifecycle` implements each."""
+
+    __hash__ = object.__hash__
 
     IGNORE = "ignore"
     ENQUEUE = "enqueue"  #: -> QUEUED
