@@ -192,9 +192,16 @@ class RayFuture:
 
 
 class Ray:
-    """A Ray head (`ray start --head --block`, its own process group) with its client server, reached by `ray://`."""
+    """A Ray head (`ray start --head --block`, its own process group) with its client server, reached by `ray://`.
+
+    Token authentication on both sides: Ray 2.60's `ray start` turns it on for a new cluster by default (its token
+    in ~/.ray/auth_token), but a `ray://` client adds the token to its calls only when RAY_AUTH_MODE=token is set in
+    its own environment; without it the client server refuses every call and `ray.init` ends, 30 s on, with "ray
+    client connection timeout". So the mode is set here for the head and the client alike, as a user of a secured
+    cluster sets it."""
 
     def __init__(self, arguments: argparse.Namespace, log_dir: Path) -> None:
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
         import ray
 
         self._temp = tempfile.mkdtemp(prefix="rl-", dir="/tmp")  # its AF_UNIX socket paths must stay short
@@ -212,10 +219,31 @@ class Ray:
         there = self.link.port if self.link else client_port
         self._remotes: dict[Callable[..., Any], Any] = {}
         try:
-            ray.init(f"ray://127.0.0.1:{there}", logging_level="WARNING")
+            for attempt in (1, 2):
+                try:
+                    ray.init(f"ray://127.0.0.1:{there}", logging_level="WARNING")
+                    break
+                except ConnectionAbortedError as error:
+                    # "Starting Ray client server failed": the head starts a server process of this client's own,
+                    # which a busy machine may not get running in time (1 of 4 runs at a load of 13 to 19)
+                    if attempt == 2:
+                        raise
+                    print(f"ray.init failed, trying once more: {str(error)[-300:]}", file=sys.stderr, flush=True)
+                    self._keep_logs(log_dir)
+                    ray.shutdown()
         except BaseException:  # e.g. "ray client connection timeout" on a busy machine: leave no head behind
+            self._keep_logs(log_dir)
             self.stop()
             raise
+
+    def _keep_logs(self, log_dir: Path) -> None:
+        """The head's client server and runtime-env agent logs, copied next to ours (stop() removes its temp dir):
+        they say why a client could not connect."""
+        import shutil
+
+        for path in Path(self._temp).glob("session_*/logs/*"):
+            if path.is_file() and any(part in path.name for part in ("client_server", "runtime_env", "raylet")):
+                shutil.copy(path, log_dir / f"ray-{path.name}")
 
     def stop(self) -> None:
         import os

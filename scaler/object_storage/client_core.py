@@ -71,6 +71,7 @@ from scaler.protocol.storage_messages import (
     StorageRequest,
     StorageStatus,
     joined_pieces,
+    pieces_align,
     split_chunks,
     wire_pieces,
 )
@@ -556,6 +557,17 @@ def frames_as_put(reply: StorageReply, frames: Sequence[memoryview], address: st
             f"object storage at {address} sent pieces that do not make frames of {list(reply.frame_bytes)} bytes"
         )
     return [memoryview(frame) for frame in joined]
+
+
+def frames_or_pieces(reply: StorageReply, frames: Sequence[memoryview], address: str) -> Sequence[memoryview]:
+    """A get's payload frames for a reader that joins pieces itself (`serializer.deserialize_frames`, which copies
+    a large `bytes` object or out-of-band buffer out of its frames anyway): the pieces as received, when the object
+    has several frames and its first (the serializer's marker) came whole, so that the reader joins each frame once
+    instead of twice; else `frames_as_put`."""
+    sizes = reply.frame_bytes
+    if len(sizes) >= 2 and sizes[0] <= WIRE_PIECE_BYTES and pieces_align(frames, sizes):
+        return frames
+    return frames_as_put(reply, frames, address)
 
 
 def object_from_frames(frames: Sequence[memoryview], total_bytes: int, address: str) -> ObjectBytes:

@@ -32,6 +32,7 @@ from scaler.object_storage.client_core import (
     Reconnect,
     StorageClientCore,
     frames_as_put,
+    frames_or_pieces,
     hello_operation,
     object_from_frames,
     on_the_wire,
@@ -274,12 +275,14 @@ class ObjectStorageConnection:
         frames = self.get_frames(object_id)
         return object_from_frames(frames, sum(len(frame) for frame in frames), self._address)
 
-    def get_frames(self, object_id: bytes, copy_on_write: bool = False) -> list[memoryview]:
+    def get_frames(self, object_id: bytes, copy_on_write: bool = False, pieces: bool = False) -> list[memoryview]:
         """The object's bytes as the frames it was put in (no copy): views of its segment file mapped on the server's
         host (read-only, shared; `copy_on_write`: private and writable), else of the frames received (this process's
         own and writable: no copy is needed for `copy_on_write`). Over CURVE a large frame comes in pieces
-        (storage_chunks.wire_pieces), which the reader joins. Processors map any object by its name, a client its
-        own ones (the file's header says their owner); other reads ask `getMapped` first. Raises MissingObjects."""
+        (storage_chunks.wire_pieces), which the reader joins; with `pieces`, a caller that joins them itself
+        (`serializer.deserialize_frames`) may get them as received (`client_core.frames_or_pieces`). Processors map
+        any object by its name, a client its own ones (the file's header says their owner); other reads ask
+        `getMapped` first. Raises MissingObjects."""
         local = self.local_segments()
         if local is not None:
             if self._reads_by_name or self._owner_id:  # a client maps its own objects by name (their owner's file)
@@ -293,14 +296,15 @@ class ObjectStorageConnection:
                     return frames
                 # deleted or left memory between the answer and the map: ask for the bytes, as a get after it
             else:
-                return self._received(answer, copy_on_write)
-        return self._received(self._call(Get(ObjectID(bytes(object_id)))), copy_on_write)
+                return self._received(answer, copy_on_write, pieces)
+        return self._received(self._call(Get(ObjectID(bytes(object_id)))), copy_on_write, pieces)
 
-    def _received(self, answer: Answered, copy_on_write: bool) -> list[memoryview]:
+    def _received(self, answer: Answered, copy_on_write: bool, pieces: bool = False) -> list[memoryview]:
         total = reply_value(answer.reply, ObjectSize, self._address).total_bytes
         if sum(len(view) for view in answer.frames) != total:
             raise ObjectStorageException(f"object storage at {self._address} sent a truncated object")
-        frames = list(frames_as_put(answer.reply, answer.frames, self._address))
+        as_frames = frames_or_pieces if pieces else frames_as_put
+        frames = list(as_frames(answer.reply, answer.frames, self._address))
         if copy_on_write:  # a received frame is this process's own and writable: only a read-only one is copied
             return [memoryview(bytearray(frame)) if frame.readonly else frame for frame in frames]
         return frames

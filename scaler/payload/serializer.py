@@ -120,7 +120,9 @@ def serialize_to_frames(serializer: Serializer, obj: Any) -> list[Any]:
 
 def deserialize_frames(serializer: Serializer, frames: list[memoryview]) -> Any:
     """The object stored as these frames (see serialize_to_frames). Out-of-band buffers are used as they are: a
-    value read from a read-only map (a segment file) is read-only, one from a private map writable."""
+    value read from a read-only map (a segment file) is read-only, one from a private map writable. After the first
+    frame, a frame may come cut into pieces (a chunked put, a CURVE get's `storage_chunks.wire_pieces`): they are
+    joined here, in the one copy a large `bytes` object needs anyway."""
     if len(frames) >= 2 and bytes(frames[0][: len(PICKLE5_MARKER)]) == PICKLE5_MARKER:
         stream, *buffers = _regrouped(frames)
         return pickle.loads(stream, buffers=buffers)
@@ -141,10 +143,12 @@ def _regrouped(frames: list[memoryview]) -> list[memoryview]:
     if [len(part) for part in parts] == lengths:
         return parts
     regrouped: list[memoryview] = []
+    index = 0
     for length in lengths:
         pieces = []
         while length > 0:
-            piece = parts.pop(0)
+            piece = parts[index]
+            index += 1
             pieces.append(piece)
             length -= len(piece)
         # joined into a bytearray: writable, as a frame that came whole and was copied on write is

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CHUNK_BYTES", "WIRE_PIECE_BYTES", "joined_pieces", "split_chunks", "wire_pieces"]
+__all__ = ["CHUNK_BYTES", "WIRE_PIECE_BYTES", "joined_pieces", "pieces_align", "split_chunks", "wire_pieces"]
 
 #: Largest payload frame; bigger objects are split into frames of this size.
 CHUNK_BYTES = 256 * 1024 * 1024
@@ -66,3 +66,17 @@ def joined_pieces(pieces: Sequence[Any], frame_bytes: Sequence[int]) -> list[Any
             offset += len(piece)
         frames.append(joined)
     return frames if index == len(pieces) else None
+
+
+def pieces_align(pieces: Sequence[Any], frame_bytes: Sequence[int]) -> bool:
+    """Whether `pieces` cut frames of exactly `frame_bytes` lengths (no piece straddles two frames), as `wire_pieces`
+    cuts them; nothing is copied."""
+    index = 0
+    for length in frame_bytes:
+        size = 0
+        while size < length and index < len(pieces):
+            size += len(pieces[index])
+            index += 1
+        if size != length:
+            return False
+    return index == len(pieces)

@@ -9,7 +9,14 @@ import enum
 from dataclasses import dataclass
 
 from scaler.protocol.ids import ObjectID
-from scaler.protocol.storage_chunks import CHUNK_BYTES, WIRE_PIECE_BYTES, joined_pieces, split_chunks, wire_pieces
+from scaler.protocol.storage_chunks import (
+    CHUNK_BYTES,
+    WIRE_PIECE_BYTES,
+    joined_pieces,
+    pieces_align,
+    split_chunks,
+    wire_pieces,
+)
 
 __all__ = [
     "CHUNK_BYTES",
@@ -36,6 +43,7 @@ __all__ = [
     "StorageRequest",
     "StorageStatus",
     "joined_pieces",
+    "pieces_align",
     "split_chunks",
     "wire_pieces",
 ]

@@ -8,7 +8,8 @@ Checked by hand to fail with the mechanism off: with the server sending its fram
 frame is a received frame, not pieces joined; with the reader not joining the pieces (the reply's frame_bytes
 ignored), it gets 5 frames, not the 2 of the put; with the service ignoring `Put.frame_bytes`, the frames mapped on
 the server's host are the pieces; with every received frame copied on write, the small frame read with
-`copy_on_write` is a bytearray."""
+`copy_on_write` is a bytearray; with `frames_or_pieces` joining always, the read with `pieces` gets 2 frames, not the
+5 pieces."""
 
 from __future__ import annotations
 
@@ -65,6 +66,15 @@ def test_a_large_object_crosses_the_link_in_pieces_and_is_stored_as_put(
         assert [bytes(frame) for frame in writable] == frames
         assert not any(frame.readonly for frame in writable)
         assert isinstance(writable[0].obj, zmq.Frame), "a view of the received frame, not a copy"
+        # a reader that joins pieces itself (the result reader's deserialize_frames) gets them as received: the first
+        # frame (a serializer's marker) came whole, the large one in 4 pieces, none copied
+        pieces = far.get_frames(b"o" * 32, pieces=True)
+        assert [len(piece) for piece in pieces] == [len(frames[0]), *[WIRE_PIECE_BYTES] * 3, 17]
+        assert all(isinstance(piece.obj, zmq.Frame) for piece in pieces), "the pieces as received, not copies"
+        assert bytes(pieces[0]) == frames[0] and b"".join(pieces[1:]) == frames[1]
+        # ... unless the first frame came in pieces too: the frames of the put then, as without `pieces`
+        far.put(b"p" * 32, frames[::-1], owner_id=OWNER)
+        assert [bytes(frame) for frame in far.get_frames(b"p" * 32, pieces=True)] == frames[::-1]
         assert near.local_segments() is not None, "the test runs on the server's host: it maps what is stored"
         mapped = near.get_frames(b"o" * 32)
         assert [bytes(frame) for frame in mapped] == frames, "stored as the frames of the put, not the pieces"
