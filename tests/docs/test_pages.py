@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import os
 import re
 import tempfile
@@ -38,7 +37,7 @@ from tests.docs.readers import FLAVOURS, Reader
 from tests.docs.report import cpu_seconds, record
 from tests.docs.runner import PIP_INSTALL, PageRun, StepResult
 from tests.docs.steps import Kind, Step, page_steps
-from tests.integration.fresh_install import ROOT
+from tests.integration.fresh_install import ROOT, locked
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
@@ -133,12 +132,8 @@ def ports_of(steps: list[Step]) -> Iterator[None]:
     if group_of(steps) != AT_FIXED_PORTS:
         yield
         return
-    with FIXED_PORTS_LOCK.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with locked(FIXED_PORTS_LOCK):
+        yield
 
 
 _PIP_AT_WORK = re.compile(r"scaler_compute-\*\.whl|scaler_fake_cloud|FakeCloud")
