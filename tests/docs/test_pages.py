@@ -128,12 +128,22 @@ FIXED_PORTS_LOCK = Path(tempfile.gettempdir()) / "scaler-doc-tier-fixed-ports.lo
 
 
 @contextlib.contextmanager
-def ports_of(steps: list[Step]) -> Iterator[None]:
-    if group_of(steps) != AT_FIXED_PORTS:
+def ports_of(page: str, steps: list[Step]) -> Iterator[None]:
+    """The locks a page's run holds: the docs' ports' (`group_of`), and, when its steps name a port of the page's
+    own, the page's: its two runs (one per pip) name the same ports, and the one at the docs' ports and the other
+    beside it once met at bursting.md's 7516 ("cannot listen at the file's address ... already in use")."""
+    with contextlib.ExitStack() as held:
+        if own_ports(steps):
+            held.enter_context(locked(Path(tempfile.gettempdir()) / f"scaler-doc-tier-{Path(page).stem}.lock"))
+        if group_of(steps) == AT_FIXED_PORTS:  # taken after the page's own, by every run in that order
+            held.enter_context(locked(FIXED_PORTS_LOCK))
         yield
-        return
-    with locked(FIXED_PORTS_LOCK):
-        yield
+
+
+def own_ports(steps: list[Step]) -> set[int]:
+    """The ports outside STANDARD_PORTS a page's steps name."""
+    named = {int(port) for step in steps if step.skip_reason is None for port in _PORT.findall(step.text)}
+    return named - STANDARD_PORTS
 
 
 _PIP_AT_WORK = re.compile(r"scaler_compute-\*\.whl|scaler_fake_cloud|FakeCloud")
@@ -171,6 +181,13 @@ def test_pages_own_their_ports() -> None:
     assert not drawn, f"ports (and the two after each) the suite's servers may draw, named by pages: {drawn}"
 
 
+def test_a_pages_two_runs_wait_for_each_other_at_its_own_ports() -> None:
+    """bursting.md's one-file example runs with both pips (an in-process cloud stack), at a port of its own: the two
+    runs hold the page's lock, whichever group each is in."""
+    steps = {flavour: steps_for("docs/guide/bursting.md", flavour) for flavour in FLAVOURS}
+    assert all(7516 in own_ports(flavour_steps) for flavour_steps in steps.values()), steps
+
+
 def test_the_current_pip_runs_each_pages_installs() -> None:
     """With the current pip, a page stops after its last install (or in-process cloud stack), and runs every install."""
     for page in PAGES:
@@ -204,7 +221,7 @@ def test_a_page_runs_as_written(
     run = PageRun(page, folder, reader.page_environment(home), reader.python)
     keep_going = os.environ.get("DOC_TEST_KEEP_GOING") == "1"
     results: list[StepResult] = []
-    with ports_of(steps):
+    with ports_of(page, steps):
         wall, cpu = time.monotonic(), cpu_seconds()
         try:
             for step in steps:
