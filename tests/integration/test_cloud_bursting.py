@@ -1,8 +1,8 @@
 """#28 end to end, from a laptop of its own: a virtual environment made here with a build of scaler installed from
 a wheel (a "local build": no index has it), boto3, and one package the units' base lacks (`tomli-w`). From it,
-the shipped `config/aws_ecs.toml` and `config/aws_ec2.toml` run as they are (only their ports made free, and the
-lease shortened through the environment), and a client in another working directory maps a function of its own
-module, which uses `tomli-w`, over 1,000 items:
+the shipped `config/aws_ec2.toml` runs as it is (only its ports made free, and the lease shortened through the
+environment), and a client in another working directory maps a function of its own module, which uses `tomli-w`,
+over 1,000 items:
 
 - the units get this build (a wheel through the manager's bucket), the laptop's packages (`environment = sync`:
   they install `tomli-w` at boot), and the client's module (pickled by value by the client);
@@ -20,6 +20,12 @@ Checked by switching parts off: without the client's local-module shipping the m
 keeper removed, the hub (and so the workers) outlive the laptop and the last wait times out. That the
 units are isolated is test_fake_cloud_network's (checked off there); here the launcher names the hub at its VPC
 address (203.0.113.x), which only the isolated cloud gives.
+
+The same walk with `config/aws_ecs.toml` was left out to keep the suite within CI's time (#38): what it walked is
+walked for ECS elsewhere. The documentation tier runs the ECS example file as written from a reader's wheel install,
+with its `environment = "sync"` (docs/guide/scaling_and_cloud.md); test_cloud_hub.py cuts the laptop off an ECS hub
+for longer than the lease, and every unit ends; the launcher, the forwarder that dials out, the hub's lease keeper
+and the units' shipping are the same code for both kinds, walked here with EC2.
 """
 
 from __future__ import annotations
@@ -230,11 +236,7 @@ def cloud_units(kind: str, manager_id: str) -> int:
     return live_units(kind, manager_id) + live_units(kind, f"{manager_id}-hub")
 
 
-@pytest.mark.parametrize(
-    ("example", "kind", "manager_id"),
-    [("aws_ecs.toml", "ecs", "ecs"), ("aws_ec2.toml", "ec2", "ec2")],
-    ids=["ecs", "ec2"],
-)
+@pytest.mark.parametrize(("example", "kind", "manager_id"), [("aws_ec2.toml", "ec2", "ec2")], ids=["ec2"])
 def test_a_laptop_maps_its_own_module_on_the_cloud_and_its_death_leaves_nothing_running(
     laptop: Laptop, cloud: Cloud, stacks: list[LaptopStack], example: str, kind: str, manager_id: str
 ) -> None:
