@@ -9,10 +9,11 @@ block that cannot run here says why in an HTML comment the reader does not see (
 Long-running commands (a stack, the fake cloud, `scaler_top`) run in the background, the next step starting once
 they printed what a reader waits for, and stop with Ctrl-C where the page says so or at its end
 (tests/docs/programs.py, runner.py). The pages that start servers use the ports the docs name (8516-8518, 5000,
-50001, ...), so they run one after another, in one test process (one xdist group); the others in whichever test
-process is free, beside them. The wheel and the two readers' environments are made once per run and shared by every
-test process (tests/docs/conftest.py); with the current pip, a page runs only up to its last step where pip is at
-work (`steps_for`), the bundled pip's run walking every step.
+50001, ...), so they run one after another, in one test process (one xdist group), with the other run of such a page
+at ports of its own (`xdist_group_of`); the others in whichever test process is free, beside them. The wheel and
+the two readers' environments are made once per run and shared by every test process (tests/docs/conftest.py); with
+the current pip, a page runs only up to its last step where pip is at work (`steps_for`), the bundled pip's run
+walking every step.
 
 Run one page: `pytest tests/docs -k quick_start`; `DOC_TEST_KEEP_GOING=1` runs a page's steps after its first
 failure too (to see every failing step at once). The summary at the end of the run gives each page's counts.
@@ -150,17 +151,35 @@ _PIP_AT_WORK = re.compile(r"scaler_compute-\*\.whl|scaler_fake_cloud|FakeCloud")
 _CLOUD_IN_PROCESS = re.compile(r"\bFakeCloud\(")
 
 
-def marks_of(steps: list[Step]) -> list[pytest.MarkDecorator]:
-    """The runs at the docs' ports go one after another in one test process (an xdist group); the others are handed
-    to whichever process is free (the readers' environments are shared by all: tests/docs/conftest.py)."""
-    return [pytest.mark.xdist_group(AT_FIXED_PORTS)] if group_of(steps) == AT_FIXED_PORTS else []
+def flavours_of(page: str) -> list[str]:
+    """The pips a page runs with: the bundled one, and the current one where pip is at work."""
+    return [flavour for flavour in FLAVOURS if flavour == "bundled" or pip_at_work(page)]
+
+
+def xdist_group_of(page: str, flavour: str) -> str | None:
+    """The runs at the docs' ports go one after another in one test process (an xdist group); so does a run at a
+    page's own ports whose other run is in that group: the two hold the page's lock (`ports_of`), and the one run
+    elsewhere would wait idle in its process while the group's ran (bursting.md's current-pip run once waited there
+    for its bundled run, about a minute and a half of a test process doing nothing). The others are handed to
+    whichever process is free (the readers' environments are shared by all: tests/docs/conftest.py)."""
+    steps = steps_for(page, flavour)
+    if group_of(steps) == AT_FIXED_PORTS:
+        return AT_FIXED_PORTS
+    others = [steps_for(page, other) for other in flavours_of(page) if other != flavour]
+    if own_ports(steps) and any(group_of(other) == AT_FIXED_PORTS for other in others):
+        return AT_FIXED_PORTS
+    return None
+
+
+def marks_of(page: str, flavour: str) -> list[pytest.MarkDecorator]:
+    group = xdist_group_of(page, flavour)
+    return [] if group is None else [pytest.mark.xdist_group(group)]
 
 
 RUNS = [
-    pytest.param(page, flavour, marks=marks_of(steps_for(page, flavour)), id=f"{page}-{flavour}")
+    pytest.param(page, flavour, marks=marks_of(page, flavour), id=f"{page}-{flavour}")
     for page in PAGES
-    for flavour in FLAVOURS
-    if flavour == "bundled" or pip_at_work(page)
+    for flavour in flavours_of(page)
 ]
 
 
@@ -186,6 +205,10 @@ def test_a_pages_two_runs_wait_for_each_other_at_its_own_ports() -> None:
     runs hold the page's lock, whichever group each is in."""
     steps = {flavour: steps_for("docs/guide/bursting.md", flavour) for flavour in FLAVOURS}
     assert all(7516 in own_ports(flavour_steps) for flavour_steps in steps.values()), steps
+    # and they run in one test process, one after the other, rather than one waiting idle for the other's lock
+    assert group_of(steps["current"]) == "docs", "the current pip's run names none of the docs' ports"
+    assert {xdist_group_of("docs/guide/bursting.md", flavour) for flavour in FLAVOURS} == {AT_FIXED_PORTS}
+    assert xdist_group_of("docs/guide/scaling_and_cloud.md", "current") is None, "an install holds no port"
 
 
 def test_the_current_pip_runs_each_pages_installs() -> None:
