@@ -116,14 +116,21 @@ class ResultReader:
         if result.payload_kind is not m.PayloadKind.OBJECT_ID:
             return self._deserialized([memoryview(result.payload)])
         storage = self._storage()
-        if isinstance(storage, ReadsInParts) and not storage.maps_objects():
-            value = storage.read_in_parts(result.payload, self._deserialized_source)
-        else:
-            # over CURVE a large frame comes in pieces: deserialize_frames joins them itself, copying once
-            value = self._deserialized(storage.get_frames(result.payload, pieces=True))
-        if not self._keep_objects:
-            self._deletes.add(storage, result.payload)
+        try:
+            if isinstance(storage, ReadsInParts) and not storage.maps_objects():
+                value = storage.read_in_parts(result.payload, self._deserialized_source)
+            else:
+                # over CURVE a large frame comes in pieces: deserialize_frames joins them itself, copying once
+                value = self._deserialized(storage.get_frames(result.payload, pieces=True))
+        except _NotDeserialized:
+            self._read(storage, result.payload)  # read, if not understood: a second read would fail alike
+            raise
+        self._read(storage, result.payload)
         return value
+
+    def _read(self, storage: Any, object_id: bytes) -> None:
+        if not self._keep_objects:
+            self._deletes.add(storage, object_id)
 
     def _deserialized(self, frames: list[memoryview]) -> Any:
         try:

@@ -2,21 +2,28 @@
 storage's host, `ObjectStorageConnection.read_in_parts`) is the value `deserialize_frames` gives from the whole
 frames: a large `bytes` object (built in place by io.BufferedReader), pickle protocol 5 out-of-band buffers (as a
 numpy array's), one pickle cut into pieces, a custom serializer's one frame; whatever sizes the source hands out. And
-the service marks a getInParts' answer `in_parts` (the server shell then sends it in messages of its own).
+the service marks a getInParts' answer `in_parts` (the server shell then sends it in messages of its own). The result
+reader reads so off the storage's host, deletes a result read (one it could not deserialize too, as before), and
+passes a failed read on as the storage's error, deleting nothing.
 
 Checked by hand to fail with the mechanism off: with `_get` ignoring `in_parts`, the service test finds an answer
-not marked; with the raw-bytes branch returning a bytearray (`_read_exactly`), the type check fails."""
+not marked; with the raw-bytes branch returning a bytearray (`_read_exactly`), the type check fails; with the result
+reader reading with `get_frames` always, the reader tests fail on FarStorage's assertion; with a result deleted only
+once deserialized, the one that cannot be is never deleted."""
 
 from __future__ import annotations
 
 import os
 import pickle
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
+from scaler.errors import DeserializeObjectError, MissingObjects
 from scaler.object_storage.service import StorageService
+from scaler.payload.result_reader import ResultReader
 from scaler.payload.serializer import (
     DefaultSerializer,
     Serializer,
@@ -24,8 +31,9 @@ from scaler.payload.serializer import (
     deserialize_source,
     serialize_to_frames,
 )
+from scaler.protocol import messages as m
 from scaler.protocol.codec import encode_storage_request
-from scaler.protocol.ids import ObjectID
+from scaler.protocol.ids import ObjectID, TaskID
 from scaler.protocol.messages import PROTOCOL_VERSION
 from scaler.protocol.storage_messages import (
     WIRE_PIECE_BYTES,
@@ -138,3 +146,64 @@ def test_the_service_marks_a_get_in_parts_answer_wherever_the_object_is() -> Non
     assert [bytes(frame) for frame in answer.payload] == [bytes(payload[0])]
     missing = service.handle(peer, encode_storage_request(StorageRequest(4, GetInParts(ObjectID(b"m" * 32)))), [])
     assert missing is not None and missing.reply.status is StorageStatus.NOT_FOUND
+
+
+class FarStorage:
+    """A storage read in parts (as a connection off the storage's host): objects by id, deletes recorded."""
+
+    def __init__(self) -> None:
+        self.objects: dict[bytes, list[Any]] = {}
+        self.deleted: list[bytes] = []
+        self.reads = 0
+
+    def maps_objects(self) -> bool:
+        return False
+
+    def read_in_parts(self, object_id: bytes, consume: Any) -> Any:
+        self.reads += 1
+        if object_id not in self.objects:
+            raise MissingObjects(f"object {object_id.hex()} is not stored")
+        return consume(Pieces(self.objects[object_id], 5000))
+
+    def get_frames(self, object_id: bytes, pieces: bool = False) -> list[memoryview]:
+        raise AssertionError("read in parts, not whole")
+
+    def delete(self, object_ids: list[bytes]) -> None:
+        self.deleted.extend(object_ids)
+
+
+def _result(object_id: bytes) -> m.TaskResult:
+    return m.TaskResult(TaskID(b"t" * 16), m.ResultStatus.SUCCESS, m.PayloadKind.OBJECT_ID, object_id)
+
+
+def _wait_for(condition: Any) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "the delete did not come"
+        time.sleep(0.01)
+
+
+def test_the_result_reader_reads_a_result_in_parts_off_the_storages_host_and_deletes_it() -> None:
+    storage = FarStorage()
+    storage.objects[b"o"] = serialize_to_frames(DefaultSerializer(), VALUES["large bytes"])
+    reader = ResultReader(DefaultSerializer(), lambda: storage)
+    assert reader.read(_result(b"o")) == VALUES["large bytes"] and storage.reads == 1
+    _wait_for(lambda: storage.deleted == [b"o"])
+
+
+def test_a_result_read_in_parts_that_cannot_be_deserialized_says_so_and_is_deleted() -> None:
+    storage = FarStorage()
+    storage.objects[b"o"] = [b"\x80\x05not a pickle" * 100]
+    reader = ResultReader(DefaultSerializer(), lambda: storage)
+    with pytest.raises(DeserializeObjectError, match="1,400 bytes"):
+        reader.read(_result(b"o"))
+    _wait_for(lambda: storage.deleted == [b"o"])
+
+
+def test_a_result_whose_read_failed_is_not_deleted_and_the_error_is_the_storages() -> None:
+    storage = FarStorage()
+    reader = ResultReader(DefaultSerializer(), lambda: storage)
+    with pytest.raises(MissingObjects):
+        reader.read(_result(b"gone"))
+    time.sleep(0.05)  # a delete would go on the reader's thread: none may come
+    assert storage.deleted == []
