@@ -4,9 +4,13 @@ so that the value is built as the bytes come instead of in a pass after the last
 benchmarks/laptop_link.py: 0.12 s of joining after the transfer). The value is the one put, of its type; the result
 reader takes this way off the storage's host, and maps the object on it.
 
+A server killed mid-read and started again on its spill directory answers the request sent again (client_core rule
+9): the reader starts over on the new answer and gets the object.
+
 Checked by hand to fail with the mechanism off: with the server shell sending a getInParts' answer whole
 (`_answer_in_parts` not called), the reader's first piece comes with the answer complete; with the result reader
-reading with `get_frames` always, the far reader's read count stays at 0."""
+reading with `get_frames` always, the far reader's read count stays at 0; with the reader not starting over on a new
+header (`ObjectInParts.readinto`), the restart test's object has the new answer's bytes after the old ones."""
 
 from __future__ import annotations
 
@@ -95,3 +99,51 @@ def test_a_large_object_read_over_the_link_comes_in_parts_read_as_they_come(
         far.close()
         near.close()
     assert server.poll() is None, log.read_text()
+
+
+def _server(processes: ProcessWatch, address: str, spill: Path, log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return processes.add(subprocess.Popen(
+            [sys.executable, "-m", "scaler.entry_points.object_storage_server", address, "--spill-directory",
+             str(spill)], stdout=out, stderr=subprocess.STDOUT,
+        ))  # fmt: skip
+
+
+@pytest.mark.timeout(120)
+def test_a_read_in_parts_cut_by_a_server_restart_starts_over_and_gets_the_object(
+    processes: ProcessWatch, tmp_path: Path
+) -> None:
+    address, spill, log = free_tcp_address(), tmp_path / "spill", tmp_path / "server.log"
+    server = _server(processes, address, spill, log)
+    listen = free_tcp_port_block(1)
+    link = processes.add(subprocess.Popen(
+        [str(BIN_DIR / "scaler_link"), f"tcp://127.0.0.1:{listen}={address}", "--ports", "1", "--rtt-ms", "10",
+         "--bandwidth", "20Mbit"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    ))  # fmt: skip
+    assert link.stdout is not None and "round trip 10 ms" in link.stdout.readline()
+    far = ObjectStorageConnection(
+        f"tcp://127.0.0.1:{listen}", "client", security=session_security("client"), owner_id=OWNER, map_local=False,
+        timeout_seconds=60,
+    )  # fmt: skip
+    value = os.urandom(8 * WIRE_PIECE_BYTES)
+    starts: list[bool] = []
+    try:
+        far.put(b"o" * 32, [value], owner_id=OWNER)  # written through to the spill directory before it is answered
+
+        def consume(source: ObjectInParts) -> bytes:
+            starts.append(source.complete)
+            got = bytearray()
+            chunk = memoryview(bytearray(WIRE_PIECE_BYTES))
+            while count := source.readinto(chunk):
+                got += chunk[:count]
+                if len(starts) == 1 and len(got) == WIRE_PIECE_BYTES:  # the first piece read: the server dies
+                    server.kill()
+                    server.wait(30)
+                    _server(processes, address, spill, log)
+            return bytes(got)
+
+        assert far.read_in_parts(b"o" * 32, consume) == value
+        assert len(starts) == 2, "the reader started over on the answer to the request sent again"
+    finally:
+        far.close()
