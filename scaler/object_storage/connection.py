@@ -244,6 +244,7 @@ class ObjectInParts:
         self._frames: collections.deque[memoryview] = collections.deque()
         self._done = False
         first = header if header is not None else self._next()
+        self._in_parts = isinstance(first, Part)
         if isinstance(first, Answered):  # whole: a small object, or a server that sends every get whole
             self._done = True
             frames = first.frames
@@ -257,6 +258,11 @@ class ObjectInParts:
                 raise ObjectStorageException(f"object storage at {address} answered in parts without naming the frames")
         if sum(self.frame_bytes) != total or (self._done and sum(len(frame) for frame in self._frames) != total):
             raise ObjectStorageException(f"object storage at {address} sent a truncated object")
+
+    @property
+    def in_parts(self) -> bool:
+        """The answer comes in parts (a header, then each piece as a message of its own); False: it came whole."""
+        return self._in_parts
 
     @property
     def complete(self) -> bool:
