@@ -5,6 +5,8 @@ emulated link to its cluster (`scaler_link`: 40 ms round trip, 50 Mbit/s by defa
     python benchmarks/laptop_link.py --systems ours --quick
     python benchmarks/laptop_link.py --rtt-ms 80 --bandwidth 20Mbit --loss 0.001
     python benchmarks/laptop_link.py --bulk-only --rounds 3   # the 100 MB rows, the systems alternated 3 times
+    SCALER_BENCH_BEFORE=/tmp/before python benchmarks/laptop_link.py --bulk-only --rounds 3 \
+        --systems ours,ours-before,dask,ray                  # a change A/B: main's tree in /tmp/before beside it
 
 Rows: W3 (a submit-and-wait round trip, p50), W1 (10,000 tiny tasks submitted one by one, then gathered), a map of
 10,000, U3 (1,250 tasks, each with its own 100 KB argument) and a 100 MB object sent (put, then a task reads it) and
@@ -150,13 +152,15 @@ def table(results: dict[str, dict[str, Any]], args: argparse.Namespace, megabyte
         return float(value) if value is not None else None
 
     bits = link_bits(args.bandwidth)
+    before = "ours-before/link" in results  # the A/B of a change: our code at SCALER_BENCH_BEFORE's tree beside it
     lines = [
         f"link: {args.rtt_ms:g} ms round trip, jitter {args.jitter_ms:g} ms, {args.bandwidth}, loss {args.loss:g}; "
         f"a 1-byte echo through it takes {echo_ms:.1f} ms (p50) on this machine",
         "",
         "| row | ours, loopback | ours, link | link - loopback | dask, link | ray, link | ours vs dask | ours vs ray "
-        "| goal |",
-        "|---|---|---|---|---|---|---|---|---|",
+        + ("| ours-before, link | ours vs ours-before " if before else "")
+        + "| goal |",
+        "|---|---|---|---|---|---|---|---|---|" + ("---|---|" if before else ""),
     ]
     for title, key, unit in ROWS.values():
         ours_lo, ours = figure("ours", "loopback", key), figure("ours", "link", key)
@@ -165,7 +169,25 @@ def table(results: dict[str, dict[str, Any]], args: argparse.Namespace, megabyte
         extra = None if ours is None or ours_lo is None else ours - ours_lo
         cells.append(_show(extra, unit))
         cells += [_show(dask, unit), _show(ray, unit), _ratio(dask, ours), _ratio(ray, ours)]
+        if before:
+            earlier = figure("ours-before", "link", key)
+            cells += [_show(earlier, unit), _ratio(earlier, ours)]
         cells.append(_goal(key, ours, extra, args.rtt_ms, bits, megabytes, echo_ms))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def rounds_table(runs: dict[str, list[dict[str, Any]]], rounds: int) -> list[str]:
+    """The 100 MB rows over the link, round by round (each system's figure and the load after its run)."""
+    systems = [key.split("/")[0] for key in runs if key.endswith("/link")]
+    heads = [f"{system}: {what}" for what in ("sent", "fetched") for system in systems]
+    lines = ["", "| round | load | " + " | ".join(heads) + " |", "|---|---|" + "---|" * len(heads)]
+    for turn in range(rounds):
+        outcomes = [runs[f"{system}/link"][turn] for system in systems]
+        loads = [outcome["load_average"] for outcome in outcomes]
+        cells = [str(turn + 1), f"{min(loads):.1f}-{max(loads):.1f}"]
+        for key in ("put_seconds", "get_seconds"):
+            cells += [_show(outcome.get("figures", {}).get(key), "s") for outcome in outcomes]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -179,7 +201,7 @@ def _show(value: float | None, unit: str) -> str:
 def _ratio(theirs: float | None, ours: float | None) -> str:
     if theirs is None or ours is None or ours <= 0:
         return "-"
-    return f"{theirs / ours:.1f}x"
+    return f"{theirs / ours:.3f}x" if 0.9 < theirs / ours < 1.1 else f"{theirs / ours:.1f}x"
 
 
 def _goal(
@@ -226,6 +248,8 @@ def main() -> None:
     echo_ms = measured_round_trip(args)
     results["echo"] = {"p50_ms": echo_ms}
     lines = table(results, args, megabytes, echo_ms)
+    if args.rounds > 1:
+        lines += rounds_table(runs, args.rounds)
     loads = [outcome["load_average"] for outcomes in runs.values() for outcome in outcomes]
     if loads:
         lines.insert(1, f"load average (1 min) after each run: {min(loads):.1f} to {max(loads):.1f}; "

@@ -38,6 +38,11 @@ Rules, one per event:
    all, each adopt settled by its own outcome in it as if it had gone alone (acknowledged, or failed with the held
    items that may have needed it); an answer that is not ok, or a request that fails, fails each of them. A batch is
    sent again whole (rules 3 and 9).
+11. A getInParts answered in parts (its header's `parts`: that many messages follow, each with one payload frame): the
+   header and then each part are a `Part`, in order; the request stays pending until its last part, which answers it
+   too (`Answered`, with the header's reply). Sent again (rules 3 and 9), it starts over: a new header comes, and a
+   reader that took parts of the earlier answer starts again. `abandon`: the caller gives a request up; what comes
+   for it later is stale (rule 4).
 
 Outcomes are values; a shell reads the ones that concern it (a lock-step shell its one request's, the asyncio shell
 every waiter's, the pipeline the gate's).
@@ -63,6 +68,7 @@ from scaler.protocol.storage_messages import (
     AdoptMany,
     AdoptOutcomes,
     Get,
+    GetInParts,
     GetMapped,
     Put,
     StorageHello,
@@ -99,6 +105,16 @@ CONNECT_TIMEOUT_SECONDS = 10.0
 @dataclass(frozen=True)
 class Answered:
     """An ordinary request's ok answer, with the payload frames that followed it."""
+
+    ticket: int
+    reply: StorageReply
+    frames: list[memoryview]
+
+
+@dataclass(frozen=True)
+class Part:
+    """A piece of a getInParts' answer (rule 11): its header first (`reply.parts` > 0, no frames; `reply.frame_bytes`
+    names the object's frames), then each part's one frame, in order."""
 
     ticket: int
     reply: StorageReply
@@ -150,7 +166,7 @@ class Notice:
     text: str
 
 
-Outcome = Answered | Failed | Released[T] | PutFailed[T] | Greeted | Refused | Reconnect | Notice
+Outcome = Answered | Part | Failed | Released[T] | PutFailed[T] | Greeted | Refused | Reconnect | Notice
 
 
 # ---------------------------------------------------------------- the put gate
@@ -217,6 +233,14 @@ class _Pending:
     size: int = 0  #: a gated put's bytes
     #: an adoptMany's gated adopts (rule 10), each as the _Pending it was queued as; empty for any other request
     batch: tuple[_Pending, ...] = ()
+    #: a getInParts answered in parts (rule 11): its header, and how many of its parts have not come yet
+    header: StorageReply | None = None
+    parts_left: int = 0
+
+    def start_over(self) -> None:
+        """Sent again: its answer comes whole again (rule 11)."""
+        self.header = None
+        self.parts_left = 0
 
 
 class StorageClientCore(Generic[T]):
@@ -345,12 +369,23 @@ class StorageClientCore(Generic[T]):
 
     # ------------------------------------------------------------ what the connection reports
 
+    def abandon(self, ticket: int) -> None:
+        """The caller gives the request up: its answer, or what is left of it, will be stale (rule 11)."""
+        for request_id, pending in list(self._pending.items()):
+            if pending.ticket == ticket and not pending.gate_sequence:
+                del self._pending[request_id]
+
     def on_reply(self, reply: StorageReply, frames: list[memoryview]) -> list[Outcome[T]]:
         if reply.request_id == self._hello_id and self._hello_id:
             return self._hello_answered(reply)
-        pending = self._pending.pop(reply.request_id, None)
+        pending = self._pending.get(reply.request_id)
         if pending is None:
             return []  # stale (rule 4)
+        if reply.status is StorageStatus.OK and isinstance(pending.operation, GetInParts):
+            part = self._in_parts(reply.request_id, pending, reply, frames)
+            if part is not None:
+                return part
+        del self._pending[reply.request_id]
         if reply.status is StorageStatus.HELLO_REQUIRED and not pending.retried:
             return self._send_again(pending)
         if pending.batch:
@@ -361,6 +396,29 @@ class StorageClientCore(Generic[T]):
                 return self._released(self._gate.acknowledged(pending.gate_sequence))
             return [Answered(pending.ticket, reply, frames)]
         return self._fail(pending, status_error(reply, self.address, pending.operation))
+
+    def _in_parts(
+        self, request_id: int, pending: _Pending, reply: StorageReply, frames: list[memoryview]
+    ) -> list[Outcome[T]] | None:
+        """Rule 11: a getInParts' header or part (None: an answer that came whole, settled as any other)."""
+        if pending.header is None:
+            if reply.parts <= 0:
+                return None
+            if frames:
+                return self._reset(ObjectStorageException(
+                    f"object storage at {self.address} sent payload with the header of an answer in parts"
+                ))  # fmt: skip
+            pending.header, pending.parts_left = reply, reply.parts
+            return [Part(pending.ticket, reply, [])]
+        if len(frames) != 1 or reply.parts:
+            return self._reset(ObjectStorageException(
+                f"object storage at {self.address} sent a part with {len(frames)} payload frames (one expected)"
+            ))  # fmt: skip
+        pending.parts_left -= 1
+        if pending.parts_left > 0:
+            return [Part(pending.ticket, reply, frames)]
+        del self._pending[request_id]
+        return [Part(pending.ticket, reply, frames), Answered(pending.ticket, pending.header, [])]
 
     def on_tick(self, now: float) -> list[Outcome[T]]:
         due = [request_id for request_id, pending in self._pending.items() if pending.deadline <= now]
@@ -396,6 +454,7 @@ class StorageClientCore(Generic[T]):
         pending, self._pending = self._pending, {}
         for request in sorted(pending.values(), key=lambda each: each.ticket):
             request.hello_id = self._hello_id
+            request.start_over()
             request_id = next(self._ids)
             self._pending[request_id] = request
             self._outgoing.append((StorageRequest(request_id, request.operation), request.payload))
@@ -451,6 +510,7 @@ class StorageClientCore(Generic[T]):
             self._send_hello()
         pending.retried = True
         pending.hello_id = self._hello_id
+        pending.start_over()
         request_id = next(self._ids)
         self._pending[request_id] = pending
         self._outgoing.append((StorageRequest(request_id, pending.operation), pending.payload))
@@ -594,7 +654,7 @@ def object_from_frames(frames: Sequence[memoryview], total_bytes: int, address: 
 def status_error(reply: StorageReply, address: str, operation: StorageOperation) -> Exception:
     """The exception a caller sees for an answer that is not ok."""
     status = reply.status
-    if status is StorageStatus.NOT_FOUND and isinstance(operation, (Get, GetMapped)):
+    if status is StorageStatus.NOT_FOUND and isinstance(operation, (Get, GetMapped, GetInParts)):
         text = f"object {operation.object_id.hex()} is not in object storage at {address}"
         if reply.reason and not reply.reason.endswith(" is not stored"):  # more than "not stored": say it
             text += f": {reply.reason}"

@@ -9,11 +9,12 @@ asking first). Elsewhere, and for what is not in a segment file, bytes cross the
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 import zmq
@@ -28,6 +29,7 @@ from scaler.object_storage.client_core import (
     Notice,
     ObjectBytes,
     Outcome,
+    Part,
     Payload,
     Reconnect,
     StorageClientCore,
@@ -50,6 +52,7 @@ from scaler.protocol.storage_messages import (
     DeleteOwner,
     Exists,
     Get,
+    GetInParts,
     GetMapped,
     Info,
     MappedSize,
@@ -58,7 +61,14 @@ from scaler.protocol.storage_messages import (
     StorageOperation,
 )
 
-__all__ = ["DEFAULT_TIMEOUT_SECONDS", "BlockingLink", "ObjectBytes", "ObjectStorageConnection", "Payload"]
+__all__ = [
+    "DEFAULT_TIMEOUT_SECONDS",
+    "BlockingLink",
+    "ObjectBytes",
+    "ObjectInParts",
+    "ObjectStorageConnection",
+    "Payload",
+]
 
 #: Roles that may read every object (the server's WORKER_ROLES): they map an object by its name, asking nothing.
 READS_BY_NAME = frozenset({"worker", "processor", "offload-proxy"})
@@ -210,6 +220,97 @@ class BlockingLink(Generic[T]):
                 return self.core.on_send_failed(str(error))
 
 
+class _StartedOver(ObjectStorageException):
+    """The answer being read started over (the request was sent again, client_core rule 9): its reader reads it again
+    from its start (a ScalerError, so that a reader passes it on as a failed read, not as a value it could not make)."""
+
+
+class ObjectInParts:
+    """An object read with getInParts, as it comes (a `serializer.FrameSource`), over a BlockingLink whose lock the
+    caller holds: waits for the header, then hands out each part's bytes as the part comes. An answer that came whole
+    (a server that sends it so) is read from its frames."""
+
+    def __init__(
+        self, link: BlockingLink[None], ticket: int, address: str, header: Part | Answered | None = None,
+        sent: Sequence[Outcome[None]] = (),
+    ) -> None:  # fmt: skip
+        """`header`: the start of an answer that started over (its header, or the answer whole), `sent`: what sending
+        the request did, or what came after that start."""
+        self._link = link
+        self._ticket = ticket
+        self._address = address
+        self._queue: collections.deque[Part | Answered] = collections.deque()
+        self._take(sent)
+        self._frames: collections.deque[memoryview] = collections.deque()
+        self._done = False
+        first = header if header is not None else self._next()
+        self._in_parts = isinstance(first, Part)
+        if isinstance(first, Answered):  # whole: a small object, or a server that sends every get whole
+            self._done = True
+            frames = first.frames
+            self.frame_bytes: tuple[int, ...] = first.reply.frame_bytes or tuple(len(frame) for frame in frames)
+            self._frames.extend(frames)
+            total = reply_value(first.reply, ObjectSize, address).total_bytes
+        else:
+            self.frame_bytes = first.reply.frame_bytes
+            total = reply_value(first.reply, ObjectSize, address).total_bytes
+            if not self.frame_bytes:
+                raise ObjectStorageException(f"object storage at {address} answered in parts without naming the frames")
+        if sum(self.frame_bytes) != total or (self._done and sum(len(frame) for frame in self._frames) != total):
+            raise ObjectStorageException(f"object storage at {address} sent a truncated object")
+
+    @property
+    def in_parts(self) -> bool:
+        """The answer comes in parts (a header, then each piece as a message of its own); False: it came whole."""
+        return self._in_parts
+
+    @property
+    def complete(self) -> bool:
+        """The whole answer has come (what is left to read is here)."""
+        return self._done or any(isinstance(outcome, Answered) for outcome in self._queue)
+
+    def again(self) -> ObjectInParts:
+        """A source over the answer that started over (its start came last)."""
+        start = self._queue.popleft()
+        return ObjectInParts(self._link, self._ticket, self._address, start, list(self._queue))
+
+    def readinto(self, view: memoryview) -> int:
+        while not self._frames:
+            if self._done:
+                return 0
+            outcome = self._next()
+            if (outcome.reply.parts > 0) is isinstance(outcome, Part):
+                # a new header, or the answer whole: the request went again (rule 9), and its answer starts over
+                self._queue.appendleft(outcome)
+                raise _StartedOver()
+            if isinstance(outcome, Answered):
+                self._done = True
+            else:
+                self._frames.extend(memoryview(frame).cast("B") for frame in outcome.frames)
+        frame = self._frames[0]
+        count = min(len(view), len(frame))
+        view[:count] = frame[:count]
+        if count == len(frame):
+            self._frames.popleft()
+        else:
+            self._frames[0] = frame[count:]
+        return count
+
+    def _next(self) -> Part | Answered:
+        """The next part (or the answer) of this request, waiting for it. Raises what failed it."""
+        link = self._link
+        while not self._queue:
+            self._take(link.wait(link.core.next_deadline()))
+        return self._queue.popleft()
+
+    def _take(self, outcomes: Sequence[Outcome[None]]) -> None:
+        for outcome in outcomes:
+            if isinstance(outcome, (Part, Answered)) and outcome.ticket == self._ticket:
+                self._queue.append(outcome)
+            elif isinstance(outcome, Failed) and outcome.ticket == self._ticket:
+                raise outcome.error
+
+
 class ObjectStorageConnection:
     """Lock-step requests over one DEALER socket. Safe to share between threads (one request at a time). Replies are
     matched by request id: a late answer to a request that timed out is dropped."""
@@ -299,6 +400,25 @@ class ObjectStorageConnection:
                 return self._received(answer, copy_on_write, pieces)
         return self._received(self._call(Get(ObjectID(bytes(object_id)))), copy_on_write, pieces)
 
+    def read_in_parts(self, object_id: bytes, consume: Callable[[ObjectInParts], T]) -> T:
+        """`consume(source)`: what it makes of the object read over the socket as it comes (a getInParts: a large
+        object's pieces come as messages of their own, so `consume` copies each to its place while the next ones
+        cross; `serializer.deserialize_source`). For a reader off the server's host (on it, `get_frames` maps the
+        object). A connection that drops mid-read has the request sent again (client_core rule 9): `consume` then
+        starts over on the new answer. Raises MissingObjects."""
+        with self._lock:
+            link = self._link
+            ticket = link.core.request(GetInParts(ObjectID(bytes(object_id))), now=time.monotonic())
+            try:
+                source = ObjectInParts(link, ticket, self._address, sent=link.flush())
+                while True:
+                    try:
+                        return consume(source)
+                    except _StartedOver:
+                        source = source.again()
+            finally:
+                link.core.abandon(ticket)  # settled already, unless `consume` stopped early or raised
+
     def _received(self, answer: Answered, copy_on_write: bool, pieces: bool = False) -> list[memoryview]:
         total = reply_value(answer.reply, ObjectSize, self._address).total_bytes
         if sum(len(view) for view in answer.frames) != total:
@@ -308,6 +428,11 @@ class ObjectStorageConnection:
         if copy_on_write:  # a received frame is this process's own and writable: only a read-only one is copied
             return [memoryview(bytearray(frame)) if frame.readonly else frame for frame in frames]
         return frames
+
+    def maps_objects(self) -> bool:
+        """Objects are mapped from the server's segment directory here (this process is on its host and sees it):
+        `get_frames` maps them; elsewhere `read_in_parts` reads them as they come."""
+        return self.local_segments() is not None
 
     def local_segments(self) -> LocalSegments | None:
         """The server's segment directory, when this process is on its host and sees it (greets the server first

@@ -233,15 +233,38 @@ class _ServerShell:
                 reason = f"object {answer.segment.hex()} is lost: its segment file cannot be read"
                 answer = StorageAnswer(StorageReply(answer.reply.request_id, StorageStatus.NOT_FOUND, reason))
         reply = answer.reply
+        if answer.in_parts and sum(len(frame) for frame in payload) > WIRE_PIECE_BYTES:
+            self._answer_in_parts(peer, reply, payload)
+            return
         if self._secured and any(len(frame) > WIRE_PIECE_BYTES for frame in payload):
             # CURVE encrypts a message whole: a large frame goes in pieces that overlap the transfer; the header names
             # the frames' lengths, so that the reader joins the pieces again
             reply = dataclasses.replace(reply, frame_bytes=tuple(len(frame) for frame in payload))
             payload = wire_pieces(payload)
+        self._send([peer, encode_storage_reply(reply), *payload])
+
+    def _answer_in_parts(self, peer: bytes, reply: StorageReply, payload: Sequence[Any]) -> None:
+        """A getInParts' object as a header naming its frames and how many messages follow, then each piece (at most
+        WIRE_PIECE_BYTES) in a message of its own: ZeroMQ hands a reader a message only once all of it has come, so the
+        reader copies each piece to its place while the next ones cross (secured or not; over CURVE, as pieces of one
+        message do, each is also encrypted and decrypted while the others cross)."""
+        pieces = wire_pieces(payload)
+        header = dataclasses.replace(reply, frame_bytes=tuple(len(frame) for frame in payload), parts=len(pieces))
+        if not self._send([peer, encode_storage_reply(header)]):
+            return
+        part = encode_storage_reply(StorageReply(reply.request_id, StorageStatus.OK))
+        for piece in pieces:
+            if not self._send([peer, part, piece]):
+                return
+
+    def _send(self, frames: list[Any]) -> bool:
+        assert self.socket is not None
         try:
-            self.socket.send([peer, encode_storage_reply(reply), *payload], copy=False)
+            self.socket.send(frames, copy=False)
         except zmq.ZMQError as error:
-            logger.warning("could not answer peer %s: %s", peer.hex(), error)
+            logger.warning("could not answer peer %s: %s", bytes(frames[0]).hex(), error)
+            return False
+        return True
 
     def _segment_frames(self, answer: StorageAnswer) -> list[memoryview]:
         assert self.disk is not None and self.disk.segment_directory is not None

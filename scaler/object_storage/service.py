@@ -9,6 +9,7 @@ waiting, with the peers they go to.
 
 A get of an object held as a segment file is answered with `StorageAnswer.segment` set: the shell maps the file and
 sends its frames. A getMapped (a peer of the server's host) is answered `mapped` instead: the peer maps the file itself.
+A getInParts is answered as a get, marked `in_parts`: the shell may send its payload as messages of their own.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from scaler.protocol.storage_messages import (
     DeleteOwner,
     Exists,
     Get,
+    GetInParts,
     GetMapped,
     Info,
     MappedSize,
@@ -74,6 +76,7 @@ _OPERATION_NAMES: dict[type, str] = {
     Adopt: "adopt",
     GetMapped: "getMapped",
     AdoptMany: "adoptMany",
+    GetInParts: "getInParts",
 }
 
 #: The most adopts one adoptMany may carry (a client sends at most put_pipeline's batch).
@@ -88,6 +91,8 @@ class StorageAnswer:
     payload: tuple[PayloadBuffer, ...] = ()
     #: an object id: the payload is the frames of that object's segment file (the shell maps it)
     segment: bytes = b""
+    #: a getInParts' answer: the shell may send the payload as messages of their own (StorageReply.parts)
+    in_parts: bool = False
 
     @property
     def is_rejection(self) -> bool:
@@ -138,8 +143,10 @@ def bad_request(request_id: int, reason: str) -> StorageAnswer:
     return StorageAnswer(StorageReply(request_id, StorageStatus.BAD_REQUEST, reason))
 
 
-def _ok(request_id: int, value: Any = None, payload: tuple[PayloadBuffer, ...] = ()) -> StorageAnswer:
-    return StorageAnswer(StorageReply(request_id, StorageStatus.OK, "", value), payload)
+def _ok(
+    request_id: int, value: Any = None, payload: tuple[PayloadBuffer, ...] = (), in_parts: bool = False
+) -> StorageAnswer:
+    return StorageAnswer(StorageReply(request_id, StorageStatus.OK, "", value), payload, in_parts=in_parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +195,8 @@ class StorageService:
         self._waiting_puts: dict[tuple[bytes, int], list[_Waiter]] = {}
         #: (object id, generation) -> (peer, request id, mapped: a getMapped) of the gets waiting for that spill file
         #: to be read back
-        self._waiting_gets: dict[tuple[bytes, int], list[tuple[bytes, int, bool]]] = {}
+        #: (peer, request id, getMapped, getInParts) of the gets waiting for a spill file's read
+        self._waiting_gets: dict[tuple[bytes, int], list[tuple[bytes, int, bool, bool]]] = {}
 
     def role_of(self, peer: bytes) -> str | None:
         greeted = self._greeted.get(peer)
@@ -225,8 +233,9 @@ class StorageService:
         if payload:
             name = _OPERATION_NAMES[type(operation)]
             return bad_request(request_id, f"{name} requests carry no payload, got {len(payload)} extra frame(s)")
-        if isinstance(operation, (Get, GetMapped)):
-            return self._get(peer, request_id, operation.object_id, greeted, mapped=isinstance(operation, GetMapped))
+        if isinstance(operation, (Get, GetMapped, GetInParts)):
+            mapped, in_parts = isinstance(operation, GetMapped), isinstance(operation, GetInParts)
+            return self._get(peer, request_id, operation.object_id, greeted, mapped, in_parts)
         if isinstance(operation, Adopt):
             return self._adopt(peer, request_id, operation, greeted)
         if isinstance(operation, AdoptMany):
@@ -282,15 +291,17 @@ class StorageService:
             reason = f"object {object_id.hex()} is lost: its spill file {problem}"
             return [
                 Reply(peer, StorageAnswer(StorageReply(rid, StorageStatus.NOT_FOUND, reason)))
-                for peer, rid, _ in waiting
+                for peer, rid, _, _ in waiting
             ]
         total = sum(len(frame) for frame in frames)
         stored = self.store.get(object_id)
         placed = stored is not None and stored.generation == generation and stored.segment is Segment.READY
         as_bytes = tuple(frames)
         return [
-            Reply(peer, _ok(rid, MappedSize(total)) if mapped and placed else _ok(rid, ObjectSize(total), as_bytes))
-            for peer, rid, mapped in waiting
+            Reply(
+                peer, _ok(rid, MappedSize(total)) if mapped and placed else _ok(rid, ObjectSize(total), as_bytes, parts)
+            )
+            for peer, rid, mapped, parts in waiting
         ]
 
     def _hello(
@@ -417,25 +428,26 @@ class StorageService:
         return None
 
     def _get(
-        self, peer_id: bytes, request_id: int, object_id: ObjectID, peer: _Greeted, mapped: bool = False
-    ) -> StorageAnswer | None:
+        self, peer_id: bytes, request_id: int, object_id: ObjectID, peer: _Greeted, mapped: bool = False,
+        in_parts: bool = False,
+    ) -> StorageAnswer | None:  # fmt: skip
         stored = self.store.get(object_id)
         if stored is None or not self._may_read(peer, stored.owner_id):
             # a foreign object is "not stored" to a client: its id must not be confirmed either
             return StorageAnswer(StorageReply(request_id, StorageStatus.NOT_FOUND, _not_found(object_id)))
         if stored.frames is not None:
-            return _ok(request_id, ObjectSize(stored.total_bytes), stored.frames)
+            return _ok(request_id, ObjectSize(stored.total_bytes), stored.frames, in_parts)
         if stored.segment is Segment.READY:
             if mapped:
                 return _ok(request_id, MappedSize(stored.total_bytes))
             return StorageAnswer(
-                StorageReply(request_id, StorageStatus.OK, "", ObjectSize(stored.total_bytes)), (), object_id
+                StorageReply(request_id, StorageStatus.OK, "", ObjectSize(stored.total_bytes)), (), object_id, in_parts
             )
         reading = self.store.read_back(object_id)
         # an object neither held here nor in a segment file is on disk only (an adopt's file is placed by the shell
         # before the next request is handled)
         assert reading is not None, f"object {object_id.hex()} is {stored.residence} with segment {stored.segment}"
-        self._waiting_gets.setdefault(reading, []).append((peer_id, request_id, mapped))
+        self._waiting_gets.setdefault(reading, []).append((peer_id, request_id, mapped, in_parts))
         return None
 
     def _execute(self, request_id: int, operation: StorageOperation, peer: _Greeted) -> StorageAnswer:

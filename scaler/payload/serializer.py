@@ -7,9 +7,11 @@ and used by workers too: for the function, each argument, and the result.
 from __future__ import annotations
 
 import abc
+import io
 import pickle
 import struct
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import cloudpickle
 
@@ -154,6 +156,63 @@ def _regrouped(frames: list[memoryview]) -> list[memoryview]:
         # joined into a bytearray: writable, as a frame that came whole and was copied on write is
         regrouped.append(pieces[0] if len(pieces) == 1 else memoryview(bytearray().join(pieces)))
     return regrouped
+
+
+class FrameSource(Protocol):
+    """An object's frames as they come (a get answered in parts, `ObjectStorageConnection.read_in_parts`)."""
+
+    @property
+    def frame_bytes(self) -> Sequence[int]:
+        """The lengths of the object's frames, in order."""
+
+    def readinto(self, view: memoryview) -> int:
+        """Copies the next bytes of the frames (concatenated, in order) into `view`, waiting for them to come;
+        returns how many (0: nothing is left)."""
+
+
+class _SourceAsRaw(io.RawIOBase):
+    """A FrameSource as a raw stream, for io.BufferedReader."""
+
+    def __init__(self, source: FrameSource) -> None:
+        super().__init__()
+        self._source = source
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, view: Any) -> int:
+        return self._source.readinto(memoryview(view).cast("B"))
+
+
+def deserialize_source(serializer: Serializer, source: FrameSource) -> Any:
+    """The object stored as frames of `source.frame_bytes` (see serialize_to_frames), read from `source` as they come:
+    each frame is copied once, into its place, while the next pieces are still on their way (a large `bytes` object
+    into the bytes object itself, by io.BufferedReader, which reads into the object it returns), so that nothing is
+    left to copy once the last piece has come. The same value as `deserialize_frames` of the frames."""
+    lengths = list(source.frame_bytes)
+    if len(lengths) >= 2 and lengths[0] == len(RAW_BYTES_MARKER):
+        first = _read_exactly(source, lengths[0])
+        if first == RAW_BYTES_MARKER:
+            size = sum(lengths[1:])
+            value = io.BufferedReader(_SourceAsRaw(source), buffer_size=64 * 1024).read(size)
+            if len(value) != size:
+                raise ValueError(f"the object ended after {len(value):,} of its {size:,} bytes")
+            return value
+        frames = [first, *(_read_exactly(source, length) for length in lengths[1:])]
+    else:
+        frames = [_read_exactly(source, length) for length in lengths]
+    return deserialize_frames(serializer, frames)
+
+
+def _read_exactly(source: FrameSource, length: int) -> memoryview:
+    view = memoryview(bytearray(length))
+    offset = 0
+    while offset < length:
+        count = source.readinto(view[offset:])
+        if count <= 0:
+            raise ValueError(f"the object ended after {offset:,} of a frame's {length:,} bytes")
+        offset += count
+    return view
 
 
 def one_payload(serializer: Serializer, obj: Any, frames: list[Any]) -> bytes:

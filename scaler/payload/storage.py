@@ -3,7 +3,10 @@ payload code reaches through `StorageAccess` (an ObjectStorageConnection, or a b
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+T = TypeVar("T")
 
 #: Arguments and results up to this size travel inside the task or result message; bigger ones go to object
 #: storage. Exceptions travel inline whatever their size.
@@ -21,3 +24,15 @@ class StorageAccess(Protocol):
 
     def put(self, object_id: bytes, payload: Any, owner_id: bytes = b"", name: str = "") -> None: ...
     def exists(self, object_id: bytes) -> bool: ...
+
+
+@runtime_checkable
+class ReadsInParts(Protocol):
+    """A storage connection that reads an object over its socket as it comes (an ObjectStorageConnection): the
+    reader copies each piece to its place while the next ones cross (`serializer.deserialize_source`)."""
+
+    def maps_objects(self) -> bool:
+        """Objects are mapped from the server's segment directory here (this process is on its host)."""
+        ...
+
+    def read_in_parts(self, object_id: bytes, consume: Callable[[Any], T]) -> T: ...

@@ -1214,6 +1214,8 @@ def write_storage_request(b: Any, v: sm.StorageRequest) -> None:
         b.getMapped = x.object_id
     elif isinstance(x, sm.AdoptMany):
         write_adopt_many(b.init("adoptMany"), x)
+    elif isinstance(x, sm.GetInParts):
+        b.getInParts = x.object_id
     else:
         raise TypeError(f"{type(x).__name__} is not a member of this union")
 
@@ -1241,6 +1243,8 @@ def read_storage_request(r: Any) -> sm.StorageRequest:
         operation = sm.GetMapped(r._get("getMapped"))
     elif which == 9:
         operation = read_adopt_many(r._get("adoptMany"))
+    elif which == 10:
+        operation = sm.GetInParts(r._get("getInParts"))
     else:
         raise ValueError(f"unknown union member {which}")
     return sm.StorageRequest(r._get("requestId"), operation)
@@ -1341,6 +1345,7 @@ def write_storage_reply(b: Any, v: sm.StorageReply) -> None:
         raise TypeError(f"{type(x).__name__} is not a member of this union")
     if v.frame_bytes:
         b.frameBytes = v.frame_bytes
+    b.parts = v.parts
 
 
 def read_storage_reply(r: Any) -> sm.StorageReply:
@@ -1371,6 +1376,7 @@ def read_storage_reply(r: Any) -> sm.StorageReply:
         r._get("reason"),
         value,
         tuple(frame_bytes) if len(frame_bytes) else (),
+        r._get("parts"),
     )
 
 

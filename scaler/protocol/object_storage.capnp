@@ -29,6 +29,8 @@ struct StorageRequest {
     getMapped @9 :Data;     # object id: a get that may be answered `mapped` (the peer maps the segment file)
     adoptMany @10 :AdoptMany;  # several adopts in one request (a burst of a client's arguments): each
                             # carried out as `adopt` is; answered once, when every one is settled, with `outcomes`
+    getInParts @11 :Data;   # object id: a get whose bytes may come as messages of their own (StorageReply.parts),
+                            # so that a reader copies each piece while the next ones are on their way
   }
 }
 
@@ -97,6 +99,10 @@ struct StorageReply {
   frameBytes @10 :List(UInt64);  # get over CURVE: the object's frames' lengths when the payload frames are pieces of
                             # them (frames over 1 MiB go in pieces): the reader joins them again; empty: the
                             # payload frames are the object's frames
+  parts @12 :UInt32;        # getInParts: this reply carries no payload; that many messages follow, in order, each a
+                            # StorageReply with the same requestId, status ok and no value, and one payload frame: a
+                            # piece of at most 1 MiB of the object's frames (named by frameBytes), or a frame of its
+                            # own up to that size. 0: the payload follows this header, as a get's does
 }
 
 struct SegmentDirectory {

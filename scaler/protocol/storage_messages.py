@@ -29,6 +29,7 @@ __all__ = [
     "DeleteOwner",
     "Exists",
     "Get",
+    "GetInParts",
     "GetMapped",
     "Info",
     "MappedSize",
@@ -98,6 +99,14 @@ class DeleteOwner:
 @dataclass(frozen=True, slots=True)
 class GetMapped:
     """object id: a get that may be answered `mapped` (the peer maps the segment file)"""
+
+    object_id: ObjectID
+
+
+@dataclass(frozen=True, slots=True)
+class GetInParts:
+    """object id: a get whose bytes may come as messages of their own (StorageReply.parts), so that a reader copies
+    each piece while the next ones are on their way"""
 
     object_id: ObjectID
 
@@ -187,6 +196,11 @@ class StorageReply:
     #: get over CURVE: the object's frames' lengths when the payload frames are pieces of them (frames over 1 MiB
     #: go in pieces): the reader joins them again; empty: the payload frames are the object's frames
     frame_bytes: tuple[int, ...] = ()
+    #: getInParts: this reply carries no payload; that many messages follow, in order, each a StorageReply with
+    #: the same requestId, status ok and no value, and one payload frame: a piece of at most 1 MiB of the
+    #: object's frames (named by frameBytes), or a frame of its own up to that size. 0: the payload follows this
+    #: header, as a get's does
+    parts: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +224,8 @@ class StorageInfo:
     owner_count: int
 
 
-StorageOperation = StorageHello | Put | Get | Delete | Exists | Info | DeleteOwner | Adopt | GetMapped | AdoptMany
+StorageOperation = (
+    StorageHello | Put | Get | Delete | Exists | Info | DeleteOwner | Adopt | GetMapped | AdoptMany | GetInParts
+)
 
 ReplyValue = ObjectSize | bool | StorageInfo | int | SegmentDirectory | MappedSize | AdoptOutcomes | None

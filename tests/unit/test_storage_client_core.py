@@ -5,7 +5,9 @@ tests/integration/test_object_storage.py and test_pipelined_puts.py.
 Checked to fail with each rule switched off: with `_send_again` sending no hello, the restart test finds no hello in
 what is sent; with it always sending one, it finds two; with the `retried` check removed, the second helloRequired
 is sent again instead of failing; with `on_tick` failing every request, the timeout test's second request fails too;
-with `PutGate.submit` returning its items at once, the gate tests release before the acknowledgement.
+with `PutGate.submit` returning its items at once, the gate tests release before the acknowledgement; with rule 11's
+`_in_parts` not called (a getInParts settled by its first answer), the tests of answers in parts find `Answered` where a
+`Part` is expected; without `start_over`, the new header after a dropped connection is taken for a part.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from scaler.object_storage.client_core import (
     Failed,
     Greeted,
     Notice,
+    Part,
     PutFailed,
     Reconnect,
     Refused,
@@ -35,7 +38,9 @@ from scaler.protocol.storage_messages import (
     AdoptOutcomes,
     Exists,
     Get,
+    GetInParts,
     Info,
+    ObjectSize,
     StorageHello,
     StorageReply,
     StorageRequest,
@@ -338,3 +343,83 @@ def test_an_adopt_many_goes_again_whole_after_a_dropped_connection() -> None:
     outcomes = AdoptOutcomes((AdoptOutcome(StorageStatus.OK), AdoptOutcome(StorageStatus.OK)))
     assert core.on_reply(ok(batch, outcomes), []) == []  # the first sending's answer is stale
     assert core.on_reply(ok(again, outcomes), []) == [Released(["needs both"])]
+
+
+# ---------------------------------------------------------------- rule 11
+
+
+def header(request: StorageRequest, sizes: tuple[int, ...], parts: int) -> StorageReply:
+    return StorageReply(request.request_id, StorageStatus.OK, "", ObjectSize(sum(sizes)), sizes, parts)
+
+
+def test_an_answer_in_parts_comes_as_its_header_then_each_part_and_is_answered_by_its_last() -> None:
+    """Rule 11: the request stays pending until its last part; each part is handed on as it comes."""
+    core = new_core()
+    ticket = core.request(GetInParts(ObjectID(b"o")), now=0.0)
+    hello, get = sent(core)
+    core.on_reply(ok(hello), [])
+    [first] = core.on_reply(header(get, (1, 5), 3), [])
+    assert isinstance(first, Part) and first.ticket == ticket and first.reply.frame_bytes == (1, 5) and not first.frames
+    part = ok(get)
+    [one] = core.on_reply(part, frames(b"m"))
+    [two] = core.on_reply(part, frames(b"abc"))
+    assert isinstance(one, Part) and bytes(one.frames[0]) == b"m" and isinstance(two, Part)
+    assert core.pending_count == 1
+    last, answered = core.on_reply(part, frames(b"de"))
+    assert isinstance(last, Part) and bytes(last.frames[0]) == b"de"
+    assert isinstance(answered, Answered) and answered.ticket == ticket and answered.reply.parts == 3
+    assert core.pending_count == 0
+    assert core.on_reply(part, frames(b"x")) == []  # nothing more is expected: stale
+
+
+def test_an_answer_in_parts_that_came_whole_is_answered_at_once_and_a_missing_object_fails() -> None:
+    core = new_core()
+    small = core.request(GetInParts(ObjectID(b"s")), now=0.0)
+    missing = core.request(GetInParts(ObjectID(b"m")), now=0.0)
+    hello, get_small, get_missing = sent(core)
+    core.on_reply(ok(hello), [])
+    [answered] = core.on_reply(ok(get_small, ObjectSize(3)), frames(b"abc"))
+    assert isinstance(answered, Answered) and answered.ticket == small and bytes(answered.frames[0]) == b"abc"
+    [failed] = core.on_reply(answer(get_missing, StorageStatus.NOT_FOUND), [])
+    assert isinstance(failed, Failed) and failed.ticket == missing and isinstance(failed.error, MissingObjects)
+
+
+def test_an_answer_in_parts_starts_over_when_its_request_goes_again_after_a_dropped_connection() -> None:
+    """Rules 9 and 11: parts of the answer on the dropped connection are stale; the new answer's header comes."""
+    core = new_core()
+    ticket = core.request(GetInParts(ObjectID(b"o")), now=0.0)
+    hello, get = sent(core)
+    core.on_reply(ok(hello), [])
+    core.on_reply(header(get, (4,), 2), [])
+    core.on_reply(ok(get), frames(b"ab"))
+    core.on_disconnected()
+    hello_again, get_again = sent(core)
+    assert core.on_reply(ok(get), frames(b"cd")) == []  # the rest of the old answer: stale
+    core.on_reply(ok(hello_again), [])
+    [first] = core.on_reply(header(get_again, (4,), 2), [])
+    assert isinstance(first, Part) and first.reply.parts == 2
+    core.on_reply(ok(get_again), frames(b"ab"))
+    _, answered = core.on_reply(ok(get_again), frames(b"cd"))
+    assert isinstance(answered, Answered) and answered.ticket == ticket
+
+
+def test_an_abandoned_request_drops_what_comes_for_it_later() -> None:
+    core = new_core()
+    ticket = core.request(GetInParts(ObjectID(b"o")), now=0.0)
+    hello, get = sent(core)
+    core.on_reply(ok(hello), [])
+    core.on_reply(header(get, (4,), 2), [])
+    core.abandon(ticket)
+    assert core.pending_count == 0 and core.next_deadline() is None
+    assert core.on_reply(ok(get), frames(b"ab")) == []
+
+
+def test_a_part_with_other_than_one_frame_makes_the_connection_unusable() -> None:
+    core = new_core()
+    ticket = core.request(GetInParts(ObjectID(b"o")), now=0.0)
+    hello, get = sent(core)
+    core.on_reply(ok(hello), [])
+    core.on_reply(header(get, (4,), 2), [])
+    failed, reconnect = core.on_reply(ok(get), frames(b"a", b"b"))
+    assert isinstance(failed, Failed) and failed.ticket == ticket and "one expected" in str(failed.error)
+    assert isinstance(reconnect, Reconnect)

@@ -240,6 +240,7 @@ REQUESTS: dict[str, sm.StorageRequest] = {
         8, sm.Adopt(ObjectID(b"o" * 16), b"Client|abc", "6f6f.1a2b.put", 1 << 33, "argument of bytes")
     ),
     "storage-get-mapped": sm.StorageRequest(9, sm.GetMapped(ObjectID(b"o" * 16))),
+    "storage-get-in-parts": sm.StorageRequest(11, sm.GetInParts(ObjectID(b"o" * 16))),
     "storage-adopt-many": sm.StorageRequest(
         10,
         sm.AdoptMany(
@@ -266,6 +267,10 @@ REPLIES: dict[str, sm.StorageReply] = {
         sm.SegmentDirectory("/dev/shm/scaler-objects-1000-abc", "5e1f-boot", 25, 1 << 20, True),
     ),
     "storage-reply-mapped": sm.StorageReply(9, sm.StorageStatus.OK, "", sm.MappedSize(1 << 33)),
+    "storage-reply-in-parts": sm.StorageReply(
+        11, sm.StorageStatus.OK, "", sm.ObjectSize((1 << 20) + 40), (40, 1 << 20), 2
+    ),
+    "storage-reply-part": sm.StorageReply(11, sm.StorageStatus.OK),
     "storage-reply-outcomes": sm.StorageReply(
         10,
         sm.StorageStatus.OK,

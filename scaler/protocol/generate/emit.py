@@ -130,7 +130,11 @@ def values_module(module: Module, doc: str, extras_module: str, extras: list[str
         lines += ["", "", *_class(py)]
     lines.append("")
     for alias, members in module.aliases:
-        lines += ["", f"{alias} = {' | '.join(members)}"]
+        line = f"{alias} = {' | '.join(members)}"
+        if len(line) <= 120:
+            lines += ["", line]
+        else:  # as ruff format wraps it
+            lines += ["", f"{alias} = (", f"    {' | '.join(members)}", ")"]
     for table, enum_name, pairs in module.tables:
         entries = [f"{cls}: {enum_name}.{member}" for cls, member in pairs]
         lines += ["", *sequence(f"{table}: dict[type, {enum_name}] = {{", entries, "}")]

@@ -233,6 +233,7 @@ STRUCTS = {
                     "info": Member("Info"),
                     "deleteOwner": Member("DeleteOwner", "owner_id", "bytes"),
                     "getMapped": Member("GetMapped", "object_id", "ObjectID"),
+                    "getInParts": Member("GetInParts", "object_id", "ObjectID"),
                 },
             )
         },
