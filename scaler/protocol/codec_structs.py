@@ -138,10 +138,11 @@ def read_manager_info(r: Any) -> m.ManagerInfo:
 def write_processor_info(b: Any, v: m.ProcessorInfo) -> None:
     b.processorId = v.processor_id
     b.workerId = v.worker_id
+    b.lent = v.lent
 
 
 def read_processor_info(r: Any) -> m.ProcessorInfo:
-    return m.ProcessorInfo(r._get("processorId"), r._get("workerId"))
+    return m.ProcessorInfo(r._get("processorId"), r._get("workerId"), r._get("lent"))
 
 
 def write_hello_reply(b: Any, v: m.HelloReply) -> None:

@@ -80,6 +80,7 @@ struct ProcessorInfo {
   # worker is registered; the scheduler takes what it sends as its worker's.
   processorId @0 :Data;     # its name within its worker (the agent's)
   workerId @1 :Data;        # the identity of its worker agent's connection
+  lent @2 :Bool;            # its worker lends it to the scheduler: plain tasks may come on the link (section 3.9)
 }
 
 struct HelloReply {

@@ -283,6 +283,8 @@ class ProcessorInfo:
     processor_id: bytes
     #: the identity of its worker agent's connection
     worker_id: bytes
+    #: its worker lends it to the scheduler: plain tasks may come on the link (section 3.9)
+    lent: bool = False
 
 
 @dataclass(frozen=True, slots=True)

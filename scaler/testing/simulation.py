@@ -237,7 +237,8 @@ class SimulatedCluster:
         """The scheduler's bookkeeping agrees with itself (raises AssertionError otherwise)."""
         core = self.core
         for peer, worker in core.workers.items():
-            assert len(worker.assigned) <= worker.capacity, f"{peer!r} holds more than its capacity"
+            assert len(worker.assigned) <= worker.capacity + worker.lent_parked, f"{peer!r} holds more than its capacity"
+            assert worker.lent_parked == sum(len(link.parked) for link in worker.lent_links), "lent parked miscounted"
             for task_id in worker.assigned:
                 record = core.tasks.records.get(task_id)
                 assert record is not None, "a worker holds a task that is not live"
@@ -245,6 +246,12 @@ class SimulatedCluster:
         for task_id, record in core.tasks.records.items():
             if record.worker is not None:
                 assert task_id in core.workers[record.worker].assigned, "a dispatched task is not held by its worker"
+            if record.link is not None:  # lent processors (task_lifecycle.py)
+                link = core.processors[record.link]
+                assert link.worker == record.worker and task_id in link.tasks, "a task sent on a link is not held there"
+        for link in core.processors.values():
+            for task_id in link.tasks:
+                assert core.tasks.records[task_id].link == link.peer, "a link holds a task not sent there"
         assert len(core.tasks.queue) == sum(1 for r in core.tasks.records.values() if r.state.value == "queued"), (
             "the queue count disagrees with the table"
         )

@@ -73,13 +73,19 @@ class WorkerRecord:
     #: its unit is being taken back (a spot interruption): no new task; what runs at this time is moved
     draining_until: float | None = None
     processors: set[PeerID] = field(default_factory=set)  #: its processors' links (ProcessorRecord)
+    #: the links of the processors it lends (ProcessorInfo.lent): its plain tasks go there (task_lifecycle.py)
+    lent_links: list[ProcessorLinkRecord] = field(default_factory=list)
+    #: its lent processors' tasks that wait on nested futures: each yields its slot, as a parked task at its agent
+    lent_parked: int = 0
     #: tasks whose results were read from its processors since its last heartbeat echo, which names them (the
     #: agent's journal forgets them); at most MAX_RESULTS_READ, the oldest dropped (the agent sends those again)
     results_read: collections.deque[TaskID] = field(default_factory=lambda: collections.deque(maxlen=MAX_RESULTS_READ))
 
     @property
     def free_slots(self) -> int:
-        return 0 if self.draining_until is not None else self.capacity - len(self.assigned)
+        if self.draining_until is not None:
+            return 0
+        return self.capacity + self.lent_parked - len(self.assigned)
 
     @property
     def is_idle(self) -> bool:
@@ -103,6 +109,11 @@ class ProcessorLinkRecord:
     peer: PeerID
     worker: PeerID
     processor_id: bytes  #: its name within its worker
+    #: its worker lends it: plain tasks are sent on the link (task_lifecycle.py, lent processors)
+    lent: bool = False
+    #: the tasks sent on the link and not ended, in the order they were sent (a dict as an ordered set)
+    tasks: dict[TaskID, None] = field(default_factory=dict)
+    parked: set[TaskID] = field(default_factory=set)  #: those of them waiting on nested futures
 
 
 @dataclass(slots=True)

@@ -141,8 +141,11 @@ class Registration:
         if record is not None and record.worker != worker.peer:
             return "this connection is already registered as a processor of another worker"
         if record is None:
-            core.processors[peer] = ProcessorLinkRecord(peer, worker.peer, info.processor_id)
+            record = core.processors[peer] = ProcessorLinkRecord(peer, worker.peer, info.processor_id, info.lent)
             worker.processors.add(peer)
+            if info.lent:  # its worker lends it: plain tasks go on its link from now on (task_lifecycle.py)
+                worker.lent_links.append(record)
+                core.lifecycle.worker_has_room(worker.peer)
         return None
 
     def _register_manager(self, peer: PeerID, hello: m.Hello, info: m.ManagerInfo) -> str | None:

@@ -135,6 +135,7 @@ class SchedulerCore:
             jobs=self.jobs,
             managers=self.managers,
             answer=lambda peer, message: self.client_sessions.answer(peer, message),
+            processors=self.processors,
         )
         #: what survives a scheduler restart: tasks workers still hold, their results, tasks of returning clients
         #: held back (reattachment.py); the lifecycle never sees it: tasks reach it adopted or submitted
@@ -199,6 +200,9 @@ class SchedulerCore:
         processor_handlers: _Handlers = {
             m.TaskResult: workers.on_processor_result,
             m.TaskLog: workers.on_processor_log,
+            m.ProcessorBlocked: workers.on_lent_parked,
+            m.ProcessorResumeRequest: workers.on_lent_resumed,
+            m.TaskReturn: workers.on_lent_returned,
         }
         return client_handlers, worker_handlers, manager_handlers, processor_handlers
 

@@ -7,6 +7,15 @@ A result for a task this instance never had is one from before a restart (`reatt
 is being reclaimed leaves gracefully: none of its tasks spends a retry. A result read from a processor is its worker's
 and is named in the worker's next heartbeat echo (`HeartbeatEcho.results_read`), so that the agent's result journal
 forgets it; a processor's link goes with its worker. Pure: time is the core's `now`.
+
+**Lent processors** (docs/architecture.md, "Lent processors"): a processor whose hello says `lent` takes its worker's
+plain tasks on its link (task_lifecycle.py), and its agent never sees them. What only the agent would have reported
+comes on the link: a task that parks on nested futures (ProcessorBlocked; it yields its slot, as at an agent, until
+its ProcessorResumeRequest), and tasks it gives back unstarted (TaskReturn: it hosts an actor, which holds its
+computing turn; the link is lent no more). When the link closes (the processor died or was killed), the tasks sent on
+it without a result are handled as its agent handles its processor's death: the oldest one not parked was computing
+and fails with PROCESSOR_DIED, the parked ones are lost and run again (a retry spent), the others were staged and go
+back to the queue (none spent).
 """
 
 from __future__ import annotations
@@ -16,6 +25,8 @@ from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, TaskID, short
+from scaler.scheduler.core.peers import ProcessorLinkRecord, WorkerRecord
+from scaler.scheduler.core.task_state import TaskEvent
 
 if TYPE_CHECKING:
     from scaler.scheduler.core.scheduler_core import SchedulerCore
@@ -96,8 +107,58 @@ class WorkerSessions:
         processor = core.processors.pop(peer, None)
         if processor is not None and (worker := core.workers.get(processor.worker)) is not None:
             worker.processors.discard(peer)
+            if processor.lent:
+                self._lent_link_gone(worker, processor)
         if processor is not None:
             core.actors.processor_gone(peer)
+
+    def _lent_link_gone(self, worker: WorkerRecord, link: ProcessorLinkRecord) -> None:
+        """A lent processor's link closed: its tasks without a result end as at its agent's (module docstring)."""
+        if link in worker.lent_links:
+            worker.lent_links.remove(link)
+        worker.lent_parked -= len(link.parked)
+        lifecycle = self._core.lifecycle
+        name = link.processor_id.decode(errors="replace")
+        blamed = next((task_id for task_id in link.tasks if task_id not in link.parked), None)
+        for task_id in list(link.tasks):
+            if task_id == blamed:
+                text = f"the processor {name} running the task died (its link to the scheduler closed)"
+                logger.warning("task %s: %s", task_id.hex(), text)
+                lifecycle.result_from(worker.peer, m.TaskResult(task_id, m.ResultStatus.PROCESSOR_DIED, error_message=text))
+            elif task_id in link.parked:
+                why = f"the processor {name} it waited in died while running another task"
+                lifecycle.apply(task_id, TaskEvent.WORKER_LOST, reason=why)
+            else:
+                lifecycle.apply(task_id, TaskEvent.RETURNED, reason=f"its lent processor {name} died before it started")
+        link.tasks.clear()
+        link.parked.clear()
+
+    def on_lent_parked(self, peer: PeerID, blocked: m.ProcessorBlocked) -> None:
+        """A task on a lent processor waits on nested futures: its slot serves other tasks meanwhile."""
+        core = self._core
+        link = core.processors[peer]
+        if blocked.task_id in link.tasks and blocked.task_id not in link.parked:
+            link.parked.add(blocked.task_id)
+            core.workers[link.worker].lent_parked += 1
+            core.lifecycle.worker_has_room(link.worker)
+
+    def on_lent_resumed(self, peer: PeerID, request: m.ProcessorResumeRequest) -> None:
+        """A parked task on a lent processor goes on (its processor gives it the turn itself): it takes a slot again."""
+        core = self._core
+        link = core.processors[peer]
+        if request.task_id in link.parked:
+            link.parked.discard(request.task_id)
+            core.workers[link.worker].lent_parked -= 1
+
+    def on_lent_returned(self, peer: PeerID, returned: m.TaskReturn) -> None:
+        """A lent processor gives tasks back unstarted (it hosts an actor): they are queued again, and it is lent no
+        more."""
+        core = self._core
+        link = core.processors[peer]
+        worker = core.workers[link.worker]
+        if link in worker.lent_links:
+            worker.lent_links.remove(link)
+        core.lifecycle.returned_by(worker.peer, returned.task_ids)
 
     def end_notices(self) -> None:
         """A draining worker whose reclaim notice is over has its remaining tasks moved elsewhere."""
