@@ -76,6 +76,7 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
         trim_memory_threshold_bytes=config.trim_memory_threshold_bytes,
         security=security,
         direct_results=config.direct_results,
+        lend=_lends(config),
     )
     # Fork the zygote first: no thread, event loop or ZeroMQ context exists yet.
     from scaler.io.process_profiling import run_profiled
@@ -114,6 +115,7 @@ def run_agent(
         has_preload=bool(config.preload),
         nested_parents=NestedParents.named(config.nested_parents),
         max_staged_tasks=executor.max_staged_tasks,
+        lend_processors=_lends(config),
         pause_after_seconds=10 * TICK_SECONDS,  # ten ticks missed: the worker itself was stopped
     )
     capabilities = parse_worker_capabilities(config.per_worker_capabilities)
@@ -148,3 +150,12 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _lends(config: WorkerConfig) -> bool:
+    """Whether the worker lends its processors (`lend_processors`): not with a task timeout, which its agent enforces
+    on the tasks it sees, and a lent processor's tasks it never sees."""
+    if config.lend_processors and config.task_timeout_seconds > 0:
+        logger.warning("lend_processors is ignored: task_timeout_seconds is set, and only the worker agent enforces it")
+        return False
+    return bool(config.lend_processors)

@@ -50,6 +50,12 @@ class ClientRecord:
         return bool(self.away_reason)
 
 
+#: Lent processors (`WorkerRecord.learn_lent`): the most tasks staged behind the one computing, and how much of their run
+#: time at most.
+MAX_LENT_STAGED = 16
+LENT_STAGING_SECONDS = 0.002
+
+
 @dataclass(slots=True)
 class WorkerRecord:
     peer: PeerID
@@ -77,6 +83,10 @@ class WorkerRecord:
     lent_links: list[ProcessorLinkRecord] = field(default_factory=list)
     #: its lent processors' tasks that wait on nested futures: each yields its slot, as a parked task at its agent
     lent_parked: int = 0
+    #: tasks its lent processors may hold beyond its capacity, staged behind the one each computes (`learn_lent`)
+    lent_staging: int = 0
+    lent_run_seconds: float | None = None  #: the moving average of its lent tasks' run times
+    lent_depth: int = 0  #: tasks each lent processor may hold staged (`learn_lent`)
     #: tasks whose results were read from its processors since its last heartbeat echo, which names them (the
     #: agent's journal forgets them); at most MAX_RESULTS_READ, the oldest dropped (the agent sends those again)
     results_read: collections.deque[TaskID] = field(default_factory=lambda: collections.deque(maxlen=MAX_RESULTS_READ))
@@ -85,7 +95,20 @@ class WorkerRecord:
     def free_slots(self) -> int:
         if self.draining_until is not None:
             return 0
-        return self.capacity + self.lent_parked - len(self.assigned)
+        return self.capacity + self.lent_parked + self.lent_staging - len(self.assigned)
+
+    def learn_lent(self, seconds: float) -> None:
+        """A task on one of its lent processors computed for `seconds`: its agent, which never sees such a task, cannot
+        raise its prefetch for tiny ones, so each lent processor may hold up to MAX_LENT_STAGED more, about
+        LENT_STAGING_SECONDS of them (as the agent stages tiny tasks, agent/placement.py rule 2)."""
+        average = self.lent_run_seconds
+        self.lent_run_seconds = average = seconds if average is None else 0.8 * average + 0.2 * seconds
+        self.lent_depth = min(MAX_LENT_STAGED, int(LENT_STAGING_SECONDS / max(average, 1e-6)))
+        self.restage()
+
+    def restage(self) -> None:
+        """Its lent processors or their depth changed."""
+        self.lent_staging = self.lent_depth * len(self.lent_links)
 
     @property
     def is_idle(self) -> bool:

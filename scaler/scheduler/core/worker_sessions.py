@@ -71,6 +71,12 @@ class WorkerSessions:
         if core.actors.is_call(result.task_id):
             core.actors.call_result(worker.peer, result)
             return
+        record = core.tasks.get(result.task_id)
+        if record is not None and record.link == peer:  # a lent task: the agent's journal never had it
+            if result.ran is not None:
+                worker.learn_lent(result.ran.finished_at - result.ran.started_at)  # before the slot is offered
+            core.lifecycle.result_from(worker.peer, result)
+            return
         worker.results_read.append(result.task_id)
         self.on_result(worker.peer, result)
 
@@ -116,6 +122,7 @@ class WorkerSessions:
         """A lent processor's link closed: its tasks without a result end as at its agent's (module docstring)."""
         if link in worker.lent_links:
             worker.lent_links.remove(link)
+            worker.restage()
         worker.lent_parked -= len(link.parked)
         lifecycle = self._core.lifecycle
         name = link.processor_id.decode(errors="replace")
@@ -158,6 +165,7 @@ class WorkerSessions:
         worker = core.workers[link.worker]
         if link in worker.lent_links:
             worker.lent_links.remove(link)
+            worker.restage()
         core.lifecycle.returned_by(worker.peer, returned.task_ids)
 
     def end_notices(self) -> None:

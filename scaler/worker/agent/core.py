@@ -144,7 +144,7 @@ class AgentCore:
         self.tasks = self.table.tasks
         self.processors = self.table.processors
         self.placement = Placement(self.table, settings.slots, settings.max_staged_tasks, self.effects)
-        self.pool = ProcessorPool(settings.slots, processor_prefix)
+        self.pool = ProcessorPool(settings.slots, processor_prefix, keep_all=settings.lend_processors)
         self.estimates = RunTimeEstimates()
         self.journal = ResultJournal()
         self._storage_address = settings.object_storage_address

@@ -267,10 +267,19 @@ class TaskThreads:
         return self._outlet.has_work() or self._channel.wait(timeout_seconds, also)
 
     def _poll_inbox(self) -> list[m.Message]:
-        """What the channel holds now, and the actors' calls and stops read on the link (under the lock)."""
+        """What the channel holds now, and the actors' calls and stops and the lent tasks read on the link (under the
+        lock). Lent tasks read while an actor lives here, or comes with this read, are given back (outlet.py)."""
         messages = self._channel.poll()
         work = self._outlet.take_work()
-        return messages + work if work else messages
+        if not work:
+            return messages
+        if self._line.hosts_actor(messages):
+            lent = [t.task_id for t in work if isinstance(t, m.Task) and self._outlet.is_lent(t.task_id)]
+            if lent:
+                self._outlet.give_back(lent)
+                given = set(lent)
+                work = [w for w in work if not (isinstance(w, m.Task) and w.task_id in given)]
+        return messages + work
 
     def _pass_turn_locked(self, record: _TaskRecord, me: int) -> _TaskRecord | None:
         """The task ended or parked: the turn passes, once the channel was read without blocking (protocol rule 2);
@@ -469,11 +478,26 @@ class TaskThreads:
                 self.send(m.ProcessorResumeRequest(running.task.task_id))
             except ChannelClosed:
                 pass  # the holder hears it too and ends the processor
+            if self._outlet.is_lent(running.task.task_id):
+                self._resume_lent(running)
             resume.wait()
         resume.clear()
         running.parked_cpu_seconds += time.process_time() - running.parked_since_cpu
         if running.state is ProcessorTaskState.STOPPING_PARKED:
             raise TaskAbandoned(f"task {running.task.task_id.hex()} was stopped by its worker (cancelled or timed out)")
+
+    def _resume_lent(self, record: _TaskRecord) -> None:
+        """A lent task's futures are done: no agent gives it the turn back, the processor does (as if its agent had
+        sent ProcessorResume at once); it goes on when the task computing here, if any, passes the turn."""
+        line = self._line
+        with self._lock:
+            line.receive([m.ProcessorResume(record.task.task_id)])
+            if line.computing is None:
+                following = line.take_turn([])
+                if following is not None:  # not expected: the turn was free, so only this task waited for it
+                    line.hand_on(following)
+            later = self._carry_out_locked()
+        self._carry_out_later(later)
 
     def _park(self, record: _TaskRecord) -> None:
         """The task's outermost wait begins: report it, then pass the baton (if this thread holds it) and the
