@@ -53,6 +53,8 @@ MAX_HELD = 16
 #: How long an actor built as the link's hello is still unanswered waits for the answer before it says it is ready
 #: (then without the link: its calls come through the agent).
 LINK_WAIT_SECONDS = 1.0
+#: How long a processor that ends for a cancelled lent task waits for its last messages to leave.
+LAST_WORDS_SECONDS = 2.0
 #: As plain ints: a flag enum's `&` costs a Python call per read.
 _EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 
@@ -124,6 +126,20 @@ class ProcessorOutlet:
         if self._link is not None:
             self._send_on_link(codec.encode(message))
         return True
+
+    def last_words(self, give_back: list[TaskID], answer: m.TaskResult) -> None:
+        """The processor is about to exit for a cancelled lent task: the lent tasks it will not run go back, then the
+        task's answer, and they have left the process when this returns (or LAST_WORDS_SECONDS passed)."""
+        with self._lock:
+            self._flush()
+            if self._link is None:
+                return
+            frames = [codec.encode(m.TaskReturn(tuple(give_back)))] if give_back else []
+            frames.append(codec.encode(answer))
+            tracker = self._link.send_multipart(frames, copy=False, track=True)
+            tracker.wait(LAST_WORDS_SECONDS)
+            self._link.close(linger=int(LAST_WORDS_SECONDS * 1000))
+            self._link = None
 
     def is_lent(self, task_id: bytes) -> bool:
         """Whether the task came on the link (its worker lends this processor)."""

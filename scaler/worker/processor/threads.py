@@ -329,6 +329,8 @@ class TaskThreads:
                 reason = "the actor this call is for is not in the processor the call reached: it ended"
                 self.send(m.TaskResult(instruction.task_id, m.ResultStatus.ACTOR_DIED, error_message=reason))
             elif isinstance(instruction, Interrupt):
+                if not self._line.parked and self._outlet.is_lent(instruction.record.task.task_id):
+                    self._end_for_lent_cancel(instruction.record)  # does not return
                 _interrupt(instruction.record)
             elif isinstance(instruction, Wake):
                 _wake(instruction.record)
@@ -341,6 +343,15 @@ class TaskThreads:
                 self._on_hello(instruction.object_storage_address)
         instructions.clear()
         return later
+
+    def _end_for_lent_cancel(self, record: _TaskRecord) -> None:
+        """A lent task that computes alone is cancelled: the processor ends, as its agent kills a processor for a task
+        cancelled there (agent/core.py rule 4), since code stuck in a C call would never see TaskAbandoned. Its other
+        lent tasks go back to the scheduler, then the task's CANCELED answer, before it exits (under the lock)."""
+        staged = [r.task.task_id for r in self._line.awaiting_turn if self._outlet.is_lent(r.task.task_id)]
+        answer = m.TaskResult(record.task.task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id)
+        self._outlet.last_words(staged, answer)
+        os._exit(0)
 
     def _carry_out_later(self, later: _Later) -> None:
         """Start the threads and cancel the nested tasks the instructions asked for (with the lock released)."""
