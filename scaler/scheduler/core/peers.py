@@ -50,8 +50,8 @@ class ClientRecord:
         return bool(self.away_reason)
 
 
-#: Lent processors (`WorkerRecord.learn_lent`): the most tasks staged behind the one computing, and how much of their run
-#: time at most.
+#: Lent processors (`WorkerRecord.learn_lent`): the most tasks staged behind the one computing, and how much of
+#: their run time at most.
 MAX_LENT_STAGED = 16
 LENT_STAGING_SECONDS = 0.002
 

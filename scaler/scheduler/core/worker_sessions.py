@@ -131,7 +131,8 @@ class WorkerSessions:
             if task_id == blamed:
                 text = f"the processor {name} running the task died (its link to the scheduler closed)"
                 logger.warning("task %s: %s", task_id.hex(), text)
-                lifecycle.result_from(worker.peer, m.TaskResult(task_id, m.ResultStatus.PROCESSOR_DIED, error_message=text))
+                died = m.TaskResult(task_id, m.ResultStatus.PROCESSOR_DIED, error_message=text)
+                lifecycle.result_from(worker.peer, died)
             elif task_id in link.parked:
                 why = f"the processor {name} it waited in died while running another task"
                 lifecycle.apply(task_id, TaskEvent.WORKER_LOST, reason=why)

@@ -219,9 +219,10 @@ class ProcessorOutlet:
         """A task's output: the way its result will go, so that it reaches the client before the result."""
         with self._lock:
             self._flush()
-            if log.task_id in self._lent_tasks or (self._route.is_open and (
-                log.task_id in self._linked_calls or (self._direct and log.task_id not in self._through_agent)
-            )):
+            if log.task_id in self._lent_tasks or (
+                self._route.is_open
+                and (log.task_id in self._linked_calls or (self._direct and log.task_id not in self._through_agent))
+            ):
                 self._send_on_link(codec.encode(log))
             else:
                 self._channel.send(log)

@@ -329,9 +329,7 @@ class TaskThreads:
                 reason = "the actor this call is for is not in the processor the call reached: it ended"
                 self.send(m.TaskResult(instruction.task_id, m.ResultStatus.ACTOR_DIED, error_message=reason))
             elif isinstance(instruction, Interrupt):
-                if not self._line.parked and self._outlet.is_lent(instruction.record.task.task_id):
-                    self._end_for_lent_cancel(instruction.record)  # does not return
-                _interrupt(instruction.record)
+                self._stop(instruction.record)
             elif isinstance(instruction, Wake):
                 _wake(instruction.record)
             elif isinstance(instruction, CancelNested):
@@ -343,6 +341,12 @@ class TaskThreads:
                 self._on_hello(instruction.object_storage_address)
         instructions.clear()
         return later
+
+    def _stop(self, record: _TaskRecord) -> None:
+        """Stop a computing task: TaskAbandoned in its thread; a lent one computing alone ends the processor."""
+        if not self._line.parked and self._outlet.is_lent(record.task.task_id):
+            self._end_for_lent_cancel(record)  # does not return
+        _interrupt(record)
 
     def _end_for_lent_cancel(self, record: _TaskRecord) -> None:
         """A lent task that computes alone is cancelled: the processor ends, as its agent kills a processor for a task
