@@ -137,6 +137,7 @@ class ProcessorLinkRecord:
     #: the tasks sent on the link and not ended, in the order they were sent (a dict as an ordered set)
     tasks: dict[TaskID, None] = field(default_factory=dict)
     parked: set[TaskID] = field(default_factory=set)  #: those of them waiting on nested futures
+    leaving: bool = False  #: it said it ends on purpose: its loss blames no task (worker_sessions.py)
 
 
 @dataclass(slots=True)

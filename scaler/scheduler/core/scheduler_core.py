@@ -203,6 +203,8 @@ class SchedulerCore:
             m.ProcessorBlocked: workers.on_lent_parked,
             m.ProcessorResumeRequest: workers.on_lent_resumed,
             m.TaskReturn: workers.on_lent_returned,
+            m.TaskCancelConfirm: workers.on_lent_cancel_confirm,
+            m.WorkerLeaving: workers.on_lent_leaving,
         }
         return client_handlers, worker_handlers, manager_handlers, processor_handlers
 

@@ -126,7 +126,7 @@ class WorkerSessions:
         worker.lent_parked -= len(link.parked)
         lifecycle = self._core.lifecycle
         name = link.processor_id.decode(errors="replace")
-        blamed = next((task_id for task_id in link.tasks if task_id not in link.parked), None)
+        blamed = None if link.leaving else next((t for t in link.tasks if t not in link.parked), None)
         for task_id in list(link.tasks):
             if task_id == blamed:
                 text = f"the processor {name} running the task died (its link to the scheduler closed)"
@@ -157,6 +157,21 @@ class WorkerSessions:
         if request.task_id in link.parked:
             link.parked.discard(request.task_id)
             core.workers[link.worker].lent_parked -= 1
+
+    def on_lent_cancel_confirm(self, peer: PeerID, confirm: m.TaskCancelConfirm) -> None:
+        """A lent processor stopped a cancelled task, as its agent confirms one."""
+        self._core.lifecycle.cancel_confirmed_by(self._core.processors[peer].worker, confirm)
+
+    def on_lent_leaving(self, peer: PeerID, leaving: m.WorkerLeaving) -> None:
+        """A lent processor ends on purpose (a cancelled task's, as its agent would have killed it): it is lent no more,
+        and its loss queues again, without blame, the tasks that were on their way to it."""
+        core = self._core
+        link = core.processors[peer]
+        link.leaving = True
+        worker = core.workers[link.worker]
+        if link in worker.lent_links:
+            worker.lent_links.remove(link)
+            worker.restage()
 
     def on_lent_returned(self, peer: PeerID, returned: m.TaskReturn) -> None:
         """A lent processor gives tasks back unstarted (it hosts an actor): they are queued again, and it is lent no

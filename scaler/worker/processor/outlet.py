@@ -123,23 +123,34 @@ class ProcessorOutlet:
             return False
         if isinstance(message, m.TaskResult):
             self._lent_tasks.discard(task_id)
+            if message.status is m.ResultStatus.CANCELED:  # as the agent confirms a cancel
+                message = m.TaskCancelConfirm(task_id, m.CancelOutcome.CANCELED)
         if self._link is not None:
             self._send_on_link(codec.encode(message))
         return True
 
-    def last_words(self, give_back: list[TaskID], answer: m.TaskResult) -> None:
-        """The processor is about to exit for a cancelled lent task: the lent tasks it will not run go back, then the
-        task's answer, and they have left the process when this returns (or LAST_WORDS_SECONDS passed)."""
+    def last_words(self, give_back: list[TaskID], cancelled: TaskID) -> None:
+        """The processor is about to exit for a cancelled lent task: it says it leaves (the scheduler then queues
+        again, without blame, what it sent here and is still on its way), the lent tasks it will not run go back, then
+        the task's cancel is confirmed; they have left the process when this returns (or LAST_WORDS_SECONDS passed)."""
         with self._lock:
             self._flush()
+            self._lent_tasks.clear()
             if self._link is None:
                 return
-            frames = [codec.encode(m.TaskReturn(tuple(give_back)))] if give_back else []
-            frames.append(codec.encode(answer))
+            frames = [codec.encode(m.WorkerLeaving("a cancelled lent task's processor ends"))]
+            if give_back:
+                frames.append(codec.encode(m.TaskReturn(tuple(give_back))))
+            frames.append(codec.encode(m.TaskCancelConfirm(cancelled, m.CancelOutcome.CANCELED)))
             tracker = self._link.send_multipart(frames, copy=False, track=True)
             tracker.wait(LAST_WORDS_SECONDS)
             self._link.close(linger=int(LAST_WORDS_SECONDS * 1000))
             self._link = None
+
+    @property
+    def lends(self) -> bool:
+        """Its worker lends it: plain tasks come on its link."""
+        return self._lend
 
     def is_lent(self, task_id: bytes) -> bool:
         """Whether the task came on the link (its worker lends this processor)."""

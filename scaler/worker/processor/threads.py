@@ -51,6 +51,9 @@ logger = logging.getLogger(__name__)
 _STOPPING, _UNWOUND = ProcessorTaskState.STOPPING, ProcessorOutcome.UNWOUND
 #: An idle thread beyond the first ends after waiting this long for work.
 IDLE_THREAD_SECONDS = 30.0
+#: Lent processors: how often a thread of their own looks whether a lent task has computed that long, and then reads the
+#: link for it (a cancel), since the task's thread holds the baton and reads nothing until it ends (`_watch_lent`).
+LENT_WATCH_SECONDS = 0.05
 
 
 class TaskAbandoned(BaseException):
@@ -132,10 +135,35 @@ class TaskThreads:
 
     def run(self) -> None:
         """The main thread's part: take the baton and serve; returns when the agent closed the channel."""
+        if self._outlet.lends:
+            threading.Thread(target=self._watch_lent, name="scaler-lent-watch", daemon=True).start()
         try:
             self._work(None)
         except ChannelClosed:
             return
+
+    def _watch_lent(self) -> None:
+        """Lent processors: while a lent task has computed for LENT_WATCH_SECONDS, what came on the link and the channel
+        is read for it every LENT_WATCH_SECONDS, as its own thread would between two values of a stream (its agent,
+        which would have killed the processor for a cancel, never saw it). Tiny tasks never wake this thread's reads."""
+        seen: _TaskRecord | None = None
+        line = self._line
+        while True:
+            time.sleep(LENT_WATCH_SECONDS)
+            computing = line.computing
+            if computing is None or computing is not seen or not self._outlet.is_lent(computing.task.task_id):
+                seen = computing
+                continue
+            try:
+                with self._lock:
+                    later = _NOTHING
+                    if line.computing is computing:
+                        line.take_turn(self._poll_inbox())  # the turn is the task's: messages are only received
+                        later = self._carry_out_locked() if line.instructions else _NOTHING
+            except ChannelClosed:
+                return  # the holder hears it too and ends the processor
+            if later:
+                self._carry_out_later(later)
 
     def send(self, message: m.Message) -> None:
         """A report for the agent only (the results of tasks that ran go through the outlet, which knows their way)."""
@@ -353,8 +381,7 @@ class TaskThreads:
         cancelled there (agent/core.py rule 4), since code stuck in a C call would never see TaskAbandoned. Its other
         lent tasks go back to the scheduler, then the task's CANCELED answer, before it exits (under the lock)."""
         staged = [r.task.task_id for r in self._line.awaiting_turn if self._outlet.is_lent(r.task.task_id)]
-        answer = m.TaskResult(record.task.task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id)
-        self._outlet.last_words(staged, answer)
+        self._outlet.last_words(staged, record.task.task_id)
         os._exit(0)
 
     def _carry_out_later(self, later: _Later) -> None:

@@ -79,8 +79,26 @@ def test_a_cancel_of_a_lent_task_goes_on_its_link() -> None:
     sim.cancel(client, [sent.task_id])
     assert sent_to(sim, link, m.TaskCancel) == [m.TaskCancel((sent.task_id,))]
     assert not sent_to(sim, worker.peer, m.TaskCancel)
-    sim.send(link, m.TaskResult(sent.task_id, m.ResultStatus.CANCELED))
-    assert client.answers[sent.task_id] == [("result", "canceled")]
+    sim.send(link, m.TaskCancelConfirm(sent.task_id, m.CancelOutcome.CANCELED))
+    assert client.answers[sent.task_id] == [("cancelled", "canceled")]
+    sim.check_invariants()
+
+
+def test_a_lent_processor_that_leaves_on_purpose_blames_nothing_on_its_way() -> None:
+    """It ends for a cancelled task (as its agent would have killed it): the tasks sent to it and not read go back."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=3)
+    link = lend(sim, worker)
+    sim.submit(client, [task(client.peer, n) for n in (1, 2, 3)])
+    cancelled, returned, on_its_way = (t.task_id for t in sent_to(sim, link, m.Task))
+    sim.cancel(client, [cancelled])
+    sim.send(link, m.WorkerLeaving("ends"))
+    sim.send(link, m.TaskReturn((returned,)))
+    sim.send(link, m.TaskCancelConfirm(cancelled, m.CancelOutcome.CANCELED))
+    sim.feed(PeerLost(PeerID(link), "connection closed", sim.now))
+    assert client.answers[cancelled] == [("cancelled", "canceled")]
+    assert set(worker.held) == {returned, on_its_way} and not client.answers[on_its_way]
     sim.check_invariants()
 
 
