@@ -687,6 +687,16 @@ def read_result_sent(r: Any) -> m.ResultSent:
     return m.ResultSent(r._get("taskId"), r._get("result"), r._get("seconds"))
 
 
+def write_processor_exited(b: Any, v: m.ProcessorExited) -> None:
+    b.processorId = v.processor_id
+    b.description = v.description
+    b.outOfMemory = v.out_of_memory
+
+
+def read_processor_exited(r: Any) -> m.ProcessorExited:
+    return m.ProcessorExited(r._get("processorId"), r._get("description"), r._get("outOfMemory"))
+
+
 def write_status_snapshot(b: Any, v: m.StatusSnapshot) -> None:
     b.time = v.time
     write_scheduler_stats(b.init("scheduler"), v.scheduler)
@@ -1442,6 +1452,7 @@ WRITERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.ActorLookup: ("actorLookup", write_actor_lookup),
     m.ActorReply: ("actorReply", write_actor_reply),
     m.ResultSent: ("resultSent", write_result_sent),
+    m.ProcessorExited: ("processorExited", write_processor_exited),
 }
 #: Each member of the envelope, by its discriminant, and its reader.
 READERS: tuple[tuple[str, Callable[[Any], m.Message]], ...] = (
@@ -1486,4 +1497,5 @@ READERS: tuple[tuple[str, Callable[[Any], m.Message]], ...] = (
     ("actorLookup", read_actor_lookup),
     ("actorReply", read_actor_reply),
     ("resultSent", read_result_sent),
+    ("processorExited", read_processor_exited),
 )

@@ -410,6 +410,14 @@ struct ResultSent {
   seconds @2 :Float64;      # how long the task computed, as the processor measured it (the agent's run-time estimates)
 }
 
+struct ProcessorExited {
+  # A worker that lends its processors says one of them ended (docs/protocol.md section 3.9): the scheduler fails the
+  # lent task it computed with this description, as the agent fails its own tasks.
+  processorId @0 :Data;     # its name within its worker (its link's identity is the worker's, "/", this)
+  description @1 :Text;     # "killed by SIGSEGV", "exit code 7", ...
+  outOfMemory @2 :Text;     # not empty: it was killed for memory (the peak and the limit), and the task fails so
+}
+
 # ---------------------------------------------------------------- monitoring (PUB)
 
 struct StatusSnapshot {
@@ -624,6 +632,7 @@ struct Message {
     actorLookup @38 :ActorLookup;
     actorReply @39 :ActorReply;
     resultSent @40 :ResultSent;
+    processorExited @41 :ProcessorExited;
   }
 }
 

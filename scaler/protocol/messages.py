@@ -66,6 +66,7 @@ __all__ = [
     "PendingGroup",
     "Ping",
     "ProcessorBlocked",
+    "ProcessorExited",
     "ProcessorInfo",
     "ProcessorReady",
     "ProcessorResume",
@@ -681,6 +682,19 @@ class ResultSent:
 
 
 @dataclass(frozen=True, slots=True)
+class ProcessorExited:
+    """A worker that lends its processors says one of them ended (docs/protocol.md section 3.9): the scheduler fails
+    the lent task it computed with this description, as the agent fails its own tasks."""
+
+    #: its name within its worker (its link's identity is the worker's, "/", this)
+    processor_id: bytes = b""
+    #: "killed by SIGSEGV", "exit code 7", ...
+    description: str = ""
+    #: not empty: it was killed for memory (the peak and the limit), and the task fails so
+    out_of_memory: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class StatusSnapshot:
     """Monitor feed, topic "status": the scheduler's state at one instant (docs/protocol.md, monitor feed)."""
 
@@ -1093,6 +1107,7 @@ Message = (
     | ActorLookup
     | ActorReply
     | ResultSent
+    | ProcessorExited
 )
 
 #: Every message type, in the order of the envelope's union (its discriminant).
@@ -1138,4 +1153,5 @@ MESSAGE_TYPES: tuple[type, ...] = (
     ActorLookup,
     ActorReply,
     ResultSent,
+    ProcessorExited,
 )

@@ -138,6 +138,7 @@ class ProcessorLinkRecord:
     tasks: dict[TaskID, None] = field(default_factory=dict)
     parked: set[TaskID] = field(default_factory=set)  #: those of them waiting on nested futures
     leaving: bool = False  #: it said it ends on purpose: its loss blames no task (worker_sessions.py)
+    closed_at: float | None = None  #: its link closed while it held tasks: waiting for its agent's ProcessorExited
 
 
 @dataclass(slots=True)

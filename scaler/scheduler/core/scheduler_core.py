@@ -192,6 +192,7 @@ class SchedulerCore:
             m.WorkerLeaving: workers.on_leaving,
             m.TaskReturn: workers.on_task_return,
             m.ActorReady: self.actors.ready,
+            m.ProcessorExited: workers.on_processor_exited,
         }
         manager_handlers: _Handlers = {
             m.Heartbeat: managers.on_heartbeat,
@@ -314,6 +315,7 @@ class SchedulerCore:
         self.job_requests.expire()
         self.submissions.release_parked()
         self.worker_sessions.end_notices()
+        self.worker_sessions.lent_exits_unexplained()
         self.client_sessions.on_tick()
         self.worker_sessions.drop_silent()
         self.manager_sessions.forget_silent()

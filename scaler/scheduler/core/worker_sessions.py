@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: How long a lent processor's closed link waits for its agent to say why it ended (ProcessorExited) before its tasks
+#: end without the reason (a frozen or partitioned agent).
+LENT_EXIT_WAIT_SECONDS = 5.0
+
 
 class WorkerSessions:
     def __init__(self, core: SchedulerCore) -> None:
@@ -107,31 +111,66 @@ class WorkerSessions:
     def on_task_return(self, peer: PeerID, returned: m.TaskReturn) -> None:
         self._core.lifecycle.returned_by(peer, returned.task_ids)
 
-    def drop_processor(self, peer: PeerID) -> None:
-        """A processor's link closed (it ended, or was killed): forgotten; its worker stays."""
+    def drop_processor(self, peer: PeerID, exited: m.ProcessorExited | None = None) -> None:
+        """A processor's link closed (it ended, or was killed): forgotten; its worker stays. A lent one that holds tasks
+        is forgotten once its agent says why it ended (`exited`), or LENT_EXIT_WAIT_SECONDS after, so that the task it
+        computed fails with the reason (module docstring)."""
         core = self._core
-        processor = core.processors.pop(peer, None)
-        if processor is not None and (worker := core.workers.get(processor.worker)) is not None:
+        processor = core.processors.get(peer)
+        if processor is None:
+            return
+        worker = core.workers.get(processor.worker)
+        if exited is None and worker is not None and processor.lent and processor.tasks and not processor.leaving:
+            if processor.closed_at is None:
+                processor.closed_at = core.now
+                self._unlend(worker, processor)
+            return
+        del core.processors[peer]
+        if worker is not None:
             worker.processors.discard(peer)
             if processor.lent:
-                self._lent_link_gone(worker, processor)
-        if processor is not None:
-            core.actors.processor_gone(peer)
+                self._lent_link_gone(worker, processor, exited)
+        core.actors.processor_gone(peer)
 
-    def _lent_link_gone(self, worker: WorkerRecord, link: ProcessorLinkRecord) -> None:
-        """A lent processor's link closed: its tasks without a result end as at its agent's (module docstring)."""
+    def on_processor_exited(self, peer: PeerID, exited: m.ProcessorExited) -> None:
+        """A worker that lends its processors says one of them ended, and why."""
+        self.drop_processor(PeerID(peer + b"/" + exited.processor_id), exited)
+
+    def lent_exits_unexplained(self) -> None:
+        """Lent links closed LENT_EXIT_WAIT_SECONDS ago that no agent explained: their tasks end without the reason."""
+        core = self._core
+        late = [
+            link.peer
+            for link in core.processors.values()
+            if link.closed_at is not None and core.now - link.closed_at > LENT_EXIT_WAIT_SECONDS
+        ]
+        for peer in late:
+            self.drop_processor(peer, m.ProcessorExited(b"", "its link to the scheduler closed"))
+
+    @staticmethod
+    def _unlend(worker: WorkerRecord, link: ProcessorLinkRecord) -> None:
         if link in worker.lent_links:
             worker.lent_links.remove(link)
             worker.restage()
+
+    def _lent_link_gone(
+        self, worker: WorkerRecord, link: ProcessorLinkRecord, exited: m.ProcessorExited | None
+    ) -> None:
+        """A lent processor's link closed: its tasks without a result end as at its agent's (module docstring)."""
+        self._unlend(worker, link)
         worker.lent_parked -= len(link.parked)
         lifecycle = self._core.lifecycle
         name = link.processor_id.decode(errors="replace")
         blamed = None if link.leaving else next((t for t in link.tasks if t not in link.parked), None)
         for task_id in list(link.tasks):
             if task_id == blamed:
-                text = f"the processor {name} running the task died (its link to the scheduler closed)"
+                status, text = m.ResultStatus.PROCESSOR_DIED, f"the processor {name} running the task died"
+                if exited is not None and exited.out_of_memory:
+                    status, text = m.ResultStatus.OUT_OF_MEMORY, f"{exited.out_of_memory} (processor {name})"
+                elif exited is not None and exited.description:
+                    text = f"{text}: {exited.description}"
                 logger.warning("task %s: %s", task_id.hex(), text)
-                died = m.TaskResult(task_id, m.ResultStatus.PROCESSOR_DIED, error_message=text)
+                died = m.TaskResult(task_id, status, error_message=text)
                 lifecycle.result_from(worker.peer, died)
             elif task_id in link.parked:
                 why = f"the processor {name} it waited in died while running another task"

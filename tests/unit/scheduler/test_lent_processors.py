@@ -16,6 +16,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID
 from scaler.scheduler.core.effects import Send
 from scaler.scheduler.core.events import PeerLost
+from scaler.scheduler.core.worker_sessions import LENT_EXIT_WAIT_SECONDS
 from scaler.testing.simulation import FakeWorker, SimulatedCluster, hello, success, task
 
 
@@ -111,12 +112,28 @@ def test_a_lent_processor_that_dies_fails_its_computing_task_and_requeues_the_ot
     computing, parked, staged = (t.task_id for t in sent_to(sim, link, m.Task))
     sim.send(link, m.ProcessorBlocked(computing))  # the first parks: the second computes
     sim.feed(PeerLost(PeerID(link), "connection closed", sim.now))
+    assert client.answers[parked] == [], "its agent is to say why it ended"
+    sim.send(worker.peer, m.ProcessorExited(b"p1", "killed by SIGSEGV"))
     assert client.answers[parked] == [("result", "processorDied")], "the oldest one not parked was computing"
     records = sim.core.tasks.records
     assert records[computing].attempts == 2 and records[staged].attempts == 1, "dispatched again, one retry spent"
     assert set(worker.held) == {computing, staged}, "to the agent now: the worker lends nothing more"
     assert records[computing].lost_workers and not records[staged].lost_workers, "only the parked one spent a retry"
     assert sim.core.workers[worker.peer].lent_parked == 0
+    sim.check_invariants()
+
+
+def test_a_lent_link_closed_and_never_explained_ends_its_tasks_after_a_wait() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=2)
+    link = lend(sim, worker)
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
+    computing, staged = (t.task_id for t in sent_to(sim, link, m.Task))
+    sim.feed(PeerLost(PeerID(link), "connection closed", sim.now))
+    sim.advance(LENT_EXIT_WAIT_SECONDS + 1)
+    assert client.answers[computing] == [("result", "processorDied")]
+    assert worker.held == [staged], "the other went back to the queue, and to the agent"
     sim.check_invariants()
 
 
