@@ -197,6 +197,14 @@ class WorkerSessions:
             link.parked.discard(request.task_id)
             core.workers[link.worker].lent_parked -= 1
 
+    def hosts_actor(self, peer: PeerID) -> None:
+        """The processor of this link built an actor, which holds its computing turn while it lives: its link is lent
+        no more (the tasks sent there before are given back as it reads them)."""
+        link = self._core.processors.get(peer)
+        worker = self._core.workers.get(link.worker) if link is not None else None
+        if link is not None and worker is not None:
+            self._unlend(worker, link)
+
     def on_lent_cancel_confirm(self, peer: PeerID, confirm: m.TaskCancelConfirm) -> None:
         """A lent processor stopped a cancelled task, as its agent confirms one."""
         self._core.lifecycle.cancel_confirmed_by(self._core.processors[peer].worker, confirm)

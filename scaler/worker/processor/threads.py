@@ -143,17 +143,20 @@ class TaskThreads:
             return
 
     def _watch_lent(self) -> None:
-        """Lent processors: while a lent task has computed for LENT_WATCH_SECONDS, what came on the link and the channel
-        is read for it every LENT_WATCH_SECONDS, as its own thread would between two values of a stream (its agent,
-        which would have killed the processor for a cancel, never saw it). Tiny tasks never wake this thread's reads."""
+        """Lent processors: while a lent task (or an actor's start) has computed for LENT_WATCH_SECONDS, what came on the
+        link and the channel is read for it every LENT_WATCH_SECONDS, as its own thread would between two values of a
+        stream: a cancel (its agent, which would have killed the processor for it, never saw the task), lent tasks to
+        give back (an actor holds the turn). Tiny tasks never wake this thread's reads."""
         seen: _TaskRecord | None = None
         line = self._line
         while True:
             time.sleep(LENT_WATCH_SECONDS)
             computing = line.computing
-            if computing is None or computing is not seen or not self._outlet.is_lent(computing.task.task_id):
+            if computing is None or computing is not seen:
                 seen = computing
                 continue
+            if computing.calls is None and not self._outlet.is_lent(computing.task.task_id):
+                continue  # neither lent nor an actor's start (lent tasks sent to it before it was built go back)
             try:
                 with self._lock:
                     later = _NOTHING

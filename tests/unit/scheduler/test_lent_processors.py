@@ -176,3 +176,19 @@ def test_tasks_a_lent_processor_gives_back_are_queued_again_and_it_is_lent_no_mo
     assert worker.held == [sent.task_id], "dispatched again, to the agent"
     assert sim.core.tasks.records[sent.task_id].attempts == 1, "no retry spent"
     sim.check_invariants()
+
+
+def test_a_lent_processor_that_builds_an_actor_is_lent_no_more() -> None:
+    """Its actor holds its computing turn while it lives. Checked to fail with `WorkerSessions.hosts_actor` doing
+    nothing (the next task went to the actor's link)."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=2)
+    link = lend(sim, worker)
+    start = replace(task(client.peer, 1), function_name="Ledger", actor=m.ActorSpec(1, 1, "", b""))
+    sim.submit(client, [start])
+    assert worker.held == [start.task_id], "an actor's start goes to the agent"
+    sim.send(worker.peer, m.ActorReady(start.task_id, link))
+    sim.submit(client, [task(client.peer, 2)])
+    assert not sent_to(sim, link, m.Task) and worker.held[1:] == [task(client.peer, 2).task_id]
+    sim.check_invariants()
