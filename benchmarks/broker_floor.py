@@ -130,7 +130,8 @@ def main() -> None:
     print(f"  ours / floor: {our / floor:.2f}x (target of #29: at most 1.5x)")
     if lents:
         median = statistics.median(lents)
-        print(f"  ours, lent processors:                  {median:.3f} ms   rounds: {', '.join(f'{o:.3f}' for o in lents)}")
+        rounds = ", ".join(f"{o:.3f}" for o in lents)
+        print(f"  ours, lent processors:                  {median:.3f} ms   rounds: {rounds}")
         print(f"  lent / floor: {median / floor:.2f}x")
 
 
