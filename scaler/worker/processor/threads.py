@@ -145,8 +145,8 @@ class TaskThreads:
     def _watch_lent(self) -> None:
         """Lent processors: while a lent task (or an actor's start) has computed for LENT_WATCH_SECONDS, what came on
         the link and the channel is read for it every LENT_WATCH_SECONDS, as its own thread would between two values
-        of a stream: a cancel (its agent, which would have killed the processor for it, never saw the task), lent tasks to
-        give back (an actor holds the turn). Tiny tasks never wake this thread's reads."""
+        of a stream: a cancel (its agent, which would have killed the processor for it, never saw the task), lent tasks
+        to give back (an actor holds the turn). Tiny tasks never wake this thread's reads."""
         seen: _TaskRecord | None = None
         line = self._line
         while True:
