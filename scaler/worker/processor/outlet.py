@@ -20,10 +20,11 @@ read that way is queued and signalled on a pipe that the reading thread's select
 **Lent processors** (`lend`; docs/architecture.md, "Lent processors"). The link opens when the agent configures the
 processor, its hello says `lent`, and the reading thread watches it always, as for a linked actor: the scheduler sends
 plain tasks (and their cancels) there, and everything about such a task goes back there and never to the agent: its
-logs, its result (held to leave with the next ones, as direct results are, but with no ResultSent: the agent never saw
-the task), a CANCELED answer, its parking on nested futures and its asking to go on (ProcessorBlocked,
-ProcessorResumeRequest: the scheduler counts its slot; the processor gives it the turn back itself), and tasks given
-back unstarted (TaskReturn) while the processor hosts an actor.
+logs, its result (sent at once: a result held for the next ones would die with a crash of the next task, which the
+scheduler would then blame on the wrong one; no ResultSent: the agent never saw the task), a CANCELED answer, its
+parking on nested futures and its asking to go on (ProcessorBlocked, ProcessorResumeRequest: the scheduler counts its
+slot; the processor gives it the turn back itself), and tasks given back unstarted (TaskReturn) while the processor
+hosts an actor.
 """
 
 from __future__ import annotations
@@ -180,7 +181,7 @@ class ProcessorOutlet:
                 return
             frame = codec.encode(result)
             self._held.append(frame)
-            if not more or len(self._held) >= MAX_HELD:
+            if not more or lent or len(self._held) >= MAX_HELD:  # a lent one is never held (a crash would lose it)
                 self._flush()
             elif len(self._held) == 1:
                 self._held_since = time.monotonic()
