@@ -156,15 +156,30 @@ class Counter:
         self.count += 1
         return self.count
 
+    def wait_for(self, path: str) -> bool:
+        import os
+        import time
 
-def test_an_actor_on_a_lending_worker_does_not_hold_tasks_behind_it(make_cluster):
-    """An actor's start task holds its processor's turn while it lives: lent tasks that reach that processor are given
-    back and run on the others."""
+        while not os.path.exists(path):
+            time.sleep(0.02)
+        return True
+
+
+def test_an_actor_on_a_lending_worker_does_not_hold_tasks_behind_it(make_cluster, tmp_path):
+    """An actor's start task holds its processor's turn while it lives, and a call that waits holds its thread: lent
+    tasks are not sent to that processor once the actor is built, and those that reach it are given back and run on
+    the worker's other processor. Checked to fail with `WorkerSessions.hosts_actor` doing nothing and
+    `TaskThreads._watch_lent` not reading for an actor's start (the tasks waited behind the actor's call)."""
     cluster = lent_cluster(make_cluster)
     with Client(cluster.get_address()) as client:
         counter = client.actor(Counter)
         assert counter.add().result(timeout=DEADLINE_SECONDS) == 1
+        released = tmp_path / "released"
+        waiting = counter.wait_for(str(released))
         futures = [client.submit(inc, i) for i in range(200)]
         assert [f.result(timeout=DEADLINE_SECONDS) for f in futures] == [i + 1 for i in range(200)]
+        assert not waiting.done()
+        released.write_text("go")
+        assert waiting.result(timeout=DEADLINE_SECONDS) is True
         assert counter.add().result(timeout=DEADLINE_SECONDS) == 2
         counter.stop()
