@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
-from scaler.protocol.messages import Capabilities, ManagerTarget, WorkerLimit, WorkerStatus
+from scaler.protocol.messages import Capabilities, ManagerTarget, ProcessorExited, WorkerLimit, WorkerStatus
 from scaler.scheduler.core.client_answers import AnswerLog
 
 #: Results read from a worker's processors that its next heartbeat echo names, at most.
@@ -83,6 +83,7 @@ class WorkerRecord:
     lent_links: list[ProcessorLinkRecord] = field(default_factory=list)
     #: its lent processors' tasks that wait on nested futures: each yields its slot, as a parked task at its agent
     lent_parked: int = 0
+    lends: bool = False  #: it lent a processor: its tasks go to its lent processors only (task_lifecycle.dispatch)
     #: tasks its lent processors may hold beyond its capacity, staged behind the one each computes (`learn_lent`)
     lent_staging: int = 0
     lent_run_seconds: float | None = None  #: the moving average of its lent tasks' run times
@@ -138,7 +139,10 @@ class ProcessorLinkRecord:
     tasks: dict[TaskID, None] = field(default_factory=dict)
     parked: set[TaskID] = field(default_factory=set)  #: those of them waiting on nested futures
     leaving: bool = False  #: it said it ends on purpose: its loss blames no task (worker_sessions.py)
-    closed_at: float | None = None  #: its link closed while it held tasks: waiting for its agent's ProcessorExited
+    #: it ended while it held tasks: since when the scheduler waits for both its link's closing and its agent's word
+    closed_at: float | None = None
+    link_closed: bool = False  #: its link closed (after all it sent)
+    exited: ProcessorExited | None = None  #: its agent's word that it ended, and why
 
 
 @dataclass(slots=True)

@@ -145,6 +145,7 @@ class Registration:
             worker.processors.add(peer)
             if info.lent:  # its worker lends it: plain tasks go on its link from now on (task_lifecycle.py)
                 worker.lent_links.append(record)
+                worker.lends = True
                 worker.restage()
                 core.lifecycle.worker_has_room(worker.peer)
         return None

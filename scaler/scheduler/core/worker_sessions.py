@@ -111,25 +111,32 @@ class WorkerSessions:
     def on_task_return(self, peer: PeerID, returned: m.TaskReturn) -> None:
         self._core.lifecycle.returned_by(peer, returned.task_ids)
 
-    def drop_processor(self, peer: PeerID, exited: m.ProcessorExited | None = None) -> None:
-        """A processor's link closed (it ended, or was killed): forgotten; its worker stays. A lent one that holds tasks
-        is forgotten once its agent says why it ended (`exited`), or LENT_EXIT_WAIT_SECONDS after, so that the task it
-        computed fails with the reason (module docstring)."""
+    def drop_processor(self, peer: PeerID, exited: m.ProcessorExited | None = None, force: bool = False) -> None:
+        """A processor's link closed (it ended, or was killed; `exited` None), or its agent says it ended and why
+        (`exited`): forgotten; its worker stays. A lent one that holds tasks is forgotten once both are known (the
+        link's closing comes after all it sent, its last words included; the agent's word gives the reason), or
+        LENT_EXIT_WAIT_SECONDS after the first (`force`), so that the task it computed fails with the reason."""
         core = self._core
         processor = core.processors.get(peer)
         if processor is None:
             return
+        if exited is None:
+            processor.link_closed = True
+        else:
+            processor.exited = exited
         worker = core.workers.get(processor.worker)
-        if exited is None and worker is not None and processor.lent and processor.tasks and not processor.leaving:
+        held = worker is not None and processor.lent and processor.tasks
+        if held and not force and not (processor.link_closed and processor.exited is not None):
             if processor.closed_at is None:
                 processor.closed_at = core.now
+                assert worker is not None
                 self._unlend(worker, processor)
             return
         del core.processors[peer]
         if worker is not None:
             worker.processors.discard(peer)
             if processor.lent:
-                self._lent_link_gone(worker, processor, exited)
+                self._lent_link_gone(worker, processor, processor.exited)
         core.actors.processor_gone(peer)
 
     def on_processor_exited(self, peer: PeerID, exited: m.ProcessorExited) -> None:
@@ -145,7 +152,7 @@ class WorkerSessions:
             if link.closed_at is not None and core.now - link.closed_at > LENT_EXIT_WAIT_SECONDS
         ]
         for peer in late:
-            self.drop_processor(peer, m.ProcessorExited(b"", "its link to the scheduler closed"))
+            self.drop_processor(peer, force=True)
 
     @staticmethod
     def _unlend(worker: WorkerRecord, link: ProcessorLinkRecord) -> None:
@@ -169,6 +176,8 @@ class WorkerSessions:
                     status, text = m.ResultStatus.OUT_OF_MEMORY, f"{exited.out_of_memory} (processor {name})"
                 elif exited is not None and exited.description:
                     text = f"{text}: {exited.description}"
+                else:
+                    text = f"{text} (its link to the scheduler closed)"
                 logger.warning("task %s: %s", task_id.hex(), text)
                 died = m.TaskResult(task_id, status, error_message=text)
                 lifecycle.result_from(worker.peer, died)

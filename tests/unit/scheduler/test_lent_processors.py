@@ -94,12 +94,16 @@ def test_a_lent_processor_that_leaves_on_purpose_blames_nothing_on_its_way() -> 
     sim.submit(client, [task(client.peer, n) for n in (1, 2, 3)])
     cancelled, returned, on_its_way = (t.task_id for t in sent_to(sim, link, m.Task))
     sim.cancel(client, [cancelled])
+    sim.send(worker.peer, m.ProcessorExited(b"p1", "exit code 0"))  # its agent's word may come before its last words
     sim.send(link, m.WorkerLeaving("ends"))
     sim.send(link, m.TaskReturn((returned,)))
     sim.send(link, m.TaskCancelConfirm(cancelled, m.CancelOutcome.CANCELED))
     sim.feed(PeerLost(PeerID(link), "connection closed", sim.now))
     assert client.answers[cancelled] == [("cancelled", "canceled")]
-    assert set(worker.held) == {returned, on_its_way} and not client.answers[on_its_way]
+    assert not sent_to(sim, worker.peer, m.Task), "the worker lends no processor now: its agent gets no task"
+    assert not client.answers[on_its_way]
+    lend(sim, worker, b"p2")
+    assert {t.task_id for t in sent_to(sim, worker.peer + b"/p2", m.Task)} == {returned, on_its_way}
     sim.check_invariants()
 
 
@@ -116,8 +120,10 @@ def test_a_lent_processor_that_dies_fails_its_computing_task_and_requeues_the_ot
     sim.send(worker.peer, m.ProcessorExited(b"p1", "killed by SIGSEGV"))
     assert client.answers[parked] == [("result", "processorDied")], "the oldest one not parked was computing"
     records = sim.core.tasks.records
+    assert not worker.held, "queued again, not to the agent: the worker lends no processor until its next one says so"
+    lend(sim, worker, b"p2")
+    assert {t.task_id for t in sent_to(sim, worker.peer + b"/p2", m.Task)} == {computing, staged}
     assert records[computing].attempts == 2 and records[staged].attempts == 1, "dispatched again, one retry spent"
-    assert set(worker.held) == {computing, staged}, "to the agent now: the worker lends nothing more"
     assert records[computing].lost_workers and not records[staged].lost_workers, "only the parked one spent a retry"
     assert sim.core.workers[worker.peer].lent_parked == 0
     sim.check_invariants()
@@ -133,7 +139,7 @@ def test_a_lent_link_closed_and_never_explained_ends_its_tasks_after_a_wait() ->
     sim.feed(PeerLost(PeerID(link), "connection closed", sim.now))
     sim.advance(LENT_EXIT_WAIT_SECONDS + 1)
     assert client.answers[computing] == [("result", "processorDied")]
-    assert worker.held == [staged], "the other went back to the queue, and to the agent"
+    assert sim.core.tasks.records[staged].state.value == "queued", "the other went back to the queue"
     sim.check_invariants()
 
 
@@ -173,7 +179,8 @@ def test_tasks_a_lent_processor_gives_back_are_queued_again_and_it_is_lent_no_mo
     sim.submit(client, [task(client.peer, 1)])
     (sent,) = sent_to(sim, link, m.Task)
     sim.send(link, m.TaskReturn((sent.task_id,)))
-    assert worker.held == [sent.task_id], "dispatched again, to the agent"
+    lend(sim, worker, b"p2")
+    assert [t.task_id for t in sent_to(sim, worker.peer + b"/p2", m.Task)] == [sent.task_id], "to its other processor"
     assert sim.core.tasks.records[sent.task_id].attempts == 1, "no retry spent"
     sim.check_invariants()
 
@@ -190,5 +197,6 @@ def test_a_lent_processor_that_builds_an_actor_is_lent_no_more() -> None:
     assert worker.held == [start.task_id], "an actor's start goes to the agent"
     sim.send(worker.peer, m.ActorReady(start.task_id, link))
     sim.submit(client, [task(client.peer, 2)])
-    assert not sent_to(sim, link, m.Task) and worker.held[1:] == [task(client.peer, 2).task_id]
+    lend(sim, worker, b"p2")
+    assert not sent_to(sim, link, m.Task) and sent_to(sim, worker.peer + b"/p2", m.Task) == [task(client.peer, 2)]
     sim.check_invariants()
