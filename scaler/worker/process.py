@@ -154,8 +154,12 @@ if __name__ == "__main__":
 
 def _lends(config: WorkerConfig) -> bool:
     """Whether the worker lends its processors (`lend_processors`): not with a task timeout, which its agent enforces
-    on the tasks it sees, and a lent processor's tasks it never sees."""
+    on the tasks it sees, and a lent processor's tasks it never sees; not with a processor per waiting parent."""
     if config.lend_processors and config.task_timeout_seconds > 0:
         logger.warning("lend_processors is ignored: task_timeout_seconds is set, and only the worker agent enforces it")
+        return False
+    if config.lend_processors and NestedParents.named(config.nested_parents) is NestedParents.PROCESS:
+        logger.warning("lend_processors is ignored with nested_parents 'process': a lent task's parent waits in its own "
+                       "processor, where its agent cannot give it one of its own")  # fmt: skip
         return False
     return bool(config.lend_processors)
