@@ -159,7 +159,7 @@ def _lends(config: WorkerConfig) -> bool:
         logger.warning("lend_processors is ignored: task_timeout_seconds is set, and only the worker agent enforces it")
         return False
     if config.lend_processors and NestedParents.named(config.nested_parents) is NestedParents.PROCESS:
-        logger.warning("lend_processors is ignored with nested_parents 'process': a lent task's parent waits in its own "
-                       "processor, where its agent cannot give it one of its own")  # fmt: skip
+        logger.warning("lend_processors is ignored with nested_parents 'process': a lent task's waiting parent "
+                       "would stay in its processor, where its agent cannot give it one of its own")  # fmt: skip
         return False
     return bool(config.lend_processors)
