@@ -98,6 +98,7 @@ def write_worker_info(b: Any, v: m.WorkerInfo) -> None:
     b.workerType = v.worker_type
     if v.held_tasks:
         b.heldTasks = v.held_tasks
+    b.lendsProcessors = v.lends_processors
 
 
 def read_worker_info(r: Any) -> m.WorkerInfo:
@@ -108,6 +109,7 @@ def read_worker_info(r: Any) -> m.WorkerInfo:
         r._get("managerId"),
         r._get("workerType"),
         tuple(held_tasks) if len(held_tasks) else (),
+        r._get("lendsProcessors"),
     )
 
 

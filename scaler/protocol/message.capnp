@@ -62,6 +62,7 @@ struct WorkerInfo {
   managerId @2 :Text;       # worker manager that started it; empty when none
   workerType @3 :Text;      # "FIX", "NAT", "ECS", ... (cosmetic)
   heldTasks @4 :List(Data); # tasks this worker holds from a scheduler instance that is gone (re-attachment)
+  lendsProcessors @5 :Bool; # its tasks go to its lent processors only, not to its agent (docs/protocol.md section 3.9)
 }
 
 struct ManagerInfo {

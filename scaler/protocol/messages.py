@@ -255,6 +255,8 @@ class WorkerInfo:
     worker_type: str = ""
     #: tasks this worker holds from a scheduler instance that is gone (re-attachment)
     held_tasks: tuple[TaskID, ...] = ()
+    #: its tasks go to its lent processors only, not to its agent (docs/protocol.md section 3.9)
+    lends_processors: bool = False
 
 
 @dataclass(frozen=True, slots=True)

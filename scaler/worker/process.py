@@ -120,7 +120,9 @@ def run_agent(
     )
     capabilities = parse_worker_capabilities(config.per_worker_capabilities)
     worker_core = agent_core.AgentCore(settings, time.monotonic(), processor_prefix=worker_id[-8:])
-    hello = build_hello(capabilities, worker_core.capacity, config.worker_manager_id, config.worker_type or "FIX")
+    hello = build_hello(
+        capabilities, worker_core.capacity, config.worker_manager_id, config.worker_type or "FIX", _lends(config)
+    )
     sockets = SocketFactory(config.io_threads, security)  # only now: the zygote is forked from a process without one
     agent = WorkerAgent(worker_core, worker_id, config.scheduler_address, hello, executor, sockets)
     from scaler.io.process_profiling import trace_memory_if_asked

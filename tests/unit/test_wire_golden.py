@@ -62,6 +62,7 @@ MESSAGES: dict[str, m.Message] = {
     "hello-processor": m.Hello(1, "3.11.7", 42, "host", m.ProcessorInfo(b"p1", b"Worker|FIX|w1")),
     "processor-exited": m.ProcessorExited(b"p1", "killed by SIGSEGV", "peak 2 GiB above the 1 GiB limit"),
     "processor-exited-sparse": m.ProcessorExited(b"p1"),
+    "hello-worker-lends": m.Hello(1, "3.11.7", 42, "host", m.WorkerInfo(CAPS, 3, "", "FIX", (), True)),
     "hello-processor-lent": m.Hello(1, "3.11.7", 42, "host", m.ProcessorInfo(b"p1", b"Worker|FIX|w1", True)),
     "hello-reply": m.HelloReply(True, "", 1, "3.11.7", "tcp://127.0.0.1:8517", 1.5, 4, b"instance"),
     "hello-reply-refused": m.HelloReply(False, "speaks protocol version 2"),

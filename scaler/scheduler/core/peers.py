@@ -83,7 +83,8 @@ class WorkerRecord:
     lent_links: list[ProcessorLinkRecord] = field(default_factory=list)
     #: its lent processors' tasks that wait on nested futures: each yields its slot, as a parked task at its agent
     lent_parked: int = 0
-    lends: bool = False  #: it lent a processor: its tasks go to its lent processors only (task_lifecycle.dispatch)
+    #: it lends its processors (its hello, or a lent link, says so): its tasks go to them only (task_lifecycle.dispatch)
+    lends: bool = False
     #: tasks its lent processors may hold beyond its capacity, staged behind the one each computes (`learn_lent`)
     lent_staging: int = 0
     lent_run_seconds: float | None = None  #: the moving average of its lent tasks' run times

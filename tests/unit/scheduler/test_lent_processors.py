@@ -200,3 +200,18 @@ def test_a_lent_processor_that_builds_an_actor_is_lent_no_more() -> None:
     lend(sim, worker, b"p2")
     assert not sent_to(sim, link, m.Task) and sent_to(sim, worker.peer + b"/p2", m.Task) == [task(client.peer, 2)]
     sim.check_invariants()
+
+
+def test_a_worker_that_says_it_lends_gets_no_task_before_its_first_lent_link() -> None:
+    """Its agent would place the task on a processor that then runs lent tasks beside it. Checked to fail with
+    `Registration` not reading `WorkerInfo.lends_processors` (the task went to the agent)."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    peer = PeerID(b"Worker|SIM|w")
+    worker = sim.workers[peer] = FakeWorker(peer, 2)
+    sim.send(peer, hello(m.WorkerInfo((), 2, "", "SIM", (), True)))
+    sim.submit(client, [task(client.peer, 1)])
+    assert not worker.held
+    link = lend(sim, worker)
+    assert [t.task_id for t in sent_to(sim, link, m.Task)] == [task(client.peer, 1).task_id]
+    sim.check_invariants()
