@@ -140,6 +140,19 @@ def worker_config_to_json(config: WorkerConfig) -> str:
     return section_to_json(config)
 
 
+def _lends(config: WorkerConfig) -> bool:
+    """Whether the worker lends its processors (`lend_processors`): not with a task timeout, which its agent enforces
+    on the tasks it sees, and a lent processor's tasks it never sees; not with a processor per waiting parent."""
+    if config.lend_processors and config.task_timeout_seconds > 0:
+        logger.warning("lend_processors is ignored: task_timeout_seconds is set, and only the worker agent enforces it")
+        return False
+    if config.lend_processors and NestedParents.named(config.nested_parents) is NestedParents.PROCESS:
+        logger.warning("lend_processors is ignored with nested_parents 'process': a lent task's waiting parent "
+                       "would stay in its processor, where its agent cannot give it one of its own")  # fmt: skip
+        return False
+    return bool(config.lend_processors)
+
+
 def main() -> None:
     config = section_from_json(WorkerConfig, sys.argv[1])
     from scaler.config.logging_setup import setup_logging
@@ -152,16 +165,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-
-
-def _lends(config: WorkerConfig) -> bool:
-    """Whether the worker lends its processors (`lend_processors`): not with a task timeout, which its agent enforces
-    on the tasks it sees, and a lent processor's tasks it never sees; not with a processor per waiting parent."""
-    if config.lend_processors and config.task_timeout_seconds > 0:
-        logger.warning("lend_processors is ignored: task_timeout_seconds is set, and only the worker agent enforces it")
-        return False
-    if config.lend_processors and NestedParents.named(config.nested_parents) is NestedParents.PROCESS:
-        logger.warning("lend_processors is ignored with nested_parents 'process': a lent task's waiting parent "
-                       "would stay in its processor, where its agent cannot give it one of its own")  # fmt: skip
-        return False
-    return bool(config.lend_processors)
