@@ -224,6 +224,7 @@ class WorkerSessions:
         core = self._core
         link = core.processors[peer]
         link.leaving = True
+        core.send(peer, m.Shutdown("leave acknowledged"))  # it exits once it has read this (outlet.last_words)
         worker = core.workers[link.worker]
         if link in worker.lent_links:
             worker.lent_links.remove(link)

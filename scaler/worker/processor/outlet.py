@@ -54,7 +54,7 @@ MAX_HELD = 16
 #: How long an actor built as the link's hello is still unanswered waits for the answer before it says it is ready
 #: (then without the link: its calls come through the agent).
 LINK_WAIT_SECONDS = 1.0
-#: How long a processor that ends for a cancelled lent task waits for its last messages to leave.
+#: How long a processor that ends for a cancelled lent task waits for the scheduler to acknowledge its last words.
 LAST_WORDS_SECONDS = 2.0
 #: As plain ints: a flag enum's `&` costs a Python call per read.
 _EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
@@ -133,7 +133,8 @@ class ProcessorOutlet:
     def last_words(self, give_back: list[TaskID], cancelled: TaskID) -> None:
         """The processor is about to exit for a cancelled lent task: it says it leaves (the scheduler then queues
         again, without blame, what it sent here and is still on its way), the lent tasks it will not run go back, then
-        the task's cancel is confirmed; they have left the process when this returns (or LAST_WORDS_SECONDS passed)."""
+        the task's cancel is confirmed; the scheduler has read them when this returns (its Shutdown came back), or
+        LAST_WORDS_SECONDS passed."""
         with self._lock:
             self._flush()
             self._lent_tasks.clear()
@@ -143,10 +144,24 @@ class ProcessorOutlet:
             if give_back:
                 frames.append(codec.encode(m.TaskReturn(tuple(give_back))))
             frames.append(codec.encode(m.TaskCancelConfirm(cancelled, m.CancelOutcome.CANCELED)))
-            tracker = self._link.send_multipart(frames, copy=False, track=True)
-            tracker.wait(LAST_WORDS_SECONDS)
-            self._link.close(linger=int(LAST_WORDS_SECONDS * 1000))
+            self._link.send_multipart(frames)
+            self._await_shutdown(time.monotonic() + LAST_WORDS_SECONDS)
+            self._link.close(linger=0)
             self._link = None
+
+    def _await_shutdown(self, deadline: float) -> None:
+        """Under the lock: wait until the scheduler acknowledges the last words (Shutdown: it read them, and what came
+        with them), or the deadline passed. A message merely handed to ZeroMQ dies with the process that exits."""
+        link = self._link
+        while (left := deadline - time.monotonic()) > 0:
+            if not link.poll(int(left * 1000) + 1):
+                return
+            for frame in link.recv_multipart():
+                try:
+                    if isinstance(codec.decode(frame), m.Shutdown):
+                        return
+                except codec.DecodeError:
+                    continue
 
     @property
     def lends(self) -> bool:

@@ -96,6 +96,7 @@ def test_a_lent_processor_that_leaves_on_purpose_blames_nothing_on_its_way() -> 
     sim.cancel(client, [cancelled])
     sim.send(worker.peer, m.ProcessorExited(b"p1", "exit code 0"))  # its agent's word may come before its last words
     sim.send(link, m.WorkerLeaving("ends"))
+    assert sent_to(sim, link, m.Shutdown), "acknowledged: it exits once it reads this"
     sim.send(link, m.TaskReturn((returned,)))
     sim.send(link, m.TaskCancelConfirm(cancelled, m.CancelOutcome.CANCELED))
     sim.feed(PeerLost(PeerID(link), "connection closed", sim.now))
