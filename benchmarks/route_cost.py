@@ -83,10 +83,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000, help="W3's sequential round trips")
     parser.add_argument("--tasks", type=int, default=20_000, help="W1's tasks, submitted at once")
     parser.add_argument("--direct-results", choices=("true", "false"), default=None)
+    parser.add_argument("--lend-processors", choices=("true", "false"), default=None)
     arguments = parser.parse_args()
     settings: dict[str, Any] = {"n_workers": 2, "logging_level": "WARNING"}
     if arguments.direct_results is not None:
         settings["direct_results"] = arguments.direct_results == "true"
+    if arguments.lend_processors is not None:
+        settings["lend_processors"] = arguments.lend_processors == "true"
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     cluster = SchedulerClusterCombo(**settings)
     with cluster, Client(cluster.get_address()) as client:

@@ -353,6 +353,14 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         "so many tiny tasks at once cost more CPU; False: through the worker agent",
         combo=True,
     )
+    lend_processors: bool = setting(
+        False,
+        help="True: the worker lends its processors to the scheduler, which sends plain tasks (not streaming ones, "
+        "not actors' starts) straight to a processor on its own link and gets the result back there, past the worker "
+        "agent; ignored with a task timeout (the agent enforces it) and with nested_parents 'process'. "
+        "Experimental: a scheduler restart loses the lent tasks' results (docs/architecture.md, 'Lent processors')",
+        combo=True,
+    )
     io_threads: int = setting(
         1,
         help="ZeroMQ I/O threads per worker",

@@ -98,6 +98,7 @@ def write_worker_info(b: Any, v: m.WorkerInfo) -> None:
     b.workerType = v.worker_type
     if v.held_tasks:
         b.heldTasks = v.held_tasks
+    b.lendsProcessors = v.lends_processors
 
 
 def read_worker_info(r: Any) -> m.WorkerInfo:
@@ -108,6 +109,7 @@ def read_worker_info(r: Any) -> m.WorkerInfo:
         r._get("managerId"),
         r._get("workerType"),
         tuple(held_tasks) if len(held_tasks) else (),
+        r._get("lendsProcessors"),
     )
 
 
@@ -138,10 +140,11 @@ def read_manager_info(r: Any) -> m.ManagerInfo:
 def write_processor_info(b: Any, v: m.ProcessorInfo) -> None:
     b.processorId = v.processor_id
     b.workerId = v.worker_id
+    b.lent = v.lent
 
 
 def read_processor_info(r: Any) -> m.ProcessorInfo:
-    return m.ProcessorInfo(r._get("processorId"), r._get("workerId"))
+    return m.ProcessorInfo(r._get("processorId"), r._get("workerId"), r._get("lent"))
 
 
 def write_hello_reply(b: Any, v: m.HelloReply) -> None:
@@ -684,6 +687,16 @@ def write_result_sent(b: Any, v: m.ResultSent) -> None:
 
 def read_result_sent(r: Any) -> m.ResultSent:
     return m.ResultSent(r._get("taskId"), r._get("result"), r._get("seconds"))
+
+
+def write_processor_exited(b: Any, v: m.ProcessorExited) -> None:
+    b.processorId = v.processor_id
+    b.description = v.description
+    b.outOfMemory = v.out_of_memory
+
+
+def read_processor_exited(r: Any) -> m.ProcessorExited:
+    return m.ProcessorExited(r._get("processorId"), r._get("description"), r._get("outOfMemory"))
 
 
 def write_status_snapshot(b: Any, v: m.StatusSnapshot) -> None:
@@ -1447,6 +1460,7 @@ WRITERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.ActorLookup: ("actorLookup", write_actor_lookup),
     m.ActorReply: ("actorReply", write_actor_reply),
     m.ResultSent: ("resultSent", write_result_sent),
+    m.ProcessorExited: ("processorExited", write_processor_exited),
 }
 #: Each member of the envelope, by its discriminant, and its reader.
 READERS: tuple[tuple[str, Callable[[Any], m.Message]], ...] = (
@@ -1491,4 +1505,5 @@ READERS: tuple[tuple[str, Callable[[Any], m.Message]], ...] = (
     ("actorLookup", read_actor_lookup),
     ("actorReply", read_actor_reply),
     ("resultSent", read_result_sent),
+    ("processorExited", read_processor_exited),
 )

@@ -62,6 +62,7 @@ struct WorkerInfo {
   managerId @2 :Text;       # worker manager that started it; empty when none
   workerType @3 :Text;      # "FIX", "NAT", "ECS", ... (cosmetic)
   heldTasks @4 :List(Data); # tasks this worker holds from a scheduler instance that is gone (re-attachment)
+  lendsProcessors @5 :Bool; # its tasks go to its lent processors only, not to its agent (docs/protocol.md section 3.9)
 }
 
 struct ManagerInfo {
@@ -80,6 +81,7 @@ struct ProcessorInfo {
   # worker is registered; the scheduler takes what it sends as its worker's.
   processorId @0 :Data;     # its name within its worker (the agent's)
   workerId @1 :Data;        # the identity of its worker agent's connection
+  lent @2 :Bool;            # its worker lends it to the scheduler: plain tasks may come on the link (section 3.9)
 }
 
 struct HelloReply {
@@ -409,6 +411,14 @@ struct ResultSent {
   seconds @2 :Float64;      # how long the task computed, as the processor measured it (the agent's run-time estimates)
 }
 
+struct ProcessorExited {
+  # A worker that lends its processors says one of them ended (docs/protocol.md section 3.9): the scheduler fails the
+  # lent task it computed with this description, as the agent fails its own tasks.
+  processorId @0 :Data;     # its name within its worker (its link's identity is the worker's, "/", this)
+  description @1 :Text;     # "killed by SIGSEGV", "exit code 7", ...
+  outOfMemory @2 :Text;     # not empty: it was killed for memory (the peak and the limit), and the task fails so
+}
+
 # ---------------------------------------------------------------- monitoring (PUB)
 
 struct StatusSnapshot {
@@ -623,6 +633,7 @@ struct Message {
     actorLookup @38 :ActorLookup;
     actorReply @39 :ActorReply;
     resultSent @40 :ResultSent;
+    processorExited @41 :ProcessorExited;
   }
 }
 

@@ -66,6 +66,7 @@ __all__ = [
     "PendingGroup",
     "Ping",
     "ProcessorBlocked",
+    "ProcessorExited",
     "ProcessorInfo",
     "ProcessorReady",
     "ProcessorResume",
@@ -254,6 +255,8 @@ class WorkerInfo:
     worker_type: str = ""
     #: tasks this worker holds from a scheduler instance that is gone (re-attachment)
     held_tasks: tuple[TaskID, ...] = ()
+    #: its tasks go to its lent processors only, not to its agent (docs/protocol.md section 3.9)
+    lends_processors: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +286,8 @@ class ProcessorInfo:
     processor_id: bytes
     #: the identity of its worker agent's connection
     worker_id: bytes
+    #: its worker lends it to the scheduler: plain tasks may come on the link (section 3.9)
+    lent: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -676,6 +681,19 @@ class ResultSent:
     result: bytes
     #: how long the task computed, as the processor measured it (the agent's run-time estimates)
     seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorExited:
+    """A worker that lends its processors says one of them ended (docs/protocol.md section 3.9): the scheduler fails
+    the lent task it computed with this description, as the agent fails its own tasks."""
+
+    #: its name within its worker (its link's identity is the worker's, "/", this)
+    processor_id: bytes = b""
+    #: "killed by SIGSEGV", "exit code 7", ...
+    description: str = ""
+    #: not empty: it was killed for memory (the peak and the limit), and the task fails so
+    out_of_memory: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1091,6 +1109,7 @@ Message = (
     | ActorLookup
     | ActorReply
     | ResultSent
+    | ProcessorExited
 )
 
 #: Every message type, in the order of the envelope's union (its discriminant).
@@ -1136,4 +1155,5 @@ MESSAGE_TYPES: tuple[type, ...] = (
     ActorLookup,
     ActorReply,
     ResultSent,
+    ProcessorExited,
 )

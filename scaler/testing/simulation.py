@@ -233,11 +233,26 @@ class SimulatedCluster:
 
     # ------------------------------------------------------------ checks
 
+    def _check_lent_links(self) -> None:
+        """Lent processors (task_lifecycle.py): a task sent on a link is held there, and only there."""
+        core = self.core
+        for task_id, record in core.tasks.records.items():
+            if record.link is not None:
+                link = core.processors[record.link]
+                assert link.worker == record.worker and task_id in link.tasks, "a task sent on a link is not held there"
+        for link in core.processors.values():
+            for task_id in link.tasks:
+                assert core.tasks.records[task_id].link == link.peer, "a link holds a task not sent there"
+        for worker in core.workers.values():
+            parked = sum(len(link.parked) for link in core.processors.values() if link.worker == worker.peer)
+            assert worker.lent_parked == parked, "lent parked miscounted"
+
     def check_invariants(self) -> None:
         """The scheduler's bookkeeping agrees with itself (raises AssertionError otherwise)."""
         core = self.core
         for peer, worker in core.workers.items():
-            assert len(worker.assigned) <= worker.capacity, f"{peer!r} holds more than its capacity"
+            room = worker.capacity + worker.lent_parked + worker.lent_staging
+            assert len(worker.assigned) <= room, f"{peer!r} holds more than its capacity"
             for task_id in worker.assigned:
                 record = core.tasks.records.get(task_id)
                 assert record is not None, "a worker holds a task that is not live"
@@ -245,6 +260,7 @@ class SimulatedCluster:
         for task_id, record in core.tasks.records.items():
             if record.worker is not None:
                 assert task_id in core.workers[record.worker].assigned, "a dispatched task is not held by its worker"
+        self._check_lent_links()
         assert len(core.tasks.queue) == sum(1 for r in core.tasks.records.values() if r.state.value == "queued"), (
             "the queue count disagrees with the table"
         )

@@ -76,6 +76,7 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
         trim_memory_threshold_bytes=config.trim_memory_threshold_bytes,
         security=security,
         direct_results=config.direct_results,
+        lend=_lends(config),
     )
     # Fork the zygote first: no thread, event loop or ZeroMQ context exists yet.
     from scaler.io.process_profiling import run_profiled
@@ -114,11 +115,14 @@ def run_agent(
         has_preload=bool(config.preload),
         nested_parents=NestedParents.named(config.nested_parents),
         max_staged_tasks=executor.max_staged_tasks,
+        lend_processors=_lends(config),
         pause_after_seconds=10 * TICK_SECONDS,  # ten ticks missed: the worker itself was stopped
     )
     capabilities = parse_worker_capabilities(config.per_worker_capabilities)
     worker_core = agent_core.AgentCore(settings, time.monotonic(), processor_prefix=worker_id[-8:])
-    hello = build_hello(capabilities, worker_core.capacity, config.worker_manager_id, config.worker_type or "FIX")
+    hello = build_hello(
+        capabilities, worker_core.capacity, config.worker_manager_id, config.worker_type or "FIX", _lends(config)
+    )
     sockets = SocketFactory(config.io_threads, security)  # only now: the zygote is forked from a process without one
     agent = WorkerAgent(worker_core, worker_id, config.scheduler_address, hello, executor, sockets)
     from scaler.io.process_profiling import trace_memory_if_asked
@@ -134,6 +138,19 @@ def run_agent(
 
 def worker_config_to_json(config: WorkerConfig) -> str:
     return section_to_json(config)
+
+
+def _lends(config: WorkerConfig) -> bool:
+    """Whether the worker lends its processors (`lend_processors`): not with a task timeout, which its agent enforces
+    on the tasks it sees, and a lent processor's tasks it never sees; not with a processor per waiting parent."""
+    if config.lend_processors and config.task_timeout_seconds > 0:
+        logger.warning("lend_processors is ignored: task_timeout_seconds is set, and only the worker agent enforces it")
+        return False
+    if config.lend_processors and NestedParents.named(config.nested_parents) is NestedParents.PROCESS:
+        logger.warning("lend_processors is ignored with nested_parents 'process': a lent task's waiting parent "
+                       "would stay in its processor, where its agent cannot give it one of its own")  # fmt: skip
+        return False
+    return bool(config.lend_processors)
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
-from scaler.protocol.messages import Capabilities, ManagerTarget, WorkerLimit, WorkerStatus
+from scaler.protocol.messages import Capabilities, ManagerTarget, ProcessorExited, WorkerLimit, WorkerStatus
 from scaler.scheduler.core.client_answers import AnswerLog
 
 #: Results read from a worker's processors that its next heartbeat echo names, at most.
@@ -50,6 +50,12 @@ class ClientRecord:
         return bool(self.away_reason)
 
 
+#: Lent processors (`WorkerRecord.learn_lent`): the most tasks staged behind the one computing, and how much of
+#: their run time at most.
+MAX_LENT_STAGED = 16
+LENT_STAGING_SECONDS = 0.002
+
+
 @dataclass(slots=True)
 class WorkerRecord:
     peer: PeerID
@@ -73,13 +79,38 @@ class WorkerRecord:
     #: its unit is being taken back (a spot interruption): no new task; what runs at this time is moved
     draining_until: float | None = None
     processors: set[PeerID] = field(default_factory=set)  #: its processors' links (ProcessorRecord)
+    #: the links of the processors it lends (ProcessorInfo.lent): its plain tasks go there (task_lifecycle.py)
+    lent_links: list[ProcessorLinkRecord] = field(default_factory=list)
+    #: its lent processors' tasks that wait on nested futures: each yields its slot, as a parked task at its agent
+    lent_parked: int = 0
+    #: it lends its processors (its hello, or a lent link, says so): its tasks go to them only (task_lifecycle.dispatch)
+    lends: bool = False
+    #: tasks its lent processors may hold beyond its capacity, staged behind the one each computes (`learn_lent`)
+    lent_staging: int = 0
+    lent_run_seconds: float | None = None  #: the moving average of its lent tasks' run times
+    lent_depth: int = 0  #: tasks each lent processor may hold staged (`learn_lent`)
     #: tasks whose results were read from its processors since its last heartbeat echo, which names them (the
     #: agent's journal forgets them); at most MAX_RESULTS_READ, the oldest dropped (the agent sends those again)
     results_read: collections.deque[TaskID] = field(default_factory=lambda: collections.deque(maxlen=MAX_RESULTS_READ))
 
     @property
     def free_slots(self) -> int:
-        return 0 if self.draining_until is not None else self.capacity - len(self.assigned)
+        if self.draining_until is not None:
+            return 0
+        return self.capacity + self.lent_parked + self.lent_staging - len(self.assigned)
+
+    def learn_lent(self, seconds: float) -> None:
+        """A task on one of its lent processors computed for `seconds`: its agent, which never sees such a task, cannot
+        raise its prefetch for tiny ones, so each lent processor may hold up to MAX_LENT_STAGED more, about
+        LENT_STAGING_SECONDS of them (as the agent stages tiny tasks, agent/placement.py rule 2)."""
+        average = self.lent_run_seconds
+        self.lent_run_seconds = average = seconds if average is None else 0.8 * average + 0.2 * seconds
+        self.lent_depth = min(MAX_LENT_STAGED, int(LENT_STAGING_SECONDS / max(average, 1e-6)))
+        self.restage()
+
+    def restage(self) -> None:
+        """Its lent processors or their depth changed."""
+        self.lent_staging = self.lent_depth * len(self.lent_links)
 
     @property
     def is_idle(self) -> bool:
@@ -103,6 +134,16 @@ class ProcessorLinkRecord:
     peer: PeerID
     worker: PeerID
     processor_id: bytes  #: its name within its worker
+    #: its worker lends it: plain tasks are sent on the link (task_lifecycle.py, lent processors)
+    lent: bool = False
+    #: the tasks sent on the link and not ended, in the order they were sent (a dict as an ordered set)
+    tasks: dict[TaskID, None] = field(default_factory=dict)
+    parked: set[TaskID] = field(default_factory=set)  #: those of them waiting on nested futures
+    leaving: bool = False  #: it said it ends on purpose: its loss blames no task (worker_sessions.py)
+    #: it ended while it held tasks: since when the scheduler waits for both its link's closing and its agent's word
+    closed_at: float | None = None
+    link_closed: bool = False  #: its link closed (after all it sent)
+    exited: ProcessorExited | None = None  #: its agent's word that it ended, and why
 
 
 @dataclass(slots=True)

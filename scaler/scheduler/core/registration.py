@@ -121,7 +121,7 @@ class Registration:
             core.workers[peer] = WorkerRecord(
                 peer, info.capabilities, frozenset(name for name, _ in info.capabilities), max(1, info.capacity),
                 info.manager_id, info.worker_type, hello.hostname, hello.pid, now, now,
-                sequence=self._worker_sequence,
+                sequence=self._worker_sequence, lends=info.lends_processors,
             )  # fmt: skip
             core.lifecycle.worker_has_room(peer)
             logger.debug("worker %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
@@ -141,8 +141,13 @@ class Registration:
         if record is not None and record.worker != worker.peer:
             return "this connection is already registered as a processor of another worker"
         if record is None:
-            core.processors[peer] = ProcessorLinkRecord(peer, worker.peer, info.processor_id)
+            record = core.processors[peer] = ProcessorLinkRecord(peer, worker.peer, info.processor_id, info.lent)
             worker.processors.add(peer)
+            if info.lent:  # its worker lends it: plain tasks go on its link from now on (task_lifecycle.py)
+                worker.lent_links.append(record)
+                worker.lends = True
+                worker.restage()
+                core.lifecycle.worker_has_room(worker.peer)
         return None
 
     def _register_manager(self, peer: PeerID, hello: m.Hello, info: m.ManagerInfo) -> str | None:

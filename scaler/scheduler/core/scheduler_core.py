@@ -135,6 +135,7 @@ class SchedulerCore:
             jobs=self.jobs,
             managers=self.managers,
             answer=lambda peer, message: self.client_sessions.answer(peer, message),
+            processors=self.processors,
         )
         #: what survives a scheduler restart: tasks workers still hold, their results, tasks of returning clients
         #: held back (reattachment.py); the lifecycle never sees it: tasks reach it adopted or submitted
@@ -191,6 +192,7 @@ class SchedulerCore:
             m.WorkerLeaving: workers.on_leaving,
             m.TaskReturn: workers.on_task_return,
             m.ActorReady: self.actors.ready,
+            m.ProcessorExited: workers.on_processor_exited,
         }
         manager_handlers: _Handlers = {
             m.Heartbeat: managers.on_heartbeat,
@@ -199,6 +201,11 @@ class SchedulerCore:
         processor_handlers: _Handlers = {
             m.TaskResult: workers.on_processor_result,
             m.TaskLog: workers.on_processor_log,
+            m.ProcessorBlocked: workers.on_lent_parked,
+            m.ProcessorResumeRequest: workers.on_lent_resumed,
+            m.TaskReturn: workers.on_lent_returned,
+            m.TaskCancelConfirm: workers.on_lent_cancel_confirm,
+            m.WorkerLeaving: workers.on_lent_leaving,
         }
         return client_handlers, worker_handlers, manager_handlers, processor_handlers
 
@@ -308,6 +315,7 @@ class SchedulerCore:
         self.job_requests.expire()
         self.submissions.release_parked()
         self.worker_sessions.end_notices()
+        self.worker_sessions.lent_exits_unexplained()
         self.client_sessions.on_tick()
         self.worker_sessions.drop_silent()
         self.manager_sessions.forget_silent()

@@ -30,7 +30,7 @@ from scaler.scheduler.core.free_workers import FreeEntry, FreeWorkers
 from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
 from scaler.scheduler.core.jobs import JobTable
 from scaler.scheduler.core.memory_retry import bigger_place, not_retried, retried
-from scaler.scheduler.core.peers import ManagerRecord, WorkerRecord
+from scaler.scheduler.core.peers import ManagerRecord, ProcessorLinkRecord, WorkerRecord
 from scaler.scheduler.core.story_book import Words, cause_of
 from scaler.scheduler.core.task_state import Outcome, TaskEvent, TaskState, outcome
 from scaler.scheduler.core.task_table import TaskRecord, TaskTable
@@ -53,8 +53,11 @@ class TaskLifecycle:
         jobs: JobTable | None = None,
         managers: dict[PeerID, ManagerRecord] | None = None,
         answer: Callable[[PeerID, TaskResult | TaskCancelConfirm], None] | None = None,
+        processors: dict[PeerID, ProcessorLinkRecord] | None = None,
     ) -> None:
         self._tasks = tasks
+        #: the processors' links, lent ones among them (`_assign`)
+        self._processors = processors if processors is not None else {}
         #: how an answer reaches a client (`ClientSessions.answer`: sent, or held while the client is away); by
         #: default a plain send
         self._answer = answer if answer is not None else lambda peer, message: self._send(peer, message)
@@ -267,6 +270,9 @@ class TaskLifecycle:
             if found is None:
                 break
             entry, worker = found
+            if worker.lends and not worker.lent_links:  # its processors are restarting: its agent would put tasks
+                passed_over.append(entry)  # on processors that run lent ones (the next link's hello offers it again)
+                continue
             key = self._best_queue_for(worker)
             if key is None:
                 passed_over.append(entry)
@@ -293,7 +299,13 @@ class TaskLifecycle:
         record.dispatched_at = self.now
         worker.assigned.add(record.task_id)
         self._free.offer(worker)
-        self._send(worker.peer, record.task)
+        link = _lent_link(worker, record.task) if worker.lent_links else None
+        if link is None:
+            self._send(worker.peer, record.task)
+            return
+        record.link = link.peer  # lent processors: on the processor's own link, past its agent
+        link.tasks[record.task_id] = None
+        self._send(link.peer, record.task)
 
     # ------------------------------------------------------------ outcomes (named after task_state.Outcome)
 
@@ -322,7 +334,7 @@ class TaskLifecycle:
     def _cancel_at_worker(self, record: TaskRecord) -> None:
         assert record.worker is not None
         self._tasks.set_state(record, TaskState.CANCELING, self.now, self._cause)
-        self._send(record.worker, TaskCancel((record.task_id,)))
+        self._send(record.link or record.worker, TaskCancel((record.task_id,)))
 
     def _end_canceled(self, record: TaskRecord) -> None:
         self._release_worker(record)
@@ -401,8 +413,21 @@ class TaskLifecycle:
             worker = self._workers.get(record.worker)
             if worker is not None:
                 worker.assigned.discard(record.task_id)
+                if record.link is not None:
+                    self._release_link(record, worker)
                 self._free.offer(worker)
             record.worker = None
+        record.link = None
+
+    def _release_link(self, record: TaskRecord, worker: WorkerRecord) -> None:
+        """The task sent on a lent processor's link ended there (or went elsewhere)."""
+        link = self._processors.get(record.link) if record.link is not None else None
+        if link is None:
+            return  # the link is gone: its tasks were handled then (worker_sessions.drop_processor)
+        link.tasks.pop(record.task_id, None)
+        if link.parked and record.task_id in link.parked:
+            link.parked.discard(record.task_id)
+            worker.lent_parked -= 1
 
     def _end(
         self,
@@ -469,3 +494,15 @@ def _detail(details: dict[str, object], name: str, kind: type[_T]) -> _T:
     if not isinstance(value, kind):
         raise TypeError(f"this outcome needs a {name} ({kind.__name__}) with the event, got {value!r}")
     return value
+
+
+def _lent_link(worker: WorkerRecord, task: Task) -> ProcessorLinkRecord | None:
+    """The lent processor of `worker` a plain task goes to: the one with the fewest tasks not ended (None: the task
+    goes to the agent). Streaming tasks and actors' starts always go to the agent (their other messages do)."""
+    if task.stream_credit or task.actor is not None:
+        return None
+    best: ProcessorLinkRecord | None = None
+    for link in worker.lent_links:
+        if best is None or len(link.tasks) < len(best.tasks):
+            best = link
+    return best

@@ -52,6 +52,8 @@ class TaskRecord:
     turn: float = -1.0  #: its place in its client's line (DispatchQueue); -1 until first queued
     #: it ran out of memory on a worker with this many bytes: it runs again only on a bigger one (0: on any)
     outgrew_bytes: int = 0
+    #: the lent processor's link it was sent on (task_lifecycle.py, lent processors); None: sent to its worker's agent
+    link: PeerID | None = None
 
     @property
     def task_id(self) -> TaskID:

@@ -7,6 +7,15 @@ A result for a task this instance never had is one from before a restart (`reatt
 is being reclaimed leaves gracefully: none of its tasks spends a retry. A result read from a processor is its worker's
 and is named in the worker's next heartbeat echo (`HeartbeatEcho.results_read`), so that the agent's result journal
 forgets it; a processor's link goes with its worker. Pure: time is the core's `now`.
+
+**Lent processors** (docs/architecture.md, "Lent processors"): a processor whose hello says `lent` takes its worker's
+plain tasks on its link (task_lifecycle.py), and its agent never sees them. What only the agent would have reported
+comes on the link: a task that parks on nested futures (ProcessorBlocked; it yields its slot, as at an agent, until
+its ProcessorResumeRequest), and tasks it gives back unstarted (TaskReturn: it hosts an actor, which holds its
+computing turn; the link is lent no more). When the link closes (the processor died or was killed), the tasks sent on
+it without a result are handled as its agent handles its processor's death: the oldest one not parked was computing
+and fails with PROCESSOR_DIED, the parked ones are lost and run again (a retry spent), the others were staged and go
+back to the queue (none spent).
 """
 
 from __future__ import annotations
@@ -16,11 +25,17 @@ from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, TaskID, short
+from scaler.scheduler.core.peers import ProcessorLinkRecord, WorkerRecord
+from scaler.scheduler.core.task_state import TaskEvent
 
 if TYPE_CHECKING:
     from scaler.scheduler.core.scheduler_core import SchedulerCore
 
 logger = logging.getLogger(__name__)
+
+#: How long a lent processor's closed link waits for its agent to say why it ended (ProcessorExited) before its tasks
+#: end without the reason (a frozen or partitioned agent).
+LENT_EXIT_WAIT_SECONDS = 5.0
 
 
 class WorkerSessions:
@@ -60,6 +75,12 @@ class WorkerSessions:
         if core.actors.is_call(result.task_id):
             core.actors.call_result(worker.peer, result)
             return
+        record = core.tasks.get(result.task_id)
+        if record is not None and record.link == peer:  # a lent task: the agent's journal never had it
+            if result.ran is not None:
+                worker.learn_lent(result.ran.finished_at - result.ran.started_at)  # before the slot is offered
+            core.lifecycle.result_from(worker.peer, result)
+            return
         worker.results_read.append(result.task_id)
         self.on_result(worker.peer, result)
 
@@ -90,14 +111,135 @@ class WorkerSessions:
     def on_task_return(self, peer: PeerID, returned: m.TaskReturn) -> None:
         self._core.lifecycle.returned_by(peer, returned.task_ids)
 
-    def drop_processor(self, peer: PeerID) -> None:
-        """A processor's link closed (it ended, or was killed): forgotten; its worker stays."""
+    def drop_processor(self, peer: PeerID, exited: m.ProcessorExited | None = None, force: bool = False) -> None:
+        """A processor's link closed (it ended, or was killed; `exited` None), or its agent says it ended and why
+        (`exited`): forgotten; its worker stays. A lent one that holds tasks is forgotten once both are known (the
+        link's closing comes after all it sent, its last words included; the agent's word gives the reason), or
+        LENT_EXIT_WAIT_SECONDS after the first (`force`), so that the task it computed fails with the reason."""
         core = self._core
-        processor = core.processors.pop(peer, None)
-        if processor is not None and (worker := core.workers.get(processor.worker)) is not None:
+        processor = core.processors.get(peer)
+        if processor is None:
+            return
+        if exited is None:
+            processor.link_closed = True
+        else:
+            processor.exited = exited
+        worker = core.workers.get(processor.worker)
+        held = worker is not None and processor.lent and processor.tasks
+        if held and not force and not (processor.link_closed and processor.exited is not None):
+            if processor.closed_at is None:
+                processor.closed_at = core.now
+                assert worker is not None
+                self._unlend(worker, processor)
+            return
+        del core.processors[peer]
+        if worker is not None:
             worker.processors.discard(peer)
-        if processor is not None:
-            core.actors.processor_gone(peer)
+            if processor.lent:
+                self._lent_link_gone(worker, processor, processor.exited)
+        core.actors.processor_gone(peer)
+
+    def on_processor_exited(self, peer: PeerID, exited: m.ProcessorExited) -> None:
+        """A worker that lends its processors says one of them ended, and why."""
+        self.drop_processor(PeerID(peer + b"/" + exited.processor_id), exited)
+
+    def lent_exits_unexplained(self) -> None:
+        """Lent links closed LENT_EXIT_WAIT_SECONDS ago that no agent explained: their tasks end without the reason."""
+        core = self._core
+        late = [
+            link.peer
+            for link in core.processors.values()
+            if link.closed_at is not None and core.now - link.closed_at > LENT_EXIT_WAIT_SECONDS
+        ]
+        for peer in late:
+            self.drop_processor(peer, force=True)
+
+    @staticmethod
+    def _unlend(worker: WorkerRecord, link: ProcessorLinkRecord) -> None:
+        if link in worker.lent_links:
+            worker.lent_links.remove(link)
+            worker.restage()
+
+    def _lent_link_gone(
+        self, worker: WorkerRecord, link: ProcessorLinkRecord, exited: m.ProcessorExited | None
+    ) -> None:
+        """A lent processor's link closed: its tasks without a result end as at its agent's (module docstring)."""
+        self._unlend(worker, link)
+        worker.lent_parked -= len(link.parked)
+        lifecycle = self._core.lifecycle
+        name = link.processor_id.decode(errors="replace")
+        blamed = None if link.leaving else next((t for t in link.tasks if t not in link.parked), None)
+        for task_id in list(link.tasks):
+            if task_id == blamed:
+                status, text = m.ResultStatus.PROCESSOR_DIED, f"the processor {name} running the task died"
+                if exited is not None and exited.out_of_memory:
+                    status, text = m.ResultStatus.OUT_OF_MEMORY, f"{exited.out_of_memory} (processor {name})"
+                elif exited is not None and exited.description:
+                    text = f"{text}: {exited.description}"
+                else:
+                    text = f"{text} (its link to the scheduler closed)"
+                logger.warning("task %s: %s", task_id.hex(), text)
+                died = m.TaskResult(task_id, status, error_message=text)
+                lifecycle.result_from(worker.peer, died)
+            elif task_id in link.parked:
+                why = f"the processor {name} it waited in died while running another task"
+                lifecycle.apply(task_id, TaskEvent.WORKER_LOST, reason=why)
+            else:
+                lifecycle.apply(task_id, TaskEvent.RETURNED, reason=f"its lent processor {name} died before it started")
+        link.tasks.clear()
+        link.parked.clear()
+
+    def on_lent_parked(self, peer: PeerID, blocked: m.ProcessorBlocked) -> None:
+        """A task on a lent processor waits on nested futures: its slot serves other tasks meanwhile."""
+        core = self._core
+        link = core.processors[peer]
+        if blocked.task_id in link.tasks and blocked.task_id not in link.parked:
+            link.parked.add(blocked.task_id)
+            core.workers[link.worker].lent_parked += 1
+            core.lifecycle.worker_has_room(link.worker)
+
+    def on_lent_resumed(self, peer: PeerID, request: m.ProcessorResumeRequest) -> None:
+        """A parked task on a lent processor goes on (its processor gives it the turn itself): it takes a slot again."""
+        core = self._core
+        link = core.processors[peer]
+        if request.task_id in link.parked:
+            link.parked.discard(request.task_id)
+            core.workers[link.worker].lent_parked -= 1
+
+    def hosts_actor(self, peer: PeerID) -> None:
+        """The processor of this link built an actor, which holds its computing turn while it lives: its link is lent
+        no more (the tasks sent there before are given back as it reads them)."""
+        link = self._core.processors.get(peer)
+        worker = self._core.workers.get(link.worker) if link is not None else None
+        if link is not None and worker is not None:
+            self._unlend(worker, link)
+
+    def on_lent_cancel_confirm(self, peer: PeerID, confirm: m.TaskCancelConfirm) -> None:
+        """A lent processor stopped a cancelled task, as its agent confirms one."""
+        self._core.lifecycle.cancel_confirmed_by(self._core.processors[peer].worker, confirm)
+
+    def on_lent_leaving(self, peer: PeerID, leaving: m.WorkerLeaving) -> None:
+        """A lent processor ends on purpose (a cancelled task's, as its agent would have killed it): it is lent no more,
+        and its loss queues again, without blame, the tasks that were on their way to it."""
+        core = self._core
+        link = core.processors[peer]
+        link.leaving = True
+        core.send(peer, m.Shutdown("leave acknowledged"))  # it exits once it has read this (outlet.last_words)
+        worker = core.workers[link.worker]
+        if link in worker.lent_links:
+            worker.lent_links.remove(link)
+            worker.restage()
+
+    def on_lent_returned(self, peer: PeerID, returned: m.TaskReturn) -> None:
+        """A lent processor gives tasks back unstarted (it hosts an actor): they are queued again, and it is lent no
+        more."""
+        core = self._core
+        link = core.processors[peer]
+        worker = core.workers[link.worker]
+        if link in worker.lent_links:
+            worker.lent_links.remove(link)
+            worker.restage()
+        core.lifecycle.returned_by(worker.peer, returned.task_ids)
 
     def end_notices(self) -> None:
         """A draining worker whose reclaim notice is over has its remaining tasks moved elsewhere."""

@@ -144,7 +144,7 @@ class AgentCore:
         self.tasks = self.table.tasks
         self.processors = self.table.processors
         self.placement = Placement(self.table, settings.slots, settings.max_staged_tasks, self.effects)
-        self.pool = ProcessorPool(settings.slots, processor_prefix)
+        self.pool = ProcessorPool(settings.slots, processor_prefix, keep_all=settings.lend_processors)
         self.estimates = RunTimeEstimates()
         self.journal = ResultJournal()
         self._storage_address = settings.object_storage_address
@@ -417,6 +417,8 @@ class AgentCore:
 
     def _on_exit(self, processor_id: bytes, description: str, out_of_memory: str) -> None:
         self._send_again(self.journal.processor_gone(processor_id))  # its messages may have died with it
+        if self.settings.lend_processors and self.link.is_registered:  # the scheduler fails its lent task with this
+            self._to_scheduler(m.ProcessorExited(processor_id, description, out_of_memory))
         processor = self.processors.get(processor_id)
         if processor is None or processor.state is _STOPPING_PROCESSOR:
             self.table.remove(processor_id)

@@ -1,7 +1,8 @@
 """How many processors the agent keeps, and their names (pure).
 
 One processor is kept ready (idle or starting) per slot that could start a task now, and at least one while a
-slot is free; idle processors beyond that, with one of slack, retire (not one that holds parked tasks). Forking
+slot is free; idle processors beyond that, with one of slack, retire (not one that holds parked tasks). A worker that
+lends its processors keeps one started per free slot. Forking
 from the zygote takes milliseconds, so no spare is kept while every slot computes. A worker whose processors keep
 failing to start gives up: after MAX_START_FAILURES in a row (or one, with a preload: the preload is to blame).
 """
@@ -22,8 +23,11 @@ _NONE: tuple[bytes, ...] = ()
 class ProcessorPool:
     """The processors to start and retire, their ids, and the start failures in a row."""
 
-    def __init__(self, slots: int, prefix: bytes) -> None:
+    def __init__(self, slots: int, prefix: bytes, keep_all: bool = False) -> None:
         self._slots = slots
+        #: one processor per slot is kept started, whatever the queue: the worker lends them (their tasks come on their
+        #: own links, never through the queue)
+        self._keep_all = keep_all
         self._prefix = prefix
         self._ids = itertools.count()
         self.start_failures = 0  #: in a row: reset by a processor that starts
@@ -59,7 +63,7 @@ class ProcessorPool:
 
     def _wanted(self, table: ProcessorTable, queued: int) -> int:
         free_slots = max(0, self._slots - table.running)
-        return min(free_slots, max(1, queued))
+        return free_slots if self._keep_all else min(free_slots, max(1, queued))
 
     @staticmethod
     def _ready(table: ProcessorTable) -> int:

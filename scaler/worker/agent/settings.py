@@ -27,3 +27,6 @@ class AgentSettings:
     #: a gap between two events longer than this is the worker's own pause (SIGSTOP, a VM paused by its host), which
     #: does not count as the scheduler's silence (`LinkSettings.pause_after_seconds`); None: every gap counts
     pause_after_seconds: float | None = None
+    #: its processors are lent to the scheduler (worker setting `lend_processors`): one is kept started per slot, since
+    #: the scheduler's tasks for them never pass the agent's queue (pool.py)
+    lend_processors: bool = False

@@ -237,11 +237,13 @@ class WorkerAgent:
         return m.Heartbeat(cpu, rss, worker=worker_status, round_trip_seconds=round_trip_seconds)
 
 
-def build_hello(capabilities: m.Capabilities, capacity: int, manager_id: str, worker_type: str) -> m.Hello:
+def build_hello(
+    capabilities: m.Capabilities, capacity: int, manager_id: str, worker_type: str, lends_processors: bool = False
+) -> m.Hello:
     return m.Hello(
         protocol_version=m.PROTOCOL_VERSION,
         python_version=local_python_version(),
         pid=os.getpid(),
         hostname=socket.gethostname(),
-        info=m.WorkerInfo(capabilities, capacity, manager_id, worker_type),
+        info=m.WorkerInfo(capabilities, capacity, manager_id, worker_type, lends_processors=lends_processors),
     )

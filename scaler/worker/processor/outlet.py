@@ -16,6 +16,15 @@ processor dies, the scheduler answers the calls that were at it, core/actors.py 
 result like any other (ResultSent, the agent's journal). Every operation on the link ends by reading what waits on
 it (`_read_locked`): ZeroMQ's descriptor signals an edge, which a send from another thread could consume; the work
 read that way is queued and signalled on a pipe that the reading thread's select watches as well.
+
+**Lent processors** (`lend`; docs/architecture.md, "Lent processors"). The link opens when the agent configures the
+processor, its hello says `lent`, and the reading thread watches it always, as for a linked actor: the scheduler sends
+plain tasks (and their cancels) there, and everything about such a task goes back there and never to the agent: its
+logs, its result (sent at once: a result held for the next ones would die with a crash of the next task, which the
+scheduler would then blame on the wrong one; no ResultSent: the agent never saw the task), a CANCELED answer, its
+parking on nested futures and its asking to go on (ProcessorBlocked, ProcessorResumeRequest: the scheduler counts its
+slot; the processor gives it the turn back itself), and tasks given back unstarted (TaskReturn) while the processor
+hosts an actor.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import zmq
 
 from scaler.protocol import codec
 from scaler.protocol import messages as m
+from scaler.protocol.ids import TaskID
 from scaler.worker.processor.channel import BlockingChannel
 from scaler.worker.processor.result_route import ResultRoute, RouteState
 
@@ -44,6 +54,8 @@ MAX_HELD = 16
 #: How long an actor built as the link's hello is still unanswered waits for the answer before it says it is ready
 #: (then without the link: its calls come through the agent).
 LINK_WAIT_SECONDS = 1.0
+#: How long a processor that ends for a cancelled lent task waits for the scheduler to acknowledge its last words.
+LAST_WORDS_SECONDS = 2.0
 #: As plain ints: a flag enum's `&` costs a Python call per read.
 _EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 
@@ -63,10 +75,14 @@ class ProcessorOutlet:
         open_link: Callable[[], Any] | None = None,
         hello: m.Hello | None = None,
         direct_results: bool = True,
+        lend: bool = False,
     ) -> None:
         self._channel = channel
         self._open_link = open_link if hello is not None else None
         self._direct = direct_results  #: plain tasks' results take the link (else only linked actors' do)
+        self._lend = lend and self._open_link is not None  #: plain tasks come on the link too (module docstring)
+        #: tasks that came on the link (lent), not ended: everything about them goes back there
+        self._lent_tasks: set[bytes] = set()
         self._configured = False  #: the agent configured the processor: a link opened later says hello at once
         self._hello = hello
         self._link: Any = None
@@ -95,22 +111,92 @@ class ProcessorOutlet:
         a task marked `through_agent` says (its result ends the mark)."""
         with self._lock:
             self._flush()
+            if self._lent_tasks and self._lent_report(message):
+                return
             self._channel.send(message)
             if isinstance(message, m.TaskResult) and self._through_agent:
                 self._through_agent.discard(message.task_id)
+
+    def _lent_report(self, message: m.Message) -> bool:
+        """Under the lock: a report about a lent task goes on the link (True), never to the agent."""
+        task_id = getattr(message, "task_id", None)
+        if task_id is None or task_id not in self._lent_tasks:
+            return False
+        if isinstance(message, m.TaskResult):
+            self._lent_tasks.discard(task_id)
+            if message.status is m.ResultStatus.CANCELED:  # as the agent confirms a cancel
+                message = m.TaskCancelConfirm(task_id, m.CancelOutcome.CANCELED)
+        if self._link is not None:
+            self._send_on_link(codec.encode(message))
+        return True
+
+    def last_words(self, give_back: list[TaskID], cancelled: TaskID) -> None:
+        """The processor is about to exit for a cancelled lent task: it says it leaves (the scheduler then queues
+        again, without blame, what it sent here and is still on its way), the lent tasks it will not run go back, then
+        the task's cancel is confirmed; the scheduler has read them when this returns (its Shutdown came back), or
+        LAST_WORDS_SECONDS passed."""
+        with self._lock:
+            self._flush()
+            self._lent_tasks.clear()
+            if self._link is None:
+                return
+            frames = [codec.encode(m.WorkerLeaving("a cancelled lent task's processor ends"))]
+            if give_back:
+                frames.append(codec.encode(m.TaskReturn(tuple(give_back))))
+            frames.append(codec.encode(m.TaskCancelConfirm(cancelled, m.CancelOutcome.CANCELED)))
+            self._link.send_multipart(frames)
+            self._await_shutdown(time.monotonic() + LAST_WORDS_SECONDS)
+            self._link.close(linger=0)
+            self._link = None
+
+    def _await_shutdown(self, deadline: float) -> None:
+        """Under the lock: wait until the scheduler acknowledges the last words (Shutdown: it read them, and what came
+        with them), or the deadline passed. A message merely handed to ZeroMQ dies with the process that exits."""
+        link = self._link
+        while (left := deadline - time.monotonic()) > 0:
+            if not link.poll(int(left * 1000) + 1):
+                return
+            for frame in link.recv_multipart():
+                try:
+                    if isinstance(codec.decode(frame), m.Shutdown):
+                        return
+                except codec.DecodeError:
+                    continue
+
+    @property
+    def lends(self) -> bool:
+        """Its worker lends it: plain tasks come on its link."""
+        return self._lend
+
+    def is_lent(self, task_id: bytes) -> bool:
+        """Whether the task came on the link (its worker lends this processor)."""
+        return task_id in self._lent_tasks
+
+    def give_back(self, task_ids: list[TaskID]) -> None:
+        """Lent tasks this processor will not run (it hosts an actor, which holds the computing turn): the scheduler
+        queues them again."""
+        with self._lock:
+            self._lent_tasks.difference_update(task_ids)
+            if self._link is not None:
+                self._send_on_link(codec.encode(m.TaskReturn(tuple(task_ids))))
 
     def result(self, result: m.TaskResult, more: bool = False) -> None:
         """The result of a task that ran: on the link when the route is open (and a ResultSent to the agent), else
         to the agent, which sends it on. `more`: another task of this processor starts at once (a staged one): the
         result may wait for the next ones, at most HOLD_SECONDS and MAX_HELD results, so that they leave together."""
         with self._lock:
-            if not self._direct or not self._route.is_open:
+            lent = bool(self._lent_tasks) and result.task_id in self._lent_tasks
+            if lent:
+                self._lent_tasks.discard(result.task_id)
+                if self._link is None:
+                    return  # closed: the processor is ending, and the scheduler handles its tasks as a death's
+            elif not self._direct or not self._route.is_open:
                 self._flush()
                 self._channel.send(result)
                 return
             frame = codec.encode(result)
             self._held.append(frame)
-            if not more or len(self._held) >= MAX_HELD:
+            if not more or lent or len(self._held) >= MAX_HELD:  # a lent one is never held (a crash would lose it)
                 self._flush()
             elif len(self._held) == 1:
                 self._held_since = time.monotonic()
@@ -118,6 +204,8 @@ class ProcessorOutlet:
                     self._flusher = threading.Thread(target=self._flush_late, name="scaler-results", daemon=True)
                     self._flusher.start()
                 self._holding.set()
+            if lent:
+                return  # the agent never saw the task
             # the agent hears of it now, even when it is held: a held result dies with the processor if the next task
             # crashes it, and the agent, which keeps every ResultSent, then sends it itself
             ran = result.ran
@@ -158,8 +246,9 @@ class ProcessorOutlet:
         """A task's output: the way its result will go, so that it reaches the client before the result."""
         with self._lock:
             self._flush()
-            if self._route.is_open and (
-                log.task_id in self._linked_calls or (self._direct and log.task_id not in self._through_agent)
+            if log.task_id in self._lent_tasks or (
+                self._route.is_open
+                and (log.task_id in self._linked_calls or (self._direct and log.task_id not in self._through_agent))
             ):
                 self._send_on_link(codec.encode(log))
             else:
@@ -172,8 +261,11 @@ class ProcessorOutlet:
             return
         with self._lock:
             self._configured = True
-            if self._link is None and self._direct:
+            if self._link is None and (self._direct or self._lend):
                 self._link = self._open_link()
+            if self._lend and self._wake is None:
+                self._wake = os.pipe()
+                os.set_blocking(self._wake[0], False)
             if self._link is not None and self._route.configured():
                 self._say_hello()
 
@@ -296,7 +388,7 @@ class ProcessorOutlet:
     def wait_fds(self) -> tuple[int, ...]:
         """What the reading thread's select watches beside the channel: the link and the wake-up pipe while an actor
         here takes its calls on the link, else nothing."""
-        if not self._linked_actors or self._link is None or self._wake is None:
+        if not (self._linked_actors or self._lend) or self._link is None or self._wake is None:
             return ()
         return int(self._link.getsockopt(zmq.FD)), self._wake[0]
 
@@ -305,7 +397,7 @@ class ProcessorOutlet:
 
     def take_work(self) -> list[m.Message]:
         """The calls and stops read on the link since the last take (reading what waits there now)."""
-        if not self._linked_actors and not self._work:
+        if not self._linked_actors and not self._work and not self._lend:
             return []
         with self._lock:
             self._read_locked()
@@ -321,7 +413,7 @@ class ProcessorOutlet:
     def _send_on_link(self, *frames: bytes) -> None:
         """Under the lock: a message on the link, then what waits there is read (the descriptor's edge stays)."""
         self._link.send_multipart(frames)
-        if self._linked_actors:
+        if self._linked_actors or self._lend:
             self._read_locked()
             self._wake_reader()
 
@@ -335,7 +427,12 @@ class ProcessorOutlet:
         except codec.DecodeError as error:
             logger.warning("undecodable frame from the scheduler on a processor's link: %s", error)
             return
-        if isinstance(message, (m.Task, m.ActorStop)):  # an actor's call or stop: for the task line
+        if isinstance(message, (m.Task, m.ActorStop)):  # an actor's call or stop, or a lent task: for the task line
+            if self._lend and isinstance(message, m.Task) and not message.actor_id:
+                self._lent_tasks.add(message.task_id)
+            self._work.append(message)
+            return
+        if isinstance(message, m.TaskCancel) and self._lend:  # of lent tasks
             self._work.append(message)
             return
         if isinstance(message, m.HelloReply) and not message.accepted:

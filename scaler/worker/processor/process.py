@@ -40,6 +40,8 @@ class ProcessorSettings:
     worker_id: bytes = b""  #: stamped on results; its link names it
     #: send the results of its tasks to the scheduler on a link of its own (outlet.py), not through the agent
     direct_results: bool = True
+    #: its worker lends it to the scheduler: plain tasks come on its link, and go back there (outlet.py)
+    lend: bool = False
     preload: str | None = None
     garbage_collect_interval_seconds: float = 30.0
     trim_memory_threshold_bytes: int = 1 << 30
@@ -133,10 +135,14 @@ def _outlet(
     if not settings.worker_id:
         return ProcessorOutlet(channel)
     identity = processor_identity(settings.worker_id, processor_id)
-    info = m.ProcessorInfo(processor_id, settings.worker_id)
+    info = m.ProcessorInfo(processor_id, settings.worker_id, settings.lend)
     hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
     return ProcessorOutlet(
-        channel, lambda: sockets.dealer(settings.scheduler_address, identity=identity), hello, settings.direct_results
+        channel,
+        lambda: sockets.dealer(settings.scheduler_address, identity=identity),
+        hello,
+        settings.direct_results,
+        settings.lend,
     )
 
 

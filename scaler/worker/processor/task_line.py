@@ -226,6 +226,13 @@ class TaskLine(Generic[R]):
             record.state = ProcessorTaskState.RESUMED
             self.awaiting_turn.append(record)
 
+    def hosts_actor(self, incoming: list[m.Message]) -> bool:
+        """Whether an actor's start task is held here, or among `incoming`: it holds the computing turn while the
+        actor lives, so lent tasks would wait behind it (outlet.py gives them back)."""
+        if any(isinstance(message, m.Task) and message.actor is not None for message in incoming):
+            return True
+        return any(record.calls is not None for record in self.tasks.values())
+
     # ------------------------------------------------------------ the computing turn
 
     def take_turn(self, messages: list[m.Message]) -> R | None:

@@ -51,6 +51,9 @@ logger = logging.getLogger(__name__)
 _STOPPING, _UNWOUND = ProcessorTaskState.STOPPING, ProcessorOutcome.UNWOUND
 #: An idle thread beyond the first ends after waiting this long for work.
 IDLE_THREAD_SECONDS = 30.0
+#: Lent processors: how often a thread of their own looks whether a lent task has computed that long, and then reads the
+#: link for it (a cancel), since the task's thread holds the baton and reads nothing until it ends (`_watch_lent`).
+LENT_WATCH_SECONDS = 0.05
 
 
 class TaskAbandoned(BaseException):
@@ -132,10 +135,38 @@ class TaskThreads:
 
     def run(self) -> None:
         """The main thread's part: take the baton and serve; returns when the agent closed the channel."""
+        if self._outlet.lends:
+            threading.Thread(target=self._watch_lent, name="scaler-lent-watch", daemon=True).start()
         try:
             self._work(None)
         except ChannelClosed:
             return
+
+    def _watch_lent(self) -> None:
+        """Lent processors: while a lent task (or an actor's start) has computed for LENT_WATCH_SECONDS, what came on
+        the link and the channel is read for it every LENT_WATCH_SECONDS, as its own thread would between two values
+        of a stream: a cancel (its agent, which would have killed the processor for it, never saw the task), lent tasks
+        to give back (an actor holds the turn). Tiny tasks never wake this thread's reads."""
+        seen: _TaskRecord | None = None
+        line = self._line
+        while True:
+            time.sleep(LENT_WATCH_SECONDS)
+            computing = line.computing
+            if computing is None or computing is not seen:
+                seen = computing
+                continue
+            if computing.calls is None and not self._outlet.is_lent(computing.task.task_id):
+                continue  # neither lent nor an actor's start (lent tasks sent to it before it was built go back)
+            try:
+                with self._lock:
+                    later = _NOTHING
+                    if line.computing is computing:
+                        line.take_turn(self._poll_inbox())  # the turn is the task's: messages are only received
+                        later = self._carry_out_locked() if line.instructions else _NOTHING
+            except ChannelClosed:
+                return  # the holder hears it too and ends the processor
+            if later:
+                self._carry_out_later(later)
 
     def send(self, message: m.Message) -> None:
         """A report for the agent only (the results of tasks that ran go through the outlet, which knows their way)."""
@@ -267,10 +298,19 @@ class TaskThreads:
         return self._outlet.has_work() or self._channel.wait(timeout_seconds, also)
 
     def _poll_inbox(self) -> list[m.Message]:
-        """What the channel holds now, and the actors' calls and stops read on the link (under the lock)."""
+        """What the channel holds now, and the actors' calls and stops and the lent tasks read on the link (under the
+        lock). Lent tasks read while an actor lives here, or comes with this read, are given back (outlet.py)."""
         messages = self._channel.poll()
         work = self._outlet.take_work()
-        return messages + work if work else messages
+        if not work:
+            return messages
+        if self._line.hosts_actor(messages):
+            lent = [t.task_id for t in work if isinstance(t, m.Task) and self._outlet.is_lent(t.task_id)]
+            if lent:
+                self._outlet.give_back(lent)
+                given = set(lent)
+                work = [w for w in work if not (isinstance(w, m.Task) and w.task_id in given)]
+        return messages + work
 
     def _pass_turn_locked(self, record: _TaskRecord, me: int) -> _TaskRecord | None:
         """The task ended or parked: the turn passes, once the channel was read without blocking (protocol rule 2);
@@ -320,7 +360,7 @@ class TaskThreads:
                 reason = "the actor this call is for is not in the processor the call reached: it ended"
                 self.send(m.TaskResult(instruction.task_id, m.ResultStatus.ACTOR_DIED, error_message=reason))
             elif isinstance(instruction, Interrupt):
-                _interrupt(instruction.record)
+                self._stop(instruction.record)
             elif isinstance(instruction, Wake):
                 _wake(instruction.record)
             elif isinstance(instruction, CancelNested):
@@ -332,6 +372,20 @@ class TaskThreads:
                 self._on_hello(instruction.object_storage_address)
         instructions.clear()
         return later
+
+    def _stop(self, record: _TaskRecord) -> None:
+        """Stop a computing task: TaskAbandoned in its thread; a lent one computing alone ends the processor."""
+        if not self._line.parked and self._outlet.is_lent(record.task.task_id):
+            self._end_for_lent_cancel(record)  # does not return
+        _interrupt(record)
+
+    def _end_for_lent_cancel(self, record: _TaskRecord) -> None:
+        """A lent task that computes alone is cancelled: the processor ends, as its agent kills a processor for a task
+        cancelled there (agent/core.py rule 4), since code stuck in a C call would never see TaskAbandoned. Its other
+        lent tasks go back to the scheduler, then the task's CANCELED answer, before it exits (under the lock)."""
+        staged = [r.task.task_id for r in self._line.awaiting_turn if self._outlet.is_lent(r.task.task_id)]
+        self._outlet.last_words(staged, record.task.task_id)
+        os._exit(0)
 
     def _carry_out_later(self, later: _Later) -> None:
         """Start the threads and cancel the nested tasks the instructions asked for (with the lock released)."""
@@ -469,11 +523,26 @@ class TaskThreads:
                 self.send(m.ProcessorResumeRequest(running.task.task_id))
             except ChannelClosed:
                 pass  # the holder hears it too and ends the processor
+            if self._outlet.is_lent(running.task.task_id):
+                self._resume_lent(running)
             resume.wait()
         resume.clear()
         running.parked_cpu_seconds += time.process_time() - running.parked_since_cpu
         if running.state is ProcessorTaskState.STOPPING_PARKED:
             raise TaskAbandoned(f"task {running.task.task_id.hex()} was stopped by its worker (cancelled or timed out)")
+
+    def _resume_lent(self, record: _TaskRecord) -> None:
+        """A lent task's futures are done: no agent gives it the turn back, the processor does (as if its agent had
+        sent ProcessorResume at once); it goes on when the task computing here, if any, passes the turn."""
+        line = self._line
+        with self._lock:
+            line.receive([m.ProcessorResume(record.task.task_id)])
+            if line.computing is None:
+                following = line.take_turn([])
+                if following is not None:  # not expected: the turn was free, so only this task waited for it
+                    line.hand_on(following)
+            later = self._carry_out_locked()
+        self._carry_out_later(later)
 
     def _park(self, record: _TaskRecord) -> None:
         """The task's outermost wait begins: report it, then pass the baton (if this thread holds it) and the

@@ -106,7 +106,8 @@ def test_a_connection_registered_as_a_worker_cannot_say_it_is_a_processor() -> N
 
 def test_a_processor_link_carries_results_and_logs_only() -> None:
     sim = SimulatedCluster()
-    assert set(sim.core._processor_handlers) == {m.TaskResult, m.TaskLog}
+    lent = {m.ProcessorBlocked, m.ProcessorResumeRequest, m.TaskReturn, m.TaskCancelConfirm, m.WorkerLeaving}
+    assert set(sim.core._processor_handlers) == {m.TaskResult, m.TaskLog} | lent
     worker = sim.add_worker()
     link = link_of(sim, worker)
     sim.send(link, m.Heartbeat())

@@ -41,7 +41,7 @@ def test_every_message_a_peer_may_send_has_a_handler() -> None:
         m.StreamCredit, m.ActorStop, m.ActorLookup, m.ClientResume,
     }  # fmt: skip
     worker_sends = {m.Heartbeat, m.TaskResult, m.TaskCancelConfirm, m.TaskLog, m.WorkerCapacity, m.WorkerLeaving,
-                    m.TaskReturn, m.StreamItem, m.ActorReady}  # fmt: skip
+                    m.TaskReturn, m.StreamItem, m.ActorReady, m.ProcessorExited}  # fmt: skip
     assert set(core._client_handlers) == client_sends
     assert set(core._worker_handlers) == worker_sends
     assert set(core._manager_handlers) == {m.Heartbeat, m.UnitsReclaimed}

@@ -1,0 +1,185 @@
+"""Lent processors (docs/architecture.md, "Lent processors"; worker setting `lend_processors`), with real processes and
+sockets: the scheduler sends plain tasks straight to a processor on its own link and the result comes back there, so
+tasks run, fail, are cancelled, nest and die with their worker agent frozen (SIGSTOP): none of it passes the agent.
+The scheduler's rules on their own: tests/unit/scheduler/test_lent_processors.py.
+
+Checked with the mechanism off, by hand: with `lend_processors=False` every test below that freezes the agent times
+out (the tasks wait in the frozen agent); with `TaskThreads._resume_lent` doing nothing, the nested test times out (the
+parent waits for a ProcessorResume no agent sends); with `_lent_link_gone` not called, the processor-death test times
+out (the killed task's record stays dispatched to a link that is gone)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from scaler import Client, SchedulerClusterCombo
+from scaler.errors import ProcessorDiedError
+from tests.integration.conftest import DEADLINE_SECONDS, agent_of_processor, wait_for, wait_for_workers
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+
+# ---------------------------------------------------------------- task functions (run in processors)
+
+
+def inc(x: int) -> int:
+    return x + 1
+
+
+def lent_here() -> tuple[int, bool]:
+    """This processor's pid, and whether its link is open and lent."""
+    import gc
+    import os
+
+    from scaler.worker.processor.outlet import ProcessorOutlet
+
+    (outlet,) = [found for found in gc.get_objects() if isinstance(found, ProcessorOutlet)]
+    return os.getpid(), bool(outlet._lend and outlet.route_open)  # type: ignore[attr-defined]
+
+
+def die() -> None:
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def sleep_then(seconds: float, value: int) -> int:
+    import time
+
+    time.sleep(seconds)
+    return value
+
+
+def parent(client: Client, n: int) -> int:
+    """Waits on a nested task: it parks in its processor, which runs the child meanwhile."""
+    return client.submit(inc, n).result() + 1
+
+
+# ---------------------------------------------------------------- helpers
+
+
+@contextmanager
+def frozen(pid: int) -> Iterator[None]:
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def lent_cluster(make_cluster, lend: bool = True) -> SchedulerClusterCombo:  # type: ignore[no-untyped-def]
+    """One worker (one processor) that lends its processors."""
+    cluster = make_cluster(1, lend_processors=lend)
+    wait_for_workers(cluster.monitor_address, 1)
+    return cluster
+
+
+def the_agent(client: Client) -> int:
+    """The agent of the worker, once a task found its processor lent."""
+    found: list[tuple[int, bool]] = []
+
+    def lent() -> bool:
+        found.append(client.submit(lent_here).result(timeout=DEADLINE_SECONDS))
+        return found[-1][1]
+
+    wait_for(lent, what="a lent processor")
+    return agent_of_processor(found[-1][0])
+
+
+# ---------------------------------------------------------------- tests
+
+
+def test_tasks_run_on_lent_processors_while_their_agent_is_frozen(make_cluster):
+    cluster = lent_cluster(make_cluster)
+    with Client(cluster.get_address()) as client:
+        agent = the_agent(client)
+        with frozen(agent):
+            futures = [client.submit(inc, i) for i in range(500)]
+            assert [f.result(timeout=DEADLINE_SECONDS) for f in futures] == [i + 1 for i in range(500)]
+            assert client.submit(inc, 1).result(timeout=DEADLINE_SECONDS) == 2
+
+
+def test_a_lent_processor_that_dies_fails_its_task_and_the_others_run(make_cluster):
+    """The task that killed its processor fails with ProcessorDiedError, told by the scheduler (its agent is frozen);
+    the tasks sent behind it run on the worker's other processors, or on the new one once the agent wakes."""
+    cluster = lent_cluster(make_cluster)
+    with Client(cluster.get_address()) as client:
+        agent = the_agent(client)
+        with frozen(agent):
+            killer = client.submit(die)
+            with pytest.raises(ProcessorDiedError):
+                killer.result(timeout=DEADLINE_SECONDS)
+        futures = [client.submit(inc, i) for i in range(50)]
+        assert [f.result(timeout=DEADLINE_SECONDS) for f in futures] == [i + 1 for i in range(50)]
+
+
+def test_a_running_lent_task_is_cancelled_on_its_link(make_cluster):
+    """A lent task stuck in a C call (sleep) is cancelled with its agent frozen: the processor answers and ends, as
+    its agent would have killed it; a task sent behind it runs once the agent started another processor."""
+    cluster = lent_cluster(make_cluster)
+    with Client(cluster.get_address()) as client:
+        agent = the_agent(client)
+        with frozen(agent):
+            slow = client.submit(sleep_then, 60, 1)
+            deadline = time.monotonic() + DEADLINE_SECONDS
+            while not slow.running() and time.monotonic() < deadline:  # dispatched to its processor
+                time.sleep(0.01)
+            time.sleep(0.2)  # it has started computing (a cancel of a staged one takes another way)
+            assert slow.cancel()
+            wait_for(lambda: slow.cancelled(), what="the cancel's confirmation")
+            behind = client.submit(inc, 1)  # sent to the processor that ends, or held for the one that replaces it
+        assert behind.result(timeout=DEADLINE_SECONDS) == 2
+
+
+def test_a_nested_task_parks_and_goes_on_in_its_lent_processor(make_cluster):
+    """The parent parks; its slot takes the child; the processor gives the parent the turn back itself."""
+    cluster = lent_cluster(make_cluster)
+    with Client(cluster.get_address()) as client:
+        agent = the_agent(client)
+        with frozen(agent):
+            futures = [client.submit(parent, client, i) for i in range(4)]
+            assert [f.result(timeout=DEADLINE_SECONDS) for f in futures] == [i + 2 for i in range(4)]
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.count = 0
+
+    def add(self) -> int:
+        self.count += 1
+        return self.count
+
+    def wait_for(self, path: str) -> bool:
+        import os
+        import time
+
+        while not os.path.exists(path):
+            time.sleep(0.02)
+        return True
+
+
+def test_an_actor_on_a_lending_worker_does_not_hold_tasks_behind_it(make_cluster, tmp_path):
+    """An actor's start task holds its processor's turn while it lives, and a call that waits holds its thread: lent
+    tasks are not sent to that processor once the actor is built, and those that reach it are given back and run on
+    the worker's other processor. Checked to fail with `WorkerSessions.hosts_actor` doing nothing and
+    `TaskThreads._watch_lent` not reading for an actor's start (the tasks waited behind the actor's call)."""
+    cluster = lent_cluster(make_cluster)
+    with Client(cluster.get_address()) as client:
+        counter = client.actor(Counter)
+        assert counter.add().result(timeout=DEADLINE_SECONDS) == 1
+        released = tmp_path / "released"
+        waiting = counter.wait_for(str(released))
+        futures = [client.submit(inc, i) for i in range(200)]
+        assert [f.result(timeout=DEADLINE_SECONDS) for f in futures] == [i + 1 for i in range(200)]
+        assert not waiting.done()
+        released.write_text("go")
+        assert waiting.result(timeout=DEADLINE_SECONDS) is True
+        assert counter.add().result(timeout=DEADLINE_SECONDS) == 2
+        counter.stop()

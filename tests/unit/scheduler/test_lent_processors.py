@@ -1,0 +1,218 @@
+"""The scheduler core and lent processors (docs/architecture.md, "Lent processors"): a processor whose hello says
+`lent` takes its worker's plain tasks on its own link, and each stays an ordinary DISPATCHED record at its worker, so
+that a result, a cancel, the processor's death, its worker's death and a task given back end it as they would at the
+agent.
+
+Checked with the mechanism off, by hand: with `_lent_link` returning None (every task to the agent), the routing,
+cancel, death and parking tests fail; with `_lent_link_gone` not called from `drop_processor`, the death test fails
+(the tasks stay dispatched to a gone link); with `on_lent_parked` not counting the parked task, the parking test fails
+(the second task is not dispatched)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scaler.protocol import messages as m
+from scaler.protocol.ids import PeerID
+from scaler.scheduler.core.effects import Send
+from scaler.scheduler.core.events import PeerLost
+from scaler.scheduler.core.worker_sessions import LENT_EXIT_WAIT_SECONDS
+from scaler.testing.simulation import FakeWorker, SimulatedCluster, hello, success, task
+
+
+def sent_to(sim: SimulatedCluster, peer: bytes, kind: type) -> list:  # type: ignore[type-arg]
+    return [e.message for e in sim.effects if isinstance(e, Send) and e.peer == peer and isinstance(e.message, kind)]
+
+
+def lend(sim: SimulatedCluster, worker: FakeWorker, processor: bytes = b"p1", lent: bool = True) -> bytes:
+    """A processor of `worker` says hello on its own link, lent (or not); its identity."""
+    peer = worker.peer + b"/" + processor
+    sim.send(peer, hello(m.ProcessorInfo(processor, worker.peer, lent)))
+    (reply,) = sent_to(sim, peer, m.HelloReply)
+    assert reply.accepted
+    return peer
+
+
+def test_plain_tasks_go_on_a_lent_link_and_its_results_end_them() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=3)
+    link = lend(sim, worker)
+    streaming = task(client.peer, 3)
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2), replace(streaming, stream_credit=4)])
+    on_link = [t.task_id for t in sent_to(sim, link, m.Task)]
+    assert len(on_link) == 2, "plain tasks take the lent processor's link"
+    assert worker.held == [streaming.task_id], "a streaming task goes to the agent"
+    assert sim.core.workers[worker.peer].assigned == {*on_link, streaming.task_id}, "all of them held at the worker"
+    sim.check_invariants()
+    for task_id in on_link:
+        sim.send(link, success(task_id))
+        assert client.answers[task_id] == [("result", "success")]
+    assert not sim.core.processors[PeerID(link)].tasks
+    sim.check_invariants()
+
+
+def test_without_lending_the_tasks_go_to_the_agent() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=2)
+    link = lend(sim, worker, lent=False)
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
+    assert not sent_to(sim, link, m.Task) and len(worker.held) == 2
+
+
+def test_tasks_spread_over_the_lent_links_of_a_worker() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=4)
+    first, second = lend(sim, worker, b"p1"), lend(sim, worker, b"p2")
+    sim.submit(client, [task(client.peer, n) for n in range(4)])
+    assert len(sent_to(sim, first, m.Task)) == 2 and len(sent_to(sim, second, m.Task)) == 2
+
+
+def test_a_cancel_of_a_lent_task_goes_on_its_link() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker()
+    link = lend(sim, worker)
+    sim.submit(client, [task(client.peer, 1)])
+    (sent,) = sent_to(sim, link, m.Task)
+    sim.cancel(client, [sent.task_id])
+    assert sent_to(sim, link, m.TaskCancel) == [m.TaskCancel((sent.task_id,))]
+    assert not sent_to(sim, worker.peer, m.TaskCancel)
+    sim.send(link, m.TaskCancelConfirm(sent.task_id, m.CancelOutcome.CANCELED))
+    assert client.answers[sent.task_id] == [("cancelled", "canceled")]
+    sim.check_invariants()
+
+
+def test_a_lent_processor_that_leaves_on_purpose_blames_nothing_on_its_way() -> None:
+    """It ends for a cancelled task (as its agent would have killed it): the tasks sent to it and not read go back."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=3)
+    link = lend(sim, worker)
+    sim.submit(client, [task(client.peer, n) for n in (1, 2, 3)])
+    cancelled, returned, on_its_way = (t.task_id for t in sent_to(sim, link, m.Task))
+    sim.cancel(client, [cancelled])
+    sim.send(worker.peer, m.ProcessorExited(b"p1", "exit code 0"))  # its agent's word may come before its last words
+    sim.send(link, m.WorkerLeaving("ends"))
+    assert sent_to(sim, link, m.Shutdown), "acknowledged: it exits once it reads this"
+    sim.send(link, m.TaskReturn((returned,)))
+    sim.send(link, m.TaskCancelConfirm(cancelled, m.CancelOutcome.CANCELED))
+    sim.feed(PeerLost(PeerID(link), "connection closed", sim.now))
+    assert client.answers[cancelled] == [("cancelled", "canceled")]
+    assert not sent_to(sim, worker.peer, m.Task), "the worker lends no processor now: its agent gets no task"
+    assert not client.answers[on_its_way]
+    lend(sim, worker, b"p2")
+    assert {t.task_id for t in sent_to(sim, worker.peer + b"/p2", m.Task)} == {returned, on_its_way}
+    sim.check_invariants()
+
+
+def test_a_lent_processor_that_dies_fails_its_computing_task_and_requeues_the_others() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=3)
+    link = lend(sim, worker)
+    sim.submit(client, [task(client.peer, n) for n in (1, 2, 3)])
+    computing, parked, staged = (t.task_id for t in sent_to(sim, link, m.Task))
+    sim.send(link, m.ProcessorBlocked(computing))  # the first parks: the second computes
+    sim.feed(PeerLost(PeerID(link), "connection closed", sim.now))
+    assert client.answers[parked] == [], "its agent is to say why it ended"
+    sim.send(worker.peer, m.ProcessorExited(b"p1", "killed by SIGSEGV"))
+    assert client.answers[parked] == [("result", "processorDied")], "the oldest one not parked was computing"
+    records = sim.core.tasks.records
+    assert not worker.held, "queued again, not to the agent: the worker lends no processor until its next one says so"
+    lend(sim, worker, b"p2")
+    assert {t.task_id for t in sent_to(sim, worker.peer + b"/p2", m.Task)} == {computing, staged}
+    assert records[computing].attempts == 2 and records[staged].attempts == 1, "dispatched again, one retry spent"
+    assert records[computing].lost_workers and not records[staged].lost_workers, "only the parked one spent a retry"
+    assert sim.core.workers[worker.peer].lent_parked == 0
+    sim.check_invariants()
+
+
+def test_a_lent_link_closed_and_never_explained_ends_its_tasks_after_a_wait() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=2)
+    link = lend(sim, worker)
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
+    computing, staged = (t.task_id for t in sent_to(sim, link, m.Task))
+    sim.feed(PeerLost(PeerID(link), "connection closed", sim.now))
+    sim.advance(LENT_EXIT_WAIT_SECONDS + 1)
+    assert client.answers[computing] == [("result", "processorDied")]
+    assert sim.core.tasks.records[staged].state.value == "queued", "the other went back to the queue"
+    sim.check_invariants()
+
+
+def test_a_worker_that_dies_takes_its_lent_tasks_back_to_the_queue() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=2)
+    lend(sim, worker)
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
+    other = sim.add_worker("v", capacity=2)
+    sim.kill(worker)
+    assert len(other.held) == 2 and not sim.core.processors
+    sim.check_invariants()
+
+
+def test_a_parked_lent_task_yields_its_slot_until_it_goes_on() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=1)
+    link = lend(sim, worker)
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
+    (parent,) = sent_to(sim, link, m.Task)
+    sim.send(link, m.ProcessorBlocked(parent.task_id))
+    assert len(sent_to(sim, link, m.Task)) == 2, "its slot took the next task"
+    sim.check_invariants()
+    sim.send(link, m.ProcessorResumeRequest(parent.task_id))
+    assert sim.core.workers[worker.peer].lent_parked == 0
+    sim.send(link, success(parent.task_id))
+    sim.check_invariants()
+
+
+def test_tasks_a_lent_processor_gives_back_are_queued_again_and_it_is_lent_no_more() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=2)
+    link = lend(sim, worker)
+    sim.submit(client, [task(client.peer, 1)])
+    (sent,) = sent_to(sim, link, m.Task)
+    sim.send(link, m.TaskReturn((sent.task_id,)))
+    lend(sim, worker, b"p2")
+    assert [t.task_id for t in sent_to(sim, worker.peer + b"/p2", m.Task)] == [sent.task_id], "to its other processor"
+    assert sim.core.tasks.records[sent.task_id].attempts == 1, "no retry spent"
+    sim.check_invariants()
+
+
+def test_a_lent_processor_that_builds_an_actor_is_lent_no_more() -> None:
+    """Its actor holds its computing turn while it lives. Checked to fail with `WorkerSessions.hosts_actor` doing
+    nothing (the next task went to the actor's link)."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=2)
+    link = lend(sim, worker)
+    start = replace(task(client.peer, 1), function_name="Ledger", actor=m.ActorSpec(1, 1, "", b""))
+    sim.submit(client, [start])
+    assert worker.held == [start.task_id], "an actor's start goes to the agent"
+    sim.send(worker.peer, m.ActorReady(start.task_id, link))
+    sim.submit(client, [task(client.peer, 2)])
+    lend(sim, worker, b"p2")
+    assert not sent_to(sim, link, m.Task) and sent_to(sim, worker.peer + b"/p2", m.Task) == [task(client.peer, 2)]
+    sim.check_invariants()
+
+
+def test_a_worker_that_says_it_lends_gets_no_task_before_its_first_lent_link() -> None:
+    """Its agent would place the task on a processor that then runs lent tasks beside it. Checked to fail with
+    `Registration` not reading `WorkerInfo.lends_processors` (the task went to the agent)."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    peer = PeerID(b"Worker|SIM|w")
+    worker = sim.workers[peer] = FakeWorker(peer, 2)
+    sim.send(peer, hello(m.WorkerInfo((), 2, "", "SIM", (), True)))
+    sim.submit(client, [task(client.peer, 1)])
+    assert not worker.held
+    link = lend(sim, worker)
+    assert [t.task_id for t in sent_to(sim, link, m.Task)] == [task(client.peer, 1).task_id]
+    sim.check_invariants()
