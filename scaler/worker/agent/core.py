@@ -77,7 +77,7 @@ from scaler.worker.agent.events import (
     FromScheduler,
     KillProcessor,
     LeaveRequested,
-    ProcessorExited,
+    ProcessorDied,
     ResendResult,
     SayHello,
     SchedulerDisconnected,
@@ -109,7 +109,7 @@ __all__ = [  # the events and effects are part of the core's interface
     "HeldTask",
     "KillProcessor",
     "LeaveRequested",
-    "ProcessorExited",
+    "ProcessorDied",
     "ProcessorRecord",
     "ProcessorState",
     "ResendResult",
@@ -178,7 +178,7 @@ class AgentCore:
                 self._on_scheduler(event.message)
             elif isinstance(event, FromProcessor):
                 self._on_processor(event.processor_id, event.message)
-            elif isinstance(event, ProcessorExited):
+            elif isinstance(event, ProcessorDied):
                 self._on_exit(event.processor_id, event.description, event.out_of_memory)
             elif isinstance(event, AgentTick):
                 self._on_tick()

@@ -33,7 +33,7 @@ class FromProcessor:
 
 
 @dataclass(frozen=True, slots=True)
-class ProcessorExited:
+class ProcessorDied:
     processor_id: bytes
     description: str  #: "exit code 1", "killed by SIGKILL"
     now: float
@@ -54,7 +54,7 @@ class SchedulerDisconnected:
     now: float
 
 
-Event = AgentTick | FromScheduler | FromProcessor | ProcessorExited | LeaveRequested | SchedulerDisconnected
+Event = AgentTick | FromScheduler | FromProcessor | ProcessorDied | LeaveRequested | SchedulerDisconnected
 
 
 # ---------------------------------------------------------------- effects

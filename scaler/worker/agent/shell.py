@@ -130,7 +130,7 @@ class WorkerAgent:
 
     def on_processor_exit(self, processor_id: bytes, description: str) -> None:
         out_of_memory = self._memory.verdict(processor_id, description)
-        self._feed(core.ProcessorExited(processor_id, description, self._now(), out_of_memory))
+        self._feed(core.ProcessorDied(processor_id, description, self._now(), out_of_memory))
 
     def on_executor_failed(self, reason: str) -> None:
         self._finish(core.EXIT_ERROR, reason)

@@ -216,7 +216,7 @@ def test_a_stopped_task_that_does_not_end_has_its_processor_killed_and_its_parke
     assert lost.task_id == tid(1) and lost.status is m.ResultStatus.HOST_LOST
     assert "waiting for its nested tasks" in lost.error_message and "did not end" in lost.error_message
     assert not agent.tasks and spawned(effects)
-    effects = agent.handle(core.ProcessorExited(processor, "killed by SIGKILL", 5.6))
+    effects = agent.handle(core.ProcessorDied(processor, "killed by SIGKILL", 5.6))
     assert not to_scheduler(effects, m.TaskResult), "each task was reported once"
 
 
@@ -241,7 +241,7 @@ def test_timeouts_stop_tasks_in_their_processor_while_others_wait_there_and_kill
 def test_a_processor_that_dies_fails_its_task_and_reports_its_parked_parents_lost() -> None:
     agent, processor = parked_parent()
     agent.handle(core.FromScheduler(task(2, priority=1), 0.2))
-    effects = agent.handle(core.ProcessorExited(processor, "killed by SIGSEGV", 0.3))
+    effects = agent.handle(core.ProcessorDied(processor, "killed by SIGSEGV", 0.3))
     outcomes = {r.task_id: r.status for r in to_scheduler(effects, m.TaskResult)}
     assert outcomes == {tid(2): m.ResultStatus.PROCESSOR_DIED, tid(1): m.ResultStatus.HOST_LOST}
     assert spawned(effects)
@@ -249,7 +249,7 @@ def test_a_processor_that_dies_fails_its_task_and_reports_its_parked_parents_los
 
 def test_a_processor_that_dies_while_its_parents_only_wait_fails_them_as_their_own_processor() -> None:
     agent, processor = parked_parent()
-    effects = agent.handle(core.ProcessorExited(processor, "killed by SIGKILL", 0.3))
+    effects = agent.handle(core.ProcessorDied(processor, "killed by SIGKILL", 0.3))
     (died,) = to_scheduler(effects, m.TaskResult)
     assert died.task_id == tid(1) and died.status is m.ResultStatus.PROCESSOR_DIED
     assert "waited in for its nested tasks died" in died.error_message
@@ -319,7 +319,7 @@ def test_a_processor_that_dies_fails_only_its_task() -> None:
     ready(agent, first)
     agent.handle(core.FromScheduler(task(1), 0.0))
     agent.handle(core.FromScheduler(task(2), 0.0))
-    effects = agent.handle(core.ProcessorExited(first, "killed by SIGSEGV", 0.2))
+    effects = agent.handle(core.ProcessorDied(first, "killed by SIGSEGV", 0.2))
     (failure,) = to_scheduler(effects, m.TaskResult)
     assert failure.task_id == tid(1) and failure.status is m.ResultStatus.PROCESSOR_DIED
     assert "SIGSEGV" in failure.error_message
@@ -331,7 +331,7 @@ def test_a_processor_that_dies_fails_only_its_task() -> None:
 def test_a_failing_preload_stops_the_worker() -> None:
     agent, effects = make(has_preload=True)
     (first,) = spawned(effects)
-    effects = agent.handle(core.ProcessorExited(first, "exit code 1", 0.1))
+    effects = agent.handle(core.ProcessorDied(first, "exit code 1", 0.1))
     (exit_effect,) = [e for e in effects if isinstance(e, core.Exit)]
     assert exit_effect.code == core.EXIT_ERROR and "preload" in exit_effect.reason
 

@@ -171,7 +171,7 @@ def test_a_processor_that_dies_fails_its_computing_task_only_and_its_staged_task
     agent, processor, now = tiny_tasks_learned()
     agent.handle_all([core.FromScheduler(task(number), now) for number in range(1, 4)])
     agent.handle(core.FromProcessor(processor, result(1), now + TINY))  # 2 computes, 3 staged
-    effects = agent.handle(core.ProcessorExited(processor, "killed by SIGSEGV", now + 2 * TINY))
+    effects = agent.handle(core.ProcessorDied(processor, "killed by SIGSEGV", now + 2 * TINY))
     assert [(r.task_id, r.status) for r in to_scheduler(effects, m.TaskResult)] == [
         (tid(2), m.ResultStatus.PROCESSOR_DIED)
     ]

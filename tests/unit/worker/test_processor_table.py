@@ -95,7 +95,7 @@ def random_event(
     if kind == "cancel" and table.tasks:
         return core.FromScheduler(m.TaskCancel((rng.choice(list(table.tasks)),)), now)
     if kind == "crash" and processors:
-        return core.ProcessorExited(rng.choice(processors).processor_id, "killed by SIGSEGV", now)
+        return core.ProcessorDied(rng.choice(processors).processor_id, "killed by SIGSEGV", now)
     return core.AgentTick(now)
 
 
