@@ -476,9 +476,9 @@ class ClientAgent(Generic[FutureT]):
 
     def _open_socket(self, loop: asyncio.AbstractEventLoop) -> None:
         self._sockets = SocketFactory(security=self.keys.security)
-        sock = self._sockets.dealer(self.address, identity=self.identity, heartbeat=True)
+        events = zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILURES  # watched from before it connects: a refusal is heard
+        sock = self._sockets.dealer(self.address, identity=self.identity, heartbeat=True, events=events)
         self._socket = AsyncSocket(loop, sock, self._on_frames, lock=self._socket_lock)
-        events = zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILURES
         self._monitor = watch_events(loop, self._sockets.event_monitor(sock, events), self._on_socket_event)
 
     def _close_socket(self) -> None:

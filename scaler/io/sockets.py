@@ -84,10 +84,17 @@ class Sockets(Protocol):
     def publisher(self, address: str, high_water_mark: int = MONITOR_HIGH_WATER_MARK) -> Socket: ...
 
     def dealer(
-        self, address: str, identity: bytes | None = None, immediate: bool = False, heartbeat: bool = False
+        self,
+        address: str,
+        identity: bytes | None = None,
+        immediate: bool = False,
+        heartbeat: bool = False,
+        events: int = 0,
     ) -> Socket: ...
 
-    def subscriber(self, address: str, topics: Sequence[bytes] = (b"",), high_water_mark: int = 0) -> Socket: ...
+    def subscriber(
+        self, address: str, topics: Sequence[bytes] = (b"",), high_water_mark: int = 0, events: int = 0
+    ) -> Socket: ...
 
     def event_monitor(self, sock: Socket, events: int) -> Socket: ...
 
@@ -102,6 +109,8 @@ class SocketFactory:
         self.security = security
         self._authenticator: Closeable | None = None
         self._is_closed = False
+        #: monitors attached before their socket connected (`events` of dealer, subscriber): (monitor, events)
+        self._early_monitors: dict[Socket, tuple[Socket, int]] = {}
 
     # ------------------------------------------------------------ servers (bind)
 
@@ -136,14 +145,23 @@ class SocketFactory:
     # ------------------------------------------------------------ connecting sides
 
     def dealer(
-        self, address: str, identity: bytes | None = None, immediate: bool = False, heartbeat: bool = False
+        self,
+        address: str,
+        identity: bytes | None = None,
+        immediate: bool = False,
+        heartbeat: bool = False,
+        events: int = 0,
     ) -> Socket:
         """A DEALER connected to `address`, with `identity` when the server must know it across reconnections.
         `immediate`: queue messages only to a completed connection, so that POLLOUT tells whether one exists.
         `heartbeat`: ZeroMQ pings the server every HEARTBEAT_SECONDS and ends a connection that stops answering
         within HEARTBEAT_TIMEOUT_SECONDS, then connects again: a laptop that moved to another network has a dead
         connection that nothing closes (TCP keep-alive takes minutes). One DEALER serves a thread at a time: the
-        client's blocking object storage connection and the async ones each open their own."""
+        client's blocking object storage connection and the async ones each open their own.
+        `events`: connection events watched from before the socket connects; `event_monitor(sock, events)` returns
+        their monitor. A handshake that fails for a protocol error (no keys at a CURVE server, a wrong key) ends its
+        connection for good, since ZeroMQ does not connect again after one: its event is the only one, and a
+        monitor attached once the connection started may come after it."""
         sock = self._socket(zmq.DEALER, identity=identity)
         _set_keepalive(sock)
         if immediate:
@@ -151,21 +169,32 @@ class SocketFactory:
         if heartbeat:
             sock.setsockopt(zmq.HEARTBEAT_IVL, int(HEARTBEAT_SECONDS * 1000))
             sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(HEARTBEAT_TIMEOUT_SECONDS * 1000))
-        return self._connect(sock, address)
+        return self._connect(sock, address, events)
 
-    def subscriber(self, address: str, topics: Sequence[bytes] = (b"",), high_water_mark: int = 0) -> Socket:
+    def subscriber(
+        self, address: str, topics: Sequence[bytes] = (b"",), high_water_mark: int = 0, events: int = 0
+    ) -> Socket:
+        """A SUB connected to `address`; `events` as for `dealer`."""
         sock = self._socket(zmq.SUB, high_water_mark=high_water_mark)
         for topic in topics:
             sock.setsockopt(zmq.SUBSCRIBE, topic)
-        return self._connect(sock, address)
+        return self._connect(sock, address, events)
 
     # ------------------------------------------------------------ transport events
 
     def event_monitor(self, sock: Socket, events: int) -> Socket:
         """An in-process PAIR socket that receives `sock`'s connection `events` (zmq.EVENT_DISCONNECTED, ...);
-        read it with `zmq_async.watch_events`."""
-        monitor: Socket = sock.get_monitor_socket(events)
-        return monitor
+        read it with `zmq_async.watch_events`. The one attached before `sock` connected, when it was made with
+        these `events`."""
+        early = self._early_monitors.pop(sock, None)
+        if early is not None:
+            monitor, watched = early
+            if watched != events:
+                monitor.close(linger=0)
+                raise ValueError(f"the socket was made watching events {watched:#x}, not {events:#x}")
+            return monitor
+        attached: Socket = sock.get_monitor_socket(events)
+        return attached
 
     # ------------------------------------------------------------ lifetime
 
@@ -203,14 +232,21 @@ class SocketFactory:
             raise
         return sock
 
-    def _connect(self, sock: Socket, address: str) -> Socket:
+    def _connect(self, sock: Socket, address: str, events: int = 0) -> Socket:
+        monitor: Socket | None = None
         try:
             if self.security is not None:
                 self.security.secure_client(sock)
+            if events:
+                monitor = sock.get_monitor_socket(events)
             sock.connect(address)
         except BaseException:
+            if monitor is not None:
+                monitor.close(linger=0)
             sock.close(linger=0)
             raise
+        if monitor is not None:
+            self._early_monitors[sock] = (monitor, events)
         return sock
 
 

@@ -105,7 +105,7 @@ class FeedReader:
 
     def _open(self) -> None:
         self._sockets = SocketFactory(security=self._keys.security)
-        self._socket = self._sockets.subscriber(self.address, self._topics)
+        self._socket = self._sockets.subscriber(self.address, self._topics, events=HANDSHAKE_FAILURES)
         self._events = self._sockets.event_monitor(self._socket, HANDSHAKE_FAILURES)
         self._poller = zmq.Poller()
         self._poller.register(self._socket, zmq.POLLIN)

@@ -78,11 +78,12 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def open_dealer(sockets: Sockets, address: str, immediate: bool = False) -> zmq.Socket[Any]:
+def open_dealer(sockets: Sockets, address: str, immediate: bool = False, events: int = 0) -> zmq.Socket[Any]:
     """A DEALER connected to the server (the factory's options: unbounded queues, no linger, TCP keep-alive).
-    `immediate`: messages are queued only to a completed connection (a send finds out the server is gone)."""
+    `immediate`: messages are queued only to a completed connection (a send finds out the server is gone).
+    `events`: connection events watched from before it connects (`Sockets.event_monitor`)."""
     try:
-        return sockets.dealer(address, immediate=immediate)
+        return sockets.dealer(address, immediate=immediate, events=events)
     except zmq.ZMQError as error:
         raise ObjectStorageException(f"cannot connect to object storage at {address}: {error}") from None
 
@@ -104,9 +105,11 @@ class BlockingLink(Generic[T]):
     @property
     def socket(self) -> zmq.Socket[Any]:
         if self._socket is None:
-            self._socket = open_dealer(self._sockets, self.core.address, immediate=self._immediate)
-            # watched from the start: a server that dies between a send and the first wait is heard (rule 9)
-            self._monitor = self._sockets.event_monitor(self._socket, zmq.EVENT_DISCONNECTED)
+            dropped = zmq.EVENT_DISCONNECTED
+            # watched from before it connects: a server that dies before the first wait, even before the monitor
+            # would have been attached to a connected socket, is heard (rule 9)
+            self._socket = open_dealer(self._sockets, self.core.address, immediate=self._immediate, events=dropped)
+            self._monitor = self._sockets.event_monitor(self._socket, dropped)
         return self._socket
 
     @property

@@ -71,8 +71,12 @@ def answers_as(address: str, security: TransportSecurity | None, kind: int, time
     finish a handshake at `address` with these keys within the timeout? How a side that was refused tells a
     server of another kind from wrong keys; it costs one connection, made only once a handshake failed."""
     factory = SocketFactory(security=security)
-    sock = factory.subscriber(address) if kind == zmq.SUB else factory.dealer(address, identity=b"scaler-port-probe")
-    events = factory.event_monitor(sock, zmq.EVENT_HANDSHAKE_SUCCEEDED | HANDSHAKE_FAILURES)
+    watched = zmq.EVENT_HANDSHAKE_SUCCEEDED | HANDSHAKE_FAILURES
+    if kind == zmq.SUB:
+        sock = factory.subscriber(address, events=watched)
+    else:
+        sock = factory.dealer(address, identity=b"scaler-port-probe", events=watched)
+    events = factory.event_monitor(sock, watched)
     try:
         if not events.poll(int(timeout_seconds * 1000)):
             return False

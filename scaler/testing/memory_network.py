@@ -319,12 +319,19 @@ class MemorySockets:
         return self._keep(self.network.bind(MemoryPublisher(self.network, address)))
 
     def dealer(
-        self, address: str, identity: bytes | None = None, immediate: bool = False, heartbeat: bool = False
+        self,
+        address: str,
+        identity: bytes | None = None,
+        immediate: bool = False,
+        heartbeat: bool = False,
+        events: int = 0,
     ) -> Any:
         identity = identity if identity is not None else self.network.new_identity()
         return self._keep(self.network.connect(MemoryDealer(self.network, address, identity)))
 
-    def subscriber(self, address: str, topics: Sequence[bytes] = (b"",), high_water_mark: int = 0) -> Any:
+    def subscriber(
+        self, address: str, topics: Sequence[bytes] = (b"",), high_water_mark: int = 0, events: int = 0
+    ) -> Any:
         return self._keep(self.network.connect(MemorySubscriber(self.network, address, topics)))
 
     def event_monitor(self, sock: Any, events: int) -> Any:

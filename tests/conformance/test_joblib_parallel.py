@@ -16,13 +16,15 @@ the backend that `scaler.compat.joblib` registers in every processor.
 
 from __future__ import annotations
 
+import gc
 import os
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
-from joblib import register_parallel_backend
+from joblib import Parallel, register_parallel_backend
 
 import scaler.joblib  # noqa: F401  (the backend)
 from scaler import SchedulerClusterCombo
@@ -85,3 +87,32 @@ def _scripts_find_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     before, does not see this."""
     monkeypatch.setenv("SCALER_CONFORMANCE_ADDRESS", _address[0])
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(SITE), os.environ.get("PYTHONPATH")])))
+
+
+@pytest.fixture(autouse=True)
+def _generators_closed_here() -> Iterator[None]:
+    """What a test of joblib's leaves behind ends with it, in this thread, under this module's warnings filter: the
+    generators of Parallel calls not consumed to the end are closed (each aborts its Parallel: its tasks are
+    cancelled, and a client its backend opened disconnects), and the garbage they held is collected. Else a
+    generator a failed test left (the traceback pytest keeps in `sys.last_traceback` holds it until the next test
+    runs) is closed by the garbage collector later, in whatever thread it runs in during another module's test;
+    joblib then warns that it was "gc'ed in an unexpected thread", and `filterwarnings = error` fails that unrelated
+    test (CI, issue 38: test_backend_contract's ec2-spot test, after test_parallel_unordered_generator_returns_
+    fastest_first failed). Checked by hand: a test here that fails with a generator unconsumed, then a test of
+    another module that collects garbage in a thread: that test fails (PytestUnraisableExceptionWarning of joblib's
+    warning) without this fixture, and passes with it."""
+    yield
+    unfinished = _unfinished_parallel_generators()
+    for generator in unfinished:
+        generator.close()
+    if unfinished:  # what they held (their Parallel, its backend and client) too; a full collection costs ~0.1 s
+        gc.collect()
+
+
+def _unfinished_parallel_generators() -> list[types.GeneratorType]:  # type: ignore[type-arg]
+    outputs = Parallel._get_outputs.__code__
+    return [
+        item
+        for item in gc.get_objects()
+        if type(item) is types.GeneratorType and item.gi_code is outputs and item.gi_frame is not None
+    ]

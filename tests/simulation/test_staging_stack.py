@@ -151,3 +151,32 @@ def test_the_tasks_staged_behind_a_cancelled_task_each_run_once() -> None:
         assert ran_once_each(stack, behind)
 
     stack.run(scenario())
+
+
+def test_the_tasks_staged_behind_a_long_call_of_a_tiny_function_run_elsewhere_meanwhile() -> None:
+    """A call of "step" that computes 100 s, where every call before was tiny (so are joblib's batches: one function
+    for all of them; joblib's test_parallel_unordered_generator_returns_fastest_first got a fast call staged behind its
+    30 s one in CI): the tiny tasks staged behind it are withdrawn once it has computed STAGED_WAIT_SECONDS, and run
+    on the other worker (the scheduler's balancing takes them back) while it still computes, once each
+    (worker/agent/core.py rule 7). Checked to fail with `AgentCore._withdraw_staged_behind_long_tasks` doing nothing:
+    they wait for the long call to end, past the deadline below."""
+    stack = SimulatedStack()
+
+    async def scenario() -> None:
+        await stack.start(workers=2, max_staged_tasks=16)
+        client = await stack.client()
+        warm = client.submit([stack.task(client, TINY_SECONDS, function="step") for _ in range(WARM_UP_TASKS)])
+        await stack.until(lambda: all_done(warm), "the warm-up")
+        (holder,) = client.submit([stack.task(client, 100.0, "success", function="step")])
+        await stack.until(lambda: bool(stack.log.runs_of(holder.task_id)), "the long call to start")
+        behind = client.submit([stack.task(client, TINY_SECONDS, function="step") for _ in range(10)])
+        await stack.until(lambda: all_done(behind), "the tiny tasks, while the long call computes", within=30.0)
+        assert not holder.done()
+        withdrawn = [future for future in behind if future.task_id in stack.log.withdrawn]
+        assert withdrawn, "some of them were staged behind the long call, and withdrawn from its processor"
+        (long_call,) = stack.log.runs_of(holder.task_id)
+        assert all(run.worker != long_call.worker for f in withdrawn for run in stack.log.runs_of(f.task_id))
+        assert ran_once_each(stack, behind)
+        await stack.until(lambda: holder.done(), "the long call")
+
+    stack.run(scenario())

@@ -58,7 +58,7 @@ class OneSocket:
     def __init__(self, sock: ConnectionGoneOnce) -> None:
         self.sock = sock
 
-    def dealer(self, address: str, identity: bytes | None = None, immediate: bool = False) -> Any:
+    def dealer(self, address: str, identity: bytes | None = None, immediate: bool = False, events: int = 0) -> Any:
         return self.sock
 
     def event_monitor(self, sock: Any, events: int) -> NoEvents:

@@ -41,6 +41,11 @@ result journal (`result_journal`: results to send again after a scheduler restar
    never lost to a scheduler restart or to a processor that dies, and the agent is never on a result's way when
    the route is open. When the agent stopped the task meanwhile (rule 4), the scheduler takes whichever answer
    reaches it first.
+7. Tasks staged behind a computing task that has computed `placement.STAGED_WAIT_SECONDS` (its function was tiny
+   here until this call) are withdrawn from its processor (TaskCancel) and queued here again: another processor
+   takes them, or the scheduler takes them back for an idle worker (TaskReturn), instead of their waiting for the
+   long task to end. The processor's answer for such a task (CANCELED; or its result, when the turn passed to it
+   before the TaskCancel came) belongs to the withdrawn copy and is dropped; the copy queued here answers for it.
 """
 
 from __future__ import annotations
@@ -86,7 +91,7 @@ from scaler.worker.agent.events import (
     ToProcessor,
     ToScheduler,
 )
-from scaler.worker.agent.placement import Placement
+from scaler.worker.agent.placement import STAGED_WAIT_SECONDS, Placement
 from scaler.worker.agent.pool import MAX_START_FAILURES, ProcessorPool
 from scaler.worker.agent.processor_table import HeldTask, ProcessorRecord, ProcessorState, ProcessorTable
 from scaler.worker.agent.result_journal import ResultJournal
@@ -393,6 +398,8 @@ class AgentCore:
             self.table.ask_resume(processor, message.task_id)
 
     def _on_result(self, processor: ProcessorRecord, result: m.TaskResult) -> None:
+        if processor.withdrawn and _answers_withdrawn(processor, result.task_id):
+            return
         held = self.table.finish(processor, result.task_id, self.now)
         if held is None:
             return  # stopped or cancelled meanwhile; the scheduler was told already
@@ -406,6 +413,8 @@ class AgentCore:
     def _on_result_sent(self, processor: ProcessorRecord, sent: m.ResultSent) -> None:
         """The processor sent the result to the scheduler itself (rule 5): the task ends here as for a TaskResult,
         and the journal keeps the result until the scheduler names it."""
+        if processor.withdrawn and _answers_withdrawn(processor, sent.task_id):
+            return
         held = self.table.finish(processor, sent.task_id, self.now)
         if held is None:
             return  # stopped or cancelled meanwhile: the scheduler was told, and takes whichever comes first
@@ -459,6 +468,19 @@ class AgentCore:
                 continue  # not started: its time has not begun; or an actor, which lives until stopped
             elif 0 < settings.task_timeout_seconds < now - held.started_at:
                 self._time_out(held)
+        if self.table.staged:
+            self._withdraw_staged_behind_long_tasks()
+
+    def _withdraw_staged_behind_long_tasks(self) -> None:
+        """Rule 7: what waits in a processor behind a task computing for STAGED_WAIT_SECONDS is queued here again."""
+        for processor in self.processors.values():
+            if not processor.staged or processor.task_id is None:
+                continue
+            if self.now - self.tasks[processor.task_id].started_at < STAGED_WAIT_SECONDS:
+                continue
+            withdrawn = self.table.unstage(processor)
+            self.placement.queue_again(withdrawn)
+            self._to_processor(processor, m.TaskCancel(tuple(held.task.task_id for held in withdrawn)))
 
     def _time_out(self, held: HeldTask) -> None:
         self._stop(held, "its task timed out")
@@ -539,3 +561,12 @@ class AgentCore:
 
     def _to_processor(self, processor: ProcessorRecord, message: m.Message) -> None:
         self.effects.append(ToProcessor(processor.processor_id, message))
+
+
+def _answers_withdrawn(processor: ProcessorRecord, task_id: TaskID) -> bool:
+    """Is this answer of the processor's the one it owes for a task withdrawn from it (rule 7)? It is then dropped:
+    the task is queued, or computes, elsewhere (or there again, sent anew: its next answer is the one)."""
+    if task_id not in processor.withdrawn:
+        return False
+    processor.withdrawn.discard(task_id)
+    return True

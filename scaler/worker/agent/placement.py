@@ -14,6 +14,11 @@ Rules:
    behind a task of such a function: no task waits in a processor, where the scheduler cannot take it back for
    another worker, behind a long task or in front of one. Only a processor that holds no parked task takes staged
    tasks, and only in "thread" mode (in "process" mode a parent's process must not run other tasks).
+   A function's run time is a guess from its past calls: a call may be long where the others were tiny (joblib's
+   batches, or a function whose time depends on its arguments). So nothing is staged behind a task that has
+   computed `STAGED_WAIT_SECONDS` already, and the tasks staged behind it then are withdrawn and queued here again
+   (agent/core.py, rule 7), for an idle processor or for the scheduler to take back: a staged task waits at most
+   about that long behind a task that proved long.
 3. A staged task counts as queued, for the scheduler and the monitor, until the turn passes to it. The staged
    tasks of a processor that is killed or dies come back to this queue (they never started there).
 """
@@ -31,6 +36,10 @@ from scaler.worker.agent.processor_table import HeldTask, ProcessorRecord, Proce
 from scaler.worker.processor_protocol import ProcessorTaskState
 
 _QUEUED, _RUNNING = ProcessorTaskState.QUEUED, ProcessorState.RUNNING  #: as module constants: read on every task
+
+#: How long a processor's computing task may have computed for tasks to be staged behind it, and for those staged
+#: behind it to stay there (rule 2): a task of a tiny function that computes this long is not tiny.
+STAGED_WAIT_SECONDS = 1.0
 
 
 class Placement:
@@ -67,7 +76,7 @@ class Placement:
             self._resume_parents()
         self._start_tasks(now)
         if self._queue and self._max_staged_tasks and self._table.parents_share_processors:
-            self._stage_tasks(staging_depth)
+            self._stage_tasks(now, staging_depth)
 
     def _resume_parents(self) -> None:
         table = self._table
@@ -90,12 +99,17 @@ class Placement:
             table.start(idle, held, now)
             self._send(idle, held.task)
 
-    def _stage_tasks(self, staging_depth: Callable[[str, int], int]) -> None:
+    def _stage_tasks(self, now: float, staging_depth: Callable[[str, int], int]) -> None:
         """Queued tasks go to computing processors ahead of their turn, one each in turn, as deep as the next task's
         function allows (rule 2)."""
         table, most = self._table, self._max_staged_tasks
         takers = [  # not behind an actor: it holds the turn while it lives (agent/core.py, rule 5)
-            p for p in table.processors.values() if p.state is _RUNNING and not p.parked and not _serves_actor(table, p)
+            p
+            for p in table.processors.values()
+            if p.state is _RUNNING
+            and not p.parked
+            and not _serves_actor(table, p)
+            and not _computed_long(table, p, now)
         ]
         while takers:
             for processor in takers[:]:
@@ -124,6 +138,12 @@ class Placement:
 
     def _send(self, processor: ProcessorRecord, message: m.Message) -> None:
         self._effects.append(ToProcessor(processor.processor_id, message))
+
+
+def _computed_long(table: ProcessorTable, processor: ProcessorRecord, now: float) -> bool:
+    """Whether the processor's computing task has computed STAGED_WAIT_SECONDS already (rule 2)."""
+    held = table.tasks.get(processor.task_id) if processor.task_id is not None else None
+    return held is not None and now - held.started_at >= STAGED_WAIT_SECONDS
 
 
 def _serves_actor(table: ProcessorTable, processor: ProcessorRecord) -> bool:

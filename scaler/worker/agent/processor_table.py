@@ -67,6 +67,8 @@ class ProcessorRecord:
     parked: dict[TaskID, None] = field(default_factory=dict)
     #: tasks sent to it ahead of their turn, in the order it runs them (RUNNING only)
     staged: collections.deque[TaskID] = field(default_factory=collections.deque)
+    #: staged tasks taken back from it (`unstage`) whose answer it still owes: that answer is not theirs any more
+    withdrawn: set[TaskID] = field(default_factory=set)
 
     @property
     def shown_state(self) -> str:
@@ -259,6 +261,17 @@ class ProcessorTable:
             processor.staged.remove(task_id)
             self._staged -= 1
         return held
+
+    def unstage(self, processor: ProcessorRecord) -> list[HeldTask]:
+        """Take the processor's staged tasks back (the caller withdraws them with a TaskCancel): QUEUED again, in no
+        processor (the caller queues them again); the processor's answer for each is awaited in `withdrawn`."""
+        staged = [self.tasks[task_id] for task_id in processor.staged]
+        self._staged -= len(staged)
+        processor.withdrawn.update(processor.staged)
+        processor.staged.clear()
+        for held in staged:
+            held.processor, held.state = None, _QUEUED
+        return staged
 
     def vacate(self, processor: ProcessorRecord) -> tuple[TaskID | None, list[TaskID], list[HeldTask]]:
         """The processor is being stopped or is gone (GONE): its computing task and its parked ones, all dropped, and

@@ -71,14 +71,15 @@ class WorkerAgent:
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         self._done = loop.create_future()
-        upstream = self._sockets.dealer(self._scheduler_address, identity=self._worker_id)
+        events = zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILURES  # watched from before it connects: a refusal is heard
+        upstream = self._sockets.dealer(self._scheduler_address, identity=self._worker_id, events=events)
         self._upstream = AsyncSocket(loop, upstream, self._on_scheduler_frames)
         # Results of a busy worker leave in small batches: fewer, larger messages when throughput
         # matters, and no added latency when the worker has nothing else to do.
         self._to_scheduler = Outbox(
             loop, self._upstream, routed=False, coalesce_seconds=COALESCE_SECONDS, is_busy=self._core.has_queued_work
         )
-        monitor = self._sockets.event_monitor(upstream, zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILURES)
+        monitor = self._sockets.event_monitor(upstream, events)
         self._monitor = watch_events(loop, monitor, self._on_socket_event)
         self._executor.start(loop, self)
         if self._handle_signals:

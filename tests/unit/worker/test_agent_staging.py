@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from scaler.config.sections import NestedParents
 from scaler.protocol import messages as m
-from scaler.worker.agent import core
+from scaler.worker.agent import core, placement
 from tests.unit.worker.test_agent_core import (
     connect,
     make,
@@ -204,3 +204,68 @@ def test_the_worker_expects_more_results_while_only_staged_tasks_remain() -> Non
     agent.handle(core.FromProcessor(processor, result(1), now + TINY))
     agent.handle(core.FromProcessor(processor, result(2), now + 2 * TINY))
     assert not agent.has_queued_work()
+
+
+LONG = placement.STAGED_WAIT_SECONDS
+
+
+def test_tasks_staged_behind_a_task_that_computes_long_are_withdrawn_and_queued_again() -> None:
+    """agent/core.py rule 7: a call of a function that was tiny here may be long (every joblib batch runs one
+    function: joblib's test_parallel_unordered_generator_returns_fastest_first got a fast call staged behind its
+    30 s one, on a worker that had learned the function from earlier tests). Checked to fail without the withdrawal:
+    no TaskCancel, and tasks 2 and 3 stay staged in the processor until task 1 ends."""
+    agent, processor, now = tiny_tasks_learned()
+    agent.handle_all([core.FromScheduler(task(number), now) for number in range(1, 4)])  # 1 computes; 2, 3 staged
+    effects = agent.handle(core.AgentTick(now + LONG / 2))
+    assert not to_processor(effects, m.TaskCancel) and agent.table.staged == 2
+    effects = agent.handle(core.AgentTick(now + LONG))
+    assert to_processor(effects, m.TaskCancel) == [(processor, m.TaskCancel((tid(2), tid(3))))]
+    assert agent.table.staged == 0 and agent.status().queued == 2
+    assert not sent_tasks(effects), "they are not staged again behind the long task"
+    effects = agent.handle(core.FromScheduler(task(4), now + LONG))
+    assert not sent_tasks(effects), "nor is a task that comes now"
+    effects = agent.handle(core.FromScheduler(m.TaskReturn((tid(2),)), now + LONG))
+    assert to_scheduler(effects, m.TaskReturn) == [m.TaskReturn((tid(2),))], "the scheduler may take them back"
+    late = agent.handle_all(
+        [core.FromProcessor(processor, m.TaskResult(t, m.ResultStatus.CANCELED), now + LONG) for t in (tid(2), tid(3))]
+    )
+    assert not to_scheduler(late, m.TaskResult), "the withdrawn copies' answers are not passed on"
+    effects = agent.handle(core.FromProcessor(processor, result(1), now + 2 * LONG))
+    assert sent_tasks(effects) == [3], "task 3 computes next here (4 is not staged: the function proved slow)"
+    effects = agent.handle(core.FromProcessor(processor, result(3), now + 2 * LONG + TINY))
+    assert [r.task_id for r in to_scheduler(effects, m.TaskResult)] == [tid(3)]
+
+
+def test_a_withdrawn_task_sent_again_to_its_processor_is_answered_by_its_second_answer() -> None:
+    """The processor answers every task it was sent once (processor_protocol rule 5): when the withdrawn task is sent
+    to it again, its first answer is the withdrawn copy's (here its result: the turn had passed to it before the
+    TaskCancel came), dropped; the second ends the task."""
+    agent, processor, now = tiny_tasks_learned()
+    agent.handle_all([core.FromScheduler(task(number), now) for number in range(1, 3)])  # 1 computes; 2 staged
+    agent.handle(core.AgentTick(now + LONG))
+    effects = agent.handle(core.FromProcessor(processor, result(1), now + LONG))
+    assert sent_tasks(effects) == [2], "task 2 is sent to the processor again"
+    first = agent.handle(core.FromProcessor(processor, m.ResultSent(tid(2), b"frame"), now + LONG))
+    assert not to_scheduler(first, m.TaskResult) and agent.running == 1, "task 2 still computes here"
+    second = agent.handle(core.FromProcessor(processor, result(2), now + LONG + TINY))
+    assert [r.task_id for r in to_scheduler(second, m.TaskResult)] == [tid(2)] and agent.running == 0
+
+
+def test_a_withdrawn_task_computes_on_another_processor_of_the_worker() -> None:
+    agent, effects = make(max_staged_tasks=DEPTH, slots=2)
+    (first,) = spawned(effects)
+    connect(agent)
+    ready(agent, first)
+    now = 0.0
+    for number in range(1000, 1005):  # the function is tiny here
+        agent.handle(core.FromScheduler(task(number), now))
+        now += TINY
+        agent.handle(core.FromProcessor(first, result(number), now))
+    (second,) = [p for p in agent.processors if p != first]  # the pool keeps one ready for the free slot
+    effects = agent.handle_all([core.FromScheduler(task(number), now) for number in range(1, 5)])
+    assert sent_tasks(effects) == [1, 2, 3, 4] and agent.table.staged == 3, "1 computes, 2 to 4 staged behind it"
+    effects = ready(agent, second, now + LONG / 2)
+    assert sent_tasks(effects) == [], "the staged tasks wait in the first processor"
+    effects = agent.handle(core.AgentTick(now + LONG))
+    assert to_processor(effects, m.TaskCancel) == [(first, m.TaskCancel((tid(2), tid(3), tid(4))))]
+    assert [(p, int.from_bytes(t.task_id, "big")) for p, t in to_processor(effects, m.Task)][:1] == [(second, 2)]
