@@ -16,20 +16,20 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from scaler.io.address import free_tcp_address, free_tcp_port_block
+from scaler.io.address import free_tcp_port_block
 from scaler.object_storage.connection import ObjectInParts, ObjectStorageConnection
 from scaler.payload.result_reader import ResultReader
 from scaler.payload.serializer import DefaultSerializer, serialize_to_frames
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 from scaler.protocol.storage_messages import WIRE_PIECE_BYTES
-from tests.integration.conftest import BIN_DIR, ProcessWatch, session_security
+from tests.integration.conftest import ProcessWatch, session_security
+from tests.integration.storage_behind_link import link_to, storage_server
 
 pytestmark = pytest.mark.integration
 
@@ -50,20 +50,10 @@ class Counting(ObjectStorageConnection):
 def test_a_large_object_read_over_the_link_comes_in_parts_read_as_they_come(
     processes: ProcessWatch, tmp_path: Path
 ) -> None:
-    address = free_tcp_address()
     log = tmp_path / "server.log"
-    with open(log, "wb") as out:
-        server = processes.add(subprocess.Popen(
-            [sys.executable, "-m", "scaler.entry_points.object_storage_server", address], stdout=out,
-            stderr=subprocess.STDOUT,
-        ))  # fmt: skip
+    address, server = storage_server(processes, log)
     listen = free_tcp_port_block(1)
-    link = processes.add(subprocess.Popen(
-        [str(BIN_DIR / "scaler_link"), f"tcp://127.0.0.1:{listen}={address}", "--ports", "1", "--rtt-ms", "10",
-         "--bandwidth", "100Mbit"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    ))  # fmt: skip
-    assert link.stdout is not None and "round trip 10 ms" in link.stdout.readline()
+    link_to(processes, listen, address, "--bandwidth", "100Mbit")
     security = session_security("client")
     far = Counting(
         f"tcp://127.0.0.1:{listen}", "client", security=security, owner_id=OWNER, map_local=False, timeout_seconds=60
@@ -102,25 +92,15 @@ def test_a_large_object_read_over_the_link_comes_in_parts_read_as_they_come(
 
 
 def _link(processes: ProcessWatch, listen: int, address: str) -> subprocess.Popen[str]:
-    link = processes.add(subprocess.Popen(
-        [str(BIN_DIR / "scaler_link"), f"tcp://127.0.0.1:{listen}={address}", "--ports", "1", "--rtt-ms", "10",
-         "--bandwidth", "20Mbit"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    ))  # fmt: skip
-    assert link.stdout is not None and "round trip 10 ms" in link.stdout.readline()
-    return link
+    return link_to(processes, listen, address, "--bandwidth", "20Mbit")
 
 
 @pytest.mark.timeout(120)
 def test_a_read_in_parts_whose_connection_drops_starts_over_and_gets_the_object(
     processes: ProcessWatch, tmp_path: Path
 ) -> None:
-    address, log = free_tcp_address(), tmp_path / "server.log"
-    with open(log, "wb") as out:
-        server = processes.add(subprocess.Popen(
-            [sys.executable, "-m", "scaler.entry_points.object_storage_server", address], stdout=out,
-            stderr=subprocess.STDOUT,
-        ))  # fmt: skip
+    log = tmp_path / "server.log"
+    address, server = storage_server(processes, log)
     listen = free_tcp_port_block(1)
     links = [_link(processes, listen, address)]
     security = session_security("client")

@@ -14,17 +14,16 @@ the server's host are the pieces; with every received frame copied on write, the
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import zmq
 
-from scaler.io.address import free_tcp_address, free_tcp_port_block
+from scaler.io.address import free_tcp_port_block
 from scaler.object_storage.connection import ObjectStorageConnection
 from scaler.protocol.storage_messages import WIRE_PIECE_BYTES
-from tests.integration.conftest import BIN_DIR, ProcessWatch, session_security
+from tests.integration.conftest import ProcessWatch, session_security
+from tests.integration.storage_behind_link import link_to, storage_server
 
 pytestmark = pytest.mark.integration
 
@@ -35,19 +34,10 @@ OWNER = b"Client|laptop-test"
 def test_a_large_object_crosses_the_link_in_pieces_and_is_stored_as_put(
     processes: ProcessWatch, tmp_path: Path
 ) -> None:
-    address = free_tcp_address()
     log = tmp_path / "server.log"
-    with open(log, "wb") as out:
-        server = processes.add(subprocess.Popen(
-            [sys.executable, "-m", "scaler.entry_points.object_storage_server", address], stdout=out,
-            stderr=subprocess.STDOUT,
-        ))  # fmt: skip
+    address, server = storage_server(processes, log)
     listen = free_tcp_port_block(1)
-    link = processes.add(subprocess.Popen(
-        [str(BIN_DIR / "scaler_link"), f"tcp://127.0.0.1:{listen}={address}", "--ports", "1", "--rtt-ms", "10"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    ))  # fmt: skip
-    assert link.stdout is not None and "round trip 10 ms" in link.stdout.readline()
+    link_to(processes, listen, address)
     frames = [b"a small first frame", os.urandom(3 * WIRE_PIECE_BYTES + 17)]
     security = session_security("client")
     far = ObjectStorageConnection(
