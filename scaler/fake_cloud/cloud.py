@@ -158,13 +158,14 @@ class FakeCloud:
         self._patch(InstanceBackend, "terminate_instances", terminated)
 
     def _patch(self, owner: type, name: str, follow: Any) -> None:
-        """`owner.name` calls `follow(result, keyword arguments)` under the runners' lock after moto's own method."""
+        """`owner.name` runs moto's own method and then `follow(result, keyword arguments)`, both under the runners'
+        lock: a runner's step between the two would see (and start) a resource the API call has not announced."""
         original = getattr(owner, name)
         lock = self._lock
 
         def call_and_follow(backend: Any, *args: Any, **kwargs: Any) -> Any:
-            result = original(backend, *args, **kwargs)
             with lock:
+                result = original(backend, *args, **kwargs)
                 follow(result, kwargs)
             return result
 
