@@ -4,7 +4,8 @@
     with joblib.parallel_config(backend="scaler", address="tcp://127.0.0.1:8516"):   # or client=an_open_client
         Parallel(n_jobs=-1)(delayed(f)(x) for x in data)
 
-A joblib batch (several calls, as joblib's auto-batching sizes it) is one task. An argument of 64 KiB or more is
+A joblib batch (several calls, as joblib's auto-batching sizes it) is one task, known as "f (joblib batch)" after
+its function. An argument of 64 KiB or more is
 stored in object storage once per `Parallel` call and passed to every call that uses it as a reference (the
 processor fetches it once and keeps it), so a training set reused by hundreds of fits travels once, not once per
 batch. `n_jobs=-1` is the number of workers the scheduler has (at least 2, so that the calls always go to the
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import os
 import sys
 import threading
@@ -137,7 +139,7 @@ class ScalerBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mis
         nested = self.get_nested_backend()
         client = self._client()
         try:
-            future = client.submit_verbose(_run_batch, (calls, nested), {})
+            future = client.submit_verbose(batch_runner(calls), (calls, nested), {})
         except TypeError as error:
             raise _name_unpicklable(calls, client.session.serializer.serialize) or error from error
         with self._lock:
@@ -248,11 +250,42 @@ def _nested_backend(nesting_level: int | None) -> ScalerBackend:
     return ScalerBackend(nesting_level=nesting_level)
 
 
-def _run_batch(calls: list[Call], nested: tuple[ParallelBackendBase, int | None]) -> list[Any]:
-    """Runs on a worker: one joblib batch, nested Parallel calls going to `nested` (get_nested_backend)."""
-    backend, n_jobs = nested
-    with parallel_config(backend=backend, n_jobs=n_jobs):
-        return [function(*args, **kwargs) for function, args, kwargs in calls]
+class BatchRunner:
+    """Runs one joblib batch on a worker, nested Parallel calls going to `nested` (get_nested_backend). It carries
+    the name of the batch's function ("fit (joblib batch)"), which is what a task is known by: in the monitor's
+    statistics, the dashboard, and the run times the scheduler learns per function, each joblib function is then
+    apart from the others (one runner for all would mix a 1 ms call with a 10 s fit)."""
+
+    def __init__(self, name: str) -> None:
+        self.__name__ = self.__qualname__ = name
+
+    def __call__(self, calls: list[Call], nested: tuple[ParallelBackendBase, int | None]) -> list[Any]:
+        backend, n_jobs = nested
+        with parallel_config(backend=backend, n_jobs=n_jobs):
+            return [function(*args, **kwargs) for function, args, kwargs in calls]
+
+
+#: One runner per name, so that a client serializes each once (its function cache goes by identity).
+_runners: dict[str, BatchRunner] = {}
+
+
+def batch_runner(calls: list[Call]) -> BatchRunner:
+    """The runner of a batch, named after its calls' function ("joblib batch" when they call several)."""
+    names = {_name_of(function) for function, _args, _kwargs in calls}
+    name = f"{names.pop()} (joblib batch)" if len(names) == 1 else "joblib batch"
+    runner = _runners.get(name)
+    if runner is None:
+        if len(_runners) >= 1_000:
+            _runners.clear()
+        runner = _runners[name] = BatchRunner(name)
+    return runner
+
+
+def _name_of(function: Any) -> str:
+    while isinstance(function, functools.partial):
+        function = function.func
+    name = getattr(function, "__qualname__", None) or getattr(function, "__name__", None)
+    return str(name) if name else type(function).__qualname__
 
 
 def register() -> None:
