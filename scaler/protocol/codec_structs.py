@@ -141,10 +141,14 @@ def write_processor_info(b: Any, v: m.ProcessorInfo) -> None:
     b.processorId = v.processor_id
     b.workerId = v.worker_id
     b.lent = v.lent
+    b.heldTasks = v.held_tasks
 
 
 def read_processor_info(r: Any) -> m.ProcessorInfo:
-    return m.ProcessorInfo(r._get("processorId"), r._get("workerId"), r._get("lent"))
+    held_tasks = r._get("heldTasks")
+    return m.ProcessorInfo(
+        r._get("processorId"), r._get("workerId"), r._get("lent"), tuple(held_tasks) if len(held_tasks) else ()
+    )
 
 
 def write_hello_reply(b: Any, v: m.HelloReply) -> None:

@@ -82,6 +82,8 @@ struct ProcessorInfo {
   processorId @0 :Data;     # its name within its worker (the agent's)
   workerId @1 :Data;        # the identity of its worker agent's connection
   lent @2 :Bool;            # its worker lends it to the scheduler: plain tasks may come on the link (section 3.9)
+  heldTasks @3 :List(Data); # lent tasks it holds unfinished, or whose results the scheduler has not named read (its
+                            # results are sent again once the hello is accepted): adopted after a restart
 }
 
 struct HelloReply {
@@ -139,7 +141,8 @@ struct HeartbeatEcho {
   objectStorageAddress @0 :Text;
   workerCount @1 :UInt32;
   resultsRead @2 :List(Data);  # to a worker: the tasks whose results it read from the worker's processors since
-                               # the previous echo (the agent's result journal forgets them)
+                               # the previous echo (the agent's result journal forgets them); on a lent processor's
+                               # link: its lent tasks' results read since the previous echo (it forgets them)
 }
 
 struct Ping {

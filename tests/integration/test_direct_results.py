@@ -207,14 +207,18 @@ def test_a_worker_agent_sigkilled_while_its_processors_send_results(
         assert client.map(abs, [-1, -2]) == [1, 2]
 
 
+@pytest.mark.parametrize("route", ["direct-results", "lend-processors"])
 def test_results_sent_into_a_scheduler_outage_reach_the_next_instance_and_no_task_runs_twice(
-    launcher: Launcher, tmp_path: Path
+    launcher: Launcher, tmp_path: Path, route: str
 ) -> None:
     """Two workers run 1 s tasks; the scheduler is SIGKILLed while two run, and started again at the same address
     only once both finished (their processors sent the results into the outage, on links the new instance does not
     know): every future gets its value, and every task ran once (the agents' journals sent the results again when
-    they registered with the new instance, which adopted those tasks)."""
-    addresses, scheduler, _storage = launcher.stack(workers=2, worker_args=("--direct-results", "true"))
+    they registered with the new instance, which adopted those tasks). With lent processors (`lend-processors`: the
+    agents never saw the tasks), the processors kept the results, named the tasks in their links' hellos to the new
+    instance and sent the results again once it accepted them: checked by hand with `ProcessorOutlet._keep` keeping
+    nothing, the two tasks ran again."""
+    addresses, scheduler, _storage = launcher.stack(workers=2, worker_args=(f"--{route}", "true"))
     runs = tmp_path / "runs"
     runs.touch()
 

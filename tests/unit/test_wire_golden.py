@@ -64,6 +64,7 @@ MESSAGES: dict[str, m.Message] = {
     "processor-exited-sparse": m.ProcessorExited(b"p1"),
     "hello-worker-lends": m.Hello(1, "3.11.7", 42, "host", m.WorkerInfo(CAPS, 3, "", "FIX", (), True)),
     "hello-processor-lent": m.Hello(1, "3.11.7", 42, "host", m.ProcessorInfo(b"p1", b"Worker|FIX|w1", True)),
+    "hello-processor-held": m.Hello(1, "3.11.7", 42, "host", m.ProcessorInfo(b"p1", b"Worker|FIX|w1", True, (T, U))),
     "hello-reply": m.HelloReply(True, "", 1, "3.11.7", "tcp://127.0.0.1:8517", 1.5, 4, b"instance"),
     "hello-reply-refused": m.HelloReply(False, "speaks protocol version 2"),
     "heartbeat-worker": m.Heartbeat(12.5, 1 << 30, WORKER_STATUS, None, 0.0625),
