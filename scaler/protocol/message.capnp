@@ -420,6 +420,8 @@ struct ProcessorExited {
   processorId @0 :Data;     # its name within its worker (its link's identity is the worker's, "/", this)
   description @1 :Text;     # "killed by SIGSEGV", "exit code 7", ...
   outOfMemory @2 :Text;     # not empty: it was killed for memory (the peak and the limit), and the task fails so
+  lentTask @3 :Data;        # the lent task it computed, from the mark it keeps for its agent (empty: none)
+  lentTaskKnown @4 :Bool;   # the mark was read: only `lentTask` is blamed (false: unknown, from older peers)
 }
 
 # ---------------------------------------------------------------- monitoring (PUB)

@@ -698,6 +698,10 @@ class ProcessorExited:
     description: str = ""
     #: not empty: it was killed for memory (the peak and the limit), and the task fails so
     out_of_memory: str = ""
+    #: the lent task it computed, from the mark it keeps for its agent (empty: none)
+    lent_task: bytes = b""
+    #: the mark was read: only `lentTask` is blamed (false: unknown, from older peers)
+    lent_task_known: bool = False
 
 
 @dataclass(frozen=True, slots=True)

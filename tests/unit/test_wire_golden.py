@@ -62,6 +62,7 @@ MESSAGES: dict[str, m.Message] = {
     "hello-processor": m.Hello(1, "3.11.7", 42, "host", m.ProcessorInfo(b"p1", b"Worker|FIX|w1")),
     "processor-exited": m.ProcessorExited(b"p1", "killed by SIGSEGV", "peak 2 GiB above the 1 GiB limit"),
     "processor-exited-sparse": m.ProcessorExited(b"p1"),
+    "processor-exited-marked": m.ProcessorExited(b"p1", "exit code 3", "", T, True),
     "hello-worker-lends": m.Hello(1, "3.11.7", 42, "host", m.WorkerInfo(CAPS, 3, "", "FIX", (), True)),
     "hello-processor-lent": m.Hello(1, "3.11.7", 42, "host", m.ProcessorInfo(b"p1", b"Worker|FIX|w1", True)),
     "hello-processor-held": m.Hello(1, "3.11.7", 42, "host", m.ProcessorInfo(b"p1", b"Worker|FIX|w1", True, (T, U))),

@@ -13,11 +13,13 @@ plain tasks on its link (task_lifecycle.py), and its agent never sees them. What
 comes on the link: a task that parks on nested futures (ProcessorBlocked; it yields its slot, as at an agent, until
 its ProcessorResumeRequest), and tasks it gives back unstarted (TaskReturn: it hosts an actor, which holds its
 computing turn; the link is lent no more). When the link closes (the processor died or was killed), the tasks sent on
-it without a result are handled as its agent handles its processor's death: the oldest one not parked was computing
-and fails with PROCESSOR_DIED, the parked ones are lost and run again (a retry spent), the others were staged and go
-back to the queue (none spent). A lent result is named read in an echo on its link after the worker's next heartbeat
-(the processor keeps it until then); the lent tasks a processor's hello names that this instance does not know (from
-before a restart) are held as its worker's, and adopted on that link when their client submits them again.
+it without a result are handled as its agent handles its processor's death: the one its agent names in
+ProcessorExited (read from the processor's mark, worker/computing_mark.py; without that word, the oldest one not
+parked) was computing and fails with PROCESSOR_DIED, the parked ones are lost and run again (a retry spent), the others
+go back to the queue (none spent): they were staged, or their result died in the processor's I/O thread. A lent
+result is named read in an echo on its link after the worker's next heartbeat (the processor keeps it until then); the
+lent tasks a processor's hello names that this instance does not know (from before a restart) are held as its
+worker's, and adopted on that link when their client submits them again.
 """
 
 from __future__ import annotations
@@ -198,7 +200,12 @@ class WorkerSessions:
             link.held.clear()
         lifecycle = self._core.lifecycle
         name = link.processor_id.decode(errors="replace")
-        blamed = None if link.leaving else next((t for t in link.tasks if t not in link.parked), None)
+        if link.leaving:
+            blamed = None
+        elif exited is not None and exited.lent_task_known:  # its mark names the task it computed (if any)
+            blamed = TaskID(exited.lent_task) if exited.lent_task in link.tasks else None
+        else:  # not known (an agent's word that never came): the oldest one not parked
+            blamed = next((t for t in link.tasks if t not in link.parked), None)
         for task_id in list(link.tasks):
             if task_id == blamed:
                 status, text = m.ResultStatus.PROCESSOR_DIED, f"the processor {name} running the task died"
@@ -215,7 +222,8 @@ class WorkerSessions:
                 why = f"the processor {name} it waited in died while running another task"
                 lifecycle.apply(task_id, TaskEvent.WORKER_LOST, reason=why)
             else:
-                lifecycle.apply(task_id, TaskEvent.RETURNED, reason=f"its lent processor {name} died before it started")
+                why = f"its lent processor {name} died before it started, or before its result left"
+                lifecycle.apply(task_id, TaskEvent.RETURNED, reason=why)
         link.tasks.clear()
         link.parked.clear()
 

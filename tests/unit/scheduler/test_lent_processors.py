@@ -278,3 +278,39 @@ def test_lent_tasks_named_by_a_processor_that_dies_before_their_client_comes_bac
     sim.submit(client, [held])
     assert [t.task_id for t in sent_to(sim, worker.peer + b"/p2", m.Task)] == [held.task_id]
     sim.check_invariants()
+
+
+def test_the_task_a_dead_lent_processor_s_mark_names_is_blamed_and_the_one_before_it_runs_again() -> None:
+    """Its result died in the processor's I/O thread: it is not to blame. Checked to fail with `lentTaskKnown`
+    ignored (`_lent_link_gone`): the oldest one is blamed."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=3)
+    link = lend(sim, worker)
+    sim.submit(client, [task(client.peer, n) for n in (1, 2, 3)])
+    lost, crashed, staged = (t.task_id for t in sent_to(sim, link, m.Task))
+    sim.feed(PeerLost(PeerID(link), "connection closed", sim.now))
+    sim.send(worker.peer, m.ProcessorExited(b"p1", "exit code 3", lent_task=crashed, lent_task_known=True))
+    assert client.answers[crashed] == [("result", "processorDied")]
+    assert not client.answers[lost] and not client.answers[staged]
+    lend(sim, worker, b"p2")
+    assert {t.task_id for t in sent_to(sim, worker.peer + b"/p2", m.Task)} == {lost, staged}
+    records = sim.core.tasks.records
+    assert not records[lost].lost_workers and not records[staged].lost_workers, "no retry spent"
+    sim.check_invariants()
+
+
+def test_a_lent_processor_whose_mark_names_none_blames_none() -> None:
+    """It died between two tasks (killed from outside): both run again."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=2)
+    link = lend(sim, worker)
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
+    ids = {t.task_id for t in sent_to(sim, link, m.Task)}
+    sim.feed(PeerLost(PeerID(link), "connection closed", sim.now))
+    sim.send(worker.peer, m.ProcessorExited(b"p1", "killed by SIGKILL", lent_task_known=True))
+    assert not any(client.answers[t] for t in ids)
+    lend(sim, worker, b"p2")
+    assert {t.task_id for t in sent_to(sim, worker.peer + b"/p2", m.Task)} == ids
+    sim.check_invariants()
