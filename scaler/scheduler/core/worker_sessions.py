@@ -15,8 +15,10 @@ its ProcessorResumeRequest), and tasks it gives back unstarted (TaskReturn: it h
 computing turn; the link is lent no more). When the link closes (the processor died or was killed), the tasks sent on
 it without a result are handled as its agent handles its processor's death: the one its agent names in
 ProcessorExited (read from the processor's mark, worker/computing_mark.py; without that word, the oldest one not
-parked) was computing and fails with PROCESSOR_DIED, the parked ones are lost and run again (a retry spent), the others
-go back to the queue (none spent): they were staged, or their result died in the processor's I/O thread. A lent
+parked) was computing and fails with PROCESSOR_DIED; those sent before it ran, and their results died in the
+processor's I/O thread (with a mark naming none, the oldest may have): they run again, a retry spent, as the parked
+ones; the others were staged and go back to the queue (none spent). A retry spent bounds what a processor that keeps
+dying outside any task's mark can cost. A lent
 result is named read in an echo on its link after the worker's next heartbeat (the processor keeps it until then); the
 lent tasks a processor's hello names that this instance does not know (from before a restart) are held as its
 worker's, and adopted on that link when their client submits them again.
@@ -200,12 +202,15 @@ class WorkerSessions:
             link.held.clear()
         lifecycle = self._core.lifecycle
         name = link.processor_id.decode(errors="replace")
+        order = [t for t in link.tasks if t not in link.parked]  #: the order they were sent, and run in
+        ran: list[TaskID] = []  #: ran, but their results died with it (in its I/O thread): each spends a retry
         if link.leaving:
             blamed = None
         elif exited is not None and exited.lent_task_known:  # its mark names the task it computed (if any)
             blamed = TaskID(exited.lent_task) if exited.lent_task in link.tasks else None
+            ran = order[: order.index(blamed)] if blamed in order else order[:1]
         else:  # not known (an agent's word that never came): the oldest one not parked
-            blamed = next((t for t in link.tasks if t not in link.parked), None)
+            blamed = order[0] if order else None
         for task_id in list(link.tasks):
             if task_id == blamed:
                 status, text = m.ResultStatus.PROCESSOR_DIED, f"the processor {name} running the task died"
@@ -221,8 +226,11 @@ class WorkerSessions:
             elif task_id in link.parked:
                 why = f"the processor {name} it waited in died while running another task"
                 lifecycle.apply(task_id, TaskEvent.WORKER_LOST, reason=why)
+            elif task_id in ran:
+                why = f"its lent processor {name} died before its result left (it runs again)"
+                lifecycle.apply(task_id, TaskEvent.WORKER_LOST, reason=why)
             else:
-                why = f"its lent processor {name} died before it started, or before its result left"
+                why = f"its lent processor {name} died before it started"
                 lifecycle.apply(task_id, TaskEvent.RETURNED, reason=why)
         link.tasks.clear()
         link.parked.clear()
