@@ -35,7 +35,9 @@ def run_once_each(path: str, x: int, seconds: float) -> int:
     return x * x
 
 
-@pytest.mark.parametrize("worker_args", [(), ("--lend-processors", "true")], ids=["through-the-agent", "lent"])
+@pytest.mark.parametrize(
+    "worker_args", [("--lend-processors", "false"), ("--lend-processors", "true")], ids=["through-the-agent", "lent"]
+)
 def test_futures_complete_across_a_scheduler_killed_and_started_again_and_no_task_runs_twice(
     launcher: Launcher, tmp_path: Path, worker_args: tuple[str, ...]
 ) -> None:

@@ -301,8 +301,8 @@ def test_the_task_a_dead_lent_processor_s_mark_names_is_blamed_and_the_one_befor
 
 
 def test_a_lent_processor_whose_mark_names_none_blames_none() -> None:
-    """It died between two tasks (killed from outside): both run again, the first (it may have run) with a retry spent.
-    """
+    """It died between two tasks (killed from outside): both run again, the first (it may have run) with a retry
+    spent."""
     sim = SimulatedCluster()
     client = sim.add_client()
     worker = sim.add_worker(capacity=2)
