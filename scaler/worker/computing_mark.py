@@ -26,13 +26,39 @@ MARK_BYTES = 256
 _UNKNOWN = 255
 
 
+_PREFIX = "scaler-marks-"
+
+
 def marks_directory(worker_id: bytes) -> str:
     """A directory for the marks of a worker's processors: in /dev/shm (memory) when there is one, else the temporary
-    directory. The caller removes it (`remove_marks`)."""
+    directory, named after the worker's pid. The caller removes it (`remove_marks`); those of workers that died
+    without removing theirs (SIGKILL) are removed here, once their pid is gone."""
     shm = "/dev/shm"
-    parent = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+    parent = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+    _remove_orphans(parent)
     suffix = worker_id[-8:].decode(errors="replace").replace("/", "_")
-    return tempfile.mkdtemp(prefix=f"scaler-marks-{suffix}-", dir=parent)
+    return tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-{suffix}-", dir=parent)
+
+
+def _remove_orphans(parent: str) -> None:
+    try:
+        names = [name for name in os.listdir(parent) if name.startswith(_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def remove_marks(directory: str) -> None:

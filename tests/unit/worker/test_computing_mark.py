@@ -50,3 +50,20 @@ def test_only_a_task_s_own_mark_is_cleared_by_it() -> None:
         assert read_mark(directory, b"p2") is None, "an id too long to write: not known"
     finally:
         remove_marks(directory)
+
+
+def test_the_marks_of_a_worker_that_died_without_removing_them_go_when_another_starts() -> None:
+    """A SIGKILLed worker removes nothing: the next worker on the host removes its directory (its pid is gone).
+    Checked to fail with `_remove_orphans` doing nothing."""
+    import subprocess
+    import sys
+
+    code = "from scaler.worker.computing_mark import marks_directory; print(marks_directory(b'w'))"
+    orphan = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(orphan).is_dir()
+    mine = marks_directory(b"w")
+    try:
+        assert not Path(orphan).exists()
+        assert Path(mine).is_dir()
+    finally:
+        remove_marks(mine)
