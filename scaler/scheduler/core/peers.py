@@ -150,6 +150,8 @@ class ProcessorLinkRecord:
     #: lent tasks its hello named that this instance did not know (from before a restart), not adopted yet: a client
     #: that submits one again has it adopted here (`WorkerSessions.adopted`)
     held: set[TaskID] = field(default_factory=set)
+    #: those of them it says are parked on nested futures: each yields its slot once adopted
+    held_parked: set[TaskID] = field(default_factory=set)
 
 
 @dataclass(slots=True)

@@ -91,6 +91,7 @@ class WorkerSessions:
             link.results_read.append(result.task_id)  # named in an echo on the link, after its worker's next heartbeat
             if link.held:
                 link.held.discard(result.task_id)
+                link.held_parked.discard(result.task_id)
         record = core.tasks.get(result.task_id)
         if record is not None and record.link == peer:  # a lent task: the agent's journal never had it
             if result.ran is not None:
@@ -113,6 +114,11 @@ class WorkerSessions:
                 link.held.discard(task_id)
                 record.link = link.peer
                 link.tasks = {task_id: None, **link.tasks}
+                if task_id in link.held_parked:  # it waits on nested futures there: its slot serves others
+                    link.held_parked.discard(task_id)
+                    link.parked.add(task_id)
+                    worker.lent_parked += 1
+                    core.lifecycle.worker_has_room(worker.peer)
                 return
 
     def on_processor_log(self, peer: PeerID, log: m.TaskLog) -> None:
@@ -200,6 +206,7 @@ class WorkerSessions:
         if link.held:  # named in its hello, not adopted yet: submitted again, they run again
             self._core.reattachment.forget_held(link.held)
             link.held.clear()
+            link.held_parked.clear()
         lifecycle = self._core.lifecycle
         name = link.processor_id.decode(errors="replace")
         order = [t for t in link.tasks if t not in link.parked]  #: the order they were sent, and run in
@@ -243,6 +250,8 @@ class WorkerSessions:
             link.parked.add(blocked.task_id)
             core.workers[link.worker].lent_parked += 1
             core.lifecycle.worker_has_room(link.worker)
+        elif blocked.task_id in link.held:  # from before a restart, not adopted yet: parked once it is
+            link.held_parked.add(blocked.task_id)
 
     def on_lent_resumed(self, peer: PeerID, request: m.ProcessorResumeRequest) -> None:
         """A parked task on a lent processor goes on (its processor gives it the turn itself): it takes a slot again."""

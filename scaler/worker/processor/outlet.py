@@ -92,6 +92,8 @@ class ProcessorOutlet:
         self._lent_tasks: set[bytes] = set()
         #: the frames of lent tasks' results sent on the link that the scheduler has not named read, in sending order
         self._lent_kept: dict[bytes, bytes] = {}
+        #: lent tasks parked on nested futures (told with ProcessorBlocked): told again after a hello is accepted
+        self._lent_parked: set[bytes] = set()
         self._configured = False  #: the agent configured the processor: a link opened later says hello at once
         self._hello = hello
         self._link: Any = None
@@ -133,8 +135,13 @@ class ProcessorOutlet:
             return False
         if isinstance(message, m.TaskResult):
             self._lent_tasks.discard(task_id)
+            self._lent_parked.discard(task_id)
             if message.status is m.ResultStatus.CANCELED:  # as the agent confirms a cancel
                 message = m.TaskCancelConfirm(task_id, m.CancelOutcome.CANCELED)
+        elif isinstance(message, m.ProcessorBlocked):
+            self._lent_parked.add(task_id)
+        elif isinstance(message, m.ProcessorResumeRequest):
+            self._lent_parked.discard(task_id)
         if self._link is not None:
             self._send_on_link(codec.encode(message))
         return True
@@ -197,6 +204,7 @@ class ProcessorOutlet:
             lent = bool(self._lent_tasks) and result.task_id in self._lent_tasks
             if lent:
                 self._lent_tasks.discard(result.task_id)
+                self._lent_parked.discard(result.task_id)
                 if self._link is None:
                     return  # closed: the processor is ending, and the scheduler handles its tasks as a death's
             elif not self._direct or not self._route.is_open:
@@ -463,8 +471,10 @@ class ProcessorOutlet:
                          message.reason)  # fmt: skip
         if self._route.heard(message):
             self._say_hello()
-        elif isinstance(message, m.HelloReply) and message.accepted and self._lent_kept:
-            self._send_on_link(*self._lent_kept.values())  # the scheduler may not have read them (a restart)
+        elif isinstance(message, m.HelloReply) and message.accepted and (self._lent_kept or self._lent_parked):
+            # the scheduler may not have read them (a restart): the results kept, and which held tasks are parked
+            parked = (codec.encode(m.ProcessorBlocked(TaskID(t))) for t in self._lent_parked)
+            self._send_on_link(*self._lent_kept.values(), *parked)
 
     def _say_hello(self) -> None:
         """Under the lock: hello on the link, naming the lent tasks held here (module docstring)."""

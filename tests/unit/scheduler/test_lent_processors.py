@@ -318,3 +318,23 @@ def test_a_lent_processor_whose_mark_names_none_blames_none() -> None:
     records = sim.core.tasks.records
     assert records[first].lost_workers and not records[second].lost_workers
     sim.check_invariants()
+
+
+def test_a_parked_lent_task_named_after_a_restart_yields_its_slot_once_adopted() -> None:
+    """The processor says again, after its hello, which held task waits on nested futures; adopted, it frees its slot
+    for its children. Checked to fail with `held_parked` not kept (`on_lent_parked`): the child is not dispatched."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=1)
+    parent, child = task(client.peer, 1), task(client.peer, 2)
+    peer = worker.peer + b"/p1"
+    sim.send(peer, hello(m.ProcessorInfo(b"p1", worker.peer, True, (parent.task_id,))))
+    sim.send(peer, m.ProcessorBlocked(parent.task_id))
+    sim.submit(client, [parent])
+    assert sim.core.workers[worker.peer].lent_parked == 1
+    sim.submit(client, [child])
+    assert [t.task_id for t in sent_to(sim, peer, m.Task)] == [child.task_id], "the child runs beside its parent"
+    sim.send(peer, success(child.task_id))
+    sim.send(peer, m.ProcessorResumeRequest(parent.task_id))
+    assert sim.core.workers[worker.peer].lent_parked == 0
+    sim.check_invariants()
