@@ -141,10 +141,14 @@ def write_processor_info(b: Any, v: m.ProcessorInfo) -> None:
     b.processorId = v.processor_id
     b.workerId = v.worker_id
     b.lent = v.lent
+    b.heldTasks = v.held_tasks
 
 
 def read_processor_info(r: Any) -> m.ProcessorInfo:
-    return m.ProcessorInfo(r._get("processorId"), r._get("workerId"), r._get("lent"))
+    held_tasks = r._get("heldTasks")
+    return m.ProcessorInfo(
+        r._get("processorId"), r._get("workerId"), r._get("lent"), tuple(held_tasks) if len(held_tasks) else ()
+    )
 
 
 def write_hello_reply(b: Any, v: m.HelloReply) -> None:
@@ -693,10 +697,14 @@ def write_processor_exited(b: Any, v: m.ProcessorExited) -> None:
     b.processorId = v.processor_id
     b.description = v.description
     b.outOfMemory = v.out_of_memory
+    b.lentTask = v.lent_task
+    b.lentTaskKnown = v.lent_task_known
 
 
 def read_processor_exited(r: Any) -> m.ProcessorExited:
-    return m.ProcessorExited(r._get("processorId"), r._get("description"), r._get("outOfMemory"))
+    return m.ProcessorExited(
+        r._get("processorId"), r._get("description"), r._get("outOfMemory"), r._get("lentTask"), r._get("lentTaskKnown")
+    )
 
 
 def write_status_snapshot(b: Any, v: m.StatusSnapshot) -> None:

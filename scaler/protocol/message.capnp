@@ -82,6 +82,8 @@ struct ProcessorInfo {
   processorId @0 :Data;     # its name within its worker (the agent's)
   workerId @1 :Data;        # the identity of its worker agent's connection
   lent @2 :Bool;            # its worker lends it to the scheduler: plain tasks may come on the link (section 3.9)
+  heldTasks @3 :List(Data); # lent tasks it holds unfinished, or whose results the scheduler has not named read (its
+                            # results are sent again once the hello is accepted): adopted after a restart
 }
 
 struct HelloReply {
@@ -139,7 +141,8 @@ struct HeartbeatEcho {
   objectStorageAddress @0 :Text;
   workerCount @1 :UInt32;
   resultsRead @2 :List(Data);  # to a worker: the tasks whose results it read from the worker's processors since
-                               # the previous echo (the agent's result journal forgets them)
+                               # the previous echo (the agent's result journal forgets them); on a lent processor's
+                               # link: its lent tasks' results read since the previous echo (it forgets them)
 }
 
 struct Ping {
@@ -417,6 +420,8 @@ struct ProcessorExited {
   processorId @0 :Data;     # its name within its worker (its link's identity is the worker's, "/", this)
   description @1 :Text;     # "killed by SIGSEGV", "exit code 7", ...
   outOfMemory @2 :Text;     # not empty: it was killed for memory (the peak and the limit), and the task fails so
+  lentTask @3 :Data;        # the lent task it computed, from the mark it keeps for its agent (empty: none)
+  lentTaskKnown @4 :Bool;   # the mark was read: only `lentTask` is blamed (false: unknown, from older peers)
 }
 
 # ---------------------------------------------------------------- monitoring (PUB)

@@ -288,6 +288,9 @@ class ProcessorInfo:
     worker_id: bytes
     #: its worker lends it to the scheduler: plain tasks may come on the link (section 3.9)
     lent: bool = False
+    #: lent tasks it holds unfinished, or whose results the scheduler has not named read (its results are sent
+    #: again once the hello is accepted): adopted after a restart
+    held_tasks: tuple[TaskID, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,7 +372,8 @@ class HeartbeatEcho:
     object_storage_address: str = ""
     worker_count: int = 0
     #: to a worker: the tasks whose results it read from the worker's processors since the previous echo (the
-    #: agent's result journal forgets them)
+    #: agent's result journal forgets them); on a lent processor's link: its lent tasks' results read since the
+    #: previous echo (it forgets them)
     results_read: tuple[TaskID, ...] = ()
 
 
@@ -694,6 +698,10 @@ class ProcessorExited:
     description: str = ""
     #: not empty: it was killed for memory (the peak and the limit), and the task fails so
     out_of_memory: str = ""
+    #: the lent task it computed, from the mark it keeps for its agent (empty: none)
+    lent_task: bytes = b""
+    #: the mark was read: only `lentTask` is blamed (false: unknown, from older peers)
+    lent_task_known: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,7 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
     except KeyFileError as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
+    from scaler.worker.computing_mark import marks_directory, remove_marks
     from scaler.worker.executors.zygote import Zygote, ZygoteExecutor
     from scaler.worker.processor.process import ProcessorSettings, run_processor
 
@@ -77,6 +78,7 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
         security=security,
         direct_results=config.direct_results,
         lend=_lends(config),
+        marks_directory=marks_directory(worker_id) if _lends(config) else "",
     )
     # Fork the zygote first: no thread, event loop or ZeroMQ context exists yet.
     from scaler.io.process_profiling import run_profiled
@@ -86,7 +88,13 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
             "processor", lambda: run_processor(processor_settings, processor_id, channel)
         )
     )
-    return run_agent(config, worker_id, ZygoteExecutor(zygote), slots, security)
+    try:
+        executor = ZygoteExecutor(zygote)
+        marks = processor_settings.marks_directory
+        return run_agent(config, worker_id, executor, slots, security, marks, lends=processor_settings.lend)
+    finally:
+        if processor_settings.marks_directory:
+            remove_marks(processor_settings.marks_directory)
 
 
 def run_agent(
@@ -95,9 +103,12 @@ def run_agent(
     executor: Executor,
     slots: int,
     security: TransportSecurity | None = None,
+    marks_directory: str = "",
+    lends: bool = False,
 ) -> int:
     """Run a worker agent until it exits: `slots` tasks at once on `executor` (zygote processors, or a remote
-    system behind a proxy worker). Returns the worker's exit code."""
+    system behind a proxy worker). Returns the worker's exit code. `lends`: its processors are lent to the scheduler
+    (`_lends`: only processors with a link of their own can be; a proxy's remote ones cannot)."""
     if slots < 1:
         raise ValueError(f"a worker needs at least one slot, not {slots}")
     from scaler.io.sockets import SocketFactory
@@ -115,16 +126,18 @@ def run_agent(
         has_preload=bool(config.preload),
         nested_parents=NestedParents.named(config.nested_parents),
         max_staged_tasks=executor.max_staged_tasks,
-        lend_processors=_lends(config),
+        lend_processors=lends,
         pause_after_seconds=10 * TICK_SECONDS,  # ten ticks missed: the worker itself was stopped
     )
     capabilities = parse_worker_capabilities(config.per_worker_capabilities)
     worker_core = agent_core.AgentCore(settings, time.monotonic(), processor_prefix=worker_id[-8:])
     hello = build_hello(
-        capabilities, worker_core.capacity, config.worker_manager_id, config.worker_type or "FIX", _lends(config)
+        capabilities, worker_core.capacity, config.worker_manager_id, config.worker_type or "FIX", lends
     )
     sockets = SocketFactory(config.io_threads, security)  # only now: the zygote is forked from a process without one
-    agent = WorkerAgent(worker_core, worker_id, config.scheduler_address, hello, executor, sockets)
+    agent = WorkerAgent(
+        worker_core, worker_id, config.scheduler_address, hello, executor, sockets, marks_directory=marks_directory
+    )
     from scaler.io.process_profiling import trace_memory_if_asked
 
     trace_memory_if_asked("agent")

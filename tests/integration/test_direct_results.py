@@ -143,7 +143,11 @@ def only_processor(cluster: SchedulerClusterCombo) -> int:
 
 @pytest.mark.parametrize(
     "settings, opened",
-    [({"direct_results": True}, True), ({"secure": True, "direct_results": True}, True), ({}, False)],
+    [
+        ({"direct_results": True, "lend_processors": False}, True),
+        ({"secure": True, "direct_results": True, "lend_processors": False}, True),
+        ({"lend_processors": False}, False),
+    ],
     ids=["user-keys", "cluster-keys", "through-the-agent"],
 )
 def test_each_processor_has_its_own_curve_link_to_the_scheduler(
@@ -151,7 +155,7 @@ def test_each_processor_has_its_own_curve_link_to_the_scheduler(
 ) -> None:
     """With CURVE (the user's keys, or keys made for the cluster) a processor links to the scheduler with its
     worker's keys and the scheduler accepts it: its route is open and it holds a TCP connection to the scheduler's
-    port. Without `direct_results` (the default), neither (the control)."""
+    port. Without `direct_results` (the default) and without lending its processors, neither (the control)."""
     cluster = make_cluster(1, **settings)
     keys = cluster.client_keys if settings.get("secure") else {}
     with Client(address=cluster.get_address(), **keys) as client:
@@ -165,8 +169,9 @@ def test_a_processor_killed_after_its_result_left_but_before_its_agent_heard(
 ) -> None:
     """The result reaches the client from the processor's link; the processor is SIGKILLed before its agent heard
     of it (the agent then reports the processor's death for the task, which the scheduler ignores: the task is
-    done), and the worker runs the next tasks on a new processor."""
-    cluster = make_cluster(1, direct_results=True)
+    done), and the worker runs the next tasks on a new processor. (Not lent: a lent task's result never goes to the
+    agent.)"""
+    cluster = make_cluster(1, direct_results=True, lend_processors=False)
     with Client(address=cluster.get_address()) as client:
         open_route(client, port_of(cluster.get_address()))
         pid_path = tmp_path / "pid"
@@ -183,8 +188,9 @@ def test_a_processor_killed_before_its_result_left_after_it_told_its_agent(
     make_cluster: Callable[..., SchedulerClusterCombo],
 ) -> None:
     """The processor tells its agent it sent the result, and dies before the message left: the agent, which keeps
-    every result until the scheduler names it read, sends it itself; the client gets the value, not an error."""
-    cluster = make_cluster(1, direct_results=True)
+    every result until the scheduler names it read, sends it itself; the client gets the value, not an error. (Not
+    lent: the agent's journal never has a lent task's result.)"""
+    cluster = make_cluster(1, direct_results=True, lend_processors=False)
     with Client(address=cluster.get_address()) as client:
         assert open_route(client, port_of(cluster.get_address()))[0]
         assert client.submit(die_before_its_result_leaves, 7).result(timeout=DEADLINE_SECONDS) == 7
@@ -207,14 +213,21 @@ def test_a_worker_agent_sigkilled_while_its_processors_send_results(
         assert client.map(abs, [-1, -2]) == [1, 2]
 
 
+@pytest.mark.parametrize("route", ["direct-results", "lend-processors"])
 def test_results_sent_into_a_scheduler_outage_reach_the_next_instance_and_no_task_runs_twice(
-    launcher: Launcher, tmp_path: Path
+    launcher: Launcher, tmp_path: Path, route: str
 ) -> None:
     """Two workers run 1 s tasks; the scheduler is SIGKILLed while two run, and started again at the same address
     only once both finished (their processors sent the results into the outage, on links the new instance does not
     know): every future gets its value, and every task ran once (the agents' journals sent the results again when
-    they registered with the new instance, which adopted those tasks)."""
-    addresses, scheduler, _storage = launcher.stack(workers=2, worker_args=("--direct-results", "true"))
+    they registered with the new instance, which adopted those tasks). With lent processors (`lend-processors`: the
+    agents never saw the tasks), the processors kept the results, named the tasks in their links' hellos to the new
+    instance and sent the results again once it accepted them: checked by hand with `ProcessorOutlet._keep` keeping
+    nothing, the two tasks ran again."""
+    lend = "true" if route == "lend-processors" else "false"
+    addresses, scheduler, _storage = launcher.stack(
+        workers=2, worker_args=("--direct-results", "true", "--lend-processors", lend)
+    )
     runs = tmp_path / "runs"
     runs.touch()
 

@@ -144,6 +144,14 @@ class ProcessorLinkRecord:
     closed_at: float | None = None
     link_closed: bool = False  #: its link closed (after all it sent)
     exited: ProcessorExited | None = None  #: its agent's word that it ended, and why
+    #: lent: the results read on its link since its worker's last heartbeat, which an echo on the link names (the
+    #: processor keeps each until then, for a restart; worker_sessions.py)
+    results_read: list[TaskID] = field(default_factory=list)
+    #: lent tasks its hello named that this instance did not know (from before a restart), not adopted yet: a client
+    #: that submits one again has it adopted here (`WorkerSessions.adopted`)
+    held: set[TaskID] = field(default_factory=set)
+    #: those of them it says are parked on nested futures: each yields its slot once adopted
+    held_parked: set[TaskID] = field(default_factory=set)
 
 
 @dataclass(slots=True)

@@ -75,6 +75,11 @@ class Reattachment:
         _shrink_if_due(self._results, self._shrink[1])
         return True
 
+    def forget_held(self, task_ids: set[TaskID]) -> None:
+        """These tasks are held no more (the lent processor that held them died): submitted again, they run again."""
+        for task_id in task_ids:
+            self._held.pop(task_id, None)
+
     def worker_gone(self, worker: PeerID) -> None:
         for task_id in [task_id for task_id, (holder, _) in self._held.items() if holder == worker]:
             del self._held[task_id]

@@ -148,6 +148,13 @@ class Registration:
                 worker.lends = True
                 worker.restage()
                 core.lifecycle.worker_has_room(worker.peer)
+        if info.lent and info.held_tasks:  # lent tasks from before a restart, held as its worker's (reattachment.py)
+            unknown = tuple(task_id for task_id in info.held_tasks if task_id not in core.tasks.records)
+            if unknown:
+                record.held.update(unknown)
+                core.reattachment.worker_holds(worker.peer, unknown, core.now)
+                logger.info("processor %s re-attached with %d lent task(s) from before a restart", short(peer),
+                            len(unknown))  # fmt: skip
         return None
 
     def _register_manager(self, peer: PeerID, hello: m.Hello, info: m.ManagerInfo) -> str | None:

@@ -55,6 +55,8 @@ class Submissions:
             elif adoption is not None and core.lifecycle.adopt(task, adoption.worker, adoption.result):
                 if task.actor is not None and adoption.result is None:
                     core.actors.adopted(task.task_id, adoption.worker)  # built already: its calls go there
+                elif adoption.result is None:
+                    core.worker_sessions.adopted(task.task_id, adoption.worker)  # a lent processor's, maybe
                 return
         cause = "submitted again by its client after a scheduler restart" if returning and returning.returning else ""
         core.lifecycle.submit(client, task, cause)

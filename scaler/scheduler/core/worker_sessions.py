@@ -13,9 +13,15 @@ plain tasks on its link (task_lifecycle.py), and its agent never sees them. What
 comes on the link: a task that parks on nested futures (ProcessorBlocked; it yields its slot, as at an agent, until
 its ProcessorResumeRequest), and tasks it gives back unstarted (TaskReturn: it hosts an actor, which holds its
 computing turn; the link is lent no more). When the link closes (the processor died or was killed), the tasks sent on
-it without a result are handled as its agent handles its processor's death: the oldest one not parked was computing
-and fails with PROCESSOR_DIED, the parked ones are lost and run again (a retry spent), the others were staged and go
-back to the queue (none spent).
+it without a result are handled as its agent handles its processor's death: the one its agent names in
+ProcessorExited (read from the processor's mark, worker/computing_mark.py; without that word, the oldest one not
+parked) was computing and fails with PROCESSOR_DIED; those sent before it ran, and their results died in the
+processor's I/O thread (with a mark naming none, the oldest may have): they run again, a retry spent, as the parked
+ones; the others were staged and go back to the queue (none spent). A retry spent bounds what a processor that keeps
+dying outside any task's mark can cost. A lent
+result is named read in an echo on its link after the worker's next heartbeat (the processor keeps it until then); the
+lent tasks a processor's hello names that this instance does not know (from before a restart) are held as its
+worker's, and adopted on that link when their client submits them again.
 """
 
 from __future__ import annotations
@@ -55,6 +61,11 @@ class WorkerSessions:
             read = tuple(worker.results_read)
             worker.results_read.clear()
         core.send(peer, m.HeartbeatEcho(core.settings.object_storage_address, len(core.workers), read))
+        for processor in worker.processors:
+            link = core.processors.get(processor)
+            if link is not None and link.results_read:  # the lent processor forgets the results it kept for a restart
+                core.send(processor, m.HeartbeatEcho(results_read=tuple(link.results_read)))
+                link.results_read.clear()
 
     def on_result(self, peer: PeerID, result: m.TaskResult) -> None:
         core = self._core
@@ -71,10 +82,16 @@ class WorkerSessions:
         """A result on a processor's own link: its worker's, and named read in the worker's next echo (an actor's
         call's is not: its agent never saw the call, core/actors.py rule 6)."""
         core = self._core
-        worker = core.workers[core.processors[peer].worker]
+        link = core.processors[peer]
+        worker = core.workers[link.worker]
         if core.actors.is_call(result.task_id):
             core.actors.call_result(worker.peer, result)
             return
+        if link.lent:
+            link.results_read.append(result.task_id)  # named in an echo on the link, after its worker's next heartbeat
+            if link.held:
+                link.held.discard(result.task_id)
+                link.held_parked.discard(result.task_id)
         record = core.tasks.get(result.task_id)
         if record is not None and record.link == peer:  # a lent task: the agent's journal never had it
             if result.ran is not None:
@@ -83,6 +100,26 @@ class WorkerSessions:
             return
         worker.results_read.append(result.task_id)
         self.on_result(worker.peer, result)
+
+    def adopted(self, task_id: TaskID, worker_peer: PeerID) -> None:
+        """A task submitted again after a restart was adopted by its worker: if a lent processor named it in its hello,
+        it is that link's, computing there (first in its order), so that the link's loss ends it as its others."""
+        core = self._core
+        worker = core.workers.get(worker_peer)
+        record = core.tasks.get(task_id)
+        if worker is None or record is None:
+            return
+        for link in worker.lent_links:
+            if task_id in link.held:
+                link.held.discard(task_id)
+                record.link = link.peer
+                link.tasks = {task_id: None, **link.tasks}
+                if task_id in link.held_parked:  # it waits on nested futures there: its slot serves others
+                    link.held_parked.discard(task_id)
+                    link.parked.add(task_id)
+                    worker.lent_parked += 1
+                    core.lifecycle.worker_has_room(worker.peer)
+                return
 
     def on_processor_log(self, peer: PeerID, log: m.TaskLog) -> None:
         self.on_task_log(self._core.processors[peer].worker, log)
@@ -166,9 +203,21 @@ class WorkerSessions:
         """A lent processor's link closed: its tasks without a result end as at its agent's (module docstring)."""
         self._unlend(worker, link)
         worker.lent_parked -= len(link.parked)
+        if link.held:  # named in its hello, not adopted yet: submitted again, they run again
+            self._core.reattachment.forget_held(link.held)
+            link.held.clear()
+            link.held_parked.clear()
         lifecycle = self._core.lifecycle
         name = link.processor_id.decode(errors="replace")
-        blamed = None if link.leaving else next((t for t in link.tasks if t not in link.parked), None)
+        order = [t for t in link.tasks if t not in link.parked]  #: the order they were sent, and run in
+        ran: list[TaskID] = []  #: ran, but their results died with it (in its I/O thread): each spends a retry
+        if link.leaving:
+            blamed = None
+        elif exited is not None and exited.lent_task_known:  # its mark names the task it computed (if any)
+            blamed = TaskID(exited.lent_task) if exited.lent_task in link.tasks else None
+            ran = order[: order.index(blamed)] if blamed in order else order[:1]
+        else:  # not known (an agent's word that never came): the oldest one not parked
+            blamed = order[0] if order else None
         for task_id in list(link.tasks):
             if task_id == blamed:
                 status, text = m.ResultStatus.PROCESSOR_DIED, f"the processor {name} running the task died"
@@ -184,8 +233,12 @@ class WorkerSessions:
             elif task_id in link.parked:
                 why = f"the processor {name} it waited in died while running another task"
                 lifecycle.apply(task_id, TaskEvent.WORKER_LOST, reason=why)
+            elif task_id in ran:
+                why = f"its lent processor {name} died before its result left (it runs again)"
+                lifecycle.apply(task_id, TaskEvent.WORKER_LOST, reason=why)
             else:
-                lifecycle.apply(task_id, TaskEvent.RETURNED, reason=f"its lent processor {name} died before it started")
+                why = f"its lent processor {name} died before it started"
+                lifecycle.apply(task_id, TaskEvent.RETURNED, reason=why)
         link.tasks.clear()
         link.parked.clear()
 
@@ -197,6 +250,8 @@ class WorkerSessions:
             link.parked.add(blocked.task_id)
             core.workers[link.worker].lent_parked += 1
             core.lifecycle.worker_has_room(link.worker)
+        elif blocked.task_id in link.held:  # from before a restart, not adopted yet: parked once it is
+            link.held_parked.add(blocked.task_id)
 
     def on_lent_resumed(self, peer: PeerID, request: m.ProcessorResumeRequest) -> None:
         """A parked task on a lent processor goes on (its processor gives it the turn itself): it takes a slot again."""

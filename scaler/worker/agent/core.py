@@ -184,7 +184,7 @@ class AgentCore:
             elif isinstance(event, FromProcessor):
                 self._on_processor(event.processor_id, event.message)
             elif isinstance(event, ProcessorDied):
-                self._on_exit(event.processor_id, event.description, event.out_of_memory)
+                self._on_exit(event.processor_id, event.description, event.out_of_memory, event.lent_task)
             elif isinstance(event, AgentTick):
                 self._on_tick()
             elif isinstance(event, LeaveRequested):
@@ -424,10 +424,11 @@ class AgentCore:
             self.estimates.learn(held.task.function_name, sent.seconds or self.now - held.started_at)
         self.journal.sent_by_processor(processor.processor_id, sent)
 
-    def _on_exit(self, processor_id: bytes, description: str, out_of_memory: str) -> None:
+    def _on_exit(self, processor_id: bytes, description: str, out_of_memory: str, lent_task: bytes | None) -> None:
         self._send_again(self.journal.processor_gone(processor_id))  # its messages may have died with it
         if self.settings.lend_processors and self.link.is_registered:  # the scheduler fails its lent task with this
-            self._to_scheduler(m.ProcessorExited(processor_id, description, out_of_memory))
+            known = lent_task is not None  # the lent task it computed, from its mark (worker/computing_mark.py)
+            self._to_scheduler(m.ProcessorExited(processor_id, description, out_of_memory, lent_task or b"", known))
         processor = self.processors.get(processor_id)
         if processor is None or processor.state is _STOPPING_PROCESSOR:
             self.table.remove(processor_id)

@@ -39,6 +39,8 @@ class ProcessorDied:
     now: float
     #: "" unless it died for memory (worker/memory.py, `MemoryWatch.verdict`): then what to tell the task's owner
     out_of_memory: str = ""
+    #: a lent processor's: the lent task it computed, read from its mark (b"": none); None: not known
+    lent_task: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.security.handshake import HANDSHAKE_FAILURES, is_refusal, refusal_text
 from scaler.worker.agent import core
+from scaler.worker.computing_mark import read_mark
 from scaler.worker.executors.contract import Executor
 from scaler.worker.memory import MemoryWatch, charged_bytes, find_memory_limit
 
@@ -50,9 +51,11 @@ class WorkerAgent:
         sockets: Sockets | None = None,
         clock: Clock = REAL_CLOCK,
         handle_signals: bool = True,
+        marks_directory: str = "",
     ) -> None:
         """`handle_signals`: SIGINT and SIGTERM make the worker leave (off where the process is not the worker's:
-        several agents simulated in one loop)."""
+        several agents simulated in one loop). `marks_directory`: where lent processors mark the lent task they
+        compute (worker/computing_mark.py), read when one ends; "" without lending."""
         self._core = agent_core
         self._worker_id = worker_id
         self._scheduler_address = scheduler_address
@@ -62,6 +65,7 @@ class WorkerAgent:
         self._clock = clock  #: every wait; `now` stamps every event
         self._now = clock.now
         self._handle_signals = handle_signals
+        self._marks_directory = marks_directory
         self._own_process = psutil.Process()
         self._memory = MemoryWatch(find_memory_limit())
         self._done: asyncio.Future[int] | None = None
@@ -131,7 +135,8 @@ class WorkerAgent:
 
     def on_processor_exit(self, processor_id: bytes, description: str) -> None:
         out_of_memory = self._memory.verdict(processor_id, description)
-        self._feed(core.ProcessorDied(processor_id, description, self._now(), out_of_memory))
+        lent_task = read_mark(self._marks_directory, processor_id) if self._marks_directory else None
+        self._feed(core.ProcessorDied(processor_id, description, self._now(), out_of_memory, lent_task))
 
     def on_executor_failed(self, reason: str) -> None:
         self._finish(core.EXIT_ERROR, reason)

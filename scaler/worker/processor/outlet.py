@@ -24,7 +24,10 @@ logs, its result (sent at once: a result held for the next ones would die with a
 scheduler would then blame on the wrong one; no ResultSent: the agent never saw the task), a CANCELED answer, its
 parking on nested futures and its asking to go on (ProcessorBlocked, ProcessorResumeRequest: the scheduler counts its
 slot; the processor gives it the turn back itself), and tasks given back unstarted (TaskReturn) while the processor
-hosts an actor.
+hosts an actor. A lent task's result is kept (`_lent_kept`) until the scheduler names it read in a HeartbeatEcho on the
+link; every hello on the link names the lent tasks held here, unfinished or kept (`ProcessorInfo.heldTasks`), and once
+the scheduler accepts it the kept results are sent again: so a scheduler restart loses none and runs none twice (the
+new instance adopts them, as it adopts the tasks an agent names when it registers again).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import select
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, cast
 
 import zmq
@@ -56,6 +60,9 @@ MAX_HELD = 16
 LINK_WAIT_SECONDS = 1.0
 #: How long a processor that ends for a cancelled lent task waits for the scheduler to acknowledge its last words.
 LAST_WORDS_SECONDS = 2.0
+#: The most lent results kept for the scheduler to name read; beyond it the oldest are forgotten (a scheduler that
+#: never names them, or a restart in the middle of that many results, would otherwise grow it without end).
+MAX_LENT_KEPT = 100_000
 #: As plain ints: a flag enum's `&` costs a Python call per read.
 _EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 
@@ -83,6 +90,10 @@ class ProcessorOutlet:
         self._lend = lend and self._open_link is not None  #: plain tasks come on the link too (module docstring)
         #: tasks that came on the link (lent), not ended: everything about them goes back there
         self._lent_tasks: set[bytes] = set()
+        #: the frames of lent tasks' results sent on the link that the scheduler has not named read, in sending order
+        self._lent_kept: dict[bytes, bytes] = {}
+        #: lent tasks parked on nested futures (told with ProcessorBlocked): told again after a hello is accepted
+        self._lent_parked: set[bytes] = set()
         self._configured = False  #: the agent configured the processor: a link opened later says hello at once
         self._hello = hello
         self._link: Any = None
@@ -124,8 +135,13 @@ class ProcessorOutlet:
             return False
         if isinstance(message, m.TaskResult):
             self._lent_tasks.discard(task_id)
+            self._lent_parked.discard(task_id)
             if message.status is m.ResultStatus.CANCELED:  # as the agent confirms a cancel
                 message = m.TaskCancelConfirm(task_id, m.CancelOutcome.CANCELED)
+        elif isinstance(message, m.ProcessorBlocked):
+            self._lent_parked.add(task_id)
+        elif isinstance(message, m.ProcessorResumeRequest):
+            self._lent_parked.discard(task_id)
         if self._link is not None:
             self._send_on_link(codec.encode(message))
         return True
@@ -188,6 +204,7 @@ class ProcessorOutlet:
             lent = bool(self._lent_tasks) and result.task_id in self._lent_tasks
             if lent:
                 self._lent_tasks.discard(result.task_id)
+                self._lent_parked.discard(result.task_id)
                 if self._link is None:
                     return  # closed: the processor is ending, and the scheduler handles its tasks as a death's
             elif not self._direct or not self._route.is_open:
@@ -195,6 +212,8 @@ class ProcessorOutlet:
                 self._channel.send(result)
                 return
             frame = codec.encode(result)
+            if lent:
+                self._keep(result.task_id, frame)
             self._held.append(frame)
             if not more or lent or len(self._held) >= MAX_HELD:  # a lent one is never held (a crash would lose it)
                 self._flush()
@@ -210,6 +229,13 @@ class ProcessorOutlet:
             # crashes it, and the agent, which keeps every ResultSent, then sends it itself
             ran = result.ran
             self._channel.send(m.ResultSent(result.task_id, frame, ran.finished_at - ran.started_at if ran else 0.0))
+
+    def _keep(self, task_id: bytes, frame: bytes) -> None:
+        """Under the lock: a lent result, kept until the scheduler names it read (module docstring)."""
+        kept = self._lent_kept
+        kept[task_id] = frame
+        if len(kept) > MAX_LENT_KEPT:
+            del kept[next(iter(kept))]
 
     def _flush(self) -> None:
         """Send the results held, in one message on the link."""
@@ -435,12 +461,28 @@ class ProcessorOutlet:
         if isinstance(message, m.TaskCancel) and self._lend:  # of lent tasks
             self._work.append(message)
             return
+        if isinstance(message, m.HeartbeatEcho):  # lent results the scheduler read: forgotten here
+            kept = self._lent_kept
+            for task_id in message.results_read:
+                kept.pop(task_id, None)
+            return
         if isinstance(message, m.HelloReply) and not message.accepted:
             logger.debug("the scheduler refused this processor's link (%s); its results go through its agent",
                          message.reason)  # fmt: skip
         if self._route.heard(message):
             self._say_hello()
+        elif isinstance(message, m.HelloReply) and message.accepted and (self._lent_kept or self._lent_parked):
+            # the scheduler may not have read them (a restart): the results kept, and which held tasks are parked
+            parked = (codec.encode(m.ProcessorBlocked(TaskID(t))) for t in self._lent_parked)
+            self._send_on_link(*self._lent_kept.values(), *parked)
 
     def _say_hello(self) -> None:
-        assert self._hello is not None
-        self._send_on_link(codec.encode(self._hello))
+        """Under the lock: hello on the link, naming the lent tasks held here (module docstring)."""
+        hello = self._hello
+        assert hello is not None
+        if self._lend and (self._lent_tasks or self._lent_kept):
+            info = hello.info
+            assert isinstance(info, m.ProcessorInfo)
+            held = tuple(TaskID(t) for t in (*self._lent_tasks, *self._lent_kept))
+            hello = replace(hello, info=replace(info, held_tasks=held))
+        self._send_on_link(codec.encode(hello))

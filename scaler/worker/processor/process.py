@@ -24,6 +24,7 @@ from scaler.payload import processor_context
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.handshake import local_python_version
+from scaler.worker.computing_mark import ComputingMark
 from scaler.worker.preload import run_preload
 from scaler.worker.processor import joblib_name
 from scaler.worker.processor.channel import BlockingChannel
@@ -42,6 +43,8 @@ class ProcessorSettings:
     direct_results: bool = True
     #: its worker lends it to the scheduler: plain tasks come on its link, and go back there (outlet.py)
     lend: bool = False
+    #: with `lend`: where it marks the lent task it computes, for its agent (worker/computing_mark.py); "": nowhere
+    marks_directory: str = ""
     preload: str | None = None
     garbage_collect_interval_seconds: float = 30.0
     trim_memory_threshold_bytes: int = 1 << 30
@@ -85,6 +88,7 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     channel = BlockingChannel(channel_socket)
     outlet = _outlet(settings, processor_id, channel, sockets)
     storage = _Storage(sockets)
+    mark = ComputingMark(settings.marks_directory, processor_id) if settings.lend and settings.marks_directory else None
     garbage = _GarbageCollection(settings.garbage_collect_interval_seconds, settings.trim_memory_threshold_bytes)
 
     def configure(address: str) -> None:
@@ -103,6 +107,7 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
         housekeeping,
         settings.garbage_collect_interval_seconds,
         settings.worker_id,
+        mark,
     )
     executor = TaskExecutor(
         storage,

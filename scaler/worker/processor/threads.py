@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scaler.protocol import messages as m
+from scaler.worker.computing_mark import ComputingMark
 from scaler.worker.processor.channel import BlockingChannel, ChannelClosed
 from scaler.worker.processor.outlet import ProcessorOutlet
 from scaler.worker.processor.task_line import (
@@ -114,6 +115,7 @@ class TaskThreads:
         housekeeping: Callable[[], None],
         housekeeping_seconds: float,
         worker_id: bytes = b"",
+        mark: ComputingMark | None = None,
     ) -> None:
         self._channel = channel
         self._outlet = outlet
@@ -122,6 +124,8 @@ class TaskThreads:
         self._housekeeping = housekeeping
         self._housekeeping_seconds = housekeeping_seconds
         self._worker_id = worker_id
+        #: a lent processor's: the lent task computing, for its agent should the processor die (computing_mark.py)
+        self._mark = mark
         self._local = threading.local()
         #: guards every call into the task line, and the reads of the channel
         self._lock = threading.Lock()
@@ -253,6 +257,9 @@ class TaskThreads:
                 self._outlet.open_for_actor()  # its calls may come on the link: hello before its constructor runs
         self._local.running = record
         self._last_priority = task.priority
+        mark = self._mark if self._mark is not None and self._outlet.is_lent(task.task_id) else None
+        if mark is not None:
+            mark.computing(task.task_id)
         started = time.time()  #: the processor's own times go on the result, for the task's story
         try:
             result = self._execute_stoppably(record, task)
@@ -267,6 +274,24 @@ class TaskThreads:
             if following is None:
                 serving = line.settles(me)
             later = self._carry_out_locked() if line.instructions else _NOTHING
+        self._report_end(task, outcome, result, ran, more=following is not None)
+        if mark is not None:  # its result was handed over: a crash from now on is not its
+            mark.done(task.task_id)
+        if later:
+            self._carry_out_later(later)
+        self._housekeeping()
+        if following is not None and not line.runs_here(me):  # after the result: no later result overtakes it
+            with self._lock:
+                following = line.place(me, following)
+                later = self._carry_out_locked()
+            self._carry_out_later(later)
+            serving = following is None and line.holder == me
+        return following, serving
+
+    def _report_end(
+        self, task: m.Task, outcome: ProcessorOutcome, result: m.TaskResult | None, ran: m.RunStamps, more: bool
+    ) -> None:
+        """A task ended: its result (or its CANCELED answer, when it was stopped) goes the way its route says."""
         if outcome is _UNWOUND:  # the agent answered for it; it frees the slot when it hears it stopped
             self.send(m.TaskResult(task.task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id))
             if task.actor is not None:
@@ -278,17 +303,7 @@ class TaskThreads:
             elif _through_agent(task):  # its StreamItems went to the agent: so does its end
                 self.send(stamped)
             else:
-                self._outlet.result(stamped, more=following is not None)
-        if later:
-            self._carry_out_later(later)
-        self._housekeeping()
-        if following is not None and not line.runs_here(me):  # after the result: no later result overtakes it
-            with self._lock:
-                following = line.place(me, following)
-                later = self._carry_out_locked()
-            self._carry_out_later(later)
-            serving = following is None and line.holder == me
-        return following, serving
+                self._outlet.result(stamped, more=more)
 
     def _wait_inbox(self, timeout_seconds: float) -> bool:
         """Wait for the channel, and for the link while an actor here takes its calls there (outlet.py)."""
@@ -527,6 +542,8 @@ class TaskThreads:
                 self._resume_lent(running)
             resume.wait()
         resume.clear()
+        if self._mark is not None and self._outlet.is_lent(running.task.task_id):
+            self._mark.computing(running.task.task_id)  # it computes again
         running.parked_cpu_seconds += time.process_time() - running.parked_since_cpu
         if running.state is ProcessorTaskState.STOPPING_PARKED:
             raise TaskAbandoned(f"task {running.task.task_id.hex()} was stopped by its worker (cancelled or timed out)")
@@ -548,6 +565,8 @@ class TaskThreads:
         """The task's outermost wait begins: report it, then pass the baton (if this thread holds it) and the
         computing turn on, all under the lock; no TaskAbandoned is injected meanwhile."""
         _stop_interruptions(record)  # one injected already is raised here, before anything changed
+        if self._mark is not None:
+            self._mark.done(record.task.task_id)  # parked: a crash from now on is another task's
         me = threading.get_ident()
         line = self._line
         with self._lock:
