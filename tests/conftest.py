@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bytecode import write_bytecode
+from tests.bytecode import write_bytecode, write_rewritten_tests
 
 #: set by the process that made the folder; a pytest-xdist worker inherits it and keeps the folder
 _MADE_BY = "SCALER_TEST_CONFIG_HOME_OWNER"
@@ -24,9 +24,12 @@ if os.environ.get(_MADE_BY) is None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """The run's first process (before pytest-xdist starts the others) writes the tree's bytecode once for all the
-    processes the run starts (tests/bytecode.py)."""
+    processes the run starts, and pytest's cache of the test modules' rewritten asserts for its test processes
+    (tests/bytecode.py)."""
     if os.environ.get(_MADE_BY) == str(os.getpid()):
-        write_bytecode(Path(__file__).resolve().parents[1])
+        root = Path(__file__).resolve().parents[1]
+        write_bytecode(root)
+        write_rewritten_tests(config, root)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
