@@ -8,8 +8,11 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
+
+from tests.bytecode import write_bytecode, write_rewritten_tests
 
 #: set by the process that made the folder; a pytest-xdist worker inherits it and keeps the folder
 _MADE_BY = "SCALER_TEST_CONFIG_HOME_OWNER"
@@ -17,6 +20,16 @@ _MADE_BY = "SCALER_TEST_CONFIG_HOME_OWNER"
 if os.environ.get(_MADE_BY) is None:
     os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="scaler-test-config-")
     os.environ[_MADE_BY] = str(os.getpid())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's first process (before pytest-xdist starts the others) writes the tree's bytecode once for all the
+    processes the run starts, and pytest's cache of the test modules' rewritten asserts for its test processes
+    (tests/bytecode.py)."""
+    if os.environ.get(_MADE_BY) == str(os.getpid()):
+        root = Path(__file__).resolve().parents[1]
+        write_bytecode(root)
+        write_rewritten_tests(config, root)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
