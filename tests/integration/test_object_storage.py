@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -554,6 +554,9 @@ def test_what_goes_again_after_a_drop_goes_on_a_new_socket(tmp_path: Path) -> No
                         return
                     answered[0] += 1
 
+            def answers_after(count: int) -> Callable[[], bool]:
+                return lambda: answered[0] > count + 3 or bool(failures)
+
             asker = threading.Thread(target=ask_on, daemon=True)
             asker.start()
             try:
@@ -563,7 +566,7 @@ def test_what_goes_again_after_a_drop_goes_on_a_new_socket(tmp_path: Path) -> No
                     stop_server(servers[-1])
                     servers.append(start_server(tmp_path, address))
                     count = answered[0]  # from here on, answers come from the new server
-                    wait_for(lambda: answered[0] > count + 3 or bool(failures), "requests answered by the new server")
+                    wait_for(answers_after(count), "requests answered by the new server")
                     assert not failures, failures
                     assert connection._link._socket is not before, "what went again went on the dropped socket"
             finally:
