@@ -198,8 +198,10 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
         15,
         help="with CURVE, a client's connection whose ZeroMQ pings (sent every third of this) go unanswered this long "
         "is ended, so that a client back from a dead one (its machine asleep, its network cut or changed) is heard "
-        "again on its next connection (Client(link_heartbeat_timeout_seconds=...) is the client's side of it)",
-        gt=0,
+        "again on its next connection (Client(link_heartbeat_timeout_seconds=...) is the client's side of it); more "
+        "than 5 s, since a connection that ends within 5 s of its client's last message is taken for a client whose "
+        "process ended (it is dropped, not kept away)",
+        gt=5,  # CRASH_SILENCE_SECONDS of scheduler/core/client_sessions.py
     )
     held_answers_memory_bytes: int = setting(
         1 << 20,

@@ -3,7 +3,7 @@ client process stopped with SIGSTOP past the scheduler's client timeout, a clien
 namespace, a client that comes back from a new source address (through a forwarder whose old path goes dead), and
 one away past its resume window. The scheduler's client timeout is 3 s; each absence lasts past it, and until the
 scheduler's ZeroMQ heartbeats have ended the client's connection, watched in the kernel's table of TCP connections, so
-the connection is lost too. Both ends' heartbeats run with a timeout of 4 s here (`--link-heartbeat-timeout-seconds`,
+the connection is lost too. Both ends' heartbeats run with a timeout of 7 s here (`--link-heartbeat-timeout-seconds`,
 `Client(link_heartbeat_timeout_seconds=...)`; 15 s by default): the same mechanism, sooner.
 
 The stopped client's test runs with the scheduler's window at 0 too (`-crs 0`, `off`: the mechanism off), where the
@@ -39,11 +39,12 @@ from tests.integration.tcp_forwarder import TcpForwarder
 from tests.integration.test_frozen_peers import frozen
 from tests.integration.test_partitioned_peers import netns, stack_on  # noqa: F401 - netns is a fixture
 
-#: How long both ends' ZeroMQ heartbeats go unanswered before they end a connection, in these tests.
-LINK_HEARTBEAT_TIMEOUT_SECONDS = 4
-#: The scheduler's arguments of every test: its ZeroMQ heartbeats end a silent client's connection after 4 s.
+#: How long both ends' ZeroMQ heartbeats go unanswered before they end a connection, in these tests: over 5 s, since
+#: the scheduler takes a connection lost sooner after its client's last message for a client whose process ended.
+LINK_HEARTBEAT_TIMEOUT_SECONDS = 7
+#: The scheduler's arguments of every test: its ZeroMQ heartbeats end a silent client's connection after 7 s.
 LINK_HEARTBEAT = ("--link-heartbeat-timeout-seconds", str(LINK_HEARTBEAT_TIMEOUT_SECONDS))
-#: The longest the scheduler may take to end an absent client's connection (its heartbeats go unanswered for 4 s).
+#: The longest the scheduler may take to end an absent client's connection (its heartbeats go unanswered for 7 s).
 CONNECTION_END_SECONDS = 60.0
 
 CLIENT_SCRIPT = """
@@ -58,7 +59,7 @@ def mark_then_square(path, x):
     time.sleep(3.0)
     return x * x
 
-with Client(address=sys.argv[1], heartbeat_interval_seconds=0.5, link_heartbeat_timeout_seconds=4) as client:
+with Client(address=sys.argv[1], heartbeat_interval_seconds=0.5, link_heartbeat_timeout_seconds=7) as client:
     seen = Counter()
     futures = [client.submit(mark_then_square, sys.argv[2], x) for x in range(6)]
     for future in futures:
@@ -223,7 +224,7 @@ def test_a_client_back_from_a_new_source_address_gets_every_result_once(
 def test_a_client_stopped_past_its_resume_window_finds_its_work_cancelled(
     launcher: Launcher, processes: ProcessWatch, tmp_path: Path
 ) -> None:
-    """A 5 s window: stopped until its window has passed and its connection is lost (4 s or more), the client's six
+    """A 5 s window: stopped until its window has passed and its connection is lost (7 s or more), the client's six
     tasks (60 s each here) are cancelled; woken, its futures fail naming the window, and it goes on working."""
     addresses, _, _ = launcher.stack(workers=2, scheduler_args=("-ct", "2", "-crs", "5", *LINK_HEARTBEAT))
     slow = CLIENT_SCRIPT.replace("time.sleep(3.0)", "time.sleep(60.0)")
