@@ -43,7 +43,7 @@ from scaler.client.core import (
 )
 from scaler.client.forwarded_logs import emit_records
 from scaler.errors import DisconnectedError
-from scaler.io.sockets import SocketFactory, TransportSecurity
+from scaler.io.sockets import HEARTBEAT_TIMEOUT_SECONDS, SocketFactory, TransportSecurity
 from scaler.io.zmq_async import AsyncSocket, Frames, watch_events
 from scaler.protocol import codec
 from scaler.protocol import messages as m
@@ -108,6 +108,7 @@ class ClientAgent(Generic[FutureT]):
         timeout_seconds: float | None,
         keys: FoundKeys | TransportSecurity | None = None,
         scheduler_lost_grace_seconds: float | None = 0.0,
+        link_heartbeat_timeout_seconds: float = HEARTBEAT_TIMEOUT_SECONDS,
     ) -> None:
         """`keys`: those `find_keys` found (found again when the scheduler refuses them before the first
         registration, or its stack is still starting), or a TransportSecurity used as is. `timeout_seconds`,
@@ -118,6 +119,7 @@ class ClientAgent(Generic[FutureT]):
             keys = FoundKeys("client", address, keys, "the keys given" if keys is not None else "none (plain TCP)")
         self.keys = keys  #: the keys in use (replaced when found again)
         self.identity = identity
+        self._link_heartbeat_timeout_seconds = link_heartbeat_timeout_seconds
         follow_window = (timeout_seconds is None, scheduler_lost_grace_seconds is None)
         timeout_seconds = DEFAULT_LINK_SECONDS if timeout_seconds is None else timeout_seconds
         grace = DEFAULT_LINK_SECONDS if scheduler_lost_grace_seconds is None else scheduler_lost_grace_seconds
@@ -475,7 +477,9 @@ class ClientAgent(Generic[FutureT]):
             self._close_socket()
 
     def _open_socket(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._sockets = SocketFactory(security=self.keys.security)
+        self._sockets = SocketFactory(
+            security=self.keys.security, heartbeat_timeout_seconds=self._link_heartbeat_timeout_seconds
+        )
         events = zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILURES  # watched from before it connects: a refusal is heard
         sock = self._sockets.dealer(self.address, identity=self.identity, heartbeat=True, events=events)
         self._socket = AsyncSocket(loop, sock, self._on_frames, lock=self._socket_lock)

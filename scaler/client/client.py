@@ -25,7 +25,7 @@ from scaler.client.session import CLOSE_TIMEOUT_SECONDS as CLOSE_TIMEOUT_SECONDS
 from scaler.client.session import Session, SessionSettings, TaskOptions
 from scaler.client.sharing import checked_priority, takes_parameter
 from scaler.client.streams import DEFAULT_WINDOW, TaskStream
-from scaler.io.sockets import TransportSecurity
+from scaler.io.sockets import HEARTBEAT_TIMEOUT_SECONDS, TransportSecurity
 from scaler.payload import processor_context
 from scaler.payload.references import ObjectReference
 from scaler.payload.serializer import DefaultSerializer, Serializer
@@ -67,6 +67,7 @@ class Client:
         max_running_tasks: int | None = None,
         max_workers: int | None = None,
         resume_seconds: float | None = None,
+        link_heartbeat_timeout_seconds: float = HEARTBEAT_TIMEOUT_SECONDS,
     ) -> None:
         """`timeout_seconds`: how long a request (object storage, a job) waits, 60 s by default, and how long a
         silent scheduler is waited for before the futures fail with DisconnectedError: by default (None) as long as
@@ -86,7 +87,10 @@ class Client:
         0: fail the futures at once with DisconnectedError.
         `share`: this client's weight in the split of busy workers between clients with work queued (1: equal);
         `max_running_tasks`: the most of its tasks at workers at once (None: no quota); `max_workers`: the most
-        workers' worth of spend its work holds, and the pool grows for (None: no quota); docs/guide/sharing.md."""
+        workers' worth of spend its work holds, and the pool grows for (None: no quota); docs/guide/sharing.md.
+        `link_heartbeat_timeout_seconds`: ZeroMQ pings the scheduler every third of this and ends a connection that
+        does not answer within it, then connects again (a laptop that changed networks has a dead connection that
+        nothing else closes in minutes); the scheduler's `link_heartbeat_timeout_seconds` is the other side."""
         refuse_tls_security_config(security_config)
         settings = SessionSettings(
             profiling=profiling, timeout_seconds=timeout_seconds, stream_output=stream_output,
@@ -95,6 +99,7 @@ class Client:
             object_storage_address=object_storage_address, connect_timeout_seconds=connect_timeout_seconds,
             scheduler_lost_grace_seconds=scheduler_lost_grace_seconds,
             share=share, max_running_tasks=max_running_tasks, max_workers=max_workers, resume_seconds=resume_seconds,
+            link_heartbeat_timeout_seconds=link_heartbeat_timeout_seconds,
         )  # fmt: skip
         self._session = Session(
             address, settings, security=security, curve_secret_key=curve_secret_key, curve_server_key=curve_server_key

@@ -36,7 +36,7 @@ from scaler.client.sharing import checked_quota, checked_resume_seconds, checked
 from scaler.client.streams import DEFAULT_WINDOW, TaskStream
 from scaler.errors import ClientQuitException, ClientShutdownException
 from scaler.io.address import validate_address
-from scaler.io.sockets import TransportSecurity
+from scaler.io.sockets import HEARTBEAT_TIMEOUT_SECONDS, TransportSecurity
 from scaler.monitor import local_schedulers
 from scaler.payload import processor_context
 from scaler.payload.references import ObjectReference
@@ -79,6 +79,7 @@ class SessionSettings:
     max_running_tasks: int | None = None
     max_workers: int | None = None
     resume_seconds: float | None = None  #: how long its work waits for it while it is away (None: the scheduler's)
+    link_heartbeat_timeout_seconds: float = HEARTBEAT_TIMEOUT_SECONDS  #: ZeroMQ's pings of the scheduler go unanswered
 
     @property
     def request_timeout_seconds(self) -> float:
@@ -141,6 +142,11 @@ class Session:
         curve_server_key: str | None = None,
     ) -> None:
         """Connects (waiting up to `settings.connect_timeout_seconds` for the scheduler's answer)."""
+        if not settings.link_heartbeat_timeout_seconds > 0:
+            raise ValueError(
+                f"link_heartbeat_timeout_seconds must be a positive number of seconds, not "
+                f"{settings.link_heartbeat_timeout_seconds!r} (the default is {HEARTBEAT_TIMEOUT_SECONDS:g})"
+            )
         info = m.ClientInfo(
             "",
             checked_share(settings.share),
@@ -156,7 +162,7 @@ class Session:
         hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
         self._agent: ClientAgent[ScalerFuture] = ClientAgent(
             self.address, self.identity, hello, settings.heartbeat_interval_seconds, settings.timeout_seconds,
-            keys, settings.scheduler_lost_grace_seconds,
+            keys, settings.scheduler_lost_grace_seconds, settings.link_heartbeat_timeout_seconds,
         )  # fmt: skip
         reply = self._agent.start(settings.connect_timeout_seconds)
         self.security: TransportSecurity | None = self._agent.keys.security  #: the keys that reached the scheduler

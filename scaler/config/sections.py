@@ -194,6 +194,15 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
         core=True,
         combo=True,
     )
+    link_heartbeat_timeout_seconds: float = setting(
+        15,
+        help="with CURVE, a client's connection whose ZeroMQ pings (sent every third of this) go unanswered this long "
+        "is ended, so that a client back from a dead one (its machine asleep, its network cut or changed) is heard "
+        "again on its next connection (Client(link_heartbeat_timeout_seconds=...) is the client's side of it); more "
+        "than 5 s, since a connection that ends within 5 s of its client's last message is taken for a client whose "
+        "process ended (it is dropped, not kept away)",
+        gt=5,  # CRASH_SILENCE_SECONDS of scheduler/core/client_sessions.py
+    )
     held_answers_memory_bytes: int = setting(
         1 << 20,
         help="results held for an away client are kept in the scheduler's memory up to this many bytes per client; "
@@ -326,6 +335,12 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         help="after its connection to the scheduler closes, how long a worker waits for a scheduler (a "
         "restarted one) to answer at the same address before it exits; 0: only the death timeout applies",
         ge=0,
+    )
+    storage_timeout_seconds: float = setting(
+        60,
+        help="how long a task's request to the object storage (an argument's read, a result's write) waits for an "
+        "answer before the task fails naming the storage",
+        gt=0,
     )
     garbage_collect_interval_seconds: float = setting(
         30, help="period of garbage collection in processors", short=("-gc",), gt=0, combo=True

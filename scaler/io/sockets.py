@@ -23,8 +23,9 @@ RECONNECT_SECONDS = 0.01
 RECONNECT_MAX_SECONDS = 1.0
 #: Idle TCP links are probed after this long, so a peer behind a dropped NAT entry or a dead host is noticed.
 KEEPALIVE_IDLE_SECONDS = 30
-#: A secured server's ROUTER pings silent connections this often and ends one that does not answer in time.
-HEARTBEAT_SECONDS = 5.0
+#: A secured server's ROUTER and a client's DEALER end a connection whose ZeroMQ pings go unanswered this long (by
+#: default: the scheduler's `link_heartbeat_timeout_seconds`, the `Client`'s argument of the same name); they ping a
+#: silent connection every third of it.
 HEARTBEAT_TIMEOUT_SECONDS = 15.0
 #: Status messages a slow monitor subscriber may fall behind by before old ones are dropped.
 MONITOR_HIGH_WATER_MARK = 1000
@@ -104,9 +105,19 @@ class Sockets(Protocol):
 class SocketFactory:
     """Sockets of one component, from one ZeroMQ context. `close()` ends the context once its sockets are closed."""
 
-    def __init__(self, io_threads: int = 1, security: TransportSecurity | None = None) -> None:
+    def __init__(
+        self,
+        io_threads: int = 1,
+        security: TransportSecurity | None = None,
+        heartbeat_timeout_seconds: float = HEARTBEAT_TIMEOUT_SECONDS,
+    ) -> None:
+        """`heartbeat_timeout_seconds`: how long the sockets made with ZeroMQ heartbeats (`router(handover=True)`
+        with security, `dealer(heartbeat=True)`) wait for a ping's answer before they end the connection."""
+        if heartbeat_timeout_seconds <= 0:
+            raise ValueError(f"the heartbeat timeout must be positive, not {heartbeat_timeout_seconds}")
         self._context: zmq.Context[Any] = zmq.Context(io_threads=io_threads)
         self.security = security
+        self._heartbeat_timeout_seconds = heartbeat_timeout_seconds
         self._authenticator: Closeable | None = None
         self._is_closed = False
         #: monitors attached before their socket connected (`events` of dealer, subscriber): (monitor, events)
@@ -122,7 +133,7 @@ class SocketFactory:
         authorised key taking another peer's identity, to receive what is sent to it) is never read, not even
         once the first one is gone (libzmq leaves it unidentified: its peer must connect anew, as a client does
         when a new connection goes unanswered, client/core.py rule 6), and ZeroMQ heartbeats end a silent
-        connection within HEARTBEAT_TIMEOUT_SECONDS so a peer that reconnects after a network failure gets its
+        connection within the factory's heartbeat timeout so a peer that reconnects after a network failure gets its
         identity back."""
         sock = self._socket(zmq.ROUTER)
         _set_keepalive(sock)
@@ -131,8 +142,7 @@ class SocketFactory:
         if handover and self.security is None:
             sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
         elif handover:
-            sock.setsockopt(zmq.HEARTBEAT_IVL, int(HEARTBEAT_SECONDS * 1000))
-            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(HEARTBEAT_TIMEOUT_SECONDS * 1000))
+            self._set_heartbeat(sock)
         return self._bind(sock, address)
 
     def publisher(self, address: str, high_water_mark: int = MONITOR_HIGH_WATER_MARK) -> Socket:
@@ -154,8 +164,8 @@ class SocketFactory:
     ) -> Socket:
         """A DEALER connected to `address`, with `identity` when the server must know it across reconnections.
         `immediate`: queue messages only to a completed connection, so that POLLOUT tells whether one exists.
-        `heartbeat`: ZeroMQ pings the server every HEARTBEAT_SECONDS and ends a connection that stops answering
-        within HEARTBEAT_TIMEOUT_SECONDS, then connects again: a laptop that moved to another network has a dead
+        `heartbeat`: ZeroMQ pings the server every third of the factory's heartbeat timeout and ends a connection
+        that stops answering within it, then connects again: a laptop that moved to another network has a dead
         connection that nothing closes (TCP keep-alive takes minutes). One DEALER serves a thread at a time: the
         client's blocking object storage connection and the async ones each open their own.
         `events`: connection events watched from before the socket connects; `event_monitor(sock, events)` returns
@@ -167,8 +177,7 @@ class SocketFactory:
         if immediate:
             sock.setsockopt(zmq.IMMEDIATE, 1)
         if heartbeat:
-            sock.setsockopt(zmq.HEARTBEAT_IVL, int(HEARTBEAT_SECONDS * 1000))
-            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(HEARTBEAT_TIMEOUT_SECONDS * 1000))
+            self._set_heartbeat(sock)
         return self._connect(sock, address, events)
 
     def subscriber(
@@ -219,6 +228,11 @@ class SocketFactory:
         if identity is not None:
             sock.setsockopt(zmq.IDENTITY, identity)
         return sock
+
+    def _set_heartbeat(self, sock: Socket) -> None:
+        timeout_ms = max(1, round(self._heartbeat_timeout_seconds * 1000))
+        sock.setsockopt(zmq.HEARTBEAT_IVL, max(1, timeout_ms // 3))
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, timeout_ms)
 
     def _bind(self, sock: Socket, address: str) -> Socket:
         try:

@@ -92,8 +92,8 @@ class BlockingLink(Generic[T]):
     """A core and the DEALER it talks through, for one thread at a time: sends what the core queued and feeds it the
     answers and the time. Carries out `Reconnect` (the socket goes; the next send opens a new one) and `Notice`;
     returns the other outcomes. Its socket's monitor reports a dropped connection (the server stopped or crashed)
-    to the core, which sends what was unanswered again (client_core rule 9): a request lost with a server that died
-    before answering is not left to time out."""
+    to the core, which sends what was unanswered again (client_core rule 9), on a new socket: a request lost with a
+    server that died before answering is not left to time out."""
 
     def __init__(self, core: StorageClientCore[T], sockets: Sockets, immediate: bool) -> None:
         self.core = core
@@ -161,6 +161,10 @@ class BlockingLink(Generic[T]):
         if not dropped:
             return []
         answered = self.receive()  # the answers that came before the connection dropped settle their requests first
+        # What goes again goes on a new socket: libzmq reports the drop before it ends the dead connection's pipe, and
+        # with IMMEDIATE a request sent again on this socket at once could go into that pipe and be lost with it,
+        # answered never (a read after a storage restart waited out its timeout).
+        self.drop()
         return answered + self.carry_out(self.core.on_disconnected())
 
     def receive(self) -> list[Outcome[T]]:

@@ -77,7 +77,7 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
             resolved, {SCHEDULER_SERVICE: bind, MONITOR_SERVICE: monitor}, known={STORAGE_SERVICE: storage},
             ship_local_modules=config.ship_local_modules,
         )  # fmt: skip
-        sockets = SocketFactory(config.io_threads, security)
+        sockets = SocketFactory(config.io_threads, security, config.link_heartbeat_timeout_seconds)
         return _serve(core, config, bind, monitor, storage, storage_child, sockets, served)
     except (ValueError, RuntimeError) as error:
         logger.error("%s", error)

@@ -74,6 +74,7 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
         worker_id=worker_id,
         preload=config.preload,
         garbage_collect_interval_seconds=config.garbage_collect_interval_seconds,
+        storage_timeout_seconds=config.storage_timeout_seconds,
         trim_memory_threshold_bytes=config.trim_memory_threshold_bytes,
         security=security,
         direct_results=config.direct_results,

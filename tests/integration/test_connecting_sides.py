@@ -96,12 +96,13 @@ def test_a_client_that_loses_its_scheduler_says_so_at_once_and_then_fails_clearl
     closed and how long it waits for a scheduler to come back, then the future fails naming why. Checked by hand
     without the link's notice (`on_disconnected` returning []): nothing was printed until the grace ended."""
     addresses, scheduler, _storage = launcher.stack(workers=0)
-    with Client(addresses.scheduler, scheduler_lost_grace_seconds=20) as client:
+    # a grace just long enough for one "still no scheduler" notice (they come every 10 s)
+    with Client(addresses.scheduler, scheduler_lost_grace_seconds=12) as client:
         future = client.submit(abs, -1)  # no worker: it stays unfinished
         capfd.readouterr()
         scheduler.popen.send_signal(signal.SIGKILL)
         printed: list[str] = []
-        wait_for(lambda: "closed: waiting up to 20 s" in collect(capfd, printed), "the client to say so", 15)
+        wait_for(lambda: "closed: waiting up to 12 s" in collect(capfd, printed), "the client to say so", 10)
         assert not future.done(), "the grace is not over: a restarted scheduler would get the task again"
         with pytest.raises(DisconnectedError, match=f"{addresses.scheduler} closed and no scheduler answered"):
             future.result(timeout=60)

@@ -67,7 +67,8 @@ def storage_answers(address: str) -> bool:
 def test_a_storage_death_while_a_result_is_stored_fails_the_task_naming_storage_and_the_worker_lives_on(
     launcher: Launcher, tmp_path: Path
 ) -> None:
-    addresses, _scheduler, storage = launcher.stack(workers=1)
+    # the processor gives its put up after 5 s without a connection (10 s by default: min(60 s, 10 s))
+    addresses, _scheduler, storage = launcher.stack(workers=1, worker_args=("--storage-timeout-seconds", "5"))
     started = tmp_path / "started"
     with Client(address=addresses.scheduler) as client:
         future = client.submit(big_result_after, 2.0, 1, str(started))

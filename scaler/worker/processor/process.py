@@ -47,6 +47,8 @@ class ProcessorSettings:
     marks_directory: str = ""
     preload: str | None = None
     garbage_collect_interval_seconds: float = 30.0
+    #: how long a request to object storage waits for its answer (the worker's `storage_timeout_seconds`)
+    storage_timeout_seconds: float = 60.0
     trim_memory_threshold_bytes: int = 1 << 30
     security: TransportSecurity | None = None  #: the worker's, for object storage and nested clients
 
@@ -54,8 +56,9 @@ class ProcessorSettings:
 class _Storage:
     """Opens the object storage connection on first use, once the agent said where storage is."""
 
-    def __init__(self, sockets: SocketFactory) -> None:
+    def __init__(self, sockets: SocketFactory, timeout_seconds: float) -> None:
         self._sockets = sockets
+        self._timeout_seconds = timeout_seconds
         self.address = ""
         self._connection: Any = None
 
@@ -65,7 +68,9 @@ class _Storage:
 
             if not self.address:
                 raise RuntimeError("object storage address unknown: the worker has not heard from the scheduler")
-            self._connection = ObjectStorageConnection(self.address, role="processor", sockets=self._sockets)
+            self._connection = ObjectStorageConnection(
+                self.address, role="processor", sockets=self._sockets, timeout_seconds=self._timeout_seconds
+            )
         return self._connection
 
     def close(self) -> None:
@@ -87,7 +92,7 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     sockets = SocketFactory(security=settings.security)
     channel = BlockingChannel(channel_socket)
     outlet = _outlet(settings, processor_id, channel, sockets)
-    storage = _Storage(sockets)
+    storage = _Storage(sockets, settings.storage_timeout_seconds)
     mark = ComputingMark(settings.marks_directory, processor_id) if settings.lend and settings.marks_directory else None
     garbage = _GarbageCollection(settings.garbage_collect_interval_seconds, settings.trim_memory_threshold_bytes)
 
