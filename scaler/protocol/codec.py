@@ -66,9 +66,10 @@ def decode(frame: bytes | memoryview, forwarding: bool = False) -> m.Message:
                 raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): it holds several messages")
             # the member's name is a constant of codec_structs, so interned: getattr with a fresh string leaves that
             # string in CPython's type attribute cache, where hundreds of them, allocated among a big queue's tasks,
-            # kept its memory from going back after it drained. `_which` and `_get`: a reader's attributes go through
-            # `__getattr__`, the fallback after the normal lookup failed, several times their cost
-            name, read = cs.READERS[envelope._which().raw]
+            # kept its memory from going back after it drained. `_which_str` and `_get`: a reader's attributes go
+            # through `__getattr__`, the fallback after the normal lookup failed, several times their cost (and
+            # `_which()` builds an enum object)
+            name, read = cs.READERS[envelope._which_str()]
             message = read(envelope._get(name))
         if message is None:
             raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): no message in it")

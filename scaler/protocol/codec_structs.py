@@ -51,15 +51,15 @@ def write_hello(b: Any, v: m.Hello) -> None:
 
 
 def read_hello(r: Any) -> m.Hello:
-    which = r._get("role")._which().raw
+    which = r._get("role")._which_str()
     info: m.RoleInfo
-    if which == 0:
+    if which == "client":
         info = read_client_info(r._get("role")._get("client"))
-    elif which == 1:
+    elif which == "worker":
         info = read_worker_info(r._get("role")._get("worker"))
-    elif which == 2:
+    elif which == "manager":
         info = read_manager_info(r._get("role")._get("manager"))
-    elif which == 3:
+    elif which == "processor":
         info = read_processor_info(r._get("role")._get("processor"))
     else:
         raise ValueError(f"unknown union member {which}")
@@ -190,12 +190,12 @@ def write_heartbeat(b: Any, v: m.Heartbeat) -> None:
 
 
 def read_heartbeat(r: Any) -> m.Heartbeat:
-    which = r._which().raw
+    which = r._which_str()
     return m.Heartbeat(
         r._get("cpuPercent"),
         r._get("rssBytes"),
-        read_worker_status(r._get("worker")) if which == 1 else None,
-        read_manager_status(r._get("manager")) if which == 2 else None,
+        read_worker_status(r._get("worker")) if which == "worker" else None,
+        read_manager_status(r._get("manager")) if which == "manager" else None,
         r._get("roundTripSeconds"),
         r._get("answersEpoch"),
         r._get("answersReceived"),
@@ -299,12 +299,12 @@ def write_argument(b: Any, v: m.Argument) -> None:
 
 
 def read_argument(r: Any) -> m.Argument:
-    which = r._which().raw
-    if which == 0:
+    which = r._which_str()
+    if which == "inline":
         kind, data = m.ArgumentKind.INLINE, r._get("inline")
-    elif which == 1:
+    elif which == "objectId":
         kind, data = m.ArgumentKind.OBJECT_ID, r._get("objectId")
-    elif which == 2:
+    elif which == "taskResult":
         kind, data = m.ArgumentKind.TASK_RESULT, r._get("taskResult")
     else:
         raise ValueError(f"unknown union member {which}")
@@ -410,10 +410,10 @@ def write_task_input(b: Any, v: m.TaskInput) -> None:
 
 
 def read_task_input(r: Any) -> m.TaskInput:
-    which = r._which().raw
-    if which == 0:
+    which = r._which_str()
+    if which == "inline":
         kind, data = m.PayloadKind.INLINE, r._get("inline")
-    elif which == 1:
+    elif which == "objectId":
         kind, data = m.PayloadKind.OBJECT_ID, r._get("objectId")
     else:
         raise ValueError(f"unknown union member {which}")
@@ -455,12 +455,12 @@ def write_task_result(b: Any, v: m.TaskResult) -> None:
 
 
 def read_task_result(r: Any) -> m.TaskResult:
-    which = r._which().raw
-    if which == 0:
+    which = r._which_str()
+    if which == "none":
         payload_kind, payload = m.PayloadKind.NONE, b""
-    elif which == 1:
+    elif which == "inline":
         payload_kind, payload = m.PayloadKind.INLINE, r._get("inline")
-    elif which == 2:
+    elif which == "objectId":
         payload_kind, payload = m.PayloadKind.OBJECT_ID, r._get("objectId")
     else:
         raise ValueError(f"unknown union member {which}")
@@ -1145,10 +1145,10 @@ def write_stream_item(b: Any, v: m.StreamItem) -> None:
 
 
 def read_stream_item(r: Any) -> m.StreamItem:
-    which = r._which().raw
-    if which == 0:
+    which = r._which_str()
+    if which == "inline":
         payload_kind, payload = m.PayloadKind.INLINE, r._get("inline")
-    elif which == 1:
+    elif which == "objectId":
         payload_kind, payload = m.PayloadKind.OBJECT_ID, r._get("objectId")
     else:
         raise ValueError(f"unknown union member {which}")
@@ -1234,29 +1234,29 @@ def write_storage_request(b: Any, v: sm.StorageRequest) -> None:
 
 
 def read_storage_request(r: Any) -> sm.StorageRequest:
-    which = r._which().raw
+    which = r._which_str()
     operation: sm.StorageOperation
-    if which == 0:
+    if which == "hello":
         operation = read_storage_hello(r._get("hello"))
-    elif which == 1:
+    elif which == "put":
         operation = read_put(r._get("put"))
-    elif which == 2:
+    elif which == "get":
         operation = sm.Get(r._get("get"))
-    elif which == 3:
+    elif which == "delete":
         operation = sm.Delete(tuple(r._get("delete")))
-    elif which == 4:
+    elif which == "exists":
         operation = sm.Exists(r._get("exists"))
-    elif which == 5:
+    elif which == "info":
         operation = sm.Info()
-    elif which == 6:
+    elif which == "deleteOwner":
         operation = sm.DeleteOwner(r._get("deleteOwner"))
-    elif which == 7:
+    elif which == "adopt":
         operation = read_adopt(r._get("adopt"))
-    elif which == 8:
+    elif which == "getMapped":
         operation = sm.GetMapped(r._get("getMapped"))
-    elif which == 9:
+    elif which == "adoptMany":
         operation = read_adopt_many(r._get("adoptMany"))
-    elif which == 10:
+    elif which == "getInParts":
         operation = sm.GetInParts(r._get("getInParts"))
     else:
         raise ValueError(f"unknown union member {which}")
@@ -1362,23 +1362,23 @@ def write_storage_reply(b: Any, v: sm.StorageReply) -> None:
 
 
 def read_storage_reply(r: Any) -> sm.StorageReply:
-    which = r._which().raw
+    which = r._which_str()
     value: sm.ReplyValue
-    if which == 0:
+    if which == "none":
         value = None
-    elif which == 1:
+    elif which == "object":
         value = sm.ObjectSize(r._get("object"))
-    elif which == 2:
+    elif which == "exists":
         value = r._get("exists")
-    elif which == 3:
+    elif which == "info":
         value = read_storage_info(r._get("info"))
-    elif which == 4:
+    elif which == "deleted":
         value = r._get("deleted")
-    elif which == 5:
+    elif which == "segments":
         value = read_segment_directory(r._get("segments"))
-    elif which == 6:
+    elif which == "mapped":
         value = sm.MappedSize(r._get("mapped"))
-    elif which == 7:
+    elif which == "outcomes":
         value = read_adopt_outcomes(r._get("outcomes"))
     else:
         raise ValueError(f"unknown union member {which}")
@@ -1462,48 +1462,48 @@ WRITERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.ResultSent: ("resultSent", write_result_sent),
     m.ProcessorExited: ("processorExited", write_processor_exited),
 }
-#: Each member of the envelope, by its discriminant, and its reader.
-READERS: tuple[tuple[str, Callable[[Any], m.Message]], ...] = (
-    ("hello", read_hello),
-    ("helloReply", read_hello_reply),
-    ("heartbeat", read_heartbeat),
-    ("heartbeatEcho", read_heartbeat_echo),
-    ("ping", read_ping),
-    ("protocolError", read_protocol_error),
-    ("task", read_task),
-    ("taskResult", read_task_result),
-    ("taskCancel", read_task_cancel),
-    ("taskCancelConfirm", read_task_cancel_confirm),
-    ("taskLog", read_task_log),
-    ("graphTask", read_graph_task),
-    ("clientDisconnect", read_client_disconnect),
-    ("shutdownReply", read_shutdown_reply),
-    ("workerCapacity", read_worker_capacity),
-    ("workerLeaving", read_worker_leaving),
-    ("taskReturn", read_task_return),
-    ("shutdown", read_shutdown),
-    ("managerTarget", read_manager_target),
-    ("processorReady", read_processor_ready),
-    ("processorBlocked", read_processor_blocked),
-    ("processorResumeRequest", read_processor_resume_request),
-    ("processorResume", read_processor_resume),
-    ("statusSnapshot", read_status_snapshot),
-    ("taskTransitions", read_task_transitions),
-    ("scalingDecisions", read_scaling_decisions),
-    ("unitsReclaimed", read_units_reclaimed),
-    ("taskStoryRequest", read_task_story_request),
-    ("taskStoryReply", read_task_story_reply),
-    ("jobOpen", read_job_open),
-    ("jobAttach", read_job_attach),
-    ("jobReply", read_job_reply),
-    ("clientResume", read_client_resume),
-    ("clientResumed", read_client_resumed),
-    ("streamItem", read_stream_item),
-    ("streamCredit", read_stream_credit),
-    ("actorReady", read_actor_ready),
-    ("actorStop", read_actor_stop),
-    ("actorLookup", read_actor_lookup),
-    ("actorReply", read_actor_reply),
-    ("resultSent", read_result_sent),
-    ("processorExited", read_processor_exited),
-)
+#: Each member of the envelope, by its name (a reader's `_which_str()`): that name as a constant, and its reader.
+READERS: dict[str, tuple[str, Callable[[Any], m.Message]]] = {
+    "hello": ("hello", read_hello),
+    "helloReply": ("helloReply", read_hello_reply),
+    "heartbeat": ("heartbeat", read_heartbeat),
+    "heartbeatEcho": ("heartbeatEcho", read_heartbeat_echo),
+    "ping": ("ping", read_ping),
+    "protocolError": ("protocolError", read_protocol_error),
+    "task": ("task", read_task),
+    "taskResult": ("taskResult", read_task_result),
+    "taskCancel": ("taskCancel", read_task_cancel),
+    "taskCancelConfirm": ("taskCancelConfirm", read_task_cancel_confirm),
+    "taskLog": ("taskLog", read_task_log),
+    "graphTask": ("graphTask", read_graph_task),
+    "clientDisconnect": ("clientDisconnect", read_client_disconnect),
+    "shutdownReply": ("shutdownReply", read_shutdown_reply),
+    "workerCapacity": ("workerCapacity", read_worker_capacity),
+    "workerLeaving": ("workerLeaving", read_worker_leaving),
+    "taskReturn": ("taskReturn", read_task_return),
+    "shutdown": ("shutdown", read_shutdown),
+    "managerTarget": ("managerTarget", read_manager_target),
+    "processorReady": ("processorReady", read_processor_ready),
+    "processorBlocked": ("processorBlocked", read_processor_blocked),
+    "processorResumeRequest": ("processorResumeRequest", read_processor_resume_request),
+    "processorResume": ("processorResume", read_processor_resume),
+    "statusSnapshot": ("statusSnapshot", read_status_snapshot),
+    "taskTransitions": ("taskTransitions", read_task_transitions),
+    "scalingDecisions": ("scalingDecisions", read_scaling_decisions),
+    "unitsReclaimed": ("unitsReclaimed", read_units_reclaimed),
+    "taskStoryRequest": ("taskStoryRequest", read_task_story_request),
+    "taskStoryReply": ("taskStoryReply", read_task_story_reply),
+    "jobOpen": ("jobOpen", read_job_open),
+    "jobAttach": ("jobAttach", read_job_attach),
+    "jobReply": ("jobReply", read_job_reply),
+    "clientResume": ("clientResume", read_client_resume),
+    "clientResumed": ("clientResumed", read_client_resumed),
+    "streamItem": ("streamItem", read_stream_item),
+    "streamCredit": ("streamCredit", read_stream_credit),
+    "actorReady": ("actorReady", read_actor_ready),
+    "actorStop": ("actorStop", read_actor_stop),
+    "actorLookup": ("actorLookup", read_actor_lookup),
+    "actorReply": ("actorReply", read_actor_reply),
+    "resultSent": ("resultSent", read_result_sent),
+    "processorExited": ("processorExited", read_processor_exited),
+}

@@ -197,9 +197,9 @@ def codec_module(modules: list[Module], doc: str, helpers: list[str]) -> str:
 def _envelope(module: Module) -> list[str]:
     functions = {py.name: py.function for py in module.classes}
     writers = [f'{module.module}.{cls}: ("{name}", write_{functions[cls]})' for name, cls in module.envelope]
-    readers = [f'("{name}", read_{functions[cls]})' for name, cls in module.envelope]
+    readers = [f'"{name}": ("{name}", read_{functions[cls]})' for name, cls in module.envelope]
     lines = ["#: Each message type: its member of the envelope (Message) and its writer."]
     lines += sequence("WRITERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {", writers, "}")
-    lines += ["#: Each member of the envelope, by its discriminant, and its reader."]
-    head = f"READERS: tuple[tuple[str, Callable[[Any], {module.module}.Message]], ...] = ("
-    return lines + sequence(head, readers, ")")
+    lines += ["#: Each member of the envelope, by its name (a reader's `_which_str()`): that name as a constant, and its reader."]
+    head = f"READERS: dict[str, tuple[str, Callable[[Any], {module.module}.Message]]] = {{"
+    return lines + sequence(head, readers, "}")

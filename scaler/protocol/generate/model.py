@@ -119,7 +119,7 @@ class _Union:
         return [*lines, "else:", f"    raise {otherwise}"]
 
     def which(self) -> list[str]:
-        return [f"which = {self.reader}._which().raw"]
+        return [f"which = {self.reader}._which_str()"]  # `_which()` builds an enum object: several times the cost
 
 
 class SchemaModel:
@@ -417,7 +417,7 @@ class SchemaModel:
             tests.append(f"v.{attr} is not None")
             writes.append([f'write_{target.function}({where.base}.init("{member.name}"), v.{attr})'])
             read = f"read_{target.function}({_get(where.reader, member.name)})"
-            args.append(f"{read} if which == {member.discriminantValue} else None")
+            args.append(f'{read} if which == "{member.name}" else None')
         encode = [*where.branches(tests, writes, "")[:-1], f"    {where.base}.{voids[0].name} = None"]
         return where.slot(attributes, encode, where.which(), args)
 
@@ -432,7 +432,7 @@ _UNKNOWN_MEMBER = 'ValueError(f"unknown union member {which}")'
 
 
 def _discriminants(where: _Union) -> list[str]:
-    return [f"which == {member.discriminantValue}" for member in where.members]
+    return [f'which == "{member.name}"' for member in where.members]
 
 
 def _by_discriminant(members: list[Any]) -> list[Any]:
