@@ -181,7 +181,8 @@ def codec_module(modules: list[Module], doc: str, helpers: list[str]) -> str:
         lines.append("import sys")
     lines += ["from collections.abc import Callable", "from typing import Any", ""]
     lines += [f"from scaler.protocol import {module.name} as {module.module}" for module in modules]
-    used = [helper for helper in helpers if re.search(rf"\b{helper}\(", text)]
+    constants = "\n".join(expression for module in modules for expression in module.codec_constants.values())
+    used = [helper for helper in helpers if re.search(rf"\b{helper}\(", f"{text}\n{constants}")]
     lines += _import("scaler.protocol.codec_fields", used)
     lines.append("")
     for module in modules:
