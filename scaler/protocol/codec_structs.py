@@ -730,7 +730,9 @@ def read_task_body(r: Any) -> m.TaskBody:
         r._get_by_field(_M_TASK_BODY__PROFILING),
         r._get_by_field(_M_TASK_BODY__STREAM_OUTPUT),
         r._get_by_field(_M_TASK_BODY__CLEAR_EPOCH),
-        read_log_forwarding(r._get_by_field(_M_TASK_BODY__LOG_FORWARDING)) if r._get_by_field(_M_TASK_BODY__FORWARD_LOGGING) else None,
+        read_log_forwarding(r._get_by_field(_M_TASK_BODY__LOG_FORWARDING))
+        if r._get_by_field(_M_TASK_BODY__FORWARD_LOGGING)
+        else None,
     )
 
 
@@ -865,7 +867,9 @@ def read_task_result(r: Any) -> m.TaskResult:
         payload_kind,
         payload,
         r._get_by_field(_M_TASK_RESULT__ERROR_MESSAGE),
-        read_profile(r._get_by_field(_M_TASK_RESULT__PROFILE)) if r._has_by_field(_M_TASK_RESULT__PROFILE) else _PROFILE,
+        read_profile(r._get_by_field(_M_TASK_RESULT__PROFILE))
+        if r._has_by_field(_M_TASK_RESULT__PROFILE)
+        else _PROFILE,
         r._get_by_field(_M_TASK_RESULT__WORKER_ID),
         read_run_stamps(r._get_by_field(_M_TASK_RESULT__RAN)) if r._has_by_field(_M_TASK_RESULT__RAN) else None,
         r._get_by_field(_M_TASK_RESULT__STORED_BYTES),
@@ -1464,7 +1468,9 @@ def read_manager_summary(r: Any) -> m.ManagerSummary:
         r._get_by_field(_M_MANAGER_SUMMARY__TARGET_WORKERS),
         r._get_by_field(_M_MANAGER_SUMMARY__UNITS),
         r._get_by_field(_M_MANAGER_SUMMARY__PENDING_UNITS),
-        read_manager_target(r._get_by_field(_M_MANAGER_SUMMARY__LAST_TARGET)) if r._get_by_field(_M_MANAGER_SUMMARY__HAS_TARGET) else None,
+        read_manager_target(r._get_by_field(_M_MANAGER_SUMMARY__LAST_TARGET))
+        if r._get_by_field(_M_MANAGER_SUMMARY__HAS_TARGET)
+        else None,
         r._get_by_field(_M_MANAGER_SUMMARY__SECONDS_SINCE_HEARTBEAT),
         r._get_by_field(_M_MANAGER_SUMMARY__WORKER_COST_PER_HOUR),
         r._get_by_field(_M_MANAGER_SUMMARY__BOOT_SECONDS),
@@ -1932,7 +1938,7 @@ WRITERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.ResultSent: ("resultSent", write_result_sent),
     m.ProcessorExited: ("processorExited", write_processor_exited),
 }
-#: Each member of the envelope, by its name (a reader's `_which_str()`): that name as a constant, and its reader.
+#: Each member of the envelope, by its name (a reader's `_which_str()`): that name, and its reader.
 READERS: dict[str, tuple[str, Callable[[Any], m.Message]]] = {
     "hello": ("hello", read_hello),
     "helloReply": ("helloReply", read_hello_reply),

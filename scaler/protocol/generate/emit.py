@@ -48,7 +48,15 @@ def call(head: str, arguments: list[str], indent: int, tail: str = ")") -> list[
     inner = f"{pad}    {', '.join(arguments)}"
     if len(inner) <= WIDTH:
         return [f"{pad}{head}", inner, f"{pad}{tail}"]
-    return [f"{pad}{head}", *(f"{pad}    {argument}," for argument in arguments), f"{pad}{tail}"]
+    lines = [f"{pad}{head}"]
+    for argument in arguments:
+        if len(pad) + 4 + len(argument) + 1 > WIDTH and " if " in argument and " else " in argument:
+            value, rest = argument.split(" if ", 1)  # too long for a line: ruff splits a conditional at its keywords
+            test, otherwise = rest.rsplit(" else ", 1)
+            lines += [f"{pad}    {value}", f"{pad}    if {test}", f"{pad}    else {otherwise},"]
+        else:
+            lines.append(f"{pad}    {argument},")
+    return [*lines, f"{pad}{tail}"]
 
 
 def sequence(head: str, items: list[str], tail: str) -> list[str]:
@@ -201,6 +209,6 @@ def _envelope(module: Module) -> list[str]:
     readers = [f'"{name}": ("{name}", read_{functions[cls]})' for name, cls in module.envelope]
     lines = ["#: Each message type: its member of the envelope (Message) and its writer."]
     lines += sequence("WRITERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {", writers, "}")
-    lines += ["#: Each member of the envelope, by its name (a reader's `_which_str()`): that name as a constant, and its reader."]
+    lines += ["#: Each member of the envelope, by its name (a reader's `_which_str()`): that name, and its reader."]
     head = f"READERS: dict[str, tuple[str, Callable[[Any], {module.module}.Message]]] = {{"
     return lines + sequence(head, readers, "}")

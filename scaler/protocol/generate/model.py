@@ -320,7 +320,7 @@ class SchemaModel:
                 empty = f"_{upper(target.name)}"
                 self.out.codec_constants[empty] = f"{target.reference}()"
                 encode = ["if ...:", f"    {encode[0]}"]  # the test is written once every class is known
-                decode = f'{read}({self._get("r", path, f.name)}) if {self._has("r", path, f.name)} else {empty}'
+                decode = f"{read}({self._get('r', path, f.name)}) if {self._has('r', path, f.name)} else {empty}"
         attribute = Attribute(attr, option.type or annotation, option.default or default, doc)
         slot = Slot(f.codeOrder, ordinal, f.name, [attribute], encode, [], [decode])
         if option.omit_empty and not (option.present_if or option.optional):
@@ -441,8 +441,6 @@ class SchemaModel:
             args.append(f'{read} if which == "{member.name}" else None')
         encode = [*where.branches(tests, writes, "")[:-1], f"    {where.base}.{voids[0].name} = None"]
         return where.slot(attributes, encode, where.which(), args)
-
-
 
 
 _UNKNOWN_MEMBER = 'ValueError(f"unknown union member {which}")'
