@@ -79,7 +79,8 @@ class Driver:
             self.held[worker] = []
             if lend:
                 link = PeerID(b"Processor|%032x" % number)
-                self.feed(link, [m.Hello(m.PROTOCOL_VERSION, PYTHON, 1, "bench", m.ProcessorInfo(b"processor-0", worker, lent=True))])
+                info = m.ProcessorInfo(b"processor-0", worker, lent=True)
+                self.feed(link, [m.Hello(m.PROTOCOL_VERSION, PYTHON, 1, "bench", info)])
                 self.held[link] = []
         self.outbox.take()
 

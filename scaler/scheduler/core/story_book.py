@@ -8,9 +8,10 @@ first; an older one is forgotten, and a request for it is answered with `known=F
 written for every task, read for few. `cause_of` words why a transition happens.
 
 The scheduler records its own transitions (`note`), what a worker reported with a result (the processor's
-start and end, `ran`: the report is kept as it came, its entries made only when the story is read), and the waiting reasons of the dispatch queue, sampled each status interval per queue key
-(`waiting`: a few spans per key, never a walk of the queued tasks); a story is given the reasons whose span
-overlaps the times its task was queued when it is asked for. Pure: times come in.
+start and end, `ran`: the report is kept as it came, its entries made only when the story is read), and the
+waiting reasons of the dispatch queue, sampled each status interval per queue key (`waiting`: a few spans per key,
+never a walk of the queued tasks); a story is given the reasons whose span overlaps the times its task was queued
+when it is asked for. Pure: times come in.
 """
 
 from __future__ import annotations
