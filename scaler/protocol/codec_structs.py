@@ -470,13 +470,12 @@ def write_worker_info(b: Any, v: m.WorkerInfo) -> None:
 
 
 def read_worker_info(r: Any) -> m.WorkerInfo:
-    held_tasks = r._get_by_field(_M_WORKER_INFO__HELD_TASKS)
     return m.WorkerInfo(
         capabilities_of(r._get_by_field(_M_WORKER_INFO__CAPABILITIES)),
         r._get_by_field(_M_WORKER_INFO__CAPACITY),
         r._get_by_field(_M_WORKER_INFO__MANAGER_ID),
         r._get_by_field(_M_WORKER_INFO__WORKER_TYPE),
-        tuple(held_tasks) if len(held_tasks) else (),
+        tuple(r._get_by_field(_M_WORKER_INFO__HELD_TASKS)) if r._has_by_field(_M_WORKER_INFO__HELD_TASKS) else (),
         r._get_by_field(_M_WORKER_INFO__LENDS_PROCESSORS),
     )
 
@@ -587,13 +586,14 @@ def write_worker_status(b: Any, v: m.WorkerStatus) -> None:
 
 
 def read_worker_status(r: Any) -> m.WorkerStatus:
-    processors = r._get_by_field(_M_WORKER_STATUS__PROCESSORS)
     return m.WorkerStatus(
         r._get_by_field(_M_WORKER_STATUS__QUEUED),
         r._get_by_field(_M_WORKER_STATUS__RUNNING),
         r._get_by_field(_M_WORKER_STATUS__BLOCKED),
         r._get_by_field(_M_WORKER_STATUS__FREE_MEMORY_BYTES),
-        tuple(map(read_processor_status, processors)) if len(processors) else (),
+        tuple(map(read_processor_status, r._get_by_field(_M_WORKER_STATUS__PROCESSORS)))
+        if r._has_by_field(_M_WORKER_STATUS__PROCESSORS)
+        else (),
         r._get_by_field(_M_WORKER_STATUS__MEMORY_BYTES),
         r._get_by_field(_M_WORKER_STATUS__MEMORY_LIMIT_BYTES),
         r._get_by_field(_M_WORKER_STATUS__MEMORY_LIMIT_SOURCE),
@@ -640,11 +640,12 @@ def write_heartbeat_echo(b: Any, v: m.HeartbeatEcho) -> None:
 
 
 def read_heartbeat_echo(r: Any) -> m.HeartbeatEcho:
-    results_read = r._get_by_field(_M_HEARTBEAT_ECHO__RESULTS_READ)
     return m.HeartbeatEcho(
         r._get_by_field(_M_HEARTBEAT_ECHO__OBJECT_STORAGE_ADDRESS),
         r._get_by_field(_M_HEARTBEAT_ECHO__WORKER_COUNT),
-        tuple(results_read) if len(results_read) else (),
+        tuple(r._get_by_field(_M_HEARTBEAT_ECHO__RESULTS_READ))
+        if r._has_by_field(_M_HEARTBEAT_ECHO__RESULTS_READ)
+        else (),
     )
 
 
@@ -722,10 +723,9 @@ def write_task_body(b: Any, v: m.TaskBody) -> None:
 
 
 def read_task_body(r: Any) -> m.TaskBody:
-    args = r._get_by_field(_M_TASK_BODY__ARGS)
     return m.TaskBody(
         r._get_by_field(_M_TASK_BODY__FUNCTION_ID),
-        tuple(map(read_argument, args)) if len(args) else (),
+        tuple(map(read_argument, r._get_by_field(_M_TASK_BODY__ARGS))) if r._has_by_field(_M_TASK_BODY__ARGS) else (),
         r._get_by_field(_M_TASK_BODY__SERIALIZER_ID),
         r._get_by_field(_M_TASK_BODY__PROFILING),
         r._get_by_field(_M_TASK_BODY__STREAM_OUTPUT),
@@ -758,8 +758,6 @@ def write_task(b: Any, v: m.Task) -> None:
 
 
 def read_task(r: Any) -> m.Task:
-    dependencies = r._get_by_field(_M_TASK__DEPENDENCIES)
-    inputs = r._get_by_field(_M_TASK__INPUTS)
     return m.Task(
         r._get_by_field(_M_TASK__TASK_ID),
         shared(r._get_by_field(_M_TASK__CLIENT_ID)),
@@ -768,8 +766,8 @@ def read_task(r: Any) -> m.Task:
         r._get_by_field(_M_TASK__PRIORITY),
         capabilities_of(r._get_by_field(_M_TASK__CAPABILITIES)),
         r._get_by_field(_M_TASK__GRAPH_ID),
-        tuple(dependencies) if len(dependencies) else (),
-        tuple(map(read_task_input, inputs)) if len(inputs) else (),
+        tuple(r._get_by_field(_M_TASK__DEPENDENCIES)) if r._has_by_field(_M_TASK__DEPENDENCIES) else (),
+        tuple(map(read_task_input, r._get_by_field(_M_TASK__INPUTS))) if r._has_by_field(_M_TASK__INPUTS) else (),
         r._get_by_field(_M_TASK__STREAM_CREDIT),
         r._get_by_field(_M_TASK__ACTOR_ID),
         read_actor_spec(r._get_by_field(_M_TASK__ACTOR)) if r._has_by_field(_M_TASK__ACTOR) else None,
@@ -899,8 +897,10 @@ def write_task_cancel(b: Any, v: m.TaskCancel) -> None:
 
 
 def read_task_cancel(r: Any) -> m.TaskCancel:
-    task_ids = r._get_by_field(_M_TASK_CANCEL__TASK_IDS)
-    return m.TaskCancel(tuple(task_ids) if len(task_ids) else (), r._get_by_field(_M_TASK_CANCEL__QUEUED_ONLY))
+    return m.TaskCancel(
+        tuple(r._get_by_field(_M_TASK_CANCEL__TASK_IDS)) if r._has_by_field(_M_TASK_CANCEL__TASK_IDS) else (),
+        r._get_by_field(_M_TASK_CANCEL__QUEUED_ONLY),
+    )
 
 
 def write_task_cancel_confirm(b: Any, v: m.TaskCancelConfirm) -> None:
@@ -937,13 +937,11 @@ def write_graph_task(b: Any, v: m.GraphTask) -> None:
 
 
 def read_graph_task(r: Any) -> m.GraphTask:
-    nodes = r._get_by_field(_M_GRAPH_TASK__NODES)
-    targets = r._get_by_field(_M_GRAPH_TASK__TARGETS)
     return m.GraphTask(
         r._get_by_field(_M_GRAPH_TASK__GRAPH_ID),
         r._get_by_field(_M_GRAPH_TASK__CLIENT_ID),
-        tuple(map(read_task, nodes)) if len(nodes) else (),
-        tuple(targets) if len(targets) else (),
+        tuple(map(read_task, r._get_by_field(_M_GRAPH_TASK__NODES))) if r._has_by_field(_M_GRAPH_TASK__NODES) else (),
+        tuple(r._get_by_field(_M_GRAPH_TASK__TARGETS)) if r._has_by_field(_M_GRAPH_TASK__TARGETS) else (),
     )
 
 
@@ -998,11 +996,12 @@ def write_task_story_reply(b: Any, v: m.TaskStoryReply) -> None:
 
 
 def read_task_story_reply(r: Any) -> m.TaskStoryReply:
-    entries = r._get_by_field(_M_TASK_STORY_REPLY__ENTRIES)
     return m.TaskStoryReply(
         r._get_by_field(_M_TASK_STORY_REPLY__TASK_ID),
         r._get_by_field(_M_TASK_STORY_REPLY__KNOWN),
-        tuple(map(read_story_entry, entries)) if len(entries) else (),
+        tuple(map(read_story_entry, r._get_by_field(_M_TASK_STORY_REPLY__ENTRIES)))
+        if r._has_by_field(_M_TASK_STORY_REPLY__ENTRIES)
+        else (),
         r._get_by_field(_M_TASK_STORY_REPLY__NOTE),
     )
 
@@ -1028,8 +1027,9 @@ def write_task_return(b: Any, v: m.TaskReturn) -> None:
 
 
 def read_task_return(r: Any) -> m.TaskReturn:
-    task_ids = r._get_by_field(_M_TASK_RETURN__TASK_IDS)
-    return m.TaskReturn(tuple(task_ids) if len(task_ids) else ())
+    return m.TaskReturn(
+        tuple(r._get_by_field(_M_TASK_RETURN__TASK_IDS)) if r._has_by_field(_M_TASK_RETURN__TASK_IDS) else ()
+    )
 
 
 def write_shutdown(b: Any, v: m.Shutdown) -> None:
@@ -1059,13 +1059,12 @@ def write_manager_target(b: Any, v: m.ManagerTarget) -> None:
 
 
 def read_manager_target(r: Any) -> m.ManagerTarget:
-    entries = r._get_by_field(_M_MANAGER_TARGET__ENTRIES)
-    drain = r._get_by_field(_M_MANAGER_TARGET__DRAIN)
-    connected = r._get_by_field(_M_MANAGER_TARGET__CONNECTED)
     return m.ManagerTarget(
-        tuple(map(read_target_entry, entries)) if len(entries) else (),
-        tuple(drain) if len(drain) else (),
-        tuple(connected) if len(connected) else (),
+        tuple(map(read_target_entry, r._get_by_field(_M_MANAGER_TARGET__ENTRIES)))
+        if r._has_by_field(_M_MANAGER_TARGET__ENTRIES)
+        else (),
+        tuple(r._get_by_field(_M_MANAGER_TARGET__DRAIN)) if r._has_by_field(_M_MANAGER_TARGET__DRAIN) else (),
+        tuple(r._get_by_field(_M_MANAGER_TARGET__CONNECTED)) if r._has_by_field(_M_MANAGER_TARGET__CONNECTED) else (),
     )
 
 
@@ -1146,27 +1145,35 @@ def write_status_snapshot(b: Any, v: m.StatusSnapshot) -> None:
 
 
 def read_status_snapshot(r: Any) -> m.StatusSnapshot:
-    workers = r._get_by_field(_M_STATUS_SNAPSHOT__WORKERS)
-    clients = r._get_by_field(_M_STATUS_SNAPSHOT__CLIENTS)
-    managers = r._get_by_field(_M_STATUS_SNAPSHOT__MANAGERS)
-    pending = r._get_by_field(_M_STATUS_SNAPSHOT__PENDING)
-    functions = r._get_by_field(_M_STATUS_SNAPSHOT__FUNCTIONS)
-    message_counts = r._get_by_field(_M_STATUS_SNAPSHOT__MESSAGE_COUNTS)
-    jobs = r._get_by_field(_M_STATUS_SNAPSHOT__JOBS)
-    actors = r._get_by_field(_M_STATUS_SNAPSHOT__ACTORS)
     return m.StatusSnapshot(
         r._get_by_field(_M_STATUS_SNAPSHOT__TIME),
         read_scheduler_stats(r._get_by_field(_M_STATUS_SNAPSHOT__SCHEDULER)),
-        tuple(map(read_worker_summary, workers)) if len(workers) else (),
-        tuple(map(read_client_summary, clients)) if len(clients) else (),
-        tuple(map(read_manager_summary, managers)) if len(managers) else (),
-        tuple(map(read_pending_group, pending)) if len(pending) else (),
+        tuple(map(read_worker_summary, r._get_by_field(_M_STATUS_SNAPSHOT__WORKERS)))
+        if r._has_by_field(_M_STATUS_SNAPSHOT__WORKERS)
+        else (),
+        tuple(map(read_client_summary, r._get_by_field(_M_STATUS_SNAPSHOT__CLIENTS)))
+        if r._has_by_field(_M_STATUS_SNAPSHOT__CLIENTS)
+        else (),
+        tuple(map(read_manager_summary, r._get_by_field(_M_STATUS_SNAPSHOT__MANAGERS)))
+        if r._has_by_field(_M_STATUS_SNAPSHOT__MANAGERS)
+        else (),
+        tuple(map(read_pending_group, r._get_by_field(_M_STATUS_SNAPSHOT__PENDING)))
+        if r._has_by_field(_M_STATUS_SNAPSHOT__PENDING)
+        else (),
         r._get_by_field(_M_STATUS_SNAPSHOT__WALL_TIME),
         r._get_by_field(_M_STATUS_SNAPSHOT__FEED_VERSION),
-        tuple(map(read_function_summary, functions)) if len(functions) else (),
-        tuple(map(read_message_count, message_counts)) if len(message_counts) else (),
-        tuple(map(read_job_summary, jobs)) if len(jobs) else (),
-        tuple(map(read_actor_summary, actors)) if len(actors) else (),
+        tuple(map(read_function_summary, r._get_by_field(_M_STATUS_SNAPSHOT__FUNCTIONS)))
+        if r._has_by_field(_M_STATUS_SNAPSHOT__FUNCTIONS)
+        else (),
+        tuple(map(read_message_count, r._get_by_field(_M_STATUS_SNAPSHOT__MESSAGE_COUNTS)))
+        if r._has_by_field(_M_STATUS_SNAPSHOT__MESSAGE_COUNTS)
+        else (),
+        tuple(map(read_job_summary, r._get_by_field(_M_STATUS_SNAPSHOT__JOBS)))
+        if r._has_by_field(_M_STATUS_SNAPSHOT__JOBS)
+        else (),
+        tuple(map(read_actor_summary, r._get_by_field(_M_STATUS_SNAPSHOT__ACTORS)))
+        if r._has_by_field(_M_STATUS_SNAPSHOT__ACTORS)
+        else (),
     )
 
 
@@ -1277,9 +1284,10 @@ def write_task_transitions(b: Any, v: m.TaskTransitions) -> None:
 
 
 def read_task_transitions(r: Any) -> m.TaskTransitions:
-    transitions = r._get_by_field(_M_TASK_TRANSITIONS__TRANSITIONS)
     return m.TaskTransitions(
-        tuple(map(read_task_transition, transitions)) if len(transitions) else (),
+        tuple(map(read_task_transition, r._get_by_field(_M_TASK_TRANSITIONS__TRANSITIONS)))
+        if r._has_by_field(_M_TASK_TRANSITIONS__TRANSITIONS)
+        else (),
         r._get_by_field(_M_TASK_TRANSITIONS__DROPPED),
         r._get_by_field(_M_TASK_TRANSITIONS__WALL_TIME),
         r._get_by_field(_M_TASK_TRANSITIONS__FEED_VERSION),
@@ -1317,9 +1325,10 @@ def write_scaling_decisions(b: Any, v: m.ScalingDecisions) -> None:
 
 
 def read_scaling_decisions(r: Any) -> m.ScalingDecisions:
-    decisions = r._get_by_field(_M_SCALING_DECISIONS__DECISIONS)
     return m.ScalingDecisions(
-        tuple(map(read_scaling_decision, decisions)) if len(decisions) else (),
+        tuple(map(read_scaling_decision, r._get_by_field(_M_SCALING_DECISIONS__DECISIONS)))
+        if r._has_by_field(_M_SCALING_DECISIONS__DECISIONS)
+        else (),
         r._get_by_field(_M_SCALING_DECISIONS__WALL_TIME),
         r._get_by_field(_M_SCALING_DECISIONS__FEED_VERSION),
     )
@@ -1503,9 +1512,9 @@ def write_units_reclaimed(b: Any, v: m.UnitsReclaimed) -> None:
 
 
 def read_units_reclaimed(r: Any) -> m.UnitsReclaimed:
-    unit_ids = r._get_by_field(_M_UNITS_RECLAIMED__UNIT_IDS)
     return m.UnitsReclaimed(
-        tuple(unit_ids) if len(unit_ids) else (), r._get_by_field(_M_UNITS_RECLAIMED__NOTICE_SECONDS)
+        tuple(r._get_by_field(_M_UNITS_RECLAIMED__UNIT_IDS)) if r._has_by_field(_M_UNITS_RECLAIMED__UNIT_IDS) else (),
+        r._get_by_field(_M_UNITS_RECLAIMED__NOTICE_SECONDS),
     )
 
 
@@ -1515,8 +1524,10 @@ def write_job_open(b: Any, v: m.JobOpen) -> None:
 
 
 def read_job_open(r: Any) -> m.JobOpen:
-    task_ids = r._get_by_field(_M_JOB_OPEN__TASK_IDS)
-    return m.JobOpen(r._get_by_field(_M_JOB_OPEN__NAME), tuple(task_ids) if len(task_ids) else ())
+    return m.JobOpen(
+        r._get_by_field(_M_JOB_OPEN__NAME),
+        tuple(r._get_by_field(_M_JOB_OPEN__TASK_IDS)) if r._has_by_field(_M_JOB_OPEN__TASK_IDS) else (),
+    )
 
 
 def write_job_attach(b: Any, v: m.JobAttach) -> None:
@@ -1538,12 +1549,11 @@ def write_job_reply(b: Any, v: m.JobReply) -> None:
 
 
 def read_job_reply(r: Any) -> m.JobReply:
-    task_ids = r._get_by_field(_M_JOB_REPLY__TASK_IDS)
     return m.JobReply(
         r._get_by_field(_M_JOB_REPLY__NAME),
         r._get_by_field(_M_JOB_REPLY__ACCEPTED),
         r._get_by_field(_M_JOB_REPLY__REASON),
-        tuple(task_ids) if len(task_ids) else (),
+        tuple(r._get_by_field(_M_JOB_REPLY__TASK_IDS)) if r._has_by_field(_M_JOB_REPLY__TASK_IDS) else (),
         r._get_by_field(_M_JOB_REPLY__STATE),
         r._get_by_field(_M_JOB_REPLY__OWNER_ID),
     )
@@ -1556,11 +1566,10 @@ def write_client_resume(b: Any, v: m.ClientResume) -> None:
 
 
 def read_client_resume(r: Any) -> m.ClientResume:
-    unfinished = r._get_by_field(_M_CLIENT_RESUME__UNFINISHED)
     return m.ClientResume(
         r._get_by_field(_M_CLIENT_RESUME__ANSWERS_EPOCH),
         r._get_by_field(_M_CLIENT_RESUME__ANSWERS_RECEIVED),
-        tuple(unfinished) if len(unfinished) else (),
+        tuple(r._get_by_field(_M_CLIENT_RESUME__UNFINISHED)) if r._has_by_field(_M_CLIENT_RESUME__UNFINISHED) else (),
     )
 
 
@@ -1572,12 +1581,10 @@ def write_client_resumed(b: Any, v: m.ClientResumed) -> None:
 
 
 def read_client_resumed(r: Any) -> m.ClientResumed:
-    unknown = r._get_by_field(_M_CLIENT_RESUMED__UNKNOWN)
-    cancelled = r._get_by_field(_M_CLIENT_RESUMED__CANCELLED)
     return m.ClientResumed(
         r._get_by_field(_M_CLIENT_RESUMED__ANSWERS_EPOCH),
-        tuple(unknown) if len(unknown) else (),
-        tuple(cancelled) if len(cancelled) else (),
+        tuple(r._get_by_field(_M_CLIENT_RESUMED__UNKNOWN)) if r._has_by_field(_M_CLIENT_RESUMED__UNKNOWN) else (),
+        tuple(r._get_by_field(_M_CLIENT_RESUMED__CANCELLED)) if r._has_by_field(_M_CLIENT_RESUMED__CANCELLED) else (),
     )
 
 
@@ -1757,8 +1764,11 @@ def write_adopt_many(b: Any, v: sm.AdoptMany) -> None:
 
 
 def read_adopt_many(r: Any) -> sm.AdoptMany:
-    adopts = r._get_by_field(_SM_ADOPT_MANY__ADOPTS)
-    return sm.AdoptMany(tuple(map(read_adopt, adopts)) if len(adopts) else ())
+    return sm.AdoptMany(
+        tuple(map(read_adopt, r._get_by_field(_SM_ADOPT_MANY__ADOPTS)))
+        if r._has_by_field(_SM_ADOPT_MANY__ADOPTS)
+        else (),
+    )
 
 
 def write_adopt_outcomes(b: Any, v: sm.AdoptOutcomes) -> None:
@@ -1766,8 +1776,11 @@ def write_adopt_outcomes(b: Any, v: sm.AdoptOutcomes) -> None:
 
 
 def read_adopt_outcomes(r: Any) -> sm.AdoptOutcomes:
-    outcomes = r._get_by_field(_SM_ADOPT_OUTCOMES__OUTCOMES)
-    return sm.AdoptOutcomes(tuple(map(read_adopt_outcome, outcomes)) if len(outcomes) else ())
+    return sm.AdoptOutcomes(
+        tuple(map(read_adopt_outcome, r._get_by_field(_SM_ADOPT_OUTCOMES__OUTCOMES)))
+        if r._has_by_field(_SM_ADOPT_OUTCOMES__OUTCOMES)
+        else (),
+    )
 
 
 def write_adopt_outcome(b: Any, v: sm.AdoptOutcome) -> None:
@@ -1791,13 +1804,12 @@ def write_put(b: Any, v: sm.Put) -> None:
 
 
 def read_put(r: Any) -> sm.Put:
-    frame_bytes = r._get_by_field(_SM_PUT_REQUEST__FRAME_BYTES)
     return sm.Put(
         r._get_by_field(_SM_PUT_REQUEST__OBJECT_ID),
         r._get_by_field(_SM_PUT_REQUEST__OWNER_ID),
         r._get_by_field(_SM_PUT_REQUEST__TOTAL_BYTES),
         r._get_by_field(_SM_PUT_REQUEST__NAME),
-        tuple(frame_bytes) if len(frame_bytes) else (),
+        tuple(r._get_by_field(_SM_PUT_REQUEST__FRAME_BYTES)) if r._has_by_field(_SM_PUT_REQUEST__FRAME_BYTES) else (),
     )
 
 
@@ -1850,13 +1862,14 @@ def read_storage_reply(r: Any) -> sm.StorageReply:
         value = read_adopt_outcomes(r._get_by_field(_SM_STORAGE_REPLY__OUTCOMES))
     else:
         raise ValueError(f"unknown union member {which}")
-    frame_bytes = r._get_by_field(_SM_STORAGE_REPLY__FRAME_BYTES)
     return sm.StorageReply(
         r._get_by_field(_SM_STORAGE_REPLY__REQUEST_ID),
         _STORAGE_STATUS[r._get_by_field(_SM_STORAGE_REPLY__STATUS).raw],
         r._get_by_field(_SM_STORAGE_REPLY__REASON),
         value,
-        tuple(frame_bytes) if len(frame_bytes) else (),
+        tuple(r._get_by_field(_SM_STORAGE_REPLY__FRAME_BYTES))
+        if r._has_by_field(_SM_STORAGE_REPLY__FRAME_BYTES)
+        else (),
         r._get_by_field(_SM_STORAGE_REPLY__PARTS),
     )
 
