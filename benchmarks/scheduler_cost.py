@@ -38,6 +38,12 @@ class Sockets:
     security = None
 
 
+class Router:
+    """What the shell asks of its router socket here: whether a burst of reads is under way."""
+
+    in_burst = False
+
+
 class Outbox:
     """What the shell's outbox is given: each frame kept per peer until the burst's end."""
 
@@ -65,6 +71,8 @@ class Driver:
         self.outbox = Outbox()
         self.server._outbox = self.outbox  # type: ignore[assignment]
         self.server._now = self._now  # type: ignore[method-assign]
+        self.router = Router()
+        self.server._router = self.router  # type: ignore[assignment]
         self.now = 1.0
         self.client = PeerID(b"Client|1290487433ec4611aa2c1628629c4bc4")
         self.workers = [PeerID(b"Worker|FIX|%032x" % number) for number in range(2)]
@@ -92,7 +100,10 @@ class Driver:
         self.server._on_frames(frames)
 
     def feed_frames(self, peer: bytes, frames: list[bytes]) -> None:
+        """One burst of the router's reads: this peer's frames, as one multipart message."""
+        self.router.in_burst = True
         self.server._on_frames([zmq.Frame(peer)] + [zmq.Frame(frame) for frame in frames])
+        self.router.in_burst = False
         self.server._burst_end()
 
     def route(self) -> None:
