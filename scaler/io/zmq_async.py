@@ -62,6 +62,8 @@ class AsyncSocket:
         self._socket = sock
         self._on_message = on_message
         self._copy = copy
+        #: a ZeroMQ socket's messages are read part by part (`_receive`)
+        self._by_parts = isinstance(sock, zmq.Socket)
         self._on_burst_end = on_burst_end
         self._lock: threading.Lock | contextlib.nullcontext[None] = lock or contextlib.nullcontext()
         self._drain_scheduled = False
@@ -146,7 +148,10 @@ class AsyncSocket:
                         # asked first: an empty socket's recv raises zmq.Again, which costs more than the question
                         if not cast(int, sock.getsockopt(_EVENTS)) & _POLLIN:
                             return
-                        frames = sock.recv_multipart(zmq.NOBLOCK, copy=self._copy)
+                        if self._by_parts:
+                            frames = _receive(sock, self._copy)
+                        else:  # a stand-in socket (scaler.testing.memory_network) reads whole messages
+                            frames = sock.recv_multipart(zmq.NOBLOCK, copy=self._copy)
                 except zmq.Again:
                     return
                 except zmq.ZMQError as error:
@@ -177,6 +182,17 @@ class AsyncSocket:
                 pass
         with self._lock:
             self._socket.close(linger=0)
+
+
+def _receive(sock: zmq.Socket[Any], copy: bool) -> Frames:
+    """One multipart message (its parts as bytes when `copy`, else as frames). Each part's `more` says whether another
+    follows: pyzmq's `recv_multipart` asks the socket's RCVMORE option after each part instead, about 0.7 us a time."""
+    frame = sock.recv(zmq.NOBLOCK, copy=False)
+    frames = [frame]
+    while frame.more:
+        frame = sock.recv(zmq.NOBLOCK, copy=False)  # the parts of a message arrive together: never zmq.Again here
+        frames.append(frame)
+    return [part.bytes for part in frames] if copy else frames
 
 
 class Outbox:

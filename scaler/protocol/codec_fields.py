@@ -7,9 +7,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from scaler.protocol.message_extras import Capabilities, WorkerLimit
+from scaler.protocol.schemas import field_of
 
 __all__ = [
     "capabilities_of",
+    "field_of",
     "limit_of",
     "negative_if_none",
     "none_if_negative",

@@ -13,6 +13,7 @@ from scaler.protocol import messages as m
 from scaler.protocol import storage_messages as sm
 from scaler.protocol.codec_fields import (
     capabilities_of,
+    field_of,
     limit_of,
     negative_if_none,
     none_if_negative,
@@ -27,8 +28,378 @@ _PROTOCOL_ERROR_KIND = tuple(m.ProtocolErrorKind)
 _RESULT_STATUS = tuple(m.ResultStatus)
 _CANCEL_OUTCOME = tuple(m.CancelOutcome)
 _LOG_STREAM = tuple(m.LogStream)
+_M_HELLO__PROTOCOL_VERSION = field_of("m", "Hello.protocolVersion")
+_M_HELLO__PYTHON_VERSION = field_of("m", "Hello.pythonVersion")
+_M_HELLO__PID = field_of("m", "Hello.pid")
+_M_HELLO__HOSTNAME = field_of("m", "Hello.hostname")
+_M_HELLO__ROLE = field_of("m", "Hello.role")
+_M_HELLO__ROLE__CLIENT = field_of("m", "Hello.role.client")
+_M_HELLO__ROLE__WORKER = field_of("m", "Hello.role.worker")
+_M_HELLO__ROLE__MANAGER = field_of("m", "Hello.role.manager")
+_M_HELLO__ROLE__PROCESSOR = field_of("m", "Hello.role.processor")
+_M_HELLO__KNOWN_INSTANCE = field_of("m", "Hello.knownInstance")
+_M_CLIENT_INFO__NAME = field_of("m", "ClientInfo.name")
+_M_CLIENT_INFO__SHARE = field_of("m", "ClientInfo.share")
+_M_CLIENT_INFO__MAX_RUNNING_TASKS = field_of("m", "ClientInfo.maxRunningTasks")
+_M_CLIENT_INFO__MAX_WORKERS = field_of("m", "ClientInfo.maxWorkers")
+_M_CLIENT_INFO__RESUME_SECONDS = field_of("m", "ClientInfo.resumeSeconds")
+_M_WORKER_INFO__CAPABILITIES = field_of("m", "WorkerInfo.capabilities")
+_M_WORKER_INFO__CAPACITY = field_of("m", "WorkerInfo.capacity")
+_M_WORKER_INFO__MANAGER_ID = field_of("m", "WorkerInfo.managerId")
+_M_WORKER_INFO__WORKER_TYPE = field_of("m", "WorkerInfo.workerType")
+_M_WORKER_INFO__HELD_TASKS = field_of("m", "WorkerInfo.heldTasks")
+_M_WORKER_INFO__LENDS_PROCESSORS = field_of("m", "WorkerInfo.lendsProcessors")
+_M_MANAGER_INFO__MANAGER_ID = field_of("m", "ManagerInfo.managerId")
+_M_MANAGER_INFO__CAPABILITIES = field_of("m", "ManagerInfo.capabilities")
+_M_MANAGER_INFO__MAX_WORKERS = field_of("m", "ManagerInfo.maxWorkers")
+_M_MANAGER_INFO__MANAGER_TYPE = field_of("m", "ManagerInfo.managerType")
+_M_MANAGER_INFO__WORKER_COST_PER_HOUR = field_of("m", "ManagerInfo.workerCostPerHour")
+_M_MANAGER_INFO__EXPECTED_BOOT_SECONDS = field_of("m", "ManagerInfo.expectedBootSeconds")
+_M_MANAGER_INFO__MIN_WORKERS = field_of("m", "ManagerInfo.minWorkers")
+_M_MANAGER_INFO__BUFFER_WORKERS = field_of("m", "ManagerInfo.bufferWorkers")
+_M_PROCESSOR_INFO__PROCESSOR_ID = field_of("m", "ProcessorInfo.processorId")
+_M_PROCESSOR_INFO__WORKER_ID = field_of("m", "ProcessorInfo.workerId")
+_M_PROCESSOR_INFO__LENT = field_of("m", "ProcessorInfo.lent")
+_M_PROCESSOR_INFO__HELD_TASKS = field_of("m", "ProcessorInfo.heldTasks")
+_M_HELLO_REPLY__ACCEPTED = field_of("m", "HelloReply.accepted")
+_M_HELLO_REPLY__REASON = field_of("m", "HelloReply.reason")
+_M_HELLO_REPLY__PROTOCOL_VERSION = field_of("m", "HelloReply.protocolVersion")
+_M_HELLO_REPLY__PYTHON_VERSION = field_of("m", "HelloReply.pythonVersion")
+_M_HELLO_REPLY__OBJECT_STORAGE_ADDRESS = field_of("m", "HelloReply.objectStorageAddress")
+_M_HELLO_REPLY__HEARTBEAT_INTERVAL_SECONDS = field_of("m", "HelloReply.heartbeatIntervalSeconds")
+_M_HELLO_REPLY__WORKER_COUNT = field_of("m", "HelloReply.workerCount")
+_M_HELLO_REPLY__INSTANCE_ID = field_of("m", "HelloReply.instanceId")
+_M_HELLO_REPLY__RESUME_SECONDS = field_of("m", "HelloReply.resumeSeconds")
+_M_HEARTBEAT__CPU_PERCENT = field_of("m", "Heartbeat.cpuPercent")
+_M_HEARTBEAT__RSS_BYTES = field_of("m", "Heartbeat.rssBytes")
+_M_HEARTBEAT__ROUND_TRIP_SECONDS = field_of("m", "Heartbeat.roundTripSeconds")
+_M_HEARTBEAT__ANSWERS_EPOCH = field_of("m", "Heartbeat.answersEpoch")
+_M_HEARTBEAT__ANSWERS_RECEIVED = field_of("m", "Heartbeat.answersReceived")
+_M_HEARTBEAT__WORKER = field_of("m", "Heartbeat.worker")
+_M_HEARTBEAT__MANAGER = field_of("m", "Heartbeat.manager")
+_M_WORKER_STATUS__QUEUED = field_of("m", "WorkerStatus.queued")
+_M_WORKER_STATUS__RUNNING = field_of("m", "WorkerStatus.running")
+_M_WORKER_STATUS__BLOCKED = field_of("m", "WorkerStatus.blocked")
+_M_WORKER_STATUS__FREE_MEMORY_BYTES = field_of("m", "WorkerStatus.freeMemoryBytes")
+_M_WORKER_STATUS__PROCESSORS = field_of("m", "WorkerStatus.processors")
+_M_WORKER_STATUS__MEMORY_BYTES = field_of("m", "WorkerStatus.memoryBytes")
+_M_WORKER_STATUS__MEMORY_LIMIT_BYTES = field_of("m", "WorkerStatus.memoryLimitBytes")
+_M_WORKER_STATUS__MEMORY_LIMIT_SOURCE = field_of("m", "WorkerStatus.memoryLimitSource")
+_M_PROCESSOR_STATUS__PID = field_of("m", "ProcessorStatus.pid")
+_M_PROCESSOR_STATUS__CPU_PERCENT = field_of("m", "ProcessorStatus.cpuPercent")
+_M_PROCESSOR_STATUS__RSS_BYTES = field_of("m", "ProcessorStatus.rssBytes")
+_M_PROCESSOR_STATUS__STATE = field_of("m", "ProcessorStatus.state")
+_M_PROCESSOR_STATUS__MEMORY_BYTES = field_of("m", "ProcessorStatus.memoryBytes")
+_M_MANAGER_STATUS__UNITS = field_of("m", "ManagerStatus.units")
+_M_MANAGER_STATUS__PENDING_UNITS = field_of("m", "ManagerStatus.pendingUnits")
+_M_MANAGER_STATUS__BOOT_SECONDS = field_of("m", "ManagerStatus.bootSeconds")
+_M_HEARTBEAT_ECHO__OBJECT_STORAGE_ADDRESS = field_of("m", "HeartbeatEcho.objectStorageAddress")
+_M_HEARTBEAT_ECHO__WORKER_COUNT = field_of("m", "HeartbeatEcho.workerCount")
+_M_HEARTBEAT_ECHO__RESULTS_READ = field_of("m", "HeartbeatEcho.resultsRead")
+_M_PING__NONCE = field_of("m", "Ping.nonce")
+_M_PROTOCOL_ERROR__REASON = field_of("m", "ProtocolError.reason")
+_M_PROTOCOL_ERROR__KIND = field_of("m", "ProtocolError.kind")
+_M_ARGUMENT__KEYWORD = field_of("m", "Argument.keyword")
+_M_ARGUMENT__COPY_ON_WRITE = field_of("m", "Argument.copyOnWrite")
+_M_ARGUMENT__INLINE = field_of("m", "Argument.inline")
+_M_ARGUMENT__OBJECT_ID = field_of("m", "Argument.objectId")
+_M_ARGUMENT__TASK_RESULT = field_of("m", "Argument.taskResult")
+_M_TASK_BODY__FUNCTION_ID = field_of("m", "TaskBody.functionId")
+_M_TASK_BODY__SERIALIZER_ID = field_of("m", "TaskBody.serializerId")
+_M_TASK_BODY__ARGS = field_of("m", "TaskBody.args")
+_M_TASK_BODY__PROFILING = field_of("m", "TaskBody.profiling")
+_M_TASK_BODY__STREAM_OUTPUT = field_of("m", "TaskBody.streamOutput")
+_M_TASK_BODY__CLEAR_EPOCH = field_of("m", "TaskBody.clearEpoch")
+_M_TASK_BODY__LOG_FORWARDING__LEVEL = field_of("m", "TaskBody.logForwarding.level")
+_M_TASK_BODY__LOG_FORWARDING__LOGGER_NAME = field_of("m", "TaskBody.logForwarding.loggerName")
+_M_TASK_BODY__FORWARD_LOGGING = field_of("m", "TaskBody.forwardLogging")
+_M_TASK_BODY__LOG_FORWARDING = field_of("m", "TaskBody.logForwarding")
+_M_TASK__TASK_ID = field_of("m", "Task.taskId")
+_M_TASK__CLIENT_ID = field_of("m", "Task.clientId")
+_M_TASK__FUNCTION_NAME = field_of("m", "Task.functionName")
+_M_TASK__PRIORITY = field_of("m", "Task.priority")
+_M_TASK__CAPABILITIES = field_of("m", "Task.capabilities")
+_M_TASK__BODY = field_of("m", "Task.body")
+_M_TASK__GRAPH_ID = field_of("m", "Task.graphId")
+_M_TASK__DEPENDENCIES = field_of("m", "Task.dependencies")
+_M_TASK__INPUTS = field_of("m", "Task.inputs")
+_M_TASK__STREAM_CREDIT = field_of("m", "Task.streamCredit")
+_M_TASK__ACTOR_ID = field_of("m", "Task.actorId")
+_M_TASK__ACTOR = field_of("m", "Task.actor")
+_M_ACTOR_SPEC__MAX_RESTARTS = field_of("m", "ActorSpec.maxRestarts")
+_M_ACTOR_SPEC__MAX_CONCURRENCY = field_of("m", "ActorSpec.maxConcurrency")
+_M_ACTOR_SPEC__NAME = field_of("m", "ActorSpec.name")
+_M_ACTOR_SPEC__INTERFACE = field_of("m", "ActorSpec.interface")
+_M_TASK_INPUT__TASK_ID = field_of("m", "TaskInput.taskId")
+_M_TASK_INPUT__INLINE = field_of("m", "TaskInput.inline")
+_M_TASK_INPUT__OBJECT_ID = field_of("m", "TaskInput.objectId")
+_M_PROFILE__DURATION_SECONDS = field_of("m", "Profile.durationSeconds")
+_M_PROFILE__CPU_SECONDS = field_of("m", "Profile.cpuSeconds")
+_M_PROFILE__PEAK_MEMORY_BYTES = field_of("m", "Profile.peakMemoryBytes")
+_M_TASK_RESULT__TASK_ID = field_of("m", "TaskResult.taskId")
+_M_TASK_RESULT__STATUS = field_of("m", "TaskResult.status")
+_M_TASK_RESULT__ERROR_MESSAGE = field_of("m", "TaskResult.errorMessage")
+_M_TASK_RESULT__PROFILE = field_of("m", "TaskResult.profile")
 _PROFILE = m.Profile()
+_M_TASK_RESULT__WORKER_ID = field_of("m", "TaskResult.workerId")
+_M_TASK_RESULT__RAN = field_of("m", "TaskResult.ran")
+_M_TASK_RESULT__STORED_BYTES = field_of("m", "TaskResult.storedBytes")
+_M_TASK_RESULT__STREAMED = field_of("m", "TaskResult.streamed")
+_M_TASK_RESULT__INLINE = field_of("m", "TaskResult.inline")
+_M_TASK_RESULT__OBJECT_ID = field_of("m", "TaskResult.objectId")
+_M_RUN_STAMPS__STARTED_AT = field_of("m", "RunStamps.startedAt")
+_M_RUN_STAMPS__FINISHED_AT = field_of("m", "RunStamps.finishedAt")
+_M_RUN_STAMPS__PROCESSOR_PID = field_of("m", "RunStamps.processorPid")
+_M_RUN_STAMPS__RECEIVED_AT = field_of("m", "RunStamps.receivedAt")
+_M_TASK_CANCEL__TASK_IDS = field_of("m", "TaskCancel.taskIds")
+_M_TASK_CANCEL__QUEUED_ONLY = field_of("m", "TaskCancel.queuedOnly")
+_M_TASK_CANCEL_CONFIRM__TASK_ID = field_of("m", "TaskCancelConfirm.taskId")
+_M_TASK_CANCEL_CONFIRM__OUTCOME = field_of("m", "TaskCancelConfirm.outcome")
+_M_TASK_LOG__TASK_ID = field_of("m", "TaskLog.taskId")
+_M_TASK_LOG__STREAM = field_of("m", "TaskLog.stream")
+_M_TASK_LOG__TEXT = field_of("m", "TaskLog.text")
+_M_GRAPH_TASK__GRAPH_ID = field_of("m", "GraphTask.graphId")
+_M_GRAPH_TASK__CLIENT_ID = field_of("m", "GraphTask.clientId")
+_M_GRAPH_TASK__NODES = field_of("m", "GraphTask.nodes")
+_M_GRAPH_TASK__TARGETS = field_of("m", "GraphTask.targets")
+_M_CLIENT_DISCONNECT__SHUTDOWN_CLUSTER = field_of("m", "ClientDisconnect.shutdownCluster")
+_M_SHUTDOWN_REPLY__ACCEPTED = field_of("m", "ShutdownReply.accepted")
+_M_SHUTDOWN_REPLY__REASON = field_of("m", "ShutdownReply.reason")
+_M_TASK_STORY_REQUEST__TASK_ID = field_of("m", "TaskStoryRequest.taskId")
+_M_STORY_ENTRY__WALL_TIME = field_of("m", "StoryEntry.wallTime")
+_M_STORY_ENTRY__COMPONENT = field_of("m", "StoryEntry.component")
+_M_STORY_ENTRY__WHERE = field_of("m", "StoryEntry.where")
+_M_STORY_ENTRY__WHAT = field_of("m", "StoryEntry.what")
+_M_STORY_ENTRY__CAUSE = field_of("m", "StoryEntry.cause")
+_M_TASK_STORY_REPLY__TASK_ID = field_of("m", "TaskStoryReply.taskId")
+_M_TASK_STORY_REPLY__KNOWN = field_of("m", "TaskStoryReply.known")
+_M_TASK_STORY_REPLY__ENTRIES = field_of("m", "TaskStoryReply.entries")
+_M_TASK_STORY_REPLY__NOTE = field_of("m", "TaskStoryReply.note")
+_M_WORKER_CAPACITY__CAPACITY = field_of("m", "WorkerCapacity.capacity")
+_M_WORKER_LEAVING__REASON = field_of("m", "WorkerLeaving.reason")
+_M_TASK_RETURN__TASK_IDS = field_of("m", "TaskReturn.taskIds")
+_M_SHUTDOWN__REASON = field_of("m", "Shutdown.reason")
+_M_TARGET_ENTRY__CAPABILITIES = field_of("m", "TargetEntry.capabilities")
+_M_TARGET_ENTRY__WORKERS = field_of("m", "TargetEntry.workers")
+_M_MANAGER_TARGET__ENTRIES = field_of("m", "ManagerTarget.entries")
+_M_MANAGER_TARGET__DRAIN = field_of("m", "ManagerTarget.drain")
+_M_MANAGER_TARGET__CONNECTED = field_of("m", "ManagerTarget.connected")
+_M_PROCESSOR_READY__PID = field_of("m", "ProcessorReady.pid")
+_M_PROCESSOR_BLOCKED__TASK_ID = field_of("m", "ProcessorBlocked.taskId")
+_M_PROCESSOR_RESUME_REQUEST__TASK_ID = field_of("m", "ProcessorResumeRequest.taskId")
+_M_PROCESSOR_RESUME__TASK_ID = field_of("m", "ProcessorResume.taskId")
+_M_RESULT_SENT__TASK_ID = field_of("m", "ResultSent.taskId")
+_M_RESULT_SENT__RESULT = field_of("m", "ResultSent.result")
+_M_RESULT_SENT__SECONDS = field_of("m", "ResultSent.seconds")
+_M_PROCESSOR_EXITED__PROCESSOR_ID = field_of("m", "ProcessorExited.processorId")
+_M_PROCESSOR_EXITED__DESCRIPTION = field_of("m", "ProcessorExited.description")
+_M_PROCESSOR_EXITED__OUT_OF_MEMORY = field_of("m", "ProcessorExited.outOfMemory")
+_M_PROCESSOR_EXITED__LENT_TASK = field_of("m", "ProcessorExited.lentTask")
+_M_PROCESSOR_EXITED__LENT_TASK_KNOWN = field_of("m", "ProcessorExited.lentTaskKnown")
+_M_STATUS_SNAPSHOT__TIME = field_of("m", "StatusSnapshot.time")
+_M_STATUS_SNAPSHOT__SCHEDULER = field_of("m", "StatusSnapshot.scheduler")
+_M_STATUS_SNAPSHOT__WORKERS = field_of("m", "StatusSnapshot.workers")
+_M_STATUS_SNAPSHOT__CLIENTS = field_of("m", "StatusSnapshot.clients")
+_M_STATUS_SNAPSHOT__MANAGERS = field_of("m", "StatusSnapshot.managers")
+_M_STATUS_SNAPSHOT__PENDING = field_of("m", "StatusSnapshot.pending")
+_M_STATUS_SNAPSHOT__WALL_TIME = field_of("m", "StatusSnapshot.wallTime")
+_M_STATUS_SNAPSHOT__FEED_VERSION = field_of("m", "StatusSnapshot.feedVersion")
+_M_STATUS_SNAPSHOT__FUNCTIONS = field_of("m", "StatusSnapshot.functions")
+_M_STATUS_SNAPSHOT__MESSAGE_COUNTS = field_of("m", "StatusSnapshot.messageCounts")
+_M_STATUS_SNAPSHOT__JOBS = field_of("m", "StatusSnapshot.jobs")
+_M_STATUS_SNAPSHOT__ACTORS = field_of("m", "StatusSnapshot.actors")
+_M_ACTOR_SUMMARY__ACTOR_ID = field_of("m", "ActorSummary.actorId")
+_M_ACTOR_SUMMARY__CLASS_NAME = field_of("m", "ActorSummary.className")
+_M_ACTOR_SUMMARY__NAME = field_of("m", "ActorSummary.name")
+_M_ACTOR_SUMMARY__CLIENT_ID = field_of("m", "ActorSummary.clientId")
+_M_ACTOR_SUMMARY__WORKER_ID = field_of("m", "ActorSummary.workerId")
+_M_ACTOR_SUMMARY__STATE = field_of("m", "ActorSummary.state")
+_M_ACTOR_SUMMARY__RESTARTS = field_of("m", "ActorSummary.restarts")
+_M_ACTOR_SUMMARY__CALLS = field_of("m", "ActorSummary.calls")
+_M_ACTOR_SUMMARY__CALLS_DONE = field_of("m", "ActorSummary.callsDone")
+_M_ACTOR_SUMMARY__AGE_SECONDS = field_of("m", "ActorSummary.ageSeconds")
+_M_JOB_SUMMARY__NAME = field_of("m", "JobSummary.name")
+_M_JOB_SUMMARY__STATE = field_of("m", "JobSummary.state")
+_M_JOB_SUMMARY__DONE = field_of("m", "JobSummary.done")
+_M_JOB_SUMMARY__TOTAL = field_of("m", "JobSummary.total")
+_M_JOB_SUMMARY__SUBMITTER_CONNECTED = field_of("m", "JobSummary.submitterConnected")
+_M_JOB_SUMMARY__FAILED = field_of("m", "JobSummary.failed")
+_M_JOB_SUMMARY__SUBMITTER = field_of("m", "JobSummary.submitter")
+_M_JOB_SUMMARY__OWNER_KEY = field_of("m", "JobSummary.ownerKey")
+_M_JOB_SUMMARY__AGE_SECONDS = field_of("m", "JobSummary.ageSeconds")
+_M_TASK_COUNTS__WAITING = field_of("m", "TaskCounts.waiting")
+_M_TASK_COUNTS__QUEUED = field_of("m", "TaskCounts.queued")
+_M_TASK_COUNTS__RUNNING = field_of("m", "TaskCounts.running")
+_M_TASK_COUNTS__SUCCEEDED = field_of("m", "TaskCounts.succeeded")
+_M_TASK_COUNTS__FAILED = field_of("m", "TaskCounts.failed")
+_M_TASK_COUNTS__CANCELED = field_of("m", "TaskCounts.canceled")
+_M_FUNCTION_SUMMARY__NAME = field_of("m", "FunctionSummary.name")
+_M_FUNCTION_SUMMARY__COUNTS = field_of("m", "FunctionSummary.counts")
+_M_MESSAGE_COUNT__NAME = field_of("m", "MessageCount.name")
+_M_MESSAGE_COUNT__SENT = field_of("m", "MessageCount.sent")
+_M_MESSAGE_COUNT__RECEIVED = field_of("m", "MessageCount.received")
+_M_TASK_TRANSITIONS__FEED_VERSION = field_of("m", "TaskTransitions.feedVersion")
+_M_TASK_TRANSITIONS__WALL_TIME = field_of("m", "TaskTransitions.wallTime")
+_M_TASK_TRANSITIONS__TRANSITIONS = field_of("m", "TaskTransitions.transitions")
+_M_TASK_TRANSITIONS__DROPPED = field_of("m", "TaskTransitions.dropped")
+_M_TASK_TRANSITION__TASK_ID = field_of("m", "TaskTransition.taskId")
+_M_TASK_TRANSITION__STATE = field_of("m", "TaskTransition.state")
+_M_TASK_TRANSITION__WORKER_ID = field_of("m", "TaskTransition.workerId")
+_M_TASK_TRANSITION__FUNCTION_NAME = field_of("m", "TaskTransition.functionName")
+_M_TASK_TRANSITION__WALL_TIME = field_of("m", "TaskTransition.wallTime")
+_M_TASK_TRANSITION__RUN_SECONDS = field_of("m", "TaskTransition.runSeconds")
+_M_TASK_TRANSITION__PEAK_MEMORY_BYTES = field_of("m", "TaskTransition.peakMemoryBytes")
+_M_TASK_TRANSITION__CLIENT_ID = field_of("m", "TaskTransition.clientId")
+_M_SCALING_DECISIONS__FEED_VERSION = field_of("m", "ScalingDecisions.feedVersion")
+_M_SCALING_DECISIONS__WALL_TIME = field_of("m", "ScalingDecisions.wallTime")
+_M_SCALING_DECISIONS__DECISIONS = field_of("m", "ScalingDecisions.decisions")
+_M_SCALING_DECISION__MANAGER_ID = field_of("m", "ScalingDecision.managerId")
+_M_SCALING_DECISION__FROM_WORKERS = field_of("m", "ScalingDecision.fromWorkers")
+_M_SCALING_DECISION__TO_WORKERS = field_of("m", "ScalingDecision.toWorkers")
+_M_SCALING_DECISION__REASON = field_of("m", "ScalingDecision.reason")
+_M_SCALING_DECISION__WALL_TIME = field_of("m", "ScalingDecision.wallTime")
+_M_SCHEDULER_STATS__ADDRESS = field_of("m", "SchedulerStats.address")
+_M_SCHEDULER_STATS__CPU_PERCENT = field_of("m", "SchedulerStats.cpuPercent")
+_M_SCHEDULER_STATS__RSS_BYTES = field_of("m", "SchedulerStats.rssBytes")
+_M_SCHEDULER_STATS__QUEUED = field_of("m", "SchedulerStats.queued")
+_M_SCHEDULER_STATS__RUNNING = field_of("m", "SchedulerStats.running")
+_M_SCHEDULER_STATS__SUCCEEDED = field_of("m", "SchedulerStats.succeeded")
+_M_SCHEDULER_STATS__FAILED = field_of("m", "SchedulerStats.failed")
+_M_SCHEDULER_STATS__CANCELED = field_of("m", "SchedulerStats.canceled")
+_M_SCHEDULER_STATS__WORKER_DIED = field_of("m", "SchedulerStats.workerDied")
+_M_SCHEDULER_STATS__OBJECT_COUNT = field_of("m", "SchedulerStats.objectCount")
+_M_SCHEDULER_STATS__OBJECT_BYTES = field_of("m", "SchedulerStats.objectBytes")
+_M_SCHEDULER_STATS__MESSAGES_RECEIVED = field_of("m", "SchedulerStats.messagesReceived")
+_M_SCHEDULER_STATS__MESSAGES_SENT = field_of("m", "SchedulerStats.messagesSent")
+_M_SCHEDULER_STATS__GRAPHS = field_of("m", "SchedulerStats.graphs")
+_M_SCHEDULER_STATS__NOT_FOUND = field_of("m", "SchedulerStats.notFound")
+_M_WORKER_SUMMARY__WORKER_ID = field_of("m", "WorkerSummary.workerId")
+_M_WORKER_SUMMARY__MANAGER_ID = field_of("m", "WorkerSummary.managerId")
+_M_WORKER_SUMMARY__CAPABILITIES = field_of("m", "WorkerSummary.capabilities")
+_M_WORKER_SUMMARY__CAPACITY = field_of("m", "WorkerSummary.capacity")
+_M_WORKER_SUMMARY__ASSIGNED = field_of("m", "WorkerSummary.assigned")
+_M_WORKER_SUMMARY__STATUS = field_of("m", "WorkerSummary.status")
+_M_WORKER_SUMMARY__CPU_PERCENT = field_of("m", "WorkerSummary.cpuPercent")
+_M_WORKER_SUMMARY__RSS_BYTES = field_of("m", "WorkerSummary.rssBytes")
+_M_WORKER_SUMMARY__LAST_SEEN_SECONDS_AGO = field_of("m", "WorkerSummary.lastSeenSecondsAgo")
+_M_WORKER_SUMMARY__HOSTNAME = field_of("m", "WorkerSummary.hostname")
+_M_WORKER_SUMMARY__PID = field_of("m", "WorkerSummary.pid")
+_M_WORKER_SUMMARY__LAG_SECONDS = field_of("m", "WorkerSummary.lagSeconds")
+_M_WORKER_SUMMARY__WORKER_TYPE = field_of("m", "WorkerSummary.workerType")
+_M_WORKER_SUMMARY__CONNECTED_SECONDS_AGO = field_of("m", "WorkerSummary.connectedSecondsAgo")
+_M_CLIENT_SUMMARY__CLIENT_ID = field_of("m", "ClientSummary.clientId")
+_M_CLIENT_SUMMARY__TASKS = field_of("m", "ClientSummary.tasks")
+_M_CLIENT_SUMMARY__NAME = field_of("m", "ClientSummary.name")
+_M_CLIENT_SUMMARY__HOSTNAME = field_of("m", "ClientSummary.hostname")
+_M_CLIENT_SUMMARY__COUNTS = field_of("m", "ClientSummary.counts")
+_M_CLIENT_SUMMARY__AWAY_SECONDS = field_of("m", "ClientSummary.awaySeconds")
+_M_CLIENT_SUMMARY__RESUME_SECONDS = field_of("m", "ClientSummary.resumeSeconds")
+_M_MANAGER_SUMMARY__MANAGER_ID = field_of("m", "ManagerSummary.managerId")
+_M_MANAGER_SUMMARY__MANAGER_TYPE = field_of("m", "ManagerSummary.managerType")
+_M_MANAGER_SUMMARY__CAPABILITIES = field_of("m", "ManagerSummary.capabilities")
+_M_MANAGER_SUMMARY__MAX_WORKERS = field_of("m", "ManagerSummary.maxWorkers")
+_M_MANAGER_SUMMARY__CONNECTED_WORKERS = field_of("m", "ManagerSummary.connectedWorkers")
+_M_MANAGER_SUMMARY__TARGET_WORKERS = field_of("m", "ManagerSummary.targetWorkers")
+_M_MANAGER_SUMMARY__UNITS = field_of("m", "ManagerSummary.units")
+_M_MANAGER_SUMMARY__PENDING_UNITS = field_of("m", "ManagerSummary.pendingUnits")
+_M_MANAGER_SUMMARY__HAS_TARGET = field_of("m", "ManagerSummary.hasTarget")
+_M_MANAGER_SUMMARY__LAST_TARGET = field_of("m", "ManagerSummary.lastTarget")
+_M_MANAGER_SUMMARY__SECONDS_SINCE_HEARTBEAT = field_of("m", "ManagerSummary.secondsSinceHeartbeat")
+_M_MANAGER_SUMMARY__WORKER_COST_PER_HOUR = field_of("m", "ManagerSummary.workerCostPerHour")
+_M_MANAGER_SUMMARY__BOOT_SECONDS = field_of("m", "ManagerSummary.bootSeconds")
+_M_MANAGER_SUMMARY__MIN_WORKERS = field_of("m", "ManagerSummary.minWorkers")
+_M_MANAGER_SUMMARY__BUFFER_WORKERS = field_of("m", "ManagerSummary.bufferWorkers")
+_M_PENDING_GROUP__CAPABILITIES = field_of("m", "PendingGroup.capabilities")
+_M_PENDING_GROUP__COUNT = field_of("m", "PendingGroup.count")
+_M_PENDING_GROUP__REASON = field_of("m", "PendingGroup.reason")
+_M_PENDING_GROUP__RUNNING = field_of("m", "PendingGroup.running")
+_M_PENDING_GROUP__OLDEST_QUEUED_SECONDS = field_of("m", "PendingGroup.oldestQueuedSeconds")
+_M_UNITS_RECLAIMED__UNIT_IDS = field_of("m", "UnitsReclaimed.unitIds")
+_M_UNITS_RECLAIMED__NOTICE_SECONDS = field_of("m", "UnitsReclaimed.noticeSeconds")
+_M_JOB_OPEN__NAME = field_of("m", "JobOpen.name")
+_M_JOB_OPEN__TASK_IDS = field_of("m", "JobOpen.taskIds")
+_M_JOB_ATTACH__NAME = field_of("m", "JobAttach.name")
+_M_JOB_ATTACH__FOLLOW = field_of("m", "JobAttach.follow")
+_M_JOB_REPLY__NAME = field_of("m", "JobReply.name")
+_M_JOB_REPLY__ACCEPTED = field_of("m", "JobReply.accepted")
+_M_JOB_REPLY__REASON = field_of("m", "JobReply.reason")
+_M_JOB_REPLY__TASK_IDS = field_of("m", "JobReply.taskIds")
+_M_JOB_REPLY__STATE = field_of("m", "JobReply.state")
+_M_JOB_REPLY__OWNER_ID = field_of("m", "JobReply.ownerId")
+_M_CLIENT_RESUME__ANSWERS_EPOCH = field_of("m", "ClientResume.answersEpoch")
+_M_CLIENT_RESUME__ANSWERS_RECEIVED = field_of("m", "ClientResume.answersReceived")
+_M_CLIENT_RESUME__UNFINISHED = field_of("m", "ClientResume.unfinished")
+_M_CLIENT_RESUMED__ANSWERS_EPOCH = field_of("m", "ClientResumed.answersEpoch")
+_M_CLIENT_RESUMED__UNKNOWN = field_of("m", "ClientResumed.unknown")
+_M_CLIENT_RESUMED__CANCELLED = field_of("m", "ClientResumed.cancelled")
+_M_STREAM_ITEM__TASK_ID = field_of("m", "StreamItem.taskId")
+_M_STREAM_ITEM__INDEX = field_of("m", "StreamItem.index")
+_M_STREAM_ITEM__INLINE = field_of("m", "StreamItem.inline")
+_M_STREAM_ITEM__OBJECT_ID = field_of("m", "StreamItem.objectId")
+_M_STREAM_CREDIT__TASK_ID = field_of("m", "StreamCredit.taskId")
+_M_STREAM_CREDIT__UP_TO = field_of("m", "StreamCredit.upTo")
+_M_ACTOR_READY__ACTOR_ID = field_of("m", "ActorReady.actorId")
+_M_ACTOR_READY__PROCESSOR = field_of("m", "ActorReady.processor")
+_M_ACTOR_STOP__ACTOR_ID = field_of("m", "ActorStop.actorId")
+_M_ACTOR_LOOKUP__NAME = field_of("m", "ActorLookup.name")
+_M_ACTOR_REPLY__NAME = field_of("m", "ActorReply.name")
+_M_ACTOR_REPLY__FOUND = field_of("m", "ActorReply.found")
+_M_ACTOR_REPLY__ACTOR_ID = field_of("m", "ActorReply.actorId")
+_M_ACTOR_REPLY__CLASS_NAME = field_of("m", "ActorReply.className")
+_M_ACTOR_REPLY__INTERFACE = field_of("m", "ActorReply.interface")
+_M_ACTOR_REPLY__REASON = field_of("m", "ActorReply.reason")
 _STORAGE_STATUS = tuple(sm.StorageStatus)
+_SM_STORAGE_REQUEST__REQUEST_ID = field_of("sm", "StorageRequest.requestId")
+_SM_STORAGE_REQUEST__HELLO = field_of("sm", "StorageRequest.hello")
+_SM_STORAGE_REQUEST__PUT = field_of("sm", "StorageRequest.put")
+_SM_STORAGE_REQUEST__GET = field_of("sm", "StorageRequest.get")
+_SM_STORAGE_REQUEST__DELETE = field_of("sm", "StorageRequest.delete")
+_SM_STORAGE_REQUEST__EXISTS = field_of("sm", "StorageRequest.exists")
+_SM_STORAGE_REQUEST__INFO = field_of("sm", "StorageRequest.info")
+_SM_STORAGE_REQUEST__DELETE_OWNER = field_of("sm", "StorageRequest.deleteOwner")
+_SM_STORAGE_REQUEST__ADOPT = field_of("sm", "StorageRequest.adopt")
+_SM_STORAGE_REQUEST__GET_MAPPED = field_of("sm", "StorageRequest.getMapped")
+_SM_STORAGE_REQUEST__ADOPT_MANY = field_of("sm", "StorageRequest.adoptMany")
+_SM_STORAGE_REQUEST__GET_IN_PARTS = field_of("sm", "StorageRequest.getInParts")
+_SM_STORAGE_HELLO__PROTOCOL_VERSION = field_of("sm", "StorageHello.protocolVersion")
+_SM_STORAGE_HELLO__PYTHON_VERSION = field_of("sm", "StorageHello.pythonVersion")
+_SM_STORAGE_HELLO__ROLE = field_of("sm", "StorageHello.role")
+_SM_STORAGE_HELLO__OWNER_ID = field_of("sm", "StorageHello.ownerId")
+_SM_ADOPT_REQUEST__OBJECT_ID = field_of("sm", "AdoptRequest.objectId")
+_SM_ADOPT_REQUEST__OWNER_ID = field_of("sm", "AdoptRequest.ownerId")
+_SM_ADOPT_REQUEST__FILE_NAME = field_of("sm", "AdoptRequest.fileName")
+_SM_ADOPT_REQUEST__TOTAL_BYTES = field_of("sm", "AdoptRequest.totalBytes")
+_SM_ADOPT_REQUEST__NAME = field_of("sm", "AdoptRequest.name")
+_SM_ADOPT_MANY__ADOPTS = field_of("sm", "AdoptMany.adopts")
+_SM_ADOPT_OUTCOMES__OUTCOMES = field_of("sm", "AdoptOutcomes.outcomes")
+_SM_ADOPT_OUTCOME__STATUS = field_of("sm", "AdoptOutcome.status")
+_SM_ADOPT_OUTCOME__REASON = field_of("sm", "AdoptOutcome.reason")
+_SM_PUT_REQUEST__OBJECT_ID = field_of("sm", "PutRequest.objectId")
+_SM_PUT_REQUEST__OWNER_ID = field_of("sm", "PutRequest.ownerId")
+_SM_PUT_REQUEST__TOTAL_BYTES = field_of("sm", "PutRequest.totalBytes")
+_SM_PUT_REQUEST__NAME = field_of("sm", "PutRequest.name")
+_SM_PUT_REQUEST__FRAME_BYTES = field_of("sm", "PutRequest.frameBytes")
+_SM_STORAGE_REPLY__REQUEST_ID = field_of("sm", "StorageReply.requestId")
+_SM_STORAGE_REPLY__STATUS = field_of("sm", "StorageReply.status")
+_SM_STORAGE_REPLY__REASON = field_of("sm", "StorageReply.reason")
+_SM_STORAGE_REPLY__FRAME_BYTES = field_of("sm", "StorageReply.frameBytes")
+_SM_STORAGE_REPLY__PARTS = field_of("sm", "StorageReply.parts")
+_SM_STORAGE_REPLY__NONE = field_of("sm", "StorageReply.none")
+_SM_STORAGE_REPLY__OBJECT = field_of("sm", "StorageReply.object")
+_SM_STORAGE_REPLY__EXISTS = field_of("sm", "StorageReply.exists")
+_SM_STORAGE_REPLY__INFO = field_of("sm", "StorageReply.info")
+_SM_STORAGE_REPLY__DELETED = field_of("sm", "StorageReply.deleted")
+_SM_STORAGE_REPLY__SEGMENTS = field_of("sm", "StorageReply.segments")
+_SM_STORAGE_REPLY__MAPPED = field_of("sm", "StorageReply.mapped")
+_SM_STORAGE_REPLY__OUTCOMES = field_of("sm", "StorageReply.outcomes")
+_SM_SEGMENT_DIRECTORY__PATH = field_of("sm", "SegmentDirectory.path")
+_SM_SEGMENT_DIRECTORY__BOOT_ID = field_of("sm", "SegmentDirectory.bootId")
+_SM_SEGMENT_DIRECTORY__DEVICE = field_of("sm", "SegmentDirectory.device")
+_SM_SEGMENT_DIRECTORY__INODE = field_of("sm", "SegmentDirectory.inode")
+_SM_SEGMENT_DIRECTORY__SHARED_MEMORY = field_of("sm", "SegmentDirectory.sharedMemory")
+_SM_STORAGE_INFO__OBJECT_COUNT = field_of("sm", "StorageInfo.objectCount")
+_SM_STORAGE_INFO__TOTAL_BYTES = field_of("sm", "StorageInfo.totalBytes")
+_SM_STORAGE_INFO__OWNER_COUNT = field_of("sm", "StorageInfo.ownerCount")
 
 
 def write_hello(b: Any, v: m.Hello) -> None:
@@ -51,25 +422,25 @@ def write_hello(b: Any, v: m.Hello) -> None:
 
 
 def read_hello(r: Any) -> m.Hello:
-    which = r._get("role")._which().raw
+    which = r._get_by_field(_M_HELLO__ROLE)._which_str()
     info: m.RoleInfo
-    if which == 0:
-        info = read_client_info(r._get("role")._get("client"))
-    elif which == 1:
-        info = read_worker_info(r._get("role")._get("worker"))
-    elif which == 2:
-        info = read_manager_info(r._get("role")._get("manager"))
-    elif which == 3:
-        info = read_processor_info(r._get("role")._get("processor"))
+    if which == "client":
+        info = read_client_info(r._get_by_field(_M_HELLO__ROLE)._get_by_field(_M_HELLO__ROLE__CLIENT))
+    elif which == "worker":
+        info = read_worker_info(r._get_by_field(_M_HELLO__ROLE)._get_by_field(_M_HELLO__ROLE__WORKER))
+    elif which == "manager":
+        info = read_manager_info(r._get_by_field(_M_HELLO__ROLE)._get_by_field(_M_HELLO__ROLE__MANAGER))
+    elif which == "processor":
+        info = read_processor_info(r._get_by_field(_M_HELLO__ROLE)._get_by_field(_M_HELLO__ROLE__PROCESSOR))
     else:
         raise ValueError(f"unknown union member {which}")
     return m.Hello(
-        r._get("protocolVersion"),
-        r._get("pythonVersion"),
-        r._get("pid"),
-        r._get("hostname"),
+        r._get_by_field(_M_HELLO__PROTOCOL_VERSION),
+        r._get_by_field(_M_HELLO__PYTHON_VERSION),
+        r._get_by_field(_M_HELLO__PID),
+        r._get_by_field(_M_HELLO__HOSTNAME),
         info,
-        r._get("knownInstance"),
+        r._get_by_field(_M_HELLO__KNOWN_INSTANCE),
     )
 
 
@@ -83,11 +454,11 @@ def write_client_info(b: Any, v: m.ClientInfo) -> None:
 
 def read_client_info(r: Any) -> m.ClientInfo:
     return m.ClientInfo(
-        r._get("name"),
-        share_or_default(r._get("share")),
-        r._get("maxRunningTasks"),
-        r._get("maxWorkers"),
-        r._get("resumeSeconds"),
+        r._get_by_field(_M_CLIENT_INFO__NAME),
+        share_or_default(r._get_by_field(_M_CLIENT_INFO__SHARE)),
+        r._get_by_field(_M_CLIENT_INFO__MAX_RUNNING_TASKS),
+        r._get_by_field(_M_CLIENT_INFO__MAX_WORKERS),
+        r._get_by_field(_M_CLIENT_INFO__RESUME_SECONDS),
     )
 
 
@@ -102,14 +473,13 @@ def write_worker_info(b: Any, v: m.WorkerInfo) -> None:
 
 
 def read_worker_info(r: Any) -> m.WorkerInfo:
-    held_tasks = r._get("heldTasks")
     return m.WorkerInfo(
-        capabilities_of(r._get("capabilities")),
-        r._get("capacity"),
-        r._get("managerId"),
-        r._get("workerType"),
-        tuple(held_tasks) if len(held_tasks) else (),
-        r._get("lendsProcessors"),
+        capabilities_of(r._get_by_field(_M_WORKER_INFO__CAPABILITIES)),
+        r._get_by_field(_M_WORKER_INFO__CAPACITY),
+        r._get_by_field(_M_WORKER_INFO__MANAGER_ID),
+        r._get_by_field(_M_WORKER_INFO__WORKER_TYPE),
+        tuple(r._get_by_field(_M_WORKER_INFO__HELD_TASKS)) if r._has_by_field(_M_WORKER_INFO__HELD_TASKS) else (),
+        r._get_by_field(_M_WORKER_INFO__LENDS_PROCESSORS),
     )
 
 
@@ -126,14 +496,14 @@ def write_manager_info(b: Any, v: m.ManagerInfo) -> None:
 
 def read_manager_info(r: Any) -> m.ManagerInfo:
     return m.ManagerInfo(
-        r._get("managerId"),
-        capabilities_of(r._get("capabilities")),
-        limit_of(r._get("maxWorkers")),
-        r._get("managerType"),
-        r._get("workerCostPerHour"),
-        none_if_negative(r._get("expectedBootSeconds")),
-        r._get("minWorkers"),
-        r._get("bufferWorkers"),
+        r._get_by_field(_M_MANAGER_INFO__MANAGER_ID),
+        capabilities_of(r._get_by_field(_M_MANAGER_INFO__CAPABILITIES)),
+        limit_of(r._get_by_field(_M_MANAGER_INFO__MAX_WORKERS)),
+        r._get_by_field(_M_MANAGER_INFO__MANAGER_TYPE),
+        r._get_by_field(_M_MANAGER_INFO__WORKER_COST_PER_HOUR),
+        none_if_negative(r._get_by_field(_M_MANAGER_INFO__EXPECTED_BOOT_SECONDS)),
+        r._get_by_field(_M_MANAGER_INFO__MIN_WORKERS),
+        r._get_by_field(_M_MANAGER_INFO__BUFFER_WORKERS),
     )
 
 
@@ -145,9 +515,11 @@ def write_processor_info(b: Any, v: m.ProcessorInfo) -> None:
 
 
 def read_processor_info(r: Any) -> m.ProcessorInfo:
-    held_tasks = r._get("heldTasks")
     return m.ProcessorInfo(
-        r._get("processorId"), r._get("workerId"), r._get("lent"), tuple(held_tasks) if len(held_tasks) else ()
+        r._get_by_field(_M_PROCESSOR_INFO__PROCESSOR_ID),
+        r._get_by_field(_M_PROCESSOR_INFO__WORKER_ID),
+        r._get_by_field(_M_PROCESSOR_INFO__LENT),
+        tuple(r._get_by_field(_M_PROCESSOR_INFO__HELD_TASKS)) if r._has_by_field(_M_PROCESSOR_INFO__HELD_TASKS) else (),
     )
 
 
@@ -165,15 +537,15 @@ def write_hello_reply(b: Any, v: m.HelloReply) -> None:
 
 def read_hello_reply(r: Any) -> m.HelloReply:
     return m.HelloReply(
-        r._get("accepted"),
-        r._get("reason"),
-        r._get("protocolVersion"),
-        r._get("pythonVersion"),
-        r._get("objectStorageAddress"),
-        r._get("heartbeatIntervalSeconds"),
-        r._get("workerCount"),
-        r._get("instanceId"),
-        r._get("resumeSeconds"),
+        r._get_by_field(_M_HELLO_REPLY__ACCEPTED),
+        r._get_by_field(_M_HELLO_REPLY__REASON),
+        r._get_by_field(_M_HELLO_REPLY__PROTOCOL_VERSION),
+        r._get_by_field(_M_HELLO_REPLY__PYTHON_VERSION),
+        r._get_by_field(_M_HELLO_REPLY__OBJECT_STORAGE_ADDRESS),
+        r._get_by_field(_M_HELLO_REPLY__HEARTBEAT_INTERVAL_SECONDS),
+        r._get_by_field(_M_HELLO_REPLY__WORKER_COUNT),
+        r._get_by_field(_M_HELLO_REPLY__INSTANCE_ID),
+        r._get_by_field(_M_HELLO_REPLY__RESUME_SECONDS),
     )
 
 
@@ -194,15 +566,15 @@ def write_heartbeat(b: Any, v: m.Heartbeat) -> None:
 
 
 def read_heartbeat(r: Any) -> m.Heartbeat:
-    which = r._which().raw
+    which = r._which_str()
     return m.Heartbeat(
-        r._get("cpuPercent"),
-        r._get("rssBytes"),
-        read_worker_status(r._get("worker")) if which == 1 else None,
-        read_manager_status(r._get("manager")) if which == 2 else None,
-        r._get("roundTripSeconds"),
-        r._get("answersEpoch"),
-        r._get("answersReceived"),
+        r._get_by_field(_M_HEARTBEAT__CPU_PERCENT),
+        r._get_by_field(_M_HEARTBEAT__RSS_BYTES),
+        read_worker_status(r._get_by_field(_M_HEARTBEAT__WORKER)) if which == "worker" else None,
+        read_manager_status(r._get_by_field(_M_HEARTBEAT__MANAGER)) if which == "manager" else None,
+        r._get_by_field(_M_HEARTBEAT__ROUND_TRIP_SECONDS),
+        r._get_by_field(_M_HEARTBEAT__ANSWERS_EPOCH),
+        r._get_by_field(_M_HEARTBEAT__ANSWERS_RECEIVED),
     )
 
 
@@ -219,16 +591,17 @@ def write_worker_status(b: Any, v: m.WorkerStatus) -> None:
 
 
 def read_worker_status(r: Any) -> m.WorkerStatus:
-    processors = r._get("processors")
     return m.WorkerStatus(
-        r._get("queued"),
-        r._get("running"),
-        r._get("blocked"),
-        r._get("freeMemoryBytes"),
-        tuple(map(read_processor_status, processors)) if len(processors) else (),
-        r._get("memoryBytes"),
-        r._get("memoryLimitBytes"),
-        r._get("memoryLimitSource"),
+        r._get_by_field(_M_WORKER_STATUS__QUEUED),
+        r._get_by_field(_M_WORKER_STATUS__RUNNING),
+        r._get_by_field(_M_WORKER_STATUS__BLOCKED),
+        r._get_by_field(_M_WORKER_STATUS__FREE_MEMORY_BYTES),
+        tuple(map(read_processor_status, r._get_by_field(_M_WORKER_STATUS__PROCESSORS)))
+        if r._has_by_field(_M_WORKER_STATUS__PROCESSORS)
+        else (),
+        r._get_by_field(_M_WORKER_STATUS__MEMORY_BYTES),
+        r._get_by_field(_M_WORKER_STATUS__MEMORY_LIMIT_BYTES),
+        r._get_by_field(_M_WORKER_STATUS__MEMORY_LIMIT_SOURCE),
     )
 
 
@@ -242,7 +615,11 @@ def write_processor_status(b: Any, v: m.ProcessorStatus) -> None:
 
 def read_processor_status(r: Any) -> m.ProcessorStatus:
     return m.ProcessorStatus(
-        r._get("pid"), r._get("cpuPercent"), r._get("rssBytes"), r._get("state"), r._get("memoryBytes")
+        r._get_by_field(_M_PROCESSOR_STATUS__PID),
+        r._get_by_field(_M_PROCESSOR_STATUS__CPU_PERCENT),
+        r._get_by_field(_M_PROCESSOR_STATUS__RSS_BYTES),
+        r._get_by_field(_M_PROCESSOR_STATUS__STATE),
+        r._get_by_field(_M_PROCESSOR_STATUS__MEMORY_BYTES),
     )
 
 
@@ -253,7 +630,11 @@ def write_manager_status(b: Any, v: m.ManagerStatus) -> None:
 
 
 def read_manager_status(r: Any) -> m.ManagerStatus:
-    return m.ManagerStatus(r._get("units"), r._get("pendingUnits"), r._get("bootSeconds"))
+    return m.ManagerStatus(
+        r._get_by_field(_M_MANAGER_STATUS__UNITS),
+        r._get_by_field(_M_MANAGER_STATUS__PENDING_UNITS),
+        r._get_by_field(_M_MANAGER_STATUS__BOOT_SECONDS),
+    )
 
 
 def write_heartbeat_echo(b: Any, v: m.HeartbeatEcho) -> None:
@@ -264,9 +645,12 @@ def write_heartbeat_echo(b: Any, v: m.HeartbeatEcho) -> None:
 
 
 def read_heartbeat_echo(r: Any) -> m.HeartbeatEcho:
-    results_read = r._get("resultsRead")
     return m.HeartbeatEcho(
-        r._get("objectStorageAddress"), r._get("workerCount"), tuple(results_read) if len(results_read) else ()
+        r._get_by_field(_M_HEARTBEAT_ECHO__OBJECT_STORAGE_ADDRESS),
+        r._get_by_field(_M_HEARTBEAT_ECHO__WORKER_COUNT),
+        tuple(r._get_by_field(_M_HEARTBEAT_ECHO__RESULTS_READ))
+        if r._has_by_field(_M_HEARTBEAT_ECHO__RESULTS_READ)
+        else (),
     )
 
 
@@ -275,7 +659,7 @@ def write_ping(b: Any, v: m.Ping) -> None:
 
 
 def read_ping(r: Any) -> m.Ping:
-    return m.Ping(r._get("nonce"))
+    return m.Ping(r._get_by_field(_M_PING__NONCE))
 
 
 def write_protocol_error(b: Any, v: m.ProtocolError) -> None:
@@ -284,7 +668,9 @@ def write_protocol_error(b: Any, v: m.ProtocolError) -> None:
 
 
 def read_protocol_error(r: Any) -> m.ProtocolError:
-    return m.ProtocolError(r._get("reason"), _PROTOCOL_ERROR_KIND[r._get("kind").raw])
+    return m.ProtocolError(
+        r._get_by_field(_M_PROTOCOL_ERROR__REASON), _PROTOCOL_ERROR_KIND[r._get_by_field(_M_PROTOCOL_ERROR__KIND).raw]
+    )
 
 
 def write_argument(b: Any, v: m.Argument) -> None:
@@ -303,16 +689,16 @@ def write_argument(b: Any, v: m.Argument) -> None:
 
 
 def read_argument(r: Any) -> m.Argument:
-    which = r._which().raw
-    if which == 0:
-        kind, data = m.ArgumentKind.INLINE, r._get("inline")
-    elif which == 1:
-        kind, data = m.ArgumentKind.OBJECT_ID, r._get("objectId")
-    elif which == 2:
-        kind, data = m.ArgumentKind.TASK_RESULT, r._get("taskResult")
+    which = r._which_str()
+    if which == "inline":
+        kind, data = m.ArgumentKind.INLINE, r._get_by_field(_M_ARGUMENT__INLINE)
+    elif which == "objectId":
+        kind, data = m.ArgumentKind.OBJECT_ID, r._get_by_field(_M_ARGUMENT__OBJECT_ID)
+    elif which == "taskResult":
+        kind, data = m.ArgumentKind.TASK_RESULT, r._get_by_field(_M_ARGUMENT__TASK_RESULT)
     else:
         raise ValueError(f"unknown union member {which}")
-    return m.Argument(kind, data, r._get("keyword"), r._get("copyOnWrite"))
+    return m.Argument(kind, data, r._get_by_field(_M_ARGUMENT__KEYWORD), r._get_by_field(_M_ARGUMENT__COPY_ON_WRITE))
 
 
 def write_log_forwarding(b: Any, v: m.LogForwarding) -> None:
@@ -321,7 +707,9 @@ def write_log_forwarding(b: Any, v: m.LogForwarding) -> None:
 
 
 def read_log_forwarding(r: Any) -> m.LogForwarding:
-    return m.LogForwarding(r._get("level"), r._get("loggerName"))
+    return m.LogForwarding(
+        r._get_by_field(_M_TASK_BODY__LOG_FORWARDING__LEVEL), r._get_by_field(_M_TASK_BODY__LOG_FORWARDING__LOGGER_NAME)
+    )
 
 
 def write_task_body(b: Any, v: m.TaskBody) -> None:
@@ -340,15 +728,16 @@ def write_task_body(b: Any, v: m.TaskBody) -> None:
 
 
 def read_task_body(r: Any) -> m.TaskBody:
-    args = r._get("args")
     return m.TaskBody(
-        r._get("functionId"),
-        tuple(map(read_argument, args)) if len(args) else (),
-        r._get("serializerId"),
-        r._get("profiling"),
-        r._get("streamOutput"),
-        r._get("clearEpoch"),
-        read_log_forwarding(r._get("logForwarding")) if r._get("forwardLogging") else None,
+        r._get_by_field(_M_TASK_BODY__FUNCTION_ID),
+        tuple(map(read_argument, r._get_by_field(_M_TASK_BODY__ARGS))) if r._has_by_field(_M_TASK_BODY__ARGS) else (),
+        r._get_by_field(_M_TASK_BODY__SERIALIZER_ID),
+        r._get_by_field(_M_TASK_BODY__PROFILING),
+        r._get_by_field(_M_TASK_BODY__STREAM_OUTPUT),
+        r._get_by_field(_M_TASK_BODY__CLEAR_EPOCH),
+        read_log_forwarding(r._get_by_field(_M_TASK_BODY__LOG_FORWARDING))
+        if r._get_by_field(_M_TASK_BODY__FORWARD_LOGGING)
+        else None,
     )
 
 
@@ -374,21 +763,19 @@ def write_task(b: Any, v: m.Task) -> None:
 
 
 def read_task(r: Any) -> m.Task:
-    dependencies = r._get("dependencies")
-    inputs = r._get("inputs")
     return m.Task(
-        r._get("taskId"),
-        shared(r._get("clientId")),
-        r._get("body"),
-        sys.intern(r._get("functionName")),
-        r._get("priority"),
-        capabilities_of(r._get("capabilities")),
-        r._get("graphId"),
-        tuple(dependencies) if len(dependencies) else (),
-        tuple(map(read_task_input, inputs)) if len(inputs) else (),
-        r._get("streamCredit"),
-        r._get("actorId"),
-        read_actor_spec(r._get("actor")) if r._has("actor") else None,
+        r._get_by_field(_M_TASK__TASK_ID),
+        shared(r._get_by_field(_M_TASK__CLIENT_ID)),
+        r._get_by_field(_M_TASK__BODY),
+        sys.intern(r._get_by_field(_M_TASK__FUNCTION_NAME)),
+        r._get_by_field(_M_TASK__PRIORITY),
+        capabilities_of(r._get_by_field(_M_TASK__CAPABILITIES)),
+        r._get_by_field(_M_TASK__GRAPH_ID),
+        tuple(r._get_by_field(_M_TASK__DEPENDENCIES)) if r._has_by_field(_M_TASK__DEPENDENCIES) else (),
+        tuple(map(read_task_input, r._get_by_field(_M_TASK__INPUTS))) if r._has_by_field(_M_TASK__INPUTS) else (),
+        r._get_by_field(_M_TASK__STREAM_CREDIT),
+        r._get_by_field(_M_TASK__ACTOR_ID),
+        read_actor_spec(r._get_by_field(_M_TASK__ACTOR)) if r._has_by_field(_M_TASK__ACTOR) else None,
     )
 
 
@@ -400,7 +787,12 @@ def write_actor_spec(b: Any, v: m.ActorSpec) -> None:
 
 
 def read_actor_spec(r: Any) -> m.ActorSpec:
-    return m.ActorSpec(r._get("maxRestarts"), r._get("maxConcurrency"), r._get("name"), r._get("interface"))
+    return m.ActorSpec(
+        r._get_by_field(_M_ACTOR_SPEC__MAX_RESTARTS),
+        r._get_by_field(_M_ACTOR_SPEC__MAX_CONCURRENCY),
+        r._get_by_field(_M_ACTOR_SPEC__NAME),
+        r._get_by_field(_M_ACTOR_SPEC__INTERFACE),
+    )
 
 
 def write_task_input(b: Any, v: m.TaskInput) -> None:
@@ -414,14 +806,14 @@ def write_task_input(b: Any, v: m.TaskInput) -> None:
 
 
 def read_task_input(r: Any) -> m.TaskInput:
-    which = r._which().raw
-    if which == 0:
-        kind, data = m.PayloadKind.INLINE, r._get("inline")
-    elif which == 1:
-        kind, data = m.PayloadKind.OBJECT_ID, r._get("objectId")
+    which = r._which_str()
+    if which == "inline":
+        kind, data = m.PayloadKind.INLINE, r._get_by_field(_M_TASK_INPUT__INLINE)
+    elif which == "objectId":
+        kind, data = m.PayloadKind.OBJECT_ID, r._get_by_field(_M_TASK_INPUT__OBJECT_ID)
     else:
         raise ValueError(f"unknown union member {which}")
-    return m.TaskInput(r._get("taskId"), kind, data)
+    return m.TaskInput(r._get_by_field(_M_TASK_INPUT__TASK_ID), kind, data)
 
 
 def write_profile(b: Any, v: m.Profile) -> None:
@@ -431,7 +823,11 @@ def write_profile(b: Any, v: m.Profile) -> None:
 
 
 def read_profile(r: Any) -> m.Profile:
-    return m.Profile(r._get("durationSeconds"), r._get("cpuSeconds"), r._get("peakMemoryBytes"))
+    return m.Profile(
+        r._get_by_field(_M_PROFILE__DURATION_SECONDS),
+        r._get_by_field(_M_PROFILE__CPU_SECONDS),
+        r._get_by_field(_M_PROFILE__PEAK_MEMORY_BYTES),
+    )
 
 
 def write_task_result(b: Any, v: m.TaskResult) -> None:
@@ -459,26 +855,28 @@ def write_task_result(b: Any, v: m.TaskResult) -> None:
 
 
 def read_task_result(r: Any) -> m.TaskResult:
-    which = r._which().raw
-    if which == 0:
+    which = r._which_str()
+    if which == "none":
         payload_kind, payload = m.PayloadKind.NONE, b""
-    elif which == 1:
-        payload_kind, payload = m.PayloadKind.INLINE, r._get("inline")
-    elif which == 2:
-        payload_kind, payload = m.PayloadKind.OBJECT_ID, r._get("objectId")
+    elif which == "inline":
+        payload_kind, payload = m.PayloadKind.INLINE, r._get_by_field(_M_TASK_RESULT__INLINE)
+    elif which == "objectId":
+        payload_kind, payload = m.PayloadKind.OBJECT_ID, r._get_by_field(_M_TASK_RESULT__OBJECT_ID)
     else:
         raise ValueError(f"unknown union member {which}")
     return m.TaskResult(
-        r._get("taskId"),
-        _RESULT_STATUS[r._get("status").raw],
+        r._get_by_field(_M_TASK_RESULT__TASK_ID),
+        _RESULT_STATUS[r._get_by_field(_M_TASK_RESULT__STATUS).raw],
         payload_kind,
         payload,
-        r._get("errorMessage"),
-        read_profile(r._get("profile")) if r._has("profile") else _PROFILE,
-        r._get("workerId"),
-        read_run_stamps(r._get("ran")) if r._has("ran") else None,
-        r._get("storedBytes"),
-        r._get("streamed"),
+        r._get_by_field(_M_TASK_RESULT__ERROR_MESSAGE),
+        read_profile(r._get_by_field(_M_TASK_RESULT__PROFILE))
+        if r._has_by_field(_M_TASK_RESULT__PROFILE)
+        else _PROFILE,
+        r._get_by_field(_M_TASK_RESULT__WORKER_ID),
+        read_run_stamps(r._get_by_field(_M_TASK_RESULT__RAN)) if r._has_by_field(_M_TASK_RESULT__RAN) else None,
+        r._get_by_field(_M_TASK_RESULT__STORED_BYTES),
+        r._get_by_field(_M_TASK_RESULT__STREAMED),
     )
 
 
@@ -490,7 +888,12 @@ def write_run_stamps(b: Any, v: m.RunStamps) -> None:
 
 
 def read_run_stamps(r: Any) -> m.RunStamps:
-    return m.RunStamps(r._get("startedAt"), r._get("finishedAt"), r._get("processorPid"), r._get("receivedAt"))
+    return m.RunStamps(
+        r._get_by_field(_M_RUN_STAMPS__STARTED_AT),
+        r._get_by_field(_M_RUN_STAMPS__FINISHED_AT),
+        r._get_by_field(_M_RUN_STAMPS__PROCESSOR_PID),
+        r._get_by_field(_M_RUN_STAMPS__RECEIVED_AT),
+    )
 
 
 def write_task_cancel(b: Any, v: m.TaskCancel) -> None:
@@ -499,8 +902,10 @@ def write_task_cancel(b: Any, v: m.TaskCancel) -> None:
 
 
 def read_task_cancel(r: Any) -> m.TaskCancel:
-    task_ids = r._get("taskIds")
-    return m.TaskCancel(tuple(task_ids) if len(task_ids) else (), r._get("queuedOnly"))
+    return m.TaskCancel(
+        tuple(r._get_by_field(_M_TASK_CANCEL__TASK_IDS)) if r._has_by_field(_M_TASK_CANCEL__TASK_IDS) else (),
+        r._get_by_field(_M_TASK_CANCEL__QUEUED_ONLY),
+    )
 
 
 def write_task_cancel_confirm(b: Any, v: m.TaskCancelConfirm) -> None:
@@ -509,7 +914,10 @@ def write_task_cancel_confirm(b: Any, v: m.TaskCancelConfirm) -> None:
 
 
 def read_task_cancel_confirm(r: Any) -> m.TaskCancelConfirm:
-    return m.TaskCancelConfirm(r._get("taskId"), _CANCEL_OUTCOME[r._get("outcome").raw])
+    return m.TaskCancelConfirm(
+        r._get_by_field(_M_TASK_CANCEL_CONFIRM__TASK_ID),
+        _CANCEL_OUTCOME[r._get_by_field(_M_TASK_CANCEL_CONFIRM__OUTCOME).raw],
+    )
 
 
 def write_task_log(b: Any, v: m.TaskLog) -> None:
@@ -519,7 +927,11 @@ def write_task_log(b: Any, v: m.TaskLog) -> None:
 
 
 def read_task_log(r: Any) -> m.TaskLog:
-    return m.TaskLog(r._get("taskId"), _LOG_STREAM[r._get("stream").raw], r._get("text"))
+    return m.TaskLog(
+        r._get_by_field(_M_TASK_LOG__TASK_ID),
+        _LOG_STREAM[r._get_by_field(_M_TASK_LOG__STREAM).raw],
+        r._get_by_field(_M_TASK_LOG__TEXT),
+    )
 
 
 def write_graph_task(b: Any, v: m.GraphTask) -> None:
@@ -530,13 +942,11 @@ def write_graph_task(b: Any, v: m.GraphTask) -> None:
 
 
 def read_graph_task(r: Any) -> m.GraphTask:
-    nodes = r._get("nodes")
-    targets = r._get("targets")
     return m.GraphTask(
-        r._get("graphId"),
-        r._get("clientId"),
-        tuple(map(read_task, nodes)) if len(nodes) else (),
-        tuple(targets) if len(targets) else (),
+        r._get_by_field(_M_GRAPH_TASK__GRAPH_ID),
+        r._get_by_field(_M_GRAPH_TASK__CLIENT_ID),
+        tuple(map(read_task, r._get_by_field(_M_GRAPH_TASK__NODES))) if r._has_by_field(_M_GRAPH_TASK__NODES) else (),
+        tuple(r._get_by_field(_M_GRAPH_TASK__TARGETS)) if r._has_by_field(_M_GRAPH_TASK__TARGETS) else (),
     )
 
 
@@ -545,7 +955,7 @@ def write_client_disconnect(b: Any, v: m.ClientDisconnect) -> None:
 
 
 def read_client_disconnect(r: Any) -> m.ClientDisconnect:
-    return m.ClientDisconnect(r._get("shutdownCluster"))
+    return m.ClientDisconnect(r._get_by_field(_M_CLIENT_DISCONNECT__SHUTDOWN_CLUSTER))
 
 
 def write_shutdown_reply(b: Any, v: m.ShutdownReply) -> None:
@@ -554,7 +964,7 @@ def write_shutdown_reply(b: Any, v: m.ShutdownReply) -> None:
 
 
 def read_shutdown_reply(r: Any) -> m.ShutdownReply:
-    return m.ShutdownReply(r._get("accepted"), r._get("reason"))
+    return m.ShutdownReply(r._get_by_field(_M_SHUTDOWN_REPLY__ACCEPTED), r._get_by_field(_M_SHUTDOWN_REPLY__REASON))
 
 
 def write_task_story_request(b: Any, v: m.TaskStoryRequest) -> None:
@@ -562,7 +972,7 @@ def write_task_story_request(b: Any, v: m.TaskStoryRequest) -> None:
 
 
 def read_task_story_request(r: Any) -> m.TaskStoryRequest:
-    return m.TaskStoryRequest(r._get("taskId"))
+    return m.TaskStoryRequest(r._get_by_field(_M_TASK_STORY_REQUEST__TASK_ID))
 
 
 def write_story_entry(b: Any, v: m.StoryEntry) -> None:
@@ -574,7 +984,13 @@ def write_story_entry(b: Any, v: m.StoryEntry) -> None:
 
 
 def read_story_entry(r: Any) -> m.StoryEntry:
-    return m.StoryEntry(r._get("wallTime"), r._get("component"), r._get("where"), r._get("what"), r._get("cause"))
+    return m.StoryEntry(
+        r._get_by_field(_M_STORY_ENTRY__WALL_TIME),
+        r._get_by_field(_M_STORY_ENTRY__COMPONENT),
+        r._get_by_field(_M_STORY_ENTRY__WHERE),
+        r._get_by_field(_M_STORY_ENTRY__WHAT),
+        r._get_by_field(_M_STORY_ENTRY__CAUSE),
+    )
 
 
 def write_task_story_reply(b: Any, v: m.TaskStoryReply) -> None:
@@ -585,9 +1001,13 @@ def write_task_story_reply(b: Any, v: m.TaskStoryReply) -> None:
 
 
 def read_task_story_reply(r: Any) -> m.TaskStoryReply:
-    entries = r._get("entries")
     return m.TaskStoryReply(
-        r._get("taskId"), r._get("known"), tuple(map(read_story_entry, entries)) if len(entries) else (), r._get("note")
+        r._get_by_field(_M_TASK_STORY_REPLY__TASK_ID),
+        r._get_by_field(_M_TASK_STORY_REPLY__KNOWN),
+        tuple(map(read_story_entry, r._get_by_field(_M_TASK_STORY_REPLY__ENTRIES)))
+        if r._has_by_field(_M_TASK_STORY_REPLY__ENTRIES)
+        else (),
+        r._get_by_field(_M_TASK_STORY_REPLY__NOTE),
     )
 
 
@@ -596,7 +1016,7 @@ def write_worker_capacity(b: Any, v: m.WorkerCapacity) -> None:
 
 
 def read_worker_capacity(r: Any) -> m.WorkerCapacity:
-    return m.WorkerCapacity(r._get("capacity"))
+    return m.WorkerCapacity(r._get_by_field(_M_WORKER_CAPACITY__CAPACITY))
 
 
 def write_worker_leaving(b: Any, v: m.WorkerLeaving) -> None:
@@ -604,7 +1024,7 @@ def write_worker_leaving(b: Any, v: m.WorkerLeaving) -> None:
 
 
 def read_worker_leaving(r: Any) -> m.WorkerLeaving:
-    return m.WorkerLeaving(r._get("reason"))
+    return m.WorkerLeaving(r._get_by_field(_M_WORKER_LEAVING__REASON))
 
 
 def write_task_return(b: Any, v: m.TaskReturn) -> None:
@@ -612,8 +1032,9 @@ def write_task_return(b: Any, v: m.TaskReturn) -> None:
 
 
 def read_task_return(r: Any) -> m.TaskReturn:
-    task_ids = r._get("taskIds")
-    return m.TaskReturn(tuple(task_ids) if len(task_ids) else ())
+    return m.TaskReturn(
+        tuple(r._get_by_field(_M_TASK_RETURN__TASK_IDS)) if r._has_by_field(_M_TASK_RETURN__TASK_IDS) else ()
+    )
 
 
 def write_shutdown(b: Any, v: m.Shutdown) -> None:
@@ -621,7 +1042,7 @@ def write_shutdown(b: Any, v: m.Shutdown) -> None:
 
 
 def read_shutdown(r: Any) -> m.Shutdown:
-    return m.Shutdown(r._get("reason"))
+    return m.Shutdown(r._get_by_field(_M_SHUTDOWN__REASON))
 
 
 def write_target_entry(b: Any, v: m.TargetEntry) -> None:
@@ -630,7 +1051,9 @@ def write_target_entry(b: Any, v: m.TargetEntry) -> None:
 
 
 def read_target_entry(r: Any) -> m.TargetEntry:
-    return m.TargetEntry(capabilities_of(r._get("capabilities")), r._get("workers"))
+    return m.TargetEntry(
+        capabilities_of(r._get_by_field(_M_TARGET_ENTRY__CAPABILITIES)), r._get_by_field(_M_TARGET_ENTRY__WORKERS)
+    )
 
 
 def write_manager_target(b: Any, v: m.ManagerTarget) -> None:
@@ -641,13 +1064,12 @@ def write_manager_target(b: Any, v: m.ManagerTarget) -> None:
 
 
 def read_manager_target(r: Any) -> m.ManagerTarget:
-    entries = r._get("entries")
-    drain = r._get("drain")
-    connected = r._get("connected")
     return m.ManagerTarget(
-        tuple(map(read_target_entry, entries)) if len(entries) else (),
-        tuple(drain) if len(drain) else (),
-        tuple(connected) if len(connected) else (),
+        tuple(map(read_target_entry, r._get_by_field(_M_MANAGER_TARGET__ENTRIES)))
+        if r._has_by_field(_M_MANAGER_TARGET__ENTRIES)
+        else (),
+        tuple(r._get_by_field(_M_MANAGER_TARGET__DRAIN)) if r._has_by_field(_M_MANAGER_TARGET__DRAIN) else (),
+        tuple(r._get_by_field(_M_MANAGER_TARGET__CONNECTED)) if r._has_by_field(_M_MANAGER_TARGET__CONNECTED) else (),
     )
 
 
@@ -656,7 +1078,7 @@ def write_processor_ready(b: Any, v: m.ProcessorReady) -> None:
 
 
 def read_processor_ready(r: Any) -> m.ProcessorReady:
-    return m.ProcessorReady(r._get("pid"))
+    return m.ProcessorReady(r._get_by_field(_M_PROCESSOR_READY__PID))
 
 
 def write_processor_blocked(b: Any, v: m.ProcessorBlocked) -> None:
@@ -664,7 +1086,7 @@ def write_processor_blocked(b: Any, v: m.ProcessorBlocked) -> None:
 
 
 def read_processor_blocked(r: Any) -> m.ProcessorBlocked:
-    return m.ProcessorBlocked(r._get("taskId"))
+    return m.ProcessorBlocked(r._get_by_field(_M_PROCESSOR_BLOCKED__TASK_ID))
 
 
 def write_processor_resume_request(b: Any, v: m.ProcessorResumeRequest) -> None:
@@ -672,7 +1094,7 @@ def write_processor_resume_request(b: Any, v: m.ProcessorResumeRequest) -> None:
 
 
 def read_processor_resume_request(r: Any) -> m.ProcessorResumeRequest:
-    return m.ProcessorResumeRequest(r._get("taskId"))
+    return m.ProcessorResumeRequest(r._get_by_field(_M_PROCESSOR_RESUME_REQUEST__TASK_ID))
 
 
 def write_processor_resume(b: Any, v: m.ProcessorResume) -> None:
@@ -680,7 +1102,7 @@ def write_processor_resume(b: Any, v: m.ProcessorResume) -> None:
 
 
 def read_processor_resume(r: Any) -> m.ProcessorResume:
-    return m.ProcessorResume(r._get("taskId"))
+    return m.ProcessorResume(r._get_by_field(_M_PROCESSOR_RESUME__TASK_ID))
 
 
 def write_result_sent(b: Any, v: m.ResultSent) -> None:
@@ -690,7 +1112,11 @@ def write_result_sent(b: Any, v: m.ResultSent) -> None:
 
 
 def read_result_sent(r: Any) -> m.ResultSent:
-    return m.ResultSent(r._get("taskId"), r._get("result"), r._get("seconds"))
+    return m.ResultSent(
+        r._get_by_field(_M_RESULT_SENT__TASK_ID),
+        r._get_by_field(_M_RESULT_SENT__RESULT),
+        r._get_by_field(_M_RESULT_SENT__SECONDS),
+    )
 
 
 def write_processor_exited(b: Any, v: m.ProcessorExited) -> None:
@@ -703,7 +1129,11 @@ def write_processor_exited(b: Any, v: m.ProcessorExited) -> None:
 
 def read_processor_exited(r: Any) -> m.ProcessorExited:
     return m.ProcessorExited(
-        r._get("processorId"), r._get("description"), r._get("outOfMemory"), r._get("lentTask"), r._get("lentTaskKnown")
+        r._get_by_field(_M_PROCESSOR_EXITED__PROCESSOR_ID),
+        r._get_by_field(_M_PROCESSOR_EXITED__DESCRIPTION),
+        r._get_by_field(_M_PROCESSOR_EXITED__OUT_OF_MEMORY),
+        r._get_by_field(_M_PROCESSOR_EXITED__LENT_TASK),
+        r._get_by_field(_M_PROCESSOR_EXITED__LENT_TASK_KNOWN),
     )
 
 
@@ -724,27 +1154,35 @@ def write_status_snapshot(b: Any, v: m.StatusSnapshot) -> None:
 
 
 def read_status_snapshot(r: Any) -> m.StatusSnapshot:
-    workers = r._get("workers")
-    clients = r._get("clients")
-    managers = r._get("managers")
-    pending = r._get("pending")
-    functions = r._get("functions")
-    message_counts = r._get("messageCounts")
-    jobs = r._get("jobs")
-    actors = r._get("actors")
     return m.StatusSnapshot(
-        r._get("time"),
-        read_scheduler_stats(r._get("scheduler")),
-        tuple(map(read_worker_summary, workers)) if len(workers) else (),
-        tuple(map(read_client_summary, clients)) if len(clients) else (),
-        tuple(map(read_manager_summary, managers)) if len(managers) else (),
-        tuple(map(read_pending_group, pending)) if len(pending) else (),
-        r._get("wallTime"),
-        r._get("feedVersion"),
-        tuple(map(read_function_summary, functions)) if len(functions) else (),
-        tuple(map(read_message_count, message_counts)) if len(message_counts) else (),
-        tuple(map(read_job_summary, jobs)) if len(jobs) else (),
-        tuple(map(read_actor_summary, actors)) if len(actors) else (),
+        r._get_by_field(_M_STATUS_SNAPSHOT__TIME),
+        read_scheduler_stats(r._get_by_field(_M_STATUS_SNAPSHOT__SCHEDULER)),
+        tuple(map(read_worker_summary, r._get_by_field(_M_STATUS_SNAPSHOT__WORKERS)))
+        if r._has_by_field(_M_STATUS_SNAPSHOT__WORKERS)
+        else (),
+        tuple(map(read_client_summary, r._get_by_field(_M_STATUS_SNAPSHOT__CLIENTS)))
+        if r._has_by_field(_M_STATUS_SNAPSHOT__CLIENTS)
+        else (),
+        tuple(map(read_manager_summary, r._get_by_field(_M_STATUS_SNAPSHOT__MANAGERS)))
+        if r._has_by_field(_M_STATUS_SNAPSHOT__MANAGERS)
+        else (),
+        tuple(map(read_pending_group, r._get_by_field(_M_STATUS_SNAPSHOT__PENDING)))
+        if r._has_by_field(_M_STATUS_SNAPSHOT__PENDING)
+        else (),
+        r._get_by_field(_M_STATUS_SNAPSHOT__WALL_TIME),
+        r._get_by_field(_M_STATUS_SNAPSHOT__FEED_VERSION),
+        tuple(map(read_function_summary, r._get_by_field(_M_STATUS_SNAPSHOT__FUNCTIONS)))
+        if r._has_by_field(_M_STATUS_SNAPSHOT__FUNCTIONS)
+        else (),
+        tuple(map(read_message_count, r._get_by_field(_M_STATUS_SNAPSHOT__MESSAGE_COUNTS)))
+        if r._has_by_field(_M_STATUS_SNAPSHOT__MESSAGE_COUNTS)
+        else (),
+        tuple(map(read_job_summary, r._get_by_field(_M_STATUS_SNAPSHOT__JOBS)))
+        if r._has_by_field(_M_STATUS_SNAPSHOT__JOBS)
+        else (),
+        tuple(map(read_actor_summary, r._get_by_field(_M_STATUS_SNAPSHOT__ACTORS)))
+        if r._has_by_field(_M_STATUS_SNAPSHOT__ACTORS)
+        else (),
     )
 
 
@@ -763,16 +1201,16 @@ def write_actor_summary(b: Any, v: m.ActorSummary) -> None:
 
 def read_actor_summary(r: Any) -> m.ActorSummary:
     return m.ActorSummary(
-        r._get("actorId"),
-        r._get("className"),
-        r._get("name"),
-        r._get("clientId"),
-        r._get("workerId"),
-        r._get("state"),
-        r._get("restarts"),
-        r._get("calls"),
-        r._get("callsDone"),
-        r._get("ageSeconds"),
+        r._get_by_field(_M_ACTOR_SUMMARY__ACTOR_ID),
+        r._get_by_field(_M_ACTOR_SUMMARY__CLASS_NAME),
+        r._get_by_field(_M_ACTOR_SUMMARY__NAME),
+        r._get_by_field(_M_ACTOR_SUMMARY__CLIENT_ID),
+        r._get_by_field(_M_ACTOR_SUMMARY__WORKER_ID),
+        r._get_by_field(_M_ACTOR_SUMMARY__STATE),
+        r._get_by_field(_M_ACTOR_SUMMARY__RESTARTS),
+        r._get_by_field(_M_ACTOR_SUMMARY__CALLS),
+        r._get_by_field(_M_ACTOR_SUMMARY__CALLS_DONE),
+        r._get_by_field(_M_ACTOR_SUMMARY__AGE_SECONDS),
     )
 
 
@@ -790,15 +1228,15 @@ def write_job_summary(b: Any, v: m.JobSummary) -> None:
 
 def read_job_summary(r: Any) -> m.JobSummary:
     return m.JobSummary(
-        r._get("name"),
-        r._get("state"),
-        r._get("done"),
-        r._get("total"),
-        r._get("submitterConnected"),
-        r._get("failed"),
-        r._get("submitter"),
-        r._get("ownerKey"),
-        r._get("ageSeconds"),
+        r._get_by_field(_M_JOB_SUMMARY__NAME),
+        r._get_by_field(_M_JOB_SUMMARY__STATE),
+        r._get_by_field(_M_JOB_SUMMARY__DONE),
+        r._get_by_field(_M_JOB_SUMMARY__TOTAL),
+        r._get_by_field(_M_JOB_SUMMARY__SUBMITTER_CONNECTED),
+        r._get_by_field(_M_JOB_SUMMARY__FAILED),
+        r._get_by_field(_M_JOB_SUMMARY__SUBMITTER),
+        r._get_by_field(_M_JOB_SUMMARY__OWNER_KEY),
+        r._get_by_field(_M_JOB_SUMMARY__AGE_SECONDS),
     )
 
 
@@ -813,12 +1251,12 @@ def write_task_counts(b: Any, v: m.TaskCounts) -> None:
 
 def read_task_counts(r: Any) -> m.TaskCounts:
     return m.TaskCounts(
-        r._get("waiting"),
-        r._get("queued"),
-        r._get("running"),
-        r._get("succeeded"),
-        r._get("failed"),
-        r._get("canceled"),
+        r._get_by_field(_M_TASK_COUNTS__WAITING),
+        r._get_by_field(_M_TASK_COUNTS__QUEUED),
+        r._get_by_field(_M_TASK_COUNTS__RUNNING),
+        r._get_by_field(_M_TASK_COUNTS__SUCCEEDED),
+        r._get_by_field(_M_TASK_COUNTS__FAILED),
+        r._get_by_field(_M_TASK_COUNTS__CANCELED),
     )
 
 
@@ -828,7 +1266,9 @@ def write_function_summary(b: Any, v: m.FunctionSummary) -> None:
 
 
 def read_function_summary(r: Any) -> m.FunctionSummary:
-    return m.FunctionSummary(r._get("name"), read_task_counts(r._get("counts")))
+    return m.FunctionSummary(
+        r._get_by_field(_M_FUNCTION_SUMMARY__NAME), read_task_counts(r._get_by_field(_M_FUNCTION_SUMMARY__COUNTS))
+    )
 
 
 def write_message_count(b: Any, v: m.MessageCount) -> None:
@@ -838,7 +1278,11 @@ def write_message_count(b: Any, v: m.MessageCount) -> None:
 
 
 def read_message_count(r: Any) -> m.MessageCount:
-    return m.MessageCount(r._get("name"), r._get("sent"), r._get("received"))
+    return m.MessageCount(
+        r._get_by_field(_M_MESSAGE_COUNT__NAME),
+        r._get_by_field(_M_MESSAGE_COUNT__SENT),
+        r._get_by_field(_M_MESSAGE_COUNT__RECEIVED),
+    )
 
 
 def write_task_transitions(b: Any, v: m.TaskTransitions) -> None:
@@ -849,12 +1293,13 @@ def write_task_transitions(b: Any, v: m.TaskTransitions) -> None:
 
 
 def read_task_transitions(r: Any) -> m.TaskTransitions:
-    transitions = r._get("transitions")
     return m.TaskTransitions(
-        tuple(map(read_task_transition, transitions)) if len(transitions) else (),
-        r._get("dropped"),
-        r._get("wallTime"),
-        r._get("feedVersion"),
+        tuple(map(read_task_transition, r._get_by_field(_M_TASK_TRANSITIONS__TRANSITIONS)))
+        if r._has_by_field(_M_TASK_TRANSITIONS__TRANSITIONS)
+        else (),
+        r._get_by_field(_M_TASK_TRANSITIONS__DROPPED),
+        r._get_by_field(_M_TASK_TRANSITIONS__WALL_TIME),
+        r._get_by_field(_M_TASK_TRANSITIONS__FEED_VERSION),
     )
 
 
@@ -871,14 +1316,14 @@ def write_task_transition(b: Any, v: m.TaskTransition) -> None:
 
 def read_task_transition(r: Any) -> m.TaskTransition:
     return m.TaskTransition(
-        r._get("taskId"),
-        r._get("state"),
-        r._get("workerId"),
-        r._get("functionName"),
-        r._get("wallTime"),
-        r._get("runSeconds"),
-        r._get("peakMemoryBytes"),
-        r._get("clientId"),
+        r._get_by_field(_M_TASK_TRANSITION__TASK_ID),
+        r._get_by_field(_M_TASK_TRANSITION__STATE),
+        r._get_by_field(_M_TASK_TRANSITION__WORKER_ID),
+        r._get_by_field(_M_TASK_TRANSITION__FUNCTION_NAME),
+        r._get_by_field(_M_TASK_TRANSITION__WALL_TIME),
+        r._get_by_field(_M_TASK_TRANSITION__RUN_SECONDS),
+        r._get_by_field(_M_TASK_TRANSITION__PEAK_MEMORY_BYTES),
+        r._get_by_field(_M_TASK_TRANSITION__CLIENT_ID),
     )
 
 
@@ -889,11 +1334,12 @@ def write_scaling_decisions(b: Any, v: m.ScalingDecisions) -> None:
 
 
 def read_scaling_decisions(r: Any) -> m.ScalingDecisions:
-    decisions = r._get("decisions")
     return m.ScalingDecisions(
-        tuple(map(read_scaling_decision, decisions)) if len(decisions) else (),
-        r._get("wallTime"),
-        r._get("feedVersion"),
+        tuple(map(read_scaling_decision, r._get_by_field(_M_SCALING_DECISIONS__DECISIONS)))
+        if r._has_by_field(_M_SCALING_DECISIONS__DECISIONS)
+        else (),
+        r._get_by_field(_M_SCALING_DECISIONS__WALL_TIME),
+        r._get_by_field(_M_SCALING_DECISIONS__FEED_VERSION),
     )
 
 
@@ -907,7 +1353,11 @@ def write_scaling_decision(b: Any, v: m.ScalingDecision) -> None:
 
 def read_scaling_decision(r: Any) -> m.ScalingDecision:
     return m.ScalingDecision(
-        r._get("managerId"), r._get("fromWorkers"), r._get("toWorkers"), r._get("reason"), r._get("wallTime")
+        r._get_by_field(_M_SCALING_DECISION__MANAGER_ID),
+        r._get_by_field(_M_SCALING_DECISION__FROM_WORKERS),
+        r._get_by_field(_M_SCALING_DECISION__TO_WORKERS),
+        r._get_by_field(_M_SCALING_DECISION__REASON),
+        r._get_by_field(_M_SCALING_DECISION__WALL_TIME),
     )
 
 
@@ -931,21 +1381,21 @@ def write_scheduler_stats(b: Any, v: m.SchedulerStats) -> None:
 
 def read_scheduler_stats(r: Any) -> m.SchedulerStats:
     return m.SchedulerStats(
-        r._get("address"),
-        r._get("cpuPercent"),
-        r._get("rssBytes"),
-        r._get("queued"),
-        r._get("running"),
-        r._get("succeeded"),
-        r._get("failed"),
-        r._get("canceled"),
-        r._get("workerDied"),
-        r._get("objectCount"),
-        r._get("objectBytes"),
-        r._get("messagesReceived"),
-        r._get("messagesSent"),
-        r._get("graphs"),
-        r._get("notFound"),
+        r._get_by_field(_M_SCHEDULER_STATS__ADDRESS),
+        r._get_by_field(_M_SCHEDULER_STATS__CPU_PERCENT),
+        r._get_by_field(_M_SCHEDULER_STATS__RSS_BYTES),
+        r._get_by_field(_M_SCHEDULER_STATS__QUEUED),
+        r._get_by_field(_M_SCHEDULER_STATS__RUNNING),
+        r._get_by_field(_M_SCHEDULER_STATS__SUCCEEDED),
+        r._get_by_field(_M_SCHEDULER_STATS__FAILED),
+        r._get_by_field(_M_SCHEDULER_STATS__CANCELED),
+        r._get_by_field(_M_SCHEDULER_STATS__WORKER_DIED),
+        r._get_by_field(_M_SCHEDULER_STATS__OBJECT_COUNT),
+        r._get_by_field(_M_SCHEDULER_STATS__OBJECT_BYTES),
+        r._get_by_field(_M_SCHEDULER_STATS__MESSAGES_RECEIVED),
+        r._get_by_field(_M_SCHEDULER_STATS__MESSAGES_SENT),
+        r._get_by_field(_M_SCHEDULER_STATS__GRAPHS),
+        r._get_by_field(_M_SCHEDULER_STATS__NOT_FOUND),
     )
 
 
@@ -968,20 +1418,20 @@ def write_worker_summary(b: Any, v: m.WorkerSummary) -> None:
 
 def read_worker_summary(r: Any) -> m.WorkerSummary:
     return m.WorkerSummary(
-        r._get("workerId"),
-        r._get("managerId"),
-        capabilities_of(r._get("capabilities")),
-        r._get("capacity"),
-        r._get("assigned"),
-        read_worker_status(r._get("status")),
-        r._get("cpuPercent"),
-        r._get("rssBytes"),
-        r._get("lastSeenSecondsAgo"),
-        r._get("hostname"),
-        r._get("pid"),
-        r._get("lagSeconds"),
-        r._get("workerType"),
-        r._get("connectedSecondsAgo"),
+        r._get_by_field(_M_WORKER_SUMMARY__WORKER_ID),
+        r._get_by_field(_M_WORKER_SUMMARY__MANAGER_ID),
+        capabilities_of(r._get_by_field(_M_WORKER_SUMMARY__CAPABILITIES)),
+        r._get_by_field(_M_WORKER_SUMMARY__CAPACITY),
+        r._get_by_field(_M_WORKER_SUMMARY__ASSIGNED),
+        read_worker_status(r._get_by_field(_M_WORKER_SUMMARY__STATUS)),
+        r._get_by_field(_M_WORKER_SUMMARY__CPU_PERCENT),
+        r._get_by_field(_M_WORKER_SUMMARY__RSS_BYTES),
+        r._get_by_field(_M_WORKER_SUMMARY__LAST_SEEN_SECONDS_AGO),
+        r._get_by_field(_M_WORKER_SUMMARY__HOSTNAME),
+        r._get_by_field(_M_WORKER_SUMMARY__PID),
+        r._get_by_field(_M_WORKER_SUMMARY__LAG_SECONDS),
+        r._get_by_field(_M_WORKER_SUMMARY__WORKER_TYPE),
+        r._get_by_field(_M_WORKER_SUMMARY__CONNECTED_SECONDS_AGO),
     )
 
 
@@ -997,13 +1447,13 @@ def write_client_summary(b: Any, v: m.ClientSummary) -> None:
 
 def read_client_summary(r: Any) -> m.ClientSummary:
     return m.ClientSummary(
-        r._get("clientId"),
-        r._get("tasks"),
-        r._get("name"),
-        r._get("hostname"),
-        read_task_counts(r._get("counts")),
-        r._get("awaySeconds"),
-        r._get("resumeSeconds"),
+        r._get_by_field(_M_CLIENT_SUMMARY__CLIENT_ID),
+        r._get_by_field(_M_CLIENT_SUMMARY__TASKS),
+        r._get_by_field(_M_CLIENT_SUMMARY__NAME),
+        r._get_by_field(_M_CLIENT_SUMMARY__HOSTNAME),
+        read_task_counts(r._get_by_field(_M_CLIENT_SUMMARY__COUNTS)),
+        r._get_by_field(_M_CLIENT_SUMMARY__AWAY_SECONDS),
+        r._get_by_field(_M_CLIENT_SUMMARY__RESUME_SECONDS),
     )
 
 
@@ -1028,20 +1478,22 @@ def write_manager_summary(b: Any, v: m.ManagerSummary) -> None:
 
 def read_manager_summary(r: Any) -> m.ManagerSummary:
     return m.ManagerSummary(
-        r._get("managerId"),
-        r._get("managerType"),
-        capabilities_of(r._get("capabilities")),
-        limit_of(r._get("maxWorkers")),
-        r._get("connectedWorkers"),
-        r._get("targetWorkers"),
-        r._get("units"),
-        r._get("pendingUnits"),
-        read_manager_target(r._get("lastTarget")) if r._get("hasTarget") else None,
-        r._get("secondsSinceHeartbeat"),
-        r._get("workerCostPerHour"),
-        r._get("bootSeconds"),
-        r._get("minWorkers"),
-        r._get("bufferWorkers"),
+        r._get_by_field(_M_MANAGER_SUMMARY__MANAGER_ID),
+        r._get_by_field(_M_MANAGER_SUMMARY__MANAGER_TYPE),
+        capabilities_of(r._get_by_field(_M_MANAGER_SUMMARY__CAPABILITIES)),
+        limit_of(r._get_by_field(_M_MANAGER_SUMMARY__MAX_WORKERS)),
+        r._get_by_field(_M_MANAGER_SUMMARY__CONNECTED_WORKERS),
+        r._get_by_field(_M_MANAGER_SUMMARY__TARGET_WORKERS),
+        r._get_by_field(_M_MANAGER_SUMMARY__UNITS),
+        r._get_by_field(_M_MANAGER_SUMMARY__PENDING_UNITS),
+        read_manager_target(r._get_by_field(_M_MANAGER_SUMMARY__LAST_TARGET))
+        if r._get_by_field(_M_MANAGER_SUMMARY__HAS_TARGET)
+        else None,
+        r._get_by_field(_M_MANAGER_SUMMARY__SECONDS_SINCE_HEARTBEAT),
+        r._get_by_field(_M_MANAGER_SUMMARY__WORKER_COST_PER_HOUR),
+        r._get_by_field(_M_MANAGER_SUMMARY__BOOT_SECONDS),
+        r._get_by_field(_M_MANAGER_SUMMARY__MIN_WORKERS),
+        r._get_by_field(_M_MANAGER_SUMMARY__BUFFER_WORKERS),
     )
 
 
@@ -1055,11 +1507,11 @@ def write_pending_group(b: Any, v: m.PendingGroup) -> None:
 
 def read_pending_group(r: Any) -> m.PendingGroup:
     return m.PendingGroup(
-        capabilities_of(r._get("capabilities")),
-        r._get("count"),
-        r._get("reason"),
-        r._get("running"),
-        r._get("oldestQueuedSeconds"),
+        capabilities_of(r._get_by_field(_M_PENDING_GROUP__CAPABILITIES)),
+        r._get_by_field(_M_PENDING_GROUP__COUNT),
+        r._get_by_field(_M_PENDING_GROUP__REASON),
+        r._get_by_field(_M_PENDING_GROUP__RUNNING),
+        r._get_by_field(_M_PENDING_GROUP__OLDEST_QUEUED_SECONDS),
     )
 
 
@@ -1069,8 +1521,10 @@ def write_units_reclaimed(b: Any, v: m.UnitsReclaimed) -> None:
 
 
 def read_units_reclaimed(r: Any) -> m.UnitsReclaimed:
-    unit_ids = r._get("unitIds")
-    return m.UnitsReclaimed(tuple(unit_ids) if len(unit_ids) else (), r._get("noticeSeconds"))
+    return m.UnitsReclaimed(
+        tuple(r._get_by_field(_M_UNITS_RECLAIMED__UNIT_IDS)) if r._has_by_field(_M_UNITS_RECLAIMED__UNIT_IDS) else (),
+        r._get_by_field(_M_UNITS_RECLAIMED__NOTICE_SECONDS),
+    )
 
 
 def write_job_open(b: Any, v: m.JobOpen) -> None:
@@ -1079,8 +1533,10 @@ def write_job_open(b: Any, v: m.JobOpen) -> None:
 
 
 def read_job_open(r: Any) -> m.JobOpen:
-    task_ids = r._get("taskIds")
-    return m.JobOpen(r._get("name"), tuple(task_ids) if len(task_ids) else ())
+    return m.JobOpen(
+        r._get_by_field(_M_JOB_OPEN__NAME),
+        tuple(r._get_by_field(_M_JOB_OPEN__TASK_IDS)) if r._has_by_field(_M_JOB_OPEN__TASK_IDS) else (),
+    )
 
 
 def write_job_attach(b: Any, v: m.JobAttach) -> None:
@@ -1089,7 +1545,7 @@ def write_job_attach(b: Any, v: m.JobAttach) -> None:
 
 
 def read_job_attach(r: Any) -> m.JobAttach:
-    return m.JobAttach(r._get("name"), r._get("follow"))
+    return m.JobAttach(r._get_by_field(_M_JOB_ATTACH__NAME), r._get_by_field(_M_JOB_ATTACH__FOLLOW))
 
 
 def write_job_reply(b: Any, v: m.JobReply) -> None:
@@ -1102,14 +1558,13 @@ def write_job_reply(b: Any, v: m.JobReply) -> None:
 
 
 def read_job_reply(r: Any) -> m.JobReply:
-    task_ids = r._get("taskIds")
     return m.JobReply(
-        r._get("name"),
-        r._get("accepted"),
-        r._get("reason"),
-        tuple(task_ids) if len(task_ids) else (),
-        r._get("state"),
-        r._get("ownerId"),
+        r._get_by_field(_M_JOB_REPLY__NAME),
+        r._get_by_field(_M_JOB_REPLY__ACCEPTED),
+        r._get_by_field(_M_JOB_REPLY__REASON),
+        tuple(r._get_by_field(_M_JOB_REPLY__TASK_IDS)) if r._has_by_field(_M_JOB_REPLY__TASK_IDS) else (),
+        r._get_by_field(_M_JOB_REPLY__STATE),
+        r._get_by_field(_M_JOB_REPLY__OWNER_ID),
     )
 
 
@@ -1120,9 +1575,10 @@ def write_client_resume(b: Any, v: m.ClientResume) -> None:
 
 
 def read_client_resume(r: Any) -> m.ClientResume:
-    unfinished = r._get("unfinished")
     return m.ClientResume(
-        r._get("answersEpoch"), r._get("answersReceived"), tuple(unfinished) if len(unfinished) else ()
+        r._get_by_field(_M_CLIENT_RESUME__ANSWERS_EPOCH),
+        r._get_by_field(_M_CLIENT_RESUME__ANSWERS_RECEIVED),
+        tuple(r._get_by_field(_M_CLIENT_RESUME__UNFINISHED)) if r._has_by_field(_M_CLIENT_RESUME__UNFINISHED) else (),
     )
 
 
@@ -1134,10 +1590,10 @@ def write_client_resumed(b: Any, v: m.ClientResumed) -> None:
 
 
 def read_client_resumed(r: Any) -> m.ClientResumed:
-    unknown = r._get("unknown")
-    cancelled = r._get("cancelled")
     return m.ClientResumed(
-        r._get("answersEpoch"), tuple(unknown) if len(unknown) else (), tuple(cancelled) if len(cancelled) else ()
+        r._get_by_field(_M_CLIENT_RESUMED__ANSWERS_EPOCH),
+        tuple(r._get_by_field(_M_CLIENT_RESUMED__UNKNOWN)) if r._has_by_field(_M_CLIENT_RESUMED__UNKNOWN) else (),
+        tuple(r._get_by_field(_M_CLIENT_RESUMED__CANCELLED)) if r._has_by_field(_M_CLIENT_RESUMED__CANCELLED) else (),
     )
 
 
@@ -1153,14 +1609,16 @@ def write_stream_item(b: Any, v: m.StreamItem) -> None:
 
 
 def read_stream_item(r: Any) -> m.StreamItem:
-    which = r._which().raw
-    if which == 0:
-        payload_kind, payload = m.PayloadKind.INLINE, r._get("inline")
-    elif which == 1:
-        payload_kind, payload = m.PayloadKind.OBJECT_ID, r._get("objectId")
+    which = r._which_str()
+    if which == "inline":
+        payload_kind, payload = m.PayloadKind.INLINE, r._get_by_field(_M_STREAM_ITEM__INLINE)
+    elif which == "objectId":
+        payload_kind, payload = m.PayloadKind.OBJECT_ID, r._get_by_field(_M_STREAM_ITEM__OBJECT_ID)
     else:
         raise ValueError(f"unknown union member {which}")
-    return m.StreamItem(r._get("taskId"), r._get("index"), payload_kind, payload)
+    return m.StreamItem(
+        r._get_by_field(_M_STREAM_ITEM__TASK_ID), r._get_by_field(_M_STREAM_ITEM__INDEX), payload_kind, payload
+    )
 
 
 def write_stream_credit(b: Any, v: m.StreamCredit) -> None:
@@ -1169,7 +1627,7 @@ def write_stream_credit(b: Any, v: m.StreamCredit) -> None:
 
 
 def read_stream_credit(r: Any) -> m.StreamCredit:
-    return m.StreamCredit(r._get("taskId"), r._get("upTo"))
+    return m.StreamCredit(r._get_by_field(_M_STREAM_CREDIT__TASK_ID), r._get_by_field(_M_STREAM_CREDIT__UP_TO))
 
 
 def write_actor_ready(b: Any, v: m.ActorReady) -> None:
@@ -1178,7 +1636,7 @@ def write_actor_ready(b: Any, v: m.ActorReady) -> None:
 
 
 def read_actor_ready(r: Any) -> m.ActorReady:
-    return m.ActorReady(r._get("actorId"), r._get("processor"))
+    return m.ActorReady(r._get_by_field(_M_ACTOR_READY__ACTOR_ID), r._get_by_field(_M_ACTOR_READY__PROCESSOR))
 
 
 def write_actor_stop(b: Any, v: m.ActorStop) -> None:
@@ -1186,7 +1644,7 @@ def write_actor_stop(b: Any, v: m.ActorStop) -> None:
 
 
 def read_actor_stop(r: Any) -> m.ActorStop:
-    return m.ActorStop(r._get("actorId"))
+    return m.ActorStop(r._get_by_field(_M_ACTOR_STOP__ACTOR_ID))
 
 
 def write_actor_lookup(b: Any, v: m.ActorLookup) -> None:
@@ -1194,7 +1652,7 @@ def write_actor_lookup(b: Any, v: m.ActorLookup) -> None:
 
 
 def read_actor_lookup(r: Any) -> m.ActorLookup:
-    return m.ActorLookup(r._get("name"))
+    return m.ActorLookup(r._get_by_field(_M_ACTOR_LOOKUP__NAME))
 
 
 def write_actor_reply(b: Any, v: m.ActorReply) -> None:
@@ -1208,7 +1666,12 @@ def write_actor_reply(b: Any, v: m.ActorReply) -> None:
 
 def read_actor_reply(r: Any) -> m.ActorReply:
     return m.ActorReply(
-        r._get("name"), r._get("found"), r._get("actorId"), r._get("className"), r._get("interface"), r._get("reason")
+        r._get_by_field(_M_ACTOR_REPLY__NAME),
+        r._get_by_field(_M_ACTOR_REPLY__FOUND),
+        r._get_by_field(_M_ACTOR_REPLY__ACTOR_ID),
+        r._get_by_field(_M_ACTOR_REPLY__CLASS_NAME),
+        r._get_by_field(_M_ACTOR_REPLY__INTERFACE),
+        r._get_by_field(_M_ACTOR_REPLY__REASON),
     )
 
 
@@ -1242,33 +1705,33 @@ def write_storage_request(b: Any, v: sm.StorageRequest) -> None:
 
 
 def read_storage_request(r: Any) -> sm.StorageRequest:
-    which = r._which().raw
+    which = r._which_str()
     operation: sm.StorageOperation
-    if which == 0:
-        operation = read_storage_hello(r._get("hello"))
-    elif which == 1:
-        operation = read_put(r._get("put"))
-    elif which == 2:
-        operation = sm.Get(r._get("get"))
-    elif which == 3:
-        operation = sm.Delete(tuple(r._get("delete")))
-    elif which == 4:
-        operation = sm.Exists(r._get("exists"))
-    elif which == 5:
+    if which == "hello":
+        operation = read_storage_hello(r._get_by_field(_SM_STORAGE_REQUEST__HELLO))
+    elif which == "put":
+        operation = read_put(r._get_by_field(_SM_STORAGE_REQUEST__PUT))
+    elif which == "get":
+        operation = sm.Get(r._get_by_field(_SM_STORAGE_REQUEST__GET))
+    elif which == "delete":
+        operation = sm.Delete(tuple(r._get_by_field(_SM_STORAGE_REQUEST__DELETE)))
+    elif which == "exists":
+        operation = sm.Exists(r._get_by_field(_SM_STORAGE_REQUEST__EXISTS))
+    elif which == "info":
         operation = sm.Info()
-    elif which == 6:
-        operation = sm.DeleteOwner(r._get("deleteOwner"))
-    elif which == 7:
-        operation = read_adopt(r._get("adopt"))
-    elif which == 8:
-        operation = sm.GetMapped(r._get("getMapped"))
-    elif which == 9:
-        operation = read_adopt_many(r._get("adoptMany"))
-    elif which == 10:
-        operation = sm.GetInParts(r._get("getInParts"))
+    elif which == "deleteOwner":
+        operation = sm.DeleteOwner(r._get_by_field(_SM_STORAGE_REQUEST__DELETE_OWNER))
+    elif which == "adopt":
+        operation = read_adopt(r._get_by_field(_SM_STORAGE_REQUEST__ADOPT))
+    elif which == "getMapped":
+        operation = sm.GetMapped(r._get_by_field(_SM_STORAGE_REQUEST__GET_MAPPED))
+    elif which == "adoptMany":
+        operation = read_adopt_many(r._get_by_field(_SM_STORAGE_REQUEST__ADOPT_MANY))
+    elif which == "getInParts":
+        operation = sm.GetInParts(r._get_by_field(_SM_STORAGE_REQUEST__GET_IN_PARTS))
     else:
         raise ValueError(f"unknown union member {which}")
-    return sm.StorageRequest(r._get("requestId"), operation)
+    return sm.StorageRequest(r._get_by_field(_SM_STORAGE_REQUEST__REQUEST_ID), operation)
 
 
 def write_storage_hello(b: Any, v: sm.StorageHello) -> None:
@@ -1279,7 +1742,12 @@ def write_storage_hello(b: Any, v: sm.StorageHello) -> None:
 
 
 def read_storage_hello(r: Any) -> sm.StorageHello:
-    return sm.StorageHello(r._get("protocolVersion"), r._get("pythonVersion"), r._get("role"), r._get("ownerId"))
+    return sm.StorageHello(
+        r._get_by_field(_SM_STORAGE_HELLO__PROTOCOL_VERSION),
+        r._get_by_field(_SM_STORAGE_HELLO__PYTHON_VERSION),
+        r._get_by_field(_SM_STORAGE_HELLO__ROLE),
+        r._get_by_field(_SM_STORAGE_HELLO__OWNER_ID),
+    )
 
 
 def write_adopt(b: Any, v: sm.Adopt) -> None:
@@ -1291,7 +1759,13 @@ def write_adopt(b: Any, v: sm.Adopt) -> None:
 
 
 def read_adopt(r: Any) -> sm.Adopt:
-    return sm.Adopt(r._get("objectId"), r._get("ownerId"), r._get("fileName"), r._get("totalBytes"), r._get("name"))
+    return sm.Adopt(
+        r._get_by_field(_SM_ADOPT_REQUEST__OBJECT_ID),
+        r._get_by_field(_SM_ADOPT_REQUEST__OWNER_ID),
+        r._get_by_field(_SM_ADOPT_REQUEST__FILE_NAME),
+        r._get_by_field(_SM_ADOPT_REQUEST__TOTAL_BYTES),
+        r._get_by_field(_SM_ADOPT_REQUEST__NAME),
+    )
 
 
 def write_adopt_many(b: Any, v: sm.AdoptMany) -> None:
@@ -1299,8 +1773,11 @@ def write_adopt_many(b: Any, v: sm.AdoptMany) -> None:
 
 
 def read_adopt_many(r: Any) -> sm.AdoptMany:
-    adopts = r._get("adopts")
-    return sm.AdoptMany(tuple(map(read_adopt, adopts)) if len(adopts) else ())
+    return sm.AdoptMany(
+        tuple(map(read_adopt, r._get_by_field(_SM_ADOPT_MANY__ADOPTS)))
+        if r._has_by_field(_SM_ADOPT_MANY__ADOPTS)
+        else (),
+    )
 
 
 def write_adopt_outcomes(b: Any, v: sm.AdoptOutcomes) -> None:
@@ -1308,8 +1785,11 @@ def write_adopt_outcomes(b: Any, v: sm.AdoptOutcomes) -> None:
 
 
 def read_adopt_outcomes(r: Any) -> sm.AdoptOutcomes:
-    outcomes = r._get("outcomes")
-    return sm.AdoptOutcomes(tuple(map(read_adopt_outcome, outcomes)) if len(outcomes) else ())
+    return sm.AdoptOutcomes(
+        tuple(map(read_adopt_outcome, r._get_by_field(_SM_ADOPT_OUTCOMES__OUTCOMES)))
+        if r._has_by_field(_SM_ADOPT_OUTCOMES__OUTCOMES)
+        else (),
+    )
 
 
 def write_adopt_outcome(b: Any, v: sm.AdoptOutcome) -> None:
@@ -1318,7 +1798,9 @@ def write_adopt_outcome(b: Any, v: sm.AdoptOutcome) -> None:
 
 
 def read_adopt_outcome(r: Any) -> sm.AdoptOutcome:
-    return sm.AdoptOutcome(_STORAGE_STATUS[r._get("status").raw], r._get("reason"))
+    return sm.AdoptOutcome(
+        _STORAGE_STATUS[r._get_by_field(_SM_ADOPT_OUTCOME__STATUS).raw], r._get_by_field(_SM_ADOPT_OUTCOME__REASON)
+    )
 
 
 def write_put(b: Any, v: sm.Put) -> None:
@@ -1331,13 +1813,12 @@ def write_put(b: Any, v: sm.Put) -> None:
 
 
 def read_put(r: Any) -> sm.Put:
-    frame_bytes = r._get("frameBytes")
     return sm.Put(
-        r._get("objectId"),
-        r._get("ownerId"),
-        r._get("totalBytes"),
-        r._get("name"),
-        tuple(frame_bytes) if len(frame_bytes) else (),
+        r._get_by_field(_SM_PUT_REQUEST__OBJECT_ID),
+        r._get_by_field(_SM_PUT_REQUEST__OWNER_ID),
+        r._get_by_field(_SM_PUT_REQUEST__TOTAL_BYTES),
+        r._get_by_field(_SM_PUT_REQUEST__NAME),
+        tuple(r._get_by_field(_SM_PUT_REQUEST__FRAME_BYTES)) if r._has_by_field(_SM_PUT_REQUEST__FRAME_BYTES) else (),
     )
 
 
@@ -1370,34 +1851,35 @@ def write_storage_reply(b: Any, v: sm.StorageReply) -> None:
 
 
 def read_storage_reply(r: Any) -> sm.StorageReply:
-    which = r._which().raw
+    which = r._which_str()
     value: sm.ReplyValue
-    if which == 0:
+    if which == "none":
         value = None
-    elif which == 1:
-        value = sm.ObjectSize(r._get("object"))
-    elif which == 2:
-        value = r._get("exists")
-    elif which == 3:
-        value = read_storage_info(r._get("info"))
-    elif which == 4:
-        value = r._get("deleted")
-    elif which == 5:
-        value = read_segment_directory(r._get("segments"))
-    elif which == 6:
-        value = sm.MappedSize(r._get("mapped"))
-    elif which == 7:
-        value = read_adopt_outcomes(r._get("outcomes"))
+    elif which == "object":
+        value = sm.ObjectSize(r._get_by_field(_SM_STORAGE_REPLY__OBJECT))
+    elif which == "exists":
+        value = r._get_by_field(_SM_STORAGE_REPLY__EXISTS)
+    elif which == "info":
+        value = read_storage_info(r._get_by_field(_SM_STORAGE_REPLY__INFO))
+    elif which == "deleted":
+        value = r._get_by_field(_SM_STORAGE_REPLY__DELETED)
+    elif which == "segments":
+        value = read_segment_directory(r._get_by_field(_SM_STORAGE_REPLY__SEGMENTS))
+    elif which == "mapped":
+        value = sm.MappedSize(r._get_by_field(_SM_STORAGE_REPLY__MAPPED))
+    elif which == "outcomes":
+        value = read_adopt_outcomes(r._get_by_field(_SM_STORAGE_REPLY__OUTCOMES))
     else:
         raise ValueError(f"unknown union member {which}")
-    frame_bytes = r._get("frameBytes")
     return sm.StorageReply(
-        r._get("requestId"),
-        _STORAGE_STATUS[r._get("status").raw],
-        r._get("reason"),
+        r._get_by_field(_SM_STORAGE_REPLY__REQUEST_ID),
+        _STORAGE_STATUS[r._get_by_field(_SM_STORAGE_REPLY__STATUS).raw],
+        r._get_by_field(_SM_STORAGE_REPLY__REASON),
         value,
-        tuple(frame_bytes) if len(frame_bytes) else (),
-        r._get("parts"),
+        tuple(r._get_by_field(_SM_STORAGE_REPLY__FRAME_BYTES))
+        if r._has_by_field(_SM_STORAGE_REPLY__FRAME_BYTES)
+        else (),
+        r._get_by_field(_SM_STORAGE_REPLY__PARTS),
     )
 
 
@@ -1411,7 +1893,11 @@ def write_segment_directory(b: Any, v: sm.SegmentDirectory) -> None:
 
 def read_segment_directory(r: Any) -> sm.SegmentDirectory:
     return sm.SegmentDirectory(
-        r._get("path"), r._get("bootId"), r._get("device"), r._get("inode"), r._get("sharedMemory")
+        r._get_by_field(_SM_SEGMENT_DIRECTORY__PATH),
+        r._get_by_field(_SM_SEGMENT_DIRECTORY__BOOT_ID),
+        r._get_by_field(_SM_SEGMENT_DIRECTORY__DEVICE),
+        r._get_by_field(_SM_SEGMENT_DIRECTORY__INODE),
+        r._get_by_field(_SM_SEGMENT_DIRECTORY__SHARED_MEMORY),
     )
 
 
@@ -1422,7 +1908,11 @@ def write_storage_info(b: Any, v: sm.StorageInfo) -> None:
 
 
 def read_storage_info(r: Any) -> sm.StorageInfo:
-    return sm.StorageInfo(r._get("objectCount"), r._get("totalBytes"), r._get("ownerCount"))
+    return sm.StorageInfo(
+        r._get_by_field(_SM_STORAGE_INFO__OBJECT_COUNT),
+        r._get_by_field(_SM_STORAGE_INFO__TOTAL_BYTES),
+        r._get_by_field(_SM_STORAGE_INFO__OWNER_COUNT),
+    )
 
 
 #: Each message type: its member of the envelope (Message) and its writer.
@@ -1470,48 +1960,48 @@ WRITERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.ResultSent: ("resultSent", write_result_sent),
     m.ProcessorExited: ("processorExited", write_processor_exited),
 }
-#: Each member of the envelope, by its discriminant, and its reader.
-READERS: tuple[tuple[str, Callable[[Any], m.Message]], ...] = (
-    ("hello", read_hello),
-    ("helloReply", read_hello_reply),
-    ("heartbeat", read_heartbeat),
-    ("heartbeatEcho", read_heartbeat_echo),
-    ("ping", read_ping),
-    ("protocolError", read_protocol_error),
-    ("task", read_task),
-    ("taskResult", read_task_result),
-    ("taskCancel", read_task_cancel),
-    ("taskCancelConfirm", read_task_cancel_confirm),
-    ("taskLog", read_task_log),
-    ("graphTask", read_graph_task),
-    ("clientDisconnect", read_client_disconnect),
-    ("shutdownReply", read_shutdown_reply),
-    ("workerCapacity", read_worker_capacity),
-    ("workerLeaving", read_worker_leaving),
-    ("taskReturn", read_task_return),
-    ("shutdown", read_shutdown),
-    ("managerTarget", read_manager_target),
-    ("processorReady", read_processor_ready),
-    ("processorBlocked", read_processor_blocked),
-    ("processorResumeRequest", read_processor_resume_request),
-    ("processorResume", read_processor_resume),
-    ("statusSnapshot", read_status_snapshot),
-    ("taskTransitions", read_task_transitions),
-    ("scalingDecisions", read_scaling_decisions),
-    ("unitsReclaimed", read_units_reclaimed),
-    ("taskStoryRequest", read_task_story_request),
-    ("taskStoryReply", read_task_story_reply),
-    ("jobOpen", read_job_open),
-    ("jobAttach", read_job_attach),
-    ("jobReply", read_job_reply),
-    ("clientResume", read_client_resume),
-    ("clientResumed", read_client_resumed),
-    ("streamItem", read_stream_item),
-    ("streamCredit", read_stream_credit),
-    ("actorReady", read_actor_ready),
-    ("actorStop", read_actor_stop),
-    ("actorLookup", read_actor_lookup),
-    ("actorReply", read_actor_reply),
-    ("resultSent", read_result_sent),
-    ("processorExited", read_processor_exited),
-)
+#: Each member of the envelope, by its name (a reader's `_which_str()`): that name, and its reader.
+READERS: dict[str, tuple[str, Callable[[Any], m.Message]]] = {
+    "hello": ("hello", read_hello),
+    "helloReply": ("helloReply", read_hello_reply),
+    "heartbeat": ("heartbeat", read_heartbeat),
+    "heartbeatEcho": ("heartbeatEcho", read_heartbeat_echo),
+    "ping": ("ping", read_ping),
+    "protocolError": ("protocolError", read_protocol_error),
+    "task": ("task", read_task),
+    "taskResult": ("taskResult", read_task_result),
+    "taskCancel": ("taskCancel", read_task_cancel),
+    "taskCancelConfirm": ("taskCancelConfirm", read_task_cancel_confirm),
+    "taskLog": ("taskLog", read_task_log),
+    "graphTask": ("graphTask", read_graph_task),
+    "clientDisconnect": ("clientDisconnect", read_client_disconnect),
+    "shutdownReply": ("shutdownReply", read_shutdown_reply),
+    "workerCapacity": ("workerCapacity", read_worker_capacity),
+    "workerLeaving": ("workerLeaving", read_worker_leaving),
+    "taskReturn": ("taskReturn", read_task_return),
+    "shutdown": ("shutdown", read_shutdown),
+    "managerTarget": ("managerTarget", read_manager_target),
+    "processorReady": ("processorReady", read_processor_ready),
+    "processorBlocked": ("processorBlocked", read_processor_blocked),
+    "processorResumeRequest": ("processorResumeRequest", read_processor_resume_request),
+    "processorResume": ("processorResume", read_processor_resume),
+    "statusSnapshot": ("statusSnapshot", read_status_snapshot),
+    "taskTransitions": ("taskTransitions", read_task_transitions),
+    "scalingDecisions": ("scalingDecisions", read_scaling_decisions),
+    "unitsReclaimed": ("unitsReclaimed", read_units_reclaimed),
+    "taskStoryRequest": ("taskStoryRequest", read_task_story_request),
+    "taskStoryReply": ("taskStoryReply", read_task_story_reply),
+    "jobOpen": ("jobOpen", read_job_open),
+    "jobAttach": ("jobAttach", read_job_attach),
+    "jobReply": ("jobReply", read_job_reply),
+    "clientResume": ("clientResume", read_client_resume),
+    "clientResumed": ("clientResumed", read_client_resumed),
+    "streamItem": ("streamItem", read_stream_item),
+    "streamCredit": ("streamCredit", read_stream_credit),
+    "actorReady": ("actorReady", read_actor_ready),
+    "actorStop": ("actorStop", read_actor_stop),
+    "actorLookup": ("actorLookup", read_actor_lookup),
+    "actorReply": ("actorReply", read_actor_reply),
+    "resultSent": ("resultSent", read_result_sent),
+    "processorExited": ("processorExited", read_processor_exited),
+}

@@ -48,7 +48,15 @@ def call(head: str, arguments: list[str], indent: int, tail: str = ")") -> list[
     inner = f"{pad}    {', '.join(arguments)}"
     if len(inner) <= WIDTH:
         return [f"{pad}{head}", inner, f"{pad}{tail}"]
-    return [f"{pad}{head}", *(f"{pad}    {argument}," for argument in arguments), f"{pad}{tail}"]
+    lines = [f"{pad}{head}"]
+    for argument in arguments:
+        if len(pad) + 4 + len(argument) + 1 > WIDTH and " if " in argument and " else " in argument:
+            value, rest = argument.split(" if ", 1)  # too long for a line: ruff splits a conditional at its keywords
+            test, otherwise = rest.rsplit(" else ", 1)
+            lines += [f"{pad}    {value}", f"{pad}    if {test}", f"{pad}    else {otherwise},"]
+        else:
+            lines.append(f"{pad}    {argument},")
+    return [*lines, f"{pad}{tail}"]
 
 
 def sequence(head: str, items: list[str], tail: str) -> list[str]:
@@ -181,7 +189,8 @@ def codec_module(modules: list[Module], doc: str, helpers: list[str]) -> str:
         lines.append("import sys")
     lines += ["from collections.abc import Callable", "from typing import Any", ""]
     lines += [f"from scaler.protocol import {module.name} as {module.module}" for module in modules]
-    used = [helper for helper in helpers if re.search(rf"\b{helper}\(", text)]
+    constants = "\n".join(expression for module in modules for expression in module.codec_constants.values())
+    used = [helper for helper in helpers if re.search(rf"\b{helper}\(", f"{text}\n{constants}")]
     lines += _import("scaler.protocol.codec_fields", used)
     lines.append("")
     for module in modules:
@@ -197,9 +206,9 @@ def codec_module(modules: list[Module], doc: str, helpers: list[str]) -> str:
 def _envelope(module: Module) -> list[str]:
     functions = {py.name: py.function for py in module.classes}
     writers = [f'{module.module}.{cls}: ("{name}", write_{functions[cls]})' for name, cls in module.envelope]
-    readers = [f'("{name}", read_{functions[cls]})' for name, cls in module.envelope]
+    readers = [f'"{name}": ("{name}", read_{functions[cls]})' for name, cls in module.envelope]
     lines = ["#: Each message type: its member of the envelope (Message) and its writer."]
     lines += sequence("WRITERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {", writers, "}")
-    lines += ["#: Each member of the envelope, by its discriminant, and its reader."]
-    head = f"READERS: tuple[tuple[str, Callable[[Any], {module.module}.Message]], ...] = ("
-    return lines + sequence(head, readers, ")")
+    lines += ["#: Each member of the envelope, by its name (a reader's `_which_str()`): that name, and its reader."]
+    head = f"READERS: dict[str, tuple[str, Callable[[Any], {module.module}.Message]]] = {{"
+    return lines + sequence(head, readers, "}")

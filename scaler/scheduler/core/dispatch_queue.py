@@ -159,8 +159,9 @@ class DispatchQueue:
             del self._heaps[key]
         return None
 
-    def pop(self, key: Capabilities, records: dict[TaskID, TaskRecord]) -> TaskRecord:
-        entry = self.peek(key, records)
+    def pop(self, key: Capabilities, records: dict[TaskID, TaskRecord], top: Entry | None = None) -> TaskRecord:
+        """Take the task `peek` names; `top`: what `peek` just returned for `key` (not asked again)."""
+        entry = top if top is not None else self.peek(key, records)
         assert entry is not None
         heapq.heappop(self._heaps[key])
         record = records[entry[3]]

@@ -215,8 +215,8 @@ class SchedulerCore:
         return self.handle_all((event,))
 
     def handle_all(self, events: Iterable[Event]) -> list[Effect]:
-        """Apply events in order, then dispatch once (a batch from one socket read is one step). An
-        event whose handling fails is logged and dropped; the others are still applied."""
+        """Apply events in order, then dispatch once (what one burst of the shell's socket reads brought is one
+        step). An event whose handling fails is logged and dropped; the others are still applied."""
         self.steps += 1
         for event in events:
             try:

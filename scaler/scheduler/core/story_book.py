@@ -8,9 +8,10 @@ first; an older one is forgotten, and a request for it is answered with `known=F
 written for every task, read for few. `cause_of` words why a transition happens.
 
 The scheduler records its own transitions (`note`), what a worker reported with a result (the processor's
-start and end, `add`), and the waiting reasons of the dispatch queue, sampled each status interval per queue key
-(`waiting`: a few spans per key, never a walk of the queued tasks); a story is given the reasons whose span
-overlaps the times its task was queued when it is asked for. Pure: times come in.
+start and end, `ran`: the report is kept as it came, its entries made only when the story is read), and the
+waiting reasons of the dispatch queue, sampled each status interval per queue key (`waiting`: a few spans per key,
+never a walk of the queued tasks); a story is given the reasons whose span overlaps the times its task was queued
+when it is asked for. Pure: times come in.
 """
 
 from __future__ import annotations
@@ -48,14 +49,37 @@ class _Span:
         self.reason = reason
 
 
-class _Story:
-    __slots__ = ("dropped", "ended_at", "entries", "key")
+#: A processor's report of one run, kept as it came: (its stamps, the worker, the attempt, the result's status, how
+#: many of its entries fit under the bound); its entries are made when the story is asked for (`_Story.all_entries`)
+_Run = tuple[m.RunStamps, bytes, int, str, int]
 
-    def __init__(self, key: object = None) -> None:
-        self.entries: list[_Entry] = []
+
+class _Story:
+    __slots__ = ("dropped", "ended_at", "entries", "key", "runs", "size")
+
+    def __init__(self, key: object = None, entries: list[_Entry] | None = None) -> None:
+        self.entries: list[_Entry] = entries if entries is not None else []
         self.dropped = 0
         self.ended_at = 0.0  #: monotonic time it ended (finished stories only)
         self.key = key  #: its dispatch queue key: which waiting reasons are its own
+        self.runs: list[_Run] | None = None  #: the processors' reports (None: none yet)
+        self.size = len(self.entries)  #: its entries, those of `runs` included (what ENTRIES_PER_TASK bounds)
+
+    def all_entries(self) -> list[_Entry]:
+        """Its entries, each run's expanded (in no particular order: a story is sorted by time when read)."""
+        if not self.runs:
+            return list(self.entries)
+        entries = list(self.entries)
+        for ran, worker, attempt, status, fit in self.runs:
+            where = ("pid {} of worker {}", ran.processor_pid, worker)
+            cause = ("dispatch attempt {}", attempt)
+            made: list[_Entry] = []
+            if ran.received_at:
+                made.append((ran.received_at, "processor", where, "received from its worker agent", cause))
+            made.append((ran.started_at, "processor", where, "started", cause))
+            made.append((ran.finished_at, "processor", where, f"finished ({status})", cause))
+            entries += made[:fit]
+        return entries
 
 
 class StoryBook:
@@ -84,24 +108,35 @@ class StoryBook:
     def opened(self, task_id: TaskID, key: object, wall_time: float, what: str, cause: Words) -> None:
         """A task reached the scheduler (submitted, or adopted after a restart)."""
         if self.enabled and task_id not in self._live:
-            self._live[task_id] = _Story(key)
-            self.add(task_id, (wall_time, "scheduler", "", what, cause))
+            self._live[task_id] = _Story(key, [(wall_time, "scheduler", "", what, cause)])
 
     def note(self, task_id: TaskID, wall_time: float, what: str, where: Words = "", cause: Words = "") -> None:
+        story = self._live.get(task_id)  # the common case, inline: a live task's story with room
+        if story is not None and story.size < ENTRIES_PER_TASK:
+            story.entries.append((wall_time, "scheduler", where, what, cause))
+            story.size += 1
+            return
         self.add(task_id, (wall_time, "scheduler", where, what, cause))
 
     def add(self, task_id: TaskID, entry: _Entry) -> None:
-        if not self.enabled:
+        story = self._story_to_add_to(task_id)
+        if story is None:
             return
+        if story.size >= ENTRIES_PER_TASK:
+            story.dropped += 1
+            return
+        story.entries.append(entry)
+        story.size += 1
+
+    def _story_to_add_to(self, task_id: TaskID) -> _Story | None:
+        if not self.enabled:
+            return None
         story = self._live.get(task_id)
         if story is None:
             story = self._finished.get(task_id)  # a late report (a result's stamps) of a task just ended
             if story is None:
                 story = self._live[task_id] = _Story()
-        if len(story.entries) >= ENTRIES_PER_TASK:
-            story.dropped += 1
-            return
-        story.entries.append(entry)
+        return story
 
     def ended(
         self, task_id: TaskID, now: float, wall_time: float, what: str, where: Words = "", cause: Words = ""
@@ -111,6 +146,7 @@ class StoryBook:
             return
         story = self._live.pop(task_id, None) or _Story()
         story.entries.append((wall_time, "scheduler", where, what, cause))
+        story.size += 1
         story.ended_at = now
         self._finished[task_id] = story
         self._finished.move_to_end(task_id)
@@ -121,14 +157,20 @@ class StoryBook:
     def ran(self, task_id: TaskID, worker: bytes, attempt: int, result: m.TaskResult) -> None:
         """The processor's own times, reported with the result."""
         ran = result.ran
-        if ran is None or not self.enabled:
+        if ran is None:
             return
-        where = ("pid {} of worker {}", ran.processor_pid, worker)
-        cause = ("dispatch attempt {}", attempt)
-        if ran.received_at:
-            self.add(task_id, (ran.received_at, "processor", where, "received from its worker agent", cause))
-        self.add(task_id, (ran.started_at, "processor", where, "started", cause))
-        self.add(task_id, (ran.finished_at, "processor", where, f"finished ({result.status.value})", cause))
+        story = self._story_to_add_to(task_id)
+        if story is None:
+            return
+        made = 3 if ran.received_at else 2  #: received (when known), started, finished
+        fit = max(0, min(made, ENTRIES_PER_TASK - story.size))
+        story.dropped += made - fit
+        if not fit:
+            return
+        if story.runs is None:
+            story.runs = []
+        story.runs.append((ran, worker, attempt, result.status.value, fit))  # its entries are made when asked for
+        story.size += fit
 
     def expire(self, now: float) -> None:
         """Forget finished stories older than the retention time (called on ticks; <= 0: no time bound), and the
@@ -176,7 +218,7 @@ class StoryBook:
         if not spans:
             return []
         waits: list[_Entry] = []
-        entries = story.entries
+        entries = story.entries  # the scheduler's own, in the order they were noted (runs are the processors')
         for index, entry in enumerate(entries):
             if entry[3] != "queued" or entry[1] != "scheduler":
                 continue
@@ -199,7 +241,7 @@ class StoryBook:
                     f" {self.retention_seconds:g} s; {self.forgotten} forgotten so far)"
                 )
             return m.TaskStoryReply(task_id, False, (), note)
-        everything = story.entries + self._waits_of(story)
+        everything = story.all_entries() + self._waits_of(story)
         entries = tuple(
             m.StoryEntry(at, component, self._place(component, where), what, _words(cause))
             for at, component, where, what, cause in sorted(everything, key=lambda entry: entry[0])

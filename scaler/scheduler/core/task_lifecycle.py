@@ -25,6 +25,7 @@ from scaler.protocol.messages import (
     TaskResult,
     TaskReturn,
 )
+from scaler.scheduler.core.dispatch_queue import Entry
 from scaler.scheduler.core.effects import DeleteObjects, Effect, Send
 from scaler.scheduler.core.free_workers import FreeEntry, FreeWorkers
 from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
@@ -126,11 +127,14 @@ class TaskLifecycle:
 
     def apply(self, task_id: TaskID, event: TaskEvent, **details: object) -> None:
         record = self._tasks.get(task_id)
-        if record is None:
-            return
+        if record is not None:
+            self._apply(record, event, details)
+
+    def _apply(self, record: TaskRecord, event: TaskEvent, details: dict[str, object]) -> None:
+        """`apply` for a caller that holds the live record already."""
         action = outcome(record.state, event)
         if action is Outcome.IGNORE:
-            logger.debug("task %s: %s ignored in state %s", task_id.hex(), event.value, record.state.value)
+            logger.debug("task %s: %s ignored in state %s", record.task_id.hex(), event.value, record.state.value)
             return
         if self._tasks.stories.enabled and event is not TaskEvent.DISPATCH:  # _assign words its own cause
             self._cause = cause_of(event, record.client_gone, record.worker or b"", details)
@@ -145,7 +149,7 @@ class TaskLifecycle:
             self.apply(result.task_id, TaskEvent.WORKER_LOST, reason=result.error_message or "its host was lost")
             return
         event = TaskEvent.OUT_OF_MEMORY if result.status is ResultStatus.OUT_OF_MEMORY else TaskEvent.RESULT
-        self.apply(result.task_id, event, result=result)
+        self._apply(record, event, {"result": result})
 
     def cancel_confirmed_by(self, worker: PeerID, confirm: TaskCancelConfirm) -> None:
         record = self._tasks.get(confirm.task_id)
@@ -273,15 +277,16 @@ class TaskLifecycle:
             if worker.lends and not worker.lent_links:  # its processors are restarting: its agent would put tasks
                 passed_over.append(entry)  # on processors that run lent ones (the next link's hello offers it again)
                 continue
-            key = self._best_queue_for(worker)
+            key, top = self._best_queue_for(worker)
             if key is None:
                 passed_over.append(entry)
                 continue
-            record = queue.pop(key, self._tasks.records)
-            self.apply(record.task_id, TaskEvent.DISPATCH, worker=worker)  # _assign offers it again if not full
+            record = queue.pop(key, self._tasks.records, top)
+            self._apply(record, TaskEvent.DISPATCH, {"worker": worker})  # _assign offers it again if not full
         self._free.put_back(passed_over)
 
-    def _best_queue_for(self, worker: WorkerRecord) -> tuple[tuple[str, int], ...] | None:
+    def _best_queue_for(self, worker: WorkerRecord) -> tuple[tuple[tuple[str, int], ...] | None, Entry | None]:
+        """The queue key whose best task `worker` takes (None: none it can run), and that task's entry."""
         queue, records = self._tasks.queue, self._tasks.records
         best_key, best_entry = None, None
         for key in list(queue.queued_count):
@@ -290,7 +295,7 @@ class TaskLifecycle:
             entry = queue.peek(key, records)
             if entry is not None and (best_entry is None or entry < best_entry):
                 best_key, best_entry = key, entry
-        return best_key
+        return best_key, best_entry
 
     def _assign(self, record: TaskRecord, worker: WorkerRecord) -> None:
         record.worker = worker.peer

@@ -127,12 +127,12 @@ class TaskTable:
         old = record.state
         self.live_counts[old] -= 1
         self.live_counts[state] += 1
-        if _LIVE_INDEX[old] != _LIVE_INDEX[state]:
-            self._count(record, _LIVE_INDEX[old], -1)
-            self._count(record, _LIVE_INDEX[state], 1)
-            if _LIVE_INDEX[old] == HELD_INDEX:
+        was, now_index = _LIVE_INDEX[old], _LIVE_INDEX[state]
+        if was != now_index:
+            self._move(record, was, now_index)
+            if was == HELD_INDEX:
                 self._held(record.task.priority, -1)
-            elif _LIVE_INDEX[state] == HELD_INDEX:
+            elif now_index == HELD_INDEX:
                 self._held(record.task.priority, 1)
         record.state = state
         self._note(record, state.value, now)
@@ -166,10 +166,10 @@ class TaskTable:
             if not owned:
                 del self.by_client[record.client_id]
         self.live_counts[record.state] -= 1
-        self._count(record, _LIVE_INDEX[record.state], -1)
-        if _LIVE_INDEX[record.state] == HELD_INDEX:
+        was = _LIVE_INDEX[record.state]
+        self._move(record, was, _END_INDEX.get(ending, _FAILED_INDEX))
+        if was == HELD_INDEX:
             self._held(record.task.priority, -1)
-        self._count(record, _END_INDEX.get(ending, _FAILED_INDEX), 1)
         self._note(record, ending, now, ran_on, run_seconds, peak_memory_bytes)
 
     def _rebuild(self) -> None:
@@ -211,6 +211,23 @@ class TaskTable:
         if function is None:
             function = self.function_counts[record.task.function_name] = [0] * 6
         function[index] += delta
+
+    def _move(self, record: TaskRecord, was: int, index: int) -> None:
+        """`_count(record, was, -1)` then `_count(record, index, 1)`, each list found once."""
+        client_id = record.task.client_id
+        client = self.client_counts.get(client_id)
+        if client is None:
+            client = self.client_counts[client_id] = [0] * 6
+        client[was] -= 1
+        client[index] += 1
+        if was == HELD_INDEX and client_id in self.queue.quotas:
+            self.queue.quota_freed(client_id, self.records)
+        name = record.task.function_name
+        function = self.function_counts.get(name)
+        if function is None:
+            function = self.function_counts[name] = [0] * 6
+        function[was] -= 1
+        function[index] += 1
 
     def _note(
         self,

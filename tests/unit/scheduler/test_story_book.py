@@ -155,6 +155,25 @@ def test_a_long_story_is_bounded_and_says_so_but_keeps_its_end() -> None:
     assert f"{ENTRIES_PER_TASK + 1} entries left out" in reply.note
 
 
+def test_a_processor_report_counts_against_the_bound_entry_by_entry() -> None:
+    """A run's report is kept as it came and its entries made when the story is read: those that did not fit when it
+    came stay out, and the ones that did keep their words."""
+    book = StoryBook()
+    book.opened(tid(1), (), 0.0, "queued", "submitted")
+    for n in range(ENTRIES_PER_TASK - 2):
+        book.note(tid(1), float(n), "dispatched")
+    ran = m.RunStamps(started_at=200.0, finished_at=300.0, processor_pid=42, received_at=100.0)
+    result = replace(success(tid(1)), ran=ran)
+    book.ran(tid(1), b"Worker|w", 3, result)  # three entries, one fits
+    book.ran(tid(1), b"Worker|w", 4, result)  # none fits
+    book.ended(tid(1), now=1e3, wall_time=1e3, what="success")
+    reply = book.story(tid(1))
+    assert len(reply.entries) == ENTRIES_PER_TASK + 1 and "5 entries left out" in reply.note
+    (received,) = [entry for entry in reply.entries if entry.component == "processor"]
+    assert (received.wall_time, received.what) == (100.0, "received from its worker agent")
+    assert received.where == "pid 42 of worker Worker|w" and received.cause == "dispatch attempt 3"
+
+
 def test_stories_off_records_nothing_and_says_so() -> None:
     sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, story_retention_tasks=0))
     client = sim.add_client()

@@ -1,0 +1,179 @@
+"""The scheduler's main thread per tiny task, without sockets: W1's frames through the real shell's inbound handler
+(`SchedulerServer._on_frames`: decode, the core, the effects, encode) and the outbox's flush, timed with the CPU clock.
+
+    python benchmarks/scheduler_cost.py [--tasks 20000] [--rounds 5] [--batch 64] [--lend]
+    PYTHONPATH=/path/to/another/checkout python benchmarks/scheduler_cost.py   # the same for another version
+
+One client sends tasks `--batch` to a frame (as a client's submit loop does), two workers (capacity 8, as a worker
+with one processor announces while busy) answer each task they are given with a result shaped like a real one (an
+inline value, run stamps, the worker's id), a burst of frames at a time; every `Send` the core makes is encoded as
+the shell does. With `--lend`, each worker lends one processor and results come back on its link. What it leaves out:
+ZeroMQ (each frame about 3-4 us of the socket's own CPU, most in its I/O thread), the event loop and CURVE checks
+(no keys here). `route_cost.py` measures the real processes; this is its scheduler's Python part, with far less
+noise, for A/B of the scheduler's code. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from typing import Any
+
+import zmq
+
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol.ids import ClientID, PeerID, TaskID
+from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
+from scaler.scheduler.server import SchedulerServer
+
+PYTHON = "{}.{}".format(*__import__("sys").version_info[:2])
+CAPACITY = 8
+BODY = bytes(range(256))[:136]  # a TaskBody's size for inc(i) with its function already in storage
+
+
+class Sockets:
+    security = None
+
+
+class Router:
+    """What the shell asks of its router socket here: whether a burst of reads is under way."""
+
+    in_burst = False
+
+
+class Outbox:
+    """What the shell's outbox is given: each frame kept per peer until the burst's end."""
+
+    def __init__(self) -> None:
+        self.pending: dict[bytes, list[bytes]] = {}
+        self.frames_sent = 0
+
+    def send(self, peer: bytes, frame: bytes) -> None:
+        self.pending.setdefault(peer, []).append(frame)
+
+    def flush_unless_held(self) -> None:
+        pass
+
+    def take(self) -> dict[bytes, list[bytes]]:
+        pending, self.pending = self.pending, {}
+        for frames in pending.values():
+            self.frames_sent += len(frames)
+        return pending
+
+
+class Driver:
+    def __init__(self, lend: bool) -> None:
+        core = SchedulerCore(CoreSettings("tcp://s:1", "tcp://s:2", PYTHON))
+        self.server = SchedulerServer(core, "tcp://s:1", "tcp://s:3", "tcp://s:2", Sockets())  # type: ignore[arg-type]
+        self.outbox = Outbox()
+        self.server._outbox = self.outbox  # type: ignore[assignment]
+        self.server._now = self._now  # type: ignore[method-assign]
+        self.router = Router()
+        self.server._router = self.router  # type: ignore[assignment]
+        self.now = 1.0
+        self.client = PeerID(b"Client|1290487433ec4611aa2c1628629c4bc4")
+        self.workers = [PeerID(b"Worker|FIX|%032x" % number) for number in range(2)]
+        #: who answers for a worker: the worker itself or its lent processor's link
+        self.answerer: dict[bytes, bytes] = {}
+        self.held: dict[bytes, list[m.Task]] = {}
+        self.answered = 0
+        self.feed(self.client, [m.Hello(m.PROTOCOL_VERSION, PYTHON, 1, "bench", m.ClientInfo())])
+        for number, worker in enumerate(self.workers):
+            info = m.WorkerInfo((), CAPACITY, "", "FIX", lends_processors=lend)
+            self.feed(worker, [m.Hello(m.PROTOCOL_VERSION, PYTHON, 1, "bench", info)])
+            self.held[worker] = []
+            if lend:
+                link = PeerID(b"Processor|%032x" % number)
+                info = m.ProcessorInfo(b"processor-0", worker, lent=True)
+                self.feed(link, [m.Hello(m.PROTOCOL_VERSION, PYTHON, 1, "bench", info)])
+                self.held[link] = []
+        self.outbox.take()
+
+    def _now(self) -> float:
+        return self.now
+
+    def feed(self, peer: bytes, messages: list[Any]) -> None:
+        frames = [zmq.Frame(peer)] + [zmq.Frame(codec.encode(message)) for message in messages]
+        self.server._on_frames(frames)
+
+    def feed_frames(self, peer: bytes, frames: list[bytes]) -> None:
+        """One burst of the router's reads: this peer's frames, as one multipart message."""
+        self.router.in_burst = True
+        self.server._on_frames([zmq.Frame(peer)] + [zmq.Frame(frame) for frame in frames])
+        self.router.in_burst = False
+        self.server._burst_end()
+
+    def route(self) -> None:
+        for peer, frames in self.outbox.take().items():
+            if peer in self.held:
+                self.held[peer].extend(frames)  # type: ignore[arg-type]
+            elif peer == self.client:
+                self.answered += len(frames)
+
+
+def task_frames(client: PeerID, first: int, count: int) -> list[bytes]:
+    prefix = b"K\x8eu\xa3$\xdb\x90A"
+    return [
+        codec.encode(m.Task(TaskID(prefix + number.to_bytes(8, "big")), ClientID(client), BODY, "inc"))
+        for number in range(first, first + count)
+    ]
+
+
+def result_frame(worker: bytes, task_frame: bytes, stamp: float) -> bytes:
+    task = codec.decode(task_frame)
+    assert isinstance(task, m.Task)
+    ran = m.RunStamps(stamp, stamp + 0.0001, 3583, stamp - 0.0001)
+    return codec.encode(
+        m.TaskResult(task.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"\x80\x05K\x01.", "", m.Profile(),
+                     worker, ran)
+    )  # fmt: skip
+
+
+def one_round(tasks: int, batch: int, lend: bool) -> float:
+    """CPU seconds per task of the scheduler's part (results are encoded outside the timed part)."""
+    driver = Driver(lend)
+    submitted = 0
+    spent = 0.0
+    gc.collect()
+    while driver.answered < tasks:
+        if submitted < tasks:
+            count = min(batch, tasks - submitted)
+            frames = task_frames(driver.client, submitted, count)
+            submitted += count
+            started = time.process_time()
+            driver.feed_frames(driver.client, frames)
+            driver.route()
+            spent += time.process_time() - started
+        for peer, held in driver.held.items():
+            if not held:
+                continue
+            given, held[:] = held[:], []
+            worker = peer if peer in driver.workers else driver.workers[int(peer[-1:], 16) % 2]
+            results = [result_frame(worker, frame, driver.now) for frame in given]
+            driver.now += 0.0005
+            started = time.process_time()
+            driver.feed_frames(peer, results)
+            driver.route()
+            spent += time.process_time() - started
+    return spent / tasks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=64, help="tasks per frame from the client")
+    parser.add_argument("--lend", action="store_true", help="workers lend their processor (results on its link)")
+    arguments = parser.parse_args()
+    figures = [one_round(arguments.tasks, arguments.batch, arguments.lend) * 1e6 for _ in range(arguments.rounds)]
+    print(
+        f"scheduler main thread, CPU per task: best {min(figures):.1f} us, median {statistics.median(figures):.1f} us "
+        f"({', '.join(f'{figure:.1f}' for figure in figures)})"
+    )
+
+
+if __name__ == "__main__":
+    main()
