@@ -1204,7 +1204,7 @@ def read_actor_reply(r: Any) -> m.ActorReply:
     )
 
 
-def write_storage_request(b: Any, v: sm.StorageRequest) -> None:
+def write_storage_request(b: Any, v: sm.StorageRequest) -> None:  # noqa: C901 - one branch per union member
     b.requestId = v.request_id
     x = v.operation
     if isinstance(x, sm.StorageHello):
@@ -1229,11 +1229,15 @@ def write_storage_request(b: Any, v: sm.StorageRequest) -> None:
         write_adopt_many(b.init("adoptMany"), x)
     elif isinstance(x, sm.GetInParts):
         b.getInParts = x.object_id
+    elif isinstance(x, sm.WriteBegin):
+        write_write_begin(b.init("writeBegin"), x)
+    elif isinstance(x, sm.WriteProgress):
+        write_write_progress(b.init("writeProgress"), x)
     else:
         raise TypeError(f"{type(x).__name__} is not a member of this union")
 
 
-def read_storage_request(r: Any) -> sm.StorageRequest:
+def read_storage_request(r: Any) -> sm.StorageRequest:  # noqa: C901 - one branch per union member
     which = r._which().raw
     operation: sm.StorageOperation
     if which == 0:
@@ -1258,9 +1262,44 @@ def read_storage_request(r: Any) -> sm.StorageRequest:
         operation = read_adopt_many(r._get("adoptMany"))
     elif which == 10:
         operation = sm.GetInParts(r._get("getInParts"))
+    elif which == 11:
+        operation = read_write_begin(r._get("writeBegin"))
+    elif which == 12:
+        operation = read_write_progress(r._get("writeProgress"))
     else:
         raise ValueError(f"unknown union member {which}")
     return sm.StorageRequest(r._get("requestId"), operation)
+
+
+def write_write_begin(b: Any, v: sm.WriteBegin) -> None:
+    b.objectId = v.object_id
+    b.ownerId = v.owner_id
+    b.fileName = v.file_name
+    b.totalBytes = v.total_bytes
+    b.name = v.name
+    b.frameBytes = v.frame_bytes
+
+
+def read_write_begin(r: Any) -> sm.WriteBegin:
+    frame_bytes = r._get("frameBytes")
+    return sm.WriteBegin(
+        r._get("objectId"),
+        r._get("ownerId"),
+        r._get("fileName"),
+        r._get("totalBytes"),
+        tuple(frame_bytes) if len(frame_bytes) else (),
+        r._get("name"),
+    )
+
+
+def write_write_progress(b: Any, v: sm.WriteProgress) -> None:
+    b.objectId = v.object_id
+    b.writtenBytes = v.written_bytes
+    b.failed = v.failed
+
+
+def read_write_progress(r: Any) -> sm.WriteProgress:
+    return sm.WriteProgress(r._get("objectId"), r._get("writtenBytes"), r._get("failed"))
 
 
 def write_storage_hello(b: Any, v: sm.StorageHello) -> None:
