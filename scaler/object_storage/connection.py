@@ -398,6 +398,13 @@ class ObjectStorageConnection:
             followed = self._followed
         return followed.start(local, object_id, owner_id, name, buffers)
 
+    def wait_followed(self) -> None:
+        """Until the writes readers follow that this connection began are finished (stored, or given up)."""
+        with self._lock:
+            followed = self._followed
+        if followed is not None:
+            followed.wait()
+
     def call(self, operation: StorageOperation) -> Answered:
         """One request without payload: its answer when ok; raises what a failed one means."""
         return self._call(operation)

@@ -11,9 +11,13 @@ The object counts as stored once its adopt is answered ok; until then `exists` s
 tmpfs is full, the adopt is refused, the processor dies: the server ends a write that makes no progress), every
 reader waiting for it is answered `notFound` naming why, and the object never appears later.
 
-Only frames nobody can change (read-only buffers: `bytes`, a serializer's pickle stream) are written so: the next task
-runs while the write goes on, and a buffer it could change (a numpy array a task returned and still holds) is written
-before the result is announced, as before.
+The processor (worker/processor/process.py) announces such a result to the scheduler on its own link at once, but
+tells its agent that the task ended (ResultSent) only once `wait` returns: until then the processor is busy to its
+agent, which neither gives it another task nor retires it (a SIGKILL) mid-write; only a real death (a crash, the
+worker killed) loses a result announced and not yet stored, and its readers are then told so. A result that goes
+through the agent (the processor's link not open) is announced only once written, as before. Only frames nobody can
+change (read-only buffers: `bytes`, a serializer's pickle stream) are written so, since other tasks of the processor
+(parked ones) may run meanwhile.
 """
 
 from __future__ import annotations
@@ -67,6 +71,8 @@ class FollowedPuts:
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._unfinished = 0  #: writes started and not finished (stored, or given up)
+        self._finished = threading.Condition(self._lock)
 
     def start(self, local: LocalSegments, object_id: bytes, owner_id: bytes, name: str, buffers: Sequence[Any]) -> bool:
         """Begin a followed write of the object (its file's header written, the server told); True: the object may be
@@ -90,7 +96,14 @@ class FollowedPuts:
                 self._thread = threading.Thread(target=self._run, name="scaler-followed-puts", daemon=True)
                 self._thread.start()
             self._jobs.put(_Job(writer, begin.object_id, begin.owner_id, name))
+            self._unfinished += 1
         return True
+
+    def wait(self) -> None:
+        """Until every write started is finished (the object stored, or given up and its readers told)."""
+        with self._lock:
+            while self._unfinished:
+                self._finished.wait()
 
     def close(self) -> None:
         """Wait for the writes started, then close the connection."""
@@ -104,7 +117,12 @@ class FollowedPuts:
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
-            self._write(job)
+            try:
+                self._write(job)
+            finally:
+                with self._lock:
+                    self._unfinished -= 1
+                    self._finished.notify_all()
 
     def _write(self, job: _Job) -> None:
         writer, object_id = job.writer, job.object_id

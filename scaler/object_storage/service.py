@@ -514,7 +514,10 @@ class StorageService:
     ) -> StorageAnswer | None:  # fmt: skip
         stored = self.store.get(object_id)
         writing = self.writes.get(object_id) if stored is None else None
-        if writing is not None and not writing.ended and self._may_read(peer, writing.begin.owner_id):
+        if writing is not None and self._may_read(peer, writing.begin.owner_id):
+            if writing.ended:  # the reason its readers were given (followed_writes rule 4)
+                reason = f"object {object_id.hex()} was not stored: {writing.ended}"
+                return StorageAnswer(StorageReply(request_id, StorageStatus.NOT_FOUND, reason))
             self._send(self.writes.follow(object_id, peer_id, request_id, mapped, in_parts))
             return None  # answered as the write goes on, or once it is stored
         if stored is None or not self._may_read(peer, stored.owner_id):
