@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from scaler.errors import ObjectStorageException
+from scaler.errors import ScalerError
 from scaler.object_storage.segment_files import SegmentWriter
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.storage_messages import Adopt, StorageOperation, WriteBegin, WriteProgress
@@ -87,7 +87,7 @@ class FollowedPuts:
         )
         try:
             self._call(begin)
-        except ObjectStorageException as error:
+        except ScalerError as error:  # refused, malformed for this server, not answered: written as before
             writer.discard()
             logger.debug("writeBegin of %s refused (%s): written before it is announced", object_id.hex(), error)
             return False
@@ -119,6 +119,9 @@ class FollowedPuts:
         while (job := self._jobs.get()) is not None:
             try:
                 self._write(job)
+            except Exception:  # never the thread: the next writes and `wait` depend on it
+                logger.exception("object %s was not stored", job.object_id.hex())
+                job.writer.discard()
             finally:
                 with self._lock:
                     self._unfinished -= 1
@@ -135,13 +138,13 @@ class FollowedPuts:
             writer.discard()
             self._give_up(object_id, f"its segment file could not be written: {error}")
             return
-        except ObjectStorageException as error:  # the server ended the write (a delete, a stall) or is gone
+        except ScalerError as error:  # the server ended the write (a delete, a stall) or is gone
             writer.discard()
             logger.warning("object %s was not stored: %s", object_id.hex(), error)
             return
         try:
             self._call(Adopt(object_id, job.owner_id, writer.path.rsplit("/", 1)[-1], total, job.name))
-        except ObjectStorageException as error:
+        except ScalerError as error:
             writer.discard()  # gone already when it was adopted or refused; not when the server never answered
             logger.warning("object %s was not stored: %s", object_id.hex(), error)
 
@@ -149,5 +152,5 @@ class FollowedPuts:
         logger.warning("object %s was not stored: %s", object_id.hex(), why)
         try:
             self._call(WriteProgress(object_id, 0, why))
-        except ObjectStorageException:
+        except ScalerError:
             pass  # the server ends it itself once it stalls
