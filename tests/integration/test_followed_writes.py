@@ -22,6 +22,7 @@ import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -172,3 +173,31 @@ def _catch(read: object) -> BaseException | bytes:
         return read()  # type: ignore[operator, no-any-return]
     except BaseException as error:
         return error
+
+
+def _large(size: int) -> bytes:
+    """A task's large result: `bytes` (read-only, so its processor writes it while readers follow)."""
+    return bytes(range(256)) * (size // 256)
+
+
+@pytest.mark.timeout(120)
+def test_a_far_client_gets_a_large_result_of_a_cluster_announcing_results_while_written(
+    make_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """End to end, with `direct_results` (the processor announces a large result on its link once its write has
+    begun, and tells its agent the task ended once it is stored): a client off the storage's host reads the result in
+    parts and gets it whole, one result after another from the same processor. Guards the pieces
+    together (the processor's channel waiting for its writer thread, the reads waiting at the server); the mechanisms
+    are checked to fail when off by the tests above and by tests/unit/test_followed_writes.py and
+    tests/unit/worker/test_settling_channel.py."""
+    from scaler import Client
+    from scaler.object_storage import local_segments
+
+    monkeypatch.setattr(local_segments, "sees", lambda directory: False)  # this client as if on another host
+    monkeypatch.setattr(local_segments, "_seen", {})
+    cluster = make_cluster(1, direct_results=True)
+    size = 24 << 20
+    with Client(cluster.get_address(), **cluster.client_keys) as client:
+        for _ in range(3):
+            future = client.submit(_large, size)
+            assert future.result(60) == _large(size)
