@@ -181,7 +181,13 @@ class _ServerShell:
     def _answer_all(self, replies: list[Reply]) -> None:
         for reply in replies:
             self._answer(reply.peer, reply.answer)
-        for reply in self.service.take_outgoing():  # to the readers of objects being written (followed_writes.py)
+        self._send_outgoing()
+
+    def _send_outgoing(self) -> None:
+        """What the readers of objects being written are due (followed_writes.py): sent before any further disk work
+        is carried out, so that the pieces are read from the files they name before an eviction or a delete moves
+        them."""
+        for reply in self.service.take_outgoing():
             self._answer(reply.peer, reply.answer)
 
     async def sweep_writes_until(self, stop: asyncio.Event, seconds: float) -> None:
@@ -201,6 +207,7 @@ class _ServerShell:
         adopts' to send now: only once the work is done, so that a segment file a reply names is in place, and a
         deleted object's file is gone when its delete is answered."""
         replies = list(replies)
+        self._send_outgoing()
         while work := self.service.take_work():
             if self.disk is None:
                 continue  # a store without files hands out no work
@@ -219,6 +226,7 @@ class _ServerShell:
                     continue
                 if isinstance(item, AdoptSegment):
                     replies.extend(self.service.adopted(item, refused))
+                    self._send_outgoing()
             if threaded:
                 self.disk.run(threaded)
         return replies
