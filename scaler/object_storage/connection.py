@@ -42,6 +42,7 @@ from scaler.object_storage.client_core import (
     put_operation,
     reply_value,
 )
+from scaler.object_storage.followed_put import FollowedPuts, followable
 from scaler.object_storage.local_segments import LocalSegments, local_segments
 from scaler.protocol.codec import DecodeError, decode_storage_reply, encode_storage_request
 from scaler.protocol.handshake import local_python_version
@@ -350,6 +351,9 @@ class ObjectStorageConnection:
         self._owner_id = owner_id
         self._map_local = map_local
         self._reads_by_name = role in READS_BY_NAME
+        self._role = role
+        self._timeout_seconds = timeout_seconds
+        self._followed: FollowedPuts | None = None  #: writes readers follow, over a connection of their own
 
     @property
     def address(self) -> str:
@@ -377,6 +381,37 @@ class ObjectStorageConnection:
             return
         frames = payload_frames(payload)
         self._call(put_operation(object_id, frames, owner_id, name), frames)
+
+    def put_followed(self, object_id: bytes, payload: Payload, owner_id: bytes = b"", name: str = "") -> bool:
+        """Begin storing a large object that readers may follow while it is written (followed_put.py): True when the
+        object may be announced now (readers wait for it at the server; it counts as stored once a thread of this
+        connection has written it and its adopt is answered). False when it is not one for that (off the server's host,
+        small, or with buffers that could change meanwhile): nothing was done, `put` it."""
+        buffers: list[Any] = list(payload) if isinstance(payload, (list, tuple)) else [payload]
+        local = self.local_segments() if followable(buffers) else None
+        if local is None:
+            return False
+        with self._lock:
+            if self._is_closed:
+                raise ObjectStorageException(f"the connection to object storage at {self._address} was closed")
+            if self._followed is None:
+                writer = ObjectStorageConnection(
+                    self._address, self._role, self._sockets, self._timeout_seconds, owner_id=self._owner_id
+                )
+                self._followed = FollowedPuts(writer.call, writer.close)
+            followed = self._followed
+        return followed.start(local, object_id, owner_id, name, buffers)
+
+    def wait_followed(self) -> None:
+        """Until the writes readers follow that this connection began are finished (stored, or given up)."""
+        with self._lock:
+            followed = self._followed
+        if followed is not None:
+            followed.wait()
+
+    def call(self, operation: StorageOperation) -> Answered:
+        """One request without payload: its answer when ok; raises what a failed one means."""
+        return self._call(operation)
 
     def get(self, object_id: bytes) -> ObjectBytes:
         """The object's bytes; raises MissingObjects when it is not stored."""
@@ -469,6 +504,11 @@ class ObjectStorageConnection:
         return reply_value(self._call(DeleteOwner(bytes(owner_id))).reply, int, self._address)
 
     def close(self) -> None:
+        """Close, once the writes readers follow that this connection began are done (followed_put.py)."""
+        with self._lock:
+            followed, self._followed = self._followed, None
+        if followed is not None:
+            followed.close()
         with self._lock:
             if self._is_closed:
                 return

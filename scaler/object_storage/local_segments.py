@@ -28,6 +28,7 @@ from typing import Any
 from scaler.object_storage.segment_files import (
     PUT_SUFFIX,
     SegmentFileError,
+    SegmentWriter,
     map_segment,
     remove_file,
     segment_path,
@@ -79,14 +80,26 @@ class LocalSegments:
         file or cannot be written here (the directory is full: the socket takes it)."""
         if sum(memoryview(buffer).nbytes for buffer in buffers) < SEGMENT_FROM_BYTES:
             return None
-        with _names_lock:
-            number = next(_names)
-        file_name = f"{file_stem(object_id)}.{os.getpid()}-{number}{PUT_SUFFIX}"
+        file_name = self._put_name(object_id)
         try:
             write_segment(os.path.join(self.directory, file_name), object_id, owner_id, name, buffers)
         except OSError:
             return None
         return file_name
+
+    def begin(self, object_id: bytes, owner_id: bytes, name: str, buffers: Sequence[Any]) -> SegmentWriter | None:
+        """A file for adoption whose header is written and its payload not yet (`SegmentWriter`), for a write readers
+        follow; None when it cannot be made here."""
+        try:
+            return SegmentWriter(os.path.join(self.directory, self._put_name(object_id)), object_id, owner_id, name,
+                                 buffers)  # fmt: skip
+        except OSError:
+            return None
+
+    def _put_name(self, object_id: bytes) -> str:
+        with _names_lock:
+            number = next(_names)
+        return f"{file_stem(object_id)}.{os.getpid()}-{number}{PUT_SUFFIX}"
 
     def discard(self, file_name: str) -> None:
         """Remove a file written for an adoption that was refused (an adopted one was renamed already)."""

@@ -140,6 +140,51 @@ def write_segment(
     return head
 
 
+class SegmentWriter:
+    """A segment file written in steps, so that a reader may follow it (followed_writes.py): `open` writes its header
+    and sets its size (the payload's pages stay holes), `write_next` writes the next bytes of the frames, in order.
+    Raises OSError (ENOSPC); `discard` removes the file."""
+
+    def __init__(self, path: str, object_id: bytes, owner_id: bytes, name: str, buffers: Sequence[Any]) -> None:
+        self.path = path
+        self._views = [_byte_view(buffer) for buffer in buffers]
+        head_bytes, self.head = layout(object_id, owner_id, name, [view.nbytes for view in self._views])
+        self._descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(self._descriptor, self.head.file_bytes)
+            _write_at(self._descriptor, memoryview(head_bytes), 0)
+        except BaseException:
+            self.discard()
+            raise
+        self._frame = 0  #: the frame being written
+        self._done = 0  #: its bytes written
+        self.written = 0  #: payload bytes written
+
+    def write_next(self, limit: int) -> int:
+        """Write up to `limit` more payload bytes; returns the payload bytes written in all (the total once done)."""
+        while limit > 0 and self._frame < len(self._views):
+            view = self._views[self._frame]
+            step = min(limit, view.nbytes - self._done)
+            _write_at(
+                self._descriptor, view[self._done : self._done + step], self.head.frames[self._frame][0] + self._done
+            )
+            self._done += step
+            self.written += step
+            limit -= step
+            if self._done == view.nbytes:
+                self._frame, self._done = self._frame + 1, 0
+        return self.written
+
+    def close(self) -> None:
+        if self._descriptor >= 0:
+            os.close(self._descriptor)
+            self._descriptor = -1
+
+    def discard(self) -> None:
+        self.close()
+        remove_file(self.path)
+
+
 _ZEROS = bytes(ALIGN)
 
 

@@ -65,6 +65,10 @@ logger = logging.getLogger(__name__)
 #: How often the object count and bytes are logged (only when they changed).
 STATISTICS_INTERVAL_SECONDS = 60.0
 
+#: A write readers follow (followed_writes.py) that makes no progress for between one and two of these is ended: its
+#: writer died, and its readers are told so instead of waiting for ever.
+WRITE_STALL_SECONDS = 30.0
+
 #: Payload frames smaller than this are copied out of their zmq.Frame before being stored: libzmq may
 #: receive small messages into a shared buffer, and keeping the frame would pin that whole buffer.
 SMALL_FRAME_BYTES = 65536
@@ -177,6 +181,25 @@ class _ServerShell:
     def _answer_all(self, replies: list[Reply]) -> None:
         for reply in replies:
             self._answer(reply.peer, reply.answer)
+        self._send_outgoing()
+
+    def _send_outgoing(self) -> None:
+        """What the readers of objects being written are due (followed_writes.py): sent before any further disk work
+        is carried out, so that the pieces are read from the files they name before an eviction or a delete moves
+        them."""
+        for reply in self.service.take_outgoing():
+            self._answer(reply.peer, reply.answer)
+
+    async def sweep_writes_until(self, stop: asyncio.Event, seconds: float) -> None:
+        """End the followed writes that stalled (their writers died: followed_writes rule 4), every `seconds`."""
+        while True:
+            try:
+                await asyncio.wait_for(stop.wait(), seconds)
+                return
+            except asyncio.TimeoutError:
+                pass
+            self.service.sweep_writes()
+            self._answer_all([])
 
     def _run_disk_work(self, replies: list[Reply]) -> list[Reply]:
         """Hand the work out until none is left: segment renames and removals at once, in order (an adopt's outcome
@@ -184,6 +207,7 @@ class _ServerShell:
         adopts' to send now: only once the work is done, so that a segment file a reply names is in place, and a
         deleted object's file is gone when its delete is answered."""
         replies = list(replies)
+        self._send_outgoing()
         while work := self.service.take_work():
             if self.disk is None:
                 continue  # a store without files hands out no work
@@ -202,6 +226,7 @@ class _ServerShell:
                     continue
                 if isinstance(item, AdoptSegment):
                     replies.extend(self.service.adopted(item, refused))
+                    self._send_outgoing()
             if threaded:
                 self.disk.run(threaded)
         return replies
@@ -226,6 +251,9 @@ class _ServerShell:
             verb = "refused a request from" if status is StorageStatus.REFUSED else "bad request from"
             logger.warning("%s %s %s: %s", verb, role, peer.hex(), answer.reply.reason)
         assert self.socket is not None
+        if answer.file_piece is not None:
+            self._send_file_piece(peer, answer)
+            return
         payload: Sequence[Any] = answer.payload
         if answer.segment:
             payload = self._segment_frames(answer)
@@ -256,6 +284,25 @@ class _ServerShell:
         for piece in pieces:
             if not self._send([peer, part, piece]):
                 return
+
+    def _send_file_piece(self, peer: bytes, answer: StorageAnswer) -> None:
+        """A part of a followed write's answer: its piece read from the file being written (or its segment file)."""
+        piece = answer.file_piece
+        assert piece is not None and self.disk is not None and self.disk.segment_directory is not None
+        reply = answer.reply
+        try:
+            descriptor = os.open(os.path.join(self.disk.segment_directory, piece.file_name), os.O_RDONLY)
+            try:
+                data = os.pread(descriptor, piece.length, piece.offset)
+            finally:
+                os.close(descriptor)
+            if len(data) != piece.length:
+                raise OSError(f"{len(data)} of {piece.length} bytes at {piece.offset}")
+        except OSError as error:
+            reason = f"an object being written cannot be read from {piece.file_name}: {error}"
+            self._send([peer, encode_storage_reply(StorageReply(reply.request_id, StorageStatus.NOT_FOUND, reason))])
+            return
+        self._send([peer, encode_storage_reply(reply), data])
 
     def _send(self, frames: list[Any]) -> bool:
         assert self.socket is not None
@@ -389,8 +436,10 @@ async def serve(
     ready: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
     sockets: Sockets | None = None,
+    write_stall_seconds: float = WRITE_STALL_SECONDS,
 ) -> None:
-    """Serve until `stop` is set (forever without one). `ready(endpoint)` is called once bound.
+    """Serve until `stop` is set (forever without one). `ready(endpoint)` is called once bound. A followed write
+    that makes no progress for `write_stall_seconds` to twice that is ended (its readers told).
 
     Raises ObjectStorageBindError when the address cannot be bound, SpillDirectoryError when the spill directory
     cannot be used.
@@ -420,7 +469,12 @@ async def serve(
         logger.info("%s: object storage server listening on %s", config.identity, endpoint)
         if ready is not None:
             ready(endpoint)
-        await shell.log_statistics_until(stop, segments[1] if segments is not None else None)
+        sweeping = asyncio.ensure_future(shell.sweep_writes_until(stop, write_stall_seconds))
+        try:
+            await shell.log_statistics_until(stop, segments[1] if segments is not None else None)
+        finally:
+            sweeping.cancel()
+            await asyncio.gather(sweeping, return_exceptions=True)
         logger.info("%s: object storage server stopping", config.identity)
     finally:
         if shell is not None and shell.socket is not None:

@@ -10,6 +10,8 @@ waiting, with the peers they go to.
 A get of an object held as a segment file is answered with `StorageAnswer.segment` set: the shell maps the file and
 sends its frames. A getMapped (a peer of the server's host) is answered `mapped` instead: the peer maps the file itself.
 A getInParts is answered as a get, marked `in_parts`: the shell may send its payload as messages of their own.
+An object being written by a peer of the server's host (writeBegin) is followed by its readers (followed_writes.py):
+their answers, and the pieces sent as the write goes on, are what `take_outgoing` returns after each event.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from scaler.object_storage.followed_writes import FilePiece, FollowedWrites, Outgoing
 from scaler.object_storage.store import (
     NO_OWNER,
     AdoptResult,
@@ -52,6 +55,8 @@ from scaler.protocol.storage_messages import (
     StorageOperation,
     StorageReply,
     StorageStatus,
+    WriteBegin,
+    WriteProgress,
     joined_pieces,
 )
 from scaler.security.roles import storage_refusal
@@ -77,6 +82,8 @@ _OPERATION_NAMES: dict[type, str] = {
     GetMapped: "getMapped",
     AdoptMany: "adoptMany",
     GetInParts: "getInParts",
+    WriteBegin: "writeBegin",
+    WriteProgress: "writeProgress",
 }
 
 #: The most adopts one adoptMany may carry (a client sends at most put_pipeline's batch).
@@ -93,6 +100,8 @@ class StorageAnswer:
     segment: bytes = b""
     #: a getInParts' answer: the shell may send the payload as messages of their own (StorageReply.parts)
     in_parts: bool = False
+    #: a part of a followed write's answer: its payload frame is this piece of a segment directory's file
+    file_piece: FilePiece | None = None
 
     @property
     def is_rejection(self) -> bool:
@@ -197,10 +206,26 @@ class StorageService:
         #: to be read back
         #: (peer, request id, getMapped, getInParts) of the gets waiting for a spill file's read
         self._waiting_gets: dict[tuple[bytes, int], list[tuple[bytes, int, bool, bool]]] = {}
+        #: the objects being written that readers may follow, and what is to be sent to those readers
+        self.writes = FollowedWrites()
+        self._outgoing: list[Reply] = []
 
     def role_of(self, peer: bytes) -> str | None:
         greeted = self._greeted.get(peer)
         return greeted.role if greeted is not None else None
+
+    def take_outgoing(self) -> list[Reply]:
+        """What is to be sent to the readers of objects being written since the last call (followed_writes.py)."""
+        outgoing, self._outgoing = self._outgoing, []
+        return outgoing
+
+    def sweep_writes(self) -> None:
+        """End the writes not heard of since the last sweep (a writer that died; followed_writes rule 4)."""
+        self._send(self.writes.sweep())
+
+    def _send(self, outgoing: list[Outgoing]) -> None:
+        for peer, reply, piece in outgoing:
+            self._outgoing.append(Reply(peer, StorageAnswer(reply, file_piece=piece)))
 
     def take_work(self) -> list[DiskWork]:
         """The disk work the requests handled so far call for (see `ObjectStore.take_work`)."""
@@ -233,6 +258,12 @@ class StorageService:
         if payload:
             name = _OPERATION_NAMES[type(operation)]
             return bad_request(request_id, f"{name} requests carry no payload, got {len(payload)} extra frame(s)")
+        return self._operate(peer, request_id, operation, greeted)
+
+    def _operate(
+        self, peer: bytes, request_id: int, operation: StorageOperation, greeted: _Greeted
+    ) -> StorageAnswer | None:
+        """A request without payload, from a greeted peer."""
         if isinstance(operation, (Get, GetMapped, GetInParts)):
             mapped, in_parts = isinstance(operation, GetMapped), isinstance(operation, GetInParts)
             return self._get(peer, request_id, operation.object_id, greeted, mapped, in_parts)
@@ -240,6 +271,10 @@ class StorageService:
             return self._adopt(peer, request_id, operation, greeted)
         if isinstance(operation, AdoptMany):
             return self._adopt_many(peer, request_id, operation, greeted)
+        if isinstance(operation, WriteBegin):
+            return self._write_begin(peer, request_id, operation, greeted)
+        if isinstance(operation, WriteProgress):
+            return self._write_progress(peer, request_id, operation)
         return self._execute(request_id, operation, greeted)
 
     def write_finished(self, object_id: bytes, generation: int, error: str | None) -> list[Reply]:
@@ -262,6 +297,7 @@ class StorageService:
         object_id, generation = work.object_id, work.generation
         settles = self.store.adopted(work, outcome)
         if isinstance(outcome, str):
+            self._write_ended(object_id, f"its adopt was refused: {outcome}")
             waiting = self._waiting_puts.pop((object_id, generation), [])
             return _answers(waiting, StorageStatus.BAD_REQUEST, outcome)
         if settles != generation:  # a held object replaced by the file: answered once the new one settles
@@ -272,7 +308,21 @@ class StorageService:
     def _settled(self, object_id: bytes, generation: int) -> list[Reply]:
         if not self.store.settled(object_id, generation):
             return []
+        if object_id in self.writes:  # stored: its followers get the rest, the reads that waited their answers
+            pieces, waiting = self.writes.stored(object_id)
+            self._send(pieces)
+            for read in waiting:
+                greeted = self._greeted.get(read.peer)
+                answer = None if greeted is None else self._get(
+                    read.peer, read.request_id, ObjectID(object_id), greeted, read.mapped, read.in_parts
+                )  # fmt: skip
+                if answer is not None:
+                    self._outgoing.append(Reply(read.peer, answer))
         return _answers(self._waiting_puts.pop((object_id, generation), []), StorageStatus.OK, "")
+
+    def _write_ended(self, object_id: bytes, why: str) -> None:
+        if object_id in self.writes:
+            self._send(self.writes.end(object_id, why))
 
     def read_finished(
         self,
@@ -411,11 +461,42 @@ class StorageService:
             self.store.refuse_adopt(adopt.file_name)
             self.refusals += 1
             return AdoptOutcome(StorageStatus.REFUSED, refusal)
+        writing = self.writes.get(adopt.object_id)
+        if writing is not None and writing.ended:  # its readers were told it would not be stored (followed_writes 4)
+            self.writes.forget(adopt.object_id)
+            self.store.refuse_adopt(adopt.file_name)
+            reason = f"object {adopt.object_id.hex()} was not stored: {writing.ended}"
+            return AdoptOutcome(StorageStatus.NOT_FOUND, reason)
         stored = self.store.adopt(adopt.object_id, adopt.owner_id, adopt.total_bytes, adopt.file_name, adopt.name)
         if isinstance(stored, Refusal):
             self.store.refuse_adopt(adopt.file_name)
+            self._write_ended(adopt.object_id, f"no room: {stored.reason}")
             return AdoptOutcome(StorageStatus.FULL, stored.reason)
         return stored.generation
+
+    def _write_begin(self, peer_id: bytes, request_id: int, begin: WriteBegin, peer: _Greeted) -> StorageAnswer:
+        """A peer of the server's host starts writing an object's segment file (followed_writes.py)."""
+        if self._segment_directory is None or not self._segment_directory.path:
+            return bad_request(request_id, "this server has no segment directory: store objects with put")
+        if not begin.object_id or "/" in begin.file_name or not begin.file_name.endswith(".put"):
+            return bad_request(request_id, f"writeBegin: no object id, or {begin.file_name!r} is not a .put file")
+        refusal = self._store_refusal(begin.object_id, begin.owner_id, peer, "writeBegin")
+        if refusal is not None:
+            return self._refused(request_id, refusal)
+        if self.store.get(begin.object_id) is not None:
+            return bad_request(request_id, f"object {begin.object_id.hex()} is stored already: put it instead")
+        problem = self.writes.begin(begin, peer_id)
+        return bad_request(request_id, problem) if problem is not None else _ok(request_id)
+
+    def _write_progress(self, peer_id: bytes, request_id: int, progress: WriteProgress) -> StorageAnswer:
+        writing = self.writes.get(progress.object_id)
+        if writing is None or writing.writer != peer_id:
+            return StorageAnswer(StorageReply(request_id, StorageStatus.NOT_FOUND, "no such write of this peer's"))
+        if writing.ended:  # the writer may stop: its adopt will be refused
+            reason = f"object {progress.object_id.hex()} will not be stored: {writing.ended}"
+            return StorageAnswer(StorageReply(request_id, StorageStatus.NOT_FOUND, reason))
+        self._send(self.writes.progress(progress.object_id, peer_id, progress.written_bytes, progress.failed))
+        return _ok(request_id)
 
     def _store_refusal(self, object_id: ObjectID, owner_id: bytes, peer: _Greeted, verb: str) -> str | None:
         if peer.role == "client" and owner_id != peer.owner:
@@ -432,6 +513,13 @@ class StorageService:
         in_parts: bool = False,
     ) -> StorageAnswer | None:  # fmt: skip
         stored = self.store.get(object_id)
+        writing = self.writes.get(object_id) if stored is None else None
+        if writing is not None and self._may_read(peer, writing.begin.owner_id):
+            if writing.ended:  # the reason its readers were given (followed_writes rule 4)
+                reason = f"object {object_id.hex()} was not stored: {writing.ended}"
+                return StorageAnswer(StorageReply(request_id, StorageStatus.NOT_FOUND, reason))
+            self._send(self.writes.follow(object_id, peer_id, request_id, mapped, in_parts))
+            return None  # answered as the write goes on, or once it is stored
         if stored is None or not self._may_read(peer, stored.owner_id):
             # a foreign object is "not stored" to a client: its id must not be confirmed either
             return StorageAnswer(StorageReply(request_id, StorageStatus.NOT_FOUND, _not_found(object_id)))
@@ -461,17 +549,28 @@ class StorageService:
             if peer.role == "client":
                 mine = [i for i in operation.object_ids if (o := store.get(i)) is None or o.owner_id == peer.owner]
                 self.refusals += len(operation.object_ids) - len(mine)
+                self._end_deleted_writes(mine, peer.owner)
                 return _ok(request_id, store.delete(mine))
+            self._end_deleted_writes(operation.object_ids, None)
             return _ok(request_id, store.delete(operation.object_ids))
         if isinstance(operation, DeleteOwner):
             if peer.role != "scheduler" and not (peer.role == "client" and operation.owner_id == peer.owner):
                 return self._refused(request_id, "only the scheduler clears another owner's objects")
             if self._owner_keys.get(operation.owner_id) is not None and peer.role == "scheduler":
                 del self._owner_keys[operation.owner_id]  # the client left: its id may be claimed again
+            for object_id in self.writes.owned_by(operation.owner_id):
+                self._write_ended(object_id, "its owner's objects were deleted while it was being written")
             return _ok(request_id, store.delete_owner(operation.owner_id))
         if isinstance(operation, Info):
             return _ok(request_id, store.info())
         raise AssertionError(f"unhandled storage operation {operation!r}")  # hello, put and get are handled earlier
+
+    def _end_deleted_writes(self, object_ids: Sequence[bytes], owner: bytes | None) -> None:
+        """Deleted while being written (followed_writes rule 4): `owner`, a client's, ends only its own."""
+        for object_id in object_ids:
+            writing = self.writes.get(object_id)
+            if writing is not None and (owner is None or writing.begin.owner_id == owner):
+                self._write_ended(object_id, "it was deleted while it was being written")
 
     @staticmethod
     def _may_read(peer: _Greeted, owner: bytes) -> bool:

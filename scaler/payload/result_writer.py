@@ -16,7 +16,7 @@ import cloudpickle
 
 from scaler.errors import ObjectStorageException, TaskExceptionNotSerializableError
 from scaler.payload.serializer import Serializer, one_payload, serialize_to_frames
-from scaler.payload.storage import INLINE_LIMIT_BYTES, StorageAccess
+from scaler.payload.storage import INLINE_LIMIT_BYTES, FollowsPuts, StorageAccess
 from scaler.protocol import messages as m
 from scaler.protocol.ids import new_random_object_id
 
@@ -67,8 +67,12 @@ def succeeded_result(
     object_id = new_random_object_id()
     try:
         # a processor on the storage's host writes the frames into a segment file and has it adopted (no copy through
-        # the socket); the TaskResult leaves only once the object is stored either way
-        storage().put(object_id, frames, owner_id=task.client_id, name="result")
+        # the socket); the TaskResult leaves once the object is stored, or, for a large one nobody can change, on the
+        # processor's own link once the server knows it is being written: its readers follow the write, and the agent
+        # hears of the task's end once it is stored (object_storage/followed_put.py, processor/process.py)
+        store = storage()
+        if not (isinstance(store, FollowsPuts) and store.put_followed(object_id, frames, task.client_id, "result")):
+            store.put(object_id, frames, owner_id=task.client_id, name="result")
     except ObjectStorageException as error:  # the processor lives on; the task fails and says why
         problem = ObjectStorageException(
             f"the task's result ({size:,} bytes, over the {INLINE_LIMIT_BYTES // 1024} KiB inline limit) "

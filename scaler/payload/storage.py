@@ -36,3 +36,11 @@ class ReadsInParts(Protocol):
         ...
 
     def read_in_parts(self, object_id: bytes, consume: Callable[[Any], T]) -> T: ...
+
+
+@runtime_checkable
+class FollowsPuts(Protocol):
+    """A storage connection that stores a large object while readers already follow it (an ObjectStorageConnection on
+    the storage's host: object_storage/followed_put.py): the object may be announced as soon as this returns True."""
+
+    def put_followed(self, object_id: bytes, payload: Any, owner_id: bytes = b"", name: str = "") -> bool: ...

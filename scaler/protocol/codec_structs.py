@@ -361,6 +361,17 @@ _SM_STORAGE_REQUEST__ADOPT = field_of("sm", "StorageRequest.adopt")
 _SM_STORAGE_REQUEST__GET_MAPPED = field_of("sm", "StorageRequest.getMapped")
 _SM_STORAGE_REQUEST__ADOPT_MANY = field_of("sm", "StorageRequest.adoptMany")
 _SM_STORAGE_REQUEST__GET_IN_PARTS = field_of("sm", "StorageRequest.getInParts")
+_SM_STORAGE_REQUEST__WRITE_BEGIN = field_of("sm", "StorageRequest.writeBegin")
+_SM_STORAGE_REQUEST__WRITE_PROGRESS = field_of("sm", "StorageRequest.writeProgress")
+_SM_WRITE_BEGIN__OBJECT_ID = field_of("sm", "WriteBegin.objectId")
+_SM_WRITE_BEGIN__OWNER_ID = field_of("sm", "WriteBegin.ownerId")
+_SM_WRITE_BEGIN__FILE_NAME = field_of("sm", "WriteBegin.fileName")
+_SM_WRITE_BEGIN__TOTAL_BYTES = field_of("sm", "WriteBegin.totalBytes")
+_SM_WRITE_BEGIN__NAME = field_of("sm", "WriteBegin.name")
+_SM_WRITE_BEGIN__FRAME_BYTES = field_of("sm", "WriteBegin.frameBytes")
+_SM_WRITE_PROGRESS__OBJECT_ID = field_of("sm", "WriteProgress.objectId")
+_SM_WRITE_PROGRESS__WRITTEN_BYTES = field_of("sm", "WriteProgress.writtenBytes")
+_SM_WRITE_PROGRESS__FAILED = field_of("sm", "WriteProgress.failed")
 _SM_STORAGE_HELLO__PROTOCOL_VERSION = field_of("sm", "StorageHello.protocolVersion")
 _SM_STORAGE_HELLO__PYTHON_VERSION = field_of("sm", "StorageHello.pythonVersion")
 _SM_STORAGE_HELLO__ROLE = field_of("sm", "StorageHello.role")
@@ -1675,7 +1686,7 @@ def read_actor_reply(r: Any) -> m.ActorReply:
     )
 
 
-def write_storage_request(b: Any, v: sm.StorageRequest) -> None:
+def write_storage_request(b: Any, v: sm.StorageRequest) -> None:  # noqa: C901 - one branch per union member
     b.requestId = v.request_id
     x = v.operation
     if isinstance(x, sm.StorageHello):
@@ -1700,11 +1711,15 @@ def write_storage_request(b: Any, v: sm.StorageRequest) -> None:
         write_adopt_many(b.init("adoptMany"), x)
     elif isinstance(x, sm.GetInParts):
         b.getInParts = x.object_id
+    elif isinstance(x, sm.WriteBegin):
+        write_write_begin(b.init("writeBegin"), x)
+    elif isinstance(x, sm.WriteProgress):
+        write_write_progress(b.init("writeProgress"), x)
     else:
         raise TypeError(f"{type(x).__name__} is not a member of this union")
 
 
-def read_storage_request(r: Any) -> sm.StorageRequest:
+def read_storage_request(r: Any) -> sm.StorageRequest:  # noqa: C901 - one branch per union member
     which = r._which_str()
     operation: sm.StorageOperation
     if which == "hello":
@@ -1729,9 +1744,47 @@ def read_storage_request(r: Any) -> sm.StorageRequest:
         operation = read_adopt_many(r._get_by_field(_SM_STORAGE_REQUEST__ADOPT_MANY))
     elif which == "getInParts":
         operation = sm.GetInParts(r._get_by_field(_SM_STORAGE_REQUEST__GET_IN_PARTS))
+    elif which == "writeBegin":
+        operation = read_write_begin(r._get_by_field(_SM_STORAGE_REQUEST__WRITE_BEGIN))
+    elif which == "writeProgress":
+        operation = read_write_progress(r._get_by_field(_SM_STORAGE_REQUEST__WRITE_PROGRESS))
     else:
         raise ValueError(f"unknown union member {which}")
     return sm.StorageRequest(r._get_by_field(_SM_STORAGE_REQUEST__REQUEST_ID), operation)
+
+
+def write_write_begin(b: Any, v: sm.WriteBegin) -> None:
+    b.objectId = v.object_id
+    b.ownerId = v.owner_id
+    b.fileName = v.file_name
+    b.totalBytes = v.total_bytes
+    b.name = v.name
+    b.frameBytes = v.frame_bytes
+
+
+def read_write_begin(r: Any) -> sm.WriteBegin:
+    return sm.WriteBegin(
+        r._get_by_field(_SM_WRITE_BEGIN__OBJECT_ID),
+        r._get_by_field(_SM_WRITE_BEGIN__OWNER_ID),
+        r._get_by_field(_SM_WRITE_BEGIN__FILE_NAME),
+        r._get_by_field(_SM_WRITE_BEGIN__TOTAL_BYTES),
+        tuple(r._get_by_field(_SM_WRITE_BEGIN__FRAME_BYTES)) if r._has_by_field(_SM_WRITE_BEGIN__FRAME_BYTES) else (),
+        r._get_by_field(_SM_WRITE_BEGIN__NAME),
+    )
+
+
+def write_write_progress(b: Any, v: sm.WriteProgress) -> None:
+    b.objectId = v.object_id
+    b.writtenBytes = v.written_bytes
+    b.failed = v.failed
+
+
+def read_write_progress(r: Any) -> sm.WriteProgress:
+    return sm.WriteProgress(
+        r._get_by_field(_SM_WRITE_PROGRESS__OBJECT_ID),
+        r._get_by_field(_SM_WRITE_PROGRESS__WRITTEN_BYTES),
+        r._get_by_field(_SM_WRITE_PROGRESS__FAILED),
+    )
 
 
 def write_storage_hello(b: Any, v: sm.StorageHello) -> None:

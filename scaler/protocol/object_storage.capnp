@@ -31,7 +31,25 @@ struct StorageRequest {
                             # carried out as `adopt` is; answered once, when every one is settled, with `outcomes`
     getInParts @11 :Data;   # object id: a get whose bytes may come as messages of their own (StorageReply.parts),
                             # so that a reader copies each piece while the next ones are on their way
+    writeBegin @12 :WriteBegin;  # a peer on the server's host starts writing an object's segment file: readers may
+                            # follow it (getInParts gets each piece once written; get, getMapped wait for its adopt)
+    writeProgress @13 :WriteProgress;  # how far a writeBegin's file is written, or that its writer gave up
   }
+}
+
+struct WriteBegin {
+  objectId @0 :Data;
+  ownerId @1 :Data;         # the client that owns the object; empty for none
+  fileName @2 :Text;        # the .put file in the segment directory: its header written, its size set
+  totalBytes @3 :UInt64;    # the payload bytes it will hold
+  name @4 :Text;            # optional, for monitoring
+  frameBytes @5 :List(UInt64);  # the object's frames' lengths, as the file's header names them
+}
+
+struct WriteProgress {
+  objectId @0 :Data;
+  writtenBytes @1 :UInt64;  # the payload bytes written so far: the first ones of the frames, in order
+  failed @2 :Text;          # non-empty: the writer gave up (why); the object will not be stored
 }
 
 struct StorageHello {

@@ -43,6 +43,8 @@ __all__ = [
     "StorageReply",
     "StorageRequest",
     "StorageStatus",
+    "WriteBegin",
+    "WriteProgress",
     "joined_pieces",
     "pieces_align",
     "split_chunks",
@@ -116,6 +118,30 @@ class StorageRequest:
     #: echoed in the reply
     request_id: int
     operation: StorageOperation
+
+
+@dataclass(frozen=True, slots=True)
+class WriteBegin:
+    object_id: ObjectID
+    #: the client that owns the object; empty for none
+    owner_id: bytes
+    #: the .put file in the segment directory: its header written, its size set
+    file_name: str
+    #: the payload bytes it will hold
+    total_bytes: int
+    #: the object's frames' lengths, as the file's header names them
+    frame_bytes: tuple[int, ...]
+    #: optional, for monitoring
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WriteProgress:
+    object_id: ObjectID
+    #: the payload bytes written so far: the first ones of the frames, in order
+    written_bytes: int
+    #: non-empty: the writer gave up (why); the object will not be stored
+    failed: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +251,19 @@ class StorageInfo:
 
 
 StorageOperation = (
-    StorageHello | Put | Get | Delete | Exists | Info | DeleteOwner | Adopt | GetMapped | AdoptMany | GetInParts
+    StorageHello
+    | Put
+    | Get
+    | Delete
+    | Exists
+    | Info
+    | DeleteOwner
+    | Adopt
+    | GetMapped
+    | AdoptMany
+    | GetInParts
+    | WriteBegin
+    | WriteProgress
 )
 
 ReplyValue = ObjectSize | bool | StorageInfo | int | SegmentDirectory | MappedSize | AdoptOutcomes | None

@@ -247,6 +247,12 @@ REQUESTS: dict[str, sm.StorageRequest] = {
     ),
     "storage-get-mapped": sm.StorageRequest(9, sm.GetMapped(ObjectID(b"o" * 16))),
     "storage-get-in-parts": sm.StorageRequest(11, sm.GetInParts(ObjectID(b"o" * 16))),
+    "storage-write-begin": sm.StorageRequest(
+        12, sm.WriteBegin(ObjectID(b"o" * 16), b"Client|abc", "6f6f.1a2b.put", 1 << 27, (17, (1 << 27) - 17), "result")
+    ),
+    "storage-write-begin-sparse": sm.StorageRequest(12, sm.WriteBegin(ObjectID(b"o" * 16), b"", "6f6f.put", 0, ())),
+    "storage-write-progress": sm.StorageRequest(13, sm.WriteProgress(ObjectID(b"o" * 16), 1 << 22, "disk full")),
+    "storage-write-progress-sparse": sm.StorageRequest(13, sm.WriteProgress(ObjectID(b"o" * 16), 0)),
     "storage-adopt-many": sm.StorageRequest(
         10,
         sm.AdoptMany(

@@ -263,6 +263,8 @@ STRUCTS = {
     "StorageInfo": Struct(required="objectCount totalBytes ownerCount"),
     "AdoptOutcome": Struct(required="status"),
     "AdoptMany": Struct(required="adopts"),
+    "WriteBegin": Struct(required="objectId ownerId fileName totalBytes frameBytes"),
+    "WriteProgress": Struct(required="objectId writtenBytes"),
     "AdoptOutcomes": Struct(required="outcomes"),
     "SegmentDirectory": Struct(required="path bootId device inode sharedMemory"),
 }

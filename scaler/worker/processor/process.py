@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,9 +74,31 @@ class _Storage:
             )
         return self._connection
 
+    def settle(self) -> None:
+        """Wait for the results this processor began writing while readers follow them (followed_put.py)."""
+        if self._connection is not None:
+            self._connection.wait_followed()
+
     def close(self) -> None:
         if self._connection is not None:
             self._connection.close()
+
+
+class _SettlingChannel(BlockingChannel):
+    """The channel, on which the agent hears that a task ended (its TaskResult, or a ResultSent) only once the results
+    this processor began writing are stored: a large result is announced to the scheduler once its write has begun
+    (object_storage/followed_put.py), and until it is written the processor stays busy to its agent, which never
+    retires (kills) one mid-write, nor gives it the next task."""
+
+    def __init__(self, sock: socket.socket, settle: Callable[[], None]) -> None:
+        super().__init__(sock)
+        self._settle = settle
+
+    def send_all(self, messages: Iterable[m.Message]) -> None:
+        messages = tuple(messages)
+        if any(isinstance(message, (m.TaskResult, m.ResultSent)) for message in messages):
+            self._settle()
+        super().send_all(messages)
 
 
 def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_socket: socket.socket) -> int:
@@ -90,9 +113,9 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
             return ExitCode.ERROR
     joblib_name.install()  # a task's Parallel(backend="scaler") finds the backend without importing scaler.joblib
     sockets = SocketFactory(security=settings.security)
-    channel = BlockingChannel(channel_socket)
-    outlet = _outlet(settings, processor_id, channel, sockets)
     storage = _Storage(sockets, settings.storage_timeout_seconds)
+    channel = _SettlingChannel(channel_socket, storage.settle)
+    outlet = _outlet(settings, processor_id, channel, sockets)
     mark = ComputingMark(settings.marks_directory, processor_id) if settings.lend and settings.marks_directory else None
     garbage = _GarbageCollection(settings.garbage_collect_interval_seconds, settings.trim_memory_threshold_bytes)
 
