@@ -48,7 +48,7 @@ PROGRESS_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
-class _Job:
+class _FollowedWrite:
     writer: SegmentWriter
     object_id: ObjectID
     owner_id: bytes
@@ -68,7 +68,7 @@ class FollowedPuts:
     def __init__(self, call: Callable[[StorageOperation], object], close_connection: Callable[[], None]) -> None:
         self._call = call
         self._close_connection = close_connection
-        self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self._jobs: queue.Queue[_FollowedWrite | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._unfinished = 0  #: writes started and not finished (stored, or given up)
@@ -95,7 +95,7 @@ class FollowedPuts:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="scaler-followed-puts", daemon=True)
                 self._thread.start()
-            self._jobs.put(_Job(writer, begin.object_id, begin.owner_id, name))
+            self._jobs.put(_FollowedWrite(writer, begin.object_id, begin.owner_id, name))
             self._unfinished += 1
         return True
 
@@ -127,7 +127,7 @@ class FollowedPuts:
                     self._unfinished -= 1
                     self._finished.notify_all()
 
-    def _write(self, job: _Job) -> None:
+    def _write(self, job: _FollowedWrite) -> None:
         writer, object_id = job.writer, job.object_id
         total = writer.head.total_bytes
         try:
