@@ -1,9 +1,9 @@
-"""The generated readers make values with `codec_fields.constructor`, not with the class: what it makes is what the
-class makes (the same parameters and defaults, fresh default factories, init=False fields set), and stays frozen.
+"""scaler/protocol/frozen_values.py: the generated readers make values with `constructor`, not with the class, and the
+scheduler's events and effects have `quick_init`'s `__init__`: what they make is what dataclasses' own `__init__`
+makes (the same parameters and defaults, fresh default factories, init=False fields set), and stays frozen.
 
-Checked by hand: with the constructor's slots set in another order, or a factory's value shared between calls, or
-an init=False field left unset, these tests fail; the golden frames (test_wire_golden.py) check every reader's
-values besides."""
+Checked by hand: with the constructor's slots set in another order, or a factory's value shared between calls, these
+tests fail; the golden frames (test_wire_golden.py) check every reader's values besides."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ import pytest
 from scaler.protocol import codec_structs as cs
 from scaler.protocol import messages as m
 from scaler.protocol import storage_messages as sm
-from scaler.protocol.codec_fields import constructor
+from scaler.protocol.frozen_values import constructor, quick_init
+from scaler.scheduler.core.effects import Send
+from scaler.scheduler.core.events import Received
 
 CONSTRUCTORS = {name: value for name, value in vars(cs).items() if name.startswith("_NEW_")}
 
@@ -80,3 +82,32 @@ def test_a_class_it_cannot_mirror_is_made_by_the_class_itself() -> None:
 
     assert constructor(Checked) is Checked
     assert constructor(WithoutSlots) is WithoutSlots
+
+
+def _twin(cls: type) -> type:
+    """The same dataclass with dataclasses' own `__init__`."""
+    spec = [(f.name, f.type, f) for f in dataclasses.fields(cls)]
+    return dataclasses.make_dataclass(f"{cls.__name__}Twin", spec, frozen=True, slots=True)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Mixed:
+    first: bytes
+    listed: list[int] = dataclasses.field(default_factory=list)
+    plain: int = 3
+    hidden: str = dataclasses.field(default="h", init=False, compare=False)
+
+
+@pytest.mark.parametrize("cls", [Send, Received, quick_init(_Mixed)], ids=lambda cls: cls.__name__)
+def test_quick_init_makes_what_dataclasses_init_makes(cls: type) -> None:
+    twin = _twin(cls)
+    assert list(inspect.signature(cls).parameters) == list(inspect.signature(twin).parameters)
+    required = [object() for p in inspect.signature(twin).parameters.values() if p.default is p.empty]
+    ours, theirs = cls(*required), twin(*required)
+    for f in dataclasses.fields(cls):
+        assert getattr(ours, f.name) == getattr(theirs, f.name), f.name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(ours, dataclasses.fields(cls)[0].name, None)
+    if cls is _Mixed:
+        assert ours.listed is not cls(b"x").listed and cls(b"x", [1], 4).plain == 4
+        assert ours.hidden == "h"
