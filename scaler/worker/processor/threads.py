@@ -37,6 +37,7 @@ from scaler.worker.processor.task_line import (
     CancelNested,
     Configure,
     Credited,
+    GiveBack,
     Interrupt,
     LineTask,
     Refuse,
@@ -383,6 +384,8 @@ class TaskThreads:
             elif isinstance(instruction, Credited):
                 if instruction.record.credited is not None:
                     instruction.record.credited.set()
+            elif isinstance(instruction, GiveBack):
+                self._outlet.give_back(list(instruction.task_ids))
             elif isinstance(instruction, Configure):
                 self._on_hello(instruction.object_storage_address)
         instructions.clear()
