@@ -213,7 +213,7 @@ def test_a_high_priority_task_overtakes_the_low_ones_staged_in_a_lent_processor(
     task of priority 5 submitted after the second starts is the next to start: the scheduler asks a staged low task
     back on the processor's link (TaskReturn), the processor gives it back unstarted, and the high task takes its place
     ahead of the staged ones. Checked to fail with `TaskLifecycle.take_back` sending every TaskReturn to the agent (the
-    worker stays full: low tasks start first), and with the processor's line in the order received."""
+    worker stays full: 12 low tasks started first)."""
     cluster = lent_cluster(make_cluster)
     with Client(cluster.get_address()) as client:
         agent = the_agent(client)

@@ -25,10 +25,11 @@ scheduler would then blame on the wrong one; no ResultSent: the agent never saw 
 parking on nested futures and its asking to go on (ProcessorBlocked, ProcessorResumeRequest: the scheduler counts its
 slot; the processor gives it the turn back itself), and tasks given back unstarted (TaskReturn): those the scheduler
 asks back (TaskReturn on the link: overtaking, the balancer, a reclaim notice, a long task ahead of them) that have not
-started, and every one while the processor hosts an actor. A lent task's result is kept (`_lent_kept`) until the scheduler names it read in a HeartbeatEcho on the
-link; every hello on the link names the lent tasks held here, unfinished or kept (`ProcessorInfo.heldTasks`), and once
-the scheduler accepts it the kept results are sent again: so a scheduler restart loses none and runs none twice (the
-new instance adopts them, as it adopts the tasks an agent names when it registers again).
+started, and every one while the processor hosts an actor. A lent task's result is kept (`_lent_kept`) until the
+scheduler names it read in a HeartbeatEcho on the link; every hello on the link names the lent tasks held here,
+unfinished or kept (`ProcessorInfo.heldTasks`), and once the scheduler accepts it the kept results are sent again: so a
+scheduler restart loses none and runs none twice (the new instance adopts them, as it adopts the tasks an agent names
+when it registers again).
 """
 
 from __future__ import annotations
