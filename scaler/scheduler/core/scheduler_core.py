@@ -229,7 +229,7 @@ class SchedulerCore:
             self.actors.sweep()  # actors whose start task ended in this step: their calls are answered
             self.lifecycle.dispatch()
             for worker, task_ids in self._overtaking.step(self.tasks, self.workers.values()).items():
-                self.send(worker, m.TaskReturn(task_ids))
+                self.lifecycle.take_back(worker, task_ids)
         except Exception:
             if self.strict:
                 raise
@@ -316,6 +316,7 @@ class SchedulerCore:
         self.submissions.release_parked()
         self.worker_sessions.end_notices()
         self.worker_sessions.lent_exits_unexplained()
+        self.worker_sessions.withdraw_behind_long()
         self.client_sessions.on_tick()
         self.worker_sessions.drop_silent()
         self.manager_sessions.forget_silent()
@@ -332,7 +333,7 @@ class SchedulerCore:
 
     def _balance(self) -> None:
         for donor, task_ids in self._balancer.step(self.tasks, self.workers.values()).items():
-            self.send(donor, m.TaskReturn(task_ids))
+            self.lifecycle.take_back(donor, task_ids)
             for task_id in task_ids:
                 self.tasks.stories.note(
                     task_id,
