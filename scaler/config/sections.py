@@ -374,7 +374,7 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         "not actors' starts) straight to a processor on its own link and gets the result back there, past the worker "
         "agent; ignored with a task timeout (the agent enforces it) and with nested_parents 'process'. "
         "Experimental: the depth of the tasks staged in a processor follows the worker's recent lent tasks, whatever "
-        "their function (docs/architecture.md, 'Lent processors')",
+        "their function, and the monitor's per-worker counts do not show lent tasks",
         combo=True,
     )
     io_threads: int = setting(
