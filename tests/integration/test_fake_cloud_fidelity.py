@@ -126,6 +126,9 @@ def test_a_unit_sees_nothing_of_the_laptops_environment(fake_cloud: Any, launche
     assert prefix.startswith(str(fake_cloud.state_directory)) and cwd.startswith(str(fake_cloud.state_directory))
     assert virtual_env == prefix
     assert python_path is None or python_path.startswith(str(fake_cloud.state_directory)), python_path
+    # the unit's installer cached what it installed in the cloud's own folder, which goes with the cloud (kept in
+    # ~/.cache, where the wheels were keyed by this cloud's port, it grew by every cloud's unpacked wheels)
+    assert list((fake_cloud.state_directory / "installer-cache" / "uv").glob("wheels-v*/*/*"))
 
 
 def test_user_data_runs_on_python_3_9_and_dnf_installs_another(fake_cloud: Any) -> None:
