@@ -381,7 +381,9 @@ def free_addresses() -> Addresses:
 
 
 class Launcher:
-    """Starts console commands (scaler_scheduler, scaler_cluster, ...) with their logs in the test's tmp dir."""
+    """Starts console commands (scaler_scheduler, scaler_cluster, ...) with their logs in the test's tmp dir (a
+    fake cloud's units' logs too, unless the test names a --log-dir: by default the cloud makes a folder in /tmp
+    that outlives it, for its user to read)."""
 
     def __init__(self, watch: ProcessWatch, log_dir: Path) -> None:
         self._watch = watch
@@ -391,6 +393,8 @@ class Launcher:
     def start(self, command: str, *args: str, env: dict[str, str] | None = None) -> Service:
         self._count += 1
         log_path = self._log_dir / f"{self._count:02d}-{command}.log"
+        if command == "scaler_fake_cloud" and "--log-dir" not in args:
+            args = (*args, "--log-dir", str(self._log_dir / f"{self._count:02d}-units"))
         full_env = {**os.environ, **(env or {})}
         with open(log_path, "wb") as log:
             popen = subprocess.Popen(
