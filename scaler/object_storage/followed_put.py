@@ -11,13 +11,12 @@ The object counts as stored once its adopt is answered ok; until then `exists` s
 tmpfs is full, the adopt is refused, the processor dies: the server ends a write that makes no progress), every
 reader waiting for it is answered `notFound` naming why, and the object never appears later.
 
-The processor (worker/processor/process.py) announces such a result to the scheduler on its own link at once, but
-tells its agent that the task ended (ResultSent) only once `wait` returns: until then the processor is busy to its
-agent, which neither gives it another task nor retires it (a SIGKILL) mid-write; only a real death (a crash, the
-worker killed) loses a result announced and not yet stored, and its readers are then told so. A result that goes
-through the agent (the processor's link not open) is announced only once written, as before. Only frames nobody can
-change (read-only buffers: `bytes`, a serializer's pickle stream) are written so, since other tasks of the processor
-(parked ones) may run meanwhile.
+The processor (worker/processor/process.py) announces such a result at once, on its own link or through its agent,
+and tells its agent first that it is still writing (ProcessorWriting), and again once `settled` is called back (every
+write started is finished): until then its agent neither gives it another task nor retires it (a SIGKILL) mid-write;
+only a real death (a crash, the worker killed) loses a result announced and not yet stored, and its readers are then
+told so. Only frames nobody can change (read-only buffers: `bytes`, a serializer's pickle stream) are written so,
+since other tasks of the processor (parked ones) may run meanwhile.
 """
 
 from __future__ import annotations
@@ -63,11 +62,18 @@ def followable(buffers: Sequence[Any]) -> bool:
 
 class FollowedPuts:
     """Writes readers follow, over a connection of their own (`call`: one request, its ok answer or the error), on a
-    thread of their own, one after another. `close` waits for the writes started."""
+    thread of their own, one after another. `close` waits for the writes started. `settled` is called (on the writer's
+    thread, with no lock held) each time the last write started is finished."""
 
-    def __init__(self, call: Callable[[StorageOperation], object], close_connection: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        call: Callable[[StorageOperation], object],
+        close_connection: Callable[[], None],
+        settled: Callable[[], None] | None = None,
+    ) -> None:
         self._call = call
         self._close_connection = close_connection
+        self._settled = settled
         self._jobs: queue.Queue[_FollowedWrite | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -99,6 +105,12 @@ class FollowedPuts:
             self._unfinished += 1
         return True
 
+    @property
+    def writing(self) -> bool:
+        """Whether a write started is not finished yet."""
+        with self._lock:
+            return self._unfinished > 0
+
     def wait(self) -> None:
         """Until every write started is finished (the object stored, or given up and its readers told)."""
         with self._lock:
@@ -126,6 +138,12 @@ class FollowedPuts:
                 with self._lock:
                     self._unfinished -= 1
                     self._finished.notify_all()
+                    settled = self._unfinished == 0
+                if settled and self._settled is not None:
+                    try:
+                        self._settled()
+                    except Exception:  # never the thread (the processor's channel closed: it is ending)
+                        logger.debug("the writes' settling could not be told", exc_info=True)
 
     def _write(self, job: _FollowedWrite) -> None:
         writer, object_id = job.writer, job.object_id
