@@ -188,11 +188,11 @@ def test_a_far_client_gets_a_large_result_of_a_cluster_announcing_results_while_
     make_cluster: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """End to end, with `direct_results` (the processor announces a large result on its link once its write has
-    begun, and tells its agent the task ended once it is stored): a client off the storage's host reads the result in
-    parts and gets it whole, one result after another from the same processor. Guards the pieces
-    together (the processor's channel waiting for its writer thread, the reads waiting at the server); the mechanisms
-    are checked to fail when off by the tests above and by tests/unit/test_followed_writes.py and
-    tests/unit/worker/test_settling_channel.py."""
+    begun, and tells its agent it is still writing): a client off the storage's host reads the result in parts and
+    gets it whole, one result after another from the same processor. Guards the pieces together (the processor's
+    channel and its agent, the reads waiting at the server); the mechanisms are checked to fail when off by the tests
+    above and below and by tests/unit/test_followed_writes.py, tests/unit/worker/test_writing_channel.py and
+    tests/unit/worker/test_agent_writes.py."""
     from scaler import Client
     from scaler.object_storage import local_segments
 
