@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from scaler.io.address import PORT_RANGE_VARIABLE, port_range_share
 from tests.bytecode import write_bytecode, write_rewritten_tests
 
 #: set by the process that made the folder; a pytest-xdist worker inherits it and keeps the folder
@@ -20,6 +21,14 @@ _MADE_BY = "SCALER_TEST_CONFIG_HOME_OWNER"
 if os.environ.get(_MADE_BY) is None:
     os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="scaler-test-config-")
     os.environ[_MADE_BY] = str(os.getpid())
+
+# Each test process of a run (pytest-xdist's gw0, gw1, ...), and every process it starts, takes its free ports from a
+# range of its own: two test processes picking a free block at the same moment picked the same one now and then, and
+# one scheduler then found its port taken by another test's ("port ... is already in use").
+if "PYTEST_XDIST_WORKER" in os.environ and PORT_RANGE_VARIABLE not in os.environ:
+    os.environ[PORT_RANGE_VARIABLE] = port_range_share(
+        int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw")), int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -373,8 +373,8 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         help="True: the worker lends its processors to the scheduler, which sends plain tasks (not streaming ones, "
         "not actors' starts) straight to a processor on its own link and gets the result back there, past the worker "
         "agent; ignored with a task timeout (the agent enforces it) and with nested_parents 'process'. "
-        "Experimental: a higher-priority task does not overtake the lent tasks staged in a processor, and a "
-        "processor may stage up to 16 tasks behind a long one",
+        "Experimental: the depth of the tasks staged in a processor follows the worker's recent lent tasks, whatever "
+        "their function, and the monitor's per-worker counts do not show lent tasks",
         combo=True,
     )
     io_threads: int = setting(

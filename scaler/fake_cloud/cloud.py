@@ -75,7 +75,7 @@ class FakeCloud:
         self._log_directory = log_directory or Path(tempfile.mkdtemp(prefix="scaler-fake-cloud-"))
         threading.Thread(target=remove_leftover_state, name="fake-cloud-leftovers", daemon=True).start()
         self._state_directory = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-"))
-        sandbox = Sandbox(self._state_directory, cache_directory or default_cache_directory(), machine_interpreters(),
+        sandbox = Sandbox(self._state_directory, self._state_directory / "installer-cache", machine_interpreters(),
                           _uv())  # fmt: skip
         settings = FakeCloudRunnerSettings(
             self.endpoint_url, sandbox, boot_seconds, self._log_directory, spot_notice_seconds,
@@ -296,7 +296,8 @@ def remove_leftover_state() -> None:
 
 
 def default_cache_directory() -> Path:
-    """Where the units' package cache lives between runs: `$XDG_CACHE_HOME/scaler-fake-cloud`."""
+    """Where the package index mirror keeps the files it downloaded from PyPI between runs (`index-files/`):
+    `$XDG_CACHE_HOME/scaler-fake-cloud`."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "scaler-fake-cloud"
 

@@ -3,7 +3,7 @@ in the local engine (docker/worker.Dockerfile builds the project's), runs with t
 
 The container shares the laptop's network (`--network host`): the fake cloud's endpoint and the scheduler on
 127.0.0.1 are reachable as they are for the lighter units; `--isolate-network` does not apply to containers yet.
-The fake cloud's package cache is mounted into the container, so that its entrypoint's install is as fast as a
+The fake cloud's installer cache is mounted into the container, so that its entrypoint's install is as fast as a
 local unit's. Variables reach the container by name (`-e NAME`), never on a command line: a task's secrets
 (the workers' keys) stay out of `ps`. Every container carries the label `scaler-fake-cloud=<pid>`; those of a
 fake cloud that is no longer running are removed by the next one to start.

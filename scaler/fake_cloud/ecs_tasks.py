@@ -136,7 +136,7 @@ class EcsRunner:
         if engine is not None:  # the task's image itself, in the local container engine
             from scaler.fake_cloud.containers import ContainerProcess
 
-            cache = self.settings.sandbox.cache_directory
+            cache = self.settings.sandbox.installer_cache
             return ContainerProcess(engine, f"sfc-{task.id}", _image_of(task), unit.environment, log, cache)
         return start_unit(self.settings, launch, unit, log)
 

@@ -9,8 +9,12 @@ What a unit finds on its PATH is what its image or AMI has:
 - both: the machine's ordinary commands (a mirror of /usr/bin, /bin, /usr/sbin, /sbin without its interpreters and
   its power commands: a unit never powers the laptop off).
 
-Packages come from the package index through the fake cloud's mirror (`package_index.py`) into a cache shared by
-all units (`cache_directory`), so that a unit boots in well under a second once the cache is warm.
+Packages come from the package index through the fake cloud's mirror (`package_index.py`) into an installer cache
+shared by the cloud's units (`installer_cache`), so that a unit boots in well under a second once the cache is warm.
+That cache lives in the cloud's state directory and goes with it: the installers key what they cache by URL, and
+a cloud's URLs carry its port, so no later cloud could use it (kept in ~/.cache, it grew by every cloud's unpacked
+wheels, about 150 MB a cloud, until the disk was full). What is worth keeping between clouds, the files the
+mirror downloaded from PyPI, the mirror keeps itself (`index-files/` in the fake cloud's cache directory).
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ class Sandbox:
     """The fake cloud's units' common ground: the image's and AMI's tools (made once, under `state_directory`)."""
 
     state_directory: Path
-    cache_directory: Path
+    installer_cache: Path  #: uv's and pip's caches (`uv/`, `pip/`), the cloud's own
     interpreters: dict[str, Path]
     uv: Path
     extra_environment: dict[str, str] = field(default_factory=dict)
@@ -92,7 +96,7 @@ class Sandbox:
         _copy_resource("shims/shutdown", tools / "shutdown")
         for tool in ("dnf", "shutdown"):
             (tools / tool).chmod(0o755)
-        (self.cache_directory / "uv").mkdir(parents=True, exist_ok=True)
+        (self.installer_cache / "uv").mkdir(parents=True, exist_ok=True)
         return self
 
     def unit_folder(self, name: str) -> Path:
@@ -166,8 +170,8 @@ class Sandbox:
             AWS_ACCESS_KEY_ID=os.environ.get("AWS_ACCESS_KEY_ID", "testing"),
             AWS_SECRET_ACCESS_KEY=os.environ.get("AWS_SECRET_ACCESS_KEY", "testing"),
             # the package index, through the fake cloud (what a VPC's internet access stands for), and one cache
-            UV_DEFAULT_INDEX=index, UV_CACHE_DIR=str(self.cache_directory / "uv"), UV_PYTHON_DOWNLOADS="never",
-            PIP_INDEX_URL=index, PIP_TRUSTED_HOST=host, PIP_CACHE_DIR=str(self.cache_directory / "pip"),
+            UV_DEFAULT_INDEX=index, UV_CACHE_DIR=str(self.installer_cache / "uv"), UV_PYTHON_DOWNLOADS="never",
+            PIP_INDEX_URL=index, PIP_TRUSTED_HOST=host, PIP_CACHE_DIR=str(self.installer_cache / "pip"),
             PIP_CONFIG_FILE=os.devnull,
             # pip without byte-compiling what it installs, nor asking for a newer pip: seconds less per boot
             PIP_NO_COMPILE="1", PIP_DISABLE_PIP_VERSION_CHECK="1",

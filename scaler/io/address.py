@@ -80,6 +80,11 @@ def free_tcp_address(host: str = "127.0.0.1") -> str:
 #: The lowest port handed out: above the well-known and most registered service ports.
 LOWEST_FREE_PORT = 10000
 
+#: "LOW-HIGH" narrows the ports `free_tcp_port_block` hands out to LOW..HIGH. Two processes that pick free ports at
+#: the same time can pick the same block between one's check and the other's bind; processes given disjoint ranges
+#: never do (the test suite gives each of its test processes, and what they start, a range of its own).
+PORT_RANGE_VARIABLE = "SCALER_PORT_RANGE"
+
 
 def free_tcp_port_block(count: int, host: str = "127.0.0.1") -> int:
     """A base port such that base .. base+count-1 are all free right now.
@@ -90,10 +95,10 @@ def free_tcp_port_block(count: int, host: str = "127.0.0.1") -> int:
     import random
     import socket
 
-    ephemeral_low = _ephemeral_range_start()
-    highest_base = ephemeral_low - count
+    lowest, highest = _port_range()
+    highest_base = highest + 1 - count
     for _ in range(200):
-        base = random.randint(LOWEST_FREE_PORT, highest_base) if highest_base > LOWEST_FREE_PORT else 0
+        base = random.randint(lowest, highest_base) if highest_base > lowest else 0
         if base == 0:  # no room below the ephemeral range: let the kernel choose
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
                 probe.bind((host, 0))
@@ -113,6 +118,33 @@ def free_tcp_port_block(count: int, host: str = "127.0.0.1") -> int:
             for s in sockets:
                 s.close()
     raise OSError(f"could not find {count} consecutive free ports on {host}")
+
+
+def _port_range() -> tuple[int, int]:
+    """The lowest and highest port handed out: SCALER_PORT_RANGE's, else from LOWEST_FREE_PORT to just below the
+    ephemeral range."""
+    import os
+
+    text = os.environ.get(PORT_RANGE_VARIABLE, "")
+    if text:
+        low, _, high = text.partition("-")
+        try:
+            lowest, highest = int(low), int(high)
+        except ValueError:
+            raise ValueError(f"{PORT_RANGE_VARIABLE}={text!r}: expected LOW-HIGH, two port numbers") from None
+        if not 0 < lowest <= highest < 65536:
+            raise ValueError(f"{PORT_RANGE_VARIABLE}={text!r}: expected 0 < LOW <= HIGH < 65536")
+        return lowest, highest
+    return LOWEST_FREE_PORT, _ephemeral_range_start() - 1
+
+
+def port_range_share(index: int, count: int) -> str:
+    """The SCALER_PORT_RANGE of the `index`th of `count` processes that share this host's free ports in equal,
+    disjoint parts."""
+    lowest, highest = LOWEST_FREE_PORT, _ephemeral_range_start() - 1
+    size = (highest - lowest + 1) // max(count, 1)
+    low = lowest + (index % max(count, 1)) * size
+    return f"{low}-{low + size - 1}"
 
 
 def _ephemeral_range_start() -> int:

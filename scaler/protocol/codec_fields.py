@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from scaler.protocol.frozen_values import constructor
 from scaler.protocol.message_extras import Capabilities, WorkerLimit
 from scaler.protocol.schemas import field_of
 
 __all__ = [
     "capabilities_of",
+    "constructor",
     "field_of",
     "limit_of",
     "negative_if_none",

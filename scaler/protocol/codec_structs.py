@@ -13,6 +13,7 @@ from scaler.protocol import messages as m
 from scaler.protocol import storage_messages as sm
 from scaler.protocol.codec_fields import (
     capabilities_of,
+    constructor,
     field_of,
     limit_of,
     negative_if_none,
@@ -38,17 +39,20 @@ _M_HELLO__ROLE__WORKER = field_of("m", "Hello.role.worker")
 _M_HELLO__ROLE__MANAGER = field_of("m", "Hello.role.manager")
 _M_HELLO__ROLE__PROCESSOR = field_of("m", "Hello.role.processor")
 _M_HELLO__KNOWN_INSTANCE = field_of("m", "Hello.knownInstance")
+_NEW_M_HELLO = constructor(m.Hello)
 _M_CLIENT_INFO__NAME = field_of("m", "ClientInfo.name")
 _M_CLIENT_INFO__SHARE = field_of("m", "ClientInfo.share")
 _M_CLIENT_INFO__MAX_RUNNING_TASKS = field_of("m", "ClientInfo.maxRunningTasks")
 _M_CLIENT_INFO__MAX_WORKERS = field_of("m", "ClientInfo.maxWorkers")
 _M_CLIENT_INFO__RESUME_SECONDS = field_of("m", "ClientInfo.resumeSeconds")
+_NEW_M_CLIENT_INFO = constructor(m.ClientInfo)
 _M_WORKER_INFO__CAPABILITIES = field_of("m", "WorkerInfo.capabilities")
 _M_WORKER_INFO__CAPACITY = field_of("m", "WorkerInfo.capacity")
 _M_WORKER_INFO__MANAGER_ID = field_of("m", "WorkerInfo.managerId")
 _M_WORKER_INFO__WORKER_TYPE = field_of("m", "WorkerInfo.workerType")
 _M_WORKER_INFO__HELD_TASKS = field_of("m", "WorkerInfo.heldTasks")
 _M_WORKER_INFO__LENDS_PROCESSORS = field_of("m", "WorkerInfo.lendsProcessors")
+_NEW_M_WORKER_INFO = constructor(m.WorkerInfo)
 _M_MANAGER_INFO__MANAGER_ID = field_of("m", "ManagerInfo.managerId")
 _M_MANAGER_INFO__CAPABILITIES = field_of("m", "ManagerInfo.capabilities")
 _M_MANAGER_INFO__MAX_WORKERS = field_of("m", "ManagerInfo.maxWorkers")
@@ -57,10 +61,12 @@ _M_MANAGER_INFO__WORKER_COST_PER_HOUR = field_of("m", "ManagerInfo.workerCostPer
 _M_MANAGER_INFO__EXPECTED_BOOT_SECONDS = field_of("m", "ManagerInfo.expectedBootSeconds")
 _M_MANAGER_INFO__MIN_WORKERS = field_of("m", "ManagerInfo.minWorkers")
 _M_MANAGER_INFO__BUFFER_WORKERS = field_of("m", "ManagerInfo.bufferWorkers")
+_NEW_M_MANAGER_INFO = constructor(m.ManagerInfo)
 _M_PROCESSOR_INFO__PROCESSOR_ID = field_of("m", "ProcessorInfo.processorId")
 _M_PROCESSOR_INFO__WORKER_ID = field_of("m", "ProcessorInfo.workerId")
 _M_PROCESSOR_INFO__LENT = field_of("m", "ProcessorInfo.lent")
 _M_PROCESSOR_INFO__HELD_TASKS = field_of("m", "ProcessorInfo.heldTasks")
+_NEW_M_PROCESSOR_INFO = constructor(m.ProcessorInfo)
 _M_HELLO_REPLY__ACCEPTED = field_of("m", "HelloReply.accepted")
 _M_HELLO_REPLY__REASON = field_of("m", "HelloReply.reason")
 _M_HELLO_REPLY__PROTOCOL_VERSION = field_of("m", "HelloReply.protocolVersion")
@@ -70,6 +76,7 @@ _M_HELLO_REPLY__HEARTBEAT_INTERVAL_SECONDS = field_of("m", "HelloReply.heartbeat
 _M_HELLO_REPLY__WORKER_COUNT = field_of("m", "HelloReply.workerCount")
 _M_HELLO_REPLY__INSTANCE_ID = field_of("m", "HelloReply.instanceId")
 _M_HELLO_REPLY__RESUME_SECONDS = field_of("m", "HelloReply.resumeSeconds")
+_NEW_M_HELLO_REPLY = constructor(m.HelloReply)
 _M_HEARTBEAT__CPU_PERCENT = field_of("m", "Heartbeat.cpuPercent")
 _M_HEARTBEAT__RSS_BYTES = field_of("m", "Heartbeat.rssBytes")
 _M_HEARTBEAT__ROUND_TRIP_SECONDS = field_of("m", "Heartbeat.roundTripSeconds")
@@ -77,6 +84,7 @@ _M_HEARTBEAT__ANSWERS_EPOCH = field_of("m", "Heartbeat.answersEpoch")
 _M_HEARTBEAT__ANSWERS_RECEIVED = field_of("m", "Heartbeat.answersReceived")
 _M_HEARTBEAT__WORKER = field_of("m", "Heartbeat.worker")
 _M_HEARTBEAT__MANAGER = field_of("m", "Heartbeat.manager")
+_NEW_M_HEARTBEAT = constructor(m.Heartbeat)
 _M_WORKER_STATUS__QUEUED = field_of("m", "WorkerStatus.queued")
 _M_WORKER_STATUS__RUNNING = field_of("m", "WorkerStatus.running")
 _M_WORKER_STATUS__BLOCKED = field_of("m", "WorkerStatus.blocked")
@@ -85,25 +93,32 @@ _M_WORKER_STATUS__PROCESSORS = field_of("m", "WorkerStatus.processors")
 _M_WORKER_STATUS__MEMORY_BYTES = field_of("m", "WorkerStatus.memoryBytes")
 _M_WORKER_STATUS__MEMORY_LIMIT_BYTES = field_of("m", "WorkerStatus.memoryLimitBytes")
 _M_WORKER_STATUS__MEMORY_LIMIT_SOURCE = field_of("m", "WorkerStatus.memoryLimitSource")
+_NEW_M_WORKER_STATUS = constructor(m.WorkerStatus)
 _M_PROCESSOR_STATUS__PID = field_of("m", "ProcessorStatus.pid")
 _M_PROCESSOR_STATUS__CPU_PERCENT = field_of("m", "ProcessorStatus.cpuPercent")
 _M_PROCESSOR_STATUS__RSS_BYTES = field_of("m", "ProcessorStatus.rssBytes")
 _M_PROCESSOR_STATUS__STATE = field_of("m", "ProcessorStatus.state")
 _M_PROCESSOR_STATUS__MEMORY_BYTES = field_of("m", "ProcessorStatus.memoryBytes")
+_NEW_M_PROCESSOR_STATUS = constructor(m.ProcessorStatus)
 _M_MANAGER_STATUS__UNITS = field_of("m", "ManagerStatus.units")
 _M_MANAGER_STATUS__PENDING_UNITS = field_of("m", "ManagerStatus.pendingUnits")
 _M_MANAGER_STATUS__BOOT_SECONDS = field_of("m", "ManagerStatus.bootSeconds")
+_NEW_M_MANAGER_STATUS = constructor(m.ManagerStatus)
 _M_HEARTBEAT_ECHO__OBJECT_STORAGE_ADDRESS = field_of("m", "HeartbeatEcho.objectStorageAddress")
 _M_HEARTBEAT_ECHO__WORKER_COUNT = field_of("m", "HeartbeatEcho.workerCount")
 _M_HEARTBEAT_ECHO__RESULTS_READ = field_of("m", "HeartbeatEcho.resultsRead")
+_NEW_M_HEARTBEAT_ECHO = constructor(m.HeartbeatEcho)
 _M_PING__NONCE = field_of("m", "Ping.nonce")
+_NEW_M_PING = constructor(m.Ping)
 _M_PROTOCOL_ERROR__REASON = field_of("m", "ProtocolError.reason")
 _M_PROTOCOL_ERROR__KIND = field_of("m", "ProtocolError.kind")
+_NEW_M_PROTOCOL_ERROR = constructor(m.ProtocolError)
 _M_ARGUMENT__KEYWORD = field_of("m", "Argument.keyword")
 _M_ARGUMENT__COPY_ON_WRITE = field_of("m", "Argument.copyOnWrite")
 _M_ARGUMENT__INLINE = field_of("m", "Argument.inline")
 _M_ARGUMENT__OBJECT_ID = field_of("m", "Argument.objectId")
 _M_ARGUMENT__TASK_RESULT = field_of("m", "Argument.taskResult")
+_NEW_M_ARGUMENT = constructor(m.Argument)
 _M_TASK_BODY__FUNCTION_ID = field_of("m", "TaskBody.functionId")
 _M_TASK_BODY__SERIALIZER_ID = field_of("m", "TaskBody.serializerId")
 _M_TASK_BODY__ARGS = field_of("m", "TaskBody.args")
@@ -112,8 +127,10 @@ _M_TASK_BODY__STREAM_OUTPUT = field_of("m", "TaskBody.streamOutput")
 _M_TASK_BODY__CLEAR_EPOCH = field_of("m", "TaskBody.clearEpoch")
 _M_TASK_BODY__LOG_FORWARDING__LEVEL = field_of("m", "TaskBody.logForwarding.level")
 _M_TASK_BODY__LOG_FORWARDING__LOGGER_NAME = field_of("m", "TaskBody.logForwarding.loggerName")
+_NEW_M_LOG_FORWARDING = constructor(m.LogForwarding)
 _M_TASK_BODY__FORWARD_LOGGING = field_of("m", "TaskBody.forwardLogging")
 _M_TASK_BODY__LOG_FORWARDING = field_of("m", "TaskBody.logForwarding")
+_NEW_M_TASK_BODY = constructor(m.TaskBody)
 _M_TASK__TASK_ID = field_of("m", "Task.taskId")
 _M_TASK__CLIENT_ID = field_of("m", "Task.clientId")
 _M_TASK__FUNCTION_NAME = field_of("m", "Task.functionName")
@@ -126,16 +143,20 @@ _M_TASK__INPUTS = field_of("m", "Task.inputs")
 _M_TASK__STREAM_CREDIT = field_of("m", "Task.streamCredit")
 _M_TASK__ACTOR_ID = field_of("m", "Task.actorId")
 _M_TASK__ACTOR = field_of("m", "Task.actor")
+_NEW_M_TASK = constructor(m.Task)
 _M_ACTOR_SPEC__MAX_RESTARTS = field_of("m", "ActorSpec.maxRestarts")
 _M_ACTOR_SPEC__MAX_CONCURRENCY = field_of("m", "ActorSpec.maxConcurrency")
 _M_ACTOR_SPEC__NAME = field_of("m", "ActorSpec.name")
 _M_ACTOR_SPEC__INTERFACE = field_of("m", "ActorSpec.interface")
+_NEW_M_ACTOR_SPEC = constructor(m.ActorSpec)
 _M_TASK_INPUT__TASK_ID = field_of("m", "TaskInput.taskId")
 _M_TASK_INPUT__INLINE = field_of("m", "TaskInput.inline")
 _M_TASK_INPUT__OBJECT_ID = field_of("m", "TaskInput.objectId")
+_NEW_M_TASK_INPUT = constructor(m.TaskInput)
 _M_PROFILE__DURATION_SECONDS = field_of("m", "Profile.durationSeconds")
 _M_PROFILE__CPU_SECONDS = field_of("m", "Profile.cpuSeconds")
 _M_PROFILE__PEAK_MEMORY_BYTES = field_of("m", "Profile.peakMemoryBytes")
+_NEW_M_PROFILE = constructor(m.Profile)
 _M_TASK_RESULT__TASK_ID = field_of("m", "TaskResult.taskId")
 _M_TASK_RESULT__STATUS = field_of("m", "TaskResult.status")
 _M_TASK_RESULT__ERROR_MESSAGE = field_of("m", "TaskResult.errorMessage")
@@ -147,56 +168,80 @@ _M_TASK_RESULT__STORED_BYTES = field_of("m", "TaskResult.storedBytes")
 _M_TASK_RESULT__STREAMED = field_of("m", "TaskResult.streamed")
 _M_TASK_RESULT__INLINE = field_of("m", "TaskResult.inline")
 _M_TASK_RESULT__OBJECT_ID = field_of("m", "TaskResult.objectId")
+_NEW_M_TASK_RESULT = constructor(m.TaskResult)
 _M_RUN_STAMPS__STARTED_AT = field_of("m", "RunStamps.startedAt")
 _M_RUN_STAMPS__FINISHED_AT = field_of("m", "RunStamps.finishedAt")
 _M_RUN_STAMPS__PROCESSOR_PID = field_of("m", "RunStamps.processorPid")
 _M_RUN_STAMPS__RECEIVED_AT = field_of("m", "RunStamps.receivedAt")
+_NEW_M_RUN_STAMPS = constructor(m.RunStamps)
 _M_TASK_CANCEL__TASK_IDS = field_of("m", "TaskCancel.taskIds")
 _M_TASK_CANCEL__QUEUED_ONLY = field_of("m", "TaskCancel.queuedOnly")
+_NEW_M_TASK_CANCEL = constructor(m.TaskCancel)
 _M_TASK_CANCEL_CONFIRM__TASK_ID = field_of("m", "TaskCancelConfirm.taskId")
 _M_TASK_CANCEL_CONFIRM__OUTCOME = field_of("m", "TaskCancelConfirm.outcome")
+_NEW_M_TASK_CANCEL_CONFIRM = constructor(m.TaskCancelConfirm)
 _M_TASK_LOG__TASK_ID = field_of("m", "TaskLog.taskId")
 _M_TASK_LOG__STREAM = field_of("m", "TaskLog.stream")
 _M_TASK_LOG__TEXT = field_of("m", "TaskLog.text")
+_NEW_M_TASK_LOG = constructor(m.TaskLog)
 _M_GRAPH_TASK__GRAPH_ID = field_of("m", "GraphTask.graphId")
 _M_GRAPH_TASK__CLIENT_ID = field_of("m", "GraphTask.clientId")
 _M_GRAPH_TASK__NODES = field_of("m", "GraphTask.nodes")
 _M_GRAPH_TASK__TARGETS = field_of("m", "GraphTask.targets")
+_NEW_M_GRAPH_TASK = constructor(m.GraphTask)
 _M_CLIENT_DISCONNECT__SHUTDOWN_CLUSTER = field_of("m", "ClientDisconnect.shutdownCluster")
+_NEW_M_CLIENT_DISCONNECT = constructor(m.ClientDisconnect)
 _M_SHUTDOWN_REPLY__ACCEPTED = field_of("m", "ShutdownReply.accepted")
 _M_SHUTDOWN_REPLY__REASON = field_of("m", "ShutdownReply.reason")
+_NEW_M_SHUTDOWN_REPLY = constructor(m.ShutdownReply)
 _M_TASK_STORY_REQUEST__TASK_ID = field_of("m", "TaskStoryRequest.taskId")
+_NEW_M_TASK_STORY_REQUEST = constructor(m.TaskStoryRequest)
 _M_STORY_ENTRY__WALL_TIME = field_of("m", "StoryEntry.wallTime")
 _M_STORY_ENTRY__COMPONENT = field_of("m", "StoryEntry.component")
 _M_STORY_ENTRY__WHERE = field_of("m", "StoryEntry.where")
 _M_STORY_ENTRY__WHAT = field_of("m", "StoryEntry.what")
 _M_STORY_ENTRY__CAUSE = field_of("m", "StoryEntry.cause")
+_NEW_M_STORY_ENTRY = constructor(m.StoryEntry)
 _M_TASK_STORY_REPLY__TASK_ID = field_of("m", "TaskStoryReply.taskId")
 _M_TASK_STORY_REPLY__KNOWN = field_of("m", "TaskStoryReply.known")
 _M_TASK_STORY_REPLY__ENTRIES = field_of("m", "TaskStoryReply.entries")
 _M_TASK_STORY_REPLY__NOTE = field_of("m", "TaskStoryReply.note")
+_NEW_M_TASK_STORY_REPLY = constructor(m.TaskStoryReply)
 _M_WORKER_CAPACITY__CAPACITY = field_of("m", "WorkerCapacity.capacity")
+_NEW_M_WORKER_CAPACITY = constructor(m.WorkerCapacity)
 _M_WORKER_LEAVING__REASON = field_of("m", "WorkerLeaving.reason")
+_NEW_M_WORKER_LEAVING = constructor(m.WorkerLeaving)
 _M_TASK_RETURN__TASK_IDS = field_of("m", "TaskReturn.taskIds")
+_NEW_M_TASK_RETURN = constructor(m.TaskReturn)
 _M_SHUTDOWN__REASON = field_of("m", "Shutdown.reason")
+_NEW_M_SHUTDOWN = constructor(m.Shutdown)
 _M_TARGET_ENTRY__CAPABILITIES = field_of("m", "TargetEntry.capabilities")
 _M_TARGET_ENTRY__WORKERS = field_of("m", "TargetEntry.workers")
+_NEW_M_TARGET_ENTRY = constructor(m.TargetEntry)
 _M_MANAGER_TARGET__ENTRIES = field_of("m", "ManagerTarget.entries")
 _M_MANAGER_TARGET__DRAIN = field_of("m", "ManagerTarget.drain")
 _M_MANAGER_TARGET__CONNECTED = field_of("m", "ManagerTarget.connected")
+_NEW_M_MANAGER_TARGET = constructor(m.ManagerTarget)
 _M_PROCESSOR_READY__PID = field_of("m", "ProcessorReady.pid")
+_NEW_M_PROCESSOR_READY = constructor(m.ProcessorReady)
 _M_PROCESSOR_BLOCKED__TASK_ID = field_of("m", "ProcessorBlocked.taskId")
+_NEW_M_PROCESSOR_BLOCKED = constructor(m.ProcessorBlocked)
 _M_PROCESSOR_RESUME_REQUEST__TASK_ID = field_of("m", "ProcessorResumeRequest.taskId")
+_NEW_M_PROCESSOR_RESUME_REQUEST = constructor(m.ProcessorResumeRequest)
 _M_PROCESSOR_RESUME__TASK_ID = field_of("m", "ProcessorResume.taskId")
+_NEW_M_PROCESSOR_RESUME = constructor(m.ProcessorResume)
 _M_RESULT_SENT__TASK_ID = field_of("m", "ResultSent.taskId")
 _M_RESULT_SENT__RESULT = field_of("m", "ResultSent.result")
 _M_RESULT_SENT__SECONDS = field_of("m", "ResultSent.seconds")
+_NEW_M_RESULT_SENT = constructor(m.ResultSent)
 _M_PROCESSOR_WRITING__WRITING = field_of("m", "ProcessorWriting.writing")
+_NEW_M_PROCESSOR_WRITING = constructor(m.ProcessorWriting)
 _M_PROCESSOR_EXITED__PROCESSOR_ID = field_of("m", "ProcessorExited.processorId")
 _M_PROCESSOR_EXITED__DESCRIPTION = field_of("m", "ProcessorExited.description")
 _M_PROCESSOR_EXITED__OUT_OF_MEMORY = field_of("m", "ProcessorExited.outOfMemory")
 _M_PROCESSOR_EXITED__LENT_TASK = field_of("m", "ProcessorExited.lentTask")
 _M_PROCESSOR_EXITED__LENT_TASK_KNOWN = field_of("m", "ProcessorExited.lentTaskKnown")
+_NEW_M_PROCESSOR_EXITED = constructor(m.ProcessorExited)
 _M_STATUS_SNAPSHOT__TIME = field_of("m", "StatusSnapshot.time")
 _M_STATUS_SNAPSHOT__SCHEDULER = field_of("m", "StatusSnapshot.scheduler")
 _M_STATUS_SNAPSHOT__WORKERS = field_of("m", "StatusSnapshot.workers")
@@ -209,6 +254,7 @@ _M_STATUS_SNAPSHOT__FUNCTIONS = field_of("m", "StatusSnapshot.functions")
 _M_STATUS_SNAPSHOT__MESSAGE_COUNTS = field_of("m", "StatusSnapshot.messageCounts")
 _M_STATUS_SNAPSHOT__JOBS = field_of("m", "StatusSnapshot.jobs")
 _M_STATUS_SNAPSHOT__ACTORS = field_of("m", "StatusSnapshot.actors")
+_NEW_M_STATUS_SNAPSHOT = constructor(m.StatusSnapshot)
 _M_ACTOR_SUMMARY__ACTOR_ID = field_of("m", "ActorSummary.actorId")
 _M_ACTOR_SUMMARY__CLASS_NAME = field_of("m", "ActorSummary.className")
 _M_ACTOR_SUMMARY__NAME = field_of("m", "ActorSummary.name")
@@ -219,6 +265,7 @@ _M_ACTOR_SUMMARY__RESTARTS = field_of("m", "ActorSummary.restarts")
 _M_ACTOR_SUMMARY__CALLS = field_of("m", "ActorSummary.calls")
 _M_ACTOR_SUMMARY__CALLS_DONE = field_of("m", "ActorSummary.callsDone")
 _M_ACTOR_SUMMARY__AGE_SECONDS = field_of("m", "ActorSummary.ageSeconds")
+_NEW_M_ACTOR_SUMMARY = constructor(m.ActorSummary)
 _M_JOB_SUMMARY__NAME = field_of("m", "JobSummary.name")
 _M_JOB_SUMMARY__STATE = field_of("m", "JobSummary.state")
 _M_JOB_SUMMARY__DONE = field_of("m", "JobSummary.done")
@@ -228,21 +275,26 @@ _M_JOB_SUMMARY__FAILED = field_of("m", "JobSummary.failed")
 _M_JOB_SUMMARY__SUBMITTER = field_of("m", "JobSummary.submitter")
 _M_JOB_SUMMARY__OWNER_KEY = field_of("m", "JobSummary.ownerKey")
 _M_JOB_SUMMARY__AGE_SECONDS = field_of("m", "JobSummary.ageSeconds")
+_NEW_M_JOB_SUMMARY = constructor(m.JobSummary)
 _M_TASK_COUNTS__WAITING = field_of("m", "TaskCounts.waiting")
 _M_TASK_COUNTS__QUEUED = field_of("m", "TaskCounts.queued")
 _M_TASK_COUNTS__RUNNING = field_of("m", "TaskCounts.running")
 _M_TASK_COUNTS__SUCCEEDED = field_of("m", "TaskCounts.succeeded")
 _M_TASK_COUNTS__FAILED = field_of("m", "TaskCounts.failed")
 _M_TASK_COUNTS__CANCELED = field_of("m", "TaskCounts.canceled")
+_NEW_M_TASK_COUNTS = constructor(m.TaskCounts)
 _M_FUNCTION_SUMMARY__NAME = field_of("m", "FunctionSummary.name")
 _M_FUNCTION_SUMMARY__COUNTS = field_of("m", "FunctionSummary.counts")
+_NEW_M_FUNCTION_SUMMARY = constructor(m.FunctionSummary)
 _M_MESSAGE_COUNT__NAME = field_of("m", "MessageCount.name")
 _M_MESSAGE_COUNT__SENT = field_of("m", "MessageCount.sent")
 _M_MESSAGE_COUNT__RECEIVED = field_of("m", "MessageCount.received")
+_NEW_M_MESSAGE_COUNT = constructor(m.MessageCount)
 _M_TASK_TRANSITIONS__FEED_VERSION = field_of("m", "TaskTransitions.feedVersion")
 _M_TASK_TRANSITIONS__WALL_TIME = field_of("m", "TaskTransitions.wallTime")
 _M_TASK_TRANSITIONS__TRANSITIONS = field_of("m", "TaskTransitions.transitions")
 _M_TASK_TRANSITIONS__DROPPED = field_of("m", "TaskTransitions.dropped")
+_NEW_M_TASK_TRANSITIONS = constructor(m.TaskTransitions)
 _M_TASK_TRANSITION__TASK_ID = field_of("m", "TaskTransition.taskId")
 _M_TASK_TRANSITION__STATE = field_of("m", "TaskTransition.state")
 _M_TASK_TRANSITION__WORKER_ID = field_of("m", "TaskTransition.workerId")
@@ -251,14 +303,17 @@ _M_TASK_TRANSITION__WALL_TIME = field_of("m", "TaskTransition.wallTime")
 _M_TASK_TRANSITION__RUN_SECONDS = field_of("m", "TaskTransition.runSeconds")
 _M_TASK_TRANSITION__PEAK_MEMORY_BYTES = field_of("m", "TaskTransition.peakMemoryBytes")
 _M_TASK_TRANSITION__CLIENT_ID = field_of("m", "TaskTransition.clientId")
+_NEW_M_TASK_TRANSITION = constructor(m.TaskTransition)
 _M_SCALING_DECISIONS__FEED_VERSION = field_of("m", "ScalingDecisions.feedVersion")
 _M_SCALING_DECISIONS__WALL_TIME = field_of("m", "ScalingDecisions.wallTime")
 _M_SCALING_DECISIONS__DECISIONS = field_of("m", "ScalingDecisions.decisions")
+_NEW_M_SCALING_DECISIONS = constructor(m.ScalingDecisions)
 _M_SCALING_DECISION__MANAGER_ID = field_of("m", "ScalingDecision.managerId")
 _M_SCALING_DECISION__FROM_WORKERS = field_of("m", "ScalingDecision.fromWorkers")
 _M_SCALING_DECISION__TO_WORKERS = field_of("m", "ScalingDecision.toWorkers")
 _M_SCALING_DECISION__REASON = field_of("m", "ScalingDecision.reason")
 _M_SCALING_DECISION__WALL_TIME = field_of("m", "ScalingDecision.wallTime")
+_NEW_M_SCALING_DECISION = constructor(m.ScalingDecision)
 _M_SCHEDULER_STATS__ADDRESS = field_of("m", "SchedulerStats.address")
 _M_SCHEDULER_STATS__CPU_PERCENT = field_of("m", "SchedulerStats.cpuPercent")
 _M_SCHEDULER_STATS__RSS_BYTES = field_of("m", "SchedulerStats.rssBytes")
@@ -274,6 +329,7 @@ _M_SCHEDULER_STATS__MESSAGES_RECEIVED = field_of("m", "SchedulerStats.messagesRe
 _M_SCHEDULER_STATS__MESSAGES_SENT = field_of("m", "SchedulerStats.messagesSent")
 _M_SCHEDULER_STATS__GRAPHS = field_of("m", "SchedulerStats.graphs")
 _M_SCHEDULER_STATS__NOT_FOUND = field_of("m", "SchedulerStats.notFound")
+_NEW_M_SCHEDULER_STATS = constructor(m.SchedulerStats)
 _M_WORKER_SUMMARY__WORKER_ID = field_of("m", "WorkerSummary.workerId")
 _M_WORKER_SUMMARY__MANAGER_ID = field_of("m", "WorkerSummary.managerId")
 _M_WORKER_SUMMARY__CAPABILITIES = field_of("m", "WorkerSummary.capabilities")
@@ -288,6 +344,7 @@ _M_WORKER_SUMMARY__PID = field_of("m", "WorkerSummary.pid")
 _M_WORKER_SUMMARY__LAG_SECONDS = field_of("m", "WorkerSummary.lagSeconds")
 _M_WORKER_SUMMARY__WORKER_TYPE = field_of("m", "WorkerSummary.workerType")
 _M_WORKER_SUMMARY__CONNECTED_SECONDS_AGO = field_of("m", "WorkerSummary.connectedSecondsAgo")
+_NEW_M_WORKER_SUMMARY = constructor(m.WorkerSummary)
 _M_CLIENT_SUMMARY__CLIENT_ID = field_of("m", "ClientSummary.clientId")
 _M_CLIENT_SUMMARY__TASKS = field_of("m", "ClientSummary.tasks")
 _M_CLIENT_SUMMARY__NAME = field_of("m", "ClientSummary.name")
@@ -295,6 +352,7 @@ _M_CLIENT_SUMMARY__HOSTNAME = field_of("m", "ClientSummary.hostname")
 _M_CLIENT_SUMMARY__COUNTS = field_of("m", "ClientSummary.counts")
 _M_CLIENT_SUMMARY__AWAY_SECONDS = field_of("m", "ClientSummary.awaySeconds")
 _M_CLIENT_SUMMARY__RESUME_SECONDS = field_of("m", "ClientSummary.resumeSeconds")
+_NEW_M_CLIENT_SUMMARY = constructor(m.ClientSummary)
 _M_MANAGER_SUMMARY__MANAGER_ID = field_of("m", "ManagerSummary.managerId")
 _M_MANAGER_SUMMARY__MANAGER_TYPE = field_of("m", "ManagerSummary.managerType")
 _M_MANAGER_SUMMARY__CAPABILITIES = field_of("m", "ManagerSummary.capabilities")
@@ -310,45 +368,59 @@ _M_MANAGER_SUMMARY__WORKER_COST_PER_HOUR = field_of("m", "ManagerSummary.workerC
 _M_MANAGER_SUMMARY__BOOT_SECONDS = field_of("m", "ManagerSummary.bootSeconds")
 _M_MANAGER_SUMMARY__MIN_WORKERS = field_of("m", "ManagerSummary.minWorkers")
 _M_MANAGER_SUMMARY__BUFFER_WORKERS = field_of("m", "ManagerSummary.bufferWorkers")
+_NEW_M_MANAGER_SUMMARY = constructor(m.ManagerSummary)
 _M_PENDING_GROUP__CAPABILITIES = field_of("m", "PendingGroup.capabilities")
 _M_PENDING_GROUP__COUNT = field_of("m", "PendingGroup.count")
 _M_PENDING_GROUP__REASON = field_of("m", "PendingGroup.reason")
 _M_PENDING_GROUP__RUNNING = field_of("m", "PendingGroup.running")
 _M_PENDING_GROUP__OLDEST_QUEUED_SECONDS = field_of("m", "PendingGroup.oldestQueuedSeconds")
+_NEW_M_PENDING_GROUP = constructor(m.PendingGroup)
 _M_UNITS_RECLAIMED__UNIT_IDS = field_of("m", "UnitsReclaimed.unitIds")
 _M_UNITS_RECLAIMED__NOTICE_SECONDS = field_of("m", "UnitsReclaimed.noticeSeconds")
+_NEW_M_UNITS_RECLAIMED = constructor(m.UnitsReclaimed)
 _M_JOB_OPEN__NAME = field_of("m", "JobOpen.name")
 _M_JOB_OPEN__TASK_IDS = field_of("m", "JobOpen.taskIds")
+_NEW_M_JOB_OPEN = constructor(m.JobOpen)
 _M_JOB_ATTACH__NAME = field_of("m", "JobAttach.name")
 _M_JOB_ATTACH__FOLLOW = field_of("m", "JobAttach.follow")
+_NEW_M_JOB_ATTACH = constructor(m.JobAttach)
 _M_JOB_REPLY__NAME = field_of("m", "JobReply.name")
 _M_JOB_REPLY__ACCEPTED = field_of("m", "JobReply.accepted")
 _M_JOB_REPLY__REASON = field_of("m", "JobReply.reason")
 _M_JOB_REPLY__TASK_IDS = field_of("m", "JobReply.taskIds")
 _M_JOB_REPLY__STATE = field_of("m", "JobReply.state")
 _M_JOB_REPLY__OWNER_ID = field_of("m", "JobReply.ownerId")
+_NEW_M_JOB_REPLY = constructor(m.JobReply)
 _M_CLIENT_RESUME__ANSWERS_EPOCH = field_of("m", "ClientResume.answersEpoch")
 _M_CLIENT_RESUME__ANSWERS_RECEIVED = field_of("m", "ClientResume.answersReceived")
 _M_CLIENT_RESUME__UNFINISHED = field_of("m", "ClientResume.unfinished")
+_NEW_M_CLIENT_RESUME = constructor(m.ClientResume)
 _M_CLIENT_RESUMED__ANSWERS_EPOCH = field_of("m", "ClientResumed.answersEpoch")
 _M_CLIENT_RESUMED__UNKNOWN = field_of("m", "ClientResumed.unknown")
 _M_CLIENT_RESUMED__CANCELLED = field_of("m", "ClientResumed.cancelled")
+_NEW_M_CLIENT_RESUMED = constructor(m.ClientResumed)
 _M_STREAM_ITEM__TASK_ID = field_of("m", "StreamItem.taskId")
 _M_STREAM_ITEM__INDEX = field_of("m", "StreamItem.index")
 _M_STREAM_ITEM__INLINE = field_of("m", "StreamItem.inline")
 _M_STREAM_ITEM__OBJECT_ID = field_of("m", "StreamItem.objectId")
+_NEW_M_STREAM_ITEM = constructor(m.StreamItem)
 _M_STREAM_CREDIT__TASK_ID = field_of("m", "StreamCredit.taskId")
 _M_STREAM_CREDIT__UP_TO = field_of("m", "StreamCredit.upTo")
+_NEW_M_STREAM_CREDIT = constructor(m.StreamCredit)
 _M_ACTOR_READY__ACTOR_ID = field_of("m", "ActorReady.actorId")
 _M_ACTOR_READY__PROCESSOR = field_of("m", "ActorReady.processor")
+_NEW_M_ACTOR_READY = constructor(m.ActorReady)
 _M_ACTOR_STOP__ACTOR_ID = field_of("m", "ActorStop.actorId")
+_NEW_M_ACTOR_STOP = constructor(m.ActorStop)
 _M_ACTOR_LOOKUP__NAME = field_of("m", "ActorLookup.name")
+_NEW_M_ACTOR_LOOKUP = constructor(m.ActorLookup)
 _M_ACTOR_REPLY__NAME = field_of("m", "ActorReply.name")
 _M_ACTOR_REPLY__FOUND = field_of("m", "ActorReply.found")
 _M_ACTOR_REPLY__ACTOR_ID = field_of("m", "ActorReply.actorId")
 _M_ACTOR_REPLY__CLASS_NAME = field_of("m", "ActorReply.className")
 _M_ACTOR_REPLY__INTERFACE = field_of("m", "ActorReply.interface")
 _M_ACTOR_REPLY__REASON = field_of("m", "ActorReply.reason")
+_NEW_M_ACTOR_REPLY = constructor(m.ActorReply)
 _STORAGE_STATUS = tuple(sm.StorageStatus)
 _SM_STORAGE_REQUEST__REQUEST_ID = field_of("sm", "StorageRequest.requestId")
 _SM_STORAGE_REQUEST__HELLO = field_of("sm", "StorageRequest.hello")
@@ -364,33 +436,42 @@ _SM_STORAGE_REQUEST__ADOPT_MANY = field_of("sm", "StorageRequest.adoptMany")
 _SM_STORAGE_REQUEST__GET_IN_PARTS = field_of("sm", "StorageRequest.getInParts")
 _SM_STORAGE_REQUEST__WRITE_BEGIN = field_of("sm", "StorageRequest.writeBegin")
 _SM_STORAGE_REQUEST__WRITE_PROGRESS = field_of("sm", "StorageRequest.writeProgress")
+_NEW_SM_STORAGE_REQUEST = constructor(sm.StorageRequest)
 _SM_WRITE_BEGIN__OBJECT_ID = field_of("sm", "WriteBegin.objectId")
 _SM_WRITE_BEGIN__OWNER_ID = field_of("sm", "WriteBegin.ownerId")
 _SM_WRITE_BEGIN__FILE_NAME = field_of("sm", "WriteBegin.fileName")
 _SM_WRITE_BEGIN__TOTAL_BYTES = field_of("sm", "WriteBegin.totalBytes")
 _SM_WRITE_BEGIN__NAME = field_of("sm", "WriteBegin.name")
 _SM_WRITE_BEGIN__FRAME_BYTES = field_of("sm", "WriteBegin.frameBytes")
+_NEW_SM_WRITE_BEGIN = constructor(sm.WriteBegin)
 _SM_WRITE_PROGRESS__OBJECT_ID = field_of("sm", "WriteProgress.objectId")
 _SM_WRITE_PROGRESS__WRITTEN_BYTES = field_of("sm", "WriteProgress.writtenBytes")
 _SM_WRITE_PROGRESS__FAILED = field_of("sm", "WriteProgress.failed")
+_NEW_SM_WRITE_PROGRESS = constructor(sm.WriteProgress)
 _SM_STORAGE_HELLO__PROTOCOL_VERSION = field_of("sm", "StorageHello.protocolVersion")
 _SM_STORAGE_HELLO__PYTHON_VERSION = field_of("sm", "StorageHello.pythonVersion")
 _SM_STORAGE_HELLO__ROLE = field_of("sm", "StorageHello.role")
 _SM_STORAGE_HELLO__OWNER_ID = field_of("sm", "StorageHello.ownerId")
+_NEW_SM_STORAGE_HELLO = constructor(sm.StorageHello)
 _SM_ADOPT_REQUEST__OBJECT_ID = field_of("sm", "AdoptRequest.objectId")
 _SM_ADOPT_REQUEST__OWNER_ID = field_of("sm", "AdoptRequest.ownerId")
 _SM_ADOPT_REQUEST__FILE_NAME = field_of("sm", "AdoptRequest.fileName")
 _SM_ADOPT_REQUEST__TOTAL_BYTES = field_of("sm", "AdoptRequest.totalBytes")
 _SM_ADOPT_REQUEST__NAME = field_of("sm", "AdoptRequest.name")
+_NEW_SM_ADOPT = constructor(sm.Adopt)
 _SM_ADOPT_MANY__ADOPTS = field_of("sm", "AdoptMany.adopts")
+_NEW_SM_ADOPT_MANY = constructor(sm.AdoptMany)
 _SM_ADOPT_OUTCOMES__OUTCOMES = field_of("sm", "AdoptOutcomes.outcomes")
+_NEW_SM_ADOPT_OUTCOMES = constructor(sm.AdoptOutcomes)
 _SM_ADOPT_OUTCOME__STATUS = field_of("sm", "AdoptOutcome.status")
 _SM_ADOPT_OUTCOME__REASON = field_of("sm", "AdoptOutcome.reason")
+_NEW_SM_ADOPT_OUTCOME = constructor(sm.AdoptOutcome)
 _SM_PUT_REQUEST__OBJECT_ID = field_of("sm", "PutRequest.objectId")
 _SM_PUT_REQUEST__OWNER_ID = field_of("sm", "PutRequest.ownerId")
 _SM_PUT_REQUEST__TOTAL_BYTES = field_of("sm", "PutRequest.totalBytes")
 _SM_PUT_REQUEST__NAME = field_of("sm", "PutRequest.name")
 _SM_PUT_REQUEST__FRAME_BYTES = field_of("sm", "PutRequest.frameBytes")
+_NEW_SM_PUT = constructor(sm.Put)
 _SM_STORAGE_REPLY__REQUEST_ID = field_of("sm", "StorageReply.requestId")
 _SM_STORAGE_REPLY__STATUS = field_of("sm", "StorageReply.status")
 _SM_STORAGE_REPLY__REASON = field_of("sm", "StorageReply.reason")
@@ -404,14 +485,17 @@ _SM_STORAGE_REPLY__DELETED = field_of("sm", "StorageReply.deleted")
 _SM_STORAGE_REPLY__SEGMENTS = field_of("sm", "StorageReply.segments")
 _SM_STORAGE_REPLY__MAPPED = field_of("sm", "StorageReply.mapped")
 _SM_STORAGE_REPLY__OUTCOMES = field_of("sm", "StorageReply.outcomes")
+_NEW_SM_STORAGE_REPLY = constructor(sm.StorageReply)
 _SM_SEGMENT_DIRECTORY__PATH = field_of("sm", "SegmentDirectory.path")
 _SM_SEGMENT_DIRECTORY__BOOT_ID = field_of("sm", "SegmentDirectory.bootId")
 _SM_SEGMENT_DIRECTORY__DEVICE = field_of("sm", "SegmentDirectory.device")
 _SM_SEGMENT_DIRECTORY__INODE = field_of("sm", "SegmentDirectory.inode")
 _SM_SEGMENT_DIRECTORY__SHARED_MEMORY = field_of("sm", "SegmentDirectory.sharedMemory")
+_NEW_SM_SEGMENT_DIRECTORY = constructor(sm.SegmentDirectory)
 _SM_STORAGE_INFO__OBJECT_COUNT = field_of("sm", "StorageInfo.objectCount")
 _SM_STORAGE_INFO__TOTAL_BYTES = field_of("sm", "StorageInfo.totalBytes")
 _SM_STORAGE_INFO__OWNER_COUNT = field_of("sm", "StorageInfo.ownerCount")
+_NEW_SM_STORAGE_INFO = constructor(sm.StorageInfo)
 
 
 def write_hello(b: Any, v: m.Hello) -> None:
@@ -446,7 +530,7 @@ def read_hello(r: Any) -> m.Hello:
         info = read_processor_info(r._get_by_field(_M_HELLO__ROLE)._get_by_field(_M_HELLO__ROLE__PROCESSOR))
     else:
         raise ValueError(f"unknown union member {which}")
-    return m.Hello(
+    return _NEW_M_HELLO(
         r._get_by_field(_M_HELLO__PROTOCOL_VERSION),
         r._get_by_field(_M_HELLO__PYTHON_VERSION),
         r._get_by_field(_M_HELLO__PID),
@@ -465,7 +549,7 @@ def write_client_info(b: Any, v: m.ClientInfo) -> None:
 
 
 def read_client_info(r: Any) -> m.ClientInfo:
-    return m.ClientInfo(
+    return _NEW_M_CLIENT_INFO(
         r._get_by_field(_M_CLIENT_INFO__NAME),
         share_or_default(r._get_by_field(_M_CLIENT_INFO__SHARE)),
         r._get_by_field(_M_CLIENT_INFO__MAX_RUNNING_TASKS),
@@ -485,7 +569,7 @@ def write_worker_info(b: Any, v: m.WorkerInfo) -> None:
 
 
 def read_worker_info(r: Any) -> m.WorkerInfo:
-    return m.WorkerInfo(
+    return _NEW_M_WORKER_INFO(
         capabilities_of(r._get_by_field(_M_WORKER_INFO__CAPABILITIES)),
         r._get_by_field(_M_WORKER_INFO__CAPACITY),
         r._get_by_field(_M_WORKER_INFO__MANAGER_ID),
@@ -507,7 +591,7 @@ def write_manager_info(b: Any, v: m.ManagerInfo) -> None:
 
 
 def read_manager_info(r: Any) -> m.ManagerInfo:
-    return m.ManagerInfo(
+    return _NEW_M_MANAGER_INFO(
         r._get_by_field(_M_MANAGER_INFO__MANAGER_ID),
         capabilities_of(r._get_by_field(_M_MANAGER_INFO__CAPABILITIES)),
         limit_of(r._get_by_field(_M_MANAGER_INFO__MAX_WORKERS)),
@@ -527,7 +611,7 @@ def write_processor_info(b: Any, v: m.ProcessorInfo) -> None:
 
 
 def read_processor_info(r: Any) -> m.ProcessorInfo:
-    return m.ProcessorInfo(
+    return _NEW_M_PROCESSOR_INFO(
         r._get_by_field(_M_PROCESSOR_INFO__PROCESSOR_ID),
         r._get_by_field(_M_PROCESSOR_INFO__WORKER_ID),
         r._get_by_field(_M_PROCESSOR_INFO__LENT),
@@ -548,7 +632,7 @@ def write_hello_reply(b: Any, v: m.HelloReply) -> None:
 
 
 def read_hello_reply(r: Any) -> m.HelloReply:
-    return m.HelloReply(
+    return _NEW_M_HELLO_REPLY(
         r._get_by_field(_M_HELLO_REPLY__ACCEPTED),
         r._get_by_field(_M_HELLO_REPLY__REASON),
         r._get_by_field(_M_HELLO_REPLY__PROTOCOL_VERSION),
@@ -579,7 +663,7 @@ def write_heartbeat(b: Any, v: m.Heartbeat) -> None:
 
 def read_heartbeat(r: Any) -> m.Heartbeat:
     which = r._which_str()
-    return m.Heartbeat(
+    return _NEW_M_HEARTBEAT(
         r._get_by_field(_M_HEARTBEAT__CPU_PERCENT),
         r._get_by_field(_M_HEARTBEAT__RSS_BYTES),
         read_worker_status(r._get_by_field(_M_HEARTBEAT__WORKER)) if which == "worker" else None,
@@ -603,7 +687,7 @@ def write_worker_status(b: Any, v: m.WorkerStatus) -> None:
 
 
 def read_worker_status(r: Any) -> m.WorkerStatus:
-    return m.WorkerStatus(
+    return _NEW_M_WORKER_STATUS(
         r._get_by_field(_M_WORKER_STATUS__QUEUED),
         r._get_by_field(_M_WORKER_STATUS__RUNNING),
         r._get_by_field(_M_WORKER_STATUS__BLOCKED),
@@ -626,7 +710,7 @@ def write_processor_status(b: Any, v: m.ProcessorStatus) -> None:
 
 
 def read_processor_status(r: Any) -> m.ProcessorStatus:
-    return m.ProcessorStatus(
+    return _NEW_M_PROCESSOR_STATUS(
         r._get_by_field(_M_PROCESSOR_STATUS__PID),
         r._get_by_field(_M_PROCESSOR_STATUS__CPU_PERCENT),
         r._get_by_field(_M_PROCESSOR_STATUS__RSS_BYTES),
@@ -642,7 +726,7 @@ def write_manager_status(b: Any, v: m.ManagerStatus) -> None:
 
 
 def read_manager_status(r: Any) -> m.ManagerStatus:
-    return m.ManagerStatus(
+    return _NEW_M_MANAGER_STATUS(
         r._get_by_field(_M_MANAGER_STATUS__UNITS),
         r._get_by_field(_M_MANAGER_STATUS__PENDING_UNITS),
         r._get_by_field(_M_MANAGER_STATUS__BOOT_SECONDS),
@@ -657,7 +741,7 @@ def write_heartbeat_echo(b: Any, v: m.HeartbeatEcho) -> None:
 
 
 def read_heartbeat_echo(r: Any) -> m.HeartbeatEcho:
-    return m.HeartbeatEcho(
+    return _NEW_M_HEARTBEAT_ECHO(
         r._get_by_field(_M_HEARTBEAT_ECHO__OBJECT_STORAGE_ADDRESS),
         r._get_by_field(_M_HEARTBEAT_ECHO__WORKER_COUNT),
         tuple(r._get_by_field(_M_HEARTBEAT_ECHO__RESULTS_READ))
@@ -671,7 +755,7 @@ def write_ping(b: Any, v: m.Ping) -> None:
 
 
 def read_ping(r: Any) -> m.Ping:
-    return m.Ping(r._get_by_field(_M_PING__NONCE))
+    return _NEW_M_PING(r._get_by_field(_M_PING__NONCE))
 
 
 def write_protocol_error(b: Any, v: m.ProtocolError) -> None:
@@ -680,7 +764,7 @@ def write_protocol_error(b: Any, v: m.ProtocolError) -> None:
 
 
 def read_protocol_error(r: Any) -> m.ProtocolError:
-    return m.ProtocolError(
+    return _NEW_M_PROTOCOL_ERROR(
         r._get_by_field(_M_PROTOCOL_ERROR__REASON), _PROTOCOL_ERROR_KIND[r._get_by_field(_M_PROTOCOL_ERROR__KIND).raw]
     )
 
@@ -710,7 +794,9 @@ def read_argument(r: Any) -> m.Argument:
         kind, data = m.ArgumentKind.TASK_RESULT, r._get_by_field(_M_ARGUMENT__TASK_RESULT)
     else:
         raise ValueError(f"unknown union member {which}")
-    return m.Argument(kind, data, r._get_by_field(_M_ARGUMENT__KEYWORD), r._get_by_field(_M_ARGUMENT__COPY_ON_WRITE))
+    return _NEW_M_ARGUMENT(
+        kind, data, r._get_by_field(_M_ARGUMENT__KEYWORD), r._get_by_field(_M_ARGUMENT__COPY_ON_WRITE)
+    )
 
 
 def write_log_forwarding(b: Any, v: m.LogForwarding) -> None:
@@ -719,7 +805,7 @@ def write_log_forwarding(b: Any, v: m.LogForwarding) -> None:
 
 
 def read_log_forwarding(r: Any) -> m.LogForwarding:
-    return m.LogForwarding(
+    return _NEW_M_LOG_FORWARDING(
         r._get_by_field(_M_TASK_BODY__LOG_FORWARDING__LEVEL), r._get_by_field(_M_TASK_BODY__LOG_FORWARDING__LOGGER_NAME)
     )
 
@@ -740,7 +826,7 @@ def write_task_body(b: Any, v: m.TaskBody) -> None:
 
 
 def read_task_body(r: Any) -> m.TaskBody:
-    return m.TaskBody(
+    return _NEW_M_TASK_BODY(
         r._get_by_field(_M_TASK_BODY__FUNCTION_ID),
         tuple(map(read_argument, r._get_by_field(_M_TASK_BODY__ARGS))) if r._has_by_field(_M_TASK_BODY__ARGS) else (),
         r._get_by_field(_M_TASK_BODY__SERIALIZER_ID),
@@ -775,7 +861,7 @@ def write_task(b: Any, v: m.Task) -> None:
 
 
 def read_task(r: Any) -> m.Task:
-    return m.Task(
+    return _NEW_M_TASK(
         r._get_by_field(_M_TASK__TASK_ID),
         shared(r._get_by_field(_M_TASK__CLIENT_ID)),
         r._get_by_field(_M_TASK__BODY),
@@ -799,7 +885,7 @@ def write_actor_spec(b: Any, v: m.ActorSpec) -> None:
 
 
 def read_actor_spec(r: Any) -> m.ActorSpec:
-    return m.ActorSpec(
+    return _NEW_M_ACTOR_SPEC(
         r._get_by_field(_M_ACTOR_SPEC__MAX_RESTARTS),
         r._get_by_field(_M_ACTOR_SPEC__MAX_CONCURRENCY),
         r._get_by_field(_M_ACTOR_SPEC__NAME),
@@ -825,7 +911,7 @@ def read_task_input(r: Any) -> m.TaskInput:
         kind, data = m.PayloadKind.OBJECT_ID, r._get_by_field(_M_TASK_INPUT__OBJECT_ID)
     else:
         raise ValueError(f"unknown union member {which}")
-    return m.TaskInput(r._get_by_field(_M_TASK_INPUT__TASK_ID), kind, data)
+    return _NEW_M_TASK_INPUT(r._get_by_field(_M_TASK_INPUT__TASK_ID), kind, data)
 
 
 def write_profile(b: Any, v: m.Profile) -> None:
@@ -835,7 +921,7 @@ def write_profile(b: Any, v: m.Profile) -> None:
 
 
 def read_profile(r: Any) -> m.Profile:
-    return m.Profile(
+    return _NEW_M_PROFILE(
         r._get_by_field(_M_PROFILE__DURATION_SECONDS),
         r._get_by_field(_M_PROFILE__CPU_SECONDS),
         r._get_by_field(_M_PROFILE__PEAK_MEMORY_BYTES),
@@ -876,7 +962,7 @@ def read_task_result(r: Any) -> m.TaskResult:
         payload_kind, payload = m.PayloadKind.OBJECT_ID, r._get_by_field(_M_TASK_RESULT__OBJECT_ID)
     else:
         raise ValueError(f"unknown union member {which}")
-    return m.TaskResult(
+    return _NEW_M_TASK_RESULT(
         r._get_by_field(_M_TASK_RESULT__TASK_ID),
         _RESULT_STATUS[r._get_by_field(_M_TASK_RESULT__STATUS).raw],
         payload_kind,
@@ -900,7 +986,7 @@ def write_run_stamps(b: Any, v: m.RunStamps) -> None:
 
 
 def read_run_stamps(r: Any) -> m.RunStamps:
-    return m.RunStamps(
+    return _NEW_M_RUN_STAMPS(
         r._get_by_field(_M_RUN_STAMPS__STARTED_AT),
         r._get_by_field(_M_RUN_STAMPS__FINISHED_AT),
         r._get_by_field(_M_RUN_STAMPS__PROCESSOR_PID),
@@ -914,7 +1000,7 @@ def write_task_cancel(b: Any, v: m.TaskCancel) -> None:
 
 
 def read_task_cancel(r: Any) -> m.TaskCancel:
-    return m.TaskCancel(
+    return _NEW_M_TASK_CANCEL(
         tuple(r._get_by_field(_M_TASK_CANCEL__TASK_IDS)) if r._has_by_field(_M_TASK_CANCEL__TASK_IDS) else (),
         r._get_by_field(_M_TASK_CANCEL__QUEUED_ONLY),
     )
@@ -926,7 +1012,7 @@ def write_task_cancel_confirm(b: Any, v: m.TaskCancelConfirm) -> None:
 
 
 def read_task_cancel_confirm(r: Any) -> m.TaskCancelConfirm:
-    return m.TaskCancelConfirm(
+    return _NEW_M_TASK_CANCEL_CONFIRM(
         r._get_by_field(_M_TASK_CANCEL_CONFIRM__TASK_ID),
         _CANCEL_OUTCOME[r._get_by_field(_M_TASK_CANCEL_CONFIRM__OUTCOME).raw],
     )
@@ -939,7 +1025,7 @@ def write_task_log(b: Any, v: m.TaskLog) -> None:
 
 
 def read_task_log(r: Any) -> m.TaskLog:
-    return m.TaskLog(
+    return _NEW_M_TASK_LOG(
         r._get_by_field(_M_TASK_LOG__TASK_ID),
         _LOG_STREAM[r._get_by_field(_M_TASK_LOG__STREAM).raw],
         r._get_by_field(_M_TASK_LOG__TEXT),
@@ -954,7 +1040,7 @@ def write_graph_task(b: Any, v: m.GraphTask) -> None:
 
 
 def read_graph_task(r: Any) -> m.GraphTask:
-    return m.GraphTask(
+    return _NEW_M_GRAPH_TASK(
         r._get_by_field(_M_GRAPH_TASK__GRAPH_ID),
         r._get_by_field(_M_GRAPH_TASK__CLIENT_ID),
         tuple(map(read_task, r._get_by_field(_M_GRAPH_TASK__NODES))) if r._has_by_field(_M_GRAPH_TASK__NODES) else (),
@@ -967,7 +1053,7 @@ def write_client_disconnect(b: Any, v: m.ClientDisconnect) -> None:
 
 
 def read_client_disconnect(r: Any) -> m.ClientDisconnect:
-    return m.ClientDisconnect(r._get_by_field(_M_CLIENT_DISCONNECT__SHUTDOWN_CLUSTER))
+    return _NEW_M_CLIENT_DISCONNECT(r._get_by_field(_M_CLIENT_DISCONNECT__SHUTDOWN_CLUSTER))
 
 
 def write_shutdown_reply(b: Any, v: m.ShutdownReply) -> None:
@@ -976,7 +1062,9 @@ def write_shutdown_reply(b: Any, v: m.ShutdownReply) -> None:
 
 
 def read_shutdown_reply(r: Any) -> m.ShutdownReply:
-    return m.ShutdownReply(r._get_by_field(_M_SHUTDOWN_REPLY__ACCEPTED), r._get_by_field(_M_SHUTDOWN_REPLY__REASON))
+    return _NEW_M_SHUTDOWN_REPLY(
+        r._get_by_field(_M_SHUTDOWN_REPLY__ACCEPTED), r._get_by_field(_M_SHUTDOWN_REPLY__REASON)
+    )
 
 
 def write_task_story_request(b: Any, v: m.TaskStoryRequest) -> None:
@@ -984,7 +1072,7 @@ def write_task_story_request(b: Any, v: m.TaskStoryRequest) -> None:
 
 
 def read_task_story_request(r: Any) -> m.TaskStoryRequest:
-    return m.TaskStoryRequest(r._get_by_field(_M_TASK_STORY_REQUEST__TASK_ID))
+    return _NEW_M_TASK_STORY_REQUEST(r._get_by_field(_M_TASK_STORY_REQUEST__TASK_ID))
 
 
 def write_story_entry(b: Any, v: m.StoryEntry) -> None:
@@ -996,7 +1084,7 @@ def write_story_entry(b: Any, v: m.StoryEntry) -> None:
 
 
 def read_story_entry(r: Any) -> m.StoryEntry:
-    return m.StoryEntry(
+    return _NEW_M_STORY_ENTRY(
         r._get_by_field(_M_STORY_ENTRY__WALL_TIME),
         r._get_by_field(_M_STORY_ENTRY__COMPONENT),
         r._get_by_field(_M_STORY_ENTRY__WHERE),
@@ -1013,7 +1101,7 @@ def write_task_story_reply(b: Any, v: m.TaskStoryReply) -> None:
 
 
 def read_task_story_reply(r: Any) -> m.TaskStoryReply:
-    return m.TaskStoryReply(
+    return _NEW_M_TASK_STORY_REPLY(
         r._get_by_field(_M_TASK_STORY_REPLY__TASK_ID),
         r._get_by_field(_M_TASK_STORY_REPLY__KNOWN),
         tuple(map(read_story_entry, r._get_by_field(_M_TASK_STORY_REPLY__ENTRIES)))
@@ -1028,7 +1116,7 @@ def write_worker_capacity(b: Any, v: m.WorkerCapacity) -> None:
 
 
 def read_worker_capacity(r: Any) -> m.WorkerCapacity:
-    return m.WorkerCapacity(r._get_by_field(_M_WORKER_CAPACITY__CAPACITY))
+    return _NEW_M_WORKER_CAPACITY(r._get_by_field(_M_WORKER_CAPACITY__CAPACITY))
 
 
 def write_worker_leaving(b: Any, v: m.WorkerLeaving) -> None:
@@ -1036,7 +1124,7 @@ def write_worker_leaving(b: Any, v: m.WorkerLeaving) -> None:
 
 
 def read_worker_leaving(r: Any) -> m.WorkerLeaving:
-    return m.WorkerLeaving(r._get_by_field(_M_WORKER_LEAVING__REASON))
+    return _NEW_M_WORKER_LEAVING(r._get_by_field(_M_WORKER_LEAVING__REASON))
 
 
 def write_task_return(b: Any, v: m.TaskReturn) -> None:
@@ -1044,7 +1132,7 @@ def write_task_return(b: Any, v: m.TaskReturn) -> None:
 
 
 def read_task_return(r: Any) -> m.TaskReturn:
-    return m.TaskReturn(
+    return _NEW_M_TASK_RETURN(
         tuple(r._get_by_field(_M_TASK_RETURN__TASK_IDS)) if r._has_by_field(_M_TASK_RETURN__TASK_IDS) else ()
     )
 
@@ -1054,7 +1142,7 @@ def write_shutdown(b: Any, v: m.Shutdown) -> None:
 
 
 def read_shutdown(r: Any) -> m.Shutdown:
-    return m.Shutdown(r._get_by_field(_M_SHUTDOWN__REASON))
+    return _NEW_M_SHUTDOWN(r._get_by_field(_M_SHUTDOWN__REASON))
 
 
 def write_target_entry(b: Any, v: m.TargetEntry) -> None:
@@ -1063,7 +1151,7 @@ def write_target_entry(b: Any, v: m.TargetEntry) -> None:
 
 
 def read_target_entry(r: Any) -> m.TargetEntry:
-    return m.TargetEntry(
+    return _NEW_M_TARGET_ENTRY(
         capabilities_of(r._get_by_field(_M_TARGET_ENTRY__CAPABILITIES)), r._get_by_field(_M_TARGET_ENTRY__WORKERS)
     )
 
@@ -1076,7 +1164,7 @@ def write_manager_target(b: Any, v: m.ManagerTarget) -> None:
 
 
 def read_manager_target(r: Any) -> m.ManagerTarget:
-    return m.ManagerTarget(
+    return _NEW_M_MANAGER_TARGET(
         tuple(map(read_target_entry, r._get_by_field(_M_MANAGER_TARGET__ENTRIES)))
         if r._has_by_field(_M_MANAGER_TARGET__ENTRIES)
         else (),
@@ -1090,7 +1178,7 @@ def write_processor_ready(b: Any, v: m.ProcessorReady) -> None:
 
 
 def read_processor_ready(r: Any) -> m.ProcessorReady:
-    return m.ProcessorReady(r._get_by_field(_M_PROCESSOR_READY__PID))
+    return _NEW_M_PROCESSOR_READY(r._get_by_field(_M_PROCESSOR_READY__PID))
 
 
 def write_processor_blocked(b: Any, v: m.ProcessorBlocked) -> None:
@@ -1098,7 +1186,7 @@ def write_processor_blocked(b: Any, v: m.ProcessorBlocked) -> None:
 
 
 def read_processor_blocked(r: Any) -> m.ProcessorBlocked:
-    return m.ProcessorBlocked(r._get_by_field(_M_PROCESSOR_BLOCKED__TASK_ID))
+    return _NEW_M_PROCESSOR_BLOCKED(r._get_by_field(_M_PROCESSOR_BLOCKED__TASK_ID))
 
 
 def write_processor_resume_request(b: Any, v: m.ProcessorResumeRequest) -> None:
@@ -1106,7 +1194,7 @@ def write_processor_resume_request(b: Any, v: m.ProcessorResumeRequest) -> None:
 
 
 def read_processor_resume_request(r: Any) -> m.ProcessorResumeRequest:
-    return m.ProcessorResumeRequest(r._get_by_field(_M_PROCESSOR_RESUME_REQUEST__TASK_ID))
+    return _NEW_M_PROCESSOR_RESUME_REQUEST(r._get_by_field(_M_PROCESSOR_RESUME_REQUEST__TASK_ID))
 
 
 def write_processor_resume(b: Any, v: m.ProcessorResume) -> None:
@@ -1114,7 +1202,7 @@ def write_processor_resume(b: Any, v: m.ProcessorResume) -> None:
 
 
 def read_processor_resume(r: Any) -> m.ProcessorResume:
-    return m.ProcessorResume(r._get_by_field(_M_PROCESSOR_RESUME__TASK_ID))
+    return _NEW_M_PROCESSOR_RESUME(r._get_by_field(_M_PROCESSOR_RESUME__TASK_ID))
 
 
 def write_result_sent(b: Any, v: m.ResultSent) -> None:
@@ -1124,7 +1212,7 @@ def write_result_sent(b: Any, v: m.ResultSent) -> None:
 
 
 def read_result_sent(r: Any) -> m.ResultSent:
-    return m.ResultSent(
+    return _NEW_M_RESULT_SENT(
         r._get_by_field(_M_RESULT_SENT__TASK_ID),
         r._get_by_field(_M_RESULT_SENT__RESULT),
         r._get_by_field(_M_RESULT_SENT__SECONDS),
@@ -1136,7 +1224,7 @@ def write_processor_writing(b: Any, v: m.ProcessorWriting) -> None:
 
 
 def read_processor_writing(r: Any) -> m.ProcessorWriting:
-    return m.ProcessorWriting(r._get_by_field(_M_PROCESSOR_WRITING__WRITING))
+    return _NEW_M_PROCESSOR_WRITING(r._get_by_field(_M_PROCESSOR_WRITING__WRITING))
 
 
 def write_processor_exited(b: Any, v: m.ProcessorExited) -> None:
@@ -1148,7 +1236,7 @@ def write_processor_exited(b: Any, v: m.ProcessorExited) -> None:
 
 
 def read_processor_exited(r: Any) -> m.ProcessorExited:
-    return m.ProcessorExited(
+    return _NEW_M_PROCESSOR_EXITED(
         r._get_by_field(_M_PROCESSOR_EXITED__PROCESSOR_ID),
         r._get_by_field(_M_PROCESSOR_EXITED__DESCRIPTION),
         r._get_by_field(_M_PROCESSOR_EXITED__OUT_OF_MEMORY),
@@ -1174,7 +1262,7 @@ def write_status_snapshot(b: Any, v: m.StatusSnapshot) -> None:
 
 
 def read_status_snapshot(r: Any) -> m.StatusSnapshot:
-    return m.StatusSnapshot(
+    return _NEW_M_STATUS_SNAPSHOT(
         r._get_by_field(_M_STATUS_SNAPSHOT__TIME),
         read_scheduler_stats(r._get_by_field(_M_STATUS_SNAPSHOT__SCHEDULER)),
         tuple(map(read_worker_summary, r._get_by_field(_M_STATUS_SNAPSHOT__WORKERS)))
@@ -1220,7 +1308,7 @@ def write_actor_summary(b: Any, v: m.ActorSummary) -> None:
 
 
 def read_actor_summary(r: Any) -> m.ActorSummary:
-    return m.ActorSummary(
+    return _NEW_M_ACTOR_SUMMARY(
         r._get_by_field(_M_ACTOR_SUMMARY__ACTOR_ID),
         r._get_by_field(_M_ACTOR_SUMMARY__CLASS_NAME),
         r._get_by_field(_M_ACTOR_SUMMARY__NAME),
@@ -1247,7 +1335,7 @@ def write_job_summary(b: Any, v: m.JobSummary) -> None:
 
 
 def read_job_summary(r: Any) -> m.JobSummary:
-    return m.JobSummary(
+    return _NEW_M_JOB_SUMMARY(
         r._get_by_field(_M_JOB_SUMMARY__NAME),
         r._get_by_field(_M_JOB_SUMMARY__STATE),
         r._get_by_field(_M_JOB_SUMMARY__DONE),
@@ -1270,7 +1358,7 @@ def write_task_counts(b: Any, v: m.TaskCounts) -> None:
 
 
 def read_task_counts(r: Any) -> m.TaskCounts:
-    return m.TaskCounts(
+    return _NEW_M_TASK_COUNTS(
         r._get_by_field(_M_TASK_COUNTS__WAITING),
         r._get_by_field(_M_TASK_COUNTS__QUEUED),
         r._get_by_field(_M_TASK_COUNTS__RUNNING),
@@ -1286,7 +1374,7 @@ def write_function_summary(b: Any, v: m.FunctionSummary) -> None:
 
 
 def read_function_summary(r: Any) -> m.FunctionSummary:
-    return m.FunctionSummary(
+    return _NEW_M_FUNCTION_SUMMARY(
         r._get_by_field(_M_FUNCTION_SUMMARY__NAME), read_task_counts(r._get_by_field(_M_FUNCTION_SUMMARY__COUNTS))
     )
 
@@ -1298,7 +1386,7 @@ def write_message_count(b: Any, v: m.MessageCount) -> None:
 
 
 def read_message_count(r: Any) -> m.MessageCount:
-    return m.MessageCount(
+    return _NEW_M_MESSAGE_COUNT(
         r._get_by_field(_M_MESSAGE_COUNT__NAME),
         r._get_by_field(_M_MESSAGE_COUNT__SENT),
         r._get_by_field(_M_MESSAGE_COUNT__RECEIVED),
@@ -1313,7 +1401,7 @@ def write_task_transitions(b: Any, v: m.TaskTransitions) -> None:
 
 
 def read_task_transitions(r: Any) -> m.TaskTransitions:
-    return m.TaskTransitions(
+    return _NEW_M_TASK_TRANSITIONS(
         tuple(map(read_task_transition, r._get_by_field(_M_TASK_TRANSITIONS__TRANSITIONS)))
         if r._has_by_field(_M_TASK_TRANSITIONS__TRANSITIONS)
         else (),
@@ -1335,7 +1423,7 @@ def write_task_transition(b: Any, v: m.TaskTransition) -> None:
 
 
 def read_task_transition(r: Any) -> m.TaskTransition:
-    return m.TaskTransition(
+    return _NEW_M_TASK_TRANSITION(
         r._get_by_field(_M_TASK_TRANSITION__TASK_ID),
         r._get_by_field(_M_TASK_TRANSITION__STATE),
         r._get_by_field(_M_TASK_TRANSITION__WORKER_ID),
@@ -1354,7 +1442,7 @@ def write_scaling_decisions(b: Any, v: m.ScalingDecisions) -> None:
 
 
 def read_scaling_decisions(r: Any) -> m.ScalingDecisions:
-    return m.ScalingDecisions(
+    return _NEW_M_SCALING_DECISIONS(
         tuple(map(read_scaling_decision, r._get_by_field(_M_SCALING_DECISIONS__DECISIONS)))
         if r._has_by_field(_M_SCALING_DECISIONS__DECISIONS)
         else (),
@@ -1372,7 +1460,7 @@ def write_scaling_decision(b: Any, v: m.ScalingDecision) -> None:
 
 
 def read_scaling_decision(r: Any) -> m.ScalingDecision:
-    return m.ScalingDecision(
+    return _NEW_M_SCALING_DECISION(
         r._get_by_field(_M_SCALING_DECISION__MANAGER_ID),
         r._get_by_field(_M_SCALING_DECISION__FROM_WORKERS),
         r._get_by_field(_M_SCALING_DECISION__TO_WORKERS),
@@ -1400,7 +1488,7 @@ def write_scheduler_stats(b: Any, v: m.SchedulerStats) -> None:
 
 
 def read_scheduler_stats(r: Any) -> m.SchedulerStats:
-    return m.SchedulerStats(
+    return _NEW_M_SCHEDULER_STATS(
         r._get_by_field(_M_SCHEDULER_STATS__ADDRESS),
         r._get_by_field(_M_SCHEDULER_STATS__CPU_PERCENT),
         r._get_by_field(_M_SCHEDULER_STATS__RSS_BYTES),
@@ -1437,7 +1525,7 @@ def write_worker_summary(b: Any, v: m.WorkerSummary) -> None:
 
 
 def read_worker_summary(r: Any) -> m.WorkerSummary:
-    return m.WorkerSummary(
+    return _NEW_M_WORKER_SUMMARY(
         r._get_by_field(_M_WORKER_SUMMARY__WORKER_ID),
         r._get_by_field(_M_WORKER_SUMMARY__MANAGER_ID),
         capabilities_of(r._get_by_field(_M_WORKER_SUMMARY__CAPABILITIES)),
@@ -1466,7 +1554,7 @@ def write_client_summary(b: Any, v: m.ClientSummary) -> None:
 
 
 def read_client_summary(r: Any) -> m.ClientSummary:
-    return m.ClientSummary(
+    return _NEW_M_CLIENT_SUMMARY(
         r._get_by_field(_M_CLIENT_SUMMARY__CLIENT_ID),
         r._get_by_field(_M_CLIENT_SUMMARY__TASKS),
         r._get_by_field(_M_CLIENT_SUMMARY__NAME),
@@ -1497,7 +1585,7 @@ def write_manager_summary(b: Any, v: m.ManagerSummary) -> None:
 
 
 def read_manager_summary(r: Any) -> m.ManagerSummary:
-    return m.ManagerSummary(
+    return _NEW_M_MANAGER_SUMMARY(
         r._get_by_field(_M_MANAGER_SUMMARY__MANAGER_ID),
         r._get_by_field(_M_MANAGER_SUMMARY__MANAGER_TYPE),
         capabilities_of(r._get_by_field(_M_MANAGER_SUMMARY__CAPABILITIES)),
@@ -1526,7 +1614,7 @@ def write_pending_group(b: Any, v: m.PendingGroup) -> None:
 
 
 def read_pending_group(r: Any) -> m.PendingGroup:
-    return m.PendingGroup(
+    return _NEW_M_PENDING_GROUP(
         capabilities_of(r._get_by_field(_M_PENDING_GROUP__CAPABILITIES)),
         r._get_by_field(_M_PENDING_GROUP__COUNT),
         r._get_by_field(_M_PENDING_GROUP__REASON),
@@ -1541,7 +1629,7 @@ def write_units_reclaimed(b: Any, v: m.UnitsReclaimed) -> None:
 
 
 def read_units_reclaimed(r: Any) -> m.UnitsReclaimed:
-    return m.UnitsReclaimed(
+    return _NEW_M_UNITS_RECLAIMED(
         tuple(r._get_by_field(_M_UNITS_RECLAIMED__UNIT_IDS)) if r._has_by_field(_M_UNITS_RECLAIMED__UNIT_IDS) else (),
         r._get_by_field(_M_UNITS_RECLAIMED__NOTICE_SECONDS),
     )
@@ -1553,7 +1641,7 @@ def write_job_open(b: Any, v: m.JobOpen) -> None:
 
 
 def read_job_open(r: Any) -> m.JobOpen:
-    return m.JobOpen(
+    return _NEW_M_JOB_OPEN(
         r._get_by_field(_M_JOB_OPEN__NAME),
         tuple(r._get_by_field(_M_JOB_OPEN__TASK_IDS)) if r._has_by_field(_M_JOB_OPEN__TASK_IDS) else (),
     )
@@ -1565,7 +1653,7 @@ def write_job_attach(b: Any, v: m.JobAttach) -> None:
 
 
 def read_job_attach(r: Any) -> m.JobAttach:
-    return m.JobAttach(r._get_by_field(_M_JOB_ATTACH__NAME), r._get_by_field(_M_JOB_ATTACH__FOLLOW))
+    return _NEW_M_JOB_ATTACH(r._get_by_field(_M_JOB_ATTACH__NAME), r._get_by_field(_M_JOB_ATTACH__FOLLOW))
 
 
 def write_job_reply(b: Any, v: m.JobReply) -> None:
@@ -1578,7 +1666,7 @@ def write_job_reply(b: Any, v: m.JobReply) -> None:
 
 
 def read_job_reply(r: Any) -> m.JobReply:
-    return m.JobReply(
+    return _NEW_M_JOB_REPLY(
         r._get_by_field(_M_JOB_REPLY__NAME),
         r._get_by_field(_M_JOB_REPLY__ACCEPTED),
         r._get_by_field(_M_JOB_REPLY__REASON),
@@ -1595,7 +1683,7 @@ def write_client_resume(b: Any, v: m.ClientResume) -> None:
 
 
 def read_client_resume(r: Any) -> m.ClientResume:
-    return m.ClientResume(
+    return _NEW_M_CLIENT_RESUME(
         r._get_by_field(_M_CLIENT_RESUME__ANSWERS_EPOCH),
         r._get_by_field(_M_CLIENT_RESUME__ANSWERS_RECEIVED),
         tuple(r._get_by_field(_M_CLIENT_RESUME__UNFINISHED)) if r._has_by_field(_M_CLIENT_RESUME__UNFINISHED) else (),
@@ -1610,7 +1698,7 @@ def write_client_resumed(b: Any, v: m.ClientResumed) -> None:
 
 
 def read_client_resumed(r: Any) -> m.ClientResumed:
-    return m.ClientResumed(
+    return _NEW_M_CLIENT_RESUMED(
         r._get_by_field(_M_CLIENT_RESUMED__ANSWERS_EPOCH),
         tuple(r._get_by_field(_M_CLIENT_RESUMED__UNKNOWN)) if r._has_by_field(_M_CLIENT_RESUMED__UNKNOWN) else (),
         tuple(r._get_by_field(_M_CLIENT_RESUMED__CANCELLED)) if r._has_by_field(_M_CLIENT_RESUMED__CANCELLED) else (),
@@ -1636,7 +1724,7 @@ def read_stream_item(r: Any) -> m.StreamItem:
         payload_kind, payload = m.PayloadKind.OBJECT_ID, r._get_by_field(_M_STREAM_ITEM__OBJECT_ID)
     else:
         raise ValueError(f"unknown union member {which}")
-    return m.StreamItem(
+    return _NEW_M_STREAM_ITEM(
         r._get_by_field(_M_STREAM_ITEM__TASK_ID), r._get_by_field(_M_STREAM_ITEM__INDEX), payload_kind, payload
     )
 
@@ -1647,7 +1735,7 @@ def write_stream_credit(b: Any, v: m.StreamCredit) -> None:
 
 
 def read_stream_credit(r: Any) -> m.StreamCredit:
-    return m.StreamCredit(r._get_by_field(_M_STREAM_CREDIT__TASK_ID), r._get_by_field(_M_STREAM_CREDIT__UP_TO))
+    return _NEW_M_STREAM_CREDIT(r._get_by_field(_M_STREAM_CREDIT__TASK_ID), r._get_by_field(_M_STREAM_CREDIT__UP_TO))
 
 
 def write_actor_ready(b: Any, v: m.ActorReady) -> None:
@@ -1656,7 +1744,7 @@ def write_actor_ready(b: Any, v: m.ActorReady) -> None:
 
 
 def read_actor_ready(r: Any) -> m.ActorReady:
-    return m.ActorReady(r._get_by_field(_M_ACTOR_READY__ACTOR_ID), r._get_by_field(_M_ACTOR_READY__PROCESSOR))
+    return _NEW_M_ACTOR_READY(r._get_by_field(_M_ACTOR_READY__ACTOR_ID), r._get_by_field(_M_ACTOR_READY__PROCESSOR))
 
 
 def write_actor_stop(b: Any, v: m.ActorStop) -> None:
@@ -1664,7 +1752,7 @@ def write_actor_stop(b: Any, v: m.ActorStop) -> None:
 
 
 def read_actor_stop(r: Any) -> m.ActorStop:
-    return m.ActorStop(r._get_by_field(_M_ACTOR_STOP__ACTOR_ID))
+    return _NEW_M_ACTOR_STOP(r._get_by_field(_M_ACTOR_STOP__ACTOR_ID))
 
 
 def write_actor_lookup(b: Any, v: m.ActorLookup) -> None:
@@ -1672,7 +1760,7 @@ def write_actor_lookup(b: Any, v: m.ActorLookup) -> None:
 
 
 def read_actor_lookup(r: Any) -> m.ActorLookup:
-    return m.ActorLookup(r._get_by_field(_M_ACTOR_LOOKUP__NAME))
+    return _NEW_M_ACTOR_LOOKUP(r._get_by_field(_M_ACTOR_LOOKUP__NAME))
 
 
 def write_actor_reply(b: Any, v: m.ActorReply) -> None:
@@ -1685,7 +1773,7 @@ def write_actor_reply(b: Any, v: m.ActorReply) -> None:
 
 
 def read_actor_reply(r: Any) -> m.ActorReply:
-    return m.ActorReply(
+    return _NEW_M_ACTOR_REPLY(
         r._get_by_field(_M_ACTOR_REPLY__NAME),
         r._get_by_field(_M_ACTOR_REPLY__FOUND),
         r._get_by_field(_M_ACTOR_REPLY__ACTOR_ID),
@@ -1759,7 +1847,7 @@ def read_storage_request(r: Any) -> sm.StorageRequest:  # noqa: C901 - one branc
         operation = read_write_progress(r._get_by_field(_SM_STORAGE_REQUEST__WRITE_PROGRESS))
     else:
         raise ValueError(f"unknown union member {which}")
-    return sm.StorageRequest(r._get_by_field(_SM_STORAGE_REQUEST__REQUEST_ID), operation)
+    return _NEW_SM_STORAGE_REQUEST(r._get_by_field(_SM_STORAGE_REQUEST__REQUEST_ID), operation)
 
 
 def write_write_begin(b: Any, v: sm.WriteBegin) -> None:
@@ -1772,7 +1860,7 @@ def write_write_begin(b: Any, v: sm.WriteBegin) -> None:
 
 
 def read_write_begin(r: Any) -> sm.WriteBegin:
-    return sm.WriteBegin(
+    return _NEW_SM_WRITE_BEGIN(
         r._get_by_field(_SM_WRITE_BEGIN__OBJECT_ID),
         r._get_by_field(_SM_WRITE_BEGIN__OWNER_ID),
         r._get_by_field(_SM_WRITE_BEGIN__FILE_NAME),
@@ -1789,7 +1877,7 @@ def write_write_progress(b: Any, v: sm.WriteProgress) -> None:
 
 
 def read_write_progress(r: Any) -> sm.WriteProgress:
-    return sm.WriteProgress(
+    return _NEW_SM_WRITE_PROGRESS(
         r._get_by_field(_SM_WRITE_PROGRESS__OBJECT_ID),
         r._get_by_field(_SM_WRITE_PROGRESS__WRITTEN_BYTES),
         r._get_by_field(_SM_WRITE_PROGRESS__FAILED),
@@ -1804,7 +1892,7 @@ def write_storage_hello(b: Any, v: sm.StorageHello) -> None:
 
 
 def read_storage_hello(r: Any) -> sm.StorageHello:
-    return sm.StorageHello(
+    return _NEW_SM_STORAGE_HELLO(
         r._get_by_field(_SM_STORAGE_HELLO__PROTOCOL_VERSION),
         r._get_by_field(_SM_STORAGE_HELLO__PYTHON_VERSION),
         r._get_by_field(_SM_STORAGE_HELLO__ROLE),
@@ -1821,7 +1909,7 @@ def write_adopt(b: Any, v: sm.Adopt) -> None:
 
 
 def read_adopt(r: Any) -> sm.Adopt:
-    return sm.Adopt(
+    return _NEW_SM_ADOPT(
         r._get_by_field(_SM_ADOPT_REQUEST__OBJECT_ID),
         r._get_by_field(_SM_ADOPT_REQUEST__OWNER_ID),
         r._get_by_field(_SM_ADOPT_REQUEST__FILE_NAME),
@@ -1835,7 +1923,7 @@ def write_adopt_many(b: Any, v: sm.AdoptMany) -> None:
 
 
 def read_adopt_many(r: Any) -> sm.AdoptMany:
-    return sm.AdoptMany(
+    return _NEW_SM_ADOPT_MANY(
         tuple(map(read_adopt, r._get_by_field(_SM_ADOPT_MANY__ADOPTS)))
         if r._has_by_field(_SM_ADOPT_MANY__ADOPTS)
         else (),
@@ -1847,7 +1935,7 @@ def write_adopt_outcomes(b: Any, v: sm.AdoptOutcomes) -> None:
 
 
 def read_adopt_outcomes(r: Any) -> sm.AdoptOutcomes:
-    return sm.AdoptOutcomes(
+    return _NEW_SM_ADOPT_OUTCOMES(
         tuple(map(read_adopt_outcome, r._get_by_field(_SM_ADOPT_OUTCOMES__OUTCOMES)))
         if r._has_by_field(_SM_ADOPT_OUTCOMES__OUTCOMES)
         else (),
@@ -1860,7 +1948,7 @@ def write_adopt_outcome(b: Any, v: sm.AdoptOutcome) -> None:
 
 
 def read_adopt_outcome(r: Any) -> sm.AdoptOutcome:
-    return sm.AdoptOutcome(
+    return _NEW_SM_ADOPT_OUTCOME(
         _STORAGE_STATUS[r._get_by_field(_SM_ADOPT_OUTCOME__STATUS).raw], r._get_by_field(_SM_ADOPT_OUTCOME__REASON)
     )
 
@@ -1875,7 +1963,7 @@ def write_put(b: Any, v: sm.Put) -> None:
 
 
 def read_put(r: Any) -> sm.Put:
-    return sm.Put(
+    return _NEW_SM_PUT(
         r._get_by_field(_SM_PUT_REQUEST__OBJECT_ID),
         r._get_by_field(_SM_PUT_REQUEST__OWNER_ID),
         r._get_by_field(_SM_PUT_REQUEST__TOTAL_BYTES),
@@ -1933,7 +2021,7 @@ def read_storage_reply(r: Any) -> sm.StorageReply:
         value = read_adopt_outcomes(r._get_by_field(_SM_STORAGE_REPLY__OUTCOMES))
     else:
         raise ValueError(f"unknown union member {which}")
-    return sm.StorageReply(
+    return _NEW_SM_STORAGE_REPLY(
         r._get_by_field(_SM_STORAGE_REPLY__REQUEST_ID),
         _STORAGE_STATUS[r._get_by_field(_SM_STORAGE_REPLY__STATUS).raw],
         r._get_by_field(_SM_STORAGE_REPLY__REASON),
@@ -1954,7 +2042,7 @@ def write_segment_directory(b: Any, v: sm.SegmentDirectory) -> None:
 
 
 def read_segment_directory(r: Any) -> sm.SegmentDirectory:
-    return sm.SegmentDirectory(
+    return _NEW_SM_SEGMENT_DIRECTORY(
         r._get_by_field(_SM_SEGMENT_DIRECTORY__PATH),
         r._get_by_field(_SM_SEGMENT_DIRECTORY__BOOT_ID),
         r._get_by_field(_SM_SEGMENT_DIRECTORY__DEVICE),
@@ -1970,7 +2058,7 @@ def write_storage_info(b: Any, v: sm.StorageInfo) -> None:
 
 
 def read_storage_info(r: Any) -> sm.StorageInfo:
-    return sm.StorageInfo(
+    return _NEW_SM_STORAGE_INFO(
         r._get_by_field(_SM_STORAGE_INFO__OBJECT_COUNT),
         r._get_by_field(_SM_STORAGE_INFO__TOTAL_BYTES),
         r._get_by_field(_SM_STORAGE_INFO__OWNER_COUNT),

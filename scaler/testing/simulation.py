@@ -102,6 +102,15 @@ class SimulatedCluster:
     def send(self, peer: bytes, message: m.Message) -> list[Effect]:
         return self.feed(Received(PeerID(peer), message, self.now))
 
+    def send_burst(self, peer: bytes, messages: Iterable[m.Message]) -> list[Effect]:
+        """Messages that one burst of the shell's socket reads brought: one step of the core."""
+        effects = self.core.handle_all([Received(PeerID(peer), message, self.now) for message in messages])
+        self.effects.extend(effects)
+        for effect in effects:
+            if isinstance(effect, Send):
+                self._deliver(effect.peer, effect.message)
+        return effects
+
     def effects_of(self, kind: type[E]) -> list[E]:
         """Every effect of this type the core returned so far, in order."""
         return [effect for effect in self.effects if isinstance(effect, kind)]

@@ -6,8 +6,8 @@ both built on the table below, and the `Executor` contract (`executors/contract.
 Rules:
 1. A processor computes one task at a time: the one that holds its *computing turn* (COMPUTING). It may be sent
    tasks while one computes (the agent *stages* tiny tasks ahead, agent/placement.py): they wait for the turn in
-   the order received (STAGED). When the computing task ends (its result is sent) or parks, the turn passes at once
-   to the next task waiting for it (TURN): the processor has it already.
+   priority order, then in the order received (STAGED). When the computing task ends (its result is sent) or
+   parks, the turn passes at once to the next task waiting for it (TURN): the processor has it already.
 2. Before the turn passes to a task that waited, the processor reads what the agent sent meanwhile (one read that
    does not block), so that a TaskCancel sent while the task before it computed is heard first.
 3. A task that waits on nested futures *parks* (PARK, reported with ProcessorBlocked): it gives up the turn, its

@@ -51,7 +51,9 @@ class Reader:
         path = [str(self.venv / "bin"), *(entry for entry in os.environ.get("PATH", "").split(os.pathsep)
                                            if entry and entry != ours)]  # fmt: skip
         environment = {name: value for name, value in os.environ.items() if not name.startswith(_NOT_THE_READERS)}
-        environment.update(HOME=str(home), PATH=os.pathsep.join(path), VIRTUAL_ENV=str(self.venv))
+        (home / "tmp").mkdir(exist_ok=True)  # what a page leaves in the temporary folder goes with its home
+        environment.update(HOME=str(home), PATH=os.pathsep.join(path), VIRTUAL_ENV=str(self.venv),
+                           TMPDIR=str(home / "tmp"))  # fmt: skip
         if "PYENV_ROOT" not in environment and (Path.home() / ".pyenv").is_dir():
             environment["PYENV_ROOT"] = str(Path.home() / ".pyenv")  # where the fake cloud finds its Pythons
         return environment

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,16 @@ def this_build() -> Path:
             uv = str(Path(sys.executable).parent / "uv")
             subprocess.run([uv, "build", "--wheel", "--out-dir", str(folder), source], check=True,
                            capture_output=True, timeout=600)  # fmt: skip
+        _remove_old_builds(folder)
         return sorted(folder.glob("*.whl"))[0]
+
+
+def _remove_old_builds(new: Path) -> None:
+    """Builds of other sources made more than a day ago (one per change of the tree: they pile up otherwise)."""
+    oldest = time.time() - 24 * 3600
+    for folder in new.parent.iterdir():
+        if folder != new and folder.is_dir() and folder.stat().st_mtime < oldest:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _source_digest() -> str:

@@ -15,6 +15,7 @@ import pytest
 
 from scaler import Client
 from scaler.io.address import free_tcp_port_block
+from tests.integration.cloud_harness import CLOUD_ENVIRONMENT, SESSION_VARIABLES
 from tests.integration.conftest import CLOUD_START_SECONDS, Addresses, Launcher, Service, monitor, wait_for
 from tests.integration.manager_harness import manager_of
 from tests.integration.test_cloud_burst import ECS_FLAGS, ec2_instances, ecs_tasks, live_units, slow_identity
@@ -155,8 +156,10 @@ def test_the_cloud_going_away_is_reported_once_and_the_manager_goes_on(
     cloud = launcher.start("scaler_fake_cloud", "--port", str(port))
     cloud.wait_for_log("AWS_ENDPOINT_URL=", CLOUD_START_SECONDS)
     endpoint = f"http://127.0.0.1:{port}"
+    # the cloud's keys and the session's variables given here: this test starts its own cloud, so the `fake_cloud`
+    # fixture (which puts them in the environment) may not be running in this test process
     manager = start_manager(launcher, "aws_raw_ecs", queued_work.scheduler, "cloud-gone", "-mtc", "1",
-                            AWS_ENDPOINT_URL=endpoint)  # fmt: skip
+                            **CLOUD_ENVIRONMENT, **SESSION_VARIABLES, AWS_ENDPOINT_URL=endpoint)  # fmt: skip
     manager.wait_for_log("launched unit")
     group_leaders = _launched_groups("cloud-gone")
     try:

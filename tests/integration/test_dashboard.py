@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -56,13 +55,13 @@ def slow_square(x: int) -> int:
 
 
 @pytest.fixture
-def browser() -> Iterator[Any]:
+def browser(tmp_path: Path) -> Iterator[Any]:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service as DriverService
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    profile = tempfile.mkdtemp(prefix="scaler-chromium-")
+    profile = tmp_path / "chromium-profile"
     flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--window-size=1400,1000", f"--user-data-dir={profile}"]  # fmt: skip

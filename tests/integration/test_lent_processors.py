@@ -183,3 +183,99 @@ def test_an_actor_on_a_lending_worker_does_not_hold_tasks_behind_it(make_cluster
         assert waiting.result(timeout=DEADLINE_SECONDS) is True
         assert counter.add().result(timeout=DEADLINE_SECONDS) == 2
         counter.stop()
+
+
+# ---------------------------------------------------------------- taking lent tasks back, and their order
+
+
+def started_at(seconds: float, mark: str = "") -> tuple[float, int]:
+    """Sleeps; returns when it started (the host's monotonic clock) and its processor's pid. `mark`: a file it
+    writes as it starts."""
+    import os
+    import time
+
+    started = time.monotonic()
+    if mark:
+        with open(mark, "w") as file:
+            file.write("started")
+    time.sleep(seconds)
+    return started, os.getpid()
+
+
+def learn_tiny(client: Client) -> None:
+    """Many tiny tasks: the scheduler learns that the worker's lent tasks are tiny and stages up to 16 per processor."""
+    futures = [client.submit(inc, i) for i in range(300)]
+    assert [f.result(timeout=DEADLINE_SECONDS) for f in futures] == [i + 1 for i in range(300)]
+
+
+def test_a_high_priority_task_overtakes_the_low_ones_staged_in_a_lent_processor(make_cluster, tmp_path):
+    """With the agent frozen, 40 low-priority tasks of 0.3 s fill the worker (16 staged in its one lent processor); a
+    task of priority 5 submitted after the second starts is the next to start: the scheduler asks a staged low task
+    back on the processor's link (TaskReturn), the processor gives it back unstarted, and the high task takes its place
+    ahead of the staged ones. Checked to fail with `TaskLifecycle.take_back` sending every TaskReturn to the agent (the
+    worker stays full: 12 low tasks started first)."""
+    cluster = lent_cluster(make_cluster)
+    with Client(cluster.get_address()) as client:
+        agent = the_agent(client)
+        learn_tiny(client)
+        with frozen(agent):
+            low = [client.submit(started_at, 0.3, str(tmp_path / f"low-{i}")) for i in range(40)]
+            wait_for(lambda: len(list(tmp_path.glob("low-*"))) >= 2, what="the second low-priority task to start")
+            submitted = time.monotonic()
+            high_started, _ = client.submit(started_at, 0.0, priority=5).result(timeout=DEADLINE_SECONDS)
+            for future in low:
+                future.cancel()
+            between = [
+                f.result()[0]
+                for f in low
+                if f.done() and not f.cancelled() and submitted < f.result()[0] < high_started
+            ]
+    assert between == [], f"{len(between)} low-priority task(s) started before the high one"
+
+
+def test_a_lent_processor_runs_its_staged_tasks_in_priority_order(make_cluster, tmp_path):
+    """Two low-priority tasks and then a high one are staged behind a computing task in the one lent processor (the
+    worker has room for all: nothing is taken back): the high one starts first. Checked to fail with
+    `TaskLine._await_turn` appending (the order received)."""
+    cluster = lent_cluster(make_cluster)
+    with Client(cluster.get_address()) as client:
+        agent = the_agent(client)
+        learn_tiny(client)
+        with frozen(agent):
+            first = client.submit(started_at, 0.6, str(tmp_path / "first"))
+            wait_for(lambda: (tmp_path / "first").exists(), what="the first task to start")
+            low = [client.submit(started_at, 0.05) for _ in range(2)]
+            high = client.submit(started_at, 0.05, priority=5)
+            high_started, _ = high.result(timeout=DEADLINE_SECONDS)
+            low_started = [f.result(timeout=DEADLINE_SECONDS)[0] for f in low]
+            first.result(timeout=DEADLINE_SECONDS)
+    assert high_started < min(low_started)
+
+
+def test_tasks_staged_behind_a_long_lent_task_are_taken_back_for_another_worker(make_cluster, tmp_path):
+    """Two lending workers of one processor each, the scheduler's balancer off. One computes a task of 2.5 s, then the
+    other one of 6 s; four tiny tasks submitted then are staged behind both. Once the long ones have computed 1 s
+    (the agent's rule 7, for lent processors) the scheduler asks the staged ones back on the links and sends none
+    there while they compute long: they run on the first worker once its task ended, none in the 6 s task's
+    processor. Checked to fail with `WorkerSessions.withdraw_behind_long` doing nothing (two ran there, after it)."""
+    cluster = make_cluster(2, lend_processors=True, load_balance_seconds=0)
+    wait_for_workers(cluster.monitor_address, 2)
+    with Client(cluster.get_address()) as client:
+        pids: set[int] = set()
+
+        def both_lent() -> bool:
+            found = [f.result(timeout=DEADLINE_SECONDS) for f in [client.submit(lent_here) for _ in range(40)]]
+            pids.update(pid for pid, lent in found if lent)
+            return len(pids) == 2
+
+        wait_for(both_lent, what="both workers' lent processors")
+        learn_tiny(client)
+        shorter = client.submit(started_at, 2.5, str(tmp_path / "shorter"))
+        wait_for(lambda: (tmp_path / "shorter").exists(), what="the 2.5 s task to start")
+        longer = client.submit(started_at, 6.0, str(tmp_path / "longer"))
+        wait_for(lambda: (tmp_path / "longer").exists(), what="the 6 s task to start")
+        tiny = [client.submit(started_at, 0.0) for _ in range(4)]
+        tiny_pids = [f.result(timeout=DEADLINE_SECONDS)[1] for f in tiny]
+        _, longer_pid = longer.result(timeout=DEADLINE_SECONDS)
+        shorter.result(timeout=DEADLINE_SECONDS)
+    assert longer_pid not in tiny_pids, "a task waited behind the 6 s one in its processor"

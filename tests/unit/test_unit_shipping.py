@@ -3,6 +3,8 @@ and platform, the environment plan, a unit's install failures, the EC2 boot scri
 
 from __future__ import annotations
 
+import os
+import time
 import zipfile
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from scaler.worker_manager.ship.environment import (
     plan_environment,
 )
 from scaler.worker_manager.ship.unit_target import UnitTarget, python_version_problem
-from scaler.worker_manager.ship.wheels import wheel_of
+from scaler.worker_manager.ship.wheels import KEEP_SECONDS, wheel_of
 from scaler.worker_manager.unit.install import FailedInstall, _culprit, write_stubs
 
 TARGET = UnitTarget(this_python())
@@ -40,6 +42,19 @@ def test_this_build_is_a_local_install_and_its_wheel_is_the_same_bytes_every_tim
     assert not any("__pycache__" in name for name in names)
     assert "Requires-Dist: pyzmq" in metadata
     assert TARGET.wheel_problem(first.path) is None
+
+
+def test_a_wheel_not_shipped_for_a_week_leaves_the_cache_when_a_new_one_is_made(tmp_path: Path) -> None:
+    stale, recent = tmp_path / ("0" * 32), tmp_path / ("1" * 32)
+    for folder, age in ((stale, KEEP_SECONDS + 60), (recent, KEEP_SECONDS - 3600)):
+        folder.mkdir()
+        (folder / "old-0.1-py3-none-any.whl").write_bytes(b"")
+        os.utime(folder, (time.time() - age, time.time() - age))
+    shipped = wheel_of(this_build(), tmp_path)
+    assert not stale.exists() and recent.exists() and shipped.path.is_file()
+    os.utime(shipped.path.parent, (0, 0))
+    assert wheel_of(this_build(), tmp_path).path == shipped.path
+    assert shipped.path.parent.stat().st_mtime > time.time() - 3600, "shipping a cached wheel marks it as used"
 
 
 def test_only_the_clients_python_is_accepted() -> None:

@@ -183,7 +183,7 @@ def _reader(py: PyClass) -> list[str]:
     body = [f"    {line}" for slot in py.slots for line in slot.decode_setup]
     arguments = [argument for slot in py.slots for argument in slot.decode_args]
     head = f"def read_{py.function}(r: Any) -> {py.reference}:{_branchy(body)}"
-    return [head, *body, *call(f"return {py.reference}(", arguments, 4)]
+    return [head, *body, *call(f"return {py.constructor}(", arguments, 4)]
 
 
 def codec_module(modules: list[Module], doc: str, helpers: list[str]) -> str:

@@ -79,6 +79,11 @@ class PyClass:
     def function(self) -> str:
         return snake(self.name)
 
+    @property
+    def constructor(self) -> str:
+        """The codec's constant that makes its values (`codec_fields.constructor`)."""
+        return f"_NEW_{self.module.upper()}_{upper(self.name)}"
+
 
 @dataclass
 class Module:
@@ -219,6 +224,7 @@ class SchemaModel:
         py.extras = [_extra(extra.declaration, extra.doc) for extra in options.extra]
         py.slots = slots
         py.write_last = tuple(options.write_last.split())
+        self.out.codec_constants[py.constructor] = f"constructor({py.reference})"
         self.out.classes.append(py)
         return py
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scaler.protocol.frozen_values import quick_init
 from scaler.protocol.ids import ClientID, ObjectID, PeerID
 from scaler.protocol.messages import (
     Message,
@@ -15,6 +16,7 @@ from scaler.protocol.messages import (
 )
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Send:
     peer: PeerID

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scaler.protocol.frozen_values import quick_init
 from scaler.protocol.ids import ClientID, ObjectID, PeerID
 from scaler.protocol.messages import Message, MessageCount, TaskCancelConfirm, TaskResult
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Received:
     """A decoded message from a peer."""

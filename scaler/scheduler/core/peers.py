@@ -109,8 +109,11 @@ class WorkerRecord:
         self.restage()
 
     def restage(self) -> None:
-        """Its lent processors or their depth changed."""
-        self.lent_staging = self.lent_depth * len(self.lent_links)
+        """Its lent processors or their depth changed, or one computes long: nothing more is sent to that one (its
+        staging, and the one task beyond its slots its agent's capacity counts, are not offered: its tasks wait in the
+        scheduler's queue, for another processor or worker, instead of behind the long task)."""
+        long = sum(1 for link in self.lent_links if link.long)
+        self.lent_staging = self.lent_depth * (len(self.lent_links) - long) - long
 
     @property
     def is_idle(self) -> bool:
@@ -152,6 +155,14 @@ class ProcessorLinkRecord:
     held: set[TaskID] = field(default_factory=set)
     #: those of them it says are parked on nested futures: each yields its slot once adopted
     held_parked: set[TaskID] = field(default_factory=set)
+    #: lent: tasks asked back on the link (TaskReturn: overtaking, the balancer, a reclaim notice, a long task ahead),
+    #: not ended; a TaskReturn from the processor naming only these leaves it lent (worker_sessions.on_lent_returned)
+    asked: set[TaskID] = field(default_factory=set)
+    #: lent: since when the task it computes computes (its previous result, its parking, or the send to an idle link)
+    busy_since: float = 0.0
+    #: lent: the task it computes has computed STAGED_WAIT_SECONDS: what was staged behind it was asked back, and it
+    #: gets no staged task until a result comes on the link (worker_sessions.withdraw_behind_long)
+    long: bool = False
 
 
 @dataclass(slots=True)

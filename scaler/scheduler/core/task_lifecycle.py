@@ -202,7 +202,25 @@ class TaskLifecycle:
         """A worker whose unit is reclaimed: it gives back what it has not started (TaskReturn, requeued at no
         retry cost); its running tasks have until the notice ends."""
         if worker.assigned:
-            self._send(worker.peer, TaskReturn(tuple(sorted(worker.assigned))))
+            self.take_back(worker.peer, tuple(sorted(worker.assigned)))
+
+    def take_back(self, worker: PeerID, task_ids: tuple[TaskID, ...]) -> None:
+        """Ask a worker to give back tasks it has not started (TaskReturn; it answers with those it gives back): those
+        sent on a lent processor's link are asked there, since its agent never holds them."""
+        agent: list[TaskID] = []
+        links: dict[PeerID, list[TaskID]] = {}
+        for task_id in task_ids:
+            record = self._tasks.get(task_id)
+            link = self._processors.get(record.link) if record is not None and record.link is not None else None
+            if link is None:
+                agent.append(task_id)
+            else:
+                link.asked.add(task_id)
+                links.setdefault(link.peer, []).append(task_id)
+        if agent:
+            self._send(worker, TaskReturn(tuple(agent)))
+        for peer, asked in links.items():
+            self._send(peer, TaskReturn(tuple(asked)))
 
     def notice_over(self, worker: WorkerRecord) -> None:
         """A draining worker's notice ended with tasks still there: they go back to the queue (no retry spent)
@@ -309,6 +327,8 @@ class TaskLifecycle:
             self._send(worker.peer, record.task)
             return
         record.link = link.peer  # lent processors: on the processor's own link, past its agent
+        if len(link.tasks) <= len(link.parked):
+            link.busy_since = self.now  # it computes nothing: this one starts now
         link.tasks[record.task_id] = None
         self._send(link.peer, record.task)
 
@@ -430,6 +450,8 @@ class TaskLifecycle:
         if link is None:
             return  # the link is gone: its tasks were handled then (worker_sessions.drop_processor)
         link.tasks.pop(record.task_id, None)
+        if link.asked:
+            link.asked.discard(record.task_id)
         if link.parked and record.task_id in link.parked:
             link.parked.discard(record.task_id)
             worker.lent_parked -= 1
@@ -502,12 +524,13 @@ def _detail(details: dict[str, object], name: str, kind: type[_T]) -> _T:
 
 
 def _lent_link(worker: WorkerRecord, task: Task) -> ProcessorLinkRecord | None:
-    """The lent processor of `worker` a plain task goes to: the one with the fewest tasks not ended (None: the task
-    goes to the agent). Streaming tasks and actors' starts always go to the agent (their other messages do)."""
+    """The lent processor of `worker` a plain task goes to: the one with the fewest tasks not ended, one that computes
+    long only when all do (None: the task goes to the agent). Streaming tasks and actors' starts always go to the agent
+    (their other messages do)."""
     if task.stream_credit or task.actor is not None:
         return None
     best: ProcessorLinkRecord | None = None
     for link in worker.lent_links:
-        if best is None or len(link.tasks) < len(best.tasks):
+        if best is None or (link.long, len(link.tasks)) < (best.long, len(best.tasks)):
             best = link
     return best

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, TaskID, short
+from scaler.protocol.staging import STAGED_WAIT_SECONDS
 from scaler.scheduler.core.peers import ProcessorLinkRecord, WorkerRecord
 from scaler.scheduler.core.task_state import TaskEvent
 
@@ -89,6 +90,10 @@ class WorkerSessions:
             return
         if link.lent:
             link.results_read.append(result.task_id)  # named in an echo on the link, after its worker's next heartbeat
+            link.busy_since = core.now  # the next task there starts now
+            if link.long:  # the long task ended: tasks may be staged there again
+                link.long = False
+                worker.restage()
             if link.held:
                 link.held.discard(result.task_id)
                 link.held_parked.discard(result.task_id)
@@ -248,6 +253,7 @@ class WorkerSessions:
         link = core.processors[peer]
         if blocked.task_id in link.tasks and blocked.task_id not in link.parked:
             link.parked.add(blocked.task_id)
+            link.busy_since = core.now  # the next task there starts now
             core.workers[link.worker].lent_parked += 1
             core.lifecycle.worker_has_room(link.worker)
         elif blocked.task_id in link.held:  # from before a restart, not adopted yet: parked once it is
@@ -286,15 +292,35 @@ class WorkerSessions:
             worker.restage()
 
     def on_lent_returned(self, peer: PeerID, returned: m.TaskReturn) -> None:
-        """A lent processor gives tasks back unstarted (it hosts an actor): they are queued again, and it is lent no
-        more."""
+        """A lent processor gives tasks back unstarted: those it was asked for (`TaskLifecycle.take_back`), or, when it
+        names one it was not asked for, all it holds, since it hosts an actor (then it is lent no more). They are
+        queued again, no retry spent."""
         core = self._core
         link = core.processors[peer]
         worker = core.workers[link.worker]
-        if link in worker.lent_links:
+        unasked = any(task_id not in link.asked for task_id in returned.task_ids)
+        if unasked and link in worker.lent_links:
             worker.lent_links.remove(link)
             worker.restage()
         core.lifecycle.returned_by(worker.peer, returned.task_ids)
+
+    def withdraw_behind_long(self) -> None:
+        """The agent's rule 7 for lent processors (worker/agent/core.py): the tasks staged on a lent link behind one
+        that has computed STAGED_WAIT_SECONDS are asked back (TaskReturn on the link: the processor gives back those
+        not started), so that another processor or worker runs them; the link gets no staged task until a result
+        comes there. Once per long task: what is sent to it afterwards went there as the worker's best place."""
+        core = self._core
+        for worker in core.workers.values():
+            for link in worker.lent_links:
+                if link.long or len(link.tasks) - len(link.parked) < 2:
+                    continue
+                if core.now - link.busy_since < STAGED_WAIT_SECONDS:
+                    continue
+                link.long = True
+                worker.restage()
+                asked = tuple(t for t in link.tasks if t not in link.parked and t not in link.asked)
+                if asked:  # the one computing among them is not given back (it started)
+                    core.lifecycle.take_back(worker.peer, asked)
 
     def end_notices(self) -> None:
         """A draining worker whose reclaim notice is over has its remaining tasks moved elsewhere."""

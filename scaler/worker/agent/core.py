@@ -444,6 +444,9 @@ class AgentCore:
             known = lent_task is not None  # the lent task it computed, from its mark (worker/computing_mark.py)
             self._to_scheduler(m.ProcessorExited(processor_id, description, out_of_memory, lent_task or b"", known))
         processor = self.processors.get(processor_id)
+        if lent_task and out_of_memory:  # the scheduler fails the lent task: this worker's log says why, as for its own
+            pid = processor.pid if processor is not None else 0
+            logger.warning("task %s: %s%s", lent_task.hex(), out_of_memory, reports.where(pid))
         if processor is None or processor.state is _STOPPING_PROCESSOR:
             self.table.remove(processor_id)
             return

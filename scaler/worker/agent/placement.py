@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
+from scaler.protocol.staging import STAGED_WAIT_SECONDS
 from scaler.worker.agent.events import Effect, ToProcessor
 from scaler.worker.agent.processor_table import HeldTask, ProcessorRecord, ProcessorState, ProcessorTable
 from scaler.worker.processor_protocol import ProcessorTaskState
@@ -38,8 +39,9 @@ from scaler.worker.processor_protocol import ProcessorTaskState
 _QUEUED, _RUNNING = ProcessorTaskState.QUEUED, ProcessorState.RUNNING  #: as module constants: read on every task
 
 #: How long a processor's computing task may have computed for tasks to be staged behind it, and for those staged
-#: behind it to stay there (rule 2): a task of a tiny function that computes this long is not tiny.
-STAGED_WAIT_SECONDS = 1.0
+#: behind it to stay there (rule 2): a task of a tiny function that computes this long is not tiny. Shared with the
+#: scheduler's lent processors (scaler/protocol/staging.py).
+__all__ = ["STAGED_WAIT_SECONDS", "Placement"]
 
 
 class Placement:

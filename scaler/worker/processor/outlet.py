@@ -23,11 +23,13 @@ plain tasks (and their cancels) there, and everything about such a task goes bac
 logs, its result (sent at once: a result held for the next ones would die with a crash of the next task, which the
 scheduler would then blame on the wrong one; no ResultSent: the agent never saw the task), a CANCELED answer, its
 parking on nested futures and its asking to go on (ProcessorBlocked, ProcessorResumeRequest: the scheduler counts its
-slot; the processor gives it the turn back itself), and tasks given back unstarted (TaskReturn) while the processor
-hosts an actor. A lent task's result is kept (`_lent_kept`) until the scheduler names it read in a HeartbeatEcho on the
-link; every hello on the link names the lent tasks held here, unfinished or kept (`ProcessorInfo.heldTasks`), and once
-the scheduler accepts it the kept results are sent again: so a scheduler restart loses none and runs none twice (the
-new instance adopts them, as it adopts the tasks an agent names when it registers again).
+slot; the processor gives it the turn back itself), and tasks given back unstarted (TaskReturn): those the scheduler
+asks back (TaskReturn on the link: overtaking, the balancer, a reclaim notice, a long task ahead of them) that have not
+started, and every one while the processor hosts an actor. A lent task's result is kept (`_lent_kept`) until the
+scheduler names it read in a HeartbeatEcho on the link; every hello on the link names the lent tasks held here,
+unfinished or kept (`ProcessorInfo.heldTasks`), and once the scheduler accepts it the kept results are sent again: so a
+scheduler restart loses none and runs none twice (the new instance adopts them, as it adopts the tasks an agent names
+when it registers again).
 """
 
 from __future__ import annotations
@@ -189,8 +191,8 @@ class ProcessorOutlet:
         return task_id in self._lent_tasks
 
     def give_back(self, task_ids: list[TaskID]) -> None:
-        """Lent tasks this processor will not run (it hosts an actor, which holds the computing turn): the scheduler
-        queues them again."""
+        """Lent tasks this processor will not run (the scheduler asked for them back and they had not started, or it
+        hosts an actor, which holds the computing turn): the scheduler queues them again."""
         with self._lock:
             self._lent_tasks.difference_update(task_ids)
             if self._link is not None:
@@ -458,7 +460,7 @@ class ProcessorOutlet:
                 self._lent_tasks.add(message.task_id)
             self._work.append(message)
             return
-        if isinstance(message, m.TaskCancel) and self._lend:  # of lent tasks
+        if isinstance(message, (m.TaskCancel, m.TaskReturn)) and self._lend:  # of lent tasks
             self._work.append(message)
             return
         if isinstance(message, m.HeartbeatEcho):  # lent results the scheduler read: forgotten here

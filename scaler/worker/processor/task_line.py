@@ -49,7 +49,8 @@ _TURN, _PARK, _ASK, _RESUME, _END, _CANCEL = (
     ProcessorTaskEvent.END,
     ProcessorTaskEvent.CANCEL,
 )
-_COMPUTING, _STOPPING_PARKED, _GO_ON = (
+_STAGED, _COMPUTING, _STOPPING_PARKED, _GO_ON = (
+    ProcessorTaskState.STAGED,
     ProcessorTaskState.COMPUTING,
     ProcessorTaskState.STOPPING_PARKED,
     ProcessorOutcome.GO_ON,
@@ -128,13 +129,20 @@ class Refuse:
 
 
 @dataclass(frozen=True, slots=True)
+class GiveBack:
+    """Give these lent tasks back to the scheduler (TaskReturn on the link): it asked, and they had not started."""
+
+    task_ids: tuple[TaskID, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Configure:
     """The agent says where object storage is (HelloReply)."""
 
     object_storage_address: str
 
 
-Instruction = Run[R] | Answer | Refuse | Interrupt[R] | Wake[R] | CancelNested[R] | Credited[R] | Configure
+Instruction = Run[R] | Answer | Refuse | Interrupt[R] | Wake[R] | CancelNested[R] | Credited[R] | GiveBack | Configure
 
 
 # ---------------------------------------------------------------- the core
@@ -172,18 +180,46 @@ class TaskLine(Generic[R]):
                 record.credit = message.stream_credit
                 if message.actor is not None:
                     record.calls = collections.deque()
-                self.awaiting_turn.append(record)
+                self._await_turn(record)
             elif isinstance(message, m.ActorStop):
                 self._actor_call(message.actor_id, None)
             elif isinstance(message, m.TaskCancel):
                 for task_id in message.task_ids:
                     self._cancel(task_id)
+            elif isinstance(message, m.TaskReturn):
+                self._give_back(message.task_ids)
             elif isinstance(message, m.ProcessorResume):
                 self._resume(message.task_id)
             elif isinstance(message, m.StreamCredit):
                 self._credit(message.task_id, message.up_to)
             elif isinstance(message, m.HelloReply):
                 self.instructions.append(Configure(message.object_storage_address))
+
+    def _await_turn(self, record: R) -> None:
+        """A task received waits for the turn in priority order: ahead of the staged tasks of a lower priority (the
+        agent stages in that order already; the scheduler's lent tasks come in the order it dispatched them)."""
+        waiting = self.awaiting_turn
+        priority = record.task.priority
+        if not waiting or waiting[-1].task.priority >= priority:
+            waiting.append(record)  # the usual case: one comparison
+            return
+        at = len(waiting)
+        while at and waiting[at - 1].state is _STAGED and waiting[at - 1].task.priority < priority:
+            at -= 1
+        waiting.insert(at, record)
+
+    def _give_back(self, task_ids: tuple[TaskID, ...]) -> None:
+        """The scheduler asks lent tasks back: those not started yet leave the line and go back (GiveBack); one that
+        started stays (its answer comes as usual)."""
+        given: list[TaskID] = []
+        for task_id in task_ids:
+            record = self.tasks.get(task_id)
+            if record is not None and record.state is _STAGED:
+                self.awaiting_turn.remove(record)
+                del self.tasks[task_id]
+                given.append(task_id)
+        if given:
+            self.instructions.append(GiveBack(tuple(given)))
 
     def _actor_call(self, actor_id: TaskID, call: m.Task | None) -> None:
         """A call for an actor (or its stop: None): to the calls its serving thread takes in order, waking it."""

@@ -37,6 +37,7 @@ from scaler.worker.processor.task_line import (
     CancelNested,
     Configure,
     Credited,
+    GiveBack,
     Interrupt,
     LineTask,
     Refuse,
@@ -363,12 +364,7 @@ class TaskThreads:
         later: list[tuple[Run[_TaskRecord] | None, list[Any]]] = []
         for instruction in instructions:
             if isinstance(instruction, Run):
-                if instruction.thread is None:
-                    later.append((instruction, []))
-                else:
-                    slot = self._slots[instruction.thread]
-                    slot.task = instruction.task
-                    slot.woken.set()
+                self._hand(instruction, later)
             elif isinstance(instruction, Answer):
                 self.send(m.TaskResult(instruction.task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id))
             elif isinstance(instruction, Refuse):
@@ -383,10 +379,21 @@ class TaskThreads:
             elif isinstance(instruction, Credited):
                 if instruction.record.credited is not None:
                     instruction.record.credited.set()
+            elif isinstance(instruction, GiveBack):
+                self._outlet.give_back(list(instruction.task_ids))
             elif isinstance(instruction, Configure):
                 self._on_hello(instruction.object_storage_address)
         instructions.clear()
         return later
+
+    def _hand(self, run: Run[_TaskRecord], later: list[tuple[Run[_TaskRecord] | None, list[Any]]]) -> None:
+        """An idle thread is handed a task or the baton (a new thread is started for it once the lock is released)."""
+        if run.thread is None:
+            later.append((run, []))
+        else:
+            slot = self._slots[run.thread]
+            slot.task = run.task
+            slot.woken.set()
 
     def _stop(self, record: _TaskRecord) -> None:
         """Stop a computing task: TaskAbandoned in its thread; a lent one computing alone ends the processor."""

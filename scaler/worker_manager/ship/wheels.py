@@ -6,6 +6,10 @@ source folders (found as Python imports them), its metadata from the installed m
 files are the ones its RECORD lists. The archive is deterministic (sorted names, fixed times), so the same
 sources give the same bytes and the same sha256, which names it in the cache here and in the manager's bucket:
 an unchanged build is packed in a fraction of a second and uploaded once.
+
+Every change of an editable install's sources makes a new wheel; a wheel's folder is touched each time it is
+shipped, and folders untouched for `KEEP_SECONDS` are removed when a new wheel is made, so the cache holds what
+was shipped lately rather than every build since the first.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from scaler.worker_manager.ship.distributions import Installed
 _SKIPPED_PARTS = frozenset({"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"})
 _INSTALL_ONLY = frozenset({"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"})
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
+#: A cached wheel not shipped for this long is removed when the next new wheel is made (a week).
+KEEP_SECONDS = 7 * 24 * 3600.0
 
 
 class WheelError(ValueError):
@@ -66,11 +72,12 @@ def wheel_of(installed: Installed, cache: Path | None = None) -> Wheel:
     digest = hashlib.sha256(data).hexdigest()
     folder = (cache or default_cache()) / digest[:32]
     path = folder / f"{name}-{installed.version}-{tag}.whl"
-    if not path.is_file():
+    if not _reused(folder, path):
         folder.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".partial")
         partial.write_bytes(data)
         partial.replace(path)
+        _remove_stale(folder.parent, keep=folder)
     return Wheel(installed.name, installed.version, path, digest, installed.import_names)
 
 
@@ -169,8 +176,39 @@ def wheel_of_file(path: Path, cache: Path | None = None) -> Wheel:
     digest = hashlib.sha256(data).hexdigest()
     folder = (cache or default_cache()) / digest[:32]
     copy = folder / path.name
-    if not copy.is_file():
+    if not _reused(folder, copy):
         folder.mkdir(parents=True, exist_ok=True)
         copy.write_bytes(data)
+        _remove_stale(folder.parent, keep=folder)
     name, _, rest = path.name.partition("-")
     return Wheel(name, rest.split("-", 1)[0], copy, digest, (name.lower(),))
+
+
+def _reused(folder: Path, path: Path) -> bool:
+    """Whether the wheel is cached already; if so its folder is marked as shipped now."""
+    if not path.is_file():
+        return False
+    try:
+        os.utime(folder)
+    except OSError:
+        pass
+    return True
+
+
+def _remove_stale(cache: Path, keep: Path) -> None:
+    """The cache's wheel folders not shipped for `KEEP_SECONDS` (a manager still shipping one touches it)."""
+    import shutil
+    import time
+
+    oldest = time.time() - KEEP_SECONDS
+    try:
+        folders = [entry for entry in os.scandir(cache) if entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return
+    for entry in folders:
+        try:
+            stale = entry.path != str(keep) and entry.stat(follow_symlinks=False).st_mtime < oldest
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(entry.path, ignore_errors=True)

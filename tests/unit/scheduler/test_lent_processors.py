@@ -338,3 +338,48 @@ def test_a_parked_lent_task_named_after_a_restart_yields_its_slot_once_adopted()
     sim.send(peer, m.ProcessorResumeRequest(parent.task_id))
     assert sim.core.workers[worker.peer].lent_parked == 0
     sim.check_invariants()
+
+
+def test_a_lent_task_taken_back_is_asked_on_its_link_and_the_link_stays_lent() -> None:
+    """A reclaim notice's drain asks every task back: the lent ones on their link, never to the agent; what the
+    processor gives back is queued again (no retry spent) and the link is still lent. Checked to fail with
+    `TaskLifecycle.take_back` sending every TaskReturn to the agent."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=3)
+    link = lend(sim, worker)
+    sim.submit(client, [task(client.peer, n) for n in (1, 2)])
+    computing, staged = (t.task_id for t in sent_to(sim, link, m.Task))
+    sim.core.lifecycle.take_back(worker.peer, (computing, staged))  # as overtaking, the balancer, a drain ask
+    sim.advance(0.0)  # its sends leave with the next step's
+    assert sent_to(sim, link, m.TaskReturn) == [m.TaskReturn((computing, staged))]
+    assert not sent_to(sim, worker.peer, m.TaskReturn)
+    sim.send(link, m.TaskReturn((staged,)))  # the computing one started: not given back
+    record = sim.core.tasks.records[staged]
+    assert record.attempts == 1 and record.link == link, "queued again, no retry spent, and sent on the link again"
+    assert sim.core.processors[PeerID(link)] in sim.core.workers[worker.peer].lent_links
+    sim.check_invariants()
+
+
+def test_tasks_staged_behind_a_long_lent_task_are_asked_back_once_and_the_link_gets_no_more() -> None:
+    """The agent's rule 7 for lent links, on a worker of one slot (its agent announces one task more) whose lent tasks
+    were tiny so far. Checked to fail with `WorkerSessions.withdraw_behind_long` doing nothing."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=2)
+    link = lend(sim, worker)
+    sim.core.workers[worker.peer].learn_lent(0.0001)  # up to 16 staged per lent processor
+    sim.submit(client, [task(client.peer, n) for n in (1, 2, 3)])
+    computing, *staged = (t.task_id for t in sent_to(sim, link, m.Task))
+    sim.advance(0.5)
+    assert not sent_to(sim, link, m.TaskReturn), "not before it computed STAGED_WAIT_SECONDS"
+    sim.advance(0.75)
+    assert sent_to(sim, link, m.TaskReturn) == [m.TaskReturn((computing, *staged))]
+    sim.effects.clear()
+    sim.send(link, m.TaskReturn(tuple(staged)))
+    assert not sent_to(sim, link, m.Task), "nothing more goes to a link that computes long"
+    sim.advance(2.0)
+    assert not sent_to(sim, link, m.TaskReturn), "asked once"
+    sim.send(link, success(computing))
+    assert [t.task_id for t in sent_to(sim, link, m.Task)] == staged, "its result ends the long episode"
+    sim.check_invariants()

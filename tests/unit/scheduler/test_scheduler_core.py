@@ -254,6 +254,27 @@ def test_a_queued_only_cancel_cancels_the_queued_tasks_and_leaves_the_running_on
     sim.check_invariants()
 
 
+def test_a_queued_only_cancel_in_the_burst_of_its_tasks_leaves_what_a_free_worker_takes_running() -> None:
+    """Submissions and the shutdown's cancel read in one burst (one step of the core): the tasks a free worker would
+    have taken run and finish; only the rest is cancelled. Checked by switching the mechanism off: without the
+    dispatch before the cancel, every task is cancelled (CPython's ExecutorShutdownTest.test_cancel_futures failed)."""
+    sim = SimulatedCluster()
+    client, worker = sim.add_client(), sim.add_worker()
+    tasks = [task(client.peer, n) for n in range(1, 11)]
+    for item in tasks:
+        client.answers.setdefault(item.task_id, [])
+    sim.send_burst(client.peer, [*tasks, m.TaskCancel(tuple(item.task_id for item in tasks), True)])
+    running = list(worker.held)
+    assert running, "the free worker took a task before the cancel"
+    assert all(
+        client.answers[item.task_id] == [("cancelled", "canceled")] for item in tasks if item.task_id not in running
+    )
+    for _ in running:
+        sim.finish(worker)
+    assert all(client.answers[task_id] == [("result", "success")] for task_id in running)
+    sim.check_invariants()
+
+
 def test_a_result_that_wins_the_race_with_cancel_is_delivered_once() -> None:
     sim = SimulatedCluster()
     client, worker = sim.add_client(), sim.add_worker()

@@ -11,6 +11,7 @@ parked task taking the turn it does not hold 31.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -21,6 +22,7 @@ from scaler.worker.processor.task_line import (
     CancelNested,
     Configure,
     Credited,
+    GiveBack,
     Instruction,
     Interrupt,
     LineTask,
@@ -414,3 +416,31 @@ def test_an_actors_calls_and_stop_go_to_its_start_task_in_order_and_never_wait_f
     stray = m.Task(TaskID(b"stray"), ClientID(b"test"), b"", "Other.price", actor_id=TaskID(b"gone"))
     line.receive([stray])
     assert line.instructions == [Refuse(stray.task_id)]
+
+
+# ---------------------------------------------------------------- priority order, and tasks the scheduler asks back
+
+
+def test_staged_tasks_take_the_turn_by_priority_then_in_the_order_received() -> None:
+    """Checked to fail with `TaskLine._await_turn` appending."""
+    line = served()
+    high, higher = replace(task("h"), priority=5), replace(task("H"), priority=9)
+    a = line.take_turn([task("a")])
+    assert a is not None
+    line.receive([task("b"), high, task("c"), higher, replace(task("d"), priority=5)])
+    order = [name(a)]
+    record: LineTask | None = a
+    while record is not None:
+        record = end(line, record)
+        order.append(name(record))
+    assert order == ["a", "H", "h", "d", "b", "c", None]
+
+
+def test_tasks_asked_back_that_have_not_started_are_given_back_and_a_started_one_stays() -> None:
+    """Checked to fail with `TaskLine._give_back` doing nothing."""
+    line = served()
+    a = line.take_turn([task("a"), task("b"), task("c")])
+    assert a is not None
+    line.receive([m.TaskReturn((TaskID(b"a"), TaskID(b"c"), TaskID(b"gone")))])
+    assert taken(line) == [GiveBack((TaskID(b"c"),))]
+    assert name(end(line, a)) == "b" and TaskID(b"c") not in line.tasks
