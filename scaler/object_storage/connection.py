@@ -401,7 +401,9 @@ class ObjectStorageConnection:
                 writer = ObjectStorageConnection(
                     self._address, self._role, self._sockets, self._timeout_seconds, owner_id=self._owner_id
                 )
-                self._followed = FollowedPuts(writer.call, writer.close, self.on_followed_settled)
+                self._followed = FollowedPuts(
+                    writer.call, writer.close, self.on_followed_settled, lambda: writer.greetings
+                )
             followed = self._followed
         return followed.start(local, object_id, owner_id, name, buffers)
 
@@ -418,6 +420,11 @@ class ObjectStorageConnection:
         lock, which a request holds until answered: a processor asks this before each task's end it tells its agent."""
         followed = self._followed  # one attribute read: atomic
         return followed is not None and followed.writing
+
+    @property
+    def greetings(self) -> int:
+        """How many times a server accepted this connection's hello (once more after each restart of the server)."""
+        return self._link.core.greetings
 
     def call(self, operation: StorageOperation) -> Answered:
         """One request without payload: its answer when ok; raises what a failed one means."""

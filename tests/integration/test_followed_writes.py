@@ -103,7 +103,7 @@ def test_a_far_reader_gets_pieces_of_an_object_before_it_is_stored_and_all_of_it
         local = writer.local_segments()
         assert local is not None, "the writer is on the server's host"
         assert followed.start(local, RESULT, OWNER, "result", frames)
-        assert not near.exists(RESULT), "not stored until its adopt is answered"
+        assert near.exists(RESULT), "announced while it is written: a read waits for it"
         got = _read(far, read_some)
         assert got.endswith(value) and len(got) == sum(len(frame) for frame in frames)
         assert near.exists(RESULT)

@@ -339,7 +339,6 @@ class Story:
                 future = self.client.submit(make_value, *arguments)
                 concurrent.futures.wait([future], timeout=TIMEOUT)
                 object_id = stored_object_id(future)
-                self.stored(object_id)
                 self.live(object_id)
                 return object_id, lambda: fingerprint(future.result(TIMEOUT))
             graph = {
@@ -350,7 +349,6 @@ class Story:
             futures = self.client.get(graph, keys=["make", "read"], block=False)
             concurrent.futures.wait([futures["make"]], timeout=TIMEOUT)
             object_id = stored_object_id(futures["make"])
-            self.stored(object_id)
             self.live(object_id)
             Path(self.gate).touch()
             return object_id, lambda: futures["read"].result(TIMEOUT)
@@ -362,18 +360,9 @@ class Story:
             parent.result()  # it failed before: say how
         written = Path(self.made).read_text()
         object_id = bytes.fromhex(written) if written else None
-        self.stored(object_id)
         self.live(object_id)
         Path(self.gate).touch()
         return object_id, lambda: parent.result(TIMEOUT)
-
-    def stored(self, object_id: bytes | None) -> None:
-        """Until a task's result is stored: a large one is announced once its write has begun, and counts as stored
-        once its adopt is answered (issue 42, object_storage/followed_put.py; a restart or a delete meanwhile ends the
-        write, and its readers are told it was not stored: tests/integration/test_followed_writes.py)."""
-        if object_id is not None:
-            connection = self.stack.connection
-            wait_for(lambda: connection.exists(object_id), "the result in object storage", TIMEOUT)
 
     def live(self, object_id: bytes | None) -> None:
         stack, life = self.stack, self.case.life
