@@ -17,8 +17,10 @@ not stored. Then the storage is restarted at the same address:
 Either way the client reads the whole result, and the processor takes a task again afterwards.
 
 Checked by hand with the mechanisms off: with `followed_rewrite.AFTER[(Step.LOST, True)]` set to `Next.GIVE_UP`
-(no rewrite), the SIGKILL case fails: the writer gives up, the awaiting write is ended by the server's stall sweep
-and the client's read raises MissingObjects ("its writer stopped mid-write"); with `_ServerShell.finish_writes`
+(no rewrite), both SIGKILL cases fail: the writer gives up, the awaiting write is ended by the server's stall sweep
+and the client's read raises MissingObjects ("its writer stopped mid-write"); with `FollowedWrites.recover` doing
+nothing (rule 6 off), both SIGKILL cases fail at once: the client's read, sent again to the new server, is answered
+"not stored" before the writer comes back; with `_ServerShell.finish_writes`
 returning at once, the SIGTERM case fails: the object is not stored when the server stops, and the client's read,
 sent again to the new server before the processor's rewrite began there, raises MissingObjects.
 """
@@ -67,10 +69,21 @@ def _large_held(size: int, gate: str) -> bytes:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+@pytest.mark.parametrize(
+    ("signum", "far"),
+    [(signal.SIGKILL, False), (signal.SIGKILL, True), (signal.SIGTERM, False)],
+    ids=["SIGKILL", "SIGKILL-far-reader", "SIGTERM"],
+)
 def test_a_result_announced_while_written_reads_back_through_a_storage_restart(
-    launcher: Launcher, tmp_path: Path, signum: int
+    launcher: Launcher, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signum: int, far: bool
 ) -> None:
+    """`far`: the client as if on another host (it reads in parts, following the write: its read, sent again to the
+    restarted server, starts over on the new answer and follows the rewrite)."""
+    if far:
+        from scaler.object_storage import local_segments
+
+        monkeypatch.setattr(local_segments, "sees", lambda directory: False)
+        monkeypatch.setattr(local_segments, "_seen", {})
     addresses = free_addresses()
     spill = ("--spill-directory", str(tmp_path / "spill"))
     storage = launcher.object_storage(addresses.object_storage, *spill)
