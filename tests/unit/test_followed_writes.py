@@ -7,8 +7,14 @@ only once the object is stored; other reads wait for the adopt; a write that end
 or the object is deleted) answers every reader `notFound` naming why, and its late adopt is refused, so the object
 never appears after its readers were told it would not.
 
+Then the storage restarts: a writer that comes back re-begins the same object (rule 5) and a server that starts keeps
+the writes its predecessor's peers began (rule 6); their readers get the object whole. The writer's table
+(followed_rewrite.py) writes a lost write again, a bounded number of times, and never one the server ended.
+
 Checked by hand with the mechanism off (`StorageService._get` without its branch for objects being written): every
-test here fails, a read of an object being written being answered `notFound` at once.
+test here fails, a read of an object being written being answered `notFound` at once. With rule 5 off
+(`FollowedWrites.begin` refusing a known write), both restart tests whose writer comes back fail; with the table's
+`(Step.LOST, True)` giving up, the table's test fails.
 """
 
 from __future__ import annotations
