@@ -29,7 +29,7 @@ of hearing "not stored":
    directory it takes over (`.put` files whose header is whole) as writes *awaiting their writer* (`recover`): a
    reader waits for such an object as for any write; its writer comes back with the adopt of that file (it had
    written it whole) or begins it again (rule 5); when neither comes, the stall of rule 4 ends it. (A server that
-   is stopped first lets the writes under way finish, up to a stall: server.py.)
+   is stopped first lets the writes under way finish while their writers are heard from: server.py.)
 """
 
 from __future__ import annotations
@@ -115,6 +115,8 @@ class FollowedWrites:
 
     def __init__(self) -> None:
         self._writing: dict[bytes, Writing] = {}
+        #: writeBegins, progress reports and adoptions heard so far (a stopping server waits while they come)
+        self.heard = 0
 
     def __contains__(self, object_id: bytes) -> bool:
         """Being written now (not ended)."""
@@ -136,9 +138,11 @@ class FollowedWrites:
             if known.ended or not same:
                 return f"object {begin.object_id.hex()} is being written already"
             known.begin, known.writer, known.written, known.progressed = begin, writer, 0, True
+            self.heard += 1
             return None
         pieces, ends = piece_spans(begin)
         self._writing[begin.object_id] = Writing(begin, writer, pieces, ends)
+        self.heard += 1
         return None
 
     def recover(self, begin: WriteBegin) -> None:
@@ -169,6 +173,7 @@ class FollowedWrites:
         """The writer's report (rule 1, or 4 when it gave up): the pieces now due to the followers."""
         writing = self._writing[object_id]
         writing.progressed = True
+        self.heard += 1
         if failed:
             return self.end(object_id, f"its writer gave up: {failed}")
         writing.written = max(writing.written, min(written, writing.total))
@@ -179,6 +184,7 @@ class FollowedWrites:
         file now), and the reads that waited, to answer as reads of a stored object. The write is forgotten."""
         writing = self._writing.pop(object_id)
         writing.written = writing.total
+        self.heard += 1
         return self._pieces_due(writing, stored=True), writing.waiting
 
     def end(self, object_id: bytes, why: str) -> list[Outgoing]:

@@ -72,6 +72,8 @@ STATISTICS_INTERVAL_SECONDS = 60.0
 #: A write readers follow (followed_writes.py) that makes no progress for between one and two of these is ended: its
 #: writer died, and its readers are told so instead of waiting for ever.
 WRITE_STALL_SECONDS = 30.0
+#: A stopping server waits for the followed writes under way as long as one of their writers is heard from within this.
+FINISH_QUIET_SECONDS = 5.0
 
 #: Payload frames smaller than this are copied out of their zmq.Frame before being stored: libzmq may
 #: receive small messages into a shared buffer, and keeping the frame would pin that whole buffer.
@@ -210,14 +212,24 @@ class _ServerShell:
 
     async def finish_writes(self, seconds: float) -> None:
         """A server asked to stop first lets the followed writes under way finish (their objects were announced: with
-        a spill directory they are then found again by the next server), for at most `seconds`."""
-        under_way = self.service.writes.under_way()
-        if not under_way:
+        a spill directory they are then found again by the next server), for at most `seconds`, and only while their
+        writers are heard from (a writer that died, or a write awaiting its writer, holds the stop for
+        FINISH_QUIET_SECONDS at most)."""
+        writes = self.service.writes
+        if not writes.under_way():
             return
-        logger.info("stopping once the %d object(s) being written are stored (at most %g s)", under_way, seconds)
+        logger.info("stopping once the %d object(s) being written are stored", writes.under_way())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
         self._writes_finished = asyncio.Event()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._writes_finished.wait(), seconds)
+        while writes.under_way() and loop.time() < deadline:
+            heard = writes.heard
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._writes_finished.wait(), min(FINISH_QUIET_SECONDS, seconds))
+            if writes.heard == heard:
+                logger.warning("stopping with %d object(s) still being written: their writers are silent",
+                               writes.under_way())  # fmt: skip
+                return
 
     def _run_disk_work(self, replies: list[Reply]) -> list[Reply]:
         """Hand the work out until none is left: segment renames and removals at once, in order (an adopt's outcome
