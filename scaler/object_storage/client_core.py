@@ -255,6 +255,9 @@ class StorageClientCore(Generic[T]):
         self._outgoing: list[tuple[StorageRequest, Sequence[memoryview]]] = []
         self._hello_id = 0  #: the latest hello's request id on the current socket; 0: none sent
         self._greeted = False
+        #: how many times a server accepted this connection's hello: once more after each restart of the server (or a
+        #: connection it forgot), so a writer tells a server that lost its write from one that answered it
+        self.greetings = 0
         #: what the latest accepted hello's reply said of the server's segment directory (a SegmentDirectory; None:
         #: nothing, or not greeted yet)
         self.segment_directory: Any = None
@@ -494,6 +497,7 @@ class StorageClientCore(Generic[T]):
     def _hello_answered(self, reply: StorageReply) -> list[Outcome[T]]:
         if reply.status is StorageStatus.OK:
             self._greeted = True
+            self.greetings += 1
             self.segment_directory = reply.value
             return [Greeted()]
         reason = reply.reason or reply.status.value

@@ -354,6 +354,9 @@ class ObjectStorageConnection:
         self._role = role
         self._timeout_seconds = timeout_seconds
         self._followed: FollowedPuts | None = None  #: writes readers follow, over a connection of their own
+        #: called on a writer's thread each time the writes readers follow that this connection began are all finished
+        #: (set before the first `put_followed`)
+        self.on_followed_settled: Callable[[], None] | None = None
 
     @property
     def address(self) -> str:
@@ -398,7 +401,9 @@ class ObjectStorageConnection:
                 writer = ObjectStorageConnection(
                     self._address, self._role, self._sockets, self._timeout_seconds, owner_id=self._owner_id
                 )
-                self._followed = FollowedPuts(writer.call, writer.close)
+                self._followed = FollowedPuts(
+                    writer.call, writer.close, self.on_followed_settled, lambda: writer.greetings
+                )
             followed = self._followed
         return followed.start(local, object_id, owner_id, name, buffers)
 
@@ -408,6 +413,18 @@ class ObjectStorageConnection:
             followed = self._followed
         if followed is not None:
             followed.wait()
+
+    @property
+    def writing_followed(self) -> bool:
+        """Whether a write readers follow that this connection began is not finished yet. Without the connection's
+        lock, which a request holds until answered: a processor asks this before each task's end it tells its agent."""
+        followed = self._followed  # one attribute read: atomic
+        return followed is not None and followed.writing
+
+    @property
+    def greetings(self) -> int:
+        """How many times a server accepted this connection's hello (once more after each restart of the server)."""
+        return self._link.core.greetings
 
     def call(self, operation: StorageOperation) -> Answered:
         """One request without payload: its answer when ok; raises what a failed one means."""

@@ -3,8 +3,8 @@
 A peer on the server's host that writes a large object's segment file (a processor writing a task's result) may say so
 before it writes the payload (`writeBegin`: the file's header is written and its size set), tell how far it got
 (`writeProgress`) and then ask for the file's adoption as any writer does. Meanwhile the object is *being written*:
-not stored yet (`exists` says no; nothing counts it), but a reader that asks for it waits instead of hearing "not
-stored":
+not stored yet (nothing counts it), but announced (`exists` says yes), and a reader that asks for it waits instead
+of hearing "not stored":
 
 1. A getInParts of an object over one piece is answered at once with its header (the frames' lengths are known) and
    then, as the writer's progress reports come, each piece once all of its bytes are written: the shell reads it from
@@ -19,7 +19,17 @@ stored":
    its owner's objects) comes first, or it stalls: no progress nor adopt between two sweeps (`sweep`; a writer that
    died). Every reader that waits or follows is then answered `notFound` naming why (a follower mid-answer gets it
    as its next part: client_core rule 4 fails the read), and a late adopt of it is refused (`notFound`) with its file
-   discarded, so the object never appears after its readers were told it would not.
+   discarded, so the object never appears after its readers were told it would not. A delete wins: the writer does
+   not write it again (followed_rewrite.py), and a delete of it counts it as deleted.
+5. A writer that comes back begins the same object again (a writeBegin of the same id, owner and frames, from another
+   peer or file: its connection was replaced, or the server restarted, and it writes the object again whole from its
+   own copy: followed_rewrite.py): the write goes on under the new writer and file from nothing written, its readers
+   kept (pieces a follower was sent stay sent: they are the same bytes).
+6. A server that starts takes the files written for adoption that its predecessor's peers left in the segment
+   directory it takes over (`.put` files whose header is whole) as writes *awaiting their writer* (`recover`): a
+   reader waits for such an object as for any write; its writer comes back with the adopt of that file (it had
+   written it whole) or begins it again (rule 5); when neither comes, the stall of rule 4 ends it. (A server that
+   is stopped first lets the writes under way finish while their writers are heard from: server.py.)
 """
 
 from __future__ import annotations
@@ -105,6 +115,8 @@ class FollowedWrites:
 
     def __init__(self) -> None:
         self._writing: dict[bytes, Writing] = {}
+        #: writeBegins, progress reports and adoptions heard so far (a stopping server waits while they come)
+        self.heard = 0
 
     def __contains__(self, object_id: bytes) -> bool:
         """Being written now (not ended)."""
@@ -116,15 +128,32 @@ class FollowedWrites:
         return self._writing.get(object_id)
 
     def begin(self, begin: WriteBegin, writer: bytes) -> str | None:
-        """Register a write; why it cannot be (None: registered)."""
-        if begin.object_id in self._writing:
-            return f"object {begin.object_id.hex()} is being written already"
+        """Register a write, or a writer that comes back to one (rule 5); why it cannot be (None: registered)."""
         if sum(begin.frame_bytes) != begin.total_bytes:
             return f"writeBegin of object {begin.object_id.hex()}: frames of {list(begin.frame_bytes)} bytes do not " \
                    f"add up to its {begin.total_bytes}"  # fmt: skip
+        known = self._writing.get(begin.object_id)
+        if known is not None:
+            same = (known.begin.owner_id, known.begin.frame_bytes) == (begin.owner_id, begin.frame_bytes)
+            if known.ended or not same:
+                return f"object {begin.object_id.hex()} is being written already"
+            known.begin, known.writer, known.written, known.progressed = begin, writer, 0, True
+            self.heard += 1
+            return None
         pieces, ends = piece_spans(begin)
         self._writing[begin.object_id] = Writing(begin, writer, pieces, ends)
+        self.heard += 1
         return None
+
+    def recover(self, begin: WriteBegin) -> None:
+        """A write a previous server's peer began, found at start (its `.put` file): awaiting its writer (rule 6)."""
+        if begin.object_id not in self._writing and sum(begin.frame_bytes) == begin.total_bytes:
+            pieces, ends = piece_spans(begin)
+            self._writing[begin.object_id] = Writing(begin, b"", pieces, ends)
+
+    def under_way(self) -> int:
+        """How many writes are under way (not ended)."""
+        return sum(1 for writing in self._writing.values() if not writing.ended)
 
     def follow(self, object_id: bytes, peer: bytes, request_id: int, mapped: bool, in_parts: bool) -> list[Outgoing]:
         """A read of an object being written (rules 1 and 2): what to send it now."""
@@ -144,6 +173,7 @@ class FollowedWrites:
         """The writer's report (rule 1, or 4 when it gave up): the pieces now due to the followers."""
         writing = self._writing[object_id]
         writing.progressed = True
+        self.heard += 1
         if failed:
             return self.end(object_id, f"its writer gave up: {failed}")
         writing.written = max(writing.written, min(written, writing.total))
@@ -154,6 +184,7 @@ class FollowedWrites:
         file now), and the reads that waited, to answer as reads of a stored object. The write is forgotten."""
         writing = self._writing.pop(object_id)
         writing.written = writing.total
+        self.heard += 1
         return self._pieces_due(writing, stored=True), writing.waiting
 
     def end(self, object_id: bytes, why: str) -> list[Outgoing]:

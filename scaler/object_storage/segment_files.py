@@ -21,6 +21,7 @@ blocking I/O (the server calls it on its event loop for renames and removals, on
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import mmap
@@ -70,12 +71,22 @@ class FoundSegment:
     total_bytes: int
 
 
+@dataclass(frozen=True)
+class FoundPut:
+    """A file a peer wrote for adoption (`.put`), found at start: a write its writer may come back to."""
+
+    file_name: str
+    head: SegmentHead
+
+
 @dataclass
 class SegmentScan:
-    """What a segment directory held when a server adopted it, and the files discarded (path, why)."""
+    """What a segment directory held when a server adopted it, the files written for adoption whose header is whole
+    (`puts`), and the files discarded (path, why)."""
 
     found: list[FoundSegment] = dataclasses.field(default_factory=list)
     discarded: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    puts: list[FoundPut] = dataclasses.field(default_factory=list)
 
 
 def segment_name(object_id: bytes) -> str:
@@ -298,7 +309,8 @@ def map_segment(path: str, copy_on_write: bool = False, object_id: bytes | None 
 def scan_segment_directory(directory: str) -> SegmentScan:
     """The objects of a segment directory that a server adopts at start, checked by their header and size;
     temporary files (writes a stopped server left) are removed. Files peers wrote for adoption (`.put`) are left for
-    their adopt request, and other files alone."""
+    their adopt request (or their writer writing them again), and listed when their header is whole; other files are
+    left alone."""
     scan = SegmentScan()
     for entry in sorted(os.scandir(directory), key=lambda entry: entry.name):
         if not entry.is_file(follow_symlinks=False):
@@ -306,6 +318,10 @@ def scan_segment_directory(directory: str) -> SegmentScan:
         if entry.name.endswith(TEMPORARY_SUFFIX):
             scan.discarded.append((entry.path, "an unfinished write (the server stopped while writing it)"))
             remove_file(entry.path)
+            continue
+        if entry.name.endswith(PUT_SUFFIX):  # left for its adopt, or its writer writing it again
+            with contextlib.suppress(SegmentFileError, OSError):
+                scan.puts.append(FoundPut(entry.name, read_head_of_file(entry.path)))
             continue
         if not entry.name.endswith(SEGMENT_SUFFIX):
             continue

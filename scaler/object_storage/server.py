@@ -15,6 +15,7 @@ at all, and a ROUTER (not in mandatory mode) drops replies addressed to a peer t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -36,6 +37,7 @@ from scaler.object_storage import segment_directory
 from scaler.object_storage.disk_worker import DiskWorker
 from scaler.object_storage.memory_budget import memory_budget
 from scaler.object_storage.segment_files import (
+    FoundPut,
     SegmentFileError,
     SegmentScan,
     map_segment,
@@ -48,12 +50,14 @@ from scaler.object_storage.spill_files import SpillDirectoryError, lock_spill_di
 from scaler.object_storage.store import IMMEDIATE_WORK, AdoptSegment, ObjectStore, PayloadBuffer, RemoveSegment
 from scaler.protocol.codec import encode_storage_reply
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
+from scaler.protocol.ids import ObjectID
 from scaler.protocol.storage_messages import (
     WIRE_PIECE_BYTES,
     AdoptOutcomes,
     SegmentDirectory,
     StorageReply,
     StorageStatus,
+    WriteBegin,
     wire_pieces,
 )
 from scaler.security.connection_files import STORAGE_SERVICE
@@ -68,6 +72,8 @@ STATISTICS_INTERVAL_SECONDS = 60.0
 #: A write readers follow (followed_writes.py) that makes no progress for between one and two of these is ended: its
 #: writer died, and its readers are told so instead of waiting for ever.
 WRITE_STALL_SECONDS = 30.0
+#: A stopping server waits for the followed writes under way as long as one of their writers is heard from within this.
+FINISH_QUIET_SECONDS = 5.0
 
 #: Payload frames smaller than this are copied out of their zmq.Frame before being stored: libzmq may
 #: receive small messages into a shared buffer, and keeping the frame would pin that whole buffer.
@@ -131,6 +137,7 @@ class _ServerShell:
         self._is_full = False  #: a put was refused for room and none succeeded since (logged once per episode)
         self._write_trouble: str | None = None  #: the last spill write error, until a write succeeds again
         self._segment_trouble: str | None = None  #: the last segment write error, until one succeeds again
+        self._writes_finished: asyncio.Event | None = None  #: set once no followed write is under way (stopping)
 
     def on_message(self, frames: Frames) -> None:
         peer = frames[0].bytes
@@ -182,6 +189,8 @@ class _ServerShell:
         for reply in replies:
             self._answer(reply.peer, reply.answer)
         self._send_outgoing()
+        if self._writes_finished is not None and not self.service.writes.under_way():
+            self._writes_finished.set()
 
     def _send_outgoing(self) -> None:
         """What the readers of objects being written are due (followed_writes.py): sent before any further disk work
@@ -200,6 +209,27 @@ class _ServerShell:
                 pass
             self.service.sweep_writes()
             self._answer_all([])
+
+    async def finish_writes(self, seconds: float) -> None:
+        """A server asked to stop first lets the followed writes under way finish (their objects were announced: with
+        a spill directory they are then found again by the next server), for at most `seconds`, and only while their
+        writers are heard from (a writer that died, or a write awaiting its writer, holds the stop for
+        FINISH_QUIET_SECONDS at most)."""
+        writes = self.service.writes
+        if not writes.under_way():
+            return
+        logger.info("stopping once the %d object(s) being written are stored", writes.under_way())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        self._writes_finished = asyncio.Event()
+        while writes.under_way() and loop.time() < deadline:
+            heard = writes.heard
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._writes_finished.wait(), min(FINISH_QUIET_SECONDS, seconds))
+            if writes.heard == heard:
+                logger.warning("stopping with %d object(s) still being written: their writers are silent",
+                               writes.under_way())  # fmt: skip
+                return
 
     def _run_disk_work(self, replies: list[Reply]) -> list[Reply]:
         """Hand the work out until none is left: segment renames and removals at once, in order (an adopt's outcome
@@ -387,10 +417,11 @@ def _open_store(config: ObjectStorageServerConfig) -> tuple[ObjectStore, str | N
 
 def _open_segments(
     config: ObjectStorageServerConfig, endpoint: str, store: ObjectStore
-) -> tuple[str, int, SegmentDirectory] | None:
+) -> tuple[str, int, SegmentDirectory, list[FoundPut]] | None:
     """Choose, lock and adopt the segment directory (named after the bound `endpoint`), and restore what it holds into
-    the store; the directory, its lock's descriptor and what a hello's reply says of it. None (logged) when there is
-    none to use: objects are then held in this process, as before segments."""
+    the store; the directory, its lock's descriptor, what a hello's reply says of it and the files a previous server's
+    peers were writing for adoption (followed_writes rule 6). None (logged) when there is none to use: objects are
+    then held in this process, as before segments."""
     place = segment_directory.choose_parent(config.shared_memory_directory, store.budget or 0)
     (logger.warning if place.warning else logger.info)("%s", place.text)
     try:
@@ -410,7 +441,22 @@ def _open_segments(
         logger.info("segment directory %s: adopted %d object(s) a previous server left", directory, found)
     for path in segment_directory.sweep_stale(place.parent, directory):
         logger.info("removed %s, the segment directory of a server that stopped for good", path)
-    return directory, lock, description
+    return directory, lock, description, scan.puts
+
+
+def _write_begins(puts: list[FoundPut]) -> list[WriteBegin]:
+    """The writes a previous server's peers began, as their writeBegins (followed_writes rule 6)."""
+    return [
+        WriteBegin(
+            ObjectID(put.head.object_id),
+            put.head.owner_id,
+            put.file_name,
+            put.head.total_bytes,
+            tuple(length for _, length in put.head.frames),
+            put.head.name,
+        )
+        for put in puts
+    ]
 
 
 def adopt_segments(store: ObjectStore, directory: str, scan: SegmentScan) -> int:
@@ -449,7 +495,7 @@ async def serve(
     sockets = sockets if sockets is not None else SocketFactory()
     roles = sockets.security.peer_roles() if sockets.security is not None else None
     lock: int | None = None
-    segments: tuple[str, int, SegmentDirectory] | None = None
+    segments: tuple[str, int, SegmentDirectory, list[FoundPut]] | None = None
     reaper: Reaper | None = None
     shell: _ServerShell | None = None
     try:
@@ -461,6 +507,9 @@ async def serve(
         reaper = start_reaper(segments[0]) if segments is not None else None  # removes it if this process is killed
         described = segments[2] if segments is not None else None
         shell = _ServerShell(StorageService(store, roles=roles, segment_directory=described), secured=roles is not None)
+        if segments is not None and (recovered := shell.service.recover_writes(_write_begins(segments[3]))):
+            logger.info("segment directory %s: %d object(s) being written when a previous server stopped: their "
+                        "readers wait for their writers to write them again", segments[0], recovered)  # fmt: skip
         if directory is not None or segments is not None:
             shell.disk = DiskWorker(
                 directory, shell.on_written, shell.on_read, segments[0] if segments else None, shell.on_segment_written
@@ -475,6 +524,7 @@ async def serve(
         finally:
             sweeping.cancel()
             await asyncio.gather(sweeping, return_exceptions=True)
+        await shell.finish_writes(write_stall_seconds)
         logger.info("%s: object storage server stopping", config.identity)
     finally:
         if shell is not None and shell.socket is not None:

@@ -219,6 +219,16 @@ class StorageService:
         outgoing, self._outgoing = self._outgoing, []
         return outgoing
 
+    def recover_writes(self, begins: Sequence[WriteBegin]) -> int:
+        """The writes a previous server's peers began, found at start (followed_writes rule 6): each object not
+        stored awaits its writer. How many."""
+        recovered = 0
+        for begin in begins:
+            if begin.object_id and self.store.get(begin.object_id) is None:
+                self.writes.recover(begin)
+                recovered += 1
+        return recovered
+
     def sweep_writes(self) -> None:
         """End the writes not heard of since the last sweep (a writer that died; followed_writes rule 4)."""
         self._send(self.writes.sweep())
@@ -542,6 +552,9 @@ class StorageService:
         store = self.store
         if isinstance(operation, Exists):
             stored = store.get(operation.object_id)
+            if stored is None and operation.object_id in self.writes:  # announced: a read waits for it
+                writing = self.writes.get(operation.object_id)
+                return _ok(request_id, writing is not None and self._may_read(peer, writing.begin.owner_id))
             return _ok(request_id, stored is not None and self._may_read(peer, stored.owner_id))
         if isinstance(operation, Delete):
             if peer.role in WORKER_ROLES or peer.role == "readiness-probe":
@@ -549,10 +562,10 @@ class StorageService:
             if peer.role == "client":
                 mine = [i for i in operation.object_ids if (o := store.get(i)) is None or o.owner_id == peer.owner]
                 self.refusals += len(operation.object_ids) - len(mine)
-                self._end_deleted_writes(mine, peer.owner)
-                return _ok(request_id, store.delete(mine))
-            self._end_deleted_writes(operation.object_ids, None)
-            return _ok(request_id, store.delete(operation.object_ids))
+                ended = self._end_deleted_writes(mine, peer.owner)
+                return _ok(request_id, ended + store.delete(mine))
+            ended = self._end_deleted_writes(operation.object_ids, None)
+            return _ok(request_id, ended + store.delete(operation.object_ids))
         if isinstance(operation, DeleteOwner):
             if peer.role != "scheduler" and not (peer.role == "client" and operation.owner_id == peer.owner):
                 return self._refused(request_id, "only the scheduler clears another owner's objects")
@@ -565,12 +578,16 @@ class StorageService:
             return _ok(request_id, store.info())
         raise AssertionError(f"unhandled storage operation {operation!r}")  # hello, put and get are handled earlier
 
-    def _end_deleted_writes(self, object_ids: Sequence[bytes], owner: bytes | None) -> None:
-        """Deleted while being written (followed_writes rule 4): `owner`, a client's, ends only its own."""
+    def _end_deleted_writes(self, object_ids: Sequence[bytes], owner: bytes | None) -> int:
+        """Deleted while being written (followed_writes rule 4): `owner`, a client's, ends only its own. How many
+        writes ended (each counts as an object deleted: it was announced)."""
+        ended = 0
         for object_id in object_ids:
             writing = self.writes.get(object_id)
-            if writing is not None and (owner is None or writing.begin.owner_id == owner):
+            if writing is not None and not writing.ended and (owner is None or writing.begin.owner_id == owner):
                 self._write_ended(object_id, "it was deleted while it was being written")
+                ended += 1
+        return ended
 
     @staticmethod
     def _may_read(peer: _Greeted, owner: bytes) -> bool:

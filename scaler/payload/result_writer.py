@@ -67,9 +67,9 @@ def succeeded_result(
     object_id = new_random_object_id()
     try:
         # a processor on the storage's host writes the frames into a segment file and has it adopted (no copy through
-        # the socket); the TaskResult leaves once the object is stored, or, for a large one nobody can change, on the
-        # processor's own link once the server knows it is being written: its readers follow the write, and the agent
-        # hears of the task's end once it is stored (object_storage/followed_put.py, processor/process.py)
+        # the socket); the TaskResult leaves once the object is stored, or, for a large one nobody can change, once the
+        # server knows it is being written: its readers follow the write, and the processor's agent, told it still
+        # writes, keeps it from new tasks and retirement until it is stored (followed_put.py, processor/process.py)
         store = storage()
         if not (isinstance(store, FollowsPuts) and store.put_followed(object_id, frames, task.client_id, "result")):
             store.put(object_id, frames, owner_id=task.client_id, name="result")

@@ -234,6 +234,8 @@ _M_RESULT_SENT__TASK_ID = field_of("m", "ResultSent.taskId")
 _M_RESULT_SENT__RESULT = field_of("m", "ResultSent.result")
 _M_RESULT_SENT__SECONDS = field_of("m", "ResultSent.seconds")
 _NEW_M_RESULT_SENT = constructor(m.ResultSent)
+_M_PROCESSOR_WRITING__WRITING = field_of("m", "ProcessorWriting.writing")
+_NEW_M_PROCESSOR_WRITING = constructor(m.ProcessorWriting)
 _M_PROCESSOR_EXITED__PROCESSOR_ID = field_of("m", "ProcessorExited.processorId")
 _M_PROCESSOR_EXITED__DESCRIPTION = field_of("m", "ProcessorExited.description")
 _M_PROCESSOR_EXITED__OUT_OF_MEMORY = field_of("m", "ProcessorExited.outOfMemory")
@@ -1217,6 +1219,14 @@ def read_result_sent(r: Any) -> m.ResultSent:
     )
 
 
+def write_processor_writing(b: Any, v: m.ProcessorWriting) -> None:
+    b.writing = v.writing
+
+
+def read_processor_writing(r: Any) -> m.ProcessorWriting:
+    return _NEW_M_PROCESSOR_WRITING(r._get_by_field(_M_PROCESSOR_WRITING__WRITING))
+
+
 def write_processor_exited(b: Any, v: m.ProcessorExited) -> None:
     b.processorId = v.processor_id
     b.description = v.description
@@ -2099,6 +2109,7 @@ WRITERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.ActorReply: ("actorReply", write_actor_reply),
     m.ResultSent: ("resultSent", write_result_sent),
     m.ProcessorExited: ("processorExited", write_processor_exited),
+    m.ProcessorWriting: ("processorWriting", write_processor_writing),
 }
 #: Each member of the envelope, by its name (a reader's `_which_str()`): that name, and its reader.
 READERS: dict[str, tuple[str, Callable[[Any], m.Message]]] = {
@@ -2144,4 +2155,5 @@ READERS: dict[str, tuple[str, Callable[[Any], m.Message]]] = {
     "actorReply": ("actorReply", read_actor_reply),
     "resultSent": ("resultSent", read_result_sent),
     "processorExited": ("processorExited", read_processor_exited),
+    "processorWriting": ("processorWriting", read_processor_writing),
 }

@@ -414,6 +414,13 @@ struct ResultSent {
   seconds @2 :Float64;      # how long the task computed, as the processor measured it (the agent's run-time estimates)
 }
 
+struct ProcessorWriting {
+  # A processor still writes results it announced (readers follow the writes: object_storage/followed_put.py), or
+  # is done with them. `true` comes before the TaskResult or ResultSent that ends its task; `false` once every such
+  # write is stored or given up. Meanwhile its agent gives it no task and never retires it (worker/agent/core.py).
+  writing @0 :Bool;
+}
+
 struct ProcessorExited {
   # A worker that lends its processors says one of them ended (docs/protocol.md section 3.9): the scheduler fails the
   # lent task it computed with this description, as the agent fails its own tasks.
@@ -639,6 +646,7 @@ struct Message {
     actorReply @39 :ActorReply;
     resultSent @40 :ResultSent;
     processorExited @41 :ProcessorExited;
+    processorWriting @42 :ProcessorWriting;
   }
 }
 

@@ -72,6 +72,7 @@ __all__ = [
     "ProcessorResume",
     "ProcessorResumeRequest",
     "ProcessorStatus",
+    "ProcessorWriting",
     "Profile",
     "ProtocolError",
     "ProtocolErrorKind",
@@ -688,6 +689,16 @@ class ResultSent:
 
 
 @dataclass(frozen=True, slots=True)
+class ProcessorWriting:
+    """A processor still writes results it announced (readers follow the writes: object_storage/followed_put.py), or
+    is done with them. `true` comes before the TaskResult or ResultSent that ends its task; `false` once every
+    such write is stored or given up. Meanwhile its agent gives it no task and never retires it
+    (worker/agent/core.py)."""
+
+    writing: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ProcessorExited:
     """A worker that lends its processors says one of them ended (docs/protocol.md section 3.9): the scheduler fails
     the lent task it computed with this description, as the agent fails its own tasks."""
@@ -1118,6 +1129,7 @@ Message = (
     | ActorReply
     | ResultSent
     | ProcessorExited
+    | ProcessorWriting
 )
 
 #: Every message type, in the order of the envelope's union (its discriminant).
@@ -1164,4 +1176,5 @@ MESSAGE_TYPES: tuple[type, ...] = (
     ActorReply,
     ResultSent,
     ProcessorExited,
+    ProcessorWriting,
 )

@@ -82,6 +82,7 @@ SAMPLES: list[m.Message] = [
     m.ProcessorResume(T),
     m.ResultSent(T, b"a TaskResult frame"),
     m.ProcessorExited(b"p1", "killed by SIGSEGV"),
+    m.ProcessorWriting(True),
     m.StatusSnapshot(
         1.0,
         m.SchedulerStats("tcp://a:1", 1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14),

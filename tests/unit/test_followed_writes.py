@@ -7,8 +7,14 @@ only once the object is stored; other reads wait for the adopt; a write that end
 or the object is deleted) answers every reader `notFound` naming why, and its late adopt is refused, so the object
 never appears after its readers were told it would not.
 
+Then the storage restarts: a writer that comes back re-begins the same object (rule 5) and a server that starts keeps
+the writes its predecessor's peers began (rule 6); their readers get the object whole. The writer's table
+(followed_rewrite.py) writes a lost write again, a bounded number of times, and never one the server ended.
+
 Checked by hand with the mechanism off (`StorageService._get` without its branch for objects being written): every
-test here fails, a read of an object being written being answered `notFound` at once.
+test here fails, a read of an object being written being answered `notFound` at once. With rule 5 off
+(`FollowedWrites.begin` refusing a known write), both restart tests whose writer comes back fail; with the table's
+`(Step.LOST, True)` giving up, the table's test fails.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from scaler.object_storage.disk_worker import DiskWorker
+from scaler.object_storage.followed_rewrite import MAX_REWRITES, Next, Step, after, failed_step
 from scaler.object_storage.segment_files import SegmentWriter, map_segment, segment_path
 from scaler.object_storage.service import Reply, StorageService
 from scaler.object_storage.store import IMMEDIATE_WORK, AdoptSegment, ObjectStore
@@ -146,7 +153,8 @@ def test_a_reader_in_parts_gets_each_piece_once_written_and_the_last_once_stored
     assert (status, request_id, data) == (StorageStatus.OK, asked, None), "the header at once, no payload"
     assert shell.values[asked] == ObjectSize(len(MARKER) + len(PAYLOAD))
     exists = shell.call(READER, Exists(OBJECT))
-    assert shell.take(READER)[0][0] is StorageStatus.OK and shell.values[exists] is False, "not stored yet"
+    assert shell.take(READER)[0][0] is StorageStatus.OK and shell.values[exists] is True, "announced: it exists"
+    assert shell.service.store.get(OBJECT) is None, "not stored yet"
     _write(shell, writer, len(MARKER) + WIRE_PIECE_BYTES // 2)
     assert [data for *_, data in shell.take(READER)] == [MARKER], "only the pieces whose bytes are all written"
     _write(shell, writer, 3 * WIRE_PIECE_BYTES)
@@ -196,8 +204,9 @@ def test_a_write_that_ends_badly_tells_every_reader_and_its_late_adopt_is_refuse
         shell.sweep()
         why = "stopped mid-write"
     else:
-        shell.call(READER, Delete((OBJECT,)))
+        deleted = shell.call(READER, Delete((OBJECT,)))
         why = "deleted while it was being written"
+        assert shell.values[deleted] == 1, "the object being written counts as deleted: it was announced"
     told = [entry for entry in shell.take(READER) if entry[0] is not StorageStatus.OK]
     assert len(told) == 2 and all(status is StorageStatus.NOT_FOUND and why in reason for status, _, reason, _ in told)
     shell.take(WRITER)
@@ -205,3 +214,80 @@ def test_a_write_that_ends_badly_tells_every_reader_and_its_late_adopt_is_refuse
     assert _adopt(shell, writer) is StorageStatus.NOT_FOUND, "the object never appears after its readers were told"
     assert shell.service.store.get(OBJECT) is None
     assert not os.path.exists(os.path.join(shell.segments, "w.1-1.put")), "its file discarded"
+
+
+def _read_whole(replies: list[tuple[StorageStatus, int, str, bytes | None]], request_id: int) -> bytes:
+    """A reader's bytes of one request, as it joins them (the header of a read in parts carries none)."""
+    assert all(status is StorageStatus.OK for status, rid, _, _ in replies if rid == request_id), replies
+    return b"".join(data or b"" for _, rid, _, data in replies if rid == request_id)
+
+
+def test_an_object_being_written_exists_for_its_owner_and_not_for_a_stranger(shell: Shell) -> None:
+    """Announced while it is written: `exists` says yes (a read waits for it), to whoever may read it."""
+    _begin(shell)
+    mine, theirs = shell.call(READER, Exists(OBJECT)), shell.call(STRANGER, Exists(OBJECT))
+    assert (shell.values[mine], shell.values[theirs]) == (True, False)
+
+
+def test_a_writer_that_comes_back_writes_the_object_again_and_its_readers_get_it_whole(shell: Shell) -> None:
+    """Rule 5: the writer's connection was replaced mid-write (another peer), and it begins the same object again in
+    a new file: the write goes on under it, a follower keeps the pieces it got and gets the rest, a waiting read its
+    answer. Without rule 5 the second writeBegin is refused ("being written already")."""
+    writer = _begin(shell)
+    followed, waited = shell.call(READER, GetInParts(OBJECT)), shell.call(READER, Get(OBJECT))
+    _write(shell, writer, len(MARKER) + WIRE_PIECE_BYTES)
+    early = shell.take(READER)
+    assert len(early) == 3, "the header, the marker and a piece"
+    writer.discard()
+    again = b"processor-peer-again"
+    shell.call(again, StorageHello(PROTOCOL_VERSION, "3.11.0", "processor"))
+    rewriter = SegmentWriter(os.path.join(shell.segments, "w.1-2.put"), OBJECT, OWNER, "result", [MARKER, PAYLOAD])
+    frames = (len(MARKER), len(PAYLOAD))
+    shell.call(again, WriteBegin(OBJECT, OWNER, "w.1-2.put", sum(frames), frames, "result"))
+    shell.call(again, WriteProgress(OBJECT, rewriter.write_next(len(MARKER) + len(PAYLOAD))))
+    rewriter.close()
+    shell.call(again, Adopt(OBJECT, OWNER, "w.1-2.put", sum(frames), "result"))
+    assert [status for status, *_ in shell.take(again)] == [StorageStatus.OK] * 4
+    replies = early + shell.take(READER)
+    assert _read_whole(replies, followed) == MARKER + PAYLOAD
+    assert _read_whole(replies, waited) == MARKER + PAYLOAD
+
+
+@pytest.mark.parametrize("comes_back", [True, False], ids=["its writer comes back", "nobody comes"])
+def test_a_write_found_at_start_awaits_its_writer(shell: Shell, comes_back: bool) -> None:
+    """Rule 6: a server that starts knows the writes its predecessor's peers began (their `.put` files): a read of
+    such an object waits for it (without rule 6: `notFound` at once), and gets it once its writer wrote it again; or,
+    when nobody comes, the stall of rule 4 tells the reader."""
+    frames = (len(MARKER), len(PAYLOAD))
+    left = WriteBegin(OBJECT, OWNER, "w.0-1.put", sum(frames), frames, "result")
+    assert shell.service.recover_writes([left]) == 1
+    waited, followed = shell.call(READER, Get(OBJECT)), shell.call(READER, GetInParts(OBJECT))
+    replies = shell.take(READER)
+    assert [status for status, *_ in replies] == [StorageStatus.OK], "only the header of the read in parts"
+    if not comes_back:
+        shell.sweep()
+        shell.sweep()
+        told = shell.take(READER)
+        assert {request_id for _, request_id, _, _ in told} == {waited, followed}
+        assert all(status is StorageStatus.NOT_FOUND and "stopped mid-write" in why for status, _, why, _ in told)
+        return
+    writer = SegmentWriter(os.path.join(shell.segments, "w.1-1.put"), OBJECT, OWNER, "result", [MARKER, PAYLOAD])
+    shell.call(WRITER, WriteBegin(OBJECT, OWNER, "w.1-1.put", sum(frames), frames, "result"))
+    assert [status for status, *_ in shell.take(WRITER)] == [StorageStatus.OK]
+    _write(shell, writer, len(MARKER) + len(PAYLOAD))
+    assert _adopt(shell, writer) is StorageStatus.OK
+    replies += shell.take(READER)
+    assert _read_whole(replies, waited) == MARKER + PAYLOAD
+    assert _read_whole(replies, followed) == MARKER + PAYLOAD
+
+
+def test_the_writers_table_writes_a_lost_write_again_a_bounded_number_of_times_and_never_a_refused_one() -> None:
+    """followed_rewrite.py: a write lost with a restarted server is written again (at most MAX_REWRITES times); one
+    the server ended (a delete, a stall) or refused is not: a delete during a write wins."""
+    assert failed_step(greeted_again=True) is Step.LOST
+    assert failed_step(greeted_again=False) is Step.REFUSED
+    assert [after(Step.LOST, done) for done in range(MAX_REWRITES + 1)] == [Next.REWRITE] * MAX_REWRITES + [
+        Next.GIVE_UP
+    ]
+    assert all(after(Step.REFUSED, done) is Next.GIVE_UP for done in range(MAX_REWRITES + 1))
+    assert after(Step.STORED, 0) is Next.DONE and after(Step.FILE_FAILED, 0) is Next.TELL_AND_GIVE_UP

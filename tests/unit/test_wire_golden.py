@@ -156,6 +156,8 @@ MESSAGES: dict[str, m.Message] = {
     "processor-resume-request": m.ProcessorResumeRequest(T),
     "processor-resume": m.ProcessorResume(T),
     "result-sent": m.ResultSent(T, b"the frame of a TaskResult", 0.25),
+    "processor-writing": m.ProcessorWriting(True),
+    "processor-writing-done": m.ProcessorWriting(False),
     "status": m.StatusSnapshot(
         12.5,
         m.SchedulerStats("tcp://a:1", 1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14),

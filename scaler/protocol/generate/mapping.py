@@ -165,6 +165,7 @@ STRUCTS = {
     "ProcessorResumeRequest": Struct(required="taskId"),
     "ProcessorResume": Struct(required="taskId"),
     "ResultSent": Struct(required="taskId result"),
+    "ProcessorWriting": Struct(required="writing"),
     # ------------------------------------------------------------ jobs
     "JobOpen": Struct(required="name taskIds"),
     "JobAttach": Struct(required="name"),

@@ -46,6 +46,12 @@ result journal (`result_journal`: results to send again after a scheduler restar
    takes them, or the scheduler takes them back for an idle worker (TaskReturn), instead of their waiting for the
    long task to end. The processor's answer for such a task (CANCELED; or its result, when the turn passed to it
    before the TaskCancel came) belongs to the withdrawn copy and is dropped; the copy queued here answers for it.
+8. A processor that still writes results it announced (a large result's readers follow its write:
+   object_storage/followed_put.py) says so (ProcessorWriting true) before the task's end, whose result goes on at
+   once; once its task ends it is WRITING: it takes no slot, no task and no resume, and is never retired, until it
+   says the writes are done (ProcessorWriting false). A task that computes or is parked in it meanwhile is stopped
+   in it on a cancel or a timeout (rule 4), not by killing it. Only a real death (a crash, the worker
+   stopping) ends a write, and the object storage then tells its readers the object was not stored.
 """
 
 from __future__ import annotations
@@ -342,17 +348,18 @@ class AgentCore:
         assert held.processor is not None
         processor = self.processors[held.processor]
         if done is ProcessorOutcome.STOP:
-            if processor.parked or held.task.stream_credit:
-                # computing among parked tasks, or a stream (its generator is closed where it waits): stopped in its
-                # processor; its slot stays taken until it is gone
+            if processor.parked or held.task.stream_credit or processor.writing:
+                # computing among parked tasks, or a stream (its generator is closed where it waits), or beside writes
+                # (rule 8): stopped in its processor; its slot stays taken until it is gone
                 held.state, held.stopped_at = _STOPPING, self.now
                 self._to_processor(processor, m.TaskCancel((task_id,)))
             else:
                 self._kill(processor.processor_id, reason)  # the task with it; its staged tasks are queued again
         elif done in (ProcessorOutcome.WITHDRAW, ProcessorOutcome.STOP_PARKED):
             self.table.drop(task_id, self.now)
-            if processor.state is _RUNNING or processor.parked:
-                # staged, or parked among other tasks of its processor: stopped there, without taking them down
+            if processor.state is _RUNNING or processor.parked or processor.writing:
+                # staged, or parked among other tasks of its processor or beside its writes (rule 8): stopped there,
+                # without taking them down
                 self._to_processor(processor, m.TaskCancel((task_id,)))
             else:
                 self._kill(processor.processor_id, reason)
@@ -392,10 +399,17 @@ class AgentCore:
         elif isinstance(message, m.ActorReady):
             self.table.host(processor, message.actor_id)
             self._to_scheduler(message)
-        elif isinstance(message, m.ProcessorBlocked):
+        else:
+            self._on_processor_state(processor, message)
+
+    def _on_processor_state(self, processor: ProcessorRecord, message: m.Message) -> None:
+        """What the processor says of itself: a task parks, asks to go on, or writes go on (rule 8)."""
+        if isinstance(message, m.ProcessorBlocked):
             self.table.park(processor, message.task_id, self.now)
         elif isinstance(message, m.ProcessorResumeRequest):
             self.table.ask_resume(processor, message.task_id)
+        elif isinstance(message, m.ProcessorWriting):
+            self.table.set_writing(processor, message.writing)
 
     def _on_result(self, processor: ProcessorRecord, result: m.TaskResult) -> None:
         if processor.withdrawn and _answers_withdrawn(processor, result.task_id):

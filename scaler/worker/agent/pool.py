@@ -1,8 +1,9 @@
 """How many processors the agent keeps, and their names (pure).
 
 One processor is kept ready (idle or starting) per slot that could start a task now, and at least one while a
-slot is free; idle processors beyond that, with one of slack, retire (not one that holds parked tasks). A worker that
-lends its processors keeps one started per free slot. Forking
+slot is free; idle processors beyond that, with one of slack, retire (not one that holds parked tasks, nor one that
+still writes results it announced: it is WRITING, agent/core.py rule 8, and one is started beside it when a slot is
+free). A worker that lends its processors keeps one started per free slot. Forking
 from the zygote takes milliseconds, so no spare is kept while every slot computes. A worker whose processors keep
 failing to start gives up: after MAX_START_FAILURES in a row (or one, with a preload: the preload is to blame).
 """

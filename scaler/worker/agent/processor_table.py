@@ -17,8 +17,8 @@ Invariants (a HOSTING processor counts as a RUNNING one for them: its `task_id` 
 nothing staged): a RUNNING processor's `task_id` is a held task in state COMPUTING or STOPPING whose `processor` is it
 (and only a RUNNING processor has a `task_id`); every task in a processor's `parked` is a held task in state PARKED
 or RESUMING whose `processor` is it; every task in its `staged` is a held task in state STAGED whose `processor` is
-it, and only a RUNNING processor has staged tasks; an IDLE or PARKED processor computes nothing; a QUEUED task is
-in no processor.
+it, and only a RUNNING processor has staged tasks; an IDLE, PARKED or WRITING processor computes nothing; a QUEUED
+task is in no processor. A processor is WRITING only while its `writing` flag is set.
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ class ProcessorState(enum.IntEnum):  #: an int: counted in a list, on every even
     #: computes an actor's start task whose actor is built (ActorReady): it serves the actor's calls while the actor
     #: lives, and takes no slot and no other task (agent/core.py, rule 5); IDLE again when the actor ends
     HOSTING = 5
+    #: computes nothing but still writes results it announced (ProcessorWriting; agent/core.py rule 8): it takes no
+    #: slot, no task and no resume, and is not retired; IDLE (or PARKED) again once its writes are done
+    WRITING = 6
 
 
 #: Members read on every event, as module constants (cheaper than from their enum class).
@@ -53,6 +56,7 @@ _QUEUED, _STAGED, _COMPUTING, _PARKED, _RESUMING = (
     ProcessorTaskState.RESUMING,
 )
 _RUNNING, _IDLE, _PARKED_PROCESSOR = ProcessorState.RUNNING, ProcessorState.IDLE, ProcessorState.PARKED
+_WRITING = ProcessorState.WRITING
 _NOT_SERVING = (ProcessorState.STOPPING, ProcessorState.STARTING)
 _PARK, _ASK_RESUME, _END = ProcessorTaskEvent.PARK, ProcessorTaskEvent.ASK_RESUME, ProcessorTaskEvent.END
 
@@ -69,6 +73,8 @@ class ProcessorRecord:
     staged: collections.deque[TaskID] = field(default_factory=collections.deque)
     #: staged tasks taken back from it (`unstage`) whose answer it still owes: that answer is not theirs any more
     withdrawn: set[TaskID] = field(default_factory=set)
+    #: it still writes results it announced (ProcessorWriting): it computes nothing more (WRITING) until they are done
+    writing: bool = False
 
     @property
     def shown_state(self) -> str:
@@ -162,6 +168,15 @@ class ProcessorTable:
                     return processor
                 chosen = chosen or processor
         return chosen
+
+    def set_writing(self, processor: ProcessorRecord, writing: bool) -> None:
+        """The processor says it still writes results it announced, or is done with them. One that computes nothing is
+        WRITING meanwhile (a computing one is once its task ends, `_free`), and rests again once they are done."""
+        processor.writing = writing
+        if writing and processor.state in (_IDLE, _PARKED_PROCESSOR):
+            self.set_state(processor, _WRITING)
+        elif not writing and processor.state is _WRITING:
+            self._rest(processor)
 
     # ------------------------------------------------------------ moves
 
@@ -289,7 +304,7 @@ class ProcessorTable:
 
     def _free(self, processor: ProcessorRecord, now: float) -> None:
         """The processor's computing task ended or parked: the turn passes to its first staged task, which computes
-        from `now`; with none staged, it takes new work, unless it keeps a parent in "process" mode."""
+        from `now`; with none staged, it rests (`_rest`)."""
         if processor.state in _NOT_SERVING:
             return
         if processor.staged:
@@ -298,6 +313,14 @@ class ProcessorTable:
             held = self.tasks[task_id]
             held.state, held.started_at = _COMPUTING, now  # TURN: START
             processor.task_id = task_id
+            return
+        self._rest(processor)
+
+    def _rest(self, processor: ProcessorRecord) -> None:
+        """The processor computes nothing: WRITING while it writes results it announced; else it takes new work,
+        unless it keeps a parent in "process" mode."""
+        if processor.writing:
+            self.set_state(processor, _WRITING)
             return
         shares = self.parents_share_processors or not processor.parked
         self.set_state(processor, _IDLE if shares else _PARKED_PROCESSOR)

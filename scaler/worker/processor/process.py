@@ -14,6 +14,7 @@ import gc
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -62,6 +63,8 @@ class _Storage:
         self._timeout_seconds = timeout_seconds
         self.address = ""
         self._connection: Any = None
+        #: called on a writer's thread each time the writes readers follow are all finished (followed_put.py)
+        self.on_settled: Callable[[], None] | None = None
 
     def __call__(self) -> Any:
         if self._connection is None:
@@ -69,36 +72,54 @@ class _Storage:
 
             if not self.address:
                 raise RuntimeError("object storage address unknown: the worker has not heard from the scheduler")
-            self._connection = ObjectStorageConnection(
+            connection = ObjectStorageConnection(
                 self.address, role="processor", sockets=self._sockets, timeout_seconds=self._timeout_seconds
             )
+            connection.on_followed_settled = self.on_settled
+            self._connection = connection
         return self._connection
 
-    def settle(self) -> None:
-        """Wait for the results this processor began writing while readers follow them (followed_put.py)."""
-        if self._connection is not None:
-            self._connection.wait_followed()
+    def writing(self) -> bool:
+        """Whether results this processor began writing while readers follow them are not stored yet."""
+        connection = self._connection
+        return connection is not None and bool(connection.writing_followed)
 
     def close(self) -> None:
         if self._connection is not None:
             self._connection.close()
 
 
-class _SettlingChannel(BlockingChannel):
-    """The channel, on which the agent hears that a task ended (its TaskResult, or a ResultSent) only once the results
-    this processor began writing are stored: a large result is announced to the scheduler once its write has begun
-    (object_storage/followed_put.py), and until it is written the processor stays busy to its agent, which never
-    retires (kills) one mid-write, nor gives it the next task."""
+_TASK_ENDS = (m.TaskResult, m.ResultSent)
 
-    def __init__(self, sock: socket.socket, settle: Callable[[], None]) -> None:
+
+class _WritingChannel(BlockingChannel):
+    """The channel, on which the agent hears that the processor still writes results it announced (a large result is
+    announced once its write has begun: object_storage/followed_put.py) before it hears that a task ended, and hears
+    again once those writes are done (`settled`, called back by the writer's thread). Meanwhile the agent gives the
+    processor no task and never retires it (a SIGKILL) mid-write (agent/core.py rule 8); the result itself leaves at
+    once, through the agent or on the processor's own link. Sends are serialised here, since `settled` comes from the
+    writer's thread."""
+
+    def __init__(self, sock: socket.socket, writing: Callable[[], bool]) -> None:
         super().__init__(sock)
-        self._settle = settle
+        self._writing = writing
+        self._send_lock = threading.Lock()
+        self._told = False  #: the agent was told the processor writes, and not yet that it is done
 
     def send_all(self, messages: Iterable[m.Message]) -> None:
         messages = tuple(messages)
-        if any(isinstance(message, (m.TaskResult, m.ResultSent)) for message in messages):
-            self._settle()
-        super().send_all(messages)
+        with self._send_lock:
+            if not self._told and any(isinstance(message, _TASK_ENDS) for message in messages) and self._writing():
+                self._told = True
+                messages = (m.ProcessorWriting(True), *messages)
+            super().send_all(messages)
+
+    def settled(self) -> None:
+        """The writes readers follow are all finished (stored, or given up and their readers told)."""
+        with self._send_lock:
+            if self._told and not self._writing():
+                self._told = False
+                super().send_all((m.ProcessorWriting(False),))
 
 
 def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_socket: socket.socket) -> int:
@@ -114,7 +135,8 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     joblib_name.install()  # a task's Parallel(backend="scaler") finds the backend without importing scaler.joblib
     sockets = SocketFactory(security=settings.security)
     storage = _Storage(sockets, settings.storage_timeout_seconds)
-    channel = _SettlingChannel(channel_socket, storage.settle)
+    channel = _WritingChannel(channel_socket, storage.writing)
+    storage.on_settled = channel.settled
     outlet = _outlet(settings, processor_id, channel, sockets)
     mark = ComputingMark(settings.marks_directory, processor_id) if settings.lend and settings.marks_directory else None
     garbage = _GarbageCollection(settings.garbage_collect_interval_seconds, settings.trim_memory_threshold_bytes)

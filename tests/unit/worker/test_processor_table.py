@@ -1,6 +1,8 @@
 """The agent core's processor table under random histories: its counts always equal a recount, and its
 invariants (processor_table's docstring) hold after every step, in both nested-parent modes, with tasks long
-enough that none is staged and tiny enough that many are."""
+enough that none is staged and tiny enough that many are; processors that still write results they announced
+(ProcessorWriting, agent/core.py rule 8) are WRITING once their task ended, take no task, and are killed only when a
+task stopped in them does not end in time."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from scaler.protocol.ids import ClientID, TaskID
 from scaler.worker.agent import core
 from scaler.worker.agent.processor_table import ProcessorState
 from scaler.worker.processor_protocol import ProcessorTaskState
+
+DONE = m.ProcessorWriting(False)
 
 
 def tid(number: int) -> TaskID:
@@ -38,6 +42,8 @@ def check(agent: core.AgentCore) -> None:
             )
         if processor.state is ProcessorState.PARKED:
             assert processor.parked and not table.parents_share_processors
+        if processor.state is ProcessorState.WRITING:
+            assert processor.writing and not processor.staged
         for task_id in processor.parked:
             held = table.tasks[task_id]
             assert held.state in (ProcessorTaskState.PARKED, ProcessorTaskState.RESUMING)
@@ -58,10 +64,29 @@ def check(agent: core.AgentCore) -> None:
 
 def random_event(
     rng: random.Random, agent: core.AgentCore, now: float, next_task: list[int], park_weight: float
+) -> tuple[core.Event, ...]:
+    """A plausible next event (or two read together): tasks arrive, processors start, running tasks finish (now and
+    then with writes going on: ProcessorWriting before the result) or park (with `park_weight` against 1.5 for a
+    result: high, so that parents pile up, or low, so that tiny tasks get staged), writes settle, parked ones ask to
+    resume, and now and then a cancel, a crash or a tick."""
+    return _one_or_two(rng, agent, now, next_task, park_weight)
+
+
+def _one_or_two(
+    rng: random.Random, agent: core.AgentCore, now: float, next_task: list[int], park_weight: float
+) -> tuple[core.Event, ...]:
+    writing = [p for p in agent.table.processors.values() if p.writing]
+    if writing and rng.random() < 0.15:
+        return (core.FromProcessor(rng.choice(writing).processor_id, DONE, now),)
+    event = _random_event(rng, agent, now, next_task, park_weight)
+    if isinstance(event, core.FromProcessor) and isinstance(event.message, m.TaskResult) and rng.random() < 0.3:
+        return core.FromProcessor(event.processor_id, m.ProcessorWriting(True), now), event
+    return (event,)
+
+
+def _random_event(
+    rng: random.Random, agent: core.AgentCore, now: float, next_task: list[int], park_weight: float
 ) -> core.Event:
-    """A plausible next event: tasks arrive, processors start, running tasks finish or park (with `park_weight`
-    against 1.5 for a result: high, so that parents pile up, or low, so that tiny tasks get staged), parked ones
-    ask to resume, and now and then a cancel, a crash or a tick."""
     table = agent.table
     processors = list(table.processors.values())
     running = [p for p in processors if p.state is ProcessorState.RUNNING]
@@ -115,8 +140,18 @@ def test_counts_and_invariants_hold_through_random_histories(
     staged_seen = 0
     for _ in range(400):
         now += rng.random() * step_seconds
-        agent.handle(random_event(rng, agent, now, next_task, 2.0 if step_seconds > 0.001 else 0.3))
+        processors = agent.table.processors.values()
+        writing = {p.processor_id for p in processors if p.writing}
+        resting = {p.processor_id for p in processors if p.state is ProcessorState.WRITING}
+        events = random_event(rng, agent, now, next_task, 2.0 if step_seconds > 0.001 else 0.3)
+        effects = agent.handle_all(events)
         check(agent)
+        settled = {e.processor_id for e in events if isinstance(e, core.FromProcessor) and e.message == DONE}
+        for effect in effects:
+            if isinstance(effect, core.KillProcessor) and effect.processor_id in writing - settled:
+                assert "did not end within" in effect.reason, effect  # only a stopped task's grace ends a write
+            if isinstance(effect, core.ToProcessor) and isinstance(effect.message, (m.Task, m.ProcessorResume)):
+                assert effect.processor_id not in resting - settled, effect
         staged_seen = max(staged_seen, agent.table.staged)
     if mode == "thread" and step_seconds < 0.001:
         assert staged_seen, "tiny tasks were staged in this history"
