@@ -27,6 +27,7 @@ from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID, TaskID
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
+from scaler.scheduler.process import YOUNG_COLLECTION_ALLOCATIONS
 from scaler.scheduler.server import SchedulerServer
 
 PYTHON = "{}.{}".format(*__import__("sys").version_info[:2])
@@ -168,6 +169,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64, help="tasks per frame from the client")
     parser.add_argument("--lend", action="store_true", help="workers lend their processor (results on its link)")
     arguments = parser.parse_args()
+    gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, *gc.get_threshold()[1:])  # as the scheduler process sets it
     figures = [one_round(arguments.tasks, arguments.batch, arguments.lend) * 1e6 for _ in range(arguments.rounds)]
     print(
         f"scheduler main thread, CPU per task: best {min(figures):.1f} us, median {statistics.median(figures):.1f} us "

@@ -109,7 +109,7 @@ class TaskTable:
     def add(self, task: Task, state: TaskState, now: float, cause: Words = "") -> TaskRecord:
         record = TaskRecord(task=task, state=state, sequence=self._next_sequence, submitted_at=now)
         if self.stories.enabled:
-            self.stories.opened(task.task_id, self.queue.key(record), now + self.wall_offset, state.value, cause)
+            self.stories.opened(task.task_id, self.queue.key(record), now + self.wall_offset, state, cause)
         self._next_sequence += 1
         self.records[task.task_id] = record
         self.by_client.setdefault(task.client_id, set()).add(task.task_id)
@@ -123,7 +123,7 @@ class TaskTable:
         why, for its story."""
         if self.stories.enabled:
             where = record.worker if record.worker is not None else ""
-            self.stories.note(record.task_id, now + self.wall_offset, state.value, where, cause)
+            self.stories.note(record.task_id, now + self.wall_offset, state, where, cause)
         old = record.state
         self.live_counts[old] -= 1
         self.live_counts[state] += 1
