@@ -44,6 +44,11 @@ class TaskRecord:
     state: TaskState
     sequence: int  #: submission order
     submitted_at: float
+    #: its task's id, client and graph (never changed by a new `task`), kept as plain slots: the core reads them about
+    #: a dozen times per task, and a property would be a Python call each time
+    task_id: TaskID
+    client_id: ClientID
+    graph_id: GraphID
     worker: PeerID | None = None  #: set iff DISPATCHED or CANCELING
     attempts: int = 0  #: times dispatched
     lost_workers: tuple[str, ...] = ()  #: why each of its workers went away (a tuple: no list per task)
@@ -54,18 +59,6 @@ class TaskRecord:
     outgrew_bytes: int = 0
     #: the lent processor's link it was sent on (task_lifecycle.py, lent processors); None: sent to its worker's agent
     link: PeerID | None = None
-
-    @property
-    def task_id(self) -> TaskID:
-        return self.task.task_id
-
-    @property
-    def client_id(self) -> ClientID:
-        return self.task.client_id
-
-    @property
-    def graph_id(self) -> GraphID:
-        return self.task.graph_id
 
 
 class TaskTable:
@@ -107,12 +100,15 @@ class TaskTable:
         return self.records.get(task_id)
 
     def add(self, task: Task, state: TaskState, now: float, cause: Words = "") -> TaskRecord:
-        record = TaskRecord(task=task, state=state, sequence=self._next_sequence, submitted_at=now)
+        record = TaskRecord(task, state, self._next_sequence, now, task.task_id, task.client_id, task.graph_id)
         if self.stories.enabled:
             self.stories.opened(task.task_id, self.queue.key(record), now + self.wall_offset, state, cause)
         self._next_sequence += 1
         self.records[task.task_id] = record
-        self.by_client.setdefault(task.client_id, set()).add(task.task_id)
+        owned = self.by_client.get(task.client_id)
+        if owned is None:  # not `setdefault(..., set())`: that makes a set for every task
+            owned = self.by_client[task.client_id] = set()
+        owned.add(task.task_id)
         self._count(record, _LIVE_INDEX[state], 1)
         self.live_counts[state] += 1
         self._note(record, state.value, now)
