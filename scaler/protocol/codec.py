@@ -59,7 +59,8 @@ def decode(frame: bytes | memoryview, forwarding: bool = False) -> m.Message:
     try:
         # read_multiple_bytes reads the same unpacked encoding as from_bytes, without a context manager
         message: m.Message | None = None
-        for envelope in _schema.Message.read_multiple_bytes(frame, traversal_limit_in_words=_limit(frame)):
+        limit = _WORDS_VISITED_PER_WORD * (len(frame) // 8) + _WORDS_VISITED_MINIMUM  # `_limit(frame)`, inline
+        for envelope in _schema.Message.read_multiple_bytes(frame, traversal_limit_in_words=limit):
             if message is not None:
                 raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): it holds several messages")
             # the member is read by its field object, not by a name (getattr with a fresh string leaves that string in
