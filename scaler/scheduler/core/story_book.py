@@ -18,6 +18,7 @@ when it is asked for. Pure: times come in.
 from __future__ import annotations
 
 import collections
+import enum
 from typing import Any
 
 from scaler.protocol import messages as m
@@ -32,6 +33,7 @@ DEFAULT_RETENTION_SECONDS = 3600.0
 
 #: A place or a cause as recorded: text, a peer id (bytes), or a template and its arguments; words are made only
 #: when a story is asked for (`_words`), not for each of the many tasks whose story nobody reads.
+#: (An enum among a template's arguments is worded as its value.)
 Words = str | bytes | tuple[object, ...]
 #: (wall time, component, where, what, cause)
 _Entry = tuple[float, str, Words, str, Words]
@@ -59,8 +61,9 @@ _Story = list[Any]
 _KEY, _SIZE, _DROPPED, _ENDED_AT, _TASK_ID = range(5)
 _HEADER = 5
 #: The four slots of an entry: a scheduler transition (wall time, what, where, cause), `what` a TaskState or text; or
-#: a processor's report of one run, kept as it came (its RunStamps, its result's status, the worker, the attempt * 4
-#: plus how many of its entries fit under the bound), made into entries when the story is read (`_entries_of`).
+#: a processor's report of one run, kept as it came (its RunStamps, its result's ResultStatus, the worker, the
+#: attempt * 4 plus how many of its entries fit under the bound), made into entries when the story is read
+#: (`_entries_of`).
 _SLOTS = 4
 
 
@@ -83,7 +86,7 @@ def _entries_of(story: _Story) -> tuple[list[_Entry], list[_Entry]]:
         if first.received_at:
             made.append((first.received_at, "processor", placed, "received from its worker agent", attempt))
         made.append((first.started_at, "processor", placed, "started", attempt))
-        made.append((first.finished_at, "processor", placed, f"finished ({what})", attempt))
+        made.append((first.finished_at, "processor", placed, f"finished ({what.value})", attempt))
         runs += made[: cause & 3]
     return own, runs
 
@@ -187,7 +190,7 @@ class StoryBook:
             story[_DROPPED] += made - fit
             if not fit:
                 return
-        story += (ran, result.status.value, worker, attempt << 2 | fit)  # its entries are made when asked for
+        story += (ran, result.status, worker, attempt << 2 | fit)  # its entries are made when asked for
         story[_SIZE] = size + fit
 
     def expire(self, now: float) -> None:
@@ -282,7 +285,7 @@ def cause_of(event: TaskEvent, client_gone: bool, worker: bytes, details: dict[s
         said = f": {result.error_message[:200]}" if result.error_message else ""
         if said:
             return f"result {result.status.value} from worker {short(worker)}{said}"
-        return ("result {} from worker {}", result.status.value, worker)
+        return ("result {} from worker {}", result.status, worker)  # worded when read (`_words`)
     if event is TaskEvent.CANCEL:
         return "its client left" if client_gone else "its client cancelled it"
     return _EVENT_CAUSES.get(event, str(event.value))
@@ -302,4 +305,9 @@ def _words(recorded: Words) -> str:
     if isinstance(recorded, bytes):
         return short(recorded)
     template, *arguments = recorded
-    return str(template).format(*(_words(a) if isinstance(a, (str, bytes, tuple)) else a for a in arguments))
+    return str(template).format(
+        *(
+            _words(a) if isinstance(a, (str, bytes, tuple)) else a.value if isinstance(a, enum.Enum) else a
+            for a in arguments
+        )
+    )
