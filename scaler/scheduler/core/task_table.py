@@ -111,7 +111,7 @@ class TaskTable:
         owned.add(task.task_id)
         self._count(record, _LIVE_INDEX[state], 1)
         self.live_counts[state] += 1
-        self._note(record, state.value, now)
+        self._note(record, state, now)
         return record
 
     def set_state(self, record: TaskRecord, state: TaskState, now: float, cause: Words = "") -> None:
@@ -131,7 +131,7 @@ class TaskTable:
             elif now_index == HELD_INDEX:
                 self._held(record.task.priority, 1)
         record.state = state
-        self._note(record, state.value, now)
+        self._note(record, state, now)
 
     def remove(
         self,
@@ -228,15 +228,19 @@ class TaskTable:
     def _note(
         self,
         record: TaskRecord,
-        state: str,
+        state: TaskState | str,
         now: float,
         ran_on: bytes = b"",
         run_seconds: float = 0.0,
         peak_memory_bytes: int = 0,
     ) -> None:
+        """`state`: a live state, or how the task ended (worded only for a transition kept: most are only counted
+        while tasks stream through)."""
         if len(self.transitions) >= TRANSITIONS_PER_PUBLICATION:
             self.transitions_dropped += 1
             return
+        if isinstance(state, TaskState):
+            state = state.value
         wall_time = now + self.wall_offset if self.wall_offset else 0.0
         if ran_on:
             noted = TaskTransition(
