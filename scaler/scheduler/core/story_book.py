@@ -18,7 +18,6 @@ when it is asked for. Pure: times come in.
 from __future__ import annotations
 
 import collections
-import enum
 from typing import Any
 
 from scaler.protocol import messages as m
@@ -33,7 +32,6 @@ DEFAULT_RETENTION_SECONDS = 3600.0
 
 #: A place or a cause as recorded: text, a peer id (bytes), or a template and its arguments; words are made only
 #: when a story is asked for (`_words`), not for each of the many tasks whose story nobody reads.
-#: (An enum among a template's arguments is worded as its value.)
 Words = str | bytes | tuple[object, ...]
 #: (wall time, component, where, what, cause)
 _Entry = tuple[float, str, Words, str, Words]
@@ -285,7 +283,8 @@ def cause_of(event: TaskEvent, client_gone: bool, worker: bytes, details: dict[s
         said = f": {result.error_message[:200]}" if result.error_message else ""
         if said:
             return f"result {result.status.value} from worker {short(worker)}{said}"
-        return ("result {} from worker {}", result.status, worker)  # worded when read (`_words`)
+        # the status as text: a tuple of strings and bytes, kept with each finished story, is no work for the collector
+        return ("result {} from worker {}", result.status.value, worker)
     if event is TaskEvent.CANCEL:
         return "its client left" if client_gone else "its client cancelled it"
     return _EVENT_CAUSES.get(event, str(event.value))
@@ -305,9 +304,4 @@ def _words(recorded: Words) -> str:
     if isinstance(recorded, bytes):
         return short(recorded)
     template, *arguments = recorded
-    return str(template).format(
-        *(
-            _words(a) if isinstance(a, (str, bytes, tuple)) else a.value if isinstance(a, enum.Enum) else a
-            for a in arguments
-        )
-    )
+    return str(template).format(*(_words(a) if isinstance(a, (str, bytes, tuple)) else a for a in arguments))
