@@ -291,7 +291,9 @@ class SchedulerCore:
                 logger.warning("%s refused a message of ours: %s", short(peer), message.reason)
             return  # never answered, so that two peers cannot bounce errors forever
         handlers: _Handlers
-        client, worker, manager = self.clients.get(peer), self.workers.get(peer), self.managers.get(peer)
+        client = self.clients.get(peer)  # each table asked only when the one before does not know the peer
+        worker = self.workers.get(peer) if client is None else None
+        manager = self.managers.get(peer) if client is None and worker is None else None
         if client is not None:
             if client.is_away:
                 self.client_sessions.back(peer, resuming=isinstance(message, m.ClientResume))
