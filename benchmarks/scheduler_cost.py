@@ -9,8 +9,9 @@ with one processor announces while busy) answer each task they are given with a 
 inline value, run stamps, the worker's id), a burst of frames at a time; every `Send` the core makes is encoded as
 the shell does. With `--lend`, each worker lends one processor and results come back on its link. What it leaves out:
 ZeroMQ (each frame about 3-4 us of the socket's own CPU, most in its I/O thread), the event loop and CURVE checks
-(no keys here). `route_cost.py` measures the real processes; this is its scheduler's Python part, with far less
-noise, for A/B of the scheduler's code. Not a test.
+(no keys here). The garbage collector runs with the scheduler process's threshold (`YOUNG_COLLECTION_ALLOCATIONS`).
+`route_cost.py` measures the real processes; this is its scheduler's Python part, with far less noise, for A/B of the
+scheduler's code. Not a test.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID, TaskID
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.server import SchedulerServer
+
+try:  # the collector's threshold the scheduler process sets (an older tree's process left the interpreter's)
+    from scaler.scheduler.process import YOUNG_COLLECTION_ALLOCATIONS
+except ImportError:
+    YOUNG_COLLECTION_ALLOCATIONS = gc.get_threshold()[0]
 
 PYTHON = "{}.{}".format(*__import__("sys").version_info[:2])
 CAPACITY = 8
@@ -168,6 +174,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64, help="tasks per frame from the client")
     parser.add_argument("--lend", action="store_true", help="workers lend their processor (results on its link)")
     arguments = parser.parse_args()
+    gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, *gc.get_threshold()[1:])  # as the scheduler process sets it
     figures = [one_round(arguments.tasks, arguments.batch, arguments.lend) * 1e6 for _ in range(arguments.rounds)]
     print(
         f"scheduler main thread, CPU per task: best {min(figures):.1f} us, median {statistics.median(figures):.1f} us "

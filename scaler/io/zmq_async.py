@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 BURST = 512
 #: As plain ints: a flag enum's `&` costs a Python call per message.
 _EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
+#: The flags of a message's parts, as plain ints (`send_parts`)
+_MORE, _LAST = int(zmq.SNDMORE | zmq.NOBLOCK), int(zmq.NOBLOCK)
 
 Frames = list[Any]  #: bytes, or zmq.Frame when received with copy=False
 
@@ -89,7 +91,7 @@ class AsyncSocket:
         try:
             with self._lock:
                 try:
-                    self._socket.send_multipart(frames, zmq.NOBLOCK, copy=copy)
+                    send_parts(self._socket, frames, copy)
                 except zmq.ZMQError as error:
                     if error.errno == errno.EHOSTUNREACH:
                         raise PeerUnreachable(bytes(frames[0])) from None
@@ -108,7 +110,7 @@ class AsyncSocket:
                 if self._closed:
                     raise zmq.ZMQError(zmq.ENOTSOCK)
                 try:
-                    self._socket.send_multipart(frames, zmq.NOBLOCK)
+                    send_parts(self._socket, frames)
                 finally:
                     pending = self._has_pending()
         finally:
@@ -182,6 +184,20 @@ class AsyncSocket:
                 pass
         with self._lock:
             self._socket.close(linger=0)
+
+
+def send_parts(sock: Any, frames: Sequence[Any], copy: bool = True) -> None:
+    """`sock.send_multipart(frames, zmq.NOBLOCK, copy=copy)` without its cost per part: pyzmq's adds `zmq.SNDMORE` to
+    the flags of each part but the last, an operation on a flag enum, a Python call of about 1 us (a 9-part message,
+    11 -> 3.5 us). A part that is not bytes or a Frame, or a socket that is not ZeroMQ's (the tests' in-memory network),
+    goes through `send_multipart`, which checks each part before it sends any."""
+    if type(sock) is not zmq.Socket or not all(type(frame) is bytes or type(frame) is zmq.Frame for frame in frames):
+        sock.send_multipart(frames, zmq.NOBLOCK, copy=copy)
+        return
+    send, last = sock.send, len(frames) - 1
+    for index in range(last):
+        send(frames[index], _MORE, copy=copy)
+    send(frames[last], _LAST, copy=copy)
 
 
 def _receive(sock: zmq.Socket[Any], copy: bool) -> Frames:

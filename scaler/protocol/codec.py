@@ -40,6 +40,11 @@ class DecodeError(ValueError):
 
 
 _FORWARDABLE = (m.Task, m.TaskResult)
+#: How `decode` sets the slots of a frozen value it has just made (each slot's member descriptor: `object.__setattr__`
+#: looks the name up on the type first, about twice the cost)
+_SET_TASK_WIRE = vars(m.Task)["wire"].__set__
+_SET_TASK_BODY = vars(m.Task)["body"].__set__
+_SET_RESULT_WIRE = vars(m.TaskResult)["wire"].__set__
 
 
 def encode(message: m.Message) -> bytes:
@@ -59,7 +64,8 @@ def decode(frame: bytes | memoryview, forwarding: bool = False) -> m.Message:
     try:
         # read_multiple_bytes reads the same unpacked encoding as from_bytes, without a context manager
         message: m.Message | None = None
-        for envelope in _schema.Message.read_multiple_bytes(frame, traversal_limit_in_words=_limit(frame)):
+        limit = _WORDS_VISITED_PER_WORD * (len(frame) // 8) + _WORDS_VISITED_MINIMUM  # `_limit(frame)`, inline
+        for envelope in _schema.Message.read_multiple_bytes(frame, traversal_limit_in_words=limit):
             if message is not None:
                 raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): it holds several messages")
             # the member is read by its field object, not by a name (getattr with a fresh string leaves that string in
@@ -71,10 +77,13 @@ def decode(frame: bytes | memoryview, forwarding: bool = False) -> m.Message:
             message = read(envelope._get_by_field(field))
         if message is None:
             raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): no message in it")
-        if isinstance(message, _FORWARDABLE):
-            object.__setattr__(message, "wire", frame)
-            if forwarding and isinstance(message, m.Task):
-                object.__setattr__(message, "body", b"")  # the frame holds it; one copy is enough
+        kind = type(message)
+        if kind is m.Task:
+            _SET_TASK_WIRE(message, frame)
+            if forwarding:
+                _SET_TASK_BODY(message, b"")  # the frame holds it; one copy is enough
+        elif kind is m.TaskResult:
+            _SET_RESULT_WIRE(message, frame)
         return message
     except DecodeError:
         raise

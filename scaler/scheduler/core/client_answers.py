@@ -93,9 +93,14 @@ class AnswerLog:
     # ------------------------------------------------------------ rule 1: answers made
 
     def sent_one(self, answer: Answer) -> None:
-        """An answer sent now."""
-        self._count(answer.task_id, 1)
-        self._append_sent(answer)
+        """An answer sent now (`_count` and `_append_sent` inline: once per task)."""
+        ids, task_id = self._ids, answer.task_id
+        ids[task_id] = ids.get(task_id, 0) + 1
+        sent = self.sent
+        sent.append(answer)
+        if len(sent) > MAX_UNACKNOWLEDGED:
+            self._count(sent.popleft().task_id, -1)
+            self.acknowledged += 1
 
     def hold(self, answer: Answer) -> None:
         """An answer for an away client: not sent."""
@@ -115,10 +120,18 @@ class AnswerLog:
     def acknowledge(self, epoch: int, received: int) -> None:
         if epoch != self.epoch:
             return
-        sent = self.sent
-        while self.acknowledged < received and sent:
-            self._count(sent.popleft().task_id, -1)
-            self.acknowledged += 1
+        sent, ids = self.sent, self._ids
+        forgotten = min(received - self.acknowledged, len(sent))
+        if forgotten <= 0:
+            return
+        self.acknowledged += forgotten
+        for _ in range(forgotten):  # `_count(task_id, -1)` inline: once per task
+            task_id = sent.popleft().task_id
+            count = ids.get(task_id, 0) - 1
+            if count > 0:
+                ids[task_id] = count
+            else:
+                ids.pop(task_id, None)
 
     # ------------------------------------------------------------ rule 3: a resume
 

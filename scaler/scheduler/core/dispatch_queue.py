@@ -72,7 +72,9 @@ class DispatchQueue:
         self._over_quota: dict[ClientID, list[tuple[Entry, Capabilities]]] = {}
 
     def key(self, record: TaskRecord) -> Capabilities:
-        return self.key_for(record, record.outgrew_bytes)
+        if record.outgrew_bytes:
+            return self.key_for(record, record.outgrew_bytes)
+        return () if self._ignore_capabilities else record.task.capabilities  # `key_for`'s, inline: a few per task
 
     def key_for(self, record: TaskRecord, outgrew_bytes: int) -> Capabilities:
         """The capability set `record` is queued under once it outgrew a worker of `outgrew_bytes` (0: none): its
@@ -82,23 +84,32 @@ class DispatchQueue:
         return needs_more_memory(own, outgrew_bytes) if outgrew_bytes else own
 
     def push(self, record: TaskRecord) -> None:
+        client = record.client_id
         if record.turn < 0:  # a task queued again (its worker died) keeps its place
-            record.turn = max(self._next_turn.get(record.client_id, 0.0), self._turn_now)
-            self._next_turn[record.client_id] = record.turn + 1.0 / self.shares.get(record.client_id, 1.0)
-        key, priority = self.key(record), record.task.priority
-        by_key = self.client_queued.get(record.client_id)
+            record.turn = max(self._next_turn.get(client, 0.0), self._turn_now)
+            self._next_turn[client] = record.turn + 1.0 / self.shares.get(client, 1.0)
+        task = record.task
+        key, priority = self.key(record), task.priority
+        by_key = self.client_queued.get(client)
         if by_key is None:
-            by_key = self.client_queued[record.client_id] = {}
+            by_key = self.client_queued[client] = {}
         by_key[key] = by_key.get(key, 0) + 1
         entry = (-priority, record.turn, record.sequence, record.task_id)
-        heapq.heappush(self._heaps.setdefault(key, []), entry)
+        heap = self._heaps.get(key)  # each table looked up once, no container made when there is one already
+        if heap is None:
+            heap = self._heaps[key] = []
+        heapq.heappush(heap, entry)
         self.queued_count[key] = self.queued_count.get(key, 0) + 1
-        by_priority = self._by_priority.setdefault(key, {})
+        by_priority = self._by_priority.get(key)
+        if by_priority is None:
+            by_priority = self._by_priority[key] = {}
         by_priority[priority] = by_priority.get(priority, 0) + 1
         if self.pushed_top is None or priority > self.pushed_top:
             self.pushed_top = priority
-        functions = self.queued_by_function.setdefault(key, {})
-        name = record.task.function_name
+        functions = self.queued_by_function.get(key)
+        if functions is None:
+            functions = self.queued_by_function[key] = {}
+        name = task.function_name
         functions[name] = functions.get(name, 0) + 1
 
     def left(self, record: TaskRecord) -> None:

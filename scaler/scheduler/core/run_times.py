@@ -33,12 +33,16 @@ class RunTimeBook:
 
     def observe(self, function_name: str, capabilities: Capabilities, seconds: float) -> None:
         """A task of `function_name` in the capability set `capabilities` succeeded after running `seconds`."""
-        seconds = max(0.0, seconds)
-        key = (function_name, capabilities)
-        known = self._means.pop(key, None)
-        self._means[key] = seconds if known is None else known + self._smoothing * (seconds - known)
-        if len(self._means) > self._max_estimates:
-            del self._means[next(iter(self._means))]
+        if seconds < 0.0:
+            seconds = 0.0
+        key, means = (function_name, capabilities), self._means
+        known = means.pop(key, None)  # and put back last: the one updated longest ago stays first
+        if known is not None:
+            means[key] = known + self._smoothing * (seconds - known)
+        else:
+            means[key] = seconds
+            if len(means) > self._max_estimates:
+                del means[next(iter(means))]
         self._frozen = None
 
     def mean_seconds(self, function_name: str, capabilities: Capabilities) -> float | None:

@@ -220,9 +220,18 @@ class SchedulerCore:
         self.steps += 1
         for event in events:
             try:
-                if _cancels_queued_only(event):
+                if type(event) is not Received:
+                    self._apply(event)
+                    continue
+                message = event.message  # the common event: `_apply`'s first branch, inline
+                if type(message) is m.TaskCancel and message.queued_only:
+                    # a cancel of the queued tasks only (an Executor's shutdown(cancel_futures=True)) first lets the
+                    # tasks that came before it in the burst reach free workers, as they would have had each message
+                    # been a step of its own: a task submitted while a worker was free is running, not queued, when
+                    # the cancel comes (CPython's executor tests count on some of them finishing)
                     self.lifecycle.dispatch()
-                self._apply(event)
+                self._advance(event.now)
+                self._on_received(event.peer, message)
             except Exception:
                 if self.strict:
                     raise
@@ -282,7 +291,9 @@ class SchedulerCore:
                 logger.warning("%s refused a message of ours: %s", short(peer), message.reason)
             return  # never answered, so that two peers cannot bounce errors forever
         handlers: _Handlers
-        client, worker, manager = self.clients.get(peer), self.workers.get(peer), self.managers.get(peer)
+        client = self.clients.get(peer)  # each table asked only when the one before does not know the peer
+        worker = self.workers.get(peer) if client is None else None
+        manager = self.managers.get(peer) if client is None and worker is None else None
         if client is not None:
             if client.is_away:
                 self.client_sessions.back(peer, resuming=isinstance(message, m.ClientResume))
@@ -389,11 +400,3 @@ def _describe(event: Event) -> str:
     if isinstance(event, Received):
         return f"{type(event.message).__name__} from {short(event.peer)}"
     return type(event).__name__
-
-
-def _cancels_queued_only(event: Event) -> bool:
-    """A cancel of the queued tasks only (an Executor's shutdown(cancel_futures=True)) first lets the tasks that came
-    before it in the burst reach free workers, as they would have had each message been a step of its own: a task
-    submitted while a worker was free is running, not queued, when the cancel comes (CPython's executor tests count on
-    some of them finishing)."""
-    return isinstance(event, Received) and isinstance(event.message, m.TaskCancel) and event.message.queued_only

@@ -4,8 +4,9 @@ A live task's entries are kept until it ends (at most `ENTRIES_PER_TASK`; later 
 last entry always goes in: how it ended). A finished task's story is then kept among the latest
 `retention_tasks` finished tasks and for `retention_seconds` (<= 0: no time bound), whichever bound is met
 first; an older one is forgotten, and a request for it is answered with `known=False` and a note saying so.
-`retention_tasks` 0 records no story at all. Entries are plain tuples (no record per entry): a story is
-written for every task, read for few. `cause_of` words why a transition happens.
+`retention_tasks` 0 records no story at all. A story is one flat list of a few values per entry (no record per
+story nor per entry: a story is written for every task, read for few), made into entries when it is asked for.
+`cause_of` words why a transition happens.
 
 The scheduler records its own transitions (`note`), what a worker reported with a result (the processor's
 start and end, `ran`: the report is kept as it came, its entries made only when the story is read), and the
@@ -17,10 +18,11 @@ when it is asked for. Pure: times come in.
 from __future__ import annotations
 
 import collections
+from typing import Any
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID, short
-from scaler.scheduler.core.task_state import TaskEvent
+from scaler.scheduler.core.task_state import TaskEvent, TaskState
 
 #: Entries kept per task (a task balanced back and forth, or retried, has a long story; this bounds it).
 ENTRIES_PER_TASK = 64
@@ -49,37 +51,42 @@ class _Span:
         self.reason = reason
 
 
-#: A processor's report of one run, kept as it came: (its stamps, the worker, the attempt, the result's status, how
-#: many of its entries fit under the bound); its entries are made when the story is asked for (`_Story.all_entries`)
-_Run = tuple[m.RunStamps, bytes, int, str, int]
+#: A story is one flat list, no record per story nor per entry (a story is written for every task, read for few):
+#: a header, then its entries, four slots each.
+#: The header: its dispatch queue key (which waiting reasons are its own), its entries so far (what ENTRIES_PER_TASK
+#: bounds), the entries left out, the monotonic time it ended (finished stories), its task id.
+_Story = list[Any]
+_KEY, _SIZE, _DROPPED, _ENDED_AT, _TASK_ID = range(5)
+_HEADER = 5
+#: The four slots of an entry: a scheduler transition (wall time, what, where, cause), `what` a TaskState or text; or
+#: a processor's report of one run, kept as it came (its RunStamps, its result's ResultStatus, the worker, the
+#: attempt * 4 plus how many of its entries fit under the bound), made into entries when the story is read
+#: (`_entries_of`).
+_SLOTS = 4
 
 
-class _Story:
-    __slots__ = ("dropped", "ended_at", "entries", "key", "runs", "size")
+def _new_story(task_id: TaskID, key: object = None) -> _Story:
+    return [key, 0, 0, 0.0, task_id]
 
-    def __init__(self, key: object = None, entries: list[_Entry] | None = None) -> None:
-        self.entries: list[_Entry] = entries if entries is not None else []
-        self.dropped = 0
-        self.ended_at = 0.0  #: monotonic time it ended (finished stories only)
-        self.key = key  #: its dispatch queue key: which waiting reasons are its own
-        self.runs: list[_Run] | None = None  #: the processors' reports (None: none yet)
-        self.size = len(self.entries)  #: its entries, those of `runs` included (what ENTRIES_PER_TASK bounds)
 
-    def all_entries(self) -> list[_Entry]:
-        """Its entries, each run's expanded (in no particular order: a story is sorted by time when read)."""
-        if not self.runs:
-            return list(self.entries)
-        entries = list(self.entries)
-        for ran, worker, attempt, status, fit in self.runs:
-            where = ("pid {} of worker {}", ran.processor_pid, worker)
-            cause = ("dispatch attempt {}", attempt)
-            made: list[_Entry] = []
-            if ran.received_at:
-                made.append((ran.received_at, "processor", where, "received from its worker agent", cause))
-            made.append((ran.started_at, "processor", where, "started", cause))
-            made.append((ran.finished_at, "processor", where, f"finished ({status})", cause))
-            entries += made[:fit]
-        return entries
+def _entries_of(story: _Story) -> tuple[list[_Entry], list[_Entry]]:
+    """The scheduler's own entries in the order they were noted, and the processors' runs made into entries."""
+    own: list[_Entry] = []
+    runs: list[_Entry] = []
+    for index in range(_HEADER, len(story), _SLOTS):
+        first, what, where, cause = story[index : index + _SLOTS]
+        if not isinstance(first, m.RunStamps):
+            own.append((first, "scheduler", where, what.value if isinstance(what, TaskState) else what, cause))
+            continue
+        placed = ("pid {} of worker {}", first.processor_pid, where)
+        attempt = ("dispatch attempt {}", cause >> 2)
+        made: list[_Entry] = []
+        if first.received_at:
+            made.append((first.received_at, "processor", placed, "received from its worker agent", attempt))
+        made.append((first.started_at, "processor", placed, "started", attempt))
+        made.append((first.finished_at, "processor", placed, f"finished ({what.value})", attempt))
+        runs += made[: cause & 3]
+    return own, runs
 
 
 class StoryBook:
@@ -96,8 +103,10 @@ class StoryBook:
         #: 0 finished stories kept: no story is recorded at all (what `--story-retention-tasks 0` means)
         self.enabled = retention_tasks > 0
         self._live: dict[TaskID, _Story] = {}
-        #: finished stories, oldest end first
-        self._finished: collections.OrderedDict[TaskID, _Story] = collections.OrderedDict()
+        #: finished stories by task, and in the order they ended (oldest first; a story there that is no longer its
+        #: task's in `_finished`, the task having ended again since, is passed over)
+        self._finished: dict[TaskID, _Story] = {}
+        self._ended: collections.deque[_Story] = collections.deque()
         self.forgotten = 0  #: finished stories dropped by the bounds so far
         #: queue key -> spans of waiting reasons, oldest first
         self._reasons: dict[object, collections.deque[_Span]] = {}
@@ -105,28 +114,24 @@ class StoryBook:
     def __len__(self) -> int:
         return len(self._live) + len(self._finished)
 
-    def opened(self, task_id: TaskID, key: object, wall_time: float, what: str, cause: Words) -> None:
+    def opened(self, task_id: TaskID, key: object, wall_time: float, what: str | TaskState, cause: Words) -> None:
         """A task reached the scheduler (submitted, or adopted after a restart)."""
         if self.enabled and task_id not in self._live:
-            self._live[task_id] = _Story(key, [(wall_time, "scheduler", "", what, cause)])
+            self._live[task_id] = [key, 1, 0, 0.0, task_id, wall_time, what, "", cause]
 
-    def note(self, task_id: TaskID, wall_time: float, what: str, where: Words = "", cause: Words = "") -> None:
-        story = self._live.get(task_id)  # the common case, inline: a live task's story with room
-        if story is not None and story.size < ENTRIES_PER_TASK:
-            story.entries.append((wall_time, "scheduler", where, what, cause))
-            story.size += 1
-            return
-        self.add(task_id, (wall_time, "scheduler", where, what, cause))
-
-    def add(self, task_id: TaskID, entry: _Entry) -> None:
-        story = self._story_to_add_to(task_id)
+    def note(
+        self, task_id: TaskID, wall_time: float, what: str | TaskState, where: Words = "", cause: Words = ""
+    ) -> None:
+        story = self._live.get(task_id)  # the common case: a live task's story
         if story is None:
-            return
-        if story.size >= ENTRIES_PER_TASK:
-            story.dropped += 1
-            return
-        story.entries.append(entry)
-        story.size += 1
+            story = self._story_to_add_to(task_id)
+            if story is None:
+                return
+        if story[_SIZE] < ENTRIES_PER_TASK:
+            story += (wall_time, what, where, cause)
+            story[_SIZE] += 1
+        else:
+            story[_DROPPED] += 1
 
     def _story_to_add_to(self, task_id: TaskID) -> _Story | None:
         if not self.enabled:
@@ -135,7 +140,7 @@ class StoryBook:
         if story is None:
             story = self._finished.get(task_id)  # a late report (a result's stamps) of a task just ended
             if story is None:
-                story = self._live[task_id] = _Story()
+                story = self._live[task_id] = _new_story(task_id)
         return story
 
     def ended(
@@ -144,38 +149,51 @@ class StoryBook:
         """The task ended: its last entry goes in past the per-task bound, and its story joins the finished ones."""
         if not self.enabled:
             return
-        story = self._live.pop(task_id, None) or _Story()
-        story.entries.append((wall_time, "scheduler", where, what, cause))
-        story.size += 1
-        story.ended_at = now
+        story = self._live.pop(task_id, None)
+        if story is None:
+            story = _new_story(task_id)
+        story += (wall_time, what, where, cause)
+        story[_SIZE] += 1
+        story[_ENDED_AT] = now
         self._finished[task_id] = story
-        self._finished.move_to_end(task_id)
-        while len(self._finished) > self.retention_tasks:
-            self._finished.popitem(last=False)
-            self.forgotten += 1
+        ended = self._ended
+        ended.append(story)
+        if len(ended) > self.retention_tasks:
+            self._forget_oldest()
+
+    def _forget_oldest(self) -> None:
+        """The latest `retention_tasks` endings are kept (a task that ended twice, its id submitted again, counts
+        twice, its first story passed over): the deque stays bounded whatever the ids."""
+        finished, ended = self._finished, self._ended
+        while len(ended) > self.retention_tasks:
+            story = ended.popleft()
+            if finished.get(story[_TASK_ID]) is story:
+                del finished[story[_TASK_ID]]
+                self.forgotten += 1
 
     def ran(self, task_id: TaskID, worker: bytes, attempt: int, result: m.TaskResult) -> None:
         """The processor's own times, reported with the result."""
         ran = result.ran
         if ran is None:
             return
-        story = self._story_to_add_to(task_id)
+        story = self._live.get(task_id)
         if story is None:
-            return
+            story = self._story_to_add_to(task_id)
+            if story is None:
+                return
         made = 3 if ran.received_at else 2  #: received (when known), started, finished
-        fit = max(0, min(made, ENTRIES_PER_TASK - story.size))
-        story.dropped += made - fit
-        if not fit:
-            return
-        if story.runs is None:
-            story.runs = []
-        story.runs.append((ran, worker, attempt, result.status.value, fit))  # its entries are made when asked for
-        story.size += fit
+        size = story[_SIZE]
+        fit = made if size + made <= ENTRIES_PER_TASK else max(0, ENTRIES_PER_TASK - size)
+        if fit < made:
+            story[_DROPPED] += made - fit
+            if not fit:
+                return
+        story += (ran, result.status, worker, attempt << 2 | fit)  # its entries are made when asked for
+        story[_SIZE] = size + fit
 
     def expire(self, now: float) -> None:
         """Forget finished stories older than the retention time (called on ticks; <= 0: no time bound), and the
         waiting reasons of queue keys not sampled for as long."""
-        finished = self._finished
         if self.retention_seconds <= 0:
             return
         if self._reasons:
@@ -183,12 +201,16 @@ class StoryBook:
             self._reasons = {
                 key: spans for key, spans in self._reasons.items() if newest - spans[-1].until <= self.retention_seconds
             }
-        while finished:
-            task_id, story = next(iter(finished.items()))
-            if now - story.ended_at <= self.retention_seconds:
+        finished, ended = self._finished, self._ended
+        while ended:
+            story = ended[0]
+            current = finished.get(story[_TASK_ID]) is story
+            if current and now - story[_ENDED_AT] <= self.retention_seconds:
                 return
-            del finished[task_id]
-            self.forgotten += 1
+            ended.popleft()
+            if current:
+                del finished[story[_TASK_ID]]
+                self.forgotten += 1
 
     def waiting(self, key: object, wall_time: float, reason: str) -> None:
         """At a status sample, tasks under queue key `key` wait for `reason`: its span grows, or a new one opens."""
@@ -211,19 +233,18 @@ class StoryBook:
             return f"{self.instance}, worker {place}"
         return f"worker {place}" if place else self.instance
 
-    def _waits_of(self, story: _Story) -> list[_Entry]:
-        """The waiting reasons sampled while this task was queued (between its `queued` entry and the next one), at
-        most `ENTRIES_PER_TASK` of them."""
-        spans = self._reasons.get(story.key)
+    def _waits_of(self, key: object, own: list[_Entry]) -> list[_Entry]:
+        """The waiting reasons of queue key `key` sampled while a task was queued (between its `queued` entry and the
+        next of its own entries, `own` in the order noted), at most `ENTRIES_PER_TASK` of them."""
+        spans = self._reasons.get(key)
         if not spans:
             return []
         waits: list[_Entry] = []
-        entries = story.entries  # the scheduler's own, in the order they were noted (runs are the processors')
-        for index, entry in enumerate(entries):
-            if entry[3] != "queued" or entry[1] != "scheduler":
+        for index, entry in enumerate(own):
+            if entry[3] != "queued":
                 continue
             start = entry[0]
-            end = min((e[0] for e in entries[index + 1 :] if e[1] == "scheduler"), default=float("inf"))
+            end = min((later[0] for later in own[index + 1 :]), default=float("inf"))
             for span in spans:
                 if span.since <= end and span.until >= start and len(waits) < ENTRIES_PER_TASK:
                     waits.append((max(start, span.since), "scheduler", "", "waiting", span.reason))
@@ -241,12 +262,14 @@ class StoryBook:
                     f" {self.retention_seconds:g} s; {self.forgotten} forgotten so far)"
                 )
             return m.TaskStoryReply(task_id, False, (), note)
-        everything = story.all_entries() + self._waits_of(story)
+        own, runs = _entries_of(story)
+        everything = own + runs + self._waits_of(story[_KEY], own)
         entries = tuple(
             m.StoryEntry(at, component, self._place(component, where), what, _words(cause))
             for at, component, where, what, cause in sorted(everything, key=lambda entry: entry[0])
         )
-        note = f"{story.dropped} entries left out (at most {ENTRIES_PER_TASK} per task)" if story.dropped else ""
+        dropped = story[_DROPPED]
+        note = f"{dropped} entries left out (at most {ENTRIES_PER_TASK} per task)" if dropped else ""
         return m.TaskStoryReply(task_id, True, entries, note)
 
 
@@ -260,6 +283,7 @@ def cause_of(event: TaskEvent, client_gone: bool, worker: bytes, details: dict[s
         said = f": {result.error_message[:200]}" if result.error_message else ""
         if said:
             return f"result {result.status.value} from worker {short(worker)}{said}"
+        # the status as text: a tuple of strings and bytes, kept with each finished story, is no work for the collector
         return ("result {} from worker {}", result.status.value, worker)
     if event is TaskEvent.CANCEL:
         return "its client left" if client_gone else "its client cancelled it"

@@ -300,7 +300,10 @@ class TaskLifecycle:
                 passed_over.append(entry)
                 continue
             record = queue.pop(key, self._tasks.records, top)
-            self._apply(record, TaskEvent.DISPATCH, {"worker": worker})  # _assign offers it again if not full
+            if outcome(record.state, TaskEvent.DISPATCH) is Outcome.ASSIGN:  # `_apply`'s way, without its details
+                self._assign(record, worker)  # it offers the worker again if not full, and words its own cause
+            else:
+                self._apply(record, TaskEvent.DISPATCH, {"worker": worker})
         self._free.put_back(passed_over)
 
     def _best_queue_for(self, worker: WorkerRecord) -> tuple[tuple[tuple[str, int], ...] | None, Entry | None]:

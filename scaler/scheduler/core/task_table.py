@@ -44,6 +44,11 @@ class TaskRecord:
     state: TaskState
     sequence: int  #: submission order
     submitted_at: float
+    #: its task's id, client and graph (never changed by a new `task`), kept as plain slots: the core reads them about
+    #: a dozen times per task, and a property would be a Python call each time
+    task_id: TaskID
+    client_id: ClientID
+    graph_id: GraphID
     worker: PeerID | None = None  #: set iff DISPATCHED or CANCELING
     attempts: int = 0  #: times dispatched
     lost_workers: tuple[str, ...] = ()  #: why each of its workers went away (a tuple: no list per task)
@@ -54,18 +59,6 @@ class TaskRecord:
     outgrew_bytes: int = 0
     #: the lent processor's link it was sent on (task_lifecycle.py, lent processors); None: sent to its worker's agent
     link: PeerID | None = None
-
-    @property
-    def task_id(self) -> TaskID:
-        return self.task.task_id
-
-    @property
-    def client_id(self) -> ClientID:
-        return self.task.client_id
-
-    @property
-    def graph_id(self) -> GraphID:
-        return self.task.graph_id
 
 
 class TaskTable:
@@ -107,15 +100,18 @@ class TaskTable:
         return self.records.get(task_id)
 
     def add(self, task: Task, state: TaskState, now: float, cause: Words = "") -> TaskRecord:
-        record = TaskRecord(task=task, state=state, sequence=self._next_sequence, submitted_at=now)
+        record = TaskRecord(task, state, self._next_sequence, now, task.task_id, task.client_id, task.graph_id)
         if self.stories.enabled:
-            self.stories.opened(task.task_id, self.queue.key(record), now + self.wall_offset, state.value, cause)
+            self.stories.opened(task.task_id, self.queue.key(record), now + self.wall_offset, state, cause)
         self._next_sequence += 1
         self.records[task.task_id] = record
-        self.by_client.setdefault(task.client_id, set()).add(task.task_id)
+        owned = self.by_client.get(task.client_id)
+        if owned is None:  # not `setdefault(..., set())`: that makes a set for every task
+            owned = self.by_client[task.client_id] = set()
+        owned.add(task.task_id)
         self._count(record, _LIVE_INDEX[state], 1)
         self.live_counts[state] += 1
-        self._note(record, state.value, now)
+        self._note(record, state, now)
         return record
 
     def set_state(self, record: TaskRecord, state: TaskState, now: float, cause: Words = "") -> None:
@@ -123,7 +119,7 @@ class TaskTable:
         why, for its story."""
         if self.stories.enabled:
             where = record.worker if record.worker is not None else ""
-            self.stories.note(record.task_id, now + self.wall_offset, state.value, where, cause)
+            self.stories.note(record.task_id, now + self.wall_offset, state, where, cause)
         old = record.state
         self.live_counts[old] -= 1
         self.live_counts[state] += 1
@@ -135,7 +131,7 @@ class TaskTable:
             elif now_index == HELD_INDEX:
                 self._held(record.task.priority, 1)
         record.state = state
-        self._note(record, state.value, now)
+        self._note(record, state, now)
 
     def remove(
         self,
@@ -232,15 +228,19 @@ class TaskTable:
     def _note(
         self,
         record: TaskRecord,
-        state: str,
+        state: TaskState | str,
         now: float,
         ran_on: bytes = b"",
         run_seconds: float = 0.0,
         peak_memory_bytes: int = 0,
     ) -> None:
+        """`state`: a live state, or how the task ended (worded only for a transition kept: most are only counted
+        while tasks stream through)."""
         if len(self.transitions) >= TRANSITIONS_PER_PUBLICATION:
             self.transitions_dropped += 1
             return
+        if isinstance(state, TaskState):
+            state = state.value
         wall_time = now + self.wall_offset if self.wall_offset else 0.0
         if ran_on:
             noted = TaskTransition(

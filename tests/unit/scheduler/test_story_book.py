@@ -217,3 +217,17 @@ def test_waiting_reasons_are_kept_as_few_spans_per_queue_key_and_old_keys_go() -
     assert len(book._reasons[()]) == SPANS_PER_KEY
     book.expire(0.0)
     assert list(book._reasons) == [()], "a key not sampled for longer than the retention time is forgotten"
+
+
+def test_a_task_id_that_ends_again_has_its_new_story_and_the_kept_endings_stay_bounded() -> None:
+    """A task id submitted again after it ended (a client's fixed ids): its story is the latest one, the first is
+    passed over when its turn to go comes, and the stories kept never exceed the bound. Checked with the
+    passing over switched off (every old ending deletes its id's story): fails."""
+    book = StoryBook(retention_tasks=3)
+    for round_number in range(10):
+        book.opened(tid(1), (), float(round_number), "queued", f"submitted, round {round_number}")
+        book.ended(tid(1), now=float(round_number), wall_time=float(round_number), what="success")
+    book.opened(tid(2), (), 20.0, "queued", "submitted")
+    book.ended(tid(2), now=20.0, wall_time=20.0, what="success")
+    assert [entry.cause for entry in book.story(tid(1)).entries] == ["submitted, round 9", ""]
+    assert book.story(tid(2)).known and len(book._ended) <= 3 and len(book) == 2
