@@ -374,8 +374,7 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         "streaming ones, not actors' starts) straight to a processor on its own link and gets the result back there, "
         "past the worker agent; ignored with a task timeout (the agent enforces it) and with nested_parents "
         "'process'; false: every task goes through the worker agent. Still open: the depth of the tasks staged in a "
-        "processor follows the worker's recent lent tasks, whatever their function (docs/architecture.md, 'Lent "
-        "processors')",
+        "processor follows the worker's recent lent tasks, whatever their function",
         combo=True,
     )
     io_threads: int = setting(
