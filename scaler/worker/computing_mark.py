@@ -6,7 +6,8 @@ computing: the one whose result was merely handed to the processor's ZeroMQ I/O 
 to blame. Each lent processor maps a small file of its own in a directory its worker made (`marks_directory`, in
 /dev/shm where it can): before a lent task computes, the processor writes its id there (`ComputingMark.computing`),
 and clears it once the result is handed over or the task parks (`done`). Both are stores into shared memory, no
-system call. When the processor ends, the agent reads the file (`read_mark`) and names the task in ProcessorExited.
+system call. When the processor ends, the agent reads the file (`read_mark`) and names the task in ProcessorExited;
+while it lives, the agent's heartbeat shows it "running" while its mark names a task (`computes_lent`).
 
 The layout: byte 0 is the id's length (0: nothing computes; 255: an id too long to write, unknown), then the id. The
 id is written before its length, so a processor killed between the two leaves the previous length, 0 (it is cleared
@@ -103,6 +104,17 @@ class ComputingMark:
 
     def close(self) -> None:
         self._map.close()
+
+
+def computes_lent(directory: str, processor_id: bytes) -> bool:
+    """The agent's side, while the processor lives: whether a lent task computes there now (its mark names one), for
+    the processor's state in the worker's heartbeat (the agent never sees a lent task). One read of one byte."""
+    try:
+        with open(_path(directory, processor_id), "rb") as file:
+            length = file.read(1)
+    except OSError:
+        return False
+    return bool(length) and length[0] != 0
 
 
 def read_mark(directory: str, processor_id: bytes) -> bytes | None:

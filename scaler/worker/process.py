@@ -156,13 +156,14 @@ def worker_config_to_json(config: WorkerConfig) -> str:
 
 def _lends(config: WorkerConfig) -> bool:
     """Whether the worker lends its processors (`lend_processors`): not with a task timeout, which its agent enforces
-    on the tasks it sees, and a lent processor's tasks it never sees; not with a processor per waiting parent."""
+    on the tasks it sees, and a lent processor's tasks it never sees; not with a processor per waiting parent. Said at
+    INFO: lending is the default, and these are ordinary settings."""
     if config.lend_processors and config.task_timeout_seconds > 0:
-        logger.warning("lend_processors is ignored: task_timeout_seconds is set, and only the worker agent enforces it")
+        logger.info("lend_processors is ignored: task_timeout_seconds is set, and only the worker agent enforces it")
         return False
     if config.lend_processors and NestedParents.named(config.nested_parents) is NestedParents.PROCESS:
-        logger.warning("lend_processors is ignored with nested_parents 'process': a lent task's waiting parent "
-                       "would stay in its processor, where its agent cannot give it one of its own")  # fmt: skip
+        logger.info("lend_processors is ignored with nested_parents 'process': a lent task's waiting parent "
+                    "would stay in its processor, where its agent cannot give it one of its own")  # fmt: skip
         return False
     return bool(config.lend_processors)
 

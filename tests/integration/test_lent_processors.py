@@ -20,7 +20,8 @@ import pytest
 
 from scaler import Client, SchedulerClusterCombo
 from scaler.errors import ProcessorDiedError
-from tests.integration.conftest import DEADLINE_SECONDS, agent_of_processor, wait_for, wait_for_workers
+from scaler.protocol import messages as m
+from tests.integration.conftest import DEADLINE_SECONDS, agent_of_processor, monitor, wait_for, wait_for_workers
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -146,6 +147,59 @@ def test_a_nested_task_parks_and_goes_on_in_its_lent_processor(make_cluster):
         with frozen(agent):
             futures = [client.submit(parent, client, i) for i in range(4)]
             assert [f.result(timeout=DEADLINE_SECONDS) for f in futures] == [i + 2 for i in range(4)]
+
+
+def wait_for_file(path: str) -> int:
+    import os
+    import time
+
+    while not os.path.exists(path):
+        time.sleep(0.02)
+    return 1
+
+
+def parent_of_waiting(client: Client, path: str) -> int:
+    """Parks on a child that waits for a file."""
+    return client.submit(wait_for_file, path).result() + 1
+
+
+def test_the_monitor_counts_a_lending_workers_tasks_as_its_own(make_cluster, tmp_path):
+    """A lending worker's agent sees none of its tasks, yet the monitor feed (which scaler_top, the dashboard and
+    /metrics read) counts them as the worker's: a parent parked in the lent processor is blocked, the child computing
+    there is running and the processor's state says so, the others sent there are queued, and nothing more; once they
+    end, the worker is idle again. Checked to fail with `view.with_lent_tasks` returning the agent's status unchanged
+    (running and blocked stay 0) and with the agent's `_shown_state` giving the agent's word (the processor is
+    "idle")."""
+    cluster = lent_cluster(make_cluster)
+    released = tmp_path / "released"
+    with Client(cluster.get_address()) as client, monitor(cluster.monitor_address) as next_snapshot:
+        the_agent(client)
+        parent_future = client.submit(parent_of_waiting, client, str(released))
+        others = [client.submit(wait_for_file, str(released)) for _ in range(2)]
+
+        def counted(snapshot: m.StatusSnapshot) -> bool:
+            (worker,) = snapshot.workers
+            status = worker.status
+            return (
+                status.running == 1
+                and status.blocked == 1
+                and status.running + status.queued + status.blocked == worker.assigned
+                and [processor.state for processor in status.processors] == ["running"]
+            )
+
+        next_snapshot(counted)
+        released.write_text("go")
+        assert parent_future.result(timeout=DEADLINE_SECONDS) == 2
+        assert [f.result(timeout=DEADLINE_SECONDS) for f in others] == [1, 1]
+
+        def idle(snapshot: m.StatusSnapshot) -> bool:
+            (worker,) = snapshot.workers
+            status = worker.status
+            return status.running == status.queued == status.blocked == worker.assigned == 0 and [
+                processor.state for processor in status.processors
+            ] == ["idle"]
+
+        next_snapshot(idle)
 
 
 class Counter:

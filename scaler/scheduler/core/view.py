@@ -8,6 +8,7 @@ cost grows with workers, managers, clients, functions and capability sets, not w
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from scaler.config.byte_size import format_byte_size
@@ -109,7 +110,7 @@ class ViewBuilder:
             capabilities=worker.capabilities,
             capacity=worker.capacity,
             assigned=len(worker.assigned),
-            status=worker.status,
+            status=with_lent_tasks(worker),
             cpu_percent=worker.cpu_percent,
             rss_bytes=worker.rss_bytes,
             last_seen_seconds_ago=max(0.0, now - worker.last_seen),
@@ -198,6 +199,28 @@ class ViewBuilder:
                 return "no worker is connected" + booting
             return f"no connected worker has the capabilities {capability_needs(capabilities)}" + booting
         return "all workers that can run them are busy" + (f"; {starting} more unit(s) starting" if starting else "")
+
+
+def with_lent_tasks(worker: WorkerRecord) -> m.WorkerStatus:
+    """Its status as its agent reports it, with the tasks of its lent processors added: the agent never sees those
+    (docs/architecture.md, "Lent processors"), the scheduler sent each on a link and knows where it stands. On each lent
+    link, as the agent counts its own: one task computes while any is not parked (running), those staged behind it wait
+    (queued), the parked ones wait on nested futures (blocked). So a worker whose processors are lent does not look
+    idle in the monitor feed, `scaler_top`, the dashboard or `/metrics`."""
+    status = worker.status
+    running = queued = blocked = 0
+    for link in worker.lent_links:
+        parked = len(link.parked)
+        waiting = len(link.tasks) - parked
+        if waiting > 0:
+            running += 1
+            queued += waiting - 1
+        blocked += parked
+    if not (running or queued or blocked):
+        return status
+    return dataclasses.replace(
+        status, queued=status.queued + queued, running=status.running + running, blocked=status.blocked + blocked
+    )
 
 
 def capability_needs(capabilities: m.Capabilities) -> str:

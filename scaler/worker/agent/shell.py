@@ -25,7 +25,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.security.handshake import HANDSHAKE_FAILURES, is_refusal, refusal_text
 from scaler.worker.agent import core
-from scaler.worker.computing_mark import read_mark
+from scaler.worker.computing_mark import computes_lent, read_mark
 from scaler.worker.executors.contract import Executor
 from scaler.worker.memory import MemoryWatch, charged_bytes, find_memory_limit
 
@@ -213,13 +213,23 @@ class WorkerAgent:
             log("worker stopping: %s", reason)
             self._done.set_result(code)
 
+    def _shown_state(self, processor: core.ProcessorRecord) -> str:
+        """Its state in the heartbeat: its agent's word, but "running" while a lent task computes there, which its
+        agent never sees (its mark says so, worker/computing_mark.py); the scheduler adds the lent tasks to the
+        worker's counts (scheduler/core/view.py `with_lent_tasks`)."""
+        shown = processor.shown_state
+        if self._marks_directory and shown in ("idle", "blocked"):
+            if computes_lent(self._marks_directory, processor.processor_id):
+                return "running"
+        return shown
+
     def _heartbeat(self, status: m.WorkerStatus, round_trip_seconds: float) -> m.Heartbeat:
         cpu_of = self._sample_memory(computing_only=False)
         processors = tuple(
             m.ProcessorStatus(
                 processor.pid,
                 cpu_of.get(processor.processor_id, 0.0),
-                state=processor.shown_state,
+                state=self._shown_state(processor),
                 memory_bytes=self._memory.bytes_of(processor.processor_id),
             )
             for processor in self._core.processors.values()

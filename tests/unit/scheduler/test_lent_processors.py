@@ -383,3 +383,26 @@ def test_tasks_staged_behind_a_long_lent_task_are_asked_back_once_and_the_link_g
     sim.send(link, success(computing))
     assert [t.task_id for t in sent_to(sim, link, m.Task)] == staged, "its result ends the long episode"
     sim.check_invariants()
+
+
+def test_the_published_status_counts_a_lent_links_tasks_as_its_workers() -> None:
+    """The agent's status knows none of them (the FakeWorker reports zeros): the scheduler adds one running, the rest
+    queued and the parked blocked (view.with_lent_tasks); fails with it returning the agent's status unchanged."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=3)
+    link = lend(sim, worker)
+
+    def status() -> m.WorkerStatus:
+        (summary,) = sim.core.view().workers
+        return summary.status
+
+    assert (status().running, status().queued, status().blocked) == (0, 0, 0)
+    sim.submit(client, [task(client.peer, n) for n in range(1, 4)])
+    first, *_ = sent_to(sim, link, m.Task)
+    assert (status().running, status().queued, status().blocked) == (1, 2, 0)
+    sim.send(link, m.ProcessorBlocked(first.task_id))
+    assert (status().running, status().queued, status().blocked) == (1, 1, 1)
+    for sent in sent_to(sim, link, m.Task):
+        sim.send(link, success(sent.task_id))
+    assert (status().running, status().queued, status().blocked) == (0, 0, 0)
