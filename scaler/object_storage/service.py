@@ -563,9 +563,9 @@ class StorageService:
                 mine = [i for i in operation.object_ids if (o := store.get(i)) is None or o.owner_id == peer.owner]
                 self.refusals += len(operation.object_ids) - len(mine)
                 ended = self._end_deleted_writes(mine, peer.owner)
-                return _ok(request_id, ended + store.delete(mine))
+                return _ok(request_id, len(ended) + store.delete(mine))
             ended = self._end_deleted_writes(operation.object_ids, None)
-            return _ok(request_id, ended + store.delete(operation.object_ids))
+            return _ok(request_id, len(ended) + store.delete(operation.object_ids))
         if isinstance(operation, DeleteOwner):
             if peer.role != "scheduler" and not (peer.role == "client" and operation.owner_id == peer.owner):
                 return self._refused(request_id, "only the scheduler clears another owner's objects")
@@ -578,15 +578,17 @@ class StorageService:
             return _ok(request_id, store.info())
         raise AssertionError(f"unhandled storage operation {operation!r}")  # hello, put and get are handled earlier
 
-    def _end_deleted_writes(self, object_ids: Sequence[bytes], owner: bytes | None) -> int:
-        """Deleted while being written (followed_writes rule 4): `owner`, a client's, ends only its own. How many
-        writes ended (each counts as an object deleted: it was announced)."""
-        ended = 0
+    def _end_deleted_writes(self, object_ids: Sequence[bytes], owner: bytes | None) -> set[bytes]:
+        """Deleted while being written (followed_writes rule 4): `owner`, a client's, ends only its own. The writes
+        that ended and whose object is not stored yet: each counts as an object deleted (it was announced); one
+        stored already (its write's end not yet heard) is counted once, by the store's delete."""
+        ended = set()
         for object_id in object_ids:
             writing = self.writes.get(object_id)
             if writing is not None and not writing.ended and (owner is None or writing.begin.owner_id == owner):
                 self._write_ended(object_id, "it was deleted while it was being written")
-                ended += 1
+                if self.store.get(object_id) is None:
+                    ended.add(object_id)
         return ended
 
     @staticmethod

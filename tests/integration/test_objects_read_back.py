@@ -338,7 +338,7 @@ class Story:
             if self.case.reader is Reader.CLIENT:
                 future = self.client.submit(make_value, *arguments)
                 concurrent.futures.wait([future], timeout=TIMEOUT)
-                object_id = self.stored(stored_object_id(future))
+                object_id = stored_object_id(future)
                 self.live(object_id)
                 return object_id, lambda: fingerprint(future.result(TIMEOUT))
             graph = {
@@ -348,7 +348,7 @@ class Story:
             }
             futures = self.client.get(graph, keys=["make", "read"], block=False)
             concurrent.futures.wait([futures["make"]], timeout=TIMEOUT)
-            object_id = self.stored(stored_object_id(futures["make"]))
+            object_id = stored_object_id(futures["make"])
             self.live(object_id)
             Path(self.gate).touch()
             return object_id, lambda: futures["read"].result(TIMEOUT)
@@ -359,21 +359,10 @@ class Story:
         if parent.done():
             parent.result()  # it failed before: say how
         written = Path(self.made).read_text()
-        object_id = self.stored(bytes.fromhex(written) if written else None)
+        object_id = bytes.fromhex(written) if written else None
         self.live(object_id)
         Path(self.gate).touch()
         return object_id, lambda: parent.result(TIMEOUT)
-
-    def stored(self, object_id: bytes | None) -> bytes | None:
-        """Wait until a task's result is stored: a large one that went on its processor's own link (a lent processor's,
-        or with `direct_results`) is announced once its write began, and readers follow the write
-        (object_storage/followed_put.py); it counts as stored, and survives a restart or can be deleted, only once
-        written. Without this wait, with lending on (the default), the restarted and deleted cases of a result over
-        4 MiB acted on an object still being written."""
-        if object_id is not None:
-            connection = self.stack.connection
-            wait_for(lambda: connection.exists(object_id), "the result in object storage", TIMEOUT)
-        return object_id
 
     def live(self, object_id: bytes | None) -> None:
         stack, life = self.stack, self.case.life
