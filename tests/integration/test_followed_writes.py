@@ -261,7 +261,8 @@ WORKER_SCRIPT = textwrap.dedent(
     from scaler.config.sections import WorkerConfig
     from scaler.worker.process import run_worker
 
-    sys.exit(run_worker(WorkerConfig(scheduler_address=sys.argv[1], logging_level="WARNING"), slots=4))
+    config = WorkerConfig(scheduler_address=sys.argv[1], logging_level="WARNING", lend_processors=False)
+    sys.exit(run_worker(config, slots=4))
     """
 )
 
@@ -272,7 +273,9 @@ def test_a_worker_retiring_idle_processors_spares_one_still_writing(
 ) -> None:
     """A worker of 4 slots: a large result's processor is announced done while its write is held back, a burst of
     tasks then runs on other processors, and the idle processors beyond the pool's need retire (SIGKILL): the
-    writing one is not among them, and its result is read whole once the write goes on.
+    writing one is not among them, and its result is read whole once the write goes on. On the agent's route
+    (`lend_processors = false`): a lending worker keeps one processor started per slot and retires none beyond
+    (agent/pool.py), so there is no idle surplus to retire.
 
     Checked by hand with the mechanism off (`ProcessorTable.set_writing` only setting the flag: the writing
     processor is IDLE to its agent): it takes a task of the burst and is retired, the pid check fails."""
