@@ -28,44 +28,19 @@ sent again to the new server before the processor's rewrite began there, raises 
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import signal
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from scaler import Client
 from tests.integration.conftest import COLD_START_SECONDS, Launcher, free_addresses, wait_for_workers
+from tests.integration.test_followed_writes import _large, _large_held
 
 pytestmark = pytest.mark.integration
 
 SIZE = 24 << 20
 TIMEOUT = 120.0
-
-
-def _large(size: int) -> bytes:
-    """A task's large result: `bytes` (read-only, so its processor writes it while readers follow)."""
-    return bytes(range(256)) * (size // 256)
-
-
-def _large_held(size: int, gate: str) -> bytes:
-    """`_large`, whose write in this processor (its followed write's thread) waits until the file `gate` exists (at
-    most 100 s) before it writes the payload: the server has been told of the write (writeBegin), nothing more."""
-    from scaler.object_storage import followed_put
-
-    original = followed_put.FollowedPuts._write
-
-    def held(self: followed_put.FollowedPuts, job: Any) -> None:
-        followed_put.FollowedPuts._write = original  # type: ignore[method-assign]
-        deadline = time.monotonic() + 100
-        while not os.path.exists(gate) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        original(self, job)
-
-    followed_put.FollowedPuts._write = held  # type: ignore[method-assign]
-    return _large(size)
 
 
 @pytest.mark.timeout(300)
