@@ -5,17 +5,23 @@ How each test was checked to fail with the mechanism off: with `PutGate.submit` 
 holding), `test_no_task_leaves_before_its_arguments_are_stored` fails on its first assertion (the tasks leave while
 the object storage is not even running). With the failing put not failing its held tasks (`doomed` dropped in
 `PutPipeline._carry_out`), `test_tasks_behind_a_put_that_cannot_be_stored_fail_with_the_storage_error` times out
-waiting for the failures.
+waiting for the failures. With `PutPipeline.put` writing the object's segment file itself (as it did before the
+thread took the writes), `test_the_callers_thread_writes_no_segment_file` fails on its assertion on the writers;
+with `PutPipeline._carry_out` releasing each `Released` on its own, `test_releases_that_follow_each_other_leave_together`
+fails on the calls it counts.
 """
 
 from __future__ import annotations
 
+import threading
 import zlib
 from typing import Any
 
 from scaler import Client, SchedulerClusterCombo
 from scaler.errors import ObjectStorageException
 from scaler.object_storage.connection import ObjectStorageConnection
+from scaler.object_storage.client_core import PutFailed, Released
+from scaler.object_storage.local_segments import LocalSegments
 from scaler.object_storage.put_pipeline import PutPipeline
 from scaler.payload.task_encoder import content_id
 from scaler.protocol.ids import ObjectID
@@ -117,5 +123,65 @@ def test_a_release_that_submits_again_does_not_deadlock() -> None:
     try:
         pipeline.submit(["first"])
         assert released == ["first", "from the callback"]
+    finally:
+        pipeline.close(0.0)
+
+
+def test_the_callers_thread_writes_no_segment_file(launcher: Launcher) -> None:
+    """On the storage's host an argument is written into a segment file of its own; the pipeline's thread writes it,
+    not the caller's: each system call of the caller's thread let the client's other threads take the GIL (U3's
+    submit loop waited about 200 us for it back per open and write)."""
+    address = free_addresses().object_storage
+    launcher.object_storage(address)
+    keys = session_security("client")
+    checker = ObjectStorageConnection(address, role="client", owner_id=OWNER, timeout_seconds=20, security=keys)
+    writers: list[threading.Thread] = []
+
+    class RecordingSegments(LocalSegments):
+        def write(self, object_id: bytes, owner_id: bytes, name: str, buffers: Any) -> str | None:
+            writers.append(threading.current_thread())
+            return super().write(object_id, owner_id, name, buffers)
+
+    released: list[int] = []
+    pipeline: PutPipeline[int] = PutPipeline(address, OWNER, keys, 30.0, released.extend, lambda i, e: None, print)
+    try:
+        found = checker.local_segments()
+        assert found is not None, "the test runs on the storage's host: it sees its segment directory"
+        local = RecordingSegments(found.directory)
+        object_ids = []
+        for index in range(20):
+            payload = bytes([index]) * 100_000 + index.to_bytes(4, "little")
+            object_ids.append(content_id(OWNER, payload))
+            pipeline.put(object_ids[-1], payload, f"argument {index}", local)
+            pipeline.submit([index])
+        wait_for(lambda: len(released) == 20, "the 20 held items released", timeout_seconds=30)
+        assert released == list(range(20))
+        assert len(writers) == 20 and threading.current_thread() not in writers, "the caller wrote segment files"
+        assert all(checker.exists(object_id) for object_id in object_ids)
+        assert bytes(checker.get_frames(object_ids[7])[0]) == bytes([7]) * 100_000 + (7).to_bytes(4, "little")
+    finally:
+        pipeline.close(0.0)
+        checker.close()
+
+
+def test_releases_that_follow_each_other_leave_together() -> None:
+    """The items many storage answers release at once go on in one `release` (one send to the scheduler, not one per
+    answer), in order; a failure in between keeps its place."""
+    address = free_addresses().object_storage  # nothing listens: only the pipeline's own handling is exercised
+    calls: list[list[str]] = []
+    failed: list[list[str]] = []
+    pipeline: PutPipeline[str] = PutPipeline(
+        address, OWNER, None, 30.0, lambda items: calls.append(list(items)), lambda items, e: failed.append(items),
+        lambda object_id: None,
+    )  # fmt: skip
+    try:
+        error = ObjectStorageException("refused")
+        with pipeline._lock:
+            pipeline._carry_out([
+                Released(["a"]), Released(["b", "c"]), PutFailed(1, ObjectID(b"x" * 16), error, ["d"]),
+                Released(["e"]), Released(["f"]),
+            ])  # fmt: skip
+        assert calls == [["a", "b", "c"], ["e", "f"]]
+        assert failed == [["d"]]
     finally:
         pipeline.close(0.0)
