@@ -1,6 +1,7 @@
 """The only module that turns messages into frames and back: the frame around the generated struct codec.
 
-`encode(message) -> bytes` and `decode(frame) -> message` for the scheduler protocol;
+`encode(message) -> bytes` and `decode(frame) -> message` for the scheduler protocol (a Task and its body of the common
+shape are written by task_frames.py, byte for byte as the generated codec writes them, at less than half the cost);
 `encode_body`/`decode_body` for the TaskBody nested in a Task; `encode_storage_*`/`decode_storage_*`
 for the object storage headers. The fields of each struct are written and read by codec_structs.py, generated
 from the schemas (python -m scaler.protocol.generate). Any frame that cannot be decoded raises `DecodeError`,
@@ -16,6 +17,7 @@ from scaler.protocol import codec_structs as cs
 from scaler.protocol import messages as m
 from scaler.protocol import schemas
 from scaler.protocol import storage_messages as sm
+from scaler.protocol.task_frames import body_frame, task_frame
 
 _schema = schemas.MESSAGE
 _storage_schema = schemas.STORAGE
@@ -50,6 +52,10 @@ _SET_RESULT_WIRE = vars(m.TaskResult)["wire"].__set__
 def encode(message: m.Message) -> bytes:
     if isinstance(message, _FORWARDABLE) and message.wire is not None:
         return message.wire  # forwarded unchanged: no need to build it again
+    if type(message) is m.Task:  # each client submission: written directly when it has the common shape
+        frame = task_frame(message)
+        if frame is not None:
+            return frame
     name, write = cs.WRITERS[type(message)]
     envelope = _schema.Message.new_message()
     write(envelope.init(name), message)
@@ -95,7 +101,8 @@ def decode(frame: bytes | memoryview, forwarding: bool = False) -> m.Message:
 
 
 def encode_body(body: m.TaskBody) -> bytes:
-    return _encode(_schema.TaskBody, cs.write_task_body, body)
+    frame = body_frame(body)  # the same bytes, written directly (task_frames.py); None: a shape it leaves to pycapnp
+    return frame if frame is not None else _encode(_schema.TaskBody, cs.write_task_body, body)
 
 
 def decode_body(data: bytes) -> m.TaskBody:

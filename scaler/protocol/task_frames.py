@@ -1,0 +1,123 @@
+"""The frames of a Task and of its TaskBody written directly, for the shape every client submission has; byte for byte
+what the generated codec writes through pycapnp (codec_structs.write_task, write_task_body), at a fraction of its cost.
+
+A client encodes each task it submits twice (its body, then the Task that carries it): through pycapnp that is a
+message builder, a field set per field and a copy out, about 15 us a task here, half of what `submit` costs a tiny
+task. These writers lay the words out as pycapnp does (Cap'n Proto's unpacked encoding, one segment, each blob
+allocated after the struct in the order the generated writer sets it), so a frame is the same whichever wrote it
+(tests/unit/test_task_frames.py compares them). A value outside that shape (capabilities, a graph's fields, an actor's
+start, forwarded logging) is not written here: the callers fall back to the generated codec (None).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from scaler.protocol import messages as m
+
+_WORD = struct.Struct("<Q")
+_PAD = (b"", b"\0" * 7, b"\0" * 6, b"\0" * 5, b"\0" * 4, b"\0" * 3, b"\0" * 2, b"\0")  #: zeros to the next word
+_BYTE_LIST = 2  #: a list pointer's element size: one byte (Data, Text)
+#: A struct pointer at offset 0 (its struct follows it): TaskBody (2 data words, 4 pointers), Message (1, 1), Task (1, 10)
+_BODY_ROOT = (2 << 32) | (4 << 48)
+_MESSAGE_ROOT = (1 << 32) | (1 << 48)
+_TASK_POINTER = (1 << 32) | (10 << 48)
+_MESSAGE_TASK = 6  #: Message's union discriminant of `task`
+_ARGUMENT_TAG_SHAPE = (1 << 32) | (2 << 48)  #: an Argument: 1 data word, 2 pointers (the composite list's tag word)
+_KINDS = {m.ArgumentKind.INLINE: 0, m.ArgumentKind.OBJECT_ID: 1, m.ArgumentKind.TASK_RESULT: 2}
+
+
+_BODY_HEAD = struct.Struct("<II7Q")
+_TASK_HEAD = struct.Struct("<II14Q")
+_ARGUMENT = struct.Struct("<QQQ")
+
+
+def _blob_pointer(at: int, target: int, count: int) -> int:
+    """A byte list pointer in word `at` to `count` bytes from word `target`."""
+    return ((target - at - 1) << 2) | 1 | ((_BYTE_LIST | (count << 3)) << 32)
+
+
+def body_frame(body: m.TaskBody) -> bytes | None:
+    """The encoded TaskBody (None: a body with forwarded logging, written by the generated codec)."""
+    if body.log_forwarding is not None:
+        return None
+    # words after the segment table: 0 the root pointer, 1-2 the data section, 3-6 the pointers, then the blobs
+    function_id, serializer_id, args = body.function_id, body.serializer_id, body.args
+    size = len(function_id)
+    parts = [b"", function_id, _PAD[size & 7]]
+    function_pointer = ((7 - 4) << 2) | 1 | ((_BYTE_LIST | (size << 3)) << 32)
+    end = 7 + ((size + 7) >> 3)
+    serializer_pointer = args_pointer = 0
+    if serializer_id:
+        size = len(serializer_id)
+        serializer_pointer = ((end - 5) << 2) | 1 | ((_BYTE_LIST | (size << 3)) << 32)
+        parts += (serializer_id, _PAD[size & 7])
+        end += (size + 7) >> 3
+    if args:
+        count = len(args)
+        args_pointer = ((end - 6) << 2) | 1 | ((7 | ((count * 3) << 3)) << 32)
+        parts.append(_WORD.pack((count << 2) | _ARGUMENT_TAG_SHAPE))
+        structs_at = len(parts)
+        parts += [b""] * count
+        at = end + 1  #: the argument's data word; its pointers: at + 1 (keyword), at + 2 (data)
+        end = at + count * 3
+        for index, argument in enumerate(args):
+            kind = _KINDS.get(argument.kind)
+            if kind is None:
+                return None
+            keyword_pointer = 0
+            if argument.keyword:
+                keyword = argument.keyword.encode() + b"\0"
+                size = len(keyword)
+                keyword_pointer = ((end - at - 2) << 2) | 1 | ((_BYTE_LIST | (size << 3)) << 32)
+                parts += (keyword, _PAD[size & 7])
+                end += (size + 7) >> 3
+            data = argument.data
+            size = len(data)
+            data_pointer = ((end - at - 3) << 2) | 1 | ((_BYTE_LIST | (size << 3)) << 32)
+            parts[structs_at + index] = _ARGUMENT.pack(
+                kind | (65536 if argument.copy_on_write else 0), keyword_pointer, data_pointer
+            )
+            parts += (data, _PAD[size & 7])
+            end += (size + 7) >> 3
+            at += 3
+    flags = (1 if body.profiling else 0) | (2 if body.stream_output else 0)
+    parts[0] = _BODY_HEAD.pack(
+        0, end, _BODY_ROOT, flags | (body.clear_epoch << 32), 0, function_pointer, serializer_pointer, args_pointer, 0
+    )
+    return b"".join(parts)
+
+
+def task_frame(task: m.Task) -> bytes | None:
+    """The encoded Message holding the Task (None: one with capabilities, a graph's fields or an actor's start,
+    written by the generated codec)."""
+    if task.capabilities or task.graph_id or task.dependencies or task.inputs or task.actor is not None:
+        return None
+    # words after the segment table: 0 the root pointer, 1 Message's data, 2 its pointer, 3 Task's data, 4-13 its
+    # pointers (taskId 4, clientId 5, functionName 6, body 8, actorId 12), then the blobs in the order they are set
+    task_id, client_id, body, actor_id = task.task_id, task.client_id, task.body, task.actor_id
+    name = task.function_name.encode() + b"\0"
+    id_size, client_size, name_size, body_size = len(task_id), len(client_id), len(name), len(body)
+    client_at = 14 + ((id_size + 7) >> 3)
+    name_at = client_at + ((client_size + 7) >> 3)
+    body_at = name_at + ((name_size + 7) >> 3)
+    end = body_at + ((body_size + 7) >> 3)
+    parts = [
+        b"", task_id, _PAD[id_size & 7], client_id, _PAD[client_size & 7], name, _PAD[name_size & 7], body,
+        _PAD[body_size & 7],
+    ]  # fmt: skip
+    actor_pointer = 0
+    if actor_id:
+        actor_pointer = _blob_pointer(12, end, len(actor_id))
+        parts += (actor_id, _PAD[len(actor_id) & 7])
+        end += (len(actor_id) + 7) >> 3
+    parts[0] = _TASK_HEAD.pack(
+        0, end, _MESSAGE_ROOT, _MESSAGE_TASK, _TASK_POINTER, (task.priority & 0xFFFFFFFF) | (task.stream_credit << 32),
+        ((14 - 5) << 2) | 1 | ((_BYTE_LIST | (id_size << 3)) << 32),
+        ((client_at - 6) << 2) | 1 | ((_BYTE_LIST | (client_size << 3)) << 32),
+        ((name_at - 7) << 2) | 1 | ((_BYTE_LIST | (name_size << 3)) << 32),
+        0,
+        ((body_at - 9) << 2) | 1 | ((_BYTE_LIST | (body_size << 3)) << 32),
+        0, 0, 0, actor_pointer, 0,
+    )  # fmt: skip
+    return b"".join(parts)
