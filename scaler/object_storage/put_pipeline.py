@@ -259,7 +259,8 @@ class PutPipeline(Generic[T]):
             if isinstance(queued, _Put) and queued.local is not None:
                 buffers = list(queued.payload) if isinstance(queued.payload, (list, tuple)) else [queued.payload]
                 adopt_file = queued.local.write(queued.object_id, self._owner_id, queued.name, buffers)
-                taken[index] = queued._replace(local=None, adopt_file=adopt_file or "")
+                taken[index] = _Put(queued.object_id, queued.payload, queued.frames, queued.size, queued.name, None,
+                                    adopt_file or "")  # fmt: skip
         return taken
 
     def _issue(self, taken: list[_Put | _Hold]) -> None:

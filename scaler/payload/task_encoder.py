@@ -28,6 +28,7 @@ from scaler.payload.storage import INLINE_LIMIT_BYTES
 from scaler.payload.stored_objects import ObjectSink, StoredReader
 from scaler.protocol import codec
 from scaler.protocol import messages as m
+from scaler.protocol.frozen_values import constructor
 from scaler.protocol.ids import ClientID, GraphID, ObjectID, TaskID, new_random_object_id
 
 #: From this size, an object whose fingerprint matches nothing stored yet travels while it is being hashed.
@@ -40,6 +41,14 @@ FINGERPRINT_PIECES, FINGERPRINT_PIECE_BYTES = 16, 256
 
 
 Frames = list[Any]  #: the buffers an object is stored as (see serializer.serialize_to_frames)
+
+#: Values a task's argument often is, pickled by `TaskEncoder.argument` at once, as serialize_to_frames would (their
+#: pickle is one frame, inline unless it is a huge int).
+_SMALL_PLAIN = frozenset({int, float, bool, type(None), complex})
+#: Values made per task, through their slots (frozen_values.constructor: a frozen dataclass's __init__ costs twice)
+_NEW_ARGUMENT = constructor(m.Argument)
+_NEW_TASK_BODY = constructor(m.TaskBody)
+_NEW_TASK = constructor(m.Task)
 
 
 #: The bytes of an object id that name its owner (the rest is the content's digest, or random for large objects).
@@ -158,6 +167,8 @@ class TaskEncoder:
         self._undigested: dict[bytes, list[tuple[ObjectID, bool]]] = {}
         #: set by Client.forward_logging: the tasks encoded from then on ask for their logging records
         self.log_forwarding: m.LogForwarding | None = None
+        #: the serializer pickles a plain value as `serialize_to_frames` does (`argument`'s short way)
+        self._plain_pickles = type(serializer) is DefaultSerializer
 
     def forget_stored(self) -> None:
         """After client.clear() (its objects deleted): everything is stored again, and tasks carry the next clear
@@ -309,6 +320,10 @@ class TaskEncoder:
         return ObjectID(self._owner_tag + self._id_base + number.to_bytes(4, "little"))
 
     def argument(self, value: Any, keyword: str, position: int) -> m.Argument:
+        if type(value) in _SMALL_PLAIN and self._plain_pickles:  # most arguments: one pickle, inline
+            data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+            if len(data) <= INLINE_LIMIT_BYTES:
+                return _NEW_ARGUMENT(m.ArgumentKind.INLINE, data, keyword)
         if isinstance(value, ObjectReference):
             return m.Argument(m.ArgumentKind.OBJECT_ID, value.object_id, keyword, value.writable)
         if isinstance(value, CopyOnWrite):
@@ -351,19 +366,14 @@ class TaskEncoder:
         """`stream_credit`: a streaming task's window; `actor_id`: the actor a call is for; `actor`: an actor's start
         (protocol: Task)."""
         body = codec.encode_body(
-            m.TaskBody(
-                function.object_id,
-                arguments,
-                self.serializer_id(),
-                profiling,
-                stream_output,
-                self._clear_epoch,
+            _NEW_TASK_BODY(
+                function.object_id, arguments, self.serializer_id(), profiling, stream_output, self._clear_epoch,
                 self.log_forwarding,
             )
-        )
-        return m.Task(
+        )  # fmt: skip
+        return _NEW_TASK(
             task_id, self._client_id, body, function.name, priority, capabilities, GraphID(graph_id), dependencies,
-            stream_credit=stream_credit, actor_id=actor_id, actor=actor,
+            (), stream_credit, actor_id, actor,
         )  # fmt: skip
 
 
