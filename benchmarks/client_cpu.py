@@ -8,7 +8,8 @@ client's I/O thread, the put pipeline's threads and the rest.
     .venv/bin/python benchmarks/client_cpu.py U1 --tasks 2000
     .venv/bin/python benchmarks/client_cpu.py U3
     # before/after, alternated (another checkout's venv, e.g. run.py's `ours-before`):
-    for i in 1 2; do for py in .venv/bin/python /path/to/before/venv/bin/python; do $py benchmarks/client_cpu.py W1; done; done
+    for i in 1 2; do for py in .venv/bin/python /path/to/before/venv/bin/python; do
+        $py benchmarks/client_cpu.py W1; done; done
 
 A local cluster of 2 workers; a warm-up round first (not shown). Not a test.
 """
@@ -28,7 +29,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "workloads"))
 
-import day_tasks  # noqa: E402
+import day_tasks
 
 DEFAULT_TASKS = {"W1": 10_000, "U1": 2_000, "U3": 1_250}
 

@@ -124,13 +124,9 @@ class PutPipeline(Generic[T]):
         core = self._link.core
         if self._closed:
             raise ObjectStorageException(f"the connection to object storage at {core.address} is closed")
-        if (core.gated_bytes or self._queued_bytes) and core.gated_bytes + self._queued_bytes + size > MAX_IN_FLIGHT_BYTES:
+        if self._over_room(size):
             with self._lock:
-                while (
-                    (core.gated_bytes or self._queued_bytes)
-                    and core.gated_bytes + self._queued_bytes + size > MAX_IN_FLIGHT_BYTES
-                    and not self._closed
-                ):  # fmt: skip
+                while self._over_room(size) and not self._closed:
                     self._room.wait(1.0)
         if not self._enqueue(_Put(object_id, payload, frames, size, name, local), size):
             raise ObjectStorageException(f"the connection to object storage at {core.address} is closed")
@@ -172,6 +168,12 @@ class PutPipeline(Generic[T]):
         os.close(self._wake_read)
         os.close(self._wake_write)
         self._sockets.close()
+
+    def _over_room(self, size: int) -> bool:
+        """Whether a put of `size` would take the bytes queued and in flight beyond MAX_IN_FLIGHT_BYTES (a put alone
+        always goes)."""
+        in_flight = self._link.core.gated_bytes + self._queued_bytes
+        return in_flight > 0 and in_flight + size > MAX_IN_FLIGHT_BYTES
 
     def _is_idle(self) -> bool:
         return not self._queue and not self._applying and self._link.core.is_idle

@@ -18,7 +18,8 @@ from scaler.protocol import messages as m
 _WORD = struct.Struct("<Q")
 _PAD = (b"", b"\0" * 7, b"\0" * 6, b"\0" * 5, b"\0" * 4, b"\0" * 3, b"\0" * 2, b"\0")  #: zeros to the next word
 _BYTE_LIST = 2  #: a list pointer's element size: one byte (Data, Text)
-#: A struct pointer at offset 0 (its struct follows it): TaskBody (2 data words, 4 pointers), Message (1, 1), Task (1, 10)
+#: A struct pointer at offset 0 (its struct follows it): TaskBody (2 data words, 4 pointers), Message (1, 1),
+#: Task (1, 10)
 _BODY_ROOT = (2 << 32) | (4 << 48)
 _MESSAGE_ROOT = (1 << 32) | (1 << 48)
 _TASK_POINTER = (1 << 32) | (10 << 48)

@@ -7,8 +7,8 @@ the object storage is not even running). With the failing put not failing its he
 `PutPipeline._carry_out`), `test_tasks_behind_a_put_that_cannot_be_stored_fail_with_the_storage_error` times out
 waiting for the failures. With `PutPipeline.put` writing the object's segment file itself (as it did before the
 thread took the writes), `test_the_callers_thread_writes_no_segment_file` fails on its assertion on the writers;
-with `PutPipeline._carry_out` releasing each `Released` on its own, `test_releases_that_follow_each_other_leave_together`
-fails on the calls it counts.
+with `PutPipeline._carry_out` releasing each `Released` on its own,
+`test_releases_that_follow_each_other_leave_together` fails on the calls it counts.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 
 from scaler import Client, SchedulerClusterCombo
 from scaler.errors import ObjectStorageException
-from scaler.object_storage.connection import ObjectStorageConnection
 from scaler.object_storage.client_core import PutFailed, Released
+from scaler.object_storage.connection import ObjectStorageConnection
 from scaler.object_storage.local_segments import LocalSegments
 from scaler.object_storage.put_pipeline import PutPipeline
 from scaler.payload.task_encoder import content_id

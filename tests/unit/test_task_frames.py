@@ -35,10 +35,11 @@ def _by_pycapnp_task(task: m.Task) -> bytes:
 
 
 def _random_body(rng: random.Random) -> m.TaskBody:
+    keywords = ["", "k", "keyword_é", "x" * 8, "y" * 7]
     args = tuple(
-        m.Argument(rng.choice(KINDS), _blob(rng), rng.choice(["", "k", "keyword_é", "x" * 8, "y" * 7]), rng.random() < 0.3)
+        m.Argument(rng.choice(KINDS), _blob(rng), rng.choice(keywords), rng.random() < 0.3)
         for _ in range(rng.choice([0, 1, 2, 3, 5]))
-    )  # fmt: skip
+    )
     return m.TaskBody(
         ObjectID(rng.randbytes(rng.choice([0, 16]))), args, ObjectID(rng.randbytes(rng.choice([0, 3, 16]))),
         rng.random() < 0.5, rng.random() < 0.5, rng.choice([0, 1, 2**32 - 1]),
