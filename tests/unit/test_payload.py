@@ -230,3 +230,28 @@ def test_a_result_read_does_not_wait_for_its_delete() -> None:
     storage.let_go.set()
     wait_until(lambda: len(storage.objects) == 1)
     assert sorted(len(ids) for ids in storage.deletes) == [1, 2]  # the first alone, the next two together
+
+
+def test_a_plain_argument_is_pickled_at_once_and_a_huge_int_still_goes_to_storage(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An int, float, bool, None or complex argument is pickled at once (TaskEncoder.argument's short way: no frames,
+    no size checks), into the bytes the general way makes; an int whose pickle is over the inline limit still goes to
+    storage. Checked by hand with the short way off: the first assertions fail (serialize_to_frames is called)."""
+    from scaler.payload import task_encoder
+
+    sides = Sides()
+    general = task_encoder.serialize_to_frames
+    calls: list[Any] = []
+    monkeypatch.setattr(task_encoder, "serialize_to_frames", lambda s, v: calls.append(v) or general(s, v))
+    values = [5, -(2**70), 2.5, True, None, 3 + 4j]
+    encoded = sides.encoder.arguments(values, {"flag": False})
+    assert calls == [], "a plain argument went the general way"
+    assert [argument.kind for argument in encoded] == [m.ArgumentKind.INLINE] * 7
+    assert [argument.data for argument in encoded] == [general(DefaultSerializer(), v)[0] for v in [*values, False]]
+    assert encoded[-1].keyword == "flag"
+    assert sides.run(lambda *args, **kwargs: (args, kwargs), *values, flag=False) == (tuple(values), {"flag": False})
+    huge = 1 << (8 * INLINE_LIMIT_BYTES + 64)
+    (stored,) = sides.encoder.arguments([huge], {})
+    assert stored.kind is m.ArgumentKind.OBJECT_ID
+    assert sides.run(lambda value: value == huge, huge) is True
