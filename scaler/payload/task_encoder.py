@@ -325,7 +325,7 @@ class TaskEncoder:
             if len(data) <= INLINE_LIMIT_BYTES:
                 return _NEW_ARGUMENT(m.ArgumentKind.INLINE, data, keyword)
         if isinstance(value, ObjectReference):
-            return m.Argument(m.ArgumentKind.OBJECT_ID, value.object_id, keyword, value.writable)
+            return _NEW_ARGUMENT(m.ArgumentKind.OBJECT_ID, value.object_id, keyword, value.writable)
         if isinstance(value, CopyOnWrite):
             encoded = self.argument(value.value, keyword, position)
             if encoded.kind is m.ArgumentKind.OBJECT_ID:  # an inline value is the task's own copy anyway
