@@ -473,11 +473,18 @@ class StorageClientCore(Generic[T]):
 
     # ------------------------------------------------------------ internals
 
-    def _check_usable(self) -> None:
+    def unusable(self) -> Exception | None:
+        """Why the core takes no request any more (closed, or its server refused it); None while it does."""
         if self._closed:
-            raise ObjectStorageException(f"the connection to object storage at {self.address} is closed")
+            return ObjectStorageException(f"the connection to object storage at {self.address} is closed")
         if self._refusal is not None:
-            raise IncompatiblePeerError(str(self._refusal))
+            return IncompatiblePeerError(str(self._refusal))
+        return None
+
+    def _check_usable(self) -> None:
+        error = self.unusable()
+        if error is not None:
+            raise error
 
     def _queue(self, operation: StorageOperation, payload: Sequence[memoryview], now: float, timeout: float) -> int:
         self._check_usable()

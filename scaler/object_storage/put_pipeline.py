@@ -52,8 +52,8 @@ class _Put(NamedTuple):
     frames: list[memoryview]
     size: int
     name: str
-    local: LocalSegments | None
-    adopt_file: str = ""  #: written by the thread: the segment file to adopt (empty: the put goes over the socket)
+    local: LocalSegments | None  #: where the thread writes it (None: the put goes over the socket)
+    adopt_file: str = ""  #: the segment file the thread wrote, to adopt (empty: the put goes over the socket)
 
 
 class _Hold(NamedTuple):
@@ -124,6 +124,9 @@ class PutPipeline(Generic[T]):
         core = self._link.core
         if self._closed:
             raise ObjectStorageException(f"the connection to object storage at {core.address} is closed")
+        unusable = core.unusable()  # read without the lock: it only ever goes from None to an error
+        if unusable is not None:  # as the core itself would refuse it: the caller's submit raises, no task is made
+            raise unusable
         if self._over_room(size):
             with self._lock:
                 while self._over_room(size) and not self._closed:
@@ -260,24 +263,32 @@ class PutPipeline(Generic[T]):
         for index, queued in enumerate(taken):
             if isinstance(queued, _Put) and queued.local is not None:
                 buffers = list(queued.payload) if isinstance(queued.payload, (list, tuple)) else [queued.payload]
-                adopt_file = queued.local.write(queued.object_id, self._owner_id, queued.name, buffers)
-                taken[index] = _Put(queued.object_id, queued.payload, queued.frames, queued.size, queued.name, None,
-                                    adopt_file or "")  # fmt: skip
+                try:
+                    adopt_file = queued.local.write(queued.object_id, self._owner_id, queued.name, buffers)
+                except Exception as error:  # not written here after all: the socket takes it
+                    logger.warning("could not write object %s for adoption: %r", queued.object_id.hex(), error)
+                    adopt_file = None
+                taken[index] = _Put(queued.object_id, queued.payload, queued.frames, queued.size, queued.name,
+                                    queued.local, adopt_file or "")  # fmt: skip
         return taken
 
     def _issue(self, taken: list[_Put | _Hold]) -> None:
         """Under the lock: the puts taken issued and the items held behind them, in the order queued."""
         core, now = self._link.core, time.monotonic()
         released: list[T] = []  #: items with no put pending before them: released together, after the batch is issued
-        for queued in taken:
+        for position, queued in enumerate(taken):
             if isinstance(queued, _Hold):
                 released += core.hold(queued.items)
                 continue
-            if queued.adopt_file:
-                core.put_gated(queued.object_id, queued.frames, self._owner_id, queued.name, now=now,
-                               adopt_file=queued.adopt_file)  # fmt: skip
-            else:
-                core.put_gated(queued.object_id, queued.frames, self._owner_id, queued.name, now=now)
+            try:
+                if queued.adopt_file:
+                    core.put_gated(queued.object_id, queued.frames, self._owner_id, queued.name, now=now,
+                                   adopt_file=queued.adopt_file)  # fmt: skip
+                else:
+                    core.put_gated(queued.object_id, queued.frames, self._owner_id, queued.name, now=now)
+            except Exception as error:  # the core took no more puts since `put` asked it: this and what follows fail
+                self._fail_taken(taken[position:], error)
+                break
             with self._queue_lock:
                 self._queued_bytes -= queued.size
         if released:
@@ -288,12 +299,22 @@ class PutPipeline(Generic[T]):
         with self._queue_lock:
             self._drained = True
             taken, self._queue, self._queued_bytes = self._queue, [], 0
-        error = ObjectStorageException(f"the connection to object storage at {self._link.core.address} is closed")
+        self._fail_taken(taken, ObjectStorageException(
+            f"the connection to object storage at {self._link.core.address} is closed"
+        ))  # fmt: skip
+
+    def _fail_taken(self, taken: list[_Put | _Hold], error: BaseException) -> None:
+        """Under the lock: puts that will not be issued are forgotten (their files removed), and the items held
+        behind them fail with `error`."""
         for queued in taken:
             if isinstance(queued, _Hold):
                 self._fail(queued.items, error)
-            else:
-                self._forget(queued.object_id)
+                continue
+            self._forget(queued.object_id)
+            if queued.adopt_file and queued.local is not None:
+                queued.local.discard(queued.adopt_file)
+            with self._queue_lock:
+                self._queued_bytes = max(0, self._queued_bytes - queued.size)
 
     def _carry_out(self, outcomes: list[Outcome[T]]) -> None:
         """Under the lock: releases in order (those that follow each other as one: one send to the scheduler for the

@@ -17,12 +17,14 @@ import threading
 import zlib
 from typing import Any
 
+import pytest
+
 from scaler import Client, SchedulerClusterCombo
 from scaler.errors import ObjectStorageException
 from scaler.object_storage.client_core import PutFailed, Released
 from scaler.object_storage.connection import ObjectStorageConnection
 from scaler.object_storage.local_segments import LocalSegments
-from scaler.object_storage.put_pipeline import PutPipeline
+from scaler.object_storage.put_pipeline import PutPipeline, _Hold, _Put
 from scaler.payload.task_encoder import content_id
 from scaler.protocol.ids import ObjectID
 from tests.integration.conftest import Launcher, free_addresses, session_security, wait_for
@@ -183,5 +185,39 @@ def test_releases_that_follow_each_other_leave_together() -> None:
             ])  # fmt: skip
         assert calls == [["a", "b", "c"], ["e", "f"]]
         assert failed == [["d"]]
+    finally:
+        pipeline.close(0.0)
+
+
+def test_puts_the_core_no_longer_takes_fail_their_tasks() -> None:
+    """A put the storage client's core no longer takes (its connection closed, or its server refused it) raises in
+    `put`, as the core would (the caller's submit raises, no task is made); one it stopped taking after `put` queued it
+    fails, when the thread issues it, with the items held behind it and everything queued after it, instead of
+    stopping the thread with them taken and never settled. Checked by hand with `_issue` not catching the refusal:
+    it fails on "the refusal stopped the thread" (the thread would stop, its taken items never settled)."""
+    address = free_addresses().object_storage  # nothing listens: the puts stay queued in the core
+    failed: list[tuple[str, BaseException]] = []
+    forgotten: list[ObjectID] = []
+    pipeline: PutPipeline[str] = PutPipeline(
+        address, OWNER, None, 30.0, lambda items: None, lambda items, error: failed.extend((i, error) for i in items),
+        forgotten.append,
+    )  # fmt: skip
+    try:
+        first, second = content_id(OWNER, b"a" * 100_000), content_id(OWNER, b"b" * 100_000)
+        with pipeline._lock:  # the thread issues nothing meanwhile
+            pipeline._link.core.on_closed()  # from now on the core refuses every request
+            with pytest.raises(ObjectStorageException):
+                pipeline.put(first, b"a" * 100_000, "argument")
+            taken = [
+                _Put(first, b"a", [memoryview(b"a")], 1, "argument", None), _Hold(["behind a"]),
+                _Put(second, b"b", [memoryview(b"b")], 1, "argument", None), _Hold(["behind b"]),
+            ]  # fmt: skip
+            try:
+                pipeline._issue(taken)  # as the thread issues what it took
+            except Exception as error:
+                raise AssertionError(f"the refusal stopped the thread: {error!r}") from None
+        assert [item for item, _ in failed] == ["behind a", "behind b"]
+        assert all(isinstance(error, ObjectStorageException) for _, error in failed)
+        assert forgotten == [first, second]
     finally:
         pipeline.close(0.0)
