@@ -44,6 +44,14 @@ T = TypeVar("T")
 MAX_IN_FLIGHT_BYTES = 64 * 1024 * 1024
 
 
+def _let_other_threads_run() -> None:
+    """Release the GIL for a moment. A caller that submits in a loop holds the GIL but for the interpreter's forced
+    switches (every 5 ms), and the put thread needs it for each step between its system calls: without this turn per
+    put it wrote few files while the loop ran, and U3's tasks started only once it ended (wall median 0.70 s against
+    0.58 s with it, alternated; the client's CPU +0.02 s a round)."""
+    time.sleep(0)
+
+
 class _Put(NamedTuple):
     """A put queued by `put` for the thread (`local`: the file is written there, by the thread)."""
 
@@ -133,6 +141,8 @@ class PutPipeline(Generic[T]):
                     self._room.wait(1.0)
         if not self._enqueue(_Put(object_id, payload, frames, size, name, local), size):
             raise ObjectStorageException(f"the connection to object storage at {core.address} is closed")
+        if self._applying:  # the thread is writing and issuing what it took: it needs the GIL, give it a turn
+            _let_other_threads_run()
 
     def submit(self, items: list[T]) -> None:
         """Hold items behind the puts queued before them: released at once when there is none (an idle pipeline),
