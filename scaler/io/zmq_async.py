@@ -70,7 +70,7 @@ class AsyncSocket:
         self._lock: threading.Lock | contextlib.nullcontext[None] = lock or contextlib.nullcontext()
         self._drain_scheduled = False
         self._closed = False
-        #: True while a drain hands messages to `on_message`: `on_burst_end` is called once it is over
+        #: True while a drain hands messages to `on_message`, and while `on_burst_end` runs after them
         self.in_burst = False
         if on_message is not None:
             loop.add_reader(self._fd(), self._drain)
@@ -169,9 +169,11 @@ class AsyncSocket:
                     return
             self._schedule_drain()
         finally:
-            self.in_burst = False
-            if handled and self._on_burst_end is not None and not self._closed:
-                self._on_burst_end()
+            try:  # still in the burst while its end is handled: what it sends is flushed there (Outbox)
+                if handled and self._on_burst_end is not None and not self._closed:
+                    self._on_burst_end()
+            finally:
+                self.in_burst = False
 
     def close(self) -> None:
         if self._closed:
@@ -219,7 +221,8 @@ class Outbox:
     `on_unreachable(identity)` is called when a mandatory ROUTER cannot route to a peer. With
     `is_busy`, frames wait up to `coalesce_seconds` while `is_busy()` says more will follow soon.
     `flushed_at_burst_end=True`: its owner flushes it at the end of each burst of its socket (its `on_burst_end`
-    calls `flush_unless_held`), so frames sent during one are not also given a flush of their own on the next loop
+    calls `flush_unless_held`), so frames sent during one, or by `on_burst_end` itself before it flushes (the
+    scheduler's core sees a burst's messages there), are not also given a flush of their own on the next loop
     iteration (which would cost an iteration, and a poll of every descriptor, per message a peer answers at once).
     """
 

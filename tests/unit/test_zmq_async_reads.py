@@ -121,6 +121,46 @@ def test_frames_sent_during_a_burst_leave_at_its_end_without_a_flush_of_their_ow
         loop.close()
 
 
+def test_frames_sent_by_the_burst_end_leave_there_without_a_flush_of_their_own(
+    pair: tuple[zmq.Socket[Any], zmq.Socket[Any]],
+) -> None:
+    """As the scheduler's server: a burst's messages are only kept while it lasts, and answered by its `on_burst_end`
+    (where the core sees them as one step), which then flushes the outbox. The answers arrive, and no flush was
+    scheduled on the loop. Checked by hand with the socket's `in_burst` cleared before `on_burst_end` (as before):
+    a flush scheduled per burst (a loop iteration per result in U1), and this fails."""
+    router, dealer = pair
+    loop = asyncio.new_event_loop()
+    try:
+        scheduled: list[Any] = []
+        call_soon = loop.call_soon
+
+        def watching_call_soon(callback: Any, *args: Any, **kwargs: Any) -> Any:
+            scheduled.append(callback)
+            return call_soon(callback, *args, **kwargs)
+
+        loop.call_soon = watching_call_soon  # type: ignore[method-assign,assignment]
+        outbox: Outbox | None = None
+        kept: list[list[bytes]] = []
+
+        def burst_end() -> None:
+            assert outbox is not None
+            for frames in kept:
+                outbox.send(frames[0], b"answer to " + frames[1])
+            kept.clear()
+            outbox.flush_unless_held()
+
+        sock = AsyncSocket(loop, router, kept.append, on_burst_end=burst_end)
+        outbox = Outbox(loop, sock, routed=True, flushed_at_burst_end=True)
+        for number in range(3):
+            dealer.send(b"%d" % number)
+            _wait_for(loop, lambda: bool(dealer.poll(0)))
+            assert dealer.recv() == b"answer to %d" % number
+        assert not [callback for callback in scheduled if getattr(callback, "__self__", None) is outbox]
+        sock.close()
+    finally:
+        loop.close()
+
+
 @pytest.mark.parametrize("copy", [True, False])
 def test_a_message_of_several_parts_is_read_whole_and_alone(
     pair: tuple[zmq.Socket[Any], zmq.Socket[Any]], copy: bool
