@@ -2,7 +2,7 @@
 of one array sent once with `send_object`, whose arguments are the array's reference and a small int.
 
     python benchmarks/scheduler_u1_cost.py [--tasks 5000] [--megabytes 50] [--lend-processors true|false]
-        [--rounds 3] [--tiny] [--before /tmp/before] [--profile DIR] [--attach COMMAND]
+        [--rounds 3] [--event-loop builtin|uvloop] [--tiny] [--before /tmp/before] [--profile DIR] [--attach COMMAND]
 
 Each round is a fresh process of this interpreter with a local cluster of 2 workers (as run.py's); with `--before
 TREE`, rounds alternate this checkout and that tree (its `scaler` first on PYTHONPATH), so that both see the same
@@ -93,6 +93,8 @@ def one_round(arguments: argparse.Namespace) -> dict[str, Any]:
     settings: dict[str, Any] = {"n_workers": 2, "logging_level": "WARNING"}
     if arguments.lend_processors is not None:
         settings["lend_processors"] = arguments.lend_processors == "true"
+    if arguments.event_loop is not None:
+        settings["event_loop"] = arguments.event_loop
     array = numpy.random.default_rng(29).random(arguments.megabytes * (1 << 20) // 8)
     with SchedulerClusterCombo(**settings) as cluster, Client(cluster.get_address()) as client:
         scheduler = scheduler_of(cluster.get_address())
@@ -138,6 +140,7 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each version")
     parser.add_argument("--lend-processors", choices=("true", "false"), default=None, help="default: the version's")
+    parser.add_argument("--event-loop", choices=("builtin", "uvloop"), default=None, help="default: the version's")
     parser.add_argument("--tiny", action="store_true", help="tasks without the object argument")
     parser.add_argument("--before", metavar="TREE", help="alternate rounds with this tree's scaler")
     parser.add_argument("--profile", metavar="DIR", help="cProfile every cluster process into DIR")

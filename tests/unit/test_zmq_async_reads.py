@@ -161,6 +161,61 @@ def test_frames_sent_by_the_burst_end_leave_there_without_a_flush_of_their_own(
         loop.close()
 
 
+class _EventsCountingSocket(_CountingSocket):
+    """Also counts the questions whether a message waits (`getsockopt(zmq.EVENTS)`)."""
+
+    def __init__(self, sock: zmq.Socket[Any]) -> None:
+        super().__init__(sock)
+        self.questions = 0
+
+    def getsockopt(self, option: int) -> Any:
+        if option == zmq.EVENTS:
+            self.questions += 1
+        return self._sock.getsockopt(option)
+
+
+def test_a_flush_to_several_peers_asks_once_whether_a_message_waits() -> None:
+    """An outbox flush sends to three peers (a step's task to a processor, result to a client, ...) and asks ZeroMQ
+    once afterwards whether a message waits (a send may consume the descriptor's edge), not after each send: each
+    question is a system call in ZeroMQ. A message that came meanwhile is still read. Checked with the question after
+    every send (`check_pending=True` in `Outbox.flush`, as before): three questions, and this fails."""
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.bind("inproc://zmq-async-flush")
+    dealers = []
+    for number in range(3):
+        dealer = context.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.IDENTITY, b"peer-%d" % number)
+        dealer.setsockopt(zmq.RCVTIMEO, 5000)
+        dealer.connect("inproc://zmq-async-flush")
+        dealers.append(dealer)
+    loop = asyncio.new_event_loop()
+    try:
+        counting = _EventsCountingSocket(router)
+        got: list[bytes] = []
+        sock = AsyncSocket(loop, counting, lambda frames: got.append(frames[1]))  # type: ignore[arg-type]
+        for dealer in dealers:  # the router knows each identity once it has read from it
+            dealer.send(b"hello")
+        _wait_for(loop, lambda: len(got) == 3)
+        outbox = Outbox(loop, sock, routed=True)
+        for number in range(3):
+            outbox.send(b"peer-%d" % number, b"frame %d" % number)
+        dealers[0].send(b"meanwhile")
+        counting.questions = 0
+        outbox.flush()
+        assert counting.questions == 1
+        assert [dealer.recv() for dealer in dealers] == [b"frame %d" % number for number in range(3)]
+        _wait_for(loop, lambda: len(got) == 4)
+        assert got[-1] == b"meanwhile"
+        sock.close()
+    finally:
+        loop.close()
+        for dealer in dealers:
+            dealer.close(linger=0)
+        router.close(linger=0)
+        context.term()
+
+
 @pytest.mark.parametrize("copy", [True, False])
 def test_a_message_of_several_parts_is_read_whole_and_alone(
     pair: tuple[zmq.Socket[Any], zmq.Socket[Any]], copy: bool
