@@ -2,7 +2,8 @@
 of one array sent once with `send_object`, whose arguments are the array's reference and a small int.
 
     python benchmarks/scheduler_u1_cost.py [--tasks 5000] [--megabytes 50] [--lend-processors true|false]
-        [--rounds 3] [--event-loop builtin|uvloop] [--tiny] [--before /tmp/before] [--profile DIR] [--attach COMMAND]
+        [--rounds 3] [--event-loop builtin|uvloop] [--insecure] [--tiny] [--before /tmp/before]
+        [--profile DIR] [--attach COMMAND]
 
 Each round is a fresh process of this interpreter with a local cluster of 2 workers (as run.py's); with `--before
 TREE`, rounds alternate this checkout and that tree (its `scaler` first on PYTHONPATH), so that both see the same
@@ -96,7 +97,8 @@ def one_round(arguments: argparse.Namespace) -> dict[str, Any]:
     if arguments.event_loop is not None:
         settings["event_loop"] = arguments.event_loop
     array = numpy.random.default_rng(29).random(arguments.megabytes * (1 << 20) // 8)
-    with SchedulerClusterCombo(**settings) as cluster, Client(cluster.get_address()) as client:
+    cluster_arguments = {"insecure": True} if arguments.insecure else {}
+    with SchedulerClusterCombo(**cluster_arguments, **settings) as cluster, Client(cluster.get_address()) as client:
         scheduler = scheduler_of(cluster.get_address())
         shared = client.send_object(array)
 
@@ -109,9 +111,10 @@ def one_round(arguments: argparse.Namespace) -> dict[str, Any]:
 
         run(WARMUP_TASKS)
         watcher = attached(arguments.attach, scheduler.pid)
-        before, started = cpu_of(scheduler), time.perf_counter()
+        me = psutil.Process()
+        before, client_before, started = cpu_of(scheduler), sum(me.cpu_times()[:2]), time.perf_counter()
         run(arguments.tasks)
-        seconds, after = time.perf_counter() - started, cpu_of(scheduler)
+        seconds, after, client_after = time.perf_counter() - started, cpu_of(scheduler), sum(me.cpu_times()[:2])
         if watcher is not None:
             watcher.send_signal(signal.SIGINT)
             watcher.wait(60)
@@ -121,6 +124,7 @@ def one_round(arguments: argparse.Namespace) -> dict[str, Any]:
         "seconds": seconds,
         "cpu_us": (after["cpu"] - before["cpu"]) * per_task,
         "threads_us": sorted((figure for figure in threads if figure >= 0.05), reverse=True),
+        "client_cpu_us": (client_after - client_before) * per_task,
         "voluntary_switches": (after["voluntary"] - before["voluntary"]) * per_task / 1e6,
         "load": os.getloadavg()[0],
     }
@@ -141,6 +145,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each version")
     parser.add_argument("--lend-processors", choices=("true", "false"), default=None, help="default: the version's")
     parser.add_argument("--event-loop", choices=("builtin", "uvloop"), default=None, help="default: the version's")
+    parser.add_argument("--insecure", action="store_true", help="plain TCP (what CURVE costs)")
     parser.add_argument("--tiny", action="store_true", help="tasks without the object argument")
     parser.add_argument("--before", metavar="TREE", help="alternate rounds with this tree's scaler")
     parser.add_argument("--profile", metavar="DIR", help="cProfile every cluster process into DIR")
@@ -168,7 +173,8 @@ def main() -> None:
             print(
                 f"{version:14s} {arguments.tasks} tasks in {row['seconds']:.2f} s: scheduler {row['cpu_us']:.1f} us "
                 f"CPU/task (threads {', '.join(f'{figure:.1f}' for figure in row['threads_us'])}), "
-                f"{row['voluntary_switches']:.2f} voluntary switches/task, load {row['load']:.1f}"
+                f"{row['voluntary_switches']:.2f} voluntary switches/task; client {row['client_cpu_us']:.0f} us/task; "
+                f"load {row['load']:.1f}"
             )
     for version, values in figures.items():
         print(f"{version:14s} scheduler CPU per task: median {statistics.median(values):.1f} us ({len(values)} rounds)")
