@@ -2,7 +2,7 @@
 of one array sent once with `send_object`, whose arguments are the array's reference and a small int.
 
     python benchmarks/scheduler_u1_cost.py [--tasks 5000] [--megabytes 50] [--lend-processors true|false]
-        [--rounds 3] [--event-loop builtin|uvloop] [--insecure] [--tiny] [--before /tmp/before]
+        [--rounds 3] [--event-loop builtin|uvloop] [--insecure] [--ipc] [--tiny] [--before /tmp/before]
         [--profile DIR] [--attach COMMAND]
 
 Each round is a fresh process of this interpreter with a local cluster of 2 workers (as run.py's); with `--before
@@ -58,10 +58,15 @@ def spin(seed: int) -> float:
 
 
 def scheduler_of(address: str) -> psutil.Process:
-    port = int(address.rsplit(":", 1)[1])
+    """The cluster's scheduler: the child listening on its TCP port (on ipc, the one named `scaler-scheduler`)."""
+    port = int(address.rsplit(":", 1)[1]) if address.startswith("tcp://") else None
     for process in psutil.Process().children(recursive=True):
         try:
-            if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in process.net_connections("tcp")):
+            if port is None and process.name().startswith("scaler-schedul"):
+                return process
+            if port is not None and any(
+                c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in process.net_connections("tcp")
+            ):
                 return process
         except psutil.Error:
             continue
@@ -97,7 +102,12 @@ def one_round(arguments: argparse.Namespace) -> dict[str, Any]:
     if arguments.event_loop is not None:
         settings["event_loop"] = arguments.event_loop
     array = numpy.random.default_rng(29).random(arguments.megabytes * (1 << 20) // 8)
-    cluster_arguments = {"insecure": True} if arguments.insecure else {}
+    cluster_arguments: dict[str, Any] = {"insecure": True} if arguments.insecure else {}
+    if arguments.ipc:  # unix sockets instead of TCP on the loopback (what the kernel's TCP costs per message)
+        base = f"ipc:///tmp/scheduler-u1-cost-{os.getpid()}"
+        cluster_arguments.update(
+            address=f"{base}-scheduler", object_storage_address=f"{base}-storage", monitor_address=f"{base}-monitor"
+        )
     with SchedulerClusterCombo(**cluster_arguments, **settings) as cluster, Client(cluster.get_address()) as client:
         scheduler = scheduler_of(cluster.get_address())
         shared = client.send_object(array)
@@ -145,6 +155,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each version")
     parser.add_argument("--lend-processors", choices=("true", "false"), default=None, help="default: the version's")
     parser.add_argument("--event-loop", choices=("builtin", "uvloop"), default=None, help="default: the version's")
+    parser.add_argument("--ipc", action="store_true", help="the cluster on unix sockets (ipc://), not TCP")
     parser.add_argument("--insecure", action="store_true", help="plain TCP (what CURVE costs)")
     parser.add_argument("--tiny", action="store_true", help="tasks without the object argument")
     parser.add_argument("--before", metavar="TREE", help="alternate rounds with this tree's scaler")
