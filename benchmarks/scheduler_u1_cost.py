@@ -3,7 +3,7 @@ of one array sent once with `send_object`, whose arguments are the array's refer
 
     python benchmarks/scheduler_u1_cost.py [--tasks 5000] [--megabytes 50] [--lend-processors true|false]
         [--rounds 3] [--event-loop builtin|uvloop] [--insecure] [--ipc] [--tiny] [--before /tmp/before]
-        [--profile DIR] [--attach COMMAND]
+        [--parts] [--profile DIR] [--attach COMMAND]
 
 Each round is a fresh process of this interpreter with a local cluster of 2 workers (as run.py's); with `--before
 TREE`, rounds alternate this checkout and that tree (its `scaler` first on PYTHONPATH), so that both see the same
@@ -17,7 +17,10 @@ task, where W1's results come in bursts; `scheduler_cost.py --spaced` is that sh
 `--profile DIR`: `SCALER_PROFILE_DIR` for the cluster (its scheduler, agents and processors write
 `<component>-<pid>.prof` there when they stop; the scheduler's top functions are printed). `--attach COMMAND`: a
 command run on the scheduler over the measured part ({pid}: its pid; stopped with SIGINT), e.g.
-`perf record -g -o /tmp/s.perf -p {pid}` or `strace -f -c -o /tmp/s.txt -p {pid}`. Not a test.
+`perf record -g -o /tmp/s.perf -p {pid}` or `strace -f -c -o /tmp/s.txt -p {pid}`. `--parts`: the scheduler's
+main thread CPU per part of its shell (the loop, epoll, reads, decode, the core's step, encode, sends), from wrappers
+that `scheduler_parts/sitecustomize.py` puts around them in the rounds' processes (they cost CPU themselves: compare
+parts, not totals). Not a test.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -87,6 +91,28 @@ def attached(command: str | None, pid: int) -> subprocess.Popen[bytes] | None:
     return process
 
 
+def parts_of(pid: int) -> dict[str, Any] | None:
+    """What `scheduler_parts/sitecustomize.py` last wrote for the scheduler (None without `--parts`)."""
+    directory = os.environ.get("SCHEDULER_PARTS_DIR")
+    if not directory:
+        return None
+    time.sleep(0.6)  # its next write (every half second)
+    with open(os.path.join(directory, f"parts-{pid}.json")) as written:
+        return dict(json.load(written))
+
+
+def parts_per_task(before: dict[str, Any] | None, after: dict[str, Any] | None, tasks: int) -> list[list[Any]]:
+    """[part, µs of the main thread's CPU per task, calls per task], the main thread's whole first."""
+    if before is None or after is None:
+        return []
+    rows: list[list[Any]] = [["main thread (all)", (after["thread"] - before["thread"]) * 1e6 / tasks, 0.0]]
+    for part in after["totals"]:  # in the order the wrappers were made (a part's calls below it, indented)
+        spent = after["totals"][part] - before["totals"].get(part, 0.0)
+        calls = after["counts"][part] - before["counts"].get(part, 0)
+        rows.append([part, spent * 1e6 / tasks, calls / tasks])
+    return rows
+
+
 def one_round(arguments: argparse.Namespace) -> dict[str, Any]:
     """This process's round: a cluster, the warm-up, the measured tasks; the scheduler's figures per task."""
     if arguments.profile:
@@ -122,9 +148,11 @@ def one_round(arguments: argparse.Namespace) -> dict[str, Any]:
         run(WARMUP_TASKS)
         watcher = attached(arguments.attach, scheduler.pid)
         me = psutil.Process()
+        parts_before = parts_of(scheduler.pid)
         before, client_before, started = cpu_of(scheduler), sum(me.cpu_times()[:2]), time.perf_counter()
         run(arguments.tasks)
         seconds, after, client_after = time.perf_counter() - started, cpu_of(scheduler), sum(me.cpu_times()[:2])
+        parts_after = parts_of(scheduler.pid)
         if watcher is not None:
             watcher.send_signal(signal.SIGINT)
             watcher.wait(60)
@@ -135,6 +163,7 @@ def one_round(arguments: argparse.Namespace) -> dict[str, Any]:
         "cpu_us": (after["cpu"] - before["cpu"]) * per_task,
         "threads_us": sorted((figure for figure in threads if figure >= 0.05), reverse=True),
         "client_cpu_us": (client_after - client_before) * per_task,
+        "parts": parts_per_task(parts_before, parts_after, arguments.tasks),
         "voluntary_switches": (after["voluntary"] - before["voluntary"]) * per_task / 1e6,
         "load": os.getloadavg()[0],
     }
@@ -160,6 +189,7 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="tasks without the object argument")
     parser.add_argument("--before", metavar="TREE", help="alternate rounds with this tree's scaler")
     parser.add_argument("--profile", metavar="DIR", help="cProfile every cluster process into DIR")
+    parser.add_argument("--parts", action="store_true", help="the scheduler's main thread CPU per part of its shell")
     parser.add_argument("--attach", metavar="COMMAND", help="a command run on the scheduler ({pid})")
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
@@ -170,6 +200,10 @@ def main() -> None:
     versions = {"this checkout": inherited}
     if arguments.before:
         versions["before"] = os.pathsep.join(filter(None, [os.path.abspath(arguments.before), inherited]))
+    if arguments.parts:  # every process of the rounds imports the wrappers at start; the scheduler writes its sums
+        parts = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scheduler_parts")
+        os.environ["SCHEDULER_PARTS_DIR"] = tempfile.mkdtemp(prefix="scheduler-parts-")
+        versions = {version: os.pathsep.join(filter(None, [parts, path])) for version, path in versions.items()}
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     figures: dict[str, list[float]] = {version: [] for version in versions}
     for _ in range(arguments.rounds):
@@ -181,6 +215,8 @@ def main() -> None:
                 sys.exit(f"{version}: the round failed:\n{finished.stderr[-3000:]}")
             row = json.loads(finished.stdout.splitlines()[-1])
             figures[version].append(row["cpu_us"])
+            for part, spent, calls in row["parts"]:
+                print(f"    {part:28s} {spent:7.1f} us/task" + (f"  {calls:5.2f} calls/task" if calls else ""))
             print(
                 f"{version:14s} {arguments.tasks} tasks in {row['seconds']:.2f} s: scheduler {row['cpu_us']:.1f} us "
                 f"CPU/task (threads {', '.join(f'{figure:.1f}' for figure in row['threads_us'])}), "
