@@ -53,6 +53,7 @@ def _install() -> None:
     wrap(server.SchedulerServer, "_on_frames", "    decode, key checks")
     wrap(codec, "decode", "      codec.decode")
     wrap(scheduler_core.SchedulerCore, "handle_all", "    the core's step")
+    wrap(scheduler_core.SchedulerCore, "_on_tick", "      of which ticks (the feed, balancing)")
     wrap(server.SchedulerServer, "_perform", "    encode")
     wrap(zmq_async.Outbox, "flush", "    flush (all)")
     wrap(zmq_async, "send_parts", "      send a message")
