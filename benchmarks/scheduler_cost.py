@@ -1,13 +1,15 @@
 """The scheduler's main thread per tiny task, without sockets: W1's frames through the real shell's inbound handler
 (`SchedulerServer._on_frames`: decode, the core, the effects, encode) and the outbox's flush, timed with the CPU clock.
 
-    python benchmarks/scheduler_cost.py [--tasks 20000] [--rounds 5] [--batch 64] [--lend]
+    python benchmarks/scheduler_cost.py [--tasks 20000] [--rounds 5] [--batch 64] [--lend] [--spaced] [--queued N]
     PYTHONPATH=/path/to/another/checkout python benchmarks/scheduler_cost.py   # the same for another version
 
 One client sends tasks `--batch` to a frame (as a client's submit loop does), two workers (capacity 8, as a worker
 with one processor announces while busy) answer each task they are given with a result shaped like a real one (an
 inline value, run stamps, the worker's id), a burst of frames at a time; every `Send` the core makes is encoded as
-the shell does. With `--lend`, each worker lends one processor and results come back on its link. What it leaves out:
+the shell does. With `--lend`, each worker lends one processor and results come back on its link. `--spaced`: U1's
+shape (tasks of 2 ms: each result reaches the scheduler alone, a step of its own; with `--batch 1 --queued 5000`, as
+its client submits); `scheduler_u1_cost.py` measures that shape in real processes. What it leaves out:
 ZeroMQ (each frame about 3-4 us of the socket's own CPU, most in its I/O thread), the event loop and CURVE checks
 (no keys here). The garbage collector runs with the scheduler process's threshold (`YOUNG_COLLECTION_ALLOCATIONS`).
 `route_cost.py` measures the real processes; this is its scheduler's Python part, with far less noise, for A/B of the
@@ -138,13 +140,23 @@ def result_frame(worker: bytes, task_frame: bytes, stamp: float) -> bytes:
     )  # fmt: skip
 
 
-def one_round(tasks: int, batch: int, lend: bool) -> float:
-    """CPU seconds per task of the scheduler's part (results are encoded outside the timed part)."""
+def one_round(tasks: int, batch: int, lend: bool, spaced: bool = False, queued: int = 0) -> float:
+    """CPU seconds per task of the scheduler's part (results are encoded outside the timed part). `spaced`: each
+    result is a burst of its own (U1's tasks of 2 ms: a result at a time reaches the scheduler). `queued`: this many
+    tasks are submitted first (a deep queue, as a client that submits faster than the tasks run leaves)."""
     driver = Driver(lend)
     submitted = 0
     spent = 0.0
     gc.collect()
     while driver.answered < tasks:
+        while submitted < min(queued, tasks):
+            count = min(batch, queued - submitted)
+            frames = task_frames(driver.client, submitted, count)
+            submitted += count
+            started = time.process_time()
+            driver.feed_frames(driver.client, frames)
+            driver.route()
+            spent += time.process_time() - started
         if submitted < tasks:
             count = min(batch, tasks - submitted)
             frames = task_frames(driver.client, submitted, count)
@@ -160,10 +172,11 @@ def one_round(tasks: int, batch: int, lend: bool) -> float:
             worker = peer if peer in driver.workers else driver.workers[int(peer[-1:], 16) % 2]
             results = [result_frame(worker, frame, driver.now) for frame in given]
             driver.now += 0.0005
-            started = time.process_time()
-            driver.feed_frames(peer, results)
-            driver.route()
-            spent += time.process_time() - started
+            for burst in ([result] for result in results) if spaced else [results]:
+                started = time.process_time()
+                driver.feed_frames(peer, burst)
+                driver.route()
+                spent += time.process_time() - started
     return spent / tasks
 
 
@@ -173,9 +186,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=64, help="tasks per frame from the client")
     parser.add_argument("--lend", action="store_true", help="workers lend their processor (results on its link)")
+    parser.add_argument("--spaced", action="store_true", help="each result a burst of its own (U1's 2 ms tasks)")
+    parser.add_argument("--queued", type=int, default=0, help="tasks submitted before the first result")
     arguments = parser.parse_args()
     gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, *gc.get_threshold()[1:])  # as the scheduler process sets it
-    figures = [one_round(arguments.tasks, arguments.batch, arguments.lend) * 1e6 for _ in range(arguments.rounds)]
+    shape = (arguments.batch, arguments.lend, arguments.spaced, arguments.queued)
+    figures = [one_round(arguments.tasks, *shape) * 1e6 for _ in range(arguments.rounds)]
     print(
         f"scheduler main thread, CPU per task: best {min(figures):.1f} us, median {statistics.median(figures):.1f} us "
         f"({', '.join(f'{figure:.1f}' for figure in figures)})"

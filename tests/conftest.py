@@ -19,7 +19,8 @@ from tests.bytecode import write_bytecode, write_rewritten_tests
 _MADE_BY = "SCALER_TEST_CONFIG_HOME_OWNER"
 
 if os.environ.get(_MADE_BY) is None:
-    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="scaler-test-config-")
+    # named after this process, so that tests/reaping.py removes it when the run is killed before pytest_unconfigure
+    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix=f"scaler-test-config-{os.getpid()}-")
     os.environ[_MADE_BY] = str(os.getpid())
 
 # Each test process of a run (pytest-xdist's gw0, gw1, ...), and every process it starts, takes its free ports from a
@@ -41,7 +42,8 @@ def pytest_configure(config: pytest.Config) -> None:
         write_rewritten_tests(config, root)
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
+def pytest_sessionfinish() -> None:
+    """Before tests/run_reaper.py's reap (which would otherwise count the folder as left behind)."""
     if os.environ.get(_MADE_BY) == str(os.getpid()):
         shutil.rmtree(os.environ["XDG_CONFIG_HOME"], ignore_errors=True)
 

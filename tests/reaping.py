@@ -44,6 +44,8 @@ SEGMENT_PREFIX = "scaler-objects-"
 #: and the joblib backend's tests do that): memmapping folders and semaphores named after the pool's maker.
 POOL_LEFTOVERS = (re.compile(r"^joblib_memmapping_folder_(\d+)_"), re.compile(r"^sem\.loky-(\d+)-"))
 CONTAINER_LABEL = "scaler-fake-cloud"
+#: The test session's configuration folder (tests/conftest.py), named after the pytest process that made it.
+CONFIG_HOME_NAME = re.compile(r"^scaler-test-config-(\d+)-")
 
 
 # ---------------------------------------------------------------- membership: a control group, or the environment
@@ -210,9 +212,21 @@ def _remove_pool_leftovers(pids: set[int]) -> list[str]:
     return removed
 
 
+def remove_config_homes(pids: set[int], parent: Path = SEGMENT_PARENTS[1]) -> list[str]:
+    """The session configuration folders (XDG_CONFIG_HOME, tests/conftest.py) made by one of `pids`: a run whose
+    pytest was killed never reached its own removal of it."""
+    removed: list[str] = []
+    with contextlib.suppress(OSError):
+        for entry in parent.iterdir():
+            if entry.is_dir() and _owner(entry.name, [CONFIG_HOME_NAME]) in pids:
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(f"configuration folder {entry}")
+    return removed
+
+
 def remove_named(pids: set[int]) -> list[str]:
-    """Network namespaces, links, memory cgroups, containers, segment directories and loky pools' /dev/shm leftovers
-    named after one of `pids`."""
+    """Network namespaces, links, memory cgroups, containers, segment directories, loky pools' /dev/shm leftovers and
+    the session's configuration folder named after one of `pids`."""
     removed: list[str] = []
     if shutil.which("ip"):
         for line in _run("ip", "netns", "list").splitlines():
@@ -237,6 +251,7 @@ def remove_named(pids: set[int]) -> list[str]:
                 removed.append(f"memory cgroup {group}")
     removed.extend(_remove_segment_directories(pids))
     removed.extend(_remove_pool_leftovers(pids))
+    removed.extend(remove_config_homes(pids))
     if shutil.which("docker"):
         template = f'{{{{.ID}}}} {{{{.Label "{CONTAINER_LABEL}"}}}}'
         listed = _run("docker", "ps", "-a", "--filter", f"label={CONTAINER_LABEL}", "--format", template)

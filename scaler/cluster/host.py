@@ -61,6 +61,7 @@ def main() -> None:
 def run_host(plan: dict[str, Any], report_fd: int) -> int:
     """Fork the cluster's processes, report their pids on `report_fd`, watch them; the exit code."""
     from scaler.config.logging_setup import setup_logging
+    from scaler.io.process_profiling import run_profiled
     from scaler.object_storage.server import run_object_storage_server
     from scaler.scheduler.process import run_scheduler
     from scaler.worker.process import run_worker
@@ -75,7 +76,7 @@ def run_host(plan: dict[str, Any], report_fd: int) -> int:
     def configured(component: str, config: object, run: Callable[[], int]) -> Callable[[], int]:
         def start() -> int:
             setup_logging(config, component)  # type: ignore[arg-type]
-            return run()
+            return run_profiled(component.lower(), run)  # SCALER_PROFILE_DIR, as `python -m` components do
 
         return start
 

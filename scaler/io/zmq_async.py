@@ -70,7 +70,7 @@ class AsyncSocket:
         self._lock: threading.Lock | contextlib.nullcontext[None] = lock or contextlib.nullcontext()
         self._drain_scheduled = False
         self._closed = False
-        #: True while a drain hands messages to `on_message`: `on_burst_end` is called once it is over
+        #: True while a drain hands messages to `on_message`, and while `on_burst_end` runs after them
         self.in_burst = False
         if on_message is not None:
             loop.add_reader(self._fd(), self._drain)
@@ -83,8 +83,10 @@ class AsyncSocket:
     def closed(self) -> bool:
         return self._closed
 
-    def send(self, frames: Sequence[Any], copy: bool = True) -> None:
-        """Send one multipart message without blocking. Raises PeerUnreachable (mandatory ROUTER)."""
+    def send(self, frames: Sequence[Any], copy: bool = True, check_pending: bool = True) -> None:
+        """Send one multipart message without blocking. Raises PeerUnreachable (mandatory ROUTER).
+        `check_pending=False`: the caller sends more and calls `check_pending()` after the last (one question to
+        ZeroMQ for several sends)."""
         if self._closed:
             return
         pending = False
@@ -97,10 +99,18 @@ class AsyncSocket:
                         raise PeerUnreachable(bytes(frames[0])) from None
                     raise
                 finally:
-                    pending = self._has_pending()
+                    pending = check_pending and self._has_pending()
         finally:  # a failed send consumes the readiness edge too: never leave waiting messages unread
             if pending:
                 self._schedule_drain()
+
+    def check_pending(self) -> None:
+        """After sends made with `check_pending=False`: a drain is scheduled if messages wait (a send may have
+        consumed the descriptor's readiness edge)."""
+        with self._lock:
+            pending = self._has_pending()
+        if pending:
+            self._schedule_drain()
 
     def send_from_other_thread(self, frames: Sequence[Any]) -> None:
         """Send from a thread other than the loop's (needs `lock`); wakes the loop if messages wait."""
@@ -169,9 +179,11 @@ class AsyncSocket:
                     return
             self._schedule_drain()
         finally:
-            self.in_burst = False
-            if handled and self._on_burst_end is not None and not self._closed:
-                self._on_burst_end()
+            try:  # still in the burst while its end is handled: what it sends is flushed there (Outbox)
+                if handled and self._on_burst_end is not None and not self._closed:
+                    self._on_burst_end()
+            finally:
+                self.in_burst = False
 
     def close(self) -> None:
         if self._closed:
@@ -219,7 +231,8 @@ class Outbox:
     `on_unreachable(identity)` is called when a mandatory ROUTER cannot route to a peer. With
     `is_busy`, frames wait up to `coalesce_seconds` while `is_busy()` says more will follow soon.
     `flushed_at_burst_end=True`: its owner flushes it at the end of each burst of its socket (its `on_burst_end`
-    calls `flush_unless_held`), so frames sent during one are not also given a flush of their own on the next loop
+    calls `flush_unless_held`), so frames sent during one, or by `on_burst_end` itself before it flushes (the
+    scheduler's core sees a burst's messages there), are not also given a flush of their own on the next loop
     iteration (which would cost an iteration, and a poll of every descriptor, per message a peer answers at once).
     """
 
@@ -269,15 +282,18 @@ class Outbox:
             return
         self._flush_scheduled = False
         pending, self._pending = self._pending, {}
-        for peer, frames in pending.items():
-            self.frames_sent += len(frames)
-            try:
-                self._socket.send([peer, *frames] if self._routed else frames)
-            except PeerUnreachable as error:
-                if self._on_unreachable is not None:
-                    self._on_unreachable(error.identity)
-            except zmq.ZMQError as error:
-                logger.warning("could not send %d frame(s): %s", len(frames), error)
+        try:
+            for peer, frames in pending.items():
+                self.frames_sent += len(frames)
+                try:
+                    self._socket.send([peer, *frames] if self._routed else frames, check_pending=False)
+                except PeerUnreachable as error:
+                    if self._on_unreachable is not None:
+                        self._on_unreachable(error.identity)
+                except zmq.ZMQError as error:
+                    logger.warning("could not send %d frame(s): %s", len(frames), error)
+        finally:  # once for all the peers sent to (a question to ZeroMQ per send was one per peer of the flush)
+            self._socket.check_pending()
 
 
 def watch_events(

@@ -236,8 +236,10 @@ class SchedulerServer:
             self._feed_inbound()
 
     def _burst_end(self) -> None:
-        self._feed_inbound()
-        self._outbox.flush_unless_held()
+        try:
+            self._feed_inbound()
+        finally:  # what the core sent in this step has no flush of its own scheduled (`Outbox`, flushed_at_burst_end)
+            self._outbox.flush_unless_held()
 
     def _feed_inbound(self) -> None:
         """The core gets what a burst of reads brought as one step (`handle_all`: its events in order, then one

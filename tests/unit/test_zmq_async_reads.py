@@ -121,6 +121,101 @@ def test_frames_sent_during_a_burst_leave_at_its_end_without_a_flush_of_their_ow
         loop.close()
 
 
+def test_frames_sent_by_the_burst_end_leave_there_without_a_flush_of_their_own(
+    pair: tuple[zmq.Socket[Any], zmq.Socket[Any]],
+) -> None:
+    """As the scheduler's server: a burst's messages are only kept while it lasts, and answered by its `on_burst_end`
+    (where the core sees them as one step), which then flushes the outbox. The answers arrive, and no flush was
+    scheduled on the loop. Checked by hand with the socket's `in_burst` cleared before `on_burst_end` (as before):
+    a flush scheduled per burst (a loop iteration per result in U1), and this fails."""
+    router, dealer = pair
+    loop = asyncio.new_event_loop()
+    try:
+        scheduled: list[Any] = []
+        call_soon = loop.call_soon
+
+        def watching_call_soon(callback: Any, *args: Any, **kwargs: Any) -> Any:
+            scheduled.append(callback)
+            return call_soon(callback, *args, **kwargs)
+
+        loop.call_soon = watching_call_soon  # type: ignore[method-assign,assignment]
+        outbox: Outbox | None = None
+        kept: list[list[bytes]] = []
+
+        def burst_end() -> None:
+            assert outbox is not None
+            for frames in kept:
+                outbox.send(frames[0], b"answer to " + frames[1])
+            kept.clear()
+            outbox.flush_unless_held()
+
+        sock = AsyncSocket(loop, router, kept.append, on_burst_end=burst_end)
+        outbox = Outbox(loop, sock, routed=True, flushed_at_burst_end=True)
+        for number in range(3):
+            dealer.send(b"%d" % number)
+            _wait_for(loop, lambda: bool(dealer.poll(0)))
+            assert dealer.recv() == b"answer to %d" % number
+        assert not [callback for callback in scheduled if getattr(callback, "__self__", None) is outbox]
+        sock.close()
+    finally:
+        loop.close()
+
+
+class _EventsCountingSocket(_CountingSocket):
+    """Also counts the questions whether a message waits (`getsockopt(zmq.EVENTS)`)."""
+
+    def __init__(self, sock: zmq.Socket[Any]) -> None:
+        super().__init__(sock)
+        self.questions = 0
+
+    def getsockopt(self, option: int) -> Any:
+        if option == zmq.EVENTS:
+            self.questions += 1
+        return self._sock.getsockopt(option)
+
+
+def test_a_flush_to_several_peers_asks_once_whether_a_message_waits() -> None:
+    """An outbox flush sends to three peers (a step's task to a processor, result to a client, ...) and asks ZeroMQ
+    once afterwards whether a message waits (a send may consume the descriptor's edge), not after each send: each
+    question is a system call in ZeroMQ. A message that came meanwhile is still read. Checked with the question after
+    every send (`check_pending=True` in `Outbox.flush`, as before): three questions, and this fails."""
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.bind("inproc://zmq-async-flush")
+    dealers = []
+    for number in range(3):
+        dealer = context.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.IDENTITY, b"peer-%d" % number)
+        dealer.setsockopt(zmq.RCVTIMEO, 5000)
+        dealer.connect("inproc://zmq-async-flush")
+        dealers.append(dealer)
+    loop = asyncio.new_event_loop()
+    try:
+        counting = _EventsCountingSocket(router)
+        got: list[bytes] = []
+        sock = AsyncSocket(loop, counting, lambda frames: got.append(frames[1]))  # type: ignore[arg-type]
+        for dealer in dealers:  # the router knows each identity once it has read from it
+            dealer.send(b"hello")
+        _wait_for(loop, lambda: len(got) == 3)
+        outbox = Outbox(loop, sock, routed=True)
+        for number in range(3):
+            outbox.send(b"peer-%d" % number, b"frame %d" % number)
+        dealers[0].send(b"meanwhile")
+        counting.questions = 0
+        outbox.flush()
+        assert counting.questions == 1
+        assert [dealer.recv() for dealer in dealers] == [b"frame %d" % number for number in range(3)]
+        _wait_for(loop, lambda: len(got) == 4)
+        assert got[-1] == b"meanwhile"
+        sock.close()
+    finally:
+        loop.close()
+        for dealer in dealers:
+            dealer.close(linger=0)
+        router.close(linger=0)
+        context.term()
+
+
 @pytest.mark.parametrize("copy", [True, False])
 def test_a_message_of_several_parts_is_read_whole_and_alone(
     pair: tuple[zmq.Socket[Any], zmq.Socket[Any]], copy: bool

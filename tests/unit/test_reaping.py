@@ -1,0 +1,24 @@
+"""tests/reaping.py's removal of what a killed run left, for the part that needs no privileges: the session's
+configuration folder (tests/conftest.py names it after the pytest process that made it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.reaping import remove_config_homes
+
+
+def test_a_killed_runs_configuration_folder_is_removed_and_others_are_kept(tmp_path: Path) -> None:
+    """Fails if remove_named stops sweeping configuration folders (the run's folder stays)."""
+    killed_runs = tmp_path / "scaler-test-config-4242-abc"
+    (killed_runs / "scaler" / "keys").mkdir(parents=True)
+    other_runs = tmp_path / "scaler-test-config-4343-def"
+    other_runs.mkdir()
+    unrelated = tmp_path / "scaler-test-config-notapid"
+    unrelated.mkdir()
+
+    removed = remove_config_homes({4242}, tmp_path)
+
+    assert removed == [f"configuration folder {killed_runs}"]
+    assert not killed_runs.exists()
+    assert other_runs.exists() and unrelated.exists()
