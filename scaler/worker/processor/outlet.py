@@ -20,8 +20,10 @@ read that way is queued and signalled on a pipe that the reading thread's select
 **Lent processors** (`lend`; docs/architecture.md, "Lent processors"). The link opens when the agent configures the
 processor, its hello says `lent`, and the reading thread watches it always, as for a linked actor: the scheduler sends
 plain tasks (and their cancels) there, and everything about such a task goes back there and never to the agent: its
-logs, its result (sent at once: a result held for the next ones would die with a crash of the next task, which the
-scheduler would then blame on the wrong one; no ResultSent: the agent never saw the task), a CANCELED answer, its
+logs, its result (no ResultSent: the agent never saw the task; the results of tasks staged back to back are held to
+leave together, as direct results are, but only where the processor marks the lent task it computes, `hold_lent`: a
+crash of the next task loses the results held, and the scheduler, told which task crashed, runs them again and blames
+none of them; without a mark it would blame the oldest task sent, a held one), a CANCELED answer, its
 parking on nested futures and its asking to go on (ProcessorBlocked, ProcessorResumeRequest: the scheduler counts its
 slot; the processor gives it the turn back itself), and tasks given back unstarted (TaskReturn): those the scheduler
 asks back (TaskReturn on the link: overtaking, the balancer, a reclaim notice, a long task ahead of them) that have not
@@ -85,11 +87,15 @@ class ProcessorOutlet:
         hello: m.Hello | None = None,
         direct_results: bool = True,
         lend: bool = False,
+        hold_lent: bool = False,
     ) -> None:
+        """`hold_lent`: lent results may be held for the next ones, to leave together (its processor marks the lent
+        task it computes: worker/computing_mark.py)."""
         self._channel = channel
         self._open_link = open_link if hello is not None else None
         self._direct = direct_results  #: plain tasks' results take the link (else only linked actors' do)
         self._lend = lend and self._open_link is not None  #: plain tasks come on the link too (module docstring)
+        self._hold_lent = hold_lent and self._lend
         #: tasks that came on the link (lent), not ended: everything about them goes back there
         self._lent_tasks: set[bytes] = set()
         #: the frames of lent tasks' results sent on the link that the scheduler has not named read, in sending order
@@ -217,7 +223,9 @@ class ProcessorOutlet:
             if lent:
                 self._keep(result.task_id, frame)
             self._held.append(frame)
-            if not more or lent or len(self._held) >= MAX_HELD:  # a lent one is never held (a crash would lose it)
+            # a lent one is held only where its processor marks the task it computes: a crash of the next task then
+            # loses the results held, and the scheduler, told which task crashed, runs them again (module docstring)
+            if not more or (lent and not self._hold_lent) or len(self._held) >= MAX_HELD:
                 self._flush()
             elif len(self._held) == 1:
                 self._held_since = time.monotonic()
@@ -476,6 +484,10 @@ class ProcessorOutlet:
         elif isinstance(message, m.HelloReply) and message.accepted and (self._lent_kept or self._lent_parked):
             # the scheduler may not have read them (a restart): the results kept, and which held tasks are parked
             parked = (codec.encode(m.ProcessorBlocked(TaskID(t))) for t in self._lent_parked)
+            if self._held:  # the lent results held are kept too: they go now, with the others, and once
+                kept = {id(frame) for frame in self._lent_kept.values()}
+                self._held = [frame for frame in self._held if id(frame) not in kept]
+                self._flush()
             self._send_on_link(*self._lent_kept.values(), *parked)
 
     def _say_hello(self) -> None:
