@@ -207,7 +207,12 @@ class ProcessorOutlet:
     def result(self, result: m.TaskResult, more: bool = False) -> None:
         """The result of a task that ran: on the link when the route is open (and a ResultSent to the agent), else
         to the agent, which sends it on. `more`: another task of this processor starts at once (a staged one): the
-        result may wait for the next ones, at most HOLD_SECONDS and MAX_HELD results, so that they leave together."""
+        result may wait for the next ones, at most HOLD_SECONDS and MAX_HELD results, so that they leave together;
+        not when it computed HOLD_SECONDS or longer itself (the next one, as long, would not end in time: the result
+        would only wait for the flusher thread, a wake-up more per task)."""
+        ran = result.ran
+        if more and ran is not None and ran.finished_at - ran.started_at >= HOLD_SECONDS:
+            more = False
         with self._lock:
             lent = bool(self._lent_tasks) and result.task_id in self._lent_tasks
             if lent:
@@ -237,7 +242,6 @@ class ProcessorOutlet:
                 return  # the agent never saw the task
             # the agent hears of it now, even when it is held: a held result dies with the processor if the next task
             # crashes it, and the agent, which keeps every ResultSent, then sends it itself
-            ran = result.ran
             self._channel.send(m.ResultSent(result.task_id, frame, ran.finished_at - ran.started_at if ran else 0.0))
 
     def _keep(self, task_id: bytes, frame: bytes) -> None:

@@ -1,13 +1,15 @@
 """A lent processor's results leave on its link together when they are ready together (`ProcessorOutlet.result`,
 docs/architecture.md, "Lent processors"): the results of tasks staged behind one another are held while the next one
-computes (at most `outlet.MAX_HELD`, `outlet.HOLD_SECONDS`) and go in one message, one send for the processor and one
+computes (at most `outlet.MAX_HELD`, `outlet.HOLD_SECONDS`, and only after a task that computed less than the
+latter) and go in one message, one send for the processor and one
 read for the scheduler; a lone result (nothing staged behind it) leaves at once. Held only where the processor marks the
 lent task it computes (`hold_lent`): a crash of the next task then names that task, and the scheduler runs the held
 ones again (`worker_sessions._lent_link_gone`), blaming none of them.
 
 A real ZeroMQ link (a ROUTER standing for the scheduler, over inproc) and a real socket pair for the channel. Checked by
 hand with the mechanism off (`hold_lent=False`, as before this change): the first test fails (three messages of one
-result each). The lone-result and late-flush tests pass either way: they guard what the batching must not change.
+result each); with every result held whatever its task's run time, the long-task test fails (the flusher started).
+The lone-result and late-flush tests pass either way: they guard what the batching must not change.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ClientID, TaskID
 from scaler.worker.processor.channel import BlockingChannel
-from scaler.worker.processor.outlet import ProcessorOutlet
+from scaler.worker.processor.outlet import HOLD_SECONDS, ProcessorOutlet
 
 ADDRESS = "inproc://lent-results-batched"
 WAIT_MS = 10_000  #: a bound on every wait for the link (no timing is asserted)
@@ -34,8 +36,10 @@ def _task(index: int) -> m.Task:
     return m.Task(TaskID(bytes([index]) * 16), ClientID(b"c" * 16), b"")
 
 
-def _result(index: int) -> m.TaskResult:
-    return m.TaskResult(TaskID(bytes([index]) * 16), m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v")
+def _result(index: int, seconds: float = 0.0) -> m.TaskResult:
+    """A result of a task that computed `seconds`."""
+    ran = m.RunStamps(1000.0, 1000.0 + seconds, os.getpid())
+    return m.TaskResult(TaskID(bytes([index]) * 16), m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v", ran=ran)
 
 
 class _Scheduler:
@@ -120,6 +124,15 @@ def test_a_held_lent_result_leaves_when_the_next_task_takes_long() -> None:
         scheduler.lend(outlet, [_task(1), _task(2)])
         outlet.result(_result(1), more=True)
         assert scheduler.message() == [_result(1)]
+
+
+def test_the_result_of_a_task_that_computed_longer_than_the_hold_is_not_held() -> None:
+    """The next task would not end within HOLD_SECONDS either: holding it would only cost the flusher's wake-up."""
+    with _lent_outlet() as (outlet, scheduler):
+        scheduler.lend(outlet, [_task(1), _task(2)])
+        outlet.result(_result(1, seconds=10 * HOLD_SECONDS), more=True)
+        assert outlet._flusher is None
+        assert scheduler.message() == [_result(1, seconds=10 * HOLD_SECONDS)]
 
 
 def test_lent_results_are_not_held_without_a_computing_mark() -> None:
