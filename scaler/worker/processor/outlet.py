@@ -120,6 +120,8 @@ class ProcessorOutlet:
         self._work: list[m.Message] = []  #: calls and stops read on the link, for the task line
         self._wake: tuple[int, int] | None = None  #: a pipe: written when work is queued (the reader's select sees it)
         self._woken = False
+        #: the link and what `wait_fds` returns for it (asked of ZeroMQ once per link, not once per read)
+        self._link_fds: tuple[Any, tuple[int, ...]] | None = None
 
     @property
     def route_open(self) -> bool:
@@ -310,8 +312,10 @@ class ProcessorOutlet:
                 self._say_hello()
 
     def read_link(self) -> None:
-        """What the scheduler sent on the link, without blocking."""
-        if self._link is None:
+        """What the scheduler sent on the link, without blocking. Nothing to do for a lent processor: every operation
+        on its link ends by reading what waits there (`_send_on_link`, `take_work`), and its reading thread's select
+        watches the link (a read here, after every task and every read of the channel, was a third per task)."""
+        if self._link is None or self._lend:
             return
         with self._lock:
             self._read_locked()
@@ -430,7 +434,9 @@ class ProcessorOutlet:
         here takes its calls on the link, else nothing."""
         if not (self._linked_actors or self._lend) or self._link is None or self._wake is None:
             return ()
-        return int(self._link.getsockopt(zmq.FD)), self._wake[0]
+        if self._link_fds is None or self._link_fds[0] is not self._link:  # the same while the link is
+            self._link_fds = (self._link, (int(self._link.getsockopt(zmq.FD)), self._wake[0]))
+        return self._link_fds[1]
 
     def has_work(self) -> bool:
         return bool(self._work)

@@ -19,6 +19,7 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
 import zmq
 
 from scaler.protocol import codec
@@ -27,6 +28,8 @@ from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ClientID, TaskID
 from scaler.worker.processor.channel import BlockingChannel
 from scaler.worker.processor.outlet import HOLD_SECONDS, ProcessorOutlet
+
+pytestmark = pytest.mark.timeout(60)
 
 ADDRESS = "inproc://lent-results-batched"
 WAIT_MS = 10_000  #: a bound on every wait for the link (no timing is asserted)
@@ -56,12 +59,12 @@ class _Scheduler:
         assert isinstance(codec.decode(frame), m.Hello)
         self.router.send_multipart([self.peer, codec.encode(m.HelloReply(accepted=True))])
         while not outlet.route_open:
-            outlet.read_link()
+            outlet.take_work()  # what the processor's reading thread does when its select sees the link
 
     def lend(self, outlet: ProcessorOutlet, tasks: list[m.Task]) -> None:
         self.router.send_multipart([self.peer, *(codec.encode(task) for task in tasks)])
         while not all(outlet.is_lent(task.task_id) for task in tasks):
-            outlet.read_link()
+            outlet.take_work()
 
     def message(self) -> list[m.Message]:
         """The next message on the link, as the messages its frames hold."""
