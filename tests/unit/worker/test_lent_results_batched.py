@@ -147,3 +147,16 @@ def test_lent_results_are_not_held_without_a_computing_mark() -> None:
         outlet.result(_result(2), more=False)
         assert scheduler.message() == [_result(1)]
         assert scheduler.message() == [_result(2)]
+
+
+def test_a_lent_processors_housekeeping_leaves_its_link_to_its_reading_thread() -> None:
+    """`read_link` (called after every task and every read of the channel) does nothing on a lent processor: every
+    operation on its link drains it, and its reading thread's select watches it (`take_work` reads it). Checked by hand
+    with the mechanism off (read_link reading the link, as before): this test fails (the task read by read_link)."""
+    with _lent_outlet() as (outlet, scheduler):
+        scheduler.router.send_multipart([scheduler.peer, codec.encode(_task(1))])
+        assert scheduler.router.poll(0, zmq.POLLOUT)
+        outlet.read_link()
+        assert not outlet.is_lent(_task(1).task_id)
+        while not outlet.is_lent(_task(1).task_id):
+            outlet.take_work()
