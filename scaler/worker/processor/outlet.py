@@ -495,8 +495,8 @@ class ProcessorOutlet:
             # the scheduler may not have read them (a restart): the results kept, and which held tasks are parked
             parked = (codec.encode(m.ProcessorBlocked(TaskID(t))) for t in self._lent_parked)
             if self._held:  # the lent results held are kept too: they go now, with the others, and once
-                kept = {id(frame) for frame in self._lent_kept.values()}
-                self._held = [frame for frame in self._held if id(frame) not in kept]
+                kept_frames = {id(frame) for frame in self._lent_kept.values()}
+                self._held = [frame for frame in self._held if id(frame) not in kept_frames]
                 self._flush()
             self._send_on_link(*self._lent_kept.values(), *parked)
 

@@ -19,6 +19,7 @@ from scaler.worker.processor.channel import BlockingChannel, ChannelClosed, enco
 
 pytestmark = pytest.mark.timeout(60)
 
+
 class _CountingSocket(socket.socket):
     """A socket that counts its recv calls."""
 
@@ -28,10 +29,12 @@ class _CountingSocket(socket.socket):
         _CountingSocket.recvs += 1
         return super().recv(*args)
 
+
 def _pair() -> tuple[_CountingSocket, socket.socket]:
     processor_end, agent_end = socket.socketpair()
     counting = _CountingSocket(fileno=processor_end.detach())
     return counting, agent_end
+
 
 def test_an_empty_channel_is_polled_without_a_recv() -> None:
     processor_end, agent_end = _pair()
@@ -43,6 +46,7 @@ def test_an_empty_channel_is_polled_without_a_recv() -> None:
     finally:
         channel.close()
         agent_end.close()
+
 
 def test_what_the_agent_sent_is_read_and_its_end_is_heard() -> None:
     processor_end, agent_end = _pair()
