@@ -30,6 +30,20 @@ class Serializer(abc.ABC):
 
 #: Types whose values cloudpickle pickles exactly as pickle does: they go through the C pickler directly.
 _PLAIN_TYPES = frozenset({int, float, str, bytes, bool, type(None), complex})
+#: A tuple or list of at most this many values of `_PLAIN_TYPES` goes through the C pickler directly too (a task's
+#: `return value, seconds`): cloudpickle's pickler, made in Python for each call, costs several times the pickling.
+_PLAIN_ITEMS = 16
+
+
+def _plain(obj: Any) -> bool:
+    """Whether cloudpickle would pickle `obj` exactly as pickle does, as far as a glance tells (same bytes)."""
+    kind = type(obj)
+    if kind in _PLAIN_TYPES:
+        return True
+    if (kind is tuple or kind is list) and len(obj) <= _PLAIN_ITEMS:
+        plain = _PLAIN_TYPES
+        return all(type(item) in plain for item in obj)
+    return False
 
 
 class DefaultSerializer(Serializer):
@@ -37,7 +51,7 @@ class DefaultSerializer(Serializer):
 
     @staticmethod
     def serialize(obj: Any) -> bytes:
-        if type(obj) in _PLAIN_TYPES:  # same bytes as cloudpickle's, about ten times sooner
+        if _plain(obj):  # same bytes as cloudpickle's, about ten times sooner
             return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         payload: bytes = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         return payload
@@ -98,7 +112,7 @@ def serialize_to_frames(serializer: Serializer, obj: Any) -> list[Any]:
         return [serializer.serialize(obj)]
     if type(obj) is bytes and len(obj) >= RAW_BYTES_THRESHOLD:
         return [RAW_BYTES_MARKER, obj]
-    if type(obj) in _PLAIN_TYPES:
+    if _plain(obj):
         return [pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)]
     buffers: list[memoryview] = []
 

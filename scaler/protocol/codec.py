@@ -106,7 +106,23 @@ def encode_body(body: m.TaskBody) -> bytes:
 
 
 def decode_body(data: bytes) -> m.TaskBody:
-    return _decode(_schema.TaskBody, cs.read_task_body, data, "task body")
+    """As `_decode`, read as `decode` reads a message (read_multiple_bytes: no context manager, a fifth of the cost
+    of from_bytes's): a processor decodes a body per task."""
+    if not isinstance(data, bytes):
+        data = bytes(data)  # see decode()
+    try:
+        body: m.TaskBody | None = None
+        for reader in _schema.TaskBody.read_multiple_bytes(data, traversal_limit_in_words=_limit(data)):
+            if body is not None:
+                raise DecodeError(f"not a valid task body ({len(data)} bytes): it holds several")
+            body = cs.read_task_body(reader)
+        if body is None:
+            raise DecodeError(f"not a valid task body ({len(data)} bytes): none in it")
+        return body
+    except DecodeError:
+        raise
+    except Exception as error:
+        raise DecodeError(f"not a valid task body ({len(data)} bytes): {error}") from None
 
 
 def encode_storage_request(request: sm.StorageRequest) -> bytes:

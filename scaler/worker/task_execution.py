@@ -70,18 +70,14 @@ class TaskExecutor:
         # read only for a profiled task, the one that reports it
         started, cpu_started = (time.perf_counter(), self._cpu_seconds()) if sampler is not None else (0.0, 0.0)
         try:
-            with (
-                _OutputCapture(task.task_id, self._send_log, call.stream_output),
-                LogCapture(task.task_id, call.log_forwarding, self._send_log, self._worker),
-            ):
-                if instance is _NO_INSTANCE:
-                    value = call.function(*call.args, **call.kwargs)
-                else:
-                    value = call.function(instance, *call.args, **call.kwargs)
-                if task.stream_credit:
-                    value = self._stream(task, value, call)  # its values went as they came: this is its end
-                elif inspect.isgenerator(value):
-                    value = list(value)  # a generator cannot travel: its values do (Client.stream streams them)
+            if call.stream_output or call.log_forwarding is not None:
+                with (
+                    _OutputCapture(task.task_id, self._send_log, call.stream_output),
+                    LogCapture(task.task_id, call.log_forwarding, self._send_log, self._worker),
+                ):
+                    value = self._call(task, call, instance)
+            else:  # nothing to capture: no context to enter and leave (a processor's every task pays for them)
+                value = self._call(task, call, instance)
         except SystemExit as exit_request:
             replacement = RuntimeError(f"the task called sys.exit({exit_request.code!r})")
             return failed_result(task, replacement, "".join(traceback.format_exception(exit_request)))
@@ -99,6 +95,18 @@ class TaskExecutor:
             serve_actor(task, value, self._actor_host, self.run)
             value = None
         return succeeded_result(task, call.serializer, value, profile, self._storage)
+
+    def _call(self, task: m.Task, call: DecodedCall, instance: Any) -> Any:
+        """The call's value (a streaming task's end, its values having gone as they came)."""
+        if instance is _NO_INSTANCE:
+            value = call.function(*call.args, **call.kwargs)
+        else:
+            value = call.function(instance, *call.args, **call.kwargs)
+        if task.stream_credit:
+            return self._stream(task, value, call)
+        if inspect.isgenerator(value):
+            return list(value)  # a generator cannot travel: its values do (Client.stream streams them)
+        return value
 
     def _stream(self, task: m.Task, values: Any, call: DecodedCall) -> m.TaskResult:
         if self._stream_host is None:

@@ -20,8 +20,10 @@ read that way is queued and signalled on a pipe that the reading thread's select
 **Lent processors** (`lend`; docs/architecture.md, "Lent processors"). The link opens when the agent configures the
 processor, its hello says `lent`, and the reading thread watches it always, as for a linked actor: the scheduler sends
 plain tasks (and their cancels) there, and everything about such a task goes back there and never to the agent: its
-logs, its result (sent at once: a result held for the next ones would die with a crash of the next task, which the
-scheduler would then blame on the wrong one; no ResultSent: the agent never saw the task), a CANCELED answer, its
+logs, its result (no ResultSent: the agent never saw the task; the results of tasks staged back to back are held to
+leave together, as direct results are, but only where the processor marks the lent task it computes, `hold_lent`: a
+crash of the next task loses the results held, and the scheduler, told which task crashed, runs them again and blames
+none of them; without a mark it would blame the oldest task sent, a held one), a CANCELED answer, its
 parking on nested futures and its asking to go on (ProcessorBlocked, ProcessorResumeRequest: the scheduler counts its
 slot; the processor gives it the turn back itself), and tasks given back unstarted (TaskReturn): those the scheduler
 asks back (TaskReturn on the link: overtaking, the balancer, a reclaim notice, a long task ahead of them) that have not
@@ -85,11 +87,15 @@ class ProcessorOutlet:
         hello: m.Hello | None = None,
         direct_results: bool = True,
         lend: bool = False,
+        hold_lent: bool = False,
     ) -> None:
+        """`hold_lent`: lent results may be held for the next ones, to leave together (its processor marks the lent
+        task it computes: worker/computing_mark.py)."""
         self._channel = channel
         self._open_link = open_link if hello is not None else None
         self._direct = direct_results  #: plain tasks' results take the link (else only linked actors' do)
         self._lend = lend and self._open_link is not None  #: plain tasks come on the link too (module docstring)
+        self._hold_lent = hold_lent and self._lend
         #: tasks that came on the link (lent), not ended: everything about them goes back there
         self._lent_tasks: set[bytes] = set()
         #: the frames of lent tasks' results sent on the link that the scheduler has not named read, in sending order
@@ -114,6 +120,8 @@ class ProcessorOutlet:
         self._work: list[m.Message] = []  #: calls and stops read on the link, for the task line
         self._wake: tuple[int, int] | None = None  #: a pipe: written when work is queued (the reader's select sees it)
         self._woken = False
+        #: the link and what `wait_fds` returns for it (asked of ZeroMQ once per link, not once per read)
+        self._link_fds: tuple[Any, tuple[int, ...]] | None = None
 
     @property
     def route_open(self) -> bool:
@@ -201,7 +209,12 @@ class ProcessorOutlet:
     def result(self, result: m.TaskResult, more: bool = False) -> None:
         """The result of a task that ran: on the link when the route is open (and a ResultSent to the agent), else
         to the agent, which sends it on. `more`: another task of this processor starts at once (a staged one): the
-        result may wait for the next ones, at most HOLD_SECONDS and MAX_HELD results, so that they leave together."""
+        result may wait for the next ones, at most HOLD_SECONDS and MAX_HELD results, so that they leave together;
+        not when it computed HOLD_SECONDS or longer itself (the next one, as long, would not end in time: the result
+        would only wait for the flusher thread, a wake-up more per task)."""
+        ran = result.ran
+        if more and ran is not None and ran.finished_at - ran.started_at >= HOLD_SECONDS:
+            more = False
         with self._lock:
             lent = bool(self._lent_tasks) and result.task_id in self._lent_tasks
             if lent:
@@ -217,7 +230,9 @@ class ProcessorOutlet:
             if lent:
                 self._keep(result.task_id, frame)
             self._held.append(frame)
-            if not more or lent or len(self._held) >= MAX_HELD:  # a lent one is never held (a crash would lose it)
+            # a lent one is held only where its processor marks the task it computes: a crash of the next task then
+            # loses the results held, and the scheduler, told which task crashed, runs them again (module docstring)
+            if not more or (lent and not self._hold_lent) or len(self._held) >= MAX_HELD:
                 self._flush()
             elif len(self._held) == 1:
                 self._held_since = time.monotonic()
@@ -229,7 +244,6 @@ class ProcessorOutlet:
                 return  # the agent never saw the task
             # the agent hears of it now, even when it is held: a held result dies with the processor if the next task
             # crashes it, and the agent, which keeps every ResultSent, then sends it itself
-            ran = result.ran
             self._channel.send(m.ResultSent(result.task_id, frame, ran.finished_at - ran.started_at if ran else 0.0))
 
     def _keep(self, task_id: bytes, frame: bytes) -> None:
@@ -298,8 +312,10 @@ class ProcessorOutlet:
                 self._say_hello()
 
     def read_link(self) -> None:
-        """What the scheduler sent on the link, without blocking."""
-        if self._link is None:
+        """What the scheduler sent on the link, without blocking. Nothing to do for a lent processor: every operation
+        on its link ends by reading what waits there (`_send_on_link`, `take_work`), and its reading thread's select
+        watches the link (a read here, after every task and every read of the channel, was a third per task)."""
+        if self._link is None or self._lend:
             return
         with self._lock:
             self._read_locked()
@@ -418,7 +434,9 @@ class ProcessorOutlet:
         here takes its calls on the link, else nothing."""
         if not (self._linked_actors or self._lend) or self._link is None or self._wake is None:
             return ()
-        return int(self._link.getsockopt(zmq.FD)), self._wake[0]
+        if self._link_fds is None or self._link_fds[0] is not self._link:  # the same while the link is
+            self._link_fds = (self._link, (int(self._link.getsockopt(zmq.FD)), self._wake[0]))
+        return self._link_fds[1]
 
     def has_work(self) -> bool:
         return bool(self._work)
@@ -476,6 +494,10 @@ class ProcessorOutlet:
         elif isinstance(message, m.HelloReply) and message.accepted and (self._lent_kept or self._lent_parked):
             # the scheduler may not have read them (a restart): the results kept, and which held tasks are parked
             parked = (codec.encode(m.ProcessorBlocked(TaskID(t))) for t in self._lent_parked)
+            if self._held:  # the lent results held are kept too: they go now, with the others, and once
+                kept_frames = {id(frame) for frame in self._lent_kept.values()}
+                self._held = [frame for frame in self._held if id(frame) not in kept_frames]
+                self._flush()
             self._send_on_link(*self._lent_kept.values(), *parked)
 
     def _say_hello(self) -> None:

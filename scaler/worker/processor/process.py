@@ -198,6 +198,7 @@ def _outlet(
         hello,
         settings.direct_results,
         settings.lend,
+        hold_lent=settings.lend and bool(settings.marks_directory),
     )
 
 

@@ -25,7 +25,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from scaler.protocol import messages as m
@@ -51,6 +51,11 @@ logger = logging.getLogger(__name__)
 
 #: Members read on the path of every task, as module constants (cheaper than from their enum class).
 _STOPPING, _UNWOUND = ProcessorTaskState.STOPPING, ProcessorOutcome.UNWOUND
+#: What `_report_end` copies of a result, by position (a field added to TaskResult must be added there too).
+assert [f.name for f in fields(m.TaskResult) if f.init] == [
+    "task_id", "status", "payload_kind", "payload", "error_message", "profile", "worker_id", "ran", "stored_bytes",
+    "streamed",
+], "TaskResult's fields changed: TaskThreads._report_end copies them by position"  # fmt: skip
 #: An idle thread beyond the first ends after waiting this long for work.
 IDLE_THREAD_SECONDS = 30.0
 #: Lent processors: how often a thread of their own looks whether a lent task has computed that long, and then reads the
@@ -298,7 +303,11 @@ class TaskThreads:
             if task.actor is not None:
                 self._outlet.actor_ended(task.task_id, None)
         elif result is not None:
-            stamped = replace(result, worker_id=self._worker_id, ran=ran)
+            # made anew, not with `replace` (which looks the fields up on every call, twice the cost)
+            stamped = m.TaskResult(
+                result.task_id, result.status, result.payload_kind, result.payload, result.error_message,
+                result.profile, self._worker_id, ran, result.stored_bytes, result.streamed,
+            )  # fmt: skip
             if task.actor is not None:  # after its calls' results, the way they went (outlet.py)
                 self._outlet.actor_ended(task.task_id, stamped)
             elif _through_agent(task):  # its StreamItems went to the agent: so does its end
