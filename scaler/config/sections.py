@@ -369,11 +369,11 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         combo=True,
     )
     lend_processors: bool = setting(
-        False,
-        help="True: the worker lends its processors to the scheduler, which sends plain tasks (not streaming ones, "
-        "not actors' starts) straight to a processor on its own link and gets the result back there, past the worker "
-        "agent; ignored with a task timeout (the agent enforces it) and with nested_parents 'process'. False (the "
-        "default): every task goes through the worker agent. Still open: the depth of the tasks staged in a "
+        True,
+        help="True (the default): the worker lends its processors to the scheduler, which sends plain tasks (not "
+        "streaming ones, not actors' starts) straight to a processor on its own link and gets the result back there, "
+        "past the worker agent; ignored with a task timeout (the agent enforces it) and with nested_parents "
+        "'process'; false: every task goes through the worker agent. Still open: the depth of the tasks staged in a "
         "processor follows the worker's recent lent tasks, whatever their function",
         combo=True,
     )

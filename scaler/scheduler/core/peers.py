@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.protocol.messages import Capabilities, ManagerTarget, ProcessorExited, WorkerLimit, WorkerStatus
+from scaler.protocol.staging import STAGED_WAIT_SECONDS
 from scaler.scheduler.core.client_answers import AnswerLog
 
 #: Results read from a worker's processors that its next heartbeat echo names, at most.
@@ -109,11 +110,18 @@ class WorkerRecord:
         self.restage()
 
     def restage(self) -> None:
-        """Its lent processors or their depth changed, or one computes long: nothing more is sent to that one (its
-        staging, and the one task beyond its slots its agent's capacity counts, are not offered: its tasks wait in the
-        scheduler's queue, for another processor or worker, instead of behind the long task)."""
+        """Its lent processors or their depth changed, one computes long, or its lent tasks' run time moved. Each lent
+        processor that does not compute long may hold `lent_depth` tasks staged; the one task beyond its slots that its
+        agent's capacity counts (the agent's prefetch: one, since it sees no lent task) is not offered while one of
+        them computes long or its lent tasks compute STAGED_WAIT_SECONDS on average. Staged behind such a task, it would
+        be asked back STAGED_WAIT_SECONDS later (`withdraw_behind_long`), so those tasks wait in the scheduler's queue
+        for the first processor to free, on any worker. (Two workers of one slot and four tasks of 2 s: both staged
+        ones were asked back, then both sent to the first link to return a result, one behind the other, and asked
+        back again a second later: the last one started 1 s late while the other worker was idle.)"""
         long = sum(1 for link in self.lent_links if link.long)
-        self.lent_staging = self.lent_depth * (len(self.lent_links) - long) - long
+        average = self.lent_run_seconds
+        computes_long = long > 0 or (average is not None and average >= STAGED_WAIT_SECONDS)
+        self.lent_staging = self.lent_depth * (len(self.lent_links) - long) - (1 if computes_long else 0)
 
     @property
     def is_idle(self) -> bool:

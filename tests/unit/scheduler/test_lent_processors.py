@@ -406,3 +406,54 @@ def test_the_published_status_counts_a_lent_links_tasks_as_its_workers() -> None
     for sent in sent_to(sim, link, m.Task):
         sim.send(link, success(sent.task_id))
     assert (status().running, status().queued, status().blocked) == (0, 0, 0)
+
+
+def test_tasks_asked_back_from_behind_long_ones_are_not_staged_behind_the_next_long_one() -> None:
+    """Two workers of one slot each, lending, and four tasks that compute 2 s (the partitioned client's test,
+    tests/integration/test_partitioned_peers.py): each link takes two, the second staged; both are asked back after
+    STAGED_WAIT_SECONDS. When the first result comes, its link takes one of them, not both: its worker's lent tasks
+    are known to compute long, so nothing is staged behind the next one (rule 7 would only ask it back again a second
+    later, while the other worker sat idle: the fourth task started 1 s late and the run took 5 s, not 4). The other
+    link's result then takes the other one. Checked to fail without `WorkerRecord.restage` withholding the staged
+    task of a worker whose lent tasks compute long (both asked-back tasks went to the first link's worker)."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    workers = [sim.add_worker(name, capacity=2) for name in ("a", "b")]
+    links = [lend(sim, worker) for worker in workers]
+    sim.submit(client, [task(client.peer, n) for n in range(4)])
+    sent = [[t.task_id for t in sent_to(sim, link, m.Task)] for link in links]
+    assert [len(tasks) for tasks in sent] == [2, 2], "before any result, one staged behind each"
+    sim.advance(1.25)
+    for link, (_, staged) in zip(links, sent, strict=True):
+        sim.send(link, m.TaskReturn((staged,)))
+    sim.effects.clear()
+    first, second = sent  # (computing, staged) on each link
+    sim.send(links[0], replace(success(first[0]), ran=m.RunStamps(sim.now - 2.0, sim.now)))
+    assert len(sent_to(sim, links[0], m.Task)) == 1, "one for the freed processor, none staged behind it"
+    sim.send(links[1], replace(success(second[0]), ran=m.RunStamps(sim.now - 2.0, sim.now)))
+    assert len(sent_to(sim, links[1], m.Task)) == 1, "the other one runs on the other worker at once"
+    assert {t.task_id for link in links for t in sent_to(sim, link, m.Task)} == {first[1], second[1]}
+    sim.check_invariants()
+
+
+def test_a_processor_freed_beside_two_that_compute_long_takes_a_task() -> None:
+    """A worker of three slots (its agent announces one task more) whose lent tasks were tiny, then long: all three
+    links compute long, what was staged behind them is asked back, and the third one's result frees it. It takes a
+    task at once, though two links still compute long. Checked to fail with `WorkerRecord.restage` taking one task off
+    per long link (as it did): the worker was offered nothing and its free processor sat idle."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=4)
+    links = [lend(sim, worker, name) for name in (b"p1", b"p2", b"p3")]
+    sim.core.workers[worker.peer].learn_lent(0.0001)  # up to 16 staged per lent processor
+    sim.submit(client, [task(client.peer, n) for n in range(9)])
+    sent = [[t.task_id for t in sent_to(sim, link, m.Task)] for link in links]
+    assert [len(tasks) for tasks in sent] == [3, 3, 3]
+    sim.advance(1.25)
+    for link, (_, *staged) in zip(links, sent, strict=True):
+        sim.send(link, m.TaskReturn(tuple(staged)))
+    sim.effects.clear()
+    sim.send(links[2], replace(success(sent[2][0]), ran=m.RunStamps(sim.now - 1.25, sim.now)))
+    assert len(sent_to(sim, links[2], m.Task)) == 1, "the freed processor takes one (none staged: they compute long)"
+    assert not sent_to(sim, links[0], m.Task) and not sent_to(sim, links[1], m.Task)
+    sim.check_invariants()
