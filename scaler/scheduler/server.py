@@ -40,11 +40,11 @@ from scaler.scheduler.core.effects import (
 from scaler.scheduler.core.events import (
     AnswersLoaded,
     AnswersStored,
+    Beats,
     Event,
     PeerLost,
     Received,
     ShellStats,
-    Tick,
     Undecodable,
 )
 from scaler.scheduler.core.scheduler_core import SchedulerCore
@@ -359,10 +359,11 @@ class SchedulerServer:
     # ------------------------------------------------------------ routines
 
     async def _tick_routine(self) -> None:
-        self._feed([Tick(self._now(), self._clock.wall())])  # at once: the core's wall times are right from the start
+        beats = Beats()
+        self._feed([beats.tick(self._now(), self._clock.wall())])  # at once: the core's wall times are right at once
         while True:
             await self._clock.sleep(TICK_SECONDS)
-            self._feed([Tick(self._now(), self._clock.wall())])
+            self._feed([beats.tick(self._now(), self._clock.wall())])
 
     async def _revocation_routine(self, keys: PeerKeys) -> None:
         """Every second: a peer whose key left the authorised folder is dropped (its tasks go as if it had

@@ -42,10 +42,32 @@ class PeerLost:
 @dataclass(frozen=True, slots=True)
 class Tick:
     """The shell's clock beat: timeouts, status snapshots and scaling are judged against `now`.
-    `wall_time` (seconds since the epoch) only stamps what the monitor feed shows; nothing is decided on it."""
+    `wall_time` (seconds since the epoch) only stamps what the monitor feed shows; nothing is decided on it.
+    `on_time` False: the beat came late (`Beats`): the scheduler itself did not run for a while, so the messages its
+    peers sent meanwhile may not be read yet, and no peer's silence is judged on this beat (the next one judges)."""
 
     now: float
     wall_time: float = 0.0
+    on_time: bool = True
+
+
+#: A beat this long after the one before (the shell beats every quarter second) is late.
+LATE_BEAT_SECONDS = 1.0
+
+
+class Beats:
+    """The shell's clock beats as Ticks, each told whether it came on time (within LATE_BEAT_SECONDS of the one
+    before). A scheduler stalled for seconds (a loaded machine, a long pause of its process) wakes with its beat and
+    the peers' heartbeats due together; judged on that beat, live workers were dropped as silent (seen with a 3 s
+    worker timeout at load 11: both workers dropped in the same second, each answering at once when told)."""
+
+    def __init__(self) -> None:
+        self._last: float | None = None
+
+    def tick(self, now: float, wall_time: float) -> Tick:
+        on_time = self._last is None or now - self._last <= LATE_BEAT_SECONDS
+        self._last = now
+        return Tick(now, wall_time, on_time)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 Routing is a table from message type to handler (`test_scheduler_core.py` checks that every message
 a peer may send has one). Peers register with a Hello; anything else from an unknown peer is answered
-with a ProtocolError. Liveness is judged on `Tick(now)` against the last message of each peer.
+with a ProtocolError. Liveness is judged on `Tick(now)` against the last message of each peer, never on a late beat
+(`events.Beats`).
 
 This module owns the dispatch (which handler for which event and message) and the step (apply a batch, then
 dispatch tasks once); the handlers live with their concept: `registration.py` (Hello), `client_sessions.py`
@@ -257,7 +258,7 @@ class SchedulerCore:
             self._advance(event.now)
             if event.wall_time:
                 self._wall_offset = self.tasks.wall_offset = event.wall_time - event.now
-            self._on_tick()
+            self._on_tick(event.on_time)
         elif isinstance(event, PeerLost):
             self._advance(event.now)
             self._drop_peer(event.peer, event.reason, event.final)
@@ -322,7 +323,7 @@ class SchedulerCore:
 
     # ------------------------------------------------------------ time
 
-    def _on_tick(self) -> None:
+    def _on_tick(self, on_time: bool) -> None:
         settings, now = self.settings, self.now
         self.effects.extend(DeleteOwnerObjects(owner) for owner in self.retention.due(now))
         self.job_requests.expire()
@@ -330,9 +331,10 @@ class SchedulerCore:
         self.worker_sessions.end_notices()
         self.worker_sessions.lent_exits_unexplained()
         self.worker_sessions.withdraw_behind_long()
-        self.client_sessions.on_tick()
-        self.worker_sessions.drop_silent()
-        self.manager_sessions.forget_silent()
+        if on_time:  # a late beat judges no silence: what the peers sent meanwhile may not be read yet (events.Tick)
+            self.client_sessions.on_tick()
+            self.worker_sessions.drop_silent()
+            self.manager_sessions.forget_silent()
         self.unserved.on_tick(now)
         if self.feed.is_due(now):
             transitions, dropped = self.tasks.take_transitions()

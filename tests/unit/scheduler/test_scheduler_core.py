@@ -8,7 +8,7 @@ from scaler.policy.content import Allocation
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.scheduler.core.effects import DeleteOwnerObjects, Publish, Send, StopScheduler
-from scaler.scheduler.core.events import PeerLost, Received, Tick, Undecodable
+from scaler.scheduler.core.events import Beats, PeerLost, Received, Tick, Undecodable
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.core.task_state import TRANSITIONS, Outcome, TaskEvent, TaskState
 from scaler.scheduler.core.task_table import TRANSITIONS_PER_PUBLICATION
@@ -368,6 +368,30 @@ def test_silent_workers_and_clients_are_dropped_on_tick() -> None:
     assert any(isinstance(e, DeleteOwnerObjects) and e.owner == client.peer for e in effects)
     assert not sim.core.tasks.records
     del worker
+
+
+def test_a_late_beat_judges_no_silence_and_the_next_one_does() -> None:
+    """A scheduler stalled past its peers' timeouts wakes with its beat due and their heartbeats not yet read: that
+    beat (late, `Beats`) drops nobody; the heartbeats read after it keep the worker and the client, and the next,
+    on-time beat still drops a worker that stays silent. Fails with `_on_tick` judging silence on a late beat
+    (both are dropped on it), and with `Beats` calling every beat on time."""
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, worker_timeout_seconds=3, client_timeout_seconds=3))
+    client, worker, quiet = sim.add_client(), sim.add_worker(), sim.add_worker("quiet")
+    beats = Beats()
+    sim.feed(beats.tick(sim.now, 0.0))
+    sim.time.advance(4)  # the scheduler did not run for 4 s
+    late = beats.tick(sim.now, 0.0)
+    assert not late.on_time
+    sim.feed(late)
+    assert {client.peer, worker.peer, quiet.peer} <= set(sim.core.clients) | set(sim.core.workers)
+    sim.heartbeat(client)  # read after the late beat: they were sent during the stall
+    sim.send(worker.peer, m.Heartbeat(worker=m.WorkerStatus()))
+    sim.time.advance(0.25)
+    on_time = beats.tick(sim.now, 0.0)
+    assert on_time.on_time
+    sim.feed(on_time)
+    assert client.peer in sim.core.clients and worker.peer in sim.core.workers
+    assert quiet.peer not in sim.core.workers, "silent through an on-time beat: dropped"
 
 
 def test_a_departed_clients_objects_are_kept_for_the_retention_time() -> None:
