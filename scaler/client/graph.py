@@ -7,7 +7,7 @@ else is passed as it is. Every other value, bare functions included, is data.
 
 Only the keys the requested ones need are sent. Data is sent inside the arguments of the calls that
 use it; calls become graph nodes whose results flow from node to node inside the cluster, and only
-the requested results come back to the client.
+the requested results come back to the client. A linear chain of calls is one node (graph_chains.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from scaler.client import graph_matrix
+from scaler.client import graph_chains, graph_matrix
+from scaler.payload.chain_call import ChainStep
 from scaler.payload.references import NodeResult
 from scaler.payload.task_encoder import TaskEncoder
 from scaler.protocol import messages as m
@@ -116,25 +117,36 @@ def encode_graph(
     `encoder`, as a submission's are; every node with the given settings)."""
     order = needed_keys(graph, list(keys))
     graph_id = new_graph_id()
-    node_ids: dict[Hashable, TaskID] = {key: new_task_id() for key in order if is_call(graph[key])}
+    calls = [key for key in order if is_call(graph[key])]
+    chains = graph_chains.fused_chains(graph, calls, list(keys), _references)
+    inside = {key for chain in chains.values() for key in chain[:-1]}  # run in the task of their chain's last key
+    node_ids: dict[Hashable, TaskID] = {key: new_task_id() for key in calls if key not in inside}
     nodes: list[m.Task] = []
-    for key in order:
-        value = graph[key]
-        if not is_call(value):
+    for key in calls:
+        if key in inside:
             continue
-        function, *arguments = value
-        encoded, dependencies = [], []
-        for position, argument in enumerate(arguments):
-            resolved, used = _resolve(graph, node_ids, argument)
-            dependencies.extend(used)
-            if isinstance(resolved, NodeResult):
-                encoded.append(m.Argument(m.ArgumentKind.TASK_RESULT, resolved.task_id))
-            else:
-                encoded.append(_named(key, encoder.argument, resolved, "", position))
+        encoded: list[m.Argument] = []
+        dependencies: list[TaskID] = []
+        steps: list[ChainStep] = []
+        chain = chains.get(key, (key,))
+        for index, step_key in enumerate(chain):
+            function, *arguments = graph[step_key]
+            slot = graph_chains.slot_of(graph, step_key, chain[index - 1], _references) if index else -1
+            for position, argument in enumerate(arguments):
+                if position == slot:
+                    continue  # the previous step's result, passed in the processor
+                resolved, used = _resolve(graph, node_ids, argument)
+                dependencies.extend(used)
+                if isinstance(resolved, NodeResult):
+                    encoded.append(m.Argument(m.ArgumentKind.TASK_RESULT, resolved.task_id))
+                else:
+                    encoded.append(_named(step_key, encoder.argument, resolved, "", position))
+            steps.append(ChainStep(function, len(arguments) - (slot >= 0), slot))
+        runner = graph_chains.chain_runner(steps) if len(steps) > 1 else steps[0].function
         nodes.append(
             encoder.task(
                 node_ids[key],
-                _named(key, encoder.function, function, refresh=reserialize),
+                _named(key, encoder.function, runner, refresh=reserialize),
                 tuple(encoded),
                 profiling=profiling,
                 stream_output=stream_output,

@@ -1,0 +1,89 @@
+"""Linear chains of a dict graph, run as one task each (as Dask's `fuse` of linear chains does).
+
+A call X is run inside the task of its dependent Y when nothing else can use X's result and fusing cannot delay X:
+X is not requested, Y is X's only dependent, X is Y's only dependency among the calls, and Y names X once, as a
+whole positional argument (not inside a list). Chains of any length form (X into Y into Z ...); the first call of a
+chain keeps its own dependencies. X's result then goes straight into Y's call in the processor, instead of
+travelling as a task result (through the scheduler, or through object storage when it is large) to a task of its
+own: U2's 250 "make a partition, group it" pairs are 250 tasks, not 500, and no partition is stored
+(docs/performance.md, "U2: linear chains fused"). A fused task is known by its steps' names ("make > group"); a
+failing step fails it with that step's exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+from scaler.payload.chain_call import ChainCall, ChainStep
+
+#: Off: every call is a task of its own (the tests switch it off to show what fusing changes).
+FUSE_CHAINS = True
+
+#: The chains' runners, one per sequence of (function, arity, slot), so that a client serializes each once (its
+#: function cache goes by identity). Cleared when it grows past this many.
+_MAX_RUNNERS = 1_000
+_runners: dict[tuple[tuple[int, int, int], ...], ChainCall] = {}
+
+References = Callable[[dict[Hashable, Any], Any], list[Hashable]]
+
+
+def fused_chains(
+    graph: dict[Hashable, Any], calls: Sequence[Hashable], keys: Sequence[Hashable], references: References
+) -> dict[Hashable, tuple[Hashable, ...]]:
+    """The chains to fuse, by their last key: that key's chain, first to last (two keys or more). `calls`: the call
+    keys to run, dependencies first; `references(graph, argument)`: the keys an argument names."""
+    if not FUSE_CHAINS:
+        return {}
+    is_call = set(calls)
+    requested = set(keys)
+    dependencies: dict[Hashable, list[Hashable]] = {}
+    dependents: dict[Hashable, int] = {}
+    for key in calls:
+        found = list(dict.fromkeys(name for argument in graph[key][1:] for name in references(graph, argument)))
+        dependencies[key] = [name for name in found if name in is_call]
+        for name in dependencies[key]:
+            dependents[name] = dependents.get(name, 0) + 1
+    into: dict[Hashable, Hashable] = {}
+    for key in calls:
+        if len(dependencies[key]) != 1:
+            continue
+        (before,) = dependencies[key]
+        if before not in requested and dependents[before] == 1 and slot_of(graph, key, before, references) >= 0:
+            into[before] = key
+    fused_into = set(into.values())
+    chains: dict[Hashable, tuple[Hashable, ...]] = {}
+    for first in into:
+        if first in fused_into:
+            continue  # inside a chain that starts earlier
+        chain = [first]
+        while chain[-1] in into:
+            chain.append(into[chain[-1]])
+        chains[chain[-1]] = tuple(chain)
+    return chains
+
+
+def slot_of(graph: dict[Hashable, Any], key: Hashable, before: Hashable, references: References) -> int:
+    """The position of the argument of call `key` that is the key `before`, when it names `before` exactly once and
+    as a whole argument; else -1."""
+    slot = -1
+    for position, argument in enumerate(graph[key][1:]):
+        named = references(graph, argument)
+        if before not in named:
+            continue
+        if slot >= 0 or isinstance(argument, list) or named != [before]:
+            return -1  # named twice, or inside a list
+        slot = position
+    return slot
+
+
+def chain_runner(steps: Sequence[ChainStep]) -> ChainCall:
+    """The runner of these steps (the same object for the same functions, arities and slots)."""
+    key = tuple((id(step.function), step.arity, step.slot) for step in steps)
+    runner = _runners.get(key)
+    if runner is not None and all(old.function is new.function for old, new in zip(runner.steps, steps, strict=True)):
+        return runner
+    if len(_runners) >= _MAX_RUNNERS:
+        _runners.clear()
+    runner = _runners[key] = ChainCall(tuple(steps))
+    return runner
