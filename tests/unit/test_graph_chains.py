@@ -65,7 +65,9 @@ def test_the_dataframe_fan_out_shape_fuses_each_make_into_its_group() -> None:
         graph[f"made-{index}"] = (make, index, 3)
         graph[f"grouped-{index}"] = (total, f"made-{index}")
     graph["all"] = (add, *(f"grouped-{index}" for index in range(5)))
-    assert chains_of(graph, ["all"]) == {f"grouped-{index}": (f"made-{index}", f"grouped-{index}") for index in range(5)}
+    assert chains_of(graph, ["all"]) == {
+        f"grouped-{index}": (f"made-{index}", f"grouped-{index}") for index in range(5)
+    }
     message = encoded(Sides(), graph, ["all"])
     assert len(message.nodes) == 6
     assert [node.function_name for node in message.nodes[:5]] == ["make > total"] * 5
