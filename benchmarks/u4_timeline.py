@@ -28,6 +28,11 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--warm", action="store_true", help="also a second search on the same cluster")
+    parser.add_argument(
+        "--batch-seconds", default="",
+        help="auto-batching's aim (joblib's MIN_IDEAL_BATCH_DURATION, 0.2 s), or several to alternate, e.g. 0.2,0.05 "
+        "(a fresh cluster each); default: the backend's own",
+    )  # fmt: skip
     return parser.parse_args()
 
 
@@ -79,7 +84,11 @@ def one_search(client: Any, me: psutil.Process, label: str) -> None:
             f"median {gaps[len(gaps) // 2] * 1000 if gaps else 0:.2f} ms, max {max(gaps, default=0) * 1000:.1f} ms"
         )
     last = max(ended for _, ended, _ in spans)
-    print(f"  last fit ended {last - start:.3f}; search returned {done - start:.3f}")
+    ends = sorted(runs[-1][1] for runs in by_pid.values())
+    print(
+        f"  last fit ended {last - start:.3f} ({(ends[-1] - ends[0]) * 1000:.0f} ms after the other processor's); "
+        f"search returned {done - start:.3f}"
+    )
     cpu = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in after}
     print("  CPU s: " + ", ".join(f"{name} {value:.2f}" for name, value in sorted(cpu.items()) if value > 0.005))
 
@@ -93,16 +102,29 @@ def main() -> None:
     )
     me = psutil.Process()
     print(sys.prefix)
-    for number in range(1, args.rounds + 1):
+    from scaler.compat.joblib import ScalerBackend
+
+    targets = [float(value) for value in args.batch_seconds.split(",")] if args.batch_seconds else [0.0]
+    for number, target in [(number, target) for number in range(1, args.rounds + 1) for target in targets]:
+        if target:
+            ScalerBackend.MIN_IDEAL_BATCH_DURATION = target
         cluster = SchedulerClusterCombo(n_workers=2, logging_level="WARNING")
         client = Client(address=cluster.get_address())
         try:
             seen: set[int] = set()
             while len(seen) < 2:  # as run.py's warm-up: both processors have run a task
                 seen.update(f.result() for f in [client.submit(timeline_tasks.pid_after, 0.05) for _ in range(4)])
-            one_search(client, me, f"round {number}, fresh processors")
+            one_search(
+                client,
+                me,
+                f"round {number}, batches aimed at {ScalerBackend.MIN_IDEAL_BATCH_DURATION} s, fresh processors",
+            )
             if args.warm:
-                one_search(client, me, f"round {number}, warm processors")
+                one_search(
+                    client,
+                    me,
+                    f"round {number}, batches aimed at {ScalerBackend.MIN_IDEAL_BATCH_DURATION} s, warm processors",
+                )
         finally:
             client.disconnect()
             cluster.shutdown()
