@@ -128,7 +128,7 @@ def encode_graph(
         encoded: list[m.Argument] = []
         dependencies: list[TaskID] = []
         steps: list[ChainStep] = []
-        chain = chains.get(key, (key,))
+        chain = chains.get(key) or (key,)
         for index, step_key in enumerate(chain):
             function, *arguments = graph[step_key]
             slot = graph_chains.slot_of(graph, step_key, chain[index - 1], _references) if index else -1
@@ -141,8 +141,9 @@ def encode_graph(
                     encoded.append(m.Argument(m.ArgumentKind.TASK_RESULT, resolved.task_id))
                 else:
                     encoded.append(_named(step_key, encoder.argument, resolved, "", position))
-            steps.append(ChainStep(function, len(arguments) - (slot >= 0), slot))
-        runner = graph_chains.chain_runner(steps) if len(steps) > 1 else steps[0].function
+            if len(chain) > 1:
+                steps.append(ChainStep(function, len(arguments) - (slot >= 0), slot))
+        runner = graph_chains.chain_runner(steps) if steps else function
         nodes.append(
             encoder.task(
                 node_ids[key],

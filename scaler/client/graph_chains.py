@@ -32,25 +32,48 @@ def fused_chains(
     graph: dict[Hashable, Any], calls: Sequence[Hashable], keys: Sequence[Hashable], references: References
 ) -> dict[Hashable, tuple[Hashable, ...]]:
     """The chains to fuse, by their last key: that key's chain, first to last (two keys or more). `calls`: the call
-    keys to run, dependencies first; `references(graph, argument)`: the keys an argument names."""
+    keys to run, dependencies first; `references(graph, argument)`: the keys an argument names (client/graph.py)."""
     if not FUSE_CHAINS:
         return {}
     is_call = set(calls)
     requested = set(keys)
-    dependencies: dict[Hashable, list[Hashable]] = {}
+    only: dict[Hashable, Hashable] = {}  #: a call -> its one dependency among the calls, when it has one
     dependents: dict[Hashable, int] = {}
     for key in calls:
-        found = list(dict.fromkeys(name for argument in graph[key][1:] for name in references(graph, argument)))
-        dependencies[key] = [name for name in found if name in is_call]
-        for name in dependencies[key]:
+        found = _calls_named(graph, key, is_call, references)
+        if len(found) > 1:
+            found = list(dict.fromkeys(found))
+        elif found:
+            only[key] = found[0]
+        for name in found:
             dependents[name] = dependents.get(name, 0) + 1
     into: dict[Hashable, Hashable] = {}
-    for key in calls:
-        if len(dependencies[key]) != 1:
-            continue
-        (before,) = dependencies[key]
+    for key, before in only.items():
         if before not in requested and dependents[before] == 1 and slot_of(graph, key, before, references) >= 0:
             into[before] = key
+    return _chains(into)
+
+
+def _calls_named(
+    graph: dict[Hashable, Any], key: Hashable, is_call: set[Hashable], references: References
+) -> list[Hashable]:
+    """The call keys call `key` names (repeats kept), as `references` finds keys, inline for the common arguments:
+    a million-node graph passes here once per node."""
+    found: list[Hashable] = []
+    for argument in graph[key][1:]:
+        if isinstance(argument, list):
+            found.extend(name for name in references(graph, argument) if name in is_call)
+        elif not isinstance(argument, tuple):  # a tuple is never a key
+            try:
+                if argument in is_call:
+                    found.append(argument)
+            except TypeError:  # unhashable: not a key
+                pass
+    return found
+
+
+def _chains(into: dict[Hashable, Hashable]) -> dict[Hashable, tuple[Hashable, ...]]:
+    """The maximal chains of `into` (a call -> the call it runs in), by their last key."""
     fused_into = set(into.values())
     chains: dict[Hashable, tuple[Hashable, ...]] = {}
     for first in into:
