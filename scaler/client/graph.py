@@ -13,6 +13,7 @@ the requested results come back to the client. A linear chain of calls is one no
 from __future__ import annotations
 
 import graphlib
+import itertools
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -25,6 +26,8 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID, new_graph_id, new_task_id
 
 T = TypeVar("T")
+#: A chain's step before it is one: (function, how many arguments of its own, where the previous result goes)
+Step = tuple[Any, int, int]
 
 
 def is_call(value: Any) -> bool:
@@ -120,35 +123,16 @@ def encode_graph(
     calls = [key for key in order if is_call(graph[key])]
     chains = graph_chains.fused_chains(graph, calls, list(keys), _references)
     inside = {key for chain in chains.values() for key in chain[:-1]}  # run in the task of their chain's last key
-    node_ids: dict[Hashable, TaskID] = {key: new_task_id() for key in calls if key not in inside}
+    node_ids: dict[Hashable, TaskID] = {key: new_task_id() for key in calls}
     nodes: list[m.Task] = []
-    for key in calls:
-        if key in inside:
-            continue
-        encoded: list[m.Argument] = []
-        dependencies: list[TaskID] = []
-        steps: list[ChainStep] = []
-        chain = chains.get(key) or (key,)
-        for index, step_key in enumerate(chain):
-            function, *arguments = graph[step_key]
-            slot = graph_chains.slot_of(graph, step_key, chain[index - 1], _references) if index else -1
-            for position, argument in enumerate(arguments):
-                if position == slot:
-                    continue  # the previous step's result, passed in the processor
-                resolved, used = _resolve(graph, node_ids, argument)
-                dependencies.extend(used)
-                if isinstance(resolved, NodeResult):
-                    encoded.append(m.Argument(m.ArgumentKind.TASK_RESULT, resolved.task_id))
-                else:
-                    encoded.append(_named(step_key, encoder.argument, resolved, "", position))
-            if len(chain) > 1:
-                steps.append(ChainStep(function, len(arguments) - (slot >= 0), slot))
-        runner = graph_chains.chain_runner(steps) if steps else function
+
+    def add(key: Hashable, arguments: list[m.Argument], dependencies: list[TaskID], steps: list[Step]) -> None:
+        runner = graph_chains.chain_runner([ChainStep(*step) for step in steps]) if len(steps) > 1 else steps[0][0]
         nodes.append(
             encoder.task(
                 node_ids[key],
                 _named(key, encoder.function, runner, refresh=reserialize),
-                tuple(encoded),
+                tuple(arguments),
                 profiling=profiling,
                 stream_output=stream_output,
                 priority=priority,
@@ -157,10 +141,52 @@ def encode_graph(
                 dependencies=tuple(dict.fromkeys(dependencies)),
             )
         )
+        inside.discard(key)  # a task of its own after all (the chain was cut after it)
+
+    for key in calls:
+        if key in inside:
+            continue
+        chain = chains.get(key) or (key,)
+        function, arguments, dependencies = _encode_call(graph, node_ids, chain[0], -1, encoder)
+        steps: list[Step] = [(function, len(arguments), -1)]
+        for before, step_key in itertools.pairwise(chain) if len(chain) > 1 else ():
+            slot = graph_chains.slot_of(graph, step_key, before, _references)
+            function, own, used = _encode_call(graph, node_ids, step_key, slot, encoder)
+            if any(argument.kind is not m.ArgumentKind.INLINE for argument in own):  # stored: cut the chain here
+                add(before, arguments, dependencies, steps)
+                own.insert(slot, m.Argument(m.ArgumentKind.TASK_RESULT, node_ids[before]))
+                arguments, dependencies, steps = own, [node_ids[before], *used], [(function, len(own), -1)]
+                continue
+            arguments.extend(own)
+            dependencies.extend(used)
+            steps.append((function, len(own), slot))
+        add(chain[-1], arguments, dependencies, steps)
+    for key in inside:
+        del node_ids[key]
     if not nodes:
         return EncodedGraph(None, node_ids)
     targets = tuple(node_ids[key] for key in dict.fromkeys(keys) if key in node_ids)
     return EncodedGraph(m.GraphTask(graph_id, client_id, tuple(nodes), targets), node_ids)
+
+
+def _encode_call(
+    graph: dict[Hashable, Any], node_ids: dict[Hashable, TaskID], key: Hashable, slot: int, encoder: TaskEncoder
+) -> tuple[Any, list[m.Argument], list[TaskID]]:
+    """A call's function, its arguments encoded but the one at `slot` (the previous step's result, when the call is a
+    chain's step after the first; -1: none), and the results it names."""
+    function, *arguments = graph[key]
+    encoded: list[m.Argument] = []
+    dependencies: list[TaskID] = []
+    for position, argument in enumerate(arguments):
+        if position == slot:
+            continue
+        resolved, used = _resolve(graph, node_ids, argument)
+        dependencies.extend(used)
+        if isinstance(resolved, NodeResult):
+            encoded.append(m.Argument(m.ArgumentKind.TASK_RESULT, resolved.task_id))
+        else:
+            encoded.append(_named(key, encoder.argument, resolved, "", position))
+    return function, encoded, dependencies
 
 
 def _named(key: Hashable, encode: Callable[..., T], *args: Any, **kwargs: Any) -> T:

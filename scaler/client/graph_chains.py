@@ -1,13 +1,15 @@
 """Linear chains of a dict graph, run as one task each (as Dask's `fuse` of linear chains does).
 
-A call X is run inside the task of its dependent Y when nothing else can use X's result and fusing cannot delay X:
-X is not requested, Y is X's only dependent, X is Y's only dependency among the calls, and Y names X once, as a
-whole positional argument (not inside a list). Chains of any length form (X into Y into Z ...); the first call of a
-chain keeps its own dependencies. X's result then goes straight into Y's call in the processor, instead of
-travelling as a task result (through the scheduler, or through object storage when it is large) to a task of its
-own: U2's 250 "make a partition, group it" pairs are 250 tasks, not 500, and no partition is stored
-(docs/performance.md, "U2: linear chains fused"). A fused task is known by its steps' names ("make > group"); a
-failing step fails it with that step's exception.
+A call X is run inside the task of its dependent Y when nothing else can use X's result and fusing changes neither
+when X starts nor what Y's task reads from storage: X is not requested, Y is X's only dependent, X is Y's only
+dependency among the calls, Y names X once, as a whole positional argument (not inside a list), and Y's other
+arguments travel inside the task (client/graph.py checks this one as it encodes them: a fused task reads its
+arguments when its first step starts, and a stored one might be deleted, by `client.clear()`, until Y's start).
+Chains of any length form (X into Y into Z ...); the first call of a chain keeps its own dependencies. X's result
+then goes straight into Y's call in the processor, instead of travelling as a task result (through the scheduler,
+or through object storage when it is large) to a task of its own: U2's 250 "make a partition, group it" pairs are
+250 tasks, not 500, and no partition is stored (docs/performance.md, "U2: linear chains fused"). A fused task is
+known by its steps' names ("make > group"); a failing step fails it with that step's exception.
 """
 
 from __future__ import annotations

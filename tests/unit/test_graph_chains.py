@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from scaler.client import graph_chains
-from scaler.client.graph import _references, encode_graph
+from scaler.client.graph import encode_graph
 from scaler.payload.chain_call import ChainCall, ChainStep
 from scaler.payload.task_decoder import DecodedCall
+from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID
 from tests.unit.test_payload import Sides
@@ -38,17 +39,16 @@ def add(*values: int) -> int:
     return sum(values)
 
 
-def chains_of(graph: dict[Hashable, Any], keys: list[Hashable]) -> dict[Hashable, tuple[Hashable, ...]]:
-    calls = [key for key in graph if isinstance(graph[key], tuple)]
-    return graph_chains.fused_chains(graph, calls, keys, _references)
-
-
 def encoded(sides: Sides, graph: dict[Hashable, Any], keys: list[Hashable]) -> m.GraphTask:
     result = encode_graph(
         graph, keys, sides.encoder, CLIENT, profiling=False, stream_output=False, priority=0, capabilities=()
     )
     assert result.message is not None
     return result.message
+
+
+def names(graph: dict[Hashable, Any], keys: list[Hashable]) -> list[str]:
+    return [node.function_name for node in encoded(Sides(), graph, keys).nodes]
 
 
 def run(sides: Sides, task: m.Task, inputs: tuple[m.TaskInput, ...] = ()) -> Any:
@@ -65,12 +65,7 @@ def test_the_dataframe_fan_out_shape_fuses_each_make_into_its_group() -> None:
         graph[f"made-{index}"] = (make, index, 3)
         graph[f"grouped-{index}"] = (total, f"made-{index}")
     graph["all"] = (add, *(f"grouped-{index}" for index in range(5)))
-    assert chains_of(graph, ["all"]) == {
-        f"grouped-{index}": (f"made-{index}", f"grouped-{index}") for index in range(5)
-    }
-    message = encoded(Sides(), graph, ["all"])
-    assert len(message.nodes) == 6
-    assert [node.function_name for node in message.nodes[:5]] == ["make > total"] * 5
+    assert names(graph, ["all"]) == ["make > total"] * 5 + ["add"]
 
 
 def test_a_chain_of_four_is_one_node_whose_first_step_keeps_its_dependencies() -> None:
@@ -83,7 +78,6 @@ def test_a_chain_of_four_is_one_node_whose_first_step_keeps_its_dependencies() -
         "x3": (scaled, "x2", 1, 5),
         "x4": (add, "x3", "data"),
     }
-    assert chains_of(graph, ["x4"]) == {"x4": ("x1", "x2", "x3", "x4")}
     sides = Sides()
     message = encoded(sides, graph, ["x4"])
     assert [node.function_name for node in message.nodes] == ["add", "add", "add > scaled > scaled > add"]
@@ -107,18 +101,19 @@ def test_a_chain_of_four_is_one_node_whose_first_step_keeps_its_dependencies() -
         ({"x": (add, 1), "y": (add, "x", "x")}, ["y"]),  # y names x twice
         ({"x": (add, 1), "y": (total, ["x", 2])}, ["y"]),  # y names x inside a list
         ({"w": (add, 1), "x": (add, 2), "y": (add, "x", "w")}, ["y"]),  # y waits on w too: fusing would delay x
+        # y's other argument is stored: fused, it would be read when x starts, and might be deleted until y's start
+        ({"x": (add, 1), "y": (scaled, "x", b"b" * 100_000, b"")}, ["y"]),
     ],
 )
 def test_what_does_not_fuse(graph: dict[Hashable, Any], keys: list[Hashable]) -> None:
-    assert chains_of(graph, keys) == {}
-    assert len(encoded(Sides(), graph, keys).nodes) == len(graph)
+    assert len(names(graph, keys)) == len(graph)
 
 
 def test_with_fusing_off_every_call_is_a_node(monkeypatch: pytest.MonkeyPatch) -> None:
     graph = {"x": (make, 1, 2), "y": (total, "x")}
-    assert len(encoded(Sides(), graph, ["y"]).nodes) == 1
+    assert names(graph, ["y"]) == ["make > total"]
     monkeypatch.setattr(graph_chains, "FUSE_CHAINS", False)
-    assert len(encoded(Sides(), graph, ["y"]).nodes) == 2
+    assert names(graph, ["y"]) == ["make", "total"]
 
 
 def test_a_fused_task_runs_to_the_unfused_result_and_a_step_error_is_that_steps() -> None:
@@ -130,21 +125,32 @@ def test_a_fused_task_runs_to_the_unfused_result_and_a_step_error_is_that_steps(
         run(sides, failing)
 
 
+def test_a_step_with_a_stored_argument_cuts_the_chain_and_starts_the_next() -> None:
+    sides = Sides()
+    big = b"b" * 100_000
+    graph = {"x1": (add, 1, 2), "x2": (scaled, "x1", big, b""), "x3": (len, "x2")}
+    first, rest = encoded(sides, graph, ["x3"]).nodes
+    assert (first.function_name, rest.function_name) == ("add", "scaled > len")
+    assert rest.dependencies == (first.task_id,)
+    given = (m.TaskInput(first.task_id, m.PayloadKind.INLINE, sides.encoder.argument(3, "", 0).data),)
+    assert run(sides, rest, given) == 3 * 100_000
+
+
+def test_a_first_step_may_take_a_stored_argument() -> None:
+    sides = Sides()
+    big = b"a" * 100_000
+    (node,) = encoded(sides, {"x": (len, big), "y": (add, "x", 1)}, ["y"]).nodes
+    assert run(sides, node) == 100_001
+
+
 def test_one_runner_per_chain_shape_so_the_client_serializes_it_once() -> None:
     steps = [ChainStep(make, 2, -1), ChainStep(total, 0, 0)]
     runner = graph_chains.chain_runner(steps)
     assert graph_chains.chain_runner(list(steps)) is runner
     assert graph_chains.chain_runner([ChainStep(make, 2, -1), ChainStep(sum, 0, 0)]) is not runner
-    sides = Sides()
     graph = {f"x{i}": (make, i, 2) for i in range(3)} | {f"y{i}": (total, f"x{i}") for i in range(3)}
-    message = encoded(sides, graph, ["y0", "y1", "y2"])
-    assert len({codec_function_id(node) for node in message.nodes}) == 1
-
-
-def codec_function_id(node: m.Task) -> bytes:
-    from scaler.protocol import codec
-
-    return bytes(codec.decode_body(node.body).function_id)
+    message = encoded(Sides(), graph, ["y0", "y1", "y2"])
+    assert len({bytes(codec.decode_body(node.body).function_id) for node in message.nodes}) == 1
 
 
 def test_a_chain_call_checks_its_steps() -> None:
