@@ -7,23 +7,27 @@ else is passed as it is. Every other value, bare functions included, is data.
 
 Only the keys the requested ones need are sent. Data is sent inside the arguments of the calls that
 use it; calls become graph nodes whose results flow from node to node inside the cluster, and only
-the requested results come back to the client.
+the requested results come back to the client. A linear chain of calls is one node (graph_chains.py).
 """
 
 from __future__ import annotations
 
 import graphlib
+import itertools
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from scaler.client import graph_matrix
+from scaler.client import graph_chains, graph_matrix
+from scaler.payload.chain_call import ChainStep
 from scaler.payload.references import NodeResult
 from scaler.payload.task_encoder import TaskEncoder
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID, new_graph_id, new_task_id
 
 T = TypeVar("T")
+#: A chain's step before it is one: (function, how many arguments of its own, where the previous result goes)
+Step = tuple[Any, int, int]
 
 
 def is_call(value: Any) -> bool:
@@ -116,26 +120,19 @@ def encode_graph(
     `encoder`, as a submission's are; every node with the given settings)."""
     order = needed_keys(graph, list(keys))
     graph_id = new_graph_id()
-    node_ids: dict[Hashable, TaskID] = {key: new_task_id() for key in order if is_call(graph[key])}
+    calls = [key for key in order if is_call(graph[key])]
+    chains = graph_chains.fused_chains(graph, calls, list(keys), _references)
+    inside = {key for chain in chains.values() for key in chain[:-1]}  # run in the task of their chain's last key
+    node_ids: dict[Hashable, TaskID] = {key: new_task_id() for key in calls}
     nodes: list[m.Task] = []
-    for key in order:
-        value = graph[key]
-        if not is_call(value):
-            continue
-        function, *arguments = value
-        encoded, dependencies = [], []
-        for position, argument in enumerate(arguments):
-            resolved, used = _resolve(graph, node_ids, argument)
-            dependencies.extend(used)
-            if isinstance(resolved, NodeResult):
-                encoded.append(m.Argument(m.ArgumentKind.TASK_RESULT, resolved.task_id))
-            else:
-                encoded.append(_named(key, encoder.argument, resolved, "", position))
+
+    def add(key: Hashable, arguments: list[m.Argument], dependencies: list[TaskID], steps: list[Step]) -> None:
+        runner = graph_chains.chain_runner([ChainStep(*step) for step in steps]) if len(steps) > 1 else steps[0][0]
         nodes.append(
             encoder.task(
                 node_ids[key],
-                _named(key, encoder.function, function, refresh=reserialize),
-                tuple(encoded),
+                _named(key, encoder.function, runner, refresh=reserialize),
+                tuple(arguments),
                 profiling=profiling,
                 stream_output=stream_output,
                 priority=priority,
@@ -144,10 +141,52 @@ def encode_graph(
                 dependencies=tuple(dict.fromkeys(dependencies)),
             )
         )
+        inside.discard(key)  # a task of its own after all (the chain was cut after it)
+
+    for key in calls:
+        if key in inside:
+            continue
+        chain = chains.get(key) or (key,)
+        function, arguments, dependencies = _encode_call(graph, node_ids, chain[0], -1, encoder)
+        steps: list[Step] = [(function, len(arguments), -1)]
+        for before, step_key in itertools.pairwise(chain) if len(chain) > 1 else ():
+            slot = graph_chains.slot_of(graph, step_key, before, _references)
+            function, own, used = _encode_call(graph, node_ids, step_key, slot, encoder)
+            if any(argument.kind is not m.ArgumentKind.INLINE for argument in own):  # stored: cut the chain here
+                add(before, arguments, dependencies, steps)
+                own.insert(slot, m.Argument(m.ArgumentKind.TASK_RESULT, node_ids[before]))
+                arguments, dependencies, steps = own, [node_ids[before], *used], [(function, len(own), -1)]
+                continue
+            arguments.extend(own)
+            dependencies.extend(used)
+            steps.append((function, len(own), slot))
+        add(chain[-1], arguments, dependencies, steps)
+    for key in inside:
+        del node_ids[key]
     if not nodes:
         return EncodedGraph(None, node_ids)
     targets = tuple(node_ids[key] for key in dict.fromkeys(keys) if key in node_ids)
     return EncodedGraph(m.GraphTask(graph_id, client_id, tuple(nodes), targets), node_ids)
+
+
+def _encode_call(
+    graph: dict[Hashable, Any], node_ids: dict[Hashable, TaskID], key: Hashable, slot: int, encoder: TaskEncoder
+) -> tuple[Any, list[m.Argument], list[TaskID]]:
+    """A call's function, its arguments encoded but the one at `slot` (the previous step's result, when the call is a
+    chain's step after the first; -1: none), and the results it names."""
+    function, *arguments = graph[key]
+    encoded: list[m.Argument] = []
+    dependencies: list[TaskID] = []
+    for position, argument in enumerate(arguments):
+        if position == slot:
+            continue
+        resolved, used = _resolve(graph, node_ids, argument)
+        dependencies.extend(used)
+        if isinstance(resolved, NodeResult):
+            encoded.append(m.Argument(m.ArgumentKind.TASK_RESULT, resolved.task_id))
+        else:
+            encoded.append(_named(key, encoder.argument, resolved, "", position))
+    return function, encoded, dependencies
 
 
 def _named(key: Hashable, encode: Callable[..., T], *args: Any, **kwargs: Any) -> T:
