@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.protocol.messages import Capabilities, ManagerTarget, ProcessorExited, WorkerLimit, WorkerStatus
-from scaler.protocol.staging import STAGED_WAIT_SECONDS
+from scaler.protocol.staging import LENT_STAGING_SECONDS, STAGED_WAIT_SECONDS
 from scaler.scheduler.core.client_answers import AnswerLog
 
 #: Results read from a worker's processors that its next heartbeat echo names, at most.
@@ -51,10 +51,9 @@ class ClientRecord:
         return bool(self.away_reason)
 
 
-#: Lent processors (`WorkerRecord.learn_lent`): the most tasks staged behind the one computing, and how much of
-#: their run time at most.
+#: Lent processors (`WorkerRecord.learn_lent`): the most tasks staged behind the one computing (how much of their run
+#: time at most: `staging.LENT_STAGING_SECONDS`).
 MAX_LENT_STAGED = 16
-LENT_STAGING_SECONDS = 0.002
 
 
 @dataclass(slots=True)

@@ -50,13 +50,14 @@ import zmq
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
+from scaler.protocol.staging import RESULT_HOLD_SECONDS
 from scaler.worker.processor.channel import BlockingChannel
 from scaler.worker.processor.result_route import ResultRoute, RouteState
 
 logger = logging.getLogger(__name__)
 
 #: How long a result may wait for the results of the tasks staged behind it, so that they leave together.
-HOLD_SECONDS = 0.001
+HOLD_SECONDS = RESULT_HOLD_SECONDS
 #: The most results held at once.
 MAX_HELD = 16
 #: How long an actor built as the link's hello is still unanswered waits for the answer before it says it is ready
@@ -210,11 +211,12 @@ class ProcessorOutlet:
         """The result of a task that ran: on the link when the route is open (and a ResultSent to the agent), else
         to the agent, which sends it on. `more`: another task of this processor starts at once (a staged one): the
         result may wait for the next ones, at most HOLD_SECONDS and MAX_HELD results, so that they leave together;
-        not when it computed HOLD_SECONDS or longer itself (the next one, as long, would not end in time: the result
-        would only wait for the flusher thread, a wake-up more per task)."""
+        the results held leave now when the next one, if it computes as long as this one did, would come after the
+        hold's end (it would only wait for the flusher thread, a wake-up more: so a task that computed HOLD_SECONDS or
+        longer holds nothing)."""
         ran = result.ran
-        if more and ran is not None and ran.finished_at - ran.started_at >= HOLD_SECONDS:
-            more = False
+        took = ran.finished_at - ran.started_at if ran is not None else 0.0
+        now = time.monotonic()
         with self._lock:
             lent = bool(self._lent_tasks) and result.task_id in self._lent_tasks
             if lent:
@@ -229,13 +231,20 @@ class ProcessorOutlet:
             frame = codec.encode(result)
             if lent:
                 self._keep(result.task_id, frame)
-            self._held.append(frame)
+            held = self._held
+            held.append(frame)
+            if len(held) == 1:
+                self._held_since = now
             # a lent one is held only where its processor marks the task it computes: a crash of the next task then
             # loses the results held, and the scheduler, told which task crashed, runs them again (module docstring)
-            if not more or (lent and not self._hold_lent) or len(self._held) >= MAX_HELD:
+            if (
+                not more
+                or (lent and not self._hold_lent)
+                or len(held) >= MAX_HELD
+                or now - self._held_since + took >= HOLD_SECONDS
+            ):
                 self._flush()
-            elif len(self._held) == 1:
-                self._held_since = time.monotonic()
+            elif len(held) == 1:
                 if self._flusher is None:
                     self._flusher = threading.Thread(target=self._flush_late, name="scaler-results", daemon=True)
                     self._flusher.start()
@@ -244,7 +253,7 @@ class ProcessorOutlet:
                 return  # the agent never saw the task
             # the agent hears of it now, even when it is held: a held result dies with the processor if the next task
             # crashes it, and the agent, which keeps every ResultSent, then sends it itself
-            self._channel.send(m.ResultSent(result.task_id, frame, ran.finished_at - ran.started_at if ran else 0.0))
+            self._channel.send(m.ResultSent(result.task_id, frame, took))
 
     def _keep(self, task_id: bytes, frame: bytes) -> None:
         """Under the lock: a lent result, kept until the scheduler names it read (module docstring)."""

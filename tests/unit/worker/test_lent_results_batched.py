@@ -1,14 +1,16 @@
 """A lent processor's results leave on its link together when they are ready together (`ProcessorOutlet.result`,
 docs/architecture.md, "Lent processors"): the results of tasks staged behind one another are held while the next one
-computes (at most `outlet.MAX_HELD`, `outlet.HOLD_SECONDS`, and only after a task that computed less than the
-latter) and go in one message, one send for the processor and one
+computes (at most `outlet.MAX_HELD`, `outlet.HOLD_SECONDS`, and only while the next result, if its task computes as
+long as the last one did, would come before the hold's end) and go in one message, one send for the processor and one
 read for the scheduler; a lone result (nothing staged behind it) leaves at once. Held only where the processor marks the
 lent task it computes (`hold_lent`): a crash of the next task then names that task, and the scheduler runs the held
 ones again (`worker_sessions._lent_link_gone`), blaming none of them.
 
 A real ZeroMQ link (a ROUTER standing for the scheduler, over inproc) and a real socket pair for the channel. Checked by
 hand with the mechanism off (`hold_lent=False`, as before this change): the first test fails (three messages of one
-result each); with every result held whatever its task's run time, the long-task test fails (the flusher started).
+result each); with every result held whatever its task's run time, the long-task test fails (the flusher started);
+with the hold's age not counted (each result held when its own task computed less than the hold, as before), the age
+test fails.
 The lone-result and late-flush tests pass either way: they guard what the batching must not change.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -26,6 +29,7 @@ from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ClientID, TaskID
+from scaler.worker.processor import outlet as outlet_module
 from scaler.worker.processor.channel import BlockingChannel
 from scaler.worker.processor.outlet import HOLD_SECONDS, ProcessorOutlet
 
@@ -103,7 +107,8 @@ def _lent_outlet(hold_lent: bool = True) -> Iterator[tuple[ProcessorOutlet, _Sch
         context.term()
 
 
-def test_the_results_of_staged_lent_tasks_leave_in_one_message() -> None:
+def test_the_results_of_staged_lent_tasks_leave_in_one_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(outlet_module, "HOLD_SECONDS", 10.0)  # a stalled machine does not end the hold
     with _lent_outlet() as (outlet, scheduler):
         scheduler.lend(outlet, [_task(1), _task(2), _task(3)])
         outlet.result(_result(1), more=True)
@@ -136,6 +141,22 @@ def test_the_result_of_a_task_that_computed_longer_than_the_hold_is_not_held() -
         outlet.result(_result(1, seconds=10 * HOLD_SECONDS), more=True)
         assert outlet._flusher is None
         assert scheduler.message() == [_result(1, seconds=10 * HOLD_SECONDS)]
+
+
+def test_the_held_results_leave_when_the_next_one_would_come_after_the_holds_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A result waits for the next one only while that one, computing as long as this one did, would come before the
+    hold's end: otherwise it would only wait for the flusher thread. (A hold of 10 s here, so that a stalled machine
+    cannot make the flusher send the first result alone: the test lasts 2 s, and asserts no timing.)"""
+    monkeypatch.setattr(outlet_module, "HOLD_SECONDS", 10.0)
+    with _lent_outlet() as (outlet, scheduler):
+        scheduler.lend(outlet, [_task(1), _task(2), _task(3)])
+        outlet.result(_result(1, seconds=0.1), more=True)
+        time.sleep(2.0)  # the first held for 2 s: the next, of 8.5 s, would end 10.5 s after it
+        outlet.result(_result(2, seconds=8.5), more=True)
+        assert not outlet._held, "held past the hold's end"
+        assert scheduler.message() == [_result(1, seconds=0.1), _result(2, seconds=8.5)]
 
 
 def test_lent_results_are_not_held_without_a_computing_mark() -> None:
