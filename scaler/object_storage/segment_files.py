@@ -39,6 +39,7 @@ MAGIC = b"SCALSEG1"
 ALIGN = 64
 _HEADER = struct.Struct("<8sQHHHI")  # magic, payload bytes, id / owner / name lengths, frame count
 _FRAME = struct.Struct("<QQ")  # offset, length
+MAX_NAME_BYTES = 0xFFFF  #: the longest name the header holds (an unsigned short)
 _WRITE_BYTES = 16 * 1024 * 1024  #: largest single write(), so a huge frame is written in steps
 _HEAD_GUESS = 4096  #: bytes read at once for a file's header (more when its frame table is longer)
 SEGMENT_SUFFIX = ".obj"
@@ -106,8 +107,12 @@ def _aligned(offset: int) -> int:
 
 
 def layout(object_id: bytes, owner_id: bytes, name: str, lengths: Sequence[int]) -> tuple[bytes, SegmentHead]:
-    """The header bytes of a segment file holding frames of these lengths, and what it says."""
+    """The header bytes of a segment file holding frames of these lengths, and what it says. A name longer than the
+    header can say (MAX_NAME_BYTES, UTF-8) is cut there: it only describes the object."""
     encoded_name = name.encode()
+    if len(encoded_name) > MAX_NAME_BYTES:
+        name = encoded_name[:MAX_NAME_BYTES].decode(errors="ignore")
+        encoded_name = name.encode()
     described = len(object_id) + len(owner_id) + len(encoded_name)
     offset = _aligned(_HEADER.size + described + _FRAME.size * len(lengths))
     frames = []

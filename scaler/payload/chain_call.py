@@ -22,15 +22,22 @@ class ChainStep:
     slot: int
 
 
+#: Steps named one by one in a chain's name; a longer chain is named by its first ones, its last and its length.
+MAX_NAMED_STEPS = 8
+
+
 class ChainCall:
     """Calls its steps one after another: step i+1 gets step i's result at its `slot`, and its own arguments from
-    the task's, in order. Known (in the monitor, stories, the scheduler's run times) as "first > ... > last"."""
+    the task's, in order. Known (in the monitor, stories, the scheduler's run times) as "first > second > last", or
+    for a chain of more than MAX_NAMED_STEPS as "first > second > third > ... > last (N calls)": every task and
+    stored function carries the name, so it stays short whatever the chain's length (a graph of 10,000 increments in
+    a row is one chain)."""
 
     def __init__(self, steps: tuple[ChainStep, ...]) -> None:
         if len(steps) < 2 or steps[0].slot != -1 or any(step.slot < 0 or step.slot > step.arity for step in steps[1:]):
             raise ValueError(f"not a chain of graph nodes: {steps!r}")
         self.steps = steps
-        self.__name__ = self.__qualname__ = " > ".join(_name_of(step.function) for step in steps)
+        self.__name__ = self.__qualname__ = chain_name(steps)
 
     def __call__(self, *args: Any) -> Any:
         first = self.steps[0]
@@ -45,6 +52,13 @@ class ChainCall:
 
     def __repr__(self) -> str:
         return f"ChainCall({self.__qualname__})"
+
+
+def chain_name(steps: tuple[ChainStep, ...]) -> str:
+    if len(steps) <= MAX_NAMED_STEPS:
+        return " > ".join(_name_of(step.function) for step in steps)
+    named = [_name_of(step.function) for step in steps[:3]]
+    return f"{' > '.join(named)} > ... > {_name_of(steps[-1].function)} ({len(steps):,} calls)"
 
 
 def _name_of(function: Any) -> str:

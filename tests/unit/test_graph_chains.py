@@ -93,6 +93,13 @@ def test_a_chain_of_four_is_one_node_whose_first_step_keeps_its_dependencies() -
     assert run(sides, chain, inputs) == x3 + 2
 
 
+def test_a_long_chain_is_named_by_its_first_calls_its_last_and_its_length() -> None:
+    """Every task and stored function carries the chain's name: 10,000 calls in a row (dask's own stack-limit test)
+    are not named after each of them."""
+    graph: dict[Hashable, Any] = {"x0": 0, **{f"x{i + 1}": (add, f"x{i}") for i in range(10_000)}}
+    assert names(graph, ["x10000"]) == ["add > add > add > ... > add (10,000 calls)"]
+
+
 @pytest.mark.parametrize(
     ("graph", "keys"),
     [

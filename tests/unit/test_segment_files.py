@@ -11,6 +11,7 @@ import pytest
 from scaler.object_storage import segment_directory, segment_sight
 from scaler.object_storage.segment_files import (
     ALIGN,
+    MAX_NAME_BYTES,
     SegmentFileError,
     map_segment,
     read_head_of_file,
@@ -36,6 +37,17 @@ def test_a_segment_file_maps_back_as_the_frames_it_was_written_with_each_frame_a
     assert read_head_of_file(path) == head
     with pytest.raises(SegmentFileError, match="holds object"):
         map_segment(path, object_id=b"other")
+
+
+def test_a_name_longer_than_the_header_holds_is_cut_there(tmp_path: Path) -> None:
+    """An object's name only describes it: one of 70,000 characters (a long chain of graph calls was named after all of
+    them) is stored cut to MAX_NAME_BYTES, at a character's boundary, and the object is stored all the same."""
+    path = str(tmp_path / "o.tmp")
+    name = "é" * 70_000  # two bytes each: the cut falls inside the last character that would fit
+    head = write_segment(path, b"object", b"Client|x", name, [b"payload"])
+    mapped = map_segment(path, object_id=b"object")
+    assert bytes(mapped.frames[0]) == b"payload"
+    assert mapped.head.name == head.name == "é" * (MAX_NAME_BYTES // 2)
 
 
 def test_a_mapped_segment_is_read_only_and_a_copy_on_write_one_is_written_privately(tmp_path: Path) -> None:
