@@ -21,7 +21,7 @@ STAGED_WAIT_SECONDS = 1.0
 #: so that they leave on its link in one message: one send for the processor, one read and one step for the
 #: scheduler, and the scheduler's answers (the client's results, the next tasks) in one message each as well. A
 #: result is not held when the next one would come after the hold's end (outlet.ProcessorOutlet.result).
-RESULT_HOLD_SECONDS = 0.005
+RESULT_HOLD_SECONDS = 0.010
 #: Work the scheduler stages on a lent processor behind the task it computes, in seconds of their measured run time
 #: (peers.WorkerRecord.learn_lent): a hold's worth, which the scheduler learns of only when the hold ends, and as much
 #: again to cover the round trip that brings the next tasks.
