@@ -53,7 +53,7 @@ class ClientRecord:
 
 #: Lent processors (`WorkerRecord.learn_lent`): the most tasks staged behind the one computing (how much of their run
 #: time at most: `staging.LENT_STAGING_SECONDS`).
-MAX_LENT_STAGED = 16
+MAX_LENT_STAGED = 64
 
 
 @dataclass(slots=True)

@@ -59,7 +59,7 @@ logger = logging.getLogger(__name__)
 #: How long a result may wait for the results of the tasks staged behind it, so that they leave together.
 HOLD_SECONDS = RESULT_HOLD_SECONDS
 #: The most results held at once.
-MAX_HELD = 16
+MAX_HELD = 64
 #: How long an actor built as the link's hello is still unanswered waits for the answer before it says it is ready
 #: (then without the link: its calls come through the agent).
 LINK_WAIT_SECONDS = 1.0

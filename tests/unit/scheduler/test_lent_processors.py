@@ -368,7 +368,7 @@ def test_tasks_staged_behind_a_long_lent_task_are_asked_back_once_and_the_link_g
     client = sim.add_client()
     worker = sim.add_worker(capacity=2)
     link = lend(sim, worker)
-    sim.core.workers[worker.peer].learn_lent(0.0001)  # up to 16 staged per lent processor
+    sim.core.workers[worker.peer].learn_lent(0.0001)  # up to MAX_LENT_STAGED staged per lent processor
     sim.submit(client, [task(client.peer, n) for n in (1, 2, 3)])
     computing, *staged = (t.task_id for t in sent_to(sim, link, m.Task))
     sim.advance(0.5)
@@ -445,7 +445,7 @@ def test_a_processor_freed_beside_two_that_compute_long_takes_a_task() -> None:
     client = sim.add_client()
     worker = sim.add_worker(capacity=4)
     links = [lend(sim, worker, name) for name in (b"p1", b"p2", b"p3")]
-    sim.core.workers[worker.peer].learn_lent(0.0001)  # up to 16 staged per lent processor
+    sim.core.workers[worker.peer].learn_lent(0.0001)  # up to MAX_LENT_STAGED staged per lent processor
     sim.submit(client, [task(client.peer, n) for n in range(9)])
     sent = [[t.task_id for t in sent_to(sim, link, m.Task)] for link in links]
     assert [len(tasks) for tasks in sent] == [3, 3, 3]
