@@ -58,6 +58,8 @@ logger = logging.getLogger(__name__)
 
 #: How long a result may wait for the results of the tasks staged behind it, so that they leave together.
 HOLD_SECONDS = RESULT_HOLD_SECONDS
+#: How long the flusher thread (`_flush_late`) goes on looking at the time without a result held before it parks.
+FLUSHER_REST_SECONDS = 5 * HOLD_SECONDS
 #: The most results held at once.
 MAX_HELD = 64
 #: How long an actor built as the link's hello is still unanswered waits for the answer before it says it is ready
@@ -111,7 +113,9 @@ class ProcessorOutlet:
         #: the frames of results held to leave on the link together, since `_held_since`
         self._held: list[bytes] = []
         self._held_since = 0.0
-        self._holding = threading.Event()  #: results began to be held: the flusher watches the time
+        #: the flusher is parked (no result held for FLUSHER_REST_SECONDS): the next hold wakes it with `_holding`
+        self._flusher_parked = True
+        self._holding = threading.Event()
         self._flusher: threading.Thread | None = None
         #: tasks whose every message goes through the agent (streaming tasks, actors' starts: their other news does)
         self._through_agent: set[bytes] = set()
@@ -244,7 +248,8 @@ class ProcessorOutlet:
                 or now - self._held_since + took >= HOLD_SECONDS
             ):
                 self._flush()
-            elif len(held) == 1:
+            elif len(held) == 1 and self._flusher_parked:
+                self._flusher_parked = False
                 if self._flusher is None:
                     self._flusher = threading.Thread(target=self._flush_late, name="scaler-results", daemon=True)
                     self._flusher.start()
@@ -271,21 +276,30 @@ class ProcessorOutlet:
                 self._send_on_link(*held)
 
     def _flush_late(self) -> None:
-        """A thread of its own sends what was held HOLD_SECONDS, should the task after it take longer."""
+        """A thread of its own sends what was held HOLD_SECONDS, should the task after it take longer. While results
+        are held now and then it looks at each hold's end, or every HOLD_SECONDS; it parks after FLUSHER_REST_SECONDS
+        without a hold, until the next one wakes it. So a processor whose results are held batch after batch (tiny
+        tasks, U1's) wakes it at most once a hold, not twice per held batch (a wake-up, then its sleep until the hold's
+        end), and an idle one not at all."""
         while True:
             self._holding.wait()
-            self._holding.clear()
             while True:
                 with self._lock:
-                    if not self._held:
+                    now = time.monotonic()
+                    if self._held:
+                        wait = self._held_since + HOLD_SECONDS - now
+                        if wait <= 0:
+                            try:
+                                self._flush()
+                            except zmq.ZMQError:
+                                return  # the processor is ending
+                            wait = HOLD_SECONDS
+                    elif now - self._held_since >= FLUSHER_REST_SECONDS:  # the last hold began that long ago
+                        self._flusher_parked = True
+                        self._holding.clear()
                         break
-                    wait = self._held_since + HOLD_SECONDS - time.monotonic()
-                    if wait <= 0:
-                        try:
-                            self._flush()
-                        except zmq.ZMQError:
-                            return  # the processor is ending
-                        break
+                    else:
+                        wait = HOLD_SECONDS
                 time.sleep(wait)
 
     def through_agent(self, task_id: bytes) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -157,6 +158,45 @@ def test_the_held_results_leave_when_the_next_one_would_come_after_the_holds_end
         outlet.result(_result(2, seconds=8.5), more=True)
         assert not outlet._held, "held past the hold's end"
         assert scheduler.message() == [_result(1, seconds=0.1), _result(2, seconds=8.5)]
+
+
+class _CountedEvent(threading.Event):
+    """An Event that counts its `set` calls: how often a hold woke the flusher."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sets = 0
+
+    def set(self) -> None:
+        self.sets += 1
+        super().set()
+
+
+def test_holds_that_follow_each_other_wake_the_flusher_once_and_it_parks_when_they_stop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Results held batch after batch (each batch sent by the processor itself, its last task having nothing staged
+    behind it) wake the flusher thread once: it goes on looking at the time while holds come, and parks only after
+    FLUSHER_REST_SECONDS without one; the next hold then wakes it again. Checked to fail with every hold waking it
+    (as before: two wake-ups of that thread per held batch)."""
+    monkeypatch.setattr(outlet_module, "HOLD_SECONDS", 2.0)  # long enough that a stalled test ends no hold
+    monkeypatch.setattr(outlet_module, "FLUSHER_REST_SECONDS", 3.0)
+    with _lent_outlet() as (outlet, scheduler):
+        woken = outlet._holding = _CountedEvent()
+        scheduler.lend(outlet, [_task(index) for index in range(1, 7)])
+        for first in (1, 3):  # two batches of two, one right after the other
+            outlet.result(_result(first), more=True)
+            outlet.result(_result(first + 1), more=False)
+            assert scheduler.message() == [_result(first), _result(first + 1)]
+        assert woken.sets == 1, "a hold woke the flusher while it was looking at the time already"
+        deadline = time.monotonic() + 30.0
+        while not outlet._flusher_parked:  # no hold for FLUSHER_REST_SECONDS: it parks
+            assert time.monotonic() < deadline, "the flusher never parked"
+            time.sleep(0.01)
+        outlet.result(_result(5), more=True)
+        assert woken.sets == 2, "the hold after a rest did not wake the parked flusher"
+        outlet.result(_result(6), more=False)
+        assert scheduler.message() == [_result(5), _result(6)]
 
 
 def test_lent_results_are_not_held_without_a_computing_mark() -> None:
