@@ -121,9 +121,7 @@ def main() -> None:
     from scaler import Client, SchedulerClusterCombo
 
     args = parse_args()
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(timeline_tasks.__file__).parent), *filter(None, [os.environ.get("PYTHONPATH")])]
-    )
+    timeline_tasks.importable_by_workers()
     me = psutil.Process()
     print(sys.prefix)
     graph = graph_of(args.partitions, args.rows)

@@ -97,9 +97,7 @@ def main() -> None:
     from scaler import Client, SchedulerClusterCombo
 
     args = parse_args()
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(timeline_tasks.__file__).parent), *filter(None, [os.environ.get("PYTHONPATH")])]
-    )
+    timeline_tasks.importable_by_workers()
     me = psutil.Process()
     print(sys.prefix)
     from scaler.compat.joblib import ScalerBackend

@@ -10,6 +10,13 @@ import day_tasks
 Span = tuple[str, float, float, int]
 
 
+def importable_by_workers() -> None:
+    """This folder on PYTHONPATH, so that the workers a local cluster starts import these tasks (and day_tasks) by
+    name, as the client does."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.environ["PYTHONPATH"] = os.pathsep.join([here, *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
 def noop() -> None:
     return None
 

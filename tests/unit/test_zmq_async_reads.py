@@ -62,6 +62,19 @@ def _wait_for(loop: asyncio.AbstractEventLoop, condition: Any) -> None:
         loop.run_until_complete(asyncio.sleep(0.001))
 
 
+def _watch_call_soon(loop: asyncio.AbstractEventLoop) -> list[Any]:
+    """The callbacks scheduled with `loop.call_soon` from now on (a flush scheduled on the loop shows there)."""
+    scheduled: list[Any] = []
+    call_soon = loop.call_soon
+
+    def watching_call_soon(callback: Any, *args: Any, **kwargs: Any) -> Any:
+        scheduled.append(callback)
+        return call_soon(callback, *args, **kwargs)
+
+    loop.call_soon = watching_call_soon  # type: ignore[method-assign,assignment]
+    return scheduled
+
+
 def test_a_drain_reads_each_message_once_and_never_an_empty_socket(
     pair: tuple[zmq.Socket[Any], zmq.Socket[Any]],
 ) -> None:
@@ -95,14 +108,7 @@ def test_frames_sent_during_a_burst_leave_at_its_end_without_a_flush_of_their_ow
     router, dealer = pair
     loop = asyncio.new_event_loop()
     try:
-        scheduled: list[Any] = []
-        call_soon = loop.call_soon
-
-        def watching_call_soon(callback: Any, *args: Any, **kwargs: Any) -> Any:
-            scheduled.append(callback)
-            return call_soon(callback, *args, **kwargs)
-
-        loop.call_soon = watching_call_soon  # type: ignore[method-assign,assignment]
+        scheduled = _watch_call_soon(loop)
         outbox: Outbox | None = None
 
         def answer(frames: list[bytes]) -> None:
@@ -131,14 +137,7 @@ def test_frames_sent_by_the_burst_end_leave_there_without_a_flush_of_their_own(
     router, dealer = pair
     loop = asyncio.new_event_loop()
     try:
-        scheduled: list[Any] = []
-        call_soon = loop.call_soon
-
-        def watching_call_soon(callback: Any, *args: Any, **kwargs: Any) -> Any:
-            scheduled.append(callback)
-            return call_soon(callback, *args, **kwargs)
-
-        loop.call_soon = watching_call_soon  # type: ignore[method-assign,assignment]
+        scheduled = _watch_call_soon(loop)
         outbox: Outbox | None = None
         kept: list[list[bytes]] = []
 
