@@ -75,6 +75,17 @@ def _watch_call_soon(loop: asyncio.AbstractEventLoop) -> list[Any]:
     return scheduled
 
 
+def _answered_without_a_scheduled_flush(
+    loop: asyncio.AbstractEventLoop, dealer: zmq.Socket[Any], outbox: Outbox, scheduled: list[Any]
+) -> None:
+    """Three messages, each answered, and no flush of the outbox was scheduled on the loop for them."""
+    for number in range(3):
+        dealer.send(b"%d" % number)
+        _wait_for(loop, lambda: bool(dealer.poll(0)))
+        assert dealer.recv() == b"answer to %d" % number
+    assert not [callback for callback in scheduled if getattr(callback, "__self__", None) is outbox]
+
+
 def test_a_drain_reads_each_message_once_and_never_an_empty_socket(
     pair: tuple[zmq.Socket[Any], zmq.Socket[Any]],
 ) -> None:
@@ -117,11 +128,7 @@ def test_frames_sent_during_a_burst_leave_at_its_end_without_a_flush_of_their_ow
 
         sock = AsyncSocket(loop, router, answer, on_burst_end=lambda: outbox.flush_unless_held() if outbox else None)
         outbox = Outbox(loop, sock, routed=True, flushed_at_burst_end=True)
-        for number in range(3):
-            dealer.send(b"%d" % number)
-            _wait_for(loop, lambda: bool(dealer.poll(0)))
-            assert dealer.recv() == b"answer to %d" % number
-        assert not [callback for callback in scheduled if getattr(callback, "__self__", None) is outbox]
+        _answered_without_a_scheduled_flush(loop, dealer, outbox, scheduled)
         sock.close()
     finally:
         loop.close()
@@ -150,11 +157,7 @@ def test_frames_sent_by_the_burst_end_leave_there_without_a_flush_of_their_own(
 
         sock = AsyncSocket(loop, router, kept.append, on_burst_end=burst_end)
         outbox = Outbox(loop, sock, routed=True, flushed_at_burst_end=True)
-        for number in range(3):
-            dealer.send(b"%d" % number)
-            _wait_for(loop, lambda: bool(dealer.poll(0)))
-            assert dealer.recv() == b"answer to %d" % number
-        assert not [callback for callback in scheduled if getattr(callback, "__self__", None) is outbox]
+        _answered_without_a_scheduled_flush(loop, dealer, outbox, scheduled)
         sock.close()
     finally:
         loop.close()
