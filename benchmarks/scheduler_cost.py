@@ -147,24 +147,23 @@ def one_round(tasks: int, batch: int, lend: bool, spaced: bool = False, queued: 
     driver = Driver(lend)
     submitted = 0
     spent = 0.0
+
+    def submit(count: int) -> None:
+        """The client's next `count` tasks, fed to the scheduler (timed)."""
+        nonlocal submitted, spent
+        frames = task_frames(driver.client, submitted, count)
+        submitted += count
+        started = time.process_time()
+        driver.feed_frames(driver.client, frames)
+        driver.route()
+        spent += time.process_time() - started
+
     gc.collect()
     while driver.answered < tasks:
         while submitted < min(queued, tasks):
-            count = min(batch, queued - submitted)
-            frames = task_frames(driver.client, submitted, count)
-            submitted += count
-            started = time.process_time()
-            driver.feed_frames(driver.client, frames)
-            driver.route()
-            spent += time.process_time() - started
+            submit(min(batch, queued - submitted))
         if submitted < tasks:
-            count = min(batch, tasks - submitted)
-            frames = task_frames(driver.client, submitted, count)
-            submitted += count
-            started = time.process_time()
-            driver.feed_frames(driver.client, frames)
-            driver.route()
-            spent += time.process_time() - started
+            submit(min(batch, tasks - submitted))
         for peer, held in driver.held.items():
             if not held:
                 continue
