@@ -171,6 +171,11 @@ class ProcessorLinkRecord:
     #: gets no staged task until a result comes on the link (worker_sessions.withdraw_behind_long)
     long: bool = False
 
+    def first_to_compute(self) -> TaskID | None:
+        """The task it computes, or starts next if it computes none: the oldest sent there that is not parked (those
+        behind it are staged)."""
+        return next((task_id for task_id in self.tasks if task_id not in self.parked), None)
+
 
 @dataclass(slots=True)
 class ManagerRecord:

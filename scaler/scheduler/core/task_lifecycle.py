@@ -158,9 +158,12 @@ class TaskLifecycle:
         self.apply(confirm.task_id, TaskEvent.CANCEL_CONFIRMED)
 
     def cancel_by_client(self, client: ClientID, task_ids: tuple[TaskID, ...], queued_only: bool = False) -> None:
-        """`queued_only`: only tasks not yet dispatched (waiting or queued, outside a graph) are cancelled; the
-        others run on, and this cancel gets no answer for them (TaskCancel.queuedOnly)."""
+        """`queued_only`: only tasks that have not started are cancelled (TaskCancel.queuedOnly): those not yet
+        dispatched (waiting or queued, outside a graph) at once, and those staged on a lent processor behind the one
+        it computes (or starts next) when it gives them back unstarted (asked with TaskReturn; `returned_by`); the
+        others run on, and this cancel gets no answer for them."""
         answered: set[TaskID] = set()  #: targets of graphs this request cancelled: they have their answer
+        staged: dict[PeerID, list[TaskID]] = {}  #: queued-only: lent tasks to ask back, by worker
         for task_id in task_ids:
             if task_id in answered:
                 continue
@@ -171,12 +174,18 @@ class TaskLifecycle:
                 continue
             graph = self._graphs.get(record.graph_id) if record.graph_id else None
             if queued_only and (graph is not None or record.state not in NOT_DISPATCHED):
+                link = self._processors.get(record.link) if record.link is not None else None
+                if graph is None and link is not None and record.worker and task_id != link.first_to_compute():
+                    record.cancel_when_returned = True  # staged behind the one its processor computes
+                    staged.setdefault(record.worker, []).append(task_id)
                 continue
             if graph is not None:
                 answered.update(graph.targets)
                 self.cancel_graph(graph)
             else:
                 self.apply(task_id, TaskEvent.CANCEL)
+        for worker, asked in staged.items():
+            self.take_back(worker, tuple(asked))
 
     def cancel_graph(self, graph: GraphRecord) -> None:
         graph.canceled = True
@@ -237,10 +246,14 @@ class TaskLifecycle:
         worker.assigned.clear()
 
     def returned_by(self, worker: PeerID, task_ids: tuple[TaskID, ...]) -> None:
+        """The worker gives these back unstarted: queued again (no retry spent), or cancelled when a queued-only
+        cancel asked for them (`cancel_by_client`)."""
         for task_id in task_ids:
             record = self._tasks.get(task_id)
             if record is not None and record.worker == worker:
                 self.apply(task_id, TaskEvent.RETURNED, reason=f"worker {short(worker)} gave it back unstarted")
+                if record.cancel_when_returned:
+                    self.apply(task_id, TaskEvent.CANCEL)
 
     def held_again(self, worker_peer: PeerID, task_id: TaskID) -> None:
         """A worker this instance had given up on registers again still holding a task it knows: a task that

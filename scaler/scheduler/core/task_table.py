@@ -59,6 +59,8 @@ class TaskRecord:
     outgrew_bytes: int = 0
     #: the lent processor's link it was sent on (task_lifecycle.py, lent processors); None: sent to its worker's agent
     link: PeerID | None = None
+    #: a queued-only cancel asked it back from its lent processor: cancelled if given back unstarted
+    cancel_when_returned: bool = False
 
 
 class TaskTable:

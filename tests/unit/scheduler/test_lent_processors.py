@@ -457,3 +457,30 @@ def test_a_processor_freed_beside_two_that_compute_long_takes_a_task() -> None:
     assert len(sent_to(sim, links[2], m.Task)) == 1, "the freed processor takes one (none staged: they compute long)"
     assert not sent_to(sim, links[0], m.Task) and not sent_to(sim, links[1], m.Task)
     sim.check_invariants()
+
+
+def test_a_queued_only_cancel_takes_staged_lent_tasks_back_and_cancels_those_given_back() -> None:
+    """An Executor's shutdown(cancel_futures=True) cancels what has not started. A lending worker's processors hold
+    tiny tasks staged behind the one they compute: the cancel asks them back (TaskReturn on the link), the processor
+    gives back those it did not start, and they are cancelled, not queued again. The one it computes (or starts next:
+    it may not have read it yet) is not asked, as a task a free worker took runs on, unanswered by the cancel. Checked
+    to fail with the cancel leaving dispatched lent tasks alone (as before: CPython's ExecutorShutdownTest
+    .test_cancel_futures found 14 of its 50 tasks cancelled, where it wants more than 20)"""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=2)
+    link = lend(sim, worker)
+    sim.core.workers[worker.peer].learn_lent(0.0001)  # tiny so far: tasks are staged behind the one computing
+    sim.submit(client, [task(client.peer, n) for n in range(1, 7)])
+    computing, *staged = (t.task_id for t in sent_to(sim, link, m.Task))
+    assert staged, "tasks were staged behind the one computing"
+    sim.effects.clear()
+    sim.send(client.peer, m.TaskCancel((computing, *staged), True))
+    assert sent_to(sim, link, m.TaskReturn) == [m.TaskReturn(tuple(staged))], "the first one runs, as it would alone"
+    assert not sent_to(sim, link, m.TaskCancel), "nothing is stopped"
+    sim.send(link, m.TaskReturn(tuple(staged)))
+    assert all(client.answers[task_id] == [("cancelled", "canceled")] for task_id in staged)
+    assert not sent_to(sim, link, m.Task), "what was given back is not sent again"
+    sim.send(link, success(computing))
+    assert client.answers[computing] == [("result", "success")]
+    sim.check_invariants()
