@@ -9,7 +9,6 @@ wait on nested futures, each answered once with a TaskResult. `task_line` decide
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import logging
 import os
@@ -28,7 +27,7 @@ from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.handshake import local_python_version
 from scaler.worker.computing_mark import ComputingMark
 from scaler.worker.preload import run_preload
-from scaler.worker.processor import joblib_name
+from scaler.worker.processor import heap, joblib_name
 from scaler.worker.processor.channel import BlockingChannel
 from scaler.worker.processor.outlet import ProcessorOutlet, processor_identity
 from scaler.worker.processor.threads import TaskThreads
@@ -132,6 +131,7 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
                 "preload %r failed: %s: %s; this processor stops", settings.preload, type(error).__name__, error
             )
             return ExitCode.ERROR
+    heap.keep_freed_heap(settings.trim_memory_threshold_bytes)
     joblib_name.install()  # a task's Parallel(backend="scaler") finds the backend without importing scaler.joblib
     sockets = SocketFactory(security=settings.security)
     storage = _Storage(sockets, settings.storage_timeout_seconds)
@@ -219,7 +219,4 @@ class _GarbageCollection:
 def _collect_garbage(trim_threshold_bytes: int) -> None:
     gc.collect()
     if _rss_bytes() > trim_threshold_bytes:
-        try:
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-        except OSError:
-            pass
+        heap.trim_heap()
