@@ -120,6 +120,7 @@ class AsyncChannel:
         self._outgoing = bytearray()
         self._waiting_writable = False  #: the socket's buffer was full: the loop writes the rest when it drains
         self._closed = False
+        self._closing = False  #: `_close_and_report` is reading what remains
         loop.add_reader(sock.fileno(), self._readable)
 
     def hold(self, frames: list[bytes]) -> None:
@@ -180,8 +181,13 @@ class AsyncChannel:
                 self._on_frames(frames)
 
     def _close_and_report(self) -> None:
-        if self._closed:
+        """The processor's end is gone (EOF, or a write refused: EPIPE, ECONNRESET). What it wrote before it went is
+        still in the socket and is handed on first: a write to a processor that has just died fails before the loop
+        has read the result it sent before dying, and that task would be blamed for the death."""
+        if self._closed or self._closing:
             return
+        self._closing = True  # a handler of the frames read now may write again, and fail the same way
+        self.read_remaining()
         self.close()
         self._on_closed()
 
