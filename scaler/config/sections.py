@@ -347,8 +347,8 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
     )
     trim_memory_threshold_bytes: int = setting(
         1 << 30,
-        help="resident memory above which processors return freed memory to the OS; also the most freed C heap (64MiB at "
-        "most) a processor keeps for its next task (e.g. 512MiB)",
+        help="resident memory above which processors return freed memory to the OS; also the most freed C heap "
+        "(64MiB at most) a processor keeps for its next task (e.g. 512MiB)",
         short=("-tm",),
         ge=0,
         byte_size=True,
