@@ -95,7 +95,7 @@ class IncompatiblePeerError(ScalerError, ConnectionError):
 
 
 class PreloadError(ScalerError):
-    """A worker's --preload specification is malformed or its function failed."""
+    """A worker's --preload or --preimport specification is malformed, or its function or import failed."""
 
 
 class RemoteTraceback(Exception):

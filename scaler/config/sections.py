@@ -394,6 +394,13 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         help='"pkg.mod:func" or "pkg.mod:func(\'x\', debug=False)", run once per processor before any task',
         combo=True,
     )
+    preimport: tuple[str, ...] = setting(
+        (),
+        help="modules the worker's zygote imports once, before it forks its processors, e.g. numpy sklearn.svm: "
+        "every processor starts with them imported (their memory shared), so no task pays the import; a module that "
+        "fails to import stops the worker; not for modules whose import starts threads (--preload those)",
+        combo=True,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

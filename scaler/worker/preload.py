@@ -1,5 +1,13 @@
-"""`--preload "pkg.mod:func"` or `"pkg.mod:func('x', debug=False)"`: parse, then run once per processor.
+"""What a worker runs before any task: `--preimport` modules, once in its zygote; `--preload` functions, once per
+processor.
 
+`--preimport numpy sklearn.svm`: the zygote (the process the worker forks its processors from) imports these modules
+before it forks any, so every processor starts with them imported and their pages shared, and no task pays the import.
+A name that is not a dotted module name is refused before the worker starts; a module that fails to import stops the
+worker (its zygote logs why and exits). A module whose import starts threads does not belong there (a process forked
+from a threaded one holds only the forking thread): `--preload` it instead.
+
+`--preload "pkg.mod:func"` or `"pkg.mod:func('x', debug=False)"`: parse, then run once per processor, after its fork.
 Arguments must be literals (strings, numbers, booleans, None, lists, tuples, dicts, sets); anything
 else is refused before the worker starts, with a message that says which part is not a literal.
 """
@@ -8,13 +16,30 @@ from __future__ import annotations
 
 import ast
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scaler.errors import PreloadError
 
 FORM = "pkg.module:function or pkg.module:function(literal arguments)"
+
+
+def check_preimport(names: Sequence[str]) -> None:
+    """Refuse what cannot be a module name (before the worker starts), naming it."""
+    for name in names:
+        if not name or not all(part.isidentifier() for part in name.split(".")):
+            raise PreloadError(f"bad --preimport {name!r}: expected a module name such as numpy or sklearn.svm")
+
+
+def preimport(names: Sequence[str]) -> None:
+    """Import `names`, in order (in the zygote, before its first fork); PreloadError names the one that failed."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as error:  # an import may raise anything; the worker stops on any of them
+            problem = f"{type(error).__name__}: {error}"
+            raise PreloadError(f"--preimport: cannot import module {name!r}: {problem}") from error
 
 
 @dataclass(frozen=True)

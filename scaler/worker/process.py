@@ -18,7 +18,7 @@ from scaler.io.event_loop import new_event_loop
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
 from scaler.protocol.ids import new_worker_id
 from scaler.worker.agent import core as agent_core
-from scaler.worker.preload import parse_preload
+from scaler.worker.preload import check_preimport, parse_preload
 
 if TYPE_CHECKING:
     from scaler.io.sockets import TransportSecurity
@@ -42,6 +42,7 @@ def check_worker_config(config: WorkerConfig) -> str | None:
         parse_worker_capabilities(config.per_worker_capabilities)
         if config.preload:
             parse_preload(config.preload)
+        check_preimport(config.preimport)
         NestedParents.named(config.nested_parents)
     except (AddressError, PreloadError, ValueError) as error:
         return str(error)
@@ -87,7 +88,8 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
     zygote = Zygote.start(
         lambda processor_id, channel: run_profiled(
             "processor", lambda: run_processor(processor_settings, processor_id, channel)
-        )
+        ),
+        preimport=config.preimport,
     )
     try:
         executor = ZygoteExecutor(zygote)

@@ -13,16 +13,18 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import psutil
 
+from scaler.errors import PreloadError
 from scaler.io.child_processes import name_this_process, set_parent_death_signal
 from scaler.io.fork_server import ForkServer, describe_wait_status, serve_forks, socket_pair
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.worker.executors.contract import ExecutorListener
 from scaler.worker.memory import charged_bytes
+from scaler.worker.preload import preimport as run_preimport
 from scaler.worker.processor.channel import AsyncChannel
 
 logger = logging.getLogger(__name__)
@@ -32,8 +34,10 @@ class Zygote(ForkServer):
     """The agent's handle on its zygote."""
 
     @classmethod
-    def start(cls, run_processor: Callable[[bytes, socket.socket], int]) -> Zygote:
-        """Fork the zygote. `run_processor(processor_id, channel)` runs in each forked processor."""
+    def start(cls, run_processor: Callable[[bytes, socket.socket], int], preimport: Sequence[str] = ()) -> Zygote:
+        """Fork the zygote. `run_processor(processor_id, channel)` runs in each forked processor. `preimport`: the
+        modules the zygote imports before it serves its first fork (`scaler.worker.preload`); when one fails, the
+        zygote logs why and exits, and the agent stops (the zygote is gone)."""
         owner_end, server_end = socket_pair()
         pid = os.fork()
         if pid == 0:
@@ -42,12 +46,17 @@ class Zygote(ForkServer):
             try:
                 set_parent_death_signal()
                 name_this_process("scaler-zygote")
-                code = serve_forks(
-                    server_end,
-                    lambda processor_id, _payload, sockets: run_processor(processor_id, sockets[0]),
-                    child_name=lambda _processor_id: "scaler-processor",
-                    detached=False,
-                )
+                try:
+                    run_preimport(preimport)
+                except PreloadError as error:
+                    logger.error("%s; the worker stops", error)
+                else:
+                    code = serve_forks(
+                        server_end,
+                        lambda processor_id, _payload, sockets: run_processor(processor_id, sockets[0]),
+                        child_name=lambda _processor_id: "scaler-processor",
+                        detached=False,
+                    )
             finally:
                 os._exit(code)
         server_end.close()
