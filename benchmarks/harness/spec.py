@@ -68,6 +68,12 @@ WORKLOADS: dict[str, WorkloadSpec] = {
         300,
         systems=("ours", "dask", "ray"),  # opengris-scaler 2.9 has no joblib backend
     ),
+    "U4p": WorkloadSpec(
+        "U4 on workers that imported scikit-learn at start (preimport / Dask preload / Ray setup hook)",
+        DAY_METRICS,
+        300,
+        systems=("ours", "dask", "ray"),
+    ),
     "WS": WorkloadSpec(
         "scaling from zero: 100 x sleep(0.1) on a dynamic manager, max 8 workers",
         (

@@ -4,6 +4,11 @@
 both, each imported from its own virtual environment. `dask` and `ray` have their own adapters, each on its
 system's public API only. Every adapter starts a local
 cluster of `n_workers` single-threaded worker processes and keeps the cluster's logs out of stdout.
+
+`preimport` (U4p): modules each system's workers import when they start, before any task, with the system's own
+means: ours' `preimport` (imported once per worker, in the zygote its processors are forked from), Dask's worker
+`preload` (module names are imported by each worker process) and Ray's `worker_process_setup_hook` (run by each worker
+process before its first task).
 """
 
 import importlib.metadata
@@ -27,7 +32,7 @@ class Adapter(Protocol):
     system: str
 
     def version(self) -> str: ...
-    def start(self, n_workers: int, separate_scheduler: bool = False) -> None: ...
+    def start(self, n_workers: int, separate_scheduler: bool = False, preimport: tuple[str, ...] = ()) -> None: ...
     def stop(self) -> None: ...
     def submit(self, fn: Callable[..., Any], *args: Any) -> Any: ...
     def gather(self, futures: list[Any]) -> list[Any]: ...
@@ -60,11 +65,18 @@ class ScalerAdapter:
     def version(self) -> str:
         return importlib.metadata.version(self.DISTRIBUTIONS[self.system])
 
-    def start(self, n_workers: int, separate_scheduler: bool = False) -> None:
+    def start(self, n_workers: int, separate_scheduler: bool = False, preimport: tuple[str, ...] = ()) -> None:
         # The scheduler is a separate process in SchedulerClusterCombo already: `separate_scheduler` is moot.
         from scaler import Client, SchedulerClusterCombo
 
-        self._cluster = SchedulerClusterCombo(n_workers=n_workers, **self._logging_kwargs(SchedulerClusterCombo))
+        extra: dict[str, Any] = {}
+        if preimport:
+            if "preimport" not in inspect.signature(SchedulerClusterCombo).parameters:
+                raise NotImplementedError(f"{self.system} {self.version()} has no `preimport` setting")
+            extra["preimport"] = preimport
+        self._cluster = SchedulerClusterCombo(
+            n_workers=n_workers, **self._logging_kwargs(SchedulerClusterCombo), **extra
+        )
         self._client = Client(address=self._cluster.get_address())
 
     def _logging_kwargs(self, combo: type) -> dict[str, Any]:
@@ -135,9 +147,11 @@ class DaskAdapter:
     def version(self) -> str:
         return importlib.metadata.version("distributed")
 
-    def start(self, n_workers: int, separate_scheduler: bool = False) -> None:
+    def start(self, n_workers: int, separate_scheduler: bool = False, preimport: tuple[str, ...] = ()) -> None:
         from distributed import Client, LocalCluster
 
+        if preimport and separate_scheduler:
+            raise NotImplementedError("preimport with the scheduler as a command of its own")
         if not separate_scheduler:
             self._cluster = LocalCluster(
                 n_workers=n_workers,
@@ -145,6 +159,7 @@ class DaskAdapter:
                 processes=True,
                 dashboard_address=None,
                 silence_logs=logging.WARNING,
+                **({"preload": list(preimport)} if preimport else {}),
             )
             self._client = Client(self._cluster)
             self._address = self._cluster.scheduler_address
@@ -242,8 +257,11 @@ class RayAdapter:
     def version(self) -> str:
         return importlib.metadata.version("ray")
 
-    def start(self, n_workers: int, separate_scheduler: bool = False) -> None:
+    def start(self, n_workers: int, separate_scheduler: bool = False, preimport: tuple[str, ...] = ()) -> None:
         import ray
+
+        def setup_hook() -> None:  # a function of its own: Ray exports it by name (a partial is refused)
+            bench_tasks.import_modules(preimport)
 
         # Ray's session folder holds its AF_UNIX sockets, whose paths may not exceed 107 bytes: a short folder of its
         # own, whose logs are copied to the run's log folder at the end.
@@ -254,6 +272,7 @@ class RayAdapter:
             log_to_driver=False,
             logging_level=logging.WARNING,
             _temp_dir=self._temp_dir,
+            **({"runtime_env": {"worker_process_setup_hook": setup_hook}} if preimport else {}),
         )
         self._started = True
 

@@ -41,6 +41,14 @@ def pid_after(seconds: float) -> int:
     return os.getpid()
 
 
+def import_modules(names: tuple[str, ...]) -> None:
+    """Ray's `worker_process_setup_hook` for U4p: import the modules each worker process should start with."""
+    import importlib
+
+    for name in names:
+        importlib.import_module(name)
+
+
 def fibonacci(client: Any, n: int) -> int:
     """The seed's nested-task example for Scaler-style clients: the task receives the client and submits."""
     if n == 0:

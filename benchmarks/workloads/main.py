@@ -73,7 +73,10 @@ def run(system: str, workload: str, quick: bool, log_dir: Path, policy_content: 
     try:
         if not spec.own_cluster:
             start = time.perf_counter()
-            adapter.start(suite.N_WORKERS, separate_scheduler=spec.separate_scheduler)
+            if spec.preimport:
+                adapter.start(suite.N_WORKERS, spec.separate_scheduler, preimport=spec.preimport)
+            else:
+                adapter.start(suite.N_WORKERS, separate_scheduler=spec.separate_scheduler)
             info["warmup_seconds"] = suite.wait_for_workers(adapter, suite.N_WORKERS)
             info["start_seconds"] = time.perf_counter() - start
         metrics, details = spec.run(adapter, size)

@@ -201,6 +201,7 @@ class Workload:
     run: Callable[[Adapter, dict[str, Any]], Measurement]
     own_cluster: bool = False  # True: `run` starts the cluster itself (W8 times the start-up)
     separate_scheduler: bool = False  # True: the scheduler must be a process of its own (W7)
+    preimport: tuple[str, ...] = ()  # modules the workers import when they start, before the warm-up (U4p)
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -214,4 +215,5 @@ WORKLOADS: dict[str, Workload] = {
     "W8": Workload(start_to_first_result, own_cluster=True),
     "W9": Workload(nested_tasks),
     **{key: Workload(run) for key, run in days.WORKLOADS.items()},
+    "U4p": Workload(days.grid_search, preimport=days.U4_MODULES),
 }
