@@ -44,7 +44,8 @@ from scaler.client.core import (
 from scaler.client.forwarded_logs import emit_records
 from scaler.errors import DisconnectedError
 from scaler.io.sockets import HEARTBEAT_TIMEOUT_SECONDS, SocketFactory, TransportSecurity
-from scaler.io.zmq_async import AsyncSocket, Frames, watch_events
+from scaler.io.zmq_async import AsyncSocket, watch_events
+from scaler.io.zmq_parts import Frames
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import GraphID, TaskID, short, short_task_id

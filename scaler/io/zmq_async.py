@@ -24,16 +24,12 @@ from typing import Any, cast
 
 import zmq
 
+from scaler.io.zmq_parts import EVENTS, POLLIN, Frames, receive_parts, send_parts
+
 logger = logging.getLogger(__name__)
 
 #: Messages handled per wake-up before yielding to other callbacks.
 BURST = 512
-#: As plain ints: a flag enum's `&` costs a Python call per message.
-_EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
-#: The flags of a message's parts, as plain ints (`send_parts`)
-_MORE, _LAST = int(zmq.SNDMORE | zmq.NOBLOCK), int(zmq.NOBLOCK)
-
-Frames = list[Any]  #: bytes, or zmq.Frame when received with copy=False
 
 
 class PeerUnreachable(Exception):
@@ -131,7 +127,7 @@ class AsyncSocket:
         return (
             self._on_message is not None
             and not self._closed
-            and bool(cast(int, self._socket.getsockopt(_EVENTS)) & _POLLIN)
+            and bool(cast(int, self._socket.getsockopt(EVENTS)) & POLLIN)
         )
 
     def _schedule_drain(self) -> None:
@@ -158,10 +154,10 @@ class AsyncSocket:
                 try:
                     with self._lock:
                         # asked first: an empty socket's recv raises zmq.Again, which costs more than the question
-                        if not cast(int, sock.getsockopt(_EVENTS)) & _POLLIN:
+                        if not cast(int, sock.getsockopt(EVENTS)) & POLLIN:
                             return
                         if self._by_parts:
-                            frames = _receive(sock, self._copy)
+                            frames = receive_parts(sock, self._copy)
                         else:  # a stand-in socket (scaler.testing.memory_network) reads whole messages
                             frames = sock.recv_multipart(zmq.NOBLOCK, copy=self._copy)
                 except zmq.Again:
@@ -196,31 +192,6 @@ class AsyncSocket:
                 pass
         with self._lock:
             self._socket.close(linger=0)
-
-
-def send_parts(sock: Any, frames: Sequence[Any], copy: bool = True) -> None:
-    """`sock.send_multipart(frames, zmq.NOBLOCK, copy=copy)` without its cost per part: pyzmq's adds `zmq.SNDMORE` to
-    the flags of each part but the last, an operation on a flag enum, a Python call of about 1 us (a 9-part message,
-    11 -> 3.5 us). A part that is not bytes or a Frame, or a socket that is not ZeroMQ's (the tests' in-memory network),
-    goes through `send_multipart`, which checks each part before it sends any."""
-    if type(sock) is not zmq.Socket or not all(type(frame) is bytes or type(frame) is zmq.Frame for frame in frames):
-        sock.send_multipart(frames, zmq.NOBLOCK, copy=copy)
-        return
-    send, last = sock.send, len(frames) - 1
-    for index in range(last):
-        send(frames[index], _MORE, copy=copy)
-    send(frames[last], _LAST, copy=copy)
-
-
-def _receive(sock: zmq.Socket[Any], copy: bool) -> Frames:
-    """One multipart message (its parts as bytes when `copy`, else as frames). Each part's `more` says whether another
-    follows: pyzmq's `recv_multipart` asks the socket's RCVMORE option after each part instead, about 0.7 us a time."""
-    frame = sock.recv(zmq.NOBLOCK, copy=False)
-    frames = [frame]
-    while frame.more:
-        frame = sock.recv(zmq.NOBLOCK, copy=False)  # the parts of a message arrive together: never zmq.Again here
-        frames.append(frame)
-    return [part.bytes for part in frames] if copy else frames
 
 
 class Outbox:

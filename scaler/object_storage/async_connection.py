@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 import zmq
 
 from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity
-from scaler.io.zmq_async import AsyncSocket, Frames, watch_events
+from scaler.io.zmq_async import AsyncSocket, watch_events
+from scaler.io.zmq_parts import Frames
 from scaler.object_storage.client_core import (
     DEFAULT_TIMEOUT_SECONDS,
     Answered,

@@ -32,7 +32,8 @@ from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import run
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity, bound_endpoint
-from scaler.io.zmq_async import AsyncSocket, Frames
+from scaler.io.zmq_async import AsyncSocket
+from scaler.io.zmq_parts import Frames
 from scaler.object_storage import segment_directory
 from scaler.object_storage.disk_worker import DiskWorker
 from scaler.object_storage.memory_budget import memory_budget

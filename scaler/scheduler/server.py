@@ -19,7 +19,8 @@ import zmq
 
 from scaler.io.clock import REAL_CLOCK, Clock
 from scaler.io.sockets import Sockets
-from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, PeerUnreachable, watch_events
+from scaler.io.zmq_async import AsyncSocket, Outbox, PeerUnreachable, watch_events
+from scaler.io.zmq_parts import Frames
 from scaler.object_storage.async_connection import AsyncObjectStorageConnection
 from scaler.protocol import codec
 from scaler.protocol import messages as m

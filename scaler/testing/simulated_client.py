@@ -34,7 +34,8 @@ from scaler.client.core import (
 from scaler.errors import DisconnectedError
 from scaler.io.clock import Clock
 from scaler.io.sockets import Sockets
-from scaler.io.zmq_async import AsyncSocket, Frames, watch_events
+from scaler.io.zmq_async import AsyncSocket, watch_events
+from scaler.io.zmq_parts import Frames
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version

@@ -28,7 +28,8 @@ import zmq
 
 from scaler.io.clock import REAL_CLOCK, Clock
 from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity
-from scaler.io.zmq_async import AsyncSocket, Frames
+from scaler.io.zmq_async import AsyncSocket
+from scaler.io.zmq_parts import Frames
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode

@@ -73,7 +73,7 @@ def die_once_its_result_left(pid_path: str, value: int) -> int:
 class _Dropped:
     """A link that loses what it is given, as one whose process died before its I/O thread wrote it."""
 
-    def send_multipart(self, frames: object) -> None:
+    def send_multipart(self, frames: object, flags: int = 0, copy: bool = True) -> None:
         return None
 
     def close(self, linger: int = 0) -> None:

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import zmq
 
-from scaler.io.zmq_async import AsyncSocket, Outbox, send_parts
+from scaler.io.zmq_async import AsyncSocket, Outbox
+from scaler.io.zmq_parts import send_parts
 
 
 @pytest.fixture

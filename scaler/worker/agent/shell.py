@@ -19,7 +19,8 @@ import zmq
 
 from scaler.io.clock import REAL_CLOCK, Clock
 from scaler.io.sockets import SocketFactory, Sockets
-from scaler.io.zmq_async import AsyncSocket, Frames, Outbox, watch_events
+from scaler.io.zmq_async import AsyncSocket, Outbox, watch_events
+from scaler.io.zmq_parts import Frames
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version

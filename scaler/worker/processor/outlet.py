@@ -47,6 +47,7 @@ from typing import Any, cast
 
 import zmq
 
+from scaler.io.zmq_parts import EVENTS, POLLIN, receive_parts, send_parts
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
@@ -71,7 +72,6 @@ LAST_WORDS_SECONDS = 2.0
 #: never names them, or a restart in the middle of that many results, would otherwise grow it without end).
 MAX_LENT_KEPT = 100_000
 #: As plain ints: a flag enum's `&` costs a Python call per read.
-_EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 
 
 def processor_identity(worker_id: bytes, processor_id: bytes) -> bytes:
@@ -355,9 +355,9 @@ class ProcessorOutlet:
         if link is None:
             return
         # asked before each read: an empty link's zmq.Again costs more than the question
-        while cast(int, link.getsockopt(_EVENTS)) & _POLLIN:
+        while cast(int, link.getsockopt(EVENTS)) & POLLIN:
             try:
-                frames = link.recv_multipart(zmq.NOBLOCK)
+                frames = receive_parts(link)
             except zmq.Again:
                 return
             for frame in frames:
@@ -481,7 +481,7 @@ class ProcessorOutlet:
 
     def _send_on_link(self, *frames: bytes) -> None:
         """Under the lock: a message on the link, then what waits there is read (the descriptor's edge stays)."""
-        self._link.send_multipart(frames)
+        send_parts(self._link, frames, block=True)
         if self._linked_actors or self._lend:
             self._read_locked()
             self._wake_reader()
