@@ -234,7 +234,7 @@ def _show_default(default: Any) -> str:
     if isinstance(default, bool):
         return str(default).lower()
     if isinstance(default, tuple):
-        return " ".join(str(item) for item in default)
+        return " ".join(str(item) for item in default) if default else "none"
     if default == "":
         return '""'
     return str(default)
