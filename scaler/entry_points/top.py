@@ -12,23 +12,29 @@ from scaler.config.loader import load_command
 
 def main(argv: Sequence[str] | None = None) -> int:
     config, _ = load_command(TOP, argv)
-    from scaler.io.address import AddressError, parse_address
+    from scaler.io.address import AddressError, is_socket_file, monitor_address_to_read, parse_address
+    from scaler.monitor.top import TERMINAL_NEEDED, has_terminal, run_top
 
     try:
-        parse_address(config.monitor_address)
+        address, why = monitor_address_to_read(config.monitor_address, is_socket_file)
+        parse_address(address)
     except AddressError as error:
         print(f"scaler_top: error: {error}", file=sys.stderr)
         return 2
-    from scaler.monitor.top import run_top
+    if not has_terminal():
+        print(f"scaler_top: error: {TERMINAL_NEEDED}", file=sys.stderr)
+        return 2
+    if why:  # before the screen takes the terminal; it is there again once scaler_top quits
+        print(f"scaler_top: {why}", file=sys.stderr)
     from scaler.security.find import find_keys
     from scaler.security.key_files import KeyFileError
 
     try:  # no key setting: those a local scheduler or stack registered for the address (docs/guide/security.md)
-        keys = find_keys("client", config.monitor_address, config)
+        keys = find_keys("client", address, config)
     except KeyFileError as error:
         print(f"scaler_top: error: {error}", file=sys.stderr)
         return 2
-    return run_top(config.monitor_address, config.timeout, keys)
+    return run_top(address, config.timeout, keys)
 
 
 if __name__ == "__main__":

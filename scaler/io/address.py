@@ -6,6 +6,8 @@ is refused with an `AddressError` that lists the accepted forms.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 ACCEPTED_FORMS = "tcp://HOST:PORT (e.g. tcp://127.0.0.1:8516), ipc:///ABSOLUTE/PATH or inproc://NAME"
@@ -65,6 +67,51 @@ def parse_address(text: str) -> Address:
             raise AddressError(f"malformed address {text!r}: inproc needs a name; accepted forms are {ACCEPTED_FORMS}")
         return Address("inproc", rest, None)
     raise AddressError(f"malformed address {text!r}: unknown scheme {scheme!r}; accepted forms are {ACCEPTED_FORMS}")
+
+
+#: The monitor address the reference implementation's scheduler printed by default, and its documents show
+#: (`scaler_top ipc:///tmp/127.0.0.1_2345_monitor`): an ipc socket named after the scheduler's host and port. Ours
+#: publishes its monitor at tcp://HOST:PORT+2 instead.
+REFERENCE_MONITOR_NAME = re.compile(r"ipc:///tmp/(?P<host>[^/]+)_(?P<port>[0-9]{1,5})_monitor")
+
+
+def reference_monitor_scheduler(text: str) -> Address | None:
+    """The scheduler address a reference default monitor name encodes (`ipc:///tmp/127.0.0.1_2345_monitor`:
+    tcp://127.0.0.1:2345), reachable from this machine; None for any other address."""
+    match = REFERENCE_MONITOR_NAME.fullmatch(text)
+    if match is None or not 0 < int(match["port"]) < 65536:
+        return None
+    return Address("tcp", match["host"], int(match["port"])).connectable()
+
+
+def monitor_address_to_read(text: str, is_socket: Callable[[str], bool]) -> tuple[str, str]:
+    """The monitor address a monitor tool reads when given `text`, and a line saying why when it is not `text`
+    ("" when it is). A reference default monitor name (`ipc:///tmp/<host>_<port>_monitor`) whose socket file does
+    not exist (`is_socket(path)` false) names a scheduler of ours: its monitor at tcp://<host>:<port + 2> is read
+    (a wildcard host, 0.0.0.0 or *, as 127.0.0.1). Any other address is read as given. Raises AddressError when
+    the port + 2 is past 65535."""
+    scheduler = reference_monitor_scheduler(text)
+    if scheduler is None or is_socket(text.removeprefix("ipc://")):
+        return text, ""
+    if scheduler.port is None or scheduler.port + 2 > 65535:
+        raise AddressError(f"{text} names the scheduler at {scheduler}, whose monitor would be at its port + 2, past "
+                           "65535: give the monitor address the scheduler printed")  # fmt: skip
+    monitor = str(scheduler.with_port_offset(2))
+    return monitor, (
+        f"reading the monitor at {monitor}: {text} is the default monitor name of scaler 1.x, and no such socket "
+        f"exists; the scheduler at {scheduler} publishes its monitor at its port + 2"
+    )
+
+
+def is_socket_file(path: str) -> bool:
+    """Whether `path` is a Unix socket (an ipc address's file) on this machine."""
+    import os
+    import stat
+
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def validate_address(text: str) -> str:

@@ -24,6 +24,7 @@ from a small cache until the log changes, so a thousand tabs asking for the same
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import logging
 import signal
@@ -35,6 +36,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from scaler.config.sections import GUIConfig
+from scaler.io.address import AddressError, is_socket_file, monitor_address_to_read, parse_address
 from scaler.monitor.dashboard_state import DashboardState
 from scaler.monitor.feed import FeedError, FeedReader
 from scaler.monitor.story_asker import (
@@ -271,8 +273,13 @@ def _page() -> bytes:
 
 def run_dashboard(config: GUIConfig) -> int:
     try:
+        monitor, why = monitor_address_to_read(config.monitor_address, is_socket_file)
+        if why:
+            logger.warning("%s", why)
+            config = dataclasses.replace(config, monitor_address=monitor)
+        parse_address(monitor)  # a malformed one is refused here, naming the accepted forms
         dashboard = Dashboard(config)
-    except KeyFileError as error:
+    except (KeyFileError, AddressError) as error:
         logger.error("%s", error)
         return 2
     except OSError as error:

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from scaler.io.address import parse_address
+from scaler.io.address import AddressError, parse_address, reference_monitor_scheduler
 from scaler.io.sockets import SocketFactory, TransportSecurity
 from scaler.protocol import codec
 from scaler.protocol import messages as m
@@ -36,8 +36,20 @@ class StoryUnavailable(RuntimeError):
 
 
 def scheduler_address_for(monitor_address: str, scheduler_address: str = "") -> str:
-    """The scheduler to ask: the one given, else the monitor address's port - 2 (the scheduler's default)."""
-    return scheduler_address or str(parse_address(monitor_address).with_port_offset(-2).connectable())
+    """The scheduler to ask: the one given, else the one a 1.x default monitor name encodes, else the monitor
+    address's port - 2 (the scheduler's default). AddressError, saying how to give it, when none can be derived."""
+    if scheduler_address:
+        return scheduler_address
+    named = reference_monitor_scheduler(monitor_address)
+    if named is not None:
+        return str(named)
+    monitor = parse_address(monitor_address)
+    if monitor.port is None or monitor.port <= 2:
+        raise AddressError(
+            f"cannot tell the scheduler's address from the monitor address {monitor_address} (it has no port to "
+            "take 2 from): give it with --scheduler-address tcp://HOST:PORT"
+        )
+    return str(monitor.with_port_offset(-2).connectable())
 
 
 def parse_task(values: dict[str, list[str]]) -> TaskID:

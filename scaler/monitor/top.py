@@ -25,6 +25,17 @@ from scaler.security.find import FoundKeys
 DECISIONS_SHOWN = 5
 #: How long the screen waits for feed messages between looks at the keyboard.
 POLL_SECONDS = 0.1
+#: What scaler_top says when started without a terminal (curses would fail with `cbreak() returned ERR`).
+TERMINAL_NEEDED = (
+    "scaler_top needs a terminal, and its input or output is not one (a pipe, a file, /dev/null); it has no "
+    "non-interactive mode: without a terminal, read the same numbers at /metrics (scaler_gui, or the scheduler's "
+    "--metrics-address) or from Python (scaler.monitor.feed.FeedReader)"
+)
+
+
+def has_terminal() -> bool:
+    """Whether the screen can be drawn: standard input (the keys) and output (the screen) are a terminal."""
+    return sys.stdin is not None and sys.stdout is not None and sys.stdin.isatty() and sys.stdout.isatty()
 
 
 class TopState:
@@ -62,9 +73,9 @@ def run_top(address: str, timeout_seconds: float, security: TransportSecurity | 
     except FeedVersionError as error:
         print(f"scaler_top: {error}")
         return 1
-    except FeedConnectionError as error:
+    except FeedConnectionError as error:  # the wrong port, or keys refused for good: it cannot start (exit 2)
         print(f"scaler_top: error: {error}", file=sys.stderr)
-        return 1
+        return 2
     finally:
         reader.close()
         signal.signal(signal.SIGINT, previous)

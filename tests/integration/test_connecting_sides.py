@@ -66,8 +66,9 @@ def test_a_cluster_with_keys_of_its_own_is_probed_to_tell_the_port(
 
 
 def test_scaler_top_at_the_scheduler_port_says_so_and_exits(make_cluster: Callable[..., SchedulerClusterCombo]) -> None:
-    """`scaler_top` in a terminal (a pseudo-terminal here), pointed at the scheduler's port. Checked by hand without
-    FeedReader's event monitor: it showed an empty screen until killed."""
+    """`scaler_top` in a terminal (a pseudo-terminal here), pointed at the scheduler's port: one line naming the
+    monitor's, and exit code 2. Checked by hand without FeedReader's event monitor: it showed an empty screen until
+    killed; with run_top's exit code for it back at 1, the test fails."""
     cluster = make_cluster(0)
     monitor = storage_and_monitor(cluster)[1]
     controller, terminal = pty.openpty()
@@ -85,7 +86,7 @@ def test_scaler_top_at_the_scheduler_port_says_so_and_exits(make_cluster: Callab
     finally:
         os.close(controller)
         os.close(terminal)
-    assert top.returncode == 1
+    assert top.returncode == 2  # a command that cannot start exits 2 (docs/guide/troubleshooting.md)
     assert f"the monitor is at {monitor}" in stderr.decode(), stderr.decode()
 
 

@@ -16,7 +16,7 @@ import pytest
 from scaler import Client
 from scaler.monitor.top_screen import size
 from scaler.worker.memory import find_memory_limit
-from tests.integration.conftest import BIN_DIR, Addresses, Launcher, session_security, wait_for
+from tests.integration.conftest import BIN_DIR, Addresses, Launcher, free_addresses, session_security, wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -157,6 +157,35 @@ def test_top_lists_a_detached_job_with_its_progress_failures_and_owner(launcher:
     owner = session_security("client").public.decode()  # secure by default: the job is the client key's
     assert "(gone)" in row and row[-2] != "-" and owner.startswith(row[-2]), row
     terminal.type("q")
+
+
+def test_top_at_a_1_x_default_monitor_name_shows_the_scheduler_at_its_port_plus_2(
+    launcher: Launcher, terminal: Terminal
+) -> None:
+    """Seed 002's `scaler_top ipc:///tmp/127.0.0.1_2345_monitor` for a scheduler at tcp://127.0.0.1:2345 (here a free
+    port): no such socket exists, so the screen reads the scheduler's monitor at its port + 2, and says so. Checked by
+    switching it off: with `monitor_address_to_read` returning the address as given, the screen waits for a status
+    forever and the test fails waiting for the worker."""
+    addresses, _scheduler, _storage = launcher.stack(workers=1)
+    name = f"ipc:///tmp/127.0.0.1_{addresses.scheduler.rpartition(':')[2]}_monitor"
+    assert not Path(name.removeprefix("ipc://")).exists()
+    terminal.type("clear", "Enter")
+    terminal.type(f"{BIN_DIR / 'scaler_top'} {name}; echo TOP-ENDED $?", "Enter")
+    screen = terminal.shows("Total 1 worker(s)")
+    assert "task_manager" in screen
+    terminal.type("q")
+    screen = terminal.shows("TOP-ENDED 0")
+    assert f"scaler_top: reading the monitor at {addresses.monitor}: {name} is the default monitor name" in screen
+
+
+def test_without_a_terminal_top_says_it_needs_one_and_exits_2(launcher: Launcher) -> None:
+    """Input from /dev/null, output to a file (the launcher's): one line, exit 2. Checked by switching it off: without
+    the check, curses died with a `_curses.error: cbreak() returned ERR` traceback and exit code 1."""
+    top = launcher.start("scaler_top", free_addresses().monitor)
+    assert top.wait_exit() == 2
+    log = top.log_text()
+    assert log.startswith("scaler_top: error: scaler_top needs a terminal") and log.count("\n") == 1, log
+    assert "Traceback" not in log
 
 
 def test_a_malformed_address_exits_2(launcher: Launcher) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaler.io.address import free_tcp_port_block
+from scaler.io.address import AddressError, free_tcp_port_block
 from scaler.monitor.story_asker import (
     MAX_QUESTIONS,
     StoryAsker,
@@ -32,6 +32,20 @@ def test_the_scheduler_is_the_monitor_port_minus_two_unless_given() -> None:
     assert scheduler_address_for("tcp://127.0.0.1:8518") == "tcp://127.0.0.1:8516"
     assert scheduler_address_for("tcp://0.0.0.0:8518") == "tcp://127.0.0.1:8516"
     assert scheduler_address_for("tcp://127.0.0.1:8518", "tcp://10.0.0.1:9000") == "tcp://10.0.0.1:9000"
+
+
+@pytest.mark.timeout(10)
+def test_a_1_x_default_monitor_name_names_the_scheduler() -> None:
+    assert scheduler_address_for("ipc:///tmp/127.0.0.1_2345_monitor") == "tcp://127.0.0.1:2345"
+    assert scheduler_address_for("ipc:///tmp/0.0.0.0_8516_monitor") == "tcp://127.0.0.1:8516"
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("monitor", ["ipc:///tmp/scaler_monitor", "inproc://monitor", "tcp://127.0.0.1:2"])
+def test_a_monitor_address_with_no_scheduler_in_it_says_how_to_give_one(monitor: str) -> None:
+    with pytest.raises(AddressError, match=f"monitor address {monitor} .*give it with --scheduler-address"):
+        scheduler_address_for(monitor)
+    assert scheduler_address_for(monitor, "tcp://10.0.0.1:9000") == "tcp://10.0.0.1:9000"
 
 
 def test_a_forgotten_task_is_said_forgotten_with_the_schedulers_note() -> None:
