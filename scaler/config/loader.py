@@ -37,6 +37,7 @@ from scaler.config.byte_size import ACCEPTED_FORMS, parse_byte_size
 from scaler.config.cli import CONFIG_DEST, RETIRED_DEST, build_parser, flag_label
 from scaler.config.commands import Command
 from scaler.config.completion import is_completing, offer_completion, worker_manager_completion_parser
+from scaler.config.event_loops import event_loop_problem
 from scaler.config.fields import BYTE_SIZE, CHOICES, GE, GT, POSITIONAL
 from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import (
@@ -139,7 +140,8 @@ def load_section_with_extras(
     env_section: str | None = None,
     extra_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> tuple[T, argparse.Namespace]:
-    """`load_section`, plus the values of the arguments `extra_arguments` added."""
+    """`load_section`, plus the values of the arguments `extra_arguments` added. Every command that loads a section
+    runs it, so an event loop this machine cannot run (`event_loop_problem`) is refused here too."""
     specs = [SectionSpec.parse(spec) for spec in toml_sections]
     env_section = env_section or _default_env_section(specs)
     parser = build_parser(section_type, prog, description, epilog=_epilog(specs, env_section))
@@ -166,6 +168,9 @@ def load_section_with_extras(
             env_section=env_section,
             section_label=specs[0].label if specs else None,
         )
+        problem = event_loop_problem(section)  # the command runs this section: refused before it starts
+        if problem is not None:
+            raise ConfigError(problem)
     except ConfigError as error:
         parser.exit(2, f"{prog}: error: {error}\n")
     return section, extras

@@ -111,6 +111,8 @@ def _checked_file(arguments: argparse.Namespace) -> Any:
     from scaler.cluster.cloud_stack import cloud_stack_problem
 
     problem = cloud_stack_problem(file) or _missing_extra(file)
+    if problem is None and not arguments.down:  # `--down` runs nothing of the file's
+        problem = _event_loop_problem(file)
     if problem is not None:
         raise ConfigError(f"{arguments.file}: {problem}")
     if file.scheduler is not None:
@@ -129,6 +131,23 @@ def _missing_extra(file: Any) -> str | None:
 
     for manager in file.worker_managers:
         problem = missing_extra(manager_type_of(manager))
+        if problem is not None:
+            return f"[[worker_manager]] {manager.worker_manager_id or manager_type_of(manager).name!r}: {problem}"
+    return None
+
+
+def _event_loop_problem(file: Any) -> str | None:
+    """The first section this machine runs (the scheduler, unless it runs in the cloud hub; each worker manager)
+    whose event loop it cannot run, said in one line."""
+    from scaler.config.event_loops import event_loop_problem
+    from scaler.config.manager_types import manager_type_of
+
+    if file.scheduler is not None and file.launcher.hub == "local":
+        problem = event_loop_problem(file.scheduler)
+        if problem is not None:
+            return f"[scheduler] {problem}"
+    for manager in file.worker_managers:
+        problem = event_loop_problem(manager)
         if problem is not None:
             return f"[[worker_manager]] {manager.worker_manager_id or manager_type_of(manager).name!r}: {problem}"
     return None

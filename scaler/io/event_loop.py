@@ -18,7 +18,11 @@ def new_event_loop(kind: str) -> asyncio.AbstractEventLoop:
         try:
             import uvloop
         except ImportError:
-            raise RuntimeError("event loop 'uvloop' needs the uvloop package: pip install uvloop") from None
+            # commands and SchedulerClusterCombo refuse this before they start (`scaler.config.event_loops`)
+            raise RuntimeError(
+                "event loop 'uvloop' needs the uvloop package, which is not installed: "
+                "pip install 'scaler-compute[uvloop]', or use the builtin event loop"
+            ) from None
         loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
         return loop
     raise ValueError(f"unknown event loop {kind!r}: choose one of {', '.join(EVENT_LOOPS)}")

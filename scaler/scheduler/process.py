@@ -149,7 +149,11 @@ def _serve(
         loop.add_signal_handler(signum, server.stop, f"received {signal.Signals(signum).name}")
     watcher = None
     if storage_child is not None:
-        watcher = loop.create_task(storage_child.watch(lambda reason: server.stop(reason, exit_code=ExitCode.ERROR)))
+        watcher = loop.create_task(
+            storage_child.watch(
+                lambda reason: server.stop(reason, exit_code=ExitCode.ERROR), stopping=lambda: server.stopping
+            )
+        )
 
     def announce() -> None:  # once bound: never "listening" on a port another process holds
         logger.info("scheduler listening on %s (event loop: %s)", bind, config.event_loop)

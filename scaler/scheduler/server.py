@@ -142,6 +142,11 @@ class SchedulerServer:
         #: with CURVE: each registered peer's key, checked on every message and every second (revocation)
         self._keys = PeerKeys(roles, core.settings.python_version) if roles is not None else None
 
+    @property
+    def stopping(self) -> bool:
+        """True once `stop` was called: the server is shutting down, or has."""
+        return self._stopped.is_set()
+
     def stop(self, reason: str, exit_code: int = ExitCode.OK) -> None:
         if not self._stopped.is_set():
             self.stop_reason = reason

@@ -5,13 +5,15 @@ same address, with the same settings. Without a spill directory the objects it h
 them fail with an error saying so); with one, the restarted server finds every object whose put it had answered,
 and the tasks that need them run. Restarts back off (0, 1, 3, then 4 s); after `MAX_RESTARTS`
 failed or short-lived restarts in a row the scheduler stops with exit code 1 and the reason, rather than
-serve a cluster whose every large input or result would fail.
+serve a cluster whose every large input or result would fail. A server that exits while the scheduler stops (the
+Ctrl-C of a terminal reaches both) is not a death: it is neither reported nor restarted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -29,6 +31,10 @@ MAX_RESTARTS = 5
 MAX_DELAY_SECONDS = 4.0
 #: A restarted server that lives this long resets the count of restarts in a row.
 HEALTHY_SECONDS = 30.0
+#: How the server exits when asked to stop (exit code 0 after SIGINT or SIGTERM, or killed by one of them): after
+#: such an exit the watch waits this long for the same signal to stop the scheduler before it counts a death.
+STOP_EXITS = frozenset({0, -signal.SIGINT, -signal.SIGTERM})
+SIGNAL_GRACE_SECONDS = 1.0
 
 
 def storage_settings_of(scheduler: SchedulerConfig, address: str) -> ObjectStorageServerConfig:
@@ -64,14 +70,23 @@ class StorageChild:
         self._started_at = time.monotonic()
         wait_for_object_storage(self.address, START_TIMEOUT_SECONDS, [self._child], self._security)
 
-    async def watch(self, give_up: Callable[[str], None]) -> None:
-        """Restart the server whenever it dies; call `give_up(reason)` when restarts keep failing."""
+    async def watch(self, give_up: Callable[[str], None], stopping: Callable[[], bool]) -> None:
+        """Restart the server whenever it dies; call `give_up(reason)` when restarts keep failing. Returns once
+        `stopping()` (the scheduler is shutting down): a server that exits then is not a death, whether the
+        scheduler stops it or it got the scheduler's signal itself (Ctrl-C in a terminal reaches the whole
+        process group, and the server may exit before the scheduler has handled it)."""
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(WATCH_SECONDS)
             child = self._child
+            if stopping():
+                return
             if child is None or child.poll() is None:
                 continue
+            if child.returncode in STOP_EXITS:  # the signal that stopped it may be the scheduler's too
+                await asyncio.sleep(SIGNAL_GRACE_SECONDS)
+                if stopping():
+                    return
             lived = time.monotonic() - self._started_at
             self.restarts_in_a_row = 1 if lived >= HEALTHY_SECONDS else self.restarts_in_a_row + 1
             if self.restarts_in_a_row > MAX_RESTARTS:
@@ -92,6 +107,8 @@ class StorageChild:
                 self.address, child.pid, describe_exit(child.returncode), delay, kept,
             )  # fmt: skip
             await asyncio.sleep(delay)
+            if stopping():
+                return
             try:
                 self._child = start_python_child(["scaler.object_storage.server", section_to_json(self.config)])
                 self._started_at = time.monotonic()
