@@ -21,6 +21,7 @@ from scaler.client.display import cluster_rows, html_table
 from scaler.cluster.host import ForkedHost, fork_host, import_runtime, os_thread_count
 from scaler.cluster.readiness import wait_for_scheduler
 from scaler.config.combo import combo_signature, sections_of
+from scaler.config.event_loops import event_loop_problem
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, section_to_json
 from scaler.io.address import free_tcp_port_block, parse_address
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
@@ -73,10 +74,9 @@ class SchedulerClusterCombo:
         type and default of its flag (`ComboSettings`, docs/settings.md): `client_timeout_seconds=5`,
         `nested_parents="process"` (a processor per waiting parent; "thread", the default, parks a task waiting
         on nested tasks in its processor, which runs other tasks meanwhile), `scheduler_io_threads`,
-        `worker_io_threads`, `logging_level` ("WARNING" here), `policy_content` ("allocate=even_load;
-        scaling=no" here: the pool is fixed), ..."""
+        `worker_io_threads`, `logging_level` ("WARNING" here), `policy_content` ("allocate=capability;
+        scaling=no" here: tasks go only to workers with the capabilities they ask for, and the pool is fixed), ..."""
         refuse_tls_security_config(security_config)
-        server_keys = self._choose_keys(secure, insecure)
         if isinstance(n_workers, str):  # SchedulerClusterCombo("tcp://...", ...) as some older code does
             n_workers, address = 4 if address is None else int(address), n_workers
         if address is None:
@@ -102,10 +102,14 @@ class SchedulerClusterCombo:
             **declared[WorkerConfig],
         )
         storage = ObjectStorageServerConfig(bind_address=object_storage_address, **declared[ObjectStorageServerConfig])
+        problem = event_loop_problem(scheduler) or event_loop_problem(worker)
+        if problem is not None:  # else every process would fail at start, and the combo wait for the scheduler
+            raise ValueError(f"SchedulerClusterCombo: {problem}")
         for bound in (self._address, object_storage_address, self._monitor_address):
             problem = address_in_use_problem(bound)
             if problem is not None:  # else a cluster already there would answer our readiness probe
                 raise OSError(errno.EADDRINUSE, f"SchedulerClusterCombo: {problem}")
+        server_keys = self._choose_keys(secure, insecure)  # after the refusals above: secure=True makes keys
         # insecure: say so for these addresses before the workers start (they would take the user's keys while
         # the scheduler has not registered yet); the servers then register the same, for as long as they run
         self._insecure_files = ServedAddresses(

@@ -106,7 +106,7 @@ def init(address: str | None = None, *, num_cpus: int | None = None, num_gpus: i
         if local:
             capabilities = _capabilities(num_gpus, resources)
             settings: dict[str, Any] = {}
-            if capabilities:  # and the policy that honours them (the default, even_load, ignores them)
+            if capabilities:  # and the policy that honours them (the default, spelled out: ray.init's are routed)
                 settings = {"per_worker_capabilities": capabilities, "policy_content": CAPABILITY_POLICY}
             scaler_init(None, n_workers=num_cpus, **settings)
             return

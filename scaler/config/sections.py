@@ -300,11 +300,11 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
         "simple", help="scaling policy engine", short=("-et",), choices=("simple", "waterfall_v1"), combo=True
     )
     policy_content: str = setting(
-        "allocate=even_load; scaling=vanilla",
+        "allocate=capability; scaling=vanilla",
         help="policy of the engine (`scaler --docs scaling` lists them)",
         short=("-pc",),
         combo=True,
-        combo_default="allocate=even_load; scaling=no",
+        combo_default="allocate=capability; scaling=no",
     )
 
 

@@ -21,8 +21,8 @@ from typing import Literal, TypeVar
 class Allocation(Enum):
     """How the scheduler's dispatcher places tasks (the `allocate=` item; its value is how settings spell it)."""
 
-    EVEN_LOAD = "even_load"  #: the least loaded worker; tasks' capabilities are ignored
-    CAPABILITY = "capability"  #: the least loaded worker that offers every capability a task requires
+    EVEN_LOAD = "even_load"  #: the least loaded worker; tasks' capabilities are ignored (logged once)
+    CAPABILITY = "capability"  #: the least loaded worker that offers every capability a task requires (default)
 
 
 ScalingName = Literal["no", "vanilla", "capability", "work", "cost"]

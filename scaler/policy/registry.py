@@ -21,7 +21,7 @@ from scaler.policy.scaling import (
 
 ENGINE_TYPES = ("simple", "waterfall_v1")
 DEFAULT_ENGINE_TYPE = "simple"
-DEFAULT_POLICY_CONTENT = "allocate=even_load; scaling=vanilla"
+DEFAULT_POLICY_CONTENT = "allocate=capability; scaling=vanilla"
 
 
 @dataclass(frozen=True, slots=True)

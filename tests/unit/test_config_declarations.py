@@ -30,7 +30,8 @@ from scaler.scheduler.core.scheduler_core import CoreSettings
 from scaler.scheduler.process import RUNTIME_CORE_FIELDS, core_settings_of
 
 #: SchedulerClusterCombo's keywords and defaults before the declarations gave them (and the reference's 2.x names):
-#: none may disappear or change its default.
+#: none may disappear or change its default, but `policy_content`'s `allocate=` item, changed on purpose from even_load
+#: to capability so that capabilities are honoured by default (docs/behaviour.md, differences from the reference).
 COMBO_KEYWORDS_BEFORE = {
     "n_workers": 4, "address": None, "object_storage_address": None, "monitor_address": None,
     "per_worker_capabilities": None, "worker_io_threads": 1, "scheduler_io_threads": 1,
@@ -42,7 +43,7 @@ COMBO_KEYWORDS_BEFORE = {
     "per_worker_task_queue_size": 1000, "hard_processor_suspend": False, "protected": True, "scaler_policy": None,
     "event_loop": "builtin", "logging_paths": ("/dev/stdout",), "logging_level": "WARNING",
     "logging_config_file": None, "worker_manager_id": "combo", "security_config": None,
-    "policy_engine_type": "simple", "policy_content": "allocate=even_load; scaling=no", "max_task_retries": 3,
+    "policy_engine_type": "simple", "policy_content": "allocate=capability; scaling=no", "max_task_retries": 3,
     "preload": None, "secure": False, "insecure": False, "nested_parents": "thread", "dashboard": False,
 }  # fmt: skip
 

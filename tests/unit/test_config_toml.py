@@ -168,6 +168,11 @@ def test_allocate_policy_capability(tmp_path: Path) -> None:
     )
 
 
+def test_allocate_policy_even_keeps_ignoring_capabilities(tmp_path: Path) -> None:
+    """1.x `even` stays even_load, though the default allocation is capability now."""
+    assert scheduler_from(tmp_path, 'allocate_policy = "even"').policy_content == "allocate=even_load; scaling=vanilla"
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [

@@ -13,7 +13,7 @@ from scaler.policy.scaling import CapabilityScaling, NoScaling, VanillaScaling, 
 
 def test_default_content() -> None:
     content = parse_simple_content(DEFAULT_POLICY_CONTENT)
-    assert (content.allocate, content.scaling) == (Allocation.EVEN_LOAD, "vanilla")
+    assert (content.allocate, content.scaling) == (Allocation.CAPABILITY, "vanilla")  # capabilities honoured
     assert (content.vanilla_upper_ratio, content.vanilla_lower_ratio) == (10.0, 1.0)
 
 

@@ -80,7 +80,7 @@ class CoreSettings:
     max_tasks_waiting: int = -1
     status_interval_seconds: float = 1
     heartbeat_interval_seconds: float = 2
-    allocate: Allocation = Allocation.EVEN_LOAD  #: how the dispatcher places tasks
+    allocate: Allocation = Allocation.CAPABILITY  #: how the dispatcher places tasks (EVEN_LOAD: capabilities ignored)
     load_balance_seconds: float = 1.0  #: <= 0 disables balancing
     load_balance_trigger_times: int = 2
     object_retention_seconds: float = 0.0  #: a departed client's objects are deleted this long after it left

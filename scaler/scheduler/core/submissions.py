@@ -4,23 +4,31 @@ A task or graph must carry the id of the connection that sends it. A returning c
 the workers have re-registered after a restart (`reattachment.py`), and a task a worker still holds from before the
 restart is adopted by it rather than run again, but for a stream, which runs again (its worker is told to stop it).
 A streaming task's credit goes to the worker that runs it. A cancel of a job's task by a client following the job is
-made as its submitter would make it (`jobs.py`). Pure: time is the core's `now`.
+made as its submitter would make it (`jobs.py`). Under `allocate=even_load` the first task or graph node asking
+for capabilities is logged once per scheduler: they are ignored there. Pure: time is the core's `now`.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
+from scaler.policy.capability import format_capabilities
+from scaler.policy.content import Allocation
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID
 
 if TYPE_CHECKING:
     from scaler.scheduler.core.scheduler_core import SchedulerCore
 
+logger = logging.getLogger(__name__)
+
 
 class Submissions:
     def __init__(self, core: SchedulerCore) -> None:
         self._core = core
+        #: capabilities are ignored (`allocate=even_load`), not yet said: the next task asking for some says so
+        self._warn_ignored_capabilities = core.settings.allocate is Allocation.EVEN_LOAD
 
     def on_task(self, peer: PeerID, task: m.Task) -> None:
         core = self._core
@@ -28,6 +36,8 @@ class Submissions:
             reason = "refused: a task's client id must be the id of the connection that sends it"
             core.send(peer, m.TaskResult(task.task_id, m.ResultStatus.ERROR, error_message=reason))
             return
+        if self._warn_ignored_capabilities and task.capabilities:
+            self._ignored(task.capabilities)
         client = core.clients[peer]
         if core.reattachment.should_park(client.returning, core.now):
             core.reattachment.park(ClientID(peer), task)  # until the workers have re-registered
@@ -75,7 +85,20 @@ class Submissions:
             for target in graph.targets:
                 core.send(peer, m.TaskResult(target, m.ResultStatus.ERROR, error_message=reason))
             return
+        if self._warn_ignored_capabilities:
+            asking = next((node.capabilities for node in graph.nodes if node.capabilities), ())
+            if asking:
+                self._ignored(asking)
         core.lifecycle.submit_graph(ClientID(peer), graph)
+
+    def _ignored(self, capabilities: m.Capabilities) -> None:
+        """The first task asking for capabilities under `allocate=even_load`: logged once, as they are not honoured."""
+        self._warn_ignored_capabilities = False
+        logger.warning(
+            "a task asks for the capabilities %s, which allocate=even_load ignores: it may run on a worker without "
+            "them (and so may later ones; this is said once); allocate=capability in --policy-content honours them",
+            format_capabilities(capabilities),
+        )
 
     def on_stream_credit(self, peer: PeerID, credit: m.StreamCredit) -> None:
         """A streaming task's client grants it more values: to the worker that runs it (a task not dispatched yet
