@@ -75,6 +75,18 @@ class Stack:
         wait_for(lambda: not any(is_alive(p) for p in self.seen.values()), "every process of the stack to exit", 20)
         return [p.pid for p in self.seen.values() if is_alive(p)]
 
+    def stop(self) -> None:
+        """Stop the stack as a user does (SIGTERM), so that its servers remove what they made (object segments,
+        computing marks); everything it started is killed if it has not stopped within a minute."""
+        self.remember()
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.kill_everything()
+            self.popen.wait(timeout=30)
+
     def kill_everything(self) -> None:
         self.remember()
         for process in [*self.seen.values(), psutil.Process(self.popen.pid)]:
@@ -94,9 +106,7 @@ def started_stack(tmp_path: Path, workers: int = 4) -> Iterator[tuple[Stack, str
         wait_for_workers(monitor, workers, STACK_START_SECONDS)
         yield running, scheduler, monitor
     finally:
-        if running.popen.poll() is None:
-            running.kill_everything()
-        running.popen.wait(timeout=30)
+        running.stop()
 
 
 @pytest.fixture
@@ -240,5 +250,4 @@ def test_a_stack_file_says_insecure_in_its_scheduler_section_and_both_servers_wa
         warnings = [line for line in running.log().splitlines() if "runs without CURVE keys (--insecure)" in line]
         assert any("scheduler" in line for line in warnings) and any("object storage" in line for line in warnings)
     finally:
-        running.kill_everything()
-        running.popen.wait(timeout=30)
+        running.stop()
