@@ -43,6 +43,9 @@ SEGMENT_PREFIX = "scaler-objects-"
 #: What joblib's loky pools leave in /dev/shm when a task that started one is killed (the joblib conformance suite
 #: and the joblib backend's tests do that): memmapping folders and semaphores named after the pool's maker.
 POOL_LEFTOVERS = (re.compile(r"^joblib_memmapping_folder_(\d+)_"), re.compile(r"^sem\.loky-(\d+)-"))
+#: A worker's computing-marks folder (scaler/worker/computing_mark.py), named after the worker's pid: its worker
+#: removes it when it stops, and a later worker removes an orphan's, so one left after the run is a killed worker's.
+MARKS_NAME = re.compile(r"^scaler-marks-(\d+)-")
 CONTAINER_LABEL = "scaler-fake-cloud"
 #: The test session's configuration folder (tests/conftest.py), named after the pytest process that made it.
 CONFIG_HOME_NAME = re.compile(r"^scaler-test-config-(\d+)-")
@@ -199,6 +202,17 @@ def _remove_segment_directories(pids: set[int]) -> list[str]:
     return removed
 
 
+def remove_marks_directories(pids: set[int], parents: Iterable[Path] = SEGMENT_PARENTS) -> list[str]:
+    removed: list[str] = []
+    for parent in parents:
+        with contextlib.suppress(OSError):
+            for directory in parent.iterdir():
+                if _owner(directory.name, (MARKS_NAME,)) in pids:
+                    shutil.rmtree(directory, ignore_errors=True)
+                    removed.append(f"computing marks {directory}")
+    return removed
+
+
 def _remove_pool_leftovers(pids: set[int]) -> list[str]:
     removed: list[str] = []
     with contextlib.suppress(OSError):
@@ -225,8 +239,8 @@ def remove_config_homes(pids: set[int], parent: Path = SEGMENT_PARENTS[1]) -> li
 
 
 def remove_named(pids: set[int]) -> list[str]:
-    """Network namespaces, links, memory cgroups, containers, segment directories, loky pools' /dev/shm leftovers and
-    the session's configuration folder named after one of `pids`."""
+    """Network namespaces, links, memory cgroups, containers, segment directories, workers' computing-marks folders,
+    loky pools' /dev/shm leftovers and the session's configuration folder named after one of `pids`."""
     removed: list[str] = []
     if shutil.which("ip"):
         for line in _run("ip", "netns", "list").splitlines():
@@ -251,6 +265,7 @@ def remove_named(pids: set[int]) -> list[str]:
                 removed.append(f"memory cgroup {group}")
     removed.extend(_remove_segment_directories(pids))
     removed.extend(_remove_pool_leftovers(pids))
+    removed.extend(remove_marks_directories(pids))
     removed.extend(remove_config_homes(pids))
     if shutil.which("docker"):
         template = f'{{{{.ID}}}} {{{{.Label "{CONTAINER_LABEL}"}}}}'

@@ -1,11 +1,12 @@
 """tests/reaping.py's removal of what a killed run left, for the part that needs no privileges: the session's
-configuration folder (tests/conftest.py names it after the pytest process that made it)."""
+configuration folder (tests/conftest.py names it after the pytest process that made it) and a killed worker's
+computing-marks folder (named after its pid)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.reaping import remove_config_homes
+from tests.reaping import remove_config_homes, remove_marks_directories
 
 
 def test_a_killed_runs_configuration_folder_is_removed_and_others_are_kept(tmp_path: Path) -> None:
@@ -22,3 +23,13 @@ def test_a_killed_runs_configuration_folder_is_removed_and_others_are_kept(tmp_p
     assert removed == [f"configuration folder {killed_runs}"]
     assert not killed_runs.exists()
     assert other_runs.exists() and unrelated.exists()
+
+
+def test_a_killed_workers_marks_folder_is_removed_and_others_are_kept(tmp_path: Path) -> None:
+    killed, other = tmp_path / "scaler-marks-4242-1f2e3d4c-abc", tmp_path / "scaler-marks-4343-1f2e3d4c-def"
+    for directory in (killed, other):
+        directory.mkdir()
+        (directory / "mark").write_text("task")
+    removed = remove_marks_directories({4242}, parents=(tmp_path,))
+    assert removed == [f"computing marks {killed}"]
+    assert not killed.exists() and other.exists()
