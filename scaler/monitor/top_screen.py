@@ -96,6 +96,12 @@ class Sorting:
         return Sorting(key, descending=key not in ("n", "g"))  # numbers: biggest first
 
 
+#: Said while no status came: a status that never comes is most often a wrong address.
+WHERE_THE_MONITOR_IS = (
+    "(the monitor address is the one the scheduler logs as 'monitor address is ...': by default its port + 2)"
+)
+
+
 def render(
     snapshot: m.StatusSnapshot | None,
     decisions: Sequence[m.ScalingDecision],
@@ -105,7 +111,7 @@ def render(
 ) -> list[str]:
     """The screen's lines. `silent_seconds`: how long no status came (None: it is fresh)."""
     if snapshot is None:
-        return [f"scaler_top: waiting for the scheduler's status at {address} ...", "", SHORTCUTS]
+        return [f"scaler_top: waiting for the scheduler's status at {address} ...", WHERE_THE_MONITOR_IS, "", SHORTCUTS]
     lines = _header(snapshot)
     if silent_seconds is not None:
         lines.insert(0, f"!! no status from {address} for {silent_seconds:.0f} s: the scheduler may be gone")

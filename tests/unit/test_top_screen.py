@@ -147,3 +147,9 @@ def test_an_away_client_shows_how_long_it_has_been_away_and_its_window() -> None
     (row,) = [line for line in lines if "laptop" in line]
     assert row.rstrip().endswith("away 3m of 30m")
     assert any(line.rstrip().endswith("connected") for line in lines if "Client|abc"[-3:] in line)
+
+
+def test_while_no_status_came_the_screen_says_which_address_and_where_the_monitor_is() -> None:
+    lines = render(None, [], Sorting(), "ipc:///tmp/elsewhere")
+    assert "waiting for the scheduler's status at ipc:///tmp/elsewhere" in lines[0]
+    assert "monitor address is" in lines[1] and "port + 2" in lines[1]
