@@ -76,6 +76,20 @@ class ProxyUnitBackend:
             logger.warning("proxy %s is gone: cancelled %d job(s) it had started", prefix, cancelled)
 
 
+def unapplied_settings(config: WorkerManagerSettings, row: ManagerType) -> str | None:
+    """What an offloading manager says, as a warning, of the processor settings it was given: its tasks run in the
+    remote system's processes (a Batch job, a Symphony service), where no zygote imports and no preload runs."""
+    given = [f"--{name.replace('_', '-')}" for name in ("preload", "preimport") if getattr(config, name)]
+    if not given or row.offload is None:
+        return None
+    verb, state = ("does", "is") if len(given) == 1 else ("do", "are")
+    return (
+        f"{' and '.join(given)} {verb} not apply to the {row.name} worker manager and {state} ignored: each task "
+        f"runs in {row.offload.system_name}'s own process, not in a scaler processor; import or set up what the task "
+        "needs in the task's function"
+    )
+
+
 def run_offload_manager(config: WorkerManagerSettings, slots: int) -> int:
     """Run an offloading manager (the type `config` is of): proxies of `slots` task slots each, as many as the
     scheduler's target needs, their ids prefixed with the type's worker type (`Worker|BAT-<unit id>|...`)."""
@@ -84,6 +98,9 @@ def run_offload_manager(config: WorkerManagerSettings, slots: int) -> int:
     if problem is not None:
         logger.error("%s", problem)
         return EXIT_CONFIGURATION
+    ignored = unapplied_settings(config, row)
+    if ignored is not None:
+        logger.warning("%s", ignored)
     try:
         offload_backend_factory(row)(config).close()  # the remote system is reachable and the settings are usable
     except OffloadError as error:
