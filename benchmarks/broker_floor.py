@@ -65,6 +65,20 @@ def run_worker(back: str) -> None:
         sock.send_multipart([client, pickle.dumps(function(argument))])
 
 
+def start_floor(method: str = "spawn") -> tuple[str, list[multiprocessing.Process]]:
+    """The floor's broker and its 2 workers, started on 127.0.0.1: the clients' address, the processes."""
+    from scaler.io.address import free_tcp_port_block
+
+    base = free_tcp_port_block(2)
+    front, back = f"tcp://127.0.0.1:{base}", f"tcp://127.0.0.1:{base + 1}"
+    context = multiprocessing.get_context(method)
+    processes = [context.Process(target=run_broker, args=(front, back), daemon=True)]
+    processes += [context.Process(target=run_worker, args=(back,), daemon=True) for _ in range(2)]
+    for process in processes:
+        process.start()
+    return front, processes
+
+
 def floor_p50(calls: int, front: str) -> float:
     context = zmq.Context()
     sock = context.socket(zmq.DEALER)
@@ -101,15 +115,8 @@ def main() -> None:
     parser.add_argument("--lent", action="store_true", help="ours without lend_processors, and one with it")
     arguments = parser.parse_args()
     from scaler import SchedulerClusterCombo
-    from scaler.io.address import free_tcp_port_block
 
-    base = free_tcp_port_block(2)
-    front, back = f"tcp://127.0.0.1:{base}", f"tcp://127.0.0.1:{base + 1}"
-    spawn = multiprocessing.get_context("spawn")
-    floor_processes = [spawn.Process(target=run_broker, args=(front, back), daemon=True)]
-    floor_processes += [spawn.Process(target=run_worker, args=(back,), daemon=True) for _ in range(2)]
-    for process in floor_processes:
-        process.start()
+    front, floor_processes = start_floor()
     cluster = SchedulerClusterCombo(n_workers=2, **({"lend_processors": False} if arguments.lent else {}))
     lent = SchedulerClusterCombo(n_workers=2, lend_processors=True) if arguments.lent else None
     floors, ours, lents = [], [], []

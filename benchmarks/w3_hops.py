@@ -20,7 +20,6 @@ which hop costs what. Needs root and `perf` (Debian's `linux-perf`); without the
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import pickle
 import re
@@ -38,7 +37,7 @@ import psutil
 import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from broker_floor import run_broker, run_worker
+from broker_floor import start_floor
 
 #: `perf sched timehist` lines: time, [cpu], task name[tid/pid] or [tid], wait, sch delay, run time (ms)
 _LINE = re.compile(r"^\s*([\d.]+)\s+\[\d+\]\s+(.+?)\[(\d+)(?:/(\d+))?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
@@ -149,15 +148,8 @@ def main() -> None:
         print("w3_hops.py needs root and perf (apt install linux-perf)", file=sys.stderr)
         raise SystemExit(2)
     from scaler import Client, SchedulerClusterCombo
-    from scaler.io.address import free_tcp_port_block
 
-    base = free_tcp_port_block(2)
-    front, back = f"tcp://127.0.0.1:{base}", f"tcp://127.0.0.1:{base + 1}"
-    spawn = multiprocessing.get_context("fork")
-    floor_processes = [spawn.Process(target=run_broker, args=(front, back), daemon=True)]
-    floor_processes += [spawn.Process(target=run_worker, args=(back,), daemon=True) for _ in range(2)]
-    for process in floor_processes:
-        process.start()
+    front, floor_processes = start_floor("fork")
     titles = {floor_processes[0].pid: "floor-broker"}
     titles.update((process.pid, "floor-worker") for process in floor_processes[1:])
     context = zmq.Context()
