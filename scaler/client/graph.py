@@ -55,7 +55,10 @@ def needed_keys(graph: dict[Hashable, Any], keys: list[Hashable]) -> list[Hashab
             raise KeyError(f"key {key!r} is requested twice")
         seen_keys.add(key)
     if len(graph) >= graph_matrix.MIN_NODES and graph_matrix.is_available():
-        return graph_matrix.needed_keys_with_graphblas(graph, keys, _references)
+        try:
+            return graph_matrix.needed_keys_with_graphblas(graph, keys, _references)
+        except graph_matrix.TooDeepError:
+            pass  # a deep graph (a long chain): the order below takes linear time where the matrices would not
     order: list[Hashable] = []
     state: dict[Hashable, str] = {}  # "visiting" or "done"
     for root in keys:

@@ -5,19 +5,27 @@ breadth-first search from the requested keys (one vector-matrix product per leve
 order comes level by level (Kahn's algorithm: a node is ready once all its dependencies are; one
 matrix-vector product per level), which also finds cycles: nodes left over once no node is ready. The
 Python work is one pass over the graph to list its edges; everything else runs in SuiteSparse:GraphBLAS.
-Deep graphs (many levels) gain nothing from it, which is why `graph.needed_keys` uses it only for large
-graphs and only where the extra is installed (docs/performance.md has the measurements).
+Deep graphs (many levels) gain nothing from it and lose a lot (a product per level over the whole graph: a chain
+of 200,000 calls would take many minutes), which is why `graph.needed_keys` uses it only for large graphs, only
+where the extra is installed, and gives up for Python's order past `MAX_LEVELS` levels (docs/performance.md has
+the measurements).
 """
 
 from __future__ import annotations
 
 import graphlib
 import importlib.util
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 #: Graphs with fewer nodes than this are prepared in plain Python.
 MIN_NODES = 200_000
+#: Graphs with more levels than this are prepared in plain Python: each level costs a product over the whole graph.
+MAX_LEVELS = 64
+
+
+class TooDeepError(Exception):
+    """The graph has more than `MAX_LEVELS` levels of dependencies: order it in plain Python instead."""
 
 
 def is_available() -> bool:
@@ -30,7 +38,8 @@ def needed_keys_with_graphblas(
     references: Callable[[dict[Hashable, Any], Any], list[Hashable]],
 ) -> list[Hashable]:
     """The requested keys and everything they depend on, dependencies first (as `graph.needed_keys`).
-    `references(graph, argument)` lists the keys an argument other than a plain string names."""
+    `references(graph, argument)` lists the keys an argument other than a plain string names. Raises
+    `TooDeepError` for a graph of more than `MAX_LEVELS` levels, before the work they would cost."""
     import graphblas as gb
     import numpy as np
 
@@ -78,7 +87,9 @@ def _reachable(gb: Any, needs: Any, roots: list[int], size: int) -> Any:
     """Indices of the roots and every node they depend on, directly or not."""
     reached = gb.Vector.from_coo(roots, True, size=size, dtype=bool)
     frontier = reached.dup()
-    while frontier.nvals:
+    for _ in _bounded_levels():
+        if not frontier.nvals:
+            break
         found = frontier.vxm(needs, gb.semiring.any_pair[bool]).new(mask=~reached.S)
         reached(found.S) << True
         frontier = found
@@ -92,7 +103,9 @@ def _levels(gb: Any, np: Any, needs: Any, size: int) -> Any:
     every = gb.Vector.from_coo(np.arange(size), True, size=size)
     ready = every.dup(mask=~remaining.S)
     levels = []
-    while ready.nvals:
+    for _ in _bounded_levels():
+        if not ready.nvals:
+            break
         positions, _ = ready.to_coo()
         levels.append(positions)
         freed = needs.mxv(ready, gb.semiring.plus_pair[gb.dtypes.INT64]).new()
@@ -100,3 +113,9 @@ def _levels(gb: Any, np: Any, needs: Any, size: int) -> Any:
         now_ready = remaining.select("==", 0).new(mask=freed.S)
         ready = now_ready.apply(gb.unary.one[bool]).new()
     return np.concatenate(levels) if levels else np.array([], dtype=np.int64)
+
+
+def _bounded_levels() -> Iterator[int]:
+    """Level numbers up to `MAX_LEVELS`, then `TooDeepError`."""
+    yield from range(MAX_LEVELS + 1)
+    raise TooDeepError(f"the graph has more than {MAX_LEVELS} levels of dependencies")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import graphlib
 import operator
 import random
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from typing import Any
 
 import pytest
@@ -63,3 +63,40 @@ def test_large_graphs_take_the_matrix_path(monkeypatch: pytest.MonkeyPatch) -> N
     assert calls == [1]
     graph_module.needed_keys(random_dag(1, 50), ["n49"])
     assert calls == [1]  # a small graph stays in Python
+
+
+def chain(size: int) -> dict[Hashable, Any]:
+    """n0 <- n1 <- ... : as many levels as calls."""
+    graph: dict[Hashable, Any] = {"n0": 0}
+    for number in range(1, size):
+        graph[f"n{number}"] = (operator.add, f"n{number - 1}", 1)
+    return graph
+
+
+def test_the_matrix_path_gives_up_on_a_graph_deeper_than_max_levels(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(graph_matrix, "MAX_LEVELS", 10)
+    assert len(graph_matrix.needed_keys_with_graphblas(chain(10), ["n9"], graph_module._references)) == 10
+    with pytest.raises(graph_matrix.TooDeepError, match="more than 10 levels"):
+        graph_matrix.needed_keys_with_graphblas(chain(11), ["n10"], graph_module._references)
+    # deep by its longest path only: the root needs every call directly, so the search from it is one level deep
+    shallow_search = {**chain(11), "root": (max, *[f"n{number}" for number in range(11)])}
+    with pytest.raises(graph_matrix.TooDeepError):
+        graph_matrix.needed_keys_with_graphblas(shallow_search, ["root"], graph_module._references)
+
+
+def test_a_large_deep_graph_is_ordered_in_python_once_the_matrix_path_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a chain costs the matrix path one product per level (20,000 levels took 11 s there, 0.02 s in Python): it
+    # stops at MAX_LEVELS, and the order comes from Python
+    monkeypatch.setattr(graph_matrix, "MIN_NODES", 100)
+    levels: list[int] = []
+    bounded = graph_matrix._bounded_levels
+
+    def counted() -> Iterator[int]:
+        for level in bounded():
+            levels.append(level)
+            yield level
+
+    monkeypatch.setattr(graph_matrix, "_bounded_levels", counted)
+    order = graph_module.needed_keys(chain(2_000), ["n1999"])
+    assert order == [f"n{number}" for number in range(2_000)]
+    assert len(levels) == graph_matrix.MAX_LEVELS + 1  # the first search's levels, then it gave up
