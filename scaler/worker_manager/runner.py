@@ -154,8 +154,6 @@ class ManagerRunner:
         finally:
             self._stopping = True
             self._wake.set()
-            for signum in signals:
-                loop.remove_signal_handler(signum)
             heartbeat.cancel()
             await asyncio.gather(heartbeat, return_exceptions=True)
             await self._finish_routine(reconcile)
@@ -167,6 +165,11 @@ class ManagerRunner:
             logger.exception("the backend failed while the manager was stopping")
             code = code or EXIT_ERROR
         finally:
+            # only now: a second Ctrl-C (or SIGTERM) while the units are being stopped must not cut their
+            # termination short (a KeyboardInterrupt, or SIGTERM's default death), which would leave cloud units
+            # running until their lease ends
+            for signum in signals:
+                loop.remove_signal_handler(signum)
             self._socket.close()
             sockets.close()
         return code

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 import zmq
 
 from scaler.config.sections import WorkerConfig
@@ -247,3 +250,28 @@ def test_a_scheduler_that_never_answers_ends_the_manager_with_code_2() -> None:
         await until(lambda: bool(scheduler.of_type(m.Hello)), "the hello")  # and never an answer
 
     assert scenario(script, scheduler_timeout_seconds=0.5)[0] == EXIT_NEVER_CONNECTED
+
+
+@dataclass
+class CtrlCTwiceBackend(FakeBackend):
+    """A backend whose user presses Ctrl-C again while the manager terminates its units (a real SIGINT to this
+    process, as a terminal sends it)."""
+
+    async def terminate(self, unit_ids: list[str], reason: str) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        await asyncio.sleep(0.05)  # the loop sees the signal here
+        await super().terminate(unit_ids, reason)
+
+
+def test_a_second_ctrl_c_while_stopping_does_not_cut_the_termination_of_the_units_short() -> None:
+    async def script(scheduler: FakeScheduler, backend: FakeBackend, runner: ManagerRunner) -> None:
+        await accept(scheduler)
+        scheduler.send(m.ManagerTarget((m.TargetEntry((), 2),)))
+        await until(lambda: backend.running() == 2, "2 units")
+        runner.stop("received SIGINT")  # the first Ctrl-C, as the manager's signal handler calls it
+
+    try:
+        code, backend, _ = scenario(script, CtrlCTwiceBackend())
+    except KeyboardInterrupt:
+        pytest.fail("a second Ctrl-C while the manager stopped its units raised KeyboardInterrupt: units left running")
+    assert code == EXIT_OK and backend.units == {} and backend.closed
