@@ -156,9 +156,13 @@ class Shipment:
 
     # ------------------------------------------------------------ boot reports
 
-    async def reports(self, unit_ids: Sequence[str], now: float, gone: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+    async def reports(
+        self, unit_ids: Sequence[str], now: float, gone: Sequence[str] = (), prune: bool = True
+    ) -> dict[str, dict[str, Any]]:
         """The latest report of each unit (read again at most every few seconds, until its boot is over); the units
-        of `gone` (seen ended) are read once more, at once, unless their report had said how the boot ended."""
+        of `gone` (seen ended) are read once more, at once, unless their report had said how the boot ended.
+        `prune`: forget every unit not named (the caller names the whole listing); False for a look at a few units,
+        which must not make the others' reports read, and logged, again at the next listing."""
         for unit_id in [*unit_ids, *gone]:
             report = self._reports.get(unit_id)
             if report is not None and report.get("state") in SETTLED:
@@ -179,6 +183,8 @@ class Shipment:
                 self._reports[unit_id] = found
                 self._log_change(unit_id, found)
         listed = {*unit_ids, *gone}
+        if not prune:
+            return {unit_id: self._reports[unit_id] for unit_id in listed if unit_id in self._reports}
         for unit_id in set(self._reports) - listed:
             self._reports.pop(unit_id, None)
             self._read_at.pop(unit_id, None)

@@ -1,0 +1,45 @@
+"""A unit's boot report is logged once, however its readers interleave: the cloud hub's start looks at its own unit
+between listings of all of them, and a hub that failed in an earlier start of the stack must not be logged again as
+an error at every poll."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, cast
+
+import pytest
+
+pytest.importorskip("botocore", reason="boto3 comes with the aws extra (make test installs it)")
+
+from scaler.worker_manager.aws.bucket import ManagerBucket
+from scaler.worker_manager.aws.shipping import Shipment
+from scaler.worker_manager.ship.environment import UnitEnvironment
+
+
+class FakeBucket:
+    """The reports of the units, as their boot program wrote them."""
+
+    def __init__(self, reports: dict[str, dict[str, Any]]) -> None:
+        self.reports = reports
+
+    async def get_json(self, key: str) -> Any:
+        return self.reports.get(key)
+
+
+def test_a_look_at_one_unit_does_not_make_a_failed_unit_logged_again(caplog: pytest.LogCaptureFixture) -> None:
+    bucket = FakeBucket({
+        "units/ecs-hub/old/report.json": {"state": "failed", "problems": ["could not install scaler-compute"]},
+        "units/ecs-hub/new/report.json": {"state": "booting"},
+    })  # fmt: skip
+    shipment = Shipment(cast(ManagerBucket, bucket), cast(UnitEnvironment, None), "ecs-hub", 60.0)
+
+    async def hub_start() -> None:
+        for second in range(5):  # the hub's wait: the listing (every unit), then its own unit's report
+            await shipment.reports(["new"], float(second), gone=["old"])
+            await shipment.reports(["new"], float(second), prune=False)
+
+    with caplog.at_level(logging.INFO, logger="scaler.worker_manager.aws.shipping"):
+        asyncio.run(hub_start())
+    failures = [record for record in caplog.records if "unit old" in record.getMessage()]
+    assert len(failures) == 1 and failures[0].levelno == logging.ERROR
