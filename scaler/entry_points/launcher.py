@@ -112,7 +112,7 @@ def _checked_file(arguments: argparse.Namespace) -> Any:
 
     problem = cloud_stack_problem(file) or _missing_extra(file)
     if problem is None and not arguments.down:  # `--down` runs nothing of the file's
-        problem = _event_loop_problem(file)
+        problem = _event_loop_problem(file) or _default_ami_problem(file)
     if problem is not None:
         raise ConfigError(f"{arguments.file}: {problem}")
     if file.scheduler is not None:
@@ -133,6 +133,24 @@ def _missing_extra(file: Any) -> str | None:
         problem = missing_extra(manager_type_of(manager))
         if problem is not None:
             return f"[[worker_manager]] {manager.worker_manager_id or manager_type_of(manager).name!r}: {problem}"
+    return None
+
+
+def _default_ami_problem(file: Any) -> str | None:
+    """The first orb_aws_ec2 manager whose instances cannot run this Python: the default AMI neither has nor
+    installs it. Said before anything starts: otherwise a cloud hub (an instance of the same AMI) or the first unit
+    would be launched, boot, and fail there."""
+    from scaler.config.sections import EC2WorkerManagerConfig
+
+    managers = [manager for manager in file.worker_managers if isinstance(manager, EC2WorkerManagerConfig)]
+    if not managers:
+        return None
+    from scaler.worker_manager.orb_aws_ec2.manager import default_ami_problem
+
+    for manager in managers:
+        problem = default_ami_problem(manager.image_id, setting="image_id")
+        if problem is not None:
+            return f"[[worker_manager]] {manager.worker_manager_id!r}: {problem}"
     return None
 
 

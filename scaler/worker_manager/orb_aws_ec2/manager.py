@@ -18,14 +18,15 @@ logger = logging.getLogger(__name__)
 AMAZON_LINUX_2023_PYTHONS = ("3.9", "3.11", "3.12", "3.13", "3.14")
 
 
-def default_ami_problem(image_id: str | None, python: str | None = None) -> str | None:
-    """Why the default AMI cannot run the client's Python (None: it can, or another AMI is given)."""
+def default_ami_problem(image_id: str | None, python: str | None = None, setting: str = "--image-id") -> str | None:
+    """Why the default AMI cannot run the client's Python (None: it can, or another AMI is given). `setting`: how
+    the reader gives another AMI (the flag, or the key of a file)."""
     python = python or this_python()
     if image_id is not None or python in AMAZON_LINUX_2023_PYTHONS:
         return None
     return (
         f"the client runs Python {python}, which Amazon Linux 2023 (the default AMI) neither has nor installs "
-        f"(it offers {', '.join(AMAZON_LINUX_2023_PYTHONS)}): give --image-id an AMI with python{python}, or run the "
+        f"(it offers {', '.join(AMAZON_LINUX_2023_PYTHONS)}): give {setting} an AMI with python{python}, or run the "
         "clients and the manager with one of those versions"
     )
 
