@@ -308,12 +308,15 @@ class Client:
         other keys) and return {key: result} for the requested keys, or {key: future} with block=False.
         `priority` as for submit_verbose (every node of the graph has it).
 
+        `keys` one key (a string, or a key of the graph that is not a list): its result alone, as Dask's get answers.
         Also Dask's scheduler: `dask.compute(*collections, scheduler=client.get)` (or `scheduler=client`) runs the
         Dask graph as one graph here and returns what Dask expects (see `dask_graph`)."""
         if dask_graph.is_dask_call(graph):
             return dask_graph.compute(self.get, graph, keys, capabilities=capabilities)
         if scheduler_options:
             raise TypeError(f"get() got unexpected keyword argument(s): {', '.join(sorted(scheduler_options))}")
+        if _is_one_key(graph, keys):  # Dask's get(dsk, "z"): the key's value (its future with block=False)
+            return self.get(graph, [keys], block, capabilities, reserialize, priority)[keys]
         self._session.check_open()
         options = TaskOptions.of(priority, capabilities)
         futures = self._session.submit_graph(graph, keys, options, refresh=reserialize)
@@ -449,3 +452,16 @@ def refuse_tls_security_config(security_config: Any) -> None:
             "security_config (TLS certificates) is not supported: scaler authenticates and encrypts connections "
             "with ZeroMQ CURVE keys instead; see `scaler --docs security`"
         )
+
+
+def _is_one_key(graph: Any, keys: Any) -> bool:
+    """`keys` names one key of a graph (Dask's `get(dsk, "z")`), not a list of them: a string or bytes (never
+    iterated as its characters), or a key of the graph that is not a list (a Dask key such as `("x", 0)`)."""
+    if isinstance(keys, (str, bytes)):
+        return True
+    if isinstance(keys, list) or not isinstance(graph, dict):
+        return False
+    try:
+        return keys in graph
+    except TypeError:  # not hashable: a collection of keys
+        return False

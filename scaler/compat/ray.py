@@ -1,6 +1,7 @@
 """Ray's core API on scaler: `import scaler.compat.ray`, and code written for `ray` runs on a scaler cluster.
 
-Supported: `ray.remote` on functions (`num_returns`; `num_gpus` and `resources` become capabilities; `num_cpus` is
+Supported: `ray.remote` on functions (`num_returns`, and generator functions: `num_returns="streaming"`, their
+default, gives an `ObjectRefGenerator`; `num_gpus` and `resources` become capabilities; `num_cpus` is
 accepted: a task has one processor; `max_retries` is accepted: the scheduler's own retry bound applies),
 and on classes (actors: `ray_actors`; `ray.method`, `ray.get_actor`, `ray.kill`),
 `.remote()`, `.options()`, `ray.get` (a task's error raised as Ray raises it, `ray_errors`), `ray.put`, `ray.wait`,
@@ -34,7 +35,7 @@ from typing import Any
 
 from scaler.compat.ray_actors import get_actor, kill, method
 from scaler.compat.ray_errors import RayError, RayTaskError
-from scaler.compat.ray_refs import GetTimeoutError, ObjectRef
+from scaler.compat.ray_refs import GetTimeoutError, ObjectRef, ObjectRefGenerator
 from scaler.compat.ray_remote import RemoteFunction, deferred_call_of, remote
 from scaler.compat.ray_session import current, init, is_initialized, read_stored, scaler_init, shutdown
 from scaler.errors import ActorDiedError
@@ -43,6 +44,7 @@ __all__ = [
     "GetTimeoutError",
     "ObjectID",
     "ObjectRef",
+    "ObjectRefGenerator",
     "cancel",
     "get",
     "get_actor",
@@ -113,8 +115,11 @@ def wait(
     return ready, [ref for ref in object_refs if id(ref) not in chosen]
 
 
-def cancel(object_ref: ObjectRef, *, force: bool = False, recursive: bool = True) -> None:
-    """Cancel the task of a reference (at once: its `ray.get` then raises CancelledError)."""
+def cancel(object_ref: ObjectRef | ObjectRefGenerator, *, force: bool = False, recursive: bool = True) -> None:
+    """Cancel the task of a reference or of a streaming generator (at once: its `ray.get` then raises
+    CancelledError)."""
+    if isinstance(object_ref, ObjectRefGenerator):
+        object_ref = object_ref.completed()
     if not isinstance(object_ref, ObjectRef):
         raise TypeError(f"ray.cancel() only supported for object refs, not {type(object_ref).__name__}")
     future = object_ref.task_future
@@ -220,7 +225,8 @@ exceptions.ActorDiedError = ActorDiedError  # type: ignore[attr-defined]
 
 _API = {
     "remote": remote, "get": get, "put": put, "wait": wait, "cancel": cancel, "init": init, "shutdown": shutdown,
-    "is_initialized": is_initialized, "ObjectRef": ObjectRef, "ObjectID": ObjectRef, "method": method,
+    "is_initialized": is_initialized, "ObjectRef": ObjectRef, "ObjectID": ObjectRef,
+    "ObjectRefGenerator": ObjectRefGenerator, "method": method,
     "get_actor": get_actor, "kill": kill,
 }  # fmt: skip
 

@@ -24,6 +24,9 @@ ACTOR_OPTIONS = frozenset(
     {"num_cpus", "num_gpus", "resources", "name", "max_restarts", "max_concurrency", "max_task_retries", "namespace",
      "lifetime", "get_if_exists", "memory"}
 )  # fmt: skip
+#: The classes made actor classes in this process, by qualified name: a handle found by name (`get_actor`) reads its
+#: methods' `ray.method(num_returns=...)` there (a class not made here gives one reference per call).
+_classes: dict[str, type] = {}
 #: Options of a method's `.options()` and of `ray.method`.
 METHOD_OPTIONS = frozenset({"num_returns"})
 
@@ -45,6 +48,7 @@ class ActorClass:
             )
         self._cls = cls
         self._options = dict(options)
+        _classes[cls.__qualname__] = cls
         functools.update_wrapper(self, cls, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -60,11 +64,18 @@ class ActorClass:
     def remote(self, *args: Any, **kwargs: Any) -> RayActorHandle:
         options, client = self._options, current().client
         name = options.get("name")
-        if name and options.get("get_if_exists"):
+        if name:
             try:
-                return RayActorHandle(client.get_actor(name), self._cls)
+                existing = client.get_actor(name)
             except ValueError:
-                pass
+                existing = None
+            if existing is not None and options.get("get_if_exists"):
+                return RayActorHandle(existing, self._cls)
+            if existing is not None:  # Ray refuses at the call; the start would fail only in the actor's calls
+                raise ValueError(
+                    f"The name {name} is already taken. Please use a different name or get the existing actor using "
+                    f"ray.get_actor({name!r})"
+                )
         read = functools.partial(read_stored, client)
         args = tuple(_argument(value, read) for value in args)
         kwargs = {key: _argument(value, read) for key, value in kwargs.items()}
@@ -162,9 +173,10 @@ def method(*args: Any, **options: Any) -> Any:
 def get_actor(name: str, namespace: str | None = None) -> RayActorHandle:
     """The live actor named `name` (ValueError when none, as Ray)."""
     try:
-        return RayActorHandle(current().client.get_actor(name), None)
+        handle = current().client.get_actor(name)
     except ValueError as error:
         raise ValueError(f"Failed to look up actor with name '{name}'. {error}") from None
+    return RayActorHandle(handle, _classes.get(handle.class_name))
 
 
 def kill(actor: RayActorHandle, *, no_restart: bool = True) -> None:

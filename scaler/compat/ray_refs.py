@@ -80,7 +80,7 @@ class ObjectRef:
             return self._future
         wrapped: concurrent.futures.Future[Any] = concurrent.futures.Future()
         try:
-            wrapped.set_result(self.get(None))
+            wrapped.set_result(self.get(None, self._session_reader()))
         except BaseException as error:
             wrapped.set_exception(error)
         return wrapped
@@ -88,7 +88,26 @@ class ObjectRef:
     def __await__(self) -> Any:
         import asyncio
 
-        return asyncio.get_running_loop().run_in_executor(None, self.get, None).__await__()
+        read = self._session_reader()
+        return asyncio.get_running_loop().run_in_executor(None, self.get, None, read).__await__()
+
+    def _session_reader(self) -> Callable[[ObjectReference], Any] | None:
+        """How the session reads a stored object (None when this is not one: nothing is read)."""
+        if self._stored is None or self._future is not None or self._value is not _NO_VALUE:
+            return None
+        from scaler.compat.ray_session import current, read_stored
+
+        return functools.partial(read_stored, current().client)
+
+    def hex(self) -> str:
+        """An id of the reference, in hexadecimal (Ray's `ObjectRef.hex()`): its task's id (and index), or its
+        stored object's id."""
+        if self._stored is not None:
+            return self._stored.object_id.hex()
+        task_id = getattr(self._future, "task_id", None)
+        if not isinstance(task_id, bytes):
+            return f"{id(self):x}"
+        return task_id.hex() if self._index is None else f"{task_id.hex()}{self._index:08x}"
 
     def get(self, timeout: float | None, read_stored: Callable[[ObjectReference], Any] | None = None) -> Any:
         """The value: waits for a task's result up to `timeout` seconds (GetTimeoutError after that)."""
@@ -128,6 +147,62 @@ class ObjectRef:
             raise TypeError(f"{self!r} cannot be passed inside another object: it has no client to store it with")
         self._stored = self._store(self.get(None))
         return (_rebuild, (self._stored,))
+
+
+class ObjectRefGenerator:
+    """What `.remote()` of a streaming generator gives (Ray's `ObjectRefGenerator`): iterating it (`for`, `next`,
+    `async for`) gives an ObjectRef of each value the generator yielded, in order. Unlike Ray's, the references come
+    once the task has run to its end (its values are not streamed back while it runs), and a generator that raised
+    gives one reference, whose `ray.get` raises its exception (Ray's give the values yielded before it first)."""
+
+    def __init__(self, future: concurrent.futures.Future[Any], store: Callable[[Any], ObjectReference]) -> None:
+        self._future = future
+        self._store = store
+        self._refs: list[ObjectRef] | None = None
+        self._position = 0
+
+    def __repr__(self) -> str:
+        return f"ObjectRefGenerator({ObjectRef(self._future)!r})"
+
+    @property
+    def task_future(self) -> concurrent.futures.Future[Any]:
+        """The future of the generator's task (its values as a list)."""
+        return self._future
+
+    def completed(self) -> ObjectRef:
+        """A reference that is ready when the task is done (Ray's `ObjectRefGenerator.completed()`)."""
+        return ObjectRef(self._future, store=self._store)
+
+    def __iter__(self) -> ObjectRefGenerator:
+        return self
+
+    def __next__(self) -> ObjectRef:
+        if self._refs is None:
+            self._refs = self._references()
+        if self._position >= len(self._refs):
+            raise StopIteration
+        self._position += 1
+        return self._refs[self._position - 1]
+
+    def __aiter__(self) -> ObjectRefGenerator:
+        return self
+
+    async def __anext__(self) -> ObjectRef:
+        import asyncio
+
+        if self._refs is None and not self._future.done():
+            await asyncio.wait([asyncio.wrap_future(self._future)])  # done, whether it raised or not
+        try:
+            return next(self)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+    def _references(self) -> list[ObjectRef]:
+        try:
+            values = self._future.result()
+        except BaseException:  # the error, as the last reference (its get raises it)
+            return [ObjectRef(self._future, store=self._store)]
+        return [ObjectRef(self._future, index, store=self._store) for index in range(len(values))]
 
 
 def _rebuild(stored: Any) -> ObjectRef:

@@ -14,7 +14,7 @@ import cloudpickle
 
 from scaler.client.client import Client
 from scaler.compat.ray_actors import ActorClass
-from scaler.compat.ray_refs import DeferredCall, ObjectRef, install_ray_api
+from scaler.compat.ray_refs import DeferredCall, ObjectRef, ObjectRefGenerator, install_ray_api
 from scaler.compat.ray_session import current, read_stored
 from scaler.payload.serializer import DefaultSerializer
 from scaler.payload.task_encoder import describe
@@ -59,8 +59,19 @@ class RemoteFunction:
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < -1:
             raise ValueError(f"max_retries must be an integer >= -1, not {max_retries!r}")
         num_returns = options.get("num_returns", 1)
+        if num_returns == "dynamic":
+            raise NotImplementedError(
+                "ray.remote(num_returns='dynamic') is not supported by scaler.compat.ray: use num_returns='streaming' "
+                "(what a generator function gets by default), whose .remote() gives an ObjectRefGenerator"
+            )
+        #: a generator function without num_returns streams, as in Ray: .remote() gives an ObjectRefGenerator
+        self._streaming = num_returns == "streaming" or (
+            "num_returns" not in options and inspect.isgeneratorfunction(function)
+        )
+        if self._streaming:
+            num_returns = 1
         if isinstance(num_returns, bool) or not isinstance(num_returns, int) or num_returns < 1:
-            raise ValueError(f"num_returns must be an integer >= 1, not {num_returns!r} (streaming is not supported)")
+            raise ValueError(f"num_returns must be an integer >= 1 or 'streaming', not {num_returns!r}")
         self._function = function
         self._options = dict(options)
         self._num_returns = num_returns
@@ -70,7 +81,7 @@ class RemoteFunction:
         except (TypeError, ValueError):
             self._signature = None
         functools.update_wrapper(self, function)
-        self._call = functools.partial(_call_remote, function, num_returns)
+        self._call = functools.partial(_call_remote, function, STREAMING if self._streaming else num_returns)
 
     @property
     def num_returns(self) -> int:
@@ -91,7 +102,7 @@ class RemoteFunction:
     def bind(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("ray DAGs (.bind) are not supported by scaler.compat.ray: call .remote() instead")
 
-    def remote(self, *args: Any, **kwargs: Any) -> ObjectRef | list[ObjectRef]:
+    def remote(self, *args: Any, **kwargs: Any) -> ObjectRef | list[ObjectRef] | ObjectRefGenerator:
         if self._signature is not None:
             self._signature.bind(*args, **kwargs)  # a TypeError here, as Ray raises it at the call
         session = current()
@@ -116,6 +127,8 @@ class RemoteFunction:
             kwargs = {k: v.argument(read) if isinstance(v, ObjectRef) else v for k, v in kwargs.items()}
             future = submit(args, kwargs)
         store = client.send_object
+        if self._streaming:
+            return ObjectRefGenerator(future, store)
         if self._num_returns == 1:
             return ObjectRef(future, store=store)
         return [ObjectRef(future, index, store=store) for index in range(self._num_returns)]
@@ -177,9 +190,17 @@ def _capabilities(options: dict[str, Any]) -> dict[str, int] | None:
     return capabilities or None
 
 
+#: `_call_remote`'s `num_returns` of a streaming generator: the values it yields, as a list
+STREAMING = 0
+
+
 def _call_remote(function: Callable[..., Any], num_returns: int, *args: Any, **kwargs: Any) -> Any:
-    """Runs on a worker: the call, its result checked against `num_returns`."""
+    """Runs on a worker: the call, its result checked against `num_returns` (a generator's values as a list for
+    STREAMING, or as the `num_returns` values when it is more than one, as Ray's generators with a static
+    `num_returns`)."""
     result = function(*args, **kwargs)
+    if num_returns == STREAMING or (num_returns > 1 and inspect.isgenerator(result)):
+        result = list(result)
     if num_returns > 1:
         try:
             count = len(result)

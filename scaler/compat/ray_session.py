@@ -16,6 +16,7 @@ from typing import Any
 from scaler.client.client import Client
 from scaler.cluster.combo import SchedulerClusterCombo
 from scaler.compat.ray_refs import DeferredCalls
+from scaler.errors import MissingObjects
 from scaler.payload import processor_context
 from scaler.payload.references import ObjectReference
 
@@ -163,4 +164,15 @@ def current() -> _Session:
 
 
 def read_stored(client: Client, reference: ObjectReference) -> Any:
-    return client.session.read(reference)
+    """The object a stored reference names. Object storage lets a client read only its own objects; one stored by
+    another client (`ray.put` inside a task, or a task's reference returned from it: Ray's owner is the worker that
+    made it, and the driver reads it) is read through a task, whose processor may read any object."""
+    try:
+        return client.session.read(reference)
+    except MissingObjects:
+        return client.submit(_identity, reference).result()
+
+
+def _identity(value: Any) -> Any:
+    """Runs on a worker: the stored object, resolved by the processor."""
+    return value

@@ -173,6 +173,18 @@ def test_a_node_using_the_same_dependency_twice(client: Client) -> None:
     assert client.get({"a": 3, "b": (inc, "a"), "c": (add, "b", "b")}, keys=["c"]) == {"c": 8}
 
 
+@pytest.mark.timeout(120)
+def test_one_key_gives_its_value_as_dask_s_get(client: Client) -> None:
+    """Dask's `get(dsk, "total")`: one key, its value. A string key was iterated as its characters (KeyError 't')."""
+    graph = {"start": 3, "total": (add, "start", 4), ("part", 0): (inc, "start")}
+    assert client.get(graph, "total") == 7
+    assert client.get(graph, ("part", 0)) == 4
+    assert client.get(graph, "total", block=False).result(timeout=60) == 7
+    assert client.get(graph, ["total"]) == {"total": 7}
+    with pytest.raises(KeyError, match="missing"):
+        client.get(graph, "missing")
+
+
 def test_a_one_node_graph_in_a_tight_loop_always_completes(client: Client) -> None:
     for number in range(200):
         assert client.get({"x": (inc, number)}, keys=["x"]) == {"x": number + 1}

@@ -133,6 +133,22 @@ def test_num_returns_from_ray_method_and_from_options(connected: None) -> None:
     assert ray.get(splitter.pid.remote()) != os.getpid()
 
 
+@pytest.mark.timeout(120)
+def test_a_taken_name_is_refused_and_a_handle_found_by_name_keeps_num_returns(connected: None) -> None:
+    """Ray's "Named actors": a second actor of a live actor's name raises ValueError at `.remote()` (before: a handle
+    whose calls failed with ActorDiedError), and `ray.get_actor`'s handle honours `@ray.method(num_returns=2)`
+    (before: one reference of the pair)."""
+    splitter = Splitter.options(name="splitter").remote()
+    with pytest.raises(ValueError, match="already taken"):
+        Splitter.options(name="splitter").remote()
+    assert ray.get(Splitter.options(name="splitter", get_if_exists=True).remote().pid.remote()) == ray.get(
+        splitter.pid.remote()
+    )
+    a, b = ray.get_actor("splitter").split.remote(("x", "y"))
+    assert ray.get([a, b]) == ["x", "y"]
+    ray.kill(splitter)
+
+
 @pytest.mark.timeout(240)
 def test_max_restarts_restarts_an_actor_whose_worker_died() -> None:
     """Ray's "Actor fault tolerance": with max_restarts=1 the actor is built again after its worker is killed (a call

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -283,3 +284,64 @@ def test_init_resources_become_the_local_cluster_s_capabilities(cluster: Schedul
         ray.cancel(unserved)
     finally:
         ray.shutdown()
+
+
+@ray.remote
+def put_inside() -> Any:
+    return ray.put(10)
+
+
+@ray.remote
+def call_inside() -> Any:
+    return add.remote(3, 4)
+
+
+@pytest.mark.timeout(120)
+def test_a_reference_made_inside_a_task_is_read_by_the_driver(connected: None) -> None:
+    """Ray: a task may return an ObjectRef it made (`ray.put`, or a call's), and the driver's `ray.get` reads it.
+    Object storage lets a client read only its own objects; without the read through a task, MissingObjects."""
+    assert ray.get(ray.get(put_inside.remote())) == 10
+    assert ray.get(ray.get(call_inside.remote())) == 7
+
+
+@pytest.mark.timeout(120)
+def test_a_stored_reference_as_a_future_and_awaited(connected: None) -> None:
+    """`ObjectRef.future()` and `await ref` of a `ray.put` reference (an AssertionError before)."""
+    import asyncio
+
+    stored = ray.put(3)
+    assert stored.future().result(timeout=60) == 3
+
+    async def awaited() -> int:
+        return await asyncio.wait_for(stored, 60)
+
+    assert asyncio.run(awaited()) == 3
+    assert isinstance(stored.hex(), str) and isinstance(add.remote(1, 2).hex(), str)
+
+
+@ray.remote
+def count_to(n: int) -> Iterator[int]:
+    yield from range(n)
+
+
+@ray.remote
+def count_then_fail(n: int) -> Iterator[int]:
+    yield from range(n)
+    raise ValueError("stopped")
+
+
+@pytest.mark.timeout(120)
+def test_generator_functions_stream_or_give_their_static_num_returns(connected: None) -> None:
+    """Ray: a generator function's `.remote()` gives an ObjectRefGenerator (a reference per value yielded; its error
+    as the last one); with `num_returns=3` the three values yielded are three references. Before: an ObjectRef
+    (not iterable), and 'num_returns=3, but the task returned generator'."""
+    generator = count_to.remote(3)
+    assert isinstance(generator, ray.ObjectRefGenerator)
+    assert [ray.get(ref) for ref in generator] == [0, 1, 2]
+    assert [ray.get(ref) for ref in count_to.options(num_returns="streaming").remote(2)] == [0, 1]
+    assert ray.get(count_to.options(num_returns=3).remote(3)) == [0, 1, 2]
+    (failed,) = list(count_then_fail.remote(2))  # the task failed: its error is the one reference
+    with pytest.raises(ValueError, match="stopped"):
+        ray.get(failed)
+    with pytest.raises(NotImplementedError, match="dynamic"):
+        count_to.options(num_returns="dynamic")
