@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from scaler.compat.ray_actors import get_actor, kill, method
-from scaler.compat.ray_errors import RayError, RayTaskError
+from scaler.compat.ray_errors import RayError, RayTaskError, TaskCancelledError
 from scaler.compat.ray_refs import GetTimeoutError, ObjectRef, ObjectRefGenerator
 from scaler.compat.ray_remote import RemoteFunction, deferred_call_of, remote
 from scaler.compat.ray_session import current, init, is_initialized, read_stored, scaler_init, shutdown
@@ -219,7 +219,7 @@ exceptions = types.ModuleType("ray.exceptions", "The errors of scaler.compat.ray
 exceptions.GetTimeoutError = GetTimeoutError  # type: ignore[attr-defined]
 exceptions.RayError = RayError  # type: ignore[attr-defined]
 exceptions.RayTaskError = RayTaskError  # type: ignore[attr-defined]
-exceptions.TaskCancelledError = concurrent.futures.CancelledError  # type: ignore[attr-defined]
+exceptions.TaskCancelledError = TaskCancelledError  # type: ignore[attr-defined]
 exceptions.RayActorError = ActorDiedError  # type: ignore[attr-defined]
 exceptions.ActorDiedError = ActorDiedError  # type: ignore[attr-defined]
 

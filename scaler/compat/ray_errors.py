@@ -4,17 +4,24 @@
 Ray makes, for an exception of type `E` raised by a task, an instance of a class `RayTaskError(E)` deriving from both
 (`RayTaskError.as_instanceof_cause`): `except E` and `except RayTaskError` both catch it, `.cause` is the task's own
 exception, and its text is the task's. A type that cannot be derived from (or built that way) gives a plain
-`RayTaskError`, as Ray does. Errors of the cluster itself (`scaler.errors`: a processor that died, a lost worker ...)
-and cancellation are raised as they are.
+`RayTaskError`, as Ray does. A cancelled task's `ray.get` raises `TaskCancelledError`, a `RayError` as in Ray and a
+`concurrent.futures.CancelledError` too. Errors of the cluster itself (`scaler.errors`: a processor that died, a lost
+worker ...) are raised as they are.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 from typing import Any
 
 
 class RayError(Exception):
     """The base of Ray's errors (`ray.exceptions.RayError`)."""
+
+
+class TaskCancelledError(RayError, concurrent.futures.CancelledError):
+    """The task was cancelled (`ray.exceptions.TaskCancelledError`): `except RayError` catches it, as in Ray, and so
+    does `except concurrent.futures.CancelledError`, as the client's futures raise it."""
 
 
 class RayTaskError(RayError):
@@ -75,10 +82,10 @@ def _rebuild_dual(function_name: str, traceback_str: str, cause: BaseException) 
 
 def as_ray_error(error: BaseException) -> BaseException:
     """What `ray.get` raises for a task's `error` (see the module docstring)."""
-    import concurrent.futures
-
     from scaler.errors import ScalerError
 
+    if isinstance(error, concurrent.futures.CancelledError) and not isinstance(error, TaskCancelledError):
+        return TaskCancelledError(str(error) or "the task was cancelled (ray.cancel)")
     if isinstance(error, (RayTaskError, ScalerError, concurrent.futures.CancelledError)):
         return error
     if not isinstance(error, Exception):

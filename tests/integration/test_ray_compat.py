@@ -152,15 +152,18 @@ def test_get_timeout_wait_and_as_completed(connected: None) -> None:
     assert [ray.get(ref) for ref in ray.util.as_completed([quick])] == [0]
     assert list(ray.util.as_completed([quick], yield_obj_refs=False)) == [0]
     ray.cancel(slow)
-    with pytest.raises(concurrent.futures.CancelledError):
+    with pytest.raises(concurrent.futures.CancelledError) as cancelled:
         ray.get(slow)
+    # Ray's TaskCancelledError, a RayError: `except ray.exceptions.RayError` catches a cancelled task too
+    assert isinstance(cancelled.value, ray.exceptions.TaskCancelledError)
+    assert isinstance(cancelled.value, ray.exceptions.RayError)
 
 
 def test_cancel_a_deferred_call_before_it_is_submitted(connected: None) -> None:
     first = sleep_for.remote(1.0)
     deferred = add.remote(first, 1)
     ray.cancel(deferred)
-    with pytest.raises(concurrent.futures.CancelledError):
+    with pytest.raises(ray.exceptions.TaskCancelledError):
         ray.get(deferred)
     assert ray.get(first) == 1.0
 
