@@ -45,7 +45,7 @@ from scaler.client.forwarded_logs import emit_records
 from scaler.errors import DisconnectedError
 from scaler.io.sockets import HEARTBEAT_TIMEOUT_SECONDS, SocketFactory, TransportSecurity
 from scaler.io.zmq_async import AsyncSocket, watch_events
-from scaler.io.zmq_parts import Frames
+from scaler.io.zmq_parts import Frames, joined
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import GraphID, TaskID, short, short_task_id
@@ -523,7 +523,7 @@ class ClientAgent(Generic[FutureT]):
             while self._outgoing:
                 frames.append(self._outgoing.popleft())
             try:
-                self._socket.send(frames)
+                self._socket.send(joined(frames))  # a batch of small messages as one part (the scheduler splits it)
                 return
             except zmq.Again:
                 # no connection right now (one just failed its handshake, or is being made again): the frames
@@ -545,7 +545,8 @@ class ClientAgent(Generic[FutureT]):
         messages = []
         for frame in frames:
             try:
-                messages.append(codec.decode(frame))
+                for part in codec.split(frame):  # one message, or a batch of them joined in one part
+                    messages.append(codec.decode(part))
             except codec.DecodeError as error:
                 if self.hello_reply is None and _is_storage_reply(frame):
                     answered = "an object storage server"

@@ -36,12 +36,13 @@ def wait_for_scheduler(
         while time.monotonic() < deadline:
             _check_alive(children, "a cluster process")
             if probe.poll(50):
-                reply = codec.decode(probe.recv())
-                if isinstance(reply, m.HelloReply):
-                    probe.send(codec.encode(m.ClientDisconnect()))
-                    if not reply.accepted:
-                        raise RuntimeError(f"the scheduler at {address} refused us: {reply.reason}")
-                    return
+                for part in codec.split(probe.recv()):  # one message, or a batch of them joined in one part
+                    reply = codec.decode(part)
+                    if isinstance(reply, m.HelloReply):
+                        probe.send(codec.encode(m.ClientDisconnect()))
+                        if not reply.accepted:
+                            raise RuntimeError(f"the scheduler at {address} refused us: {reply.reason}")
+                        return
         raise RuntimeError(f"the scheduler at {address} did not answer within {timeout_seconds:g} s")
     finally:
         probe.close(linger=100)

@@ -24,7 +24,7 @@ from typing import Any, cast
 
 import zmq
 
-from scaler.io.zmq_parts import EVENTS, POLLIN, Frames, receive_parts, send_parts
+from scaler.io.zmq_parts import EVENTS, POLLIN, Frames, joined, receive_parts, send_parts
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +197,8 @@ class AsyncSocket:
 class Outbox:
     """Coalesces the frames sent to each peer during one loop iteration into one multipart message.
 
-    Each frame is a complete encoded message, so the receiver treats a multipart message as a batch.
+    Each frame is a complete encoded message; small ones leave joined into one part (`zmq_parts.joined`), which the
+    receiver splits again (`codec.split`), and it treats the messages of a multipart message as a batch.
     `routed=True` prefixes each multipart message with the peer identity (ROUTER sockets).
     `on_unreachable(identity)` is called when a mandatory ROUTER cannot route to a peer. With
     `is_busy`, frames wait up to `coalesce_seconds` while `is_busy()` says more will follow soon.
@@ -257,7 +258,8 @@ class Outbox:
             for peer, frames in pending.items():
                 self.frames_sent += len(frames)
                 try:
-                    self._socket.send([peer, *frames] if self._routed else frames, check_pending=False)
+                    parts = joined(frames)  # one part for a batch of small messages (the receiver splits it)
+                    self._socket.send([peer, *parts] if self._routed else parts, check_pending=False)
                 except PeerUnreachable as error:
                     if self._on_unreachable is not None:
                         self._on_unreachable(error.identity)

@@ -18,6 +18,26 @@ _MORE, _LAST = int(zmq.SNDMORE | zmq.NOBLOCK), int(zmq.NOBLOCK)
 _MORE_BLOCKING, _LAST_BLOCKING = int(zmq.SNDMORE), 0
 
 
+#: The most bytes `joined` copies into one part: larger batches go part by part (a copy of megabytes costs more than
+#: ZeroMQ's cost per part saves)
+JOIN_LIMIT_BYTES = 64 * 1024
+
+
+def joined(frames: list[Any]) -> list[Any]:
+    """Several encoded messages for one peer as one part, back to back (the receiver splits them again:
+    `scaler.protocol.codec.split`), when they are small: ZeroMQ's cost per part (a Python call to send it and one to
+    receive it, a message object each side) and CURVE's (a box per part, sealed and opened) are paid once for the
+    batch instead of once per message. Otherwise the frames as they are."""
+    if len(frames) < 2:
+        return frames
+    total = 0
+    for frame in frames:
+        if type(frame) is not bytes:
+            return frames
+        total += len(frame)
+    return [b"".join(frames)] if total <= JOIN_LIMIT_BYTES else frames
+
+
 def send_parts(sock: Any, frames: Sequence[Any], copy: bool = True, block: bool = False) -> None:
     """`sock.send_multipart(frames, zmq.NOBLOCK, copy=copy)` (`block`: without NOBLOCK) without its cost per part:
     pyzmq's adds `zmq.SNDMORE` to the flags of each part but the last, an operation on a flag enum, a Python call of

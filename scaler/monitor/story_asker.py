@@ -106,30 +106,34 @@ class StoryAsker:
         hello = m.Hello(
             m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), m.ClientInfo("dashboard")
         )
+        read: list[bytes] = []  #: messages received joined with an earlier one, not looked at yet
         try:
             asker.send(codec.encode(hello))
-            welcome = self._next(asker, m.HelloReply)
+            welcome = self._next(asker, m.HelloReply, read)
             if not welcome.accepted:
                 raise StoryUnavailable(f"the scheduler at {self.scheduler_address} refused us: {welcome.reason}")
             asker.send(codec.encode(m.TaskStoryRequest(task_id)))
-            reply: m.TaskStoryReply = self._next(asker, m.TaskStoryReply)
+            reply: m.TaskStoryReply = self._next(asker, m.TaskStoryReply, read)
             asker.send(codec.encode(m.ClientDisconnect()))
             return reply
         finally:
             asker.close(linger=100)
             sockets.close()
 
-    def _next(self, asker: Any, kind: type[Any]) -> Any:
-        """The next message of `kind` (others, such as a heartbeat echo, are skipped) within the timeout."""
+    def _next(self, asker: Any, kind: type[Any], read: list[bytes]) -> Any:
+        """The next message of `kind` (others, such as a heartbeat echo, are skipped) within the timeout; `read` holds
+        the messages received joined with earlier ones (a batch in one part), looked at first."""
         deadline = time.monotonic() + self._timeout_seconds
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not asker.poll(int(left * 1000) + 1):
+            if not read and (left <= 0 or not asker.poll(int(left * 1000) + 1)):
                 raise StoryUnavailable(
                     f"the scheduler at {self.scheduler_address} did not answer within {self._timeout_seconds:g} s"
                 )
             try:
-                message = codec.decode(asker.recv())
+                if not read:
+                    read.extend(codec.split(asker.recv()))
+                message = codec.decode(read.pop(0))
             except codec.DecodeError as error:
                 raise StoryUnavailable(f"the scheduler's answer could not be read: {error}") from None
             if isinstance(message, m.ProtocolError):

@@ -5,11 +5,14 @@ shape are written by task_frames.py, byte for byte as the generated codec writes
 `encode_body`/`decode_body` for the TaskBody nested in a Task; `encode_storage_*`/`decode_storage_*`
 for the object storage headers. The fields of each struct are written and read by codec_structs.py, generated
 from the schemas (python -m scaler.protocol.generate). Any frame that cannot be decoded raises `DecodeError`,
-whose text names what was wrong; callers log it and answer with a ProtocolError instead of crashing.
+whose text names what was wrong; callers log it and answer with a ProtocolError instead of crashing. `split(frame)`
+gives the messages of a frame that holds several back to back (Cap'n Proto's stream framing: a sender's batch of small
+messages as one ZeroMQ part).
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -60,6 +63,44 @@ def encode(message: m.Message) -> bytes:
     envelope = _schema.Message.new_message()
     write(envelope.init(name), message)
     return bytes(envelope.to_bytes())
+
+
+#: a message's first word: its segment count less one, then its first segment's size in words
+_HEAD = struct.Struct("<II")
+#: more segments than any message of ours has (a 3 MB inline payload has two): a frame that says so is not ours
+_MOST_SEGMENTS = 512
+
+
+def split(frame: bytes) -> list[bytes]:
+    """The messages of a frame: the frame itself when it holds one, else each of the messages it holds back to back
+    (Cap'n Proto's stream framing: each message's segment table gives its length). A sender may join a batch of
+    messages into one ZeroMQ part (`scaler.io.zmq_parts.joined`): ZeroMQ's cost, and CURVE's, are per part, not per
+    byte. Raises DecodeError when the lengths do not add up to the frame's (truncated or not ours)."""
+    end = len(frame)
+    at = 0
+    parts: list[bytes] = []
+    while at < end:
+        if end - at < 8:
+            raise DecodeError(f"not a valid protocol frame ({end} bytes): {end - at} bytes after its last message")
+        count, first = _HEAD.unpack_from(frame, at)
+        if count == 0:  # one segment: the common message
+            size = 8 + 8 * first
+        elif count < _MOST_SEGMENTS:
+            count += 1
+            table = 4 + 4 * count
+            table += table & 4  # padded to a word
+            if end - at < table:
+                raise DecodeError(f"not a valid protocol frame ({end} bytes): a segment table cut short")
+            size = table + 8 * sum(struct.unpack_from(f"<{count}I", frame, at + 4))
+        else:
+            raise DecodeError(f"not a valid protocol frame ({end} bytes): a message of {count + 1} segments")
+        if at == 0 and size == end:
+            return [frame]
+        if size > end - at:
+            raise DecodeError(f"not a valid protocol frame ({end} bytes): a message of {size} bytes at byte {at}")
+        parts.append(frame[at : at + size])  # a copy of its own: word-aligned, as Cap'n Proto needs
+        at += size
+    return parts
 
 
 def decode(frame: bytes | memoryview, forwarding: bool = False) -> m.Message:

@@ -1,15 +1,16 @@
 @0xb3f1c2d4e5a69788;
 
 # The scheduler protocol. Every ZeroMQ frame exchanged with the scheduler (and between a worker
-# agent and its processors) is one encoded `Message`. Several messages for the same peer may travel
-# as the frames of one multipart ZeroMQ message; each frame is still one complete `Message`.
+# agent and its processors) holds one encoded `Message`, or, since protocol version 3, several back to back
+# (Cap'n Proto's stream framing: each message's segment table gives its length), a sender's batch of small
+# messages joined in one part. Several frames for the same peer may travel as one multipart ZeroMQ message.
 #
 # Conventions: ids are opaque bytes; times are seconds (Float64); sizes are bytes.
 # docs/protocol.md describes every message, its fields and its direction, and how to add one.
 # The Python values and codec are generated from this file (python -m scaler.protocol.generate): the order in which
 # a struct declares its fields is the order of its Python attributes; ordinals decide the wire.
 
-const protocolVersion :UInt32 = 2;
+const protocolVersion :UInt32 = 3;
   # Every hello carries it; peers of another version are refused. Raise it with any change an older peer cannot read:
   # a new message, union member or enumerant it would receive, or a changed meaning (docs/protocol.md, section 4.6).
 

@@ -118,7 +118,7 @@ __all__ = [
 
 #: Every hello carries it; peers of another version are refused. Raise it with any change an older peer cannot read:
 #: a new message, union member or enumerant it would receive, or a changed meaning (docs/protocol.md, section 4.6).
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 #: A task's priority is the user's priority shifted left by this many bits, plus its nesting depth
 #: (client/sharing.py): `priority >> priorityDepthBits` is the user's priority.

@@ -210,11 +210,17 @@ class SchedulerServer:
         key = keys.key_of(frames[1]) if keys is not None else None
         now = self._now()
         events: list[Event] = []
-        decode, counts = codec.decode, self._message_counts
-        self._received += len(frames) - 1
+        decode, split, counts = codec.decode, codec.split, self._message_counts
+        parts: list[bytes] = []
         for frame in frames[1:]:
             try:
-                message = decode(frame.bytes, forwarding=True)  # `bytes`: a frame's copy, word-aligned as capnp needs
+                parts.extend(split(frame.bytes))  # `bytes`: a frame's copy, word-aligned as capnp needs
+            except codec.DecodeError as error:  # one message, or a batch of them joined in one part
+                events.append(Undecodable(peer, str(error), now))
+        self._received += len(parts)
+        for part in parts:
+            try:
+                message = decode(part, forwarding=True)
             except codec.DecodeError as error:
                 events.append(Undecodable(peer, str(error), now))
                 continue
@@ -230,7 +236,7 @@ class SchedulerServer:
                     continue
                 message = keys.settled(key, message)
             if isinstance(message, m.Hello):
-                self._remember_fd(peer, frame)
+                self._remember_fd(peer, frames[1])
             name = type(message).__name__
             counted = counts.get(name)  # `_count(name, 1)` inline: it runs for every message
             if counted is None:

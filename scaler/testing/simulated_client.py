@@ -214,7 +214,7 @@ class SimulatedClient:
         self.closed_because = effect.error
 
     def _on_frames(self, frames: Frames) -> None:
-        messages = [codec.decode(frame) for frame in frames]
+        messages = [codec.decode(part) for frame in frames for part in codec.split(frame)]
         if self._paused is not None:
             self._paused.append(messages)
             return

@@ -284,8 +284,9 @@ class SimulatedProcessors:
 
     def _heard(self, processor: _Processor, frames: list[Any]) -> None:
         for frame in frames:
-            if processor.route.heard(codec.decode(bytes(frame))):
-                self._say_hello(processor)
+            for part in codec.split(bytes(frame)):
+                if processor.route.heard(codec.decode(part)):
+                    self._say_hello(processor)
 
     def _say_hello(self, processor: _Processor) -> None:
         info = m.ProcessorInfo(processor.processor_id, self._worker_id)

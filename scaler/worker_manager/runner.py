@@ -248,11 +248,12 @@ class ManagerRunner:
     def _on_frames(self, frames: Frames) -> None:
         for frame in frames:
             try:
-                message = codec.decode(frame)
+                messages = [codec.decode(part) for part in codec.split(frame)]  # a batch may be joined in one part
             except codec.DecodeError as error:
                 logger.warning("undecodable frame from the scheduler: %s", error)
                 continue
-            self._on_message(message)
+            for message in messages:
+                self._on_message(message)
 
     def _on_message(self, message: m.Message) -> None:
         self._follow_link(self._link.on_message(message, self._clock.now()))

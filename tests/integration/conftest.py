@@ -510,8 +510,8 @@ def hello_exchange(
             if process is not None and process.poll() is not None:
                 raise AssertionError(f"no HelloReply from {address}: its scheduler exited")
             if sock.poll(100):
-                for frame in sock.recv_multipart():
-                    reply = codec.decode(frame)
+                for part in (part for frame in sock.recv_multipart() for part in codec.split(frame)):
+                    reply = codec.decode(part)
                     if isinstance(reply, m.HelloReply):
                         if reply.accepted:
                             sock.send(codec.encode(m.ClientDisconnect()))

@@ -21,7 +21,7 @@ SCHEDULER = f"router@{SCHEDULER_ADDRESS}"
 def most_per_message(traffic: list[Delivery], sender: str, receiver: str, kind: type) -> int:
     """The most messages of `kind` that one multipart message from `sender` to `receiver` carried."""
     counts = [
-        sum(isinstance(codec.decode(frame), kind) for frame in delivery.frames)
+        sum(isinstance(codec.decode(part), kind) for frame in delivery.frames for part in codec.split(frame))
         for delivery in traffic
         if delivery.sender == sender and delivery.receiver == receiver
     ]

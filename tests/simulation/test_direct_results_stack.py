@@ -35,10 +35,11 @@ def all_done(futures: list[SimulatedFuture]) -> bool:
 def results_from(traffic: list[Delivery], sender_prefix: str) -> int:
     """TaskResults that reached the scheduler from senders whose name starts so."""
     return sum(
-        isinstance(codec.decode(frame), m.TaskResult)
+        isinstance(codec.decode(part), m.TaskResult)
         for delivery in traffic
         if delivery.receiver == SCHEDULER and delivery.sender.startswith(sender_prefix)
         for frame in delivery.frames
+        for part in codec.split(frame)
     )
 
 

@@ -94,7 +94,7 @@ class FakeScheduler:
             except zmq.Again:
                 return
             self.peer = peer
-            self.received.extend(codec.decode(frame) for frame in frames)
+            self.received.extend(codec.decode(part) for frame in frames for part in codec.split(frame))
 
     def send(self, message: m.Message) -> None:
         self.socket.send_multipart([self.peer, codec.encode(message)])

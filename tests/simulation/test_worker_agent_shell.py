@@ -96,8 +96,7 @@ class PlayedScheduler:
             except zmq.Again:
                 await self.clock.sleep(0.01)
                 continue
-            for frame in frames:
-                message = codec.decode(frame)
+            for message in (codec.decode(part) for frame in frames for part in codec.split(frame)):
                 self.heard.append(message)
                 if isinstance(message, kind) and (matching is None or matching(message)):  # type: ignore[operator]
                     return message

@@ -111,7 +111,8 @@ class WorkerAgent:
         events: list[core.Event] = []
         for frame in frames:
             try:
-                events.append(core.FromScheduler(codec.decode(frame), now))
+                for part in codec.split(frame):  # one message, or a batch of them joined in one part
+                    events.append(core.FromScheduler(codec.decode(part), now))
             except codec.DecodeError as error:
                 logger.warning("undecodable frame from the scheduler: %s", error)
         self._feed(*events)

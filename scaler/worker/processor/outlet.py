@@ -47,7 +47,7 @@ from typing import Any, cast
 
 import zmq
 
-from scaler.io.zmq_parts import EVENTS, POLLIN, receive_parts, send_parts
+from scaler.io.zmq_parts import EVENTS, POLLIN, joined, receive_parts, send_parts
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
@@ -189,7 +189,7 @@ class ProcessorOutlet:
                 return
             for frame in link.recv_multipart():
                 try:
-                    if isinstance(codec.decode(frame), m.Shutdown):
+                    if any(isinstance(codec.decode(part), m.Shutdown) for part in codec.split(frame)):
                         return
                 except codec.DecodeError:
                     continue
@@ -481,7 +481,7 @@ class ProcessorOutlet:
 
     def _send_on_link(self, *frames: bytes) -> None:
         """Under the lock: a message on the link, then what waits there is read (the descriptor's edge stays)."""
-        send_parts(self._link, frames, block=True)
+        send_parts(self._link, joined(list(frames)), block=True)  # a batch of small results as one part
         if self._linked_actors or self._lend:
             self._read_locked()
             self._wake_reader()
@@ -491,6 +491,15 @@ class ProcessorOutlet:
         return bytes(identity)
 
     def _heard(self, frame: bytes) -> None:
+        try:
+            parts = codec.split(frame)  # one message, or a batch of them joined in one part
+        except codec.DecodeError as error:
+            logger.warning("undecodable frame from the scheduler on a processor's link: %s", error)
+            return
+        for part in parts:
+            self._heard_one(part)
+
+    def _heard_one(self, frame: bytes) -> None:
         try:
             message = codec.decode(frame)
         except codec.DecodeError as error:
