@@ -34,6 +34,11 @@ class GetTimeoutError(RayError, TimeoutError):
     """`ray.get(..., timeout=...)` ran out of time (Ray's `ray.exceptions.GetTimeoutError`)."""
 
 
+#: How the current session reads a stored object, set by `ray_session` (which knows the session; this module does not
+#: import it): what `ObjectRef.future()` and `await ref` read a `ray.put` reference with.
+session_reader: Callable[[], Callable[[ObjectReference], Any]] | None = None
+
+
 class ObjectRef:
     """A reference to a task's result or a stored object (see the module docstring)."""
 
@@ -95,9 +100,9 @@ class ObjectRef:
         """How the session reads a stored object (None when this is not one: nothing is read)."""
         if self._stored is None or self._future is not None or self._value is not _NO_VALUE:
             return None
-        from scaler.compat.ray_session import current, read_stored
-
-        return functools.partial(read_stored, current().client)
+        if session_reader is None:
+            raise RuntimeError("scaler.compat.ray is not imported: a stored reference has no session to be read in")
+        return session_reader()
 
     def hex(self) -> str:
         """An id of the reference, in hexadecimal (Ray's `ObjectRef.hex()`): its task's id (and index), or its

@@ -15,6 +15,7 @@ from typing import Any
 
 from scaler.client.client import Client
 from scaler.cluster.combo import SchedulerClusterCombo
+from scaler.compat import ray_refs
 from scaler.compat.ray_refs import DeferredCalls
 from scaler.errors import MissingObjects
 from scaler.payload import processor_context
@@ -176,3 +177,6 @@ def read_stored(client: Client, reference: ObjectReference) -> Any:
 def _identity(value: Any) -> Any:
     """Runs on a worker: the stored object, resolved by the processor."""
     return value
+
+
+ray_refs.session_reader = lambda: functools.partial(read_stored, current().client)
