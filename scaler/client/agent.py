@@ -44,6 +44,7 @@ from scaler.client.core import (
 from scaler.client.forwarded_logs import emit_records
 from scaler.errors import DisconnectedError
 from scaler.io.sockets import HEARTBEAT_TIMEOUT_SECONDS, SocketFactory, TransportSecurity
+from scaler.io.waiting_reader import LoopStandby, WaitingReader, standby_loop
 from scaler.io.zmq_async import AsyncSocket, watch_events
 from scaler.io.zmq_parts import Frames, joined
 from scaler.protocol import codec
@@ -145,6 +146,11 @@ class ClientAgent(Generic[FutureT]):
         #: Orders every send: held while frames leave the queue or the user thread sends directly.
         self._send_lock = threading.Lock()
         self._socket_lock = threading.Lock()  #: serialises ZeroMQ calls of the two threads
+        #: held while the connection's messages are read and handled (by the I/O thread or a waiting user thread)
+        self._reading = threading.RLock()
+        self._standby: LoopStandby | None = None
+        #: lets a user thread that waits for a future read the connection itself (`wait_reading`)
+        self._waiting_reader: WaitingReader | None = None
         self._direct = False  #: the socket is open for direct sends from the user thread
         self._last_direct_send = 0.0
         self._ready = threading.Event()
@@ -175,7 +181,7 @@ class ClientAgent(Generic[FutureT]):
             StoryAnswered: self._story_answer,
             JobAnswered: self._job_answer,
             Warn: self._warn,
-            ReconnectToScheduler: lambda effect: self._reconnect(),
+            ReconnectToScheduler: lambda effect: self._on_loop(self._reconnect),
         }
 
     # ------------------------------------------------------------ what the core knows (read without the lock:
@@ -358,6 +364,22 @@ class ClientAgent(Generic[FutureT]):
             effects = self._core.follow(tasks)
         self._carry_out(effects)
 
+    def wait_reading(self, done: Callable[[], bool], timeout_seconds: float | None) -> None:
+        """Called by a user thread about to wait for a future: read the connection on this thread until `done()` or
+        the timeout, so that an answer wakes the waiter directly instead of the I/O thread, which would then wake it
+        (`scaler.io.waiting_reader`). Returns at once when another thread reads already, or where the platform does
+        not allow it: the caller then waits as before."""
+        reader = self._waiting_reader
+        if reader is not None and threading.get_ident() != self._io_thread_id:
+            reader.wait(done, timeout_seconds)
+
+    def wake_reader(self, _future: object = None) -> None:
+        """A future completed: the user thread reading the connection, if any, looks whether it is the one it waits
+        for (thread-safe; a future's done callback)."""
+        reader = self._waiting_reader
+        if reader is not None:
+            reader.wake()
+
     def stop(self, timeout_seconds: float) -> None:
         """Close the connection (after sending what is queued) and end the thread."""
         loop = self._loop
@@ -440,15 +462,31 @@ class ClientAgent(Generic[FutureT]):
         for queued in waiters.values():
             for waiter in queued:
                 waiter.answered.set()  # no reply: ask_job raises why the connection ended
+        self._on_loop(self._end_main)
+
+    def _end_main(self) -> None:
         closed = getattr(self, "_closed", None)
         if closed is not None and not closed.done():
             closed.set_result(None)
+
+    def _on_loop(self, call: Callable[[], None]) -> None:
+        """`call()` on the I/O thread: now when on it, else as soon as its loop runs (a user thread reading the
+        connection may carry out effects that touch the loop)."""
+        if threading.get_ident() == self._io_thread_id or self._io_thread_id is None:
+            call()
+            return
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(call)
+            except RuntimeError:  # loop closed: the thread is over
+                pass
 
     # ------------------------------------------------------------ the thread
 
     def _run(self) -> None:
         self._io_thread_id = threading.get_ident()
-        loop = asyncio.new_event_loop()
+        loop, self._standby = standby_loop()
         self._loop = loop
         try:
             loop.run_until_complete(self._main())
@@ -457,6 +495,8 @@ class ClientAgent(Generic[FutureT]):
             self._lost(DisconnectedError(f"client I/O thread failed: {error!r}"))
         finally:
             loop.close()
+            if self._standby is not None:
+                self._standby.close()
             self._ready.set()
 
     async def _main(self) -> None:
@@ -483,10 +523,13 @@ class ClientAgent(Generic[FutureT]):
         )
         events = zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILURES  # watched from before it connects: a refusal is heard
         sock = self._sockets.dealer(self.address, identity=self.identity, heartbeat=True, events=events)
-        self._socket = AsyncSocket(loop, sock, self._on_frames, lock=self._socket_lock)
+        self._socket = AsyncSocket(loop, sock, self._on_frames, lock=self._socket_lock, reading=self._reading)
+        self._waiting_reader = WaitingReader(self._socket, self._standby) if self._standby is not None else None
         self._monitor = watch_events(loop, self._sockets.event_monitor(sock, events), self._on_socket_event)
 
     def _close_socket(self) -> None:
+        if self._waiting_reader is not None:
+            self._waiting_reader.close()
         self._monitor.close()
         self._socket.close()
         self._sockets.close()

@@ -13,7 +13,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from typing_extensions import TypeVar
 
@@ -28,6 +28,14 @@ if TYPE_CHECKING:
     from scaler.payload.result_reader import ResultReader
 
 _UNSET = object()
+
+
+class ReadingWait(Protocol):
+    """How a waiting thread reads the client's connection itself (`ClientAgent.wait_reading`): the answer then wakes
+    it directly, not through the client's I/O thread."""
+
+    def wait_reading(self, done: Callable[[], bool], timeout_seconds: float | None) -> None: ...
+    def wake_reader(self, future: Any) -> None: ...
 
 
 class _TaskFailed(Exception):
@@ -60,6 +68,7 @@ class ScalerFuture(concurrent.futures.Future[T]):
         profiling: bool = False,
         request_story: Callable[[TaskID, float], m.TaskStoryReply | None] | None = None,
         client_name: str = "",
+        reading: ReadingWait | None = None,
     ) -> None:
         super().__init__()
         #: for the task's story: when it was made (submitted) and answered, wall clock; who asks the scheduler
@@ -75,6 +84,8 @@ class ScalerFuture(concurrent.futures.Future[T]):
         self._value: Any = _UNSET
         self._error: BaseException | None = None
         self._cancel_answered: threading.Event | None = None  #: made by cancel(), the rare case
+        self._reading = reading
+        self._wakes_reader = False  #: its completion wakes a thread that reads the connection (once registered)
 
     @property
     def task_id(self) -> TaskID:
@@ -182,24 +193,14 @@ class ScalerFuture(concurrent.futures.Future[T]):
         return merge_story(self._task_id.hex(), reply, mine, timeout)
 
     def result(self, timeout: float | None = None) -> T:
-        # Future.exception, not Future.result: it waits and raises CancelledError or TimeoutError the same way, but
-        # returns the stand-in a failure was completed with instead of raising it; the task's error comes from _raw
-        if not self.done():
-            with BlockingWait():
-                concurrent.futures.Future.exception(self, timeout)
-        else:
-            concurrent.futures.Future.exception(self, timeout)  # raises CancelledError when cancelled
+        self._wait(timeout)
         self._materialize()
         if self._error is not None:
             raise self._error
         return cast(T, self._value)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        if not self.done():
-            with BlockingWait():
-                concurrent.futures.Future.exception(self, timeout)
-        else:
-            concurrent.futures.Future.exception(self, timeout)
+        self._wait(timeout)
         self._materialize()
         return self._error
 
@@ -233,6 +234,26 @@ class ScalerFuture(concurrent.futures.Future[T]):
         return asyncio.wrap_future(self).__await__()
 
     # ------------------------------------------------------------ internals
+
+    def _wait(self, timeout: float | None) -> None:
+        """Wait until done, reading the connection on this thread meanwhile when it can (`ReadingWait`); raises
+        TimeoutError or CancelledError as `Future.result` does. Future.exception, not Future.result: it waits and
+        raises the same way, but returns the stand-in a failure was completed with instead of raising it; the task's
+        error comes from _raw."""
+        if self.done():
+            concurrent.futures.Future.exception(self, timeout)  # raises CancelledError when cancelled
+            return
+        with BlockingWait():
+            reading = self._reading
+            if reading is not None:
+                started = time.monotonic()
+                if not self._wakes_reader:  # completed on another thread, it wakes the reading thread
+                    self._wakes_reader = True
+                    self.add_done_callback(reading.wake_reader)
+                reading.wait_reading(self.done, timeout)
+                if timeout is not None:
+                    timeout = max(0.0, timeout - (time.monotonic() - started))
+            concurrent.futures.Future.exception(self, timeout)
 
     def _materialize(self) -> None:
         if self._value is not _UNSET or self._error is not None or self._raw is None:

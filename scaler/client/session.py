@@ -165,6 +165,9 @@ class Session:
             keys, settings.scheduler_lost_grace_seconds, settings.link_heartbeat_timeout_seconds,
         )  # fmt: skip
         reply = self._agent.start(settings.connect_timeout_seconds)
+        #: a thread waiting on a future reads the connection itself (`ClientAgent.wait_reading`), except in a
+        #: processor: its task threads are parked, stopped and have their output captured by the processor
+        self._reading = self._agent if processor_context.current() is None else None
         self.security: TransportSecurity | None = self._agent.keys.security  #: the keys that reached the scheduler
         self._storage = ClientObjectStorage(
             str(settings.object_storage_address or reply.object_storage_address), self.identity, self.security,
@@ -529,8 +532,9 @@ class Session:
     ) -> FutureT:
         """A future for a task about to be submitted (the agent holds it from the submission on)."""
         future = future_type(
-            task_id, reader or self._reader, self.cancel_one, profiling, self._agent.request_story, self._story_name
-        )
+            task_id, reader or self._reader, self.cancel_one, profiling, self._agent.request_story, self._story_name,
+            self._reading,
+        )  # fmt: skip
         if not outlives_task:
             processor_context.submitted(future)
         return future

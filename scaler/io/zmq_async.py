@@ -45,7 +45,8 @@ class AsyncSocket:
     `on_burst_end()` after each burst of messages (a good moment to send what they caused).
 
     With `lock`, every ZeroMQ call on the socket is made under it, so that another thread may also
-    send on the socket (ZeroMQ allows that when calls are serialised with a full memory barrier)."""
+    send on the socket (ZeroMQ allows that when calls are serialised with a full memory barrier). With `reading`
+    too, another thread may also read it (`read_waiting`, `scaler.io.waiting_reader`)."""
 
     def __init__(
         self,
@@ -55,6 +56,7 @@ class AsyncSocket:
         copy: bool = True,
         on_burst_end: Callable[[], None] | None = None,
         lock: threading.Lock | None = None,
+        reading: threading.RLock | None = None,
     ) -> None:
         self._loop = loop
         self._socket = sock
@@ -64,8 +66,13 @@ class AsyncSocket:
         self._by_parts = isinstance(sock, zmq.Socket)
         self._on_burst_end = on_burst_end
         self._lock: threading.Lock | contextlib.nullcontext[None] = lock or contextlib.nullcontext()
+        #: held while messages are read and handled, when another thread may read too (`read_waiting`): each reader
+        #: hands on what it read before the next one reads, so messages are handled in the order they came
+        self._reading: threading.RLock | contextlib.nullcontext[None] = reading or contextlib.nullcontext()
         self._drain_scheduled = False
         self._closed = False
+        #: called on the loop's thread after its drain handled messages (`waiting_reader`: a reading waiter wakes)
+        self.after_loop_read: Callable[[], None] | None = None
         #: True while a drain hands messages to `on_message`, and while `on_burst_end` runs after them
         self.in_burst = False
         if on_message is not None:
@@ -74,6 +81,12 @@ class AsyncSocket:
 
     def _fd(self) -> int:
         return int(self._socket.getsockopt(zmq.FD))
+
+    @property
+    def descriptor(self) -> int:
+        """The socket's ZeroMQ descriptor (readable when ZeroMQ has news for the socket: edge-triggered)."""
+        with self._lock:
+            return self._fd()
 
     @property
     def closed(self) -> bool:
@@ -146,40 +159,59 @@ class AsyncSocket:
     def _drain(self) -> None:
         if self._closed or self._on_message is None:
             return
-        sock, handle = self._socket, self._on_message
         handled = 0
         self.in_burst = True
         try:
-            for _ in range(BURST):
-                try:
-                    with self._lock:
-                        # asked first: an empty socket's recv raises zmq.Again, which costs more than the question
-                        if not cast(int, sock.getsockopt(EVENTS)) & POLLIN:
-                            return
-                        if self._by_parts:
-                            frames = receive_parts(sock, self._copy)
-                        else:  # a stand-in socket (scaler.testing.memory_network) reads whole messages
-                            frames = sock.recv_multipart(zmq.NOBLOCK, copy=self._copy)
-                except zmq.Again:
-                    return
-                except zmq.ZMQError as error:
-                    if self._closed or error.errno in (zmq.ENOTSOCK, zmq.ETERM):
-                        return
-                    raise
-                handled += 1
-                try:
-                    handle(frames)
-                except Exception:
-                    logger.exception("error while handling a message; the message is dropped")
-                if self._closed:
-                    return
-            self._schedule_drain()
+            with self._reading:
+                handled = self._read_and_handle(BURST)
+            if handled == BURST:
+                self._schedule_drain()
         finally:
             try:  # still in the burst while its end is handled: what it sends is flushed there (Outbox)
                 if handled and self._on_burst_end is not None and not self._closed:
                     self._on_burst_end()
             finally:
                 self.in_burst = False
+        if handled and self.after_loop_read is not None:
+            self.after_loop_read()
+
+    def read_waiting(self, limit: int = BURST) -> int:
+        """On any thread (needs `lock` and `reading`): read and handle the messages waiting now, up to `limit`; how
+        many were handled. The caller waits for more on `descriptor` and calls again."""
+        if self._closed or self._on_message is None:
+            return 0
+        with self._reading:
+            return self._read_and_handle(limit)
+
+    def _read_and_handle(self, limit: int) -> int:
+        """Up to `limit` messages read and handed to `on_message`, one by one; stops when none waits."""
+        sock, handle = self._socket, self._on_message
+        assert handle is not None
+        handled = 0
+        while handled < limit:
+            try:
+                with self._lock:
+                    # asked first: an empty socket's recv raises zmq.Again, which costs more than the question
+                    if self._closed or not cast(int, sock.getsockopt(EVENTS)) & POLLIN:
+                        return handled
+                    if self._by_parts:
+                        frames = receive_parts(sock, self._copy)
+                    else:  # a stand-in socket (scaler.testing.memory_network) reads whole messages
+                        frames = sock.recv_multipart(zmq.NOBLOCK, copy=self._copy)
+            except zmq.Again:
+                return handled
+            except zmq.ZMQError as error:
+                if self._closed or error.errno in (zmq.ENOTSOCK, zmq.ETERM):
+                    return handled
+                raise
+            handled += 1
+            try:
+                handle(frames)
+            except Exception:
+                logger.exception("error while handling a message; the message is dropped")
+            if self._closed:
+                return handled
+        return handled
 
     def close(self) -> None:
         if self._closed:
