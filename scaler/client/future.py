@@ -47,6 +47,14 @@ class _TaskFailed(Exception):
 T = TypeVar("T", default=Any)
 #: The state of a cancelled future whose waiters were not told yet.
 _CANCELLED = concurrent.futures._base.CANCELLED
+#: The states of a done future (`concurrent.futures.Future.done`).
+_DONE_STATES = frozenset(
+    (
+        concurrent.futures._base.CANCELLED,
+        concurrent.futures._base.CANCELLED_AND_NOTIFIED,
+        concurrent.futures._base.FINISHED,
+    )
+)
 
 #: How long cancel() waits for the scheduler's confirmation when no timeout is given.
 DEFAULT_CANCEL_TIMEOUT_SECONDS = 30.0
@@ -90,6 +98,11 @@ class ScalerFuture(concurrent.futures.Future[T]):
     @property
     def task_id(self) -> TaskID:
         return self._task_id
+
+    def done(self) -> bool:
+        """As `concurrent.futures.Future.done`, without taking the future's lock: one read of its state (asked several
+        times per answer by a thread that reads the connection while it waits)."""
+        return self._state in _DONE_STATES
 
     def __repr__(self) -> str:
         return f"<ScalerFuture task={short_task_id(self._task_id)} state={self._display_state()}>"

@@ -26,18 +26,22 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import select
 import selectors
+import signal
 import threading
 import time
 import weakref
 from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 import zmq
 
-from scaler.io.zmq_async import AsyncSocket
+from scaler.io.zmq_async import BURST, AsyncSocket
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +104,9 @@ class WaitingReader:
         self._poll.register(self._wake_read, select.POLLIN)
         self._closed = False
         sock.after_loop_read = self.wake
+        #: what the reading thread's handling of messages runs under: on the main thread, a Ctrl-C's
+        #: KeyboardInterrupt is raised after the messages read are handled, not between a read and its handling
+        self._guard: Callable[[], contextlib.AbstractContextManager[Any]] | None = None
 
     @property
     def reading(self) -> bool:
@@ -119,12 +126,16 @@ class WaitingReader:
             if self._closed or not self._standby.pause(self._fd):
                 return
             self._reader = me
+            drained = False
             try:
-                self._read_until(done, timeout)
+                drained = self._read_until(done, timeout)
             finally:
                 self._reader = None
-                # a message that came after the last read signalled the descriptor: the loop's epoll sees it
+                # a message that came after the last read signalled the descriptor: the loop's epoll sees it; what
+                # waited unread (a read cut short by its limit, or by an exception) is handed to the loop
                 self._standby.resume(self._fd)
+                if not drained:
+                    self._socket.check_pending_from_other_thread()
         finally:
             self._reader_lock.release()
 
@@ -144,29 +155,65 @@ class WaitingReader:
         self._closed = True
         self.wake()
 
-    def _read_until(self, done: Callable[[], bool], timeout: float | None) -> None:
+    def _read_until(self, done: Callable[[], bool], timeout: float | None) -> bool:
+        """Whether it left nothing unread behind it (every read ended with no message waiting)."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        self._guard = InterruptsHeld if threading.current_thread() is threading.main_thread() else None
         sock = self._socket
+        drained = True
         while not done() and not self._closed and not sock.closed:
             try:
-                if sock.read_waiting():
-                    continue
+                handled = sock.read_waiting(BURST, self._guard)
             except zmq.ZMQError as error:  # the loop's thread meets it too, and reports it
                 logger.debug("a waiting reader stops reading: %s", error)
-                return
+                return False
+            drained = handled < BURST
+            if handled:
+                continue
             if done():
-                return
+                return True
             sleep = LONGEST_SLEEP_SECONDS
             if deadline is not None:
                 sleep = min(sleep, deadline - time.monotonic())
                 if sleep <= 0:
-                    return
+                    return True
             for fd, _event in self._poll.poll(sleep * 1000):
                 if fd == self._wake_read:
                     try:
                         os.read(self._wake_read, 4096)
                     except OSError:
                         pass
+        return drained
+
+
+class InterruptsHeld:
+    """On the main thread: SIGINT's Python handler (KeyboardInterrupt, by default) is held back inside, and called on
+    the way out if the signal came meanwhile. A waiter that reads the connection handles messages it read: an exception
+    raised between a message's read and the end of its handling would lose it (a future that never completes), which
+    could not happen while the client's I/O thread, which signals never interrupt, handled every message."""
+
+    def __init__(self) -> None:
+        self._previous: Any = None
+        self._caught: tuple[int, FrameType | None] | None = None
+
+    def __enter__(self) -> InterruptsHeld:
+        previous = signal.getsignal(signal.SIGINT)
+        if callable(previous):  # a Python handler (not SIG_IGN, SIG_DFL or one set outside Python)
+            self._previous = previous
+            signal.signal(signal.SIGINT, self._hold)
+        return self
+
+    def _hold(self, signum: int, frame: FrameType | None) -> None:
+        self._caught = (signum, frame)
+
+    def __exit__(self, *exc: object) -> None:
+        previous = self._previous
+        if previous is None:
+            return
+        signal.signal(signal.SIGINT, previous)
+        caught, self._caught = self._caught, None
+        if caught is not None:
+            previous(*caught)
 
 
 def _close_all(descriptors: tuple[int, ...]) -> None:

@@ -136,6 +136,17 @@ class AsyncSocket:
             if pending:
                 self._loop.call_soon_threadsafe(self._schedule_drain)
 
+    def check_pending_from_other_thread(self) -> None:
+        """From a thread other than the loop's (needs `lock`): the loop drains the messages that wait, if any (a read
+        of another thread left them, after taking the descriptor's edge)."""
+        with self._lock:
+            pending = self._has_pending()
+        if pending:
+            try:
+                self._loop.call_soon_threadsafe(self._schedule_drain)
+            except RuntimeError:  # the loop is closed
+                pass
+
     def _has_pending(self) -> bool:
         return (
             self._on_message is not None
@@ -175,13 +186,24 @@ class AsyncSocket:
         if handled and self.after_loop_read is not None:
             self.after_loop_read()
 
-    def read_waiting(self, limit: int = BURST) -> int:
+    def read_waiting(
+        self, limit: int = BURST, guard: Callable[[], contextlib.AbstractContextManager[Any]] | None = None
+    ) -> int:
         """On any thread (needs `lock` and `reading`): read and handle the messages waiting now, up to `limit`; how
-        many were handled. The caller waits for more on `descriptor` and calls again."""
+        many were handled. The caller waits for more on `descriptor` and calls again. `guard()`: a context entered
+        once messages wait, before the first is read, and left after the last is handled (`waiting_reader`: a
+        KeyboardInterrupt held back meanwhile, so that it cannot land between a message's read and its handling)."""
         if self._closed or self._on_message is None:
             return 0
         with self._reading:
-            return self._read_and_handle(limit)
+            if guard is None:
+                return self._read_and_handle(limit)
+            with self._lock:
+                waiting = not self._closed and bool(cast(int, self._socket.getsockopt(EVENTS)) & POLLIN)
+            if not waiting:
+                return 0
+            with guard():
+                return self._read_and_handle(limit)
 
     def _read_and_handle(self, limit: int) -> int:
         """Up to `limit` messages read and handed to `on_message`, one by one; stops when none waits."""

@@ -8,7 +8,10 @@ into its timeout instead of passing late)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,6 +54,9 @@ class _Connection:
         self.thread = threading.Thread(target=run, daemon=True)
         self.thread.start()
         ready.wait(10)
+        running = threading.Event()  # the loop ran its first callbacks (the socket's own first drain among them)
+        self.loop.call_soon_threadsafe(running.set)
+        running.wait(10)
 
     def _handle(self, frames: list[bytes]) -> None:
         self.handled.append((frames[0], threading.get_ident()))
@@ -231,3 +237,51 @@ def test_only_one_thread_reads_at_a_time(connection: _Connection, no_safety_net:
     connection.reader.wake()
     first.join(10)
     assert not first.is_alive()
+
+
+@pytest.mark.timeout(30)
+def test_a_ctrl_c_while_the_main_thread_handles_messages_loses_none_and_is_raised_after_them(
+    connection: _Connection, no_safety_net: None
+) -> None:
+    """SIGINT arrives while the waiting main thread handles a message it read: the KeyboardInterrupt is raised once
+    the messages read are handled (before, on the client's I/O thread, no signal could interrupt their handling),
+    not in the middle of one, which would lose it."""
+    assert threading.current_thread() is threading.main_thread()
+    finished: list[bytes] = []
+
+    def on_message(payload: bytes) -> None:
+        if payload == b"first":
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)  # the handler of a Python signal runs at once, between two bytecodes
+        finished.append(payload)
+
+    connection.on_message = on_message
+    connection.answer_soon(b"first", b"second")
+    with pytest.raises(KeyboardInterrupt):
+        connection.reader.wait(lambda: len(finished) >= 2, None)
+    assert finished == [b"first", b"second"] or finished == [b"first"], finished
+    _settled(connection, 2)  # the second, if not handled yet, is read by the loop
+    assert [payload for payload, _thread in connection.handled] == [b"first", b"second"]
+    assert finished == [b"first", b"second"]
+
+
+@pytest.mark.timeout(30)
+def test_messages_a_waiter_leaves_unread_are_handed_to_the_loop(
+    connection: _Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A waiter whose answer came in the first part of a long burst stops reading (its reads take at most BURST at a
+    time), and its reads took the descriptor's readiness edge: the loop is told to drain the rest, which its epoll
+    would not report. The loop is held in a callback meanwhile, so that only the waiter reads at first."""
+    monkeypatch.setattr(waiting_reader, "BURST", 2)
+    release = threading.Event()
+    connection.loop.call_soon_threadsafe(release.wait, 10)
+    sent = [b"%02d" % index for index in range(10)]
+    connection.answer(*sent)
+    with connection.lock:
+        while not connection.dealer.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            pass
+    connection.reader.wait(lambda: bool(connection.handled), None)
+    assert [payload for payload, _thread in connection.handled] == sent[:2]
+    release.set()
+    _settled(connection, len(sent))
+    assert [payload for payload, _thread in connection.handled] == sent
