@@ -552,7 +552,7 @@ def test_file_without_the_command_section(example_config: str, capsys: pytest.Ca
 
 
 def test_unknown_flag_and_unknown_worker_manager_type(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "unrecognized arguments: --colour" in refusal(capsys, scheduler, [ADDRESS, "--colour", "red"])
+    assert "unknown flag --colour" in refusal(capsys, scheduler, [ADDRESS, "--colour", "red"])
     assert 'did you mean "aws_hpc"' in refusal(capsys, load_worker_manager, ["aws-hpc"])
 
 
