@@ -617,8 +617,10 @@ class _Explainer:
             ways.append(f"as {field.name} in {self._toml.label} of {self._toml.path}")
             if field.name == "scheduler_address":
                 ways.append(f"by a [scheduler] section in {self._toml.path} (its address is taken)")
-        elif self._section_label is not None:
-            ways.append(f"as {field.name} in the {self._section_label} section of a -c/--config file")
+        elif self._section_label is not None:  # a table "[scheduler]", or an entry '[[worker_manager]] entry with ...'
+            label = self._section_label
+            where = f"the {label}" if "entry" in label else f"the {label} section"
+            ways.append(f"as {field.name} in {where} of a -c/--config file")
         ways.append(f"as {self._env_prefixes[0]}{field.name.upper()}")
         return f"missing setting {field.name}: give it {', '.join(ways[:-1])}, or {ways[-1]}"
 

@@ -515,6 +515,17 @@ def test_missing_required_value_names_field_and_section(capsys: pytest.CaptureFi
     assert "SCALER_SCHEDULER_BIND_ADDRESS" in error
 
 
+def test_missing_required_value_of_a_worker_manager_names_its_entry(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a file, the message names the [[worker_manager]] entry a file would give it in (it once said 'in the
+    [[worker_manager]] entry with type = "symphony" section')."""
+    error = refusal(capsys, load_worker_manager, ["symphony", ADDRESS])
+    assert (
+        'as service_name in the [[worker_manager]] entry with type = "symphony" of a -c/--config file, or as '
+        "SCALER_SYMPHONY_SERVICE_NAME" in error
+    ), error
+    assert "in the [scheduler] section of a -c/--config file" in refusal(capsys, scheduler, [])
+
+
 def test_missing_required_value_in_a_worker_manager_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = write(tmp_path, f'[[worker_manager]]\ntype = "aws_hpc"\nscheduler_address = "{ADDRESS}"\n')
     error = refusal(capsys, load_worker_manager, ["aws_hpc", "-c", config, "-wmi", "m", "-q", "q", "-d", "d"])
