@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import typing
 from pathlib import Path
 
@@ -139,6 +140,20 @@ def test_the_launchers_scaler_flags_are_its_declared_settings(
     assert load_launcher_file(str(stack)).launcher.idle_shutdown_seconds == 4
     flags = {"idle_shutdown_seconds": "5", "hub": "LOCAL"}
     assert load_launcher_file(str(stack), flags).launcher == LauncherConfig(hub="local", idle_shutdown_seconds=5)
+
+
+def test_settings_md_lists_only_flags_the_launcher_takes(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every flag docs/settings.md gives `scaler FILE` is one of `scaler -h`'s: its [security] table once listed
+    `--server-secret-key` and three more, which the launcher refused."""
+    with pytest.raises(SystemExit):
+        launcher_main(["-h"])
+    usage = capsys.readouterr().out
+    page = (REPOSITORY / "docs" / "settings.md").read_text()
+    tables = [part for part in page.split("\n## ") if part.startswith("`scaler FILE`")]
+    assert len(tables) == 2, "[scaler] and [security]"
+    rows = [line for table in tables for line in table.splitlines() if line.startswith("| `")]
+    listed = {flag for row in rows for flag in re.findall(r"`(--?[\w-]+)`", row.split(" | ")[1])}
+    assert listed and not {flag for flag in listed if flag not in usage}, listed
 
 
 def test_configuration_md_names_every_commands_section_and_environment() -> None:
