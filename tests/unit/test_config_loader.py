@@ -64,6 +64,14 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+def test_configuration_md_shows_the_seed_example_file_whole() -> None:
+    """docs/configuration.md runs the users' unified example file "as written": the page shows that file (it once
+    named it without showing it, so its commands could not be run from the page), and it is the one these tests
+    load."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    assert f"```toml\n# example_config.toml\n{SEED_EXAMPLE_CONFIG}```" in page
+
+
 @pytest.fixture
 def example_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.chdir(tmp_path)
