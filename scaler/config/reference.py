@@ -211,6 +211,13 @@ def generated_files() -> dict[Path, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if not (REPOSITORY / "pyproject.toml").is_file():  # an installed package: its docs/ is not where it writes
+        print(
+            "python -m scaler.config.reference: this scaler is installed, not a clone: the files it writes "
+            "(docs/settings.md, scaler/config/combo_settings.py) belong to the repository; run it in a clone",
+            file=sys.stderr,
+        )
+        return 2
     stale = [path for path, text in generated_files().items() if not path.exists() or path.read_text() != text]
     if "--check" in arguments:
         for path in stale:

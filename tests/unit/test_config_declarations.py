@@ -56,6 +56,24 @@ def test_generated_files_are_up_to_date() -> None:
     assert main(["--check"]) == 0
 
 
+def test_the_generator_writes_nothing_into_an_installed_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """From a wheel, configuration.md's `python -m scaler.config.reference` found no docs/ beside site-packages:
+    `--check` said docs/settings.md was out of date, and without it the command would have written a docs/ folder into
+    site-packages. It says to run it in a clone instead, and writes nothing."""
+    from scaler.config import reference
+
+    site_packages = tmp_path / "site-packages"
+    monkeypatch.setattr(reference, "REPOSITORY", site_packages)
+    monkeypatch.setattr(reference, "SETTINGS_PAGE", site_packages / "docs" / "settings.md")
+    monkeypatch.setattr(reference, "COMBO_SETTINGS_MODULE", site_packages / "scaler" / "config" / "combo_settings.py")
+    for arguments in (["--check"], []):
+        assert reference.main(arguments) == 2
+        assert "run it in a clone" in capsys.readouterr().err
+    assert not site_packages.exists()
+
+
 def test_every_core_settings_field_is_declared_or_runtime() -> None:
     declared = {core_name(field): field for field in dataclasses.fields(SchedulerConfig) if core_name(field)}
     core_fields = {field.name for field in dataclasses.fields(CoreSettings)}
