@@ -351,9 +351,11 @@ def _launcher_worker_managers(
         type_name = entry.get("type")
         row = MANAGER_TYPES.get(type_name) if isinstance(type_name, str) else None
         if row is None:
+            close = difflib.get_close_matches(type_name, list(MANAGER_TYPES), n=1) if isinstance(type_name, str) else []
             raise ConfigError(
                 f"{path}: [[worker_manager]] entry {number} needs type = one of {', '.join(MANAGER_TYPES)}"
-                f" (it has {toml_repr(type_name) if type_name is not None else 'none'})"
+                f" (it has {toml_repr(type_name) if type_name is not None else 'none'}"
+                + (f'; did you mean "{close[0]}"?)' if close else ")")
             )
         section_type = row.section
         label = f'[[worker_manager]] entry {number} (type = "{type_name}")'

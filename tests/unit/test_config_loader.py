@@ -552,6 +552,30 @@ def test_broken_toml_names_line_and_column(tmp_path: Path, capsys: pytest.Captur
     assert config in error and re.search(r"line 3, column \d+", error)
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (f"[scheduler]\nbind_address = {ADDRESS}\n",
+         f'Invalid value (at line 2, column 16): bind_address = {ADDRESS}; a string is written in quotes: '
+         f'bind_address = "{ADDRESS}"'),
+        ('[scheduler]\npolicy_content = allocate=even_load; scaling=no\n',
+         'a string is written in quotes: policy_content = "allocate=even_load; scaling=no"'),
+        ("[cluster]\nnum_of_workers = 4 workers\n", "(at line 2, column 20): num_of_workers = 4 workers"),
+        ("[scheduler]\nprotected = \n", "(at line 2, column 13): protected ="),
+    ],
+)  # fmt: skip
+def test_broken_toml_shows_its_line_and_how_to_write_a_string(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, said: str
+) -> None:
+    """A string written without quotes, as on a command line, is TOML's "Invalid value": the message shows the line
+    and the line written right (it gave only tomllib's "Invalid value (at line 2, column 16)"); other syntax errors
+    show their line, with no such hint."""
+    error = refusal(capsys, scheduler, ["-c", write(tmp_path, text)])
+    assert said in error, error
+    if "quotes" not in said:
+        assert "quotes" not in error, error
+
+
 def test_duplicate_worker_manager_entries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     entry = f'[[worker_manager]]\ntype = "symphony"\nscheduler_address = "{ADDRESS}"\nservice_name = "s"\n'
     config = write(tmp_path, entry + 'worker_manager_id = "a"\n' + entry + 'worker_manager_id = "b"\n')
