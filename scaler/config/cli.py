@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import inspect
+import re
 import textwrap
 import types
 import typing
@@ -40,7 +42,7 @@ def build_parser(
     """An argparse parser for `section_type`: `--field-name`, every `short` and `aliases` spelling, the
     positional field as an optional positional, `-c/--config FILE`. Two fields claiming one spelling raise
     ValueError here, when the parser is built, not when a user trips over it."""
-    parser = argparse.ArgumentParser(
+    parser = SettingsParser(
         prog=prog,
         description=description,
         epilog=epilog,
@@ -84,6 +86,73 @@ def build_parser(
         if isinstance(action, (_BooleanAction, _ListAction)) and positional is not None:
             action.positional_dest = positional.name
     return parser
+
+
+#: Flags of earlier releases that this version does not take, with what to use instead (docs/configuration.md, "Not
+#: supported"; the 1.x spellings it does take are aliases of their settings).
+UNSUPPORTED_FLAGS: dict[tuple[str, ...], str] = {
+    ("-wn", "--worker-names"): "scaler 1.x's worker names are not supported: a worker is named by its --worker-type "
+    "and an id of its own",
+    ("-la", "--log-hub-address"): "scaler 1.x's log hub is not supported: each process logs to its own "
+    "-lp/--logging-paths",
+    ("-ap", "--allocate-policy"): "scaler 1.12's flag is not supported: give -pc/--policy-content "
+    '"allocate=even_load; scaling=vanilla" (or allocate_policy = "even" in the [scheduler] section of a -c/--config '
+    "file)",
+    ("-scs", "--scaling-controller-strategy"): "scaler 1.12's flag is not supported: give the scaling= item of "
+    '-pc/--policy-content, e.g. "allocate=capability; scaling=vanilla" (`scaler --docs scaling`)',
+    ("-awu", "--adapter-webhook-urls"): "scaler 1.12's flag is not supported: worker managers connect to the "
+    "scheduler themselves (scaler_worker_manager TYPE SCHEDULER_ADDRESS)",
+    ("-qs", "--per-worker-queue-size"): "scaler 1.9's flag is not supported: give -wtqs/--per-worker-task-queue-size",
+    ("-tc", "--tls-cert", "-tk", "--tls-key"): "TLS is not supported (ZeroMQ has no tls://): connections are "
+    "secured with CURVE keys instead, by default with this user's (`scaler --docs security`)",
+}
+
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+class SettingsParser(argparse.ArgumentParser):
+    """An ArgumentParser whose refusal of an unknown flag names the flag and the closest flag the command takes
+    (`--num-worker` -> `--num-of-workers`, `--policy_content` -> `--policy-content`), or what replaced a flag of
+    an earlier release, instead of argparse's "unrecognized arguments" (which, once a flag is unknown, may also
+    list a value the positional argument took)."""
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.error(unrecognized_message(self, extras))
+        return parsed
+
+
+def unrecognized_message(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
+    """What is wrong with the arguments `parser` did not take: each unknown flag with the flag meant, or else the
+    extra arguments themselves."""
+    flags = [token for token in extras if token.startswith("-") and not _NEGATIVE_NUMBER.match(token)]
+    listed = f"`{parser.prog} -h` lists the flags it takes"
+    if not flags:
+        return f"unrecognized arguments: {' '.join(extras)} ({listed})"
+    return "; ".join(_unknown_flag(parser, flag.split("=", 1)[0]) for flag in flags) + f" ({listed})"
+
+
+def _unknown_flag(parser: argparse.ArgumentParser, flag: str) -> str:
+    for spellings, instead in UNSUPPORTED_FLAGS.items():
+        if flag in spellings:
+            return f"unknown flag {flag}: {instead}"
+    listed = {
+        spelling: action
+        for action in parser._actions
+        if action.help != argparse.SUPPRESS
+        for spelling in action.option_strings
+    }
+    hyphenated = flag.replace("_", "-") if flag.startswith("--") else flag
+    if hyphenated in listed:
+        return f"unknown flag {flag}: flags are spelled with hyphens, {hyphenated}"
+    longs = [spelling for spelling in listed if spelling.startswith("--")]
+    prefixed = [spelling for spelling in longs if spelling.startswith(hyphenated)] if len(hyphenated) > 3 else []
+    candidates = longs if flag.startswith("--") else list(listed)
+    close = prefixed[:1] or difflib.get_close_matches(hyphenated, candidates, n=1, cutoff=0.7)
+    return f"unknown flag {flag} (did you mean {close[0]}?)" if close else f"unknown flag {flag}"
 
 
 def add_setting_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, section_type: type) -> None:

@@ -351,9 +351,11 @@ def _launcher_worker_managers(
         type_name = entry.get("type")
         row = MANAGER_TYPES.get(type_name) if isinstance(type_name, str) else None
         if row is None:
+            close = difflib.get_close_matches(type_name, list(MANAGER_TYPES), n=1) if isinstance(type_name, str) else []
             raise ConfigError(
                 f"{path}: [[worker_manager]] entry {number} needs type = one of {', '.join(MANAGER_TYPES)}"
-                f" (it has {toml_repr(type_name) if type_name is not None else 'none'})"
+                f" (it has {toml_repr(type_name) if type_name is not None else 'none'}"
+                + (f'; did you mean "{close[0]}"?)' if close else ")")
             )
         section_type = row.section
         label = f'[[worker_manager]] entry {number} (type = "{type_name}")'
@@ -617,8 +619,10 @@ class _Explainer:
             ways.append(f"as {field.name} in {self._toml.label} of {self._toml.path}")
             if field.name == "scheduler_address":
                 ways.append(f"by a [scheduler] section in {self._toml.path} (its address is taken)")
-        elif self._section_label is not None:
-            ways.append(f"as {field.name} in the {self._section_label} section of a -c/--config file")
+        elif self._section_label is not None:  # a table "[scheduler]", or an entry '[[worker_manager]] entry with ...'
+            label = self._section_label
+            where = f"the {label}" if "entry" in label else f"the {label} section"
+            ways.append(f"as {field.name} in {where} of a -c/--config file")
         ways.append(f"as {self._env_prefixes[0]}{field.name.upper()}")
         return f"missing setting {field.name}: give it {', '.join(ways[:-1])}, or {ways[-1]}"
 

@@ -32,6 +32,10 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 SETTINGS_PAGE = REPOSITORY / "docs" / "settings.md"
 COMBO_SETTINGS_MODULE = Path(__file__).resolve().parent / "combo_settings.py"
 
+#: The tables of `scaler FILE` whose settings are also its flags (scaler/entry_points/launcher.py adds them with
+#: `cli.add_setting_flags`); the others (`[security]`) are keys of the file only.
+LAUNCHER_FLAG_TABLES = frozenset({"scaler"})
+
 #: Settings several sections share, listed once each (as `-h` groups them), in this order.
 SHARED_GROUPS: tuple[tuple[type, str], ...] = (
     (LoggingSettings, "Logging (every command that logs)"),
@@ -50,6 +54,7 @@ class _Table:
     env_section: str  #: "SCHEDULER", or "<SECTION>" for a shared group
     fields: tuple[dataclasses.Field[Any], ...]
     note: str = ""
+    has_flags: bool = True  #: False: a section of the file only, which no flag sets
 
 
 def settings_page() -> str:
@@ -72,7 +77,7 @@ def settings_page() -> str:
         if table.note:
             lines += [table.note, ""]
         lines += ["| TOML key | flags | environment | default | meaning |", "|---|---|---|---|---|"]
-        lines += [_row(field, table.env_section) for field in table.fields]
+        lines += [_row(field, table.env_section, table.has_flags) for field in table.fields]
         lines.append("")
     lines += _combo_lines()
     return "\n".join(lines)
@@ -98,7 +103,13 @@ def _tables() -> Iterator[_Table]:
             _shared_note(row.section),
         )
     for table_name, section in LAUNCHER_TABLES.items():
-        yield _Table(f"`scaler FILE`: `[{table_name}]`", section, table_name.upper(), _own_fields(section, shared))
+        has_flags = table_name in LAUNCHER_FLAG_TABLES
+        note = "" if has_flags else (
+            f"No flags: these are keys of the file's `[{table_name}]` section, which the environment variables "
+            "override when the file has it."
+        )  # fmt: skip
+        yield _Table(f"`scaler FILE`: `[{table_name}]`", section, table_name.upper(), _own_fields(section, shared),
+                     note, has_flags)  # fmt: skip
     for group, title in SHARED_GROUPS:
         yield _Table(title, group, "<SECTION>", tuple(_declared_by(group)))
 
@@ -129,8 +140,13 @@ def _declaring_class(section: type, name: str) -> type:
     return next(cls for cls in section.__mro__ if name in inspect.get_annotations(cls))
 
 
-def _row(field: dataclasses.Field[Any], env_section: str) -> str:
-    flags = "positional" if field.metadata.get(POSITIONAL) else ", ".join(f"`{flag}`" for flag in option_strings(field))
+def _row(field: dataclasses.Field[Any], env_section: str, has_flags: bool = True) -> str:
+    if not has_flags:
+        flags = "none"
+    elif field.metadata.get(POSITIONAL):
+        flags = "positional"
+    else:
+        flags = ", ".join(f"`{flag}`" for flag in option_strings(field))
     environment = f"`SCALER_[{env_section}_]{field.name.upper()}`"
     if field.default is dataclasses.MISSING:
         default = "required"
@@ -195,6 +211,13 @@ def generated_files() -> dict[Path, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if not (REPOSITORY / "pyproject.toml").is_file():  # an installed package: its docs/ is not where it writes
+        print(
+            "python -m scaler.config.reference: this scaler is installed, not a clone: the files it writes "
+            "(docs/settings.md, scaler/config/combo_settings.py) belong to the repository; run it in a clone",
+            file=sys.stderr,
+        )
+        return 2
     stale = [path for path, text in generated_files().items() if not path.exists() or path.read_text() != text]
     if "--check" in arguments:
         for path in stale:

@@ -35,6 +35,34 @@ class ConfigError(Exception):
 KNOWN_SECTIONS = known_tables()
 
 
+_ERROR_LINE = re.compile(r"\(at line (\d+), column \d+\)$")
+#: A value TOML reads without quotes: a number, a boolean, a date, an array, an inline table, a string.
+_BARE_VALUE = re.compile(r"""^(?:[-+]?[\d.]|true\b|false\b|inf\b|nan\b|\[|\{|"|')""")
+
+
+def _syntax_hint(path: str, message: str) -> str:
+    """For a TOML syntax error: the line it is on, and, for a string written without quotes (`bind_address =
+    tcp://127.0.0.1:8516`, as on a command line), how to write it."""
+    at = _ERROR_LINE.search(message)
+    if at is None:
+        return ""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            lines = file.read().splitlines()
+    except OSError:
+        return ""
+    number = int(at.group(1))
+    if not 0 < number <= len(lines):
+        return ""
+    line = lines[number - 1].strip()
+    hint = f": {line}"
+    key, equals, value = line.partition("=")
+    value = value.strip()
+    if equals and message.startswith("Invalid value") and value and not _BARE_VALUE.match(value):
+        hint += f'; a string is written in quotes: {key.strip()} = "{value}"'
+    return hint
+
+
 def read_toml_file(path: str) -> dict[str, Any]:
     """The whole document. A missing or unreadable file, a syntax error (with line and column) and a table no
     command reads (with its line and the closest known name) raise."""
@@ -45,7 +73,7 @@ def read_toml_file(path: str) -> dict[str, Any]:
         raise ConfigError(f"config file {path} not found") from None
     except tomllib.TOMLDecodeError as error:
         # tomllib's message ends with "(at line L, column C)".
-        raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
+        raise ConfigError(f"config file {path} is not valid TOML: {error}{_syntax_hint(path, str(error))}") from None
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read config file {path}: {error}") from None
     _check_sections(document, path)

@@ -89,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cloud.stop()
         print(f"scaler_fake_cloud: cannot listen on {cloud.host}:{arguments.port}: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C during the few seconds of the start (moto's imports): a stop, no traceback
+        return _stopped(cloud, [signal.SIGINT])
     signals: list[int] = []
     stop = threading.Event()
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
-from scaler.config.cli import add_setting_flags
+from scaler.config.cli import SettingsParser, add_setting_flags
 from scaler.config.completion import SHELLS, offer_completion
 from scaler.config.sections import LauncherConfig
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION
@@ -20,7 +20,7 @@ from scaler.version import __version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = SettingsParser(
         prog="scaler",
         description="Start object storage, the scheduler and every [[worker_manager]] of a TOML file; "
         "Ctrl-C or SIGTERM stops them all.",

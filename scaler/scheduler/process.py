@@ -83,6 +83,9 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
     except (ValueError, RuntimeError) as error:
         logger.error("%s", error)
         return ExitCode.ERROR
+    except KeyboardInterrupt:  # Ctrl-C while it starts (waiting for object storage): a stop, not a traceback
+        logger.info("scheduler stopped: received SIGINT while starting")
+        return ExitCode.OK
     finally:
         if storage_child is not None:
             storage_child.stop()
@@ -188,15 +191,27 @@ YOUNG_COLLECTION_ALLOCATIONS = 10_000
 
 #: How long the scheduler waits at start for an object storage server it was pointed at.
 STORAGE_CHECK_SECONDS = 10.0
+#: How long it waits silently: a server that answers later is waited for with a line saying so.
+STORAGE_QUIET_SECONDS = 1.0
 
 
 def _check_object_storage(address: str, security: TransportSecurity | None) -> None:
     """Say clearly at start when the object storage server cannot be reached (the scheduler still starts: the
-    server may come up later; until then large arguments and results wait for it)."""
+    server may come up later; until then large arguments and results wait for it). A server that does not answer at
+    once is waited for with a line saying so: the scheduler is not hung."""
     from scaler.object_storage.readiness import wait_for_object_storage
 
+    connectable = str(parse_address(address).connectable())
     try:
-        wait_for_object_storage(str(parse_address(address).connectable()), STORAGE_CHECK_SECONDS, security=security)
+        try:
+            wait_for_object_storage(connectable, STORAGE_QUIET_SECONDS, security=security)
+            return
+        except RuntimeError:
+            logger.info(
+                "the object storage server at %s does not answer yet: waiting up to %g s more for it",
+                address, STORAGE_CHECK_SECONDS - STORAGE_QUIET_SECONDS,
+            )  # fmt: skip
+        wait_for_object_storage(connectable, STORAGE_CHECK_SECONDS - STORAGE_QUIET_SECONDS, security=security)
     except RuntimeError as error:
         logger.warning(
             "%s; tasks whose arguments or results go through object storage will wait for it (start it with "

@@ -70,6 +70,7 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
     from scaler.worker.processor.process import ProcessorSettings, run_processor
 
     worker_id = new_worker_id(config.worker_type or "FIX")
+    lends = _lends(config)  # once: it says why a worker does not lend
     processor_settings = ProcessorSettings(
         scheduler_address=config.scheduler_address,
         worker_id=worker_id,
@@ -79,8 +80,8 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
         trim_memory_threshold_bytes=config.trim_memory_threshold_bytes,
         security=security,
         direct_results=config.direct_results,
-        lend=_lends(config),
-        marks_directory=marks_directory(worker_id) if _lends(config) else "",
+        lend=lends,
+        marks_directory=marks_directory(worker_id) if lends else "",
     )
     # Fork the zygote first: no thread, event loop or ZeroMQ context exists yet.
     from scaler.io.process_profiling import run_profiled
@@ -161,11 +162,13 @@ def _lends(config: WorkerConfig) -> bool:
     on the tasks it sees, and a lent processor's tasks it never sees; not with a processor per waiting parent. Said at
     INFO: lending is the default, and these are ordinary settings."""
     if config.lend_processors and config.task_timeout_seconds > 0:
-        logger.info("lend_processors is ignored: task_timeout_seconds is set, and only the worker agent enforces it")
+        logger.info("this worker does not lend its processors (lend_processors): task_timeout_seconds is set, and "
+                    "only the worker agent enforces it, so every task goes through the agent")  # fmt: skip
         return False
     if config.lend_processors and NestedParents.named(config.nested_parents) is NestedParents.PROCESS:
-        logger.info("lend_processors is ignored with nested_parents 'process': a lent task's waiting parent "
-                    "would stay in its processor, where its agent cannot give it one of its own")  # fmt: skip
+        logger.info("this worker does not lend its processors (lend_processors) with nested_parents 'process': a "
+                    "lent task's waiting parent would stay in its processor, where its agent cannot give it one of "
+                    "its own")  # fmt: skip
         return False
     return bool(config.lend_processors)
 

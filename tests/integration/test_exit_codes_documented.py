@@ -7,7 +7,10 @@ test fails (0); without the launcher's `policy_problem` call, `scaler FILE` star
 
 from __future__ import annotations
 
+import queue
+import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -73,3 +76,46 @@ def test_a_manager_that_exits_before_it_registers_is_named(tmp_path: Path) -> No
         done.stdout + done.stderr
     )
     assert "scaler: worker manager 'sym'" not in done.stdout, "never announced"
+
+
+def test_ctrl_c_while_the_scheduler_waits_for_its_object_storage_stops_it_cleanly() -> None:
+    """`scaler_scheduler ADDRESS -osa STORAGE` waits up to 10 s for a storage server that does not answer yet.
+    Walking docs/configuration.md (`scaler_scheduler --config scheduler.toml tcp://...`, its [scheduler] naming an
+    object_storage_address no server answered), the wait printed nothing, and Ctrl-C in it ended the scheduler with a
+    KeyboardInterrupt's traceback: now the wait says so after a second, and Ctrl-C stops the scheduler with exit
+    code 0 and one line."""
+    addresses = free_addresses()
+    scheduler = subprocess.Popen(
+        [str(BIN_DIR / "scaler_scheduler"), addresses.scheduler, "-osa", addresses.object_storage],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in scheduler.stdout or ()], daemon=True)
+    reader.start()
+    try:
+        seen: list[str] = []
+        while not any("does not answer yet: waiting up to 9 s more for it" in line for line in seen):
+            try:
+                seen.append(lines.get(timeout=30))
+            except queue.Empty:
+                raise AssertionError(f"the wait was not said: {''.join(seen)}") from None
+        scheduler.send_signal(signal.SIGINT)
+        scheduler.wait(timeout=30)
+        reader.join(timeout=30)
+        rest = "".join(iter_queue(lines))
+    finally:
+        if scheduler.poll() is None:
+            scheduler.kill()
+            scheduler.wait()
+        reader.join(timeout=30)
+        if scheduler.stdout is not None:
+            scheduler.stdout.close()
+    assert scheduler.returncode == ExitCode.OK, "".join(seen) + rest
+    assert "Traceback" not in rest and "scheduler stopped: received SIGINT while starting" in rest, rest
+
+
+def iter_queue(lines: queue.Queue[str]) -> list[str]:
+    taken: list[str] = []
+    while not lines.empty():
+        taken.append(lines.get_nowait())
+    return taken

@@ -162,3 +162,21 @@ def test_flags_that_cannot_work_are_refused_naming_why(launcher: Launcher, flags
     cloud = launcher.start("scaler_fake_cloud", "--port", str(free_tcp_port_block(1)), *flags)
     assert cloud.wait_exit() == 2
     assert words in cloud.log_text()
+
+
+#: `scaler_fake_cloud` whose start is interrupted by Ctrl-C half-way (its HTTP server up, moto's patches not yet).
+CTRL_C_MID_START = (
+    "import sys; from scaler.fake_cloud.cloud import FakeCloud; import scaler.entry_points.fake_cloud as command\n"
+    "def interrupted(self): raise KeyboardInterrupt\n"
+    "FakeCloud._follow_stops = interrupted; sys.exit(command.main(sys.argv[1:]))"
+)
+
+
+def test_ctrl_c_during_the_start_stops_the_cloud_without_a_traceback(launcher: Launcher) -> None:
+    """The start takes a few seconds (moto's imports): walking scaling_and_cloud.md, Ctrl-C in them ended the command
+    with a KeyboardInterrupt's traceback through moto and botocore. It stops the cloud as a later Ctrl-C does."""
+    cloud = launcher.start("python", "-c", CTRL_C_MID_START, "--port", str(free_tcp_port_block(1)))
+    assert cloud.wait_exit(120) == 0, cloud.log_text()
+    log = cloud.log_text()
+    assert not [dump for dump in STACK_DUMP if dump in log], log
+    assert "# stopping the cloud and everything it runs" in log, log

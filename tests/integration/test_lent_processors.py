@@ -333,3 +333,21 @@ def test_tasks_staged_behind_a_long_lent_task_are_taken_back_for_another_worker(
         _, longer_pid = longer.result(timeout=DEADLINE_SECONDS)
         shorter.result(timeout=DEADLINE_SECONDS)
     assert longer_pid not in tiny_pids, "a task waited behind the 6 s one in its processor"
+
+
+def test_a_worker_says_once_why_it_does_not_lend() -> None:
+    """A worker with a task timeout does not lend (its agent enforces the timeout) and says so in one line: walking
+    docs/configuration.md's unified example file (`task_timeout_seconds = 600` in [cluster]), each of the 8 workers
+    said "lend_processors is ignored ..." twice, a setting the file never gave."""
+    import subprocess
+
+    from scaler.io.address import free_tcp_port_block
+    from tests.integration.conftest import BIN_DIR
+
+    nobody = f"tcp://127.0.0.1:{free_tcp_port_block(1)}"
+    done = subprocess.run(
+        [str(BIN_DIR / "scaler_worker"), nobody, "--task-timeout-seconds", "600", "--death-timeout-seconds", "1"],
+        capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert output.count("does not lend its processors (lend_processors): task_timeout_seconds is set") == 1, output

@@ -51,9 +51,53 @@ def test_spellings_positional_lists_and_booleans() -> None:
 
 
 def test_abbreviations_are_not_accepted(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit):
-        parse("--cou", "3")
-    assert "unrecognized arguments" in capsys.readouterr().err
+    assert "unknown flag --cou (did you mean --count?)" in refused(capsys, "--cou", "3")
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str, section_type: type = Sample, prog: str = "sample") -> str:
+    """The one error line of a refused command line (exit code 2)."""
+    with pytest.raises(SystemExit) as exited:
+        build_parser(section_type, prog).parse_args(argv)
+    assert exited.value.code == 2
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    return line
+
+
+def test_an_unknown_flag_is_named_with_the_flag_meant(capsys: pytest.CaptureFixture[str]) -> None:
+    """A mistyped flag is named, with the closest flag the command takes, and not with the value argparse then gave
+    the positional argument (`--num-worker 4 tcp://...` once said "unrecognized arguments: --num-worker
+    tcp://..."); a hidden setting is not suggested."""
+    address = "tcp://127.0.0.1:8516"
+    line = refused(capsys, "--num-worker", "4", address, section_type=ClusterConfig, prog="scaler_cluster")
+    assert line == (
+        "scaler_cluster: error: unknown flag --num-worker (did you mean --num-of-workers?) "
+        "(`scaler_cluster -h` lists the flags it takes)"
+    )
+    assert "unknown flag --death-timeout (did you mean --death-timeout-seconds?)" in refused(
+        capsys, "-n", "2", "--death-timeout", "30", section_type=ClusterConfig, prog="scaler_cluster"
+    )
+    assert "unknown flag --policy_content: flags are spelled with hyphens, --policy-content" in refused(
+        capsys, "tcp://127.0.0.1:8516", "--policy_content=x", section_type=SchedulerConfig, prog="scaler_scheduler"
+    )
+    assert "did you mean" not in refused(capsys, "--secrets", "y")
+    assert "unknown flag --colour (" in refused(capsys, "--colour", "red")
+    assert "unrecognized arguments: b (`sample -h`" in refused(capsys, "a", "b")
+    assert parse("-n", "-1") == {"count": "-1"}  # a negative number is a value, not a flag
+
+
+@pytest.mark.parametrize(
+    ("flag", "instead"),
+    [("-ap", "-pc/--policy-content"), ("-scs", "scaling="), ("-awu", "connect to the scheduler themselves"),
+     ("-qs", "-wtqs/--per-worker-task-queue-size"), ("-wn", "--worker-type"), ("-la", "-lp/--logging-paths"),
+     ("--tls-cert", "CURVE keys")],
+)  # fmt: skip
+def test_a_flag_of_an_earlier_release_says_what_replaced_it(
+    capsys: pytest.CaptureFixture[str], flag: str, instead: str
+) -> None:
+    """docs/configuration.md, "Not supported": the 1.x flags this version does not take are refused naming what to
+    give instead (they were refused with argparse's bare "unrecognized arguments")."""
+    line = refused(capsys, "tcp://127.0.0.1:8516", flag, "x", section_type=SchedulerConfig, prog="scaler_scheduler")
+    assert f"unknown flag {flag}: " in line and instead in line
 
 
 def test_hidden_settings_are_accepted_but_not_listed() -> None:
@@ -111,3 +155,14 @@ def test_runtime_config_modules_do_not_import_pydantic() -> None:
                 assert not module.startswith("pydantic"), f"{name}.py imports {module}"
                 if module.startswith("scaler.config."):
                     assert module.rsplit(".", 1)[-1] in light, f"{name}.py imports {module}"
+
+
+def test_the_launcher_names_an_unknown_flag_too(capsys: pytest.CaptureFixture[str]) -> None:
+    from scaler.entry_points.launcher import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["stack.toml", "--idle-shutdown-secs", "60"])
+    assert exited.value.code == 2
+    assert "scaler: error: unknown flag --idle-shutdown-secs (did you mean --idle-shutdown-seconds?)" in (
+        capsys.readouterr().err
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import typing
 from pathlib import Path
 
@@ -53,6 +54,24 @@ def test_generated_files_are_up_to_date() -> None:
     stale = [str(path) for path, text in generated_files().items() if path.read_text() != text]
     assert not stale, f"out of date: {stale}; run python -m scaler.config.reference"
     assert main(["--check"]) == 0
+
+
+def test_the_generator_writes_nothing_into_an_installed_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """From a wheel, configuration.md's `python -m scaler.config.reference` found no docs/ beside site-packages:
+    `--check` said docs/settings.md was out of date, and without it the command would have written a docs/ folder into
+    site-packages. It says to run it in a clone instead, and writes nothing."""
+    from scaler.config import reference
+
+    site_packages = tmp_path / "site-packages"
+    monkeypatch.setattr(reference, "REPOSITORY", site_packages)
+    monkeypatch.setattr(reference, "SETTINGS_PAGE", site_packages / "docs" / "settings.md")
+    monkeypatch.setattr(reference, "COMBO_SETTINGS_MODULE", site_packages / "scaler" / "config" / "combo_settings.py")
+    for arguments in (["--check"], []):
+        assert reference.main(arguments) == 2
+        assert "run it in a clone" in capsys.readouterr().err
+    assert not site_packages.exists()
 
 
 def test_every_core_settings_field_is_declared_or_runtime() -> None:
@@ -139,6 +158,20 @@ def test_the_launchers_scaler_flags_are_its_declared_settings(
     assert load_launcher_file(str(stack)).launcher.idle_shutdown_seconds == 4
     flags = {"idle_shutdown_seconds": "5", "hub": "LOCAL"}
     assert load_launcher_file(str(stack), flags).launcher == LauncherConfig(hub="local", idle_shutdown_seconds=5)
+
+
+def test_settings_md_lists_only_flags_the_launcher_takes(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every flag docs/settings.md gives `scaler FILE` is one of `scaler -h`'s: its [security] table once listed
+    `--server-secret-key` and three more, which the launcher refused."""
+    with pytest.raises(SystemExit):
+        launcher_main(["-h"])
+    usage = capsys.readouterr().out
+    page = (REPOSITORY / "docs" / "settings.md").read_text()
+    tables = [part for part in page.split("\n## ") if part.startswith("`scaler FILE`")]
+    assert len(tables) == 2, "[scaler] and [security]"
+    rows = [line for table in tables for line in table.splitlines() if line.startswith("| `")]
+    listed = {flag for row in rows for flag in re.findall(r"`(--?[\w-]+)`", row.split(" | ")[1])}
+    assert listed and not {flag for flag in listed if flag not in usage}, listed
 
 
 def test_configuration_md_names_every_commands_section_and_environment() -> None:

@@ -64,6 +64,14 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+def test_configuration_md_shows_the_seed_example_file_whole() -> None:
+    """docs/configuration.md runs the users' unified example file "as written": the page shows that file (it once
+    named it without showing it, so its commands could not be run from the page), and it is the one these tests
+    load."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    assert f"```toml\n# example_config.toml\n{SEED_EXAMPLE_CONFIG}```" in page
+
+
 @pytest.fixture
 def example_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.chdir(tmp_path)
@@ -515,6 +523,17 @@ def test_missing_required_value_names_field_and_section(capsys: pytest.CaptureFi
     assert "SCALER_SCHEDULER_BIND_ADDRESS" in error
 
 
+def test_missing_required_value_of_a_worker_manager_names_its_entry(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a file, the message names the [[worker_manager]] entry a file would give it in (it once said 'in the
+    [[worker_manager]] entry with type = "symphony" section')."""
+    error = refusal(capsys, load_worker_manager, ["symphony", ADDRESS])
+    assert (
+        'as service_name in the [[worker_manager]] entry with type = "symphony" of a -c/--config file, or as '
+        "SCALER_SYMPHONY_SERVICE_NAME" in error
+    ), error
+    assert "in the [scheduler] section of a -c/--config file" in refusal(capsys, scheduler, [])
+
+
 def test_missing_required_value_in_a_worker_manager_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = write(tmp_path, f'[[worker_manager]]\ntype = "aws_hpc"\nscheduler_address = "{ADDRESS}"\n')
     error = refusal(capsys, load_worker_manager, ["aws_hpc", "-c", config, "-wmi", "m", "-q", "q", "-d", "d"])
@@ -531,6 +550,30 @@ def test_broken_toml_names_line_and_column(tmp_path: Path, capsys: pytest.Captur
     config = write(tmp_path, f'[scheduler]\nbind_address = "{ADDRESS}"\nprotected = \n')
     error = refusal(capsys, scheduler, ["-c", config])
     assert config in error and re.search(r"line 3, column \d+", error)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (f"[scheduler]\nbind_address = {ADDRESS}\n",
+         f'Invalid value (at line 2, column 16): bind_address = {ADDRESS}; a string is written in quotes: '
+         f'bind_address = "{ADDRESS}"'),
+        ('[scheduler]\npolicy_content = allocate=even_load; scaling=no\n',
+         'a string is written in quotes: policy_content = "allocate=even_load; scaling=no"'),
+        ("[cluster]\nnum_of_workers = 4 workers\n", "(at line 2, column 20): num_of_workers = 4 workers"),
+        ("[scheduler]\nprotected = \n", "(at line 2, column 13): protected ="),
+    ],
+)  # fmt: skip
+def test_broken_toml_shows_its_line_and_how_to_write_a_string(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, said: str
+) -> None:
+    """A string written without quotes, as on a command line, is TOML's "Invalid value": the message shows the line
+    and the line written right (it gave only tomllib's "Invalid value (at line 2, column 16)"); other syntax errors
+    show their line, with no such hint."""
+    error = refusal(capsys, scheduler, ["-c", write(tmp_path, text)])
+    assert said in error, error
+    if "quotes" not in said:
+        assert "quotes" not in error, error
 
 
 def test_duplicate_worker_manager_entries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -552,7 +595,7 @@ def test_file_without_the_command_section(example_config: str, capsys: pytest.Ca
 
 
 def test_unknown_flag_and_unknown_worker_manager_type(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "unrecognized arguments: --colour" in refusal(capsys, scheduler, [ADDRESS, "--colour", "red"])
+    assert "unknown flag --colour" in refusal(capsys, scheduler, [ADDRESS, "--colour", "red"])
     assert 'did you mean "aws_hpc"' in refusal(capsys, load_worker_manager, ["aws-hpc"])
 
 

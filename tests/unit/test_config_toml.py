@@ -270,7 +270,8 @@ def test_the_launcher_notes_the_retired_keys_of_its_worker_managers(tmp_path: Pa
     [
         ('[top]\nmonitor_address = "x"\n', "has none of"),
         ('[[worker_manager]]\nworker_manager_id = "a"\n', "needs type = one of"),
-        ('[[worker_manager]]\ntype = "k8s"\n', 'it has "k8s"'),
+        ('[[worker_manager]]\ntype = "k8s"\n', 'it has "k8s"\\)'),
+        ('[[worker_manager]]\ntype = "baremetal_natve"\n', 'it has "baremetal_natve"; did you mean "baremetal_native"'),
         (
             f'[[worker_manager]]\ntype = "symphony"\nscheduler_address = "{ADDRESS}"\nworker_manager_id = "a"\n'
             'service_name = "s"\n' * 2,

@@ -63,9 +63,12 @@ def run_worker_pool(config: WorkerConfig, count: int, stop_on_worker_death: bool
         running = list(workers)
         while running and not stopping:
             time.sleep(0.2)
+            if stopping:  # Ctrl-C in a terminal reaches the workers too: their exits are this stop, not news
+                break
             for worker in list(running):
                 if worker.poll() is not None:
-                    logger.warning("worker pid %d exited (%s)", worker.pid, describe_exit(worker.returncode))
+                    say = logger.info if worker.returncode == ExitCode.OK else logger.warning
+                    say("worker pid %d exited (%s)", worker.pid, describe_exit(worker.returncode))
                     running.remove(worker)
                     if stop_on_worker_death and not stopping:
                         logger.error("a worker of this unit died: stopping the unit, its manager replaces it")
