@@ -69,6 +69,8 @@ FIND_KEYS = FindKeys()
 #: A reader refused waits this long for the address's stack to publish other keys (a stack restarting with new
 #: keys), or for a refusal in passing to end (a server killed mid-handshake), before it gives up.
 REFUSED_KEYS_WAIT_SECONDS = 30.0
+#: The same with keys given to it (flags, settings): they will not change, so only a refusal in passing is waited out.
+REFUSED_GIVEN_KEYS_WAIT_SECONDS = 3.0
 #: How often a reader refused with keys it found looks for them again.
 FIND_AGAIN_SECONDS = 0.5
 
@@ -77,8 +79,8 @@ class FeedReader:
     """A subscription to one scheduler's monitor address. Not thread-safe; close it when done. `security`: by
     default the keys a client finds for the address (`scaler.security.find_keys`), found again when the feed
     refuses them (a stack that published or changed its keys since); None: plain TCP. An address that is not a
-    monitor feed, or that refuses this reader's keys for REFUSED_KEYS_WAIT_SECONDS, raises FeedConnectionError from
-    `receive`."""
+    monitor feed, or that refuses this reader's keys for REFUSED_KEYS_WAIT_SECONDS (REFUSED_GIVEN_KEYS_WAIT_SECONDS
+    for keys given to it), raises FeedConnectionError from `receive`."""
 
     def __init__(
         self,
@@ -176,7 +178,7 @@ class FeedReader:
             self._keys, self._refused_since = found, None
             self._close_sockets()
             self._open()
-        elif time.monotonic() - since > REFUSED_KEYS_WAIT_SECONDS:
+        elif time.monotonic() - since > (REFUSED_GIVEN_KEYS_WAIT_SECONDS if found.fixed else REFUSED_KEYS_WAIT_SECONDS):
             raise FeedConnectionError(self._refusal(event))
 
     def _refusal(self, event: int) -> str:

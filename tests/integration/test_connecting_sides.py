@@ -22,7 +22,7 @@ from scaler.errors import DisconnectedError
 from scaler.monitor.feed import FeedConnectionError, FeedReader
 from scaler.protocol import messages as m
 from scaler.protocol.feed import STATUS_TOPIC
-from scaler.security.curve import security_of
+from scaler.security.curve import CurveSecurity, security_of
 from tests.integration.conftest import BIN_DIR, Launcher, free_addresses, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -63,6 +63,32 @@ def test_a_cluster_with_keys_of_its_own_is_probed_to_tell_the_port(
             reader.receive(60)
     with Client(scheduler, **keys) as client:  # the right port still works with the same keys
         assert client.address == scheduler
+
+
+def test_a_monitor_reader_with_wrong_keys_given_to_it_gives_up_soon(
+    make_cluster: Callable[..., SchedulerClusterCombo], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys given (scaler_top's --curve-secret-key and --curve-server-key): they will not change, so a feed that
+    refuses them is not waited on for a stack to publish others (found keys are: REFUSED_KEYS_WAIT_SECONDS, made an
+    hour here, so that a reader that waits for them hangs the test into its timeout). Before, scaler_top with a wrong
+    key file showed "waiting for the scheduler's status" for 30 s."""
+    import zmq
+
+    from scaler.monitor import feed
+
+    monkeypatch.setattr(feed, "REFUSED_KEYS_WAIT_SECONDS", 3600.0)
+    cluster = make_cluster(0, secure=True)
+    right = security_of(cluster.client_keys)
+    assert right is not None
+    public, secret = zmq.curve_keypair()  # a pair the cluster never authorised
+    wrong = CurveSecurity(public, secret, right.server_public)
+    monitor = storage_and_monitor(cluster)[1]
+    with FeedReader(monitor, topics=(STATUS_TOPIC,), security=wrong) as reader:
+        with pytest.raises(FeedConnectionError, match="authentication failed with the monitor feed"):
+            while True:
+                reader.receive(1)
+    with FeedReader(monitor, topics=(STATUS_TOPIC,), security=right) as reader:  # the right keys are read
+        assert reader.receive(60) is not None
 
 
 def test_scaler_top_at_the_scheduler_port_says_so_and_exits(make_cluster: Callable[..., SchedulerClusterCombo]) -> None:
