@@ -70,6 +70,7 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
     from scaler.worker.processor.process import ProcessorSettings, run_processor
 
     worker_id = new_worker_id(config.worker_type or "FIX")
+    lends = _lends(config)  # once: it says at INFO why a worker does not lend
     processor_settings = ProcessorSettings(
         scheduler_address=config.scheduler_address,
         worker_id=worker_id,
@@ -79,8 +80,8 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
         trim_memory_threshold_bytes=config.trim_memory_threshold_bytes,
         security=security,
         direct_results=config.direct_results,
-        lend=_lends(config),
-        marks_directory=marks_directory(worker_id) if _lends(config) else "",
+        lend=lends,
+        marks_directory=marks_directory(worker_id) if lends else "",
     )
     # Fork the zygote first: no thread, event loop or ZeroMQ context exists yet.
     from scaler.io.process_profiling import run_profiled
