@@ -65,9 +65,11 @@ def run_worker_pool(config: WorkerConfig, count: int, stop_on_worker_death: bool
             time.sleep(0.2)
             for worker in list(running):
                 if worker.poll() is not None:
-                    logger.warning("worker pid %d exited (%s)", worker.pid, describe_exit(worker.returncode))
+                    if stopping:  # Ctrl-C in a terminal reached the workers too (one process group): not news
+                        break
                     running.remove(worker)
-                    if stop_on_worker_death and not stopping:
+                    logger.warning("worker pid %d exited (%s)", worker.pid, describe_exit(worker.returncode))
+                    if stop_on_worker_death:
                         logger.error("a worker of this unit died: stopping the unit, its manager replaces it")
                         return 1
         if stopping:
