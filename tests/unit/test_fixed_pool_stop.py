@@ -54,3 +54,29 @@ def test_workers_that_leave_on_the_terminals_ctrl_c_are_no_warning(
     assert warnings == []
     said = [record.getMessage() for record in caplog.records]
     assert "received SIGINT: stopping 4 workers" in said, said
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(("code", "warned"), [(0, False), (3, True)])
+def test_workers_that_end_by_themselves_are_a_warning_only_when_they_failed(
+    code: int, warned: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`client.shutdown()` of an unprotected scheduler tells the workers to stop: each exits 0, and the pool logged
+    "WARNING worker pid N exited (exit code 0)" for each. A worker that lost its scheduler (3) is still warned of.
+    Checked by switching it off (the warning whatever the code): the `0` case fails."""
+    workers = [_Worker(pid) for pid in range(1001, 1003)]
+
+    def the_workers_end(seconds: float) -> None:
+        for worker in workers:
+            worker.returncode = code
+
+    monkeypatch.setattr(fixed_pool, "check_worker_config", lambda config: None)
+    monkeypatch.setattr(fixed_pool, "start_workers", lambda config, count: workers)
+    monkeypatch.setattr(fixed_pool, "stop_children", lambda *args, **kwargs: None)
+    monkeypatch.setattr(fixed_pool.time, "sleep", the_workers_end)
+    config = WorkerConfig(scheduler_address="tcp://127.0.0.1:2345")
+    with caplog.at_level(logging.INFO, logger=fixed_pool.__name__):
+        assert fixed_pool.run_worker_pool(config, len(workers)) == code
+    exited = [record for record in caplog.records if "exited (exit code" in record.getMessage()]
+    assert len(exited) == 2
+    assert all((record.levelno >= logging.WARNING) == warned for record in exited)
