@@ -172,6 +172,33 @@ def test_a_broken_edit_of_the_sharing_file_is_said_once_not_at_every_look(
         assert len(caplog.records) == 2
 
 
+def test_a_folder_that_could_not_be_read_for_a_while_is_read_again_and_said_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While the folder cannot be read every peer is refused, said once; once it can be read again (unchanged), its
+    keys are back. Checked by switching it off: without forgetting the folder's stamp, alice stays refused."""
+    import logging
+
+    from scaler.security import authorized_folder
+    from scaler.security.key_files import read_public_key
+
+    make_keys(tmp_path, "alice")
+    alice = read_public_key(str(tmp_path / "alice.key"))
+    folder = authorized_folder.AuthorizedFolder(str(tmp_path), server=b"s" * 40)
+    assert folder.callback("", alice)
+    readable = authorized_folder._folder_stamp
+
+    def unreadable(path: str) -> object:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(authorized_folder, "_folder_stamp", unreadable)
+    with caplog.at_level(logging.ERROR, logger="scaler.security.authorized_folder"):
+        assert not folder.callback("", alice) and not folder.callback("", alice)
+    assert len([r for r in caplog.records if "cannot read the authorised keys" in r.getMessage()]) == 1
+    monkeypatch.setattr(authorized_folder, "_folder_stamp", readable)
+    assert folder.callback("", alice), "the folder is readable again: its keys are back"
+
+
 @pytest.mark.parametrize(
     "text, words",
     [
