@@ -38,6 +38,7 @@ from scaler.config.manager_types import manager_type_of
 from scaler.config.sections import SchedulerConfig, WorkerManagerSettings, section_to_json
 from scaler.io.address import parse_address
 from scaler.io.child_processes import describe_exit, start_python_child
+from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import TransportSecurity
 from scaler.monitor.dashboard import page_urls
 from scaler.monitor.feed import FeedReader
@@ -130,6 +131,9 @@ class Launcher:
             file, implied = with_implied_storage(file)
             if implied is not None:
                 print(f"scaler: {implied}", flush=True)
+            taken = taken_port_problem(file)
+            if taken is not None:  # else a server already there would answer the readiness probe of ours
+                raise RuntimeError(taken)
         file, probe_keys = secured_by_default(file)
         probe = security_of(probe_keys) if probe_keys is not None else None  # connects as the stack's managers do
         storage_address: str | None = None
@@ -326,6 +330,26 @@ class Launcher:
             if child.process.poll() is None:
                 child.process.kill()
                 child.process.wait()
+
+
+def taken_port_problem(file: LauncherFile) -> str | None:
+    """Why a server of the file cannot listen where it says, its port being taken (by another stack, or a server
+    of it left running), naming the port's process; None when every one is free. Checked before anything starts:
+    a server already there would answer the readiness probe in the place of the one that cannot start."""
+    bound: list[tuple[str, str]] = []
+    if file.object_storage_server is not None:
+        bound.append(("the object storage server", file.object_storage_server.bind_address))
+    if file.scheduler is not None:
+        scheduler = file.scheduler
+        monitor = scheduler.monitor_address or str(parse_address(scheduler.bind_address).with_port_offset(2))
+        bound += [("the scheduler", scheduler.bind_address), ("the scheduler's monitor feed", monitor)]
+    if file.gui is not None:
+        bound.append(("the dashboard", f"tcp://{file.gui.gui_address}"))
+    for what, address in bound:
+        problem = address_in_use_problem(address)
+        if problem is not None:
+            return f"{what} cannot listen at {problem}"
+    return None
 
 
 def _wait_for_page(url: str, timeout_seconds: float, process: subprocess.Popen[bytes]) -> None:

@@ -3,8 +3,8 @@ decisions and the sort order (no terminal, no clock), so every line of it is tes
 
 The layout is the seeds' (a top-like screen): the scheduler's cpu/rss, the task states, the messages sent and
 received by type, then "Total N worker(s)" and a worker table sortable by a one-key shortcut (the sorted
-column is marked with brackets; the same key again reverses), then clients, functions, jobs, actors and scaling
-decisions.
+column is marked with brackets; the same key again reverses), then the waiting tasks and why they wait, clients,
+functions, jobs, actors and scaling decisions.
 """
 
 from __future__ import annotations
@@ -119,6 +119,7 @@ def render(
     lines += _worker_table(snapshot.workers, sorting)
     if any(worker.status.memory_limit_source.startswith("cgroup") for worker in snapshot.workers):
         lines.append("mem: the worker's PSS (agent and processors); limit*: its cgroup's memory limit")
+    lines += waiting_lines(snapshot.pending)
     lines += _clients_and_functions(snapshot)
     lines += spend_lines(snapshot.managers)
     lines += warm_lines(snapshot.managers)
@@ -128,6 +129,28 @@ def render(
             f"  {decision.manager_id}: {decision.from_workers} -> {decision.to_workers} workers: {decision.reason}"
             for decision in decisions
         ]
+    return lines
+
+
+#: Waiting groups (capability sets) shown at most; the rest are counted.
+WAITING_GROUPS_SHOWN = 5
+
+
+def waiting_lines(pending: Sequence[m.PendingGroup]) -> list[str]:
+    """Queued tasks by capability set, the oldest one's wait, and why they wait (no worker has the capabilities,
+    a client's quota, every worker busy, ...): what the dashboard's "waiting tasks" shows."""
+    waiting = sorted((group for group in pending if group.count), key=lambda group: -group.count)
+    if not waiting:
+        return []
+    lines = ["", f"{'waiting tasks':>30} {'queued':>7} {'running':>7} {'oldest':>8}  why"]
+    for group in waiting[:WAITING_GROUPS_SHOWN]:
+        names = ",".join(name if value < 0 else f"{name}={value}" for name, value in group.capabilities) or "-"
+        lines.append(
+            f"{names[:30]:>30} {group.count:>7,} {group.running:>7,} {age(group.oldest_queued_seconds):>8}  "
+            f"{group.reason or '-'}"
+        )
+    if len(waiting) > WAITING_GROUPS_SHOWN:
+        lines.append(f"{'':>30} ... and {len(waiting) - WAITING_GROUPS_SHOWN} more capability set(s)")
     return lines
 
 

@@ -50,6 +50,10 @@ class AuthorizedFolder:
         self._sharing: dict[bytes, KeySharing] = {}
         self._refused: set[bytes] = set()
         self._looked_at = -RELOAD_SECONDS
+        #: the stamp of a folder found broken (a bad sharing.toml or key file): said once, not read again until it
+        #: changes (it is looked at every RELOAD_SECONDS and at each handshake)
+        self._broken: tuple[tuple[str, float, tuple[str, ...]], ...] | None = None
+        self._unreadable = ""  #: the last "cannot read" said (said once while it lasts)
 
     def roles_of(self, public_key: bytes) -> frozenset[str]:
         """The roles of a z85 public key now (empty: not authorised, or no longer). The folder is looked at
@@ -89,16 +93,21 @@ class AuthorizedFolder:
         try:
             stamp = _folder_stamp(self._folder)
         except OSError as error:
-            logger.error("cannot read the authorised keys in %s: %s; refusing every peer", self._folder, error)
-            self._roles = {}
+            said = f"cannot read the authorised keys in {self._folder}: {error}; refusing every peer"
+            if said != self._unreadable:
+                logger.error("%s", said)
+                self._unreadable = said
+            self._roles, self._seen = {}, None
             return
-        if stamp != self._seen:
+        self._unreadable = ""
+        if stamp != self._seen and stamp != self._broken:
             try:
                 self._roles, self._sharing = authorized_keys(self._folder), authorized_sharing(self._folder)
             except KeyFileError as error:
                 logger.error("%s; the previous authorised keys stay in force", error)
+                self._broken = stamp
                 return
-            self._seen = stamp
+            self._seen, self._broken = stamp, None
             self._refused.clear()
 
 

@@ -70,7 +70,7 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
     from scaler.worker.processor.process import ProcessorSettings, run_processor
 
     worker_id = new_worker_id(config.worker_type or "FIX")
-    lends = _lends(config)  # once: it says why a worker does not lend
+    lends = _lends(config)  # once: it says at INFO why a worker does not lend
     processor_settings = ProcessorSettings(
         scheduler_address=config.scheduler_address,
         worker_id=worker_id,

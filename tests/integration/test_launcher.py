@@ -8,6 +8,7 @@ import contextlib
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,7 +20,15 @@ import pytest
 from scaler import Client
 from scaler.config.loader import load_launcher_file
 from scaler.policy.registry import make_policy
-from tests.integration.conftest import BIN_DIR, free_addresses, is_alive, probe_scheduler, wait_for, wait_for_workers
+from tests.integration.conftest import (
+    BIN_DIR,
+    Launcher,
+    free_addresses,
+    is_alive,
+    probe_scheduler,
+    wait_for,
+    wait_for_workers,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -149,6 +158,41 @@ def test_a_child_that_dies_stops_the_rest_and_the_launcher_exits_non_zero(tmp_pa
         assert running.popen.wait(timeout=60) == 1
         assert "object storage server exited unexpectedly (killed by SIGKILL)" in running.log()
         assert running.leftovers() == []
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("taken", ["object_storage", "scheduler", "monitor"])
+def test_a_port_of_the_file_already_taken_is_named_before_anything_starts(
+    tmp_path: Path, taken: str, launcher: Launcher
+) -> None:
+    """Walking docs/guide/clusters.md with the object storage server of its piece-by-piece commands still
+    running, `scaler local.toml` printed "scaler: object storage server at tcp://127.0.0.1:8517 (pid N)" (the
+    server left running answered the readiness probe), started the scheduler, then failed with "a cluster process
+    (pid N) exited during start-up". Here a real object storage server holds the storage's port, a plain socket the
+    scheduler's or its monitor's. Checked by switching it off (no `taken_port_problem`): each case fails (the
+    object storage one on the line saying the server started)."""
+    path, scheduler, monitor = stack_file(tmp_path, workers=1)
+    storage = load_launcher_file(str(path)).object_storage_server
+    assert storage is not None
+    address = {"object_storage": storage.bind_address, "scheduler": scheduler, "monitor": monitor}[taken]
+    host, port = address.removeprefix("tcp://").rsplit(":", 1)
+    with contextlib.ExitStack() as holding:
+        if taken == "object_storage":
+            holder = launcher.object_storage(address)
+            wait_for(lambda: "listening on" in holder.log_text(), "the object storage server to listen", 30)
+            holder_pid = holder.popen.pid
+        else:
+            sock = holding.enter_context(socket.socket())
+            sock.bind((host, int(port)))
+            sock.listen()
+            holder_pid = os.getpid()
+        done = subprocess.run(
+            [str(BIN_DIR / "scaler"), str(path)], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+        )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert f"port {port} is already in use (pid {holder_pid}:" in output, output
+    assert "scaler: object storage server at" not in output and "scaler: scheduler at" not in output, output
 
 
 @pytest.mark.timeout(60)

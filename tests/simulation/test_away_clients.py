@@ -314,6 +314,32 @@ def test_a_client_that_leaves_nothing_unfinished_without_a_goodbye_is_not_warned
         assert len(warned) == 1 and "1 unfinished task(s)" in warned[0], warned
 
 
+def test_the_warning_about_a_client_whose_connection_closed_while_it_talked_gives_its_grace_not_its_window(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Found walking docs/guide/failures.md ("your client process dies: ... 5 s later the scheduler cancels its
+    tasks"): the scheduler's log said "its work is cancelled if it stays silent for 1800 s", then, 5 s later, that
+    it was cancelled. The warning gives the 5 s that apply; a client silent past its timeout keeps its window in
+    it. Checked with `lost` no longer passing the grace to `away`: the first assertion fails (1800 s)."""
+    sim = cluster()
+    ended, asleep_client = sim.add_client("ended"), sim.add_client("asleep")
+    sim.add_worker()
+    sim.submit(ended, [task(ended.peer, 1)])
+    sim.submit(asleep_client, [task(asleep_client.peer, 2)])
+    sim.advance(1)
+    with caplog.at_level(logging.INFO, logger="scaler.scheduler.core.client_sessions"):
+        sim.feed(PeerLost(ended.peer, "connection closed", sim.now))
+        (warned,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert "its work is cancelled unless it speaks again within 5 s" in warned, warned
+        caplog.clear()
+        asleep_client.online = False
+        asleep(sim, asleep_client, TIMEOUT + 1)
+        warned = [
+            r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "is away" in r.getMessage()
+        ]
+        assert len(warned) == 1 and f"cancelled if it stays silent for {WINDOW:g} s" in warned[0], warned
+
+
 def test_a_peer_lost_for_good_is_dropped_whatever_its_window() -> None:
     sim = cluster()
     client = sim.add_client()

@@ -134,6 +134,71 @@ def test_the_sharing_file_is_read_with_the_folder_and_again_when_it_changes(tmp_
     assert folder.sharing_of(alice) == KeySharing(3.0, 20, 4, 2.5, 10_000_000_000)
 
 
+def test_a_broken_edit_of_the_sharing_file_is_said_once_not_at_every_look(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/guide/sharing.md: "a broken edit later is logged and the previous settings stay in force". Walking it
+    (a share of -1 written into a running stack's sharing.toml), the scheduler and the object storage server each
+    logged the error at every look at the folder, several times a second for as long as the file stayed broken.
+    Checked by switching it off (no memory of the broken folder): the error is counted five times."""
+    import logging
+    import os
+
+    from scaler.security.authorized_folder import AuthorizedFolder
+    from scaler.security.key_files import read_public_key
+
+    make_keys(tmp_path, "alice")
+    alice = read_public_key(str(tmp_path / "alice.key"))
+    sharing = tmp_path / "sharing.toml"
+
+    def edit(text: str, stamp: float) -> None:
+        sharing.write_text(text)
+        os.utime(sharing, (stamp, stamp))  # each edit a time of its own, however fast the test writes
+
+    edit("[alice]\nshare = 3\n", 1_000_000.0)
+    folder = AuthorizedFolder(str(tmp_path), server=b"s" * 40)
+    assert folder.callback("", alice) and folder.sharing_of(alice) == KeySharing(3.0)
+    edit("[alice]\nshare = -1\n", 1_000_001.0)
+    with caplog.at_level(logging.ERROR, logger="scaler.security.authorized_folder"):
+        for _ in range(5):  # handshakes: each looks at the folder
+            assert folder.callback("", alice), "the previous keys stay in force"
+        said = [record.getMessage() for record in caplog.records]
+        assert len(said) == 1 and "share must be a positive number" in said[0], said
+        assert folder.sharing_of(alice) == KeySharing(3.0), "the previous settings stay in force"
+        edit("[alice]\nshare = 2\n", 1_000_002.0)
+        assert folder.callback("", alice) and folder.sharing_of(alice) == KeySharing(2.0)
+        edit("[alice]\nshare = 0\n", 1_000_003.0)  # broken again: said again
+        folder.callback("", alice)
+        assert len(caplog.records) == 2
+
+
+def test_a_folder_that_could_not_be_read_for_a_while_is_read_again_and_said_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While the folder cannot be read every peer is refused, said once; once it can be read again (unchanged), its
+    keys are back. Checked by switching it off: without forgetting the folder's stamp, alice stays refused."""
+    import logging
+
+    from scaler.security import authorized_folder
+    from scaler.security.key_files import read_public_key
+
+    make_keys(tmp_path, "alice")
+    alice = read_public_key(str(tmp_path / "alice.key"))
+    folder = authorized_folder.AuthorizedFolder(str(tmp_path), server=b"s" * 40)
+    assert folder.callback("", alice)
+    readable = authorized_folder._folder_stamp
+
+    def unreadable(path: str) -> object:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(authorized_folder, "_folder_stamp", unreadable)
+    with caplog.at_level(logging.ERROR, logger="scaler.security.authorized_folder"):
+        assert not folder.callback("", alice) and not folder.callback("", alice)
+    assert len([r for r in caplog.records if "cannot read the authorised keys" in r.getMessage()]) == 1
+    monkeypatch.setattr(authorized_folder, "_folder_stamp", readable)
+    assert folder.callback("", alice), "the folder is readable again: its keys are back"
+
+
 @pytest.mark.parametrize(
     "text, words",
     [

@@ -153,3 +153,29 @@ def test_while_no_status_came_the_screen_says_which_address_and_where_the_monito
     lines = render(None, [], Sorting(), "ipc:///tmp/elsewhere")
     assert "waiting for the scheduler's status at ipc:///tmp/elsewhere" in lines[0]
     assert "monitor address is" in lines[1] and "port + 2" in lines[1]
+
+
+def test_waiting_tasks_show_by_capability_set_with_why_they_wait() -> None:
+    """docs/guide/failures.md ("the task waits, as `scaler_top` shows why") and sharing.md (the quota's "why pending"
+    reason "in `scaler_top`"): walking them, the screen showed neither; the reasons were on the dashboard only.
+    Checked to fail with the waiting section left out of the screen."""
+    quota = m.PendingGroup((), 98, "98 at their client's quota of running tasks (max_running_tasks); busy", 2, 75.0)
+    gpu = m.PendingGroup((("gpu", -1), ("mem", 64)), 3, "no connected worker has the capabilities gpu", 0, 7.0)
+    idle = m.PendingGroup((("fpga", -1),), 0, "", 4)  # nothing queued: nothing to explain
+    status = replace(snapshot(worker("aaa", 1, 0)), pending=(gpu, idle, quota))
+    lines = render(status, [], Sorting(), "a")
+    start = next(index for index, line in enumerate(lines) if line.split()[:2] == ["waiting", "tasks"])
+    assert lines[start].split() == ["waiting", "tasks", "queued", "running", "oldest", "why"]
+    assert lines[start + 1].split()[:5] == ["-", "98", "2", "1m15s", "98"]
+    assert lines[start + 1].endswith("98 at their client's quota of running tasks (max_running_tasks); busy")
+    assert lines[start + 2].split()[:4] == ["gpu,mem=64", "3", "0", "7s"]
+    assert lines[start + 2].endswith("no connected worker has the capabilities gpu")
+    assert not any("fpga" in line for line in lines)
+    assert not any("waiting tasks" in line for line in render(snapshot(worker("aaa", 1, 0)), [], Sorting(), "a"))
+
+
+def test_past_five_waiting_capability_sets_the_rest_are_counted() -> None:
+    groups = tuple(m.PendingGroup(((f"c{n}", -1),), 10 - n, "busy") for n in range(7))
+    lines = render(replace(snapshot(worker("aaa", 1, 0)), pending=groups), [], Sorting(), "a")
+    assert sum(1 for line in lines if line.strip().startswith("c") and line.rstrip().endswith("busy")) == 5
+    assert any("... and 2 more capability set(s)" in line for line in lines)

@@ -229,7 +229,7 @@ class ClientSessions:
         elif paused is not None:  # its last messages were read late: they tell nothing of its silence (rule 2)
             self.away(peer, f"connection lost ({reason}) while this scheduler was paused for {paused:.0f} s")
         elif silent < CRASH_SILENCE_SECONDS:  # its process ended, most likely (rule 2)
-            self.away(peer, f"connection lost ({reason}) while it was talking")
+            self.away(peer, f"connection lost ({reason}) while it was talking", grace=CRASH_GRACE_SECONDS)
             if client.is_away:
                 client.drop_at = self._core.now + CRASH_GRACE_SECONDS
         else:
@@ -254,7 +254,9 @@ class ClientSessions:
             return None
         return pause[1] - pause[0]
 
-    def away(self, peer: PeerID, reason: str) -> None:
+    def away(self, peer: PeerID, reason: str, grace: float | None = None) -> None:
+        """The client is away: its work waits for it for its resume window, or, `grace`, only that long (its
+        connection closed while it talked: its process ended, most likely)."""
         core = self._core
         client = core.clients.get(peer)
         if client is None or client.is_away:
@@ -264,12 +266,15 @@ class ClientSessions:
             return
         client.away_reason = reason
         unfinished = len(core.tasks.by_client.get(ClientID(peer), ()))
+        if grace is None or grace >= client.resume_seconds:
+            cancelled = f"cancelled if it stays silent for {client.resume_seconds:g} s"
+        else:
+            cancelled = f"cancelled unless it speaks again within {grace:g} s"
         # with nothing unfinished nothing waits for it: the end of a client that left without a goodbye (a client
         # made inside a task ends with its processor) is not news; a client that leaves work behind is
         (logger.warning if unfinished else logger.info)(
-            "client %s is away (%s): its %d unfinished task(s) go on and their answers wait for it; its work is "
-            "cancelled if it stays silent for %g s",
-            short(peer), reason, unfinished, client.resume_seconds,
+            "client %s is away (%s): its %d unfinished task(s) go on and their answers wait for it; its work is %s",
+            short(peer), reason, unfinished, cancelled,
         )  # fmt: skip
 
     def back(self, peer: PeerID, resuming: bool) -> None:

@@ -164,9 +164,10 @@ class AgentCore:
                 address=settings.scheduler_address,
                 heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
                 timeout_seconds=settings.death_timeout_seconds,
-                # a closed connection starts the grace: past it with no scheduler answering, the worker exits
+                # a closed connection starts the grace: past it with no scheduler answering, the worker exits; a death
+                # timeout shorter than the grace ends the wait first, so the grace it announces is at most that
                 lost_on_disconnect=settings.scheduler_lost_grace_seconds > 0,
-                lost_grace_seconds=settings.scheduler_lost_grace_seconds or None,
+                lost_grace_seconds=min(settings.scheduler_lost_grace_seconds, settings.death_timeout_seconds) or None,
                 pause_after_seconds=settings.pause_after_seconds,
             )
         )

@@ -67,10 +67,14 @@ def run_worker_pool(config: WorkerConfig, count: int, stop_on_worker_death: bool
                 break
             for worker in list(running):
                 if worker.poll() is not None:
-                    say = logger.info if worker.returncode == ExitCode.OK else logger.warning
-                    say("worker pid %d exited (%s)", worker.pid, describe_exit(worker.returncode))
+                    if stopping:  # Ctrl-C in a terminal reached the workers too (one process group): not news
+                        break
                     running.remove(worker)
-                    if stop_on_worker_death and not stopping:
+                    # exit code 0: the scheduler told it to stop (a cluster shutdown), no news to warn of
+                    (logger.warning if worker.returncode else logger.info)(
+                        "worker pid %d exited (%s)", worker.pid, describe_exit(worker.returncode)
+                    )
+                    if stop_on_worker_death:
                         logger.error("a worker of this unit died: stopping the unit, its manager replaces it")
                         return 1
         if stopping:

@@ -1,7 +1,7 @@
 """The native backend's memory of its units, kept on disk so that a restarted manager adopts them.
 
-One small JSON file per unit in a directory per (manager id, scheduler address) under the system's
-temporary directory. A record names the unit's process by pid *and* start time, so a pid reused by
+One small JSON file per unit in a directory per (manager id, scheduler address, network namespace) under the
+system's temporary directory. A record names the unit's process by pid *and* start time, so a pid reused by
 an unrelated process after a reboot or a long time is never taken for the unit.
 """
 
@@ -31,13 +31,26 @@ class UnitRecord:
 
 
 def state_directory_for(manager_id: str, scheduler_address: str, root: Path | None = None) -> Path:
-    """`<tmp>/scaler-worker-managers-<uid>/<manager id>-<hash>`: one per manager id and scheduler."""
+    """`<tmp>/scaler-worker-managers-<uid>/<manager id>-<hash>`: one per manager id and scheduler. The scheduler is
+    its address in this network namespace: a stack in another namespace (a container, `ip netns`) that shares the
+    temporary folder and has the same address and manager id is another scheduler, whose units are not ours to
+    adopt or stop."""
     if root is None:
         user = str(os.getuid()) if hasattr(os, "getuid") else "user"
         root = Path(tempfile.gettempdir()) / f"scaler-worker-managers-{user}"
-    digest = hashlib.sha256(f"{scheduler_address}\n{manager_id}".encode()).hexdigest()[:12]
+    namespace = network_namespace()
+    scheduler = f"{scheduler_address}\n{manager_id}" + (f"\n{namespace}" if namespace else "")
+    digest = hashlib.sha256(scheduler.encode()).hexdigest()[:12]
     readable = re.sub(r"[^A-Za-z0-9_.]", "_", manager_id)[:40]
     return root / f"{readable}-{digest}"
+
+
+def network_namespace() -> str:
+    """This process's network namespace (`net:[4026531840]` on Linux), or "" where it cannot be told."""
+    try:
+        return os.readlink("/proc/self/ns/net")
+    except OSError:
+        return ""
 
 
 class UnitRecords:

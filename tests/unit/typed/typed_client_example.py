@@ -34,3 +34,10 @@ def use(client: Client) -> None:
     bad_map: list[int] = client.map(shout, ["a"])  # error: the map's result type
     bad_items: list[str] = client.map(shout, [1, 2])  # error: the items' type
     print(wrong, bad_map, bad_items)
+
+    # docs/guide/client_api.md: submit's own keywords are flagged for a function without such a parameter, and
+    # submit_verbose is the spelling that type-checks
+    client.submit(add, 1, 2, profiling=True)  # error: not a parameter of add
+    client.submit(add, 1, 2, priority=5)  # error: not a parameter of add
+    verbose: int = client.submit_verbose(add, (1, 2), {}, profiling=True, priority=5).result()
+    print(verbose)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from scaler.config.sections import NestedParents
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID
@@ -434,6 +438,28 @@ def test_a_worker_whose_scheduler_is_gone_for_the_grace_period_exits_and_one_tha
     agent.handle(core.SchedulerDisconnected(1.0))
     agent.handle(core.FromScheduler(m.ProtocolError("unknown peer", m.ProtocolErrorKind.UNKNOWN_PEER), 5.0))
     assert not [e for e in agent.handle(core.AgentTick(30.0)) if isinstance(e, core.Exit)], "a scheduler answered"
+
+
+def test_a_death_timeout_shorter_than_the_grace_is_the_wait_the_worker_announces(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Walking docs/guide/clusters.md's exit codes with `scaler_cluster ... --death-timeout-seconds 5` and the
+    scheduler stopped: each worker said "the connection to the scheduler ... closed: waiting up to 60 s for a
+    scheduler to answer there again", then exited 4 s later, its death timeout over. Checked by switching it off
+    (the grace alone in the link's settings): the notice says 60 s and this test fails."""
+    agent, _ = make(death_timeout_seconds=5, scheduler_lost_grace_seconds=60.0)
+    connect(agent)
+    with caplog.at_level(logging.WARNING, logger=core.__name__):
+        agent.handle(core.SchedulerDisconnected(1.0))
+    (notice,) = [record.getMessage() for record in caplog.records if "waiting up to" in record.getMessage()]
+    assert "closed: waiting up to 5 s for a scheduler" in notice, notice
+    (exit_effect,) = [e for e in agent.handle(core.AgentTick(6.5)) if isinstance(e, core.Exit)]
+    assert exit_effect.code == core.EXIT_SCHEDULER_LOST
+    agent, _ = make(death_timeout_seconds=300, scheduler_lost_grace_seconds=60.0)  # the defaults: the grace
+    connect(agent)
+    with caplog.at_level(logging.WARNING, logger=core.__name__):
+        agent.handle(core.SchedulerDisconnected(1.0))
+    assert any("closed: waiting up to 60 s" in record.getMessage() for record in caplog.records)
 
 
 # ---------------------------------------------------------------- actors (rule 5)
