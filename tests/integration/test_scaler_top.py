@@ -26,22 +26,24 @@ pytestmark = [
 
 
 class Terminal:
-    """A tmux session running a shell, 160x50."""
+    """A tmux session running a shell, 160x50, on a tmux server of its own (a socket in the test's folder): a server
+    already running (the user's own) would give the shell its environment, not the test's."""
 
     def __init__(self, directory: Path) -> None:
         self.name = f"scaler-top-{uuid.uuid4().hex[:8]}"
+        self._tmux = ["tmux", "-S", str(directory / "tmux.socket")]
         subprocess.run(
-            ["tmux", "new-session", "-d", "-s", self.name, "-x", "160", "-y", "50", "-c", str(directory),
+            [*self._tmux, "new-session", "-d", "-s", self.name, "-x", "160", "-y", "50", "-c", str(directory),
              "bash --norc --noprofile"],
             check=True,
         )  # fmt: skip
 
     def type(self, *keys: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+        subprocess.run([*self._tmux, "send-keys", "-t", self.name, *keys], check=True)
 
     def screen(self) -> str:
         return subprocess.run(
-            ["tmux", "capture-pane", "-p", "-t", self.name], check=True, capture_output=True, text=True
+            [*self._tmux, "capture-pane", "-p", "-t", self.name], check=True, capture_output=True, text=True
         ).stdout
 
     def shows(self, text: str, timeout_seconds: float = 30) -> str:
@@ -50,7 +52,7 @@ class Terminal:
         )
 
     def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run([*self._tmux, "kill-server"], capture_output=True)
 
 
 @pytest.fixture
