@@ -116,3 +116,9 @@ def test_each_target_says_why_in_words() -> None:
     )
     assert reason(snapshot(tasks=40, own=2, max_workers=2)).endswith("one more (capped at 2), vanilla policy")
     assert reason(snapshot(tasks=0, own=2)) == "no tasks, vanilla policy"
+    below = "below 1): {} to 1, 10 tasks each, vanilla policy"
+    assert reason(snapshot(tasks=3, own=4)).endswith(below.format("shrink"))
+    # a manager with no worker beside a fixed pool's four: the ratio is low, and this manager grows (walking
+    # clusters.md, the log said "shrink" as the manager went from 0 to 1 worker)
+    assert reason(snapshot(tasks=3, own=0, others=4)).endswith(below.format("grow"))
+    assert reason(snapshot(tasks=3, own=1, others=4)).endswith(below.format("keep"))

@@ -49,5 +49,8 @@ class VanillaScaling:
         if ratio < self.lower_ratio:
             if tasks == 0:
                 return 0, "no tasks"
-            return max(1, ceil(tasks / self.upper_ratio)), f"{load}, below {self.lower_ratio:g}): shrink"
+            wanted = max(1, ceil(tasks / self.upper_ratio))
+            # the formula's count, which may be more than this manager has (its own count is not its base here)
+            to = "shrink" if wanted < current else "grow" if wanted > current else "keep"
+            return wanted, f"{load}, below {self.lower_ratio:g}): {to} to {wanted}, {self.upper_ratio:g} tasks each"
         return current, f"{load}): keep"
