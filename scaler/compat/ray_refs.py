@@ -163,8 +163,9 @@ class ObjectRef:
 class ObjectRefGenerator:
     """What `.remote()` of a streaming generator gives (Ray's `ObjectRefGenerator`): iterating it (`for`, `next`,
     `async for`) gives an ObjectRef of each value the generator yielded, in order. Unlike Ray's, the references come
-    once the task has run to its end (its values are not streamed back while it runs), and a generator that raised
-    gives one reference, whose `ray.get` raises its exception (Ray's give the values yielded before it first)."""
+    once the task has run to its end (its values are not streamed back while it runs). A generator that raised gives,
+    as Ray's, a reference per value it yielded before, then one whose `ray.get` raises its exception (only that one
+    when its exception cannot be pickled: the task failed with it)."""
 
     def __init__(self, future: concurrent.futures.Future[Any], store: Callable[[Any], ObjectReference]) -> None:
         self._future = future
@@ -213,7 +214,24 @@ class ObjectRefGenerator:
             values = self._future.result()
         except BaseException:  # the error, as the last reference (its get raises it)
             return [ObjectRef(self._future, store=self._store)]
-        return [ObjectRef(self._future, index, store=self._store) for index in range(len(values))]
+        refs = [ObjectRef(self._future, index, store=self._store) for index in range(len(values))]
+        if isinstance(values, StreamEnd):  # it raised after yielding these: a last reference raises its error
+            failed: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            failed.set_exception(values.error)
+            refs.append(ObjectRef(failed))
+        return refs
+
+
+class StreamEnd(list):  # type: ignore[type-arg]
+    """What a streaming generator's task returns when the generator raised after yielding values: those values, and
+    the error."""
+
+    def __init__(self, values: list[Any], error: BaseException) -> None:
+        super().__init__(values)
+        self.error = error
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StreamEnd, (list(self), self.error))
 
 
 #: The most values `found_in` looks at in one call's arguments: past it, what is deeper is not looked into.

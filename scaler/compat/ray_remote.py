@@ -14,7 +14,7 @@ import cloudpickle
 
 from scaler.client.client import Client
 from scaler.compat.ray_actors import ActorClass, pin_handles
-from scaler.compat.ray_refs import DeferredCall, ObjectRef, ObjectRefGenerator, found_in, install_ray_api
+from scaler.compat.ray_refs import DeferredCall, ObjectRef, ObjectRefGenerator, StreamEnd, found_in, install_ray_api
 from scaler.compat.ray_session import current, read_stored
 from scaler.payload.serializer import DefaultSerializer
 from scaler.payload.task_encoder import describe
@@ -54,14 +54,10 @@ class RemoteFunction:
                 f"ray.remote option(s) {', '.join(unsupported)} are not supported by scaler.compat.ray "
                 f"(supported: {', '.join(sorted(self.OPTIONS))})"
             )
-        if options.get("retry_exceptions", False) is not False:
-            raise NotImplementedError(
-                "ray.remote(retry_exceptions=...) is not supported by scaler.compat.ray: a task that raises is not "
-                "run again; catch the exception in the function and retry there"
-            )
         max_retries = _whole_number(options, "max_retries", 3)
         if max_retries < -1:
             raise ValueError(f"max_retries must be an integer >= -1, not {max_retries!r}")
+        retry = _retry_of(options.get("retry_exceptions", False), max_retries)
         if _whole_number(options, "max_calls", 0) < 0:
             raise ValueError(f"max_calls must be an integer >= 0, not {options['max_calls']!r}")
         num_returns = options.get("num_returns", 1)
@@ -89,7 +85,7 @@ class RemoteFunction:
         except (TypeError, ValueError):
             self._signature = None
         functools.update_wrapper(self, function)
-        self._call = functools.partial(_call_remote, function, STREAMING if self._streaming else num_returns)
+        self._call = functools.partial(_call_remote, function, STREAMING if self._streaming else num_returns, retry)
 
     @property
     def num_returns(self) -> int:
@@ -232,14 +228,49 @@ def _whole_number(options: dict[str, Any], name: str, default: int) -> int:
     return value
 
 
-def _call_remote(function: Callable[..., Any], num_returns: int, *args: Any, **kwargs: Any) -> Any:
-    """Runs on a worker: the call, its result checked against `num_returns` (a generator's values as a list for
-    STREAMING, or as the `num_returns` values when it is more than one, as Ray's generators with a static
-    `num_returns`)."""
+#: How a task that raised runs again (`retry_exceptions`): how many more times (-1: no limit), and the exception types
+#: that do (an empty tuple: any exception); None: it does not.
+Retry = tuple[int, tuple[type[BaseException], ...]] | None
+
+
+def _retry_of(retry_exceptions: Any, max_retries: int) -> Retry:
+    """Ray's `retry_exceptions`: False, True (any exception) or a list of exception types."""
+    if retry_exceptions is False or retry_exceptions is None or max_retries == 0:
+        return None
+    if retry_exceptions is True:
+        return (max_retries, ())
+    if (
+        isinstance(retry_exceptions, (list, tuple))
+        and retry_exceptions
+        and all(isinstance(kind, type) and issubclass(kind, BaseException) for kind in retry_exceptions)
+    ):
+        return (max_retries, tuple(retry_exceptions))
+    raise TypeError(f"retry_exceptions must be True, False or a list of exception types, not {retry_exceptions!r}")
+
+
+def _call_remote(function: Callable[..., Any], num_returns: int, retry: Retry, *args: Any, **kwargs: Any) -> Any:
+    """Runs on a worker: the call (run again in this process when it raises an exception `retry` names, as Ray runs
+    it again), its result checked against `num_returns` (a generator's values as a list for STREAMING, or as the
+    `num_returns` values when it is more than one, as Ray's generators with a static `num_returns`). A streaming
+    generator that raised after yielding gives its values and its error (`StreamEnd`), as Ray's gives a reference
+    per value yielded, then one raising its error."""
+    retries_left = -1 if retry is None else retry[0]
+    while True:
+        try:
+            return _call_once(function, num_returns, *args, **kwargs)
+        except Exception as error:
+            if retry is None or retries_left == 0 or (retry[1] and not isinstance(error, retry[1])):
+                raise
+            retries_left -= 1
+
+
+def _call_once(function: Callable[..., Any], num_returns: int, *args: Any, **kwargs: Any) -> Any:
     result = function(*args, **kwargs)
     if num_returns == 0:
         return None
-    if num_returns == STREAMING or (num_returns > 1 and inspect.isgenerator(result)):
+    if num_returns == STREAMING:
+        return _values_of(result)
+    if num_returns > 1 and inspect.isgenerator(result):
         result = list(result)
     if num_returns > 1:
         try:
@@ -249,3 +280,21 @@ def _call_remote(function: Callable[..., Any], num_returns: int, *args: Any, **k
         if count != num_returns:
             raise ValueError(f"Task returned {count} objects, but num_returns={num_returns}.")
     return result
+
+
+def _values_of(generator: Any) -> list[Any]:
+    """A streaming generator's values; when it raised after yielding some, those and its error (StreamEnd), unless
+    the error cannot be pickled (then it is raised: the task fails with it)."""
+    values: list[Any] = []
+    try:
+        for value in generator:
+            values.append(value)
+    except Exception as error:
+        if not values:
+            raise
+        try:
+            cloudpickle.dumps(error)
+        except Exception:
+            raise error from None
+        return StreamEnd(values, error)
+    return values

@@ -245,3 +245,51 @@ def test_a_dead_actor_raises_ray_actor_error_a_ray_error(connected: None) -> Non
     assert isinstance(raised.value, ray.exceptions.RayActorError)
     assert isinstance(raised.value, ray.exceptions.ActorDiedError)
     assert isinstance(raised.value, ScalerActorDiedError)
+
+
+@ray.remote
+def yield_then_fail(count: int) -> Iterator[int]:
+    yield from range(count)
+    raise ValueError("stopped")
+
+
+@ray.remote
+class Attempts:
+    def __init__(self) -> None:
+        self.count = 0
+
+    def next(self) -> int:
+        self.count += 1
+        return self.count
+
+
+def fails_until(attempts: Any, succeeding_attempt: int, error: type[Exception] = KeyError) -> int:
+    attempt = int(ray.get(attempts.next.remote()))
+    if attempt < succeeding_attempt:
+        raise error(f"attempt {attempt}")
+    return attempt
+
+
+def test_a_generator_that_raised_gives_its_values_then_its_error(connected: None) -> None:
+    """Ray's streaming generator: a reference per value yielded, then one raising the error, then StopIteration.
+    Checked to fail with the task failing outright (one reference, raising)."""
+    generator = yield_then_fail.remote(2)
+    assert ray.get(next(generator)) == 0
+    assert ray.get(next(generator)) == 1
+    with pytest.raises(ray.exceptions.RayTaskError, match="stopped"):
+        ray.get(next(generator))
+    with pytest.raises(StopIteration):
+        next(generator)
+
+
+def test_retry_exceptions_runs_a_failed_task_again(connected: None) -> None:
+    """`retry_exceptions=[KeyError], max_retries=2`: a KeyError runs the task again, up to twice; another exception
+    does not. Checked to fail with retry_exceptions refused (NotImplementedError at the decorator)."""
+    retried = ray.remote(retry_exceptions=[KeyError], max_retries=2)(fails_until)
+    assert ray.get(retried.remote(Attempts.remote(), 3), timeout=RETURNS_AT_ONCE_SECONDS) == 3
+    with pytest.raises(KeyError, match="attempt 3"):
+        ray.get(retried.remote(Attempts.remote(), 4), timeout=RETURNS_AT_ONCE_SECONDS)
+    with pytest.raises(ValueError, match="attempt 1"):
+        ray.get(retried.remote(Attempts.remote(), 2, ValueError), timeout=RETURNS_AT_ONCE_SECONDS)
+    with pytest.raises(TypeError, match="retry_exceptions"):
+        ray.remote(retry_exceptions="yes")(len)
