@@ -34,11 +34,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from scaler.compat.ray_actors import get_actor, kill, method
-from scaler.compat.ray_errors import RayError, RayTaskError, TaskCancelledError
+from scaler.compat.ray_errors import ActorDiedError, RayActorError, RayError, RayTaskError, TaskCancelledError
 from scaler.compat.ray_refs import GetTimeoutError, ObjectRef, ObjectRefGenerator
 from scaler.compat.ray_remote import RemoteFunction, deferred_call_of, remote
 from scaler.compat.ray_session import current, init, is_initialized, read_stored, scaler_init, shutdown
-from scaler.errors import ActorDiedError
 
 __all__ = [
     "GetTimeoutError",
@@ -220,7 +219,7 @@ exceptions.GetTimeoutError = GetTimeoutError  # type: ignore[attr-defined]
 exceptions.RayError = RayError  # type: ignore[attr-defined]
 exceptions.RayTaskError = RayTaskError  # type: ignore[attr-defined]
 exceptions.TaskCancelledError = TaskCancelledError  # type: ignore[attr-defined]
-exceptions.RayActorError = ActorDiedError  # type: ignore[attr-defined]
+exceptions.RayActorError = RayActorError  # type: ignore[attr-defined]
 exceptions.ActorDiedError = ActorDiedError  # type: ignore[attr-defined]
 
 _API = {
@@ -259,6 +258,8 @@ def _install() -> None:
     real.util.map_unordered = _map_unordered
     real.exceptions.RayTaskError = RayTaskError  # what ray.get raises here (ray_errors)
     real.exceptions.GetTimeoutError = GetTimeoutError
+    real.exceptions.RayActorError = RayActorError  # what ray.get raises for a dead actor here
+    real.exceptions.ActorDiedError = ActorDiedError
     worker = sys.modules.get("ray._private.worker")
     if worker is not None:  # Ray's own start-up and exit hooks must not start or stop a Ray cluster
         atexit.unregister(worker.shutdown)  # its shutdown at exit imports parts of Ray that name actors

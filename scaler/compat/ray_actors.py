@@ -11,13 +11,18 @@ anonymous actor ends when its last handle is collected, a named one when it is k
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 from scaler.client.actors import ActorHandle
-from scaler.compat.ray_refs import ObjectRef
+from scaler.compat.ray_refs import ObjectRef, found_in
 from scaler.compat.ray_session import current, read_stored
+from scaler.payload import processor_context
+from scaler.payload.actor_method import has_async_methods
+from scaler.protocol.ids import TaskID
 
 #: Options of `@ray.remote` on a class, and of its `.options()`; those not listed raise NotImplementedError.
 ACTOR_OPTIONS = frozenset(
@@ -27,8 +32,10 @@ ACTOR_OPTIONS = frozenset(
 #: The classes made actor classes in this process, by qualified name: a handle found by name (`get_actor`) reads its
 #: methods' `ray.method(num_returns=...)` there (a class not made here gives one reference per call).
 _classes: dict[str, type] = {}
-#: Options of a method's `.options()` and of `ray.method`.
-METHOD_OPTIONS = frozenset({"num_returns"})
+#: Options of a method's `.options()` and of `ray.method` (`name` labels a call in Ray's dashboard: accepted).
+METHOD_OPTIONS = frozenset({"num_returns", "name"})
+#: Ray's default `max_concurrency` of an actor whose class has `async def` methods (an "async actor").
+ASYNC_MAX_CONCURRENCY = 1000
 
 
 class ActorClass:
@@ -46,14 +53,40 @@ class ActorClass:
                 "detached actors (lifetime='detached') are not supported by scaler.compat.ray: an actor ends with "
                 "the client that started it"
             )
+        for option in ("max_restarts", "max_task_retries", "max_concurrency"):
+            value = options.get(option)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"The type of keyword '{option}' must be int or None, but received {value!r}")
+            if option != "max_concurrency" and value is not None and value < -1:
+                raise ValueError(f"The keyword '{option}' only accepts None, 0, -1 or a positive integer")
         self._cls = cls
         self._options = dict(options)
         _classes[cls.__qualname__] = cls
         functools.update_wrapper(self, cls, updated=())
+        try:
+            self._init_signature: inspect.Signature | None = inspect.signature(cls)
+        except (TypeError, ValueError):
+            self._init_signature = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         name = self._cls.__name__
         raise TypeError(f"Actors cannot be instantiated directly. Instead of '{name}()', use '{name}.remote()'.")
+
+    def __getattr__(self, name: str) -> Any:
+        """The class's own attributes (class variables, static and class methods), as Ray's actor class keeps them."""
+        cls = self.__dict__.get("_cls")
+        if cls is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(cls, name)
+
+    def __dir__(self) -> list[str]:
+        return sorted({*(name for name in dir(self._cls) if not name.startswith("_")), "options", "remote"})
+
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
+        raise TypeError(
+            "Inheriting from actor classes is not currently supported. You can instead inherit from a non-actor "
+            f"base class and make the derived class an actor class (with @ray.remote); {self._cls.__name__} is one."
+        )
 
     def options(self, **options: Any) -> ActorClass:
         return ActorClass(self._cls, {**self._options, **options})
@@ -61,9 +94,16 @@ class ActorClass:
     def bind(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("ray DAGs (.bind) are not supported by scaler.compat.ray: call .remote() instead")
 
+    def _remote(self, args: Any = None, kwargs: dict[str, Any] | None = None, **options: Any) -> RayActorHandle:
+        """Ray's `Cls._remote(args=[...], kwargs={...}, **options)`: `Cls.options(**options).remote(...)`."""
+        actor_class = self.options(**options) if options else self
+        return actor_class.remote(*(args or ()), **(kwargs or {}))
+
     def remote(self, *args: Any, **kwargs: Any) -> RayActorHandle:
+        if self._init_signature is not None:
+            self._init_signature.bind(*args, **kwargs)  # a TypeError here, as Ray raises it at the call
         options, client = self._options, current().client
-        name = options.get("name")
+        name = _scoped(options["name"], options.get("namespace")) if options.get("name") else None
         if name:
             try:
                 existing = client.get_actor(name)
@@ -79,11 +119,16 @@ class ActorClass:
         read = functools.partial(read_stored, client)
         args = tuple(_argument(value, read) for value in args)
         kwargs = {key: _argument(value, read) for key, value in kwargs.items()}
+        concurrency = options.get("max_concurrency")
+        if concurrency is None:  # Ray's default: one call at a time, or 1000 for an async actor
+            concurrency = ASYNC_MAX_CONCURRENCY if has_async_methods(self._cls) else 1
         handle: ActorHandle[Any] = client.actor_verbose(
-            self._cls, args, kwargs, max_restarts=int(options.get("max_restarts", 0)),
-            max_concurrency=int(options.get("max_concurrency", 1)), name=name, capabilities=_capabilities(options),
+            self._cls, args, kwargs, max_restarts=int(options.get("max_restarts") or 0),
+            max_concurrency=concurrency, name=name or None, capabilities=_capabilities(options),
         )  # fmt: skip
-        return RayActorHandle(handle, self._cls)
+        actor = RayActorHandle(handle, self._cls)
+        actor.keep(found_in((args, kwargs), RayActorHandle))  # the handles it was given live as long as it
+        return actor
 
 
 class RayActorHandle:
@@ -92,13 +137,28 @@ class RayActorHandle:
     def __init__(self, handle: ActorHandle[Any], cls: type | None) -> None:
         self._handle = handle
         self._cls = cls
+        self._kept: list[RayActorHandle] = []
 
     @property
     def scaler_handle(self) -> ActorHandle[Any]:
         return self._handle
 
+    @property
+    def _actor_id(self) -> TaskID:
+        """The actor's id (Ray's `handle._actor_id`)."""
+        return self._handle.actor_id
+
+    def keep(self, handles: list[RayActorHandle]) -> None:
+        """Keep other actors' handles alive as long as this one: Ray keeps an actor alive while a handle on it lives
+        anywhere, and this actor was given these (an anonymous actor ends when its starting handle is collected)."""
+        self._kept.extend(handle for handle in handles if handle is not self)
+
     def __repr__(self) -> str:
         return f"Actor({self._handle.class_name}, {self._handle.actor_id.hex()[:16]})"
+
+    def __dir__(self) -> list[str]:
+        """The actor's methods, as Ray's handle lists them."""
+        return sorted({*self._handle._methods, "__init__", "__ray_terminate__"} - {""})
 
     def __getattr__(self, name: str) -> ActorMethod:
         if name == "__ray_terminate__":
@@ -110,8 +170,11 @@ class RayActorHandle:
         return ActorMethod(self, name, int(getattr(method, "__ray_num_returns__", 1)))
 
     def __reduce__(self) -> Any:
-        """Passed to a task, the handle calls the same actor from there (Ray's "passing around actor handles")."""
-        return (RayActorHandle, (self._handle, self._cls))
+        """Passed to a task, the handle calls the same actor from there (Ray's "passing around actor handles");
+        returned by a task, it calls it from the driver."""
+        handle = self._handle
+        methods = tuple(sorted(handle._methods))
+        return (_rebuild_handle, (handle.actor_id, handle.class_name, methods, self._cls))
 
     def kill(self) -> None:
         """End the actor now (ray.kill): the start task is cancelled; the calls not done fail."""
@@ -127,6 +190,7 @@ class ActorMethod:
 
     def __init__(self, actor: RayActorHandle, name: str, num_returns: int) -> None:
         self._actor, self._name, self._num_returns = actor, name, num_returns
+        self._signature = _method_signature(actor._cls, name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(
@@ -140,8 +204,15 @@ class ActorMethod:
             raise NotImplementedError(f"actor method option(s) {', '.join(unsupported)} are not supported")
         return ActorMethod(self._actor, self._name, _num_returns(options.get("num_returns", self._num_returns)))
 
+    def _remote(self, args: Any = None, kwargs: dict[str, Any] | None = None, **options: Any) -> Any:
+        """Ray's `handle.method._remote(args=[...], kwargs={...}, **options)`."""
+        method = self.options(**options) if options else self
+        return method.remote(*(args or ()), **(kwargs or {}))
+
     def remote(self, *args: Any, **kwargs: Any) -> ObjectRef | list[ObjectRef]:
         handle = self._actor.scaler_handle
+        if self._signature is not None:
+            self._signature.bind(*args, **kwargs)  # a TypeError here, as Ray raises it at the call
         if self._name == "__ray_terminate__":
             handle.stop()
             started = handle.started
@@ -151,6 +222,7 @@ class ActorMethod:
         args = tuple(_argument(value, read) for value in args)
         kwargs = {key: _argument(value, read) for key, value in kwargs.items()}
         future = handle.call(self._name, args, kwargs)
+        self._actor.keep(found_in((args, kwargs), RayActorHandle))
         store = client.send_object
         if self._num_returns == 1:
             return ObjectRef(future, store=store)
@@ -171,9 +243,11 @@ def method(*args: Any, **options: Any) -> Any:
 
 
 def get_actor(name: str, namespace: str | None = None) -> RayActorHandle:
-    """The live actor named `name` (ValueError when none, as Ray)."""
+    """The live actor named `name` in `namespace` (ValueError when none, as Ray)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("Please supply a non-empty value to get_actor")
     try:
-        handle = current().client.get_actor(name)
+        handle = current().client.get_actor(_scoped(name, namespace))
     except ValueError as error:
         raise ValueError(f"Failed to look up actor with name '{name}'. {error}") from None
     return RayActorHandle(handle, _classes.get(handle.class_name))
@@ -184,6 +258,57 @@ def kill(actor: RayActorHandle, *, no_restart: bool = True) -> None:
     if not isinstance(actor, RayActorHandle):
         raise ValueError(f"ray.kill() only supported for actors. For tasks, try ray.cancel(). Got: {actor!r}")
     actor.kill()
+
+
+def _scoped(name: str, namespace: str | None) -> str:
+    """The scaler name of Ray's actor `name` in `namespace` (Ray's names are unique within a namespace; actors given
+    none share one namespace here)."""
+    if not namespace:
+        return name
+    return f"{namespace}::{name}"
+
+
+def _method_signature(cls: type | None, name: str) -> inspect.Signature | None:
+    """The signature a call of the method `name` must bind to (without `self`); None when it is not known."""
+    if cls is None:
+        return None
+    try:
+        static = inspect.getattr_static(cls, name)
+        signature = inspect.signature(getattr(cls, name))
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if isinstance(static, (staticmethod, classmethod)) or not inspect.isfunction(static):
+        return signature
+    parameters = list(signature.parameters.values())
+    if not parameters or parameters[0].kind not in (parameters[0].POSITIONAL_ONLY, parameters[0].POSITIONAL_OR_KEYWORD):
+        return None
+    return signature.replace(parameters=parameters[1:])
+
+
+def _rebuild_handle(actor_id: TaskID, class_name: str, methods: tuple[str, ...], cls: type | None) -> RayActorHandle:
+    """A handle unpickled in a task calls through the task's client; elsewhere (returned to the driver) through the
+    session's. Either way it does not stop the actor when collected."""
+    from scaler.client.client import actor_handle_in_task
+
+    if processor_context.current() is not None:
+        handle = actor_handle_in_task(actor_id, class_name, methods)
+    else:
+        session = current().client.session
+        handle = ActorHandle(session, actor_id, class_name, frozenset(methods), None, actor_handle_in_task, owned=False)
+    return RayActorHandle(handle, cls)
+
+
+def pin_handles(future: concurrent.futures.Future[Any], values: Any) -> None:
+    """Keep the actor handles among a task's arguments alive until the task is done (Ray keeps an actor alive while
+    a handle on it lives anywhere; an anonymous actor here ends when its starting handle is collected)."""
+    handles = found_in(values, RayActorHandle)
+    if handles:
+        _pinned[id(future)] = handles
+        future.add_done_callback(lambda done: _pinned.pop(id(done), None))
+
+
+#: the actor handles given to unfinished tasks, by the id of the task's future
+_pinned: dict[int, list[RayActorHandle]] = {}
 
 
 def _num_returns(value: Any) -> int:

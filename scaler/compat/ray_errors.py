@@ -5,8 +5,10 @@ Ray makes, for an exception of type `E` raised by a task, an instance of a class
 (`RayTaskError.as_instanceof_cause`): `except E` and `except RayTaskError` both catch it, `.cause` is the task's own
 exception, and its text is the task's. A type that cannot be derived from (or built that way) gives a plain
 `RayTaskError`, as Ray does. A cancelled task's `ray.get` raises `TaskCancelledError`, a `RayError` as in Ray and a
-`concurrent.futures.CancelledError` too. Errors of the cluster itself (`scaler.errors`: a processor that died, a lost
-worker ...) are raised as they are.
+`concurrent.futures.CancelledError` too. An actor that died (scaler's `ActorDiedError`, `ActorRestartedError`) raises
+an exception that is both that error and Ray's `ActorDiedError`, a `RayActorError` and so a `RayError` as in Ray.
+Other errors of the cluster itself (`scaler.errors`: a processor that died, a lost worker ...) are raised as they
+are.
 """
 
 from __future__ import annotations
@@ -22,6 +24,45 @@ class RayError(Exception):
 class TaskCancelledError(RayError, concurrent.futures.CancelledError):
     """The task was cancelled (`ray.exceptions.TaskCancelledError`): `except RayError` catches it, as in Ray, and so
     does `except concurrent.futures.CancelledError`, as the client's futures raise it."""
+
+
+class RayActorError(RayError):
+    """The actor a call was made to died, or could not be reached (`ray.exceptions.RayActorError`)."""
+
+
+class ActorDiedError(RayActorError):
+    """The actor died (`ray.exceptions.ActorDiedError`, a RayActorError as in Ray)."""
+
+
+#: for each of scaler's actor errors (scaler.errors.ActorDiedError and its subclasses), the class that is both it and
+#: Ray's ActorDiedError: what `ray.get` raises for it
+_actor_error_classes: dict[type[BaseException], type[BaseException]] = {}
+
+
+def _as_ray_actor_error(error: BaseException) -> BaseException:
+    """Scaler's actor error as one that is also Ray's `ActorDiedError` (so a `RayActorError` and a `RayError`):
+    `except scaler.errors.ActorDiedError` and `except ray.exceptions.RayActorError` both catch it."""
+    kind = type(error)
+    dual = _actor_error_classes.get(kind)
+    if dual is None:
+        dual = type(kind.__name__, (kind, ActorDiedError), {"__reduce__": _reduce_actor_error})
+        dual.__module__ = "ray.exceptions"
+        dual.__qualname__ = kind.__name__
+        _actor_error_classes[kind] = dual
+    converted = dual.__new__(dual, *error.args)
+    converted.args = error.args
+    converted.__dict__.update(getattr(error, "__dict__", {}))
+    converted.__cause__ = error.__cause__
+    return converted
+
+
+def _reduce_actor_error(error: BaseException) -> tuple[Any, ...]:
+    scaler_kind = next(kind for kind, dual in _actor_error_classes.items() if dual is type(error))
+    return (_rebuild_actor_error, (scaler_kind, error.args))
+
+
+def _rebuild_actor_error(kind: type[BaseException], args: tuple[Any, ...]) -> BaseException:
+    return _as_ray_actor_error(kind(*args))
 
 
 class RayTaskError(RayError):
@@ -82,10 +123,13 @@ def _rebuild_dual(function_name: str, traceback_str: str, cause: BaseException) 
 
 def as_ray_error(error: BaseException) -> BaseException:
     """What `ray.get` raises for a task's `error` (see the module docstring)."""
+    from scaler.errors import ActorDiedError as ScalerActorDiedError
     from scaler.errors import ScalerError
 
     if isinstance(error, concurrent.futures.CancelledError) and not isinstance(error, TaskCancelledError):
         return TaskCancelledError(str(error) or "the task was cancelled (ray.cancel)")
+    if isinstance(error, ScalerActorDiedError) and not isinstance(error, RayActorError):
+        return _as_ray_actor_error(error)
     if isinstance(error, (RayTaskError, ScalerError, concurrent.futures.CancelledError)):
         return error
     if not isinstance(error, Exception):

@@ -17,17 +17,19 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import importlib
+import itertools
 import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from scaler.compat.ray_errors import RayError, as_ray_error
 from scaler.payload.references import ObjectReference
 from scaler.protocol.ids import short_task_id
 
 _NO_VALUE = object()
+T = TypeVar("T")
 
 
 class GetTimeoutError(RayError, TimeoutError):
@@ -150,15 +152,20 @@ class ObjectRef:
             return (_rebuild, (self._value,))
         if self._store is None:
             raise TypeError(f"{self!r} cannot be passed inside another object: it has no client to store it with")
-        self._stored = self._store(self.get(None))
+        try:
+            value = self.get(None)
+        except Exception as error:  # the task failed: the reference's ray.get raises its error where it arrives
+            return (_rebuild_failed, (error,))
+        self._stored = self._store(value)
         return (_rebuild, (self._stored,))
 
 
 class ObjectRefGenerator:
     """What `.remote()` of a streaming generator gives (Ray's `ObjectRefGenerator`): iterating it (`for`, `next`,
     `async for`) gives an ObjectRef of each value the generator yielded, in order. Unlike Ray's, the references come
-    once the task has run to its end (its values are not streamed back while it runs), and a generator that raised
-    gives one reference, whose `ray.get` raises its exception (Ray's give the values yielded before it first)."""
+    once the task has run to its end (its values are not streamed back while it runs). A generator that raised gives,
+    as Ray's, a reference per value it yielded before, then one whose `ray.get` raises its exception (only that one
+    when its exception cannot be pickled: the task failed with it)."""
 
     def __init__(self, future: concurrent.futures.Future[Any], store: Callable[[Any], ObjectReference]) -> None:
         self._future = future
@@ -207,7 +214,46 @@ class ObjectRefGenerator:
             values = self._future.result()
         except BaseException:  # the error, as the last reference (its get raises it)
             return [ObjectRef(self._future, store=self._store)]
-        return [ObjectRef(self._future, index, store=self._store) for index in range(len(values))]
+        refs = [ObjectRef(self._future, index, store=self._store) for index in range(len(values))]
+        if isinstance(values, StreamEnd):  # it raised after yielding these: a last reference raises its error
+            failed: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            failed.set_exception(values.error)
+            refs.append(ObjectRef(failed))
+        return refs
+
+
+class StreamEnd(list):  # type: ignore[type-arg]
+    """What a streaming generator's task returns when the generator raised after yielding values: those values, and
+    the error."""
+
+    def __init__(self, values: list[Any], error: BaseException) -> None:
+        super().__init__(values)
+        self.error = error
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StreamEnd, (list(self), self.error))
+
+
+#: The most values `found_in` looks at in one call's arguments: past it, what is deeper is not looked into.
+MOST_VALUES_LOOKED_AT = 10_000
+
+
+def found_in(values: Any, kind: type[T]) -> list[T]:
+    """The instances of `kind` in `values` and in the lists, tuples, sets and dicts inside it (not inside other
+    objects), looking at no more than MOST_VALUES_LOOKED_AT values."""
+    found: list[T] = []
+    pending = [values]
+    looked_at = 0
+    while pending and looked_at < MOST_VALUES_LOOKED_AT:
+        value = pending.pop()
+        looked_at += 1
+        if isinstance(value, kind):
+            found.append(value)
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            pending.extend(itertools.islice(value, MOST_VALUES_LOOKED_AT - looked_at))
+        elif isinstance(value, dict):
+            pending.extend(itertools.islice(value.values(), MOST_VALUES_LOOKED_AT - looked_at))
+    return found
 
 
 def _rebuild(stored: Any) -> ObjectRef:
@@ -217,6 +263,14 @@ def _rebuild(stored: Any) -> ObjectRef:
     if isinstance(stored, ObjectReference):
         return ObjectRef(stored=stored)
     return ObjectRef(value=stored)
+
+
+def _rebuild_failed(error: BaseException) -> ObjectRef:
+    """A reference to a task that failed: its `ray.get` raises the task's error."""
+    install_ray_api()
+    failed: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    failed.set_exception(error)
+    return ObjectRef(failed)
 
 
 def install_ray_api() -> None:

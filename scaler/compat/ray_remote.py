@@ -13,8 +13,8 @@ from typing import Any
 import cloudpickle
 
 from scaler.client.client import Client
-from scaler.compat.ray_actors import ActorClass
-from scaler.compat.ray_refs import DeferredCall, ObjectRef, ObjectRefGenerator, install_ray_api
+from scaler.compat.ray_actors import ActorClass, pin_handles
+from scaler.compat.ray_refs import DeferredCall, ObjectRef, ObjectRefGenerator, StreamEnd, found_in, install_ray_api
 from scaler.compat.ray_session import current, read_stored
 from scaler.payload.serializer import DefaultSerializer
 from scaler.payload.task_encoder import describe
@@ -25,7 +25,7 @@ def remote(*args: Any, **options: Any) -> Any:
     (ray_actors)."""
     if len(args) == 1 and callable(args[0]) and not options:
         return _make_remote(args[0], {})
-    if args:
+    if args or not options:  # Ray refuses `@ray.remote()` too: it needs a function, or options
         raise TypeError("ray.remote takes a function, or keyword options only: @ray.remote(num_returns=2)")
     return lambda function: _make_remote(function, options)
 
@@ -40,8 +40,12 @@ class RemoteFunction:
     """A function made remote: `.remote(*args, **kwargs)` submits a call, `.options(...)` changes options."""
 
     #: `max_retries`: Ray's retries of a task whose worker died; on scaler the scheduler retries a task whose worker
-    #: was lost up to its own `--max-task-retries`, so any value is accepted and that bound applies
-    OPTIONS = frozenset({"num_returns", "num_cpus", "num_gpus", "resources", "name", "max_retries", "retry_exceptions"})
+    #: was lost up to its own `--max-task-retries`, so any value is accepted and that bound applies. `max_calls`
+    #: (Ray's limit on the calls a worker process runs before it is replaced) is accepted and checked as Ray checks it:
+    #: scaler's processors are not replaced after a number of tasks
+    OPTIONS = frozenset(
+        {"num_returns", "num_cpus", "num_gpus", "resources", "name", "max_retries", "retry_exceptions", "max_calls"}
+    )
 
     def __init__(self, function: Callable[..., Any], options: dict[str, Any]) -> None:
         unsupported = sorted(set(options) - self.OPTIONS)
@@ -50,15 +54,15 @@ class RemoteFunction:
                 f"ray.remote option(s) {', '.join(unsupported)} are not supported by scaler.compat.ray "
                 f"(supported: {', '.join(sorted(self.OPTIONS))})"
             )
-        if options.get("retry_exceptions", False) is not False:
-            raise NotImplementedError(
-                "ray.remote(retry_exceptions=...) is not supported by scaler.compat.ray: a task that raises is not "
-                "run again; catch the exception in the function and retry there"
-            )
-        max_retries = options.get("max_retries", 3)
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < -1:
+        max_retries = _whole_number(options, "max_retries", 3)
+        if max_retries < -1:
             raise ValueError(f"max_retries must be an integer >= -1, not {max_retries!r}")
+        retry = _retry_of(options.get("retry_exceptions", False), max_retries)
+        if _whole_number(options, "max_calls", 0) < 0:
+            raise ValueError(f"max_calls must be an integer >= 0, not {options['max_calls']!r}")
         num_returns = options.get("num_returns", 1)
+        if num_returns is None or isinstance(num_returns, bool) or not isinstance(num_returns, (int, str)):
+            raise TypeError(f"num_returns must be an integer or 'streaming', not {type(num_returns).__name__}")
         if num_returns == "dynamic":
             raise NotImplementedError(
                 "ray.remote(num_returns='dynamic') is not supported by scaler.compat.ray: use num_returns='streaming' "
@@ -70,8 +74,8 @@ class RemoteFunction:
         )
         if self._streaming:
             num_returns = 1
-        if isinstance(num_returns, bool) or not isinstance(num_returns, int) or num_returns < 1:
-            raise ValueError(f"num_returns must be an integer >= 1 or 'streaming', not {num_returns!r}")
+        if not isinstance(num_returns, int) or num_returns < 0:
+            raise ValueError(f"num_returns must be an integer >= 0 or 'streaming', not {num_returns!r}")
         self._function = function
         self._options = dict(options)
         self._num_returns = num_returns
@@ -81,7 +85,7 @@ class RemoteFunction:
         except (TypeError, ValueError):
             self._signature = None
         functools.update_wrapper(self, function)
-        self._call = functools.partial(_call_remote, function, STREAMING if self._streaming else num_returns)
+        self._call = functools.partial(_call_remote, function, STREAMING if self._streaming else num_returns, retry)
 
     @property
     def num_returns(self) -> int:
@@ -102,16 +106,33 @@ class RemoteFunction:
     def bind(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("ray DAGs (.bind) are not supported by scaler.compat.ray: call .remote() instead")
 
-    def remote(self, *args: Any, **kwargs: Any) -> ObjectRef | list[ObjectRef] | ObjectRefGenerator:
+    def _remote(
+        self, args: Any = None, kwargs: dict[str, Any] | None = None, **options: Any
+    ) -> ObjectRef | list[ObjectRef] | ObjectRefGenerator | None:
+        """Ray's `f._remote(args=[...], kwargs={...}, **options)`: `f.options(**options).remote(*args, **kwargs)`."""
+        function = self.options(**options) if options else self
+        return function.remote(*(args or ()), **(kwargs or {}))
+
+    def remote(self, *args: Any, **kwargs: Any) -> ObjectRef | list[ObjectRef] | ObjectRefGenerator | None:
         if self._signature is not None:
             self._signature.bind(*args, **kwargs)  # a TypeError here, as Ray raises it at the call
         session = current()
         client = session.client
+        values = (*args, *kwargs.values())
         unfinished = [
             task
-            for value in (*args, *kwargs.values())
+            for value in values
             if isinstance(value, ObjectRef) and (task := value.task_future) is not None and not task.done()
         ]
+        # a reference nested in an argument travels as a reference, which pickling waits for: the call waits for
+        # its task too (without failing when it failed: the task's own ray.get raises that), not the caller
+        unfinished.extend(
+            task
+            for value in values
+            if not isinstance(value, ObjectRef)
+            for ref in found_in(value, ObjectRef)
+            if (task := ref.task_future) is not None and not task.done()
+        )
         submit = functools.partial(self._submit, client)
         future: concurrent.futures.Future[Any]
         if unfinished:
@@ -126,9 +147,12 @@ class RemoteFunction:
             args = tuple(value.argument(read) if isinstance(value, ObjectRef) else value for value in args)
             kwargs = {k: v.argument(read) if isinstance(v, ObjectRef) else v for k, v in kwargs.items()}
             future = submit(args, kwargs)
+        pin_handles(future, values)
         store = client.send_object
         if self._streaming:
             return ObjectRefGenerator(future, store)
+        if self._num_returns == 0:  # the task runs; as in Ray, nothing refers to it
+            return None
         if self._num_returns == 1:
             return ObjectRef(future, store=store)
         return [ObjectRef(future, index, store=store) for index in range(self._num_returns)]
@@ -191,15 +215,62 @@ def _capabilities(options: dict[str, Any]) -> dict[str, int] | None:
 
 
 #: `_call_remote`'s `num_returns` of a streaming generator: the values it yields, as a list
-STREAMING = 0
+STREAMING = -1
 
 
-def _call_remote(function: Callable[..., Any], num_returns: int, *args: Any, **kwargs: Any) -> Any:
-    """Runs on a worker: the call, its result checked against `num_returns` (a generator's values as a list for
-    STREAMING, or as the `num_returns` values when it is more than one, as Ray's generators with a static
-    `num_returns`)."""
+def _whole_number(options: dict[str, Any], name: str, default: int) -> int:
+    """The option `name` (TypeError when it is not a whole number, as Ray's checks)."""
+    value = options.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"The type of keyword '{name}' must be int or None, but received type {type(value).__name__}")
+    return value
+
+
+#: How a task that raised runs again (`retry_exceptions`): how many more times (-1: no limit), and the exception types
+#: that do (an empty tuple: any exception); None: it does not.
+Retry = tuple[int, tuple[type[BaseException], ...]] | None
+
+
+def _retry_of(retry_exceptions: Any, max_retries: int) -> Retry:
+    """Ray's `retry_exceptions`: False, True (any exception) or a list of exception types."""
+    if retry_exceptions is False or retry_exceptions is None or max_retries == 0:
+        return None
+    if retry_exceptions is True:
+        return (max_retries, ())
+    if (
+        isinstance(retry_exceptions, (list, tuple))
+        and retry_exceptions
+        and all(isinstance(kind, type) and issubclass(kind, BaseException) for kind in retry_exceptions)
+    ):
+        return (max_retries, tuple(retry_exceptions))
+    raise TypeError(f"retry_exceptions must be True, False or a list of exception types, not {retry_exceptions!r}")
+
+
+def _call_remote(function: Callable[..., Any], num_returns: int, retry: Retry, *args: Any, **kwargs: Any) -> Any:
+    """Runs on a worker: the call (run again in this process when it raises an exception `retry` names, as Ray runs
+    it again), its result checked against `num_returns` (a generator's values as a list for STREAMING, or as the
+    `num_returns` values when it is more than one, as Ray's generators with a static `num_returns`). A streaming
+    generator that raised after yielding gives its values and its error (`StreamEnd`), as Ray's gives a reference
+    per value yielded, then one raising its error."""
+    retries_left = -1 if retry is None else retry[0]
+    while True:
+        try:
+            return _call_once(function, num_returns, *args, **kwargs)
+        except Exception as error:
+            if retry is None or retries_left == 0 or (retry[1] and not isinstance(error, retry[1])):
+                raise
+            retries_left -= 1
+
+
+def _call_once(function: Callable[..., Any], num_returns: int, *args: Any, **kwargs: Any) -> Any:
     result = function(*args, **kwargs)
-    if num_returns == STREAMING or (num_returns > 1 and inspect.isgenerator(result)):
+    if num_returns == 0:
+        return None
+    if num_returns == STREAMING:
+        return _values_of(result)
+    if num_returns > 1 and inspect.isgenerator(result):
         result = list(result)
     if num_returns > 1:
         try:
@@ -209,3 +280,21 @@ def _call_remote(function: Callable[..., Any], num_returns: int, *args: Any, **k
         if count != num_returns:
             raise ValueError(f"Task returned {count} objects, but num_returns={num_returns}.")
     return result
+
+
+def _values_of(generator: Any) -> list[Any]:
+    """A streaming generator's values; when it raised after yielding some, those and its error (StreamEnd), unless
+    the error cannot be pickled (then it is raised: the task fails with it)."""
+    values: list[Any] = []
+    try:
+        for value in generator:
+            values.append(value)
+    except Exception as error:
+        if not values:
+            raise
+        try:
+            cloudpickle.dumps(error)
+        except Exception:
+            raise error from None
+        return StreamEnd(values, error)
+    return values

@@ -18,6 +18,7 @@ import concurrent.futures
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from scaler.payload.actor_method import close_event_loop_of
 from scaler.protocol import messages as m
 
 
@@ -48,6 +49,14 @@ RunCall = Callable[[m.Task, Any], m.TaskResult]
 
 def serve_actor(task: m.Task, instance: Any, host: ActorHost, run_call: RunCall) -> None:
     """Announce the actor and serve its calls until it is asked to stop (raises TaskAbandoned when stopped)."""
+    assert task.actor is not None
+    try:
+        _serve(task, instance, host, run_call)
+    finally:
+        close_event_loop_of(instance)  # an async actor's loop ends with it
+
+
+def _serve(task: m.Task, instance: Any, host: ActorHost, run_call: RunCall) -> None:
     assert task.actor is not None
     host.send(m.ActorReady(task.task_id, host.link_actor(task.task_id)))
     concurrency = max(1, task.actor.max_concurrency)

@@ -222,8 +222,6 @@ def test_what_is_not_supported_raises_naming_it(connected: None) -> None:
         _ = ray.util.ActorPool
     with pytest.raises(NotImplementedError, match=r"ray\.available_resources"):
         ray.available_resources()
-    with pytest.raises(NotImplementedError, match="retry_exceptions"):
-        ray.remote(retry_exceptions=True)(lambda: 1)
     with pytest.raises(ValueError, match="max_retries must be an integer >= -1"):
         ray.remote(max_retries=-2)(lambda: 1)
     with pytest.raises(NotImplementedError, match="runtime_env"):
@@ -343,7 +341,11 @@ def test_generator_functions_stream_or_give_their_static_num_returns(connected: 
     assert [ray.get(ref) for ref in generator] == [0, 1, 2]
     assert [ray.get(ref) for ref in count_to.options(num_returns="streaming").remote(2)] == [0, 1]
     assert ray.get(count_to.options(num_returns=3).remote(3)) == [0, 1, 2]
-    (failed,) = list(count_then_fail.remote(2))  # the task failed: its error is the one reference
+    *yielded, failed = list(count_then_fail.remote(2))  # the values it yielded, then its error (as in Ray)
+    assert ray.get(yielded) == [0, 1]
+    with pytest.raises(ValueError, match="stopped"):
+        ray.get(failed)
+    (failed,) = list(count_then_fail.remote(0))  # it yielded nothing: its error is the one reference
     with pytest.raises(ValueError, match="stopped"):
         ray.get(failed)
     with pytest.raises(NotImplementedError, match="dynamic"):
