@@ -108,6 +108,11 @@ class ActorHandle(Generic[T]):
         return self._class_name
 
     @property
+    def methods(self) -> frozenset[str]:
+        """The names of the actor's public methods (empty when not known: every name is tried as one)."""
+        return self._methods
+
+    @property
     def started(self) -> ScalerFuture[Any] | None:
         """The start task's future (None for a handle found by name)."""
         return self._started

@@ -148,6 +148,11 @@ class RayActorHandle:
         """The actor's id (Ray's `handle._actor_id`)."""
         return self._handle.actor_id
 
+    @property
+    def scaler_actor_class(self) -> type | None:
+        """The class the actor is an instance of, when this process has it (a handle found by name may not)."""
+        return self._cls
+
     def keep(self, handles: list[RayActorHandle]) -> None:
         """Keep other actors' handles alive as long as this one: Ray keeps an actor alive while a handle on it lives
         anywhere, and this actor was given these (an anonymous actor ends when its starting handle is collected)."""
@@ -158,7 +163,7 @@ class RayActorHandle:
 
     def __dir__(self) -> list[str]:
         """The actor's methods, as Ray's handle lists them."""
-        return sorted({*self._handle._methods, "__init__", "__ray_terminate__"} - {""})
+        return sorted({*self._handle.methods, "__init__", "__ray_terminate__"} - {""})
 
     def __getattr__(self, name: str) -> ActorMethod:
         if name == "__ray_terminate__":
@@ -173,7 +178,7 @@ class RayActorHandle:
         """Passed to a task, the handle calls the same actor from there (Ray's "passing around actor handles");
         returned by a task, it calls it from the driver."""
         handle = self._handle
-        methods = tuple(sorted(handle._methods))
+        methods = tuple(sorted(handle.methods))
         return (_rebuild_handle, (handle.actor_id, handle.class_name, methods, self._cls))
 
     def kill(self) -> None:
@@ -190,7 +195,7 @@ class ActorMethod:
 
     def __init__(self, actor: RayActorHandle, name: str, num_returns: int) -> None:
         self._actor, self._name, self._num_returns = actor, name, num_returns
-        self._signature = _method_signature(actor._cls, name)
+        self._signature = _method_signature(actor.scaler_actor_class, name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(
