@@ -3,14 +3,16 @@
 One processor is kept ready (idle or starting) per slot that could start a task now, and at least one while a
 slot is free; idle processors beyond that, with one of slack, retire (not one that holds parked tasks, nor one that
 still writes results it announced: it is WRITING, agent/core.py rule 8, and one is started beside it when a slot is
-free). A worker that lends its processors keeps one started per free slot. Forking
-from the zygote takes milliseconds, so no spare is kept while every slot computes. A worker whose processors keep
-failing to start gives up: after MAX_START_FAILURES in a row (or one, with a preload: the preload is to blame).
+free; nor one the agent keeps until the scheduler has read what it sent on its own link, agent/core.py rule 5). A
+worker that lends its processors keeps one started per free slot. Forking from the zygote takes milliseconds, so no
+spare is kept while every slot computes. A worker whose processors keep failing to start gives up: after
+MAX_START_FAILURES in a row (or one, with a preload: the preload is to blame).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Collection
 
 from scaler.worker.agent.processor_table import ProcessorState, ProcessorTable
 
@@ -41,8 +43,8 @@ class ProcessorPool:
         """How many processors to start now, with `queued` tasks waiting in the agent."""
         return max(0, self._wanted(table, queued) - self._ready(table))
 
-    def to_retire(self, table: ProcessorTable, queued: int) -> tuple[bytes, ...]:
-        """The idle processors to retire now."""
+    def to_retire(self, table: ProcessorTable, queued: int, kept: Collection[bytes] = ()) -> tuple[bytes, ...]:
+        """The idle processors to retire now; none of `kept` (the module docstring)."""
         surplus = self._ready(table) - (self._wanted(table, queued) + 1)
         if surplus <= 0:
             return _NONE
@@ -50,7 +52,7 @@ class ProcessorPool:
         for processor in table.processors.values():
             if len(retired) == surplus:
                 break
-            if processor.state is _IDLE and not processor.parked:
+            if processor.state is _IDLE and not processor.parked and processor.processor_id not in kept:
                 retired.append(processor.processor_id)
         return tuple(retired)
 
