@@ -162,7 +162,7 @@ class Actors:
         if actor is None or start is None or start.worker != peer:
             return  # stale: from a worker given up on
         actor.worker, actor.state, actor.link = peer, "running", self._link(peer, ready.processor)
-        if actor.link is not None:  # a lent processor is lent no more while it hosts an actor (worker_sessions.py)
+        if actor.link is not None:  # a lent processor that hosts an actor is lent no more (worker_sessions.py)
             self._core.worker_sessions.hosts_actor(actor.link)
         held = sum(1 for w in actor.pending if w is not None)
         route = "its processor's own link" if actor.link is not None else "its worker"

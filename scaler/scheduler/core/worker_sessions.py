@@ -10,17 +10,18 @@ forgets it; a processor's link goes with its worker. Pure: time is the core's `n
 
 **Lent processors** (docs/architecture.md, "Lent processors"): a processor whose hello says `lent` takes its worker's
 plain tasks on its link (task_lifecycle.py), and its agent never sees them. What only the agent would have reported
-comes on the link: a task that parks on nested futures (ProcessorBlocked; it yields its slot, as at an agent, until its
-ProcessorResumeRequest), and tasks it gives back unstarted (TaskReturn: it hosts an actor, which holds its computing
-turn; the link is lent no more until the actor's end comes on it). When the link closes (the processor died or was
-killed), the tasks sent on it without a result are handled as its agent handles its processor's death: the one its agent
-names in ProcessorExited (read from the processor's mark, worker/computing_mark.py; without that word, the oldest one
-not parked) was computing and fails with PROCESSOR_DIED; those sent before it ran, and their results died in the
+comes on the link: a task that parks on nested futures (ProcessorBlocked; it yields its slot, as at an agent, until
+its ProcessorResumeRequest), and tasks it gives back unstarted (TaskReturn: it hosts an actor, which holds its
+computing turn; the link is lent no more). When the link closes (the processor died or was killed), the tasks sent on
+it without a result are handled as its agent handles its processor's death: the one its agent names in
+ProcessorExited (read from the processor's mark, worker/computing_mark.py; without that word, the oldest one not
+parked) was computing and fails with PROCESSOR_DIED; those sent before it ran, and their results died in the
 processor's I/O thread (with a mark naming none, the oldest may have): they run again, a retry spent, as the parked
 ones; the others were staged and go back to the queue (none spent). A retry spent bounds what a processor that keeps
-dying outside any task's mark can cost. A lent result is named read in an echo on its link after the worker's next
-heartbeat (the processor keeps it until then); the lent tasks a processor's hello names that this instance does not know
-(from before a restart) are held as its worker's, and adopted on that link when their client submits them again.
+dying outside any task's mark can cost. A lent
+result is named read in an echo on its link after the worker's next heartbeat (the processor keeps it until then); the
+lent tasks a processor's hello names that this instance does not know (from before a restart) are held as its
+worker's, and adopted on that link when their client submits them again.
 """
 
 from __future__ import annotations
@@ -97,8 +98,6 @@ class WorkerSessions:
                 link.held.discard(result.task_id)
                 link.held_parked.discard(result.task_id)
         record = core.tasks.get(result.task_id)
-        if record is not None and record.task.actor is not None and record.worker == worker.peer and link.lent:
-            self._lend_again(worker, link)  # its actor ended: the computing turn it held is free
         if record is not None and record.link == peer:  # a lent task: the agent's journal never had it
             if result.ran is not None:
                 worker.learn_lent(result.ran.finished_at - result.ran.started_at)  # before the slot is offered
@@ -198,16 +197,6 @@ class WorkerSessions:
             self.drop_processor(peer, force=True)
 
     @staticmethod
-    def _lend_again(worker: WorkerRecord, link: ProcessorLinkRecord) -> None:
-        """A lent processor that was lent no more while it hosted an actor: the actor's end came on its link (after all
-        it sent about the actor), so its computing turn is free and plain tasks may go there again; not one that leaves
-        or whose link closed. (Lent no more for good, a lending worker whose every processor hosted an actor once got
-        no task again: its start tasks waited, "all workers that can run them are busy".)"""
-        if link not in worker.lent_links and not link.leaving and link.closed_at is None and not link.link_closed:
-            worker.lent_links.append(link)
-            worker.restage()
-
-    @staticmethod
     def _unlend(worker: WorkerRecord, link: ProcessorLinkRecord) -> None:
         if link in worker.lent_links:
             worker.lent_links.remove(link)
@@ -280,7 +269,7 @@ class WorkerSessions:
 
     def hosts_actor(self, peer: PeerID) -> None:
         """The processor of this link built an actor, which holds its computing turn while it lives: its link is lent
-        no more (the tasks sent there before are given back as it reads them) until the actor's end comes on it."""
+        no more (the tasks sent there before are given back as it reads them)."""
         link = self._core.processors.get(peer)
         worker = self._core.workers.get(link.worker) if link is not None else None
         if link is not None and worker is not None:

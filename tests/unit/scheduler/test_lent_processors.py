@@ -484,24 +484,3 @@ def test_a_queued_only_cancel_takes_staged_lent_tasks_back_and_cancels_those_giv
     sim.send(link, success(computing))
     assert client.answers[computing] == [("result", "success")]
     sim.check_invariants()
-
-
-def test_a_lent_processor_whose_actor_ended_on_its_link_is_lent_again() -> None:
-    """The actor held its computing turn; its end on the link frees it. Checked to fail with `_lend_again` doing
-    nothing: the worker, which lends and had no lent link left, got no task ("all workers that can run them are
-    busy"), and the churn of actors made and dropped on a lending cluster hung once each processor had hosted one."""
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=2)
-    link = lend(sim, worker)
-    start = replace(task(client.peer, 1), function_name="Ledger", actor=m.ActorSpec(1, 1, "", b""))
-    sim.submit(client, [start])
-    sim.send(worker.peer, m.ActorReady(start.task_id, link))
-    sim.send(client.peer, m.ActorStop(start.task_id))
-    assert sent_to(sim, link, m.ActorStop) == [m.ActorStop(start.task_id)]
-    worker.held.remove(start.task_id)
-    sim.send(link, success(start.task_id))  # its end, on its link
-    assert client.answers[start.task_id] == [("result", "success")]
-    sim.submit(client, [task(client.peer, 2)])
-    assert [t.task_id for t in sent_to(sim, link, m.Task)] == [task(client.peer, 2).task_id], "lent again"
-    sim.check_invariants()
