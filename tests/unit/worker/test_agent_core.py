@@ -559,3 +559,28 @@ def test_a_processor_whose_linked_actor_ended_is_not_retired_until_the_scheduler
     assert killed(effects) == [hosts[0]], "read: it may retire"
     effects = agent.handle(core.FromScheduler(m.HeartbeatEcho(), 4.5))
     assert killed(effects) == [], "one echo without naming the others: they may still be on their way"
+
+
+def test_a_lending_worker_replaces_the_processors_that_hosted_actors() -> None:
+    """Its scheduler lends a processor that hosted an actor no more: once idle it is not counted ready and retires
+    (after the scheduler read its actor's end), and the processor that is lent stays. Checked to fail with the pool
+    counting such processors ready: the lent one was retired instead (the others were kept, their ends unread), the
+    worker was left with no lent processor, and its scheduler sent it no task again."""
+    agent, effects = make(slots=1, lend_processors=True)
+    hosts = spawned(effects)
+    connect(agent)
+    ready(agent, hosts[0])
+    for number in (1, 2):  # two actors, each in a processor of its own, and a processor beside them
+        agent.handle(core.FromScheduler(actor_start(number), 0.1 * number))
+        effects = agent.handle(core.FromProcessor(hosts[-1], m.ActorReady(tid(number), b"W/link"), 0.1 * number))
+        (beside,) = spawned(effects)
+        ready(agent, beside, 0.1 * number)
+        hosts.append(beside)
+    effects = []
+    for number in (1, 2):
+        sent = m.ResultSent(tid(number), b"its frame")
+        effects += agent.handle(core.FromProcessor(hosts[number - 1], sent, 1.0 + number))
+    assert killed(effects) == [] and spawned(effects) == [], "the lent one is ready; the others wait for the echo"
+    effects = agent.handle(core.FromScheduler(m.HeartbeatEcho(results_read=(tid(1), tid(2))), 4.0))
+    assert killed(effects) == hosts[:2] and spawned(effects) == []
+    assert agent.processors[hosts[2]].state is core.ProcessorState.IDLE
