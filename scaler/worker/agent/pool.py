@@ -6,7 +6,7 @@ still writes results it announced: it is WRITING, agent/core.py rule 8, and one 
 free; nor one the agent keeps until the scheduler has read what it sent on its own link, agent/core.py rule 5). A
 worker that lends its processors keeps one started per free slot, and replaces each processor that hosted an actor:
 its scheduler lends it no more (its link may not take plain tasks while an actor holds its computing turn), so once
-idle it is not counted ready (a new one starts) and it retires, unless the agent keeps it (rule 5 above). Kept idle
+idle it is not counted ready (a new one starts) and it retires, unless the agent keeps it (as above). Kept idle
 among the ready ones, such processors left the scheduler no lent processor to send that worker's tasks to: after
 enough actors, a lending worker got no task again. Forking from the zygote takes milliseconds, so no spare is kept
 while every slot computes. A worker whose processors keep failing to start gives up: after
