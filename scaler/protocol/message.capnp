@@ -456,7 +456,7 @@ struct ActorSummary {
   name @2 :Text;                     # empty: anonymous
   clientId @3 :Data;                 # the client that started it
   workerId @4 :Data;                 # where it lives; empty while it is being placed
-  state @5 :Text;                    # "placing", "running", "stopping"
+  state @5 :Text;                    # "placing", "running", "stopping", "stopped"
   restarts @6 :UInt32;               # times it was started again after a loss
   calls @7 :UInt32;                  # its calls not answered yet (waiting for it, or at its worker)
   callsDone @8 :UInt64;              # its calls answered

@@ -753,7 +753,7 @@ class ActorSummary:
     client_id: bytes = b""
     #: where it lives; empty while it is being placed
     worker_id: bytes = b""
-    #: "placing", "running", "stopping"
+    #: "placing", "running", "stopping", "stopped"
     state: str = ""
     #: times it was started again after a loss
     restarts: int = 0

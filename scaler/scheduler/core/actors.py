@@ -13,8 +13,14 @@ not know: each actor's *calls* (tasks with `Task.actor_id` set), which never ent
    retry cost, with its pending calls kept in order for the new instance. Past `ActorSpec.max_restarts` (-1: no
    limit) it dies instead: every call ends ACTOR_DIED, and so does its start task.
 3. ActorStop: the calls made before it are served, then the actor's start task ends (a success); calls made after it
-   are refused ACTOR_DIED. An actor whose start task ended any other way (its constructor raised, its client left or
-   cancelled it) is gone too: its calls end ACTOR_DIED with the reason (`sweep`, once per step).
+   are refused ACTOR_DIED. Each call made before the stop gets its own result, also when the start task's end reaches
+   this scheduler first: the calls' results come on the processor's own link (rule 6) and the end may come another
+   way (through the worker's agent, which sends its journal's copy again when the processor exits). The actor is then
+   "stopped" (its name is free, calls to it are refused) and ends with the last of those results; if its processor's
+   link closes or its worker is lost first, the calls still at it end ACTOR_DIED saying so (they may have run). A
+   call whose result can come no more when the end comes (it was sent on a link that closed since) ends ACTOR_DIED
+   then. An actor whose start task ended any other way (its constructor raised, its client left or cancelled it) is
+   gone too: its calls end ACTOR_DIED with the reason (`sweep`, once per step).
 4. An actor's story is its start task's (`future.story()` of `handle.started`): its placements, the readiness of
    each instance, each restart and its end.
 5. A name (`ActorSpec.name`) is unique among the live actors of one owner (a CURVE key; "" without CURVE); ActorLookup
@@ -53,6 +59,8 @@ ENDED_KEPT = 1000
 _LOSSES = frozenset(
     {m.ResultStatus.PROCESSOR_DIED, m.ResultStatus.OUT_OF_MEMORY, m.ResultStatus.WORKER_DIED, m.ResultStatus.HOST_LOST}
 )
+#: The states of an actor asked to stop: calls to it are refused.
+_STOPPED = frozenset({"stopping", "stopped"})
 
 
 @dataclass(slots=True)
@@ -63,7 +71,9 @@ class ActorRecord:
     class_name: str
     spec: m.ActorSpec
     started_at: float
-    state: str = "placing"  #: "placing" (its start task is queued or building it), "running", "stopping"
+    #: "placing" (its start task is queued or building it), "running", "stopping" (its stop was sent), "stopped" (its
+    #: start task ended after its stop while calls sent to it were unanswered: it waits for their results, rule 3)
+    state: str = "placing"
     worker: PeerID | None = None  #: where it lives, once ready
     link: PeerID | None = None  #: its processor's own link, when its calls go there (rule 6)
     restarts: int = 0
@@ -72,6 +82,8 @@ class ActorRecord:
     pending: collections.deque[tuple[ClientID, m.Task] | None] = field(default_factory=collections.deque)
     at_worker: dict[TaskID, ClientID] = field(default_factory=dict)  #: calls sent to its worker, and their callers
     ended_because: str = ""  #: why it ended, once its start task's result says so
+    stopped: bool = False  #: its start task ended a success: it was stopped (rule 3)
+    link_lost: bool = False  #: a link its calls were sent on closed (rule 6): their results died with it
 
 
 class Actors:
@@ -110,7 +122,7 @@ class Actors:
     def call(self, client: ClientID, task: m.Task) -> None:
         """A method call (rule 1)."""
         actor = self.actors.get(task.actor_id)
-        if actor is None or actor.state == "stopping" or (actor.pending and actor.pending[-1] is None):
+        if actor is None or actor.state in _STOPPED or (actor.pending and actor.pending[-1] is None):
             why = "it was asked to stop" if actor is not None else self._ended.get(task.actor_id, "")
             why = why or "no such actor is alive (it ended, or never was)"
             self._answer(client, task.task_id, m.ResultStatus.ACTOR_DIED, f"the actor's call was refused: {why}")
@@ -123,7 +135,7 @@ class Actors:
     def stop(self, actor_id: TaskID) -> None:
         """ActorStop (rule 3)."""
         actor = self.actors.get(actor_id)
-        if actor is None or actor.state == "stopping" or (actor.pending and actor.pending[-1] is None):
+        if actor is None or actor.state in _STOPPED or (actor.pending and actor.pending[-1] is None):
             return
         if actor.state == "running" and actor.worker is not None:
             actor.state = "stopping"
@@ -189,6 +201,8 @@ class Actors:
         caller = actor.at_worker.pop(result.task_id)
         actor.calls_done += 1
         self._core.client_sessions.answer(PeerID(caller), result)
+        if actor.state == "stopped" and not actor.at_worker:
+            self._forget(actor, f"the actor {actor.class_name} ended: it was stopped")  # its last call answered
 
     def call_log(self, peer: PeerID, log: m.TaskLog | m.StreamItem) -> bool:
         """Output a call printed: to its caller. False when the task is no call."""
@@ -210,22 +224,31 @@ class Actors:
         if result.status in _LOSSES:
             return self._lost(actor, result.error_message or result.status.value)
         if result.status is m.ResultStatus.SUCCESS:
-            actor.ended_because = "it was stopped"
+            actor.ended_because, actor.stopped = "it was stopped", True
         else:
             actor.ended_because = f"its constructor failed: {result.error_message or result.status.value}"
         return False
 
     def worker_gone(self, worker: WorkerRecord, reason: str) -> None:
-        """Before the lifecycle hears of it: the actors at the worker are lost (rule 2)."""
+        """Before the lifecycle hears of it: the actors at the worker are lost (rule 2); a stopped one's calls still
+        unanswered there end (rule 3)."""
         for actor in [a for a in self.actors.values() if a.actor_id in worker.assigned]:
             self._lost(actor, reason)
             worker.assigned.discard(actor.actor_id)
+        for actor in [a for a in self.actors.values() if a.state == "stopped" and a.worker == worker.peer]:
+            self._stopped_lost(actor, f"its worker was lost ({reason})")
 
     def processor_gone(self, processor: PeerID) -> None:
-        """A processor's link closed: the actors it served take the route through their agent (rule 6)."""
-        for actor in self.actors.values():
-            if actor.link == processor:
-                actor.link = None
+        """A processor's link closed: the actors it served take the route through their agent (rule 6); a stopped one's
+        calls still unanswered there end (rule 3)."""
+        for actor in list(self.actors.values()):
+            if actor.link != processor:
+                continue
+            actor.link = None
+            if actor.at_worker:
+                actor.link_lost = True  # the calls at it now are answered by its processor's loss, or its end
+            if actor.state == "stopped":
+                self._stopped_lost(actor, "its processor's link closed")
 
     def client_gone(self, client: ClientID) -> None:
         """Its calls are answered nobody (its actors end with their start tasks, which the lifecycle cancels)."""
@@ -239,16 +262,20 @@ class Actors:
             return
         self._sweep_due, self._swept_at = False, tasks.actor_starts_ended
         records = tasks.records
-        for actor_id in [a for a in self.actors if a not in records]:
-            actor = self.actors.pop(actor_id)
-            if actor.spec.name:
-                self._names.pop((actor.owner, actor.spec.name), None)
+        for actor_id in [a for a, actor in self.actors.items() if a not in records and actor.state != "stopped"]:
+            actor = self.actors[actor_id]
             because = actor.ended_because or "it was cancelled (killed, or its client left)"
-            why = f"the actor {actor.class_name} ended: {because}"
+            why = ended = f"the actor {actor.class_name} ended: {because}"
+            if actor.stopped and actor.at_worker:
+                if actor.link is not None and actor.worker is not None:
+                    self._wait_for_calls(actor)
+                    continue
+                # the calls were sent on a link that closed since, or their results went the way the end came, which
+                # carried them first: they will not come
+                lost = "its processor's link closed while the call was at it" if actor.link_lost else "it was lost"
+                why = f"the actor {actor.class_name} was stopped, and the call's result never came: {lost}"
             self._fail_all(actor, m.ResultStatus.ACTOR_DIED, why)
-            self._ended[actor_id] = why
-            if len(self._ended) > ENDED_KEPT:
-                del self._ended[next(iter(self._ended))]
+            self._forget(actor, ended)
 
     # ------------------------------------------------------------ the read model
 
@@ -288,9 +315,35 @@ class Actors:
             self._calls.pop(call_id, None)
             self._answer(caller, call_id, m.ResultStatus.ACTOR_RESTARTED, why)
         actor.at_worker.clear()
-        actor.state = "placing"
+        actor.state, actor.link_lost = "placing", False
         self._core.lifecycle.apply(actor.actor_id, TaskEvent.RETURNED, reason=f"its actor restarts: {reason}")
         return True
+
+    def _wait_for_calls(self, actor: ActorRecord) -> None:
+        """Rule 3: its start task ended after its stop, and calls sent to it on its processor's link are unanswered
+        (the end came another way: through its agent, which sent its journal's copy again): it is "stopped", its name
+        free, until their results come on the link, or the link or its worker is lost."""
+        actor.state = "stopped"
+        if actor.spec.name:
+            self._names.pop((actor.owner, actor.spec.name), None)
+        because = f"its start task ended after its stop; {len(actor.at_worker)} call(s) at it wait for their results"
+        where = actor.worker or b""
+        self._core.tasks.stories.note(actor.actor_id, self._core.wall_time, "actor stopped", where, because)
+
+    def _stopped_lost(self, actor: ActorRecord, reason: str) -> None:
+        """A stopped actor's calls still unanswered can be answered no more (rule 3)."""
+        why = f"the actor {actor.class_name} was stopped, and {reason} before the call's result came (it may have run)"
+        self._fail_all(actor, m.ResultStatus.ACTOR_DIED, why)
+        self._forget(actor, f"the actor {actor.class_name} ended: it was stopped")
+
+    def _forget(self, actor: ActorRecord, why: str) -> None:
+        """The actor is gone: known from now on only by why it ended, for calls made to it after."""
+        del self.actors[actor.actor_id]
+        if actor.spec.name and self._names.get((actor.owner, actor.spec.name)) == actor.actor_id:
+            del self._names[(actor.owner, actor.spec.name)]
+        self._ended[actor.actor_id] = why
+        if len(self._ended) > ENDED_KEPT:
+            del self._ended[next(iter(self._ended))]
 
     def _fail_all(self, actor: ActorRecord, status: m.ResultStatus, why: str) -> None:
         for call_id, caller in actor.at_worker.items():

@@ -33,7 +33,11 @@ result journal (`result_journal`: results to send again after a scheduler restar
    serves them); a call's result goes on to the scheduler as it comes. A call for an actor not held here is
    answered ACTOR_DIED at once; the scheduler answers those that were in a processor that died. When the processor's
    ActorReady names its own link, the scheduler sends the calls there and they never pass here; the start task's end
-   then comes as a ResultSent (processor/outlet.py).
+   then comes as a ResultSent (processor/outlet.py). The calls' results went before it on the link, and only the link
+   has them (the journal keeps the end alone), so that processor is not retired until the scheduler names the end
+   read (it read the link up to there), or the journal sends the end again itself (result_journal.py rule 3b): a
+   retired processor is killed, and what ZeroMQ had not written on its link yet dies with it (the scheduler then
+   heard the end, sent again, before the calls' results, which never came).
 6. A result reaches the scheduler from its processor, on the processor's own link, when that processor's route is
    open (it then tells the agent with ResultSent: processor/result_route.py), else through the agent (TaskResult).
    Either way the task ends here when the agent hears of it (END), and the result journal keeps the result until
@@ -175,6 +179,9 @@ class AgentCore:
         self._announced_capacity = 0
         #: the actors' calls sent to processors and not answered yet: the processor each is in (rule 5)
         self._actor_calls: dict[TaskID, bytes] = {}
+        #: actors' start tasks whose end their processor sent on its own link, not named read by the scheduler yet:
+        #: the processor each ended in, which is not retired meanwhile (rule 5)
+        self._actor_ends: dict[TaskID, bytes] = {}
         self.now = started_at
 
     # ------------------------------------------------------------ the one mutator
@@ -240,7 +247,7 @@ class AgentCore:
             return  # a leaving worker is forgotten on purpose: no new registration
         self._follow_link(self.link.on_message(message, self.now))
         if isinstance(message, m.HeartbeatEcho):
-            self._send_again(self.journal.acknowledged(message.results_read))
+            self._on_echo(message)
         elif isinstance(message, m.Task):
             self._accept(message)
         elif isinstance(message, m.ActorStop):
@@ -258,6 +265,13 @@ class AgentCore:
             self._exit(EXIT_OK, f"the scheduler asked this worker to stop: {message.reason}")
         elif isinstance(message, m.ProtocolError) and message.kind is not m.ProtocolErrorKind.UNKNOWN_PEER:
             logger.warning("the scheduler refused a message: %s", message.reason)
+
+    def _on_echo(self, echo: m.HeartbeatEcho) -> None:
+        again = self.journal.acknowledged(echo.results_read)
+        if self._actor_ends:  # read, or sent again by the agent: their processors may retire (rule 5)
+            for task_id in (*echo.results_read, *(sent.task_id for sent in again)):
+                self._actor_ends.pop(task_id, None)
+        self._send_again(again)
 
     def _accept(self, task: m.Task) -> None:
         if task.actor_id:
@@ -323,6 +337,7 @@ class AgentCore:
             logger.info("sending %d result(s) again to the scheduler", len(self.journal))
         for result in self.journal.send_all_again():
             self.effects.append(ToScheduler(result) if isinstance(result, m.TaskResult) else ResendResult(result))
+        self._actor_ends.clear()  # sent again by the agent: their processors may retire (rule 5)
 
     def _send_again(self, results: list[m.ResultSent]) -> None:
         """Results processors sent on their own links, sent again by the agent (result_journal.py rule 3)."""
@@ -435,12 +450,14 @@ class AgentCore:
             return  # stopped or cancelled meanwhile: the scheduler was told, and takes whichever comes first
         if held.task.actor is not None:  # an actor whose calls came on the processor's link: its end went there too
             self._forget_calls(processor.processor_id)
+            self._actor_ends[sent.task_id] = processor.processor_id  # kept until the scheduler read it (rule 5)
         else:  # the processor's own measure: its message may have waited for others, to leave with them (outlet.py)
             self.estimates.learn(held.task.function_name, sent.seconds or self.now - held.started_at)
         self.journal.sent_by_processor(processor.processor_id, sent)
 
     def _on_exit(self, processor_id: bytes, description: str, out_of_memory: str, lent_task: bytes | None) -> None:
         self._send_again(self.journal.processor_gone(processor_id))  # its messages may have died with it
+        self._forget_ends(processor_id)
         if self.settings.lend_processors and self.link.is_registered:  # the scheduler fails its lent task with this
             known = lent_task is not None  # the lent task it computed, from its mark (worker/computing_mark.py)
             self._to_scheduler(m.ProcessorExited(processor_id, description, out_of_memory, lent_task or b"", known))
@@ -519,7 +536,8 @@ class AgentCore:
         queued = len(self.placement)
         for _ in range(self.pool.to_start(self.table, queued)):
             self._spawn()
-        for processor_id in self.pool.to_retire(self.table, queued):
+        kept = self._actor_ends.values() if self._actor_ends else ()
+        for processor_id in self.pool.to_retire(self.table, queued, kept):
             self._kill(processor_id, "not needed any more")
 
     def _announce_capacity(self) -> None:
@@ -560,6 +578,11 @@ class AgentCore:
         """The processor's actor ended or it is gone: its calls are answered by the scheduler (rule 5)."""
         if self._actor_calls:
             self._actor_calls = {call: p for call, p in self._actor_calls.items() if p != processor_id}
+
+    def _forget_ends(self, processor_id: bytes) -> None:
+        """The processor is gone: the journal sends its results again (rule 5, result_journal.py rule 3a)."""
+        if self._actor_ends:
+            self._actor_ends = {task: p for task, p in self._actor_ends.items() if p != processor_id}
 
     def _leave(self, reason: str) -> None:
         if self._leaving:

@@ -3,14 +3,20 @@
 One processor is kept ready (idle or starting) per slot that could start a task now, and at least one while a
 slot is free; idle processors beyond that, with one of slack, retire (not one that holds parked tasks, nor one that
 still writes results it announced: it is WRITING, agent/core.py rule 8, and one is started beside it when a slot is
-free). A worker that lends its processors keeps one started per free slot. Forking
-from the zygote takes milliseconds, so no spare is kept while every slot computes. A worker whose processors keep
-failing to start gives up: after MAX_START_FAILURES in a row (or one, with a preload: the preload is to blame).
+free; nor one the agent keeps until the scheduler has read what it sent on its own link, agent/core.py rule 5). A
+worker that lends its processors keeps one started per free slot, and replaces each processor that hosted an actor:
+its scheduler lends it no more (its link may not take plain tasks while an actor holds its computing turn), so once
+idle it is not counted ready (a new one starts) and it retires, unless the agent keeps it (as above). Kept idle
+among the ready ones, such processors left the scheduler no lent processor to send that worker's tasks to: after
+enough actors, a lending worker got no task again. Forking from the zygote takes milliseconds, so no spare is kept
+while every slot computes. A worker whose processors keep failing to start gives up: after
+MAX_START_FAILURES in a row (or one, with a preload: the preload is to blame).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Collection
 
 from scaler.worker.agent.processor_table import ProcessorState, ProcessorTable
 
@@ -41,18 +47,20 @@ class ProcessorPool:
         """How many processors to start now, with `queued` tasks waiting in the agent."""
         return max(0, self._wanted(table, queued) - self._ready(table))
 
-    def to_retire(self, table: ProcessorTable, queued: int) -> tuple[bytes, ...]:
-        """The idle processors to retire now."""
+    def to_retire(self, table: ProcessorTable, queued: int, kept: Collection[bytes] = ()) -> tuple[bytes, ...]:
+        """The idle processors to retire now; none of `kept` (the module docstring)."""
+        replaced = self._replaced(table, kept) if self._keep_all and table.former_hosts else _NONE
         surplus = self._ready(table) - (self._wanted(table, queued) + 1)
         if surplus <= 0:
-            return _NONE
+            return replaced
         retired: list[bytes] = []
         for processor in table.processors.values():
             if len(retired) == surplus:
                 break
-            if processor.state is _IDLE and not processor.parked:
-                retired.append(processor.processor_id)
-        return tuple(retired)
+            if processor.state is _IDLE and not processor.parked and processor.processor_id not in kept:
+                if processor.processor_id not in table.former_hosts or not self._keep_all:
+                    retired.append(processor.processor_id)
+        return replaced + tuple(retired)
 
     def started(self) -> None:
         self.start_failures = 0
@@ -66,6 +74,16 @@ class ProcessorPool:
         free_slots = max(0, self._slots - table.running)
         return free_slots if self._keep_all else min(free_slots, max(1, queued))
 
+    def _ready(self, table: ProcessorTable) -> int:
+        ready = table.count(_IDLE) + table.count(_STARTING)
+        if self._keep_all and table.former_hosts:  # lent no more: not ready for lent tasks (the module docstring)
+            ready -= sum(1 for p in table.former_hosts if table.processors[p].state is _IDLE)
+        return ready
+
     @staticmethod
-    def _ready(table: ProcessorTable) -> int:
-        return table.count(_IDLE) + table.count(_STARTING)
+    def _replaced(table: ProcessorTable, kept: Collection[bytes]) -> tuple[bytes, ...]:
+        """A lending worker's idle processors that hosted an actor, to retire now (the module docstring)."""
+        processors = table.processors
+        return tuple(
+            p for p in table.former_hosts if processors[p].state is _IDLE and not processors[p].parked and p not in kept
+        )

@@ -110,6 +110,9 @@ class ProcessorTable:
         self.resuming: dict[TaskID, None] = {}
         #: actors' start tasks whose actor is built: their processor is HOSTING while they compute (agent/core.py)
         self.hosted: set[TaskID] = set()
+        #: processors that hosted an actor, ever: a lending worker's scheduler lends them no more (pool.py); a dict used
+        #: as an ordered set
+        self.former_hosts: dict[bytes, None] = {}
 
     # ------------------------------------------------------------ counts
 
@@ -133,6 +136,7 @@ class ProcessorTable:
         nor after a call of the actor parked on nested futures and goes on (`resume`)."""
         if processor.state is _RUNNING and processor.task_id == actor_id and not processor.staged:
             self.hosted.add(actor_id)
+            self.former_hosts[processor.processor_id] = None
             self.set_state(processor, ProcessorState.HOSTING)
 
     def takes_slot(self, task_id: TaskID) -> bool:
@@ -148,6 +152,7 @@ class ProcessorTable:
 
     def remove(self, processor_id: bytes) -> None:
         processor = self.processors.pop(processor_id, None)
+        self.former_hosts.pop(processor_id, None)
         if processor is not None:
             self._counts[processor.state] -= 1
             self._parked -= len(processor.parked)

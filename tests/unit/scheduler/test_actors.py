@@ -257,3 +257,86 @@ def test_an_actor_whose_start_task_is_refused_ends_and_its_calls_say_why() -> No
     assert answered(client, refused) == [("result", "actorDied")]
     assert not sim.core.view().actors
     sim.check_invariants()
+
+
+# ---------------------------------------------------------------- a stopped actor's calls still unanswered (rule 3)
+
+
+def answer_text(sim: SimulatedCluster, client: FakeClient, task_id: TaskID) -> str:
+    sent = [e.message for e in sim.effects if isinstance(e, Send) and e.peer == client.peer]
+    return [s for s in sent if isinstance(s, m.TaskResult) and s.task_id == task_id][-1].error_message
+
+
+def stopped_with_a_call_at_it(sim: SimulatedCluster) -> tuple[FakeClient, FakeWorker, PeerID, TaskID, TaskID]:
+    """An actor on its processor's link, a call made, then the stop, both sent on the link; the start task's end then
+    comes through the worker (its agent sent its journal's copy, the processor's link having lost it) before the
+    call's result."""
+    client, worker = sim.add_client(), sim.add_worker(capacity=2)
+    link = link_of(sim, worker)
+    actor_id = start(sim, client, 1)
+    made = call(sim, client, actor_id, 10)
+    sim.send(client.peer, m.ActorStop(actor_id))
+    sim.send(worker.peer, m.ActorReady(actor_id, link))
+    assert [type(s) for s in sent_on(sim, link, (m.Task, m.ActorStop))] == [m.Task, m.ActorStop]
+    worker.held.remove(actor_id)
+    sim.send(worker.peer, success(actor_id))
+    assert answered(client, actor_id) == [("result", "success")]
+    return client, worker, link, actor_id, made
+
+
+def test_a_stopped_actors_end_that_comes_before_a_calls_result_leaves_the_call_its_result() -> None:
+    """The start task's end overtook the result of a call made before the stop (they came by two routes): the call
+    still gets its own result when it comes, the actor ends then, and a call made after the stop is refused.
+    Checked to fail with the sweep ending the actor at its start task's end (the call was answered ACTOR_DIED "the
+    actor Pricer ended: it was stopped", its real result dropped)."""
+    sim = SimulatedCluster()
+    client, _, link, actor_id, made = stopped_with_a_call_at_it(sim)
+    assert answered(client, made) == [], "not answered before its result"
+    (summary,) = sim.core.view().actors
+    assert (summary.state, summary.calls) == ("stopped", 1)
+    late = call(sim, client, actor_id, 11)
+    assert answered(client, late) == [("result", "actorDied")]
+    sim.send(link, success(made))
+    assert answered(client, made) == [("result", "success")]
+    assert not sim.core.view().actors
+    sim.check_invariants()
+
+
+def test_a_stopped_actors_unanswered_call_ends_actor_died_when_its_link_or_worker_is_lost() -> None:
+    """Its processor's link closes, or its worker is lost, before the call's result came: the call ends ACTOR_DIED
+    saying so (never "it was stopped", never silence). Checked to fail as the test above."""
+    sim = SimulatedCluster()
+    client, _, link, _, made = stopped_with_a_call_at_it(sim)
+    sim.feed(PeerLost(link, "closed", sim.now))
+    assert answered(client, made) == [("result", "actorDied")]
+    assert "its processor's link closed" in answer_text(sim, client, made)
+    assert not sim.core.view().actors
+    sim.check_invariants()
+
+    sim = SimulatedCluster()
+    client, worker, _, _, made = stopped_with_a_call_at_it(sim)
+    sim.kill(worker)
+    assert answered(client, made) == [("result", "actorDied")]
+    assert "it was stopped" not in answer_text(sim, client, made)
+    assert not sim.core.view().actors
+
+
+def test_a_stopped_actors_end_after_its_link_closed_fails_the_calls_sent_there_at_once() -> None:
+    """The link closed while the call was at the processor (its result died with it), then the start task's end came
+    through the worker: nothing else will answer the call, so it ends ACTOR_DIED, naming the link's loss. Checked to
+    fail with the sweep's "it was stopped"."""
+    sim = SimulatedCluster()
+    client, worker = sim.add_client(), sim.add_worker(capacity=2)
+    link = link_of(sim, worker)
+    actor_id = start(sim, client, 1)
+    made = call(sim, client, actor_id, 10)
+    sim.send(client.peer, m.ActorStop(actor_id))
+    sim.send(worker.peer, m.ActorReady(actor_id, link))
+    sim.feed(PeerLost(link, "closed", sim.now))
+    assert answered(client, made) == []
+    worker.held.remove(actor_id)
+    sim.send(worker.peer, success(actor_id))
+    assert answered(client, made) == [("result", "actorDied")]
+    assert "its processor's link closed" in answer_text(sim, client, made)
+    assert not sim.core.view().actors
+    sim.check_invariants()

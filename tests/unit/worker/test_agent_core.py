@@ -527,3 +527,60 @@ def test_a_linked_actors_end_comes_as_a_result_sent_frees_its_processor_and_teac
     assert agent.table.count(core.ProcessorState.HOSTING) == 0 and agent.running == 0
     assert agent.estimates.staging_depth("Pricer", 8) == 0
     assert agent.journal.processor_gone(first) == [sent], "kept until the scheduler names it"
+
+
+def killed(effects: list[core.Effect]) -> list[bytes]:
+    return [e.processor_id for e in effects if isinstance(e, core.KillProcessor)]
+
+
+def test_a_processor_whose_linked_actor_ended_is_not_retired_until_the_scheduler_read_the_end() -> None:
+    """The calls' results of an actor on its processor's link went there before its end, and only the link has them:
+    the processor is not killed as not needed until the scheduler names the end read (the link was read up to
+    there), or the journal sends the end again itself. Checked to fail with `_keep_processors` not passing the
+    processors kept (the first actors' processors were killed at their ends, and the churn of actors made and
+    dropped with a call each got ACTOR_DIED "it was stopped" for calls whose results died in a killed processor)."""
+    agent, effects = make(slots=1)
+    (first,) = spawned(effects)
+    connect(agent)
+    ready(agent, first)
+    hosts = [first]
+    for number in (1, 2, 3):  # three actors, each in a processor of its own, and a processor beside them
+        agent.handle(core.FromScheduler(actor_start(number), 0.1 * number))
+        effects = agent.handle(core.FromProcessor(hosts[-1], m.ActorReady(tid(number), b"W/link"), 0.1 * number))
+        (beside,) = spawned(effects)
+        ready(agent, beside, 0.1 * number)
+        hosts.append(beside)
+    retired: list[bytes] = []
+    for number in (1, 2, 3):
+        sent = m.ResultSent(tid(number), b"its frame")
+        retired += killed(agent.handle(core.FromProcessor(hosts[number - 1], sent, 1.0 + number)))
+    assert retired == [hosts[3]], "the idle one beyond the slack retires; not those whose actors' ends are not read"
+    effects = agent.handle(core.FromScheduler(m.HeartbeatEcho(results_read=(tid(1),)), 4.0))
+    assert killed(effects) == [hosts[0]], "read: it may retire"
+    effects = agent.handle(core.FromScheduler(m.HeartbeatEcho(), 4.5))
+    assert killed(effects) == [], "one echo without naming the others: they may still be on their way"
+
+
+def test_a_lending_worker_replaces_the_processors_that_hosted_actors() -> None:
+    """Its scheduler lends a processor that hosted an actor no more: once idle it is not counted ready and retires
+    (after the scheduler read its actor's end), and the processor that is lent stays. Checked to fail with the pool
+    counting such processors ready: the lent one was retired instead (the others were kept, their ends unread), the
+    worker was left with no lent processor, and its scheduler sent it no task again."""
+    agent, effects = make(slots=1, lend_processors=True)
+    hosts = spawned(effects)
+    connect(agent)
+    ready(agent, hosts[0])
+    for number in (1, 2):  # two actors, each in a processor of its own, and a processor beside them
+        agent.handle(core.FromScheduler(actor_start(number), 0.1 * number))
+        effects = agent.handle(core.FromProcessor(hosts[-1], m.ActorReady(tid(number), b"W/link"), 0.1 * number))
+        (beside,) = spawned(effects)
+        ready(agent, beside, 0.1 * number)
+        hosts.append(beside)
+    effects = []
+    for number in (1, 2):
+        sent = m.ResultSent(tid(number), b"its frame")
+        effects += agent.handle(core.FromProcessor(hosts[number - 1], sent, 1.0 + number))
+    assert killed(effects) == [] and spawned(effects) == [], "the lent one is ready; the others wait for the echo"
+    effects = agent.handle(core.FromScheduler(m.HeartbeatEcho(results_read=(tid(1), tid(2))), 4.0))
+    assert killed(effects) == hosts[:2] and spawned(effects) == []
+    assert agent.processors[hosts[2]].state is core.ProcessorState.IDLE
