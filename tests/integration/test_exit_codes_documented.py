@@ -88,6 +88,7 @@ def test_ctrl_c_while_the_scheduler_waits_for_its_object_storage_stops_it_cleanl
     scheduler = subprocess.Popen(
         [str(BIN_DIR / "scaler_scheduler"), addresses.scheduler, "-osa", addresses.object_storage],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+        preexec_fn=_sigint_as_in_a_terminal,
     )  # fmt: skip
     lines: queue.Queue[str] = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(line) for line in scheduler.stdout or ()], daemon=True)
@@ -112,6 +113,12 @@ def test_ctrl_c_while_the_scheduler_waits_for_its_object_storage_stops_it_cleanl
             scheduler.stdout.close()
     assert scheduler.returncode == ExitCode.OK, "".join(seen) + rest
     assert "Traceback" not in rest and "scheduler stopped: received SIGINT while starting" in rest, rest
+
+
+def _sigint_as_in_a_terminal() -> None:
+    """In the child before it starts: SIGINT as a terminal's command has it. A test process of pytest-xdist ignores
+    SIGINT, and a process started ignoring it keeps ignoring it (Python then installs no KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def iter_queue(lines: queue.Queue[str]) -> list[str]:

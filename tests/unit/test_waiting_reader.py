@@ -241,12 +241,15 @@ def test_only_one_thread_reads_at_a_time(connection: _Connection, no_safety_net:
 
 @pytest.mark.timeout(30)
 def test_a_ctrl_c_while_the_main_thread_handles_messages_loses_none_and_is_raised_after_them(
-    connection: _Connection, no_safety_net: None
+    connection: _Connection, no_safety_net: None, request: pytest.FixtureRequest
 ) -> None:
     """SIGINT arrives while the waiting main thread handles a message it read: the KeyboardInterrupt is raised once
     the messages read are handled (before, on the client's I/O thread, no signal could interrupt their handling),
     not in the middle of one, which would lose it."""
     assert threading.current_thread() is threading.main_thread()
+    # Python's own handler, as in a terminal's program (a pytest-xdist test process ignores SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
     finished: list[bytes] = []
 
     def on_message(payload: bytes) -> None:
