@@ -25,6 +25,7 @@ import pytest
 import zmq
 
 from scaler import SchedulerClusterCombo
+from scaler.entry_points.fake_cloud import FOLDERS_SECONDS, STOP_SECONDS
 from scaler.io.address import free_tcp_port_block
 from scaler.monitor.feed import FeedReader
 from scaler.protocol import codec
@@ -45,6 +46,9 @@ COLD_START_SECONDS = 90.0
 #: How long `scaler_fake_cloud` may take to print its endpoint: moto is a large package, and its first import at
 #: the start of a clean-clone run, with the other test process starting too, has taken more than 30 s in CI.
 CLOUD_START_SECONDS = 90.0
+#: How long a stopped `scaler_fake_cloud` may take to exit: its processes, then its units' folders (each wait bounded by
+#: the command; removing a docker unit's installer cache takes tens of seconds on a loaded disk).
+CLOUD_STOP_SECONDS = STOP_SECONDS + FOLDERS_SECONDS + 10.0
 #: How long processes get to disappear once the test is over.
 LEFTOVER_GRACE_SECONDS = 15.0
 #: Where the console commands of this environment live.

@@ -19,7 +19,7 @@ import pytest
 from scaler import Client
 from scaler.io.address import free_tcp_port_block
 from tests.integration.cloud_harness import UNIT_PYTHON, this_build
-from tests.integration.conftest import CLOUD_START_SECONDS, Launcher, wait_for
+from tests.integration.conftest import CLOUD_START_SECONDS, CLOUD_STOP_SECONDS, Launcher, wait_for
 from tests.integration.test_cloud_burst import ECS_FLAGS
 from tests.integration.test_cloud_faults import SCALING
 
@@ -94,5 +94,5 @@ def test_ecs_tasks_run_as_containers_of_the_worker_image(
         wait_for(lambda: not containers_of(cloud.pid), "the stopped tasks' containers to be gone", 60)
     finally:
         cloud.popen.send_signal(signal.SIGTERM)
-        cloud.wait_exit()
+        cloud.wait_exit(CLOUD_STOP_SECONDS)
     assert containers_of(cloud.pid) == []
