@@ -198,6 +198,7 @@ class ClientAgent(Generic[FutureT]):
 
     @property
     def worker_count(self) -> int:
+        """The workers a task can go to, as the scheduler last said (its processors connected)."""
         return self._core.worker_count
 
     @property

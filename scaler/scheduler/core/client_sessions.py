@@ -93,7 +93,7 @@ class ClientSessions:
     def on_heartbeat(self, peer: PeerID, heartbeat: m.Heartbeat) -> None:
         core = self._core
         core.clients[peer].answers.acknowledge(heartbeat.answers_epoch, heartbeat.answers_received)
-        core.send(peer, m.HeartbeatEcho(core.settings.object_storage_address, len(core.workers)))
+        core.send(peer, m.HeartbeatEcho(core.settings.object_storage_address, core.ready_worker_count()))
 
     def on_story_request(self, peer: PeerID, request: m.TaskStoryRequest) -> None:
         """A client asks for a task's story (`ScalerFuture.story()`); any client may ask about any task id."""

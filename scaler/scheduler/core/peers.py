@@ -127,6 +127,13 @@ class WorkerRecord:
         return not self.assigned
 
     @property
+    def takes_tasks(self) -> bool:
+        """Whether a task can go to it now: a worker that lends its processors takes none until one of their links
+        has connected (at its start, or while they restart: its agent would put them on processors that run lent
+        ones)."""
+        return not self.lends or bool(self.lent_links)
+
+    @property
     def memory_bytes(self) -> int:
         """Its memory: the `memory` capability it declares, else the limit its heartbeats report (0: unknown)."""
         return offered_memory(self.capabilities, self.status.memory_limit_bytes)

@@ -53,7 +53,7 @@ class Registration:
                 python_version=settings.python_version,
                 object_storage_address=settings.object_storage_address,
                 heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
-                worker_count=len(core.workers),
+                worker_count=core.ready_worker_count() if hello.role is m.Role.CLIENT else len(core.workers),
                 instance_id=settings.instance_id,
                 resume_seconds=client.resume_seconds if client is not None else 0.0,
             ),

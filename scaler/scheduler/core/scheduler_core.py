@@ -397,6 +397,11 @@ class SchedulerCore:
     def worker_of(self, peer: PeerID) -> WorkerRecord | None:
         return self.workers.get(peer)
 
+    def ready_worker_count(self) -> int:
+        """The workers a task can go to now, as clients are told (`workerCount`): a local cluster's start waits for
+        all of them (`ray.init()`), and a map sizes its chunks by them."""
+        return sum(1 for worker in self.workers.values() if worker.takes_tasks)
+
 
 def _describe(event: Event) -> str:
     if isinstance(event, Received):

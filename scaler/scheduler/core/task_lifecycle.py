@@ -305,8 +305,8 @@ class TaskLifecycle:
             if found is None:
                 break
             entry, worker = found
-            if worker.lends and not worker.lent_links:  # its processors are restarting: its agent would put tasks
-                passed_over.append(entry)  # on processors that run lent ones (the next link's hello offers it again)
+            if not worker.takes_tasks:  # no processor's link yet (the next link's hello offers it again)
+                passed_over.append(entry)
                 continue
             key, top = self._best_queue_for(worker)
             if key is None:

@@ -484,3 +484,26 @@ def test_a_queued_only_cancel_takes_staged_lent_tasks_back_and_cancels_those_giv
     sim.send(link, success(computing))
     assert client.answers[computing] == [("result", "success")]
     sim.check_invariants()
+
+
+def test_clients_count_a_lending_worker_once_a_processor_of_it_has_connected() -> None:
+    """`workerCount` tells a client how many workers a task can go to now: `ray.init()` waits for its local cluster's
+    workers by it, and a worker that lends its processors takes no task before one of their links has connected (the
+    first tasks then went to the first worker's processor, one behind the other, while the second's was starting).
+
+    Checked with the mechanism off, by hand: counting `len(core.workers)` again, the first two asserts fail."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    sim.add_worker(capacity=2)  # a worker whose agent takes the tasks
+    peer = PeerID(b"Worker|SIM|lending")
+    sim.send(peer, hello(m.WorkerInfo((), 2, "", "SIM", lends_processors=True)))
+
+    def told() -> int:
+        sim.heartbeat(client)
+        return sent_to(sim, client.peer, m.HeartbeatEcho)[-1].worker_count
+
+    assert told() == 1, "the lending worker has no processor's link yet"
+    late = sim.add_client("late")
+    assert sent_to(sim, late.peer, m.HelloReply)[-1].worker_count == 1, "a client's hello is answered the same way"
+    lend(sim, FakeWorker(peer, 2))
+    assert told() == 2
