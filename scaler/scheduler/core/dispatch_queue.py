@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 #: Index, in the task table's counts of a client, of its tasks held at workers (DISPATCHED or CANCELING).
 HELD_INDEX = 2
 
+#: Of each client's tasks set aside over its quota, how many of the best `oldest_submitted` looks at.
+HEAD_ENTRIES = 64
+
 #: A dispatch queue entry: (-priority, turn, sequence, task id).
 Entry = tuple[int, float, int, TaskID]
 
@@ -207,6 +210,22 @@ class DispatchQueue:
             if entry[3] not in seen and _is_current(records.get(entry[3]), entry):
                 seen.add(entry[3])
                 yield entry[3]
+
+    def oldest_submitted(self, key: Capabilities, records: dict[TaskID, TaskRecord]) -> float | None:
+        """When the longest-waiting QUEUED task of capability set `key` was submitted, as far as the heads tell (for
+        the status: once a second, not per task): the task `pop` would take, and the oldest of the first
+        HEAD_ENTRIES of each client's tasks set aside over its quota (a heap's first entries are its best, and a
+        client's tasks of one priority keep their submission order); None when none is queued."""
+        heads = []
+        top = self.peek(key, records)
+        if top is not None:
+            heads.append(records[top[3]].submitted_at)
+        for waiting in self._over_quota.values():
+            for entry, at in itertools.islice(waiting, HEAD_ENTRIES):
+                record = records.get(entry[3])
+                if at == key and record is not None and _is_current(record, entry):
+                    heads.append(record.submitted_at)
+        return min(heads) if heads else None
 
     def set_quota(self, client: ClientID, quota: ClientQuota) -> None:
         self.quotas[client] = quota.held_limit

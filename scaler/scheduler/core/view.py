@@ -171,9 +171,9 @@ class ViewBuilder:
             count = queued.get(capabilities, 0)
             oldest, reason, over_quota = 0.0, "", 0
             if count:
-                head = queue.peek(capabilities, records)
-                if head is not None:
-                    oldest = max(0.0, core.now - records[head[3]].submitted_at)
+                submitted = queue.oldest_submitted(capabilities, records)  # those held by a quota included
+                if submitted is not None:
+                    oldest = max(0.0, core.now - submitted)
                 reason = self._waiting_reason(capabilities)
                 kinds = held_back.get(capabilities, {})
                 over_quota = sum(kinds.values())
