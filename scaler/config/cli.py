@@ -46,7 +46,6 @@ def build_parser(
         prog=prog,
         description=description,
         epilog=epilog,
-        allow_abbrev=False,
         formatter_class=_HelpFormatter,
     )
     claimed: dict[str, str] = {"-h": "help", "--help": "help"}
@@ -114,7 +113,13 @@ class SettingsParser(argparse.ArgumentParser):
     """An ArgumentParser whose refusal of an unknown flag names the flag and the closest flag the command takes
     (`--num-worker` -> `--num-of-workers`, `--policy_content` -> `--policy-content`), or what replaced a flag of
     an earlier release, instead of argparse's "unrecognized arguments" (which, once a flag is unknown, may also
-    list a value the positional argument took)."""
+    list a value the positional argument took). A flag is taken only as written in full: an abbreviation that
+    argparse would complete (`--exa` for `--example`) is refused in the same way, as a later flag could make it
+    ambiguous."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(**kwargs)
 
     def parse_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None

@@ -26,7 +26,8 @@ FOLDERS_SECONDS = 120.0
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(  # flags only as written in full (as SettingsParser)
+        allow_abbrev=False,
         prog="scaler_fake_cloud",
         description="A local AWS endpoint (moto) that also runs what is launched on it: ECS tasks, EC2 instances and "
         "Batch jobs start from nothing (their image's or AMI's Python, the packages their boot installs) as local "

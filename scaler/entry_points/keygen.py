@@ -19,7 +19,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["export"]:
         return export(arguments[1:])
-    parser = argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(  # flags only as written in full (as SettingsParser)
+        allow_abbrev=False,
         prog="scaler_keygen",
         description=(
             "Make a CURVE key pair for scaler (`scaler --docs security`): DIR/NAME.key is public (copy it into the "
@@ -52,7 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def export(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(  # flags only as written in full (as SettingsParser)
+        allow_abbrev=False,
         prog="scaler_keygen export",
         description=(
             "Copy what another machine needs to reach this user's servers (started without key settings, so "

@@ -17,7 +17,8 @@ from scaler.version import __version__
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(  # flags only as written in full (as SettingsParser)
+        allow_abbrev=False,
         prog="scaler_link",
         description="A slow link in user space: relays TCP connections from LISTEN to TARGET with a round-trip delay, "
         "jitter, a bandwidth cap and packet loss (as the stalls it causes a TCP stream), so that a client on this "

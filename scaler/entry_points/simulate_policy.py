@@ -29,7 +29,8 @@ PROG = "scaler_simulate_policy"
 def main(argv: Sequence[str] | None = None) -> int:
     from scaler.policy_simulator.trace_replay import POLICY_NAMES
 
-    parser = argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(  # flags only as written in full (as SettingsParser)
+        allow_abbrev=False,
         prog=PROG,
         description=(
             "Replay a task-arrival trace against the worker managers of a scaler TOML file under each scaling "

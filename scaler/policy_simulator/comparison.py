@@ -88,8 +88,8 @@ def compare(trace_name: str, seed: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m scaler.policy_simulator.comparison", description=__doc__.splitlines()[0]
+    parser = argparse.ArgumentParser(  # flags only as written in full (as SettingsParser)
+        allow_abbrev=False, prog="python -m scaler.policy_simulator.comparison", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--trace", choices=(*TRACES, "all"), default="all")
     parser.add_argument("--seed", type=int, default=1)

@@ -114,7 +114,8 @@ def _job_definition(aws: AwsClients, config: AWSHPCWorkerManagerConfig, image: s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(  # flags only as written in full (as SettingsParser)
+        allow_abbrev=False,
         prog="python -m scaler.worker_manager.aws_hpc.provision",
         description="Create the S3 bucket, Batch job queue and job definition each aws_hpc manager of FILE names.",
     )
