@@ -35,8 +35,8 @@ from typing import Any
 
 from scaler.compat.ray_actors import get_actor, kill, method
 from scaler.compat.ray_errors import ActorDiedError, RayActorError, RayError, RayTaskError, TaskCancelledError
-from scaler.compat.ray_refs import GetTimeoutError, ObjectRef, ObjectRefGenerator
-from scaler.compat.ray_remote import RemoteFunction, deferred_call_of, remote
+from scaler.compat.ray_refs import GetTimeoutError, ObjectRef, ObjectRefGenerator, deferred_call_of
+from scaler.compat.ray_remote import RemoteFunction, remote
 from scaler.compat.ray_session import current, init, is_initialized, read_stored, scaler_init, shutdown
 
 __all__ = [

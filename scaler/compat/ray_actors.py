@@ -14,11 +14,12 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import inspect
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from scaler.client.actors import ActorHandle
-from scaler.compat.ray_refs import ObjectRef, found_in
+from scaler.compat.ray_refs import DeferredCall, ObjectRef, Submit, cancel_task, defer, found_in, unfinished_tasks
 from scaler.compat.ray_session import current, read_stored
 from scaler.payload import processor_context
 from scaler.payload.actor_method import has_async_methods
@@ -138,6 +139,9 @@ class RayActorHandle:
         self._handle = handle
         self._cls = cls
         self._kept: list[RayActorHandle] = []
+        #: the latest call that waits for its arguments' tasks: the calls after it follow it (`send_in_order`)
+        self._last_deferred: DeferredCall | None = None
+        self._order_lock = threading.Lock()
 
     @property
     def scaler_handle(self) -> ActorHandle[Any]:
@@ -152,6 +156,28 @@ class RayActorHandle:
     def scaler_actor_class(self) -> type | None:
         """The class the actor is an instance of, when this process has it (a handle found by name may not)."""
         return self._cls
+
+    def send_in_order(
+        self, session: Any, send: Submit, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> concurrent.futures.Future[Any]:
+        """Send a call (`send(args, kwargs)`), its reference arguments resolved: at once when they are ready and no
+        earlier call of this handle still waits for its own; otherwise, as Ray, `.remote()` returns at once and the
+        call is sent once they are ready, after the calls made before it (an actor runs one caller's calls in the
+        order they were made)."""
+        unfinished = unfinished_tasks((*args, *kwargs.values()))
+        with self._order_lock:
+            before = self._last_deferred
+            if before is not None and before.submitted.done():
+                before = None
+            if not unfinished and before is None:
+                read = functools.partial(read_stored, session.client)
+                args = tuple(_argument(value, read) for value in args)
+                kwargs = {key: _argument(value, read) for key, value in kwargs.items()}
+                return send(args, kwargs)
+            call = DeferredCall(args, kwargs, send, cancel_inner=functools.partial(cancel_task, session.client))
+            self._last_deferred = call
+            defer(session.deferred, call, [*unfinished, *([before.submitted] if before is not None else [])])
+            return call.outer
 
     def keep(self, handles: list[RayActorHandle]) -> None:
         """Keep other actors' handles alive as long as this one: Ray keeps an actor alive while a handle on it lives
@@ -218,16 +244,12 @@ class ActorMethod:
         handle = self._actor.scaler_handle
         if self._signature is not None:
             self._signature.bind(*args, **kwargs)  # a TypeError here, as Ray raises it at the call
-        if self._name == "__ray_terminate__":
-            handle.stop()
-            started = handle.started
-            return ObjectRef(started) if started is not None else ObjectRef(value=None)
-        client = current().client
-        read = functools.partial(read_stored, client)
-        args = tuple(_argument(value, read) for value in args)
-        kwargs = {key: _argument(value, read) for key, value in kwargs.items()}
-        future = handle.call(self._name, args, kwargs)
+        if self._name == "__ray_terminate__":  # after the calls made before it, those that wait included
+            return ObjectRef(self._actor.send_in_order(current(), lambda _args, _kwargs: _stop(handle), (), {}))
+        session = current()
+        client = session.client
         self._actor.keep(found_in((args, kwargs), RayActorHandle))
+        future = self._actor.send_in_order(session, functools.partial(handle.call, self._name), args, kwargs)
         store = client.send_object
         if self._num_returns == 1:
             return ObjectRef(future, store=store)
@@ -322,8 +344,18 @@ def _num_returns(value: Any) -> int:
     return value
 
 
+def _stop(handle: ActorHandle[Any]) -> concurrent.futures.Future[Any]:
+    """Stop the actor after its calls sent so far; what `__ray_terminate__`'s reference waits on."""
+    handle.stop()
+    if handle.started is not None:
+        return handle.started
+    stopped: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    stopped.set_result(None)
+    return stopped
+
+
 def _argument(value: Any, read: Callable[[Any], Any]) -> Any:
-    """A top-level ObjectRef argument is its value (waited for here: calls keep their order)."""
+    """A top-level ObjectRef argument is its value (its task is done, or the call is deferred until it is)."""
     return value.argument(read) if isinstance(value, ObjectRef) else value
 
 

@@ -295,6 +295,9 @@ class DeferredCall:
     outer: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
     waiting: int = 0
     inner: concurrent.futures.Future[Any] | None = None  #: the submitted task's future, once submitted
+    #: done once the call was submitted, or will never be (cancelled, an argument's task failed): a later call that
+    #: must follow it (an actor's calls keep their order) waits for this
+    submitted: concurrent.futures.Future[None] = field(default_factory=concurrent.futures.Future)
     cancel_inner: Callable[[concurrent.futures.Future[Any]], None] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -307,6 +310,47 @@ class DeferredCall:
                 return
         if self.cancel_inner is not None:
             self.cancel_inner(inner)
+
+
+#: deferred calls by their outer future's id, for ray.cancel (forgotten when the call is done)
+_deferred_calls: dict[int, DeferredCall] = {}
+
+
+def defer(deferred: DeferredCalls, call: DeferredCall, dependencies: Sequence[concurrent.futures.Future[Any]]) -> None:
+    """Hand `call` to `deferred`, to be submitted once `dependencies` are done; `ray.cancel` finds it meanwhile."""
+    future = call.outer
+    _deferred_calls[id(future)] = call
+    future.add_done_callback(lambda done: _deferred_calls.pop(id(done), None))
+    deferred.add(call, dependencies)
+
+
+def cancel_task(client: Any, future: concurrent.futures.Future[Any]) -> None:
+    """A submitted call's cancel (`DeferredCall.cancel_inner`): its client cancels its task."""
+    client.session.cancel_futures([future])
+
+
+def deferred_call_of(future: concurrent.futures.Future[Any]) -> DeferredCall | None:
+    """The deferred call whose references wait on `future`, while it is not done."""
+    return _deferred_calls.get(id(future))
+
+
+def unfinished_tasks(values: Sequence[Any]) -> list[concurrent.futures.Future[Any]]:
+    """The futures of the unfinished tasks that a call's arguments name: as arguments, or nested in one (a nested
+    reference travels as a reference, which pickling waits for: the call waits for its task too, without failing
+    when it failed, since the task's own ray.get raises that; not the caller)."""
+    unfinished = [
+        task
+        for value in values
+        if isinstance(value, ObjectRef) and (task := value.task_future) is not None and not task.done()
+    ]
+    unfinished.extend(
+        task
+        for value in values
+        if not isinstance(value, ObjectRef)
+        for ref in found_in(value, ObjectRef)
+        if (task := ref.task_future) is not None and not task.done()
+    )
+    return unfinished
 
 
 class DeferredCalls:
@@ -354,6 +398,12 @@ class DeferredCalls:
                 self._settle(call)
 
     def _submit(self, call: DeferredCall) -> None:
+        try:
+            self._submit_once(call)
+        finally:
+            call.submitted.set_result(None)
+
+    def _submit_once(self, call: DeferredCall) -> None:
         if call.outer.done():  # cancelled before its arguments were ready
             return
         try:

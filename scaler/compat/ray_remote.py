@@ -14,7 +14,16 @@ import cloudpickle
 
 from scaler.client.client import Client
 from scaler.compat.ray_actors import ActorClass, pin_handles
-from scaler.compat.ray_refs import DeferredCall, ObjectRef, ObjectRefGenerator, StreamEnd, found_in, install_ray_api
+from scaler.compat.ray_refs import (
+    DeferredCall,
+    ObjectRef,
+    ObjectRefGenerator,
+    StreamEnd,
+    cancel_task,
+    defer,
+    install_ray_api,
+    unfinished_tasks,
+)
 from scaler.compat.ray_session import current, read_stored
 from scaler.payload.serializer import DefaultSerializer
 from scaler.payload.task_encoder import describe
@@ -119,29 +128,14 @@ class RemoteFunction:
         session = current()
         client = session.client
         values = (*args, *kwargs.values())
-        unfinished = [
-            task
-            for value in values
-            if isinstance(value, ObjectRef) and (task := value.task_future) is not None and not task.done()
-        ]
-        # a reference nested in an argument travels as a reference, which pickling waits for: the call waits for
-        # its task too (without failing when it failed: the task's own ray.get raises that), not the caller
-        unfinished.extend(
-            task
-            for value in values
-            if not isinstance(value, ObjectRef)
-            for ref in found_in(value, ObjectRef)
-            if (task := ref.task_future) is not None and not task.done()
-        )
+        unfinished = unfinished_tasks(values)
         submit = functools.partial(self._submit, client)
         future: concurrent.futures.Future[Any]
         if unfinished:
             _check_picklable(client, args, kwargs)  # as an immediate call would, at the call
-            call = DeferredCall(args, kwargs, submit, cancel_inner=functools.partial(_cancel_task, client))
-            session.deferred.add(call, unfinished)
+            call = DeferredCall(args, kwargs, submit, cancel_inner=functools.partial(cancel_task, client))
+            defer(session.deferred, call, unfinished)
             future = call.outer
-            _deferred_calls[id(future)] = call
-            future.add_done_callback(lambda done: _deferred_calls.pop(id(done), None))
         else:
             read = functools.partial(read_stored, client)
             args = tuple(value.argument(read) if isinstance(value, ObjectRef) else value for value in args)
@@ -164,19 +158,6 @@ class RemoteFunction:
 def _rebuild_remote_function(function: Callable[..., Any], options: dict[str, Any]) -> RemoteFunction:
     install_ray_api()  # the task calling this function's .remote() may name `ray` for the rest
     return RemoteFunction(function, options)
-
-
-def _cancel_task(client: Client, future: concurrent.futures.Future[Any]) -> None:
-    client.session.cancel_futures([future])
-
-
-#: deferred calls by their outer future's id, for ray.cancel (forgotten when the call is done)
-_deferred_calls: dict[int, DeferredCall] = {}
-
-
-def deferred_call_of(future: concurrent.futures.Future[Any]) -> DeferredCall | None:
-    """The deferred call whose references wait on `future`, while it is not done."""
-    return _deferred_calls.get(id(future))
 
 
 class _ReferenceSkippingPickler(cloudpickle.Pickler):  # type: ignore[misc]

@@ -2,8 +2,8 @@
 test_basic_2, test_actor, test_cancel), each case written here in our words: Ray's private-looking but public call
 forms (`_remote`, `num_returns=0`), its checks of options, actor classes that keep their class's attributes, calls
 checked against the method's signature, actor namespaces, async actors (one event loop per actor), references nested
-in arguments that do not block the caller, actor handles that keep their actor alive while a task holds them or that
-come back from a task, and `RayActorError` as a `RayError`."""
+in arguments and actor calls whose arguments wait, neither of which blocks the caller, actor handles that keep their
+actor alive while a task holds them or that come back from a task, and `RayActorError` as a `RayError`."""
 
 from __future__ import annotations
 
@@ -208,6 +208,37 @@ def test_a_reference_nested_in_an_argument_does_not_block_the_call(connected: No
     failed = numbers.remote("not a count")
     with pytest.raises(TypeError):
         ray.get(first_of.remote([failed]), timeout=RETURNS_AT_ONCE_SECONDS)
+
+
+@ray.remote
+class Log:
+    def __init__(self) -> None:
+        self.entries: list[Any] = []
+
+    def add(self, entry: Any) -> int:
+        self.entries.append(entry)
+        return len(self.entries)
+
+    def read(self) -> list[Any]:
+        return list(self.entries)
+
+
+def test_an_actor_call_waiting_for_an_argument_returns_at_once_and_keeps_its_order(connected: None) -> None:
+    """Ray's `actor.method.remote(ref)` returns at once, and the calls made after it run after it; one whose
+    argument's task failed raises that error, and the calls after it still run. Checked to fail with the argument
+    resolved at `.remote()` (the caller blocked: the gate is opened only after the call returns), and, with a later
+    call sent at once rather than after the waiting one, at the log's order."""
+    gate, log = Gate.remote(), Log.remote()
+    first = returns_at_once(lambda: log.add.remote(gate.wait.remote()))
+    second = returns_at_once(lambda: log.add.remote("after"))
+    gate.send.remote()
+    assert ray.get([first, second], timeout=RETURNS_AT_ONCE_SECONDS) == [1, 2]
+    assert ray.get(log.read.remote(), timeout=RETURNS_AT_ONCE_SECONDS) == ["opened", "after"]
+    failed = log.add.remote(numbers.remote("not a count"))
+    last = log.add.remote("last")
+    with pytest.raises(TypeError):
+        ray.get(failed, timeout=RETURNS_AT_ONCE_SECONDS)
+    assert ray.get(last, timeout=RETURNS_AT_ONCE_SECONDS) == 3
 
 
 def test_a_handle_given_to_a_task_keeps_its_actor_alive(connected: None) -> None:
