@@ -10,7 +10,11 @@ Rules (docs/worker_managers.md explains why):
 2. Wanted units: ceil(target workers / workers per unit), at most `max_units`. No target received yet
    (the `no` policy): launch and shrink nothing.
 3. Fewer than wanted: launch the difference, unless backing off after failures (rule 7).
-4. A unit that died is simply not listed as PENDING/RUNNING any more, so rule 3 replaces it.
+4. A unit that died is simply not listed as PENDING/RUNNING any more, so rule 3 replaces it. A unit counted at
+   the previous listing that a listing leaves out altogether (not even as stopping or gone) is counted once more,
+   and only missing from the next listing too is it lost: the clouds' listings are eventually consistent (ECS
+   ListTasks, EC2 DescribeInstances), and one that missed a running unit once doubled it (the replacement
+   launched, then the surplus terminated the unit that was doing the work).
 5. More than wanted: terminate the surplus in this order: PENDING units (newest first), launches not
    listed yet, units whose workers are all idle (in the scheduler's drain order), and only then the
    other units, newest first (most likely still booting). A unit with a busy worker is never chosen
@@ -111,6 +115,8 @@ class Reconciler:
         self.pending_units = 0  #: of those, PENDING or not listed yet (heartbeat `pending_units`)
         #: unit id -> created_at of the units counted at the last plan; a unit that leaves it unasked was lost
         self._counted: dict[str, float] = {}
+        #: counted units the latest listing left out (rule 4): lost if the next one leaves them out too
+        self._unseen: set[str] = set()
         #: unit id -> launch time, for ids `launch` returned that `list_units` has not shown yet
         self._unlisted: dict[str, float] = {}
         #: units terminate was asked for; dropped once the backend stops listing them (or lists them GONE)
@@ -145,19 +151,25 @@ class Reconciler:
         self._note_registered(target, listed, now)
         self._forget_finished(listed, now, notes)
         alive = [unit for unit in units if unit.is_alive and unit.unit_id not in self._terminating]
-        self._note_losses(listed, {unit.unit_id for unit in alive}, now, notes)
+        unseen = {  # left out of this listing, not of the one before (rule 4): still counted, this once
+            unit_id: created_at
+            for unit_id, created_at in self._counted.items()
+            if unit_id not in listed and unit_id not in self._unseen and unit_id not in self._terminating
+        }
+        self._unseen = set(unseen)
+        self._note_losses(listed, {unit.unit_id for unit in alive} | self._unseen, now, notes)
         terminate = self._stuck(alive, now, notes) + self._expired_launches(now, notes)
         alive = [unit for unit in alive if unit.unit_id not in terminate]
         self._clear_failures_if_healthy(alive, now)
-        self._counted = {unit.unit_id: unit.created_at for unit in alive}
-        count = len(alive) + len(self._unlisted)
-        self.units = count
+        self._counted = {unit.unit_id: unit.created_at for unit in alive} | unseen
+        count = len(alive) + len(self._unlisted)  # what a surplus is taken from: the unseen are not terminated
+        self.units = count + len(unseen)
         self.pending_units = sum(1 for unit in alive if unit.state is UnitState.PENDING) + len(self._unlisted)
         launch = 0
         if target is not None:
             wanted = self.wanted_units(target.workers)
-            if count < wanted:
-                launch = self._launches_allowed(wanted - count, now, notes)
+            if count + len(unseen) < wanted:
+                launch = self._launches_allowed(wanted - count - len(unseen), now, notes)
             elif count > wanted and self._cooling_down(now, count, wanted, notes):
                 pass
             elif count > wanted:

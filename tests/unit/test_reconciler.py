@@ -85,10 +85,24 @@ def test_target_sums_every_entry_without_matching_values() -> None:
 def test_a_dead_unit_is_replaced_at_once() -> None:
     r = reconciler()
     assert r.plan(Target(2), [unit("a"), unit("b")], T0).is_empty
-    plan = r.plan(Target(2), [unit("a")], T0 + 1)  # b died after running for a long time
+    plan = r.plan(Target(2), [unit("a"), unit("b", GONE)], T0 + 1)  # b died after running for a long time
     assert plan.launch == 1
     assert any("b ended on its own" in note for note in plan.notes)
     assert r.failures == 0
+
+
+def test_a_unit_one_listing_leaves_out_is_counted_once_more_and_lost_at_the_next() -> None:
+    """Rule 4: an eventually consistent listing that misses a running unit once must not double it (CI: the ECS
+    listing left a unit out 3 s after its launch, its replacement was launched, and the surplus then terminated the
+    unit that was running the work). Checked with the unseen unit dropped at once: the first assert fails."""
+    r = reconciler()
+    assert r.plan(Target(2), [unit("a"), unit("b")], T0).is_empty
+    missed = r.plan(Target(2), [unit("a")], T0 + 1)
+    assert missed.is_empty and r.units == 2, "b is counted once more"
+    assert r.plan(Target(2), [unit("a"), unit("b")], T0 + 2).is_empty, "b is back: nothing happened"
+    r.plan(Target(2), [unit("a")], T0 + 3)
+    lost = r.plan(Target(2), [unit("a")], T0 + 4)
+    assert lost.launch == 1 and any("b ended on its own" in note for note in lost.notes)
 
 
 def test_early_deaths_back_off_exponentially_up_to_the_cap() -> None:
@@ -101,7 +115,7 @@ def test_early_deaths_back_off_exponentially_up_to_the_cap() -> None:
         r.launched([f"u{attempt}"], 1, now)
         r.plan(Target(1), [unit(f"u{attempt}", created_at=now)], now)
         now += 1  # ... and it dies one second later
-        assert r.plan(Target(1), [], now).launch == 0
+        assert r.plan(Target(1), [unit(f"u{attempt}", GONE, created_at=now - 1)], now).launch == 0
         delays.append(r.backoff_seconds())
         now += r.backoff_seconds()  # the failure happened at `now - delay`: the next launch is allowed now
     assert delays == [1, 2, 4, 4, 4]
@@ -125,7 +139,7 @@ def test_a_young_unit_whose_workers_registered_is_replaced_at_once_without_back_
         r.launched([f"u{attempt}"], 1, now)
         r.plan(Target(1, connected=(worker_of(f"u{attempt}"),)), [unit(f"u{attempt}", created_at=now)], now + 0.5)
         now += 2  # its worker registered, then it was killed two seconds after its launch
-        lost = r.plan(Target(1), [], now)
+        lost = r.plan(Target(1), [unit(f"u{attempt}", GONE, created_at=now - 2)], now)
         assert any("after its workers registered" in note for note in lost.notes)
         assert lost.launch == 1, "the replacement waits for a back-off"
         r.launched([], 0, now)  # (the replacement is not followed further; the next round launches anew)
@@ -154,7 +168,7 @@ def test_a_young_unit_that_never_registered_is_a_failed_launch() -> None:
     r.plan(Target(1), [], T0)
     r.launched(["u"], 1, T0)
     r.plan(Target(1), [unit("u", created_at=T0)], T0 + 0.5)
-    plan = r.plan(Target(1), [], T0 + 2)
+    plan = r.plan(Target(1), [unit("u", GONE, created_at=T0)], T0 + 2)
     assert plan.launch == 0 and r.failures == 1
     assert any("before any of its workers registered" in note for note in plan.notes)
 
