@@ -267,16 +267,21 @@ def answer_text(sim: SimulatedCluster, client: FakeClient, task_id: TaskID) -> s
     return [s for s in sent if isinstance(s, m.TaskResult) and s.task_id == task_id][-1].error_message
 
 
-def stopped_with_a_call_at_it(sim: SimulatedCluster) -> tuple[FakeClient, FakeWorker, PeerID, TaskID, TaskID]:
-    """An actor on its processor's link, a call made, then the stop, both sent on the link; the start task's end then
-    comes through the worker (its agent sent its journal's copy, the processor's link having lost it) before the
-    call's result."""
+def stop_after_a_call_on_the_link(sim: SimulatedCluster) -> tuple[FakeClient, FakeWorker, PeerID, TaskID, TaskID]:
+    """An actor on its processor's link, a call made, then the stop: both go on the link once the actor is ready."""
     client, worker = sim.add_client(), sim.add_worker(capacity=2)
     link = link_of(sim, worker)
     actor_id = start(sim, client, 1)
     made = call(sim, client, actor_id, 10)
     sim.send(client.peer, m.ActorStop(actor_id))
     sim.send(worker.peer, m.ActorReady(actor_id, link))
+    return client, worker, link, actor_id, made
+
+
+def stopped_with_a_call_at_it(sim: SimulatedCluster) -> tuple[FakeClient, FakeWorker, PeerID, TaskID, TaskID]:
+    """`stop_after_a_call_on_the_link`, then the start task's end comes through the worker (its agent sent its
+    journal's copy, the processor's link having lost it) before the call's result."""
+    client, worker, link, actor_id, made = stop_after_a_call_on_the_link(sim)
     assert [type(s) for s in sent_on(sim, link, (m.Task, m.ActorStop))] == [m.Task, m.ActorStop]
     worker.held.remove(actor_id)
     sim.send(worker.peer, success(actor_id))
@@ -326,12 +331,7 @@ def test_a_stopped_actors_end_after_its_link_closed_fails_the_calls_sent_there_a
     through the worker: nothing else will answer the call, so it ends ACTOR_DIED, naming the link's loss. Checked to
     fail with the sweep's "it was stopped"."""
     sim = SimulatedCluster()
-    client, worker = sim.add_client(), sim.add_worker(capacity=2)
-    link = link_of(sim, worker)
-    actor_id = start(sim, client, 1)
-    made = call(sim, client, actor_id, 10)
-    sim.send(client.peer, m.ActorStop(actor_id))
-    sim.send(worker.peer, m.ActorReady(actor_id, link))
+    client, worker, link, actor_id, made = stop_after_a_call_on_the_link(sim)
     sim.feed(PeerLost(link, "closed", sim.now))
     assert answered(client, made) == []
     worker.held.remove(actor_id)
