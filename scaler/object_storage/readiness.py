@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from scaler.io.child_processes import describe_exit
 from scaler.io.sockets import TransportSecurity
@@ -16,11 +16,15 @@ def wait_for_object_storage(
     timeout_seconds: float,
     children: Sequence[subprocess.Popen[bytes]] = (),
     security: TransportSecurity | None = None,
+    between_tries: Callable[[], None] | None = None,
 ) -> None:
-    """Block until the object storage server at `address` answers, or raise RuntimeError."""
+    """Block until the object storage server at `address` answers, or raise RuntimeError. `between_tries` is called
+    before each try (at most 0.5 s apart): what it raises ends the wait (`StartSignals.raise_if_received`)."""
     deadline = time.monotonic() + timeout_seconds
     last_error: Exception | None = None
     while time.monotonic() < deadline:
+        if between_tries is not None:
+            between_tries()
         _check_alive(children, "the object storage server")
         connection = ObjectStorageConnection(address, role="readiness-probe", timeout_seconds=0.5, security=security)
         try:

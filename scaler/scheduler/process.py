@@ -7,6 +7,7 @@ import gc
 import logging
 import os
 import signal
+from collections.abc import Callable
 
 import zmq
 
@@ -16,6 +17,7 @@ from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import new_event_loop
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, TransportSecurity
+from scaler.io.start_signals import StartSignals, StopRequested
 from scaler.policy.registry import ResolvedPolicy
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.protocol.handshake import local_python_version
@@ -56,39 +58,41 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
         logger.error("cannot start: %s", "; ".join(taken))
         return EXIT_CONFIGURATION
     storage_child: StorageChild | None = None
-    try:
-        if storage is None:
-            storage = str(parse_address(bind).with_port_offset(1))
-            logger.info(
-                "no --object-storage-address given: starting an object storage server at %s (port + 1)", storage
-            )
-            storage_child = StorageChild(storage_settings_of(config, storage), security)  # the scheduler's keys
-            storage_child.start()
-        else:
-            if config.object_storage_max_memory is not None or config.object_storage_spill_directory is not None:
-                logger.warning(
-                    "--object-storage-max-memory and --object-storage-spill-directory apply to the object storage "
-                    "server a scheduler starts; with --object-storage-address, give them to that server instead"
+    with StartSignals() as signals:  # Ctrl-C while waiting for object storage: recorded, acted on by the waits
+        try:
+            if storage is None:
+                storage = str(parse_address(bind).with_port_offset(1))
+                logger.info(
+                    "no --object-storage-address given: starting an object storage server at %s (port + 1)", storage
                 )
-            _check_object_storage(storage, security)
-        advertised = config.advertised_object_storage_address or str(parse_address(storage).connectable())
-        settings = core_settings_of(config, bind, advertised, policy, instance_id=os.urandom(8))
-        core = SchedulerCore(settings, scaling_hook_of(policy, settings.manager_timeout_seconds))
-        served = ServedAddresses(
-            resolved, {SCHEDULER_SERVICE: bind, MONITOR_SERVICE: monitor}, known={STORAGE_SERVICE: storage},
-            ship_local_modules=config.ship_local_modules,
-        )  # fmt: skip
-        sockets = SocketFactory(config.io_threads, security, config.link_heartbeat_timeout_seconds)
-        return _serve(core, config, bind, monitor, storage, storage_child, sockets, served)
-    except (ValueError, RuntimeError) as error:
-        logger.error("%s", error)
-        return ExitCode.ERROR
-    except KeyboardInterrupt:  # Ctrl-C while it starts (waiting for object storage): a stop, not a traceback
-        logger.info("scheduler stopped: received SIGINT while starting")
-        return ExitCode.OK
-    finally:
-        if storage_child is not None:
-            storage_child.stop()
+                storage_child = StorageChild(storage_settings_of(config, storage), security)  # the scheduler's keys
+                storage_child.start(signals.raise_if_received)
+            else:
+                if config.object_storage_max_memory is not None or config.object_storage_spill_directory is not None:
+                    logger.warning(
+                        "--object-storage-max-memory and --object-storage-spill-directory apply to the object storage "
+                        "server a scheduler starts; with --object-storage-address, give them to that server instead"
+                    )
+                _check_object_storage(storage, security, signals.raise_if_received)
+            advertised = config.advertised_object_storage_address or str(parse_address(storage).connectable())
+            settings = core_settings_of(config, bind, advertised, policy, instance_id=os.urandom(8))
+            core = SchedulerCore(settings, scaling_hook_of(policy, settings.manager_timeout_seconds))
+            served = ServedAddresses(
+                resolved, {SCHEDULER_SERVICE: bind, MONITOR_SERVICE: monitor}, known={STORAGE_SERVICE: storage},
+                ship_local_modules=config.ship_local_modules,
+            )  # fmt: skip
+            sockets = SocketFactory(config.io_threads, security, config.link_heartbeat_timeout_seconds)
+            signals.raise_if_received()
+            return _serve(core, config, bind, monitor, storage, storage_child, sockets, served, signals)
+        except StopRequested as stop:
+            logger.info("scheduler stopped: %s", stop)
+            return ExitCode.OK
+        except (ValueError, RuntimeError) as error:
+            logger.error("%s", error)
+            return ExitCode.ERROR
+        finally:
+            if storage_child is not None:
+                storage_child.stop()
 
 
 def policy_problem(config: SchedulerConfig) -> None:
@@ -129,6 +133,7 @@ def _serve(
     storage_child: StorageChild | None,
     sockets: SocketFactory,
     served: ServedAddresses,
+    signals: StartSignals,
 ) -> int:
     from scaler.scheduler.server import SchedulerServer
 
@@ -150,6 +155,8 @@ def _serve(
     asyncio.set_event_loop(loop)
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, server.stop, f"received {signal.Signals(signum).name}")
+    if signals.received is not None:  # arrived after the last wait, before the loop took the signals over
+        server.stop(f"received {signals.received} while starting")
     watcher = None
     if storage_child is not None:
         watcher = loop.create_task(
@@ -195,23 +202,26 @@ STORAGE_CHECK_SECONDS = 10.0
 STORAGE_QUIET_SECONDS = 1.0
 
 
-def _check_object_storage(address: str, security: TransportSecurity | None) -> None:
+def _check_object_storage(address: str, security: TransportSecurity | None, between_tries: Callable[[], None]) -> None:
     """Say clearly at start when the object storage server cannot be reached (the scheduler still starts: the
     server may come up later; until then large arguments and results wait for it). A server that does not answer at
-    once is waited for with a line saying so: the scheduler is not hung."""
+    once is waited for with a line saying so: the scheduler is not hung. What `between_tries` raises (a stop signal
+    received meanwhile) ends the wait."""
     from scaler.object_storage.readiness import wait_for_object_storage
 
     connectable = str(parse_address(address).connectable())
     try:
         try:
-            wait_for_object_storage(connectable, STORAGE_QUIET_SECONDS, security=security)
+            wait_for_object_storage(connectable, STORAGE_QUIET_SECONDS, security=security, between_tries=between_tries)
             return
         except RuntimeError:
             logger.info(
                 "the object storage server at %s does not answer yet: waiting up to %g s more for it",
                 address, STORAGE_CHECK_SECONDS - STORAGE_QUIET_SECONDS,
             )  # fmt: skip
-        wait_for_object_storage(connectable, STORAGE_CHECK_SECONDS - STORAGE_QUIET_SECONDS, security=security)
+        wait_for_object_storage(
+            connectable, STORAGE_CHECK_SECONDS - STORAGE_QUIET_SECONDS, security=security, between_tries=between_tries
+        )
     except RuntimeError as error:
         logger.warning(
             "%s; tasks whose arguments or results go through object storage will wait for it (start it with "

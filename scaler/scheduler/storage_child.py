@@ -64,11 +64,12 @@ class StorageChild:
         self._started_at = 0.0
         self.restarts_in_a_row = 0
 
-    def start(self) -> None:
-        """Start the server and wait until it answers (RuntimeError when it does not)."""
+    def start(self, between_tries: Callable[[], None] | None = None) -> None:
+        """Start the server and wait until it answers (RuntimeError when it does not; what `between_tries` raises
+        ends the wait, as in `wait_for_object_storage`)."""
         self._child = start_python_child(["scaler.object_storage.server", section_to_json(self.config)])
         self._started_at = time.monotonic()
-        wait_for_object_storage(self.address, START_TIMEOUT_SECONDS, [self._child], self._security)
+        wait_for_object_storage(self.address, START_TIMEOUT_SECONDS, [self._child], self._security, between_tries)
 
     async def watch(self, give_up: Callable[[str], None], stopping: Callable[[], bool]) -> None:
         """Restart the server whenever it dies; call `give_up(reason)` when restarts keep failing. Returns once

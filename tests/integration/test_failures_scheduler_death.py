@@ -117,7 +117,10 @@ def test_worker_exits_with_code_3_after_death_timeout_when_its_scheduler_is_sigk
     scheduler.popen.send_signal(signal.SIGKILL)
     scheduler.wait_exit()
     assert worker.wait_exit(DEADLINE_SECONDS) == EXIT_SCHEDULER_LOST
-    assert "has not answered for" in worker.log_text()
+    # either limit may be reached first: the silence (from the last answer), or the grace after the connection closed
+    # (the silence starts again when the worker's own loop was paused, as on a loaded machine)
+    log = worker.log_text()
+    assert "has not answered for" in log or "closed and no scheduler answered there within 2 s" in log, log
 
 
 @pytest.mark.timeout(60)
