@@ -140,12 +140,17 @@ class TaskThreads:
         self._line: TaskLine[_TaskRecord] = TaskLine(main, _TaskRecord)
         self._slots: dict[int, _Slot] = {}  #: every thread's wake-up, by thread id
         self._last_priority = 0
+        #: lent processors: a pipe the watch writes once it has read something (`_watch_lent`), and whether it did
+        self._watch_wake: tuple[int, int] | None = None
+        self._watch_woke = False
 
     # ------------------------------------------------------------ running
 
     def run(self) -> None:
         """The main thread's part: take the baton and serve; returns when the agent closed the channel."""
         if self._outlet.lends:
+            self._watch_wake = os.pipe()
+            os.set_blocking(self._watch_wake[0], False)
             threading.Thread(target=self._watch_lent, name="scaler-lent-watch", daemon=True).start()
         try:
             self._work(None)
@@ -156,7 +161,9 @@ class TaskThreads:
         """Lent processors: while a lent task (or an actor's start) has computed for LENT_WATCH_SECONDS, what came on
         the link and the channel is read for it every LENT_WATCH_SECONDS, as its own thread would between two values
         of a stream: a cancel (its agent, which would have killed the processor for it, never saw the task), lent tasks
-        to give back (an actor holds the turn). Tiny tasks never wake this thread's reads."""
+        to give back (an actor holds the turn). Tiny tasks never wake this thread's reads. What it read, the baton's
+        holder may be waiting for in its own select (an actor's thread waiting for a call, a stream's for credit) whose
+        link descriptor this read left unsignalled: it writes to the pipe that select watches too."""
         seen: _TaskRecord | None = None
         line = self._line
         while True:
@@ -171,8 +178,11 @@ class TaskThreads:
                 with self._lock:
                     later = _NOTHING
                     if line.computing is computing:
-                        line.take_turn(self._poll_inbox())  # the turn is the task's: messages are only received
+                        messages = self._poll_inbox()
+                        line.take_turn(messages)  # the turn is the task's: messages are only received
                         later = self._carry_out_locked() if line.instructions else _NOTHING
+                        if messages:
+                            self._wake_holder_locked()
             except ChannelClosed:
                 return  # the holder hears it too and ends the processor
             if later:
@@ -316,15 +326,30 @@ class TaskThreads:
                 self._outlet.result(stamped, more=more)
 
     def _wait_inbox(self, timeout_seconds: float) -> bool:
-        """Wait for the channel, and for the link while an actor here takes its calls there (outlet.py)."""
+        """Wait for the channel, for the link while an actor here takes its calls there (outlet.py), and for the lent
+        watch's pipe (`_watch_lent`)."""
         also = self._outlet.wait_fds()
+        if self._watch_wake is not None:
+            also = (*also, self._watch_wake[0])
         if not also:
             return self._channel.wait(timeout_seconds)
-        return self._outlet.has_work() or self._channel.wait(timeout_seconds, also)
+        return self._watch_woke or self._outlet.has_work() or self._channel.wait(timeout_seconds, also)
+
+    def _wake_holder_locked(self) -> None:
+        """Under the lock, from the lent watch: the holder's select returns (its loop then sees what was read)."""
+        if self._watch_wake is not None and not self._watch_woke:
+            self._watch_woke = True
+            os.write(self._watch_wake[1], b"w")
 
     def _poll_inbox(self) -> list[m.Message]:
         """What the channel holds now, and the actors' calls and stops and the lent tasks read on the link (under the
         lock). Lent tasks read while an actor lives here, or comes with this read, are given back (outlet.py)."""
+        if self._watch_woke and self._watch_wake is not None:
+            self._watch_woke = False
+            try:
+                os.read(self._watch_wake[0], 4096)
+            except BlockingIOError:
+                pass
         messages = self._channel.poll()
         work = self._outlet.take_work()
         if not work:

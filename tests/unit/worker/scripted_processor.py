@@ -10,7 +10,13 @@ named by the task's body (utf-8) according to its `function_name`:
 - "park": waits the same way, as a nested wait does (`on_block()` before, `on_unblock()` after, like
   `processor_context.BlockingWait`), or until the processor cancels its nested task (a stopped parent's
   wait ends that way); then it asks to resume and waits for ProcessorResume;
-- "signal": installs a SIGUSR1 handler, which only works on the main thread.
+- "signal": installs a SIGUSR1 handler, which only works on the main thread;
+- a task with `actor` set is an actor: its calls return their body (`serve_actor`).
+
+With `--quiet-link` the processor lends (its lent watch runs), and its "link" is a folder: each file FOLDER/link-N
+holds one encoded message, read only by a `take_work` and never signalled on the descriptor the holder's select
+watches, as a link whose edge another thread's read consumed. Only the lent watch finds what comes there; the holder
+must still hear of it, and the housekeeping wait is an hour, so nothing else wakes the holder.
 
 Every task sends a TaskLog "started NAME" when it starts, and its result's payload is a JSON `Trace`: whether
 it ran on the main thread, and whether another task was computing whenever it started or resumed computing.
@@ -28,7 +34,9 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
+from scaler.protocol import codec
 from scaler.protocol import messages as m
+from scaler.worker.actors import serve_actor
 from scaler.worker.processor.channel import BlockingChannel
 from scaler.worker.processor.outlet import ProcessorOutlet
 from scaler.worker.processor.threads import TaskThreads
@@ -89,6 +97,8 @@ class ScriptedTasks:
                 finally:
                     self.threads.on_unblock()  # raises TaskAbandoned when the task was stopped while parked
                 overlapped = self._start_computing(name) or overlapped
+            elif task.actor is not None:
+                serve_actor(task, None, self.threads, _echo_call)
             elif task.function_name == "signal":
                 try:
                     signal.signal(signal.SIGUSR1, signal.SIG_DFL)
@@ -115,12 +125,51 @@ class ScriptedTasks:
             self._computing.discard(name)
 
 
-def main(channel_fd: int, folder: str) -> None:
+def _echo_call(call: m.Task, _instance: object) -> m.TaskResult:
+    return m.TaskResult(call.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, call.body)
+
+
+class QuietLinkOutlet(ProcessorOutlet):
+    """A lending processor's outlet whose link is the folder's link-N files (module docstring); everything else,
+    the actor's calls' results included, goes to the agent on the channel."""
+
+    def __init__(self, channel: BlockingChannel, folder: str) -> None:
+        super().__init__(channel)
+        self._folder = folder
+        self._quiet = os.pipe()  #: the link's descriptor: never readable
+
+    @property
+    def lends(self) -> bool:
+        return True
+
+    def link_actor(self, actor_id: bytes, wait_seconds: float = 0.0) -> bytes:
+        return b""  # its calls' results go through the agent
+
+    def wait_fds(self) -> tuple[int, ...]:
+        return (self._quiet[0],)
+
+    def has_work(self) -> bool:
+        return False
+
+    def take_work(self) -> list[m.Message]:
+        names = sorted((n for n in os.listdir(self._folder) if n.startswith("link-")), key=lambda n: int(n[5:]))
+        work = []
+        for name in names:
+            path = os.path.join(self._folder, name)
+            with open(path, "rb") as file:
+                work.append(codec.decode(file.read()))
+            os.unlink(path)
+        return work
+
+
+def main(channel_fd: int, folder: str, quiet_link: bool) -> None:
     channel = BlockingChannel(socket.socket(fileno=channel_fd))
     tasks = ScriptedTasks(folder)
-    tasks.threads = TaskThreads(channel, ProcessorOutlet(channel), tasks.execute, lambda _: None, lambda: None, 0.2)
+    outlet = QuietLinkOutlet(channel, folder) if quiet_link else ProcessorOutlet(channel)
+    housekeeping_seconds = 3600.0 if quiet_link else 0.2
+    tasks.threads = TaskThreads(channel, outlet, tasks.execute, lambda _: None, lambda: None, housekeeping_seconds)
     tasks.threads.run()
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), sys.argv[2])
+    main(int(sys.argv[1]), sys.argv[2], "--quiet-link" in sys.argv[3:])
