@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from scaler.client.future import ScalerFuture
+from scaler.payload import processor_context
 from scaler.payload.actor_method import method_of
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
@@ -53,7 +54,9 @@ def spec_of(
         raise ValueError(f"max_concurrency must be a whole number >= 1, not {max_concurrency!r}")
     if name is not None and (not isinstance(name, str) or not name or len(name) > 200):
         raise ValueError(f"an actor's name must be a non-empty string of at most 200 characters, not {name!r}")
-    return m.ActorSpec(max_restarts, max_concurrency, name or "", interface_of(cls))
+    # inside a task its name belongs to the task's client's key (scheduler/core/actors.py rule 5)
+    from_task = processor_context.running_task_id() if name else b""
+    return m.ActorSpec(max_restarts, max_concurrency, name or "", interface_of(cls), from_task)
 
 
 #: How a handle sent to a task is made again there: (actor id, class name, method names) -> a handle calling through

@@ -345,9 +345,11 @@ class Session:
         self._agent.send([codec.encode(m.ActorStop(actor_id))])
 
     def lookup_actor(self, name: str) -> m.ActorReply:
-        """The live actor of that name among those of this client's key (TimeoutError after the client's timeout)."""
+        """The live actor of that name among those of this client's key, or inside a task among those of its
+        client's key (TimeoutError after the client's timeout)."""
         self.check_open()
-        return self._agent.ask_actor(m.ActorLookup(name), self.settings.request_timeout_seconds)
+        lookup = m.ActorLookup(name, processor_context.running_task_id())
+        return self._agent.ask_actor(lookup, self.settings.request_timeout_seconds)
 
     def _grant_credit(self, task_id: TaskID, up_to: int) -> None:
         """A stream's reader read far enough: its task may yield values of index below `up_to`."""

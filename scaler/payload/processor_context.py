@@ -22,6 +22,10 @@ class TaskThreadHooks(Protocol):
     def priority(self) -> int:
         """The priority of the task the calling thread runs (the last task's, on another thread)."""
 
+    def task_id(self) -> bytes:
+        """The id of the task the calling thread runs (an actor's calls run on its start task's thread); b"" on
+        another thread."""
+
     def on_block(self) -> bool:
         """Before the calling thread waits on nested futures. True: the task yielded its slot (on_unblock
         must follow); False: not a task's thread, nothing done."""
@@ -51,6 +55,12 @@ _current: ProcessorContext | None = None
 
 def current() -> ProcessorContext | None:
     return _current
+
+
+def running_task_id() -> bytes:
+    """The task the calling thread runs in this processor: b"" outside a task, or on a thread it started itself."""
+    context = _current
+    return context.threads.task_id() if context is not None and context.threads is not None else b""
 
 
 def install(context: ProcessorContext | None) -> None:

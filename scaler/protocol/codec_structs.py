@@ -148,6 +148,7 @@ _M_ACTOR_SPEC__MAX_RESTARTS = field_of("m", "ActorSpec.maxRestarts")
 _M_ACTOR_SPEC__MAX_CONCURRENCY = field_of("m", "ActorSpec.maxConcurrency")
 _M_ACTOR_SPEC__NAME = field_of("m", "ActorSpec.name")
 _M_ACTOR_SPEC__INTERFACE = field_of("m", "ActorSpec.interface")
+_M_ACTOR_SPEC__FROM_TASK = field_of("m", "ActorSpec.fromTask")
 _NEW_M_ACTOR_SPEC = constructor(m.ActorSpec)
 _M_TASK_INPUT__TASK_ID = field_of("m", "TaskInput.taskId")
 _M_TASK_INPUT__INLINE = field_of("m", "TaskInput.inline")
@@ -413,6 +414,7 @@ _NEW_M_ACTOR_READY = constructor(m.ActorReady)
 _M_ACTOR_STOP__ACTOR_ID = field_of("m", "ActorStop.actorId")
 _NEW_M_ACTOR_STOP = constructor(m.ActorStop)
 _M_ACTOR_LOOKUP__NAME = field_of("m", "ActorLookup.name")
+_M_ACTOR_LOOKUP__FROM_TASK = field_of("m", "ActorLookup.fromTask")
 _NEW_M_ACTOR_LOOKUP = constructor(m.ActorLookup)
 _M_ACTOR_REPLY__NAME = field_of("m", "ActorReply.name")
 _M_ACTOR_REPLY__FOUND = field_of("m", "ActorReply.found")
@@ -882,6 +884,8 @@ def write_actor_spec(b: Any, v: m.ActorSpec) -> None:
     b.maxConcurrency = v.max_concurrency
     b.name = v.name
     b.interface = v.interface
+    if v.from_task:
+        b.fromTask = v.from_task
 
 
 def read_actor_spec(r: Any) -> m.ActorSpec:
@@ -890,6 +894,7 @@ def read_actor_spec(r: Any) -> m.ActorSpec:
         r._get_by_field(_M_ACTOR_SPEC__MAX_CONCURRENCY),
         r._get_by_field(_M_ACTOR_SPEC__NAME),
         r._get_by_field(_M_ACTOR_SPEC__INTERFACE),
+        r._get_by_field(_M_ACTOR_SPEC__FROM_TASK),
     )
 
 
@@ -1757,10 +1762,12 @@ def read_actor_stop(r: Any) -> m.ActorStop:
 
 def write_actor_lookup(b: Any, v: m.ActorLookup) -> None:
     b.name = v.name
+    if v.from_task:
+        b.fromTask = v.from_task
 
 
 def read_actor_lookup(r: Any) -> m.ActorLookup:
-    return _NEW_M_ACTOR_LOOKUP(r._get_by_field(_M_ACTOR_LOOKUP__NAME))
+    return _NEW_M_ACTOR_LOOKUP(r._get_by_field(_M_ACTOR_LOOKUP__NAME), r._get_by_field(_M_ACTOR_LOOKUP__FROM_TASK))
 
 
 def write_actor_reply(b: Any, v: m.ActorReply) -> None:

@@ -217,6 +217,7 @@ struct ActorSpec {
   maxConcurrency @1 :UInt32;  # its calls that run at once (0 or 1: one at a time, in the order they were made)
   name @2 :Text;              # a name clients of the same key find it by (ActorLookup); empty: none
   interface @3 :Data;         # what a handle needs to know of its class (the client's; the scheduler keeps it unread)
+  fromTask @4 :Data;          # started from this task (by a client inside it): named in that task's client's key; empty: none
 }
 
 struct TaskInput {
@@ -732,6 +733,7 @@ struct ActorStop {
 struct ActorLookup {
   # client -> scheduler: the actor of this name, among those started by clients of this client's key.
   name @0 :Text;
+  fromTask @1 :Data;          # made from this task (by a client inside it): looked up in that task's client's key
 }
 
 struct ActorReply {

@@ -258,6 +258,8 @@ class WorkerInfo:
     held_tasks: tuple[TaskID, ...] = ()
     #: its tasks go to its lent processors only, not to its agent (docs/protocol.md section 3.9)
     lends_processors: bool = False
+    #: the worker's CURVE key, set by the scheduler's shell (peer_keys.py): clients inside its tasks use it
+    owner_key: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -477,6 +479,8 @@ class ActorSpec:
     name: str = ""
     #: what a handle needs to know of its class (the client's; the scheduler keeps it unread)
     interface: bytes = b""
+    #: started from this task (by a client inside it): named in that task's client's key; empty: none
+    from_task: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1060,6 +1064,8 @@ class ActorLookup:
     """client -> scheduler: the actor of this name, among those started by clients of this client's key."""
 
     name: str
+    #: made from this task (by a client inside it): looked up in that task's client's key
+    from_task: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,8 +119,12 @@ class PeerKeys:
 
     def settled(self, key: bytes | None, message: m.Message) -> m.Message:
         """The message as the core should see it: a client's hello with its key's share and quota applied, and its key
-        as the owner of its jobs."""
-        if key is None or not isinstance(message, m.Hello) or not isinstance(message.info, m.ClientInfo):
+        as the owner of its jobs; a worker's hello with its key (clients inside its tasks connect with it)."""
+        if key is None or not isinstance(message, m.Hello):
+            return message
+        if isinstance(message.info, m.WorkerInfo):
+            return replace(message, info=replace(message.info, owner_key=key.decode()))
+        if not isinstance(message.info, m.ClientInfo):
             return message
         sharing = self._roles.sharing_of(key) if isinstance(self._roles, SharingSource) else None
         info = message.info if sharing is None else settle(message.info, sharing)

@@ -102,6 +102,33 @@ def test_named_actors_are_found_by_name_and_killed(connected: None) -> None:
         ray.get_actor("some_name")
 
 
+@ray.remote
+def increment_by_name(name):
+    return ray.get(ray.get_actor(name).increment.remote())
+
+
+@ray.remote
+def start_by_name(name):
+    counter = Counter.options(name=name).remote()
+    return ray.get(counter.increment.remote())
+
+
+def test_a_task_finds_the_drivers_named_actors_and_names_its_own_in_the_drivers_key(connected: None) -> None:
+    """Ray's "Named actors": an actor is retrieved by name "somewhere" in the job, its tasks included. On a cluster
+    with CURVE keys (this one's) a task's client connects with its worker's key; its lookup and its named start say
+    which task they come from, and count as the driver's key (core/actors.py rule 5). Checked to fail with
+    `processor_context.running_task_id` returning b"" (the task did not find the driver's actor)."""
+    counter = Counter.options(name="found_from_a_task").remote()
+    assert ray.get(counter.increment.remote()) == 1
+    assert ray.get(increment_by_name.remote("found_from_a_task"), timeout=60) == 2
+    assert ray.get(counter.get_counter.remote()) == 2
+    assert ray.get(start_by_name.remote("named_in_a_task"), timeout=60) == 1
+    started_there = ray.get_actor("named_in_a_task")
+    assert ray.get(started_there.increment.remote()) == 2
+    ray.kill(started_there)
+    ray.kill(counter)
+
+
 def test_ray_terminate_ends_the_actor_after_the_calls_before_it(connected: None) -> None:
     counter = Counter.remote()
     first = counter.increment.remote()

@@ -60,6 +60,9 @@ class _Threads:
     def priority(self) -> int:
         return self._priority
 
+    def task_id(self) -> bytes:
+        return b""
+
     def on_block(self) -> bool:
         return False
 

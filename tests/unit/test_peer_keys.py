@@ -240,3 +240,13 @@ def test_a_processor_link_must_come_with_the_key_its_worker_registered_with() ->
     assert other is not None and isinstance(other.answer, m.HelloReply) and other.answer.reason == PROCESSOR_KEY
     client = keys.refusal(PeerID(b"Client|x/p1"), b"k-alice", processor_hello())
     assert client is not None and isinstance(client.answer, m.HelloReply) and "workers/" in client.answer.reason
+
+
+def test_a_workers_hello_carries_its_key_for_the_clients_inside_its_tasks() -> None:
+    """core/actors.py rule 5 compares it with a task client's key. Checked to fail with `settled` leaving a worker's
+    hello unchanged."""
+    keys = PeerKeys(Folder({b"k-pool": frozenset({"worker"})}), "3.11.7")
+    settled = keys.settled(b"k-pool", hello(m.Role.WORKER))
+    assert isinstance(settled, m.Hello) and isinstance(settled.info, m.WorkerInfo)
+    assert settled.info.owner_key == "k-pool"
+    assert keys.settled(None, hello(m.Role.WORKER)).info == m.WorkerInfo(())  # without CURVE: no key

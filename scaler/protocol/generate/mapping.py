@@ -66,7 +66,15 @@ STRUCTS = {
             ),
         ),
     ),
-    "WorkerInfo": Struct(fields={"capacity": Field(default="1"), "heldTasks": Field(omit_empty=True)}),
+    "WorkerInfo": Struct(
+        fields={"capacity": Field(default="1"), "heldTasks": Field(omit_empty=True)},
+        extra=(
+            Extra(
+                'owner_key: str = field(default="", compare=False)',
+                "the worker's CURVE key, set by the scheduler's shell (peer_keys.py): clients inside its tasks use it",
+            ),
+        ),
+    ),
     "ManagerInfo": Struct(
         required="managerId",
         fields={
@@ -171,14 +179,14 @@ STRUCTS = {
     "JobAttach": Struct(required="name"),
     "JobReply": Struct(required="name accepted", write_last="taskIds"),
     # ------------------------------------------------------------ streaming tasks and actors
-    "ActorSpec": Struct(fields={"maxConcurrency": Field(default="1")}),
+    "ActorSpec": Struct(fields={"maxConcurrency": Field(default="1"), "fromTask": Field(omit_empty=True)}),
     "StreamItem": Struct(
         required="taskId index union", fields={"union": Kind("PayloadKind", kind="payload_kind", data="payload")}
     ),
     "StreamCredit": Struct(required="taskId upTo"),
     "ActorReady": Struct(required="actorId"),
     "ActorStop": Struct(required="actorId"),
-    "ActorLookup": Struct(required="name"),
+    "ActorLookup": Struct(required="name", fields={"fromTask": Field(omit_empty=True)}),
     "ActorReply": Struct(required="name found"),
     "ActorSummary": Struct(required="actorId className"),
     # ------------------------------------------------------------ monitoring

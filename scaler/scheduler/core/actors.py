@@ -24,7 +24,10 @@ not know: each actor's *calls* (tasks with `Task.actor_id` set), which never ent
 4. An actor's story is its start task's (`future.story()` of `handle.started`): its placements, the readiness of
    each instance, each restart and its end.
 5. A name (`ActorSpec.name`) is unique among the live actors of one owner (a CURVE key; "" without CURVE); ActorLookup
-   finds it.
+   finds it. A client inside a task connects with its worker's key; its start or lookup names the task it comes from
+   (`fromTask`), and then counts as the key of that task's client, when the task runs now at a worker registered with
+   the key this client connected with (a task's code looks up its driver's actors, as in Ray; a stranger's key
+   claiming someone's task gets its own key's).
 6. The direct route: an ActorReady that names its processor's own link (`ActorReady.processor`, a link this scheduler
    accepted for that worker) makes the actor's calls and its stop go on that link, not through the worker's agent,
    and their results come back on it (the processor orders them, and the start task's end, on that one link). The
@@ -105,7 +108,7 @@ class Actors:
         """An actor's start task: False (answered) when its name is taken; else the actor is known from now on."""
         core, spec = self._core, task.actor
         assert spec is not None
-        owner = self._owner(client)
+        owner = self._owner(client, spec.from_task)
         if spec.name and (owner, spec.name) in self._names:
             reason = f"an actor named {spec.name!r} is alive already; pick another name, or look it up (get_actor)"
             core.client_sessions.answer(
@@ -144,7 +147,7 @@ class Actors:
             actor.pending.append(None)  # sent once it is ready, after the calls before it
 
     def lookup(self, peer: PeerID, lookup: m.ActorLookup) -> None:
-        actor_id = self._names.get((self._owner(ClientID(peer)), lookup.name))
+        actor_id = self._names.get((self._owner(ClientID(peer), lookup.from_task), lookup.name))
         actor = self.actors.get(actor_id) if actor_id is not None else None
         if actor is None:
             reason = f"no live actor is named {lookup.name!r} (among those of this client's key)"
@@ -370,6 +373,14 @@ class Actors:
         if PeerID(client) in self._core.clients:
             self._core.client_sessions.answer(PeerID(client), m.TaskResult(task_id, status, error_message=why))
 
-    def _owner(self, client: ClientID) -> str:
-        record = self._core.clients.get(PeerID(client))
-        return record.owner if record is not None else ""
+    def _owner(self, client: ClientID, from_task: bytes = b"") -> str:
+        """The key whose actors' names a client's start or lookup sees (rule 5)."""
+        core = self._core
+        record = core.clients.get(PeerID(client))
+        own = record.owner if record is not None else ""
+        task = core.tasks.get(TaskID(from_task)) if from_task else None
+        worker = core.workers.get(task.worker) if task is not None and task.worker is not None else None
+        if task is None or worker is None or worker.owner != own:
+            return own
+        parent = core.clients.get(PeerID(task.client_id))
+        return parent.owner if parent is not None else own

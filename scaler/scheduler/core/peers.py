@@ -88,6 +88,7 @@ class WorkerRecord:
     #: tasks its lent processors may hold beyond its capacity, staged behind the one each computes (`learn_lent`)
     lent_staging: int = 0
     lent_run_seconds: float | None = None  #: the moving average of its lent tasks' run times
+    owner: str = ""  #: its CURVE key ("" without CURVE): clients inside its tasks connect with it (core/actors.py)
     lent_depth: int = 0  #: tasks each lent processor may hold staged (`learn_lent`)
     #: tasks whose results were read from its processors since its last heartbeat echo, which names them (the
     #: agent's journal forgets them); at most MAX_RESULTS_READ, the oldest dropped (the agent sends those again)

@@ -121,7 +121,7 @@ class Registration:
             core.workers[peer] = WorkerRecord(
                 peer, info.capabilities, frozenset(name for name, _ in info.capabilities), max(1, info.capacity),
                 info.manager_id, info.worker_type, hello.hostname, hello.pid, now, now,
-                sequence=self._worker_sequence, lends=info.lends_processors,
+                sequence=self._worker_sequence, lends=info.lends_processors, owner=info.owner_key,
             )  # fmt: skip
             core.lifecycle.worker_has_room(peer)
             logger.debug("worker %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)

@@ -547,6 +547,10 @@ class TaskThreads:
         running: _TaskRecord | None = getattr(self._local, "running", None)
         return running.task.priority if running is not None else self._last_priority
 
+    def task_id(self) -> bytes:
+        running: _TaskRecord | None = getattr(self._local, "running", None)
+        return running.task.task_id if running is not None else b""
+
     def on_submitted(self, future: Any) -> None:
         running: _TaskRecord | None = getattr(self._local, "running", None)
         if running is None:

@@ -340,3 +340,59 @@ def test_a_stopped_actors_end_after_its_link_closed_fails_the_calls_sent_there_a
     assert "its processor's link closed" in answer_text(sim, client, made)
     assert not sim.core.view().actors
     sim.check_invariants()
+
+
+def keyed_client(sim: SimulatedCluster, name: str, key: str) -> FakeClient:
+    """A client whose hello came with CURVE key `key` (the shell sets `owner_key`: scheduler/peer_keys.py)."""
+    peer = PeerID(b"Client|" + name.encode())
+    client = sim.clients[peer] = FakeClient(peer)
+    sim.send(peer, hello(m.ClientInfo(name, owner_key=key)))
+    return client
+
+
+def keyed_worker(sim: SimulatedCluster, name: str, key: str) -> FakeWorker:
+    peer = PeerID(b"Worker|SIM|" + name.encode())
+    worker = sim.workers[peer] = FakeWorker(peer, 2)
+    sim.send(peer, hello(m.WorkerInfo((), 2, "", "SIM", owner_key=key)))
+    return worker
+
+
+def looked_up(sim: SimulatedCluster, client: FakeClient, name: str, from_task: bytes = b"") -> bool:
+    sim.send(client.peer, m.ActorLookup(name, from_task))
+    replies = [
+        e.message
+        for e in sim.effects
+        if isinstance(e, Send) and e.peer == client.peer and isinstance(e.message, m.ActorReply)
+    ]
+    return replies[-1].found
+
+
+def test_a_client_inside_a_task_finds_the_named_actors_of_its_tasks_client_key_and_no_one_elses() -> None:
+    """Rule 5: a client inside a task connects with its worker's key; naming the task it comes from, it sees the
+    names of that task's client's key, while the task runs at a worker of the key it connected with. Checked to fail
+    with `Actors._owner` ignoring `from_task` (the driver's actor was not found from its task)."""
+    sim = SimulatedCluster()
+    driver, stranger = keyed_client(sim, "driver", "K-driver"), keyed_client(sim, "stranger", "K-stranger")
+    worker = keyed_worker(sim, "w", "K-worker")
+    actor_id = start(sim, driver, 1, name="pricer")
+    ready(sim, worker, actor_id)
+    parent = task(driver.peer, 2)
+    sim.submit(driver, [parent])
+    assert parent.task_id in worker.held
+    in_task = keyed_client(sim, "in-task", "K-worker")
+    assert looked_up(sim, driver, "pricer")
+    assert not looked_up(sim, in_task, "pricer"), "without the task: its own key's names"
+    assert looked_up(sim, in_task, "pricer", parent.task_id)
+    assert not looked_up(sim, stranger, "pricer", parent.task_id), "another key claiming the task gets its own"
+    # started from the task, a name is the driver key's: taken already, and found by the driver once free
+    taken = replace(task(in_task.peer, 3), function_name="Pricer",
+                    actor=m.ActorSpec(1, 1, "pricer", b"price", parent.task_id))  # fmt: skip
+    sim.submit(in_task, [taken])
+    assert answered(in_task, taken.task_id) == [("result", "error")]
+    made = replace(task(in_task.peer, 4), function_name="Pricer",
+                   actor=m.ActorSpec(1, 1, "quoter", b"price", parent.task_id))  # fmt: skip
+    sim.submit(in_task, [made])
+    assert looked_up(sim, driver, "quoter")
+    sim.finish(worker, parent.task_id)
+    assert not looked_up(sim, in_task, "pricer", parent.task_id), "the task ended: its client's key no more"
+    sim.check_invariants()
