@@ -7,9 +7,9 @@ and on classes (actors: `ray_actors`; `ray.method`, `ray.get_actor`, `ray.kill`)
 `.remote()`, `.options()`, `ray.get` (a task's error raised as Ray raises it, `ray_errors`), `ray.put`, `ray.wait`,
 `ray.cancel`, `ray.init` (its resources describe the local cluster, `ray_session.init`), `ray.shutdown`,
 `ray.is_initialized`, `ray.ObjectRef` (and its older name `ray.ObjectID`), `ray.util.as_completed`,
-`ray.util.map_unordered`, and `scaler_init(address=None, n_workers=..., **combo_settings)`. Object references between
-tasks follow Ray's rule (`ray_refs`). Anything else of Ray's API raises NotImplementedError naming it; never a silent
-no-op.
+`ray.util.map_unordered`, `ray.util.ActorPool` (`ray_actor_pool`), and `scaler_init(address=None, n_workers=...,
+**combo_settings)`. Object references between tasks follow Ray's rule (`ray_refs`). Anything else of Ray's API
+raises NotImplementedError naming it; never a silent no-op.
 
 Without Ray installed, importing this module also makes `import ray` give this module. With Ray installed, it
 patches the `ray` module in place (its `init` never starts a Ray cluster).
@@ -33,6 +33,7 @@ import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from scaler.compat.ray_actor_pool import ActorPool
 from scaler.compat.ray_actors import get_actor, kill, method
 from scaler.compat.ray_errors import ActorDiedError, RayActorError, RayError, RayTaskError, TaskCancelledError
 from scaler.compat.ray_refs import GetTimeoutError, ObjectRef, ObjectRefGenerator, deferred_call_of
@@ -210,9 +211,10 @@ def _unsupported_attribute(module: str) -> Callable[[str], Any]:
     return __getattr__
 
 
-util = types.ModuleType("ray.util", "Ray's utilities on scaler: as_completed and map_unordered.")
+util = types.ModuleType("ray.util", "Ray's utilities on scaler: as_completed, map_unordered and ActorPool.")
 util.as_completed = _as_completed  # type: ignore[attr-defined]
 util.map_unordered = _map_unordered  # type: ignore[attr-defined]
+util.ActorPool = ActorPool  # type: ignore[attr-defined]
 setattr(util, "__getattr__", _unsupported_attribute("ray.util"))  # noqa: B010 (a module-level __getattr__)
 exceptions = types.ModuleType("ray.exceptions", "The errors of scaler.compat.ray that Ray's code names.")
 exceptions.GetTimeoutError = GetTimeoutError  # type: ignore[attr-defined]
@@ -256,6 +258,7 @@ def _install() -> None:
         setattr(real, name, _Unsupported(f"ray.{name}"))
     real.util.as_completed = _as_completed
     real.util.map_unordered = _map_unordered
+    real.util.ActorPool = ActorPool
     real.exceptions.RayTaskError = RayTaskError  # what ray.get raises here (ray_errors)
     real.exceptions.GetTimeoutError = GetTimeoutError
     real.exceptions.RayActorError = RayActorError  # what ray.get raises for a dead actor here

@@ -129,6 +129,70 @@ def test_a_task_finds_the_drivers_named_actors_and_names_its_own_in_the_drivers_
     ray.kill(counter)
 
 
+@ray.remote
+class Doubler:
+    def double(self, n):
+        return 2 * n
+
+    def slow_double(self, n, seconds):
+        time.sleep(seconds)
+        return 2 * n
+
+    def fail(self, n):
+        raise ValueError(f"no double for {n}")
+
+
+def test_actor_pool_examples_of_rays_documentation(connected: None) -> None:
+    """`ray.util.ActorPool`, the examples of its API reference as written there: map, map_unordered, submit and
+    get_next, has_free, pop_idle and push."""
+    from ray.util import ActorPool
+
+    a1, a2 = Doubler.remote(), Doubler.remote()
+    pool = ActorPool([a1, a2])
+    assert list(pool.map(lambda a, v: a.double.remote(v), [1, 2, 3, 4])) == [2, 4, 6, 8]
+    assert sorted(pool.map_unordered(lambda a, v: a.double.remote(v), [1, 2, 3, 4])) == [2, 4, 6, 8]
+    pool.submit(lambda a, v: a.double.remote(v), 1)
+    pool.submit(lambda a, v: a.double.remote(v), 2)
+    assert (pool.get_next(), pool.get_next(), pool.has_next()) == (2, 4, False)
+    pool.submit(lambda a, v: a.double.remote(v), 1)
+    pool.submit(lambda a, v: a.double.remote(v), 2)
+    assert sorted([pool.get_next_unordered(), pool.get_next_unordered()]) == [2, 4]
+    with pytest.raises(StopIteration):
+        pool.get_next()
+
+    pool = ActorPool([a1])
+    pool.submit(lambda a, v: a.double.remote(v), 1)
+    assert not pool.has_free()
+    assert pool.get_next() == 2
+    assert pool.has_free()
+    assert pool.pop_idle() is a1 and not pool.has_free()
+    pool.push(a2)
+    assert pool.has_free()
+    with pytest.raises(ValueError, match="already belongs"):
+        pool.push(a2)
+
+
+def test_actor_pool_keeps_values_for_busy_actors_and_times_out_and_raises_as_ray(connected: None) -> None:
+    """More values than actors wait for an idle one, in order; a timeout raises TimeoutError (the result stays
+    unless `ignore_if_timedout`); a call's error is raised by the get_next that reaches it, its actor free again.
+    Checked to fail with `_now_idle` not starting a waiting value (map never ends: test timeout)."""
+    pool = ray.util.ActorPool([Doubler.remote(), Doubler.remote()])
+    assert list(pool.map(lambda a, v: a.double.remote(v), range(10))) == [2 * v for v in range(10)]
+    pool.submit(lambda a, v: a.slow_double.remote(v, 1.0), 5)
+    with pytest.raises(TimeoutError):
+        pool.get_next(timeout=0.01)
+    assert pool.get_next() == 10
+    pool.submit(lambda a, v: a.slow_double.remote(v, 1.0), 6)
+    with pytest.raises(TimeoutError):
+        pool.get_next(timeout=0.01, ignore_if_timedout=True)
+    assert not pool.has_next()  # skipped
+    pool.submit(lambda a, v: a.fail.remote(v), 7)
+    with pytest.raises(ValueError, match="no double for 7"):
+        pool.get_next()
+    assert pool.has_free()
+    assert list(pool.map(lambda a, v: a.double.remote(v), [3])) == [6]
+
+
 def test_ray_terminate_ends_the_actor_after_the_calls_before_it(connected: None) -> None:
     counter = Counter.remote()
     first = counter.increment.remote()

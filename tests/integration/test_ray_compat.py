@@ -218,8 +218,8 @@ def test_an_unpicklable_argument_of_a_deferred_call_raises_at_the_call(connected
 def test_what_is_not_supported_raises_naming_it(connected: None) -> None:
     with pytest.raises(NotImplementedError, match=r"ray\.actor\.ActorClass"):
         _ = ray.actor.ActorClass
-    with pytest.raises(NotImplementedError, match=r"ray\.util\.ActorPool"):
-        _ = ray.util.ActorPool
+    with pytest.raises(NotImplementedError, match=r"ray\.util\.placement_group"):
+        _ = ray.util.placement_group
     with pytest.raises(NotImplementedError, match=r"ray\.available_resources"):
         ray.available_resources()
     with pytest.raises(ValueError, match="max_retries must be an integer >= -1"):
