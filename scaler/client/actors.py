@@ -23,7 +23,7 @@ from scaler.client.future import ScalerFuture
 from scaler.payload import processor_context
 from scaler.payload.actor_method import method_of
 from scaler.protocol import messages as m
-from scaler.protocol.ids import TaskID
+from scaler.protocol.ids import TaskID, new_task_id
 
 if TYPE_CHECKING:
     from scaler.client.session import Session, TaskOptions
@@ -72,6 +72,7 @@ class ActorHandle(Generic[T]):
     def __init__(
         self, session: Session, actor_id: TaskID, class_name: str, methods: frozenset[str], started: ScalerFuture[Any]
         | None, rebuild: Rebuild, wrap: Wrap | None = None, owned: bool = True,
+        unstarted: tuple[type[Any], m.ActorSpec, TaskOptions] | None = None,
     ) -> None:  # fmt: skip
         self._session = session
         self._rebuild = rebuild  #: makes this handle again where it is unpickled (given by the client that owns it)
@@ -82,6 +83,8 @@ class ActorHandle(Generic[T]):
         self._wrap = wrap
         self._owned = owned  #: the handle that started an anonymous actor stops it when collected
         self._stopped = False
+        #: what `begin` starts the actor with (a handle made by `start_later`, until then)
+        self._unstarted = unstarted
 
     @classmethod
     def start(
@@ -91,6 +94,25 @@ class ActorHandle(Generic[T]):
         actor_id, started = session.start_actor(actor_class, args, kwargs, spec, options)
         methods = frozenset(spec.interface.decode().split("\n")) - {""}
         return cls(session, actor_id, actor_class.__qualname__, methods, started, rebuild, wrap, owned=not spec.name)
+
+    @classmethod
+    def start_later(
+        cls, session: Session, actor_class: type[T], spec: m.ActorSpec, options: TaskOptions, rebuild: Rebuild
+    ) -> ActorHandle[T]:
+        """A handle on an actor started later, by `handle.begin(args, kwargs)` once its arguments are ready (Ray's
+        `Cls.remote(ref)` returns at once). The handle's id is the start task's already; its calls must not leave
+        before the start (the Ray front end orders them after it)."""
+        methods = frozenset(spec.interface.decode().split("\n")) - {""}
+        name, unstarted = actor_class.__qualname__, (actor_class, spec, options)
+        return cls(session, new_task_id(), name, methods, None, rebuild, None, not spec.name, unstarted)
+
+    def begin(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ScalerFuture[Any]:
+        """Start the actor of a handle made by `start_later`: the start task's future."""
+        assert self._unstarted is not None, "begin() is for a handle made by start_later(), once"
+        actor_class, spec, options = self._unstarted
+        self._unstarted = None
+        _, self._started = self._session.start_actor(actor_class, args, kwargs, spec, options, self._actor_id)
+        return self._started
 
     @classmethod
     def look_up(cls, session: Session, name: str, rebuild: Rebuild, wrap: Wrap | None = None) -> ActorHandle[Any]:

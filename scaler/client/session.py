@@ -315,14 +315,16 @@ class Session:
     # ------------------------------------------------------------ actors (client/actors.py)
 
     def start_actor(
-        self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any], spec: m.ActorSpec, options: TaskOptions
-    ) -> tuple[TaskID, ScalerFuture[Any]]:
+        self, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any], spec: m.ActorSpec, options: TaskOptions,
+        actor_id: TaskID | None = None,
+    ) -> tuple[TaskID, ScalerFuture[Any]]:  # fmt: skip
         """Start an actor: `cls(*args, **kwargs)` built on a worker (the call checked against the class first). Its
-        id (the start task's) and the start task's future (done when the actor ends)."""
+        id (the start task's: `actor_id` when given, else a new one) and the start task's future (done when the actor
+        ends)."""
         self.check_open()
         entry = self._encoder.function(cls)
         entry.check_call(args, kwargs)
-        task = self._encode(entry, args, kwargs, options, ScalerFuture, None, False, actor=spec)
+        task = self._encode(entry, args, kwargs, options, ScalerFuture, None, False, task_id=actor_id, actor=spec)
         self._storage.hand_over([task])
         return task[0], task[1]
 
@@ -512,11 +514,13 @@ class Session:
         future_type: type[FutureT],
         reader: ResultReader | None,
         outlives_task: bool,
+        task_id: TaskID | None = None,
         **task_fields: Any,
     ) -> tuple[TaskID, FutureT, bytes]:
-        """`task_fields`: the Task's fields of a stream or an actor (`TaskEncoder.task`)."""
+        """`task_fields`: the Task's fields of a stream or an actor (`TaskEncoder.task`); `task_id`: made before (an
+        actor started later, whose handle has its id already), else a new one."""
         profiling = self.settings.profiling if options.profiling is None else options.profiling
-        task_id = new_task_id()
+        task_id = task_id or new_task_id()
         task = self._encoder.task(
             task_id, entry, self._encoder.arguments(args, kwargs), profiling=profiling,
             stream_output=self.settings.stream_output, priority=options.priority, capabilities=options.capabilities,

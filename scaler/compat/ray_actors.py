@@ -18,11 +18,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from scaler.client.actors import ActorHandle
+from scaler.client.actors import ActorHandle, spec_of
+from scaler.compat.ray_errors import ActorDiedError
 from scaler.compat.ray_refs import DeferredCall, ObjectRef, Submit, cancel_task, defer, found_in, unfinished_tasks
 from scaler.compat.ray_session import current, read_stored
 from scaler.payload import processor_context
 from scaler.payload.actor_method import has_async_methods
+from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 
 #: Options of `@ray.remote` on a class, and of its `.options()`; those not listed raise NotImplementedError.
@@ -117,18 +119,42 @@ class ActorClass:
                     f"The name {name} is already taken. Please use a different name or get the existing actor using "
                     f"ray.get_actor({name!r})"
                 )
-        read = functools.partial(read_stored, client)
-        args = tuple(_argument(value, read) for value in args)
-        kwargs = {key: _argument(value, read) for key, value in kwargs.items()}
         concurrency = options.get("max_concurrency")
         if concurrency is None:  # Ray's default: one call at a time, or 1000 for an async actor
             concurrency = ASYNC_MAX_CONCURRENCY if has_async_methods(self._cls) else 1
+        restarts = int(options.get("max_restarts") or 0)
+        # as Ray: `.remote()` returns at once, the actor starts once its arguments' tasks are done; a named one is
+        # started before `.remote()` returns, so that its name is found (and taken) from then on
+        unfinished = unfinished_tasks((*args, *kwargs.values())) if not name else []
+        if unfinished:
+            return self._start_later(args, kwargs, spec_of(self._cls, restarts, concurrency, name or None), unfinished)
+        read = functools.partial(read_stored, client)
+        args = tuple(_argument(value, read) for value in args)
+        kwargs = {key: _argument(value, read) for key, value in kwargs.items()}
         handle: ActorHandle[Any] = client.actor_verbose(
-            self._cls, args, kwargs, max_restarts=int(options.get("max_restarts") or 0),
-            max_concurrency=concurrency, name=name or None, capabilities=_capabilities(options),
+            self._cls, args, kwargs, max_restarts=restarts, max_concurrency=concurrency, name=name or None,
+            capabilities=_capabilities(options),
         )  # fmt: skip
         actor = RayActorHandle(handle, self._cls)
         actor.keep(found_in((args, kwargs), RayActorHandle))  # the handles it was given live as long as it
+        return actor
+
+    def _start_later(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], spec: m.ActorSpec,
+        unfinished: list[concurrent.futures.Future[Any]],
+    ) -> RayActorHandle:  # fmt: skip
+        """A handle at once; the actor's start is a deferred call (`ray_refs`), its calls follow (`send_in_order`)."""
+        from scaler.client.client import actor_handle_in_task
+        from scaler.client.session import TaskOptions
+
+        session = current()
+        options = TaskOptions.of(None, _capabilities(self._options))
+        handle: ActorHandle[Any] = ActorHandle.start_later(
+            session.client.session, self._cls, spec, options, actor_handle_in_task
+        )
+        actor = RayActorHandle(handle, self._cls)
+        actor.keep(found_in((args, kwargs), RayActorHandle))
+        actor.start_later(session, handle.begin, args, kwargs, unfinished)
         return actor
 
 
@@ -142,6 +168,8 @@ class RayActorHandle:
         #: the latest call that waits for its arguments' tasks: the calls after it follow it (`send_in_order`)
         self._last_deferred: DeferredCall | None = None
         self._order_lock = threading.Lock()
+        #: the actor's start, when it waited for its arguments' tasks (`ActorClass.remote`)
+        self._start: DeferredCall | None = None
 
     @property
     def scaler_handle(self) -> ActorHandle[Any]:
@@ -157,13 +185,26 @@ class RayActorHandle:
         """The class the actor is an instance of, when this process has it (a handle found by name may not)."""
         return self._cls
 
+    def start_later(
+        self, session: Any, begin: Submit, args: tuple[Any, ...], kwargs: dict[str, Any],
+        unfinished: list[concurrent.futures.Future[Any]],
+    ) -> None:  # fmt: skip
+        """The actor starts (`begin(args, kwargs)`) once its arguments' tasks are done; every call follows it."""
+        call = DeferredCall(args, kwargs, begin, cancel_inner=functools.partial(cancel_task, session.client))
+        with self._order_lock:
+            self._start = self._last_deferred = call
+        defer(session.deferred, call, unfinished)
+
     def send_in_order(
         self, session: Any, send: Submit, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> concurrent.futures.Future[Any]:
         """Send a call (`send(args, kwargs)`), its reference arguments resolved: at once when they are ready and no
         earlier call of this handle still waits for its own; otherwise, as Ray, `.remote()` returns at once and the
         call is sent once they are ready, after the calls made before it (an actor runs one caller's calls in the
-        order they were made)."""
+        order they were made). A call after a start that failed (an argument's task failed) raises ActorDiedError
+        naming why, as Ray's calls to an actor whose creation failed."""
+        if self._start is not None:
+            send = functools.partial(self._after_start, send)
         unfinished = unfinished_tasks((*args, *kwargs.values()))
         with self._order_lock:
             before = self._last_deferred
@@ -178,6 +219,13 @@ class RayActorHandle:
             self._last_deferred = call
             defer(session.deferred, call, [*unfinished, *([before.submitted] if before is not None else [])])
             return call.outer
+
+    def _after_start(self, send: Submit, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        start = self._start
+        if start is not None and start.outer.done() and not start.outer.cancelled() and start.inner is None:
+            error = start.outer.exception()
+            raise ActorDiedError(f"the actor {self._handle.class_name} was never built: its start failed: {error}")
+        return send(args, kwargs)
 
     def keep(self, handles: list[RayActorHandle]) -> None:
         """Keep other actors' handles alive as long as this one: Ray keeps an actor alive while a handle on it lives
@@ -208,7 +256,10 @@ class RayActorHandle:
         return (_rebuild_handle, (handle.actor_id, handle.class_name, methods, self._cls))
 
     def kill(self) -> None:
-        """End the actor now (ray.kill): the start task is cancelled; the calls not done fail."""
+        """End the actor now (ray.kill): the start task is cancelled (one still waiting for its arguments is never
+        sent); the calls not done fail."""
+        if self._start is not None and self._start.inner is None:
+            self._start.cancel()
         started = self._handle.started
         if started is not None:
             started.cancel()

@@ -241,6 +241,35 @@ def test_an_actor_call_waiting_for_an_argument_returns_at_once_and_keeps_its_ord
     assert ray.get(last, timeout=RETURNS_AT_ONCE_SECONDS) == 3
 
 
+@ray.remote
+def start_when_open(gate: Any, start: int) -> int:
+    ray.get(gate.wait.remote())
+    return start
+
+
+def test_an_actor_start_waiting_for_an_argument_returns_at_once_and_its_calls_follow_it(connected: None) -> None:
+    """Ray's `Cls.remote(ref)` returns a handle at once; the actor is built once the reference's task is done, and
+    the calls made meanwhile run on it, in order. One whose argument's task failed is never built: its calls raise
+    RayActorError naming why; `ray.kill` of a start still waiting means it never starts. Checked to fail with the
+    arguments resolved at `.remote()` (the caller blocked: the gate is opened only after the call returns)."""
+    gate = Gate.remote()
+    counter = returns_at_once(lambda: Counter.remote(start_when_open.remote(gate, 10)))
+    first = returns_at_once(lambda: counter.increment.remote())
+    second = returns_at_once(lambda: counter.doubled.remote())
+    gate.send.remote()
+    assert ray.get([first, second], timeout=RETURNS_AT_ONCE_SECONDS) == [11, 22]
+    broken = Counter.remote(numbers.remote("not a count"))
+    with pytest.raises(ray.exceptions.RayActorError, match="its start failed"):
+        ray.get(broken.increment.remote(), timeout=RETURNS_AT_ONCE_SECONDS)
+    never = Gate.remote()
+    killed = Counter.remote(start_when_open.remote(never, 0))
+    call = killed.increment.remote()
+    ray.kill(killed)
+    never.send.remote()
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(call, timeout=RETURNS_AT_ONCE_SECONDS)
+
+
 def test_a_handle_given_to_a_task_keeps_its_actor_alive(connected: None) -> None:
     """The driver's handle is dropped at once (`call_counter.remote(Counter.remote())`); Ray keeps the actor while
     the task holds a handle. Checked to fail without pin_handles: the actor was stopped when the driver's handle was
