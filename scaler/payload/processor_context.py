@@ -23,8 +23,8 @@ class TaskThreadHooks(Protocol):
         """The priority of the task the calling thread runs (the last task's, on another thread)."""
 
     def task_id(self) -> bytes:
-        """The id of the task the calling thread runs (an actor's calls run on its start task's thread); b"" on
-        another thread."""
+        """The id of the task the calling thread runs (an actor's calls run on its start task's thread); on a
+        thread a task started (an actor's pool of calls), the task computing now; b"" when none is."""
 
     def on_block(self) -> bool:
         """Before the calling thread waits on nested futures. True: the task yielded its slot (on_unblock
@@ -58,7 +58,8 @@ def current() -> ProcessorContext | None:
 
 
 def running_task_id() -> bytes:
-    """The task the calling thread runs in this processor: b"" outside a task, or on a thread it started itself."""
+    """The task the calling thread runs in this processor (on a thread a task started, the task computing now): b""
+    outside a task."""
     context = _current
     return context.threads.task_id() if context is not None and context.threads is not None else b""
 

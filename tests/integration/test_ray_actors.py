@@ -113,6 +113,12 @@ def start_by_name(name):
     return ray.get(counter.increment.remote())
 
 
+@ray.remote(max_concurrency=2)
+class Finder:
+    def increment_by_name(self, name):
+        return ray.get(ray.get_actor(name).increment.remote())
+
+
 def test_a_task_finds_the_drivers_named_actors_and_names_its_own_in_the_drivers_key(connected: None) -> None:
     """Ray's "Named actors": an actor is retrieved by name "somewhere" in the job, its tasks included. On a cluster
     with CURVE keys (this one's) a task's client connects with its worker's key; its lookup and its named start say
@@ -125,6 +131,8 @@ def test_a_task_finds_the_drivers_named_actors_and_names_its_own_in_the_drivers_
     assert ray.get(start_by_name.remote("named_in_a_task"), timeout=60) == 1
     started_there = ray.get_actor("named_in_a_task")
     assert ray.get(started_there.increment.remote()) == 2
+    # an actor's calls on its pool's threads (max_concurrency above 1) count as its start task's
+    assert ray.get(Finder.remote().increment_by_name.remote("found_from_a_task"), timeout=60) == 3
     ray.kill(started_there)
     ray.kill(counter)
 

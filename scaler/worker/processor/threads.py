@@ -549,6 +549,8 @@ class TaskThreads:
 
     def task_id(self) -> bytes:
         running: _TaskRecord | None = getattr(self._local, "running", None)
+        if running is None:  # a thread a task started (an actor's pool of calls): the task computing now
+            running = self._line.computing
         return running.task.task_id if running is not None else b""
 
     def on_submitted(self, future: Any) -> None:
