@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from scaler.compat.ray_waits import get, wait
+
 #: `fn(actor, value)`: an ObjectRef (or a list of them) of the call it made.
 Submit = Callable[[Any, Any], Any]
 
@@ -136,8 +138,6 @@ class ActorPool:
     def _first_ready(self, calls: list[Any], timeout: float | None) -> int | None:
         """The position in `calls` of one whose references are all done (the first in `calls` when several are),
         waiting up to `timeout` seconds (None: no limit); None when none is done by then."""
-        from scaler.compat.ray import wait
-
         deadline = None if timeout is None else time.monotonic() + timeout
         pending = [ref for refs in calls for ref in self._flat(refs)]
         owner = {id(ref): position for position, refs in enumerate(calls) for ref in self._flat(refs)}
@@ -160,6 +160,4 @@ class ActorPool:
 
     @staticmethod
     def _get(refs: Any) -> Any:
-        from scaler.compat.ray import get
-
         return get(list(refs) if isinstance(refs, tuple) else refs)

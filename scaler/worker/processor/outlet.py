@@ -37,7 +37,6 @@ when it registers again).
 from __future__ import annotations
 
 import logging
-import os
 import select
 import threading
 import time
@@ -54,6 +53,7 @@ from scaler.protocol.ids import TaskID
 from scaler.protocol.staging import RESULT_HOLD_SECONDS
 from scaler.worker.processor.channel import BlockingChannel
 from scaler.worker.processor.result_route import ResultRoute, RouteState
+from scaler.worker.processor.wake_pipe import WakePipe
 
 logger = logging.getLogger(__name__)
 
@@ -123,8 +123,7 @@ class ProcessorOutlet:
         self._linked_actors: set[bytes] = set()
         self._linked_calls: set[bytes] = set()
         self._work: list[m.Message] = []  #: calls and stops read on the link, for the task line
-        self._wake: tuple[int, int] | None = None  #: a pipe: written when work is queued (the reader's select sees it)
-        self._woken = False
+        self._wake: WakePipe | None = None  #: written when work is queued (the reader's select sees it)
         #: the link and what `wait_fds` returns for it (asked of ZeroMQ once per link, not once per read)
         self._link_fds: tuple[Any, tuple[int, ...]] | None = None
 
@@ -329,8 +328,7 @@ class ProcessorOutlet:
             if self._link is None and (self._direct or self._lend):
                 self._link = self._open_link()
             if self._lend and self._wake is None:
-                self._wake = os.pipe()
-                os.set_blocking(self._wake[0], False)
+                self._wake = WakePipe()
             if self._link is not None and self._route.configured():
                 self._say_hello()
 
@@ -346,9 +344,8 @@ class ProcessorOutlet:
 
     def _wake_reader(self) -> None:
         """Work was read on the link outside `take_work`: the reading thread's select sees the pipe."""
-        if self._work and not self._woken and self._wake is not None:
-            self._woken = True
-            os.write(self._wake[1], b"w")
+        if self._work and self._wake is not None:
+            self._wake.wake()
 
     def _read_locked(self) -> None:
         link = self._link
@@ -369,8 +366,7 @@ class ProcessorOutlet:
                 self._link.close(linger=0)
                 self._link = None
             if self._wake is not None:
-                for fd in self._wake:
-                    os.close(fd)
+                self._wake.close()
                 self._wake = None
 
     # ------------------------------------------------------------ actors on the link
@@ -400,8 +396,7 @@ class ProcessorOutlet:
                 if state is RouteState.OPEN:
                     self._linked_actors.add(actor_id)
                     if self._wake is None:
-                        self._wake = os.pipe()
-                        os.set_blocking(self._wake[0], False)
+                        self._wake = WakePipe()
                     return self._identity()
                 if state is RouteState.CLOSED or self._link is None:
                     return b""
@@ -458,7 +453,7 @@ class ProcessorOutlet:
         if not (self._linked_actors or self._lend) or self._link is None or self._wake is None:
             return ()
         if self._link_fds is None or self._link_fds[0] is not self._link:  # the same while the link is
-            self._link_fds = (self._link, (int(self._link.getsockopt(zmq.FD)), self._wake[0]))
+            self._link_fds = (self._link, (int(self._link.getsockopt(zmq.FD)), self._wake.read_fd))
         return self._link_fds[1]
 
     def has_work(self) -> bool:
@@ -471,12 +466,8 @@ class ProcessorOutlet:
         with self._lock:
             self._read_locked()
             work, self._work = self._work, []
-            if self._woken and self._wake is not None:
-                self._woken = False
-                try:
-                    os.read(self._wake[0], 4096)
-                except BlockingIOError:
-                    pass
+            if self._wake is not None:
+                self._wake.drain()
             return work
 
     def _send_on_link(self, *frames: bytes) -> None:

@@ -45,6 +45,7 @@ from scaler.worker.processor.task_line import (
     TaskLine,
     Wake,
 )
+from scaler.worker.processor.wake_pipe import WakePipe
 from scaler.worker.processor_protocol import ProcessorOutcome, ProcessorTaskState
 
 logger = logging.getLogger(__name__)
@@ -140,17 +141,15 @@ class TaskThreads:
         self._line: TaskLine[_TaskRecord] = TaskLine(main, _TaskRecord)
         self._slots: dict[int, _Slot] = {}  #: every thread's wake-up, by thread id
         self._last_priority = 0
-        #: lent processors: a pipe the watch writes once it has read something (`_watch_lent`), and whether it did
-        self._watch_wake: tuple[int, int] | None = None
-        self._watch_woke = False
+        #: lent processors: the pipe the watch writes once it has read something (`_watch_lent`)
+        self._watch_wake: WakePipe | None = None
 
     # ------------------------------------------------------------ running
 
     def run(self) -> None:
         """The main thread's part: take the baton and serve; returns when the agent closed the channel."""
         if self._outlet.lends:
-            self._watch_wake = os.pipe()
-            os.set_blocking(self._watch_wake[0], False)
+            self._watch_wake = WakePipe()
             threading.Thread(target=self._watch_lent, name="scaler-lent-watch", daemon=True).start()
         try:
             self._work(None)
@@ -329,27 +328,24 @@ class TaskThreads:
         """Wait for the channel, for the link while an actor here takes its calls there (outlet.py), and for the lent
         watch's pipe (`_watch_lent`)."""
         also = self._outlet.wait_fds()
-        if self._watch_wake is not None:
-            also = (*also, self._watch_wake[0])
+        watch = self._watch_wake
+        if watch is not None:
+            also = (*also, watch.read_fd)
         if not also:
             return self._channel.wait(timeout_seconds)
-        return self._watch_woke or self._outlet.has_work() or self._channel.wait(timeout_seconds, also)
+        woken = watch is not None and watch.woken
+        return woken or self._outlet.has_work() or self._channel.wait(timeout_seconds, also)
 
     def _wake_holder_locked(self) -> None:
         """Under the lock, from the lent watch: the holder's select returns (its loop then sees what was read)."""
-        if self._watch_wake is not None and not self._watch_woke:
-            self._watch_woke = True
-            os.write(self._watch_wake[1], b"w")
+        if self._watch_wake is not None:
+            self._watch_wake.wake()
 
     def _poll_inbox(self) -> list[m.Message]:
         """What the channel holds now, and the actors' calls and stops and the lent tasks read on the link (under the
         lock). Lent tasks read while an actor lives here, or comes with this read, are given back (outlet.py)."""
-        if self._watch_woke and self._watch_wake is not None:
-            self._watch_woke = False
-            try:
-                os.read(self._watch_wake[0], 4096)
-            except BlockingIOError:
-                pass
+        if self._watch_wake is not None:
+            self._watch_wake.drain()
         messages = self._channel.poll()
         work = self._outlet.take_work()
         if not work:
