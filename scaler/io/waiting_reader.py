@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import select
@@ -45,9 +46,24 @@ from scaler.io.zmq_async import BURST, AsyncSocket
 
 logger = logging.getLogger(__name__)
 
+
+def _handler_functions() -> tuple[Callable[[int], Any], Callable[[int, Any], Any]]:
+    """`getsignal` and `signal`: CPython's C functions where they exist, since `InterruptsHeld` uses them per message
+    read and the `signal` module's wrappers convert each value to and from an enum (about 20 times their cost)."""
+    try:
+        functions = importlib.import_module("_signal")
+    except ImportError:  # another interpreter
+        return signal.getsignal, signal.signal
+    return functions.getsignal, functions.signal
+
+
+_get_handler, _set_handler = _handler_functions()
+
 #: The longest a reading waiter sleeps before it looks at its `done()` again (a safety net: every event that may
 #: complete it also wakes it).
 LONGEST_SLEEP_SECONDS = 1.0
+
+_SIGINT = int(signal.SIGINT)
 
 
 class LoopStandby:
@@ -197,10 +213,10 @@ class InterruptsHeld:
         self._caught: tuple[int, FrameType | None] | None = None
 
     def __enter__(self) -> InterruptsHeld:
-        previous = signal.getsignal(signal.SIGINT)
+        previous = _get_handler(_SIGINT)
         if callable(previous):  # a Python handler (not SIG_IGN, SIG_DFL or one set outside Python)
             self._previous = previous
-            signal.signal(signal.SIGINT, self._hold)
+            _set_handler(_SIGINT, self._hold)
         return self
 
     def _hold(self, signum: int, frame: FrameType | None) -> None:
@@ -210,7 +226,7 @@ class InterruptsHeld:
         previous = self._previous
         if previous is None:
             return
-        signal.signal(signal.SIGINT, previous)
+        _set_handler(_SIGINT, previous)
         caught, self._caught = self._caught, None
         if caught is not None:
             previous(*caught)
