@@ -202,11 +202,12 @@ class AsyncSocket:
                 waiting = not self._closed and bool(cast(int, self._socket.getsockopt(EVENTS)) & POLLIN)
             if not waiting:
                 return 0
-            with guard():
-                return self._read_and_handle(limit)
+            with guard():  # nobody else reads meanwhile (`reading` is held): the message still waits
+                return self._read_and_handle(limit, first_waits=True)
 
-    def _read_and_handle(self, limit: int) -> int:
-        """Up to `limit` messages read and handed to `on_message`, one by one; stops when none waits."""
+    def _read_and_handle(self, limit: int, first_waits: bool = False) -> int:
+        """Up to `limit` messages read and handed to `on_message`, one by one; stops when none waits.
+        `first_waits`: the caller saw a message waiting, so the first read does not ask again."""
         sock, handle = self._socket, self._on_message
         assert handle is not None
         handled = 0
@@ -214,7 +215,11 @@ class AsyncSocket:
             try:
                 with self._lock:
                     # asked first: an empty socket's recv raises zmq.Again, which costs more than the question
-                    if self._closed or not cast(int, sock.getsockopt(EVENTS)) & POLLIN:
+                    if self._closed:
+                        return handled
+                    if first_waits:
+                        first_waits = False
+                    elif not cast(int, sock.getsockopt(EVENTS)) & POLLIN:
                         return handled
                     if self._by_parts:
                         frames = receive_parts(sock, self._copy)
