@@ -10,6 +10,7 @@ from __future__ import annotations
 import queue
 import signal
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -113,6 +114,26 @@ def test_ctrl_c_while_the_scheduler_waits_for_its_object_storage_stops_it_cleanl
             scheduler.stdout.close()
     assert scheduler.returncode == ExitCode.OK, "".join(seen) + rest
     assert "Traceback" not in rest and "scheduler stopped: received SIGINT while starting" in rest, rest
+
+
+def test_ctrl_c_while_a_command_imports_ends_it_with_one_line_and_as_interrupted() -> None:
+    """A Ctrl-C in a command's first half second (on a slow machine, while its modules import, before its own signal
+    handling is in place) printed a KeyboardInterrupt's traceback of 25-37 lines. The console commands' package makes
+    it one line; the process still ends as killed by SIGINT (a shell sees 130). The interrupt is sent by the process
+    to itself once the package is imported, so that when it lands does not depend on the machine's speed."""
+    interrupted = subprocess.run(
+        [sys.executable, "-c", "import os, signal, time\nimport scaler.entry_points\n"
+         "os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(60)"],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, preexec_fn=_sigint_as_in_a_terminal,
+    )  # fmt: skip
+    assert interrupted.returncode == -signal.SIGINT, interrupted
+    assert interrupted.stderr == "scaler: interrupted (Ctrl-C)\n", interrupted.stderr
+    other_error = subprocess.run(
+        [sys.executable, "-c", "import scaler.entry_points\nraise ValueError('not an interrupt')"],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert other_error.returncode == 1 and "Traceback" in other_error.stderr, other_error.stderr
+    assert "ValueError: not an interrupt" in other_error.stderr, other_error.stderr
 
 
 def _sigint_as_in_a_terminal() -> None:
