@@ -17,9 +17,9 @@ from scaler import Client, SchedulerClusterCombo
 from scaler.io.address import free_tcp_port_block
 from scaler.monitor.performance_report import ReportWriteError
 from tests.integration import test_dashboard
-from tests.integration.conftest import running_cluster
+from tests.integration.conftest import probe_scheduler, running_cluster
 from tests.integration.test_dashboard import needs_browser
-from tests.integration.test_launcher import Stack
+from tests.integration.test_launcher import STACK_START_SECONDS, Stack
 
 #: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120), pytest.mark.xdist_group("test_run_report")]
@@ -158,6 +158,9 @@ def test_an_elastic_runs_report_shows_the_scaling_decision_the_workers_joining_a
     stack = Stack(stack_file, tmp_path / "scaler.log")
     path = tmp_path / "run.html"
     try:
+        # the stack's start took 14 s once under the whole suite's load, beyond a client's 15 s wait less the
+        # launcher's own start: wait for the scheduler as a script that starts a stack and uses it at once should
+        probe_scheduler(scheduler, STACK_START_SECONDS, stack.popen)
         with Client(address=scheduler) as client:
             with scaler.performance_report(path, address=scheduler):
                 assert client.map(slow_square, range(20)) == [x * x for x in range(20)]
