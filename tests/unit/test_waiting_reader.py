@@ -229,6 +229,11 @@ def test_only_one_thread_reads_at_a_time(connection: _Connection, no_safety_net:
     connection.on_message = lambda payload: first_reading.set()
     first = threading.Thread(target=connection.reader.wait, args=(release.is_set, None))
     first.start()
+    # the first thread reads once the loop stopped watching the socket: an answer sent before then is the loop's
+    deadline = time.monotonic() + 10
+    while not connection.reader.reading and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert connection.reader.reading, "the first waiter never became the reader"
     connection.answer(b"for the first")
     assert first_reading.wait(10)
     connection.reader.wait(lambda: False, None)  # returns at once: the first reads
