@@ -1,9 +1,7 @@
 """W3's round trip with the client's CPU beside it: `submit(inc, i).result()` N times on a local cluster of 2 workers,
 after 300 to warm up; prints the p50, the client process's CPU (every thread) and the CPU of the cluster's processes,
-per round trip (psutil), then the cluster's CPU by process name (scaler-schedule, scaler-processo, ...: each role's
-share; on a machine whose speed drifts between runs, a role's share over the client's is steadier than its figure).
-Alternate two trees with PYTHONPATH to compare them (compile both trees' bytecode first: with PYTHONDONTWRITEBYTECODE
-set, an uncompiled tree compiles in every process it starts).
+per round trip (psutil). Alternate two trees with PYTHONPATH to compare them (compile both trees' bytecode first:
+with PYTHONDONTWRITEBYTECODE set, an uncompiled tree compiles in every process it starts).
 
     for r in 1 2 3; do TAG=after PYTHONPATH=. python benchmarks/w3_client_cpu.py 4000
                        TAG=before PYTHONPATH=/tmp/before python benchmarks/w3_client_cpu.py 4000; done
@@ -13,7 +11,6 @@ Not a test.
 
 from __future__ import annotations
 
-import collections
 import os
 import statistics
 import sys
@@ -45,28 +42,18 @@ def main() -> None:
             for i in range(300):
                 client.submit(inc, i).result()
             children = me.children(recursive=True)
-            client_before = cpu_seconds(me)
-            before = {child.pid: cpu_seconds(child) for child in children}
+            client_before, others_before = cpu_seconds(me), sum(cpu_seconds(child) for child in children)
             latencies = []
             for i in range(calls):
                 began = time.perf_counter()
                 client.submit(inc, i).result()
                 latencies.append(time.perf_counter() - began)
             client_cpu = (cpu_seconds(me) - client_before) / calls * 1e6
-            by_role: collections.Counter[str] = collections.Counter()
-            for child in children:
-                try:
-                    name = child.name()
-                except psutil.Error:
-                    continue
-                by_role[name] += (cpu_seconds(child) - before[child.pid]) / calls * 1e6
-            others_cpu = sum(by_role.values())
+            others_cpu = (sum(cpu_seconds(child) for child in children) - others_before) / calls * 1e6
             print(
                 f"{os.environ.get('TAG', '?')} p50 {statistics.median(latencies) * 1e3:.3f} ms, per round trip: "
                 f"client {client_cpu:.0f} us, the cluster's processes {others_cpu:.0f} us"
             )
-            shares = ", ".join(f"{name} {cpu:.0f} us" for name, cpu in sorted(by_role.items()) if cpu >= 1)
-            print(f"  by process: {shares}")
     finally:
         cluster.shutdown()
 
