@@ -82,8 +82,9 @@ test-pythons:
 		$$venv/bin/python -m pytest -q -p no:cacheprovider -n 2 tests/unit tests/simulation || exit 1; \
 	done
 
+# The side-by-side benchmark (docs/performance.md): `make benchmark ARGS="--systems ours,dask --workloads W1,W3"`.
 benchmark: $(STAMP)
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/run.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-3.* build *.egg-info
