@@ -213,3 +213,13 @@ def test_the_defaults_user_pages_state_are_the_declared_ones() -> None:
 )
 def test_the_default_check_reads_what_a_page_states(text: str, expected: list[tuple[str, float]]) -> None:
     assert stated_defaults(text) == expected
+
+
+def test_scaler_docs_prints_a_page_with_the_defaults_filled_in() -> None:
+    """`scaler --docs NAME` shows what the site shows: the troubleshooting page's wait for a lost scheduler names the
+    scheduler's resume window as declared, not a placeholder."""
+    from scaler.config.installed_docs import page_text
+
+    text = page_text("troubleshooting")
+    assert "{{ default." not in text
+    assert f"({defaults()['scheduler']['client_resume_seconds']} s by default" in text
