@@ -1,11 +1,14 @@
 """One container of the rehearsal's kubelet: a local process group (a new session, so that everything it starts
 stops with it), its log, its memory limit (the group's resident memory over the limit is an OOM kill, SIGKILL, as the
 kernel's cgroup would do it) and its stop: SIGTERM, then SIGKILL once the grace period is over. When its first
-process ends, the rest of its group is killed, as a container's processes end with its init process."""
+process ends, the rest of its group is killed, as a container's processes end with its init process. Its first
+process also dies with the rehearsal, even one killed with SIGKILL (`setpriv --pdeathsig KILL`, where util-linux's
+setpriv is installed)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import uuid
@@ -14,6 +17,8 @@ from pathlib import Path
 
 import psutil
 
+#: Runs a command with the parent-death signal set (util-linux); None where it is not installed.
+SETPRIV = shutil.which("setpriv")
 #: How often a container's memory is measured against its limit.
 MEMORY_CHECK_SECONDS = 0.5
 
@@ -40,7 +45,7 @@ class Container:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
             self.process = subprocess.Popen(
-                argv,
+                [SETPRIV, "--pdeathsig", "KILL", "--", *argv] if SETPRIV else argv,
                 env=environment,
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import ssl
 import threading
 import time
@@ -70,7 +71,14 @@ class _Server(ThreadingHTTPServer):
         except (ssl.SSLError, OSError) as error:  # a client that does not trust the CA, or speaks plain HTTP
             logger.debug("TLS handshake with %s failed: %s", client_address, error)
             return
-        super().finish_request(wrapped, client_address)
+        try:
+            super().finish_request(wrapped, client_address)
+        finally:  # the TLS socket took the connection over: the server's own close of `request` no longer closes it
+            try:
+                wrapped.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            wrapped.close()
 
 
 class ApiServer:
