@@ -465,6 +465,10 @@ class WorkerManagerSettings(WorkerSettings):
         300, help="a unit (process, task, instance) still booting after this long is stopped and replaced; "
         "it counts as a failed launch", gt=0,
     )  # fmt: skip
+    max_waiting_units: int = setting(
+        10, help="most units waiting at once in their provider's queue (Slurm jobs pending, pods unschedulable; "
+        "launches not listed yet count too): more launches wait for one of them to start or go", gt=0,
+    )  # fmt: skip
     worker_cost_per_hour: float = setting(
         0, help="what one worker of this manager costs per hour, in any currency (the cost policy and the spend "
         "rate read it); 0: free or unknown", ge=0,
