@@ -41,6 +41,8 @@ EXAMPLES: tuple[ExampleFile, ...] = (
                 "keys first)"),
     ExampleFile("aws_ecs", "aws_ecs.toml", "workers in AWS ECS Fargate tasks (rehearse on scaler_fake_cloud)"),
     ExampleFile("aws_ec2", "aws_ec2.toml", "workers on AWS EC2 instances (rehearse on scaler_fake_cloud)"),
+    ExampleFile("kubernetes", "kubernetes.toml", "workers as pods of a Kubernetes cluster (rehearse on "
+                "scaler_fake_kubernetes)"),
     ExampleFile("aws_batch", "aws_batch.toml", "each task as an AWS Batch job (rehearse on scaler_fake_cloud)"),
     ExampleFile("symphony", "symphony.toml", "each task as an IBM Symphony task (needs Symphony's soamapi)"),
 )  # fmt: skip

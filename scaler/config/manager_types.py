@@ -21,6 +21,7 @@ from scaler.config.sections import (
     AWSHPCWorkerManagerConfig,
     EC2WorkerManagerConfig,
     ECSWorkerManagerConfig,
+    KubernetesWorkerManagerConfig,
     NativeWorkerManagerConfig,
     SymphonyWorkerManagerConfig,
     WorkerManagerSettings,
@@ -81,6 +82,11 @@ MANAGER_TYPES: dict[str, ManagerType] = {
         ManagerType(
             "orb_aws_ec2", EC2WorkerManagerConfig, "scaler.worker_manager.orb_aws_ec2.manager:run",
             "EC2", "workers on AWS EC2 instances", extra="aws", extra_modules=AWS_MODULES, runs_elsewhere=True,
+        ),
+        ManagerType(
+            "kubernetes", KubernetesWorkerManagerConfig, "scaler.worker_manager.kubernetes.manager:run",
+            "K8S", "workers as pods of a Kubernetes cluster", extra="kubernetes", extra_modules=("lightkube",),
+            runs_elsewhere=True,
         ),
         ManagerType(
             "aws_hpc", AWSHPCWorkerManagerConfig, "scaler.worker_manager.aws_hpc.manager:run",

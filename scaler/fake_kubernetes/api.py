@@ -224,7 +224,7 @@ class Api:
         if verb == "create":
             if kind.namespaced and not namespace:
                 raise failures.method_not_allowed()
-            return Answer(201, store.create(kind.plural, namespace, _json(body)))
+            return Answer(201, store.create(kind.plural, namespace, _json(body), query.get("dryRun") == "All"))
         if verb == "update":
             return Answer(200, store.replace(kind.plural, namespace, name, _json(body), target.subresource))
         if verb == "patch":

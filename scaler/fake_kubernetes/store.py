@@ -200,7 +200,8 @@ class Store:
 
     # ------------------------------------------------------------ writes
 
-    def create(self, plural: str, namespace: str, body: Object) -> Object:
+    def create(self, plural: str, namespace: str, body: Object, dry_run: bool = False) -> Object:
+        """`dry_run`: every check, nothing written (`?dryRun=All`)."""
         kind = KINDS[plural]
         obj = self._decoded(kind, body)
         metadata = obj.setdefault("metadata", {})
@@ -223,6 +224,8 @@ class Store:
             metadata["creationTimestamp"] = timestamp(self._clock())
             if plural in ("deployments",):
                 metadata["generation"] = 1
+            if dry_run:
+                return obj
             return self._write(kind, obj, None)
 
     def replace(self, plural: str, namespace: str, name: str, body: Object, subresource: str = "") -> Object:
