@@ -12,23 +12,27 @@ import pytest
 
 from tests.integration.conftest import DEADLINE_SECONDS, wait_for
 
-lightkube = pytest.importorskip("lightkube", reason="the kubernetes extra is not installed")
-pytest.importorskip("cryptography", reason="the fake-kubernetes extra is not installed")
+#: The rehearsals the module fixtures started, newest last (`kubernetes_backend` makes its backends on the newest).
+_ACTIVE: list[Any] = []
 
-from lightkube import Client, KubeConfig, codecs  # noqa: E402
-from lightkube.models.meta_v1 import ObjectMeta  # noqa: E402
-from lightkube.resources.core_v1 import Namespace, Pod  # noqa: E402
 
-from scaler.fake_kubernetes.cluster import FakeKubernetes  # noqa: E402
+def require_extras() -> None:
+    pytest.importorskip("lightkube", reason="the kubernetes extra is not installed")
+    pytest.importorskip("cryptography", reason="the fake-kubernetes extra is not installed")
 
 
 @pytest.fixture(scope="module", name="rehearsal")
-def rehearsal_fixture() -> Iterator[FakeKubernetes]:
+def rehearsal_fixture() -> Iterator[Any]:
     """One rehearsal cluster for the module: 4 CPUs and 8 GiB for pods, a one-second kubelet back-off."""
+    require_extras()
+    from scaler.fake_kubernetes.cluster import FakeKubernetes
+
     cluster = FakeKubernetes(node_cpu="4", node_memory="8Gi", backoff_seconds=1.0).start()
+    _ACTIVE.append(cluster)
     try:
         yield cluster
     finally:
+        _ACTIVE.remove(cluster)
         pids = cluster.container_pids()
         cluster.stop()
     for pid in pids:
@@ -45,15 +49,20 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.fixture(name="client")
-def client_fixture(rehearsal: FakeKubernetes) -> Iterator[Any]:
+def client_fixture(rehearsal: Any) -> Iterator[Any]:
+    from lightkube import Client, KubeConfig
+
     client = Client(KubeConfig.from_file(rehearsal.kubeconfig_path))
     yield client
     client.close()
 
 
 @pytest.fixture(name="namespace")
-def namespace_fixture(rehearsal: FakeKubernetes, client: Any) -> Iterator[str]:
+def namespace_fixture(rehearsal: Any, client: Any) -> Iterator[str]:
     """A namespace of the test's own, deleted (with its pods) after it."""
+    from lightkube.models.meta_v1 import ObjectMeta
+    from lightkube.resources.core_v1 import Namespace
+
     name = f"test-{uuid.uuid4().hex[:8]}"
     client.create(Namespace(metadata=ObjectMeta(name=name)))
     wait_for(lambda: rehearsal.store.find("serviceaccounts", name, "default"), "the namespace's default account")
@@ -72,13 +81,13 @@ def pod_manifest(name: str, command: list[str], image: str = "busybox", **spec: 
 
 
 def watch_until(
-    rehearsal: FakeKubernetes, kind: Any, namespace: str, resource_version: str, done: Any, timeout_seconds: float = 30
+    rehearsal: Any, kind: Any, namespace: str, resource_version: str, done: Any, timeout_seconds: float = 30
 ) -> list[tuple[str, Any]]:
     """The events of a watch from `resource_version` until `done(events)` is true (with lightkube's asyncio client,
     the manager's: its watch closes its connection when the iteration stops)."""
     import asyncio
 
-    from lightkube import AsyncClient
+    from lightkube import AsyncClient, KubeConfig
 
     async def follow() -> list[tuple[str, Any]]:
         client = AsyncClient(KubeConfig.from_file(rehearsal.kubeconfig_path))
@@ -98,11 +107,30 @@ def watch_until(
 
 
 def create(client: Any, manifest: dict[str, Any], namespace: str) -> Any:
+    from lightkube import codecs
+
     return client.create(codecs.from_dict(manifest), namespace=namespace)
 
 
 def pod_state(client: Any, name: str, namespace: str) -> dict[str, Any]:
     """The pod's first container's state as a dict ({} while it has none)."""
+    from lightkube.resources.core_v1 import Pod
+
     pod = client.get(Pod, name, namespace=namespace)
     statuses = pod.status.containerStatuses or []
     return statuses[0].state.to_dict() if statuses else {}
+
+
+def kubernetes_backend(spec: Any, _state_directory: Any, **settings: Any) -> Any:
+    """A kubernetes backend on the newest rehearsal, its pods of the rehearsal's `scaler-worker` image (this Python
+    environment), half a CPU and 512 MiB each."""
+    from scaler.config.sections import KubernetesWorkerManagerConfig
+    from scaler.worker_manager.kubernetes.backend import KubernetesBackend
+
+    values: dict[str, Any] = dict(
+        scheduler_address=spec.worker.scheduler_address, worker_manager_id=spec.manager_id,
+        k8s_image="scaler-worker:latest", k8s_kubeconfig=str(_ACTIVE[-1].kubeconfig_path), k8s_cpu="500m",
+        k8s_memory="512Mi", k8s_grace_seconds=5,
+    )  # fmt: skip
+    values.update(settings)
+    return KubernetesBackend(KubernetesWorkerManagerConfig(**values), spec.manager_id)

@@ -10,6 +10,9 @@ import time
 from typing import Any
 
 import pytest
+
+pytest.importorskip("lightkube", reason="the kubernetes extra is not installed")
+pytest.importorskip("cryptography", reason="the fake-kubernetes extra is not installed")
 import yaml
 from lightkube import ApiError, Client, KubeConfig, codecs
 from lightkube.resources.core_v1 import ConfigMap, Event, Pod, Secret

@@ -24,7 +24,7 @@ import time
 import uuid
 from typing import Any
 
-from lightkube import codecs
+from lightkube import AsyncClient, codecs
 from lightkube.resources.core_v1 import Pod, Secret
 
 from scaler.config.sections import KubernetesWorkerManagerConfig
@@ -61,7 +61,7 @@ class KubernetesBackend:
         self._manager_id = manager_id
         self._connection = connection or connection_of(config)
         self._template = template or {}
-        self._client = new_client(self._connection)
+        self._client_now: AsyncClient | None = None  #: made when first needed, again after a close
         self._selector: dict[str, Any] = {pod_specs.MANAGER_LABEL: pod_specs.label_value(manager_id)}
         self._pods: dict[str, Object] = {}  #: pod name -> the pod as last seen (the watch's cache)
         self._synced = asyncio.Event()  #: the cache holds a whole listing (set again after each re-list)
@@ -72,6 +72,12 @@ class KubernetesBackend:
         self._reported_gone: set[str] = set()  #: finished pods listed GONE once: deleted at the next listing
         self._keys_ready = False
         self.relists = 0  #: how often the pods were listed (tests: a 410 is followed by a re-list)
+
+    @property
+    def _client(self) -> AsyncClient:
+        if self._client_now is None:
+            self._client_now = new_client(self._connection)
+        return self._client_now
 
     @property
     def workers_per_unit(self) -> int:
@@ -124,12 +130,22 @@ class KubernetesBackend:
             self._watch.cancel()
             await asyncio.gather(self._watch, return_exceptions=True)
             self._watch = None
+        for name, pod in list(self._pods.items()):  # finished pods are not left behind
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") and name not in self._deleting:
+                try:
+                    await self._delete(name, 0)
+                except KubeError as error:
+                    logger.warning("could not delete the finished pod %s: %s", name, error)
+                self._pods.pop(name, None)
         if self._keys_ready and not self._pods:
             try:  # no pod of this manager is left to need the keys
                 await self._client.delete(Secret, pod_specs.keys_secret_name(self._manager_id))
             except Exception as error:
                 logger.debug("the keys' Secret was not deleted: %s", error)
-        await self._client.close()
+        if self._client_now is not None:
+            await self._client_now.close()
+            self._client_now = None
+        self._synced = asyncio.Event()  # a use after the close lists the pods again
 
     # ------------------------------------------------------------ pods
 
@@ -183,7 +199,7 @@ class KubernetesBackend:
     # ------------------------------------------------------------ list, then watch
 
     def _start_watch(self) -> None:
-        if self._watch is None:
+        if self._watch is None or self._watch.done():
             self._watch = asyncio.ensure_future(self._follow())
 
     async def _follow(self) -> None:
