@@ -260,10 +260,12 @@ class KubernetesBackend:
         if name in self._deleting:
             self._deleting.discard(name)
             return
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            how = pod_specs.ending(pod)
-        else:
+        if (pod.get("metadata") or {}).get("deletionTimestamp") or (pod.get("status") or {}).get("phase") not in (
+            "Succeeded", "Failed",
+        ):  # fmt: skip
             how = "deleted by someone other than this manager (kubectl delete, a node drain, the namespace going)"
+        else:
+            how = f"{pod_specs.ending(pod)}, and deleted by someone other than this manager"
         unit = pod_specs.unit_of(pod)
         logger.warning("worker pod %s: %s; its tasks go back to the queue", name, how)
         self._deleted[name] = (

@@ -85,6 +85,16 @@ def describe(error: BaseException, connection: Connection | None = None) -> Kube
         status = error.status
         code = int(status.code or 0)
         return KubeError(f"{status.reason or 'Failure'} ({code}): {status.message}", code, str(status.reason or ""))
+    response = getattr(error, "response", None)
+    code = getattr(response, "status_code", 0) if response is not None else 0
+    if isinstance(code, int) and code >= 400:  # an HTTP error the library did not turn into an ApiError (a watch's)
+        try:
+            body = response.json() if response is not None else {}
+        except Exception:
+            body = {}
+        body = body if isinstance(body, dict) else {}
+        reason = str(body.get("reason") or getattr(response, "reason_phrase", "") or "Failure")
+        return KubeError(f"{reason} ({code}): {body.get('message') or error}", code, reason)
     server = connection.config.cluster.server if connection is not None else "the Kubernetes API server"
     where = f" ({connection.where})" if connection is not None else ""
     return KubeError(f"the Kubernetes API at {server}{where} does not answer: {type(error).__name__}: {error}")

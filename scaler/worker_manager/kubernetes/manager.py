@@ -92,7 +92,11 @@ async def dry_run_problem(
     try:
         if security is not None:
             secret = pod_specs.keys_secret(config.worker_manager_id, key_texts(security))
-            await asyncio.wait_for(client.create(codecs.from_dict(secret), dry_run=True), CHECK_SECONDS)
+            try:
+                await asyncio.wait_for(client.create(codecs.from_dict(secret), dry_run=True), CHECK_SECONDS)
+            except Exception as error:
+                if describe(error).reason != "AlreadyExists":  # a predecessor's, brought up to date at the launch
+                    raise
         await asyncio.wait_for(client.create(codecs.from_dict(pod), dry_run=True), CHECK_SECONDS)
     except Exception as error:
         failure = describe(error if not isinstance(error, asyncio.TimeoutError) else TimeoutError("no answer"),
