@@ -43,6 +43,8 @@ EXAMPLES: tuple[ExampleFile, ...] = (
     ExampleFile("aws_ec2", "aws_ec2.toml", "workers on AWS EC2 instances (rehearse on scaler_fake_cloud)"),
     ExampleFile("kubernetes", "kubernetes.toml", "workers as pods of a Kubernetes cluster (rehearse on "
                 "scaler_fake_kubernetes)"),
+    ExampleFile("kubernetes_cluster", "kubernetes_cluster.yaml", "manifests: the scheduler and the kubernetes "
+                "manager in a cluster (kubectl apply -f)"),
     ExampleFile("aws_batch", "aws_batch.toml", "each task as an AWS Batch job (rehearse on scaler_fake_cloud)"),
     ExampleFile("symphony", "symphony.toml", "each task as an IBM Symphony task (needs Symphony's soamapi)"),
 )  # fmt: skip

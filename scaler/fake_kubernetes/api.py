@@ -88,6 +88,10 @@ class Api:
             user,
             Request(verb, target.kind.group, target.kind.plural, target.subresource, target.namespace, target.name),
         )
+        if body and "protobuf" in content_type:
+            raise ApiFailure(415, "UnsupportedMediaType", "the rehearsal takes JSON, not protobuf: `kubectl create "
+                             "namespace|secret|configmap` send protobuf; write the object with `kubectl create ... "
+                             "--dry-run=client -o yaml | kubectl apply -f -` (apply sends JSON)")  # fmt: skip
         table = "as=Table" in accept
         if verb == "watch":
             timeout = float(query.get("timeoutSeconds") or self._watch_timeout)
