@@ -128,9 +128,13 @@ def kubernetes_backend(spec: Any, _state_directory: Any, **settings: Any) -> Any
     from scaler.worker_manager.kubernetes.backend import KubernetesBackend
 
     values: dict[str, Any] = dict(
-        scheduler_address=spec.worker.scheduler_address, worker_manager_id=spec.manager_id,
-        k8s_image="scaler-worker:latest", k8s_kubeconfig=str(_ACTIVE[-1].kubeconfig_path), k8s_cpu="500m",
-        k8s_memory="512Mi", k8s_grace_seconds=5,
-    )  # fmt: skip
+        scheduler_address=spec.worker.scheduler_address,
+        worker_manager_id=spec.manager_id,
+        k8s_image="scaler-worker:latest",
+        k8s_kubeconfig=str(_ACTIVE[-1].kubeconfig_path),
+        k8s_cpu="500m",
+        k8s_memory="512Mi",
+        k8s_grace_seconds=5,
+    )
     values.update(settings)
     return KubernetesBackend(KubernetesWorkerManagerConfig(**values), spec.manager_id)

@@ -22,8 +22,10 @@ def refusal(*args: str) -> str:
     """The one line the manager exits 2 with (no scheduler is needed: it never gets that far)."""
     done = subprocess.run(
         [str(BIN_DIR / "scaler_worker_manager"), "kubernetes", "tcp://127.0.0.1:1", "-wmi", "bad-input", *args],
-        capture_output=True, text=True, timeout=COLD_START_SECONDS,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=COLD_START_SECONDS,
+    )
     output = (done.stdout + done.stderr).strip()
     assert done.returncode == 2, output
     assert "Traceback" not in output, output

@@ -68,10 +68,29 @@ def start_manager(
     launcher: Launcher, rehearsal: Any, addresses: Addresses, namespace: str, manager_id: str, *args: str
 ) -> Service:
     return launcher.start(
-        "scaler_worker_manager", "kubernetes", addresses.scheduler, "-wmi", manager_id, "-his", "1", "-ll", "INFO",
-        "--k8s-kubeconfig", str(rehearsal.kubeconfig_path), "--k8s-namespace", namespace, "--k8s-image",
-        "scaler-worker:latest", "--k8s-cpu", "500m", "--k8s-memory", "512Mi", "--k8s-grace-seconds", "5", *args,
-    )  # fmt: skip
+        "scaler_worker_manager",
+        "kubernetes",
+        addresses.scheduler,
+        "-wmi",
+        manager_id,
+        "-his",
+        "1",
+        "-ll",
+        "INFO",
+        "--k8s-kubeconfig",
+        str(rehearsal.kubeconfig_path),
+        "--k8s-namespace",
+        namespace,
+        "--k8s-image",
+        "scaler-worker:latest",
+        "--k8s-cpu",
+        "500m",
+        "--k8s-memory",
+        "512Mi",
+        "--k8s-grace-seconds",
+        "5",
+        *args,
+    )
 
 
 def pods(client: Any, namespace: str, manager_id: str | None = None) -> list[Any]:
@@ -82,8 +101,11 @@ def pods(client: Any, namespace: str, manager_id: str | None = None) -> list[Any
 
 
 def running_pods(client: Any, namespace: str, manager_id: str) -> list[str]:
-    return sorted(p.metadata.name for p in pods(client, namespace, manager_id) if p.status.phase == "Running"
-                  and not p.metadata.deletionTimestamp)  # fmt: skip
+    return sorted(
+        p.metadata.name
+        for p in pods(client, namespace, manager_id)
+        if p.status.phase == "Running" and not p.metadata.deletionTimestamp
+    )
 
 
 def stop(service: Service) -> int:
@@ -130,12 +152,18 @@ def test_a_pod_that_goes_mid_map_loses_no_task_is_named_and_replaced(
             next_snapshot(lambda snapshot: len(workers_of(snapshot, "k8s-b")) == 2, SCALE_DEADLINE_SECONDS)
         injected = {"deleted": rehearsal.delete_pod, "evicted": rehearsal.evict_pod, "oom-killed": rehearsal.oom_kill}
         assert injected[fault](namespace, victim)
-        replaced = wait_for(lambda: victim not in (now := running_pods(client, namespace, "k8s-b")) and len(now) == 2
-                            and now, "a replacement pod", SCALE_DEADLINE_SECONDS)  # fmt: skip
+        replaced = wait_for(
+            lambda: victim not in (now := running_pods(client, namespace, "k8s-b")) and len(now) == 2 and now,
+            "a replacement pod",
+            SCALE_DEADLINE_SECONDS,
+        )
         assert victim not in replaced
         assert [future.result(timeout=SCALE_DEADLINE_SECONDS) for future in futures] == [n * 2 for n in range(10)]
-    words = {"deleted": "deleted by someone other than this manager", "evicted": "Evicted: The node was low on "
-             "resource: memory", "oom-killed": "OOMKilled (exit code 137)"}[fault]  # fmt: skip
+    words = {
+        "deleted": "deleted by someone other than this manager",
+        "evicted": "Evicted: The node was low on resource: memory",
+        "oom-killed": "OOMKilled (exit code 137)",
+    }[fault]
     manager.wait_for_log(words)
     if fault != "deleted":  # the finished pod is deleted once its end was said: none is left behind
         wait_for(lambda: victim not in {pod.metadata.name for pod in pods(client, namespace)}, "the finished pod to go")
@@ -149,8 +177,9 @@ def test_unschedulable_pods_are_shown_counted_as_pending_and_capped(
     launcher: Launcher, make_stack: Callable[..., Addresses], rehearsal: Any, client: Any, namespace: str
 ) -> None:
     addresses = make_stack()
-    manager = start_manager(launcher, rehearsal, addresses, namespace, "k8s-c", "-mtc", "6", "--k8s-cpu", "16",
-                            "--max-waiting-units", "2")  # fmt: skip
+    manager = start_manager(
+        launcher, rehearsal, addresses, namespace, "k8s-c", "-mtc", "6", "--k8s-cpu", "16", "--max-waiting-units", "2"
+    )
     with monitor(addresses.monitor) as next_snapshot, Client(addresses.scheduler) as scaler_client:
         futures = [scaler_client.submit(sleep_then_double, 0.0, n) for n in range(6)]
 
@@ -163,9 +192,13 @@ def test_unschedulable_pods_are_shown_counted_as_pending_and_capped(
         assert summary is not None
         (wait,) = summary.waits
         assert wait.message == "0/1 nodes are available: 1 Insufficient cpu."
-        assert summary.pending_units >= 1 and "max_waiting_units" in next_snapshot(
-            lambda s: bool(getattr(manager_of(s, "k8s-c"), "held", "")), SCALE_DEADLINE_SECONDS
-        ).managers[0].held  # fmt: skip
+        assert (
+            summary.pending_units >= 1
+            and "max_waiting_units"
+            in next_snapshot(lambda s: bool(getattr(manager_of(s, "k8s-c"), "held", "")), SCALE_DEADLINE_SECONDS)
+            .managers[0]
+            .held
+        )
         assert len(pods(client, namespace, "k8s-c")) == 2  # capped: six wanted, two wait
         for future in futures:
             future.cancel()
@@ -178,12 +211,22 @@ def test_an_image_that_cannot_be_pulled_is_named_and_not_retried_forever(
     launcher: Launcher, make_stack: Callable[..., Addresses], rehearsal: Any, client: Any, namespace: str
 ) -> None:
     addresses = make_stack()
-    manager = start_manager(launcher, rehearsal, addresses, namespace, "k8s-d", "-mtc", "2", "--k8s-image",
-                            "registry.example/team/no-such-image:1")  # fmt: skip
+    manager = start_manager(
+        launcher,
+        rehearsal,
+        addresses,
+        namespace,
+        "k8s-d",
+        "-mtc",
+        "2",
+        "--k8s-image",
+        "registry.example/team/no-such-image:1",
+    )
     with monitor(addresses.monitor) as next_snapshot, Client(addresses.scheduler) as scaler_client:
         future = scaler_client.submit(sleep_then_double, 0.0, 1)
-        snapshot = next_snapshot(lambda s: "can never start" in getattr(manager_of(s, "k8s-d"), "held", ""),
-                                 SCALE_DEADLINE_SECONDS)  # fmt: skip
+        snapshot = next_snapshot(
+            lambda s: "can never start" in getattr(manager_of(s, "k8s-d"), "held", ""), SCALE_DEADLINE_SECONDS
+        )
         held = snapshot.managers[0].held
         assert "ErrImagePull" in held or "ImagePullBackOff" in held, held
         wait_for(lambda: not pods(client, namespace), "the pod that cannot start to be deleted")
@@ -202,8 +245,15 @@ def test_a_watch_that_expired_is_listed_again_and_misses_nothing(
     from scaler.config.sections import WorkerConfig
     from scaler.worker_manager.backend import LaunchSpec, UnitState
 
-    spec = LaunchSpec("k8s-e", WorkerConfig(scheduler_address="tcp://127.0.0.1:1", worker_manager_id="k8s-e",
-                                            worker_type="K8S", death_timeout_seconds=30))  # fmt: skip
+    spec = LaunchSpec(
+        "k8s-e",
+        WorkerConfig(
+            scheduler_address="tcp://127.0.0.1:1",
+            worker_manager_id="k8s-e",
+            worker_type="K8S",
+            death_timeout_seconds=30,
+        ),
+    )
 
     async def scenario() -> None:
         backend = kubernetes_backend(spec, tmp_path, k8s_namespace=namespace)
@@ -220,8 +270,10 @@ def test_a_watch_that_expired_is_listed_again_and_misses_nothing(
             await _until(backend, lambda units: units.get(unit_id) is UnitState.GONE, "the deletion to be seen")
             assert backend.relists == 2
             details = [unit.detail for unit in await backend.list_units() if unit.unit_id == unit_id]
-            assert details == [f"pod {name}: deleted by someone other than this manager (kubectl delete, a node "
-                                "drain, the namespace going)"]  # fmt: skip
+            assert details == [
+                f"pod {name}: deleted by someone other than this manager (kubectl delete, a node "
+                "drain, the namespace going)"
+            ]
         finally:
             await backend.close()
 
@@ -242,8 +294,11 @@ def test_a_restarted_manager_adopts_the_pods_of_its_predecessor(
     first = start_manager(launcher, rehearsal, addresses, namespace, "k8s-f", "-mtc", "2")
     with Client(addresses.scheduler) as scaler_client:
         scaler_client.map(sleep_then_double, [0.2] * 4, range(4))
-        before = wait_for(lambda: len(running_pods(client, namespace, "k8s-f")) == 2 and
-                          running_pods(client, namespace, "k8s-f"), "two pods", SCALE_DEADLINE_SECONDS)  # fmt: skip
+        before = wait_for(
+            lambda: len(running_pods(client, namespace, "k8s-f")) == 2 and running_pods(client, namespace, "k8s-f"),
+            "two pods",
+            SCALE_DEADLINE_SECONDS,
+        )
         first.popen.kill()  # no goodbye: its pods stay, as after a crash
         first.popen.wait()
         second = start_manager(launcher, rehearsal, addresses, namespace, "k8s-f", "-mtc", "2")

@@ -37,8 +37,13 @@ def hostname(_: int) -> str:
 
 def kubectl(rehearsal: Any, *args: str, stdin: str | None = None) -> str:
     assert KUBECTL is not None
-    done = subprocess.run([KUBECTL, "--kubeconfig", str(rehearsal.kubeconfig_path), *args], capture_output=True,
-                          text=True, timeout=DEADLINE_SECONDS, input=stdin)  # fmt: skip
+    done = subprocess.run(
+        [KUBECTL, "--kubeconfig", str(rehearsal.kubeconfig_path), *args],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_SECONDS,
+        input=stdin,
+    )
     assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
     return done.stdout
 
@@ -55,8 +60,19 @@ def test_the_shipped_manifests_run_the_stack_in_the_cluster(rehearsal: Any, clie
     try:
         applied = kubectl(rehearsal, "apply", "-f", str(tmp_path / "scaler-cluster.yaml"))
         assert "deployment.apps/scaler-manager created" in applied and "role.rbac.authorization.k8s.io" in applied
-        secret = kubectl(rehearsal, "create", "secret", "generic", "scaler-keys", "-n", "scaler", "--dry-run=client",
-                         "-o", "yaml", *(f"--from-file={keys.path(name)}" for name in KEY_FILES))  # fmt: skip
+        secret = kubectl(
+            rehearsal,
+            "create",
+            "secret",
+            "generic",
+            "scaler-keys",
+            "-n",
+            "scaler",
+            "--dry-run=client",
+            "-o",
+            "yaml",
+            *(f"--from-file={keys.path(name)}" for name in KEY_FILES),
+        )
         kubectl(rehearsal, "apply", "-f", "-", stdin=secret)
         address = f"tcp://127.0.0.1:{base}"  # a Service of the rehearsal is this machine's address and port
         with Client(
@@ -68,12 +84,17 @@ def test_the_shipped_manifests_run_the_stack_in_the_cluster(rehearsal: Any, clie
         ) as scaler_client:
             names = set(scaler_client.map(hostname, range(8)))
         assert names and all(name.startswith("scaler-worker-") for name in names), names
-        workers = {pod.metadata.name for pod in client.list(Pod, namespace="scaler",
-                                                            labels={"scaler.io/worker-manager": "k8s"})}  # fmt: skip
+        workers = {
+            pod.metadata.name
+            for pod in client.list(Pod, namespace="scaler", labels={"scaler.io/worker-manager": "k8s"})
+        }
         assert names <= workers
         secrets = kubectl(rehearsal, "get", "secrets", "-n", "scaler", "-o", "name")
         assert "scaler-worker-keys-" in secrets  # the manager gave its workers their keys through a Secret
     finally:
         kubectl(rehearsal, "delete", "namespace", "scaler", "--wait=false")
-        wait_for(lambda: rehearsal.store.find("namespaces", "", "scaler") is None, "the namespace and its pods to go",
-                 COLD_START_SECONDS)  # fmt: skip
+        wait_for(
+            lambda: rehearsal.store.find("namespaces", "", "scaler") is None,
+            "the namespace and its pods to go",
+            COLD_START_SECONDS,
+        )
