@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +89,18 @@ def test_an_image_name_that_is_not_one(base: list[str]) -> None:
 def test_a_quantity_that_is_not_one(base: list[str]) -> None:
     line = refusal(*base, "--k8s-cpu", "two")
     assert "--k8s-cpu two" in line and "quantities must match the regular expression" in line
+
+
+def test_without_the_kubernetes_extra() -> None:
+    """As in an environment made by `pip install scaler-compute`: lightkube cannot be imported."""
+    code = (
+        'import sys; sys.modules["lightkube"] = None; from scaler.entry_points.worker_manager import main; '
+        "sys.exit(main(sys.argv[1:]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "kubernetes", "tcp://127.0.0.1:1", "--k8s-image", "scaler-worker"],
+        capture_output=True, text=True, timeout=COLD_START_SECONDS,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode == 2 and "Traceback" not in output, output
+    assert "needs the kubernetes extra (lightkube not installed): pip install 'scaler-compute[kubernetes]'" in output

@@ -280,6 +280,39 @@ def test_a_watch_that_expired_is_listed_again_and_misses_nothing(
     asyncio.run(scenario())
 
 
+def test_answers_worth_a_retry_are_retried_and_a_refusal_is_named(
+    rehearsal: Any, namespace: str, tmp_path: Path
+) -> None:
+    from scaler.config.sections import WorkerConfig
+    from scaler.worker_manager.backend import LaunchSpec
+    from scaler.worker_manager.kubernetes.client import KubeError
+
+    spec = LaunchSpec(
+        "k8s-g",
+        WorkerConfig(
+            scheduler_address="tcp://127.0.0.1:1",
+            worker_manager_id="k8s-g",
+            worker_type="K8S",
+            death_timeout_seconds=30,
+        ),
+    )
+
+    async def scenario() -> None:
+        backend = kubernetes_backend(spec, tmp_path, k8s_namespace=namespace)
+        try:
+            rehearsal.fail_requests(429, 1, "POST", "pods")  # too many requests, with Retry-After: 1
+            rehearsal.fail_requests(503, 1, "POST", "pods")
+            rehearsal.fail_requests(409, 1, "POST", "pods")  # a conflict of the API server's
+            assert len(await backend.launch(1, spec)) == 1  # retried with back-off through all three
+            rehearsal.fail_requests(403, 1, "POST", "pods")  # a quota, or RBAC: not retried, named
+            with pytest.raises(KubeError, match=r"Forbidden \(403\): pods is forbidden: exceeded quota"):
+                await backend.launch(1, spec)
+        finally:
+            await backend.close()
+
+    asyncio.run(scenario())
+
+
 async def _until(backend: Any, check: Callable[[dict[str, Any]], bool], what: str) -> None:
     deadline = time.monotonic() + 30.0
     while not check({unit.unit_id: unit.state for unit in await backend.list_units()}):

@@ -164,6 +164,12 @@ class KubernetesBackend:
             if error.code != 404:  # already gone: the contract's no-op
                 self._deleting.discard(name)
                 raise
+            return
+        cached = self._pods.get(name)
+        if cached is not None and not cached["metadata"].get("deletionTimestamp"):
+            # STOPPING from now on, not only once the watch brings the pod's deletionTimestamp (the contract)
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + grace_seconds))
+            self._pods[name] = {**cached, "metadata": {**cached["metadata"], "deletionTimestamp": stamp}}
 
     async def _collect_finished(self) -> None:
         """Delete the finished pods listed GONE once already (their ending said): no finished pod is left."""
