@@ -84,11 +84,6 @@ MANAGER_TYPES: dict[str, ManagerType] = {
             "EC2", "workers on AWS EC2 instances", extra="aws", extra_modules=AWS_MODULES, runs_elsewhere=True,
         ),
         ManagerType(
-            "kubernetes", KubernetesWorkerManagerConfig, "scaler.worker_manager.kubernetes.manager:run",
-            "K8S", "workers as pods of a Kubernetes cluster", extra="kubernetes", extra_modules=("lightkube",),
-            runs_elsewhere=True,
-        ),
-        ManagerType(
             "aws_hpc", AWSHPCWorkerManagerConfig, "scaler.worker_manager.aws_hpc.manager:run",
             "BAT", "each task as an AWS Batch job", toml_tables=("aws_hpc_worker_manager",),
             offload=Offload("scaler.worker_manager.aws_hpc.batch_backend:make_backend", "AWS Batch"),
@@ -99,6 +94,11 @@ MANAGER_TYPES: dict[str, ManagerType] = {
             "SYM", "each task as an IBM Symphony task",
             toml_tables=("symphony_worker_manager", "symphony_worker_adapter"),
             offload=Offload("scaler.worker_manager.symphony.soam_backend:make_backend", "IBM Symphony"),
+            runs_elsewhere=True,
+        ),
+        ManagerType(
+            "kubernetes", KubernetesWorkerManagerConfig, "scaler.worker_manager.kubernetes.manager:run",
+            "K8S", "workers as pods of a Kubernetes cluster", extra="kubernetes", extra_modules=("lightkube",),
             runs_elsewhere=True,
         ),
     )
