@@ -69,9 +69,10 @@ def example_text(name: str) -> str:
 
 
 def shipped_file_names() -> list[str]:
-    """Every `.toml` file in the package's example folder (a test checks that each one has a name)."""
+    """Every `.toml` (stack) and `.yaml` (manifest) file in the package's example folder (a test checks that each one
+    has a name)."""
     folder = resources.files("scaler.config") / EXAMPLES_FOLDER
-    return sorted(entry.name for entry in folder.iterdir() if entry.name.endswith(".toml"))
+    return sorted(entry.name for entry in folder.iterdir() if entry.name.endswith((".toml", ".yaml")))
 
 
 def example_listing(prog: str) -> str:

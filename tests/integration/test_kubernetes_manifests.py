@@ -56,9 +56,9 @@ def test_the_shipped_manifests_run_the_stack_in_the_cluster(rehearsal: Any, clie
     manifests = example_text("kubernetes_cluster")
     for offset, default in enumerate(("8516", "8517", "8518")):
         manifests = manifests.replace(default, str(base + offset))
-    (tmp_path / "scaler-cluster.yaml").write_text(manifests)
+    (tmp_path / "kubernetes_cluster.yaml").write_text(manifests)
     try:
-        applied = kubectl(rehearsal, "apply", "-f", str(tmp_path / "scaler-cluster.yaml"))
+        applied = kubectl(rehearsal, "apply", "-f", str(tmp_path / "kubernetes_cluster.yaml"))
         assert "deployment.apps/scaler-manager created" in applied and "role.rbac.authorization.k8s.io" in applied
         secret = kubectl(
             rehearsal,
