@@ -11,6 +11,7 @@ its kubelet's, stopped (SIGTERM, then SIGKILL) when the cluster stops.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -37,6 +38,8 @@ logger = logging.getLogger(__name__)
 NODE_NAME = "rehearsal-node"
 #: How often the node's components look again when nothing was written meanwhile.
 STEP_SECONDS = 0.1
+#: The prefix of a cluster's own state folder (in the temporary directory), followed by its process id.
+STATE_PREFIX = "scaler-fake-kubernetes-"
 EVICTION_MESSAGE = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 51200Ki. "
 
 
@@ -65,7 +68,9 @@ class FakeKubernetes:
         self._node_labels = node_labels or {}
         self._node_taints = list(node_taints)
         self._owns_state = state_directory is None
-        self.state_directory = state_directory or Path(tempfile.mkdtemp(prefix="scaler-fake-kubernetes-"))
+        if state_directory is None:
+            remove_leftover_state()
+        self.state_directory = state_directory or Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-"))
         self.kubeconfig_path = kubeconfig_path or self.state_directory / "kubeconfig"
         self._images = ImageCatalogue(self.state_directory, images)
         self._namespaces = ["default", "kube-system", "kube-public", "kube-node-lease", *namespaces]
@@ -294,3 +299,13 @@ class FakeKubernetes:
             path = self._kubelet.log_path(uid, previous)
             running = not previous and self._kubelet.is_running(uid)
         return path, running
+
+
+def remove_leftover_state() -> None:
+    """The state folders of rehearsals that were killed and could not remove theirs (their names carry their pid)."""
+    import psutil
+
+    for folder in Path(tempfile.gettempdir()).glob(f"{STATE_PREFIX}*-*"):
+        pid = folder.name[len(STATE_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)

@@ -39,6 +39,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.kubernetes, pytest.mark.timeo
 #: Pods start in well under a second here; a worker's imports take longer on a loaded machine.
 SCALE_DEADLINE_SECONDS = 90.0
 MANAGER_LABEL = "scaler.io/worker-manager"
+#: scheduler address -> (scheduler, object storage) of the stacks `make_stack` started
+STACKS: dict[str, tuple[Service, Service]] = {}
 
 
 def sleep_then_double(seconds: float, value: int) -> int:
@@ -55,9 +57,10 @@ def pod_name(_: int) -> str:
 @pytest.fixture
 def make_stack(launcher: Launcher, processes: ProcessWatch) -> Iterator[Callable[..., Addresses]]:
     def make(policy: str = "allocate=even_load; scaling=work; cooldown_seconds=60") -> Addresses:
-        addresses, _scheduler, _storage = launcher.stack(
+        addresses, scheduler, storage = launcher.stack(
             workers=0, scheduler_args=("--policy-content", policy, "--worker-timeout-seconds", "10")
         )
+        STACKS[addresses.scheduler] = (scheduler, storage)
         return addresses
 
     yield make
@@ -341,6 +344,36 @@ def test_a_restarted_manager_adopts_the_pods_of_its_predecessor(
     assert "launching" not in second.log_text()
     assert stop(second) == 0
     wait_for(lambda: not pods(client, namespace), "the adopted pods to be deleted when the manager stops")
+
+
+def test_the_pods_of_a_dead_manager_end_by_themselves_and_the_next_one_collects_them(
+    launcher: Launcher, make_stack: Callable[..., Addresses], rehearsal: Any, client: Any, namespace: str
+) -> None:
+    addresses = make_stack()
+    # its workers give up on a scheduler gone for 5 s
+    first = start_manager(
+        launcher, rehearsal, addresses, namespace, "k8s-h", "-mtc", "2", "--death-timeout-seconds", "5"
+    )
+    with Client(addresses.scheduler) as scaler_client:
+        scaler_client.map(sleep_then_double, [0.2] * 4, range(4))
+    wait_for(lambda: running_pods(client, namespace, "k8s-h"), "the pods to run", SCALE_DEADLINE_SECONDS)
+    left = {pod.metadata.name for pod in pods(client, namespace, "k8s-h")}
+    first.popen.kill()  # the manager dies, and the whole stack with it: nothing will delete its pods
+    first.popen.wait()
+    for service in STACKS.pop(addresses.scheduler):
+        service.popen.kill()
+        service.popen.wait()
+
+    def ended() -> bool:
+        phases = {pod.metadata.name: pod.status.phase for pod in pods(client, namespace, "k8s-h")}
+        return set(phases) == left and all(phase in ("Succeeded", "Failed") for phase in phases.values())
+
+    wait_for(ended, "the orphaned pods to end by themselves", SCALE_DEADLINE_SECONDS)
+    later = make_stack()
+    second = start_manager(launcher, rehearsal, later, namespace, "k8s-h", "-mtc", "2")
+    wait_for(lambda: not pods(client, namespace), "the next manager with the same id to collect them",
+             SCALE_DEADLINE_SECONDS)  # fmt: skip
+    assert stop(second) == 0
 
 
 def test_ctrl_c_of_the_example_stack_leaves_no_pod(
