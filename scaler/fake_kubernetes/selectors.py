@@ -19,7 +19,7 @@ class SelectorError(ValueError):
 @dataclass(frozen=True, slots=True)
 class Requirement:
     key: str
-    operator: str  #: = != in notin exists !
+    operator: str  #: = != in notin exists !  # codespell:ignore notin
     values: tuple[str, ...] = ()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
@@ -31,7 +31,7 @@ class Requirement:
             return not present or value != self.values[0]
         if self.operator == "in":
             return present and value in self.values
-        if self.operator == "notin":
+        if self.operator == "notin":  # codespell:ignore notin
             return not present or value not in self.values
         if self.operator == "exists":
             return present
@@ -39,7 +39,7 @@ class Requirement:
 
 
 _KEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
-_SET = re.compile(rf"^\s*({_KEY})\s+(in|notin)\s+\(([^()]*)\)\s*$")
+_SET = re.compile(rf"^\s*({_KEY})\s+(in|notin)\s+\(([^()]*)\)\s*$")  # codespell:ignore notin
 _EQUALITY = re.compile(rf"^\s*({_KEY})\s*(==|=|!=)\s*([-A-Za-z0-9_.]*)\s*$")
 _EXISTS = re.compile(rf"^\s*(!?)\s*({_KEY})\s*$")
 

@@ -61,7 +61,7 @@ def connection_of(settings: KubernetesWorkerManagerConfig) -> Connection:
             where = "the pod's service account" if kubeconfig.fname is None else f"kubeconfig {kubeconfig.fname}"
         single = kubeconfig.get(context_name=settings.k8s_context) if settings.k8s_context else kubeconfig.get()
     except ConfigError as error:
-        setting = "--k8s-context" if settings.k8s_context and "ontext" in str(error) else "--k8s-kubeconfig"
+        setting = "--k8s-context" if settings.k8s_context and "context" in str(error).lower() else "--k8s-kubeconfig"
         raise KubeError(f"{setting}: {error}") from None
     except (OSError, ValueError, KeyError) as error:
         raise KubeError(f"--k8s-kubeconfig: cannot read the Kubernetes configuration: {error}") from None
