@@ -465,6 +465,10 @@ class WorkerManagerSettings(WorkerSettings):
         300, help="a unit (process, task, instance) still booting after this long is stopped and replaced; "
         "it counts as a failed launch", gt=0,
     )  # fmt: skip
+    max_waiting_units: int = setting(
+        10, help="most units waiting at once in their provider's queue (Slurm jobs pending, pods unschedulable; "
+        "launches not listed yet count too): more launches wait for one of them to start or go", gt=0,
+    )  # fmt: skip
     worker_cost_per_hour: float = setting(
         0, help="what one worker of this manager costs per hour, in any currency (the cost policy and the spend "
         "rate read it); 0: free or unknown", ge=0,
@@ -594,6 +598,33 @@ class EC2WorkerManagerConfig(CloudUnitSettings, WorkerManagerSettings):
         None, help="the most a spot instance may cost, USD per hour (default: the on-demand price)", gt=0
     )
     debug_dump_path: str | None = setting(None, help="write the instances' user data script here (for debugging)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class KubernetesWorkerManagerConfig(WorkerManagerSettings):
+    """`scaler_worker_manager kubernetes`: each worker a pod, through the Kubernetes API (docs/guide/kubernetes.md)."""
+
+    k8s_image: str = setting(help="the workers' container image: one with this build of scaler and the tasks' packages")
+    k8s_kubeconfig: str | None = setting(
+        None, help="kubeconfig file (default: the pod's service account inside a cluster, else $KUBECONFIG or "
+        "~/.kube/config)",
+    )  # fmt: skip
+    k8s_context: str | None = setting(None, help="context of the kubeconfig (default: its current context)")
+    k8s_namespace: str | None = setting(None, help="namespace of the pods (default: the context's, else default)")
+    k8s_cpu: str = setting("1", help="CPU of each worker's pod, its request and limit (a quantity: 1, 500m)")
+    k8s_memory: str = setting("2Gi", help="memory of each worker's pod, its request and limit (a quantity: 2Gi)")
+    k8s_service_account: str | None = setting(None, help="service account of the pods (default: the namespace's)")
+    k8s_node_selector: str = setting("", help="node labels the pods need: KEY=VALUE,KEY=VALUE")
+    k8s_tolerations: str = setting(
+        "", help="taints the pods tolerate: KEY[=VALUE][:EFFECT],... (no VALUE: any value of KEY)"
+    )
+    k8s_pod_template: str | None = setting(
+        None, help="a Pod (YAML or JSON) the worker pods are made from: its volumes, sidecars, security context ... "
+        "(the settings above and the worker container's command go over it)",
+    )  # fmt: skip
+    k8s_grace_seconds: int = setting(
+        30, help="how long a stopped worker's pod has to leave (its tasks go back to the queue) before SIGKILL", ge=0
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

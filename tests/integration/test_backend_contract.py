@@ -23,12 +23,14 @@ import pytest
 
 from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import WorkerConfig
+from scaler.protocol import messages as m
 from scaler.security.find import with_discovered_keys
 from scaler.worker_manager.backend import LaunchSpec, UnitBackend, UnitInfo, UnitState
 from scaler.worker_manager.baremetal_native.backend import NativeBackend
 from scaler.worker_manager.baremetal_native.worker_forker import start_worker_forker
 from tests.integration.cloud_harness import cloud_unit_processes, ec2_backend, ec2_spot_backend, ecs_backend
 from tests.integration.conftest import Addresses, Launcher, ProcessWatch, monitor
+from tests.integration.kubernetes_harness import kubernetes_backend, rehearsal_fixture  # noqa: F401 - a fixture
 from tests.integration.manager_harness import (
     forkers_with_setting,
     unit_processes,
@@ -50,8 +52,10 @@ class BackendKind:
     new_backend: Callable[[LaunchSpec, Path], UnitBackend]
     #: live local processes of a unit (every process it started, or its harness started for it)
     unit_processes: Callable[[str], list[psutil.Process]]
-    #: runs against the fake cloud (the `fake_cloud` fixture)
+    #: its units run elsewhere and stop in their own time (the fake cloud's, the Kubernetes rehearsal's)
     cloud: bool = False
+    #: the fixture of the rehearsal it runs against
+    rehearsal: str = "fake_cloud"
 
 
 def native_forking_backend(spec: LaunchSpec, state_directory: Path) -> UnitBackend:
@@ -75,6 +79,11 @@ BACKENDS = [
         BackendKind("orb_aws_ec2", ec2_spot_backend, cloud_unit_processes, cloud=True),
         id="ec2-spot",
         marks=pytest.mark.cloud,
+    ),
+    pytest.param(
+        BackendKind("kubernetes", kubernetes_backend, cloud_unit_processes, cloud=True, rehearsal="rehearsal"),
+        id="kubernetes",
+        marks=pytest.mark.kubernetes,
     ),
 ]
 
@@ -108,7 +117,7 @@ class Case:
 @pytest.fixture(params=BACKENDS)
 def case(request: pytest.FixtureRequest, scheduler: Addresses, tmp_path: Path) -> Iterator[Case]:
     if request.param.cloud:
-        request.getfixturevalue("fake_cloud")
+        request.getfixturevalue(request.param.rehearsal)
     manager_id = f"contract-{uuid.uuid4().hex[:8]}"
     worker = WorkerConfig(
         scheduler_address=scheduler.scheduler,
@@ -252,15 +261,22 @@ def test_a_fresh_instance_adopts_the_units_of_its_manager(case: Case) -> None:
 
 
 def test_launched_workers_carry_the_manager_id(case: Case, scheduler: Addresses) -> None:
-    backend = case.backend()
-    try:
-        (unit_id,) = asyncio.run(backend.launch(1, case.spec))
+    def first_worker() -> m.WorkerSummary:
         with monitor(scheduler.monitor) as next_snapshot:
             snapshot = next_snapshot(lambda snapshot: bool(workers_of(snapshot, case.manager_id)), DEADLINE_SECONDS)
         (worker,) = workers_of(snapshot, case.manager_id)
-        assert f"-{unit_id}|" in worker.worker_id.decode()  # the unit id travels in the worker id
-    finally:
-        asyncio.run(stop_everything(backend))
+        return worker
+
+    async def scenario() -> None:  # one event loop for the backend's whole life, as a manager's
+        backend = case.backend()
+        try:
+            (unit_id,) = await backend.launch(1, case.spec)
+            worker = await asyncio.to_thread(first_worker)
+            assert f"-{unit_id}|" in worker.worker_id.decode()  # the unit id travels in the worker id
+        finally:
+            await stop_everything(backend)
+
+    asyncio.run(scenario())
 
 
 def test_close_after_stopping_leaves_nothing_running(case: Case) -> None:

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 
 from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
-from scaler.protocol.messages import Capabilities, ManagerTarget, ProcessorExited, WorkerLimit, WorkerStatus
+from scaler.protocol.messages import (
+    Capabilities,
+    ManagerTarget,
+    ProcessorExited,
+    UnitWaits,
+    WorkerLimit,
+    WorkerStatus,
+)
 from scaler.protocol.staging import LENT_STAGING_SECONDS, STAGED_WAIT_SECONDS
 from scaler.scheduler.core.client_answers import AnswerLog
 
@@ -204,6 +211,9 @@ class ManagerRecord:
     measured_boot_seconds: float = 0.0  #: from its heartbeats; 0: none measured yet
     min_workers: int = 0  #: warm capacity (scaling_hook.keep_warm_capacity)
     buffer_workers: int = 0
+    #: its units waiting in their provider's queue, by reason, and why it holds launches back (its heartbeat's)
+    waits: tuple[UnitWaits, ...] = ()
+    held: str = ""
 
     @property
     def boot_seconds(self) -> float:
