@@ -330,6 +330,14 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
     death_timeout_seconds: float = setting(
         300, help="a worker without scheduler contact this long exits", short=("-dts", "-ds"), gt=0, combo=True
     )
+    lifetime_seconds: float = setting(
+        0, help="the worker leaves this long after its process started (a batch job's time limit, its script ending "
+        "with an exec of the worker), draining first; 0: no limit", ge=0,
+    )  # fmt: skip
+    lifetime_drain_seconds: float = setting(
+        60, help="with a lifetime: this long before it ends the worker takes no new task and gives back those it has "
+        "not started; those it runs may finish until it ends, then run elsewhere at no retry cost", ge=0,
+    )  # fmt: skip
     scheduler_lost_grace_seconds: float = setting(
         60,
         help="after its connection to the scheduler closes, how long a worker waits for a scheduler (a "
