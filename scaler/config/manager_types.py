@@ -22,6 +22,7 @@ from scaler.config.sections import (
     EC2WorkerManagerConfig,
     ECSWorkerManagerConfig,
     NativeWorkerManagerConfig,
+    SlurmWorkerManagerConfig,
     SymphonyWorkerManagerConfig,
     WorkerManagerSettings,
 )
@@ -94,6 +95,10 @@ MANAGER_TYPES: dict[str, ManagerType] = {
             toml_tables=("symphony_worker_manager", "symphony_worker_adapter"),
             offload=Offload("scaler.worker_manager.symphony.soam_backend:make_backend", "IBM Symphony"),
             runs_elsewhere=True,
+        ),
+        ManagerType(
+            "slurm", SlurmWorkerManagerConfig, "scaler.worker_manager.slurm.manager:run", "SLU",
+            "workers as Slurm batch jobs (sbatch, squeue, scancel)", runs_elsewhere=True,
         ),
     )
 }  # fmt: skip
