@@ -33,3 +33,12 @@ def test_a_killed_workers_marks_folder_is_removed_and_others_are_kept(tmp_path: 
     removed = remove_marks_directories({4242}, parents=(tmp_path,))
     assert removed == [f"computing marks {killed}"]
     assert not killed.exists() and other.exists()
+
+
+def test_a_killed_runs_slurm_state_folder_is_removed_and_others_are_kept(tmp_path: Path) -> None:
+    """Fails if remove_named stops sweeping the local Slurm's state folders (tests/integration/slurm_cluster.py)."""
+    killed, other = tmp_path / "scaler-slurm-4242-abc", tmp_path / "scaler-slurm-4343-def"
+    for directory in (killed, other):
+        (directory / "ctld").mkdir(parents=True)
+    assert remove_config_homes({4242}, tmp_path) == [f"Slurm state folder {killed}"]
+    assert not killed.exists() and other.exists()
