@@ -612,7 +612,7 @@ def test_a_worker_with_a_lifetime_drains_before_it_ends_then_leaves_and_exits() 
 
 
 def test_a_drained_worker_exits_when_the_scheduler_lets_it_go() -> None:
-    agent, effects = make(lifetime_seconds=100.0, lifetime_drain_seconds=30.0)
+    agent, _ = make(lifetime_seconds=100.0, lifetime_drain_seconds=30.0)
     connect(agent)
     assert to_scheduler(agent.handle(core.AgentTick(75.0)), m.WorkerLeaving)
     (exit_,) = [e for e in agent.handle(core.FromScheduler(m.Shutdown("drained"), 76.0)) if isinstance(e, core.Exit)]
