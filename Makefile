@@ -56,8 +56,8 @@ test: $(STAMP) test-tools
 		sh docker/test-engine.sh stop; exit $$status
 
 lint: $(STAMP)
-	$(BIN)/ruff check scaler tests benchmarks examples docs/build_api_reference.py
-	$(BIN)/ruff format --check scaler tests benchmarks examples docs/build_api_reference.py
+	$(BIN)/ruff check scaler tests benchmarks examples docs/*.py
+	$(BIN)/ruff format --check scaler tests benchmarks examples docs/*.py
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
@@ -82,16 +82,18 @@ test-pythons:
 		$$venv/bin/python -m pytest -q -p no:cacheprovider -n 2 tests/unit tests/simulation || exit 1; \
 	done
 
+# The side-by-side benchmark (docs/performance.md): `make benchmark ARGS="--systems ours,dask --workloads W1,W3"`.
 benchmark: $(STAMP)
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/run.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-3.* build *.egg-info
 
-# The API reference: HTML from the docstrings of the public modules (pdoc, the docs extra), in build/docs/api;
-# any warning fails it (docs/build_api_reference.py).
+# The documentation site (the docs extra): the pages of docs/ with Sphinx and MyST, navigation from docs/index.md,
+# the API reference from the docstrings with pdoc, in build/docs/html (open index.html); any warning fails it
+# (docs/build_site.py).
 docs: $(STAMP)
-	$(BIN)/python docs/build_api_reference.py build/docs/api
+	$(BIN)/python docs/build_site.py build/docs/html
 
 # The user guide's architecture picture, from its Graphviz source (needs `dot`: apt-get install graphviz).
 docs-pictures:

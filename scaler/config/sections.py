@@ -551,7 +551,8 @@ class ECSWorkerManagerConfig(CloudUnitSettings, WorkerManagerSettings):
     ecs_cluster: str = setting("scaler-cluster", help="ECS cluster, created when missing")
     ecs_task_image: str = setting(
         "", help="container image of the tasks (default: the project's worker image in this account's ECR, "
-        "<account>.dkr.ecr.<region>.amazonaws.com/scaler-worker:latest; docker/worker.Dockerfile)",
+        "<account>.dkr.ecr.<region>.amazonaws.com/scaler-worker:latest, built as `scaler --docs worker_managers` "
+        "shows)",
     )  # fmt: skip
     ecs_python_requirements: str = setting(
         "", help="';'-separated requirements the units install besides scaler (names, pins, name @ URL, local .whl "
