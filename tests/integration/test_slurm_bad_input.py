@@ -46,9 +46,11 @@ def manager(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, st
         (("--slurm-memory-per-worker", "lots"), "slurm_memory_per_worker: 'lots' is not a memory size"),
         (("--slurm-time-limit", "1", "--lifetime-drain-seconds", "60"),
          "slurm_time_limit '1' (60 s) leaves the worker no time before it drains"),
+        (("-wsa", "tcp://LOGIN_NODE:8516"),
+         "worker_scheduler_address 'tcp://LOGIN_NODE:8516': the host 'LOGIN_NODE' is not known here"),
     ],
     ids=["partition", "time-format", "time-too-long", "too-many-cpus", "bad-directive", "no-commands", "memory",
-         "no-time-to-work"],
+         "no-time-to-work", "unknown-host"],
 )  # fmt: skip
 def test_a_setting_slurm_refuses_stops_the_manager_at_start(
     slurm_cluster: SlurmCluster, args: tuple[str, ...], words: str

@@ -10,15 +10,18 @@ have, a bad extra directive). `slurm_dry_run` prints the job script after those 
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import re
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from scaler.config.manager_types import manager_type_of
 from scaler.config.sections import SlurmWorkerManagerConfig, WorkerManagerSettings, section_to_json
+from scaler.io.address import parse_address
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
 from scaler.worker_manager.backend import worker_config_of
 from scaler.worker_manager.process import run_manager, settings_problem
@@ -104,6 +107,7 @@ def prepare(config: SlurmWorkerManagerConfig) -> Prepared:
         commands = SlurmCommands.find(config.slurm_commands_folder)
     except SlurmError as error:
         raise StartProblem(str(error)) from None
+    _check_workers_address(config.worker_scheduler_address or config.scheduler_address)
     partition = _partition(commands, config.slurm_partition)
     limit = _time_limit(config, partition, given_limit)
     request = JobRequest(
@@ -124,6 +128,25 @@ def prepare(config: SlurmWorkerManagerConfig) -> Prepared:
     )
     _test_only(commands, request)
     return Prepared(commands, request)
+
+
+def _check_workers_address(address: str) -> None:
+    """The host the jobs' workers are told to reach the scheduler at must be a name (or address) that resolves; a
+    loopback one is reached from a compute node only if the node is this machine (said, not refused: a one-machine
+    Slurm is a fine place to try it)."""
+    host = parse_address(address).host
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError as error:
+        raise StartProblem(
+            f"worker_scheduler_address {address!r}: the host {host!r} is not known here ({error}): give the name the "
+            "compute nodes reach this machine by (hostname -f)"
+        ) from None
+    if all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos):
+        logger.warning(
+            "the jobs' workers are told to reach the scheduler at %s, a loopback address: a compute node other than "
+            "this machine cannot; give worker_scheduler_address this machine's name (hostname -f)", address,
+        )  # fmt: skip
 
 
 def _partition(commands: SlurmCommands, name: str) -> Partition:
