@@ -43,6 +43,7 @@ EXAMPLES: tuple[ExampleFile, ...] = (
     ExampleFile("aws_ec2", "aws_ec2.toml", "workers on AWS EC2 instances (rehearse on scaler_fake_cloud)"),
     ExampleFile("aws_batch", "aws_batch.toml", "each task as an AWS Batch job (rehearse on scaler_fake_cloud)"),
     ExampleFile("symphony", "symphony.toml", "each task as an IBM Symphony task (needs Symphony's soamapi)"),
+    ExampleFile("slurm", "slurm.toml", "workers as Slurm batch jobs, from a login node (name it in the file first)"),
 )  # fmt: skip
 
 
