@@ -608,29 +608,3 @@ def fake_cloud(fake_cloud_session: Any) -> Iterator[Any]:
     fake_cloud_session.reset()
     yield fake_cloud_session
     fake_cloud_session.reset()
-
-
-# ---------------------------------------------------------------- a local Slurm
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[Any]:
-    """A real Slurm on this machine for the whole test process (tests/integration/slurm_cluster.py); the modules using
-    it are marked `xdist_group("slurm")`, so that they share it. Its SLURM_CONF is this process's while it runs (the
-    managers and commands the tests start find the cluster with it). Skips, saying why, where Slurm cannot run."""
-    from tests.integration.slurm_cluster import skip_reason
-    from tests.integration.slurm_cluster import slurm_cluster as started
-
-    reason = skip_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    before = os.environ.get("SLURM_CONF")
-    with started() as cluster:
-        os.environ["SLURM_CONF"] = str(cluster.conf)
-        try:
-            yield cluster
-        finally:
-            if before is None:
-                os.environ.pop("SLURM_CONF", None)
-            else:
-                os.environ["SLURM_CONF"] = before
