@@ -159,12 +159,17 @@ def test_an_external_scancel_mid_map_loses_no_task_and_its_end_is_named(
 
 
 def test_a_job_pending_on_resources_shows_its_reason_where_a_user_looks(
-    manager: Manager, stack: Addresses, tmp_path: Path
+    manager: Manager, stack: Addresses, tmp_path: Path, launcher: Launcher
 ) -> None:
     """Four-CPU jobs on an 8-CPU node: two run and the third waits on Resources; at most one may wait
     (--max-waiting-units 1), so the fourth is held back. The reason reaches the scheduler's view, the reason of the
-    queued tasks, the scaling decisions of the monitor feed, scaler_top and the manager's log. Checked by switching
-    it off: without the cap a fourth job is submitted (two wait); without the backend's wait no reason shows."""
+    queued tasks, the scaling decisions of the monitor feed, scaler_top, the dashboard (its state and /metrics) and
+    the manager's log. Checked by switching it off: without the cap a fourth job is submitted (two wait); without
+    the backend's wait no reason shows."""
+    import json
+    import urllib.request
+
+    from scaler.io.address import free_tcp_port_block
     from scaler.monitor.feed import FeedReader
     from scaler.monitor.top import TopState
     from scaler.monitor.top_screen import Sorting, render
@@ -202,6 +207,20 @@ def test_a_job_pending_on_resources_shows_its_reason_where_a_user_looks(
         screen = render(top.snapshot, list(top.decisions), Sorting(), stack.monitor)
         assert any(line.startswith(f"  {manager.id}: 1 unit(s) wait in the provider's queue: 1 Resources")
                    for line in screen), screen  # fmt: skip
+        port = free_tcp_port_block(1)
+        dashboard = launcher.start("scaler_gui", stack.monitor, "--gui-address", f"127.0.0.1:{port}", "-bi", "0.2")
+        dashboard.wait_for_log("dashboard at", COLD_START_SECONDS)
+
+        def dashboard_shows() -> bool:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/state", timeout=10) as answer:
+                state = json.loads(answer.read())
+            shown = [each for each in state.get("managers", ()) if each["id"] == manager.id]
+            return bool(shown and [wait["reason"] for wait in shown[0]["waits"]] == ["Resources"])
+
+        wait_for(dashboard_shows, "the dashboard's managers table showing the wait")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            metrics = answer.read().decode()
+        assert f'scaler_manager_waiting_units{{manager="{manager.id}",reason="Resources"}} 1.0' in metrics
         release.touch()
         assert all(future.result(timeout=COLD_START_SECONDS) for future in futures)
     log = service.log_text()
