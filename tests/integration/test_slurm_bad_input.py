@@ -86,6 +86,7 @@ def test_the_dry_run_prints_the_job_script_and_submits_nothing(slurm_cluster: Sl
     assert "#SBATCH --cpus-per-task=2" in lines and "#SBATCH --time=30" in lines and "#SBATCH --mem=1G" in lines
     assert "#SBATCH --export=NONE" in lines and f"#SBATCH --output={tmp_path / 'jobs'}/%j.out" in lines
     assert "export OMP_NUM_THREADS=2" in lines
+    assert lines[-1].startswith("# warning: the jobs' workers are told to reach the scheduler at tcp://127.0.0.1:1")
     assert any(line.startswith("exec ") and "scaler.worker_manager.slurm.job_worker" in line for line in lines)
     name = next(line for line in lines if line.startswith("#SBATCH --job-name=")).partition("=")[2]
     assert slurm_cluster.jobs(name, "all") == [], "nothing submitted"

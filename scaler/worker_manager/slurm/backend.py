@@ -72,6 +72,7 @@ class SlurmBackend:
         self._listed: list[SlurmJob] | None = None  #: the latest squeue answer
         self._listed_at = 0.0
         self._cancelled: set[str] = set()  #: jobs scancel was asked for: never PENDING or RUNNING again
+        self._just_cancelled: set[str] = set()  #: of those, the ones cancelled since the latest listing
         self._alive: set[str] = set()  #: jobs alive at the latest listing (to ask sacct about those it drops)
         self._ended: dict[str, SlurmJob] = {}  #: ended jobs squeue no longer shows, as sacct described them
         self._details: dict[str, str] = {}  #: an ended job's detail, read once
@@ -109,7 +110,13 @@ class SlurmBackend:
         if self._listed is None or now - self._listed_at >= self._poll_seconds:
             self._listed = await self._squeue()
             self._listed_at = now
-            await self._ask_sacct({job.job_id for job in self._listed})
+            shown = {job.job_id for job in self._listed}
+            await self._ask_sacct(shown)
+            kept = shown | self._ended.keys()  # what squeue and sacct no longer show is forgotten
+            self._details = {job_id: detail for job_id, detail in self._details.items() if job_id in kept}
+            self._completing = {job_id: at for job_id, at in self._completing.items() if job_id in kept}
+            self._cancelled &= kept | self._just_cancelled
+            self._just_cancelled = set()
         units = [self._unit(job, now) for job in self._listed]
         units += [self._unit(job, now) for job in self._ended.values()]
         return units
@@ -120,6 +127,7 @@ class SlurmBackend:
             return
         await self._commands.run("scancel", *jobs)
         self._cancelled.update(jobs)
+        self._just_cancelled.update(jobs)  # kept until a listing shows them (squeue may lag behind sbatch)
         self._listed = None
 
     async def close(self) -> None:

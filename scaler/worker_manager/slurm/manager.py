@@ -60,6 +60,7 @@ class StartProblem(Exception):
 class Prepared:
     commands: SlurmCommands
     request: JobRequest
+    warnings: tuple[str, ...] = ()  #: logged when the manager runs; comments of the dry run's output
 
 
 def run(config: WorkerManagerSettings) -> int:
@@ -70,11 +71,14 @@ def run(config: WorkerManagerSettings) -> int:
         logger.error("%s", problem)
         return EXIT_CONFIGURATION
     script = job_script(prepared.request)
-    if config.slurm_dry_run:
+    if config.slurm_dry_run:  # the script alone on standard output (`> job.sh`), what it would warn of as comments
         sys.stdout.write(script)
         sys.stdout.write(f"# checked with sbatch --test-only; nothing submitted ({prepared.request.job_name})\n")
+        sys.stdout.writelines(f"# warning: {warning}\n" for warning in prepared.warnings)
         sys.stdout.flush()
         return ExitCode.OK
+    for warning in prepared.warnings:
+        logger.warning("%s", warning)
     logger.info(
         "Slurm jobs named %s, their output in %s (slurm_dry_run prints their script)",
         prepared.request.job_name, prepared.request.output_folder,
@@ -107,7 +111,7 @@ def prepare(config: SlurmWorkerManagerConfig) -> Prepared:
         commands = SlurmCommands.find(config.slurm_commands_folder)
     except SlurmError as error:
         raise StartProblem(str(error)) from None
-    _check_workers_address(config.worker_scheduler_address or config.scheduler_address)
+    warnings = _workers_address_warnings(config.worker_scheduler_address or config.scheduler_address)
     partition = _partition(commands, config.slurm_partition)
     limit = _time_limit(config, partition, given_limit)
     request = JobRequest(
@@ -127,10 +131,10 @@ def prepare(config: SlurmWorkerManagerConfig) -> Prepared:
         prologue=config.slurm_job_prologue,
     )
     _test_only(commands, request)
-    return Prepared(commands, request)
+    return Prepared(commands, request, warnings)
 
 
-def _check_workers_address(address: str) -> None:
+def _workers_address_warnings(address: str) -> tuple[str, ...]:
     """The host the jobs' workers are told to reach the scheduler at must be a name (or address) that resolves; a
     loopback one is reached from a compute node only if the node is this machine (said, not refused: a one-machine
     Slurm is a fine place to try it)."""
@@ -143,10 +147,11 @@ def _check_workers_address(address: str) -> None:
             "compute nodes reach this machine by (hostname -f)"
         ) from None
     if all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos):
-        logger.warning(
-            "the jobs' workers are told to reach the scheduler at %s, a loopback address: a compute node other than "
-            "this machine cannot; give worker_scheduler_address this machine's name (hostname -f)", address,
-        )  # fmt: skip
+        return (
+            f"the jobs' workers are told to reach the scheduler at {address}, a loopback address: a compute node other "
+            "than this machine cannot; give worker_scheduler_address this machine's name (hostname -f)",
+        )
+    return ()
 
 
 def _partition(commands: SlurmCommands, name: str) -> Partition:
