@@ -320,6 +320,7 @@ class AgentCore:
                 self._on_registered(effect.reply)
                 if effect.again:
                     self._send_unacknowledged()
+                    self._draining = False  # a scheduler that forgot it (restarted) is told again (rule 9)
             elif isinstance(effect, Forgotten):
                 self._rejoin()
             elif isinstance(effect, RegistrationRefused):

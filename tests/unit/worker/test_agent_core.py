@@ -617,3 +617,13 @@ def test_a_drained_worker_exits_when_the_scheduler_lets_it_go() -> None:
     assert to_scheduler(agent.handle(core.AgentTick(75.0)), m.WorkerLeaving)
     (exit_,) = [e for e in agent.handle(core.FromScheduler(m.Shutdown("drained"), 76.0)) if isinstance(e, core.Exit)]
     assert exit_.code == core.EXIT_OK
+
+
+def test_a_draining_worker_tells_a_scheduler_that_forgot_it_again() -> None:
+    agent, _ = make(lifetime_seconds=100.0, lifetime_drain_seconds=30.0)
+    connect(agent)
+    assert to_scheduler(agent.handle(core.AgentTick(75.0)), m.WorkerLeaving)
+    agent.handle(core.FromScheduler(m.ProtocolError("unknown peer", m.ProtocolErrorKind.UNKNOWN_PEER), 76.0))
+    connect(agent, 77.0)  # registered again with a restarted scheduler
+    (drain,) = to_scheduler(agent.handle(core.AgentTick(78.0)), m.WorkerLeaving)
+    assert drain.drain_seconds == pytest.approx(22.0)
