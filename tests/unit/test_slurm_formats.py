@@ -22,6 +22,7 @@ from scaler.worker_manager.slurm.formats import (
 )
 from scaler.worker_manager.slurm.job_script import JOB_WORKER_MODULE, JobRequest, directives, job_name_of, job_script
 from scaler.worker_manager.slurm.job_worker import LEAVE_BEFORE_LIMIT_SECONDS, lifetime_seconds
+from scaler.worker_manager.slurm.manager import settings_refused
 
 
 @pytest.mark.parametrize(
@@ -172,3 +173,22 @@ def test_a_workers_lifetime_in_a_job_ends_before_its_time_limit() -> None:
     assert lifetime_seconds(3600, 0) == 3600 - LEAVE_BEFORE_LIMIT_SECONDS
     assert lifetime_seconds(3600, 600) == 600  # the worker's own, shorter
     assert lifetime_seconds(0, 0) == 0 and lifetime_seconds(0, 600) == 600  # no limit
+
+
+@pytest.mark.parametrize(
+    ("words", "settings"),
+    [
+        ("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified",
+         "slurm_account or slurm_partition"),
+        ("sbatch: error: Batch job submission failed: Invalid qos specification", "slurm_qos"),
+        ("sbatch: error: invalid partition specified: gpus", "slurm_partition"),
+        ("sbatch: error: Invalid --time specification", "slurm_time_limit"),
+        ("sbatch: error: Batch job submission failed: Requested node configuration is not available",
+         "slurm_cpus_per_worker, slurm_memory_per_worker, slurm_gres"),
+        ("sbatch: error: Invalid generic resource (gres) specification", "slurm_gres"),
+        ("sbatch: error: Batch job submission failed: Invalid feature specification", "slurm_extra_directives"),
+        ("sbatch: error: something new", "the slurm_ settings (slurm_extra_directives included)"),
+    ],
+)  # fmt: skip
+def test_sbatchs_refusals_name_the_settings_they_are_about(words: str, settings: str) -> None:
+    assert settings_refused(words) == settings

@@ -219,7 +219,11 @@ def _test_only(commands: SlurmCommands, request: JobRequest) -> None:
     try:
         commands.run_now("sbatch", "--test-only", stdin=job_script(request))
     except SlurmError as error:
-        said = str(error).lower()
-        named = sorted({setting for words, setting in _REFUSALS if words in said})
-        settings = " or ".join(named) if named else "the slurm_ settings (slurm_extra_directives included)"
-        raise StartProblem(f"sbatch refuses the job script (check {settings}): {error}") from None
+        raise StartProblem(f"sbatch refuses the job script (check {settings_refused(str(error))}): {error}") from None
+
+
+def settings_refused(words: str) -> str:
+    """The settings sbatch's refusal is about, from its words (`Invalid qos specification` -> slurm_qos)."""
+    said = words.lower()
+    named = sorted({setting for clue, setting in _REFUSALS if clue in said})
+    return " or ".join(named) if named else "the slurm_ settings (slurm_extra_directives included)"
