@@ -239,9 +239,31 @@ def remove_config_homes(pids: set[int], parent: Path = SEGMENT_PARENTS[1]) -> li
                 shutil.rmtree(entry, ignore_errors=True)
                 removed.append(f"configuration folder {entry}")
             elif entry.is_dir() and _owner(entry.name, [SLURM_STATE_NAME]) in pids:
+                removed.extend(kill_holders(entry))
                 shutil.rmtree(entry, ignore_errors=True)
                 removed.append(f"Slurm state folder {entry}")
     return removed
+
+
+def kill_holders(folder: Path) -> list[str]:
+    """SIGKILL the processes with a file of `folder` open: a slurmstepd outlives its slurmd (it keeps trying to report
+    its job's end), and keeps the folder's slurmd.log open, where nothing else of the run names it (its environment
+    is empty when membership is by environment)."""
+    killed: list[str] = []
+    prefix = f"{folder}/"
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with os.scandir(f"{entry.path}/fd") as fds:
+                held = any(os.readlink(fd.path).startswith(prefix) for fd in fds)
+        except OSError:
+            continue
+        if held:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(f"process {entry.name} holding {folder}")
+    return killed
 
 
 def remove_named(pids: set[int]) -> list[str]:

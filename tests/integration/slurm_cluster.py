@@ -11,6 +11,9 @@ started by the test process without systemd from a state folder of their own, an
   meet; munged listens on a socket in the state folder (`AuthInfo=socket=...`; munged wants its folder mode 0711).
 - The state folder is `<tmp>/scaler-slurm-<pid of the test process>-*`: the run's reaper removes it when the run is
   killed (tests/reaping.py), and kills the daemons, their slurmstepd and the jobs with the run's control group.
+  Where there is none (the reaper then knows the run's processes by SCALER_TEST_RUN in their environment), the
+  daemons inherit the variable from the test process, and a TaskProlog exports it to every job (which starts
+  from a login environment, `--export=NONE`), so that the jobs' workers are the run's too.
 - Stopping cancels every job first (slurmstepd outlives slurmd), waits for squeue to be empty, then stops the daemons.
 
 Where Slurm cannot be had (not root, the packages missing: `make test-tools` installs them with apt-get), `skip_reason`
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -31,6 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from scaler.io.address import free_tcp_port_block
+from tests.reaping import RUN_VARIABLE
 
 #: The programs a local Slurm needs, and their Debian packages.
 PROGRAMS = {
@@ -87,6 +92,10 @@ class SlurmCluster:
             (self.state / folder).mkdir()
         controller_port = free_tcp_port_block(2)
         node_port = controller_port + 1
+        prolog = self.state / "task_prolog.sh"  # a job's tasks are the run's (tests/reaping.py, by environment)
+        run = shlex.quote(os.environ.get(RUN_VARIABLE, ""))
+        prolog.write_text(f"#!/bin/sh\n[ -z {run} ] || echo export {RUN_VARIABLE}={run}\n")
+        prolog.chmod(0o755)
         self.conf.write_text(self.configuration(controller_port, node_port))
         logs = self.state / "log"
         self._start(
@@ -150,6 +159,7 @@ class SlurmCluster:
             "KillWait=5",
             "MinJobAge=600",
             "MpiDefault=none",
+            f"TaskProlog={state / 'task_prolog.sh'}",
             "JobCompType=jobcomp/filetxt",
             f"JobCompLoc={state / 'log' / 'jobcomp.txt'}",
             "AccountingStorageType=accounting_storage/none",
