@@ -47,6 +47,7 @@ EXAMPLES: tuple[ExampleFile, ...] = (
                 "manager in a cluster (kubectl apply -f)"),
     ExampleFile("aws_batch", "aws_batch.toml", "each task as an AWS Batch job (rehearse on scaler_fake_cloud)"),
     ExampleFile("symphony", "symphony.toml", "each task as an IBM Symphony task (needs Symphony's soamapi)"),
+    ExampleFile("slurm", "slurm.toml", "workers as Slurm batch jobs, from a login node (name it in the file first)"),
 )  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from scaler.config.sections import (
     ECSWorkerManagerConfig,
     KubernetesWorkerManagerConfig,
     NativeWorkerManagerConfig,
+    SlurmWorkerManagerConfig,
     SymphonyWorkerManagerConfig,
     WorkerManagerSettings,
 )
@@ -95,6 +96,10 @@ MANAGER_TYPES: dict[str, ManagerType] = {
             toml_tables=("symphony_worker_manager", "symphony_worker_adapter"),
             offload=Offload("scaler.worker_manager.symphony.soam_backend:make_backend", "IBM Symphony"),
             runs_elsewhere=True,
+        ),
+        ManagerType(
+            "slurm", SlurmWorkerManagerConfig, "scaler.worker_manager.slurm.manager:run", "SLU",
+            "workers as Slurm batch jobs (sbatch, squeue, scancel)", runs_elsewhere=True,
         ),
         ManagerType(
             "kubernetes", KubernetesWorkerManagerConfig, "scaler.worker_manager.kubernetes.manager:run",

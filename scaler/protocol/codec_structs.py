@@ -217,6 +217,7 @@ _NEW_M_TASK_STORY_REPLY = constructor(m.TaskStoryReply)
 _M_WORKER_CAPACITY__CAPACITY = field_of("m", "WorkerCapacity.capacity")
 _NEW_M_WORKER_CAPACITY = constructor(m.WorkerCapacity)
 _M_WORKER_LEAVING__REASON = field_of("m", "WorkerLeaving.reason")
+_M_WORKER_LEAVING__DRAIN_SECONDS = field_of("m", "WorkerLeaving.drainSeconds")
 _NEW_M_WORKER_LEAVING = constructor(m.WorkerLeaving)
 _M_TASK_RETURN__TASK_IDS = field_of("m", "TaskReturn.taskIds")
 _NEW_M_TASK_RETURN = constructor(m.TaskReturn)
@@ -1154,10 +1155,13 @@ def read_worker_capacity(r: Any) -> m.WorkerCapacity:
 
 def write_worker_leaving(b: Any, v: m.WorkerLeaving) -> None:
     b.reason = v.reason
+    b.drainSeconds = v.drain_seconds
 
 
 def read_worker_leaving(r: Any) -> m.WorkerLeaving:
-    return _NEW_M_WORKER_LEAVING(r._get_by_field(_M_WORKER_LEAVING__REASON))
+    return _NEW_M_WORKER_LEAVING(
+        r._get_by_field(_M_WORKER_LEAVING__REASON), r._get_by_field(_M_WORKER_LEAVING__DRAIN_SECONDS)
+    )
 
 
 def write_task_return(b: Any, v: m.TaskReturn) -> None:

@@ -640,9 +640,13 @@ class WorkerCapacity:
 
 @dataclass(frozen=True, slots=True)
 class WorkerLeaving:
-    """A worker that stops on purpose. The scheduler re-queues its tasks and answers with Shutdown."""
+    """A worker that stops on purpose. The scheduler re-queues its tasks and answers with Shutdown. With
+    drainSeconds, it drains first: no new task, those it has not started given back, those it runs may end within
+    drainSeconds (then they are moved, at no retry cost); the scheduler answers with Shutdown once it holds none."""
 
     reason: str = ""
+    #: > 0: drain first, for at most this long (a lifetime that ends); 0: leave now
+    drain_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,8 +186,8 @@ class Reconciler:
             wanted = self.wanted_units(target.workers)
             if count + len(unseen) < wanted:
                 waiting = sum(1 for unit in alive if is_waiting(unit)) + len(self._unlisted)
-                launch = self._launches_allowed(wanted - count - len(unseen), now, notes)
-                launch = self.queue.allowed(launch, waiting, now, notes) if launch else 0
+                launch = self.queue.allowed(wanted - count - len(unseen), waiting, now, notes)  # rules 12, 13
+                launch = self._launches_allowed(launch, now, notes) if launch else 0
             elif count > wanted and self._cooling_down(now, count, wanted, notes):
                 pass
             elif count > wanted:

@@ -21,7 +21,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 #: Commands whose flags make them print something and exit instead of running.
-_ONE_SHOT_FLAGS = frozenset({"-h", "--help", "--version", "--example", "--completion", "--down"})
+_ONE_SHOT_FLAGS = frozenset({"-h", "--help", "--version", "--example", "--completion", "--down", "--slurm-dry-run"})
 
 #: program -> the text its output shows once it is ready
 _READY_LINES: dict[str, str] = {

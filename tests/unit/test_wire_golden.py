@@ -148,6 +148,7 @@ MESSAGES: dict[str, m.Message] = {
     "worker-capacity": m.WorkerCapacity(4),
     "worker-leaving": m.WorkerLeaving("sigterm"),
     "worker-leaving-sparse": m.WorkerLeaving(),
+    "worker-leaving-drains": m.WorkerLeaving("its lifetime ends in 60 s", 60.0),
     "task-return": m.TaskReturn((T,)),
     "shutdown": m.Shutdown("bye"),
     "shutdown-sparse": m.Shutdown(),

@@ -83,8 +83,11 @@ class WorkerRecord:
     round_trip_seconds: float = 0.0  #: its last heartbeat round trip (the lag the monitor shows)
     #: when it last returned a result: its next task (held there meanwhile) could not start before
     last_finished_at: float = 0.0
-    #: its unit is being taken back (a spot interruption): no new task; what runs at this time is moved
+    #: its unit is being taken back (a spot interruption), or its lifetime ends: no new task; what runs at this time
+    #: is moved
     draining_until: float | None = None
+    #: it asked to drain (WorkerLeaving with drainSeconds): it is let go (Shutdown) once it holds no task
+    leaves_when_drained: bool = False
     processors: set[PeerID] = field(default_factory=set)  #: its processors' links (ProcessorRecord)
     #: the links of the processors it lends (ProcessorInfo.lent): its plain tasks go there (task_lifecycle.py)
     lent_links: list[ProcessorLinkRecord] = field(default_factory=list)
