@@ -316,7 +316,7 @@ class Client:
         Also Dask's scheduler: `dask.compute(*collections, scheduler=client.get)` (or `scheduler=client`) runs the
         Dask graph as one graph here and returns what Dask expects (see `dask_graph`)."""
         if dask_graph.is_dask_call(graph):
-            return dask_graph.compute(self.get, graph, keys, capabilities=capabilities)
+            return dask_graph.compute(self.get, graph, keys, capabilities=capabilities, priority=priority)
         if scheduler_options:
             raise TypeError(f"get() got unexpected keyword argument(s): {', '.join(sorted(scheduler_options))}")
         if _is_one_key(graph, keys):  # Dask's get(dsk, "z"): the key's value (its future with block=False)

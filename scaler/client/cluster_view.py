@@ -34,20 +34,22 @@ class ClusterViewError(ConnectionError):
 
 @dataclass(frozen=True)
 class WorkerView:
-    """One worker as the scheduler sees it."""
+    """One worker as the scheduler sees it. A worker runs one task at a time (a task waiting on nested tasks gives its
+    place to another meanwhile); it may hold a few more, queued at it, up to its capacity."""
 
     worker_id: str  #: its id, as the monitor shows it
     hostname: str
     pid: int  #: its agent's process
-    processors: int  #: tasks it runs at once
+    capacity: int  #: tasks the scheduler may give it at once (the one it runs and those queued at it)
     capabilities: dict[str, int]  #: what it offers (-1: no amount given)
-    running: int  #: tasks it holds now (running, or queued at it)
+    running: int  #: tasks it runs now
+    held: int  #: tasks it holds now (running, or queued at it)
     processor_pids: tuple[int, ...]  #: its processors' processes, as last reported
 
     @property
-    def free(self) -> int:
-        """Processors holding no task."""
-        return max(0, self.processors - self.running)
+    def is_idle(self) -> bool:
+        """It runs no task now."""
+        return self.running == 0
 
 
 @dataclass(frozen=True)
@@ -56,10 +58,6 @@ class ClusterView:
     monitor_address: str
     workers: tuple[WorkerView, ...]
     queued: int  #: tasks the scheduler holds that no worker has yet
-
-    @property
-    def processors(self) -> int:
-        return sum(worker.processors for worker in self.workers)
 
     def worker_of_processor(self, pid: int, hostname: str) -> WorkerView | None:
         """The worker whose processors include the process `pid` of `hostname`."""
@@ -117,9 +115,10 @@ def _worker_view(summary: m.WorkerSummary) -> WorkerView:
         worker_id=summary.worker_id.decode(errors="replace"),
         hostname=summary.hostname,
         pid=summary.pid,
-        processors=summary.capacity,
+        capacity=summary.capacity,
         capabilities=dict(summary.capabilities),
-        running=summary.assigned,
+        running=status.running,
+        held=summary.assigned,
         processor_pids=tuple(processor.pid for processor in status.processors),
     )
 

@@ -43,12 +43,29 @@ def is_dask_call(graph: Any) -> bool:
 
 def compute(get: Callable[..., dict[Any, Any]], graph: Any, keys: Any, **options: Any) -> Any:
     """Run the Dask graph through our `get` (a Client's) as one graph; the values in the nesting of `keys`."""
+    wanted = list(dict.fromkeys(flatten_keys(keys)))
+    values = _run(get, graph, wanted, options)
+    return _pack(keys, values)
+
+
+def submit(get: Callable[..., dict[Any, Any]], graph: Any, keys: list[Any], **options: Any) -> dict[Any, Any]:
+    """Start the Dask graph through our `get` as one graph, without waiting: a future per key of `keys` (a flat
+    list), by Dask key."""
+    return _run(get, graph, list(dict.fromkeys(keys)), {**options, "block": False})
+
+
+def flatten_keys(keys: Any) -> list[Any]:
+    """The keys in a nested list of keys, in order (Dask's `__dask_keys__()` nesting)."""
+    return _flatten(keys)
+
+
+def _run(get: Callable[..., dict[Any, Any]], graph: Any, wanted: list[Any], options: dict[str, Any]) -> dict[Any, Any]:
+    """The graph converted and run through `get` with `options`: what `get` answers for each wanted key, by Dask key."""
     from dask._task_spec import Alias, DataNode, convert_legacy_graph
 
     if not isinstance(graph, Mapping):
         graph = graph.__dask_graph__()
     nodes = convert_legacy_graph(dict(graph))
-    wanted = list(dict.fromkeys(_flatten(keys)))
     names = {key: f"{NAME_PREFIX}{index}" for index, key in enumerate(nodes)}
     for key in wanted:
         if key not in names:
@@ -72,8 +89,7 @@ def compute(get: Callable[..., dict[Any, Any]], graph: Any, keys: Any, **options
         by_name = {name: key for key, name in names.items()}
         cycle = [by_name.get(name, name) for name in (error.args[1] if len(error.args) > 1 else [])]
         raise graphlib.CycleError(f"the graph has a cycle through key {cycle[0] if cycle else '?'!r}", cycle) from None
-    values = {key: results[names[key]] for key in wanted}
-    return _pack(keys, values)
+    return {key: results[names[key]] for key in wanted}
 
 
 def _name_unpicklable(nodes: dict[Any, Any]) -> TypeError | None:
@@ -97,7 +113,11 @@ def _name(names: dict[Any, str], key: Any, needed_by: Any) -> str:
 
 def _as_data(value: Any, names: dict[Any, str]) -> Any:
     """A value our graph would not take for data (a tuple starting with a callable, one of our keys, a list that
-    may hold one) travels inside a call returning it."""
+    may hold one) travels inside a call returning it. A front end's future in the graph (a collection persisted by
+    `scaler.compat.dask`) is replaced by what a task receives for it (`__scaler_argument__`, which waits for it)."""
+    resolve = getattr(type(value), "__scaler_argument__", None)
+    if resolve is not None:
+        value = resolve(value)
     if isinstance(value, (tuple, list)) or (isinstance(value, str) and value.startswith(NAME_PREFIX)):
         return (_constant, _Constant(value))
     return value

@@ -1,0 +1,466 @@
+"""Dask's futures on scaler: `Future` (a task's, a scattered object's or a computed collection's), and the functions
+that take futures: `wait`, `as_completed`, `fire_and_forget`, `futures_of`.
+
+A `Future` stands for one of three things, each settled into `settled` (a plain `concurrent.futures.Future` done when
+this one is; never carrying the value, which is read when asked for, on the asking thread):
+- a task: its `ScalerFuture`; a task whose arguments hold futures not done yet waits here, in the client, for them
+  (`Resolver`), then leaves with their values (Dask's dependencies: the scheduler does not hold a task behind another
+  client-side future); a dependency that failed fails it with the same error, one cancelled cancels it;
+- a scattered object: its reference in object storage, done at once;
+- a collection being computed (`Client.compute`): a thread's future.
+Pickled (inside an object a task receives, or in the graph of a persisted collection), a future waits for its value
+and travels as it. Done callbacks run on a thread of this module's, never the client's I/O thread (they may read
+results).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from scaler.client.future import ScalerFuture
+from scaler.client.gathering import futures_in
+from scaler.payload.references import ObjectReference
+
+if TYPE_CHECKING:
+    from scaler.compat.dask_client import Client
+
+_NO_VALUE = object()
+#: the states of Dask's `Future.status`
+PENDING, FINISHED, ERROR, CANCELLED = "pending", "finished", "error", "cancelled"
+
+_callbacks: concurrent.futures.ThreadPoolExecutor | None = None
+_callbacks_lock = threading.Lock()
+
+
+def _callback_thread() -> concurrent.futures.ThreadPoolExecutor:
+    global _callbacks
+    with _callbacks_lock:
+        if _callbacks is None:
+            _callbacks = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="scaler-dask-callbacks")
+        return _callbacks
+
+
+class Future:
+    """A Dask future (see the module docstring): `key`, `status`, `done()`, `result()`, `exception()`,
+    `traceback()`, `add_done_callback()`, `cancel()`, `cancelled()`, `client`, and `await future`."""
+
+    def __init__(self, key: str, client: Client) -> None:
+        self.key = key
+        self.client = client
+        self.settled: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._inner: concurrent.futures.Future[Any] | None = None  #: the task's (or thread's), once there
+        self._value: Any = _NO_VALUE  #: a scattered object's, read once
+        self._stored: ObjectReference | None = None
+        self._error: BaseException | None = None  #: a dependency's failure, before any task
+
+    # ------------------------------------------------------------ made by the client
+
+    def attach(self, inner: concurrent.futures.Future[Any]) -> None:
+        """The task (or thread) behind this future, once it is submitted."""
+        self._inner = inner
+        inner.add_done_callback(self._inner_done)
+
+    def store(self, reference: ObjectReference, value: Any = _NO_VALUE) -> None:
+        """A scattered object: done at once."""
+        self._stored = reference
+        self._value = value
+        self.settled.set_result(None)
+
+    def fail(self, error: BaseException) -> None:
+        """It will never run: a dependency failed (its error) or was cancelled (a CancelledError)."""
+        self._error = error
+        if isinstance(error, concurrent.futures.CancelledError):
+            _cancel(self.settled)
+        elif not self.settled.done():
+            self.settled.set_result(None)
+
+    def _inner_done(self, inner: concurrent.futures.Future[Any]) -> None:
+        if inner.cancelled():
+            _cancel(self.settled)
+        elif not self.settled.done():
+            self.settled.set_result(None)
+
+    # ------------------------------------------------------------ Dask's API
+
+    @property
+    def status(self) -> str:
+        if not self.settled.done():
+            return PENDING
+        if self.cancelled():
+            return CANCELLED
+        return ERROR if self.exception(timeout=0) is not None else FINISHED
+
+    @property
+    def type(self) -> type | None:
+        """The type of the result, once finished (None before)."""
+        return type(self.result()) if self.status == FINISHED else None
+
+    def done(self) -> bool:
+        return self.settled.done()
+
+    def cancelled(self) -> bool:
+        return self.settled.cancelled()
+
+    def result(self, timeout: float | None = None) -> Any:
+        self._wait(timeout)
+        if self._error is not None:
+            raise self._error
+        if self._stored is not None:
+            if self._value is _NO_VALUE:
+                self._value = self.client.native.session.read(self._stored)
+            return self._value
+        assert self._inner is not None
+        return self._inner.result()
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait(timeout)
+        if self._error is not None:
+            return self._error
+        if self._stored is not None:
+            return None
+        assert self._inner is not None
+        return self._inner.exception()
+
+    def traceback(self, timeout: float | None = None) -> Any:
+        """The traceback of the task's exception (None when it did not fail)."""
+        error = self.exception(timeout)
+        return None if error is None else error.__traceback__
+
+    def add_done_callback(self, fn: Callable[[Future], Any]) -> None:
+        """Call `fn(self)` once done (finished, failed or cancelled), on a thread of its own."""
+        self.settled.add_done_callback(lambda _settled: _callback_thread().submit(fn, self))
+
+    def cancel(self, reason: str | None = None, msg: str | None = None) -> None:
+        """Cancel its task (a task waiting for its dependencies never leaves)."""
+        self.client.cancel([self])
+
+    def release(self) -> None:
+        """Forget it here (Dask's explicit release); its task goes on unless cancelled."""
+        self.client.forget(self)
+
+    def argument(self) -> Any:
+        """What a task given this future as an argument receives (waiting for it): a scattered object's storage
+        reference (the worker reads it), else the value (read here)."""
+        if self._stored is not None and self._error is None:
+            return self._stored
+        return self.result()
+
+    __scaler_argument__ = argument  #: how a Dask graph holding this future (a persisted collection) resolves it
+
+    def task_future(self) -> concurrent.futures.Future[Any] | None:
+        """The future of the task (or thread) behind it, once submitted."""
+        return self._inner
+
+    def __await__(self) -> Any:
+        async def value() -> Any:
+            await asyncio.wait([asyncio.wrap_future(self.settled)])
+            return self.result()
+
+        return value().__await__()
+
+    def __dask_tokenize__(self) -> str:
+        return self.key
+
+    def __reduce__(self) -> Any:
+        """Pickled (inside an object a task receives, or a persisted collection's graph): what a task receives for it,
+        waiting for it here; a failed future raises its error."""
+        return (_received, (self.argument(),))
+
+    def __repr__(self) -> str:
+        status = self.status
+        kind = f", type: {type(self.result()).__name__}" if status == FINISHED else ""
+        return f"<Future: {status}{kind}, key: {self.key}>"
+
+    def _wait(self, timeout: float | None) -> None:
+        if self.settled.done():
+            if self.settled.cancelled():
+                raise concurrent.futures.CancelledError(self.key)
+            return
+        inner = self._inner
+        if isinstance(inner, ScalerFuture):  # its wait reads the connection itself when it can
+            try:
+                inner.exception(timeout)
+            except concurrent.futures.CancelledError:
+                raise concurrent.futures.CancelledError(self.key) from None
+            except concurrent.futures.TimeoutError:
+                raise TimeoutError(f"the future {self.key} is not done after {timeout} s") from None
+            return  # done (its callback settles this one at once, maybe an instant after this thread woke)
+        try:
+            self.settled.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(f"the future {self.key} is not done after {timeout} s") from None
+        except concurrent.futures.CancelledError:
+            raise concurrent.futures.CancelledError(self.key) from None
+
+
+def _received(value: Any) -> Any:
+    """A pickled future, unpickled: its value (in a task, a scattered object's reference unpickles as the object)."""
+    return value
+
+
+def _cancel(future: concurrent.futures.Future[Any]) -> None:
+    """Cancel a pending plain future and wake its waiters (Future.cancel alone does not)."""
+    if future.done():
+        return
+    if future.cancel():
+        try:
+            future.set_running_or_notify_cancel()
+        except RuntimeError:  # another thread cancelled and notified it meanwhile
+            pass
+
+
+def is_future(value: Any) -> bool:
+    return isinstance(value, Future)
+
+
+# ---------------------------------------------------------------- tasks waiting for their arguments' futures
+
+
+class Waiting(NamedTuple):
+    future: Future
+    submit: Callable[[], concurrent.futures.Future[Any]]  #: submits the task with its arguments' values
+    dependencies: list[Future]
+
+
+class Resolver:
+    """Submits the tasks whose arguments name futures not done yet, from a thread of its own, once those are done."""
+
+    def __init__(self) -> None:
+        self._events: queue.SimpleQueue[Waiting | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def add(self, waiting: Waiting) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="scaler-dask-dependencies", daemon=True)
+                self._thread.start()
+        left = [len(waiting.dependencies)]
+        counter = threading.Lock()
+
+        def one_done(_settled: concurrent.futures.Future[None]) -> None:
+            with counter:
+                left[0] -= 1
+                ready = left[0] == 0
+            if ready:
+                self._events.put(waiting)
+
+        for dependency in waiting.dependencies:
+            dependency.settled.add_done_callback(one_done)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                self._events.put(None)
+                self._thread = None
+
+    def _run(self) -> None:
+        while (waiting := self._events.get()) is not None:
+            future = waiting.future
+            if future.done():  # cancelled meanwhile
+                continue
+            failed = next((d for d in waiting.dependencies if d.cancelled() or d.exception() is not None), None)
+            if failed is not None:
+                future.fail(concurrent.futures.CancelledError(failed.key) if failed.cancelled() else _error(failed))
+                continue
+            try:
+                future.attach(waiting.submit())
+            except BaseException as error:
+                future.fail(error)
+
+
+def _error(future: Future) -> BaseException:
+    error = future.exception()
+    assert error is not None
+    return error
+
+
+def resolved(value: Any) -> Any:
+    """`value` with each (done) future in it, also inside lists, tuples, sets and dicts, replaced by what a task
+    receives for it (`Future.argument`)."""
+    if isinstance(value, Future):
+        return value.argument()
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [resolved(item) for item in value]
+        return type(value)(items) if type(value) in (list, tuple, set, frozenset) else tuple(items)
+    if isinstance(value, dict):
+        return {key: resolved(item) for key, item in value.items()}
+    return value
+
+
+# ---------------------------------------------------------------- functions of futures
+
+
+class DoneAndNotDoneFutures(NamedTuple):
+    done: set[Future]
+    not_done: set[Future]
+
+
+def futures_of(value: Any) -> list[Future]:
+    """The futures in `value`: itself, those in lists, tuples, sets and dicts, and those a persisted Dask collection
+    holds."""
+    graph = getattr(value, "__dask_graph__", None)
+    if graph is not None:
+        nodes = graph()
+        found = [getattr(node, "value", node) for node in (nodes.values() if nodes is not None else ())]
+        return list(dict.fromkeys(f for f in found if isinstance(f, Future)))
+    return list(dict.fromkeys(futures_in(value, is_future)))
+
+
+def wait(
+    fs: Future | Iterable[Any] | Any, timeout: float | None = None, return_when: str = "ALL_COMPLETED"
+) -> DoneAndNotDoneFutures:
+    """Wait for futures (or a persisted collection's): all of them, the first one done (`FIRST_COMPLETED`) or the
+    first failed (`FIRST_EXCEPTION`). TimeoutError when `timeout` seconds pass first (Dask's: not a partial answer)."""
+    if return_when not in ("ALL_COMPLETED", "FIRST_COMPLETED", "FIRST_EXCEPTION"):
+        raise ValueError(f"return_when must be ALL_COMPLETED, FIRST_COMPLETED or FIRST_EXCEPTION, not {return_when!r}")
+    futures = futures_of(fs)
+    by_settled = {id(future.settled): future for future in futures}
+    if return_when == "FIRST_EXCEPTION":
+        done = _wait_first_exception(futures, timeout)
+    else:
+        waited = concurrent.futures.wait([f.settled for f in futures], timeout, return_when)
+        done = {by_settled[id(settled)] for settled in waited.done}
+    if (futures and not done) or (return_when == "ALL_COMPLETED" and len(done) < len(futures)):
+        raise TimeoutError(f"{len(futures) - len(done)} of {len(futures)} futures not done after {timeout} s")
+    return DoneAndNotDoneFutures(done, set(futures) - done)
+
+
+def _wait_first_exception(futures: list[Future], timeout: float | None) -> set[Future]:
+    """Done futures once one failed or all are done."""
+    pending = {future.settled: future for future in futures}
+    done: set[Future] = set()
+    deadline = None if timeout is None else _now() + timeout
+    while pending:
+        left = None if deadline is None else max(0.0, deadline - _now())
+        finished, _ = concurrent.futures.wait(list(pending), left, concurrent.futures.FIRST_COMPLETED)
+        if not finished:
+            break
+        for settled in finished:
+            future = pending.pop(settled)
+            done.add(future)
+            if future.cancelled() or future.exception() is not None:
+                return done
+    return done
+
+
+def _now() -> float:
+    import time
+
+    return time.monotonic()
+
+
+def fire_and_forget(obj: Any) -> None:
+    """Let the tasks of these futures run to their end even once nothing here holds them: their client keeps them,
+    and its close() waits for them before it leaves (a scaler client that leaves cancels its tasks)."""
+    for future in futures_of(obj):
+        future.client.keep_until_done(future)
+
+
+class as_completed(Iterator[Any]):
+    """The futures as they are done, in that order (`(future, result)` pairs with `with_results=True`; a failed
+    future's error is then raised, unless `raise_errors=False`). More can be added while iterating (`add`,
+    `update`); `batches()` gives lists of those done since the last one."""
+
+    def __init__(
+        self, futures: Iterable[Future] | None = None, loop: Any = None, with_results: bool = False,
+        raise_errors: bool = True, *, timeout: float | None = None,
+    ) -> None:  # fmt: skip
+        self._with_results = with_results
+        self._raise_errors = raise_errors
+        self._timeout = timeout
+        self._condition = threading.Condition()
+        self._ready: list[Future] = []
+        self._pending = 0
+        self._order = itertools.count()
+        if futures is not None:
+            self.update(futures)
+
+    def add(self, future: Future) -> None:
+        with self._condition:
+            self._pending += 1
+        future.settled.add_done_callback(lambda _settled: self._one_done(future))
+
+    def update(self, futures: Iterable[Future]) -> None:
+        for future in futures:
+            self.add(future)
+
+    def _one_done(self, future: Future) -> None:
+        with self._condition:
+            self._pending -= 1
+            self._ready.append(future)
+            self._condition.notify_all()
+
+    def count(self) -> int:
+        with self._condition:
+            return self._pending + len(self._ready)
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def is_empty(self) -> bool:
+        return self.count() == 0
+
+    def has_ready(self) -> bool:
+        with self._condition:
+            return bool(self._ready)
+
+    def clear(self) -> None:
+        with self._condition:
+            self._ready.clear()
+
+    def __iter__(self) -> as_completed:
+        return self
+
+    def __next__(self) -> Any:
+        batch = self._take(block=True, one=True)
+        if not batch:
+            raise StopIteration
+        return batch[0]
+
+    def next_batch(self, block: bool = True) -> list[Any]:
+        return self._take(block, one=False)
+
+    def batches(self) -> Iterator[list[Any]]:
+        while True:
+            batch = self._take(block=True, one=False)
+            if not batch:
+                return
+            yield batch
+
+    def _take(self, block: bool, one: bool) -> list[Any]:
+        with self._condition:
+            if block and not self._ready and self._pending:
+                if not self._condition.wait_for(lambda: self._ready or not self._pending, self._timeout):
+                    raise TimeoutError(f"as_completed: nothing done within {self._timeout} s")
+            taken = self._ready[:1] if one else list(self._ready)
+            del self._ready[: len(taken)]
+        return [self._item(future) for future in taken]
+
+    def _item(self, future: Future) -> Any:
+        if not self._with_results:
+            return future
+        try:
+            return future, future.result()
+        except BaseException as error:
+            if self._raise_errors:
+                raise
+            return future, error
+
+
+def keep(futures: set[Future], future: Future, lock: threading.Lock) -> None:
+    """Hold `future` in `futures` until it is done."""
+    with lock:
+        futures.add(future)
+
+    def forget(_settled: concurrent.futures.Future[None]) -> None:
+        with lock:
+            futures.discard(future)
+
+    future.settled.add_done_callback(forget)
