@@ -425,10 +425,12 @@ class Client:
         return worker_calls.run_on_workers(self._session, fn, args, kwargs, workers, on_error, timeout)
 
     def upload_file(self, filename: str | os.PathLike[str]) -> list[str]:
-        """Use a module of yours (a `.py` file) or a package archive (`.zip`, `.egg`, `.whl`) in tasks: it is imported
-        here and its functions and classes travel by value in the tasks that use them, to every worker (one that
-        imports it by name in a task needs it installed there). Returns the names imported."""
-        return worker_calls.upload_file(filename)
+        """Make a module of yours (a `.py` file) or a package archive (`.zip`, `.egg`, `.whl`, pure Python) importable
+        by name in the tasks this client submits from now on, on every worker, as if installed there (its bytes
+        travel with each function stored, once per function). Returns the top-level names it provides; a module that
+        does not compile raises SyntaxError here."""
+        self._session.check_open()
+        return worker_calls.upload_file(self._session, filename)
 
     # ------------------------------------------------------------ ending
 

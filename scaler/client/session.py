@@ -45,6 +45,7 @@ from scaler.payload.references import ObjectReference
 from scaler.payload.result_reader import ResultReader
 from scaler.payload.serializer import DefaultSerializer, Serializer, deserialize_frames, serialize_to_frames
 from scaler.payload.task_encoder import FunctionEntry, TaskEncoder, describe, frames_size
+from scaler.payload.uploads import Upload
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
@@ -466,6 +467,11 @@ class Session:
         marked `copy_on_write()` gives a private writable view instead (pages copied only as they are written)."""
         frames = self._storage.connection().get_frames(reference.object_id, copy_on_write=reference.writable)
         return deserialize_frames(self.serializer, frames)
+
+    def upload(self, upload: Upload) -> None:
+        """The tasks encoded from now on can import the uploaded file's modules (Client.upload_file,
+        payload/uploads.py)."""
+        self._encoder.add_upload(upload)
 
     def forward_logging(self, forwarding: m.LogForwarding) -> None:
         """The tasks encoded from now on forward their logging records (Client.forward_logging)."""

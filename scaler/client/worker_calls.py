@@ -7,19 +7,15 @@ reports, `cluster_view`) and runs the function only if it is the first of the ru
 worker on that host, made with O_EXCL). Rounds go on until every worker named has run it, or the timeout. The
 tasks wait in the queue as others do: a run on a busy cluster starts when a processor of each worker is free.
 
-`upload_file` imports the file here and registers it with cloudpickle to travel by value, as the client's local
-modules travel to a cloud burst (`payload/local_modules.py`): the functions and classes it defines, and what they use
-from it, travel in the tasks that use them, to workers already running and to those that join later. A task that
-imports it by name (`import mymodule` in its body) needs it installed on the workers instead (`--preload`).
+`upload_file` gives the file's bytes to the client's task encoder: every function it stores from then on carries
+them, and a processor makes them importable by name before it unpickles the function (`payload/uploads.py`), on
+the workers running now and those that join later.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import importlib
-import importlib.util
 import os
-import sys
 import tempfile
 import time
 import uuid
@@ -28,11 +24,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
 import psutil
 
 from scaler.client import cluster_view
 from scaler.client.session import Session
+from scaler.payload.uploads import Upload, check
 
 #: `on_error` of run: raise the first error, give it as that worker's result, or leave that worker out
 RUN_ON_ERROR = ("raise", "return", "ignore")
@@ -156,51 +152,19 @@ def _first_on_worker(run_id: str, worker: str) -> bool:
     return True
 
 
-def upload_file(filename: str | os.PathLike[str]) -> list[str]:
-    """Import a `.py` module, or the top-level packages and modules of a `.zip`, `.egg` or `.whl`, here, and register
-    them with cloudpickle to travel by value in tasks (see the module docstring). Returns the names imported. A module
-    of the same name imported before is imported again from the file."""
-    path = Path(filename).resolve()
+def upload_file(session: Session, filename: str | os.PathLike[str]) -> list[str]:
+    """Make a `.py` module, or the packages and modules of a `.zip`, `.egg` or `.whl`, importable by name in this
+    client's tasks from now on (see the module docstring). Returns the top-level names it provides; SyntaxError for
+    a module that does not compile."""
+    path = Path(filename)
     if path.suffix not in UPLOADABLE:
         raise ValueError(f"upload_file takes a {', '.join(UPLOADABLE)} file, not {path.name!r}")
     if not path.is_file():
         raise FileNotFoundError(f"upload_file: no file {str(path)!r}")
-    if path.suffix == ".py":
-        names = [path.stem]
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"upload_file: cannot import {str(path)!r}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[path.stem] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            sys.modules.pop(path.stem, None)
-            raise
-    else:
-        names = _top_level_names(path)
-        if str(path) not in sys.path:
-            sys.path.insert(0, str(path))
-        importlib.invalidate_caches()
-        for name in names:
-            for loaded in [key for key in sys.modules if key == name or key.startswith(f"{name}.")]:
-                del sys.modules[loaded]
-            importlib.import_module(name)
-    for name in names:
-        cloudpickle.register_pickle_by_value(sys.modules[name])
+    upload = Upload(path.name, path.read_bytes())
+    try:
+        names = check(upload)
+    except zipfile.BadZipFile as error:
+        raise ValueError(f"upload_file: {path.name} is not a zip archive: {error}") from None
+    session.upload(upload)
     return names
-
-
-def _top_level_names(path: Path) -> list[str]:
-    """The importable top-level names of an archive: its packages (folders with `__init__.py`) and modules."""
-    names: set[str] = set()
-    with zipfile.ZipFile(path) as archive:
-        for member in archive.namelist():
-            parts = member.split("/")
-            if len(parts) == 1 and parts[0].endswith(".py"):
-                names.add(parts[0][:-3])
-            elif len(parts) == 2 and parts[1] == "__init__.py":
-                names.add(parts[0])
-    if not names:
-        raise ValueError(f"upload_file: {path.name} holds no top-level package or module")
-    return sorted(names)
