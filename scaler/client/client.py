@@ -23,6 +23,7 @@ from scaler.client.actors import DEFAULT_MAX_RESTARTS, ActorHandle, spec_of
 from scaler.client.cluster_view import ClusterView
 from scaler.client.display import client_rows, html_table
 from scaler.client.future import ScalerFuture
+from scaler.client.graph import with_nested_calls_lifted
 from scaler.client.jobs import Job
 from scaler.client.mapping import Mapper
 from scaler.client.session import CLOSE_TIMEOUT_SECONDS as CLOSE_TIMEOUT_SECONDS
@@ -316,13 +317,18 @@ class Client:
         Also Dask's scheduler: `dask.compute(*collections, scheduler=client.get)` (or `scheduler=client`) runs the
         Dask graph as one graph here and returns what Dask expects (see `dask_graph`)."""
         if dask_graph.is_dask_call(graph):
-            return dask_graph.compute(self.get, graph, keys, capabilities=capabilities, priority=priority)
+            retries = scheduler_options.get("retries")
+            return dask_graph.compute(
+                self.get, graph, keys, capabilities=capabilities, priority=priority, retries=retries
+            )
         if scheduler_options:
             raise TypeError(f"get() got unexpected keyword argument(s): {', '.join(sorted(scheduler_options))}")
         if _is_one_key(graph, keys):  # Dask's get(dsk, "z"): the key's value (its future with block=False)
             return self.get(graph, [keys], block, capabilities, reserialize, priority)[keys]
         self._session.check_open()
         options = TaskOptions.of(priority, capabilities)
+        if isinstance(graph, dict):  # a call nested in another's arguments runs, as in Dask's graphs
+            graph = with_nested_calls_lifted(graph)
         futures = self._session.submit_graph(graph, keys, options, refresh=reserialize)
         if not block:
             return futures

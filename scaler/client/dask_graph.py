@@ -3,7 +3,8 @@
 Dask calls its scheduler as `get(dsk, keys, **options)`: `dsk` is a mapping of keys to task-spec nodes (`Task`,
 `Alias`, `DataNode`, ... of `dask._task_spec`), the older tuples `(function, *args)`, or (Dask 2025 and later) an
 expression whose `__dask_graph__()` is that mapping; `keys` is a key or a nested list of keys, and the answer has the
-same nesting (lists become tuples, as Dask's own schedulers return it). The options of Dask's local schedulers
+same nesting (lists become tuples, as Dask's own schedulers return it). `retries=N` (Dask's distributed option) runs a
+task that raised again, in the same process, up to N more times; the options of Dask's local schedulers
 (`num_workers`, `pool`, ...) mean nothing here and are ignored.
 
 The conversion (Dask's `convert_legacy_graph` turns tuples into task-spec nodes first):
@@ -70,6 +71,9 @@ def _run(get: Callable[..., dict[Any, Any]], graph: Any, wanted: list[Any], opti
     for key in wanted:
         if key not in names:
             raise KeyError(f"key {key!r} is not in the graph")
+    retries = options.pop("retries", None) or 0
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be a whole number >= 0, not {retries!r}")
     ours: dict[Hashable, Any] = {}
     for key, node in nodes.items():
         name = names[key]
@@ -80,7 +84,10 @@ def _run(get: Callable[..., dict[Any, Any]], graph: Any, wanted: list[Any], opti
         else:
             dependencies = tuple(node.dependencies)
             names_of_dependencies = (_name(names, d, key) for d in dependencies)
-            ours[name] = (_run_task, _Constant(node), dependencies, *names_of_dependencies)
+            if retries:
+                ours[name] = (_run_task_again, retries, _Constant(node), dependencies, *names_of_dependencies)
+            else:
+                ours[name] = (_run_task, _Constant(node), dependencies, *names_of_dependencies)
     try:
         results = get(ours, [names[key] for key in wanted], **options)
     except TypeError as error:
@@ -148,6 +155,18 @@ def _value_of(value: Any) -> Any:
 def _run_task(node: _Constant, dependencies: tuple[Any, ...], *values: Any) -> Any:
     """Runs on a worker: the Dask node, given its dependencies' values by key."""
     return node.value(dict(zip(dependencies, values, strict=True)))
+
+
+def _run_task_again(retries: int, node: _Constant, dependencies: tuple[Any, ...], *values: Any) -> Any:
+    """`_run_task`, run again in the same process up to `retries` more times when it raises (`compute(retries=N)`,
+    as Dask's distributed scheduler runs a failed task again)."""
+    for attempt in range(retries + 1):
+        try:
+            return _run_task(node, dependencies, *values)
+        except Exception:
+            if attempt == retries:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _flatten(keys: Any) -> list[Any]:

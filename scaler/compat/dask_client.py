@@ -14,6 +14,7 @@ import concurrent.futures
 import functools
 import os
 import threading
+import time
 import uuid
 import warnings
 import weakref
@@ -90,6 +91,7 @@ class Client:
         self._resolver = Resolver()
         self._computing = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="scaler-dask-compute")
         self._closed = False
+        self._started = time.time()
         self._previous_scheduler: list[Any] = []
         if set_as_default:
             self._set_as_default()
@@ -105,6 +107,16 @@ class Client:
         return "closed" if self._closed else "running"
 
     @property
+    def futures(self) -> dict[str, Future]:
+        """The futures this client holds now, by key (those nothing holds any more are forgotten)."""
+        return dict(self._futures.items())
+
+    @property
+    def scheduler(self) -> _Scheduler:
+        """The scheduler this client is connected to (`.address`)."""
+        return _Scheduler(self.native.address)
+
+    @property
     def cluster(self) -> SchedulerClusterCombo | None:
         """The local cluster `Client()` started (None when it connected to an address)."""
         return self._cluster
@@ -114,7 +126,9 @@ class Client:
         return self._cluster.dashboard_link if self._cluster is not None else None
 
     def __repr__(self) -> str:
-        return f"<Client: scheduler={self.native.address!r}, workers={self.native.session.worker_count}, {self.status}>"
+        workers = self.native.session.worker_count
+        return (f"<Client: scheduler={self.native.address!r} processes={workers} threads={workers}, "
+                f"{self.status}>")  # fmt: skip
 
     def __enter__(self) -> Client:
         return self
@@ -372,8 +386,9 @@ class Client:
         }  # fmt: skip
         if n_workers >= 0:
             workers = dict(list(workers.items())[:n_workers])
-        return {"type": "Scheduler", "id": self.native.address, "address": self.native.address,
-                "services": {"monitor": view.monitor_address}, "workers": workers}  # fmt: skip
+        address = self.native.address
+        return {"type": "Scheduler", "id": address, "address": address, "services": {"monitor": view.monitor_address},
+                "started": self._started, "workers": workers}  # fmt: skip
 
     def nthreads(self, workers: Any = None, **kwargs: Any) -> dict[str, int]:
         """Tasks each worker runs at once: 1 (a scaler worker runs one task at a time)."""
@@ -441,6 +456,16 @@ class Client:
 
             if dask.config.get("scheduler", None) == self.native.get:
                 dask.config.set(scheduler=self._previous_scheduler[0])
+
+
+class _Scheduler:
+    """What `Client.scheduler` tells: the scheduler's address."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+
+    def __repr__(self) -> str:
+        return f"<Scheduler {self.address!r}>"
 
 
 def default_client() -> Client:

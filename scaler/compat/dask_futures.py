@@ -107,8 +107,10 @@ class Future:
     def cancelled(self) -> bool:
         return self.settled.cancelled()
 
-    def result(self, timeout: float | None = None) -> Any:
-        self._wait(timeout)
+    def result(self, timeout: float | str | None = None) -> Any:
+        """The value (its task's exception raised; CancelledError when cancelled). `timeout`: seconds, or Dask's
+        text ("10 ms", "2 s"); TimeoutError after it."""
+        self._wait(seconds(timeout))
         if self._error is not None:
             raise self._error
         if self._stored is not None:
@@ -118,8 +120,8 @@ class Future:
         assert self._inner is not None
         return self._inner.result()
 
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        self._wait(timeout)
+    def exception(self, timeout: float | str | None = None) -> BaseException | None:
+        self._wait(seconds(timeout))
         if self._error is not None:
             return self._error
         if self._stored is not None:
@@ -127,7 +129,7 @@ class Future:
         assert self._inner is not None
         return self._inner.exception()
 
-    def traceback(self, timeout: float | None = None) -> Any:
+    def traceback(self, timeout: float | str | None = None) -> Any:
         """The traceback of the task's exception (None when it did not fail)."""
         error = self.exception(timeout)
         return None if error is None else error.__traceback__
@@ -197,6 +199,27 @@ class Future:
             raise TimeoutError(f"the future {self.key} is not done after {timeout} s") from None
         except concurrent.futures.CancelledError:
             raise concurrent.futures.CancelledError(self.key) from None
+
+
+def seconds(timeout: float | str | None) -> float | None:
+    """A timeout in seconds from Dask's forms: a number, or text with a unit ("10 ms", "1.5s", "2 minutes")."""
+    if timeout is None or isinstance(timeout, (int, float)):
+        return timeout
+    text = timeout.strip().lower().replace(" ", "")
+    units = (("ms", 0.001), ("milliseconds", 0.001), ("us", 1e-6), ("minutes", 60.0), ("minute", 60.0),
+             ("min", 60.0), ("m", 60.0), ("hours", 3600.0), ("h", 3600.0), ("seconds", 1.0), ("second", 1.0),
+             ("s", 1.0))  # fmt: skip
+    for unit, factor in sorted(units, key=lambda pair: -len(pair[0])):
+        if text.endswith(unit):
+            number = text[: -len(unit)]
+            try:
+                return float(number) * factor
+            except ValueError:
+                break
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"timeout: a number of seconds or a duration such as '10 ms', not {timeout!r}") from None
 
 
 def _received(value: Any) -> Any:
@@ -314,12 +337,13 @@ def futures_of(value: Any) -> list[Future]:
 
 
 def wait(
-    fs: Future | Iterable[Any] | Any, timeout: float | None = None, return_when: str = "ALL_COMPLETED"
+    fs: Future | Iterable[Any] | Any, timeout: float | str | None = None, return_when: str = "ALL_COMPLETED"
 ) -> DoneAndNotDoneFutures:
     """Wait for futures (or a persisted collection's): all of them, the first one done (`FIRST_COMPLETED`) or the
     first failed (`FIRST_EXCEPTION`). TimeoutError when `timeout` seconds pass first (Dask's: not a partial answer)."""
     if return_when not in ("ALL_COMPLETED", "FIRST_COMPLETED", "FIRST_EXCEPTION"):
         raise ValueError(f"return_when must be ALL_COMPLETED, FIRST_COMPLETED or FIRST_EXCEPTION, not {return_when!r}")
+    timeout = seconds(timeout)
     futures = futures_of(fs)
     by_settled = {id(future.settled): future for future in futures}
     if return_when == "FIRST_EXCEPTION":
