@@ -63,6 +63,7 @@ class ActorClass:
                 raise ValueError(f"The keyword '{option}' only accepts None, 0, -1 or a positive integer")
         self._cls = cls
         self._options = dict(options)
+        self._size_checked = False
         _classes[cls.__qualname__] = cls
         functools.update_wrapper(self, cls, updated=())
         try:
@@ -104,6 +105,9 @@ class ActorClass:
     def remote(self, *args: Any, **kwargs: Any) -> RayActorHandle:
         if self._init_signature is not None:
             self._init_signature.bind(*args, **kwargs)  # a TypeError here, as Ray raises it at the call
+        if not self._size_checked:  # once: Ray refuses a class that captured a large object
+            ray_options.checked_size(self._cls, f"The actor {self._cls.__name__}")
+            self._size_checked = True
         options, client = self._options, current().client
         name = _scoped(options["name"], options.get("namespace")) if options.get("name") else None
         if name:

@@ -1,12 +1,22 @@
 """Ray's `@ray.remote` / `.options()` options that scaler does not act on: those that only tune Ray's own machinery or
 placement are accepted with a warning, once per option in a process; those that would change what the code computes
-or sees are refused by name, with the reason and what to use instead.
+or sees are refused by name, with the reason and what to use instead. And Ray's bound on the size of a remote function
+or actor class (`checked_size`).
 """
 
 from __future__ import annotations
 
+import os
+import pickle
 import warnings
 from collections.abc import Iterable
+from typing import Any
+
+import cloudpickle
+
+#: Ray's bound on a pickled remote function or actor class (its FUNCTION_SIZE_ERROR_THRESHOLD, which the variable of
+#: that name changes, as in Ray): past it the definition surely captured a large object.
+FUNCTION_SIZE_ERROR_THRESHOLD = 100_000_000
 
 #: Options that tune Ray's scheduler, object store or bookkeeping: a result does not depend on them, and scaler has no
 #: use for them (its scheduler places tasks by capability, its object storage is not reserved per task).
@@ -56,3 +66,16 @@ def checked(options: Iterable[str], supported: frozenset[str], what: str) -> Non
             continue
         known = ", ".join(sorted(supported | TUNING.keys()))
         raise NotImplementedError(f"{what} option {option} is not supported by scaler.compat.ray (supported: {known})")
+
+
+def checked_size(definition: Any, what: str) -> None:
+    """ValueError naming the size when `definition` pickles to more than Ray's threshold (`what`: "The remote
+    function m.f", "The actor A"), as Ray refuses it."""
+    threshold = int(os.environ.get("FUNCTION_SIZE_ERROR_THRESHOLD", FUNCTION_SIZE_ERROR_THRESHOLD))
+    size = len(cloudpickle.dumps(definition, protocol=pickle.HIGHEST_PROTOCOL))
+    if size > threshold:
+        raise ValueError(
+            f"{what} is too large ({size // 2**20} MiB > FUNCTION_SIZE_ERROR_THRESHOLD={threshold // 2**20} MiB). "
+            "Check that its definition is not implicitly capturing a large array or other object in scope. Tip: use "
+            "ray.put() to put large objects in the object store and pass the reference."
+        )

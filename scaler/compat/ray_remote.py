@@ -158,6 +158,9 @@ class RemoteFunction:
     def _call_for(self, job_id: str) -> Callable[..., Any]:
         call = self._calls.get(job_id)
         if call is None:
+            if not self._calls:  # once: Ray refuses a function that captured a large object
+                name = f"{getattr(self._function, '__module__', '')}.{getattr(self._function, '__qualname__', '')}"
+                ray_options.checked_size(self._function, f"The remote function {name}")
             options = self._options
             resources = {"CPU": float(options["num_cpus"]) if options.get("num_cpus") is not None else 1.0}
             if options.get("num_gpus"):
