@@ -120,7 +120,8 @@ def scheduler_and_keys(
     if address is None:
         if context is None:
             raise ValueError(
-                "Client() needs the scheduler's address, e.g. Client(address='tcp://127.0.0.1:8516'); "
+                "No scheduler address provided: Client() needs the scheduler's address, e.g. "
+                "Client(address='tcp://127.0.0.1:8516'); "
                 "only a Client created inside a task finds its scheduler by itself"
             )
         address = context.scheduler_address
