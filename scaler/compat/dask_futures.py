@@ -19,12 +19,16 @@ import asyncio
 import concurrent.futures
 import itertools
 import queue
+import re
 import threading
+import types
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from scaler.client.future import ScalerFuture
 from scaler.client.gathering import futures_in
+from scaler.errors import RemoteTraceback
 from scaler.payload.references import ObjectReference
 
 if TYPE_CHECKING:
@@ -64,7 +68,8 @@ class Future:
     def attach(self, inner: concurrent.futures.Future[Any]) -> None:
         """The task (or thread) behind this future, once it is submitted."""
         self._inner = inner
-        inner.add_done_callback(self._inner_done)
+        myself = weakref.ref(self)  # the task's future (the client may keep it a while) does not keep this one alive
+        inner.add_done_callback(lambda done: _inner_done(myself, done))
 
     def store(self, reference: ObjectReference, value: Any = _NO_VALUE) -> None:
         """A scattered object: done at once."""
@@ -80,7 +85,7 @@ class Future:
         elif not self.settled.done():
             self.settled.set_result(None)
 
-    def _inner_done(self, inner: concurrent.futures.Future[Any]) -> None:
+    def inner_done(self, inner: concurrent.futures.Future[Any]) -> None:
         if inner.cancelled():
             _cancel(self.settled)
         elif not self.settled.done():
@@ -130,9 +135,15 @@ class Future:
         return self._inner.exception()
 
     def traceback(self, timeout: float | str | None = None) -> Any:
-        """The traceback of the task's exception (None when it did not fail)."""
+        """The traceback of the task's exception, with the frames it had on the worker (`traceback.extract_tb` reads
+        them as Dask's); None when it did not fail."""
         error = self.exception(timeout)
-        return None if error is None else error.__traceback__
+        if error is None:
+            return None
+        cause = error.__cause__
+        if isinstance(cause, RemoteTraceback):
+            return remote_traceback(cause.text) or error.__traceback__
+        return error.__traceback__
 
     def add_done_callback(self, fn: Callable[[Future], Any]) -> None:
         """Call `fn(self)` once done (finished, failed or cancelled), on a thread of its own."""
@@ -220,6 +231,50 @@ def seconds(timeout: float | str | None) -> float | None:
         return float(text)
     except ValueError:
         raise ValueError(f"timeout: a number of seconds or a duration such as '10 ms', not {timeout!r}") from None
+
+
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>.+)$')
+
+
+class _RemoteFrames(Exception):
+    """Raised through stand-ins of a worker's frames, for their traceback (`remote_traceback`)."""
+
+
+def remote_traceback(text: str) -> types.TracebackType | None:
+    """A traceback object with the frames a worker's traceback text names (file, line and function of each), as
+    Dask's futures give one: made by raising through code objects placed at those lines."""
+    frames = [(m["file"], int(m["line"]), m["name"]) for m in map(_FRAME.match, text.splitlines()) if m]
+    if not frames:
+        return None
+    fakes: set[types.CodeType] = set()
+
+    def call(index: int) -> None:
+        if index == len(frames):
+            raise _RemoteFrames
+        filename, line, name = frames[index]
+        code = compile("\n" * (line - 1) + "step(index + 1)", filename, "exec").replace(co_name=name)
+        fakes.add(code)
+        exec(code, {"step": call, "index": index})
+
+    try:
+        call(0)
+    except _RemoteFrames as raised:
+        found = raised.__traceback__
+    kept: list[types.TracebackType] = []
+    while found is not None:
+        if found.tb_frame.f_code in fakes:
+            kept.append(found)
+        found = found.tb_next
+    chain: types.TracebackType | None = None
+    for entry in reversed(kept):
+        chain = types.TracebackType(chain, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return chain
+
+
+def _inner_done(future: weakref.ref[Future], inner: concurrent.futures.Future[Any]) -> None:
+    found = future()
+    if found is not None:
+        found.inner_done(inner)
 
 
 def _received(value: Any) -> Any:
