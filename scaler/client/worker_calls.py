@@ -1,10 +1,11 @@
 """Calls that concern every worker rather than one task: `run` (a function once on each worker, Dask's
 `Client.run`) and `upload_file` (a module or package of the client's used by its tasks, Dask's `Client.upload_file`).
 
-`run` has no message of its own: tasks cannot be sent to a worker by name, so it submits a round of tasks, one per
-worker it has not reached yet; each finds the worker it runs on (its processor's process among those the worker
+`run` has no message of its own: tasks cannot be sent to a worker by name, so it submits rounds of tasks, each round
+enough to fill every worker; each task finds the worker it runs on (its processor's process among those the worker
 reports, `cluster_view`) and runs the function only if it is the first of the run there (a marker file per run and
-worker on that host, made with O_EXCL). Rounds go on until every worker named has run it, or the timeout. The
+worker on that host, made with O_EXCL); one that is not holds its processor a moment, so that the round's other tasks
+go to other workers. Rounds go on until every worker named has run it, or the timeout. The
 tasks wait in the queue as others do: a run on a busy cluster starts when a processor of each worker is free.
 
 `upload_file` gives the file's bytes to the client's task encoder: every function it stores from then on carries
@@ -34,6 +35,10 @@ from scaler.payload.uploads import Upload, check
 RUN_ON_ERROR = ("raise", "return", "ignore")
 #: How long run waits for every worker to have run the function, by default.
 RUN_TIMEOUT_SECONDS = 120.0
+#: The most tasks one round of a run submits.
+MOST_TASKS_PER_ROUND = 256
+#: How long a run's task on a worker that already ran the function holds its processor before it returns.
+NOT_FIRST_PAUSE_SECONDS = 0.2
 #: Markers of runs older than this are removed by the next run on the same host.
 MARKER_KEEP_SECONDS = 3600.0
 #: The suffixes upload_file takes.
@@ -66,6 +71,8 @@ def run_on_workers(
         raise ValueError(f"on_error must be one of {', '.join(RUN_ON_ERROR)}, not {on_error!r}")
     view = session.cluster_view()
     places = {w.worker_id: (w.hostname, w.pid, w.processor_pids) for w in view.workers}
+    #: a round's tasks: enough to fill every worker, so that the scheduler gives each worker some
+    per_round = min(MOST_TASKS_PER_ROUND, sum(w.capacity for w in view.workers) + 1)
     if workers is not None:
         unknown = sorted(set(workers) - set(places))
         if unknown:
@@ -76,8 +83,7 @@ def run_on_workers(
     errors: dict[str, BaseException] = {}
     deadline = time.monotonic() + timeout_seconds
     while set(places) - set(results) - set(errors):
-        missing = len(set(places) - set(results) - set(errors))
-        futures = [session.submit(_run_once, (run_id, places, fn, args, kwargs), {}) for _ in range(missing)]
+        futures = [session.submit(_run_once, (run_id, places, fn, args, kwargs), {}) for _ in range(per_round)]
         done, not_done = concurrent.futures.wait(futures, timeout=max(0.0, deadline - time.monotonic()))
         session.cancel_futures(not_done)
         for future in done:
@@ -113,6 +119,7 @@ def _run_once(
     if worker is None:
         return None, _NOT_FIRST, None
     if not _first_on_worker(run_id, worker):
+        time.sleep(NOT_FIRST_PAUSE_SECONDS)  # its worker takes no more of the round meanwhile: the others get them
         return worker, _NOT_FIRST, None
     try:
         return worker, fn(*args, **kwargs), None
