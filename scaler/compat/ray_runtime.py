@@ -166,19 +166,19 @@ class _ID:
     """What Ray's deprecated id attributes give: an id with `.hex()`."""
 
     def __init__(self, text: str) -> None:
-        self._text = text
+        self.text = text
 
     def hex(self) -> str:
-        return self._text
+        return self.text
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _ID) and other._text == self._text
+        return isinstance(other, _ID) and other.text == self.text
 
     def __hash__(self) -> int:
-        return hash(self._text)
+        return hash(self.text)
 
     def __repr__(self) -> str:
-        return f"ID({self._text})"
+        return f"ID({self.text})"
 
 
 class RuntimeContext:
