@@ -21,7 +21,9 @@ from typing import Any
 
 from scaler.cluster.combo import SchedulerClusterCombo
 from scaler.compat.dask_client import Client, default_client
-from scaler.compat.dask_futures import DoneAndNotDoneFutures, Future, as_completed, fire_and_forget, futures_of, wait
+from scaler.compat.dask_cluster import LOCAL_CLUSTER_TUNING, warn_once
+from scaler.compat.dask_futures import Future
+from scaler.compat.dask_waits import DoneAndNotDoneFutures, as_completed, fire_and_forget, futures_of, wait
 from scaler.payload import processor_context
 
 __all__ = [
@@ -46,8 +48,6 @@ class LocalCluster:
     (default 1) workers, each running one task at a time. `Client(cluster)` connects to it; `close()` stops it."""
 
     def __init__(self, n_workers: int | None = None, threads_per_worker: int | None = None, **kwargs: Any) -> None:
-        from scaler.compat.dask_client import LOCAL_CLUSTER_TUNING, warn_once
-
         for option in sorted(set(kwargs) & LOCAL_CLUSTER_TUNING):
             kwargs.pop(option)
             warn_once(f"LocalCluster({option}=...)", "it tunes Dask's local cluster and means nothing on scaler")

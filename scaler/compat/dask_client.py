@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
-import os
 import threading
 import time
 import uuid
-import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -25,27 +23,20 @@ from scaler.client import dask_graph, gathering
 from scaler.client.client import Client as NativeClient
 from scaler.cluster.combo import SchedulerClusterCombo
 from scaler.compat import dask_keys
-from scaler.compat.dask_futures import Future, Resolver, Waiting, futures_of, is_future, keep, resolved, wait
+from scaler.compat.dask_cluster import (
+    CLIENT_TUNING,
+    SchedulerAddress,
+    address_of,
+    is_collection,
+    local_cluster,
+    warn_once,
+)
+from scaler.compat.dask_futures import Future, Resolver, Waiting, is_future, resolved
+from scaler.compat.dask_waits import futures_of, keep
 from scaler.payload import processor_context
 
-#: Options of Dask's LocalCluster that tune Dask's own processes and dashboard: accepted, with a warning, and unused.
-LOCAL_CLUSTER_TUNING = frozenset(
-    {"processes", "dashboard_address", "silence_logs", "memory_limit", "host", "scheduler_port", "worker_class",
-     "protocol", "interface", "asynchronous", "name"}
-)  # fmt: skip
-#: Dask's Client settings that tune its own connection: accepted, with a warning, and unused.
-CLIENT_TUNING = frozenset({"heartbeat_interval", "serializers", "deserializers", "direct_to_workers",
-                           "connection_limit", "name", "extensions", "loop"})  # fmt: skip
-
-_warned: set[str] = set()
 _defaults: list[Client] = []
 _defaults_lock = threading.Lock()
-
-
-def warn_once(what: str, reason: str) -> None:
-    if what not in _warned:
-        _warned.add(what)
-        warnings.warn(f"{what}: {reason}", UserWarning, stacklevel=3)
 
 
 class Client:
@@ -70,9 +61,9 @@ class Client:
             kwargs.pop(option)
             warn_once(f"Client({option}=...)", "it tunes Dask's own connection and means nothing on scaler")
         self._cluster: SchedulerClusterCombo | None = None
-        address = _address_of(address, scheduler_file)
+        address = address_of(address, scheduler_file)
         if address is None and processor_context.current() is None:
-            self._cluster = _local_cluster(kwargs)
+            self._cluster = local_cluster(kwargs)
             address = self._cluster.get_address()
         elif kwargs:
             raise TypeError(f"Client() got unexpected keyword argument(s): {', '.join(sorted(kwargs))}")
@@ -112,9 +103,9 @@ class Client:
         return dict(self._futures.items())
 
     @property
-    def scheduler(self) -> _Scheduler:
+    def scheduler(self) -> SchedulerAddress:
         """The scheduler this client is connected to (`.address`)."""
-        return _Scheduler(self.native.address)
+        return SchedulerAddress(self.native.address)
 
     @property
     def cluster(self) -> SchedulerClusterCombo | None:
@@ -201,6 +192,7 @@ class Client:
 
         dependencies = futures_of((args, kwargs))
         if dependencies:
+            future.wait_for(dependencies)
             self._resolver.add(Waiting(future, submit_now, dependencies))
         else:
             future.attach(submit_now())
@@ -281,7 +273,7 @@ class Client:
         single = not isinstance(collections, (list, tuple))
         items = [collections] if single else list(collections)
         get = self._get_for(resources, priority)
-        futures = [self._computed(item, get, optimize_graph) if _is_collection(item) else item for item in items]
+        futures = [self._computed(item, get, optimize_graph) if is_collection(item) else item for item in items]
         if sync:
             futures = [self.gather(item) if is_future(item) else item for item in futures]
         return futures[0] if single else futures
@@ -313,7 +305,7 @@ class Client:
         if optimize_graph:
             items = list(optimize(*items))  # type: ignore[no-untyped-call]
         get = self._get_for(resources, priority)
-        persisted = [self._persisted(item, get) if _is_collection(item) else item for item in items]
+        persisted = [self._persisted(item, get) if is_collection(item) else item for item in items]
         return persisted[0] if single else persisted
 
     def _persisted(self, collection: Any, get: Callable[..., Any]) -> Any:
@@ -458,53 +450,9 @@ class Client:
                 dask.config.set(scheduler=self._previous_scheduler[0])
 
 
-class _Scheduler:
-    """What `Client.scheduler` tells: the scheduler's address."""
-
-    def __init__(self, address: str) -> None:
-        self.address = address
-
-    def __repr__(self) -> str:
-        return f"<Scheduler {self.address!r}>"
-
-
 def default_client() -> Client:
     """The client made last and not closed (ValueError when none)."""
     with _defaults_lock:
         if _defaults:
             return _defaults[-1]
     raise ValueError("No clients found: start a Client(...) first")
-
-
-def _address_of(address: Any, scheduler_file: str | None) -> str | None:
-    if scheduler_file is not None:
-        import json
-
-        with open(scheduler_file) as file:
-            return str(json.load(file)["address"])
-    if address is None or isinstance(address, str):
-        return address
-    found = getattr(address, "scheduler_address", None) or getattr(address, "get_address", lambda: None)()
-    if not isinstance(found, str):
-        raise TypeError(f"Client(address): a scheduler's address or a cluster, not {type(address).__name__}")
-    return found
-
-
-def _local_cluster(options: dict[str, Any]) -> SchedulerClusterCombo:
-    """Dask's LocalCluster options: n_workers (default: one per CPU) times threads_per_worker (default 1) workers."""
-    for option in sorted(set(options) & LOCAL_CLUSTER_TUNING):
-        options.pop(option)
-        warn_once(f"Client({option}=...)", "it tunes Dask's local cluster and means nothing on scaler")
-    n_workers = options.pop("n_workers", None)
-    threads = options.pop("threads_per_worker", None) or 1
-    if options:
-        raise TypeError(f"Client() got unexpected keyword argument(s): {', '.join(sorted(options))}")
-    count = (n_workers if n_workers is not None else (os.cpu_count() or 1)) * threads
-    return SchedulerClusterCombo(n_workers=count, logging_level="WARNING")
-
-
-def _is_collection(value: Any) -> bool:
-    return hasattr(value, "__dask_graph__") and hasattr(value, "__dask_keys__")
-
-
-__all__ = ["Client", "default_client", "wait"]
