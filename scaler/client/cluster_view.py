@@ -33,7 +33,7 @@ class ClusterViewError(ConnectionError):
 
 
 @dataclass(frozen=True)
-class WorkerView:
+class ClusterWorker:
     """One worker as the scheduler sees it. A worker runs one task at a time (a task waiting on nested tasks gives its
     place to another meanwhile); it may hold a few more, queued at it, up to its capacity."""
 
@@ -56,10 +56,10 @@ class WorkerView:
 class ClusterView:
     scheduler_address: str
     monitor_address: str
-    workers: tuple[WorkerView, ...]
+    workers: tuple[ClusterWorker, ...]
     queued: int  #: tasks the scheduler holds that no worker has yet
 
-    def worker_of_processor(self, pid: int, hostname: str) -> WorkerView | None:
+    def worker_of_processor(self, pid: int, hostname: str) -> ClusterWorker | None:
         """The worker whose processors include the process `pid` of `hostname`."""
         for worker in self.workers:
             if worker.hostname == hostname and pid in worker.processor_pids:
@@ -109,9 +109,9 @@ def _next_snapshot(reader: FeedReader, timeout_seconds: float) -> m.StatusSnapsh
     return None
 
 
-def _worker_view(summary: m.WorkerSummary) -> WorkerView:
+def _worker_view(summary: m.WorkerSummary) -> ClusterWorker:
     status = summary.status
-    return WorkerView(
+    return ClusterWorker(
         worker_id=summary.worker_id.decode(errors="replace"),
         hostname=summary.hostname,
         pid=summary.pid,

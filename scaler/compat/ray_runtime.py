@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaler.client.cluster_view import ClusterView, WorkerView
+from scaler.client.cluster_view import ClusterView, ClusterWorker
 from scaler.compat.ray_session import current
 from scaler.payload import processor_context
 
@@ -96,7 +96,7 @@ def node_id_of(hostname: str) -> str:
     return hashlib.sha224(hostname.encode()).hexdigest()
 
 
-def _resources_of(workers: Iterable[WorkerView]) -> dict[str, float]:
+def _resources_of(workers: Iterable[ClusterWorker]) -> dict[str, float]:
     totals: dict[str, float] = {}
     for worker in workers:
         totals["CPU"] = totals.get("CPU", 0.0) + 1.0
@@ -125,7 +125,7 @@ def available_resources() -> dict[str, float]:
 def nodes() -> list[dict[str, Any]]:
     """One entry per host of the cluster's workers, in Ray's shape (NodeID, Alive, NodeManagerHostname,
     NodeManagerAddress, Resources, ...)."""
-    by_host: dict[str, list[WorkerView]] = {}
+    by_host: dict[str, list[ClusterWorker]] = {}
     for worker in _view().workers:
         by_host.setdefault(worker.hostname, []).append(worker)
     entries = []

@@ -133,7 +133,7 @@ def test_upload_file_makes_a_module_importable_by_name_in_tasks(client: Client, 
 
 
 def test_a_call_nested_in_a_graph_call_runs_as_a_node(client: Client) -> None:
-    """Dask's get protocol (its GetFunctionTestMixin.test_nested_tasks) through client.get's own graphs."""
+    """Dask's get protocol (its GetFunctionTestMixin.test_nested_tasks) through the graphs of client.get."""
     graph = {"x": 1, "y": (inc, "x"), "z": (add, (inc, "x"), "y")}
     assert client.get(graph, "z") == 4
     assert client.get({"a": (sum, [(inc, 1), (inc, 2)])}, ["a"]) == {"a": 5}
