@@ -94,6 +94,9 @@ class as_completed(Iterator[Any]):
         self._condition = threading.Condition()
         self._ready: list[Future] = []
         self._pending = 0
+        #: the futures not done yet, held here: one added and held nowhere else (`seq.add(client.submit(...))`) would
+        #: be collected before its task ends (its task's future holds it weakly), and never come
+        self._held: dict[Future, int] = {}
         self._order = itertools.count()
         if futures is not None:
             self.update(futures)
@@ -101,6 +104,7 @@ class as_completed(Iterator[Any]):
     def add(self, future: Future) -> None:
         with self._condition:
             self._pending += 1
+            self._held[future] = self._held.get(future, 0) + 1
         future.settled.add_done_callback(lambda _settled: self._one_done(future))
 
     def update(self, futures: Iterable[Future]) -> None:
@@ -110,6 +114,9 @@ class as_completed(Iterator[Any]):
     def _one_done(self, future: Future) -> None:
         with self._condition:
             self._pending -= 1
+            left = self._held.pop(future, 1) - 1
+            if left:
+                self._held[future] = left
             self._ready.append(future)
             self._condition.notify_all()
 
