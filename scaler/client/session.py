@@ -120,9 +120,9 @@ def scheduler_and_keys(
     if address is None:
         if context is None:
             raise ValueError(
-                "No scheduler address provided: Client() needs the scheduler's address, e.g. "
-                "Client(address='tcp://127.0.0.1:8516'); "
-                "only a Client created inside a task finds its scheduler by itself"
+                "No scheduler address provided, and not running inside a worker context (a task): Client() needs "
+                "the scheduler's address, e.g. Client(address='tcp://127.0.0.1:8516'); only a Client created "
+                "inside a task finds its scheduler by itself"
             )
         address = context.scheduler_address
     address = validate_address(address)
