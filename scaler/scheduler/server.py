@@ -139,6 +139,8 @@ class SchedulerServer:
         self._message_counts: dict[str, list[int]] = {}
         self._background_tasks: set[asyncio.Future[Any]] = set()
         self._memory = MemoryReturn()
+        #: the last echo encoded and its frame: the core hands every worker the same echo value while nothing changes
+        self._echo: tuple[object, bytes] = (None, b"")
         #: the monitor feed's topics with a subscriber, as the publisher (an XPUB) says; b"" (every topic) while the
         #: scheduler's own /metrics is fed each publication
         self._watched: set[bytes] = {b""} if on_publish is not None else set()
@@ -325,7 +327,9 @@ class SchedulerServer:
         for effect in effects:
             try:
                 if isinstance(effect, Send):
-                    send(effect.peer, encode(effect.message))
+                    message = effect.message
+                    is_echo = type(message) is m.HeartbeatEcho
+                    send(effect.peer, self._echo_frame(message) if is_echo else encode(message))  # type: ignore[arg-type]
                     name = type(effect.message).__name__
                     counted = counts.get(name)  # `_count(name, 0)` inline: it runs for every message sent
                     if counted is None:
@@ -348,6 +352,12 @@ class SchedulerServer:
                     self._clock.call_later(0.2, self.stop, effect.reason)
             except Exception:
                 logger.exception("could not perform %s", type(effect).__name__)
+
+    def _echo_frame(self, echo: m.HeartbeatEcho) -> bytes:
+        """An echo's frame, encoded once for the value the core hands every heartbeat while nothing changes."""
+        if self._echo[0] is not echo:
+            self._echo = (echo, codec.encode(echo))
+        return self._echo[1]
 
     def _count(self, name: str, index: int) -> None:
         """Count a message of this type sent (index 0) or received (index 1)."""
