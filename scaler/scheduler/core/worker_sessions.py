@@ -51,6 +51,7 @@ class WorkerSessions:
         self._core = core
         #: when each worker's silence is next judged (silence.py): a tick looks at the due ones, not at every worker
         self.silence = SilenceDeadlines(core.settings.worker_timeout_seconds)
+        self._echo: m.HeartbeatEcho | None = None  #: the echo of a heartbeat that names no result, while it holds
 
     def on_heartbeat(self, peer: PeerID, heartbeat: m.Heartbeat) -> None:
         core = self._core
@@ -64,7 +65,11 @@ class WorkerSessions:
         if worker.results_read:
             read = tuple(worker.results_read)
             worker.results_read.clear()
-        core.send(peer, m.HeartbeatEcho(core.settings.object_storage_address, len(core.workers), read))
+        echo = self._echo
+        if read or echo is None or echo.worker_count != len(core.workers):
+            echo = m.HeartbeatEcho(core.settings.object_storage_address, len(core.workers), read)
+            self._echo = None if read else echo
+        core.send(peer, echo)  # one value for every plain echo: the shell encodes it once (server.py)
         for processor in worker.processors:
             link = core.processors.get(processor)
             if link is not None and link.results_read:  # the lent processor forgets the results it kept for a restart
