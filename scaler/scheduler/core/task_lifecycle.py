@@ -45,6 +45,7 @@ NOT_DISPATCHED = frozenset({TaskState.WAITING, TaskState.QUEUED})
 #: Clients whose submit cause is kept for sharing (`submit`); past it the cache starts again.
 MAX_SHARED_CAUSES = 4096
 
+
 class TaskLifecycle:
     def __init__(
         self,
