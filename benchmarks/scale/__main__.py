@@ -78,8 +78,8 @@ def main() -> None:
             arguments.out.write_text(json.dumps(run, indent=1) + "\n")
 
     if "workers" in chosen:
-        run["workers"] = axes.workers_axis(settings, _numbers(arguments.workers))
-        save()
+        run["workers"] = []
+        axes.workers_axis(settings, _numbers(arguments.workers), run["workers"], save)
     if "clients" in chosen:
         run["clients"] = axes.clients_axis(settings, _numbers(arguments.clients))
         save()

@@ -11,7 +11,7 @@ import json
 import statistics
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,16 +128,32 @@ def run_tasks(scheduler: Scheduler, client_fleet: Fleet, tasks: int, window: int
     return scheduler.cpu_seconds() - cpu, time.monotonic() - started
 
 
-def workers_axis(settings: Settings, sizes: list[int]) -> list[dict[str, Any]]:
-    """Idle cost (no subscriber, then one) and CPU per task against the number of workers, one client."""
-    rows = []
+#: RSS growth of an idle scheduler over its idle window that says it falls behind its peers' heartbeats (ZeroMQ
+#: queues what its main thread has not read yet, without bound): its figures then say what a saturated core costs
+FALLING_BEHIND_MB = 100.0
+
+
+def workers_axis(settings: Settings, sizes: list[int], rows: list[dict[str, Any]] | None = None,
+                 on_row: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:  # fmt: skip
+    """Idle cost (no subscriber, then one) and CPU per task against the number of workers, one client. A scheduler
+    whose RSS grows by FALLING_BEHIND_MB while idle is reading heartbeats more slowly than they come (the machine's
+    cores are taken): the row says so and the tasks are not run."""
+    rows = [] if rows is None else rows
     for workers in sizes:
         print(f"[workers] {workers:,} workers", flush=True)
         with cluster(settings, f"workers-{workers}", workers, 1) as (scheduler, worker_fleet, client_fleet):
             time.sleep(SETTLE_SECONDS)
+            before = scheduler.rss_mb()
             idle = idle_cpu(scheduler, settings.idle_seconds)
-            subscribed, shown = idle_cpu_subscribed(scheduler, settings.idle_seconds)
             rss = scheduler.rss_mb()
+            if rss - before > FALLING_BEHIND_MB:
+                print(f"  falling behind: RSS {before:.0f} -> {rss:.0f} MB in {settings.idle_seconds:g} s idle; "
+                      f"idle CPU {idle:.0f}%", flush=True)  # fmt: skip
+                rows.append({"workers": workers, "idle_cpu_percent": idle, "falling_behind": True,
+                             "rss_mb_idle": rss, "rss_mb_growth_idle": rss - before})  # fmt: skip
+                on_row()
+                continue
+            subscribed, shown = idle_cpu_subscribed(scheduler, settings.idle_seconds)
             cpu, wall = run_tasks(scheduler, client_fleet, settings.tasks, WINDOW)
             net = cpu - idle / 100 * wall  # what the heartbeats cost meanwhile taken out
             row = {
@@ -158,6 +174,7 @@ def workers_axis(settings: Settings, sizes: list[int]) -> list[dict[str, Any]]:
               f"({row['net_cpu_per_task_us']:.1f} without the idle cost), {row['tasks_per_second']:,.0f} tasks/s; "
               f"checks {'ok' if row['checks']['ok'] else row['checks']}", flush=True)  # fmt: skip
         rows.append(row)
+        on_row()
     return rows
 
 

@@ -83,6 +83,8 @@ def _label(value: float) -> str:
 
 
 def _panel(panel: Panel, runs: list[dict[str, Any]], left: float, top: float) -> list[str]:
+    # a row without the figure (a scheduler that fell behind its heartbeats ran no tasks) is left out
+    runs = [{**run, panel.axis: [row for row in run.get(panel.axis, []) if panel.y_key in row]} for run in runs]
     series = [(run, COLOURS[index % len(COLOURS)]) for index, run in enumerate(runs) if run.get(panel.axis)]
     if not series:
         return []
