@@ -94,6 +94,8 @@ class TaskTable:
         self.shrink = ShrinkRule()
         #: each task's history with causes (the core replaces it with one bounded by the user's settings)
         self.stories = StoryBook()
+        #: (now, wall offset, their sum): the wall time the tasks added at `now` open their stories with
+        self._wall = (-1.0, 0.0, 0.0)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -104,7 +106,10 @@ class TaskTable:
     def add(self, task: Task, state: TaskState, now: float, cause: Words = "") -> TaskRecord:
         record = TaskRecord(task, state, self._next_sequence, now, task.task_id, task.client_id, task.graph_id)
         if self.stories.enabled:
-            self.stories.opened(task.task_id, self.queue.key(record), now + self.wall_offset, state, cause)
+            wall = self._wall
+            if wall[0] != now or wall[1] != self.wall_offset:  # one float for the tasks of a step, not one each
+                wall = self._wall = (now, self.wall_offset, now + self.wall_offset)
+            self.stories.opened(task.task_id, self.queue.key(record), wall[2], state, cause)
         self._next_sequence += 1
         self.records[task.task_id] = record
         owned = self.by_client.get(task.client_id)
