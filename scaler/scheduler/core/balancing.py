@@ -26,6 +26,8 @@ def balance_plan(
     """For each idle worker, one task from the most loaded worker that holds tasks it could run
     (the most recently dispatched first, as those are the least likely to have started)."""
     workers = list(workers)
+    if not any(len(worker.assigned) > 1 for worker in workers):  # nothing to give (an idle cluster): no more to do
+        return {}
     idle = [w for w in workers if w.is_idle and w.free_slots > 0]
     if not idle:
         return {}
