@@ -86,9 +86,9 @@ class ScalerFuture(concurrent.futures.Future[T]):
         self._state = concurrent.futures._base.PENDING
         self._result: Any = None
         self._exception: BaseException | None = None
-        self._waiters: list[Any] = []
-        self._done_callbacks: list[Callable[[concurrent.futures.Future[T]], object]] = []
         self._made_condition: threading.Condition | None = None
+        self._made_waiters: list[Any] | None = None  #: `_waiters`, made when first used
+        self._made_callbacks: list[Callable[[concurrent.futures.Future[T]], object]] | None = None
         #: for the task's story: when it was made (submitted) and answered, wall clock; who asks the scheduler
         self._submitted_at = time.time()
         self._answered_at = 0.0
@@ -121,6 +121,37 @@ class ScalerFuture(concurrent.futures.Future[T]):
     @_condition.setter
     def _condition(self, condition: threading.Condition) -> None:
         self._made_condition = condition
+
+    @property
+    def _waiters(self) -> list[Any]:
+        """concurrent.futures.Future's waiters (`wait`, `as_completed`), made when first used (an empty list is 56
+        bytes of every pending future)."""
+        waiters = self._made_waiters
+        if waiters is None:
+            with _MAKING_CONDITIONS:
+                waiters = self._made_waiters
+                if waiters is None:
+                    waiters = self._made_waiters = []
+        return waiters
+
+    @_waiters.setter
+    def _waiters(self, waiters: list[Any]) -> None:
+        self._made_waiters = waiters
+
+    @property
+    def _done_callbacks(self) -> list[Callable[[concurrent.futures.Future[T]], object]]:
+        """concurrent.futures.Future's done callbacks, made when first used."""
+        callbacks = self._made_callbacks
+        if callbacks is None:
+            with _MAKING_CONDITIONS:
+                callbacks = self._made_callbacks
+                if callbacks is None:
+                    callbacks = self._made_callbacks = []
+        return callbacks
+
+    @_done_callbacks.setter
+    def _done_callbacks(self, callbacks: list[Callable[[concurrent.futures.Future[T]], object]]) -> None:
+        self._made_callbacks = callbacks
 
     @property
     def task_id(self) -> TaskID:
