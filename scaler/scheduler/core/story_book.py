@@ -68,6 +68,23 @@ _Seed = tuple[object, float, Any, Words]
 _SLOTS = 4
 
 
+def _fresh(value: Any) -> Any:
+    """`value` made anew, down to its floats, bytes and tuples (ints, strings and enums are shared or small)."""
+    kind = type(value)
+    if kind is float:
+        return value + 0.0  # a new float object
+    if kind is list:
+        return [_fresh(item) for item in value]
+    if kind is tuple:
+        return tuple([_fresh(item) for item in value])
+    if kind is bytes:
+        return bytes(bytearray(value)) if len(value) > 1 else value
+    if kind is m.RunStamps:
+        return m.RunStamps(_fresh(value.started_at), _fresh(value.finished_at), value.processor_pid,
+                           _fresh(value.received_at))  # fmt: skip
+    return value
+
+
 def _new_story(task_id: TaskID, key: object = None) -> _Story:
     return [key, 0, 0, 0.0, task_id]
 
@@ -116,6 +133,28 @@ class StoryBook:
 
     def __len__(self) -> int:
         return len(self._live) + len(self._finished)
+
+    def compact(self) -> None:
+        """The task table emptied far below its peak (`task_table.py`, the shrink rule): the kept stories are copied,
+        each value made anew, and the live ones' table sized for what it holds. A finished story's values (its entries'
+        times and causes, a run's stamps) were made one by one as its task moved, among a big queue's tasks; kept, they
+        pin the memory arenas those tasks filled, which CPython gives back only once empty (a soak of drains of 200,000
+        tasks grew by 20 MB a round). Made anew now, they fill the fullest arenas, and the rest can go."""
+        self._live = {task_id: _fresh(story) for task_id, story in self._live.items()}
+        copies: dict[int, _Story] = {}
+        ended: collections.deque[_Story] = collections.deque()
+        for story in self._ended:
+            copy = copies.get(id(story))
+            if copy is None:
+                copy = copies[id(story)] = _fresh(story)
+            ended.append(copy)
+        finished: dict[TaskID, _Story] = {}
+        for story in self._finished.values():
+            copy = copies.get(id(story))
+            if copy is None:
+                copy = copies[id(story)] = _fresh(story)
+            finished[copy[_TASK_ID]] = copy  # keyed by the copy's id: the old one would pin its arena too
+        self._finished, self._ended = finished, ended
 
     def opened(self, task_id: TaskID, key: object, wall_time: float, what: str | TaskState, cause: Words) -> None:
         """A task reached the scheduler (submitted, or adopted after a restart)."""
