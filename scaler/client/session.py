@@ -173,6 +173,9 @@ class Session:
         #: a thread waiting on a future reads the connection itself (`ClientAgent.wait_reading`), except in a
         #: processor: its task threads are parked, stopped and have their output captured by the processor
         self._reading = self._agent if processor_context.current() is None else None
+        #: what every future is handed, made once: a bound method made per future was 128 bytes of each pending one
+        self._cancel_one = self.cancel_one
+        self._request_story = self._agent.request_story
         self.security: TransportSecurity | None = self._agent.keys.security  #: the keys that reached the scheduler
         self._storage = ClientObjectStorage(
             str(settings.object_storage_address or reply.object_storage_address), self.identity, self.security,
@@ -561,7 +564,7 @@ class Session:
     ) -> FutureT:
         """A future for a task about to be submitted (the agent holds it from the submission on)."""
         future = future_type(
-            task_id, reader or self._reader, self.cancel_one, profiling, self._agent.request_story, self._story_name,
+            task_id, reader or self._reader, self._cancel_one, profiling, self._request_story, self._story_name,
             self._reading,
         )  # fmt: skip
         if not outlives_task:

@@ -123,6 +123,7 @@ class Registration:
                 info.manager_id, info.worker_type, hello.hostname, hello.pid, now, now,
                 sequence=self._worker_sequence, lends=info.lends_processors, owner=info.owner_key,
             )  # fmt: skip
+            core.worker_sessions.registered(core.workers[peer])
             core.lifecycle.worker_has_room(peer)
             logger.debug("worker %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
         self._reattach_worker(peer, info.held_tasks)

@@ -188,6 +188,20 @@ class ViewBuilder:
             )
         return tuple(groups)
 
+    def waiting_reasons(self) -> list[tuple[m.Capabilities, str]]:
+        """Why each queue key's tasks wait, as `_groups` words it, without the rest of the view."""
+        queue = self._core.tasks.queue
+        held_back = queue.held_back()
+        reasons = []
+        for capabilities, count in queue.groups():
+            if count:
+                reason = self._waiting_reason(capabilities)
+                kinds = held_back.get(capabilities, {})
+                if sum(kinds.values()):
+                    reason = f"{reason_words(queue.client_quotas, kinds)}; {reason}"
+                reasons.append((capabilities, reason))
+        return reasons
+
     def _waiting_reason(self, capabilities: m.Capabilities) -> str:
         core = self._core
         able = [worker for worker in core.workers.values() if worker.can_run(capabilities)]

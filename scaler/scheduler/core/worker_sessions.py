@@ -35,6 +35,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, TaskID, short
 from scaler.protocol.staging import STAGED_WAIT_SECONDS
 from scaler.scheduler.core.peers import ProcessorLinkRecord, WorkerRecord
+from scaler.scheduler.core.silence import SilenceDeadlines
 from scaler.scheduler.core.task_state import TaskEvent
 
 if TYPE_CHECKING:
@@ -50,6 +51,9 @@ LENT_EXIT_WAIT_SECONDS = 5.0
 class WorkerSessions:
     def __init__(self, core: SchedulerCore) -> None:
         self._core = core
+        #: when each worker's silence is next judged (silence.py): a tick looks at the due ones, not at every worker
+        self.silence = SilenceDeadlines(core.settings.worker_timeout_seconds)
+        self._echo: m.HeartbeatEcho | None = None  #: the echo of a heartbeat that names no result, while it holds
 
     def on_heartbeat(self, peer: PeerID, heartbeat: m.Heartbeat) -> None:
         core = self._core
@@ -63,7 +67,11 @@ class WorkerSessions:
         if worker.results_read:
             read = tuple(worker.results_read)
             worker.results_read.clear()
-        core.send(peer, m.HeartbeatEcho(core.settings.object_storage_address, len(core.workers), read))
+        echo = self._echo
+        if read or echo is None or echo.worker_count != len(core.workers):
+            echo = m.HeartbeatEcho(core.settings.object_storage_address, len(core.workers), read)
+            self._echo = None if read else echo
+        core.send(peer, echo)  # one value for every plain echo: the shell encodes it once (server.py)
         for processor in worker.processors:
             link = core.processors.get(processor)
             if link is not None and link.results_read:  # the lent processor forgets the results it kept for a restart
@@ -351,11 +359,20 @@ class WorkerSessions:
                 self.drop(worker.peer, "left: drained", graceful=True)
                 core.send(worker.peer, m.Shutdown("drained: leave acknowledged"))
 
+    def registered(self, worker: WorkerRecord) -> None:
+        """A new worker record: its silence is judged from now on (silence.py)."""
+        self.silence.arm(worker.peer, worker.last_seen)
+
     def drop_silent(self) -> None:
         core, timeout = self._core, self._core.settings.worker_timeout_seconds
-        for peer, worker in list(core.workers.items()):
-            if core.now - worker.last_seen > timeout:
-                self.drop(peer, f"was silent for more than {timeout:g} s", False)
+        workers = core.workers
+
+        def last_seen_of(peer: PeerID) -> float | None:
+            worker = workers.get(peer)
+            return None if worker is None else worker.last_seen
+
+        for peer in self.silence.silent(core.now, last_seen_of):
+            self.drop(peer, f"was silent for more than {timeout:g} s", False)
 
     def drop(self, peer: PeerID, reason: str, graceful: bool) -> None:
         core = self._core
