@@ -25,8 +25,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from scaler.client import cluster_view
 from scaler.client.session import Session
 from scaler.payload.uploads import Upload, check
@@ -132,6 +130,8 @@ def _this_worker(places: WorkerPlaces) -> str | None:
     for worker, (host, _agent, processors) in places.items():
         if host == hostname and pid in processors:
             return worker
+    import psutil  # here, on a worker: the client's own import needs no POSIX-only module (psutil imports `resource`)
+
     ancestors = {process.pid for process in psutil.Process(pid).parents()}
     for worker, (host, agent, _processors) in places.items():
         if host == hostname and agent in ancestors:
