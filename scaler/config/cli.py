@@ -287,10 +287,11 @@ def _help(field: dataclasses.Field[Any], note: str | None) -> str:
 
 
 def _default_note(field: dataclasses.Field[Any]) -> str | None:
-    """ "default: 60", "required"; nothing for a None default the help text already explains."""
+    """ "default: 60", "required"; nothing when the help text says the default itself ("(default: secure, ...)"),
+    whatever the default's value: a second note would state the stored value ("false", '""') beside the meaning."""
     if field.default is dataclasses.MISSING:
         return "required"
-    if field.default is None and "default" in str(field.metadata.get(HELP, "")):
+    if "default" in str(field.metadata.get(HELP, "")):
         return None
     return f"default: {show_default(field, field.default)}"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,6 +136,19 @@ def test_two_settings_claiming_one_spelling_fail_at_build_time() -> None:
 )
 def test_every_section_builds_a_parser(section_type: type) -> None:
     assert isinstance(build_parser(section_type, "x"), argparse.ArgumentParser)
+
+
+@pytest.mark.parametrize(
+    "section_type",
+    [SchedulerConfig, ObjectStorageServerConfig, ClusterConfig, TopConfig, GUIConfig,
+     *(row.section for row in MANAGER_TYPES.values())],
+)  # fmt: skip
+def test_a_help_text_that_states_its_default_gets_no_second_one(section_type: type) -> None:
+    """issue 60: `--insecure`, `--scheduler-address` and `-wmi` read "(default: secure, ...) (default: false)": a help
+    text that says its default was given the generated note as well when the default was not None."""
+    helps = [action.help or "" for action in build_parser(section_type, "x")._actions]
+    noted = [(text, re.sub(r" \(default: [^)]*\)$", "", text)) for text in helps]
+    assert [text for text, said in noted if said != text and "default" in said] == []
 
 
 def test_runtime_config_modules_do_not_import_pydantic() -> None:

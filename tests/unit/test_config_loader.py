@@ -630,6 +630,8 @@ def test_help_lists_every_setting_with_its_default(
         assert f"--{field.name.replace('_', '-')}" in text
         if field.default is dataclasses.MISSING:
             assert "(required)" in text
+        elif "default" in field.metadata["help"]:  # the help text says its default ("(default: secure, ...)")
+            assert " ".join(field.metadata["help"].split()) in text
         elif field.default is not None:
             shown = " ".join(field.default) if isinstance(field.default, tuple) else str(field.default)
             if field.metadata.get("byte_size"):  # shown with a unit: 1GiB
