@@ -53,7 +53,7 @@ def test_spellings_positional_lists_and_booleans() -> None:
 
 
 def test_abbreviations_are_not_accepted(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "unknown flag --cou (did you mean --count?)" in refused(capsys, "--cou", "3")
+    assert "unknown flag --cou (did you mean -n/--count?)" in refused(capsys, "--cou", "3")
 
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str, section_type: type = Sample, prog: str = "sample") -> str:
@@ -72,10 +72,14 @@ def test_an_unknown_flag_is_named_with_the_flag_meant(capsys: pytest.CaptureFixt
     address = "tcp://127.0.0.1:8516"
     line = refused(capsys, "--num-worker", "4", address, section_type=ClusterConfig, prog="scaler_cluster")
     assert line == (
-        "scaler_cluster: error: unknown flag --num-worker (did you mean --num-of-workers?) "
+        "scaler_cluster: error: unknown flag --num-worker (did you mean -n/--num-of-workers?) "
         "(`scaler_cluster -h` lists the flags it takes)"
     )
-    assert "unknown flag --death-timeout (did you mean --death-timeout-seconds?)" in refused(
+    # issue 60: `--workers 2` suggested --worker-type (the closest spelling); the flag whose words end so is meant
+    assert "unknown flag --workers (did you mean -n/--num-of-workers?)" in refused(
+        capsys, "--workers", "2", address, section_type=ClusterConfig, prog="scaler_cluster"
+    )
+    assert "unknown flag --death-timeout (did you mean -dts/--death-timeout-seconds?)" in refused(
         capsys, "-n", "2", "--death-timeout", "30", section_type=ClusterConfig, prog="scaler_cluster"
     )
     assert "unknown flag --policy_content: flags are spelled with hyphens, --policy-content" in refused(
