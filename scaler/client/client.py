@@ -278,7 +278,10 @@ class Client:
         total = min(sizes) if len(sizes) == len(iterables) else None
         self._session.check_open()
         options = TaskOptions.of(priority, capabilities)  # checked before any item is read
-        return self._maps.run(fn, zip(*iterables, strict=False), total, options, reserialize, progress)
+        calls = zip(*iterables, strict=False)
+        return self._maps.run(
+            fn, calls, total, options, reserialize, progress, is_map_of_one_iterable=len(iterables) == 1
+        )
 
     def starmap(
         self, fn: Callable[..., R], iterable: Iterable[Iterable[Any]], capabilities: dict[str, int] | None = None,
