@@ -639,7 +639,7 @@ class ClientAgent(Generic[FutureT]):
         return None if found.same_keys(self.keys) else found
 
     def _refusal(self, event: int) -> str:
-        hint = "give Client(..., curve_secret_key='NAME.key_secret', curve_server_key='server.key')"
+        hint = "give Client(..., curve_secret_key='DIR/client.key_secret', curve_server_key='DIR/server.key')"
         has_keys = self.keys.security is not None
         text = refusal_text("scheduler", "client", self.address, event, has_keys, hint)
         return text if self.keys.fixed else f"{text} (this client used {self.keys.source})"
