@@ -228,6 +228,20 @@ def test_scaler_ui_reads_the_seeds_webui_section(launcher: Launcher, tmp_path: P
     assert service.wait_exit() == 0
 
 
+def test_a_dashboard_port_out_of_range_is_one_line_and_exit_2(launcher: Launcher, tmp_path: Path) -> None:
+    """issue 60: `--gui-address 127.0.0.1:99999` was an OverflowError traceback and exit code 1 (checked before);
+    the same for a combo's `dashboard=`, refused before its processes start."""
+    from scaler import SchedulerClusterCombo
+
+    service = launcher.start("scaler_gui", f"tcp://127.0.0.1:{free_tcp_port_block(1)}", "--gui-address",
+                             "127.0.0.1:99999")  # fmt: skip
+    assert service.wait_exit() == 2
+    log = service.log_text()
+    assert "gui_address '127.0.0.1:99999': port 99999 is outside 0-65535" in log and "Traceback" not in log, log
+    with pytest.raises(ValueError, match=r"dashboard '127\.0\.0\.1:99999': port 99999 is outside 0-65535"):
+        SchedulerClusterCombo(n_workers=1, dashboard="127.0.0.1:99999")
+
+
 CHART_FACTS = """
 return [...document.querySelectorAll('.uplot')].map((chart) => {
   const canvas = chart.querySelector('canvas');
