@@ -41,7 +41,7 @@ from scaler.io.child_processes import describe_exit, start_python_child
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import TransportSecurity
 from scaler.monitor.dashboard import page_urls
-from scaler.monitor.feed import FeedReader
+from scaler.monitor.feed import FeedConnectionError, FeedReader
 from scaler.object_storage.readiness import wait_for_object_storage
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
@@ -78,6 +78,7 @@ class Launcher:
         self._signals: list[int] = []
         self._cloud: CloudStack | None = None
         self._feed: FeedReader | None = None
+        self._feed_source: tuple[str, TransportSecurity | None] | None = None  #: the feed's address and keys
         self._autostop = AutoStop(
             file.launcher.idle_shutdown_seconds, file.launcher.no_client_shutdown_seconds, time.monotonic()
         )
@@ -197,7 +198,13 @@ class Launcher:
         try:
             while waiting and reader is not None and not self._signals:  # a signal now: a normal stop
                 now = time.monotonic()
-                message = reader.receive(POLL_SECONDS)
+                try:
+                    message = reader.receive(POLL_SECONDS)
+                except FeedConnectionError:  # the stack's own keys: the other side is gone, or was in passing
+                    self._raise_if_hub_ended()
+                    logger.warning("the scheduler's monitor feed stopped answering: not waiting for the worker "
+                                   "managers to register")  # fmt: skip
+                    break
                 if isinstance(message, m.StatusSnapshot):
                     last_status = now
                     # a manager registers; a fixed pool's workers do, with its id
@@ -232,7 +239,27 @@ class Launcher:
     def _watch_feed(self, monitor_address: str, security: TransportSecurity | None) -> None:
         """Read the scheduler's status snapshots when the stack stops by itself (idle, no client)."""
         if self._autostop.enabled:
+            self._feed_source = monitor_address, security
             self._feed = FeedReader(monitor_address, topics=(STATUS_TOPIC,), security=security)
+
+    def _raise_if_hub_ended(self) -> None:
+        """A feed read with the stack's own keys that stops answering them means that its other side is gone, not
+        that the keys are wrong (a forwarder to a hub that ended accepts and drops each connection, which fails
+        its handshake): RuntimeError saying so when the hub in the cloud ended."""
+        problem = self._cloud.problem(now=True) if self._cloud is not None else None
+        if problem is not None:
+            raise RuntimeError(problem)
+
+    def _feed_stopped_answering(self) -> None:
+        """The watch's feed stopped answering: the stack ends when its hub did (RuntimeError), else the feed is
+        read again from a new subscription (a scheduler restarted, a connection dropped in passing)."""
+        self._raise_if_hub_ended()
+        logger.warning("the scheduler's monitor feed stopped answering: subscribing again")
+        if self._feed is not None:
+            self._feed.close()
+            self._feed = None
+        if self._feed_source is not None:
+            self._feed = FeedReader(self._feed_source[0], topics=(STATUS_TOPIC,), security=self._feed_source[1])
 
     def _scheduler_settings(self, scheduler: SchedulerConfig, storage_address: str | None) -> SchedulerConfig:
         """A scheduler without -osa uses the file's object storage server when there is one; one with a manager
@@ -258,7 +285,15 @@ class Launcher:
 
     def _watch(self) -> int:
         while not self._signals:
-            reason = self._stop_reason()
+            try:
+                reason = self._stop_reason()
+            except FeedConnectionError:
+                try:
+                    self._feed_stopped_answering()
+                except RuntimeError as error:
+                    logger.error("%s", error)
+                    return ExitCode.ERROR
+                continue
             if reason is not None:
                 logger.info("stopping the stack: %s", reason)
                 print(f"scaler: stopping the stack: {reason}", flush=True)
