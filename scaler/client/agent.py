@@ -114,8 +114,8 @@ class ClientAgent(Generic[FutureT]):
     ) -> None:
         """`keys`: those `find_keys` found (found again when the scheduler refuses them before the first
         registration, or its stack is still starting), or a TransportSecurity used as is. `timeout_seconds`,
-        `scheduler_lost_grace_seconds` None: 60 s, or the scheduler's resume window for this client when longer
-        (client/core.py, rule 6)."""
+        `scheduler_lost_grace_seconds` None: 60 s, or the scheduler's resume window for this client when longer (the
+        grace: only after a connection that died of silence, this client away; client/core.py, rule 6)."""
         self.address = address
         if not isinstance(keys, FoundKeys):
             keys = FoundKeys("client", address, keys, "the keys given" if keys is not None else "none (plain TCP)")

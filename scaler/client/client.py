@@ -83,8 +83,9 @@ class Client:
         secret key file and the scheduler's public key file, for a cluster secured with CURVE (docs/security.md);
         a wrong key is a ConnectionRefusedError at once. `scheduler_lost_grace_seconds`: when the connection to
         the scheduler closes, how long to wait for a scheduler to answer at the same address again (a restarted
-        one gets this client's unfinished tasks again); by default (None) 60 s, or the resume window when longer;
-        0: fail the futures at once with DisconnectedError.
+        one gets this client's unfinished tasks again); by default (None) 60 s when the scheduler closed it (it
+        stopped or crashed), and the resume window, when longer, when it died of silence (this machine asleep or
+        cut off); 0: fail the futures at once with DisconnectedError.
         `share`: this client's weight in the split of busy workers between clients with work queued (1: equal);
         `max_running_tasks`: the most of its tasks at workers at once (None: no quota); `max_workers`: the most
         workers' worth of spend its work holds, and the pool grows for (None: no quota); docs/guide/sharing.md.

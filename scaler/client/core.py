@@ -31,15 +31,16 @@ Rules:
    frame; after a scheduler restart (which forgets jobs) their futures fail with JobLostError.
 6. Away and back (docs/protocol.md 5.15): the scheduler keeps this client's work while it is away (asleep, cut off,
    moved) for a resume window its HelloReply names; a link setting left to follow it (`follow_window`) waits that
-   long for the scheduler instead. Answers are counted (`answer_count.py`) and the count goes in heartbeats. When the
-   connection closes, a ClientResume asks for what the dead connection may have taken; its ClientResumed names the
-   tasks the scheduler never received, which are sent again (with the cancels asked for them), and the answers that
-   follow it are counted anew. Registered again by the *same* scheduler (its instance unchanged: it dropped this
-   client past the window), a ClientResume asks the same: the work the scheduler cancelled when it dropped this
-   client fails with its reason (nothing of it runs again), what it never received (sent after the drop) is sent
-   again. A closed connection whose replacement hears nothing from the scheduler for `RECONNECT_SECONDS` is made
-   anew (and the ClientResume sent again on it): a secure scheduler does not read a second connection under this
-   client's identity while it still holds the first.
+   long for the scheduler instead (the grace after a closed connection only when the connection died of silence, this
+   client away: a connection the scheduler closed as it went away waits the grace it has). Answers are counted
+   (`answer_count.py`) and the count goes in heartbeats. When the connection closes, a ClientResume asks for what the
+   dead connection may have taken; its ClientResumed names the tasks the scheduler never received, which are sent
+   again (with the cancels asked for them), and the answers that follow it are counted anew. Registered again by the
+   *same* scheduler (its instance unchanged: it dropped this client past the window), a ClientResume asks the same:
+   the work the scheduler cancelled when it dropped this client fails with its reason (nothing of it runs again),
+   what it never received (sent after the drop) is sent again. A closed connection whose replacement hears nothing
+   from the scheduler for `RECONNECT_SECONDS` is made anew (and the ClientResume sent again on it): a secure
+   scheduler does not read a second connection under this client's identity while it still holds the first.
 
 The core is generic in the future type `F`: it stores futures and hands them back in effects, never calls them,
 so the thread-based `Client` and an asyncio client can share it.
@@ -488,7 +489,7 @@ class ClientCore(Generic[F]):
         if timeout and window > base.timeout_seconds:
             settings = replace(settings, timeout_seconds=window)
         if grace and base.lost_grace_seconds is not None and window > base.lost_grace_seconds:
-            settings = replace(settings, lost_grace_seconds=window)
+            settings = replace(settings, away_grace_seconds=window)  # a scheduler that went away: not its window
         self.link.settings = settings
 
     def _resume_dropped(self) -> list[ClientEffect[F]]:

@@ -74,7 +74,8 @@ class SessionSettings:
     stream_output: bool = False
     object_storage_address: str | None = None
     connect_timeout_seconds: float = 15.0
-    scheduler_lost_grace_seconds: float | None = None  #: None: 60 s, or the resume window when longer
+    #: None: 60 s (a connection the scheduler closed), or the resume window when longer (one that died of silence)
+    scheduler_lost_grace_seconds: float | None = None
     share: float = 1.0
     max_running_tasks: int | None = None
     max_workers: int | None = None
