@@ -33,6 +33,7 @@ from scaler.client.core import (
     Fail,
     JobAnswered,
     ReconnectToScheduler,
+    RestoreStored,
     SendFrames,
     SendToScheduler,
     ShowLog,
@@ -182,7 +183,11 @@ class ClientAgent(Generic[FutureT]):
             JobAnswered: self._job_answer,
             Warn: self._warn,
             ReconnectToScheduler: lambda effect: self._on_loop(self._reconnect),
+            RestoreStored: lambda effect: self.restore_stored(),
         }
+        #: stores again what object storage lost when a restarted scheduler registers this client again, before its
+        #: tasks go again (the session's; it blocks the thread that carries the effects out for a few requests)
+        self.restore_stored: Callable[[], None] = lambda: None
 
     # ------------------------------------------------------------ what the core knows (read without the lock:
     # each is one value, replaced whole)

@@ -14,7 +14,7 @@ Events in:
 Effects out: `SendToScheduler` (a message to encode and send), `SendFrames` (encoded frames to send), `Complete`,
 `ConfirmCancel`, `Fail` (futures to settle), `StreamValues` (values of streaming tasks, for their futures),
 `Connected` (registered with a scheduler), `Closed` (the connection is over), `ShowLog`, `ShutdownAnswered`,
-`StoryAnswered`, `Warn`.
+`StoryAnswered`, `Warn`, `RestoreStored` (what this client stored, stored again where object storage lost it).
 
 Rules:
 1. A task is *unfinished* from `submit` (or as a target of `submit_graph`) until its TaskResult or
@@ -22,7 +22,8 @@ Rules:
    by the core's effects (the future may also settle itself on the user's side: a cancel without a scheduler).
 2. An unfinished task keeps its encoded frame, and an unfinished graph (one with a target unanswered) its frame:
    when a restarted scheduler registers the client again, they are sent again, tasks in submission order, then
-   graphs, whole (their finished nodes run again).
+   graphs, whole (their finished nodes run again). Before they go, the shell stores again what they need and object
+   storage lost (`RestoreStored`: a scheduler's own storage restarts with it, empty).
 3. A task whose cancel was asked and not answered is not sent again after a restart: the old instance may never
    have read the cancel, so its future is cancelled here (for a graph target: the whole graph, all its targets).
 4. Once closed, the core stays closed: every unfinished future failed with the reason, nothing kept, and a
@@ -170,6 +171,13 @@ class ReconnectToScheduler:
     """Close the connection to the scheduler and make a new one (rule 6)."""
 
 
+@dataclass(frozen=True, slots=True)
+class RestoreStored:
+    """A restarted scheduler registered this client again, and its unfinished tasks go again next (rule 2): before
+    they do, what this client stored and object storage lost (it restarts with a scheduler that started it) is stored
+    again, from what the client still holds (its functions); what it does not hold any more is named."""
+
+
 ClientEffect = (
     SendToScheduler
     | SendFrames
@@ -185,6 +193,7 @@ ClientEffect = (
     | JobAnswered
     | Warn
     | ReconnectToScheduler
+    | RestoreStored
 )
 
 #: A connection that closed, and whose replacement has heard nothing from the scheduler for this long, is made anew
@@ -478,7 +487,7 @@ class ClientCore(Generic[F]):
                 f"unfinished task(s) and {len(graphs)} graph(s) again"
             )
         )
-        effects.append(SendFrames(frames + graphs))
+        effects += [RestoreStored(), SendFrames(frames + graphs)]
         return effects
 
     def _wait_as_long_as_the_window(self, window: float) -> None:

@@ -24,6 +24,7 @@ import concurrent.futures
 import logging
 import os
 import socket
+import sys
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
@@ -179,6 +180,7 @@ class Session:
             stored=self._storage,
         )  # fmt: skip
         self._reader = ResultReader(settings.serializer, self._storage.connection)
+        self._agent.restore_stored = self._restore_stored
         local_schedulers.note_client(self, self.address, self.security)  # the run report finds its scheduler
 
     # ------------------------------------------------------------ what it is
@@ -457,6 +459,32 @@ class Session:
         self._encoder.log_forwarding = forwarding
 
     # ------------------------------------------------------------ ending
+
+    def _restore_stored(self) -> None:
+        """A restarted scheduler registered this client again, and its unfinished tasks go again next: what they need
+        and object storage lost with the scheduler (its own storage restarts with it) is stored again first, from the
+        functions this client holds; what it does not hold any more (an argument's bytes) is named, and a task that
+        needs it fails naming it (MissingObjects)."""
+        try:
+            outcome = self._storage.restore(self._encoder.held_objects())
+        except Exception as error:  # storage unreachable: the tasks go as they are, and say what they miss
+            logger.warning("could not check what object storage at %s still holds: %s", self._storage.address, error)
+            return
+        if outcome is None:
+            return
+        self._encoder.forget_contents()
+        restored, lost = outcome
+        text = (
+            f"object storage at {self._storage.address} lost this client's objects: {restored} function(s) stored again"
+        )
+        if lost:
+            named = ", ".join(f"{name} {object_id.hex()}" for object_id, name in list(lost.items())[:3])
+            more = ", ..." if len(lost) > 3 else ""
+            text += (
+                f"; {len(lost)} object(s) this client does not hold any more are lost ({named}{more}): a task "
+                "that needs one fails with MissingObjects naming it"
+            )
+        print(f"scaler: {text}", file=sys.stderr, flush=True)
 
     def clear(self) -> None:
         """Cancel this client's unfinished tasks and delete every object it stored."""

@@ -24,6 +24,7 @@ from scaler.client.core import (
     Fail,
     JobAnswered,
     ReconnectToScheduler,
+    RestoreStored,
     SendFrames,
     SendToScheduler,
     ShowLog,
@@ -210,6 +211,8 @@ def test_after_a_restart_unfinished_tasks_then_graphs_are_submitted_again_in_ord
     assert Connected(SECOND) in effects and core.hello_reply == SECOND and core.worker_count == 3
     assert any(isinstance(e, Warn) and "submitting its 3 unfinished task(s) and 1 graph(s) again" in e.text
                for e in effects)  # fmt: skip
+    # issue 60: what the tasks name and object storage lost with the scheduler is stored again before they go
+    assert kinds(effects).index(RestoreStored) == kinds(effects).index(SendFrames) - 1
 
 
 def test_a_restart_of_the_same_instance_does_not_submit_again() -> None:
