@@ -40,8 +40,10 @@ def stop_in_order(children: Sequence[tuple[str, subprocess.Popen[bytes]]], grace
         _wait(process, max(0.0, deadline - time.monotonic()))
     descendants = _named(_descendants(), descendants)
     stopping = [process for process, _ in descendants.values() if _running(process)]
-    psutil.wait_procs(stopping, timeout=max(0.0, deadline - time.monotonic()))
-    leftovers = [process for process in stopping if _running(process)]
+    while stopping and time.monotonic() < deadline:  # a zombie nobody reaps (pid 1 of a container) is gone too
+        time.sleep(0.05)
+        stopping = [process for process in stopping if _running(process)]
+    leftovers = stopping
     for process in leftovers:
         logger.warning("killing leftover process %d (%s): it did not stop within %g s", process.pid,
                        descendants[process.pid][1], grace_seconds)  # fmt: skip
