@@ -1,6 +1,6 @@
 """What W1 and W3 would cost on the processor's own link: the route actors' calls take (scheduler -> the processor's
 link -> scheduler, no worker agent), measured beside plain tasks in one cluster, alternated. An estimate for the
-next change of the task route (docs/performance.md, "W1 and W3: where a tiny task's time goes"), not a figure of
+next change of the task route (benchmarks/NOTES.md, "W1 and W3: where a tiny task's time goes"), not a figure of
 tasks: an actor's calls skip the scheduler's task table, so tasks on that route would cost the scheduler more.
 
     python benchmarks/processor_link_route.py [--tasks 20000] [--calls 1000] [--rounds 2]

@@ -29,14 +29,16 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
+from scaler.client import cluster_view
 from scaler.client.agent import ClientAgent
+from scaler.client.cluster_view import ClusterView
 from scaler.client.future import ScalerFuture
 from scaler.client.graph import encode_graph
 from scaler.client.object_storage_side import ClientObjectStorage, HeldTask
 from scaler.client.sharing import checked_quota, checked_resume_seconds, checked_share, wire_priority
 from scaler.client.streams import DEFAULT_WINDOW, TaskStream
 from scaler.errors import ClientQuitException, ClientShutdownException
-from scaler.io.address import validate_address
+from scaler.io.address import parse_address, validate_address
 from scaler.io.sockets import HEARTBEAT_TIMEOUT_SECONDS, TransportSecurity
 from scaler.monitor import local_schedulers
 from scaler.payload import processor_context
@@ -44,10 +46,12 @@ from scaler.payload.references import ObjectReference
 from scaler.payload.result_reader import ResultReader
 from scaler.payload.serializer import DefaultSerializer, Serializer, deserialize_frames, serialize_to_frames
 from scaler.payload.task_encoder import FunctionEntry, TaskEncoder, describe, frames_size
+from scaler.payload.uploads import Upload
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ClientID, TaskID, new_client_id, new_task_id, short
+from scaler.security.connection_files import MONITOR_SERVICE
 from scaler.security.find import FoundKeys, find_keys
 
 logger = logging.getLogger(__name__)
@@ -118,8 +122,9 @@ def scheduler_and_keys(
     if address is None:
         if context is None:
             raise ValueError(
-                "Client() needs the scheduler's address, e.g. Client(address='tcp://127.0.0.1:8516'); "
-                "only a Client created inside a task finds its scheduler by itself"
+                "No scheduler address provided, and not running inside a worker context (a task): Client() needs "
+                "the scheduler's address, e.g. Client(address='tcp://127.0.0.1:8516'); only a Client created "
+                "inside a task finds its scheduler by itself"
             )
         address = context.scheduler_address
     address = validate_address(address)
@@ -218,6 +223,19 @@ class Session:
         if self._closed:
             return "disconnected"
         return f"lost: {self._agent.error}" if self._agent.error is not None else "connected"
+
+    @property
+    def monitor_address(self) -> str:
+        """Where the scheduler publishes its status (`client/cluster_view.py`): what its connection file says, else
+        what a local cluster of this process bound, else its port + 2 (the scheduler's default)."""
+        named = self._agent.keys.services.get(MONITOR_SERVICE) or local_schedulers.started().get(self.address)
+        return named or str(parse_address(self.address).with_port_offset(2))
+
+    def cluster_view(self, monitor_address: str | None = None) -> ClusterView:
+        """The scheduler's view of its workers now (`client/cluster_view.py`; ClusterViewError when it cannot be read:
+        give `monitor_address` when the scheduler publishes elsewhere than `monitor_address` says)."""
+        self.check_open()
+        return cluster_view.read(self.address, monitor_address or self.monitor_address, self.security)
 
     @property
     def is_pipelining(self) -> bool:
@@ -453,6 +471,11 @@ class Session:
         marked `copy_on_write()` gives a private writable view instead (pages copied only as they are written)."""
         frames = self._storage.connection().get_frames(reference.object_id, copy_on_write=reference.writable)
         return deserialize_frames(self.serializer, frames)
+
+    def upload(self, upload: Upload) -> None:
+        """The tasks encoded from now on can import the uploaded file's modules (Client.upload_file,
+        payload/uploads.py)."""
+        self._encoder.add_upload(upload)
 
     def forward_logging(self, forwarding: m.LogForwarding) -> None:
         """The tasks encoded from now on forward their logging records (Client.forward_logging)."""

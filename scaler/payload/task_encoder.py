@@ -26,6 +26,7 @@ from scaler.payload.references import CopyOnWrite, ObjectReference
 from scaler.payload.serializer import DefaultSerializer, Serializer, one_payload, serialize_to_frames
 from scaler.payload.storage import INLINE_LIMIT_BYTES
 from scaler.payload.stored_objects import ObjectSink, StoredReader
+from scaler.payload.uploads import Upload, WithUploads
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.frozen_values import constructor
@@ -169,6 +170,14 @@ class TaskEncoder:
         self.log_forwarding: m.LogForwarding | None = None
         #: the serializer pickles a plain value as `serialize_to_frames` does (`argument`'s short way)
         self._plain_pickles = type(serializer) is DefaultSerializer
+        #: the files of `Client.upload_file`, which every function stored from then on carries (payload/uploads.py)
+        self._uploads: tuple[Upload, ...] = ()
+
+    def add_upload(self, upload: Upload) -> None:
+        """From now on every stored function carries `upload` too (one of the same file name is replaced); the
+        functions stored before are stored again when next used."""
+        self._uploads = (*(kept for kept in self._uploads if kept.filename != upload.filename), upload)
+        self._functions.clear()
 
     def forget_stored(self) -> None:
         """After client.clear() (its objects deleted): everything is stored again, and tasks carry the next clear
@@ -225,7 +234,7 @@ class TaskEncoder:
 
             register_local_modules()
         try:
-            payload = self._serializer.serialize(function)
+            payload = self._serializer.serialize(WithUploads(function, self._uploads) if self._uploads else function)
         except Exception as error:
             raise TypeError(f"cannot serialize the function {_function_name(function)}: {error}") from error
         object_id = self.put_object(payload, f"function {_function_name(function)}")

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 
 from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
-from scaler.protocol.messages import Capabilities, ManagerTarget, ProcessorExited, WorkerLimit, WorkerStatus
+from scaler.protocol.messages import (
+    Capabilities,
+    ManagerTarget,
+    ProcessorExited,
+    UnitWaits,
+    WorkerLimit,
+    WorkerStatus,
+)
 from scaler.protocol.staging import LENT_STAGING_SECONDS, STAGED_WAIT_SECONDS
 from scaler.scheduler.core.client_answers import AnswerLog
 
@@ -76,8 +83,11 @@ class WorkerRecord:
     round_trip_seconds: float = 0.0  #: its last heartbeat round trip (the lag the monitor shows)
     #: when it last returned a result: its next task (held there meanwhile) could not start before
     last_finished_at: float = 0.0
-    #: its unit is being taken back (a spot interruption): no new task; what runs at this time is moved
+    #: its unit is being taken back (a spot interruption), or its lifetime ends: no new task; what runs at this time
+    #: is moved
     draining_until: float | None = None
+    #: it asked to drain (WorkerLeaving with drainSeconds): it is let go (Shutdown) once it holds no task
+    leaves_when_drained: bool = False
     processors: set[PeerID] = field(default_factory=set)  #: its processors' links (ProcessorRecord)
     #: the links of the processors it lends (ProcessorInfo.lent): its plain tasks go there (task_lifecycle.py)
     lent_links: list[ProcessorLinkRecord] = field(default_factory=list)
@@ -204,6 +214,9 @@ class ManagerRecord:
     measured_boot_seconds: float = 0.0  #: from its heartbeats; 0: none measured yet
     min_workers: int = 0  #: warm capacity (scaling_hook.keep_warm_capacity)
     buffer_workers: int = 0
+    #: its units waiting in their provider's queue, by reason, and why it holds launches back (its heartbeat's)
+    waits: tuple[UnitWaits, ...] = ()
+    held: str = ""
 
     @property
     def boot_seconds(self) -> float:

@@ -236,7 +236,7 @@ class TaskLifecycle:
         and the worker is told to stop them."""
         moved = sorted(worker.assigned, key=lambda t: self._tasks.records[t].sequence)
         for task_id in moved:
-            self.apply(task_id, TaskEvent.RETURNED, reason=f"the notice of reclaimed worker {short(worker.peer)} ended")
+            self.apply(task_id, TaskEvent.RETURNED, reason=f"the drain of worker {short(worker.peer)} ended")
         self._send(worker.peer, TaskCancel(tuple(moved)))
 
     def worker_gone(self, worker: WorkerRecord, reason: str, graceful: bool) -> None:

@@ -142,6 +142,7 @@ class ViewBuilder:
             manager.manager_id, manager.manager_type, manager.capabilities, manager.max_workers, connected, target,
             manager.units, manager.pending_units, manager.last_target, max(0.0, core.now - manager.last_seen),
             manager.worker_cost_per_hour, manager.boot_seconds, manager.min_workers, manager.buffer_workers,
+            manager.waits, manager.held,
         )  # fmt: skip
 
     def _groups(self) -> tuple[m.PendingGroup, ...]:
@@ -190,15 +191,28 @@ class ViewBuilder:
     def _waiting_reason(self, capabilities: m.Capabilities) -> str:
         core = self._core
         able = [worker for worker in core.workers.values() if worker.can_run(capabilities)]
-        starting = sum(
-            manager.pending_units for manager in core.managers.values() if covers(manager.capabilities, capabilities)
-        )
+        managers = [manager for manager in core.managers.values() if covers(manager.capabilities, capabilities)]
+        starting = sum(manager.pending_units for manager in managers)
+        queued = _queued_units(managers)
         if not able:
             booting = f"; a worker manager is starting {starting} unit(s)" if starting else ""
             if not core.workers:
-                return "no worker is connected" + booting
-            return f"no connected worker has the capabilities {capability_needs(capabilities)}" + booting
-        return "all workers that can run them are busy" + (f"; {starting} more unit(s) starting" if starting else "")
+                return "no worker is connected" + booting + queued
+            return f"no connected worker has the capabilities {capability_needs(capabilities)}" + booting + queued
+        more = f"; {starting} more unit(s) starting" if starting else ""
+        return "all workers that can run them are busy" + more + queued
+
+
+def _queued_units(managers: list[ManagerRecord]) -> str:
+    """` (3 unit(s) of slurm wait in its provider's queue: Resources)`: the managers' units their providers keep
+    waiting, with the reasons."""
+    parts = [
+        f"{sum(wait.units for wait in manager.waits)} unit(s) of {manager.manager_id} wait in its provider's queue: "
+        + ", ".join(wait.reason for wait in manager.waits)
+        for manager in managers
+        if manager.waits
+    ]
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def with_lent_tasks(worker: WorkerRecord) -> m.WorkerStatus:

@@ -1,6 +1,8 @@
 """Worker sessions: what a registered worker reports (heartbeats, results, cancel confirmations, logs, capacity,
 tasks given back), directly or through its processors' own links (results and logs), and its leaving, falling silent
-or draining at the end of a reclaim notice.
+or draining at the end of a reclaim notice. A worker whose lifetime ends (a batch job's time limit) asks to drain
+(WorkerLeaving with drainSeconds): no new task, those it has not started come back, those it runs may end within
+the drain (then they are moved, at no retry cost), and it is let go (Shutdown) once it holds none.
 
 The tasks themselves change state only in `task_lifecycle.py`; this module says which worker the news came from.
 A result for a task this instance never had is one from before a restart (`reattachment.py`). A worker whose unit
@@ -147,8 +149,24 @@ class WorkerSessions:
         self._core.lifecycle.worker_has_room(peer)
 
     def on_leaving(self, peer: PeerID, leaving: m.WorkerLeaving) -> None:
-        self.drop(peer, f"left: {leaving.reason or 'no reason given'}", graceful=True)
+        reason = leaving.reason or "no reason given"
+        worker = self._core.workers[peer]
+        if leaving.drain_seconds > 0 and worker.assigned:
+            self._drain(worker, leaving.drain_seconds, reason)
+            return
+        self.drop(peer, f"left: {reason}", graceful=True)
         self._core.send(peer, m.Shutdown("leave acknowledged"))
+
+    def _drain(self, worker: WorkerRecord, seconds: float, reason: str) -> None:
+        """The worker leaves once its tasks end (its lifetime ends): no new task, those it has not started come back
+        now, those it runs have `seconds` (then they are moved, at no retry cost: `end_notices`)."""
+        core = self._core
+        until = core.now + seconds
+        worker.draining_until = until if worker.draining_until is None else min(worker.draining_until, until)
+        worker.leaves_when_drained = True
+        logger.info("worker %s drains for at most %.0f s before it leaves (%s); %d task(s) there",
+                    short(worker.peer), seconds, reason, len(worker.assigned))  # fmt: skip
+        core.lifecycle.drain(worker)
 
     def on_task_return(self, peer: PeerID, returned: m.TaskReturn) -> None:
         self._core.lifecycle.returned_by(peer, returned.task_ids)
@@ -323,11 +341,15 @@ class WorkerSessions:
                     core.lifecycle.take_back(worker.peer, asked)
 
     def end_notices(self) -> None:
-        """A draining worker whose reclaim notice is over has its remaining tasks moved elsewhere."""
+        """A draining worker whose reclaim notice is over has its remaining tasks moved elsewhere; one that asked to
+        drain and holds no task any more is let go."""
         core = self._core
-        for worker in core.workers.values():
+        for worker in list(core.workers.values()):
             if worker.draining_until is not None and worker.draining_until <= core.now and worker.assigned:
                 core.lifecycle.notice_over(worker)
+            if worker.leaves_when_drained and not worker.assigned:
+                self.drop(worker.peer, "left: drained", graceful=True)
+                core.send(worker.peer, m.Shutdown("drained: leave acknowledged"))
 
     def drop_silent(self) -> None:
         core, timeout = self._core, self._core.settings.worker_timeout_seconds

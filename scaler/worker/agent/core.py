@@ -56,6 +56,11 @@ result journal (`result_journal`: results to send again after a scheduler restar
    says the writes are done (ProcessorWriting false). A task that computes or is parked in it meanwhile is stopped
    in it on a cancel or a timeout (rule 4), not by killing it. Only a real death (a crash, the worker
    stopping) ends a write, and the object storage then tells its readers the object was not stored.
+9. A worker with a lifetime (a batch job's time limit: `lifetime_seconds` from its process's start) drains
+   `lifetime_drain_seconds` before it ends: it tells the scheduler once it is registered (WorkerLeaving with
+   drainSeconds), which sends it no new task, takes back those it has not started and lets it go (Shutdown) once it
+   holds none. When the lifetime ends it leaves (the scheduler moves what it still runs, at no retry cost), and it
+   exits LIFETIME_EXIT_GRACE_SECONDS later if no acknowledgement came.
 """
 
 from __future__ import annotations
@@ -140,6 +145,8 @@ logger = logging.getLogger(__name__)
 
 #: How long a task stopped among parked tasks may take to unwind before its processor is killed.
 STOP_GRACE_SECONDS = 5.0
+#: A worker whose lifetime ended exits this long after asking to leave, acknowledged or not (rule 9).
+LIFETIME_EXIT_GRACE_SECONDS = 3.0
 
 #: Members read on every event, as module constants (cheaper than from their enum class).
 _STOPPING_PROCESSOR, _STARTING, _IDLE, _RUNNING = (
@@ -176,6 +183,14 @@ class AgentCore:
             )
         )
         self._leaving = False
+        #: when its lifetime ends (rule 9), monotonic seconds; None: no lifetime
+        self._ends_at = (
+            (started_at if settings.lifetime_started_at is None else settings.lifetime_started_at)
+            + settings.lifetime_seconds
+            if settings.lifetime_seconds > 0
+            else None
+        )
+        self._draining = False  #: it told the scheduler it drains (rule 9)
         self._announced_capacity = 0
         #: the actors' calls sent to processors and not answered yet: the processor each is in (rule 5)
         self._actor_calls: dict[TaskID, bytes] = {}
@@ -305,6 +320,7 @@ class AgentCore:
                 self._on_registered(effect.reply)
                 if effect.again:
                     self._send_unacknowledged()
+                    self._draining = False  # a scheduler that forgot it (restarted) is told again (rule 9)
             elif isinstance(effect, Forgotten):
                 self._rejoin()
             elif isinstance(effect, RegistrationRefused):
@@ -494,6 +510,8 @@ class AgentCore:
     def _on_tick(self) -> None:
         settings, now = self.settings, self.now
         self._follow_link(self.link.on_tick(now))
+        if self._ends_at is not None:
+            self._follow_lifetime(self._ends_at)
         if self._leaving:
             return
         for held in list(self.tasks.values()):
@@ -506,6 +524,23 @@ class AgentCore:
                 self._time_out(held)
         if self.table.staged:
             self._withdraw_staged_behind_long_tasks()
+
+    def _follow_lifetime(self, ends_at: float) -> None:
+        """Rule 9: drain before the lifetime ends, leave when it does, exit if that is not acknowledged."""
+        now, lifetime = self.now, self.settings.lifetime_seconds
+        if self._leaving:
+            if now >= ends_at + LIFETIME_EXIT_GRACE_SECONDS:
+                self._exit(EXIT_OK, f"its lifetime of {lifetime:g} s is over (its leaving was not acknowledged)")
+            return
+        if now >= ends_at:
+            logger.info("the worker's lifetime of %g s is over: leaving", lifetime)
+            self._leave(f"its lifetime of {lifetime:g} s is over")
+            return
+        left = ends_at - now
+        if not self._draining and left <= self.settings.lifetime_drain_seconds and self.link.is_registered:
+            self._draining = True
+            logger.info("the worker's lifetime ends in %.0f s: draining (no new task; those it runs may finish)", left)
+            self._to_scheduler(m.WorkerLeaving(f"its lifetime of {lifetime:g} s ends in {left:.0f} s", left))
 
     def _withdraw_staged_behind_long_tasks(self) -> None:
         """Rule 7: what waits in a processor behind a task computing for STAGED_WAIT_SECONDS is queued here again."""

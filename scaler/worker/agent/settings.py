@@ -30,3 +30,8 @@ class AgentSettings:
     #: its processors are lent to the scheduler (worker setting `lend_processors`): one is kept started per slot, since
     #: the scheduler's tasks for them never pass the agent's queue (pool.py)
     lend_processors: bool = False
+    #: the worker leaves this long after `lifetime_started_at` (its process's start), draining
+    #: `lifetime_drain_seconds` before (rule 9 of the core); 0: no lifetime
+    lifetime_seconds: float = 0.0
+    lifetime_drain_seconds: float = 0.0
+    lifetime_started_at: float | None = None  #: monotonic seconds; None: the core's start
