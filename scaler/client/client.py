@@ -88,8 +88,9 @@ class Client:
         secret key file and the scheduler's public key file, for a cluster secured with CURVE (docs/security.md);
         a wrong key is a ConnectionRefusedError at once. `scheduler_lost_grace_seconds`: when the connection to
         the scheduler closes, how long to wait for a scheduler to answer at the same address again (a restarted
-        one gets this client's unfinished tasks again); by default (None) 60 s, or the resume window when longer;
-        0: fail the futures at once with DisconnectedError.
+        one gets this client's unfinished tasks again); by default (None) 60 s when the scheduler closed it (it
+        stopped or crashed), and the resume window, when longer, when it died of silence (this machine asleep or
+        cut off); 0: fail the futures at once with DisconnectedError.
         `share`: this client's weight in the split of busy workers between clients with work queued (1: equal);
         `max_running_tasks`: the most of its tasks at workers at once (None: no quota); `max_workers`: the most
         workers' worth of spend its work holds, and the pool grows for (None: no quota); docs/guide/sharing.md.
@@ -283,7 +284,10 @@ class Client:
         total = min(sizes) if len(sizes) == len(iterables) else None
         self._session.check_open()
         options = TaskOptions.of(priority, capabilities)  # checked before any item is read
-        return self._maps.run(fn, zip(*iterables, strict=False), total, options, reserialize, progress)
+        calls = zip(*iterables, strict=False)
+        return self._maps.run(
+            fn, calls, total, options, reserialize, progress, is_map_of_one_iterable=len(iterables) == 1
+        )
 
     def starmap(
         self, fn: Callable[..., R], iterable: Iterable[Iterable[Any]], capabilities: dict[str, int] | None = None,

@@ -24,6 +24,7 @@ import concurrent.futures
 import logging
 import os
 import socket
+import sys
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
@@ -78,7 +79,8 @@ class SessionSettings:
     stream_output: bool = False
     object_storage_address: str | None = None
     connect_timeout_seconds: float = 15.0
-    scheduler_lost_grace_seconds: float | None = None  #: None: 60 s, or the resume window when longer
+    #: None: 60 s (a connection the scheduler closed), or the resume window when longer (one that died of silence)
+    scheduler_lost_grace_seconds: float | None = None
     share: float = 1.0
     max_running_tasks: int | None = None
     max_workers: int | None = None
@@ -186,6 +188,7 @@ class Session:
             stored=self._storage,
         )  # fmt: skip
         self._reader = ResultReader(settings.serializer, self._storage.connection)
+        self._agent.restore_stored = self._restore_stored
         local_schedulers.note_client(self, self.address, self.security)  # the run report finds its scheduler
 
     # ------------------------------------------------------------ what it is
@@ -482,6 +485,32 @@ class Session:
         self._encoder.log_forwarding = forwarding
 
     # ------------------------------------------------------------ ending
+
+    def _restore_stored(self) -> None:
+        """A restarted scheduler registered this client again, and its unfinished tasks go again next: what they need
+        and object storage lost with the scheduler (its own storage restarts with it) is stored again first, from the
+        functions this client holds; what it does not hold any more (an argument's bytes) is named, and a task that
+        needs it fails naming it (MissingObjects)."""
+        try:
+            outcome = self._storage.restore(self._encoder.held_objects())
+        except Exception as error:  # storage unreachable: the tasks go as they are, and say what they miss
+            logger.warning("could not check what object storage at %s still holds: %s", self._storage.address, error)
+            return
+        if outcome is None:
+            return
+        self._encoder.forget_contents()
+        restored, lost = outcome
+        text = (
+            f"object storage at {self._storage.address} lost this client's objects: {restored} function(s) stored again"
+        )
+        if lost:
+            named = ", ".join(f"{name} {object_id.hex()}" for object_id, name in list(lost.items())[:3])
+            more = ", ..." if len(lost) > 3 else ""
+            text += (
+                f"; {len(lost)} object(s) this client does not hold any more are lost ({named}{more}): a task "
+                "that needs one fails with MissingObjects naming it"
+            )
+        print(f"scaler: {text}", file=sys.stderr, flush=True)
 
     def clear(self) -> None:
         """Cancel this client's unfinished tasks and delete every object it stored."""

@@ -190,6 +190,29 @@ class TaskEncoder:
         self._undigested.clear()
         self._serializer_id = None
 
+    def held_objects(self) -> list[tuple[ObjectID, Callable[[], Any], str]]:
+        """What this client can store again (after object storage lost it): each function it holds (cached, still
+        alive) and its serializer, as (object id, a call that serializes it again, name). The ids stay: the tasks
+        already encoded name them."""
+        held: list[tuple[ObjectID, Callable[[], Any], str]] = []
+        for entry in list(self._functions.values()):
+            function = entry.function()
+            if function is not None:
+                held.append((entry.object_id, functools.partial(self._serializer.serialize, function),
+                             f"function {entry.name}"))  # fmt: skip
+        if self._serializer_id is not None:
+            held.append((self._serializer_id, functools.partial(DefaultSerializer.serialize, self._serializer),
+                         "serializer"))  # fmt: skip
+        return held
+
+    def forget_contents(self) -> None:
+        """Object storage lost this client's objects (it restarted), and the sink forgot them: an argument or object
+        of the same content as one stored before is stored again, under its content id; the functions keep their ids
+        (stored again by the caller, `held_objects`)."""
+        self._large.clear()
+        self._fingerprints.clear()
+        self._undigested.clear()
+
     def serializer_id(self) -> ObjectID:
         """The id of the stored serializer the tasks name (empty for the default one, which processors have)."""
         if type(self._serializer) is DefaultSerializer:
