@@ -18,7 +18,7 @@ the partition's PreemptMode is REQUEUE), instead of Slurm putting it back in the
 its id but run a new worker, and wait meanwhile (Slurm holds a requeued job back two minutes, BeginTime, and while
 its node is down): the manager would count it as capacity on its way while the work waits. Ended, the manager names
 how it ended and submits a job of its own for the work that remains, which goes wherever Slurm has room.
-`slurm_extra_directives = ["--requeue"]` gives the cluster's behaviour back.
+`slurm_extra_directives = ["--requeue"]` asks Slurm to requeue them all the same.
 """
 
 from __future__ import annotations
