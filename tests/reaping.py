@@ -34,6 +34,8 @@ KILL_SECONDS = 30.0
 #: Names that carry the pid of the process that made them (the first group of each pattern).
 NAMESPACE_NAMES = (re.compile(r"^sfc-(\d+)-"), re.compile(r"^scaler(\d+)n\d+$"))
 LINK_NAMES = (re.compile(r"^sfc(\d+)h$"), re.compile(r"^sc(\d+)h\d+$"))
+#: Memory cgroups a test process made, named after it: the memory tests' limits, and its local Slurm's slurmd's group
+#: (tests/integration/slurm_cluster.py: `scaler-test-<pid>-slurm-*`, with Slurm's groups of the jobs under it).
 MEMORY_GROUPS = Path("/sys/fs/cgroup/memory")
 MEMORY_GROUP_NAME = re.compile(r"^scaler-test-(\d+)-")
 #: Object storage segment directories (scaler/object_storage/segment_directory.py) under these parents: one whose lock

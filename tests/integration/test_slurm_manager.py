@@ -1,8 +1,9 @@
 """`type = "slurm"` against a real Slurm on this machine (tests/integration/slurm_cluster.py): each worker a batch job.
 
 One object storage and scheduler (`scaling=work`) serve the module; each test starts its own manager, with a
-manager id (and so a job name) of its own, and leaves no job of it in squeue. The module shares the test process's
-Slurm with the other Slurm modules (`xdist_group("slurm")`).
+manager id (and so a job name) of its own, and leaves no job of it in squeue (tests/integration/slurm_harness.py).
+The module shares the test process's Slurm with the other Slurm modules (`xdist_group("slurm")`); how jobs die
+otherwise (memory, node failure, preemption) is in test_slurm_deaths.py.
 """
 
 from __future__ import annotations
@@ -16,77 +17,23 @@ from pathlib import Path
 import pytest
 
 from scaler import Client
-from tests.integration.conftest import (
-    COLD_START_SECONDS,
-    DEADLINE_SECONDS,
-    Addresses,
-    Launcher,
-    ProcessWatch,
-    Service,
-    monitor,
-    wait_for,
-)
+from tests.integration.conftest import COLD_START_SECONDS, DEADLINE_SECONDS, Addresses, Launcher, monitor, wait_for
 from tests.integration.slurm_cluster import SlurmCluster
+from tests.integration.slurm_harness import Manager, slurm_manager, slurm_stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("slurm"), pytest.mark.timeout(240)]
 
 
 @pytest.fixture(scope="module")
 def stack(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
-    watch = ProcessWatch()
-    policy = "allocate=capability; scaling=work; work_tasks_per_worker=1; cooldown_seconds=2"
-    addresses, _scheduler, _storage = Launcher(watch, tmp_path_factory.mktemp("slurm-stack")).stack(
-        workers=0, scheduler_args=("--policy-content", policy)
-    )
-    try:
+    with slurm_stack(tmp_path_factory.mktemp("slurm-stack")) as addresses:
         yield addresses
-    finally:
-        watch.stop_all()
-
-
-class Manager:
-    """A `scaler_worker_manager slurm` of one test, its jobs named `scaler-<id>`."""
-
-    def __init__(self, cluster: SlurmCluster, launcher: Launcher, addresses: Addresses, folder: Path) -> None:
-        self.cluster, self.launcher, self.addresses = cluster, launcher, addresses
-        self.id = f"t{uuid.uuid4().hex[:8]}"
-        self.jobs_folder = folder / "jobs"
-        self.services: list[Service] = []
-
-    @property
-    def job_name(self) -> str:
-        return f"scaler-{self.id}"
-
-    def start(self, *args: str) -> Service:
-        service = self.launcher.start(
-            "scaler_worker_manager", "slurm", self.addresses.scheduler, "-wmi", self.id, "-his", "1",
-            "--slurm-output-folder", str(self.jobs_folder), "--slurm-poll-seconds", "0.5", *args,
-        )  # fmt: skip
-        self.services.append(service)
-        service.wait_for_log("registered with the scheduler", COLD_START_SECONDS)
-        return service
-
-    def jobs(self, states: str = "") -> list[tuple[str, str, str]]:
-        return self.cluster.jobs(self.job_name, states)
-
-    def running(self) -> list[str]:
-        return [job_id for job_id, state, _ in self.jobs() if state == "RUNNING"]
 
 
 @pytest.fixture
 def manager(slurm_cluster: SlurmCluster, stack: Addresses, launcher: Launcher, tmp_path: Path) -> Iterator[Manager]:
-    made = Manager(slurm_cluster, launcher, stack, tmp_path)
-    try:
+    with slurm_manager(slurm_cluster, launcher, stack, tmp_path) as made:
         yield made
-    finally:
-        for service in made.services:  # a manager stopping cancels its jobs
-            if service.is_running():
-                service.popen.send_signal(signal.SIGTERM)
-                service.wait_exit()
-        left = made.jobs()
-        if left:
-            slurm_cluster.run("scancel", f"--name={made.job_name}")
-        assert not left, f"jobs left in squeue by the manager: {left}"
 
 
 # ---------------------------------------------------------------- tasks

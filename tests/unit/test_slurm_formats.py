@@ -149,6 +149,7 @@ def test_the_job_script_asks_for_what_the_settings_say_and_runs_the_worker() -> 
         "#SBATCH --job-name=scaler-slurm@login1",
         "#SBATCH --output=/home/me/.cache/scaler/slurm/slurm@login1/%j.out",
         "#SBATCH --nodes=1", "#SBATCH --ntasks=1", "#SBATCH --cpus-per-task=4", "#SBATCH --export=NONE",
+        "#SBATCH --no-requeue",
         "#SBATCH --partition=gpu", "#SBATCH --account=proj1", "#SBATCH --time=2:00:00", "#SBATCH --mem=16G",
         "#SBATCH --gres=gpu:1", "#SBATCH --constraint=a100", "#SBATCH --reservation=r1",
         "#SBATCH --partition=debug",  # the extra directives come last: sbatch takes the last of an option
@@ -164,7 +165,8 @@ def test_the_job_script_asks_for_what_the_settings_say_and_runs_the_worker() -> 
 def test_a_job_without_optional_settings_asks_only_for_its_cpus() -> None:
     bare = JobRequest("scaler-m", "/out", "/usr/bin/python3", "{}")
     assert directives(bare) == [
-        "--job-name=scaler-m", "--output=/out/%j.out", "--nodes=1", "--ntasks=1", "--cpus-per-task=1", "--export=NONE"
+        "--job-name=scaler-m", "--output=/out/%j.out", "--nodes=1", "--ntasks=1", "--cpus-per-task=1", "--export=NONE",
+        "--no-requeue",
     ]  # fmt: skip
     assert job_script(bare).rstrip().endswith("scaler.worker_manager.slurm.job_worker '{}' 0")
 

@@ -12,6 +12,13 @@ not see, and the `SLURM_*` variables of a job the manager itself may run in. Wha
 explicitly: the interpreter by its absolute path, its settings as JSON on its command line, and what the user
 writes in `slurm_job_prologue` (`module load`, activating an environment, exports). `slurm_extra_directives =
 ["--export=ALL"]` gives a job the manager's environment instead.
+
+**No requeue.** `--no-requeue`: a job whose node fails ends NODE_FAIL and a preempted one ends PREEMPTED (also where
+the partition's PreemptMode is REQUEUE), instead of Slurm putting it back in the queue. Requeued, a job would keep
+its id but run a new worker, and wait meanwhile (Slurm holds a requeued job back two minutes, BeginTime, and while
+its node is down): the manager would count it as capacity on its way while the work waits. Ended, the manager names
+how it ended and submits a job of its own for the work that remains, which goes wherever Slurm has room.
+`slurm_extra_directives = ["--requeue"]` asks Slurm to requeue them all the same.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ def directives(request: JobRequest) -> list[str]:
         "--ntasks=1",
         f"--cpus-per-task={request.cpus}",
         "--export=NONE",
+        "--no-requeue",
     ]
     named = (
         ("--partition", request.partition), ("--account", request.account), ("--qos", request.qos),
