@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from scaler.fake_kubernetes.store import Store, timestamp
+from scaler.fake_kubernetes.object_rules import timestamp
+from scaler.fake_kubernetes.store import Store
 
 Object = dict[str, Any]
 

@@ -20,10 +20,11 @@ from typing import Any
 from scaler.fake_kubernetes.containers import Container, Exit
 from scaler.fake_kubernetes.events import EventRecorder
 from scaler.fake_kubernetes.images import ImageCatalogue, pull_failure, reference_problem
+from scaler.fake_kubernetes.object_rules import parse_timestamp, timestamp
 from scaler.fake_kubernetes.pod_environment import ConfigError, PodEnvironment
 from scaler.fake_kubernetes.quantity import QuantityError, parse_quantity
 from scaler.fake_kubernetes.scheduling import set_condition
-from scaler.fake_kubernetes.store import Store, parse_timestamp, timestamp
+from scaler.fake_kubernetes.store import Store
 
 logger = logging.getLogger(__name__)
 Object = dict[str, Any]
