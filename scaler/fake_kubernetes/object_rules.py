@@ -27,6 +27,9 @@ PATCH_TYPES = {
     "application/strategic-merge-patch+json": strategic_merge_patch,
     "application/json-patch+json": json_patch,
 }
+#: The taints the node lifecycle controller puts on a node whose Ready condition is False, or Unknown.
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 #: What an update keeps of the stored object's metadata, whatever the request says.
 KEPT_METADATA = (
     "uid",
@@ -145,6 +148,19 @@ def updated(kind: Kind, current: Object, obj: Object, subresource: str) -> Objec
             new["metadata"]["generation"] = current["metadata"]["generation"] + 1
     new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
     return new
+
+
+def default_tolerations(pod: Object, seconds: int) -> None:
+    """The DefaultTolerationSeconds admission of a new pod: unless it tolerates them already, it tolerates its node
+    being not ready or unreachable (the NoExecute taints of the node lifecycle controller) for `seconds` (300), after
+    which the taint eviction controller deletes it."""
+    tolerations = pod.setdefault("spec", {}).setdefault("tolerations", [])
+    for key in (NOT_READY_TAINT, UNREACHABLE_TAINT):
+        if not any(
+            isinstance(t, dict) and t.get("key") in (None, "", key) and t.get("effect") in (None, "", "NoExecute")
+            for t in tolerations
+        ):
+            tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds})
 
 
 def check_preconditions(kind: Kind, current: Object, preconditions: Object) -> None:

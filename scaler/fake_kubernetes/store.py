@@ -32,11 +32,20 @@ from scaler.fake_kubernetes.watches import Change, Watch
 Object = dict[str, Any]
 #: The characters of a generated name's suffix (the API server's: no vowels, no look-alikes).
 SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+#: How long a new pod tolerates its node being not ready or unreachable (the API server's
+#: --default-not-ready-toleration-seconds and --default-unreachable-toleration-seconds).
+DEFAULT_TOLERATION_SECONDS = 300
 
 
 class Store:
-    def __init__(self, clock: Callable[[], float] = time.time, history_limit: int = HISTORY_LIMIT) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        history_limit: int = HISTORY_LIMIT,
+        default_toleration_seconds: int = DEFAULT_TOLERATION_SECONDS,
+    ) -> None:
         self._clock = clock
+        self._toleration_seconds = default_toleration_seconds
         self._lock = threading.RLock()
         self.revision = 0
         self._objects: dict[str, dict[tuple[str, str], Object]] = {plural: {} for plural in KINDS}
@@ -310,6 +319,7 @@ class Store:
         raise failures.already_exists(kind, prefix)
 
     def _admit_pod(self, kind: Kind, pod: Object) -> None:
+        object_rules.default_tolerations(pod, self._toleration_seconds)
         namespace, account = pod["metadata"]["namespace"], pod["spec"].get("serviceAccountName", "default")
         if (namespace, account) not in self._objects["serviceaccounts"]:
             name = pod["metadata"]["name"]
