@@ -6,7 +6,9 @@ confirms its pods' end; a node deleted has its pods collected by the pod garbage
 
 from __future__ import annotations
 
+import shutil
 import ssl
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +26,7 @@ from tests.integration.kubernetes_harness import (  # noqa: F401 - the fixtures 
 
 pytestmark = [pytest.mark.integration, pytest.mark.kubernetes, pytest.mark.timeout(120)]
 UNREACHABLE = "node.kubernetes.io/unreachable"
+KUBECTL = shutil.which("kubectl")
 #: Each pod asks for 3 of a node's 4 CPUs: one pod a node.
 BIG = {"requests": {"cpu": "3"}}
 
@@ -103,6 +106,15 @@ def lose_and_restore(
         }
 
     wait_for(unreachable, f"{lost} to be unreachable")
+    if KUBECTL is not None:  # as kubectl shows it
+        listed = subprocess.run(
+            [KUBECTL, "--kubeconfig", str(rehearsal.kubeconfig_path), "get", "nodes", "--no-headers"],
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_SECONDS,
+        )
+        statuses = {line.split()[0]: line.split()[1] for line in listed.stdout.splitlines() if line.strip()}
+        assert statuses == dict.fromkeys(rehearsal.node_names, "Ready") | {lost: "NotReady"}, listed
     # the pod tolerating it for 1 s is deleted, and stays Terminating past its grace period: no kubelet confirms
     terminating = wait_for(
         lambda: (pod := client.get(Pod, quick_pod, namespace=namespace)).metadata.deletionTimestamp and pod,
