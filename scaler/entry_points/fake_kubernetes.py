@@ -120,8 +120,9 @@ def _make(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> Any
                 raise ValueError(f"{flag} {value!r}: {error}") from None
         if arguments.nodes < 1:
             raise ValueError(f"--nodes {arguments.nodes}: give at least 1")
+        if arguments.node_monitor_grace_seconds <= 0:
+            raise ValueError(f"--node-monitor-grace-seconds {arguments.node_monitor_grace_seconds:g}: give more than 0")
         for flag, seconds in (
-            ("--node-monitor-grace-seconds", arguments.node_monitor_grace_seconds),
             ("--toleration-seconds", arguments.toleration_seconds),
             ("--pod-gc-seconds", arguments.pod_gc_seconds),
         ):

@@ -95,7 +95,7 @@ class FakeKubernetes:
         self._controllers = Controllers(self.store, self.certificates.ca_pem)
         self._node_lifecycle = NodeLifecycle(self.store, self._recorder, node_monitor_grace_seconds, pod_gc_seconds)
         #: a kubelet renews its lease often enough for the controller's grace period (a quarter of it, at most 10 s)
-        self._lease_renew_seconds = min(LEASE_RENEW_SECONDS, node_monitor_grace_seconds / 4)
+        self._lease_renew_seconds = max(0.05, min(LEASE_RENEW_SECONDS, node_monitor_grace_seconds / 4))
         self._backoff_seconds = backoff_seconds
         self._kubelets: dict[str, Kubelet] = {}
         self._server: ApiServer | None = None
