@@ -2,7 +2,7 @@
 plane notices a silent kubelet after 2 s (a real one: 50 s) and whose pods tolerate an unreachable node for the
 default 300 s: a pod lost with its node loses no task (they run again), is named (NodeLost) and replaced on the other
 node at once, not after its toleration, and is not left Terminating (force-deleted once its deadline passed with no
-kubelet to confirm); with no other node, its replacement waits Unschedulable, saying why, until the node is back."""
+kubelet to confirm, or when the manager stops); with no other node, its replacement waits Unschedulable, saying why, until the node is back."""
 
 from __future__ import annotations
 
@@ -143,6 +143,37 @@ def test_with_no_other_node_its_replacement_waits_unschedulable_until_the_node_i
             await backend.close()
 
     asyncio.run(scenario())
+
+
+def test_a_manager_stopping_leaves_no_pod_of_a_lost_node_terminating(
+    rehearsal: Any, namespace: str, tmp_path: Path
+) -> None:
+    from scaler.config.sections import WorkerConfig
+    from scaler.worker_manager.backend import LaunchSpec, UnitState
+
+    node = rehearsal.node_names[1]
+    spec = LaunchSpec(
+        "k8s-q",
+        WorkerConfig(scheduler_address="tcp://127.0.0.1:1", worker_manager_id="k8s-q", worker_type="K8S"),
+    )
+
+    async def scenario() -> str:
+        selector = f"kubernetes.io/hostname={node}"
+        backend = kubernetes_backend(spec, tmp_path, k8s_namespace=namespace, k8s_node_selector=selector)
+        try:
+            (unit,) = await backend.launch(1, spec)
+            await until(backend, lambda units: units[unit].state is UnitState.RUNNING, "the pod to run")
+            assert rehearsal.lose_node(node)
+            await until(backend, lambda units: "NodeLost" in units[unit].detail, "the loss seen")
+        finally:
+            await backend.close()  # at once: well before its deletion deadline
+        return f"scaler-worker-{unit}"
+
+    try:
+        name = asyncio.run(scenario())
+        assert rehearsal.store.find("pods", namespace, name) is None  # force-deleted: no kubelet could confirm
+    finally:
+        rehearsal.restore_node(node)
 
 
 async def until(backend: Any, check: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:

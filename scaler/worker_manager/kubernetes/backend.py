@@ -140,8 +140,11 @@ class KubernetesBackend:
             self._watch = None
         now = time.time()
         for name, pod in list(self._pods.items()):  # finished pods are not left behind, nor those of a lost node
+            if name in self._forced:
+                self._pods.pop(name, None)  # force-deleted already: gone
+                continue
             finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") and name not in self._deleting
-            if finished or (name not in self._forced and _abandoned(pod, now)):
+            if finished or _abandoned(pod, now):
                 try:
                     await self._delete(name, 0)
                 except KubeError as error:
