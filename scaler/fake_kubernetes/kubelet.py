@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -99,8 +100,6 @@ class Kubelet:
 
     def stop_all(self, grace_seconds: float = 2.0) -> None:
         """Stop every container (SIGTERM, SIGKILL after `grace_seconds`): the node shuts down."""
-        import time
-
         now = self._store.now()
         for runtime in self._runtimes.values():
             if runtime.container is not None:
@@ -164,8 +163,6 @@ class Kubelet:
 
     def lose(self) -> None:
         """The machine is gone: every container dies at once (SIGKILL, as with the power), and the kubelet is silent."""
-        import time
-
         now = self._store.now()
         self.lost = True
         for runtime in self._runtimes.values():
