@@ -1,7 +1,7 @@
 # PYTHON_ARGCOMPLETE_OK
-"""`scaler_fake_kubernetes [--port PORT] [--kubeconfig FILE] [--node-cpu 8] [--node-memory 16Gi] [--image ...]`: a local
-Kubernetes API server and kubelet that runs each pod's container as a local process (`scaler --docs kubernetes`,
-"Rehearse on a laptop")."""
+"""`scaler_fake_kubernetes [--port PORT] [--kubeconfig FILE] [--nodes 1] [--node-cpu 8] [--node-memory 16Gi] ...`:
+a local Kubernetes API server and kubelets that run each pod's container as a local process (`scaler --docs
+kubernetes`, "Rehearse on this machine")."""
 
 from __future__ import annotations
 
@@ -34,9 +34,12 @@ def _parser() -> argparse.ArgumentParser:
         default=Path("fake-kubernetes.kubeconfig"),
         help="where to write the kubeconfig (its context is fake-kubernetes; default: ./fake-kubernetes.kubeconfig)",
     )
-    parser.add_argument("--node-cpu", default="8", help="CPU the node offers to pods (a quantity: 8, 3500m)")
-    parser.add_argument("--node-memory", default="16Gi", help="memory the node offers to pods (a quantity: 16Gi)")
-    parser.add_argument("--node-pods", type=int, default=110, help="how many pods the node takes")
+    parser.add_argument(
+        "--nodes", type=int, default=1, help="how many nodes (rehearsal-node, rehearsal-node-2 ...), each as below"
+    )
+    parser.add_argument("--node-cpu", default="8", help="CPU a node offers to pods (a quantity: 8, 3500m)")
+    parser.add_argument("--node-memory", default="16Gi", help="memory a node offers to pods (a quantity: 16Gi)")
+    parser.add_argument("--node-pods", type=int, default=110, help="how many pods a node takes")
     parser.add_argument(
         "--node-taint",
         action="append",
@@ -60,6 +63,24 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=10.0,
         help="the kubelet's first back-off between image pulls and container restarts (Kubernetes: 10)",
+    )
+    parser.add_argument(
+        "--node-monitor-grace-seconds",
+        type=float,
+        default=50.0,
+        help="how long a node's kubelet may be silent before the node is unreachable (Kubernetes: 50)",
+    )
+    parser.add_argument(
+        "--toleration-seconds",
+        type=int,
+        default=300,
+        help="how long a pod stays on an unreachable or not ready node, unless its spec says (Kubernetes: 300)",
+    )
+    parser.add_argument(
+        "--pod-gc-seconds",
+        type=float,
+        default=40.0,
+        help="how long the pods of a deleted node wait before they are force-deleted (Kubernetes: 40)",
     )
     parser.add_argument("--state-dir", type=Path, default=None, help="where the pods' folders and logs go")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every request")
@@ -97,6 +118,16 @@ def _make(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> Any
                 parse_quantity(value)
             except QuantityError as error:
                 raise ValueError(f"{flag} {value!r}: {error}") from None
+        if arguments.nodes < 1:
+            raise ValueError(f"--nodes {arguments.nodes}: give at least 1")
+        if arguments.node_monitor_grace_seconds <= 0:
+            raise ValueError(f"--node-monitor-grace-seconds {arguments.node_monitor_grace_seconds:g}: give more than 0")
+        for flag, seconds in (
+            ("--toleration-seconds", arguments.toleration_seconds),
+            ("--pod-gc-seconds", arguments.pod_gc_seconds),
+        ):
+            if seconds < 0:
+                raise ValueError(f"{flag} {seconds:g}: give a number of seconds, 0 or more")
     except ValueError as error:
         parser.error(str(error))
     return FakeKubernetes(
@@ -105,11 +136,15 @@ def _make(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> Any
         node_memory=arguments.node_memory,
         node_pods=arguments.node_pods,
         node_taints=taints,
+        nodes=arguments.nodes,
         images=images,
         state_directory=arguments.state_dir,
         kubeconfig_path=arguments.kubeconfig.resolve(),
         backoff_seconds=arguments.backoff_seconds,
         namespaces=arguments.namespace,
+        node_monitor_grace_seconds=arguments.node_monitor_grace_seconds,
+        toleration_seconds=arguments.toleration_seconds,
+        pod_gc_seconds=arguments.pod_gc_seconds,
     )
 
 
@@ -135,7 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(f"KUBECONFIG={cluster.kubeconfig_path}", flush=True)
     print(
-        f"# API server {cluster.server_url}; node rehearsal-node ({arguments.node_cpu} CPU, {arguments.node_memory}); "
+        f"# API server {cluster.server_url}; node(s) {', '.join(cluster.node_names)} ({arguments.node_cpu} CPU, "
+        f"{arguments.node_memory} each); "
         f"images: {', '.join(cluster.image_names())}",
         flush=True,
     )

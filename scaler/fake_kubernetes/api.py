@@ -15,7 +15,8 @@ from scaler.fake_kubernetes import failures
 from scaler.fake_kubernetes.access import Authorizer, Request, Tokens, User
 from scaler.fake_kubernetes.failures import ApiFailure
 from scaler.fake_kubernetes.kinds import GROUP_VERSIONS, KINDS, Kind, kind_of
-from scaler.fake_kubernetes.store import Store, timestamp
+from scaler.fake_kubernetes.object_rules import timestamp
+from scaler.fake_kubernetes.store import Store
 from scaler.fake_kubernetes.tables import as_table
 from scaler.fake_kubernetes.watches import Watch
 

@@ -6,19 +6,28 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from scaler.fake_kubernetes.store import Store, timestamp
+from scaler.fake_kubernetes.object_rules import timestamp
+from scaler.fake_kubernetes.store import Store
 
 Object = dict[str, Any]
 
 
 class EventRecorder:
-    def __init__(self, store: Store, node_name: str) -> None:
+    """The events of the control plane's components, and of one node's kubelet (`on_node`: the same record, its
+    kubelet's events naming its node as their host)."""
+
+    def __init__(self, store: Store, node_name: str, _shared: EventRecorder | None = None) -> None:
         self._store = store
         self._node_name = node_name
-        self._lock = threading.Lock()
-        self._count = 0
+        self._lock: threading.Lock = _shared._lock if _shared is not None else threading.Lock()
         #: (uid, reason, message, component) -> (namespace, event name)
-        self._recorded: dict[tuple[str, str, str, str], tuple[str, str]] = {}
+        self._recorded: dict[tuple[str, str, str, str], tuple[str, str]] = (
+            _shared._recorded if _shared is not None else {}
+        )
+        self._counter: list[int] = _shared._counter if _shared is not None else [0]
+
+    def on_node(self, node_name: str) -> EventRecorder:
+        return EventRecorder(self._store, node_name, self)
 
     def record(
         self, involved: Object, reason: str, message: str, event_type: str = "Normal", component: str = "kubelet"
@@ -33,8 +42,8 @@ class EventRecorder:
                 counted = self._store.mutate("events", known[0], known[1], _counted_again(now))
                 if counted is not None:
                     return
-            self._count += 1
-            name = f"{meta['name']}.{int(self._store.now() * 1e9) + self._count:x}"
+            self._counter[0] += 1
+            name = f"{meta['name']}.{int(self._store.now() * 1e9) + self._counter[0]:x}"
             event: Object = {
                 "metadata": {"name": name, "namespace": namespace},
                 "involvedObject": {

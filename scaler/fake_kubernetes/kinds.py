@@ -291,6 +291,7 @@ KINDS: dict[str, Kind] = {
             validate=_check_deployment,
             defaults=_default_deployment,
         ),
+        Kind("leases", "Lease", group="coordination.k8s.io"),  # the kubelets' heartbeats (kube-node-lease)
         Kind("roles", "Role", group=_RBAC, validate=_check_role),
         Kind("rolebindings", "RoleBinding", group=_RBAC, validate=_check_binding),
         Kind("clusterroles", "ClusterRole", group=_RBAC, namespaced=False, validate=_check_role),

@@ -6,6 +6,12 @@ exit code and Completed, Error, OOMKilled or StartError), its restarts (`restart
 and events. A pod being deleted gets SIGTERM, SIGKILL after its grace period, and is removed from the API once its
 processes have ended.
 
+It renews its node's Lease (its heartbeat) every `lease_renew_seconds`. A node lost (`lose`: the machine gone) has
+its containers killed at once and its kubelet silent: no lease, no status, nothing started, until it comes back
+(`come_back`, the machine restarted): it posts its node Ready again, and a container that died with the machine is
+reported as ended (`ContainerStatusUnknown`, exit code 137) and restarted or not as `restartPolicy` says; a pod
+deleted meanwhile is removed from the API then.
+
 Only the first container of a pod runs (the manager's pods have one; a pod template's sidecars are not run here).
 """
 
@@ -13,17 +19,23 @@ from __future__ import annotations
 
 import logging
 import shutil
-from dataclasses import dataclass, field
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from scaler.fake_kubernetes.containers import Container, Exit
 from scaler.fake_kubernetes.events import EventRecorder
+from scaler.fake_kubernetes.failures import ApiFailure
 from scaler.fake_kubernetes.images import ImageCatalogue, pull_failure, reference_problem
+from scaler.fake_kubernetes.nodes import LEASE_NAMESPACE, healthy_conditions, lease_manifest, micro_time
+from scaler.fake_kubernetes.object_rules import parse_timestamp
 from scaler.fake_kubernetes.pod_environment import ConfigError, PodEnvironment
+from scaler.fake_kubernetes.pod_status import PodRuntime, pod_status, reported
 from scaler.fake_kubernetes.quantity import QuantityError, parse_quantity
-from scaler.fake_kubernetes.scheduling import set_condition
-from scaler.fake_kubernetes.store import Store, parse_timestamp, timestamp
+from scaler.fake_kubernetes.store import Store
 
 logger = logging.getLogger(__name__)
 Object = dict[str, Any]
@@ -32,25 +44,10 @@ BACKOFF_SECONDS = 10.0
 MAX_BACKOFF_SECONDS = 300.0
 #: A container that ran this long without exiting resets its restart back-off.
 BACKOFF_RESET_SECONDS = 600.0
-
-
-@dataclass
-class PodRuntime:
-    uid: str
-    namespace: str
-    name: str
-    folder: Path
-    container: Container | None = None
-    restarts: int = 0
-    last_exit: Exit | None = None  #: the previous run's end (lastState.terminated)
-    exit_message: str = ""  #: what the runtime said of it (a command not found)
-    waiting: tuple[str, str] | None = ("ContainerCreating", "")  #: (reason, message) while not running
-    next_attempt_at: float = 0.0
-    backoff_seconds: float = 0.0
-    pull_failures: int = 0
-    finished: bool = False  #: ended for good (restartPolicy): the phase is Succeeded or Failed
-    failure: tuple[str, str] | None = None  #: (reason, message) of a pod the kubelet failed itself (Evicted)
-    events_said: set[str] = field(default_factory=set)
+#: How often a kubelet renews its node's lease (a quarter of the lease's 40 s).
+LEASE_RENEW_SECONDS = 10.0
+#: What a kubelet back on its feet says of a container it cannot find any more.
+LOST_CONTAINER_MESSAGE = "The container could not be located when the pod was terminated"
 
 
 class Kubelet:
@@ -63,10 +60,14 @@ class Kubelet:
         environment: PodEnvironment,
         state_directory: Path,
         backoff_seconds: float = BACKOFF_SECONDS,
+        lease_renew_seconds: float = LEASE_RENEW_SECONDS,
     ) -> None:
         self._store = store
-        self._recorder = recorder
+        self._recorder = recorder.on_node(node_name)
         self._node_name = node_name
+        self._lease_renew_seconds = lease_renew_seconds
+        self._renewed_at = float("-inf")
+        self.lost = False  #: its machine is gone: nothing runs, nothing is reported
         self._images = images
         self._environment = environment
         self._folder = state_directory / "pods"
@@ -76,7 +77,10 @@ class Kubelet:
     # ------------------------------------------------------------ the loop
 
     def step(self) -> None:
+        if self.lost:
+            return
         now = self._store.now()
+        self._renew_lease(now)
         pods = {
             pod["metadata"]["uid"]: pod
             for pod in self._store.items("pods")
@@ -96,8 +100,6 @@ class Kubelet:
 
     def stop_all(self, grace_seconds: float = 2.0) -> None:
         """Stop every container (SIGTERM, SIGKILL after `grace_seconds`): the node shuts down."""
-        import time
-
         now = self._store.now()
         for runtime in self._runtimes.values():
             if runtime.container is not None:
@@ -115,6 +117,10 @@ class Kubelet:
         for runtime in self._runtimes.values():
             if runtime.container is not None:
                 runtime.container.kill()
+                try:  # reaped: a process nobody waited for would outlive its Popen as a zombie
+                    runtime.container.process.wait(5.0)
+                except subprocess.TimeoutExpired:
+                    logger.warning("kubelet: pod %s/%s's process did not end", runtime.namespace, runtime.name)
 
     def container_pids(self) -> list[int]:
         return [r.container.pid for r in self._runtimes.values() if r.container is not None and r.container.is_running]
@@ -130,6 +136,66 @@ class Kubelet:
         attempt = runtime.restarts - 1 if previous else runtime.restarts
         path = runtime.folder / "logs" / f"{attempt}.log"
         return path if attempt >= 0 and path.exists() else None
+
+    # ------------------------------------------------------------ its node
+
+    def _renew_lease(self, now: float) -> None:
+        if now < self._renewed_at + self._lease_renew_seconds:
+            return
+        node = self._store.find("nodes", "", self._node_name)
+        if node is None:
+            return  # not registered (a node deleted): nothing to renew
+        self._renewed_at = now
+        renewed = micro_time(now)
+
+        def renew(lease: Object) -> bool:
+            lease.setdefault("spec", {})["renewTime"] = renewed
+            return True
+
+        if self._store.mutate("leases", LEASE_NAMESPACE, self._node_name, renew) is None:
+            try:
+                self._store.create("leases", LEASE_NAMESPACE, lease_manifest(node, now))
+            except ApiFailure:
+                pass  # made meanwhile; renewed next time
+        ready: Object = next((c for c in node["status"].get("conditions") or [] if c.get("type") == "Ready"), {})
+        if ready.get("status") != "True":  # marked Unknown while it was alive: its status says otherwise again
+            self._store.mutate("nodes", "", self._node_name, _healthy(now))
+
+    def lose(self) -> None:
+        """The machine is gone: every container dies at once (SIGKILL, as with the power), and the kubelet is silent."""
+        now = self._store.now()
+        self.lost = True
+        for runtime in self._runtimes.values():
+            if runtime.container is not None:
+                runtime.container.kill()
+        deadline = time.monotonic() + 10.0
+        for runtime in self._runtimes.values():
+            container = runtime.container
+            if container is None:
+                continue
+            while container.group_alive() and time.monotonic() < deadline:
+                container.process.poll()
+                time.sleep(0.02)
+            container.process.poll()
+            runtime.died_with_node = Exit(
+                137, "ContainerStatusUnknown", container.started_at, now, container.container_id
+            )
+            runtime.container = None
+
+    def come_back(self) -> None:
+        """The machine restarted: the kubelet posts its node Ready again, and says what became of its containers."""
+        now = self._store.now()
+        self.lost = False
+        self._renewed_at = float("-inf")
+        self._renew_lease(now)
+        node = self._store.mutate("nodes", "", self._node_name, _healthy(now))
+        if node is not None:
+            self._recorder.record(node, "NodeReady", f"Node {self._node_name} status is now: NodeReady")
+        for runtime in self._runtimes.values():
+            ended, runtime.died_with_node = runtime.died_with_node, None
+            if ended is not None:
+                pod = self._store.find("pods", runtime.namespace, runtime.name)
+                self._ended(runtime, pod, ended, now, LOST_CONTAINER_MESSAGE)
 
     # ------------------------------------------------------------ faults
 
@@ -272,92 +338,31 @@ class Kubelet:
     # ------------------------------------------------------------ the pod's status
 
     def _report(self, runtime: PodRuntime, pod: Object, now: float) -> None:
-        status = self._status(runtime, pod, now)
+        status = pod_status(runtime, pod, now)
+        waiting = status["containerStatuses"][0]["state"].get("waiting") or {}
+        if waiting.get("reason") == "ImagePullBackOff":
+            self._say(runtime, pod, "BackOff", waiting["message"], "Normal")
         if runtime.failure is not None and runtime.finished and "Evicted" not in runtime.events_said:
             runtime.events_said.add("Evicted")
             self._recorder.record(pod, "Evicted", runtime.failure[1], "Warning")
 
         def change(edited: Object) -> bool:
-            merged = {**(edited.get("status") or {}), **status}
-            conditions = merged.get("conditions") or []
-            edited["status"] = merged
-            edited["status"]["conditions"] = conditions
-            ready = (
-                "True" if runtime.container is not None and "deletionTimestamp" not in edited["metadata"] else "False"
-            )
-            stamp = timestamp(now)
-            set_condition(edited, "PodReadyToStartContainers", "True", stamp)
-            set_condition(edited, "Initialized", "True", stamp)
-            reason = "" if ready == "True" else ("PodCompleted" if runtime.finished else "ContainersNotReady")
-            set_condition(edited, "Ready", ready, stamp, reason)
-            set_condition(edited, "ContainersReady", ready, stamp, reason)
+            reported(edited, runtime, status, now)
             return edited != pod
 
         self._store.mutate("pods", runtime.namespace, runtime.name, change)
 
-    def _status(self, runtime: PodRuntime, pod: Object, now: float) -> Object:
-        spec = (pod["spec"].get("containers") or [{}])[0]
-        state: Object
-        if runtime.container is not None:
-            state = {"running": {"startedAt": timestamp(runtime.container.started_at)}}
-        elif runtime.finished and runtime.last_exit is not None:
-            state = {"terminated": _terminated(runtime.last_exit, runtime.exit_message)}
-        elif runtime.waiting is not None:
-            reason, message = runtime.waiting
-            if reason == "ErrImagePull" and now >= runtime.next_attempt_at - runtime.backoff_seconds + 1.0:
-                reason, message = "ImagePullBackOff", f'Back-off pulling image "{spec.get("image", "")}"'
-                self._say(runtime, pod, "BackOff", message, "Normal")
-            state = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
-        else:
-            state = {"waiting": {"reason": "ContainerCreating"}}
-        container_status: Object = {
-            "name": spec.get("name", ""),
-            "image": spec.get("image", ""),
-            "imageID": "",
-            "state": state,
-            "lastState": {"terminated": _terminated(runtime.last_exit, "")}
-            if runtime.last_exit and not runtime.finished
-            else {},
-            "ready": runtime.container is not None,
-            "restartCount": runtime.restarts,
-            "started": runtime.container is not None,
-        }
-        if runtime.container is not None:
-            container_status["containerID"] = runtime.container.container_id
-        status: Object = {
-            "hostIP": "127.0.0.1",
-            "hostIPs": [{"ip": "127.0.0.1"}],
-            "podIP": "127.0.0.1",
-            "podIPs": [{"ip": "127.0.0.1"}],
-            "containerStatuses": [container_status],
-        }
-        status.setdefault("startTime", (pod.get("status") or {}).get("startTime") or timestamp(now))
-        if runtime.failure is not None and runtime.finished:
-            status.update(phase="Failed", reason=runtime.failure[0], message=runtime.failure[1])
-        elif runtime.finished:
-            code = runtime.last_exit.code if runtime.last_exit else 1
-            status["phase"] = "Succeeded" if code == 0 else "Failed"
-        elif runtime.container is not None or runtime.restarts:
-            status["phase"] = "Running"
-        else:
-            status["phase"] = "Pending"
-        return status
 
+def _healthy(now: float) -> Callable[[Object], bool]:
+    """What a kubelet posts of its node when it starts again: healthy conditions, and the machine's new boot id."""
 
-def _terminated(ended: Exit | None, message: str) -> Object:
-    if ended is None:
-        return {}
-    found: Object = {
-        "exitCode": ended.code,
-        "reason": ended.reason,
-        "startedAt": timestamp(ended.started_at),
-        "finishedAt": timestamp(ended.finished_at),
-    }
-    if ended.container_id:
-        found["containerID"] = ended.container_id
-    if message:
-        found["message"] = message
-    return found
+    def post(node: Object) -> bool:
+        status = node.setdefault("status", {})
+        status["conditions"] = healthy_conditions(status.get("conditions") or [], now)
+        status.setdefault("nodeInfo", {})["bootID"] = str(uuid.uuid4())
+        return True
+
+    return post
 
 
 def _is_terminal(pod: Object) -> bool:

@@ -1,20 +1,24 @@
-"""The scheduler of the rehearsal's one node: a pod whose requests fit what the node has left (its allocatable less
-the requests of the pods bound to it and not finished), whose node selector the node's labels match and whose
-tolerations cover the node's taints is bound to it; any other stays Pending with `PodScheduled=False`, reason
-`Unschedulable`, and a `FailedScheduling` event saying why in the real scheduler's words (`0/1 nodes are available:
-1 Insufficient cpu.`). It looks again whenever something changed, so a pod is bound as soon as capacity frees.
+"""The scheduler of the rehearsal's nodes: a pod whose requests fit what a node has left (its allocatable less the
+requests of the pods bound to it and not finished), whose node selector the node's labels match and whose
+tolerations cover the node's NoSchedule and NoExecute taints is bound to the least allocated such node; any other
+stays Pending with `PodScheduled=False`, reason `Unschedulable`, and a `FailedScheduling` event saying why in the
+real scheduler's words: how many nodes failed for each reason (`0/2 nodes are available: 1 Insufficient cpu, 1
+node(s) had untolerated taint {node.kubernetes.io/unreachable: }.`). It looks again whenever something changed, so
+a pod is bound as soon as capacity frees.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from scaler.fake_kubernetes.events import EventRecorder
+from scaler.fake_kubernetes.object_rules import timestamp
 from scaler.fake_kubernetes.quantity import QuantityError, parse_quantity
-from scaler.fake_kubernetes.store import Store, timestamp
+from scaler.fake_kubernetes.store import Store
 
 Object = dict[str, Any]
 SCHEDULER_NAME = "default-scheduler"
@@ -54,15 +58,17 @@ def is_terminal(pod: Object) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def _tolerated(taint: Object, tolerations: list[Object]) -> bool:
-    for toleration in tolerations:
-        if toleration.get("effect") not in (None, "", taint.get("effect")):
-            continue
-        if toleration.get("operator") == "Exists" and toleration.get("key") in (None, "", taint.get("key")):
-            return True
-        if toleration.get("key") == taint.get("key") and toleration.get("value", "") == taint.get("value", ""):
-            return True
-    return False
+def tolerates(toleration: Object, taint: Object) -> bool:
+    """A toleration tolerates a taint: its effect (if it names one) and key (if it names one) are the taint's, and
+    it either only asks the key to exist or names the taint's value."""
+    if toleration.get("effect") not in (None, "", taint.get("effect")):
+        return False
+    if toleration.get("key") not in (None, "", taint.get("key")):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    return operator == "Equal" and str(toleration.get("value") or "") == str(taint.get("value") or "")
 
 
 def unschedulable_reasons(pod: Object, node: Object, used: Resources) -> list[str]:
@@ -70,13 +76,13 @@ def unschedulable_reasons(pod: Object, node: Object, used: Resources) -> list[st
     spec = pod.get("spec") or {}
     if (node.get("spec") or {}).get("unschedulable"):
         return ["node(s) were unschedulable"]
+    tolerations = spec.get("tolerations") or []
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(tolerates(t, taint) for t in tolerations):
+            return [f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"]
     labels = (node.get("metadata") or {}).get("labels") or {}
     if any(labels.get(key) != value for key, value in (spec.get("nodeSelector") or {}).items()):
         return ["node(s) didn't match Pod's node affinity/selector"]
-    for taint in (node.get("spec") or {}).get("taints") or []:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(taint, spec.get("tolerations") or []):
-            shown = f"{taint.get('key')}: {taint.get('value')}" if taint.get("value") else str(taint.get("key"))
-            return [f"node(s) had untolerated taint {{{shown}}}"]
     wanted, allocatable = pod_requests(pod), node_allocatable(node)
     reasons = []
     if used.pods + 1 > allocatable.pods:
@@ -88,25 +94,27 @@ def unschedulable_reasons(pod: Object, node: Object, used: Resources) -> list[st
     return reasons
 
 
-def unschedulable_message(reasons: list[str]) -> str:
-    return f"0/1 nodes are available: {', '.join(f'1 {reason}' for reason in reasons)}."
+def unschedulable_message(reasons: Counter[str], nodes: int) -> str:
+    """The scheduler's words: how many of the nodes failed for each reason (a node may count for several)."""
+    counted = sorted(f"{count} {reason}" for reason, count in reasons.items())
+    return f"0/{nodes} nodes are available: {', '.join(counted)}."
 
 
 class Scheduler:
-    def __init__(self, store: Store, recorder: EventRecorder, node_name: str) -> None:
+    def __init__(self, store: Store, recorder: EventRecorder) -> None:
         self._store = store
         self._recorder = recorder
-        self._node_name = node_name
 
     def step(self) -> None:
-        node = self._store.find("nodes", "", self._node_name)
-        if node is None:
+        nodes = self._store.items("nodes")
+        if not nodes:
             return
         pods = self._store.items("pods")
-        used = Resources()
+        used = {node["metadata"]["name"]: Resources() for node in nodes}
         for pod in pods:
-            if pod["spec"].get("nodeName") == self._node_name and not is_terminal(pod):
-                used = used + pod_requests(pod)
+            bound = pod["spec"].get("nodeName")
+            if bound in used and not is_terminal(pod):
+                used[bound] = used[bound] + pod_requests(pod)
         waiting = [
             pod
             for pod in pods
@@ -123,16 +131,26 @@ class Scheduler:
             )
         )
         for pod in waiting:
-            reasons = unschedulable_reasons(pod, node, used)
-            if reasons:
-                self._unschedulable(pod, unschedulable_message(reasons))
-            elif self._bind(pod):
-                used = used + pod_requests(pod)
+            reasons: Counter[str] = Counter()
+            fitting = []
+            for node in nodes:
+                why = unschedulable_reasons(pod, node, used[node["metadata"]["name"]])
+                reasons.update(why)
+                if not why:
+                    fitting.append(node)
+            if not fitting:
+                self._unschedulable(pod, unschedulable_message(reasons, len(nodes)))
+                continue
+            chosen = min(
+                fitting, key=lambda node: (_allocated(node, used[node["metadata"]["name"]]), node["metadata"]["name"])
+            )
+            name = chosen["metadata"]["name"]
+            if self._bind(pod, name):
+                used[name] = used[name] + pod_requests(pod)
 
-    def _bind(self, pod: Object) -> bool:
+    def _bind(self, pod: Object, node_name: str) -> bool:
         meta = pod["metadata"]
         now = timestamp(self._store.now())
-        node_name = self._node_name
 
         def bind(edited: Object) -> bool:
             if edited["spec"].get("nodeName"):
@@ -167,6 +185,14 @@ class Scheduler:
         marked = self._store.mutate("pods", meta["namespace"], meta["name"], mark)
         if marked is not None:
             self._recorder.record(marked, "FailedScheduling", message, "Warning", component=SCHEDULER_NAME)
+
+
+def _allocated(node: Object, used: Resources) -> Fraction:
+    """The share of the node's CPU and memory its pods asked for (the least allocated node is preferred)."""
+    allocatable = node_allocatable(node)
+    cpu = used.cpu / allocatable.cpu if allocatable.cpu else Fraction(0)
+    memory = used.memory / allocatable.memory if allocatable.memory else Fraction(0)
+    return cpu + memory
 
 
 def set_condition(pod: Object, kind: str, status: str, now: str, reason: str = "", message: str = "") -> bool:

@@ -9,6 +9,9 @@ the rehearsal's own fault route for tests:
     POST /rehearsal/delete-pod?namespace=NS&name=POD   a graceful deletion, as by someone else
     POST /rehearsal/evict-pod?namespace=NS&name=POD    the kubelet evicts it (phase Failed, reason Evicted)
     POST /rehearsal/oom-kill?namespace=NS&name=POD     its container is OOM-killed
+    POST /rehearsal/lose-node?name=NODE                its machine is gone: containers killed, its kubelet silent
+    POST /rehearsal/restore-node?name=NODE             its machine is back (its node registered again if deleted)
+    POST /rehearsal/delete-node?name=NODE              lost, and its Node deleted (its pods then garbage-collected)
 
 Only the administrator's token (the kubeconfig's) may use the fault route.
 """

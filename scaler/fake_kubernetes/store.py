@@ -1,8 +1,9 @@
 """The API server's objects, as etcd and the API server keep them: one resourceVersion counter across the store
-(every write takes the next), a history of changes that watches replay from a resourceVersion (410 Gone once it
-is compacted), uids, creation timestamps, `generateName`, optimistic concurrency (a write naming an older
-resourceVersion is a 409 Conflict), and graceful deletion of pods (a bound pod stays, with its deletionTimestamp,
-until its kubelet has seen its processes end).
+(every write takes the next), a history of changes that watches replay from a resourceVersion (`history.py`: 410
+Gone once it is compacted), uids, creation timestamps, `generateName`, optimistic concurrency (a write naming an
+older resourceVersion is a 409 Conflict), and graceful deletion of pods (a bound pod stays, with its
+deletionTimestamp, until its kubelet has seen its processes end). What a write does to an object is in
+`object_rules.py`.
 
 Rules: a stored object is never changed in place (each write stores a new dict), so that what a watch or a list
 handed out stays as it was; every write goes through `_write` or `_remove`, under the one lock.
@@ -17,49 +18,38 @@ import random
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any
 
-from scaler.fake_kubernetes import failures
+from scaler.fake_kubernetes import failures, object_rules
 from scaler.fake_kubernetes.failures import ApiFailure
-from scaler.fake_kubernetes.kinds import KINDS, STATUS_SUBRESOURCE, Kind
-from scaler.fake_kubernetes.patches import PatchError, json_patch, merge_patch, strategic_merge_patch
+from scaler.fake_kubernetes.history import HISTORY_LIMIT, History
+from scaler.fake_kubernetes.kinds import KINDS, Kind
+from scaler.fake_kubernetes.object_rules import timestamp
 from scaler.fake_kubernetes.selectors import SelectorError, parse_field_selector, parse_label_selector
-from scaler.fake_kubernetes.validation import metadata_problems, pod_update_problems, quantity_problem
 from scaler.fake_kubernetes.watches import Change, Watch
 
 Object = dict[str, Any]
 #: The characters of a generated name's suffix (the API server's: no vowels, no look-alikes).
 SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-#: How many changes the history keeps before the oldest are compacted away.
-HISTORY_LIMIT = 20000
-PATCH_TYPES = {
-    "application/merge-patch+json": merge_patch,
-    "application/strategic-merge-patch+json": strategic_merge_patch,
-    "application/json-patch+json": json_patch,
-}
-
-
-def timestamp(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_timestamp(text: str) -> float:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+#: How long a new pod tolerates its node being not ready or unreachable (the API server's
+#: --default-not-ready-toleration-seconds and --default-unreachable-toleration-seconds).
+DEFAULT_TOLERATION_SECONDS = 300
 
 
 class Store:
-    def __init__(self, clock: Callable[[], float] = time.time, history_limit: int = HISTORY_LIMIT) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        history_limit: int = HISTORY_LIMIT,
+        default_toleration_seconds: int = DEFAULT_TOLERATION_SECONDS,
+    ) -> None:
         self._clock = clock
+        self._toleration_seconds = default_toleration_seconds
         self._lock = threading.RLock()
         self.revision = 0
         self._objects: dict[str, dict[tuple[str, str], Object]] = {plural: {} for plural in KINDS}
-        self._history: deque[Change] = deque()
-        self._history_limit = history_limit
-        self._compacted = 0  #: changes up to this revision are gone from the history
-        self._watches: set[Watch] = set()
+        self._history = History(history_limit)
         self._wakers: list[threading.Event] = []
         self._random = random.Random()
 
@@ -131,7 +121,7 @@ class Store:
             start, revision = (str(decoded["start"][0]), str(decoded["start"][1])), int(decoded["rv"])
         except (ValueError, KeyError, IndexError, TypeError):
             raise failures.bad_request("continue key is not valid: incorrect encoded start resourceVersion") from None
-        if revision < self._compacted:
+        if revision < self._history.compacted:
             raise failures.expired(
                 "The provided continue parameter is too old to display a consistent list result. You can start a new "
                 "list without the continue parameter."
@@ -159,6 +149,7 @@ class Store:
         labels, fields = self._selectors(plural, label_selector, field_selector)
         watch = Watch(plural, namespace, labels, fields)
         with self._lock:
+            since: int | None = None
             if resource_version in (None, "", "0"):
                 for obj in self.items(plural, namespace):
                     if watch.selects(obj):
@@ -168,34 +159,24 @@ class Store:
                     since = int(str(resource_version))
                 except ValueError:
                     raise failures.bad_request(f"invalid resource version: {resource_version!r}") from None
-                if since < self._compacted:
-                    watch.fail(failures.expired(f"too old resource version: {since} ({self._compacted + 1})").status())
-                    return watch
-                for change in self._history:
-                    if change.revision > since:
-                        watch.offer(change)
-            self._watches.add(watch)
+            self._history.follow(watch, since)
         return watch
 
     def stop_watch(self, watch: Watch) -> None:
         with self._lock:
-            self._watches.discard(watch)
+            self._history.stop(watch)
         watch.close()
 
     def close_watches(self) -> int:
         """End every open watch (what a restarting API server does); how many there were."""
         with self._lock:
-            watches, self._watches = list(self._watches), set()
-        for watch in watches:
-            watch.close()
-        return len(watches)
+            return self._history.close_watches()
 
     def compact(self) -> int:
         """Drop the whole history (etcd's compaction): watches and continued lists from an older resourceVersion
         get 410 Gone. The revision compacted to."""
         with self._lock:
-            self._history.clear()
-            self._compacted = self.revision
+            self._history.compact(self.revision)
             return self.revision
 
     # ------------------------------------------------------------ writes
@@ -203,16 +184,16 @@ class Store:
     def create(self, plural: str, namespace: str, body: Object, dry_run: bool = False) -> Object:
         """`dry_run`: every check, nothing written (`?dryRun=All`)."""
         kind = KINDS[plural]
-        obj = self._decoded(kind, body)
+        obj = object_rules.decoded(kind, body)
         metadata = obj.setdefault("metadata", {})
-        self._place(kind, metadata, namespace)
+        object_rules.place(kind, metadata, namespace)
         with self._lock:
             if kind.namespaced:
                 self._require_namespace(kind, namespace, metadata.get("name") or metadata.get("generateName", ""))
             if not metadata.get("name") and metadata.get("generateName"):
                 metadata["name"] = self._generated_name(kind, namespace, str(metadata["generateName"]))
             kind.defaults(obj)
-            self._check(kind, obj)
+            object_rules.check(kind, obj)
             name = metadata["name"]
             if self._key(kind, namespace, name) in self._objects[plural]:
                 raise failures.already_exists(kind, name)
@@ -230,14 +211,14 @@ class Store:
 
     def replace(self, plural: str, namespace: str, name: str, body: Object, subresource: str = "") -> Object:
         kind = KINDS[plural]
-        obj = self._decoded(kind, body)
+        obj = object_rules.decoded(kind, body)
         metadata = obj.setdefault("metadata", {})
         if metadata.get("name") not in (None, name):
             raise failures.bad_request(
                 f"the name of the object ({metadata.get('name')}) does not match the name on the URL ({name})"
             )
         metadata["name"] = name
-        self._place(kind, metadata, namespace)
+        object_rules.place(kind, metadata, namespace)
         with self._lock:
             current = self.get(plural, namespace, name)
             wanted = metadata.get("resourceVersion")
@@ -249,28 +230,10 @@ class Store:
         self, plural: str, namespace: str, name: str, patch_type: str, patch: Any, subresource: str = ""
     ) -> Object:
         kind = KINDS[plural]
-        apply = PATCH_TYPES.get(patch_type.split(";")[0].strip())
-        if apply is None:
-            raise ApiFailure(
-                415,
-                "UnsupportedMediaType",
-                f"the body of the request was in an unknown format - "
-                f"accepted media types include: {', '.join(PATCH_TYPES)}",
-            )
+        apply = object_rules.patch_applier(patch_type)
         with self._lock:
             current = self.get(plural, namespace, name)
-            try:
-                patched = apply(copy.deepcopy(current), patch)
-            except PatchError as error:
-                raise ApiFailure(error.code, "Invalid" if error.code == 422 else "BadRequest", str(error)) from None
-            if not isinstance(patched, dict):
-                raise failures.bad_request("the patch did not produce an object")
-            wanted = (patch.get("metadata") or {}).get("resourceVersion") if isinstance(patch, dict) else None
-            if wanted and wanted != current["metadata"]["resourceVersion"]:
-                raise failures.conflict(kind, name)
-            patched = self._decoded(kind, patched)
-            patched.setdefault("metadata", {})["name"] = name
-            return self._update(kind, current, patched, subresource)
+            return self._update(kind, current, object_rules.patched(kind, current, apply, patch), subresource)
 
     def delete(
         self,
@@ -284,11 +247,16 @@ class Store:
         kind = KINDS[plural]
         with self._lock:
             current = self.get(plural, namespace, name)
-            self._check_preconditions(kind, current, preconditions or {})
+            object_rules.check_preconditions(kind, current, preconditions or {})
             if plural == "pods":
-                return self._delete_pod(kind, current, grace_seconds)
+                staying = object_rules.pod_deletion(current, grace_seconds, self._clock())
+                if staying is None:
+                    self._remove(kind, current)
+                    return current
+                return current if staying is current else self._write(kind, staying, current)
             if plural == "namespaces":
-                return self._delete_namespace(kind, current)
+                terminating = object_rules.namespace_deletion(current, self._clock())
+                return current if terminating is current else self._write(kind, terminating, current)
             self._remove(kind, current)
             return None
 
@@ -327,37 +295,6 @@ class Store:
 
     # ------------------------------------------------------------ helpers
 
-    def _decoded(self, kind: Kind, body: Any) -> Object:
-        if not isinstance(body, dict):
-            raise failures.bad_request(f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}')
-        obj = copy.deepcopy(body)
-        if obj.get("kind") not in (None, kind.kind) or obj.get("apiVersion") not in (None, kind.api_version):
-            raise failures.bad_request(
-                f"the API version in the data ({obj.get('apiVersion')}) does not match the expected API version "
-                f"({kind.api_version})"
-                if obj.get("kind") in (None, kind.kind)
-                else f'{obj.get("kind")} in version "{kind.version}" cannot be handled as a {kind.kind}'
-            )
-        obj["kind"], obj["apiVersion"] = kind.kind, kind.api_version
-        if kind.plural == "pods":
-            for container in (obj.get("spec") or {}).get("containers") or []:
-                problem = (
-                    quantity_problem((container or {}).get("resources") or {}) if isinstance(container, dict) else None
-                )
-                if problem:
-                    raise failures.bad_request(f'Pod in version "v1" cannot be handled as a Pod: {problem}')
-        return obj
-
-    def _place(self, kind: Kind, metadata: Object, namespace: str) -> None:
-        if not kind.namespaced:
-            metadata.pop("namespace", None)
-            return
-        if metadata.get("namespace") not in (None, "", namespace):
-            raise failures.bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request"
-            )
-        metadata["namespace"] = namespace
-
     def _key(self, kind: Kind, namespace: str, name: str) -> tuple[str, str]:
         return (namespace if kind.namespaced else "", name)
 
@@ -381,12 +318,8 @@ class Store:
                 return name
         raise failures.already_exists(kind, prefix)
 
-    def _check(self, kind: Kind, obj: Object) -> None:
-        errors = metadata_problems(obj["metadata"], kind.name_rule) + kind.validate(obj)
-        if errors:
-            raise failures.invalid(kind, str(obj["metadata"].get("name") or ""), errors)
-
     def _admit_pod(self, kind: Kind, pod: Object) -> None:
+        object_rules.default_tolerations(pod, self._toleration_seconds)
         namespace, account = pod["metadata"]["namespace"], pod["spec"].get("serviceAccountName", "default")
         if (namespace, account) not in self._objects["serviceaccounts"]:
             name = pod["metadata"]["name"]
@@ -398,77 +331,10 @@ class Store:
             )
 
     def _update(self, kind: Kind, current: Object, obj: Object, subresource: str) -> Object:
-        name = current["metadata"]["name"]
-        if subresource == "status":
-            new = copy.deepcopy(current)
-            new["status"] = obj.get("status") or {}
-        else:
-            new = obj
-            if kind.plural in STATUS_SUBRESOURCE:
-                new["status"] = copy.deepcopy(current.get("status", {}))
-            keep = (
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "namespace",
-                "generateName",
-                "generation",
-            )
-            for field in keep:
-                if field in current["metadata"]:
-                    new["metadata"][field] = current["metadata"][field]
-                else:
-                    new["metadata"].pop(field, None)
-            kind.defaults(new)
-            self._check(kind, new)
-            if kind.plural == "pods":
-                errors = pod_update_problems(current.get("spec") or {}, new.get("spec") or {})
-                if errors:
-                    raise failures.invalid(kind, name, errors)
-            if new.get("spec") != current.get("spec") and "generation" in current["metadata"]:
-                new["metadata"]["generation"] = current["metadata"]["generation"] + 1
-        new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        new = object_rules.updated(kind, current, obj, subresource)
         if new == current:
             return current  # a no-op update takes no resourceVersion
         return self._write(kind, new, current)
-
-    def _check_preconditions(self, kind: Kind, current: Object, preconditions: Object) -> None:
-        meta = current["metadata"]
-        if preconditions.get("uid") and preconditions["uid"] != meta["uid"]:
-            raise failures.conflict(
-                kind,
-                meta["name"],
-                f"Precondition failed: UID in precondition: {preconditions['uid']}, UID in object meta: {meta['uid']}",
-            )
-        if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != meta["resourceVersion"]:
-            raise failures.conflict(kind, meta["name"])
-
-    def _delete_pod(self, kind: Kind, pod: Object, grace_seconds: int | None) -> Object | None:
-        spec, status = pod.get("spec") or {}, pod.get("status") or {}
-        grace = spec.get("terminationGracePeriodSeconds", 30) if grace_seconds is None else max(0, grace_seconds)
-        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed") or grace == 0:
-            self._remove(kind, pod)
-            return pod
-        now = self._clock()
-        meta = pod["metadata"]
-        if "deletionTimestamp" in meta:
-            already = parse_timestamp(meta["deletionTimestamp"])
-            if now + grace >= already:
-                return pod  # a later deadline never replaces an earlier one
-        edited = copy.deepcopy(pod)
-        edited["metadata"]["deletionTimestamp"] = timestamp(now + grace)
-        edited["metadata"]["deletionGracePeriodSeconds"] = grace
-        return self._write(kind, edited, pod)
-
-    def _delete_namespace(self, kind: Kind, namespace: Object) -> Object:
-        if namespace.get("status", {}).get("phase") == "Terminating":
-            return namespace
-        edited = copy.deepcopy(namespace)
-        edited["metadata"]["deletionTimestamp"] = timestamp(self._clock())
-        edited["metadata"]["deletionGracePeriodSeconds"] = 0
-        edited["status"] = {"phase": "Terminating"}
-        return self._write(kind, edited, namespace)
 
     def _write(self, kind: Kind, obj: Object, before: Object | None) -> Object:
         self.revision += 1
@@ -487,13 +353,7 @@ class Store:
         self._record(Change(self.revision, kind.plural, obj, final, deleted=True))
 
     def _record(self, change: Change) -> None:
-        self._history.append(change)
-        while len(self._history) > self._history_limit:
-            self._compacted = self._history.popleft().revision
-        for watch in list(self._watches):
-            watch.offer(change)
-            if watch.is_closed:
-                self._watches.discard(watch)
+        self._history.record(change)
         for waker in self._wakers:
             waker.set()
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scaler.fake_kubernetes.kinds import Kind
-from scaler.fake_kubernetes.store import parse_timestamp
+from scaler.fake_kubernetes.object_rules import parse_timestamp
 
 Object = dict[str, Any]
 Column = tuple[str, str, int, Callable[[Object, float], Any]]  #: (name, type, priority, value of an object at now)
@@ -60,6 +60,21 @@ def _restarts(pod: Object, _now: float) -> str:
     return str(sum(int(status.get("restartCount", 0)) for status in statuses))
 
 
+def node_status(node: Object) -> str:
+    """What kubectl's STATUS column says of a node: Ready, or NotReady (its Ready condition False or Unknown)."""
+    ready: Object = next(
+        (c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {}
+    )
+    status = "Ready" if ready.get("status") == "True" else "NotReady"
+    return status + (",SchedulingDisabled" if (node.get("spec") or {}).get("unschedulable") else "")
+
+
+def _roles(node: Object, _now: float) -> str:
+    prefix = "node-role.kubernetes.io/"
+    roles = sorted(key[len(prefix) :] for key in (node["metadata"].get("labels") or {}) if key.startswith(prefix))
+    return ",".join(roles) or "<none>"
+
+
 _NAME: Column = ("Name", "string", 0, lambda obj, _now: obj["metadata"]["name"])
 _AGE: Column = ("Age", "string", 0, _age)
 COLUMNS: dict[str, list[Column]] = {
@@ -93,6 +108,18 @@ COLUMNS: dict[str, list[Column]] = {
             ),
         ),
         ("Message", "string", 0, lambda event, _now: event.get("message", "")),
+    ],
+    "nodes": [
+        _NAME,
+        ("Status", "string", 0, lambda node, _now: node_status(node)),
+        ("Roles", "string", 0, _roles),
+        _AGE,
+        (
+            "Version",
+            "string",
+            0,
+            lambda node, _now: ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", ""),
+        ),
     ],
     "deployments": [
         _NAME,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -23,11 +24,19 @@ def require_extras() -> None:
 
 @pytest.fixture(scope="module", name="rehearsal")
 def rehearsal_fixture() -> Iterator[Any]:
-    """One rehearsal cluster for the module: 4 CPUs and 8 GiB for pods, a one-second kubelet back-off."""
+    """One rehearsal cluster for the module: one node, 4 CPUs and 8 GiB for pods, a one-second kubelet back-off."""
+    with running_rehearsal() as cluster:
+        yield cluster
+
+
+@contextmanager
+def running_rehearsal(**settings: Any) -> Iterator[Any]:
+    """A rehearsal cluster (4 CPUs and 8 GiB for pods on each node, a one-second kubelet back-off, unless `settings`
+    say otherwise), stopped after, and none of its pods' processes left."""
     require_extras()
     from scaler.fake_kubernetes.cluster import FakeKubernetes
 
-    cluster = FakeKubernetes(node_cpu="4", node_memory="8Gi", backoff_seconds=1.0).start()
+    cluster = FakeKubernetes(**{"node_cpu": "4", "node_memory": "8Gi", "backoff_seconds": 1.0, **settings}).start()
     _ACTIVE.append(cluster)
     try:
         yield cluster

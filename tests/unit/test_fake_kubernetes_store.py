@@ -3,6 +3,7 @@ compaction, selectors, generateName, conflicts, graceful deletion), patches, qua
 
 from __future__ import annotations
 
+from collections import Counter
 from fractions import Fraction
 
 import pytest
@@ -94,10 +95,15 @@ def test_the_scheduler_says_why_a_pod_does_not_fit() -> None:
     node = {"metadata": {"labels": {}}, "spec": {}, "status": {"allocatable": {"cpu": "2", "memory": "1Gi"}}}
     big = {"spec": {"containers": [{"resources": {"requests": {"cpu": "3", "memory": "2Gi"}}}]}}
     reasons = unschedulable_reasons(big, node, Resources())
-    assert unschedulable_message(reasons) == "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory."
+    message = unschedulable_message(Counter(reasons), 1)
+    assert message == "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory."
     tainted = {**node, "spec": {"taints": [{"key": "spot", "effect": "NoSchedule"}]}}
     assert unschedulable_reasons({"spec": {"containers": [{}]}}, tainted, Resources()) == [
-        "node(s) had untolerated taint {spot}"
+        "node(s) had untolerated taint {spot: }"
     ]
+    counted = Counter(["Insufficient cpu", "node(s) had untolerated taint {spot: }", "Insufficient cpu"])
+    assert unschedulable_message(counted, 3) == (
+        "0/3 nodes are available: 1 node(s) had untolerated taint {spot: }, 2 Insufficient cpu."
+    )
     tolerated = {"spec": {"containers": [{}], "tolerations": [{"key": "spot", "operator": "Exists"}]}}
     assert unschedulable_reasons(tolerated, tainted, Resources()) == []

@@ -143,3 +143,48 @@ def test_what_a_pod_says_of_its_unit() -> None:
     deleting = status("Running")
     deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
     assert pods.unit_of(deleting).state is UnitState.STOPPING
+
+
+def test_a_pod_whose_node_stopped_answering_is_named_and_no_capacity() -> None:
+    ready = [{"type": "Ready", "status": "False"}, {"type": "ContainersReady", "status": "True"}]
+    lost = {**status("Running", conditions=ready), "spec": {"nodeName": "node-2"}}
+    unit = pods.unit_of(lost)
+    assert unit.state is UnitState.STOPPING and not unit.is_alive  # replaced: its worker is gone with the node
+    assert (
+        unit.detail
+        == "pod scaler-worker-u1: NodeLost: Node node-2 which was running pod scaler-worker-u1 is unresponsive"
+    )
+    not_ready = [{"type": "Ready", "status": "False"}, {"type": "ContainersReady", "status": "False"}]
+    assert pods.node_lost({**lost, "status": {"phase": "Running", "conditions": not_ready}}) is None  # its kubelet said
+    gated = {**lost, "spec": {"nodeName": "node-2", "readinessGates": [{"conditionType": "example.com/ready"}]}}
+    assert pods.node_lost(gated) is None
+    deleted = {**lost, "metadata": {**lost["metadata"], "deletionTimestamp": "2026-01-01T00:01:00Z"}}
+    deleted["status"] = {
+        **lost["status"],
+        "conditions": [
+            *ready,
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "DeletionByTaintManager",
+                "message": "Taint manager: deleting due to NoExecute taint",
+            },
+        ],
+    }
+    assert pods.unit_of(deleted).detail == (
+        "pod scaler-worker-u1: being deleted (DeletionByTaintManager: Taint manager: deleting due to NoExecute taint)"
+    )
+    assert pods.deletion_deadline(deleted) == 1767225660.0
+    collected = status(
+        "Failed",
+        conditions=[
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "DeletionByPodGC",
+                "message": "PodGC: node no longer exists",
+            }
+        ],
+        containerStatuses=[{"state": {"running": {}}}],
+    )
+    assert pods.unit_of(collected).detail == "pod scaler-worker-u1: DeletionByPodGC: PodGC: node no longer exists"

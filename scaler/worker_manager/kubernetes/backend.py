@@ -10,6 +10,9 @@
   image that cannot be pulled), Running ones RUNNING, those being deleted STOPPING, finished ones GONE with how they
   ended (OOMKilled, Evicted, an exit code); a finished pod is deleted once listed GONE, and a pod deleted by someone
   else stays listed GONE for a while, saying so.
+- a pod whose node stopped answering (`pods.node_lost`: NodeLost) is listed STOPPING, so that it is replaced, and
+  deleted; a pod still Terminating STUCK_SECONDS after its deletion deadline (no kubelet confirms: its node is lost)
+  is force-deleted, as is, when the manager stops, one whose node is lost: none is left Terminating for ever.
 - terminate: a delete with the grace period (the worker gets SIGTERM and leaves the scheduler); an unknown or
   gone pod is a no-op.
 - close: the watch and the client; the pods stay for the next manager with the same id (and the Secret, while
@@ -50,6 +53,9 @@ RELIST_PAUSE_SECONDS = 0.5
 MAX_RELIST_PAUSE_SECONDS = 30.0
 #: How long `list_units` waits for the first listing before it says it could not list.
 FIRST_LIST_SECONDS = 30.0
+#: How long after its deletion deadline a pod still Terminating is force-deleted: a kubelet that runs SIGKILLs the
+#: pod's processes at the deadline and confirms within seconds; one that does not is on a node that is lost.
+STUCK_SECONDS = 10.0
 
 
 class KubernetesBackend:
@@ -70,6 +76,7 @@ class KubernetesBackend:
         self._deleted: dict[str, tuple[UnitInfo, float]] = {}  #: pods deleted by someone else: (unit, when seen)
         self._deleting: set[str] = set()  #: pods this manager deletes (their DELETED event is no surprise)
         self._reported_gone: set[str] = set()  #: finished pods listed GONE once: deleted at the next listing
+        self._forced: set[str] = set()  #: pods force-deleted (their kubelet could not confirm)
         self._keys_ready = False
         self.relists = 0  #: how often the pods were listed (tests: a 410 is followed by a re-list)
 
@@ -117,6 +124,7 @@ class KubernetesBackend:
         self._deleted = {name: seen for name, seen in self._deleted.items() if now - seen[1] < DELETED_SHOWN_SECONDS}
         units += [unit for unit, _when in self._deleted.values()]
         await self._collect_finished()
+        await self._collect_lost(now)
         return units
 
     async def terminate(self, unit_ids: list[str], reason: str) -> None:
@@ -130,12 +138,17 @@ class KubernetesBackend:
             self._watch.cancel()
             await asyncio.gather(self._watch, return_exceptions=True)
             self._watch = None
-        for name, pod in list(self._pods.items()):  # finished pods are not left behind
-            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") and name not in self._deleting:
+        now = time.time()
+        for name, pod in list(self._pods.items()):  # finished pods are not left behind, nor those of a lost node
+            if name in self._forced:
+                self._pods.pop(name, None)  # force-deleted already: gone
+                continue
+            finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") and name not in self._deleting
+            if finished or _abandoned(pod, now):
                 try:
                     await self._delete(name, 0)
                 except KubeError as error:
-                    logger.warning("could not delete the finished pod %s: %s", name, error)
+                    logger.warning("could not delete the pod %s: %s", name, error)
                 self._pods.pop(name, None)
         if self._keys_ready and not self._pods:
             try:  # no pod of this manager is left to need the keys
@@ -183,6 +196,33 @@ class KubernetesBackend:
                     await self._delete(name, 0)
                 except KubeError as error:
                     logger.warning("could not delete the finished pod %s: %s", name, error)
+
+    async def _collect_lost(self, now: float) -> None:
+        """Delete the pods whose node stopped answering (they are replaced); force-delete those still Terminating
+        STUCK_SECONDS after their deadline: the kubelet that would confirm is gone with its node (the pod garbage
+        collector would only take them once their Node is deleted, which nobody may do)."""
+        for name, pod in list(self._pods.items()):
+            deadline = pod_specs.deletion_deadline(pod)
+            try:
+                if deadline is None and name not in self._deleting and pod_specs.node_lost(pod):
+                    logger.warning(
+                        "worker pod %s: %s; its tasks run again elsewhere and it is replaced: deleting it",
+                        name,
+                        pod_specs.node_lost(pod),
+                    )
+                    await self._delete(name, self._config.k8s_grace_seconds)
+                elif deadline is not None and now > deadline + STUCK_SECONDS and name not in self._forced:
+                    self._forced.add(name)
+                    logger.warning(
+                        "worker pod %s: still Terminating %.0f s after its deletion deadline, no kubelet confirms "
+                        "(%s): force-deleting it",
+                        name,
+                        now - deadline,
+                        pod_specs.disruption(pod) or pod_specs.node_lost(pod) or "its node does not answer",
+                    )
+                    await self._delete(name, 0)
+            except KubeError as error:
+                logger.warning("could not delete the pod %s: %s", name, error)
 
     async def _ensure_keys(self, spec: LaunchSpec) -> bool:
         """The Secret holding the workers' CURVE keys (made or brought up to date once); whether there are keys."""
@@ -263,6 +303,7 @@ class KubernetesBackend:
     def _gone(self, name: str, pod: Object, now: float) -> None:
         """A pod that left the API: by this manager's hand, or someone else's (named, and kept listed a while)."""
         self._reported_gone.discard(name)
+        self._forced.discard(name)
         if name in self._deleting:
             self._deleting.discard(name)
             return
@@ -278,6 +319,12 @@ class KubernetesBackend:
             UnitInfo(unit.unit_id, UnitState.GONE, unit.created_at, detail=f"pod {name}: {how}"),
             now,
         )
+
+
+def _abandoned(pod: Object, now: float) -> bool:
+    """A pod no kubelet will end: its node stopped answering, or it is past its deletion deadline."""
+    deadline = pod_specs.deletion_deadline(pod)
+    return pod_specs.node_lost(pod) is not None or (deadline is not None and now > deadline)
 
 
 def _version(pod: Object) -> int:

@@ -32,6 +32,9 @@ WORKER_COMMAND = ["python", "-m", "scaler.worker.process"]
 #: launches back (rule 12) instead of retrying an image that cannot be pulled forever.
 NEVER_STARTS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
                 "CreateContainerError")  # fmt: skip
+#: How the manager names a pod whose node stopped answering: Kubernetes's own reason for "a pod whose state cannot be
+#: confirmed as its kubelet is unresponsive" (NodeUnreachablePodReason; its node controller once wrote it on the pod).
+NODE_LOST = "NodeLost"
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 #: The image reference grammar (the distribution project's), to refuse a bad --k8s-image before any pod is made.
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
@@ -168,6 +171,8 @@ def unit_id_of(pod: Object) -> str:
 
 
 def unit_of(pod: Object) -> UnitInfo:
+    """Pending: PENDING (with why it waits); Running: RUNNING, unless its node stopped answering (STOPPING: it is
+    deleted, and replaced); being deleted: STOPPING (and why, when Kubernetes said it); finished: GONE, and how."""
     metadata, status = pod.get("metadata") or {}, pod.get("status") or {}
     name = metadata.get("name", "")
     created = metadata.get("creationTimestamp")
@@ -175,8 +180,12 @@ def unit_of(pod: Object) -> UnitInfo:
     phase = status.get("phase", "Pending")
     if phase in ("Succeeded", "Failed"):
         return UnitInfo(unit_id_of(pod), UnitState.GONE, created_at, detail=f"pod {name}: {ending(pod)}")
+    why = disruption(pod) or node_lost(pod)
     if metadata.get("deletionTimestamp"):
-        return UnitInfo(unit_id_of(pod), UnitState.STOPPING, created_at, detail=f"pod {name}: being deleted")
+        detail = f"pod {name}: being deleted" + (f" ({why})" if why else "")
+        return UnitInfo(unit_id_of(pod), UnitState.STOPPING, created_at, detail=detail)
+    if why:  # its node stopped answering, or Kubernetes is about to delete it: no capacity any more
+        return UnitInfo(unit_id_of(pod), UnitState.STOPPING, created_at, detail=f"pod {name}: {why}")
     if phase == "Pending":
         wait = waiting(pod)
         detail = f"pod {name}: {wait.describe()}" if wait else f"pod {name}: Pending"
@@ -199,12 +208,46 @@ def waiting(pod: Object) -> UnitWait | None:
     return None
 
 
+def node_lost(pod: Object) -> str | None:
+    """Kubernetes's words when a running pod's node stopped answering (its kubelet silent for the node monitor grace
+    period: the machine gone, or cut off), read from the pod: the node lifecycle controller marked it not ready while
+    its containers, as last reported, still were (a kubelet keeps those two together; a pod with readiness gates is
+    left out, as they too hold Ready back). None for any other pod."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    if status.get("phase") != "Running" or spec.get("readinessGates"):
+        return None
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    if conditions.get("Ready") != "False" or conditions.get("ContainersReady") != "True":
+        return None
+    name = (pod.get("metadata") or {}).get("name", "")
+    return f"{NODE_LOST}: Node {spec.get('nodeName', '')} which was running pod {name} is unresponsive"
+
+
+def disruption(pod: Object) -> str | None:
+    """Why Kubernetes is deleting the pod, when it says (the DisruptionTarget condition: DeletionByTaintManager for a
+    node unreachable past the pod's toleration, DeletionByPodGC for a node deleted, EvictionByEvictionAPI ...)."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            reason = condition.get("reason") or "DisruptionTarget"
+            return f"{reason}: {condition['message']}" if condition.get("message") else reason
+    return None
+
+
+def deletion_deadline(pod: Object) -> float | None:
+    """When a pod being deleted is to be gone (its deletionTimestamp: the kubelet SIGKILLs it then and confirms)."""
+    stamp = (pod.get("metadata") or {}).get("deletionTimestamp")
+    return _seconds(stamp) if stamp else None
+
+
 def ending(pod: Object) -> str:
-    """How a finished pod ended: `Evicted: <the kubelet's words>`, `OOMKilled (exit code 137)`, `Error (exit code
-    3)`."""
+    """How a finished pod ended: `Evicted: <the kubelet's words>`, `DeletionByPodGC: PodGC: node no longer exists`,
+    `OOMKilled (exit code 137)`, `Error (exit code 3)`."""
     status = pod.get("status") or {}
     if status.get("reason"):
         return f"{status['reason']}: {status.get('message', '')}".rstrip(": ")
+    why = disruption(pod)
+    if why:
+        return why
     for container in status.get("containerStatuses") or []:
         terminated = (container.get("state") or {}).get("terminated")
         if terminated:
