@@ -2,7 +2,8 @@
 plane notices a silent kubelet after 2 s (a real one: 50 s) and whose pods tolerate an unreachable node for the
 default 300 s: a pod lost with its node loses no task (they run again), is named (NodeLost) and replaced on the other
 node at once, not after its toleration, and is not left Terminating (force-deleted once its deadline passed with no
-kubelet to confirm, or when the manager stops); with no other node, its replacement waits Unschedulable, saying why, until the node is back."""
+kubelet to confirm, or when the manager stops); with no other node, its replacement waits Unschedulable, saying
+why, until the node is back."""
 
 from __future__ import annotations
 
