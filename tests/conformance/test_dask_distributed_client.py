@@ -158,7 +158,12 @@ def test_traceback_sync(c: Client) -> None:
     import traceback
 
     x = c.submit(div, 1, 0)
-    assert any("x / y" in (frame.line or "") for frame in traceback.extract_tb(x.traceback()))
+    frames = traceback.extract_tb(x.traceback())
+    error = x.exception()
+    assert any("x / y" in (frame.line or "") for frame in frames), (
+        f"frames {[(frame.filename, frame.lineno, frame.line) for frame in frames]}, exception {error!r}, its cause "
+        f"{error.__cause__!r}"
+    )
     y = c.submit(inc, x)
     assert isinstance(y.exception(), ZeroDivisionError)
     assert c.submit(div, 1, 2).traceback() is None
