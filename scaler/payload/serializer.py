@@ -15,6 +15,10 @@ from typing import Any, Protocol
 
 import cloudpickle
 
+from scaler.payload.code_filenames import keep_code_filenames
+
+keep_code_filenames()
+
 
 class Serializer(abc.ABC):
     @staticmethod
