@@ -27,11 +27,11 @@ from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import TaskID
+from scaler.protocol.processor_protocol import ProcessorOutcome
 from scaler.worker.executors.contract import ExecutorListener
 from scaler.worker.processor.outlet import processor_identity
 from scaler.worker.processor.result_route import ResultRoute
 from scaler.worker.processor.task_line import Answer, Interrupt, LineTask, TaskLine
-from scaler.worker.processor_protocol import ProcessorOutcome
 
 #: What a script's task does at its end.
 SUCCESS, ERROR, CRASH, HANG = "success", "error", "crash", "hang"

@@ -1,5 +1,5 @@
-"""Workers, in three rooms around one processor protocol (`processor_protocol.py`: a task's states within a
-processor and the table of their transitions):
+"""Workers, in three rooms around one processor protocol (`scaler.protocol.processor_protocol`: a task's states
+within a processor and the table of their transitions):
 
 - `agent/`: the worker agent process: its pure core (which task runs in which processor, what the scheduler is
   told) and its asyncio shell;

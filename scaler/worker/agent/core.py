@@ -2,7 +2,7 @@
 
 `AgentCore.handle_all(events) -> effects` is its one entry. It composes parts that each own one thing and do not
 call each other: the processor table (`processor_table`: processors and held tasks, in the processor protocol's
-states, `scaler.worker.processor_protocol`), placement (`placement`: the queue, starting, staging, resuming), the
+states, `scaler.protocol.processor_protocol`), placement (`placement`: the queue, starting, staging, resuming), the
 pool (`pool`: processors to start and retire), the run-time estimates (`estimates`: prefetch, staging depth), the
 result journal (`result_journal`: results to send again after a scheduler restart) and the scheduler link
 (`scaler.protocol.scheduler_link`). This module routes events to them and owns the rules that tie them together:
@@ -65,6 +65,7 @@ from collections.abc import Iterable
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
+from scaler.protocol.processor_protocol import ProcessorOutcome, ProcessorTaskEvent, ProcessorTaskState, outcome
 from scaler.protocol.scheduler_link import (
     Forgotten,
     LinkEffect,
@@ -106,7 +107,6 @@ from scaler.worker.agent.pool import MAX_START_FAILURES, ProcessorPool
 from scaler.worker.agent.processor_table import HeldTask, ProcessorRecord, ProcessorState, ProcessorTable
 from scaler.worker.agent.result_journal import ResultJournal
 from scaler.worker.agent.settings import AgentSettings
-from scaler.worker.processor_protocol import ProcessorOutcome, ProcessorTaskEvent, ProcessorTaskState, outcome
 
 __all__ = [  # the events and effects are part of the core's interface
     "EXIT_ERROR",

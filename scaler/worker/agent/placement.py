@@ -1,5 +1,5 @@
 """Which held task goes to which processor, and when (pure): the agent's queue of tasks not sent to any processor,
-and the sends that move them into processors, under the processor protocol (`scaler.worker.processor_protocol`).
+and the sends that move them into processors, under the processor protocol (`scaler.protocol.processor_protocol`).
 
 Rules:
 1. At most `slots` processors compute at once. Parked tasks that asked to go on are given the turn back first
@@ -31,10 +31,10 @@ from collections.abc import Callable
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
+from scaler.protocol.processor_protocol import ProcessorTaskState
 from scaler.protocol.staging import STAGED_WAIT_SECONDS
 from scaler.worker.agent.events import Effect, ToProcessor
 from scaler.worker.agent.processor_table import HeldTask, ProcessorRecord, ProcessorState, ProcessorTable
-from scaler.worker.processor_protocol import ProcessorTaskState
 
 _QUEUED, _RUNNING = ProcessorTaskState.QUEUED, ProcessorState.RUNNING  #: as module constants: read on every task
 

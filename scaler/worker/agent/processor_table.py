@@ -1,7 +1,7 @@
 """The agent core's records of its processors and of the tasks it holds (pure: no I/O, no clock).
 
 A processor is an execution slot the executor runs (for the zygote executor, a forked process). A held task's
-state is its state in the processor protocol (`scaler.worker.processor_protocol`: QUEUED here, then STAGED,
+state is its state in the processor protocol (`scaler.protocol.processor_protocol`: QUEUED here, then STAGED,
 COMPUTING, PARKED, RESUMING or STOPPING in its processor), as the agent sees it; every move below is one of that
 table's. A processor computes at most one task (`task_id`, processor state RUNNING); tasks parked in it do not
 count, and its slot serves other tasks meanwhile. With `NestedParents.THREAD` (the default) a processor whose
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from scaler.config.sections import NestedParents
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
-from scaler.worker.processor_protocol import OUTCOMES, ProcessorOutcome, ProcessorTaskEvent, ProcessorTaskState
+from scaler.protocol.processor_protocol import OUTCOMES, ProcessorOutcome, ProcessorTaskEvent, ProcessorTaskState
 
 
 class ProcessorState(enum.IntEnum):  #: an int: counted in a list, on every event

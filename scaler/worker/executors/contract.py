@@ -24,7 +24,7 @@ or raise: a failure becomes a report.
    behind it leave together); an executor that delivers at once does nothing on flush. A processor receives
    `HelloReply` (its `object_storage_address` is where task payloads live: keep it for the next tasks), `Task`,
    `TaskCancel` and `ProcessorResume`, and does with them what the processor protocol says
-   (`scaler.worker.processor_protocol`: the one statement of what a processor does with its tasks: one computes
+   (`scaler.protocol.processor_protocol`: the one statement of what a processor does with its tasks: one computes
    at a time, in the order received; a TaskCancel withdraws a task not started and stops one computing or
    parked; a parked task goes on when given the turn back).
 4. Reports while running, through `on_processor_messages(processor_id, messages)`, as the processor protocol

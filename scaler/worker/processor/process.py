@@ -3,7 +3,7 @@
 It talks only to its agent (a Unix socket pair, see channel.py) and to object storage. It starts by
 running the preload function, announces itself with ProcessorReady, learns the object storage address
 from a HelloReply, then runs the Tasks it receives as the processor protocol says
-(`scaler.worker.processor_protocol`): one computing at a time, in the order received, parked while they
+(`scaler.protocol.processor_protocol`): one computing at a time, in the order received, parked while they
 wait on nested futures, each answered once with a TaskResult. `task_line` decides, `threads` carries it out.
 """
 

@@ -9,7 +9,7 @@ a call for an actor this processor does not hold. No threads, no I/O, no clock:
 `threads.TaskThreads` calls it under one lock and carries its instructions out.
 
 The task states, the events that move them and the rules (order, the computing turn, staging, parking, cancels,
-answers) are `scaler.worker.processor_protocol`'s; this module adds the threads:
+answers) are `scaler.protocol.processor_protocol`'s; this module adds the threads:
 
 1. One thread at a time holds the *baton*: it reads the agent's channel (at first, the main thread). While no task
    is parked, the holder runs each task that gets the turn itself, and the next one after it: plain tasks cost no
@@ -38,7 +38,7 @@ from typing import Generic, TypeVar
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
-from scaler.worker.processor_protocol import OUTCOMES, ProcessorOutcome, ProcessorTaskEvent, ProcessorTaskState
+from scaler.protocol.processor_protocol import OUTCOMES, ProcessorOutcome, ProcessorTaskEvent, ProcessorTaskState
 
 #: Members as module constants: reading one from its enum class costs several times more, on the path of every task.
 _TURN, _PARK, _ASK, _RESUME, _END, _CANCEL = (

@@ -1,7 +1,7 @@
 """The threads of a processor: they carry out what its task line (`task_line.TaskLine`, the pure core) decides.
 
 Every decision (which task computes, which thread runs it, who reads the channel, what a TaskCancel does) is the
-task line's, under the processor protocol (`scaler.worker.processor_protocol`); this module only has the
+task line's, under the processor protocol (`scaler.protocol.processor_protocol`); this module only has the
 mechanisms: one lock around every call into the core (and the channel reads those calls need), a wake-up per
 thread, the task's own hooks around its waits on nested futures, and the injection of TaskAbandoned into a thread.
 
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from scaler.protocol import messages as m
+from scaler.protocol.processor_protocol import ProcessorOutcome, ProcessorTaskState
 from scaler.worker.computing_mark import ComputingMark
 from scaler.worker.processor.channel import BlockingChannel, ChannelClosed
 from scaler.worker.processor.outlet import ProcessorOutlet
@@ -46,7 +47,6 @@ from scaler.worker.processor.task_line import (
     Wake,
 )
 from scaler.worker.processor.wake_pipe import WakePipe
-from scaler.worker.processor_protocol import ProcessorOutcome, ProcessorTaskState
 
 logger = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ import pytest
 from scaler.config.sections import NestedParents
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID
+from scaler.protocol.processor_protocol import ProcessorTaskState
 from scaler.worker.agent import core
 from scaler.worker.agent.processor_table import ProcessorState
-from scaler.worker.processor_protocol import ProcessorTaskState
 
 DONE = m.ProcessorWriting(False)
 
