@@ -1,7 +1,8 @@
 """The processor protocol: a task's states within one processor, the events that move them, and the outcome of every
 (state, event) pair. This is the one statement of the contract between a worker's agent and its processors: the
-agent's processor table (`agent/processor_table.py`) and the processor's task line (`processor/task_line.py`) are
-both built on the table below, and the `Executor` contract (`executors/contract.py`) refers to it.
+agent's processor table (`worker/agent/processor_table.py`), the scheduler's record of each processor's link
+(`scheduler/core/processor_links.py`) and the processor's task line (`worker/processor/task_line.py`) are all built on
+the table below, and the `Executor` contract (`worker/executors/contract.py`) refers to it.
 
 Rules:
 1. A processor computes one task at a time: the one that holds its *computing turn* (COMPUTING). It may be sent
@@ -38,6 +39,8 @@ Rules:
    with a ResultSent (the result's frame) in the order rule 5 says; the agent does not send it on, and keeps it
    until the scheduler has read it (agent/result_journal.py). CANCELED answers go to the agent only, whose answer
    the scheduler has already had (a TaskCancelConfirm).
+9. A TaskReturn asks tasks back (RETURN): those still staged are handed back unstarted (HAND_BACK, answered with a
+   TaskReturn naming them) and never run there; one that started stays, and its answer comes as usual.
 
 Every (state, event) pair has an explicit outcome. IGNORE changes nothing: the event is stale (a cancel that
 crossed the task's end) or cannot happen under the rules above (a task that has not computed does not park).
@@ -75,6 +78,7 @@ class ProcessorTaskEvent(enum.IntEnum):
     END = 5  #: its thread is done and its answer sent (TaskResult: its result or CANCELED; or ResultSent, rule 8)
     CANCEL = 6  #: the agent stops it: cancelled or timed out (TaskCancel)
     GONE = 7  #: its processor is killed or dies
+    RETURN = 8  #: the scheduler asks it back (TaskReturn): for another processor, worker or a higher priority
 
 
 class ProcessorOutcome(enum.IntEnum):
@@ -98,6 +102,7 @@ class ProcessorOutcome(enum.IntEnum):
     FAIL = 15  #: ended with its processor: the agent reports it failed (or the reason it killed the processor)
     LOSE = 16  #: a parked task ended with its processor: the agent reports it lost or failed (agent/core.py)
     FORGET = 17  #: ended with its processor, answered for already: nothing more is reported
+    HAND_BACK = 18  #: given back unstarted (TaskReturn): it never runs there
 
 
 S, E, Do = ProcessorTaskState, ProcessorTaskEvent, ProcessorOutcome
@@ -112,6 +117,7 @@ TRANSITIONS: dict[tuple[ProcessorTaskState, ProcessorTaskEvent], ProcessorOutcom
     (S.QUEUED, E.END): Do.IGNORE,  # a report of a processor it is not in
     (S.QUEUED, E.CANCEL): Do.DROP,
     (S.QUEUED, E.GONE): Do.IGNORE,
+    (S.QUEUED, E.RETURN): Do.IGNORE,  # it is in no processor
     (S.STAGED, E.SEND): Do.IGNORE,  # a task is sent once
     (S.STAGED, E.TURN): Do.START,
     (S.STAGED, E.PARK): Do.IGNORE,  # it has not computed
@@ -120,6 +126,7 @@ TRANSITIONS: dict[tuple[ProcessorTaskState, ProcessorTaskEvent], ProcessorOutcom
     (S.STAGED, E.END): Do.FINISH,  # rule 5: not before the end of the one before it; taken if it came
     (S.STAGED, E.CANCEL): Do.WITHDRAW,
     (S.STAGED, E.GONE): Do.REQUEUE,
+    (S.STAGED, E.RETURN): Do.HAND_BACK,
     (S.COMPUTING, E.SEND): Do.IGNORE,
     (S.COMPUTING, E.TURN): Do.IGNORE,  # it holds the turn
     (S.COMPUTING, E.PARK): Do.PARK,
@@ -128,6 +135,7 @@ TRANSITIONS: dict[tuple[ProcessorTaskState, ProcessorTaskEvent], ProcessorOutcom
     (S.COMPUTING, E.END): Do.FINISH,
     (S.COMPUTING, E.CANCEL): Do.STOP,
     (S.COMPUTING, E.GONE): Do.FAIL,
+    (S.COMPUTING, E.RETURN): Do.IGNORE,  # it started: its answer comes as usual
     (S.PARKED, E.SEND): Do.IGNORE,
     (S.PARKED, E.TURN): Do.IGNORE,  # it takes the turn only once given it back
     (S.PARKED, E.PARK): Do.IGNORE,  # its inner waits do not park again
@@ -136,6 +144,7 @@ TRANSITIONS: dict[tuple[ProcessorTaskState, ProcessorTaskEvent], ProcessorOutcom
     (S.PARKED, E.END): Do.FINISH,  # it ends once it computes again; taken if it came sooner
     (S.PARKED, E.CANCEL): Do.STOP_PARKED,
     (S.PARKED, E.GONE): Do.LOSE,
+    (S.PARKED, E.RETURN): Do.IGNORE,
     (S.RESUMING, E.SEND): Do.IGNORE,
     (S.RESUMING, E.TURN): Do.IGNORE,
     (S.RESUMING, E.PARK): Do.IGNORE,
@@ -144,6 +153,7 @@ TRANSITIONS: dict[tuple[ProcessorTaskState, ProcessorTaskEvent], ProcessorOutcom
     (S.RESUMING, E.END): Do.FINISH,
     (S.RESUMING, E.CANCEL): Do.STOP_PARKED,
     (S.RESUMING, E.GONE): Do.LOSE,
+    (S.RESUMING, E.RETURN): Do.IGNORE,
     (S.RESUMED, E.SEND): Do.IGNORE,
     (S.RESUMED, E.TURN): Do.GO_ON,
     (S.RESUMED, E.PARK): Do.IGNORE,
@@ -152,6 +162,7 @@ TRANSITIONS: dict[tuple[ProcessorTaskState, ProcessorTaskEvent], ProcessorOutcom
     (S.RESUMED, E.END): Do.FINISH,
     (S.RESUMED, E.CANCEL): Do.STOP_PARKED,  # it has not computed again yet: it leaves the tasks waiting for the turn
     (S.RESUMED, E.GONE): Do.LOSE,
+    (S.RESUMED, E.RETURN): Do.IGNORE,
     (S.STOPPING, E.SEND): Do.IGNORE,
     (S.STOPPING, E.TURN): Do.IGNORE,  # it holds the turn until it has unwound
     (S.STOPPING, E.PARK): Do.UNWIND,  # stopped while it could not be interrupted: the park raises instead
@@ -160,6 +171,7 @@ TRANSITIONS: dict[tuple[ProcessorTaskState, ProcessorTaskEvent], ProcessorOutcom
     (S.STOPPING, E.END): Do.UNWOUND,
     (S.STOPPING, E.CANCEL): Do.IGNORE,  # stopped already
     (S.STOPPING, E.GONE): Do.FORGET,
+    (S.STOPPING, E.RETURN): Do.IGNORE,
     (S.STOPPING_PARKED, E.SEND): Do.IGNORE,
     (S.STOPPING_PARKED, E.TURN): Do.IGNORE,  # it unwinds without the turn
     (S.STOPPING_PARKED, E.PARK): Do.IGNORE,
@@ -168,6 +180,7 @@ TRANSITIONS: dict[tuple[ProcessorTaskState, ProcessorTaskEvent], ProcessorOutcom
     (S.STOPPING_PARKED, E.END): Do.UNWOUND,
     (S.STOPPING_PARKED, E.CANCEL): Do.IGNORE,
     (S.STOPPING_PARKED, E.GONE): Do.FORGET,
+    (S.STOPPING_PARKED, E.RETURN): Do.IGNORE,
 }
 
 #: Where each outcome that moves a task leads (None: it is held no more); the others leave its state as it is.
@@ -188,6 +201,7 @@ TARGETS: dict[ProcessorOutcome, ProcessorTaskState | None] = {
     Do.FAIL: None,
     Do.LOSE: None,
     Do.FORGET: None,
+    Do.HAND_BACK: None,
 }
 UNCHANGED = frozenset({Do.IGNORE, Do.UNWIND})
 

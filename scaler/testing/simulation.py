@@ -253,7 +253,7 @@ class SimulatedCluster:
             for task_id in link.tasks:
                 assert core.tasks.records[task_id].link == link.peer, "a link holds a task not sent there"
         for worker in core.workers.values():
-            parked = sum(len(link.parked) for link in core.processors.values() if link.worker == worker.peer)
+            parked = sum(link.parked for link in core.processors.values() if link.worker == worker.peer)
             assert worker.lent_parked == parked, "lent parked miscounted"
 
     def check_invariants(self) -> None:

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
-from scaler.protocol.messages import Capabilities, ManagerTarget, ProcessorExited, WorkerLimit, WorkerStatus
+from scaler.protocol.messages import Capabilities, ManagerTarget, WorkerLimit, WorkerStatus
 from scaler.protocol.staging import LENT_STAGING_SECONDS, STAGED_WAIT_SECONDS
 from scaler.scheduler.core.client_answers import AnswerLog
+from scaler.scheduler.core.processor_links import ProcessorLink
 
 #: Results read from a worker's processors that its next heartbeat echo names, at most.
 MAX_RESULTS_READ = 100_000
@@ -78,9 +79,9 @@ class WorkerRecord:
     last_finished_at: float = 0.0
     #: its unit is being taken back (a spot interruption): no new task; what runs at this time is moved
     draining_until: float | None = None
-    processors: set[PeerID] = field(default_factory=set)  #: its processors' links (ProcessorRecord)
+    processors: set[PeerID] = field(default_factory=set)  #: its processors' links (processor_links.ProcessorLink)
     #: the links of the processors it lends (ProcessorInfo.lent): its plain tasks go there (task_lifecycle.py)
-    lent_links: list[ProcessorLinkRecord] = field(default_factory=list)
+    lent_links: list[ProcessorLink] = field(default_factory=list)
     #: its lent processors' tasks that wait on nested futures: each yields its slot, as a parked task at its agent
     lent_parked: int = 0
     #: it lends its processors (its hello, or a lent link, says so): its tasks go to them only (task_lifecycle.dispatch)
@@ -143,46 +144,6 @@ class WorkerRecord:
         """Whether it offers what a queue key requires: the names, and for `memory` a quantity at least as large
         (policy/capability.py)."""
         return not requirement or offers_enough(self.capability_names, self.memory_bytes, requirement)
-
-
-@dataclass(slots=True)
-class ProcessorLinkRecord:
-    """A processor's own link (docs/protocol.md section 3.7): it sends the results of its tasks, as its worker's."""
-
-    peer: PeerID
-    worker: PeerID
-    processor_id: bytes  #: its name within its worker
-    #: its worker lends it: plain tasks are sent on the link (task_lifecycle.py, lent processors)
-    lent: bool = False
-    #: the tasks sent on the link and not ended, in the order they were sent (a dict as an ordered set)
-    tasks: dict[TaskID, None] = field(default_factory=dict)
-    parked: set[TaskID] = field(default_factory=set)  #: those of them waiting on nested futures
-    leaving: bool = False  #: it said it ends on purpose: its loss blames no task (worker_sessions.py)
-    #: it ended while it held tasks: since when the scheduler waits for both its link's closing and its agent's word
-    closed_at: float | None = None
-    link_closed: bool = False  #: its link closed (after all it sent)
-    exited: ProcessorExited | None = None  #: its agent's word that it ended, and why
-    #: lent: the results read on its link since its worker's last heartbeat, which an echo on the link names (the
-    #: processor keeps each until then, for a restart; worker_sessions.py)
-    results_read: list[TaskID] = field(default_factory=list)
-    #: lent tasks its hello named that this instance did not know (from before a restart), not adopted yet: a client
-    #: that submits one again has it adopted here (`WorkerSessions.adopted`)
-    held: set[TaskID] = field(default_factory=set)
-    #: those of them it says are parked on nested futures: each yields its slot once adopted
-    held_parked: set[TaskID] = field(default_factory=set)
-    #: lent: tasks asked back on the link (TaskReturn: overtaking, the balancer, a reclaim notice, a long task ahead),
-    #: not ended; a TaskReturn from the processor naming only these leaves it lent (worker_sessions.on_lent_returned)
-    asked: set[TaskID] = field(default_factory=set)
-    #: lent: since when the task it computes computes (its previous result, its parking, or the send to an idle link)
-    busy_since: float = 0.0
-    #: lent: the task it computes has computed STAGED_WAIT_SECONDS: what was staged behind it was asked back, and it
-    #: gets no staged task until a result comes on the link (worker_sessions.withdraw_behind_long)
-    long: bool = False
-
-    def first_to_compute(self) -> TaskID | None:
-        """The task it computes, or starts next if it computes none: the oldest sent there that is not parked (those
-        behind it are staged)."""
-        return next((task_id for task_id in self.tasks if task_id not in self.parked), None)
 
 
 @dataclass(slots=True)

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import incompatibility
 from scaler.protocol.ids import ClientID, PeerID, TaskID, short
-from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, ProcessorLinkRecord, WorkerRecord
+from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
+from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.quotas import quota_of
 
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ class Registration:
         if record is not None and record.worker != worker.peer:
             return "this connection is already registered as a processor of another worker"
         if record is None:
-            record = core.processors[peer] = ProcessorLinkRecord(peer, worker.peer, info.processor_id, info.lent)
+            record = core.processors[peer] = ProcessorLink(peer, worker.peer, info.processor_id, info.lent)
             worker.processors.add(peer)
             if info.lent:  # its worker lends it: plain tasks go on its link from now on (task_lifecycle.py)
                 worker.lent_links.append(record)

@@ -44,7 +44,8 @@ from scaler.scheduler.core.manager_sessions import ManagerSessions
 from scaler.scheduler.core.monitor_feed import MonitorFeed
 from scaler.scheduler.core.object_retention import ObjectRetention
 from scaler.scheduler.core.overtaking import Overtaking
-from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, ProcessorLinkRecord, WorkerRecord
+from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
+from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.reattachment import Reattachment
 from scaler.scheduler.core.registration import Registration
 from scaler.scheduler.core.story_book import DEFAULT_RETENTION_SECONDS, DEFAULT_RETENTION_TASKS, StoryBook
@@ -125,7 +126,7 @@ class SchedulerCore:
         self.workers: dict[PeerID, WorkerRecord] = {}
         self.managers: dict[PeerID, ManagerRecord] = {}
         #: the links of workers' processors, for their results (registration.py; each is its worker's)
-        self.processors: dict[PeerID, ProcessorLinkRecord] = {}
+        self.processors: dict[PeerID, ProcessorLink] = {}
         self.lifecycle = TaskLifecycle(
             self.tasks,
             self.workers,

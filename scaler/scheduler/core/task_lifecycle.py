@@ -31,7 +31,8 @@ from scaler.scheduler.core.free_workers import FreeEntry, FreeWorkers
 from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
 from scaler.scheduler.core.jobs import JobTable
 from scaler.scheduler.core.memory_retry import bigger_place, not_retried, retried
-from scaler.scheduler.core.peers import ManagerRecord, ProcessorLinkRecord, WorkerRecord
+from scaler.scheduler.core.peers import ManagerRecord, WorkerRecord
+from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.story_book import Words, cause_of
 from scaler.scheduler.core.task_state import Outcome, TaskEvent, TaskState, outcome
 from scaler.scheduler.core.task_table import TaskRecord, TaskTable
@@ -54,7 +55,7 @@ class TaskLifecycle:
         jobs: JobTable | None = None,
         managers: dict[PeerID, ManagerRecord] | None = None,
         answer: Callable[[PeerID, TaskResult | TaskCancelConfirm], None] | None = None,
-        processors: dict[PeerID, ProcessorLinkRecord] | None = None,
+        processors: dict[PeerID, ProcessorLink] | None = None,
     ) -> None:
         self._tasks = tasks
         #: the processors' links, lent ones among them (`_assign`)
@@ -175,7 +176,7 @@ class TaskLifecycle:
             graph = self._graphs.get(record.graph_id) if record.graph_id else None
             if queued_only and (graph is not None or record.state not in NOT_DISPATCHED):
                 link = self._processors.get(record.link) if record.link is not None else None
-                if graph is None and link is not None and record.worker and task_id != link.first_to_compute():
+                if graph is None and link is not None and record.worker and link.is_staged(task_id):
                     record.cancel_when_returned = True  # staged behind the one its processor computes
                     staged.setdefault(record.worker, []).append(task_id)
                 continue
@@ -224,12 +225,12 @@ class TaskLifecycle:
             if link is None:
                 agent.append(task_id)
             else:
-                link.asked.add(task_id)
-                links.setdefault(link.peer, []).append(task_id)
+                links.setdefault(link.peer, []).extend(link.ask_back((task_id,)))
         if agent:
             self._send(worker, TaskReturn(tuple(agent)))
         for peer, asked in links.items():
-            self._send(peer, TaskReturn(tuple(asked)))
+            if asked:
+                self._send(peer, TaskReturn(tuple(asked)))
 
     def notice_over(self, worker: WorkerRecord) -> None:
         """A draining worker's notice ended with tasks still there: they go back to the queue (no retry spent)
@@ -343,9 +344,7 @@ class TaskLifecycle:
             self._send(worker.peer, record.task)
             return
         record.link = link.peer  # lent processors: on the processor's own link, past its agent
-        if len(link.tasks) <= len(link.parked):
-            link.busy_since = self.now  # it computes nothing: this one starts now
-        link.tasks[record.task_id] = None
+        link.send(record.task_id, record.task.priority, self.now)
         self._send(link.peer, record.task)
 
     # ------------------------------------------------------------ outcomes (named after task_state.Outcome)
@@ -375,6 +374,9 @@ class TaskLifecycle:
     def _cancel_at_worker(self, record: TaskRecord) -> None:
         assert record.worker is not None
         self._tasks.set_state(record, TaskState.CANCELING, self.now, self._cause)
+        link = self._processors.get(record.link) if record.link is not None else None
+        if link is not None:
+            link.cancel(record.task_id)
         self._send(record.link or record.worker, TaskCancel((record.task_id,)))
 
     def _end_canceled(self, record: TaskRecord) -> None:
@@ -465,12 +467,9 @@ class TaskLifecycle:
         link = self._processors.get(record.link) if record.link is not None else None
         if link is None:
             return  # the link is gone: its tasks were handled then (worker_sessions.drop_processor)
-        link.tasks.pop(record.task_id, None)
-        if link.asked:
-            link.asked.discard(record.task_id)
-        if link.parked and record.task_id in link.parked:
-            link.parked.discard(record.task_id)
-            worker.lent_parked -= 1
+        parked = link.parked
+        link.end(record.task_id, self.now)
+        worker.lent_parked -= parked - link.parked
 
     def _end(
         self,
@@ -539,13 +538,13 @@ def _detail(details: dict[str, object], name: str, kind: type[_T]) -> _T:
     return value
 
 
-def _lent_link(worker: WorkerRecord, task: Task) -> ProcessorLinkRecord | None:
+def _lent_link(worker: WorkerRecord, task: Task) -> ProcessorLink | None:
     """The lent processor of `worker` a plain task goes to: the one with the fewest tasks not ended, one that computes
     long only when all do (None: the task goes to the agent). Streaming tasks and actors' starts always go to the agent
     (their other messages do)."""
     if task.stream_credit or task.actor is not None:
         return None
-    best: ProcessorLinkRecord | None = None
+    best: ProcessorLink | None = None
     for link in worker.lent_links:
         if best is None or (link.long, len(link.tasks)) < (best.long, len(best.tasks)):
             best = link

@@ -210,8 +210,8 @@ def with_lent_tasks(worker: WorkerRecord) -> m.WorkerStatus:
     status = worker.status
     running = queued = blocked = 0
     for link in worker.lent_links:
-        parked = len(link.parked)
-        waiting = len(link.tasks) - parked
+        parked = link.parked
+        waiting = link.unparked
         if waiting > 0:
             running += 1
             queued += waiting - 1

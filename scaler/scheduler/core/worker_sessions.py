@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, TaskID, short
-from scaler.protocol.staging import STAGED_WAIT_SECONDS
-from scaler.scheduler.core.peers import ProcessorLinkRecord, WorkerRecord
+from scaler.scheduler.core.peers import WorkerRecord
+from scaler.scheduler.core.processor_links import Fate, ProcessorLink
 from scaler.scheduler.core.task_state import TaskEvent
 
 if TYPE_CHECKING:
@@ -90,7 +90,6 @@ class WorkerSessions:
             return
         if link.lent:
             link.results_read.append(result.task_id)  # named in an echo on the link, after its worker's next heartbeat
-            link.busy_since = core.now  # the next task there starts now
             if link.long:  # the long task ended: tasks may be staged there again
                 link.long = False
                 worker.restage()
@@ -118,10 +117,10 @@ class WorkerSessions:
             if task_id in link.held:
                 link.held.discard(task_id)
                 record.link = link.peer
-                link.tasks = {task_id: None, **link.tasks}
-                if task_id in link.held_parked:  # it waits on nested futures there: its slot serves others
-                    link.held_parked.discard(task_id)
-                    link.parked.add(task_id)
+                parked = task_id in link.held_parked  # it waits on nested futures there: its slot serves others
+                link.held_parked.discard(task_id)
+                link.adopt(task_id, record.task.priority, parked, core.now)
+                if parked:
                     worker.lent_parked += 1
                     core.lifecycle.worker_has_room(worker.peer)
                 return
@@ -197,34 +196,23 @@ class WorkerSessions:
             self.drop_processor(peer, force=True)
 
     @staticmethod
-    def _unlend(worker: WorkerRecord, link: ProcessorLinkRecord) -> None:
+    def _unlend(worker: WorkerRecord, link: ProcessorLink) -> None:
         if link in worker.lent_links:
             worker.lent_links.remove(link)
             worker.restage()
 
-    def _lent_link_gone(
-        self, worker: WorkerRecord, link: ProcessorLinkRecord, exited: m.ProcessorExited | None
-    ) -> None:
+    def _lent_link_gone(self, worker: WorkerRecord, link: ProcessorLink, exited: m.ProcessorExited | None) -> None:
         """A lent processor's link closed: its tasks without a result end as at its agent's (module docstring)."""
         self._unlend(worker, link)
-        worker.lent_parked -= len(link.parked)
+        worker.lent_parked -= link.parked
         if link.held:  # named in its hello, not adopted yet: submitted again, they run again
             self._core.reattachment.forget_held(link.held)
             link.held.clear()
             link.held_parked.clear()
         lifecycle = self._core.lifecycle
         name = link.processor_id.decode(errors="replace")
-        order = [t for t in link.tasks if t not in link.parked]  #: the order they were sent, and run in
-        ran: list[TaskID] = []  #: ran, but their results died with it (in its I/O thread): each spends a retry
-        if link.leaving:
-            blamed = None
-        elif exited is not None and exited.lent_task_known:  # its mark names the task it computed (if any)
-            blamed = TaskID(exited.lent_task) if exited.lent_task in link.tasks else None
-            ran = order[: order.index(blamed)] if blamed in order else order[:1]
-        else:  # not known (an agent's word that never came): the oldest one not parked
-            blamed = order[0] if order else None
-        for task_id in list(link.tasks):
-            if task_id == blamed:
+        for task_id, fate in link.gone(exited):
+            if fate is Fate.BLAMED:
                 status, text = m.ResultStatus.PROCESSOR_DIED, f"the processor {name} running the task died"
                 if exited is not None and exited.out_of_memory:
                     status, text = m.ResultStatus.OUT_OF_MEMORY, f"{exited.out_of_memory} (processor {name})"
@@ -235,25 +223,21 @@ class WorkerSessions:
                 logger.warning("task %s: %s", task_id.hex(), text)
                 died = m.TaskResult(task_id, status, error_message=text)
                 lifecycle.result_from(worker.peer, died)
-            elif task_id in link.parked:
+            elif fate is Fate.LOST:
                 why = f"the processor {name} it waited in died while running another task"
                 lifecycle.apply(task_id, TaskEvent.WORKER_LOST, reason=why)
-            elif task_id in ran:
+            elif fate is Fate.RAN:
                 why = f"its lent processor {name} died before its result left (it runs again)"
                 lifecycle.apply(task_id, TaskEvent.WORKER_LOST, reason=why)
-            else:
+            else:  # REQUEUED, or ANSWERED: a cancel's, which ends it cancelled
                 why = f"its lent processor {name} died before it started"
                 lifecycle.apply(task_id, TaskEvent.RETURNED, reason=why)
-        link.tasks.clear()
-        link.parked.clear()
 
     def on_lent_parked(self, peer: PeerID, blocked: m.ProcessorBlocked) -> None:
         """A task on a lent processor waits on nested futures: its slot serves other tasks meanwhile."""
         core = self._core
         link = core.processors[peer]
-        if blocked.task_id in link.tasks and blocked.task_id not in link.parked:
-            link.parked.add(blocked.task_id)
-            link.busy_since = core.now  # the next task there starts now
+        if link.park(blocked.task_id, core.now):
             core.workers[link.worker].lent_parked += 1
             core.lifecycle.worker_has_room(link.worker)
         elif blocked.task_id in link.held:  # from before a restart, not adopted yet: parked once it is
@@ -263,8 +247,7 @@ class WorkerSessions:
         """A parked task on a lent processor goes on (its processor gives it the turn itself): it takes a slot again."""
         core = self._core
         link = core.processors[peer]
-        if request.task_id in link.parked:
-            link.parked.discard(request.task_id)
+        if link.resume(request.task_id, core.now):
             core.workers[link.worker].lent_parked -= 1
 
     def hosts_actor(self, peer: PeerID) -> None:
@@ -298,7 +281,7 @@ class WorkerSessions:
         core = self._core
         link = core.processors[peer]
         worker = core.workers[link.worker]
-        unasked = any(task_id not in link.asked for task_id in returned.task_ids)
+        unasked = any(task_id not in link.tasks or not link.tasks[task_id].asked for task_id in returned.task_ids)
         if unasked and link in worker.lent_links:
             worker.lent_links.remove(link)
             worker.restage()
@@ -308,18 +291,15 @@ class WorkerSessions:
         """The agent's rule 7 for lent processors (worker/agent/core.py): the tasks staged on a lent link behind one
         that has computed STAGED_WAIT_SECONDS are asked back (TaskReturn on the link: the processor gives back those
         not started), so that another processor or worker runs them; the link gets no staged task until a result
-        comes there. Once per long task: what is sent to it afterwards went there as the worker's best place."""
+        comes there (processor_links.py rule 3)."""
         core = self._core
         for worker in core.workers.values():
             for link in worker.lent_links:
-                if link.long or len(link.tasks) - len(link.parked) < 2:
+                asked = link.behind_long(core.now)
+                if asked is None:
                     continue
-                if core.now - link.busy_since < STAGED_WAIT_SECONDS:
-                    continue
-                link.long = True
                 worker.restage()
-                asked = tuple(t for t in link.tasks if t not in link.parked and t not in link.asked)
-                if asked:  # the one computing among them is not given back (it started)
+                if asked:
                     core.lifecycle.take_back(worker.peer, asked)
 
     def end_notices(self) -> None:

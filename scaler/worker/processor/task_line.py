@@ -41,13 +41,14 @@ from scaler.protocol.ids import TaskID
 from scaler.protocol.processor_protocol import OUTCOMES, ProcessorOutcome, ProcessorTaskEvent, ProcessorTaskState
 
 #: Members as module constants: reading one from its enum class costs several times more, on the path of every task.
-_TURN, _PARK, _ASK, _RESUME, _END, _CANCEL = (
+_TURN, _PARK, _ASK, _RESUME, _END, _CANCEL, _RETURN = (
     ProcessorTaskEvent.TURN,
     ProcessorTaskEvent.PARK,
     ProcessorTaskEvent.ASK_RESUME,
     ProcessorTaskEvent.RESUME,
     ProcessorTaskEvent.END,
     ProcessorTaskEvent.CANCEL,
+    ProcessorTaskEvent.RETURN,
 )
 _STAGED, _COMPUTING, _STOPPING_PARKED, _GO_ON = (
     ProcessorTaskState.STAGED,
@@ -214,7 +215,7 @@ class TaskLine(Generic[R]):
         given: list[TaskID] = []
         for task_id in task_ids:
             record = self.tasks.get(task_id)
-            if record is not None and record.state is _STAGED:
+            if record is not None and OUTCOMES[_RETURN][record.state] is ProcessorOutcome.HAND_BACK:
                 self.awaiting_turn.remove(record)
                 del self.tasks[task_id]
                 given.append(task_id)
