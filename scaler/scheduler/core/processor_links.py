@@ -277,8 +277,8 @@ class ProcessorLink:
         """Rule 2: the task to blame, and those that ran before it (their results died with the processor)."""
         if self.leaving:
             return None, set()
-        if exited is not None and exited.lent_task_known:  # its mark names the task it computed (if any)
-            named = TaskID(exited.lent_task)
+        if exited is not None and exited.computing_task_known:  # its mark names the task it computed (if any)
+            named = TaskID(exited.computing_task)
             blamed = named if named in self.tasks else None
             return blamed, set(order[: order.index(blamed)] if blamed in order else order[:1])
         computing = self.computing if self.computing is not None else (order[0] if order else None)

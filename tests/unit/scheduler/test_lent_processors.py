@@ -290,7 +290,7 @@ def test_the_task_a_dead_lent_processor_s_mark_names_is_blamed_and_the_one_befor
     sim.submit(client, [task(client.peer, n) for n in (1, 2, 3)])
     lost, crashed, staged = (t.task_id for t in sent_to(sim, link, m.Task))
     sim.feed(PeerLost(PeerID(link), "connection closed", sim.now))
-    sim.send(worker.peer, m.ProcessorExited(b"p1", "exit code 3", lent_task=crashed, lent_task_known=True))
+    sim.send(worker.peer, m.ProcessorExited(b"p1", "exit code 3", computing_task=crashed, computing_task_known=True))
     assert client.answers[crashed] == [("result", "processorDied")]
     assert not client.answers[lost] and not client.answers[staged]
     lend(sim, worker, b"p2")
@@ -310,7 +310,7 @@ def test_a_lent_processor_whose_mark_names_none_blames_none() -> None:
     sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
     ids = {t.task_id for t in sent_to(sim, link, m.Task)}
     sim.feed(PeerLost(PeerID(link), "connection closed", sim.now))
-    sim.send(worker.peer, m.ProcessorExited(b"p1", "killed by SIGKILL", lent_task_known=True))
+    sim.send(worker.peer, m.ProcessorExited(b"p1", "killed by SIGKILL", computing_task_known=True))
     assert not any(client.answers[t] for t in ids)
     lend(sim, worker, b"p2")
     assert {t.task_id for t in sent_to(sim, worker.peer + b"/p2", m.Task)} == ids

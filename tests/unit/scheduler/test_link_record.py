@@ -153,7 +153,7 @@ def test_a_lost_link_ends_each_task_by_the_table_and_the_mark() -> None:
     for task_id in (A, B, C):
         held.send(task_id, 0, 0.0)
     held.park(A, 0.0)  # B computes, C is staged
-    fates = dict(held.gone(m.ProcessorExited(b"p", "killed by SIGSEGV", lent_task=C, lent_task_known=True)))
+    fates = dict(held.gone(m.ProcessorExited(b"p", "killed by SIGSEGV", computing_task=C, computing_task_known=True)))
     assert fates == {A: Fate.LOST, B: Fate.RAN, C: Fate.BLAMED}, "the mark names C: B ran before it"
     held = link()
     for task_id in (A, B):
