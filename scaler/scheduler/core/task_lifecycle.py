@@ -2,7 +2,9 @@
 outcome; the methods here carry it out and append effects. Nothing else mutates task records.
 
 Also owns dispatch: handing QUEUED tasks to workers with free credit, least loaded first (the index of free workers
-is `free_workers.py`).
+is `free_workers.py`), each on the link of one of its worker's processors (`WorkerRecord.link_for`): the only way a
+task reaches a processor. What is sent on a link goes into that link's record (`processor_links.py`), which the
+processor's answers on the link update (`link_sessions.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from scaler.protocol.messages import (
     CancelOutcome,
     GraphTask,
     PayloadKind,
+    ProcessorKill,
     ResultStatus,
     Task,
     TaskCancel,
@@ -58,7 +61,7 @@ class TaskLifecycle:
         processors: dict[PeerID, ProcessorLink] | None = None,
     ) -> None:
         self._tasks = tasks
-        #: the processors' links, lent ones among them (`_assign`)
+        #: the processors' links: every dispatched task is sent on one (`_assign`)
         self._processors = processors if processors is not None else {}
         #: how an answer reaches a client (`ClientSessions.answer`: sent, or held while the client is away); by
         #: default a plain send
@@ -160,11 +163,11 @@ class TaskLifecycle:
 
     def cancel_by_client(self, client: ClientID, task_ids: tuple[TaskID, ...], queued_only: bool = False) -> None:
         """`queued_only`: only tasks that have not started are cancelled (TaskCancel.queuedOnly): those not yet
-        dispatched (waiting or queued, outside a graph) at once, and those staged on a lent processor behind the one
-        it computes (or starts next) when it gives them back unstarted (asked with TaskReturn; `returned_by`); the
-        others run on, and this cancel gets no answer for them."""
+        dispatched (waiting or queued, outside a graph) at once, and those staged in a processor behind the one it
+        computes (or starts next) when it gives them back unstarted (asked with TaskReturn; `returned_by`); the others
+        run on, and this cancel gets no answer for them."""
         answered: set[TaskID] = set()  #: targets of graphs this request cancelled: they have their answer
-        staged: dict[PeerID, list[TaskID]] = {}  #: queued-only: lent tasks to ask back, by worker
+        staged: dict[PeerID, list[TaskID]] = {}  #: queued-only: staged tasks to ask back, by worker
         for task_id in task_ids:
             if task_id in answered:
                 continue
@@ -215,30 +218,51 @@ class TaskLifecycle:
             self.take_back(worker.peer, tuple(sorted(worker.assigned)))
 
     def take_back(self, worker: PeerID, task_ids: tuple[TaskID, ...]) -> None:
-        """Ask a worker to give back tasks it has not started (TaskReturn; it answers with those it gives back): those
-        sent on a lent processor's link are asked there, since its agent never holds them."""
-        agent: list[TaskID] = []
+        """Ask a worker's processors to give back tasks they have not started (TaskReturn on each task's link; each
+        answers with those it gives back, processor protocol rule 9)."""
         links: dict[PeerID, list[TaskID]] = {}
         for task_id in task_ids:
             record = self._tasks.get(task_id)
             link = self._processors.get(record.link) if record is not None and record.link is not None else None
-            if link is None:
-                agent.append(task_id)
-            else:
+            if link is not None and link.worker == worker:
                 links.setdefault(link.peer, []).extend(link.ask_back((task_id,)))
-        if agent:
-            self._send(worker, TaskReturn(tuple(agent)))
         for peer, asked in links.items():
             if asked:
                 self._send(peer, TaskReturn(tuple(asked)))
+
+    def stop_on_link(self, link: ProcessorLink, task_id: TaskID, reason: str) -> None:
+        """Stop a task held on a link (cancelled, or timed out; processor_links.py rule 4): its processor is killed
+        when it computes alone, else it is stopped there (TaskCancel on the link)."""
+        if link.stops_by_kill(task_id):
+            link.cancel(task_id)
+            self.kill_processor(link, reason)
+        else:
+            link.stopped(task_id, self.now)
+            self._send(link.peer, TaskCancel((task_id,)))
+
+    def kill_processor(self, link: ProcessorLink, reason: str) -> None:
+        """Ask the link's worker to kill its processor (ProcessorKill): its loss then ends what it held, blaming none
+        (processor_links.py rule 2). The link takes no task meanwhile."""
+        if link.killing:
+            return
+        link.killing = reason
+        self._send(link.worker, ProcessorKill(link.processor_id, reason))
+        worker = self._workers.get(link.worker)
+        if worker is not None:
+            worker.restage()
 
     def notice_over(self, worker: WorkerRecord) -> None:
         """A draining worker's notice ended with tasks still there: they go back to the queue (no retry spent)
         and the worker is told to stop them."""
         moved = sorted(worker.assigned, key=lambda t: self._tasks.records[t].sequence)
+        links = [self._tasks.records[task_id].link for task_id in moved]
         for task_id in moved:
             self.apply(task_id, TaskEvent.RETURNED, reason=f"the notice of reclaimed worker {short(worker.peer)} ended")
-        self._send(worker.peer, TaskCancel(tuple(moved)))
+        for task_id, peer in zip(moved, links, strict=True):
+            link = self._processors.get(peer) if peer is not None else None
+            if link is not None:
+                link.stopped(task_id, self.now)
+                self._send(link.peer, TaskCancel((task_id,)))
 
     def worker_gone(self, worker: WorkerRecord, reason: str, graceful: bool) -> None:
         event = TaskEvent.RETURNED if graceful else TaskEvent.WORKER_LOST
@@ -256,21 +280,23 @@ class TaskLifecycle:
                 if record.cancel_when_returned:
                     self.apply(task_id, TaskEvent.CANCEL)
 
-    def held_again(self, worker_peer: PeerID, task_id: TaskID) -> None:
-        """A worker this instance had given up on registers again still holding a task it knows: a task that
-        waits in the queue stays with that worker (it runs there already); one given to another worker meanwhile
-        is cancelled at this one."""
-        record, worker = self._tasks.get(task_id), self._workers.get(worker_peer)
-        if record is None or worker is None or record.worker == worker_peer:
+    def held_again(self, link: ProcessorLink, task_id: TaskID, parked: bool) -> None:
+        """A processor of a worker this instance had given up on says hello again still holding a task it knows: a
+        task that waits in the queue stays with that processor (it runs there already); one given to another worker
+        meanwhile is cancelled there."""
+        record, worker = self._tasks.get(task_id), self._workers.get(link.worker)
+        if record is None or worker is None or record.worker == link.worker:
             return
         if record.state is not TaskState.QUEUED:
-            self._send(worker_peer, TaskCancel((task_id,)))
+            self._send(link.peer, TaskCancel((task_id,)))
             return
         self._tasks.queue.left(record)  # its heap entry is dropped when met
-        record.worker = worker_peer
+        record.worker, record.link = link.worker, link.peer
         record.dispatched_at = self.now
         self._tasks.set_state(record, TaskState.DISPATCHED, self.now, "its worker registered again still holding it")
         worker.assigned.add(task_id)
+        link.adopt(task_id, record.task.priority, parked, self.now)
+        worker.restage()
         self._free.offer(worker)
 
     def adopt(self, task: Task, worker_peer: PeerID, result: TaskResult | None) -> bool:
@@ -338,14 +364,17 @@ class TaskLifecycle:
         record.attempts += 1
         record.dispatched_at = self.now
         worker.assigned.add(record.task_id)
+        link = worker.link_for(record.task)
+        assert link is not None, "dispatch gives a task only to a worker with a link that has room"
+        record.link = link.peer
+        task = record.task
+        link.send(
+            record.task_id, task.priority, self.now, "actor" if task.actor else "stream" if task.stream_credit else ""
+        )
+        if link.holds_actor:
+            worker.restage()  # nothing is staged behind an actor's start
         self._free.offer(worker)
-        link = _lent_link(worker, record.task) if worker.lent_links else None
-        if link is None:
-            self._send(worker.peer, record.task)
-            return
-        record.link = link.peer  # lent processors: on the processor's own link, past its agent
-        link.send(record.task_id, record.task.priority, self.now)
-        self._send(link.peer, record.task)
+        self._send(link.peer, task)
 
     # ------------------------------------------------------------ outcomes (named after task_state.Outcome)
 
@@ -376,8 +405,7 @@ class TaskLifecycle:
         self._tasks.set_state(record, TaskState.CANCELING, self.now, self._cause)
         link = self._processors.get(record.link) if record.link is not None else None
         if link is not None:
-            link.cancel(record.task_id)
-        self._send(record.link or record.worker, TaskCancel((record.task_id,)))
+            self.stop_on_link(link, record.task_id, "its task was cancelled")
 
     def _end_canceled(self, record: TaskRecord) -> None:
         self._release_worker(record)
@@ -456,20 +484,9 @@ class TaskLifecycle:
             worker = self._workers.get(record.worker)
             if worker is not None:
                 worker.assigned.discard(record.task_id)
-                if record.link is not None:
-                    self._release_link(record, worker)
                 self._free.offer(worker)
             record.worker = None
-        record.link = None
-
-    def _release_link(self, record: TaskRecord, worker: WorkerRecord) -> None:
-        """The task sent on a lent processor's link ended there (or went elsewhere)."""
-        link = self._processors.get(record.link) if record.link is not None else None
-        if link is None:
-            return  # the link is gone: its tasks were handled then (worker_sessions.drop_processor)
-        parked = link.parked
-        link.end(record.task_id, self.now)
-        worker.lent_parked -= parked - link.parked
+        record.link = None  # its link's record keeps it until its processor answers (link_sessions.py)
 
     def _end(
         self,
@@ -523,7 +540,9 @@ class TaskLifecycle:
         if garbage:
             self._effects.append(DeleteObjects(garbage))
 
-    def _send(self, peer: PeerID, message: Task | TaskResult | TaskCancel | TaskCancelConfirm | TaskReturn) -> None:
+    def _send(
+        self, peer: PeerID, message: Task | TaskResult | TaskCancel | TaskCancelConfirm | TaskReturn | ProcessorKill
+    ) -> None:
         self._effects.append(Send(peer, message))
 
 
@@ -536,16 +555,3 @@ def _detail(details: dict[str, object], name: str, kind: type[_T]) -> _T:
     if not isinstance(value, kind):
         raise TypeError(f"this outcome needs a {name} ({kind.__name__}) with the event, got {value!r}")
     return value
-
-
-def _lent_link(worker: WorkerRecord, task: Task) -> ProcessorLink | None:
-    """The lent processor of `worker` a plain task goes to: the one with the fewest tasks not ended, one that computes
-    long only when all do (None: the task goes to the agent). Streaming tasks and actors' starts always go to the agent
-    (their other messages do)."""
-    if task.stream_credit or task.actor is not None:
-        return None
-    best: ProcessorLink | None = None
-    for link in worker.lent_links:
-        if best is None or (link.long, len(link.tasks)) < (best.long, len(best.tasks)):
-            best = link
-    return best

@@ -110,7 +110,7 @@ class ViewBuilder:
             capabilities=worker.capabilities,
             capacity=worker.capacity,
             assigned=len(worker.assigned),
-            status=with_lent_tasks(worker),
+            status=with_link_tasks(worker),
             cpu_percent=worker.cpu_percent,
             rss_bytes=worker.rss_bytes,
             last_seen_seconds_ago=max(0.0, now - worker.last_seen),
@@ -201,15 +201,15 @@ class ViewBuilder:
         return "all workers that can run them are busy" + (f"; {starting} more unit(s) starting" if starting else "")
 
 
-def with_lent_tasks(worker: WorkerRecord) -> m.WorkerStatus:
-    """Its status as its agent reports it, with the tasks of its lent processors added: the agent never sees those
-    (docs/architecture.md, "Lent processors"), the scheduler sent each on a link and knows where it stands. On each lent
-    link, as the agent counts its own: one task computes while any is not parked (running), those staged behind it wait
-    (queued), the parked ones wait on nested futures (blocked). So a worker whose processors are lent does not look
-    idle in the monitor feed, `scaler_top`, the dashboard or `/metrics`."""
+def with_link_tasks(worker: WorkerRecord) -> m.WorkerStatus:
+    """Its status as its agent reports it, with the tasks on its processors' links added: the agent never sees those
+    (docs/architecture.md, "One route"), the scheduler sent each on a link and knows where it stands. On each link: one
+    task computes while any is not parked (running), those staged behind it wait (queued), the parked ones wait on
+    nested futures (blocked). So the monitor feed, `scaler_top`, the dashboard and `/metrics` show a busy worker
+    busy."""
     status = worker.status
     running = queued = blocked = 0
-    for link in worker.lent_links:
+    for link in worker.links:
         parked = link.parked
         waiting = link.unparked
         if waiting > 0:

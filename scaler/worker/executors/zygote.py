@@ -73,11 +73,12 @@ class Zygote(ForkServer):
 
 
 class ZygoteExecutor:
-    """Processors forked from the zygote, each talking to the agent over its own socket pair."""
+    """Processors forked from the zygote, each with its own socket pair to the agent and its own link to the
+    scheduler."""
 
-    #: a processor runs the tasks of its channel in order (the processor protocol): 16 tiny ones staged ahead
-    #: make one write and one read carry many tasks, where more add little
-    max_staged_tasks = 16
+    #: a processor runs the tasks of its link in order (the processor protocol): the scheduler stages tiny ones ahead
+    #: (up to about 20 ms of them), so that one read and one send carry many tasks
+    max_staged_tasks = 64
 
     def __init__(self, zygote: Zygote) -> None:
         self._zygote = zygote

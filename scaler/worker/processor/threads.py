@@ -59,9 +59,9 @@ assert [f.name for f in fields(m.TaskResult) if f.init] == [
 ], "TaskResult's fields changed: TaskThreads._report_end copies them by position"  # fmt: skip
 #: An idle thread beyond the first ends after waiting this long for work.
 IDLE_THREAD_SECONDS = 30.0
-#: Lent processors: how often a thread of their own looks whether a lent task has computed that long, and then reads the
-#: link for it (a cancel), since the task's thread holds the baton and reads nothing until it ends (`_watch_lent`).
-LENT_WATCH_SECONDS = 0.05
+#: How often a thread of the processor's own looks whether a task has computed that long, and then reads the link for it
+#: (a cancel), since the task's thread holds the baton and reads nothing until it ends (`_watch`).
+WATCH_SECONDS = 0.05
 
 
 class TaskAbandoned(BaseException):
@@ -107,11 +107,11 @@ _NOTHING: _Later = ()  #: what most calls leave to do
 class TaskThreads:
     """Runs the processor's tasks on its threads; the hooks of `processor_context.TaskThreads`.
 
-    `outlet` takes what the processor reports (to the agent) and the results of its tasks (the way its route says:
-    outlet.py); `execute(task)` runs one task and returns its result; `on_hello(address)` takes the object storage
-    address (called under the lock: it must not call back); `housekeeping()` is called after every read of the
-    channel by the baton's holder, after every task, and at least every `housekeeping_seconds` (garbage
-    collection)."""
+    `outlet` is the processor's link to the scheduler: its tasks come there and everything about them leaves there
+    (outlet.py); `channel` is its agent's: its configuration comes there, and its closing ends the processor;
+    `execute(task)` runs one task and returns its result; `on_hello(address)` takes the object storage address and
+    configures the link (called under the lock: it must not call back); `housekeeping()` is called after every read
+    by the baton's holder, after every task, and at least every `housekeeping_seconds` (garbage collection)."""
 
     def __init__(
         self,
@@ -131,7 +131,7 @@ class TaskThreads:
         self._housekeeping = housekeeping
         self._housekeeping_seconds = housekeeping_seconds
         self._worker_id = worker_id
-        #: a lent processor's: the lent task computing, for its agent should the processor die (computing_mark.py)
+        #: the task computing, for its agent should the processor die (computing_mark.py)
         self._mark = mark
         self._local = threading.local()
         #: guards every call into the task line, and the reads of the channel
@@ -141,38 +141,33 @@ class TaskThreads:
         self._line: TaskLine[_TaskRecord] = TaskLine(main, _TaskRecord)
         self._slots: dict[int, _Slot] = {}  #: every thread's wake-up, by thread id
         self._last_priority = 0
-        #: lent processors: the pipe the watch writes once it has read something (`_watch_lent`)
-        self._watch_wake: WakePipe | None = None
+        #: the pipe the watch writes once it has read something (`_watch`)
+        self._watch_wake = WakePipe()
 
     # ------------------------------------------------------------ running
 
     def run(self) -> None:
         """The main thread's part: take the baton and serve; returns when the agent closed the channel."""
-        if self._outlet.lends:
-            self._watch_wake = WakePipe()
-            threading.Thread(target=self._watch_lent, name="scaler-lent-watch", daemon=True).start()
+        threading.Thread(target=self._watch, name="scaler-watch", daemon=True).start()
         try:
             self._work(None)
         except ChannelClosed:
             return
 
-    def _watch_lent(self) -> None:
-        """Lent processors: while a lent task (or an actor's start) has computed for LENT_WATCH_SECONDS, what came on
-        the link and the channel is read for it every LENT_WATCH_SECONDS, as its own thread would between two values
-        of a stream: a cancel (its agent, which would have killed the processor for it, never saw the task), lent tasks
-        to give back (an actor holds the turn). Tiny tasks never wake this thread's reads. What it read, the baton's
-        holder may be waiting for in its own select (an actor's thread waiting for a call, a stream's for credit) whose
-        link descriptor this read left unsignalled: it writes to the pipe that select watches too."""
+    def _watch(self) -> None:
+        """While a task has computed for WATCH_SECONDS, what came on the link and the channel is read for it every
+        WATCH_SECONDS, as its own thread would between two values of a stream: a cancel (it is stopped in its thread),
+        tasks to give back (an actor holds the turn). Tiny tasks never wake this thread's reads. What it read, the
+        baton's holder may be waiting for in its own select (an actor's thread waiting for a call, a stream's for
+        credit) whose link descriptor this read left unsignalled: it writes to the pipe that select watches too."""
         seen: _TaskRecord | None = None
         line = self._line
         while True:
-            time.sleep(LENT_WATCH_SECONDS)
+            time.sleep(WATCH_SECONDS)
             computing = line.computing
             if computing is None or computing is not seen:
                 seen = computing
                 continue
-            if computing.calls is None and not self._outlet.is_lent(computing.task.task_id):
-                continue  # neither lent nor an actor's start (lent tasks sent to it before it was built go back)
             try:
                 with self._lock:
                     later = _NOTHING
@@ -188,8 +183,8 @@ class TaskThreads:
                 self._carry_out_later(later)
 
     def send(self, message: m.Message) -> None:
-        """A report for the agent only (the results of tasks that ran go through the outlet, which knows their way)."""
-        self._outlet.report(message)
+        """Anything about a task but its result, on the link (ProcessorBlocked, a StreamItem, ActorReady, ...)."""
+        self._outlet.send(message)
 
     def cpu_seconds(self) -> float:
         """The process's CPU time, less what other tasks used while the calling thread's task was parked."""
@@ -266,13 +261,9 @@ class TaskThreads:
         task ended, so that work read meanwhile, the main thread's after a parent, comes to it)."""
         task = record.task
         record.thread = me
-        if _through_agent(task):
-            self._outlet.through_agent(task.task_id)  # its TaskLogs too, so that they come before its end
-            if task.actor is not None:
-                self._outlet.open_for_actor()  # its calls may come on the link: hello before its constructor runs
         self._local.running = record
         self._last_priority = task.priority
-        mark = self._mark if self._mark is not None and self._outlet.is_lent(task.task_id) else None
+        mark = self._mark
         if mark is not None:
             mark.computing(task.task_id)
         started = time.time()  #: the processor's own times go on the result, for the task's story
@@ -306,56 +297,42 @@ class TaskThreads:
     def _report_end(
         self, task: m.Task, outcome: ProcessorOutcome, result: m.TaskResult | None, ran: m.RunStamps, more: bool
     ) -> None:
-        """A task ended: its result (or its CANCELED answer, when it was stopped) goes the way its route says."""
-        if outcome is _UNWOUND:  # the agent answered for it; it frees the slot when it hears it stopped
-            self.send(m.TaskResult(task.task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id))
-            if task.actor is not None:
-                self._outlet.actor_ended(task.task_id, None)
+        """A task ended: its result, or its CANCELED answer when it was stopped (after its values, logs and an actor's
+        calls' results: all on the one link)."""
+        if outcome is _UNWOUND:
+            self.send(m.TaskCancelConfirm(task.task_id, m.CancelOutcome.CANCELED))
         elif result is not None:
             # made anew, not with `replace` (which looks the fields up on every call, twice the cost)
             stamped = m.TaskResult(
                 result.task_id, result.status, result.payload_kind, result.payload, result.error_message,
                 result.profile, self._worker_id, ran, result.stored_bytes, result.streamed,
             )  # fmt: skip
-            if task.actor is not None:  # after its calls' results, the way they went (outlet.py)
-                self._outlet.actor_ended(task.task_id, stamped)
-            elif _through_agent(task):  # its StreamItems went to the agent: so does its end
-                self.send(stamped)
-            else:
-                self._outlet.result(stamped, more=more)
+            self._outlet.result(stamped, more=more)
 
     def _wait_inbox(self, timeout_seconds: float) -> bool:
-        """Wait for the channel, for the link while an actor here takes its calls there (outlet.py), and for the lent
-        watch's pipe (`_watch_lent`)."""
-        also = self._outlet.wait_fds()
+        """Wait for the channel, the link and the watch's pipe (`_watch`)."""
         watch = self._watch_wake
-        if watch is not None:
-            also = (*also, watch.read_fd)
-        if not also:
-            return self._channel.wait(timeout_seconds)
-        woken = watch is not None and watch.woken
-        return woken or self._outlet.has_work() or self._channel.wait(timeout_seconds, also)
+        if watch.woken or self._outlet.has_work():
+            return True
+        return self._channel.wait(timeout_seconds, (*self._outlet.wait_fds(), watch.read_fd))
 
     def _wake_holder_locked(self) -> None:
-        """Under the lock, from the lent watch: the holder's select returns (its loop then sees what was read)."""
-        if self._watch_wake is not None:
-            self._watch_wake.wake()
+        """Under the lock, from the watch: the holder's select returns (its loop then sees what was read)."""
+        self._watch_wake.wake()
 
     def _poll_inbox(self) -> list[m.Message]:
-        """What the channel holds now, and the actors' calls and stops and the lent tasks read on the link (under the
-        lock). Lent tasks read while an actor lives here, or comes with this read, are given back (outlet.py)."""
-        if self._watch_wake is not None:
-            self._watch_wake.drain()
+        """What the channel holds now, and what was read on the link (under the lock). Tasks read while an actor lives
+        here, or comes with this read, are given back: the actor holds the computing turn while it lives."""
+        self._watch_wake.drain()
         messages = self._channel.poll()
         work = self._outlet.take_work()
         if not work:
             return messages
-        if self._line.hosts_actor(messages):
-            lent = [t.task_id for t in work if isinstance(t, m.Task) and self._outlet.is_lent(t.task_id)]
-            if lent:
-                self._outlet.give_back(lent)
-                given = set(lent)
-                work = [w for w in work if not (isinstance(w, m.Task) and w.task_id in given)]
+        if self._line.hosts_actor(work):
+            tasks = [t for t in work if isinstance(t, m.Task) and not t.actor_id and t.actor is None]
+            if tasks:
+                self.send(m.TaskReturn(tuple(t.task_id for t in tasks)))
+                work = [w for w in work if not any(w is t for t in tasks)]
         return messages + work
 
     def _pass_turn_locked(self, record: _TaskRecord, me: int) -> _TaskRecord | None:
@@ -396,10 +373,10 @@ class TaskThreads:
             if isinstance(instruction, Run):
                 self._hand(instruction, later)
             elif isinstance(instruction, Answer):
-                self.send(m.TaskResult(instruction.task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id))
+                self.send(m.TaskCancelConfirm(instruction.task_id, m.CancelOutcome.CANCELED))
             elif isinstance(instruction, Refuse):
                 reason = "the actor this call is for is not in the processor the call reached: it ended"
-                self.send(m.TaskResult(instruction.task_id, m.ResultStatus.ACTOR_DIED, error_message=reason))
+                self._outlet.result(m.TaskResult(instruction.task_id, m.ResultStatus.ACTOR_DIED, error_message=reason))
             elif isinstance(instruction, Interrupt):
                 self._stop(instruction.record)
             elif isinstance(instruction, Wake):
@@ -410,7 +387,7 @@ class TaskThreads:
                 if instruction.record.credited is not None:
                     instruction.record.credited.set()
             elif isinstance(instruction, GiveBack):
-                self._outlet.give_back(list(instruction.task_ids))
+                self.send(m.TaskReturn(instruction.task_ids))
             elif isinstance(instruction, Configure):
                 self._on_hello(instruction.object_storage_address)
         instructions.clear()
@@ -426,18 +403,9 @@ class TaskThreads:
             slot.woken.set()
 
     def _stop(self, record: _TaskRecord) -> None:
-        """Stop a computing task: TaskAbandoned in its thread; a lent one computing alone ends the processor."""
-        if not self._line.parked and self._outlet.is_lent(record.task.task_id):
-            self._end_for_lent_cancel(record)  # does not return
+        """Stop a computing task: TaskAbandoned in its thread (code stuck in a C call does not see it: the scheduler
+        has the processor killed for a task computing alone, and for a stop that does not unwind)."""
         _interrupt(record)
-
-    def _end_for_lent_cancel(self, record: _TaskRecord) -> None:
-        """A lent task that computes alone is cancelled: the processor ends, as its agent kills a processor for a task
-        cancelled there (agent/core.py rule 4), since code stuck in a C call would never see TaskAbandoned. Its other
-        lent tasks go back to the scheduler, then the task's CANCELED answer, before it exits (under the lock)."""
-        staged = [r.task.task_id for r in self._line.awaiting_turn if self._outlet.is_lent(r.task.task_id)]
-        self._outlet.last_words(staged, record.task.task_id)
-        os._exit(0)
 
     def _carry_out_later(self, later: _Later) -> None:
         """Start the threads and cancel the nested tasks the instructions asked for (with the lock released)."""
@@ -499,8 +467,6 @@ class TaskThreads:
                 raise TaskAbandoned(f"actor {record.task.task_id.hex()} was stopped by its worker")
             if calls:
                 call = calls.popleft()
-                if call is not None:  # its logs and result go the way it came (outlet.py)
-                    self._outlet.call_taken(record.task.task_id, call.task_id)
                 return call
             if self._line.holder == me:
                 self._hear_agent(record, me, wait=True)
@@ -512,13 +478,9 @@ class TaskThreads:
                 record.credited.wait(self._housekeeping_seconds)
                 record.credited.clear()
 
-    def link_actor(self, actor_id: bytes) -> bytes:
-        """The running actor is built: the identity of the link its calls are to come on (b"": through the agent)."""
-        return self._outlet.link_actor(actor_id)
-
     def answer(self, result: m.TaskResult) -> None:
-        """An actor's call's result, the way the call came."""
-        self._outlet.call_result(result)
+        """An actor's call's result."""
+        self._outlet.result(result)
 
     def _hear_agent(self, record: _TaskRecord, me: int, wait: bool) -> None:
         """Read the channel from a computing task's own thread (it holds the baton): at most `housekeeping_seconds`
@@ -577,23 +539,19 @@ class TaskThreads:
         with self._lock:
             asks = self._line.asks_resume(running)
         if asks:
-            try:
-                self.send(m.ProcessorResumeRequest(running.task.task_id))
-            except ChannelClosed:
-                pass  # the holder hears it too and ends the processor
-            if self._outlet.is_lent(running.task.task_id):
-                self._resume_lent(running)
+            self.send(m.ProcessorResumeRequest(running.task.task_id))
+            self._resume(running)
             resume.wait()
         resume.clear()
-        if self._mark is not None and self._outlet.is_lent(running.task.task_id):
+        if self._mark is not None:
             self._mark.computing(running.task.task_id)  # it computes again
         running.parked_cpu_seconds += time.process_time() - running.parked_since_cpu
         if running.state is ProcessorTaskState.STOPPING_PARKED:
             raise TaskAbandoned(f"task {running.task.task_id.hex()} was stopped by its worker (cancelled or timed out)")
 
-    def _resume_lent(self, record: _TaskRecord) -> None:
-        """A lent task's futures are done: no agent gives it the turn back, the processor does (as if its agent had
-        sent ProcessorResume at once); it goes on when the task computing here, if any, passes the turn."""
+    def _resume(self, record: _TaskRecord) -> None:
+        """A parked task's futures are done: the processor gives it the turn back itself (protocol rule 3); it goes on
+        when the task computing here, if any, passes the turn."""
         line = self._line
         with self._lock:
             line.receive([m.ProcessorResume(record.task.task_id)])
@@ -618,10 +576,7 @@ class TaskThreads:
             if record.resume is None:
                 record.resume = threading.Event()
             record.parked_since_cpu = time.process_time()
-            try:
-                self.send(m.ProcessorBlocked(record.task.task_id))  # before the next task's result can overtake it
-            except ChannelClosed:
-                pass  # the holder hears it too and ends the processor
+            self.send(m.ProcessorBlocked(record.task.task_id))  # before the next task's result can overtake it
             following = self._pass_turn_locked(record, me)
             if following is not None:
                 line.hand_on(following)  # this thread waits: the next task runs on another
@@ -653,8 +608,3 @@ def _wake(record: _TaskRecord) -> None:
     """Wake a parked task (it was given the turn back, or stopped)."""
     if record.resume is not None:  # made when it parked
         record.resume.set()
-
-
-def _through_agent(task: m.Task) -> bool:
-    """A streaming task or an actor's start: what it says goes through the agent, whatever the route (outlet.py)."""
-    return bool(task.stream_credit) or task.actor is not None

@@ -94,6 +94,10 @@ def test_each_move_of_a_held_task_is_the_tables(state: ProcessorTaskState, event
     assert state_of(held, A) is state
     apply(held, event)
     expected = after(state, event)
+    if event is E.PARK and state in (S.STAGED, S.RESUMED):  # it took the turn first in its processor (rule 6)
+        turned = after(state, E.TURN)
+        assert turned is not None
+        expected = after(turned, E.PARK)
     if event is E.ASK_RESUME and expected is S.RESUMING:
         expected = S.RESUMED if held.computing != A else S.COMPUTING  # RESUME follows at once, and TURN when free
     if event is E.GONE or expected is S.QUEUED:
@@ -174,3 +178,19 @@ def test_what_is_staged_behind_a_long_task_is_asked_back_once() -> None:
     assert held.behind_long(STAGED_WAIT_SECONDS) == (B, C) and held.long
     assert held.behind_long(2 * STAGED_WAIT_SECONDS) is None, "once per long task"
     assert held.end(A, 3.0) is ProcessorOutcome.FINISH and held.computing == B
+
+
+def test_a_task_the_picture_has_waiting_that_parks_took_the_turn_first_in_its_processor() -> None:
+    """The picture lags (protocol rule 6): a task sent while another computed may reach the processor when the turn is
+    free, or ahead of it by priority, and park; the processor knows best. Found with fibonacci(5) on one worker: the
+    parked child's slot was never counted free and the recursion stalled. Checked to fail with `park` ignoring a
+    staged task (as the table's (STAGED, PARK) alone says)."""
+    held = link()
+    held.send(A, 0, 0.0)
+    held.send(B, 1, 0.0)  # staged behind A in the picture; the processor started it first
+    assert held.park(B, 1.0) and held.parked == 1
+    assert held.computing == A and held.tasks[A].state is S.COMPUTING
+    held.resume(B, 2.0)
+    held.send(C, 0, 2.0)
+    assert held.park(B, 3.0), "a resumed task that went on before the picture's computing one parks again"
+    check(held)

@@ -33,7 +33,7 @@ def test_counts_follow_tasks_in_total_per_client_and_per_function() -> None:
     sim.finish(worker, tid(1))
     sim.finish(worker, tid(2), m.ResultStatus.FAILED)
     sim.cancel(alice, [tid(3), tid(99)])  # 3 runs by now; 99 was never seen
-    sim.send(worker.peer, m.TaskCancelConfirm(tid(3), m.CancelOutcome.CANCELED))
+    sim.send(worker.link, m.TaskCancelConfirm(tid(3), m.CancelOutcome.CANCELED))
     sim.finish(worker, tid(4))
     view = sim.core.view()
     stats = view.scheduler
@@ -91,6 +91,7 @@ def test_workers_and_managers_as_the_view_shows_them() -> None:
     sim.advance(2.0)
     worker = PeerID(b"Worker|native|1")
     sim.send(worker, hello(m.WorkerInfo((("linux", -1),), 3, "native", "NAT")))
+    sim.send(worker + b"/p1", hello(m.ProcessorInfo(b"p1", worker)))  # its processor's link: its tasks go there
     client = sim.add_client()
     sim.submit(client, [task(client.peer, 1)])
     processors = (m.ProcessorStatus(42, 50.0, 1000, "running"),)
