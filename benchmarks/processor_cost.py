@@ -2,7 +2,7 @@
 each reading a window of one shared array sent once): CPU per task of each process of a local cluster, and the
 processors' CPU less the CPU their tasks' bodies measured themselves (`time.thread_time()` around the body).
 
-    python benchmarks/processor_cost.py [--tasks 2000] [--megabytes 50] [--lend-processors true|false] [--rounds 1]
+    python benchmarks/processor_cost.py [--tasks 2000] [--megabytes 50] [--rounds 1]
     PYTHONPATH=/path/to/another/checkout python benchmarks/processor_cost.py   # the same for another version
 
 A local cluster of 2 workers (one processor each on two cores); psutil reads every process of it before and after the
@@ -54,16 +54,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--megabytes", type=int, default=50)
-    parser.add_argument("--lend-processors", choices=("true", "false"), default=None, help="not given: the default")
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
-    settings: dict[str, Any] = {}
-    if args.lend_processors is not None:
-        settings["lend_processors"] = args.lend_processors == "true"
     array = numpy.random.default_rng(29).random(args.megabytes * 1_000_000 // 8)
-    print(f"load average {os.getloadavg()[0]:.1f}; {args.tasks} tasks per round; lend_processors "
-          f"{args.lend_processors or 'default'}")  # fmt: skip
-    with SchedulerClusterCombo(n_workers=2, logging_level="WARNING", **settings) as cluster:
+    print(f"load average {os.getloadavg()[0]:.1f}; {args.tasks} tasks per round")
+    with SchedulerClusterCombo(n_workers=2, logging_level="WARNING") as cluster:
         with Client(cluster.get_address()) as client:
             shared = client.send_object(array)
             [f.result() for f in [client.submit(monte_carlo, shared, seed) for seed in range(200)]]

@@ -21,7 +21,7 @@ from scaler.testing.simulated_client import SimulatedClient, SimulatedFuture
 from scaler.testing.simulated_processors import CRASH, HANG
 from scaler.testing.simulated_stack import SimulatedStack
 
-TINY_SECONDS = 0.0001  #: well under the staging horizon (staging.LENT_STAGING_SECONDS)
+TINY_SECONDS = 0.0001  #: well under the staging horizon (staging.STAGING_SECONDS)
 WARM_UP_TASKS = 50  #: tiny tasks that teach the scheduler that the worker's tasks are tiny
 
 

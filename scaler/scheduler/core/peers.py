@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.protocol.messages import Capabilities, ManagerTarget, Task, WorkerLimit, WorkerStatus
-from scaler.protocol.staging import LENT_STAGING_SECONDS, STAGED_WAIT_SECONDS
+from scaler.protocol.staging import STAGED_WAIT_SECONDS, STAGING_SECONDS
 from scaler.scheduler.core.client_answers import AnswerLog
 from scaler.scheduler.core.processor_links import ProcessorLink
 
@@ -50,7 +50,7 @@ class ClientRecord:
 
 
 #: The most tasks staged in a processor behind the one it computes (how much of their run time at most:
-#: `staging.LENT_STAGING_SECONDS`; `WorkerRecord.learn`).
+#: `staging.STAGING_SECONDS`; `WorkerRecord.learn`).
 MAX_STAGED = 64
 
 
@@ -98,10 +98,10 @@ class WorkerRecord:
 
     def learn(self, seconds: float) -> None:
         """A task computed for `seconds` here: each processor that stages may hold up to MAX_STAGED tasks behind the
-        one it computes, about LENT_STAGING_SECONDS of them."""
+        one it computes, about STAGING_SECONDS of them."""
         average = self.run_seconds
         self.run_seconds = average = seconds if average is None else 0.8 * average + 0.2 * seconds
-        self.depth = min(MAX_STAGED, int(LENT_STAGING_SECONDS / max(average, 1e-6)))
+        self.depth = min(MAX_STAGED, int(STAGING_SECONDS / max(average, 1e-6)))
         self.restage()
 
     def restage(self) -> None:

@@ -131,7 +131,7 @@ class Refuse:
 
 @dataclass(frozen=True, slots=True)
 class GiveBack:
-    """Give these lent tasks back to the scheduler (TaskReturn on the link): it asked, and they had not started."""
+    """Give these tasks back to the scheduler (TaskReturn on the link): it asked, and they had not started."""
 
     task_ids: tuple[TaskID, ...]
 
@@ -198,7 +198,7 @@ class TaskLine(Generic[R]):
 
     def _await_turn(self, record: R) -> None:
         """A task received waits for the turn in priority order: ahead of the staged tasks of a lower priority (the
-        agent stages in that order already; the scheduler's lent tasks come in the order it dispatched them)."""
+        scheduler sends them in the order it dispatched them)."""
         waiting = self.awaiting_turn
         priority = record.task.priority
         if not waiting or waiting[-1].task.priority >= priority:
@@ -210,7 +210,7 @@ class TaskLine(Generic[R]):
         waiting.insert(at, record)
 
     def _give_back(self, task_ids: tuple[TaskID, ...]) -> None:
-        """The scheduler asks lent tasks back: those not started yet leave the line and go back (GiveBack); one that
+        """The scheduler asks tasks back (RETURN): those not started yet leave the line and go back (GiveBack); one that
         started stays (its answer comes as usual)."""
         given: list[TaskID] = []
         for task_id in task_ids:
@@ -265,7 +265,7 @@ class TaskLine(Generic[R]):
 
     def hosts_actor(self, incoming: list[m.Message]) -> bool:
         """Whether an actor's start task is held here, or among `incoming`: it holds the computing turn while the
-        actor lives, so lent tasks would wait behind it (outlet.py gives them back)."""
+        actor lives, so other tasks would wait behind it (threads.py gives them back)."""
         if any(isinstance(message, m.Task) and message.actor is not None for message in incoming):
             return True
         return any(record.calls is not None for record in self.tasks.values())
