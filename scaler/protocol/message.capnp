@@ -83,8 +83,8 @@ struct ManagerInfo {
 }
 
 struct ProcessorInfo {
-  # A processor's own link to the scheduler, for its results (docs/protocol.md, section 3.7): accepted while its
-  # worker is registered; the scheduler takes what it sends as its worker's.
+  # A processor's own link to the scheduler, the one way its tasks come and their answers leave (docs/protocol.md,
+  # section 3.7): accepted while its worker is registered; the scheduler takes what it sends as its worker's.
   processorId @0 :Data;     # its name within its worker (the agent's)
   workerId @1 :Data;        # the identity of its worker agent's connection
   lent @2 :Bool;            # retired in version 4 (every processor takes its tasks on its link); sent false
@@ -184,7 +184,7 @@ struct Argument {
 }
 
 struct TaskBody {
-  # Everything only the processor needs. The scheduler and the worker agent forward it unread.
+  # Everything only the processor needs. The scheduler forwards it unread.
   functionId @0 :Data;      # object id of the serialized function in object storage
   args @2 :List(Argument);
   serializerId @1 :Data;    # object id of the client's serializer; empty = default (cloudpickle)
@@ -284,7 +284,7 @@ struct RunStamps {
   startedAt @0 :Float64;    # wall-clock seconds when the processor began the call
   finishedAt @1 :Float64;   # wall-clock seconds when the call returned or raised
   processorPid @2 :UInt32;
-  receivedAt @3 :Float64;   # wall-clock seconds when the processor read the task from its agent (0: unknown)
+  receivedAt @3 :Float64;   # wall-clock seconds when the processor read the task from its link (0: unknown)
 }
 
 struct TaskCancel {
@@ -370,8 +370,9 @@ struct WorkerLeaving {
 }
 
 struct TaskReturn {
-  # scheduler -> worker: give these queued, not yet started tasks back.
-  # worker -> scheduler: these were given back (a subset of what was asked).
+  # scheduler -> processor, on its link: give these staged, not yet started tasks back.
+  # processor -> scheduler: these were given back (a subset of what was asked, or tasks it will not run beside an
+  # actor it hosts).
   taskIds @0 :List(Data);
 }
 
@@ -393,23 +394,26 @@ struct ManagerTarget {
   connected @2 :List(Text); # ids of every worker of this manager connected now (a unit whose workers registered)
 }
 
-# ---------------------------------------------------------------- processor <-> agent (private)
+# ---------------------------------------------------------------- a processor: to its agent, and on its link
 
 struct ProcessorReady {
+  # processor -> agent, on their private socket: it started (the one message it sends its agent).
   pid @0 :UInt32;
 }
 
 struct ProcessorBlocked {
-  # The processor's task waits on nested futures; its slot may serve other tasks.
+  # processor -> scheduler, on its link: the task waits on nested futures; its slot may serve other tasks.
   taskId @0 :Data;
 }
 
 struct ProcessorResumeRequest {
-  # The nested futures are done; the processor waits for ProcessorResume before running on.
+  # processor -> scheduler, on its link: the nested futures are done; the task takes the processor's computing turn
+  # again once it is free (the processor gives it the turn itself).
   taskId @0 :Data;
 }
 
 struct ProcessorResume {
+  # Within a processor only (its task line gives a resumed task the turn); on no link since version 4.
   taskId @0 :Data;
 }
 
@@ -721,7 +725,7 @@ struct ClientResumed {
 # ---------------------------------------------------------------- streaming tasks and actors (docs/guide/actors_and_streams.md)
 
 struct StreamItem {
-  # worker -> scheduler -> client: one value a streaming task yielded (Task.streamCredit), in the order it was yielded.
+  # processor -> scheduler -> client: one value a streaming task yielded (Task.streamCredit), in the order it was yielded.
   # The task's TaskResult ends the stream and says how many values there were (TaskResult.streamed).
   taskId @0 :Data;
   index @1 :UInt64;         # 0 for the first value
@@ -732,7 +736,7 @@ struct StreamItem {
 }
 
 struct StreamCredit {
-  # client -> scheduler -> worker -> processor: the streaming task may yield the values of index below `upTo`.
+  # client -> scheduler -> processor: the streaming task may yield the values of index below `upTo`.
   # Cumulative: a later credit replaces an earlier one; a smaller one changes nothing.
   taskId @0 :Data;
   upTo @1 :UInt64;

@@ -292,8 +292,9 @@ class ManagerInfo:
 
 @dataclass(frozen=True, slots=True)
 class ProcessorInfo:
-    """A processor's own link to the scheduler, for its results (docs/protocol.md, section 3.7): accepted while its
-    worker is registered; the scheduler takes what it sends as its worker's."""
+    """A processor's own link to the scheduler, the one way its tasks come and their answers leave
+    (docs/protocol.md, section 3.7): accepted while its worker is registered; the scheduler takes what it sends
+    as its worker's."""
 
     #: its name within its worker (the agent's)
     processor_id: bytes
@@ -431,7 +432,7 @@ class LogForwarding:
 
 @dataclass(frozen=True, slots=True)
 class TaskBody:
-    """Everything only the processor needs. The scheduler and the worker agent forward it unread."""
+    """Everything only the processor needs. The scheduler forwards it unread."""
 
     #: object id of the serialized function in object storage
     function_id: ObjectID
@@ -542,7 +543,7 @@ class RunStamps:
     #: wall-clock seconds when the call returned or raised
     finished_at: float
     processor_pid: int = 0
-    #: wall-clock seconds when the processor read the task from its agent (0: unknown)
+    #: wall-clock seconds when the processor read the task from its link (0: unknown)
     received_at: float = 0.0
 
 
@@ -639,8 +640,8 @@ class WorkerLeaving:
 
 @dataclass(frozen=True, slots=True)
 class TaskReturn:
-    """scheduler -> worker: give these queued, not yet started tasks back. worker -> scheduler: these were given
-    back (a subset of what was asked)."""
+    """scheduler -> processor, on its link: give these staged, not yet started tasks back. processor -> scheduler:
+    these were given back (a subset of what was asked, or tasks it will not run beside an actor it hosts)."""
 
     task_ids: tuple[TaskID, ...]
 
@@ -669,25 +670,30 @@ class ManagerTarget:
 
 @dataclass(frozen=True, slots=True)
 class ProcessorReady:
+    """processor -> agent, on their private socket: it started (the one message it sends its agent)."""
+
     pid: int
 
 
 @dataclass(frozen=True, slots=True)
 class ProcessorBlocked:
-    """The processor's task waits on nested futures; its slot may serve other tasks."""
+    """processor -> scheduler, on its link: the task waits on nested futures; its slot may serve other tasks."""
 
     task_id: TaskID
 
 
 @dataclass(frozen=True, slots=True)
 class ProcessorResumeRequest:
-    """The nested futures are done; the processor waits for ProcessorResume before running on."""
+    """processor -> scheduler, on its link: the nested futures are done; the task takes the processor's computing
+    turn again once it is free (the processor gives it the turn itself)."""
 
     task_id: TaskID
 
 
 @dataclass(frozen=True, slots=True)
 class ProcessorResume:
+    """Within a processor only (its task line gives a resumed task the turn); on no link since version 4."""
+
     task_id: TaskID
 
 
@@ -1051,7 +1057,7 @@ class ClientResumed:
 
 @dataclass(frozen=True, slots=True)
 class StreamItem:
-    """worker -> scheduler -> client: one value a streaming task yielded (Task.streamCredit), in the order it was
+    """processor -> scheduler -> client: one value a streaming task yielded (Task.streamCredit), in the order it was
     yielded. The task's TaskResult ends the stream and says how many values there were (TaskResult.streamed)."""
 
     task_id: TaskID
@@ -1063,8 +1069,8 @@ class StreamItem:
 
 @dataclass(frozen=True, slots=True)
 class StreamCredit:
-    """client -> scheduler -> worker -> processor: the streaming task may yield the values of index below `upTo`.
-    Cumulative: a later credit replaces an earlier one; a smaller one changes nothing."""
+    """client -> scheduler -> processor: the streaming task may yield the values of index below `upTo`. Cumulative:
+    a later credit replaces an earlier one; a smaller one changes nothing."""
 
     task_id: TaskID
     up_to: int

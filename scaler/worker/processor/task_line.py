@@ -1,6 +1,6 @@
 """A processor's pure core: the tasks it holds and which of them computes (the processor protocol, one processor's
-side), which of its threads runs what, and which thread reads the agent's channel. Events in: what a read of the
-channel brought, a task's thread is done, a task parks or asks to go on, a thread has nothing to run. Instructions
+side), which of its threads runs what, and which thread reads its link. Events in: what a read of the
+link brought, a task's thread is done, a task parks or asks to go on, a thread has nothing to run. Instructions
 out: run a task on that thread (or on a new one), raise TaskAbandoned in a computing task's thread, wake a parked
 task's thread, answer a withdrawn task CANCELED, cancel a stopped task's nested tasks, wake a streaming task's thread
 that waits for its client's credit (a StreamCredit read raised it), hand an actor's calls to the thread that serves it
@@ -11,7 +11,7 @@ a call for an actor this processor does not hold. No threads, no I/O, no clock:
 The task states, the events that move them and the rules (order, the computing turn, staging, parking, cancels,
 answers) are `scaler.protocol.processor_protocol`'s; this module adds the threads:
 
-1. One thread at a time holds the *baton*: it reads the agent's channel (at first, the main thread). While no task
+1. One thread at a time holds the *baton*: it reads the link (at first, the main thread). While no task
    is parked, the holder runs each task that gets the turn itself, and the next one after it: plain tasks cost no
    thread hand-off. While some are, the holder hands such a task to another thread and keeps reading, so that it
    hears a TaskCancel for it at once.
@@ -293,7 +293,7 @@ class TaskLine(Generic[R]):
         """The task's thread is done: FINISH (its result goes out) or UNWOUND (it was stopped: CANCELED goes out
         instead). It is held no more; see `passes_turn` for the turn it held."""
         task_id = record.task.task_id
-        if self.tasks.get(task_id) is record:  # not if the agent sent the task id again meanwhile
+        if self.tasks.get(task_id) is record:  # not if the scheduler sent the task id again meanwhile
             del self.tasks[task_id]
         if record.state is _STOPPING_PARKED:
             self.parked -= 1

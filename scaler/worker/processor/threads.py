@@ -1,19 +1,20 @@
 """The threads of a processor: they carry out what its task line (`task_line.TaskLine`, the pure core) decides.
 
-Every decision (which task computes, which thread runs it, who reads the channel, what a TaskCancel does) is the
+Every decision (which task computes, which thread runs it, who reads the link, what a TaskCancel does) is the
 task line's, under the processor protocol (`scaler.protocol.processor_protocol`); this module only has the
-mechanisms: one lock around every call into the core (and the channel reads those calls need), a wake-up per
-thread, the task's own hooks around its waits on nested futures, and the injection of TaskAbandoned into a thread.
+mechanisms: one lock around every call into the core (and the reads those calls need: the link, and the agent's
+channel, whose closing ends the processor), a wake-up per thread, the task's own hooks around its waits on nested
+futures, and the injection of TaskAbandoned into a thread.
 
 A thread's life (`_work`): it runs the task it was given, and the next ones the turn gives it; then it reads the
-channel while it holds the baton, or waits until it is handed a task or the baton. A task that waits on nested
+link while it holds the baton, or waits until it is handed a task or the baton. A task that waits on nested
 futures parks: `on_block` reports ProcessorBlocked and passes the turn and the baton on; `on_unblock` asks to go on
 (ProcessorResumeRequest) and waits until the task line wakes it (ProcessorResume, or a stop).
 
 Stopping a computing task raises TaskAbandoned in its thread, between two bytecodes: code stuck in a C call stops
-when the call returns, or the agent kills the processor after a grace period. So that the exception can only land
-inside the task's execution, a record is *interruptible* only while that runs (guarded by its own lock), and a
-pending injection is drawn out before the thread goes on (`_stop_interruptions`).
+when the call returns, or the scheduler has the processor killed after a grace period. So that the exception can
+only land inside the task's execution, a record is *interruptible* only while that runs (guarded by its own lock),
+and a pending injection is drawn out before the thread goes on (`_stop_interruptions`).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ WATCH_SECONDS = 0.05
 
 
 class TaskAbandoned(BaseException):
-    """Raised in the thread of a task the agent stopped: unwinds the task's code. Not an `Exception`, so that a
+    """Raised in the thread of a task the scheduler stopped: unwinds the task's code. Not an `Exception`, so that a
     task's `except Exception:` does not swallow it."""
 
 
@@ -84,7 +85,7 @@ class _TaskRecord(LineTask):
     futures: list[weakref.ref[Any]] = field(default_factory=list)  #: nested tasks it submitted
     parked_since_cpu: float = 0.0
     parked_cpu_seconds: float = 0.0  #: the process's CPU time while it was parked: other tasks' work
-    received_at: float = field(default_factory=time.time)  #: read from the agent (wall clock, for its story)
+    received_at: float = field(default_factory=time.time)  #: read from the link (wall clock, for its story)
     #: a streaming task waiting for its client's credit on a thread that does not read the channel: set when the
     #: reader hears more credit (made when it first waits)
     credited: threading.Event | None = None
@@ -429,14 +430,14 @@ class TaskThreads:
 
     def wait_credit(self, index: int) -> None:
         """The running streaming task is about to compute its value `index`: return once its client's credit allows
-        it (at once when it does), having heard what the agent sent meanwhile; raise TaskAbandoned when the task was
-        stopped (a TaskCancel, read here or by the thread that reads the channel). A thread that holds the baton
-        reads the channel itself, so a slow reader holds the generator here, never a queue of values."""
+        it (at once when it does), having heard what the scheduler sent meanwhile; raise TaskAbandoned when the task was
+        stopped (a TaskCancel, read here or by the thread that reads the link). A thread that holds the baton
+        reads the link itself, so a slow reader holds the generator here, never a queue of values."""
         record: _TaskRecord = self._local.running
         me = threading.get_ident()
         while True:
             if self._line.holder == me:
-                self._hear_agent(record, me, wait=index >= record.credit)
+                self._hear_link(record, me, wait=index >= record.credit)
             elif index >= record.credit:
                 if record.credited is None:
                     with self._lock:
@@ -456,8 +457,8 @@ class TaskThreads:
 
     def wait_call(self) -> m.Task | None:
         """The running actor's next call, in the order they came (at once when one is there), having heard what the
-        agent sent meanwhile; None when the actor is asked to stop (its calls before that were served); raise
-        TaskAbandoned when its start task was stopped. A thread that holds the baton reads the channel itself."""
+        scheduler sent meanwhile; None when the actor is asked to stop (its calls before that were served); raise
+        TaskAbandoned when its start task was stopped. A thread that holds the baton reads the link itself."""
         record: _TaskRecord = self._local.running
         calls = record.calls
         assert calls is not None, "wait_call outside an actor's start task"
@@ -469,7 +470,7 @@ class TaskThreads:
                 call = calls.popleft()
                 return call
             if self._line.holder == me:
-                self._hear_agent(record, me, wait=True)
+                self._hear_link(record, me, wait=True)
             elif record.credited is None:
                 with self._lock:
                     if record.credited is None:
@@ -482,10 +483,10 @@ class TaskThreads:
         """An actor's call's result."""
         self._outlet.result(result)
 
-    def _hear_agent(self, record: _TaskRecord, me: int, wait: bool) -> None:
-        """Read the channel from a computing task's own thread (it holds the baton): at most `housekeeping_seconds`
-        when `wait`, else only what is there. Nothing is injected into the thread meanwhile: a TaskCancel read here
-        is seen by the caller in the task's state."""
+    def _hear_link(self, record: _TaskRecord, me: int, wait: bool) -> None:
+        """Read the link (and the channel) from a computing task's own thread (it holds the baton): at most
+        `housekeeping_seconds` when `wait`, else only what is there. Nothing is injected into the thread meanwhile:
+        a TaskCancel read here is seen by the caller in the task's state."""
         _stop_interruptions(record)
         try:
             if wait and not self._wait_inbox(self._housekeeping_seconds):

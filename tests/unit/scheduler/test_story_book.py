@@ -108,7 +108,7 @@ def test_the_processors_times_reported_with_a_result_join_the_story() -> None:
     assert [(e.component, e.what) for e in reply.entries] == [
         ("scheduler", "queued"),
         ("scheduler", "dispatched"),
-        ("processor", "received from its worker agent"),
+        ("processor", "received on its link"),
         ("processor", "started"),
         ("processor", "finished (success)"),
         ("scheduler", "success"),
@@ -170,7 +170,7 @@ def test_a_processor_report_counts_against_the_bound_entry_by_entry() -> None:
     reply = book.story(tid(1))
     assert len(reply.entries) == ENTRIES_PER_TASK + 1 and "5 entries left out" in reply.note
     (received,) = [entry for entry in reply.entries if entry.component == "processor"]
-    assert (received.wall_time, received.what) == (100.0, "received from its worker agent")
+    assert (received.wall_time, received.what) == (100.0, "received on its link")
     assert received.where == "pid 42 of worker Worker|w" and received.cause == "dispatch attempt 3"
 
 
