@@ -83,7 +83,6 @@ class ZygoteExecutor:
     def __init__(self, zygote: Zygote) -> None:
         self._zygote = zygote
         self._channels: dict[bytes, AsyncChannel] = {}
-        self._unflushed: set[AsyncChannel] = set()  #: channels holding frames until flush()
         self._pids: dict[bytes, int] = {}
         self._psutil: dict[int, psutil.Process] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -114,13 +113,10 @@ class ZygoteExecutor:
     def send(self, processor_id: bytes, message: m.Message) -> None:
         channel = self._channels.get(processor_id)
         if channel is not None:
-            channel.hold([codec.encode(message)])
-            self._unflushed.add(channel)
+            channel.send([codec.encode(message)])
 
     def flush(self) -> None:
-        for channel in self._unflushed:
-            channel.flush()
-        self._unflushed.clear()
+        """Nothing: `send` writes at once (a processor is sent only its configuration)."""
 
     def kill(self, processor_id: bytes, reason: str) -> None:
         pid = self._pids.get(processor_id)
@@ -167,7 +163,7 @@ class ZygoteExecutor:
                     self._psutil.pop(pid, None)
                 channel = self._channels.pop(processor_id, None)
                 if channel is not None:
-                    channel.read_remaining()  # its last results first: a task it finished is not blamed
+                    channel.read_remaining()  # its ProcessorReady first: it had started
                     channel.close()
                 listener.on_processor_exit(processor_id, describe_wait_status(number))
             else:
