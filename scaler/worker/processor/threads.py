@@ -275,13 +275,20 @@ class TaskThreads:
         ran = m.RunStamps(started, time.time(), os.getpid(), record.received_at)
         line = self._line
         serving = False
+        woken: list[_TaskRecord] = []
         with self._lock:
             outcome = line.ends(record)
             following = self._pass_turn_locked(record, me)
             if following is None:
                 serving = line.settles(me)
-            later = self._carry_out_locked() if line.instructions else _NOTHING
+            if line.instructions:
+                woken = _take_wakes(line.instructions)  # after the result: theirs cannot overtake it
+                later = self._carry_out_locked()
+            else:
+                later = _NOTHING
         self._report_end(task, outcome, result, ran, more=following is not None)
+        for parked in woken:
+            _wake(parked)
         if mark is not None:  # its result was handed over: a crash from now on is not its
             mark.done(task.task_id)
         if later:
@@ -603,6 +610,15 @@ def _stop_interruptions(record: _TaskRecord) -> None:
     if record.injected:
         for _ in range(1000):  # a pending asynchronous exception is raised at a loop's backward jump
             pass
+
+
+def _take_wakes(instructions: list[Any]) -> list[_TaskRecord]:
+    """The parked tasks the instructions wake (a resumed one given the turn), taken out of them: the caller wakes them
+    once the result of the task that passed the turn has left."""
+    woken = [instruction.record for instruction in instructions if isinstance(instruction, Wake)]
+    if woken:
+        instructions[:] = [instruction for instruction in instructions if not isinstance(instruction, Wake)]
+    return woken
 
 
 def _wake(record: _TaskRecord) -> None:
