@@ -188,8 +188,11 @@ class ViewBuilder:
         return tuple(groups)
 
     def _waiting_reason(self, capabilities: m.Capabilities) -> str:
+        """Why queued tasks wait. A worker whose processors have not said hello on their links yet takes no task and
+        is not counted, as clients are told (`ready_worker_count`): a task that waits for a capability until such a
+        worker has started waits for one reason, not a second one for the moments its processors start."""
         core = self._core
-        able = [worker for worker in core.workers.values() if worker.can_run(capabilities)]
+        able = [worker for worker in core.workers.values() if worker.links and worker.can_run(capabilities)]
         starting = sum(
             manager.pending_units for manager in core.managers.values() if covers(manager.capabilities, capabilities)
         )

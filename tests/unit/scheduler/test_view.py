@@ -73,6 +73,11 @@ def test_pending_groups_say_why_tasks_wait() -> None:
     sim.add_worker("plain", capacity=1)
     (group,) = sim.core.view().pending
     assert group.reason == "no connected worker has the capabilities gpu"
+    # a gpu worker whose processors have not said hello yet takes no task: the reason stays (its story tells one wait;
+    # checked off: counting it said "all workers that can run them are busy" meanwhile, a second span of waiting)
+    sim.send(PeerID(b"Worker|SIM|starting"), hello(m.WorkerInfo((("gpu", -1),), 1, "", "SIM")))
+    (group,) = sim.core.view().pending
+    assert group.reason == "no connected worker has the capabilities gpu"
     sim.add_worker("gpu", capacity=1, capabilities=(("gpu", -1),))
     sim.submit(client, [task(client.peer, 2, capabilities=(("gpu", 1),))])
     sim.advance(3.0)
