@@ -221,8 +221,10 @@ class Actors:
         """The start task's result: True when it was taken here (the actor was lost and starts again, rule 2; or is
         dead and its start task ended); False for the lifecycle to end the start task as any other."""
         actor = self.actors.get(result.task_id)
+        if actor is None:  # the common case: not an actor's start
+            return False
         start = self._core.tasks.get(result.task_id)
-        if actor is None or start is None or start.worker != peer:
+        if start is None or start.worker != peer:
             return False
         if result.status in _LOSSES:
             return self._lost(actor, result.error_message or result.status.value)

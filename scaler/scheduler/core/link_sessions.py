@@ -110,22 +110,26 @@ class LinkSessions:
     # ------------------------------------------------------------ what a link says
 
     def on_result(self, peer: PeerID, result: m.TaskResult) -> None:
+        """On the path of every task: `_end` inline."""
         core = self._core
         link = core.processors[peer]
         worker = core.workers[link.worker]
-        link.results_read.append(result.task_id)  # rule 1
-        if core.actors.is_call(result.task_id):
+        task_id = result.task_id
+        link.results_read.append(task_id)  # rule 1
+        if core.actors.is_call(task_id):
             core.actors.call_result(worker.peer, result)
             return
-        changed = self._end(link, result.task_id)
+        parked, hosting = link.parked, link.hosting
+        link.end(task_id, core.now)
+        changed = link.parked != parked or link.hosting != hosting
         if link.long:  # the long task ended: tasks may be staged there again
             link.long, changed = False, True
         if link.held:
             link.held.discard(result.task_id)
             link.held_parked.discard(result.task_id)
-        if result.ran is not None:
-            worker.learn(result.ran.finished_at - result.ran.started_at)  # before the slot is offered (it restages)
-        elif changed:
+        if result.ran is not None:  # before the slot is offered: the depth of staging may change
+            worker.learn(result.ran.finished_at - result.ran.started_at)
+        if changed:
             worker.restage()
         self._ended(worker, result)
         if changed:

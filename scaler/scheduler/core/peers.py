@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
-from scaler.protocol.messages import Capabilities, ManagerTarget, Task, WorkerLimit, WorkerStatus
+from scaler.protocol.messages import Capabilities, ManagerTarget, WorkerLimit, WorkerStatus
 from scaler.protocol.staging import STAGED_WAIT_SECONDS, STAGING_SECONDS
 from scaler.scheduler.core.client_answers import AnswerLog
 from scaler.scheduler.core.processor_links import ProcessorLink
@@ -89,6 +89,7 @@ class WorkerRecord:
     staging: int = 0
     run_seconds: float | None = None  #: the moving average of its tasks' run times
     depth: int = 0  #: tasks each of its processors may hold staged (`learn`)
+    slow: bool = False  #: its tasks compute STAGED_WAIT_SECONDS on average (`learn`): its prefetch is not offered
 
     @property
     def free_slots(self) -> int:
@@ -101,8 +102,11 @@ class WorkerRecord:
         one it computes, about STAGING_SECONDS of them."""
         average = self.run_seconds
         self.run_seconds = average = seconds if average is None else 0.8 * average + 0.2 * seconds
-        self.depth = min(MAX_STAGED, int(STAGING_SECONDS / max(average, 1e-6)))
-        self.restage()
+        depth = min(MAX_STAGED, int(STAGING_SECONDS / max(average, 1e-6)))
+        slow = average >= STAGED_WAIT_SECONDS
+        if depth != self.depth or slow != self.slow:  # what it offers changed (the common case: it did not)
+            self.depth, self.slow = depth, slow
+            self.restage()
 
     def restage(self) -> None:
         """Its links, what they hold or their depth changed, one computes long, or its tasks' run time moved. Parked
@@ -115,33 +119,43 @@ class WorkerRecord:
         back again a second later: the last one started 1 s late while the other worker was idle.)"""
         beside = staging = long = 0
         stageable = False
-        for link in self.links:
-            beside += link.parked + (link.hosting is not None)
-            if self._stages(link):
+        depth, per_parent = self.depth, self.processor_per_parent
+        for link in self.links:  # on the path of every result: `_stages` inline
+            parked = link.parked
+            beside += parked + (link.hosting is not None)
+            if link.max_staged > 0 and not per_parent and not link.killing and link.actor_start is None:
                 stageable = True
                 if link.long:
                     long += 1
                 else:
-                    staging += min(self.depth, link.max_staged)
-        average = self.run_seconds
-        computes_long = long > 0 or (average is not None and average >= STAGED_WAIT_SECONDS)
+                    staging += min(depth, link.max_staged)
+        computes_long = long > 0 or self.slow
         self.beside = beside
         self.staging = staging - (1 if computes_long and stageable else 0)
 
-    def link_for(self, task: Task) -> ProcessorLink | None:
-        """The link a task goes to: among those with room, the one holding the fewest tasks not parked, one that
-        computes long only when all do (None: none has room now)."""
+    def link_for(self) -> ProcessorLink | None:
+        """The link its next task goes to: among those with room (`_has_room`, inline: on the path of every task), the
+        one holding the fewest tasks not parked, one that computes long only when all do (None: none has room now)."""
         best: ProcessorLink | None = None
+        best_order = (True, 0)
+        per_parent = self.processor_per_parent
         for link in self.links:
-            if self._has_room(link) and (best is None or (link.long, link.unparked) < (best.long, best.unparked)):
-                best = link
+            parked = link.parked
+            if link.killing or link.actor_start is not None or (per_parent and parked):
+                continue  # it serves no task
+            unparked = len(link.tasks) - parked
+            if (link.max_staged <= 0 or per_parent) and unparked:
+                continue  # it stages nothing and computes a task
+            order = (link.long, unparked)
+            if best is None or order < best_order:
+                best, best_order = link, order
         return best
 
     @property
     def takes_tasks(self) -> bool:
         """Whether a task can go to it now: one of its links has room (none at its start, before its processors said
         hello, nor while all of them host actors or keep parents waiting)."""
-        return any(self._has_room(link) for link in self.links)
+        return self.link_for() is not None
 
     def _serves(self, link: ProcessorLink) -> bool:
         """Whether the link takes tasks: not while it is killed, holds an actor, or keeps a parent waiting in "process"
@@ -152,6 +166,7 @@ class WorkerRecord:
         return link.max_staged > 0 and not self.processor_per_parent and self._serves(link)
 
     def _has_room(self, link: ProcessorLink) -> bool:
+        """Whether the link takes a task now (`link_for` has it inline)."""
         if not self._serves(link):
             return False
         return self._stages(link) or link.unparked == 0

@@ -108,6 +108,8 @@ class ProcessorLink:
     #: the task it computes has computed STAGED_WAIT_SECONDS: what was staged behind it was asked back (rule 3)
     long: bool = False
     hosting: TaskID | None = None  #: the actor it hosts (its start task, built): it takes no other task
+    #: an actor's start task held here (building the actor, or hosting it): nothing is sent behind it
+    actor_start: TaskID | None = None
     writing: bool = False  #: it still writes results readers follow (ProcessorWriting): it is not killed
     killing: str = ""  #: why the scheduler had it killed ("" while not): its loss blames no task (rule 2)
     #: it ended while it held tasks: since when the scheduler waits for both its link's closing and its agent's word
@@ -127,6 +129,8 @@ class ProcessorLink:
     def send(self, task_id: TaskID, priority: int, now: float, kind: str = "") -> ProcessorTaskState:
         """SEND: computing at once when the link computes nothing (and TURN), else staged in priority order."""
         self.tasks[task_id] = held = LinkTask(_STAGED, priority, kind=kind)
+        if kind == "actor":
+            self.actor_start = task_id
         if self.computing is None and not self.waiting:
             self._start(task_id, held, now)
         else:
@@ -151,9 +155,17 @@ class ProcessorLink:
         if held is None:
             return ProcessorOutcome.IGNORE
         done = OUTCOMES[_END][held.state]
-        self._leave(task_id, held, now)
-        if self.hosting == task_id:
-            self.hosting = None  # the actor ended: the processor takes tasks again
+        if self.computing == task_id:  # the common case, on the path of every task: `_pass_turn` inline
+            waiting = self.waiting
+            if waiting:
+                following = waiting.pop(0)
+                self._start(following, self.tasks[following], now)
+            else:
+                self.computing = None
+        else:
+            self._leave(task_id, held, now)
+        if self.actor_start == task_id:
+            self.hosting = self.actor_start = None  # the actor ended: the processor takes tasks again
         return done
 
     def park(self, task_id: TaskID, now: float) -> bool:
@@ -220,6 +232,8 @@ class ProcessorLink:
         if held is None:
             return False
         self._leave(task_id, held, now)
+        if self.actor_start == task_id:
+            self.actor_start = None
         return True
 
     def gone(self, exited: ProcessorExited | None) -> list[tuple[TaskID, Fate]]:
@@ -240,7 +254,7 @@ class ProcessorLink:
                 fates.append((task_id, Fate.REQUEUED))
         self.tasks.clear()
         self.waiting.clear()
-        self.computing, self.parked, self.hosting = None, 0, None
+        self.computing, self.parked, self.hosting, self.actor_start = None, 0, None, None
         return fates
 
     def behind_long(self, now: float) -> tuple[TaskID, ...] | None:
@@ -256,7 +270,7 @@ class ProcessorLink:
         takes no other task. False when that task is not held here."""
         if actor_id not in self.tasks:
             return False
-        self.hosting = actor_id
+        self.hosting = self.actor_start = actor_id
         return True
 
     def stops_by_kill(self, task_id: TaskID) -> bool:
@@ -307,7 +321,7 @@ class ProcessorLink:
     def holds_actor(self) -> bool:
         """Whether an actor's start task is held here (building the actor, or hosting it): it holds the turn while the
         actor lives, so nothing is sent behind it."""
-        return self.hosting is not None or any(held.kind == "actor" for held in self.tasks.values())
+        return self.actor_start is not None
 
     def is_idle(self) -> bool:
         """It holds nothing and does nothing: it may be retired."""

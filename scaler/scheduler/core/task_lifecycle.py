@@ -332,7 +332,8 @@ class TaskLifecycle:
             if found is None:
                 break
             entry, worker = found
-            if not worker.takes_tasks:  # no processor's link yet (the next link's hello offers it again)
+            link = worker.link_for()
+            if link is None:  # no processor's link with room (the next link's hello, or room there, offers it again)
                 passed_over.append(entry)
                 continue
             key, top = self._best_queue_for(worker)
@@ -341,7 +342,7 @@ class TaskLifecycle:
                 continue
             record = queue.pop(key, self._tasks.records, top)
             if outcome(record.state, TaskEvent.DISPATCH) is Outcome.ASSIGN:  # `_apply`'s way, without its details
-                self._assign(record, worker)  # it offers the worker again if not full, and words its own cause
+                self._assign(record, worker, link)  # it offers the worker again if not full, and words its own cause
             else:
                 self._apply(record, TaskEvent.DISPATCH, {"worker": worker})
         self._free.put_back(passed_over)
@@ -358,13 +359,15 @@ class TaskLifecycle:
                 best_key, best_entry = key, entry
         return best_key, best_entry
 
-    def _assign(self, record: TaskRecord, worker: WorkerRecord) -> None:
+    def _assign(self, record: TaskRecord, worker: WorkerRecord, link: ProcessorLink | None = None) -> None:
+        """`link`: the worker's link with room (`WorkerRecord.link_for`), when the caller has it."""
         record.worker = worker.peer
         self._tasks.set_state(record, TaskState.DISPATCHED, self.now, ("dispatch attempt {}", record.attempts + 1))
         record.attempts += 1
         record.dispatched_at = self.now
         worker.assigned.add(record.task_id)
-        link = worker.link_for(record.task)
+        if link is None:
+            link = worker.link_for()
         assert link is not None, "dispatch gives a task only to a worker with a link that has room"
         record.link = link.peer
         task = record.task
