@@ -185,7 +185,11 @@ class LinkSessions:
             self.keep_processors(worker)
 
     def on_writing(self, peer: PeerID, writing: m.ProcessorWriting) -> None:
-        self._core.processors[peer].writing = writing.writing
+        """Meanwhile the processor is not killed, nor retired as not needed: once done, it may be (rule 2)."""
+        link = self._core.processors[peer]
+        link.writing = writing.writing
+        if not writing.writing:
+            self.keep_processors(self._core.workers[link.worker])
 
     def on_actor_ready(self, peer: PeerID, ready: m.ActorReady) -> None:
         """The actor's constructor returned in this link's processor: it hosts the actor (rule 2)."""

@@ -223,6 +223,27 @@ def test_with_a_processor_per_parent_a_waiting_parent_gets_its_worker_another_pr
     sim.check_invariants()
 
 
+def test_a_processor_still_writing_is_retired_only_once_its_writes_are_done() -> None:
+    """Issue 42 and rule 2: a processor beyond the slots that still writes results readers follow is not killed as
+    not needed until it says it is done. Checked to fail with `is_idle` ignoring `writing` (killed at once), and with
+    `on_writing` not keeping the processors (never retired)."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    worker = sim.add_worker(capacity=1, processor_per_parent=True)
+    first = worker.link
+    sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
+    (parent,) = tasks_on(sim, first)
+    sim.send(first, m.ProcessorBlocked(parent))
+    second = worker.links[1]
+    sim.send(second, m.ProcessorWriting(True))
+    sim.finish(worker, task(client.peer, 2).task_id)
+    sim.send(first, m.ProcessorResumeRequest(parent))
+    assert not sent_to(sim, worker.peer, m.ProcessorKill), "it still writes: not retired"
+    sim.send(second, m.ProcessorWriting(False))
+    assert sent_to(sim, worker.peer, m.ProcessorKill) == [m.ProcessorKill(b"p2", "not needed any more")]
+    sim.check_invariants()
+
+
 def test_a_processor_hosting_an_actor_takes_no_other_task_and_its_worker_gets_another() -> None:
     """Its actor holds its computing turn while it lives (link_sessions.py rule 2). Checked to fail with `link.host`
     not called on ActorReady (the next task went to the actor's link)."""
