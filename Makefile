@@ -28,16 +28,22 @@ demo: $(RUNTIME_STAMP)
 
 # Programs the tests drive besides Python: tmux (scaler_top in a real terminal), chromium and chromedriver (the
 # dashboard in a real browser; Debian packages chromium and chromium-driver), nft (the fake cloud's isolated
-# network, `scaler_fake_cloud --isolate-network`; Debian package nftables). Installed with apt-get when
-# missing and possible; otherwise those tests skip, saying why.
-TEST_PROGRAMS ?= tmux chromium chromedriver nft
+# network, `scaler_fake_cloud --isolate-network`; Debian package nftables), munged, slurmctld, slurmd and sbatch (a
+# real Slurm on this host for the Slurm manager's tests, which start its daemons themselves: Debian packages munge,
+# slurmctld, slurmd and slurm-client; a /usr/sbin/policy-rc.d exiting 101, made for the install when there is none,
+# keeps apt from starting the services). Installed with apt-get when missing and possible; otherwise those tests
+# skip, saying why.
+TEST_PROGRAMS ?= tmux chromium chromedriver nft munged slurmctld slurmd sbatch
 test-tools:
 	@missing=""; for program in $(TEST_PROGRAMS); do command -v $$program >/dev/null 2>&1 || missing="$$missing $$program"; done; \
-	missing=$$(echo "$$missing" | sed 's/chromedriver/chromium-driver/; s/nft/nftables/'); \
+	missing=$$(echo "$$missing" | sed 's/chromedriver/chromium-driver/; s/nft/nftables/; s/munged/munge/; s/sbatch/slurm-client/'); \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing for the tests"; \
+		policy=""; if [ ! -e /usr/sbin/policy-rc.d ] && [ -w /usr/sbin ]; then \
+			printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && policy=made; fi; \
 		(apt-get install -y -q $$missing >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q $$missing >/dev/null 2>&1)) \
 			|| echo "could not install$$missing: the tests that need them will skip"; \
+		if [ -n "$$policy" ]; then rm -f /usr/sbin/policy-rc.d; fi; \
 	fi
 
 # Four test processes on a 2-core machine: most tests wait on real processes, sockets, timeouts and fake-cloud boots
@@ -56,8 +62,8 @@ test: $(STAMP) test-tools
 		sh docker/test-engine.sh stop; exit $$status
 
 lint: $(STAMP)
-	$(BIN)/ruff check scaler tests benchmarks examples docs/build_api_reference.py
-	$(BIN)/ruff format --check scaler tests benchmarks examples docs/build_api_reference.py
+	$(BIN)/ruff check scaler tests benchmarks examples docs/*.py
+	$(BIN)/ruff format --check scaler tests benchmarks examples docs/*.py
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
@@ -82,16 +88,18 @@ test-pythons:
 		$$venv/bin/python -m pytest -q -p no:cacheprovider -n 2 tests/unit tests/simulation || exit 1; \
 	done
 
+# The side-by-side benchmark (docs/performance.md): `make benchmark ARGS="--systems ours,dask --workloads W1,W3"`.
 benchmark: $(STAMP)
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/run.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-3.* build *.egg-info
 
-# The API reference: HTML from the docstrings of the public modules (pdoc, the docs extra), in build/docs/api;
-# any warning fails it (docs/build_api_reference.py).
+# The documentation site (the docs extra): the pages of docs/ with Sphinx and MyST, navigation from docs/index.md,
+# the API reference from the docstrings with pdoc, in build/docs/html (open index.html); any warning fails it
+# (docs/build_site.py).
 docs: $(STAMP)
-	$(BIN)/python docs/build_api_reference.py build/docs/api
+	$(BIN)/python docs/build_site.py build/docs/html
 
 # The user guide's architecture picture, from its Graphviz source (needs `dot`: apt-get install graphviz).
 docs-pictures:

@@ -16,7 +16,7 @@ client server, Dask's scheduler). The goals: round trips within a few ms of the 
 handful of round trips of loopback; bulk data at 80% or more of the link's bandwidth; ahead of both peers on every
 row. With `--rounds N` the systems take turns N times (ours, dask, ray, ours, ...) and the table shows each figure's
 median (every round's figures are in the JSON). Results: benchmarks/results/laptop_link-<timestamp>.json;
-docs/performance.md has the table.
+benchmarks/NOTES.md has the table.
 """
 
 import argparse

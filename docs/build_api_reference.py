@@ -1,6 +1,6 @@
 """Build the API reference, HTML pages generated from the docstrings of the public modules, with pdoc.
 
-    python docs/build_api_reference.py [OUTPUT_DIR]      # `make docs`: build/docs/api
+    python docs/build_api_reference.py [OUTPUT_DIR]      # `make docs` (docs/build_site.py): build/docs/html/api
 
 The public surface is what `scaler` exports (`scaler.__all__`: Client, futures, SchedulerClusterCombo, the
 exceptions, ...) and `scaler.errors`, every exception scaler raises. Docstrings are Markdown, as written in the

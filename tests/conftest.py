@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,3 +56,31 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
     write_summary(terminalreporter)
     write_conformance_summary(terminalreporter)
+
+
+# ---------------------------------------------------------------- a local Slurm
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[Any]:
+    """A real Slurm on this machine for the whole test process (tests/integration/slurm_cluster.py). What uses it
+    (tests/integration/test_slurm_*.py, the Slurm entry of the backend contract suite, the guide's Slurm page in the
+    documentation tier) is marked `xdist_group("slurm")`, so that they share it. Its SLURM_CONF is this process's
+    while it runs (the managers, commands and pages the tests start find the cluster with it). Skips, saying why,
+    where Slurm cannot run."""
+    from tests.integration.slurm_cluster import skip_reason
+    from tests.integration.slurm_cluster import slurm_cluster as started
+
+    reason = skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    before = os.environ.get("SLURM_CONF")
+    with started() as cluster:
+        os.environ["SLURM_CONF"] = str(cluster.conf)
+        try:
+            yield cluster
+        finally:
+            if before is None:
+                os.environ.pop("SLURM_CONF", None)
+            else:
+                os.environ["SLURM_CONF"] = before

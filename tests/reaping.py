@@ -34,6 +34,8 @@ KILL_SECONDS = 30.0
 #: Names that carry the pid of the process that made them (the first group of each pattern).
 NAMESPACE_NAMES = (re.compile(r"^sfc-(\d+)-"), re.compile(r"^scaler(\d+)n\d+$"))
 LINK_NAMES = (re.compile(r"^sfc(\d+)h$"), re.compile(r"^sc(\d+)h\d+$"))
+#: Memory cgroups a test process made, named after it: the memory tests' limits, and its local Slurm's slurmd's group
+#: (tests/integration/slurm_cluster.py: `scaler-test-<pid>-slurm-*`, with Slurm's groups of the jobs under it).
 MEMORY_GROUPS = Path("/sys/fs/cgroup/memory")
 MEMORY_GROUP_NAME = re.compile(r"^scaler-test-(\d+)-")
 #: Object storage segment directories (scaler/object_storage/segment_directory.py) under these parents: one whose lock
@@ -47,8 +49,10 @@ POOL_LEFTOVERS = (re.compile(r"^joblib_memmapping_folder_(\d+)_"), re.compile(r"
 #: removes it when it stops, and a later worker removes an orphan's, so one left after the run is a killed worker's.
 MARKS_NAME = re.compile(r"^scaler-marks-(\d+)-")
 CONTAINER_LABEL = "scaler-fake-cloud"
-#: The test session's configuration folder (tests/conftest.py), named after the pytest process that made it.
+#: The test session's configuration folder (tests/conftest.py), named after the pytest process that made it; the
+#: state folder of a test process's local Slurm (tests/integration/slurm_cluster.py), likewise.
 CONFIG_HOME_NAME = re.compile(r"^scaler-test-config-(\d+)-")
+SLURM_STATE_NAME = re.compile(r"^scaler-slurm-(\d+)-")
 
 
 # ---------------------------------------------------------------- membership: a control group, or the environment
@@ -227,15 +231,41 @@ def _remove_pool_leftovers(pids: set[int]) -> list[str]:
 
 
 def remove_config_homes(pids: set[int], parent: Path = SEGMENT_PARENTS[1]) -> list[str]:
-    """The session configuration folders (XDG_CONFIG_HOME, tests/conftest.py) made by one of `pids`: a run whose
-    pytest was killed never reached its own removal of it."""
+    """The session configuration folders (XDG_CONFIG_HOME, tests/conftest.py) and local Slurms' state folders
+    (tests/integration/slurm_cluster.py) made by one of `pids`: a run whose pytest was killed never reached its own
+    removal of them (the Slurm daemons, their slurmstepd and jobs went with the run's control group)."""
     removed: list[str] = []
     with contextlib.suppress(OSError):
         for entry in parent.iterdir():
             if entry.is_dir() and _owner(entry.name, [CONFIG_HOME_NAME]) in pids:
                 shutil.rmtree(entry, ignore_errors=True)
                 removed.append(f"configuration folder {entry}")
+            elif entry.is_dir() and _owner(entry.name, [SLURM_STATE_NAME]) in pids:
+                removed.extend(kill_holders(entry))
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(f"Slurm state folder {entry}")
     return removed
+
+
+def kill_holders(folder: Path) -> list[str]:
+    """SIGKILL the processes with a file of `folder` open: a slurmstepd outlives its slurmd (it keeps trying to report
+    its job's end), and keeps the folder's slurmd.log open, where nothing else of the run names it (its environment
+    is empty when membership is by environment)."""
+    killed: list[str] = []
+    prefix = f"{folder}/"
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with os.scandir(f"{entry.path}/fd") as fds:
+                held = any(os.readlink(fd.path).startswith(prefix) for fd in fds)
+        except OSError:
+            continue
+        if held:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(f"process {entry.name} holding {folder}")
+    return killed
 
 
 def remove_named(pids: set[int]) -> list[str]:

@@ -33,6 +33,7 @@ from scaler.client.core import (
     Fail,
     JobAnswered,
     ReconnectToScheduler,
+    RestoreStored,
     SendFrames,
     SendToScheduler,
     ShowLog,
@@ -114,8 +115,8 @@ class ClientAgent(Generic[FutureT]):
     ) -> None:
         """`keys`: those `find_keys` found (found again when the scheduler refuses them before the first
         registration, or its stack is still starting), or a TransportSecurity used as is. `timeout_seconds`,
-        `scheduler_lost_grace_seconds` None: 60 s, or the scheduler's resume window for this client when longer
-        (client/core.py, rule 6)."""
+        `scheduler_lost_grace_seconds` None: 60 s, or the scheduler's resume window for this client when longer (the
+        grace: only after a connection that died of silence, this client away; client/core.py, rule 6)."""
         self.address = address
         if not isinstance(keys, FoundKeys):
             keys = FoundKeys("client", address, keys, "the keys given" if keys is not None else "none (plain TCP)")
@@ -182,7 +183,11 @@ class ClientAgent(Generic[FutureT]):
             JobAnswered: self._job_answer,
             Warn: self._warn,
             ReconnectToScheduler: lambda effect: self._on_loop(self._reconnect),
+            RestoreStored: lambda effect: self.restore_stored(),
         }
+        #: stores again what object storage lost when a restarted scheduler registers this client again, before its
+        #: tasks go again (the session's; it blocks the thread that carries the effects out for a few requests)
+        self.restore_stored: Callable[[], None] = lambda: None
 
     # ------------------------------------------------------------ what the core knows (read without the lock:
     # each is one value, replaced whole)
@@ -639,7 +644,7 @@ class ClientAgent(Generic[FutureT]):
         return None if found.same_keys(self.keys) else found
 
     def _refusal(self, event: int) -> str:
-        hint = "give Client(..., curve_secret_key='NAME.key_secret', curve_server_key='server.key')"
+        hint = "give Client(..., curve_secret_key='DIR/client.key_secret', curve_server_key='DIR/server.key')"
         has_keys = self.keys.security is not None
         text = refusal_text("scheduler", "client", self.address, event, has_keys, hint)
         return text if self.keys.fixed else f"{text} (this client used {self.keys.source})"

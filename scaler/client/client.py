@@ -1,5 +1,6 @@
 """Client: the user's handle on a scheduler. submit, map, starmap, get (graphs), stream (streaming tasks), actor
-(actors), send_object, clear, disconnect, shutdown, jobs, executor().
+(actors), send_object, scatter, gather, clear, disconnect (close), shutdown, jobs, executor(), and the calls that
+concern the cluster: wait_for_workers, cluster_view, run, upload_file (client/worker_calls.py).
 
 A page of the user's API over one `Session` (`client/session.py`: the connection, the task encoder, object storage,
 the result reader, cancels and the resolution of security), which every front end shares. Every wait on the
@@ -11,14 +12,18 @@ receives the same client).
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Sized
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from scaler.client import dask_graph, jobs
+from scaler.client import dask_graph, gathering, jobs, worker_calls
 from scaler.client.actors import DEFAULT_MAX_RESTARTS, ActorHandle, spec_of
+from scaler.client.cluster_view import ClusterView
 from scaler.client.display import client_rows, html_table
 from scaler.client.future import ScalerFuture
+from scaler.client.graph import with_nested_calls_lifted
 from scaler.client.jobs import Job
 from scaler.client.mapping import Mapper
 from scaler.client.session import CLOSE_TIMEOUT_SECONDS as CLOSE_TIMEOUT_SECONDS
@@ -83,8 +88,9 @@ class Client:
         secret key file and the scheduler's public key file, for a cluster secured with CURVE (docs/security.md);
         a wrong key is a ConnectionRefusedError at once. `scheduler_lost_grace_seconds`: when the connection to
         the scheduler closes, how long to wait for a scheduler to answer at the same address again (a restarted
-        one gets this client's unfinished tasks again); by default (None) 60 s, or the resume window when longer;
-        0: fail the futures at once with DisconnectedError.
+        one gets this client's unfinished tasks again); by default (None) 60 s when the scheduler closed it (it
+        stopped or crashed), and the resume window, when longer, when it died of silence (this machine asleep or
+        cut off); 0: fail the futures at once with DisconnectedError.
         `share`: this client's weight in the split of busy workers between clients with work queued (1: equal);
         `max_running_tasks`: the most of its tasks at workers at once (None: no quota); `max_workers`: the most
         workers' worth of spend its work holds, and the pool grows for (None: no quota); docs/guide/sharing.md.
@@ -278,7 +284,10 @@ class Client:
         total = min(sizes) if len(sizes) == len(iterables) else None
         self._session.check_open()
         options = TaskOptions.of(priority, capabilities)  # checked before any item is read
-        return self._maps.run(fn, zip(*iterables, strict=False), total, options, reserialize, progress)
+        calls = zip(*iterables, strict=False)
+        return self._maps.run(
+            fn, calls, total, options, reserialize, progress, is_map_of_one_iterable=len(iterables) == 1
+        )
 
     def starmap(
         self, fn: Callable[..., R], iterable: Iterable[Iterable[Any]], capabilities: dict[str, int] | None = None,
@@ -312,13 +321,18 @@ class Client:
         Also Dask's scheduler: `dask.compute(*collections, scheduler=client.get)` (or `scheduler=client`) runs the
         Dask graph as one graph here and returns what Dask expects (see `dask_graph`)."""
         if dask_graph.is_dask_call(graph):
-            return dask_graph.compute(self.get, graph, keys, capabilities=capabilities)
+            retries = scheduler_options.get("retries")
+            return dask_graph.compute(
+                self.get, graph, keys, capabilities=capabilities, priority=priority, retries=retries
+            )
         if scheduler_options:
             raise TypeError(f"get() got unexpected keyword argument(s): {', '.join(sorted(scheduler_options))}")
         if _is_one_key(graph, keys):  # Dask's get(dsk, "z"): the key's value (its future with block=False)
             return self.get(graph, [keys], block, capabilities, reserialize, priority)[keys]
         self._session.check_open()
         options = TaskOptions.of(priority, capabilities)
+        if isinstance(graph, dict):  # a call nested in another's arguments runs, as in Dask's graphs
+            graph = with_nested_calls_lifted(graph)
         futures = self._session.submit_graph(graph, keys, options, refresh=reserialize)
         if not block:
             return futures
@@ -374,6 +388,60 @@ class Client:
         """Store obj once; tasks receive the object wherever they get the returned reference."""
         return self._session.store(obj, name)
 
+    def scatter(self, data: Any, broadcast: bool = False, hash: bool = True) -> Any:
+        """Store data for tasks, as `send_object` does: one object gives its reference, a list, tuple or set a
+        reference per item (in the same type), a dict a reference per value (same keys). Object storage serves every
+        worker, so `broadcast` (Dask's copy to each worker) changes nothing; identical content is stored once whatever
+        `hash` says."""
+        return gathering.scatter(data, self._session.store)
+
+    def gather(self, futures: Any, errors: str = "raise", timeout: float | None = None) -> Any:
+        """The results of futures: one future gives its result, lists, tuples, sets and dicts of them (nested too) the
+        same with results in their place. `errors="skip"` leaves out the futures that failed or were cancelled;
+        `timeout`: TimeoutError when they are not all done in that many seconds."""
+        return gathering.gather(
+            futures, _is_scaler_future, ScalerFuture.result, gathering.checked_errors(errors), timeout
+        )
+
+    # ------------------------------------------------------------ the cluster
+
+    def wait_for_workers(self, n_workers: int = 1, timeout: float | None = None) -> None:
+        """Wait until the scheduler has `n_workers` workers' processors connected (TimeoutError after `timeout`
+        seconds; None: no limit)."""
+        if not isinstance(n_workers, int) or isinstance(n_workers, bool) or n_workers < 0:
+            raise ValueError(f"n_workers must be a whole number >= 0, not {n_workers!r}")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._session.worker_count < n_workers:
+            self._session.check_open()
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"only {self._session.worker_count} of {n_workers} workers connected within {timeout:g} s"
+                )
+            time.sleep(0.05)
+
+    def cluster_view(self, monitor_address: str | None = None) -> ClusterView:
+        """The scheduler's view of its workers now: each worker's processors, capabilities and the tasks it holds
+        (read from its monitor feed; `monitor_address` when it publishes elsewhere than its port + 2)."""
+        return self._session.cluster_view(monitor_address)
+
+    def run(
+        self, fn: Callable[..., Any], /, *args: Any, workers: list[str] | None = None, on_error: str = "raise",
+        timeout: float = worker_calls.RUN_TIMEOUT_SECONDS, **kwargs: Any,
+    ) -> dict[str, Any]:  # fmt: skip
+        """fn(*args, **kwargs) once on each worker (or those of `workers`, worker ids), as a task on one of its
+        processors: {worker id: result}. `on_error`: "raise", "return" (the error as that worker's result) or
+        "ignore". Its tasks wait in the queue as any task does (see `client/worker_calls.py`)."""
+        self._session.check_open()
+        return worker_calls.run_on_workers(self._session, fn, args, kwargs, workers, on_error, timeout)
+
+    def upload_file(self, filename: str | os.PathLike[str]) -> list[str]:
+        """Make a module of yours (a `.py` file) or a package archive (`.zip`, `.egg`, `.whl`, pure Python) importable
+        by name in the tasks this client submits from now on, on every worker, as if installed there (its bytes
+        travel with each function stored, once per function). Returns the top-level names it provides; a module that
+        does not compile raises SyntaxError here."""
+        self._session.check_open()
+        return worker_calls.upload_file(self._session, filename)
+
     # ------------------------------------------------------------ ending
 
     def forward_logging(self, logger_name: str | None = None, level: int = logging.NOTSET) -> None:
@@ -395,6 +463,10 @@ class Client:
     def disconnect(self) -> None:
         """Cancel this client's unfinished tasks and leave; the cluster keeps running."""
         self._session.close()
+
+    def close(self) -> None:
+        """`disconnect()`, by the name executors and Dask's client use."""
+        self.disconnect()
 
     def shutdown(self) -> None:
         """Ask the scheduler to stop the whole cluster; refused when the scheduler is protected."""
@@ -452,6 +524,10 @@ def refuse_tls_security_config(security_config: Any) -> None:
             "security_config (TLS certificates) is not supported: scaler authenticates and encrypts connections "
             "with ZeroMQ CURVE keys instead; see `scaler --docs security`"
         )
+
+
+def _is_scaler_future(value: Any) -> bool:
+    return isinstance(value, ScalerFuture)
 
 
 def _is_one_key(graph: Any, keys: Any) -> bool:

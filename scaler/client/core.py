@@ -14,7 +14,7 @@ Events in:
 Effects out: `SendToScheduler` (a message to encode and send), `SendFrames` (encoded frames to send), `Complete`,
 `ConfirmCancel`, `Fail` (futures to settle), `StreamValues` (values of streaming tasks, for their futures),
 `Connected` (registered with a scheduler), `Closed` (the connection is over), `ShowLog`, `ShutdownAnswered`,
-`StoryAnswered`, `Warn`.
+`StoryAnswered`, `Warn`, `RestoreStored` (what this client stored, stored again where object storage lost it).
 
 Rules:
 1. A task is *unfinished* from `submit` (or as a target of `submit_graph`) until its TaskResult or
@@ -22,7 +22,8 @@ Rules:
    by the core's effects (the future may also settle itself on the user's side: a cancel without a scheduler).
 2. An unfinished task keeps its encoded frame, and an unfinished graph (one with a target unanswered) its frame:
    when a restarted scheduler registers the client again, they are sent again, tasks in submission order, then
-   graphs, whole (their finished nodes run again).
+   graphs, whole (their finished nodes run again). Before they go, the shell stores again what they need and object
+   storage lost (`RestoreStored`: a scheduler's own storage restarts with it, empty).
 3. A task whose cancel was asked and not answered is not sent again after a restart: the old instance may never
    have read the cancel, so its future is cancelled here (for a graph target: the whole graph, all its targets).
 4. Once closed, the core stays closed: every unfinished future failed with the reason, nothing kept, and a
@@ -31,15 +32,16 @@ Rules:
    frame; after a scheduler restart (which forgets jobs) their futures fail with JobLostError.
 6. Away and back (docs/protocol.md 5.15): the scheduler keeps this client's work while it is away (asleep, cut off,
    moved) for a resume window its HelloReply names; a link setting left to follow it (`follow_window`) waits that
-   long for the scheduler instead. Answers are counted (`answer_count.py`) and the count goes in heartbeats. When the
-   connection closes, a ClientResume asks for what the dead connection may have taken; its ClientResumed names the
-   tasks the scheduler never received, which are sent again (with the cancels asked for them), and the answers that
-   follow it are counted anew. Registered again by the *same* scheduler (its instance unchanged: it dropped this
-   client past the window), a ClientResume asks the same: the work the scheduler cancelled when it dropped this
-   client fails with its reason (nothing of it runs again), what it never received (sent after the drop) is sent
-   again. A closed connection whose replacement hears nothing from the scheduler for `RECONNECT_SECONDS` is made
-   anew (and the ClientResume sent again on it): a secure scheduler does not read a second connection under this
-   client's identity while it still holds the first.
+   long for the scheduler instead (the grace after a closed connection only when the connection died of silence, this
+   client away: a connection the scheduler closed as it went away waits the grace it has). Answers are counted
+   (`answer_count.py`) and the count goes in heartbeats. When the connection closes, a ClientResume asks for what the
+   dead connection may have taken; its ClientResumed names the tasks the scheduler never received, which are sent
+   again (with the cancels asked for them), and the answers that follow it are counted anew. Registered again by the
+   *same* scheduler (its instance unchanged: it dropped this client past the window), a ClientResume asks the same:
+   the work the scheduler cancelled when it dropped this client fails with its reason (nothing of it runs again),
+   what it never received (sent after the drop) is sent again. A closed connection whose replacement hears nothing
+   from the scheduler for `RECONNECT_SECONDS` is made anew (and the ClientResume sent again on it): a secure
+   scheduler does not read a second connection under this client's identity while it still holds the first.
 
 The core is generic in the future type `F`: it stores futures and hands them back in effects, never calls them,
 so the thread-based `Client` and an asyncio client can share it.
@@ -169,6 +171,13 @@ class ReconnectToScheduler:
     """Close the connection to the scheduler and make a new one (rule 6)."""
 
 
+@dataclass(frozen=True, slots=True)
+class RestoreStored:
+    """A restarted scheduler registered this client again, and its unfinished tasks go again next (rule 2): before
+    they do, what this client stored and object storage lost (it restarts with a scheduler that started it) is stored
+    again, from what the client still holds (its functions); what it does not hold any more is named."""
+
+
 ClientEffect = (
     SendToScheduler
     | SendFrames
@@ -184,6 +193,7 @@ ClientEffect = (
     | JobAnswered
     | Warn
     | ReconnectToScheduler
+    | RestoreStored
 )
 
 #: A connection that closed, and whose replacement has heard nothing from the scheduler for this long, is made anew
@@ -477,7 +487,7 @@ class ClientCore(Generic[F]):
                 f"unfinished task(s) and {len(graphs)} graph(s) again"
             )
         )
-        effects.append(SendFrames(frames + graphs))
+        effects += [RestoreStored(), SendFrames(frames + graphs)]
         return effects
 
     def _wait_as_long_as_the_window(self, window: float) -> None:
@@ -488,7 +498,7 @@ class ClientCore(Generic[F]):
         if timeout and window > base.timeout_seconds:
             settings = replace(settings, timeout_seconds=window)
         if grace and base.lost_grace_seconds is not None and window > base.lost_grace_seconds:
-            settings = replace(settings, lost_grace_seconds=window)
+            settings = replace(settings, away_grace_seconds=window)  # a scheduler that went away: not its window
         self.link.settings = settings
 
     def _resume_dropped(self) -> list[ClientEffect[F]]:

@@ -3,7 +3,8 @@
 Dask calls its scheduler as `get(dsk, keys, **options)`: `dsk` is a mapping of keys to task-spec nodes (`Task`,
 `Alias`, `DataNode`, ... of `dask._task_spec`), the older tuples `(function, *args)`, or (Dask 2025 and later) an
 expression whose `__dask_graph__()` is that mapping; `keys` is a key or a nested list of keys, and the answer has the
-same nesting (lists become tuples, as Dask's own schedulers return it). The options of Dask's local schedulers
+same nesting (lists become tuples, as Dask's own schedulers return it). `retries=N` (Dask's distributed option) runs a
+task that raised again, in the same process, up to N more times; the options of Dask's local schedulers
 (`num_workers`, `pool`, ...) mean nothing here and are ignored.
 
 The conversion (Dask's `convert_legacy_graph` turns tuples into task-spec nodes first):
@@ -43,16 +44,36 @@ def is_dask_call(graph: Any) -> bool:
 
 def compute(get: Callable[..., dict[Any, Any]], graph: Any, keys: Any, **options: Any) -> Any:
     """Run the Dask graph through our `get` (a Client's) as one graph; the values in the nesting of `keys`."""
+    wanted = list(dict.fromkeys(flatten_keys(keys)))
+    values = _run(get, graph, wanted, options)
+    return _pack(keys, values)
+
+
+def submit(get: Callable[..., dict[Any, Any]], graph: Any, keys: list[Any], **options: Any) -> dict[Any, Any]:
+    """Start the Dask graph through our `get` as one graph, without waiting: a future per key of `keys` (a flat
+    list), by Dask key."""
+    return _run(get, graph, list(dict.fromkeys(keys)), {**options, "block": False})
+
+
+def flatten_keys(keys: Any) -> list[Any]:
+    """The keys in a nested list of keys, in order (Dask's `__dask_keys__()` nesting)."""
+    return _flatten(keys)
+
+
+def _run(get: Callable[..., dict[Any, Any]], graph: Any, wanted: list[Any], options: dict[str, Any]) -> dict[Any, Any]:
+    """The graph converted and run through `get` with `options`: what `get` answers for each wanted key, by Dask key."""
     from dask._task_spec import Alias, DataNode, convert_legacy_graph
 
     if not isinstance(graph, Mapping):
         graph = graph.__dask_graph__()
     nodes = convert_legacy_graph(dict(graph))
-    wanted = list(dict.fromkeys(_flatten(keys)))
     names = {key: f"{NAME_PREFIX}{index}" for index, key in enumerate(nodes)}
     for key in wanted:
         if key not in names:
             raise KeyError(f"key {key!r} is not in the graph")
+    retries = options.pop("retries", None) or 0
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be a whole number >= 0, not {retries!r}")
     ours: dict[Hashable, Any] = {}
     for key, node in nodes.items():
         name = names[key]
@@ -63,7 +84,10 @@ def compute(get: Callable[..., dict[Any, Any]], graph: Any, keys: Any, **options
         else:
             dependencies = tuple(node.dependencies)
             names_of_dependencies = (_name(names, d, key) for d in dependencies)
-            ours[name] = (_run_task, _Constant(node), dependencies, *names_of_dependencies)
+            if retries:
+                ours[name] = (_run_task_again, retries, _Constant(node), dependencies, *names_of_dependencies)
+            else:
+                ours[name] = (_run_task, _Constant(node), dependencies, *names_of_dependencies)
     try:
         results = get(ours, [names[key] for key in wanted], **options)
     except TypeError as error:
@@ -72,8 +96,7 @@ def compute(get: Callable[..., dict[Any, Any]], graph: Any, keys: Any, **options
         by_name = {name: key for key, name in names.items()}
         cycle = [by_name.get(name, name) for name in (error.args[1] if len(error.args) > 1 else [])]
         raise graphlib.CycleError(f"the graph has a cycle through key {cycle[0] if cycle else '?'!r}", cycle) from None
-    values = {key: results[names[key]] for key in wanted}
-    return _pack(keys, values)
+    return {key: results[names[key]] for key in wanted}
 
 
 def _name_unpicklable(nodes: dict[Any, Any]) -> TypeError | None:
@@ -97,7 +120,11 @@ def _name(names: dict[Any, str], key: Any, needed_by: Any) -> str:
 
 def _as_data(value: Any, names: dict[Any, str]) -> Any:
     """A value our graph would not take for data (a tuple starting with a callable, one of our keys, a list that
-    may hold one) travels inside a call returning it."""
+    may hold one) travels inside a call returning it. A front end's future in the graph (a collection persisted by
+    `scaler.compat.dask`) is replaced by what a task receives for it (`__scaler_argument__`, which waits for it)."""
+    resolve = getattr(type(value), "__scaler_argument__", None)
+    if resolve is not None:
+        value = resolve(value)
     if isinstance(value, (tuple, list)) or (isinstance(value, str) and value.startswith(NAME_PREFIX)):
         return (_constant, _Constant(value))
     return value
@@ -128,6 +155,18 @@ def _value_of(value: Any) -> Any:
 def _run_task(node: _Constant, dependencies: tuple[Any, ...], *values: Any) -> Any:
     """Runs on a worker: the Dask node, given its dependencies' values by key."""
     return node.value(dict(zip(dependencies, values, strict=True)))
+
+
+def _run_task_again(retries: int, node: _Constant, dependencies: tuple[Any, ...], *values: Any) -> Any:
+    """`_run_task`, run again in the same process up to `retries` more times when it raises (`compute(retries=N)`,
+    as Dask's distributed scheduler runs a failed task again)."""
+    for attempt in range(retries + 1):
+        try:
+            return _run_task(node, dependencies, *values)
+        except Exception:
+            if attempt == retries:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _flatten(keys: Any) -> list[Any]:

@@ -64,6 +64,10 @@ FETCH_ATTEMPTS = 3
 FETCH_RETRY_SECONDS = 0.5
 
 
+#: Held while a future's condition is made (`ScalerFuture._condition`), so that two threads get the same one.
+_MAKING_CONDITIONS = threading.Lock()
+
+
 class ScalerFuture(concurrent.futures.Future[T]):
     #: True for a job's task (`jobs.JobFuture`): the client's leaving does not cancel it
     outlives_client: ClassVar[bool] = False
@@ -78,7 +82,13 @@ class ScalerFuture(concurrent.futures.Future[T]):
         client_name: str = "",
         reading: ReadingWait | None = None,
     ) -> None:
-        super().__init__()
+        # what concurrent.futures.Future.__init__ sets, but for its condition (`_condition`, made when first used)
+        self._state = concurrent.futures._base.PENDING
+        self._result: Any = None
+        self._exception: BaseException | None = None
+        self._made_condition: threading.Condition | None = None
+        self._made_waiters: list[Any] | None = None  #: `_waiters`, made when first used
+        self._made_callbacks: list[Callable[[concurrent.futures.Future[T]], object]] | None = None
         #: for the task's story: when it was made (submitted) and answered, wall clock; who asks the scheduler
         self._submitted_at = time.time()
         self._answered_at = 0.0
@@ -94,6 +104,54 @@ class ScalerFuture(concurrent.futures.Future[T]):
         self._cancel_answered: threading.Event | None = None  #: made by cancel(), the rare case
         self._reading = reading
         self._wakes_reader = False  #: its completion wakes a thread that reads the connection (once registered)
+
+    @property
+    def _condition(self) -> threading.Condition:
+        """The future's lock and condition, as concurrent.futures.Future has it, made when first used (a wait, a
+        completion): a condition is a lock, a deque and five bound methods, 1.2 KB, most of a pending future's
+        cost, and a client holding a million pending futures need not pay for a million of them."""
+        condition = self._made_condition
+        if condition is None:
+            with _MAKING_CONDITIONS:
+                condition = self._made_condition
+                if condition is None:
+                    condition = self._made_condition = threading.Condition()
+        return condition
+
+    @_condition.setter
+    def _condition(self, condition: threading.Condition) -> None:
+        self._made_condition = condition
+
+    @property
+    def _waiters(self) -> list[Any]:
+        """concurrent.futures.Future's waiters (`wait`, `as_completed`), made when first used (an empty list is 56
+        bytes of every pending future)."""
+        waiters = self._made_waiters
+        if waiters is None:
+            with _MAKING_CONDITIONS:
+                waiters = self._made_waiters
+                if waiters is None:
+                    waiters = self._made_waiters = []
+        return waiters
+
+    @_waiters.setter
+    def _waiters(self, waiters: list[Any]) -> None:
+        self._made_waiters = waiters
+
+    @property
+    def _done_callbacks(self) -> list[Callable[[concurrent.futures.Future[T]], object]]:
+        """concurrent.futures.Future's done callbacks, made when first used."""
+        callbacks = self._made_callbacks
+        if callbacks is None:
+            with _MAKING_CONDITIONS:
+                callbacks = self._made_callbacks
+                if callbacks is None:
+                    callbacks = self._made_callbacks = []
+        return callbacks
+
+    @_done_callbacks.setter
+    def _done_callbacks(self, callbacks: list[Callable[[concurrent.futures.Future[T]], object]]) -> None:
+        self._made_callbacks = callbacks
 
     @property
     def task_id(self) -> TaskID:

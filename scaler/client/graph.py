@@ -2,8 +2,9 @@
 sends it and makes the futures).
 
 A graph maps keys to values. A tuple whose first element is callable is a call: `(fn, arg, ...)`;
-an argument that is a key of the graph stands for that key's value (also inside lists); anything
-else is passed as it is. Every other value, bare functions included, is data.
+an argument that is a key of the graph stands for that key's value (also inside lists), and a call nested in
+the arguments runs as a node of its own (`with_nested_calls_lifted`), as in Dask's graphs; anything else is
+passed as it is. Every other value, bare functions included, is data.
 
 Only the keys the requested ones need are sent. Data is sent inside the arguments of the calls that
 use it; calls become graph nodes whose results flow from node to node inside the cluster, and only
@@ -32,6 +33,38 @@ Step = tuple[Any, int, int]
 
 def is_call(value: Any) -> bool:
     return isinstance(value, tuple) and len(value) > 0 and callable(value[0])
+
+
+def with_nested_calls_lifted(graph: dict[Hashable, Any]) -> dict[Hashable, Any]:
+    """The graph with each call nested in another call's arguments (also inside lists), `(add, (inc, "x"), "y")`,
+    made a key of its own that the outer call names, as Dask's get runs it; the graph itself when it has none."""
+    nested = [key for key, value in graph.items() if is_call(value) and any(_holds_call(a) for a in value[1:])]
+    if not nested:
+        return graph
+    lifted = dict(graph)
+    names = itertools.count()
+
+    def lift(argument: Any) -> Any:
+        if is_call(argument):
+            name = f"\x00nested:{next(names)}"
+            while name in lifted:
+                name = f"\x00nested:{next(names)}"
+            lifted[name] = (argument[0], *(lift(inner) for inner in argument[1:]))
+            return name
+        if isinstance(argument, list):
+            return [lift(item) for item in argument]
+        return argument
+
+    for key in nested:
+        function, *arguments = graph[key]
+        lifted[key] = (function, *(lift(argument) for argument in arguments))
+    return lifted
+
+
+def _holds_call(argument: Any) -> bool:
+    if is_call(argument):
+        return True
+    return isinstance(argument, list) and any(_holds_call(item) for item in argument)
 
 
 def _references(graph: dict[Hashable, Any], argument: Any) -> list[Hashable]:

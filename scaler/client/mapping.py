@@ -32,9 +32,10 @@ class Mapper:
 
     def run(
         self, fn: Callable[..., Any], calls: Iterator[tuple[Any, ...]], total: int | None, options: TaskOptions,
-        reserialize: bool, progress: bool,
+        reserialize: bool, progress: bool, is_map_of_one_iterable: bool = False,
     ) -> list[Any]:  # fmt: skip
-        """fn(*call) for each call, the results in order. `total`: the number of calls, None when unknown."""
+        """fn(*call) for each call, the results in order. `total`: the number of calls, None when unknown.
+        `is_map_of_one_iterable`: `map(fn, items)`, whose items that would fit as fn's arguments mean starmap."""
         session = self._session
         session.check_open()
         if total is None:  # an iterator: read just far enough to know whether the map is large
@@ -46,7 +47,7 @@ class Mapper:
         if first is None:
             return []
         calls = itertools.chain((first,), calls)
-        session.function(fn).check_call(first, {})  # the first call only: all of them would cost too much
+        _check_first_call(session, fn, first, is_map_of_one_iterable)  # the first only: all would cost too much
         size = chunk_size(total, session.worker_count) if total is not None else MAX_CHUNK
         if size == 1 or not isinstance(session.serializer, DefaultSerializer):
             listed = list(calls)
@@ -95,3 +96,23 @@ class Mapper:
                 if not future.done():
                     self._session.cancel_one(future.task_id)
             raise
+
+
+def _check_first_call(session: Session, fn: Callable[..., Any], first: tuple[Any, ...], is_map: bool) -> None:
+    """TypeError when `first` cannot be fn's arguments, saying starmap when the map's one item would be (a user
+    who wrote `map(add, [(1, 2), ...])` was told only "missing a required argument: 'b'")."""
+    function = session.function(fn)
+    try:
+        function.check_call(first, {})
+    except TypeError as error:
+        (item,) = first if is_map else (None,)
+        if not isinstance(item, (tuple, list)):
+            raise
+        try:
+            function.check_call(tuple(item), {})
+        except TypeError:
+            raise error from None
+        raise TypeError(
+            f"{error} (map passes each item as one argument; starmap({function.name}, items) calls "
+            f"{function.name}(*item) for items that are tuples of arguments)"
+        ) from None

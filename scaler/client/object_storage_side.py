@@ -85,6 +85,24 @@ class ClientObjectStorage:
         except MissingObjects:
             return None
 
+    def restore(self, held: list[tuple[ObjectID, Callable[[], Any], str]]) -> tuple[int, dict[ObjectID, str]] | None:
+        """After a scheduler restart: when storage lost what this client stored (it restarted, empty, with a scheduler
+        that started it), store again what it holds (`held`: id, a call that makes the payload again, name) and
+        forget the rest, stored again at its next use; (how many were stored again, what is lost for good by id).
+        None when storage still has what the client holds (a storage of its own, which did not restart)."""
+        connection = self.connection()
+        stored = self.objects.names()
+        probe = held or [(object_id, lambda: b"", name) for object_id, name in list(stored.items())[:1]]
+        missing = [entry for entry in probe if not connection.exists(entry[0])]
+        if not missing:
+            return None
+        missing = [entry for entry in missing if entry in held]
+        self.objects.forget_all()
+        for object_id, payload, name in missing:
+            self.objects.store(object_id, payload(), name)
+        again = {object_id for object_id, _, _ in held}
+        return len(missing), {object_id: name for object_id, name in stored.items() if object_id not in again}
+
     def delete_all(self) -> None:
         """Delete every object of this client (`clear()`; the encoder forgets them, `TaskEncoder.forget_stored`)."""
         self.connection().delete_owner(self._owner_id)

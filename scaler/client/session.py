@@ -24,18 +24,21 @@ import concurrent.futures
 import logging
 import os
 import socket
+import sys
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
+from scaler.client import cluster_view
 from scaler.client.agent import ClientAgent
+from scaler.client.cluster_view import ClusterView
 from scaler.client.future import ScalerFuture
 from scaler.client.graph import encode_graph
 from scaler.client.object_storage_side import ClientObjectStorage, HeldTask
 from scaler.client.sharing import checked_quota, checked_resume_seconds, checked_share, wire_priority
 from scaler.client.streams import DEFAULT_WINDOW, TaskStream
 from scaler.errors import ClientQuitException, ClientShutdownException
-from scaler.io.address import validate_address
+from scaler.io.address import parse_address, validate_address
 from scaler.io.sockets import HEARTBEAT_TIMEOUT_SECONDS, TransportSecurity
 from scaler.monitor import local_schedulers
 from scaler.payload import processor_context
@@ -43,10 +46,12 @@ from scaler.payload.references import ObjectReference
 from scaler.payload.result_reader import ResultReader
 from scaler.payload.serializer import DefaultSerializer, Serializer, deserialize_frames, serialize_to_frames
 from scaler.payload.task_encoder import FunctionEntry, TaskEncoder, describe, frames_size
+from scaler.payload.uploads import Upload
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ClientID, TaskID, new_client_id, new_task_id, short
+from scaler.security.connection_files import MONITOR_SERVICE
 from scaler.security.find import FoundKeys, find_keys
 
 logger = logging.getLogger(__name__)
@@ -74,7 +79,8 @@ class SessionSettings:
     stream_output: bool = False
     object_storage_address: str | None = None
     connect_timeout_seconds: float = 15.0
-    scheduler_lost_grace_seconds: float | None = None  #: None: 60 s, or the resume window when longer
+    #: None: 60 s (a connection the scheduler closed), or the resume window when longer (one that died of silence)
+    scheduler_lost_grace_seconds: float | None = None
     share: float = 1.0
     max_running_tasks: int | None = None
     max_workers: int | None = None
@@ -116,8 +122,9 @@ def scheduler_and_keys(
     if address is None:
         if context is None:
             raise ValueError(
-                "Client() needs the scheduler's address, e.g. Client(address='tcp://127.0.0.1:8516'); "
-                "only a Client created inside a task finds its scheduler by itself"
+                "No scheduler address provided, and not running inside a worker context (a task): Client() needs "
+                "the scheduler's address, e.g. Client(address='tcp://127.0.0.1:8516'); only a Client created "
+                "inside a task finds its scheduler by itself"
             )
         address = context.scheduler_address
     address = validate_address(address)
@@ -168,6 +175,9 @@ class Session:
         #: a thread waiting on a future reads the connection itself (`ClientAgent.wait_reading`), except in a
         #: processor: its task threads are parked, stopped and have their output captured by the processor
         self._reading = self._agent if processor_context.current() is None else None
+        #: what every future is handed, made once: a bound method made per future was 128 bytes of each pending one
+        self._cancel_one = self.cancel_one
+        self._request_story = self._agent.request_story
         self.security: TransportSecurity | None = self._agent.keys.security  #: the keys that reached the scheduler
         self._storage = ClientObjectStorage(
             str(settings.object_storage_address or reply.object_storage_address), self.identity, self.security,
@@ -178,6 +188,7 @@ class Session:
             stored=self._storage,
         )  # fmt: skip
         self._reader = ResultReader(settings.serializer, self._storage.connection)
+        self._agent.restore_stored = self._restore_stored
         local_schedulers.note_client(self, self.address, self.security)  # the run report finds its scheduler
 
     # ------------------------------------------------------------ what it is
@@ -215,6 +226,19 @@ class Session:
         if self._closed:
             return "disconnected"
         return f"lost: {self._agent.error}" if self._agent.error is not None else "connected"
+
+    @property
+    def monitor_address(self) -> str:
+        """Where the scheduler publishes its status (`client/cluster_view.py`): what its connection file says, else
+        what a local cluster of this process bound, else its port + 2 (the scheduler's default)."""
+        named = self._agent.keys.services.get(MONITOR_SERVICE) or local_schedulers.started().get(self.address)
+        return named or str(parse_address(self.address).with_port_offset(2))
+
+    def cluster_view(self, monitor_address: str | None = None) -> ClusterView:
+        """The scheduler's view of its workers now (`client/cluster_view.py`; ClusterViewError when it cannot be read:
+        give `monitor_address` when the scheduler publishes elsewhere than `monitor_address` says)."""
+        self.check_open()
+        return cluster_view.read(self.address, monitor_address or self.monitor_address, self.security)
 
     @property
     def is_pipelining(self) -> bool:
@@ -451,11 +475,42 @@ class Session:
         frames = self._storage.connection().get_frames(reference.object_id, copy_on_write=reference.writable)
         return deserialize_frames(self.serializer, frames)
 
+    def upload(self, upload: Upload) -> None:
+        """The tasks encoded from now on can import the uploaded file's modules (Client.upload_file,
+        payload/uploads.py)."""
+        self._encoder.add_upload(upload)
+
     def forward_logging(self, forwarding: m.LogForwarding) -> None:
         """The tasks encoded from now on forward their logging records (Client.forward_logging)."""
         self._encoder.log_forwarding = forwarding
 
     # ------------------------------------------------------------ ending
+
+    def _restore_stored(self) -> None:
+        """A restarted scheduler registered this client again, and its unfinished tasks go again next: what they need
+        and object storage lost with the scheduler (its own storage restarts with it) is stored again first, from the
+        functions this client holds; what it does not hold any more (an argument's bytes) is named, and a task that
+        needs it fails naming it (MissingObjects)."""
+        try:
+            outcome = self._storage.restore(self._encoder.held_objects())
+        except Exception as error:  # storage unreachable: the tasks go as they are, and say what they miss
+            logger.warning("could not check what object storage at %s still holds: %s", self._storage.address, error)
+            return
+        if outcome is None:
+            return
+        self._encoder.forget_contents()
+        restored, lost = outcome
+        text = (
+            f"object storage at {self._storage.address} lost this client's objects: {restored} function(s) stored again"
+        )
+        if lost:
+            named = ", ".join(f"{name} {object_id.hex()}" for object_id, name in list(lost.items())[:3])
+            more = ", ..." if len(lost) > 3 else ""
+            text += (
+                f"; {len(lost)} object(s) this client does not hold any more are lost ({named}{more}): a task "
+                "that needs one fails with MissingObjects naming it"
+            )
+        print(f"scaler: {text}", file=sys.stderr, flush=True)
 
     def clear(self) -> None:
         """Cancel this client's unfinished tasks and delete every object it stored."""
@@ -538,7 +593,7 @@ class Session:
     ) -> FutureT:
         """A future for a task about to be submitted (the agent holds it from the submission on)."""
         future = future_type(
-            task_id, reader or self._reader, self.cancel_one, profiling, self._agent.request_story, self._story_name,
+            task_id, reader or self._reader, self._cancel_one, profiling, self._request_story, self._story_name,
             self._reading,
         )  # fmt: skip
         if not outlives_task:

@@ -43,8 +43,9 @@ class StreamValueLostError(ConnectionError):
 
 
 class TaskStream(ScalerFuture[int], Generic[V]):
-    """The values of a streaming task as they come (`for value in stream`), and the task's future: `result()` is how
-    many values the task yielded, `cancel()` stops its generator on the worker (GeneratorExit at its `yield`)."""
+    """The values of a streaming task as they come (`for value in stream`), and the task's future: its result
+    (`ScalerFuture.result`) is how many values the task yielded, and cancelling it (`ScalerFuture.cancel`) stops its
+    generator on the worker (GeneratorExit at its `yield`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

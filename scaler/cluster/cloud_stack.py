@@ -115,16 +115,17 @@ class CloudStack:
             object_storage_address=hub.inside_address(hub.storage_port),
         )
 
-    def problem(self) -> str | None:
-        """Why the stack cannot go on (the hub ended), or None; a forwarder that died is started again."""
+    def problem(self, now: bool = False) -> str | None:
+        """Why the stack cannot go on (the hub ended), or None; a forwarder that died is started again. The cloud
+        is asked at most every HUB_CHECK_SECONDS, or `now`."""
         forwarder = self._listeners.forwarder
         if forwarder is not None and forwarder.poll() is not None and self.hub is not None:
             logger.warning("the forwarder exited (code %s): starting it again", forwarder.returncode)
             self._forward(self.hub)
-        now = time.monotonic()
-        if now - self._checked_at < HUB_CHECK_SECONDS:
+        checked_at = time.monotonic()
+        if not now and checked_at - self._checked_at < HUB_CHECK_SECONDS:
             return None
-        self._checked_at = now
+        self._checked_at = checked_at
         if not self._hub.is_alive():
             return (
                 "the hub in the cloud ended: its lease ran out while no worker manager could reach it (this machine "

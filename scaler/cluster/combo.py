@@ -23,7 +23,7 @@ from scaler.cluster.readiness import wait_for_scheduler
 from scaler.config.combo import combo_signature, sections_of
 from scaler.config.event_loops import event_loop_problem
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, section_to_json
-from scaler.io.address import free_tcp_port_block, parse_address
+from scaler.io.address import free_tcp_port_block, parse_address, parse_http_address
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
 from scaler.io.port_owner import address_in_use_problem
 from scaler.monitor import local_schedulers
@@ -77,6 +77,8 @@ class SchedulerClusterCombo:
         `worker_io_threads`, `logging_level` ("WARNING" here), `policy_content` ("allocate=capability;
         scaling=no" here: tasks go only to workers with the capabilities they ask for, and the pool is fixed), ..."""
         refuse_tls_security_config(security_config)
+        if isinstance(dashboard, str):  # a bad one is refused before anything starts
+            parse_http_address(dashboard, "dashboard", "127.0.0.1:50001")
         if isinstance(n_workers, str):  # SchedulerClusterCombo("tcp://...", ...) as some older code does
             n_workers, address = 4 if address is None else int(address), n_workers
         if address is None:

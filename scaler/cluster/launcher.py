@@ -14,21 +14,26 @@ is started again (up to 5 times, after 1, 2, 4 ... s; clients, workers and manag
 other child that exits unexpectedly stops the rest and the launcher exits non-zero. SIGINT/SIGTERM stop
 everything in reverse start order with one shared grace period, then kill whatever is left, descendants
 included (the workers managers started), so no process outlives the launcher. A second SIGINT skips the grace.
+
+The children run in a process group of their own: a Ctrl-C in the launcher's terminal reaches the launcher alone,
+which stops them in order (each child stopping by itself at the same moment raced the launcher's stop, and a child
+still importing printed a KeyboardInterrupt traceback). A signal during the start-up ends the waits at once and is a
+stop like any other (exit code 0). A descendant is waited for within the grace, and is a leftover, killed and named,
+only when it outlived it.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from types import FrameType
 
-import psutil
-
 from scaler.cluster.autostop import AutoStop
+from scaler.cluster.child_stop import stop_in_order
 from scaler.cluster.cloud_stack import CloudStack
 from scaler.cluster.implied_storage import with_implied_storage
 from scaler.cluster.readiness import wait_for_scheduler
@@ -41,7 +46,7 @@ from scaler.io.child_processes import describe_exit, start_python_child
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import TransportSecurity
 from scaler.monitor.dashboard import page_urls
-from scaler.monitor.feed import FeedReader
+from scaler.monitor.feed import FeedConnectionError, FeedReader
 from scaler.object_storage.readiness import wait_for_object_storage
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
@@ -78,6 +83,7 @@ class Launcher:
         self._signals: list[int] = []
         self._cloud: CloudStack | None = None
         self._feed: FeedReader | None = None
+        self._feed_source: tuple[str, TransportSecurity | None] | None = None  #: the feed's address and keys
         self._autostop = AutoStop(
             file.launcher.idle_shutdown_seconds, file.launcher.no_client_shutdown_seconds, time.monotonic()
         )
@@ -108,6 +114,9 @@ class Launcher:
     def _start_and_watch(self) -> int:
         try:
             self._start_all()
+        except _Interrupted as stop:
+            logger.info("received %s during start-up: stopping", stop)
+            return ExitCode.OK
         except (RuntimeError, ValueError, OSError) as error:
             logger.error("start-up failed: %s", error)
             return ExitCode.ERROR
@@ -141,14 +150,16 @@ class Launcher:
             storage = file.object_storage_server
             storage_address = str(parse_address(storage.bind_address).connectable())
             child = self._start("object storage server", ["scaler.object_storage.server", section_to_json(storage)])
-            wait_for_object_storage(storage_address, READY_TIMEOUT_SECONDS, [child.process], security=probe)
+            wait_for_object_storage(storage_address, READY_TIMEOUT_SECONDS, [child.process], security=probe,
+                                    between_tries=self._check_signals)  # fmt: skip
             print(f"scaler: object storage server at {storage.bind_address} (pid {child.process.pid})", flush=True)
         self._check_signals()
         if file.scheduler is not None:
             scheduler = self._scheduler_settings(file.scheduler, storage_address)
             child = self._start("scheduler", ["scaler.scheduler.process", section_to_json(scheduler)])
             address = str(parse_address(scheduler.bind_address).connectable())
-            wait_for_scheduler(address, READY_TIMEOUT_SECONDS, [c.process for c in self._children], security=probe)
+            wait_for_scheduler(address, READY_TIMEOUT_SECONDS, [c.process for c in self._children], security=probe,
+                               between_tries=self._check_signals)  # fmt: skip
             monitor = scheduler.monitor_address or str(parse_address(scheduler.bind_address).with_port_offset(2))
             print(f"scaler: scheduler at {scheduler.bind_address} (pid {child.process.pid}), monitor at {monitor}",
                   flush=True)  # fmt: skip
@@ -159,7 +170,7 @@ class Launcher:
             child = self._start("dashboard", ["scaler.monitor.dashboard", section_to_json(gui)])
             host, _, port = gui.gui_address.rpartition(":")
             urls = page_urls(host, int(port))
-            _wait_for_page(urls[0], READY_TIMEOUT_SECONDS, child.process)
+            _wait_for_page(urls[0], READY_TIMEOUT_SECONDS, child.process, self._check_signals)
             others = f"; from other machines: {', '.join(urls[1:])}" if urls[1:] else ""
             print(f"scaler: dashboard at {urls[0]} (pid {child.process.pid}){others}; "
                   f"scaler_top {gui.monitor_address} in a terminal", flush=True)  # fmt: skip
@@ -197,7 +208,13 @@ class Launcher:
         try:
             while waiting and reader is not None and not self._signals:  # a signal now: a normal stop
                 now = time.monotonic()
-                message = reader.receive(POLL_SECONDS)
+                try:
+                    message = reader.receive(POLL_SECONDS)
+                except FeedConnectionError:  # the stack's own keys: the other side is gone, or was in passing
+                    self._raise_if_hub_ended()
+                    logger.warning("the scheduler's monitor feed stopped answering: not waiting for the worker "
+                                   "managers to register")  # fmt: skip
+                    break
                 if isinstance(message, m.StatusSnapshot):
                     last_status = now
                     # a manager registers; a fixed pool's workers do, with its id
@@ -232,7 +249,27 @@ class Launcher:
     def _watch_feed(self, monitor_address: str, security: TransportSecurity | None) -> None:
         """Read the scheduler's status snapshots when the stack stops by itself (idle, no client)."""
         if self._autostop.enabled:
+            self._feed_source = monitor_address, security
             self._feed = FeedReader(monitor_address, topics=(STATUS_TOPIC,), security=security)
+
+    def _raise_if_hub_ended(self) -> None:
+        """A feed read with the stack's own keys that stops answering them means that its other side is gone, not
+        that the keys are wrong (a forwarder to a hub that ended accepts and drops each connection, which fails
+        its handshake): RuntimeError saying so when the hub in the cloud ended."""
+        problem = self._cloud.problem(now=True) if self._cloud is not None else None
+        if problem is not None:
+            raise RuntimeError(problem)
+
+    def _feed_stopped_answering(self) -> None:
+        """The watch's feed stopped answering: the stack ends when its hub did (RuntimeError), else the feed is
+        read again from a new subscription (a scheduler restarted, a connection dropped in passing)."""
+        self._raise_if_hub_ended()
+        logger.warning("the scheduler's monitor feed stopped answering: subscribing again")
+        if self._feed is not None:
+            self._feed.close()
+            self._feed = None
+        if self._feed_source is not None:
+            self._feed = FeedReader(self._feed_source[0], topics=(STATUS_TOPIC,), security=self._feed_source[1])
 
     def _scheduler_settings(self, scheduler: SchedulerConfig, storage_address: str | None) -> SchedulerConfig:
         """A scheduler without -osa uses the file's object storage server when there is one; one with a manager
@@ -244,7 +281,7 @@ class Launcher:
         return scheduler
 
     def _start(self, name: str, module_args: list[str]) -> Child:
-        child = Child(name, start_python_child(module_args), module_args)
+        child = Child(name, _start_child(module_args), module_args)
         self._children.append(child)
         # debug only: the line printed once the child answers says it with its address (it was said twice)
         logger.debug("started %s (pid %d)", name, child.process.pid)
@@ -252,13 +289,21 @@ class Launcher:
 
     def _check_signals(self) -> None:
         if self._signals:
-            raise RuntimeError(f"received {signal.Signals(self._signals[0]).name} during start-up")
+            raise _Interrupted(signal.Signals(self._signals[0]).name)
 
     # ------------------------------------------------------------ watch and stop
 
     def _watch(self) -> int:
         while not self._signals:
-            reason = self._stop_reason()
+            try:
+                reason = self._stop_reason()
+            except FeedConnectionError:
+                try:
+                    self._feed_stopped_answering()
+                except RuntimeError as error:
+                    logger.error("%s", error)
+                    return ExitCode.ERROR
+                continue
             if reason is not None:
                 logger.info("stopping the stack: %s", reason)
                 print(f"scaler: stopping the stack: {reason}", flush=True)
@@ -302,34 +347,11 @@ class Launcher:
             time.sleep(POLL_SECONDS)
         if self._signals:
             return
-        child.process = start_python_child(child.module_args)
+        child.process = _start_child(child.module_args)
         print(f"scaler: {child.name} restarted (pid {child.process.pid})", flush=True)
 
     def _stop_all(self) -> None:
-        descendants = _descendants()
-        deadline = time.monotonic() + self._grace_seconds
-        for child in reversed(self._children):
-            if child.process.poll() is None:
-                logger.info("stopping %s (pid %d)", child.name, child.process.pid)
-                try:
-                    child.process.send_signal(signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-                _wait(child.process, max(0.0, deadline - time.monotonic()) / 2)
-        for child in self._children:
-            _wait(child.process, max(0.0, deadline - time.monotonic()))
-        leftovers = [p for p in descendants + _descendants() if _running(p)]
-        for process in leftovers:
-            logger.warning("killing leftover process %d (%s)", process.pid, _name(process))
-            try:
-                process.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(leftovers, timeout=5)
-        for child in self._children:
-            if child.process.poll() is None:
-                child.process.kill()
-                child.process.wait()
+        stop_in_order([(child.name, child.process) for child in self._children], self._grace_seconds)
 
 
 def taken_port_problem(file: LauncherFile) -> str | None:
@@ -352,12 +374,25 @@ def taken_port_problem(file: LauncherFile) -> str | None:
     return None
 
 
-def _wait_for_page(url: str, timeout_seconds: float, process: subprocess.Popen[bytes]) -> None:
+class _Interrupted(Exception):
+    """SIGINT or SIGTERM arrived during the start-up: the stack stops, as it would once started."""
+
+
+def _start_child(module_args: list[str]) -> subprocess.Popen[bytes]:
+    """A child in a process group of its own: a Ctrl-C in the terminal reaches the launcher alone (it dies with the
+    launcher all the same, `start_python_child`)."""
+    return start_python_child(module_args, new_session=True)
+
+
+def _wait_for_page(
+    url: str, timeout_seconds: float, process: subprocess.Popen[bytes], between_tries: Callable[[], None]
+) -> None:
     import urllib.error
     import urllib.request
 
     deadline = time.monotonic() + timeout_seconds
     while time.monotonic() < deadline:
+        between_tries()
         if process.poll() is not None:
             raise RuntimeError(f"the dashboard exited during start-up ({describe_exit(process.returncode)})")
         try:
@@ -366,32 +401,3 @@ def _wait_for_page(url: str, timeout_seconds: float, process: subprocess.Popen[b
         except (urllib.error.URLError, OSError):
             time.sleep(0.1)
     raise RuntimeError(f"the dashboard did not answer at {url} within {timeout_seconds:g} s")
-
-
-def _descendants() -> list[psutil.Process]:
-    try:
-        children: list[psutil.Process] = psutil.Process(os.getpid()).children(recursive=True)
-        return children
-    except psutil.Error:
-        return []
-
-
-def _running(process: psutil.Process) -> bool:
-    try:
-        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
-
-
-def _name(process: psutil.Process) -> str:
-    try:
-        return " ".join(process.cmdline()[:4])
-    except psutil.Error:
-        return "?"
-
-
-def _wait(process: subprocess.Popen[bytes], seconds: float) -> None:
-    try:
-        process.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        pass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from scaler.io.child_processes import describe_exit
@@ -23,9 +23,14 @@ def _check_alive(children: Sequence[Any], what: str) -> None:
 
 
 def wait_for_scheduler(
-    address: str, timeout_seconds: float, children: Sequence[Any] = (), security: TransportSecurity | None = None
+    address: str,
+    timeout_seconds: float,
+    children: Sequence[Any] = (),
+    security: TransportSecurity | None = None,
+    between_tries: Callable[[], None] | None = None,
 ) -> None:
-    """Block until the scheduler at `address` answers a hello, or raise RuntimeError."""
+    """Block until the scheduler at `address` answers a hello, or raise RuntimeError. `between_tries` is called at
+    least every 50 ms: what it raises ends the wait (the launcher's stop signal)."""
     sockets = SocketFactory(security=security)
     probe = sockets.dealer(address, identity=new_client_id("probe"))
     info = m.ClientInfo("readiness-probe")
@@ -34,6 +39,8 @@ def wait_for_scheduler(
     try:
         probe.send(codec.encode(hello))
         while time.monotonic() < deadline:
+            if between_tries is not None:
+                between_tries()
             _check_alive(children, "a cluster process")
             if probe.poll(50):
                 for part in codec.split(probe.recv()):  # one message, or a batch of them joined in one part

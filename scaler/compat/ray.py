@@ -7,9 +7,12 @@ and on classes (actors: `ray_actors`; `ray.method`, `ray.get_actor`, `ray.kill`)
 `.remote()`, `.options()`, `ray.get` (a task's error raised as Ray raises it, `ray_errors`), `ray.put`, `ray.wait`,
 `ray.cancel`, `ray.init` (its resources describe the local cluster, `ray_session.init`), `ray.shutdown`,
 `ray.is_initialized`, `ray.ObjectRef` (and its older name `ray.ObjectID`), `ray.util.as_completed`,
-`ray.util.map_unordered`, `ray.util.ActorPool` (`ray_actor_pool`), and `scaler_init(address=None, n_workers=...,
-**combo_settings)`. Object references between tasks follow Ray's rule (`ray_refs`). Anything else of Ray's API
-raises NotImplementedError naming it; never a silent no-op.
+`ray.util.map_unordered`, `ray.util.ActorPool` (`ray_actor_pool`), `ray.cluster_resources`,
+`ray.available_resources`, `ray.nodes`, `ray.get_gpu_ids` and `ray.get_runtime_context` (`ray_runtime`: the
+scheduler's view of its workers; the running task's ids and resources), and `scaler_init(address=None, n_workers=...,
+**combo_settings)`. `ray.remote` options that only tune Ray's machinery are accepted with a warning, once; those that
+would change results are refused by name (`ray_options`). Object references between tasks follow Ray's rule
+(`ray_refs`). Anything else of Ray's API raises NotImplementedError naming it; never a silent no-op.
 
 Without Ray installed, importing this module also makes `import ray` give this module. With Ray installed, it
 patches the `ray` module in place (its `init` never starts a Ray cluster).
@@ -36,6 +39,13 @@ from scaler.compat.ray_actors import get_actor, kill, method
 from scaler.compat.ray_errors import ActorDiedError, RayActorError, RayError, RayTaskError, TaskCancelledError
 from scaler.compat.ray_refs import GetTimeoutError, ObjectRef, ObjectRefGenerator, deferred_call_of
 from scaler.compat.ray_remote import RemoteFunction, remote
+from scaler.compat.ray_runtime import (
+    available_resources,
+    cluster_resources,
+    get_gpu_ids,
+    get_runtime_context,
+    nodes,
+)
 from scaler.compat.ray_session import current, init, is_initialized, scaler_init, shutdown
 from scaler.compat.ray_waits import get, wait
 
@@ -44,13 +54,18 @@ __all__ = [
     "ObjectID",
     "ObjectRef",
     "ObjectRefGenerator",
+    "available_resources",
     "cancel",
+    "cluster_resources",
     "get",
     "get_actor",
+    "get_gpu_ids",
+    "get_runtime_context",
     "init",
     "is_initialized",
     "kill",
     "method",
+    "nodes",
     "put",
     "remote",
     "scaler_init",
@@ -153,9 +168,8 @@ class _Unsupported:
 
 #: Parts of Ray's API named here so that they raise NotImplementedError (with Ray installed, they replace Ray's).
 UNSUPPORTED = (
-    "actor", "get_gpu_ids", "get_runtime_context", "runtime_context",
-    "cross_language", "available_resources", "cluster_resources", "nodes", "timeline", "java_function",
-    "cpp_function", "java_actor_class", "cpp_actor_class", "dag", "workflow", "data", "train", "tune", "serve",
+    "actor", "runtime_context", "cross_language", "timeline", "java_function", "cpp_function", "java_actor_class",
+    "cpp_actor_class", "dag", "workflow", "data", "train", "tune", "serve",
 )  # fmt: skip
 
 
@@ -185,7 +199,9 @@ _API = {
     "remote": remote, "get": get, "put": put, "wait": wait, "cancel": cancel, "init": init, "shutdown": shutdown,
     "is_initialized": is_initialized, "ObjectRef": ObjectRef, "ObjectID": ObjectRef,
     "ObjectRefGenerator": ObjectRefGenerator, "method": method,
-    "get_actor": get_actor, "kill": kill,
+    "get_actor": get_actor, "kill": kill, "cluster_resources": cluster_resources,
+    "available_resources": available_resources, "nodes": nodes, "get_gpu_ids": get_gpu_ids,
+    "get_runtime_context": get_runtime_context,
 }  # fmt: skip
 
 

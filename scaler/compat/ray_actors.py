@@ -18,9 +18,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from scaler.client.actors import ActorHandle, spec_of
+from scaler.client.actors import ActorHandle, interface_of, spec_of
+from scaler.client.client import actor_handle_in_task
+from scaler.client.session import TaskOptions
+from scaler.compat import ray_options
 from scaler.compat.ray_errors import ActorDiedError
 from scaler.compat.ray_refs import DeferredCall, ObjectRef, Submit, cancel_task, defer, found_in, unfinished_tasks
+from scaler.compat.ray_runtime import TaskInfo, hold_actor, job_id_of_caller
 from scaler.compat.ray_session import current, read_stored
 from scaler.payload import processor_context
 from scaler.payload.actor_method import has_async_methods
@@ -30,7 +34,7 @@ from scaler.protocol.ids import TaskID
 #: Options of `@ray.remote` on a class, and of its `.options()`; those not listed raise NotImplementedError.
 ACTOR_OPTIONS = frozenset(
     {"num_cpus", "num_gpus", "resources", "name", "max_restarts", "max_concurrency", "max_task_retries", "namespace",
-     "lifetime", "get_if_exists", "memory"}
+     "lifetime", "get_if_exists"}
 )  # fmt: skip
 #: The classes made actor classes in this process, by qualified name: a handle found by name (`get_actor`) reads its
 #: methods' `ray.method(num_returns=...)` there (a class not made here gives one reference per call).
@@ -45,12 +49,7 @@ class ActorClass:
     """A class made remote: `.remote(*args, **kwargs)` starts an actor, `.options(...)` changes its options."""
 
     def __init__(self, cls: type, options: dict[str, Any]) -> None:
-        unsupported = sorted(set(options) - ACTOR_OPTIONS)
-        if unsupported:
-            raise NotImplementedError(
-                f"ray.remote option(s) {', '.join(unsupported)} on an actor class are not supported by "
-                f"scaler.compat.ray (supported: {', '.join(sorted(ACTOR_OPTIONS))})"
-            )
+        ray_options.checked(options, ACTOR_OPTIONS, "ray.remote (actor class)")
         if options.get("lifetime") not in (None, "non_detached"):
             raise NotImplementedError(
                 "detached actors (lifetime='detached') are not supported by scaler.compat.ray: an actor ends with "
@@ -64,6 +63,7 @@ class ActorClass:
                 raise ValueError(f"The keyword '{option}' only accepts None, 0, -1 or a positive integer")
         self._cls = cls
         self._options = dict(options)
+        self._size_checked = False
         _classes[cls.__qualname__] = cls
         functools.update_wrapper(self, cls, updated=())
         try:
@@ -105,6 +105,9 @@ class ActorClass:
     def remote(self, *args: Any, **kwargs: Any) -> RayActorHandle:
         if self._init_signature is not None:
             self._init_signature.bind(*args, **kwargs)  # a TypeError here, as Ray raises it at the call
+        if not self._size_checked:  # once: Ray refuses a class that captured a large object
+            ray_options.checked_size(self._cls, f"The actor {self._cls.__name__}")
+            self._size_checked = True
         options, client = self._options, current().client
         name = _scoped(options["name"], options.get("namespace")) if options.get("name") else None
         if name:
@@ -131,26 +134,34 @@ class ActorClass:
         read = functools.partial(read_stored, client)
         args = tuple(_argument(value, read) for value in args)
         kwargs = {key: _argument(value, read) for key, value in kwargs.items()}
-        handle: ActorHandle[Any] = client.actor_verbose(
-            self._cls, args, kwargs, max_restarts=restarts, max_concurrency=concurrency, name=name or None,
-            capabilities=_capabilities(options),
+        spec = spec_of(self._cls, restarts, concurrency, name or None)
+        handle: ActorHandle[Any] = ActorHandle.start(
+            client.session, self._builder(name or ""), args, kwargs, spec, TaskOptions.of(None, _capabilities(options)),
+            actor_handle_in_task,
         )  # fmt: skip
         actor = RayActorHandle(handle, self._cls)
         actor.keep(found_in((args, kwargs), RayActorHandle))  # the handles it was given live as long as it
         return actor
+
+    def _builder(self, name: str) -> Any:
+        """What the actor's start task calls to build it: the class, telling the processor it holds this actor
+        (`ray_runtime`: its id, name and resources for `ray.get_runtime_context()`)."""
+        resources = {"CPU": float(self._options["num_cpus"])} if self._options.get("num_cpus") else {}
+        if self._options.get("num_gpus"):
+            resources["GPU"] = float(self._options["num_gpus"])
+        resources.update({key: float(value) for key, value in (self._options.get("resources") or {}).items()})
+        info = TaskInfo(job_id_of_caller(), resources, name, self._cls.__qualname__)
+        return ActorBuilder(self._cls, info)
 
     def _start_later(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], spec: m.ActorSpec,
         unfinished: list[concurrent.futures.Future[Any]],
     ) -> RayActorHandle:  # fmt: skip
         """A handle at once; the actor's start is a deferred call (`ray_refs`), its calls follow (`send_in_order`)."""
-        from scaler.client.client import actor_handle_in_task
-        from scaler.client.session import TaskOptions
-
         session = current()
         options = TaskOptions.of(None, _capabilities(self._options))
         handle: ActorHandle[Any] = ActorHandle.start_later(
-            session.client.session, self._cls, spec, options, actor_handle_in_task
+            session.client.session, self._builder(""), spec, options, actor_handle_in_task
         )
         actor = RayActorHandle(handle, self._cls)
         actor.keep(found_in((args, kwargs), RayActorHandle))
@@ -374,6 +385,41 @@ def _rebuild_handle(actor_id: TaskID, class_name: str, methods: tuple[str, ...],
         session = current().client.session
         handle = ActorHandle(session, actor_id, class_name, frozenset(methods), None, actor_handle_in_task, owned=False)
     return RayActorHandle(handle, cls)
+
+
+class ActorBuilder:
+    """Builds a Ray actor on its worker (the start task's function): the processor notes it holds this actor
+    (`ray_runtime.hold_actor`), then the class is called. It has the class's names and signature, so that the start
+    task is named and checked after the class."""
+
+    def __init__(self, cls: type, info: TaskInfo) -> None:
+        self.cls = cls
+        self.info = info
+        self.__name__ = cls.__name__
+        self.__qualname__ = cls.__qualname__
+        self.__module__ = cls.__module__
+        try:
+            self.__signature__ = inspect.signature(cls)
+        except (TypeError, ValueError):
+            pass
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        _held_class[:] = [self.cls]
+        hold_actor(self.info)
+        return self.cls(*args, **kwargs)
+
+
+#: the class of the actor this processor holds (`ActorBuilder`), for `ray.get_runtime_context().current_actor`
+_held_class: list[type] = []
+
+
+def handle_of_running_actor(actor_id: bytes) -> RayActorHandle:
+    """A handle on the actor the caller runs in (Ray's `get_runtime_context().current_actor`)."""
+    cls = _held_class[0] if _held_class else None
+    if cls is None:
+        raise RuntimeError("This method is only available in an actor.")
+    methods = tuple(interface_of(cls).decode().split("\n"))
+    return _rebuild_handle(TaskID(actor_id), cls.__qualname__, methods, cls)
 
 
 def pin_handles(future: concurrent.futures.Future[Any], values: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import cloudpickle
 
 from scaler.client.client import Client
+from scaler.compat import ray_options
 from scaler.compat.ray_actors import ActorClass, pin_handles
 from scaler.compat.ray_refs import (
     DeferredCall,
@@ -24,6 +25,7 @@ from scaler.compat.ray_refs import (
     install_ray_api,
     unfinished_tasks,
 )
+from scaler.compat.ray_runtime import TaskInfo, job_id_of_caller, running
 from scaler.compat.ray_session import current, read_stored
 from scaler.payload.serializer import DefaultSerializer
 from scaler.payload.task_encoder import describe
@@ -57,12 +59,7 @@ class RemoteFunction:
     )
 
     def __init__(self, function: Callable[..., Any], options: dict[str, Any]) -> None:
-        unsupported = sorted(set(options) - self.OPTIONS)
-        if unsupported:
-            raise NotImplementedError(
-                f"ray.remote option(s) {', '.join(unsupported)} are not supported by scaler.compat.ray "
-                f"(supported: {', '.join(sorted(self.OPTIONS))})"
-            )
+        ray_options.checked(options, self.OPTIONS, "ray.remote")
         max_retries = _whole_number(options, "max_retries", 3)
         if max_retries < -1:
             raise ValueError(f"max_retries must be an integer >= -1, not {max_retries!r}")
@@ -94,7 +91,11 @@ class RemoteFunction:
         except (TypeError, ValueError):
             self._signature = None
         functools.update_wrapper(self, function)
-        self._call = functools.partial(_call_remote, function, STREAMING if self._streaming else num_returns, retry)
+        self._returns = STREAMING if self._streaming else num_returns
+        self._retry = retry
+        #: the function a task runs, per job (the job is in what it tells the task: `ray_runtime.TaskInfo`); made once
+        #: per job, so that the client stores it once
+        self._calls: dict[str, Callable[..., Any]] = {}
 
     @property
     def num_returns(self) -> int:
@@ -152,7 +153,25 @@ class RemoteFunction:
         return [ObjectRef(future, index, store=store) for index in range(self._num_returns)]
 
     def _submit(self, client: Client, args: tuple[Any, ...], kwargs: dict[str, Any]) -> concurrent.futures.Future[Any]:
-        return client.submit_verbose(self._call, args, kwargs, capabilities=self._capabilities)
+        return client.submit_verbose(self._call_for(job_id_of_caller()), args, kwargs, capabilities=self._capabilities)
+
+    def _call_for(self, job_id: str) -> Callable[..., Any]:
+        call = self._calls.get(job_id)
+        if call is None:
+            if not self._calls:  # once: Ray refuses a function that captured a large object
+                name = f"{getattr(self._function, '__module__', '')}.{getattr(self._function, '__qualname__', '')}"
+                ray_options.checked_size(self._function, f"The remote function {name}")
+            options = self._options
+            resources = {"CPU": float(options["num_cpus"]) if options.get("num_cpus") is not None else 1.0}
+            if options.get("num_gpus"):
+                resources["GPU"] = float(options["num_gpus"])
+            resources.update({key: float(value) for key, value in (options.get("resources") or {}).items()})
+            name = str(options.get("name") or getattr(self._function, "__qualname__", "function"))
+            info = TaskInfo(job_id, resources, None, name)
+            call = self._calls[job_id] = functools.partial(
+                _call_remote, self._function, self._returns, self._retry, info
+            )
+        return call
 
 
 def _rebuild_remote_function(function: Callable[..., Any], options: dict[str, Any]) -> RemoteFunction:
@@ -229,7 +248,9 @@ def _retry_of(retry_exceptions: Any, max_retries: int) -> Retry:
     raise TypeError(f"retry_exceptions must be True, False or a list of exception types, not {retry_exceptions!r}")
 
 
-def _call_remote(function: Callable[..., Any], num_returns: int, retry: Retry, *args: Any, **kwargs: Any) -> Any:
+def _call_remote(
+    function: Callable[..., Any], num_returns: int, retry: Retry, info: TaskInfo, *args: Any, **kwargs: Any
+) -> Any:
     """Runs on a worker: the call (run again in this process when it raises an exception `retry` names, as Ray runs
     it again), its result checked against `num_returns` (a generator's values as a list for STREAMING, or as the
     `num_returns` values when it is more than one, as Ray's generators with a static `num_returns`). A streaming
@@ -238,7 +259,8 @@ def _call_remote(function: Callable[..., Any], num_returns: int, retry: Retry, *
     retries_left = -1 if retry is None else retry[0]
     while True:
         try:
-            return _call_once(function, num_returns, *args, **kwargs)
+            with running(info):
+                return _call_once(function, num_returns, *args, **kwargs)
         except Exception as error:
             if retry is None or retries_left == 0 or (retry[1] and not isinstance(error, retry[1])):
                 raise

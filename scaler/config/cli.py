@@ -156,8 +156,23 @@ def _unknown_flag(parser: argparse.ArgumentParser, flag: str) -> str:
     longs = [spelling for spelling in listed if spelling.startswith("--")]
     prefixed = [spelling for spelling in longs if spelling.startswith(hyphenated)] if len(hyphenated) > 3 else []
     candidates = longs if flag.startswith("--") else list(listed)
-    close = prefixed[:1] or difflib.get_close_matches(hyphenated, candidates, n=1, cutoff=0.7)
-    return f"unknown flag {flag} (did you mean {close[0]}?)" if close else f"unknown flag {flag}"
+    close = (
+        prefixed[:1]
+        or _ending_in(hyphenated, longs)
+        or difflib.get_close_matches(hyphenated, candidates, n=1, cutoff=0.7)
+    )
+    if not close:
+        return f"unknown flag {flag}"
+    shorts = [spelling for spelling in listed[close[0]].option_strings if not spelling.startswith("--")]
+    return f"unknown flag {flag} (did you mean {'/'.join([*shorts[:1], close[0]])}?)"
+
+
+def _ending_in(flag: str, longs: Sequence[str]) -> list[str]:
+    """The one long flag whose last words are the words of `flag` (`--workers`: `--num-of-workers`, which the
+    spelling alone puts farther than `--worker-type`); nothing when several end so."""
+    words = flag.lstrip("-").split("-")
+    ending = [spelling for spelling in longs if spelling.lstrip("-").split("-")[-len(words) :] == words]
+    return ending if len(ending) == 1 else []
 
 
 def add_setting_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, section_type: type) -> None:
@@ -287,10 +302,11 @@ def _help(field: dataclasses.Field[Any], note: str | None) -> str:
 
 
 def _default_note(field: dataclasses.Field[Any]) -> str | None:
-    """ "default: 60", "required"; nothing for a None default the help text already explains."""
+    """ "default: 60", "required"; nothing when the help text says the default itself ("(default: secure, ...)"),
+    whatever the default's value: a second note would state the stored value ("false", '""') beside the meaning."""
     if field.default is dataclasses.MISSING:
         return "required"
-    if field.default is None and "default" in str(field.metadata.get(HELP, "")):
+    if "default" in str(field.metadata.get(HELP, "")):
         return None
     return f"default: {show_default(field, field.default)}"
 

@@ -41,8 +41,13 @@ EXAMPLES: tuple[ExampleFile, ...] = (
                 "keys first)"),
     ExampleFile("aws_ecs", "aws_ecs.toml", "workers in AWS ECS Fargate tasks (rehearse on scaler_fake_cloud)"),
     ExampleFile("aws_ec2", "aws_ec2.toml", "workers on AWS EC2 instances (rehearse on scaler_fake_cloud)"),
+    ExampleFile("kubernetes", "kubernetes.toml", "workers as pods of a Kubernetes cluster (rehearse on "
+                "scaler_fake_kubernetes)"),
+    ExampleFile("kubernetes_cluster", "kubernetes_cluster.yaml", "manifests: the scheduler and the kubernetes "
+                "manager in a cluster (kubectl apply -f)"),
     ExampleFile("aws_batch", "aws_batch.toml", "each task as an AWS Batch job (rehearse on scaler_fake_cloud)"),
     ExampleFile("symphony", "symphony.toml", "each task as an IBM Symphony task (needs Symphony's soamapi)"),
+    ExampleFile("slurm", "slurm.toml", "workers as Slurm batch jobs, from a login node (name it in the file first)"),
 )  # fmt: skip
 
 
@@ -65,9 +70,10 @@ def example_text(name: str) -> str:
 
 
 def shipped_file_names() -> list[str]:
-    """Every `.toml` file in the package's example folder (a test checks that each one has a name)."""
+    """Every `.toml` (stack) and `.yaml` (manifest) file in the package's example folder (a test checks that each one
+    has a name)."""
     folder = resources.files("scaler.config") / EXAMPLES_FOLDER
-    return sorted(entry.name for entry in folder.iterdir() if entry.name.endswith(".toml"))
+    return sorted(entry.name for entry in folder.iterdir() if entry.name.endswith((".toml", ".yaml")))
 
 
 def example_listing(prog: str) -> str:

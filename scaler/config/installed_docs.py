@@ -12,6 +12,7 @@ import difflib
 from importlib import resources
 from importlib.abc import Traversable
 
+from scaler.config.doc_values import fill
 from scaler.config.toml_file import ConfigError
 
 #: The package folder of the pages (relative to the `scaler` package).
@@ -46,8 +47,8 @@ def find_page(name: str) -> str:
 
 
 def page_text(name: str) -> str:
-    """The text of a page, as it ships."""
-    return (_root() / f"{find_page(name)}.md").read_text(encoding="utf-8")
+    """The text of a page, as it ships, with the settings' defaults it names filled in (`doc_values.fill`)."""
+    return fill((_root() / f"{find_page(name)}.md").read_text(encoding="utf-8"))
 
 
 def docs_listing(prog: str) -> str:

@@ -38,7 +38,7 @@ from scaler.config.cli import CONFIG_DEST, RETIRED_DEST, build_parser, flag_labe
 from scaler.config.commands import Command
 from scaler.config.completion import is_completing, offer_completion, worker_manager_completion_parser
 from scaler.config.event_loops import event_loop_problem
-from scaler.config.fields import BYTE_SIZE, CHOICES, GE, GT, POSITIONAL
+from scaler.config.fields import BYTE_SIZE, CHOICES, GE, GT, HIDDEN, POSITIONAL
 from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import (
     GUIConfig,
@@ -144,7 +144,7 @@ def load_section_with_extras(
     runs it, so an event loop this machine cannot run (`event_loop_problem`) is refused here too."""
     specs = [SectionSpec.parse(spec) for spec in toml_sections]
     env_section = env_section or _default_env_section(specs)
-    parser = build_parser(section_type, prog, description, epilog=_epilog(specs, env_section))
+    parser = build_parser(section_type, prog, description, epilog=_epilog(section_type, specs, env_section))
     if extra_arguments is not None:
         extra_arguments(parser)
     offer_completion(parser)
@@ -563,17 +563,36 @@ def _env_prefixes(env_section: str | None) -> tuple[str, ...]:
     return (f"SCALER_{env_section.upper()}_", "SCALER_")
 
 
+def _env_example(section_type: type) -> str:
+    """`LOGGING_LEVEL=DEBUG`, or for a command without that setting (`scaler_top`) one of its own: an example
+    the command takes."""
+    fields = {field.name: field for field in dataclasses.fields(section_type)}
+    if "logging_level" in fields:
+        return "LOGGING_LEVEL=DEBUG"
+    shown = [
+        field
+        for field in reversed(fields.values())
+        if not field.metadata.get(POSITIONAL) and not field.metadata.get(HIDDEN) and field.default not in (None, "")
+    ]
+    if not shown:
+        return "SETTING=VALUE"
+    default = shown[0].default
+    value = str(default).lower() if isinstance(default, bool) else str(default)
+    return f"{shown[0].name.upper()}={value}"
+
+
 def _default_env_section(specs: Sequence[SectionSpec]) -> str | None:
     if not specs:
         return None
     return specs[0].selector[1] if specs[0].selector is not None else specs[0].table
 
 
-def _epilog(specs: Sequence[SectionSpec], env_section: str | None) -> str:
+def _epilog(section_type: type, specs: Sequence[SectionSpec], env_section: str | None) -> str:
     prefixes = " or ".join(f"{prefix}<SETTING>" for prefix in _env_prefixes(env_section))
+    example = f"{_env_prefixes(env_section)[0]}{_env_example(section_type)}"
     lines = [
         "precedence: command line > environment > config file > defaults",
-        f"environment: {prefixes} (setting in capitals, e.g. {_env_prefixes(env_section)[0]}LOGGING_LEVEL=DEBUG)",
+        f"environment: {prefixes} (setting in capitals, e.g. {example})",
     ]
     if specs:
         sections = ", then ".join(spec.label for spec in specs)

@@ -21,7 +21,9 @@ from scaler.config.sections import (
     AWSHPCWorkerManagerConfig,
     EC2WorkerManagerConfig,
     ECSWorkerManagerConfig,
+    KubernetesWorkerManagerConfig,
     NativeWorkerManagerConfig,
+    SlurmWorkerManagerConfig,
     SymphonyWorkerManagerConfig,
     WorkerManagerSettings,
 )
@@ -93,6 +95,15 @@ MANAGER_TYPES: dict[str, ManagerType] = {
             "SYM", "each task as an IBM Symphony task",
             toml_tables=("symphony_worker_manager", "symphony_worker_adapter"),
             offload=Offload("scaler.worker_manager.symphony.soam_backend:make_backend", "IBM Symphony"),
+            runs_elsewhere=True,
+        ),
+        ManagerType(
+            "slurm", SlurmWorkerManagerConfig, "scaler.worker_manager.slurm.manager:run", "SLU",
+            "workers as Slurm batch jobs (sbatch, squeue, scancel)", runs_elsewhere=True,
+        ),
+        ManagerType(
+            "kubernetes", KubernetesWorkerManagerConfig, "scaler.worker_manager.kubernetes.manager:run",
+            "K8S", "workers as pods of a Kubernetes cluster", extra="kubernetes", extra_modules=("lightkube",),
             runs_elsewhere=True,
         ),
     )

@@ -330,6 +330,14 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
     death_timeout_seconds: float = setting(
         300, help="a worker without scheduler contact this long exits", short=("-dts", "-ds"), gt=0, combo=True
     )
+    lifetime_seconds: float = setting(
+        0, help="the worker leaves this long after its process started (a batch job's time limit, its script ending "
+        "with an exec of the worker), draining first; 0: no limit", ge=0,
+    )  # fmt: skip
+    lifetime_drain_seconds: float = setting(
+        60, help="with a lifetime: this long before it ends the worker takes no new task and gives back those it has "
+        "not started; those it runs may finish until it ends, then run elsewhere at no retry cost", ge=0,
+    )  # fmt: skip
     scheduler_lost_grace_seconds: float = setting(
         60,
         help="after its connection to the scheduler closes, how long a worker waits for a scheduler (a "
@@ -449,6 +457,10 @@ class WorkerManagerSettings(WorkerSettings):
         300, help="a unit (process, task, instance) still booting after this long is stopped and replaced; "
         "it counts as a failed launch", gt=0,
     )  # fmt: skip
+    max_waiting_units: int = setting(
+        10, help="most units waiting at once in their provider's queue (Slurm jobs pending, pods unschedulable; "
+        "launches not listed yet count too): more launches wait for one of them to start or go", gt=0,
+    )  # fmt: skip
     worker_cost_per_hour: float = setting(
         0, help="what one worker of this manager costs per hour, in any currency (the cost policy and the spend "
         "rate read it); 0: free or unknown", ge=0,
@@ -523,7 +535,8 @@ class ECSWorkerManagerConfig(CloudUnitSettings, WorkerManagerSettings):
     ecs_cluster: str = setting("scaler-cluster", help="ECS cluster, created when missing")
     ecs_task_image: str = setting(
         "", help="container image of the tasks (default: the project's worker image in this account's ECR, "
-        "<account>.dkr.ecr.<region>.amazonaws.com/scaler-worker:latest; docker/worker.Dockerfile)",
+        "<account>.dkr.ecr.<region>.amazonaws.com/scaler-worker:latest, built as `scaler --docs worker_managers` "
+        "shows)",
     )  # fmt: skip
     ecs_python_requirements: str = setting(
         "", help="';'-separated requirements the units install besides scaler (names, pins, name @ URL, local .whl "
@@ -580,6 +593,33 @@ class EC2WorkerManagerConfig(CloudUnitSettings, WorkerManagerSettings):
 
 
 @dataclass(frozen=True, kw_only=True)
+class KubernetesWorkerManagerConfig(WorkerManagerSettings):
+    """`scaler_worker_manager kubernetes`: each worker a pod, through the Kubernetes API (docs/guide/kubernetes.md)."""
+
+    k8s_image: str = setting(help="the workers' container image: one with this build of scaler and the tasks' packages")
+    k8s_kubeconfig: str | None = setting(
+        None, help="kubeconfig file (default: the pod's service account inside a cluster, else $KUBECONFIG or "
+        "~/.kube/config)",
+    )  # fmt: skip
+    k8s_context: str | None = setting(None, help="context of the kubeconfig (default: its current context)")
+    k8s_namespace: str | None = setting(None, help="namespace of the pods (default: the context's, else default)")
+    k8s_cpu: str = setting("1", help="CPU of each worker's pod, its request and limit (a quantity: 1, 500m)")
+    k8s_memory: str = setting("2Gi", help="memory of each worker's pod, its request and limit (a quantity: 2Gi)")
+    k8s_service_account: str | None = setting(None, help="service account of the pods (default: the namespace's)")
+    k8s_node_selector: str = setting("", help="node labels the pods need: KEY=VALUE,KEY=VALUE")
+    k8s_tolerations: str = setting(
+        "", help="taints the pods tolerate: KEY[=VALUE][:EFFECT],... (no VALUE: any value of KEY)"
+    )
+    k8s_pod_template: str | None = setting(
+        None, help="a Pod (YAML or JSON) the worker pods are made from: its volumes, sidecars, security context ... "
+        "(the settings above and the worker container's command go over it)",
+    )  # fmt: skip
+    k8s_grace_seconds: int = setting(
+        30, help="how long a stopped worker's pod has to leave (its tasks go back to the queue) before SIGKILL", ge=0
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class AWSHPCWorkerManagerConfig(WorkerManagerSettings):
     """`scaler_worker_manager aws_hpc`: each task runs as an AWS Batch job."""
 
@@ -603,6 +643,57 @@ class SymphonyWorkerManagerConfig(WorkerManagerSettings):
     """`scaler_worker_manager symphony`: each task runs as an IBM Symphony (SOAM) task."""
 
     service_name: str = setting(help="Symphony service the tasks are sent to", short=("-sn",))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmWorkerManagerConfig(WorkerManagerSettings):
+    """`scaler_worker_manager slurm`: each worker a Slurm batch job (docs/guide/slurm.md)."""
+
+    max_task_concurrency: int = setting(
+        16, help="most workers (jobs, queued ones included) at once; -1 for no limit", short=("-mtc", "-mw"),
+        aliases=("max_workers",), ge=-1,
+    )  # fmt: skip
+    slurm_partition: str = setting("", help="partition of the jobs (sbatch --partition; default: the cluster's)")
+    slurm_account: str = setting("", help="account the jobs are charged to (sbatch --account; default: yours)")
+    slurm_qos: str = setting("", help="quality of service of the jobs (sbatch --qos; default: the account's)")
+    slurm_time_limit: str = setting(
+        "", help="time limit of each job in Slurm's format: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS "
+        "(sbatch --time; default: the partition's); its worker drains lifetime_drain_seconds before it and leaves",
+    )  # fmt: skip
+    slurm_cpus_per_worker: int = setting(
+        1, help="processors of each job, for its worker's tasks (sbatch --cpus-per-task)", gt=0
+    )
+    slurm_memory_per_worker: str = setting(
+        "", help="memory of each job in Slurm's format, e.g. 4G or 500M (sbatch --mem; default: the partition's)"
+    )
+    slurm_gres: str = setting("", help='generic resources of each job, e.g. "gpu:1" (sbatch --gres)')
+    slurm_extra_directives: tuple[str, ...] = setting(
+        (),
+        help='more #SBATCH lines, e.g. "--constraint=skylake" "--reservation=r1" (after the manager\'s own: they win; '
+        "the leading -- may be left out: constraint=skylake)",
+    )
+    slurm_job_prologue: str = setting(
+        "", help="shell lines each job runs before its worker, e.g. 'module load python/3.11' or 'source "
+        "~/venvs/x/bin/activate' (a TOML multi-line string: one command a line)",
+    )  # fmt: skip
+    slurm_worker_python: str = setting(
+        "", help="the Python each job runs its worker with, with this version of scaler installed (default: this "
+        "manager's own interpreter, on a file system the compute nodes share)",
+    )  # fmt: skip
+    slurm_commands_folder: str = setting(
+        "", help="the folder of Slurm's commands sbatch, squeue, scancel, sinfo and sacct (default: found on PATH)"
+    )
+    slurm_output_folder: str = setting(
+        "", help="where each job writes its output, <folder>/<job id>.out, on a file system the compute nodes share "
+        "(default: ~/.cache/scaler/slurm/<manager id>)",
+    )  # fmt: skip
+    slurm_poll_seconds: float = setting(
+        2, help="how often the manager asks squeue about its jobs (each ask costs the Slurm controller a request)", gt=0
+    )
+    slurm_dry_run: bool = setting(
+        False, help="print the job script the manager would submit, check it with sbatch --test-only, and exit: "
+        "nothing is submitted",
+    )  # fmt: skip
 
 
 #: Why `direct_results` and `lend_processors` are retired (issue 56).

@@ -41,7 +41,11 @@ def _parser() -> argparse.ArgumentParser:
         help="how long an EC2 spot instance interrupted through the fault route runs on before it is terminated "
         "(AWS: 120)",
     )  # fmt: skip
-    parser.add_argument("--log-dir", type=Path, default=None, help="where the launched commands' output goes")
+    parser.add_argument(
+        "--log-dir", type=Path, default=None,
+        help="where the launched commands' output goes, kept after the cloud stops (default: a folder of the units' "
+        "folders, removed with them)",
+    )  # fmt: skip
     parser.add_argument(
         "--require-credentials", action="store_true", help="check requests' credentials against moto's IAM users"
     )

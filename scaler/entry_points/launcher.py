@@ -110,7 +110,7 @@ def _checked_file(arguments: argparse.Namespace) -> Any:
         check_stack_keys(file.security)
     from scaler.cluster.cloud_stack import cloud_stack_problem
 
-    problem = cloud_stack_problem(file) or _missing_extra(file)
+    problem = _address_problem(file) or cloud_stack_problem(file) or _missing_extra(file)
     if problem is None and not arguments.down:  # `--down` runs nothing of the file's
         problem = _event_loop_problem(file) or _default_ami_problem(file)
     if problem is not None:
@@ -123,6 +123,36 @@ def _checked_file(arguments: argparse.Namespace) -> Any:
         except ValueError as error:  # naming the misspelt policy or key
             raise ConfigError(f"{arguments.file}: [scheduler] {error}") from None
     return file
+
+
+#: The settings that are the HOST:PORT of an HTTP server, with an example; every other `*address` is a ZeroMQ one.
+_HTTP_ADDRESSES = {"gui_address": "127.0.0.1:50001", "metrics_address": "127.0.0.1:8519"}
+
+
+def _address_problem(file: Any) -> str | None:
+    """The first malformed address of the file, with its section and key. Said before anything starts: a
+    [scheduler] bind_address without tcp:// stopped the start-up half way with exit code 1, a dashboard port of
+    99999 was a traceback once the rest of the stack had started."""
+    from scaler.config.manager_types import manager_type_of
+    from scaler.io.address import AddressError, parse_address, parse_http_address
+
+    sections = [("[object_storage_server]", file.object_storage_server), ("[scheduler]", file.scheduler),
+                ("[gui]", file.gui)]  # fmt: skip
+    for manager in file.worker_managers:
+        sections.append((f"[[worker_manager]] {manager.worker_manager_id or manager_type_of(manager).name!r}", manager))
+    for label, section in sections:
+        for field in fields(section) if section is not None else ():
+            value = getattr(section, field.name)
+            if not field.name.endswith("address") or not isinstance(value, str) or not value:
+                continue
+            try:
+                if field.name in _HTTP_ADDRESSES:  # its message names it
+                    parse_http_address(value, field.name, _HTTP_ADDRESSES[field.name])
+                else:
+                    parse_address(value)
+            except AddressError as error:
+                return f"{label} {'' if field.name in _HTTP_ADDRESSES else field.name + ': '}{error}"
+    return None
 
 
 def _missing_extra(file: Any) -> str | None:

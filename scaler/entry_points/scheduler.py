@@ -12,10 +12,11 @@ from scaler.config.loader import load_command
 def main(argv: Sequence[str] | None = None) -> int:
     config, _ = load_command(SCHEDULER, argv)
     from scaler.config.logging_setup import setup_logging
+    from scaler.io.process_profiling import run_profiled
     from scaler.scheduler.process import run_scheduler
 
     setup_logging(config, "Scheduler")  # the seeds show "...: Scheduler: monitor address is ..."
-    return run_scheduler(config)
+    return run_profiled("scheduler", lambda: run_scheduler(config))  # SCALER_PROFILE_DIR: a cProfile at exit
 
 
 if __name__ == "__main__":

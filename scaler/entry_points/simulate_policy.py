@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -26,27 +28,49 @@ if TYPE_CHECKING:
 PROG = "scaler_simulate_policy"
 
 
+_TRACE_COLUMNS = """\
+TRACE columns, one task per line (a first line that is not numbers is a header;
+blank lines and lines starting with # are skipped):
+  arrival_seconds   when the task is submitted, seconds from the start
+                    (the lines need not be sorted)
+  duration_seconds  how long it runs once a worker has it, seconds
+  capabilities      optional: what it requires, as --per-worker-capabilities
+                    writes it (gpu, or "linux,cpu=8" quoted for its comma)
+  function_name     optional: what the scheduler learns run times by
+                    (default: f)
+  e.g.  0.5, 12, gpu, train"""
+
+
+def _filled(text: str) -> str:
+    return textwrap.fill(text, width=shutil.get_terminal_size().columns - 2)  # as argparse wraps its own text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from scaler.policy.trace_csv import COLUMNS
     from scaler.policy_simulator.trace_replay import POLICY_NAMES
 
     parser = argparse.ArgumentParser(  # flags only as written in full (as SettingsParser)
         allow_abbrev=False,
         prog=PROG,
-        description=(
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=_filled(
             "Replay a task-arrival trace against the worker managers of a scaler TOML file under each scaling "
             "policy, on a simulated clock (the real scheduler core, policies and reconcilers; nothing is started), "
             "and print worker-seconds, cost, launches, peak workers, task latencies (arrival to result) and the "
             "seconds a budget held workers back, per policy."
         ),
-        epilog=(
-            "TRACE: one task per line, 'arrival_seconds, duration_seconds[, capabilities[, function_name]]'; "
-            "a header line is skipped. Policies: config (the [scheduler] policy of --config), vanilla, capability, "
-            "work, work_target (work with --target-finish-seconds), cost (cheapest managers first; with "
-            "--target-finish-seconds and --max-cost-per-hour when given), waterfall_v1 (the [[worker_manager]] entries "
-            "as tiers, in file order), no (each manager a fixed pool of its maximum). Default: all that apply."
+        epilog=_TRACE_COLUMNS
+        + "\n\n"
+        + _filled(
+            "Policies: config (the [scheduler] policy of --config), vanilla, capability, work, work_target (work "
+            "with --target-finish-seconds), cost (cheapest managers first; with --target-finish-seconds and "
+            "--max-cost-per-hour when given), waterfall_v1 (the [[worker_manager]] entries as tiers, in file "
+            "order), no (each manager a fixed pool of its maximum). Default: all that apply."
         ),
     )
-    parser.add_argument("trace", metavar="TRACE", help="the trace, a CSV file")
+    parser.add_argument(
+        "trace", metavar="TRACE", help=f"the trace, a CSV file: one task per line, {COLUMNS} (see below)"
+    )
     parser.add_argument(
         "-c",
         "--config",

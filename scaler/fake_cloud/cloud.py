@@ -72,9 +72,11 @@ class FakeCloud:
             self._network.open_endpoint(self.port)
         self.host = self._network.endpoint_address if self._network is not None else "127.0.0.1"
         self.endpoint_url = f"http://{self.host}:{self.port}"
-        self._log_directory = log_directory or Path(tempfile.mkdtemp(prefix="scaler-fake-cloud-"))
         threading.Thread(target=remove_leftover_state, name="fake-cloud-leftovers", daemon=True).start()
         self._state_directory = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-"))
+        # without a folder of the caller's, the logs go with the units' folders: nothing of a run is left behind
+        self._log_directory = log_directory or self._state_directory / "logs"
+        self._log_directory.mkdir(parents=True, exist_ok=True)
         sandbox = Sandbox(self._state_directory, self._state_directory / "installer-cache", machine_interpreters(),
                           _uv())  # fmt: skip
         settings = FakeCloudRunnerSettings(

@@ -69,6 +69,18 @@ def parse_address(text: str) -> Address:
     raise AddressError(f"malformed address {text!r}: unknown scheme {scheme!r}; accepted forms are {ACCEPTED_FORMS}")
 
 
+def parse_http_address(text: str, what: str, example: str) -> tuple[str, int]:
+    """The `HOST:PORT` an HTTP server listens on (the dashboard's `gui_address`, the scheduler's `metrics_address`;
+    `:PORT` and `tcp://HOST:PORT` too) -> (host, port), the host 127.0.0.1 when empty and port 0 any free one.
+    AddressError naming `what` and giving `example` when it is not one."""
+    host, colon, port = str(text).removeprefix("tcp://").rpartition(":")
+    if not colon or not port.isdigit():
+        raise AddressError(f"{what} {text!r} is not HOST:PORT (e.g. {example})")
+    if not 0 <= int(port) < 65536:
+        raise AddressError(f"{what} {text!r}: port {int(port)} is outside 0-65535 (e.g. {example})")
+    return host or "127.0.0.1", int(port)
+
+
 #: The monitor address the reference implementation's scheduler printed by default, and its documents show
 #: (`scaler_top ipc:///tmp/127.0.0.1_2345_monitor`): an ipc socket named after the scheduler's host and port. Ours
 #: publishes its monitor at tcp://HOST:PORT+2 instead.

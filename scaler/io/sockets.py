@@ -82,7 +82,9 @@ class Sockets(Protocol):
 
     def router(self, address: str, *, mandatory: bool = False, handover: bool = False) -> Socket: ...
 
-    def publisher(self, address: str, high_water_mark: int = MONITOR_HIGH_WATER_MARK) -> Socket: ...
+    def publisher(
+        self, address: str, high_water_mark: int = MONITOR_HIGH_WATER_MARK, watch_subscriptions: bool = False
+    ) -> Socket: ...
 
     def dealer(
         self,
@@ -145,10 +147,14 @@ class SocketFactory:
             self._set_heartbeat(sock)
         return self._bind(sock, address)
 
-    def publisher(self, address: str, high_water_mark: int = MONITOR_HIGH_WATER_MARK) -> Socket:
+    def publisher(
+        self, address: str, high_water_mark: int = MONITOR_HIGH_WATER_MARK, watch_subscriptions: bool = False
+    ) -> Socket:
         """A bound PUB: a subscriber that falls more than `high_water_mark` messages behind loses old ones,
-        and never slows the publisher."""
-        sock = self._socket(zmq.PUB, high_water_mark=high_water_mark)
+        and never slows the publisher. `watch_subscriptions`: an XPUB instead, whose reads are the subscriptions, a
+        topic's first (b"\\x01" + topic) and its last one ending (b"\\x00" + topic, also when its subscriber's
+        connection closes), so that the publisher builds only what someone reads."""
+        sock = self._socket(zmq.XPUB if watch_subscriptions else zmq.PUB, high_water_mark=high_water_mark)
         sock.setsockopt(zmq.ZAP_DOMAIN, MONITOR_DOMAIN.encode())  # a monitor-only key may connect here alone
         return self._bind(sock, address)
 

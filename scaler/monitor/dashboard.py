@@ -36,7 +36,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from scaler.config.sections import GUIConfig
-from scaler.io.address import AddressError, is_socket_file, monitor_address_to_read, parse_address
+from scaler.io.address import AddressError, is_socket_file, monitor_address_to_read, parse_address, parse_http_address
 from scaler.monitor.dashboard_state import DashboardState
 from scaler.monitor.feed import FeedError, FeedReader
 from scaler.monitor.story_asker import (
@@ -64,6 +64,12 @@ PAGES_CACHED = 64
 STATIC_FILES = {"uplot.min.js": "text/javascript; charset=utf-8", "uplot.min.css": "text/css; charset=utf-8"}
 
 
+def gui_host_port(gui_address: str) -> tuple[str, int]:
+    """The dashboard's (host, port); AddressError naming the setting when it is not HOST:PORT with a port up to
+    65535 (`127.0.0.1:99999` was an OverflowError traceback, once the rest of a stack had started)."""
+    return parse_http_address(gui_address, "gui_address", "127.0.0.1:50001")
+
+
 class Dashboard:
     def __init__(self, config: GUIConfig) -> None:
         self.config = config
@@ -79,8 +85,7 @@ class Dashboard:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.streams = threading.BoundedSemaphore(MAX_EVENT_STREAMS)
-        host, _, port = config.gui_address.rpartition(":")
-        self.server = ThreadingHTTPServer((host or "127.0.0.1", int(port)), _handler_for(self))
+        self.server = ThreadingHTTPServer(gui_host_port(config.gui_address), _handler_for(self))
         self.server.daemon_threads = True
         self._feed_thread = threading.Thread(target=self._read_feed, name="dashboard-feed", daemon=True)
 

@@ -268,4 +268,7 @@ def _manager_view(manager: m.ManagerSummary) -> dict[str, Any]:
         "min_workers": manager.min_workers,
         "buffer_workers": manager.buffer_workers,
         "warm_spend_per_hour": manager.warm_spend_per_hour,
+        #: its units waiting in their provider's queue, by reason (Slurm's, Kubernetes'), and why launches are held
+        "waits": [{"reason": wait.reason, "units": wait.units, "message": wait.message} for wait in manager.waits],
+        "held": manager.held,
     }

@@ -182,7 +182,7 @@ class FeedReader:
             raise FeedConnectionError(self._refusal(event))
 
     def _refusal(self, event: int) -> str:
-        hint = "give scaler_top --curve-secret-key NAME.key_secret --curve-server-key server.key"
+        hint = "give scaler_top --curve-secret-key DIR/client.key_secret --curve-server-key DIR/server.key"
         has_keys = self._keys.security is not None
         return refusal_text("monitor feed", "reader", self.address, event, has_keys, hint)
 

@@ -93,13 +93,19 @@ class ScalerCollector:
                       labels=["manager", "state"])  # fmt: skip
         spend = gauge("scaler_manager_spend_per_hour", "what each manager's units cost now, per hour (units times "
                       "its declared worker_cost_per_hour)", labels=["manager"])  # fmt: skip
+        waiting = gauge("scaler_manager_waiting_units", "units of each manager waiting in their provider's queue, by "
+                        "the provider's reason (a Slurm job's pending reason, a pod's Unschedulable)",
+                        labels=["manager", "reason"])  # fmt: skip
         for manager in snapshot.managers:
+            for wait in manager.waits:
+                waiting.add_metric([manager.manager_id, wait.reason], wait.units)
             spend.add_metric([manager.manager_id], manager.spend_per_hour)
             target.add_metric([manager.manager_id], manager.target_workers)
             units.add_metric([manager.manager_id, "running"], max(0, manager.units - manager.pending_units))
             units.add_metric([manager.manager_id, "booting"], manager.pending_units)
         yield target
         yield units
+        yield waiting
         yield spend
 
 

@@ -14,6 +14,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from scaler.io.address import parse_http_address
 from scaler.monitor.dashboard_state import DashboardState
 
 logger = logging.getLogger(__name__)
@@ -24,11 +25,7 @@ MAX_CONNECTIONS = 8
 
 def parse_host_port(address: str) -> tuple[str, int]:
     """`host:port` (or `:port`, or `tcp://host:port`) -> (host, port); ValueError naming what is wrong."""
-    text = address.removeprefix("tcp://")
-    host, colon, port = text.rpartition(":")
-    if not colon or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ValueError(f"metrics address {address!r} is not HOST:PORT (e.g. 127.0.0.1:8519)")
-    return host or "127.0.0.1", int(port)
+    return parse_http_address(address, "metrics address", "127.0.0.1:8519")
 
 
 class MetricsServer:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from scaler.protocol import messages as m
+from scaler.protocol.message_extras import describe_waits
 
 Value = Callable[[m.WorkerSummary], float | str]
 
@@ -123,6 +124,7 @@ def render(
     lines += _clients_and_functions(snapshot)
     lines += spend_lines(snapshot.managers)
     lines += warm_lines(snapshot.managers)
+    lines += queue_lines(snapshot.managers)
     if decisions:
         lines += ["", "scaling decisions (latest last)"]
         lines += [
@@ -178,6 +180,18 @@ def warm_lines(managers: Sequence[m.ManagerSummary]) -> list[str]:
         for manager in warm
     )
     return [f"warm capacity: {parts}"]
+
+
+def queue_lines(managers: Sequence[m.ManagerSummary]) -> list[str]:
+    """Each manager whose units wait in their provider's queue (Slurm's pending reasons, pods unschedulable), or that
+    holds launches back, and why."""
+    lines = []
+    for manager in managers:
+        if manager.waits:
+            lines.append(f"{manager.manager_id}: {describe_waits(manager.waits)}")
+        if manager.held:
+            lines.append(f"{manager.manager_id}: launches held back: {manager.held}")
+    return ["", "units waiting", *(f"  {line}" for line in lines)] if lines else []
 
 
 def _header(snapshot: m.StatusSnapshot) -> list[str]:

@@ -45,6 +45,7 @@ class StoredOnce:
         self._put = put
         self._put_later = put_later
         self._stored: set[ObjectID] = set()
+        self._names: dict[ObjectID, str] = {}  #: what each stored object is ("argument of ndarray"), for messages
         #: objects being stored synchronously right now, so that another thread with the same content waits for it
         self._storing: dict[ObjectID, threading.Event] = {}
         self._lock = threading.Lock()
@@ -55,6 +56,7 @@ class StoredOnce:
             with self._lock:
                 if object_id not in self._stored:
                     self._stored.add(object_id)  # before the put: a put that fails forgets it again
+                    self._names[object_id] = name
                     storing = None if pipelined else self._storing.setdefault(object_id, threading.Event())
                     break
                 pending = self._storing.get(object_id)
@@ -78,7 +80,14 @@ class StoredOnce:
         """The object could not be stored: its next use stores it again."""
         with self._lock:
             self._stored.discard(object_id)
+            self._names.pop(object_id, None)
 
     def forget_all(self) -> None:
         with self._lock:
             self._stored.clear()
+            self._names.clear()
+
+    def names(self) -> dict[ObjectID, str]:
+        """Each object stored, with what it is."""
+        with self._lock:
+            return dict(self._names)

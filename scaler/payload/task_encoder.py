@@ -26,6 +26,7 @@ from scaler.payload.references import CopyOnWrite, ObjectReference
 from scaler.payload.serializer import DefaultSerializer, Serializer, one_payload, serialize_to_frames
 from scaler.payload.storage import INLINE_LIMIT_BYTES
 from scaler.payload.stored_objects import ObjectSink, StoredReader
+from scaler.payload.uploads import Upload, WithUploads
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.frozen_values import constructor
@@ -169,6 +170,14 @@ class TaskEncoder:
         self.log_forwarding: m.LogForwarding | None = None
         #: the serializer pickles a plain value as `serialize_to_frames` does (`argument`'s short way)
         self._plain_pickles = type(serializer) is DefaultSerializer
+        #: the files of `Client.upload_file`, which every function stored from then on carries (payload/uploads.py)
+        self._uploads: tuple[Upload, ...] = ()
+
+    def add_upload(self, upload: Upload) -> None:
+        """From now on every stored function carries `upload` too (one of the same file name is replaced); the
+        functions stored before are stored again when next used."""
+        self._uploads = (*(kept for kept in self._uploads if kept.filename != upload.filename), upload)
+        self._functions.clear()
 
     def forget_stored(self) -> None:
         """After client.clear() (its objects deleted): everything is stored again, and tasks carry the next clear
@@ -180,6 +189,29 @@ class TaskEncoder:
         self._fingerprints.clear()
         self._undigested.clear()
         self._serializer_id = None
+
+    def held_objects(self) -> list[tuple[ObjectID, Callable[[], Any], str]]:
+        """What this client can store again (after object storage lost it): each function it holds (cached, still
+        alive) and its serializer, as (object id, a call that serializes it again, name). The ids stay: the tasks
+        already encoded name them."""
+        held: list[tuple[ObjectID, Callable[[], Any], str]] = []
+        for entry in list(self._functions.values()):
+            function = entry.function()
+            if function is not None:
+                held.append((entry.object_id, functools.partial(self._serializer.serialize, function),
+                             f"function {entry.name}"))  # fmt: skip
+        if self._serializer_id is not None:
+            held.append((self._serializer_id, functools.partial(DefaultSerializer.serialize, self._serializer),
+                         "serializer"))  # fmt: skip
+        return held
+
+    def forget_contents(self) -> None:
+        """Object storage lost this client's objects (it restarted), and the sink forgot them: an argument or object
+        of the same content as one stored before is stored again, under its content id; the functions keep their ids
+        (stored again by the caller, `held_objects`)."""
+        self._large.clear()
+        self._fingerprints.clear()
+        self._undigested.clear()
 
     def serializer_id(self) -> ObjectID:
         """The id of the stored serializer the tasks name (empty for the default one, which processors have)."""
@@ -202,7 +234,7 @@ class TaskEncoder:
 
             register_local_modules()
         try:
-            payload = self._serializer.serialize(function)
+            payload = self._serializer.serialize(WithUploads(function, self._uploads) if self._uploads else function)
         except Exception as error:
             raise TypeError(f"cannot serialize the function {_function_name(function)}: {error}") from error
         object_id = self.put_object(payload, f"function {_function_name(function)}")

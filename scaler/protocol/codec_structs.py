@@ -107,7 +107,13 @@ _NEW_M_PROCESSOR_STATUS = constructor(m.ProcessorStatus)
 _M_MANAGER_STATUS__UNITS = field_of("m", "ManagerStatus.units")
 _M_MANAGER_STATUS__PENDING_UNITS = field_of("m", "ManagerStatus.pendingUnits")
 _M_MANAGER_STATUS__BOOT_SECONDS = field_of("m", "ManagerStatus.bootSeconds")
+_M_MANAGER_STATUS__WAITS = field_of("m", "ManagerStatus.waits")
+_M_MANAGER_STATUS__HELD = field_of("m", "ManagerStatus.held")
 _NEW_M_MANAGER_STATUS = constructor(m.ManagerStatus)
+_M_UNIT_WAITS__REASON = field_of("m", "UnitWaits.reason")
+_M_UNIT_WAITS__UNITS = field_of("m", "UnitWaits.units")
+_M_UNIT_WAITS__MESSAGE = field_of("m", "UnitWaits.message")
+_NEW_M_UNIT_WAITS = constructor(m.UnitWaits)
 _M_HEARTBEAT_ECHO__OBJECT_STORAGE_ADDRESS = field_of("m", "HeartbeatEcho.objectStorageAddress")
 _M_HEARTBEAT_ECHO__WORKER_COUNT = field_of("m", "HeartbeatEcho.workerCount")
 _M_HEARTBEAT_ECHO__RESULTS_READ = field_of("m", "HeartbeatEcho.resultsRead")
@@ -215,6 +221,7 @@ _NEW_M_TASK_STORY_REPLY = constructor(m.TaskStoryReply)
 _M_WORKER_CAPACITY__CAPACITY = field_of("m", "WorkerCapacity.capacity")
 _NEW_M_WORKER_CAPACITY = constructor(m.WorkerCapacity)
 _M_WORKER_LEAVING__REASON = field_of("m", "WorkerLeaving.reason")
+_M_WORKER_LEAVING__DRAIN_SECONDS = field_of("m", "WorkerLeaving.drainSeconds")
 _NEW_M_WORKER_LEAVING = constructor(m.WorkerLeaving)
 _M_TASK_RETURN__TASK_IDS = field_of("m", "TaskReturn.taskIds")
 _NEW_M_TASK_RETURN = constructor(m.TaskReturn)
@@ -378,6 +385,8 @@ _M_MANAGER_SUMMARY__WORKER_COST_PER_HOUR = field_of("m", "ManagerSummary.workerC
 _M_MANAGER_SUMMARY__BOOT_SECONDS = field_of("m", "ManagerSummary.bootSeconds")
 _M_MANAGER_SUMMARY__MIN_WORKERS = field_of("m", "ManagerSummary.minWorkers")
 _M_MANAGER_SUMMARY__BUFFER_WORKERS = field_of("m", "ManagerSummary.bufferWorkers")
+_M_MANAGER_SUMMARY__WAITS = field_of("m", "ManagerSummary.waits")
+_M_MANAGER_SUMMARY__HELD = field_of("m", "ManagerSummary.held")
 _NEW_M_MANAGER_SUMMARY = constructor(m.ManagerSummary)
 _M_PENDING_GROUP__CAPABILITIES = field_of("m", "PendingGroup.capabilities")
 _M_PENDING_GROUP__COUNT = field_of("m", "PendingGroup.count")
@@ -743,6 +752,8 @@ def write_manager_status(b: Any, v: m.ManagerStatus) -> None:
     b.units = v.units
     b.pendingUnits = v.pending_units
     b.bootSeconds = v.boot_seconds
+    set_structs(b, "waits", v.waits, write_unit_waits)
+    b.held = v.held
 
 
 def read_manager_status(r: Any) -> m.ManagerStatus:
@@ -750,6 +761,24 @@ def read_manager_status(r: Any) -> m.ManagerStatus:
         r._get_by_field(_M_MANAGER_STATUS__UNITS),
         r._get_by_field(_M_MANAGER_STATUS__PENDING_UNITS),
         r._get_by_field(_M_MANAGER_STATUS__BOOT_SECONDS),
+        tuple(map(read_unit_waits, r._get_by_field(_M_MANAGER_STATUS__WAITS)))
+        if r._has_by_field(_M_MANAGER_STATUS__WAITS)
+        else (),
+        r._get_by_field(_M_MANAGER_STATUS__HELD),
+    )
+
+
+def write_unit_waits(b: Any, v: m.UnitWaits) -> None:
+    b.reason = v.reason
+    b.units = v.units
+    b.message = v.message
+
+
+def read_unit_waits(r: Any) -> m.UnitWaits:
+    return _NEW_M_UNIT_WAITS(
+        r._get_by_field(_M_UNIT_WAITS__REASON),
+        r._get_by_field(_M_UNIT_WAITS__UNITS),
+        r._get_by_field(_M_UNIT_WAITS__MESSAGE),
     )
 
 
@@ -1144,10 +1173,13 @@ def read_worker_capacity(r: Any) -> m.WorkerCapacity:
 
 def write_worker_leaving(b: Any, v: m.WorkerLeaving) -> None:
     b.reason = v.reason
+    b.drainSeconds = v.drain_seconds
 
 
 def read_worker_leaving(r: Any) -> m.WorkerLeaving:
-    return _NEW_M_WORKER_LEAVING(r._get_by_field(_M_WORKER_LEAVING__REASON))
+    return _NEW_M_WORKER_LEAVING(
+        r._get_by_field(_M_WORKER_LEAVING__REASON), r._get_by_field(_M_WORKER_LEAVING__DRAIN_SECONDS)
+    )
 
 
 def write_task_return(b: Any, v: m.TaskReturn) -> None:
@@ -1624,6 +1656,8 @@ def write_manager_summary(b: Any, v: m.ManagerSummary) -> None:
     b.bootSeconds = v.boot_seconds
     b.minWorkers = v.min_workers
     b.bufferWorkers = v.buffer_workers
+    set_structs(b, "waits", v.waits, write_unit_waits)
+    b.held = v.held
 
 
 def read_manager_summary(r: Any) -> m.ManagerSummary:
@@ -1644,6 +1678,10 @@ def read_manager_summary(r: Any) -> m.ManagerSummary:
         r._get_by_field(_M_MANAGER_SUMMARY__BOOT_SECONDS),
         r._get_by_field(_M_MANAGER_SUMMARY__MIN_WORKERS),
         r._get_by_field(_M_MANAGER_SUMMARY__BUFFER_WORKERS),
+        tuple(map(read_unit_waits, r._get_by_field(_M_MANAGER_SUMMARY__WAITS)))
+        if r._has_by_field(_M_MANAGER_SUMMARY__WAITS)
+        else (),
+        r._get_by_field(_M_MANAGER_SUMMARY__HELD),
     )
 
 

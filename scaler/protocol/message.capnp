@@ -142,6 +142,16 @@ struct ManagerStatus {
   units @0 :UInt32;         # units the manager's backend currently reports
   pendingUnits @1 :UInt32;  # launched but not yet running
   bootSeconds @2 :Float64;  # measured mean from a unit's launch to its workers' registration; 0: none measured yet
+  waits @3 :List(UnitWaits);  # its units that wait in their provider's queue, by the provider's reason
+  held @4 :Text;            # why it launches fewer units than its target asks now; empty: it does not
+}
+
+struct UnitWaits {
+  # A worker manager's units that have not started, for one reason their provider gives (a Slurm job's pending
+  # reason, a pod's Unschedulable).
+  reason @0 :Text;          # the provider's short code: "Resources", "Priority", "Unschedulable" ...
+  units @1 :UInt32;
+  message @2 :Text;         # the provider's own words, for one of them
 }
 
 struct HeartbeatEcho {
@@ -365,8 +375,11 @@ struct WorkerCapacity {
 }
 
 struct WorkerLeaving {
-  # A worker that stops on purpose. The scheduler re-queues its tasks and answers with Shutdown.
+  # A worker that stops on purpose. The scheduler re-queues its tasks and answers with Shutdown. With drainSeconds,
+  # it drains first: no new task, those it has not started given back, those it runs may end within drainSeconds
+  # (then they are moved, at no retry cost); the scheduler answers with Shutdown once it holds none.
   reason @0 :Text;
+  drainSeconds @1 :Float64;  # > 0: drain first, for at most this long (a lifetime that ends); 0: leave now
 }
 
 struct TaskReturn {
@@ -614,6 +627,8 @@ struct ManagerSummary {
   bootSeconds @12 :Float64;           # declared, else measured; 0: unknown
   minWorkers @13 :UInt32;             # warm capacity: kept even when idle
   bufferWorkers @14 :UInt32;          # warm capacity: idle headroom beyond what the queue needs
+  waits @15 :List(UnitWaits);         # its units that wait in their provider's queue (its heartbeat's)
+  held @16 :Text;                     # why it launches fewer units than its target asks now; empty: it does not
 }
 
 struct PendingGroup {

@@ -13,6 +13,7 @@ __all__ = [
     "ManagerSummaryMethods",
     "RunTimeEstimate",
     "TaskCountsMethods",
+    "UnitWaitsMethods",
     "WorkerLimit",
     "make_capabilities",
 ]
@@ -93,3 +94,27 @@ class ManagerSummaryMethods:
     def warm_spend_per_hour(self) -> float:
         """What its warm capacity (min_workers, or buffer_workers when more) costs per hour when idle."""
         return max(self.min_workers, self.buffer_workers) * self.worker_cost_per_hour
+
+
+class UnitWaitsMethods:
+    """Base of UnitWaits."""
+
+    __slots__ = ()
+    reason: str
+    units: int
+    message: str
+
+    @property
+    def described(self) -> str:
+        """`2 Resources (the provider's words)`."""
+        words = f" ({self.message})" if self.message and self.message != self.reason else ""
+        return f"{self.units} {self.reason}{words}"
+
+
+def describe_waits(waits: tuple[UnitWaitsMethods, ...]) -> str:
+    """`3 unit(s) wait in the provider's queue: 2 Resources (...), 1 Priority` for logs, the monitor feed's scaling
+    decisions and the screens; "" when none waits."""
+    if not waits:
+        return ""
+    total = sum(wait.units for wait in waits)
+    return f"{total} unit(s) wait in the provider's queue: {', '.join(wait.described for wait in waits)}"

@@ -16,6 +16,7 @@ from scaler.protocol.message_extras import (
     ManagerSummaryMethods,
     RunTimeEstimate,
     TaskCountsMethods,
+    UnitWaitsMethods,
     WorkerLimit,
     make_capabilities,
 )
@@ -108,6 +109,8 @@ __all__ = [
     "TaskStoryRequest",
     "TaskTransition",
     "TaskTransitions",
+    "UnitWaits",
+    "UnitWaitsMethods",
     "UnitsReclaimed",
     "WorkerCapacity",
     "WorkerInfo",
@@ -381,6 +384,22 @@ class ManagerStatus:
     pending_units: int = 0
     #: measured mean from a unit's launch to its workers' registration; 0: none measured yet
     boot_seconds: float = 0.0
+    #: its units that wait in their provider's queue, by the provider's reason
+    waits: tuple[UnitWaits, ...] = ()
+    #: why it launches fewer units than its target asks now; empty: it does not
+    held: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UnitWaits(UnitWaitsMethods):
+    """A worker manager's units that have not started, for one reason their provider gives (a Slurm job's pending
+    reason, a pod's Unschedulable)."""
+
+    #: the provider's short code: "Resources", "Priority", "Unschedulable" ...
+    reason: str = ""
+    units: int = 0
+    #: the provider's own words, for one of them
+    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -633,9 +652,13 @@ class WorkerCapacity:
 
 @dataclass(frozen=True, slots=True)
 class WorkerLeaving:
-    """A worker that stops on purpose. The scheduler re-queues its tasks and answers with Shutdown."""
+    """A worker that stops on purpose. The scheduler re-queues its tasks and answers with Shutdown. With
+    drainSeconds, it drains first: no new task, those it has not started given back, those it runs may end within
+    drainSeconds (then they are moved, at no retry cost); the scheduler answers with Shutdown once it holds none."""
 
     reason: str = ""
+    #: > 0: drain first, for at most this long (a lifetime that ends); 0: leave now
+    drain_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -970,6 +993,10 @@ class ManagerSummary(ManagerSummaryMethods):
     min_workers: int = 0
     #: warm capacity: idle headroom beyond what the queue needs
     buffer_workers: int = 0
+    #: its units that wait in their provider's queue (its heartbeat's)
+    waits: tuple[UnitWaits, ...] = ()
+    #: why it launches fewer units than its target asks now; empty: it does not
+    held: str = ""
 
 
 @dataclass(frozen=True, slots=True)

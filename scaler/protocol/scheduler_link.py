@@ -12,7 +12,10 @@ States:
   `one_heartbeat_in_flight`, only once the previous one was echoed). The round trip of the last echoed
   heartbeat is measured (`round_trip_seconds`) and reported in the next heartbeat.
 - A closed connection (clients, `lost_on_disconnect`) is noticed at once: with a grace, a `StillWaiting` notice
-  says so then and every `notice_interval_seconds` until a scheduler answers, or the grace ends in LOST.
+  says so then and every `notice_interval_seconds` until a scheduler answers, or the grace ends in LOST. Which
+  grace: a connection that closed while the scheduler talked was closed by a scheduler that went away (it stopped
+  or crashed: `lost_grace_seconds`); one that closed after `away_silence_seconds` of silence died of that silence,
+  this side asleep or cut off while the scheduler may keep its work (`away_grace_seconds`, when longer).
 - REFUSED and LOST are final: the peer stops (a restarted scheduler that forgot the peer is not a loss for
   peers with `register_again`; it sends them back to CONNECTING).
 Any message from the scheduler counts as a sign of life; silence longer than `timeout_seconds` is a loss. Only
@@ -68,6 +71,10 @@ class LinkSettings:
     #: with `lost_on_disconnect`: how long a closed connection may stay without a word from a scheduler before it is
     #: a loss (a restarted scheduler at the same address answers within it); None: at once
     lost_grace_seconds: float | None = None
+    #: with `lost_on_disconnect`: a connection that closes after this much silence from the scheduler died of it (this
+    #: side away: its ZeroMQ heartbeats end it), and waits `away_grace_seconds` when that is longer
+    away_silence_seconds: float = 5.0
+    away_grace_seconds: float | None = None
     hello_retry_seconds: float = 2.0  #: first resend of an unanswered hello; doubles up to the maximum
     hello_retry_max_seconds: float = 30.0
     notice_interval_seconds: float = 10.0
@@ -147,6 +154,7 @@ class SchedulerLink:
         self._heartbeat_in_flight_since: float | None = None
         self._was_forgotten = False
         self._disconnected_at: float | None = None  #: a closed connection, within its grace
+        self._grace = 0.0  #: the grace of the closed connection (`_disconnected_at`)
         self._last_awake: float | None = None  #: the latest event this peer handled (a tick, a message, the start)
 
     @property
@@ -188,8 +196,8 @@ class SchedulerLink:
             return []
         self._forgive_own_pause(now)
         silent = now - self._last_heard
-        grace = self.settings.lost_grace_seconds
-        if self._disconnected_at is not None and grace is not None and now - self._disconnected_at > grace:
+        grace = self._grace
+        if self._disconnected_at is not None and now - self._disconnected_at > grace:
             return [self._lose(f"the connection to the scheduler at {self.settings.address} closed and no scheduler "
                                f"answered there within {grace:g} s (is it running? a scheduler restarted there "
                                "within the grace gets the unfinished tasks again)")]  # fmt: skip
@@ -213,16 +221,20 @@ class SchedulerLink:
         if self._disconnected_at is not None:
             return []
         self._disconnected_at = self._last_notice_at = now
+        self._grace = self.settings.lost_grace_seconds
+        away = self.settings.away_grace_seconds
+        if away is not None and away > self._grace and now - self._last_heard >= self.settings.away_silence_seconds:
+            self._grace = away  # this side was away: as long as the scheduler keeps its work
         text = (
             f"the connection to the scheduler at {self.settings.address} closed: waiting up to "
-            f"{self.settings.lost_grace_seconds:g} s for a scheduler to answer there again"
+            f"{self._grace:g} s for a scheduler to answer there again"
         )
         return [StillWaiting(0.0, text)]
 
     def _reconnecting_notice(self, now: float) -> list[LinkEffect]:
         """While a closed connection waits out its grace, a notice every `notice_interval_seconds`."""
-        since, grace = self._disconnected_at, self.settings.lost_grace_seconds
-        if since is None or grace is None or now - self._last_notice_at < self.settings.notice_interval_seconds:
+        since, grace = self._disconnected_at, self._grace
+        if since is None or now - self._last_notice_at < self.settings.notice_interval_seconds:
             return []
         self._last_notice_at = now
         waited = now - since

@@ -148,7 +148,7 @@ def _serve(
             return EXIT_CONFIGURATION
     server = SchedulerServer(core, bind, monitor, storage, sockets, metrics.on_publish if metrics else None)
     # a queue of many tasks is many young objects: the collector's default (a collection every 700 allocations)
-    # spent about 7 us per tiny task in W1 re-walking them, this about 3 us (docs/performance.md, "The scheduler's
+    # spent about 7 us per tiny task in W1 re-walking them, this about 3 us (benchmarks/NOTES.md, "The scheduler's
     # CPU per task"); no cycle lives long either way (MemoryReturn collects once a big queue has drained)
     gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, *gc.get_threshold()[1:])
     loop = new_event_loop(config.event_loop)

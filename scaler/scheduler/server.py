@@ -47,6 +47,7 @@ from scaler.scheduler.core.events import (
     Received,
     ShellStats,
     Undecodable,
+    Watchers,
 )
 from scaler.scheduler.core.scheduler_core import SchedulerCore
 from scaler.scheduler.core.shrink_rule import SHRINK_FACTOR
@@ -138,6 +139,11 @@ class SchedulerServer:
         self._message_counts: dict[str, list[int]] = {}
         self._background_tasks: set[asyncio.Future[Any]] = set()
         self._memory = MemoryReturn()
+        #: the last echo encoded and its frame: the core hands every worker the same echo value while nothing changes
+        self._echo: tuple[object, bytes] = (None, b"")
+        #: the monitor feed's topics with a subscriber, as the publisher (an XPUB) says; b"" (every topic) while the
+        #: scheduler's own /metrics is fed each publication
+        self._watched: set[bytes] = {b""} if on_publish is not None else set()
         roles = sockets.security.peer_roles() if sockets.security is not None else None
         #: with CURVE: each registered peer's key, checked on every message and every second (revocation)
         self._keys = PeerKeys(roles, core.settings.python_version) if roles is not None else None
@@ -158,7 +164,7 @@ class SchedulerServer:
         loop = asyncio.get_running_loop()
         router_socket = self._sockets.router(self._bind_address, mandatory=True, handover=True)
         try:
-            publisher = self._sockets.publisher(self._monitor_address)
+            publisher = self._sockets.publisher(self._monitor_address, watch_subscriptions=True)
         except BaseException:
             router_socket.close(linger=0)
             raise
@@ -166,7 +172,8 @@ class SchedulerServer:
         self._outbox = Outbox(
             loop, self._router, routed=True, on_unreachable=self._on_unreachable, flushed_at_burst_end=True
         )
-        self._publisher = AsyncSocket(loop, publisher, None)
+        self._publisher = AsyncSocket(loop, publisher, self._on_subscriptions)
+        self._feed([Watchers(frozenset(self._watched))])
         monitor = self._sockets.event_monitor(router_socket, zmq.EVENT_DISCONNECTED)
         self._monitor = watch_events(loop, monitor, self._on_socket_event)
         self._storage = AsyncObjectStorageConnection(
@@ -247,6 +254,19 @@ class SchedulerServer:
         if not self._router.in_burst:
             self._feed_inbound()
 
+    def _on_subscriptions(self, frames: Frames) -> None:
+        """The publisher passes on a topic's first subscription (b"\\x01" + topic) and the end of its last one
+        (b"\\x00" + topic): the core publishes only watched topics (`Watchers`)."""
+        before = set(self._watched)
+        for frame in frames:
+            data = frame.bytes if isinstance(frame, zmq.Frame) else bytes(frame)
+            if data[:1] == b"\x01":
+                self._watched.add(data[1:])
+            elif data[:1] == b"\x00" and (data[1:] or self._on_publish is None):  # /metrics keeps b"" watched
+                self._watched.discard(data[1:])
+        if self._watched != before:
+            self._feed([Watchers(frozenset(self._watched))])
+
     def _burst_end(self) -> None:
         try:
             self._feed_inbound()
@@ -307,7 +327,9 @@ class SchedulerServer:
         for effect in effects:
             try:
                 if isinstance(effect, Send):
-                    send(effect.peer, encode(effect.message))
+                    message = effect.message
+                    is_echo = type(message) is m.HeartbeatEcho
+                    send(effect.peer, self._echo_frame(message) if is_echo else encode(message))  # type: ignore[arg-type]
                     name = type(effect.message).__name__
                     counted = counts.get(name)  # `_count(name, 0)` inline: it runs for every message sent
                     if counted is None:
@@ -330,6 +352,12 @@ class SchedulerServer:
                     self._clock.call_later(0.2, self.stop, effect.reason)
             except Exception:
                 logger.exception("could not perform %s", type(effect).__name__)
+
+    def _echo_frame(self, echo: m.HeartbeatEcho) -> bytes:
+        """An echo's frame, encoded once for the value the core hands every heartbeat while nothing changes."""
+        if self._echo[0] is not echo:
+            self._echo = (echo, codec.encode(echo))
+        return self._echo[1]
 
     def _count(self, name: str, index: int) -> None:
         """Count a message of this type sent (index 0) or received (index 1)."""

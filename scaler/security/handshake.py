@@ -36,23 +36,30 @@ def is_refusal(event: int, value: int, has_keys: bool) -> bool:
 
 
 def refusal_text(server: str, side: str, address: str, event: int, has_keys: bool, keys_hint: str) -> str:
-    """Why `server` ("scheduler") at `address` refused this `side` ("client", "worker"); `keys_hint` says how
-    this side takes keys."""
+    """Why `server` ("scheduler") at `address` refused this `side` ("client", "worker", "reader"), ending with the
+    fix for the common case, keys of another user or machine: what `scaler_keygen export DIR --role ROLE` writes
+    as the server's user, given as `keys_hint` says ("give Client(..., curve_secret_key='DIR/client.key_secret',
+    ...)": DIR/client.key_secret for the client role, DIR/workers.key_secret for the worker role)."""
+    role = "worker" if side == "worker" else "client"
+    fix = (
+        f"for a scheduler of another user or machine, run `scaler_keygen export DIR --role {role}` as the "
+        f"scheduler's user, then {keys_hint}"
+    )
     if not has_keys:
         return (
             f"the {server} at {address} requires CURVE keys (authentication) and this {side} has none (no "
             "connection file of this user names that address: the server runs as another user, on another "
-            f"machine, or with keys of its own); {keys_hint}, e.g. those `scaler_keygen export DIR` writes as the "
-            "server's user"
+            f"machine, or with keys of its own); {fix}"
         )
     if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
         return (
             f"authentication failed: the {server} at {address} refused this {side}'s CURVE key (it is not in the "
-            "servers' folder of authorised keys, or was removed from it)"
+            f"servers' folder of authorised keys, or was removed from it: a cluster with keys of its own takes a key "
+            f"its operator authorised); {fix}"
         )
     return (
         f"authentication failed with the {server} at {address}: the CURVE handshake did not complete (a wrong "
-        "server key, or a server without CURVE, started with --insecure)"
+        f"server key, such as another user's, or a server without CURVE, started with --insecure); {fix}"
     )
 
 

@@ -278,9 +278,31 @@ class MemoryDealer(MemorySocket):
 
 
 class MemoryPublisher(MemorySocket):
-    def __init__(self, network: MemoryNetwork, address: str) -> None:
-        super().__init__(network, zmq.PUB, address, f"publisher@{address}")
+    """A PUB; with `watch_subscriptions`, an XPUB: a topic's first subscription and its last one's end are read
+    from it (b"\\x01" + topic, b"\\x00" + topic)."""
+
+    def __init__(self, network: MemoryNetwork, address: str, watch_subscriptions: bool = False) -> None:
+        super().__init__(network, zmq.XPUB if watch_subscriptions else zmq.PUB, address, f"publisher@{address}")
         self.subscribers: list[MemorySubscriber] = []
+        self.watch_subscriptions = watch_subscriptions
+
+    def add_subscriber(self, subscriber: MemorySubscriber) -> None:
+        self._subscriptions(subscriber, b"\x01")
+        self.subscribers.append(subscriber)
+
+    def remove_subscriber(self, subscriber: MemorySubscriber) -> None:
+        if subscriber in self.subscribers:
+            self.subscribers.remove(subscriber)
+            self._subscriptions(subscriber, b"\x00")
+
+    def _subscriptions(self, subscriber: MemorySubscriber, kind: bytes) -> None:
+        """What an XPUB passes on for the subscriber's topics: those no other subscriber has."""
+        if not self.watch_subscriptions:
+            return
+        others = {topic for other in self.subscribers if other is not subscriber for topic in other.topics}
+        for topic in dict.fromkeys(subscriber.topics):
+            if topic not in others:
+                self._arrive(-1, [kind + topic])
 
     def _send(self, frames: list[bytes]) -> None:
         for subscriber in self.subscribers:
@@ -315,8 +337,8 @@ class MemorySockets:
     def router(self, address: str, *, mandatory: bool = False, handover: bool = False) -> Any:
         return self._keep(self.network.bind(MemoryRouter(self.network, address, mandatory)))
 
-    def publisher(self, address: str, high_water_mark: int = 0) -> Any:
-        return self._keep(self.network.bind(MemoryPublisher(self.network, address)))
+    def publisher(self, address: str, high_water_mark: int = 0, watch_subscriptions: bool = False) -> Any:
+        return self._keep(self.network.bind(MemoryPublisher(self.network, address, watch_subscriptions)))
 
     def dealer(
         self,
@@ -409,7 +431,7 @@ class MemoryNetwork:
                 sock._event(zmq.EVENT_DISCONNECTED, peer.connection)
                 peer.disconnect()
             elif isinstance(peer, MemorySubscriber) and isinstance(sock, MemoryPublisher):
-                sock.subscribers.remove(peer)
+                sock.remove_subscriber(peer)
 
     def connect(self, sock: MemorySocket) -> MemorySocket:
         self._connected[sock.address].append(sock)
@@ -423,8 +445,8 @@ class MemoryNetwork:
         if sock in connected:
             connected.remove(sock)
         bound = self._bound.get(sock.address)
-        if isinstance(bound, MemoryPublisher) and sock in bound.subscribers:
-            bound.subscribers.remove(sock)
+        if isinstance(bound, MemoryPublisher) and isinstance(sock, MemorySubscriber):
+            bound.remove_subscriber(sock)
 
     def new_identity(self) -> bytes:
         return b"\x00" + next(self._identities).to_bytes(4, "big")
@@ -433,7 +455,7 @@ class MemoryNetwork:
         if isinstance(bound, MemoryRouter) and isinstance(peer, MemoryDealer):
             peer.connect(bound, next(self._connections))
         elif isinstance(bound, MemoryPublisher) and isinstance(peer, MemorySubscriber):
-            bound.subscribers.append(peer)
+            bound.add_subscriber(peer)
 
 
 def _as_bytes(frame: Any) -> bytes:

@@ -25,6 +25,7 @@ from scaler.client.core import (
     ConfirmCancel,
     Connected,
     Fail,
+    RestoreStored,
     SendFrames,
     SendToScheduler,
     ShowLog,
@@ -124,6 +125,7 @@ class SimulatedClient:
             ShowLog: lambda effect: self.logs.append(effect.log),
             ShutdownAnswered: lambda effect: None,
             Warn: lambda effect: self.warnings.append(effect.text),
+            RestoreStored: lambda effect: None,  # its tasks' scripts name no stored object
         }
         self._ticker: asyncio.Future[None] | None = None
         self._paused: list[list[m.Message]] | None = None  #: while paused (SIGSTOP): what arrived, unread

@@ -11,7 +11,8 @@ saying how many were dropped, so a chatty task cannot flood the agent, the sched
 
 The root logger's level is lowered to the level asked when it is higher (else records would be dropped before
 any handler sees them); the handlers that were there keep the old level, so the processor's own log does not
-grow. Records emitted on other threads (threads the task started, the processor's) are not forwarded.
+grow, and they skip the records forwarded: a record forwarded is the client's and is shown there, once.
+Records emitted on other threads (threads the task started, the processor's) are not forwarded.
 """
 
 from __future__ import annotations
@@ -111,6 +112,24 @@ class _ForwardingHandler(logging.Handler):
             except Exception:
                 self.handleError(record)
 
+    def is_forwarded(self, record: logging.LogRecord) -> bool:
+        records = self.by_thread.get(threading.get_ident())
+        return records is not None and records.wants(record)
+
+
+class _NotForwarded(logging.Filter):
+    """On the root logger's other handlers: a record the forwarding handler forwards is the client's now, and the
+    processor's own log skips it. Written there as well, it showed twice where the worker shares the client's
+    terminal (SchedulerClusterCombo), three times with a handler inherited from the program that started the
+    cluster."""
+
+    def __init__(self, forwarding: _ForwardingHandler) -> None:
+        super().__init__()
+        self._forwarding = forwarding
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self._forwarding.is_forwarded(record)
+
 
 _handler: _ForwardingHandler | None = None
 
@@ -121,6 +140,9 @@ def _installed(level: int) -> _ForwardingHandler:
     if _handler is None:
         _handler = _ForwardingHandler()
         root.addHandler(_handler)
+    for handler in root.handlers:  # each time: a task may have added handlers since
+        if handler is not _handler and not any(isinstance(kept, _NotForwarded) for kept in handler.filters):
+            handler.addFilter(_NotForwarded(_handler))
     wanted = max(level, 1)  # NOTSET (0) asks for every record
     if root.level > wanted:
         for handler in root.handlers:

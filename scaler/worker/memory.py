@@ -7,9 +7,11 @@ them can make the kernel reclaim and kill; without a cgroup limit (or with one a
 the machine's memory. A process is charged its PSS (proportional set size: a page shared by n processes counts 1/n
 in each), so the processors forked from one zygote do not each count the zygote's pages, as their RSS would.
 
-OOM kills are counted by the kernel: `oom_kill` in the limiting cgroup's `memory.oom_control` (v1) or
-`memory.events` (v2), and in `/proc/vmstat` for the whole machine. A processor that died of SIGKILL while one of
-these counters moved was killed for memory.
+OOM kills are counted by the kernel: `oom_kill` in the limiting cgroup's `memory.events` (v2, where a cgroup counts
+the kills under it), in `memory.oom_control` (v1) of the cgroup the killed process was in (v1 counts a kill there
+only: a worker in a cgroup below the limiting one, as Slurm's `task_0` below its job's and step's, has its kills
+counted in its own, so the counters from its own cgroup up to the limiting one are summed), and in `/proc/vmstat`
+for the whole machine. A processor that died of SIGKILL while one of these counters moved was killed for memory.
 
 The parsers are pure (text in, numbers out); `find_memory_limit` and `oom_kill_count` read the files.
 """
@@ -31,6 +33,9 @@ class MemoryLimit:
     limit_bytes: int
     source: str  #: "cgroup v1", "cgroup v2" or "machine"
     cgroup_dir: Path | None = None  #: the cgroup whose limit it is; its OOM counter is the one to watch
+    #: v1: the cgroups from the worker's own up to `cgroup_dir`, whose OOM counters are summed (v1 counts a kill in
+    #: the killed process's cgroup only); empty: `cgroup_dir`'s alone
+    counted_dirs: tuple[Path, ...] = ()
 
     def describe(self) -> str:
         return f"{mebibytes(self.limit_bytes)} ({self.source})"
@@ -96,28 +101,34 @@ def find_memory_limit(root: Path = CGROUP_ROOT, proc_cgroup: Path = Path("/proc/
         candidates += [(d, "memory.limit_in_bytes", "cgroup v1") for d in _ancestors(root / "memory", v1)]
     if v2 is not None and (root / "cgroup.controllers").exists():
         candidates += [(d, "memory.max", "cgroup v2") for d in _ancestors(root, v2)]
-    for directory, name, source in candidates:
+    for index, (directory, name, source) in enumerate(candidates):
         try:
             limit = parse_limit((directory / name).read_text())
         except (OSError, ValueError):
             continue
         if limit is not None and limit < best.limit_bytes:
-            best = MemoryLimit(limit, source, directory)
+            below = (
+                tuple(d for d, _, kind in candidates[: index + 1] if kind == source) if source == "cgroup v1" else ()
+            )
+            best = MemoryLimit(limit, source, directory, below)
     return best
 
 
 def oom_kill_count(limit: MemoryLimit) -> int:
     """The kernel's count of OOM kills in the limiting cgroup, or in the whole machine when there is none."""
     if limit.cgroup_dir is None:
-        path = Path("/proc/vmstat")
+        paths = [Path("/proc/vmstat")]
     elif limit.source == "cgroup v1":
-        path = limit.cgroup_dir / "memory.oom_control"
+        paths = [directory / "memory.oom_control" for directory in limit.counted_dirs or (limit.cgroup_dir,)]
     else:
-        path = limit.cgroup_dir / "memory.events"
-    try:
-        return parse_oom_kills(path.read_text())
-    except (OSError, ValueError):
-        return 0
+        paths = [limit.cgroup_dir / "memory.events"]
+    count = 0
+    for path in paths:
+        try:
+            count += parse_oom_kills(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return count
 
 
 def charged_bytes(process: psutil.Process) -> int:

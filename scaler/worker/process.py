@@ -126,6 +126,9 @@ def run_agent(
         processor_per_parent=NestedParents.named(config.nested_parents) is NestedParents.PROCESS,
         max_staged_tasks=executor.max_staged_tasks,
         pause_after_seconds=10 * TICK_SECONDS,  # ten ticks missed: the worker itself was stopped
+        lifetime_seconds=config.lifetime_seconds,
+        lifetime_drain_seconds=config.lifetime_drain_seconds,
+        lifetime_started_at=_process_started_at(),
     )
     capabilities = parse_worker_capabilities(config.per_worker_capabilities)
     worker_core = agent_core.AgentCore(settings, time.monotonic(), processor_prefix=worker_id[-8:])
@@ -143,6 +146,15 @@ def run_agent(
         return loop.run_until_complete(agent.run())
     finally:
         loop.close()
+
+
+def _process_started_at() -> float:
+    """When this process started, on the monotonic clock (a worker's lifetime counts from it: a batch script that
+    `exec`s the worker started when its job did)."""
+    import psutil
+
+    started: float = psutil.Process().create_time()
+    return time.monotonic() - max(0.0, time.time() - started)
 
 
 def worker_config_to_json(config: WorkerConfig) -> str:

@@ -14,6 +14,9 @@ backend keeps (tests/integration/test_backend_contract.py checks them):
   the units are never listed as PENDING or RUNNING again. Unknown and already-gone ids are a no-op.
 - `close()` releases what the backend holds (clients, timers, child handles) and completes the forced
   stops in flight. It does not stop other units: they stay adoptable by the next manager instance.
+- A unit its provider keeps waiting in a queue (a Slurm job PENDING, a pod Pending `Unschedulable`) is listed
+  PENDING with `wait`: the provider's reason and words, and its verdict when it says the unit can never start as
+  asked (`UnitWait.never_starts`). A unit booting (an image pull, an instance starting) has no `wait`.
 
 Worker ids carry their unit: a unit's workers run with worker type `<prefix>-<unit id>`, so their ids
 are `Worker|<prefix>-<unit id>|<uuid hex>` and `unit_id_of_worker` maps the scheduler's drain list
@@ -47,6 +50,22 @@ ALIVE_STATES = frozenset({UnitState.PENDING, UnitState.RUNNING})
 
 
 @dataclass(frozen=True, slots=True)
+class UnitWait:
+    """Why a unit has not started, as its provider says: it waits in the provider's queue."""
+
+    #: a short code of the provider's: Resources, Priority, QOSMaxJobsPerUserLimit (Slurm), Unschedulable (Kubernetes)
+    reason: str
+    message: str = ""  #: the provider's own words, e.g. "0/3 nodes are available: 3 Insufficient cpu."
+    #: the provider's verdict, read from what the cluster says: it can never start as asked (it asks more than any
+    #: node of the partition has, a partition that does not take it); the reconciler then ends it (rule 12)
+    never_starts: bool = False
+
+    def describe(self) -> str:
+        """`Resources`, or `Resources: <the provider's words>`."""
+        return f"{self.reason}: {self.message}" if self.message and self.message != self.reason else self.reason
+
+
+@dataclass(frozen=True, slots=True)
 class UnitInfo:
     unit_id: str
     state: UnitState
@@ -55,6 +74,8 @@ class UnitInfo:
     detail: str = ""  #: for logs: pid, task ARN, exit status ...
     #: the provider takes it back at this wall-clock time (a spot interruption notice); None: not reclaimed
     reclaim_at: float | None = None
+    #: a PENDING unit its provider keeps waiting in a queue, and why; None: not waiting (booting, running, gone)
+    wait: UnitWait | None = None
 
     @property
     def is_alive(self) -> bool:

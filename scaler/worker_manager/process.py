@@ -58,6 +58,7 @@ def runner_settings(config: WorkerManagerSettings, manager_type: str) -> RunnerS
         expected_boot_seconds=None if config.expected_boot_seconds < 0 else config.expected_boot_seconds,
         min_workers=config.min_workers,
         buffer_workers=config.buffer_workers,
+        max_waiting_units=config.max_waiting_units,
     )
 
 

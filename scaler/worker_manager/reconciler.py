@@ -41,6 +41,9 @@ Rules (docs/worker_managers.md explains why):
    surplus RUNNING unit is stopped only when its paid time ends within `billing_margin_seconds`: until then
    stopping it saves nothing, and work that comes back finds it. Idle units whose paid time ends soonest go
    first. The cooldown (rule 5) applies before this.
+12, 13. Units waiting in their provider's queue (`UnitInfo.wait`): one that can never start is terminated and holds
+   launches back; at most `max_waiting_units` wait at once; the pending timeout does not apply to them
+   (`unit_waits.py`).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from math import ceil
 
 from scaler.protocol.messages import ManagerTarget
 from scaler.worker_manager.backend import UnitInfo, UnitState, unit_id_of_worker
+from scaler.worker_manager.unit_waits import QueueRules, is_waiting, waits_of
 
 #: Back-off exponent cap, only to keep the arithmetic small; the delay is capped by the settings anyway.
 _MAX_EXPONENT = 30
@@ -73,6 +77,10 @@ class ReconcilerSettings:
     billing_minimum_seconds: float = 0.0
     #: a surplus RUNNING unit is stopped only when its paid time ends within this margin (rule 11)
     billing_margin_seconds: float = 10.0
+    #: most units waiting in their provider's queue at once (rule 13); None: no cap
+    max_waiting_units: int | None = None
+    #: after a unit that can never start as asked, no launch for this long (rule 12)
+    never_starts_hold_seconds: float = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +142,8 @@ class Reconciler:
         self._launched_at: dict[str, float] = {}
         #: smoothed launch-to-registration time of the units this manager launched; 0 until one registered
         self.boot_seconds = 0.0
+        #: rules 12 and 13; its `waits` and `held` are the heartbeat's
+        self.queue = QueueRules(settings.max_waiting_units, settings.never_starts_hold_seconds)
 
     # ------------------------------------------------------------ the decision
 
@@ -159,7 +169,13 @@ class Reconciler:
         self._unseen = set(unseen)
         self._note_losses(listed, {unit.unit_id for unit in alive} | self._unseen, now, notes)
         terminate = self._stuck(alive, now, notes) + self._expired_launches(now, notes)
+        never = self.queue.never_starting(alive, now, notes)  # rule 12
+        for _ in never:
+            self._failure(now)
+        terminate += never
         alive = [unit for unit in alive if unit.unit_id not in terminate]
+        self.queue.held = ""
+        self.queue.waits = waits_of(alive)
         self._clear_failures_if_healthy(alive, now)
         self._counted = {unit.unit_id: unit.created_at for unit in alive} | unseen
         count = len(alive) + len(self._unlisted)  # what a surplus is taken from: the unseen are not terminated
@@ -169,7 +185,9 @@ class Reconciler:
         if target is not None:
             wanted = self.wanted_units(target.workers)
             if count + len(unseen) < wanted:
-                launch = self._launches_allowed(wanted - count - len(unseen), now, notes)
+                waiting = sum(1 for unit in alive if is_waiting(unit)) + len(self._unlisted)
+                launch = self.queue.allowed(wanted - count - len(unseen), waiting, now, notes)  # rules 12, 13
+                launch = self._launches_allowed(launch, now, notes) if launch else 0
             elif count > wanted and self._cooling_down(now, count, wanted, notes):
                 pass
             elif count > wanted:
@@ -344,6 +362,8 @@ class Reconciler:
         for unit in alive:
             waited = now - unit.created_at
             launched_at = self._launched_at.get(unit.unit_id)
+            if unit.state is UnitState.PENDING and unit.wait is not None:
+                continue  # waits in its provider's queue, which decides when it starts (rule 13)
             if unit.state is UnitState.PENDING and waited > limit:
                 notes.append(
                     f"unit {unit.unit_id} is still booting after {waited:.0f} s (--boot-timeout-seconds {limit:g}): "
@@ -391,6 +411,7 @@ class Reconciler:
     def _launches_allowed(self, missing: int, now: float, notes: list[str]) -> int:
         delay = self.backoff_seconds()
         if delay and now < self._last_failure_at + delay:
+            self.queue.held = f"{self.failures} failed launch(es) in a row: backing off up to {delay:g} s"
             if not self._backoff_noted:
                 self._backoff_noted = True
                 notes.append(f"{self.failures} failure(s) in a row: next launch {delay:g} s after the last one")

@@ -48,6 +48,7 @@ from scaler.protocol.scheduler_link import (
 )
 from scaler.worker_manager.backend import LaunchSpec, UnitBackend, UnitState
 from scaler.worker_manager.reconciler import Reconciler, ReconcilerSettings, Target
+from scaler.worker_manager.unit_waits import describe_waits
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class RunnerSettings:
     expected_boot_seconds: float | None = None  #: told to the scheduler; None: the measured boot time is used
     min_workers: int = 0  #: told to the scheduler: workers kept even when idle (every policy keeps them)
     buffer_workers: int = 0  #: told to the scheduler: idle workers kept beyond what the queue needs
+    max_waiting_units: int | None = None  #: most units waiting in their provider's queue at once; None: no cap
 
 
 class ManagerRunner:
@@ -110,6 +112,7 @@ class ManagerRunner:
                 scale_down_cooldown_seconds=settings.scale_down_cooldown_seconds,
                 billing_granularity_seconds=settings.billing_granularity_seconds,
                 billing_minimum_seconds=settings.billing_minimum_seconds,
+                max_waiting_units=settings.max_waiting_units,
             )
         )
         #: what the Hello reports: whole units' worth of workers
@@ -127,6 +130,7 @@ class ManagerRunner:
         self._stop_units = True  #: False when refused: the units may belong to the manager holding this id
         self._stopping = False
         self._last_failure = ""  #: the failure logged last (not logged again while it repeats)
+        self._said_waits = ""  #: the units' waits (their reasons) and the launches held, as last logged
         self.exit_reason = ""
 
     # ------------------------------------------------------------ lifetime
@@ -288,7 +292,11 @@ class ManagerRunner:
                 logger.warning("%s", effect.text)
 
     def _heartbeat(self, round_trip_seconds: float) -> m.Heartbeat:
-        status = m.ManagerStatus(self._reconciler.units, self._reconciler.pending_units, self._reconciler.boot_seconds)
+        reconciler = self._reconciler
+        status = m.ManagerStatus(
+            reconciler.units, reconciler.pending_units, reconciler.boot_seconds, reconciler.queue.waits,
+            reconciler.queue.held,
+        )  # fmt: skip
         try:
             cpu, rss = self._process.cpu_percent(), self._process.memory_info().rss
         except psutil.Error:
@@ -332,6 +340,7 @@ class ManagerRunner:
         plan = self._reconciler.plan(target, units, self._clock.wall())
         for note in plan.notes:
             logger.info("%s", note)
+        self._say_waits()
         for unit_id, seconds in plan.reclaimed:
             self._send(m.UnitsReclaimed((unit_id,), seconds))
         if plan.terminate:
@@ -339,6 +348,21 @@ class ManagerRunner:
         if plan.launch:
             await self._launch(plan.launch, target)
         return self._settings.reconcile_interval_seconds
+
+    def _say_waits(self) -> None:
+        """Log why units wait and why launches are held, once per change of the reasons (not of the counts)."""
+        queue = self._reconciler.queue
+        reasons = ", ".join(wait.reason for wait in queue.waits)
+        said = f"{reasons}|{queue.held}"
+        before, self._said_waits = self._said_waits, said
+        if said == before:
+            return
+        if queue.waits:
+            logger.info("%s", describe_waits(queue.waits))
+        elif before.partition("|")[0]:
+            logger.info("no unit waits in the provider's queue any more")
+        if queue.held:
+            logger.info("launches held back: %s", queue.held)
 
     def _failed(self, level: int, text: str, when: str) -> None:
         """Log a failure once: the same failure again (a cloud error retried with back-off) only at DEBUG."""

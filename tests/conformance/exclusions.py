@@ -55,18 +55,18 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "stdlib", "ExecutorShutdownTest.test_interpreter_shutdown", "on purpose",
         "expects the task's print as the bare line `apple` on the submitting interpreter's stdout; a scaler client "
         "(`stream_output=True`) prints it tagged with its task, `[task 9f3a:0] apple`. What the test is about, the "
-        "work running to its end at interpreter exit, is tested in tests/integration/test_executor_exit.py",
+        "work running to its end at interpreter exit, is tested in scaler's own test_executor_exit.py",
     ),
     Exclusion(
         "stdlib", "ExecutorShutdownTest.test_hang_gh83386", "on purpose",
         "as test_interpreter_shutdown (the task's print is tagged); `shutdown(wait=False)` before exit is tested in "
-        "tests/integration/test_executor_exit.py",
+        "scaler's own test_executor_exit.py",
     ),
     Exclusion(
         "joblib", "test_error_capture[scaler]", "internals",
         "reads the backend's pool (`_pool` or `_workers`) and checks that it was restarted after an error; the errors "
         "themselves (ZeroDivisionError, KeyboardInterrupt, an exception with a finicky `__init__`) are checked in "
-        "tests/integration/test_joblib_backend.py",
+        "scaler's own test_joblib_backend.py",
     ),
     Exclusion("joblib", "test_dispatch_multiprocessing[scaler]", "internals", _MANAGER),
     Exclusion(

@@ -25,6 +25,8 @@ PROPERTY = "conformance"
 ITEM_SUITES = {
     "tests/conformance/test_joblib_parallel.py": "joblib",
     "tests/conformance/test_dask_get.py": "dask",
+    "tests/conformance/test_dask_distributed_client.py": "distributed",
+    "tests/conformance/test_dask_futures_chapter.py": "dask futures",
 }
 EXCLUDED_PREFIX = "excluded: "
 
@@ -80,7 +82,7 @@ def write_summary(terminalreporter: Any) -> None:
     if not counts:
         return
     terminalreporter.section("conformance tier: the peers' own tests")
-    for suite in ("stdlib", "joblib", "dask"):
+    for suite in ("stdlib", "joblib", "dask", "distributed", "dask futures"):
         if suite in counts:
             found = counts[suite]
             wall, cpu = cost.get(suite, [0.0, 0.0])

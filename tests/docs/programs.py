@@ -21,11 +21,12 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 #: Commands whose flags make them print something and exit instead of running.
-_ONE_SHOT_FLAGS = frozenset({"-h", "--help", "--version", "--example", "--completion", "--down"})
+_ONE_SHOT_FLAGS = frozenset({"-h", "--help", "--version", "--example", "--completion", "--down", "--slurm-dry-run"})
 
 #: program -> the text its output shows once it is ready
 _READY_LINES: dict[str, str] = {
     "scaler_fake_cloud": "AWS_ENDPOINT_URL=",
+    "scaler_fake_kubernetes": "KUBECONFIG=",
     "scaler_scheduler": "scheduler listening on",
     "scaler_object_storage_server": "object storage server listening on",
     "scaler_cluster": "cluster: starting",

@@ -45,8 +45,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 #: In the reader's order: the README, then the guide as its index lists it.
 PAGES = ["README.md", *(f"docs/guide/{name}" for name in (
     "quick_start.md", "client_api.md", "clusters.md", "code_on_workers.md", "scaling_and_cloud.md", "bursting.md",
-    "monitoring_and_security.md", "failures.md", "troubleshooting.md", "performance_tips.md", "migrating.md",
-    "sharing.md", "security.md", "actors_and_streams.md", "README.md",
+    "slurm.md", "kubernetes.md", "monitoring_and_security.md", "failures.md", "troubleshooting.md",
+    "performance_tips.md", "migrating.md", "sharing.md", "security.md", "actors_and_streams.md", "scale.md",
+    "README.md",
 ))]  # fmt: skip
 
 
@@ -156,12 +157,20 @@ def flavours_of(page: str) -> list[str]:
     return [flavour for flavour in FLAVOURS if flavour == "bundled" or pip_at_work(page)]
 
 
+#: Pages that run against a real Slurm: in the test process of the other Slurm tests, which shares one local Slurm
+#: (the `slurm_cluster` fixture; its SLURM_CONF reaches the page's environment); they hold the locks of their ports.
+SLURM_PAGES = frozenset({"docs/guide/slurm.md"})
+
+
 def xdist_group_of(page: str, flavour: str) -> str | None:
     """The runs at the docs' ports go one after another in one test process (an xdist group); so does a run at a
     page's own ports whose other run is in that group: the two hold the page's lock (`ports_of`), and the one run
     elsewhere would wait idle in its process while the group's ran (bursting.md's current-pip run once waited there
     for its bundled run, about a minute and a half of a test process doing nothing). The others are handed to
-    whichever process is free (the readers' environments are shared by all: tests/docs/conftest.py)."""
+    whichever process is free (the readers' environments are shared by all: tests/docs/conftest.py). A Slurm page
+    runs in the Slurm tests' process."""
+    if page in SLURM_PAGES:
+        return "slurm"
     steps = steps_for(page, flavour)
     if group_of(steps) == AT_FIXED_PORTS:
         return AT_FIXED_PORTS
@@ -237,6 +246,8 @@ def test_a_page_runs_as_written(
     request: pytest.FixtureRequest,
 ) -> None:
     steps = steps_for(page, flavour)
+    if page in SLURM_PAGES:
+        request.getfixturevalue("slurm_cluster")
     reader = reader_of[flavour]
     home = tmp_path_factory.mktemp(f"{Path(page).stem}-{flavour}")
     folder = home / "work"

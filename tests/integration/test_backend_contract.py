@@ -6,13 +6,16 @@ are workers without an entry here fails `test_every_provisioning_manager_type_ha
 fresh instances of a given manager (from its launch spec), and a way to find the local processes of a unit. The native
 backend runs twice: forking workers from a worker forker (as the manager does) and starting them as
 commands (what it falls back to without a forker). ECS and EC2 (on-demand and spot instances) run against the
-fake cloud (moto, with every task or instance a local process).
+fake cloud (moto, with every task or instance a local process); Slurm against a real Slurm on this machine
+(tests/integration/slurm_cluster.py), in the test process of the other Slurm tests (`xdist_group("slurm")`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
+import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -23,12 +26,14 @@ import pytest
 
 from scaler.config.manager_types import MANAGER_TYPES
 from scaler.config.sections import WorkerConfig
+from scaler.protocol import messages as m
 from scaler.security.find import with_discovered_keys
 from scaler.worker_manager.backend import LaunchSpec, UnitBackend, UnitInfo, UnitState
 from scaler.worker_manager.baremetal_native.backend import NativeBackend
 from scaler.worker_manager.baremetal_native.worker_forker import start_worker_forker
 from tests.integration.cloud_harness import cloud_unit_processes, ec2_backend, ec2_spot_backend, ecs_backend
-from tests.integration.conftest import Addresses, Launcher, ProcessWatch, monitor
+from tests.integration.conftest import Addresses, Launcher, ProcessWatch, is_alive, monitor
+from tests.integration.kubernetes_harness import kubernetes_backend, rehearsal_fixture  # noqa: F401 - a fixture
 from tests.integration.manager_harness import (
     forkers_with_setting,
     unit_processes,
@@ -50,8 +55,17 @@ class BackendKind:
     new_backend: Callable[[LaunchSpec, Path], UnitBackend]
     #: live local processes of a unit (every process it started, or its harness started for it)
     unit_processes: Callable[[str], list[psutil.Process]]
-    #: runs against the fake cloud (the `fake_cloud` fixture)
+    #: its units run elsewhere and stop in their own time (the fake cloud's, the Kubernetes rehearsal's)
     cloud: bool = False
+    #: the fixture of the rehearsal it runs against
+    rehearsal: str = "fake_cloud"
+    #: runs against the local Slurm (the `slurm_cluster` fixture)
+    slurm: bool = False
+
+    @property
+    def stops_in_its_own_time(self) -> bool:
+        """A terminate is asked of a system that stops the unit when it gets to it (not done by `close`)."""
+        return self.cloud or self.slurm
 
 
 def native_forking_backend(spec: LaunchSpec, state_directory: Path) -> UnitBackend:
@@ -60,6 +74,34 @@ def native_forking_backend(spec: LaunchSpec, state_directory: Path) -> UnitBacke
 
 def native_command_backend(spec: LaunchSpec, state_directory: Path) -> UnitBackend:
     return NativeBackend(spec.manager_id, state_directory, grace_seconds=5.0)
+
+
+def slurm_backend(spec: LaunchSpec, state_directory: Path) -> UnitBackend:
+    """A Slurm manager's backend for the manager of `spec` (its jobs named after it): one-CPU jobs of the default
+    partition running the spec's workers, their output in the state directory."""
+    from scaler.config.sections import section_to_json
+    from scaler.worker_manager.slurm.backend import SlurmBackend
+    from scaler.worker_manager.slurm.commands import SlurmCommands
+    from scaler.worker_manager.slurm.job_script import JobRequest, job_name_of
+
+    output = state_directory / "jobs"
+    output.mkdir(parents=True, exist_ok=True)
+    request = JobRequest(job_name_of(spec.manager_id), str(output), sys.executable, section_to_json(spec.worker))
+    return SlurmBackend(SlurmCommands.find(), request, drain_seconds=0.0, poll_seconds=0.2)
+
+
+def slurm_unit_processes(unit_id: str) -> list[psutil.Process]:
+    """The processes of the local Slurm's job `unit_id` (their environment names the job and the cluster)."""
+    conf = os.environ.get("SLURM_CONF", "")
+    found = []
+    for process in psutil.process_iter():
+        try:
+            environment = process.environ()
+        except (psutil.Error, OSError):
+            continue
+        if environment.get("SLURM_JOB_ID") == unit_id and environment.get("SLURM_CONF") == conf and is_alive(process):
+            found.append(process)
+    return found
 
 
 BACKENDS = [
@@ -75,6 +117,16 @@ BACKENDS = [
         BackendKind("orb_aws_ec2", ec2_spot_backend, cloud_unit_processes, cloud=True),
         id="ec2-spot",
         marks=pytest.mark.cloud,
+    ),
+    pytest.param(
+        BackendKind("kubernetes", kubernetes_backend, cloud_unit_processes, cloud=True, rehearsal="rehearsal"),
+        id="kubernetes",
+        marks=pytest.mark.kubernetes,
+    ),
+    pytest.param(
+        BackendKind("slurm", slurm_backend, slurm_unit_processes, slurm=True),
+        id="slurm",
+        marks=pytest.mark.xdist_group("slurm"),
     ),
 ]
 
@@ -108,7 +160,9 @@ class Case:
 @pytest.fixture(params=BACKENDS)
 def case(request: pytest.FixtureRequest, scheduler: Addresses, tmp_path: Path) -> Iterator[Case]:
     if request.param.cloud:
-        request.getfixturevalue("fake_cloud")
+        request.getfixturevalue(request.param.rehearsal)
+    if request.param.slurm:
+        request.getfixturevalue("slurm_cluster")
     manager_id = f"contract-{uuid.uuid4().hex[:8]}"
     worker = WorkerConfig(
         scheduler_address=scheduler.scheduler,
@@ -252,15 +306,22 @@ def test_a_fresh_instance_adopts_the_units_of_its_manager(case: Case) -> None:
 
 
 def test_launched_workers_carry_the_manager_id(case: Case, scheduler: Addresses) -> None:
-    backend = case.backend()
-    try:
-        (unit_id,) = asyncio.run(backend.launch(1, case.spec))
+    def first_worker() -> m.WorkerSummary:
         with monitor(scheduler.monitor) as next_snapshot:
             snapshot = next_snapshot(lambda snapshot: bool(workers_of(snapshot, case.manager_id)), DEADLINE_SECONDS)
         (worker,) = workers_of(snapshot, case.manager_id)
-        assert f"-{unit_id}|" in worker.worker_id.decode()  # the unit id travels in the worker id
-    finally:
-        asyncio.run(stop_everything(backend))
+        return worker
+
+    async def scenario() -> None:  # one event loop for the backend's whole life, as a manager's
+        backend = case.backend()
+        try:
+            (unit_id,) = await backend.launch(1, case.spec)
+            worker = await asyncio.to_thread(first_worker)
+            assert f"-{unit_id}|" in worker.worker_id.decode()  # the unit id travels in the worker id
+        finally:
+            await stop_everything(backend)
+
+    asyncio.run(scenario())
 
 
 def test_close_after_stopping_leaves_nothing_running(case: Case) -> None:
@@ -270,7 +331,7 @@ def test_close_after_stopping_leaves_nothing_running(case: Case) -> None:
         await eventually(lambda: all_running(backend, unit_ids), "2 RUNNING units")
         await backend.terminate(unit_ids, "contract test")
         await backend.close()  # a local backend completes the stops in flight at once
-        if case.kind.cloud:  # a cloud stops them in its own time: the units read GONE once it has
+        if case.kind.stops_in_its_own_time:  # a cloud or Slurm stops them in its own time: GONE once it has
             for unit_id in unit_ids:
                 await eventually(lambda unit_id=unit_id: is_gone(backend, unit_id), "the stopped units to be GONE")
                 await eventually(lambda unit_id=unit_id: _true(not case.kind.unit_processes(unit_id)), "no process")

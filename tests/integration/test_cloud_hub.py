@@ -230,3 +230,28 @@ def test_a_stack_that_cannot_stop_its_hub_exits_1_saying_so(fake_cloud: Any, tmp
             proxy.kill()
             proxy.wait(30)
         stack.kill()  # the hub itself goes with the fake cloud's reset
+
+
+def test_a_hub_that_vanishes_ends_the_launcher_with_one_line_that_does_not_blame_the_keys(
+    fake_cloud: Any, tmp_path: Path
+) -> None:
+    """issue 60: the hub's task stopped in the cloud while the launcher read its monitor feed (through its forwarder,
+    which then accepts and drops each connection) ended the launcher with a FeedConnectionError traceback saying
+    "authentication failed ... a wrong server key": the launcher holds the stack's own keys, so a feed that stops
+    answering them means the hub is gone, and it says so in one line. Checked to fail before: the traceback."""
+    import boto3
+
+    from tests.integration.cloud_harness import REGION
+    from tests.integration.test_cloud_burst import ecs_tasks
+
+    stack = HubStack(tmp_path, SCALER_IDLE_SHUTDOWN_SECONDS="3600")  # the launcher reads the feed all along
+    try:
+        wait_for(lambda: "scaler: worker manager 'ecs'" in stack.log(), "the stack to be up", 120)
+        (hub,) = ecs_tasks("ecs-hub")
+        boto3.client("ecs", region_name=REGION).stop_task(cluster="scaler-cluster", task=hub["taskArn"])
+        assert stack.popen.wait(120) == 1, stack.log()
+        log = stack.log()
+        assert "Traceback" not in log and "authentication failed" not in log and "CURVE" not in log, log
+        assert "the hub in the cloud ended" in log, log
+    finally:
+        stack.kill()

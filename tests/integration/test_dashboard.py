@@ -228,6 +228,20 @@ def test_scaler_ui_reads_the_seeds_webui_section(launcher: Launcher, tmp_path: P
     assert service.wait_exit() == 0
 
 
+def test_a_dashboard_port_out_of_range_is_one_line_and_exit_2(launcher: Launcher, tmp_path: Path) -> None:
+    """issue 60: `--gui-address 127.0.0.1:99999` was an OverflowError traceback and exit code 1 (checked before);
+    the same for a combo's `dashboard=`, refused before its processes start."""
+    from scaler import SchedulerClusterCombo
+
+    service = launcher.start("scaler_gui", f"tcp://127.0.0.1:{free_tcp_port_block(1)}", "--gui-address",
+                             "127.0.0.1:99999")  # fmt: skip
+    assert service.wait_exit() == 2
+    log = service.log_text()
+    assert "gui_address '127.0.0.1:99999': port 99999 is outside 0-65535" in log and "Traceback" not in log, log
+    with pytest.raises(ValueError, match=r"dashboard '127\.0\.0\.1:99999': port 99999 is outside 0-65535"):
+        SchedulerClusterCombo(n_workers=1, dashboard="127.0.0.1:99999")
+
+
 CHART_FACTS = """
 return [...document.querySelectorAll('.uplot')].map((chart) => {
   const canvas = chart.querySelector('canvas');
@@ -278,6 +292,62 @@ def test_a_combo_with_dashboard_true_serves_charts_with_axes_and_memory_against_
     cluster.shutdown()
     with pytest.raises(OSError):
         fetch(link)
+
+
+#: Every card's content against the card: how far it sticks out on the right (0: nothing is cut).
+CARDS_OVERFLOW = """
+return [...document.querySelectorAll('main > section')].filter((card) => !card.hidden).map((card) => {
+  const right = card.getBoundingClientRect().right;
+  const widest = Math.max(...[...card.querySelectorAll('table, .uplot')].map((e) => e.getBoundingClientRect().right));
+  return [card.querySelector('h2').textContent, Math.max(0, card.scrollWidth - card.clientWidth, widest - right)];
+});
+"""
+#: A chart of values as wide as a memory axis writes them, then its value axis: its width against its widest value
+#: measured in the axis's own font (uPlot draws both on its canvas).
+WIDE_VALUES_AXIS = """
+const probe = document.createElement('div');
+probe.id = 'layout-probe';
+document.querySelector('.charts').appendChild(probe);
+const now = Date.now() / 1000, mib = 1 << 20;
+timeChart('layout-probe', 'probe', [{label: 'used', color: '#e76f51'}], 'memory', (v) => bytes(v),
+          [[now - 2, now - 1, now], [900 * mib, 950 * mib, 999 * mib]]);
+"""
+#: ... once it is drawn (uPlot draws on the next frame).
+AXIS_FACTS = """
+const chart = charts['layout-probe'], axis = chart.axes[1];
+if (!axis._values) return null;
+chart.ctx.font = axis.font[0];
+const widest = Math.max(...axis._values.map((v) => chart.ctx.measureText(v).width / devicePixelRatio));
+return {values: axis._values, room: axis._size - axis.ticks.size - axis.gap, widest: widest};
+"""
+
+
+@needs_browser
+@pytest.mark.parametrize("width", [1024, 1280])
+def test_no_card_of_the_page_is_cut_and_axis_values_leave_room_for_their_label(
+    make_cluster: Any, browser: Any, width: int
+) -> None:
+    """issue 60, from screenshots: at 1280 pixels the Clients table's last column was cut (a client's id is long
+    and no cell wrapped), at 1024 the Workers and Waiting tasks tables too; a memory axis's values ("953.7 MiB")
+    ran into the axis's label ("memory"), the axis being 70 pixels whatever its values. Checked to fail before: the
+    Clients card stuck out by about 60 pixels at 1280, and the values needed more room than the axis had."""
+    cluster = make_cluster(n_workers=2, dashboard=True, heartbeat_interval_seconds=0.5)
+    browser.set_window_size(width, 1000)
+    with Client(address=cluster.get_address()) as client:
+        browser.get(cluster.dashboard_link)
+        assert client.map(slow_square, range(20)) == [x * x for x in range(20)]
+        waiting = [client.submit(slow_square, x) for x in range(400)]  # queued a while: the Waiting tasks table
+        wait_for(lambda: all(len(texts(browser, f"#{table} td")) > 1 for table in ("clients", "workers", "pending")),
+                 "the client, the workers and the waiting tasks listed")  # fmt: skip
+        wait_for(lambda: len(browser.execute_script(CHART_FACTS)) == 2, "two charts drawn")
+        cut = [(card, overflow) for card, overflow in browser.execute_script(CARDS_OVERFLOW) if overflow > 1]
+        assert cut == [], f"cards whose content sticks out (pixels): {cut}"
+        browser.execute_script(WIDE_VALUES_AXIS)
+        axis = wait_for(lambda: browser.execute_script(AXIS_FACTS), "the probe chart drawn")
+        assert any("MiB" in value for value in axis["values"]), axis
+        assert axis["widest"] <= axis["room"], f"values wider than their axis: {axis}"
+        client.clear()  # cancels what still waits
+        assert all(future.done() for future in waiting)
 
 
 def test_the_dashboard_keeps_a_bounded_number_of_live_pages() -> None:

@@ -140,3 +140,24 @@ def test_pending_futures_raise_disconnected_error_when_frozen_scheduler_stops_an
         scheduler.wait_exit()
         client.disconnect()
         kill_pool(pool)
+
+
+@pytest.mark.timeout(120)
+def test_by_default_a_stopped_scheduler_is_waited_for_a_minute_not_the_resume_window(launcher, capfd):
+    """issue 60: a client left to its defaults waited 30 minutes (the scheduler's resume window for an away client)
+    for a scheduler stopped with SIGINT, as a notebook user who stopped the stack: it says it waits 60 s, and its
+    futures fail once they are over. Checked to fail before: "waiting up to 1800 s"."""
+    addresses, scheduler, pool = stack_with_one_worker(launcher)
+    client = Client(address=addresses.scheduler)
+    try:
+        future = client.submit(time.sleep, 600)
+        wait_for_running(addresses.monitor)
+        scheduler.popen.send_signal(signal.SIGINT)
+        scheduler.wait_exit()
+        with pytest.raises(DisconnectedError, match="no scheduler answered there within 60 s"):
+            future.result(timeout=100)
+        printed = capfd.readouterr().err
+        assert "closed: waiting up to 60 s for a scheduler to answer there again" in printed, printed
+    finally:
+        client.disconnect()
+        kill_pool(pool)

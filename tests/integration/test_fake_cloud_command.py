@@ -125,6 +125,23 @@ def test_a_stop_with_no_time_left_for_the_folders_exits_0_and_the_next_cloud_rem
     assert "# removing the units' folders" in next_cloud.log_text()
 
 
+def test_a_run_without_a_log_folder_leaves_nothing_in_the_temporary_directory(launcher: Launcher) -> None:
+    """issue 60: without --log-dir the launched commands logged to a scaler-fake-cloud-* folder of the temporary
+    directory, left there after every run (checked before: the folder the command printed was still there). They
+    log to a folder of the units' folders now, removed with them."""
+    port = free_tcp_port_block(1)
+    cloud = launcher.start("python", "-m", "scaler.entry_points.fake_cloud", "--port", str(port))
+    logs = Path(cloud.wait_for_log("# launched commands log to ", CLOUD_START_SECONDS).split(
+        "# launched commands log to ", 1)[1].split(";", 1)[0])  # fmt: skip
+    marker = f"sleep 6{port}.5"
+    run_sleeping_task(ecs_client(f"http://127.0.0.1:{port}"), marker)
+    wait_for(lambda: list(logs.rglob("*.log")), "the task's log")
+    cloud.popen.send_signal(signal.SIGINT)
+    assert cloud.wait_exit(120) == 0, cloud.log_text()
+    assert not logs.exists(), f"{logs} was left behind"
+    assert not list(Path(tempfile.gettempdir()).glob(f"{STATE_PREFIX}{cloud.popen.pid}-*"))
+
+
 def test_a_task_whose_command_ends_reads_stopped_with_its_exit_code(launcher: Launcher) -> None:
     port = free_tcp_port_block(1)
     cloud = launcher.start("scaler_fake_cloud", "--port", str(port))

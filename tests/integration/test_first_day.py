@@ -123,6 +123,7 @@ COMPLETIONS = {
     "scaler_ui": ("scaler_ui --web-p", "--web-port"),
     "scaler_keygen": ("scaler_keygen --vers", "--version"),
     "scaler_fake_cloud": ("scaler_fake_cloud --boot", "--boot-seconds"),
+    "scaler_fake_kubernetes": ("scaler_fake_kubernetes --node-c", "--node-cpu"),
     "scaler_simulate_policy": ("scaler_simulate_policy --pol", "--policy"),
     "scaler_link": ("scaler_link --rtt", "--rtt-ms"),
 }

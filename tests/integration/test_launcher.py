@@ -205,6 +205,29 @@ def test_a_broken_file_is_refused_before_anything_starts(tmp_path: Path) -> None
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("bad", ["dashboard port out of range", "address without tcp://"])
+def test_a_bad_address_in_the_file_is_one_line_and_exit_2_before_anything_starts(tmp_path: Path, bad: str) -> None:
+    """issue 60: a dashboard port of 99999 was an OverflowError traceback and exit code 1 once object storage and
+    the scheduler had started; a bind_address without tcp:// stopped the start-up with exit code 1. Both checked
+    to fail before: exit code 1."""
+    path, scheduler, _monitor = stack_file(tmp_path, template="local.toml")
+    text = path.read_text().replace("tcp://127.0.0.1:8518", free_addresses().monitor)
+    if bad == "dashboard port out of range":
+        written, instead = 'gui_address = "127.0.0.1:50001"', 'gui_address = "127.0.0.1:99999"'
+        said = "[gui] gui_address '127.0.0.1:99999': port 99999 is outside 0-65535"
+    else:
+        written = f'bind_address = "{scheduler}"'
+        instead = written.replace("tcp://", "")
+        said = f"[scheduler] bind_address: malformed address '{scheduler.removeprefix('tcp://')}': accepted forms"
+    assert written in text
+    path.write_text(text.replace(written, instead))
+    done = subprocess.run([str(BIN_DIR / "scaler"), str(path)], capture_output=True, text=True, timeout=50)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith(f"scaler: error: {path}: {said}"), done.stderr
+    assert done.stderr.count("\n") == 1 and done.stdout == "", done.stdout + done.stderr
+
+
+@pytest.mark.timeout(60)
 def test_a_file_without_any_section_to_start_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "nothing.toml"
     path.write_text('[top]\nmonitor_address = "tcp://127.0.0.1:1"\n')

@@ -13,7 +13,7 @@ from scaler.monitor.feed import FeedReader, FeedVersionError
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.feed import STATUS_TOPIC
-from tests.integration.conftest import Launcher, ProcessWatch, session_security, wait_for
+from tests.integration.conftest import COLD_START_SECONDS, Launcher, ProcessWatch, session_security, wait_for
 from tests.integration.manager_harness import start_manager
 
 pytestmark = pytest.mark.integration
@@ -124,3 +124,24 @@ def test_a_flood_of_tasks_gives_subscribers_bounded_batches_and_a_stalled_subscr
     finally:
         stalled.close()
         reader.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_subscriber_that_comes_when_nobody_read_the_feed_sees_every_worker(
+    launcher: Launcher, processes: ProcessWatch
+) -> None:
+    """The scheduler builds the status only while someone subscribes (an XPUB tells it, issue 58): a reader that comes
+    after the last one left gets a status of the whole cluster, the workers that registered meanwhile included."""
+    addresses, _, _ = launcher.stack(workers=2)  # waits for both with a reader of its own, which then leaves
+    launcher.cluster(addresses.scheduler, 2, "-his", "0.5")  # two more register while nobody reads
+    with Client(address=addresses.scheduler) as client:  # told the count at each heartbeat's echo, not by the feed
+        wait_for(lambda: client.session.worker_count == 4, "four workers registered", COLD_START_SECONDS)
+    with FeedReader(addresses.monitor, topics=(STATUS_TOPIC,), security=session_security("client")) as reader:
+        first = None
+        deadline = time.monotonic() + 30
+        while first is None and time.monotonic() < deadline:
+            message = reader.receive(1.0)
+            if isinstance(message, m.StatusSnapshot):
+                first = message
+    assert first is not None, "no status came to a subscriber"
+    assert len(first.workers) == 4, [worker.worker_id for worker in first.workers]

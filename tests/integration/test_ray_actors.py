@@ -283,5 +283,5 @@ def test_what_is_not_supported_about_actors_raises_naming_it(connected: None) ->
         counter.decrement.remote()
     with pytest.raises(NotImplementedError, match="detached"):
         Counter.options(lifetime="detached").remote()
-    with pytest.raises(NotImplementedError, match="scheduling_strategy"):
-        Counter.options(scheduling_strategy="SPREAD")
+    with pytest.raises(NotImplementedError, match="concurrency_groups is refused"):
+        Counter.options(concurrency_groups={"io": 2})

@@ -220,8 +220,10 @@ def test_what_is_not_supported_raises_naming_it(connected: None) -> None:
         _ = ray.actor.ActorClass
     with pytest.raises(NotImplementedError, match=r"ray\.util\.placement_group"):
         _ = ray.util.placement_group
-    with pytest.raises(NotImplementedError, match=r"ray\.available_resources"):
-        ray.available_resources()
+    with pytest.raises(NotImplementedError, match=r"ray\.timeline"):
+        ray.timeline()
+    with pytest.raises(NotImplementedError, match="runtime_env is refused"):
+        ray.remote(runtime_env={"pip": ["x"]})(lambda: 1)
     with pytest.raises(ValueError, match="max_retries must be an integer >= -1"):
         ray.remote(max_retries=-2)(lambda: 1)
     with pytest.raises(NotImplementedError, match="runtime_env"):

@@ -48,6 +48,18 @@ def test_arguments_that_cannot_bind_raise_type_error_in_the_caller(client: Clien
     assert client.submit(max, 1, 2).result(timeout=30) == 2  # builtins without a signature go as they are
 
 
+def test_map_of_argument_tuples_says_starmap(client: Client) -> None:
+    """issue 60: `map(two, [(1, 2), (3, 4)])` where starmap was meant said only "missing a required argument: 'b'";
+    it says starmap now, and only when the item would fit as the arguments."""
+    with pytest.raises(TypeError, match=r"missing a required argument: 'b' \(map passes each item as one argument; "
+                       r"starmap\(two, items\) calls two\(\*item\)"):  # fmt: skip
+        client.map(two, [(1, 2), (3, 4)])
+    with pytest.raises(TypeError) as unfit:
+        client.map(two, [(1, 2, 3)])
+    assert "starmap" not in str(unfit.value)
+    assert client.starmap(two, [(1, 2), (3, 4)]) == [3, 7]
+
+
 def test_graph_errors_have_the_types_existing_code_catches(client: Client) -> None:
     with pytest.raises(graphlib.CycleError) as cycle:
         client.get({"a": (two, "b", 1), "b": (two, "a", 1)}, keys=["a"])

@@ -139,6 +139,27 @@ def test_top_quits_on_ctrl_c_even_when_started_with_sigint_ignored(launcher: Lau
     terminal.shows("TERMINAL-SANE")
 
 
+def test_top_with_another_users_keys_names_the_export_that_fixes_it(
+    launcher: Launcher, terminal: Terminal, tmp_path: Path
+) -> None:
+    """issue 60: scaler_top given the keys of another user (their own server and client pairs) said what was wrong,
+    not what to do: it names `scaler_keygen export DIR --role client` (troubleshooting.md's answer) and the flags
+    that take its files. Checked to fail before: the line ended at "started with --insecure)"."""
+    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    other = tmp_path / "other-users-keys"
+    for name in ("server", "client"):
+        subprocess.run([str(BIN_DIR / "scaler_keygen"), str(other), name], check=True, capture_output=True)
+    terminal.type(
+        f"{BIN_DIR / 'scaler_top'} {addresses.monitor} --curve-secret-key {other}/client.key_secret "
+        f"--curve-server-key {other}/server.key 2> top.err; echo TOP-ENDED $?",
+        "Enter",
+    )
+    terminal.shows("TOP-ENDED 2")
+    said = " ".join((tmp_path / "top.err").read_text().split())
+    assert "the CURVE handshake did not complete" in said, said
+    assert "run `scaler_keygen export DIR --role client` as the scheduler's user, then give scaler_top " in said
+
+
 def fail_on_odd(x: int) -> int:
     if x % 2:
         raise ValueError(f"odd {x}")

@@ -15,7 +15,15 @@ import psutil
 import pytest
 
 from scaler import Client
-from tests.integration.conftest import Launcher, free_addresses, probe_scheduler, wait_for, wait_for_workers
+from tests.integration.conftest import (
+    COLD_START_SECONDS,
+    Launcher,
+    Service,
+    free_addresses,
+    probe_scheduler,
+    wait_for,
+    wait_for_workers,
+)
 from tests.integration.test_launcher import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -129,3 +137,38 @@ def test_chaos_worker_and_scheduler_kills_lose_no_future(tmp_path: Path) -> None
 
 def square_plain(x: int) -> int:
     return x * x
+
+
+@pytest.mark.timeout(240)
+def test_a_standalone_scheduler_stopped_and_started_again_with_its_workers_finishes_the_map(
+    launcher: Launcher, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """issue 60: `scaler_scheduler ADDRESS` starts its own object storage, which stops with it: stopped with SIGINT
+    during a map and started again (with its workers), it had lost the map's function, and the map failed with
+    MissingObjects. The client stores again what it holds (the function) before its tasks go again, and names what
+    it does not hold any more (an object it sent with send_object, whose bytes it did not keep). Checked to fail
+    before: MissingObjects for "the task's function"."""
+    addresses = free_addresses()
+
+    def start_stack() -> tuple[Service, Service]:
+        scheduler = launcher.start("scaler_scheduler", addresses.scheduler, "-ll", "INFO")  # its own storage
+        probe_scheduler(addresses.scheduler, COLD_START_SECONDS, scheduler.popen)
+        pool = launcher.cluster(addresses.scheduler, 2)
+        wait_for_workers(addresses.monitor, 2, COLD_START_SECONDS)
+        return scheduler, pool
+
+    scheduler, pool = start_stack()
+    with Client(address=addresses.scheduler) as client:
+        kept = client.send_object(b"kept by storage only", name="the note")
+        futures = [client.submit(slow_square, x) for x in range(40)]
+        wait_for(lambda: any(future.done() for future in futures), "a first result")
+        for service in (scheduler, pool):  # as Ctrl-C in their terminals
+            service.popen.send_signal(signal.SIGINT)
+            service.wait_exit()
+        assert not all(future.done() for future in futures)
+        start_stack()
+        assert [future.result(timeout=120) for future in futures] == [x * x for x in range(40)]
+        assert client.map(slow_square, range(4)) == [0, 1, 4, 9]  # its function is cached: stored again
+    said = capfd.readouterr().err
+    assert "lost this client's objects: 1 function(s) stored again" in said, said
+    assert f"1 object(s) this client does not hold any more are lost (the note {kept.object_id.hex()})" in said

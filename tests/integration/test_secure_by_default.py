@@ -201,6 +201,34 @@ def test_a_worker_without_keys_is_told_what_is_wrong(launcher: Launcher, tmp_pat
     addresses, _scheduler, _storage = launcher.stack(workers=0)
     worker = launcher.worker(addresses.scheduler, env={"XDG_CONFIG_HOME": str(tmp_path / "elsewhere")})
     worker.wait_for_log(f"authentication failed with the scheduler at {addresses.scheduler}: the CURVE handshake")
+    worker.wait_for_log("run `scaler_keygen export DIR --role worker` as the scheduler's user, then give "
+                        "--curve-secret-key DIR/workers.key_secret --curve-server-key DIR/server.key")  # fmt: skip
+
+
+ANOTHER_USERS_CLIENT = """
+import sys
+from scaler import Client
+try:
+    Client(sys.argv[1], timeout_seconds=20)
+except ConnectionRefusedError as error:
+    print("refused:", error)
+"""
+
+
+def test_a_client_with_another_users_keys_is_told_the_export_that_fixes_it(launcher: Launcher, tmp_path: Path) -> None:
+    """issue 60: a client of another user (another XDG_CONFIG_HOME: it finds keys of its own) was told that the
+    handshake did not complete, not what to do: it names `scaler_keygen export DIR --role client` now, as
+    troubleshooting.md answers. Checked to fail before: the message ended at "started with --insecure)"."""
+    addresses, _scheduler, _storage = launcher.stack(workers=0)
+    environment = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "another-user")}
+    done = subprocess.run([sys.executable, "-c", ANOTHER_USERS_CLIENT, addresses.scheduler], capture_output=True,
+                          text=True, timeout=60, env=environment, cwd=tmp_path)  # fmt: skip
+    said = done.stdout + done.stderr
+    assert f"refused: authentication failed with the scheduler at {addresses.scheduler}" in said, said
+    assert (
+        "run `scaler_keygen export DIR --role client` as the scheduler's user, then give Client(..., "
+        "curve_secret_key='DIR/client.key_secret', curve_server_key='DIR/server.key')"
+    ) in said, said
 
 
 def test_insecure_is_explicit_warns_and_local_sides_follow(launcher: Launcher) -> None:

@@ -68,3 +68,53 @@ def test_another_managers_units_are_not_touched() -> None:
     sim.send(MANAGER, m.UnitsReclaimed(("native",), 10.0))
     assert other.held == [task(client.peer, 0).task_id]
     assert sim.core.workers[other.peer].draining_until is None
+
+
+# ---------------------------------------------------------------- a worker's own lifetime (a batch job's time limit)
+
+
+def test_a_worker_whose_lifetime_ends_drains_hands_its_work_over_and_is_let_go() -> None:
+    """Checked by switching it off: with WorkerLeaving's drainSeconds ignored the worker is dropped at once, its
+    running task moves (and would fail with no retry left: max_task_retries=0)."""
+    sim = cluster()
+    client = sim.add_client("c")
+    ending = sim.add_worker("ending", capacity=3)
+    sim.submit(client, [task(client.peer, n) for n in range(3)])
+    assert len(ending.held) == 3
+    sim.send(ending.peer, m.WorkerLeaving("its lifetime of 3600 s ends in 60 s", 60.0))
+    assert ending.peer in sim.core.workers, "it drains: it is not dropped yet"
+    assert ending.held == [task(client.peer, 0).task_id], "the two unstarted tasks were given back"
+    fresh = sim.add_worker("fresh", capacity=4)  # its replacement
+    sim.submit(client, [task(client.peer, 3)])
+    assert task(client.peer, 3).task_id not in ending.held, "a draining worker gets no new task"
+    assert len(fresh.held) == 3
+    sim.finish(ending)  # the task it ran ends in time, its result kept
+    shutdowns = [e for e in sim.advance(0.5) if getattr(e, "peer", None) == ending.peer]
+    assert ending.peer not in sim.core.workers, "holding nothing, it is let go"
+    assert any(isinstance(getattr(e, "message", None), m.Shutdown) for e in shutdowns)
+    while fresh.held:
+        sim.finish(fresh)
+    assert all(answers == [("result", "success")] for answers in client.answers.values()), client.answers
+    sim.check_invariants()
+
+
+def test_a_draining_workers_tasks_move_when_its_drain_ends_at_no_retry_cost() -> None:
+    sim = cluster()
+    client = sim.add_client("c")
+    ending = sim.add_worker("ending", capacity=1)
+    sim.submit(client, [task(client.peer, 0)])
+    sim.send(ending.peer, m.WorkerLeaving("its lifetime ends in 10 s", 10.0))
+    fresh = sim.add_worker("fresh")
+    sim.advance(11.0)  # still running when the drain ends: moved, and the worker told to stop it
+    assert ending.held == [] and fresh.held == [task(client.peer, 0).task_id]
+    assert ending.peer not in sim.core.workers
+    sim.finish(fresh)
+    assert client.answers[task(client.peer, 0).task_id] == [("result", "success")]
+    sim.check_invariants()
+
+
+def test_an_idle_worker_asking_to_drain_leaves_at_once() -> None:
+    sim = cluster()
+    idle = sim.add_worker("idle")
+    sim.send(idle.peer, m.WorkerLeaving("its lifetime ends in 60 s", 60.0))
+    assert idle.peer not in sim.core.workers

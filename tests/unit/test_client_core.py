@@ -24,6 +24,7 @@ from scaler.client.core import (
     Fail,
     JobAnswered,
     ReconnectToScheduler,
+    RestoreStored,
     SendFrames,
     SendToScheduler,
     ShowLog,
@@ -210,6 +211,8 @@ def test_after_a_restart_unfinished_tasks_then_graphs_are_submitted_again_in_ord
     assert Connected(SECOND) in effects and core.hello_reply == SECOND and core.worker_count == 3
     assert any(isinstance(e, Warn) and "submitting its 3 unfinished task(s) and 1 graph(s) again" in e.text
                for e in effects)  # fmt: skip
+    # issue 60: what the tasks name and object storage lost with the scheduler is stored again before they go
+    assert kinds(effects).index(RestoreStored) == kinds(effects).index(SendFrames) - 1
 
 
 def test_a_restart_of_the_same_instance_does_not_submit_again() -> None:
@@ -415,14 +418,34 @@ def test_a_scheduler_that_dropped_this_client_past_its_window_is_asked_what_beca
 
 
 def test_links_left_to_follow_it_wait_as_long_as_the_scheduler_keeps_the_work() -> None:
+    """The silence timeout follows the window, and so does the grace after a connection that died of silence (this
+    client away); a connection the scheduler closed as it went away keeps the grace of 60 s (issue 60: a notebook
+    user who stopped the stack waited 30 minutes)."""
     core: Core = ClientCore(HELLO, settings(), follow_window=(True, True))
     core.start(0.0)
     core.on_messages([dataclasses.replace(FIRST, resume_seconds=1800.0)], 0.0)
-    assert (core.link.settings.timeout_seconds, core.link.settings.lost_grace_seconds) == (1800.0, 1800.0)
+    link = core.link.settings
+    assert (link.timeout_seconds, link.lost_grace_seconds, link.away_grace_seconds) == (1800.0, 60.0, 1800.0)
     given: Core = ClientCore(HELLO, settings(), follow_window=(False, False))  # the user's own timeouts
     given.start(0.0)
     given.on_messages([dataclasses.replace(FIRST, resume_seconds=1800.0)], 0.0)
-    assert (given.link.settings.timeout_seconds, given.link.settings.lost_grace_seconds) == (100.0, 60.0)
+    link = given.link.settings
+    assert (link.timeout_seconds, link.lost_grace_seconds, link.away_grace_seconds) == (100.0, 60.0, None)
+
+
+def test_a_scheduler_that_went_away_is_waited_for_a_minute_a_client_away_for_the_window() -> None:
+    """issue 60: the connection closed while the scheduler answered the heartbeats (it stopped): 60 s; closed after
+    the silence that ZeroMQ's heartbeats end a connection after (this client asleep or cut off): the window.
+    Checked to fail before: both waited 1800 s."""
+    for silence, waited in [(1.0, 60), (20.0, 1800)]:
+        core: Core = ClientCore(HELLO, settings(), follow_window=(True, True))
+        core.start(0.0)
+        core.on_messages([dataclasses.replace(FIRST, resume_seconds=1800.0)], 0.0)
+        core.on_messages([m.HeartbeatEcho("", 1)], 10.0)
+        effects = core.on_disconnected(10.0 + silence)
+        (notice,) = [effect for effect in effects if isinstance(effect, Warn)]
+        assert f"closed: waiting up to {waited} s for a scheduler to answer there again" in notice.text
+        assert (Closed in kinds(core.on_tick(10.0 + silence + 61))) is (waited == 60), (silence, waited)
 
 
 def test_a_client_that_was_paused_says_so() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,7 +53,7 @@ def test_spellings_positional_lists_and_booleans() -> None:
 
 
 def test_abbreviations_are_not_accepted(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "unknown flag --cou (did you mean --count?)" in refused(capsys, "--cou", "3")
+    assert "unknown flag --cou (did you mean -n/--count?)" in refused(capsys, "--cou", "3")
 
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str, section_type: type = Sample, prog: str = "sample") -> str:
@@ -71,10 +72,14 @@ def test_an_unknown_flag_is_named_with_the_flag_meant(capsys: pytest.CaptureFixt
     address = "tcp://127.0.0.1:8516"
     line = refused(capsys, "--num-worker", "4", address, section_type=ClusterConfig, prog="scaler_cluster")
     assert line == (
-        "scaler_cluster: error: unknown flag --num-worker (did you mean --num-of-workers?) "
+        "scaler_cluster: error: unknown flag --num-worker (did you mean -n/--num-of-workers?) "
         "(`scaler_cluster -h` lists the flags it takes)"
     )
-    assert "unknown flag --death-timeout (did you mean --death-timeout-seconds?)" in refused(
+    # issue 60: `--workers 2` suggested --worker-type (the closest spelling); the flag whose words end so is meant
+    assert "unknown flag --workers (did you mean -n/--num-of-workers?)" in refused(
+        capsys, "--workers", "2", address, section_type=ClusterConfig, prog="scaler_cluster"
+    )
+    assert "unknown flag --death-timeout (did you mean -dts/--death-timeout-seconds?)" in refused(
         capsys, "-n", "2", "--death-timeout", "30", section_type=ClusterConfig, prog="scaler_cluster"
     )
     assert "unknown flag --policy_content: flags are spelled with hyphens, --policy-content" in refused(
@@ -135,6 +140,19 @@ def test_two_settings_claiming_one_spelling_fail_at_build_time() -> None:
 )
 def test_every_section_builds_a_parser(section_type: type) -> None:
     assert isinstance(build_parser(section_type, "x"), argparse.ArgumentParser)
+
+
+@pytest.mark.parametrize(
+    "section_type",
+    [SchedulerConfig, ObjectStorageServerConfig, ClusterConfig, TopConfig, GUIConfig,
+     *(row.section for row in MANAGER_TYPES.values())],
+)  # fmt: skip
+def test_a_help_text_that_states_its_default_gets_no_second_one(section_type: type) -> None:
+    """issue 60: `--insecure`, `--scheduler-address` and `-wmi` read "(default: secure, ...) (default: false)": a help
+    text that says its default was given the generated note as well when the default was not None."""
+    helps = [action.help or "" for action in build_parser(section_type, "x")._actions]
+    noted = [(text, re.sub(r" \(default: [^)]*\)$", "", text)) for text in helps]
+    assert [text for text, said in noted if said != text and "default" in said] == []
 
 
 def test_runtime_config_modules_do_not_import_pydantic() -> None:

@@ -200,6 +200,31 @@ def test_environment_alone_can_give_required_settings(monkeypatch: pytest.Monkey
     assert scheduler([]).logging_paths == ("/dev/stdout", "/tmp/two.log")
 
 
+@pytest.mark.parametrize(
+    ("section_type", "prog", "toml_section"),
+    [(TopConfig, "scaler_top", "top"), (GUIConfig, "scaler_gui", "gui"),
+     (SchedulerConfig, "scaler_scheduler", "scheduler")],
+)  # fmt: skip
+def test_the_environment_example_of_help_is_a_setting_the_command_takes(
+    section_type: type,
+    prog: str,
+    toml_section: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """issue 60: `scaler_top -h` gave SCALER_TOP_LOGGING_LEVEL=DEBUG as its example, and scaler_top has no logging
+    settings. The example `-h` gives is set here as given, with another value: the command reads it."""
+    with pytest.raises(SystemExit):
+        load_section(section_type, ["-h"], prog=prog, toml_sections=[toml_section])
+    (name, value) = re.findall(r"e\.g\. (SCALER_\w+)=(\S+)\)", capsys.readouterr().out)[0]
+    field = name.removeprefix(f"SCALER_{toml_section.upper()}_").lower()
+    assert field in {field.name for field in dataclasses.fields(section_type)}
+    other = "WARNING" if field == "logging_level" else str(float(value) + 1)
+    monkeypatch.setenv(name, other)
+    loaded = load_section(section_type, [ADDRESS], prog=prog, toml_sections=[toml_section])
+    assert str(getattr(loaded, field)) == other
+
+
 def test_section_environment_does_not_leak_into_other_sections(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SCALER_SCHEDULER_EVENT_LOOP", "uvloop")
     assert cluster([ADDRESS]).event_loop == "builtin"
@@ -632,6 +657,8 @@ def test_help_lists_every_setting_with_its_default(
         assert f"--{field.name.replace('_', '-')}" in text
         if field.default is dataclasses.MISSING:
             assert "(required)" in text
+        elif "default" in field.metadata["help"]:  # the help text says its default ("(default: secure, ...)")
+            assert " ".join(field.metadata["help"].split()) in text
         elif field.default is not None:
             shown = " ".join(field.default) if isinstance(field.default, tuple) else str(field.default)
             if field.metadata.get("byte_size"):  # shown with a unit: 1GiB

@@ -98,3 +98,24 @@ def test_the_live_actors_of_the_latest_status_are_in_the_view_and_in_actors() ->
     expected = {"actor": "02" * 16, "class": "Pricer", "name": "pricer", "client": "Client|c", "worker": "Worker|w",
                 "state": "running", "restarts": 0, "calls": 2, "calls_done": 9, "age_seconds": 3.0}  # fmt: skip
     assert state.actors() == [expected] and state.view(now=2.0)["actors"] == [expected]
+
+
+def test_units_waiting_in_a_managers_queue_are_in_the_view_and_the_metrics() -> None:
+    import threading
+
+    from scaler.monitor.metrics import metrics_text
+
+    waits = (m.UnitWaits("Resources", 2, "the nodes are busy"), m.UnitWaits("Priority", 1))
+    snapshot = status(1.0, 0)
+    manager = replace(snapshot.managers[0], manager_id="slurm", waits=waits, held="cap reached")
+    state = DashboardState()
+    state.on_message(replace(snapshot, managers=(manager,)), now=0.0)
+    (shown,) = state.view(now=0.0)["managers"]
+    assert shown["waits"] == [
+        {"reason": "Resources", "units": 2, "message": "the nodes are busy"},
+        {"reason": "Priority", "units": 1, "message": ""},
+    ]
+    assert shown["held"] == "cap reached"
+    text = metrics_text(state, threading.Lock()).decode()
+    assert 'scaler_manager_waiting_units{manager="slurm",reason="Resources"} 2.0' in text
+    assert 'scaler_manager_waiting_units{manager="slurm",reason="Priority"} 1.0' in text

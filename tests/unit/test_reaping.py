@@ -4,6 +4,9 @@ computing-marks folder (named after its pid)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
 
 from tests.reaping import remove_config_homes, remove_marks_directories
@@ -33,3 +36,37 @@ def test_a_killed_workers_marks_folder_is_removed_and_others_are_kept(tmp_path: 
     removed = remove_marks_directories({4242}, parents=(tmp_path,))
     assert removed == [f"computing marks {killed}"]
     assert not killed.exists() and other.exists()
+
+
+def test_a_killed_runs_slurm_state_folder_is_removed_and_others_are_kept(tmp_path: Path) -> None:
+    """Fails if remove_named stops sweeping the local Slurm's state folders (tests/integration/slurm_cluster.py)."""
+    killed, other = tmp_path / "scaler-slurm-4242-abc", tmp_path / "scaler-slurm-4343-def"
+    for directory in (killed, other):
+        (directory / "ctld").mkdir(parents=True)
+    assert remove_config_homes({4242}, tmp_path) == [f"Slurm state folder {killed}"]
+    assert not killed.exists() and other.exists()
+
+
+def test_a_process_holding_a_file_of_a_killed_runs_slurm_state_folder_is_killed(tmp_path: Path) -> None:
+    """A slurmstepd outlives its slurmd, holding the state folder's log open: it goes with the folder. Fails if
+    kill_holders looks at nothing (the process is left running)."""
+    import subprocess
+    import sys
+
+    from tests.reaping import kill_holders
+
+    folder = tmp_path / "scaler-slurm-4242-abc"
+    (folder / "log").mkdir(parents=True)
+    log = folder / "log" / "slurmd.log"
+    holder = subprocess.Popen([sys.executable, "-c", f"f = open({str(log)!r}, 'a'); import time; time.sleep(60)"])
+    try:
+        for _ in range(200):  # until it has the file open
+            with os.scandir(f"/proc/{holder.pid}/fd") as fds:
+                if any(os.readlink(fd.path) == str(log) for fd in fds):
+                    break
+            time.sleep(0.05)
+        assert kill_holders(folder) == [f"process {holder.pid} holding {folder}"]
+        assert holder.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        holder.kill()
+        holder.wait()

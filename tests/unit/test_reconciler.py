@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from scaler.protocol.messages import ManagerTarget, TargetEntry
-from scaler.worker_manager.backend import UnitInfo, UnitState, unit_id_of_worker, worker_type_for_unit
+from scaler.protocol.messages import ManagerTarget, TargetEntry, UnitWaits
+from scaler.worker_manager.backend import UnitInfo, UnitState, UnitWait, unit_id_of_worker, worker_type_for_unit
 from scaler.worker_manager.reconciler import Reconciler, ReconcilerSettings, Target, choose_victims
+from scaler.worker_manager.unit_waits import describe_waits
 
 RUNNING, PENDING, STOPPING, GONE = UnitState.RUNNING, UnitState.PENDING, UnitState.STOPPING, UnitState.GONE
 T0 = 1_000_000.0  #: wall-clock-like times, as the runner passes them
@@ -399,3 +400,69 @@ def test_paid_time_follows_the_minimum_and_the_granularity() -> None:
     assert r.paid_seconds_left(unit("a", created_at=T0 - 20), T0) == 40  # EC2: a 60 s minimum
     assert r.paid_seconds_left(unit("a", created_at=T0 - 90.5), T0) == 0.5  # then per second
     assert reconciler().paid_seconds_left(unit("a"), T0) == 0.0
+
+
+# ---------------------------------------------------------------- units waiting in their provider's queue (12, 13)
+
+
+def waiting(unit_id: str, reason: str = "Resources", created_at: float = T0, never: bool = False) -> UnitInfo:
+    return UnitInfo(unit_id, PENDING, created_at, wait=UnitWait(reason, f"words of {reason}", never))
+
+
+def test_waiting_units_count_as_pending_capacity_and_are_reported_by_reason() -> None:
+    r = reconciler()
+    units = [unit("a"), waiting("b"), waiting("c"), waiting("d", "Priority"), unit("e", PENDING, T0)]
+    assert r.plan(Target(5), units, T0 + 1).is_empty  # nothing more is launched because units wait
+    assert (r.units, r.pending_units) == (5, 4)
+    words = "words of Resources", "words of Priority"
+    assert r.queue.waits == (UnitWaits("Resources", 2, words[0]), UnitWaits("Priority", 1, words[1]))
+    assert r.queue.held == ""
+
+
+def test_a_unit_waiting_in_the_queue_is_not_stuck_however_long_it_waits() -> None:
+    r = reconciler(pending_timeout_seconds=300)
+    plan = r.plan(Target(2), [waiting("a", created_at=T0), unit("b", PENDING, T0)], T0 + 3600)
+    assert plan.terminate == ("b",)  # the booting one is stuck (rule 6); the one in the queue waits on (rule 13)
+
+
+def test_at_most_max_waiting_units_wait_at_once() -> None:
+    r = reconciler(max_waiting_units=3)
+    plan = r.plan(Target(10), [waiting("a")], T0)
+    assert plan.launch == 2  # 1 waits: 2 more may, the other 7 are held back
+    assert "max_waiting_units" in r.queue.held
+    assert any("launching 2 of the 9 missing" in note for note in plan.notes)
+    r.launched(["b", "c"], 2, T0)
+    plan = r.plan(Target(10), [waiting("a")], T0 + 1)  # b and c not listed yet: they may wait too
+    assert plan.launch == 0 and plan.notes == ()  # said once
+    plan = r.plan(Target(10), [unit("a"), waiting("b"), unit("c")], T0 + 2)  # a and c started: 2 more may wait
+    assert plan.launch == 2
+    r.launched(["d", "e"], 2, T0 + 2)
+    everything = [unit("a"), waiting("b"), unit("c"), unit("d"), unit("e"), unit("f")]
+    assert r.plan(Target(7), everything, T0 + 3).launch == 1
+    assert r.queue.held == ""  # 1 missing, 1 waits: under the cap
+
+
+def test_booting_units_are_not_capped_as_waiting() -> None:
+    r = reconciler(max_waiting_units=2)
+    assert r.plan(Target(6), [unit(name, PENDING, T0) for name in "abcd"], T0).launch == 2
+
+
+def test_a_unit_that_can_never_start_is_ended_named_and_holds_launches_back() -> None:
+    r = reconciler(never_starts_hold_seconds=300)
+    plan = r.plan(Target(2), [unit("a"), waiting("b", "PartitionConfig", never=True)], T0)
+    assert plan.terminate == ("b",) and plan.launch == 0
+    assert plan.notes[0].startswith("unit b can never start as asked (PartitionConfig: words of PartitionConfig)")
+    assert r.failures == 1
+    r.terminating(["b"])
+    plan = r.plan(Target(2), [unit("a"), UnitInfo("b", STOPPING, T0)], T0 + 100)
+    assert plan.is_empty  # not relaunched at once ...
+    assert r.queue.held.startswith("a unit can never start as asked (PartitionConfig")
+    assert r.plan(Target(2), [unit("a")], T0 + 301).launch == 1  # ... but once the hold is over
+
+
+def test_unit_waits_are_described_in_one_line() -> None:
+    assert describe_waits(()) == ""
+    waits = (UnitWaits("Resources", 3, "no room"), UnitWaits("Priority", 1))
+    assert describe_waits(waits) == "4 unit(s) wait in the provider's queue: 3 Resources (no room), 1 Priority"
+    assert UnitWait("Resources").describe() == "Resources"
+    assert UnitWait("Unschedulable", "0/3 nodes are available").describe() == "Unschedulable: 0/3 nodes are available"

@@ -194,6 +194,21 @@ def test_a_closed_connection_is_a_loss_only_where_asked(settings: LinkSettings, 
     assert (link.state is LinkState.LOST) is is_lost
 
 
+@pytest.mark.parametrize(("silence", "grace"), [(1.0, 60.0), (4.9, 60.0), (5.0, 600.0), (20.0, 600.0)])
+def test_a_connection_that_died_of_silence_waits_the_away_grace_one_closed_while_talking_the_lost_one(
+    silence: float, grace: float
+) -> None:
+    """issue 60: a scheduler that stopped closes the connection while it answers heartbeats (it is gone: the lost
+    grace); this side asleep or cut off, ZeroMQ's heartbeats end the connection after a silence (the away grace)."""
+    settings = LinkSettings("tcp://s:1", 1.0, 1000.0, one_heartbeat_in_flight=True, lost_on_disconnect=True,
+                            lost_grace_seconds=60.0, away_grace_seconds=600.0)  # fmt: skip
+    link = registered(settings)
+    (notice,) = link.on_disconnected(silence)
+    assert isinstance(notice, StillWaiting) and f"waiting up to {grace:g} s" in notice.text
+    assert Lost not in kinds(link.on_tick(silence + grace - 0.5))
+    assert kinds(link.on_tick(silence + grace + 0.5)) == [Lost]
+
+
 def test_a_registered_link_ignores_the_answer_to_a_hello_sent_again() -> None:
     link = registered()
     assert link.on_message(ACCEPTED, 0.5) == []

@@ -43,3 +43,17 @@ def test_a_look_at_one_unit_does_not_make_a_failed_unit_logged_again(caplog: pyt
         asyncio.run(hub_start())
     failures = [record for record in caplog.records if "unit old" in record.getMessage()]
     assert len(failures) == 1 and failures[0].levelno == logging.ERROR
+
+
+def test_a_unit_that_says_started_then_running_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    """issue 60: the hub's boot program reports `started`, then the hub itself `running`, with the same boot and
+    install times: the launcher printed "unit X: started, booted in 2.4 s, install 0.0 s" and the same line again
+    with `running`. `started` says nothing the `running` after it does not, unless something went wrong."""
+    boot = {"boot_seconds": 2.4, "install_seconds": 0.0}
+    bucket = FakeBucket({"units/ecs-hub/hub/report.json": {"state": "started", **boot}})
+    shipment = Shipment(cast(ManagerBucket, bucket), cast(UnitEnvironment, None), "ecs-hub", 60.0)
+    with caplog.at_level(logging.INFO, logger="scaler.worker_manager.aws.shipping"):
+        asyncio.run(shipment.reports(["hub"], 100.0))
+        bucket.reports["units/ecs-hub/hub/report.json"] = {"state": "running", **boot}
+        asyncio.run(shipment.reports(["hub"], 200.0))
+    assert [record.getMessage() for record in caplog.records] == ["unit hub: running, booted in 2.4 s, install 0.0 s"]

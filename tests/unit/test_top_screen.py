@@ -179,3 +179,18 @@ def test_past_five_waiting_capability_sets_the_rest_are_counted() -> None:
     lines = render(replace(snapshot(worker("aaa", 1, 0)), pending=groups), [], Sorting(), "a")
     assert sum(1 for line in lines if line.strip().startswith("c") and line.rstrip().endswith("busy")) == 5
     assert any("... and 2 more capability set(s)" in line for line in lines)
+
+
+def test_units_waiting_in_a_providers_queue_show_with_the_providers_reason() -> None:
+    assert not any(line == "units waiting" for line in render(snapshot(), [], Sorting(), "a"))
+    waits = (m.UnitWaits("Resources", 2, "no node has 4 free CPUs"), m.UnitWaits("Priority", 1, "Priority"))
+    managers = (
+        m.ManagerSummary("slurm", units=3, pending_units=3, waits=waits, held="a unit can never start as asked"),
+        m.ManagerSummary("local", units=3),
+    )
+    lines = render(replace(snapshot(), managers=managers), [], Sorting(), "a")
+    at = lines.index("units waiting")
+    assert lines[at + 1 : at + 3] == [
+        "  slurm: 3 unit(s) wait in the provider's queue: 2 Resources (no node has 4 free CPUs), 1 Priority",
+        "  slurm: launches held back: a unit can never start as asked",
+    ]

@@ -50,3 +50,20 @@ def test_a_bad_line_is_refused_naming_the_file_and_line(text: str, message: str)
     with pytest.raises(TraceFileError) as refused:
         parse_trace_csv(text, "t.csv")
     assert str(refused.value).startswith(message)
+
+
+def test_the_commands_help_names_and_explains_each_column(capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 60: `scaler_simulate_policy -h` said "TRACE  the trace, a CSV file" and named the columns in one quoted
+    line at the end: each column is named in TRACE's help and explained, and the example it gives parses."""
+    from scaler.entry_points.simulate_policy import main
+
+    with pytest.raises(SystemExit):
+        main(["-h"])
+    text = capsys.readouterr().out
+    trace_help = " ".join(text.split("positional arguments:")[1].split("options:")[0].split())
+    columns = ("arrival_seconds", "duration_seconds", "capabilities", "function_name")
+    assert all(column in trace_help for column in columns)
+    explained = {line.split()[0] for line in text.splitlines() if line.startswith("  ") and len(line.split()) > 2}
+    assert set(columns) <= explained
+    (example,) = [line.split("e.g.", 1)[1] for line in text.splitlines() if line.strip().startswith("e.g.")]
+    assert parse_trace_csv(example, "help") == (TaskArrival(0.5, 12.0, (("gpu", -1),), "train"),)

@@ -75,6 +75,9 @@ MESSAGES: dict[str, m.Message] = {
     "hello-reply-refused": m.HelloReply(False, "speaks protocol version 2"),
     "heartbeat-worker": m.Heartbeat(12.5, 1 << 30, WORKER_STATUS, None, 0.0625),
     "heartbeat-manager": m.Heartbeat(1.0, 2, None, m.ManagerStatus(3, 1, 42.5), 0.5),
+    "heartbeat-manager-waits": m.Heartbeat(
+        1.0, 2, None, m.ManagerStatus(3, 2, 0.0, (m.UnitWaits("Resources", 2, "no node has 4 free CPUs"),), "cap"), 0.5
+    ),
     "heartbeat-client": m.Heartbeat(),
     "heartbeat-echo": m.HeartbeatEcho("tcp://127.0.0.1:8517", 2),
     "heartbeat-echo-sparse": m.HeartbeatEcho(),
@@ -150,6 +153,7 @@ MESSAGES: dict[str, m.Message] = {
     "worker-capacity": m.WorkerCapacity(4),
     "worker-leaving": m.WorkerLeaving("sigterm"),
     "worker-leaving-sparse": m.WorkerLeaving(),
+    "worker-leaving-drains": m.WorkerLeaving("its lifetime ends in 60 s", 60.0),
     "task-return": m.TaskReturn((T,)),
     "shutdown": m.Shutdown("bye"),
     "shutdown-sparse": m.Shutdown(),

@@ -76,6 +76,33 @@ def test_a_sigkill_while_the_oom_counter_moved_is_out_of_memory_with_the_tasks_p
     assert "peak memory seen: 600.0 MiB" in text and "limit: 1024.0 MiB (cgroup v2)" in text
 
 
+def test_a_v1_kill_counted_in_the_workers_own_cgroup_below_the_limiting_one_is_out_of_memory(tmp_path: Path) -> None:
+    """Slurm's layout: the worker in `task_0` (no limit of its own) under its step's and job's limits. cgroup v1 counts
+    an OOM kill in the killed process's cgroup only (seen in a job of a real Slurm: `oom_kill 1` in task_0's
+    memory.oom_control, 0 in step_batch's, which holds the limit). Checked by switching it off: watching the limiting
+    cgroup's counter alone says "died at the worker's memory limit" instead."""
+    memory = tmp_path / "memory"
+    task = memory / "slurm_n1" / "uid_0" / "job_7" / "step_batch" / "task_0"
+    task.mkdir(parents=True)
+    for directory in (task, *task.parents):
+        if directory == tmp_path:
+            break
+        (directory / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+        (directory / "memory.oom_control").write_text("oom_kill_disable 0\noom_kill 0\n")
+    for limited in (task.parent, task.parent.parent):  # Slurm limits the step and the job alike
+        (limited / "memory.limit_in_bytes").write_text(str(400 << 20))
+    proc = tmp_path / "cgroup"
+    proc.write_text("4:memory:/slurm_n1/uid_0/job_7/step_batch/task_0\n")
+    limit = find_memory_limit(tmp_path, proc)
+    assert (limit.limit_bytes, limit.cgroup_dir, limit.counted_dirs) == (400 << 20, task.parent, (task, task.parent))
+    watch = MemoryWatch(limit)
+    watch.sample(b"p1", b"task-a", 100 << 20)  # sampled well below the limit: only the counter tells
+    (task / "memory.oom_control").write_text("oom_kill_disable 0\noom_kill 1\n")
+    text = watch.verdict(b"p1", "killed by SIGKILL")
+    assert text.startswith("out of memory: the processor was killed by the kernel's OOM killer"), text
+    assert "limit: 400.0 MiB (cgroup v1)" in text
+
+
 def test_a_new_task_starts_a_new_peak_and_a_death_at_the_limit_counts() -> None:
     watch = MemoryWatch(MemoryLimit(1 << 30, "machine", None))
     watch.sample(b"p1", b"task-a", 900 << 20)

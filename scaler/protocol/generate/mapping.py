@@ -216,6 +216,7 @@ STRUCTS = {
     "ScalingDecision": Struct(required="managerId fromWorkers toWorkers"),
     "WorkerSummary": Struct(required="workerId"),
     "ClientSummary": Struct(required="clientId"),
+    "UnitWaits": Struct(base="UnitWaitsMethods"),
     "ManagerSummary": Struct(
         required="managerId", fields={"lastTarget": Field(present_if="hasTarget")}, base="ManagerSummaryMethods"
     ),

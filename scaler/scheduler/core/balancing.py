@@ -8,6 +8,7 @@ for `trigger_times` consecutive periods, and never asks twice for the same task.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable
 
 from scaler.protocol.ids import PeerID, TaskID
@@ -25,6 +26,8 @@ def balance_plan(
     """For each idle worker, one task from the most loaded worker that holds tasks it could run
     (the most recently dispatched first, as those are the least likely to have started)."""
     workers = list(workers)
+    if not any(len(worker.assigned) > 1 for worker in workers):  # nothing to give (an idle cluster): no more to do
+        return {}
     idle = [w for w in workers if w.is_idle and w.free_slots > 0]
     if not idle:
         return {}
@@ -34,13 +37,27 @@ def balance_plan(
             candidates = sorted((t for t in worker.assigned if not already_asked(t)), key=dispatch_order)
             spare[worker.peer] = candidates[1:]  # the oldest is assumed to run
     plan: dict[PeerID, list[TaskID]] = {}
+    # the donors in a heap, most spare tasks first (ties: the order they were found), each taker served from its top:
+    # a sort of every donor for every idle worker was quadratic (10,000 workers: seconds a period)
+    order = {peer: number for number, peer in enumerate(spare)}
+    heap = [(-len(tasks), order[peer], peer) for peer, tasks in spare.items() if tasks]
+    heapq.heapify(heap)
     for taker in idle:
-        for donor in sorted(spare, key=lambda peer: -len(spare[peer])):
+        passed: list[tuple[int, int, PeerID]] = []  #: donors holding nothing this taker can run
+        while heap:
+            entry = heapq.heappop(heap)
+            donor = entry[2]
             movable = next((t for t in reversed(spare[donor]) if taker.can_run(requirement_of(t))), None)
-            if movable is not None:
-                spare[donor].remove(movable)
-                plan.setdefault(donor, []).append(movable)
-                break
+            if movable is None:
+                passed.append(entry)
+                continue
+            spare[donor].remove(movable)
+            plan.setdefault(donor, []).append(movable)
+            if spare[donor]:
+                heapq.heappush(heap, (-len(spare[donor]), entry[1], donor))
+            break
+        for entry in passed:
+            heapq.heappush(heap, entry)
     return {donor: tuple(sorted(tasks)) for donor, tasks in plan.items() if tasks}
 
 

@@ -84,6 +84,16 @@ class ShellStats:
 
 
 @dataclass(frozen=True, slots=True)
+class Watchers:
+    """Which topics of the monitor feed have a subscriber now, as the shell's publisher says (a ZeroMQ XPUB passes on
+    a topic's first subscription and its last unsubscription; b"" is every topic). The core builds and publishes only
+    what is watched: the status view of 10,000 workers costs a tenth of a core a second to build and encode. A core
+    never told (tests, simulations) publishes everything."""
+
+    topics: frozenset[bytes]
+
+
+@dataclass(frozen=True, slots=True)
 class AnswersStored:
     """The outcome of a `StoreAnswers`: the bundle is in object storage (`ok`), or could not be written."""
 
@@ -103,4 +113,4 @@ class AnswersLoaded:
     now: float
 
 
-Event = Received | Undecodable | PeerLost | Tick | ShellStats | AnswersStored | AnswersLoaded
+Event = Received | Undecodable | PeerLost | Tick | ShellStats | AnswersStored | AnswersLoaded | Watchers

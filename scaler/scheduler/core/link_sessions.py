@@ -68,6 +68,7 @@ class LinkSessions:
         if link is None:
             link = core.processors[peer] = ProcessorLink(peer, worker.peer, info.processor_id, info.max_staged_tasks)
             worker.links.append(link)
+            worker.processors.add(peer)
         unknown = []
         for task_id in info.held_tasks:  # rule 5
             if task_id in core.tasks.records:
@@ -236,6 +237,7 @@ class LinkSessions:
             return
         del core.processors[peer]
         if worker is not None:
+            worker.processors.discard(peer)
             self._gone(worker, link)
             worker.restage()
             self.keep_processors(worker)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, short, unit_of_worker
+from scaler.protocol.message_extras import describe_waits
 from scaler.scheduler.core.peers import ManagerRecord
 
 if TYPE_CHECKING:
@@ -34,8 +35,21 @@ class ManagerSessions:
             manager.units = heartbeat.manager.units
             manager.pending_units = heartbeat.manager.pending_units
             manager.measured_boot_seconds = heartbeat.manager.boot_seconds
+            self._note_waits(manager, heartbeat.manager.waits, heartbeat.manager.held)
         core.send(peer, m.HeartbeatEcho(core.settings.object_storage_address, len(core.workers)))
         self.send_target(manager)
+
+    def _note_waits(self, manager: ManagerRecord, waits: tuple[m.UnitWaits, ...], held: str) -> None:
+        """Keep why the manager's units wait (the view shows it); a change of the reasons, or of why launches are
+        held, is logged and goes on the monitor feed with the scaling decisions (its counts alone are not news)."""
+        before = ([wait.reason for wait in manager.waits], manager.held)
+        manager.waits, manager.held = waits, held
+        if ([wait.reason for wait in waits], held) == before:
+            return
+        target = sum(entry.workers for entry in manager.last_target.entries) if manager.last_target else 0
+        reason = waits_reason(waits, held)
+        logger.info("manager %s: %s", manager.manager_id, reason)
+        self._core.feed.decided(m.ScalingDecision(manager.manager_id, target, target, reason, self._core.wall_time))
 
     def on_units_reclaimed(self, peer: PeerID, reclaimed: m.UnitsReclaimed) -> None:
         """The manager's provider takes units back: their workers get no new task, give back what they have not
@@ -88,3 +102,11 @@ class ManagerSessions:
         if after != before:
             logger.info("scaling: %s", text)
         self._core.feed.decided(m.ScalingDecision(manager.manager_id, before, after, reason, self._core.wall_time))
+
+
+def waits_reason(waits: tuple[m.UnitWaits, ...], held: str) -> str:
+    """What a manager's units wait for and why it holds launches back, in one line (a scaling decision's reason)."""
+    parts = [describe_waits(waits)] if waits else []
+    if held:
+        parts.append(f"launches held back: {held}")
+    return "; ".join(parts) or "no unit waits in the provider's queue any more"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
-from scaler.protocol.messages import Capabilities, ManagerTarget, WorkerLimit, WorkerStatus
+from scaler.protocol.messages import Capabilities, ManagerTarget, UnitWaits, WorkerLimit, WorkerStatus
 from scaler.protocol.staging import STAGED_WAIT_SECONDS, STAGING_SECONDS
 from scaler.scheduler.core.client_answers import AnswerLog
 from scaler.scheduler.core.processor_links import ProcessorLink
@@ -74,14 +74,19 @@ class WorkerRecord:
     round_trip_seconds: float = 0.0  #: its last heartbeat round trip (the lag the monitor shows)
     #: when it last returned a result: its next task (held there meanwhile) could not start before
     last_finished_at: float = 0.0
-    #: its unit is being taken back (a spot interruption): no new task; what runs at this time is moved
+    #: its unit is being taken back (a spot interruption), or its lifetime ends: no new task; what runs at this time
+    #: is moved
     draining_until: float | None = None
+    #: it asked to drain (WorkerLeaving with drainSeconds): it is let go (Shutdown) once it holds no task
+    leaves_when_drained: bool = False
     owner: str = ""  #: its CURVE key ("" without CURVE): clients inside its tasks connect with it (core/actors.py)
     slots: int = 1  #: processors computing at once (its hello)
     task_timeout_seconds: float = 0.0  #: a task computing longer times out (its hello; 0: no limit)
     processor_per_parent: bool = False  #: a waiting parent keeps its processor (nested_parents "process")
     #: its processors' links, in the order they said hello: its tasks go there, and only there
     links: list[ProcessorLink] = field(default_factory=list)
+    #: the identities of its processors' links in `SchedulerCore.processors`, closing ones included: they go with it
+    processors: set[PeerID] = field(default_factory=set)
     beyond_slots: int = 0  #: processors it was asked to keep beyond its slots (ProcessorsWanted)
     #: tasks that hold no slot: parked on nested futures, or hosting an actor (`restage`)
     beside: int = 0
@@ -205,6 +210,9 @@ class ManagerRecord:
     measured_boot_seconds: float = 0.0  #: from its heartbeats; 0: none measured yet
     min_workers: int = 0  #: warm capacity (scaling_hook.keep_warm_capacity)
     buffer_workers: int = 0
+    #: its units waiting in their provider's queue, by reason, and why it holds launches back (its heartbeat's)
+    waits: tuple[UnitWaits, ...] = ()
+    held: str = ""
 
     @property
     def boot_seconds(self) -> float:

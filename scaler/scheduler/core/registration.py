@@ -123,6 +123,7 @@ class Registration:
                 sequence=self._worker_sequence, owner=info.owner_key, slots=max(1, info.slots),
                 task_timeout_seconds=info.task_timeout_seconds, processor_per_parent=info.processor_per_parent,
             )  # fmt: skip
+            core.worker_sessions.registered(core.workers[peer])
             core.lifecycle.worker_has_room(peer)
             logger.debug("worker %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
 

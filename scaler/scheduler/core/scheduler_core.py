@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from scaler.policy.content import Allocation
 from scaler.protocol import messages as m
+from scaler.protocol.feed import STATUS_TOPIC
 from scaler.protocol.ids import PeerID, short
 from scaler.scheduler.core.actors import Actors
 from scaler.scheduler.core.balancing import Balancer
@@ -36,6 +37,7 @@ from scaler.scheduler.core.events import (
     ShellStats,
     Tick,
     Undecodable,
+    Watchers,
 )
 from scaler.scheduler.core.graphs import GraphRegistry
 from scaler.scheduler.core.job_requests import JobRequests
@@ -268,6 +270,8 @@ class SchedulerCore:
             self.send(event.peer, m.ProtocolError(reason, m.ProtocolErrorKind.MALFORMED))
         elif isinstance(event, ShellStats):
             self.views.shell_stats = event
+        elif isinstance(event, Watchers):
+            self.feed.watch(event.topics)
         elif isinstance(event, AnswersStored):
             self._advance(event.now)
             self.client_sessions.on_stored(event)
@@ -336,7 +340,7 @@ class SchedulerCore:
         self.unserved.on_tick(now)
         if self.feed.is_due(now):
             transitions, dropped = self.tasks.take_transitions()
-            view = self.view()
+            view = self.view() if self.feed.is_watched(STATUS_TOPIC) else None  # nobody reads it: not built
             self.effects.extend(self.feed.publications(view, tuple(transitions), dropped, self.wall_time))
             self._note_waits(view)
         self.manager_sessions.send_targets_changed()
@@ -356,14 +360,19 @@ class SchedulerCore:
                     "load balancing asks its worker to give it back",
                 )
 
-    def _note_waits(self, view: m.StatusSnapshot) -> None:
-        """The queue's waiting reasons at this status sample go into the stories of the tasks queued meanwhile."""
+    def _note_waits(self, view: m.StatusSnapshot | None) -> None:
+        """The queue's waiting reasons at this status sample go into the stories of the tasks queued meanwhile (the
+        view's, or, when none was built, the same reasons for the queued keys alone)."""
         stories = self.tasks.stories
         if stories.enabled:
             stories.expire(self.now)
-            for group in view.pending:
-                if group.count and group.reason:
-                    stories.waiting(group.capabilities, self.wall_time, group.reason)
+            if view is not None:
+                reasons = [(group.capabilities, group.reason) for group in view.pending if group.count]
+            else:
+                reasons = self.views.waiting_reasons() if len(self.tasks.queue) else []
+            for capabilities, reason in reasons:
+                if reason:
+                    stories.waiting(capabilities, self.wall_time, reason)
 
     def _drop_peer(self, peer: PeerID, reason: str, final: bool) -> None:
         if peer in self.clients:

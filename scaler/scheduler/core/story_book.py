@@ -58,11 +58,31 @@ class _Span:
 _Story = list[Any]
 _KEY, _SIZE, _DROPPED, _ENDED_AT, _TASK_ID = range(5)
 _HEADER = 5
+#: A live story of one entry (the task's opening: every queued task's story until it moves) is kept as a tuple, its
+#: key and that entry, one allocation of 72 bytes instead of a list's two of 180; its second entry makes it a list.
+_Seed = tuple[object, float, Any, Words]
 #: The four slots of an entry: a scheduler transition (wall time, what, where, cause), `what` a TaskState or text; or
 #: a processor's report of one run, kept as it came (its RunStamps, its result's ResultStatus, the worker, the
 #: attempt * 4 plus how many of its entries fit under the bound), made into entries when the story is read
 #: (`_entries_of`).
 _SLOTS = 4
+
+
+def _fresh(value: Any) -> Any:
+    """`value` made anew, down to its floats, bytes and tuples (ints, strings and enums are shared or small)."""
+    kind = type(value)
+    if kind is float:
+        return value + 0.0  # a new float object
+    if kind is list:
+        return [_fresh(item) for item in value]
+    if kind is tuple:
+        return tuple([_fresh(item) for item in value])
+    if kind is bytes:
+        return bytes(bytearray(value)) if len(value) > 1 else value
+    if kind is m.RunStamps:
+        return m.RunStamps(_fresh(value.started_at), _fresh(value.finished_at), value.processor_pid,
+                           _fresh(value.received_at))  # fmt: skip
+    return value
 
 
 def _new_story(task_id: TaskID, key: object = None) -> _Story:
@@ -102,7 +122,7 @@ class StoryBook:
         self.retention_seconds = retention_seconds
         #: 0 finished stories kept: no story is recorded at all (what `--story-retention-tasks 0` means)
         self.enabled = retention_tasks > 0
-        self._live: dict[TaskID, _Story] = {}
+        self._live: dict[TaskID, _Story | _Seed] = {}
         #: finished stories by task, and in the order they ended (oldest first; a story there that is no longer its
         #: task's in `_finished`, the task having ended again since, is passed over)
         self._finished: dict[TaskID, _Story] = {}
@@ -114,15 +134,45 @@ class StoryBook:
     def __len__(self) -> int:
         return len(self._live) + len(self._finished)
 
+    def compact(self) -> None:
+        """The task table emptied far below its peak (`task_table.py`, the shrink rule): the kept stories are copied,
+        each value made anew, and the live ones' table sized for what it holds. A finished story's values (its entries'
+        times and causes, a run's stamps) were made one by one as its task moved, among a big queue's tasks; kept, they
+        pin the memory arenas those tasks filled, which CPython gives back only once empty (a soak of drains of 200,000
+        tasks grew by 20 MB a round). Made anew now, they fill the fullest arenas, and the rest can go."""
+        self._live = {task_id: _fresh(story) for task_id, story in self._live.items()}
+        copies: dict[int, _Story] = {}
+        ended: collections.deque[_Story] = collections.deque()
+        for story in self._ended:
+            copy = copies.get(id(story))
+            if copy is None:
+                copy = copies[id(story)] = _fresh(story)
+            ended.append(copy)
+        finished: dict[TaskID, _Story] = {}
+        for story in self._finished.values():
+            copy = copies.get(id(story))
+            if copy is None:
+                copy = copies[id(story)] = _fresh(story)
+            finished[copy[_TASK_ID]] = copy  # keyed by the copy's id: the old one would pin its arena too
+        self._finished, self._ended = finished, ended
+
     def opened(self, task_id: TaskID, key: object, wall_time: float, what: str | TaskState, cause: Words) -> None:
         """A task reached the scheduler (submitted, or adopted after a restart)."""
         if self.enabled and task_id not in self._live:
-            self._live[task_id] = [key, 1, 0, 0.0, task_id, wall_time, what, "", cause]
+            self._live[task_id] = (key, wall_time, what, cause)
+
+    def _live_story(self, task_id: TaskID) -> _Story | None:
+        """A live task's story as a list (a seed grown into one)."""
+        story = self._live.get(task_id)
+        if type(story) is tuple:
+            key, wall_time, what, cause = story
+            story = self._live[task_id] = [key, 1, 0, 0.0, task_id, wall_time, what, "", cause]
+        return story  # type: ignore[return-value]
 
     def note(
         self, task_id: TaskID, wall_time: float, what: str | TaskState, where: Words = "", cause: Words = ""
     ) -> None:
-        story = self._live.get(task_id)  # the common case: a live task's story
+        story = self._live_story(task_id)  # the common case: a live task's story
         if story is None:
             story = self._story_to_add_to(task_id)
             if story is None:
@@ -136,7 +186,7 @@ class StoryBook:
     def _story_to_add_to(self, task_id: TaskID) -> _Story | None:
         if not self.enabled:
             return None
-        story = self._live.get(task_id)
+        story = self._live_story(task_id)
         if story is None:
             story = self._finished.get(task_id)  # a late report (a result's stamps) of a task just ended
             if story is None:
@@ -149,9 +199,11 @@ class StoryBook:
         """The task ended: its last entry goes in past the per-task bound, and its story joins the finished ones."""
         if not self.enabled:
             return
-        story = self._live.pop(task_id, None)
+        story = self._live_story(task_id)
         if story is None:
             story = _new_story(task_id)
+        else:
+            del self._live[task_id]
         story += (wall_time, what, where, cause)
         story[_SIZE] += 1
         story[_ENDED_AT] = now
@@ -176,7 +228,7 @@ class StoryBook:
         ran = result.ran
         if ran is None:
             return
-        story = self._live.get(task_id)
+        story = self._live_story(task_id)
         if story is None:
             story = self._story_to_add_to(task_id)
             if story is None:
@@ -251,7 +303,7 @@ class StoryBook:
         return waits
 
     def story(self, task_id: TaskID) -> m.TaskStoryReply:
-        story = self._live.get(task_id) or self._finished.get(task_id)
+        story = self._live_story(task_id) or self._finished.get(task_id)
         if story is None:
             if not self.enabled:
                 note = "stories are off on this scheduler (--story-retention-tasks 0)"

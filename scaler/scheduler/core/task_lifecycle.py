@@ -46,6 +46,10 @@ logger = logging.getLogger(__name__)
 NOT_DISPATCHED = frozenset({TaskState.WAITING, TaskState.QUEUED})
 
 
+#: Clients whose submit cause is kept for sharing (`submit`); past it the cache starts again.
+MAX_SHARED_CAUSES = 4096
+
+
 class TaskLifecycle:
     def __init__(
         self,
@@ -77,6 +81,9 @@ class TaskLifecycle:
         self._effects = effects
         self._max_task_retries = max_task_retries
         self._max_tasks_waiting = max_tasks_waiting
+        #: each client's "submitted by" cause, one tuple for all its tasks' stories (a tuple per task was 56 bytes of
+        #: every queued task)
+        self._submitted_causes: dict[ClientID, tuple[str, ClientID]] = {}
         self.now = 0.0
         #: why the transition being carried out happens (for the task's story); set by `apply`
         self._cause: Words = ""
@@ -111,7 +118,15 @@ class TaskLifecycle:
             reason = f"refused: {len(self._tasks.queue)} tasks already wait for a worker (max-number-of-tasks-waiting)"
             self._answer(PeerID(client), TaskResult(task.task_id, ResultStatus.NO_WORKER, error_message=reason))
             return
-        record = self._tasks.add(task, TaskState.QUEUED, self.now, cause or ("submitted by client {}", client))
+        words: Words = cause
+        if not cause:
+            shared = self._submitted_causes.get(client)
+            if shared is None:
+                if len(self._submitted_causes) >= MAX_SHARED_CAUSES:
+                    self._submitted_causes.clear()
+                shared = self._submitted_causes[client] = ("submitted by client {}", client)
+            words = shared
+        record = self._tasks.add(task, TaskState.QUEUED, self.now, words)
         self._tasks.queue.push(record)
 
     def submit_graph(self, client: ClientID, graph: GraphTask) -> None:
@@ -257,7 +272,7 @@ class TaskLifecycle:
         moved = sorted(worker.assigned, key=lambda t: self._tasks.records[t].sequence)
         links = [self._tasks.records[task_id].link for task_id in moved]
         for task_id in moved:
-            self.apply(task_id, TaskEvent.RETURNED, reason=f"the notice of reclaimed worker {short(worker.peer)} ended")
+            self.apply(task_id, TaskEvent.RETURNED, reason=f"the drain of worker {short(worker.peer)} ended")
         for task_id, peer in zip(moved, links, strict=True):
             link = self._processors.get(peer) if peer is not None else None
             if link is not None:

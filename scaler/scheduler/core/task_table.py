@@ -94,6 +94,10 @@ class TaskTable:
         self.shrink = ShrinkRule()
         #: each task's history with causes (the core replaces it with one bounded by the user's settings)
         self.stories = StoryBook()
+        #: the table was rebuilt since it was last empty: the stories are compacted again once it empties
+        self._drained_big = False
+        #: (now, wall offset, their sum): the wall time the tasks added at `now` open their stories with
+        self._wall = (-1.0, 0.0, 0.0)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -104,7 +108,10 @@ class TaskTable:
     def add(self, task: Task, state: TaskState, now: float, cause: Words = "") -> TaskRecord:
         record = TaskRecord(task, state, self._next_sequence, now, task.task_id, task.client_id, task.graph_id)
         if self.stories.enabled:
-            self.stories.opened(task.task_id, self.queue.key(record), now + self.wall_offset, state, cause)
+            wall = self._wall
+            if wall[0] != now or wall[1] != self.wall_offset:  # one float for the tasks of a step, not one each
+                wall = self._wall = (now, self.wall_offset, now + self.wall_offset)
+            self.stories.opened(task.task_id, self.queue.key(record), wall[2], state, cause)
         self._next_sequence += 1
         self.records[task.task_id] = record
         owned = self.by_client.get(task.client_id)
@@ -156,6 +163,9 @@ class TaskTable:
         if self.shrink.due(len(self.records)):
             self._rebuild()
         del self.records[record.task_id]
+        if not self.records and self._drained_big:  # the last task of a big queue: the stories kept since the last
+            self._drained_big = False  # rebuild were made among its tasks' memory too
+            self.stories.compact()
         if record.task.actor is not None:
             self.actor_starts_ended += 1
         owned = self.by_client.get(record.client_id)
@@ -175,6 +185,8 @@ class TaskTable:
         rebuild(self.records)
         for owned in self.by_client.values():
             rebuild(owned)
+        self.stories.compact()  # its kept stories would pin the memory the drained tasks filled
+        self._drained_big = True
 
     def _held(self, priority: int, delta: int) -> None:
         count = self.held_by_priority.get(priority, 0) + delta

@@ -142,6 +142,7 @@ class ViewBuilder:
             manager.manager_id, manager.manager_type, manager.capabilities, manager.max_workers, connected, target,
             manager.units, manager.pending_units, manager.last_target, max(0.0, core.now - manager.last_seen),
             manager.worker_cost_per_hour, manager.boot_seconds, manager.min_workers, manager.buffer_workers,
+            manager.waits, manager.held,
         )  # fmt: skip
 
     def _groups(self) -> tuple[m.PendingGroup, ...]:
@@ -187,21 +188,48 @@ class ViewBuilder:
             )
         return tuple(groups)
 
+    def waiting_reasons(self) -> list[tuple[m.Capabilities, str]]:
+        """Why each queue key's tasks wait, as `_groups` words it, without the rest of the view."""
+        queue = self._core.tasks.queue
+        held_back = queue.held_back()
+        reasons = []
+        for capabilities, count in queue.groups():
+            if count:
+                reason = self._waiting_reason(capabilities)
+                kinds = held_back.get(capabilities, {})
+                if sum(kinds.values()):
+                    reason = f"{reason_words(queue.client_quotas, kinds)}; {reason}"
+                reasons.append((capabilities, reason))
+        return reasons
+
     def _waiting_reason(self, capabilities: m.Capabilities) -> str:
         """Why queued tasks wait. A worker whose processors have not said hello on their links yet takes no task and
         is not counted, as clients are told (`ready_worker_count`): a task that waits for a capability until such a
         worker has started waits for one reason, not a second one for the moments its processors start."""
         core = self._core
         able = [worker for worker in core.workers.values() if worker.links and worker.can_run(capabilities)]
-        starting = sum(
-            manager.pending_units for manager in core.managers.values() if covers(manager.capabilities, capabilities)
-        )
+        managers = [manager for manager in core.managers.values() if covers(manager.capabilities, capabilities)]
+        starting = sum(manager.pending_units for manager in managers)
+        queued = _queued_units(managers)
         if not able:
             booting = f"; a worker manager is starting {starting} unit(s)" if starting else ""
             if not core.workers:
-                return "no worker is connected" + booting
-            return f"no connected worker has the capabilities {capability_needs(capabilities)}" + booting
-        return "all workers that can run them are busy" + (f"; {starting} more unit(s) starting" if starting else "")
+                return "no worker is connected" + booting + queued
+            return f"no connected worker has the capabilities {capability_needs(capabilities)}" + booting + queued
+        more = f"; {starting} more unit(s) starting" if starting else ""
+        return "all workers that can run them are busy" + more + queued
+
+
+def _queued_units(managers: list[ManagerRecord]) -> str:
+    """` (3 unit(s) of slurm wait in its provider's queue: Resources)`: the managers' units their providers keep
+    waiting, with the reasons."""
+    parts = [
+        f"{sum(wait.units for wait in manager.waits)} unit(s) of {manager.manager_id} wait in its provider's queue: "
+        + ", ".join(wait.reason for wait in manager.waits)
+        for manager in managers
+        if manager.waits
+    ]
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def with_link_tasks(worker: WorkerRecord) -> m.WorkerStatus:

@@ -1,6 +1,8 @@
 """Worker sessions: what a registered worker agent reports (heartbeats, its processors' ends) and its leaving, falling
 silent or draining at the end of a reclaim notice. A worker's tasks never pass its agent: its processors' links carry
-them and everything about them (`link_sessions.py`).
+them and everything about them (`link_sessions.py`). A worker whose lifetime ends (a batch job's time limit) asks to
+drain (WorkerLeaving with drainSeconds): no new task, those it has not started come back, those it runs may end
+within the drain (then they are moved, at no retry cost), and it is let go (Shutdown) once it holds none.
 
 The tasks themselves change state only in `task_lifecycle.py`. A worker whose unit is being reclaimed leaves
 gracefully: none of its tasks spends a retry. A worker's processors' links go with it. Pure: time is the core's `now`.
@@ -13,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, short
+from scaler.scheduler.core.peers import WorkerRecord
+from scaler.scheduler.core.silence import SilenceDeadlines
 
 if TYPE_CHECKING:
     from scaler.scheduler.core.scheduler_core import SchedulerCore
@@ -23,6 +27,9 @@ logger = logging.getLogger(__name__)
 class WorkerSessions:
     def __init__(self, core: SchedulerCore) -> None:
         self._core = core
+        #: when each worker's silence is next judged (silence.py): a tick looks at the due ones, not at every worker
+        self.silence = SilenceDeadlines(core.settings.worker_timeout_seconds)
+        self._echo: m.HeartbeatEcho | None = None  #: the echo of every worker's heartbeat, while the count holds
 
     def on_heartbeat(self, peer: PeerID, heartbeat: m.Heartbeat) -> None:
         core = self._core
@@ -32,7 +39,10 @@ class WorkerSessions:
         worker.cpu_percent = heartbeat.cpu_percent
         worker.rss_bytes = heartbeat.rss_bytes
         worker.round_trip_seconds = heartbeat.round_trip_seconds
-        core.send(peer, m.HeartbeatEcho(core.settings.object_storage_address, len(core.workers)))
+        echo = self._echo
+        if echo is None or echo.worker_count != len(core.workers):
+            echo = self._echo = m.HeartbeatEcho(core.settings.object_storage_address, len(core.workers))
+        core.send(peer, echo)  # one value for every echo: the shell encodes it once (server.py)
         core.link_sessions.echo(worker)
 
     def on_capacity(self, peer: PeerID, capacity: m.WorkerCapacity) -> None:
@@ -41,29 +51,58 @@ class WorkerSessions:
         self._core.lifecycle.worker_has_room(peer)
 
     def on_leaving(self, peer: PeerID, leaving: m.WorkerLeaving) -> None:
-        self.drop(peer, f"left: {leaving.reason or 'no reason given'}", graceful=True)
+        reason = leaving.reason or "no reason given"
+        worker = self._core.workers[peer]
+        if leaving.drain_seconds > 0 and worker.assigned:
+            self._drain(worker, leaving.drain_seconds, reason)
+            return
+        self.drop(peer, f"left: {reason}", graceful=True)
         self._core.send(peer, m.Shutdown("leave acknowledged"))
 
-    def end_notices(self) -> None:
-        """A draining worker whose reclaim notice is over has its remaining tasks moved elsewhere."""
+    def _drain(self, worker: WorkerRecord, seconds: float, reason: str) -> None:
+        """The worker leaves once its tasks end (its lifetime ends): no new task, those it has not started come back
+        now, those it runs have `seconds` (then they are moved, at no retry cost: `end_notices`)."""
         core = self._core
-        for worker in core.workers.values():
+        until = core.now + seconds
+        worker.draining_until = until if worker.draining_until is None else min(worker.draining_until, until)
+        worker.leaves_when_drained = True
+        logger.info("worker %s drains for at most %.0f s before it leaves (%s); %d task(s) there",
+                    short(worker.peer), seconds, reason, len(worker.assigned))  # fmt: skip
+        core.lifecycle.drain(worker)
+
+    def end_notices(self) -> None:
+        """A draining worker whose reclaim notice is over has its remaining tasks moved elsewhere; one that asked to
+        drain and holds no task any more is let go."""
+        core = self._core
+        for worker in list(core.workers.values()):
             if worker.draining_until is not None and worker.draining_until <= core.now and worker.assigned:
                 core.lifecycle.notice_over(worker)
+            if worker.leaves_when_drained and not worker.assigned:
+                self.drop(worker.peer, "left: drained", graceful=True)
+                core.send(worker.peer, m.Shutdown("drained: leave acknowledged"))
+
+    def registered(self, worker: WorkerRecord) -> None:
+        """A new worker record: its silence is judged from now on (silence.py)."""
+        self.silence.arm(worker.peer, worker.last_seen)
 
     def drop_silent(self) -> None:
         core, timeout = self._core, self._core.settings.worker_timeout_seconds
-        for peer, worker in list(core.workers.items()):
-            if core.now - worker.last_seen > timeout:
-                self.drop(peer, f"was silent for more than {timeout:g} s", False)
+        workers = core.workers
+
+        def last_seen_of(peer: PeerID) -> float | None:
+            worker = workers.get(peer)
+            return None if worker is None else worker.last_seen
+
+        for peer in self.silence.silent(core.now, last_seen_of):
+            self.drop(peer, f"was silent for more than {timeout:g} s", False)
 
     def drop(self, peer: PeerID, reason: str, graceful: bool) -> None:
         core = self._core
         worker = core.workers.pop(peer, None)
         if worker is None:
             return
-        for link in [link for link in core.processors.values() if link.worker == peer]:
-            del core.processors[link.peer]  # they go with it: what they send next is refused (unknown peer)
+        for processor in worker.processors:  # they go with it: what they send next is refused (unknown peer)
+            core.processors.pop(processor, None)
         graceful = graceful or worker.draining_until is not None  # a reclaimed unit: no retry is spent
         text = f"worker {short(peer)} (pid {worker.pid} on {worker.hostname}) {reason}"
         logger.info("%s; %d task(s) go back to the queue", text, len(worker.assigned))

@@ -18,6 +18,12 @@ reaches its processor on the processor's own link to the scheduler, and everythi
    scheduler ends the tasks held on its link. One killed on the scheduler's request is reported as stopped.
 5. A processor that fails while it starts counts as a start failure: the worker gives up after MAX_START_FAILURES in
    a row, or at once with a preload function (pool.py).
+6. A worker with a lifetime (a batch job's time limit: `lifetime_seconds` from its process's start) drains
+   `lifetime_drain_seconds` before it ends: it tells the scheduler once it is registered (WorkerLeaving with
+   drainSeconds), which sends it no new task, takes back those it has not started and lets it go (Shutdown) once it
+   holds none; a scheduler that registers it again is told again. When the lifetime ends it leaves (the scheduler
+   moves what it still runs, at no retry cost), and it exits LIFETIME_EXIT_GRACE_SECONDS later if no
+   acknowledgement came.
 """
 
 from __future__ import annotations
@@ -90,6 +96,9 @@ __all__ = [  # the events and effects are part of the core's interface
 
 logger = logging.getLogger(__name__)
 
+#: A worker whose lifetime ended exits this long after asking to leave, acknowledged or not (rule 6).
+LIFETIME_EXIT_GRACE_SECONDS = 3.0
+
 _STARTING, _READY, _STOPPING = ProcessorState.STARTING, ProcessorState.READY, ProcessorState.STOPPING
 
 
@@ -113,6 +122,10 @@ class AgentCore:
             )
         )
         self._leaving = False
+        #: when its lifetime ends (rule 6), monotonic seconds; None: no lifetime
+        lifetime_started_at = started_at if settings.lifetime_started_at is None else settings.lifetime_started_at
+        self._ends_at = lifetime_started_at + settings.lifetime_seconds if settings.lifetime_seconds > 0 else None
+        self._draining = False  #: it told the scheduler it drains (rule 6)
         self.now = started_at
 
     # ------------------------------------------------------------ the one mutator
@@ -132,6 +145,8 @@ class AgentCore:
                 self._on_exit(event)
             elif isinstance(event, AgentTick):
                 self._follow_link(self.link.on_tick(self.now))
+                if self._ends_at is not None:
+                    self._follow_lifetime(self._ends_at)
             elif isinstance(event, LeaveRequested):
                 self._leave(event.reason)
             elif isinstance(event, SchedulerDisconnected):
@@ -183,11 +198,7 @@ class AgentCore:
             elif isinstance(effect, LinkHeartbeat):
                 self.effects.append(SendWorkerHeartbeat(self.status(), effect.round_trip_seconds))
             elif isinstance(effect, Registered):
-                if not self._storage_address:
-                    self._storage_address = effect.reply.object_storage_address
-                for processor in self.processors.values():
-                    if processor.state is _READY:
-                        self._configure(processor)
+                self._on_registered(effect)
             elif isinstance(effect, Forgotten):
                 logger.warning("the scheduler forgot this worker (restarted?): saying hello again; its processors "
                                "say it again on their links, naming the tasks they hold")  # fmt: skip
@@ -197,6 +208,16 @@ class AgentCore:
                 self._exit(effect.exit_code, effect.reason)
             elif isinstance(effect, StillWaiting):
                 logger.warning("%s", effect.text)
+
+    def _on_registered(self, registered: Registered) -> None:
+        """Its processors are configured (again): each says hello on its link (rule 2)."""
+        if registered.again:
+            self._draining = False  # a scheduler that forgot it (restarted) is told again (rule 6)
+        if not self._storage_address:
+            self._storage_address = registered.reply.object_storage_address
+        for processor in self.processors.values():
+            if processor.state is _READY:
+                self._configure(processor)
 
     # ------------------------------------------------------------ processors
 
@@ -251,6 +272,25 @@ class AgentCore:
         if not self._leaving:
             self._leaving = True
             self.effects.append(ToScheduler(m.WorkerLeaving(reason)))
+
+    def _follow_lifetime(self, ends_at: float) -> None:
+        """Rule 6: drain before the lifetime ends, leave when it does, exit if that is not acknowledged."""
+        now, lifetime = self.now, self.settings.lifetime_seconds
+        if self._leaving:
+            if now >= ends_at + LIFETIME_EXIT_GRACE_SECONDS:
+                self._exit(EXIT_OK, f"its lifetime of {lifetime:g} s is over (its leaving was not acknowledged)")
+            return
+        if now >= ends_at:
+            logger.info("the worker's lifetime of %g s is over: leaving", lifetime)
+            self._leave(f"its lifetime of {lifetime:g} s is over")
+            return
+        left = ends_at - now
+        if not self._draining and left <= self.settings.lifetime_drain_seconds and self.link.is_registered:
+            self._draining = True
+            logger.info("the worker's lifetime ends in %.0f s: draining (no new task; those it runs may finish)", left)
+            self.effects.append(
+                ToScheduler(m.WorkerLeaving(f"its lifetime of {lifetime:g} s ends in {left:.0f} s", left))
+            )
 
     def _exit(self, code: int, reason: str) -> None:
         self._leaving = True

@@ -23,3 +23,8 @@ class AgentSettings:
     #: a gap between two events longer than this is the worker's own pause (SIGSTOP, a VM paused by its host), which
     #: does not count as the scheduler's silence (`LinkSettings.pause_after_seconds`); None: every gap counts
     pause_after_seconds: float | None = None
+    #: the worker leaves this long after `lifetime_started_at` (its process's start), draining
+    #: `lifetime_drain_seconds` before (rule 6 of the core); 0: no lifetime
+    lifetime_seconds: float = 0.0
+    lifetime_drain_seconds: float = 0.0
+    lifetime_started_at: float | None = None  #: monotonic seconds; None: the core's start

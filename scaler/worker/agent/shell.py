@@ -119,7 +119,7 @@ class WorkerAgent:
         if is_refusal(event, value, has_keys):  # said once: ZeroMQ retries, and the death timeout ends the wait
             if not self._refusal_said:
                 self._refusal_said = True
-                hint = "give --curve-secret-key and --curve-server-key"
+                hint = "give --curve-secret-key DIR/workers.key_secret --curve-server-key DIR/server.key"
                 logger.error("%s", refusal_text("scheduler", "worker", self._scheduler_address, event, has_keys, hint))
             return
         if event & zmq.EVENT_DISCONNECTED:

@@ -193,12 +193,13 @@ class Shipment:
         return {unit_id: self._reports[unit_id] for unit_id in listed if unit_id in self._reports}
 
     def _log_change(self, unit_id: str, report: dict[str, Any]) -> None:
-        """Each new thing a unit reports, once: boot and install times, what it could not install or reach."""
+        """Each new thing a unit reports, once: boot and install times, what it could not install or reach. A
+        `started` unit (the hub, whose program says `running` itself) is said once it runs, not twice."""
         line = describe_report(report)
-        if self._logged.get(unit_id) == line:
+        troubled = report.get("state") in ("failed", "unreachable") or report.get("problems")
+        if self._logged.get(unit_id) == line or (report.get("state") == "started" and not troubled):
             return
         self._logged[unit_id] = line
-        troubled = report.get("state") in ("failed", "unreachable") or report.get("problems")
         (logger.error if troubled else logger.info)("unit %s: %s", unit_id, line)
 
 

@@ -97,7 +97,7 @@ class BatchBackend:
         if not queues:
             raise OffloadError(
                 f"AWS Batch job queue {settings.job_queue!r} does not exist (--job-queue): create it, e.g. with "
-                f"python -m scaler.worker_manager.aws_hpc.provision (`scaler --docs worker_managers`, 10.1)"
+                f"python -m scaler.worker_manager.aws_hpc.provision (`scaler --docs worker_managers`, 11.1)"
             )
         definition = settings.job_definition.split(":")[0]
         found = self._api(self._batch.describe_job_definitions, jobDefinitionName=definition, status="ACTIVE")

@@ -125,3 +125,30 @@ def test_the_view_is_built_once_per_step_and_carries_wall_time_from_ticks() -> N
     assert (view.time, view.wall_time, view.feed_version) == (10.0, 1_700_000_000.0, m.FEED_VERSION)
     sim.feed(Received(sim.add_client().peer, m.Heartbeat(), 12.5))
     assert sim.core.view().wall_time == 1_700_000_002.5  # monotonic time plus the offset of the last tick
+
+
+def test_units_waiting_in_a_managers_queue_show_in_the_view_the_task_reason_and_the_decisions() -> None:
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    sim.submit(client, [task(client.peer, 1)])
+    sim.send(b"manager", hello(m.ManagerInfo("slurm", manager_type="slurm")))
+    waits = (m.UnitWaits("Resources", 2, "the partition's nodes are busy"), m.UnitWaits("Priority", 1))
+    for _ in range(2):  # the same reasons again are not news
+        sim.send(b"manager", m.Heartbeat(manager=m.ManagerStatus(units=3, pending_units=3, waits=waits)))
+    (manager,) = sim.core.view().managers
+    assert (manager.waits, manager.held) == (waits, "")
+    (group,) = sim.core.view().pending
+    assert group.reason == (
+        "no worker is connected; a worker manager is starting 3 unit(s) "
+        "(3 unit(s) of slurm wait in its provider's queue: Resources, Priority)"
+    )
+    held = "at most 3 unit(s) may wait in the provider's queue at once"
+    sim.send(b"manager", m.Heartbeat(manager=m.ManagerStatus(units=3, pending_units=3, waits=waits, held=held)))
+    sim.send(b"manager", m.Heartbeat(manager=m.ManagerStatus(units=1, pending_units=0)))
+    reasons = [decision.reason for decision in sim.core.feed.decisions if decision.manager_id == "slurm"]
+    assert reasons == [
+        "3 unit(s) wait in the provider's queue: 2 Resources (the partition's nodes are busy), 1 Priority",
+        "3 unit(s) wait in the provider's queue: 2 Resources (the partition's nodes are busy), 1 Priority; "
+        f"launches held back: {held}",
+        "no unit waits in the provider's queue any more",
+    ]

@@ -201,3 +201,41 @@ def test_what_a_processor_says_of_its_tasks_is_no_business_of_its_agent() -> Non
     result = m.TaskResult(TaskID(b"t"), m.ResultStatus.SUCCESS)
     effects = agent.handle(core.FromProcessor(first, result, 1.0))
     assert not [e for e in effects if isinstance(e, core.ToScheduler)]
+
+
+# ---------------------------------------------------------------- rule 6: a lifetime (a batch job's time limit)
+
+
+def test_a_worker_with_a_lifetime_drains_before_it_ends_then_leaves_and_exits() -> None:
+    """Checked by switching it off: with lifetime_seconds 0 no WorkerLeaving is ever sent."""
+    agent, _ = make(lifetime_seconds=100.0, lifetime_drain_seconds=30.0, lifetime_started_at=-10.0)
+    assert not to_scheduler(agent.handle(core.AgentTick(59.0)), m.WorkerLeaving)  # not registered, not due
+    connect(agent, 59.0)
+    assert not to_scheduler(agent.handle(core.AgentTick(59.9)), m.WorkerLeaving)  # 30.1 s left
+    (drain,) = to_scheduler(agent.handle(core.AgentTick(60.0)), m.WorkerLeaving)  # its process started at -10
+    assert drain.drain_seconds == pytest.approx(30.0)
+    assert drain.reason == "its lifetime of 100 s ends in 30 s"
+    assert not to_scheduler(agent.handle(core.AgentTick(61.0)), m.WorkerLeaving)  # said once
+    (leave,) = to_scheduler(agent.handle(core.AgentTick(90.0)), m.WorkerLeaving)  # the lifetime is over
+    assert (leave.reason, leave.drain_seconds) == ("its lifetime of 100 s is over", 0.0)
+    assert not [e for e in agent.handle(core.AgentTick(92.0)) if isinstance(e, core.Exit)]
+    (exit_,) = [e for e in agent.handle(core.AgentTick(93.0)) if isinstance(e, core.Exit)]  # not acknowledged
+    assert exit_.code == core.EXIT_OK
+
+
+def test_a_drained_worker_exits_when_the_scheduler_lets_it_go() -> None:
+    agent, _ = make(lifetime_seconds=100.0, lifetime_drain_seconds=30.0)
+    connect(agent)
+    assert to_scheduler(agent.handle(core.AgentTick(75.0)), m.WorkerLeaving)
+    (exit_,) = [e for e in agent.handle(core.FromScheduler(m.Shutdown("drained"), 76.0)) if isinstance(e, core.Exit)]
+    assert exit_.code == core.EXIT_OK
+
+
+def test_a_draining_worker_tells_a_scheduler_that_forgot_it_again() -> None:
+    agent, _ = make(lifetime_seconds=100.0, lifetime_drain_seconds=30.0)
+    connect(agent)
+    assert to_scheduler(agent.handle(core.AgentTick(75.0)), m.WorkerLeaving)
+    agent.handle(core.FromScheduler(m.ProtocolError("unknown peer", m.ProtocolErrorKind.UNKNOWN_PEER), 76.0))
+    connect(agent, 77.0)  # registered again with a restarted scheduler
+    (drain,) = to_scheduler(agent.handle(core.AgentTick(78.0)), m.WorkerLeaving)
+    assert drain.drain_seconds == pytest.approx(22.0)

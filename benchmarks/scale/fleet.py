@@ -1,0 +1,341 @@
+"""Fake workers and clients that speak the scheduler's protocol, many to one process (the scale harness's peers).
+
+    python -m scale.fleet tcp://127.0.0.1:PORT --workers 5000 --capacity 2      # commands on stdin, answers on stdout
+
+A fake worker registers (Hello with WorkerInfo, not lending), heartbeats every HEARTBEAT_SECONDS with what a real
+agent's heartbeat carries (its status, one processor), and answers every task it is sent at once, in one message per
+message received. A fake client registers, heartbeats with the count of answers it received (the scheduler forgets
+acknowledged answers by it), and submits no-op tasks in batches of SUBMIT_BATCH, one part per batch, keeping at most
+`window` unanswered. Both check what they see: a task a worker is sent twice, an answer a client gets twice or for a
+task it never submitted.
+
+Commands are JSON lines on stdin, each answered by one JSON line on stdout:
+  {"op": "connect"}                        connects every peer; answered once all are registered
+  {"op": "submit", "tasks": N, "window": W, "all_at_once": false}
+                                           each client submits its share of N (answered at once)
+  {"op": "wait", "answered": N, "timeout": S, "half_counts": false}
+                                           answered when the clients together have N answers (or at the timeout);
+                                           `half_counts`: with each client's count when half of N was reached
+  {"op": "report"}                         what every peer saw
+  {"op": "leave"}                          clients disconnect (ClientDisconnect) and close; workers stay
+  {"op": "stop"}                           everything closes; the process exits
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+from scale.zmtp import Dealer
+from scaler.protocol import codec
+from scaler.protocol import messages as m
+from scaler.protocol.ids import ClientID, TaskID
+
+HEARTBEAT_SECONDS = 2.0
+SUBMIT_BATCH = 100  #: tasks per message a client sends (a real client's submit loop joins what it has)
+CONNECTS_AT_ONCE = 200  #: connections opened at a time (the ROUTER's backlog is ZeroMQ's default, 100)
+PYTHON = "{}.{}".format(*sys.version_info[:2])
+HOSTNAME = socket.gethostname()
+#: what a no-op call's result holds inline: pickle of None
+RESULT_PAYLOAD = b"\x80\x05N."
+#: a TaskBody's size for a small call whose function is in storage (the scheduler never reads it)
+BODY = bytes(range(136))
+
+
+def _hello(info: m.RoleInfo) -> bytes:
+    return codec.encode(m.Hello(m.PROTOCOL_VERSION, PYTHON, os.getpid(), HOSTNAME, info))
+
+
+def _heartbeat() -> bytes:
+    """What a real worker agent with one idle processor sends (worker/agent/shell.py `_heartbeat`)."""
+    processor = m.ProcessorStatus(os.getpid(), 0.0, 60 << 20, "idle", 60 << 20)
+    status = m.WorkerStatus(0, 0, 0, 16 << 30, (processor,), 90 << 20, 8 << 30, "machine")
+    return codec.encode(m.Heartbeat(0.5, 30 << 20, worker=status, round_trip_seconds=0.0004))
+
+
+class FakeWorker:
+    def __init__(self, fleet: Fleet, number: int, capacity: int) -> None:
+        self.fleet = fleet
+        self.identity = b"Worker|FAKE|%s%08d" % (fleet.tag, number)
+        self.capacity = capacity
+        self.link = Dealer(self.identity, self._on_message, on_lost=self._on_lost)
+        self.registered = False
+
+    def _on_lost(self) -> None:
+        if self.registered:
+            self.fleet.lost_workers += 1
+
+    def _on_message(self, parts: list[bytes]) -> None:
+        fleet = self.fleet
+        results: list[bytes] = []
+        for part in parts:
+            for frame in codec.split(part):
+                message = codec.decode(frame)
+                if type(message) is m.Task:
+                    fleet.tasks_received += 1
+                    if message.task_id in fleet.seen_tasks:
+                        fleet.tasks_twice += 1
+                    fleet.seen_tasks.add(message.task_id)
+                    result = m.TaskResult(message.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE,
+                                          RESULT_PAYLOAD, worker_id=self.identity)  # fmt: skip
+                    results.append(codec.encode(result))
+                elif type(message) is m.HelloReply:
+                    if message.accepted and not self.registered:
+                        self.registered = True
+                        fleet.registered_workers += 1
+                        fleet.registering.set()
+                        fleet.loop.call_later(random.uniform(0, HEARTBEAT_SECONDS), self._beat)
+                    elif not message.accepted:
+                        fleet.refusals.append(message.reason)
+                elif type(message) is m.ProtocolError:
+                    fleet.protocol_errors.append(message.reason)
+        if results:
+            self.link.send([b"".join(results)])
+
+    def _beat(self) -> None:
+        if self.link.transport is None or self.fleet.stopping:
+            return
+        self.link.send([self.fleet.heartbeat])
+        self.fleet.loop.call_later(HEARTBEAT_SECONDS, self._beat)
+
+    def hello(self) -> None:
+        self.link.send([_hello(m.WorkerInfo((), self.capacity, "", "FAKE"))])
+
+
+class FakeClient:
+    def __init__(self, fleet: Fleet, number: int) -> None:
+        self.fleet = fleet
+        self.identity = b"Client|fake|%s%06d" % (fleet.tag, number)
+        self.link = Dealer(self.identity, self._on_message)
+        self.registered = False
+        self.prefix = os.urandom(4) + number.to_bytes(4, "big")
+        self.next_task = 0
+        self.to_submit = 0  #: tasks still to submit
+        self.window = 0
+        self.unanswered: set[TaskID] = set()
+        self.answered = 0
+        self.answers_twice = 0
+        self.answers_unknown = 0
+        self.done: set[TaskID] = set()
+
+    def _on_message(self, parts: list[bytes]) -> None:
+        fleet = self.fleet
+        for part in parts:
+            for frame in codec.split(part):
+                message = codec.decode(frame)
+                if type(message) is m.TaskResult:
+                    self._answer(message.task_id)
+                elif type(message) is m.HelloReply:
+                    if message.accepted and not self.registered:
+                        self.registered = True
+                        fleet.registered_clients += 1
+                        fleet.registering.set()
+                        fleet.loop.call_later(random.uniform(0, HEARTBEAT_SECONDS), self._beat)
+                    elif not message.accepted:
+                        fleet.refusals.append(message.reason)
+                elif type(message) is m.ProtocolError:
+                    fleet.protocol_errors.append(message.reason)
+        self._submit()
+
+    def _answer(self, task_id: TaskID) -> None:
+        fleet = self.fleet
+        if task_id in self.unanswered:
+            self.unanswered.discard(task_id)
+            self.answered += 1
+            fleet.answered += 1
+            if fleet.track_done:
+                self.done.add(task_id)
+            fleet.check_waiters()
+        elif task_id in self.done:
+            self.answers_twice += 1
+        else:
+            self.answers_unknown += 1
+
+    def _beat(self) -> None:
+        if self.link.transport is None or self.fleet.stopping:
+            return
+        self.link.send([codec.encode(m.Heartbeat(answers_epoch=0, answers_received=self.answered))])
+        self.fleet.loop.call_later(HEARTBEAT_SECONDS, self._beat)
+
+    def hello(self) -> None:
+        self.link.send([_hello(m.ClientInfo(name=f"fake-{self.identity[-6:].decode()}"))])
+
+    def _submit(self) -> None:
+        """Sends what the window allows, a batch per part."""
+        client_id = ClientID(self.identity)
+        while self.to_submit > 0 and len(self.unanswered) < self.window:
+            count = min(SUBMIT_BATCH, self.to_submit, self.window - len(self.unanswered))
+            frames = []
+            for _ in range(count):
+                task_id = TaskID(self.prefix + self.next_task.to_bytes(8, "big"))
+                self.next_task += 1
+                self.unanswered.add(task_id)
+                frames.append(codec.encode(m.Task(task_id, client_id, BODY, "noop")))
+            self.to_submit -= count
+            self.fleet.submitted += count
+            self.link.send([b"".join(frames)])
+
+
+class Fleet:
+    def __init__(self, address: str, workers: int, clients: int, capacity: int, tag: bytes) -> None:
+        self.loop = asyncio.get_running_loop()
+        host, port = address.removeprefix("tcp://").rsplit(":", 1)
+        self.host, self.port = host, int(port)
+        self.tag = tag
+        self.heartbeat = _heartbeat()
+        self.workers = [FakeWorker(self, number, capacity) for number in range(workers)]
+        self.clients = [FakeClient(self, number) for number in range(clients)]
+        self.stopping = False
+        self.registered_workers = self.registered_clients = self.lost_workers = 0
+        self.tasks_received = self.tasks_twice = 0
+        self.seen_tasks: set[TaskID] = set()
+        self.submitted = self.answered = 0
+        self.track_done = True
+        self.refusals: list[str] = []
+        self.registering = asyncio.Event()  #: set at each registration
+        self.protocol_errors: list[str] = []
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.half_counts: list[int] | None = None
+        self._half_at = 0
+
+    async def connect(self, timeout: float) -> dict[str, Any]:
+        started = time.monotonic()
+        peers: list[FakeWorker | FakeClient] = [*self.workers, *self.clients]
+        for first in range(0, len(peers), CONNECTS_AT_ONCE):
+            batch = peers[first : first + CONNECTS_AT_ONCE]
+            await asyncio.gather(*(self._open(peer) for peer in batch))
+            for peer in batch:
+                peer.hello()
+            while self._registered() < first + len(batch) and time.monotonic() - started < timeout:
+                self.registering.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.registering.wait(), 0.5)
+        return {"registered_workers": self.registered_workers, "registered_clients": self.registered_clients,
+                "seconds": time.monotonic() - started, "refusals": self.refusals[:3]}  # fmt: skip
+
+    def _registered(self) -> int:
+        return self.registered_workers + self.registered_clients
+
+    async def _open(self, peer: FakeWorker | FakeClient) -> None:
+        for attempt in range(20):
+            try:
+                await self.loop.create_connection(lambda: peer.link, self.host, self.port)
+                return
+            except OSError:
+                await asyncio.sleep(0.05 * (attempt + 1))
+        raise ConnectionError(f"could not connect to {self.host}:{self.port}")
+
+    def submit(self, tasks: int, window: int, all_at_once: bool) -> dict[str, Any]:
+        count = len(self.clients)
+        for number, client in enumerate(self.clients):
+            client.to_submit += tasks // count + (1 if number < tasks % count else 0)
+            client.window = client.to_submit + len(client.unanswered) if all_at_once else max(1, window // count)
+            client._submit()
+        return {"submitted": self.submitted}
+
+    async def wait(self, answered: int, timeout: float, half_counts: bool) -> dict[str, Any]:
+        self.half_counts = None
+        self._half_at = (self.answered + answered) // 2 if half_counts else 0
+        future: asyncio.Future[None] = self.loop.create_future()
+        self._waiters.append((answered, future))
+        self.check_waiters()
+        try:
+            await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            pass
+        return {"answered": self.answered, "half_counts": self.half_counts}
+
+    def check_waiters(self) -> None:
+        if self._half_at and self.answered >= self._half_at and self.half_counts is None:
+            self.half_counts = [client.answered for client in self.clients]
+        if self._waiters:
+            for waiter in [w for w in self._waiters if self.answered >= w[0]]:
+                self._waiters.remove(waiter)
+                if not waiter[1].done():
+                    waiter[1].set_result(None)
+
+    def report(self) -> dict[str, Any]:
+        clients = self.clients
+        return {
+            "registered_workers": self.registered_workers,
+            "registered_clients": self.registered_clients,
+            "lost_workers": self.lost_workers,
+            "tasks_received": self.tasks_received,
+            "tasks_twice": self.tasks_twice,
+            "submitted": self.submitted,
+            "answered": self.answered,
+            "unanswered": sum(len(client.unanswered) for client in clients),
+            "answers_twice": sum(client.answers_twice for client in clients),
+            "answers_unknown": sum(client.answers_unknown for client in clients),
+            "per_client": [client.answered for client in clients],
+            "protocol_errors": self.protocol_errors[:5],
+        }
+
+    def leave(self) -> dict[str, Any]:
+        for client in self.clients:
+            client.link.send([codec.encode(m.ClientDisconnect())])
+        self.loop.call_later(0.5, lambda: [client.link.close() for client in self.clients])
+        return {"left": len(self.clients)}
+
+    def stop(self) -> dict[str, Any]:
+        self.stopping = True
+        for peer in [*self.workers, *self.clients]:
+            peer.link.close()
+        return {"stopped": True}
+
+
+async def serve(arguments: argparse.Namespace) -> None:
+    fleet = Fleet(arguments.address, arguments.workers, arguments.clients, arguments.capacity,
+                  arguments.tag.encode())  # fmt: skip
+    commands: asyncio.Queue[str] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+
+    def read_stdin() -> None:
+        for line in sys.stdin:
+            loop.call_soon_threadsafe(commands.put_nowait, line)
+        loop.call_soon_threadsafe(commands.put_nowait, '{"op": "stop"}')
+
+    threading.Thread(target=read_stdin, daemon=True).start()
+    while True:
+        command = json.loads(await commands.get())
+        op = command["op"]
+        if op == "connect":
+            answer = await fleet.connect(command.get("timeout", 600))
+        elif op == "submit":
+            answer = fleet.submit(command["tasks"], command.get("window", 10_000), command.get("all_at_once", False))
+        elif op == "wait":
+            timeout, half = command.get("timeout", 600), command.get("half_counts", False)
+            answer = await fleet.wait(command["answered"], timeout, half)
+        elif op == "report":
+            answer = fleet.report()
+        elif op == "leave":
+            answer = fleet.leave()
+        else:
+            answer = fleet.stop()
+        print(json.dumps(answer), flush=True)
+        if op == "stop":
+            await asyncio.sleep(0.2)
+            return
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("address")
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--clients", type=int, default=0)
+    parser.add_argument("--capacity", type=int, default=2, help="tasks a fake worker accepts at once")
+    parser.add_argument("--tag", default="a", help="tells the peers of several fleets apart")
+    asyncio.run(serve(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

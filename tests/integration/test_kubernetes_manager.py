@@ -1,0 +1,404 @@
+"""`scaler_worker_manager kubernetes` against the Kubernetes rehearsal (one per module; each test in a namespace of
+its own): tasks run in labelled pods, pods come and go with the work, a pod that is deleted, evicted or OOM-killed
+mid-map loses no task and is named and replaced, unschedulable pods are shown and capped, an image that cannot be
+pulled is named and not retried forever, a watch that expired (410) is listed again, a restarted manager adopts its
+pods, and Ctrl-C of `scaler FILE` (the shipped example) leaves no pod."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scaler import Client
+from scaler.protocol import messages as m
+from tests.integration.conftest import (
+    COLD_START_SECONDS,
+    Addresses,
+    Launcher,
+    ProcessWatch,
+    Service,
+    free_addresses,
+    monitor,
+    wait_for,
+)
+from tests.integration.kubernetes_harness import (  # noqa: F401 - the fixtures are used by name
+    client_fixture,
+    kubernetes_backend,
+    namespace_fixture,
+    rehearsal_fixture,
+)
+from tests.integration.manager_harness import manager_of, workers_of
+
+pytestmark = [pytest.mark.integration, pytest.mark.kubernetes, pytest.mark.timeout(240)]
+#: Pods start in well under a second here; a worker's imports take longer on a loaded machine.
+SCALE_DEADLINE_SECONDS = 90.0
+MANAGER_LABEL = "scaler.io/worker-manager"
+#: scheduler address -> (scheduler, object storage) of the stacks `make_stack` started
+STACKS: dict[str, tuple[Service, Service]] = {}
+
+
+def sleep_then_double(seconds: float, value: int) -> int:
+    time.sleep(seconds)
+    return value * 2
+
+
+def pod_name(_: int) -> str:
+    import os
+
+    return os.environ["HOSTNAME"]
+
+
+@pytest.fixture
+def make_stack(launcher: Launcher, processes: ProcessWatch) -> Iterator[Callable[..., Addresses]]:
+    def make(policy: str = "allocate=even_load; scaling=work; cooldown_seconds=60") -> Addresses:
+        addresses, scheduler, storage = launcher.stack(
+            workers=0, scheduler_args=("--policy-content", policy, "--worker-timeout-seconds", "10")
+        )
+        STACKS[addresses.scheduler] = (scheduler, storage)
+        return addresses
+
+    yield make
+    processes.stop_all()
+
+
+def start_manager(
+    launcher: Launcher, rehearsal: Any, addresses: Addresses, namespace: str, manager_id: str, *args: str
+) -> Service:
+    return launcher.start(
+        "scaler_worker_manager",
+        "kubernetes",
+        addresses.scheduler,
+        "-wmi",
+        manager_id,
+        "-his",
+        "1",
+        "-ll",
+        "INFO",
+        "--k8s-kubeconfig",
+        str(rehearsal.kubeconfig_path),
+        "--k8s-namespace",
+        namespace,
+        "--k8s-image",
+        "scaler-worker:latest",
+        "--k8s-cpu",
+        "500m",
+        "--k8s-memory",
+        "512Mi",
+        "--k8s-grace-seconds",
+        "5",
+        *args,
+    )
+
+
+def pods(client: Any, namespace: str, manager_id: str | None = None) -> list[Any]:
+    from lightkube.resources.core_v1 import Pod
+
+    labels = {MANAGER_LABEL: manager_id} if manager_id else None
+    return list(client.list(Pod, namespace=namespace, labels=labels))
+
+
+def running_pods(client: Any, namespace: str, manager_id: str) -> list[str]:
+    return sorted(
+        p.metadata.name
+        for p in pods(client, namespace, manager_id)
+        if p.status.phase == "Running" and not p.metadata.deletionTimestamp
+    )
+
+
+def stop(service: Service) -> int:
+    service.popen.send_signal(signal.SIGTERM)
+    return service.wait_exit(60.0)
+
+
+# ---------------------------------------------------------------- tasks in pods, from zero and back
+
+
+def test_tasks_run_in_labelled_pods_and_the_pods_follow_the_work_back_to_zero(
+    launcher: Launcher, make_stack: Callable[..., Addresses], rehearsal: Any, client: Any, namespace: str
+) -> None:
+    addresses = make_stack("allocate=even_load; scaling=work; cooldown_seconds=3")
+    manager = start_manager(launcher, rehearsal, addresses, namespace, "k8s-a", "-mtc", "3")
+    with Client(addresses.scheduler) as scaler_client:
+        names = set(scaler_client.map(pod_name, range(12)))
+        assert [f * 2 for f in range(6)] == scaler_client.map(sleep_then_double, [0.05] * 6, range(6))
+    labelled = {pod.metadata.name for pod in pods(client, namespace, "k8s-a")}
+    assert names and names <= labelled, f"tasks ran in {names}, the manager's pods are {labelled}"
+    assert all(name.startswith("scaler-worker-") for name in names) and 1 <= len(labelled) <= 3
+    wait_for(lambda: not pods(client, namespace), "every pod to go once the work is done", SCALE_DEADLINE_SECONDS)
+    assert stop(manager) == 0
+
+
+# ---------------------------------------------------------------- a pod that goes mid-map
+
+
+@pytest.mark.parametrize("fault", ["deleted", "evicted", "oom-killed"])
+def test_a_pod_that_goes_mid_map_loses_no_task_is_named_and_replaced(
+    launcher: Launcher, make_stack: Callable[..., Addresses], rehearsal: Any, client: Any, namespace: str, fault: str
+) -> None:
+    addresses = make_stack()
+    manager = start_manager(launcher, rehearsal, addresses, namespace, "k8s-b", "-mtc", "2")
+    with Client(addresses.scheduler) as scaler_client:
+        futures = [scaler_client.submit(sleep_then_double, 1.0, n) for n in range(10)]
+        first = wait_for(
+            lambda: len(running_pods(client, namespace, "k8s-b")) == 2 and running_pods(client, namespace, "k8s-b"),
+            "two running pods",
+            SCALE_DEADLINE_SECONDS,
+        )
+        victim = first[0]
+        with monitor(addresses.monitor) as next_snapshot:  # both workers registered: tasks run on both
+            next_snapshot(lambda snapshot: len(workers_of(snapshot, "k8s-b")) == 2, SCALE_DEADLINE_SECONDS)
+        injected = {"deleted": rehearsal.delete_pod, "evicted": rehearsal.evict_pod, "oom-killed": rehearsal.oom_kill}
+        assert injected[fault](namespace, victim)
+        replaced = wait_for(
+            lambda: victim not in (now := running_pods(client, namespace, "k8s-b")) and len(now) == 2 and now,
+            "a replacement pod",
+            SCALE_DEADLINE_SECONDS,
+        )
+        assert victim not in replaced
+        assert [future.result(timeout=SCALE_DEADLINE_SECONDS) for future in futures] == [n * 2 for n in range(10)]
+    words = {
+        "deleted": "deleted by someone other than this manager",
+        "evicted": "Evicted: The node was low on resource: memory",
+        "oom-killed": "OOMKilled (exit code 137)",
+    }[fault]
+    manager.wait_for_log(words)
+    if fault != "deleted":  # the finished pod is deleted once its end was said: none is left behind
+        wait_for(lambda: victim not in {pod.metadata.name for pod in pods(client, namespace)}, "the finished pod to go")
+    assert stop(manager) == 0
+
+
+# ---------------------------------------------------------------- waits: unschedulable, an image that cannot be pulled
+
+
+def test_unschedulable_pods_are_shown_counted_as_pending_and_capped(
+    launcher: Launcher, make_stack: Callable[..., Addresses], rehearsal: Any, client: Any, namespace: str
+) -> None:
+    addresses = make_stack()
+    manager = start_manager(
+        launcher, rehearsal, addresses, namespace, "k8s-c", "-mtc", "6", "--k8s-cpu", "16", "--max-waiting-units", "2"
+    )
+    with monitor(addresses.monitor) as next_snapshot, Client(addresses.scheduler) as scaler_client:
+        futures = [scaler_client.submit(sleep_then_double, 0.0, n) for n in range(6)]
+
+        def waiting(snapshot: m.StatusSnapshot) -> bool:
+            summary = manager_of(snapshot, "k8s-c")
+            return summary is not None and any(wait.reason == "Unschedulable" for wait in summary.waits)
+
+        snapshot = next_snapshot(waiting, SCALE_DEADLINE_SECONDS)
+        summary = manager_of(snapshot, "k8s-c")
+        assert summary is not None
+        (wait,) = summary.waits
+        assert wait.message == "0/1 nodes are available: 1 Insufficient cpu."
+        assert (
+            summary.pending_units >= 1
+            and "max_waiting_units"
+            in next_snapshot(lambda s: bool(getattr(manager_of(s, "k8s-c"), "held", "")), SCALE_DEADLINE_SECONDS)
+            .managers[0]
+            .held
+        )
+        assert len(pods(client, namespace, "k8s-c")) == 2  # capped: six wanted, two wait
+        for future in futures:
+            future.cancel()
+    manager.wait_for_log("Unschedulable")
+    assert stop(manager) == 0
+    wait_for(lambda: not pods(client, namespace), "the waiting pods to be deleted when the manager stops")
+
+
+def test_an_image_that_cannot_be_pulled_is_named_and_not_retried_forever(
+    launcher: Launcher, make_stack: Callable[..., Addresses], rehearsal: Any, client: Any, namespace: str
+) -> None:
+    addresses = make_stack()
+    manager = start_manager(
+        launcher,
+        rehearsal,
+        addresses,
+        namespace,
+        "k8s-d",
+        "-mtc",
+        "2",
+        "--k8s-image",
+        "registry.example/team/no-such-image:1",
+    )
+    with monitor(addresses.monitor) as next_snapshot, Client(addresses.scheduler) as scaler_client:
+        future = scaler_client.submit(sleep_then_double, 0.0, 1)
+        snapshot = next_snapshot(
+            lambda s: "can never start" in getattr(manager_of(s, "k8s-d"), "held", ""), SCALE_DEADLINE_SECONDS
+        )
+        held = snapshot.managers[0].held
+        assert "ErrImagePull" in held or "ImagePullBackOff" in held, held
+        wait_for(lambda: not pods(client, namespace), "the pod that cannot start to be deleted")
+        future.cancel()
+    text = manager.log_text()
+    assert "registry.example/team/no-such-image:1" in text and "can never start as asked" in text
+    assert stop(manager) == 0
+
+
+# ---------------------------------------------------------------- the watch, adoption, Ctrl-C
+
+
+def test_a_watch_that_expired_is_listed_again_and_misses_nothing(
+    rehearsal: Any, namespace: str, tmp_path: Path
+) -> None:
+    from scaler.config.sections import WorkerConfig
+    from scaler.worker_manager.backend import LaunchSpec, UnitState
+
+    spec = LaunchSpec(
+        "k8s-e",
+        WorkerConfig(
+            scheduler_address="tcp://127.0.0.1:1",
+            worker_manager_id="k8s-e",
+            worker_type="K8S",
+            death_timeout_seconds=30,
+        ),
+    )
+
+    async def scenario() -> None:
+        backend = kubernetes_backend(spec, tmp_path, k8s_namespace=namespace)
+        try:
+            (unit_id,) = await backend.launch(1, spec)
+            name = f"scaler-worker-{unit_id}"
+            await _until(backend, lambda units: units.get(unit_id) is UnitState.RUNNING, "the pod to run")
+            assert backend.relists == 1
+            # while its watch is down, the pod is deleted and the history compacted: resuming it is 410 Gone
+            with rehearsal.store.lock:
+                rehearsal.close_watches()
+                assert rehearsal.delete_pod(namespace, name, 0)
+                rehearsal.compact()
+            await _until(backend, lambda units: units.get(unit_id) is UnitState.GONE, "the deletion to be seen")
+            assert backend.relists == 2
+            details = [unit.detail for unit in await backend.list_units() if unit.unit_id == unit_id]
+            assert details == [
+                f"pod {name}: deleted by someone other than this manager (kubectl delete, a node "
+                "drain, the namespace going)"
+            ]
+        finally:
+            await backend.close()
+
+    asyncio.run(scenario())
+
+
+def test_answers_worth_a_retry_are_retried_and_a_refusal_is_named(
+    rehearsal: Any, namespace: str, tmp_path: Path
+) -> None:
+    from scaler.config.sections import WorkerConfig
+    from scaler.worker_manager.backend import LaunchSpec
+    from scaler.worker_manager.kubernetes.client import KubeError
+
+    spec = LaunchSpec(
+        "k8s-g",
+        WorkerConfig(
+            scheduler_address="tcp://127.0.0.1:1",
+            worker_manager_id="k8s-g",
+            worker_type="K8S",
+            death_timeout_seconds=30,
+        ),
+    )
+
+    async def scenario() -> None:
+        backend = kubernetes_backend(spec, tmp_path, k8s_namespace=namespace)
+        try:
+            rehearsal.fail_requests(429, 1, "POST", "pods")  # too many requests, with Retry-After: 1
+            rehearsal.fail_requests(503, 1, "POST", "pods")
+            rehearsal.fail_requests(409, 1, "POST", "pods")  # a conflict of the API server's
+            assert len(await backend.launch(1, spec)) == 1  # retried with back-off through all three
+            rehearsal.fail_requests(403, 1, "POST", "pods")  # a quota, or RBAC: not retried, named
+            with pytest.raises(KubeError, match=r"Forbidden \(403\): pods is forbidden: exceeded quota"):
+                await backend.launch(1, spec)
+        finally:
+            await backend.close()
+
+    asyncio.run(scenario())
+
+
+async def _until(backend: Any, check: Callable[[dict[str, Any]], bool], what: str) -> None:
+    deadline = time.monotonic() + 30.0
+    while not check({unit.unit_id: unit.state for unit in await backend.list_units()}):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+def test_a_restarted_manager_adopts_the_pods_of_its_predecessor(
+    launcher: Launcher, make_stack: Callable[..., Addresses], rehearsal: Any, client: Any, namespace: str
+) -> None:
+    addresses = make_stack()
+    first = start_manager(launcher, rehearsal, addresses, namespace, "k8s-f", "-mtc", "2")
+    with Client(addresses.scheduler) as scaler_client:
+        scaler_client.map(sleep_then_double, [0.2] * 4, range(4))
+        before = wait_for(
+            lambda: len(running_pods(client, namespace, "k8s-f")) == 2 and running_pods(client, namespace, "k8s-f"),
+            "two pods",
+            SCALE_DEADLINE_SECONDS,
+        )
+        first.popen.kill()  # no goodbye: its pods stay, as after a crash
+        first.popen.wait()
+        second = start_manager(launcher, rehearsal, addresses, namespace, "k8s-f", "-mtc", "2")
+        second.wait_for_log("registered with the scheduler", COLD_START_SECONDS)
+        assert scaler_client.map(sleep_then_double, [0.2] * 4, range(4)) == [0, 2, 4, 6]
+    assert running_pods(client, namespace, "k8s-f") == before  # the same pods: adopted, not doubled
+    assert "launching" not in second.log_text()
+    assert stop(second) == 0
+    wait_for(lambda: not pods(client, namespace), "the adopted pods to be deleted when the manager stops")
+
+
+def test_the_pods_of_a_dead_manager_end_by_themselves_and_the_next_one_collects_them(
+    launcher: Launcher, make_stack: Callable[..., Addresses], rehearsal: Any, client: Any, namespace: str
+) -> None:
+    addresses = make_stack()
+    # its workers give up on a scheduler gone for 5 s
+    first = start_manager(
+        launcher, rehearsal, addresses, namespace, "k8s-h", "-mtc", "2", "--death-timeout-seconds", "5"
+    )
+    with Client(addresses.scheduler) as scaler_client:
+        scaler_client.map(sleep_then_double, [0.2] * 4, range(4))
+    wait_for(lambda: running_pods(client, namespace, "k8s-h"), "the pods to run", SCALE_DEADLINE_SECONDS)
+    left = {pod.metadata.name for pod in pods(client, namespace, "k8s-h")}
+    first.popen.kill()  # the manager dies, and the whole stack with it: nothing will delete its pods
+    first.popen.wait()
+    for service in STACKS.pop(addresses.scheduler):
+        service.popen.kill()
+        service.popen.wait()
+
+    def ended() -> bool:
+        phases = {pod.metadata.name: pod.status.phase for pod in pods(client, namespace, "k8s-h")}
+        return set(phases) == left and all(phase in ("Succeeded", "Failed") for phase in phases.values())
+
+    wait_for(ended, "the orphaned pods to end by themselves", SCALE_DEADLINE_SECONDS)
+    later = make_stack()
+    second = start_manager(launcher, rehearsal, later, namespace, "k8s-h", "-mtc", "2")
+    wait_for(lambda: not pods(client, namespace), "the next manager with the same id to collect them",
+             SCALE_DEADLINE_SECONDS)  # fmt: skip
+    assert stop(second) == 0
+
+
+def test_ctrl_c_of_the_example_stack_leaves_no_pod(
+    launcher: Launcher, rehearsal: Any, client: Any, namespace: str, tmp_path: Path
+) -> None:
+    from lightkube.resources.core_v1 import Secret
+
+    from scaler.config.example_files import example_text
+
+    addresses = free_addresses()
+    defaults = (("8516", addresses.scheduler), ("8517", addresses.object_storage), ("8518", addresses.monitor))
+    ports = {port: address.rsplit(":", 1)[1] for port, address in defaults}
+    text = example_text("kubernetes")
+    for default, port in ports.items():
+        text = text.replace(f":{default}", f":{port}")
+    text = text.replace('"fake-kubernetes.kubeconfig"', f'"{rehearsal.kubeconfig_path}"')
+    text = text.replace('k8s_namespace = "default"', f'k8s_namespace = "{namespace}"')
+    stack_file = tmp_path / "kubernetes.toml"
+    stack_file.write_text(text)
+    stack = launcher.start("scaler", str(stack_file))
+    stack.wait_for_log("registered with the scheduler", COLD_START_SECONDS)
+    with Client(addresses.scheduler) as scaler_client:
+        assert scaler_client.map(sleep_then_double, [0.1] * 4, range(4)) == [0, 2, 4, 6]
+    assert pods(client, namespace, "k8s")
+    stack.popen.send_signal(signal.SIGINT)
+    assert stack.wait_exit(90.0) == 0
+    assert not pods(client, namespace)  # stopping the stack deleted every labelled pod (and waited for them)
+    assert not [s for s in client.list(Secret, namespace=namespace) if s.metadata.name.startswith("scaler-worker-keys")]
