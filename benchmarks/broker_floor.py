@@ -1,15 +1,13 @@
 """W3's floor: the sequential round trip of a do-nothing asyncio ZeroMQ broker, beside ours, in one run.
 
-    python benchmarks/broker_floor.py [--calls 500] [--rounds 3] [--lent]
+    python benchmarks/broker_floor.py [--calls 500] [--rounds 3]
 
 The floor is the least any broker design pays per task: a client DEALER sends a pickled `(inc, i)` to a broker
 process (asyncio, one ROUTER for clients and one for workers, forwarding frames, nothing else), which passes it
 to a worker process that unpickles it, calls it, and sends the pickled result back the same way: four hops, two
 pickles each way, no bookkeeping. Ours is W3 as the suite runs it (`submit(inc, i).result()` 500 times, 2
 workers, the version's default settings). Rounds alternate the two; the figure is the ratio of the medians' p50s.
-`--lent` compares both routes of a task: "ours" is then a cluster whose workers do not lend their processors (every
-task through the worker agent), and a third, alternated with the others, one whose workers do (`lend_processors`,
-the default since h40-lent2). Not a test.
+Not a test.
 """
 
 from __future__ import annotations
@@ -112,37 +110,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--lent", action="store_true", help="ours without lend_processors, and one with it")
     arguments = parser.parse_args()
     from scaler import SchedulerClusterCombo
 
     front, floor_processes = start_floor()
-    cluster = SchedulerClusterCombo(n_workers=2, **({"lend_processors": False} if arguments.lent else {}))
-    lent = SchedulerClusterCombo(n_workers=2, lend_processors=True) if arguments.lent else None
-    floors, ours, lents = [], [], []
+    cluster = SchedulerClusterCombo(n_workers=2)
+    floors, ours = [], []
     try:
         for _round in range(arguments.rounds):
             floors.append(floor_p50(arguments.calls, front))
             ours.append(ours_p50(arguments.calls, cluster.get_address()))
-            if lent is not None:
-                lents.append(ours_p50(arguments.calls, lent.get_address()))
     finally:
         cluster.shutdown()
-        if lent is not None:
-            lent.shutdown()
         for process in floor_processes:
             process.kill()
     floor, our = statistics.median(floors), statistics.median(ours)
     print(f"sequential round trip p50 over {arguments.calls} calls, median of {arguments.rounds} alternated rounds")
     print(f"  do-nothing asyncio zmq broker (4 hops): {floor:.3f} ms   rounds: {', '.join(f'{f:.3f}' for f in floors)}")
-    label = "ours, through the agent:" if lent is not None else "ours (W3, 2 workers):"
-    print(f"  {label:<40}{our:.3f} ms   rounds: {', '.join(f'{o:.3f}' for o in ours)}")
+    print(f"  {'ours (W3, 2 workers):':<40}{our:.3f} ms   rounds: {', '.join(f'{o:.3f}' for o in ours)}")
     print(f"  ours / floor: {our / floor:.2f}x (target of #29: at most 1.5x)")
-    if lents:
-        median = statistics.median(lents)
-        rounds = ", ".join(f"{o:.3f}" for o in lents)
-        print(f"  ours, lent processors:                  {median:.3f} ms   rounds: {rounds}")
-        print(f"  lent / floor: {median / floor:.2f}x")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ LAPTOP_MAIN = BENCH_DIR / "workloads" / "laptop.py"
 SCALER_LINK = Path(sys.executable).parent / "scaler_link"
 TIMEOUT_SECONDS = 1200.0
 #: the venv each system runs in (benchmarks/harness/systems.py): Ray Client needs ray[client]
-VENVS = {"ray": "ray-client", "ours-plain": "ours", "ours-direct": "ours", "ours-before-direct": "ours-before"}
+VENVS = {"ray": "ray-client", "ours-plain": "ours"}
 #: row -> (title, figure key, how a value reads)
 ROWS = {
     "W3": ("round trip (submit, result), p50", "W3_p50_ms", "ms"),
@@ -52,8 +52,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--systems",
         default="ours,dask,ray",
-        help="from ours, ours-plain (ours without CURVE, as the peers run), ours-direct (ours with direct_results), "
-        "dask, ray, ours-before and ours-before-direct (our code at SCALER_BENCH_BEFORE's tree, to compare a change)",
+        help="from ours, ours-plain (ours without CURVE, as the peers run), dask, ray and ours-before (our code at "
+        "SCALER_BENCH_BEFORE's tree, to compare a change)",
     )
     parser.add_argument("--rtt-ms", type=float, default=40.0)
     parser.add_argument("--jitter-ms", type=float, default=0.0)

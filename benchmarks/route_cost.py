@@ -1,13 +1,12 @@
 """Where a task's time goes, process by process, for W3 (sequential round trips) and W1 (many tiny tasks at once):
 CPU (user + system) and context switches per task, and the wall figures beside them.
 
-    python benchmarks/route_cost.py [--calls 2000] [--tasks 20000] [--direct-results true|false]
+    python benchmarks/route_cost.py [--calls 2000] [--tasks 20000]
     PYTHONPATH=/path/to/another/checkout python benchmarks/route_cost.py   # the same for another version
 
 A local cluster of 2 workers; psutil reads every process of it before and after each part. CPU per task is much
 less noisy than wall time on a shared, loaded machine (other processes take cores; they do not add CPU to ours), so
-this is what compares two versions of the route. `--direct-results` is the worker setting of that name (results
-straight from processors to the scheduler); not given: the version's default. Not a test.
+this is what compares two versions of the route (each with its defaults). Not a test.
 """
 
 from __future__ import annotations
@@ -82,14 +81,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=2000, help="W3's sequential round trips")
     parser.add_argument("--tasks", type=int, default=20_000, help="W1's tasks, submitted at once")
-    parser.add_argument("--direct-results", choices=("true", "false"), default=None)
-    parser.add_argument("--lend-processors", choices=("true", "false"), default=None)
     arguments = parser.parse_args()
     settings: dict[str, Any] = {"n_workers": 2, "logging_level": "WARNING"}
-    if arguments.direct_results is not None:
-        settings["direct_results"] = arguments.direct_results == "true"
-    if arguments.lend_processors is not None:
-        settings["lend_processors"] = arguments.lend_processors == "true"
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     cluster = SchedulerClusterCombo(**settings)
     with cluster, Client(cluster.get_address()) as client:

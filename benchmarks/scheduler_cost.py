@@ -1,13 +1,14 @@
 """The scheduler's main thread per tiny task, without sockets: W1's frames through the real shell's inbound handler
 (`SchedulerServer._on_frames`: decode, the core, the effects, encode) and the outbox's flush, timed with the CPU clock.
 
-    python benchmarks/scheduler_cost.py [--tasks 20000] [--rounds 5] [--batch 64] [--lend] [--spaced] [--queued N]
+    python benchmarks/scheduler_cost.py [--tasks 20000] [--rounds 5] [--batch 64] [--spaced] [--queued N]
     PYTHONPATH=/path/to/another/checkout python benchmarks/scheduler_cost.py   # the same for another version
 
 One client sends tasks `--batch` to a frame (as a client's submit loop does), two workers (capacity 8, as a worker
 with one processor announces while busy) answer each task they are given with a result shaped like a real one (an
 inline value, run stamps, the worker's id), a burst of frames at a time; every `Send` the core makes is encoded as
-the shell does. With `--lend`, each worker lends one processor and results come back on its link. `--spaced`: U1's
+the shell does. Each worker has one processor, whose link takes its tasks and brings their results (its hello also
+says the worker lends it, so that a tree from before the one route runs the same shape). `--spaced`: U1's
 shape (tasks of 2 ms: each result reaches the scheduler alone, a step of its own; with `--batch 1 --queued 5000`, as
 its client submits); `scheduler_u1_cost.py` measures that shape in real processes. What it leaves out:
 ZeroMQ (each frame about 3-4 us of the socket's own CPU, most in its I/O thread), the event loop and CURVE checks
@@ -73,7 +74,7 @@ class Outbox:
 
 
 class Driver:
-    def __init__(self, lend: bool) -> None:
+    def __init__(self) -> None:
         core = SchedulerCore(CoreSettings("tcp://s:1", "tcp://s:2", PYTHON))
         self.server = SchedulerServer(core, "tcp://s:1", "tcp://s:3", "tcp://s:2", Sockets())  # type: ignore[arg-type]
         self.outbox = Outbox()
@@ -84,20 +85,19 @@ class Driver:
         self.now = 1.0
         self.client = PeerID(b"Client|1290487433ec4611aa2c1628629c4bc4")
         self.workers = [PeerID(b"Worker|FIX|%032x" % number) for number in range(2)]
-        #: who answers for a worker: the worker itself or its lent processor's link
-        self.answerer: dict[bytes, bytes] = {}
         self.held: dict[bytes, list[m.Task]] = {}
         self.answered = 0
         self.feed(self.client, [m.Hello(m.PROTOCOL_VERSION, PYTHON, 1, "bench", m.ClientInfo())])
         for number, worker in enumerate(self.workers):
-            info = m.WorkerInfo((), CAPACITY, "", "FIX", lends_processors=lend)
+            info = m.WorkerInfo((), CAPACITY, "", "FIX", lends_processors=True)
             self.feed(worker, [m.Hello(m.PROTOCOL_VERSION, PYTHON, 1, "bench", info)])
-            self.held[worker] = []
-            if lend:
-                link = PeerID(b"Processor|%032x" % number)
-                info = m.ProcessorInfo(b"processor-0", worker, lent=True)
-                self.feed(link, [m.Hello(m.PROTOCOL_VERSION, PYTHON, 1, "bench", info)])
-                self.held[link] = []
+            link = PeerID(b"Processor|%032x" % number)
+            try:  # it stages tiny tasks, as a forked processor says (a tree from before the one route: a lent one)
+                processor = m.ProcessorInfo(b"processor-0", worker, lent=True, max_staged_tasks=64)
+            except TypeError:
+                processor = m.ProcessorInfo(b"processor-0", worker, lent=True)
+            self.feed(link, [m.Hello(m.PROTOCOL_VERSION, PYTHON, 1, "bench", processor)])
+            self.held[link] = []
         self.outbox.take()
 
     def _now(self) -> float:
@@ -140,11 +140,11 @@ def result_frame(worker: bytes, task_frame: bytes, stamp: float) -> bytes:
     )  # fmt: skip
 
 
-def one_round(tasks: int, batch: int, lend: bool, spaced: bool = False, queued: int = 0) -> float:
+def one_round(tasks: int, batch: int, spaced: bool = False, queued: int = 0) -> float:
     """CPU seconds per task of the scheduler's part (results are encoded outside the timed part). `spaced`: each
     result is a burst of its own (U1's tasks of 2 ms: a result at a time reaches the scheduler). `queued`: this many
     tasks are submitted first (a deep queue, as a client that submits faster than the tasks run leaves)."""
-    driver = Driver(lend)
+    driver = Driver()
     submitted = 0
     spent = 0.0
 
@@ -168,7 +168,7 @@ def one_round(tasks: int, batch: int, lend: bool, spaced: bool = False, queued: 
             if not held:
                 continue
             given, held[:] = held[:], []
-            worker = peer if peer in driver.workers else driver.workers[int(peer[-1:], 16) % 2]
+            worker = driver.workers[int(peer[-1:], 16) % 2]
             results = [result_frame(worker, frame, driver.now) for frame in given]
             driver.now += 0.0005
             for burst in ([result] for result in results) if spaced else [results]:
@@ -184,12 +184,11 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=64, help="tasks per frame from the client")
-    parser.add_argument("--lend", action="store_true", help="workers lend their processor (results on its link)")
     parser.add_argument("--spaced", action="store_true", help="each result a burst of its own (U1's 2 ms tasks)")
     parser.add_argument("--queued", type=int, default=0, help="tasks submitted before the first result")
     arguments = parser.parse_args()
     gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, *gc.get_threshold()[1:])  # as the scheduler process sets it
-    shape = (arguments.batch, arguments.lend, arguments.spaced, arguments.queued)
+    shape = (arguments.batch, arguments.spaced, arguments.queued)
     figures = [one_round(arguments.tasks, *shape) * 1e6 for _ in range(arguments.rounds)]
     print(
         f"scheduler main thread, CPU per task: best {min(figures):.1f} us, median {statistics.median(figures):.1f} us "

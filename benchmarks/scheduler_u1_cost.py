@@ -1,7 +1,7 @@
 """The scheduler process's CPU per task in U1's shape (real processes): tasks of about 2 ms, each reading a window
 of one array sent once with `send_object`, whose arguments are the array's reference and a small int.
 
-    python benchmarks/scheduler_u1_cost.py [--tasks 5000] [--megabytes 50] [--lend-processors true|false]
+    python benchmarks/scheduler_u1_cost.py [--tasks 5000] [--megabytes 50]
         [--rounds 3] [--event-loop builtin|uvloop] [--insecure] [--ipc] [--tiny] [--before /tmp/before]
         [--parts] [--profile DIR] [--attach COMMAND]
 
@@ -123,8 +123,6 @@ def one_round(arguments: argparse.Namespace) -> dict[str, Any]:
     from scaler import Client, SchedulerClusterCombo
 
     settings: dict[str, Any] = {"n_workers": 2, "logging_level": "WARNING"}
-    if arguments.lend_processors is not None:
-        settings["lend_processors"] = arguments.lend_processors == "true"
     if arguments.event_loop is not None:
         settings["event_loop"] = arguments.event_loop
     array = numpy.random.default_rng(29).random(arguments.megabytes * (1 << 20) // 8)
@@ -182,7 +180,6 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=5_000)
     parser.add_argument("--megabytes", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each version")
-    parser.add_argument("--lend-processors", choices=("true", "false"), default=None, help="default: the version's")
     parser.add_argument("--event-loop", choices=("builtin", "uvloop"), default=None, help="default: the version's")
     parser.add_argument("--ipc", action="store_true", help="the cluster on unix sockets (ipc://), not TCP")
     parser.add_argument("--insecure", action="store_true", help="plain TCP (what CURVE costs)")

@@ -1,11 +1,11 @@
 """Rename a class everywhere it is used: `python3 tools/rename_class.py MODULE OLD NEW [--dry-run]`.
 
-MODULE is the dotted module that defines OLD (`scaler.worker.processor_protocol`). Renamed, in every Python file
+MODULE is the dotted module that defines OLD (`scaler.protocol.processor_protocol`). Renamed, in every Python file
 below `scaler`, `tests`, `benchmarks` and `tools`:
 - in MODULE itself, every name OLD (not an attribute of something else);
 - in a file that imports OLD from MODULE (or from any module that imports it from there, which re-exports it),
   the imported name and every use of it (an import `OLD as ALIAS` keeps its alias);
-- in a file that imports MODULE itself (`from scaler.worker import processor_protocol as pp`), every `pp.OLD`;
+- in a file that imports MODULE itself (`from scaler.protocol import processor_protocol as pp`), every `pp.OLD`;
 - an `__all__` entry "OLD" where OLD was imported; and `OLD` in backticks in docstrings and comments of those files.
 In docs/*.md, `basename.OLD` (the module's last part, then the name) is renamed; other mentions are printed for a
 reader to judge. Prints every file it changes (`--dry-run`: would change). Run from the project root.

@@ -100,17 +100,15 @@ class Ours:
     """Ours as users run it: CURVE on every connection (the default)."""
 
     insecure = False
-    direct_results = False  #: the setting's default: results go through the worker agent
 
     def __init__(self, arguments: argparse.Namespace, log_dir: Path) -> None:
         from scaler import Client, SchedulerClusterCombo
 
         port = free_ports(3)
-        options = {"direct_results": True} if self.direct_results else {}
         self._cluster = SchedulerClusterCombo(
             n_workers=2, address=f"tcp://127.0.0.1:{port}", object_storage_address=f"tcp://127.0.0.1:{port + 1}",
             monitor_address=f"tcp://127.0.0.1:{port + 2}", logging_paths=(str(log_dir / "cluster.log"),),
-            insecure=self.insecure, **options,
+            insecure=self.insecure,
         )  # fmt: skip
         self.link = Link(arguments, port, 2, log_dir) if arguments.link else None
         there = self.link.port if self.link else port
@@ -139,14 +137,6 @@ class Ours:
 
     def put(self, data: bytes) -> Any:
         return self.client.send_object(data)
-
-
-class OursDirect(Ours):
-    """Ours with `direct_results = true`: each processor sends its results to the scheduler on a link of its own, so a
-    large result is announced while it is written (object_storage/followed_put.py); through the agent (the default)
-    it is announced once written."""
-
-    direct_results = True
 
 
 class OursPlain(Ours):
@@ -303,9 +293,7 @@ class Ray:
 SYSTEMS: dict[str, Callable[[argparse.Namespace, Path], Any]] = {
     "ours": Ours,
     "ours-plain": OursPlain,
-    "ours-direct": OursDirect,
     "ours-before": Ours,  # our code at an earlier commit (SCALER_BENCH_BEFORE, benchmarks/harness/systems.py)
-    "ours-before-direct": OursDirect,
     "dask": Dask,
     "ray": Ray,
 }

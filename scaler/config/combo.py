@@ -14,13 +14,16 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
+import logging
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any
 
 from scaler.config.fields import COMBO_DEFAULT, HELP, combo_name
-from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig
+from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, WorkerConfig, retired_settings
+
+logger = logging.getLogger(__name__)
 
 #: The sections a combo starts, in the order their settings are listed.
 COMBO_SECTIONS: tuple[type, ...] = (SchedulerConfig, WorkerConfig, ObjectStorageServerConfig)
@@ -70,7 +73,11 @@ def sections_of(given: Mapping[str, Any]) -> dict[type, dict[str, Any]]:
     """{section type: {field: value}} for every declared keyword, given or defaulted. An unknown keyword raises
     TypeError as Python does for a function, with the closest known one."""
     parameters = combo_parameters()
-    unknown = sorted(set(given) - set(parameters))
+    retired = {setting.name: setting for kind in COMBO_SECTIONS for setting in retired_settings(kind) if setting.combo}
+    for name in sorted(set(given) & set(retired)):
+        logger.warning("SchedulerClusterCombo(%s=...) is accepted for compatibility and ignored: %s", name,
+                       retired[name].why)  # fmt: skip
+    unknown = sorted(set(given) - set(parameters) - set(retired))
     if unknown:
         close = difflib.get_close_matches(unknown[0], parameters, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""

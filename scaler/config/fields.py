@@ -123,6 +123,7 @@ class RetiredSetting:
     short: tuple[str, ...] = ()
     values: tuple[str, ...] | None = None  #: the values accepted; None: any value
     is_flag: bool = False  #: a boolean flag (`-hps` alone, or with a boolean word)
+    combo: bool = False  #: `SchedulerClusterCombo` still takes it as a keyword, noted and ignored the same way
 
     @property
     def option_strings(self) -> tuple[str, ...]:

@@ -370,22 +370,6 @@ class WorkerSettings(LoggingSettings, CurveClientSettings):
         choices=tuple(mode.value for mode in NestedParents),
         combo=True,
     )
-    direct_results: bool = setting(
-        False,
-        help="True: processors send each result straight to the scheduler on a link of their own (the worker agent "
-        "hears of it off the critical path): a round trip costs less, but each result costs its processor two sends, "
-        "so many tiny tasks at once cost more CPU; False: through the worker agent",
-        combo=True,
-    )
-    lend_processors: bool = setting(
-        True,
-        help="True (the default): the worker lends its processors to the scheduler, which sends plain tasks (not "
-        "streaming ones, not actors' starts) straight to a processor on its own link and gets the result back there, "
-        "past the worker agent; ignored with a task timeout (the agent enforces it) and with nested_parents "
-        "'process'; false: every task goes through the worker agent. Still open: the depth of the tasks staged in a "
-        "processor follows the worker's recent lent tasks, whatever their function",
-        combo=True,
-    )
     io_threads: int = setting(
         1,
         help="ZeroMQ I/O threads per worker",
@@ -712,6 +696,12 @@ class SlurmWorkerManagerConfig(WorkerManagerSettings):
     )  # fmt: skip
 
 
+#: Why `direct_results` and `lend_processors` are retired (issue 56).
+_ONE_ROUTE = (
+    "deprecated, it has no effect any more: every task reaches its processor on the processor's own link to the "
+    "scheduler, and its result leaves there"
+)
+
 #: Settings of the reference that nothing here reads, by the section that would have them (its subclasses too):
 #: accepted from flags and TOML with a note, never part of a section (`fields.RetiredSetting`).
 RETIRED_SETTINGS: dict[type, tuple[RetiredSetting, ...]] = {
@@ -722,6 +712,8 @@ RETIRED_SETTINGS: dict[type, tuple[RetiredSetting, ...]] = {
             short=("-hps",),
             is_flag=True,
         ),
+        RetiredSetting("direct_results", _ONE_ROUTE, is_flag=True, combo=True),
+        RetiredSetting("lend_processors", _ONE_ROUTE, is_flag=True, combo=True),
     ),
     EC2WorkerManagerConfig: (RetiredSetting("network_backend", "the workers always use ZeroMQ", values=("zmq",)),),
     AWSHPCWorkerManagerConfig: (

@@ -124,6 +124,11 @@ class _Unit:
     held: list[TaskID] = field(default_factory=list)  #: given by the scheduler, running one first
     run: int = 0  #: bumped per task start, so a stale completion is recognised
 
+    @property
+    def link(self) -> PeerID:
+        """Its one processor's link, where its tasks come and their results leave."""
+        return PeerID(self.peer + b"/p1")
+
 
 @dataclass(eq=False, slots=True)
 class _Manager:
@@ -240,13 +245,12 @@ class _Simulation:
         elif isinstance(message, m.TaskReturn):
             waiting = [task_id for task_id in message.task_ids if task_id in unit.held[1:]]
             unit.held = [task_id for task_id in unit.held if task_id not in waiting]
-            self._send(unit.peer, m.TaskReturn(tuple(waiting)))
+            self._send(unit.link, m.TaskReturn(tuple(waiting)))
         elif isinstance(message, m.TaskCancel):
             for task_id in message.task_ids:
-                outcome = m.CancelOutcome.CANCELED if task_id in unit.held else m.CancelOutcome.NOT_FOUND
                 if task_id in unit.held:
                     unit.held.remove(task_id)
-                self._send(unit.peer, m.TaskCancelConfirm(task_id, outcome))
+                    self._send(unit.link, m.TaskCancelConfirm(task_id, m.CancelOutcome.CANCELED))
 
     # ------------------------------------------------------------ units (workers)
 
@@ -258,7 +262,7 @@ class _Simulation:
         if unit.stopped_at is not None or unit.run != run or not unit.held:
             return
         task_id = unit.held.pop(0)
-        self._send(unit.peer, m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b""))
+        self._send(unit.link, m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b""))
         if unit.held:
             self._start(unit)
 
@@ -269,6 +273,7 @@ class _Simulation:
         spec = unit.manager.spec
         info = m.WorkerInfo(spec.capabilities, 1, spec.manager_id, f"SIM-{unit.unit_id}")
         self._send(unit.peer, _hello(info))
+        self._send(unit.link, _hello(m.ProcessorInfo(b"p1", unit.peer)))  # its processor's link: its tasks go there
 
     def _new_unit(self, manager: _Manager, is_fixed: bool = False) -> _Unit:
         """A unit of the manager; a fixed one (an initial worker) is not the reconciler's to stop."""
@@ -278,7 +283,7 @@ class _Simulation:
         unit = _Unit(unit_id, manager, self._now, peer)
         if not is_fixed:
             manager.units[unit_id] = unit
-        self._units_by_peer[peer] = unit
+        self._units_by_peer[peer] = self._units_by_peer[unit.link] = unit
         self._all_units.append(unit)
         return unit
 

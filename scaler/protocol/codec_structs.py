@@ -52,6 +52,9 @@ _M_WORKER_INFO__MANAGER_ID = field_of("m", "WorkerInfo.managerId")
 _M_WORKER_INFO__WORKER_TYPE = field_of("m", "WorkerInfo.workerType")
 _M_WORKER_INFO__HELD_TASKS = field_of("m", "WorkerInfo.heldTasks")
 _M_WORKER_INFO__LENDS_PROCESSORS = field_of("m", "WorkerInfo.lendsProcessors")
+_M_WORKER_INFO__SLOTS = field_of("m", "WorkerInfo.slots")
+_M_WORKER_INFO__TASK_TIMEOUT_SECONDS = field_of("m", "WorkerInfo.taskTimeoutSeconds")
+_M_WORKER_INFO__PROCESSOR_PER_PARENT = field_of("m", "WorkerInfo.processorPerParent")
 _NEW_M_WORKER_INFO = constructor(m.WorkerInfo)
 _M_MANAGER_INFO__MANAGER_ID = field_of("m", "ManagerInfo.managerId")
 _M_MANAGER_INFO__CAPABILITIES = field_of("m", "ManagerInfo.capabilities")
@@ -66,6 +69,7 @@ _M_PROCESSOR_INFO__PROCESSOR_ID = field_of("m", "ProcessorInfo.processorId")
 _M_PROCESSOR_INFO__WORKER_ID = field_of("m", "ProcessorInfo.workerId")
 _M_PROCESSOR_INFO__LENT = field_of("m", "ProcessorInfo.lent")
 _M_PROCESSOR_INFO__HELD_TASKS = field_of("m", "ProcessorInfo.heldTasks")
+_M_PROCESSOR_INFO__MAX_STAGED_TASKS = field_of("m", "ProcessorInfo.maxStagedTasks")
 _NEW_M_PROCESSOR_INFO = constructor(m.ProcessorInfo)
 _M_HELLO_REPLY__ACCEPTED = field_of("m", "HelloReply.accepted")
 _M_HELLO_REPLY__REASON = field_of("m", "HelloReply.reason")
@@ -247,9 +251,14 @@ _NEW_M_PROCESSOR_WRITING = constructor(m.ProcessorWriting)
 _M_PROCESSOR_EXITED__PROCESSOR_ID = field_of("m", "ProcessorExited.processorId")
 _M_PROCESSOR_EXITED__DESCRIPTION = field_of("m", "ProcessorExited.description")
 _M_PROCESSOR_EXITED__OUT_OF_MEMORY = field_of("m", "ProcessorExited.outOfMemory")
-_M_PROCESSOR_EXITED__LENT_TASK = field_of("m", "ProcessorExited.lentTask")
-_M_PROCESSOR_EXITED__LENT_TASK_KNOWN = field_of("m", "ProcessorExited.lentTaskKnown")
+_M_PROCESSOR_EXITED__COMPUTING_TASK = field_of("m", "ProcessorExited.computingTask")
+_M_PROCESSOR_EXITED__COMPUTING_TASK_KNOWN = field_of("m", "ProcessorExited.computingTaskKnown")
 _NEW_M_PROCESSOR_EXITED = constructor(m.ProcessorExited)
+_M_PROCESSOR_KILL__PROCESSOR_ID = field_of("m", "ProcessorKill.processorId")
+_M_PROCESSOR_KILL__REASON = field_of("m", "ProcessorKill.reason")
+_NEW_M_PROCESSOR_KILL = constructor(m.ProcessorKill)
+_M_PROCESSORS_WANTED__BEYOND_SLOTS = field_of("m", "ProcessorsWanted.beyondSlots")
+_NEW_M_PROCESSORS_WANTED = constructor(m.ProcessorsWanted)
 _M_STATUS_SNAPSHOT__TIME = field_of("m", "StatusSnapshot.time")
 _M_STATUS_SNAPSHOT__SCHEDULER = field_of("m", "StatusSnapshot.scheduler")
 _M_STATUS_SNAPSHOT__WORKERS = field_of("m", "StatusSnapshot.workers")
@@ -577,6 +586,9 @@ def write_worker_info(b: Any, v: m.WorkerInfo) -> None:
     if v.held_tasks:
         b.heldTasks = v.held_tasks
     b.lendsProcessors = v.lends_processors
+    b.slots = v.slots
+    b.taskTimeoutSeconds = v.task_timeout_seconds
+    b.processorPerParent = v.processor_per_parent
 
 
 def read_worker_info(r: Any) -> m.WorkerInfo:
@@ -587,6 +599,9 @@ def read_worker_info(r: Any) -> m.WorkerInfo:
         r._get_by_field(_M_WORKER_INFO__WORKER_TYPE),
         tuple(r._get_by_field(_M_WORKER_INFO__HELD_TASKS)) if r._has_by_field(_M_WORKER_INFO__HELD_TASKS) else (),
         r._get_by_field(_M_WORKER_INFO__LENDS_PROCESSORS),
+        r._get_by_field(_M_WORKER_INFO__SLOTS),
+        r._get_by_field(_M_WORKER_INFO__TASK_TIMEOUT_SECONDS),
+        r._get_by_field(_M_WORKER_INFO__PROCESSOR_PER_PARENT),
     )
 
 
@@ -618,7 +633,9 @@ def write_processor_info(b: Any, v: m.ProcessorInfo) -> None:
     b.processorId = v.processor_id
     b.workerId = v.worker_id
     b.lent = v.lent
-    b.heldTasks = v.held_tasks
+    if v.held_tasks:
+        b.heldTasks = v.held_tasks
+    b.maxStagedTasks = v.max_staged_tasks
 
 
 def read_processor_info(r: Any) -> m.ProcessorInfo:
@@ -627,6 +644,7 @@ def read_processor_info(r: Any) -> m.ProcessorInfo:
         r._get_by_field(_M_PROCESSOR_INFO__WORKER_ID),
         r._get_by_field(_M_PROCESSOR_INFO__LENT),
         tuple(r._get_by_field(_M_PROCESSOR_INFO__HELD_TASKS)) if r._has_by_field(_M_PROCESSOR_INFO__HELD_TASKS) else (),
+        r._get_by_field(_M_PROCESSOR_INFO__MAX_STAGED_TASKS),
     )
 
 
@@ -1268,8 +1286,8 @@ def write_processor_exited(b: Any, v: m.ProcessorExited) -> None:
     b.processorId = v.processor_id
     b.description = v.description
     b.outOfMemory = v.out_of_memory
-    b.lentTask = v.lent_task
-    b.lentTaskKnown = v.lent_task_known
+    b.computingTask = v.computing_task
+    b.computingTaskKnown = v.computing_task_known
 
 
 def read_processor_exited(r: Any) -> m.ProcessorExited:
@@ -1277,9 +1295,28 @@ def read_processor_exited(r: Any) -> m.ProcessorExited:
         r._get_by_field(_M_PROCESSOR_EXITED__PROCESSOR_ID),
         r._get_by_field(_M_PROCESSOR_EXITED__DESCRIPTION),
         r._get_by_field(_M_PROCESSOR_EXITED__OUT_OF_MEMORY),
-        r._get_by_field(_M_PROCESSOR_EXITED__LENT_TASK),
-        r._get_by_field(_M_PROCESSOR_EXITED__LENT_TASK_KNOWN),
+        r._get_by_field(_M_PROCESSOR_EXITED__COMPUTING_TASK),
+        r._get_by_field(_M_PROCESSOR_EXITED__COMPUTING_TASK_KNOWN),
     )
+
+
+def write_processor_kill(b: Any, v: m.ProcessorKill) -> None:
+    b.processorId = v.processor_id
+    b.reason = v.reason
+
+
+def read_processor_kill(r: Any) -> m.ProcessorKill:
+    return _NEW_M_PROCESSOR_KILL(
+        r._get_by_field(_M_PROCESSOR_KILL__PROCESSOR_ID), r._get_by_field(_M_PROCESSOR_KILL__REASON)
+    )
+
+
+def write_processors_wanted(b: Any, v: m.ProcessorsWanted) -> None:
+    b.beyondSlots = v.beyond_slots
+
+
+def read_processors_wanted(r: Any) -> m.ProcessorsWanted:
+    return _NEW_M_PROCESSORS_WANTED(r._get_by_field(_M_PROCESSORS_WANTED__BEYOND_SLOTS))
 
 
 def write_status_snapshot(b: Any, v: m.StatusSnapshot) -> None:
@@ -2155,6 +2192,8 @@ WRITERS: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
     m.ResultSent: ("resultSent", write_result_sent),
     m.ProcessorExited: ("processorExited", write_processor_exited),
     m.ProcessorWriting: ("processorWriting", write_processor_writing),
+    m.ProcessorKill: ("processorKill", write_processor_kill),
+    m.ProcessorsWanted: ("processorsWanted", write_processors_wanted),
 }
 #: Each member of the envelope, by its name (a reader's `_which_str()`): that name, and its reader.
 READERS: dict[str, tuple[str, Callable[[Any], m.Message]]] = {
@@ -2201,4 +2240,6 @@ READERS: dict[str, tuple[str, Callable[[Any], m.Message]]] = {
     "resultSent": ("resultSent", read_result_sent),
     "processorExited": ("processorExited", read_processor_exited),
     "processorWriting": ("processorWriting", read_processor_writing),
+    "processorKill": ("processorKill", read_processor_kill),
+    "processorsWanted": ("processorsWanted", read_processors_wanted),
 }

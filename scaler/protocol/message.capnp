@@ -10,9 +10,10 @@
 # The Python values and codec are generated from this file (python -m scaler.protocol.generate): the order in which
 # a struct declares its fields is the order of its Python attributes; ordinals decide the wire.
 
-const protocolVersion :UInt32 = 3;
+const protocolVersion :UInt32 = 4;
   # Every hello carries it; peers of another version are refused. Raise it with any change an older peer cannot read:
   # a new message, union member or enumerant it would receive, or a changed meaning (docs/protocol.md, section 4.6).
+  # Version 4: one route; every task reaches its processor on the processor's own link (docs/protocol.md section 3.7).
 
 const priorityDepthBits :UInt32 = 10;
   # A task's priority is the user's priority shifted left by this many bits, plus its nesting depth (client/sharing.py):
@@ -59,11 +60,15 @@ struct ClientInfo {
 
 struct WorkerInfo {
   capabilities @0 :List(Capability);
-  capacity @1 :UInt32;      # tasks the scheduler may have assigned to this worker at once
+  capacity @1 :UInt32;      # tasks the scheduler may have assigned to this worker at once, beyond the tasks staged in
+                            # its processors and those parked or hosting an actor there (slots, plus one prefetched)
   managerId @2 :Text;       # worker manager that started it; empty when none
   workerType @3 :Text;      # "FIX", "NAT", "ECS", ... (cosmetic)
-  heldTasks @4 :List(Data); # tasks this worker holds from a scheduler instance that is gone (re-attachment)
-  lendsProcessors @5 :Bool; # its tasks go to its lent processors only, not to its agent (docs/protocol.md section 3.9)
+  heldTasks @4 :List(Data); # retired in version 4 (its processors' hellos name what they hold); sent empty
+  lendsProcessors @5 :Bool; # retired in version 4 (every processor takes its tasks on its own link); sent false
+  slots @6 :UInt32;         # processors computing at once (0: 1); it keeps this many started, plus ProcessorsWanted
+  taskTimeoutSeconds @7 :Float64;  # a task computing longer is stopped and fails timedOut (0: no limit)
+  processorPerParent @8 :Bool;     # nested_parents "process": a task waiting on nested tasks keeps its processor
 }
 
 struct ManagerInfo {
@@ -78,13 +83,14 @@ struct ManagerInfo {
 }
 
 struct ProcessorInfo {
-  # A processor's own link to the scheduler, for its results (docs/protocol.md, section 3.7): accepted while its
-  # worker is registered; the scheduler takes what it sends as its worker's.
+  # A processor's own link to the scheduler, the one way its tasks come and their answers leave (docs/protocol.md,
+  # section 3.7): accepted while its worker is registered; the scheduler takes what it sends as its worker's.
   processorId @0 :Data;     # its name within its worker (the agent's)
   workerId @1 :Data;        # the identity of its worker agent's connection
-  lent @2 :Bool;            # its worker lends it to the scheduler: plain tasks may come on the link (section 3.9)
-  heldTasks @3 :List(Data); # lent tasks it holds unfinished, or whose results the scheduler has not named read (its
+  lent @2 :Bool;            # retired in version 4 (every processor takes its tasks on its link); sent false
+  heldTasks @3 :List(Data); # tasks it holds unfinished, or whose results the scheduler has not named read (its
                             # results are sent again once the hello is accepted): adopted after a restart
+  maxStagedTasks @4 :UInt32; # how many tasks it may hold beyond the one it computes (0: one at a time)
 }
 
 struct HelloReply {
@@ -151,9 +157,8 @@ struct UnitWaits {
 struct HeartbeatEcho {
   objectStorageAddress @0 :Text;
   workerCount @1 :UInt32;
-  resultsRead @2 :List(Data);  # to a worker: the tasks whose results it read from the worker's processors since
-                               # the previous echo (the agent's result journal forgets them); on a lent processor's
-                               # link: its lent tasks' results read since the previous echo (it forgets them)
+  resultsRead @2 :List(Data);  # on a processor's link: the results read there since the previous echo (the
+                               # processor forgets them); empty to anyone else
 }
 
 struct Ping {
@@ -189,7 +194,7 @@ struct Argument {
 }
 
 struct TaskBody {
-  # Everything only the processor needs. The scheduler and the worker agent forward it unread.
+  # Everything only the processor needs. The scheduler forwards it unread.
   functionId @0 :Data;      # object id of the serialized function in object storage
   args @2 :List(Argument);
   serializerId @1 :Data;    # object id of the client's serializer; empty = default (cloudpickle)
@@ -289,7 +294,7 @@ struct RunStamps {
   startedAt @0 :Float64;    # wall-clock seconds when the processor began the call
   finishedAt @1 :Float64;   # wall-clock seconds when the call returned or raised
   processorPid @2 :UInt32;
-  receivedAt @3 :Float64;   # wall-clock seconds when the processor read the task from its agent (0: unknown)
+  receivedAt @3 :Float64;   # wall-clock seconds when the processor read the task from its link (0: unknown)
 }
 
 struct TaskCancel {
@@ -378,8 +383,9 @@ struct WorkerLeaving {
 }
 
 struct TaskReturn {
-  # scheduler -> worker: give these queued, not yet started tasks back.
-  # worker -> scheduler: these were given back (a subset of what was asked).
+  # scheduler -> processor, on its link: give these staged, not yet started tasks back.
+  # processor -> scheduler: these were given back (a subset of what was asked, or tasks it will not run beside an
+  # actor it hosts).
   taskIds @0 :List(Data);
 }
 
@@ -401,49 +407,66 @@ struct ManagerTarget {
   connected @2 :List(Text); # ids of every worker of this manager connected now (a unit whose workers registered)
 }
 
-# ---------------------------------------------------------------- processor <-> agent (private)
+# ---------------------------------------------------------------- a processor: to its agent, and on its link
 
 struct ProcessorReady {
+  # processor -> agent, on their private socket: it started (the one message it sends its agent).
   pid @0 :UInt32;
 }
 
 struct ProcessorBlocked {
-  # The processor's task waits on nested futures; its slot may serve other tasks.
+  # processor -> scheduler, on its link: the task waits on nested futures; its slot may serve other tasks.
   taskId @0 :Data;
 }
 
 struct ProcessorResumeRequest {
-  # The nested futures are done; the processor waits for ProcessorResume before running on.
+  # processor -> scheduler, on its link: the nested futures are done; the task takes the processor's computing turn
+  # again once it is free (the processor gives it the turn itself).
   taskId @0 :Data;
 }
 
 struct ProcessorResume {
+  # Within a processor only (its task line gives a resumed task the turn); on no link since version 4.
   taskId @0 :Data;
 }
 
 struct ResultSent {
-  # The processor sent this task's TaskResult to the scheduler itself, on its own link; the agent keeps the result
-  # until the scheduler names it in a HeartbeatEcho, and sends it again when that may be needed.
+  # Retired in version 4 (a result leaves on its processor's link only). Was: the processor sent this task's
+  # TaskResult to the scheduler itself, on its own link, and told its agent.
   taskId @0 :Data;
   result @1 :Data;          # the TaskResult's frame, as the processor sent it
   seconds @2 :Float64;      # how long the task computed, as the processor measured it (the agent's run-time estimates)
 }
 
 struct ProcessorWriting {
-  # A processor still writes results it announced (readers follow the writes: object_storage/followed_put.py), or
-  # is done with them. `true` comes before the TaskResult or ResultSent that ends its task; `false` once every such
-  # write is stored or given up. Meanwhile its agent gives it no task and never retires it (worker/agent/core.py).
+  # processor -> scheduler, on its link: it still writes results it announced (readers follow the writes:
+  # object_storage/followed_put.py), or is done with them. `true` comes before the TaskResult that ends its task;
+  # `false` once every such write is stored or given up. Meanwhile the scheduler neither kills nor retires it.
   writing @0 :Bool;
 }
 
 struct ProcessorExited {
-  # A worker that lends its processors says one of them ended (docs/protocol.md section 3.9): the scheduler fails the
-  # lent task it computed with this description, as the agent fails its own tasks.
+  # worker -> scheduler: one of its processors ended (docs/protocol.md section 3.7): the scheduler ends the tasks
+  # held on its link, failing the one it computed with this description.
   processorId @0 :Data;     # its name within its worker (its link's identity is the worker's, "/", this)
   description @1 :Text;     # "killed by SIGSEGV", "exit code 7", ...
   outOfMemory @2 :Text;     # not empty: it was killed for memory (the peak and the limit), and the task fails so
-  lentTask @3 :Data;        # the lent task it computed, from the mark it keeps for its agent (empty: none)
-  lentTaskKnown @4 :Bool;   # the mark was read: only `lentTask` is blamed (false: unknown, from older peers)
+  computingTask @3 :Data;   # the task it computed, from the mark it keeps for its agent (empty: none)
+  computingTaskKnown @4 :Bool;  # the mark was read: only `computingTask` is blamed (false: no mark)
+}
+
+struct ProcessorKill {
+  # scheduler -> worker: kill this processor now (its task was cancelled or timed out, a stopped task did not unwind,
+  # or it is not needed any more); the worker answers with ProcessorExited as for any processor that ends.
+  processorId @0 :Data;
+  reason @1 :Text;
+}
+
+struct ProcessorsWanted {
+  # scheduler -> worker: how many processors to keep started beyond its slots (processors that host an actor, or keep
+  # a parent waiting on nested tasks with nested_parents "process", serve no slot). Surplus ones are named in
+  # ProcessorKill.
+  beyondSlots @0 :UInt32;
 }
 
 # ---------------------------------------------------------------- monitoring (PUB)
@@ -664,6 +687,8 @@ struct Message {
     resultSent @40 :ResultSent;
     processorExited @41 :ProcessorExited;
     processorWriting @42 :ProcessorWriting;
+    processorKill @43 :ProcessorKill;
+    processorsWanted @44 :ProcessorsWanted;
   }
 }
 
@@ -715,7 +740,7 @@ struct ClientResumed {
 # ---------------------------------------------------------------- streaming tasks and actors (docs/guide/actors_and_streams.md)
 
 struct StreamItem {
-  # worker -> scheduler -> client: one value a streaming task yielded (Task.streamCredit), in the order it was yielded.
+  # processor -> scheduler -> client: one value a streaming task yielded (Task.streamCredit), in the order it was yielded.
   # The task's TaskResult ends the stream and says how many values there were (TaskResult.streamed).
   taskId @0 :Data;
   index @1 :UInt64;         # 0 for the first value
@@ -726,18 +751,16 @@ struct StreamItem {
 }
 
 struct StreamCredit {
-  # client -> scheduler -> worker -> processor: the streaming task may yield the values of index below `upTo`.
+  # client -> scheduler -> processor: the streaming task may yield the values of index below `upTo`.
   # Cumulative: a later credit replaces an earlier one; a smaller one changes nothing.
   taskId @0 :Data;
   upTo @1 :UInt64;
 }
 
 struct ActorReady {
-  # processor -> worker -> scheduler: the actor's constructor returned; its instance lives in that processor.
+  # processor -> scheduler, on its link: the actor's constructor returned; its instance lives in that processor.
   actorId @0 :Data;
-  processor @1 :Data;       # the identity of that processor's own link to the scheduler, when the scheduler accepted
-                            # it (empty: none): the actor's calls and its stop go there, and their results come back
-                            # on it, without the agent (docs/protocol.md section 3.8)
+  processor @1 :Data;       # retired in version 4 (ActorReady comes on the link the calls are to go on); sent empty
 }
 
 struct ActorStop {

@@ -69,11 +69,13 @@ __all__ = [
     "ProcessorBlocked",
     "ProcessorExited",
     "ProcessorInfo",
+    "ProcessorKill",
     "ProcessorReady",
     "ProcessorResume",
     "ProcessorResumeRequest",
     "ProcessorStatus",
     "ProcessorWriting",
+    "ProcessorsWanted",
     "Profile",
     "ProtocolError",
     "ProtocolErrorKind",
@@ -121,7 +123,8 @@ __all__ = [
 
 #: Every hello carries it; peers of another version are refused. Raise it with any change an older peer cannot read:
 #: a new message, union member or enumerant it would receive, or a changed meaning (docs/protocol.md, section 4.6).
-PROTOCOL_VERSION = 3
+#: Version 4: one route; every task reaches its processor on the processor's own link (docs/protocol.md section 3.7).
+PROTOCOL_VERSION = 4
 
 #: A task's priority is the user's priority shifted left by this many bits, plus its nesting depth
 #: (client/sharing.py): `priority >> priorityDepthBits` is the user's priority.
@@ -251,16 +254,23 @@ class ClientInfo:
 @dataclass(frozen=True, slots=True)
 class WorkerInfo:
     capabilities: Capabilities = ()
-    #: tasks the scheduler may have assigned to this worker at once
+    #: tasks the scheduler may have assigned to this worker at once, beyond the tasks staged in its processors
+    #: and those parked or hosting an actor there (slots, plus one prefetched)
     capacity: int = 1
     #: worker manager that started it; empty when none
     manager_id: str = ""
     #: "FIX", "NAT", "ECS", ... (cosmetic)
     worker_type: str = ""
-    #: tasks this worker holds from a scheduler instance that is gone (re-attachment)
+    #: retired in version 4 (its processors' hellos name what they hold); sent empty
     held_tasks: tuple[TaskID, ...] = ()
-    #: its tasks go to its lent processors only, not to its agent (docs/protocol.md section 3.9)
+    #: retired in version 4 (every processor takes its tasks on its own link); sent false
     lends_processors: bool = False
+    #: processors computing at once (0: 1); it keeps this many started, plus ProcessorsWanted
+    slots: int = 0
+    #: a task computing longer is stopped and fails timedOut (0: no limit)
+    task_timeout_seconds: float = 0.0
+    #: nested_parents "process": a task waiting on nested tasks keeps its processor
+    processor_per_parent: bool = False
     #: the worker's CURVE key, set by the scheduler's shell (peer_keys.py): clients inside its tasks use it
     owner_key: str = field(default="", compare=False)
 
@@ -285,18 +295,21 @@ class ManagerInfo:
 
 @dataclass(frozen=True, slots=True)
 class ProcessorInfo:
-    """A processor's own link to the scheduler, for its results (docs/protocol.md, section 3.7): accepted while its
-    worker is registered; the scheduler takes what it sends as its worker's."""
+    """A processor's own link to the scheduler, the one way its tasks come and their answers leave
+    (docs/protocol.md, section 3.7): accepted while its worker is registered; the scheduler takes what it sends
+    as its worker's."""
 
     #: its name within its worker (the agent's)
     processor_id: bytes
     #: the identity of its worker agent's connection
     worker_id: bytes
-    #: its worker lends it to the scheduler: plain tasks may come on the link (section 3.9)
+    #: retired in version 4 (every processor takes its tasks on its link); sent false
     lent: bool = False
-    #: lent tasks it holds unfinished, or whose results the scheduler has not named read (its results are sent
-    #: again once the hello is accepted): adopted after a restart
+    #: tasks it holds unfinished, or whose results the scheduler has not named read (its results are sent again
+    #: once the hello is accepted): adopted after a restart
     held_tasks: tuple[TaskID, ...] = ()
+    #: how many tasks it may hold beyond the one it computes (0: one at a time)
+    max_staged_tasks: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,9 +406,8 @@ class UnitWaits(UnitWaitsMethods):
 class HeartbeatEcho:
     object_storage_address: str = ""
     worker_count: int = 0
-    #: to a worker: the tasks whose results it read from the worker's processors since the previous echo (the
-    #: agent's result journal forgets them); on a lent processor's link: its lent tasks' results read since the
-    #: previous echo (it forgets them)
+    #: on a processor's link: the results read there since the previous echo (the processor forgets them); empty
+    #: to anyone else
     results_read: tuple[TaskID, ...] = ()
 
 
@@ -439,7 +451,7 @@ class LogForwarding:
 
 @dataclass(frozen=True, slots=True)
 class TaskBody:
-    """Everything only the processor needs. The scheduler and the worker agent forward it unread."""
+    """Everything only the processor needs. The scheduler forwards it unread."""
 
     #: object id of the serialized function in object storage
     function_id: ObjectID
@@ -550,7 +562,7 @@ class RunStamps:
     #: wall-clock seconds when the call returned or raised
     finished_at: float
     processor_pid: int = 0
-    #: wall-clock seconds when the processor read the task from its agent (0: unknown)
+    #: wall-clock seconds when the processor read the task from its link (0: unknown)
     received_at: float = 0.0
 
 
@@ -651,8 +663,8 @@ class WorkerLeaving:
 
 @dataclass(frozen=True, slots=True)
 class TaskReturn:
-    """scheduler -> worker: give these queued, not yet started tasks back. worker -> scheduler: these were given
-    back (a subset of what was asked)."""
+    """scheduler -> processor, on its link: give these staged, not yet started tasks back. processor -> scheduler:
+    these were given back (a subset of what was asked, or tasks it will not run beside an actor it hosts)."""
 
     task_ids: tuple[TaskID, ...]
 
@@ -681,32 +693,37 @@ class ManagerTarget:
 
 @dataclass(frozen=True, slots=True)
 class ProcessorReady:
+    """processor -> agent, on their private socket: it started (the one message it sends its agent)."""
+
     pid: int
 
 
 @dataclass(frozen=True, slots=True)
 class ProcessorBlocked:
-    """The processor's task waits on nested futures; its slot may serve other tasks."""
+    """processor -> scheduler, on its link: the task waits on nested futures; its slot may serve other tasks."""
 
     task_id: TaskID
 
 
 @dataclass(frozen=True, slots=True)
 class ProcessorResumeRequest:
-    """The nested futures are done; the processor waits for ProcessorResume before running on."""
+    """processor -> scheduler, on its link: the nested futures are done; the task takes the processor's computing
+    turn again once it is free (the processor gives it the turn itself)."""
 
     task_id: TaskID
 
 
 @dataclass(frozen=True, slots=True)
 class ProcessorResume:
+    """Within a processor only (its task line gives a resumed task the turn); on no link since version 4."""
+
     task_id: TaskID
 
 
 @dataclass(frozen=True, slots=True)
 class ResultSent:
-    """The processor sent this task's TaskResult to the scheduler itself, on its own link; the agent keeps the
-    result until the scheduler names it in a HeartbeatEcho, and sends it again when that may be needed."""
+    """Retired in version 4 (a result leaves on its processor's link only). Was: the processor sent this task's
+    TaskResult to the scheduler itself, on its own link, and told its agent."""
 
     task_id: TaskID
     #: the TaskResult's frame, as the processor sent it
@@ -717,18 +734,17 @@ class ResultSent:
 
 @dataclass(frozen=True, slots=True)
 class ProcessorWriting:
-    """A processor still writes results it announced (readers follow the writes: object_storage/followed_put.py), or
-    is done with them. `true` comes before the TaskResult or ResultSent that ends its task; `false` once every
-    such write is stored or given up. Meanwhile its agent gives it no task and never retires it
-    (worker/agent/core.py)."""
+    """processor -> scheduler, on its link: it still writes results it announced (readers follow the writes:
+    object_storage/followed_put.py), or is done with them. `true` comes before the TaskResult that ends its task;
+    `false` once every such write is stored or given up. Meanwhile the scheduler neither kills nor retires it."""
 
     writing: bool
 
 
 @dataclass(frozen=True, slots=True)
 class ProcessorExited:
-    """A worker that lends its processors says one of them ended (docs/protocol.md section 3.9): the scheduler fails
-    the lent task it computed with this description, as the agent fails its own tasks."""
+    """worker -> scheduler: one of its processors ended (docs/protocol.md section 3.7): the scheduler ends the tasks
+    held on its link, failing the one it computed with this description."""
 
     #: its name within its worker (its link's identity is the worker's, "/", this)
     processor_id: bytes = b""
@@ -736,10 +752,29 @@ class ProcessorExited:
     description: str = ""
     #: not empty: it was killed for memory (the peak and the limit), and the task fails so
     out_of_memory: str = ""
-    #: the lent task it computed, from the mark it keeps for its agent (empty: none)
-    lent_task: bytes = b""
-    #: the mark was read: only `lentTask` is blamed (false: unknown, from older peers)
-    lent_task_known: bool = False
+    #: the task it computed, from the mark it keeps for its agent (empty: none)
+    computing_task: bytes = b""
+    #: the mark was read: only `computingTask` is blamed (false: no mark)
+    computing_task_known: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorKill:
+    """scheduler -> worker: kill this processor now (its task was cancelled or timed out, a stopped task did not
+    unwind, or it is not needed any more); the worker answers with ProcessorExited as for any processor that
+    ends."""
+
+    processor_id: bytes
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorsWanted:
+    """scheduler -> worker: how many processors to keep started beyond its slots (processors that host an actor, or
+    keep a parent waiting on nested tasks with nested_parents "process", serve no slot). Surplus ones are named
+    in ProcessorKill."""
+
+    beyond_slots: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -1049,7 +1084,7 @@ class ClientResumed:
 
 @dataclass(frozen=True, slots=True)
 class StreamItem:
-    """worker -> scheduler -> client: one value a streaming task yielded (Task.streamCredit), in the order it was
+    """processor -> scheduler -> client: one value a streaming task yielded (Task.streamCredit), in the order it was
     yielded. The task's TaskResult ends the stream and says how many values there were (TaskResult.streamed)."""
 
     task_id: TaskID
@@ -1061,8 +1096,8 @@ class StreamItem:
 
 @dataclass(frozen=True, slots=True)
 class StreamCredit:
-    """client -> scheduler -> worker -> processor: the streaming task may yield the values of index below `upTo`.
-    Cumulative: a later credit replaces an earlier one; a smaller one changes nothing."""
+    """client -> scheduler -> processor: the streaming task may yield the values of index below `upTo`. Cumulative:
+    a later credit replaces an earlier one; a smaller one changes nothing."""
 
     task_id: TaskID
     up_to: int
@@ -1070,12 +1105,10 @@ class StreamCredit:
 
 @dataclass(frozen=True, slots=True)
 class ActorReady:
-    """processor -> worker -> scheduler: the actor's constructor returned; its instance lives in that processor."""
+    """processor -> scheduler, on its link: the actor's constructor returned; its instance lives in that processor."""
 
     actor_id: TaskID
-    #: the identity of that processor's own link to the scheduler, when the scheduler accepted it (empty: none):
-    #: the actor's calls and its stop go there, and their results come back on it, without the agent
-    #: (docs/protocol.md section 3.8)
+    #: retired in version 4 (ActorReady comes on the link the calls are to go on); sent empty
     processor: bytes = b""
 
 
@@ -1163,6 +1196,8 @@ Message = (
     | ResultSent
     | ProcessorExited
     | ProcessorWriting
+    | ProcessorKill
+    | ProcessorsWanted
 )
 
 #: Every message type, in the order of the envelope's union (its discriminant).
@@ -1210,4 +1245,6 @@ MESSAGE_TYPES: tuple[type, ...] = (
     ResultSent,
     ProcessorExited,
     ProcessorWriting,
+    ProcessorKill,
+    ProcessorsWanted,
 )

@@ -1,15 +1,14 @@
-"""The times both sides that stage tasks in processors agree on.
+"""The times of staging tasks in processors, shared by the scheduler (which stages them on each processor's link:
+scheduler/core/peers.py, scheduler/core/processor_links.py) and the processors (which hold their results to leave
+together: worker/processor/outlet.py).
 
-How long a task staged in a processor may wait there behind one that computes: the worker agent, for the tasks it
-stages (worker/agent/placement.py, agent/core.py rule 7), and the scheduler, for the tasks it sends on a lent
-processor's link (scheduler/core/worker_sessions.py). A task of a function that was tiny until now that computes this
-long is not tiny: what is staged behind it is taken back, so that another processor or another worker runs it instead
-of its waiting for the long one to end.
+How long a task staged in a processor may wait there behind one that computes: a task of a worker whose tasks were
+tiny until now that computes this long is not tiny, and what is staged behind it is taken back, so that another
+processor or another worker runs it instead of its waiting for the long one to end.
 
-How long a processor holds the results of tasks it runs back to back so that they leave in one message
-(worker/processor/outlet.py), and, from it, how much work the scheduler stages on a lent processor
-(scheduler/core/peers.py): the results held are credit the scheduler does not know is free yet, so a lent processor
-holds more than a hold's worth of work, or it would run dry while its results wait."""
+How long a processor holds the results of tasks it runs back to back so that they leave in one message, and, from
+it, how much work the scheduler stages in a processor: the results held are credit the scheduler does not know is free
+yet, so a processor holds more than a hold's worth of work, or it would run dry while its results wait."""
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ STAGED_WAIT_SECONDS = 1.0
 #: scheduler, and the scheduler's answers (the client's results, the next tasks) in one message each as well. A
 #: result is not held when the next one would come after the hold's end (outlet.ProcessorOutlet.result).
 RESULT_HOLD_SECONDS = 0.010
-#: Work the scheduler stages on a lent processor behind the task it computes, in seconds of their measured run time
-#: (peers.WorkerRecord.learn_lent): a hold's worth, which the scheduler learns of only when the hold ends, and as much
-#: again to cover the round trip that brings the next tasks.
-LENT_STAGING_SECONDS = 2 * RESULT_HOLD_SECONDS
+#: Work the scheduler stages in a processor behind the task it computes, in seconds of their measured run time
+#: (peers.WorkerRecord.learn): a hold's worth, which the scheduler learns of only when the hold ends, and as much again
+#: to cover the round trip that brings the next tasks.
+STAGING_SECONDS = 2 * RESULT_HOLD_SECONDS

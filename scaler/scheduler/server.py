@@ -276,7 +276,7 @@ class SchedulerServer:
     def _feed_inbound(self) -> None:
         """The core gets what a burst of reads brought as one step (`handle_all`: its events in order, then one
         dispatch): the outbox sends nothing before the burst's end anyway, and a step has costs of its own (a dispatch
-        round, overtaking, the actors' sweep) that a peer sending one message at a time (a lent processor's
+        round, overtaking, the actors' sweep) that a peer sending one message at a time (a processor's
         results) would otherwise pay per message."""
         if self._inbound:
             events, self._inbound = self._inbound, []

@@ -191,26 +191,23 @@ class SimulatedStack:
         self,
         name: str,
         slots: int = 1,
-        max_staged_tasks: int = 16,
+        max_staged_tasks: int = 64,
         executor: Executor | None = None,
-        direct_results: bool = False,
         capabilities: m.Capabilities = (),
         **settings: Any,
     ) -> SimulatedWorker:
         """A worker agent with `slots` slots offering `capabilities`; its processors are simulated
-        (SimulatedProcessors, staging up to `max_staged_tasks`, sending their results to the scheduler on links of
-        their own with `direct_results`, as real ones do when it is set) unless `executor` is given (an offload proxy's,
-        say); `settings`: AgentSettings fields."""
+        (SimulatedProcessors, each with its own link to the scheduler, staging up to `max_staged_tasks`) unless
+        `executor` is given (an offload proxy's, say); `settings`: AgentSettings fields."""
         sockets = self.network.sockets()
         worker_id = f"Worker|SIM|{name}".encode()
-        links = (sockets, worker_id, SCHEDULER_ADDRESS) if direct_results else (None, b"", "")
-        processors = SimulatedProcessors(self.clock, self.log, name, max_staged_tasks, *links)
+        processors = SimulatedProcessors(self.clock, self.log, name, max_staged_tasks)
         executor = executor if executor is not None else processors
         agent_settings = AgentSettings(
             scheduler_address=SCHEDULER_ADDRESS, slots=slots, max_staged_tasks=executor.max_staged_tasks, **settings
         )
         core = AgentCore(agent_settings, self.clock.now(), processor_prefix=name.encode())
-        hello = build_hello(capabilities, core.capacity, "", "SIM")
+        hello = build_hello(capabilities, core, "", "SIM")
         agent = WorkerAgent(
             core, worker_id, SCHEDULER_ADDRESS, hello, executor, sockets, clock=self.clock, handle_signals=False
         )

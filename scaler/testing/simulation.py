@@ -1,7 +1,9 @@
 """SimulatedCluster: the real SchedulerCore with fake clients and workers in memory, on simulated time.
 
-Fake workers hold what they are given (the first runs), confirm cancels, and give back what they have not
-started when the scheduler balances the load; clients submit tasks and graphs. Time is a `SimulatedTime`
+Fake workers register with a processor per slot, each with its own link, as real ones do: their processors hold what
+they are given on their links (the first of each runs), confirm cancels, and give back what they have not started
+when the scheduler asks (balancing, overtaking); a processor the scheduler has killed is reported gone and replaced.
+Clients submit tasks and graphs. Time is a `SimulatedTime`
 (`scaler.io.simulated_time`), moved by hand (`advance`). Scaling with managers is simulated by
 `scaler.policy_simulator.cluster_simulation` (the real reconciler, with boot times and task durations).
 
@@ -49,6 +51,21 @@ class FakeWorker:
     held: list[TaskID] = field(default_factory=list)  #: tasks the scheduler gave it, in order (held[0] runs)
     alive: bool = True
     returned: int = 0  #: tasks it gave back when the scheduler balanced the load
+    slots: int = 1
+    max_staged: int = 64  #: what its processors' hellos say
+    links: list[PeerID] = field(default_factory=list)  #: its processors' links, in the order they said hello
+    where: dict[TaskID, PeerID] = field(default_factory=dict)  #: the link each held task came on
+    started: int = 0  #: processors started so far (their names: p1, p2, ...)
+    beyond_slots: int = 0  #: processors the scheduler wants beyond its slots (ProcessorsWanted)
+
+    @property
+    def link(self) -> PeerID:
+        """Its first processor's link."""
+        return self.links[0]
+
+    def on_link(self, link: bytes) -> list[TaskID]:
+        """The tasks held on one link, in order."""
+        return [task_id for task_id in self.held if self.where[task_id] == link]
 
 
 @dataclass
@@ -144,11 +161,37 @@ class SimulatedCluster:
         self.send(peer, hello(m.ClientInfo(name, share, max_running_tasks, max_workers, resume_seconds=resume_seconds)))
         return client
 
-    def add_worker(self, name: str = "w", capacity: int = 1, capabilities: m.Capabilities = ()) -> FakeWorker:
+    def add_worker(
+        self,
+        name: str = "w",
+        capacity: int = 1,
+        capabilities: m.Capabilities = (),
+        slots: int = 1,
+        max_staged: int = 64,
+        task_timeout_seconds: float = 0.0,
+        processor_per_parent: bool = False,
+    ) -> FakeWorker:
+        """A worker, registered, and its processors' links (one per slot)."""
         peer = PeerID(b"Worker|SIM|" + name.encode())
-        worker = self.workers[peer] = FakeWorker(peer, capacity)
-        self.send(peer, hello(m.WorkerInfo(capabilities, capacity, "", "SIM")))
+        worker = self.workers[peer] = FakeWorker(peer, capacity, slots=slots, max_staged=max_staged)
+        info = m.WorkerInfo(capabilities, capacity, "", "SIM", slots=slots, task_timeout_seconds=task_timeout_seconds,
+                            processor_per_parent=processor_per_parent)  # fmt: skip
+        self.send(peer, hello(info))
+        self._keep_processors(worker)
         return worker
+
+    def add_processor(self, worker: FakeWorker) -> PeerID:
+        """One more processor of the worker says hello on its link; the link's identity."""
+        worker.started += 1
+        processor = b"p%d" % worker.started
+        link = PeerID(worker.peer + b"/" + processor)
+        worker.links.append(link)
+        self.send(link, hello(m.ProcessorInfo(processor, worker.peer, max_staged_tasks=worker.max_staged)))
+        return link
+
+    def _keep_processors(self, worker: FakeWorker) -> None:
+        while worker.alive and len(worker.links) < worker.slots + worker.beyond_slots:
+            self.add_processor(worker)
 
     def submit(self, client: FakeClient, tasks: Iterable[m.Task]) -> None:
         for item in tasks:
@@ -165,19 +208,32 @@ class SimulatedCluster:
         self.send(client.peer, m.GraphTask(graph_id, ClientID(client.peer), tuple(nodes), tuple(targets)))
 
     def finish(self, worker: FakeWorker, task_id: TaskID | None = None, status: m.ResultStatus | None = None) -> None:
-        """The worker completes a task it holds (the oldest one by default)."""
+        """The worker completes a task it holds (the oldest one by default), on the link it came on."""
         chosen = task_id if task_id is not None else worker.held[0]
         worker.held.remove(chosen)
         if status is None or status is m.ResultStatus.SUCCESS:
             result = success(chosen)
         else:
             result = m.TaskResult(chosen, status, m.PayloadKind.INLINE, b"error")
-        self.send(worker.peer, result)
+        self.send(worker.where.pop(chosen), result)
+
+    def link_of(self, task_id: TaskID) -> PeerID:
+        """The link of the fake processor that holds the task."""
+        for worker in self.workers.values():
+            if task_id in worker.where:
+                return worker.where[task_id]
+        raise KeyError(task_id)
 
     def kill(self, worker: FakeWorker) -> None:
         worker.alive = False
         worker.held.clear()
+        worker.where.clear()
         self.feed(PeerLost(worker.peer, "killed", self.now))
+
+    def processor_died(self, worker: FakeWorker, link: bytes, description: str = "killed by SIGSEGV") -> None:
+        """A processor of the worker ends: its agent says so, its link closes, and the agent starts another."""
+        self._end_processor(worker, PeerID(link), description)
+        self._keep_processors(worker)
 
     def cancel(self, client: FakeClient, task_ids: Iterable[TaskID]) -> None:
         self.send(client.peer, m.TaskCancel(tuple(task_ids)))
@@ -201,25 +257,55 @@ class SimulatedCluster:
             if worker.alive:
                 self._to_worker(worker, message)
             return
+        owner = self.workers.get(PeerID(peer.split(b"/", 1)[0]))
+        if owner is not None:
+            if owner.alive and peer in owner.links:
+                self._to_processor(owner, peer, message)
+            return
         client = self.clients.get(peer)
         if client is not None and client.online:
             self._to_client(client, message)
 
     def _to_worker(self, worker: FakeWorker, message: m.Message) -> None:
-        if isinstance(message, m.Task):
+        """What a worker's agent does: kill a processor when asked (and start another if it keeps fewer than it
+        should), keep as many as wanted."""
+        if isinstance(message, m.ProcessorKill):
+            link = PeerID(worker.peer + b"/" + message.processor_id)
+            if link in worker.links:
+                self._end_processor(worker, link, f"stopped: {message.reason}")
+                self._keep_processors(worker)
+        elif isinstance(message, m.ProcessorsWanted):
+            worker.beyond_slots = message.beyond_slots
+            self._keep_processors(worker)
+
+    def _end_processor(self, worker: FakeWorker, link: PeerID, description: str) -> None:
+        worker.links.remove(link)
+        lost = worker.on_link(link)
+        worker.held = [task_id for task_id in worker.held if task_id not in lost]
+        for task_id in lost:
+            del worker.where[task_id]
+        self.send(worker.peer, m.ProcessorExited(link.split(b"/", 1)[1], description))
+        self.feed(PeerLost(link, "connection closed", self.now))
+
+    def _to_processor(self, worker: FakeWorker, link: PeerID, message: m.Message) -> None:
+        """What a processor does on its link: hold tasks (the first of each link computes), give back those it has not
+        started, confirm cancels."""
+        if isinstance(message, m.Task):  # an actor's call too: the processor that hosts the actor holds it
             worker.held.append(message.task_id)
-        elif isinstance(message, m.TaskReturn):  # a worker gives back what it has not started (not held[0])
-            waiting = tuple(task_id for task_id in message.task_ids if task_id in worker.held[1:])
+            worker.where[message.task_id] = link
+        elif isinstance(message, m.TaskReturn):  # a processor gives back what it has not started (not its first)
+            waiting = tuple(task_id for task_id in message.task_ids if task_id in worker.on_link(link)[1:])
             worker.held = [task_id for task_id in worker.held if task_id not in waiting]
+            for task_id in waiting:
+                del worker.where[task_id]
             worker.returned += len(waiting)
-            self.send(worker.peer, m.TaskReturn(waiting))
+            self.send(link, m.TaskReturn(waiting))
         elif isinstance(message, m.TaskCancel):
             for task_id in message.task_ids:
-                outcome = m.CancelOutcome.NOT_FOUND
                 if task_id in worker.held:
                     worker.held.remove(task_id)
-                    outcome = m.CancelOutcome.CANCELED
-                self.send(worker.peer, m.TaskCancelConfirm(task_id, outcome))
+                    del worker.where[task_id]
+                    self.send(link, m.TaskCancelConfirm(task_id, m.CancelOutcome.CANCELED))
 
     @staticmethod
     def _to_client(client: FakeClient, message: m.Message) -> None:
@@ -242,25 +328,25 @@ class SimulatedCluster:
 
     # ------------------------------------------------------------ checks
 
-    def _check_lent_links(self) -> None:
-        """Lent processors (task_lifecycle.py): a task sent on a link is held there, and only there."""
+    def _check_links(self) -> None:
+        """A dispatched task is held on the link it was sent on (task_lifecycle.py), and that link is its worker's."""
         core = self.core
         for task_id, record in core.tasks.records.items():
-            if record.link is not None:
+            if record.link is not None and record.link in core.processors:
                 link = core.processors[record.link]
                 assert link.worker == record.worker and task_id in link.tasks, "a task sent on a link is not held there"
-        for link in core.processors.values():
-            for task_id in link.tasks:
-                assert core.tasks.records[task_id].link == link.peer, "a link holds a task not sent there"
         for worker in core.workers.values():
-            parked = sum(len(link.parked) for link in core.processors.values() if link.worker == worker.peer)
-            assert worker.lent_parked == parked, "lent parked miscounted"
+            for link in worker.links:
+                assert core.processors[link.peer] is link, "a worker's link is not known"
+                assert link.parked == sum(1 for t in link.tasks.values() if t.state.name.endswith("PARKED")), (
+                    "a link's parked count disagrees with its tasks"
+                )
 
     def check_invariants(self) -> None:
         """The scheduler's bookkeeping agrees with itself (raises AssertionError otherwise)."""
         core = self.core
         for peer, worker in core.workers.items():
-            room = worker.capacity + worker.lent_parked + worker.lent_staging
+            room = worker.capacity + worker.beside + worker.staging
             assert len(worker.assigned) <= room, f"{peer!r} holds more than its capacity"
             for task_id in worker.assigned:
                 record = core.tasks.records.get(task_id)
@@ -269,7 +355,7 @@ class SimulatedCluster:
         for task_id, record in core.tasks.records.items():
             if record.worker is not None:
                 assert task_id in core.workers[record.worker].assigned, "a dispatched task is not held by its worker"
-        self._check_lent_links()
+        self._check_links()
         assert len(core.tasks.queue) == sum(1 for r in core.tasks.records.values() if r.state.value == "queued"), (
             "the queue count disagrees with the table"
         )

@@ -1,15 +1,13 @@
 """An actor in its processor: one instance of a class that lives between calls, its method calls run on it.
 
-An actor's start task (`Task.actor` set; its function is the class) builds the instance, says so (ActorReady, which
-the scheduler waits for before it sends the actor's calls; it names the processor's own link when the scheduler
-accepted it, and the calls then come on that link, without the agent: processor/outlet.py), then holds its
-processor's computing turn while the actor lives: its thread serves the actor's calls (tasks with `Task.actor_id`
-set), which the processor's task line hands it in the order they came (`ActorHost.wait_call`), one at a time, or up
-to `ActorSpec.max_concurrency` at once on a pool of threads. Each call's result goes out as it ends, the way its call
-came (`ActorHost.answer`). An ActorStop ends the actor once the calls before it are served: the start task succeeds
-(its value is None). A stopped start task (its client left, or it was killed) has TaskAbandoned raised at its wait
-for a call, or in its thread while a call runs; the calls not served are answered by the scheduler, which knows the
-actor ended.
+An actor's start task (`Task.actor` set; its function is the class) builds the instance, says so (ActorReady, on the
+processor's link, where the scheduler then sends the actor's calls), then holds its processor's computing turn while
+the actor lives: its thread serves the actor's calls (tasks with `Task.actor_id` set), which the processor's task line
+hands it in the order they came (`ActorHost.wait_call`), one at a time, or up to `ActorSpec.max_concurrency` at once
+on a pool of threads. Each call's result goes out on the link as it ends (`ActorHost.answer`). An ActorStop ends the
+actor once the calls before it are served: the start task succeeds (its value is None). A stopped start task (its
+client left, or it was killed) has TaskAbandoned raised at its wait for a call, or in its thread while a call runs;
+the calls not served are answered by the scheduler, which knows the actor ended.
 """
 
 from __future__ import annotations
@@ -30,16 +28,11 @@ class ActorHost(Protocol):
         ...
 
     def send(self, message: m.Message) -> None:
-        """Send ActorReady to the agent."""
-        ...
-
-    def link_actor(self, actor_id: bytes) -> bytes:
-        """The actor is built: the identity of the processor's own link its calls are to come on, b"" when they come
-        through the agent (processor/outlet.py)."""
+        """Send ActorReady on the processor's link."""
         ...
 
     def answer(self, result: m.TaskResult) -> None:
-        """A call's result, the way the call came (on the link, or through the agent)."""
+        """A call's result, on the processor's link."""
         ...
 
 
@@ -58,7 +51,7 @@ def serve_actor(task: m.Task, instance: Any, host: ActorHost, run_call: RunCall)
 
 def _serve(task: m.Task, instance: Any, host: ActorHost, run_call: RunCall) -> None:
     assert task.actor is not None
-    host.send(m.ActorReady(task.task_id, host.link_actor(task.task_id)))
+    host.send(m.ActorReady(task.task_id))
     concurrency = max(1, task.actor.max_concurrency)
     if concurrency == 1:
         while (call := host.wait_call()) is not None:

@@ -1,13 +1,14 @@
-"""Which lent task a processor computes, written where its agent reads it after the processor died
-(docs/architecture.md, "Lent processors"; docs/protocol.md section 3.9).
+"""Which task a processor computes, written where its agent reads it after the processor died (docs/architecture.md,
+"One route"; docs/protocol.md section 3.7).
 
-A lent processor's agent never sees its tasks, so when the processor dies the scheduler must be told which one was
-computing: the one whose result was merely handed to the processor's ZeroMQ I/O thread died with it too, and is not
-to blame. Each lent processor maps a small file of its own in a directory its worker made (`marks_directory`, in
-/dev/shm where it can): before a lent task computes, the processor writes its id there (`ComputingMark.computing`),
-and clears it once the result is handed over or the task parks (`done`). Both are stores into shared memory, no
-system call. When the processor ends, the agent reads the file (`read_mark`) and names the task in ProcessorExited;
-while it lives, the agent's heartbeat shows it "running" while its mark names a task (`computes_lent`).
+A processor's agent never sees its tasks (they come on the processor's own link), so when the processor dies the
+scheduler must be told which one was computing: the one whose result was merely handed to the processor's ZeroMQ I/O
+thread died with it too, and is not to blame. Each processor maps a small file of its own in a directory its worker
+made (`marks_directory`, in /dev/shm where it can): before a task computes, the processor writes its id there
+(`ComputingMark.computing`), and clears it once the result is handed over or the task parks (`done`). Both are stores
+into shared memory, no system call. When the processor ends, the agent reads the file (`read_mark`) and names the task
+in ProcessorExited; while it lives, the agent reads it for the processor's state in its heartbeat and for the memory
+it samples (`computing_task`).
 
 The layout: byte 0 is the id's length (0: nothing computes; 255: an id too long to write, unknown), then the id. The
 id is written before its length, so a processor killed between the two leaves the previous length, 0 (it is cleared
@@ -84,7 +85,7 @@ class ComputingMark:
         self._task: bytes = b""
 
     def computing(self, task_id: bytes) -> None:
-        """This lent task computes now."""
+        """This task computes now."""
         with self._lock:
             view = self._map
             view[0] = 0
@@ -96,7 +97,7 @@ class ComputingMark:
             self._task = task_id
 
     def done(self, task_id: bytes) -> None:
-        """This lent task computes no more (its result was handed over, or it parked)."""
+        """This task computes no more (its result was handed over, or it parked)."""
         with self._lock:
             if self._task == task_id:
                 self._map[0] = 0
@@ -106,20 +107,21 @@ class ComputingMark:
         self._map.close()
 
 
-def computes_lent(directory: str, processor_id: bytes) -> bool:
-    """The agent's side, while the processor lives: whether a lent task computes there now (its mark names one), for
-    the processor's state in the worker's heartbeat (the agent never sees a lent task). One read of one byte."""
+def computing_task(directory: str, processor_id: bytes) -> bytes:
+    """The agent's side, while the processor lives: the task it computes now (b"": none, or not known). One read."""
     try:
         with open(_path(directory, processor_id), "rb") as file:
-            length = file.read(1)
+            data = file.read(MARK_BYTES)
     except OSError:
-        return False
-    return bool(length) and length[0] != 0
+        return b""
+    if not data or data[0] in (0, _UNKNOWN) or len(data) < 1 + data[0]:
+        return b""
+    return data[1 : 1 + data[0]]
 
 
 def read_mark(directory: str, processor_id: bytes) -> bytes | None:
-    """The agent's side, once the processor ended: the lent task it computed (b"": none), or None when that is not
-    known (no mark: it never computed a lent task, or its id was too long). The file is removed."""
+    """The agent's side, once the processor ended: the task it computed (b"": none), or None when that is not known (no
+    mark: it died before it made one, or the id was too long). The file is removed."""
     path = _path(directory, processor_id)
     try:
         with open(path, "rb") as file:

@@ -70,35 +70,31 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
     from scaler.worker.processor.process import ProcessorSettings, run_processor
 
     worker_id = new_worker_id(config.worker_type or "FIX")
-    lends = _lends(config)  # once: it says at INFO why a worker does not lend
     processor_settings = ProcessorSettings(
         scheduler_address=config.scheduler_address,
         worker_id=worker_id,
+        marks_directory=marks_directory(worker_id),
+        max_staged_tasks=ZygoteExecutor.max_staged_tasks,
         preload=config.preload,
         garbage_collect_interval_seconds=config.garbage_collect_interval_seconds,
         storage_timeout_seconds=config.storage_timeout_seconds,
         trim_memory_threshold_bytes=config.trim_memory_threshold_bytes,
         security=security,
-        direct_results=config.direct_results,
-        lend=lends,
-        marks_directory=marks_directory(worker_id) if lends else "",
     )
     # Fork the zygote first: no thread, event loop or ZeroMQ context exists yet.
     from scaler.io.process_profiling import run_profiled
 
-    zygote = Zygote.start(
-        lambda processor_id, channel: run_profiled(
-            "processor", lambda: run_processor(processor_settings, processor_id, channel)
-        ),
-        preimport=config.preimport,
-    )
     try:
+        zygote = Zygote.start(
+            lambda processor_id, channel: run_profiled(
+                "processor", lambda: run_processor(processor_settings, processor_id, channel)
+            ),
+            preimport=config.preimport,
+        )
         executor = ZygoteExecutor(zygote)
-        marks = processor_settings.marks_directory
-        return run_agent(config, worker_id, executor, slots, security, marks, lends=processor_settings.lend)
+        return run_agent(config, worker_id, executor, slots, security, processor_settings.marks_directory)
     finally:
-        if processor_settings.marks_directory:
-            remove_marks(processor_settings.marks_directory)
+        remove_marks(processor_settings.marks_directory)
 
 
 def run_agent(
@@ -108,11 +104,10 @@ def run_agent(
     slots: int,
     security: TransportSecurity | None = None,
     marks_directory: str = "",
-    lends: bool = False,
 ) -> int:
     """Run a worker agent until it exits: `slots` tasks at once on `executor` (zygote processors, or a remote
-    system behind a proxy worker). Returns the worker's exit code. `lends`: its processors are lent to the scheduler
-    (`_lends`: only processors with a link of their own can be; a proxy's remote ones cannot)."""
+    system behind a proxy worker). Returns the worker's exit code. `marks_directory`: where its processors mark the
+    task they compute (worker/computing_mark.py); "": they do not."""
     if slots < 1:
         raise ValueError(f"a worker needs at least one slot, not {slots}")
     from scaler.io.sockets import SocketFactory
@@ -128,9 +123,8 @@ def run_agent(
         task_timeout_seconds=config.task_timeout_seconds,
         object_storage_address=config.object_storage_address or "",
         has_preload=bool(config.preload),
-        nested_parents=NestedParents.named(config.nested_parents),
+        processor_per_parent=NestedParents.named(config.nested_parents) is NestedParents.PROCESS,
         max_staged_tasks=executor.max_staged_tasks,
-        lend_processors=lends,
         pause_after_seconds=10 * TICK_SECONDS,  # ten ticks missed: the worker itself was stopped
         lifetime_seconds=config.lifetime_seconds,
         lifetime_drain_seconds=config.lifetime_drain_seconds,
@@ -138,9 +132,7 @@ def run_agent(
     )
     capabilities = parse_worker_capabilities(config.per_worker_capabilities)
     worker_core = agent_core.AgentCore(settings, time.monotonic(), processor_prefix=worker_id[-8:])
-    hello = build_hello(
-        capabilities, worker_core.capacity, config.worker_manager_id, config.worker_type or "FIX", lends
-    )
+    hello = build_hello(capabilities, worker_core, config.worker_manager_id, config.worker_type or "FIX")
     sockets = SocketFactory(config.io_threads, security)  # only now: the zygote is forked from a process without one
     agent = WorkerAgent(
         worker_core, worker_id, config.scheduler_address, hello, executor, sockets, marks_directory=marks_directory
@@ -167,22 +159,6 @@ def _process_started_at() -> float:
 
 def worker_config_to_json(config: WorkerConfig) -> str:
     return section_to_json(config)
-
-
-def _lends(config: WorkerConfig) -> bool:
-    """Whether the worker lends its processors (`lend_processors`): not with a task timeout, which its agent enforces
-    on the tasks it sees, and a lent processor's tasks it never sees; not with a processor per waiting parent. Said at
-    INFO: lending is the default, and these are ordinary settings."""
-    if config.lend_processors and config.task_timeout_seconds > 0:
-        logger.info("this worker does not lend its processors (lend_processors): task_timeout_seconds is set, and "
-                    "only the worker agent enforces it, so every task goes through the agent")  # fmt: skip
-        return False
-    if config.lend_processors and NestedParents.named(config.nested_parents) is NestedParents.PROCESS:
-        logger.info("this worker does not lend its processors (lend_processors) with nested_parents 'process': a "
-                    "lent task's waiting parent would stay in its processor, where its agent cannot give it one of "
-                    "its own")  # fmt: skip
-        return False
-    return bool(config.lend_processors)
 
 
 def main() -> None:

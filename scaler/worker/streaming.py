@@ -32,7 +32,7 @@ class StreamHost(Protocol):
         ...
 
     def send(self, message: m.Message) -> None:
-        """Send a StreamItem to the agent."""
+        """Send a StreamItem on the processor's link."""
         ...
 
 

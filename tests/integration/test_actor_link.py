@@ -1,7 +1,7 @@
-"""An actor's calls on its processor's own link (core/actors.py rule 6, processor/outlet.py): once built, the actor's
-calls, their results and its stop travel scheduler <-> processor without the worker agent, with or without direct
-results; a processor killed under it still fails the call at it with ActorRestartedError and builds it again; a
-stopped actor's last results come before its end. The scheduler's part alone is in tests/unit/scheduler/test_actors.py.
+"""An actor on its processor's own link (core/actors.py, processor/outlet.py): its start, calls, their results and its
+stop travel scheduler <-> processor without the worker agent; a processor killed under it still fails the call at it
+with ActorRestartedError and builds it again; a stopped actor's last results come before its end. The scheduler's part
+alone is in tests/unit/scheduler/test_actors.py.
 """
 
 from __future__ import annotations
@@ -42,12 +42,11 @@ class Tally:
         return "went on"
 
 
-@pytest.mark.parametrize("direct_results", [False, True], ids=["agent-results", "direct-results"])
-def test_calls_are_answered_while_the_actors_worker_agent_is_stopped(make_cluster, direct_results):
+def test_calls_are_answered_while_the_actors_worker_agent_is_stopped(make_cluster):
     """With its worker agent frozen (SIGSTOP), the actor still takes calls and answers them, in order: they never pass
-    the agent. Checked to fail (the calls time out) with `ProcessorOutlet.link_actor` returning b"" (the calls then
-    go through the agent, as before this route), with and without direct results."""
-    cluster = make_cluster(1, direct_results=direct_results)
+    the agent. (Checked to fail, the calls timing out, when the calls went through the agent: the route removed by
+    issue 56.)"""
+    cluster = make_cluster(1)
     wait_for_workers(cluster.monitor_address, 1)
     with Client(cluster.get_address()) as client:
         tally = client.actor(Tally)
@@ -66,7 +65,7 @@ def test_calls_are_answered_while_the_actors_worker_agent_is_stopped(make_cluste
 
 def test_a_calls_output_reaches_its_caller_on_the_link(make_cluster, capfd):
     """A call's print reaches its caller, marked by the call (its TaskLog on the link, before its result). Checked to
-    fail with `ProcessorOutlet.log` sending a linked call's log to the agent, which knows no such call and drops it."""
+    fail with the scheduler's `LinkSessions.on_log` not asking the actors (`call_log`): the log is dropped."""
     cluster = make_cluster(1)
     wait_for_workers(cluster.monitor_address, 1)
     with Client(cluster.get_address(), stream_output=True) as client:

@@ -1,11 +1,10 @@
 """A result announced while it is written reads back through a storage restart (issue 42 on the default route, issue
 38's guarantee: every object a client was told is there reads back).
 
-Real processes: an object storage server with a spill directory, a scheduler using it (`-osa`), one worker whose
-results go through its agent (the default route). A task returns a large `bytes` (its processor writes it while
-readers follow: object_storage/followed_put.py); the write is held back in the processor until a gate file exists,
-so the client's future is done (the result announced) and the client's read waits at the server while the object is
-not stored. Then the storage is restarted at the same address:
+Real processes: an object storage server with a spill directory, a scheduler using it (`-osa`), one worker. A task
+returns a large `bytes` (its processor writes it while readers follow: object_storage/followed_put.py); the write is
+held back in the processor until a gate file exists, so the client's future is done (the result announced) and the
+client's read waits at the server while the object is not stored. Then the storage is restarted at the same address:
 
 - SIGKILL: the new server finds the write's `.put` file in the segment directory it takes over and keeps the object
   awaiting its writer (followed_writes rule 6); the gate opens; the processor's next request reaches a server that does

@@ -36,7 +36,6 @@ from scaler.object_storage.followed_put import FollowedPuts
 from scaler.object_storage.server import serve
 from scaler.payload.serializer import DefaultSerializer, serialize_to_frames
 from scaler.protocol.storage_messages import WIRE_PIECE_BYTES, Adopt, StorageOperation
-from tests.integration.conftest import ProcessWatch, pid_is_alive, processor_pids, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -187,18 +186,17 @@ def _large(size: int) -> bytes:
 def test_a_far_client_gets_a_large_result_of_a_cluster_announcing_results_while_written(
     make_cluster: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """End to end, with `direct_results` (the processor announces a large result on its link once its write has
-    begun, and tells its agent it is still writing): a client off the storage's host reads the result in parts and
-    gets it whole, one result after another from the same processor. Guards the pieces together (the processor's
-    channel and its agent, the reads waiting at the server); the mechanisms are checked to fail when off by the tests
-    above and below and by tests/unit/test_followed_writes.py, tests/unit/worker/test_writing_channel.py and
-    tests/unit/worker/test_agent_writes.py."""
+    """End to end (the processor announces a large result on its link once its write has begun, and says it is still
+    writing): a client off the storage's host reads the result in parts and gets it whole, one result after another
+    from the same processor. Guards the pieces together (the processor's link, the reads waiting at the server); the
+    mechanisms are checked to fail when off by the tests above and below and by tests/unit/test_followed_writes.py and
+    tests/unit/worker/test_processor_link.py."""
     from scaler import Client
     from scaler.object_storage import local_segments
 
     monkeypatch.setattr(local_segments, "sees", lambda directory: False)  # this client as if on another host
     monkeypatch.setattr(local_segments, "_seen", {})
-    cluster = make_cluster(1, direct_results=True)
+    cluster = make_cluster(1)
     size = 24 << 20
     with Client(cluster.get_address(), **cluster.client_keys) as client:
         for _ in range(3):
@@ -232,14 +230,13 @@ def _pid_after(seconds: float) -> int:
 
 
 @pytest.mark.timeout(150)
-def test_through_the_agent_a_large_result_is_announced_while_it_is_written(make_cluster: Any, tmp_path: Path) -> None:
-    """The default route (results through the worker agent): the processor's TaskResult leaves once the write of its
-    large result has begun, so the client's future is done (and its fetch may follow the write) while the write is
-    held back; the result read afterwards is whole.
+def test_a_large_result_is_announced_while_it_is_written(make_cluster: Any, tmp_path: Path) -> None:
+    """The processor's TaskResult leaves on its link once the write of its large result has begun, so the client's
+    future is done (and its fetch may follow the write) while the write is held back; the result read afterwards is
+    whole.
 
-    Checked by hand with the mechanism off (`_WritingChannel.send_all` waiting for `storage.writing()` to turn false
-    before it sends a task's end, as the channel did before): the future is not done while the write is held, and
-    the test fails at its first assertion."""
+    Checked by hand with the mechanism off (the outlet waiting for `storage.writing()` to turn false before it sends a
+    task's end): the future is not done while the write is held, and the test fails at its first assertion."""
     from scaler import Client
 
     cluster = make_cluster(1)
@@ -253,52 +250,3 @@ def test_through_the_agent_a_large_result_is_announced_while_it_is_written(make_
         assert future.result(60) == _large(size)
         again = client.submit(_large, size)  # the same processor, once its write is done
         assert again.result(60) == _large(size)
-
-
-WORKER_SCRIPT = textwrap.dedent(
-    """
-    import sys
-    from scaler.config.sections import WorkerConfig
-    from scaler.worker.process import run_worker
-
-    config = WorkerConfig(scheduler_address=sys.argv[1], logging_level="WARNING", lend_processors=False)
-    sys.exit(run_worker(config, slots=4))
-    """
-)
-
-
-@pytest.mark.timeout(180)
-def test_a_worker_retiring_idle_processors_spares_one_still_writing(
-    make_cluster: Any, processes: ProcessWatch, tmp_path: Path
-) -> None:
-    """A worker of 4 slots: a large result's processor is announced done while its write is held back, a burst of
-    tasks then runs on other processors, and the idle processors beyond the pool's need retire (SIGKILL): the
-    writing one is not among them, and its result is read whole once the write goes on. On the agent's route
-    (`lend_processors = false`): a lending worker keeps one processor started per slot and retires none beyond
-    (agent/pool.py), so there is no idle surplus to retire.
-
-    Checked by hand with the mechanism off (`ProcessorTable.set_writing` only setting the flag: the writing
-    processor is IDLE to its agent): it takes a task of the burst and is retired, the pid check fails."""
-    from scaler import Client
-
-    cluster = make_cluster(0)
-    worker = processes.add(
-        subprocess.Popen([sys.executable, "-c", WORKER_SCRIPT, cluster.get_address()], start_new_session=True)
-    )
-    gate, pid_file = tmp_path / "gate", tmp_path / "pid"
-    size = 24 << 20
-    with Client(cluster.get_address(), **cluster.client_keys) as client:
-        future = client.submit(_large_held, size, str(gate), str(pid_file))
-        done, _ = concurrent.futures.wait([future], timeout=60)
-        assert done, "the result was announced only once it was written"
-        writer = int(pid_file.read_text())
-        burst = [client.submit(_pid_after, 0.3) for _ in range(8)]
-        ran_burst = {task.result(60) for task in burst}
-        others = (ran_burst | set(processor_pids(worker.pid))) - {writer}
-        wait_for(lambda: not all(pid_is_alive(pid) for pid in others), "idle processors retiring", 60)
-        alive = pid_is_alive(writer)
-        gate.touch()
-        assert alive, "the processor writing a result was retired mid-write"
-        assert writer not in ran_burst, "the processor writing a result took a task of the burst"
-        assert future.result(60) == _large(size)
-    assert worker.poll() is None, "the worker lives on"

@@ -43,22 +43,18 @@ def run_once_each(path: str, x: int, seconds: float) -> int:
     return x * x
 
 
-@pytest.mark.parametrize(
-    "worker_args", [("--lend-processors", "false"), ("--lend-processors", "true")], ids=["through-the-agent", "lent"]
-)
 def test_futures_complete_across_a_scheduler_killed_and_started_again_and_no_task_runs_twice(
-    launcher: Launcher, tmp_path: Path, worker_args: tuple[str, ...]
+    launcher: Launcher, tmp_path: Path
 ) -> None:
     """Twenty tasks on two workers; the scheduler is SIGKILLed once one has finished and two are running, and a new
     instance that knows nothing starts at the same address: every future completes with its value, every task ran
     exactly once (those that ran through the restart were adopted, not run again), the workers registered again and
     new work runs. (One stack for what were two tests, a restart each: the simulation tier has the variations.)
     Checked with reattachment off by hand (`Reattachment.worker_holds` returning at once): tasks 2 and 3, running
-    through the restart, ran twice and the last assertion failed. With lent processors (`lent`: the tasks run on the
-    processors' own links, their agents never see them), the processors name their lent tasks in their links' hellos
-    to the new instance: checked by hand with `ProcessorOutlet._say_hello` naming none, tasks running through the
-    restart ran twice."""
-    addresses, scheduler, _storage = launcher.stack(workers=2, worker_args=worker_args)
+    through the restart, ran twice and the last assertion failed. The tasks run on the processors' own links, their
+    agents never see them: the processors name them in their links' hellos to the new instance (checked by hand with
+    `LinkState.hello` naming none: tasks running through the restart ran twice)."""
+    addresses, scheduler, _storage = launcher.stack(workers=2)
     runs = tmp_path / "runs"
     runs.touch()
     with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=60) as client:

@@ -37,21 +37,16 @@ def restart(launcher: Launcher, addresses: Addresses, scheduler: Service) -> Ser
     return launcher.scheduler(addresses)
 
 
-@pytest.mark.parametrize("lend", [False, True], ids=["through-the-agent", "lent"])
-def test_nested_fibonacci_10_completes_across_a_restart(launcher: Launcher, lend: bool) -> None:
-    """With lent processors (`lent`) the agents never see the tasks (their status shows none blocked), so the restart
-    comes once the scheduler counts 4 running; the processors tell the new instance again which of the lent tasks
-    they name are parked (ProcessorBlocked after their hello is accepted), and each yields its slot once adopted.
-    Checked by hand without that (only the kept results sent again): the parents held every slot and the future
-    never completed (2 runs of 2)."""
-    addresses, scheduler, _ = launcher.stack(workers=2, worker_args=("--lend-processors", "true" if lend else "false"))
+def test_nested_fibonacci_10_completes_across_a_restart(launcher: Launcher) -> None:
+    """The restart comes once the scheduler counts 4 running; the processors tell the new instance again which of the
+    tasks they name are parked (ProcessorBlocked after their link's hello is accepted), and each yields its slot once
+    adopted. Checked by hand without that (only the kept results sent again): the parents held every slot and the
+    future never completed (2 runs of 2)."""
+    addresses, scheduler, _ = launcher.stack(workers=2)
     with Client(address=addresses.scheduler, scheduler_lost_grace_seconds=60) as client:
         future = client.submit(fibonacci, client, 10)
         with monitor(addresses.monitor) as next_snapshot:  # parents block on children across processors
-            if lend:
-                next_snapshot(lambda snapshot: snapshot.scheduler.running >= 4)
-            else:
-                next_snapshot(lambda snapshot: sum(worker.status.blocked for worker in snapshot.workers) >= 2)
+            next_snapshot(lambda snapshot: snapshot.scheduler.running >= 4)
         restart(launcher, addresses, scheduler)
         assert future.result(timeout=150) == 55
 

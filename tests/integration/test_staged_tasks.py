@@ -1,6 +1,6 @@
-"""Tiny tasks staged in a processor behind the one it computes (agent/placement.py rule 2), on a real one-worker
-cluster: a crash (a real processor's death, which the agent hears of after reading what the processor wrote before
-it) fails only the task that crashed. What staging does with cancels, timeouts and crashes of the task ahead is in
+"""Tiny tasks staged in a processor behind the one it computes (the scheduler stages them on its link), on a real
+one-worker cluster: a crash (a real processor's death, which its agent reports with the task its mark names) fails
+only the task that crashed. What staging does with cancels, timeouts and crashes of the task ahead is in
 the simulation tier (tests/simulation/test_staging_stack.py: the real agent, scheduler and processor core)."""
 
 from __future__ import annotations
@@ -56,17 +56,15 @@ def warm_client(make_cluster: Callable[..., Any], **settings: Any) -> Iterator[C
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("lend", [False, True], ids=["through-the-agent", "lent"])
-def test_a_crash_among_staged_tiny_tasks_fails_only_the_task_that_crashed(make_cluster, lend):
-    """With lent processors (`lent`: the tasks come on the processor's own link, the agent never sees them), the
-    processor marks the lent task it computes where its agent reads it after its death (worker/computing_mark.py): the
-    result of the task before the crash, still in the processor's ZeroMQ I/O thread, dies with it, and that task runs
-    again rather than being blamed. Checked by hand with the mark never read (`read_mark` returning None: the scheduler
-    blames the oldest task sent there without a result): a task before a crash failed with ProcessorDiedError in 3
-    runs of 3 (with the 3 crashes this test had before, 1 run of 3)."""
+def test_a_crash_among_staged_tiny_tasks_fails_only_the_task_that_crashed(make_cluster):
+    """The tasks come on the processor's own link (its agent never sees them): the processor marks the task it
+    computes where its agent reads it after its death (worker/computing_mark.py): the result of the task before the
+    crash, still in the processor's ZeroMQ I/O thread, dies with it, and that task runs again rather than being
+    blamed. Checked by hand with the mark never read (`read_mark` returning None: the scheduler blames its picture's
+    computing task): a task before a crash failed with ProcessorDiedError in 3 runs of 3."""
     # 150, 151: two in a row, the second runs in the processor that replaced the first
     crash = (100, 150, 151, 200, 250, 300, 350, 400, 450)
-    with warm_client(make_cluster, lend_processors=lend) as client:
+    with warm_client(make_cluster) as client:
         futures = [client.submit(step, "square_or_crash", value, crash) for value in range(500)]
         concurrent.futures.wait(futures, timeout=DEADLINE_SECONDS * 2)
         for value, future in enumerate(futures):

@@ -55,7 +55,7 @@ def test_stories_of_a_normal_a_waiting_a_retried_and_a_forgotten_task(launcher: 
             ("client", "submitted"),
             ("scheduler", "queued"),
             ("scheduler", "dispatched"),
-            ("processor", "received from its worker agent"),
+            ("processor", "received on its link"),
             ("processor", "started"),
             ("processor", "finished (success)"),
             ("scheduler", "success"),

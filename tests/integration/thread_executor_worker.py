@@ -2,8 +2,9 @@
 
     python thread_executor_worker.py SCHEDULER_ADDRESS SLOTS
 
-Each "processor" is a thread running tasks with the same `TaskExecutor` the forked processors use; a kill
-only forgets the thread's task (threads cannot be killed), which is enough for the agent core's contract.
+Each "processor" is a thread running tasks with the same `TaskExecutor` the forked processors use, with its link to the
+scheduler opened by the agent's shell (`open_link`); a kill only forgets the thread's task (threads cannot be killed),
+which is enough for the contract.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import new_worker_id
 from scaler.security.find import find_keys
 from scaler.worker.executors.contract import ExecutorListener
+from scaler.worker.executors.hosted_link import HostedLink
 from scaler.worker.process import run_agent
 from scaler.worker.task_execution import TaskExecutor
 
@@ -33,6 +35,7 @@ class ThreadExecutor:
         self._storage: ObjectStorageConnection | None = None
         self._sockets = SocketFactory(security=security)
         self._alive: set[bytes] = set()
+        self._links: dict[bytes, HostedLink] = {}
 
     def start(self, loop: asyncio.AbstractEventLoop, listener: ExecutorListener) -> None:
         self._loop, self._listener = loop, listener
@@ -42,14 +45,25 @@ class ThreadExecutor:
         self._report(processor_id, m.ProcessorReady(threading.get_native_id()))
 
     def send(self, processor_id: bytes, message: m.Message) -> None:
-        if isinstance(message, m.HelloReply):
+        if isinstance(message, m.HelloReply) and self._listener is not None:
             self._storage_address = message.object_storage_address
-        elif isinstance(message, m.Task):
-            threading.Thread(target=self._run, args=(processor_id, message), daemon=True).start()
+            if processor_id not in self._links:
+                self._links[processor_id] = self._listener.open_link(
+                    processor_id, lambda work: self._take(processor_id, work)
+                )
+            self._links[processor_id].configure()
+
+    def _take(self, processor_id: bytes, work: list[m.Message]) -> None:
+        for message in work:
+            if isinstance(message, m.Task):
+                threading.Thread(target=self._run, args=(processor_id, message), daemon=True).start()
 
     def kill(self, processor_id: bytes, reason: str) -> None:
         if processor_id in self._alive:
             self._alive.discard(processor_id)
+            link = self._links.pop(processor_id, None)
+            if link is not None:
+                link.close()
             assert self._loop is not None and self._listener is not None
             self._loop.call_soon(self._listener.on_processor_exit, processor_id, f"thread dropped: {reason}")
 
@@ -71,8 +85,14 @@ class ThreadExecutor:
 
     def _run(self, processor_id: bytes, task: m.Task) -> None:
         result = TaskExecutor(self._connection, lambda log: None).run(task)
-        if processor_id in self._alive:
-            self._report(processor_id, result)
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._answer, processor_id, result)
+
+    def _answer(self, processor_id: bytes, result: m.TaskResult) -> None:
+        """On the loop: the result on the processor's link."""
+        link = self._links.get(processor_id)
+        if link is not None and processor_id in self._alive:
+            link.send([result])
 
     def _report(self, processor_id: bytes, message: m.Message) -> None:
         assert self._loop is not None and self._listener is not None

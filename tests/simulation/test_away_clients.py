@@ -23,7 +23,7 @@ from scaler.protocol.ids import ObjectID, PeerID, TaskID
 from scaler.scheduler.core.effects import DeleteObjects, DeleteOwnerObjects, LoadAnswers, Send, StoreAnswers
 from scaler.scheduler.core.events import AnswersLoaded, AnswersStored, PeerLost
 from scaler.scheduler.core.scheduler_core import CoreSettings
-from scaler.testing.simulation import PYTHON, FakeClient, SimulatedCluster, hello, task
+from scaler.testing.simulation import PYTHON, FakeClient, FakeWorker, SimulatedCluster, hello, task
 
 TIMEOUT = 60.0
 WINDOW = 1800.0
@@ -35,6 +35,15 @@ def cluster(window: float = WINDOW, held_bytes: int = 1 << 20) -> SimulatedClust
         held_answers_memory_bytes=held_bytes, instance_id=b"instance",
     )  # fmt: skip
     return SimulatedCluster(settings)
+
+
+def stopped_at(sim: SimulatedCluster, worker: FakeWorker) -> bool:
+    """Whether the scheduler stopped a task at the worker: a TaskCancel on a processor's link, or its processor killed
+    (a task computing alone)."""
+    return any(
+        isinstance(e.message, (m.TaskCancel, m.ProcessorKill)) and e.peer.startswith(worker.peer)
+        for e in sim.effects_of(Send)
+    )
 
 
 def dispatches(sim: SimulatedCluster) -> Counter[TaskID]:
@@ -66,7 +75,7 @@ def test_a_client_asleep_past_its_timeout_finds_its_work_done_when_it_wakes(wind
     twice. `off` (no window): it is dropped at its timeout and its tasks are cancelled."""
     sim = cluster(window)
     client = sim.add_client()
-    workers = [sim.add_worker("w1", capacity=2), sim.add_worker("w2", capacity=2)]
+    workers = [sim.add_worker(name, capacity=2, slots=2, max_staged=0) for name in ("w1", "w2")]
     sim.submit(client, [task(client.peer, n) for n in range(4)])
     client.online = False  # asleep: what is sent to it now waits in its socket (it reads nothing)
     asleep(sim, client, 61)
@@ -100,7 +109,7 @@ def test_past_the_window_its_work_is_cancelled_its_objects_deleted_and_it_is_tol
     assert client.peer in sim.core.clients and not sim.effects_of(DeleteOwnerObjects)
     sim.advance(10)  # past 300 s of silence
     assert client.peer not in sim.core.clients
-    assert any(isinstance(e.message, m.TaskCancel) for e in sim.effects_of(Send) if e.peer == worker.peer)
+    assert stopped_at(sim, worker)
     assert [e.owner for e in sim.effects_of(DeleteOwnerObjects)] == [client.peer]
     client.online = True
     late = task(client.peer, 3)
@@ -203,14 +212,14 @@ def test_answers_held_past_the_memory_budget_wait_in_object_storage_and_arrive_i
     """With a budget of 2 KB, 30 results of 200 bytes wait in bundles in object storage (the scheduler keeps only
     their ids); back, the client gets all 30 once, and the bundles are deleted."""
     sim = cluster(held_bytes=2000)
-    client, worker = sim.add_client(), sim.add_worker("w", capacity=30)
+    client, worker = sim.add_client(), sim.add_worker("w", capacity=30, slots=30, max_staged=0)
     sim.submit(client, [task(client.peer, n) for n in range(30)])
     lose_connection(sim, client)
     stored: dict[ObjectID, tuple[object, ...]] = {}
     for _ in range(30):
         chosen = worker.held.pop(0)
         result = m.TaskResult(chosen, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"x" * 200)
-        perform_storage(sim, sim.send(worker.peer, result), stored)
+        perform_storage(sim, sim.send(worker.where.pop(chosen), result), stored)
     log = sim.core.clients[client.peer].answers
     assert stored and log.held_bytes < 2000 and len(log.held) < 30, "the held answers went to storage"
     assert all(bundle.answers is None for bundle in log.bundles), "a written bundle leaves memory"
@@ -223,14 +232,14 @@ def test_answers_held_past_the_memory_budget_wait_in_object_storage_and_arrive_i
 
 def test_a_bundle_that_could_not_be_written_stays_in_memory() -> None:
     sim = cluster(held_bytes=500)
-    client, worker = sim.add_client(), sim.add_worker("w", capacity=4)
+    client, worker = sim.add_client(), sim.add_worker("w", capacity=4, slots=4, max_staged=0)
     sim.submit(client, [task(client.peer, n) for n in range(4)])
     lose_connection(sim, client)
     writes: list[StoreAnswers] = []
     for _ in range(4):
         chosen = worker.held.pop(0)
         result = m.TaskResult(chosen, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"x" * 400)
-        writes += [e for e in sim.send(worker.peer, result) if isinstance(e, StoreAnswers)]
+        writes += [e for e in sim.send(worker.where.pop(chosen), result) if isinstance(e, StoreAnswers)]
         for write in writes:
             sim.feed(AnswersStored(write.client, write.object_id, False, sim.now))
         writes.clear()
@@ -260,7 +269,7 @@ def test_a_client_whose_connection_closes_while_it_talks_ended_and_is_dropped_un
     sim.feed(PeerLost(client.peer, "connection closed", sim.now))
     sim.advance(6)
     assert client.peer not in sim.core.clients
-    assert any(isinstance(e.message, m.TaskCancel) for e in sim.effects_of(Send) if e.peer == worker.peer)
+    assert stopped_at(sim, worker)
 
 
 def test_a_connection_found_closed_after_the_scheduler_was_paused_keeps_its_client_away_not_dropped() -> None:

@@ -1,8 +1,8 @@
-"""Batching between the shells (`zmq_async.Outbox`), with the real scheduler server and worker agent on the in-memory
-network, whose traffic shows every multipart message: the tasks the scheduler sends a worker in one loop turn leave
-as one message, and a busy worker's results leave together (held up to 1 ms while more are coming). The worker's
-processors send their results through it here (`direct_results=False`); results straight from processors are in
-test_direct_results_stack.py. The offload path's batch window is in test_offload_executor.py."""
+"""Batching between the scheduler's shell (`zmq_async.Outbox`) and a processor's link, with the real scheduler server
+and worker agent on the in-memory network, whose traffic shows every multipart message: the tasks the scheduler sends
+a processor in one loop turn leave as one message, in one part. The offload path's batch window is in
+test_offload_executor.py; a processor's results held to leave together are in tests/unit/worker/
+test_processor_link.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from scaler.protocol import messages as m
 from scaler.testing.memory_network import Delivery
 from scaler.testing.simulated_stack import SCHEDULER_ADDRESS, SimulatedStack
 
-WORKER = "Worker|SIM|w1"
+LINK = "Worker|SIM|w1/w1-0"  #: the link of the worker's processor
 SCHEDULER = f"router@{SCHEDULER_ADDRESS}"
 
 
@@ -29,11 +29,9 @@ def most_per_message(traffic: list[Delivery], sender: str, receiver: str, kind: 
 
 
 @pytest.mark.parametrize("coalescing", [True, False], ids=["coalescing", "coalescing-off"])
-def test_tasks_leave_the_scheduler_together_and_results_leave_the_worker_together(
-    coalescing: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_tasks_leave_the_scheduler_together(coalescing: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """200 tiny tasks on one worker. Checked with the mechanism off (`coalescing-off`: every frame an Outbox is given
-    leaves at once, as a message of its own): one task and one result per message."""
+    leaves at once, as a message of its own): one task per message."""
     if not coalescing:
         send = Outbox.send
 
@@ -45,20 +43,18 @@ def test_tasks_leave_the_scheduler_together_and_results_leave_the_worker_togethe
     stack = SimulatedStack()
 
     async def scenario() -> None:
-        await stack.start(workers=1, direct_results=False)
+        await stack.start(workers=1)
         client = await stack.client()
         futures = client.submit([stack.task(client, seconds=0.0001, function="tiny") for _ in range(200)])
         await stack.until(lambda: all(future.done() for future in futures), "every result")
         assert all(future.result is not None for future in futures)
 
     stack.run(scenario())
-    tasks_together = most_per_message(stack.network.traffic, SCHEDULER, WORKER, m.Task)
-    results_together = most_per_message(stack.network.traffic, WORKER, SCHEDULER, m.TaskResult)
+    tasks_together = most_per_message(stack.network.traffic, SCHEDULER, LINK, m.Task)
     if coalescing:
         assert tasks_together > 10, "the tasks the worker has credit for leave in one message"
-        assert results_together > 1, "a busy worker's results leave together"
         # and in one part: ZeroMQ's and CURVE's costs are per part (codec.split reads the messages back)
-        batches = [d for d in stack.network.traffic if d.sender == SCHEDULER and d.receiver == WORKER]
+        batches = [d for d in stack.network.traffic if d.sender == SCHEDULER and d.receiver == LINK]
         assert max(len(codec.split(d.frames[0])) for d in batches) > 10 and all(len(d.frames) == 1 for d in batches)
     else:
-        assert (tasks_together, results_together) == (1, 1)
+        assert tasks_together == 1

@@ -1,8 +1,8 @@
 """The proxy worker's executor against an in-memory remote system, on simulated time (`FakeClock`; blocking calls made
-at once, `InlineCalls`): tasks become jobs and their outcomes come back as a processor's messages; cancels reach the
-remote system; refusals, lost hosts and jobs that die are reported as the agent core expects
-(worker/executors/contract.py's contract); tasks that arrive within the batch window are one submission, through the
-real worker agent and scheduler too."""
+at once, `InlineCalls`): tasks that come on a processor's link become jobs and their outcomes go back on it; cancels
+reach the remote system; refusals, lost hosts and jobs that die are reported as the contract says
+(worker/executors/contract.py); tasks that arrive within the batch window are one submission, through the real worker
+agent and scheduler too."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import cloudpickle
 import pytest
@@ -20,6 +20,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, ObjectID, TaskID
 from scaler.testing.fake_clock import FakeClock
 from scaler.testing.simulated_stack import SimulatedStack
+from scaler.worker.executors.hosted_link import HostedLink
 from scaler.worker.task_execution import run_bundle
 from scaler.worker_manager.offload.backend import JobOutcome, OffloadError, RemoteJob
 from scaler.worker_manager.offload.executor import BlockingCalls, OffloadExecutor
@@ -77,10 +78,38 @@ class MemoryRemote:
         return 0
 
 
+class FakeLink:
+    """A processor's link as the executor sees it: what it says is recorded in its listener's messages."""
+
+    def __init__(self, processor_id: bytes, on_work: Callable[[list[m.Message]], None], listener: Listener) -> None:
+        self.processor_id, self.on_work, self.listener = processor_id, on_work, listener
+        self.closed = False
+
+    def configure(self) -> None:
+        pass
+
+    def send(self, messages: list[m.Message]) -> None:
+        self.listener.messages += [(self.processor_id, message) for message in messages]
+
+    def close(self) -> None:
+        self.closed = True
+
+
 class Listener:
     def __init__(self) -> None:
         self.messages: list[tuple[bytes, m.Message]] = []
         self.exits: list[tuple[bytes, str]] = []
+        self.links: dict[bytes, FakeLink] = {}
+
+    def open_link(
+        self, processor_id: bytes, on_work: Callable[[list[m.Message]], None], max_staged_tasks: int = 0
+    ) -> HostedLink:
+        self.links[processor_id] = link = FakeLink(processor_id, on_work, self)
+        return cast(HostedLink, link)
+
+    def give(self, processor_id: bytes, *work: m.Message) -> None:
+        """What comes on a processor's link: its task, a cancel."""
+        self.links[processor_id].on_work(list(work))
 
     def on_processor_messages(self, processor_id: bytes, messages: list[m.Message]) -> None:
         self.messages += [(processor_id, message) for message in messages]
@@ -176,7 +205,7 @@ def test_tasks_arriving_together_are_one_submission_and_their_results_come_back(
         await until(lambda: len(listener.messages) == 3, "the processors to be ready", clock)
         assert all(isinstance(message, m.ProcessorReady) for _pid, message in listener.messages)
         for number, pid in enumerate((b"p1", b"p2", b"p3")):
-            executor.send(pid, task_of(number, double, number + 10))
+            listener.give(pid, task_of(number, double, number + 10))
         await until(lambda: remote.submitted, "the submission", clock)
         assert remote.submitted == [["BAT-unit-1", "BAT-unit-2", "BAT-unit-3"]]
         remote.run_all()
@@ -189,13 +218,25 @@ def test_tasks_arriving_together_are_one_submission_and_their_results_come_back(
 
 def test_killing_a_processor_cancels_its_remote_job_and_reports_the_exit() -> None:
     async def scenario(executor: OffloadExecutor, remote: MemoryRemote, listener: Listener, clock: FakeClock) -> None:
-        executor.send(b"p1", task_of(1, double, 1))
+        listener.give(b"p1", task_of(1, double, 1))
         await until(lambda: remote.submitted, "the submission", clock)
         executor.kill(b"p1", "its task was cancelled")
         await until(lambda: remote.cancelled == ["BAT-unit-1"], "the remote cancel", clock)
         await until(lambda: listener.exits, "the exit report", clock)
         assert listener.exits == [(b"p1", "stopped: its task was cancelled")]
-        assert listener.results() == {}
+        assert listener.results() == {} and listener.links[b"p1"].closed
+
+    run(scenario)
+
+
+def test_a_cancel_on_its_link_cancels_the_remote_job_and_is_answered() -> None:
+    async def scenario(executor: OffloadExecutor, remote: MemoryRemote, listener: Listener, clock: FakeClock) -> None:
+        listener.give(b"p1", task_of(1, double, 1))
+        await until(lambda: remote.submitted, "the submission", clock)
+        listener.give(b"p1", m.TaskCancel((task_of(1, double, 1).task_id,)))
+        await until(lambda: remote.cancelled == ["BAT-unit-1"], "the remote cancel", clock)
+        confirm = m.TaskCancelConfirm(task_of(1, double, 1).task_id, m.CancelOutcome.CANCELED)
+        assert listener.messages[-1] == (b"p1", confirm)
 
     run(scenario)
 
@@ -203,7 +244,7 @@ def test_killing_a_processor_cancels_its_remote_job_and_reports_the_exit() -> No
 def test_a_refused_submission_fails_the_task_with_the_remote_systems_message() -> None:
     async def scenario(executor: OffloadExecutor, remote: MemoryRemote, listener: Listener, clock: FakeClock) -> None:
         remote.refuse = "job queue 'q' does not exist"
-        executor.send(b"p1", task_of(1, double, 1))
+        listener.give(b"p1", task_of(1, double, 1))
         await until(lambda: listener.results(), "the failure", clock)
         result = listener.results()[b"p1"]
         assert result.status is m.ResultStatus.ERROR
@@ -215,7 +256,7 @@ def test_a_refused_submission_fails_the_task_with_the_remote_systems_message() -
 @pytest.mark.parametrize("host_lost", [True, False])
 def test_a_job_that_ended_without_an_outcome_is_a_lost_host_or_a_dead_processor(host_lost: bool) -> None:
     async def scenario(executor: OffloadExecutor, remote: MemoryRemote, listener: Listener, clock: FakeClock) -> None:
-        executor.send(b"p2", task_of(2, double, 2))
+        listener.give(b"p2", task_of(2, double, 2))
         await until(lambda: remote.submitted, "the submission", clock)
         remote.scripted["BAT-unit-1"] = JobOutcome("BAT-unit-1", None, "job 7 FAILED: it broke", host_lost)
         if host_lost:
@@ -224,7 +265,7 @@ def test_a_job_that_ended_without_an_outcome_is_a_lost_host_or_a_dead_processor(
             assert result.status is m.ResultStatus.HOST_LOST and result.error_message == "job 7 FAILED: it broke"
         else:
             await until(lambda: listener.exits, "the exit", clock)
-            assert listener.exits == [(b"p2", "job 7 FAILED: it broke")]
+            assert listener.exits == [(b"p2", "job 7 FAILED: it broke")] and listener.links[b"p2"].closed
 
     run(scenario)
 
@@ -241,7 +282,7 @@ def test_a_remote_system_slow_to_answer_never_blocks_the_agents_loop() -> None:
             slow_submit(jobs)
 
         remote.submit = submit  # type: ignore[method-assign]
-        executor.send(b"p1", task_of(1, double, 4))
+        listener.give(b"p1", task_of(1, double, 4))
         ticks = 0
         for _ in range(30):  # loop turns, past the batch window, while the submit is stuck in a thread
             await clock.sleep(BATCH_WINDOW_SECONDS / 10)

@@ -1,8 +1,9 @@
 """A restarted scheduler joins what its clients submit again with what its workers still hold: a task that
 ran during the restart is neither run twice nor lost, and each client hears about each task once.
 
-Checked with reattachment off, by hand: with `Reattachment.worker_holds` returning at once (the new instance
-forgets what workers say they hold), the first test fails: the early result is not delivered."""
+What a worker holds, its processors name in their links' hellos (link_sessions.py rule 5). Checked with reattachment
+off, by hand: with `Reattachment.worker_holds` returning at once (the new instance forgets what processors say they
+hold), the first test fails: the early result is not delivered."""
 
 from __future__ import annotations
 
@@ -25,10 +26,15 @@ def tid(number: int) -> TaskID:
 
 
 def worker_back(sim: SimulatedCluster, held: list[int], capacity: int = 4) -> FakeWorker:
-    """A worker of the old instance registers with the new one, naming what it still holds."""
-    worker = sim.workers[PeerID(WORKER)] = FakeWorker(PeerID(WORKER), capacity, [tid(n) for n in held])
-    info = m.WorkerInfo((), capacity, "", "SIM", tuple(tid(n) for n in held))
-    sim.send(WORKER, m.Hello(m.PROTOCOL_VERSION, PYTHON, 1, "sim", info, OLD))
+    """A worker of the old instance registers with the new one; its processor says hello again on its link, naming
+    what it still holds."""
+    worker = sim.workers[PeerID(WORKER)] = FakeWorker(PeerID(WORKER), capacity, [tid(n) for n in held], started=1)
+    sim.send(WORKER, m.Hello(m.PROTOCOL_VERSION, PYTHON, 1, "sim", m.WorkerInfo((), capacity, "", "SIM"), OLD))
+    link = PeerID(WORKER + b"/p1")
+    worker.links.append(link)
+    worker.where.update((task_id, link) for task_id in worker.held)
+    info = m.ProcessorInfo(b"p1", PeerID(WORKER), held_tasks=tuple(worker.held), max_staged_tasks=64)
+    sim.send(link, m.Hello(m.PROTOCOL_VERSION, PYTHON, 1, "sim", info, OLD))
     return worker
 
 
@@ -39,7 +45,8 @@ def client_back(sim: SimulatedCluster) -> FakeClient:
 
 
 def tasks_sent_to_worker(sim: SimulatedCluster) -> list[TaskID]:
-    return [e.message.task_id for e in sim.effects if getattr(e, "peer", None) == WORKER and isinstance(
+    """The tasks sent on the links of the worker's processors."""
+    return [e.message.task_id for e in sim.effects if getattr(e, "peer", b"").startswith(WORKER + b"/") and isinstance(
         getattr(e, "message", None), m.Task)]  # fmt: skip
 
 
@@ -65,7 +72,7 @@ def test_a_new_client_is_not_held_back_and_a_forged_early_result_is_dropped() ->
     sim = restarted()
     sim.advance(0.1)
     worker_back(sim, held=[5])
-    sim.send(WORKER, success(tid(6)))  # a result for a task the worker did not say it held: dropped
+    sim.send(WORKER + b"/p1", success(tid(6)))  # a result for a task the processor did not say it held: dropped
     client = sim.add_client("c")
     sim.submit(client, [task(CLIENT, 6)])
     assert tasks_sent_to_worker(sim) == [tid(6)], "a client that connects for the first time is served at once"
@@ -94,10 +101,12 @@ def test_a_worker_given_up_on_by_the_same_instance_keeps_a_queued_task_and_drops
     sim.kill(first)  # the scheduler gives up on it: both tasks go back to the queue
     other = sim.add_worker("other", capacity=1)  # takes task 1
     assert other.held == [TaskID((1).to_bytes(16, "big"))]
-    # the first worker was alive after all: it registers again with both tasks
+    # the first worker was alive after all: it registers again, its processor naming both tasks
     first.alive, first.held = True, [TaskID((1).to_bytes(16, "big")), TaskID((2).to_bytes(16, "big"))]
-    info = m.WorkerInfo((), 2, "", "SIM", tuple(first.held))
-    sim.send(first.peer, hello(info))
+    link = first.links[0]
+    first.where.update((task_id, link) for task_id in first.held)
+    sim.send(first.peer, hello(m.WorkerInfo((), 2, "", "SIM")))
+    sim.send(link, hello(m.ProcessorInfo(b"p1", first.peer, held_tasks=tuple(first.held), max_staged_tasks=64)))
     assert first.held == [TaskID((2).to_bytes(16, "big"))], "task 1, now the other worker's, is cancelled here"
     sim.finish(first)
     sim.finish(other)

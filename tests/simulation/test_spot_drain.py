@@ -23,6 +23,7 @@ def spot_worker(sim: SimulatedCluster, unit: str, capacity: int = 3) -> FakeWork
     peer = PeerID(f"Worker|ECS-{unit}|0123".encode())
     worker = sim.workers[peer] = FakeWorker(peer, capacity)
     sim.send(peer, hello(m.WorkerInfo((), capacity, "spot", f"ECS-{unit}")))
+    sim.add_processor(worker)
     return worker
 
 

@@ -1,15 +1,15 @@
-"""Tiny tasks staged in a processor behind the one it computes (worker/agent/placement.py rule 2), with the real
-scheduler, the real worker agent (shell and core) and processors on the real processor core
-(`scaler.testing.simulated_stack`), on simulated time: tiny tasks are staged; a cancel of a staged task withdraws it
-from its processor; the tasks staged behind a task that crashes, times out or is cancelled are queued again and each
-run once. The integration tier keeps a crash among staged tasks in real processes (tests/integration/
-test_staged_tasks.py).
+"""Tiny tasks staged in a processor behind the one it computes (the scheduler stages them on its link:
+`WorkerRecord.learn`, `restage`), with the real scheduler, the real worker agent (shell and core) and processors on
+the real processor core (`scaler.testing.simulated_stack`), on simulated time: tiny tasks are staged; a cancel of a
+staged task withdraws it from its processor; the tasks staged behind a task that crashes, times out or is cancelled
+are queued again and each run once; those behind a task that proves long are taken back (processor_links.py rule 3)
+and run elsewhere. The integration tier keeps a crash among staged tasks in real processes
+(tests/integration/test_staged_tasks.py).
 
-How each test was checked with staging off: `max_staged_tasks=0` (the executor's word, which the agent core
-follows) is the `staging-off` case of the first two tests, which then fail as shown in their assertions; the
-others assert first that the tasks behind the first one were staged, which fails with staging off, and were run
-with `Placement.queue_again` made to do nothing (staged tasks of a processor that is gone forgotten): their futures
-never complete.
+How each test was checked with staging off: `max_staged_tasks=0` (the processors' word, in their links' hellos) is
+the `staging-off` case of the first two tests, which then fail as shown in their assertions; the others assert first
+that the tasks behind the first one were staged, which fails with staging off, and were run with
+`ProcessorLink.gone` forgetting the staged tasks (REQUEUED made ANSWERED): their futures never complete.
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from scaler.testing.simulated_client import SimulatedClient, SimulatedFuture
 from scaler.testing.simulated_processors import CRASH, HANG
 from scaler.testing.simulated_stack import SimulatedStack
 
-TINY_SECONDS = 0.0001  #: well under the staging horizon (estimates.STAGING_HORIZON_SECONDS)
-WARM_UP_TASKS = 50  #: tiny tasks that teach the worker that "step" is tiny
+TINY_SECONDS = 0.0001  #: well under the staging horizon (staging.STAGING_SECONDS)
+WARM_UP_TASKS = 50  #: tiny tasks that teach the scheduler that the worker's tasks are tiny
 
 
 def all_done(futures: list[SimulatedFuture]) -> bool:
     return all(future.done() for future in futures)
 
 
-async def warm_client(stack: SimulatedStack, max_staged_tasks: int = 16, **worker_settings: float) -> SimulatedClient:
+async def warm_client(stack: SimulatedStack, max_staged_tasks: int = 64, **worker_settings: float) -> SimulatedClient:
     """A client of a one-worker stack whose worker has seen WARM_UP_TASKS tiny calls of "step"."""
     await stack.start(workers=1, max_staged_tasks=max_staged_tasks, **worker_settings)
     client = await stack.client()
@@ -46,8 +46,14 @@ async def holder_and_tiny_tasks_behind(
     (holder,) = client.submit([stack.task(client, seconds, ending, function="step")])
     await stack.until(lambda: bool(stack.log.runs_of(holder.task_id)), "the holder to start")
     behind = client.submit([stack.task(client, TINY_SECONDS, function="step") for _ in range(count)])
-    worker = stack.workers["w1"].core
-    await stack.until(lambda: all(f.task_id in worker.tasks for f in behind), "the tasks behind to reach the worker")
+    scheduler = stack.scheduler_core
+    assert scheduler is not None
+
+    def placed(future: SimulatedFuture) -> bool:
+        record = scheduler.tasks.get(future.task_id)
+        return future.task_id in stack.log.staged or (record is not None and record.state.value == "queued")
+
+    await stack.until(lambda: all(placed(f) for f in behind), "the tasks behind to be staged, or queued")
     return holder, behind
 
 
@@ -59,7 +65,7 @@ def ran_once_each(stack: SimulatedStack, futures: list[SimulatedFuture]) -> bool
     return all(len(stack.log.runs_of(future.task_id)) == 1 for future in futures)
 
 
-@pytest.mark.parametrize("max_staged_tasks", [16, 0], ids=["staging", "staging-off"])
+@pytest.mark.parametrize("max_staged_tasks", [64, 0], ids=["staging", "staging-off"])
 def test_tiny_tasks_are_staged_behind_the_computing_one_and_each_runs_once(max_staged_tasks: int) -> None:
     stack = SimulatedStack()
 
@@ -67,7 +73,7 @@ def test_tiny_tasks_are_staged_behind_the_computing_one_and_each_runs_once(max_s
         client = await warm_client(stack, max_staged_tasks)
         holder, behind = await holder_and_tiny_tasks_behind(stack, client, ending="success", seconds=5.0)
         if max_staged_tasks:
-            assert staged(stack, behind) == [True] * 10, "the tiny tasks wait in the processor, not in the agent"
+            assert staged(stack, behind) == [True] * 10, "the tiny tasks wait in the processor, not in the scheduler"
         else:
             assert staged(stack, behind) == [False] * 10, "with staging off nothing waits in a processor"
         await stack.until(lambda: all_done([holder, *behind]), "every result")
@@ -77,7 +83,7 @@ def test_tiny_tasks_are_staged_behind_the_computing_one_and_each_runs_once(max_s
     stack.run(scenario())
 
 
-@pytest.mark.parametrize("max_staged_tasks", [16, 0], ids=["staging", "staging-off"])
+@pytest.mark.parametrize("max_staged_tasks", [64, 0], ids=["staging", "staging-off"])
 def test_a_cancelled_staged_task_is_withdrawn_from_its_processor_and_never_runs(max_staged_tasks: int) -> None:
     stack = SimulatedStack()
 
@@ -92,7 +98,7 @@ def test_a_cancelled_staged_task_is_withdrawn_from_its_processor_and_never_runs(
         if max_staged_tasks:
             assert stack.log.withdrawn == withdrawn, "the processor took them out of its line"
         else:
-            assert stack.log.withdrawn == [], "with staging off the agent drops them from its own queue"
+            assert stack.log.withdrawn == [], "with staging off the scheduler drops them from its own queue"
         await stack.until(lambda: all_done([holder, *behind]), "every answer")
         kept = [future for future in behind if future not in cancelled]
         assert all(future.result is not None for future in kept)
@@ -105,7 +111,8 @@ def test_a_cancelled_staged_task_is_withdrawn_from_its_processor_and_never_runs(
 
 def test_the_tasks_staged_behind_a_task_that_crashes_each_run_once() -> None:
     """The task ahead kills its processor after 2 s: it fails with PROCESSOR_DIED, the staged ones go back to the
-    agent's queue and run in the processor that replaces it, once each."""
+    scheduler's queue (taken back after 1 s, or queued again with the processor's loss) and run in the processor that
+    replaces it, once each."""
     stack = SimulatedStack()
 
     async def scenario() -> None:
@@ -154,16 +161,15 @@ def test_the_tasks_staged_behind_a_cancelled_task_each_run_once() -> None:
 
 
 def test_the_tasks_staged_behind_a_long_call_of_a_tiny_function_run_elsewhere_meanwhile() -> None:
-    """A call of "step" that computes 100 s, where every call before was tiny (so are joblib's batches: one function
-    for all of them; joblib's test_parallel_unordered_generator_returns_fastest_first got a fast call staged behind its
-    30 s one in CI): the tiny tasks staged behind it are withdrawn once it has computed STAGED_WAIT_SECONDS, and run
-    on the other worker (the scheduler's balancing takes them back) while it still computes, once each
-    (worker/agent/core.py rule 7). Checked to fail with `AgentCore._withdraw_staged_behind_long_tasks` doing nothing:
-    they wait for the long call to end, past the deadline below."""
+    """A call that computes 100 s, where every call before was tiny (so are joblib's batches: one function for all of
+    them; joblib's test_parallel_unordered_generator_returns_fastest_first got a fast call staged behind its 30 s one
+    in CI): the tiny tasks staged behind it are taken back once it has computed STAGED_WAIT_SECONDS, and run on the
+    other worker while it still computes, once each (processor_links.py rule 3). Checked to fail with
+    `ProcessorLink.behind_long` returning None: they wait for the long call to end, past the deadline below."""
     stack = SimulatedStack()
 
     async def scenario() -> None:
-        await stack.start(workers=2, max_staged_tasks=16)
+        await stack.start(workers=2)
         client = await stack.client()
         warm = client.submit([stack.task(client, TINY_SECONDS, function="step") for _ in range(WARM_UP_TASKS)])
         await stack.until(lambda: all_done(warm), "the warm-up")
@@ -172,8 +178,8 @@ def test_the_tasks_staged_behind_a_long_call_of_a_tiny_function_run_elsewhere_me
         behind = client.submit([stack.task(client, TINY_SECONDS, function="step") for _ in range(10)])
         await stack.until(lambda: all_done(behind), "the tiny tasks, while the long call computes", within=30.0)
         assert not holder.done()
-        withdrawn = [future for future in behind if future.task_id in stack.log.withdrawn]
-        assert withdrawn, "some of them were staged behind the long call, and withdrawn from its processor"
+        withdrawn = [future for future in behind if future.task_id in stack.log.handed_back]
+        assert withdrawn, "some of them were staged behind the long call, and taken back from its processor"
         (long_call,) = stack.log.runs_of(holder.task_id)
         assert all(run.worker != long_call.worker for f in withdrawn for run in stack.log.runs_of(f.task_id))
         assert ran_once_each(stack, behind)

@@ -125,6 +125,8 @@ SAMPLES: list[m.Message] = [
     m.StreamItem(T, 3, m.PayloadKind.INLINE, b"value"),
     m.StreamCredit(T, 32),
     m.ActorReady(T),
+    m.ProcessorKill(b"p1", "its task timed out"),
+    m.ProcessorsWanted(2),
     m.ActorStop(T),
     m.ActorLookup("pricer"),
     m.ActorReply("pricer", True, T, "Pricer", b"interface"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import re
 import typing
 from pathlib import Path
@@ -133,6 +134,16 @@ def test_an_unknown_combo_keyword_is_named() -> None:
         TypeError, match=r"unexpected keyword argument 'client_timeout_secondz'.*client_timeout_seconds"
     ):
         sections_of({"client_timeout_secondz": 5})
+
+
+def test_a_retired_combo_keyword_is_accepted_noted_and_dropped(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 56: `direct_results` and `lend_processors` choose no route any more (there is one); code that passes them
+    still runs."""
+    with caplog.at_level(logging.WARNING):
+        sections = sections_of({"direct_results": True, "lend_processors": False})
+    assert sections == sections_of({})
+    assert "direct_results=...) is accepted for compatibility and ignored" in caplog.text
+    assert "lend_processors=...) is accepted for compatibility and ignored" in caplog.text
 
 
 def test_every_declared_combo_keyword_is_a_section_field() -> None:

@@ -347,6 +347,8 @@ def test_cluster_spellings(argv: list[str], field: str, expected: Any) -> None:
         ([ADDRESS, "-hps"], "-hps/--hard-processor-suspend"),
         (["-hps", ADDRESS], "-hps/--hard-processor-suspend"),  # the address is not taken as the flag's value
         ([ADDRESS, "--hard-processor-suspend", "false"], "-hps/--hard-processor-suspend"),
+        ([ADDRESS, "--direct-results", "true"], "--direct-results"),  # issue 56: one route
+        ([ADDRESS, "--lend-processors", "false"], "--lend-processors"),
     ],
 )
 def test_a_retired_flag_is_accepted_noted_and_dropped(

@@ -58,7 +58,9 @@ class Cluster:
         return self.send(peer, hello(m.ManagerInfo(manager_id, capabilities, max_workers, "test")))
 
     def add_worker(self, peer: bytes, manager_id: str = "", capabilities: m.Capabilities = ()) -> None:
+        """A worker, and its processor's link (where its tasks go)."""
         self.send(peer, hello(m.WorkerInfo(capabilities, 1, manager_id, "NAT")))
+        self.send(peer + b"/p1", hello(m.ProcessorInfo(b"p1", peer)))
 
     def submit(self, *tasks: m.Task) -> None:
         if PeerID(CLIENT) not in self.core.clients:
@@ -162,7 +164,7 @@ def test_finished_tasks_leave_the_snapshot() -> None:
     c = cluster()
     c.add_worker(worker_id("u1"), "m1")
     c.submit(task(1))
-    c.send(worker_id("u1"), m.TaskResult(task(1).task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v"))
+    c.send(worker_id("u1") + b"/p1", m.TaskResult(task(1).task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v"))
     snapshot = snapshot_of(c.core)
     assert snapshot.task_groups == () and snapshot.workers[0].assigned == 0
 
@@ -187,7 +189,7 @@ def test_vanilla_targets_follow_the_load_and_drain_idle_workers() -> None:
     while c.core.tasks.records:  # the workers run everything
         for worker in list(c.core.workers.values()):
             for task_id in list(worker.assigned):
-                c.send(worker.peer, m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v"))
+                c.send(worker.peer + b"/p1", m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v"))
     c.now = 3.0
     target = c.heartbeat(b"m")
     assert target is not None and target.entries == ()
@@ -262,7 +264,7 @@ def test_no_busy_worker_is_stopped_whatever_the_policy() -> None:
     while len(c.core.tasks.records) > 19:  # the workers finish 11 tasks; each takes the next one
         worker = next(worker for worker in c.core.workers.values() if worker.assigned)
         task_id = next(iter(worker.assigned))
-        c.send(worker.peer, m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v"))
+        c.send(worker.peer + b"/p1", m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v"))
     assert all(worker.assigned for worker in c.core.workers.values()), "all three still busy"
     c.now = 1.0
     target = c.heartbeat(b"m")

@@ -83,7 +83,7 @@ STRUCTS = {
             )
         },
     ),
-    "ProcessorInfo": Struct(required="processorId workerId"),
+    "ProcessorInfo": Struct(required="processorId workerId", fields={"heldTasks": Field(omit_empty=True)}),
     "HelloReply": Struct(
         required="accepted",
         fields={"protocolVersion": Field(default="PROTOCOL_VERSION"), "heartbeatIntervalSeconds": Field(default="2.0")},
@@ -174,6 +174,8 @@ STRUCTS = {
     "ProcessorResume": Struct(required="taskId"),
     "ResultSent": Struct(required="taskId result"),
     "ProcessorWriting": Struct(required="writing"),
+    "ProcessorKill": Struct(required="processorId"),
+    "ProcessorsWanted": Struct(required="beyondSlots"),
     # ------------------------------------------------------------ jobs
     "JobOpen": Struct(required="name taskIds"),
     "JobAttach": Struct(required="name"),

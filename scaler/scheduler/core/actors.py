@@ -5,22 +5,20 @@ queued, dispatched by capabilities, held by its worker while the actor lives (so
 against its client's quotas, for exactly that long), ended by its result. This module keeps what the lifecycle does
 not know: each actor's *calls* (tasks with `Task.actor_id` set), which never enter the task table.
 
-1. A call waits here (`pending`) until its actor is ready (ActorReady from the worker that runs the start task), then
-   goes to that worker, in the order the calls came (`at_worker`). Its result goes to the client that made it.
+1. A call waits here (`pending`) until its actor is ready (ActorReady on the link of the processor that runs the start
+   task), then goes on that link, in the order the calls came (`at_worker`), and so does its stop. Its result comes
+   back on the link and goes to the client that made it.
 2. The actor is lost when its worker is lost, or its processor dies (a start task's PROCESSOR_DIED, OUT_OF_MEMORY,
    WORKER_DIED or HOST_LOST result). Its calls at the worker end ACTOR_RESTARTED (they do not run again: they may
    have run in part), and it is started again from its constructor: its start task goes back to the queue at no
    retry cost, with its pending calls kept in order for the new instance. Past `ActorSpec.max_restarts` (-1: no
    limit) it dies instead: every call ends ACTOR_DIED, and so does its start task.
 3. ActorStop: the calls made before it are served, then the actor's start task ends (a success); calls made after it
-   are refused ACTOR_DIED. Each call made before the stop gets its own result, also when the start task's end reaches
-   this scheduler first: the calls' results come on the processor's own link (rule 6) and the end may come another
-   way (through the worker's agent, which sends its journal's copy again when the processor exits). The actor is then
-   "stopped" (its name is free, calls to it are refused) and ends with the last of those results; if its processor's
-   link closes or its worker is lost first, the calls still at it end ACTOR_DIED saying so (they may have run). A
-   call whose result can come no more when the end comes (it was sent on a link that closed since) ends ACTOR_DIED
-   then. An actor whose start task ended any other way (its constructor raised, its client left or cancelled it) is
-   gone too: its calls end ACTOR_DIED with the reason (`sweep`, once per step).
+   are refused ACTOR_DIED. The calls' results and the start task's end come on one link, in that order; should the
+   end come first all the same (a result sent again after a restart), the actor is "stopped" (its name is free, calls
+   to it are refused) and ends with the last of those results, or ACTOR_DIED for them when its processor or worker is
+   lost first (they may have run). An actor whose start task ended any other way (its constructor raised, its client
+   left or cancelled it) is gone too: its calls end ACTOR_DIED with the reason (`sweep`, once per step).
 4. An actor's story is its start task's (`future.story()` of `handle.started`): its placements, the readiness of
    each instance, each restart and its end.
 5. A name (`ActorSpec.name`) is unique among the live actors of one owner (a CURVE key; "" without CURVE); ActorLookup
@@ -28,12 +26,8 @@ not know: each actor's *calls* (tasks with `Task.actor_id` set), which never ent
    (`fromTask`), and then counts as the key of that task's client, when the task runs now at a worker registered with
    the key this client connected with (a task's code looks up its driver's actors, as in Ray; a stranger's key
    claiming someone's task gets its own key's).
-6. The direct route: an ActorReady that names its processor's own link (`ActorReady.processor`, a link this scheduler
-   accepted for that worker) makes the actor's calls and its stop go on that link, not through the worker's agent,
-   and their results come back on it (the processor orders them, and the start task's end, on that one link). The
-   actor takes that route until it is lost (rule 2: built again, it says again where it is) or the link closes; then
-   its calls go through the agent, which hands them to the same processor. A call at a processor whose link closed is
-   answered when the processor's loss is heard (rule 2), as one sent through the agent is.
+6. The processor that hosts an actor takes no slot and no other task while the actor lives (link_sessions.py rule 2);
+   its link closing loses the actor (rule 2), unless its start task's end was heard first.
 
 Pure: time is the core's `now`.
 """
@@ -78,7 +72,7 @@ class ActorRecord:
     #: start task ended after its stop while calls sent to it were unanswered: it waits for their results, rule 3)
     state: str = "placing"
     worker: PeerID | None = None  #: where it lives, once ready
-    link: PeerID | None = None  #: its processor's own link, when its calls go there (rule 6)
+    link: PeerID | None = None  #: its processor's link, where its calls go (rule 1)
     restarts: int = 0
     calls_done: int = 0
     #: calls waiting for it to be ready, in order: (caller, call); None: the stop, once the calls before it are sent
@@ -86,7 +80,6 @@ class ActorRecord:
     at_worker: dict[TaskID, ClientID] = field(default_factory=dict)  #: calls sent to its worker, and their callers
     ended_because: str = ""  #: why it ended, once its start task's result says so
     stopped: bool = False  #: its start task ended a success: it was stopped (rule 3)
-    link_lost: bool = False  #: a link its calls were sent on closed (rule 6): their results died with it
 
 
 class Actors:
@@ -130,7 +123,7 @@ class Actors:
             why = why or "no such actor is alive (it ended, or never was)"
             self._answer(client, task.task_id, m.ResultStatus.ACTOR_DIED, f"the actor's call was refused: {why}")
             return
-        if actor.state == "running" and actor.worker is not None:
+        if actor.state == "running" and actor.link is not None:
             self._to_worker(actor, client, task)
         else:
             actor.pending.append((client, task))
@@ -140,9 +133,9 @@ class Actors:
         actor = self.actors.get(actor_id)
         if actor is None or actor.state in _STOPPED or (actor.pending and actor.pending[-1] is None):
             return
-        if actor.state == "running" and actor.worker is not None:
+        if actor.state == "running" and actor.link is not None:
             actor.state = "stopping"
-            self._core.send(actor.link or actor.worker, m.ActorStop(actor_id))
+            self._core.send(actor.link, m.ActorStop(actor_id))
         else:
             actor.pending.append(None)  # sent once it is ready, after the calls before it
 
@@ -158,32 +151,35 @@ class Actors:
 
     # ------------------------------------------------------------ from workers
 
-    def ready(self, peer: PeerID, ready: m.ActorReady) -> None:
-        """The actor's constructor returned at `peer`: its waiting calls go there, in order (and its stop)."""
+    def ready(self, peer: PeerID, ready: m.ActorReady, link: PeerID) -> None:
+        """The actor's constructor returned in the processor of `link`, a processor of worker `peer`: its waiting calls
+        go there, in order (and its stop)."""
         actor = self.actors.get(ready.actor_id)
         start = self._core.tasks.get(ready.actor_id)
         if actor is None or start is None or start.worker != peer:
             return  # stale: from a worker given up on
-        actor.worker, actor.state, actor.link = peer, "running", self._link(peer, ready.processor)
-        if actor.link is not None:  # a lent processor that hosts an actor is lent no more (worker_sessions.py)
-            self._core.worker_sessions.hosts_actor(actor.link)
+        actor.worker, actor.state, actor.link = peer, "running", link
         held = sum(1 for w in actor.pending if w is not None)
-        route = "its processor's own link" if actor.link is not None else "its worker"
-        because = f"its constructor returned; {held} call(s) waiting for it go to {route}"
+        because = f"its constructor returned; {held} call(s) waiting for it go to its processor"
         self._core.tasks.stories.note(ready.actor_id, self._core.wall_time, "actor ready", peer, because)
         while actor.pending:
             waiting = actor.pending.popleft()
             if waiting is None:
                 actor.state = "stopping"
-                self._core.send(actor.link or peer, m.ActorStop(actor.actor_id))
+                self._core.send(link, m.ActorStop(actor.actor_id))
                 break
             self._to_worker(actor, *waiting)
 
     def adopted(self, actor_id: TaskID, worker: PeerID) -> None:
-        """After a scheduler restart, the actor's start task was adopted by the worker that still runs it: the actor
-        is there, built (its ActorReady went to the instance before). Calls its clients submit again go there; one
-        that was unanswered at the restart may run a second time."""
-        self.ready(worker, m.ActorReady(actor_id))
+        """After a scheduler restart, the actor's start task was adopted on the link of the processor that still runs
+        it: the actor is there, built (its ActorReady went to the instance before). Calls its clients submit again go
+        there; one that was unanswered at the restart may run a second time."""
+        start = self._core.tasks.get(actor_id)
+        if start is not None and start.link is not None:
+            link = self._core.processors.get(start.link)
+            if link is not None:
+                link.host(actor_id)
+            self.ready(worker, m.ActorReady(actor_id), start.link)
 
     def live_calls(self) -> set[TaskID]:
         """The calls not answered yet, waiting here or at a worker (a resuming client need not send them again)."""
@@ -191,6 +187,10 @@ class Actors:
         for actor in self.actors.values():
             found.update(waiting[1].task_id for waiting in actor.pending if waiting is not None)
         return found
+
+    def calls_at(self, link: PeerID) -> bool:
+        """Whether calls sent on this link are not answered yet (an actor there, or its last calls)."""
+        return any(actor.link == link and actor.at_worker for actor in self.actors.values())
 
     def is_call(self, task_id: TaskID) -> bool:
         return task_id in self._calls
@@ -221,8 +221,10 @@ class Actors:
         """The start task's result: True when it was taken here (the actor was lost and starts again, rule 2; or is
         dead and its start task ended); False for the lifecycle to end the start task as any other."""
         actor = self.actors.get(result.task_id)
+        if actor is None:  # the common case: not an actor's start
+            return False
         start = self._core.tasks.get(result.task_id)
-        if actor is None or start is None or start.worker != peer:
+        if start is None or start.worker != peer:
             return False
         if result.status in _LOSSES:
             return self._lost(actor, result.error_message or result.status.value)
@@ -241,17 +243,17 @@ class Actors:
         for actor in [a for a in self.actors.values() if a.state == "stopped" and a.worker == worker.peer]:
             self._stopped_lost(actor, f"its worker was lost ({reason})")
 
-    def processor_gone(self, processor: PeerID) -> None:
-        """A processor's link closed: the actors it served take the route through their agent (rule 6); a stopped one's
-        calls still unanswered there end (rule 3)."""
+    def processor_gone(self, processor: PeerID, reason: str) -> None:
+        """A processor's link is gone: the actors it hosted whose start task is still live are lost (rule 2; the start
+        task's own end, a processor's death, was heard first when it came); a stopped one's calls still unanswered
+        there end (rule 3)."""
         for actor in list(self.actors.values()):
             if actor.link != processor:
                 continue
-            actor.link = None
-            if actor.at_worker:
-                actor.link_lost = True  # the calls at it now are answered by its processor's loss, or its end
             if actor.state == "stopped":
                 self._stopped_lost(actor, "its processor's link closed")
+            elif actor.actor_id in self._core.tasks.records:
+                self._lost(actor, reason)
 
     def client_gone(self, client: ClientID) -> None:
         """Its calls are answered nobody (its actors end with their start tasks, which the lifecycle cancels)."""
@@ -273,10 +275,7 @@ class Actors:
                 if actor.link is not None and actor.worker is not None:
                     self._wait_for_calls(actor)
                     continue
-                # the calls were sent on a link that closed since, or their results went the way the end came, which
-                # carried them first: they will not come
-                lost = "its processor's link closed while the call was at it" if actor.link_lost else "it was lost"
-                why = f"the actor {actor.class_name} was stopped, and the call's result never came: {lost}"
+                why = f"the actor {actor.class_name} was stopped, and the call's result never came: it was lost"
             self._fail_all(actor, m.ResultStatus.ACTOR_DIED, why)
             self._forget(actor, ended)
 
@@ -318,13 +317,12 @@ class Actors:
             self._calls.pop(call_id, None)
             self._answer(caller, call_id, m.ResultStatus.ACTOR_RESTARTED, why)
         actor.at_worker.clear()
-        actor.state, actor.link_lost = "placing", False
+        actor.state = "placing"
         self._core.lifecycle.apply(actor.actor_id, TaskEvent.RETURNED, reason=f"its actor restarts: {reason}")
         return True
 
     def _wait_for_calls(self, actor: ActorRecord) -> None:
-        """Rule 3: its start task ended after its stop, and calls sent to it on its processor's link are unanswered
-        (the end came another way: through its agent, which sent its journal's copy again): it is "stopped", its name
+        """Rule 3: its start task ended after its stop, and calls sent to it are unanswered: it is "stopped", its name
         free, until their results come on the link, or the link or its worker is lost."""
         actor.state = "stopped"
         if actor.spec.name:
@@ -359,15 +357,10 @@ class Actors:
                 self._answer(waiting[0], waiting[1].task_id, status, why)
 
     def _to_worker(self, actor: ActorRecord, client: ClientID, task: m.Task) -> None:
-        assert actor.worker is not None
+        assert actor.link is not None
         actor.at_worker[task.task_id] = client
         self._calls[task.task_id] = actor.actor_id
-        self._core.send(actor.link or actor.worker, task)
-
-    def _link(self, worker: PeerID, processor: bytes) -> PeerID | None:
-        """The processor link an ActorReady names, if this scheduler accepted it for that worker (rule 6)."""
-        record = self._core.processors.get(PeerID(processor)) if processor else None
-        return record.peer if record is not None and record.worker == worker else None
+        self._core.send(actor.link, task)
 
     def _answer(self, client: ClientID, task_id: TaskID, status: m.ResultStatus, why: str) -> None:
         if PeerID(client) in self._core.clients:

@@ -1,8 +1,8 @@
 """Overtaking: a task queued at a higher priority than tasks workers hold unstarted takes their place.
 
-Credit-based dispatch lets a worker hold its slots' tasks plus a small prefetch (about 5 ms of queued work, at
-least one task: worker/agent/estimates.py). A task of a higher priority that arrives while every worker's credit is
-taken would wait for the next result, and then for the prefetched task that worker's free processor takes first.
+Credit-based dispatch lets a worker hold its slots' tasks plus a prefetch of one and what its processors stage (about
+20 ms of its tasks' measured run time: core/peers.py). A task of a higher priority that arrives while every worker's
+credit is taken would wait for the next result, and then for the tasks staged ahead of it.
 So when tasks are queued above the lowest priority held at the workers, the core asks full workers to give back
 (TaskReturn) their lowest-priority held task, the most recently dispatched one (the least likely to have started;
 the oldest is assumed to run); a worker gives back only what it has not started, and the credit freed goes to the

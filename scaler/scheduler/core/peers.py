@@ -1,4 +1,5 @@
-"""Records of the scheduler's connected peers: clients, workers, worker managers, and the processors of workers.
+"""Records of the scheduler's connected peers: clients, workers and worker managers (a worker's processors' links
+are `processor_links.ProcessorLink`s, held by their worker's record).
 
 Every peer registers with a Hello and is known by its transport identity (PeerID) from then on.
 `last_seen` is refreshed by any message from the peer, not only heartbeats (a client busy in user
@@ -8,24 +9,14 @@ worker's, it lives as long as its worker's registration, and it has no liveness 
 
 from __future__ import annotations
 
-import collections
 from dataclasses import dataclass, field
 
 from scaler.policy.capability import offered_memory, offers_enough
 from scaler.protocol.ids import PeerID, TaskID
-from scaler.protocol.messages import (
-    Capabilities,
-    ManagerTarget,
-    ProcessorExited,
-    UnitWaits,
-    WorkerLimit,
-    WorkerStatus,
-)
-from scaler.protocol.staging import LENT_STAGING_SECONDS, STAGED_WAIT_SECONDS
+from scaler.protocol.messages import Capabilities, ManagerTarget, UnitWaits, WorkerLimit, WorkerStatus
+from scaler.protocol.staging import STAGED_WAIT_SECONDS, STAGING_SECONDS
 from scaler.scheduler.core.client_answers import AnswerLog
-
-#: Results read from a worker's processors that its next heartbeat echo names, at most.
-MAX_RESULTS_READ = 100_000
+from scaler.scheduler.core.processor_links import ProcessorLink
 
 
 @dataclass(slots=True)
@@ -58,9 +49,9 @@ class ClientRecord:
         return bool(self.away_reason)
 
 
-#: Lent processors (`WorkerRecord.learn_lent`): the most tasks staged behind the one computing (how much of their run
-#: time at most: `staging.LENT_STAGING_SECONDS`).
-MAX_LENT_STAGED = 64
+#: The most tasks staged in a processor behind the one it computes (how much of their run time at most:
+#: `staging.STAGING_SECONDS`; `WorkerRecord.learn`).
+MAX_STAGED = 64
 
 
 @dataclass(slots=True)
@@ -68,7 +59,7 @@ class WorkerRecord:
     peer: PeerID
     capabilities: Capabilities
     capability_names: frozenset[str]
-    capacity: int  #: tasks it accepts at once (running + prefetch + slots yielded by blocked parents)
+    capacity: int  #: tasks it accepts at once beyond those staged, parked or hosting an actor (slots + a prefetch)
     manager_id: str
     worker_type: str
     hostname: str
@@ -88,61 +79,106 @@ class WorkerRecord:
     draining_until: float | None = None
     #: it asked to drain (WorkerLeaving with drainSeconds): it is let go (Shutdown) once it holds no task
     leaves_when_drained: bool = False
-    processors: set[PeerID] = field(default_factory=set)  #: its processors' links (ProcessorRecord)
-    #: the links of the processors it lends (ProcessorInfo.lent): its plain tasks go there (task_lifecycle.py)
-    lent_links: list[ProcessorLinkRecord] = field(default_factory=list)
-    #: its lent processors' tasks that wait on nested futures: each yields its slot, as a parked task at its agent
-    lent_parked: int = 0
-    #: it lends its processors (its hello, or a lent link, says so): its tasks go to them only (task_lifecycle.dispatch)
-    lends: bool = False
-    #: tasks its lent processors may hold beyond its capacity, staged behind the one each computes (`learn_lent`)
-    lent_staging: int = 0
-    lent_run_seconds: float | None = None  #: the moving average of its lent tasks' run times
     owner: str = ""  #: its CURVE key ("" without CURVE): clients inside its tasks connect with it (core/actors.py)
-    lent_depth: int = 0  #: tasks each lent processor may hold staged (`learn_lent`)
-    #: tasks whose results were read from its processors since its last heartbeat echo, which names them (the
-    #: agent's journal forgets them); at most MAX_RESULTS_READ, the oldest dropped (the agent sends those again)
-    results_read: collections.deque[TaskID] = field(default_factory=lambda: collections.deque(maxlen=MAX_RESULTS_READ))
+    slots: int = 1  #: processors computing at once (its hello)
+    task_timeout_seconds: float = 0.0  #: a task computing longer times out (its hello; 0: no limit)
+    processor_per_parent: bool = False  #: a waiting parent keeps its processor (nested_parents "process")
+    #: its processors' links, in the order they said hello: its tasks go there, and only there
+    links: list[ProcessorLink] = field(default_factory=list)
+    #: the identities of its processors' links in `SchedulerCore.processors`, closing ones included: they go with it
+    processors: set[PeerID] = field(default_factory=set)
+    beyond_slots: int = 0  #: processors it was asked to keep beyond its slots (ProcessorsWanted)
+    #: tasks that hold no slot: parked on nested futures, or hosting an actor (`restage`)
+    beside: int = 0
+    #: tasks its processors may hold beyond its capacity, staged behind the one each computes (`learn`, `restage`)
+    staging: int = 0
+    run_seconds: float | None = None  #: the moving average of its tasks' run times
+    depth: int = 0  #: tasks each of its processors may hold staged (`learn`)
+    slow: bool = False  #: its tasks compute STAGED_WAIT_SECONDS on average (`learn`): its prefetch is not offered
 
     @property
     def free_slots(self) -> int:
         if self.draining_until is not None:
             return 0
-        return self.capacity + self.lent_parked + self.lent_staging - len(self.assigned)
+        return self.capacity + self.beside + self.staging - len(self.assigned)
 
-    def learn_lent(self, seconds: float) -> None:
-        """A task on one of its lent processors computed for `seconds`: its agent, which never sees such a task, cannot
-        raise its prefetch for tiny ones, so each lent processor may hold up to MAX_LENT_STAGED more, about
-        LENT_STAGING_SECONDS of them (as the agent stages tiny tasks, agent/placement.py rule 2)."""
-        average = self.lent_run_seconds
-        self.lent_run_seconds = average = seconds if average is None else 0.8 * average + 0.2 * seconds
-        self.lent_depth = min(MAX_LENT_STAGED, int(LENT_STAGING_SECONDS / max(average, 1e-6)))
-        self.restage()
+    def learn(self, seconds: float) -> None:
+        """A task computed for `seconds` here: each processor that stages may hold up to MAX_STAGED tasks behind the
+        one it computes, about STAGING_SECONDS of them."""
+        average = self.run_seconds
+        self.run_seconds = average = seconds if average is None else 0.8 * average + 0.2 * seconds
+        depth = min(MAX_STAGED, int(STAGING_SECONDS / max(average, 1e-6)))
+        slow = average >= STAGED_WAIT_SECONDS
+        if depth != self.depth or slow != self.slow:  # what it offers changed (the common case: it did not)
+            self.depth, self.slow = depth, slow
+            self.restage()
 
     def restage(self) -> None:
-        """Its lent processors or their depth changed, one computes long, or its lent tasks' run time moved. Each lent
-        processor that does not compute long may hold `lent_depth` tasks staged; the one task beyond its slots that its
-        agent's capacity counts (the agent's prefetch: one, since it sees no lent task) is not offered while one of
-        them computes long or its lent tasks compute STAGED_WAIT_SECONDS on average. Staged behind such a task, it would
-        be asked back STAGED_WAIT_SECONDS later (`withdraw_behind_long`), so those tasks wait in the scheduler's queue
+        """Its links, what they hold or their depth changed, one computes long, or its tasks' run time moved. Parked
+        tasks and hosted actors take no slot (`beside`). Each processor that stages and does not compute long may hold
+        `depth` tasks staged; the one task beyond its slots its hello counts (the prefetch) is not offered while one of
+        them computes long or its tasks compute STAGED_WAIT_SECONDS on average. Staged behind such a task, it would be
+        asked back STAGED_WAIT_SECONDS later (processor_links.py rule 3), so those tasks wait in the scheduler's queue
         for the first processor to free, on any worker. (Two workers of one slot and four tasks of 2 s: both staged
         ones were asked back, then both sent to the first link to return a result, one behind the other, and asked
         back again a second later: the last one started 1 s late while the other worker was idle.)"""
-        long = sum(1 for link in self.lent_links if link.long)
-        average = self.lent_run_seconds
-        computes_long = long > 0 or (average is not None and average >= STAGED_WAIT_SECONDS)
-        self.lent_staging = self.lent_depth * (len(self.lent_links) - long) - (1 if computes_long else 0)
+        beside = staging = long = 0
+        stageable = False
+        depth, per_parent = self.depth, self.processor_per_parent
+        for link in self.links:  # on the path of every result: `_stages` inline
+            parked = link.parked
+            beside += parked + (link.hosting is not None)
+            if link.max_staged > 0 and not per_parent and not link.killing and link.actor_start is None:
+                stageable = True
+                if link.long:
+                    long += 1
+                else:
+                    staging += min(depth, link.max_staged)
+        computes_long = long > 0 or self.slow
+        self.beside = beside
+        self.staging = staging - (1 if computes_long and stageable else 0)
+
+    def link_for(self) -> ProcessorLink | None:
+        """The link its next task goes to: among those with room (`_has_room`, inline: on the path of every task), the
+        one holding the fewest tasks not parked, one that computes long only when all do (None: none has room now)."""
+        best: ProcessorLink | None = None
+        best_order = (True, 0)
+        per_parent = self.processor_per_parent
+        for link in self.links:
+            parked = link.parked
+            if link.killing or link.actor_start is not None or (per_parent and parked):
+                continue  # it serves no task
+            unparked = len(link.tasks) - parked
+            if (link.max_staged <= 0 or per_parent) and unparked:
+                continue  # it stages nothing and computes a task
+            order = (link.long, unparked)
+            if best is None or order < best_order:
+                best, best_order = link, order
+        return best
+
+    @property
+    def takes_tasks(self) -> bool:
+        """Whether a task can go to it now: one of its links has room (none at its start, before its processors said
+        hello, nor while all of them host actors or keep parents waiting)."""
+        return self.link_for() is not None
+
+    def _serves(self, link: ProcessorLink) -> bool:
+        """Whether the link takes tasks: not while it is killed, holds an actor, or keeps a parent waiting in "process"
+        mode."""
+        return not (link.killing or link.holds_actor or (self.processor_per_parent and link.parked))
+
+    def _stages(self, link: ProcessorLink) -> bool:
+        return link.max_staged > 0 and not self.processor_per_parent and self._serves(link)
+
+    def _has_room(self, link: ProcessorLink) -> bool:
+        """Whether the link takes a task now (`link_for` has it inline)."""
+        if not self._serves(link):
+            return False
+        return self._stages(link) or link.unparked == 0
 
     @property
     def is_idle(self) -> bool:
         return not self.assigned
-
-    @property
-    def takes_tasks(self) -> bool:
-        """Whether a task can go to it now: a worker that lends its processors takes none until one of their links
-        has connected (at its start, or while they restart: its agent would put them on processors that run lent
-        ones)."""
-        return not self.lends or bool(self.lent_links)
 
     @property
     def memory_bytes(self) -> int:
@@ -153,46 +189,6 @@ class WorkerRecord:
         """Whether it offers what a queue key requires: the names, and for `memory` a quantity at least as large
         (policy/capability.py)."""
         return not requirement or offers_enough(self.capability_names, self.memory_bytes, requirement)
-
-
-@dataclass(slots=True)
-class ProcessorLinkRecord:
-    """A processor's own link (docs/protocol.md section 3.7): it sends the results of its tasks, as its worker's."""
-
-    peer: PeerID
-    worker: PeerID
-    processor_id: bytes  #: its name within its worker
-    #: its worker lends it: plain tasks are sent on the link (task_lifecycle.py, lent processors)
-    lent: bool = False
-    #: the tasks sent on the link and not ended, in the order they were sent (a dict as an ordered set)
-    tasks: dict[TaskID, None] = field(default_factory=dict)
-    parked: set[TaskID] = field(default_factory=set)  #: those of them waiting on nested futures
-    leaving: bool = False  #: it said it ends on purpose: its loss blames no task (worker_sessions.py)
-    #: it ended while it held tasks: since when the scheduler waits for both its link's closing and its agent's word
-    closed_at: float | None = None
-    link_closed: bool = False  #: its link closed (after all it sent)
-    exited: ProcessorExited | None = None  #: its agent's word that it ended, and why
-    #: lent: the results read on its link since its worker's last heartbeat, which an echo on the link names (the
-    #: processor keeps each until then, for a restart; worker_sessions.py)
-    results_read: list[TaskID] = field(default_factory=list)
-    #: lent tasks its hello named that this instance did not know (from before a restart), not adopted yet: a client
-    #: that submits one again has it adopted here (`WorkerSessions.adopted`)
-    held: set[TaskID] = field(default_factory=set)
-    #: those of them it says are parked on nested futures: each yields its slot once adopted
-    held_parked: set[TaskID] = field(default_factory=set)
-    #: lent: tasks asked back on the link (TaskReturn: overtaking, the balancer, a reclaim notice, a long task ahead),
-    #: not ended; a TaskReturn from the processor naming only these leaves it lent (worker_sessions.on_lent_returned)
-    asked: set[TaskID] = field(default_factory=set)
-    #: lent: since when the task it computes computes (its previous result, its parking, or the send to an idle link)
-    busy_since: float = 0.0
-    #: lent: the task it computes has computed STAGED_WAIT_SECONDS: what was staged behind it was asked back, and it
-    #: gets no staged task until a result comes on the link (worker_sessions.withdraw_behind_long)
-    long: bool = False
-
-    def first_to_compute(self) -> TaskID | None:
-        """The task it computes, or starts next if it computes none: the oldest sent there that is not parked (those
-        behind it are staged)."""
-        return next((task_id for task_id in self.tasks if task_id not in self.parked), None)
 
 
 @dataclass(slots=True)

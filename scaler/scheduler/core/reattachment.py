@@ -1,11 +1,11 @@
 """Work that outlives a scheduler restart, as the new instance learns of it (pure: data in, answers out).
 
 The scheduler keeps nothing on disk. After a restart at the same address, clients submit their unfinished tasks
-again and workers register again, saying which tasks they still hold. This table joins the two, so a task that
-was running during the restart is neither run twice nor lost:
+again and workers register again, their processors saying which tasks they still hold. This table joins the two,
+so a task that was running during the restart is neither run twice nor lost:
 
-- `worker_holds`: a worker's hello names tasks it holds that this instance does not know: remembered, for
-  `keep_seconds`, as held by that worker;
+- `worker_holds`: a processor's hello names tasks it holds that this instance does not know: remembered, for
+  `keep_seconds`, as held by its worker;
 - `result_for_held`: a held task's result arrives before its client submitted it again: remembered;
 - `take`: the client submits the task again: it gets the remembered result at once, or is adopted by the
   worker that runs it (no second run), or (neither) goes to the queue as usual;
@@ -76,7 +76,7 @@ class Reattachment:
         return True
 
     def forget_held(self, task_ids: set[TaskID]) -> None:
-        """These tasks are held no more (the lent processor that held them died): submitted again, they run again."""
+        """These tasks are held no more (the processor that held them died): submitted again, they run again."""
         for task_id in task_ids:
             self._held.pop(task_id, None)
 

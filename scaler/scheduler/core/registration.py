@@ -3,10 +3,9 @@ record.
 
 A connection registers as one role only; a client's share must be a positive number; at most `max_clients` clients
 at once (0: any number); a manager id is held by one connection at a time; a processor's link is accepted while its
-worker is registered (peers.py). A worker that registers again still
-holding tasks is re-attached: tasks this instance knows go back to it, tasks from before a restart wait in
-`reattachment.py` for their clients. Pure, like the core it belongs to: it reads the core's time and writes effects
-through it.
+worker is registered, and its hello names the tasks it holds (`link_sessions.register`: tasks this instance knows
+stay with it, tasks from before a restart wait in `reattachment.py` for their clients). Pure, like the core it belongs
+to: it reads the core's time and writes effects through it.
 """
 
 from __future__ import annotations
@@ -17,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import incompatibility
-from scaler.protocol.ids import ClientID, PeerID, TaskID, short
-from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, ProcessorLinkRecord, WorkerRecord
+from scaler.protocol.ids import ClientID, PeerID, short
+from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
 from scaler.scheduler.core.quotas import quota_of
 
 if TYPE_CHECKING:
@@ -40,7 +39,7 @@ class Registration:
         if reason is None:
             reason = self._register(peer, hello)
         if reason is not None:
-            # a processor is refused in the normal course of things (its worker left): its results take the other way
+            # a processor is refused in the normal course of things (its worker left): it says hello again later
             log = logger.debug if hello.role is m.Role.PROCESSOR else logger.warning
             log("refused %s %s (pid %d on %s): %s", role, short(peer), hello.pid, hello.hostname, reason)
             core.send(peer, m.HelloReply(False, reason, python_version=settings.python_version))
@@ -74,7 +73,7 @@ class Registration:
             self._register_worker(peer, hello, info)
             return None
         if isinstance(info, m.ProcessorInfo):
-            return self._register_processor(peer, info)
+            return core.link_sessions.register(peer, info)
         assert isinstance(info, m.ManagerInfo)
         return self._register_manager(peer, hello, info)
 
@@ -121,42 +120,12 @@ class Registration:
             core.workers[peer] = WorkerRecord(
                 peer, info.capabilities, frozenset(name for name, _ in info.capabilities), max(1, info.capacity),
                 info.manager_id, info.worker_type, hello.hostname, hello.pid, now, now,
-                sequence=self._worker_sequence, lends=info.lends_processors, owner=info.owner_key,
+                sequence=self._worker_sequence, owner=info.owner_key, slots=max(1, info.slots),
+                task_timeout_seconds=info.task_timeout_seconds, processor_per_parent=info.processor_per_parent,
             )  # fmt: skip
             core.worker_sessions.registered(core.workers[peer])
             core.lifecycle.worker_has_room(peer)
             logger.debug("worker %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)
-        self._reattach_worker(peer, info.held_tasks)
-
-    def _register_processor(self, peer: PeerID, info: m.ProcessorInfo) -> str | None:
-        """A processor's own link, for the results of its tasks: accepted while its worker is registered (what it
-        sends is its worker's, and goes with its worker); refused otherwise, and its results go through its agent."""
-        core = self._core
-        worker = core.workers.get(PeerID(info.worker_id))
-        if worker is None:
-            return (
-                f"its worker {info.worker_id.decode(errors='replace')} is not registered (it left, or this scheduler "
-                "restarted and it has not registered again): its results go through its worker agent"
-            )
-        record = core.processors.get(peer)
-        if record is not None and record.worker != worker.peer:
-            return "this connection is already registered as a processor of another worker"
-        if record is None:
-            record = core.processors[peer] = ProcessorLinkRecord(peer, worker.peer, info.processor_id, info.lent)
-            worker.processors.add(peer)
-            if info.lent:  # its worker lends it: plain tasks go on its link from now on (task_lifecycle.py)
-                worker.lent_links.append(record)
-                worker.lends = True
-                worker.restage()
-                core.lifecycle.worker_has_room(worker.peer)
-        if info.lent and info.held_tasks:  # lent tasks from before a restart, held as its worker's (reattachment.py)
-            unknown = tuple(task_id for task_id in info.held_tasks if task_id not in core.tasks.records)
-            if unknown:
-                record.held.update(unknown)
-                core.reattachment.worker_holds(worker.peer, unknown, core.now)
-                logger.info("processor %s re-attached with %d lent task(s) from before a restart", short(peer),
-                            len(unknown))  # fmt: skip
-        return None
 
     def _register_manager(self, peer: PeerID, hello: m.Hello, info: m.ManagerInfo) -> str | None:
         core, now = self._core, self._core.now
@@ -175,17 +144,6 @@ class Registration:
             )  # fmt: skip
             logger.info("worker manager %r (%s) connected", info.manager_id, info.manager_type)
         return None
-
-    def _reattach_worker(self, peer: PeerID, held: tuple[TaskID, ...]) -> None:
-        """A worker registers again still holding tasks (docs/architecture.md, "surviving a restart")."""
-        core = self._core
-        unknown = tuple(task_id for task_id in held if task_id not in core.tasks.records)
-        for task_id in held:
-            if task_id in core.tasks.records:  # this instance gave up on the worker, not the other way round
-                core.lifecycle.held_again(peer, task_id)
-        if unknown:
-            core.reattachment.worker_holds(peer, unknown, core.now)
-            logger.info("worker %s re-attached with %d task(s) from before a restart", short(peer), len(unknown))
 
 
 def resume_window(scheduler_seconds: float, wish: float) -> float:

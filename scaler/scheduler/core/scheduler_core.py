@@ -8,9 +8,9 @@ with a ProtocolError. Liveness is judged on `Tick(now)` against the last message
 This module owns the dispatch (which handler for which event and message) and the step (apply a batch, then
 dispatch tasks once); the handlers live with their concept: `registration.py` (Hello), `client_sessions.py`
 (a client's heartbeats, disconnect, loss), `submissions.py` (tasks, graphs, cancels), `job_requests.py` (opening,
-attaching, expiring jobs), `worker_sessions.py` (what a worker reports, its loss) and `manager_sessions.py`
-(manager heartbeats, reclaimed units, scaling targets). They hold the core and act on its state and effects; they
-are as pure as it is.
+attaching, expiring jobs), `worker_sessions.py` (what a worker agent reports, its loss), `link_sessions.py` (what a
+processor says on its own link: everything about its tasks) and `manager_sessions.py` (manager heartbeats, reclaimed
+units, scaling targets). They hold the core and act on its state and effects; they are as pure as it is.
 """
 
 from __future__ import annotations
@@ -42,11 +42,13 @@ from scaler.scheduler.core.events import (
 from scaler.scheduler.core.graphs import GraphRegistry
 from scaler.scheduler.core.job_requests import JobRequests
 from scaler.scheduler.core.jobs import JobTable
+from scaler.scheduler.core.link_sessions import LinkSessions
 from scaler.scheduler.core.manager_sessions import ManagerSessions
 from scaler.scheduler.core.monitor_feed import MonitorFeed
 from scaler.scheduler.core.object_retention import ObjectRetention
 from scaler.scheduler.core.overtaking import Overtaking
-from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, ProcessorLinkRecord, WorkerRecord
+from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
+from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.reattachment import Reattachment
 from scaler.scheduler.core.registration import Registration
 from scaler.scheduler.core.story_book import DEFAULT_RETENTION_SECONDS, DEFAULT_RETENTION_TASKS, StoryBook
@@ -126,8 +128,8 @@ class SchedulerCore:
         self.clients: dict[PeerID, ClientRecord] = {}
         self.workers: dict[PeerID, WorkerRecord] = {}
         self.managers: dict[PeerID, ManagerRecord] = {}
-        #: the links of workers' processors, for their results (registration.py; each is its worker's)
-        self.processors: dict[PeerID, ProcessorLinkRecord] = {}
+        #: the links of workers' processors, where their tasks go and everything about them comes (link_sessions.py)
+        self.processors: dict[PeerID, ProcessorLink] = {}
         self.lifecycle = TaskLifecycle(
             self.tasks,
             self.workers,
@@ -161,6 +163,7 @@ class SchedulerCore:
         self.actors = Actors(self)
         self.job_requests = JobRequests(self)
         self.worker_sessions = WorkerSessions(self)
+        self.link_sessions = LinkSessions(self)
         self.manager_sessions = ManagerSessions(self, scaling)
         self.unserved = UnservedWork(self, WARN_SECONDS, settings.unrunnable_grace_seconds)
         self._client_handlers, self._worker_handlers, self._manager_handlers, self._processor_handlers = self._routes()
@@ -170,7 +173,7 @@ class SchedulerCore:
     def _routes(self) -> tuple[_Handlers, _Handlers, _Handlers, _Handlers]:
         """Which handler takes which message, from a client, a worker, a manager and a worker's processor."""
         clients, submissions, jobs = self.client_sessions, self.submissions, self.job_requests
-        workers, managers = self.worker_sessions, self.manager_sessions
+        workers, links, managers = self.worker_sessions, self.link_sessions, self.manager_sessions
         client_handlers: _Handlers = {
             m.Heartbeat: clients.on_heartbeat,
             m.Task: submissions.on_task,
@@ -187,28 +190,24 @@ class SchedulerCore:
         }
         worker_handlers: _Handlers = {
             m.Heartbeat: workers.on_heartbeat,
-            m.TaskResult: workers.on_result,
-            m.TaskCancelConfirm: workers.on_cancel_confirm,
-            m.TaskLog: workers.on_task_log,
-            m.StreamItem: workers.on_task_log,
-            m.WorkerCapacity: workers.on_capacity,
             m.WorkerLeaving: workers.on_leaving,
-            m.TaskReturn: workers.on_task_return,
-            m.ActorReady: self.actors.ready,
-            m.ProcessorExited: workers.on_processor_exited,
+            m.WorkerCapacity: workers.on_capacity,
+            m.ProcessorExited: links.on_exited,
         }
         manager_handlers: _Handlers = {
             m.Heartbeat: managers.on_heartbeat,
             m.UnitsReclaimed: managers.on_units_reclaimed,
         }
         processor_handlers: _Handlers = {
-            m.TaskResult: workers.on_processor_result,
-            m.TaskLog: workers.on_processor_log,
-            m.ProcessorBlocked: workers.on_lent_parked,
-            m.ProcessorResumeRequest: workers.on_lent_resumed,
-            m.TaskReturn: workers.on_lent_returned,
-            m.TaskCancelConfirm: workers.on_lent_cancel_confirm,
-            m.WorkerLeaving: workers.on_lent_leaving,
+            m.TaskResult: links.on_result,
+            m.TaskLog: links.on_log,
+            m.StreamItem: links.on_log,
+            m.ProcessorBlocked: links.on_parked,
+            m.ProcessorResumeRequest: links.on_resumed,
+            m.TaskReturn: links.on_returned,
+            m.TaskCancelConfirm: links.on_cancel_confirm,
+            m.ProcessorWriting: links.on_writing,
+            m.ActorReady: links.on_actor_ready,
         }
         return client_handlers, worker_handlers, manager_handlers, processor_handlers
 
@@ -333,8 +332,7 @@ class SchedulerCore:
         self.job_requests.expire()
         self.submissions.release_parked()
         self.worker_sessions.end_notices()
-        self.worker_sessions.lent_exits_unexplained()
-        self.worker_sessions.withdraw_behind_long()
+        self.link_sessions.on_tick()
         if on_time:  # a late beat judges no silence: what the peers sent meanwhile may not be read yet (events.Tick)
             self.client_sessions.on_tick()
             self.worker_sessions.drop_silent()
@@ -385,7 +383,7 @@ class SchedulerCore:
             manager = self.managers.pop(peer)
             logger.info("worker manager %r connection closed (%s)", manager.manager_id, reason)
         elif peer in self.processors:
-            self.worker_sessions.drop_processor(peer)
+            self.link_sessions.drop(peer)
 
     def send(self, peer: PeerID, message: m.Message) -> None:
         self.effects.append(Send(peer, message))

@@ -102,7 +102,7 @@ def _entries_of(story: _Story) -> tuple[list[_Entry], list[_Entry]]:
         attempt = ("dispatch attempt {}", cause >> 2)
         made: list[_Entry] = []
         if first.received_at:
-            made.append((first.received_at, "processor", placed, "received from its worker agent", attempt))
+            made.append((first.received_at, "processor", placed, "received on its link", attempt))
         made.append((first.started_at, "processor", placed, "started", attempt))
         made.append((first.finished_at, "processor", placed, f"finished ({what.value})", attempt))
         runs += made[: cause & 3]

@@ -3,7 +3,7 @@
 A task or graph must carry the id of the connection that sends it. A returning client's tasks are held back until
 the workers have re-registered after a restart (`reattachment.py`), and a task a worker still holds from before the
 restart is adopted by it rather than run again, but for a stream, which runs again (its worker is told to stop it).
-A streaming task's credit goes to the worker that runs it. A cancel of a job's task by a client following the job is
+A streaming task's credit goes to the processor that runs it. A cancel of a job's task by a client following the job is
 made as its submitter would make it (`jobs.py`). Under `allocate=even_load` the first task or graph node asking
 for capabilities is logged once per scheduler: they are ignored there. Pure: time is the core's `now`.
 """
@@ -58,15 +58,17 @@ class Submissions:
             return  # refused (its name is taken)
         if task.task_id not in core.tasks.records:
             adoption = core.reattachment.take(task.task_id)
+            held_at = core.link_sessions.held_at(adoption.worker, task.task_id) if adoption is not None else None
             if adoption is not None and task.stream_credit:
-                # a stream runs again from its start (its client skips the values it has): values its worker sent
+                # a stream runs again from its start (its client skips the values it has): values its processor sent
                 # while no scheduler was there are lost, and so would be the end of a stream adopted there
-                core.send(adoption.worker, m.TaskCancel((task.task_id,)))
+                if held_at is not None:
+                    core.send(held_at, m.TaskCancel((task.task_id,)))
             elif adoption is not None and core.lifecycle.adopt(task, adoption.worker, adoption.result):
-                if task.actor is not None and adoption.result is None:
-                    core.actors.adopted(task.task_id, adoption.worker)  # built already: its calls go there
-                elif adoption.result is None:
-                    core.worker_sessions.adopted(task.task_id, adoption.worker)  # a lent processor's, maybe
+                if adoption.result is None:
+                    core.link_sessions.adopted(task.task_id, adoption.worker)  # on the link that named it
+                    if task.actor is not None:
+                        core.actors.adopted(task.task_id, adoption.worker)  # built already: its calls go there
                 return
         cause = "submitted again by its client after a scheduler restart" if returning and returning.returning else ""
         core.lifecycle.submit(client, task, cause)
@@ -101,11 +103,11 @@ class Submissions:
         )
 
     def on_stream_credit(self, peer: PeerID, credit: m.StreamCredit) -> None:
-        """A streaming task's client grants it more values: to the worker that runs it (a task not dispatched yet
-        starts with its own credit, and its client grants none before the first value)."""
+        """A streaming task's client grants it more values: to the processor that runs it, on its link (a task not
+        dispatched yet starts with its own credit, and its client grants none before the first value)."""
         record = self._core.tasks.get(credit.task_id)
-        if record is not None and bytes(record.client_id) == bytes(peer) and record.worker is not None:
-            self._core.send(record.worker, credit)
+        if record is not None and bytes(record.client_id) == bytes(peer) and record.link is not None:
+            self._core.send(record.link, credit)
 
     def on_cancel(self, peer: PeerID, cancel: m.TaskCancel) -> None:
         core = self._core

@@ -2,7 +2,9 @@
 outcome; the methods here carry it out and append effects. Nothing else mutates task records.
 
 Also owns dispatch: handing QUEUED tasks to workers with free credit, least loaded first (the index of free workers
-is `free_workers.py`).
+is `free_workers.py`), each on the link of one of its worker's processors (`WorkerRecord.link_for`): the only way a
+task reaches a processor. What is sent on a link goes into that link's record (`processor_links.py`), which the
+processor's answers on the link update (`link_sessions.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from scaler.protocol.messages import (
     CancelOutcome,
     GraphTask,
     PayloadKind,
+    ProcessorKill,
     ResultStatus,
     Task,
     TaskCancel,
@@ -31,7 +34,8 @@ from scaler.scheduler.core.free_workers import FreeEntry, FreeWorkers
 from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
 from scaler.scheduler.core.jobs import JobTable
 from scaler.scheduler.core.memory_retry import bigger_place, not_retried, retried
-from scaler.scheduler.core.peers import ManagerRecord, ProcessorLinkRecord, WorkerRecord
+from scaler.scheduler.core.peers import ManagerRecord, WorkerRecord
+from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.story_book import Words, cause_of
 from scaler.scheduler.core.task_state import Outcome, TaskEvent, TaskState, outcome
 from scaler.scheduler.core.task_table import TaskRecord, TaskTable
@@ -58,10 +62,10 @@ class TaskLifecycle:
         jobs: JobTable | None = None,
         managers: dict[PeerID, ManagerRecord] | None = None,
         answer: Callable[[PeerID, TaskResult | TaskCancelConfirm], None] | None = None,
-        processors: dict[PeerID, ProcessorLinkRecord] | None = None,
+        processors: dict[PeerID, ProcessorLink] | None = None,
     ) -> None:
         self._tasks = tasks
-        #: the processors' links, lent ones among them (`_assign`)
+        #: the processors' links: every dispatched task is sent on one (`_assign`)
         self._processors = processors if processors is not None else {}
         #: how an answer reaches a client (`ClientSessions.answer`: sent, or held while the client is away); by
         #: default a plain send
@@ -174,11 +178,11 @@ class TaskLifecycle:
 
     def cancel_by_client(self, client: ClientID, task_ids: tuple[TaskID, ...], queued_only: bool = False) -> None:
         """`queued_only`: only tasks that have not started are cancelled (TaskCancel.queuedOnly): those not yet
-        dispatched (waiting or queued, outside a graph) at once, and those staged on a lent processor behind the one
-        it computes (or starts next) when it gives them back unstarted (asked with TaskReturn; `returned_by`); the
-        others run on, and this cancel gets no answer for them."""
+        dispatched (waiting or queued, outside a graph) at once, and those staged in a processor behind the one it
+        computes (or starts next) when it gives them back unstarted (asked with TaskReturn; `returned_by`); the others
+        run on, and this cancel gets no answer for them."""
         answered: set[TaskID] = set()  #: targets of graphs this request cancelled: they have their answer
-        staged: dict[PeerID, list[TaskID]] = {}  #: queued-only: lent tasks to ask back, by worker
+        staged: dict[PeerID, list[TaskID]] = {}  #: queued-only: staged tasks to ask back, by worker
         for task_id in task_ids:
             if task_id in answered:
                 continue
@@ -190,7 +194,7 @@ class TaskLifecycle:
             graph = self._graphs.get(record.graph_id) if record.graph_id else None
             if queued_only and (graph is not None or record.state not in NOT_DISPATCHED):
                 link = self._processors.get(record.link) if record.link is not None else None
-                if graph is None and link is not None and record.worker and task_id != link.first_to_compute():
+                if graph is None and link is not None and record.worker and link.is_staged(task_id):
                     record.cancel_when_returned = True  # staged behind the one its processor computes
                     staged.setdefault(record.worker, []).append(task_id)
                 continue
@@ -229,30 +233,51 @@ class TaskLifecycle:
             self.take_back(worker.peer, tuple(sorted(worker.assigned)))
 
     def take_back(self, worker: PeerID, task_ids: tuple[TaskID, ...]) -> None:
-        """Ask a worker to give back tasks it has not started (TaskReturn; it answers with those it gives back): those
-        sent on a lent processor's link are asked there, since its agent never holds them."""
-        agent: list[TaskID] = []
+        """Ask a worker's processors to give back tasks they have not started (TaskReturn on each task's link; each
+        answers with those it gives back, processor protocol rule 9)."""
         links: dict[PeerID, list[TaskID]] = {}
         for task_id in task_ids:
             record = self._tasks.get(task_id)
             link = self._processors.get(record.link) if record is not None and record.link is not None else None
-            if link is None:
-                agent.append(task_id)
-            else:
-                link.asked.add(task_id)
-                links.setdefault(link.peer, []).append(task_id)
-        if agent:
-            self._send(worker, TaskReturn(tuple(agent)))
+            if link is not None and link.worker == worker:
+                links.setdefault(link.peer, []).extend(link.ask_back((task_id,)))
         for peer, asked in links.items():
-            self._send(peer, TaskReturn(tuple(asked)))
+            if asked:
+                self._send(peer, TaskReturn(tuple(asked)))
+
+    def stop_on_link(self, link: ProcessorLink, task_id: TaskID, reason: str) -> None:
+        """Stop a task held on a link (cancelled, or timed out; processor_links.py rule 4): its processor is killed
+        when it computes alone, else it is stopped there (TaskCancel on the link)."""
+        if link.stops_by_kill(task_id):
+            link.cancel(task_id)
+            self.kill_processor(link, reason)
+        else:
+            link.stopped(task_id, self.now)
+            self._send(link.peer, TaskCancel((task_id,)))
+
+    def kill_processor(self, link: ProcessorLink, reason: str) -> None:
+        """Ask the link's worker to kill its processor (ProcessorKill): its loss then ends what it held, blaming none
+        (processor_links.py rule 2). The link takes no task meanwhile."""
+        if link.killing:
+            return
+        link.killing = reason
+        self._send(link.worker, ProcessorKill(link.processor_id, reason))
+        worker = self._workers.get(link.worker)
+        if worker is not None:
+            worker.restage()
 
     def notice_over(self, worker: WorkerRecord) -> None:
         """A draining worker's notice ended with tasks still there: they go back to the queue (no retry spent)
         and the worker is told to stop them."""
         moved = sorted(worker.assigned, key=lambda t: self._tasks.records[t].sequence)
+        links = [self._tasks.records[task_id].link for task_id in moved]
         for task_id in moved:
             self.apply(task_id, TaskEvent.RETURNED, reason=f"the drain of worker {short(worker.peer)} ended")
-        self._send(worker.peer, TaskCancel(tuple(moved)))
+        for task_id, peer in zip(moved, links, strict=True):
+            link = self._processors.get(peer) if peer is not None else None
+            if link is not None:
+                link.stopped(task_id, self.now)
+                self._send(link.peer, TaskCancel((task_id,)))
 
     def worker_gone(self, worker: WorkerRecord, reason: str, graceful: bool) -> None:
         event = TaskEvent.RETURNED if graceful else TaskEvent.WORKER_LOST
@@ -270,21 +295,23 @@ class TaskLifecycle:
                 if record.cancel_when_returned:
                     self.apply(task_id, TaskEvent.CANCEL)
 
-    def held_again(self, worker_peer: PeerID, task_id: TaskID) -> None:
-        """A worker this instance had given up on registers again still holding a task it knows: a task that
-        waits in the queue stays with that worker (it runs there already); one given to another worker meanwhile
-        is cancelled at this one."""
-        record, worker = self._tasks.get(task_id), self._workers.get(worker_peer)
-        if record is None or worker is None or record.worker == worker_peer:
+    def held_again(self, link: ProcessorLink, task_id: TaskID, parked: bool) -> None:
+        """A processor of a worker this instance had given up on says hello again still holding a task it knows: a
+        task that waits in the queue stays with that processor (it runs there already); one given to another worker
+        meanwhile is cancelled there."""
+        record, worker = self._tasks.get(task_id), self._workers.get(link.worker)
+        if record is None or worker is None or record.worker == link.worker:
             return
         if record.state is not TaskState.QUEUED:
-            self._send(worker_peer, TaskCancel((task_id,)))
+            self._send(link.peer, TaskCancel((task_id,)))
             return
         self._tasks.queue.left(record)  # its heap entry is dropped when met
-        record.worker = worker_peer
+        record.worker, record.link = link.worker, link.peer
         record.dispatched_at = self.now
         self._tasks.set_state(record, TaskState.DISPATCHED, self.now, "its worker registered again still holding it")
         worker.assigned.add(task_id)
+        link.adopt(task_id, record.task.priority, parked, self.now)
+        worker.restage()
         self._free.offer(worker)
 
     def adopt(self, task: Task, worker_peer: PeerID, result: TaskResult | None) -> bool:
@@ -320,7 +347,8 @@ class TaskLifecycle:
             if found is None:
                 break
             entry, worker = found
-            if not worker.takes_tasks:  # no processor's link yet (the next link's hello offers it again)
+            link = worker.link_for()
+            if link is None:  # no processor's link with room (the next link's hello, or room there, offers it again)
                 passed_over.append(entry)
                 continue
             key, top = self._best_queue_for(worker)
@@ -329,7 +357,7 @@ class TaskLifecycle:
                 continue
             record = queue.pop(key, self._tasks.records, top)
             if outcome(record.state, TaskEvent.DISPATCH) is Outcome.ASSIGN:  # `_apply`'s way, without its details
-                self._assign(record, worker)  # it offers the worker again if not full, and words its own cause
+                self._assign(record, worker, link)  # it offers the worker again if not full, and words its own cause
             else:
                 self._apply(record, TaskEvent.DISPATCH, {"worker": worker})
         self._free.put_back(passed_over)
@@ -346,22 +374,25 @@ class TaskLifecycle:
                 best_key, best_entry = key, entry
         return best_key, best_entry
 
-    def _assign(self, record: TaskRecord, worker: WorkerRecord) -> None:
+    def _assign(self, record: TaskRecord, worker: WorkerRecord, link: ProcessorLink | None = None) -> None:
+        """`link`: the worker's link with room (`WorkerRecord.link_for`), when the caller has it."""
         record.worker = worker.peer
         self._tasks.set_state(record, TaskState.DISPATCHED, self.now, ("dispatch attempt {}", record.attempts + 1))
         record.attempts += 1
         record.dispatched_at = self.now
         worker.assigned.add(record.task_id)
-        self._free.offer(worker)
-        link = _lent_link(worker, record.task) if worker.lent_links else None
         if link is None:
-            self._send(worker.peer, record.task)
-            return
-        record.link = link.peer  # lent processors: on the processor's own link, past its agent
-        if len(link.tasks) <= len(link.parked):
-            link.busy_since = self.now  # it computes nothing: this one starts now
-        link.tasks[record.task_id] = None
-        self._send(link.peer, record.task)
+            link = worker.link_for()
+        assert link is not None, "dispatch gives a task only to a worker with a link that has room"
+        record.link = link.peer
+        task = record.task
+        link.send(
+            record.task_id, task.priority, self.now, "actor" if task.actor else "stream" if task.stream_credit else ""
+        )
+        if link.holds_actor:
+            worker.restage()  # nothing is staged behind an actor's start
+        self._free.offer(worker)
+        self._send(link.peer, task)
 
     # ------------------------------------------------------------ outcomes (named after task_state.Outcome)
 
@@ -390,7 +421,9 @@ class TaskLifecycle:
     def _cancel_at_worker(self, record: TaskRecord) -> None:
         assert record.worker is not None
         self._tasks.set_state(record, TaskState.CANCELING, self.now, self._cause)
-        self._send(record.link or record.worker, TaskCancel((record.task_id,)))
+        link = self._processors.get(record.link) if record.link is not None else None
+        if link is not None:
+            self.stop_on_link(link, record.task_id, "its task was cancelled")
 
     def _end_canceled(self, record: TaskRecord) -> None:
         self._release_worker(record)
@@ -469,23 +502,9 @@ class TaskLifecycle:
             worker = self._workers.get(record.worker)
             if worker is not None:
                 worker.assigned.discard(record.task_id)
-                if record.link is not None:
-                    self._release_link(record, worker)
                 self._free.offer(worker)
             record.worker = None
-        record.link = None
-
-    def _release_link(self, record: TaskRecord, worker: WorkerRecord) -> None:
-        """The task sent on a lent processor's link ended there (or went elsewhere)."""
-        link = self._processors.get(record.link) if record.link is not None else None
-        if link is None:
-            return  # the link is gone: its tasks were handled then (worker_sessions.drop_processor)
-        link.tasks.pop(record.task_id, None)
-        if link.asked:
-            link.asked.discard(record.task_id)
-        if link.parked and record.task_id in link.parked:
-            link.parked.discard(record.task_id)
-            worker.lent_parked -= 1
+        record.link = None  # its link's record keeps it until its processor answers (link_sessions.py)
 
     def _end(
         self,
@@ -539,7 +558,9 @@ class TaskLifecycle:
         if garbage:
             self._effects.append(DeleteObjects(garbage))
 
-    def _send(self, peer: PeerID, message: Task | TaskResult | TaskCancel | TaskCancelConfirm | TaskReturn) -> None:
+    def _send(
+        self, peer: PeerID, message: Task | TaskResult | TaskCancel | TaskCancelConfirm | TaskReturn | ProcessorKill
+    ) -> None:
         self._effects.append(Send(peer, message))
 
 
@@ -552,16 +573,3 @@ def _detail(details: dict[str, object], name: str, kind: type[_T]) -> _T:
     if not isinstance(value, kind):
         raise TypeError(f"this outcome needs a {name} ({kind.__name__}) with the event, got {value!r}")
     return value
-
-
-def _lent_link(worker: WorkerRecord, task: Task) -> ProcessorLinkRecord | None:
-    """The lent processor of `worker` a plain task goes to: the one with the fewest tasks not ended, one that computes
-    long only when all do (None: the task goes to the agent). Streaming tasks and actors' starts always go to the agent
-    (their other messages do)."""
-    if task.stream_credit or task.actor is not None:
-        return None
-    best: ProcessorLinkRecord | None = None
-    for link in worker.lent_links:
-        if best is None or (link.long, len(link.tasks)) < (best.long, len(best.tasks)):
-            best = link
-    return best

@@ -57,9 +57,9 @@ class TaskRecord:
     turn: float = -1.0  #: its place in its client's line (DispatchQueue); -1 until first queued
     #: it ran out of memory on a worker with this many bytes: it runs again only on a bigger one (0: on any)
     outgrew_bytes: int = 0
-    #: the lent processor's link it was sent on (task_lifecycle.py, lent processors); None: sent to its worker's agent
+    #: the processor's link it was sent on (task_lifecycle.py); None while no worker holds it
     link: PeerID | None = None
-    #: a queued-only cancel asked it back from its lent processor: cancelled if given back unstarted
+    #: a queued-only cancel asked it back from its processor: cancelled if given back unstarted
     cancel_when_returned: bool = False
 
 

@@ -110,7 +110,7 @@ class ViewBuilder:
             capabilities=worker.capabilities,
             capacity=worker.capacity,
             assigned=len(worker.assigned),
-            status=with_lent_tasks(worker),
+            status=with_link_tasks(worker),
             cpu_percent=worker.cpu_percent,
             rss_bytes=worker.rss_bytes,
             last_seen_seconds_ago=max(0.0, now - worker.last_seen),
@@ -203,8 +203,11 @@ class ViewBuilder:
         return reasons
 
     def _waiting_reason(self, capabilities: m.Capabilities) -> str:
+        """Why queued tasks wait. A worker whose processors have not said hello on their links yet takes no task and
+        is not counted, as clients are told (`ready_worker_count`): a task that waits for a capability until such a
+        worker has started waits for one reason, not a second one for the moments its processors start."""
         core = self._core
-        able = [worker for worker in core.workers.values() if worker.can_run(capabilities)]
+        able = [worker for worker in core.workers.values() if worker.links and worker.can_run(capabilities)]
         managers = [manager for manager in core.managers.values() if covers(manager.capabilities, capabilities)]
         starting = sum(manager.pending_units for manager in managers)
         queued = _queued_units(managers)
@@ -229,17 +232,17 @@ def _queued_units(managers: list[ManagerRecord]) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def with_lent_tasks(worker: WorkerRecord) -> m.WorkerStatus:
-    """Its status as its agent reports it, with the tasks of its lent processors added: the agent never sees those
-    (docs/architecture.md, "Lent processors"), the scheduler sent each on a link and knows where it stands. On each lent
-    link, as the agent counts its own: one task computes while any is not parked (running), those staged behind it wait
-    (queued), the parked ones wait on nested futures (blocked). So a worker whose processors are lent does not look
-    idle in the monitor feed, `scaler_top`, the dashboard or `/metrics`."""
+def with_link_tasks(worker: WorkerRecord) -> m.WorkerStatus:
+    """Its status as its agent reports it, with the tasks on its processors' links added: the agent never sees those
+    (docs/architecture.md, "One route"), the scheduler sent each on a link and knows where it stands. On each link: one
+    task computes while any is not parked (running), those staged behind it wait (queued), the parked ones wait on
+    nested futures (blocked). So the monitor feed, `scaler_top`, the dashboard and `/metrics` show a busy worker
+    busy."""
     status = worker.status
     running = queued = blocked = 0
-    for link in worker.lent_links:
-        parked = len(link.parked)
-        waiting = len(link.tasks) - parked
+    for link in worker.links:
+        parked = link.parked
+        waiting = link.unparked
         if waiting > 0:
             running += 1
             queued += waiting - 1

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
-from scaler.protocol.ids import TaskID
 
 # ---------------------------------------------------------------- events
 
@@ -39,8 +38,8 @@ class ProcessorDied:
     now: float
     #: "" unless it died for memory (worker/memory.py, `MemoryWatch.verdict`): then what to tell the task's owner
     out_of_memory: str = ""
-    #: a lent processor's: the lent task it computed, read from its mark (b"": none); None: not known
-    lent_task: bytes | None = None
+    #: the task it computed, read from its mark (b"": none); None: not known (no mark)
+    computing_task: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,17 +67,9 @@ class ToScheduler:
 
 
 @dataclass(frozen=True, slots=True)
-class ResendResult:
-    """Send the scheduler a result a processor sent on its own link, again, on the agent's (its frame unchanged)."""
-
-    sent: m.ResultSent
-
-
-@dataclass(frozen=True, slots=True)
 class SayHello:
-    """Register with the scheduler (again): naming the tasks held from an instance that is gone, and it."""
+    """Register with the scheduler (again), naming the instance it knew (b"": none)."""
 
-    held_tasks: tuple[TaskID, ...] = ()
     known_instance: bytes = b""
 
 
@@ -111,9 +102,7 @@ class Exit:
     reason: str
 
 
-Effect = (
-    ToScheduler | ResendResult | SayHello | SendWorkerHeartbeat | ToProcessor | SpawnProcessor | KillProcessor | Exit
-)
+Effect = ToScheduler | SayHello | SendWorkerHeartbeat | ToProcessor | SpawnProcessor | KillProcessor | Exit
 
 #: Exit codes of a worker process (the table is `scaler.protocol.exit_codes.ExitCode`).
 EXIT_OK = ExitCode.OK

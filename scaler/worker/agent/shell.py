@@ -2,7 +2,8 @@
 
 It decides nothing: it decodes, stamps events with its clock's time (`scaler.io.clock`), and performs effects: messages
 for the scheduler leave on its socket, processor effects go to the `Executor` (worker/executors/contract.py), whose
-reports come back as events.
+reports come back as events. Processors that live in this process (an offload proxy's, threads, simulated ones) have
+their links to the scheduler opened here, with this worker's socket factory (`open_link`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Callable
 from dataclasses import replace
 
 import psutil
@@ -26,15 +28,14 @@ from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.security.handshake import HANDSHAKE_FAILURES, is_refusal, refusal_text
 from scaler.worker.agent import core
-from scaler.worker.computing_mark import computes_lent, read_mark
+from scaler.worker.computing_mark import computing_task, read_mark
 from scaler.worker.executors.contract import Executor
+from scaler.worker.executors.hosted_link import HostedLink
 from scaler.worker.memory import MemoryWatch, charged_bytes, find_memory_limit
 
 logger = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.1
-#: How long a busy worker may hold messages for the scheduler to send them together.
-COALESCE_SECONDS = 0.001
 #: How often the computing processors' memory is sampled (for their task's peak), in ticks.
 MEMORY_SAMPLE_TICKS = 5
 #: After asking to leave, how long to wait for the scheduler's acknowledgement.
@@ -55,8 +56,8 @@ class WorkerAgent:
         marks_directory: str = "",
     ) -> None:
         """`handle_signals`: SIGINT and SIGTERM make the worker leave (off where the process is not the worker's:
-        several agents simulated in one loop). `marks_directory`: where lent processors mark the lent task they
-        compute (worker/computing_mark.py), read when one ends; "" without lending."""
+        several agents simulated in one loop). `marks_directory`: where processors mark the task they compute
+        (worker/computing_mark.py), read when one ends; "": no marks (processors that are no processes)."""
         self._core = agent_core
         self._worker_id = worker_id
         self._scheduler_address = scheduler_address
@@ -79,11 +80,7 @@ class WorkerAgent:
         events = zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILURES  # watched from before it connects: a refusal is heard
         upstream = self._sockets.dealer(self._scheduler_address, identity=self._worker_id, events=events)
         self._upstream = AsyncSocket(loop, upstream, self._on_scheduler_frames)
-        # Results of a busy worker leave in small batches: fewer, larger messages when throughput
-        # matters, and no added latency when the worker has nothing else to do.
-        self._to_scheduler = Outbox(
-            loop, self._upstream, routed=False, coalesce_seconds=COALESCE_SECONDS, is_busy=self._core.has_queued_work
-        )
+        self._to_scheduler = Outbox(loop, self._upstream, routed=False)
         monitor = self._sockets.event_monitor(upstream, events)
         self._monitor = watch_events(loop, monitor, self._on_socket_event)
         self._executor.start(loop, self)
@@ -137,8 +134,17 @@ class WorkerAgent:
 
     def on_processor_exit(self, processor_id: bytes, description: str) -> None:
         out_of_memory = self._memory.verdict(processor_id, description)
-        lent_task = read_mark(self._marks_directory, processor_id) if self._marks_directory else None
-        self._feed(core.ProcessorDied(processor_id, description, self._now(), out_of_memory, lent_task))
+        task = read_mark(self._marks_directory, processor_id) if self._marks_directory else None
+        self._feed(core.ProcessorDied(processor_id, description, self._now(), out_of_memory, task))
+
+    def open_link(
+        self, processor_id: bytes, on_work: Callable[[list[m.Message]], None], max_staged_tasks: int = 0
+    ) -> HostedLink:
+        """The link to the scheduler of a processor that lives in this process (hosted_link.py)."""
+        loop = asyncio.get_running_loop()
+        sockets = self._sockets
+        return HostedLink(loop, sockets, self._scheduler_address, self._worker_id, processor_id, on_work,
+                          max_staged_tasks)  # fmt: skip
 
     def on_executor_failed(self, reason: str) -> None:
         self._finish(core.EXIT_ERROR, reason)
@@ -165,13 +171,15 @@ class WorkerAgent:
                 self._sample_memory(computing_only=True)
 
     def _sample_memory(self, computing_only: bool) -> dict[bytes, float]:
-        """Sample the processors' memory (only those computing, between heartbeats); their cpu percent."""
+        """Sample the processors' memory (only those computing, by their mark, between heartbeats); their cpu
+        percent."""
         cpu: dict[bytes, float] = {}
-        for processor in self._core.processors.values():
-            if computing_only and processor.task_id is None:
+        for processor_id in self._core.processors:
+            task = computing_task(self._marks_directory, processor_id) if self._marks_directory else None
+            if computing_only and not task:
                 continue
-            cpu[processor.processor_id], charged = self._executor.usage(processor.processor_id)
-            self._memory.sample(processor.processor_id, processor.task_id, charged)
+            cpu[processor_id], charged = self._executor.usage(processor_id)
+            self._memory.sample(processor_id, task, charged)
         return cpu
 
     # ------------------------------------------------------------ effects
@@ -188,15 +196,10 @@ class WorkerAgent:
         for effect in effects:
             if isinstance(effect, core.ToScheduler):
                 self._to_scheduler.send(b"", codec.encode(effect.message))
-            elif isinstance(effect, core.ResendResult):
-                self._to_scheduler.send(b"", effect.sent.result)
             elif isinstance(effect, core.ToProcessor):
                 self._executor.send(effect.processor_id, effect.message)
             elif isinstance(effect, core.SayHello):
-                info = self._hello.info
-                assert isinstance(info, m.WorkerInfo)
-                info = replace(info, capacity=self._core.capacity, held_tasks=effect.held_tasks)
-                hello = replace(self._hello, info=info, known_instance=effect.known_instance)
+                hello = replace(self._hello, known_instance=effect.known_instance)
                 self._to_scheduler.send(b"", codec.encode(hello))
             elif isinstance(effect, core.SendWorkerHeartbeat):
                 self._to_scheduler.send(b"", codec.encode(self._heartbeat(effect.status, effect.round_trip_seconds)))
@@ -216,14 +219,14 @@ class WorkerAgent:
             self._done.set_result(code)
 
     def _shown_state(self, processor: core.ProcessorRecord) -> str:
-        """Its state in the heartbeat: its agent's word, but "running" while a lent task computes there, which its
-        agent never sees (its mark says so, worker/computing_mark.py); the scheduler adds the lent tasks to the
-        worker's counts (scheduler/core/view.py `with_lent_tasks`)."""
-        shown = processor.shown_state
-        if self._marks_directory and shown in ("idle", "blocked"):
-            if computes_lent(self._marks_directory, processor.processor_id):
-                return "running"
-        return shown
+        """Its state in the heartbeat: "running" while a task computes there (its mark says so,
+        worker/computing_mark.py), else starting, idle or stopping; the scheduler adds the tasks on the processors'
+        links to the worker's counts (scheduler/core/view.py `with_link_tasks`)."""
+        if processor.state is not core.ProcessorState.READY:
+            return str(processor.state.value)
+        if self._marks_directory and computing_task(self._marks_directory, processor.processor_id):
+            return "running"
+        return "idle"
 
     def _heartbeat(self, status: m.WorkerStatus, round_trip_seconds: float) -> m.Heartbeat:
         cpu_of = self._sample_memory(computing_only=False)
@@ -255,13 +258,15 @@ class WorkerAgent:
         return m.Heartbeat(cpu, rss, worker=worker_status, round_trip_seconds=round_trip_seconds)
 
 
-def build_hello(
-    capabilities: m.Capabilities, capacity: int, manager_id: str, worker_type: str, lends_processors: bool = False
-) -> m.Hello:
-    return m.Hello(
-        protocol_version=m.PROTOCOL_VERSION,
-        python_version=local_python_version(),
-        pid=os.getpid(),
-        hostname=socket.gethostname(),
-        info=m.WorkerInfo(capabilities, capacity, manager_id, worker_type, lends_processors=lends_processors),
+def build_hello(capabilities: m.Capabilities, agent_core: core.AgentCore, manager_id: str, worker_type: str) -> m.Hello:
+    settings = agent_core.settings
+    info = m.WorkerInfo(
+        capabilities,
+        agent_core.capacity,
+        manager_id,
+        worker_type,
+        slots=settings.slots,
+        task_timeout_seconds=settings.task_timeout_seconds,
+        processor_per_parent=settings.processor_per_parent,
     )
+    return m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)

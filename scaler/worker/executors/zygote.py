@@ -73,16 +73,16 @@ class Zygote(ForkServer):
 
 
 class ZygoteExecutor:
-    """Processors forked from the zygote, each talking to the agent over its own socket pair."""
+    """Processors forked from the zygote, each with its own socket pair to the agent and its own link to the
+    scheduler."""
 
-    #: a processor runs the tasks of its channel in order (the processor protocol): 16 tiny ones staged ahead
-    #: make one write and one read carry many tasks, where more add little
-    max_staged_tasks = 16
+    #: a processor runs the tasks of its link in order (the processor protocol): the scheduler stages tiny ones ahead
+    #: (up to about 20 ms of them), so that one read and one send carry many tasks
+    max_staged_tasks = 64
 
     def __init__(self, zygote: Zygote) -> None:
         self._zygote = zygote
         self._channels: dict[bytes, AsyncChannel] = {}
-        self._unflushed: set[AsyncChannel] = set()  #: channels holding frames until flush()
         self._pids: dict[bytes, int] = {}
         self._psutil: dict[int, psutil.Process] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -113,13 +113,10 @@ class ZygoteExecutor:
     def send(self, processor_id: bytes, message: m.Message) -> None:
         channel = self._channels.get(processor_id)
         if channel is not None:
-            channel.hold([codec.encode(message)])
-            self._unflushed.add(channel)
+            channel.send([codec.encode(message)])
 
     def flush(self) -> None:
-        for channel in self._unflushed:
-            channel.flush()
-        self._unflushed.clear()
+        """Nothing: `send` writes at once (a processor is sent only its configuration)."""
 
     def kill(self, processor_id: bytes, reason: str) -> None:
         pid = self._pids.get(processor_id)
@@ -166,7 +163,7 @@ class ZygoteExecutor:
                     self._psutil.pop(pid, None)
                 channel = self._channels.pop(processor_id, None)
                 if channel is not None:
-                    channel.read_remaining()  # its last results first: a task it finished is not blamed
+                    channel.read_remaining()  # its ProcessorReady first: it had started
                     channel.close()
                 listener.on_processor_exit(processor_id, describe_wait_status(number))
             else:

@@ -1,11 +1,10 @@
-"""The private link between a worker agent and one of its processors: a Unix socket pair.
+"""The private link between a worker agent and one of its processors: a Unix socket pair. It carries the processor's
+ProcessorReady and its agent's configuration (a HelloReply), nothing else: tasks and everything about them travel on
+the processor's own link to the scheduler (outlet.py). Its closing tells the processor that its agent is gone.
 
 Each frame is one encoded message, prefixed with its length (4 bytes, little endian); several frames
-written together form a batch. A socket pair costs one write and one read per batch, where a ZeroMQ
-ipc socket adds two I/O-thread hand-offs; this link carries every task and result of the worker.
-The processor side blocks, and can also read without blocking (`BlockingChannel.poll`: one recv) so that a
-processor hears what the agent sent while a task computed before it starts the next; the agent side runs on
-the agent's asyncio loop.
+written together form a batch. The processor side blocks, and can also read without blocking (`BlockingChannel.poll`:
+one recv), which the processor does before a task's turn passes; the agent side runs on the agent's asyncio loop.
 """
 
 from __future__ import annotations
@@ -101,8 +100,7 @@ class BlockingChannel:
 
 class AsyncChannel:
     """The agent's side of one processor's channel, on the running loop. `on_frames(frames)` gets
-    each batch; `on_closed()` is called once when the processor's end is gone. Frames held with `hold`
-    leave together, in one write, at `flush` (a task and those staged behind it)."""
+    each batch; `on_closed()` is called once when the processor's end is gone."""
 
     def __init__(
         self,
@@ -123,14 +121,12 @@ class AsyncChannel:
         self._closing = False  #: `_close_and_report` is reading what remains
         loop.add_reader(sock.fileno(), self._readable)
 
-    def hold(self, frames: list[bytes]) -> None:
-        """Keep frames for the next `flush`."""
-        if not self._closed:
-            self._outgoing += encode_frames(frames)
-
-    def flush(self) -> None:
-        """Write what is held (what the socket does not take now leaves when it can)."""
-        if not self._closed and self._outgoing and not self._waiting_writable:
+    def send(self, frames: list[bytes]) -> None:
+        """Write frames (what the socket does not take now leaves when it can)."""
+        if self._closed:
+            return
+        self._outgoing += encode_frames(frames)
+        if not self._waiting_writable:
             self._write()
 
     def _write(self) -> None:
@@ -168,7 +164,7 @@ class AsyncChannel:
 
     def read_remaining(self) -> None:
         """Hand on every frame the processor wrote before it ended (its process is gone: all it sent is in
-        the socket), so that a result it sent before dying is heard before its death."""
+        the socket), so that a ProcessorReady it sent before dying is heard before its death (it had started)."""
         while not self._closed:
             try:
                 data = self._socket.recv(1 << 20)
@@ -182,8 +178,7 @@ class AsyncChannel:
 
     def _close_and_report(self) -> None:
         """The processor's end is gone (EOF, or a write refused: EPIPE, ECONNRESET). What it wrote before it went is
-        still in the socket and is handed on first: a write to a processor that has just died fails before the loop
-        has read the result it sent before dying, and that task would be blamed for the death."""
+        still in the socket and is handed on first (`read_remaining`)."""
         if self._closed or self._closing:
             return
         self._closing = True  # a handler of the frames read now may write again, and fail the same way

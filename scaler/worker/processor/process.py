@@ -1,10 +1,11 @@
 """A processor: the child process of a worker that runs user functions.
 
-It talks only to its agent (a Unix socket pair, see channel.py) and to object storage. It starts by
-running the preload function, announces itself with ProcessorReady, learns the object storage address
-from a HelloReply, then runs the Tasks it receives as the processor protocol says
-(`scaler.worker.processor_protocol`): one computing at a time, in the order received, parked while they
-wait on nested futures, each answered once with a TaskResult. `task_line` decides, `threads` carries it out.
+It talks to its agent (a Unix socket pair, see channel.py), to the scheduler on a link of its own (outlet.py) and to
+object storage. It starts by running the preload function, announces itself to its agent with ProcessorReady, learns
+the object storage address from its agent's HelloReply and then says hello on its link, where its tasks come; it runs
+them as the processor protocol says (`scaler.protocol.processor_protocol`): one computing at a time, in priority
+order, parked while they wait on nested futures, each answered once on the link. `task_line` decides, `threads`
+carries it out.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ import gc
 import logging
 import os
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,12 +40,9 @@ logger = logging.getLogger(__name__)
 class ProcessorSettings:
     scheduler_address: str  #: for clients created inside tasks, and the processor's own link
     worker_id: bytes = b""  #: stamped on results; its link names it
-    #: send the results of its tasks to the scheduler on a link of its own (outlet.py), not through the agent
-    direct_results: bool = True
-    #: its worker lends it to the scheduler: plain tasks come on its link, and go back there (outlet.py)
-    lend: bool = False
-    #: with `lend`: where it marks the lent task it computes, for its agent (worker/computing_mark.py); "": nowhere
+    #: where it marks the task it computes, for its agent (worker/computing_mark.py); "": nowhere
     marks_directory: str = ""
+    max_staged_tasks: int = 0  #: how many tasks it may hold beyond the one it computes (its link's hello says so)
     preload: str | None = None
     garbage_collect_interval_seconds: float = 30.0
     #: how long a request to object storage waits for its answer (the worker's `storage_timeout_seconds`)
@@ -88,39 +85,6 @@ class _Storage:
             self._connection.close()
 
 
-_TASK_ENDS = (m.TaskResult, m.ResultSent)
-
-
-class _WritingChannel(BlockingChannel):
-    """The channel, on which the agent hears that the processor still writes results it announced (a large result is
-    announced once its write has begun: object_storage/followed_put.py) before it hears that a task ended, and hears
-    again once those writes are done (`settled`, called back by the writer's thread). Meanwhile the agent gives the
-    processor no task and never retires it (a SIGKILL) mid-write (agent/core.py rule 8); the result itself leaves at
-    once, through the agent or on the processor's own link. Sends are serialised here, since `settled` comes from the
-    writer's thread."""
-
-    def __init__(self, sock: socket.socket, writing: Callable[[], bool]) -> None:
-        super().__init__(sock)
-        self._writing = writing
-        self._send_lock = threading.Lock()
-        self._told = False  #: the agent was told the processor writes, and not yet that it is done
-
-    def send_all(self, messages: Iterable[m.Message]) -> None:
-        messages = tuple(messages)
-        with self._send_lock:
-            if not self._told and any(isinstance(message, _TASK_ENDS) for message in messages) and self._writing():
-                self._told = True
-                messages = (m.ProcessorWriting(True), *messages)
-            super().send_all(messages)
-
-    def settled(self) -> None:
-        """The writes readers follow are all finished (stored, or given up and their readers told)."""
-        with self._send_lock:
-            if self._told and not self._writing():
-                self._told = False
-                super().send_all((m.ProcessorWriting(False),))
-
-
 def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_socket: socket.socket) -> int:
     trace_memory_if_asked("processor")
     if settings.preload:
@@ -135,10 +99,10 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     joblib_name.install()  # a task's Parallel(backend="scaler") finds the backend without importing scaler.joblib
     sockets = SocketFactory(security=settings.security)
     storage = _Storage(sockets, settings.storage_timeout_seconds)
-    channel = _WritingChannel(channel_socket, storage.writing)
-    storage.on_settled = channel.settled
-    outlet = _outlet(settings, processor_id, channel, sockets)
-    mark = ComputingMark(settings.marks_directory, processor_id) if settings.lend and settings.marks_directory else None
+    channel = BlockingChannel(channel_socket)
+    mark = ComputingMark(settings.marks_directory, processor_id) if settings.marks_directory else None
+    outlet = _outlet(settings, processor_id, sockets, storage.writing, hold=mark is not None)
+    storage.on_settled = outlet.settled
     garbage = _GarbageCollection(settings.garbage_collect_interval_seconds, settings.trim_memory_threshold_bytes)
 
     def configure(address: str) -> None:
@@ -146,7 +110,6 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
         outlet.configure()
 
     def housekeeping() -> None:
-        outlet.read_link()
         garbage.maybe_collect()
 
     threads = TaskThreads(
@@ -161,7 +124,7 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     )
     executor = TaskExecutor(
         storage,
-        outlet.log,
+        outlet.send,
         cpu_seconds=threads.cpu_seconds,
         worker=settings.worker_id.decode(errors="replace"),
         stream_host=threads,
@@ -170,7 +133,7 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     processor_context.install(
         processor_context.ProcessorContext(settings.scheduler_address, security=settings.security, threads=threads)
     )
-    outlet.report(m.ProcessorReady(os.getpid()))
+    channel.send(m.ProcessorReady(os.getpid()))
     try:
         threads.run()
         return 0  # the agent is gone
@@ -182,24 +145,17 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
 
 
 def _outlet(
-    settings: ProcessorSettings, processor_id: bytes, channel: BlockingChannel, sockets: SocketFactory
+    settings: ProcessorSettings,
+    processor_id: bytes,
+    sockets: SocketFactory,
+    writing: Callable[[], bool],
+    hold: bool,
 ) -> ProcessorOutlet:
-    """Where the processor's reports and results go: a link of its own to the scheduler, named after its worker and
-    itself, for the results of its tasks with `direct_results` (opened once the agent configures it), and for the
-    calls of the actors it builds either way (opened then; outlet.py)."""
-    if not settings.worker_id:
-        return ProcessorOutlet(channel)
+    """The processor's link to the scheduler, named after its worker and itself (outlet.py)."""
     identity = processor_identity(settings.worker_id, processor_id)
-    info = m.ProcessorInfo(processor_id, settings.worker_id, settings.lend)
+    info = m.ProcessorInfo(processor_id, settings.worker_id, max_staged_tasks=settings.max_staged_tasks)
     hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(), info)
-    return ProcessorOutlet(
-        channel,
-        lambda: sockets.dealer(settings.scheduler_address, identity=identity),
-        hello,
-        settings.direct_results,
-        settings.lend,
-        hold_lent=settings.lend and bool(settings.marks_directory),
-    )
+    return ProcessorOutlet(lambda: sockets.dealer(settings.scheduler_address, identity=identity), hello, hold, writing)
 
 
 class _GarbageCollection:

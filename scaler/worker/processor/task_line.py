@@ -1,6 +1,6 @@
 """A processor's pure core: the tasks it holds and which of them computes (the processor protocol, one processor's
-side), which of its threads runs what, and which thread reads the agent's channel. Events in: what a read of the
-channel brought, a task's thread is done, a task parks or asks to go on, a thread has nothing to run. Instructions
+side), which of its threads runs what, and which thread reads its link. Events in: what a read of the
+link brought, a task's thread is done, a task parks or asks to go on, a thread has nothing to run. Instructions
 out: run a task on that thread (or on a new one), raise TaskAbandoned in a computing task's thread, wake a parked
 task's thread, answer a withdrawn task CANCELED, cancel a stopped task's nested tasks, wake a streaming task's thread
 that waits for its client's credit (a StreamCredit read raised it), hand an actor's calls to the thread that serves it
@@ -9,9 +9,9 @@ a call for an actor this processor does not hold. No threads, no I/O, no clock:
 `threads.TaskThreads` calls it under one lock and carries its instructions out.
 
 The task states, the events that move them and the rules (order, the computing turn, staging, parking, cancels,
-answers) are `scaler.worker.processor_protocol`'s; this module adds the threads:
+answers) are `scaler.protocol.processor_protocol`'s; this module adds the threads:
 
-1. One thread at a time holds the *baton*: it reads the agent's channel (at first, the main thread). While no task
+1. One thread at a time holds the *baton*: it reads the link (at first, the main thread). While no task
    is parked, the holder runs each task that gets the turn itself, and the next one after it: plain tasks cost no
    thread hand-off. While some are, the holder hands such a task to another thread and keeps reading, so that it
    hears a TaskCancel for it at once.
@@ -38,16 +38,17 @@ from typing import Generic, TypeVar
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
-from scaler.worker.processor_protocol import OUTCOMES, ProcessorOutcome, ProcessorTaskEvent, ProcessorTaskState
+from scaler.protocol.processor_protocol import OUTCOMES, ProcessorOutcome, ProcessorTaskEvent, ProcessorTaskState
 
 #: Members as module constants: reading one from its enum class costs several times more, on the path of every task.
-_TURN, _PARK, _ASK, _RESUME, _END, _CANCEL = (
+_TURN, _PARK, _ASK, _RESUME, _END, _CANCEL, _RETURN = (
     ProcessorTaskEvent.TURN,
     ProcessorTaskEvent.PARK,
     ProcessorTaskEvent.ASK_RESUME,
     ProcessorTaskEvent.RESUME,
     ProcessorTaskEvent.END,
     ProcessorTaskEvent.CANCEL,
+    ProcessorTaskEvent.RETURN,
 )
 _STAGED, _COMPUTING, _STOPPING_PARKED, _GO_ON = (
     ProcessorTaskState.STAGED,
@@ -130,7 +131,7 @@ class Refuse:
 
 @dataclass(frozen=True, slots=True)
 class GiveBack:
-    """Give these lent tasks back to the scheduler (TaskReturn on the link): it asked, and they had not started."""
+    """Give these tasks back to the scheduler (TaskReturn on the link): it asked, and they had not started."""
 
     task_ids: tuple[TaskID, ...]
 
@@ -197,7 +198,7 @@ class TaskLine(Generic[R]):
 
     def _await_turn(self, record: R) -> None:
         """A task received waits for the turn in priority order: ahead of the staged tasks of a lower priority (the
-        agent stages in that order already; the scheduler's lent tasks come in the order it dispatched them)."""
+        scheduler sends them in the order it dispatched them)."""
         waiting = self.awaiting_turn
         priority = record.task.priority
         if not waiting or waiting[-1].task.priority >= priority:
@@ -209,12 +210,12 @@ class TaskLine(Generic[R]):
         waiting.insert(at, record)
 
     def _give_back(self, task_ids: tuple[TaskID, ...]) -> None:
-        """The scheduler asks lent tasks back: those not started yet leave the line and go back (GiveBack); one that
+        """The scheduler asks tasks back (RETURN): those not started yet leave the line and go back (GiveBack); one that
         started stays (its answer comes as usual)."""
         given: list[TaskID] = []
         for task_id in task_ids:
             record = self.tasks.get(task_id)
-            if record is not None and record.state is _STAGED:
+            if record is not None and OUTCOMES[_RETURN][record.state] is ProcessorOutcome.HAND_BACK:
                 self.awaiting_turn.remove(record)
                 del self.tasks[task_id]
                 given.append(task_id)
@@ -264,7 +265,7 @@ class TaskLine(Generic[R]):
 
     def hosts_actor(self, incoming: list[m.Message]) -> bool:
         """Whether an actor's start task is held here, or among `incoming`: it holds the computing turn while the
-        actor lives, so lent tasks would wait behind it (outlet.py gives them back)."""
+        actor lives, so other tasks would wait behind it (threads.py gives them back)."""
         if any(isinstance(message, m.Task) and message.actor is not None for message in incoming):
             return True
         return any(record.calls is not None for record in self.tasks.values())
@@ -292,7 +293,7 @@ class TaskLine(Generic[R]):
         """The task's thread is done: FINISH (its result goes out) or UNWOUND (it was stopped: CANCELED goes out
         instead). It is held no more; see `passes_turn` for the turn it held."""
         task_id = record.task.task_id
-        if self.tasks.get(task_id) is record:  # not if the agent sent the task id again meanwhile
+        if self.tasks.get(task_id) is record:  # not if the scheduler sent the task id again meanwhile
             del self.tasks[task_id]
         if record.state is _STOPPING_PARKED:
             self.parked -= 1

@@ -1,19 +1,20 @@
 """The threads of a processor: they carry out what its task line (`task_line.TaskLine`, the pure core) decides.
 
-Every decision (which task computes, which thread runs it, who reads the channel, what a TaskCancel does) is the
-task line's, under the processor protocol (`scaler.worker.processor_protocol`); this module only has the
-mechanisms: one lock around every call into the core (and the channel reads those calls need), a wake-up per
-thread, the task's own hooks around its waits on nested futures, and the injection of TaskAbandoned into a thread.
+Every decision (which task computes, which thread runs it, who reads the link, what a TaskCancel does) is the
+task line's, under the processor protocol (`scaler.protocol.processor_protocol`); this module only has the
+mechanisms: one lock around every call into the core (and the reads those calls need: the link, and the agent's
+channel, whose closing ends the processor), a wake-up per thread, the task's own hooks around its waits on nested
+futures, and the injection of TaskAbandoned into a thread.
 
 A thread's life (`_work`): it runs the task it was given, and the next ones the turn gives it; then it reads the
-channel while it holds the baton, or waits until it is handed a task or the baton. A task that waits on nested
+link while it holds the baton, or waits until it is handed a task or the baton. A task that waits on nested
 futures parks: `on_block` reports ProcessorBlocked and passes the turn and the baton on; `on_unblock` asks to go on
 (ProcessorResumeRequest) and waits until the task line wakes it (ProcessorResume, or a stop).
 
 Stopping a computing task raises TaskAbandoned in its thread, between two bytecodes: code stuck in a C call stops
-when the call returns, or the agent kills the processor after a grace period. So that the exception can only land
-inside the task's execution, a record is *interruptible* only while that runs (guarded by its own lock), and a
-pending injection is drawn out before the thread goes on (`_stop_interruptions`).
+when the call returns, or the scheduler has the processor killed after a grace period. So that the exception can
+only land inside the task's execution, a record is *interruptible* only while that runs (guarded by its own lock),
+and a pending injection is drawn out before the thread goes on (`_stop_interruptions`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from scaler.protocol import messages as m
+from scaler.protocol.processor_protocol import ProcessorOutcome, ProcessorTaskState
 from scaler.worker.computing_mark import ComputingMark
 from scaler.worker.processor.channel import BlockingChannel, ChannelClosed
 from scaler.worker.processor.outlet import ProcessorOutlet
@@ -46,7 +48,6 @@ from scaler.worker.processor.task_line import (
     Wake,
 )
 from scaler.worker.processor.wake_pipe import WakePipe
-from scaler.worker.processor_protocol import ProcessorOutcome, ProcessorTaskState
 
 logger = logging.getLogger(__name__)
 
@@ -59,13 +60,13 @@ assert [f.name for f in fields(m.TaskResult) if f.init] == [
 ], "TaskResult's fields changed: TaskThreads._report_end copies them by position"  # fmt: skip
 #: An idle thread beyond the first ends after waiting this long for work.
 IDLE_THREAD_SECONDS = 30.0
-#: Lent processors: how often a thread of their own looks whether a lent task has computed that long, and then reads the
-#: link for it (a cancel), since the task's thread holds the baton and reads nothing until it ends (`_watch_lent`).
-LENT_WATCH_SECONDS = 0.05
+#: How often a thread of the processor's own looks whether a task has computed that long, and then reads the link for it
+#: (a cancel), since the task's thread holds the baton and reads nothing until it ends (`_watch`).
+WATCH_SECONDS = 0.05
 
 
 class TaskAbandoned(BaseException):
-    """Raised in the thread of a task the agent stopped: unwinds the task's code. Not an `Exception`, so that a
+    """Raised in the thread of a task the scheduler stopped: unwinds the task's code. Not an `Exception`, so that a
     task's `except Exception:` does not swallow it."""
 
 
@@ -84,7 +85,7 @@ class _TaskRecord(LineTask):
     futures: list[weakref.ref[Any]] = field(default_factory=list)  #: nested tasks it submitted
     parked_since_cpu: float = 0.0
     parked_cpu_seconds: float = 0.0  #: the process's CPU time while it was parked: other tasks' work
-    received_at: float = field(default_factory=time.time)  #: read from the agent (wall clock, for its story)
+    received_at: float = field(default_factory=time.time)  #: read from the link (wall clock, for its story)
     #: a streaming task waiting for its client's credit on a thread that does not read the channel: set when the
     #: reader hears more credit (made when it first waits)
     credited: threading.Event | None = None
@@ -107,11 +108,11 @@ _NOTHING: _Later = ()  #: what most calls leave to do
 class TaskThreads:
     """Runs the processor's tasks on its threads; the hooks of `processor_context.TaskThreads`.
 
-    `outlet` takes what the processor reports (to the agent) and the results of its tasks (the way its route says:
-    outlet.py); `execute(task)` runs one task and returns its result; `on_hello(address)` takes the object storage
-    address (called under the lock: it must not call back); `housekeeping()` is called after every read of the
-    channel by the baton's holder, after every task, and at least every `housekeeping_seconds` (garbage
-    collection)."""
+    `outlet` is the processor's link to the scheduler: its tasks come there and everything about them leaves there
+    (outlet.py); `channel` is its agent's: its configuration comes there, and its closing ends the processor;
+    `execute(task)` runs one task and returns its result; `on_hello(address)` takes the object storage address and
+    configures the link (called under the lock: it must not call back); `housekeeping()` is called after every read
+    by the baton's holder, after every task, and at least every `housekeeping_seconds` (garbage collection)."""
 
     def __init__(
         self,
@@ -131,7 +132,7 @@ class TaskThreads:
         self._housekeeping = housekeeping
         self._housekeeping_seconds = housekeeping_seconds
         self._worker_id = worker_id
-        #: a lent processor's: the lent task computing, for its agent should the processor die (computing_mark.py)
+        #: the task computing, for its agent should the processor die (computing_mark.py)
         self._mark = mark
         self._local = threading.local()
         #: guards every call into the task line, and the reads of the channel
@@ -141,38 +142,33 @@ class TaskThreads:
         self._line: TaskLine[_TaskRecord] = TaskLine(main, _TaskRecord)
         self._slots: dict[int, _Slot] = {}  #: every thread's wake-up, by thread id
         self._last_priority = 0
-        #: lent processors: the pipe the watch writes once it has read something (`_watch_lent`)
-        self._watch_wake: WakePipe | None = None
+        #: the pipe the watch writes once it has read something (`_watch`)
+        self._watch_wake = WakePipe()
 
     # ------------------------------------------------------------ running
 
     def run(self) -> None:
         """The main thread's part: take the baton and serve; returns when the agent closed the channel."""
-        if self._outlet.lends:
-            self._watch_wake = WakePipe()
-            threading.Thread(target=self._watch_lent, name="scaler-lent-watch", daemon=True).start()
+        threading.Thread(target=self._watch, name="scaler-watch", daemon=True).start()
         try:
             self._work(None)
         except ChannelClosed:
             return
 
-    def _watch_lent(self) -> None:
-        """Lent processors: while a lent task (or an actor's start) has computed for LENT_WATCH_SECONDS, what came on
-        the link and the channel is read for it every LENT_WATCH_SECONDS, as its own thread would between two values
-        of a stream: a cancel (its agent, which would have killed the processor for it, never saw the task), lent tasks
-        to give back (an actor holds the turn). Tiny tasks never wake this thread's reads. What it read, the baton's
-        holder may be waiting for in its own select (an actor's thread waiting for a call, a stream's for credit) whose
-        link descriptor this read left unsignalled: it writes to the pipe that select watches too."""
+    def _watch(self) -> None:
+        """While a task has computed for WATCH_SECONDS, what came on the link and the channel is read for it every
+        WATCH_SECONDS, as its own thread would between two values of a stream: a cancel (it is stopped in its thread),
+        tasks to give back (an actor holds the turn). Tiny tasks never wake this thread's reads. What it read, the
+        baton's holder may be waiting for in its own select (an actor's thread waiting for a call, a stream's for
+        credit) whose link descriptor this read left unsignalled: it writes to the pipe that select watches too."""
         seen: _TaskRecord | None = None
         line = self._line
         while True:
-            time.sleep(LENT_WATCH_SECONDS)
+            time.sleep(WATCH_SECONDS)
             computing = line.computing
             if computing is None or computing is not seen:
                 seen = computing
                 continue
-            if computing.calls is None and not self._outlet.is_lent(computing.task.task_id):
-                continue  # neither lent nor an actor's start (lent tasks sent to it before it was built go back)
             try:
                 with self._lock:
                     later = _NOTHING
@@ -188,8 +184,8 @@ class TaskThreads:
                 self._carry_out_later(later)
 
     def send(self, message: m.Message) -> None:
-        """A report for the agent only (the results of tasks that ran go through the outlet, which knows their way)."""
-        self._outlet.report(message)
+        """Anything about a task but its result, on the link (ProcessorBlocked, a StreamItem, ActorReady, ...)."""
+        self._outlet.send(message)
 
     def cpu_seconds(self) -> float:
         """The process's CPU time, less what other tasks used while the calling thread's task was parked."""
@@ -266,13 +262,9 @@ class TaskThreads:
         task ended, so that work read meanwhile, the main thread's after a parent, comes to it)."""
         task = record.task
         record.thread = me
-        if _through_agent(task):
-            self._outlet.through_agent(task.task_id)  # its TaskLogs too, so that they come before its end
-            if task.actor is not None:
-                self._outlet.open_for_actor()  # its calls may come on the link: hello before its constructor runs
         self._local.running = record
         self._last_priority = task.priority
-        mark = self._mark if self._mark is not None and self._outlet.is_lent(task.task_id) else None
+        mark = self._mark
         if mark is not None:
             mark.computing(task.task_id)
         started = time.time()  #: the processor's own times go on the result, for the task's story
@@ -283,13 +275,20 @@ class TaskThreads:
         ran = m.RunStamps(started, time.time(), os.getpid(), record.received_at)
         line = self._line
         serving = False
+        woken: list[_TaskRecord] = []
         with self._lock:
             outcome = line.ends(record)
             following = self._pass_turn_locked(record, me)
             if following is None:
                 serving = line.settles(me)
-            later = self._carry_out_locked() if line.instructions else _NOTHING
+            if line.instructions:
+                woken = _take_wakes(line.instructions)  # after the result: theirs cannot overtake it
+                later = self._carry_out_locked()
+            else:
+                later = _NOTHING
         self._report_end(task, outcome, result, ran, more=following is not None)
+        for parked in woken:
+            _wake(parked)
         if mark is not None:  # its result was handed over: a crash from now on is not its
             mark.done(task.task_id)
         if later:
@@ -306,56 +305,42 @@ class TaskThreads:
     def _report_end(
         self, task: m.Task, outcome: ProcessorOutcome, result: m.TaskResult | None, ran: m.RunStamps, more: bool
     ) -> None:
-        """A task ended: its result (or its CANCELED answer, when it was stopped) goes the way its route says."""
-        if outcome is _UNWOUND:  # the agent answered for it; it frees the slot when it hears it stopped
-            self.send(m.TaskResult(task.task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id))
-            if task.actor is not None:
-                self._outlet.actor_ended(task.task_id, None)
+        """A task ended: its result, or its CANCELED answer when it was stopped (after its values, logs and an actor's
+        calls' results: all on the one link)."""
+        if outcome is _UNWOUND:
+            self.send(m.TaskCancelConfirm(task.task_id, m.CancelOutcome.CANCELED))
         elif result is not None:
             # made anew, not with `replace` (which looks the fields up on every call, twice the cost)
             stamped = m.TaskResult(
                 result.task_id, result.status, result.payload_kind, result.payload, result.error_message,
                 result.profile, self._worker_id, ran, result.stored_bytes, result.streamed,
             )  # fmt: skip
-            if task.actor is not None:  # after its calls' results, the way they went (outlet.py)
-                self._outlet.actor_ended(task.task_id, stamped)
-            elif _through_agent(task):  # its StreamItems went to the agent: so does its end
-                self.send(stamped)
-            else:
-                self._outlet.result(stamped, more=more)
+            self._outlet.result(stamped, more=more)
 
     def _wait_inbox(self, timeout_seconds: float) -> bool:
-        """Wait for the channel, for the link while an actor here takes its calls there (outlet.py), and for the lent
-        watch's pipe (`_watch_lent`)."""
-        also = self._outlet.wait_fds()
+        """Wait for the channel, the link and the watch's pipe (`_watch`)."""
         watch = self._watch_wake
-        if watch is not None:
-            also = (*also, watch.read_fd)
-        if not also:
-            return self._channel.wait(timeout_seconds)
-        woken = watch is not None and watch.woken
-        return woken or self._outlet.has_work() or self._channel.wait(timeout_seconds, also)
+        if watch.woken or self._outlet.has_work():
+            return True
+        return self._channel.wait(timeout_seconds, (*self._outlet.wait_fds(), watch.read_fd))
 
     def _wake_holder_locked(self) -> None:
-        """Under the lock, from the lent watch: the holder's select returns (its loop then sees what was read)."""
-        if self._watch_wake is not None:
-            self._watch_wake.wake()
+        """Under the lock, from the watch: the holder's select returns (its loop then sees what was read)."""
+        self._watch_wake.wake()
 
     def _poll_inbox(self) -> list[m.Message]:
-        """What the channel holds now, and the actors' calls and stops and the lent tasks read on the link (under the
-        lock). Lent tasks read while an actor lives here, or comes with this read, are given back (outlet.py)."""
-        if self._watch_wake is not None:
-            self._watch_wake.drain()
+        """What the channel holds now, and what was read on the link (under the lock). Tasks read while an actor lives
+        here, or comes with this read, are given back: the actor holds the computing turn while it lives."""
+        self._watch_wake.drain()
         messages = self._channel.poll()
         work = self._outlet.take_work()
         if not work:
             return messages
-        if self._line.hosts_actor(messages):
-            lent = [t.task_id for t in work if isinstance(t, m.Task) and self._outlet.is_lent(t.task_id)]
-            if lent:
-                self._outlet.give_back(lent)
-                given = set(lent)
-                work = [w for w in work if not (isinstance(w, m.Task) and w.task_id in given)]
+        if self._line.hosts_actor(work):
+            tasks = [t for t in work if isinstance(t, m.Task) and not t.actor_id and t.actor is None]
+            if tasks:
+                self.send(m.TaskReturn(tuple(t.task_id for t in tasks)))
+                work = [w for w in work if not any(w is t for t in tasks)]
         return messages + work
 
     def _pass_turn_locked(self, record: _TaskRecord, me: int) -> _TaskRecord | None:
@@ -396,10 +381,10 @@ class TaskThreads:
             if isinstance(instruction, Run):
                 self._hand(instruction, later)
             elif isinstance(instruction, Answer):
-                self.send(m.TaskResult(instruction.task_id, m.ResultStatus.CANCELED, worker_id=self._worker_id))
+                self.send(m.TaskCancelConfirm(instruction.task_id, m.CancelOutcome.CANCELED))
             elif isinstance(instruction, Refuse):
                 reason = "the actor this call is for is not in the processor the call reached: it ended"
-                self.send(m.TaskResult(instruction.task_id, m.ResultStatus.ACTOR_DIED, error_message=reason))
+                self._outlet.result(m.TaskResult(instruction.task_id, m.ResultStatus.ACTOR_DIED, error_message=reason))
             elif isinstance(instruction, Interrupt):
                 self._stop(instruction.record)
             elif isinstance(instruction, Wake):
@@ -410,7 +395,7 @@ class TaskThreads:
                 if instruction.record.credited is not None:
                     instruction.record.credited.set()
             elif isinstance(instruction, GiveBack):
-                self._outlet.give_back(list(instruction.task_ids))
+                self.send(m.TaskReturn(instruction.task_ids))
             elif isinstance(instruction, Configure):
                 self._on_hello(instruction.object_storage_address)
         instructions.clear()
@@ -426,18 +411,9 @@ class TaskThreads:
             slot.woken.set()
 
     def _stop(self, record: _TaskRecord) -> None:
-        """Stop a computing task: TaskAbandoned in its thread; a lent one computing alone ends the processor."""
-        if not self._line.parked and self._outlet.is_lent(record.task.task_id):
-            self._end_for_lent_cancel(record)  # does not return
+        """Stop a computing task: TaskAbandoned in its thread (code stuck in a C call does not see it: the scheduler
+        has the processor killed for a task computing alone, and for a stop that does not unwind)."""
         _interrupt(record)
-
-    def _end_for_lent_cancel(self, record: _TaskRecord) -> None:
-        """A lent task that computes alone is cancelled: the processor ends, as its agent kills a processor for a task
-        cancelled there (agent/core.py rule 4), since code stuck in a C call would never see TaskAbandoned. Its other
-        lent tasks go back to the scheduler, then the task's CANCELED answer, before it exits (under the lock)."""
-        staged = [r.task.task_id for r in self._line.awaiting_turn if self._outlet.is_lent(r.task.task_id)]
-        self._outlet.last_words(staged, record.task.task_id)
-        os._exit(0)
 
     def _carry_out_later(self, later: _Later) -> None:
         """Start the threads and cancel the nested tasks the instructions asked for (with the lock released)."""
@@ -461,14 +437,14 @@ class TaskThreads:
 
     def wait_credit(self, index: int) -> None:
         """The running streaming task is about to compute its value `index`: return once its client's credit allows
-        it (at once when it does), having heard what the agent sent meanwhile; raise TaskAbandoned when the task was
-        stopped (a TaskCancel, read here or by the thread that reads the channel). A thread that holds the baton
-        reads the channel itself, so a slow reader holds the generator here, never a queue of values."""
+        it (at once when it does), having heard what the scheduler sent meanwhile; raise TaskAbandoned when the task was
+        stopped (a TaskCancel, read here or by the thread that reads the link). A thread that holds the baton
+        reads the link itself, so a slow reader holds the generator here, never a queue of values."""
         record: _TaskRecord = self._local.running
         me = threading.get_ident()
         while True:
             if self._line.holder == me:
-                self._hear_agent(record, me, wait=index >= record.credit)
+                self._hear_link(record, me, wait=index >= record.credit)
             elif index >= record.credit:
                 if record.credited is None:
                     with self._lock:
@@ -488,8 +464,8 @@ class TaskThreads:
 
     def wait_call(self) -> m.Task | None:
         """The running actor's next call, in the order they came (at once when one is there), having heard what the
-        agent sent meanwhile; None when the actor is asked to stop (its calls before that were served); raise
-        TaskAbandoned when its start task was stopped. A thread that holds the baton reads the channel itself."""
+        scheduler sent meanwhile; None when the actor is asked to stop (its calls before that were served); raise
+        TaskAbandoned when its start task was stopped. A thread that holds the baton reads the link itself."""
         record: _TaskRecord = self._local.running
         calls = record.calls
         assert calls is not None, "wait_call outside an actor's start task"
@@ -499,11 +475,9 @@ class TaskThreads:
                 raise TaskAbandoned(f"actor {record.task.task_id.hex()} was stopped by its worker")
             if calls:
                 call = calls.popleft()
-                if call is not None:  # its logs and result go the way it came (outlet.py)
-                    self._outlet.call_taken(record.task.task_id, call.task_id)
                 return call
             if self._line.holder == me:
-                self._hear_agent(record, me, wait=True)
+                self._hear_link(record, me, wait=True)
             elif record.credited is None:
                 with self._lock:
                     if record.credited is None:
@@ -512,18 +486,14 @@ class TaskThreads:
                 record.credited.wait(self._housekeeping_seconds)
                 record.credited.clear()
 
-    def link_actor(self, actor_id: bytes) -> bytes:
-        """The running actor is built: the identity of the link its calls are to come on (b"": through the agent)."""
-        return self._outlet.link_actor(actor_id)
-
     def answer(self, result: m.TaskResult) -> None:
-        """An actor's call's result, the way the call came."""
-        self._outlet.call_result(result)
+        """An actor's call's result."""
+        self._outlet.result(result)
 
-    def _hear_agent(self, record: _TaskRecord, me: int, wait: bool) -> None:
-        """Read the channel from a computing task's own thread (it holds the baton): at most `housekeeping_seconds`
-        when `wait`, else only what is there. Nothing is injected into the thread meanwhile: a TaskCancel read here
-        is seen by the caller in the task's state."""
+    def _hear_link(self, record: _TaskRecord, me: int, wait: bool) -> None:
+        """Read the link (and the channel) from a computing task's own thread (it holds the baton): at most
+        `housekeeping_seconds` when `wait`, else only what is there. Nothing is injected into the thread meanwhile:
+        a TaskCancel read here is seen by the caller in the task's state."""
         _stop_interruptions(record)
         try:
             if wait and not self._wait_inbox(self._housekeeping_seconds):
@@ -577,23 +547,19 @@ class TaskThreads:
         with self._lock:
             asks = self._line.asks_resume(running)
         if asks:
-            try:
-                self.send(m.ProcessorResumeRequest(running.task.task_id))
-            except ChannelClosed:
-                pass  # the holder hears it too and ends the processor
-            if self._outlet.is_lent(running.task.task_id):
-                self._resume_lent(running)
+            self.send(m.ProcessorResumeRequest(running.task.task_id))
+            self._resume(running)
             resume.wait()
         resume.clear()
-        if self._mark is not None and self._outlet.is_lent(running.task.task_id):
+        if self._mark is not None:
             self._mark.computing(running.task.task_id)  # it computes again
         running.parked_cpu_seconds += time.process_time() - running.parked_since_cpu
         if running.state is ProcessorTaskState.STOPPING_PARKED:
             raise TaskAbandoned(f"task {running.task.task_id.hex()} was stopped by its worker (cancelled or timed out)")
 
-    def _resume_lent(self, record: _TaskRecord) -> None:
-        """A lent task's futures are done: no agent gives it the turn back, the processor does (as if its agent had
-        sent ProcessorResume at once); it goes on when the task computing here, if any, passes the turn."""
+    def _resume(self, record: _TaskRecord) -> None:
+        """A parked task's futures are done: the processor gives it the turn back itself (protocol rule 3); it goes on
+        when the task computing here, if any, passes the turn."""
         line = self._line
         with self._lock:
             line.receive([m.ProcessorResume(record.task.task_id)])
@@ -618,10 +584,7 @@ class TaskThreads:
             if record.resume is None:
                 record.resume = threading.Event()
             record.parked_since_cpu = time.process_time()
-            try:
-                self.send(m.ProcessorBlocked(record.task.task_id))  # before the next task's result can overtake it
-            except ChannelClosed:
-                pass  # the holder hears it too and ends the processor
+            self.send(m.ProcessorBlocked(record.task.task_id))  # before the next task's result can overtake it
             following = self._pass_turn_locked(record, me)
             if following is not None:
                 line.hand_on(following)  # this thread waits: the next task runs on another
@@ -649,12 +612,16 @@ def _stop_interruptions(record: _TaskRecord) -> None:
             pass
 
 
+def _take_wakes(instructions: list[Any]) -> list[_TaskRecord]:
+    """The parked tasks the instructions wake (a resumed one given the turn), taken out of them: the caller wakes them
+    once the result of the task that passed the turn has left."""
+    woken = [instruction.record for instruction in instructions if isinstance(instruction, Wake)]
+    if woken:
+        instructions[:] = [instruction for instruction in instructions if not isinstance(instruction, Wake)]
+    return woken
+
+
 def _wake(record: _TaskRecord) -> None:
     """Wake a parked task (it was given the turn back, or stopped)."""
     if record.resume is not None:  # made when it parked
         record.resume.set()
-
-
-def _through_agent(task: m.Task) -> bool:
-    """A streaming task or an actor's start: what it says goes through the agent, whatever the route (outlet.py)."""
-    return bool(task.stream_credit) or task.actor is not None

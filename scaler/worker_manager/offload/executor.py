@@ -1,15 +1,17 @@
 """The proxy worker's executor: every task runs as a job of a remote system (AWS Batch, IBM Symphony).
 
 A proxy is an ordinary worker agent (`run_agent`) whose `Executor` is this one, with as many slots as jobs may
-be in flight: the scheduler dispatches to it with the normal credits, cancels and time-outs kill its
-processors, its heartbeats go on while remote calls are slow. Each processor is a slot that holds at most one
-job. What differs between remote systems is behind `OffloadBackend` (`backend.py`), three blocking verbs
-(submit, poll, cancel) and close, called from this executor's threads, never from the agent's event loop.
+be in flight: each slot is a processor with its own link to the scheduler (opened in the proxy's process,
+worker/executors/hosted_link.py), where its task comes and its result leaves; the scheduler dispatches to it with the
+normal credits, cancels and time-outs kill its processors, its heartbeats go on while remote calls are slow. Each
+processor holds at most one job. What differs between remote systems is behind `OffloadBackend` (`backend.py`),
+three blocking verbs (submit, poll, cancel) and close, called from this executor's threads, never from the agent's
+event loop.
 
 A task's way through here: packed with the objects it needs (`payload.remote_bundle.pack_task`, object storage reads
 in a thread), collected for `batch_window_seconds` with the other tasks that arrive (a backend may send a
 batch as one array job), submitted, polled until the backend reports its outcome, unpacked: objects the task
-stored go to object storage, its output and its TaskResult to the agent core, exactly as a processor reports
+stored go to object storage, its output and its TaskResult on its processor's link, exactly as a processor reports
 them. A job that ended without an outcome is the processor's death (`ProcessorDiedError` naming the job and
 why), a lost host is HOST_LOST (the scheduler runs the task again within its retry budget), a refused
 submission fails the task with the remote system's message.
@@ -30,6 +32,7 @@ from scaler.io.clock import REAL_CLOCK, Clock, Timer
 from scaler.payload.remote_bundle import BundleError, open_outcome, pack_task
 from scaler.protocol import messages as m
 from scaler.worker.executors.contract import ExecutorListener
+from scaler.worker.executors.hosted_link import HostedLink
 from scaler.worker_manager.offload.backend import JobOutcome, OffloadBackend, OffloadError, RemoteJob
 
 logger = logging.getLogger(__name__)
@@ -80,6 +83,7 @@ class OffloadExecutor:
         self._storage: Any = None
         self._jobs: dict[str, _Job] = {}  #: by key: packed, submitted or in flight
         self._by_processor: dict[bytes, _Job] = {}
+        self._links: dict[bytes, HostedLink] = {}  #: each processor's link to the scheduler, once configured
         self._batch: list[_Job] = []
         self._flush_timer: Timer | None = None
         self._clock = clock
@@ -102,13 +106,34 @@ class OffloadExecutor:
         self._loop.call_soon(self._listener.on_processor_messages, processor_id, ready)
 
     def send(self, processor_id: bytes, message: m.Message) -> None:
-        if isinstance(message, m.HelloReply):
+        """The agent configures a processor (HelloReply): it says hello on its link, where its task comes."""
+        if isinstance(message, m.HelloReply) and self._listener is not None:
             self._storage_address = self._storage_address or message.object_storage_address
-        elif isinstance(message, m.Task):
-            self._queue(processor_id, message)
+            link = self._links.get(processor_id)
+            if link is None:
+                link = self._links[processor_id] = self._listener.open_link(
+                    processor_id, lambda work: self._from_link(processor_id, work)
+                )
+            link.configure()
 
     def kill(self, processor_id: bytes, reason: str) -> None:
         assert self._loop is not None and self._listener is not None
+        self._drop_job(processor_id, reason)
+        self._close_link(processor_id)
+        self._loop.call_soon(self._listener.on_processor_exit, processor_id, f"stopped: {reason}")
+
+    def _from_link(self, processor_id: bytes, work: list[m.Message]) -> None:
+        """What came on a processor's link: its task, or a cancel of it (its remote job is cancelled)."""
+        for message in work:
+            if isinstance(message, m.Task) and not message.actor_id:
+                self._queue(processor_id, message)
+            elif isinstance(message, m.TaskCancel):
+                job = self._by_processor.get(processor_id)
+                if job is not None and job.task.task_id in message.task_ids:
+                    self._drop_job(processor_id, "its task was cancelled")
+                    self._report(processor_id, [m.TaskCancelConfirm(job.task.task_id, m.CancelOutcome.CANCELED)])
+
+    def _drop_job(self, processor_id: bytes, reason: str) -> None:
         job = self._by_processor.pop(processor_id, None)
         if job is not None:
             self._jobs.pop(job.key, None)
@@ -116,7 +141,16 @@ class OffloadExecutor:
                 self._batch.remove(job)
             if job.submitted:
                 self._run(self._call(self._backend.cancel, job.key, reason))
-        self._loop.call_soon(self._listener.on_processor_exit, processor_id, f"stopped: {reason}")
+
+    def _report(self, processor_id: bytes, messages: list[m.Message]) -> None:
+        link = self._links.get(processor_id)
+        if link is not None:
+            link.send(messages)
+
+    def _close_link(self, processor_id: bytes) -> None:
+        link = self._links.pop(processor_id, None)
+        if link is not None:
+            link.close()
 
     def flush(self) -> None:
         pass  # send() queues jobs for the submit routine itself
@@ -135,6 +169,8 @@ class OffloadExecutor:
             logger.exception("closing the %s backend failed", self._backend.name)
         self._jobs.clear()
         self._by_processor.clear()
+        for processor_id in list(self._links):
+            self._close_link(processor_id)
         if self._storage is not None:
             self._storage.close()
         self._threads.shutdown(wait=False, cancel_futures=True)
@@ -212,8 +248,9 @@ class OffloadExecutor:
             assert self._listener is not None
             if outcome.host_lost:
                 result = m.TaskResult(job.task.task_id, m.ResultStatus.HOST_LOST, error_message=outcome.failure)
-                self._listener.on_processor_messages(job.processor_id, [result])
+                self._report(job.processor_id, [result])
             else:
+                self._close_link(job.processor_id)
                 self._listener.on_processor_exit(job.processor_id, outcome.failure)
             return
         try:
@@ -226,8 +263,7 @@ class OffloadExecutor:
         if self._jobs.get(job.key) is not job:
             return  # killed while its objects were being stored
         self._forget(job)
-        assert self._listener is not None
-        self._listener.on_processor_messages(job.processor_id, [*logs, result])
+        self._report(job.processor_id, [*logs, result])
 
     def _store(self, objects: dict[bytes, tuple[tuple[bytes, ...], bytes, str]]) -> None:
         storage = self._object_storage()
@@ -238,9 +274,7 @@ class OffloadExecutor:
         if self._jobs.get(job.key) is not job:
             return
         self._forget(job)
-        assert self._listener is not None
-        result = m.TaskResult(job.task.task_id, status, error_message=text)
-        self._listener.on_processor_messages(job.processor_id, [result])
+        self._report(job.processor_id, [m.TaskResult(job.task.task_id, status, error_message=text)])
 
     def _forget(self, job: _Job) -> None:
         self._jobs.pop(job.key, None)

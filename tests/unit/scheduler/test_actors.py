@@ -1,5 +1,6 @@
-"""Actors in the scheduler core (core/actors.py): calls held until the actor is ready and sent in order, restarts
-after a lost worker or processor up to the limit, stop, names, the end of an actor and of its client."""
+"""Actors in the scheduler core (core/actors.py): calls held until the actor is ready and sent in order on its
+processor's link, restarts after a lost worker or processor up to the limit, stop, names, the end of an actor and of
+its client."""
 
 from __future__ import annotations
 
@@ -8,9 +9,8 @@ from dataclasses import replace
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID, TaskID
 from scaler.scheduler.core.effects import Send
-from scaler.scheduler.core.events import PeerLost
 from scaler.scheduler.core.scheduler_core import CoreSettings
-from scaler.testing.simulation import PYTHON, FakeClient, FakeWorker, SimulatedCluster, hello, success, task
+from scaler.testing.simulation import PYTHON, FakeClient, FakeWorker, SimulatedCluster, hello, task
 
 
 def start(sim: SimulatedCluster, client: FakeClient, number: int, max_restarts: int = 1, name: str = "") -> TaskID:
@@ -27,34 +27,35 @@ def call(sim: SimulatedCluster, client: FakeClient, actor_id: TaskID, number: in
     return made.task_id
 
 
-def ready(sim: SimulatedCluster, worker: FakeWorker, actor_id: TaskID) -> None:
-    sim.send(worker.peer, m.ActorReady(actor_id))
+def ready(sim: SimulatedCluster, actor_id: TaskID) -> PeerID:
+    """The actor is built in the processor that runs its start task: ActorReady on its link; the link."""
+    link = sim.link_of(actor_id)
+    sim.send(link, m.ActorReady(actor_id))
+    return link
 
 
-def sent_to(sim: SimulatedCluster, worker: FakeWorker, kind: type) -> list[m.Message]:
-    return [
-        e.message for e in sim.effects if isinstance(e, Send) and e.peer == worker.peer and isinstance(e.message, kind)
-    ]
+def sent_on(sim: SimulatedCluster, peer: bytes, kind: type) -> list[m.Message]:
+    return [e.message for e in sim.effects if isinstance(e, Send) and e.peer == peer and isinstance(e.message, kind)]
 
 
 def answered(client: FakeClient, task_id: TaskID) -> list[tuple[str, str]]:
     return client.answers.get(task_id, [])
 
 
-def test_calls_wait_for_the_actor_then_go_to_its_worker_in_order_and_their_results_to_the_caller() -> None:
+def test_calls_wait_for_the_actor_then_go_to_its_processor_in_order_and_their_results_to_the_caller() -> None:
     """Checked to fail with calls sent before ActorReady (Actors.call sending at once): they reached no worker."""
     sim = SimulatedCluster()
     client, worker = sim.add_client(), sim.add_worker(capacity=2)
     actor_id = start(sim, client, 1)
     calls = [call(sim, client, actor_id, n) for n in range(10, 15)]
     assert worker.held == [actor_id], "no call before the actor is ready"
-    ready(sim, worker, actor_id)
+    ready(sim, actor_id)
     assert worker.held == [actor_id, *calls]
     for call_id in calls:
         sim.finish(worker, call_id)
     assert all(answered(client, c) == [("result", "success")] for c in calls)
     later = call(sim, client, actor_id, 20)
-    assert worker.held == [actor_id, later]  # straight to the worker now
+    assert worker.held == [actor_id, later]  # straight to its processor now
     (summary,) = sim.core.view().actors
     assert (summary.class_name, summary.state, summary.calls, summary.calls_done) == ("Pricer", "running", 1, 5)
     sim.check_invariants()
@@ -67,14 +68,14 @@ def test_a_lost_worker_fails_the_calls_at_the_actor_and_builds_it_again_up_to_it
     first, second = sim.add_worker("a", 2), sim.add_worker("b", 2)
     actor_id = start(sim, client, 1, max_restarts=1)
     home, other = (first, second) if actor_id in first.held else (second, first)
-    ready(sim, home, actor_id)
+    ready(sim, actor_id)
     at_it = call(sim, client, actor_id, 10)
     sim.kill(home)
     assert answered(client, at_it) == [("result", "actorRestarted")]
     assert other.held == [actor_id], "built again on the other worker"
     waiting = call(sim, client, actor_id, 11)
     assert answered(client, waiting) == [] and other.held == [actor_id]
-    ready(sim, other, actor_id)
+    ready(sim, actor_id)
     assert other.held == [actor_id, waiting]
     sim.check_invariants()
     sim.kill(other)
@@ -92,7 +93,7 @@ def test_a_processor_that_died_under_the_actor_builds_it_again_at_no_retry_cost(
     client, worker = sim.add_client(), sim.add_worker(capacity=2)
     actor_id = start(sim, client, 1, max_restarts=-1)
     for _ in range(6):  # more than the retry budget of a task (3)
-        ready(sim, worker, actor_id)
+        ready(sim, actor_id)
         at_it = call(sim, client, actor_id, 10 + len(client.answers))
         worker.held.remove(at_it)
         sim.finish(worker, actor_id, m.ResultStatus.PROCESSOR_DIED)
@@ -111,9 +112,9 @@ def test_stop_goes_after_the_calls_made_before_it_and_refuses_those_after() -> N
     sim.send(client.peer, m.ActorStop(actor_id))
     after = call(sim, client, actor_id, 11)
     assert answered(client, after) == [("result", "actorDied")]
-    ready(sim, worker, actor_id)
+    ready(sim, actor_id)
     assert worker.held == [actor_id, before]
-    assert sent_to(sim, worker, m.ActorStop) == [m.ActorStop(actor_id)]
+    assert sent_on(sim, worker.link, m.ActorStop) == [m.ActorStop(actor_id)]
     sim.finish(worker, before)
     sim.finish(worker, actor_id)  # the actor's start task ends: a success
     assert answered(client, actor_id) == [("result", "success")]
@@ -143,105 +144,58 @@ def test_an_actor_whose_client_left_ends_and_fails_the_calls_of_other_clients() 
     sim = SimulatedCluster()
     starter, other, worker = sim.add_client("a"), sim.add_client("b"), sim.add_worker(capacity=3)
     actor_id = start(sim, starter, 1)
-    ready(sim, worker, actor_id)
+    ready(sim, actor_id)
     theirs = call(sim, other, actor_id, 10)
     sim.send(starter.peer, m.ClientDisconnect(False))
     assert actor_id not in worker.held  # the start task was cancelled at its worker
     assert answered(other, theirs) == [("result", "actorDied")]
     assert sim.core.view().actors == ()
     stale = m.TaskResult(theirs, m.ResultStatus.SUCCESS)
-    sim.send(worker.peer, stale)  # a late result of a call already answered is dropped
+    sim.send(worker.link, stale)  # a late result of a call already answered is dropped
     assert answered(other, theirs) == [("result", "actorDied")]
     assert ClientID(other.peer) not in sim.core.tasks.by_client or not sim.core.tasks.by_client[ClientID(other.peer)]
 
 
-# ---------------------------------------------------------------- the direct route (rule 6)
+# ---------------------------------------------------------------- its processor's link (rule 6)
 
 
-def link_of(sim: SimulatedCluster, worker: FakeWorker, processor: bytes = b"p1") -> PeerID:
-    """A processor of `worker` says hello on its own link (accepted); its identity."""
-    peer = PeerID(worker.peer + b"/" + processor)
-    sim.send(peer, hello(m.ProcessorInfo(processor, worker.peer)))
-    return peer
-
-
-def sent_on(sim: SimulatedCluster, peer: bytes, kind: type) -> list[m.Message]:
-    return [e.message for e in sim.effects if isinstance(e, Send) and e.peer == peer and isinstance(e.message, kind)]
-
-
-def test_an_actor_ready_on_its_processors_link_takes_its_calls_and_stop_there_and_their_results_come_back_on_it() -> (
-    None
-):
-    """The calls (those that waited, then new ones) and the stop go on the link, in order, none to the worker; their
-    results on the link reach their caller and are not named in the worker's echo (its agent never saw them); the
-    start task's end on the link ends the actor. Checked to fail with `Actors._link` returning None (every call went
-    to the worker)."""
+def test_an_actors_calls_and_stop_go_on_its_processors_link_and_their_results_come_back_there() -> None:
+    """The calls (those that waited, then new ones) and the stop go on the link, in order; their results on the link
+    reach their caller; the start task's end on the link ends the actor. Checked to fail with `Actors.ready` not
+    taking the link (the calls were sent nowhere)."""
     sim = SimulatedCluster()
     client, worker = sim.add_client(), sim.add_worker(capacity=2)
-    link = link_of(sim, worker)
     actor_id = start(sim, client, 1)
     waited = [call(sim, client, actor_id, n) for n in range(10, 13)]
-    sim.send(worker.peer, m.ActorReady(actor_id, link))
+    link = ready(sim, actor_id)
     later = call(sim, client, actor_id, 13)
-    assert [t.task_id for t in sent_on(sim, link, m.Task)] == [*waited, later]  # type: ignore[attr-defined]
-    assert worker.held == [actor_id], "no call went to the worker"
+    assert [t.task_id for t in sent_on(sim, link, m.Task)] == [actor_id, *waited, later]  # type: ignore[attr-defined]
     for call_id in [*waited, later]:
-        sim.send(link, success(call_id))
+        sim.finish(worker, call_id)
     assert all(answered(client, c) == [("result", "success")] for c in [*waited, later])
-    sim.send(worker.peer, m.Heartbeat())
-    assert sent_on(sim, worker.peer, m.HeartbeatEcho)[-1].results_read == ()  # type: ignore[attr-defined]
     sim.send(client.peer, m.ActorStop(actor_id))
-    assert sent_on(sim, link, m.ActorStop) == [m.ActorStop(actor_id)] and not sent_to(sim, worker, m.ActorStop)
-    worker.held.remove(actor_id)
-    sim.send(link, success(actor_id))
+    assert sent_on(sim, link, m.ActorStop) == [m.ActorStop(actor_id)]
+    sim.finish(worker, actor_id)
     assert answered(client, actor_id) == [("result", "success")]
     assert not sim.core.view().actors
     sim.check_invariants()
 
 
-def test_a_link_the_scheduler_does_not_hold_for_that_worker_is_not_taken() -> None:
-    """An ActorReady naming another worker's link, or one never registered: the calls go to the worker. Checked to
-    fail with `Actors._link` not comparing the link's worker (the call went to the other worker's processor)."""
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    home, other = sim.add_worker("a", 2), sim.add_worker("b", 2)
-    actor_id = start(sim, client, 1)
-    home, other = (home, other) if actor_id in home.held else (other, home)
-    foreign = link_of(sim, other)
-    sim.send(home.peer, m.ActorReady(actor_id, foreign))
-    first = call(sim, client, actor_id, 10)
-    assert home.held == [actor_id, first] and not sent_on(sim, foreign, m.Task)
-    sim.send(home.peer, m.ActorReady(actor_id, b"a/never-registered"))
-    second = call(sim, client, actor_id, 11)
-    assert home.held == [actor_id, first, second]
-    sim.check_invariants()
-
-
-def test_when_the_actors_link_closes_its_calls_go_through_its_worker_and_a_lost_actor_forgets_its_link() -> None:
-    """The calls at the processor, on either route, are answered when its death is heard; the rebuilt actor takes the
-    route its new ActorReady names. Checked to fail with `WorkerSessions.drop_processor` not telling the actors (the
-    call went to the closed link)."""
+def test_when_the_actors_processor_dies_its_calls_are_answered_and_it_is_built_again() -> None:
+    """The calls at the processor are answered when its death is heard; the rebuilt actor takes its new processor's
+    link. Checked to fail with `LinkSessions.drop` not telling the actors (the call at it never answered)."""
     sim = SimulatedCluster()
     client, worker = sim.add_client(), sim.add_worker(capacity=2)
-    link = link_of(sim, worker)
     actor_id = start(sim, client, 1, max_restarts=2)
-    sim.send(worker.peer, m.ActorReady(actor_id, link))
-    on_link = call(sim, client, actor_id, 10)
-    sim.feed(PeerLost(link, "closed", sim.now))
-    after = call(sim, client, actor_id, 11)
-    assert worker.held == [actor_id, after]
-    assert [t.task_id for t in sent_on(sim, link, m.Task)] == [on_link]  # type: ignore[attr-defined]
-    relinked = link_of(sim, worker, b"p2")
-    sim.send(worker.peer, m.ActorReady(actor_id, relinked))  # said again: it takes the link it names now
-    worker.held.remove(actor_id)
-    worker.held.remove(after)
-    sim.send(worker.peer, m.TaskResult(actor_id, m.ResultStatus.PROCESSOR_DIED, error_message="killed"))
-    assert answered(client, on_link) == [("result", "actorRestarted")]
-    assert answered(client, after) == [("result", "actorRestarted")]
-    assert worker.held == [actor_id], "built again"
-    sim.send(worker.peer, m.ActorReady(actor_id))  # the new instance names no link
+    link = ready(sim, actor_id)
+    at_it = call(sim, client, actor_id, 10)
+    sim.processor_died(worker, link)
+    assert answered(client, at_it) == [("result", "actorRestarted")]
+    assert answered(client, actor_id) == [], "built again"
+    relinked = ready(sim, actor_id)
+    assert relinked != link
     again = call(sim, client, actor_id, 12)
-    assert worker.held == [actor_id, again] and len(sent_on(sim, relinked, m.Task)) == 0
+    assert sent_on(sim, relinked, m.Task)[-1].task_id == again  # type: ignore[attr-defined]
     sim.check_invariants()
 
 
@@ -267,41 +221,32 @@ def answer_text(sim: SimulatedCluster, client: FakeClient, task_id: TaskID) -> s
     return [s for s in sent if isinstance(s, m.TaskResult) and s.task_id == task_id][-1].error_message
 
 
-def stop_after_a_call_on_the_link(sim: SimulatedCluster) -> tuple[FakeClient, FakeWorker, PeerID, TaskID, TaskID]:
-    """An actor on its processor's link, a call made, then the stop: both go on the link once the actor is ready."""
+def stopped_with_a_call_at_it(sim: SimulatedCluster) -> tuple[FakeClient, FakeWorker, PeerID, TaskID, TaskID]:
+    """An actor, a call made, then the stop: both go on the link once the actor is ready; then the start task's end
+    comes before the call's result (a result sent again after a restart, say)."""
     client, worker = sim.add_client(), sim.add_worker(capacity=2)
-    link = link_of(sim, worker)
     actor_id = start(sim, client, 1)
     made = call(sim, client, actor_id, 10)
     sim.send(client.peer, m.ActorStop(actor_id))
-    sim.send(worker.peer, m.ActorReady(actor_id, link))
-    return client, worker, link, actor_id, made
-
-
-def stopped_with_a_call_at_it(sim: SimulatedCluster) -> tuple[FakeClient, FakeWorker, PeerID, TaskID, TaskID]:
-    """`stop_after_a_call_on_the_link`, then the start task's end comes through the worker (its agent sent its
-    journal's copy, the processor's link having lost it) before the call's result."""
-    client, worker, link, actor_id, made = stop_after_a_call_on_the_link(sim)
-    assert [type(s) for s in sent_on(sim, link, (m.Task, m.ActorStop))] == [m.Task, m.ActorStop]
-    worker.held.remove(actor_id)
-    sim.send(worker.peer, success(actor_id))
+    link = ready(sim, actor_id)
+    assert [type(s) for s in sent_on(sim, link, (m.Task, m.ActorStop))] == [m.Task, m.Task, m.ActorStop]
+    sim.finish(worker, actor_id)
     assert answered(client, actor_id) == [("result", "success")]
     return client, worker, link, actor_id, made
 
 
 def test_a_stopped_actors_end_that_comes_before_a_calls_result_leaves_the_call_its_result() -> None:
-    """The start task's end overtook the result of a call made before the stop (they came by two routes): the call
-    still gets its own result when it comes, the actor ends then, and a call made after the stop is refused.
-    Checked to fail with the sweep ending the actor at its start task's end (the call was answered ACTOR_DIED "the
-    actor Pricer ended: it was stopped", its real result dropped)."""
+    """The call still gets its own result when it comes, the actor ends then, and a call made after the stop is
+    refused. Checked to fail with the sweep ending the actor at its start task's end (the call was answered
+    ACTOR_DIED "the actor Pricer ended: it was stopped", its real result dropped)."""
     sim = SimulatedCluster()
-    client, _, link, actor_id, made = stopped_with_a_call_at_it(sim)
+    client, worker, _, actor_id, made = stopped_with_a_call_at_it(sim)
     assert answered(client, made) == [], "not answered before its result"
     (summary,) = sim.core.view().actors
     assert (summary.state, summary.calls) == ("stopped", 1)
     late = call(sim, client, actor_id, 11)
     assert answered(client, late) == [("result", "actorDied")]
-    sim.send(link, success(made))
+    sim.finish(worker, made)
     assert answered(client, made) == [("result", "success")]
     assert not sim.core.view().actors
     sim.check_invariants()
@@ -311,8 +256,8 @@ def test_a_stopped_actors_unanswered_call_ends_actor_died_when_its_link_or_worke
     """Its processor's link closes, or its worker is lost, before the call's result came: the call ends ACTOR_DIED
     saying so (never "it was stopped", never silence). Checked to fail as the test above."""
     sim = SimulatedCluster()
-    client, _, link, _, made = stopped_with_a_call_at_it(sim)
-    sim.feed(PeerLost(link, "closed", sim.now))
+    client, worker, link, _, made = stopped_with_a_call_at_it(sim)
+    sim.processor_died(worker, link)
     assert answered(client, made) == [("result", "actorDied")]
     assert "its processor's link closed" in answer_text(sim, client, made)
     assert not sim.core.view().actors
@@ -324,22 +269,6 @@ def test_a_stopped_actors_unanswered_call_ends_actor_died_when_its_link_or_worke
     assert answered(client, made) == [("result", "actorDied")]
     assert "it was stopped" not in answer_text(sim, client, made)
     assert not sim.core.view().actors
-
-
-def test_a_stopped_actors_end_after_its_link_closed_fails_the_calls_sent_there_at_once() -> None:
-    """The link closed while the call was at the processor (its result died with it), then the start task's end came
-    through the worker: nothing else will answer the call, so it ends ACTOR_DIED, naming the link's loss. Checked to
-    fail with the sweep's "it was stopped"."""
-    sim = SimulatedCluster()
-    client, worker, link, actor_id, made = stop_after_a_call_on_the_link(sim)
-    sim.feed(PeerLost(link, "closed", sim.now))
-    assert answered(client, made) == []
-    worker.held.remove(actor_id)
-    sim.send(worker.peer, success(actor_id))
-    assert answered(client, made) == [("result", "actorDied")]
-    assert "its processor's link closed" in answer_text(sim, client, made)
-    assert not sim.core.view().actors
-    sim.check_invariants()
 
 
 def keyed_client(sim: SimulatedCluster, name: str, key: str) -> FakeClient:
@@ -354,6 +283,7 @@ def keyed_worker(sim: SimulatedCluster, name: str, key: str) -> FakeWorker:
     peer = PeerID(b"Worker|SIM|" + name.encode())
     worker = sim.workers[peer] = FakeWorker(peer, 2)
     sim.send(peer, hello(m.WorkerInfo((), 2, "", "SIM", owner_key=key)))
+    sim.add_processor(worker)
     return worker
 
 
@@ -375,7 +305,7 @@ def test_a_client_inside_a_task_finds_the_named_actors_of_its_tasks_client_key_a
     driver, stranger = keyed_client(sim, "driver", "K-driver"), keyed_client(sim, "stranger", "K-stranger")
     worker = keyed_worker(sim, "w", "K-worker")
     actor_id = start(sim, driver, 1, name="pricer")
-    ready(sim, worker, actor_id)
+    ready(sim, actor_id)
     parent = task(driver.peer, 2)
     sim.submit(driver, [parent])
     assert parent.task_id in worker.held

@@ -107,7 +107,7 @@ def test_intermediate_results_in_storage_are_deleted_when_nothing_needs_them() -
     sim.send(client.peer, m.GraphTask(GRAPH, ClientID(client.peer), nodes, (tid("b"),)))
     big = m.TaskResult(tid("a"), m.ResultStatus.SUCCESS, m.PayloadKind.OBJECT_ID, b"object-of-a")
     worker.held.remove(tid("a"))
-    sim.send(worker.peer, big)
+    sim.send(worker.link, big)
     assert not [e for e in sim.effects if isinstance(e, DeleteObjects)]
     sim.finish(worker)
     deletes = [e for e in sim.effects if isinstance(e, DeleteObjects)]
@@ -141,8 +141,8 @@ def test_cancel_while_subtasks_finish_leaves_no_state_behind() -> None:
         worker.alive = False  # the cancel crosses the result of a
         sim.cancel(client, [b.task_id])
         worker.alive = True
-        sim.send(worker.peer, m.TaskResult(a.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v"))
-        sim.send(worker.peer, m.TaskCancelConfirm(a.task_id, m.CancelOutcome.NOT_FOUND))
+        sim.send(worker.link, m.TaskResult(a.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v"))
+        sim.send(worker.link, m.TaskCancelConfirm(a.task_id, m.CancelOutcome.NOT_FOUND))
         worker.held.clear()
         assert client.answers[b.task_id] == [("cancelled", "canceled")]
     assert not sim.core.graphs.graphs and not sim.core.tasks.records

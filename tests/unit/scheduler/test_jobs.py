@@ -171,7 +171,7 @@ def test_results_over_the_storage_quota_are_refused_naming_it_and_their_objects_
     first, second = open_job(sim, submitter.peer, "big", range(1, 3))
     for task_id, size in ((first, 60), (second, 60)):
         worker.held.remove(task_id)
-        sim.send(worker.peer, stored(task_id, size))
+        sim.send(worker.link, stored(task_id, size))
     assert submitter.answers[first] == [("result", "success")]
     (refusal,) = [
         e.message

@@ -150,7 +150,7 @@ def test_a_cancel_racing_an_out_of_memory_result_ends_the_task_once() -> None:
     small.alive = False  # the cancel is on its way when the processor dies
     sim.cancel(client, [tid(1)])
     small.alive = True
-    sim.send(small.peer, m.TaskResult(tid(1), OOM, error_message="out of memory"))
+    sim.send(small.link, m.TaskResult(tid(1), OOM, error_message="out of memory"))
     assert client.answers[tid(1)] == [("result", "outOfMemory")] and not big.held
     sim.check_invariants()
 

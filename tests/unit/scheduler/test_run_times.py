@@ -113,7 +113,7 @@ def test_a_profiled_run_time_is_the_workers_own_measure() -> None:
     sim.advance(10.0)
     worker.held.clear()
     profile = m.Profile(duration_seconds=0.25)
-    sim.send(worker.peer, m.TaskResult(tid(1), m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v", profile=profile))
+    sim.send(worker.link, m.TaskResult(tid(1), m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v", profile=profile))
     assert sim.core.tasks.run_times.mean_seconds("f", ()) == 0.25
 
 
@@ -136,7 +136,7 @@ def test_with_capabilities_in_use_the_estimate_is_per_capability_set() -> None:
 def test_pending_groups_break_their_tasks_down_by_function() -> None:
     sim = SimulatedCluster()
     client = sim.add_client()
-    first, second = sim.add_worker("one", capacity=2), sim.add_worker("two")
+    first, second = sim.add_worker("one", capacity=2, slots=2, max_staged=0), sim.add_worker("two")
     tasks = [named(client.peer, number, name) for number, name in enumerate(["a", "a", "b", "a", "b", "b"], start=1)]
     sim.submit(client, tasks)  # "one" gets 1 and 3, "two" gets 2; 4, 5, 6 wait
     assert (sorted(first.held), second.held) == ([tid(1), tid(3)], [tid(2)])

@@ -16,7 +16,12 @@ from scaler.testing.simulation import PYTHON, SimulatedCluster, hello, task
 
 
 def sent_to(effects: list, peer: bytes, kind: type) -> list:  # type: ignore[type-arg]
-    return [e.message for e in effects if isinstance(e, Send) and e.peer == peer and isinstance(e.message, kind)]
+    """What went to `peer` (a worker's: to its agent or on its processors' links)."""
+    return [
+        e.message
+        for e in effects
+        if isinstance(e, Send) and (e.peer == peer or e.peer.startswith(peer + b"/")) and isinstance(e.message, kind)
+    ]
 
 
 def tid(number: int) -> TaskID:
@@ -40,10 +45,12 @@ def test_every_message_a_peer_may_send_has_a_handler() -> None:
         m.Heartbeat, m.Task, m.GraphTask, m.TaskCancel, m.ClientDisconnect, m.TaskStoryRequest, m.JobOpen, m.JobAttach,
         m.StreamCredit, m.ActorStop, m.ActorLookup, m.ClientResume,
     }  # fmt: skip
-    worker_sends = {m.Heartbeat, m.TaskResult, m.TaskCancelConfirm, m.TaskLog, m.WorkerCapacity, m.WorkerLeaving,
-                    m.TaskReturn, m.StreamItem, m.ActorReady, m.ProcessorExited}  # fmt: skip
+    worker_sends = {m.Heartbeat, m.WorkerCapacity, m.WorkerLeaving, m.ProcessorExited}
+    processor_sends = {m.TaskResult, m.TaskCancelConfirm, m.TaskLog, m.StreamItem, m.TaskReturn, m.ProcessorBlocked,
+                       m.ProcessorResumeRequest, m.ProcessorWriting, m.ActorReady}  # fmt: skip
     assert set(core._client_handlers) == client_sends
-    assert set(core._worker_handlers) == worker_sends
+    assert set(core._worker_handlers) == worker_sends, "a task's messages come on its processor's link only"
+    assert set(core._processor_handlers) == processor_sends
     assert set(core._manager_handlers) == {m.Heartbeat, m.UnitsReclaimed}
 
 
@@ -207,7 +214,7 @@ def test_a_result_from_another_worker_is_stale_and_dropped() -> None:
     sim.submit(client, [task(client.peer, 1)])
     holder, other = (a, b) if a.held else (b, a)
     task_id = holder.held[0]
-    sim.send(other.peer, m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"x"))
+    sim.send(other.link, m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"x"))
     assert client.answers[task_id] == []
     sim.finish(holder)
     assert client.answers[task_id] == [("result", "success")]
@@ -283,8 +290,8 @@ def test_a_result_that_wins_the_race_with_cancel_is_delivered_once() -> None:
     worker.alive = False  # the cancel is lost in flight: the worker finishes first
     sim.cancel(client, [task_id])
     worker.alive = True
-    sim.send(worker.peer, m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v"))
-    sim.send(worker.peer, m.TaskCancelConfirm(task_id, m.CancelOutcome.NOT_FOUND))
+    sim.send(worker.link, m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v"))
+    sim.send(worker.link, m.TaskCancelConfirm(task_id, m.CancelOutcome.NOT_FOUND))
     assert client.answers[task_id] == [("result", "success")]
     assert not sim.core.workers[worker.peer].assigned
 
@@ -432,7 +439,7 @@ def test_a_departed_clients_running_tasks_are_cancelled_at_their_workers() -> No
     client, worker = sim.add_client(), sim.add_worker()
     sim.submit(client, [task(client.peer, 1)])
     effects = sim.feed(PeerLost(client.peer, "closed", 0.0))
-    assert sent_to(effects, worker.peer, m.TaskCancel)
+    assert sent_to(effects, worker.peer, m.ProcessorKill), "computing alone: its processor is killed"
     assert any(isinstance(e, DeleteOwnerObjects) for e in effects)
     assert not worker.held and not sim.core.tasks.records
 
@@ -508,19 +515,19 @@ def test_received_events_advance_the_core_clock() -> None:
 
 
 def test_an_idle_worker_gets_a_prefetched_task_back_from_a_busy_one() -> None:
-    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, load_balance_seconds=1, load_balance_trigger_times=2))
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, load_balance_seconds=0.25, load_balance_trigger_times=2))
     client = sim.add_client()
     busy = sim.add_worker("busy", capacity=2)
     sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
     idle = sim.add_worker("idle", capacity=2)
     assert len(busy.held) == 2 and not idle.held
-    sim.advance(1.0)  # first sighting of the plan
-    effects = sim.advance(1.0)  # second: act
+    sim.advance(0.25)  # first sighting of the plan (well before 2 would be asked back from behind a long 1)
+    effects = sim.advance(0.25)  # second: act
     (request,) = sent_to(effects, busy.peer, m.TaskReturn)
     assert request.task_ids == (TaskID((2).to_bytes(16, "big")),)
     assert busy.returned == 1  # the fake worker gave the unstarted task back
     assert idle.held == [TaskID((2).to_bytes(16, "big"))]
-    assert not sent_to(sim.advance(1.0) + sim.advance(1.0), busy.peer, m.TaskReturn), "asked only once"
+    assert not sent_to(sim.advance(0.25) + sim.advance(0.25), busy.peer, m.TaskReturn), "asked only once"
     sim.check_invariants()
 
 
@@ -530,7 +537,7 @@ def test_no_balancing_while_tasks_wait_in_the_queue_or_when_disabled() -> None:
     busy = sim.add_worker("busy", capacity=2)
     sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
     sim.add_worker("idle", capacity=2)
-    effects = sim.advance(1.0) + sim.advance(1.0) + sim.advance(1.0)
+    effects = sim.advance(0.25) + sim.advance(0.25) + sim.advance(0.25)  # before 2 is asked back from behind a long 1
     assert not sent_to(effects, busy.peer, m.TaskReturn)
 
 
@@ -591,7 +598,7 @@ def test_a_task_ended_by_a_result_names_its_worker_and_run_time_on_the_feed() ->
     sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
     sim.advance(2.5)
     sim.finish(worker, tid(1))
-    sim.send(worker.peer, m.TaskResult(tid(2), m.ResultStatus.FAILED, profile=m.Profile(0.25, 0.2, 4096)))
+    sim.send(worker.link, m.TaskResult(tid(2), m.ResultStatus.FAILED, profile=m.Profile(0.25, 0.2, 4096)))
     published = [e.message for e in sim.advance(2.5) if isinstance(e, Publish)]
     (transitions,) = [p for p in published if isinstance(p, m.TaskTransitions)]
     ends = {t.task_id: t for t in transitions.transitions if t.state in ("success", "failed")}

@@ -16,7 +16,9 @@ def tid(number: int) -> TaskID:
 
 def returns_to(effects: list, peer: bytes) -> list[m.TaskReturn]:  # type: ignore[type-arg]
     return [
-        e.message for e in effects if isinstance(e, Send) and e.peer == peer and isinstance(e.message, m.TaskReturn)
+        e.message
+        for e in effects
+        if isinstance(e, Send) and e.peer.startswith(peer + b"/") and isinstance(e.message, m.TaskReturn)
     ]
 
 

@@ -88,7 +88,7 @@ def test_a_balancing_move_is_told() -> None:
     asked = [e.message for e in sim.effects if isinstance(getattr(e, "message", None), m.TaskReturn)]
     assert asked, "the balancer asked for nothing: the scenario does not exercise balancing"
     moved = asked[-1].task_ids[0]
-    sim.send(a.peer, m.TaskReturn((moved,)))
+    sim.send(a.link, m.TaskReturn((moved,)))
     reply = story_of(sim, client.peer, int.from_bytes(moved, "big"))
     assert "balancing" in whats(reply)
     returned = reply.entries[whats(reply).index("balancing") + 1]
@@ -103,12 +103,12 @@ def test_the_processors_times_reported_with_a_result_join_the_story() -> None:
     sim.submit(client, [task(client.peer, 1)])
     worker.held.clear()
     sim.advance(1.0)
-    sim.send(worker.peer, replace(success(tid(1)), ran=m.RunStamps(1.25, 1.75, 4242, 1.125)))
+    sim.send(worker.link, replace(success(tid(1)), ran=m.RunStamps(1.25, 1.75, 4242, 1.125)))
     reply = story_of(sim, client.peer, 1)
     assert [(e.component, e.what) for e in reply.entries] == [
         ("scheduler", "queued"),
         ("scheduler", "dispatched"),
-        ("processor", "received from its worker agent"),
+        ("processor", "received on its link"),
         ("processor", "started"),
         ("processor", "finished (success)"),
         ("scheduler", "success"),
@@ -170,7 +170,7 @@ def test_a_processor_report_counts_against_the_bound_entry_by_entry() -> None:
     reply = book.story(tid(1))
     assert len(reply.entries) == ENTRIES_PER_TASK + 1 and "5 entries left out" in reply.note
     (received,) = [entry for entry in reply.entries if entry.component == "processor"]
-    assert (received.wall_time, received.what) == (100.0, "received from its worker agent")
+    assert (received.wall_time, received.what) == (100.0, "received on its link")
     assert received.where == "pid 42 of worker Worker|w" and received.cause == "dispatch attempt 3"
 
 

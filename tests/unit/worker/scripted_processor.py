@@ -2,21 +2,22 @@
 
     python -m tests.unit.worker.scripted_processor CHANNEL_FD FOLDER
 
-It serves a real `TaskThreads` on the socket inherited as CHANNEL_FD, with an `execute` that plays the task
-named by the task's body (utf-8) according to its `function_name`:
+It serves a real `TaskThreads` on the socket inherited as CHANNEL_FD, which stands for both its agent's channel and
+its link to the scheduler (`ChannelOutlet`: its tasks come there and everything about them leaves there), with an
+`execute` that plays the task named by the task's body (utf-8) according to its `function_name`:
 - "quick": nothing;
 - "sleep", "nap": sleeps 20 ms, 1 ms (with the GIL released: a second task computing meanwhile would be seen);
 - "hold": waits until the file FOLDER/release-NAME exists;
 - "park": waits the same way, as a nested wait does (`on_block()` before, `on_unblock()` after, like
   `processor_context.BlockingWait`), or until the processor cancels its nested task (a stopped parent's
-  wait ends that way); then it asks to resume and waits for ProcessorResume;
+  wait ends that way); then it asks to resume and goes on once the turn is its own;
 - "signal": installs a SIGUSR1 handler, which only works on the main thread;
 - a task with `actor` set is an actor: its calls return their body (`serve_actor`).
 
-With `--quiet-link` the processor lends (its lent watch runs), and its "link" is a folder: each file FOLDER/link-N
-holds one encoded message, read only by a `take_work` and never signalled on the descriptor the holder's select
-watches, as a link whose edge another thread's read consumed. Only the lent watch finds what comes there; the holder
-must still hear of it, and the housekeeping wait is an hour, so nothing else wakes the holder.
+With `--quiet-link` its link is also a folder: each file FOLDER/link-N holds one encoded message, read only by a
+`take_work` and never signalled on the descriptor the holder's select watches, as a link whose edge another thread's
+read consumed. Only the processor's watch finds what comes there; the holder must still hear of it, and the
+housekeeping wait is an hour, so nothing else wakes the holder.
 
 Every task sends a TaskLog "started NAME" when it starts, and its result's payload is a JSON `Trace`: whether
 it ran on the main thread, and whether another task was computing whenever it started or resumed computing.
@@ -129,21 +130,36 @@ def _echo_call(call: m.Task, _instance: object) -> m.TaskResult:
     return m.TaskResult(call.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, call.body)
 
 
-class QuietLinkOutlet(ProcessorOutlet):
-    """A lending processor's outlet whose link is the folder's link-N files (module docstring); everything else,
-    the actor's calls' results included, goes to the agent on the channel."""
+class ChannelOutlet(ProcessorOutlet):
+    """A processor's link that is its channel: its tasks come on the channel, and what it says goes back there."""
+
+    def __init__(self, channel: BlockingChannel) -> None:
+        super().__init__(lambda: None, m.Hello(m.PROTOCOL_VERSION, "", 0, "", m.ProcessorInfo(b"p", b"w")))
+        self._channel = channel
+
+    def configure(self) -> None:
+        pass
+
+    def send(self, message: m.Message) -> None:
+        self._channel.send(message)
+
+    def result(self, result: m.TaskResult, more: bool = False) -> None:
+        self._channel.send(result)
+
+    def wait_fds(self) -> tuple[int, ...]:
+        return ()
+
+    def take_work(self) -> list[m.Message]:
+        return []
+
+
+class QuietLinkOutlet(ChannelOutlet):
+    """A processor's link whose messages from the scheduler are the folder's link-N files (module docstring)."""
 
     def __init__(self, channel: BlockingChannel, folder: str) -> None:
         super().__init__(channel)
         self._folder = folder
         self._quiet = os.pipe()  #: the link's descriptor: never readable
-
-    @property
-    def lends(self) -> bool:
-        return True
-
-    def link_actor(self, actor_id: bytes, wait_seconds: float = 0.0) -> bytes:
-        return b""  # its calls' results go through the agent
 
     def wait_fds(self) -> tuple[int, ...]:
         return (self._quiet[0],)
@@ -165,7 +181,7 @@ class QuietLinkOutlet(ProcessorOutlet):
 def main(channel_fd: int, folder: str, quiet_link: bool) -> None:
     channel = BlockingChannel(socket.socket(fileno=channel_fd))
     tasks = ScriptedTasks(folder)
-    outlet = QuietLinkOutlet(channel, folder) if quiet_link else ProcessorOutlet(channel)
+    outlet = QuietLinkOutlet(channel, folder) if quiet_link else ChannelOutlet(channel)
     housekeeping_seconds = 3600.0 if quiet_link else 0.2
     tasks.threads = TaskThreads(channel, outlet, tasks.execute, lambda _: None, lambda: None, housekeeping_seconds)
     tasks.threads.run()

@@ -1,5 +1,5 @@
 """A processor reads its channel without blocking before every task's turn passes (processor protocol rule 2), and
-the channel is empty then nearly always (a lent processor's always): `BlockingChannel.poll` asks with poll(0) first and
+the channel is empty then always (its tasks come on its link): `BlockingChannel.poll` asks with poll(0) first and
 calls recv only when something is there, since an empty recv raised BlockingIOError, an exception per task.
 
 Checked by hand with the mechanism off (`poll` doing the recv at once, as before): the first test fails (a recv on the

@@ -1,4 +1,4 @@
-"""A lent processor's mark of the lent task it computes (worker/computing_mark.py): what the processor writes is what
+"""A processor's mark of the task it computes (worker/computing_mark.py): what the processor writes is what
 its agent reads after it died, through a real shared file; a task that handed over its result or parked is not named.
 Checked with `done` clearing nothing, the second test fails; with `done` clearing whatever is marked, the third."""
 

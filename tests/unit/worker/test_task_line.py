@@ -17,6 +17,7 @@ import pytest
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, TaskID
+from scaler.protocol.processor_protocol import PARKED_STATES, ProcessorOutcome, ProcessorTaskState
 from scaler.worker.processor.task_line import (
     Answer,
     CancelNested,
@@ -31,7 +32,6 @@ from scaler.worker.processor.task_line import (
     TaskLine,
     Wake,
 )
-from scaler.worker.processor_protocol import PARKED_STATES, ProcessorOutcome, ProcessorTaskState
 
 MAIN = 1
 

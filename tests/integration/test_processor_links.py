@@ -1,12 +1,13 @@
-"""Lent processors (docs/architecture.md, "Lent processors"; worker setting `lend_processors`), with real processes and
-sockets: the scheduler sends plain tasks straight to a processor on its own link and the result comes back there, so
-tasks run, fail, are cancelled, nest and die with their worker agent frozen (SIGSTOP): none of it passes the agent.
-The scheduler's rules on their own: tests/unit/scheduler/test_lent_processors.py.
+"""One route (docs/architecture.md, "One route"), with real processes and sockets: the scheduler sends every task
+straight to a processor on its own link and everything about it comes back there, so tasks run, fail, nest and die
+with their worker agent frozen (SIGSTOP): none of it passes the agent, which only supervises (a cancelled task
+computing alone has its processor killed on the scheduler's request). The scheduler's rules on their own:
+tests/unit/scheduler/test_link_sessions.py.
 
-Checked with the mechanism off, by hand: with `lend_processors=False` every test below that freezes the agent times
-out (the tasks wait in the frozen agent); with `TaskThreads._resume_lent` doing nothing, the nested test times out (the
-parent waits for a ProcessorResume no agent sends); with `_lent_link_gone` not called, the processor-death test times
-out (the killed task's record stays dispatched to a link that is gone)."""
+Checked with the mechanism off, by hand (on the routes before issue 56): with every task through the agent, every
+test below that freezes the agent timed out; with `TaskThreads._resume` doing nothing, the nested test times out (the
+parent waits for a turn nobody gives back); with `LinkSessions._gone` not called, the processor-death test times out
+(the killed task's record stays dispatched to a link that is gone)."""
 
 from __future__ import annotations
 
@@ -33,15 +34,10 @@ def inc(x: int) -> int:
     return x + 1
 
 
-def lent_here() -> tuple[int, bool]:
-    """This processor's pid, and whether its link is open and lent."""
-    import gc
+def pid() -> int:
     import os
 
-    from scaler.worker.processor.outlet import ProcessorOutlet
-
-    (outlet,) = [found for found in gc.get_objects() if isinstance(found, ProcessorOutlet)]
-    return os.getpid(), bool(outlet._lend and outlet.route_open)  # type: ignore[attr-defined]
+    return os.getpid()
 
 
 def die() -> None:
@@ -75,30 +71,23 @@ def frozen(pid: int) -> Iterator[None]:
         os.kill(pid, signal.SIGCONT)
 
 
-def lent_cluster(make_cluster, lend: bool = True) -> SchedulerClusterCombo:  # type: ignore[no-untyped-def]
-    """One worker (one processor) that lends its processors."""
-    cluster = make_cluster(1, lend_processors=lend)
+def one_worker(make_cluster) -> SchedulerClusterCombo:  # type: ignore[no-untyped-def]
+    """One worker, one processor."""
+    cluster = make_cluster(1)
     wait_for_workers(cluster.monitor_address, 1)
     return cluster
 
 
 def the_agent(client: Client) -> int:
-    """The agent of the worker, once a task found its processor lent."""
-    found: list[tuple[int, bool]] = []
-
-    def lent() -> bool:
-        found.append(client.submit(lent_here).result(timeout=DEADLINE_SECONDS))
-        return found[-1][1]
-
-    wait_for(lent, what="a lent processor")
-    return agent_of_processor(found[-1][0])
+    """The agent of the worker its processor's first task ran on."""
+    return agent_of_processor(client.submit(pid).result(timeout=DEADLINE_SECONDS))
 
 
 # ---------------------------------------------------------------- tests
 
 
-def test_tasks_run_on_lent_processors_while_their_agent_is_frozen(make_cluster):
-    cluster = lent_cluster(make_cluster)
+def test_tasks_run_on_their_processors_while_their_agent_is_frozen(make_cluster):
+    cluster = one_worker(make_cluster)
     with Client(cluster.get_address()) as client:
         agent = the_agent(client)
         with frozen(agent):
@@ -107,10 +96,11 @@ def test_tasks_run_on_lent_processors_while_their_agent_is_frozen(make_cluster):
             assert client.submit(inc, 1).result(timeout=DEADLINE_SECONDS) == 2
 
 
-def test_a_lent_processor_that_dies_fails_its_task_and_the_others_run(make_cluster):
-    """The task that killed its processor fails with ProcessorDiedError, told by the scheduler (its agent is frozen);
-    the tasks sent behind it run on the worker's other processors, or on the new one once the agent wakes."""
-    cluster = lent_cluster(make_cluster)
+def test_a_processor_that_dies_fails_its_task_and_the_others_run(make_cluster):
+    """The task that killed its processor fails with ProcessorDiedError, told by the scheduler once its link closed
+    (its agent is frozen: after the wait for its word); the tasks sent behind it run on the new processor once the
+    agent wakes."""
+    cluster = one_worker(make_cluster)
     with Client(cluster.get_address()) as client:
         agent = the_agent(client)
         with frozen(agent):
@@ -121,27 +111,27 @@ def test_a_lent_processor_that_dies_fails_its_task_and_the_others_run(make_clust
         assert [f.result(timeout=DEADLINE_SECONDS) for f in futures] == [i + 1 for i in range(50)]
 
 
-def test_a_running_lent_task_is_cancelled_on_its_link(make_cluster):
-    """A lent task stuck in a C call (sleep) is cancelled with its agent frozen: the processor answers and ends, as
-    its agent would have killed it; a task sent behind it runs once the agent started another processor."""
-    cluster = lent_cluster(make_cluster)
+def test_a_running_task_stuck_in_a_c_call_is_cancelled_by_killing_its_processor(make_cluster):
+    """A task stuck in a C call (sleep) that computes alone: the scheduler has its agent kill its processor
+    (ProcessorKill), the cancel is confirmed once the processor is gone, and a task sent behind it runs on the
+    processor that replaces it. Checked to fail with `ProcessorLink.stops_by_kill` returning False (only a TaskCancel
+    on the link, which a C call never sees: the cancel times out)."""
+    cluster = one_worker(make_cluster)
     with Client(cluster.get_address()) as client:
-        agent = the_agent(client)
-        with frozen(agent):
-            slow = client.submit(sleep_then, 60, 1)
-            deadline = time.monotonic() + DEADLINE_SECONDS
-            while not slow.running() and time.monotonic() < deadline:  # dispatched to its processor
-                time.sleep(0.01)
-            time.sleep(0.2)  # it has started computing (a cancel of a staged one takes another way)
-            assert slow.cancel()
-            wait_for(lambda: slow.cancelled(), what="the cancel's confirmation")
-            behind = client.submit(inc, 1)  # sent to the processor that ends, or held for the one that replaces it
-        assert behind.result(timeout=DEADLINE_SECONDS) == 2
+        first = client.submit(pid).result(timeout=DEADLINE_SECONDS)
+        slow = client.submit(sleep_then, 60, 1)
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while not slow.running() and time.monotonic() < deadline:  # dispatched to its processor
+            time.sleep(0.01)
+        time.sleep(0.2)  # it has started computing (a cancel of a staged one takes another way)
+        assert slow.cancel()
+        wait_for(lambda: slow.cancelled(), what="the cancel's confirmation")
+        assert client.submit(pid).result(timeout=DEADLINE_SECONDS) != first, "its processor was killed"
 
 
-def test_a_nested_task_parks_and_goes_on_in_its_lent_processor(make_cluster):
+def test_a_nested_task_parks_and_goes_on_in_its_processor(make_cluster):
     """The parent parks; its slot takes the child; the processor gives the parent the turn back itself."""
-    cluster = lent_cluster(make_cluster)
+    cluster = one_worker(make_cluster)
     with Client(cluster.get_address()) as client:
         agent = the_agent(client)
         with frozen(agent):
@@ -163,14 +153,13 @@ def parent_of_waiting(client: Client, path: str) -> int:
     return client.submit(wait_for_file, path).result() + 1
 
 
-def test_the_monitor_counts_a_lending_workers_tasks_as_its_own(make_cluster, tmp_path):
-    """A lending worker's agent sees none of its tasks, yet the monitor feed (which scaler_top, the dashboard and
-    /metrics read) counts them as the worker's: a parent parked in the lent processor is blocked, the child computing
-    there is running and the processor's state says so, the others sent there are queued, and nothing more; once they
-    end, the worker is idle again. Checked to fail with `view.with_lent_tasks` returning the agent's status unchanged
-    (running and blocked stay 0) and with the agent's `_shown_state` giving the agent's word (the processor is
-    "idle")."""
-    cluster = lent_cluster(make_cluster)
+def test_the_monitor_counts_a_workers_tasks_as_its_own(make_cluster, tmp_path):
+    """A worker's agent sees none of its tasks, yet the monitor feed (which scaler_top, the dashboard and /metrics
+    read) counts them as the worker's: a parent parked in the processor is blocked, the child computing there is
+    running and the processor's state says so, the others sent there are queued, and nothing more; once they end, the
+    worker is idle again. Checked to fail with `view.with_link_tasks` returning the agent's status unchanged (running
+    and blocked stay 0) and with the agent's `_shown_state` ignoring the mark (the processor is "idle")."""
+    cluster = one_worker(make_cluster)
     released = tmp_path / "released"
     with Client(cluster.get_address()) as client, monitor(cluster.monitor_address) as next_snapshot:
         the_agent(client)
@@ -219,12 +208,12 @@ class Counter:
         return True
 
 
-def test_an_actor_on_a_lending_worker_does_not_hold_tasks_behind_it(make_cluster, tmp_path):
-    """An actor's start task holds its processor's turn while it lives, and a call that waits holds its thread: lent
-    tasks are not sent to that processor once the actor is built, and those that reach it are given back and run on
-    the worker's other processor. Checked to fail with `WorkerSessions.hosts_actor` doing nothing and
-    `TaskThreads._watch_lent` not reading for an actor's start (the tasks waited behind the actor's call)."""
-    cluster = lent_cluster(make_cluster)
+def test_an_actor_does_not_hold_tasks_behind_it(make_cluster, tmp_path):
+    """An actor's start task holds its processor's turn while it lives, and a call that waits holds its thread: tasks
+    are not sent to that processor once the actor is built (its worker is asked for another processor), and those
+    that reach it are given back and run elsewhere. Checked to fail with `ProcessorLink.host` not called on ActorReady
+    (the tasks waited behind the actor's call)."""
+    cluster = one_worker(make_cluster)
     with Client(cluster.get_address()) as client:
         counter = client.actor(Counter)
         assert counter.add().result(timeout=DEADLINE_SECONDS) == 1
@@ -239,7 +228,7 @@ def test_an_actor_on_a_lending_worker_does_not_hold_tasks_behind_it(make_cluster
         counter.stop()
 
 
-# ---------------------------------------------------------------- taking lent tasks back, and their order
+# ---------------------------------------------------------------- taking staged tasks back, and their order
 
 
 def started_at(seconds: float, mark: str = "") -> tuple[float, int]:
@@ -257,18 +246,18 @@ def started_at(seconds: float, mark: str = "") -> tuple[float, int]:
 
 
 def learn_tiny(client: Client) -> None:
-    """Many tiny tasks: the scheduler learns that the worker's lent tasks are tiny and stages up to 16 per processor."""
+    """Many tiny tasks: the scheduler learns that the worker's tasks are tiny and stages them in its processors."""
     futures = [client.submit(inc, i) for i in range(300)]
     assert [f.result(timeout=DEADLINE_SECONDS) for f in futures] == [i + 1 for i in range(300)]
 
 
-def test_a_high_priority_task_overtakes_the_low_ones_staged_in_a_lent_processor(make_cluster, tmp_path):
-    """With the agent frozen, 40 low-priority tasks of 0.3 s fill the worker (16 staged in its one lent processor); a
-    task of priority 5 submitted after the second starts is the next to start: the scheduler asks a staged low task
-    back on the processor's link (TaskReturn), the processor gives it back unstarted, and the high task takes its place
-    ahead of the staged ones. Checked to fail with `TaskLifecycle.take_back` sending every TaskReturn to the agent (the
-    worker stays full: 12 low tasks started first)."""
-    cluster = lent_cluster(make_cluster)
+def test_a_high_priority_task_overtakes_the_low_ones_staged_in_a_processor(make_cluster, tmp_path):
+    """With the agent frozen, 40 low-priority tasks of 0.3 s fill the worker (staged in its one processor); a task of
+    priority 5 submitted after the second starts is the next to start: the scheduler asks a staged low task back on
+    the processor's link (TaskReturn), the processor gives it back unstarted, and the high task takes its place ahead
+    of the staged ones. Checked to fail with `TaskLifecycle.take_back` sending nothing (the worker stays full: 12 low
+    tasks started first)."""
+    cluster = one_worker(make_cluster)
     with Client(cluster.get_address()) as client:
         agent = the_agent(client)
         learn_tiny(client)
@@ -287,11 +276,11 @@ def test_a_high_priority_task_overtakes_the_low_ones_staged_in_a_lent_processor(
     assert between == [], f"{len(between)} low-priority task(s) started before the high one"
 
 
-def test_a_lent_processor_runs_its_staged_tasks_in_priority_order(make_cluster, tmp_path):
-    """Two low-priority tasks and then a high one are staged behind a computing task in the one lent processor (the
-    worker has room for all: nothing is taken back): the high one starts first. Checked to fail with
-    `TaskLine._await_turn` appending (the order received)."""
-    cluster = lent_cluster(make_cluster)
+def test_a_processor_runs_its_staged_tasks_in_priority_order(make_cluster, tmp_path):
+    """Two low-priority tasks and then a high one are staged behind a computing task in the one processor (the worker
+    has room for all: nothing is taken back): the high one starts first. Checked to fail with `TaskLine._await_turn`
+    appending (the order received)."""
+    cluster = one_worker(make_cluster)
     with Client(cluster.get_address()) as client:
         agent = the_agent(client)
         learn_tiny(client)
@@ -306,23 +295,15 @@ def test_a_lent_processor_runs_its_staged_tasks_in_priority_order(make_cluster, 
     assert high_started < min(low_started)
 
 
-def test_tasks_staged_behind_a_long_lent_task_are_taken_back_for_another_worker(make_cluster, tmp_path):
-    """Two lending workers of one processor each, the scheduler's balancer off. One computes a task of 2.5 s, then the
-    other one of 6 s; four tiny tasks submitted then are staged behind both. Once the long ones have computed 1 s
-    (the agent's rule 7, for lent processors) the scheduler asks the staged ones back on the links and sends none
-    there while they compute long: they run on the first worker once its task ended, none in the 6 s task's
-    processor. Checked to fail with `WorkerSessions.withdraw_behind_long` doing nothing (two ran there, after it)."""
-    cluster = make_cluster(2, lend_processors=True, load_balance_seconds=0)
+def test_tasks_staged_behind_a_long_task_are_taken_back_for_another_worker(make_cluster, tmp_path):
+    """Two workers of one processor each, the scheduler's balancer off. One computes a task of 2.5 s, then the other
+    one of 6 s; four tiny tasks submitted then are staged behind both. Once the long ones have computed 1 s the
+    scheduler asks the staged ones back on the links and sends none there while they compute long
+    (processor_links.py rule 3): they run on the first worker once its task ended, none in the 6 s task's processor.
+    Checked to fail with `ProcessorLink.behind_long` returning None (two ran there, after it)."""
+    cluster = make_cluster(2, load_balance_seconds=0)
     wait_for_workers(cluster.monitor_address, 2)
     with Client(cluster.get_address()) as client:
-        pids: set[int] = set()
-
-        def both_lent() -> bool:
-            found = [f.result(timeout=DEADLINE_SECONDS) for f in [client.submit(lent_here) for _ in range(40)]]
-            pids.update(pid for pid, lent in found if lent)
-            return len(pids) == 2
-
-        wait_for(both_lent, what="both workers' lent processors")
         learn_tiny(client)
         shorter = client.submit(started_at, 2.5, str(tmp_path / "shorter"))
         wait_for(lambda: (tmp_path / "shorter").exists(), what="the 2.5 s task to start")
@@ -333,21 +314,3 @@ def test_tasks_staged_behind_a_long_lent_task_are_taken_back_for_another_worker(
         _, longer_pid = longer.result(timeout=DEADLINE_SECONDS)
         shorter.result(timeout=DEADLINE_SECONDS)
     assert longer_pid not in tiny_pids, "a task waited behind the 6 s one in its processor"
-
-
-def test_a_worker_says_once_why_it_does_not_lend() -> None:
-    """A worker with a task timeout does not lend (its agent enforces the timeout) and says so in one line: walking
-    docs/configuration.md's unified example file (`task_timeout_seconds = 600` in [cluster]), each of the 8 workers
-    said "lend_processors is ignored ..." twice, a setting the file never gave."""
-    import subprocess
-
-    from scaler.io.address import free_tcp_port_block
-    from tests.integration.conftest import BIN_DIR
-
-    nobody = f"tcp://127.0.0.1:{free_tcp_port_block(1)}"
-    done = subprocess.run(
-        [str(BIN_DIR / "scaler_worker"), nobody, "--task-timeout-seconds", "600", "--death-timeout-seconds", "1"],
-        capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    output = done.stdout + done.stderr
-    assert output.count("does not lend its processors (lend_processors): task_timeout_seconds is set") == 1, output

@@ -1,11 +1,11 @@
-"""The processor protocol's table (scaler/worker/processor_protocol.py): total, consistent with where each outcome
+"""The processor protocol's table (scaler/protocol/processor_protocol.py): total, consistent with where each outcome
 leads, compiled faithfully, and without dead ends: every state is reachable from QUEUED and every task can end."""
 
 from __future__ import annotations
 
 import itertools
 
-from scaler.worker.processor_protocol import (
+from scaler.protocol.processor_protocol import (
     OUTCOMES,
     PARKED_STATES,
     STOPPED_STATES,

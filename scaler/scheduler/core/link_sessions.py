@@ -1,0 +1,341 @@
+"""Processor links: what a worker's processors say on their own links, the one way their tasks come and everything
+about them leaves (docs/protocol.md section 3.7), and the rules the scheduler keeps over each processor, whose worker
+agent only supervises (forks, kills on request, reports deaths).
+
+A link is its worker's: accepted while its worker is registered, it has no liveness of its own and goes with its
+worker; what it sends is its worker's. Each link has one record (`processor_links.ProcessorLink`, moved by the
+processor protocol's table); this module feeds it and carries out what follows:
+
+1. A result, a CANCELED answer or a TaskReturn ends the tasks it names on the record, then in the lifecycle (a result
+   for a task from before a restart waits in `reattachment.py`). A result read here is named in an echo on the link
+   after its worker's next heartbeat (`echo`), and its processor forgets it then (it keeps it for a restart).
+2. ProcessorBlocked and ProcessorResumeRequest park a task and let it go on: a parked task yields its slot. An
+   ActorReady makes the processor the actor's host: it takes no slot and no other task. A processor that hosts an
+   actor, or keeps a waiting parent with `nested_parents = "process"`, serves no slot: its worker is asked for one
+   processor more per such link (ProcessorsWanted), and once they serve again, idle ones beyond the slots are killed
+   (ProcessorKill, `keep_processors`). ProcessorWriting says the processor must not be killed meanwhile.
+3. On the tick: what is staged behind a long task is asked back (processor_links.py rule 3); a task past its worker's
+   task timeout fails timedOut and is stopped (rule 5, rule 4); a processor whose stopped task did not unwind is
+   killed (rule 4).
+4. A link that closes and its agent's ProcessorExited end what the link held (processor_links.py rule 2) once both are
+   known (the closing comes after everything the link sent), or EXIT_WAIT_SECONDS after the first.
+5. A hello naming tasks this instance does not know (from before a restart) holds them as its worker's; when their
+   client submits one again it is adopted on that link (`adopted`). One it knows (this instance gave up on the
+   worker) stays there if it is still queued, and is cancelled there if another worker has it.
+
+Pure: time is the core's `now`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scaler.protocol import messages as m
+from scaler.protocol.ids import PeerID, TaskID, short
+from scaler.scheduler.core.peers import WorkerRecord
+from scaler.scheduler.core.processor_links import STOP_GRACE_SECONDS, Fate, ProcessorLink
+from scaler.scheduler.core.task_state import TaskEvent
+
+if TYPE_CHECKING:
+    from scaler.scheduler.core.scheduler_core import SchedulerCore
+
+logger = logging.getLogger(__name__)
+
+#: How long a closed link waits for its agent to say why its processor ended (ProcessorExited), or an agent's word for
+#: its link to close, before its tasks end without it (a frozen or partitioned agent; rule 4).
+EXIT_WAIT_SECONDS = 5.0
+
+
+class LinkSessions:
+    def __init__(self, core: SchedulerCore) -> None:
+        self._core = core
+
+    # ------------------------------------------------------------ hello
+
+    def register(self, peer: PeerID, info: m.ProcessorInfo) -> str | None:
+        """A processor's link: accepted while its worker is registered; None, or why it is refused."""
+        core = self._core
+        worker = core.workers.get(PeerID(info.worker_id))
+        if worker is None:
+            return (
+                f"its worker {info.worker_id.decode(errors='replace')} is not registered (it left, or this scheduler "
+                "restarted and it has not registered again): it says hello again once its worker registers"
+            )
+        link = core.processors.get(peer)
+        if link is not None and link.worker != worker.peer:
+            return "this connection is already registered as a processor of another worker"
+        if link is None:
+            link = core.processors[peer] = ProcessorLink(peer, worker.peer, info.processor_id, info.max_staged_tasks)
+            worker.links.append(link)
+            worker.processors.add(peer)
+        unknown = []
+        for task_id in info.held_tasks:  # rule 5
+            if task_id in core.tasks.records:
+                core.lifecycle.held_again(link, task_id, parked=False)
+            elif task_id not in link.tasks:
+                unknown.append(task_id)
+        if unknown:
+            link.held.update(unknown)
+            core.reattachment.worker_holds(worker.peer, tuple(unknown), core.now)
+            logger.info("processor %s re-attached with %d task(s) from before a restart", short(peer), len(unknown))
+        worker.restage()
+        core.lifecycle.worker_has_room(worker.peer)
+        self.keep_processors(worker)
+        return None
+
+    def adopted(self, task_id: TaskID, worker_peer: PeerID) -> None:
+        """A task submitted again after a restart was adopted by its worker: it is the link's that named it in its
+        hello, computing there (first in its order), or parked when the processor said so."""
+        core = self._core
+        worker = core.workers.get(worker_peer)
+        record = core.tasks.get(task_id)
+        if worker is None or record is None:
+            return
+        for link in worker.links:
+            if task_id in link.held:
+                link.held.discard(task_id)
+                record.link = link.peer
+                parked = task_id in link.held_parked
+                link.held_parked.discard(task_id)
+                link.adopt(task_id, record.task.priority, parked, core.now)
+                worker.restage()
+                core.lifecycle.worker_has_room(worker.peer)
+                return
+
+    def held_at(self, worker_peer: PeerID, task_id: TaskID) -> PeerID | None:
+        """The link of the worker whose hello named the task (None: none)."""
+        worker = self._core.workers.get(worker_peer)
+        return next((link.peer for link in worker.links if task_id in link.held), None) if worker else None
+
+    # ------------------------------------------------------------ what a link says
+
+    def on_result(self, peer: PeerID, result: m.TaskResult) -> None:
+        """On the path of every task: `_end` inline."""
+        core = self._core
+        link = core.processors[peer]
+        worker = core.workers[link.worker]
+        task_id = result.task_id
+        link.results_read.append(task_id)  # rule 1
+        if core.actors.is_call(task_id):
+            core.actors.call_result(worker.peer, result)
+            return
+        parked, hosting = link.parked, link.hosting
+        link.end(task_id, core.now)
+        changed = link.parked != parked or link.hosting != hosting
+        if link.long:  # the long task ended: tasks may be staged there again
+            link.long, changed = False, True
+        if link.held:
+            link.held.discard(result.task_id)
+            link.held_parked.discard(result.task_id)
+        if result.ran is not None:  # before the slot is offered: the depth of staging may change
+            worker.learn(result.ran.finished_at - result.ran.started_at)
+        if changed:
+            worker.restage()
+        self._ended(worker, result)
+        if changed:
+            self.keep_processors(worker)
+
+    def on_log(self, peer: PeerID, log: m.TaskLog | m.StreamItem) -> None:
+        """Output a task printed, or a value a streaming task yielded: to its client."""
+        core = self._core
+        worker = core.processors[peer].worker
+        if core.actors.call_log(worker, log):
+            return
+        record = core.tasks.get(log.task_id)
+        if record is not None and record.worker == worker and not record.client_gone:
+            client = core.clients.get(PeerID(record.client_id))
+            if client is None or not client.is_away:  # output is not kept for an away client (docs/guide/bursting.md)
+                core.send(PeerID(record.client_id), log)
+
+    def on_cancel_confirm(self, peer: PeerID, confirm: m.TaskCancelConfirm) -> None:
+        core = self._core
+        link = core.processors[peer]
+        if self._end(link, confirm.task_id):
+            core.workers[link.worker].restage()
+            self.keep_processors(core.workers[link.worker])
+        core.lifecycle.cancel_confirmed_by(link.worker, confirm)
+
+    def on_returned(self, peer: PeerID, returned: m.TaskReturn) -> None:
+        """Tasks the processor gave back unstarted: queued again, no retry spent."""
+        core = self._core
+        link = core.processors[peer]
+        handed = tuple(task_id for task_id in returned.task_ids if link.handed_back(task_id, core.now))
+        core.workers[link.worker].restage()
+        core.lifecycle.returned_by(link.worker, handed)
+
+    def on_parked(self, peer: PeerID, blocked: m.ProcessorBlocked) -> None:
+        """A task waits on nested futures: its slot serves other tasks meanwhile."""
+        core = self._core
+        link = core.processors[peer]
+        worker = core.workers[link.worker]
+        if link.park(blocked.task_id, core.now):
+            worker.restage()
+            self.keep_processors(worker)
+            core.lifecycle.worker_has_room(worker.peer)
+        elif blocked.task_id in link.held:  # from before a restart, not adopted yet: parked once it is
+            link.held_parked.add(blocked.task_id)
+
+    def on_resumed(self, peer: PeerID, request: m.ProcessorResumeRequest) -> None:
+        """A parked task goes on (its processor gives it the turn itself): it takes a slot again."""
+        core = self._core
+        link = core.processors[peer]
+        if link.resume(request.task_id, core.now):
+            worker = core.workers[link.worker]
+            worker.restage()
+            self.keep_processors(worker)
+
+    def on_writing(self, peer: PeerID, writing: m.ProcessorWriting) -> None:
+        """Meanwhile the processor is not killed, nor retired as not needed: once done, it may be (rule 2)."""
+        link = self._core.processors[peer]
+        link.writing = writing.writing
+        if not writing.writing:
+            self.keep_processors(self._core.workers[link.worker])
+
+    def on_actor_ready(self, peer: PeerID, ready: m.ActorReady) -> None:
+        """The actor's constructor returned in this link's processor: it hosts the actor (rule 2)."""
+        core = self._core
+        link = core.processors[peer]
+        worker = core.workers[link.worker]
+        if link.host(ready.actor_id):
+            worker.restage()
+            self.keep_processors(worker)
+        core.actors.ready(worker.peer, ready, link.peer)
+
+    # ------------------------------------------------------------ the worker's side
+
+    def echo(self, worker: WorkerRecord) -> None:
+        """The worker's heartbeat was answered: each of its links is told the results read there since (rule 1)."""
+        for link in worker.links:
+            if link.results_read:
+                self._core.send(link.peer, m.HeartbeatEcho(results_read=tuple(link.results_read)))
+                link.results_read.clear()
+
+    def on_exited(self, worker_peer: PeerID, exited: m.ProcessorExited) -> None:
+        """The worker says one of its processors ended, and why (rule 4)."""
+        self.drop(PeerID(worker_peer + b"/" + exited.processor_id), exited)
+
+    def drop(self, peer: PeerID, exited: m.ProcessorExited | None = None, force: bool = False) -> None:
+        """A processor's link closed (`exited` None), or its agent says it ended and why: once both are known (or
+        `force`, EXIT_WAIT_SECONDS after the first), the link is forgotten and what it held ends (rule 4)."""
+        core = self._core
+        link = core.processors.get(peer)
+        if link is None:
+            return
+        if exited is None:
+            link.link_closed = True
+        else:
+            link.exited = exited
+        worker = core.workers.get(link.worker)
+        if worker is not None and link in worker.links:
+            worker.links.remove(link)  # it takes no task from now on
+            worker.restage()
+        holds = worker is not None and bool(link.tasks or link.held)
+        if holds and not force and not (link.link_closed and link.exited is not None):
+            if link.closed_at is None:
+                link.closed_at = core.now
+            return
+        del core.processors[peer]
+        if worker is not None:
+            worker.processors.discard(peer)
+            self._gone(worker, link)
+            worker.restage()
+            self.keep_processors(worker)
+        core.actors.processor_gone(peer, f"the processor {link.processor_id.decode(errors='replace')} ended")
+
+    # ------------------------------------------------------------ time
+
+    def on_tick(self) -> None:
+        """Rules 3 and 4 (the unexplained exits) and 2 (the processors each worker keeps)."""
+        core = self._core
+        late = [link.peer for link in core.processors.values()
+                if link.closed_at is not None and core.now - link.closed_at > EXIT_WAIT_SECONDS]  # fmt: skip
+        for peer in late:
+            self.drop(peer, force=True)
+        for worker in core.workers.values():
+            self._watch(worker)
+
+    def _watch(self, worker: WorkerRecord) -> None:
+        core, now = self._core, self._core.now
+        lifecycle = core.lifecycle
+        for link in worker.links:
+            asked = link.behind_long(now)
+            if asked is not None:
+                worker.restage()
+                if asked:
+                    lifecycle.take_back(worker.peer, asked)
+            if worker.task_timeout_seconds > 0:
+                for task_id in link.overdue(now, worker.task_timeout_seconds):
+                    self._time_out(worker, link, task_id)
+            if link.stuck(now):
+                lifecycle.kill_processor(link, f"a task stopped in it did not end within {STOP_GRACE_SECONDS:g} s")
+
+    def _time_out(self, worker: WorkerRecord, link: ProcessorLink, task_id: TaskID) -> None:
+        timeout = worker.task_timeout_seconds
+        text = f"the task ran longer than the task timeout of {timeout:g} s and was stopped"
+        self._core.lifecycle.stop_on_link(link, task_id, "its task timed out")
+        self._ended(worker, m.TaskResult(task_id, m.ResultStatus.TIMED_OUT, error_message=text))
+
+    def keep_processors(self, worker: WorkerRecord) -> None:
+        """Rule 2: the processors the worker keeps beyond its slots, and those killed as not needed."""
+        wanted = sum(
+            1 for link in worker.links if link.hosting is not None or (worker.processor_per_parent and link.parked)
+        )
+        if wanted != worker.beyond_slots:
+            worker.beyond_slots = wanted
+            self._core.send(worker.peer, m.ProcessorsWanted(wanted))
+        surplus = sum(1 for link in worker.links if not link.killing) - (worker.slots + wanted)
+        for link in list(worker.links):
+            if surplus <= 0:
+                break
+            if link.is_idle() and not self._core.actors.calls_at(link.peer):
+                self._core.lifecycle.kill_processor(link, "not needed any more")
+                surplus -= 1
+
+    # ------------------------------------------------------------ helpers
+
+    def _end(self, link: ProcessorLink, task_id: TaskID) -> bool:
+        """The processor answered for the task: its record ends it; True when the slots it offers changed."""
+        parked, hosting = link.parked, link.hosting
+        link.end(task_id, self._core.now)
+        return link.parked != parked or link.hosting != hosting
+
+    def _ended(self, worker: WorkerRecord, result: m.TaskResult) -> None:
+        """A task's result (its processor's, or one made here): an actor's start first, then the lifecycle's."""
+        core = self._core
+        if core.actors.start_result(worker.peer, result):
+            return  # its actor was lost: it starts again, or died (core/actors.py)
+        if result.task_id not in core.tasks.records and core.reattachment.result_for_held(
+            worker.peer, result, core.now
+        ):
+            return  # a task from before a restart: its client gets the result when it submits the task again
+        core.lifecycle.result_from(worker.peer, result)
+
+    def _gone(self, worker: WorkerRecord, link: ProcessorLink) -> None:
+        """The link's processor is gone: what it held ends (processor_links.py rule 2)."""
+        core, exited = self._core, link.exited
+        if link.held:  # named in its hello, not adopted yet: submitted again, they run again
+            core.reattachment.forget_held(link.held)
+            link.held.clear()
+            link.held_parked.clear()
+        name = link.processor_id.decode(errors="replace")
+        for task_id, fate in link.gone(exited):
+            if fate is Fate.BLAMED:
+                status, text = m.ResultStatus.PROCESSOR_DIED, f"the processor {name} running the task died"
+                if exited is not None and exited.out_of_memory:
+                    status, text = m.ResultStatus.OUT_OF_MEMORY, f"{exited.out_of_memory} (processor {name})"
+                elif exited is not None and exited.description:
+                    text = f"{text}: {exited.description}"
+                else:
+                    text = f"{text} (its link to the scheduler closed)"
+                logger.warning("task %s: %s", task_id.hex(), text)
+                self._ended(worker, m.TaskResult(task_id, status, error_message=text))
+            elif fate is Fate.LOST:
+                why = f"the processor {name} it waited in for its nested tasks ended while running another task"
+                core.lifecycle.apply(task_id, TaskEvent.WORKER_LOST, reason=why)
+            elif fate is Fate.RAN:
+                why = f"its processor {name} ended before its result left (it runs again)"
+                core.lifecycle.apply(task_id, TaskEvent.WORKER_LOST, reason=why)
+            else:  # REQUEUED, or ANSWERED: a cancel's, which ends it cancelled
+                why = f"its processor {name} ended before it started"
+                core.lifecycle.apply(task_id, TaskEvent.RETURNED, reason=why)
