@@ -62,13 +62,45 @@ def _heartbeat() -> bytes:
     return codec.encode(m.Heartbeat(0.5, 30 << 20, worker=status, round_trip_seconds=0.0004))
 
 
-class FakeWorker:
-    def __init__(self, fleet: Fleet, number: int, capacity: int) -> None:
+class FakePeer:
+    """What a fake worker and a fake client share: how they take the scheduler's answer to their Hello and the
+    protocol errors it sends them."""
+
+    def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
+        self.registered = False
+
+    def _count_registration(self) -> None:
+        raise NotImplementedError
+
+    def _beat(self) -> None:
+        raise NotImplementedError
+
+    def _on_reply(self, message: object) -> None:
+        """A HelloReply (accepted: counted, heartbeats start at a random phase; refused: its reason kept) or a
+        ProtocolError (its reason kept); any other message is ignored."""
+        fleet = self.fleet
+        if type(message) is m.HelloReply:
+            if message.accepted and not self.registered:
+                self.registered = True
+                self._count_registration()
+                fleet.registering.set()
+                fleet.loop.call_later(random.uniform(0, HEARTBEAT_SECONDS), self._beat)
+            elif not message.accepted:
+                fleet.refusals.append(message.reason)
+        elif type(message) is m.ProtocolError:
+            fleet.protocol_errors.append(message.reason)
+
+
+class FakeWorker(FakePeer):
+    def __init__(self, fleet: Fleet, number: int, capacity: int) -> None:
+        super().__init__(fleet)
         self.identity = b"Worker|FAKE|%s%08d" % (fleet.tag, number)
         self.capacity = capacity
         self.link = Dealer(self.identity, self._on_message, on_lost=self._on_lost)
-        self.registered = False
+
+    def _count_registration(self) -> None:
+        self.fleet.registered_workers += 1
 
     def _on_lost(self) -> None:
         if self.registered:
@@ -88,16 +120,8 @@ class FakeWorker:
                     result = m.TaskResult(message.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE,
                                           RESULT_PAYLOAD, worker_id=self.identity)  # fmt: skip
                     results.append(codec.encode(result))
-                elif type(message) is m.HelloReply:
-                    if message.accepted and not self.registered:
-                        self.registered = True
-                        fleet.registered_workers += 1
-                        fleet.registering.set()
-                        fleet.loop.call_later(random.uniform(0, HEARTBEAT_SECONDS), self._beat)
-                    elif not message.accepted:
-                        fleet.refusals.append(message.reason)
-                elif type(message) is m.ProtocolError:
-                    fleet.protocol_errors.append(message.reason)
+                else:
+                    self._on_reply(message)
         if results:
             self.link.send([b"".join(results)])
 
@@ -111,12 +135,11 @@ class FakeWorker:
         self.link.send([_hello(m.WorkerInfo((), self.capacity, "", "FAKE"))])
 
 
-class FakeClient:
+class FakeClient(FakePeer):
     def __init__(self, fleet: Fleet, number: int) -> None:
-        self.fleet = fleet
+        super().__init__(fleet)
         self.identity = b"Client|fake|%s%06d" % (fleet.tag, number)
         self.link = Dealer(self.identity, self._on_message)
-        self.registered = False
         self.prefix = os.urandom(4) + number.to_bytes(4, "big")
         self.next_task = 0
         self.to_submit = 0  #: tasks still to submit
@@ -128,23 +151,17 @@ class FakeClient:
         self.done: set[TaskID] = set()
 
     def _on_message(self, parts: list[bytes]) -> None:
-        fleet = self.fleet
         for part in parts:
             for frame in codec.split(part):
                 message = codec.decode(frame)
                 if type(message) is m.TaskResult:
                     self._answer(message.task_id)
-                elif type(message) is m.HelloReply:
-                    if message.accepted and not self.registered:
-                        self.registered = True
-                        fleet.registered_clients += 1
-                        fleet.registering.set()
-                        fleet.loop.call_later(random.uniform(0, HEARTBEAT_SECONDS), self._beat)
-                    elif not message.accepted:
-                        fleet.refusals.append(message.reason)
-                elif type(message) is m.ProtocolError:
-                    fleet.protocol_errors.append(message.reason)
+                else:
+                    self._on_reply(message)
         self._submit()
+
+    def _count_registration(self) -> None:
+        self.fleet.registered_clients += 1
 
     def _answer(self, task_id: TaskID) -> None:
         fleet = self.fleet
