@@ -9,8 +9,15 @@ file name alone when no reference page has that name (`bursting`; `security` is 
 from __future__ import annotations
 
 import difflib
+import sys
 from importlib import resources
-from importlib.abc import Traversable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # importlib.abc's name is deprecated from Python 3.12 (an error under the suite's -W error)
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
 
 from scaler.config.doc_values import fill
 from scaler.config.toml_file import ConfigError
