@@ -2,7 +2,8 @@
 
     python -m scale.fleet tcp://127.0.0.1:PORT --workers 5000 --capacity 2      # commands on stdin, answers on stdout
 
-A fake worker registers (Hello with WorkerInfo, not lending), heartbeats every HEARTBEAT_SECONDS with what a real
+A fake worker registers (Hello with WorkerInfo, not lending), heartbeats every HEARTBEAT_SECONDS, or at the longer
+period the scheduler gives it (its HelloReply, then each HeartbeatEcho), as a real worker agent does, with what a real
 agent's heartbeat carries (its status, one processor), and answers every task it is sent at once, in one message per
 message received. A fake client registers, heartbeats with the count of answers it received (the scheduler forgets
 acknowledged answers by it), and submits no-op tasks in batches of SUBMIT_BATCH, one part per batch, keeping at most
@@ -69,6 +70,7 @@ class FakeWorker:
         self.capacity = capacity
         self.link = Dealer(self.identity, self._on_message, on_lost=self._on_lost)
         self.registered = False
+        self.period = HEARTBEAT_SECONDS  #: its heartbeat period: the longer of its own and the scheduler's
 
     def _on_lost(self) -> None:
         if self.registered:
@@ -88,12 +90,15 @@ class FakeWorker:
                     result = m.TaskResult(message.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE,
                                           RESULT_PAYLOAD, worker_id=self.identity)  # fmt: skip
                     results.append(codec.encode(result))
+                elif type(message) is m.HeartbeatEcho:
+                    self._given(message)
                 elif type(message) is m.HelloReply:
                     if message.accepted and not self.registered:
                         self.registered = True
                         fleet.registered_workers += 1
                         fleet.registering.set()
-                        fleet.loop.call_later(random.uniform(0, HEARTBEAT_SECONDS), self._beat)
+                        self._given(message)
+                        fleet.loop.call_later(random.uniform(0, self.period), self._beat)
                     elif not message.accepted:
                         fleet.refusals.append(message.reason)
                 elif type(message) is m.ProtocolError:
@@ -101,11 +106,19 @@ class FakeWorker:
         if results:
             self.link.send([b"".join(results)])
 
+    def _given(self, message: m.HelloReply | m.HeartbeatEcho) -> None:
+        """The period the scheduler gives, obeyed when longer than HEARTBEAT_SECONDS (scaler/protocol/heartbeat_period.py,
+        rule 3; an older scheduler gives none, or 2 s)."""
+        given = getattr(message, "heartbeat_interval_seconds", 0.0)
+        if given > 0:
+            self.period = max(HEARTBEAT_SECONDS, min(given, 600.0))
+
     def _beat(self) -> None:
         if self.link.transport is None or self.fleet.stopping:
             return
         self.link.send([self.fleet.heartbeat])
-        self.fleet.loop.call_later(HEARTBEAT_SECONDS, self._beat)
+        self.fleet.heartbeats_sent += 1
+        self.fleet.loop.call_later(self.period, self._beat)
 
     def hello(self) -> None:
         self.link.send([_hello(m.WorkerInfo((), self.capacity, "", "FAKE"))])
@@ -197,6 +210,7 @@ class Fleet:
         self.stopping = False
         self.registered_workers = self.registered_clients = self.lost_workers = 0
         self.tasks_received = self.tasks_twice = 0
+        self.heartbeats_sent = 0  #: by the workers, so far
         self.seen_tasks: set[TaskID] = set()
         self.submitted = self.answered = 0
         self.track_done = True
@@ -269,6 +283,8 @@ class Fleet:
             "registered_workers": self.registered_workers,
             "registered_clients": self.registered_clients,
             "lost_workers": self.lost_workers,
+            "heartbeats_sent": self.heartbeats_sent,
+            "longest_period": max((worker.period for worker in self.workers), default=0.0),
             "tasks_received": self.tasks_received,
             "tasks_twice": self.tasks_twice,
             "submitted": self.submitted,

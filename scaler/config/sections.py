@@ -218,11 +218,20 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
     )  # fmt: skip
     worker_timeout_seconds: float = setting(
         60,
-        help="drop a worker silent this long and re-dispatch its tasks",
+        help="drop a worker silent this long (or three of its heartbeat periods, when longer) and re-dispatch its tasks",
         short=("-wt",),
         gt=0,
         core=True,
         combo=True,
+    )
+    worker_heartbeat_interval_seconds: float = setting(
+        2,
+        help="the shortest heartbeat period the scheduler gives its workers; with more workers than 100 per second of "
+        "it, a longer one, so that they send at most 100 heartbeats a second in all (a worker keeps its own period "
+        "when longer)",
+        short=("-whi",),
+        gt=0,
+        core="heartbeat_interval_seconds",
     )
     worker_manager_timeout_seconds: float = setting(
         10, help="forget a worker manager silent this long", short=("-wmt",), gt=0, core="manager_timeout_seconds"

@@ -8,7 +8,8 @@ processor protocol's table); this module feeds it and carries out what follows:
 
 1. A result, a CANCELED answer or a TaskReturn ends the tasks it names on the record, then in the lifecycle (a result
    for a task from before a restart waits in `reattachment.py`). A result read here is named in an echo on the link
-   after its worker's next heartbeat (`echo`), and its processor forgets it then (it keeps it for a restart).
+   after its worker's next heartbeat (`echo`), or once RESULTS_READ_BATCH of them are read there (a worker of a big
+   cluster beats every minute or so), and its processor forgets it then (it keeps it for a restart).
 2. ProcessorBlocked and ProcessorResumeRequest park a task and let it go on: a parked task yields its slot. An
    ActorReady makes the processor the actor's host: it takes no slot and no other task. A processor that hosts an
    actor, or keeps a waiting parent with `nested_parents = "process"`, serves no slot: its worker is asked for one
@@ -45,6 +46,8 @@ logger = logging.getLogger(__name__)
 #: How long a closed link waits for its agent to say why its processor ended (ProcessorExited), or an agent's word for
 #: its link to close, before its tasks end without it (a frozen or partitioned agent; rule 4).
 EXIT_WAIT_SECONDS = 5.0
+#: Results read on a link that are named in an echo at once, without waiting for its worker's heartbeat (rule 1).
+RESULTS_READ_BATCH = 1000
 
 
 class LinkSessions:
@@ -117,6 +120,9 @@ class LinkSessions:
         worker = core.workers[link.worker]
         task_id = result.task_id
         link.results_read.append(task_id)  # rule 1
+        if len(link.results_read) >= RESULTS_READ_BATCH:
+            core.send(link.peer, m.HeartbeatEcho(results_read=tuple(link.results_read)))
+            link.results_read.clear()
         if core.actors.is_call(task_id):
             core.actors.call_result(worker.peer, result)
             return

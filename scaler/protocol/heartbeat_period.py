@@ -1,0 +1,50 @@
+"""The heartbeat period the scheduler gives its workers, and how long a silence is a death at that period: one home
+for both sides (the scheduler decides, `scheduler_link.py` obeys, the scheduler's silence rule judges by it).
+
+Rules:
+1. A cluster of `n` workers is given `max(floor, ceil(n / HEARTBEATS_PER_SECOND))` seconds: the floor is the
+   configured period (2 s by default: a cluster up to 200 workers behaves exactly as before), and beyond it the
+   period grows so that all the workers together send at most HEARTBEATS_PER_SECOND heartbeats a second. Whole
+   seconds above the floor: the period moves only when the worker count crosses a multiple of that rate.
+2. HEARTBEATS_PER_SECOND = 100: a heartbeat costs the scheduler about 40-130 µs of a core on the 2-core machine of
+   benchmarks/notes/scale.md (its decoding, its wake-up, a step of the core, the echo; more when each comes alone),
+   so 100 a second are about 1% of a core whatever the cluster's size, against 27% for 10,000 workers beating every
+   2 s. Dask's scheduler bounds the same rate at 200 a second (n / 200 + 1 s beyond 200 workers); half of that here
+   because a Python heartbeat here costs what a task does, and the periods stay short: 10 s at 1,000 workers, 50 s
+   at 5,000, 100 s at 10,000.
+3. A worker obeys the longer of its own setting and the period it was given last (its HelloReply, then each
+   HeartbeatEcho): a user's setting stays a floor on both sides. A given period is obeyed up to
+   LONGEST_PERIOD_SECONDS (60,000 workers' period): a scheduler's mistake cannot silence a worker for days.
+4. A peer is dead once silent for more than `max(timeout, MISSED_BEATS * period)`: the configured timeout, or three
+   periods when those are longer (a worker told to beat every 51 s is not dead after 60 s). Both sides judge so:
+   the scheduler a worker by the period it gave it, the worker its scheduler by the period it obeys.
+"""
+
+from __future__ import annotations
+
+import math
+
+#: The most heartbeats a second all the workers of a cluster send together, beyond the floor (rule 2).
+HEARTBEATS_PER_SECOND = 100
+#: Heartbeats in a row a silence must miss to be a death, when that is longer than the configured timeout (rule 4).
+MISSED_BEATS = 3
+#: The longest given period a worker obeys (rule 3).
+LONGEST_PERIOD_SECONDS = 600.0
+
+
+def heartbeat_period(workers: int, floor_seconds: float) -> float:
+    """The period given to each of `workers` workers (rule 1)."""
+    return max(floor_seconds, float(math.ceil(max(0, workers) / HEARTBEATS_PER_SECOND)))
+
+
+def silence_timeout(period_seconds: float, timeout_seconds: float) -> float:
+    """How long a peer beating every `period_seconds` may be silent before it counts as dead (rule 4)."""
+    return max(timeout_seconds, MISSED_BEATS * period_seconds)
+
+
+def obeyed_period(own_seconds: float, given_seconds: float) -> float:
+    """The period a worker beats at: its own setting, or the one it was given when longer (rule 3); a given period
+    that is not a positive finite number (an older scheduler's 0, a hostile one's NaN) is not obeyed."""
+    if not (math.isfinite(given_seconds) and given_seconds > 0):
+        return own_seconds
+    return max(own_seconds, min(given_seconds, LONGEST_PERIOD_SECONDS))
