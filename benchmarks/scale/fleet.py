@@ -107,8 +107,8 @@ class FakeWorker:
             self.link.send([b"".join(results)])
 
     def _given(self, message: m.HelloReply | m.HeartbeatEcho) -> None:
-        """The period the scheduler gives, obeyed when longer than HEARTBEAT_SECONDS (scaler/protocol/heartbeat_period.py,
-        rule 3; an older scheduler gives none, or 2 s)."""
+        """The period the scheduler gives, obeyed when longer than HEARTBEAT_SECONDS (as a worker agent does:
+        scaler/protocol/heartbeat_period.py, rule 3; an older scheduler gives none, or 2 s)."""
         given = getattr(message, "heartbeat_interval_seconds", 0.0)
         if given > 0:
             self.period = max(HEARTBEAT_SECONDS, min(given, 600.0))

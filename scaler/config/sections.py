@@ -218,7 +218,8 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
     )  # fmt: skip
     worker_timeout_seconds: float = setting(
         60,
-        help="drop a worker silent this long (or three of its heartbeat periods, when longer) and re-dispatch its tasks",
+        help="drop a worker silent this long (or three of its heartbeat periods, when longer) and re-dispatch its "
+        "tasks",
         short=("-wt",),
         gt=0,
         core=True,

@@ -2,22 +2,24 @@
 for both sides (the scheduler decides, `scheduler_link.py` obeys, the scheduler's silence rule judges by it).
 
 Rules:
-1. A cluster of `n` workers is given `max(floor, ceil(n / HEARTBEATS_PER_SECOND))` seconds: the floor is the
-   configured period (2 s by default: a cluster up to 200 workers behaves exactly as before), and beyond it the
-   period grows so that all the workers together send at most HEARTBEATS_PER_SECOND heartbeats a second. Whole
-   seconds above the floor: the period moves only when the worker count crosses a multiple of that rate.
-2. HEARTBEATS_PER_SECOND = 100: a heartbeat costs the scheduler about 40-130 µs of a core on the 2-core machine of
-   benchmarks/notes/scale.md (its decoding, its wake-up, a step of the core, the echo; more when each comes alone),
-   so 100 a second are about 1% of a core whatever the cluster's size, against 27% for 10,000 workers beating every
-   2 s. Dask's scheduler bounds the same rate at 200 a second (n / 200 + 1 s beyond 200 workers); half of that here
-   because a Python heartbeat here costs what a task does, and the periods stay short: 10 s at 1,000 workers, 50 s
-   at 5,000, 100 s at 10,000.
+1. A cluster of `n` workers is given the floor while `n / HEARTBEATS_PER_SECOND` seconds is not longer, else that
+   rounded up to whole seconds: the floor is the configured period (2 s by default: a cluster of up to 200 workers
+   behaves exactly as before), and beyond it the period grows so that all the workers together send at most
+   HEARTBEATS_PER_SECOND heartbeats a second. In whole seconds, the period moves only when the worker count
+   crosses a multiple of that rate.
+2. HEARTBEATS_PER_SECOND = 100: a heartbeat costs the scheduler 40 to 130 µs of a core on the 2-core machine of
+   benchmarks/notes/scale.md (decoding it, the wake-up, a step of the core, the echo: most when each comes alone),
+   so 100 a second are about 1% of a core at any size, where 10,000 workers beating every 2 s cost 27%. Dask's
+   scheduler bounds the same rate at 200 a second (n / 200 + 1 s beyond 200 workers, a worker dead after ten periods
+   or its 5-minute TTL); half of that here, since a heartbeat here costs what a task does: 10 s at 1,000 workers,
+   50 s at 5,000, 100 s at 10,000, and a hung worker found within 5 minutes at 10,000 (rule 4).
 3. A worker obeys the longer of its own setting and the period it was given last (its HelloReply, then each
    HeartbeatEcho): a user's setting stays a floor on both sides. A given period is obeyed up to
    LONGEST_PERIOD_SECONDS (60,000 workers' period): a scheduler's mistake cannot silence a worker for days.
 4. A peer is dead once silent for more than `max(timeout, MISSED_BEATS * period)`: the configured timeout, or three
    periods when those are longer (a worker told to beat every 51 s is not dead after 60 s). Both sides judge so:
-   the scheduler a worker by the period it gave it, the worker its scheduler by the period it obeys.
+   the scheduler a worker by the period it gave it, the worker its scheduler by the period it obeys. Silence is
+   the slow path, for a hung or cut-off peer: a worker whose process ends is dropped when its connection closes.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ LONGEST_PERIOD_SECONDS = 600.0
 
 def heartbeat_period(workers: int, floor_seconds: float) -> float:
     """The period given to each of `workers` workers (rule 1)."""
-    return max(floor_seconds, float(math.ceil(max(0, workers) / HEARTBEATS_PER_SECOND)))
+    wanted = max(0, workers) / HEARTBEATS_PER_SECOND
+    return floor_seconds if wanted <= floor_seconds else max(floor_seconds, float(math.ceil(wanted)))
 
 
 def silence_timeout(period_seconds: float, timeout_seconds: float) -> float:

@@ -11,8 +11,8 @@ States:
 - REGISTERED: the scheduler accepted the hello. Heartbeats go every `heartbeat_interval_seconds` (with
   `one_heartbeat_in_flight`, only once the previous one was echoed); with `follow_given_period` (workers), every
   period the scheduler gives, when longer (its HelloReply, then each HeartbeatEcho that names one), and the silence
-  that is a loss is at least three of those periods (heartbeat_period.py, rules 3 and 4). The round trip of the last echoed
-  heartbeat is measured (`round_trip_seconds`) and reported in the next heartbeat.
+  that is a loss is at least three of those periods (heartbeat_period.py, rules 3 and 4). The round trip of the last
+  echoed heartbeat is measured (`round_trip_seconds`) and reported in the next heartbeat.
 - A closed connection (clients, `lost_on_disconnect`) is noticed at once: with a grace, a `StillWaiting` notice
   says so then and every `notice_interval_seconds` until a scheduler answers, or the grace ends in LOST. Which
   grace: a connection that closed while the scheduler talked was closed by a scheduler that went away (it stopped
@@ -323,10 +323,7 @@ class SchedulerLink:
         return effects
 
     def _heartbeat_if_due(self, now: float) -> list[LinkEffect]:
-        if (
-            self._last_heartbeat_at is not None
-            and now - self._last_heartbeat_at < self.heartbeat_interval_seconds
-        ):
+        if self._last_heartbeat_at is not None and now - self._last_heartbeat_at < self.heartbeat_interval_seconds:
             return []
         if self.settings.one_heartbeat_in_flight and self._heartbeat_in_flight_since is not None:
             return []
