@@ -16,8 +16,9 @@ Rules:
 3. A worker obeys the longer of its own setting and the period it was given last (its HelloReply, then each
    HeartbeatEcho): a user's setting stays a floor on both sides. A given period is obeyed up to
    LONGEST_PERIOD_SECONDS (60,000 workers' period): a scheduler's mistake cannot silence a worker for days.
-4. A peer is dead once silent for more than `max(timeout, MISSED_BEATS * period)`: the configured timeout, or three
-   periods when those are longer (a worker told to beat every 51 s is not dead after 60 s). Both sides judge so:
+4. A peer beating at a period longer than the floor is dead once silent for more than `max(timeout,
+   MISSED_BEATS * period)`: the configured timeout, or three periods when those are longer (a worker told to beat
+   every 51 s is not dead after 60 s); at the floor, after the configured timeout, as before. Both sides judge so:
    the scheduler a worker by the period it gave it, the worker its scheduler by the period it obeys. Silence is
    the slow path, for a hung or cut-off peer: a worker whose process ends is dropped when its connection closes.
 """
@@ -40,8 +41,11 @@ def heartbeat_period(workers: int, floor_seconds: float) -> float:
     return floor_seconds if wanted <= floor_seconds else max(floor_seconds, float(math.ceil(wanted)))
 
 
-def silence_timeout(period_seconds: float, timeout_seconds: float) -> float:
-    """How long a peer beating every `period_seconds` may be silent before it counts as dead (rule 4)."""
+def silence_timeout(period_seconds: float, timeout_seconds: float, floor_seconds: float) -> float:
+    """How long a peer beating every `period_seconds` (the floor: its configured period) may be silent before it
+    counts as dead (rule 4)."""
+    if period_seconds <= floor_seconds:
+        return timeout_seconds
     return max(timeout_seconds, MISSED_BEATS * period_seconds)
 
 

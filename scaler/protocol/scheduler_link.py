@@ -173,9 +173,8 @@ class SchedulerLink:
     @property
     def timeout_seconds(self) -> float:
         """The silence that is a loss: the setting's, or three given periods when longer."""
-        if not self.given_period_seconds:
-            return self.settings.timeout_seconds
-        return silence_timeout(self.heartbeat_interval_seconds, self.settings.timeout_seconds)
+        own = self.settings
+        return silence_timeout(self.heartbeat_interval_seconds, own.timeout_seconds, own.heartbeat_interval_seconds)
 
     @property
     def is_registered(self) -> bool:

@@ -34,9 +34,11 @@ def test_the_workers_send_at_most_the_rate_in_all() -> None:
                 assert period - 1 < floor or workers / (period - 1) > HEARTBEATS_PER_SECOND
 
 
-def test_death_after_the_timeout_or_three_periods() -> None:
-    assert silence_timeout(2.0, 60.0) == 60.0
-    assert silence_timeout(51.0, 60.0) == 153.0
+def test_death_after_the_timeout_or_three_periods_beyond_the_floor() -> None:
+    assert silence_timeout(51.0, 60.0, 2.0) == 153.0
+    assert silence_timeout(10.0, 60.0, 2.0) == 60.0
+    assert silence_timeout(2.0, 1.0, 2.0) == 1.0, "at the floor: the configured timeout, however short"
+    assert silence_timeout(3.0, 1.0, 2.0) == 9.0
 
 
 def test_a_worker_obeys_a_longer_given_period_only() -> None:

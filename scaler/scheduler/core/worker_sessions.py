@@ -42,7 +42,10 @@ class WorkerSessions:
 
     def timeout(self, worker: WorkerRecord) -> float:
         """How long the worker may be silent: the configured timeout, or three of its periods when longer."""
-        return silence_timeout(worker.heartbeat_period, self._core.settings.worker_timeout_seconds)
+        settings = self._core.settings
+        return silence_timeout(
+            worker.heartbeat_period, settings.worker_timeout_seconds, settings.heartbeat_interval_seconds
+        )
 
     def on_heartbeat(self, peer: PeerID, heartbeat: m.Heartbeat) -> None:
         core = self._core

@@ -121,9 +121,11 @@ def test_each_peer_is_judged_by_its_own_timeout_as_it_is_when_judged() -> None:
     assert deadlines.silent(30.25, seen_of) == [peer(1)]
 
 
-def _silent_worker_dropped_at(settings: CoreSettings, step: float = 0.25) -> float:
-    """When a worker that heartbeats once after its registration and then stays silent is dropped."""
+def _silent_worker_dropped_at(settings: CoreSettings, others: int, step: float = 0.25) -> float:
+    """When a worker registered after `others` workers, that heartbeats once and then stays silent, is dropped."""
     sim = SimulatedCluster(settings)
+    for number in range(others):
+        sim.add_worker(f"other{number}")
     quiet = sim.add_worker("quiet")
     sim.send(quiet.peer, m.Heartbeat(worker=m.WorkerStatus()))
     last = sim.now
@@ -133,13 +135,13 @@ def _silent_worker_dropped_at(settings: CoreSettings, step: float = 0.25) -> flo
 
 
 def test_a_worker_given_a_long_period_is_judged_by_three_of_them() -> None:
-    """A worker told to beat every 20 s (the period it was given, not the configured timeout of 6 s) is not dropped
-    after 6 s of silence, and is dropped on the first tick past three missed periods (60 s): a deadline missed
-    exactly once is still a death. Fails with the silence judged by the configured timeout alone (dropped at 6 s)."""
-    settings = CoreSettings("s", "o", PYTHON, worker_timeout_seconds=6, heartbeat_interval_seconds=20)
-    assert _silent_worker_dropped_at(settings) == 60.25
-    short = CoreSettings("s", "o", PYTHON, worker_timeout_seconds=6, heartbeat_interval_seconds=1)
-    assert _silent_worker_dropped_at(short) == 6.25, "a short period: the configured timeout, as before"
+    """The 250th worker at a floor of 1 s is told to beat every 3 s: it is not dropped after the configured timeout of
+    2 s, and is dropped on the first tick past three missed periods (9 s): a deadline missed exactly once is still a
+    death. Alone, at the floor, it is dropped after the configured timeout, as before. Fails with the silence judged
+    by the configured timeout alone (dropped at 2 s)."""
+    settings = CoreSettings("s", "o", PYTHON, worker_timeout_seconds=2, heartbeat_interval_seconds=1)
+    assert _silent_worker_dropped_at(settings, 249) == 9.25
+    assert _silent_worker_dropped_at(settings, 0) == 2.25
 
 
 def test_the_period_given_grows_with_the_workers_and_each_echo_gives_it_again() -> None:
