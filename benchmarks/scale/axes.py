@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import resource
 import statistics
 import threading
 import time
@@ -37,6 +38,14 @@ class Settings:
     capacity: int = 2
 
 
+def links_for(workers: int) -> int:
+    """How many of `workers` fake workers open a processor's link: all, unless the scheduler would then hold more
+    connections than its descriptors allow (a worker and its link are two; 1,000 kept for the rest): 10,000 workers
+    under a limit of 20,000 get 9,000 links."""
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return max(0, min(workers, limit - workers - 1000))
+
+
 @contextlib.contextmanager
 def cluster(settings: Settings, name: str, workers: int, clients: int) -> Iterator[tuple[Scheduler, Fleet, Fleet]]:
     """A scheduler with a fleet of `workers` fake workers and one of `clients` fake clients, registered."""
@@ -45,7 +54,7 @@ def cluster(settings: Settings, name: str, workers: int, clients: int) -> Iterat
     fleets: list[Fleet] = []
     try:
         worker_fleet = Fleet(scheduler.address, settings.logs / f"{name}-workers.log", workers=workers,
-                             capacity=settings.capacity, tag="w")  # fmt: skip
+                             capacity=settings.capacity, tag="w", links=links_for(workers))  # fmt: skip
         fleets.append(worker_fleet)
         client_fleet = Fleet(scheduler.address, settings.logs / f"{name}-clients.log", clients=clients, tag="c")
         fleets.append(client_fleet)
@@ -166,6 +175,7 @@ def workers_axis(settings: Settings, sizes: list[int], rows: list[dict[str, Any]
                 "workers": workers,
                 "idle_cpu_percent": idle,
                 "idle_cpu_percent_per_1000_workers": idle / workers * 1000,
+                "workers_with_a_link": after["workers_with_a_link"],
                 **heartbeats,
                 "idle_cpu_percent_subscribed": subscribed,
                 "workers_shown_to_late_subscriber": shown,

@@ -2,11 +2,16 @@
 
     python -m scale.fleet tcp://127.0.0.1:PORT --workers 5000 --capacity 2      # commands on stdin, answers on stdout
 
-A fake worker registers (Hello with WorkerInfo, not lending), heartbeats every HEARTBEAT_SECONDS, or at the longer
+A fake worker registers (Hello with WorkerInfo, one slot), heartbeats every HEARTBEAT_SECONDS, or at the longer
 period the scheduler gives it (its HelloReply, then each HeartbeatEcho), as a real worker agent does, with what a real
-agent's heartbeat carries (its status, one processor), and answers every task it is sent at once, in one message per
-message received. A fake client registers, heartbeats with the count of answers it received (the scheduler forgets
-acknowledged answers by it), and submits no-op tasks in batches of SUBMIT_BATCH, one part per batch, keeping at most
+agent's heartbeat carries (its status, one processor), and opens its processor's link (`<worker id>/p1`, Hello with
+ProcessorInfo: since protocol version 4 a worker's tasks come on its processors' links only), which answers every task
+it is sent at once, in one message per message received. `--links N`: only the first N workers open a link (each
+link is a connection more at the scheduler: 10,000 workers with one each need 20,000 descriptors, the most this
+machine's hard limit allows a process); the others register and heartbeat, holding no task.
+
+A fake client registers, heartbeats with the count of answers it received (the scheduler forgets acknowledged
+answers by it), and submits no-op tasks in batches of SUBMIT_BATCH, one part per batch, keeping at most
 `window` unanswered. Both check what they see: a task a worker is sent twice, an answer a client gets twice or for a
 task it never submitted.
 
@@ -64,11 +69,13 @@ def _heartbeat() -> bytes:
 
 
 class FakeWorker:
-    def __init__(self, fleet: Fleet, number: int, capacity: int) -> None:
+    def __init__(self, fleet: Fleet, number: int, capacity: int, with_link: bool) -> None:
         self.fleet = fleet
         self.identity = b"Worker|FAKE|%s%08d" % (fleet.tag, number)
         self.capacity = capacity
         self.link = Dealer(self.identity, self._on_message, on_lost=self._on_lost)
+        #: its processor's link (`<worker id>/p1`): its tasks come there
+        self.processor = Dealer(self.identity + b"/p1", self._on_processor) if with_link else None
         self.registered = False
         self.period = HEARTBEAT_SECONDS  #: its heartbeat period: the longer of its own and the scheduler's
 
@@ -77,6 +84,37 @@ class FakeWorker:
             self.fleet.lost_workers += 1
 
     def _on_message(self, parts: list[bytes]) -> None:
+        """What the scheduler tells the worker agent."""
+        fleet = self.fleet
+        for part in parts:
+            for frame in codec.split(part):
+                message = codec.decode(frame)
+                if type(message) is m.HeartbeatEcho:
+                    self._given(message)
+                elif type(message) is m.HelloReply:
+                    if message.accepted and not self.registered:
+                        self.registered = True
+                        self._given(message)
+                        fleet.loop.call_later(random.uniform(0, self.period), self._beat)
+                        if self.processor is None:
+                            self._ready()
+                        else:
+                            fleet.opening.add(task := fleet.loop.create_task(fleet.open(self.processor)))
+                            task.add_done_callback(fleet.opening.discard)
+                            info = m.ProcessorInfo(b"p1", self.identity, max_staged_tasks=max(0, self.capacity - 1))
+                            self.processor.send([_hello(info)])
+                    elif not message.accepted:
+                        fleet.refusals.append(message.reason)
+                elif type(message) is m.ProtocolError:
+                    fleet.protocol_errors.append(message.reason)
+
+    def _ready(self) -> None:
+        """Registered, and its link accepted when it has one: counted."""
+        self.fleet.registered_workers += 1
+        self.fleet.registering.set()
+
+    def _on_processor(self, parts: list[bytes]) -> None:
+        """What the scheduler sends on the processor's link: tasks, answered at once."""
         fleet = self.fleet
         results: list[bytes] = []
         for part in parts:
@@ -90,21 +128,15 @@ class FakeWorker:
                     result = m.TaskResult(message.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE,
                                           RESULT_PAYLOAD, worker_id=self.identity)  # fmt: skip
                     results.append(codec.encode(result))
-                elif type(message) is m.HeartbeatEcho:
-                    self._given(message)
                 elif type(message) is m.HelloReply:
-                    if message.accepted and not self.registered:
-                        self.registered = True
-                        fleet.registered_workers += 1
-                        fleet.registering.set()
-                        self._given(message)
-                        fleet.loop.call_later(random.uniform(0, self.period), self._beat)
-                    elif not message.accepted:
+                    if message.accepted:
+                        self._ready()
+                    else:
                         fleet.refusals.append(message.reason)
                 elif type(message) is m.ProtocolError:
                     fleet.protocol_errors.append(message.reason)
-        if results:
-            self.link.send([b"".join(results)])
+        if results and self.processor is not None:
+            self.processor.send([b"".join(results)])
 
     def _given(self, message: m.HelloReply | m.HeartbeatEcho) -> None:
         """The period the scheduler gives, obeyed when longer than HEARTBEAT_SECONDS (as a worker agent does:
@@ -121,7 +153,7 @@ class FakeWorker:
         self.fleet.loop.call_later(self.period, self._beat)
 
     def hello(self) -> None:
-        self.link.send([_hello(m.WorkerInfo((), self.capacity, "", "FAKE"))])
+        self.link.send([_hello(m.WorkerInfo((), self.capacity, "", "FAKE", slots=1))])
 
 
 class FakeClient:
@@ -199,15 +231,16 @@ class FakeClient:
 
 
 class Fleet:
-    def __init__(self, address: str, workers: int, clients: int, capacity: int, tag: bytes) -> None:
+    def __init__(self, address: str, workers: int, clients: int, capacity: int, tag: bytes, links: int) -> None:
         self.loop = asyncio.get_running_loop()
         host, port = address.removeprefix("tcp://").rsplit(":", 1)
         self.host, self.port = host, int(port)
         self.tag = tag
         self.heartbeat = _heartbeat()
-        self.workers = [FakeWorker(self, number, capacity) for number in range(workers)]
+        self.workers = [FakeWorker(self, number, capacity, number < links) for number in range(workers)]
         self.clients = [FakeClient(self, number) for number in range(clients)]
         self.stopping = False
+        self.opening: set[asyncio.Task[None]] = set()  #: processors' links being opened
         self.registered_workers = self.registered_clients = self.lost_workers = 0
         self.tasks_received = self.tasks_twice = 0
         self.heartbeats_sent = 0  #: by the workers, so far
@@ -226,7 +259,7 @@ class Fleet:
         peers: list[FakeWorker | FakeClient] = [*self.workers, *self.clients]
         for first in range(0, len(peers), CONNECTS_AT_ONCE):
             batch = peers[first : first + CONNECTS_AT_ONCE]
-            await asyncio.gather(*(self._open(peer) for peer in batch))
+            await asyncio.gather(*(self.open(peer.link) for peer in batch))
             for peer in batch:
                 peer.hello()
             while self._registered() < first + len(batch) and time.monotonic() - started < timeout:
@@ -239,10 +272,10 @@ class Fleet:
     def _registered(self) -> int:
         return self.registered_workers + self.registered_clients
 
-    async def _open(self, peer: FakeWorker | FakeClient) -> None:
+    async def open(self, link: Dealer) -> None:
         for attempt in range(20):
             try:
-                await self.loop.create_connection(lambda: peer.link, self.host, self.port)
+                await self.loop.create_connection(lambda: link, self.host, self.port)
                 return
             except OSError:
                 await asyncio.sleep(0.05 * (attempt + 1))
@@ -283,6 +316,7 @@ class Fleet:
             "registered_workers": self.registered_workers,
             "registered_clients": self.registered_clients,
             "lost_workers": self.lost_workers,
+            "workers_with_a_link": sum(1 for worker in self.workers if worker.processor is not None),
             "heartbeats_sent": self.heartbeats_sent,
             "longest_period": max((worker.period for worker in self.workers), default=0.0),
             "tasks_received": self.tasks_received,
@@ -306,12 +340,16 @@ class Fleet:
         self.stopping = True
         for peer in [*self.workers, *self.clients]:
             peer.link.close()
+        for worker in self.workers:
+            if worker.processor is not None:
+                worker.processor.close()
         return {"stopped": True}
 
 
 async def serve(arguments: argparse.Namespace) -> None:
+    links = arguments.workers if arguments.links is None else arguments.links
     fleet = Fleet(arguments.address, arguments.workers, arguments.clients, arguments.capacity,
-                  arguments.tag.encode())  # fmt: skip
+                  arguments.tag.encode(), links)  # fmt: skip
     commands: asyncio.Queue[str] = asyncio.Queue()
     loop = asyncio.get_running_loop()
 
@@ -350,6 +388,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=0)
     parser.add_argument("--capacity", type=int, default=2, help="tasks a fake worker accepts at once")
     parser.add_argument("--tag", default="a", help="tells the peers of several fleets apart")
+    parser.add_argument("--links", type=int, help="workers that open a processor's link (default: all)")
     asyncio.run(serve(parser.parse_args()))
 
 
