@@ -142,8 +142,7 @@ class FakeWorker:
         """The period the scheduler gives, obeyed when longer than HEARTBEAT_SECONDS (as a worker agent does:
         scaler/protocol/heartbeat_period.py, rule 3; an older scheduler gives none, or 2 s)."""
         given = getattr(message, "heartbeat_interval_seconds", 0.0)
-        if given > 0:
-            self.period = max(HEARTBEAT_SECONDS, min(given, 600.0))
+        self.period = max(HEARTBEAT_SECONDS, min(given, 600.0)) if given > 0 else HEARTBEAT_SECONDS
 
     def _beat(self) -> None:
         if self.link.transport is None or self.fleet.stopping:

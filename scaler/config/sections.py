@@ -227,9 +227,9 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
     )
     worker_heartbeat_interval_seconds: float = setting(
         2,
-        help="the shortest heartbeat period the scheduler gives its workers; with more workers than 100 per second of "
-        "it, a longer one, so that they send at most 100 heartbeats a second in all (a worker keeps its own period "
-        "when longer)",
+        help="workers beat at their own period while they number at most 100 per second of this; beyond, the scheduler "
+        "gives them a longer one (the worker count / 100 s), so that they send at most 100 heartbeats a second in all "
+        "(a worker keeps its own period when longer)",
         short=("-whi",),
         gt=0,
         core="heartbeat_interval_seconds",

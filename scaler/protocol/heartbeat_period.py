@@ -6,7 +6,8 @@ Rules:
    rounded up to whole seconds: the floor is the configured period (2 s by default: a cluster of up to 200 workers
    behaves exactly as before), and beyond it the period grows so that all the workers together send at most
    HEARTBEATS_PER_SECOND heartbeats a second. In whole seconds, the period moves only when the worker count
-   crosses a multiple of that rate.
+   crosses a multiple of that rate. A worker is given that period when it is longer than the floor, else 0: "your
+   own", so that a worker configured to beat faster than the floor still does in a small cluster (`given_period`).
 2. HEARTBEATS_PER_SECOND = 100: a heartbeat costs the scheduler 40 to 130 µs of a core on the 2-core machine of
    benchmarks/notes/scale.md (decoding it, the wake-up, a step of the core, the echo: most when each comes alone),
    so 100 a second are about 1% of a core at any size, where 10,000 workers beating every 2 s cost 27%. Dask's
@@ -14,7 +15,7 @@ Rules:
    or its 5-minute TTL); half of that here, since a heartbeat here costs what a task does: 10 s at 1,000 workers,
    50 s at 5,000, 100 s at 10,000, and a hung worker found within 5 minutes at 10,000 (rule 4).
 3. A worker obeys the longer of its own setting and the period it was given last (its HelloReply, then each
-   HeartbeatEcho): a user's setting stays a floor on both sides. A given period is obeyed up to
+   HeartbeatEcho; 0: its own): a user's setting stays a floor on both sides. A given period is obeyed up to
    LONGEST_PERIOD_SECONDS (60,000 workers' period): a scheduler's mistake cannot silence a worker for days.
 4. A peer beating at a period longer than the floor is dead once silent for more than `max(timeout,
    MISSED_BEATS * period)`: the configured timeout, or three periods when those are longer (a worker told to beat
@@ -39,6 +40,12 @@ def heartbeat_period(workers: int, floor_seconds: float) -> float:
     """The period given to each of `workers` workers (rule 1)."""
     wanted = max(0, workers) / HEARTBEATS_PER_SECOND
     return floor_seconds if wanted <= floor_seconds else max(floor_seconds, float(math.ceil(wanted)))
+
+
+def given_period(workers: int, floor_seconds: float) -> float:
+    """What a worker of a cluster of `workers` is told (rule 1): the period when longer than the floor, else 0."""
+    period = heartbeat_period(workers, floor_seconds)
+    return period if period > floor_seconds else 0.0
 
 
 def silence_timeout(period_seconds: float, timeout_seconds: float, floor_seconds: float) -> float:

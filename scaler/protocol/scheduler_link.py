@@ -204,8 +204,7 @@ class SchedulerLink:
         if isinstance(message, m.HelloReply):
             return self._on_hello_reply(message, now)
         if isinstance(message, m.HeartbeatEcho):
-            if message.heartbeat_interval_seconds:
-                self._given(message.heartbeat_interval_seconds)
+            self._given(message.heartbeat_interval_seconds)  # 0: its own period again (the cluster shrank)
             if self._heartbeat_in_flight_since is not None:
                 self.round_trip_seconds = max(0.0, now - self._heartbeat_in_flight_since)
                 self._heartbeat_in_flight_since = None

@@ -7,6 +7,7 @@ import math
 
 from scaler.protocol.heartbeat_period import (
     HEARTBEATS_PER_SECOND,
+    given_period,
     heartbeat_period,
     obeyed_period,
     silence_timeout,
@@ -32,6 +33,12 @@ def test_the_workers_send_at_most_the_rate_in_all() -> None:
             if period > floor:  # the rate decides: never more than the bound, and not far below it
                 assert workers / period <= HEARTBEATS_PER_SECOND
                 assert period - 1 < floor or workers / (period - 1) > HEARTBEATS_PER_SECOND
+
+
+def test_a_worker_is_told_its_own_period_in_a_small_cluster() -> None:
+    """0 ("your own") up to the floor's cluster size, so that a worker set to beat faster than the floor still does."""
+    assert given_period(200, 2.0) == 0.0 and given_period(0, 2.0) == 0.0
+    assert given_period(201, 2.0) == 3.0 and given_period(10_000, 2.0) == 100.0
 
 
 def test_death_after_the_timeout_or_three_periods_beyond_the_floor() -> None:

@@ -18,7 +18,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
-from scaler.protocol.heartbeat_period import heartbeat_period, silence_timeout
+from scaler.protocol.heartbeat_period import given_period, silence_timeout
 from scaler.protocol.ids import PeerID, short
 from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.silence import SilenceDeadlines
@@ -37,8 +37,9 @@ class WorkerSessions:
         self._echo: m.HeartbeatEcho | None = None  #: the echo of every worker's heartbeat, while the count holds
 
     def period(self) -> float:
-        """The heartbeat period a worker is given now: the configured one, longer with many workers."""
-        return heartbeat_period(len(self._core.workers), self._core.settings.heartbeat_interval_seconds)
+        """The heartbeat period a worker is given now: 0 (its own) up to the configured one's cluster size, longer
+        with more workers."""
+        return given_period(len(self._core.workers), self._core.settings.heartbeat_interval_seconds)
 
     def timeout(self, worker: WorkerRecord) -> float:
         """How long the worker may be silent: the configured timeout, or three of its periods when longer."""
