@@ -10,6 +10,8 @@ ignored (scheduler_link.py's HeartbeatEcho branch not calling `_given`) the seco
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from typing import Any
 
@@ -20,7 +22,16 @@ from scaler.io.address import free_tcp_port_block
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
-from tests.integration.conftest import COLD_START_SECONDS, Launcher, session_security
+from tests.integration.conftest import (
+    COLD_START_SECONDS,
+    DEADLINE_SECONDS,
+    Launcher,
+    client_hello,
+    dealer,
+    free_addresses,
+    hello_exchange,
+    session_security,
+)
 
 OWN_PERIOD = "0.1"
 
@@ -93,3 +104,23 @@ def test_a_worker_beats_at_the_period_its_scheduler_gives(launcher: Launcher) ->
         assert worker.is_running(), worker.log_text()[-4000:]
     finally:
         scheduler.close()
+
+
+@pytest.mark.timeout(COLD_START_SECONDS + 60)
+def test_a_scheduler_gives_its_workers_the_period_its_setting_and_their_count_make(launcher: Launcher) -> None:
+    """`--worker-heartbeat-interval-seconds 0.001`: one worker is more than 100 per second of it, so the scheduler gives
+    it the period of one worker at 100 heartbeats a second, rounded up to whole seconds (1 s), in its HelloReply; a
+    client is told the setting itself. Checked: with the setting not passed to the core (`core=False` in its
+    declaration), the worker is told 0 and this fails."""
+    addresses = free_addresses()
+    launcher.object_storage(addresses.object_storage)
+    launcher.scheduler(addresses, "--worker-heartbeat-interval-seconds", "0.001")
+    hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), os.getpid(), socket.gethostname(),
+                    m.WorkerInfo((), 1, "", "TEST", slots=1))  # fmt: skip
+    with dealer(addresses.scheduler, identity=b"Worker|TEST|period", role="worker") as sock:
+        sock.send(codec.encode(hello))
+        assert sock.poll(int(DEADLINE_SECONDS * 1000)), "no HelloReply"
+        replies = [codec.decode(part) for frame in sock.recv_multipart() for part in codec.split(frame)]
+    reply = next(message for message in replies if isinstance(message, m.HelloReply))
+    assert reply.accepted and reply.heartbeat_interval_seconds == 1.0
+    assert hello_exchange(addresses.scheduler, client_hello()).heartbeat_interval_seconds == 0.001
