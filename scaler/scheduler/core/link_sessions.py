@@ -259,22 +259,23 @@ class LinkSessions:
         for peer in late:
             self.drop(peer, force=True)
         for worker in core.workers.values():
-            self._watch(worker)
+            for link in worker.links:
+                if link.tasks:  # a link that holds no task has nothing to ask back, time out or kill
+                    self._watch(worker, link)
 
-    def _watch(self, worker: WorkerRecord) -> None:
+    def _watch(self, worker: WorkerRecord, link: ProcessorLink) -> None:
         core, now = self._core, self._core.now
         lifecycle = core.lifecycle
-        for link in worker.links:
-            asked = link.behind_long(now)
-            if asked is not None:
-                worker.restage()
-                if asked:
-                    lifecycle.take_back(worker.peer, asked)
-            if worker.task_timeout_seconds > 0:
-                for task_id in link.overdue(now, worker.task_timeout_seconds):
-                    self._time_out(worker, link, task_id)
-            if link.stuck(now):
-                lifecycle.kill_processor(link, f"a task stopped in it did not end within {STOP_GRACE_SECONDS:g} s")
+        asked = link.behind_long(now)
+        if asked is not None:
+            worker.restage()
+            if asked:
+                lifecycle.take_back(worker.peer, asked)
+        if worker.task_timeout_seconds > 0:
+            for task_id in link.overdue(now, worker.task_timeout_seconds):
+                self._time_out(worker, link, task_id)
+        if link.stuck(now):
+            lifecycle.kill_processor(link, f"a task stopped in it did not end within {STOP_GRACE_SECONDS:g} s")
 
     def _time_out(self, worker: WorkerRecord, link: ProcessorLink, task_id: TaskID) -> None:
         timeout = worker.task_timeout_seconds

@@ -35,6 +35,8 @@ class WorkerSessions:
         #: when each worker's silence is next judged (silence.py): a tick looks at the due ones, not at every worker
         self.silence = SilenceDeadlines()
         self._echo: m.HeartbeatEcho | None = None  #: the echo of every worker's heartbeat, while the count holds
+        #: the workers given a reclaim notice or asked to drain: `end_notices` looks at these, not at every worker
+        self.draining: set[PeerID] = set()
 
     def period(self) -> float:
         """The heartbeat period a worker is given now: 0 (its own) up to the configured one's cluster size, longer
@@ -85,6 +87,7 @@ class WorkerSessions:
         until = core.now + seconds
         worker.draining_until = until if worker.draining_until is None else min(worker.draining_until, until)
         worker.leaves_when_drained = True
+        self.draining.add(worker.peer)
         logger.info("worker %s drains for at most %.0f s before it leaves (%s); %d task(s) there",
                     short(worker.peer), seconds, reason, len(worker.assigned))  # fmt: skip
         core.lifecycle.drain(worker)
@@ -93,7 +96,14 @@ class WorkerSessions:
         """A draining worker whose reclaim notice is over has its remaining tasks moved elsewhere; one that asked to
         drain and holds no task any more is let go."""
         core = self._core
-        for worker in list(core.workers.values()):
+        if not self.draining:
+            return
+        workers = core.workers
+        found = [worker for peer in self.draining if (worker := workers.get(peer)) is not None
+                 and (worker.draining_until is not None or worker.leaves_when_drained)]  # fmt: skip
+        found.sort(key=lambda worker: worker.sequence)  # the order of `core.workers`: the order they registered
+        self.draining = {worker.peer for worker in found}
+        for worker in found:
             if worker.draining_until is not None and worker.draining_until <= core.now and worker.assigned:
                 core.lifecycle.notice_over(worker)
             if worker.leaves_when_drained and not worker.assigned:
