@@ -10,7 +10,7 @@ States:
   goes out every `notice_interval_seconds` so the user knows what the peer waits for.
 - REGISTERED: the scheduler accepted the hello. Heartbeats go every `heartbeat_interval_seconds` (with
   `one_heartbeat_in_flight`, only once the previous one was echoed); with `follow_given_period` (workers), every
-  period the scheduler gives, when longer (its HelloReply, then each HeartbeatEcho that names one), and the silence
+  period the scheduler gives, when longer (its HelloReply, then each HeartbeatEcho; 0: its own), and the silence
   that is a loss is at least three of those periods (heartbeat_period.py, rules 3 and 4). The round trip of the last
   echoed heartbeat is measured (`round_trip_seconds`) and reported in the next heartbeat.
 - A closed connection (clients, `lost_on_disconnect`) is noticed at once: with a grace, a `StillWaiting` notice
