@@ -39,13 +39,20 @@ def build(output: Path, modules: Sequence[str] = MODULES) -> list[str]:
     return [f"{warning.category.__name__}: {warning.message}" for warning in caught]
 
 
-def main(argv: Sequence[str]) -> int:
-    output = Path(argv[0]) if argv else DEFAULT_OUTPUT
+def build_reported(output: Path, prefix: str) -> bool:
+    """`build` into `output`, each warning and then their count printed on stderr after `prefix`; whether it built
+    without any."""
     problems = build(output)
     for problem in problems:
-        print(f"build_api_reference: {problem}", file=sys.stderr)
+        print(f"{prefix}{problem}", file=sys.stderr)
     if problems:
-        print(f"build_api_reference: {len(problems)} warning(s); the reference must build without any", file=sys.stderr)
+        print(f"{prefix}{len(problems)} warning(s); the reference must build without any", file=sys.stderr)
+    return not problems
+
+
+def main(argv: Sequence[str]) -> int:
+    output = Path(argv[0]) if argv else DEFAULT_OUTPUT
+    if not build_reported(output, "build_api_reference: "):
         return 1
     print(f"API reference: {output / 'index.html'}")
     return 0

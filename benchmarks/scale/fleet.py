@@ -68,16 +68,46 @@ def _heartbeat() -> bytes:
     return codec.encode(m.Heartbeat(0.5, 30 << 20, worker=status, round_trip_seconds=0.0004))
 
 
-class FakeWorker:
-    def __init__(self, fleet: Fleet, number: int, capacity: int, with_link: bool) -> None:
+class FakePeer:
+    """What a fake worker and a fake client share: how they take the scheduler's answer to their Hello and the
+    protocol errors it sends them."""
+
+    def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
+        self.registered = False
+        self.period = HEARTBEAT_SECONDS  #: its heartbeat period
+
+    def _accepted(self, reply: m.HelloReply) -> None:
+        """Its hello was accepted: counted (a worker: once its processor's link is accepted too)."""
+        raise NotImplementedError
+
+    def _beat(self) -> None:
+        raise NotImplementedError
+
+    def _on_reply(self, message: object) -> None:
+        """A HelloReply (accepted: `_accepted`, heartbeats start at a random phase of its period; refused: its reason
+        kept) or a ProtocolError (its reason kept); any other message is ignored."""
+        fleet = self.fleet
+        if type(message) is m.HelloReply:
+            if message.accepted and not self.registered:
+                self.registered = True
+                self._accepted(message)
+                fleet.registering.set()
+                fleet.loop.call_later(random.uniform(0, self.period), self._beat)
+            elif not message.accepted:
+                fleet.refusals.append(message.reason)
+        elif type(message) is m.ProtocolError:
+            fleet.protocol_errors.append(message.reason)
+
+
+class FakeWorker(FakePeer):
+    def __init__(self, fleet: Fleet, number: int, capacity: int, with_link: bool) -> None:
+        super().__init__(fleet)
         self.identity = b"Worker|FAKE|%s%08d" % (fleet.tag, number)
         self.capacity = capacity
         self.link = Dealer(self.identity, self._on_message, on_lost=self._on_lost)
         #: its processor's link (`<worker id>/p1`): its tasks come there
         self.processor = Dealer(self.identity + b"/p1", self._on_processor) if with_link else None
-        self.registered = False
-        self.period = HEARTBEAT_SECONDS  #: its heartbeat period: the longer of its own and the scheduler's
 
     def _on_lost(self) -> None:
         if self.registered:
@@ -85,28 +115,25 @@ class FakeWorker:
 
     def _on_message(self, parts: list[bytes]) -> None:
         """What the scheduler tells the worker agent."""
-        fleet = self.fleet
         for part in parts:
             for frame in codec.split(part):
                 message = codec.decode(frame)
                 if type(message) is m.HeartbeatEcho:
                     self._given(message)
-                elif type(message) is m.HelloReply:
-                    if message.accepted and not self.registered:
-                        self.registered = True
-                        self._given(message)
-                        fleet.loop.call_later(random.uniform(0, self.period), self._beat)
-                        if self.processor is None:
-                            self._ready()
-                        else:
-                            fleet.opening.add(task := fleet.loop.create_task(fleet.open(self.processor)))
-                            task.add_done_callback(fleet.opening.discard)
-                            info = m.ProcessorInfo(b"p1", self.identity, max_staged_tasks=max(0, self.capacity - 1))
-                            self.processor.send([_hello(info)])
-                    elif not message.accepted:
-                        fleet.refusals.append(message.reason)
-                elif type(message) is m.ProtocolError:
-                    fleet.protocol_errors.append(message.reason)
+                else:
+                    self._on_reply(message)
+
+    def _accepted(self, reply: m.HelloReply) -> None:
+        """Its period given; counted at once without a link, else once its processor's link is accepted."""
+        self._given(reply)
+        if self.processor is None:
+            self._ready()
+            return
+        fleet = self.fleet
+        fleet.opening.add(task := fleet.loop.create_task(fleet.open(self.processor)))
+        task.add_done_callback(fleet.opening.discard)
+        info = m.ProcessorInfo(b"p1", self.identity, max_staged_tasks=max(0, self.capacity - 1))
+        self.processor.send([_hello(info)])
 
     def _ready(self) -> None:
         """Registered, and its link accepted when it has one: counted."""
@@ -155,12 +182,11 @@ class FakeWorker:
         self.link.send([_hello(m.WorkerInfo((), self.capacity, "", "FAKE", slots=1))])
 
 
-class FakeClient:
+class FakeClient(FakePeer):
     def __init__(self, fleet: Fleet, number: int) -> None:
-        self.fleet = fleet
+        super().__init__(fleet)
         self.identity = b"Client|fake|%s%06d" % (fleet.tag, number)
         self.link = Dealer(self.identity, self._on_message)
-        self.registered = False
         self.prefix = os.urandom(4) + number.to_bytes(4, "big")
         self.next_task = 0
         self.to_submit = 0  #: tasks still to submit
@@ -172,23 +198,17 @@ class FakeClient:
         self.done: set[TaskID] = set()
 
     def _on_message(self, parts: list[bytes]) -> None:
-        fleet = self.fleet
         for part in parts:
             for frame in codec.split(part):
                 message = codec.decode(frame)
                 if type(message) is m.TaskResult:
                     self._answer(message.task_id)
-                elif type(message) is m.HelloReply:
-                    if message.accepted and not self.registered:
-                        self.registered = True
-                        fleet.registered_clients += 1
-                        fleet.registering.set()
-                        fleet.loop.call_later(random.uniform(0, HEARTBEAT_SECONDS), self._beat)
-                    elif not message.accepted:
-                        fleet.refusals.append(message.reason)
-                elif type(message) is m.ProtocolError:
-                    fleet.protocol_errors.append(message.reason)
+                else:
+                    self._on_reply(message)
         self._submit()
+
+    def _accepted(self, reply: m.HelloReply) -> None:
+        self.fleet.registered_clients += 1
 
     def _answer(self, task_id: TaskID) -> None:
         fleet = self.fleet

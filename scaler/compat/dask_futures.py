@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from scaler.client.future import ScalerFuture
+from scaler.compat.callback_thread import CallbackThread
 from scaler.errors import RemoteTraceback
 from scaler.payload.references import ObjectReference
 
@@ -37,16 +38,8 @@ _NO_VALUE = object()
 #: the states of Dask's `Future.status`
 PENDING, FINISHED, ERROR, CANCELLED = "pending", "finished", "error", "cancelled"
 
-_callbacks: concurrent.futures.ThreadPoolExecutor | None = None
-_callbacks_lock = threading.Lock()
-
-
-def _callback_thread() -> concurrent.futures.ThreadPoolExecutor:
-    global _callbacks
-    with _callbacks_lock:
-        if _callbacks is None:
-            _callbacks = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="scaler-dask-callbacks")
-        return _callbacks
+#: runs the callbacks of `Future.add_done_callback`
+_callbacks = CallbackThread("scaler-dask-callbacks")
 
 
 class Future:
@@ -155,7 +148,7 @@ class Future:
 
     def add_done_callback(self, fn: Callable[[Future], Any]) -> None:
         """Call `fn(self)` once done (finished, failed or cancelled), on a thread of its own."""
-        self.settled.add_done_callback(lambda _settled: _callback_thread().submit(fn, self))
+        self.settled.add_done_callback(lambda _settled: _callbacks.submit(fn, self))
 
     def cancel(self, reason: str | None = None, msg: str | None = None) -> None:
         """Cancel its task (a task waiting for its dependencies never leaves)."""

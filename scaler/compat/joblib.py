@@ -29,7 +29,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import functools
-import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -40,6 +39,7 @@ from joblib._parallel_backends import AutoBatchingMixin, ParallelBackendBase, Se
 
 from scaler.client.client import Client
 from scaler.client.future import ScalerFuture
+from scaler.compat.callback_thread import CallbackThread
 from scaler.payload import processor_context
 from scaler.payload.processor_context import BlockingWait
 from scaler.payload.references import ObjectReference
@@ -57,27 +57,8 @@ PARALLEL_SETTINGS = frozenset({"max_nbytes", "temp_folder", "mmap_mode", "prefer
 
 Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
-_callbacks: concurrent.futures.ThreadPoolExecutor | None = None
-_callbacks_lock = threading.Lock()
-
-
-def _callback_thread() -> concurrent.futures.ThreadPoolExecutor:
-    """One thread runs joblib's completion callbacks (they read results and may dispatch the next batches)."""
-    global _callbacks
-    with _callbacks_lock:
-        if _callbacks is None:
-            _callbacks = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="scaler-joblib-callbacks")
-        return _callbacks
-
-
-def _forget_callback_thread() -> None:
-    """In a forked child (a process pool's worker running a Parallel of this backend): the parent's thread is not
-    there, so the child starts its own."""
-    global _callbacks, _callbacks_lock
-    _callbacks, _callbacks_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_callback_thread)
+#: runs joblib's completion callbacks (they read results and may dispatch the next batches)
+_callbacks = CallbackThread("scaler-joblib-callbacks")
 
 
 class ScalerBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[misc]
@@ -146,7 +127,7 @@ class ScalerBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[mis
             self._in_flight.add(future)
         future.add_done_callback(self._forget)
         if callback is not None:
-            future.add_done_callback(lambda done: _callback_thread().submit(callback, done))
+            future.add_done_callback(lambda done: _callbacks.submit(callback, done))
         return future
 
     def retrieve_result_callback(self, out: ScalerFuture) -> Any:

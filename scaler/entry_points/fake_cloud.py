@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from scaler.config.completion import offer_completion
+from scaler.rehearsal.command import StopSignals, say_extra_missing
 from scaler.version import __version__
 
 #: The longest the command waits for the launched processes, the runners and the servers to stop.
@@ -96,15 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:  # Ctrl-C during the few seconds of the start (moto's imports): a stop, no traceback
         return _stopped(cloud, [signal.SIGINT])
-    signals: list[int] = []
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        signals.append(signum)
-        stop.set()
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, on_signal)
+    stops = StopSignals()
+    stops.install()
     print(f"AWS_ENDPOINT_URL={cloud.endpoint_url}", flush=True)
     print(f"# launched commands log to {cloud.log_directory}; Ctrl-C stops the cloud and everything it runs",
           flush=True)  # fmt: skip
@@ -112,9 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = cloud.network.plan
         print(f"# units run in network namespaces {plan.router[:-2]}-*: addresses {plan.units_network}, the laptop's "
               f"side {plan.host_address}", flush=True)  # fmt: skip
-    while not stop.wait(0.5):  # a bounded wait: the signal handler runs between two of them at the latest
-        pass
-    return _stopped(cloud, signals)
+    stops.wait()
+    return _stopped(cloud, stops.received)
 
 
 def _stopped(cloud: Any, signals: list[int]) -> int:
@@ -162,8 +155,7 @@ def _make_cloud(parser: argparse.ArgumentParser, arguments: argparse.Namespace) 
         from scaler.fake_cloud.images import parse_image_option
         from scaler.fake_cloud.network import NetworkError
     except ImportError as error:
-        print(f"scaler_fake_cloud needs the fake-cloud extra: pip install 'scaler-compute[fake-cloud]' ({error})",
-              file=sys.stderr)  # fmt: skip
+        say_extra_missing("scaler_fake_cloud", "fake-cloud", error)
         return None
     try:
         images = [parse_image_option(text) for text in arguments.image]

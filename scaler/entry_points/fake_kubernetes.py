@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from scaler.config.completion import offer_completion
+from scaler.rehearsal.command import StopSignals, say_extra_missing
 from scaler.version import __version__
 
 
@@ -104,11 +103,7 @@ def _make(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> Any
         from scaler.fake_kubernetes.images import parse_image_option
         from scaler.fake_kubernetes.quantity import QuantityError, parse_quantity
     except ImportError as error:
-        print(
-            f"scaler_fake_kubernetes needs the fake-kubernetes extra: pip install 'scaler-compute[fake-kubernetes]' "
-            f"({error})",
-            file=sys.stderr,
-        )
+        say_extra_missing("scaler_fake_kubernetes", "fake-kubernetes", error)
         return None
     try:
         images = [parse_image_option(text) for text in arguments.image]
@@ -159,9 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cluster = _make(parser, arguments)
     if cluster is None:
         return 2
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda _signum, _frame: stop.set())
+    stops = StopSignals()
+    stops.install()
     try:
         cluster.start()
     except OSError as error:
@@ -179,8 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"# kubectl --kubeconfig {cluster.kubeconfig_path} get pods -A; Ctrl-C stops the cluster and its pods",
         flush=True,
     )
-    while not stop.wait(0.5):
-        pass
+    stops.wait()
     print("# stopping the cluster and its pods", flush=True)
     cluster.stop()
     return 0

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from scaler.fake_cloud.pythons import major_minor
+from scaler.rehearsal import images as image_references
+from scaler.rehearsal.images import qualified
 
 #: The Pythons docker/worker.Dockerfile installs (`uv python install`); the image's default is its last.
 WORKER_IMAGE_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
@@ -97,31 +99,18 @@ class ImageCatalogue:
 
 
 def repository_of(reference: str) -> str:
-    """`123.dkr.ecr.us-east-1.amazonaws.com/team/scaler-worker:1@sha256:..` -> `scaler-worker`."""
-    name = reference.strip().split("@", 1)[0].rsplit("/", 1)[-1]
-    return name.split(":", 1)[0]
+    """`123.dkr.ecr.us-east-1.amazonaws.com/team/scaler-worker:1@sha256:..` -> `scaler-worker` (spaces around it
+    ignored, as ECS does)."""
+    return image_references.repository_of(reference.strip())
 
 
 def pull_error(reference: str) -> str:
     """What ECS says of a task whose image does not exist (its `stoppedReason`, the container's `reason`)."""
-    ref = _qualified(reference)
+    ref = qualified(reference.strip() or "<no image>")
     return (
         "CannotPullContainerError: pull image manifest has been retried 5 time(s): "
         f"failed to resolve ref {ref}: {ref}: not found"
     )
-
-
-def _qualified(reference: str) -> str:
-    """A reference as the container runtime resolves it: Docker Hub's `docker.io/library/` for a short name."""
-    text = reference.strip() or "<no image>"
-    if "@" not in text and ":" not in text.rsplit("/", 1)[-1]:
-        text += ":latest"
-    first = text.split("/", 1)[0]
-    if "/" not in text:
-        return f"docker.io/library/{text}"
-    if "." not in first and ":" not in first and first != "localhost":
-        return f"docker.io/{text}"
-    return text
 
 
 def parse_image_option(text: str) -> Image:

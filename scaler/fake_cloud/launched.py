@@ -9,6 +9,8 @@ from pathlib import Path
 
 import psutil
 
+from scaler.rehearsal.process_groups import signal_group, start_group
+
 #: How long a stopped resource's processes get between SIGTERM and SIGKILL.
 STOP_GRACE_SECONDS = 5.0
 
@@ -18,17 +20,7 @@ class LaunchedProcess:
     (`sh -c` does not exec its command, so killing the shell alone would orphan the workers)."""
 
     def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, cwd: Path | None = None) -> None:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                argv,
-                env=env,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self.process = start_group(argv, env, log_path, cwd)
         self.log_path = log_path
         self._stop_requested_at: float | None = None
 
@@ -74,7 +66,4 @@ class LaunchedProcess:
             pass
 
     def _signal_group(self, signum: int) -> None:
-        try:
-            os.killpg(self.process.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
+        signal_group(self.process.pid, signum)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from scaler.fake_cloud.images import WORKER_IMAGE_PYTHONS, Image
 from scaler.fake_cloud.package_index import INDEX_ROUTE
+from scaler.rehearsal.images import mirror_commands
 
 #: The system folders a unit's commands come from (mirrored, less what `_HIDDEN` names).
 _MIRRORED = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -180,21 +181,7 @@ class Sandbox:
         return environment
 
     def _mirror_system_commands(self) -> None:
-        mirror = self.state_directory / "system-bin"
-        for system_folder in _MIRRORED:
-            try:
-                entries = sorted(os.scandir(system_folder), key=lambda entry: entry.name)
-            except OSError:
-                continue
-            for entry in entries:
-                target = mirror / entry.name
-                if _HIDDEN.match(entry.name) or target.exists() or target.is_symlink():
-                    continue
-                try:
-                    if entry.is_file() and os.access(entry.path, os.X_OK):
-                        target.symlink_to(entry.path)
-                except OSError:
-                    continue
+        mirror_commands(self.state_directory / "system-bin", _MIRRORED, _HIDDEN)
 
 
 class BackgroundRemoval:

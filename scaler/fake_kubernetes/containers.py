@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
+from scaler.rehearsal.process_groups import signal_group, start_group
 
 #: Runs a command with the parent-death signal set (util-linux); None where it is not installed.
 SETPRIV = shutil.which("setpriv")
@@ -42,17 +43,9 @@ class Container:
         memory_limit_bytes: int | None,
         now: float,
     ) -> None:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [SETPRIV, "--pdeathsig", "KILL", "--", *argv] if SETPRIV else argv,
-                env=environment,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self.process = start_group(
+            [SETPRIV, "--pdeathsig", "KILL", "--", *argv] if SETPRIV else argv, environment, log_path, cwd
+        )
         self.container_id = f"containerd://{uuid.uuid4().hex}{uuid.uuid4().hex}"
         self.log_path = log_path
         self.started_at = now
@@ -146,10 +139,7 @@ class Container:
         return total
 
     def _signal(self, signum: int) -> None:
-        try:
-            os.killpg(self.process.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
+        signal_group(self.process.pid, signum)
 
 
 def _group_of(process: psutil.Process) -> int:

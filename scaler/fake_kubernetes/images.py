@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from scaler.rehearsal.images import mirror_commands, qualified, repository_of
+
 #: The system folders mirrored into the images' ordinary commands.
 _MIRRORED = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin")
 #: Never among an image's ordinary commands: interpreters and package tools (an image has what it has), the
@@ -44,25 +46,6 @@ class Image:
     path: tuple[Path, ...]  #: the container's PATH, first folder first
     #: what the image's own ENV lines set (its PATH aside)
     environment: tuple[tuple[str, str], ...] = (("LANG", "C.UTF-8"),)
-
-
-def repository_of(reference: str) -> str:
-    """`registry.example.com:5000/team/scaler-worker:1.2@sha256:...` -> `scaler-worker`."""
-    name = reference.split("@", 1)[0].rsplit("/", 1)[-1]
-    return name.split(":", 1)[0]
-
-
-def qualified(reference: str) -> str:
-    """A reference as the container runtime resolves it: Docker Hub's `docker.io/library/` for a short name."""
-    text = reference
-    if "@" not in text and ":" not in text.rsplit("/", 1)[-1]:
-        text += ":latest"
-    first = text.split("/", 1)[0]
-    if "/" not in text:
-        return f"docker.io/library/{text}"
-    if "." not in first and ":" not in first and first != "localhost":
-        return f"docker.io/{text}"
-    return text
 
 
 def reference_problem(reference: str) -> str | None:
@@ -106,20 +89,7 @@ class ImageCatalogue:
         """Make the ordinary commands' mirror and the bare Python's folder (once, at the start)."""
         for folder in (self._commands, self._python):
             folder.mkdir(parents=True, exist_ok=True)
-        for system_folder in _MIRRORED:
-            try:
-                entries = sorted(os.scandir(system_folder), key=lambda entry: entry.name)
-            except OSError:
-                continue
-            for entry in entries:
-                target = self._commands / entry.name
-                if _HIDDEN.match(entry.name) or target.exists() or target.is_symlink():
-                    continue
-                try:
-                    if entry.is_file() and os.access(entry.path, os.X_OK):
-                        target.symlink_to(entry.path)
-                except OSError:
-                    continue
+        mirror_commands(self._commands, _MIRRORED, _HIDDEN)
         base = Path(getattr(sys, "_base_executable", sys.executable) or sys.executable)
         for name in ("python", "python3"):
             link = self._python / name

@@ -73,6 +73,9 @@ class Kubelet:
         self._folder = state_directory / "pods"
         self._backoff_base = backoff_seconds
         self._runtimes: dict[str, PodRuntime] = {}  #: by pod uid
+        #: processes of a lost node's containers not yet ended when the loss was recorded (a loaded machine): kept to
+        #: be reaped, as a Popen dropped while its process runs is never waited for
+        self._unreaped: list[subprocess.Popen[bytes]] = []
 
     # ------------------------------------------------------------ the loop
 
@@ -121,6 +124,14 @@ class Kubelet:
                     runtime.container.process.wait(5.0)
                 except subprocess.TimeoutExpired:
                     logger.warning("kubelet: pod %s/%s's process did not end", runtime.namespace, runtime.name)
+
+        for process in self._unreaped:
+            process.kill()
+            try:
+                process.wait(5.0)
+            except subprocess.TimeoutExpired:
+                logger.warning("kubelet: a lost container's process %d did not end", process.pid)
+        self._unreaped.clear()
 
     def container_pids(self) -> list[int]:
         return [r.container.pid for r in self._runtimes.values() if r.container is not None and r.container.is_running]
@@ -176,7 +187,10 @@ class Kubelet:
             while container.group_alive() and time.monotonic() < deadline:
                 container.process.poll()
                 time.sleep(0.02)
-            container.process.poll()
+            try:
+                container.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self._unreaped.append(container.process)
             runtime.died_with_node = Exit(
                 137, "ContainerStatusUnknown", container.started_at, now, container.container_id
             )

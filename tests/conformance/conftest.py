@@ -8,11 +8,11 @@ the reference implementation's tests of it (tests/compat_reference/) and tests/i
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 
 import pytest
 
-from tests.conformance.summary import current_item
+from tests.conformance.summary import ITEM_SUITES, current_item, measured
 
 
 @pytest.hookimpl(wrapper=True)
@@ -22,6 +22,16 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     finally:
         current_item.clear()
+
+
+@pytest.fixture(scope="module")
+def suite_address(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The address of a suite module's own cluster of two workers, its cost measured under the module's suite name
+    (summary.ITEM_SUITES); a module starts it before its first test with `pytest.mark.usefixtures("suite_address")`."""
+    from tests.integration.conftest import running_cluster
+
+    with measured(ITEM_SUITES[request.node.nodeid]), running_cluster(2) as cluster:
+        yield cluster.get_address()
 
 
 # ---------------------------------------------------------------- joblib's suite with our backend plugged in

@@ -28,32 +28,23 @@ from typing import Any
 import pytest
 
 from scaler.compat.dask import Client, Future, as_completed, fire_and_forget, get_client, wait
-from tests.conformance.summary import measured
-from tests.integration.conftest import running_cluster
 
 dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
 from dask import delayed  # noqa: E402
 
 #: one cluster for the module, its tests in one test process (make test: --dist loadgroup)
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("conformance_distributed"), pytest.mark.timeout(120)]
-
-_address: list[str] = []
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cluster() -> Iterator[None]:
-    with measured("distributed"), running_cluster(2) as cluster:
-        _address.append(cluster.get_address())
-        try:
-            yield
-        finally:
-            _address.clear()
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.xdist_group("conformance_distributed"),
+    pytest.mark.timeout(120),
+    pytest.mark.usefixtures("suite_address"),
+]
 
 
 @pytest.fixture
-def c() -> Iterator[Client]:
-    with Client(_address[0]) as client:
+def c(suite_address: str) -> Iterator[Client]:
+    with Client(suite_address) as client:
         yield client
 
 

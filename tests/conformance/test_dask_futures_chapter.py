@@ -20,30 +20,21 @@ import pytest
 
 from scaler.compat import dask as distributed
 from scaler.compat.dask import Client, as_completed, fire_and_forget, get_client, rejoin, secede, wait
-from tests.conformance.summary import measured
-from tests.integration.conftest import running_cluster
 
 pd = pytest.importorskip("pandas")
 
 #: one cluster for the module, its tests in one test process (make test: --dist loadgroup)
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("conformance_futures"), pytest.mark.timeout(120)]
-
-_address: list[str] = []
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cluster() -> Iterator[None]:
-    with measured("dask futures"), running_cluster(2) as cluster:
-        _address.append(cluster.get_address())
-        try:
-            yield
-        finally:
-            _address.clear()
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.xdist_group("conformance_futures"),
+    pytest.mark.timeout(120),
+    pytest.mark.usefixtures("suite_address"),
+]
 
 
 @pytest.fixture
-def client() -> Iterator[Client]:
-    with Client(_address[0]) as opened:
+def client(suite_address: str) -> Iterator[Client]:
+    with Client(suite_address) as opened:
         yield opened
 
 
@@ -154,7 +145,7 @@ def test_waiting_on_futures(client: Client) -> None:
 # ---------------------------------------------------------------- Fire and Forget
 
 
-def test_fire_and_forget(tmp_path: Path) -> None:
+def test_fire_and_forget(suite_address: str, tmp_path: Path) -> None:
     def load(filename: str) -> str:
         return Path(filename).read_text()
 
@@ -169,7 +160,7 @@ def test_fire_and_forget(tmp_path: Path) -> None:
         path = tmp_path / f"in-{number}.txt"
         path.write_text(f"data {number}")
         filenames.append(str(path))
-    with Client(_address[0]) as client:
+    with Client(suite_address) as client:
 
         def process_file(filename: str) -> None:
             out_filename = str(Path(filename).with_name("out-" + Path(filename).name))

@@ -322,6 +322,17 @@ def shared_cluster() -> Iterator[SchedulerClusterCombo]:
         yield cluster
 
 
+@pytest.fixture
+def ray_connected(shared_cluster: SchedulerClusterCombo) -> Iterator[None]:
+    """scaler.compat.ray connected to the module's shared cluster for one test (a module wanting a cluster of other
+    settings defines its own module-scoped `shared_cluster`)."""
+    import scaler.compat.ray as ray
+
+    ray.scaler_init(address=shared_cluster.get_address())
+    yield
+    ray.shutdown()
+
+
 # ---------------------------------------------------------------- standalone components (console commands)
 
 

@@ -4,6 +4,7 @@ kubernetes worker manager uses."""
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +13,12 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import DEADLINE_SECONDS, wait_for
+
+#: kubectl where this machine has it (google-cloud-cli's); the tests that run it are marked `needs_kubectl`.
+KUBECTL = shutil.which("kubectl")
+needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+#: The taint of a node whose kubelet went silent.
+UNREACHABLE = "node.kubernetes.io/unreachable"
 
 #: The rehearsals the module fixtures started, newest last (`kubernetes_backend` makes its backends on the newest).
 _ACTIVE: list[Any] = []
@@ -147,3 +154,15 @@ def kubernetes_backend(spec: Any, _state_directory: Any, **settings: Any) -> Any
     )
     values.update(settings)
     return KubernetesBackend(KubernetesWorkerManagerConfig(**values), spec.manager_id)
+
+
+def unit_spec(manager_id: str, **worker: Any) -> Any:
+    """A LaunchSpec of the manager `manager_id` for a backend's own tests: its workers (`worker`: more of their
+    settings) point at no scheduler."""
+    from scaler.config.sections import WorkerConfig
+    from scaler.worker_manager.backend import LaunchSpec
+
+    config = WorkerConfig(
+        scheduler_address="tcp://127.0.0.1:1", worker_manager_id=manager_id, worker_type="K8S", **worker
+    )
+    return LaunchSpec(manager_id, config)

@@ -45,9 +45,13 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from scaler.io.address import free_tcp_port_block
 from tests.reaping import RUN_VARIABLE, group_pids, kill_all, remove_groups
+
+if TYPE_CHECKING:
+    import psutil
 
 #: The programs a local Slurm needs, and their Debian packages.
 PROGRAMS = {
@@ -266,17 +270,7 @@ class SlurmCluster:
 
     def job_processes(self, job_id: str) -> list[int]:
         """The pids of this cluster's job `job_id` (its environment says so)."""
-        import psutil
-
-        found = []
-        for process in psutil.process_iter():
-            try:
-                environment = process.environ()
-            except (psutil.Error, OSError):
-                continue
-            if environment.get("SLURM_JOB_ID") == job_id and environment.get("SLURM_CONF") == str(self.conf):
-                found.append(process.pid)
-        return found
+        return [process.pid for process in processes_of_job(job_id, str(self.conf))]
 
     # ------------------------------------------------------------ helpers
 
@@ -304,6 +298,21 @@ class SlurmCluster:
             with contextlib.suppress(OSError):
                 tails.append(f"--- {path.name}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-15:]))
         return "\n".join(tails)
+
+
+def processes_of_job(job_id: str, conf: str) -> list[psutil.Process]:
+    """The processes of job `job_id` of the Slurm configured by `conf`: their environment names both."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter():
+        try:
+            environment = process.environ()
+        except (psutil.Error, OSError):
+            continue
+        if environment.get("SLURM_JOB_ID") == job_id and environment.get("SLURM_CONF") == conf:
+            found.append(process)
+    return found
 
 
 @contextlib.contextmanager

@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from tests.integration.conftest import COLD_START_SECONDS, Addresses, Launcher, ProcessWatch, Service
 from tests.integration.slurm_cluster import SlurmCluster
 
@@ -32,6 +34,13 @@ def slurm_stack(folder: Path) -> Iterator[Addresses]:
         yield addresses
     finally:
         watch.stop_all()
+
+
+@pytest.fixture(scope="module", name="stack")
+def stack_fixture(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
+    """The module's stack, on the test process's Slurm (import it into a test module to use it as `stack`)."""
+    with slurm_stack(tmp_path_factory.mktemp("slurm-stack")) as addresses:
+        yield addresses
 
 
 class Manager:
@@ -83,3 +92,12 @@ def slurm_manager(cluster: SlurmCluster, launcher: Launcher, addresses: Addresse
         if left:
             cluster.run("scancel", f"--name={made.job_name}")
         assert not left, f"jobs left in squeue by the manager: {left}"
+
+
+@pytest.fixture(name="manager")
+def manager_fixture(
+    slurm_cluster: SlurmCluster, stack: Addresses, launcher: Launcher, tmp_path: Path
+) -> Iterator[Manager]:
+    """The test's manager on the module's stack (import it with `stack_fixture` to use it as `manager`)."""
+    with slurm_manager(slurm_cluster, launcher, stack, tmp_path) as made:
+        yield made

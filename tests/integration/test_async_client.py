@@ -6,14 +6,12 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
 
 import psutil
 import pytest
 
 from scaler import AsyncClient, Client, SchedulerClusterCombo
 from scaler.client.async_client import AsyncFuture
-from tests.integration.conftest import running_cluster
 
 #: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_async_client")]
@@ -43,15 +41,9 @@ def unpickling_thread() -> UnpicklingThread:
     return UnpicklingThread()
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[SchedulerClusterCombo]:
-    with running_cluster(2) as running:
-        yield running
-
-
-def test_submit_map_get_send_object_and_as_completed(cluster: SchedulerClusterCombo) -> None:
+def test_submit_map_get_send_object_and_as_completed(shared_cluster: SchedulerClusterCombo) -> None:
     async def main() -> None:
-        async with AsyncClient(cluster.get_address()) as client:
+        async with AsyncClient(shared_cluster.get_address()) as client:
             assert await client.submit(inc, 1) == 2
             future = client.submit_future(add, 2, b=3)
             assert isinstance(future, AsyncFuture)
@@ -69,9 +61,9 @@ def test_submit_map_get_send_object_and_as_completed(cluster: SchedulerClusterCo
     asyncio.run(main())
 
 
-def test_errors_reach_the_awaiting_coroutine(cluster: SchedulerClusterCombo) -> None:
+def test_errors_reach_the_awaiting_coroutine(shared_cluster: SchedulerClusterCombo) -> None:
     async def main() -> None:
-        async with AsyncClient(cluster.get_address()) as client:
+        async with AsyncClient(shared_cluster.get_address()) as client:
             with pytest.raises(ZeroDivisionError):
                 await client.submit(divmod, 1, 0)
             future = client.submit_future(divmod, 1, 0)
@@ -92,13 +84,13 @@ def test_errors_reach_the_awaiting_coroutine(cluster: SchedulerClusterCombo) -> 
     asyncio.run(main())
 
 
-def test_results_are_unpickled_off_the_loop_thread(cluster: SchedulerClusterCombo) -> None:
+def test_results_are_unpickled_off_the_loop_thread(shared_cluster: SchedulerClusterCombo) -> None:
     """The result unpickles as the ident of the thread that unpickled it. Checked by making AsyncFuture.result
     call ScalerFuture.result on the loop: this test then fails."""
 
     async def main() -> None:
         loop_thread = threading.get_ident()
-        async with AsyncClient(cluster.get_address()) as client:
+        async with AsyncClient(shared_cluster.get_address()) as client:
             assert await client.submit(unpickling_thread) != loop_thread
             assert await client.submit_future(unpickling_thread) != loop_thread
             futures = [client.submit_future(unpickling_thread) for _ in range(3)]
@@ -108,7 +100,7 @@ def test_results_are_unpickled_off_the_loop_thread(cluster: SchedulerClusterComb
     asyncio.run(main())
 
 
-def test_the_loop_keeps_running_while_coroutines_wait_on_tasks(cluster: SchedulerClusterCombo) -> None:
+def test_the_loop_keeps_running_while_coroutines_wait_on_tasks(shared_cluster: SchedulerClusterCombo) -> None:
     """A ticker coroutine keeps ticking while 20 coroutines wait on tasks of one second."""
 
     async def main() -> int:
@@ -120,7 +112,7 @@ def test_the_loop_keeps_running_while_coroutines_wait_on_tasks(cluster: Schedule
                 await asyncio.sleep(0.01)
                 ticks += 1
 
-        async with AsyncClient(cluster.get_address()) as client:
+        async with AsyncClient(shared_cluster.get_address()) as client:
             ticking = asyncio.ensure_future(ticker())
             before = ticks
             results = await asyncio.gather(*(client.submit(sleep_for, 0.1) for _ in range(20)))
@@ -132,16 +124,16 @@ def test_the_loop_keeps_running_while_coroutines_wait_on_tasks(cluster: Schedule
     assert asyncio.run(main()) > 0
 
 
-def test_many_coroutines_share_one_connection(cluster: SchedulerClusterCombo) -> None:
+def test_many_coroutines_share_one_connection(shared_cluster: SchedulerClusterCombo) -> None:
     """100 coroutines submit at once over one TCP connection to the scheduler (counted on this process)."""
-    port = int(cluster.get_address().rsplit(":", 1)[1])
+    port = int(shared_cluster.get_address().rsplit(":", 1)[1])
 
     def scheduler_connections() -> int:
         connections = psutil.Process().net_connections(kind="tcp")
         return sum(1 for c in connections if c.raddr and c.raddr.port == port and c.status == "ESTABLISHED")
 
     async def main() -> int:
-        async with AsyncClient(cluster.get_address()) as client:
+        async with AsyncClient(shared_cluster.get_address()) as client:
             results = await asyncio.gather(*(client.submit(inc, n) for n in range(100)))
             assert results == [n + 1 for n in range(100)]
             return scheduler_connections()
@@ -149,13 +141,13 @@ def test_many_coroutines_share_one_connection(cluster: SchedulerClusterCombo) ->
     assert asyncio.run(main()) == 1
 
 
-def test_it_works_inside_an_already_running_loop_next_to_a_thread_client(cluster: SchedulerClusterCombo) -> None:
+def test_it_works_inside_an_already_running_loop_next_to_a_thread_client(shared_cluster: SchedulerClusterCombo) -> None:
     """As in Jupyter or FastAPI: the loop was started by someone else, and the AsyncClient is made inside it."""
     loop = asyncio.new_event_loop()
     answers: list[int] = []
 
     async def handler() -> None:
-        client = await AsyncClient(cluster.get_address()).connect()
+        client = await AsyncClient(shared_cluster.get_address()).connect()
         try:
             answers.append(await client.submit(inc, 41))
         finally:
@@ -167,7 +159,7 @@ def test_it_works_inside_an_already_running_loop_next_to_a_thread_client(cluster
     finally:
         loop.close()
     assert answers == [42, 42]
-    with Client(address=cluster.get_address()) as thread_client:
+    with Client(address=shared_cluster.get_address()) as thread_client:
         assert thread_client.submit(inc, 1).result() == 2
 
 

@@ -40,6 +40,7 @@ from tests.integration.manager_harness import (
     worker_processes_with_setting,
     workers_of,
 )
+from tests.integration.slurm_cluster import processes_of_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -92,16 +93,7 @@ def slurm_backend(spec: LaunchSpec, state_directory: Path) -> UnitBackend:
 
 def slurm_unit_processes(unit_id: str) -> list[psutil.Process]:
     """The processes of the local Slurm's job `unit_id` (their environment names the job and the cluster)."""
-    conf = os.environ.get("SLURM_CONF", "")
-    found = []
-    for process in psutil.process_iter():
-        try:
-            environment = process.environ()
-        except (psutil.Error, OSError):
-            continue
-        if environment.get("SLURM_JOB_ID") == unit_id and environment.get("SLURM_CONF") == conf and is_alive(process):
-            found.append(process)
-    return found
+    return [process for process in processes_of_job(unit_id, os.environ.get("SLURM_CONF", "")) if is_alive(process)]
 
 
 BACKENDS = [

@@ -19,20 +19,13 @@ from pathlib import Path
 import pytest
 
 from scaler import Client, SchedulerClusterCombo
-from tests.integration.conftest import running_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_client_surface"), pytest.mark.timeout(180)]
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[SchedulerClusterCombo]:
-    with running_cluster(2) as running:
-        yield running
-
-
 @pytest.fixture
-def client(cluster: SchedulerClusterCombo) -> Iterator[Client]:
-    with Client(address=cluster.get_address()) as opened:
+def client(shared_cluster: SchedulerClusterCombo) -> Iterator[Client]:
+    with Client(address=shared_cluster.get_address()) as opened:
         yield opened
 
 
@@ -44,8 +37,8 @@ def div(x: float, y: float) -> float:
     return x / y
 
 
-def test_close_is_disconnect(cluster: SchedulerClusterCombo) -> None:
-    client = Client(address=cluster.get_address())
+def test_close_is_disconnect(shared_cluster: SchedulerClusterCombo) -> None:
+    client = Client(address=shared_cluster.get_address())
     client.close()
     client.close()
     assert client.session.state == "disconnected"

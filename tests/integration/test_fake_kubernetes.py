@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("lightkube", reason="the kubernetes extra is not installed")
 pytest.importorskip("cryptography", reason="the fake-kubernetes extra is not installed")
 import yaml
-from lightkube import ApiError, Client, KubeConfig, codecs
+from lightkube import ApiError, Client, KubeConfig
 from lightkube.resources.core_v1 import ConfigMap, Event, Pod, Secret
 
 from scaler.fake_kubernetes.tls import kubeconfig_text
@@ -72,9 +72,7 @@ def test_a_watch_from_a_compacted_resource_version_is_410_gone(rehearsal: Any, c
     listed = client.list(ConfigMap, namespace=namespace)
     list(listed)
     since = listed.resourceVersion
-    client.create(
-        codecs.from_dict({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c1"}}), namespace=namespace
-    )
+    create(client, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c1"}}, namespace)
     rehearsal.compact()
     error = _error(lambda: watch_until(rehearsal, ConfigMap, namespace, since, lambda events: True))
     assert error.status.code == 410
@@ -87,9 +85,8 @@ def test_a_watch_from_a_compacted_resource_version_is_410_gone(rehearsal: Any, c
 
 def test_label_and_field_selectors(client: Any, namespace: str) -> None:
     for name, labels in (("a", {"app": "x", "tier": "web"}), ("b", {"app": "x", "tier": "db"}), ("c", {"app": "y"})):
-        client.create(
-            codecs.from_dict({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}}),
-            namespace=namespace,
+        create(
+            client, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}}, namespace
         )
 
     def names(**selectors: Any) -> list[str]:
@@ -175,9 +172,8 @@ def test_validation_and_status_objects(client: Any, namespace: str) -> None:
 
 
 def test_a_write_naming_an_older_resource_version_is_a_conflict(client: Any, namespace: str) -> None:
-    created = client.create(
-        codecs.from_dict({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cas"}, "data": {"a": "1"}}),
-        namespace=namespace,
+    created = create(
+        client, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cas"}, "data": {"a": "1"}}, namespace
     )
     client.patch(ConfigMap, "cas", {"data": {"a": "2"}}, namespace=namespace)
     created.data = {"a": "3"}
@@ -188,10 +184,7 @@ def test_a_write_naming_an_older_resource_version_is_a_conflict(client: Any, nam
 
 
 def test_service_accounts_are_bound_by_rbac(rehearsal: Any, client: Any, namespace: str) -> None:
-    client.create(
-        codecs.from_dict({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}}),
-        namespace=namespace,
-    )
+    create(client, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}}, namespace)
     token = rehearsal.tokens.for_account(namespace, "robot")
     config = KubeConfig.from_dict(
         yaml.safe_load(kubeconfig_text(rehearsal.server_url, rehearsal.certificates.ca_pem, token, namespace=namespace))
@@ -204,28 +197,26 @@ def test_service_accounts_are_bound_by_rbac(rehearsal: Any, client: Any, namespa
             f'pods is forbidden: User "system:serviceaccount:{namespace}:robot" cannot list '
             f'resource "pods" in API group "" in the namespace "{namespace}"'
         )
-        client.create(
-            codecs.from_dict(
-                {
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "Role",
-                    "metadata": {"name": "pod-reader"},
-                    "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}],
-                }
-            ),
-            namespace=namespace,
+        create(
+            client,
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": "pod-reader"},
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}],
+            },
+            namespace,
         )
-        client.create(
-            codecs.from_dict(
-                {
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "RoleBinding",
-                    "metadata": {"name": "robot-reads"},
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
-                    "subjects": [{"kind": "ServiceAccount", "name": "robot"}],
-                }
-            ),
-            namespace=namespace,
+        create(
+            client,
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "robot-reads"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+                "subjects": [{"kind": "ServiceAccount", "name": "robot"}],
+            },
+            namespace,
         )
         assert list(robot.list(Pod, namespace=namespace)) == []
         assert _error(lambda: robot.get(Secret, "any", namespace=namespace)).status.code == 403
@@ -238,22 +229,20 @@ def test_service_accounts_are_bound_by_rbac(rehearsal: Any, client: Any, namespa
 
 def test_a_container_has_only_what_its_spec_gives_it(rehearsal: Any, client: Any, namespace: str) -> None:
     os.environ["SCALER_TEST_HOST_ONLY"] = "the laptop's"
-    client.create(
-        codecs.from_dict(
-            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "keys"}, "stringData": {"token": "s3cr3t"}}
-        ),
-        namespace=namespace,
+    create(
+        client,
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "keys"}, "stringData": {"token": "s3cr3t"}},
+        namespace,
     )
-    client.create(
-        codecs.from_dict(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": "conf"},
-                "data": {"settings.toml": "answer = 42"},
-            }
-        ),
-        namespace=namespace,
+    create(
+        client,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "conf"},
+            "data": {"settings.toml": "answer = 42"},
+        },
+        namespace,
     )
     script = "echo HOST=$SCALER_TEST_HOST_ONLY; echo TOKEN=$TOKEN; echo NAME=$HOSTNAME; cat $(CONF)/settings.toml; env"
     manifest = pod_manifest(

@@ -4,7 +4,6 @@ reads them, and Ctrl-C stops it and every pod's process."""
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import time
@@ -14,14 +13,14 @@ import psutil
 import pytest
 
 from tests.integration.conftest import BIN_DIR, DEADLINE_SECONDS, wait_for
+from tests.integration.kubernetes_harness import KUBECTL, needs_kubectl
 
 pytest.importorskip("cryptography", reason="the fake-kubernetes extra is not installed")
-KUBECTL = shutil.which("kubectl")
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.kubernetes,
     pytest.mark.timeout(120),
-    pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed"),
+    needs_kubectl,
 ]
 
 MANIFEST = """

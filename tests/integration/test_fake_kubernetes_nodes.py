@@ -6,7 +6,6 @@ confirms its pods' end; a node deleted has its pods collected by the pod garbage
 
 from __future__ import annotations
 
-import shutil
 import ssl
 import subprocess
 from collections.abc import Iterator
@@ -16,6 +15,8 @@ import pytest
 
 from tests.integration.conftest import DEADLINE_SECONDS, pid_is_alive, wait_for
 from tests.integration.kubernetes_harness import (  # noqa: F401 - the fixtures are used by name
+    KUBECTL,
+    UNREACHABLE,
     client_fixture,
     create,
     namespace_fixture,
@@ -25,8 +26,6 @@ from tests.integration.kubernetes_harness import (  # noqa: F401 - the fixtures 
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.kubernetes, pytest.mark.timeout(120)]
-UNREACHABLE = "node.kubernetes.io/unreachable"
-KUBECTL = shutil.which("kubectl")
 #: Each pod asks for 3 of a node's 4 CPUs: one pod a node.
 BIG = {"requests": {"cpu": "3"}}
 

@@ -21,7 +21,6 @@ import scaler.joblib  # noqa: F401  (registers the backend)
 from scaler import Client, SchedulerClusterCombo
 from scaler.compat.joblib import ScalerBackend
 from scaler.object_storage.connection import ObjectStorageConnection
-from tests.integration.conftest import running_cluster
 
 #: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_joblib_backend")]
@@ -46,14 +45,8 @@ def nested_sum(n: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[SchedulerClusterCombo]:
-    with running_cluster(2) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def client(cluster: SchedulerClusterCombo) -> Iterator[Client]:
-    with Client(address=cluster.get_address()) as connected:
+def client(shared_cluster: SchedulerClusterCombo) -> Iterator[Client]:
+    with Client(address=shared_cluster.get_address()) as connected:
         yield connected
 
 
@@ -65,12 +58,12 @@ def cluster_pids(cluster: SchedulerClusterCombo) -> set[int]:
     return pids
 
 
-def test_parallel_with_an_address_runs_in_worker_processes_only(cluster: SchedulerClusterCombo) -> None:
-    with joblib.parallel_config(backend="scaler", address=cluster.get_address()):
+def test_parallel_with_an_address_runs_in_worker_processes_only(shared_cluster: SchedulerClusterCombo) -> None:
+    with joblib.parallel_config(backend="scaler", address=shared_cluster.get_address()):
         pids = Parallel(n_jobs=-1)(delayed(os.getpid)() for _ in range(50))
     assert len(pids) == 50
     assert os.getpid() not in pids
-    assert set(pids) <= cluster_pids(cluster)
+    assert set(pids) <= cluster_pids(shared_cluster)
 
 
 def test_a_cluster_still_starting_gets_the_calls_too() -> None:

@@ -32,6 +32,7 @@ from tests.integration.kubernetes_harness import (  # noqa: F401 - the fixtures 
     kubernetes_backend,
     namespace_fixture,
     rehearsal_fixture,
+    unit_spec,
 )
 from tests.integration.manager_harness import manager_of, workers_of
 
@@ -245,18 +246,9 @@ def test_an_image_that_cannot_be_pulled_is_named_and_not_retried_forever(
 def test_a_watch_that_expired_is_listed_again_and_misses_nothing(
     rehearsal: Any, namespace: str, tmp_path: Path
 ) -> None:
-    from scaler.config.sections import WorkerConfig
-    from scaler.worker_manager.backend import LaunchSpec, UnitState
+    from scaler.worker_manager.backend import UnitState
 
-    spec = LaunchSpec(
-        "k8s-e",
-        WorkerConfig(
-            scheduler_address="tcp://127.0.0.1:1",
-            worker_manager_id="k8s-e",
-            worker_type="K8S",
-            death_timeout_seconds=30,
-        ),
-    )
+    spec = unit_spec("k8s-e", death_timeout_seconds=30)
 
     async def scenario() -> None:
         backend = kubernetes_backend(spec, tmp_path, k8s_namespace=namespace)
@@ -286,19 +278,9 @@ def test_a_watch_that_expired_is_listed_again_and_misses_nothing(
 def test_answers_worth_a_retry_are_retried_and_a_refusal_is_named(
     rehearsal: Any, namespace: str, tmp_path: Path
 ) -> None:
-    from scaler.config.sections import WorkerConfig
-    from scaler.worker_manager.backend import LaunchSpec
     from scaler.worker_manager.kubernetes.client import KubeError
 
-    spec = LaunchSpec(
-        "k8s-g",
-        WorkerConfig(
-            scheduler_address="tcp://127.0.0.1:1",
-            worker_manager_id="k8s-g",
-            worker_type="K8S",
-            death_timeout_seconds=30,
-        ),
-    )
+    spec = unit_spec("k8s-g", death_timeout_seconds=30)
 
     async def scenario() -> None:
         backend = kubernetes_backend(spec, tmp_path, k8s_namespace=namespace)

@@ -5,7 +5,6 @@ pods the in-cluster manager starts. Their ports are moved to free ones; nothing 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,14 +16,18 @@ from scaler.config.example_files import example_text
 from scaler.io.address import free_tcp_port_block
 from scaler.security.key_folder import KeyFolder
 from tests.integration.conftest import COLD_START_SECONDS, DEADLINE_SECONDS, wait_for
-from tests.integration.kubernetes_harness import client_fixture, rehearsal_fixture  # noqa: F401 - used by name
+from tests.integration.kubernetes_harness import (  # noqa: F401 - the fixtures are used by name
+    KUBECTL,
+    client_fixture,
+    needs_kubectl,
+    rehearsal_fixture,
+)
 
-KUBECTL = shutil.which("kubectl")
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.kubernetes,
     pytest.mark.timeout(240),
-    pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed"),
+    needs_kubectl,
 ]
 KEY_FILES = ("server.key", "server.key_secret", "client.key", "workers.key", "workers.key_secret")
 

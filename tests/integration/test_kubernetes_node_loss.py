@@ -18,10 +18,12 @@ import pytest
 from scaler import Client
 from tests.integration.conftest import Launcher, monitor, wait_for
 from tests.integration.kubernetes_harness import (  # noqa: F401 - the fixtures are used by name
+    UNREACHABLE,
     client_fixture,
     kubernetes_backend,
     namespace_fixture,
     running_rehearsal,
+    unit_spec,
 )
 from tests.integration.manager_harness import workers_of
 from tests.integration.test_kubernetes_manager import (  # noqa: F401 - make_stack is a fixture, used by name
@@ -35,7 +37,6 @@ from tests.integration.test_kubernetes_manager import (  # noqa: F401 - make_sta
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.kubernetes, pytest.mark.timeout(240)]
-UNREACHABLE = "node.kubernetes.io/unreachable"
 
 
 @pytest.fixture(scope="module", name="rehearsal")
@@ -98,19 +99,10 @@ def test_a_pod_lost_with_its_node_loses_no_task_is_named_replaced_elsewhere_and_
 def test_with_no_other_node_its_replacement_waits_unschedulable_until_the_node_is_back(
     rehearsal: Any, namespace: str, tmp_path: Path
 ) -> None:
-    from scaler.config.sections import WorkerConfig
-    from scaler.worker_manager.backend import LaunchSpec, UnitState
+    from scaler.worker_manager.backend import UnitState
 
     node = rehearsal.node_names[1]
-    spec = LaunchSpec(
-        "k8s-o",
-        WorkerConfig(
-            scheduler_address="tcp://127.0.0.1:1",
-            worker_manager_id="k8s-o",
-            worker_type="K8S",
-            death_timeout_seconds=120,
-        ),
-    )
+    spec = unit_spec("k8s-o", death_timeout_seconds=120)
 
     async def scenario() -> None:
         selector = f"kubernetes.io/hostname={node}"  # the only node its pods may go to
@@ -149,14 +141,10 @@ def test_with_no_other_node_its_replacement_waits_unschedulable_until_the_node_i
 def test_a_manager_stopping_leaves_no_pod_of_a_lost_node_terminating(
     rehearsal: Any, namespace: str, tmp_path: Path
 ) -> None:
-    from scaler.config.sections import WorkerConfig
-    from scaler.worker_manager.backend import LaunchSpec, UnitState
+    from scaler.worker_manager.backend import UnitState
 
     node = rehearsal.node_names[1]
-    spec = LaunchSpec(
-        "k8s-q",
-        WorkerConfig(scheduler_address="tcp://127.0.0.1:1", worker_manager_id="k8s-q", worker_type="K8S"),
-    )
+    spec = unit_spec("k8s-q")
 
     async def scenario() -> str:
         selector = f"kubernetes.io/hostname={node}"

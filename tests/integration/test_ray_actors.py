@@ -7,28 +7,13 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 
 import pytest
 
 import scaler.compat.ray as ray
-from scaler import SchedulerClusterCombo
 from tests.integration.conftest import agent_of_processor, running_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_ray_actors")]
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[SchedulerClusterCombo]:
-    with running_cluster(2) as running:
-        yield running
-
-
-@pytest.fixture
-def connected(cluster: SchedulerClusterCombo) -> Iterator[None]:
-    ray.scaler_init(address=cluster.get_address())
-    yield
-    ray.shutdown()
 
 
 # ---------------------------------------------------------------- Ray's documentation, as written there
@@ -54,7 +39,7 @@ def f(counter):
         counter.increment.remote()
 
 
-def test_the_counter_example_of_rays_actor_guide(connected: None) -> None:
+def test_the_counter_example_of_rays_actor_guide(ray_connected: None) -> None:
     """Ray's "Actors" page: one counter, then ten, each keeping its own state; more actors than slots. Checked to
     fail with the agent's HOSTING state off (each actor held a slot: the third one waited for good)."""
     counter = Counter.remote()
@@ -69,7 +54,7 @@ def test_the_counter_example_of_rays_actor_guide(connected: None) -> None:
     assert ray.get(counter.get_counter.remote()) == 1
 
 
-def test_actor_handles_passed_to_tasks_call_the_same_actor(connected: None) -> None:
+def test_actor_handles_passed_to_tasks_call_the_same_actor(ray_connected: None) -> None:
     """Ray's "Passing around actor handles", as written there (sleeps shortened by the page's own numbers)."""
     counter = Counter.remote()
 
@@ -88,7 +73,7 @@ def test_actor_handles_passed_to_tasks_call_the_same_actor(connected: None) -> N
     assert values == sorted(values)
 
 
-def test_named_actors_are_found_by_name_and_killed(connected: None) -> None:
+def test_named_actors_are_found_by_name_and_killed(ray_connected: None) -> None:
     """Ray's "Named actors" and "Terminating actors": get_actor finds it; after ray.kill its calls fail with
     RayActorError and its name is free."""
     counter = Counter.options(name="some_name").remote()
@@ -119,7 +104,7 @@ class Finder:
         return ray.get(ray.get_actor(name).increment.remote())
 
 
-def test_a_task_finds_the_drivers_named_actors_and_names_its_own_in_the_drivers_key(connected: None) -> None:
+def test_a_task_finds_the_drivers_named_actors_and_names_its_own_in_the_drivers_key(ray_connected: None) -> None:
     """Ray's "Named actors": an actor is retrieved by name "somewhere" in the job, its tasks included. On a cluster
     with CURVE keys (this one's) a task's client connects with its worker's key; its lookup and its named start say
     which task they come from, and count as the driver's key (core/actors.py rule 5). Checked to fail with
@@ -150,7 +135,7 @@ class Doubler:
         raise ValueError(f"no double for {n}")
 
 
-def test_actor_pool_examples_of_rays_documentation(connected: None) -> None:
+def test_actor_pool_examples_of_rays_documentation(ray_connected: None) -> None:
     """`ray.util.ActorPool`, the examples of its API reference as written there: map, map_unordered, submit and
     get_next, has_free, pop_idle and push."""
     from ray.util import ActorPool
@@ -180,7 +165,7 @@ def test_actor_pool_examples_of_rays_documentation(connected: None) -> None:
         pool.push(a2)
 
 
-def test_actor_pool_keeps_values_for_busy_actors_and_times_out_and_raises_as_ray(connected: None) -> None:
+def test_actor_pool_keeps_values_for_busy_actors_and_times_out_and_raises_as_ray(ray_connected: None) -> None:
     """More values than actors wait for an idle one, in order; a timeout raises TimeoutError (the result stays
     unless `ignore_if_timedout`); a call's error is raised by the get_next that reaches it, its actor free again.
     Checked to fail with `_now_idle` not starting a waiting value (map never ends: test timeout)."""
@@ -201,7 +186,7 @@ def test_actor_pool_keeps_values_for_busy_actors_and_times_out_and_raises_as_ray
     assert list(pool.map(lambda a, v: a.double.remote(v), [3])) == [6]
 
 
-def test_ray_terminate_ends_the_actor_after_the_calls_before_it(connected: None) -> None:
+def test_ray_terminate_ends_the_actor_after_the_calls_before_it(ray_connected: None) -> None:
     counter = Counter.remote()
     first = counter.increment.remote()
     ended = counter.__ray_terminate__.remote()
@@ -223,7 +208,7 @@ class Splitter:
         return os.getpid()
 
 
-def test_num_returns_from_ray_method_and_from_options(connected: None) -> None:
+def test_num_returns_from_ray_method_and_from_options(ray_connected: None) -> None:
     splitter = Splitter.remote()
     a, b = splitter.split.remote(("x", "y"))
     assert ray.get([a, b]) == ["x", "y"]
@@ -233,7 +218,7 @@ def test_num_returns_from_ray_method_and_from_options(connected: None) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_a_taken_name_is_refused_and_a_handle_found_by_name_keeps_num_returns(connected: None) -> None:
+def test_a_taken_name_is_refused_and_a_handle_found_by_name_keeps_num_returns(ray_connected: None) -> None:
     """Ray's "Named actors": a second actor of a live actor's name raises ValueError at `.remote()` (before: a handle
     whose calls failed with ActorDiedError), and `ray.get_actor`'s handle honours `@ray.method(num_returns=2)`
     (before: one reference of the pair)."""
@@ -273,7 +258,7 @@ def test_max_restarts_restarts_an_actor_whose_worker_died() -> None:
             ray.shutdown()
 
 
-def test_what_is_not_supported_about_actors_raises_naming_it(connected: None) -> None:
+def test_what_is_not_supported_about_actors_raises_naming_it(ray_connected: None) -> None:
     with pytest.raises(TypeError, match=r"use 'Counter\.remote\(\)'"):
         Counter()
     counter = Counter.remote()

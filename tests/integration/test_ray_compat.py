@@ -18,23 +18,10 @@ import pytest
 import scaler.compat.ray as ray
 from scaler import SchedulerClusterCombo
 from scaler.compat.ray import GetTimeoutError, ObjectRef
-from tests.integration.conftest import running_cluster, wait_for
+from tests.integration.conftest import wait_for
 
 #: its module fixtures are made once: its tests share one test process (make test: --dist loadgroup)
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_ray_compat")]
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[SchedulerClusterCombo]:
-    with running_cluster(2) as running:
-        yield running
-
-
-@pytest.fixture
-def connected(cluster: SchedulerClusterCombo) -> Iterator[None]:
-    ray.scaler_init(address=cluster.get_address())
-    yield
-    ray.shutdown()
 
 
 @ray.remote
@@ -79,7 +66,7 @@ def sleep_for(seconds: float) -> float:
     return seconds
 
 
-def test_top_level_references_are_resolved_nested_ones_passed_as_references(connected: None) -> None:
+def test_top_level_references_are_resolved_nested_ones_passed_as_references(ray_connected: None) -> None:
     stored = ray.put(40)
     assert ray.get(add.remote(stored, 2)) == 42
     assert ray.get(what_it_got.remote(add.remote(1, 2))) == "int"  # a task's result, top level: its value
@@ -88,7 +75,7 @@ def test_top_level_references_are_resolved_nested_ones_passed_as_references(conn
     assert ray.get(read_nested.remote([add.remote(1, 1), stored])) == [3, 41]
 
 
-def test_a_call_on_unfinished_results_returns_at_once_and_runs_when_they_are_done(connected: None) -> None:
+def test_a_call_on_unfinished_results_returns_at_once_and_runs_when_they_are_done(ray_connected: None) -> None:
     """`.remote()` does not wait for its arguments' tasks: checked by making it resolve them at the call (the
     reference's way): the deferred call's reference is then a task's from the start."""
     first = slow_add.remote(1, 2, seconds=1.0)
@@ -99,12 +86,12 @@ def test_a_call_on_unfinished_results_returns_at_once_and_runs_when_they_are_don
     assert ray.get(add.remote(add.remote(1, 1), b=add.remote(2, 2))) == 6
 
 
-def test_a_failed_argument_fails_the_call_that_needs_it(connected: None) -> None:
+def test_a_failed_argument_fails_the_call_that_needs_it(ray_connected: None) -> None:
     with pytest.raises(ValueError, match="bad 7"):
         ray.get(add.remote(fail.remote(7), 1))
 
 
-def test_a_task_error_is_both_ray_task_error_and_its_own_type(connected: None) -> None:
+def test_a_task_error_is_both_ray_task_error_and_its_own_type(ray_connected: None) -> None:
     """As Ray raises it: `except ValueError` and `except RayTaskError` both catch it, `.cause` is the task's own.
 
     Checked by switching the mechanism off: with ObjectRef.get raising the task's error as it is (no as_ray_error),
@@ -125,13 +112,13 @@ def test_a_task_error_is_both_ray_task_error_and_its_own_type(connected: None) -
     assert issubclass(GetTimeoutError, ray.exceptions.RayError) and issubclass(GetTimeoutError, TimeoutError)
 
 
-def test_wait_on_no_references_and_ray_s_older_names(connected: None) -> None:
+def test_wait_on_no_references_and_ray_s_older_names(ray_connected: None) -> None:
     assert ray.wait([]) == ([], [])
     assert ray.ObjectID is ObjectRef
     assert ray.get(add.options(max_retries=0).remote(1, 2)) == 3  # accepted: the scheduler's own retry bound applies
 
 
-def test_num_returns_gives_one_reference_per_returned_value(connected: None) -> None:
+def test_num_returns_gives_one_reference_per_returned_value(ray_connected: None) -> None:
     refs = three.remote(10)
     assert isinstance(refs, list) and len(refs) == 3
     assert ray.get(refs) == [10, 11, 12]
@@ -141,7 +128,7 @@ def test_num_returns_gives_one_reference_per_returned_value(connected: None) -> 
         ray.get(wrong_count.remote()[0])
 
 
-def test_get_timeout_wait_and_as_completed(connected: None) -> None:
+def test_get_timeout_wait_and_as_completed(ray_connected: None) -> None:
     slow, quick = sleep_for.remote(30), sleep_for.remote(0)
     with pytest.raises(GetTimeoutError):
         ray.get(slow, timeout=0.2)
@@ -159,7 +146,7 @@ def test_get_timeout_wait_and_as_completed(connected: None) -> None:
     assert isinstance(cancelled.value, ray.exceptions.RayError)
 
 
-def test_cancel_a_deferred_call_before_it_is_submitted(connected: None) -> None:
+def test_cancel_a_deferred_call_before_it_is_submitted(ray_connected: None) -> None:
     first = sleep_for.remote(1.0)
     deferred = add.remote(first, 1)
     ray.cancel(deferred)
@@ -168,14 +155,14 @@ def test_cancel_a_deferred_call_before_it_is_submitted(connected: None) -> None:
     assert ray.get(first) == 1.0
 
 
-def test_map_unordered_with_backpressure(connected: None) -> None:
+def test_map_unordered_with_backpressure(ray_connected: None) -> None:
     square = ray.remote(lambda x: x * x)
     assert sorted(ray.util.map_unordered(square, range(20), backpressure_size=4, chunk_size=2)) == [
         x * x for x in range(20)
     ]
 
 
-def test_nested_remote_calls_inside_a_task(connected: None) -> None:
+def test_nested_remote_calls_inside_a_task(ray_connected: None) -> None:
     @ray.remote
     def fan_out(n: int) -> int:
         return sum(ray.get([add.remote(i, 1) for i in range(n)]))
@@ -183,7 +170,7 @@ def test_nested_remote_calls_inside_a_task(connected: None) -> None:
     assert ray.get(fan_out.remote(5)) == 15
 
 
-def test_bad_input_is_refused_at_the_call(connected: None) -> None:
+def test_bad_input_is_refused_at_the_call(ray_connected: None) -> None:
     with pytest.raises(TypeError, match=r"argument 1 of type _thread\.lock"):
         add.remote(1, threading.Lock())
     with pytest.raises(TypeError, match="missing a required argument"):
@@ -201,7 +188,7 @@ def test_bad_input_is_refused_at_the_call(connected: None) -> None:
         ray.put(add.remote(1, 2))
 
 
-def test_an_unpicklable_argument_of_a_deferred_call_raises_at_the_call(connected: None) -> None:
+def test_an_unpicklable_argument_of_a_deferred_call_raises_at_the_call(ray_connected: None) -> None:
     """A call waiting on an unfinished task still pickles its other arguments at `.remote()`, leaving the nested
     reference alone (pickling it would wait for the task). Checked by removing the check from the deferred branch
     of RemoteFunction.remote: no error at the call, and `pytest.raises` fails."""
@@ -215,7 +202,7 @@ def test_an_unpicklable_argument_of_a_deferred_call_raises_at_the_call(connected
     assert ray.get(add.remote(unfinished, 1)) == 2.0
 
 
-def test_what_is_not_supported_raises_naming_it(connected: None) -> None:
+def test_what_is_not_supported_raises_naming_it(ray_connected: None) -> None:
     with pytest.raises(NotImplementedError, match=r"ray\.actor\.ActorClass"):
         _ = ray.actor.ActorClass
     with pytest.raises(NotImplementedError, match=r"ray\.util\.placement_group"):
@@ -267,14 +254,14 @@ def needs_what_no_worker_has() -> str:
     return "ran"
 
 
-def test_init_resources_become_the_local_cluster_s_capabilities(cluster: SchedulerClusterCombo) -> None:
+def test_init_resources_become_the_local_cluster_s_capabilities(shared_cluster: SchedulerClusterCombo) -> None:
     """`ray.init(num_gpus=..., resources=...)` makes the local cluster's workers offer those capabilities, and only
     workers offering what a task asks for run it; with an address they are refused, as Ray refuses them.
 
     Checked by switching the mechanism off: without the capability policy in ray_session.init (the default policy
     ignores capabilities), the task asking for "absent" runs and its story never says it waits for a worker."""
     with pytest.raises(ValueError, match="num_cpus, num_gpus describe a local cluster"):
-        ray.init(address=cluster.get_address(), num_cpus=2, num_gpus=1)
+        ray.init(address=shared_cluster.get_address(), num_cpus=2, num_gpus=1)
     ray.init(num_cpus=1, num_gpus=1, resources={"special": 1}, object_store_memory=10**8)
     try:
         assert ray.get(needs_a_gpu_and_special.remote(), timeout=60) == "ran"
@@ -300,7 +287,7 @@ def call_inside() -> Any:
 
 
 @pytest.mark.timeout(120)
-def test_a_reference_made_inside_a_task_is_read_by_the_driver(connected: None) -> None:
+def test_a_reference_made_inside_a_task_is_read_by_the_driver(ray_connected: None) -> None:
     """Ray: a task may return an ObjectRef it made (`ray.put`, or a call's), and the driver's `ray.get` reads it.
     Object storage lets a client read only its own objects; without the read through a task, MissingObjects."""
     assert ray.get(ray.get(put_inside.remote())) == 10
@@ -308,7 +295,7 @@ def test_a_reference_made_inside_a_task_is_read_by_the_driver(connected: None) -
 
 
 @pytest.mark.timeout(120)
-def test_a_stored_reference_as_a_future_and_awaited(connected: None) -> None:
+def test_a_stored_reference_as_a_future_and_awaited(ray_connected: None) -> None:
     """`ObjectRef.future()` and `await ref` of a `ray.put` reference (an AssertionError before)."""
     import asyncio
 
@@ -334,7 +321,7 @@ def count_then_fail(n: int) -> Iterator[int]:
 
 
 @pytest.mark.timeout(120)
-def test_generator_functions_stream_or_give_their_static_num_returns(connected: None) -> None:
+def test_generator_functions_stream_or_give_their_static_num_returns(ray_connected: None) -> None:
     """Ray: a generator function's `.remote()` gives an ObjectRefGenerator (a reference per value yielded; its error
     as the last one); with `num_returns=3` the three values yielded are three references. Before: an ObjectRef
     (not iterable), and 'num_returns=3, but the task returned generator'."""

@@ -17,27 +17,12 @@ from typing import Any
 import pytest
 
 import scaler.compat.ray as ray
-from scaler import SchedulerClusterCombo
 from scaler.errors import ActorDiedError as ScalerActorDiedError
-from tests.integration.conftest import running_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_ray_peer_behaviour")]
 
 #: how long a call that should return at once may take before the test says it blocked
 RETURNS_AT_ONCE_SECONDS = 30.0
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[SchedulerClusterCombo]:
-    with running_cluster(2) as running:
-        yield running
-
-
-@pytest.fixture
-def connected(cluster: SchedulerClusterCombo) -> Iterator[None]:
-    ray.scaler_init(address=cluster.get_address())
-    yield
-    ray.shutdown()
 
 
 @ray.remote
@@ -118,7 +103,7 @@ def returns_at_once(call: Any) -> Any:
     return outcome[0]
 
 
-def test_private_call_forms_and_num_returns_zero(connected: None) -> None:
+def test_private_call_forms_and_num_returns_zero(ray_connected: None) -> None:
     """Ray's `f._remote(args=..., kwargs=..., **options)` on functions, actor classes and methods, and
     `num_returns=0` (the task runs, `.remote()` gives None). Checked to fail without `_remote` (AttributeError)."""
     first, second = numbers._remote(args=[2], num_returns=2)
@@ -145,7 +130,7 @@ def test_options_are_checked_as_ray_checks_them() -> None:
     ray.remote(max_calls=1, max_retries=0)(len)  # accepted
 
 
-def test_an_actor_class_keeps_its_class_attributes_and_refuses_subclasses(connected: None) -> None:
+def test_an_actor_class_keeps_its_class_attributes_and_refuses_subclasses(ray_connected: None) -> None:
     """Inside its methods the class's name is the actor class, as in Ray: class attributes, class and static methods
     are the class's. Checked to fail without ActorClass.__getattr__ (AttributeError: 'ActorClass' object has no
     attribute 'step') and without __mro_entries__ (the subclass raised a TypeError of another text)."""
@@ -159,7 +144,7 @@ def test_an_actor_class_keeps_its_class_attributes_and_refuses_subclasses(connec
         types.new_class("Derived", (Counter,))  # what the `class Derived(Counter): ...` statement does
 
 
-def test_calls_are_checked_against_the_signature_at_the_call(connected: None) -> None:
+def test_calls_are_checked_against_the_signature_at_the_call(ray_connected: None) -> None:
     """Ray raises TypeError at `.remote()` for arguments the constructor or the method does not take. Checked to fail
     without the checks: `.remote()` returned, the error came at `ray.get`."""
     with pytest.raises(TypeError):
@@ -172,7 +157,7 @@ def test_calls_are_checked_against_the_signature_at_the_call(connected: None) ->
     assert ray.get(counter.doubled.options(name="labelled").remote(extra=1)) == 1
 
 
-def test_named_actors_are_found_in_their_namespace(connected: None) -> None:
+def test_named_actors_are_found_in_their_namespace(ray_connected: None) -> None:
     """Checked to fail without `_scoped`: the actor of namespace "first" was found from namespace "second", and the
     same name in another namespace was refused as taken."""
     first = Counter.options(name="shared", namespace="first").remote()
@@ -185,7 +170,7 @@ def test_named_actors_are_found_in_their_namespace(connected: None) -> None:
     ray.kill(second)
 
 
-def test_an_async_actor_s_calls_share_one_event_loop(connected: None) -> None:
+def test_an_async_actor_s_calls_share_one_event_loop(ray_connected: None) -> None:
     """A call awaiting an asyncio.Event made in `__init__` is woken by a later call that sets it (Ray's async actor:
     one loop, up to 1000 calls at once). Checked to fail with each coroutine run in a loop of its own, one call at a
     time: `wait` held the actor, `send` never ran, and `ray.get` timed out."""
@@ -197,7 +182,7 @@ def test_an_async_actor_s_calls_share_one_event_loop(connected: None) -> None:
     assert ray.get(waiting, timeout=RETURNS_AT_ONCE_SECONDS) == "opened"
 
 
-def test_a_reference_nested_in_an_argument_does_not_block_the_call(connected: None) -> None:
+def test_a_reference_nested_in_an_argument_does_not_block_the_call(ray_connected: None) -> None:
     """Ray's `f.remote([ref])` returns at once; the task runs once the nested reference's task is done, and a failed
     one raises in the task's own `ray.get`. Checked to fail with pickling waiting for the nested task at `.remote()`
     (the caller blocked: the gate is opened only after the call returns)."""
@@ -223,7 +208,7 @@ class Log:
         return list(self.entries)
 
 
-def test_an_actor_call_waiting_for_an_argument_returns_at_once_and_keeps_its_order(connected: None) -> None:
+def test_an_actor_call_waiting_for_an_argument_returns_at_once_and_keeps_its_order(ray_connected: None) -> None:
     """Ray's `actor.method.remote(ref)` returns at once, and the calls made after it run after it; one whose
     argument's task failed raises that error, and the calls after it still run. Checked to fail with the argument
     resolved at `.remote()` (the caller blocked: the gate is opened only after the call returns), and, with a later
@@ -247,7 +232,7 @@ def start_when_open(gate: Any, start: int) -> int:
     return start
 
 
-def test_an_actor_start_waiting_for_an_argument_returns_at_once_and_its_calls_follow_it(connected: None) -> None:
+def test_an_actor_start_waiting_for_an_argument_returns_at_once_and_its_calls_follow_it(ray_connected: None) -> None:
     """Ray's `Cls.remote(ref)` returns a handle at once; the actor is built once the reference's task is done, and
     the calls made meanwhile run on it, in order. One whose argument's task failed is never built: its calls raise
     RayActorError naming why; `ray.kill` of a start still waiting means it never starts. Checked to fail with the
@@ -270,7 +255,7 @@ def test_an_actor_start_waiting_for_an_argument_returns_at_once_and_its_calls_fo
         ray.get(call, timeout=RETURNS_AT_ONCE_SECONDS)
 
 
-def test_a_handle_given_to_a_task_keeps_its_actor_alive(connected: None) -> None:
+def test_a_handle_given_to_a_task_keeps_its_actor_alive(ray_connected: None) -> None:
     """The driver's handle is dropped at once (`call_counter.remote(Counter.remote())`); Ray keeps the actor while
     the task holds a handle. Checked to fail without pin_handles: the actor was stopped when the driver's handle was
     collected, and the task's call raised RayActorError."""
@@ -284,7 +269,7 @@ def test_a_handle_given_to_a_task_keeps_its_actor_alive(connected: None) -> None
     assert ray.get(reference, timeout=RETURNS_AT_ONCE_SECONDS) == 2
 
 
-def test_a_handle_returned_by_an_actor_calls_it_from_the_driver(connected: None) -> None:
+def test_a_handle_returned_by_an_actor_calls_it_from_the_driver(ray_connected: None) -> None:
     """Checked to fail with the handle rebuilt only inside a task: the driver's `ray.get` raised
     DeserializeObjectError."""
     keeper = Keeper.remote()
@@ -292,7 +277,7 @@ def test_a_handle_returned_by_an_actor_calls_it_from_the_driver(connected: None)
     assert ray.get(kept.increment.remote(), timeout=RETURNS_AT_ONCE_SECONDS) == 11
 
 
-def test_a_dead_actor_raises_ray_actor_error_a_ray_error(connected: None) -> None:
+def test_a_dead_actor_raises_ray_actor_error_a_ray_error(ray_connected: None) -> None:
     """As in Ray, RayActorError is a RayError; what `ray.get` raises is also scaler's ActorDiedError. Checked to fail
     with `ray.exceptions.RayActorError` being scaler's ActorDiedError (not a RayError)."""
     assert issubclass(ray.exceptions.RayActorError, ray.exceptions.RayError)
@@ -330,7 +315,7 @@ def fails_until(attempts: Any, succeeding_attempt: int, error: type[Exception] =
     return attempt
 
 
-def test_a_generator_that_raised_gives_its_values_then_its_error(connected: None) -> None:
+def test_a_generator_that_raised_gives_its_values_then_its_error(ray_connected: None) -> None:
     """Ray's streaming generator: a reference per value yielded, then one raising the error, then StopIteration.
     Checked to fail with the task failing outright (one reference, raising)."""
     generator = yield_then_fail.remote(2)
@@ -342,7 +327,7 @@ def test_a_generator_that_raised_gives_its_values_then_its_error(connected: None
         next(generator)
 
 
-def test_retry_exceptions_runs_a_failed_task_again(connected: None) -> None:
+def test_retry_exceptions_runs_a_failed_task_again(ray_connected: None) -> None:
     """`retry_exceptions=[KeyError], max_retries=2`: a KeyError runs the task again, up to twice; another exception
     does not. Checked to fail with retry_exceptions refused (NotImplementedError at the decorator)."""
     retried = ray.remote(retry_exceptions=[KeyError], max_retries=2)(fails_until)

@@ -25,16 +25,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_ray_runtime
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[SchedulerClusterCombo]:
+def shared_cluster() -> Iterator[SchedulerClusterCombo]:
+    """The module's cluster: its workers offer GPUs (as many as asked for) and three of a custom resource."""
     with running_cluster(2, per_worker_capabilities={"gpu": -1, "custom": 3}) as running:
         yield running
-
-
-@pytest.fixture
-def connected(cluster: SchedulerClusterCombo) -> Iterator[None]:
-    ray.scaler_init(address=cluster.get_address())
-    yield
-    ray.shutdown()
 
 
 @ray.remote
@@ -64,7 +58,7 @@ class Echo:
         )  # fmt: skip
 
 
-def test_the_cluster_s_resources_are_the_workers_the_scheduler_has(connected: None) -> None:
+def test_the_cluster_s_resources_are_the_workers_the_scheduler_has(ray_connected: None) -> None:
     total = ray.cluster_resources()
     assert total["CPU"] == 2.0 and total["GPU"] == 2.0 and total["custom"] == 6.0
     assert any(key.startswith("node:") for key in total)
@@ -76,7 +70,7 @@ def test_the_cluster_s_resources_are_the_workers_the_scheduler_has(connected: No
     wait_for(lambda: ray.available_resources().get("CPU") == 2.0, "both workers free again")
 
 
-def test_the_runtime_context_of_the_driver_a_task_and_an_actor(connected: None) -> None:
+def test_the_runtime_context_of_the_driver_a_task_and_an_actor(ray_connected: None) -> None:
     driver = ray.get_runtime_context()
     assert driver.get_task_id() is None and driver.get_actor_id() is None
     assert set(driver.get()) == {"job_id", "node_id"}
@@ -111,7 +105,7 @@ def test_options_that_tune_ray_warn_once_and_those_that_change_results_are_refus
 
 
 def test_a_function_past_ray_s_size_bound_is_refused_naming_its_size(
-    connected: None, monkeypatch: pytest.MonkeyPatch
+    ray_connected: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FUNCTION_SIZE_ERROR_THRESHOLD", str(1_000_000))  # Ray's variable, a smaller bound
     captured = b"x" * 3_000_000

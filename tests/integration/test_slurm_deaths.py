@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import pwd
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -21,23 +20,11 @@ import pytest
 
 from scaler import Client
 from scaler.errors import ProcessorOutOfMemoryError
-from tests.integration.conftest import COLD_START_SECONDS, Addresses, Launcher, wait_for
+from tests.integration.conftest import COLD_START_SECONDS, Addresses, wait_for
 from tests.integration.slurm_cluster import URGENT_PARTITION, SlurmCluster
-from tests.integration.slurm_harness import Manager, slurm_manager, slurm_stack
+from tests.integration.slurm_harness import Manager, manager_fixture, stack_fixture  # noqa: F401 - fixtures used by name
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("slurm"), pytest.mark.timeout(240)]
-
-
-@pytest.fixture(scope="module")
-def stack(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
-    with slurm_stack(tmp_path_factory.mktemp("slurm-deaths")) as addresses:
-        yield addresses
-
-
-@pytest.fixture
-def manager(slurm_cluster: SlurmCluster, stack: Addresses, launcher: Launcher, tmp_path: Path) -> Iterator[Manager]:
-    with slurm_manager(slurm_cluster, launcher, stack, tmp_path) as made:
-        yield made
 
 
 # ---------------------------------------------------------------- tasks

@@ -11,7 +11,6 @@ from __future__ import annotations
 import signal
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,21 +18,9 @@ import pytest
 from scaler import Client
 from tests.integration.conftest import COLD_START_SECONDS, DEADLINE_SECONDS, Addresses, Launcher, monitor, wait_for
 from tests.integration.slurm_cluster import SlurmCluster
-from tests.integration.slurm_harness import Manager, slurm_manager, slurm_stack
+from tests.integration.slurm_harness import Manager, manager_fixture, stack_fixture  # noqa: F401 - fixtures used by name
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("slurm"), pytest.mark.timeout(240)]
-
-
-@pytest.fixture(scope="module")
-def stack(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Addresses]:
-    with slurm_stack(tmp_path_factory.mktemp("slurm-stack")) as addresses:
-        yield addresses
-
-
-@pytest.fixture
-def manager(slurm_cluster: SlurmCluster, stack: Addresses, launcher: Launcher, tmp_path: Path) -> Iterator[Manager]:
-    with slurm_manager(slurm_cluster, launcher, stack, tmp_path) as made:
-        yield made
 
 
 # ---------------------------------------------------------------- tasks

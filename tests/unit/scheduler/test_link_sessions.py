@@ -7,6 +7,7 @@ Each test that checks a mechanism says how it was checked to fail with the mecha
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, TaskID
@@ -14,7 +15,7 @@ from scaler.scheduler.core.effects import Send
 from scaler.scheduler.core.events import PeerLost
 from scaler.scheduler.core.link_sessions import EXIT_WAIT_SECONDS
 from scaler.scheduler.core.processor_links import STOP_GRACE_SECONDS
-from scaler.testing.simulation import FakeWorker, SimulatedCluster, hello, success, task
+from scaler.testing.simulation import FakeClient, FakeWorker, SimulatedCluster, hello, success, task
 
 
 def sent_to(sim: SimulatedCluster, peer: bytes, kind: type) -> list:  # type: ignore[type-arg]
@@ -23,6 +24,12 @@ def sent_to(sim: SimulatedCluster, peer: bytes, kind: type) -> list:  # type: ig
 
 def tasks_on(sim: SimulatedCluster, link: bytes) -> list[TaskID]:
     return [t.task_id for t in sent_to(sim, link, m.Task)]
+
+
+def one_worker(**settings: Any) -> tuple[SimulatedCluster, FakeClient, FakeWorker]:
+    """A simulated scheduler with a client and a worker (`settings`: `SimulatedCluster.add_worker`'s)."""
+    sim = SimulatedCluster()
+    return sim, sim.add_client(), sim.add_worker(**settings)
 
 
 def dies(sim: SimulatedCluster, worker: FakeWorker, link: bytes, **exited: object) -> None:
@@ -34,9 +41,7 @@ def dies(sim: SimulatedCluster, worker: FakeWorker, link: bytes, **exited: objec
 
 
 def test_every_kind_of_task_goes_on_a_link_and_its_results_end_it_there() -> None:
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=3)
+    sim, client, worker = one_worker(capacity=3)
     plain, streaming = task(client.peer, 1), replace(task(client.peer, 2), stream_credit=4)
     sim.submit(client, [plain, streaming])
     assert tasks_on(sim, worker.link) == [plain.task_id, streaming.task_id]
@@ -52,9 +57,7 @@ def test_every_kind_of_task_goes_on_a_link_and_its_results_end_it_there() -> Non
 
 
 def test_tasks_spread_over_the_links_of_a_worker() -> None:
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=4, slots=2)
+    sim, client, worker = one_worker(capacity=4, slots=2)
     sim.submit(client, [task(client.peer, n) for n in range(4)])
     assert [len(tasks_on(sim, link)) for link in worker.links] == [2, 2]
 
@@ -63,9 +66,7 @@ def test_a_cancelled_task_computing_alone_has_its_processor_killed_and_its_loss_
     """Code stuck in a C call never sees a stop: the processor is killed (processor_links.py rule 4); the task staged
     behind it goes back to the queue, no retry spent, and nothing is blamed. Checked to fail with `stops_by_kill`
     returning False (a TaskCancel went on the link instead)."""
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=2)
+    sim, client, worker = one_worker(capacity=2)
     link = worker.link
     sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
     computing, staged = tasks_on(sim, link)
@@ -82,9 +83,7 @@ def test_a_staged_task_and_one_computing_among_parked_ones_are_stopped_in_their_
     """A staged task is withdrawn there; a task computing among parked parents is stopped there (killing would take
     the parents down), and its processor is killed only if it does not unwind within STOP_GRACE_SECONDS. Checked to
     fail with `stop_on_link` always killing."""
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=3)
+    sim, client, worker = one_worker(capacity=3)
     link = worker.link
     sim.submit(client, [task(client.peer, n) for n in (1, 2, 3)])
     parent, child, staged = tasks_on(sim, link)
@@ -109,9 +108,7 @@ def test_a_staged_task_and_one_computing_among_parked_ones_are_stopped_in_their_
 def test_a_task_past_its_workers_timeout_fails_timed_out_and_is_stopped() -> None:
     """The scheduler's rule on its tick (processor_links.py rule 5): a task computing alone has its processor killed,
     a parked one is stopped in it. Checked to fail with `LinkSessions._watch` not looking at timeouts."""
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=2, task_timeout_seconds=2.0)
+    sim, client, worker = one_worker(capacity=2, task_timeout_seconds=2.0)
     link = worker.link
     sim.submit(client, [task(client.peer, 1)])
     sim.advance(1.0)
@@ -130,9 +127,7 @@ def test_a_task_past_its_workers_timeout_fails_timed_out_and_is_stopped() -> Non
 
 
 def test_a_processor_that_dies_fails_its_computing_task_and_requeues_the_others() -> None:
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=3)
+    sim, client, worker = one_worker(capacity=3)
     link = worker.link
     sim.submit(client, [task(client.peer, n) for n in (1, 2, 3)])
     parked, computing, staged = tasks_on(sim, link)
@@ -149,9 +144,7 @@ def test_a_processor_that_dies_fails_its_computing_task_and_requeues_the_others(
 def test_the_task_a_dead_processors_mark_names_is_blamed_and_the_one_before_it_runs_again() -> None:
     """Its result died in the processor's I/O thread: it is not to blame. Checked to fail with `computingTaskKnown`
     ignored (processor_links.py `_blame`): the picture's computing task is blamed."""
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=3)
+    sim, client, worker = one_worker(capacity=3)
     link = worker.link
     sim.submit(client, [task(client.peer, n) for n in (1, 2, 3)])
     ran, crashed, staged = tasks_on(sim, link)
@@ -165,9 +158,7 @@ def test_the_task_a_dead_processors_mark_names_is_blamed_and_the_one_before_it_r
 
 
 def test_a_closed_link_never_explained_ends_its_tasks_after_a_wait() -> None:
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=2)
+    sim, client, worker = one_worker(capacity=2)
     sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
     computing, staged = tasks_on(sim, worker.link)
     sim.feed(PeerLost(worker.link, "connection closed", sim.now))
@@ -177,9 +168,7 @@ def test_a_closed_link_never_explained_ends_its_tasks_after_a_wait() -> None:
 
 
 def test_a_worker_that_dies_takes_its_tasks_back_to_the_queue() -> None:
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=2)
+    sim, client, worker = one_worker(capacity=2)
     sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
     other = sim.add_worker("v", capacity=2)
     sim.kill(worker)
@@ -188,9 +177,7 @@ def test_a_worker_that_dies_takes_its_tasks_back_to_the_queue() -> None:
 
 
 def test_a_parked_task_yields_its_slot_until_it_goes_on() -> None:
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=1)
+    sim, client, worker = one_worker(capacity=1)
     sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
     (parent,) = tasks_on(sim, worker.link)
     sim.send(worker.link, m.ProcessorBlocked(parent))
@@ -206,9 +193,7 @@ def test_with_a_processor_per_parent_a_waiting_parent_gets_its_worker_another_pr
     """nested_parents "process": the parked parent keeps its processor, its worker is asked for one more
     (ProcessorsWanted), the child goes there; once the parent goes on, an idle processor beyond the slots is killed.
     Checked to fail with `keep_processors` counting no parked link."""
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=1, processor_per_parent=True)
+    sim, client, worker = one_worker(capacity=1, processor_per_parent=True)
     first = worker.link
     sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
     (parent,) = tasks_on(sim, first)
@@ -227,9 +212,7 @@ def test_a_processor_still_writing_is_retired_only_once_its_writes_are_done() ->
     """Issue 42 and rule 2: a processor beyond the slots that still writes results readers follow is not killed as
     not needed until it says it is done. Checked to fail with `is_idle` ignoring `writing` (killed at once), and with
     `on_writing` not keeping the processors (never retired)."""
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=1, processor_per_parent=True)
+    sim, client, worker = one_worker(capacity=1, processor_per_parent=True)
     first = worker.link
     sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
     (parent,) = tasks_on(sim, first)
@@ -247,9 +230,7 @@ def test_a_processor_still_writing_is_retired_only_once_its_writes_are_done() ->
 def test_a_processor_hosting_an_actor_takes_no_other_task_and_its_worker_gets_another() -> None:
     """Its actor holds its computing turn while it lives (link_sessions.py rule 2). Checked to fail with `link.host`
     not called on ActorReady (the next task went to the actor's link)."""
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=2)
+    sim, client, worker = one_worker(capacity=2)
     start = replace(task(client.peer, 1), function_name="Ledger", actor=m.ActorSpec(1, 1, "", b""))
     sim.submit(client, [start])
     assert tasks_on(sim, worker.link) == [start.task_id], "an actor's start goes on a link as any task"
@@ -269,9 +250,7 @@ def test_a_processor_hosting_an_actor_takes_no_other_task_and_its_worker_gets_an
 def test_a_writing_processors_cancelled_task_is_stopped_in_it_not_killed() -> None:
     """Issue 42: a processor still writing results readers follow is never killed for a cancel. Checked to fail with
     `stops_by_kill` ignoring `writing`."""
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker()
+    sim, client, worker = one_worker()
     sim.submit(client, [task(client.peer, 1)])
     sim.send(worker.link, m.ProcessorWriting(True))
     sim.cancel(client, [task(client.peer, 1).task_id])
@@ -284,9 +263,7 @@ def test_a_writing_processors_cancelled_task_is_stopped_in_it_not_killed() -> No
 def test_a_task_taken_back_is_asked_on_its_link() -> None:
     """Overtaking, the balancer and a reclaim notice ask through `take_back`: on each task's link; the one computing is
     not given back. Checked to fail with `take_back` sending nothing."""
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=3)
+    sim, client, worker = one_worker(capacity=3)
     sim.submit(client, [task(client.peer, n) for n in (1, 2)])
     computing, staged = tasks_on(sim, worker.link)
     sim.core.lifecycle.take_back(worker.peer, (computing, staged))
@@ -299,9 +276,7 @@ def test_a_task_taken_back_is_asked_on_its_link() -> None:
 
 def test_tasks_staged_behind_a_long_task_are_asked_back_once_and_the_link_gets_no_more() -> None:
     """processor_links.py rule 3. Checked to fail with `behind_long` returning None."""
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=2)
+    sim, client, worker = one_worker(capacity=2)
     link = worker.link
     sim.core.workers[worker.peer].learn(0.0001)  # tiny so far: tasks are staged behind the one computing
     sim.submit(client, [task(client.peer, n) for n in (1, 2, 3)])
@@ -344,9 +319,7 @@ def test_a_queued_only_cancel_takes_staged_tasks_back_and_cancels_those_given_ba
     """An Executor's shutdown(cancel_futures=True) cancels what has not started: the staged tasks are asked back and
     cancelled once given back; the one computing runs on. Checked to fail with the cancel leaving dispatched tasks
     alone (CPython's ExecutorShutdownTest.test_cancel_futures then finds too few cancelled)."""
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=2)
+    sim, client, worker = one_worker(capacity=2)
     sim.core.workers[worker.peer].learn(0.0001)
     sim.submit(client, [task(client.peer, n) for n in range(1, 7)])
     computing, *staged = tasks_on(sim, worker.link)
@@ -367,9 +340,7 @@ def test_a_queued_only_cancel_takes_staged_tasks_back_and_cancels_those_given_ba
 def test_results_read_on_a_link_are_named_in_an_echo_on_the_link_after_the_workers_heartbeat() -> None:
     """The processor keeps each result until then, for a restart (link_state.py rule 2). Checked to fail with the
     echo on the link not sent (`LinkSessions.echo`)."""
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=2)
+    sim, client, worker = one_worker(capacity=2)
     sim.submit(client, [task(client.peer, 1), task(client.peer, 2)])
     ids = tuple(tasks_on(sim, worker.link))
     sim.finish(worker)
@@ -425,9 +396,7 @@ def test_tasks_named_by_a_processor_that_dies_before_their_client_comes_back_run
 def test_the_published_status_counts_the_tasks_on_a_workers_links() -> None:
     """The agent's status knows none of them: the scheduler adds one running per link, the rest queued and the parked
     blocked (view.with_link_tasks); fails with it returning the agent's status unchanged."""
-    sim = SimulatedCluster()
-    client = sim.add_client()
-    worker = sim.add_worker(capacity=3)
+    sim, client, worker = one_worker(capacity=3)
 
     def status() -> tuple[int, int, int]:
         (summary,) = sim.core.view().workers
