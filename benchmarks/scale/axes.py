@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import resource
 import statistics
 import threading
 import time
@@ -37,6 +38,14 @@ class Settings:
     capacity: int = 2
 
 
+def links_for(workers: int) -> int:
+    """How many of `workers` fake workers open a processor's link: all, unless the scheduler would then hold more
+    connections than its descriptors allow (a worker and its link are two; 1,000 kept for the rest): 10,000 workers
+    under a limit of 20,000 get 9,000 links."""
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return max(0, min(workers, limit - workers - 1000))
+
+
 @contextlib.contextmanager
 def cluster(settings: Settings, name: str, workers: int, clients: int) -> Iterator[tuple[Scheduler, Fleet, Fleet]]:
     """A scheduler with a fleet of `workers` fake workers and one of `clients` fake clients, registered."""
@@ -45,7 +54,7 @@ def cluster(settings: Settings, name: str, workers: int, clients: int) -> Iterat
     fleets: list[Fleet] = []
     try:
         worker_fleet = Fleet(scheduler.address, settings.logs / f"{name}-workers.log", workers=workers,
-                             capacity=settings.capacity, tag="w")  # fmt: skip
+                             capacity=settings.capacity, tag="w", links=links_for(workers))  # fmt: skip
         fleets.append(worker_fleet)
         client_fleet = Fleet(scheduler.address, settings.logs / f"{name}-clients.log", clients=clients, tag="c")
         fleets.append(client_fleet)
@@ -142,15 +151,21 @@ def workers_axis(settings: Settings, sizes: list[int], rows: list[dict[str, Any]
     for workers in sizes:
         print(f"[workers] {workers:,} workers", flush=True)
         with cluster(settings, f"workers-{workers}", workers, 1) as (scheduler, worker_fleet, client_fleet):
-            time.sleep(SETTLE_SECONDS)
-            before = scheduler.rss_mb()
+            # a worker learns the cluster's period at its first heartbeat after the period it was given on
+            # registration (scaler/protocol/heartbeat_period.py): the idle window starts once every one has
+            time.sleep(SETTLE_SECONDS + worker_fleet.ask("report")["longest_period"])
+            before, beats = scheduler.rss_mb(), worker_fleet.ask("report")["heartbeats_sent"]
             idle = idle_cpu(scheduler, settings.idle_seconds)
-            rss = scheduler.rss_mb()
+            rss, after = scheduler.rss_mb(), worker_fleet.ask("report")
+            heartbeats = {
+                "heartbeat_period_seconds": after["longest_period"],
+                "heartbeats_per_second": (after["heartbeats_sent"] - beats) / settings.idle_seconds,
+            }
             if rss - before > FALLING_BEHIND_MB:
                 print(f"  falling behind: RSS {before:.0f} -> {rss:.0f} MB in {settings.idle_seconds:g} s idle; "
                       f"idle CPU {idle:.0f}%", flush=True)  # fmt: skip
                 rows.append({"workers": workers, "idle_cpu_percent": idle, "falling_behind": True,
-                             "rss_mb_idle": rss, "rss_mb_growth_idle": rss - before})  # fmt: skip
+                             "rss_mb_idle": rss, "rss_mb_growth_idle": rss - before, **heartbeats})  # fmt: skip
                 on_row()
                 continue
             subscribed, shown = idle_cpu_subscribed(scheduler, settings.idle_seconds)
@@ -160,6 +175,8 @@ def workers_axis(settings: Settings, sizes: list[int], rows: list[dict[str, Any]
                 "workers": workers,
                 "idle_cpu_percent": idle,
                 "idle_cpu_percent_per_1000_workers": idle / workers * 1000,
+                "workers_with_a_link": after["workers_with_a_link"],
+                **heartbeats,
                 "idle_cpu_percent_subscribed": subscribed,
                 "workers_shown_to_late_subscriber": shown,
                 "rss_mb_idle": rss,
@@ -169,7 +186,9 @@ def workers_axis(settings: Settings, sizes: list[int], rows: list[dict[str, Any]
                 "tasks_per_second": settings.tasks / wall,
                 "checks": checks(worker_fleet, client_fleet, settings.tasks),
             }
-        print(f"  idle {row['idle_cpu_percent']:.1f}% ({row['idle_cpu_percent_subscribed']:.1f}% with a subscriber "
+        print(f"  idle {row['idle_cpu_percent']:.1f}% at {row['heartbeats_per_second']:.0f} heartbeats/s (period "
+              f"{row['heartbeat_period_seconds']:g} s), "
+              f"{row['idle_cpu_percent_subscribed']:.1f}% with a subscriber "
               f"shown {shown:,} workers); {row['cpu_per_task_us']:.1f} us per task "
               f"({row['net_cpu_per_task_us']:.1f} without the idle cost), {row['tasks_per_second']:,.0f} tasks/s; "
               f"checks {'ok' if row['checks']['ok'] else row['checks']}", flush=True)  # fmt: skip

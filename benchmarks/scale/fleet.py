@@ -2,10 +2,16 @@
 
     python -m scale.fleet tcp://127.0.0.1:PORT --workers 5000 --capacity 2      # commands on stdin, answers on stdout
 
-A fake worker registers (Hello with WorkerInfo, not lending), heartbeats every HEARTBEAT_SECONDS with what a real
-agent's heartbeat carries (its status, one processor), and answers every task it is sent at once, in one message per
-message received. A fake client registers, heartbeats with the count of answers it received (the scheduler forgets
-acknowledged answers by it), and submits no-op tasks in batches of SUBMIT_BATCH, one part per batch, keeping at most
+A fake worker registers (Hello with WorkerInfo, one slot), heartbeats every HEARTBEAT_SECONDS, or at the longer
+period the scheduler gives it (its HelloReply, then each HeartbeatEcho), as a real worker agent does, with what a real
+agent's heartbeat carries (its status, one processor), and opens its processor's link (`<worker id>/p1`, Hello with
+ProcessorInfo: since protocol version 4 a worker's tasks come on its processors' links only), which answers every task
+it is sent at once, in one message per message received. `--links N`: only the first N workers open a link (each
+link is a connection more at the scheduler: 10,000 workers with one each need 20,000 descriptors, the most this
+machine's hard limit allows a process); the others register and heartbeat, holding no task.
+
+A fake client registers, heartbeats with the count of answers it received (the scheduler forgets acknowledged
+answers by it), and submits no-op tasks in batches of SUBMIT_BATCH, one part per batch, keeping at most
 `window` unanswered. Both check what they see: a task a worker is sent twice, an answer a client gets twice or for a
 task it never submitted.
 
@@ -69,23 +75,25 @@ class FakePeer:
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
         self.registered = False
+        self.period = HEARTBEAT_SECONDS  #: its heartbeat period
 
-    def _count_registration(self) -> None:
+    def _accepted(self, reply: m.HelloReply) -> None:
+        """Its hello was accepted: counted (a worker: once its processor's link is accepted too)."""
         raise NotImplementedError
 
     def _beat(self) -> None:
         raise NotImplementedError
 
     def _on_reply(self, message: object) -> None:
-        """A HelloReply (accepted: counted, heartbeats start at a random phase; refused: its reason kept) or a
-        ProtocolError (its reason kept); any other message is ignored."""
+        """A HelloReply (accepted: `_accepted`, heartbeats start at a random phase of its period; refused: its reason
+        kept) or a ProtocolError (its reason kept); any other message is ignored."""
         fleet = self.fleet
         if type(message) is m.HelloReply:
             if message.accepted and not self.registered:
                 self.registered = True
-                self._count_registration()
+                self._accepted(message)
                 fleet.registering.set()
-                fleet.loop.call_later(random.uniform(0, HEARTBEAT_SECONDS), self._beat)
+                fleet.loop.call_later(random.uniform(0, self.period), self._beat)
             elif not message.accepted:
                 fleet.refusals.append(message.reason)
         elif type(message) is m.ProtocolError:
@@ -93,20 +101,47 @@ class FakePeer:
 
 
 class FakeWorker(FakePeer):
-    def __init__(self, fleet: Fleet, number: int, capacity: int) -> None:
+    def __init__(self, fleet: Fleet, number: int, capacity: int, with_link: bool) -> None:
         super().__init__(fleet)
         self.identity = b"Worker|FAKE|%s%08d" % (fleet.tag, number)
         self.capacity = capacity
         self.link = Dealer(self.identity, self._on_message, on_lost=self._on_lost)
-
-    def _count_registration(self) -> None:
-        self.fleet.registered_workers += 1
+        #: its processor's link (`<worker id>/p1`): its tasks come there
+        self.processor = Dealer(self.identity + b"/p1", self._on_processor) if with_link else None
 
     def _on_lost(self) -> None:
         if self.registered:
             self.fleet.lost_workers += 1
 
     def _on_message(self, parts: list[bytes]) -> None:
+        """What the scheduler tells the worker agent."""
+        for part in parts:
+            for frame in codec.split(part):
+                message = codec.decode(frame)
+                if type(message) is m.HeartbeatEcho:
+                    self._given(message)
+                else:
+                    self._on_reply(message)
+
+    def _accepted(self, reply: m.HelloReply) -> None:
+        """Its period given; counted at once without a link, else once its processor's link is accepted."""
+        self._given(reply)
+        if self.processor is None:
+            self._ready()
+            return
+        fleet = self.fleet
+        fleet.opening.add(task := fleet.loop.create_task(fleet.open(self.processor)))
+        task.add_done_callback(fleet.opening.discard)
+        info = m.ProcessorInfo(b"p1", self.identity, max_staged_tasks=max(0, self.capacity - 1))
+        self.processor.send([_hello(info)])
+
+    def _ready(self) -> None:
+        """Registered, and its link accepted when it has one: counted."""
+        self.fleet.registered_workers += 1
+        self.fleet.registering.set()
+
+    def _on_processor(self, parts: list[bytes]) -> None:
+        """What the scheduler sends on the processor's link: tasks, answered at once."""
         fleet = self.fleet
         results: list[bytes] = []
         for part in parts:
@@ -120,19 +155,31 @@ class FakeWorker(FakePeer):
                     result = m.TaskResult(message.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE,
                                           RESULT_PAYLOAD, worker_id=self.identity)  # fmt: skip
                     results.append(codec.encode(result))
-                else:
-                    self._on_reply(message)
-        if results:
-            self.link.send([b"".join(results)])
+                elif type(message) is m.HelloReply:
+                    if message.accepted:
+                        self._ready()
+                    else:
+                        fleet.refusals.append(message.reason)
+                elif type(message) is m.ProtocolError:
+                    fleet.protocol_errors.append(message.reason)
+        if results and self.processor is not None:
+            self.processor.send([b"".join(results)])
+
+    def _given(self, message: m.HelloReply | m.HeartbeatEcho) -> None:
+        """The period the scheduler gives, obeyed when longer than HEARTBEAT_SECONDS (as a worker agent does:
+        scaler/protocol/heartbeat_period.py, rule 3; an older scheduler gives none, or 2 s)."""
+        given = getattr(message, "heartbeat_interval_seconds", 0.0)
+        self.period = max(HEARTBEAT_SECONDS, min(given, 600.0)) if given > 0 else HEARTBEAT_SECONDS
 
     def _beat(self) -> None:
         if self.link.transport is None or self.fleet.stopping:
             return
         self.link.send([self.fleet.heartbeat])
-        self.fleet.loop.call_later(HEARTBEAT_SECONDS, self._beat)
+        self.fleet.heartbeats_sent += 1
+        self.fleet.loop.call_later(self.period, self._beat)
 
     def hello(self) -> None:
-        self.link.send([_hello(m.WorkerInfo((), self.capacity, "", "FAKE"))])
+        self.link.send([_hello(m.WorkerInfo((), self.capacity, "", "FAKE", slots=1))])
 
 
 class FakeClient(FakePeer):
@@ -160,7 +207,7 @@ class FakeClient(FakePeer):
                     self._on_reply(message)
         self._submit()
 
-    def _count_registration(self) -> None:
+    def _accepted(self, reply: m.HelloReply) -> None:
         self.fleet.registered_clients += 1
 
     def _answer(self, task_id: TaskID) -> None:
@@ -203,17 +250,19 @@ class FakeClient(FakePeer):
 
 
 class Fleet:
-    def __init__(self, address: str, workers: int, clients: int, capacity: int, tag: bytes) -> None:
+    def __init__(self, address: str, workers: int, clients: int, capacity: int, tag: bytes, links: int) -> None:
         self.loop = asyncio.get_running_loop()
         host, port = address.removeprefix("tcp://").rsplit(":", 1)
         self.host, self.port = host, int(port)
         self.tag = tag
         self.heartbeat = _heartbeat()
-        self.workers = [FakeWorker(self, number, capacity) for number in range(workers)]
+        self.workers = [FakeWorker(self, number, capacity, number < links) for number in range(workers)]
         self.clients = [FakeClient(self, number) for number in range(clients)]
         self.stopping = False
+        self.opening: set[asyncio.Task[None]] = set()  #: processors' links being opened
         self.registered_workers = self.registered_clients = self.lost_workers = 0
         self.tasks_received = self.tasks_twice = 0
+        self.heartbeats_sent = 0  #: by the workers, so far
         self.seen_tasks: set[TaskID] = set()
         self.submitted = self.answered = 0
         self.track_done = True
@@ -229,7 +278,7 @@ class Fleet:
         peers: list[FakeWorker | FakeClient] = [*self.workers, *self.clients]
         for first in range(0, len(peers), CONNECTS_AT_ONCE):
             batch = peers[first : first + CONNECTS_AT_ONCE]
-            await asyncio.gather(*(self._open(peer) for peer in batch))
+            await asyncio.gather(*(self.open(peer.link) for peer in batch))
             for peer in batch:
                 peer.hello()
             while self._registered() < first + len(batch) and time.monotonic() - started < timeout:
@@ -242,10 +291,10 @@ class Fleet:
     def _registered(self) -> int:
         return self.registered_workers + self.registered_clients
 
-    async def _open(self, peer: FakeWorker | FakeClient) -> None:
+    async def open(self, link: Dealer) -> None:
         for attempt in range(20):
             try:
-                await self.loop.create_connection(lambda: peer.link, self.host, self.port)
+                await self.loop.create_connection(lambda: link, self.host, self.port)
                 return
             except OSError:
                 await asyncio.sleep(0.05 * (attempt + 1))
@@ -286,6 +335,9 @@ class Fleet:
             "registered_workers": self.registered_workers,
             "registered_clients": self.registered_clients,
             "lost_workers": self.lost_workers,
+            "workers_with_a_link": sum(1 for worker in self.workers if worker.processor is not None),
+            "heartbeats_sent": self.heartbeats_sent,
+            "longest_period": max((worker.period for worker in self.workers), default=0.0),
             "tasks_received": self.tasks_received,
             "tasks_twice": self.tasks_twice,
             "submitted": self.submitted,
@@ -307,12 +359,16 @@ class Fleet:
         self.stopping = True
         for peer in [*self.workers, *self.clients]:
             peer.link.close()
+        for worker in self.workers:
+            if worker.processor is not None:
+                worker.processor.close()
         return {"stopped": True}
 
 
 async def serve(arguments: argparse.Namespace) -> None:
+    links = arguments.workers if arguments.links is None else arguments.links
     fleet = Fleet(arguments.address, arguments.workers, arguments.clients, arguments.capacity,
-                  arguments.tag.encode())  # fmt: skip
+                  arguments.tag.encode(), links)  # fmt: skip
     commands: asyncio.Queue[str] = asyncio.Queue()
     loop = asyncio.get_running_loop()
 
@@ -351,6 +407,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=0)
     parser.add_argument("--capacity", type=int, default=2, help="tasks a fake worker accepts at once")
     parser.add_argument("--tag", default="a", help="tells the peers of several fleets apart")
+    parser.add_argument("--links", type=int, help="workers that open a processor's link (default: all)")
     asyncio.run(serve(parser.parse_args()))
 
 

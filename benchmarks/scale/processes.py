@@ -92,9 +92,11 @@ class Fleet:
     """A process of fake peers (fleet.py), driven by JSON commands."""
 
     def __init__(self, address: str, log: Path, workers: int = 0, clients: int = 0, capacity: int = 2,
-                 tag: str = "a") -> None:  # fmt: skip
+                 tag: str = "a", links: int | None = None) -> None:  # fmt: skip
         command = [sys.executable, "-m", "scale.fleet", address, "--workers", str(workers), "--clients", str(clients),
                    "--capacity", str(capacity), "--tag", tag]  # fmt: skip
+        if links is not None:
+            command += ["--links", str(links)]
         self._log: IO[bytes] = open(log, "ab")
         self.process = subprocess.Popen(command, cwd=BENCH_DIR, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=self._log, start_new_session=True, text=True)  # fmt: skip

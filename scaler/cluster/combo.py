@@ -103,6 +103,8 @@ class SchedulerClusterCombo:
             per_worker_capabilities=_capabilities_setting(per_worker_capabilities or {}),
             **declared[WorkerConfig],
         )
+        # its workers' heartbeat period is the least the scheduler gives them (more with many workers)
+        scheduler = dataclasses.replace(scheduler, worker_heartbeat_interval_seconds=worker.heartbeat_interval_seconds)
         storage = ObjectStorageServerConfig(bind_address=object_storage_address, **declared[ObjectStorageServerConfig])
         problem = event_loop_problem(scheduler) or event_loop_problem(worker)
         if problem is not None:  # else every process would fail at start, and the combo wait for the scheduler

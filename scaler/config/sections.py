@@ -218,11 +218,21 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
     )  # fmt: skip
     worker_timeout_seconds: float = setting(
         60,
-        help="drop a worker silent this long and re-dispatch its tasks",
+        help="drop a worker silent this long (or three of its heartbeat periods, when longer) and re-dispatch its "
+        "tasks",
         short=("-wt",),
         gt=0,
         core=True,
         combo=True,
+    )
+    worker_heartbeat_interval_seconds: float = setting(
+        2,
+        help="workers beat at their own period while they number at most 100 per second of this; beyond, the scheduler "
+        "gives them a longer one (the worker count / 100 s), so that they send at most 100 heartbeats a second in all "
+        "(a worker keeps its own period when longer)",
+        short=("-whi",),
+        gt=0,
+        core="heartbeat_interval_seconds",
     )
     worker_manager_timeout_seconds: float = setting(
         10, help="forget a worker manager silent this long", short=("-wmt",), gt=0, core="manager_timeout_seconds"

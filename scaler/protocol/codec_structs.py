@@ -117,6 +117,7 @@ _NEW_M_UNIT_WAITS = constructor(m.UnitWaits)
 _M_HEARTBEAT_ECHO__OBJECT_STORAGE_ADDRESS = field_of("m", "HeartbeatEcho.objectStorageAddress")
 _M_HEARTBEAT_ECHO__WORKER_COUNT = field_of("m", "HeartbeatEcho.workerCount")
 _M_HEARTBEAT_ECHO__RESULTS_READ = field_of("m", "HeartbeatEcho.resultsRead")
+_M_HEARTBEAT_ECHO__HEARTBEAT_INTERVAL_SECONDS = field_of("m", "HeartbeatEcho.heartbeatIntervalSeconds")
 _NEW_M_HEARTBEAT_ECHO = constructor(m.HeartbeatEcho)
 _M_PING__NONCE = field_of("m", "Ping.nonce")
 _NEW_M_PING = constructor(m.Ping)
@@ -787,6 +788,7 @@ def write_heartbeat_echo(b: Any, v: m.HeartbeatEcho) -> None:
     b.workerCount = v.worker_count
     if v.results_read:
         b.resultsRead = v.results_read
+    b.heartbeatIntervalSeconds = v.heartbeat_interval_seconds
 
 
 def read_heartbeat_echo(r: Any) -> m.HeartbeatEcho:
@@ -796,6 +798,7 @@ def read_heartbeat_echo(r: Any) -> m.HeartbeatEcho:
         tuple(r._get_by_field(_M_HEARTBEAT_ECHO__RESULTS_READ))
         if r._has_by_field(_M_HEARTBEAT_ECHO__RESULTS_READ)
         else (),
+        r._get_by_field(_M_HEARTBEAT_ECHO__HEARTBEAT_INTERVAL_SECONDS),
     )
 
 

@@ -124,7 +124,9 @@ __all__ = [
 #: Every hello carries it; peers of another version are refused. Raise it with any change an older peer cannot read:
 #: a new message, union member or enumerant it would receive, or a changed meaning (docs/protocol.md, section 4.6).
 #: Version 4: one route; every task reaches its processor on the processor's own link (docs/protocol.md section 3.7).
-PROTOCOL_VERSION = 4
+#: Version 5: the scheduler gives each worker its heartbeat period, longer with more workers (HeartbeatEcho's
+#: heartbeatIntervalSeconds; docs/protocol.md section 3.4).
+PROTOCOL_VERSION = 5
 
 #: A task's priority is the user's priority shifted left by this many bits, plus its nesting depth
 #: (client/sharing.py): `priority >> priorityDepthBits` is the user's priority.
@@ -409,6 +411,9 @@ class HeartbeatEcho:
     #: on a processor's link: the results read there since the previous echo (the processor forgets them); empty
     #: to anyone else
     results_read: tuple[TaskID, ...] = ()
+    #: to a worker: the period the scheduler gives it now (it grows with the worker count, heartbeat_period.py);
+    #: 0 to anyone else
+    heartbeat_interval_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,10 @@ States:
 - CONNECTING: a hello is out and unanswered; it is sent again with back-off, and a `StillWaiting` notice
   goes out every `notice_interval_seconds` so the user knows what the peer waits for.
 - REGISTERED: the scheduler accepted the hello. Heartbeats go every `heartbeat_interval_seconds` (with
-  `one_heartbeat_in_flight`, only once the previous one was echoed). The round trip of the last echoed
-  heartbeat is measured (`round_trip_seconds`) and reported in the next heartbeat.
+  `one_heartbeat_in_flight`, only once the previous one was echoed); with `follow_given_period` (workers), every
+  period the scheduler gives, when longer (its HelloReply, then each HeartbeatEcho; 0: its own), and the silence
+  that is a loss is at least three of those periods (heartbeat_period.py, rules 3 and 4). The round trip of the last
+  echoed heartbeat is measured (`round_trip_seconds`) and reported in the next heartbeat.
 - A closed connection (clients, `lost_on_disconnect`) is noticed at once: with a grace, a `StillWaiting` notice
   says so then and every `notice_interval_seconds` until a scheduler answers, or the grace ends in LOST. Which
   grace: a connection that closed while the scheduler talked was closed by a scheduler that went away (it stopped
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
+from scaler.protocol.heartbeat_period import obeyed_period, silence_timeout
 
 __all__ = [  # ExitCode: what a Lost link ends a process with
     "ExitCode",
@@ -82,6 +85,9 @@ class LinkSettings:
     #: VM or laptop, a blocked event loop), not the scheduler's silence: the excess is not counted against the
     #: scheduler. The shell sets it a few of its tick periods long; None: every gap counts
     pause_after_seconds: float | None = None
+    #: the period the scheduler gives is obeyed when longer than `heartbeat_interval_seconds` (workers: the scheduler
+    #: lengthens it as the cluster grows, heartbeat_period.py)
+    follow_given_period: bool = False
 
 
 # ---------------------------------------------------------------- effects
@@ -145,6 +151,8 @@ class SchedulerLink:
         self.state = LinkState.CONNECTING
         self.round_trip_seconds = 0.0  #: of the latest echoed heartbeat
         self.hello_reply: m.HelloReply | None = None  #: the latest accepting reply
+        #: the period the scheduler gave last (with `follow_given_period`); 0: none
+        self.given_period_seconds = 0.0
         self._last_heard = 0.0
         self._hello_sent_at = 0.0
         self._hello_retry = settings.hello_retry_seconds
@@ -156,6 +164,17 @@ class SchedulerLink:
         self._disconnected_at: float | None = None  #: a closed connection, within its grace
         self._grace = 0.0  #: the grace of the closed connection (`_disconnected_at`)
         self._last_awake: float | None = None  #: the latest event this peer handled (a tick, a message, the start)
+
+    @property
+    def heartbeat_interval_seconds(self) -> float:
+        """The period this peer beats at: its own, or the one the scheduler gave when longer."""
+        return obeyed_period(self.settings.heartbeat_interval_seconds, self.given_period_seconds)
+
+    @property
+    def timeout_seconds(self) -> float:
+        """The silence that is a loss: the setting's, or three given periods when longer."""
+        own = self.settings
+        return silence_timeout(self.heartbeat_interval_seconds, own.timeout_seconds, own.heartbeat_interval_seconds)
 
     @property
     def is_registered(self) -> bool:
@@ -184,9 +203,11 @@ class SchedulerLink:
         self._disconnected_at = None
         if isinstance(message, m.HelloReply):
             return self._on_hello_reply(message, now)
-        if isinstance(message, m.HeartbeatEcho) and self._heartbeat_in_flight_since is not None:
-            self.round_trip_seconds = max(0.0, now - self._heartbeat_in_flight_since)
-            self._heartbeat_in_flight_since = None
+        if isinstance(message, m.HeartbeatEcho):
+            self._given(message.heartbeat_interval_seconds)  # 0: its own period again (the cluster shrank)
+            if self._heartbeat_in_flight_since is not None:
+                self.round_trip_seconds = max(0.0, now - self._heartbeat_in_flight_since)
+                self._heartbeat_in_flight_since = None
         elif isinstance(message, m.ProtocolError) and message.kind is m.ProtocolErrorKind.UNKNOWN_PEER:
             return self._on_forgotten(message.reason, now)
         return []
@@ -202,11 +223,11 @@ class SchedulerLink:
                                f"answered there within {grace:g} s (is it running? a scheduler restarted there "
                                "within the grace gets the unfinished tasks again)")]  # fmt: skip
         notice = self._reconnecting_notice(now)
-        if silent > self.settings.timeout_seconds:
+        if silent > self.timeout_seconds:
             if self.is_registered:
                 reason = f"the scheduler at {self.settings.address} has not answered for {silent:.0f} s"
             else:
-                reason = f"no scheduler answered at {self.settings.address} within {self.settings.timeout_seconds:g} s"
+                reason = f"no scheduler answered at {self.settings.address} within {self.timeout_seconds:g} s"
             return [self._lose(reason)]
         if self.state is LinkState.CONNECTING:
             return self._while_connecting(now)
@@ -267,7 +288,14 @@ class SchedulerLink:
         self._hello_retry = self.settings.hello_retry_seconds
         self._heartbeat_in_flight_since = None
         self._last_heartbeat_at = None
+        self._given(reply.heartbeat_interval_seconds)
         return [Registered(reply, again), *self._heartbeat_if_due(now)]
+
+    def _given(self, period_seconds: float) -> None:
+        """The scheduler gave this peer a heartbeat period: obeyed when longer than its own, with `follow_given_period`
+        (heartbeat_period.py, rules 3 and 4)."""
+        if self.settings.follow_given_period:
+            self.given_period_seconds = period_seconds
 
     def _on_forgotten(self, reason: str, now: float) -> list[LinkEffect]:
         if not self.settings.register_again:
@@ -286,17 +314,14 @@ class SchedulerLink:
         if now - self._last_notice_at >= self.settings.notice_interval_seconds:
             self._last_notice_at = now
             waited = now - self._waiting_since
-            left = self.settings.timeout_seconds - (now - self._last_heard)
+            left = self.timeout_seconds - (now - self._last_heard)
             address = self.settings.address
             text = f"still waiting for the scheduler at {address} ({waited:.0f} s; giving up in {left:.0f} s)"
             effects.append(StillWaiting(waited, text))
         return effects
 
     def _heartbeat_if_due(self, now: float) -> list[LinkEffect]:
-        if (
-            self._last_heartbeat_at is not None
-            and now - self._last_heartbeat_at < self.settings.heartbeat_interval_seconds
-        ):
+        if self._last_heartbeat_at is not None and now - self._last_heartbeat_at < self.heartbeat_interval_seconds:
             return []
         if self.settings.one_heartbeat_in_flight and self._heartbeat_in_flight_since is not None:
             return []

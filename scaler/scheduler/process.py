@@ -104,8 +104,7 @@ def policy_problem(config: SchedulerConfig) -> None:
 #: The fields of `CoreSettings` that no setting declares (`core=` in `scaler.config.sections`): what the process
 #: finds out at start. tests/unit/test_config_declarations.py checks that every other field is declared.
 RUNTIME_CORE_FIELDS = frozenset(
-    {"scheduler_address", "object_storage_address", "python_version", "allocate", "instance_id",
-     "heartbeat_interval_seconds"}
+    {"scheduler_address", "object_storage_address", "python_version", "allocate", "instance_id"}
 )  # fmt: skip
 
 
@@ -113,7 +112,7 @@ def core_settings_of(
     config: SchedulerConfig, bind: str, advertised_storage: str, policy: ResolvedPolicy, *, instance_id: bytes
 ) -> CoreSettings:
     """The core's settings: every scheduler setting declared with `core=` (`fields.core_values`), and what only
-    the process knows (`RUNTIME_CORE_FIELDS`; the peers' heartbeat period keeps the core's default)."""
+    the process knows (`RUNTIME_CORE_FIELDS`)."""
     return CoreSettings(
         scheduler_address=bind,
         object_storage_address=advertised_storage,

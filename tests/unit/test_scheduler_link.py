@@ -121,6 +121,64 @@ def test_workers_heartbeat_without_echoes_clients_wait_for_the_echo() -> None:
     assert kinds(client.on_tick(3.0)) == [SendHeartbeat]
 
 
+FOLLOWING = LinkSettings("tcp://s:1", heartbeat_interval_seconds=2.0, timeout_seconds=30.0, follow_given_period=True)
+
+
+def beat_times(link: SchedulerLink, start: float, end: float, given: float, step: float = 0.5) -> list[float]:
+    """When the link sends heartbeats between `start` and `end`, ticked every `step` and each beat echoed at once
+    with the period `given`."""
+    times, now = [], start
+    while now <= end:
+        if any(isinstance(effect, SendHeartbeat) for effect in link.on_tick(now)):
+            times.append(now)
+            link.on_message(m.HeartbeatEcho(heartbeat_interval_seconds=given), now)
+        now += step
+    return times
+
+
+def test_a_worker_beats_at_the_period_its_scheduler_gives_and_waits_three_of_them() -> None:
+    """heartbeat_period.py, rules 3 and 4: the period of the HelloReply, then of each echo; the
+    silence that is a loss grows to three periods. Fails with the given period ignored (beats every 2 s)."""
+    link = SchedulerLink(FOLLOWING)
+    link.start(0.0)
+    link.on_message(m.HelloReply(True, heartbeat_interval_seconds=5.0), 0.0)  # and a heartbeat at 0
+    assert beat_times(link, 0.5, 20.0, 5.0) == [5.0, 10.0, 15.0, 20.0]
+    link.on_message(m.HeartbeatEcho(heartbeat_interval_seconds=20.0), 20.0)
+    assert link.heartbeat_interval_seconds == 20.0 and link.timeout_seconds == 60.0
+    assert beat_times(link, 20.5, 80.0, 20.0) == [40.0, 60.0, 80.0]
+    assert [type(e) for e in link.on_tick(80.0 + 60.0)] == [SendHeartbeat]  # silent 60 s: not yet lost
+    assert kinds([e for e in link.on_tick(80.0 + 60.5) if isinstance(e, Lost)]) == [Lost]
+
+
+def test_a_worker_told_0_beats_at_its_own_period_again() -> None:
+    """The cluster shrank below the size where the scheduler lengthens the period: an echo's 0 means its own."""
+    link = SchedulerLink(FOLLOWING)
+    link.start(0.0)
+    link.on_message(m.HelloReply(True, heartbeat_interval_seconds=10.0), 0.0)
+    link.on_message(m.HeartbeatEcho(heartbeat_interval_seconds=0.0), 0.1)
+    assert link.heartbeat_interval_seconds == 2.0 and link.timeout_seconds == 30.0
+
+
+def test_a_given_period_shorter_than_its_own_or_none_leaves_a_worker_at_its_own() -> None:
+    for given in (0.5, 0.0, float("nan"), -1.0):
+        link = SchedulerLink(FOLLOWING)
+        link.start(0.0)
+        link.on_message(m.HelloReply(True, heartbeat_interval_seconds=given), 0.0)
+        assert link.heartbeat_interval_seconds == 2.0 and link.timeout_seconds == 30.0, given
+    huge = SchedulerLink(FOLLOWING)
+    huge.start(0.0)
+    huge.on_message(m.HelloReply(True, heartbeat_interval_seconds=1e9), 0.0)
+    assert huge.heartbeat_interval_seconds == 600.0, "a scheduler's mistake cannot silence a worker for days"
+
+
+def test_a_client_and_a_manager_keep_their_own_period() -> None:
+    link = SchedulerLink(CLIENT)
+    link.start(0.0)
+    link.on_message(m.HelloReply(True, heartbeat_interval_seconds=50.0), 0.0)
+    link.on_message(m.HeartbeatEcho(heartbeat_interval_seconds=50.0), 0.1)
+    assert link.heartbeat_interval_seconds == 2.0 and link.timeout_seconds == 30.0
+
+
 PAUSING = LinkSettings("tcp://s:1", heartbeat_interval_seconds=2.0, timeout_seconds=30.0, pause_after_seconds=1.0)
 
 

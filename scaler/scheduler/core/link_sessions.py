@@ -8,7 +8,8 @@ processor protocol's table); this module feeds it and carries out what follows:
 
 1. A result, a CANCELED answer or a TaskReturn ends the tasks it names on the record, then in the lifecycle (a result
    for a task from before a restart waits in `reattachment.py`). A result read here is named in an echo on the link
-   after its worker's next heartbeat (`echo`), and its processor forgets it then (it keeps it for a restart).
+   after its worker's next heartbeat (`echo`), or once RESULTS_READ_BATCH of them are read there (a worker of a big
+   cluster beats every minute or so), and its processor forgets it then (it keeps it for a restart).
 2. ProcessorBlocked and ProcessorResumeRequest park a task and let it go on: a parked task yields its slot. An
    ActorReady makes the processor the actor's host: it takes no slot and no other task. A processor that hosts an
    actor, or keeps a waiting parent with `nested_parents = "process"`, serves no slot: its worker is asked for one
@@ -45,6 +46,8 @@ logger = logging.getLogger(__name__)
 #: How long a closed link waits for its agent to say why its processor ended (ProcessorExited), or an agent's word for
 #: its link to close, before its tasks end without it (a frozen or partitioned agent; rule 4).
 EXIT_WAIT_SECONDS = 5.0
+#: Results read on a link that are named in an echo at once, without waiting for its worker's heartbeat (rule 1).
+RESULTS_READ_BATCH = 1000
 
 
 class LinkSessions:
@@ -117,6 +120,9 @@ class LinkSessions:
         worker = core.workers[link.worker]
         task_id = result.task_id
         link.results_read.append(task_id)  # rule 1
+        if len(link.results_read) >= RESULTS_READ_BATCH:
+            core.send(link.peer, m.HeartbeatEcho(results_read=tuple(link.results_read)))
+            link.results_read.clear()
         if core.actors.is_call(task_id):
             core.actors.call_result(worker.peer, result)
             return
@@ -253,22 +259,23 @@ class LinkSessions:
         for peer in late:
             self.drop(peer, force=True)
         for worker in core.workers.values():
-            self._watch(worker)
+            for link in worker.links:
+                if link.tasks:  # a link that holds no task has nothing to ask back, time out or kill
+                    self._watch(worker, link)
 
-    def _watch(self, worker: WorkerRecord) -> None:
+    def _watch(self, worker: WorkerRecord, link: ProcessorLink) -> None:
         core, now = self._core, self._core.now
         lifecycle = core.lifecycle
-        for link in worker.links:
-            asked = link.behind_long(now)
-            if asked is not None:
-                worker.restage()
-                if asked:
-                    lifecycle.take_back(worker.peer, asked)
-            if worker.task_timeout_seconds > 0:
-                for task_id in link.overdue(now, worker.task_timeout_seconds):
-                    self._time_out(worker, link, task_id)
-            if link.stuck(now):
-                lifecycle.kill_processor(link, f"a task stopped in it did not end within {STOP_GRACE_SECONDS:g} s")
+        asked = link.behind_long(now)
+        if asked is not None:
+            worker.restage()
+            if asked:
+                lifecycle.take_back(worker.peer, asked)
+        if worker.task_timeout_seconds > 0:
+            for task_id in link.overdue(now, worker.task_timeout_seconds):
+                self._time_out(worker, link, task_id)
+        if link.stuck(now):
+            lifecycle.kill_processor(link, f"a task stopped in it did not end within {STOP_GRACE_SECONDS:g} s")
 
     def _time_out(self, worker: WorkerRecord, link: ProcessorLink, task_id: TaskID) -> None:
         timeout = worker.task_timeout_seconds

@@ -64,6 +64,7 @@ class ManagerSessions:
                 logger.warning("worker %s: its unit is reclaimed in %.0f s; draining it (%d task(s))",
                                short(worker.peer), reclaimed.notice_seconds, len(worker.assigned))  # fmt: skip
                 worker.draining_until = until
+                core.worker_sessions.draining.add(worker.peer)
                 core.lifecycle.drain(worker)
 
     def forget_silent(self) -> None:

@@ -95,6 +95,8 @@ class WorkerRecord:
     run_seconds: float | None = None  #: the moving average of its tasks' run times
     depth: int = 0  #: tasks each of its processors may hold staged (`learn`)
     slow: bool = False  #: its tasks compute STAGED_WAIT_SECONDS on average (`learn`): its prefetch is not offered
+    #: the heartbeat period it was given last (its HelloReply, then each echo): its silence is judged by it
+    heartbeat_period: float = 0.0
 
     @property
     def free_slots(self) -> int:

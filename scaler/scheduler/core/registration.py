@@ -45,13 +45,17 @@ class Registration:
             core.send(peer, m.HelloReply(False, reason, python_version=settings.python_version))
             return
         client = core.clients.get(peer) if hello.role is m.Role.CLIENT else None
+        worker = core.workers.get(peer) if hello.role is m.Role.WORKER else None
+        period = settings.heartbeat_interval_seconds
+        if worker is not None:  # a worker beats at the period the cluster's size gives (heartbeat_period.py)
+            period = worker.heartbeat_period = core.worker_sessions.period()
         core.send(
             peer,
             m.HelloReply(
                 True,
                 python_version=settings.python_version,
                 object_storage_address=settings.object_storage_address,
-                heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
+                heartbeat_interval_seconds=period,
                 worker_count=core.ready_worker_count() if hello.role is m.Role.CLIENT else len(core.workers),
                 instance_id=settings.instance_id,
                 resume_seconds=client.resume_seconds if client is not None else 0.0,
@@ -123,6 +127,7 @@ class Registration:
                 sequence=self._worker_sequence, owner=info.owner_key, slots=max(1, info.slots),
                 task_timeout_seconds=info.task_timeout_seconds, processor_per_parent=info.processor_per_parent,
             )  # fmt: skip
+            core.workers[peer].heartbeat_period = core.worker_sessions.period()
             core.worker_sessions.registered(core.workers[peer])
             core.lifecycle.worker_has_room(peer)
             logger.debug("worker %s connected (pid %d on %s)", short(peer), hello.pid, hello.hostname)

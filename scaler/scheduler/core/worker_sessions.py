@@ -4,6 +4,10 @@ them and everything about them (`link_sessions.py`). A worker whose lifetime end
 drain (WorkerLeaving with drainSeconds): no new task, those it has not started come back, those it runs may end
 within the drain (then they are moved, at no retry cost), and it is let go (Shutdown) once it holds none.
 
+Each worker beats at the period the cluster's size gives (scaler/protocol/heartbeat_period.py: longer with more
+workers, so that all of them send at most a fixed number of heartbeats a second): its HelloReply gives it, each echo
+gives it again, and its silence is judged by the period it was given last.
+
 The tasks themselves change state only in `task_lifecycle.py`. A worker whose unit is being reclaimed leaves
 gracefully: none of its tasks spends a retry. A worker's processors' links go with it. Pure: time is the core's `now`.
 """
@@ -14,6 +18,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
+from scaler.protocol.heartbeat_period import given_period, silence_timeout
 from scaler.protocol.ids import PeerID, short
 from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.silence import SilenceDeadlines
@@ -28,8 +33,22 @@ class WorkerSessions:
     def __init__(self, core: SchedulerCore) -> None:
         self._core = core
         #: when each worker's silence is next judged (silence.py): a tick looks at the due ones, not at every worker
-        self.silence = SilenceDeadlines(core.settings.worker_timeout_seconds)
+        self.silence = SilenceDeadlines()
         self._echo: m.HeartbeatEcho | None = None  #: the echo of every worker's heartbeat, while the count holds
+        #: the workers given a reclaim notice or asked to drain: `end_notices` looks at these, not at every worker
+        self.draining: set[PeerID] = set()
+
+    def period(self) -> float:
+        """The heartbeat period a worker is given now: 0 (its own) up to the configured one's cluster size, longer
+        with more workers."""
+        return given_period(len(self._core.workers), self._core.settings.heartbeat_interval_seconds)
+
+    def timeout(self, worker: WorkerRecord) -> float:
+        """How long the worker may be silent: the configured timeout, or three of its periods when longer."""
+        settings = self._core.settings
+        return silence_timeout(
+            worker.heartbeat_period, settings.worker_timeout_seconds, settings.heartbeat_interval_seconds
+        )
 
     def on_heartbeat(self, peer: PeerID, heartbeat: m.Heartbeat) -> None:
         core = self._core
@@ -41,7 +60,9 @@ class WorkerSessions:
         worker.round_trip_seconds = heartbeat.round_trip_seconds
         echo = self._echo
         if echo is None or echo.worker_count != len(core.workers):
-            echo = self._echo = m.HeartbeatEcho(core.settings.object_storage_address, len(core.workers))
+            count = len(core.workers)
+            echo = self._echo = m.HeartbeatEcho(core.settings.object_storage_address, count, (), self.period())
+        worker.heartbeat_period = echo.heartbeat_interval_seconds  # its next heartbeat comes a period from now
         core.send(peer, echo)  # one value for every echo: the shell encodes it once (server.py)
         core.link_sessions.echo(worker)
 
@@ -66,6 +87,7 @@ class WorkerSessions:
         until = core.now + seconds
         worker.draining_until = until if worker.draining_until is None else min(worker.draining_until, until)
         worker.leaves_when_drained = True
+        self.draining.add(worker.peer)
         logger.info("worker %s drains for at most %.0f s before it leaves (%s); %d task(s) there",
                     short(worker.peer), seconds, reason, len(worker.assigned))  # fmt: skip
         core.lifecycle.drain(worker)
@@ -74,7 +96,14 @@ class WorkerSessions:
         """A draining worker whose reclaim notice is over has its remaining tasks moved elsewhere; one that asked to
         drain and holds no task any more is let go."""
         core = self._core
-        for worker in list(core.workers.values()):
+        if not self.draining:
+            return
+        workers = core.workers
+        found = [worker for peer in self.draining if (worker := workers.get(peer)) is not None
+                 and (worker.draining_until is not None or worker.leaves_when_drained)]  # fmt: skip
+        found.sort(key=lambda worker: worker.sequence)  # the order of `core.workers`: the order they registered
+        self.draining = {worker.peer for worker in found}
+        for worker in found:
             if worker.draining_until is not None and worker.draining_until <= core.now and worker.assigned:
                 core.lifecycle.notice_over(worker)
             if worker.leaves_when_drained and not worker.assigned:
@@ -83,18 +112,18 @@ class WorkerSessions:
 
     def registered(self, worker: WorkerRecord) -> None:
         """A new worker record: its silence is judged from now on (silence.py)."""
-        self.silence.arm(worker.peer, worker.last_seen)
+        self.silence.arm(worker.peer, worker.last_seen, self.timeout(worker))
 
     def drop_silent(self) -> None:
-        core, timeout = self._core, self._core.settings.worker_timeout_seconds
+        core = self._core
         workers = core.workers
 
-        def last_seen_of(peer: PeerID) -> float | None:
+        def seen_of(peer: PeerID) -> tuple[float, float] | None:
             worker = workers.get(peer)
-            return None if worker is None else worker.last_seen
+            return None if worker is None else (worker.last_seen, self.timeout(worker))
 
-        for peer in self.silence.silent(core.now, last_seen_of):
-            self.drop(peer, f"was silent for more than {timeout:g} s", False)
+        for peer in self.silence.silent(core.now, seen_of):
+            self.drop(peer, f"was silent for more than {self.timeout(workers[peer]):g} s", False)
 
     def drop(self, peer: PeerID, reason: str, graceful: bool) -> None:
         core = self._core

@@ -119,6 +119,7 @@ class AgentCore:
                 lost_on_disconnect=settings.scheduler_lost_grace_seconds > 0,
                 lost_grace_seconds=min(settings.scheduler_lost_grace_seconds, settings.death_timeout_seconds) or None,
                 pause_after_seconds=settings.pause_after_seconds,
+                follow_given_period=True,  # the scheduler lengthens it as the cluster grows (heartbeat_period.py)
             )
         )
         self._leaving = False
