@@ -36,16 +36,11 @@ from typing import Any
 
 from scaler.compat.ray_actor_pool import ActorPool
 from scaler.compat.ray_actors import get_actor, kill, method
+from scaler.compat.ray_context import get_runtime_context
 from scaler.compat.ray_errors import ActorDiedError, RayActorError, RayError, RayTaskError, TaskCancelledError
 from scaler.compat.ray_refs import GetTimeoutError, ObjectRef, ObjectRefGenerator, deferred_call_of
 from scaler.compat.ray_remote import RemoteFunction, remote
-from scaler.compat.ray_runtime import (
-    available_resources,
-    cluster_resources,
-    get_gpu_ids,
-    get_runtime_context,
-    nodes,
-)
+from scaler.compat.ray_runtime import available_resources, cluster_resources, get_gpu_ids, nodes
 from scaler.compat.ray_session import current, init, is_initialized, scaler_init, shutdown
 from scaler.compat.ray_waits import get, wait
 
