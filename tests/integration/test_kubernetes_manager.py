@@ -7,6 +7,7 @@ pods, and Ctrl-C of `scaler FILE` (the shipped example) leaves no pod."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -269,6 +270,36 @@ def test_a_watch_that_expired_is_listed_again_and_misses_nothing(
                 f"pod {name}: deleted by someone other than this manager (kubectl delete, a node "
                 "drain, the namespace going)"
             ]
+        finally:
+            await backend.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_pod_launched_while_the_pods_are_listed_is_not_taken_for_deleted(
+    rehearsal: Any, namespace: str, tmp_path: Path
+) -> None:
+    """A listing whose snapshot was taken before a pod was made (a launch while the watch starts, on a loaded
+    machine) does not call that pod deleted: its watch from the listing's resourceVersion brings it. Without the
+    check the pod was reported GONE at once (and its unit replaced), which failed the test above in a full run."""
+    from scaler.worker_manager.backend import UnitState
+
+    spec = unit_spec("k8s-l", death_timeout_seconds=30)
+
+    async def scenario() -> None:
+        backend = kubernetes_backend(spec, tmp_path, k8s_namespace=namespace)
+        try:
+            (unit_id,) = await backend.launch(1, spec)
+            await _until(backend, lambda units: units.get(unit_id) is UnitState.RUNNING, "the pod to run")
+            # as if made after the snapshot of the listing below: a version beyond anything the listing has seen
+            (known,) = [pod for pod in backend._pods.values()]
+            late = copy.deepcopy(known)
+            late["metadata"]["name"] = "scaler-worker-launched-meanwhile"
+            late["metadata"]["resourceVersion"] = str(10**12)
+            backend._pods[late["metadata"]["name"]] = late
+            await backend._list()
+            assert "scaler-worker-launched-meanwhile" in backend._pods
+            assert [unit for unit in await backend.list_units() if unit.state is UnitState.GONE] == []
         finally:
             await backend.close()
 

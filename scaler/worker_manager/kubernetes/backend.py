@@ -277,14 +277,19 @@ class KubernetesBackend:
             pod = as_dict(listed)
             if pod_specs.is_ours(pod, self._manager_id):
                 found[pod["metadata"]["name"]] = pod
+        version = str(listing.resourceVersion)
         now = time.time()
-        for name, known in self._pods.items():  # gone while nobody watched
-            if name not in found:
-                self._gone(name, known, now)
+        for name, known in self._pods.items():
+            if name in found:
+                continue
+            if _version(known) > _number(version):
+                found[name] = known  # made after the listing's snapshot (launched meanwhile): the watch brings it
+            else:
+                self._gone(name, known, now)  # gone while nobody watched
         self._pods = found
         self.relists += 1
         self._synced.set()
-        return str(listing.resourceVersion)
+        return version
 
     def _seen(self, event_type: str, pod: Object) -> None:
         name = (pod.get("metadata") or {}).get("name", "")
@@ -328,7 +333,11 @@ def _abandoned(pod: Object, now: float) -> bool:
 
 
 def _version(pod: Object) -> int:
+    return _number((pod.get("metadata") or {}).get("resourceVersion"))
+
+
+def _number(resource_version: str | None) -> int:
     try:
-        return int((pod.get("metadata") or {}).get("resourceVersion") or 0)
+        return int(resource_version or 0)
     except ValueError:
         return 0
