@@ -279,12 +279,18 @@ def test_an_entry_about_a_finished_task_joins_its_packed_story_which_still_goes_
     assert not book.story(tid(1)).known and book.forgotten == 1 and len(book) == 2
 
 
-def test_a_cause_marshal_does_not_take_is_kept_in_words() -> None:
-    """A cause is text, a peer id or a template with arguments; an argument of another kind (an enum, a record) does
-    not stop the story from being packed: that entry's place and cause are kept in words."""
+def test_a_cause_the_packing_does_not_take_is_kept_in_words() -> None:
+    """A cause is text, a peer id or a template with arguments; an argument of another kind that cannot be packed (an
+    object of a local class) does not stop the story from being packed: that entry's place and cause are kept in
+    words."""
+
+    class Local:
+        def __str__(self) -> str:
+            return "a local value"
+
     book = StoryBook()
-    book.opened(tid(1), (), 1.0, TaskState.QUEUED, ("submitted by {}", TaskState.QUEUED))
+    book.opened(tid(1), (), 1.0, TaskState.QUEUED, ("submitted by {}", Local()))
     book.ended(tid(1), now=2.0, wall_time=2.0, what="success", cause=("result from {}", b"Worker|w"))
     assert type(book._finished[tid(1)]) is bytes
     causes = [entry.cause for entry in book.story(tid(1)).entries]
-    assert causes == [f"submitted by {TaskState.QUEUED}", "result from Worker|w"]
+    assert causes == ["submitted by a local value", "result from Worker|w"]
