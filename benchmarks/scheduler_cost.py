@@ -169,6 +169,8 @@ def one_round(tasks: int, batch: int, spaced: bool = False, queued: int = 0) -> 
                 continue
             given, held[:] = held[:], []
             worker = driver.workers[int(peer[-1:], 16) % 2]
+            # each task of each frame (a frame may hold several messages), not the echoes naming the results read
+            given = [part for frame in given for part in codec.split(frame) if type(codec.decode(part)) is m.Task]
             results = [result_frame(worker, frame, driver.now) for frame in given]
             driver.now += 0.0005
             for burst in ([result] for result in results) if spaced else [results]:

@@ -10,6 +10,10 @@ from scaler.config.loader import load_command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # the command itself, not a call from another program
+        from scaler.scheduler.allocator import use_the_system_allocator
+
+        use_the_system_allocator()  # glibc's malloc: memory given back after a drain (allocator.py says why)
     config, _ = load_command(SCHEDULER, argv)
     from scaler.config.logging_setup import setup_logging
     from scaler.io.process_profiling import run_profiled

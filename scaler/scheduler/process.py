@@ -233,6 +233,9 @@ def main() -> None:
     """`python -m scaler.scheduler.process '<SchedulerConfig as JSON>'`: how local clusters start a scheduler."""
     import sys
 
+    from scaler.scheduler.allocator import use_the_system_allocator
+
+    use_the_system_allocator()  # glibc's malloc: memory given back after a drain (allocator.py says why)
     from scaler.config.logging_setup import setup_logging
     from scaler.io.process_profiling import run_profiled
 

@@ -66,6 +66,9 @@ REVOCATION_CHECK_SECONDS = 1.0
 
 #: A queue must have held this many tasks before its draining gives memory back.
 TRIM_AFTER_TASKS = 10_000
+#: Calls of `MemoryReturn.after` (one per status interval: seconds) from the return at empty to the one more that
+#: follows while the queue stays empty.
+RETURN_AGAIN_AFTER_CALLS = 5
 
 
 class MemoryReturn:
@@ -76,13 +79,18 @@ class MemoryReturn:
       small size, 100 floats, 80 dicts, ...): each spare object keeps the 1 MiB arena it sits in alive, and
       after a big queue they sit in arenas the tasks filled (a 200,000-task drain kept 40 MB that way);
     - `malloc_trim`: CPython returns freed hash tables and large objects to glibc, which keeps the pages
-      (Linux/glibc only; elsewhere only the collection runs).
+      (Linux/glibc only; elsewhere only the collection runs); on glibc's malloc (`allocator.py`) every object too.
+
+    Once empty, memory is given back once more RETURN_AGAIN_AFTER_CALLS seconds later if the queue stayed empty: what
+    was freed meanwhile (the session and buffers of the client that leaves once its answers are in, the last
+    messages ZeroMQ held) goes too.
     """
 
     def __init__(self) -> None:
         self._level = 0  #: the most live tasks since the last return
         self._big = False  #: a queue of TRIM_AFTER_TASKS or more was seen since the queue was last empty
         self.returns = 0
+        self._again = 0  #: calls to go before the return at empty is made once more (0: none due)
         self._trim: Callable[[int], int] | None = None
         try:
             import ctypes
@@ -95,11 +103,18 @@ class MemoryReturn:
         """Called every status interval with the number of live tasks; True when memory was given back."""
         self._level = max(self._level, live_tasks)
         self._big = self._big or self._level >= TRIM_AFTER_TASKS
+        again = False
         if live_tasks == 0:
             due, self._big = self._big, False
+            if self._again:
+                self._again -= 1
+                again = not self._again
+            if due:
+                self._again = RETURN_AGAIN_AFTER_CALLS
         else:
+            self._again = 0
             due = self._level >= TRIM_AFTER_TASKS and live_tasks * SHRINK_FACTOR < self._level
-        if not due:
+        if not due and not again:
             return False
         self._level = live_tasks
         self.returns += 1

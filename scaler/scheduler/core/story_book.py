@@ -4,20 +4,24 @@ A live task's entries are kept until it ends (at most `ENTRIES_PER_TASK`; later 
 last entry always goes in: how it ended). A finished task's story is then kept among the latest
 `retention_tasks` finished tasks and for `retention_seconds` (<= 0: no time bound), whichever bound is met
 first; an older one is forgotten, and a request for it is answered with `known=False` and a note saying so.
-`retention_tasks` 0 records no story at all. A story is one flat list of a few values per entry (no record per
-story nor per entry: a story is written for every task, read for few), made into entries when it is asked for.
-`cause_of` words why a transition happens.
+`retention_tasks` 0 records no story at all. A live story is one flat list of a few values per entry (no record
+per story nor per entry: a story is written for every task, read for few), made into entries when it is asked for.
+A finished story is packed into one bytes object when its task ends (`_pack`: its plain values pickled, about 1 µs),
+unpacked when it is asked for or added to: the 10,000 kept do not hold the many small objects they were made
+of, which would pin the memory a drained queue's tasks filled (CPython gives an arena back only once every object in
+it is freed). `cause_of` words why a transition happens.
 
 The scheduler records its own transitions (`note`), what a worker reported with a result (the processor's
-start and end, `ran`: the report is kept as it came, its entries made only when the story is read), and the
-waiting reasons of the dispatch queue, sampled each status interval per queue key (`waiting`: a few spans per key,
-never a walk of the queued tasks); a story is given the reasons whose span overlaps the times its task was queued
-when it is asked for. Pure: times come in.
+start and end, `ran`: its stamps kept as a tuple, its entries made only when the story is read), and the waiting
+reasons of the dispatch queue, sampled each status interval per queue key (`waiting`: a few spans per key, never a
+walk of the queued tasks); a story is given the reasons whose span overlaps the times its task was queued when it is
+asked for. Pure: times come in.
 """
 
 from __future__ import annotations
 
 import collections
+import pickle
 from typing import Any
 
 from scaler.protocol import messages as m
@@ -61,10 +65,10 @@ _HEADER = 5
 #: A live story of one entry (the task's opening: every queued task's story until it moves) is kept as a tuple, its
 #: key and that entry, one allocation of 72 bytes instead of a list's two of 180; its second entry makes it a list.
 _Seed = tuple[object, float, Any, Words]
-#: The four slots of an entry: a scheduler transition (wall time, what, where, cause), `what` a TaskState or text; or
-#: a processor's report of one run, kept as it came (its RunStamps, its result's ResultStatus, the worker, the
-#: attempt * 4 plus how many of its entries fit under the bound), made into entries when the story is read
-#: (`_entries_of`).
+#: The four slots of an entry, plain values only (what `_pack` packs): a scheduler transition (wall time,
+#: what, where, cause), `what` a TaskState's value or text; or a processor's report of one run, kept as it came (its
+#: RunStamps as a tuple, its result's status, the worker, the attempt * 4 plus how many of its entries fit under the
+#: bound), made into entries when the story is read (`_entries_of`).
 _SLOTS = 4
 
 
@@ -79,10 +83,35 @@ def _fresh(value: Any) -> Any:
         return tuple([_fresh(item) for item in value])
     if kind is bytes:
         return bytes(bytearray(value)) if len(value) > 1 else value
-    if kind is m.RunStamps:
-        return m.RunStamps(_fresh(value.started_at), _fresh(value.finished_at), value.processor_pid,
-                           _fresh(value.received_at))  # fmt: skip
     return value
+
+
+#: The plain value of each enum a story holds (a dict lookup: an enum's `.value` is a slow property).
+_PLAIN: dict[object, str] = {state: state.value for state in TaskState} | {
+    status: status.value for status in m.ResultStatus
+}
+
+
+_PROTOCOL = 5
+
+
+def _pack(story: _Story) -> bytes:
+    """A finished story as one bytes object: its values (plain ones: text, bytes, numbers, tuples) pickled, in
+    memory only, read back by `_unpack` (pickle rather than marshal: a third faster, and it writes a peer id named
+    several times once)."""
+    try:
+        return pickle.dumps(story, _PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError):  # a cause holding a value pickle does not take: in words
+        plain = story[:]
+        for index in range(_HEADER, len(plain), _SLOTS):
+            if type(plain[index]) is not tuple:  # a scheduler entry's place and cause
+                plain[index + 2], plain[index + 3] = _words(plain[index + 2]), _words(plain[index + 3])
+        return pickle.dumps(plain, _PROTOCOL)
+
+
+def _unpack(packed: bytes) -> _Story:
+    story: _Story = pickle.loads(packed)  # only what `_pack` made: never bytes from outside
+    return story
 
 
 def _new_story(task_id: TaskID, key: object = None) -> _Story:
@@ -95,16 +124,17 @@ def _entries_of(story: _Story) -> tuple[list[_Entry], list[_Entry]]:
     runs: list[_Entry] = []
     for index in range(_HEADER, len(story), _SLOTS):
         first, what, where, cause = story[index : index + _SLOTS]
-        if not isinstance(first, m.RunStamps):
-            own.append((first, "scheduler", where, what.value if isinstance(what, TaskState) else what, cause))
+        if type(first) is not tuple:  # a scheduler entry (a run's stamps are a tuple)
+            own.append((first, "scheduler", where, what, cause))
             continue
-        placed = ("pid {} of worker {}", first.processor_pid, where)
+        started_at, finished_at, processor_pid, received_at = first
+        placed = ("pid {} of worker {}", processor_pid, where)
         attempt = ("dispatch attempt {}", cause >> 2)
         made: list[_Entry] = []
-        if first.received_at:
-            made.append((first.received_at, "processor", placed, "received on its link", attempt))
-        made.append((first.started_at, "processor", placed, "started", attempt))
-        made.append((first.finished_at, "processor", placed, f"finished ({what.value})", attempt))
+        if received_at:
+            made.append((received_at, "processor", placed, "received on its link", attempt))
+        made.append((started_at, "processor", placed, "started", attempt))
+        made.append((finished_at, "processor", placed, f"finished ({what})", attempt))
         runs += made[: cause & 3]
     return own, runs
 
@@ -123,10 +153,12 @@ class StoryBook:
         #: 0 finished stories kept: no story is recorded at all (what `--story-retention-tasks 0` means)
         self.enabled = retention_tasks > 0
         self._live: dict[TaskID, _Story | _Seed] = {}
-        #: finished stories by task, and in the order they ended (oldest first; a story there that is no longer its
-        #: task's in `_finished`, the task having ended again since, is passed over)
-        self._finished: dict[TaskID, _Story] = {}
-        self._ended: collections.deque[_Story] = collections.deque()
+        #: finished stories by task, packed (`_pack`), and their tasks in the order they ended (oldest first)
+        self._finished: dict[TaskID, bytes] = {}
+        self._ended: collections.deque[TaskID] = collections.deque()
+        #: tasks whose id ended again while an older ending is still in `_ended`: how many such older endings (each
+        #: passed over when its turn to go comes: the story kept is the latest)
+        self._ended_again: dict[TaskID, int] = {}
         self.forgotten = 0  #: finished stories dropped by the bounds so far
         #: queue key -> spans of waiting reasons, oldest first
         self._reasons: dict[object, collections.deque[_Span]] = {}
@@ -135,31 +167,17 @@ class StoryBook:
         return len(self._live) + len(self._finished)
 
     def compact(self) -> None:
-        """The task table emptied far below its peak (`task_table.py`, the shrink rule): the kept stories are copied,
-        each value made anew, and the live ones' table sized for what it holds. A finished story's values (its entries'
-        times and causes, a run's stamps) were made one by one as its task moved, among a big queue's tasks; kept, they
-        pin the memory arenas those tasks filled, which CPython gives back only once empty (a soak of drains of 200,000
-        tasks grew by 20 MB a round). Made anew now, they fill the fullest arenas, and the rest can go."""
+        """The task table emptied far below its peak (`task_table.py`, the shrink rule): the live stories are copied,
+        each value made anew, and their table sized for what it holds. A story's values (its entries' times and
+        causes, a run's stamps) were made one by one as its task moved, among a big queue's tasks; kept, they pin the
+        memory arenas those tasks filled, which CPython gives back only once empty. The finished ones are one bytes
+        object each already (`_pack`)."""
         self._live = {task_id: _fresh(story) for task_id, story in self._live.items()}
-        copies: dict[int, _Story] = {}
-        ended: collections.deque[_Story] = collections.deque()
-        for story in self._ended:
-            copy = copies.get(id(story))
-            if copy is None:
-                copy = copies[id(story)] = _fresh(story)
-            ended.append(copy)
-        finished: dict[TaskID, _Story] = {}
-        for story in self._finished.values():
-            copy = copies.get(id(story))
-            if copy is None:
-                copy = copies[id(story)] = _fresh(story)
-            finished[copy[_TASK_ID]] = copy  # keyed by the copy's id: the old one would pin its arena too
-        self._finished, self._ended = finished, ended
 
     def opened(self, task_id: TaskID, key: object, wall_time: float, what: str | TaskState, cause: Words) -> None:
         """A task reached the scheduler (submitted, or adopted after a restart)."""
         if self.enabled and task_id not in self._live:
-            self._live[task_id] = (key, wall_time, what, cause)
+            self._live[task_id] = (key, wall_time, _PLAIN.get(what, what), cause)
 
     def _live_story(self, task_id: TaskID) -> _Story | None:
         """A live task's story as a list (a seed grown into one)."""
@@ -174,24 +192,29 @@ class StoryBook:
     ) -> None:
         story = self._live_story(task_id)  # the common case: a live task's story
         if story is None:
-            story = self._story_to_add_to(task_id)
-            if story is None:
-                return
+            if self._reopened(task_id):
+                self.note(task_id, wall_time, what, where, cause)
+                self._closed_again(task_id)
+            return
         if story[_SIZE] < ENTRIES_PER_TASK:
-            story += (wall_time, what, where, cause)
+            story += (wall_time, _PLAIN.get(what, what), where, cause)
             story[_SIZE] += 1
         else:
             story[_DROPPED] += 1
 
-    def _story_to_add_to(self, task_id: TaskID) -> _Story | None:
+    def _reopened(self, task_id: TaskID) -> bool:
+        """An entry about a task not live: its finished story is unpacked among the live ones for it (an actor's
+        notes after its start task ended), or a new live one is opened; False when stories are off."""
         if not self.enabled:
-            return None
-        story = self._live_story(task_id)
-        if story is None:
-            story = self._finished.get(task_id)  # a late report (a result's stamps) of a task just ended
-            if story is None:
-                story = self._live[task_id] = _new_story(task_id)
-        return story
+            return False
+        packed = self._finished.get(task_id)
+        self._live[task_id] = _new_story(task_id) if packed is None else _unpack(packed)
+        return True
+
+    def _closed_again(self, task_id: TaskID) -> None:
+        """After `_reopened`: a finished story is packed back."""
+        if task_id in self._finished:
+            self._finished[task_id] = _pack(self._live.pop(task_id))  # type: ignore[arg-type]
 
     def ended(
         self, task_id: TaskID, now: float, wall_time: float, what: str, where: Words = "", cause: Words = ""
@@ -207,21 +230,32 @@ class StoryBook:
         story += (wall_time, what, where, cause)
         story[_SIZE] += 1
         story[_ENDED_AT] = now
-        self._finished[task_id] = story
+        finished = self._finished
+        if task_id in finished:  # its id ended before: that ending is passed over when its turn to go comes
+            self._ended_again[task_id] = self._ended_again.get(task_id, 0) + 1
+        finished[task_id] = _pack(story)
         ended = self._ended
-        ended.append(story)
+        ended.append(task_id)
         if len(ended) > self.retention_tasks:
             self._forget_oldest()
 
     def _forget_oldest(self) -> None:
         """The latest `retention_tasks` endings are kept (a task that ended twice, its id submitted again, counts
         twice, its first story passed over): the deque stays bounded whatever the ids."""
-        finished, ended = self._finished, self._ended
+        ended = self._ended
         while len(ended) > self.retention_tasks:
-            story = ended.popleft()
-            if finished.get(story[_TASK_ID]) is story:
-                del finished[story[_TASK_ID]]
-                self.forgotten += 1
+            self._forget(ended.popleft())
+
+    def _forget(self, task_id: TaskID) -> None:
+        """The oldest ending in `_ended`, just taken from it, goes: its story, unless its id ended again since."""
+        again = self._ended_again.get(task_id)
+        if again is None:
+            del self._finished[task_id]
+            self.forgotten += 1
+        elif again > 1:
+            self._ended_again[task_id] = again - 1
+        else:
+            del self._ended_again[task_id]
 
     def ran(self, task_id: TaskID, worker: bytes, attempt: int, result: m.TaskResult) -> None:
         """The processor's own times, reported with the result."""
@@ -230,9 +264,10 @@ class StoryBook:
             return
         story = self._live_story(task_id)
         if story is None:
-            story = self._story_to_add_to(task_id)
-            if story is None:
-                return
+            if self._reopened(task_id):
+                self.ran(task_id, worker, attempt, result)
+                self._closed_again(task_id)
+            return
         made = 3 if ran.received_at else 2  #: received (when known), started, finished
         size = story[_SIZE]
         fit = made if size + made <= ENTRIES_PER_TASK else max(0, ENTRIES_PER_TASK - size)
@@ -240,7 +275,8 @@ class StoryBook:
             story[_DROPPED] += made - fit
             if not fit:
                 return
-        story += (ran, result.status, worker, attempt << 2 | fit)  # its entries are made when asked for
+        stamps = (ran.started_at, ran.finished_at, ran.processor_pid, ran.received_at)
+        story += (stamps, _PLAIN[result.status], worker, attempt << 2 | fit)  # its entries are made when asked for
         story[_SIZE] = size + fit
 
     def expire(self, now: float) -> None:
@@ -253,16 +289,13 @@ class StoryBook:
             self._reasons = {
                 key: spans for key, spans in self._reasons.items() if newest - spans[-1].until <= self.retention_seconds
             }
-        finished, ended = self._finished, self._ended
+        ended = self._ended
         while ended:
-            story = ended[0]
-            current = finished.get(story[_TASK_ID]) is story
-            if current and now - story[_ENDED_AT] <= self.retention_seconds:
-                return
-            ended.popleft()
-            if current:
-                del finished[story[_TASK_ID]]
-                self.forgotten += 1
+            task_id = ended[0]
+            if task_id not in self._ended_again:  # its story is the current one: is it young enough to stay?
+                if now - _unpack(self._finished[task_id])[_ENDED_AT] <= self.retention_seconds:
+                    return
+            self._forget(ended.popleft())
 
     def waiting(self, key: object, wall_time: float, reason: str) -> None:
         """At a status sample, tasks under queue key `key` wait for `reason`: its span grows, or a new one opens."""
@@ -303,7 +336,9 @@ class StoryBook:
         return waits
 
     def story(self, task_id: TaskID) -> m.TaskStoryReply:
-        story = self._live_story(task_id) or self._finished.get(task_id)
+        story = self._live_story(task_id)
+        if story is None and task_id in self._finished:
+            story = _unpack(self._finished[task_id])
         if story is None:
             if not self.enabled:
                 note = "stories are off on this scheduler (--story-retention-tasks 0)"

@@ -127,29 +127,26 @@ def test_the_graph_table_is_rebuilt_once_its_graphs_have_ended() -> None:
     assert [registry.get(graph.graph_id) for graph in graphs[-10:]] == graphs[-10:]
 
 
-def test_a_drained_queues_records_are_gone_and_its_kept_stories_are_made_anew() -> None:
+def test_a_drained_queues_records_are_gone_and_its_kept_stories_are_packed() -> None:
     """Issue 58: once a big queue has run and its client left, nothing of its tasks is held but the stories the
-    retention keeps, and those are copies made after the drain (a story's values made among the queue's tasks would
-    pin the memory they filled). Fails without `StoryBook.compact` in the table's rebuild (the kept stories are the
-    ones made during the drain)."""
+    retention keeps, each one bytes object (a story's many small values, made among the queue's tasks, would pin the
+    memory they filled): the table, the by-client sets, the dispatch queue's heaps and its per-client entries, the
+    counts of the gone client, the live stories. Fails without `_pack` in `StoryBook.ended` (the kept stories are
+    lists), and with `forget_client` switched off (the gone client's counts stay)."""
     sim = SimulatedCluster()
     client = sim.add_client()
     total = 3 * MIN_PEAK
     sim.submit(client, [task(client.peer, number) for number in range(total)])
     table, book = sim.core.tasks, sim.core.tasks.stories
     worker = sim.add_worker(capacity=50)
-    made_during_drain: list[object] = []
     while table.records:
-        if len(table) == MIN_PEAK:  # a story kept at the end, as it was made
-            made_during_drain.append(book._finished[next(reversed(book._finished))])
         sim.finish(worker)
     sim.send(client.peer, m.ClientDisconnect())
+    gone = ClientID(client.peer)
     assert not table.records and not table.by_client and not len(table.queue)
-    assert not book._live and not sim.core.clients
-    assert table.shrink.rebuilds >= 1
+    assert not any(table.queue._heaps.values()) and not table.queue.client_queued and gone not in table.queue.shares
+    assert gone not in table.client_counts and not sim.core.clients
+    assert not book._live and table.shrink.rebuilds >= 1
     kept = list(book._finished.values())
-    assert kept and not any(story is old for story in kept for old in made_during_drain)
-    task_id = made_during_drain[0][4]  # type: ignore[index]
-    if task_id in book._finished:  # the same story, its values copied
-        assert book._finished[task_id] == made_during_drain[0]
-    assert sim.core.tasks.stories.story(next(iter(book._finished))).known
+    assert len(kept) == min(total, book.retention_tasks) and {type(story) for story in kept} == {bytes}
+    assert book.story(tid(total - 1)).known and not book.story(tid(0)).known

@@ -10,6 +10,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 from scaler.scheduler.core.scheduler_core import CoreSettings
 from scaler.scheduler.core.story_book import ENTRIES_PER_TASK, SPANS_PER_KEY, StoryBook
+from scaler.scheduler.core.task_state import TaskState
 from scaler.testing.simulation import PYTHON, SimulatedCluster, success, task
 
 
@@ -231,3 +232,65 @@ def test_a_task_id_that_ends_again_has_its_new_story_and_the_kept_endings_stay_b
     book.ended(tid(2), now=20.0, wall_time=20.0, what="success")
     assert [entry.cause for entry in book.story(tid(1)).entries] == ["submitted, round 9", ""]
     assert book.story(tid(2)).known and len(book._ended) <= 3 and len(book) == 2
+
+
+def test_a_finished_story_is_one_bytes_object_and_reads_as_it_did_before_its_task_ended() -> None:
+    """A story is packed when its task ends (issue 58: the 10,000 kept must not pin a drained queue's memory with
+    their many small values): asked for afterwards, every entry reads as before (times, places, causes made from
+    templates and peer ids, a run's stamps, the waiting reasons of its queue key), and the end is added. Checked with
+    the packing switched off (`_pack` returning the story itself): the kept story is a list, the test fails; and with
+    a run's stamps read back as a RunStamps only (`_entries_of` without the tuple case): its entries are lost."""
+    book = StoryBook(retention_tasks=10, retention_seconds=100)
+    gpu = (("gpu", 1),)
+    worker = b"Worker|host|0123456789abcdef"
+    book.opened(tid(1), gpu, 10.0, TaskState.QUEUED, ("submitted by client {}", b"Client|c|0123456789"))
+    book.waiting(gpu, 10.5, "no connected worker has the capabilities gpu")
+    book.waiting(gpu, 11.5, "no connected worker has the capabilities gpu")
+    book.note(tid(1), 12.0, TaskState.DISPATCHED, worker, ("dispatch attempt {}", 1))
+    ran = m.RunStamps(started_at=12.5, finished_at=13.5, processor_pid=4242, received_at=12.25)
+    book.ran(tid(1), worker, 1, replace(success(tid(1)), ran=ran))
+    before = book.story(tid(1))
+    book.ended(tid(1), now=14.0, wall_time=14.0, what="success", where=worker, cause=("result {} from worker {}",
+               "success", worker))  # fmt: skip
+    (packed,) = book._finished.values()
+    assert type(packed) is bytes and not book._live
+    after = book.story(tid(1))
+    assert after.known and after.entries[:-1] == before.entries and after.note == before.note
+    assert [entry.what for entry in after.entries] == [
+        "queued", "waiting", "dispatched", "received on its link", "started", "finished (success)", "success"
+    ]  # fmt: skip
+    end = after.entries[-1]
+    assert end.wall_time == 14.0 and "worker Worker|host" in end.where and end.cause.startswith("result success from")
+    assert before.entries[3].where == "pid 4242 of worker Worker|host|01234567"  # the short form of its id
+
+
+def test_an_entry_about_a_finished_task_joins_its_packed_story_which_still_goes_in_its_turn() -> None:
+    """An actor's notes come after its start task ended: its story is unpacked, the entry added, packed again; the
+    bound on finished stories still forgets it in its turn (the ending order is kept by task id)."""
+    book = StoryBook(retention_tasks=2)
+    book.opened(tid(1), (), 1.0, TaskState.QUEUED, "submitted")
+    book.ended(tid(1), now=2.0, wall_time=2.0, what="success")
+    book.note(tid(1), 3.0, "actor stopped", b"Worker|w", "its client left")
+    assert type(book._finished[tid(1)]) is bytes and not book._live
+    assert [entry.what for entry in book.story(tid(1)).entries] == ["queued", "success", "actor stopped"]
+    for number in (2, 3):
+        book.opened(tid(number), (), 4.0, TaskState.QUEUED, "submitted")
+        book.ended(tid(number), now=5.0, wall_time=5.0, what="success")
+    assert not book.story(tid(1)).known and book.forgotten == 1 and len(book) == 2
+
+
+def test_a_cause_the_packing_does_not_take_is_kept_in_words() -> None:
+    """A cause is text, a peer id or a template with arguments; an argument of another kind that cannot be packed (an
+    object of a local class) does not stop the story from being packed: that entry's place and cause are kept in
+    words."""
+
+    class Local:
+        def __str__(self) -> str:
+            return "a local value"
+
+    book = StoryBook()
+    book.opened(tid(1), (), 1.0, TaskState.QUEUED, ("submitted by {}", Local()))
+    book.ended(tid(1), now=2.0, wall_time=2.0, what="success", cause=("result from {}", b"Worker|w"))
+    assert type(book._finished[tid(1)]) is bytes
+    causes = [entry.cause for entry in book.story(tid(1)).entries]
+    assert causes == ["submitted by a local value", "result from Worker|w"]

@@ -1,0 +1,58 @@
+"""The scheduler process runs on glibc's malloc (`scaler.scheduler.allocator`): memory a drained queue filled goes
+back with `malloc_trim`, where CPython's arenas stay pinned by the few objects that outlive the drain. Checked on the
+real command: the running scheduler (the same pid the launcher started) has PYTHONMALLOC=malloc in the environment it
+was executed with, its object storage child does not inherit it, and a PYTHONMALLOC the user set is obeyed. Checked
+with `use_the_system_allocator` switched off: the first test fails (no PYTHONMALLOC in the scheduler's environment).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import psutil
+import pytest
+
+from scaler.scheduler.allocator import MARK
+from tests.integration.conftest import COLD_START_SECONDS, Launcher, Service, free_addresses, wait_for
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator: Linux only"),
+]
+
+
+def environment_of(pid: int) -> dict[str, str]:
+    """The environment a process was executed with (/proc: what its last execve was given)."""
+    with open(f"/proc/{pid}/environ", "rb") as environ:
+        pairs = [entry.split(b"=", 1) for entry in environ.read().split(b"\0") if b"=" in entry]
+    return {name.decode(): value.decode(errors="replace") for name, value in pairs}
+
+
+@pytest.mark.timeout(120)
+def test_the_scheduler_runs_on_glibcs_malloc_and_its_children_do_not_inherit_it(launcher: Launcher) -> None:
+    addresses = free_addresses()
+    launcher.object_storage(addresses.object_storage)
+    scheduler = launcher.scheduler(addresses, "--insecure")  # waits until it answers
+    environment = environment_of(scheduler.popen.pid)
+    assert environment.get("PYTHONMALLOC") == "malloc" and environment.get(MARK) == "1", environment
+    assert scheduler.is_running()
+
+
+@pytest.mark.timeout(120)
+def test_a_pythonmalloc_the_user_set_is_obeyed_and_the_storage_child_gets_the_default(launcher: Launcher) -> None:
+    addresses = free_addresses()
+    scheduler = launcher.start("scaler_scheduler", addresses.scheduler, "--insecure", env={"PYTHONMALLOC": "pymalloc"})
+    own = launcher.start("scaler_scheduler", free_addresses().scheduler, "--insecure")
+
+    def storage_of(service: Service) -> psutil.Process | None:
+        children = psutil.Process(service.popen.pid).children()
+        found = [child for child in children if "scaler.object_storage.server" in " ".join(child.cmdline())]
+        return found[0] if found else None
+
+    wait_for(lambda: storage_of(scheduler) is not None and storage_of(own) is not None, "the storage children",
+             COLD_START_SECONDS)  # fmt: skip
+    assert environment_of(scheduler.popen.pid).get("PYTHONMALLOC") == "pymalloc"
+    assert MARK not in environment_of(scheduler.popen.pid)
+    child = storage_of(own)
+    assert child is not None and "PYTHONMALLOC" not in environment_of(child.pid)
+    assert environment_of(own.popen.pid).get("PYTHONMALLOC") == "malloc"
