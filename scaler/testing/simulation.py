@@ -370,7 +370,7 @@ class SimulatedCluster:
         for record in core.tasks.records.values():
             if record.state.value == "queued":
                 functions = queued_by_function.setdefault(core.tasks.queue.key(record), {})
-                functions[record.task.function_name] = functions.get(record.task.function_name, 0) + 1
+                functions[record.traits.function_name] = functions.get(record.traits.function_name, 0) + 1
         assert queued_by_function == core.tasks.queue.queued_by_function, "queued counts by function disagree"
         queued_by_client: dict[ClientID, dict[m.Capabilities, int]] = {}
         for record in core.tasks.records.values():

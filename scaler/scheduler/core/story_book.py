@@ -18,6 +18,7 @@ when it is asked for. Pure: times come in.
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from typing import Any
 
 from scaler.protocol import messages as m
@@ -58,14 +59,19 @@ class _Span:
 _Story = list[Any]
 _KEY, _SIZE, _DROPPED, _ENDED_AT, _TASK_ID = range(5)
 _HEADER = 5
-#: A live story of one entry (the task's opening: every queued task's story until it moves) is kept as a tuple, its
-#: key and that entry, one allocation of 72 bytes instead of a list's two of 180; its second entry makes it a list.
+#: A live story of one entry, its opening (queue key, wall time, what, cause): made from the task's record (`openings`,
+#: a queued task has no story here until it moves), or kept as a tuple given to `opened`; its second entry makes it a
+#: list.
 _Seed = tuple[object, float, Any, Words]
 #: The four slots of an entry: a scheduler transition (wall time, what, where, cause), `what` a TaskState or text; or
 #: a processor's report of one run, kept as it came (its RunStamps, its result's ResultStatus, the worker, the
 #: attempt * 4 plus how many of its entries fit under the bound), made into entries when the story is read
 #: (`_entries_of`).
 _SLOTS = 4
+
+
+def _no_opening(task_id: TaskID) -> _Seed | None:
+    return None
 
 
 def _fresh(value: Any) -> Any:
@@ -123,6 +129,9 @@ class StoryBook:
         #: 0 finished stories kept: no story is recorded at all (what `--story-retention-tasks 0` means)
         self.enabled = retention_tasks > 0
         self._live: dict[TaskID, _Story | _Seed] = {}
+        #: a live task's opening, (queue key, wall time, state, cause), when it has no story here yet: a task's story
+        #: opens with its record (`TaskTable.opening_of`), so a queued task whose story has not moved has none here
+        self.openings: Callable[[TaskID], _Seed | None] = _no_opening
         #: finished stories by task, and in the order they ended (oldest first; a story there that is no longer its
         #: task's in `_finished`, the task having ended again since, is passed over)
         self._finished: dict[TaskID, _Story] = {}
@@ -157,16 +166,21 @@ class StoryBook:
         self._finished, self._ended = finished, ended
 
     def opened(self, task_id: TaskID, key: object, wall_time: float, what: str | TaskState, cause: Words) -> None:
-        """A task reached the scheduler (submitted, or adopted after a restart)."""
+        """A task reached the scheduler (submitted, or adopted after a restart), for a caller whose tasks do not open
+        their stories themselves (`openings`)."""
         if self.enabled and task_id not in self._live:
             self._live[task_id] = (key, wall_time, what, cause)
 
-    def _live_story(self, task_id: TaskID) -> _Story | None:
-        """A live task's story as a list (a seed grown into one)."""
+    def _live_story(self, task_id: TaskID, keep: bool = True) -> _Story | None:
+        """A live task's story as a list (a seed, or its opening, grown into one; `keep`: kept as such)."""
         story = self._live.get(task_id)
+        if story is None and self.enabled:
+            story = self.openings(task_id)
         if type(story) is tuple:
             key, wall_time, what, cause = story
-            story = self._live[task_id] = [key, 1, 0, 0.0, task_id, wall_time, what, "", cause]
+            story = [key, 1, 0, 0.0, task_id, wall_time, what, "", cause]
+            if keep:
+                self._live[task_id] = story
         return story  # type: ignore[return-value]
 
     def note(
@@ -303,7 +317,7 @@ class StoryBook:
         return waits
 
     def story(self, task_id: TaskID) -> m.TaskStoryReply:
-        story = self._live_story(task_id) or self._finished.get(task_id)
+        story = self._live_story(task_id, keep=False) or self._finished.get(task_id)
         if story is None:
             if not self.enabled:
                 note = "stories are off on this scheduler (--story-retention-tasks 0)"

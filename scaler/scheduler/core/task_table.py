@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scaler.protocol.frozen_values import constructor
 from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
-from scaler.protocol.messages import Task, TaskTransition
-from scaler.scheduler.core.dispatch_queue import HELD_INDEX, DispatchQueue
+from scaler.protocol.messages import ActorSpec, Capabilities, Task, TaskInput, TaskTransition
+from scaler.scheduler.core.dispatch_queue import HELD_INDEX, DispatchQueue, Entry
 from scaler.scheduler.core.run_times import RunTimeBook
 from scaler.scheduler.core.shrink_rule import ShrinkRule, rebuild
 from scaler.scheduler.core.story_book import StoryBook, Words
@@ -38,14 +39,36 @@ _END_INDEX = {"success": 3, "canceled": 5}
 _FAILED_INDEX = 4
 
 
+@dataclass(frozen=True, slots=True)
+class TaskTraits:
+    """What a task is besides its id, client and body, shared by the many tasks that have the same (interned by the
+    table: one object for a map's million tasks, not five slots each)."""
+
+    function_name: str
+    priority: int
+    capabilities: Capabilities
+    stream_credit: int
+    actor: ActorSpec | None  #: an actor's start
+
+
+#: A task's opening, shared by the tasks added in one step with the same state and cause: (monotonic time, wall time,
+#: state, cause). Its story's first entry is made of it when the story grows (`TaskTable.opening`), so a queued task
+#: has no story of its own.
+Opening = tuple[float, float, TaskState, Words]
+
+
 @dataclass(slots=True)
 class TaskRecord:
-    task: Task  #: the wire value sent to workers (graph nodes get their inputs attached when ready)
+    """A live task. While queued it is its body and a few shared values, not a decoded `Task` (`task_of` makes the
+    Task sent to a worker: the shell writes its frame again)."""
+
+    body: bytes  #: its TaskBody's bytes, as its client sent them
+    traits: TaskTraits
     state: TaskState
     sequence: int  #: submission order
-    submitted_at: float
-    #: its task's id, client and graph (never changed by a new `task`), kept as plain slots: the core reads them about
-    #: a dozen times per task, and a property would be a Python call each time
+    opening: Opening
+    #: its task's id, client and graph, kept as plain slots: the core reads them about a dozen times per task, and a
+    #: property would be a Python call each time
     task_id: TaskID
     client_id: ClientID
     graph_id: GraphID
@@ -54,13 +77,45 @@ class TaskRecord:
     lost_workers: tuple[str, ...] = ()  #: why each of its workers went away (a tuple: no list per task)
     client_gone: bool = False  #: nobody waits for the outcome any more
     dispatched_at: float = 0.0
-    turn: float = -1.0  #: its place in its client's line (DispatchQueue); -1 until first queued
+    #: its dispatch queue entry (DispatchQueue): its turn, and whether a heap's entry is its current one; None until
+    #: first queued
+    entry: Entry | None = None
     #: it ran out of memory on a worker with this many bytes: it runs again only on a bigger one (0: on any)
     outgrew_bytes: int = 0
     #: the processor's link it was sent on (task_lifecycle.py); None while no worker holds it
     link: PeerID | None = None
     #: a queued-only cancel asked it back from its processor: cancelled if given back unstarted
     cancel_when_returned: bool = False
+
+    @property
+    def submitted_at(self) -> float:
+        return self.opening[0]
+
+
+def task_of(record: TaskRecord, dependencies: tuple[TaskID, ...] = (), inputs: tuple[TaskInput, ...] = ()) -> Task:
+    """The Task a worker is sent for `record` (a graph node's `dependencies` and their results, `inputs`, come from its
+    graph): the one its client submitted, as it keeps no frame of it (the shell writes it again)."""
+    traits = record.traits
+    return _new_task(
+        record.task_id,
+        record.client_id,
+        record.body,
+        traits.function_name,
+        traits.priority,
+        traits.capabilities,
+        record.graph_id,
+        dependencies,
+        inputs,
+        traits.stream_credit,
+        _NO_ACTOR_ID,
+        traits.actor,
+    )
+
+
+_new_task = constructor(Task)
+_NO_ACTOR_ID = TaskID(b"")
+#: Distinct traits kept for sharing; past it the table starts again (records keep theirs)
+MAX_SHARED_TRAITS = 4096
 
 
 class TaskTable:
@@ -92,12 +147,15 @@ class TaskTable:
         self.run_times = RunTimeBook()
         #: when `records` and the `by_client` sets are rebuilt (they never shrink on their own)
         self.shrink = ShrinkRule()
-        #: each task's history with causes (the core replaces it with one bounded by the user's settings)
-        self.stories = StoryBook()
+        self._stories = StoryBook()
+        self.stories = self._stories
         #: the table was rebuilt since it was last empty: the stories are compacted again once it empties
         self._drained_big = False
-        #: (now, wall offset, their sum): the wall time the tasks added at `now` open their stories with
-        self._wall = (-1.0, 0.0, 0.0)
+        #: the opening of the tasks added last, and the wall offset it was made with
+        self._opening: Opening = (-1.0, 0.0, TaskState.QUEUED, "")
+        self._opened_offset = 0.0
+        #: traits by (function name, priority, capabilities, stream credit, actor): one object for many tasks
+        self._traits: dict[tuple[str, int, Capabilities, int, ActorSpec | None], TaskTraits] = {}
 
     def __len__(self) -> int:
         return len(self.records)
@@ -106,12 +164,19 @@ class TaskTable:
         return self.records.get(task_id)
 
     def add(self, task: Task, state: TaskState, now: float, cause: Words = "") -> TaskRecord:
-        record = TaskRecord(task, state, self._next_sequence, now, task.task_id, task.client_id, task.graph_id)
-        if self.stories.enabled:
-            wall = self._wall
-            if wall[0] != now or wall[1] != self.wall_offset:  # one float for the tasks of a step, not one each
-                wall = self._wall = (now, self.wall_offset, now + self.wall_offset)
-            self.stories.opened(task.task_id, self.queue.key(record), wall[2], state, cause)
+        opening, offset = self._opening, self.wall_offset
+        if opening[0] != now or opening[2] is not state or opening[3] is not cause or self._opened_offset != offset:
+            opening = self._opening = (now, now + offset, state, cause)  # one for the tasks of a step
+            self._opened_offset = offset
+        key = (task.function_name, task.priority, task.capabilities, task.stream_credit, task.actor)
+        traits = self._traits.get(key)
+        if traits is None:
+            if len(self._traits) >= MAX_SHARED_TRAITS:
+                self._traits.clear()
+            traits = self._traits[key] = TaskTraits(*key)
+        record = TaskRecord(
+            task.body, traits, state, self._next_sequence, opening, task.task_id, task.client_id, task.graph_id
+        )
         self._next_sequence += 1
         self.records[task.task_id] = record
         owned = self.by_client.get(task.client_id)
@@ -122,6 +187,26 @@ class TaskTable:
         self.live_counts[state] += 1
         self._note(record, state, now)
         return record
+
+    def opening_of(self, task_id: TaskID) -> tuple[object, float, TaskState, Words] | None:
+        """A live task's story as it opened, (queue key, wall time, state, cause), made from its record when its story
+        grows (StoryBook): None when it is not live."""
+        record = self.records.get(task_id)
+        if record is None:
+            return None
+        _, wall_time, state, cause = record.opening
+        return self.queue.key(record), wall_time, state, cause
+
+    @property
+    def stories(self) -> StoryBook:
+        """Each task's history with causes (the core replaces it with one bounded by the user's settings): a live
+        task's opening entry is its record's (`opening_of`)."""
+        return self._stories
+
+    @stories.setter
+    def stories(self, book: StoryBook) -> None:
+        book.openings = self.opening_of
+        self._stories = book
 
     def set_state(self, record: TaskRecord, state: TaskState, now: float, cause: Words = "") -> None:
         """The one way a live task changes state (its record's `worker` is set first when it has one); `cause`:
@@ -136,9 +221,9 @@ class TaskTable:
         if was != now_index:
             self._move(record, was, now_index)
             if was == HELD_INDEX:
-                self._held(record.task.priority, -1)
+                self._held(record.traits.priority, -1)
             elif now_index == HELD_INDEX:
-                self._held(record.task.priority, 1)
+                self._held(record.traits.priority, 1)
         record.state = state
         self._note(record, state, now)
 
@@ -166,7 +251,7 @@ class TaskTable:
         if not self.records and self._drained_big:  # the last task of a big queue: the stories kept since the last
             self._drained_big = False  # rebuild were made among its tasks' memory too
             self.stories.compact()
-        if record.task.actor is not None:
+        if record.traits.actor is not None:
             self.actor_starts_ended += 1
         owned = self.by_client.get(record.client_id)
         if owned is not None:
@@ -177,7 +262,7 @@ class TaskTable:
         was = _LIVE_INDEX[record.state]
         self._move(record, was, _END_INDEX.get(ending, _FAILED_INDEX))
         if was == HELD_INDEX:
-            self._held(record.task.priority, -1)
+            self._held(record.traits.priority, -1)
         self._note(record, ending, now, ran_on, run_seconds, peak_memory_bytes)
 
     def _rebuild(self) -> None:
@@ -217,14 +302,14 @@ class TaskTable:
         client[index] += delta
         if index == HELD_INDEX and delta < 0 and record.client_id in self.queue.quotas:
             self.queue.quota_freed(record.client_id, self.records)
-        function = self.function_counts.get(record.task.function_name)
+        function = self.function_counts.get(record.traits.function_name)
         if function is None:
-            function = self.function_counts[record.task.function_name] = [0] * 6
+            function = self.function_counts[record.traits.function_name] = [0] * 6
         function[index] += delta
 
     def _move(self, record: TaskRecord, was: int, index: int) -> None:
         """`_count(record, was, -1)` then `_count(record, index, 1)`, each list found once."""
-        client_id = record.task.client_id
+        client_id = record.client_id
         client = self.client_counts.get(client_id)
         if client is None:
             client = self.client_counts[client_id] = [0] * 6
@@ -232,7 +317,7 @@ class TaskTable:
         client[index] += 1
         if was == HELD_INDEX and client_id in self.queue.quotas:
             self.queue.quota_freed(client_id, self.records)
-        name = record.task.function_name
+        name = record.traits.function_name
         function = self.function_counts.get(name)
         if function is None:
             function = self.function_counts[name] = [0] * 6
@@ -261,7 +346,7 @@ class TaskTable:
                 record.task_id,
                 state,
                 ran_on,
-                record.task.function_name,
+                record.traits.function_name,
                 wall_time,
                 run_seconds,
                 peak_memory_bytes,
@@ -270,6 +355,6 @@ class TaskTable:
         else:
             worker = record.worker if record.worker is not None else b""
             noted = TaskTransition(
-                record.task_id, state, worker, record.task.function_name, wall_time, client_id=record.client_id
+                record.task_id, state, worker, record.traits.function_name, wall_time, client_id=record.client_id
             )
         self.transitions.append(noted)

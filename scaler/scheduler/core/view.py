@@ -165,7 +165,7 @@ class ViewBuilder:
                 # a worker runs one task at a time: the one it got first, since it got it or finished the one before
                 started = max(record.dispatched_at, worker.last_finished_at) if index == 0 else core.now
                 elapsed = max(0.0, core.now - started)
-                running_seconds.setdefault(key, {}).setdefault(record.task.function_name, []).append(elapsed)
+                running_seconds.setdefault(key, {}).setdefault(record.traits.function_name, []).append(elapsed)
         groups = []
         held_back = queue.held_back()
         for capabilities in dict.fromkeys([*queued, *running]):
