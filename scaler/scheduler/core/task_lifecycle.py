@@ -213,7 +213,7 @@ class TaskLifecycle:
             self.apply(node, TaskEvent.CANCEL)
 
     def client_gone(self, client: ClientID) -> None:
-        for task_id in list(self._tasks.by_client.get(client, ())):
+        for task_id in self._tasks.owned_by(client):
             record = self._tasks.records.get(task_id)
             if record is None:
                 continue

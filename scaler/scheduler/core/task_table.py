@@ -1,14 +1,16 @@
 """The one table of live tasks (the dispatch queue of the QUEUED ones is `dispatch_queue.py`).
 
 Invariants:
-- `records` holds exactly the live tasks; `by_client[c]` is exactly the ids of live tasks owned by c.
+- `records` holds exactly the live tasks; `owned_by(c)` gives exactly the ids of the live tasks owned by c (its list
+  in `_by_client` may also hold ids of its tasks that ended: a list costs a tenth of a set per task, and it is
+  compacted whenever it is over twice, and a little more than, its client's live tasks).
 - A record is in the dispatch queue iff its state is QUEUED (`dispatch_queue.py` says how the queue keeps it).
 - Counts by state, per client and per function (and of QUEUED tasks per capability set and function) are
   kept exact on every change (`add`, `set_state`, `remove`, the queue's `push` / `left`), so the read model
   never walks the table; every change is also noted for the monitor feed's task transitions, up to
   `TRANSITIONS_PER_PUBLICATION` between two publications (the rest are counted), and written into the task's
   story with its cause (`stories`, bounded on its own).
-- `records` and the `by_client` sets are rebuilt in place once the table holds far fewer tasks than at its peak
+- `records` and the `_by_client` lists are rebuilt in place once the table holds far fewer tasks than at its peak
   (`shrink_rule`): a drained queue of 1,000,000 tasks does not keep their hash tables.
 """
 
@@ -114,6 +116,9 @@ def task_of(record: TaskRecord, dependencies: tuple[TaskID, ...] = (), inputs: t
 
 _new_task = constructor(Task)
 _NO_ACTOR_ID = TaskID(b"")
+#: A client's list of task ids is looked at for ids of ended tasks every this many submissions, and on each end
+#: once it is longer (a power of two)
+COMPACTED_EVERY = 1024
 #: Distinct traits kept for sharing; past it the table starts again (records keep theirs)
 MAX_SHARED_TRAITS = 4096
 
@@ -121,7 +126,8 @@ MAX_SHARED_TRAITS = 4096
 class TaskTable:
     def __init__(self, ignore_capabilities: bool) -> None:
         self.records: dict[TaskID, TaskRecord] = {}
-        self.by_client: dict[ClientID, set[TaskID]] = {}
+        #: each client's task ids, in submission order (and perhaps ended ones: `owned_by`)
+        self._by_client: dict[ClientID, list[TaskID]] = {}
         self._next_sequence = 0
         self.succeeded = 0
         self.failed = 0
@@ -145,7 +151,7 @@ class TaskTable:
         self.wall_offset = 0.0
         #: run time per function and capability set, learned from the tasks that succeeded (TaskLifecycle)
         self.run_times = RunTimeBook()
-        #: when `records` and the `by_client` sets are rebuilt (they never shrink on their own)
+        #: when `records` and the `_by_client` lists are rebuilt (they never shrink on their own)
         self.shrink = ShrinkRule()
         self._stories = StoryBook()
         self.stories = self._stories
@@ -179,11 +185,13 @@ class TaskTable:
         )
         self._next_sequence += 1
         self.records[task.task_id] = record
-        owned = self.by_client.get(task.client_id)
-        if owned is None:  # not `setdefault(..., set())`: that makes a set for every task
-            owned = self.by_client[task.client_id] = set()
-        owned.add(task.task_id)
+        owned = self._by_client.get(task.client_id)
+        if owned is None:  # not `setdefault(..., [])`: that makes a list for every task
+            owned = self._by_client[task.client_id] = []
+        owned.append(task.task_id)
         self._count(record, _LIVE_INDEX[state], 1)
+        if not len(owned) & (COMPACTED_EVERY - 1):  # now and then: the ids of its tasks that ended go
+            self._compact_owned(task.client_id, owned)
         self.live_counts[state] += 1
         self._note(record, state, now)
         return record
@@ -253,14 +261,14 @@ class TaskTable:
             self.stories.compact()
         if record.traits.actor is not None:
             self.actor_starts_ended += 1
-        owned = self.by_client.get(record.client_id)
-        if owned is not None:
-            owned.discard(record.task_id)
-            if not owned:
-                del self.by_client[record.client_id]
         self.live_counts[record.state] -= 1
         was = _LIVE_INDEX[record.state]
         self._move(record, was, _END_INDEX.get(ending, _FAILED_INDEX))
+        owned = self._by_client.get(record.client_id)
+        if owned is not None and len(owned) > COMPACTED_EVERY:
+            self._compact_owned(record.client_id, owned)
+        elif owned is not None and not self.live_of(record.client_id):
+            del self._by_client[record.client_id]
         if was == HELD_INDEX:
             self._held(record.traits.priority, -1)
         self._note(record, ending, now, ran_on, run_seconds, peak_memory_bytes)
@@ -268,8 +276,8 @@ class TaskTable:
     def _rebuild(self) -> None:
         """The table holds far fewer tasks than at its peak: its containers get tables of their present size."""
         rebuild(self.records)
-        for owned in self.by_client.values():
-            rebuild(owned)
+        for client, owned in list(self._by_client.items()):
+            self._compact_owned(client, owned, at_once=True)
         self.stories.compact()  # its kept stories would pin the memory the drained tasks filled
         self._drained_big = True
 
@@ -286,8 +294,30 @@ class TaskTable:
 
     def forget_client(self, client: ClientID) -> None:
         """The client left: its counts go once its last task ended."""
-        if client not in self.by_client:
+        if client not in self._by_client:
             self.client_counts.pop(client, None)
+
+    def live_of(self, client: ClientID) -> int:
+        """How many live tasks the client owns."""
+        counts = self.client_counts.get(client)
+        return counts[0] + counts[1] + counts[HELD_INDEX] if counts is not None else 0
+
+    def owned_by(self, client: ClientID) -> list[TaskID]:
+        """The ids of the client's live tasks, in submission order."""
+        records = self.records
+        live = (
+            t for t in self._by_client.get(client, ()) if (r := records.get(t)) is not None and r.client_id == client
+        )
+        return list(dict.fromkeys(live))  # an id that ended and was submitted again is there twice
+
+    def _compact_owned(self, client: ClientID, owned: list[TaskID], at_once: bool = False) -> None:
+        """The client's list without the ids of its tasks that ended, once it holds over twice (and a little more than)
+        as many as it has live tasks (`at_once`: whatever it holds); gone when none is live."""
+        live = self.live_of(client)
+        if not live:
+            del self._by_client[client]
+        elif at_once or len(owned) > 2 * live + COMPACTED_EVERY:
+            owned[:] = self.owned_by(client)  # in place: a list given a far shorter content shrinks its own table
 
     def take_transitions(self) -> tuple[list[TaskTransition], int]:
         """The transitions noted since the last call, and how many were left out."""

@@ -126,7 +126,7 @@ class ViewBuilder:
         summaries = []
         for peer, client in core.clients.items():
             counts = core.tasks.client_counts.get(ClientID(peer))
-            live = len(core.tasks.by_client.get(ClientID(peer), ()))
+            live = core.tasks.live_of(ClientID(peer))
             away = max(0.0, core.now - client.last_seen) if client.is_away else 0.0
             summary = m.ClientSummary(
                 peer, live, client.name, client.hostname, _counts(counts or [0] * 6), away, client.resume_seconds
