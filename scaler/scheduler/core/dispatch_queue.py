@@ -14,25 +14,19 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from scaler.policy.capability import needs_more_memory
 from scaler.protocol.ids import ClientID, TaskID
 from scaler.protocol.messages import Capabilities
 from scaler.scheduler.core.quotas import ClientQuota, held_back, startable
+from scaler.scheduler.core.task_record import Entry, TaskRecord
 from scaler.scheduler.core.task_state import TaskState
-
-if TYPE_CHECKING:
-    from scaler.scheduler.core.task_table import TaskRecord
 
 #: Index, in the task table's counts of a client, of its tasks held at workers (DISPATCHED or CANCELING).
 HELD_INDEX = 2
 
 #: Of each client's tasks set aside over its quota, how many of the best `oldest_submitted` looks at.
 HEAD_ENTRIES = 64
-
-#: A dispatch queue entry: (-priority, turn, sequence, task id).
-Entry = tuple[int, float, int, TaskID]
 
 
 class DispatchQueue:

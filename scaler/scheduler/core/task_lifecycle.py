@@ -28,7 +28,6 @@ from scaler.protocol.messages import (
     TaskResult,
     TaskReturn,
 )
-from scaler.scheduler.core.dispatch_queue import Entry
 from scaler.scheduler.core.effects import DeleteObjects, Effect, Send
 from scaler.scheduler.core.free_workers import FreeEntry, FreeWorkers
 from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
@@ -37,8 +36,9 @@ from scaler.scheduler.core.memory_retry import bigger_place, not_retried, retrie
 from scaler.scheduler.core.peers import ManagerRecord, WorkerRecord
 from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.story_book import Words, cause_of
+from scaler.scheduler.core.task_record import Entry, TaskRecord, task_of
 from scaler.scheduler.core.task_state import Outcome, TaskEvent, TaskState, outcome
-from scaler.scheduler.core.task_table import TaskRecord, TaskTable, task_of
+from scaler.scheduler.core.task_table import TaskTable
 
 logger = logging.getLogger(__name__)
 

@@ -16,15 +16,13 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from scaler.protocol.frozen_values import constructor
-from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
-from scaler.protocol.messages import ActorSpec, Capabilities, Task, TaskInput, TaskTransition
-from scaler.scheduler.core.dispatch_queue import HELD_INDEX, DispatchQueue, Entry
+from scaler.protocol.ids import ClientID, TaskID
+from scaler.protocol.messages import ActorSpec, Capabilities, Task, TaskTransition
+from scaler.scheduler.core.dispatch_queue import HELD_INDEX, DispatchQueue
 from scaler.scheduler.core.run_times import RunTimeBook
 from scaler.scheduler.core.shrink_rule import ShrinkRule, rebuild
 from scaler.scheduler.core.story_book import StoryBook, Words
+from scaler.scheduler.core.task_record import Opening, TaskRecord, TaskTraits
 from scaler.scheduler.core.task_state import TaskState
 
 #: Task transitions kept for the monitor feed between two publications; later ones are only counted.
@@ -41,81 +39,6 @@ _END_INDEX = {"success": 3, "canceled": 5}
 _FAILED_INDEX = 4
 
 
-@dataclass(frozen=True, slots=True)
-class TaskTraits:
-    """What a task is besides its id, client and body, shared by the many tasks that have the same (interned by the
-    table: one object for a map's million tasks, not five slots each)."""
-
-    function_name: str
-    priority: int
-    capabilities: Capabilities
-    stream_credit: int
-    actor: ActorSpec | None  #: an actor's start
-
-
-#: A task's opening, shared by the tasks added in one step with the same state and cause: (monotonic time, wall time,
-#: state, cause). Its story's first entry is made of it when the story grows (`TaskTable.opening`), so a queued task
-#: has no story of its own.
-Opening = tuple[float, float, TaskState, Words]
-
-
-@dataclass(slots=True)
-class TaskRecord:
-    """A live task. While queued it is its body and a few shared values, not a decoded `Task` (`task_of` makes the
-    Task sent to a worker: the shell writes its frame again)."""
-
-    body: bytes  #: its TaskBody's bytes, as its client sent them
-    traits: TaskTraits
-    state: TaskState
-    sequence: int  #: submission order
-    opening: Opening
-    #: its task's id, client and graph, kept as plain slots: the core reads them about a dozen times per task, and a
-    #: property would be a Python call each time
-    task_id: TaskID
-    client_id: ClientID
-    graph_id: GraphID
-    worker: PeerID | None = None  #: set iff DISPATCHED or CANCELING
-    attempts: int = 0  #: times dispatched
-    lost_workers: tuple[str, ...] = ()  #: why each of its workers went away (a tuple: no list per task)
-    client_gone: bool = False  #: nobody waits for the outcome any more
-    dispatched_at: float = 0.0
-    #: its dispatch queue entry (DispatchQueue): its turn, and whether a heap's entry is its current one; None until
-    #: first queued
-    entry: Entry | None = None
-    #: it ran out of memory on a worker with this many bytes: it runs again only on a bigger one (0: on any)
-    outgrew_bytes: int = 0
-    #: the processor's link it was sent on (task_lifecycle.py); None while no worker holds it
-    link: PeerID | None = None
-    #: a queued-only cancel asked it back from its processor: cancelled if given back unstarted
-    cancel_when_returned: bool = False
-
-    @property
-    def submitted_at(self) -> float:
-        return self.opening[0]
-
-
-def task_of(record: TaskRecord, dependencies: tuple[TaskID, ...] = (), inputs: tuple[TaskInput, ...] = ()) -> Task:
-    """The Task a worker is sent for `record` (a graph node's `dependencies` and their results, `inputs`, come from its
-    graph): the one its client submitted, as it keeps no frame of it (the shell writes it again)."""
-    traits = record.traits
-    return _new_task(
-        record.task_id,
-        record.client_id,
-        record.body,
-        traits.function_name,
-        traits.priority,
-        traits.capabilities,
-        record.graph_id,
-        dependencies,
-        inputs,
-        traits.stream_credit,
-        _NO_ACTOR_ID,
-        traits.actor,
-    )
-
-
-_new_task = constructor(Task)
-_NO_ACTOR_ID = TaskID(b"")
 #: A client's list of task ids is looked at for ids of ended tasks every this many submissions, and on each end
 #: once it is longer (a power of two)
 COMPACTED_EVERY = 1024

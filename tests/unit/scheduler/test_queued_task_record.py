@@ -10,7 +10,7 @@ from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, GraphID, TaskID
 from scaler.scheduler.core.effects import Send
-from scaler.scheduler.core.task_table import TaskRecord, task_of
+from scaler.scheduler.core.task_record import TaskRecord, task_of
 from scaler.testing.simulation import SimulatedCluster, task
 
 

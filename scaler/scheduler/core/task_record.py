@@ -1,0 +1,199 @@
+"""A live task's record in the task table (`task_table.py`), small because a queue may hold millions of them.
+
+Rules:
+- A queued task is its body (the TaskBody's bytes its client sent) and values shared with other tasks: its traits
+  (function, priority, capabilities, stream credit, actor; one object per kind of task), its opening (when, in which
+  state and why it reached the scheduler; one object per step and cause). No decoded `Task` and no frame is kept:
+  `task_of` makes the Task a worker is sent, which the shell writes as the frame its client wrote (task_frames.py).
+- What only a dispatched task has (its worker, its link, when it was dispatched) lives in a `Placement` made when it
+  is dispatched and dropped when its worker lets it go; what few tasks ever have (a retry's history, a client gone,
+  a cancel waiting for a give-back) in a `Rare` made when first set. Both read and written as the record's own
+  attributes.
+- A queued task's story has no entry of its own in the story book until it moves: its opening is the record's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaler.protocol.frozen_values import constructor
+from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
+from scaler.protocol.messages import ActorSpec, Capabilities, Task, TaskInput
+from scaler.scheduler.core.story_book import Words
+from scaler.scheduler.core.task_state import TaskState
+
+#: A dispatch queue entry: (-priority, turn, sequence, task id).
+Entry = tuple[int, float, int, TaskID]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTraits:
+    """What a task is besides its id, client and body, shared by the many tasks that have the same (interned by the
+    table: one object for a map's million tasks, not five slots each)."""
+
+    function_name: str
+    priority: int
+    capabilities: Capabilities
+    stream_credit: int
+    actor: ActorSpec | None  #: an actor's start
+
+
+#: A task's opening, shared by the tasks added in one step with the same state and cause: (monotonic time, wall time,
+#: state, cause). Its story's first entry is made of it when the story grows (`TaskTable.opening_of`).
+Opening = tuple[float, float, TaskState, Words]
+
+
+class Placement:
+    """Where a dispatched task is held."""
+
+    __slots__ = ("dispatched_at", "link", "worker")
+
+    def __init__(self) -> None:
+        self.worker: PeerID | None = None
+        self.link: PeerID | None = None
+        self.dispatched_at = 0.0
+
+
+class Rare:
+    """What few tasks ever have."""
+
+    __slots__ = ("cancel_when_returned", "client_gone", "lost_workers", "outgrew_bytes")
+
+    def __init__(self) -> None:
+        self.lost_workers: tuple[str, ...] = ()
+        self.client_gone = False
+        self.outgrew_bytes = 0
+        self.cancel_when_returned = False
+
+
+_NOWHERE = Placement()  #: read as the placement of a task no worker holds (never written)
+_NONE = Rare()  #: read as the rare facts of a task that has none (never written)
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """A live task (the module's rules say what it keeps)."""
+
+    body: bytes  #: its TaskBody's bytes, as its client sent them
+    traits: TaskTraits
+    state: TaskState
+    sequence: int  #: submission order
+    opening: Opening
+    #: its task's id, client and graph, kept as plain slots: the core reads them about a dozen times per task, and a
+    #: property would be a Python call each time
+    task_id: TaskID
+    client_id: ClientID
+    graph_id: GraphID
+    attempts: int = 0  #: times dispatched
+    #: its dispatch queue entry (DispatchQueue): its turn, and whether a heap's entry is its current one; None until
+    #: first queued
+    entry: Entry | None = None
+    _placed: Placement = _NOWHERE
+    _rare: Rare = _NONE
+
+    @property
+    def submitted_at(self) -> float:
+        return self.opening[0]
+
+    @property
+    def worker(self) -> PeerID | None:
+        """Set iff DISPATCHED or CANCELING; set to None when its worker lets it go, with its link."""
+        return self._placed.worker
+
+    @worker.setter
+    def worker(self, worker: PeerID | None) -> None:
+        if worker is None:
+            self._placed = _NOWHERE
+        else:
+            self._placement().worker = worker
+
+    @property
+    def link(self) -> PeerID | None:
+        """The processor's link it was sent on (task_lifecycle.py); None while no worker holds it."""
+        return self._placed.link
+
+    @link.setter
+    def link(self, link: PeerID | None) -> None:
+        if link is not None or self._placed is not _NOWHERE:
+            self._placement().link = link
+
+    @property
+    def dispatched_at(self) -> float:
+        return self._placed.dispatched_at
+
+    @dispatched_at.setter
+    def dispatched_at(self, when: float) -> None:
+        self._placement().dispatched_at = when
+
+    def _placement(self) -> Placement:
+        placed = self._placed
+        if placed is _NOWHERE:
+            placed = self._placed = Placement()
+        return placed
+
+    @property
+    def lost_workers(self) -> tuple[str, ...]:
+        """Why each of its workers went away."""
+        return self._rare.lost_workers
+
+    @lost_workers.setter
+    def lost_workers(self, reasons: tuple[str, ...]) -> None:
+        self._facts().lost_workers = reasons
+
+    @property
+    def client_gone(self) -> bool:
+        """Nobody waits for the outcome any more."""
+        return self._rare.client_gone
+
+    @client_gone.setter
+    def client_gone(self, gone: bool) -> None:
+        self._facts().client_gone = gone
+
+    @property
+    def outgrew_bytes(self) -> int:
+        """It ran out of memory on a worker with this many bytes: it runs again only on a bigger one (0: on any)."""
+        return self._rare.outgrew_bytes
+
+    @outgrew_bytes.setter
+    def outgrew_bytes(self, size: int) -> None:
+        self._facts().outgrew_bytes = size
+
+    @property
+    def cancel_when_returned(self) -> bool:
+        """A queued-only cancel asked it back from its processor: cancelled if given back unstarted."""
+        return self._rare.cancel_when_returned
+
+    @cancel_when_returned.setter
+    def cancel_when_returned(self, asked: bool) -> None:
+        self._facts().cancel_when_returned = asked
+
+    def _facts(self) -> Rare:
+        rare = self._rare
+        if rare is _NONE:
+            rare = self._rare = Rare()
+        return rare
+
+
+def task_of(record: TaskRecord, dependencies: tuple[TaskID, ...] = (), inputs: tuple[TaskInput, ...] = ()) -> Task:
+    """The Task a worker is sent for `record` (a graph node's `dependencies` and their results, `inputs`, come from its
+    graph; a node's dependencies go each once): the one its client submitted, as no frame of it is kept (the shell
+    writes it again)."""
+    traits = record.traits
+    return _new_task(
+        record.task_id,
+        record.client_id,
+        record.body,
+        traits.function_name,
+        traits.priority,
+        traits.capabilities,
+        record.graph_id,
+        dependencies,
+        inputs,
+        traits.stream_credit,
+        _NO_ACTOR_ID,
+        traits.actor,
+    )
+
+
+_new_task = constructor(Task)
+_NO_ACTOR_ID = TaskID(b"")
