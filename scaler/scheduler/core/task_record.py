@@ -5,10 +5,9 @@ Rules:
   (function, priority, capabilities, stream credit, actor; one object per kind of task), its opening (when, in which
   state and why it reached the scheduler; one object per step and cause). No decoded `Task` and no frame is kept:
   `task_of` makes the Task a worker is sent, which the shell writes as the frame its client wrote (task_frames.py).
-- What only a dispatched task has (its worker, its link, when it was dispatched) lives in a `Placement` made when it
-  is dispatched and dropped when its worker lets it go; what few tasks ever have (a retry's history, a client gone,
-  a cancel waiting for a give-back) in a `Rare` made when first set. Both read and written as the record's own
-  attributes.
+- What a task that was never dispatched has none of (its link, when it was dispatched) and what few tasks ever have
+  (a retry's history, a client gone, a cancel waiting for a give-back) live in its `Extras`, made when one is first
+  set, read and written as the record's own attributes: a queued task has twelve slots.
 - A queued task's story has no entry of its own in the story book until it moves: its opening is the record's.
 """
 
@@ -43,31 +42,21 @@ class TaskTraits:
 Opening = tuple[float, float, TaskState, Words]
 
 
-class Placement:
-    """Where a dispatched task is held."""
+class Extras:
+    """What a task that was never dispatched has none of: where it was last sent, and what few tasks ever have."""
 
-    __slots__ = ("dispatched_at", "link", "worker")
+    __slots__ = ("cancel_when_returned", "client_gone", "dispatched_at", "link", "lost_workers", "outgrew_bytes")
 
     def __init__(self) -> None:
-        self.worker: PeerID | None = None
         self.link: PeerID | None = None
         self.dispatched_at = 0.0
-
-
-class Rare:
-    """What few tasks ever have."""
-
-    __slots__ = ("cancel_when_returned", "client_gone", "lost_workers", "outgrew_bytes")
-
-    def __init__(self) -> None:
         self.lost_workers: tuple[str, ...] = ()
         self.client_gone = False
         self.outgrew_bytes = 0
         self.cancel_when_returned = False
 
 
-_NOWHERE = Placement()  #: read as the placement of a task no worker holds (never written)
-_NONE = Rare()  #: read as the rare facts of a task that has none (never written)
+_NONE = Extras()  #: read as the extras of a task that has none (never written)
 
 
 @dataclass(slots=True)
@@ -84,94 +73,76 @@ class TaskRecord:
     task_id: TaskID
     client_id: ClientID
     graph_id: GraphID
+    worker: PeerID | None = None  #: set iff DISPATCHED or CANCELING
     attempts: int = 0  #: times dispatched
     #: its dispatch queue entry (DispatchQueue): its turn, and whether a heap's entry is its current one; None until
     #: first queued
     entry: Entry | None = None
-    _placed: Placement = _NOWHERE
-    _rare: Rare = _NONE
+    _extras: Extras = _NONE
 
     @property
     def submitted_at(self) -> float:
         return self.opening[0]
 
     @property
-    def worker(self) -> PeerID | None:
-        """Set iff DISPATCHED or CANCELING; set to None when its worker lets it go, with its link."""
-        return self._placed.worker
-
-    @worker.setter
-    def worker(self, worker: PeerID | None) -> None:
-        if worker is None:
-            self._placed = _NOWHERE
-        else:
-            self._placement().worker = worker
-
-    @property
     def link(self) -> PeerID | None:
         """The processor's link it was sent on (task_lifecycle.py); None while no worker holds it."""
-        return self._placed.link
+        return self._extras.link
 
     @link.setter
     def link(self, link: PeerID | None) -> None:
-        if link is not None or self._placed is not _NOWHERE:
-            self._placement().link = link
+        if link is not None or self._extras is not _NONE:
+            self._made().link = link
 
     @property
     def dispatched_at(self) -> float:
-        return self._placed.dispatched_at
+        return self._extras.dispatched_at
 
     @dispatched_at.setter
     def dispatched_at(self, when: float) -> None:
-        self._placement().dispatched_at = when
-
-    def _placement(self) -> Placement:
-        placed = self._placed
-        if placed is _NOWHERE:
-            placed = self._placed = Placement()
-        return placed
+        self._made().dispatched_at = when
 
     @property
     def lost_workers(self) -> tuple[str, ...]:
         """Why each of its workers went away."""
-        return self._rare.lost_workers
+        return self._extras.lost_workers
 
     @lost_workers.setter
     def lost_workers(self, reasons: tuple[str, ...]) -> None:
-        self._facts().lost_workers = reasons
+        self._made().lost_workers = reasons
 
     @property
     def client_gone(self) -> bool:
         """Nobody waits for the outcome any more."""
-        return self._rare.client_gone
+        return self._extras.client_gone
 
     @client_gone.setter
     def client_gone(self, gone: bool) -> None:
-        self._facts().client_gone = gone
+        self._made().client_gone = gone
 
     @property
     def outgrew_bytes(self) -> int:
         """It ran out of memory on a worker with this many bytes: it runs again only on a bigger one (0: on any)."""
-        return self._rare.outgrew_bytes
+        return self._extras.outgrew_bytes
 
     @outgrew_bytes.setter
     def outgrew_bytes(self, size: int) -> None:
-        self._facts().outgrew_bytes = size
+        self._made().outgrew_bytes = size
 
     @property
     def cancel_when_returned(self) -> bool:
         """A queued-only cancel asked it back from its processor: cancelled if given back unstarted."""
-        return self._rare.cancel_when_returned
+        return self._extras.cancel_when_returned
 
     @cancel_when_returned.setter
     def cancel_when_returned(self, asked: bool) -> None:
-        self._facts().cancel_when_returned = asked
+        self._made().cancel_when_returned = asked
 
-    def _facts(self) -> Rare:
-        rare = self._rare
-        if rare is _NONE:
-            rare = self._rare = Rare()
-        return rare
+    def _made(self) -> Extras:
+        extras = self._extras
+        if extras is _NONE:
+            extras = self._extras = Extras()
+        return extras
 
 
 def task_of(record: TaskRecord, dependencies: tuple[TaskID, ...] = (), inputs: tuple[TaskInput, ...] = ()) -> Task:
