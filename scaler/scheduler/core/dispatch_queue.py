@@ -69,8 +69,9 @@ class DispatchQueue:
         self._over_quota: dict[ClientID, list[tuple[Entry, Capabilities]]] = {}
 
     def key(self, record: TaskRecord) -> Capabilities:
-        if record.outgrew_bytes:
-            return self.key_for(record, record.outgrew_bytes)
+        outgrew = record.extras.outgrew_bytes  # not its property: read a few times per task
+        if outgrew:
+            return self.key_for(record, outgrew)
         return () if self._ignore_capabilities else record.traits.capabilities  # `key_for`'s, inline: a few per task
 
     def key_for(self, record: TaskRecord, outgrew_bytes: int) -> Capabilities:

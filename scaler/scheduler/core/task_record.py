@@ -78,7 +78,9 @@ class TaskRecord:
     #: its dispatch queue entry (DispatchQueue): its turn, and whether a heap's entry is its current one; None until
     #: first queued
     entry: Entry | None = None
-    _extras: Extras = _NONE
+    #: its link, dispatch time and rare facts, read and written through the properties below (`key` in
+    #: dispatch_queue.py reads `outgrew_bytes` here, a few times per task)
+    extras: Extras = _NONE
 
     @property
     def submitted_at(self) -> float:
@@ -87,16 +89,16 @@ class TaskRecord:
     @property
     def link(self) -> PeerID | None:
         """The processor's link it was sent on (task_lifecycle.py); None while no worker holds it."""
-        return self._extras.link
+        return self.extras.link
 
     @link.setter
     def link(self, link: PeerID | None) -> None:
-        if link is not None or self._extras is not _NONE:
+        if link is not None or self.extras is not _NONE:
             self._made().link = link
 
     @property
     def dispatched_at(self) -> float:
-        return self._extras.dispatched_at
+        return self.extras.dispatched_at
 
     @dispatched_at.setter
     def dispatched_at(self, when: float) -> None:
@@ -105,7 +107,7 @@ class TaskRecord:
     @property
     def lost_workers(self) -> tuple[str, ...]:
         """Why each of its workers went away."""
-        return self._extras.lost_workers
+        return self.extras.lost_workers
 
     @lost_workers.setter
     def lost_workers(self, reasons: tuple[str, ...]) -> None:
@@ -114,7 +116,7 @@ class TaskRecord:
     @property
     def client_gone(self) -> bool:
         """Nobody waits for the outcome any more."""
-        return self._extras.client_gone
+        return self.extras.client_gone
 
     @client_gone.setter
     def client_gone(self, gone: bool) -> None:
@@ -123,7 +125,7 @@ class TaskRecord:
     @property
     def outgrew_bytes(self) -> int:
         """It ran out of memory on a worker with this many bytes: it runs again only on a bigger one (0: on any)."""
-        return self._extras.outgrew_bytes
+        return self.extras.outgrew_bytes
 
     @outgrew_bytes.setter
     def outgrew_bytes(self, size: int) -> None:
@@ -132,16 +134,16 @@ class TaskRecord:
     @property
     def cancel_when_returned(self) -> bool:
         """A queued-only cancel asked it back from its processor: cancelled if given back unstarted."""
-        return self._extras.cancel_when_returned
+        return self.extras.cancel_when_returned
 
     @cancel_when_returned.setter
     def cancel_when_returned(self, asked: bool) -> None:
         self._made().cancel_when_returned = asked
 
     def _made(self) -> Extras:
-        extras = self._extras
+        extras = self.extras
         if extras is _NONE:
-            extras = self._extras = Extras()
+            extras = self.extras = Extras()
         return extras
 
 

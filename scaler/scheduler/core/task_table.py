@@ -47,7 +47,7 @@ MAX_SHARED_TRAITS = 4096
 
 
 class TaskTable:
-    def __init__(self, ignore_capabilities: bool) -> None:
+    def __init__(self, ignore_capabilities: bool, stories: StoryBook | None = None) -> None:
         self.records: dict[TaskID, TaskRecord] = {}
         #: each client's task ids, in submission order (and perhaps ended ones: `owned_by`)
         self._by_client: dict[ClientID, list[TaskID]] = {}
@@ -76,8 +76,10 @@ class TaskTable:
         self.run_times = RunTimeBook()
         #: when `records` and the `_by_client` lists are rebuilt (they never shrink on their own)
         self.shrink = ShrinkRule()
-        self._stories = StoryBook()
-        self.stories = self._stories
+        #: each task's history with causes (by default unbounded by the user's settings): a live task's opening entry
+        #: is its record's (`opening_of`)
+        self.stories = stories if stories is not None else StoryBook()
+        self.stories.openings = self.opening_of
         #: the table was rebuilt since it was last empty: the stories are compacted again once it empties
         self._drained_big = False
         #: the opening of the tasks added last, and the wall offset it was made with
@@ -127,17 +129,6 @@ class TaskTable:
             return None
         _, wall_time, state, cause = record.opening
         return self.queue.key(record), wall_time, state, cause
-
-    @property
-    def stories(self) -> StoryBook:
-        """Each task's history with causes (the core replaces it with one bounded by the user's settings): a live
-        task's opening entry is its record's (`opening_of`)."""
-        return self._stories
-
-    @stories.setter
-    def stories(self, book: StoryBook) -> None:
-        book.openings = self.opening_of
-        self._stories = book
 
     def set_state(self, record: TaskRecord, state: TaskState, now: float, cause: Words = "") -> None:
         """The one way a live task changes state (its record's `worker` is set first when it has one); `cause`:
