@@ -84,12 +84,11 @@ class DispatchQueue:
     def push(self, record: TaskRecord) -> None:
         client, traits, entry = record.client_id, record.traits, record.entry
         key, priority = self.key(record), traits.priority
-        if entry is None:
+        turn = entry[1]
+        if turn < 0:  # first queued (a task queued again, its worker died, keeps its place)
             turn = max(self._next_turn.get(client, 0.0), self._turn_now)
             self._next_turn[client] = turn + 1.0 / self.shares.get(client, 1.0)
-            entry = record.entry = (-priority, turn, record.sequence, record.task_id)
-        else:  # a task queued again (its worker died) keeps its place; a new entry: the one in a heap is stale
-            entry = record.entry = (-priority, entry[1], record.sequence, record.task_id)
+        entry = record.entry = (-priority, turn, entry[2], record.task_id)  # a new one: any met in a heap is stale
         by_key = self.client_queued.get(client)
         if by_key is None:
             by_key = self.client_queued[client] = {}

@@ -5,9 +5,9 @@ Rules:
   (function, priority, capabilities, stream credit, actor; one object per kind of task), its opening (when, in which
   state and why it reached the scheduler; one object per step and cause). No decoded `Task` and no frame is kept:
   `task_of` makes the Task a worker is sent, which the shell writes as the frame its client wrote (task_frames.py).
-- What a task that was never dispatched has none of (its link, when it was dispatched) and what few tasks ever have
-  (a retry's history, a client gone, a cancel waiting for a give-back) live in its `Extras`, made when one is first
-  set, read and written as the record's own attributes: a queued task has twelve slots.
+- What a task that was never dispatched has none of (its dispatches, its link, when it was dispatched) and what few
+  tasks ever have (a retry's history, a client gone, a cancel waiting for a give-back) live in its `Extras`, made when
+  one is first set, read and written as the record's own attributes: a queued task has eleven slots.
 - A queued task's story has no entry of its own in the story book until it moves: its opening is the record's.
 """
 
@@ -23,6 +23,8 @@ from scaler.scheduler.core.task_state import TaskState
 
 #: A dispatch queue entry: (-priority, turn, sequence, task id).
 Entry = tuple[int, float, int, TaskID]
+#: The turn of a task's entry until it is first queued (a turn is never negative)
+NOT_QUEUED = -1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +47,11 @@ Opening = tuple[float, float, TaskState, Words]
 class Extras:
     """What a task that was never dispatched has none of: where it was last sent, and what few tasks ever have."""
 
-    __slots__ = ("cancel_when_returned", "client_gone", "dispatched_at", "link", "lost_workers", "outgrew_bytes")
+    __slots__ = ("attempts", "cancel_when_returned", "client_gone", "dispatched_at", "link", "lost_workers",
+                 "outgrew_bytes")  # fmt: skip
 
     def __init__(self) -> None:
+        self.attempts = 0
         self.link: PeerID | None = None
         self.dispatched_at = 0.0
         self.lost_workers: tuple[str, ...] = ()
@@ -66,7 +70,9 @@ class TaskRecord:
     body: bytes  #: its TaskBody's bytes, as its client sent them
     traits: TaskTraits
     state: TaskState
-    sequence: int  #: submission order
+    #: its dispatch queue entry (DispatchQueue): its submission order (`sequence`), its turn (NOT_QUEUED until first
+    #: queued), and whether an entry met in a heap is its current one
+    entry: Entry
     opening: Opening
     #: its task's id, client and graph, kept as plain slots: the core reads them about a dozen times per task, and a
     #: property would be a Python call each time
@@ -74,10 +80,6 @@ class TaskRecord:
     client_id: ClientID
     graph_id: GraphID
     worker: PeerID | None = None  #: set iff DISPATCHED or CANCELING
-    attempts: int = 0  #: times dispatched
-    #: its dispatch queue entry (DispatchQueue): its turn, and whether a heap's entry is its current one; None until
-    #: first queued
-    entry: Entry | None = None
     #: its link, dispatch time and rare facts, read and written through the properties below (`key` in
     #: dispatch_queue.py reads `outgrew_bytes` here, a few times per task)
     extras: Extras = _NONE
@@ -85,6 +87,20 @@ class TaskRecord:
     @property
     def submitted_at(self) -> float:
         return self.opening[0]
+
+    @property
+    def sequence(self) -> int:
+        """Submission order."""
+        return self.entry[2]
+
+    @property
+    def attempts(self) -> int:
+        """Times dispatched."""
+        return self.extras.attempts
+
+    @attempts.setter
+    def attempts(self, count: int) -> None:
+        self._made().attempts = count
 
     @property
     def link(self) -> PeerID | None:

@@ -22,7 +22,7 @@ from scaler.scheduler.core.dispatch_queue import HELD_INDEX, DispatchQueue
 from scaler.scheduler.core.run_times import RunTimeBook
 from scaler.scheduler.core.shrink_rule import ShrinkRule, rebuild
 from scaler.scheduler.core.story_book import StoryBook, Words
-from scaler.scheduler.core.task_record import Opening, TaskRecord, TaskTraits
+from scaler.scheduler.core.task_record import NOT_QUEUED, Opening, TaskRecord, TaskTraits
 from scaler.scheduler.core.task_state import TaskState
 
 #: Task transitions kept for the monitor feed between two publications; later ones are only counted.
@@ -105,9 +105,8 @@ class TaskTable:
             if len(self._traits) >= MAX_SHARED_TRAITS:
                 self._traits.clear()
             traits = self._traits[key] = TaskTraits(*key)
-        record = TaskRecord(
-            task.body, traits, state, self._next_sequence, opening, task.task_id, task.client_id, task.graph_id
-        )
+        entry = (-task.priority, NOT_QUEUED, self._next_sequence, task.task_id)
+        record = TaskRecord(task.body, traits, state, entry, opening, task.task_id, task.client_id, task.graph_id)
         self._next_sequence += 1
         self.records[task.task_id] = record
         owned = self._by_client.get(task.client_id)
