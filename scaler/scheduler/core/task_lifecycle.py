@@ -377,15 +377,12 @@ class TaskLifecycle:
 
     def _assign(self, record: TaskRecord, worker: WorkerRecord, link: ProcessorLink | None = None) -> None:
         """`link`: the worker's link with room (`WorkerRecord.link_for`), when the caller has it."""
-        record.worker = worker.peer
-        self._tasks.set_state(record, TaskState.DISPATCHED, self.now, ("dispatch attempt {}", record.attempts + 1))
-        record.attempts += 1
-        record.dispatched_at = self.now
-        worker.assigned.add(record.task_id)
         if link is None:
             link = worker.link_for()
         assert link is not None, "dispatch gives a task only to a worker with a link that has room"
-        record.link = link.peer
+        attempt = record.placed(worker.peer, link.peer, self.now)
+        self._tasks.set_state(record, TaskState.DISPATCHED, self.now, ("dispatch attempt {}", attempt))
+        worker.assigned.add(record.task_id)
         traits = record.traits
         link.send(
             record.task_id,
@@ -396,7 +393,7 @@ class TaskLifecycle:
         if link.holds_actor:
             worker.restage()  # nothing is staged behind an actor's start
         self._free.offer(worker)
-        graph = self._graphs.get(record.graph_id) if record.graph_id else None
+        graph = self._graphs.get(traits.graph_id) if traits.graph_id else None
         if graph is None:
             self._send(link.peer, task_of(record))
         else:  # a node gets the results of the nodes it depends on
@@ -509,8 +506,7 @@ class TaskLifecycle:
             if worker is not None:
                 worker.assigned.discard(record.task_id)
                 self._free.offer(worker)
-            record.worker = None
-        record.link = None  # its link's record keeps it until its processor answers (link_sessions.py)
+        record.released()
 
     def _end(
         self,

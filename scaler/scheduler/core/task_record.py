@@ -2,12 +2,12 @@
 
 Rules:
 - A queued task is its body (the TaskBody's bytes its client sent) and values shared with other tasks: its traits
-  (function, priority, capabilities, stream credit, actor; one object per kind of task), its opening (when, in which
-  state and why it reached the scheduler; one object per step and cause). No decoded `Task` and no frame is kept:
+  (function, priority, capabilities, stream credit, actor, graph, and its opening: when, in which state and why it
+  reached the scheduler; one object for the tasks alike of a step). No decoded `Task` and no frame is kept:
   `task_of` makes the Task a worker is sent, which the shell writes as the frame its client wrote (task_frames.py).
 - What a task that was never dispatched has none of (its dispatches, its link, when it was dispatched) and what few
   tasks ever have (a retry's history, a client gone, a cancel waiting for a give-back) live in its `Extras`, made when
-  one is first set, read and written as the record's own attributes: a queued task has eleven slots.
+  one is first set, read and written as the record's own attributes: a queued task has eight slots (96 bytes).
 - A queued task's story has no entry of its own in the story book until it moves: its opening is the record's.
 """
 
@@ -27,21 +27,24 @@ Entry = tuple[int, float, int, TaskID]
 NOT_QUEUED = -1.0
 
 
+#: A task's opening: (monotonic time, wall time, state, cause) of its arrival at the scheduler. Its story's first entry
+#: is made of it when the story grows (`TaskTable.opening_of`).
+Opening = tuple[float, float, TaskState, Words]
+
+
 @dataclass(frozen=True, slots=True)
 class TaskTraits:
-    """What a task is besides its id, client and body, shared by the many tasks that have the same (interned by the
-    table: one object for a map's million tasks, not five slots each)."""
+    """What a task is besides its id, client and body, and when and why it arrived: shared by the tasks added in one
+    step alike (interned by the table: one object for the hundreds of tasks of a client's submissions in a burst, not
+    seven slots each)."""
 
     function_name: str
     priority: int
     capabilities: Capabilities
     stream_credit: int
     actor: ActorSpec | None  #: an actor's start
-
-
-#: A task's opening, shared by the tasks added in one step with the same state and cause: (monotonic time, wall time,
-#: state, cause). Its story's first entry is made of it when the story grows (`TaskTable.opening_of`).
-Opening = tuple[float, float, TaskState, Words]
+    graph_id: GraphID  #: empty unless the task is a node of a graph
+    opening: Opening
 
 
 class Extras:
@@ -73,20 +76,26 @@ class TaskRecord:
     #: its dispatch queue entry (DispatchQueue): its submission order (`sequence`), its turn (NOT_QUEUED until first
     #: queued), and whether an entry met in a heap is its current one
     entry: Entry
-    opening: Opening
-    #: its task's id, client and graph, kept as plain slots: the core reads them about a dozen times per task, and a
-    #: property would be a Python call each time
+    #: its task's id and client, kept as plain slots: the core reads them about a dozen times per task, and a property
+    #: would be a Python call each time
     task_id: TaskID
     client_id: ClientID
-    graph_id: GraphID
     worker: PeerID | None = None  #: set iff DISPATCHED or CANCELING
     #: its link, dispatch time and rare facts, read and written through the properties below (`key` in
     #: dispatch_queue.py reads `outgrew_bytes` here, a few times per task)
     extras: Extras = _NONE
 
     @property
+    def graph_id(self) -> GraphID:
+        return self.traits.graph_id
+
+    @property
+    def opening(self) -> Opening:
+        return self.traits.opening
+
+    @property
     def submitted_at(self) -> float:
-        return self.opening[0]
+        return self.traits.opening[0]
 
     @property
     def sequence(self) -> int:
@@ -155,6 +164,21 @@ class TaskRecord:
     @cancel_when_returned.setter
     def cancel_when_returned(self, asked: bool) -> None:
         self._made().cancel_when_returned = asked
+
+    def placed(self, worker: PeerID, link: PeerID, now: float) -> int:
+        """Dispatched now to `worker` on `link` (one call on the path of every task, not four properties): its
+        dispatch count, this one included."""
+        self.worker = worker
+        extras = self._made()
+        extras.link, extras.dispatched_at = link, now
+        extras.attempts += 1
+        return extras.attempts
+
+    def released(self) -> None:
+        """Its worker let it go (its link's record keeps it until its processor answers: link_sessions.py)."""
+        self.worker = None
+        if self.extras is not _NONE:
+            self.extras.link = None
 
     def _made(self) -> Extras:
         extras = self.extras

@@ -16,7 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
-from scaler.protocol.ids import ClientID, TaskID
+from scaler.protocol.ids import ClientID, GraphID, TaskID
 from scaler.protocol.messages import ActorSpec, Capabilities, Task, TaskTransition
 from scaler.scheduler.core.dispatch_queue import HELD_INDEX, DispatchQueue
 from scaler.scheduler.core.run_times import RunTimeBook
@@ -85,8 +85,9 @@ class TaskTable:
         #: the opening of the tasks added last, and the wall offset it was made with
         self._opening: Opening = (-1.0, 0.0, TaskState.QUEUED, "")
         self._opened_offset = 0.0
-        #: traits by (function name, priority, capabilities, stream credit, actor): one object for many tasks
-        self._traits: dict[tuple[str, int, Capabilities, int, ActorSpec | None], TaskTraits] = {}
+        #: the traits of the tasks of the last opening by (function name, priority, capabilities, stream credit, actor,
+        #: graph): one object for many tasks
+        self._traits: dict[tuple[str, int, Capabilities, int, ActorSpec | None, GraphID], TaskTraits] = {}
 
     def __len__(self) -> int:
         return len(self.records)
@@ -99,14 +100,15 @@ class TaskTable:
         if opening[0] != now or opening[2] is not state or opening[3] is not cause or self._opened_offset != offset:
             opening = self._opening = (now, now + offset, state, cause)  # one for the tasks of a step
             self._opened_offset = offset
-        key = (task.function_name, task.priority, task.capabilities, task.stream_credit, task.actor)
+            self._traits.clear()  # traits are shared by tasks of one opening
+        key = (task.function_name, task.priority, task.capabilities, task.stream_credit, task.actor, task.graph_id)
         traits = self._traits.get(key)
         if traits is None:
             if len(self._traits) >= MAX_SHARED_TRAITS:
                 self._traits.clear()
-            traits = self._traits[key] = TaskTraits(*key)
+            traits = self._traits[key] = TaskTraits(*key, opening)
         entry = (-task.priority, NOT_QUEUED, self._next_sequence, task.task_id)
-        record = TaskRecord(task.body, traits, state, entry, opening, task.task_id, task.client_id, task.graph_id)
+        record = TaskRecord(task.body, traits, state, entry, task.task_id, task.client_id)
         self._next_sequence += 1
         self.records[task.task_id] = record
         owned = self._by_client.get(task.client_id)
