@@ -42,7 +42,8 @@ _FAILED_INDEX = 4
 #: A client's list of task ids is looked at for ids of ended tasks every this many submissions, and on each end
 #: once it is longer (a power of two)
 COMPACTED_EVERY = 1024
-#: Distinct traits kept for sharing; past it the table starts again (records keep theirs)
+_TraitsKey = tuple[str, int, Capabilities, int, ActorSpec | None, GraphID]
+#: Distinct openings, and traits of an opening, kept for sharing; past it the table starts again (records keep theirs)
 MAX_SHARED_TRAITS = 4096
 
 
@@ -82,12 +83,11 @@ class TaskTable:
         self.stories.openings = self.opening_of
         #: the table was rebuilt since it was last empty: the stories are compacted again once it empties
         self._drained_big = False
-        #: the opening of the tasks added last, and the wall offset it was made with
-        self._opening: Opening = (-1.0, 0.0, TaskState.QUEUED, "")
-        self._opened_offset = 0.0
-        #: the traits of the tasks of the last opening by (function name, priority, capabilities, stream credit, actor,
-        #: graph): one object for many tasks
-        self._traits: dict[tuple[str, int, Capabilities, int, ActorSpec | None, GraphID], TaskTraits] = {}
+        #: the step tasks were added in last (its time and wall offset), and its openings by state and cause, each with
+        #: its tasks' traits by (function name, priority, capabilities, stream credit, actor, graph): one object for
+        #: the many tasks alike of a step, whichever clients' submissions it interleaves
+        self._step = (-1.0, 0.0)
+        self._openings: dict[tuple[TaskState, Words], tuple[Opening, dict[_TraitsKey, TaskTraits]]] = {}
 
     def __len__(self) -> int:
         return len(self.records)
@@ -96,17 +96,22 @@ class TaskTable:
         return self.records.get(task_id)
 
     def add(self, task: Task, state: TaskState, now: float, cause: Words = "") -> TaskRecord:
-        opening, offset = self._opening, self.wall_offset
-        if opening[0] != now or opening[2] is not state or opening[3] is not cause or self._opened_offset != offset:
-            opening = self._opening = (now, now + offset, state, cause)  # one for the tasks of a step
-            self._opened_offset = offset
-            self._traits.clear()  # traits are shared by tasks of one opening
+        offset = self.wall_offset
+        if self._step != (now, offset):  # a new step: new openings (one per state and cause) and their traits
+            self._step = (now, offset)
+            self._openings.clear()
+        shared = self._openings.get((state, cause))
+        if shared is None:
+            if len(self._openings) >= MAX_SHARED_TRAITS:
+                self._openings.clear()
+            shared = self._openings[(state, cause)] = ((now, now + offset, state, cause), {})
+        opening, alike = shared
         key = (task.function_name, task.priority, task.capabilities, task.stream_credit, task.actor, task.graph_id)
-        traits = self._traits.get(key)
+        traits = alike.get(key)
         if traits is None:
-            if len(self._traits) >= MAX_SHARED_TRAITS:
-                self._traits.clear()
-            traits = self._traits[key] = TaskTraits(*key, opening)
+            if len(alike) >= MAX_SHARED_TRAITS:
+                alike.clear()
+            traits = alike[key] = TaskTraits(*key, opening)
         entry = (-task.priority, NOT_QUEUED, self._next_sequence, task.task_id)
         record = TaskRecord(task.body, traits, state, entry, task.task_id, task.client_id)
         self._next_sequence += 1

@@ -10,6 +10,7 @@ from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, GraphID, TaskID
 from scaler.scheduler.core.effects import Send
+from scaler.scheduler.core.events import Received
 from scaler.scheduler.core.task_record import TaskRecord, task_of
 from scaler.testing.simulation import SimulatedCluster, task
 
@@ -37,6 +38,25 @@ def test_a_queued_task_is_kept_as_its_body_and_shared_traits_not_a_decoded_task(
     assert first.body == b"body" and first.traits.function_name == "f"
     assert first.traits is second.traits, "tasks of one function, priority and shape share their traits"
     assert first.opening is second.opening, "tasks submitted in one step by one client share their opening"
+
+
+def test_tasks_of_clients_interleaved_in_one_step_share_their_traits_per_client() -> None:
+    """One burst of reads brings several clients' submissions one after another: each client's tasks still share one
+    traits object (its opening names its client). Checked with one opening kept at a time (the last): fails."""
+    sim = SimulatedCluster()
+    first, second = sim.add_client("a"), sim.add_client("b")
+    interleaved = [
+        Received(client.peer, task(client.peer, 2 * number + offset), sim.now)
+        for number in range(50)
+        for offset, client in enumerate((first, second))
+    ]
+    sim.core.handle_all(interleaved)
+    records = sim.core.tasks.records.values()
+    by_client = {
+        client: {id(r.traits) for r in records if r.client_id == client} for client in (first.peer, second.peer)
+    }
+    assert len(records) == 100 and all(len(shared) == 1 for shared in by_client.values())
+    assert len({next(iter(shared)) for shared in by_client.values()}) == 2
 
 
 def test_a_plain_task_submitted_as_a_frame_is_queued_as_its_body_and_sent_as_the_same_frame() -> None:
