@@ -77,8 +77,8 @@ class TaskTable:
         self.run_times = RunTimeBook()
         #: when `records` and the `_by_client` lists are rebuilt (they never shrink on their own)
         self.shrink = ShrinkRule()
-        #: each task's history with causes (by default unbounded by the user's settings): a live task's opening entry
-        #: is its record's (`opening_of`)
+        #: each task's history with causes (the core's is bounded by the user's settings, a table's own by the
+        #: defaults): a live task's opening entry is its record's (`opening_of`)
         self.stories = stories if stories is not None else StoryBook()
         self.stories.openings = self.opening_of
         #: the table was rebuilt since it was last empty: the stories are compacted again once it empties
