@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scaler.protocol.frozen_values import constructor
+from scaler.protocol.frozen_values import constructor, quick_init
 from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
 from scaler.protocol.messages import ActorSpec, Capabilities, Task, TaskInput
 from scaler.scheduler.core.story_book import Words
@@ -32,6 +32,7 @@ NOT_QUEUED = -1.0
 Opening = tuple[float, float, TaskState, Words]
 
 
+@quick_init  # made for a few tasks each when many clients' submissions of one or two tasks interleave
 @dataclass(frozen=True, slots=True)
 class TaskTraits:
     """What a task is besides its id, client and body, and when and why it arrived: shared by the tasks added in one

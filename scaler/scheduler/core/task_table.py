@@ -86,7 +86,7 @@ class TaskTable:
         #: the step tasks were added in last (its time and wall offset), and its openings by state and cause, each with
         #: its tasks' traits by (function name, priority, capabilities, stream credit, actor, graph): one object for
         #: the many tasks alike of a step, whichever clients' submissions it interleaves
-        self._step = (-1.0, 0.0)
+        self._step_now, self._step_offset = -1.0, 0.0
         self._openings: dict[tuple[TaskState, Words], tuple[Opening, dict[_TraitsKey, TaskTraits]]] = {}
 
     def __len__(self) -> int:
@@ -97,8 +97,8 @@ class TaskTable:
 
     def add(self, task: Task, state: TaskState, now: float, cause: Words = "") -> TaskRecord:
         offset = self.wall_offset
-        if self._step != (now, offset):  # a new step: new openings (one per state and cause) and their traits
-            self._step = (now, offset)
+        if now != self._step_now or offset != self._step_offset:  # a new step: new openings (one per state and
+            self._step_now, self._step_offset = now, offset  # cause) and their traits
             self._openings.clear()
         shared = self._openings.get((state, cause))
         if shared is None:
