@@ -168,12 +168,17 @@ class StoryBook:
         #: a live task's opening, (queue key, wall time, state, cause), when it has no story here yet: a task's story
         #: opens with its record (`TaskTable.opening_of`), so a queued task whose story has not moved has none here
         self.openings: Callable[[TaskID], _Seed | None] = _no_opening
+        #: the finished stories, their order and `_ended_again`, pickled as one object while the scheduler is empty
+        #: after a big drain (`freeze`); made back into the three when next needed (`_thaw`)
+        self._frozen: bytes | None = None
+        self._frozen_count = 0
+        self._frozen_oldest_at = 0.0  #: the oldest frozen story's end (monotonic): `expire` thaws only for it
         self.forgotten = 0  #: finished stories dropped by the bounds so far
         #: queue key -> spans of waiting reasons, oldest first
         self._reasons: dict[object, collections.deque[_Span]] = {}
 
     def __len__(self) -> int:
-        return len(self._live) + len(self._finished)
+        return len(self._live) + len(self._finished) + self._frozen_count
 
     def compact(self) -> None:
         """The task table emptied far below its peak (`task_table.py`, the shrink rule): the live stories are copied,
@@ -182,6 +187,27 @@ class StoryBook:
         memory arenas those tasks filled, which CPython gives back only once empty. The finished ones are one bytes
         object each already (`_pack`)."""
         self._live = {task_id: _fresh(story) for task_id, story in self._live.items()}
+
+    def freeze(self) -> None:
+        """The task table emptied after a big queue: the finished stories kept become one object until next needed.
+        Each was packed when its task ended, among the queue's memory, and once that memory is given back each pins
+        the pages around it: a 100,000-task drain kept 19% of its growth with them as they were, none without them
+        (benchmarks/drain_memory.py). One object of them all pins only its own."""
+        if self._frozen is not None or not self._finished:
+            return
+        oldest = next((task_id for task_id in self._ended if task_id not in self._ended_again), None)
+        self._frozen_oldest_at = _unpack(self._finished[oldest])[_ENDED_AT] if oldest is not None else 0.0
+        self._frozen_count = len(self._finished)
+        self._frozen = pickle.dumps((self._finished, list(self._ended), self._ended_again), _PROTOCOL)
+        self._finished, self._ended, self._ended_again = {}, collections.deque(), {}
+
+    def _thaw(self) -> None:
+        """The frozen stories made back into `_finished`, `_ended` and `_ended_again` (empty while frozen: whatever
+        reads or changes them thaws first)."""
+        frozen, self._frozen, self._frozen_count = self._frozen, None, 0
+        if frozen is not None:
+            finished, ended, self._ended_again = pickle.loads(frozen)  # only what `freeze` made
+            self._finished, self._ended = finished, collections.deque(ended)
 
     def opened(self, task_id: TaskID, key: object, wall_time: float, what: str | TaskState, cause: Words) -> None:
         """A task reached the scheduler (submitted, or adopted after a restart), for a caller whose tasks do not open
@@ -221,6 +247,8 @@ class StoryBook:
         notes after its start task ended), or a new live one is opened; False when stories are off."""
         if not self.enabled:
             return False
+        if self._frozen is not None:
+            self._thaw()
         packed = self._finished.get(task_id)
         self._live[task_id] = _new_story(task_id) if packed is None else _unpack(packed)
         return True
@@ -236,6 +264,8 @@ class StoryBook:
         """The task ended: its last entry goes in past the per-task bound, and its story joins the finished ones."""
         if not self.enabled:
             return
+        if self._frozen is not None:
+            self._thaw()
         story = self._live_story(task_id)
         if story is None:
             story = _new_story(task_id)
@@ -303,6 +333,10 @@ class StoryBook:
             self._reasons = {
                 key: spans for key, spans in self._reasons.items() if newest - spans[-1].until <= self.retention_seconds
             }
+        if self._frozen is not None:
+            if now - self._frozen_oldest_at <= self.retention_seconds:
+                return
+            self._thaw()
         ended = self._ended
         while ended:
             task_id = ended[0]
@@ -351,6 +385,8 @@ class StoryBook:
 
     def story(self, task_id: TaskID) -> m.TaskStoryReply:
         story = self._live_story(task_id, keep=False)
+        if story is None and self._frozen is not None:
+            self._thaw()
         if story is None and task_id in self._finished:
             story = _unpack(self._finished[task_id])
         if story is None:

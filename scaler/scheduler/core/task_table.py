@@ -81,7 +81,7 @@ class TaskTable:
         #: defaults): a live task's opening entry is its record's (`opening_of`)
         self.stories = stories if stories is not None else StoryBook()
         self.stories.openings = self.opening_of
-        #: the table was rebuilt since it was last empty: the stories are compacted again once it empties
+        #: the table was rebuilt since it was last empty: the finished stories are frozen once it empties
         self._drained_big = False
         #: the step tasks were added in last (its time and wall offset), and its openings by state and cause, each with
         #: its tasks' traits by (function name, priority, capabilities, stream credit, actor, graph): one object for
@@ -176,9 +176,9 @@ class TaskTable:
         if self.shrink.due(len(self.records)):
             self._rebuild()
         del self.records[record.task_id]
-        if not self.records and self._drained_big:  # the last task of a big queue: the stories kept since the last
-            self._drained_big = False  # rebuild were made among its tasks' memory too
-            self.stories.compact()
+        if not self.records and self._drained_big:  # the last task of a big queue: the stories kept were made among
+            self._drained_big = False  # its tasks' memory
+            self.stories.freeze()
         if record.traits.actor is not None:
             self.actor_starts_ended += 1
         self.live_counts[record.state] -= 1
