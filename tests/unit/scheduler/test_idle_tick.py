@@ -31,3 +31,40 @@ def test_a_tick_looks_only_at_links_that_hold_tasks(monkeypatch: pytest.MonkeyPa
     sim.time.advance(0.25)
     sim.feed(Tick(sim.now))
     assert len(asked) == 1 and asked[0].tasks
+
+
+def test_a_link_whose_tasks_ended_leaves_the_ticks_watch_and_comes_back_with_its_next_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The links a tick watches are those sent a task since it last found them holding none (`LinkSessions.holding`):
+    one whose task ended is forgotten at the next tick, and watched again once it is sent another. Fails when a send
+    does not enter the link (never watched: no link asked) or when the tick never forgets one (still watched idle)."""
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON))
+    client = sim.add_client()
+    workers = [sim.add_worker(f"w{number}") for number in range(3)]
+    asked: list[ProcessorLink] = []
+    stuck = ProcessorLink.stuck
+
+    def counted(link: ProcessorLink, now: float) -> bool:
+        asked.append(link)
+        return stuck(link, now)
+
+    monkeypatch.setattr(ProcessorLink, "stuck", counted)
+    sim.submit(client, [task(client.peer, 1)])
+    busy = next(worker for worker in workers if worker.held)
+    sim.time.advance(0.25)
+    sim.feed(Tick(sim.now))
+    assert [link.peer for link in asked] == [sim.link_of(busy.held[0])]
+    sim.finish(busy)
+    sim.time.advance(0.25)
+    sim.feed(Tick(sim.now))
+    assert not sim.core.link_sessions.holding, "a link that holds nothing left the watch"
+    asked.clear()
+    sim.time.advance(0.25)
+    sim.feed(Tick(sim.now))
+    assert asked == []
+    sim.submit(client, [task(client.peer, 2)])
+    busy = next(worker for worker in workers if worker.held)
+    sim.time.advance(0.25)
+    sim.feed(Tick(sim.now))
+    assert [link.peer for link in asked] == [sim.link_of(busy.held[0])]
