@@ -29,7 +29,7 @@ def test_a_living_server_wakes_nothing_and_its_exit_is_noticed_at_once(monkeypat
             polls.append(delay)
         return await sleep(delay, *arguments)
 
-    monkeypatch.setattr(module.asyncio, "sleep", counted)
+    monkeypatch.setattr(asyncio, "sleep", counted)
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
 
