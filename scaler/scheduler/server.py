@@ -25,7 +25,7 @@ from scaler.object_storage.async_connection import AsyncObjectStorageConnection
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
-from scaler.protocol.feed import FEED_TOPICS
+from scaler.protocol.feed import FEED_TOPICS, STATUS_TOPIC
 from scaler.protocol.ids import PeerID
 from scaler.scheduler.core.client_answers import Answer
 from scaler.scheduler.core.effects import (
@@ -421,7 +421,14 @@ class SchedulerServer:
                 self._outbox.send(peer, codec.encode(notice))
             self._feed([PeerLost(peer, "its CURVE key was revoked", now, final=True) for peer in revoked])
 
+    def _status_read(self) -> bool:
+        """Whether the status topic has a subscriber (or /metrics is fed): the shell's figures (its CPU and memory, the
+        object storage's, the message counts) go only into the status, and a scaling policy's view (managers)."""
+        return any(STATUS_TOPIC.startswith(topic) for topic in self._watched)
+
     async def _stats_routine(self) -> None:
+        """Every second: the shell's figures for the status (while it is read, `_status_read`; the first status a new
+        subscriber gets may have them up to a second old), and memory given back after a big queue drained."""
         import psutil
 
         process = psutil.Process(os.getpid())
@@ -429,6 +436,9 @@ class SchedulerServer:
         object_count = object_bytes = 0
         while True:
             await self._clock.sleep(STATS_SECONDS)
+            if not (self._status_read() or self._core.managers):  # nobody reads them: not gathered (a wake-up saved)
+                self._memory.after(len(self._core.tasks.records))
+                continue
             try:
                 # the timeout given to the call itself: a wait_for around it would leave the call's own timer (60 s by
                 # default) cancelled but scheduled, 60 of them at a time, each pinning the memory arena it was
