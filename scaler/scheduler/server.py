@@ -64,6 +64,23 @@ PROBE_DELAYS_SECONDS = (0.05, 0.5, 2.0)
 REVOCATION_CHECK_SECONDS = 1.0
 
 
+#: How long an idle scheduler of a big cluster leaves its socket unread after a burst of reads (`read_pause`).
+IDLE_READ_PAUSE_SECONDS = 0.05
+
+
+def read_pause(core: SchedulerCore) -> float:
+    """How long the router is left unread after a burst: IDLE_READ_PAUSE_SECONDS while the scheduler holds no task
+    and its workers are many enough to be given a heartbeat period (heartbeat_period.py: more than 100 at the default
+    2 s), else 0. Each heartbeat of such a cluster came alone, a wake-up of a process that slept, whose code and data
+    had left the caches meanwhile: a heartbeat read so cost 180 us of a core, 14 us when read after another
+    (benchmarks/notes/scale.md, "Idle: part 3"). Paused, the heartbeats that come meanwhile are read in one wake-up,
+    and their echoes leave together. What it costs: a message that comes to an idle scheduler of a big cluster (the
+    first task after a quiet spell) waits up to IDLE_READ_PAUSE_SECONDS to be read; once a task is held, none does."""
+    if core.tasks.records or core.worker_sessions.period() <= 0:
+        return 0.0
+    return IDLE_READ_PAUSE_SECONDS
+
+
 #: A queue must have held this many tasks before its draining gives memory back.
 TRIM_AFTER_TASKS = 10_000
 
@@ -168,7 +185,14 @@ class SchedulerServer:
         except BaseException:
             router_socket.close(linger=0)
             raise
-        self._router = AsyncSocket(loop, router_socket, self._on_frames, copy=False, on_burst_end=self._burst_end)
+        self._router = AsyncSocket(
+            loop,
+            router_socket,
+            self._on_frames,
+            copy=False,
+            on_burst_end=self._burst_end,
+            pause_after_burst=self._paused,
+        )
         self._outbox = Outbox(
             loop, self._router, routed=True, on_unreachable=self._on_unreachable, flushed_at_burst_end=True
         )
@@ -266,6 +290,9 @@ class SchedulerServer:
                 self._watched.discard(data[1:])
         if self._watched != before:
             self._feed([Watchers(frozenset(self._watched))])
+
+    def _paused(self) -> float:
+        return 0.0 if self._stopped.is_set() else read_pause(self._core)
 
     def _burst_end(self) -> None:
         try:
