@@ -65,7 +65,7 @@ REVOCATION_CHECK_SECONDS = 1.0
 
 
 #: How long an idle scheduler of a big cluster leaves its socket unread after a burst of reads (`read_pause`).
-IDLE_READ_PAUSE_SECONDS = 0.05
+IDLE_READ_PAUSE_SECONDS = 0.1
 
 
 def read_pause(core: SchedulerCore) -> float:
