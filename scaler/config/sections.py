@@ -227,8 +227,8 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
     )
     worker_heartbeat_interval_seconds: float = setting(
         2,
-        help="workers beat at their own period while they number at most 100 per second of this; beyond, the scheduler "
-        "gives them a longer one (the worker count / 100 s), so that they send at most 100 heartbeats a second in all "
+        help="workers beat at their own period while they number at most 50 per second of this; beyond, the scheduler "
+        "gives them a longer one (the worker count / 50 s), so that they send at most 50 heartbeats a second in all "
         "(a worker keeps its own period when longer)",
         short=("-whi",),
         gt=0,

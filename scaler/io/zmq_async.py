@@ -46,7 +46,9 @@ class AsyncSocket:
 
     With `lock`, every ZeroMQ call on the socket is made under it, so that another thread may also
     send on the socket (ZeroMQ allows that when calls are serialised with a full memory barrier). With `reading`
-    too, another thread may also read it (`read_waiting`, `scaler.io.waiting_reader`)."""
+    too, another thread may also read it (`read_waiting`, `scaler.io.waiting_reader`). With `pause_after_burst`, the
+    socket is left unread for the seconds it returns after each burst (the scheduler's while it is idle: the
+    heartbeats of a big cluster read a few at a time)."""
 
     def __init__(
         self,
@@ -57,6 +59,7 @@ class AsyncSocket:
         on_burst_end: Callable[[], None] | None = None,
         lock: threading.Lock | None = None,
         reading: threading.RLock | None = None,
+        pause_after_burst: Callable[[], float] | None = None,
     ) -> None:
         self._loop = loop
         self._socket = sock
@@ -71,6 +74,10 @@ class AsyncSocket:
         self._reading: threading.RLock | contextlib.nullcontext[None] = reading or contextlib.nullcontext()
         self._drain_scheduled = False
         self._closed = False
+        #: after a burst of reads, how long the socket is left unread (0: not at all), so that what comes meanwhile is
+        #: read in one wake-up: each wake-up of a process that slept costs far more than the message it reads
+        self._pause_after_burst = pause_after_burst
+        self._paused = False  #: left unread now (`_pause`): its descriptor is not watched
         #: called on the loop's thread after its drain handled messages (`waiting_reader`: a reading waiter wakes)
         self.after_loop_read: Callable[[], None] | None = None
         #: True while a drain hands messages to `on_message`, and while `on_burst_end` runs after them
@@ -185,6 +192,22 @@ class AsyncSocket:
                 self.in_burst = False
         if handled and self.after_loop_read is not None:
             self.after_loop_read()
+        if handled and self._pause_after_burst is not None and not self._paused and not self._closed:
+            seconds = self._pause_after_burst()
+            if seconds > 0:
+                self._pause(seconds)
+
+    def _pause(self, seconds: float) -> None:
+        """The descriptor is not watched for `seconds`; then what waits is read (a send meanwhile may read too)."""
+        self._paused = True
+        self._loop.remove_reader(self._fd())
+        self._loop.call_later(seconds, self._resume)
+
+    def _resume(self) -> None:
+        self._paused = False
+        if not self._closed:
+            self._loop.add_reader(self._fd(), self._drain)
+            self._schedule_drain()  # what came meanwhile: the descriptor's edge is gone
 
     def read_waiting(
         self, limit: int = BURST, guard: Callable[[], contextlib.AbstractContextManager[Any]] | None = None

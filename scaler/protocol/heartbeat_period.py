@@ -3,20 +3,23 @@ for both sides (the scheduler decides, `scheduler_link.py` obeys, the scheduler'
 
 Rules:
 1. A cluster of `n` workers is given the floor while `n / HEARTBEATS_PER_SECOND` seconds is not longer, else that
-   rounded up to whole seconds: the floor is the configured period (2 s by default: a cluster of up to 200 workers
+   rounded up to whole seconds: the floor is the configured period (2 s by default: a cluster of up to 100 workers
    behaves exactly as before), and beyond it the period grows so that all the workers together send at most
    HEARTBEATS_PER_SECOND heartbeats a second. In whole seconds, the period moves only when the worker count
    crosses a multiple of that rate. A worker is given that period when it is longer than the floor, else 0: "your
    own", so that a worker configured to beat faster than the floor still does in a small cluster (`given_period`).
-2. HEARTBEATS_PER_SECOND = 100: a heartbeat costs the scheduler 40 to 130 µs of a core on the 2-core machine of
-   benchmarks/notes/scale.md (decoding it, the wake-up, a step of the core, the echo: most when each comes alone),
-   so 100 a second are about 1% of a core at any size, where 10,000 workers beating every 2 s cost 27%. Dask's
+2. HEARTBEATS_PER_SECOND = 50: a heartbeat costs the scheduler 100 to 250 µs of a core on the 2-core virtual machine
+   of benchmarks/notes/scale.md, all in ("Idle: part 3": the wake-up of its loop and of ZeroMQ's I/O thread, the
+   reads and the echo's send, decoding it, a step of the core; the most when heartbeats are few, each waking a cold
+   process), so that 100 a second were 2% of a core, twice the 1% per 1,000 workers an idle cluster may cost. Dask's
    scheduler bounds the same rate at 200 a second (n / 200 + 1 s beyond 200 workers, a worker dead after ten periods
-   or its 5-minute TTL); half of that here, since a heartbeat here costs what a task does: 10 s at 1,000 workers,
-   50 s at 5,000, 100 s at 10,000, and a hung worker found within 5 minutes at 10,000 (rule 4).
+   or its 5-minute TTL); a quarter of that here: 20 s at 1,000 workers, 100 s at 5,000, 200 s at 10,000. What it
+   costs: a hung worker is found after three periods when those are longer than `worker_timeout_seconds` (rule 4):
+   at 1,000 workers after 60 s, the default timeout, as with 2 s heartbeats; after 5 minutes at 5,000 and 10 at
+   10,000. A worker whose process ends or whose connection closes is dropped at once, whatever the period.
 3. A worker obeys the longer of its own setting and the period it was given last (its HelloReply, then each
    HeartbeatEcho; 0: its own): a user's setting stays a floor on both sides. A given period is obeyed up to
-   LONGEST_PERIOD_SECONDS (60,000 workers' period): a scheduler's mistake cannot silence a worker for days.
+   LONGEST_PERIOD_SECONDS (30,000 workers' period): a scheduler's mistake cannot silence a worker for days.
 4. A peer beating at a period longer than the floor is dead once silent for more than `max(timeout,
    MISSED_BEATS * period)`: the configured timeout, or three periods when those are longer (a worker told to beat
    every 51 s is not dead after 60 s); at the floor, after the configured timeout, as before. Both sides judge so:
@@ -29,7 +32,7 @@ from __future__ import annotations
 import math
 
 #: The most heartbeats a second all the workers of a cluster send together, beyond the floor (rule 2).
-HEARTBEATS_PER_SECOND = 100
+HEARTBEATS_PER_SECOND = 50
 #: Heartbeats in a row a silence must miss to be a death, when that is longer than the configured timeout (rule 4).
 MISSED_BEATS = 3
 #: The longest given period a worker obeys (rule 3).

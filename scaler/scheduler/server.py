@@ -25,7 +25,7 @@ from scaler.object_storage.async_connection import AsyncObjectStorageConnection
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
-from scaler.protocol.feed import FEED_TOPICS
+from scaler.protocol.feed import FEED_TOPICS, STATUS_TOPIC
 from scaler.protocol.ids import PeerID
 from scaler.scheduler.core.client_answers import Answer
 from scaler.scheduler.core.effects import (
@@ -62,6 +62,23 @@ STATS_SECONDS = 1.0
 PROBE_DELAYS_SECONDS = (0.05, 0.5, 2.0)
 #: How often the keys of connected peers are checked against the authorised folder (CURVE only).
 REVOCATION_CHECK_SECONDS = 1.0
+
+
+#: How long an idle scheduler of a big cluster leaves its socket unread after a burst of reads (`read_pause`).
+IDLE_READ_PAUSE_SECONDS = 0.1
+
+
+def read_pause(core: SchedulerCore) -> float:
+    """How long the router is left unread after a burst: IDLE_READ_PAUSE_SECONDS while the scheduler holds no task
+    and its workers are many enough to be given a heartbeat period (heartbeat_period.py: more than 100 at the default
+    2 s), else 0. Each heartbeat of such a cluster came alone, a wake-up of a process that slept, whose code and data
+    had left the caches meanwhile: a heartbeat read so cost 180 us of a core, 14 us when read after another
+    (benchmarks/notes/scale.md, "Idle: part 3"). Paused, the heartbeats that come meanwhile are read in one wake-up,
+    and their echoes leave together. What it costs: a message that comes to an idle scheduler of a big cluster (the
+    first task after a quiet spell) waits up to IDLE_READ_PAUSE_SECONDS to be read; once a task is held, none does."""
+    if core.tasks.records or core.worker_sessions.period() <= 0:
+        return 0.0
+    return IDLE_READ_PAUSE_SECONDS
 
 
 #: A queue must have held this many tasks before its draining gives memory back.
@@ -202,7 +219,14 @@ class SchedulerServer:
         except BaseException:
             router_socket.close(linger=0)
             raise
-        self._router = AsyncSocket(loop, router_socket, self._on_frames, copy=False, on_burst_end=self._burst_end)
+        self._router = AsyncSocket(
+            loop,
+            router_socket,
+            self._on_frames,
+            copy=False,
+            on_burst_end=self._burst_end,
+            pause_after_burst=self._paused,
+        )
         self._outbox = Outbox(
             loop, self._router, routed=True, on_unreachable=self._on_unreachable, flushed_at_burst_end=True
         )
@@ -300,6 +324,9 @@ class SchedulerServer:
                 self._watched.discard(data[1:])
         if self._watched != before:
             self._feed([Watchers(frozenset(self._watched))])
+
+    def _paused(self) -> float:
+        return 0.0 if self._stopped.is_set() else read_pause(self._core)
 
     def _burst_end(self) -> None:
         try:
@@ -455,7 +482,14 @@ class SchedulerServer:
                 self._outbox.send(peer, codec.encode(notice))
             self._feed([PeerLost(peer, "its CURVE key was revoked", now, final=True) for peer in revoked])
 
+    def _status_read(self) -> bool:
+        """Whether the status topic has a subscriber (or /metrics is fed): the shell's figures (its CPU and memory, the
+        object storage's, the message counts) go only into the status, and a scaling policy's view (managers)."""
+        return any(STATUS_TOPIC.startswith(topic) for topic in self._watched)
+
     async def _stats_routine(self) -> None:
+        """Every second: the shell's figures for the status (while it is read, `_status_read`; the first status a new
+        subscriber gets may have them up to a second old), and memory given back after a big queue drained."""
         import psutil
 
         process = psutil.Process(os.getpid())
@@ -463,6 +497,9 @@ class SchedulerServer:
         object_count = object_bytes = 0
         while True:
             await self._clock.sleep(STATS_SECONDS)
+            if not (self._status_read() or self._core.managers):  # nobody reads them: not gathered (a wake-up saved)
+                self._memory.after(len(self._core.tasks.records))
+                continue
             try:
                 # the timeout given to the call itself: a wait_for around it would leave the call's own timer (60 s by
                 # default) cancelled but scheduled, 60 of them at a time, each pinning the memory arena it was

@@ -108,8 +108,8 @@ def test_a_worker_beats_at_the_period_its_scheduler_gives(launcher: Launcher) ->
 
 @pytest.mark.timeout(COLD_START_SECONDS + 60)
 def test_a_scheduler_gives_its_workers_the_period_its_setting_and_their_count_make(launcher: Launcher) -> None:
-    """`--worker-heartbeat-interval-seconds 0.001`: one worker is more than 100 per second of it, so the scheduler gives
-    it the period of one worker at 100 heartbeats a second, rounded up to whole seconds (1 s), in its HelloReply; a
+    """`--worker-heartbeat-interval-seconds 0.001`: one worker is more than 50 per second of it, so the scheduler gives
+    it the period of one worker at 50 heartbeats a second, rounded up to whole seconds (1 s), in its HelloReply; a
     client is told the setting itself. Checked: with the setting not passed to the core (`core=False` in its
     declaration), the worker is told 0 and this fails."""
     addresses = free_addresses()

@@ -77,7 +77,9 @@ class Balancer:
         if self._asked:  # forget tasks that ended: O(asked), not a set of every live task each period
             self._asked = {task_id for task_id in self._asked if task_id in records}
         advice: dict[PeerID, tuple[TaskID, ...]] = {}  # queued work goes to idle workers anyway
-        if not len(tasks.queue):
+        # a donor holds two tasks or more: with fewer live tasks there is none, and the workers are not looked at (an
+        # idle cluster of 10,000 workers: no pass over them each period)
+        if not len(tasks.queue) and len(records) > 1:
             advice = balance_plan(
                 workers,
                 lambda task_id: tasks.queue.key(records[task_id]),

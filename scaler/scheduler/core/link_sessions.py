@@ -17,7 +17,9 @@ processor protocol's table); this module feeds it and carries out what follows:
    (ProcessorKill, `keep_processors`). ProcessorWriting says the processor must not be killed meanwhile.
 3. On the tick: what is staged behind a long task is asked back (processor_links.py rule 3); a task past its worker's
    task timeout fails timedOut and is stopped (rule 5, rule 4); a processor whose stopped task did not unwind is
-   killed (rule 4).
+   killed (rule 4). The tick looks at the links sent a task since it last found them holding none
+   (`holding`) and at the closed ones waiting for their agent (`closing`), not at every link: an idle cluster's tick
+   touches no link.
 4. A link that closes and its agent's ProcessorExited end what the link held (processor_links.py rule 2) once both are
    known (the closing comes after everything the link sent), or EXIT_WAIT_SECONDS after the first.
 5. A hello naming tasks this instance does not know (from before a restart) holds them as its worker's; when their
@@ -53,6 +55,11 @@ RESULTS_READ_BATCH = 1000
 class LinkSessions:
     def __init__(self, core: SchedulerCore) -> None:
         self._core = core
+        #: the links sent a task since the tick last found them holding none, in the order they entered (each link's
+        #: `holding`): the tick watches these (rule 3), not every link of every worker
+        self.holding: dict[PeerID, None] = {}
+        #: the links that closed while they held tasks, waiting for their agent's word (rule 4), in closing order
+        self.closing: dict[PeerID, None] = {}
 
     # ------------------------------------------------------------ hello
 
@@ -70,6 +77,7 @@ class LinkSessions:
             return "this connection is already registered as a processor of another worker"
         if link is None:
             link = core.processors[peer] = ProcessorLink(peer, worker.peer, info.processor_id, info.max_staged_tasks)
+            link.holding = self.holding
             worker.links.append(link)
             worker.processors.add(peer)
         unknown = []
@@ -240,6 +248,7 @@ class LinkSessions:
         if holds and not force and not (link.link_closed and link.exited is not None):
             if link.closed_at is None:
                 link.closed_at = core.now
+                self.closing[peer] = None
             return
         del core.processors[peer]
         if worker is not None:
@@ -254,13 +263,21 @@ class LinkSessions:
     def on_tick(self) -> None:
         """Rules 3 and 4 (the unexplained exits) and 2 (the processors each worker keeps)."""
         core = self._core
-        late = [link.peer for link in core.processors.values()
-                if link.closed_at is not None and core.now - link.closed_at > EXIT_WAIT_SECONDS]  # fmt: skip
-        for peer in late:
-            self.drop(peer, force=True)
-        for worker in core.workers.values():
-            for link in worker.links:
-                if link.tasks:  # a link that holds no task has nothing to ask back, time out or kill
+        if self.closing:
+            processors = core.processors
+            closing = [link for peer in self.closing if (link := processors.get(peer)) is not None]
+            self.closing = {link.peer: None for link in closing}
+            for link in closing:
+                if link.closed_at is not None and core.now - link.closed_at > EXIT_WAIT_SECONDS:
+                    self.drop(link.peer, force=True)
+        if self.holding:
+            processors, workers = core.processors, core.workers
+            holding = [link for peer in self.holding if (link := processors.get(peer)) is not None and link.tasks]
+            self.holding.clear()  # the same dict every link holds: emptied and filled again, never replaced
+            self.holding.update((link.peer, None) for link in holding)
+            for link in holding:  # a link that holds no task has nothing to ask back, time out or kill
+                worker = workers.get(link.worker)
+                if worker is not None and link in worker.links and link.tasks:
                     self._watch(worker, link)
 
     def _watch(self, worker: WorkerRecord, link: ProcessorLink) -> None:

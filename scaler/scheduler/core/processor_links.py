@@ -123,12 +123,17 @@ class ProcessorLink:
     held: set[TaskID] = field(default_factory=set)
     #: those of them it says are parked on nested futures: each yields its slot once adopted
     held_parked: set[TaskID] = field(default_factory=set)
+    #: the links sent a task since the tick last found them holding none (`LinkSessions.holding`, shared by every link
+    #: of the scheduler): a send or an adoption enters it, so that the tick looks at these links, not at every one
+    holding: dict[PeerID, None] | None = field(default=None, repr=False, compare=False)
 
     # ------------------------------------------------------------ events
 
     def send(self, task_id: TaskID, priority: int, now: float, kind: str = "") -> ProcessorTaskState:
         """SEND: computing at once when the link computes nothing (and TURN), else staged in priority order."""
         self.tasks[task_id] = held = LinkTask(_STAGED, priority, kind=kind)
+        if self.holding is not None:
+            self.holding[self.peer] = None
         if kind == "actor":
             self.actor_start = task_id
         if self.computing is None and not self.waiting:
@@ -141,6 +146,8 @@ class ProcessorLink:
         """A task its hello named after a restart, adopted here: parked, or computing first in its order."""
         held = self.tasks[task_id] = LinkTask(_PARKED if parked else _STAGED, priority, started_at=now)
         self.tasks = {task_id: self.tasks.pop(task_id), **self.tasks}  # the oldest sent there
+        if self.holding is not None:
+            self.holding[self.peer] = None
         if parked:
             self.parked += 1
         elif self.computing is None:

@@ -1,11 +1,16 @@
-"""A tick of an idle cluster looks at no processor link (issue 58: at 10,000 idle workers the
-tick's pass over every link was 5 ms, 2% of a core at four ticks a second; now 1 ms). What a tick does for a link
+"""A tick of an idle cluster looks at no processor link and no worker (issue 58: at 10,000 idle workers the
+tick's pass over every link was 5 ms, 2% of a core at four ticks a second; then 1 ms, most of it balancing's pass over
+every worker; now neither). What a tick does for a link
 that holds tasks is tested with the rules themselves (test_link_sessions.py, test_scheduler_core.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from scaler.protocol.ids import PeerID, TaskID
+from scaler.scheduler.core import balancing
 from scaler.scheduler.core.events import Tick
 from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.scheduler_core import CoreSettings
@@ -31,3 +36,70 @@ def test_a_tick_looks_only_at_links_that_hold_tasks(monkeypatch: pytest.MonkeyPa
     sim.time.advance(0.25)
     sim.feed(Tick(sim.now))
     assert len(asked) == 1 and asked[0].tasks
+
+
+def test_a_link_whose_tasks_ended_leaves_the_ticks_watch_and_comes_back_with_its_next_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The links a tick watches are those sent a task since it last found them holding none (`LinkSessions.holding`):
+    one whose task ended is forgotten at the next tick, and watched again once it is sent another. Fails when a send
+    does not enter the link (never watched: no link asked) or when the tick never forgets one (still watched idle)."""
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON))
+    client = sim.add_client()
+    workers = [sim.add_worker(f"w{number}") for number in range(3)]
+    asked: list[ProcessorLink] = []
+    stuck = ProcessorLink.stuck
+
+    def counted(link: ProcessorLink, now: float) -> bool:
+        asked.append(link)
+        return stuck(link, now)
+
+    monkeypatch.setattr(ProcessorLink, "stuck", counted)
+    sim.submit(client, [task(client.peer, 1)])
+    busy = next(worker for worker in workers if worker.held)
+    sim.time.advance(0.25)
+    sim.feed(Tick(sim.now))
+    assert [link.peer for link in asked] == [sim.link_of(busy.held[0])]
+    sim.finish(busy)
+    sim.time.advance(0.25)
+    sim.feed(Tick(sim.now))
+    assert not sim.core.link_sessions.holding, "a link that holds nothing left the watch"
+    asked.clear()
+    sim.time.advance(0.25)
+    sim.feed(Tick(sim.now))
+    assert asked == []
+    sim.submit(client, [task(client.peer, 2)])
+    busy = next(worker for worker in workers if worker.held)
+    sim.time.advance(0.25)
+    sim.feed(Tick(sim.now))
+    assert [link.peer for link in asked] == [sim.link_of(busy.held[0])]
+
+
+def test_balancing_looks_at_no_worker_while_fewer_than_two_tasks_live(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A donor holds two tasks or more: with one task (or none) in the scheduler, a balancing period makes no plan and
+    walks no worker (an idle cluster of 10,000 workers walked them all each second). With two, it plans again. Fails
+    with the plan made whatever the live tasks (planned in every period)."""
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, load_balance_seconds=1.0))
+    client = sim.add_client()
+    for number in range(20):
+        sim.add_worker(f"w{number}")
+    planned: list[int] = []
+    plan = balancing.balance_plan
+
+    def counted(*arguments: Any) -> dict[PeerID, tuple[TaskID, ...]]:
+        planned.append(1)
+        return plan(*arguments)
+
+    monkeypatch.setattr(balancing, "balance_plan", counted)
+    for _ in range(3):
+        sim.time.advance(1.0)
+        sim.feed(Tick(sim.now))
+    sim.submit(client, [task(client.peer, 1)])
+    for _ in range(3):
+        sim.time.advance(1.0)
+        sim.feed(Tick(sim.now))
+    assert planned == []
+    sim.submit(client, [task(client.peer, 2)])
+    sim.time.advance(1.0)
+    sim.feed(Tick(sim.now))
+    assert planned == [1]

@@ -135,24 +135,24 @@ def _silent_worker_dropped_at(settings: CoreSettings, others: int, step: float =
 
 
 def test_a_worker_given_a_long_period_is_judged_by_three_of_them() -> None:
-    """The 250th worker at a floor of 1 s is told to beat every 3 s: it is not dropped after the configured timeout of
+    """The 125th worker at a floor of 1 s is told to beat every 3 s: it is not dropped after the configured timeout of
     2 s, and is dropped on the first tick past three missed periods (9 s): a deadline missed exactly once is still a
     death. Alone, at the floor, it is dropped after the configured timeout, as before. Fails with the silence judged
     by the configured timeout alone (dropped at 2 s)."""
     settings = CoreSettings("s", "o", PYTHON, worker_timeout_seconds=2, heartbeat_interval_seconds=1)
-    assert _silent_worker_dropped_at(settings, 249) == 9.25
+    assert _silent_worker_dropped_at(settings, 124) == 9.25
     assert _silent_worker_dropped_at(settings, 0) == 2.25
 
 
 def test_the_period_given_grows_with_the_workers_and_each_echo_gives_it_again() -> None:
-    """250 workers at a floor of 1 s: the 250th is told 3 s in its HelloReply (at most 100 heartbeats a second), and
+    """125 workers at a floor of 1 s: the 125th is told 3 s in its HelloReply (at most 50 heartbeats a second), and
     an early worker, told 0 then (its own period: the cluster was small), is told 3 s in its next echo and judged by
     it from then on."""
     sim = SimulatedCluster(CoreSettings("s", "o", PYTHON, worker_timeout_seconds=2, heartbeat_interval_seconds=1))
     first = sim.add_worker("w0")
     replies = [e.message for e in sim.effects_of(Send) if e.peer == first.peer and isinstance(e.message, m.HelloReply)]
     assert [reply.heartbeat_interval_seconds for reply in replies] == [0.0]
-    for number in range(1, 250):
+    for number in range(1, 125):
         worker = sim.add_worker(f"w{number}")
     last = next(
         e.message for e in sim.effects_of(Send) if e.peer == worker.peer and isinstance(e.message, m.HelloReply)
