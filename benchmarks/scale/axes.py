@@ -263,6 +263,8 @@ def queue_axis(settings: Settings, sizes: list[int], workers: int = 100) -> list
                 drained = scheduler.rss_mb()
             finally:
                 worker_fleet.stop()
+            time.sleep(DRAIN_WAIT_SECONDS)
+            alone = scheduler.rss_mb()  # as at the start: no worker, and one client (another one) fewer
         row = {
             "queued": queued,
             "rss_mb_start": start,
@@ -270,11 +272,15 @@ def queue_axis(settings: Settings, sizes: list[int], workers: int = 100) -> list
             "bytes_per_queued_task": (peak - start) * (1 << 20) / queued,
             "rss_mb_drained": drained,
             "growth_kept": (drained - start) / max(peak - start, 1e-9),
+            # the workers that ran the queue gone too: the scheduler as it was at the start, its queue's memory apart
+            "rss_mb_peers_gone": alone,
+            "growth_kept_peers_gone": (alone - start) / max(peak - start, 1e-9),
             "drain_seconds": ran,
             "checks": found,
         }
         print(f"  {row['bytes_per_queued_task']:.0f} bytes per queued task; RSS {start:.0f} -> {peak:.0f} -> "
-              f"{drained:.0f} MB ({row['growth_kept']:.0%} of the growth kept); checks "
+              f"{drained:.0f} MB ({row['growth_kept']:.0%} of the growth kept; {alone:.0f} MB, "
+              f"{row['growth_kept_peers_gone']:.0%}, once its workers left too); checks "
               f"{'ok' if found['ok'] else found}", flush=True)  # fmt: skip
         rows.append(row)
     return rows
