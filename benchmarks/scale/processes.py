@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -22,11 +23,16 @@ MB = 1 << 20
 
 
 def free_port_block(size: int = 3) -> int:
-    """A port p with p .. p + size - 1 free (the scheduler binds p, its storage p + 1, its monitor p + 2)."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = int(probe.getsockname()[1])
+    """A port p with p .. p + size - 1 free (the scheduler binds p, its storage p + 1, its monitor p + 2): one the
+    system would give, else one below its ephemeral range (a machine whose other runs left tens of thousands of
+    connections in TIME-WAIT has no three free in a row there)."""
+    for attempt in range(200):
+        if attempt < 100:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = int(probe.getsockname()[1])
+        else:
+            port = random.randrange(10_000, 30_000)
         if port + size < 65000 and all(_free(port + offset) for offset in range(size)):
             return port
     raise RuntimeError("no block of free ports found")
