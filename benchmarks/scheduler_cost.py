@@ -130,6 +130,11 @@ def task_frames(client: PeerID, first: int, count: int) -> list[bytes]:
     ]
 
 
+def _is_task(frame: bytes) -> bool:
+    """A link is sent tasks, and now and then something else (its processor's answers to those are left out)."""
+    return isinstance(codec.decode(frame), m.Task)
+
+
 def result_frame(worker: bytes, task_frame: bytes, stamp: float) -> bytes:
     task = codec.decode(task_frame)
     assert isinstance(task, m.Task)
@@ -170,7 +175,7 @@ def one_round(tasks: int, batch: int, spaced: bool = False, queued: int = 0) -> 
             given, held[:] = held[:], []
             worker = driver.workers[int(peer[-1:], 16) % 2]
             # each task of each frame (a frame may hold several messages), not the echoes naming the results read
-            given = [part for frame in given for part in codec.split(frame) if type(codec.decode(part)) is m.Task]
+            given = [part for frame in given for part in codec.split(frame) if _is_task(part)]
             results = [result_frame(worker, frame, driver.now) for frame in given]
             driver.now += 0.0005
             for burst in ([result] for result in results) if spaced else [results]:

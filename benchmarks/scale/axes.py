@@ -28,6 +28,9 @@ SETTLE_SECONDS = 6.0  #: after the fleet registered: its first heartbeats spread
 #: fixed, so that every size of the cluster is offered the same load).
 WINDOW = 20_000
 DRAIN_WAIT_SECONDS = 8.0  #: after the last answer and the clients' leaving: the scheduler's memory return runs
+#: after the status shows every task queued: the queue as it is held (the shell's trim once an intake pauses runs
+#: within two of its status intervals of 1 s)
+QUEUED_SETTLE_SECONDS = 3.0
 
 
 @dataclass
@@ -249,6 +252,7 @@ def queue_axis(settings: Settings, sizes: list[int], workers: int = 100) -> list
             start = scheduler.rss_mb()
             client_fleet.ask("submit", tasks=queued, all_at_once=True)
             wait_queued(scheduler, queued, max(600, queued / 1000))
+            time.sleep(QUEUED_SETTLE_SECONDS)
             peak = scheduler.rss_mb()
             worker_fleet = Fleet(scheduler.address, settings.logs / f"queue-{queued}-late-workers.log",
                                  workers=workers, capacity=settings.capacity, tag="l")  # fmt: skip

@@ -104,8 +104,10 @@ def split(frame: bytes) -> list[bytes]:
 
 
 def decode(frame: bytes | memoryview, forwarding: bool = False) -> m.Message:
-    """`forwarding`: the caller sends a Task on unchanged (the scheduler): its body is not copied out of the
-    frame, which the Task keeps to send (`wire`) anyway; such a Task must not be changed with `replace`."""
+    """`forwarding`: the caller keeps one copy of a Task's bytes (the scheduler): an actor's call, sent on unchanged,
+    keeps its frame (`wire`) and not its body (such a Task must not be changed with `replace`); any other Task keeps
+    its body and not its frame (the scheduler queues it as its body and fields, and it is written again, by
+    task_frames.py for the common shape, when it is dispatched: half the bytes of a queued task)."""
     if not isinstance(frame, bytes):
         frame = bytes(frame)  # Cap'n Proto needs word-aligned data; bytes objects are, zmq buffers may not be
     try:
@@ -126,9 +128,12 @@ def decode(frame: bytes | memoryview, forwarding: bool = False) -> m.Message:
             raise DecodeError(f"not a valid protocol message ({len(frame)} bytes): no message in it")
         kind = type(message)
         if kind is m.Task:
-            _SET_TASK_WIRE(message, frame)
-            if forwarding:
-                _SET_TASK_BODY(message, b"")  # the frame holds it; one copy is enough
+            if not forwarding:
+                _SET_TASK_WIRE(message, frame)
+            elif message.actor_id:  # type: ignore[union-attr]  # an actor's call, sent on as it came: one copy is enough
+                _SET_TASK_WIRE(message, frame)
+                _SET_TASK_BODY(message, b"")
+            # else a task the scheduler queues: kept as its body and fields, its frame written again when it is sent
         elif kind is m.TaskResult:
             _SET_RESULT_WIRE(message, frame)
         return message

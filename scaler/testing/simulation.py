@@ -364,13 +364,14 @@ class SimulatedCluster:
             recount[record.state] += 1
         assert recount == core.tasks.live_counts, "the live counts by state disagree with the table"
         live_per_client = {client: sum(counts[:3]) for client, counts in core.tasks.client_counts.items()}
-        owned = {client: len(tasks) for client, tasks in core.tasks.by_client.items()}
+        owned = {client: len(core.tasks.owned_by(client)) for client in core.tasks.client_counts}
+        owned = {client: n for client, n in owned.items() if n}
         assert {client: n for client, n in live_per_client.items() if n} == owned, "per-client counts disagree"
         queued_by_function: dict[m.Capabilities, dict[str, int]] = {}
         for record in core.tasks.records.values():
             if record.state.value == "queued":
                 functions = queued_by_function.setdefault(core.tasks.queue.key(record), {})
-                functions[record.task.function_name] = functions.get(record.task.function_name, 0) + 1
+                functions[record.traits.function_name] = functions.get(record.traits.function_name, 0) + 1
         assert queued_by_function == core.tasks.queue.queued_by_function, "queued counts by function disagree"
         queued_by_client: dict[ClientID, dict[m.Capabilities, int]] = {}
         for record in core.tasks.records.values():

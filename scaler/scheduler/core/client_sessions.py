@@ -265,7 +265,7 @@ class ClientSessions:
             self.drop(peer, reason, expired=True)
             return
         client.away_reason = reason
-        unfinished = len(core.tasks.by_client.get(ClientID(peer), ()))
+        unfinished = core.tasks.live_of(ClientID(peer))
         if grace is None or grace >= client.resume_seconds:
             cancelled = f"cancelled if it stays silent for {client.resume_seconds:g} s"
         else:
@@ -310,7 +310,7 @@ class ClientSessions:
         client = core.clients.pop(peer, None)
         if client is None:
             return
-        owned = core.tasks.by_client.get(ClientID(peer), ())
+        owned = core.tasks.owned_by(ClientID(peer))
         in_jobs = sum(1 for task_id in owned if core.jobs.holds(task_id))
         unfinished = len(owned) - in_jobs
         # an ordinary exit is not news; a client that leaves work behind is

@@ -14,25 +14,19 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from scaler.policy.capability import needs_more_memory
 from scaler.protocol.ids import ClientID, TaskID
 from scaler.protocol.messages import Capabilities
 from scaler.scheduler.core.quotas import ClientQuota, held_back, startable
+from scaler.scheduler.core.task_record import Entry, TaskRecord
 from scaler.scheduler.core.task_state import TaskState
-
-if TYPE_CHECKING:
-    from scaler.scheduler.core.task_table import TaskRecord
 
 #: Index, in the task table's counts of a client, of its tasks held at workers (DISPATCHED or CANCELING).
 HELD_INDEX = 2
 
 #: Of each client's tasks set aside over its quota, how many of the best `oldest_submitted` looks at.
 HEAD_ENTRIES = 64
-
-#: A dispatch queue entry: (-priority, turn, sequence, task id).
-Entry = tuple[int, float, int, TaskID]
 
 
 class DispatchQueue:
@@ -75,29 +69,30 @@ class DispatchQueue:
         self._over_quota: dict[ClientID, list[tuple[Entry, Capabilities]]] = {}
 
     def key(self, record: TaskRecord) -> Capabilities:
-        if record.outgrew_bytes:
-            return self.key_for(record, record.outgrew_bytes)
-        return () if self._ignore_capabilities else record.task.capabilities  # `key_for`'s, inline: a few per task
+        outgrew = record.extras.outgrew_bytes  # not its property: read a few times per task
+        if outgrew:
+            return self.key_for(record, outgrew)
+        return () if self._ignore_capabilities else record.traits.capabilities  # `key_for`'s, inline: a few per task
 
     def key_for(self, record: TaskRecord, outgrew_bytes: int) -> Capabilities:
         """The capability set `record` is queued under once it outgrew a worker of `outgrew_bytes` (0: none): its
         own (none when capabilities are ignored), plus more memory than that worker, whatever the allocation (a
         task that would die again is no load to even out)."""
-        own = () if self._ignore_capabilities else record.task.capabilities
+        own = () if self._ignore_capabilities else record.traits.capabilities
         return needs_more_memory(own, outgrew_bytes) if outgrew_bytes else own
 
     def push(self, record: TaskRecord) -> None:
-        client = record.client_id
-        if record.turn < 0:  # a task queued again (its worker died) keeps its place
-            record.turn = max(self._next_turn.get(client, 0.0), self._turn_now)
-            self._next_turn[client] = record.turn + 1.0 / self.shares.get(client, 1.0)
-        task = record.task
-        key, priority = self.key(record), task.priority
+        client, traits, entry = record.client_id, record.traits, record.entry
+        key, priority = self.key(record), traits.priority
+        turn = entry[1]
+        if turn < 0:  # first queued (a task queued again, its worker died, keeps its place)
+            turn = max(self._next_turn.get(client, 0.0), self._turn_now)
+            self._next_turn[client] = turn + 1.0 / self.shares.get(client, 1.0)
+        entry = record.entry = (-priority, turn, entry[2], record.task_id)  # a new one: any met in a heap is stale
         by_key = self.client_queued.get(client)
         if by_key is None:
             by_key = self.client_queued[client] = {}
         by_key[key] = by_key.get(key, 0) + 1
-        entry = (-priority, record.turn, record.sequence, record.task_id)
         heap = self._heaps.get(key)  # each table looked up once, no container made when there is one already
         if heap is None:
             heap = self._heaps[key] = []
@@ -112,7 +107,7 @@ class DispatchQueue:
         functions = self.queued_by_function.get(key)
         if functions is None:
             functions = self.queued_by_function[key] = {}
-        name = task.function_name
+        name = traits.function_name
         functions[name] = functions.get(name, 0) + 1
 
     def left(self, record: TaskRecord) -> None:
@@ -130,7 +125,7 @@ class DispatchQueue:
             self.queued_count[key] = count
         else:
             del self.queued_count[key]
-        by_priority, priority = self._by_priority[key], record.task.priority
+        by_priority, priority = self._by_priority[key], record.traits.priority
         if by_priority[priority] > 1:
             by_priority[priority] -= 1
         else:
@@ -138,7 +133,7 @@ class DispatchQueue:
             if not by_priority:
                 del self._by_priority[key]
         functions = self.queued_by_function[key]
-        name = record.task.function_name
+        name = record.traits.function_name
         if functions[name] > 1:
             functions[name] -= 1
         else:
@@ -256,4 +251,4 @@ class DispatchQueue:
 
 def _is_current(record: TaskRecord | None, entry: Entry) -> bool:
     """The entry is the one of a task that is QUEUED now (not of one that left the queue since, or was pushed again)."""
-    return record is not None and record.state is TaskState.QUEUED and record.sequence == entry[2]
+    return record is not None and record.entry is entry and record.state is TaskState.QUEUED

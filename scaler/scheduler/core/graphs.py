@@ -67,6 +67,13 @@ def _is_acyclic(graph: GraphTask) -> bool:
     return ordered == len(graph.nodes)
 
 
+def _each_once(dependencies: tuple[TaskID, ...]) -> tuple[TaskID, ...]:
+    """A node's dependencies, each once: the submitted tuple itself when it names each once (the node's Task sent to a
+    worker is made again with it: task_table.task_of)."""
+    once = tuple(dict.fromkeys(dependencies))
+    return dependencies if len(once) == len(dependencies) else once
+
+
 class GraphRegistry:
     def __init__(self) -> None:
         self.graphs: dict[GraphID, GraphRecord] = {}
@@ -79,7 +86,7 @@ class GraphRegistry:
         return self.graphs.get(graph_id)
 
     def register(self, graph: GraphTask) -> GraphRecord:
-        dependencies = {node.task_id: tuple(dict.fromkeys(node.dependencies)) for node in graph.nodes}
+        dependencies = {node.task_id: _each_once(node.dependencies) for node in graph.nodes}
         dependents: dict[TaskID, list[TaskID]] = {}
         for node_id, needed in dependencies.items():
             for dependency in needed:

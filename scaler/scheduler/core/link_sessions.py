@@ -101,7 +101,7 @@ class LinkSessions:
                 record.link = link.peer
                 parked = task_id in link.held_parked
                 link.held_parked.discard(task_id)
-                link.adopt(task_id, record.task.priority, parked, core.now)
+                link.adopt(task_id, record.traits.priority, parked, core.now)
                 worker.restage()
                 core.lifecycle.worker_has_room(worker.peer)
                 return

@@ -58,11 +58,11 @@ class Overtaking:
                 if worker.peer in plan or not worker.can_run(key):  # the key is () when capabilities are ignored
                     continue
                 order = sorted(worker.assigned, key=lambda t: (records[t].dispatched_at, records[t].sequence))
-                held = [t for t in order[1:] if _user(records[t].task.priority) < priority and t not in self._asked]
+                held = [t for t in order[1:] if _user(records[t].traits.priority) < priority and t not in self._asked]
                 # enough to free one slot: a worker whose capacity shrank (its tasks proved slower than it guessed)
                 # holds more than its capacity, and one task given back would not make room
                 need = max(1, len(worker.assigned) - worker.capacity + 1)
-                chosen = sorted(reversed(held), key=lambda t: records[t].task.priority)[:need]  # stable: latest first
+                chosen = sorted(reversed(held), key=lambda t: records[t].traits.priority)[:need]  # stable: latest first
                 if chosen:
                     plan[worker.peer] = chosen
                     self._asked.update(chosen)

@@ -119,10 +119,10 @@ class SchedulerCore:
         self._scaling = scaling
         self.effects: list[Effect] = []
         ignore_capabilities = settings.allocate is Allocation.EVEN_LOAD
-        self.tasks = TaskTable(ignore_capabilities=ignore_capabilities)
-        self.tasks.stories = StoryBook(
+        stories = StoryBook(
             settings.story_retention_tasks, settings.story_retention_seconds, settings.instance_id.hex()[:8]
         )
+        self.tasks = TaskTable(ignore_capabilities=ignore_capabilities, stories=stories)
         self.graphs = GraphRegistry()
         self.jobs = JobTable(settings.result_retention_seconds, settings.job_result_quota_bytes)
         self.clients: dict[PeerID, ClientRecord] = {}

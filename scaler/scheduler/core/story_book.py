@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 from scaler.protocol import messages as m
@@ -62,14 +63,19 @@ class _Span:
 _Story = list[Any]
 _KEY, _SIZE, _DROPPED, _ENDED_AT, _TASK_ID = range(5)
 _HEADER = 5
-#: A live story of one entry (the task's opening: every queued task's story until it moves) is kept as a tuple, its
-#: key and that entry, one allocation of 72 bytes instead of a list's two of 180; its second entry makes it a list.
+#: A live story of one entry, its opening (queue key, wall time, what, cause): made from the task's record (`openings`,
+#: a queued task has no story here until it moves), or kept as a tuple given to `opened`; its second entry makes it a
+#: list.
 _Seed = tuple[object, float, Any, Words]
 #: The four slots of an entry, plain values only (what `_pack` packs): a scheduler transition (wall time,
 #: what, where, cause), `what` a TaskState's value or text; or a processor's report of one run, kept as it came (its
 #: RunStamps as a tuple, its result's status, the worker, the attempt * 4 plus how many of its entries fit under the
 #: bound), made into entries when the story is read (`_entries_of`).
 _SLOTS = 4
+
+
+def _no_opening(task_id: TaskID) -> _Seed | None:
+    return None
 
 
 def _fresh(value: Any) -> Any:
@@ -159,6 +165,9 @@ class StoryBook:
         #: tasks whose id ended again while an older ending is still in `_ended`: how many such older endings (each
         #: passed over when its turn to go comes: the story kept is the latest)
         self._ended_again: dict[TaskID, int] = {}
+        #: a live task's opening, (queue key, wall time, state, cause), when it has no story here yet: a task's story
+        #: opens with its record (`TaskTable.opening_of`), so a queued task whose story has not moved has none here
+        self.openings: Callable[[TaskID], _Seed | None] = _no_opening
         self.forgotten = 0  #: finished stories dropped by the bounds so far
         #: queue key -> spans of waiting reasons, oldest first
         self._reasons: dict[object, collections.deque[_Span]] = {}
@@ -175,16 +184,21 @@ class StoryBook:
         self._live = {task_id: _fresh(story) for task_id, story in self._live.items()}
 
     def opened(self, task_id: TaskID, key: object, wall_time: float, what: str | TaskState, cause: Words) -> None:
-        """A task reached the scheduler (submitted, or adopted after a restart)."""
+        """A task reached the scheduler (submitted, or adopted after a restart), for a caller whose tasks do not open
+        their stories themselves (`openings`)."""
         if self.enabled and task_id not in self._live:
             self._live[task_id] = (key, wall_time, _PLAIN.get(what, what), cause)
 
-    def _live_story(self, task_id: TaskID) -> _Story | None:
-        """A live task's story as a list (a seed grown into one)."""
+    def _live_story(self, task_id: TaskID, keep: bool = True) -> _Story | None:
+        """A live task's story as a list (a seed, or its opening, grown into one; `keep`: kept as such)."""
         story = self._live.get(task_id)
+        if story is None and self.enabled:
+            story = self.openings(task_id)
         if type(story) is tuple:
             key, wall_time, what, cause = story
-            story = self._live[task_id] = [key, 1, 0, 0.0, task_id, wall_time, what, "", cause]
+            story = [key, 1, 0, 0.0, task_id, wall_time, _PLAIN.get(what, what), "", cause]
+            if keep:
+                self._live[task_id] = story
         return story  # type: ignore[return-value]
 
     def note(
@@ -336,7 +350,7 @@ class StoryBook:
         return waits
 
     def story(self, task_id: TaskID) -> m.TaskStoryReply:
-        story = self._live_story(task_id)
+        story = self._live_story(task_id, keep=False)
         if story is None and task_id in self._finished:
             story = _unpack(self._finished[task_id])
         if story is None:

@@ -28,7 +28,6 @@ from scaler.protocol.messages import (
     TaskResult,
     TaskReturn,
 )
-from scaler.scheduler.core.dispatch_queue import Entry
 from scaler.scheduler.core.effects import DeleteObjects, Effect, Send
 from scaler.scheduler.core.free_workers import FreeEntry, FreeWorkers
 from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
@@ -37,8 +36,9 @@ from scaler.scheduler.core.memory_retry import bigger_place, not_retried, retrie
 from scaler.scheduler.core.peers import ManagerRecord, WorkerRecord
 from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.story_book import Words, cause_of
+from scaler.scheduler.core.task_record import Entry, TaskRecord, task_of
 from scaler.scheduler.core.task_state import Outcome, TaskEvent, TaskState, outcome
-from scaler.scheduler.core.task_table import TaskRecord, TaskTable
+from scaler.scheduler.core.task_table import TaskTable
 
 logger = logging.getLogger(__name__)
 
@@ -138,9 +138,10 @@ class TaskLifecycle:
                 self._answer(PeerID(client), TaskResult(target, ResultStatus.ERROR, error_message=problem))
             return
         self._graphs.register(graph)
+        cause = ("graph submitted by client {}", client)  # one for its nodes' openings
         for node in graph.nodes:
             state = TaskState.QUEUED if not node.dependencies else TaskState.WAITING
-            added = self._tasks.add(node, state, self.now, cause=("graph submitted by client {}", client))
+            added = self._tasks.add(node, state, self.now, cause)
             if state is TaskState.QUEUED:
                 self._tasks.queue.push(added)
 
@@ -212,7 +213,7 @@ class TaskLifecycle:
             self.apply(node, TaskEvent.CANCEL)
 
     def client_gone(self, client: ClientID) -> None:
-        for task_id in list(self._tasks.by_client.get(client, ())):
+        for task_id in self._tasks.owned_by(client):
             record = self._tasks.records.get(task_id)
             if record is None:
                 continue
@@ -310,7 +311,7 @@ class TaskLifecycle:
         record.dispatched_at = self.now
         self._tasks.set_state(record, TaskState.DISPATCHED, self.now, "its worker registered again still holding it")
         worker.assigned.add(task_id)
-        link.adopt(task_id, record.task.priority, parked, self.now)
+        link.adopt(task_id, record.traits.priority, parked, self.now)
         worker.restage()
         self._free.offer(worker)
 
@@ -376,30 +377,32 @@ class TaskLifecycle:
 
     def _assign(self, record: TaskRecord, worker: WorkerRecord, link: ProcessorLink | None = None) -> None:
         """`link`: the worker's link with room (`WorkerRecord.link_for`), when the caller has it."""
-        record.worker = worker.peer
-        self._tasks.set_state(record, TaskState.DISPATCHED, self.now, ("dispatch attempt {}", record.attempts + 1))
-        record.attempts += 1
-        record.dispatched_at = self.now
-        worker.assigned.add(record.task_id)
         if link is None:
             link = worker.link_for()
         assert link is not None, "dispatch gives a task only to a worker with a link that has room"
-        record.link = link.peer
-        task = record.task
+        attempt = record.placed(worker.peer, link.peer, self.now)
+        self._tasks.set_state(record, TaskState.DISPATCHED, self.now, ("dispatch attempt {}", attempt))
+        worker.assigned.add(record.task_id)
+        traits = record.traits
         link.send(
-            record.task_id, task.priority, self.now, "actor" if task.actor else "stream" if task.stream_credit else ""
+            record.task_id,
+            traits.priority,
+            self.now,
+            "actor" if traits.actor else "stream" if traits.stream_credit else "",
         )
         if link.holds_actor:
             worker.restage()  # nothing is staged behind an actor's start
         self._free.offer(worker)
-        self._send(link.peer, task)
+        graph = self._graphs.get(traits.graph_id) if traits.graph_id else None
+        if graph is None:
+            self._send(link.peer, task_of(record))
+        else:  # a node gets the results of the nodes it depends on
+            needs = graph.dependencies[record.task_id]
+            self._send(link.peer, task_of(record, needs, self._graphs.inputs_of(graph, record.task_id)))
 
     # ------------------------------------------------------------ outcomes (named after task_state.Outcome)
 
     def _enqueue(self, record: TaskRecord) -> None:
-        graph = self._graphs.get(record.graph_id)
-        if graph is not None:
-            record.task = replace(record.task, inputs=self._graphs.inputs_of(graph, record.task_id))
         self._tasks.set_state(record, TaskState.QUEUED, self.now, self._cause)
         self._tasks.queue.push(record)
 
@@ -494,7 +497,7 @@ class TaskLifecycle:
             worker.last_finished_at = self.now
         seconds = result.profile.duration_seconds or self.now - started
         if result.status is ResultStatus.SUCCESS:
-            self._tasks.run_times.observe(record.task.function_name, self._tasks.queue.key(record), seconds)
+            self._tasks.run_times.observe(record.traits.function_name, self._tasks.queue.key(record), seconds)
         return seconds
 
     def _release_worker(self, record: TaskRecord) -> None:
@@ -503,8 +506,7 @@ class TaskLifecycle:
             if worker is not None:
                 worker.assigned.discard(record.task_id)
                 self._free.offer(worker)
-            record.worker = None
-        record.link = None  # its link's record keeps it until its processor answers (link_sessions.py)
+        record.released()
 
     def _end(
         self,

@@ -1,27 +1,28 @@
 """The one table of live tasks (the dispatch queue of the QUEUED ones is `dispatch_queue.py`).
 
 Invariants:
-- `records` holds exactly the live tasks; `by_client[c]` is exactly the ids of live tasks owned by c.
+- `records` holds exactly the live tasks; `owned_by(c)` gives exactly the ids of the live tasks owned by c (its list
+  in `_by_client` may also hold ids of its tasks that ended: a list costs a tenth of a set per task, and it is
+  compacted whenever it is over twice, and a little more than, its client's live tasks).
 - A record is in the dispatch queue iff its state is QUEUED (`dispatch_queue.py` says how the queue keeps it).
 - Counts by state, per client and per function (and of QUEUED tasks per capability set and function) are
   kept exact on every change (`add`, `set_state`, `remove`, the queue's `push` / `left`), so the read model
   never walks the table; every change is also noted for the monitor feed's task transitions, up to
   `TRANSITIONS_PER_PUBLICATION` between two publications (the rest are counted), and written into the task's
   story with its cause (`stories`, bounded on its own).
-- `records` and the `by_client` sets are rebuilt in place once the table holds far fewer tasks than at its peak
+- `records` and the `_by_client` lists are rebuilt in place once the table holds far fewer tasks than at its peak
   (`shrink_rule`): a drained queue of 1,000,000 tasks does not keep their hash tables.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from scaler.protocol.ids import ClientID, GraphID, PeerID, TaskID
-from scaler.protocol.messages import Task, TaskTransition
+from scaler.protocol.ids import ClientID, GraphID, TaskID
+from scaler.protocol.messages import ActorSpec, Capabilities, Task, TaskTransition
 from scaler.scheduler.core.dispatch_queue import HELD_INDEX, DispatchQueue
 from scaler.scheduler.core.run_times import RunTimeBook
 from scaler.scheduler.core.shrink_rule import ShrinkRule, rebuild
 from scaler.scheduler.core.story_book import StoryBook, Words
+from scaler.scheduler.core.task_record import NOT_QUEUED, Opening, TaskRecord, TaskTraits
 from scaler.scheduler.core.task_state import TaskState
 
 #: Task transitions kept for the monitor feed between two publications; later ones are only counted.
@@ -38,35 +39,19 @@ _END_INDEX = {"success": 3, "canceled": 5}
 _FAILED_INDEX = 4
 
 
-@dataclass(slots=True)
-class TaskRecord:
-    task: Task  #: the wire value sent to workers (graph nodes get their inputs attached when ready)
-    state: TaskState
-    sequence: int  #: submission order
-    submitted_at: float
-    #: its task's id, client and graph (never changed by a new `task`), kept as plain slots: the core reads them about
-    #: a dozen times per task, and a property would be a Python call each time
-    task_id: TaskID
-    client_id: ClientID
-    graph_id: GraphID
-    worker: PeerID | None = None  #: set iff DISPATCHED or CANCELING
-    attempts: int = 0  #: times dispatched
-    lost_workers: tuple[str, ...] = ()  #: why each of its workers went away (a tuple: no list per task)
-    client_gone: bool = False  #: nobody waits for the outcome any more
-    dispatched_at: float = 0.0
-    turn: float = -1.0  #: its place in its client's line (DispatchQueue); -1 until first queued
-    #: it ran out of memory on a worker with this many bytes: it runs again only on a bigger one (0: on any)
-    outgrew_bytes: int = 0
-    #: the processor's link it was sent on (task_lifecycle.py); None while no worker holds it
-    link: PeerID | None = None
-    #: a queued-only cancel asked it back from its processor: cancelled if given back unstarted
-    cancel_when_returned: bool = False
+#: A client's list of task ids is looked at for ids of ended tasks every this many submissions, and on each end
+#: once it is longer (a power of two)
+COMPACTED_EVERY = 1024
+_TraitsKey = tuple[str, int, Capabilities, int, ActorSpec | None, GraphID]
+#: Distinct openings, and traits of an opening, kept for sharing; past it the table starts again (records keep theirs)
+MAX_SHARED_TRAITS = 4096
 
 
 class TaskTable:
-    def __init__(self, ignore_capabilities: bool) -> None:
+    def __init__(self, ignore_capabilities: bool, stories: StoryBook | None = None) -> None:
         self.records: dict[TaskID, TaskRecord] = {}
-        self.by_client: dict[ClientID, set[TaskID]] = {}
+        #: each client's task ids, in submission order (and perhaps ended ones: `owned_by`)
+        self._by_client: dict[ClientID, list[TaskID]] = {}
         self._next_sequence = 0
         self.succeeded = 0
         self.failed = 0
@@ -90,14 +75,19 @@ class TaskTable:
         self.wall_offset = 0.0
         #: run time per function and capability set, learned from the tasks that succeeded (TaskLifecycle)
         self.run_times = RunTimeBook()
-        #: when `records` and the `by_client` sets are rebuilt (they never shrink on their own)
+        #: when `records` and the `_by_client` lists are rebuilt (they never shrink on their own)
         self.shrink = ShrinkRule()
-        #: each task's history with causes (the core replaces it with one bounded by the user's settings)
-        self.stories = StoryBook()
+        #: each task's history with causes (the core's is bounded by the user's settings, a table's own by the
+        #: defaults): a live task's opening entry is its record's (`opening_of`)
+        self.stories = stories if stories is not None else StoryBook()
+        self.stories.openings = self.opening_of
         #: the table was rebuilt since it was last empty: the stories are compacted again once it empties
         self._drained_big = False
-        #: (now, wall offset, their sum): the wall time the tasks added at `now` open their stories with
-        self._wall = (-1.0, 0.0, 0.0)
+        #: the step tasks were added in last (its time and wall offset), and its openings by state and cause, each with
+        #: its tasks' traits by (function name, priority, capabilities, stream credit, actor, graph): one object for
+        #: the many tasks alike of a step, whichever clients' submissions it interleaves
+        self._step_now, self._step_offset = -1.0, 0.0
+        self._openings: dict[tuple[TaskState, Words], tuple[Opening, dict[_TraitsKey, TaskTraits]]] = {}
 
     def __len__(self) -> int:
         return len(self.records)
@@ -106,22 +96,45 @@ class TaskTable:
         return self.records.get(task_id)
 
     def add(self, task: Task, state: TaskState, now: float, cause: Words = "") -> TaskRecord:
-        record = TaskRecord(task, state, self._next_sequence, now, task.task_id, task.client_id, task.graph_id)
-        if self.stories.enabled:
-            wall = self._wall
-            if wall[0] != now or wall[1] != self.wall_offset:  # one float for the tasks of a step, not one each
-                wall = self._wall = (now, self.wall_offset, now + self.wall_offset)
-            self.stories.opened(task.task_id, self.queue.key(record), wall[2], state, cause)
+        offset = self.wall_offset
+        if now != self._step_now or offset != self._step_offset:  # a new step: new openings (one per state and
+            self._step_now, self._step_offset = now, offset  # cause) and their traits
+            self._openings.clear()
+        shared = self._openings.get((state, cause))
+        if shared is None:
+            if len(self._openings) >= MAX_SHARED_TRAITS:
+                self._openings.clear()
+            shared = self._openings[(state, cause)] = ((now, now + offset, state, cause), {})
+        opening, alike = shared
+        key = (task.function_name, task.priority, task.capabilities, task.stream_credit, task.actor, task.graph_id)
+        traits = alike.get(key)
+        if traits is None:
+            if len(alike) >= MAX_SHARED_TRAITS:
+                alike.clear()
+            traits = alike[key] = TaskTraits(*key, opening)
+        entry = (-task.priority, NOT_QUEUED, self._next_sequence, task.task_id)
+        record = TaskRecord(task.body, traits, state, entry, task.task_id, task.client_id)
         self._next_sequence += 1
         self.records[task.task_id] = record
-        owned = self.by_client.get(task.client_id)
-        if owned is None:  # not `setdefault(..., set())`: that makes a set for every task
-            owned = self.by_client[task.client_id] = set()
-        owned.add(task.task_id)
+        owned = self._by_client.get(task.client_id)
+        if owned is None:  # not `setdefault(..., [])`: that makes a list for every task
+            owned = self._by_client[task.client_id] = []
+        owned.append(task.task_id)
         self._count(record, _LIVE_INDEX[state], 1)
+        if not len(owned) & (COMPACTED_EVERY - 1):  # now and then: the ids of its tasks that ended go
+            self._compact_owned(task.client_id, owned)
         self.live_counts[state] += 1
         self._note(record, state, now)
         return record
+
+    def opening_of(self, task_id: TaskID) -> tuple[object, float, TaskState, Words] | None:
+        """A live task's story as it opened, (queue key, wall time, state, cause), made from its record when its story
+        grows (StoryBook): None when it is not live."""
+        record = self.records.get(task_id)
+        if record is None:
+            return None
+        _, wall_time, state, cause = record.opening
+        return self.queue.key(record), wall_time, state, cause
 
     def set_state(self, record: TaskRecord, state: TaskState, now: float, cause: Words = "") -> None:
         """The one way a live task changes state (its record's `worker` is set first when it has one); `cause`:
@@ -136,9 +149,9 @@ class TaskTable:
         if was != now_index:
             self._move(record, was, now_index)
             if was == HELD_INDEX:
-                self._held(record.task.priority, -1)
+                self._held(record.traits.priority, -1)
             elif now_index == HELD_INDEX:
-                self._held(record.task.priority, 1)
+                self._held(record.traits.priority, 1)
         record.state = state
         self._note(record, state, now)
 
@@ -166,25 +179,25 @@ class TaskTable:
         if not self.records and self._drained_big:  # the last task of a big queue: the stories kept since the last
             self._drained_big = False  # rebuild were made among its tasks' memory too
             self.stories.compact()
-        if record.task.actor is not None:
+        if record.traits.actor is not None:
             self.actor_starts_ended += 1
-        owned = self.by_client.get(record.client_id)
-        if owned is not None:
-            owned.discard(record.task_id)
-            if not owned:
-                del self.by_client[record.client_id]
         self.live_counts[record.state] -= 1
         was = _LIVE_INDEX[record.state]
         self._move(record, was, _END_INDEX.get(ending, _FAILED_INDEX))
+        owned = self._by_client.get(record.client_id)
+        if owned is not None and len(owned) > COMPACTED_EVERY:
+            self._compact_owned(record.client_id, owned)
+        elif owned is not None and not self.live_of(record.client_id):
+            del self._by_client[record.client_id]
         if was == HELD_INDEX:
-            self._held(record.task.priority, -1)
+            self._held(record.traits.priority, -1)
         self._note(record, ending, now, ran_on, run_seconds, peak_memory_bytes)
 
     def _rebuild(self) -> None:
         """The table holds far fewer tasks than at its peak: its containers get tables of their present size."""
         rebuild(self.records)
-        for owned in self.by_client.values():
-            rebuild(owned)
+        for client, owned in list(self._by_client.items()):
+            self._compact_owned(client, owned, at_once=True)
         self.stories.compact()  # its kept stories would pin the memory the drained tasks filled
         self._drained_big = True
 
@@ -201,8 +214,30 @@ class TaskTable:
 
     def forget_client(self, client: ClientID) -> None:
         """The client left: its counts go once its last task ended."""
-        if client not in self.by_client:
+        if client not in self._by_client:
             self.client_counts.pop(client, None)
+
+    def live_of(self, client: ClientID) -> int:
+        """How many live tasks the client owns."""
+        counts = self.client_counts.get(client)
+        return counts[0] + counts[1] + counts[HELD_INDEX] if counts is not None else 0
+
+    def owned_by(self, client: ClientID) -> list[TaskID]:
+        """The ids of the client's live tasks, in submission order."""
+        records = self.records
+        live = (
+            t for t in self._by_client.get(client, ()) if (r := records.get(t)) is not None and r.client_id == client
+        )
+        return list(dict.fromkeys(live))  # an id that ended and was submitted again is there twice
+
+    def _compact_owned(self, client: ClientID, owned: list[TaskID], at_once: bool = False) -> None:
+        """The client's list without the ids of its tasks that ended, once it holds over twice (and a little more than)
+        as many as it has live tasks (`at_once`: whatever it holds); gone when none is live."""
+        live = self.live_of(client)
+        if not live:
+            del self._by_client[client]
+        elif at_once or len(owned) > 2 * live + COMPACTED_EVERY:
+            owned[:] = self.owned_by(client)  # in place: a list given a far shorter content shrinks its own table
 
     def take_transitions(self) -> tuple[list[TaskTransition], int]:
         """The transitions noted since the last call, and how many were left out."""
@@ -217,14 +252,14 @@ class TaskTable:
         client[index] += delta
         if index == HELD_INDEX and delta < 0 and record.client_id in self.queue.quotas:
             self.queue.quota_freed(record.client_id, self.records)
-        function = self.function_counts.get(record.task.function_name)
+        function = self.function_counts.get(record.traits.function_name)
         if function is None:
-            function = self.function_counts[record.task.function_name] = [0] * 6
+            function = self.function_counts[record.traits.function_name] = [0] * 6
         function[index] += delta
 
     def _move(self, record: TaskRecord, was: int, index: int) -> None:
         """`_count(record, was, -1)` then `_count(record, index, 1)`, each list found once."""
-        client_id = record.task.client_id
+        client_id = record.client_id
         client = self.client_counts.get(client_id)
         if client is None:
             client = self.client_counts[client_id] = [0] * 6
@@ -232,7 +267,7 @@ class TaskTable:
         client[index] += 1
         if was == HELD_INDEX and client_id in self.queue.quotas:
             self.queue.quota_freed(client_id, self.records)
-        name = record.task.function_name
+        name = record.traits.function_name
         function = self.function_counts.get(name)
         if function is None:
             function = self.function_counts[name] = [0] * 6
@@ -261,7 +296,7 @@ class TaskTable:
                 record.task_id,
                 state,
                 ran_on,
-                record.task.function_name,
+                record.traits.function_name,
                 wall_time,
                 run_seconds,
                 peak_memory_bytes,
@@ -270,6 +305,6 @@ class TaskTable:
         else:
             worker = record.worker if record.worker is not None else b""
             noted = TaskTransition(
-                record.task_id, state, worker, record.task.function_name, wall_time, client_id=record.client_id
+                record.task_id, state, worker, record.traits.function_name, wall_time, client_id=record.client_id
             )
         self.transitions.append(noted)

@@ -126,7 +126,7 @@ class ViewBuilder:
         summaries = []
         for peer, client in core.clients.items():
             counts = core.tasks.client_counts.get(ClientID(peer))
-            live = len(core.tasks.by_client.get(ClientID(peer), ()))
+            live = core.tasks.live_of(ClientID(peer))
             away = max(0.0, core.now - client.last_seen) if client.is_away else 0.0
             summary = m.ClientSummary(
                 peer, live, client.name, client.hostname, _counts(counts or [0] * 6), away, client.resume_seconds
@@ -165,7 +165,7 @@ class ViewBuilder:
                 # a worker runs one task at a time: the one it got first, since it got it or finished the one before
                 started = max(record.dispatched_at, worker.last_finished_at) if index == 0 else core.now
                 elapsed = max(0.0, core.now - started)
-                running_seconds.setdefault(key, {}).setdefault(record.task.function_name, []).append(elapsed)
+                running_seconds.setdefault(key, {}).setdefault(record.traits.function_name, []).append(elapsed)
         groups = []
         held_back = queue.held_back()
         for capabilities in dict.fromkeys([*queued, *running]):

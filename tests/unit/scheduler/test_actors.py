@@ -153,7 +153,7 @@ def test_an_actor_whose_client_left_ends_and_fails_the_calls_of_other_clients() 
     stale = m.TaskResult(theirs, m.ResultStatus.SUCCESS)
     sim.send(worker.link, stale)  # a late result of a call already answered is dropped
     assert answered(other, theirs) == [("result", "actorDied")]
-    assert ClientID(other.peer) not in sim.core.tasks.by_client or not sim.core.tasks.by_client[ClientID(other.peer)]
+    assert not sim.core.tasks.owned_by(ClientID(other.peer))
 
 
 # ---------------------------------------------------------------- its processor's link (rule 6)

@@ -44,3 +44,21 @@ def test_once_empty_memory_is_given_back_once_more_a_few_seconds_later_if_it_sta
     memory = MemoryReturn()  # a new queue before the second one: no second one
     calls = [memory.after(live) for live in [2 * TRIM_AFTER_TASKS, 0, 0, 5, *quiet]]
     assert [index for index, given in enumerate(calls) if given] == [1]
+
+
+def test_a_growing_queue_trims_the_heap_as_it_grows_and_once_its_intake_pauses() -> None:
+    """What the submissions' frames freed goes back while the queue is held (not only after it drained); a small
+    queue, or a big one that stays as it is, is not trimmed again. Fails with the intake's trim off."""
+    memory = MemoryReturn()
+    trims: list[int] = []
+    memory._trim = trims.append
+    growing = [TRIM_AFTER_TASKS * n // 4 for n in range(1, 19)]  # a quarter of TRIM_AFTER_TASKS each interval
+    for live in [0, *growing, growing[-1], growing[-1], growing[-1] - 5, growing[-1] + 5]:
+        memory.after(live)
+    assert memory.intake_trims == len(trims) == 5  # at 1, 2, 3 and 4 times TRIM_AFTER_TASKS, then at 4.5 paused
+    assert trims == [0] * 5
+    small = MemoryReturn()
+    small._trim = trims.append
+    for live in [0, TRIM_AFTER_TASKS - 1, TRIM_AFTER_TASKS - 1, 0] * 3:
+        small.after(live)
+    assert small.intake_trims == 0
