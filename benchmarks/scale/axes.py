@@ -242,6 +242,26 @@ def wait_queued(scheduler: Scheduler, count: int, timeout: float) -> None:
     raise RuntimeError(f"the scheduler did not show {count:,} tasks queued within {timeout:g} s")
 
 
+#: Tasks a fleet of its own runs before a queue's figures start: what the first tasks make once (modules imported on
+#: first use, the first connections' buffers) is not counted as the queue's.
+WARM_UP_TASKS = 2000
+
+
+def warm_up(scheduler: Scheduler, settings: Settings, name: str, workers: int) -> None:
+    """WARM_UP_TASKS run by `workers` fake workers and a client of their own, who all leave before the figures
+    start."""
+    fleet = Fleet(scheduler.address, settings.logs / f"{name}-warm-up.log", workers=workers, clients=1,
+                  capacity=settings.capacity, tag="u")  # fmt: skip
+    try:
+        fleet.ask("connect")
+        fleet.ask("submit", tasks=WARM_UP_TASKS)
+        fleet.ask("wait", answered=WARM_UP_TASKS, timeout=300)
+        fleet.ask("leave")
+    finally:
+        fleet.stop()
+    time.sleep(DRAIN_WAIT_SECONDS)
+
+
 def queue_axis(settings: Settings, sizes: list[int], workers: int = 100) -> list[dict[str, Any]]:
     """Memory per queued task (no worker connected), then the RSS once they ran and their client left."""
     rows = []
@@ -249,6 +269,8 @@ def queue_axis(settings: Settings, sizes: list[int], workers: int = 100) -> list
         print(f"[queue] {queued:,} tasks queued", flush=True)
         with cluster(settings, f"queue-{queued}", 0, 1) as (scheduler, _none, client_fleet):
             time.sleep(2)
+            cold = scheduler.rss_mb()
+            warm_up(scheduler, settings, f"queue-{queued}", workers)
             start = scheduler.rss_mb()
             client_fleet.ask("submit", tasks=queued, all_at_once=True)
             wait_queued(scheduler, queued, max(600, queued / 1000))
@@ -267,18 +289,26 @@ def queue_axis(settings: Settings, sizes: list[int], workers: int = 100) -> list
                 drained = scheduler.rss_mb()
             finally:
                 worker_fleet.stop()
+            time.sleep(DRAIN_WAIT_SECONDS)
+            alone = scheduler.rss_mb()  # as at the start: no worker, and one client (another one) fewer
         row = {
             "queued": queued,
+            "rss_mb_cold": cold,
+            "growth_kept_cold": (drained - cold) / max(peak - cold, 1e-9),
             "rss_mb_start": start,
             "rss_mb_queued": peak,
             "bytes_per_queued_task": (peak - start) * (1 << 20) / queued,
             "rss_mb_drained": drained,
             "growth_kept": (drained - start) / max(peak - start, 1e-9),
+            # the workers that ran the queue gone too: the scheduler as it was at the start, its queue's memory apart
+            "rss_mb_peers_gone": alone,
+            "growth_kept_peers_gone": (alone - start) / max(peak - start, 1e-9),
             "drain_seconds": ran,
             "checks": found,
         }
         print(f"  {row['bytes_per_queued_task']:.0f} bytes per queued task; RSS {start:.0f} -> {peak:.0f} -> "
-              f"{drained:.0f} MB ({row['growth_kept']:.0%} of the growth kept); checks "
+              f"{drained:.0f} MB ({row['growth_kept']:.0%} of the growth kept; {alone:.0f} MB, "
+              f"{row['growth_kept_peers_gone']:.0%}, once its workers left too); checks "
               f"{'ok' if found['ok'] else found}", flush=True)  # fmt: skip
         rows.append(row)
     return rows
