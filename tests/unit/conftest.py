@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import zmq
 
 
 @pytest.fixture
@@ -17,3 +19,20 @@ def clients(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     return AwsClients("us-east-1")
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[zmq.Socket[Any], zmq.Socket[Any]]]:
+    """A ROUTER and a DEALER (identity b"peer") connected over inproc, closed after the test."""
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.bind("inproc://unit-router-dealer")
+    dealer = context.socket(zmq.DEALER)
+    dealer.setsockopt(zmq.IDENTITY, b"peer")
+    dealer.connect("inproc://unit-router-dealer")
+    try:
+        yield router, dealer
+    finally:
+        dealer.close(linger=0)
+        router.close(linger=0)
+        context.term()

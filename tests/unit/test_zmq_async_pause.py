@@ -5,7 +5,6 @@ inproc; the decision of when the scheduler pauses is pure and tested below on th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,21 +14,6 @@ from scaler.io.zmq_async import AsyncSocket
 from scaler.scheduler.core.scheduler_core import CoreSettings
 from scaler.scheduler.server import IDLE_READ_PAUSE_SECONDS, read_pause
 from scaler.testing.simulation import PYTHON, SimulatedCluster, task
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[zmq.Socket[Any], zmq.Socket[Any]]]:
-    context = zmq.Context()
-    router = context.socket(zmq.ROUTER)
-    router.bind("inproc://zmq-async-pause")
-    dealer = context.socket(zmq.DEALER)
-    dealer.connect("inproc://zmq-async-pause")
-    try:
-        yield router, dealer
-    finally:
-        dealer.close(linger=0)
-        router.close(linger=0)
-        context.term()
 
 
 @pytest.mark.timeout(60)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,22 +16,6 @@ import zmq
 
 from scaler.io.zmq_async import AsyncSocket, Outbox
 from scaler.io.zmq_parts import send_parts
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[zmq.Socket[Any], zmq.Socket[Any]]]:
-    context = zmq.Context()
-    router = context.socket(zmq.ROUTER)
-    router.bind("inproc://zmq-async-reads")
-    dealer = context.socket(zmq.DEALER)
-    dealer.setsockopt(zmq.IDENTITY, b"peer")
-    dealer.connect("inproc://zmq-async-reads")
-    try:
-        yield router, dealer
-    finally:
-        dealer.close(linger=0)
-        router.close(linger=0)
-        context.term()
 
 
 class _CountingSocket:

@@ -17,14 +17,8 @@ from scaler.scheduler.core.scheduler_core import CoreSettings
 from scaler.testing.simulation import PYTHON, SimulatedCluster, task
 
 
-def test_a_tick_looks_only_at_links_that_hold_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """200 workers with a link each, one task running: a tick asks one link whether it is stuck. Fails with the pass
-    over every link (200 asked)."""
-    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON))
-    client = sim.add_client()
-    for number in range(200):
-        sim.add_worker(f"w{number}")
-    sim.submit(client, [task(client.peer, 1)])
+def links_asked(monkeypatch: pytest.MonkeyPatch) -> list[ProcessorLink]:
+    """The links a tick asks whether they are stuck, in the order asked (the rule itself still answers)."""
     asked: list[ProcessorLink] = []
     stuck = ProcessorLink.stuck
 
@@ -33,6 +27,18 @@ def test_a_tick_looks_only_at_links_that_hold_tasks(monkeypatch: pytest.MonkeyPa
         return stuck(link, now)
 
     monkeypatch.setattr(ProcessorLink, "stuck", counted)
+    return asked
+
+
+def test_a_tick_looks_only_at_links_that_hold_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """200 workers with a link each, one task running: a tick asks one link whether it is stuck. Fails with the pass
+    over every link (200 asked)."""
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON))
+    client = sim.add_client()
+    for number in range(200):
+        sim.add_worker(f"w{number}")
+    sim.submit(client, [task(client.peer, 1)])
+    asked = links_asked(monkeypatch)
     sim.time.advance(0.25)
     sim.feed(Tick(sim.now))
     assert len(asked) == 1 and asked[0].tasks
@@ -47,14 +53,7 @@ def test_a_link_whose_tasks_ended_leaves_the_ticks_watch_and_comes_back_with_its
     sim = SimulatedCluster(CoreSettings("s", "o", PYTHON))
     client = sim.add_client()
     workers = [sim.add_worker(f"w{number}") for number in range(3)]
-    asked: list[ProcessorLink] = []
-    stuck = ProcessorLink.stuck
-
-    def counted(link: ProcessorLink, now: float) -> bool:
-        asked.append(link)
-        return stuck(link, now)
-
-    monkeypatch.setattr(ProcessorLink, "stuck", counted)
+    asked = links_asked(monkeypatch)
     sim.submit(client, [task(client.peer, 1)])
     busy = next(worker for worker in workers if worker.held)
     sim.time.advance(0.25)
