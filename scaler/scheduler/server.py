@@ -105,7 +105,10 @@ class MemoryReturn:
     And while a queue grows, for each TRIM_AFTER_TASKS tasks more since the last trim, and once its growth pauses
     (a tenth of that more, and none since the last call): `malloc_trim` alone. The frames of the submissions (ZeroMQ's
     messages, their copies) come and go through glibc's heap among what stays, and the pages they freed stayed the
-    process's: about 170 bytes per queued task, a fifth of what the queue holds.
+    process's: about 170 bytes per queued task, a fifth of what the queue holds. The level a growth is counted from
+    comes down only once the queue shrank by TRIM_AFTER_TASKS (or below it): a queue that flows at a steady level
+    (a client keeping 20,000 tasks unanswered) is not trimmed at each of its ups and downs, a trim of the whole heap
+    (70 ms with 10,000 workers connected: 7 us a task, benchmarks/notes/scale.md) each.
     """
 
     def __init__(self) -> None:
@@ -135,8 +138,8 @@ class MemoryReturn:
             self.intake_trims += 1
             if self._trim is not None:
                 self._trim(0)
-        elif live_tasks < self._trimmed_at:
-            self._trimmed_at = live_tasks
+        elif live_tasks <= self._trimmed_at - TRIM_AFTER_TASKS or live_tasks < TRIM_AFTER_TASKS:
+            self._trimmed_at = min(self._trimmed_at, live_tasks)  # shrunk by a trim's worth: a new growth trims again
         self._level = max(self._level, live_tasks)
         self._big = self._big or self._level >= TRIM_AFTER_TASKS
         again = False
