@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import resource
+import shlex
+import signal
 import statistics
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -129,12 +133,34 @@ def idle_cpu_subscribed(scheduler: Scheduler, seconds: float) -> tuple[float, in
     return percent, shown[0]
 
 
+@contextlib.contextmanager
+def window_command(scheduler: Scheduler) -> Iterator[None]:
+    """`SCALE_TASK_WINDOW_COMMAND` (e.g. `py-spy record --pid {pid} --rate 200 -o /tmp/w-{pid}.svg`): a profiler
+    started on the scheduler's pid while tasks run, and interrupted (SIGINT) when they are all answered."""
+    command = os.environ.get("SCALE_TASK_WINDOW_COMMAND")
+    if not command:
+        yield
+        return
+    profiler = subprocess.Popen(shlex.split(command.format(pid=scheduler.psutil.pid)))
+    time.sleep(1.0)  # attached before the first task
+    try:
+        yield
+    finally:
+        profiler.send_signal(signal.SIGINT)
+        try:
+            profiler.wait(60)
+        except subprocess.TimeoutExpired:
+            profiler.kill()
+            profiler.wait()
+
+
 def run_tasks(scheduler: Scheduler, client_fleet: Fleet, tasks: int, window: int) -> tuple[float, float]:
     """(scheduler CPU seconds, wall seconds) while `tasks` no-op tasks go through, `window` unanswered at most."""
     already = client_fleet.ask("report")["answered"]
-    cpu, started = scheduler.cpu_seconds(), time.monotonic()
-    client_fleet.ask("submit", tasks=tasks, window=window)
-    answer = client_fleet.ask("wait", answered=already + tasks, timeout=max(600, tasks / 200))
+    with window_command(scheduler):
+        cpu, started = scheduler.cpu_seconds(), time.monotonic()
+        client_fleet.ask("submit", tasks=tasks, window=window)
+        answer = client_fleet.ask("wait", answered=already + tasks, timeout=max(600, tasks / 200))
     if answer["answered"] < already + tasks:
         raise RuntimeError(f"only {answer['answered'] - already} of {tasks} tasks were answered in time")
     return scheduler.cpu_seconds() - cpu, time.monotonic() - started
