@@ -55,30 +55,12 @@ from scaler.scheduler.peer_keys import REVOKED, PeerKeys
 
 logger = logging.getLogger(__name__)
 
-TICK_SECONDS = 0.25
 STATS_SECONDS = 1.0
 #: Delays after a closed connection at which its peers are probed (the routing entry goes away
 #: a moment after the close event).
 PROBE_DELAYS_SECONDS = (0.05, 0.5, 2.0)
 #: How often the keys of connected peers are checked against the authorised folder (CURVE only).
 REVOCATION_CHECK_SECONDS = 1.0
-
-
-#: How long an idle scheduler of a big cluster leaves its socket unread after a burst of reads (`read_pause`).
-IDLE_READ_PAUSE_SECONDS = 0.1
-
-
-def read_pause(core: SchedulerCore) -> float:
-    """How long the router is left unread after a burst: IDLE_READ_PAUSE_SECONDS while the scheduler holds no task
-    and its workers are many enough to be given a heartbeat period (heartbeat_period.py: more than 100 at the default
-    2 s), else 0. Each heartbeat of such a cluster came alone, a wake-up of a process that slept, whose code and data
-    had left the caches meanwhile: a heartbeat read so cost 180 us of a core, 14 us when read after another
-    (benchmarks/notes/scale.md, "Idle: part 3"). Paused, the heartbeats that come meanwhile are read in one wake-up,
-    and their echoes leave together. What it costs: a message that comes to an idle scheduler of a big cluster (the
-    first task after a quiet spell) waits up to IDLE_READ_PAUSE_SECONDS to be read; once a task is held, none does."""
-    if core.tasks.records or core.worker_sessions.period() <= 0:
-        return 0.0
-    return IDLE_READ_PAUSE_SECONDS
 
 
 #: A queue must have held this many tasks before its draining gives memory back.
@@ -329,7 +311,7 @@ class SchedulerServer:
             self._feed([Watchers(frozenset(self._watched))])
 
     def _paused(self) -> float:
-        return 0.0 if self._stopped.is_set() else read_pause(self._core)
+        return 0.0 if self._stopped.is_set() else self._core.pace().read_pause_seconds
 
     def _burst_end(self) -> None:
         try:
@@ -466,8 +448,9 @@ class SchedulerServer:
         beats = Beats()
         self._feed([beats.tick(self._now(), self._clock.wall())])  # at once: the core's wall times are right at once
         while True:
-            await self._clock.sleep(TICK_SECONDS)
-            self._feed([beats.tick(self._now(), self._clock.wall())])
+            interval = self._core.pace().tick_seconds  # a beat a second while a big cluster idles (`pace.py`)
+            await self._clock.sleep(interval)
+            self._feed([beats.tick(self._now(), self._clock.wall(), interval)])
 
     async def _revocation_routine(self, keys: PeerKeys) -> None:
         """Every second: a peer whose key left the authorised folder is dropped (its tasks go as if it had

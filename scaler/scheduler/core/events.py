@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from scaler.protocol.frozen_values import quick_init
 from scaler.protocol.ids import ClientID, ObjectID, PeerID
 from scaler.protocol.messages import Message, MessageCount, TaskCancelConfirm, TaskResult
+from scaler.scheduler.core.pace import BUSY, LATE_BEAT_SECONDS
 
 
 @quick_init
@@ -51,21 +52,19 @@ class Tick:
     on_time: bool = True
 
 
-#: A beat this long after the one before (the shell beats every quarter second) is late.
-LATE_BEAT_SECONDS = 1.0
-
-
 class Beats:
-    """The shell's clock beats as Ticks, each told whether it came on time (within LATE_BEAT_SECONDS of the one
-    before). A scheduler stalled for seconds (a loaded machine, a long pause of its process) wakes with its beat and
-    the peers' heartbeats due together; judged on that beat, live workers were dropped as silent (seen with a 3 s
-    worker timeout at load 11: both workers dropped in the same second, each answering at once when told)."""
+    """The shell's clock beats as Ticks, each told whether it came on time (within LATE_BEAT_SECONDS of when it was
+    due: the interval the shell slept, `pace.py`). A scheduler stalled for seconds (a loaded machine, a long pause of
+    its process) wakes with its beat and the peers' heartbeats due together; judged on that beat, live workers were
+    dropped as silent (seen with a 3 s worker timeout at load 11: both workers dropped in the same second, each
+    answering at once when told)."""
 
     def __init__(self) -> None:
         self._last: float | None = None
 
-    def tick(self, now: float, wall_time: float) -> Tick:
-        on_time = self._last is None or now - self._last <= LATE_BEAT_SECONDS
+    def tick(self, now: float, wall_time: float, interval: float = BUSY.tick_seconds) -> Tick:
+        """The beat at `now`, `interval` seconds after the one before was given."""
+        on_time = self._last is None or now - self._last <= interval + LATE_BEAT_SECONDS
         self._last = now
         return Tick(now, wall_time, on_time)
 

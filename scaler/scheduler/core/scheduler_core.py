@@ -47,6 +47,7 @@ from scaler.scheduler.core.manager_sessions import ManagerSessions
 from scaler.scheduler.core.monitor_feed import MonitorFeed
 from scaler.scheduler.core.object_retention import ObjectRetention
 from scaler.scheduler.core.overtaking import Overtaking
+from scaler.scheduler.core.pace import Pace, pace
 from scaler.scheduler.core.peers import ClientRecord, ManagerRecord, WorkerRecord
 from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.reattachment import Reattachment
@@ -280,7 +281,7 @@ class SchedulerCore:
             self.client_sessions.on_loaded(event)
 
     def _advance(self, now: float) -> None:
-        if self.now and now - self.now > PAUSE_SECONDS:  # the shell ticks every quarter second
+        if self.now and now - self.now > PAUSE_SECONDS:  # the shell beats at least once a second (pace.py)
             self.client_sessions.paused(self.now, now)
         self.now = now
         self.lifecycle.now = now
@@ -394,6 +395,10 @@ class SchedulerCore:
     def wall_time(self) -> float:
         """Seconds since the epoch now, as far as the shell's ticks tell (0 before the first)."""
         return self.now + self._wall_offset if self._wall_offset else 0.0
+
+    def pace(self) -> Pace:
+        """How often the shell beats this core's clock and how soon it reads (`pace.py`)."""
+        return pace(len(self.tasks.records), self.worker_sessions.period())
 
     def view(self) -> m.StatusSnapshot:
         """The frozen read model of this instant (built at most once per step)."""

@@ -1,0 +1,41 @@
+"""How often the shell beats the core's clock and how soon it reads what came: the core decides, the shell obeys
+(`SchedulerServer._tick_routine`, the router's `pause_after_burst`).
+
+Rules:
+1. A scheduler that holds a task, or whose workers are few enough to beat at their own period (no heartbeat period
+   given: up to 100 workers at the default 2 s, heartbeat_period.py), is BUSY: a beat every quarter second, and every
+   message read as it comes.
+2. An idle scheduler of a bigger cluster (no task held, its workers given a period) is IDLE: a beat a second, and its
+   socket left unread IDLE.read_pause_seconds after each burst of reads. What reaches it is heartbeats, each alone a
+   wake-up of a process that slept, whose code and data had left the caches meanwhile (180 us of a core where one
+   read after another costs 14 us; a beat's wake-up, 100 to 400 us: benchmarks/notes/scale.md, "Idle: part 3").
+   Paused, the heartbeats that came meanwhile are read in one wake-up and their echoes leave together; a beat a second
+   saves three wake-ups a second.
+3. What IDLE costs: the first message after a quiet spell (a client's first task) waits up to
+   IDLE.read_pause_seconds to be read; what is judged on a beat (a silence of at least the worker timeout, a
+   client's timeout, an object's retention, a scaling target) is judged up to IDLE.tick_seconds late instead of a
+   quarter second; once a task is held the next beat comes within IDLE.tick_seconds, and BUSY from there.
+4. A beat is late (`events.Beats`: no silence is judged on it) when it comes more than LATE_BEAT_SECONDS after it was
+   due, whatever the pace it was due at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Pace:
+    tick_seconds: float  #: from one beat of the core's clock to the next
+    read_pause_seconds: float  #: the router left unread after each burst of reads (0: read as it comes)
+
+
+BUSY = Pace(tick_seconds=0.25, read_pause_seconds=0.0)
+IDLE = Pace(tick_seconds=1.0, read_pause_seconds=0.1)
+#: How long after it was due a beat is late (rule 4): at the busy pace, a beat a second after the one before.
+LATE_BEAT_SECONDS = 0.75
+
+
+def pace(tasks_held: int, given_heartbeat_period: float) -> Pace:
+    """Rules 1 and 2: `given_heartbeat_period` is what the workers are told now (0: their own)."""
+    return IDLE if tasks_held == 0 and given_heartbeat_period > 0 else BUSY

@@ -1,0 +1,46 @@
+"""How often the shell beats the core's clock and how soon it reads (`scheduler/core/pace.py`): an idle scheduler of
+a big cluster beats once a second and reads after a pause; one that holds a task, or has few workers, does neither;
+a beat is late by when it was due, at either pace."""
+
+from __future__ import annotations
+
+from scaler.scheduler.core.events import Beats
+from scaler.scheduler.core.pace import BUSY, IDLE, LATE_BEAT_SECONDS
+from scaler.scheduler.core.scheduler_core import CoreSettings
+from scaler.testing.simulation import PYTHON, SimulatedCluster, task
+
+
+def test_an_idle_scheduler_of_a_big_cluster_beats_once_a_second_and_pauses_its_reads() -> None:
+    """More than 100 workers at the default 2 s (they are given a heartbeat period): IDLE while no task is held;
+    with a task, or with 100 workers (each heartbeats at its own period), BUSY; IDLE again once the task is done."""
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON))
+    client = sim.add_client()
+    workers = [sim.add_worker(f"w{number}") for number in range(100)]
+    assert sim.core.pace() == BUSY
+    workers.append(sim.add_worker("w100"))
+    assert sim.core.pace() == IDLE
+    assert IDLE.tick_seconds > BUSY.tick_seconds and IDLE.read_pause_seconds > BUSY.read_pause_seconds == 0
+    sim.submit(client, [task(client.peer, 1)])
+    assert sim.core.pace() == BUSY
+    (holder,) = [worker for worker in workers if worker.held]
+    sim.finish(holder)
+    assert not sim.core.tasks.records
+    assert sim.core.pace() == IDLE
+
+
+def test_a_beat_is_late_by_when_it_was_due_at_either_pace() -> None:
+    """A beat a second after the one before is on time when a second was slept (IDLE), late when a quarter was
+    (BUSY): fails with lateness judged by one fixed gap (every idle beat late, no silence ever judged while idle, or
+    a busy scheduler stalled for 1.5 s judging silence)."""
+    for interval in (BUSY.tick_seconds, IDLE.tick_seconds):
+        beats = Beats()
+        assert beats.tick(0.0, 0.0, interval).on_time
+        assert beats.tick(interval, 0.0, interval).on_time
+        assert beats.tick(2 * interval + LATE_BEAT_SECONDS - 0.01, 0.0, interval).on_time
+        assert not beats.tick(3 * interval + 2 * LATE_BEAT_SECONDS, 0.0, interval).on_time
+    busy = Beats()
+    busy.tick(0.0, 0.0)
+    assert not busy.tick(IDLE.tick_seconds + 0.5, 0.0, BUSY.tick_seconds).on_time
+    idle = Beats()
+    idle.tick(0.0, 0.0)
+    assert idle.tick(IDLE.tick_seconds + 0.5, 0.0, IDLE.tick_seconds).on_time
