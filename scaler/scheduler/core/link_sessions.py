@@ -271,13 +271,14 @@ class LinkSessions:
                 if link.closed_at is not None and core.now - link.closed_at > EXIT_WAIT_SECONDS:
                     self.drop(link.peer, force=True)
         if self.holding:
-            processors, workers = core.processors, core.workers
-            holding = [link for peer in self.holding if (link := processors.get(peer)) is not None and link.tasks]
-            self.holding.clear()  # the same dict every link holds: emptied and filled again, never replaced
-            self.holding.update((link.peer, None) for link in holding)
-            for link in holding:  # a link that holds no task has nothing to ask back, time out or kill
+            processors, workers, holding = core.processors, core.workers, self.holding
+            for peer in list(holding):  # the same dict every link holds: links leave it, it is never replaced
+                link = processors.get(peer)
+                if link is None or not link.tasks:  # holding no task: nothing to ask back, time out or kill
+                    del holding[peer]
+                    continue
                 worker = workers.get(link.worker)
-                if worker is not None and link in worker.links and link.tasks:
+                if worker is not None and link in worker.links:
                     self._watch(worker, link)
 
     def _watch(self, worker: WorkerRecord, link: ProcessorLink) -> None:

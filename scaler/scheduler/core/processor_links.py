@@ -111,6 +111,9 @@ class ProcessorLink:
     #: an actor's start task held here (building the actor, or hosting it): nothing is sent behind it
     actor_start: TaskID | None = None
     writing: bool = False  #: it still writes results readers follow (ProcessorWriting): it is not killed
+    #: tasks stopped here (`stopped`), at most: `stuck` looks at the tasks only while it is not 0, and sets it back
+    #: to 0 once none held here is stopped (the tick asks every busy link, most of which never stopped a task)
+    stops: int = 0
     killing: str = ""  #: why the scheduler had it killed ("" while not): its loss blames no task (rule 2)
     #: it ended while it held tasks: since when the scheduler waits for both its link's closing and its agent's word
     closed_at: float | None = None
@@ -298,12 +301,16 @@ class ProcessorLink:
         held = self.tasks.get(task_id)
         if held is not None:
             held.stopped_at = now
+            self.stops += 1
 
     def stuck(self, now: float) -> bool:
         """Rule 4: a task stopped in its processor has not unwound after STOP_GRACE_SECONDS (and it writes nothing)."""
-        return not self.writing and any(
-            held.stopped_at is not None and now - held.stopped_at > STOP_GRACE_SECONDS for held in self.tasks.values()
-        )
+        if not self.stops:
+            return False
+        stopped = [held.stopped_at for held in self.tasks.values() if held.stopped_at is not None]
+        if not stopped:
+            self.stops = 0
+        return not self.writing and any(now - at > STOP_GRACE_SECONDS for at in stopped)
 
     def overdue(self, now: float, timeout_seconds: float) -> list[TaskID]:
         """Rule 5: the tasks that have computed longer than `timeout_seconds`, not stopped already."""
