@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-COLOURS = ["#999999", "#1f77b4", "#2ca02c", "#9467bd"]  #: the first run grey (before), the next ones in colour
+#: the first run grey (before), the next ones in colour (none the targets' red, nor the other systems' orange)
+COLOURS = ["#999999", "#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#e377c2"]
 RED, ORANGE, PURPLE = "#d62728", "#f58518", "#8c564b"
 WIDTH, HEIGHT, PAD = 400, 270, 54
 
