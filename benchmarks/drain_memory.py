@@ -30,7 +30,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID, PeerID, TaskID
 from scaler.scheduler.core.events import Tick
 from scaler.scheduler.core.story_book import DEFAULT_RETENTION_SECONDS, StoryBook
-from scaler.scheduler.server import MemoryReturn
+from scaler.scheduler.heap import MemoryReturn
 
 BATCH = 100  #: tasks per frame, as the harness's fake client sends
 TICK = 0.25

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import gc
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -48,7 +49,12 @@ class AsyncSocket:
     send on the socket (ZeroMQ allows that when calls are serialised with a full memory barrier). With `reading`
     too, another thread may also read it (`read_waiting`, `scaler.io.waiting_reader`). With `pause_after_burst`, the
     socket is left unread for the seconds it returns after each burst (the scheduler's while it is idle: the
-    heartbeats of a big cluster read a few at a time)."""
+    heartbeats of a big cluster read a few at a time). With `collector_paused`, CPython's cyclic garbage collector
+    does not run while a burst is read and handled: what a burst makes lives until its end (its decoded messages,
+    the events, the effects and frames of what it sends: a submission of 20,000 tasks is one burst), and each young
+    collection inside it walked them all and passed them on to the older generations, whose collections walked them
+    again (with 5,000 workers, 8-14 µs a task in collections, benchmarks/notes/scale.md, part 5). After the burst
+    most of it is gone, freed by reference counting, and the next collection walks what stays."""
 
     def __init__(
         self,
@@ -60,8 +66,10 @@ class AsyncSocket:
         lock: threading.Lock | None = None,
         reading: threading.RLock | None = None,
         pause_after_burst: Callable[[], float] | None = None,
+        collector_paused: bool = False,
     ) -> None:
         self._loop = loop
+        self._collector_paused = collector_paused
         self._socket = sock
         self._on_message = on_message
         self._copy = copy
@@ -179,6 +187,10 @@ class AsyncSocket:
             return
         handled = 0
         self.in_burst = True
+        #: paused here, and not by a burst this one runs inside (a drain from another socket's handler): resumed here
+        pausing = self._collector_paused and gc.isenabled()
+        if pausing:
+            gc.disable()
         try:
             with self._reading:
                 handled = self._read_and_handle(BURST)
@@ -190,6 +202,8 @@ class AsyncSocket:
                     self._on_burst_end()
             finally:
                 self.in_burst = False
+                if pausing:
+                    gc.enable()
         if handled and self.after_loop_read is not None:
             self.after_loop_read()
         if handled and self._pause_after_burst is not None and not self._paused and not self._closed:

@@ -3,7 +3,7 @@
 Why: after a big queue drains, CPython's allocator (pymalloc) gives a 1 MiB arena back only once every object in it is
 freed, and the few objects that outlive a drain (the stories kept, the workers' latest heartbeats, spare objects of
 the free lists) sit in arenas all over the memory the queue filled. glibc's `malloc_trim`, which the scheduler calls
-once a big queue has drained (`server.MemoryReturn`), gives back every free page wherever it is. Measured in process
+once a big queue has drained (`heap.MemoryReturn`), gives back every free page wherever it is. Measured in process
 (benchmarks/drain_memory.py, a 100,000-task drain): 35% of the growth kept on pymalloc, 17% on glibc's malloc; the
 scheduler's CPU per task about 1 µs (2-4%) more (benchmarks/scheduler_cost.py).
 

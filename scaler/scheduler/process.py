@@ -134,6 +134,7 @@ def _serve(
     served: ServedAddresses,
     signals: StartSignals,
 ) -> int:
+    from scaler.scheduler.heap import Heap, refreeze
     from scaler.scheduler.server import SchedulerServer
 
     metrics = None
@@ -145,7 +146,9 @@ def _serve(
         except (OSError, ValueError) as error:
             logger.error("cannot serve /metrics on %s: %s", config.metrics_address, error)
             return EXIT_CONFIGURATION
-    server = SchedulerServer(core, bind, monitor, storage, sockets, metrics.on_publish if metrics else None)
+    server = SchedulerServer(
+        core, bind, monitor, storage, sockets, metrics.on_publish if metrics else None, heap=Heap(freeze=refreeze)
+    )
     # a queue of many tasks is many young objects: the collector's default (a collection every 700 allocations)
     # spent about 7 us per tiny task in W1 re-walking them, this about 3 us (benchmarks/NOTES.md, "The scheduler's
     # CPU per task"); no cycle lives long either way (MemoryReturn collects once a big queue has drained)

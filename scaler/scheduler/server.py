@@ -9,7 +9,6 @@ publication, object deletions. It also turns transport facts into events: a peer
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 from collections.abc import Callable
@@ -50,7 +49,7 @@ from scaler.scheduler.core.events import (
     Watchers,
 )
 from scaler.scheduler.core.scheduler_core import SchedulerCore
-from scaler.scheduler.core.shrink_rule import SHRINK_FACTOR
+from scaler.scheduler.heap import Heap
 from scaler.scheduler.peer_keys import REVOKED, PeerKeys
 
 logger = logging.getLogger(__name__)
@@ -63,88 +62,6 @@ PROBE_DELAYS_SECONDS = (0.05, 0.5, 2.0)
 REVOCATION_CHECK_SECONDS = 1.0
 
 
-#: A queue must have held this many tasks before its draining gives memory back.
-TRIM_AFTER_TASKS = 10_000
-#: Calls of `MemoryReturn.after` (one per status interval: seconds) from the return at empty to the one more that
-#: follows while the queue stays empty.
-RETURN_AGAIN_AFTER_CALLS = 5
-
-
-class MemoryReturn:
-    """Gives memory back once a big queue has drained (to zero, or to fewer than 1/SHRINK_FACTOR of the tasks it
-    held at the last return, the rule the core's tables are rebuilt by). Two steps, both needed:
-
-    - a full garbage collection, which also empties CPython's free lists (up to 2,000 spare tuples of each
-      small size, 100 floats, 80 dicts, ...): each spare object keeps the 1 MiB arena it sits in alive, and
-      after a big queue they sit in arenas the tasks filled (a 200,000-task drain kept 40 MB that way);
-    - `malloc_trim`: CPython returns freed hash tables and large objects to glibc, which keeps the pages
-      (Linux/glibc only; elsewhere only the collection runs); on glibc's malloc (`allocator.py`) every object too.
-
-    Once empty, memory is given back once more RETURN_AGAIN_AFTER_CALLS seconds later if the queue stayed empty: what
-    was freed meanwhile (the session and buffers of the client that leaves once its answers are in, the last
-    messages ZeroMQ held) goes too.
-
-    And while a queue grows, for each TRIM_AFTER_TASKS tasks more since the last trim, and once its growth pauses
-    (a tenth of that more, and none since the last call): `malloc_trim` alone. The frames of the submissions (ZeroMQ's
-    messages, their copies) come and go through glibc's heap among what stays, and the pages they freed stayed the
-    process's: about 170 bytes per queued task, a fifth of what the queue holds. The level a growth is counted from
-    comes down only once the queue shrank by TRIM_AFTER_TASKS (or below it): a queue that flows at a steady level
-    (a client keeping 20,000 tasks unanswered) is not trimmed at each of its ups and downs, a trim of the whole heap
-    (70 ms with 10,000 workers connected: 7 us a task, benchmarks/notes/scale.md) each.
-    """
-
-    def __init__(self) -> None:
-        self._level = 0  #: the most live tasks since the last return
-        self._big = False  #: a queue of TRIM_AFTER_TASKS or more was seen since the queue was last empty
-        self.returns = 0
-        self._again = 0  #: calls to go before the return at empty is made once more (0: none due)
-        self._trimmed_at = 0  #: the live tasks at the last trim (or fewer since)
-        self._previous = 0  #: the live tasks at the last call
-        self.intake_trims = 0
-        self._trim: Callable[[int], int] | None = None
-        try:
-            import ctypes
-
-            self._trim = ctypes.CDLL("libc.so.6").malloc_trim
-        except (OSError, AttributeError):
-            self._trim = None
-
-    def after(self, live_tasks: int) -> bool:
-        """Called every status interval with the number of live tasks; True when memory was given back after a drain
-        (a trim while a queue grows is counted in `intake_trims`)."""
-        previous, self._previous = self._previous, live_tasks
-        grown = live_tasks - self._trimmed_at
-        paused = grown >= TRIM_AFTER_TASKS // 10 and live_tasks <= previous and live_tasks >= TRIM_AFTER_TASKS
-        if grown >= TRIM_AFTER_TASKS or paused:
-            self._trimmed_at = live_tasks
-            self.intake_trims += 1
-            if self._trim is not None:
-                self._trim(0)
-        elif live_tasks <= self._trimmed_at - TRIM_AFTER_TASKS or live_tasks < TRIM_AFTER_TASKS:
-            self._trimmed_at = min(self._trimmed_at, live_tasks)  # shrunk by a trim's worth: a new growth trims again
-        self._level = max(self._level, live_tasks)
-        self._big = self._big or self._level >= TRIM_AFTER_TASKS
-        again = False
-        if live_tasks == 0:
-            due, self._big = self._big, False
-            if self._again:
-                self._again -= 1
-                again = not self._again
-            if due:
-                self._again = RETURN_AGAIN_AFTER_CALLS
-        else:
-            self._again = 0
-            due = self._level >= TRIM_AFTER_TASKS and live_tasks * SHRINK_FACTOR < self._level
-        if not due and not again:
-            return False
-        self._level = live_tasks
-        self.returns += 1
-        gc.collect()
-        if self._trim is not None:
-            self._trim(0)
-        return True
-
-
 class SchedulerServer:
     def __init__(
         self,
@@ -155,6 +72,7 @@ class SchedulerServer:
         sockets: Sockets,
         on_publish: Callable[[object], None] | None = None,
         clock: Clock = REAL_CLOCK,
+        heap: Heap | None = None,
     ) -> None:
         self._core = core
         self._on_publish = on_publish  #: also given each published message (the scheduler's own /metrics)
@@ -174,7 +92,9 @@ class SchedulerServer:
         #: message type name -> [sent, received], for the monitor feed
         self._message_counts: dict[str, list[int]] = {}
         self._background_tasks: set[asyncio.Future[Any]] = set()
-        self._memory = MemoryReturn()
+        #: memory given back, and the scheduler process's objects frozen (`heap.py`): only the process's own (its
+        #: entry point's), since a freeze is the whole process's (a server in a test's process has none)
+        self._heap = heap if heap is not None else Heap(freeze=None)
         #: the last echo encoded and its frame: the core hands every worker the same echo value while nothing changes
         self._echo: tuple[object, bytes] = (None, b"")
         #: the monitor feed's topics with a subscriber, as the publisher (an XPUB) says; b"" (every topic) while the
@@ -211,6 +131,7 @@ class SchedulerServer:
             copy=False,
             on_burst_end=self._burst_end,
             pause_after_burst=self._paused,
+            collector_paused=True,
         )
         self._outbox = Outbox(
             loop, self._router, routed=True, on_unreachable=self._on_unreachable, flushed_at_burst_end=True
@@ -484,7 +405,7 @@ class SchedulerServer:
         while True:
             await self._clock.sleep(STATS_SECONDS)
             if not (self._status_read() or self._core.managers):  # nobody reads them: not gathered (a wake-up saved)
-                self._memory.after(len(self._core.tasks.records))
+                self._heap.after(len(self._core.tasks.records))
                 continue
             try:
                 # the timeout given to the call itself: a wait_for around it would leave the call's own timer (60 s by
@@ -507,7 +428,7 @@ class SchedulerServer:
                 ),
             )
             self._feed([stats])
-            self._memory.after(len(self._core.tasks.records))
+            self._heap.after(len(self._core.tasks.records))
 
 
 def bundle_payload(answers: tuple[Answer, ...]) -> bytes:

@@ -5,6 +5,7 @@ inproc; the decision of when the scheduler pauses is the core's (tests/unit/sche
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any
 
 import pytest
@@ -42,3 +43,55 @@ def test_what_comes_during_the_pause_is_read_in_one_burst(pair: tuple[zmq.Socket
 
     asyncio.run(asyncio.wait_for(scenario(), 30))
     assert bursts == [1, 5]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("paused", [True, False])
+def test_the_collector_does_not_run_inside_a_burst(pair: tuple[zmq.Socket[Any], zmq.Socket[Any]], paused: bool) -> None:
+    """`collector_paused` (the scheduler's router): a burst whose messages make many objects that live until its end
+    sees no collection while it is read and handled, and the collector runs again after it. Without the pause the same
+    burst sees collections (the control)."""
+    router, dealer = pair
+    kept: list[list[int]] = []
+    collections_in_burst: list[int] = []
+    collected = [0]
+    enabled_after: list[bool] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collected[0] += 1
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+
+        def read(frames: Any) -> None:
+            if not kept:  # the burst's first message: collections before it are not counted
+                collected[0] = 0
+            kept.extend([index] for index in range(500))  # tracked objects, alive until the burst ends
+
+        def burst_end() -> None:
+            collections_in_burst.append(collected[0])
+            kept.clear()
+            collected[0] = 0
+            loop.call_soon(lambda: (enabled_after.append(gc.isenabled()), done.set()))
+
+        for _ in range(50):
+            dealer.send(b"task")
+        await asyncio.sleep(0.1)  # all queued before the socket is read: one burst
+        sock = AsyncSocket(loop, router, read, on_burst_end=burst_end, collector_paused=paused)
+        try:
+            await done.wait()
+        finally:
+            sock.close()
+
+    threshold = gc.get_threshold()
+    gc.set_threshold(100, *threshold[1:])
+    gc.callbacks.append(count)
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), 30))
+    finally:
+        gc.callbacks.remove(count)
+        gc.set_threshold(*threshold)
+    assert enabled_after == [True]
+    assert (collections_in_burst[0] == 0) is paused, collections_in_burst

@@ -6,7 +6,7 @@ import itertools
 import random
 
 from scaler.scheduler.core.shrink_rule import SHRINK_FACTOR
-from scaler.scheduler.server import RETURN_AGAIN_AFTER_CALLS, TRIM_AFTER_TASKS, MemoryReturn
+from scaler.scheduler.heap import RETURN_AGAIN_AFTER_CALLS, TRIM_AFTER_TASKS, MemoryReturn
 
 
 def returns(live_counts: list[int]) -> list[int]:
