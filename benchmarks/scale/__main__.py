@@ -54,6 +54,12 @@ def main() -> None:
     parser.add_argument("--clients", default="1,10,100", help="sizes of the clients axis")
     parser.add_argument("--queue", default="100000,1000000", help="sizes of the queue axis")
     parser.add_argument("--tasks", type=int, default=100_000, help="tasks run for each CPU-per-task figure")
+    parser.add_argument(
+        "--windows",
+        type=int,
+        default=1,
+        help="task windows of --tasks each per scheduler; a CPU-per-task figure is their median",
+    )
     parser.add_argument("--idle-seconds", type=float, default=20.0, help="how long idle CPU is measured")
     parser.add_argument("--soak-rounds", type=int, default=5)
     parser.add_argument("--soak-queue", type=int, default=200_000)
@@ -63,7 +69,7 @@ def main() -> None:
     parser.add_argument("--logs", type=Path, default=Path("/tmp/scale-logs"), help="the processes' logs")
     parser.add_argument("--out", type=Path, help="the JSON file to write")
     arguments = parser.parse_args()
-    settings = axes.Settings(arguments.logs, arguments.tasks, arguments.idle_seconds)
+    settings = axes.Settings(arguments.logs, arguments.tasks, arguments.idle_seconds, windows=arguments.windows)
     chosen = set(arguments.axes.split(","))
     run: dict[str, Any] = {
         "label": arguments.label,

@@ -43,6 +43,10 @@ class Settings:
     tasks: int = 100_000
     idle_seconds: float = 20.0
     capacity: int = 2
+    #: task windows run one after the other by each scheduler, `tasks` each: a CPU-per-task figure is their median
+    #: (one window's figure moves by a third between runs of one tree on this machine; the first window also pays
+    #: for the heap's first growth)
+    windows: int = 1
 
 
 def links_for(workers: int) -> int:
@@ -134,14 +138,15 @@ def idle_cpu_subscribed(scheduler: Scheduler, seconds: float) -> tuple[float, in
 
 
 @contextlib.contextmanager
-def window_command(scheduler: Scheduler) -> Iterator[None]:
-    """`SCALE_TASK_WINDOW_COMMAND` (e.g. `py-spy record --pid {pid} --rate 200 -o /tmp/w-{pid}.svg`): a profiler
-    started on the scheduler's pid while tasks run, and interrupted (SIGINT) when they are all answered."""
+def window_command(scheduler: Scheduler, window: int = 0) -> Iterator[None]:
+    """`SCALE_TASK_WINDOW_COMMAND` (e.g. `py-spy record --pid {pid} --rate 200 -o /tmp/w-{pid}-{window}.svg`): a
+    profiler started on the scheduler's pid while a window's tasks run (`window`: which, from 0), and interrupted
+    (SIGINT) when they are all answered."""
     command = os.environ.get("SCALE_TASK_WINDOW_COMMAND")
     if not command:
         yield
         return
-    profiler = subprocess.Popen(shlex.split(command.format(pid=scheduler.psutil.pid)))
+    profiler = subprocess.Popen(shlex.split(command.format(pid=scheduler.psutil.pid, window=window)))
     time.sleep(1.0)  # attached before the first task
     try:
         yield
@@ -154,16 +159,54 @@ def window_command(scheduler: Scheduler) -> Iterator[None]:
             profiler.wait()
 
 
-def run_tasks(scheduler: Scheduler, client_fleet: Fleet, tasks: int, window: int) -> tuple[float, float]:
-    """(scheduler CPU seconds, wall seconds) while `tasks` no-op tasks go through, `window` unanswered at most."""
+def run_tasks(
+    scheduler: Scheduler, client_fleet: Fleet, tasks: int, window: int, index: int = 0
+) -> tuple[float, float]:
+    """(scheduler CPU seconds, wall seconds) while `tasks` no-op tasks go through, `window` unanswered at most
+    (`index`: which of a scheduler's windows this is)."""
     already = client_fleet.ask("report")["answered"]
-    with window_command(scheduler):
+    with window_command(scheduler, index):
         cpu, started = scheduler.cpu_seconds(), time.monotonic()
         client_fleet.ask("submit", tasks=tasks, window=window)
         answer = client_fleet.ask("wait", answered=already + tasks, timeout=max(600, tasks / 200))
     if answer["answered"] < already + tasks:
         raise RuntimeError(f"only {answer['answered'] - already} of {tasks} tasks were answered in time")
     return scheduler.cpu_seconds() - cpu, time.monotonic() - started
+
+
+@dataclass
+class Windows:
+    """The task windows one scheduler ran: each window's scheduler CPU seconds and wall seconds."""
+
+    tasks: int
+    cpu: list[float]
+    wall: list[float]
+
+    def per_task_us(self, idle_percent: float = 0.0) -> list[float]:
+        """Each window's CPU per task (µs), less `idle_percent` of a core over its wall time."""
+        pairs = zip(self.cpu, self.wall, strict=True)
+        return [(cpu - idle_percent / 100 * wall) / self.tasks * 1e6 for cpu, wall in pairs]
+
+    def figures(self, idle_percent: float = 0.0) -> dict[str, Any]:
+        raw, net = self.per_task_us(), self.per_task_us(idle_percent)
+        return {
+            "tasks": self.tasks,
+            "windows": len(raw),
+            "cpu_per_task_us": statistics.median(raw),
+            "cpu_per_task_us_windows": raw,
+            "net_cpu_per_task_us": statistics.median(net),
+            "tasks_per_second": statistics.median(self.tasks / wall for wall in self.wall),
+        }
+
+
+def run_windows(scheduler: Scheduler, client_fleet: Fleet, settings: Settings) -> Windows:
+    """`settings.windows` windows of `settings.tasks` tasks each, one after the other."""
+    found = Windows(settings.tasks, [], [])
+    for index in range(max(1, settings.windows)):
+        cpu, wall = run_tasks(scheduler, client_fleet, settings.tasks, WINDOW, index)
+        found.cpu.append(cpu)
+        found.wall.append(wall)
+    return found
 
 
 #: RSS growth of an idle scheduler over its idle window that says it falls behind its peers' heartbeats (ZeroMQ
@@ -198,8 +241,7 @@ def workers_axis(settings: Settings, sizes: list[int], rows: list[dict[str, Any]
                 on_row()
                 continue
             subscribed, shown = idle_cpu_subscribed(scheduler, settings.idle_seconds)
-            cpu, wall = run_tasks(scheduler, client_fleet, settings.tasks, WINDOW)
-            net = cpu - idle / 100 * wall  # what the heartbeats cost meanwhile taken out
+            ran = run_windows(scheduler, client_fleet, settings)
             row = {
                 "workers": workers,
                 "idle_cpu_percent": idle,
@@ -209,17 +251,16 @@ def workers_axis(settings: Settings, sizes: list[int], rows: list[dict[str, Any]
                 "idle_cpu_percent_subscribed": subscribed,
                 "workers_shown_to_late_subscriber": shown,
                 "rss_mb_idle": rss,
-                "tasks": settings.tasks,
-                "cpu_per_task_us": cpu / settings.tasks * 1e6,
-                "net_cpu_per_task_us": net / settings.tasks * 1e6,
-                "tasks_per_second": settings.tasks / wall,
-                "checks": checks(worker_fleet, client_fleet, settings.tasks),
+                **ran.figures(idle),  # net: what the heartbeats cost meanwhile taken out
+                "checks": checks(worker_fleet, client_fleet, settings.tasks * len(ran.cpu)),
             }
         print(f"  idle {row['idle_cpu_percent']:.1f}% at {row['heartbeats_per_second']:.0f} heartbeats/s (period "
               f"{row['heartbeat_period_seconds']:g} s), "
               f"{row['idle_cpu_percent_subscribed']:.1f}% with a subscriber "
               f"shown {shown:,} workers); {row['cpu_per_task_us']:.1f} us per task "
-              f"({row['net_cpu_per_task_us']:.1f} without the idle cost), {row['tasks_per_second']:,.0f} tasks/s; "
+              f"({row['net_cpu_per_task_us']:.1f} without the idle cost; windows "
+              f"{', '.join(f'{us:.0f}' for us in row['cpu_per_task_us_windows'])}), "
+              f"{row['tasks_per_second']:,.0f} tasks/s; "
               f"checks {'ok' if row['checks']['ok'] else row['checks']}", flush=True)  # fmt: skip
         rows.append(row)
         on_row()
@@ -234,24 +275,25 @@ def clients_axis(settings: Settings, counts: list[int], workers: int = 100) -> l
         print(f"[clients] {clients} clients, {workers} workers", flush=True)
         with cluster(settings, f"clients-{clients}", workers, clients) as (scheduler, worker_fleet, client_fleet):
             time.sleep(SETTLE_SECONDS)
-            cpu, wall = run_tasks(scheduler, client_fleet, settings.tasks, WINDOW)
+            ran = run_windows(scheduler, client_fleet, settings)
+            ran_tasks = settings.tasks * len(ran.cpu)
             fair_tasks = max(clients * 500, settings.tasks // 2)
             client_fleet.ask("submit", tasks=fair_tasks, all_at_once=True)
-            waited = client_fleet.ask("wait", answered=settings.tasks + fair_tasks, timeout=max(600, fair_tasks / 200),
+            waited = client_fleet.ask("wait", answered=ran_tasks + fair_tasks, timeout=max(600, fair_tasks / 200),
                                       half_counts=True)  # fmt: skip
             halves = waited["half_counts"] or [0]
             row = {
                 "clients": clients,
                 "workers": workers,
-                "tasks": settings.tasks,
-                "cpu_per_task_us": cpu / settings.tasks * 1e6,
-                "tasks_per_second": settings.tasks / wall,
+                **ran.figures(),
                 "fairness_tasks": fair_tasks,
                 "fairness_min_over_max": min(halves) / max(max(halves), 1),
                 "fairness_spread": statistics.pstdev(halves) / max(statistics.mean(halves), 1e-9),
-                "checks": checks(worker_fleet, client_fleet, settings.tasks + fair_tasks),
+                "checks": checks(worker_fleet, client_fleet, ran_tasks + fair_tasks),
             }
-        print(f"  {row['cpu_per_task_us']:.1f} us per task, {row['tasks_per_second']:,.0f} tasks/s; fair shares: "
+        print(f"  {row['cpu_per_task_us']:.1f} us per task (windows "
+              f"{', '.join(f'{us:.0f}' for us in row['cpu_per_task_us_windows'])}), "
+              f"{row['tasks_per_second']:,.0f} tasks/s; fair shares: "
               f"the least served client had {row['fairness_min_over_max']:.2f} of the most served's answers; "
               f"checks {'ok' if row['checks']['ok'] else row['checks']}", flush=True)  # fmt: skip
         rows.append(row)
