@@ -16,6 +16,10 @@ from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.scheduler_core import CoreSettings
 from scaler.testing.simulation import PYTHON, SimulatedCluster, task
 
+#: A task timeout on the workers: a tick then looks at every link it watches (a link with no rule that could be due on
+#: it, no task timeout among them, is passed over with a glance at its fields).
+TIMEOUT = 3600.0
+
 
 def links_asked(monkeypatch: pytest.MonkeyPatch) -> list[ProcessorLink]:
     """The links a tick asks whether they are stuck, in the order asked (the rule itself still answers)."""
@@ -36,7 +40,7 @@ def test_a_tick_looks_only_at_links_that_hold_tasks(monkeypatch: pytest.MonkeyPa
     sim = SimulatedCluster(CoreSettings("s", "o", PYTHON))
     client = sim.add_client()
     for number in range(200):
-        sim.add_worker(f"w{number}")
+        sim.add_worker(f"w{number}", task_timeout_seconds=TIMEOUT)
     sim.submit(client, [task(client.peer, 1)])
     asked = links_asked(monkeypatch)
     sim.time.advance(0.25)
@@ -52,7 +56,7 @@ def test_a_link_whose_tasks_ended_leaves_the_ticks_watch_and_comes_back_with_its
     does not enter the link (never watched: no link asked) or when the tick never forgets one (still watched idle)."""
     sim = SimulatedCluster(CoreSettings("s", "o", PYTHON))
     client = sim.add_client()
-    workers = [sim.add_worker(f"w{number}") for number in range(3)]
+    workers = [sim.add_worker(f"w{number}", task_timeout_seconds=TIMEOUT) for number in range(3)]
     asked = links_asked(monkeypatch)
     sim.submit(client, [task(client.peer, 1)])
     busy = next(worker for worker in workers if worker.held)
