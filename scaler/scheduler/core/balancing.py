@@ -28,7 +28,9 @@ def balance_plan(
     workers = list(workers)
     if not any(len(worker.assigned) > 1 for worker in workers):  # nothing to give (an idle cluster): no more to do
         return {}
-    idle = [w for w in workers if w.is_idle and w.free_slots > 0]
+    # a taker has a link with room: a task asked back for a worker none of whose processors said hello yet would only
+    # be queued again and dispatched elsewhere (and a cluster under load has no such taker: no plan is made)
+    idle = [w for w in workers if w.is_idle and w.free_slots > 0 and w.takes_tasks]
     if not idle:
         return {}
     spare: dict[PeerID, list[TaskID]] = {}
