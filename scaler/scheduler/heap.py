@@ -4,14 +4,15 @@
 - `FreezeRule`: the objects the scheduler holds while it holds no task (its peers' sessions, the modules, the
   tables) are kept out of the collector's walks (`gc.freeze`). A full collection comes once the objects that
   survived two younger ones outnumber a quarter of those that survived the last full one; under load they are the
-  tasks in flight, and each such collection walked every object of the process: with 5,000 workers connected one
-  came every 20,000 tasks or so and took about 170 ms, 8-14 µs a task (benchmarks/notes/scale.md, part 5). Frozen,
+  tasks in flight, and each such collection walked every object of the process: one came every 20,000 tasks or so
+  (170 ms with 10,000 workers connected; 8-14 µs a task at 5,000, benchmarks/notes/scale.md, part 5). Frozen,
   the sessions are walked only when they are frozen again: after FREEZE_AFTER_IDLE_CALLS intervals holding no task,
-  and every REFREEZE_IDLE_CALLS while that lasts (a full collection of what is not frozen, then the freeze: a few
-  ms a minute while idle). What is frozen is still freed when nothing refers to it (reference counts); only a
-  cycle among frozen objects waits for the next freeze to be collected.
+  and every REFREEZE_IDLE_CALLS while that lasts (a full collection, then the freeze: a few ms at 1,000 workers,
+  about 130 ms at 10,000, once a minute while idle). What is frozen is still freed when nothing refers to it
+  (reference counts); only a cycle among frozen objects waits for the next freeze to be collected.
 
-The rules are pure (`after` takes the live tasks, says what to do); `Heap` carries them out.
+`FreezeRule` is pure (`after` takes the live tasks and says whether to freeze); `MemoryReturn` decides and gives
+memory back itself; `Heap` calls both once a status interval and carries out the freeze.
 """
 
 from __future__ import annotations
@@ -116,7 +117,6 @@ class FreezeRule:
 
     def __init__(self) -> None:
         self._idle_calls = 0
-        self.freezes = 0
 
     def after(self, live_tasks: int) -> bool:
         """Called every status interval with the number of live tasks; True when the heap is to be frozen now."""
@@ -124,10 +124,8 @@ class FreezeRule:
             self._idle_calls = 0
             return False
         self._idle_calls += 1
-        due = self._idle_calls >= FREEZE_AFTER_IDLE_CALLS
-        due = due and (self._idle_calls - FREEZE_AFTER_IDLE_CALLS) % REFREEZE_IDLE_CALLS == 0
-        self.freezes += due
-        return due
+        since_first = self._idle_calls - FREEZE_AFTER_IDLE_CALLS
+        return since_first >= 0 and since_first % REFREEZE_IDLE_CALLS == 0
 
 
 def refreeze() -> None:
