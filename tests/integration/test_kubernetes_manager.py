@@ -329,6 +329,45 @@ def test_answers_worth_a_retry_are_retried_and_a_refusal_is_named(
     asyncio.run(scenario())
 
 
+def test_a_manager_closed_while_its_pods_are_still_going_deletes_their_keys(
+    rehearsal: Any, client: Any, namespace: str, tmp_path: Path
+) -> None:
+    """The pods a stopping manager terminated stay in the API until their workers have left (the grace period), and
+    the watch that would say DELETED is closed first: the keys' Secret goes with the manager all the same. Without
+    the rule it was kept whenever the backend's own view still held a pod being deleted (seen under load, after a
+    Ctrl-C of the example stack)."""
+    from lightkube.resources.core_v1 import Secret
+
+    from scaler.security.key_folder import KeyFolder
+    from scaler.worker_manager.backend import UnitState
+    from scaler.worker_manager.kubernetes.pods import keys_secret_name
+
+    keys = KeyFolder.ensure(tmp_path / "keys")
+    spec = unit_spec(
+        "k8s-s",
+        death_timeout_seconds=30,
+        curve_secret_key=keys.path("workers.key_secret"),
+        curve_server_key=keys.path("server.key"),
+    )
+    secret_name = keys_secret_name("k8s-s")
+
+    async def scenario() -> None:
+        backend = kubernetes_backend(spec, tmp_path, k8s_namespace=namespace, k8s_grace_seconds=20)
+        try:
+            (unit_id,) = await backend.launch(1, spec)
+            await _until(backend, lambda units: units.get(unit_id) is UnitState.RUNNING, "the pod to run")
+            assert client.get(Secret, secret_name, namespace=namespace)
+            await backend.terminate([unit_id], "the test")
+            # the backend's view: the pod being deleted (the watch has not said DELETED yet)
+            assert [pod["metadata"].get("deletionTimestamp") is not None for pod in backend._pods.values()] == [True]
+        finally:
+            await backend.close()
+        assert [s.metadata.name for s in client.list(Secret, namespace=namespace)] == []
+
+    asyncio.run(scenario())
+    wait_for(lambda: not pods(client, namespace), "the pod to finish going", SCALE_DEADLINE_SECONDS)
+
+
 async def _until(backend: Any, check: Callable[[dict[str, Any]], bool], what: str) -> None:
     deadline = time.monotonic() + 30.0
     while not check({unit.unit_id: unit.state for unit in await backend.list_units()}):

@@ -188,3 +188,11 @@ def test_a_pod_whose_node_stopped_answering_is_named_and_no_capacity() -> None:
         containerStatuses=[{"state": {"running": {}}}],
     )
     assert pods.unit_of(collected).detail == "pod scaler-worker-u1: DeletionByPodGC: PodGC: node no longer exists"
+
+
+def test_only_a_pod_that_may_still_start_a_worker_needs_the_keys() -> None:
+    assert pods.needs_keys(status("Pending")) and pods.needs_keys(status("Running"))
+    assert not pods.needs_keys(status("Succeeded")) and not pods.needs_keys(status("Failed"))
+    going = status("Running")
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    assert not pods.needs_keys(going)

@@ -16,7 +16,7 @@
 - terminate: a delete with the grace period (the worker gets SIGTERM and leaves the scheduler); an unknown or
   gone pod is a no-op.
 - close: the watch and the client; the pods stay for the next manager with the same id (and the Secret, while
-  they do).
+  one of them may still start a worker: a pod that finished or is being deleted does not keep it).
 """
 
 from __future__ import annotations
@@ -150,8 +150,10 @@ class KubernetesBackend:
                 except KubeError as error:
                     logger.warning("could not delete the pod %s: %s", name, error)
                 self._pods.pop(name, None)
-        if self._keys_ready and not self._pods:
-            try:  # no pod of this manager is left to need the keys
+        if self._keys_ready and not any(
+            pod_specs.needs_keys(pod) and name not in self._deleting for name, pod in self._pods.items()
+        ):
+            try:  # no pod of this manager is left to need the keys (those the API still holds are going)
                 await self._client.delete(Secret, pod_specs.keys_secret_name(self._manager_id))
             except Exception as error:
                 logger.debug("the keys' Secret was not deleted: %s", error)

@@ -193,6 +193,13 @@ def unit_of(pod: Object) -> UnitInfo:
     return UnitInfo(unit_id_of(pod), UnitState.RUNNING, created_at, detail=f"pod {name}")
 
 
+def needs_keys(pod: Object) -> bool:
+    """Whether the pod may still start a worker that reads the keys' Secret: not finished and not being deleted (a
+    finished pod being deleted stays in the API until its kubelet confirms, and needs the keys no more)."""
+    metadata, status = pod.get("metadata") or {}, pod.get("status") or {}
+    return status.get("phase", "Pending") not in ("Succeeded", "Failed") and not metadata.get("deletionTimestamp")
+
+
 def waiting(pod: Object) -> UnitWait | None:
     """Why a Pending pod waits, as Kubernetes says it: unschedulable (its scheduler's words), or its container cannot
     start (an image that cannot be pulled, a missing Secret); None while it is merely being started."""
