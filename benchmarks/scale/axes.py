@@ -92,6 +92,7 @@ def checks(worker_fleet: Fleet, client_fleet: Fleet, submitted: int) -> dict[str
         "answers_unknown": clients["answers_unknown"],
         "tasks_sent_to_workers": workers["tasks_received"],
         "tasks_sent_twice": workers["tasks_twice"],
+        "tasks_asked_back": workers["tasks_asked_back"],
         "workers_lost": workers["lost_workers"],
         "protocol_errors": workers["protocol_errors"] + clients["protocol_errors"],
     }

@@ -155,6 +155,8 @@ class FakeWorker(FakePeer):
                     result = m.TaskResult(message.task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE,
                                           RESULT_PAYLOAD, worker_id=self.identity)  # fmt: skip
                     results.append(codec.encode(result))
+                elif type(message) is m.TaskReturn:  # asked back: answered already (every task is, at once)
+                    fleet.tasks_asked_back += len(message.task_ids)
                 elif type(message) is m.HelloReply:
                     if message.accepted:
                         self._ready()
@@ -262,6 +264,7 @@ class Fleet:
         self.opening: set[asyncio.Task[None]] = set()  #: processors' links being opened
         self.registered_workers = self.registered_clients = self.lost_workers = 0
         self.tasks_received = self.tasks_twice = 0
+        self.tasks_asked_back = 0  #: named in a TaskReturn (processor_links.py rule 3: behind a task sent 1 s ago)
         self.heartbeats_sent = 0  #: by the workers, so far
         self.seen_tasks: set[TaskID] = set()
         self.submitted = self.answered = 0
@@ -340,6 +343,7 @@ class Fleet:
             "longest_period": max((worker.period for worker in self.workers), default=0.0),
             "tasks_received": self.tasks_received,
             "tasks_twice": self.tasks_twice,
+            "tasks_asked_back": self.tasks_asked_back,
             "submitted": self.submitted,
             "answered": self.answered,
             "unanswered": sum(len(client.unanswered) for client in clients),
