@@ -371,7 +371,7 @@ class SchedulerServer:
         while True:
             interval = self._core.pace().tick_seconds  # a beat a second while a big cluster idles (`pace.py`)
             await self._clock.sleep(interval)
-            self._feed([beats.tick(self._now(), self._clock.wall(), interval)])
+            self._feed([beats.tick(self._now(), self._clock.wall(), interval, reads_behind=self._router.behind)])
 
     async def _revocation_routine(self, keys: PeerKeys) -> None:
         """Every second: a peer whose key left the authorised folder is dropped (its tasks go as if it had
@@ -405,7 +405,7 @@ class SchedulerServer:
         while True:
             await self._clock.sleep(STATS_SECONDS)
             if not (self._status_read() or self._core.managers):  # nobody reads them: not gathered (a wake-up saved)
-                self._heap.after(len(self._core.tasks.records))
+                self._heap.after(len(self._core.tasks.records), self._core.tasks.unplaced)
                 continue
             try:
                 # the timeout given to the call itself: a wait_for around it would leave the call's own timer (60 s by
@@ -428,7 +428,7 @@ class SchedulerServer:
                 ),
             )
             self._feed([stats])
-            self._heap.after(len(self._core.tasks.records))
+            self._heap.after(len(self._core.tasks.records), self._core.tasks.unplaced)
 
 
 def bundle_payload(answers: tuple[Answer, ...]) -> bytes:

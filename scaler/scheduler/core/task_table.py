@@ -92,6 +92,12 @@ class TaskTable:
     def __len__(self) -> int:
         return len(self.records)
 
+    @property
+    def unplaced(self) -> int:
+        """The live tasks no worker holds: queued, or waiting for the nodes they depend on."""
+        counts = self.live_counts
+        return counts[TaskState.WAITING] + counts[TaskState.QUEUED]
+
     def get(self, task_id: TaskID) -> TaskRecord | None:
         return self.records.get(task_id)
 

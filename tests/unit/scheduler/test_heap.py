@@ -10,7 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from scaler.scheduler.heap import FREEZE_AFTER_IDLE_CALLS, REFREEZE_IDLE_CALLS, FreezeRule, Heap, refreeze
+from scaler.scheduler.heap import (
+    FREEZE_AFTER_IDLE_CALLS,
+    REFREEZE_IDLE_CALLS,
+    TRIM_AFTER_TASKS,
+    FreezeRule,
+    Heap,
+    refreeze,
+)
 
 
 def freezes(live_counts: list[int]) -> list[int]:
@@ -37,10 +44,26 @@ def test_the_heap_freezes_when_the_rule_says_so() -> None:
     done: list[int] = []
     heap = Heap(freeze=lambda: done.append(1))
     for _ in range(FREEZE_AFTER_IDLE_CALLS):
-        heap.after(0)
+        heap.after(0, 0)
     assert done == [1]
-    heap.after(3)
+    heap.after(3, 0)  # tasks held by workers are tasks held: nothing frozen while there are any
+    for _ in range(FREEZE_AFTER_IDLE_CALLS - 1):
+        heap.after(0, 0)
     assert done == [1]
+
+
+def test_only_a_queue_no_worker_holds_gives_memory_back_as_it_drains() -> None:
+    """Tasks the workers hold are bounded by their room and come and go with it: 10,000 workers holding a client's
+    20,000 tasks are no big queue, and their windows are not each followed by a collection and a trim of a heap that
+    10,000 peers' connections made big. Fails when the heap counts every live task as the queue."""
+    held = Heap(freeze=None)
+    for live, unplaced in [(2 * TRIM_AFTER_TASKS, 1_000), (TRIM_AFTER_TASKS, 0), (0, 0)]:
+        held.after(live, unplaced)
+    assert (held.memory.returns, held.memory.intake_trims) == (0, 0)
+    queued = Heap(freeze=None)
+    for live, unplaced in [(2 * TRIM_AFTER_TASKS, 2 * TRIM_AFTER_TASKS - 100), (TRIM_AFTER_TASKS, 0), (0, 0)]:
+        queued.after(live, unplaced)
+    assert queued.memory.returns == 1 and queued.memory.intake_trims == 1
 
 
 class Node:
