@@ -33,30 +33,37 @@ def balance_plan(
     idle = [w for w in workers if w.is_idle and w.free_slots > 0 and w.takes_tasks]
     if not idle:
         return {}
-    spare: dict[PeerID, list[TaskID]] = {}
-    for worker in workers:
-        if len(worker.assigned) > 1:
-            candidates = sorted((t for t in worker.assigned if not already_asked(t)), key=dispatch_order)
-            spare[worker.peer] = candidates[1:]  # the oldest is assumed to run
-    plan: dict[PeerID, list[TaskID]] = {}
     # the donors in a heap, most spare tasks first (ties: the order they were found), each taker served from its top:
-    # a sort of every donor for every idle worker was quadratic (10,000 workers: seconds a period)
-    order = {peer: number for number, peer in enumerate(spare)}
-    heap = [(-len(tasks), order[peer], peer) for peer, tasks in spare.items() if tasks]
+    # a sort of every donor for every idle worker was quadratic (10,000 workers: seconds a period). A donor enters it
+    # with what it holds less one as its count, an upper bound; its spare tasks are sorted only once it comes to the
+    # top (then it goes back in with its true count): at 10,000 workers under load, a sort of every donor each period
+    # was most of the plan's cost, for the few donors the takers draw from
+    spare: dict[PeerID, list[TaskID]] = {}
+    donors = {worker.peer: worker for worker in workers if len(worker.assigned) > 1}
+    heap = [(1 - len(worker.assigned), number, peer) for number, (peer, worker) in enumerate(donors.items())]
     heapq.heapify(heap)
+    plan: dict[PeerID, list[TaskID]] = {}
     for taker in idle:
         passed: list[tuple[int, int, PeerID]] = []  #: donors holding nothing this taker can run
         while heap:
             entry = heapq.heappop(heap)
             donor = entry[2]
-            movable = next((t for t in reversed(spare[donor]) if taker.can_run(requirement_of(t))), None)
+            tasks = spare.get(donor)
+            if tasks is None:  # at the top for the first time: its count was a bound
+                candidates = sorted((t for t in donors[donor].assigned if not already_asked(t)), key=dispatch_order)
+                tasks = spare[donor] = candidates[1:]  # the oldest is assumed to run
+                if len(tasks) != -entry[0]:
+                    if tasks:
+                        heapq.heappush(heap, (-len(tasks), entry[1], donor))
+                    continue
+            movable = next((t for t in reversed(tasks) if taker.can_run(requirement_of(t))), None)
             if movable is None:
                 passed.append(entry)
                 continue
-            spare[donor].remove(movable)
+            tasks.remove(movable)
             plan.setdefault(donor, []).append(movable)
-            if spare[donor]:
-                heapq.heappush(heap, (-len(spare[donor]), entry[1], donor))
+            if tasks:
+                heapq.heappush(heap, (-len(tasks), entry[1], donor))
             break
         for entry in passed:
             heapq.heappush(heap, entry)
