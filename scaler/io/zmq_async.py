@@ -81,6 +81,7 @@ class AsyncSocket:
         #: hands on what it read before the next one reads, so messages are handled in the order they came
         self._reading: threading.RLock | contextlib.nullcontext[None] = reading or contextlib.nullcontext()
         self._drain_scheduled = False
+        self._burst_full = False  #: the last burst stopped at its limit (`behind`)
         self._closed = False
         #: after a burst of reads, how long the socket is left unread (0: not at all), so that what comes meanwhile is
         #: read in one wake-up: each wake-up of a process that slept costs far more than the message it reads
@@ -106,6 +107,11 @@ class AsyncSocket:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def behind(self) -> bool:
+        """Whether the last burst stopped at its limit (more messages may wait; the next read comes at once)."""
+        return self._burst_full
 
     def send(self, frames: Sequence[Any], copy: bool = True, check_pending: bool = True) -> None:
         """Send one multipart message without blocking. Raises PeerUnreachable (mandatory ROUTER).
@@ -194,7 +200,8 @@ class AsyncSocket:
         try:
             with self._reading:
                 handled = self._read_and_handle(BURST)
-            if handled == BURST:
+            self._burst_full = handled == BURST
+            if self._burst_full:
                 self._schedule_drain()
         finally:
             try:  # still in the burst while its end is handled: what it sends is flushed there (Outbox)

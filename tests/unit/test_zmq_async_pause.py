@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import zmq
 
-from scaler.io.zmq_async import AsyncSocket
+from scaler.io.zmq_async import BURST, AsyncSocket
 
 
 @pytest.mark.timeout(60)
@@ -95,3 +95,37 @@ def test_the_collector_does_not_run_inside_a_burst(pair: tuple[zmq.Socket[Any], 
         gc.set_threshold(*threshold)
     assert enabled_after == [True]
     assert (collections_in_burst[0] == 0) is paused, collections_in_burst
+
+
+@pytest.mark.timeout(60)
+def test_a_socket_is_behind_while_a_burst_stopped_at_its_limit(pair: tuple[zmq.Socket[Any], zmq.Socket[Any]]) -> None:
+    """`behind` (the scheduler's beats say it: events.Tick) is True after a burst that read BURST messages with more
+    waiting, and False once a burst read all there was. Fails with `behind` always False."""
+    router, dealer = pair
+    behind_at_ends: list[bool] = []
+    count = BURST + 10
+    for _ in range(count):
+        dealer.send(b"result")
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+        got = [0]
+
+        def read(frames: Any) -> None:
+            got[0] += 1
+
+        def burst_end() -> None:
+            behind_at_ends.append(sock.behind)
+            if got[0] == count:
+                done.set()
+
+        await asyncio.sleep(0.2)  # every message queued at the router
+        sock = AsyncSocket(loop, router, read, on_burst_end=burst_end)
+        try:
+            await done.wait()
+        finally:
+            sock.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert behind_at_ends == [True, False]

@@ -9,6 +9,10 @@ from scaler.protocol.ids import ClientID, ObjectID, PeerID
 from scaler.protocol.messages import Message, MessageCount, TaskCancelConfirm, TaskResult
 from scaler.scheduler.core.pace import BUSY, LATE_BEAT_SECONDS
 
+#: The longest a run of beats behind on the reads asks nothing back (`Beats`): twice the time a task computes before
+#: what is staged behind it is asked back (scaler/protocol/staging.py).
+READS_BEHIND_SECONDS = 2.0
+
 
 @quick_init
 @dataclass(frozen=True, slots=True)
@@ -45,11 +49,15 @@ class Tick:
     """The shell's clock beat: timeouts, status snapshots and scaling are judged against `now`.
     `wall_time` (seconds since the epoch) only stamps what the monitor feed shows; nothing is decided on it.
     `on_time` False: the beat came late (`Beats`): the scheduler itself did not run for a while, so the messages its
-    peers sent meanwhile may not be read yet, and no peer's silence is judged on this beat (the next one judges)."""
+    peers sent meanwhile may not be read yet, and no peer's silence is judged on this beat (the next one judges).
+    `reads_behind` True: the beat came while the shell was behind on its reads (a full burst read, more waiting): the
+    answers the picture waits for may be among them, and nothing is asked back from behind a long task on this beat
+    (processor_links.py rule 3)."""
 
     now: float
     wall_time: float = 0.0
     on_time: bool = True
+    reads_behind: bool = False
 
 
 class Beats:
@@ -57,16 +65,33 @@ class Beats:
     due: the interval the shell slept, `pace.py`). A scheduler stalled for seconds (a loaded machine, a long pause of
     its process) wakes with its beat and the peers' heartbeats due together; judged on that beat, live workers were
     dropped as silent (seen with a 3 s worker timeout at load 11: both workers dropped in the same second, each
-    answering at once when told)."""
+    answering at once when told).
+
+    And each told whether the shell is behind on its reads, for at most READS_BEHIND_SECONDS in a row: a beat judges the
+    scheduler's picture of its links, which lags by what waits unread. A client's 20,000 tasks sent to 10,000 workers
+    come back as 10,000 messages, read over a second or more; beats judged before them asked a fifth of the tasks back
+    from behind "long" tasks that had ended (benchmarks/notes/scale.md, part 6). A scheduler that stays behind longer
+    judges anyway: what is staged behind a task that truly runs long is not kept there while the reads never catch up.
+    """
 
     def __init__(self) -> None:
         self._last: float | None = None
+        self._behind_since: float | None = None  #: since when the beats found the shell behind on its reads, in a row
 
-    def tick(self, now: float, wall_time: float, interval: float = BUSY.tick_seconds) -> Tick:
-        """The beat at `now`, `interval` seconds after the one before was given."""
+    def tick(
+        self, now: float, wall_time: float, interval: float = BUSY.tick_seconds, reads_behind: bool = False
+    ) -> Tick:
+        """The beat at `now`, `interval` seconds after the one before was given; `reads_behind`: whether the shell has
+        more messages waiting than its last burst read."""
         on_time = self._last is None or now - self._last <= interval + LATE_BEAT_SECONDS
         self._last = now
-        return Tick(now, wall_time, on_time)
+        if not reads_behind:
+            self._behind_since = None
+        elif self._behind_since is None:
+            self._behind_since = now
+        elif now - self._behind_since > READS_BEHIND_SECONDS:
+            reads_behind = False
+        return Tick(now, wall_time, on_time, reads_behind)
 
 
 @dataclass(frozen=True, slots=True)

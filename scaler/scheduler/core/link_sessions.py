@@ -15,7 +15,8 @@ processor protocol's table); this module feeds it and carries out what follows:
    actor, or keeps a waiting parent with `nested_parents = "process"`, serves no slot: its worker is asked for one
    processor more per such link (ProcessorsWanted), and once they serve again, idle ones beyond the slots are killed
    (ProcessorKill, `keep_processors`). ProcessorWriting says the processor must not be killed meanwhile.
-3. On the tick: what is staged behind a long task is asked back (processor_links.py rule 3); a task past its worker's
+3. On the tick: what is staged behind a long task is asked back (processor_links.py rule 3; not on a beat that came
+   while the shell was behind on its reads, events.Tick); a task past its worker's
    task timeout fails timedOut and is stopped (rule 5, rule 4); a processor whose stopped task did not unwind is
    killed (rule 4). The tick looks at the links sent a task since it last found them holding none
    (`holding`) and at the closed ones waiting for their agent (`closing`), not at every link: an idle cluster's tick
@@ -261,8 +262,9 @@ class LinkSessions:
 
     # ------------------------------------------------------------ time
 
-    def on_tick(self) -> None:
-        """Rules 3 and 4 (the unexplained exits) and 2 (the processors each worker keeps)."""
+    def on_tick(self, ask_back: bool = True) -> None:
+        """Rules 3 and 4 (the unexplained exits) and 2 (the processors each worker keeps); `ask_back` False: nothing
+        is asked back from behind a long task on this beat (the shell is behind on its reads: events.Tick)."""
         core = self._core
         if self.closing:
             processors = core.processors
@@ -283,14 +285,14 @@ class LinkSessions:
                     continue
                 # under load every link holds tasks, and with none of rules 3-5 due on most: `_watch`'s own checks,
                 # the cheap ones first and inline (the walk over 9,000 links ran four times a second)
-                behind = link.waiting and not link.long and now - link.busy_since >= STAGED_WAIT_SECONDS
+                behind = ask_back and link.waiting and not link.long and now - link.busy_since >= STAGED_WAIT_SECONDS
                 if (behind or link.stops or worker.task_timeout_seconds > 0) and link in worker.links:
-                    self._watch(worker, link)
+                    self._watch(worker, link, ask_back)
 
-    def _watch(self, worker: WorkerRecord, link: ProcessorLink) -> None:
+    def _watch(self, worker: WorkerRecord, link: ProcessorLink, ask_back: bool) -> None:
         core, now = self._core, self._core.now
         lifecycle = core.lifecycle
-        asked = link.behind_long(now)
+        asked = link.behind_long(now) if ask_back else None
         if asked is not None:
             worker.restage()
             if asked:

@@ -260,7 +260,7 @@ class SchedulerCore:
             self._advance(event.now)
             if event.wall_time:
                 self._wall_offset = self.tasks.wall_offset = event.wall_time - event.now
-            self._on_tick(event.on_time)
+            self._on_tick(event.on_time, event.reads_behind)
         elif isinstance(event, PeerLost):
             self._advance(event.now)
             self._drop_peer(event.peer, event.reason, event.final)
@@ -327,13 +327,13 @@ class SchedulerCore:
 
     # ------------------------------------------------------------ time
 
-    def _on_tick(self, on_time: bool) -> None:
+    def _on_tick(self, on_time: bool, reads_behind: bool = False) -> None:
         settings, now = self.settings, self.now
         self.effects.extend(DeleteOwnerObjects(owner) for owner in self.retention.due(now))
         self.job_requests.expire()
         self.submissions.release_parked()
         self.worker_sessions.end_notices()
-        self.link_sessions.on_tick()
+        self.link_sessions.on_tick(ask_back=not reads_behind)  # behind on the reads: answers may be unread (Tick)
         if on_time:  # a late beat judges no silence: what the peers sent meanwhile may not be read yet (events.Tick)
             self.client_sessions.on_tick()
             self.worker_sessions.drop_silent()

@@ -12,7 +12,7 @@ from typing import Any
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, TaskID
 from scaler.scheduler.core.effects import Send
-from scaler.scheduler.core.events import PeerLost
+from scaler.scheduler.core.events import PeerLost, Tick
 from scaler.scheduler.core.link_sessions import EXIT_WAIT_SECONDS
 from scaler.scheduler.core.processor_links import STOP_GRACE_SECONDS
 from scaler.testing.simulation import FakeClient, FakeWorker, SimulatedCluster, hello, success, task
@@ -290,6 +290,22 @@ def test_tasks_staged_behind_a_long_task_are_asked_back_once_and_the_link_gets_n
     assert not sent_to(sim, link, m.TaskReturn) and not sent_to(sim, link, m.Task), "asked once; no more sent"
     sim.finish(worker, computing)
     assert tasks_on(sim, link) == staged, "its result ends the long episode"
+    sim.check_invariants()
+
+
+def test_nothing_is_asked_back_on_a_beat_that_came_while_the_reads_were_behind() -> None:
+    """The answers the picture waits for may be unread (events.Tick): a beat behind on the reads asks nothing back,
+    the next one caught up does. Checked to fail with the beat's `reads_behind` not passed on (asked at once)."""
+    sim, client, worker = one_worker(capacity=2)
+    link = worker.link
+    sim.core.workers[worker.peer].learn(0.0001)
+    sim.submit(client, [task(client.peer, n) for n in (1, 2, 3)])
+    _computing, *staged = tasks_on(sim, link)
+    sim.time.advance(1.25)
+    sim.feed(Tick(sim.now, reads_behind=True))
+    assert not sent_to(sim, link, m.TaskReturn)
+    sim.advance(0.25)
+    assert sent_to(sim, link, m.TaskReturn) == [m.TaskReturn(tuple(staged))]
     sim.check_invariants()
 
 

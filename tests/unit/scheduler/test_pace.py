@@ -4,7 +4,7 @@ a beat is late by when it was due, at either pace."""
 
 from __future__ import annotations
 
-from scaler.scheduler.core.events import Beats
+from scaler.scheduler.core.events import READS_BEHIND_SECONDS, Beats
 from scaler.scheduler.core.pace import BUSY, IDLE, LATE_BEAT_SECONDS
 from scaler.scheduler.core.scheduler_core import CoreSettings
 from scaler.testing.simulation import PYTHON, SimulatedCluster, task
@@ -44,3 +44,16 @@ def test_a_beat_is_late_by_when_it_was_due_at_either_pace() -> None:
     idle = Beats()
     idle.tick(0.0, 0.0)
     assert idle.tick(IDLE.tick_seconds + 0.5, 0.0, IDLE.tick_seconds).on_time
+
+
+def test_beats_behind_on_the_reads_say_so_for_a_bounded_run() -> None:
+    """A beat while the shell is behind on its reads says so (nothing is asked back on it: the answers may be
+    unread), for READS_BEHIND_SECONDS in a row at most; a beat caught up starts the count again. Fails with the
+    flag passed on unbounded (a scheduler that never catches up would never ask back from behind a long task)."""
+    beats = Beats()
+    interval = BUSY.tick_seconds
+    times = [n * interval for n in range(int(READS_BEHIND_SECONDS / interval) + 3)]
+    said = [beats.tick(now, 0.0, interval, reads_behind=True).reads_behind for now in times]
+    assert said == [now - times[0] <= READS_BEHIND_SECONDS for now in times] and not said[-1]
+    assert not beats.tick(times[-1] + interval, 0.0, interval).reads_behind
+    assert beats.tick(times[-1] + 2 * interval, 0.0, interval, reads_behind=True).reads_behind
