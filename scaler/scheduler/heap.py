@@ -73,24 +73,24 @@ class MemoryReturn:
         except (OSError, AttributeError):
             self._trim = None
 
-    def after(self, live_tasks: int) -> bool:
-        """Called every status interval with the number of tasks no worker holds (`live_tasks` below: queued, or
-        waiting for the nodes they depend on); True when memory was given back after a drain (a trim while a queue
-        grows is counted in `intake_trims`)."""
-        previous, self._previous = self._previous, live_tasks
-        grown = live_tasks - self._trimmed_at
-        paused = grown >= TRIM_AFTER_TASKS // 10 and live_tasks <= previous and live_tasks >= TRIM_AFTER_TASKS
+    def after(self, queued_tasks: int) -> bool:
+        """Called every status interval with the number of tasks no worker holds (queued, or waiting for the nodes
+        they depend on); True when memory was given back after a drain (a trim while a queue grows is counted in
+        `intake_trims`)."""
+        previous, self._previous = self._previous, queued_tasks
+        grown = queued_tasks - self._trimmed_at
+        paused = grown >= TRIM_AFTER_TASKS // 10 and queued_tasks <= previous and queued_tasks >= TRIM_AFTER_TASKS
         if grown >= TRIM_AFTER_TASKS or paused:
-            self._trimmed_at = live_tasks
+            self._trimmed_at = queued_tasks
             self.intake_trims += 1
             if self._trim is not None:
                 self._trim(0)
-        elif live_tasks <= self._trimmed_at - TRIM_AFTER_TASKS or live_tasks < TRIM_AFTER_TASKS:
-            self._trimmed_at = min(self._trimmed_at, live_tasks)  # shrunk by a trim's worth: a new growth trims again
-        self._level = max(self._level, live_tasks)
+        elif queued_tasks <= self._trimmed_at - TRIM_AFTER_TASKS or queued_tasks < TRIM_AFTER_TASKS:
+            self._trimmed_at = min(self._trimmed_at, queued_tasks)  # shrunk by a trim's worth: a new growth trims again
+        self._level = max(self._level, queued_tasks)
         self._big = self._big or self._level >= TRIM_AFTER_TASKS
         again = False
-        if live_tasks == 0:
+        if queued_tasks == 0:
             due, self._big = self._big, False
             if self._again:
                 self._again -= 1
@@ -99,10 +99,10 @@ class MemoryReturn:
                 self._again = RETURN_AGAIN_AFTER_CALLS
         else:
             self._again = 0
-            due = self._level >= TRIM_AFTER_TASKS and live_tasks * SHRINK_FACTOR < self._level
+            due = self._level >= TRIM_AFTER_TASKS and queued_tasks * SHRINK_FACTOR < self._level
         if not due and not again:
             return False
-        self._level = live_tasks
+        self._level = queued_tasks
         self.returns += 1
         gc.collect()
         if self._trim is not None:
