@@ -7,9 +7,12 @@
   tasks in flight, and each such collection walked every object of the process: one came every 20,000 tasks or so
   (170 ms with 10,000 workers connected; 8-14 µs a task at 5,000, benchmarks/notes/scale.md, part 5). Frozen,
   the sessions are walked only when they are frozen again: after FREEZE_AFTER_IDLE_CALLS intervals holding no task,
-  and every REFREEZE_IDLE_CALLS while that lasts (a full collection, then the freeze: a few ms at 1,000 workers,
-  about 130 ms at 10,000, once a minute while idle). What is frozen is still freed when nothing refers to it
-  (reference counts); only a cycle among frozen objects waits for the next freeze to be collected.
+  and every REFREEZE_IDLE_CALLS while that lasts (a full collection, then the freeze: about 30 ms at 1,000 workers
+  and 130 ms at 10,000, once every ten minutes while idle). What is frozen is still freed when nothing refers to it
+  (reference counts); only a cycle among frozen objects (a session of a peer that left meanwhile) waits for the next
+  freeze to be collected: at most ten minutes. Once a minute, that full collection was 0.05% of a core at 1,000
+  idle workers and 0.2% at 10,000 (benchmarks/notes/scale.md, part 7), for a heap that had barely changed: idle,
+  what comes are heartbeats, whose statuses replace the last ones.
 
 `FreezeRule` is pure (`after` takes the live tasks and says whether to freeze); `MemoryReturn` decides and gives
 memory back itself; `Heap` calls both once a status interval and carries out the freeze.
@@ -112,8 +115,8 @@ class MemoryReturn:
 
 #: Status intervals in a row holding no task before the objects held are frozen (the last answers' clean-up done).
 FREEZE_AFTER_IDLE_CALLS = 5
-#: Status intervals between two freezes while the scheduler holds no task (peers came or went meanwhile).
-REFREEZE_IDLE_CALLS = 60
+#: Status intervals between two freezes while the scheduler holds no task (peers came or went meanwhile): ten minutes.
+REFREEZE_IDLE_CALLS = 600
 
 
 class FreezeRule:

@@ -1,5 +1,5 @@
 """When the scheduler's shell freezes the objects it holds (`heap.FreezeRule`): once it has held no task for a few
-status intervals, again every minute while that lasts, never while a task is held; and that a freeze keeps them out
+status intervals, again every ten minutes while that lasts, never while a task is held; and that a freeze keeps them out
 of the collector's walks while what is freed by reference counting still goes."""
 
 from __future__ import annotations
