@@ -2,17 +2,21 @@
 (`SchedulerServer._tick_routine`, the router's `pause_after_burst`).
 
 Rules:
-1. A scheduler that holds a task, or whose workers are few enough to beat at their own period (no heartbeat period
-   given: up to 100 workers at the default 2 s, heartbeat_period.py), is BUSY: a beat every quarter second, and every
-   message read as it comes.
-2. An idle scheduler of a bigger cluster (no task held, its workers given a period) is IDLE: a beat a second, and its
-   socket left unread IDLE.read_pause_seconds after each burst of reads. What reaches it is heartbeats, each alone a
-   wake-up of a process that slept, whose code and data had left the caches meanwhile (180 us of a core where one
-   read after another costs 14 us; a beat's wake-up, 100 to 400 us: benchmarks/notes/scale.md, "Idle: part 3").
-   Paused, the heartbeats that came meanwhile are read in one wake-up and their echoes leave together; a beat a second
-   saves three wake-ups a second. Measured at 1,000 idle workers (50 heartbeats a second, `python -m scale.threads`,
-   run in turn): a beat four times a second and 100 ms pauses, 1.27% and 1.20% of a core (12 wake-ups a second of
-   the main thread); a beat a second and 200 ms pauses, 0.85% and 0.85% (7 wake-ups).
+1. A scheduler that holds a task, or whose workers' heartbeats together come at fewer than IDLE_FROM_HEARTBEATS a
+   second (fewer than 50 workers at the default 2 s), is BUSY: a beat every quarter second, and every message read as
+   it comes.
+2. An idle scheduler of a bigger cluster (no task held, at least IDLE_FROM_HEARTBEATS heartbeats a second) is IDLE: a
+   beat a second, and its socket left unread IDLE.read_pause_seconds after each burst of reads. What reaches it is
+   heartbeats, each alone a wake-up of a process that slept, whose code and data had left the caches meanwhile (180 us
+   of a core where one read after another costs 14 us; a beat's wake-up, 100 to 400 us: benchmarks/notes/scale.md,
+   "Idle: part 3"). Paused, the heartbeats that came meanwhile are read in one wake-up and their echoes leave
+   together; a beat a second saves three wake-ups a second. Measured at 1,000 idle workers (50 heartbeats a second,
+   `python -m scale.threads`, run in turn): a beat four times a second and 100 ms pauses, 1.27% and 1.20% of a core
+   (12 wake-ups a second of the main thread); a beat a second and 200 ms pauses, 0.85% and 0.85% (7 wake-ups).
+   A cluster's heartbeats come at HEARTBEATS_PER_SECOND a second from 100 workers at the default 2 s on (beyond, the
+   workers are given longer periods: heartbeat_period.py), so 100 idle workers cost what 1,000 do only when paced
+   alike (BUSY, 2.3% to 3% of a core; IDLE, 0.9%: benchmarks/notes/scale.md, part 7). IDLE_FROM_HEARTBEATS, half of
+   that rate, is met from 50 workers on; a workstation's few dozen workers keep every message read as it comes.
 3. What IDLE costs: the first message after a quiet spell (a client's first task) waits up to
    IDLE.read_pause_seconds to be read; what is judged on a beat (a silence of at least the worker timeout, a
    client's timeout, an object's retention, a scaling target) is judged up to IDLE.tick_seconds late instead of a
@@ -25,6 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scaler.protocol.heartbeat_period import HEARTBEATS_PER_SECOND
+
 
 @dataclass(frozen=True, slots=True)
 class Pace:
@@ -36,8 +42,10 @@ BUSY = Pace(tick_seconds=0.25, read_pause_seconds=0.0)
 IDLE = Pace(tick_seconds=1.0, read_pause_seconds=0.2)
 #: How long after it was due a beat is late (rule 4): at the busy pace, a beat a second after the one before.
 LATE_BEAT_SECONDS = 0.75
+#: The heartbeats a second from which an idle scheduler reads after pauses (rules 1 and 2).
+IDLE_FROM_HEARTBEATS = HEARTBEATS_PER_SECOND / 2
 
 
-def pace(tasks_held: int, given_heartbeat_period: float) -> Pace:
-    """Rules 1 and 2: `given_heartbeat_period` is what the workers are told now (0: their own)."""
-    return IDLE if tasks_held == 0 and given_heartbeat_period > 0 else BUSY
+def pace(tasks_held: int, heartbeats_per_second: float) -> Pace:
+    """Rules 1 and 2: `heartbeats_per_second`, what the workers' heartbeats together come at now."""
+    return IDLE if tasks_held == 0 and heartbeats_per_second >= IDLE_FROM_HEARTBEATS else BUSY

@@ -398,7 +398,7 @@ class SchedulerCore:
 
     def pace(self) -> Pace:
         """How often the shell beats this core's clock and how soon it reads (`pace.py`)."""
-        return pace(len(self.tasks.records), self.worker_sessions.period())
+        return pace(len(self.tasks.records), self.worker_sessions.heartbeats_per_second())
 
     def view(self) -> m.StatusSnapshot:
         """The frozen read model of this instant (built at most once per step)."""

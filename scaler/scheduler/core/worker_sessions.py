@@ -18,7 +18,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from scaler.protocol import messages as m
-from scaler.protocol.heartbeat_period import given_period, silence_timeout
+from scaler.protocol.heartbeat_period import given_period, heartbeat_period, silence_timeout
 from scaler.protocol.ids import PeerID, short
 from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.silence import SilenceDeadlines
@@ -42,6 +42,11 @@ class WorkerSessions:
         """The heartbeat period a worker is given now: 0 (its own) up to the configured one's cluster size, longer
         with more workers."""
         return given_period(len(self._core.workers), self._core.settings.heartbeat_interval_seconds)
+
+    def heartbeats_per_second(self) -> float:
+        """How many heartbeats a second the workers send together, at the period they beat at now."""
+        workers = len(self._core.workers)
+        return workers / heartbeat_period(workers, self._core.settings.heartbeat_interval_seconds) if workers else 0.0
 
     def timeout(self, worker: WorkerRecord) -> float:
         """How long the worker may be silent: the configured timeout, or three of its periods when longer."""
