@@ -5,9 +5,11 @@ Rules:
   (function, priority, capabilities, stream credit, actor, graph, and its opening: when, in which state and why it
   reached the scheduler; one object for the tasks alike of a step). No decoded `Task` and no frame is kept:
   `task_of` makes the Task a worker is sent, which the shell writes as the frame its client wrote (task_frames.py).
-- What a task that was never dispatched has none of (its dispatches, its link, when it was dispatched) and what few
-  tasks ever have (a retry's history, a client gone, a cancel waiting for a give-back) live in its `Extras`, made when
-  one is first set, read and written as the record's own attributes: a queued task has eight slots (96 bytes).
+- Its dispatches (how many, on which link, since when) are slots of its own: every task that runs has them, and an
+  object of their own would be one more for the collector to walk per task in flight (with 10,000 workers holding
+  20,000 tasks, about 0.4 us a task: benchmarks/notes/scale.md, part 7). What few tasks ever have (a retry's history,
+  a client gone, a memory floor, a cancel waiting for a give-back) lives in its `Extras`, made when one is first set,
+  read and written as the record's own attributes: a queued task has eleven slots (120 bytes).
 - A queued task's story has no entry of its own in the story book until it moves: its opening is the record's.
 """
 
@@ -49,15 +51,11 @@ class TaskTraits:
 
 
 class Extras:
-    """What a task that was never dispatched has none of: where it was last sent, and what few tasks ever have."""
+    """What few tasks ever have."""
 
-    __slots__ = ("attempts", "cancel_when_returned", "client_gone", "dispatched_at", "link", "lost_workers",
-                 "outgrew_bytes")  # fmt: skip
+    __slots__ = ("cancel_when_returned", "client_gone", "lost_workers", "outgrew_bytes")
 
     def __init__(self) -> None:
-        self.attempts = 0
-        self.link: PeerID | None = None
-        self.dispatched_at = 0.0
         self.lost_workers: tuple[str, ...] = ()
         self.client_gone = False
         self.outgrew_bytes = 0
@@ -82,8 +80,12 @@ class TaskRecord:
     task_id: TaskID
     client_id: ClientID
     worker: PeerID | None = None  #: set iff DISPATCHED or CANCELING
-    #: its link, dispatch time and rare facts, read and written through the properties below (`key` in
-    #: dispatch_queue.py reads `outgrew_bytes` here, a few times per task)
+    #: the processor's link it was sent on (task_lifecycle.py); None while no worker holds it
+    link: PeerID | None = None
+    dispatched_at: float = 0.0  #: when it was last dispatched
+    attempts: int = 0  #: times dispatched
+    #: its rare facts, read and written through the properties below (`key` in dispatch_queue.py reads
+    #: `outgrew_bytes` here, a few times per task)
     extras: Extras = _NONE
 
     @property
@@ -102,33 +104,6 @@ class TaskRecord:
     def sequence(self) -> int:
         """Submission order."""
         return self.entry[2]
-
-    @property
-    def attempts(self) -> int:
-        """Times dispatched."""
-        return self.extras.attempts
-
-    @attempts.setter
-    def attempts(self, count: int) -> None:
-        self._made().attempts = count
-
-    @property
-    def link(self) -> PeerID | None:
-        """The processor's link it was sent on (task_lifecycle.py); None while no worker holds it."""
-        return self.extras.link
-
-    @link.setter
-    def link(self, link: PeerID | None) -> None:
-        if link is not None or self.extras is not _NONE:
-            self._made().link = link
-
-    @property
-    def dispatched_at(self) -> float:
-        return self.extras.dispatched_at
-
-    @dispatched_at.setter
-    def dispatched_at(self, when: float) -> None:
-        self._made().dispatched_at = when
 
     @property
     def lost_workers(self) -> tuple[str, ...]:
@@ -169,17 +144,13 @@ class TaskRecord:
     def placed(self, worker: PeerID, link: PeerID, now: float) -> int:
         """Dispatched now to `worker` on `link` (one call on the path of every task, not four properties): its
         dispatch count, this one included."""
-        self.worker = worker
-        extras = self._made()
-        extras.link, extras.dispatched_at = link, now
-        extras.attempts += 1
-        return extras.attempts
+        self.worker, self.link, self.dispatched_at = worker, link, now
+        self.attempts += 1
+        return self.attempts
 
     def released(self) -> None:
         """Its worker let it go (its link's record keeps it until its processor answers: link_sessions.py)."""
-        self.worker = None
-        if self.extras is not _NONE:
-            self.extras.link = None
+        self.worker = self.link = None
 
     def _made(self) -> Extras:
         extras = self.extras
