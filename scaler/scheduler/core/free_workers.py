@@ -1,9 +1,14 @@
 """Free workers: the index dispatch takes workers from, least loaded first, in O(log workers) per placement.
 
-A heap of (load, join order, worker) for every worker with a free slot. An entry goes stale when its worker's load
-changes (a fresh entry is pushed then) or the worker leaves or fills up; stale entries are dropped when they reach
-the top, and the heap is rebuilt from the workers once it holds mostly stale ones. So placing a task costs the same
-from 10 workers to 1,000, rather than a scan of every worker.
+A heap of entries for every worker with a free slot: its load when pushed, then its join order (`WorkerRecord.sequence`:
+unique, so the order is total). An entry goes stale when its worker's load changes (a fresh entry is pushed then) or
+the worker leaves or fills up; stale entries are dropped when they reach the top, and the heap is rebuilt from the
+workers once it holds mostly stale ones. So placing a task costs the same from 10 workers to 1,000, rather than a scan
+of every worker.
+
+An entry is one int, the load above ORDER_BITS bits of join order, and the worker is found by its join order: an int
+is compared in one step where a tuple took two or three (with 10,000 workers the heap is 15 levels deep, about 30
+comparisons a placement: 2 us a task with tuples, benchmarks/notes/scale.md, part 7).
 """
 
 from __future__ import annotations
@@ -13,34 +18,49 @@ import heapq
 from scaler.protocol.ids import PeerID
 from scaler.scheduler.core.peers import WorkerRecord
 
-#: A heap entry: (load when pushed, the worker's join order, the worker).
-FreeEntry = tuple[int, int, PeerID]
+#: A heap entry: the worker's load when pushed, shifted above its join order.
+FreeEntry = int
+#: Bits of an entry that hold the join order (a trillion registrations).
+ORDER_BITS = 40
+_ORDER_MASK = (1 << ORDER_BITS) - 1
+_NO_PEER = PeerID(b"")
 
 
 class FreeWorkers:
     def __init__(self, workers: dict[PeerID, WorkerRecord]) -> None:
         self._workers = workers
         self._heap: list[FreeEntry] = []
+        #: the worker of each join order the heap may hold entries of
+        self._peers: dict[int, PeerID] = {}
 
     def offer(self, worker: WorkerRecord) -> None:
         """The worker's load changed: it goes into the heap at its new load if it has room."""
         if worker.free_slots <= 0:
             return
-        heap = self._heap
-        if len(heap) > 2 * len(self._workers) + 64:  # mostly stale entries: rebuild
-            heap[:] = [(len(w.assigned), w.sequence, w.peer) for w in self._workers.values() if w.free_slots > 0]
-            heapq.heapify(heap)
+        if len(self._heap) > 2 * len(self._workers) + 64:  # mostly stale entries: rebuild
+            self._rebuild()
             return
-        heapq.heappush(heap, (len(worker.assigned), worker.sequence, worker.peer))
+        self._peers[worker.sequence] = worker.peer
+        heapq.heappush(self._heap, len(worker.assigned) << ORDER_BITS | worker.sequence)
+
+    def _rebuild(self) -> None:
+        free = [worker for worker in self._workers.values() if worker.free_slots > 0]
+        self._peers = {worker.sequence: worker.peer for worker in free}
+        self._heap[:] = [len(worker.assigned) << ORDER_BITS | worker.sequence for worker in free]
+        heapq.heapify(self._heap)
 
     def next_free(self) -> tuple[FreeEntry, WorkerRecord] | None:
         """The least loaded worker with room, its entry taken off the heap (None: no worker has room)."""
-        heap = self._heap
+        heap, peers, workers = self._heap, self._peers, self._workers
         while heap:
             entry = heapq.heappop(heap)
-            worker = self._workers.get(entry[2])
-            if worker is None or worker.free_slots <= 0 or len(worker.assigned) != entry[0]:
-                continue  # stale: gone, full, or its load changed (a fresher entry is in the heap)
+            order = entry & _ORDER_MASK
+            worker = workers.get(peers.get(order, _NO_PEER))
+            if worker is None or worker.sequence != order:
+                peers.pop(order, None)  # gone (or registered again since, under a new join order)
+                continue
+            if worker.free_slots <= 0 or len(worker.assigned) != entry >> ORDER_BITS:
+                continue  # stale: full, or its load changed (a fresher entry is in the heap)
             return entry, worker
         return None
 
