@@ -13,6 +13,11 @@ Axes (`--axes`, all by default):
            leaves, and the RSS after the drain (what share of the growth is kept)
   soak     repeated drains on one scheduler: the RSS after each must not grow
   client   a real Client: bytes per pending future; Client.map of 10 million small items (two real workers)
+`--turns N` runs the workers and clients axes N times in turn (every size once, then every size again), and each
+size's row gives the median over its N schedulers (`cpu_per_task_us`, `idle_cpu_percent`; each turn's figure in
+`..._turns`): one scheduler's median moved by a sixth between runs of one configuration (benchmarks/notes/scale.md,
+part 7), more than the gaps the targets ask about, so that sizes measured in different schedulers at different
+moments compare badly.
 Every run checks that nothing was lost or duplicated (each task answered once, sent to a worker once). Figures are
 the scheduler process's own (CPU seconds and RSS, from psutil). Writes one JSON file; `scale.plot` draws it.
 """
@@ -60,6 +65,7 @@ def main() -> None:
         default=1,
         help="task windows of --tasks each per scheduler; a CPU-per-task figure is their median",
     )
+    parser.add_argument("--turns", type=int, default=1, help="the workers and clients axes run this many times in turn")
     parser.add_argument("--idle-seconds", type=float, default=20.0, help="how long idle CPU is measured")
     parser.add_argument("--soak-rounds", type=int, default=5)
     parser.add_argument("--soak-queue", type=int, default=200_000)
@@ -83,12 +89,19 @@ def main() -> None:
             arguments.out.parent.mkdir(parents=True, exist_ok=True)
             arguments.out.write_text(json.dumps(run, indent=1) + "\n")
 
-    if "workers" in chosen:
-        run["workers"] = []
-        axes.workers_axis(settings, _numbers(arguments.workers), run["workers"], save)
-    if "clients" in chosen:
-        run["clients"] = axes.clients_axis(settings, _numbers(arguments.clients))
-        save()
+    turns: dict[str, list[list[dict[str, Any]]]] = {"workers": [], "clients": []}
+    for turn in range(max(1, arguments.turns)):
+        if arguments.turns > 1:
+            print(f"[turn {turn + 1} of {arguments.turns}]", flush=True)
+        if "workers" in chosen:
+            turns["workers"].append([])
+            axes.workers_axis(settings, _numbers(arguments.workers), turns["workers"][-1], save)
+            run["workers"] = axes.over_turns(turns["workers"], "workers")
+            save()
+        if "clients" in chosen:
+            turns["clients"].append(axes.clients_axis(settings, _numbers(arguments.clients)))
+            run["clients"] = axes.over_turns(turns["clients"], "clients")
+            save()
     if "queue" in chosen:
         run["queue"] = axes.queue_axis(settings, _numbers(arguments.queue))
         save()

@@ -268,6 +268,32 @@ def workers_axis(settings: Settings, sizes: list[int], rows: list[dict[str, Any]
     return rows
 
 
+#: The figures of a row that `over_turns` gives as the median of the turns' (each turn's in `<figure>_turns`).
+TURN_FIGURES = ("cpu_per_task_us", "net_cpu_per_task_us", "idle_cpu_percent", "idle_cpu_percent_per_1000_workers",
+                "idle_cpu_percent_subscribed", "tasks_per_second", "fairness_min_over_max")  # fmt: skip
+
+
+def over_turns(turns: list[list[dict[str, Any]]], key: str) -> list[dict[str, Any]]:
+    """One row per size (`key`: "workers" or "clients") from the rows of every turn so far: the first turn's row, its
+    figures the median of the turns' (each turn's figure in `<figure>_turns`), and its checks ok only if every turn's
+    were. A single turn's rows come back as they are."""
+    if len(turns) == 1:
+        return turns[0]
+    merged = []
+    for first in turns[0]:
+        same = [row for rows in turns for row in rows if row[key] == first[key]]
+        row = dict(first)
+        for figure in TURN_FIGURES:
+            values = [other[figure] for other in same if figure in other]
+            if values:
+                row[figure] = statistics.median(values)
+                row[f"{figure}_turns"] = values
+        checks_ok = all(other.get("checks", {}).get("ok", False) for other in same)
+        row["checks"] = {**first.get("checks", {}), "ok": checks_ok, "turns": len(same)}
+        merged.append(row)
+    return merged
+
+
 def clients_axis(settings: Settings, counts: list[int], workers: int = 100) -> list[dict[str, Any]]:
     """CPU per task against the number of clients (100 workers), the same total load; then fair shares: every client
     submits its part at once, and the answers each had when half of all were in are compared."""
