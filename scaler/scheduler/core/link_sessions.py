@@ -20,7 +20,11 @@ processor protocol's table); this module feeds it and carries out what follows:
    task timeout fails timedOut and is stopped (rule 5, rule 4); a processor whose stopped task did not unwind is
    killed (rule 4). The tick looks at the links sent a task since it last found them holding none
    (`holding`) and at the closed ones waiting for their agent (`closing`), not at every link: an idle cluster's tick
-   touches no link.
+   touches no link. And a walk over them that finds no task stopped and no task timeout knows the earliest beat rule 3
+   can be due on any link (`walk_after`: a task computing since T is long at T + STAGED_WAIT_SECONDS, and a task that
+   starts later is long later): the beats before it skip the walk. Under a flow of short tasks the walk comes once
+   a second rather than on every beat (with 9,000 links holding tasks, the walk on every beat was 1.2 us a task;
+   benchmarks/notes/scale.md, part 8).
 4. A link that closes and its agent's ProcessorExited end what the link held (processor_links.py rule 2) once both are
    known (the closing comes after everything the link sent), or EXIT_WAIT_SECONDS after the first.
 5. A hello naming tasks this instance does not know (from before a restart) holds them as its worker's; when their
@@ -62,6 +66,12 @@ class LinkSessions:
         self.holding: dict[PeerID, None] = {}
         #: the links that closed while they held tasks, waiting for their agent's word (rule 4), in closing order
         self.closing: dict[PeerID, None] = {}
+        #: the beats before this skip the walk over `holding`: no rule is due before it on any link (set by a walk;
+        #: 0.0 while a task stopped in its processor waits to unwind, rule 4)
+        self.walk_after = 0.0
+        #: the links whose worker has a task timeout (rule 5 comes due from each task's start): while there are any,
+        #: every beat walks
+        self.timed: set[PeerID] = set()
 
     # ------------------------------------------------------------ hello
 
@@ -81,6 +91,8 @@ class LinkSessions:
             link = core.processors[peer] = ProcessorLink(peer, worker.peer, info.processor_id, info.max_staged_tasks)
             link.holding = self.holding
             worker.links.append(link)
+            if worker.task_timeout_seconds > 0:
+                self.timed.add(peer)
             worker.processors.add(peer)
         unknown = []
         for task_id in info.held_tasks:  # rule 5
@@ -273,21 +285,35 @@ class LinkSessions:
             for link in closing:
                 if link.closed_at is not None and core.now - link.closed_at > EXIT_WAIT_SECONDS:
                     self.drop(link.peer, force=True)
-        if self.holding:
-            processors, workers, holding, now = core.processors, core.workers, self.holding, core.now
-            for peer in list(holding):  # the same dict every link holds: links leave it, it is never replaced
-                link = processors.get(peer)
-                if link is None or not link.tasks:  # holding no task: nothing to ask back, time out or kill
-                    del holding[peer]
-                    continue
-                worker = workers.get(link.worker)
-                if worker is None:
-                    continue
-                # under load every link holds tasks, and with none of rules 3-5 due on most: `_watch`'s own checks,
-                # the cheap ones first and inline (the walk over 9,000 links ran four times a second)
-                behind = ask_back and link.waiting and not link.long and now - link.busy_since >= STAGED_WAIT_SECONDS
-                if (behind or link.stops or worker.task_timeout_seconds > 0) and link in worker.links:
-                    self._watch(worker, link, ask_back)
+        if self.timed:
+            self.timed.intersection_update(core.processors)
+        if self.holding and (self.timed or core.now >= self.walk_after):
+            self.walk_after = self._walk(ask_back)
+
+    def _walk(self, ask_back: bool) -> float:
+        """Rules 3-5 over the links holding tasks; the time before which no link's rule 3 or 4 comes due (0.0: a task
+        stopped in its processor, rule 4, is watched on every beat)."""
+        core = self._core
+        processors, workers, holding, now = core.processors, core.workers, self.holding, core.now
+        after = now + STAGED_WAIT_SECONDS  # a task that starts from now on is long from then on
+        for peer in list(holding):  # the same dict every link holds: links leave it, it is never replaced
+            link = processors.get(peer)
+            if link is None or not link.tasks:  # holding no task: nothing to ask back, time out or kill
+                del holding[peer]
+                continue
+            worker = workers.get(link.worker)
+            if worker is None:
+                continue
+            # under load every link holds tasks, and with none of rules 3-5 due on most: `_watch`'s own checks,
+            # the cheap ones first and inline (the walk over 9,000 links ran four times a second)
+            behind = ask_back and link.waiting and not link.long and now - link.busy_since >= STAGED_WAIT_SECONDS
+            if (behind or link.stops or worker.task_timeout_seconds > 0) and link in worker.links:
+                self._watch(worker, link, ask_back)
+            if link.stops:
+                after = 0.0
+            elif link.computing is not None and not link.long and link.busy_since + STAGED_WAIT_SECONDS < after:
+                after = link.busy_since + STAGED_WAIT_SECONDS
+        return after
 
     def _watch(self, worker: WorkerRecord, link: ProcessorLink, ask_back: bool) -> None:
         core, now = self._core, self._core.now

@@ -9,8 +9,11 @@ from typing import Any
 
 import pytest
 
+from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, TaskID
+from scaler.protocol.staging import STAGED_WAIT_SECONDS
 from scaler.scheduler.core import balancing
+from scaler.scheduler.core.effects import Send
 from scaler.scheduler.core.events import Tick
 from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.scheduler_core import CoreSettings
@@ -106,3 +109,65 @@ def test_balancing_looks_at_no_worker_while_fewer_than_two_tasks_live(monkeypatc
     sim.time.advance(1.0)
     sim.feed(Tick(sim.now))
     assert planned == [1]
+
+
+def test_beats_before_any_link_could_be_long_skip_the_walk() -> None:
+    """With no task timeout and nothing stopped, a walk knows the earliest beat rule 3 can be due (a task computing
+    since T is long at T + STAGED_WAIT_SECONDS; one that starts later, later): the beats before it do not walk, so a
+    link whose task ended stays in `holding` until then. Fails with every beat walking (forgotten at the next)."""
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON))
+    client = sim.add_client()
+    worker = sim.add_worker("w")
+    sim.submit(client, [task(client.peer, 1)])
+    started = sim.now
+    link = sim.link_of(worker.held[0])
+    sim.advance(0.25)
+    assert sim.core.link_sessions.walk_after == started + STAGED_WAIT_SECONDS
+    sim.finish(worker)
+    sim.advance(0.25)
+    sim.advance(0.25)
+    assert link in sim.core.link_sessions.holding, "not walked before the bound"
+    sim.time.advance_to(started + STAGED_WAIT_SECONDS)
+    sim.feed(Tick(sim.now))
+    assert not sim.core.link_sessions.holding, "walked at the bound: the link holding nothing left the watch"
+
+
+def test_a_task_staged_behind_one_that_started_after_the_walk_is_asked_back_on_the_beat_it_is_due() -> None:
+    """Rule 3's timing under the skipped walks: the task computing when a walk came ends, the next takes the turn, and
+    what is staged behind it is asked back on the first beat STAGED_WAIT_SECONDS after that turn began, not later."""
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON))
+    client = sim.add_client()
+    worker = sim.add_worker("w", capacity=3)
+    sim.core.workers[worker.peer].learn(0.0001)  # tiny so far: tasks are staged behind the one computing
+    sim.submit(client, [task(client.peer, n) for n in (1, 2, 3)])
+    link = sim.link_of(worker.held[0])
+    sim.advance(0.25)
+    sim.advance(0.25)
+    sim.finish(worker)  # the second takes the turn now, half a second after the walk
+    turn = sim.now
+    returned: list[m.TaskReturn] = []
+    while sim.now < turn + STAGED_WAIT_SECONDS:
+        returned += [e.message for e in sim.advance(0.25) if isinstance(e, Send) and e.peer == link
+                     and isinstance(e.message, m.TaskReturn)]  # fmt: skip
+        assert not returned or sim.now >= turn + STAGED_WAIT_SECONDS, "not before it is due"
+    assert [message.task_ids for message in returned] == [(worker.held[1],)]
+
+
+def test_a_task_stopped_in_its_processor_has_its_link_watched_on_every_beat(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 4 (a stopped task that does not unwind gets its processor killed) is due from the stop, not from a turn: a
+    walk that finds a stop leaves no bound, and every beat after it asks the link. Fails with the bound kept (asked
+    once a second)."""
+    sim = SimulatedCluster(CoreSettings("s", "o", PYTHON))
+    client = sim.add_client()
+    worker = sim.add_worker("w", capacity=2)
+    sim.submit(client, [task(client.peer, n) for n in (1, 2)])
+    parent, child = worker.held
+    link = sim.link_of(parent)
+    sim.send(link, m.ProcessorBlocked(parent))  # the child computes beside its parked parent: a cancel stops it there
+    worker.where.pop(child)  # it will not answer the cancel
+    worker.held.remove(child)
+    sim.cancel(client, [child])
+    asked = links_asked(monkeypatch)
+    for _ in range(8):
+        sim.advance(0.25)
+    assert len(asked) >= 7, "every beat from the walk that found the stop"
