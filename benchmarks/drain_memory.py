@@ -23,7 +23,7 @@ import sys
 import tempfile
 import tracemalloc
 
-from scheduler_cost import BODY, PYTHON, YOUNG_COLLECTION_ALLOCATIONS, Driver
+from scheduler_cost import BODY, MIDDLE_COLLECTION_YOUNG, PYTHON, YOUNG_COLLECTION_ALLOCATIONS, Driver
 
 from scaler.protocol import codec
 from scaler.protocol import messages as m
@@ -172,7 +172,7 @@ def main() -> None:
     parser.add_argument("--trace", action="store_true", help="tracemalloc: what the rounds left allocated")
     parser.add_argument("--top", type=int, default=25)
     arguments = parser.parse_args()
-    gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, *gc.get_threshold()[1:])
+    gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, MIDDLE_COLLECTION_YOUNG, gc.get_threshold()[2])
     probe = Probe(arguments.stories, not arguments.no_ran)
     probe.round(2000)  # warm: every code path and the tables of a small queue
     gc.collect()

@@ -12,7 +12,8 @@ says the worker lends it, so that a tree from before the one route runs the same
 shape (tasks of 2 ms: each result reaches the scheduler alone, a step of its own; with `--batch 1 --queued 5000`, as
 its client submits); `scheduler_u1_cost.py` measures that shape in real processes. What it leaves out:
 ZeroMQ (each frame about 3-4 us of the socket's own CPU, most in its I/O thread), the event loop and CURVE checks
-(no keys here). The garbage collector runs with the scheduler process's threshold (`YOUNG_COLLECTION_ALLOCATIONS`).
+(no keys here). The garbage collector runs with the scheduler process's thresholds (`YOUNG_COLLECTION_ALLOCATIONS`,
+`MIDDLE_COLLECTION_YOUNG`).
 `route_cost.py` measures the real processes; this is its scheduler's Python part, with far less noise, for A/B of the
 scheduler's code. Not a test.
 """
@@ -37,6 +38,10 @@ try:  # the collector's threshold the scheduler process sets (an older tree's pr
     from scaler.scheduler.process import YOUNG_COLLECTION_ALLOCATIONS
 except ImportError:
     YOUNG_COLLECTION_ALLOCATIONS = gc.get_threshold()[0]
+try:  # and its middle generation's (before part 8 of benchmarks/notes/scale.md: the interpreter's)
+    from scaler.scheduler.process import MIDDLE_COLLECTION_YOUNG
+except ImportError:
+    MIDDLE_COLLECTION_YOUNG = gc.get_threshold()[1]
 
 PYTHON = "{}.{}".format(*__import__("sys").version_info[:2])
 CAPACITY = 8
@@ -194,7 +199,8 @@ def main() -> None:
     parser.add_argument("--spaced", action="store_true", help="each result a burst of its own (U1's 2 ms tasks)")
     parser.add_argument("--queued", type=int, default=0, help="tasks submitted before the first result")
     arguments = parser.parse_args()
-    gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, *gc.get_threshold()[1:])  # as the scheduler process sets it
+    # as the scheduler process sets them
+    gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, MIDDLE_COLLECTION_YOUNG, gc.get_threshold()[2])
     shape = (arguments.batch, arguments.spaced, arguments.queued)
     figures = [one_round(arguments.tasks, *shape) * 1e6 for _ in range(arguments.rounds)]
     print(

@@ -143,6 +143,7 @@ class FakeWorker(FakePeer):
     def _on_processor(self, parts: list[bytes]) -> None:
         """What the scheduler sends on the processor's link: tasks, answered at once."""
         fleet = self.fleet
+        fleet.link_messages += 1
         results: list[bytes] = []
         for part in parts:
             for frame in codec.split(part):
@@ -264,6 +265,7 @@ class Fleet:
         self.opening: set[asyncio.Task[None]] = set()  #: processors' links being opened
         self.registered_workers = self.registered_clients = self.lost_workers = 0
         self.tasks_received = self.tasks_twice = 0
+        self.link_messages = 0  #: messages the processors' links received (tasks in one message: the outbox joins them)
         self.tasks_asked_back = 0  #: named in a TaskReturn (processor_links.py rule 3: behind a task sent 1 s ago)
         self.heartbeats_sent = 0  #: by the workers, so far
         self.seen_tasks: set[TaskID] = set()
@@ -344,6 +346,7 @@ class Fleet:
             "tasks_received": self.tasks_received,
             "tasks_twice": self.tasks_twice,
             "tasks_asked_back": self.tasks_asked_back,
+            "link_messages": self.link_messages,
             "submitted": self.submitted,
             "answered": self.answered,
             "unanswered": sum(len(client.unanswered) for client in clients),

@@ -149,10 +149,7 @@ def _serve(
     server = SchedulerServer(
         core, bind, monitor, storage, sockets, metrics.on_publish if metrics else None, heap=Heap(freeze=refreeze)
     )
-    # a queue of many tasks is many young objects: the collector's default (a collection every 700 allocations)
-    # spent about 7 us per tiny task in W1 re-walking them, this about 3 us (benchmarks/NOTES.md, "The scheduler's
-    # CPU per task"); no cycle lives long either way (MemoryReturn collects once a big queue has drained)
-    gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, *gc.get_threshold()[1:])
+    set_collector_thresholds()
     loop = new_event_loop(config.event_loop)
     asyncio.set_event_loop(loop)
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -195,8 +192,25 @@ def _serve(
         asyncio.set_event_loop(None)
 
 
-#: Allocations between two collections of the youngest generation in the scheduler process (Python's default: 700).
-YOUNG_COLLECTION_ALLOCATIONS = 10_000
+#: Objects made (less those freed) between two collections of the youngest generation in the scheduler process
+#: (Python's default: 700). A young collection walks every young object still alive: a queue's tasks, and the tasks
+#: workers hold, about five objects each (the record, its story, its entry on its link, ...), none of them in a cycle.
+#: 700 spent about 7 us per tiny task in W1 re-walking a queue, 10,000 about 3 us (benchmarks/NOTES.md, "The
+#: scheduler's CPU per task"); and with 10,000 workers holding 20,000 tasks, 10,000 still walked them all once per
+#: 20,000 tasks (35-48 ms, and a middle collection of 165 ms every few: 2-3.5 us a task), where 150,000 walks none, the
+#: tasks ending first (benchmarks/notes/scale.md, part 8). A cycle's garbage waits longer (MemoryReturn collects once
+#: a big queue has drained, and the idle freeze every ten minutes).
+YOUNG_COLLECTION_ALLOCATIONS = 150_000
+#: Young collections between two of the middle generation (Python's default: 10): each walks every object that
+#: survived those, so young collections 15 times bigger come with fewer of them in one (at most 450,000 objects).
+MIDDLE_COLLECTION_YOUNG = 3
+
+
+def set_collector_thresholds() -> None:
+    """The scheduler process's collector: YOUNG_COLLECTION_ALLOCATIONS and MIDDLE_COLLECTION_YOUNG (the oldest
+    generation's rule is Python's, and the freeze of `heap.py`)."""
+    gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, MIDDLE_COLLECTION_YOUNG, gc.get_threshold()[2])
+
 
 #: How long the scheduler waits at start for an object storage server it was pointed at.
 STORAGE_CHECK_SECONDS = 10.0
