@@ -27,6 +27,18 @@ from scaler.scheduler.core.shrink_rule import SHRINK_FACTOR
 
 #: A queue must have held this many tasks before its draining gives memory back.
 TRIM_AFTER_TASKS = 10_000
+#: ... and this many per worker connected: giving back walks the whole heap, which grows with the connections (a
+#: collection and a trim took 80-108 ms with 5,000 workers connected, against 6 MB that a queue of 10,000 tasks
+#: held; a window of 20,000 tasks through 5,000 workers two deep queued 10,000 each time, and gave back each time,
+#: 1.5-2 us a task, benchmarks/notes/scale.md, part 8). What a smaller queue freed is reused by the next one.
+TRIM_TASKS_PER_WORKER = 10
+
+
+def trim_after(workers: int) -> int:
+    """The tasks a queue must have held (or grown by) before memory is given back, with `workers` connected."""
+    return max(TRIM_AFTER_TASKS, TRIM_TASKS_PER_WORKER * workers)
+
+
 #: Calls of `MemoryReturn.after` (one per status interval: seconds) from the return at empty to the one more that
 #: follows while the queue stays empty.
 RETURN_AGAIN_AFTER_CALLS = 5
@@ -51,6 +63,7 @@ class MemoryReturn:
     peers connected: 10,000 workers holding a client's 20,000 tasks, counted in, had each such window trimmed twice
     (a collection and two trims, about 7 us a task) to give back the room that the next window takes again.
 
+    The size that counts is TRIM_AFTER_TASKS, or TRIM_TASKS_PER_WORKER per worker connected when more (`trim_after`).
     And while a queue grows, for each TRIM_AFTER_TASKS tasks more since the last trim, and once its growth pauses
     (a tenth of that more, and none since the last call): `malloc_trim` alone. The frames of the submissions (ZeroMQ's
     messages, their copies) come and go through glibc's heap among what stays, and the pages they freed stayed the
@@ -76,22 +89,23 @@ class MemoryReturn:
         except (OSError, AttributeError):
             self._trim = None
 
-    def after(self, queued_tasks: int) -> bool:
+    def after(self, queued_tasks: int, workers: int = 0) -> bool:
         """Called every status interval with the number of tasks no worker holds (queued, or waiting for the nodes
         they depend on); True when memory was given back after a drain (a trim while a queue grows is counted in
-        `intake_trims`)."""
+        `intake_trims`); `workers`: the workers connected (`trim_after`)."""
+        size = trim_after(workers)
         previous, self._previous = self._previous, queued_tasks
         grown = queued_tasks - self._trimmed_at
-        paused = grown >= TRIM_AFTER_TASKS // 10 and queued_tasks <= previous and queued_tasks >= TRIM_AFTER_TASKS
-        if grown >= TRIM_AFTER_TASKS or paused:
+        paused = grown >= size // 10 and queued_tasks <= previous and queued_tasks >= size
+        if grown >= size or paused:
             self._trimmed_at = queued_tasks
             self.intake_trims += 1
             if self._trim is not None:
                 self._trim(0)
-        elif queued_tasks <= self._trimmed_at - TRIM_AFTER_TASKS or queued_tasks < TRIM_AFTER_TASKS:
+        elif queued_tasks <= self._trimmed_at - size or queued_tasks < size:
             self._trimmed_at = min(self._trimmed_at, queued_tasks)  # shrunk by a trim's worth: a new growth trims again
         self._level = max(self._level, queued_tasks)
-        self._big = self._big or self._level >= TRIM_AFTER_TASKS
+        self._big = self._big or self._level >= size
         again = False
         if queued_tasks == 0:
             due, self._big = self._big, False
@@ -102,7 +116,7 @@ class MemoryReturn:
                 self._again = RETURN_AGAIN_AFTER_CALLS
         else:
             self._again = 0
-            due = self._level >= TRIM_AFTER_TASKS and queued_tasks * SHRINK_FACTOR < self._level
+            due = self._level >= size and queued_tasks * SHRINK_FACTOR < self._level
         if not due and not again:
             return False
         self._level = queued_tasks
@@ -154,8 +168,9 @@ class Heap:
         self.freeze_rule = FreezeRule()
         self._freeze = freeze
 
-    def after(self, live_tasks: int, unplaced_tasks: int) -> None:
-        """`live_tasks`: every task the scheduler holds; `unplaced_tasks`: those no worker holds (the queue)."""
-        self.memory.after(unplaced_tasks)
+    def after(self, live_tasks: int, unplaced_tasks: int, workers: int = 0) -> None:
+        """`live_tasks`: every task the scheduler holds; `unplaced_tasks`: those no worker holds (the queue);
+        `workers`: the workers connected."""
+        self.memory.after(unplaced_tasks, workers)
         if self.freeze_rule.after(live_tasks) and self._freeze is not None:
             self._freeze()

@@ -201,8 +201,10 @@ def _serve(
 #: tasks ending first (benchmarks/notes/scale.md, part 8). A cycle's garbage waits longer (MemoryReturn collects once
 #: a big queue has drained, and the idle freeze every ten minutes).
 YOUNG_COLLECTION_ALLOCATIONS = 150_000
-#: Young collections between two of the middle generation (Python's default: 10): each walks every object that
-#: survived those, so young collections 15 times bigger come with fewer of them in one (at most 450,000 objects).
+#: Young collections between two of the middle generation (Python's default: 10): a middle collection walks every
+#: object that survived those, so young collections 15 times bigger come with fewer of them in one (a walk of at most
+#: about 600,000 objects, where 10 of 10,000 made about 110,000). Only a heap that grows by that much without
+#: freeing it (a big queue coming in) pays either walk: a pause of 60 ms at most for a young one, 250 ms for a middle.
 MIDDLE_COLLECTION_YOUNG = 3
 
 

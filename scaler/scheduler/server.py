@@ -405,7 +405,7 @@ class SchedulerServer:
         while True:
             await self._clock.sleep(STATS_SECONDS)
             if not (self._status_read() or self._core.managers):  # nobody reads them: not gathered (a wake-up saved)
-                self._heap.after(len(self._core.tasks.records), self._core.tasks.unplaced)
+                self._heap.after(len(self._core.tasks.records), self._core.tasks.unplaced, len(self._core.workers))
                 continue
             try:
                 # the timeout given to the call itself: a wait_for around it would leave the call's own timer (60 s by
@@ -428,7 +428,7 @@ class SchedulerServer:
                 ),
             )
             self._feed([stats])
-            self._heap.after(len(self._core.tasks.records), self._core.tasks.unplaced)
+            self._heap.after(len(self._core.tasks.records), self._core.tasks.unplaced, len(self._core.workers))
 
 
 def bundle_payload(answers: tuple[Answer, ...]) -> bytes:

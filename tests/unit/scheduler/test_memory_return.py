@@ -6,7 +6,7 @@ import itertools
 import random
 
 from scaler.scheduler.core.shrink_rule import SHRINK_FACTOR
-from scaler.scheduler.heap import RETURN_AGAIN_AFTER_CALLS, TRIM_AFTER_TASKS, MemoryReturn
+from scaler.scheduler.heap import RETURN_AGAIN_AFTER_CALLS, TRIM_AFTER_TASKS, TRIM_TASKS_PER_WORKER, MemoryReturn
 
 
 def returns(live_counts: list[int]) -> list[int]:
@@ -27,6 +27,20 @@ def test_a_big_queue_gives_memory_back_as_it_drains_and_once_it_is_empty() -> No
 
 def test_small_queues_coming_and_going_never_give_memory_back() -> None:
     assert returns([0, TRIM_AFTER_TASKS - 1, 10, 0, TRIM_AFTER_TASKS // 2, 0] * 3) == []
+
+
+def test_the_queue_that_gives_memory_back_grows_with_the_workers_connected() -> None:
+    """Giving back walks the whole heap, which the connections make big: with 5,000 workers connected a queue of twice
+    TRIM_AFTER_TASKS neither trims as it grows nor gives back once drained (a window of 20,000 tasks through 5,000
+    workers two deep queued 10,000, and each drain cost a collection and a trim); with 100 workers it does, and so does
+    a queue of TRIM_TASKS_PER_WORKER per worker with 5,000. Fails with the workers not counted."""
+    workers = 5_000
+    queue = [0, TRIM_AFTER_TASKS, 2 * TRIM_AFTER_TASKS, 2 * TRIM_AFTER_TASKS, TRIM_AFTER_TASKS, 0]
+    many, few = MemoryReturn(), MemoryReturn()
+    assert [many.after(live, workers) for live in queue] == [False] * len(queue) and many.intake_trims == 0
+    assert [few.after(live, 100) for live in queue][-1] and few.intake_trims > 0
+    big = TRIM_TASKS_PER_WORKER * workers
+    assert [many.after(live, workers) for live in [big // 2, big, big, 0]][-1] and many.intake_trims > 0
 
 
 def test_a_queue_that_stays_big_gives_nothing_back_until_it_drains() -> None:
