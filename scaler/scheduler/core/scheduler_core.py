@@ -131,6 +131,10 @@ class SchedulerCore:
         self.managers: dict[PeerID, ManagerRecord] = {}
         #: the links of workers' processors, where their tasks go and everything about them comes (link_sessions.py)
         self.processors: dict[PeerID, ProcessorLink] = {}
+        self._beats = 0  #: beats of the core's clock so far (`ready_worker_count` counts at most once per beat)
+        #: `ready_worker_count`'s last count, and what it was counted at: (beats, workers, links)
+        self._ready_count = 0
+        self._ready_at: tuple[int, int, int] = (-1, 0, 0)
         self.lifecycle = TaskLifecycle(
             self.tasks,
             self.workers,
@@ -329,6 +333,7 @@ class SchedulerCore:
 
     def _on_tick(self, on_time: bool, reads_behind: bool = False) -> None:
         settings, now = self.settings, self.now
+        self._beats += 1
         self.effects.extend(DeleteOwnerObjects(owner) for owner in self.retention.due(now))
         self.job_requests.expire()
         self.submissions.release_parked()
@@ -411,8 +416,15 @@ class SchedulerCore:
 
     def ready_worker_count(self) -> int:
         """The workers a task can go to now, as clients are told (`workerCount`): a local cluster's start waits for
-        all of them (`ray.init()`), and a map sizes its chunks by them."""
-        return sum(1 for worker in self.workers.values() if worker.takes_tasks)
+        all of them (`ray.init()`), and a map sizes its chunks by them. Counted once per beat of the clock, and again
+        as soon as a worker or a processor's link comes or goes; a worker's room that changes between beats shows at
+        the next. Every client's heartbeat echo carries it: counted for each, 100 clients' heartbeats walked every
+        worker 50 times a second (6 ms a walk with 10,000 workers: 30% of a core; benchmarks/notes/scale.md, part 9)."""
+        at = (self._beats, len(self.workers), len(self.processors))
+        if at != self._ready_at:
+            self._ready_at = at
+            self._ready_count = sum(1 for worker in self.workers.values() if worker.takes_tasks)
+        return self._ready_count
 
 
 def _describe(event: Event) -> str:

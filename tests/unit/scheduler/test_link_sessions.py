@@ -14,6 +14,7 @@ from scaler.protocol.ids import PeerID, TaskID
 from scaler.scheduler.core.effects import Send
 from scaler.scheduler.core.events import PeerLost, Tick
 from scaler.scheduler.core.link_sessions import EXIT_WAIT_SECONDS
+from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.processor_links import STOP_GRACE_SECONDS
 from scaler.testing.simulation import FakeClient, FakeWorker, SimulatedCluster, hello, success, task
 
@@ -442,3 +443,45 @@ def test_clients_count_a_worker_once_a_processor_of_it_has_connected() -> None:
     assert told() == 1, "the late worker has no processor's link yet"
     sim.add_processor(late)
     assert told() == 2
+
+
+def test_clients_heartbeats_count_the_workers_once_a_beat(monkeypatch: Any) -> None:
+    """Every client's heartbeat echo carries `workerCount`: twenty clients' heartbeats within one beat of the clock
+    walk the workers once, not twenty times (fails with the count made for each echo)."""
+    sim = SimulatedCluster()
+    clients = [sim.add_client(f"c{number}") for number in range(20)]
+    for number in range(5):
+        sim.add_worker(f"w{number}")
+    sim.advance(0.25)
+    asked: list[WorkerRecord] = []
+    link_for = WorkerRecord.link_for
+
+    def counted(worker: WorkerRecord) -> Any:
+        asked.append(worker)
+        return link_for(worker)
+
+    monkeypatch.setattr(WorkerRecord, "link_for", counted)
+    for client in clients:
+        sim.heartbeat(client)
+    assert len(asked) == 5
+    assert {sent_to(sim, client.peer, m.HeartbeatEcho)[-1].worker_count for client in clients} == {5}
+
+
+def test_a_worker_that_fills_up_is_counted_out_at_the_next_beat() -> None:
+    """A worker's room that changes between beats shows in `workerCount` at the next beat; a worker that comes shows
+    at once."""
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    sim.add_worker("a", max_staged=0)
+
+    def told() -> int:
+        sim.heartbeat(client)
+        return sent_to(sim, client.peer, m.HeartbeatEcho)[-1].worker_count
+
+    assert told() == 1
+    sim.submit(client, [task(client.peer, 1)])
+    assert told() == 1, "counted at this beat already"
+    sim.advance(0.25)
+    assert told() == 0, "its one processor computes, with no room to stage"
+    sim.add_worker("b", max_staged=0)
+    assert told() == 1, "a worker that comes is counted at once"
