@@ -57,6 +57,7 @@ def main() -> None:
     parser.add_argument("--axes", default="workers,clients,queue,soak,client")
     parser.add_argument("--workers", default="100,1000,5000,10000", help="sizes of the workers axis")
     parser.add_argument("--clients", default="1,10,100", help="sizes of the clients axis")
+    parser.add_argument("--workers-axis-clients", type=int, default=1, help="clients connected on the workers axis")
     parser.add_argument("--queue", default="100000,1000000", help="sizes of the queue axis")
     parser.add_argument("--tasks", type=int, default=100_000, help="tasks run for each CPU-per-task figure")
     parser.add_argument(
@@ -75,7 +76,8 @@ def main() -> None:
     parser.add_argument("--logs", type=Path, default=Path("/tmp/scale-logs"), help="the processes' logs")
     parser.add_argument("--out", type=Path, help="the JSON file to write")
     arguments = parser.parse_args()
-    settings = axes.Settings(arguments.logs, arguments.tasks, arguments.idle_seconds, windows=arguments.windows)
+    settings = axes.Settings(arguments.logs, arguments.tasks, arguments.idle_seconds, windows=arguments.windows,
+                             workers_axis_clients=arguments.workers_axis_clients)  # fmt: skip
     chosen = set(arguments.axes.split(","))
     run: dict[str, Any] = {
         "label": arguments.label,

@@ -47,6 +47,9 @@ class Settings:
     #: (one window's figure moves by a third between runs of one tree on this machine; the first window also pays
     #: for the heap's first growth)
     windows: int = 1
+    #: clients connected on the workers axis, each heartbeating (and sharing its tasks): 1, or 100 (an echo to each
+    #: client's heartbeat once counted the workers a task can go to by walking them all)
+    workers_axis_clients: int = 1
 
 
 def links_for(workers: int) -> int:
@@ -218,13 +221,15 @@ FALLING_BEHIND_MB = 100.0
 
 def workers_axis(settings: Settings, sizes: list[int], rows: list[dict[str, Any]] | None = None,
                  on_row: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:  # fmt: skip
-    """Idle cost (no subscriber, then one) and CPU per task against the number of workers, one client. A scheduler
+    """Idle cost (no subscriber, then one) and CPU per task against the number of workers, one client (or
+    `settings.workers_axis_clients`). A scheduler
     whose RSS grows by FALLING_BEHIND_MB while idle is reading heartbeats more slowly than they come (the machine's
     cores are taken): the row says so and the tasks are not run."""
     rows = [] if rows is None else rows
     for workers in sizes:
-        print(f"[workers] {workers:,} workers", flush=True)
-        with cluster(settings, f"workers-{workers}", workers, 1) as (scheduler, worker_fleet, client_fleet):
+        clients = settings.workers_axis_clients
+        print(f"[workers] {workers:,} workers" + (f", {clients} clients" if clients != 1 else ""), flush=True)
+        with cluster(settings, f"workers-{workers}", workers, clients) as (scheduler, worker_fleet, client_fleet):
             # a worker learns the cluster's period at its first heartbeat after the period it was given on
             # registration (scaler/protocol/heartbeat_period.py): the idle window starts once every one has
             time.sleep(SETTLE_SECONDS + worker_fleet.ask("report")["longest_period"])
@@ -246,6 +251,7 @@ def workers_axis(settings: Settings, sizes: list[int], rows: list[dict[str, Any]
             ran = run_windows(scheduler, client_fleet, settings)
             row = {
                 "workers": workers,
+                "clients": clients,
                 "idle_cpu_percent": idle,
                 "idle_cpu_percent_per_1000_workers": idle / workers * 1000,
                 "workers_with_a_link": after["workers_with_a_link"],
