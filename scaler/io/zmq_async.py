@@ -303,12 +303,15 @@ class Outbox:
     Each frame is a complete encoded message; small ones leave joined into one part (`zmq_parts.joined`), which the
     receiver splits again (`codec.split`), and it treats the messages of a multipart message as a batch.
     `routed=True` prefixes each multipart message with the peer identity (ROUTER sockets).
-    `on_unreachable(identity)` is called when a mandatory ROUTER cannot route to a peer. With
-    `is_busy`, frames wait up to `coalesce_seconds` while `is_busy()` says more will follow soon.
+    `on_unreachable(identity)` is called when a mandatory ROUTER cannot route to a peer.
     `flushed_at_burst_end=True`: its owner flushes it at the end of each burst of its socket (its `on_burst_end`
     calls `flush_unless_held`), so frames sent during one, or by `on_burst_end` itself before it flushes (the
     scheduler's core sees a burst's messages there), are not also given a flush of their own on the next loop
     iteration (which would cost an iteration, and a poll of every descriptor, per message a peer answers at once).
+    `wait_seconds`: a frame sent with `may_wait=True` is held up to that long (or until `most_waiting` frames wait
+    for its peer), so that the frames of several bursts leave in one message: a peer that has many answers coming
+    (the scheduler's client with many tasks in flight) costs a send and a read each way per batch of them, not per
+    burst. A frame that may not wait takes its peer's held ones along (a peer's frames keep their order).
     """
 
     def __init__(
@@ -317,42 +320,86 @@ class Outbox:
         sock: AsyncSocket,
         routed: bool,
         on_unreachable: Callable[[bytes], None] | None = None,
-        coalesce_seconds: float = 0.0,
-        is_busy: Callable[[], bool] | None = None,
         flushed_at_burst_end: bool = False,
+        wait_seconds: float = 0.0,
+        most_waiting: int = 256,
     ) -> None:
         self._loop = loop
         self._socket = sock
         self._flushed_at_burst_end = flushed_at_burst_end
         self._routed = routed
         self._on_unreachable = on_unreachable
-        self._coalesce_seconds = coalesce_seconds
-        self._is_busy = is_busy
+        self._wait_seconds = wait_seconds
+        self._most_waiting = most_waiting
+        #: a peer's frames are here (sent at the next flush) or in `_waiting` (held), never in both
         self._pending: dict[bytes, list[bytes]] = {}
+        self._waiting: dict[bytes, list[bytes]] = {}
         self._flush_scheduled = False
-        self._held = False  #: the scheduled flush waits on purpose (coalescing while busy)
+        self._release_scheduled = False
         self.frames_sent = 0
 
-    def send(self, peer: bytes, frame: bytes) -> None:
+    def send(self, peer: bytes, frame: bytes, may_wait: bool = False) -> None:
         frames = self._pending.get(peer)
-        if frames is None:
-            self._pending[peer] = [frame]
-        else:
+        if frames is not None:
             frames.append(frame)
+        elif may_wait and self._wait_seconds > 0:
+            self._hold(peer, frame)
+            return
+        else:
+            held = self._waiting.pop(peer, None)
+            if held is None:
+                self._pending[peer] = [frame]
+            else:
+                held.append(frame)
+                self._pending[peer] = held
+        self._schedule_flush()
+
+    def _hold(self, peer: bytes, frame: bytes) -> None:
+        held = self._waiting.get(peer)
+        if held is None:
+            self._waiting[peer] = [frame]
+        else:
+            held.append(frame)
+            if len(held) >= self._most_waiting:
+                self._pending[peer] = self._waiting.pop(peer)
+                self._schedule_flush()
+                return
+        if not self._release_scheduled:
+            self._release_scheduled = True
+            self._loop.call_later(self._wait_seconds, self._release)
+
+    def _schedule_flush(self) -> None:
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self._held = self._is_busy is not None and self._is_busy()
-            if self._held:
-                self._loop.call_later(self._coalesce_seconds, self.flush)
-            elif not (self._flushed_at_burst_end and self._socket.in_burst):
+            if not (self._flushed_at_burst_end and self._socket.in_burst):
                 self._loop.call_soon(self.flush)
+
+    def _release(self) -> None:
+        """The held frames' time is up: they leave (with what else their peers have pending)."""
+        self._release_scheduled = False
+        if self._waiting:
+            waiting, self._waiting = self._waiting, {}
+            for peer, held in waiting.items():
+                frames = self._pending.get(peer)  # not there: a peer's frames are in one of the two
+                self._pending[peer] = held if frames is None else frames + held
+            self._flush_scheduled = True
+            self.flush()
+
+    @property
+    def holding(self) -> int:
+        """How many frames are held (`may_wait`) now."""
+        return sum(len(held) for held in self._waiting.values())
 
     def flush_unless_held(self) -> None:
         """Send now what waits for the next loop iteration (not what is held on purpose)."""
-        if self._flush_scheduled and not self._held:
+        if self._flush_scheduled:
             self.flush()
 
-    def flush(self) -> None:
+    def flush(self, everything: bool = False) -> None:
+        """Send what is pending; `everything`: what is held too (its owner stops)."""
+        if everything and self._waiting:
+            self._release()
+            return
         if not self._flush_scheduled:
             return
         self._flush_scheduled = False

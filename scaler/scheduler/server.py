@@ -58,6 +58,9 @@ STATS_SECONDS = 1.0
 #: Delays after a closed connection at which its peers are probed (the routing entry goes away
 #: a moment after the close event).
 PROBE_DELAYS_SECONDS = (0.05, 0.5, 2.0)
+#: How long an answer that may wait (a client with many tasks live: client_sessions.py, rule 5) is held at most, for
+#: its client's next answers to leave with it.
+ANSWERS_WAIT_SECONDS = 0.01
 #: How often the keys of connected peers are checked against the authorised folder (CURVE only).
 REVOCATION_CHECK_SECONDS = 1.0
 
@@ -134,7 +137,12 @@ class SchedulerServer:
             collector_paused=True,
         )
         self._outbox = Outbox(
-            loop, self._router, routed=True, on_unreachable=self._on_unreachable, flushed_at_burst_end=True
+            loop,
+            self._router,
+            routed=True,
+            on_unreachable=self._on_unreachable,
+            flushed_at_burst_end=True,
+            wait_seconds=ANSWERS_WAIT_SECONDS,
         )
         self._publisher = AsyncSocket(loop, publisher, self._on_subscriptions)
         self._feed([Watchers(frozenset(self._watched))])
@@ -162,7 +170,7 @@ class SchedulerServer:
                 for task in self._background_tasks:
                     task.cancel()
                 await asyncio.gather(*self._background_tasks, return_exceptions=True)
-            self._outbox.flush()
+            self._outbox.flush(everything=True)
             await self._clock.sleep(0.05)  # let the last replies (shutdown answers) leave
             self._monitor.close()
             self._router.close()
@@ -296,7 +304,8 @@ class SchedulerServer:
                 if isinstance(effect, Send):
                     message = effect.message
                     is_echo = type(message) is m.HeartbeatEcho
-                    send(effect.peer, self._echo_frame(message) if is_echo else encode(message))  # type: ignore[arg-type]
+                    frame = self._echo_frame(message) if is_echo else encode(message)  # type: ignore[arg-type]
+                    send(effect.peer, frame, effect.may_wait)
                     name = type(effect.message).__name__
                     counted = counts.get(name)  # `_count(name, 0)` inline: it runs for every message sent
                     if counted is None:

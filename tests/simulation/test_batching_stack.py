@@ -35,7 +35,7 @@ def test_tasks_leave_the_scheduler_together(coalescing: bool, monkeypatch: pytes
     if not coalescing:
         send = Outbox.send
 
-        def send_at_once(self: Outbox, peer: bytes, frame: bytes) -> None:
+        def send_at_once(self: Outbox, peer: bytes, frame: bytes, may_wait: bool = False) -> None:
             send(self, peer, frame)
             self.flush()
 
@@ -58,3 +58,42 @@ def test_tasks_leave_the_scheduler_together(coalescing: bool, monkeypatch: pytes
         assert max(len(codec.split(d.frames[0])) for d in batches) > 10 and all(len(d.frames) == 1 for d in batches)
     else:
         assert tasks_together == 1
+
+
+def answers_per_message(traffic: list[Delivery], receiver: str) -> list[int]:
+    """How many answers (TaskResults) each message from the scheduler to `receiver` carried, in order."""
+    counts = [
+        sum(isinstance(codec.decode(part), m.TaskResult) for frame in delivery.frames for part in codec.split(frame))
+        for delivery in traffic
+        if delivery.sender == SCHEDULER and delivery.receiver == receiver
+    ]
+    return [count for count in counts if count]
+
+
+@pytest.mark.parametrize("waiting", [True, False], ids=["answers-wait", "answers-wait-off"])
+def test_a_client_with_many_tasks_live_gets_its_answers_joined(waiting: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """100 tasks of a millisecond, one after another on one processor: each result reaches the scheduler alone. While
+    the client has at least `ANSWERS_WAIT_AT_LIVE` tasks live, its answers wait for each other (10 ms: several leave
+    together); its last ones leave one by one, at once. Checked with the rule off (`answers-wait-off`)."""
+    from scaler.scheduler.core import client_sessions
+
+    if not waiting:
+        monkeypatch.setattr(client_sessions, "ANSWERS_WAIT_AT_LIVE", 1 << 30)
+    stack = SimulatedStack()
+
+    async def scenario() -> None:
+        await stack.start(workers=1)
+        client = await stack.client()
+        futures = client.submit([stack.task(client, seconds=0.001, function="ms") for _ in range(100)])
+        await stack.until(lambda: all(future.done() for future in futures), "every result")
+
+    stack.run(scenario())
+    receivers = {d.receiver for d in stack.network.traffic if d.sender == SCHEDULER and d.receiver.startswith("Client")}
+    assert len(receivers) == 1
+    counts = answers_per_message(stack.network.traffic, receivers.pop())
+    assert sum(counts) == 100
+    if waiting:
+        assert max(counts) > 3, counts
+        assert counts[-client_sessions.ANSWERS_WAIT_AT_LIVE + 1 :] == [1] * (client_sessions.ANSWERS_WAIT_AT_LIVE - 1)
+    else:
+        assert max(counts) == 1, counts

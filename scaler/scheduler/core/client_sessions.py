@@ -27,6 +27,11 @@ Rules:
    why, and once it registers again its ClientResume is told which of its unfinished tasks were cancelled (their
    futures fail) and which never arrived (sent after the drop: it sends them again).
 4. A client may shut the whole cluster down unless the scheduler is protected.
+5. An answer for a present client that still has at least `ANSWERS_WAIT_AT_LIVE` tasks live may wait a few
+   milliseconds to leave with its next ones (`Send.may_wait`; the shell's `Outbox` holds it at most
+   `server.ANSWERS_WAIT_SECONDS`): a client with many tasks in flight waits on all of them, not on one, and one
+   message for several answers costs it and the scheduler a send and a read each instead of one per answer. Its last
+   answers, and those of a client waiting on few tasks, leave at once.
 Pure: time is the core's `now`.
 """
 
@@ -55,6 +60,8 @@ BUNDLE_PREFIX = b"held-answers|"
 #: tasks were cancelled (rule 3); the oldest are forgotten first past either bound.
 EXPIRED_KEPT = 1024
 EXPIRED_BYTES = 64 << 20
+#: A client with at least this many tasks live may get its answers a few milliseconds late, joined (rule 5).
+ANSWERS_WAIT_AT_LIVE = 32
 #: A bundle that could not be read is read again this long after.
 LOAD_RETRY_SECONDS = 5.0
 #: A client's connection that closes less than this long after its last message was closed by its process's end
@@ -161,7 +168,7 @@ class ClientSessions:
         log = client.answers
         if not client.is_away:
             log.sent_one(message)
-            core.send(peer, message)
+            core.send(peer, message, core.tasks.live_of(ClientID(peer)) >= ANSWERS_WAIT_AT_LIVE)
             return
         log.hold(message)
         if log.may_spill and log.held_bytes >= core.settings.held_answers_memory_bytes:

@@ -19,8 +19,12 @@ from scaler.protocol.messages import (
 @quick_init
 @dataclass(frozen=True, slots=True)
 class Send:
+    """A message for a peer. `may_wait`: it may leave a few milliseconds late, joined with the peer's next ones
+    (the shell's `Outbox`, wait_seconds): an answer for a client with many tasks still live."""
+
     peer: PeerID
     message: Message
+    may_wait: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -391,8 +391,8 @@ class SchedulerCore:
         elif peer in self.processors:
             self.link_sessions.drop(peer)
 
-    def send(self, peer: PeerID, message: m.Message) -> None:
-        self.effects.append(Send(peer, message))
+    def send(self, peer: PeerID, message: m.Message, may_wait: bool = False) -> None:
+        self.effects.append(Send(peer, message, may_wait))
 
     # ------------------------------------------------------------ the read model and the monitor feed
 

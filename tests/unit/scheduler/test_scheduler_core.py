@@ -605,3 +605,22 @@ def test_a_task_ended_by_a_result_names_its_worker_and_run_time_on_the_feed() ->
     assert ends[tid(1)].worker_id == worker.peer and ends[tid(1)].run_seconds == pytest.approx(2.5)
     assert ends[tid(2)].worker_id == worker.peer and ends[tid(2)].run_seconds == 0.25
     assert ends[tid(2)].peak_memory_bytes == 4096 and ends[tid(1)].peak_memory_bytes == 0
+
+
+def test_answers_may_wait_while_their_client_has_many_tasks_live_and_its_last_ones_leave_at_once() -> None:
+    """client_sessions.py, rule 5: an answer for a client with at least ANSWERS_WAIT_AT_LIVE tasks still live may
+    wait to leave with its next ones; the answers of its last ANSWERS_WAIT_AT_LIVE tasks may not."""
+    from scaler.scheduler.core.client_sessions import ANSWERS_WAIT_AT_LIVE
+
+    sim = SimulatedCluster()
+    client = sim.add_client()
+    total = ANSWERS_WAIT_AT_LIVE + 5
+    sim.submit(client, [task(client.peer, number) for number in range(total)])
+    worker = sim.add_worker(capacity=total)
+    may_wait = []
+    for _ in range(total):
+        task_id = worker.held.pop(0)
+        effects = sim.send(worker.where.pop(task_id), m.TaskResult(task_id, m.ResultStatus.SUCCESS))
+        may_wait += [e.may_wait for e in effects if isinstance(e, Send) and isinstance(e.message, m.TaskResult)]
+    assert may_wait == [True] * 5 + [False] * ANSWERS_WAIT_AT_LIVE, may_wait
+    assert len(client.answers) == total
