@@ -97,6 +97,7 @@ def checks(worker_fleet: Fleet, client_fleet: Fleet, submitted: int) -> dict[str
         "tasks_sent_twice": workers["tasks_twice"],
         "tasks_asked_back": workers["tasks_asked_back"],
         "tasks_per_link_message": round(workers["tasks_received"] / max(1, workers["link_messages"]), 2),
+        "answers_per_client_message": round(clients["answered"] / max(1, clients["client_messages"]), 2),
         "workers_lost": workers["lost_workers"],
         "protocol_errors": workers["protocol_errors"] + clients["protocol_errors"],
     }

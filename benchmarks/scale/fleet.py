@@ -201,6 +201,7 @@ class FakeClient(FakePeer):
         self.done: set[TaskID] = set()
 
     def _on_message(self, parts: list[bytes]) -> None:
+        self.fleet.client_messages += 1
         for part in parts:
             for frame in codec.split(part):
                 message = codec.decode(frame)
@@ -266,6 +267,7 @@ class Fleet:
         self.registered_workers = self.registered_clients = self.lost_workers = 0
         self.tasks_received = self.tasks_twice = 0
         self.link_messages = 0  #: messages the processors' links received (tasks in one message: the outbox joins them)
+        self.client_messages = 0  #: messages the clients received (answers in one message: the outbox joins them)
         self.tasks_asked_back = 0  #: named in a TaskReturn (processor_links.py rule 3: behind a task sent 1 s ago)
         self.heartbeats_sent = 0  #: by the workers, so far
         self.seen_tasks: set[TaskID] = set()
@@ -347,6 +349,7 @@ class Fleet:
             "tasks_twice": self.tasks_twice,
             "tasks_asked_back": self.tasks_asked_back,
             "link_messages": self.link_messages,
+            "client_messages": self.client_messages,
             "submitted": self.submitted,
             "answered": self.answered,
             "unanswered": sum(len(client.unanswered) for client in clients),
