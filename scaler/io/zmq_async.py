@@ -379,9 +379,7 @@ class Outbox:
         self._release_scheduled = False
         if self._waiting:
             waiting, self._waiting = self._waiting, {}
-            for peer, held in waiting.items():
-                frames = self._pending.get(peer)  # not there: a peer's frames are in one of the two
-                self._pending[peer] = held if frames is None else frames + held
+            self._pending.update(waiting)  # no peer is in both
             self._flush_scheduled = True
             self.flush()
 
