@@ -11,6 +11,7 @@ import pytest
 from scaler.io.zmq_async import Outbox
 from scaler.protocol import codec
 from scaler.protocol import messages as m
+from scaler.scheduler.core import client_sessions
 from scaler.testing.memory_network import Delivery
 from scaler.testing.simulated_stack import SCHEDULER_ADDRESS, SimulatedStack
 
@@ -75,8 +76,6 @@ def test_a_client_with_many_tasks_live_gets_its_answers_joined(waiting: bool, mo
     """100 tasks of a millisecond, one after another on one processor: each result reaches the scheduler alone. While
     the client has at least `ANSWERS_WAIT_AT_LIVE` tasks live, its answers wait for each other (10 ms: several leave
     together); its last ones leave one by one, at once. Checked with the rule off (`answers-wait-off`)."""
-    from scaler.scheduler.core import client_sessions
-
     if not waiting:
         monkeypatch.setattr(client_sessions, "ANSWERS_WAIT_AT_LIVE", 1 << 30)
     stack = SimulatedStack()

@@ -7,6 +7,7 @@ import pytest
 from scaler.policy.content import Allocation
 from scaler.protocol import messages as m
 from scaler.protocol.ids import PeerID, TaskID
+from scaler.scheduler.core.client_sessions import ANSWERS_WAIT_AT_LIVE
 from scaler.scheduler.core.effects import DeleteOwnerObjects, Publish, Send, StopScheduler
 from scaler.scheduler.core.events import Beats, PeerLost, Received, Tick, Undecodable
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
@@ -610,8 +611,6 @@ def test_a_task_ended_by_a_result_names_its_worker_and_run_time_on_the_feed() ->
 def test_answers_may_wait_while_their_client_has_many_tasks_live_and_its_last_ones_leave_at_once() -> None:
     """client_sessions.py, rule 5: an answer for a client with at least ANSWERS_WAIT_AT_LIVE tasks still live may
     wait to leave with its next ones; the answers of its last ANSWERS_WAIT_AT_LIVE tasks may not."""
-    from scaler.scheduler.core.client_sessions import ANSWERS_WAIT_AT_LIVE
-
     sim = SimulatedCluster()
     client = sim.add_client()
     total = ANSWERS_WAIT_AT_LIVE + 5
