@@ -65,7 +65,9 @@ class Outbox:
         self.pending: dict[bytes, list[bytes]] = {}
         self.frames_sent = 0
 
-    def send(self, peer: bytes, frame: bytes) -> None:
+    def send(self, peer: bytes, frame: bytes, may_wait: bool = False) -> None:
+        """`may_wait` (an answer the real outbox may hold up to 10 ms for the client's next ones): taken at once here,
+        as the real outbox's release would have it sent."""
         self.pending.setdefault(peer, []).append(frame)
 
     def flush_unless_held(self) -> None:
