@@ -7,6 +7,13 @@ once a big queue has drained (`heap.MemoryReturn`), gives back every free page w
 (benchmarks/drain_memory.py, a 100,000-task drain): 35% of the growth kept on pymalloc, 17% on glibc's malloc; the
 scheduler's CPU per task about 1 µs (2-4%) more (benchmarks/scheduler_cost.py).
 
+Its thresholds are fixed too (`fix_heap_thresholds`): by default glibc raises the size from which a block gets a
+mapping of its own to that of each big block freed, and the free top it keeps to twice that. After a drain has freed
+the queue's tables, the next queue's tables and the kept stories (a few MB) then come from the heap, and where they
+land moves from queue to queue; the pages around them stay. Fixed at 128 KiB, each such block is a mapping of its own,
+given back the moment it is freed. Measured over repeated drains of 200,000 tasks (benchmarks/notes/scale.md, part
+11): the RSS after ten of them 75 MB instead of 81, glibc's main heap flat.
+
 How: the allocator is chosen when the interpreter starts (`PYTHONMALLOC`), so the scheduler's entry points call
 `use_the_system_allocator` before anything else: on Linux with glibc, and unless PYTHONMALLOC is set already, the
 process executes itself again (the same pid, arguments and descriptors) with PYTHONMALLOC=malloc; the variable then
@@ -35,6 +42,7 @@ def use_the_system_allocator() -> None:
     returns at once where nothing is to be done, else does not return (the process runs again from its start)."""
     if os.environ.pop(MARK, None) is not None:  # this is the process started again: its children get the default
         os.environ.pop("PYTHONMALLOC", None)
+        fix_heap_thresholds()
         return
     if "PYTHONMALLOC" in os.environ or not sys.platform.startswith("linux") or not _glibc() or not sys.executable:
         return
@@ -44,3 +52,26 @@ def use_the_system_allocator() -> None:
         os.execve(sys.executable, sys.orig_argv, environment)
     except OSError:  # not started again: runs on CPython's allocator, as before
         return
+
+
+#: Blocks from this size on get a mapping of their own, and free heap top beyond it goes back (glibc's default for both
+#: before it moves them: 128 KiB).
+HEAP_THRESHOLD_BYTES = 128 << 10
+M_TRIM_THRESHOLD = -1  #: mallopt's parameter numbers (malloc.h)
+M_MMAP_THRESHOLD = -3
+
+
+def fix_heap_thresholds(threshold_bytes: int = HEAP_THRESHOLD_BYTES) -> bool:
+    """Fix glibc's mapping and trimming thresholds at `threshold_bytes` (glibc then never moves them); False where
+    the C library is not glibc (nothing set)."""
+    if not _glibc():
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    return bool(libc.mallopt(M_MMAP_THRESHOLD, threshold_bytes)) and bool(
+        libc.mallopt(M_TRIM_THRESHOLD, threshold_bytes)
+    )
