@@ -423,10 +423,12 @@ def soak_axis(settings: Settings, rounds: int, queued: int, workers: int = 100) 
     print(f"[soak] {rounds} rounds of {queued:,} tasks", flush=True)
     after: list[float] = []
     peaks: list[float] = []
+    where: list[dict[str, float]] = []  # the RSS after each round by mapping: which heap keeps what the rounds leave
     all_ok = True
     with cluster(settings, "soak", workers, 0) as (scheduler, worker_fleet, _none):
         time.sleep(2)
         start = scheduler.rss_mb()
+        start_where = scheduler.rss_by_heap_mb()
         for number in range(rounds):
             client_fleet = Fleet(scheduler.address, settings.logs / f"soak-clients-{number}.log", clients=1,
                                  tag=f"s{number}")  # fmt: skip
@@ -444,7 +446,10 @@ def soak_axis(settings: Settings, rounds: int, queued: int, workers: int = 100) 
             time.sleep(DRAIN_WAIT_SECONDS)
             peaks.append(max(peak))
             after.append(scheduler.rss_mb())
-            print(f"  round {number + 1}: RSS {max(peak):.0f} MB at most, {after[-1]:.0f} MB after", flush=True)
+            where.append(scheduler.rss_by_heap_mb())
+            print(f"  round {number + 1}: RSS {max(peak):.0f} MB at most, {after[-1]:.0f} MB after (main heap "
+                  f"{where[-1]['main_heap']:.1f}, largest other arena {where[-1]['largest_anonymous']:.1f})",
+                  flush=True)  # fmt: skip
         found = worker_fleet.ask("report")
         all_ok = all_ok and not found["tasks_twice"] and found["tasks_received"] == rounds * queued
     growth = after[-1] - after[0]
@@ -454,10 +459,26 @@ def soak_axis(settings: Settings, rounds: int, queued: int, workers: int = 100) 
         "rss_mb_start": start,
         "rss_mb_peaks": peaks,
         "rss_mb_after_rounds": after,
+        "rss_mb_by_heap_start": start_where,
+        "rss_mb_by_heap_after_rounds": where,
         "growth_first_to_last_mb": growth,
         "flat": growth <= max(0.05 * (max(peaks) - start), 2.0),
+        # whether it still climbs once settled: the least-squares slope of the RSS over the second half of the rounds
+        "mb_per_round_second_half": _slope(after[len(after) // 2 :]),
         "checks_ok": all_ok,
     }
+
+
+def _slope(values: list[float]) -> float:
+    """The least-squares slope of `values` against their index (0 with fewer than two)."""
+    count = len(values)
+    if count < 2:
+        return 0.0
+    middle = (count - 1) / 2
+    mean = sum(values) / count
+    return sum((index - middle) * (value - mean) for index, value in enumerate(values)) / sum(
+        (index - middle) ** 2 for index in range(count)
+    )
 
 
 def client_axis(settings: Settings, pending_sizes: list[int], map_items: int) -> dict[str, Any]:

@@ -89,6 +89,25 @@ class Scheduler:
     def rss_mb(self) -> float:
         return float(self.psutil.memory_info().rss) / MB
 
+    def rss_by_heap_mb(self) -> dict[str, float]:
+        """The RSS by where it lies (/proc/PID/smaps): `main_heap` (glibc's main arena, the main thread's), `anonymous`
+        (other anonymous mappings: the arenas of other threads, ZeroMQ's I/O thread's among them, and blocks glibc
+        mapped apart), `largest_anonymous` (the largest of those, an arena) and `other` (code and files)."""
+        found = {"main_heap": 0.0, "anonymous": 0.0, "largest_anonymous": 0.0, "other": 0.0}
+        name = ""
+        with open(f"/proc/{self.process.pid}/smaps") as mappings:
+            for line in mappings:
+                fields = line.split()
+                if fields and not fields[0].endswith(":"):  # a mapping's first line: its range, ..., its path
+                    name = fields[5] if len(fields) > 5 else ""
+                elif fields[:1] == ["Rss:"]:
+                    mb = int(fields[1]) / 1024
+                    kind = "main_heap" if name == "[heap]" else "anonymous" if name == "" else "other"
+                    found[kind] += mb
+                    if kind == "anonymous":
+                        found["largest_anonymous"] = max(found["largest_anonymous"], mb)
+        return found
+
     def stop(self) -> None:
         _end(self.process)
         self._log.close()

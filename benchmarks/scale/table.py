@@ -44,7 +44,9 @@ def _soak(run: dict[str, Any]) -> str:
     if not soak:
         return "-"
     after = ", ".join(f"{value:.0f}" for value in soak["rss_mb_after_rounds"])
-    return f"{after} MB ({'flat' if soak['flat'] else 'grows'})"
+    slope = soak.get("mb_per_round_second_half")  # absent from runs before it was kept
+    settled = "" if slope is None else f"; {slope:+.2f} MB a round over the second half"
+    return f"{after} MB ({'flat' if soak['flat'] else 'grows'}{settled})"
 
 
 def _pending(tasks: int) -> Figure:
