@@ -12,7 +12,7 @@ mapping of its own to that of each big block freed, and the free top it keeps to
 the queue's tables, the next queue's tables and the kept stories (a few MB) then come from the heap, and where they
 land moves from queue to queue; the pages around them stay. Fixed at 128 KiB, each such block is a mapping of its own,
 given back the moment it is freed. Measured over repeated drains of 200,000 tasks (benchmarks/notes/scale.md, part
-11): the RSS after ten of them 75 MB instead of 81, glibc's main heap flat.
+11): the RSS after ten of them 75 MB instead of 81, glibc's main heap flat from the second to the twelfth.
 
 How: the allocator is chosen when the interpreter starts (`PYTHONMALLOC`), so the scheduler's entry points call
 `use_the_system_allocator` before anything else: on Linux with glibc, and unless PYTHONMALLOC is set already, the
