@@ -92,15 +92,20 @@ def test_a_fresh_install_prints_an_example_and_python_m_scaler_runs_it(
         "127.0.0.1:50001", f"127.0.0.1:{free_tcp_port_block(1)}"
     )
     (tmp_path / "local.toml").write_text(text)
-    stack = processes.add(
-        subprocess.Popen(
-            [str(fresh_python), "-m", "scaler", "local.toml"], cwd=tmp_path, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-    )  # fmt: skip
-    probe_scheduler(addresses.scheduler)
-    with Client(address=addresses.scheduler, timeout_seconds=30) as client:
-        assert client.submit(pow, 2, 10).result(timeout=60) == 1024
+    log = tmp_path / "stack.log"
+    with log.open("wb") as output:
+        stack = processes.add(
+            subprocess.Popen(
+                [str(fresh_python), "-m", "scaler", "local.toml"], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                stdout=output, stderr=subprocess.STDOUT,
+            )
+        )  # fmt: skip
+    try:
+        probe_scheduler(addresses.scheduler)
+        with Client(address=addresses.scheduler, timeout_seconds=30) as client:
+            assert client.submit(pow, 2, 10).result(timeout=60) == 1024
+    except Exception as error:  # the stack's own words say why, where a bare "connection closed" does not
+        raise AssertionError(f"{error!r}; the stack said:\n{log.read_text(errors='replace')[-4000:]}") from error
     processes.remember()
     stack.send_signal(signal.SIGTERM)
     assert stack.wait(timeout=60) == 0
