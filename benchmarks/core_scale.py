@@ -26,7 +26,7 @@ from scaler.protocol.ids import ClientID, PeerID, TaskID
 from scaler.scheduler.core.effects import Send
 from scaler.scheduler.core.events import Received
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
-from scaler.testing.simulation import PYTHON, hello
+from scaler_rehearsal.testing.simulation import PYTHON, hello
 
 CAPACITY = 2
 SVG = Path(__file__).resolve().parent.parent / "docs" / "images" / "core_scale.svg"

@@ -141,7 +141,7 @@ def measured_round_trip(args: argparse.Namespace, pings: int = 200) -> float:
 
 def link_bits(text: str) -> float:
     sys.path.insert(0, str(BENCH_DIR.parent))
-    from scaler.fake_cloud.link import parse_bandwidth
+    from scaler_rehearsal.fake_cloud.link import parse_bandwidth
 
     return parse_bandwidth(text)
 

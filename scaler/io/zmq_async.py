@@ -267,7 +267,7 @@ class AsyncSocket:
                         return handled
                     if self._by_parts:
                         frames = receive_parts(sock, self._copy)
-                    else:  # a stand-in socket (scaler.testing.memory_network) reads whole messages
+                    else:  # a stand-in socket (scaler_rehearsal.testing.memory_network) reads whole messages
                         frames = sock.recv_multipart(zmq.NOBLOCK, copy=self._copy)
             except zmq.Again:
                 return handled

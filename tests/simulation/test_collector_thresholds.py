@@ -12,7 +12,7 @@ import pytest
 
 from scaler.scheduler.core.scheduler_core import CoreSettings
 from scaler.scheduler.process import set_collector_thresholds
-from scaler.testing.simulation import PYTHON, SimulatedCluster, task
+from scaler_rehearsal.testing.simulation import PYTHON, SimulatedCluster, task
 
 WORKERS = 2_500
 TASKS = 5_000  #: two for each worker: every worker's capacity held, as in the scale harness

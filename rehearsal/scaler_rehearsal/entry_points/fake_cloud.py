@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from scaler.config.completion import offer_completion
-from scaler.rehearsal.command import StopSignals, say_extra_missing
 from scaler.version import __version__
+from scaler_rehearsal.command import StopSignals, say_extra_missing
 
 #: The longest the command waits for the launched processes, the runners and the servers to stop.
 STOP_SECONDS = 60.0
@@ -151,9 +151,9 @@ def _exit(code: int) -> NoReturn:
 def _make_cloud(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> Any:
     """The cloud the flags describe, or None (said why on stderr)."""
     try:
-        from scaler.fake_cloud.cloud import FakeCloud
-        from scaler.fake_cloud.images import parse_image_option
-        from scaler.fake_cloud.network import NetworkError
+        from scaler_rehearsal.fake_cloud.cloud import FakeCloud
+        from scaler_rehearsal.fake_cloud.images import parse_image_option
+        from scaler_rehearsal.fake_cloud.network import NetworkError
     except ImportError as error:
         say_extra_missing("scaler_fake_cloud", "fake-cloud", error)
         return None

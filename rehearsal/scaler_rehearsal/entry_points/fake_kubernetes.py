@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from scaler.config.completion import offer_completion
-from scaler.rehearsal.command import StopSignals, say_extra_missing
 from scaler.version import __version__
+from scaler_rehearsal.command import StopSignals, say_extra_missing
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -99,9 +99,9 @@ def _taint(text: str) -> dict[str, str]:
 
 def _make(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> Any:
     try:
-        from scaler.fake_kubernetes.cluster import FakeKubernetes
-        from scaler.fake_kubernetes.images import parse_image_option
-        from scaler.fake_kubernetes.quantity import QuantityError, parse_quantity
+        from scaler_rehearsal.fake_kubernetes.cluster import FakeKubernetes
+        from scaler_rehearsal.fake_kubernetes.images import parse_image_option
+        from scaler_rehearsal.fake_kubernetes.quantity import QuantityError, parse_quantity
     except ImportError as error:
         say_extra_missing("scaler_fake_kubernetes", "fake-kubernetes", error)
         return None

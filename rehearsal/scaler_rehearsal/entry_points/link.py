@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from scaler.config.completion import offer_completion
-from scaler.fake_cloud.link import LinkRelay, LinkShape, Route, parse_bandwidth, parse_routes
 from scaler.security.connection_files import mirror_connection, unregister_connection
 from scaler.version import __version__
+from scaler_rehearsal.fake_cloud.link import LinkRelay, LinkShape, Route, parse_bandwidth, parse_routes
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -26,9 +26,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scaler.fake_cloud.images import pull_error
-from scaler.fake_cloud.launched import LaunchedProcess
-from scaler.fake_cloud.runners import FakeCloudRunnerSettings, KnownResource, allocate_address, forget_unit, start_unit
+from scaler_rehearsal.fake_cloud.images import pull_error
+from scaler_rehearsal.fake_cloud.launched import LaunchedProcess
+from scaler_rehearsal.fake_cloud.runners import (
+    FakeCloudRunnerSettings,
+    KnownResource,
+    allocate_address,
+    forget_unit,
+    start_unit,
+)
 
 #: The status reason AWS Batch gives a job whose spot instance was reclaimed.
 RECLAIMED_REASON = "Host EC2 (instance i-0fake{suffix}) terminated."

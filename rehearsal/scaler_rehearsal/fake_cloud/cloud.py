@@ -25,16 +25,16 @@ from typing import Any
 
 import psutil
 
-from scaler.fake_cloud import moto_costs
-from scaler.fake_cloud.batch import BatchContainers, install, settle_array_parents
-from scaler.fake_cloud.ec2_instances import Ec2Runner
-from scaler.fake_cloud.ecs_tasks import EcsRunner
-from scaler.fake_cloud.faults import with_fault_route
-from scaler.fake_cloud.images import Image, ImageCatalogue
-from scaler.fake_cloud.package_index import UPSTREAM_INDEX, PackageIndex
-from scaler.fake_cloud.pythons import machine_interpreters
-from scaler.fake_cloud.runners import SPOT_NOTICE_SECONDS, FakeCloudRunnerSettings
-from scaler.fake_cloud.sandbox import Sandbox
+from scaler_rehearsal.fake_cloud import moto_costs
+from scaler_rehearsal.fake_cloud.batch import BatchContainers, install, settle_array_parents
+from scaler_rehearsal.fake_cloud.ec2_instances import Ec2Runner
+from scaler_rehearsal.fake_cloud.ecs_tasks import EcsRunner
+from scaler_rehearsal.fake_cloud.faults import with_fault_route
+from scaler_rehearsal.fake_cloud.images import Image, ImageCatalogue
+from scaler_rehearsal.fake_cloud.package_index import UPSTREAM_INDEX, PackageIndex
+from scaler_rehearsal.fake_cloud.pythons import machine_interpreters
+from scaler_rehearsal.fake_cloud.runners import SPOT_NOTICE_SECONDS, FakeCloudRunnerSettings
+from scaler_rehearsal.fake_cloud.sandbox import Sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class FakeCloud:
         self.port = port or _free_port()
         self._network: Any = None
         if isolate_network:
-            from scaler.fake_cloud.network import UnitNetwork
+            from scaler_rehearsal.fake_cloud.network import UnitNetwork
 
             self._network = UnitNetwork.create()  # NetworkError naming what is missing (root, nft, ip)
             self._network.open_endpoint(self.port)
@@ -111,7 +111,7 @@ class FakeCloud:
         self._ecs.settings.sandbox.prepare()
         self._undo_moto_costs = moto_costs.install()
         if self._ecs.settings.container_engine is not None:
-            from scaler.fake_cloud.containers import remove_leftover_containers
+            from scaler_rehearsal.fake_cloud.containers import remove_leftover_containers
 
             remove_leftover_containers(self._ecs.settings.container_engine)
         moto_app = DomainDispatcherApplication(create_backend_app)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from scaler.fake_cloud.launched import STOP_GRACE_SECONDS, LaunchedProcess
+from scaler_rehearsal.fake_cloud.launched import STOP_GRACE_SECONDS, LaunchedProcess
 
 LABEL = "scaler-fake-cloud"
 #: Where the package cache is mounted in the container.

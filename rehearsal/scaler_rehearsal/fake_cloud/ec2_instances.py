@@ -20,8 +20,14 @@ import base64
 from dataclasses import dataclass
 from typing import Any
 
-from scaler.fake_cloud.launched import LaunchedProcess
-from scaler.fake_cloud.runners import FakeCloudRunnerSettings, KnownResource, allocate_address, forget_unit, start_unit
+from scaler_rehearsal.fake_cloud.launched import LaunchedProcess
+from scaler_rehearsal.fake_cloud.runners import (
+    FakeCloudRunnerSettings,
+    KnownResource,
+    allocate_address,
+    forget_unit,
+    start_unit,
+)
 
 #: What an instance's own shutdown leaves in its StateReason (EC2's words).
 INSTANCE_SHUTDOWN = (
@@ -58,7 +64,7 @@ class Ec2Runner:
 
         notice = self.notices.get(instance.id)
         if notice is not None and now >= notice.ends_at and instance._state.name in ("pending", "running"):
-            from scaler.fake_cloud import ec2_spot
+            from scaler_rehearsal.fake_cloud import ec2_spot
 
             ec2_spot.terminated_by_service(instance, notice.ends_at_wall)
         if instance._state.name in _GONE:
@@ -122,7 +128,7 @@ class Ec2Runner:
         request EC2 makes."""
         from moto.ec2.models.instances import InstanceState
 
-        from scaler.fake_cloud import ec2_spot
+        from scaler_rehearsal.fake_cloud import ec2_spot
 
         for instance in instances:
             self._announce(now, instance)
@@ -132,7 +138,7 @@ class Ec2Runner:
 
     def terminated_by_api(self, now: float, wall_time: float, instance_ids: list[str]) -> None:
         """Right after `terminate_instances` (which moto answers with terminated at once)."""
-        from scaler.fake_cloud import ec2_spot
+        from scaler_rehearsal.fake_cloud import ec2_spot
 
         for instance in _instances():
             if instance.id in instance_ids:
@@ -143,8 +149,8 @@ class Ec2Runner:
         """An EC2 spot interruption: the instance's spot request gives the two-minute warning now, and EC2
         terminates the instance when the notice (`spot_notice_seconds`) ends. What was done; None when there is no
         such instance; `FaultRefused` naming why when it cannot be interrupted."""
-        from scaler.fake_cloud import ec2_spot
-        from scaler.fake_cloud.faults import FaultRefused
+        from scaler_rehearsal.fake_cloud import ec2_spot
+        from scaler_rehearsal.fake_cloud.faults import FaultRefused
 
         instance = next((instance for instance in _instances() if instance.id == instance_id), None)
         if instance is None:

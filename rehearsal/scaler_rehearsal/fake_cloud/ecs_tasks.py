@@ -20,10 +20,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from scaler.fake_cloud.images import Image, pull_error
-from scaler.fake_cloud.launched import LaunchedProcess
-from scaler.fake_cloud.runners import FakeCloudRunnerSettings, KnownResource, allocate_address, forget_unit, start_unit
-from scaler.fake_cloud.task_logs import awslogs_stream, forward
+from scaler_rehearsal.fake_cloud.images import Image, pull_error
+from scaler_rehearsal.fake_cloud.launched import LaunchedProcess
+from scaler_rehearsal.fake_cloud.runners import (
+    FakeCloudRunnerSettings,
+    KnownResource,
+    allocate_address,
+    forget_unit,
+    start_unit,
+)
+from scaler_rehearsal.fake_cloud.task_logs import awslogs_stream, forward
 
 
 class EcsRunner:
@@ -134,7 +140,7 @@ class EcsRunner:
         log = self.settings.log_directory / "ecs" / f"{task.id}.log"
         engine = self.settings.container_engine
         if engine is not None:  # the task's image itself, in the local container engine
-            from scaler.fake_cloud.containers import ContainerProcess
+            from scaler_rehearsal.fake_cloud.containers import ContainerProcess
 
             cache = self.settings.sandbox.installer_cache
             return ContainerProcess(engine, f"sfc-{task.id}", _image_of(task), unit.environment, log, cache)

@@ -21,9 +21,9 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from scaler.fake_cloud.pythons import major_minor
-from scaler.rehearsal import images as image_references
-from scaler.rehearsal.images import qualified
+from scaler_rehearsal import images as image_references
+from scaler_rehearsal.fake_cloud.pythons import major_minor
+from scaler_rehearsal.images import qualified
 
 #: The Pythons docker/worker.Dockerfile installs (`uv python install`); the image's default is its last.
 WORKER_IMAGE_PYTHONS = ("3.10", "3.11", "3.12", "3.13")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 
-from scaler.rehearsal.process_groups import signal_group, start_group
+from scaler_rehearsal.process_groups import signal_group, start_group
 
 #: How long a stopped resource's processes get between SIGTERM and SIGKILL.
 STOP_GRACE_SECONDS = 5.0

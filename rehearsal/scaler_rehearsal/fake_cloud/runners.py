@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scaler.fake_cloud.images import ImageCatalogue
-from scaler.fake_cloud.launched import LaunchedProcess
-from scaler.fake_cloud.sandbox import Launch as UnitLaunch
+from scaler_rehearsal.fake_cloud.images import ImageCatalogue
+from scaler_rehearsal.fake_cloud.launched import LaunchedProcess
+from scaler_rehearsal.fake_cloud.sandbox import Launch as UnitLaunch
 
 if TYPE_CHECKING:
-    from scaler.fake_cloud.network import UnitNetwork
-    from scaler.fake_cloud.sandbox import Sandbox
+    from scaler_rehearsal.fake_cloud.network import UnitNetwork
+    from scaler_rehearsal.fake_cloud.sandbox import Sandbox
 
 #: How long an interrupted EC2 spot instance runs on before EC2 terminates it, as in AWS.
 SPOT_NOTICE_SECONDS = 120.0

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from scaler.fake_cloud.images import WORKER_IMAGE_PYTHONS, Image
-from scaler.fake_cloud.package_index import INDEX_ROUTE
-from scaler.rehearsal.images import mirror_commands
+from scaler_rehearsal.fake_cloud.images import WORKER_IMAGE_PYTHONS, Image
+from scaler_rehearsal.fake_cloud.package_index import INDEX_ROUTE
+from scaler_rehearsal.images import mirror_commands
 
 #: The system folders a unit's commands come from (mirrored, less what `_HIDDEN` names).
 _MIRRORED = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -88,7 +88,7 @@ class Sandbox:
             if minor in self.interpreters:
                 (self.state_directory / "ami-repo" / f"python{minor}").symlink_to(self.interpreters[minor])
         tools = self.state_directory / "ami-tools"
-        dnf = resources.files("scaler.fake_cloud").joinpath("shims/dnf").read_text()
+        dnf = resources.files("scaler_rehearsal.fake_cloud").joinpath("shims/dnf").read_text()
         values = {"@REPO@": str(self.state_directory / "ami-repo"), "@UV@": str(self.uv),
                   "@SYSTEM_PYTHON@": AL2023_SYSTEM_PYTHON}  # fmt: skip
         for placeholder, value in values.items():
@@ -206,5 +206,5 @@ class BackgroundRemoval:
 
 
 def _copy_resource(name: str, target: Path) -> None:
-    target.write_bytes(resources.files("scaler.fake_cloud").joinpath(name).read_bytes())
+    target.write_bytes(resources.files("scaler_rehearsal.fake_cloud").joinpath(name).read_bytes())
     target.chmod(0o755)

@@ -11,8 +11,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from scaler.fake_kubernetes.failures import ApiFailure
-from scaler.fake_kubernetes.store import Store
+from scaler_rehearsal.fake_kubernetes.failures import ApiFailure
+from scaler_rehearsal.fake_kubernetes.store import Store
 
 Object = dict[str, Any]
 ADMIN_USER = "kubernetes-admin"

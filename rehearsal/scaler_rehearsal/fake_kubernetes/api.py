@@ -11,14 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scaler.fake_kubernetes import failures
-from scaler.fake_kubernetes.access import Authorizer, Request, Tokens, User
-from scaler.fake_kubernetes.failures import ApiFailure
-from scaler.fake_kubernetes.kinds import GROUP_VERSIONS, KINDS, Kind, kind_of
-from scaler.fake_kubernetes.object_rules import timestamp
-from scaler.fake_kubernetes.store import Store
-from scaler.fake_kubernetes.tables import as_table
-from scaler.fake_kubernetes.watches import Watch
+from scaler_rehearsal.fake_kubernetes import failures
+from scaler_rehearsal.fake_kubernetes.access import Authorizer, Request, Tokens, User
+from scaler_rehearsal.fake_kubernetes.failures import ApiFailure
+from scaler_rehearsal.fake_kubernetes.kinds import GROUP_VERSIONS, KINDS, Kind, kind_of
+from scaler_rehearsal.fake_kubernetes.object_rules import timestamp
+from scaler_rehearsal.fake_kubernetes.store import Store
+from scaler_rehearsal.fake_kubernetes.tables import as_table
+from scaler_rehearsal.fake_kubernetes.watches import Watch
 
 Object = dict[str, Any]
 SERVER_VERSION = {

@@ -20,22 +20,22 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from scaler.fake_kubernetes import failures
-from scaler.fake_kubernetes.access import Tokens
-from scaler.fake_kubernetes.api import Api
-from scaler.fake_kubernetes.controllers import Controllers
-from scaler.fake_kubernetes.events import EventRecorder
-from scaler.fake_kubernetes.failures import ApiFailure
-from scaler.fake_kubernetes.images import Image, ImageCatalogue
-from scaler.fake_kubernetes.kubelet import BACKOFF_SECONDS, LEASE_RENEW_SECONDS, Kubelet
-from scaler.fake_kubernetes.node_lifecycle import GRACE_SECONDS, QUARANTINE_SECONDS, NodeLifecycle
-from scaler.fake_kubernetes.nodes import FIRST_NODE, NodeShape, node_manifest, node_names
-from scaler.fake_kubernetes.pod_environment import ApiAccess, PodEnvironment
-from scaler.fake_kubernetes.quantity import format_cpu, format_memory, parse_quantity
-from scaler.fake_kubernetes.scheduling import Scheduler
-from scaler.fake_kubernetes.server import ApiServer
-from scaler.fake_kubernetes.store import DEFAULT_TOLERATION_SECONDS, Store
-from scaler.fake_kubernetes.tls import kubeconfig_text, make_certificates, write_private
+from scaler_rehearsal.fake_kubernetes import failures
+from scaler_rehearsal.fake_kubernetes.access import Tokens
+from scaler_rehearsal.fake_kubernetes.api import Api
+from scaler_rehearsal.fake_kubernetes.controllers import Controllers
+from scaler_rehearsal.fake_kubernetes.events import EventRecorder
+from scaler_rehearsal.fake_kubernetes.failures import ApiFailure
+from scaler_rehearsal.fake_kubernetes.images import Image, ImageCatalogue
+from scaler_rehearsal.fake_kubernetes.kubelet import BACKOFF_SECONDS, LEASE_RENEW_SECONDS, Kubelet
+from scaler_rehearsal.fake_kubernetes.node_lifecycle import GRACE_SECONDS, QUARANTINE_SECONDS, NodeLifecycle
+from scaler_rehearsal.fake_kubernetes.nodes import FIRST_NODE, NodeShape, node_manifest, node_names
+from scaler_rehearsal.fake_kubernetes.pod_environment import ApiAccess, PodEnvironment
+from scaler_rehearsal.fake_kubernetes.quantity import format_cpu, format_memory, parse_quantity
+from scaler_rehearsal.fake_kubernetes.scheduling import Scheduler
+from scaler_rehearsal.fake_kubernetes.server import ApiServer
+from scaler_rehearsal.fake_kubernetes.store import DEFAULT_TOLERATION_SECONDS, Store
+from scaler_rehearsal.fake_kubernetes.tls import kubeconfig_text, make_certificates, write_private
 
 logger = logging.getLogger(__name__)
 Object = dict[str, Any]

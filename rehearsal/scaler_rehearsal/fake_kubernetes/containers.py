@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from scaler.rehearsal.process_groups import signal_group, start_group
+from scaler_rehearsal.process_groups import signal_group, start_group
 
 #: Runs a command with the parent-death signal set (util-linux); None where it is not installed.
 SETPRIV = shutil.which("setpriv")

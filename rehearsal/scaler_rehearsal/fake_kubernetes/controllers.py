@@ -11,9 +11,9 @@ import hashlib
 import json
 from typing import Any
 
-from scaler.fake_kubernetes.failures import ApiFailure
-from scaler.fake_kubernetes.kinds import KINDS
-from scaler.fake_kubernetes.store import Store
+from scaler_rehearsal.fake_kubernetes.failures import ApiFailure
+from scaler_rehearsal.fake_kubernetes.kinds import KINDS
+from scaler_rehearsal.fake_kubernetes.store import Store
 
 Object = dict[str, Any]
 TEMPLATE_HASH_LABEL = "pod-template-hash"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from scaler.fake_kubernetes.object_rules import timestamp
-from scaler.fake_kubernetes.store import Store
+from scaler_rehearsal.fake_kubernetes.object_rules import timestamp
+from scaler_rehearsal.fake_kubernetes.store import Store
 
 Object = dict[str, Any]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scaler.fake_kubernetes.kinds import Kind
-from scaler.fake_kubernetes.validation import FieldError
+from scaler_rehearsal.fake_kubernetes.kinds import Kind
+from scaler_rehearsal.fake_kubernetes.validation import FieldError
 
 Object = dict[str, Any]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from scaler.fake_kubernetes import failures
-from scaler.fake_kubernetes.watches import Change, Watch
+from scaler_rehearsal.fake_kubernetes import failures
+from scaler_rehearsal.fake_kubernetes.watches import Change, Watch
 
 #: How many changes the history keeps before the oldest are compacted away.
 HISTORY_LIMIT = 20000

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from scaler.rehearsal.images import mirror_commands, qualified, repository_of
+from scaler_rehearsal.images import mirror_commands, qualified, repository_of
 
 #: The system folders mirrored into the images' ordinary commands.
 _MIRRORED = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from scaler.fake_kubernetes.validation import (
+from scaler_rehearsal.fake_kubernetes.validation import (
     FieldError,
     config_data_problems,
     invalid,

@@ -26,16 +26,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scaler.fake_kubernetes.containers import Container, Exit
-from scaler.fake_kubernetes.events import EventRecorder
-from scaler.fake_kubernetes.failures import ApiFailure
-from scaler.fake_kubernetes.images import ImageCatalogue, pull_failure, reference_problem
-from scaler.fake_kubernetes.nodes import LEASE_NAMESPACE, healthy_conditions, lease_manifest, micro_time
-from scaler.fake_kubernetes.object_rules import parse_timestamp
-from scaler.fake_kubernetes.pod_environment import ConfigError, PodEnvironment
-from scaler.fake_kubernetes.pod_status import PodRuntime, pod_status, reported
-from scaler.fake_kubernetes.quantity import QuantityError, parse_quantity
-from scaler.fake_kubernetes.store import Store
+from scaler_rehearsal.fake_kubernetes.containers import Container, Exit
+from scaler_rehearsal.fake_kubernetes.events import EventRecorder
+from scaler_rehearsal.fake_kubernetes.failures import ApiFailure
+from scaler_rehearsal.fake_kubernetes.images import ImageCatalogue, pull_failure, reference_problem
+from scaler_rehearsal.fake_kubernetes.nodes import LEASE_NAMESPACE, healthy_conditions, lease_manifest, micro_time
+from scaler_rehearsal.fake_kubernetes.object_rules import parse_timestamp
+from scaler_rehearsal.fake_kubernetes.pod_environment import ConfigError, PodEnvironment
+from scaler_rehearsal.fake_kubernetes.pod_status import PodRuntime, pod_status, reported
+from scaler_rehearsal.fake_kubernetes.quantity import QuantityError, parse_quantity
+from scaler_rehearsal.fake_kubernetes.store import Store
 
 logger = logging.getLogger(__name__)
 Object = dict[str, Any]

@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from scaler.fake_kubernetes.events import EventRecorder
-from scaler.fake_kubernetes.failures import ApiFailure
-from scaler.fake_kubernetes.nodes import LEASE_NAMESPACE, condition
-from scaler.fake_kubernetes.object_rules import NOT_READY_TAINT, UNREACHABLE_TAINT, timestamp
-from scaler.fake_kubernetes.scheduling import is_terminal, set_condition, tolerates
-from scaler.fake_kubernetes.store import Store
+from scaler_rehearsal.fake_kubernetes.events import EventRecorder
+from scaler_rehearsal.fake_kubernetes.failures import ApiFailure
+from scaler_rehearsal.fake_kubernetes.nodes import LEASE_NAMESPACE, condition
+from scaler_rehearsal.fake_kubernetes.object_rules import NOT_READY_TAINT, UNREACHABLE_TAINT, timestamp
+from scaler_rehearsal.fake_kubernetes.scheduling import is_terminal, set_condition, tolerates
+from scaler_rehearsal.fake_kubernetes.store import Store
 
 Object = dict[str, Any]
 #: kube-controller-manager's --node-monitor-grace-period (40 s before Kubernetes 1.32).

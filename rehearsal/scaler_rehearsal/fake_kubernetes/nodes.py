@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from scaler.fake_kubernetes.object_rules import timestamp
+from scaler_rehearsal.fake_kubernetes.object_rules import timestamp
 
 Object = dict[str, Any]
 FIRST_NODE = "rehearsal-node"

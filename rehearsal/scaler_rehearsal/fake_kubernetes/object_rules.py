@@ -15,11 +15,11 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from scaler.fake_kubernetes import failures
-from scaler.fake_kubernetes.failures import ApiFailure
-from scaler.fake_kubernetes.kinds import STATUS_SUBRESOURCE, Kind
-from scaler.fake_kubernetes.patches import PatchError, json_patch, merge_patch, strategic_merge_patch
-from scaler.fake_kubernetes.validation import metadata_problems, pod_update_problems, quantity_problem
+from scaler_rehearsal.fake_kubernetes import failures
+from scaler_rehearsal.fake_kubernetes.failures import ApiFailure
+from scaler_rehearsal.fake_kubernetes.kinds import STATUS_SUBRESOURCE, Kind
+from scaler_rehearsal.fake_kubernetes.patches import PatchError, json_patch, merge_patch, strategic_merge_patch
+from scaler_rehearsal.fake_kubernetes.validation import metadata_problems, pod_update_problems, quantity_problem
 
 Object = dict[str, Any]
 PATCH_TYPES = {

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scaler.fake_kubernetes.images import Image
-from scaler.fake_kubernetes.quantity import QuantityError, parse_quantity
-from scaler.fake_kubernetes.store import Store
+from scaler_rehearsal.fake_kubernetes.images import Image
+from scaler_rehearsal.fake_kubernetes.quantity import QuantityError, parse_quantity
+from scaler_rehearsal.fake_kubernetes.store import Store
 
 Object = dict[str, Any]
 SERVICE_ACCOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"

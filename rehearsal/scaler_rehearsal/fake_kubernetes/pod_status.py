@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scaler.fake_kubernetes.containers import Container, Exit
-from scaler.fake_kubernetes.object_rules import timestamp
-from scaler.fake_kubernetes.scheduling import set_condition
+from scaler_rehearsal.fake_kubernetes.containers import Container, Exit
+from scaler_rehearsal.fake_kubernetes.object_rules import timestamp
+from scaler_rehearsal.fake_kubernetes.scheduling import set_condition
 
 Object = dict[str, Any]
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from scaler.fake_kubernetes.events import EventRecorder
-from scaler.fake_kubernetes.object_rules import timestamp
-from scaler.fake_kubernetes.quantity import QuantityError, parse_quantity
-from scaler.fake_kubernetes.store import Store
+from scaler_rehearsal.fake_kubernetes.events import EventRecorder
+from scaler_rehearsal.fake_kubernetes.object_rules import timestamp
+from scaler_rehearsal.fake_kubernetes.quantity import QuantityError, parse_quantity
+from scaler_rehearsal.fake_kubernetes.store import Store
 
 Object = dict[str, Any]
 SCHEDULER_NAME = "default-scheduler"

@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from scaler.fake_kubernetes import failures
-from scaler.fake_kubernetes.access import Tokens
-from scaler.fake_kubernetes.api import Answer, Api, LogAnswer, WatchAnswer
-from scaler.fake_kubernetes.failures import ApiFailure
-from scaler.fake_kubernetes.kinds import KINDS
-from scaler.fake_kubernetes.store import Store
-from scaler.fake_kubernetes.tables import as_table
-from scaler.fake_kubernetes.tls import Certificates
+from scaler_rehearsal.fake_kubernetes import failures
+from scaler_rehearsal.fake_kubernetes.access import Tokens
+from scaler_rehearsal.fake_kubernetes.api import Answer, Api, LogAnswer, WatchAnswer
+from scaler_rehearsal.fake_kubernetes.failures import ApiFailure
+from scaler_rehearsal.fake_kubernetes.kinds import KINDS
+from scaler_rehearsal.fake_kubernetes.store import Store
+from scaler_rehearsal.fake_kubernetes.tables import as_table
+from scaler_rehearsal.fake_kubernetes.tls import Certificates
 
 logger = logging.getLogger(__name__)
 FAULT_PREFIX = "/rehearsal/"

@@ -21,13 +21,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from scaler.fake_kubernetes import failures, object_rules
-from scaler.fake_kubernetes.failures import ApiFailure
-from scaler.fake_kubernetes.history import HISTORY_LIMIT, History
-from scaler.fake_kubernetes.kinds import KINDS, Kind
-from scaler.fake_kubernetes.object_rules import timestamp
-from scaler.fake_kubernetes.selectors import SelectorError, parse_field_selector, parse_label_selector
-from scaler.fake_kubernetes.watches import Change, Watch
+from scaler_rehearsal.fake_kubernetes import failures, object_rules
+from scaler_rehearsal.fake_kubernetes.failures import ApiFailure
+from scaler_rehearsal.fake_kubernetes.history import HISTORY_LIMIT, History
+from scaler_rehearsal.fake_kubernetes.kinds import KINDS, Kind
+from scaler_rehearsal.fake_kubernetes.object_rules import timestamp
+from scaler_rehearsal.fake_kubernetes.selectors import SelectorError, parse_field_selector, parse_label_selector
+from scaler_rehearsal.fake_kubernetes.watches import Change, Watch
 
 Object = dict[str, Any]
 #: The characters of a generated name's suffix (the API server's: no vowels, no look-alikes).

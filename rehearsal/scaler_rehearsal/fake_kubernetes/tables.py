@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from scaler.fake_kubernetes.kinds import Kind
-from scaler.fake_kubernetes.object_rules import parse_timestamp
+from scaler_rehearsal.fake_kubernetes.kinds import Kind
+from scaler_rehearsal.fake_kubernetes.object_rules import parse_timestamp
 
 Object = dict[str, Any]
 Column = tuple[str, str, int, Callable[[Object, float], Any]]  #: (name, type, priority, value of an object at now)

@@ -11,7 +11,7 @@ import queue
 from dataclasses import dataclass
 from typing import Any
 
-from scaler.fake_kubernetes.selectors import FieldRequirement, Requirement, fields_match, labels_match
+from scaler_rehearsal.fake_kubernetes.selectors import FieldRequirement, Requirement, fields_match, labels_match
 
 Object = dict[str, Any]
 

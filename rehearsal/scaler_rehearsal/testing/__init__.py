@@ -1,1 +1,2 @@
-"""Test doubles shipped with the package: a simulated cluster on a fake clock."""
+"""The simulation doubles: a fake clock, an in-memory network, simulated clients and processors, and the stacks and
+clusters the simulation tier builds of them around the real cores and shells."""

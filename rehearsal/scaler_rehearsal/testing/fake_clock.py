@@ -7,9 +7,9 @@ it. So every `asyncio.sleep`, `call_later` and `wait_for` timeout of the shells 
 whatever the machine's load; a test waits for a condition, never for the clock.
 
 What can wake the loop besides its timers is still watched: before a jump, the real file descriptors are polled
-(the memory network's, `scaler.testing.memory_network`, signal that messages wait); `autojump_threshold_seconds`
-> 0 waits that long in real time first, for a world that includes real threads. A loop with nothing scheduled and
-nothing to read is stuck for good: after `stuck_seconds` of real time it raises `SimulationStuck`.
+(the memory network's, `scaler_rehearsal.testing.memory_network`, signal that messages wait);
+`autojump_threshold_seconds` > 0 waits that long in real time first, for a world that includes real threads. A loop with
+nothing scheduled and nothing to read is stuck for good: after `stuck_seconds` of real time it raises `SimulationStuck`.
 """
 
 from __future__ import annotations

@@ -37,13 +37,13 @@ from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ClientID, GraphID, TaskID
 from scaler.scheduler.core.scheduler_core import CoreSettings, SchedulerCore
 from scaler.scheduler.server import SchedulerServer
-from scaler.testing.fake_clock import FakeClock
-from scaler.testing.memory_network import MemoryNetwork, MemorySockets
-from scaler.testing.simulated_client import SimulatedClient
-from scaler.testing.simulated_processors import SUCCESS, RunLog, SimulatedProcessors, script_body
 from scaler.worker.agent.core import AgentCore, AgentSettings
 from scaler.worker.agent.shell import WorkerAgent, build_hello
 from scaler.worker.executors.contract import Executor
+from scaler_rehearsal.testing.fake_clock import FakeClock
+from scaler_rehearsal.testing.memory_network import MemoryNetwork, MemorySockets
+from scaler_rehearsal.testing.simulated_client import SimulatedClient
+from scaler_rehearsal.testing.simulated_processors import SUCCESS, RunLog, SimulatedProcessors, script_body
 
 T = TypeVar("T")
 
