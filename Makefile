@@ -11,9 +11,11 @@ RUNTIME_STAMP := $(VENV)/.runtime
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(BIN)/python pyproject.toml
+# The product and its rehearsals (rehearsal/, the second distribution: the fake cloud, the fake Kubernetes and the
+# simulation doubles the tests use), both editable.
+$(STAMP): $(BIN)/python pyproject.toml rehearsal/pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,dev,docs]"
+	$(BIN)/python -m pip install --quiet -e ".[test,dev,docs]" -e ./rehearsal
 	touch $(STAMP)
 
 # The demo needs the runtime only (a few dependencies, seconds to install); the test and dev tools come with
@@ -62,8 +64,8 @@ test: $(STAMP) test-tools
 		sh docker/test-engine.sh stop; exit $$status
 
 lint: $(STAMP)
-	$(BIN)/ruff check scaler tests benchmarks examples docs/*.py
-	$(BIN)/ruff format --check scaler tests benchmarks examples docs/*.py
+	$(BIN)/ruff check scaler rehearsal tests benchmarks examples docs/*.py
+	$(BIN)/ruff format --check scaler rehearsal tests benchmarks examples docs/*.py
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
@@ -83,7 +85,7 @@ test-pythons:
 		if [ -z "$$interpreter" ]; then echo "test-pythons: Python $$version not found on this machine: skipped"; continue; fi; \
 		venv=.venv-$$version; \
 		[ -x $$venv/bin/python ] || $$interpreter -m venv $$venv || exit 1; \
-		$$venv/bin/python -m pip install --quiet -e ".[test]" || exit 1; \
+		$$venv/bin/python -m pip install --quiet -e ".[test]" -e ./rehearsal || exit 1; \
 		echo "pure tiers on $$($$venv/bin/python --version)"; \
 		$$venv/bin/python -m pytest -q -p no:cacheprovider -n 2 tests/unit tests/simulation || exit 1; \
 	done
@@ -93,7 +95,7 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/run.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-3.* build *.egg-info
+	rm -rf $(VENV) .venv-3.* build *.egg-info rehearsal/build rehearsal/*.egg-info
 
 # The documentation site (the docs extra): the pages of docs/ with Sphinx and MyST, navigation from docs/index.md,
 # the API reference from the docstrings with pdoc, in build/docs/html (open index.html); any warning fails it

@@ -706,7 +706,7 @@ class SlurmWorkerManagerConfig(WorkerManagerSettings):
     )  # fmt: skip
 
 
-#: Why `direct_results` and `lend_processors` are retired (issue 56).
+#: Why `direct_results` and `lend_processors` are retired.
 _ONE_ROUTE = (
     "deprecated, it has no effect any more: every task reaches its processor on the processor's own link to the "
     "scheduler, and its result leaves there"

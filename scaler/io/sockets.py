@@ -76,7 +76,7 @@ class PeerRoles(Protocol):
 
 class Sockets(Protocol):
     """What a component asks for its sockets: a `SocketFactory`, or in tests the in-memory network's stand-in
-    (`scaler.testing.memory_network`), which the shells drive through the same `zmq_async` wrappers."""
+    (`scaler_rehearsal.testing.memory_network`), which the shells drive through the same `zmq_async` wrappers."""
 
     security: TransportSecurity | None
 

@@ -195,11 +195,10 @@ def _serve(
 #: Objects made (less those freed) between two collections of the youngest generation in the scheduler process
 #: (Python's default: 700). A young collection walks every young object still alive: a queue's tasks, and the tasks
 #: workers hold, about five objects each (the record, its story, its entry on its link, ...), none of them in a cycle.
-#: 700 spent about 7 us per tiny task in W1 re-walking a queue, 10,000 about 3 us (benchmarks/NOTES.md, "The
-#: scheduler's CPU per task"); and with 10,000 workers holding 20,000 tasks, 10,000 still walked them all once per
-#: 20,000 tasks (35-48 ms, and a middle collection of 165 ms every few: 2-3.5 us a task), where 150,000 walks none, the
-#: tasks ending first (benchmarks/notes/scale.md, part 8). A cycle's garbage waits longer (MemoryReturn collects once
-#: a big queue has drained, and the idle freeze every ten minutes).
+#: At 700 they cost about 7 us per tiny task in W1 re-walking a queue, at 10,000 about 3 us; and with 10,000 workers
+#: holding 20,000 tasks, 10,000 still walks them all once per 20,000 tasks (35-48 ms, and a middle collection of
+#: 165 ms every few: 2-3.5 us a task), where 150,000 walks none, the tasks ending first. A cycle's garbage waits
+#: longer (MemoryReturn collects once a big queue has drained, and the idle freeze every ten minutes).
 YOUNG_COLLECTION_ALLOCATIONS = 150_000
 #: Young collections between two of the middle generation (Python's default: 10): a middle collection walks every
 #: object that survived those, so young collections 15 times bigger come with fewer of them in one (a walk of at most

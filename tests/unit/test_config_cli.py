@@ -189,16 +189,17 @@ def test_the_launcher_names_an_unknown_flag_too(capsys: pytest.CaptureFixture[st
 
 @pytest.mark.parametrize(
     "module",
-    ["launcher", "fake_cloud", "keygen", "link", "simulate_policy"],
-)
+    ["scaler.entry_points.launcher", "scaler_rehearsal.entry_points.fake_cloud", "scaler.entry_points.keygen",
+     "scaler_rehearsal.entry_points.link", "scaler.entry_points.simulate_policy"],
+)  # fmt: skip
 def test_every_command_takes_a_flag_only_as_written_in_full(module: str, capsys: pytest.CaptureFixture[str]) -> None:
     """argparse completes an abbreviation by default (`scaler --exa` printed the example list): a flag added later
     would make it ambiguous, and the component commands refused it already. Checked with allow_abbrev left to
     argparse: `--vers` prints the version, exit 0, and this fails."""
-    command = importlib.import_module(f"scaler.entry_points.{module}")
+    command = importlib.import_module(module)
     # the fake cloud's main first enables faulthandler, which needs a real stderr: its parser, as main builds it
-    main = command._parser().parse_args if module == "fake_cloud" else command.main
+    main = command._parser().parse_args if module.endswith(".fake_cloud") else command.main
     with pytest.raises(SystemExit) as exited:
-        main(["--vers"] if module != "keygen" else ["keys", "alice", "--vers"])
+        main(["--vers"] if not module.endswith(".keygen") else ["keys", "alice", "--vers"])
     assert exited.value.code == 2
     assert "--vers" in capsys.readouterr().err
