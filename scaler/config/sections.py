@@ -86,7 +86,34 @@ class CurveServerSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ObjectStorageServerConfig(LoggingSettings, CurveServerSettings):
+class TlsClientSettings:
+    """What a connecting side trusts at tls:// and wss:// addresses: docs/security.md."""
+
+    tls_ca: str | None = setting(
+        None,
+        help="PEM bundle of the certificate authorities trusted at tls:// and wss:// addresses, besides the "
+        "system's (or SSL_CERT_FILE's)",
+        combo=True,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TlsServerSettings(TlsClientSettings):
+    """The certificate a server presents at the tls:// and wss:// addresses it binds: docs/security.md."""
+
+    tls_cert: str | None = setting(
+        None,
+        help="PEM certificate (with its chain) presented at the tls:// and wss:// addresses bound",
+        short=("-tc",),
+        combo=True,
+    )
+    tls_key: str | None = setting(
+        None, help="the PEM private key of --tls-cert (unencrypted)", short=("-tk",), combo=True
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectStorageServerConfig(LoggingSettings, CurveServerSettings, TlsServerSettings):
     bind_address: str = setting(
         help="address to listen on, e.g. tcp://127.0.0.1:8517",
         positional=True,
@@ -115,7 +142,7 @@ class ObjectStorageServerConfig(LoggingSettings, CurveServerSettings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SchedulerConfig(LoggingSettings, CurveServerSettings):
+class SchedulerConfig(LoggingSettings, CurveServerSettings, TlsServerSettings):
     bind_address: str = setting(
         help="address clients, workers and managers connect to, e.g. tcp://127.0.0.1:8516",
         positional=True,
@@ -319,7 +346,7 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class WorkerSettings(LoggingSettings, CurveClientSettings):
+class WorkerSettings(LoggingSettings, CurveClientSettings, TlsClientSettings):
     """Flags every worker shares, whoever starts it (scaler_cluster, a worker manager, scaler_worker)."""
 
     object_storage_address: str | None = setting(
@@ -768,7 +795,7 @@ class LauncherConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class TopConfig(CurveClientSettings):
+class TopConfig(CurveClientSettings, TlsClientSettings):
     """`scaler_top`: the terminal monitor (section [top]); it has no logging settings."""
 
     monitor_address: str = setting(help="the scheduler's monitor address, e.g. tcp://127.0.0.1:8518", positional=True)
@@ -777,7 +804,7 @@ class TopConfig(CurveClientSettings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class GUIConfig(LoggingSettings, CurveClientSettings):
+class GUIConfig(LoggingSettings, CurveClientSettings, TlsClientSettings):
     """`scaler_gui`: the web monitor (section [gui]; the 1.x [webui] section is read too)."""
 
     monitor_address: str = setting(help="the scheduler's monitor address, e.g. tcp://127.0.0.1:8518", positional=True)
