@@ -12,6 +12,7 @@ import pytest
 
 from scaler import Client, SchedulerClusterCombo
 from scaler.io.address import free_tcp_port_block
+from tests.http_connect_proxy import ConnectProxy
 from tests.integration.conftest import DEADLINE_SECONDS
 from tests.tls_certificates import Authority, make_authority
 
@@ -63,3 +64,48 @@ def test_a_plain_get_at_a_websocket_port_says_what_it_is(stack: SchedulerCluster
         urllib.request.urlopen(http + "elsewhere", timeout=DEADLINE_SECONDS)
     missing.value.close()
     assert missing.value.code == 404
+
+
+@pytest.fixture
+def proxy(stack: SchedulerClusterCombo, monkeypatch: pytest.MonkeyPatch) -> Iterator[ConnectProxy]:
+    """An HTTP proxy named by the environment, as a corporate network's: `https_proxy` for tls:// and wss://
+    addresses, `http_proxy` for ws:// ones."""
+    variable = "http_proxy" if stack.get_address().startswith("ws://") else "https_proxy"
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    with ConnectProxy() as running:
+        monkeypatch.setenv(variable, running.url)
+        yield running
+
+
+@pytest.mark.timeout(120)
+def test_a_client_reaches_the_stack_through_the_proxy_the_environment_names(
+    stack: SchedulerClusterCombo, proxy: ConnectProxy
+) -> None:
+    port = stack.get_address().split("://")[1].split("/")[0].rpartition(":")[2]
+    storage_port = stack.object_storage_address.split("://")[1].split("/")[0].rpartition(":")[2]
+    with Client(address=stack.get_address()) as client:
+        large = bytes(range(256)) * (LARGE_BYTES // 256)
+        assert client.submit(reversed_bytes, large).result(timeout=DEADLINE_SECONDS) == large[::-1]
+    assert proxy.tunnels[f"127.0.0.1:{port}"] >= 1  # the scheduler's connection went through the proxy
+    assert proxy.tunnels[f"127.0.0.1:{storage_port}"] >= 1  # and the object storage's
+
+
+@pytest.mark.timeout(120)
+def test_no_proxy_names_hosts_reached_directly(
+    stack: SchedulerClusterCombo, proxy: ConnectProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("no_proxy", "localhost,127.0.0.0/8")
+    with Client(address=stack.get_address()) as client:
+        assert client.submit(pow, 3, 2).result(timeout=DEADLINE_SECONDS) == 9
+    assert not proxy.tunnels
+
+
+@pytest.mark.timeout(120)
+def test_a_proxy_that_refuses_connect_is_one_line_naming_it(stack: SchedulerClusterCombo, proxy: ConnectProxy) -> None:
+    proxy.refuse_with = "403 Forbidden"
+    with pytest.raises(ConnectionError) as refused:
+        Client(address=stack.get_address(), connect_timeout_seconds=DEADLINE_SECONDS)
+    text = str(refused.value)
+    assert f"the proxy {proxy.url}" in text and "refused to CONNECT" in text and "403 Forbidden" in text
+    assert "\n" not in text
