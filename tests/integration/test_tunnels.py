@@ -1,19 +1,30 @@
 """Whole stacks over the tunnelled addresses (scaler.io.tunnel): `ws://`, `wss://` and `tls://`, with the stack's
 CURVE keys inside (the combo's default), their tasks' small and large (object storage) data, and what a plain HTTP
-GET at a WebSocket port answers. The certificates are the test's own (tests/tls_certificates.py)."""
+GET at a WebSocket port answers; the same through an HTTP proxy the environment names (tests/http_connect_proxy.py);
+and the refusals, one line each: a server's certificate files, a certificate that does not verify, a proxy that
+refuses. The certificates are the test's own (tests/tls_certificates.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import ssl
+import subprocess
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from scaler import Client, SchedulerClusterCombo
 from scaler.io.address import free_tcp_port_block
+from scaler.io.sockets import SocketFactory
+from scaler.io.tunnel import TunnelError
+from scaler.io.tunnel.tls import trust_ca_file
 from tests.http_connect_proxy import ConnectProxy
-from tests.integration.conftest import DEADLINE_SECONDS
+from tests.integration.conftest import BIN_DIR, DEADLINE_SECONDS
 from tests.tls_certificates import Authority, make_authority
 
 pytestmark = [pytest.mark.integration]
@@ -109,3 +120,83 @@ def test_a_proxy_that_refuses_connect_is_one_line_naming_it(stack: SchedulerClus
     text = str(refused.value)
     assert f"the proxy {proxy.url}" in text and "refused to CONNECT" in text and "403 Forbidden" in text
     assert "\n" not in text
+
+
+# ---------------------------------------------------------------- refusals: one line each
+
+
+def _scheduler(*args: str) -> subprocess.CompletedProcess[str]:
+    address = f"{args[0]}://127.0.0.1:{free_tcp_port_block(3)}"
+    command = [str(BIN_DIR / "scaler_scheduler"), address, "--insecure", *args[1:]]
+    return subprocess.run(command, capture_output=True, text=True, timeout=DEADLINE_SECONDS, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.timeout(120)
+def test_a_scheduler_without_a_usable_certificate_exits_2_naming_it(authority: Authority, tmp_path: Path) -> None:
+    missing = str(tmp_path / "nowhere.pem")
+    cases = [
+        (("wss",), "is a TLS address: give the server's certificate and key"),
+        (("tls", "--tls-cert", missing, "--tls-key", authority.good.key), f"tls_cert {missing}: no such file"),
+        (("tls", "--tls-cert", authority.expired.cert, "--tls-key", authority.expired.key), "has expired"),
+        (("tls", "--tls-cert", authority.good.cert, "--tls-key", authority.wrong_host.key), "must be the certificate's"),
+        (("tls", "--tls-cert", authority.good.cert), "tls_cert is given without tls_key"),
+    ]
+    for args, said in cases:
+        finished = _scheduler(*args)
+        output = finished.stdout + finished.stderr
+        assert finished.returncode == 2, output
+        errors = [line for line in output.splitlines() if "ERROR" in line]
+        assert len(errors) == 1 and said in errors[0], output
+        assert "Traceback" not in output
+
+
+@pytest.mark.timeout(60)
+def test_a_certificate_that_does_not_verify_is_one_line_at_connect(authority: Authority) -> None:
+    trust_ca_file(authority.ca)  # the process trusts the test authority: only the certificates' faults remain
+    port = free_tcp_port_block(1)
+    cases = [
+        (authority.untrusted, "its authority is not trusted here"),
+        (authority.wrong_host, "the certificate is not for this host name"),
+        (authority.expired, "the certificate has expired"),
+    ]
+    for files, said in cases:
+        with _plain_tls_server(port, files.cert, files.key):
+            factory = SocketFactory()
+            try:
+                with pytest.raises(TunnelError) as refused:
+                    factory.dealer(f"tls://127.0.0.1:{port}")
+            finally:
+                factory.close()
+            assert said in str(refused.value) and "\n" not in str(refused.value)
+
+
+@contextlib.contextmanager
+def _plain_tls_server(port: int, cert: str, key: str) -> Iterator[None]:
+    """A TLS server of the standard library's that presents any certificate, an expired one too (scaler's servers
+    refuse to start with one)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", port))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                accepted, _ = listener.accept()
+            except TimeoutError:
+                continue
+            try:
+                with context.wrap_socket(accepted, server_side=True):
+                    pass
+            except (ssl.SSLError, OSError):
+                accepted.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
