@@ -138,7 +138,7 @@ def test_a_scheduler_without_a_usable_certificate_exits_2_naming_it(authority: A
         (("wss",), "is a TLS address: give the server's certificate and key"),
         (("tls", "--tls-cert", missing, "--tls-key", authority.good.key), f"tls_cert {missing}: no such file"),
         (("tls", "--tls-cert", authority.expired.cert, "--tls-key", authority.expired.key), "has expired"),
-        (("tls", "--tls-cert", authority.good.cert, "--tls-key", authority.wrong_host.key), "must be the certificate's"),
+        (("tls", "-tc", authority.good.cert, "-tk", authority.wrong_host.key), "must be the certificate's"),
         (("tls", "--tls-cert", authority.good.cert), "tls_cert is given without tls_key"),
     ]
     for args, said in cases:
