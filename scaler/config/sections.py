@@ -784,6 +784,14 @@ class LauncherConfig:
         "forwarders at the file's addresses: no inbound port on this machine, every connection CURVE-secured with "
         "keys the stack makes)", choices=("local", "cloud"),
     )  # fmt: skip
+    hub_address: str | None = setting(
+        None, help="with hub = cloud: where this machine reaches the hub, a wss:// (or tls://) address, e.g. "
+        "wss://0.0.0.0:443 (0.0.0.0: the address the hub reports; a name: that name, which its certificate must "
+        "name): the hub serves its scheduler, object storage and monitor there (at /, /storage and /monitor of a "
+        "wss:// one; its port, +1 and +2 of a tls:// one) with [scheduler] tls_cert and tls_key, and the forwarder "
+        "reaches it through the HTTP proxy https_proxy names, trusting [scheduler] tls_ca; default: the hub's tcp "
+        "ports",
+    )  # fmt: skip
     idle_shutdown_seconds: float = setting(
         0, help="stop the whole stack, cloud units included, after this long without a task queued or running; "
         "0: never", ge=0,

@@ -22,6 +22,7 @@ import itertools
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -207,6 +208,21 @@ class TunnelRelay:
             with self._lock:
                 self._dials[key] = entry
         return entry
+
+    def forward(self, listener: socket.socket, target: Address) -> None:
+        """Join each connection accepted on `listener` (a listening TCP socket of this process) to a new public
+        connection to `target`, as a dial's: a forwarder's route to a tunnel address."""
+        self._call(self._forward(listener, target))
+
+    async def _forward(self, listener: socket.socket, target: Address) -> None:
+        entry = _Dial(target, f"forwarded from {listener.getsockname()}")
+
+        def accepted() -> Link:
+            return Link(on_made=lambda inner: self._carry(entry, inner))
+
+        entry.server = await self._loop.create_server(accepted, sock=listener)
+        with self._lock:
+            self._dials[f"forward {listener.fileno()} {target}"] = entry
 
     async def _first_try(self, entry: _Dial) -> DialFailure | None:
         try:
