@@ -19,7 +19,7 @@ from scaler import Client, SchedulerClusterCombo
 from scaler.io.address import free_tcp_port_block
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.tls_certificates import make_authority  # noqa: E402
+from tests.tls_certificates import make_authority
 
 SCHEMES = ("tcp", "tls", "wss")
 

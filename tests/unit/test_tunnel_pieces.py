@@ -82,7 +82,8 @@ def test_the_connect_exchange() -> None:
     assert not forbidden.is_tunnel and forbidden.is_permanent_refusal
     assert not proxies.parse_connect_reply(b"HTTP/1.0 503 Service Unavailable\r\n\r\n").is_permanent_refusal
     text = proxies.refusal_text(proxy, "hub", 443, forbidden)
-    assert text.startswith("the proxy http://proxy.corp:3128 (https_proxy) refused to CONNECT to hub:443: 403 Forbidden")
+    said = "the proxy http://proxy.corp:3128 (https_proxy) refused to CONNECT to hub:443: 403 Forbidden"
+    assert text.startswith(said)
     with pytest.raises(ValueError, match="not an HTTP reply"):
         proxies.parse_connect_reply(b"SSH-2.0-OpenSSH\r\n\r\n")
 
