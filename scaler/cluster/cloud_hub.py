@@ -39,12 +39,12 @@ from scaler.cluster.hub_unit import (
     SERVER_KEY_VARIABLE,
     TLS_CERT_VARIABLE,
     TLS_KEY_VARIABLE,
-    TUNNEL_PATHS,
 )
 from scaler.config.sections import SchedulerConfig, WorkerConfig, WorkerManagerSettings, section_to_json
 from scaler.io.address import Address, parse_address
 from scaler.io.child_processes import start_python_child
 from scaler.io.port_owner import address_in_use_problem
+from scaler.io.tunnel.front import front_addresses
 from scaler.security.key_folder import KeyFolder
 
 logger = logging.getLogger(__name__)
@@ -72,11 +72,7 @@ class HubAddresses:
         them: the host of `hub_address`, or the hub's laptop-side address for a wildcard one."""
         base = parse_address(hub_address)
         host = self.laptop if base.host in ("0.0.0.0", "*", "") else base.host
-        port = self.tunnel_port or base.port or 0
-        if base.is_websocket:
-            root = (base.path or "/").rstrip("/")
-            return [str(Address(base.scheme, host, port, f"{root}{path}")) for path in TUNNEL_PATHS]
-        return [str(Address(base.scheme, host, port + offset)) for offset in range(3)]
+        return front_addresses(hub_address, host, self.tunnel_port)
 
 
 class CloudHub:

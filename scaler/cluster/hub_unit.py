@@ -32,8 +32,8 @@ from typing import Any
 
 from scaler.cluster.readiness import wait_for_scheduler
 from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, section_from_json, section_to_json
-from scaler.io.address import Address, parse_address
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
+from scaler.io.tunnel.front import serve_front
 from scaler.io.tunnel.tls import ServerCertificate
 from scaler.monitor.feed import FeedReader
 from scaler.object_storage.readiness import wait_for_object_storage
@@ -51,8 +51,6 @@ AUTHORIZED_VARIABLE = "SCALER_HUB_AUTHORIZED"
 TLS_CERT_VARIABLE = "SCALER_HUB_TLS_CERT_TEXT"
 TLS_KEY_VARIABLE = "SCALER_HUB_TLS_KEY_TEXT"
 READY_TIMEOUT_SECONDS = 60.0
-#: The paths of a WebSocket hub address: the scheduler, its object storage, its monitor.
-TUNNEL_PATHS = ("/", "/storage", "/monitor")
 
 
 def main() -> None:
@@ -79,7 +77,9 @@ def run_hub(settings: dict[str, Any]) -> int:
         address = own_address()
         hub = {"address": address, "scheduler_port": ports[0], "storage_port": ports[1], "monitor_port": ports[2]}
         if settings.get("tunnel"):
-            hub["tunnel_port"] = serve_tunnel(str(settings["tunnel"]), ports, _write_certificate(folder))
+            endpoints = (f"tcp://127.0.0.1:{ports[0]}", f"tcp://127.0.0.1:{ports[1]}", f"tcp://127.0.0.1:{ports[2]}")
+            hub["tunnel_port"] = serve_front(str(settings["tunnel"]), endpoints, _write_certificate(folder))
+            logger.info("hub serving %s (scheduler, object storage, monitor)", settings["tunnel"])
         Reporter.from_environment().send(state="running", hub=hub)
         logger.info("hub ready at %s: scheduler %d, object storage %d, monitor %d", address, *ports)
         try:
@@ -116,29 +116,6 @@ def _keep(
         return 0
     finally:
         reader.close()
-
-
-def serve_tunnel(address: str, ports: tuple[int, int, int], certificate: ServerCertificate | None) -> int:
-    """Serve the hub's tunnel address (TLS or WebSocket) in front of its three ports, through this process's relay:
-    a WebSocket one at the paths /, /storage and /monitor of one port, a tls:// one at its port, +1 and +2. The port
-    served."""
-    from scaler.io.tunnel.relay import relay
-
-    base = parse_address(address)
-    what = ("a scaler hub's scheduler", "a scaler hub's object storage", "a scaler hub's monitor feed")
-    served_port = base.port or 0
-    for index, (port, description) in enumerate(zip(ports, what, strict=True)):
-        if base.is_websocket:
-            public = Address(
-                base.scheme, base.host, served_port, f"{(base.path or '/').rstrip('/')}{TUNNEL_PATHS[index]}"
-            )
-        else:
-            public = Address(base.scheme, base.host, served_port + index)
-        served = relay().serve(public, f"tcp://127.0.0.1:{port}", certificate, description)
-        if index == 0:
-            served_port = served.port or served_port
-    logger.info("hub serving %s (scheduler, object storage, monitor)", address)
-    return served_port
 
 
 def _write_certificate(folder: Path) -> ServerCertificate | None:

@@ -170,6 +170,13 @@ class SchedulerConfig(LoggingSettings, CurveServerSettings, TlsServerSettings):
     monitor_address: str | None = setting(
         None, help="where status snapshots are published (default: scheduler port + 2)", short=("-ma",)
     )
+    tunnel_address: str | None = setting(
+        None,
+        help="a second way in for peers that can only use TLS or WebSocket (a laptop behind an HTTPS proxy), e.g. "
+        "wss://0.0.0.0:443: the scheduler, its object storage and its monitor are served there too (at /, /storage "
+        "and /monitor of a ws:// or wss:// address; at its port, +1 and +2 of a tls:// one), with --tls-cert and "
+        "--tls-key; clients there give object_storage_address=wss://HOST:443/storage",
+    )
     status_report_interval_seconds: float = setting(
         1.0,
         help="period of the status snapshots on the monitor address",

@@ -41,6 +41,13 @@ def derived_addresses(config: SchedulerConfig) -> tuple[str, str, str | None]:
     parse_address(monitor)
     if config.object_storage_address is not None:
         parse_address(config.object_storage_address)
+    if config.tunnel_address is not None:
+        front = parse_address(config.tunnel_address)
+        if not front.is_tunnel or bind.is_tunnel or parse_address(monitor).is_tunnel:
+            raise AddressError(
+                f"--tunnel-address {config.tunnel_address}: a tls://, ws:// or wss:// address beside a native (tcp:// "
+                f"or ipc://) bind address and monitor address, not {bind}"
+            )
     return str(bind), monitor, config.object_storage_address
 
 
@@ -51,7 +58,8 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
         resolved = ServerKeys(security) if security is not None else server_keys(config, "the scheduler")
         security = resolved.security
         bind, monitor, storage = derived_addresses(config)
-        certificate = server_certificate(config, (bind, monitor))
+        fronted = (config.tunnel_address,) if config.tunnel_address else ()
+        certificate = server_certificate(config, (bind, monitor, *fronted))
         policy = policy_config(config.policy_engine_type, config.policy_content)  # the one parse of the policy
     except (AddressError, KeyFileError, ValueError) as error:  # a misspelt policy too: refused before anything starts
         logger.error("%s", error)
@@ -91,6 +99,8 @@ def run_scheduler(config: SchedulerConfig, security: TransportSecurity | None = 
                 resolved, {SCHEDULER_SERVICE: bind, MONITOR_SERVICE: monitor}, known={STORAGE_SERVICE: public_storage},
                 ship_local_modules=config.ship_local_modules,
             )  # fmt: skip
+            if config.tunnel_address:
+                _serve_front(config.tunnel_address, (bind, storage, monitor), certificate)
             sockets = SocketFactory(config.io_threads, security, config.link_heartbeat_timeout_seconds, certificate)
             signals.raise_if_received()
             return _serve(core, config, bind, monitor, storage, storage_child, sockets, served, signals)
@@ -117,6 +127,16 @@ def _own_storage_address(public: str) -> str:
     from scaler.io.tunnel.relay import relay
 
     return relay().private_endpoint()
+
+
+def _serve_front(address: str, native: tuple[str, str, str], certificate: ServerCertificate | None) -> None:
+    """Serve `--tunnel-address` in front of the scheduler's native addresses (they are bound a moment later: each
+    connection made to the front reaches them when it comes)."""
+    from scaler.io.tunnel.front import front_addresses, serve_front
+
+    endpoints = tuple(str(parse_address(endpoint).connectable()) for endpoint in native)
+    serve_front(address, (endpoints[0], endpoints[1], endpoints[2]), certificate)
+    logger.info("also serving the scheduler, object storage and monitor at %s", ", ".join(front_addresses(address)))
 
 
 def _serve_own_storage(public: str, endpoint: str, certificate: ServerCertificate | None) -> None:

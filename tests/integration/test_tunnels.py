@@ -24,7 +24,7 @@ from scaler.io.sockets import SocketFactory
 from scaler.io.tunnel import TunnelError
 from scaler.io.tunnel.tls import trust_ca_file
 from tests.http_connect_proxy import ConnectProxy
-from tests.integration.conftest import BIN_DIR, DEADLINE_SECONDS
+from tests.integration.conftest import BIN_DIR, DEADLINE_SECONDS, Launcher, monitor
 from tests.tls_certificates import Authority, make_authority
 
 pytestmark = [pytest.mark.integration]
@@ -200,3 +200,19 @@ def _plain_tls_server(port: int, cert: str, key: str) -> Iterator[None]:
         stop.set()
         thread.join(5)
         listener.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_scheduler_serves_a_websocket_front_beside_its_native_address(launcher: Launcher) -> None:
+    """`--tunnel-address`: workers on the native address, a client through the front (its object storage at
+    /storage of the same port, its monitor at /monitor)."""
+    base, front_port = free_tcp_port_block(3), free_tcp_port_block(1)
+    native = f"tcp://127.0.0.1:{base}"
+    front = f"ws://127.0.0.1:{front_port}"
+    launcher.start("scaler_scheduler", native, "--tunnel-address", front, "-ll", "INFO")
+    launcher.cluster(native, 1)
+    with Client(address=front, object_storage_address=f"{front}/storage", timeout_seconds=DEADLINE_SECONDS) as client:
+        large = bytes(range(256)) * (LARGE_BYTES // 256)
+        assert client.submit(reversed_bytes, large).result(timeout=DEADLINE_SECONDS) == large[::-1]
+    with monitor(f"{front}/monitor") as next_snapshot:
+        assert len(next_snapshot(lambda snapshot: len(snapshot.workers) == 1).workers) == 1

@@ -1,32 +1,23 @@
-"""The WebSocket side of a tunnel (RFC 6455 through wsproto, sans-io): the upgrade a connecting side asks for, what
-a server answers (the upgrade, a short page for a plain GET, 404 for a path it does not serve), and binary messages
-that each carry a slice of the ZeroMQ stream. docs/protocol.md, "WebSocket addresses", is the contract."""
+"""The WebSocket side of a tunnel (RFC 6455): the upgrade a connecting side asks for and what a server answers (the
+upgrade, a short page for a plain GET, 404 for a path it does not serve), through wsproto (sans-io), then binary
+messages that each carry a slice of the ZeroMQ stream (`frames`). docs/protocol.md, section 2.6, is the contract."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Collection
 from dataclasses import dataclass
 
 from wsproto import ConnectionType, WSConnection
-from wsproto.events import (
-    AcceptConnection,
-    BytesMessage,
-    CloseConnection,
-    Ping,
-    RejectConnection,
-    RejectData,
-    Request,
-    TextMessage,
-)
-from wsproto.events import Message as OutgoingMessage
-from wsproto.utilities import LocalProtocolError, RemoteProtocolError
+from wsproto.events import AcceptConnection, RejectConnection, RejectData, Request
+from wsproto.utilities import RemoteProtocolError
+
+from scaler.io.tunnel import frames
 
 #: The subprotocol both sides name in the upgrade: binary messages carry ZMTP 3.1, nothing else.
 SUBPROTOCOL = "zmtp.scaler"
 #: The longest HTTP head (request or reply) read before the upgrade.
 MAX_HEAD_BYTES = 16 * 1024
-#: A close with this code: a side sent a text message (the contract carries binary ones only).
-CLOSE_UNSUPPORTED_DATA = 1003
 
 
 class UpgradeRefused(ConnectionError):
@@ -38,64 +29,43 @@ class UpgradeRefused(ConnectionError):
 
 
 class WebSocketFraming:
-    """An open WebSocket: ZeroMQ bytes in binary messages, both ways (one message per slice given to `wrap`)."""
+    """An open WebSocket: ZeroMQ bytes in binary messages, both ways (one message per slice given to `wrap`), framed
+    by `frames` (`masks`: this side is the connecting one, whose frames the RFC wants masked)."""
 
-    def __init__(self, connection: WSConnection) -> None:
-        self._connection = connection
-        self.closed = False
+    def __init__(self, masks: bool) -> None:
+        self._masks = masks
+        self._reader = frames.FrameReader(peer_masks=not masks)
+        self._close_sent = False
+
+    @property
+    def closed(self) -> bool:
+        return self._reader.closed or self._close_sent
 
     def wrap(self, payload: bytes) -> bytes:
         """`payload` as one binary message (b"" once closed: what ZeroMQ still sends then is dropped, as on a
         closed TCP connection)."""
         if self.closed:
             return b""
-        try:
-            return self._connection.send(OutgoingMessage(data=payload))
-        except LocalProtocolError:
-            self.closed = True
-            return b""
+        return frames.frame(frames.BINARY, payload, self._masks)
 
     def unwrap(self, data: bytes) -> tuple[bytes, bytes]:
         """(the ZeroMQ bytes that `data` carried, what to send back: pongs, the answer to a close); `closed` is set
         once the peer closed (or broke the protocol: answered with a close)."""
-        try:
-            self._connection.receive_data(data)
-        except RemoteProtocolError:
-            self.closed = True
-            return b"", b""
-        return self.take_events()
-
-    def take_events(self) -> tuple[bytes, bytes]:
-        payload: list[bytes] = []
-        answer: list[bytes] = []
-        try:
-            for event in self._connection.events():
-                if isinstance(event, BytesMessage):
-                    payload.append(bytes(event.data))
-                elif isinstance(event, Ping):
-                    answer.append(self._connection.send(event.response()))
-                elif isinstance(event, CloseConnection):
-                    self.closed = True
-                    answer.append(self._send_close(event.response()))
-                elif isinstance(event, TextMessage):
-                    self.closed = True
-                    answer.append(self._send_close(CloseConnection(CLOSE_UNSUPPORTED_DATA, "binary messages only")))
-        except RemoteProtocolError:
-            self.closed = True
-        return b"".join(payload), b"".join(answer)
+        payload, replies = self._reader.read(data)
+        answer = b""
+        for opcode, body in replies:
+            if self._close_sent:
+                break
+            self._close_sent = opcode == frames.CLOSE
+            answer += frames.frame(opcode, body, self._masks)
+        return payload, answer
 
     def close(self) -> bytes:
         """The close frame to send before the connection ends (b"" once closed)."""
         if self.closed:
             return b""
-        self.closed = True
-        return self._send_close(CloseConnection(1000, ""))
-
-    def _send_close(self, event: CloseConnection) -> bytes:
-        try:
-            return self._connection.send(event)
-        except LocalProtocolError:
-            return b""
+        self._close_sent = True
+        return frames.frame(frames.CLOSE, struct.pack("!H", frames.CLOSE_NORMAL), self._masks)
 
 
 # ------------------------------------------------------------------ connecting side
@@ -112,22 +82,29 @@ def upgrade_request(host: str, port: int, path: str) -> tuple[WSConnection, byte
 def accept_upgrade(connection: WSConnection, received: bytes, where: str) -> tuple[WebSocketFraming, bytes]:
     """What the server answered (its head and any bytes after it): the open WebSocket and the ZeroMQ bytes already
     received; UpgradeRefused with one line saying what the server answered instead."""
+    end = received.find(b"\r\n\r\n") + 4
+    head, rest = (received[:end], received[end:]) if end >= 4 else (received, b"")
     try:
-        connection.receive_data(received)
-        events = connection.events()
-        first = next(events, None)
+        connection.receive_data(head)
+        events = list(connection.events())
     except RemoteProtocolError as error:
         raise UpgradeRefused(
             f"{where} did not answer the WebSocket upgrade as a WebSocket server: {error}", 0
         ) from None
+    first = events[0] if events else None
     if isinstance(first, AcceptConnection):
         if first.subprotocol != SUBPROTOCOL:
             raise UpgradeRefused(f"{where} accepted the WebSocket without the subprotocol {SUBPROTOCOL}: it is not a "
                                  "scaler address", 0)  # fmt: skip
-        framing = WebSocketFraming(connection)
-        payload, _ = framing.take_events()
+        framing = WebSocketFraming(masks=True)
+        payload, _ = framing.unwrap(rest)
         return framing, payload
     if isinstance(first, RejectConnection):
+        try:
+            connection.receive_data(rest)
+            events += list(connection.events())
+        except RemoteProtocolError:
+            pass
         body = b"".join(bytes(event.data) for event in events if isinstance(event, RejectData))
         said = body.decode("utf-8", "replace").strip().splitlines()
         detail = f": {said[0][:200]}" if said else ""
@@ -184,7 +161,7 @@ def answer_request(head: bytes, paths: Collection[str], what: str) -> Upgrade | 
     if SUBPROTOCOL not in request.subprotocols:
         return Reply(_page(400, "Bad Request", f"offer the WebSocket subprotocol {SUBPROTOCOL} (docs/protocol.md)\n"))
     reply = connection.send(AcceptConnection(subprotocol=SUBPROTOCOL))
-    return Upgrade(path, reply, WebSocketFraming(connection))
+    return Upgrade(path, reply, WebSocketFraming(masks=False))
 
 
 def _headers(head: bytes) -> dict[str, str]:
