@@ -27,7 +27,7 @@ from tests.http_connect_proxy import ConnectProxy
 from tests.integration.conftest import BIN_DIR, DEADLINE_SECONDS, Launcher, monitor
 from tests.tls_certificates import Authority, make_authority
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_tunnels")]
 
 #: Above the 64 KiB inline limit: arguments and results of this size travel through object storage.
 LARGE_BYTES = 200_000
