@@ -30,6 +30,7 @@ from scaler.client.session import Session, SessionSettings, TaskOptions
 from scaler.client.sharing import checked_priority, takes_parameter
 from scaler.client.streams import DEFAULT_WINDOW, TaskStream
 from scaler.io.sockets import HEARTBEAT_TIMEOUT_SECONDS, TransportSecurity
+from scaler.io.tunnel.tls import trust_ca_file
 from scaler.payload import processor_context
 from scaler.payload.references import ObjectReference
 from scaler.payload.serializer import DefaultSerializer, Serializer
@@ -71,6 +72,7 @@ class Client:
         max_workers: int | None = None,
         resume_seconds: float | None = None,
         link_heartbeat_timeout_seconds: float = HEARTBEAT_TIMEOUT_SECONDS,
+        tls_ca: str | None = None,
     ) -> None:
         """`timeout_seconds`: how long a request (object storage, a job) waits, 60 s by default, and how long a
         silent scheduler is waited for before the futures fail with DisconnectedError: by default (None) as long as
@@ -94,8 +96,12 @@ class Client:
         workers' worth of spend its work holds, and the pool grows for (None: no quota); docs/guide/sharing.md.
         `link_heartbeat_timeout_seconds`: ZeroMQ pings the scheduler every third of this and ends a connection that
         does not answer within it, then connects again (a laptop that changed networks has a dead connection that
-        nothing else closes in minutes); the scheduler's `link_heartbeat_timeout_seconds` is the other side."""
-        refuse_tls_security_config(security_config)
+        nothing else closes in minutes); the scheduler's `link_heartbeat_timeout_seconds` is the other side.
+        `tls_ca`: a PEM bundle of certificate authorities this process trusts at tls:// and wss:// addresses, besides
+        the system's (or `SSL_CERT_FILE`'s); the server's certificate and name are checked (docs/security.md)."""
+        trust_security_config(security_config)
+        if tls_ca is not None:
+            trust_ca_file(tls_ca)
         settings = SessionSettings(
             profiling=profiling, timeout_seconds=timeout_seconds, stream_output=stream_output,
             heartbeat_interval_seconds=heartbeat_interval_seconds,
@@ -486,14 +492,21 @@ def actor_handle_in_task(actor_id: TaskID, class_name: str, methods: tuple[str, 
     return handle
 
 
-def refuse_tls_security_config(security_config: Any) -> None:
-    """The reference's `security_config` (TLS certificates) is accepted only as None: scaler secures its
-    connections with ZeroMQ CURVE keys instead (docs/security.md)."""
-    if security_config is not None:
+def trust_security_config(security_config: Any) -> None:
+    """The reference's `security_config` (`SecurityConfig(tls_cert, tls_key)`, given to every part of a cluster): on
+    a connecting side, its certificate is trusted as an authority (a self-signed server certificate, or a chain
+    ending with its authority), since scaler checks the server's certificate (docs/security.md); None changes
+    nothing. TlsFileError naming the file when it cannot be used."""
+    if security_config is None:
+        return
+    cert = getattr(security_config, "tls_cert", None)
+    if cert is None and not hasattr(security_config, "tls_key"):
         raise ValueError(
-            "security_config (TLS certificates) is not supported: scaler authenticates and encrypts connections "
-            "with ZeroMQ CURVE keys instead; see `scaler --docs security`"
+            f"security_config must be a SecurityConfig(tls_cert, tls_key) or None, not {security_config!r}; scaler "
+            "takes tls_ca=, and CURVE keys (docs/security.md)"
         )
+    if cert:
+        trust_ca_file(str(cert), "security_config.tls_cert")
 
 
 def _is_scaler_future(value: Any) -> bool:

@@ -32,6 +32,8 @@ from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import run
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import SocketFactory, Sockets, TransportSecurity, bound_endpoint
+from scaler.io.tunnel import TunnelError
+from scaler.io.tunnel.tls import ServerCertificate, TlsFileError
 from scaler.io.zmq_async import AsyncSocket
 from scaler.io.zmq_parts import Frames
 from scaler.object_storage import segment_directory
@@ -64,6 +66,7 @@ from scaler.protocol.storage_messages import (
 from scaler.security.connection_files import STORAGE_SERVICE
 from scaler.security.find import ServedAddresses, ServerKeys, server_keys
 from scaler.security.key_files import KeyFileError
+from scaler.security.tls_settings import server_certificate
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +104,8 @@ def _bind(sockets: Sockets, address: str) -> zmq.Socket[Any]:
         )
     try:
         return sockets.router(str(parsed))
+    except TunnelError as error:  # a tunnel's port in use, a missing extra
+        raise ObjectStorageBindError(f"object storage server: {error}") from None
     except zmq.ZMQError as error:
         reason = address_in_use_problem(str(parsed)) or f"{parsed}: {error.strerror}"
         raise ObjectStorageBindError(f"object storage server cannot listen on {reason}") from None
@@ -549,7 +554,9 @@ def _setup_logging(config: ObjectStorageServerConfig) -> None:
     setup_logging(config, "object_storage_server")
 
 
-async def _serve_until_signalled(config: ObjectStorageServerConfig, security: ServerKeys) -> None:
+async def _serve_until_signalled(
+    config: ObjectStorageServerConfig, security: ServerKeys, certificate: ServerCertificate | None = None
+) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = (signal.SIGINT, signal.SIGTERM)
@@ -562,7 +569,8 @@ async def _serve_until_signalled(config: ObjectStorageServerConfig, security: Se
         served[0].register()  # local clients and workers find the keys for this address
 
     try:
-        await serve(config, ready=ready, stop=stop, sockets=SocketFactory(security=security.security))
+        sockets = SocketFactory(security=security.security, certificate=certificate)
+        await serve(config, ready=ready, stop=stop, sockets=sockets)
     finally:
         for addresses in served:
             addresses.unregister()
@@ -576,7 +584,8 @@ def run_object_storage_server(config: ObjectStorageServerConfig, security: Trans
     _setup_logging(config)
     try:
         resolved = ServerKeys(security) if security is not None else server_keys(config, "the object storage server")
-    except KeyFileError as error:
+        certificate = server_certificate(config, (config.bind_address,))
+    except (KeyFileError, TlsFileError) as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
     if hasattr(signal, "SIGPIPE"):
@@ -584,7 +593,7 @@ def run_object_storage_server(config: ObjectStorageServerConfig, security: Trans
         # vanishes mid-write kill the server (behaviour F6).
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     try:
-        run(_serve_until_signalled(config, resolved))
+        run(_serve_until_signalled(config, resolved, certificate))
     except (ObjectStorageBindError, SpillDirectoryError) as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION  # the address is malformed, in use or not ours; the spill directory unusable

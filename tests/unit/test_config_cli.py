@@ -94,8 +94,7 @@ def test_an_unknown_flag_is_named_with_the_flag_meant(capsys: pytest.CaptureFixt
 @pytest.mark.parametrize(
     ("flag", "instead"),
     [("-ap", "-pc/--policy-content"), ("-scs", "scaling="), ("-awu", "connect to the scheduler themselves"),
-     ("-qs", "-wtqs/--per-worker-task-queue-size"), ("-wn", "--worker-type"), ("-la", "-lp/--logging-paths"),
-     ("--tls-cert", "CURVE keys")],
+     ("-qs", "-wtqs/--per-worker-task-queue-size"), ("-wn", "--worker-type"), ("-la", "-lp/--logging-paths")],
 )  # fmt: skip
 def test_a_flag_of_an_earlier_release_says_what_replaced_it(
     capsys: pytest.CaptureFixture[str], flag: str, instead: str
