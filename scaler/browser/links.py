@@ -19,6 +19,9 @@ from scaler.protocol import zmtp
 
 #: How long opening a connection may take before it fails.
 OPEN_TIMEOUT_SECONDS = 15.0
+#: The WebSocket subprotocol a scaler address speaks (docs/protocol.md, "WebSocket addresses"): binary messages that
+#: carry ZMTP 3.1.
+SUBPROTOCOL = "zmtp.scaler"
 
 
 class ByteStream(Protocol):
@@ -107,7 +110,7 @@ class _WebSocketStream:
         import js  # type: ignore[import-not-found]  # Pyodide's bridge: only in a browser
         from pyodide.ffi import create_proxy  # type: ignore[import-not-found]
 
-        socket = js.WebSocket.new(address)
+        socket = js.WebSocket.new(address, SUBPROTOCOL)
         socket.binaryType = "arraybuffer"
         opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         is_open = [False]
