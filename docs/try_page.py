@@ -23,8 +23,10 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 PYODIDE_VERSION = "0.29.5"
 PYODIDE_PYTHON = "3.13"
-#: What the browser client imports besides the standard library and scaler, at the versions Pyodide's own list has.
+#: What the browser client imports besides the standard library and scaler, at the versions Pyodide's own list has
+#: (under the names of that list: what the page loads from Pyodide's CDN when the site has no copy).
 PAGE_WHEELS = ("cloudpickle==3.1.1", "typing_extensions==4.15.0")
+PYODIDE_PACKAGES = ("cloudpickle", "typing-extensions")
 CACHE = Path(os.environ.get("SCALER_BROWSER_CACHE", Path.home() / ".cache" / "scaler-browser"))
 #: The files of the npm package the page loads.
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.js", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
@@ -67,24 +69,24 @@ def fetch(cache: Path = CACHE) -> None:
 
 def assemble(output: Path, scaler_wheel: Path, cache: Path = CACHE) -> None:
     """The page in `output`: index.html and console.js, wheels/ with manifest.json (the wheels to install, in order),
-    and pyodide/ when the cache has it."""
+    and pyodide/ when the cache has it (otherwise the page loads Pyodide and its packages from Pyodide's CDN)."""
     output.mkdir(parents=True, exist_ok=True)
     for name in ("index.html", "console.js"):
         shutil.copyfile(DOCS / "try" / name, output / name)
     wheels = output / "wheels"
     wheels.mkdir(exist_ok=True)
     names = []
-    for wheel in [*sorted(wheel_folder(cache).glob("*.whl")), scaler_wheel]:
+    local = pyodide_folder(cache) if fetched(cache) else None
+    for wheel in [*(sorted(wheel_folder(cache).glob("*.whl")) if local is not None else []), scaler_wheel]:
         shutil.copyfile(wheel, wheels / wheel.name)
         names.append(wheel.name)
-    local = pyodide_folder(cache) if fetched(cache) else None
     if local is not None:
         shutil.rmtree(output / "pyodide", ignore_errors=True)
         (output / "pyodide").mkdir()
         for name in PYODIDE_FILES:
             shutil.copyfile(local / name, output / "pyodide" / name)
     manifest = {"pyodide": PYODIDE_VERSION, "python": PYODIDE_PYTHON, "local_pyodide": local is not None,
-                "wheels": names}  # fmt: skip
+                "packages": [] if local is not None else list(PYODIDE_PACKAGES), "wheels": names}  # fmt: skip
     (wheels / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 

@@ -22,6 +22,7 @@ async function load() {
   } catch (error) {
     throw new Error(`Pyodide could not be loaded from ${base} (${error}): is this browser offline, or blocking it?`);
   }
+  if (manifest.packages.length) await pyodide.loadPackage(manifest.packages);
   const site = pyodide.runPython("import site; site.getsitepackages()[0]");
   for (const name of manifest.wheels) {
     const answer = await fetch(`wheels/${name}`);
