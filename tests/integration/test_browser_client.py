@@ -1,8 +1,9 @@
 """The browser client (`scaler.browser.Client`: ZMTP in Python, no thread, blocking calls that run its loop) against a
 real cluster over `tcp://`, as CPython runs it: submit, map (in chunks), get, send_object, a result over 64 KiB read
-from object storage, a task's exception, a refusal when the scheduler is secured, and a clear error for an address
-nothing answers at. Once more in a process with the pure-Python codec (`SCALER_PURE_CAPNP=1`), the codec the browser
-runs. The same client in headless chromium over ws://: tests/integration/test_browser_page.py."""
+from object storage, a task's exception, a refusal when the scheduler is secured or runs another Python (naming both
+versions), and a clear error for an address nothing answers at. Once more in a process with the pure-Python codec
+(`SCALER_PURE_CAPNP=1`), the codec the browser runs. The same client in headless chromium over ws://:
+tests/integration/test_browser_page.py."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 
 from scaler import SchedulerClusterCombo
 from scaler.browser import Client
+from scaler.errors import IncompatiblePeerError
 from scaler.io.address import free_tcp_port_block
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.xdist_group("test_browser_client")]
@@ -52,6 +54,15 @@ def test_a_secured_scheduler_is_refused_in_one_sentence() -> None:
     with SchedulerClusterCombo(n_workers=0) as secured:  # the user's keys: CURVE
         with pytest.raises(ConnectionError, match=r"secured with keys \(CURVE\)"):
             Client(secured.get_address(), connect_timeout_seconds=10)
+
+
+def test_a_cluster_of_another_python_refuses_naming_both_versions(
+    cluster: SchedulerClusterCombo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's Python is Pyodide's: the hello says it, and the scheduler's refusal names both."""
+    monkeypatch.setattr("scaler.browser.session.local_python_version", lambda: "3.99.1")
+    with pytest.raises(IncompatiblePeerError, match=r"runs Python 3\.99\.1, this side runs Python 3\.\d+"):
+        Client(cluster.get_address(), connect_timeout_seconds=30)
 
 
 def test_nothing_at_the_address_is_a_connection_error_naming_it() -> None:
