@@ -1,0 +1,166 @@
+"""A `map` of 1,000 tiny tasks from the browser (scaler.browser.Client on Pyodide, in headless chromium, over the web
+stack's ws:// addresses) against the same from CPython (scaler.Client over its tcp:// address), on one stack: the
+`web` example (`scaler --example web`) on free ports, run by the page's Python (3.13, .venv-3.13). Each side maps once
+to warm up (workers start), then `--repeat` times; the medians and their ratio are printed, with the machine's load.
+
+    python benchmarks/browser_map.py [--tasks 1000] [--repeat 5]
+
+Needs what the browser page's test needs: `make browser-tools` (Pyodide in the cache, .venv-3.13), chromium and
+chromedriver. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import http.server
+import importlib.util
+import json
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from scaler.config.example_files import example_text
+from scaler.io.address import free_tcp_port_block
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE_PORTS = (8516, 8517, 8518, 8521, 8522, 50001)
+
+PAGE_MAP = """
+import statistics, time
+def inc(x):
+    return x + 1
+client.map(inc, range({tasks}))
+times = []
+for _ in range({repeat}):
+    began = time.perf_counter()
+    assert client.map(inc, range({tasks}))[-1] == {tasks}
+    times.append(time.perf_counter() - began)
+print(times)
+"""
+
+NATIVE_MAP = """
+import sys, time
+from scaler import Client
+def inc(x):
+    return x + 1
+with Client(sys.argv[1]) as client:
+    client.map(inc, range({tasks}))
+    times = []
+    for _ in range({repeat}):
+        began = time.perf_counter()
+        assert client.map(inc, range({tasks}))[-1] == {tasks}
+        times.append(time.perf_counter() - began)
+print(times)
+"""
+
+
+def try_page() -> Any:
+    spec = importlib.util.spec_from_file_location("try_page", ROOT / "docs" / "try_page.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def web_stack(python: Path, folder: Path) -> Iterator[tuple[str, str, str]]:
+    """The web example on free ports: (its tcp:// scheduler address, its ws:// scheduler and storage addresses)."""
+    text = example_text("web")
+    base = free_tcp_port_block(len(EXAMPLE_PORTS))
+    for index, port in enumerate(EXAMPLE_PORTS):
+        text = re.sub(rf"(?<=:){port}\b", str(base + index), text)
+    (folder / "web.toml").write_text(text)
+    log = folder / "web.log"
+    with log.open("wb") as output:
+        stack = subprocess.Popen([str(python), "-m", "scaler", "web.toml"], cwd=folder, stdout=output,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while "worker manager" not in log.read_text() and stack.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        websockets = re.findall(r'"(ws://[^"]+)"', text)
+        yield f"tcp://127.0.0.1:{base}", websockets[0], websockets[1]
+    finally:
+        stack.terminate()
+        stack.wait(60)
+
+
+@contextlib.contextmanager
+def served(folder: Path) -> Iterator[str]:
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler.log_message = lambda *_: None  # type: ignore[assignment, method-assign]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def page_times(url: str, scheduler: str, storage: str, tasks: int, repeat: int, profile: Path) -> list[float]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--user-data-dir={profile}"):  # fmt: skip
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    driver.set_script_timeout(600)
+    run = "const done = arguments[arguments.length - 1]; window.scalerPage.run(arguments[0]).then(done);"
+    try:
+        driver.get(url)
+        driver.execute_async_script("const done = arguments[arguments.length - 1]; window.scalerPage.ready.then(done);")
+        connect = (
+            f"from scaler.browser import Client\nclient = Client({scheduler!r}, object_storage_address={storage!r})"
+        )
+        assert driver.execute_async_script(run, connect)["error"] is None
+        result = driver.execute_async_script(run, PAGE_MAP.format(tasks=tasks, repeat=repeat))
+        assert result["error"] is None, result
+        driver.execute_async_script(run, "client.disconnect()")
+        return [float(value) for value in json.loads(result["output"])]
+    finally:
+        driver.quit()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=5)
+    arguments = parser.parse_args()
+    page = try_page()
+    python = ROOT / f".venv-{page.PYODIDE_PYTHON}" / "bin" / "python"
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        subprocess.run([str(python), "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(folder / "dist"),
+                        str(ROOT)], check=True)  # fmt: skip
+        page.assemble(folder / "site" / "try", next((folder / "dist").glob("*.whl")))
+        with web_stack(python, folder) as (native, scheduler, storage), served(folder / "site") as base:
+            load = os.getloadavg()[0]
+            browser = page_times(f"{base}try/index.html", scheduler, storage, arguments.tasks, arguments.repeat,
+                                 folder / "profile")  # fmt: skip
+            script = NATIVE_MAP.format(tasks=arguments.tasks, repeat=arguments.repeat)
+            done = subprocess.run([str(python), "-c", script, native], capture_output=True, text=True, check=True,
+                                  cwd=folder)  # fmt: skip
+            cpython = json.loads(done.stdout.strip())
+    page_median, native_median = statistics.median(browser), statistics.median(cpython)
+    print(f"map of {arguments.tasks:,} tiny tasks, median of {arguments.repeat} (load average {load:.1f}):")
+    print(f"  browser (Pyodide {page.PYODIDE_VERSION}, chromium, ws://): {page_median * 1000:.0f} ms  {browser}")
+    print(f"  CPython (scaler.Client, tcp://):           {native_median * 1000:.0f} ms  {cpython}")
+    print(f"  ratio: {page_median / native_median:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
