@@ -1,6 +1,6 @@
-"""ZeroMQ's wire protocol (ZMTP 3.1, rfc.zeromq.org/spec/37) for one connection of a DEALER socket, NULL mechanism, as
-pure bytes in and out: what pyzmq's DEALER does on a `tcp://` connection, for a client that has no libzmq (Pyodide in a
-browser, over a WebSocket that carries the same byte stream).
+"""ZeroMQ's wire protocol (ZMTP 3.1, rfc.zeromq.org/spec/37) for one connection of a DEALER socket, NULL or CURVE (the
+mechanisms: zmtp_curve.py), as pure bytes in and out: what pyzmq's DEALER does on a `tcp://` connection, for a client
+that has no libzmq (Pyodide in a browser, over a WebSocket that carries the same byte stream).
 
 The shell brings the bytes it read (`receive`) and writes what comes back; `send` frames a message (queued until the
 handshake is done, as libzmq queues). Events out: `Ready` (the peer's READY, its properties), `Received` (a message's
@@ -9,10 +9,11 @@ why; when the byte stream closes, `closed()` says why from how far the handshake
 PONG here; nothing else of the protocol reaches the shell.
 
 Rules:
-1. The greeting goes first, whole (64 bytes: signature, version 3.1, mechanism NULL, as-server 0); the peer's must
-   have the signature, a major version of 3 or more and the NULL mechanism (a CURVE peer is refused naming it).
-2. After the peer's greeting, READY goes with Socket-Type DEALER and the Identity (the routing id a ROUTER knows this
-   connection by); the peer's READY must name a type a DEALER talks to (ROUTER, DEALER, REP).
+1. The greeting goes first, whole (64 bytes: signature, version 3.1, the mechanism, as-server 0); the peer's must
+   have the signature, a major version of 3 or more and the same mechanism (another is refused naming it).
+2. After the peer's greeting, the mechanism's handshake: NULL's READY, or CURVE's HELLO, INITIATE, with Socket-Type
+   DEALER and the Identity (the routing id a ROUTER knows this connection by); the peer's READY must name a type a
+   DEALER talks to (ROUTER, DEALER, REP). An ERROR command at any time refuses the connection.
 3. Messages sent before the peer's READY wait, in order; after it they leave at once.
 4. Once refused, the connection stays refused: nothing more is read, `send` raises ZmtpError.
 """
@@ -20,8 +21,17 @@ Rules:
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from scaler.protocol.zmtp_curve import (
+    CurveClientMechanism,
+    CurveKeys,
+    Mechanism,
+    MechanismError,
+    NullMechanism,
+    command_body,
+)
 
 GREETING_BYTES = 64
 _SIGNATURE_END = 0x7F
@@ -59,8 +69,8 @@ class Refused:
 ZmtpEvent = Ready | Received | Refused
 
 
-def greeting() -> bytes:
-    return b"\xff" + bytes(8) + b"\x7f" + b"\x03\x01" + b"NULL".ljust(20, b"\0") + b"\0" + bytes(31)
+def greeting(mechanism: bytes = b"NULL") -> bytes:
+    return b"\xff" + bytes(8) + b"\x7f" + b"\x03\x01" + mechanism.ljust(20, b"\0") + b"\0" + bytes(31)
 
 
 def frame(body: bytes, flags: int) -> bytes:
@@ -71,7 +81,7 @@ def frame(body: bytes, flags: int) -> bytes:
 
 
 def command(name: bytes, data: bytes = b"") -> bytes:
-    return frame(bytes((len(name),)) + name + data, _COMMAND)
+    return frame(command_body(name, data), _COMMAND)
 
 
 def properties(values: dict[str, bytes]) -> bytes:
@@ -93,17 +103,27 @@ def parse_properties(data: bytes) -> dict[str, bytes]:
 
 
 class ZmtpDealer:
-    """One connection of a DEALER, NULL mechanism (see the module's rules)."""
+    """One connection of a DEALER (see the module's rules); NULL, or CURVE with `keys` (`zmtp_curve.py`)."""
 
-    def __init__(self, identity: bytes, peer: str = "the peer") -> None:
-        """`peer`: how errors name the other side (its address)."""
-        self._identity = identity
+    def __init__(
+        self, identity: bytes, peer: str = "the peer", keys: CurveKeys | None = None,
+        random_bytes: Callable[[int], bytes] | None = None,
+    ) -> None:  # fmt: skip
+        """`peer`: how errors name the other side (its address). With `keys`, `random_bytes(n)` gives n random
+        bytes (the shell's os.urandom)."""
+        own = properties({"Socket-Type": b"DEALER", "Identity": identity})
+        if keys is None:
+            self._mechanism: Mechanism = NullMechanism(own)
+        else:
+            if random_bytes is None:
+                raise ValueError("a CURVE connection needs random bytes")
+            self._mechanism = CurveClientMechanism(keys, own, random_bytes)
         self._peer = peer
         self._buffer = bytearray()
         self._greeted = False  #: the peer's greeting was read
         self._ready = False  #: the peer's READY was read
         self._refused: str | None = None
-        self._waiting: list[bytes] = []  #: messages sent before READY
+        self._waiting: list[Sequence[bytes]] = []  #: messages sent before READY
         self._parts: list[bytes] = []  #: the frames of the message being read
 
     @property
@@ -112,18 +132,25 @@ class ZmtpDealer:
 
     def start(self) -> bytes:
         """What goes first on a new connection: the greeting."""
-        return greeting()
+        return greeting(self._mechanism.name)
 
     def send(self, frames: Sequence[bytes]) -> bytes:
         """The bytes of a message (b"" while the handshake is under way: it leaves with READY's answer)."""
         if self._refused is not None:
             raise ZmtpError(self._refused)
-        last = len(frames) - 1
-        data = b"".join(frame(bytes(part), _MORE if index < last else 0) for index, part in enumerate(frames))
         if not self._ready:
-            self._waiting.append(data)
+            self._waiting.append(frames)
             return b""
-        return data
+        return self._message(frames)
+
+    def _message(self, frames: Sequence[bytes]) -> bytes:
+        last = len(frames) - 1
+        return b"".join(self._frame(bytes(part), _MORE if index < last else 0) for index, part in enumerate(frames))
+
+    def _frame(self, body: bytes, flags: int) -> bytes:
+        """A frame after the handshake, as the mechanism seals it (`flags`: MORE, COMMAND)."""
+        sealed, sealed_flags = self._mechanism.seal(body, bool(flags & _MORE), bool(flags & _COMMAND))
+        return frame(sealed, sealed_flags)
 
     def receive(self, data: bytes) -> tuple[list[ZmtpEvent], bytes]:
         """The events the bytes read complete, and the bytes to write in answer."""
@@ -137,9 +164,9 @@ class ZmtpDealer:
                 return events, b"".join(out)
             while self._read_frame(events, out):
                 pass
-        except ZmtpError as error:
-            self._refused = str(error)
-            events.append(Refused(str(error)))
+        except (ZmtpError, MechanismError) as error:
+            self._refused = f"{self._peer}: {error}" if isinstance(error, MechanismError) else str(error)
+            events.append(Refused(self._refused))
         return events, b"".join(out)
 
     def closed(self) -> str:
@@ -148,11 +175,15 @@ class ZmtpDealer:
             return self._refused
         if self._ready:
             return f"{self._peer} closed the connection"
+        if self._mechanism.name == b"CURVE":
+            return (
+                f"{self._peer} closed the connection during the CURVE handshake: does it know this client's key "
+                "(authorised), and is the server key its own?"
+            )
         # libzmq reads a client's mechanism and closes on a mismatch, with no word (its greeting may not even arrive)
         return (
             f"{self._peer} closed the connection during the ZeroMQ handshake: a server secured with keys (CURVE) does "
-            "that to a client without them (this client speaks only unsecured ZeroMQ); is it the address of a scaler "
-            "server bound without keys?"
+            "that to a client without them; give this client its keys, or connect to an address bound without keys"
         )
 
     def _read_greeting(self, out: list[bytes]) -> bool:
@@ -163,15 +194,15 @@ class ZmtpDealer:
             raise ZmtpError(f"{self._peer} speaks ZMTP {buffer[10]}, an older ZeroMQ than 4 (ZMTP 3 is needed)")
         if len(buffer) < GREETING_BYTES:
             return False
-        mechanism = bytes(buffer[12:32]).rstrip(b"\0").decode("ascii", "replace")
-        if mechanism != "NULL":
-            raise ZmtpError(
-                f"{self._peer} is secured with {mechanism}: this client speaks only unsecured ZeroMQ (NULL); connect "
-                "to an address bound without keys"
-            )
+        mechanism = bytes(buffer[12:32]).rstrip(b"\0")
+        if mechanism != self._mechanism.name:
+            theirs = mechanism.decode("ascii", "replace")
+            if self._mechanism.name == b"NULL":
+                raise ZmtpError(f"{self._peer} is secured with {theirs}: give this client its keys")
+            raise ZmtpError(f"{self._peer} is not secured ({theirs}): connect without keys")
         del buffer[:GREETING_BYTES]
         self._greeted = True
-        out.append(command(b"READY", properties({"Socket-Type": b"DEALER", "Identity": self._identity})))
+        out.extend(frame(body, _COMMAND) for body in self._mechanism.hello())
         return True
 
     def _read_frame(self, events: list[ZmtpEvent], out: list[bytes]) -> bool:
@@ -191,32 +222,52 @@ class ZmtpDealer:
             return False
         body = bytes(buffer[head : head + size])
         del buffer[: head + size]
-        if flags & _COMMAND:
-            self._command(body, events, out)
-            return True
         if not self._ready:
-            raise ZmtpError(f"{self._peer} sent a message before its READY")
-        self._parts.append(body)
-        if not flags & _MORE:
-            events.append(Received(self._parts))
-            self._parts = []
+            if not flags & _COMMAND:
+                raise ZmtpError(f"{self._peer} sent a message before its READY")
+            name, data = _command_parts(body)
+            if name == b"ERROR":
+                raise ZmtpError(f"{self._peer} refused the connection: {_error_reason(data)}")
+            self._handshake(name, data, events, out)
+            return True
+        body, more, is_command = self._mechanism.open(body, flags)
+        if not is_command:
+            self._part(body, more, events)
+            return True
+        name, data = _command_parts(body)
+        if name == b"ERROR":
+            raise ZmtpError(f"{self._peer} refused the connection: {_error_reason(data)}")
+        if name == b"PING":
+            out.append(self._frame(command_body(b"PONG", data[2:]), _COMMAND))  # the ping's context after its TTL
+        # PONG and other commands: nothing to do
         return True
 
-    def _command(self, body: bytes, events: list[ZmtpEvent], out: list[bytes]) -> None:
-        name = body[1 : 1 + body[0]] if body else b""
-        data = body[1 + len(name) :]
-        if name == b"READY" and not self._ready:
-            peer = parse_properties(data)
-            kind = peer.get("Socket-Type", b"")
-            if kind not in _PEERS_OF_DEALER:
-                raise ZmtpError(f"{self._peer} is a ZeroMQ {kind.decode('ascii', 'replace')} socket, not a server")
-            self._ready = True
-            events.append(Ready(peer))
-            out.extend(self._waiting)
-            self._waiting = []
-        elif name == b"ERROR":
-            reason = data[1 : 1 + data[0]].decode("utf-8", "replace") if data else ""
-            raise ZmtpError(f"{self._peer} refused the connection: {reason or 'no reason given'}")
-        elif name == b"PING":
-            out.append(command(b"PONG", data[2:]))  # the ping's context after its TTL
-        # PONG and other commands: nothing to do
+    def _handshake(self, name: bytes, data: bytes, events: list[ZmtpEvent], out: list[bytes]) -> None:
+        answers, peer_properties = self._mechanism.on_command(name, data)
+        out.extend(frame(body, _COMMAND) for body in answers)
+        if peer_properties is None:
+            return
+        peer = parse_properties(peer_properties)
+        kind = peer.get("Socket-Type", b"")
+        if kind not in _PEERS_OF_DEALER:
+            raise ZmtpError(f"{self._peer} is a ZeroMQ {kind.decode('ascii', 'replace')} socket, not a server")
+        self._ready = True
+        events.append(Ready(peer))
+        out.extend(self._message(frames) for frames in self._waiting)
+        self._waiting = []
+
+    def _part(self, body: bytes, more: bool, events: list[ZmtpEvent]) -> None:
+        self._parts.append(body)
+        if not more:
+            events.append(Received(self._parts))
+            self._parts = []
+
+
+def _command_parts(body: bytes) -> tuple[bytes, bytes]:
+    """A command's name and data."""
+    name = body[1 : 1 + body[0]] if body else b""
+    return name, body[1 + len(name) :]
+
+
+def _error_reason(data: bytes) -> str:
+    return (data[1 : 1 + data[0]].decode("utf-8", "replace") if data else "") or "no reason given"

@@ -1,10 +1,13 @@
 """The pure ZMTP DEALER (scaler/protocol/zmtp.py) on a plain TCP socket against real libzmq sockets: a ROUTER knows
 it by its identity both ways, its heartbeat PINGs are answered so that it keeps the connection past its heartbeat
 timeout (checked by hand: with no PONG the ROUTER drops it), and a CURVE server's refusal (it closes the connection
-once it read the NULL mechanism) is told as one. What the browser client's links rely on."""
+once it read the NULL mechanism) is told as one. With keys, the pure CurveZMQ client (zmtp_curve.py, curve_box.py)
+against libzmq's CURVE server: the handshake, boxes both ways, PINGs inside them, and a wrong server key told as one.
+What the browser client's links rely on."""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -13,13 +16,15 @@ import pytest
 import zmq
 
 from scaler.protocol import zmtp
+from scaler.protocol.curve_box import z85_decode
+from scaler.protocol.zmtp_curve import CurveKeys
 
 
 class RawDealer:
     """A ZmtpDealer over a blocking TCP socket."""
 
-    def __init__(self, port: int, identity: bytes) -> None:
-        self.zmtp = zmtp.ZmtpDealer(identity, f"tcp://127.0.0.1:{port}")
+    def __init__(self, port: int, identity: bytes, keys: CurveKeys | None = None) -> None:
+        self.zmtp = zmtp.ZmtpDealer(identity, f"tcp://127.0.0.1:{port}", keys, os.urandom)
         self.socket = socket.create_connection(("127.0.0.1", port), timeout=10)
         self.socket.sendall(self.zmtp.start())
 
@@ -116,3 +121,54 @@ def test_a_curve_servers_refusal_is_told_as_one(
     dealers.append(dealer)
     refused = dealer.events(zmtp.Refused)[-1]
     assert isinstance(refused, zmtp.Refused) and "secured with keys (CURVE)" in refused.reason
+
+
+def curve_pairs() -> tuple[CurveKeys, bytes]:
+    """A client's keys for a server, and the server's secret key (as libzmq takes it: Z85)."""
+    server_public, server_secret = zmq.curve_keypair()
+    client_public, client_secret = zmq.curve_keypair()
+    keys = CurveKeys(z85_decode(server_public.decode()), z85_decode(client_public.decode()),
+                     z85_decode(client_secret.decode()))  # fmt: skip
+    return keys, server_secret
+
+
+@pytest.mark.timeout(120)
+def test_curve_both_ways_and_past_the_heartbeat_timeout(
+    context: zmq.Context[zmq.Socket[bytes]], dealers: list[RawDealer], sockets: list[zmq.Socket[bytes]]
+) -> None:
+    """The pure CurveZMQ client against libzmq's CURVE server: the handshake, messages both ways (one of several
+    boxes' worth), the identity, PINGs answered inside MESSAGE boxes."""
+    keys, server_secret = curve_pairs()
+    router = bound_router(context, sockets)
+    router.curve_server = True
+    router.curve_secretkey = server_secret
+    router.setsockopt(zmq.HEARTBEAT_IVL, 100)
+    router.setsockopt(zmq.HEARTBEAT_TIMEOUT, 400)
+    router.setsockopt(zmq.RCVTIMEO, 30_000)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    dealer = RawDealer(port, b"Client|curve", keys)
+    dealers.append(dealer)
+    dealer.send([b"hello", b"x" * 3000])
+    dealer.events(zmtp.Ready, timeout_seconds=30)
+    assert router.recv_multipart() == [b"Client|curve", b"hello", b"x" * 3000]
+    quiet = dealer.events(None, timeout_seconds=2.0)
+    assert not any(isinstance(event, zmtp.Refused) for event in quiet), quiet
+    router.send_multipart([b"Client|curve", b"answer", b"y" * 300])
+    received = [event for event in dealer.events(zmtp.Received, 30) if isinstance(event, zmtp.Received)]
+    assert received[0].frames == [b"answer", b"y" * 300]
+
+
+@pytest.mark.timeout(60)
+def test_a_wrong_server_key_is_told_as_one(
+    context: zmq.Context[zmq.Socket[bytes]], dealers: list[RawDealer], sockets: list[zmq.Socket[bytes]]
+) -> None:
+    keys, _ = curve_pairs()
+    _, other_secret = zmq.curve_keypair()
+    router = bound_router(context, sockets)
+    router.curve_server = True
+    router.curve_secretkey = other_secret
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    dealer = RawDealer(port, b"Client|curve", keys)
+    dealers.append(dealer)
+    refused = dealer.events(zmtp.Refused, timeout_seconds=30)[-1]
+    assert isinstance(refused, zmtp.Refused) and "CURVE handshake" in refused.reason, refused

@@ -66,7 +66,7 @@ def test_a_ping_is_answered_with_pong_and_its_context() -> None:
     ("data", "says"),
     [
         (b"HTTP/1.1 400 Bad Request\r\n\r\n", "does not speak ZeroMQ"),
-        (peer_greeting(b"CURVE"), "secured with CURVE"),
+        (peer_greeting(b"CURVE"), "secured with CURVE: give this client its keys"),
         (peer_greeting(major=2), "ZMTP 2"),
         (peer_greeting() + peer_ready(b"PUB"), "PUB socket, not a server"),
         (peer_greeting() + zmtp.command(b"ERROR", b"\x0cbad identity"), "refused the connection: bad identity"),
