@@ -20,6 +20,7 @@ from scaler.client.map_chunks import chunk_size, name_failed_item, run_chunk
 from scaler.payload.references import ObjectReference
 from scaler.payload.serializer import serialize_to_frames
 from scaler.payload.task_encoder import describe, frames_size
+from scaler.protocol.zmtp_curve import CurveKeys
 
 
 class Client:
@@ -31,15 +32,25 @@ class Client:
         connect_timeout_seconds: float = 15.0,
         profiling: bool = False,
         stream_output: bool = False,
+        *,
+        curve_secret_key: str | None = None,
+        curve_server_key: str | None = None,
     ) -> None:
         """`address`: the scheduler's WebSocket address (`ws://HOST:PORT` or `wss://...`; outside a browser,
         `tcp://`). `object_storage_address`: the object storage server's, when the scheduler's own answer names one the
         page cannot reach (its `tcp://` address: give the `ws://` one the stack binds for browsers). Connects at once;
         ConnectionError when no scheduler answers within `connect_timeout_seconds`, IncompatiblePeerError when the
-        cluster runs another Python minor version."""
+        cluster runs another Python minor version. `curve_secret_key`, `curve_server_key`: for a cluster secured with
+        CURVE (the default), this client's secret key file and the server's public key file, each as its text (what a
+        page reads from the files the reader picks) or its path; ValueError naming what is wrong with one."""
+        keys = None
+        if curve_secret_key is not None or curve_server_key is not None:
+            if curve_secret_key is None or curve_server_key is None:
+                raise ValueError("give both curve_secret_key (client.key_secret) and curve_server_key (server.key)")
+            keys = CurveKeys.from_texts(_key_text(curve_secret_key), _key_text(curve_server_key))
         settings = BrowserSettings(
             object_storage_address, timeout_seconds, connect_timeout_seconds, profiling=profiling,
-            stream_output=stream_output,
+            stream_output=stream_output, keys=keys,
         )  # fmt: skip
         self._session = BrowserSession(address, settings)
         self._runners: dict[int, functools.partial[list[Any]]] = {}
@@ -120,6 +131,17 @@ class Client:
         except BaseException:
             self._session.cancel([future.task_id for future in futures if not future.done()])
             raise
+
+
+def _key_text(key: str) -> str:
+    """A key file's text, given as such or as the file's path."""
+    if "-key" in key or len(key.strip()) == 40:
+        return key
+    try:
+        with open(key, encoding="utf-8") as file:
+            return file.read()
+    except OSError as error:
+        raise ValueError(f"{key}: not a key file's text, and no key file there ({error.strerror})") from None
 
 
 def _failed(futures: list[ScalerFuture[Any]]) -> bool:

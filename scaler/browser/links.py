@@ -10,12 +10,14 @@ asyncio loop (in Pyodide, its WebLoop: the page's own event loop).
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from scaler.protocol import zmtp
+from scaler.protocol.zmtp_curve import CurveKeys
 
 #: How long opening a connection may take before it fails.
 OPEN_TIMEOUT_SECONDS = 15.0
@@ -160,11 +162,14 @@ class _WebSocketStream:
 class DealerLink:
     """A ZeroMQ DEALER's one connection over a byte stream: messages (lists of frames) out and in, in order. Messages
     sent before the connection is up wait for it. Its end (the server closed it, refused it, or it could not be
-    opened) is told once to `lost`, with the reason."""
+    opened) is told once to `lost`, with the reason. With `keys`, secured with CURVE."""
 
-    def __init__(self, address: str, identity: bytes, received: Callable[[list[bytes]], None], lost: Closed) -> None:
+    def __init__(
+        self, address: str, identity: bytes, received: Callable[[list[bytes]], None], lost: Closed,
+        keys: CurveKeys | None = None,
+    ) -> None:  # fmt: skip
         self.address = address
-        self._zmtp = zmtp.ZmtpDealer(identity, address)
+        self._zmtp = zmtp.ZmtpDealer(identity, address, keys, os.urandom)
         self._received = received
         self._lost = lost
         self._stream: ByteStream | None = None

@@ -51,6 +51,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ClientID, TaskID, new_client_id, new_task_id, short
 from scaler.protocol.scheduler_link import LinkSettings
+from scaler.protocol.zmtp_curve import CurveKeys
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ class BrowserSettings:
     profiling: bool = False
     stream_output: bool = False
     serializer: Serializer = field(default_factory=DefaultSerializer)
+    keys: CurveKeys | None = None  #: CURVE on both connections (None: unsecured)
 
 
 class BrowserSession:
@@ -91,7 +93,7 @@ class BrowserSession:
             lost_on_disconnect=True, pause_after_seconds=max(1.0, 4 * TICK_SECONDS),
         )  # fmt: skip
         self._core: ClientCore[ScalerFuture[Any]] = ClientCore(hello, link_settings)
-        self._link = DealerLink(address, self.identity, self._on_frames, self._on_lost)
+        self._link = DealerLink(address, self.identity, self._on_frames, self._on_lost, settings.keys)
         self._handlers: dict[type, Callable[[Any], None]] = {
             Complete: _complete,
             Fail: _fail,
@@ -117,7 +119,7 @@ class BrowserSession:
             raise
         self.storage = BrowserStorage(
             settings.object_storage_address or reply.object_storage_address, self.identity, self._waiting,
-            settings.timeout_seconds,
+            settings.timeout_seconds, settings.keys,
         )  # fmt: skip
         self._objects = StoredOnce(self.storage.put)
         self._encoder = TaskEncoder(self.identity, settings.serializer, self._objects)

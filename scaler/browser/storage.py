@@ -27,14 +27,18 @@ from scaler.protocol.codec import DecodeError, decode_storage_reply, encode_stor
 from scaler.protocol.handshake import local_python_version
 from scaler.protocol.ids import ObjectID
 from scaler.protocol.storage_messages import Delete, DeleteOwner, Get, ObjectSize, StorageOperation
+from scaler.protocol.zmtp_curve import CurveKeys
 
 
 class BrowserStorage:
     """Lock-step requests, one at a time (the browser runs one thread). Raises ObjectStorageException when the server
     does not answer in time or the connection is lost."""
 
-    def __init__(self, address: str, owner_id: bytes, waiting: Waiting, timeout_seconds: float) -> None:
+    def __init__(
+        self, address: str, owner_id: bytes, waiting: Waiting, timeout_seconds: float, keys: CurveKeys | None = None
+    ) -> None:
         self.address = address
+        self._keys = keys
         self._owner_id = owner_id
         self._waiting = waiting
         self._core: StorageClientCore[None] = StorageClientCore(
@@ -89,7 +93,7 @@ class BrowserStorage:
 
     async def _answer(self, ticket: int) -> None:
         if self._link is None:
-            self._link = DealerLink(self.address, self._owner_id, self._on_message, self._on_lost)
+            self._link = DealerLink(self.address, self._owner_id, self._on_message, self._on_lost, self._keys)
             await self._link.open()
         self._flush()
         while ticket not in self._answers:

@@ -41,8 +41,8 @@ class CurveKeys:
     def from_texts(cls, client_secret_file: str, server_public_file: str) -> CurveKeys:
         """From the texts of a secret key file (`client.key_secret`) and a public one (`server.key`), as
         `scaler_keygen` writes them (or the bare 40-character Z85 keys). ValueError naming what is wrong."""
-        pair = dict(_KEY_LINE.findall(client_secret_file))
-        server = dict(_KEY_LINE.findall(server_public_file))
+        pair = dict(_KEY_LINE.findall(client_secret_file)) or _bare(client_secret_file, "secret")
+        server = dict(_KEY_LINE.findall(server_public_file)) or _bare(server_public_file, "public")
         if "secret" not in pair:
             raise ValueError("the client's key file has no secret-key line: give its secret file (client.key_secret)")
         if "public" not in server or "secret" in server:
@@ -50,6 +50,11 @@ class CurveKeys:
         secret = curve_box.z85_decode(pair["secret"])
         public = curve_box.public_key(secret)
         return cls(curve_box.z85_decode(server["public"]), public, secret)
+
+
+def _bare(text: str, kind: str) -> dict[str, str]:
+    """A bare Z85 key (40 characters) as the one line of its kind."""
+    return {kind: text.strip()} if len(text.strip()) == 40 else {}
 
 
 def command_body(name: bytes, data: bytes = b"") -> bytes:

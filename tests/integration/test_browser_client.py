@@ -1,7 +1,8 @@
 """The browser client (`scaler.browser.Client`: ZMTP in Python, no thread, blocking calls that run its loop) against a
 real cluster over `tcp://`, as CPython runs it: submit, map (in chunks), get, send_object, a result over 64 KiB read
-from object storage, a task's exception, a refusal when the scheduler is secured or runs another Python (naming both
-versions), and a clear error for an address nothing answers at. Once more in a process with the pure-Python codec
+from object storage, a task's exception; CURVE with the user's keys against a cluster secured by default, and a refusal
+in one sentence without them; a refusal when the scheduler runs another Python (naming both versions), and a clear
+error for an address nothing answers at. Once more in a process with the pure-Python codec
 (`SCALER_PURE_CAPNP=1`), the codec the browser runs. The same client in headless chromium over ws://:
 tests/integration/test_browser_page.py."""
 
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +22,7 @@ from scaler import SchedulerClusterCombo
 from scaler.browser import Client
 from scaler.errors import IncompatiblePeerError
 from scaler.io.address import free_tcp_port_block
+from scaler.security.key_folder import user_keys
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.xdist_group("test_browser_client")]
 
@@ -50,8 +53,16 @@ def test_submit_map_get_and_send_object(cluster: SchedulerClusterCombo) -> None:
         assert "map item 1 failed" in "".join(getattr(failed.value, "__notes__", []))
 
 
-def test_a_secured_scheduler_is_refused_in_one_sentence() -> None:
-    with SchedulerClusterCombo(n_workers=0) as secured:  # the user's keys: CURVE
+def test_a_secured_cluster_with_the_users_keys_and_refused_without() -> None:
+    """The cluster secured as it is by default (the user's keys, CURVE on both servers): the client with the user's
+    client pair and the server's public key (files, as `scaler_keygen` writes them) runs tasks and stores objects;
+    without keys it is refused in one sentence."""
+    keys = user_keys()
+    with SchedulerClusterCombo(n_workers=1) as secured:
+        with Client(secured.get_address(), curve_secret_key=str(keys.path("client.key_secret")),
+                    curve_server_key=Path(keys.path("server.key")).read_text()) as client:  # fmt: skip
+            assert client.map(square, range(50)) == [value * value for value in range(50)]
+            assert client.submit(len, client.send_object(b"x" * 100_000)).result(60) == 100_000
         with pytest.raises(ConnectionError, match=r"secured with keys \(CURVE\)"):
             Client(secured.get_address(), connect_timeout_seconds=10)
 
