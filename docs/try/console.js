@@ -1,5 +1,6 @@
 // The page "Try it in your browser": loads Pyodide and scaler's browser client (the wheels its manifest lists), then
-// runs each cell's Python in one shared namespace, ADDRESS and STORAGE set from the page's fields. Its state is told in
+// runs each cell's Python in one shared namespace, ADDRESS and STORAGE set from the page's fields, CLIENT_KEY and
+// SERVER_KEY to the texts of the key files picked (None when none is). Its state is told in
 // one line (#status); a browser that cannot run the client is told what it lacks and what to do.
 // `window.scalerPage.run(code)` runs code as a cell does (the page's test drives it so).
 
@@ -53,6 +54,11 @@ const ready = load().catch((error) => {
   throw error;
 });
 
+async function picked(id) {
+  const file = document.getElementById(id).files[0];
+  return file ? await file.text() : null;
+}
+
 async function run(code) {
   const pyodide = await ready;
   const lines = [];
@@ -60,6 +66,8 @@ async function run(code) {
   pyodide.setStderr({ batched: (text) => lines.push(text) });
   pyodide.globals.set("ADDRESS", document.getElementById("address").value.trim());
   pyodide.globals.set("STORAGE", document.getElementById("storage").value.trim() || null);
+  pyodide.globals.set("CLIENT_KEY", await picked("client-key"));
+  pyodide.globals.set("SERVER_KEY", await picked("server-key"));
   try {
     await pyodide.runPythonAsync(code);
     return { output: lines.join("\n"), error: null };
