@@ -1,8 +1,8 @@
 """The page "Try it in your browser" (docs/try/: a console and cells that run scaler's browser client on Pyodide),
-assembled into a folder a web server serves: the page, Pyodide, and the wheels the page installs (this tree's, and the
-pure-Python ones its client imports that Pyodide does not ship).
+assembled into a folder a web server serves: the page, Pyodide, tweetnacl (CURVE's boxes in JavaScript), and the wheels
+the page installs (this tree's, and the pure-Python ones its client imports that Pyodide does not ship).
 
-    python docs/try_page.py fetch     # `make browser-tools`: Pyodide (npm) and the page's wheels (PyPI), into the cache
+    python docs/try_page.py fetch     # `make browser-tools`: Pyodide, tweetnacl (npm), the page's wheels (PyPI)
 
 Pyodide comes from the npm package `pyodide` at PYODIDE_VERSION (its Python is PYODIDE_PYTHON: a cluster the page
 connects to must run the same Python minor, which its scheduler checks), kept in CACHE. A site assembled without it
@@ -30,6 +30,9 @@ PYODIDE_PACKAGES = ("cloudpickle", "typing-extensions")
 CACHE = Path(os.environ.get("SCALER_BROWSER_CACHE", Path.home() / ".cache" / "scaler-browser"))
 #: The files of the npm package the page loads.
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.js", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
+#: NaCl in JavaScript (npm), whose boxes the page's CURVE uses where it loads (scaler/browser/js_boxes.py).
+TWEETNACL_VERSION = "1.0.3"
+TWEETNACL_FILE = "nacl-fast.min.js"
 
 
 def pyodide_folder(cache: Path = CACHE) -> Path:
@@ -40,11 +43,16 @@ def wheel_folder(cache: Path = CACHE) -> Path:
     return cache / "wheels"
 
 
+def tweetnacl_file(cache: Path = CACHE) -> Path:
+    return cache / f"tweetnacl-{TWEETNACL_VERSION}" / TWEETNACL_FILE
+
+
 def fetched(cache: Path = CACHE) -> bool:
-    """Whether the cache holds Pyodide and the page's wheels."""
+    """Whether the cache holds Pyodide, tweetnacl and the page's wheels."""
     pyodide = pyodide_folder(cache)
     wheels = list(wheel_folder(cache).glob("*.whl"))
-    return all((pyodide / name).is_file() for name in PYODIDE_FILES) and len(wheels) >= len(PAGE_WHEELS)
+    files = all((pyodide / name).is_file() for name in PYODIDE_FILES) and tweetnacl_file(cache).is_file()
+    return files and len(wheels) >= len(PAGE_WHEELS)
 
 
 def fetch(cache: Path = CACHE) -> None:
@@ -52,14 +60,15 @@ def fetch(cache: Path = CACHE) -> None:
     if fetched(cache):
         return
     cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache) as scratch:
-        subprocess.run(["npm", "pack", f"pyodide@{PYODIDE_VERSION}", "--silent"], cwd=scratch, check=True,
-                       stdout=subprocess.DEVNULL, timeout=600)  # fmt: skip
-        with tarfile.open(Path(scratch) / f"pyodide-{PYODIDE_VERSION}.tgz") as archive:
-            archive.extractall(scratch, filter="data")
-        target = pyodide_folder(cache)
-        shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(Path(scratch) / "package", target)
+    for package, version, target in (("pyodide", PYODIDE_VERSION, pyodide_folder(cache)),
+                                      ("tweetnacl", TWEETNACL_VERSION, tweetnacl_file(cache).parent)):  # fmt: skip
+        with tempfile.TemporaryDirectory(dir=cache) as scratch:
+            subprocess.run(["npm", "pack", f"{package}@{version}", "--silent"], cwd=scratch, check=True,
+                           stdout=subprocess.DEVNULL, timeout=600)  # fmt: skip
+            with tarfile.open(Path(scratch) / f"{package}-{version}.tgz") as archive:
+                archive.extractall(scratch, filter="data")
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(Path(scratch) / "package", target)
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--python-version",
          PYODIDE_PYTHON, "--dest", str(wheel_folder(cache)), *PAGE_WHEELS],
@@ -81,12 +90,14 @@ def assemble(output: Path, scaler_wheel: Path, cache: Path = CACHE) -> None:
         shutil.copyfile(wheel, wheels / wheel.name)
         names.append(wheel.name)
     if local is not None:
+        shutil.copyfile(tweetnacl_file(cache), output / TWEETNACL_FILE)
         shutil.rmtree(output / "pyodide", ignore_errors=True)
         (output / "pyodide").mkdir()
         for name in PYODIDE_FILES:
             shutil.copyfile(local / name, output / "pyodide" / name)
     manifest = {"pyodide": PYODIDE_VERSION, "python": PYODIDE_PYTHON, "local_pyodide": local is not None,
-                "packages": [] if local is not None else list(PYODIDE_PACKAGES), "wheels": names}  # fmt: skip
+                "tweetnacl": TWEETNACL_VERSION, "packages": [] if local is not None else list(PYODIDE_PACKAGES),
+                "wheels": names}  # fmt: skip
     (wheels / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 

@@ -11,8 +11,21 @@ function say(text, failed = false) {
   status.className = failed ? "failed" : "";
 }
 
+function script(url) {
+  return new Promise((resolve) => {
+    const element = document.createElement("script");
+    element.src = url;
+    element.onload = () => resolve(true);
+    element.onerror = () => resolve(false); // CURVE's boxes then come from Python (slower)
+    document.head.appendChild(element);
+  });
+}
+
 async function load() {
   const manifest = await (await fetch("wheels/manifest.json")).json();
+  await script(
+    manifest.local_pyodide ? "nacl-fast.min.js" : `https://cdn.jsdelivr.net/npm/tweetnacl@${manifest.tweetnacl}/nacl-fast.min.js`,
+  );
   const base = manifest.local_pyodide
     ? new URL("pyodide/", location.href).href
     : `https://cdn.jsdelivr.net/pyodide/v${manifest.pyodide}/full/`;

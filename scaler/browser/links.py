@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from scaler.browser.js_boxes import page_boxes
+from scaler.browser.links_base import is_browser
 from scaler.protocol import zmtp
 from scaler.protocol.zmtp_curve import CurveKeys
 
@@ -35,10 +36,6 @@ class ByteStream(Protocol):
 
 BytesArrived = Callable[[bytes], None]
 Closed = Callable[[str], None]
-
-
-def is_browser() -> bool:
-    return sys.platform == "emscripten"
 
 
 async def open_stream(address: str, arrived: BytesArrived, closed: Closed) -> ByteStream:
@@ -169,7 +166,7 @@ class DealerLink:
         keys: CurveKeys | None = None,
     ) -> None:  # fmt: skip
         self.address = address
-        self._zmtp = zmtp.ZmtpDealer(identity, address, keys, os.urandom)
+        self._zmtp = zmtp.ZmtpDealer(identity, address, keys, os.urandom, page_boxes())
         self._received = received
         self._lost = lost
         self._stream: ByteStream | None = None

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaler.browser.links import DealerLink, is_browser
+from scaler.browser.links import DealerLink
+from scaler.browser.links_base import is_browser
 from scaler.browser.storage import BrowserStorage
 from scaler.browser.waiting import Waiting
 from scaler.client.core import (
@@ -85,8 +88,8 @@ class BrowserSession:
         self._name = short(self.identity)
         self._waiting = Waiting()
         self._changed = asyncio.Event()  #: set whenever something a waiting call may wait for happened
-        hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), 0, "browser" if is_browser() else "pyodide-shell",
-                        m.ClientInfo(""))  # fmt: skip
+        where = ("browser", 0) if is_browser() else (socket.gethostname(), os.getpid())
+        hello = m.Hello(m.PROTOCOL_VERSION, local_python_version(), where[1], where[0], m.ClientInfo(""))
         link_settings = LinkSettings(
             address=address, heartbeat_interval_seconds=settings.heartbeat_interval_seconds,
             timeout_seconds=settings.timeout_seconds, one_heartbeat_in_flight=True, register_again=False,
@@ -103,7 +106,7 @@ class BrowserSession:
             Connected: lambda effect: None,
             Closed: lambda effect: self._link.close(),
             ShowLog: lambda effect: _print_log(effect.log),
-            Warn: lambda effect: print(f"scaler: {effect.text}", file=sys.stderr, flush=True),
+            Warn: _warn,
             StreamValues: lambda effect: logger.warning("streaming tasks are not supported in the browser"),
             ShutdownAnswered: lambda effect: None,
             StoryAnswered: lambda effect: None,
@@ -277,6 +280,15 @@ class BrowserSession:
         if self._ticking is not None:
             self._ticking.cancel()
         self._waiting.close()
+
+
+def _warn(effect: Warn) -> None:
+    """What the user waits on, on stderr (the page's cell); the rest to the log (a page's long synchronous work,
+    pickling or sealing a large object, is a pause of the client the core notices: not the reader's concern)."""
+    if effect.show:
+        print(f"scaler: {effect.text}", file=sys.stderr, flush=True)
+    else:
+        logger.info("%s", effect.text)
 
 
 def _complete(effect: Complete[ScalerFuture[Any]]) -> None:

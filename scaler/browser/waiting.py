@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-from scaler.browser.links import is_browser
+from scaler.browser.links_base import is_browser
 
 T = TypeVar("T")
 

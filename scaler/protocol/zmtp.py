@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from scaler.protocol.zmtp_curve import (
+    PURE_BOXES,
+    Boxes,
     CurveClientMechanism,
     CurveKeys,
     Mechanism,
@@ -107,17 +109,17 @@ class ZmtpDealer:
 
     def __init__(
         self, identity: bytes, peer: str = "the peer", keys: CurveKeys | None = None,
-        random_bytes: Callable[[int], bytes] | None = None,
+        random_bytes: Callable[[int], bytes] | None = None, boxes: Boxes = PURE_BOXES,
     ) -> None:  # fmt: skip
         """`peer`: how errors name the other side (its address). With `keys`, `random_bytes(n)` gives n random
-        bytes (the shell's os.urandom)."""
+        bytes (the shell's os.urandom) and `boxes` seals and opens CURVE's boxes."""
         own = properties({"Socket-Type": b"DEALER", "Identity": identity})
         if keys is None:
             self._mechanism: Mechanism = NullMechanism(own)
         else:
             if random_bytes is None:
                 raise ValueError("a CURVE connection needs random bytes")
-            self._mechanism = CurveClientMechanism(keys, own, random_bytes)
+            self._mechanism = CurveClientMechanism(keys, own, random_bytes, boxes)
         self._peer = peer
         self._buffer = bytearray()
         self._greeted = False  #: the peer's greeting was read

@@ -15,6 +15,7 @@ import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from scaler.protocol import curve_box
 
@@ -23,6 +24,26 @@ FRAME_MORE, FRAME_COMMAND = 1, 4
 _BOX_MORE, _BOX_COMMAND = 1, 2
 _COUNTER = struct.Struct(">Q")
 _KEY_LINE = re.compile(r'(public|secret)-key\s*=\s*"([^"]{40})"')
+
+
+class Boxes(Protocol):
+    """Where NaCl's boxes come from: `curve_box` (pure Python) unless the shell has a faster one (a browser's
+    tweetnacl: browser/js_boxes.py). Opening raises `curve_box.BoxError`."""
+
+    def public_key(self, secret: bytes) -> bytes: ...
+    def shared_key(self, their_public: bytes, our_secret: bytes) -> bytes: ...
+    def secretbox(self, message: bytes, nonce: bytes, key: bytes) -> bytes: ...
+    def secretbox_open(self, box: bytes, nonce: bytes, key: bytes) -> bytes: ...
+
+
+class _PureBoxes:
+    public_key = staticmethod(curve_box.public_key)
+    shared_key = staticmethod(curve_box.shared_key)
+    secretbox = staticmethod(curve_box.secretbox)
+    secretbox_open = staticmethod(curve_box.secretbox_open)
+
+
+PURE_BOXES: Boxes = _PureBoxes()
 
 
 class MechanismError(Exception):
@@ -92,12 +113,15 @@ class CurveClientMechanism:
 
     name = b"CURVE"
 
-    def __init__(self, keys: CurveKeys, properties: bytes, random_bytes: Callable[[int], bytes]) -> None:
+    def __init__(
+        self, keys: CurveKeys, properties: bytes, random_bytes: Callable[[int], bytes], boxes: Boxes = PURE_BOXES
+    ) -> None:
         self._keys = keys
         self._properties = properties
         self._random_bytes = random_bytes
+        self._boxes = boxes
         self._short_secret = random_bytes(32)
-        self._short_public = curve_box.public_key(self._short_secret)
+        self._short_public = boxes.public_key(self._short_secret)
         self._nonce = 1  #: the next short nonce this side uses
         self._peer_nonce = 0  #: the last short nonce the server used
         self._session_key = b""  #: the box key between both short-term pairs, once WELCOME is read
@@ -109,7 +133,8 @@ class CurveClientMechanism:
 
     def hello(self) -> list[bytes]:
         nonce = self._next_nonce()
-        proof = curve_box.box(bytes(64), b"CurveZMQHELLO---" + nonce, self._keys.server_public, self._short_secret)
+        key = self._boxes.shared_key(self._keys.server_public, self._short_secret)
+        proof = self._boxes.secretbox(bytes(64), b"CurveZMQHELLO---" + nonce, key)
         return [command_body(b"HELLO", b"\x01\x00" + bytes(72) + self._short_public + nonce + proof)]
 
     def on_command(self, name: bytes, data: bytes) -> tuple[list[bytes], bytes | None]:
@@ -123,17 +148,18 @@ class CurveClientMechanism:
     def _initiate(self, data: bytes) -> bytes:
         keys = self._keys
         try:
-            welcome = curve_box.box_open(data[16:], b"WELCOME-" + data[:16], keys.server_public, self._short_secret)
+            key = self._boxes.shared_key(keys.server_public, self._short_secret)
+            welcome = self._boxes.secretbox_open(data[16:], b"WELCOME-" + data[:16], key)
         except curve_box.BoxError:
             raise MechanismError("the server's WELCOME does not open: is the server key the server's?") from None
         server_short, cookie = welcome[:32], welcome[32:128]
-        self._session_key = curve_box.shared_key(server_short, self._short_secret)
+        self._session_key = self._boxes.shared_key(server_short, self._short_secret)
         vouch_nonce = self._random_bytes(16)
-        vouch = curve_box.box(self._short_public + keys.server_public, b"VOUCH---" + vouch_nonce, server_short,
-                              keys.client_secret)  # fmt: skip
+        vouching = self._boxes.shared_key(server_short, keys.client_secret)
+        vouch = self._boxes.secretbox(self._short_public + keys.server_public, b"VOUCH---" + vouch_nonce, vouching)
         nonce = self._next_nonce()
         plain = keys.client_public + vouch_nonce + vouch + self._properties
-        sealed = curve_box.secretbox(plain, b"CurveZMQINITIATE" + nonce, self._session_key)
+        sealed = self._boxes.secretbox(plain, b"CurveZMQINITIATE" + nonce, self._session_key)
         return command_body(b"INITIATE", cookie + nonce + sealed)
 
     def _opened(self, sealed: bytes, nonce: bytes, short: bytes) -> bytes:
@@ -141,7 +167,7 @@ class CurveClientMechanism:
         if counter <= self._peer_nonce:
             raise MechanismError("the server repeated a nonce")
         try:
-            plain = curve_box.secretbox_open(sealed, nonce, self._session_key)
+            plain = self._boxes.secretbox_open(sealed, nonce, self._session_key)
         except curve_box.BoxError:
             raise MechanismError("a frame from the server does not open (changed on the way?)") from None
         self._peer_nonce = counter
@@ -151,7 +177,7 @@ class CurveClientMechanism:
         """A MESSAGE box in a data frame (as libzmq sends it): the flags of the frame it carries, then its body."""
         nonce = self._next_nonce()
         flags = (_BOX_MORE if more else 0) | (_BOX_COMMAND if is_command else 0)
-        sealed = curve_box.secretbox(bytes((flags,)) + body, b"CurveZMQMESSAGEC" + nonce, self._session_key)
+        sealed = self._boxes.secretbox(bytes((flags,)) + body, b"CurveZMQMESSAGEC" + nonce, self._session_key)
         return command_body(b"MESSAGE", nonce + sealed), 0
 
     def open(self, body: bytes, flags: int) -> tuple[bytes, bool, bool]:
