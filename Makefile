@@ -62,7 +62,7 @@ browser-tools: $(STAMP)
 	venv=.venv-$(BROWSER_PYTHON); \
 	if [ -z "$$interpreter" ]; then echo "browser-tools: no Python $(BROWSER_PYTHON) here: the browser page test will skip"; \
 	elif [ ! -f $$venv/.browser-cluster ] || [ pyproject.toml -nt $$venv/.browser-cluster ]; then \
-		{ [ -x $$venv/bin/python ] || $$interpreter -m venv $$venv; } && $$venv/bin/python -m pip install --quiet -e . && touch $$venv/.browser-cluster \
+		{ [ -x $$venv/bin/python ] || $$interpreter -m venv $$venv; } && $$venv/bin/python -m pip install --quiet -e ".[websocket]" && touch $$venv/.browser-cluster \
 			|| echo "browser-tools: could not install scaler for Python $(BROWSER_PYTHON): the browser page test will skip"; \
 	fi
 

@@ -1,7 +1,8 @@
-"""A `map` of 1,000 tiny tasks from the browser (scaler.browser.Client on Pyodide, in headless chromium, over the web
-stack's ws:// addresses) against the same from CPython (scaler.Client over its tcp:// address), on one stack: the
-`web` example (`scaler --example web`) on free ports, run by the page's Python (3.13, .venv-3.13). Each side maps once
-to warm up (workers start), then `--repeat` times; the medians and their ratio are printed, with the machine's load.
+"""A `map` of 1,000 tiny tasks from the browser (scaler.browser.Client on Pyodide, in headless chromium) against the
+same from CPython (scaler.Client), both over the ws:// address of one stack: the `web` example (`scaler --example
+web`: CURVE with the user's keys, as every stack) on free ports, run by the page's Python (3.13, .venv-3.13). Each side
+maps once to warm up (workers start), then `--repeat` times; the medians and their ratio are printed, with the
+machine's load.
 
     python benchmarks/browser_map.py [--tasks 1000] [--repeat 5]
 
@@ -32,7 +33,7 @@ from scaler.config.example_files import example_text
 from scaler.io.address import free_tcp_port_block
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE_PORTS = (8516, 8517, 8518, 8521, 8522, 50001)
+EXAMPLE_PORTS = (8521, 8522, 8523, 50002)
 
 PAGE_MAP = """
 import statistics, time
@@ -72,8 +73,8 @@ def try_page() -> Any:
 
 
 @contextlib.contextmanager
-def web_stack(python: Path, folder: Path) -> Iterator[tuple[str, str, str]]:
-    """The web example on free ports: (its tcp:// scheduler address, its ws:// scheduler and storage addresses)."""
+def web_stack(python: Path, folder: Path) -> Iterator[str]:
+    """The web example on free ports: its scheduler's ws:// address."""
     text = example_text("web")
     base = free_tcp_port_block(len(EXAMPLE_PORTS))
     for index, port in enumerate(EXAMPLE_PORTS):
@@ -87,8 +88,7 @@ def web_stack(python: Path, folder: Path) -> Iterator[tuple[str, str, str]]:
         deadline = time.monotonic() + 120
         while "worker manager" not in log.read_text() and stack.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        websockets = re.findall(r'"(ws://[^"]+)"', text)
-        yield f"tcp://127.0.0.1:{base}", websockets[0], websockets[1]
+        yield f"ws://127.0.0.1:{base}"
     finally:
         stack.terminate()
         stack.wait(60)
@@ -107,7 +107,7 @@ def served(folder: Path) -> Iterator[str]:
         server.server_close()
 
 
-def page_times(url: str, scheduler: str, storage: str, tasks: int, repeat: int, profile: Path) -> list[float]:
+def page_times(url: str, scheduler: str, keys: Path, tasks: int, repeat: int, profile: Path) -> list[float]:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -123,8 +123,11 @@ def page_times(url: str, scheduler: str, storage: str, tasks: int, repeat: int, 
     try:
         driver.get(url)
         driver.execute_async_script("const done = arguments[arguments.length - 1]; window.scalerPage.ready.then(done);")
+        driver.find_element("id", "client-key").send_keys(str(keys / "client.key_secret"))
+        driver.find_element("id", "server-key").send_keys(str(keys / "server.key"))
         connect = (
-            f"from scaler.browser import Client\nclient = Client({scheduler!r}, object_storage_address={storage!r})"
+            f"from scaler.browser import Client\n"
+            f"client = Client({scheduler!r}, curve_secret_key=CLIENT_KEY, curve_server_key=SERVER_KEY)"
         )
         assert driver.execute_async_script(run, connect)["error"] is None
         result = driver.execute_async_script(run, PAGE_MAP.format(tasks=tasks, repeat=repeat))
@@ -147,18 +150,21 @@ def main() -> None:
         subprocess.run([str(python), "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(folder / "dist"),
                         str(ROOT)], check=True)  # fmt: skip
         page.assemble(folder / "site" / "try", next((folder / "dist").glob("*.whl")))
-        with web_stack(python, folder) as (native, scheduler, storage), served(folder / "site") as base:
+        keys = folder / "browser-keys"
+        subprocess.run([str(python.parent / "scaler_keygen"), "export", str(keys), "--role", "client"],
+                       check=True, capture_output=True)  # fmt: skip
+        with web_stack(python, folder) as scheduler, served(folder / "site") as base:
             load = os.getloadavg()[0]
-            browser = page_times(f"{base}try/index.html", scheduler, storage, arguments.tasks, arguments.repeat,
+            browser = page_times(f"{base}try/index.html", scheduler, keys, arguments.tasks, arguments.repeat,
                                  folder / "profile")  # fmt: skip
             script = NATIVE_MAP.format(tasks=arguments.tasks, repeat=arguments.repeat)
-            done = subprocess.run([str(python), "-c", script, native], capture_output=True, text=True, check=True,
+            done = subprocess.run([str(python), "-c", script, scheduler], capture_output=True, text=True, check=True,
                                   cwd=folder)  # fmt: skip
             cpython = json.loads(done.stdout.strip())
     page_median, native_median = statistics.median(browser), statistics.median(cpython)
     print(f"map of {arguments.tasks:,} tiny tasks, median of {arguments.repeat} (load average {load:.1f}):")
-    print(f"  browser (Pyodide {page.PYODIDE_VERSION}, chromium, ws://): {page_median * 1000:.0f} ms  {browser}")
-    print(f"  CPython (scaler.Client, tcp://):           {native_median * 1000:.0f} ms  {cpython}")
+    print(f"  browser (Pyodide {page.PYODIDE_VERSION}, chromium): {page_median * 1000:.0f} ms  {browser}")
+    print(f"  CPython (scaler.Client):                  {native_median * 1000:.0f} ms  {cpython}")
     print(f"  ratio: {page_median / native_median:.2f}x")
 
 
