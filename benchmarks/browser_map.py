@@ -1,8 +1,8 @@
 """A `map` of 1,000 tiny tasks from the browser (scaler.browser.Client on Pyodide, in headless chromium) against the
 same from CPython (scaler.Client), both over the ws:// address of one stack: the `web` example (`scaler --example
 web`: CURVE with the user's keys, as every stack) on free ports, run by the page's Python (3.13, .venv-3.13). Each side
-maps once to warm up (workers start), then `--repeat` times; the medians and their ratio are printed, with the
-machine's load.
+maps once to warm up (workers start), then the two take turns, `--repeat` maps each (a shared machine's load moves
+both alike); the medians and their ratio are printed, with the machine's load.
 
     python benchmarks/browser_map.py [--tasks 1000] [--repeat 5]
 
@@ -17,7 +17,6 @@ import contextlib
 import functools
 import http.server
 import importlib.util
-import json
 import os
 import re
 import statistics
@@ -35,19 +34,18 @@ from scaler.io.address import free_tcp_port_block
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_PORTS = (8521, 8522, 8523, 50002)
 
-PAGE_MAP = """
-import statistics, time
+PAGE_SETUP = """
+import time
 def inc(x):
     return x + 1
-client.map(inc, range({tasks}))
-times = []
-for _ in range({repeat}):
+def timed_map():
     began = time.perf_counter()
     assert client.map(inc, range({tasks}))[-1] == {tasks}
-    times.append(time.perf_counter() - began)
-print(times)
+    return time.perf_counter() - began
+timed_map()
 """
 
+#: A CPython client that maps once per line it reads, printing each map's seconds.
 NATIVE_MAP = """
 import sys, time
 from scaler import Client
@@ -55,12 +53,11 @@ def inc(x):
     return x + 1
 with Client(sys.argv[1]) as client:
     client.map(inc, range({tasks}))
-    times = []
-    for _ in range({repeat}):
+    print("ready", flush=True)
+    for _ in sys.stdin:
         began = time.perf_counter()
         assert client.map(inc, range({tasks}))[-1] == {tasks}
-        times.append(time.perf_counter() - began)
-print(times)
+        print(time.perf_counter() - began, flush=True)
 """
 
 
@@ -111,7 +108,8 @@ def served(folder: Path) -> Iterator[str]:
         server.server_close()
 
 
-def page_times(url: str, scheduler: str, keys: Path, tasks: int, repeat: int, profile: Path) -> list[float]:
+def open_page(url: str, scheduler: str, keys: Path, tasks: int, profile: Path) -> Any:
+    """The page, connected, with `timed_map()` defined and warmed."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -123,23 +121,23 @@ def page_times(url: str, scheduler: str, keys: Path, tasks: int, repeat: int, pr
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
     driver.set_script_timeout(600)
-    run = "const done = arguments[arguments.length - 1]; window.scalerPage.run(arguments[0]).then(done);"
-    try:
-        driver.get(url)
-        driver.execute_async_script("const done = arguments[arguments.length - 1]; window.scalerPage.ready.then(done);")
-        driver.find_element("id", "client-key").send_keys(str(keys / "client.key_secret"))
-        driver.find_element("id", "server-key").send_keys(str(keys / "server.key"))
-        connect = (
-            f"from scaler.browser import Client\n"
-            f"client = Client({scheduler!r}, curve_secret_key=CLIENT_KEY, curve_server_key=SERVER_KEY)"
-        )
-        assert driver.execute_async_script(run, connect)["error"] is None
-        result = driver.execute_async_script(run, PAGE_MAP.format(tasks=tasks, repeat=repeat))
-        assert result["error"] is None, result
-        driver.execute_async_script(run, "client.disconnect()")
-        return [float(value) for value in json.loads(result["output"])]
-    finally:
-        driver.quit()
+    driver.get(url)
+    driver.execute_async_script("const done = arguments[arguments.length - 1]; window.scalerPage.ready.then(done);")
+    driver.find_element("id", "client-key").send_keys(str(keys / "client.key_secret"))
+    driver.find_element("id", "server-key").send_keys(str(keys / "server.key"))
+    connect = (
+        f"from scaler.browser import Client\n"
+        f"client = Client({scheduler!r}, curve_secret_key=CLIENT_KEY, curve_server_key=SERVER_KEY)"
+    )
+    assert run(driver, connect)["error"] is None
+    assert run(driver, PAGE_SETUP.format(tasks=tasks))["error"] is None
+    return driver
+
+
+def run(driver: Any, code: str) -> dict[str, Any]:
+    script = "const done = arguments[arguments.length - 1]; window.scalerPage.run(arguments[0]).then(done);"
+    result: dict[str, Any] = driver.execute_async_script(script, code)
+    return result
 
 
 def main() -> None:
@@ -158,17 +156,31 @@ def main() -> None:
         subprocess.run([str(python.parent / "scaler_keygen"), "export", str(keys), "--role", "client"],
                        check=True, capture_output=True)  # fmt: skip
         with web_stack(python, folder) as scheduler, served(folder / "site") as base:
-            load = os.getloadavg()[0]
-            browser = page_times(f"{base}try/index.html", scheduler, keys, arguments.tasks, arguments.repeat,
-                                 folder / "profile")  # fmt: skip
-            script = NATIVE_MAP.format(tasks=arguments.tasks, repeat=arguments.repeat)
-            done = subprocess.run([str(python), "-c", script, scheduler], capture_output=True, text=True, check=True,
-                                  cwd=folder)  # fmt: skip
-            cpython = json.loads(done.stdout.strip())
+            driver = open_page(f"{base}try/index.html", scheduler, keys, arguments.tasks, folder / "profile")
+            native = subprocess.Popen([str(python), "-c", NATIVE_MAP.format(tasks=arguments.tasks), scheduler],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=folder)  # fmt: skip
+            assert native.stdin is not None and native.stdout is not None
+            assert native.stdout.readline().strip() == "ready"
+            browser, cpython, loads = [], [], []
+            for _ in range(arguments.repeat):
+                loads.append(os.getloadavg()[0])
+                result = run(driver, "print(timed_map())")
+                assert result["error"] is None, result
+                browser.append(float(result["output"]))
+                native.stdin.write("map\n")
+                native.stdin.flush()
+                cpython.append(float(native.stdout.readline()))
+            native.stdin.close()
+            native.wait(60)
+            run(driver, "client.disconnect()")
+            driver.quit()
+            load = statistics.median(loads)
     page_median, native_median = statistics.median(browser), statistics.median(cpython)
-    print(f"map of {arguments.tasks:,} tiny tasks, median of {arguments.repeat} (load average {load:.1f}):")
-    print(f"  browser (Pyodide {page.PYODIDE_VERSION}, chromium): {page_median * 1000:.0f} ms  {browser}")
-    print(f"  CPython (scaler.Client):                  {native_median * 1000:.0f} ms  {cpython}")
+    print(f"map of {arguments.tasks:,} tiny tasks, median of {arguments.repeat} alternated (load average {load:.1f}):")
+    print(f"  browser (Pyodide {page.PYODIDE_VERSION}, chromium): {page_median * 1000:.0f} ms  "
+          f"{[round(value * 1000) for value in browser]}")  # fmt: skip
+    print(f"  CPython (scaler.Client):            {native_median * 1000:.0f} ms  "
+          f"{[round(value * 1000) for value in cpython]}")  # fmt: skip
     print(f"  ratio: {page_median / native_median:.2f}x")
 
 
