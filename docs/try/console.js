@@ -22,6 +22,7 @@ function script(url) {
 }
 
 async function load() {
+  const started = performance.now();
   const manifest = await (await fetch("wheels/manifest.json")).json();
   await script(
     manifest.local_pyodide ? "nacl-fast.min.js" : `https://cdn.jsdelivr.net/npm/tweetnacl@${manifest.tweetnacl}/nacl-fast.min.js`,
@@ -37,6 +38,7 @@ async function load() {
     throw new Error(`Pyodide could not be loaded from ${base} (${error}): is this browser offline, or blocking it?`);
   }
   if (manifest.packages.length) await pyodide.loadPackage(manifest.packages);
+  const pythonSeconds = (performance.now() - started) / 1000;
   const site = pyodide.runPython("import site; site.getsitepackages()[0]");
   for (const name of manifest.wheels) {
     const answer = await fetch(`wheels/${name}`);
@@ -58,7 +60,11 @@ import scaler.browser
         "Python with scaler.Client",
     );
   }
-  say(`Ready: Python ${python} (Pyodide ${manifest.pyodide}). The cluster must run Python ${manifest.python}.`);
+  const clientSeconds = (performance.now() - started) / 1000 - pythonSeconds;
+  say(
+    `Ready: Python ${python} (Pyodide ${manifest.pyodide}; loaded in ${pythonSeconds.toFixed(1)} s, the client in ` +
+      `${clientSeconds.toFixed(1)} s). The cluster must run Python ${manifest.python}.`,
+  );
   return pyodide;
 }
 
