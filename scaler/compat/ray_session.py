@@ -96,8 +96,9 @@ def init(address: str | None = None, *, num_cpus: int | None = None, num_gpus: i
     connects to that scheduler. The local cluster's resources, as Ray's node's: `num_cpus` workers (one task at a
     time each; default one per CPU); `num_gpus` and `resources` are the node's, spread over its workers as the
     capabilities "gpu" and the resources' names (`node_capabilities`), so tasks asking for them run there (scaler
-    matches capabilities by name: amounts are not counted down per task as Ray's are); `object_store_memory` is accepted and means nothing (object storage is not
-    sized up front). With an address, the resource options raise ValueError, as Ray's do: the cluster has its own."""
+    matches capabilities by name: amounts are not counted down per task as Ray's are); `object_store_memory` is
+    accepted and means nothing (object storage is not sized up front). With an address, the resource options raise
+    ValueError, as Ray's do: the cluster has its own."""
     unsupported = sorted(set(options) - HARMLESS_INIT_OPTIONS)
     if unsupported:
         raise NotImplementedError(f"ray.init({', '.join(unsupported)}=...) is not supported by scaler.compat.ray")
