@@ -13,7 +13,8 @@ The launcher then watches its children: a scheduler that exits unexpectedly
 is started again (up to 5 times, after 1, 2, 4 ... s; clients, workers and managers re-attach to it); any
 other child that exits unexpectedly stops the rest and the launcher exits non-zero. SIGINT/SIGTERM stop
 everything in reverse start order with one shared grace period, then kill whatever is left, descendants
-included (the workers managers started), so no process outlives the launcher. A second SIGINT skips the grace.
+included (the workers managers started), so no process outlives the launcher. A second SIGINT (or SIGTERM), before
+the stop or during it, means "stop now": what still runs is killed at once, said in one line.
 
 The children run in a process group of their own: a Ctrl-C in the launcher's terminal reaches the launcher alone,
 which stops them in order (each child stopping by itself at the same moment raced the launcher's stop, and a child
@@ -351,7 +352,8 @@ class Launcher:
         print(f"scaler: {child.name} restarted (pid {child.process.pid})", flush=True)
 
     def _stop_all(self) -> None:
-        stop_in_order([(child.name, child.process) for child in self._children], self._grace_seconds)
+        stop_in_order([(child.name, child.process) for child in self._children], self._grace_seconds,
+                      hurried=lambda: len(self._signals) > 1)  # fmt: skip
 
 
 def taken_port_problem(file: LauncherFile) -> str | None:
