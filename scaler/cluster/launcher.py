@@ -265,7 +265,8 @@ class Launcher:
         """The watch's feed stopped answering: the stack ends when its hub did (RuntimeError), else the feed is
         read again from a new subscription (a scheduler restarted, a connection dropped in passing)."""
         self._raise_if_hub_ended()
-        logger.warning("the scheduler's monitor feed stopped answering: subscribing again")
+        if self._cloud is None or not self._cloud.cloud_silent:  # a silent cloud was said once (cloud_stack)
+            logger.warning("the scheduler's monitor feed stopped answering: subscribing again")
         if self._feed is not None:
             self._feed.close()
             self._feed = None

@@ -156,9 +156,10 @@ class FeedReader:
             raise FeedConnectionError(wrong_port)
         if self._refused_since is None:
             self._refused_since = time.monotonic()
-            logger.info(
-                "the monitor feed at %s refused %s: looking for its keys again", self.address, self._keys.source
-            )
+            if not self._keys.fixed:  # keys given are not looked for: a refusal of them is said by the error
+                logger.info(
+                    "the monitor feed at %s refused %s: looking for its keys again", self.address, self._keys.source
+                )
         self._find_again_if_refused(event, now=True)
 
     def _wrong_port(self, event: int) -> str | None:
