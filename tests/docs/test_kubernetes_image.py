@@ -8,8 +8,9 @@ COPY destinations read as those folders and with the `pip` of a fresh virtual en
 That environment then runs what the image runs: the manager (`scaler_worker_manager kubernetes -h`, which needs the
 extra's lightkube) and a worker's module.
 
-Checked to fail before: the page's `pip install "scaler-compute==<this version>"` fails ("No matching distribution"),
-and without `[kubernetes]` in the RUN line the manager's help says the extra is missing.
+Checked to fail before: the page's Dockerfile copied no wheel (`COPY` missing: the test stops there), and its
+`pip install "scaler-compute==<this version>"` names a distribution the package index does not have; without
+`[kubernetes]` in the RUN line, lightkube does not import in the image's environment.
 """
 
 from __future__ import annotations
