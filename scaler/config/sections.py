@@ -638,7 +638,8 @@ class EC2WorkerManagerConfig(CloudUnitSettings, WorkerManagerSettings):
 
 @dataclass(frozen=True, kw_only=True)
 class KubernetesWorkerManagerConfig(WorkerManagerSettings):
-    """`scaler_worker_manager kubernetes`: each worker a pod, through the Kubernetes API (docs/guide/kubernetes.md)."""
+    """`scaler_worker_manager kubernetes`: each worker a pod, through the Kubernetes API (`scaler --docs
+    kubernetes`)."""
 
     k8s_image: str = setting(help="the workers' container image: one with this build of scaler and the tasks' packages")
     k8s_kubeconfig: str | None = setting(
@@ -691,7 +692,7 @@ class SymphonyWorkerManagerConfig(WorkerManagerSettings):
 
 @dataclass(frozen=True, kw_only=True)
 class SlurmWorkerManagerConfig(WorkerManagerSettings):
-    """`scaler_worker_manager slurm`: each worker a Slurm batch job (docs/guide/slurm.md)."""
+    """`scaler_worker_manager slurm`: each worker a Slurm batch job (`scaler --docs slurm`)."""
 
     max_task_concurrency: int = setting(
         16, help="most workers (jobs, queued ones included) at once; -1 for no limit", short=("-mtc", "-mw"),
