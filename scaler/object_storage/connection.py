@@ -58,6 +58,7 @@ from scaler.protocol.storage_messages import (
     Info,
     MappedSize,
     ObjectSize,
+    SegmentDirectory,
     StorageInfo,
     StorageOperation,
 )
@@ -392,8 +393,9 @@ class ObjectStorageConnection:
         small, or with buffers that could change meanwhile): nothing was done, `put` it."""
         buffers: list[Any] = list(payload) if isinstance(payload, (list, tuple)) else [payload]
         local = self.local_segments() if followable(buffers) else None
-        if local is None:
-            return False
+        directory = self._link.core.segment_directory
+        if local is None or (isinstance(directory, SegmentDirectory) and directory.host_cache):
+            return False  # off the server's host, small or changing, or a host cache (it takes no writeBegin)
         with self._lock:
             if self._is_closed:
                 raise ObjectStorageException(f"the connection to object storage at {self._address} was closed")

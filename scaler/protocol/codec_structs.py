@@ -80,6 +80,7 @@ _M_HELLO_REPLY__HEARTBEAT_INTERVAL_SECONDS = field_of("m", "HelloReply.heartbeat
 _M_HELLO_REPLY__WORKER_COUNT = field_of("m", "HelloReply.workerCount")
 _M_HELLO_REPLY__INSTANCE_ID = field_of("m", "HelloReply.instanceId")
 _M_HELLO_REPLY__RESUME_SECONDS = field_of("m", "HelloReply.resumeSeconds")
+_M_HELLO_REPLY__OBJECT_STORAGE_SERVER_KEY = field_of("m", "HelloReply.objectStorageServerKey")
 _NEW_M_HELLO_REPLY = constructor(m.HelloReply)
 _M_HEARTBEAT__CPU_PERCENT = field_of("m", "Heartbeat.cpuPercent")
 _M_HEARTBEAT__RSS_BYTES = field_of("m", "Heartbeat.rssBytes")
@@ -512,6 +513,7 @@ _SM_SEGMENT_DIRECTORY__BOOT_ID = field_of("sm", "SegmentDirectory.bootId")
 _SM_SEGMENT_DIRECTORY__DEVICE = field_of("sm", "SegmentDirectory.device")
 _SM_SEGMENT_DIRECTORY__INODE = field_of("sm", "SegmentDirectory.inode")
 _SM_SEGMENT_DIRECTORY__SHARED_MEMORY = field_of("sm", "SegmentDirectory.sharedMemory")
+_SM_SEGMENT_DIRECTORY__HOST_CACHE = field_of("sm", "SegmentDirectory.hostCache")
 _NEW_SM_SEGMENT_DIRECTORY = constructor(sm.SegmentDirectory)
 _SM_STORAGE_INFO__OBJECT_COUNT = field_of("sm", "StorageInfo.objectCount")
 _SM_STORAGE_INFO__TOTAL_BYTES = field_of("sm", "StorageInfo.totalBytes")
@@ -659,6 +661,7 @@ def write_hello_reply(b: Any, v: m.HelloReply) -> None:
     b.workerCount = v.worker_count
     b.instanceId = v.instance_id
     b.resumeSeconds = v.resume_seconds
+    b.objectStorageServerKey = v.object_storage_server_key
 
 
 def read_hello_reply(r: Any) -> m.HelloReply:
@@ -672,6 +675,7 @@ def read_hello_reply(r: Any) -> m.HelloReply:
         r._get_by_field(_M_HELLO_REPLY__WORKER_COUNT),
         r._get_by_field(_M_HELLO_REPLY__INSTANCE_ID),
         r._get_by_field(_M_HELLO_REPLY__RESUME_SECONDS),
+        r._get_by_field(_M_HELLO_REPLY__OBJECT_STORAGE_SERVER_KEY),
     )
 
 
@@ -2124,6 +2128,7 @@ def write_segment_directory(b: Any, v: sm.SegmentDirectory) -> None:
     b.device = v.device
     b.inode = v.inode
     b.sharedMemory = v.shared_memory
+    b.hostCache = v.host_cache
 
 
 def read_segment_directory(r: Any) -> sm.SegmentDirectory:
@@ -2133,6 +2138,7 @@ def read_segment_directory(r: Any) -> sm.SegmentDirectory:
         r._get_by_field(_SM_SEGMENT_DIRECTORY__DEVICE),
         r._get_by_field(_SM_SEGMENT_DIRECTORY__INODE),
         r._get_by_field(_SM_SEGMENT_DIRECTORY__SHARED_MEMORY),
+        r._get_by_field(_SM_SEGMENT_DIRECTORY__HOST_CACHE),
     )
 
 

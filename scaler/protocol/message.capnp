@@ -105,6 +105,8 @@ struct HelloReply {
   workerCount @6 :UInt32;   # connected workers, a hint for clients sizing map batches
   instanceId @7 :Data;      # this scheduler process; a new one after a restart at the same address
   resumeSeconds @8 :Float64; # a client's: how long its work waits for it when it is away (0: not at all)
+  objectStorageServerKey @9 :Text;  # an agent's to its processors: the CURVE public key (z85) of the server at
+                            # objectStorageAddress when it is not the servers' own (the host's cache); empty: theirs
 }
 
 struct Heartbeat {

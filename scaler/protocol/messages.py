@@ -329,6 +329,9 @@ class HelloReply:
     instance_id: bytes = b""
     #: a client's: how long its work waits for it when it is away (0: not at all)
     resume_seconds: float = 0.0
+    #: an agent's to its processors: the CURVE public key (z85) of the server at objectStorageAddress when it is
+    #: not the servers' own (the host's cache); empty: theirs
+    object_storage_server_key: str = ""
 
 
 @dataclass(frozen=True, slots=True)

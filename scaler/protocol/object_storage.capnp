@@ -129,6 +129,8 @@ struct SegmentDirectory {
   device @2 :UInt64;        # st_dev of the directory
   inode @3 :UInt64;         # st_ino of the directory
   sharedMemory @4 :Bool;    # a tmpfs (false: the fallback, a directory whose files the page cache backs)
+  hostCache @5 :Bool;       # the server is a host's cache of another storage server: it takes no writeBegin (a peer
+                            # puts or adopts, and is answered once the other server holds the object too)
 }
 
 struct StorageInfo {

@@ -241,6 +241,9 @@ class SegmentDirectory:
     inode: int
     #: a tmpfs (false: the fallback, a directory whose files the page cache backs)
     shared_memory: bool
+    #: the server is a host's cache of another storage server: it takes no writeBegin (a peer puts or adopts, and
+    #: is answered once the other server holds the object too)
+    host_cache: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from scaler.worker.computing_mark import computing_task, read_mark
 from scaler.worker.executors.contract import Executor
 from scaler.worker.executors.hosted_link import HostedLink
 from scaler.worker.memory import MemoryWatch, charged_bytes, find_memory_limit
+from scaler.worker.storage_route import StorageRoute
 
 logger = logging.getLogger(__name__)
 
@@ -54,10 +55,13 @@ class WorkerAgent:
         clock: Clock = REAL_CLOCK,
         handle_signals: bool = True,
         marks_directory: str = "",
+        route_storage: Callable[[str], StorageRoute] | None = None,
     ) -> None:
         """`handle_signals`: SIGINT and SIGTERM make the worker leave (off where the process is not the worker's:
         several agents simulated in one loop). `marks_directory`: where processors mark the task they compute
-        (worker/computing_mark.py), read when one ends; "": no marks (processors that are no processes)."""
+        (worker/computing_mark.py), read when one ends; "": no marks (processors that are no processes).
+        `route_storage(address)`: where the processors reach that storage (worker/storage_route.py), found on a thread
+        when the core asks (RouteStorage)."""
         self._core = agent_core
         self._worker_id = worker_id
         self._scheduler_address = scheduler_address
@@ -73,6 +77,9 @@ class WorkerAgent:
         self._done: asyncio.Future[int] | None = None
         self.exit_reason = ""
         self._refusal_said = False
+        self._route_storage = route_storage
+        self._route: StorageRoute | None = None  #: held while the worker lives (its use of the host's cache)
+        self._routing: asyncio.Future[None] | None = None  #: finding the route (core rule 7)
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -100,6 +107,8 @@ class WorkerAgent:
             self._monitor.close()
             self._upstream.close()
             self._sockets.close()
+            if self._route is not None and self._route.cache is not None:
+                self._route.cache.release()
 
     # ------------------------------------------------------------ inbound
 
@@ -209,7 +218,24 @@ class WorkerAgent:
                 self._executor.kill(effect.processor_id, effect.reason)
             elif isinstance(effect, core.Exit):
                 self._finish(effect.code, effect.reason)
+            elif isinstance(effect, core.RouteStorage):
+                self._routing = asyncio.ensure_future(self._find_route(effect.storage_address))
         self._executor.flush()
+
+    async def _find_route(self, storage_address: str) -> None:
+        """Rule 7 of the core: where the processors reach storage, found on a thread (it may start the host's cache)."""
+        if self._route_storage is None:
+            route = StorageRoute(storage_address)
+        else:
+            try:
+                route = await asyncio.get_running_loop().run_in_executor(None, self._route_storage, storage_address)
+            except Exception:
+                logger.exception("finding this host's route to object storage failed: processors read from it directly")
+                route = StorageRoute(storage_address)
+        if self._route is not None and self._route.cache is not None:
+            self._route.cache.release()
+        self._route = route
+        self._feed(core.StorageRouted(route.address, route.server_key, self._now()))
 
     def _finish(self, code: int, reason: str) -> None:
         if self._done is not None and not self._done.done():

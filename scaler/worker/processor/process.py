@@ -25,6 +25,7 @@ from scaler.payload import processor_context
 from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.handshake import local_python_version
+from scaler.security.curve import CurveSecurity
 from scaler.worker.computing_mark import ComputingMark
 from scaler.worker.preload import run_preload
 from scaler.worker.processor import heap, joblib_name
@@ -52,13 +53,16 @@ class ProcessorSettings:
 
 
 class _Storage:
-    """Opens the object storage connection on first use, once the agent said where storage is."""
+    """Opens the object storage connection on first use, once the agent said where storage is: the storage server, or
+    the host's cache of it (host_cache/), whose CURVE key the agent names too."""
 
     def __init__(self, sockets: SocketFactory, timeout_seconds: float) -> None:
         self._sockets = sockets
         self._timeout_seconds = timeout_seconds
         self.address = ""
+        self.server_key = ""  #: the CURVE public key of the server at `address` when not the servers' own
         self._connection: Any = None
+        self._own_sockets: SocketFactory | None = None  #: secured with `server_key`, made for the cache
         #: called on a writer's thread each time the writes readers follow are all finished (followed_put.py)
         self.on_settled: Callable[[], None] | None = None
 
@@ -68,12 +72,21 @@ class _Storage:
 
             if not self.address:
                 raise RuntimeError("object storage address unknown: the worker has not heard from the scheduler")
+            sockets, timeout = self._sockets_for_server(), self._timeout_seconds
             connection = ObjectStorageConnection(
-                self.address, role="processor", sockets=self._sockets, timeout_seconds=self._timeout_seconds
+                self.address, role="processor", sockets=sockets, timeout_seconds=timeout
             )
             connection.on_followed_settled = self.on_settled
             self._connection = connection
         return self._connection
+
+    def _sockets_for_server(self) -> SocketFactory:
+        security = self._sockets.security
+        if not self.server_key or not isinstance(security, CurveSecurity):
+            return self._sockets
+        own = CurveSecurity(security.public, security.secret, self.server_key.encode())
+        self._own_sockets = SocketFactory(security=own)
+        return self._own_sockets
 
     def writing(self) -> bool:
         """Whether results this processor began writing while readers follow them are not stored yet."""
@@ -83,6 +96,8 @@ class _Storage:
     def close(self) -> None:
         if self._connection is not None:
             self._connection.close()
+        if self._own_sockets is not None:
+            self._own_sockets.close()
 
 
 def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_socket: socket.socket) -> int:
@@ -105,8 +120,8 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     storage.on_settled = outlet.settled
     garbage = _GarbageCollection(settings.garbage_collect_interval_seconds, settings.trim_memory_threshold_bytes)
 
-    def configure(address: str) -> None:
-        storage.address = address
+    def configure(address: str, server_key: str) -> None:
+        storage.address, storage.server_key = address, server_key
         outlet.configure()
 
     def housekeeping() -> None:
