@@ -495,6 +495,14 @@ class ObjectStorageConnection:
         `get_frames` maps them; elsewhere `read_in_parts` reads them as they come."""
         return self.local_segments() is not None
 
+    def segment_directory(self) -> SegmentDirectory | None:
+        """What the server's hello reply said of its segment directory (None: it has none), greeting it first."""
+        core = self._link.core
+        if not core.is_greeted:
+            self._call(Info())
+        described = core.segment_directory
+        return described if isinstance(described, SegmentDirectory) and described.path else None
+
     def local_segments(self) -> LocalSegments | None:
         """The server's segment directory, when this process is on its host and sees it (greets the server first
         when this connection has not yet)."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from scaler.errors import ScalerError
 from scaler.io.sockets import TransportSecurity
 from scaler.object_storage.connection import ObjectStorageConnection
-from scaler.object_storage.host_cache.place import HostCacheError, HostCacheUse, use_host_cache
+from scaler.object_storage.host_cache.place import HostCacheError, HostCacheUse, outward_host, use_host_cache
 from scaler.security.curve import CurveSecurity
 
 logger = logging.getLogger(__name__)
@@ -30,6 +30,11 @@ class StorageRoute:
     cache: HostCacheUse | None = None
 
 
+def probe_on_this_host(storage_address: str) -> bool:
+    """A server without a segment directory is on this host when it listens on a loopback or ipc address."""
+    return outward_host(storage_address) == "127.0.0.1"
+
+
 def route_storage(
     storage_address: str, security: TransportSecurity | None, cache_settings: dict[str, object]
 ) -> StorageRoute:
@@ -40,7 +45,8 @@ def route_storage(
         with ObjectStorageConnection(
             storage_address, role="worker", timeout_seconds=PROBE_SECONDS, security=security
         ) as probe:
-            if probe.maps_objects():
+            directory = probe.segment_directory()
+            if probe.maps_objects() or (directory is None and probe_on_this_host(storage_address)):
                 return StorageRoute(storage_address)  # the storage's host: its objects are mapped from its directory
     except ScalerError as error:
         logger.warning("object storage at %s did not answer a probe (%s): processors read from it directly",

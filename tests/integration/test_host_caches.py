@@ -91,6 +91,11 @@ def where_read(array: Any, pause: float) -> tuple[str, str, float]:
     return socket.gethostname(), mapping_of(array), float(array.sum())
 
 
+def sized_result(size: int, pause: float) -> bytes:
+    time.sleep(pause)  # the results of a map are done while the client reads the first ones
+    return os.urandom(size)
+
+
 def large_result(size: int) -> tuple[str, bytes]:
     return socket.gethostname(), os.urandom(size)
 
@@ -112,6 +117,19 @@ class Stack:
             capture_output=True, text=True, check=True, timeout=DEADLINE_SECONDS,
         ).stdout  # fmt: skip
         return sum(int(count) for count in re.findall(r"bytes_acked:(\d+)", listing))
+
+    def client_connections_that_received(self, pid: int, at_least: int) -> int:
+        """How many of this process's connections to the storage server received at least `at_least` bytes."""
+        listing = subprocess.run(
+            ["ss", "-tinpH", "state", "established", f"( dport = :{self.storage_port} )"],
+            capture_output=True, text=True, check=True, timeout=DEADLINE_SECONDS,
+        ).stdout  # fmt: skip
+        count = 0
+        for entry in re.split(r"\n(?=\S)", listing):  # a socket's line, then its details indented
+            received = re.search(r"bytes_received:(\d+)", entry)
+            if f"pid={pid}," in entry and received is not None and int(received.group(1)) >= at_least:
+                count += 1
+        return count
 
     def cache_address(self, host: str) -> str:
         """The address the host's cache wrote in its home (read inside the host's mount namespace)."""
@@ -142,7 +160,7 @@ class Stack:
 def on_host(host: str, command: list[str], temporary: Path) -> list[str]:
     """`command` on a host of its own: a mount and UTS namespace with its own /dev/shm and host name, and its own
     temporary directory (TMPDIR: the session's /tmp holds its keys, so it is not hidden)."""
-    script = f'mount -t tmpfs -o size=1g tmpfs /dev/shm && hostname {host} && exec "$0" "$@"'
+    script = f'mount -t tmpfs -o size=8g tmpfs /dev/shm && hostname {host} && exec "$0" "$@"'
     temporary.mkdir(exist_ok=True)
     unshare = ["unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", script]
     return ["env", f"TMPDIR={temporary}", *unshare, *command]
@@ -223,6 +241,14 @@ def test_a_peer_without_the_workers_keys_gets_nothing_from_a_cache(stack: Stack)
         with ObjectStorageConnection(address, role="worker", timeout_seconds=3, security=as_client) as refused:
             with pytest.raises(ScalerError):
                 refused.get(reference.object_id)
+
+
+def test_a_client_off_the_storage_host_reads_the_results_of_a_map_several_at_once(stack: Stack) -> None:
+    with Client(stack.addresses.scheduler) as client:
+        results = client.map(sized_result, [4 * MiB] * 12, [0.2] * 12)
+        receiving = stack.client_connections_that_received(os.getpid(), 2 * MiB)
+    assert [len(result) for result in results] == [4 * MiB] * 12
+    assert receiving >= 2, f"the results came over {receiving} connection(s) of this client to the storage"
 
 
 def test_a_result_reported_done_survives_its_host(stack: Stack) -> None:

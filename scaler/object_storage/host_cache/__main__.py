@@ -22,7 +22,6 @@ from scaler.io.event_loop import run
 from scaler.io.sockets import SocketFactory
 from scaler.object_storage.host_cache import place
 from scaler.object_storage.host_cache.keys import CacheSecurity
-from scaler.object_storage.memory_budget import memory_budget
 from scaler.object_storage.server import ObjectStorageBindError, Upstream, serve
 from scaler.object_storage.spill_files import SpillDirectoryError
 from scaler.protocol.exit_codes import EXIT_CONFIGURATION, ExitCode
@@ -39,16 +38,6 @@ def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
-
-
-def _shared_memory_budget() -> int | None:
-    """The default budget of a cache: what the storage server's default would be (memory_budget.py), but no more than
-    the host's free shared memory, so that what it holds stays in /dev/shm (beyond, it spills to disk)."""
-    try:
-        free = shutil.disk_usage("/dev/shm").free
-    except OSError:
-        return None
-    return max(1, min(free, memory_budget(None).bytes))
 
 
 async def _leave_when_unused(home: str, stop: asyncio.Event) -> None:
@@ -84,7 +73,7 @@ async def _serve(settings: dict[str, Any], home: str) -> None:
             config = ObjectStorageServerConfig(
                 bind_address=f"tcp://{host}:{_free_port(host)}",
                 identity="HostCache",
-                max_memory=settings.get("max_memory") or _shared_memory_budget(),
+                max_memory=settings.get("max_memory"),
                 spill_directory=spill,
             )
             try:
