@@ -333,16 +333,17 @@ class ObjectStorageConnection:
         security: TransportSecurity | None = None,
         owner_id: bytes = b"",
         map_local: bool = True,
+        cache_address: str = "",
     ) -> None:
         """`owner_id`: a client's id; the server lets a client store, read and delete only its own objects.
         `map_local`: on the server's host, objects move through its segment directory (False: over the socket, as
-        from any other host)."""
+        from any other host). `cache_address`: a host cache's (role "cache"), where other hosts' caches reach it."""
         self._address = address
         self._is_factory_owned = sockets is None
         #: `security` secures the connection's own factory; a factory passed in brings its own
         self._sockets = sockets if sockets is not None else SocketFactory(security=security)
         core: StorageClientCore[None] = StorageClientCore(
-            address, hello_operation(role, local_python_version(), owner_id), timeout_seconds
+            address, hello_operation(role, local_python_version(), owner_id, cache_address), timeout_seconds
         )
         #: the socket queues only to a live connection (IMMEDIATE): a server that is down is reported after the
         #: connect timeout, instead of the request waiting the full reply timeout in a queue

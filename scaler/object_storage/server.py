@@ -57,10 +57,12 @@ from scaler.protocol.ids import ObjectID
 from scaler.protocol.storage_messages import (
     WIRE_PIECE_BYTES,
     AdoptOutcomes,
+    ObjectSource,
     SegmentDirectory,
     StorageReply,
     StorageStatus,
     WriteBegin,
+    piece_digests,
     wire_pieces,
 )
 from scaler.security.connection_files import STORAGE_SERVICE
@@ -275,27 +277,13 @@ class _ServerShell:
             self.cache.answered(answer)
 
     def _answer_peer(self, peer: bytes, answer: StorageAnswer) -> None:
-        status = answer.reply.status
-        value = answer.reply.value
-        if isinstance(value, AdoptOutcomes):  # an adoptMany's: full when one of its adopts was refused for room
-            statuses = {outcome.status for outcome in value.outcomes}
-            status = StorageStatus.FULL if StorageStatus.FULL in statuses else max(statuses, key=_severity)
-        if status is StorageStatus.FULL:
-            if not self._is_full:
-                logger.warning("refusing puts: %s", answer.reply.reason or _full_reason(value))
-            self._is_full = True
-        elif self._is_full and status is StorageStatus.OK and isinstance(value, (AdoptOutcomes, type(None))):
-            self._is_full = False
-        if answer.is_rejection and (peer, answer.reply.reason) not in self._logged:
-            if len(self._logged) >= MAX_LOGGED_REJECTIONS:
-                self._logged.clear()
-            self._logged.add((peer, answer.reply.reason))
-            role = self.service.role_of(peer) or "peer"
-            verb = "refused a request from" if status is StorageStatus.REFUSED else "bad request from"
-            logger.warning("%s %s %s: %s", verb, role, peer.hex(), answer.reply.reason)
+        self._note(peer, answer)
         assert self.socket is not None
         if answer.file_piece is not None:
             self._send_file_piece(peer, answer)
+            return
+        if answer.digests:
+            self._send_source(peer, answer)
             return
         payload: Sequence[Any] = answer.payload
         if answer.segment:
@@ -327,6 +315,36 @@ class _ServerShell:
         for piece in pieces:
             if not self._send([peer, part, piece]):
                 return
+
+    def _note(self, peer: bytes, answer: StorageAnswer) -> None:
+        """What an answer tells the log: puts refused for room (once per episode), and rejections (once each)."""
+        status = answer.reply.status
+        value = answer.reply.value
+        if isinstance(value, AdoptOutcomes):  # an adoptMany's: full when one of its adopts was refused for room
+            statuses = {outcome.status for outcome in value.outcomes}
+            status = StorageStatus.FULL if StorageStatus.FULL in statuses else max(statuses, key=_severity)
+        if status is StorageStatus.FULL:
+            if not self._is_full:
+                logger.warning("refusing puts: %s", answer.reply.reason or _full_reason(value))
+            self._is_full = True
+        elif self._is_full and status is StorageStatus.OK and isinstance(value, (AdoptOutcomes, type(None))):
+            self._is_full = False
+        if answer.is_rejection and (peer, answer.reply.reason) not in self._logged:
+            if len(self._logged) >= MAX_LOGGED_REJECTIONS:
+                self._logged.clear()
+            self._logged.add((peer, answer.reply.reason))
+            role = self.service.role_of(peer) or "peer"
+            verb = "refused a request from" if status is StorageStatus.REFUSED else "bad request from"
+            logger.warning("%s %s %s: %s", verb, role, peer.hex(), answer.reply.reason)
+
+    def _send_source(self, peer: bytes, answer: StorageAnswer) -> None:
+        """Where a host cache fetches an object from (host_ledger.py), with the digests of the object's pieces, taken
+        from the object as stored here; an object that cannot be read here now is fetched from here."""
+        frames = self._segment_frames(answer) if answer.segment else list(answer.payload)
+        source = answer.reply.value
+        assert isinstance(source, ObjectSource)
+        value = ObjectSource(source.address, piece_digests(frames)) if frames else ObjectSource()
+        self._send([peer, encode_storage_reply(dataclasses.replace(answer.reply, value=value))])
 
     def _send_file_piece(self, peer: bytes, answer: StorageAnswer) -> None:
         """A part of a followed write's answer: its piece read from the file being written (or its segment file)."""
@@ -497,6 +515,7 @@ def _make_shell(
     segments: tuple[str, int, SegmentDirectory, list[FoundPut]] | None,
     roles: PeerRoles | None,
     upstream: Upstream | None,
+    endpoint: str,
 ) -> _ServerShell:
     """The shell over a service of the store, with its disk worker (a spill or segment directory) and, for a host
     cache, its upstream work."""
@@ -515,7 +534,9 @@ def _make_shell(
             directory, shell.on_written, shell.on_read, segments[0] if segments else None, shell.on_segment_written
         )
     if upstream is not None and segments is not None:
-        shell.cache = CacheGlue(shell, loop, upstream.address, segments[0], upstream.security, upstream.timeout_seconds)
+        shell.cache = CacheGlue(
+            shell, loop, upstream.address, segments[0], upstream.security, upstream.timeout_seconds, endpoint
+        )
     return shell
 
 
@@ -549,7 +570,7 @@ async def serve(
         endpoint = bound_endpoint(sock)
         segments = _open_segments(config, endpoint, store)
         reaper = start_reaper(segments[0]) if segments is not None else None  # removes it if this process is killed
-        shell = _make_shell(loop, store, directory, segments, roles, upstream)
+        shell = _make_shell(loop, store, directory, segments, roles, upstream, endpoint)
         shell.socket = AsyncSocket(loop, sock, shell.on_message, copy=False)
         logger.info("%s: object storage server listening on %s", config.identity, endpoint)
         if ready is not None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from scaler.object_storage.followed_writes import FilePiece, FollowedWrites, Outgoing, WaitingRead
 from scaler.object_storage.host_cache.cache_rules import C6_REFUSAL, FETCHER, CacheRole
+from scaler.object_storage.host_ledger import HostLedger
 from scaler.object_storage.store import (
     NO_OWNER,
     AdoptResult,
@@ -50,8 +51,10 @@ from scaler.protocol.storage_messages import (
     Info,
     MappedSize,
     ObjectSize,
+    ObjectSource,
     Put,
     SegmentDirectory,
+    SourceRequest,
     StorageHello,
     StorageOperation,
     StorageReply,
@@ -85,6 +88,7 @@ _OPERATION_NAMES: dict[type, str] = {
     GetInParts: "getInParts",
     WriteBegin: "writeBegin",
     WriteProgress: "writeProgress",
+    SourceRequest: "source",
 }
 
 #: The most adopts one adoptMany may carry (a client sends at most put_pipeline's batch).
@@ -103,6 +107,9 @@ class StorageAnswer:
     in_parts: bool = False
     #: a part of a followed write's answer: its payload frame is this piece of a segment directory's file
     file_piece: FilePiece | None = None
+    #: a source's answer (host_ledger.py): the shell fills in the digests of the object's pieces (its payload, or the
+    #: segment file named by `segment`) and sends no payload
+    digests: bool = False
 
     @property
     def is_rejection(self) -> bool:
@@ -166,12 +173,14 @@ class _Greeted:
     role: str
     owner: bytes
     key: bytes | None
+    cache_address: str = ""  #: a host cache's, where the caches of other hosts reach it (host_ledger.py)
 
 
 NOT_FOUND = StorageStatus.NOT_FOUND
 
-#: Roles that store and read any client's objects: the worker side runs every client's tasks.
-WORKER_ROLES = frozenset({"worker", "processor", "offload-proxy"})
+#: Roles that store and read any client's objects: the worker side runs every client's tasks (a host cache is the
+#: worker side of its host).
+WORKER_ROLES = frozenset({"worker", "processor", "offload-proxy", "cache"})
 
 
 class StorageService:
@@ -216,6 +225,8 @@ class StorageService:
         self._outgoing: list[Reply] = []
         #: the cache role's waiting reads, puts and exists, and its upstream work (None: a storage server)
         self.cache: CacheRole[WaitingRead, _Waiter] | None = CacheRole() if cache else None
+        #: which host caches hold or fetch which object (a storage server's: the sources it names)
+        self.ledger = HostLedger()
         if cache:  # the cache's own fetcher stores what it fetched through the requests any peer makes
             self._greeted[FETCHER] = _Greeted("worker", b"", None)
 
@@ -304,6 +315,8 @@ class StorageService:
             return self._write_begin(peer, request_id, operation, greeted)
         if isinstance(operation, WriteProgress):
             return self._write_progress(peer, request_id, operation)
+        if isinstance(operation, SourceRequest):
+            return self._source(request_id, operation, greeted)
         if isinstance(operation, Exists) and self.cache is not None and peer != FETCHER:
             self.cache.check(operation.object_id, (peer, request_id))  # C5: the upstream's answer
             return None
@@ -442,7 +455,7 @@ class StorageService:
             return StorageAnswer(StorageReply(request_id, StorageStatus.REFUSED, reason))
         if hello.role == "client" and key is not None:
             self._owner_keys.setdefault(hello.owner_id, key)
-        self._greeted[peer] = _Greeted(hello.role, hello.owner_id, key)
+        self._greeted[peer] = _Greeted(hello.role, hello.owner_id, key, hello.cache_address)
         self._greeted.move_to_end(peer)
         while len(self._greeted) > self._max_greeted_peers:
             self._greeted.popitem(last=False)
@@ -610,7 +623,7 @@ class StorageService:
                 return StorageAnswer(StorageReply(request_id, StorageStatus.NOT_FOUND, reason))
             self._send(self.writes.follow(object_id, peer_id, request_id, mapped, in_parts))
             return None  # answered as the write goes on, or once it is stored
-        if stored is None and self.cache is not None and peer_id != FETCHER and self._may_read(peer, NO_OWNER):
+        if stored is None and self.cache is not None and peer_id != FETCHER and self._waits_for_fetch(peer, object_id):
             self.cache.miss(object_id, WaitingRead(peer_id, request_id, mapped, in_parts))  # C1: fetched from upstream
             return None
         if stored is None or not self._may_read(peer, stored.owner_id):
@@ -631,6 +644,29 @@ class StorageService:
         self._waiting_gets.setdefault(reading, []).append((peer_id, request_id, mapped, in_parts))
         return None
 
+    def _source(self, request_id: int, request: SourceRequest, peer: _Greeted) -> StorageAnswer:
+        """Where a host cache fetches an object from (host_ledger.py): another host's cache, with the digests of the
+        object's pieces (the shell takes them), or this server ("")."""
+        if not peer.cache_address or self.cache is not None:
+            return bad_request(request_id, "source: only a host cache asks, and only its storage server answers")
+        stored = self.store.get(request.object_id)
+        settled = stored is not None and self.store.settled(request.object_id, stored.generation)
+        source = self.ledger.source(request.object_id, peer.cache_address, request.failed)
+        held = stored is not None and (stored.frames is not None or stored.segment is Segment.READY)
+        if stored is None or not settled or not source or not held:
+            return _ok(request_id, ObjectSource())
+        segment = request.object_id if stored.frames is None else b""
+        reply = StorageReply(request_id, StorageStatus.OK, "", ObjectSource(source))
+        return StorageAnswer(reply, stored.frames or (), segment, digests=True)
+
+    def _waits_for_fetch(self, peer: _Greeted, object_id: bytes) -> bool:
+        """C1: a read from this host waits for its fetch; one from another host's cache only for a fetch under way (it
+        asks no fetch: its own host fetches from elsewhere when this one has nothing)."""
+        assert self.cache is not None
+        if peer.role == "cache":
+            return self.cache.is_fetching(object_id)
+        return peer.role in WORKER_ROLES
+
     def _execute(self, request_id: int, operation: StorageOperation, peer: _Greeted) -> StorageAnswer:
         store = self.store
         if isinstance(operation, Exists):
@@ -646,8 +682,10 @@ class StorageService:
                 mine = [i for i in operation.object_ids if (o := store.get(i)) is None or o.owner_id == peer.owner]
                 self.refusals += len(operation.object_ids) - len(mine)
                 ended = self._end_deleted_writes(mine, peer.owner)
+                self.ledger.forget(mine)
                 return _ok(request_id, len(ended) + store.delete(mine))
             ended = self._end_deleted_writes(operation.object_ids, None)
+            self.ledger.forget(operation.object_ids)
             return _ok(request_id, len(ended) + store.delete(operation.object_ids))
         if isinstance(operation, DeleteOwner):
             if peer.role != "scheduler" and not (peer.role == "client" and operation.owner_id == peer.owner):

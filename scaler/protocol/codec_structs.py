@@ -458,7 +458,14 @@ _SM_STORAGE_REQUEST__ADOPT_MANY = field_of("sm", "StorageRequest.adoptMany")
 _SM_STORAGE_REQUEST__GET_IN_PARTS = field_of("sm", "StorageRequest.getInParts")
 _SM_STORAGE_REQUEST__WRITE_BEGIN = field_of("sm", "StorageRequest.writeBegin")
 _SM_STORAGE_REQUEST__WRITE_PROGRESS = field_of("sm", "StorageRequest.writeProgress")
+_SM_STORAGE_REQUEST__SOURCE = field_of("sm", "StorageRequest.source")
 _NEW_SM_STORAGE_REQUEST = constructor(sm.StorageRequest)
+_SM_SOURCE_REQUEST__OBJECT_ID = field_of("sm", "SourceRequest.objectId")
+_SM_SOURCE_REQUEST__FAILED = field_of("sm", "SourceRequest.failed")
+_NEW_SM_SOURCE_REQUEST = constructor(sm.SourceRequest)
+_SM_OBJECT_SOURCE__ADDRESS = field_of("sm", "ObjectSource.address")
+_SM_OBJECT_SOURCE__PIECE_DIGESTS = field_of("sm", "ObjectSource.pieceDigests")
+_NEW_SM_OBJECT_SOURCE = constructor(sm.ObjectSource)
 _SM_WRITE_BEGIN__OBJECT_ID = field_of("sm", "WriteBegin.objectId")
 _SM_WRITE_BEGIN__OWNER_ID = field_of("sm", "WriteBegin.ownerId")
 _SM_WRITE_BEGIN__FILE_NAME = field_of("sm", "WriteBegin.fileName")
@@ -474,6 +481,7 @@ _SM_STORAGE_HELLO__PROTOCOL_VERSION = field_of("sm", "StorageHello.protocolVersi
 _SM_STORAGE_HELLO__PYTHON_VERSION = field_of("sm", "StorageHello.pythonVersion")
 _SM_STORAGE_HELLO__ROLE = field_of("sm", "StorageHello.role")
 _SM_STORAGE_HELLO__OWNER_ID = field_of("sm", "StorageHello.ownerId")
+_SM_STORAGE_HELLO__CACHE_ADDRESS = field_of("sm", "StorageHello.cacheAddress")
 _NEW_SM_STORAGE_HELLO = constructor(sm.StorageHello)
 _SM_ADOPT_REQUEST__OBJECT_ID = field_of("sm", "AdoptRequest.objectId")
 _SM_ADOPT_REQUEST__OWNER_ID = field_of("sm", "AdoptRequest.ownerId")
@@ -507,6 +515,7 @@ _SM_STORAGE_REPLY__DELETED = field_of("sm", "StorageReply.deleted")
 _SM_STORAGE_REPLY__SEGMENTS = field_of("sm", "StorageReply.segments")
 _SM_STORAGE_REPLY__MAPPED = field_of("sm", "StorageReply.mapped")
 _SM_STORAGE_REPLY__OUTCOMES = field_of("sm", "StorageReply.outcomes")
+_SM_STORAGE_REPLY__SOURCE = field_of("sm", "StorageReply.source")
 _NEW_SM_STORAGE_REPLY = constructor(sm.StorageReply)
 _SM_SEGMENT_DIRECTORY__PATH = field_of("sm", "SegmentDirectory.path")
 _SM_SEGMENT_DIRECTORY__BOOT_ID = field_of("sm", "SegmentDirectory.bootId")
@@ -1901,6 +1910,8 @@ def write_storage_request(b: Any, v: sm.StorageRequest) -> None:  # noqa: C901 -
         write_write_begin(b.init("writeBegin"), x)
     elif isinstance(x, sm.WriteProgress):
         write_write_progress(b.init("writeProgress"), x)
+    elif isinstance(x, sm.SourceRequest):
+        write_source_request(b.init("source"), x)
     else:
         raise TypeError(f"{type(x).__name__} is not a member of this union")
 
@@ -1934,9 +1945,36 @@ def read_storage_request(r: Any) -> sm.StorageRequest:  # noqa: C901 - one branc
         operation = read_write_begin(r._get_by_field(_SM_STORAGE_REQUEST__WRITE_BEGIN))
     elif which == "writeProgress":
         operation = read_write_progress(r._get_by_field(_SM_STORAGE_REQUEST__WRITE_PROGRESS))
+    elif which == "source":
+        operation = read_source_request(r._get_by_field(_SM_STORAGE_REQUEST__SOURCE))
     else:
         raise ValueError(f"unknown union member {which}")
     return _NEW_SM_STORAGE_REQUEST(r._get_by_field(_SM_STORAGE_REQUEST__REQUEST_ID), operation)
+
+
+def write_source_request(b: Any, v: sm.SourceRequest) -> None:
+    b.objectId = v.object_id
+    b.failed = v.failed
+
+
+def read_source_request(r: Any) -> sm.SourceRequest:
+    return _NEW_SM_SOURCE_REQUEST(
+        r._get_by_field(_SM_SOURCE_REQUEST__OBJECT_ID), r._get_by_field(_SM_SOURCE_REQUEST__FAILED)
+    )
+
+
+def write_object_source(b: Any, v: sm.ObjectSource) -> None:
+    b.address = v.address
+    b.pieceDigests = v.piece_digests
+
+
+def read_object_source(r: Any) -> sm.ObjectSource:
+    return _NEW_SM_OBJECT_SOURCE(
+        r._get_by_field(_SM_OBJECT_SOURCE__ADDRESS),
+        tuple(r._get_by_field(_SM_OBJECT_SOURCE__PIECE_DIGESTS))
+        if r._has_by_field(_SM_OBJECT_SOURCE__PIECE_DIGESTS)
+        else (),
+    )
 
 
 def write_write_begin(b: Any, v: sm.WriteBegin) -> None:
@@ -1978,6 +2016,7 @@ def write_storage_hello(b: Any, v: sm.StorageHello) -> None:
     b.pythonVersion = v.python_version
     b.role = v.role
     b.ownerId = v.owner_id
+    b.cacheAddress = v.cache_address
 
 
 def read_storage_hello(r: Any) -> sm.StorageHello:
@@ -1986,6 +2025,7 @@ def read_storage_hello(r: Any) -> sm.StorageHello:
         r._get_by_field(_SM_STORAGE_HELLO__PYTHON_VERSION),
         r._get_by_field(_SM_STORAGE_HELLO__ROLE),
         r._get_by_field(_SM_STORAGE_HELLO__OWNER_ID),
+        r._get_by_field(_SM_STORAGE_HELLO__CACHE_ADDRESS),
     )
 
 
@@ -2080,6 +2120,8 @@ def write_storage_reply(b: Any, v: sm.StorageReply) -> None:
         b.mapped = x.total_bytes
     elif isinstance(x, sm.AdoptOutcomes):
         write_adopt_outcomes(b.init("outcomes"), x)
+    elif isinstance(x, sm.ObjectSource):
+        write_object_source(b.init("source"), x)
     elif isinstance(x, int):
         b.deleted = x
     else:
@@ -2108,6 +2150,8 @@ def read_storage_reply(r: Any) -> sm.StorageReply:
         value = sm.MappedSize(r._get_by_field(_SM_STORAGE_REPLY__MAPPED))
     elif which == "outcomes":
         value = read_adopt_outcomes(r._get_by_field(_SM_STORAGE_REPLY__OUTCOMES))
+    elif which == "source":
+        value = read_object_source(r._get_by_field(_SM_STORAGE_REPLY__SOURCE))
     else:
         raise ValueError(f"unknown union member {which}")
     return _NEW_SM_STORAGE_REPLY(

@@ -47,6 +47,7 @@ class CacheGlue:
         segment_directory: str,
         security: TransportSecurity | None = None,
         timeout_seconds: float = 60.0,
+        own_address: str = "",
     ) -> None:
         self._shell = shell
         self._loop = loop
@@ -55,7 +56,7 @@ class CacheGlue:
         self._pending: dict[int, bytes] = {}  #: the fetcher's request id -> its object
         self.ledger = Ledger()
         self.upstream = Upstream(
-            upstream_address, segment_directory, self, self._on_loop, security=security, timeout_seconds=timeout_seconds
+            upstream_address, segment_directory, self, self._on_loop, security, timeout_seconds, own_address=own_address
         )
 
     def close(self) -> None:

@@ -1,10 +1,16 @@
 """A host cache's work against its upstream storage server (cache_rules.py's `Fetch`, `Upload`, `Check`), carried out
 on threads, each with a connection of its own, and reported back to the server's event loop.
 
-A fetch reads the object with getInParts (`ObjectStorageConnection.read_in_parts`) straight into a file written for
-adoption in the cache's segment directory (the one copy of the fetch: from the socket into shared memory), telling
-the service when the file is begun (the upstream's header names the frames: readers follow it from then on), how far
-it is written, and when it is whole (then adopted). An object under SEGMENT_FROM_BYTES is put into the store instead.
+A fetch first asks the upstream where to fetch the object from (`source`, host_ledger.py): another host's cache, with
+the digests of the object's pieces, or the upstream itself. From another host's cache each piece is checked against
+its digest as it comes; a piece that does not match, a source that cannot be reached, dies, stays silent past
+PEER_TIMEOUT_SECONDS or does not have the object sends the fetch back to the upstream for another source (the failed
+one named to it: it names it to nobody again), said once per source in the log; after MAX_SOURCES, or when the
+upstream names none, the object comes from the upstream itself. Either way it is read with getInParts
+(`ObjectStorageConnection.read_in_parts`) straight into a file written for adoption in the cache's segment directory
+(the one copy of the fetch: from the socket into shared memory), telling the service when the file is begun (the
+header names the frames: readers follow it from then on, another host's cache among them), how far it is written,
+and when it is whole (then adopted). An object under SEGMENT_FROM_BYTES is put into the store instead.
 An upload puts the frames the shell took from the store; a check asks `exists`.
 """
 
@@ -27,7 +33,16 @@ from scaler.object_storage.host_cache.cache_rules import Check, Fetch
 from scaler.object_storage.segment_files import PUT_SUFFIX, layout, remove_file
 from scaler.object_storage.spill_files import file_stem
 from scaler.object_storage.store import SEGMENT_FROM_BYTES
-from scaler.protocol.storage_messages import StorageStatus
+from scaler.protocol.ids import ObjectID
+from scaler.protocol.storage_messages import (
+    WIRE_PIECE_BYTES,
+    ObjectSource,
+    SourceRequest,
+    StorageStatus,
+    piece_digest,
+    wire_pieces,
+)
+from scaler.security.curve import CurveSecurity
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +50,16 @@ logger = logging.getLogger(__name__)
 UPSTREAM_THREADS = 4
 #: A fetch tells the service how far it got at least every this many bytes (its followers get the pieces written).
 PROGRESS_BYTES = 4 << 20
+#: How long a request to another host's cache waits for an answer (a piece) before that source counts as failed.
+PEER_TIMEOUT_SECONDS = 10.0
+#: How many other hosts' caches one fetch tries before it reads the object from the upstream.
+MAX_SOURCES = 2
 
 _numbers = itertools.count(1)
+
+
+class PieceMismatch(ObjectStorageException):
+    """A piece another host's cache sent does not match its digest."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +95,8 @@ class UpstreamReports(Protocol):
 
 
 class Upstream:
-    """The threads that carry out the upstream work. `on_loop(call)` runs a report on the event loop's thread and, for
-    `fetch_begun`, waits for its answer (`call_on_loop_and_wait`)."""
+    """The threads that carry out the upstream work. `on_loop(call)` runs a report on the event loop's thread and
+    returns its result."""
 
     def __init__(
         self,
@@ -84,13 +107,18 @@ class Upstream:
         security: TransportSecurity | None = None,
         timeout_seconds: float = 60.0,
         threads: int = UPSTREAM_THREADS,
+        own_address: str = "",
     ) -> None:
+        """`own_address`: where other hosts' caches reach this one (its hello upstream says so, and it asks for
+        sources); "": it asks for none."""
         self.address = address
         self._directory = segment_directory
         self._reports = reports
         self._on_loop = on_loop
         self._security = security
         self._timeout_seconds = timeout_seconds
+        self._own_address = own_address
+        self._said: set[str] = set()  #: sources whose failure was logged (once each)
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._threads = [
             threading.Thread(target=self._run, name=f"scaler-cache-upstream-{n}", daemon=True) for n in range(threads)
@@ -109,18 +137,37 @@ class Upstream:
 
     def _run(self) -> None:
         connection = ObjectStorageConnection(
-            self.address, role="worker", timeout_seconds=self._timeout_seconds, security=self._security,
-            map_local=False,
+            self.address, role="cache", timeout_seconds=self._timeout_seconds, security=self._security,
+            map_local=False, cache_address=self._own_address,
         )  # fmt: skip
+        peers: dict[str, ObjectStorageConnection] = {}
         try:
             while (job := self._jobs.get()) is not None:
-                self._carry_out(connection, job)
+                try:
+                    self._carry_out(connection, peers, job)
+                except Exception as error:  # a job that fails unexpectedly fails alone: whoever waits is told
+                    logger.exception("host cache: %s failed", job)
+                    why = repr(error)
+                    self._on_loop(lambda job=job, why=why: self._failed(job, why))  # type: ignore[misc]
         finally:
             connection.close()
+            for peer in peers.values():
+                peer.close()
 
-    def _carry_out(self, connection: ObjectStorageConnection, job: Job) -> None:
+    def _failed(self, job: Job, why: str) -> None:
+        reason = f"the host cache failed: {why}"
         if isinstance(job, Fetch):
-            self._fetch(connection, job.object_id)
+            self._reports.fetch_failed(job.object_id, reason)
+        elif isinstance(job, UploadJob):
+            self._reports.uploaded(job.object_id, job.generation, StorageStatus.BAD_REQUEST, reason)
+        else:
+            self._reports.checked(job.object_id, None, reason)
+
+    def _carry_out(
+        self, connection: ObjectStorageConnection, peers: dict[str, ObjectStorageConnection], job: Job
+    ) -> None:
+        if isinstance(job, Fetch):
+            self._fetch(connection, peers, job.object_id)
         elif isinstance(job, UploadJob):
             status, reason = _upload(connection, job)
             self._on_loop(lambda: self._reports.uploaded(job.object_id, job.generation, status, reason))
@@ -132,7 +179,11 @@ class Upstream:
                 exists, reason = None, f"the upstream storage could not be asked: {error}"
             self._on_loop(lambda: self._reports.checked(job.object_id, exists, reason))
 
-    def _fetch(self, connection: ObjectStorageConnection, object_id: bytes) -> None:
+    def _fetch(
+        self, connection: ObjectStorageConnection, peers: dict[str, ObjectStorageConnection], object_id: bytes
+    ) -> None:
+        if self._from_another_host(connection, peers, object_id):
+            return
         try:
             connection.read_in_parts(object_id, lambda source: self._copy(object_id, source))
         except MissingObjects as error:
@@ -143,13 +194,59 @@ class Upstream:
             logger.warning("object %s: %s", object_id.hex(), reason)
             self._on_loop(lambda: self._reports.fetch_failed(object_id, reason))
 
-    def _copy(self, object_id: bytes, source: ObjectInParts) -> None:
+    def _from_another_host(
+        self, connection: ObjectStorageConnection, peers: dict[str, ObjectStorageConnection], object_id: bytes
+    ) -> bool:
+        """Fetch the object from the caches of other hosts the upstream names; False when none gave it."""
+        failed = ""
+        for _ in range(MAX_SOURCES if self._own_address else 0):
+            try:
+                source = connection.call(SourceRequest(ObjectID(object_id), failed)).reply.value
+            except ObjectStorageException:
+                return False  # the upstream's own read says what is wrong
+            if not isinstance(source, ObjectSource) or not source.address:
+                return False
+            digests = source.piece_digests
+            try:
+                peer = peers.get(source.address) or peers.setdefault(source.address, self._peer(source.address))
+                peer.read_in_parts(object_id, lambda parts: self._copy(object_id, parts, digests))  # noqa: B023
+                return True
+            except (ObjectStorageException, OSError) as error:
+                self._source_failed(object_id, source.address, error)
+                failed = source.address
+                peers.pop(source.address).close()
+        return False
+
+    def _peer(self, address: str) -> ObjectStorageConnection:
+        """A connection to another host's cache, with the workers' keys (it serves with their pair)."""
+        security = self._security
+        if isinstance(security, CurveSecurity):
+            security = CurveSecurity(security.public, security.secret, security.public)
+        return ObjectStorageConnection(
+            address, role="cache", timeout_seconds=PEER_TIMEOUT_SECONDS, security=security, map_local=False
+        )
+
+    def _source_failed(self, object_id: bytes, address: str, error: BaseException) -> None:
+        if address not in self._said:
+            self._said.add(address)
+            logger.warning(
+                "object %s: fetching it from the host cache at %s failed (%s): fetching it elsewhere (said once for "
+                "that cache)", object_id.hex(), address, error,
+            )  # fmt: skip
+        else:
+            logger.info("object %s: fetching it from the host cache at %s failed (%s)", object_id.hex(), address, error)
+
+    def _copy(self, object_id: bytes, source: ObjectInParts, digests: Sequence[bytes] = ()) -> None:
         """Consume one answer (called again when the answer started over): into memory when small, else into a file
-        of the segment directory, which readers follow as it is written and which is then adopted."""
+        of the segment directory, which readers follow as it is written and which is then adopted. With `digests`
+        (another host's cache sends it), each piece is checked against its digest as it comes."""
         frame_bytes = tuple(source.frame_bytes)
         total = sum(frame_bytes)
+        check = _Check(digests, frame_bytes) if digests else None
         if total < SEGMENT_FROM_BYTES:
             frames = [_read_exactly(source, length) for length in frame_bytes]
+            if check is not None:
+                check.frames(frames)
             self._on_loop(lambda: self._reports.fetch_small(object_id, frames))
             return
         file_name = f"{file_stem(object_id)}.fetch{os.getpid()}-{next(_numbers)}{PUT_SUFFIX}"
@@ -163,7 +260,7 @@ class Upstream:
                 remove_file(path)  # stored meanwhile, or being written by another: the service answered its readers
                 return
             with mmap.mmap(descriptor, head.file_bytes) as mapped:
-                self._fill(object_id, source, memoryview(mapped), head.frames)
+                self._fill(object_id, source, memoryview(mapped), head.frames, check)
         except BaseException:
             remove_file(path)
             raise
@@ -172,34 +269,66 @@ class Upstream:
         self._on_loop(lambda: self._reports.fetch_whole(object_id, file_name, total))
 
     def _fill(
-        self, object_id: bytes, source: ObjectInParts, view: memoryview, frames: Sequence[tuple[int, int]]
+        self,
+        object_id: bytes,
+        source: ObjectInParts,
+        view: memoryview,
+        frames: Sequence[tuple[int, int]],
+        check: _Check | None,
     ) -> None:
+        """Read the frames into their places in the file, piece by piece (each checked, with `check`)."""
         written = reported = 0
+        piece = view[0:0]
         try:
             for offset, length in frames:
-                done = 0
-                while done < length:
-                    count = source.readinto(view[offset + done : offset + length])
-                    if count == 0:
-                        raise ObjectStorageException(f"the upstream storage at {self.address} sent a truncated object")
-                    done += count
-                    written += count
+                for start in range(0, length, WIRE_PIECE_BYTES) if length else (0,):
+                    piece.release()
+                    piece = view[offset + start : offset + min(length, start + WIRE_PIECE_BYTES)]
+                    _read_into(source, piece)
+                    if check is not None:
+                        check.piece(piece)
+                    written += len(piece)
                     if written - reported >= PROGRESS_BYTES:
                         reported = written
                         self._on_loop(lambda at=written: self._reports.fetch_progress(object_id, at))  # type: ignore[misc]
         finally:
+            piece.release()  # no view of the map outlives this (an exception's frame would keep it otherwise)
             view.release()
+
+
+class _Check:
+    """The digests of an object's pieces, checked in order as the pieces come (PieceMismatch at the first wrong one)."""
+
+    def __init__(self, digests: Sequence[bytes], frame_bytes: Sequence[int]) -> None:
+        expected = sum(max(1, -(-length // WIRE_PIECE_BYTES)) for length in frame_bytes)
+        if len(digests) != expected:
+            raise PieceMismatch(f"the source named {len(digests)} piece digests for an object of {expected} pieces")
+        self._digests = list(digests)
+        self._index = 0
+
+    def piece(self, data: Any) -> None:
+        if piece_digest(data) != self._digests[self._index]:
+            raise PieceMismatch(f"piece {self._index} of the object does not match its digest")
+        self._index += 1
+
+    def frames(self, frames: Sequence[bytes]) -> None:
+        for piece in wire_pieces(frames):
+            self.piece(piece)
+
+
+def _read_into(source: ObjectInParts, view: memoryview) -> None:
+    done = 0
+    while done < len(view):
+        count = source.readinto(view[done:])
+        if count == 0:
+            raise ObjectStorageException("the source sent a truncated object")
+        done += count
 
 
 def _read_exactly(source: ObjectInParts, length: int) -> bytes:
     data = bytearray(length)
     view = memoryview(data)
-    done = 0
-    while done < length:
-        count = source.readinto(view[done:])
-        if count == 0:
-            raise ObjectStorageException("the upstream storage sent a truncated object")
-        done += count
+    _read_into(source, view)
     view.release()
     return bytes(data)
 
