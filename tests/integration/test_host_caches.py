@@ -13,6 +13,8 @@ storage server sent are read from its established TCP sockets (`ss`'s bytes_acke
   (every process of their namespaces), it still reads back.
 - A peer with other keys than the workers' gets nothing from a cache (its CURVE handshake is refused); the workers'
   keys get the object.
+- A source the storage server names that nobody answers at (a host gone, or firewalled off): the fetch goes
+  elsewhere, said once in the fetching cache's log, and the tasks read the object.
 
 Checked by hand with each mechanism off:
 - the route off (`--host-cache False` for the clusters): the storage server sent the object once per processor (four
@@ -21,6 +23,8 @@ Checked by hand with each mechanism off:
   copies): the same test fails;
 - rule C4 off (`StorageService._settled` answering a peer's put at once and asking no upload): the result is lost with
   its host: `test_a_result_reported_done_survives_its_host` fails (MissingObjects);
+- the fallback off (`Upstream._from_another_host` not catching a failed source): the fetch fails and so do the
+  tasks: `test_a_source_that_cannot_be_reached_...` fails;
 - the cache's authenticator letting every key in (`CacheSecurity.callback` returning True):
   `test_a_peer_without_the_workers_keys_gets_nothing_from_a_cache` fails.
 """
@@ -44,7 +48,10 @@ import pytest
 
 from scaler import Client
 from scaler.errors import ScalerError
+from scaler.io.address import free_tcp_port_block
 from scaler.object_storage.connection import ObjectStorageConnection
+from scaler.protocol.ids import ObjectID
+from scaler.protocol.storage_messages import SourceRequest
 from scaler.security.curve import CurveSecurity
 from tests.integration.conftest import (
     BIN_DIR,
@@ -142,6 +149,18 @@ class Stack:
             capture_output=True, text=True, timeout=DEADLINE_SECONDS,
         )  # fmt: skip
         return found.stdout.strip()
+
+    def cache_logs(self) -> list[str]:
+        """The lines of the hosts' caches' logs (read inside each host's mount namespace)."""
+        lines: list[str] = []
+        for popen in self.hosts.values():
+            namespace = f"--mount=/proc/{popen.pid}/ns/mnt"
+            shown = subprocess.run(
+                ["nsenter", namespace, "sh", "-c", "cat /dev/shm/scaler-cache-*/cache.log"],
+                capture_output=True, text=True, timeout=DEADLINE_SECONDS,
+            )  # fmt: skip
+            lines += shown.stdout.splitlines()
+        return lines
 
     def kill_host(self, host: str) -> None:
         """Every process of the host's mount namespace, at once (a host that dies)."""
@@ -252,6 +271,27 @@ def test_a_client_off_the_storage_host_reads_the_results_of_a_map_several_at_onc
         receiving = stack.client_connections_that_received(os.getpid(), 2 * MiB)
     assert [len(result) for result in results] == [4 * MiB] * 12
     assert receiving >= 2, f"the results came over {receiving} connection(s) of this client to the storage"
+
+
+def test_a_source_that_cannot_be_reached_costs_time_not_the_object_and_is_said_once(stack: Stack) -> None:
+    """A cache the storage server names as a source, at an address nobody answers (a host gone, or a firewall
+    between the hosts): the fetch goes elsewhere, said once in the fetching cache's log, and the task reads the
+    object."""
+    import numpy
+
+    unreachable = f"tcp://127.0.0.1:{free_tcp_port_block(1)}"
+    array = numpy.arange(ARRAY_ITEMS // 4, dtype=numpy.float64)
+    with Client(stack.addresses.scheduler) as client:
+        reference = client.send_object(array)
+        workers = session_security("worker")
+        with ObjectStorageConnection(
+            stack.addresses.object_storage, role="cache", security=workers, cache_address=unreachable
+        ) as gone:  # a cache that asked for the object last, then vanished
+            gone.call(SourceRequest(ObjectID(reference.object_id)))
+        results = client.map(where_read, [reference] * 8, [0.2] * 8)
+    assert {total for _, _, total in results} == {float(array.sum())}
+    said = [line for line in stack.cache_logs() if unreachable in line and "fetching it elsewhere" in line]
+    assert len(said) == 1, f"the unreachable source was said {len(said)} time(s) in the caches' logs"
 
 
 def test_a_result_reported_done_survives_its_host(stack: Stack) -> None:
