@@ -13,6 +13,7 @@ storage server sent are read from its established TCP sockets (`ss`'s bytes_acke
   (every process of their namespaces), it still reads back.
 - A peer with other keys than the workers' gets nothing from a cache (its CURVE handshake is refused); the workers'
   keys get the object.
+- A host's cache that dies (killed) is replaced: its workers find the route again and their tasks go on.
 - A source the storage server names that nobody answers at (a host gone, or firewalled off): the fetch goes
   elsewhere, said once in the fetching cache's log, and the tasks read the object.
 
@@ -25,6 +26,8 @@ Checked by hand with each mechanism off:
   its host: `test_a_result_reported_done_survives_its_host` fails (MissingObjects);
 - the fallback off (`Upstream._from_another_host` not catching a failed source): the fetch fails and so do the
   tasks: `test_a_source_that_cannot_be_reached_...` fails;
+- the agent's check of its cache off (`WorkerAgent._check_cache` returning at once): no other cache starts:
+  `test_a_cache_that_dies_is_replaced_...` fails;
 - the cache's authenticator letting every key in (`CacheSecurity.callback` returning True):
   `test_a_peer_without_the_workers_keys_gets_nothing_from_a_cache` fails.
 """
@@ -162,6 +165,17 @@ class Stack:
             lines += shown.stdout.splitlines()
         return lines
 
+    def kill_cache(self, host: str) -> None:
+        """The host's cache process alone (SIGKILL)."""
+        namespace = os.readlink(f"/proc/{self.hosts[host].pid}/ns/mnt")
+        for process in psutil.process_iter():
+            try:
+                ours = os.readlink(f"/proc/{process.pid}/ns/mnt") == namespace
+                if ours and "scaler.object_storage.host_cache" in " ".join(process.cmdline()):
+                    process.send_signal(signal.SIGKILL)
+            except (OSError, psutil.Error):
+                continue
+
     def kill_host(self, host: str) -> None:
         """Every process of the host's mount namespace, at once (a host that dies)."""
         namespace = os.readlink(f"/proc/{self.hosts[host].pid}/ns/mnt")
@@ -292,6 +306,21 @@ def test_a_source_that_cannot_be_reached_costs_time_not_the_object_and_is_said_o
     assert {total for _, _, total in results} == {float(array.sum())}
     said = [line for line in stack.cache_logs() if unreachable in line and "fetching it elsewhere" in line]
     assert len(said) == 1, f"the unreachable source was said {len(said)} time(s) in the caches' logs"
+
+
+def test_a_cache_that_dies_is_replaced_and_the_tasks_go_on(stack: Stack) -> None:
+    import numpy
+
+    host = HOSTS[0]
+    array = numpy.arange(ARRAY_ITEMS // 4, dtype=numpy.float64)
+    with Client(stack.addresses.scheduler) as client:
+        reference = client.send_object(array)
+        client.map(where_read, [reference] * 8, [0.2] * 8)
+        killed = stack.cache_address(host)
+        stack.kill_cache(host)
+        wait_for(lambda: stack.cache_address(host) not in ("", killed), f"another cache on {host}")
+        results = client.map(where_read, [reference] * 8, [0.2] * 8)
+    assert {total for _, _, total in results} == {float(array.sum())}
 
 
 def test_a_result_reported_done_survives_its_host(stack: Stack) -> None:

@@ -88,6 +88,10 @@ class HostCacheUse:
     home: str
     _users: int
 
+    def is_alive(self) -> bool:
+        """The cache still serves at its address (its lock held, its address the one this use has)."""
+        return is_locked(os.path.join(self.home, LOCK_FILE)) and read_address(self.home) == self.address
+
     def release(self) -> None:
         if self._users >= 0:
             os.close(self._users)

@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 TICK_SECONDS = 0.1
 #: How often the computing processors' memory is sampled (for their task's peak), in ticks.
 MEMORY_SAMPLE_TICKS = 5
+#: How often the host's cache the processors use is checked (it is found again when it is gone), in ticks.
+CACHE_CHECK_TICKS = 10
 #: After asking to leave, how long to wait for the scheduler's acknowledgement.
 LEAVE_TIMEOUT_SECONDS = 3.0
 
@@ -80,6 +82,7 @@ class WorkerAgent:
         self._route_storage = route_storage
         self._route: StorageRoute | None = None  #: held while the worker lives (its use of the host's cache)
         self._routing: asyncio.Future[None] | None = None  #: finding the route (core rule 7)
+        self._storage_address = ""  #: the storage the route leads to
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -178,6 +181,8 @@ class WorkerAgent:
             ticks += 1
             if ticks % MEMORY_SAMPLE_TICKS == 0:
                 self._sample_memory(computing_only=True)
+            if ticks % CACHE_CHECK_TICKS == 0:
+                self._check_cache()
 
     def _sample_memory(self, computing_only: bool) -> dict[bytes, float]:
         """Sample the processors' memory (only those computing, by their mark, between heartbeats); their cpu
@@ -219,8 +224,20 @@ class WorkerAgent:
             elif isinstance(effect, core.Exit):
                 self._finish(effect.code, effect.reason)
             elif isinstance(effect, core.RouteStorage):
+                self._storage_address = effect.storage_address
                 self._routing = asyncio.ensure_future(self._find_route(effect.storage_address))
         self._executor.flush()
+
+    def _check_cache(self) -> None:
+        """The host's cache that the processors use is gone (killed): the route is found again (another cache started),
+        and the processors configured with it (core rule 7)."""
+        route, routing = self._route, self._routing
+        if route is None or route.cache is None or (routing is not None and not routing.done()):
+            return
+        if not route.cache.is_alive():
+            logger.warning("the host cache at %s is gone: finding this host's route to object storage again",
+                           route.address)  # fmt: skip
+            self._routing = asyncio.ensure_future(self._find_route(self._storage_address))
 
     async def _find_route(self, storage_address: str) -> None:
         """Rule 7 of the core: where the processors reach storage, found on a thread (it may start the host's cache)."""

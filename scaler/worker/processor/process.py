@@ -14,6 +14,7 @@ import gc
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -88,6 +89,17 @@ class _Storage:
         self._own_sockets = SocketFactory(security=own)
         return self._own_sockets
 
+    def configure(self, address: str, server_key: str) -> bool:
+        """Where storage is. True when it was known and is another place now (the host's cache was replaced): the
+        connection there is closed, and the next request opens one at the new place."""
+        moved = bool(self.address) and (address, server_key) != (self.address, self.server_key)
+        self.address, self.server_key = address, server_key
+        if moved:  # closed on a thread: a task may hold the old connection's lock until its request fails
+            connection, sockets = self._connection, self._own_sockets
+            self._connection = self._own_sockets = None
+            threading.Thread(target=_close_all, args=(connection, sockets), daemon=True).start()
+        return moved
+
     def writing(self) -> bool:
         """Whether results this processor began writing while readers follow them are not stored yet."""
         connection = self._connection
@@ -98,6 +110,13 @@ class _Storage:
             self._connection.close()
         if self._own_sockets is not None:
             self._own_sockets.close()
+
+
+def _close_all(connection: Any, sockets: SocketFactory | None) -> None:
+    if connection is not None:
+        connection.close()
+    if sockets is not None:
+        sockets.close()
 
 
 def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_socket: socket.socket) -> int:
@@ -121,7 +140,8 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     garbage = _GarbageCollection(settings.garbage_collect_interval_seconds, settings.trim_memory_threshold_bytes)
 
     def configure(address: str, server_key: str) -> None:
-        storage.address, storage.server_key = address, server_key
+        if storage.configure(address, server_key):
+            return  # the route to storage changed (the host's cache was replaced): the link stays as it is
         outlet.configure()
 
     def housekeeping() -> None:
