@@ -3,8 +3,9 @@ on threads, each with a connection of its own, and reported back to the server's
 
 A fetch first asks the upstream where to fetch the object from (`source`, host_ledger.py): another host's cache, with
 the digests of the object's pieces, or the upstream itself. From another host's cache each piece is checked against
-its digest as it comes; a piece that does not match, a source that cannot be reached, dies, stays silent past
-PEER_TIMEOUT_SECONDS or does not have the object sends the fetch back to the upstream for another source (the failed
+its digest as it comes; a piece that does not match, a source that cannot be reached (no connection within the
+storage client's connect deadline), dies, does not answer within the storage timeout or does not have the object
+sends the fetch back to the upstream for another source (the failed
 one named to it: it names it to nobody again), said once per source in the log; after MAX_SOURCES, or when the
 upstream names none, the object comes from the upstream itself. Either way it is read with getInParts
 (`ObjectStorageConnection.read_in_parts`) straight into a file written for adoption in the cache's segment directory
@@ -50,8 +51,6 @@ logger = logging.getLogger(__name__)
 UPSTREAM_THREADS = 4
 #: A fetch tells the service how far it got at least every this many bytes (its followers get the pieces written).
 PROGRESS_BYTES = 4 << 20
-#: How long a request to another host's cache waits for an answer (a piece) before that source counts as failed.
-PEER_TIMEOUT_SECONDS = 10.0
 #: How many other hosts' caches one fetch tries before it reads the object from the upstream.
 MAX_SOURCES = 2
 
@@ -223,7 +222,7 @@ class Upstream:
         if isinstance(security, CurveSecurity):
             security = CurveSecurity(security.public, security.secret, security.public)
         return ObjectStorageConnection(
-            address, role="cache", timeout_seconds=PEER_TIMEOUT_SECONDS, security=security, map_local=False
+            address, role="cache", timeout_seconds=self._timeout_seconds, security=security, map_local=False
         )
 
     def _source_failed(self, object_id: bytes, address: str, error: BaseException) -> None:
