@@ -10,7 +10,7 @@ inline value, run stamps, the worker's id), a burst of frames at a time; every `
 the shell does. Each worker has one processor, whose link takes its tasks and brings their results (its hello also
 says the worker lends it, so that a tree from before the one route runs the same shape). `--spaced`: U1's
 shape (tasks of 2 ms: each result reaches the scheduler alone, a step of its own; with `--batch 1 --queued 5000`, as
-its client submits); `scheduler_u1_cost.py` measures that shape in real processes. What it leaves out:
+its client submits). What it leaves out:
 ZeroMQ (each frame about 3-4 us of the socket's own CPU, most in its I/O thread), the event loop and CURVE checks
 (no keys here). The garbage collector runs with the scheduler process's thresholds (`YOUNG_COLLECTION_ALLOCATIONS`,
 `MIDDLE_COLLECTION_YOUNG`).
@@ -38,7 +38,7 @@ try:  # the collector's threshold the scheduler process sets (an older tree's pr
     from scaler.scheduler.process import YOUNG_COLLECTION_ALLOCATIONS
 except ImportError:
     YOUNG_COLLECTION_ALLOCATIONS = gc.get_threshold()[0]
-try:  # and its middle generation's (before part 8 of benchmarks/notes/scale.md: the interpreter's)
+try:  # and its middle generation's (an older tree's: the interpreter's)
     from scaler.scheduler.process import MIDDLE_COLLECTION_YOUNG
 except ImportError:
     MIDDLE_COLLECTION_YOUNG = gc.get_threshold()[1]

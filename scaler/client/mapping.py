@@ -10,7 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import Any
 
 from scaler.client.future import ScalerFuture
@@ -30,6 +30,27 @@ class Mapper:
     def __init__(self, session: Session) -> None:
         self._session = session
         self._runners: dict[int, functools.partial[list[Any]]] = {}
+
+    def map(
+        self, fn: Callable[..., Any], iterables: tuple[Iterable[Any], ...], options: TaskOptions, reserialize: bool,
+        progress: bool,
+    ) -> list[Any]:  # fmt: skip
+        """`Client.map`: fn(*items) for the items of the iterables taken together, up to the shortest (as built-in
+        map)."""
+        if not iterables:
+            raise TypeError("map() needs at least one iterable")
+        sizes = [len(iterable) for iterable in iterables if isinstance(iterable, Sized)]
+        total = min(sizes) if len(sizes) == len(iterables) else None
+        calls = zip(*iterables, strict=False)
+        return self.run(fn, calls, total, options, reserialize, progress, is_map_of_one_iterable=len(iterables) == 1)
+
+    def starmap(
+        self, fn: Callable[..., Any], iterable: Iterable[Iterable[Any]], options: TaskOptions, reserialize: bool,
+        progress: bool,
+    ) -> list[Any]:  # fmt: skip
+        """`Client.starmap`: fn(*args) for each args of the iterable."""
+        total = len(iterable) if isinstance(iterable, Sized) else None
+        return self.run(fn, (tuple(args) for args in iterable), total, options, reserialize, progress)
 
     def run(
         self, fn: Callable[..., Any], calls: Iterator[tuple[Any, ...]], total: int | None, options: TaskOptions,

@@ -22,7 +22,8 @@ from scaler.cluster.cloud_units import cloud_managers
 from scaler.cluster.readiness import wait_for_scheduler
 from scaler.config.loader import LauncherFile
 from scaler.config.sections import StackSecurityConfig, WorkerManagerSettings
-from scaler.io.address import parse_address
+from scaler.io.address import TUNNEL_SCHEMES, AddressError, parse_address
+from scaler.io.tunnel.tls import TlsFileError
 from scaler.security.connection_files import (
     MONITOR_SERVICE,
     SCHEDULER_SERVICE,
@@ -32,6 +33,7 @@ from scaler.security.connection_files import (
 )
 from scaler.security.curve import CurveSecurity, curve_security
 from scaler.security.key_folder import stack_keys
+from scaler.security.tls_settings import server_certificate
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +65,10 @@ class CloudStack:
             parse_address(file.scheduler.monitor_address or str(scheduler.with_port_offset(2))).connectable()
         )
         self._listeners = Listeners([self.scheduler_address, self.storage_address, self.monitor_address])
-        self._hub = CloudHub(cloud_managers(file)[0], file.scheduler, self.keys, self.storage_address)
+        self._hub_address = file.launcher.hub_address
+        self._hub = CloudHub(
+            cloud_managers(file)[0], file.scheduler, self.keys, self.storage_address, self._hub_address
+        )
         self.hub: HubAddresses | None = None
         self._checked_at = 0.0
 
@@ -104,6 +109,10 @@ class CloudStack:
         )
 
     def _forward(self, hub: HubAddresses) -> None:
+        if self._hub_address is not None and hub.tunnel_port is not None:
+            assert self._file.scheduler is not None
+            self._listeners.forward(hub.tunnel_targets(self._hub_address), self._file.scheduler.tls_ca or "")
+            return
         ports = (hub.scheduler_port, hub.storage_port, hub.monitor_port)
         self._listeners.forward([(hub.laptop, port) for port in ports])
 
@@ -156,11 +165,43 @@ class CloudStack:
 def cloud_stack_problem(file: LauncherFile) -> str | None:
     """Why this file cannot run with its scheduler in the cloud, or None."""
     if file.launcher.hub != "cloud":
-        return None
+        return '[scaler] hub_address needs hub = "cloud"' if file.launcher.hub_address else None
     if file.scheduler is None:
         return 'hub = "cloud" needs a [scheduler] section (its settings run in the hub)'
     if not cloud_managers(file):
         return 'hub = "cloud" needs an aws_raw_ecs or orb_aws_ec2 [[worker_manager]] (the hub is one of its units)'
     if file.security is not None:
         return 'hub = "cloud" makes and distributes the stack\'s own keys: remove the [security] section'
+    bound = [file.scheduler.bind_address, file.scheduler.object_storage_address, file.scheduler.monitor_address]
+    tunnelled = [address for address in bound if address and address.partition("://")[0] in TUNNEL_SCHEMES]
+    if tunnelled:
+        return (
+            f'[scheduler] {tunnelled[0]}: with hub = "cloud" this machine listens at tcp:// addresses (its forwarder '
+            "to the hub) and cannot bind a tls://, ws:// or wss:// one; the hub's own such address is [scaler] "
+            "hub_address"
+        )
+    return hub_address_problem(file)
+
+
+def hub_address_problem(file: LauncherFile) -> str | None:
+    """Why `[scaler] hub_address` cannot be used, or None: it is a tunnel address, and a TLS one has a certificate
+    to present (checked here: the hub would fail with it far away)."""
+    address = file.launcher.hub_address
+    if address is None:
+        return None
+    try:
+        parsed = parse_address(address)
+    except AddressError as error:
+        return f"[scaler] hub_address: {error}"
+    if not parsed.is_tunnel:
+        return f"[scaler] hub_address {address} is not a tls://, ws:// or wss:// address (leave it out: the tcp ports)"
+    assert file.scheduler is not None
+    try:
+        if parsed.uses_tls and server_certificate(file.scheduler) is None:
+            return (
+                f"[scaler] hub_address {address} is a TLS address: give [scheduler] tls_cert and tls_key, the "
+                'certificate the hub presents (docs/guide/bursting.md, "Through an HTTPS proxy")'
+            )
+    except TlsFileError as error:
+        return f"[scheduler] {error}"
     return None

@@ -14,9 +14,9 @@ import logging
 import os
 import select
 import subprocess
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from scaler.client.client import refuse_tls_security_config
+from scaler.client.client import trust_security_config
 from scaler.client.display import cluster_rows, html_table
 from scaler.cluster.host import ForkedHost, fork_host, import_runtime, os_thread_count
 from scaler.cluster.readiness import wait_for_scheduler
@@ -26,6 +26,7 @@ from scaler.config.sections import ObjectStorageServerConfig, SchedulerConfig, W
 from scaler.io.address import free_tcp_port_block, parse_address, parse_http_address
 from scaler.io.child_processes import describe_exit, start_python_child, stop_children
 from scaler.io.port_owner import address_in_use_problem
+from scaler.io.tunnel.tls import trust_ca_file
 from scaler.monitor import local_schedulers
 from scaler.security.connection_files import MONITOR_SERVICE, SCHEDULER_SERVICE, STORAGE_SERVICE
 from scaler.security.curve import security_of
@@ -76,7 +77,7 @@ class SchedulerClusterCombo:
         on nested tasks in its processor, which runs other tasks meanwhile), `scheduler_io_threads`,
         `worker_io_threads`, `logging_level` ("WARNING" here), `policy_content` ("allocate=capability;
         scaling=no" here: tasks go only to workers with the capabilities they ask for, and the pool is fixed), ..."""
-        refuse_tls_security_config(security_config)
+        settings = _with_security_config(settings, security_config)
         if isinstance(dashboard, str):  # a bad one is refused before anything starts
             parse_http_address(dashboard, "dashboard", "127.0.0.1:50001")
         if isinstance(n_workers, str):  # SchedulerClusterCombo("tcp://...", ...) as some older code does
@@ -307,6 +308,22 @@ def _with_policy(settings: dict[str, Any], scaler_policy: Any) -> dict[str, Any]
             if hasattr(scaler_policy, name):
                 settings[name] = getattr(scaler_policy, name)
     return settings
+
+
+def _with_security_config(settings: ComboSettings, security_config: Any) -> ComboSettings:
+    """The settings with the reference's `SecurityConfig(tls_cert, tls_key)` as the servers' certificate (the
+    tls_cert and tls_key keywords win), and the certificate authorities of `tls_ca` (or of that certificate) trusted
+    by this process: it probes its servers, and its clients connect."""
+    trust_security_config(security_config)
+    if settings.get("tls_ca"):
+        trust_ca_file(str(settings["tls_ca"]))
+    if security_config is None:
+        return settings
+    given = {
+        "tls_cert": getattr(security_config, "tls_cert", None),
+        "tls_key": getattr(security_config, "tls_key", None),
+    }
+    return cast("ComboSettings", {**{key: value for key, value in given.items() if value}, **settings})
 
 
 def _capabilities_setting(capabilities: dict[str, int]) -> str:

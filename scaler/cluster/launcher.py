@@ -52,6 +52,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.exit_codes import ExitCode
 from scaler.protocol.feed import STATUS_TOPIC
 from scaler.security.curve import security_of
+from scaler.security.tls_settings import trust_settings
 from scaler.worker_manager.registry import with_manager_id
 
 logger = logging.getLogger(__name__)
@@ -131,6 +132,8 @@ class Launcher:
 
     def _start_all(self) -> None:
         file = self._file
+        for section in (file.scheduler, file.object_storage_server):
+            trust_settings(section)  # this process probes its servers, and their tls_ca names whom they trust
         monitor_security: TransportSecurity | None = None
         if file.launcher.hub == "cloud":
             self._cloud = CloudStack(file, self._path)

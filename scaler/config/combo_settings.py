@@ -11,6 +11,9 @@ from typing import TypedDict
 
 
 class ComboSettings(TypedDict, total=False):
+    tls_ca: str | None  #: PEM bundle of the certificate authorities trusted at tls:// and wss...
+    tls_cert: str | None  #: PEM certificate (with its chain) presented at the tls:// and wss://...
+    tls_key: str | None  #: the PEM private key of --tls-cert (unencrypted)
     logging_level: str  #: log level
     logging_paths: tuple[str, ...]  #: where logs go: /dev/stdout, /dev/stderr or file paths
     logging_config_file: str | None  #: a Python logging .conf file; overrides the other logging settings

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 import zmq
 
 from scaler.io.sockets import SocketFactory, TransportSecurity
+from scaler.io.tunnel import TunnelError
+from scaler.io.tunnel.relay import refusal
 from scaler.protocol import codec
 from scaler.protocol import messages as m
 from scaler.protocol.feed import SCALING_TOPIC, STATUS_TOPIC, TASKS_TOPIC
@@ -107,7 +109,11 @@ class FeedReader:
 
     def _open(self) -> None:
         self._sockets = SocketFactory(security=self._keys.security)
-        self._socket = self._sockets.subscriber(self.address, self._topics, events=HANDSHAKE_FAILURES)
+        try:
+            self._socket = self._sockets.subscriber(self.address, self._topics, events=HANDSHAKE_FAILURES)
+        except TunnelError as error:  # a tls:// or wss:// address refused for good (a certificate, a proxy)
+            self._sockets.close()
+            raise FeedConnectionError(str(error)) from None
         self._events = self._sockets.event_monitor(self._socket, HANDSHAKE_FAILURES)
         self._poller = zmq.Poller()
         self._poller.register(self._socket, zmq.POLLIN)
@@ -123,6 +129,9 @@ class FeedReader:
         address is not a monitor feed or refuses this reader for good."""
         deadline = time.monotonic() + timeout_seconds
         while True:
+            refused = refusal(self.address)
+            if refused is not None:  # a tunnel's certificate or proxy: waiting longer does not mend it
+                raise FeedConnectionError(refused)
             self._find_again_if_refused()
             ready = dict(self._poller.poll(max(0, int((deadline - time.monotonic()) * 1000))))
             if self._events in ready:

@@ -32,6 +32,8 @@ from scaler.io.address import AddressError, parse_address
 from scaler.io.event_loop import run
 from scaler.io.port_owner import address_in_use_problem
 from scaler.io.sockets import PeerRoles, SocketFactory, Sockets, TransportSecurity, bound_endpoint
+from scaler.io.tunnel import TunnelError
+from scaler.io.tunnel.tls import ServerCertificate, TlsFileError
 from scaler.io.zmq_async import AsyncSocket
 from scaler.io.zmq_parts import Frames
 from scaler.object_storage import segment_directory
@@ -68,6 +70,7 @@ from scaler.protocol.storage_messages import (
 from scaler.security.connection_files import STORAGE_SERVICE
 from scaler.security.find import ServedAddresses, ServerKeys, server_keys
 from scaler.security.key_files import KeyFileError
+from scaler.security.tls_settings import server_certificate
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +108,8 @@ def _bind(sockets: Sockets, address: str) -> zmq.Socket[Any]:
         )
     try:
         return sockets.router(str(parsed))
+    except TunnelError as error:  # a tunnel's port in use, a missing extra
+        raise ObjectStorageBindError(f"object storage server: {error}") from None
     except zmq.ZMQError as error:
         reason = address_in_use_problem(str(parsed)) or f"{parsed}: {error.strerror}"
         raise ObjectStorageBindError(f"object storage server cannot listen on {reason}") from None
@@ -570,7 +575,8 @@ async def serve(
         endpoint = bound_endpoint(sock)
         segments = _open_segments(config, endpoint, store)
         reaper = start_reaper(segments[0]) if segments is not None else None  # removes it if this process is killed
-        shell = _make_shell(loop, store, directory, segments, roles, upstream, endpoint)
+        advertised = endpoint if upstream is not None and upstream.peers else ""
+        shell = _make_shell(loop, store, directory, segments, roles, upstream, advertised)
         shell.socket = AsyncSocket(loop, sock, shell.on_message, copy=False)
         logger.info("%s: object storage server listening on %s", config.identity, endpoint)
         if ready is not None:
@@ -608,6 +614,8 @@ class Upstream:
     address: str
     security: TransportSecurity | None = None
     timeout_seconds: float = 60.0
+    #: the cache's address is one the caches of other hosts reach (it says it upstream, and fetches from them)
+    peers: bool = True
 
 
 def _setup_logging(config: ObjectStorageServerConfig) -> None:
@@ -616,7 +624,9 @@ def _setup_logging(config: ObjectStorageServerConfig) -> None:
     setup_logging(config, "object_storage_server")
 
 
-async def _serve_until_signalled(config: ObjectStorageServerConfig, security: ServerKeys) -> None:
+async def _serve_until_signalled(
+    config: ObjectStorageServerConfig, security: ServerKeys, certificate: ServerCertificate | None = None
+) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = (signal.SIGINT, signal.SIGTERM)
@@ -629,7 +639,8 @@ async def _serve_until_signalled(config: ObjectStorageServerConfig, security: Se
         served[0].register()  # local clients and workers find the keys for this address
 
     try:
-        await serve(config, ready=ready, stop=stop, sockets=SocketFactory(security=security.security))
+        sockets = SocketFactory(security=security.security, certificate=certificate)
+        await serve(config, ready=ready, stop=stop, sockets=sockets)
     finally:
         for addresses in served:
             addresses.unregister()
@@ -643,7 +654,8 @@ def run_object_storage_server(config: ObjectStorageServerConfig, security: Trans
     _setup_logging(config)
     try:
         resolved = ServerKeys(security) if security is not None else server_keys(config, "the object storage server")
-    except KeyFileError as error:
+        certificate = server_certificate(config, (config.bind_address,))
+    except (KeyFileError, TlsFileError) as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
     if hasattr(signal, "SIGPIPE"):
@@ -651,7 +663,7 @@ def run_object_storage_server(config: ObjectStorageServerConfig, security: Trans
         # vanishes mid-write kill the server (behaviour F6).
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     try:
-        run(_serve_until_signalled(config, resolved))
+        run(_serve_until_signalled(config, resolved, certificate))
     except (ObjectStorageBindError, SpillDirectoryError) as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION  # the address is malformed, in use or not ours; the spill directory unusable

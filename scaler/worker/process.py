@@ -58,12 +58,15 @@ def run_worker(config: WorkerConfig, slots: int = 1, security: TransportSecurity
     if problem is not None:
         logger.error("%s", problem)
         return EXIT_CONFIGURATION
+    from scaler.io.tunnel.tls import TlsFileError
     from scaler.security.find import find_keys
     from scaler.security.key_files import KeyFileError
+    from scaler.security.tls_settings import trust_settings
 
     try:
         security = security if security is not None else find_keys("worker", config.scheduler_address, config).security
-    except KeyFileError as error:
+        trust_settings(config)  # before the zygote is forked: its processors trust the same
+    except (KeyFileError, TlsFileError) as error:
         logger.error("%s", error)
         return EXIT_CONFIGURATION
     from scaler.worker.computing_mark import marks_directory, remove_marks
@@ -164,9 +167,14 @@ def run_agent(
 
     trace_memory_if_asked("agent")
     loop = new_event_loop(config.event_loop)
+    from scaler.io.tunnel import TunnelError
+
     try:
         logger.info("worker %s connecting to %s", worker_id.decode(), config.scheduler_address)
         return loop.run_until_complete(agent.run())
+    except TunnelError as error:  # a tls:// or wss:// scheduler refused for good (a certificate, a proxy)
+        logger.error("%s", error)
+        return EXIT_CONFIGURATION
     finally:
         loop.close()
 

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +41,14 @@ SHORT_CUT_SECONDS = 6.0
 
 
 class HubStack:
-    def __init__(self, folder: Path, wait: bool = True, **environment: str) -> None:
+    def __init__(
+        self, folder: Path, wait: bool = True, edit: Callable[[str], str] = lambda text: text, **environment: str
+    ) -> None:
+        """`edit`: what the test changes in the stack file (config/aws_ecs.toml at free addresses)."""
         addresses = free_addresses()
         text = CONFIG.read_text().replace("tcp://127.0.0.1:8516", addresses.scheduler)
         self.path = folder / "stack.toml"
-        self.path.write_text(text.replace("tcp://127.0.0.1:8517", addresses.object_storage))
+        self.path.write_text(edit(text.replace("tcp://127.0.0.1:8517", addresses.object_storage)))
         self.scheduler, self.monitor = addresses.scheduler, addresses.monitor
         self._folder = folder
         self._environment = {"SCALER_LEASE_SECONDS": f"{LEASE_SECONDS:g}", "SCALER_ENVIRONMENT": "requirements",

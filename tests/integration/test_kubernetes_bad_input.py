@@ -70,7 +70,7 @@ def test_a_namespace_that_does_not_exist(base: list[str]) -> None:
 
 
 def test_rbac_that_forbids_the_pods(rehearsal: Any, tmp_path: Path) -> None:
-    from scaler.fake_kubernetes.tls import kubeconfig_text
+    from scaler_rehearsal.fake_kubernetes.tls import kubeconfig_text
 
     rehearsal.store.create("serviceaccounts", "default", {"metadata": {"name": "powerless"}})
     kubeconfig = tmp_path / "kubeconfig"

@@ -34,6 +34,12 @@ logger = logging.getLogger("scaler.object_storage.host_cache")
 BIND_ATTEMPTS = 5
 
 
+def upstream_host(address: str) -> str:
+    """The host part of a tcp:// address; "" for any other."""
+    scheme, _, rest = address.partition("://")
+    return rest.rpartition(":")[0] if scheme == "tcp" else ""
+
+
 def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((host, 0))
@@ -65,7 +71,9 @@ async def _serve(settings: dict[str, Any], home: str) -> None:
     spill = os.path.join(tempfile.gettempdir(), f"{os.path.basename(home)}-{socket.gethostname()}-spill")
     workers = security_from_environment(os.environ)  # the workers' keys: served with, and used upstream
     timeout = float(settings.get("storage_timeout_seconds", 60.0))
-    upstream = Upstream(upstream_address, security=workers, timeout_seconds=timeout)
+    # a cache bound on loopback for an upstream elsewhere (reached through a tunnel) is no source for other hosts
+    peers = host != "127.0.0.1" or place.outward_host(upstream_address) == upstream_host(upstream_address)
+    upstream = Upstream(upstream_address, security=workers, timeout_seconds=timeout, peers=peers)
     shutil.rmtree(spill, ignore_errors=True)  # copies a killed predecessor left: the upstream holds the objects
     watcher = asyncio.ensure_future(_leave_when_unused(home, stop))
     try:

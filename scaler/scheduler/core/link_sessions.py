@@ -23,8 +23,8 @@ processor protocol's table); this module feeds it and carries out what follows:
    touches no link. And a walk over them that finds no task stopped and no task timeout knows the earliest beat rule 3
    can be due on any link (`walk_after`: a task computing since T is long at T + STAGED_WAIT_SECONDS, and a task that
    starts later is long later): the beats before it skip the walk. Under a flow of short tasks the walk comes once
-   a second rather than on every beat (with 9,000 links holding tasks, the walk on every beat was 1.2 us a task;
-   benchmarks/notes/scale.md, part 8).
+   a second rather than on every beat (with 9,000 links holding tasks, a walk on every beat costs 1.2 us a
+   task).
 4. A link that closes and its agent's ProcessorExited end what the link held (processor_links.py rule 2) once both are
    known (the closing comes after everything the link sent), or EXIT_WAIT_SECONDS after the first.
 5. A hello naming tasks this instance does not know (from before a restart) holds them as its worker's; when their

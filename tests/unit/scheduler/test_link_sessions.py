@@ -16,7 +16,7 @@ from scaler.scheduler.core.events import PeerLost, Tick
 from scaler.scheduler.core.link_sessions import EXIT_WAIT_SECONDS
 from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.processor_links import STOP_GRACE_SECONDS
-from scaler.testing.simulation import FakeClient, FakeWorker, SimulatedCluster, hello, success, task
+from scaler_rehearsal.testing.simulation import FakeClient, FakeWorker, SimulatedCluster, hello, success, task
 
 
 def sent_to(sim: SimulatedCluster, peer: bytes, kind: type) -> list:  # type: ignore[type-arg]

@@ -18,7 +18,7 @@ from scaler.policy.snapshot import (
 from scaler.protocol import messages as m
 from scaler.protocol.ids import ClientID
 from scaler.scheduler.core.quotas import RUNNING_TASKS, WORKERS, ClientQuota, held_back, reason_words
-from scaler.testing.simulation import SimulatedCluster, hello, task
+from scaler_rehearsal.testing.simulation import SimulatedCluster, hello, task
 
 A, B = ClientID(b"Client|a"), ClientID(b"Client|b")
 GPU = (("gpu", -1),)
