@@ -34,8 +34,18 @@ def test_a_broadcast_is_fetched_in_a_chain_and_never_from_the_asker() -> None:
     assert ledger.source(OBJECT, B) == A
     assert ledger.source(OBJECT, C) == B
     assert ledger.source(OBJECT, D) == C
-    assert ledger.source(OBJECT, B) == D, "asking again: from the latest other holder"
+    assert ledger.source(OBJECT, B) == A, "asking again: not from C or D, which fetch from it"
     assert ledger.holders(OBJECT) == [A, C, D, B]
+
+
+def test_a_cache_is_never_sent_to_one_that_fetches_from_it() -> None:
+    """A fetched from X, B was sent to A; X fails A: A must not be sent to B, which waits for A (a cycle of waits)."""
+    ledger = HostLedger()
+    assert ledger.source(OBJECT, "tcp://x:1") == ""
+    assert ledger.source(OBJECT, A) == "tcp://x:1"
+    assert ledger.source(OBJECT, B) == A
+    assert ledger.source(OBJECT, A, failed="tcp://x:1") == "", "not B: B's source is A; the storage server then"
+    assert ledger.source(OBJECT, C) == A, "A fetches from the storage server now: C may follow it"
 
 
 def test_a_failed_source_is_named_to_nobody_until_it_asks_itself() -> None:
