@@ -394,6 +394,13 @@ class WorkerSettings(LoggingSettings, CurveClientSettings, TlsClientSettings):
         "answer before the task fails naming the storage",
         gt=0,
     )
+    host_cache: bool = setting(
+        True,
+        help="on a host other than the object storage's, read objects through one cache process per host (started "
+        "by the host's first worker, shared by all of them): the host fetches each object once and its processors "
+        "map one copy; False: each processor reads its own copy from the storage server",
+        combo=True,
+    )
     garbage_collect_interval_seconds: float = setting(
         30, help="period of garbage collection in processors", short=("-gc",), gt=0, combo=True
     )

@@ -579,8 +579,8 @@ class StorageClientCore(Generic[T]):
 # ---------------------------------------------------------------- payloads, replies and errors
 
 
-def hello_operation(role: str, python_version: str, owner_id: bytes = b"") -> StorageHello:
-    return StorageHello(PROTOCOL_VERSION, python_version, role, owner_id)
+def hello_operation(role: str, python_version: str, owner_id: bytes = b"", cache_address: str = "") -> StorageHello:
+    return StorageHello(PROTOCOL_VERSION, python_version, role, owner_id, cache_address)
 
 
 def _byte_view(buffer: Any) -> memoryview:

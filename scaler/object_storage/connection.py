@@ -58,6 +58,7 @@ from scaler.protocol.storage_messages import (
     Info,
     MappedSize,
     ObjectSize,
+    SegmentDirectory,
     StorageInfo,
     StorageOperation,
 )
@@ -332,16 +333,17 @@ class ObjectStorageConnection:
         security: TransportSecurity | None = None,
         owner_id: bytes = b"",
         map_local: bool = True,
+        cache_address: str = "",
     ) -> None:
         """`owner_id`: a client's id; the server lets a client store, read and delete only its own objects.
         `map_local`: on the server's host, objects move through its segment directory (False: over the socket, as
-        from any other host)."""
+        from any other host). `cache_address`: a host cache's (role "cache"), where other hosts' caches reach it."""
         self._address = address
         self._is_factory_owned = sockets is None
         #: `security` secures the connection's own factory; a factory passed in brings its own
         self._sockets = sockets if sockets is not None else SocketFactory(security=security)
         core: StorageClientCore[None] = StorageClientCore(
-            address, hello_operation(role, local_python_version(), owner_id), timeout_seconds
+            address, hello_operation(role, local_python_version(), owner_id, cache_address), timeout_seconds
         )
         #: the socket queues only to a live connection (IMMEDIATE): a server that is down is reported after the
         #: connect timeout, instead of the request waiting the full reply timeout in a queue
@@ -392,8 +394,9 @@ class ObjectStorageConnection:
         small, or with buffers that could change meanwhile): nothing was done, `put` it."""
         buffers: list[Any] = list(payload) if isinstance(payload, (list, tuple)) else [payload]
         local = self.local_segments() if followable(buffers) else None
-        if local is None:
-            return False
+        directory = self._link.core.segment_directory
+        if local is None or (isinstance(directory, SegmentDirectory) and directory.host_cache):
+            return False  # off the server's host, small or changing, or a host cache (it takes no writeBegin)
         with self._lock:
             if self._is_closed:
                 raise ObjectStorageException(f"the connection to object storage at {self._address} was closed")
@@ -492,6 +495,14 @@ class ObjectStorageConnection:
         """Objects are mapped from the server's segment directory here (this process is on its host and sees it):
         `get_frames` maps them; elsewhere `read_in_parts` reads them as they come."""
         return self.local_segments() is not None
+
+    def segment_directory(self) -> SegmentDirectory | None:
+        """What the server's hello reply said of its segment directory (None: it has none), greeting it first."""
+        core = self._link.core
+        if not core.is_greeted:
+            self._call(Info())
+        described = core.segment_directory
+        return described if isinstance(described, SegmentDirectory) and described.path else None
 
     def local_segments(self) -> LocalSegments | None:
         """The server's segment directory, when this process is on its host and sees it (greets the server first

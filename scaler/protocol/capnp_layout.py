@@ -148,7 +148,7 @@ M_STRUCTS: dict[str, Struct] = {
     ),
     "HelloReply": (
         4,
-        4,
+        5,
         -1,
         (
             ("accepted", -1, "bool", 0, ""),
@@ -160,6 +160,7 @@ M_STRUCTS: dict[str, Struct] = {
             ("workerCount", -1, "uint32", 4, ""),
             ("instanceId", -1, "data", 3, ""),
             ("resumeSeconds", -1, "float64", 3, ""),
+            ("objectStorageServerKey", -1, "text", 4, ""),
         ),
     ),
     "Heartbeat": (
@@ -993,6 +994,25 @@ SM_STRUCTS: dict[str, Struct] = {
             ("getInParts", 10, "data", 0, ""),
             ("writeBegin", 11, "struct", 0, "WriteBegin"),
             ("writeProgress", 12, "struct", 0, "WriteProgress"),
+            ("source", 13, "struct", 0, "SourceRequest"),
+        ),
+    ),
+    "SourceRequest": (
+        0,
+        2,
+        -1,
+        (
+            ("objectId", -1, "data", 0, ""),
+            ("failed", -1, "text", 1, ""),
+        ),
+    ),
+    "ObjectSource": (
+        0,
+        2,
+        -1,
+        (
+            ("address", -1, "text", 0, ""),
+            ("pieceDigests", -1, "list", 1, "data"),
         ),
     ),
     "WriteBegin": (
@@ -1020,13 +1040,14 @@ SM_STRUCTS: dict[str, Struct] = {
     ),
     "StorageHello": (
         1,
-        3,
+        4,
         -1,
         (
             ("protocolVersion", -1, "uint32", 0, ""),
             ("pythonVersion", -1, "text", 0, ""),
             ("role", -1, "text", 1, ""),
             ("ownerId", -1, "data", 2, ""),
+            ("cacheAddress", -1, "text", 3, ""),
         ),
     ),
     "AdoptRequest": (
@@ -1092,6 +1113,7 @@ SM_STRUCTS: dict[str, Struct] = {
             ("frameBytes", -1, "list", 2, "uint64"),
             ("outcomes", 7, "struct", 1, "AdoptOutcomes"),
             ("parts", -1, "uint32", 3, ""),
+            ("source", 8, "struct", 1, "ObjectSource"),
         ),
     ),
     "SegmentDirectory": (
@@ -1104,6 +1126,7 @@ SM_STRUCTS: dict[str, Struct] = {
             ("device", -1, "uint64", 0, ""),
             ("inode", -1, "uint64", 1, ""),
             ("sharedMemory", -1, "bool", 128, ""),
+            ("hostCache", -1, "bool", 129, ""),
         ),
     ),
     "StorageInfo": (
