@@ -7,6 +7,7 @@ Set SCALER_SCREENSHOTS=docs/images to refresh the screenshots docs/monitoring.md
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import os
 import shutil
@@ -54,14 +55,15 @@ def slow_square(x: int) -> int:
     return x * x
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
+@contextlib.contextmanager
+def headless_chromium(folder: Path) -> Iterator[Any]:
+    """A headless chromium driven by Selenium, its profile in `folder`; quit on the way out."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service as DriverService
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    profile = tmp_path / "chromium-profile"
+    profile = folder / "chromium-profile"
     flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--window-size=1400,1000", f"--user-data-dir={profile}"]  # fmt: skip
@@ -73,6 +75,12 @@ def browser(tmp_path: Path) -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    with headless_chromium(tmp_path) as driver:
+        yield driver
 
 
 def card(driver: Any, name: str) -> str:
