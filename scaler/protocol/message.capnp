@@ -10,7 +10,7 @@
 # The Python values and codec are generated from this file (python -m scaler.protocol.generate): the order in which
 # a struct declares its fields is the order of its Python attributes; ordinals decide the wire.
 
-const protocolVersion :UInt32 = 5;
+const protocolVersion :UInt32 = 6;
   # Every hello carries it; peers of another version are refused. Raise it with any change an older peer cannot read:
   # a new message, union member or enumerant it would receive, or a changed meaning (docs/protocol.md, section 4.6).
   # Version 4: one route; every task reaches its processor on the processor's own link (docs/protocol.md section 3.7).
@@ -268,6 +268,10 @@ enum ResultStatus {
                             # elsewhere (errorMessage says why, and which restart), the call does not run again
   actorDied @13;            # an actor's call whose actor ended (stopped, its client gone, its constructor failed, its
                             # restarts spent) before the call did; errorMessage says why
+  inputUnreachable @14;     # an input (an argument, the function) could not be fetched from object storage (silent,
+                            # unreachable, the read broken off); errorMessage names the object and why. From a
+                            # processor: the scheduler runs the task again within its retry budget; past it, the
+                            # client gets this status
 }
 
 struct Profile {

@@ -126,7 +126,7 @@ __all__ = [
 #: Version 4: one route; every task reaches its processor on the processor's own link (docs/protocol.md section 3.7).
 #: Version 5: the scheduler gives each worker its heartbeat period, longer with more workers (HeartbeatEcho's
 #: heartbeatIntervalSeconds; docs/protocol.md section 3.4).
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 
 #: A task's priority is the user's priority shifted left by this many bits, plus its nesting depth
 #: (client/sharing.py): `priority >> priorityDepthBits` is the user's priority.
@@ -177,6 +177,10 @@ class ResultStatus(enum.Enum):
     #: an actor's call whose actor ended (stopped, its client gone, its constructor failed, its restarts spent)
     #: before the call did; errorMessage says why
     ACTOR_DIED = "actorDied"
+    #: an input (an argument, the function) could not be fetched from object storage (silent, unreachable, the
+    #: read broken off); errorMessage names the object and why. From a processor: the scheduler runs the task
+    #: again within its retry budget; past it, the client gets this status
+    INPUT_UNREACHABLE = "inputUnreachable"
 
 
 class CancelOutcome(enum.Enum):
