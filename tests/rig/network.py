@@ -108,11 +108,16 @@ def link_bytes(plan: RigPlan) -> dict[str, LinkBytes]:
 
 
 def set_cut(plan: RigPlan, host: HostPlan, is_cut: bool) -> None:
-    """Drop (or pass again) every frame to and from the host at the router: its link is cut, silently."""
+    """Drop (or pass again) every frame to and from the host at the router: its link is cut, silently. Healed, the
+    hosts forget their neighbours (a resolution that failed meanwhile, or is failing, would refuse connections with
+    "No route to host" for a while), and resolve them again."""
     verb = "add" if is_cut else "delete"
     element = f"{{ {host.router_port} }}"
     run("ip", "netns", "exec", plan.router, "nft", verb, "element", "bridge", ROUTER_TABLE, "cut", element,
         check=is_cut)  # fmt: skip
+    if not is_cut:
+        for each in plan.hosts:
+            run("ip", "-n", each.namespace, "neigh", "flush", "dev", "eth0", check=False)
 
 
 def set_blocked(one: HostPlan, other: HostPlan, is_blocked: bool) -> None:

@@ -110,8 +110,13 @@ class RigProcess:
             time.sleep(0.05)
 
     def signal(self, number: int) -> None:
+        """Signal the command. A stopped command stops its nsenter too (nsenter passes job control on): SIGCONT
+        continues both, or nsenter would never reap the command, and the host could not end."""
         with contextlib.suppress(ProcessLookupError, RigError):
             os.kill(self.pid, number)
+        if number == signal.SIGCONT:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.popen.pid, signal.SIGCONT)
 
     def stop(self, timeout_seconds: float = 10.0) -> int | None:
         """SIGTERM, then SIGKILL after `timeout_seconds`; its exit status."""
@@ -253,10 +258,13 @@ class Host:
         with contextlib.suppress(ProcessLookupError):
             if self._init_pid:
                 os.kill(self._init_pid, signal.SIGKILL)
-        self._init_popen.wait()
+        for process in self.processes:  # a command's nsenter must reap it for the PID namespace to end
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.popen.pid, signal.SIGCONT)
         for process in self.processes:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.popen.wait(START_SECONDS)
+        self._init_popen.wait(START_SECONDS)
 
 
 class Rig:

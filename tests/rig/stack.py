@@ -12,7 +12,11 @@ process of its own host, so it does not serve another host's processes.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,14 +114,15 @@ class RigStack:
                 f"{probe.stderr.strip()[-2000:]}); {self.logs()}"
             )
 
-    def run_script(self, host: str, code: str, *args: str, timeout_seconds: float = 300.0) -> Any:
-        """Run a client script on `host` with the scheduler's address as its first argument; returns what its last
-        line of output says (JSON). Fails with its output and the stack's logs when it fails."""
+    def run_script(self, host: str, code: str, *args: str, timeout_seconds: float = 300.0, pair: str = "client") -> Any:
+        """Run a client script on `host` with the scheduler's address as its first argument (and the user's `pair` of
+        keys in the key text variables); returns what its last line of output says (JSON). Fails with its output and
+        the stack's logs when it fails."""
         script = self.rig.workdir / f"script-{len(list(self.rig.workdir.glob('script-*.py')))}.py"
         script.write_text(code)
         done = self.rig.host(host).run(
             self.rig.python, str(script), self.scheduler_address, *args, timeout_seconds=timeout_seconds,
-            env=key_variables("client"),
+            env=key_variables(pair),
         )  # fmt: skip
         lines = done.stdout.strip().splitlines()
         if done.returncode != 0 or not lines:
@@ -135,10 +140,17 @@ class RigStack:
             for process in self.processes
         )
 
-    def stop(self) -> None:
-        """Workers first, then the scheduler, then the storage server."""
-        for process in reversed(self.processes):
-            process.stop()
+    def stop(self, seconds: float = 20.0) -> None:
+        """Every process asked to stop at once (SIGTERM), killed past `seconds`."""
+        for process in self.processes:
+            if process.is_running():
+                process.signal(signal.SIGTERM)
+        deadline = time.monotonic() + seconds
+        for process in self.processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.popen.wait(max(0.0, deadline - time.monotonic()))
+            if process.is_running():
+                process.stop(0.0)
 
 
 def key_variables(pair: str) -> dict[str, str]:
