@@ -23,7 +23,7 @@ from typing import Any
 
 from scaler.security.curve import SECRET_KEY_TEXT_VARIABLE, SERVER_KEY_TEXT_VARIABLE
 from scaler.security.key_folder import user_keys
-from tests.rig.rig import Host, Rig, RigProcess
+from tests.rig.rig import BIN_DIR, Host, Rig, RigProcess
 
 SCHEDULER_PORT = 2345
 STORAGE_PORT = 2346
@@ -59,6 +59,8 @@ class RigStack:
     rig: Rig
     storage_host: Host
     processes: list[RigProcess] = field(default_factory=list)
+    #: where the stack's commands are (this environment's by default; a benchmark's venv of its own)
+    bin_dir: Path = BIN_DIR
 
     @property
     def scheduler_address(self) -> str:
@@ -80,16 +82,19 @@ class RigStack:
         workers: dict[str, int],
         scheduler_args: tuple[str, ...] = (),
         worker_args: tuple[str, ...] = (),
+        bin_dir: Path = BIN_DIR,
     ) -> RigStack:
-        """Storage and scheduler on `storage`, `workers[host]` workers on each worker host; returns once every worker
-        has registered."""
-        stack = cls(rig, rig.host(storage))
+        """Storage and scheduler on `storage`, `workers[host]` workers on each worker host (the commands of
+        `bin_dir`); returns once every worker has registered."""
+        stack = cls(rig, rig.host(storage), bin_dir=bin_dir)
         host = stack.storage_host
-        stack.processes.append(host.start("scaler_object_storage_server", stack.storage_address, "-ll", "INFO"))
+        stack.processes.append(
+            host.start(stack.command("scaler_object_storage_server"), stack.storage_address, "-ll", "INFO")
+        )
         stack.processes.append(
             host.start(
-                "scaler_scheduler", stack.scheduler_address, "-osa", stack.storage_address, "-ll", "INFO",
-                *scheduler_args,
+                stack.command("scaler_scheduler"), stack.scheduler_address, "-osa", stack.storage_address, "-ll",
+                "INFO", *scheduler_args,
             )
         )  # fmt: skip
         for name, count in workers.items():
@@ -99,15 +104,19 @@ class RigStack:
 
     def add_workers(self, host: str, count: int, *args: str) -> RigProcess:
         process = self.rig.host(host).start(
-            "scaler_cluster", "-n", str(count), self.scheduler_address, "-his", "0.5", "-ll", "INFO", *args,
-            env=key_variables("workers"),
+            self.command("scaler_cluster"), "-n", str(count), self.scheduler_address, "-his", "0.5", "-ll", "INFO",
+            *args, env=key_variables("workers"),
         )  # fmt: skip
         self.processes.append(process)
         return process
 
+    def command(self, name: str) -> str:
+        """A command of the stack's environment."""
+        return str(self.bin_dir / name)
+
     def wait_for_workers(self, count: int, seconds: float = START_SECONDS) -> None:
-        probe = self.storage_host.python(_WAIT_FOR_WORKERS, self.monitor_address, str(count), str(seconds),
-                                         timeout_seconds=seconds + 30)  # fmt: skip
+        probe = self.storage_host.run(self.command("python"), "-c", _WAIT_FOR_WORKERS, self.monitor_address,
+                                      str(count), str(seconds), timeout_seconds=seconds + 30)  # fmt: skip
         if probe.returncode != 0:
             raise AssertionError(
                 f"{count} workers did not register within {seconds:g} s (seen: {probe.stdout.strip() or 'none'}; "
@@ -121,7 +130,7 @@ class RigStack:
         script = self.rig.workdir / f"script-{len(list(self.rig.workdir.glob('script-*.py')))}.py"
         script.write_text(code)
         done = self.rig.host(host).run(
-            self.rig.python, str(script), self.scheduler_address, *args, timeout_seconds=timeout_seconds,
+            self.command("python"), str(script), self.scheduler_address, *args, timeout_seconds=timeout_seconds,
             env=key_variables(pair),
         )  # fmt: skip
         lines = done.stdout.strip().splitlines()
