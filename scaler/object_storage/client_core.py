@@ -25,7 +25,10 @@ Rules, one per event:
    part of a getInParts, a stale one), since the server answers a connection's requests in order and one behind a
    large answer waits for it to cross. A transfer that keeps moving is never cut; a server that stops sending
    (stopped, frozen, cut off) fails the requests after the timeout. Its late answer will be stale (rule 4). The
-   connection stays.
+   connection stays. A put is one message, answered once the server has all of it: nothing can come while its own
+   bytes cross, so a single put is still bounded by its whole transfer (pipelined puts are not: each answer is heard).
+   An answer that comes whole (a get's) likewise shows nothing until it has all come: reads off the storage's host
+   ask for theirs in parts (rule 11).
 6. The connection itself is unusable (`on_bad_reply`: an answer whose header cannot be read, so it cannot be matched;
    `on_unreachable`: a send refused with EAGAIN, because no connection is up, until `send_deadline` (a connection
    lost between the poll and the send is retried, not failed); `on_send_failed`): every pending request fails with
