@@ -60,14 +60,35 @@ def parameters(workload: str, hosts: int, slots: int, quick: bool) -> dict[str, 
     return {"size": 10 * MB // scale, "tasks": hosts * hosts + hosts, "hosts": hosts}
 
 
-class MemorySampler:
-    """Each worker host's memory (/dev/shm in use + anonymous), sampled on a thread: the peak above the first sample."""
+#: Before a workload, how long the worker hosts may take to give back what the one before held (ours' processors drop
+#: a cached object unused for 30 s), and how close to their idle memory they must come.
+SETTLE_SECONDS = 45.0
+SETTLE_BYTES = 20 * MB
 
-    def __init__(self, rig: Rig, names: list[str], interval: float = 0.5) -> None:
-        self._hosts = [rig.host(name) for name in names]
+
+def idle_memory(rig: Rig, names: list[str]) -> dict[str, int]:
+    return {name: rig.host(name).memory().total_bytes for name in names}
+
+
+def settle(rig: Rig, idle: dict[str, int]) -> None:
+    """Until every worker host holds about what it held idle (or SETTLE_SECONDS passed)."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while time.monotonic() < deadline:
+        now = idle_memory(rig, list(idle))
+        if all(now[name] - idle[name] < SETTLE_BYTES for name in idle):
+            return
+        time.sleep(1.0)
+
+
+class MemorySampler:
+    """Each worker host's memory (/dev/shm in use + anonymous), sampled on a thread: the peak above its idle memory
+    (measured once the system was up, before any workload)."""
+
+    def __init__(self, rig: Rig, idle: dict[str, int], interval: float = 0.5) -> None:
+        self._hosts = [rig.host(name) for name in idle]
         self._interval = interval
-        self.before = {host.name: host.memory().total_bytes for host in self._hosts}
-        self.peak = dict(self.before)
+        self.before = dict(idle)
+        self.peak = idle_memory(rig, list(idle))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -84,10 +105,11 @@ class MemorySampler:
 
 
 def run_workload(rig: Rig, running: systems.Running, python: Path, workload: str, params: dict[str, Any],
-                 worker_hosts: list[str], rate_bits: int) -> dict[str, Any]:  # fmt: skip
+                 idle: dict[str, int], rate_bits: int) -> dict[str, Any]:  # fmt: skip
     client = rig.host("client")
     params = {**params, "client_ip": client.address}
-    sampler = MemorySampler(rig, worker_hosts)
+    settle(rig, idle)
+    sampler = MemorySampler(rig, idle)
     before = rig.link_bytes()
     done = client.run(str(python), str(CLIENTS / f"client_{running.system}.py"), running.address, workload,
                       json.dumps(params), timeout_seconds=RUN_SECONDS, env=running.client_env)  # fmt: skip
@@ -138,10 +160,11 @@ def run_system(system: str, python: Path, args: argparse.Namespace, workdir: Pat
         started = time.monotonic()
         running = systems.start(system, rig, python.parent, worker_hosts, args.slots)
         print(f"[{system}] up on {len(rig.hosts)} hosts in {time.monotonic() - started:.0f} s", flush=True)
+        idle = idle_memory(rig, worker_hosts)
         try:
             for workload in args.workloads:
                 params = parameters(workload, args.worker_hosts, args.slots, args.quick)
-                record = run_workload(rig, running, python, workload, params, worker_hosts, rate_bits)
+                record = run_workload(rig, running, python, workload, params, idle, rate_bits)
                 print(f"[{system}] {line(record)}", flush=True)
                 records.append(record)
         finally:
