@@ -60,8 +60,8 @@ def _ours(rig: Rig, venv_bin: Path, worker_hosts: list[str], slots: int) -> Runn
 def _ray(rig: Rig, venv_bin: Path, worker_hosts: list[str], slots: int) -> Running:
     head = rig.host("storage")
     address = f"{head.address}:{RAY_PORT}"
-    common = ["--disable-usage-stats", "--include-dashboard=false", f"--object-store-memory={RAY_OBJECT_STORE_BYTES}"]
-    nodes = [("storage", ["--head", f"--port={RAY_PORT}", "--num-cpus=0"])]
+    common = ["--disable-usage-stats", f"--object-store-memory={RAY_OBJECT_STORE_BYTES}"]
+    nodes = [("storage", ["--head", f"--port={RAY_PORT}", "--num-cpus=0", "--include-dashboard=false"])]
     nodes += [(name, [f"--address={address}", f"--num-cpus={slots}"]) for name in worker_hosts]
     nodes += [("client", [f"--address={address}", "--num-cpus=0"])]
     for name, arguments in nodes:
