@@ -121,9 +121,10 @@ class WorkerRecord:
         `depth` tasks staged; the one task beyond its slots its hello counts (the prefetch, where its credit exceeds its
         slots) is not offered while one of them computes long or its tasks compute STAGED_WAIT_SECONDS on average.
         Staged behind such a task, it would be asked back STAGED_WAIT_SECONDS later (processor_links.py rule 3), so
-        those tasks wait in the scheduler's queue for the first processor to free, on any worker. (Two workers of one slot and four tasks of 2 s: both staged
-        ones were asked back, then both sent to the first link to return a result, one behind the other, and asked
-        back again a second later: the last one started 1 s late while the other worker was idle.)"""
+        those tasks wait in the scheduler's queue for the first processor to free, on any worker. (Two workers of one
+        slot and four tasks of 2 s: both staged ones were asked back, then both sent to the first link to return a
+        result, one behind the other, and asked back again a second later: the last one started 1 s late while the
+        other worker was idle.)"""
         beside = staging = long = 0
         stageable = False
         depth, per_parent = self.depth, self.processor_per_parent

@@ -104,9 +104,10 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     outlet = _outlet(settings, processor_id, sockets, storage.writing, hold=mark is not None)
     storage.on_settled = outlet.settled
     garbage = _GarbageCollection(settings.garbage_collect_interval_seconds, settings.trim_memory_threshold_bytes)
+    context = processor_context.ProcessorContext(settings.scheduler_address, security=settings.security)
 
     def configure(address: str) -> None:
-        storage.address = address
+        storage.address = context.object_storage_address = address
         outlet.configure()
 
     def housekeeping() -> None:
@@ -130,9 +131,8 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
         stream_host=threads,
         actor_host=threads,
     )
-    processor_context.install(
-        processor_context.ProcessorContext(settings.scheduler_address, security=settings.security, threads=threads)
-    )
+    context.threads = threads
+    processor_context.install(context)
     channel.send(m.ProcessorReady(os.getpid()))
     try:
         threads.run()

@@ -27,10 +27,13 @@ def computed_long(sim: SimulatedCluster, worker: FakeWorker, task_id: TaskID) ->
     """The worker's processor answers for the task, which computed LONG_SECONDS (the scheduler learns from it)."""
     worker.held.remove(task_id)
     ran = m.RunStamps(started_at=100.0, finished_at=100.0 + LONG_SECONDS)
-    sim.send(worker.where.pop(task_id), m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v", ran=ran))
+    result = m.TaskResult(task_id, m.ResultStatus.SUCCESS, m.PayloadKind.INLINE, b"v", ran=ran)
+    sim.send(worker.where.pop(task_id), result)
 
 
-def rounds_held(sim: SimulatedCluster, client: FakeClient, worker: FakeWorker, rounds: int, per_round: int) -> list[int]:
+def rounds_held(
+    sim: SimulatedCluster, client: FakeClient, worker: FakeWorker, rounds: int, per_round: int
+) -> list[int]:
     """Submit `rounds * per_round` tasks; then, round by round, how many the worker holds before all of them end."""
     first = len(client.answers) + 1
     tasks = [task(client.peer, n) for n in range(first, first + rounds * per_round)]
@@ -48,7 +51,9 @@ def rounds_held(sim: SimulatedCluster, client: FakeClient, worker: FakeWorker, r
 @pytest.mark.parametrize(
     ("capacity", "slots"), [(1, 1), (1, 2), (2, 2), (3, 4)], ids=["one", "one-of-two-slots", "two", "below-slots"]
 )
-def test_a_credit_of_its_slots_or_fewer_is_offered_whole_after_its_tasks_computed_long(capacity: int, slots: int) -> None:
+def test_a_credit_of_its_slots_or_fewer_is_offered_whole_after_its_tasks_computed_long(
+    capacity: int, slots: int
+) -> None:
     sim, client, worker = one_worker(capacity, slots)
     assert rounds_held(sim, client, worker, rounds=3, per_round=capacity) == [capacity] * 3
 
