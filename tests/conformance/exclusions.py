@@ -101,7 +101,7 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "submission (a semaphore), not on scaler's futures, so a waiting parent keeps its slot: with both workers "
         "held by parents their children wait in the queue, and the test hangs. It also expects each child in "
         "another process than its parent, where a child may run in the processor its parent waits in (waiting "
-        "parents are threads, docs/behaviour.md)",
+        "parents are threads: `nested_parents` \"thread\", the default)",
     ),
 )  # fmt: skip
 
