@@ -390,8 +390,8 @@ class WorkerSettings(LoggingSettings, CurveClientSettings, TlsClientSettings):
     )
     storage_timeout_seconds: float = setting(
         60,
-        help="how long a task's request to the object storage (an argument's read, a result's write) waits for an "
-        "answer before the task fails naming the storage",
+        help="how long the object storage may stay silent while a task's request (an argument's read, a result's "
+        "write) waits before it fails naming the storage; a transfer that keeps moving is never cut",
         gt=0,
     )
     host_cache: bool = setting(

@@ -52,7 +52,6 @@ from scaler.protocol.storage_messages import (
     Delete,
     DeleteOwner,
     Exists,
-    Get,
     GetInParts,
     GetMapped,
     Info,
@@ -186,7 +185,7 @@ class BlockingLink(Generic[T]):
             reply = decode_storage_reply(frames[0].bytes)
         except DecodeError as error:
             return self.carry_out(self.core.on_bad_reply(str(error)))
-        return self.carry_out(self.core.on_reply(reply, [frame.buffer for frame in frames[1:]]))
+        return self.carry_out(self.core.on_reply(reply, [frame.buffer for frame in frames[1:]], now=time.monotonic()))
 
     def carry_out(self, outcomes: Iterable[Outcome[T]]) -> list[Outcome[T]]:
         others: list[Outcome[T]] = []
@@ -247,7 +246,7 @@ class ObjectInParts:
         the request did, or what came after that start."""
         self._link = link
         self._ticket = ticket
-        self._address = address
+        self.address = address
         self._queue: collections.deque[Part | Answered] = collections.deque()
         self._take(sent)
         self._frames: collections.deque[memoryview] = collections.deque()
@@ -281,7 +280,7 @@ class ObjectInParts:
     def again(self) -> ObjectInParts:
         """A source over the answer that started over (its start came last)."""
         start = self._queue.popleft()
-        return ObjectInParts(self._link, self._ticket, self._address, start, list(self._queue))
+        return ObjectInParts(self._link, self._ticket, self.address, start, list(self._queue))
 
     def readinto(self, view: memoryview) -> int:
         while not self._frames:
@@ -318,6 +317,22 @@ class ObjectInParts:
                 self._queue.append(outcome)
             elif isinstance(outcome, Failed) and outcome.ticket == self._ticket:
                 raise outcome.error
+
+
+def _frames_of(source: ObjectInParts) -> list[memoryview]:
+    """The object's frames as they were put, each filled from the pieces as they come (this process's own buffers:
+    writable)."""
+    frames = []
+    for size in source.frame_bytes:
+        frame = memoryview(bytearray(size))
+        filled = 0
+        while filled < size:
+            count = source.readinto(frame[filled:])
+            if count == 0:
+                raise ObjectStorageException(f"object storage at {source.address} sent a truncated object")
+            filled += count
+        frames.append(frame)
+    return frames
 
 
 class ObjectStorageConnection:
@@ -460,7 +475,8 @@ class ObjectStorageConnection:
                 # deleted or left memory between the answer and the map: ask for the bytes, as a get after it
             else:
                 return self._received(answer, copy_on_write, pieces)
-        return self._received(self._call(Get(ObjectID(bytes(object_id)))), copy_on_write, pieces)
+        # in parts: each piece that comes shows the transfer moving (client_core rule 5), however slow the link
+        return self.read_in_parts(object_id, _frames_of)
 
     def read_in_parts(self, object_id: bytes, consume: Callable[[ObjectInParts], T]) -> T:
         """`consume(source)`: what it makes of the object read over the socket as it comes (a getInParts: a large

@@ -35,6 +35,7 @@ M_ENUMS: dict[str, tuple[str, ...]] = {
         "outOfMemory",
         "actorRestarted",
         "actorDied",
+        "inputUnreachable",
     ),
     "CancelOutcome": (
         "canceled",

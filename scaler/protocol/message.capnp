@@ -275,6 +275,10 @@ enum ResultStatus {
                             # elsewhere (errorMessage says why, and which restart), the call does not run again
   actorDied @13;            # an actor's call whose actor ended (stopped, its client gone, its constructor failed, its
                             # restarts spent) before the call did; errorMessage says why
+  inputUnreachable @14;     # an input (an argument, the function) could not be fetched from object storage (silent,
+                            # unreachable, the read broken off); errorMessage names the object and why. From a
+                            # processor: the scheduler runs the task again within its retry budget; past it, the
+                            # client gets this status
 }
 
 struct Profile {

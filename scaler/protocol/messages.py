@@ -181,6 +181,10 @@ class ResultStatus(enum.Enum):
     #: an actor's call whose actor ended (stopped, its client gone, its constructor failed, its restarts spent)
     #: before the call did; errorMessage says why
     ACTOR_DIED = "actorDied"
+    #: an input (an argument, the function) could not be fetched from object storage (silent, unreachable, the
+    #: read broken off); errorMessage names the object and why. From a processor: the scheduler runs the task
+    #: again within its retry budget; past it, the client gets this status
+    INPUT_UNREACHABLE = "inputUnreachable"
 
 
 class CancelOutcome(enum.Enum):
