@@ -375,6 +375,13 @@ def test_a_broadcast_shows_in_the_status_feed_scaler_top_and_metrics(
         assert "object storage sent" in screen and all(host in screen for host in HOSTS), screen
         row = next(line for line in screen.splitlines() if object_id.hex()[:16] in line).split()
         assert row[2:5] == ["1", "2", "0"], f"copies sent, on hosts, fetching: {row}"
+        folder = os.environ.get("SCALER_SCREENSHOTS")
+        if folder:  # the part of the screen docs/monitoring.md shows
+            lines = [line.rstrip() for line in screen.splitlines()]
+            start = next(index for index, line in enumerate(lines) if line.startswith("object storage sent"))
+            end = lines.index("", start) if "" in lines[start:] else len(lines)
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            (Path(folder) / "scaler_top_bytes.txt").write_text("\n".join(lines[start:end]))
         terminal.type("q")
     finally:
         terminal.close()
