@@ -297,17 +297,31 @@ def dashboard(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     assert not watch.leftovers()
 
 
-def broadcast(stack: Stack, factor: float) -> tuple[ObjectID, int]:
-    """An array of its own (`factor`: no other test's object) read by 16 tasks on both hosts: its id and its size as
-    stored."""
+@dataclass(frozen=True)
+class Broadcast:
+    """An array of its own read by 16 tasks on both hosts: its id, its size as stored, and the status's storage from
+    before it."""
+
+    object_id: ObjectID
+    size: int
+    before: StorageTraffic
+
+
+@pytest.fixture(scope="module")
+def broadcast(stack: Stack) -> Broadcast:
+    """One broadcast the tests of what is seen read (the feed, scaler_top, /metrics, the page): an array no other test
+    sends."""
     import numpy
 
-    array = numpy.arange(ARRAY_ITEMS, dtype=numpy.float64) * factor
+    with monitor(stack.addresses.monitor) as next_snapshot:
+        first = next_snapshot()  # its storage may be as old as the last time anyone read the status
+        before = next_snapshot(lambda snapshot: snapshot.time >= first.time + 2 * STATS_SECONDS).storage
+    array = numpy.arange(ARRAY_ITEMS, dtype=numpy.float64) * 2.0
     with Client(stack.addresses.scheduler) as client:
         reference = client.send_object(array)
         results = client.map(where_read, [reference] * 16, [0.5] * 16)
     assert {host for host, _, _ in results} == set(HOSTS) and {total for _, _, total in results} == {array.sum()}
-    return ObjectID(reference.object_id), reference.size
+    return Broadcast(ObjectID(reference.object_id), reference.size, before)
 
 
 def copies_of(storage: StorageTraffic, object_id: bytes) -> ObjectCopies | None:
@@ -347,14 +361,11 @@ def metric_samples(url: str) -> Samples:
 
 
 def test_a_broadcast_shows_in_the_status_feed_scaler_top_and_metrics(
-    stack: Stack, dashboard: str, tmp_path: Path
+    stack: Stack, broadcast: Broadcast, dashboard: str, tmp_path: Path
 ) -> None:
     """The status's storage: one copy of the object out of the storage server, both hosts' caches holding it, the bytes
     that moved host to host; scaler_top's rows of it in a real terminal; /metrics' series of it."""
-    with monitor(stack.addresses.monitor) as next_snapshot:
-        first = next_snapshot()  # its storage may be as old as the last time anyone read the status
-        before = next_snapshot(lambda snapshot: snapshot.time >= first.time + 2 * STATS_SECONDS).storage
-    object_id, size = broadcast(stack, 2.0)
+    object_id, size, before = broadcast.object_id, broadcast.size, broadcast.before
     with monitor(stack.addresses.monitor) as next_snapshot:
         storage = next_snapshot(seen_on_both_hosts(object_id)).storage
     copies = copies_of(storage, object_id)
@@ -396,8 +407,8 @@ def test_a_broadcast_shows_in_the_status_feed_scaler_top_and_metrics(
 
 
 @needs_browser
-def test_the_dashboard_shows_where_a_broadcast_went(stack: Stack, dashboard: str, tmp_path: Path) -> None:
-    object_id, _size = broadcast(stack, 3.0)
+def test_the_dashboard_shows_where_a_broadcast_went(broadcast: Broadcast, dashboard: str, tmp_path: Path) -> None:
+    object_id = broadcast.object_id
     with headless_chromium(tmp_path) as browser:
         browser.get(dashboard)
         wait_for(lambda: all(host in " ".join(texts(browser, "#hosts td")) for host in HOSTS), "both hosts' caches")

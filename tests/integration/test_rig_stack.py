@@ -29,7 +29,11 @@ from tests.integration.conftest import wait_for
 from tests.rig import MBIT, Rig, unavailable
 from tests.rig.stack import RigStack, key_variables
 
-pytestmark = [pytest.mark.integration, pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(unavailable() is not None, reason=str(unavailable())),
+    pytest.mark.xdist_group("test_rig_stack"),  # one rig for the module's tests
+]
 
 MB = 1_000_000
 WORKERS = {"w1": 2, "w2": 2}
