@@ -280,9 +280,11 @@ def test_a_combo_with_dashboard_true_serves_charts_with_axes_and_memory_against_
         wait_for(lambda: card(browser, "workers") == "2", "2 workers on the page")
         futures = [client.submit(slow_square, x) for x in range(80)]
         assert [future.result() for future in futures] == [x * x for x in range(80)]
-    wait_for(lambda: len(browser.execute_script(CHART_FACTS)) == 2, "two charts drawn")
+    wait_for(lambda: len(browser.execute_script(CHART_FACTS)) == 3, "three charts drawn")
     charts = browser.execute_script(CHART_FACTS)
-    assert {chart["title"] for chart in charts} == {"throughput", "workers' memory (PSS) against their limits"}
+    assert {chart["title"] for chart in charts} == {
+        "throughput", "workers' memory (PSS) against their limits", "object storage server: bytes sent"
+    }  # fmt: skip
     for chart in charts:
         assert chart["axes"] == 2, chart
         assert abs(chart["pixelWidth"] - chart["shownWidth"] * chart["ratio"]) <= 2, f"stretched: {chart}"
@@ -348,7 +350,7 @@ def test_no_card_of_the_page_is_cut_and_axis_values_leave_room_for_their_label(
         waiting = [client.submit(slow_square, x) for x in range(400)]  # queued a while: the Waiting tasks table
         wait_for(lambda: all(len(texts(browser, f"#{table} td")) > 1 for table in ("clients", "workers", "pending")),
                  "the client, the workers and the waiting tasks listed")  # fmt: skip
-        wait_for(lambda: len(browser.execute_script(CHART_FACTS)) == 2, "two charts drawn")
+        wait_for(lambda: len(browser.execute_script(CHART_FACTS)) == 3, "three charts drawn")
         cut = [(card, overflow) for card, overflow in browser.execute_script(CARDS_OVERFLOW) if overflow > 1]
         assert cut == [], f"cards whose content sticks out (pixels): {cut}"
         browser.execute_script(WIDE_VALUES_AXIS)
