@@ -45,7 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--open", action="store_true",
-        help="with --docs [NAME]: open the documentation site (the page NAME, else its index) in a browser",
+        help="with --docs [NAME]: open the documentation site (the page NAME, else its index) in a browser; "
+        "`scaler --docs try --open` serves it on a free port for the page that runs scaler in your browser",
     )  # fmt: skip
     parser.add_argument(
         "--serve", type=int, metavar="PORT",
