@@ -67,8 +67,9 @@ def long_running(command: str, cwd: Path) -> LongRunning | None:
     if not words or _ONE_SHOT_FLAGS & set(words):
         return None
     program = Path(words[0]).name
-    if program == "scaler" and "--docs" in words and "--serve" in words:
-        return LongRunning(program, lambda output: _SITE_SERVED in output, repr(_SITE_SERVED), False)
+    if program == "scaler" and "--docs" in words:  # a page printed, or the site served with --serve
+        served = LongRunning(program, lambda output: _SITE_SERVED in output, repr(_SITE_SERVED), False)
+        return served if "--serve" in words else None
     if program == "scaler":
         files = [word for word in words[1:] if not word.startswith("-")]
         return None if not files else _stack(cwd / files[0])
