@@ -76,6 +76,7 @@ class ViewBuilder:
             jobs=tuple(self._job(job) for _, job in sorted(core.jobs.jobs.items())),
             client_loads=self._client_loads(),
             actors=core.actors.summaries(),
+            storage=shell.storage,
         )
 
     def _client_loads(self) -> tuple[m.ClientLoad, ...]:
