@@ -17,7 +17,7 @@ CLOSE_NORMAL, CLOSE_PROTOCOL_ERROR, CLOSE_UNSUPPORTED_DATA = 1000, 1002, 1003
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 
 
-def frame(opcode: int, payload: bytes, masked: bool) -> bytes:
+def frame(opcode: int, payload: bytes | memoryview, masked: bool) -> bytes:
     """One final frame of `opcode` carrying `payload`, masked with a fresh key when `masked`."""
     length = len(payload)
     mask_bit = 0x80 if masked else 0
@@ -33,7 +33,7 @@ def frame(opcode: int, payload: bytes, masked: bool) -> bytes:
     return head + key + _xor(payload, key)
 
 
-def _xor(payload: bytes, key: bytes) -> bytes:
+def _xor(payload: bytes | memoryview, key: bytes) -> bytes:
     if not payload:
         return b""
     length = len(payload)
