@@ -1,9 +1,10 @@
 """The scale harness's figures as one SVG: four log-x panels (idle CPU and CPU per task against workers, CPU per task
 against clients, bytes per queued task against the queue), each run a curve, the targets dashed in red, and the
-other systems' figures (`--others`, JSON written by `scale.others`) as labelled levels. No chart library.
+other systems' figures (`--others`, JSON written by `scale.others`) as labelled levels: the lab plot of the notes.
+The Scale page's figure, for a reader, is `scale.figure`'s. No chart library.
 
     cd benchmarks && ../.venv/bin/python -m scale.plot scale/results/before.json scale/results/after-part8.json \
-        scale/results/after-part7-queue.json --others scale/results/others.json --svg ../docs/images/scale.svg
+        --others scale/results/others.json --svg scale/results/lab.svg
 """
 
 from __future__ import annotations
@@ -157,14 +158,8 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="JSON files of `python -m scale`, the earliest first")
     parser.add_argument("--others", type=Path, help="other systems' figures (scale.others)")
     parser.add_argument("--svg", type=Path, required=True)
-    parser.add_argument("--labels", help="the runs' names in the legend, comma-separated (default: each run's label)")
     arguments = parser.parse_args()
     runs = [json.loads(path.read_text()) for path in arguments.runs]
-    if arguments.labels:
-        labels = arguments.labels.split(",")
-        if len(labels) != len(runs):
-            parser.error(f"--labels names {len(labels)} runs, not {len(runs)}")
-        runs = [{**run, "label": label.strip()} for run, label in zip(runs, labels, strict=True)]
     others = json.loads(arguments.others.read_text()) if arguments.others else {}
     arguments.svg.write_text(svg(runs, others))
     print(f"plot: {arguments.svg}")

@@ -74,9 +74,10 @@ class Client:
         link_heartbeat_timeout_seconds: float = HEARTBEAT_TIMEOUT_SECONDS,
         tls_ca: str | None = None,
     ) -> None:
-        """`timeout_seconds`: how long a request (object storage, a job) waits, 60 s by default, and how long a
-        silent scheduler is waited for before the futures fail with DisconnectedError: by default (None) as long as
-        the scheduler keeps this client's work when it is away (its resume window, below; at least 60 s).
+        """`timeout_seconds`: how long a request (object storage, a job) waits in silence, 60 s by default (a transfer
+        that keeps moving is never cut), and how long a silent scheduler is waited for before the futures fail with
+        DisconnectedError: by default (None) as long as the scheduler keeps this client's work when it is away (its
+        resume window, below; at least 60 s).
         `resume_seconds`: how long this client's unfinished work waits for it when it is away (its machine asleep,
         its network lost or changed): its tasks run on and their results wait; back, it gets them
         (docs/guide/bursting.md, "Working from a laptop"). None: the scheduler's window (`client_resume_seconds`, 30

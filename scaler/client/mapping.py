@@ -17,6 +17,7 @@ from scaler.client.future import ScalerFuture
 from scaler.client.map_chunks import MAX_CHUNK, chunk_size, chunk_size_lookahead, name_failed_item, run_chunk
 from scaler.client.map_stream import chunks_in_flight, stream_map
 from scaler.client.progress import progress_counter, wait_with_bar
+from scaler.client.read_ahead import READ_AHEAD
 from scaler.client.session import Session, TaskOptions
 from scaler.payload.processor_context import BlockingWait
 from scaler.payload.serializer import DefaultSerializer
@@ -85,8 +86,8 @@ class Mapper:
             session.cancel_one(future.task_id)
 
         window = chunks_in_flight(session.worker_count)
-        with BlockingWait(), progress_counter(total, progress) as advance:
-            return stream_map(calls, size, window, submit, cancel, advance)
+        with BlockingWait(), progress_counter(total, progress) as advance, session.read_ahead(window) as ahead:
+            return stream_map(calls, size, window, submit, cancel, advance, ahead.ahead)
 
     def gather(
         self,
@@ -104,13 +105,15 @@ class Mapper:
                 else:
                     concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
             values = []
-            for index, future in enumerate(futures):
-                try:
-                    values.append(future.result())
-                except Exception as error:
-                    if items is not None and calls is not None:
-                        name_failed_item(error, sum(items[:index]), items[index], calls)
-                    raise
+            with self._session.read_ahead(len(futures)) as ahead:  # results done are read several at once
+                for index, future in enumerate(futures):
+                    ahead.ahead(futures[index : index + READ_AHEAD])
+                    try:
+                        values.append(future.result())
+                    except Exception as error:
+                        if items is not None and calls is not None:
+                            name_failed_item(error, sum(items[:index]), items[index], calls)
+                        raise
             return values
         except BaseException:
             for future in futures:

@@ -106,6 +106,7 @@ class CloudHub:
         self._scheduler = dataclasses.replace(scheduler, advertised_object_storage_address=advertised_storage)
         self._backend: Any = None
         self.addresses: HubAddresses | None = None
+        self.api_error = ""  #: how the cloud's API last failed to answer
 
     @property
     def hub_id(self) -> str:
@@ -173,16 +174,22 @@ class CloudHub:
         return HubAddresses(unit_id, inside, laptop, int(hub["scheduler_port"]), int(hub["storage_port"]),
                             int(hub["monitor_port"]), int(tunnel) if tunnel else None)  # fmt: skip
 
-    def is_alive(self) -> bool:
-        """Whether the hub unit still runs (asked of the cloud)."""
+    @property
+    def lease_seconds(self) -> float:
+        """How long the hub and its units run on without a manager reaching them."""
+        return self._lease_seconds
+
+    def is_alive(self) -> bool | None:
+        """Whether the hub unit still runs (asked of the cloud); None when the cloud's API does not answer
+        (`api_error` says how)."""
         if self.addresses is None or self._backend is None:
             return False
         unit_id = self.addresses.unit_id
         try:
             units = asyncio.run(self._backend.list_units())
-        except Exception as error:  # the cloud API unreachable: say alive, the next look decides
-            logger.debug("could not list the hub: %s", error)
-            return True
+        except Exception as error:  # the cloud API unreachable (offline, the endpoint gone): not known
+            self.api_error = f"{type(error).__name__}: {error}"
+            return None
         return any(unit.unit_id == unit_id and unit.is_alive for unit in units)
 
     def stop(self) -> bool:

@@ -71,6 +71,8 @@ class CloudStack:
         )
         self.hub: HubAddresses | None = None
         self._checked_at = 0.0
+        self._silent_since: float | None = None  #: since when the cloud's API has not answered
+        self.cloud_lost = False  #: the cloud's API did not answer for the hub's lease: the stack stops without it
 
     @property
     def _services(self) -> dict[str, str]:
@@ -135,13 +137,44 @@ class CloudStack:
         if not now and checked_at - self._checked_at < HUB_CHECK_SECONDS:
             return None
         self._checked_at = checked_at
-        if not self._hub.is_alive():
+        alive = self._hub.is_alive()
+        if alive is None:
+            return self._cloud_silent(checked_at)
+        if self._silent_since is not None:
+            logger.info("the cloud's API answers again")
+            self._silent_since = None
+        if not alive:
             return (
                 "the hub in the cloud ended: its lease ran out while no worker manager could reach it (this machine "
                 "asleep or cut off longer than lease_seconds), or it failed; its units end with it. Run the stack "
                 "again to start a new one"
             )
         return None
+
+    @property
+    def cloud_silent(self) -> bool:
+        """The cloud's API did not answer when last asked."""
+        return self._silent_since is not None
+
+    def _cloud_silent(self, now: float) -> str | None:
+        """The cloud's API did not answer: said once; past the hub's lease, why the stack stops (the hub and its
+        units, which no manager can reach or stop without it, end by their lease)."""
+        lease = self._hub.lease_seconds
+        if self._silent_since is None:
+            self._silent_since = now
+            logger.warning(
+                "the cloud's API does not answer (%s): this machine is offline, or the endpoint is gone; the stack "
+                "waits for it up to the hub's lease (%g s), then stops", self._hub.api_error, lease,
+            )  # fmt: skip
+            return None
+        if now - self._silent_since < lease:
+            return None
+        self.cloud_lost = True
+        return (
+            f"the cloud's API has not answered for {lease:g} s, the hub's lease ({self._hub.api_error}): the hub and "
+            "its units end by themselves when no worker manager reaches them for that long; stopping the stack. "
+            "Once the cloud answers again, `scaler FILE --down` ends whatever is left"
+        )
 
     def stop_forwarder(self) -> None:
         forwarder = self._listeners.forwarder
@@ -155,11 +188,11 @@ class CloudStack:
 
     def stop(self) -> bool:
         """After the managers have stopped their units: the forwarder, the hub, the connection files. False when
-        the hub could not be stopped (the log says why)."""
+        the hub could not be stopped (the log says why); the hub of a lost cloud is not asked (`cloud_lost`)."""
         self.stop_forwarder()
         self._listeners.close()
         unregister_connection([self.scheduler_address, self.storage_address, self.monitor_address])
-        return self._hub.stop()
+        return True if self.cloud_lost else self._hub.stop()  # a lost cloud: said already, `--down` named
 
 
 def cloud_stack_problem(file: LauncherFile) -> str | None:

@@ -14,6 +14,7 @@ import logging
 import os
 import select
 import subprocess
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from scaler.client.client import trust_security_config
@@ -58,6 +59,7 @@ class SchedulerClusterCombo:
         secure: bool = False,
         insecure: bool = False,
         dashboard: bool | str = False,
+        worker_capabilities: Sequence[dict[str, int]] | None = None,
         **settings: Unpack[ComboSettings],
     ) -> None:
         """Every connection is authenticated and encrypted with CURVE: by default with the user's keys
@@ -67,6 +69,8 @@ class SchedulerClusterCombo:
         `dashboard=True` serves the web dashboard (and its `/metrics`) from this process on a free port of
         127.0.0.1; `dashboard="HOST:PORT"` on that address; `cluster.dashboard_link` is its address, which
         `repr`, the notebook display and the display of a `Client` of this cluster show.
+        `worker_capabilities`: each worker's own capabilities, one dict per worker (their number is the number of
+        workers), in the place of `per_worker_capabilities` (the same for all).
         `scaler_policy`: a `PolicyConfig` (`scaler.config.section.scheduler`), instead of `policy_engine_type` and
         `policy_content`. `hard_processor_suspend` is accepted for the reference's callers and ignored: a waiting
         parent always yields its slot, unsuspended.
@@ -134,8 +138,9 @@ class SchedulerClusterCombo:
             "object_storage_server": section_to_json(storage),
             "scheduler": section_to_json(scheduler),
             "worker": section_to_json(worker),
-            "n_workers": n_workers,
+            **_workers_plan(n_workers, worker_capabilities),
         }
+        n_workers = plan["n_workers"]
         self._host: subprocess.Popen[bytes] | ForkedHost | None = None
         self._pids: dict[str, Any] = {}
         self._stopped = False
@@ -324,6 +329,16 @@ def _with_security_config(settings: ComboSettings, security_config: Any) -> Comb
         "tls_key": getattr(security_config, "tls_key", None),
     }
     return cast("ComboSettings", {**{key: value for key, value in given.items() if value}, **settings})
+
+
+def _workers_plan(n_workers: int, worker_capabilities: Sequence[dict[str, int]] | None) -> dict[str, Any]:
+    """How many workers the host starts, and each one's capabilities when they are their own."""
+    if worker_capabilities is None:
+        return {"n_workers": n_workers}
+    return {
+        "n_workers": len(worker_capabilities),
+        "worker_capabilities": [_capabilities_setting(each) for each in worker_capabilities],
+    }
 
 
 def _capabilities_setting(capabilities: dict[str, int]) -> str:

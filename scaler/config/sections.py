@@ -390,9 +390,16 @@ class WorkerSettings(LoggingSettings, CurveClientSettings, TlsClientSettings):
     )
     storage_timeout_seconds: float = setting(
         60,
-        help="how long a task's request to the object storage (an argument's read, a result's write) waits for an "
-        "answer before the task fails naming the storage",
+        help="how long the object storage may stay silent while a task's request (an argument's read, a result's "
+        "write) waits before it fails naming the storage; a transfer that keeps moving is never cut",
         gt=0,
+    )
+    host_cache: bool = setting(
+        True,
+        help="on a host other than the object storage's, read objects through one cache process per host (started "
+        "by the host's first worker, shared by all of them): the host fetches each object once and its processors "
+        "map one copy; False: each processor reads its own copy from the storage server",
+        combo=True,
     )
     garbage_collect_interval_seconds: float = setting(
         30, help="period of garbage collection in processors", short=("-gc",), gt=0, combo=True
@@ -638,7 +645,8 @@ class EC2WorkerManagerConfig(CloudUnitSettings, WorkerManagerSettings):
 
 @dataclass(frozen=True, kw_only=True)
 class KubernetesWorkerManagerConfig(WorkerManagerSettings):
-    """`scaler_worker_manager kubernetes`: each worker a pod, through the Kubernetes API (docs/guide/kubernetes.md)."""
+    """`scaler_worker_manager kubernetes`: each worker a pod, through the Kubernetes API (`scaler --docs
+    kubernetes`)."""
 
     k8s_image: str = setting(help="the workers' container image: one with this build of scaler and the tasks' packages")
     k8s_kubeconfig: str | None = setting(
@@ -691,7 +699,7 @@ class SymphonyWorkerManagerConfig(WorkerManagerSettings):
 
 @dataclass(frozen=True, kw_only=True)
 class SlurmWorkerManagerConfig(WorkerManagerSettings):
-    """`scaler_worker_manager slurm`: each worker a Slurm batch job (docs/guide/slurm.md)."""
+    """`scaler_worker_manager slurm`: each worker a Slurm batch job (`scaler --docs slurm`)."""
 
     max_task_concurrency: int = setting(
         16, help="most workers (jobs, queued ones included) at once; -1 for no limit", short=("-mtc", "-mw"),

@@ -99,6 +99,8 @@ def _taint(text: str) -> dict[str, str]:
 
 def _make(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> Any:
     try:
+        import cryptography  # noqa: F401  (the extra's: FakeKubernetes makes its certificates with it when made)
+
         from scaler_rehearsal.fake_kubernetes.cluster import FakeKubernetes
         from scaler_rehearsal.fake_kubernetes.images import parse_image_option
         from scaler_rehearsal.fake_kubernetes.quantity import QuantityError, parse_quantity
