@@ -29,15 +29,18 @@ SPARE_SECONDS = 5.0
 
 class DialHealth:
     """Whether a target answers, said once per change: `failed` and `answered` return the line to log when there is
-    one to say (None otherwise); `delay` is the wait before the next try. A target that does not answer is said only
-    once it has not for QUIET_SECONDS (a server starting after its peers is no news); one that refuses for good
-    (`DialFailure.permanent`) at once."""
+    one to say (None otherwise); `delay` is the wait before the next try. A failure is said once it has lasted
+    QUIET_SECONDS: a server starting after its peers is no news, and a refusal that trying again does not mend (a
+    certificate, a proxy's rules: `refused`, its time counted from the first such try) is said by what waits for the
+    server, which asks for it (`refusal`) and ends with it, one line, well within that time (a worker's processors,
+    which end with it, say nothing); the relay says it for the others."""
 
     def __init__(self, target: str) -> None:
         self.target = target
         self.answering: bool | None = None  #: None: never tried
         self.delay = RETRY_FIRST_SECONDS
         self._failing_since: float | None = None
+        self._refused_since: float | None = None
         self._said: str | None = None  #: the failure said last (None: none said since it last answered)
         self.refused: str | None = None  #: the last try's failure, when trying again does not mend it
 
@@ -47,14 +50,20 @@ class DialHealth:
         self.delay = min(RETRY_MAX_SECONDS, self.delay * 2)
         if self._failing_since is None:
             self._failing_since = now
+        if not failure.permanent:
+            self._refused_since = None
+        elif self._refused_since is None:
+            self._refused_since = now
+        since = self._refused_since if self._refused_since is not None else self._failing_since
         text = str(failure)
-        if text == self._said or (not failure.permanent and now - self._failing_since < QUIET_SECONDS):
+        if text == self._said or now - since < QUIET_SECONDS:
             return None
         self._said = text
         return text if failure.permanent else f"{text} (tried again until it answers)"
 
     def answered(self) -> str | None:
-        said, self._said, self._failing_since, self.refused = self._said, None, None, None
+        said, self._said, self._failing_since, self._refused_since = self._said, None, None, None
+        self.refused = None
         self.answering, self.delay = True, RETRY_FIRST_SECONDS
         return f"{self.target} answers again" if said is not None else None
 
@@ -83,8 +92,7 @@ class Dial:
             opened = await open_public(self.target, self._streams)
         except DialFailure as failure:
             line = self.health.failed(failure, time.monotonic())
-            if not failure.permanent:
-                _log(line, failure)
+            _log(None if failure.permanent else line, failure)
             return failure
         _log(self.health.answered(), None)
         if self._spare is not None:
