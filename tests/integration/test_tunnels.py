@@ -204,14 +204,15 @@ def _plain_tls_server(port: int, cert: str, key: str) -> Iterator[None]:
 
 @pytest.mark.timeout(120)
 def test_a_scheduler_serves_a_websocket_front_beside_its_native_address(launcher: Launcher) -> None:
-    """`--tunnel-address`: workers on the native address, a client through the front (its object storage at
-    /storage of the same port, its monitor at /monitor)."""
+    """`--tunnel-address`: workers on the native address, a client through the front, which is told its object
+    storage there (/storage of the same port, at the host and port the client used), and a monitor at /monitor."""
     base, front_port = free_tcp_port_block(3), free_tcp_port_block(1)
     native = f"tcp://127.0.0.1:{base}"
     front = f"ws://127.0.0.1:{front_port}"
     launcher.start("scaler_scheduler", native, "--tunnel-address", front, "-ll", "INFO")
     launcher.cluster(native, 1)
-    with Client(address=front, object_storage_address=f"{front}/storage", timeout_seconds=DEADLINE_SECONDS) as client:
+    with Client(address=f"ws://localhost:{front_port}/", timeout_seconds=DEADLINE_SECONDS) as client:
+        assert f"ws://localhost:{front_port}/storage" in client._repr_html_()
         large = bytes(range(256)) * (LARGE_BYTES // 256)
         assert client.submit(reversed_bytes, large).result(timeout=DEADLINE_SECONDS) == large[::-1]
     with monitor(f"{front}/monitor") as next_snapshot:
