@@ -29,8 +29,22 @@ def frame(opcode: int, payload: bytes | memoryview, masked: bool) -> bytes:
         head = struct.pack("!BBQ", 0x80 | opcode, mask_bit | 127, length)
     if not masked:
         return head + payload
-    key = os.urandom(4)
+    key = _masking_key()
     return head + key + _xor(payload, key)
+
+
+#: Masking keys drawn and not used yet (the relay's thread alone takes them; a forked child draws its own).
+_keys = bytearray()
+os.register_at_fork(after_in_child=_keys.clear)
+
+
+def _masking_key() -> bytes:
+    """Four unpredictable bytes (RFC 6455, section 5.3), taken from the system's random source a thousand at a time."""
+    if not _keys:
+        _keys.extend(os.urandom(4096))
+    key = bytes(_keys[-4:])
+    del _keys[-4:]
+    return key
 
 
 def _xor(payload: bytes | memoryview, key: bytes) -> bytes:

@@ -75,7 +75,7 @@ class _Tls:
     def read_into(self, buffer: memoryview) -> tuple[int, bool]:
         """(plaintext of every whole record fed, into `buffer`; whether the peer said close_notify)."""
         total, size = 0, len(buffer)
-        while total < size:
+        while total < size and (self.incoming.pending or self.session.pending()):  # nothing fed: no read to fail
             try:
                 count = self._read(size - total, buffer[total:])
             except ssl.SSLWantReadError:
