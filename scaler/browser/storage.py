@@ -117,7 +117,7 @@ class BrowserStorage:
         except DecodeError as error:
             self._carry_out(self._core.on_bad_reply(str(error)))
             return
-        self._carry_out(self._core.on_reply(reply, [memoryview(frame) for frame in frames[1:]]))
+        self._carry_out(self._core.on_reply(reply, [memoryview(frame) for frame in frames[1:]], now=time.monotonic()))
         self._flush()  # a hello and a request sent again (a restarted server)
 
     def _on_lost(self, reason: str) -> None:

@@ -1,6 +1,6 @@
 # PYTHON_ARGCOMPLETE_OK
 """`scaler_link LISTEN=TARGET [--ports 3] [--rtt-ms 40] [--jitter-ms 5] [--bandwidth 50Mbit] [--loss 0.01]`: a slow
-link between this machine and a cluster, to rehearse one's own (scaler/fake_cloud/link.py)."""
+link between this machine and a cluster, to rehearse one's own (scaler_rehearsal/fake_cloud/link.py)."""
 
 from __future__ import annotations
 

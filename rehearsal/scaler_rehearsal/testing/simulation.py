@@ -348,6 +348,8 @@ class SimulatedCluster:
         for peer, worker in core.workers.items():
             room = worker.capacity + worker.beside + worker.staging
             assert len(worker.assigned) <= room, f"{peer!r} holds more than its capacity"
+            if not worker.assigned and worker.draining_until is None and worker.takes_tasks:
+                assert worker.free_slots > 0, f"{peer!r} holds nothing and is offered no credit"
             for task_id in worker.assigned:
                 record = core.tasks.records.get(task_id)
                 assert record is not None, "a worker holds a task that is not live"

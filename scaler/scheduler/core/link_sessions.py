@@ -148,11 +148,9 @@ class LinkSessions:
         if core.actors.is_call(task_id):
             core.actors.call_result(worker.peer, result)
             return
-        parked, hosting = link.parked, link.hosting
+        parked, hosting, long = link.parked, link.hosting, link.long
         link.end(task_id, core.now)
-        changed = link.parked != parked or link.hosting != hosting
-        if link.long:  # the long task ended: tasks may be staged there again
-            link.long, changed = False, True
+        changed = link.parked != parked or link.hosting != hosting or link.long != long
         if link.held:
             link.held.discard(result.task_id)
             link.held_parked.discard(result.task_id)
@@ -354,10 +352,11 @@ class LinkSessions:
     # ------------------------------------------------------------ helpers
 
     def _end(self, link: ProcessorLink, task_id: TaskID) -> bool:
-        """The processor answered for the task: its record ends it; True when the slots it offers changed."""
-        parked, hosting = link.parked, link.hosting
+        """The processor answered for the task: its record ends it; True when the slots it offers changed (a long
+        task that ended offers what the link stages again)."""
+        parked, hosting, long = link.parked, link.hosting, link.long
         link.end(task_id, self._core.now)
-        return link.parked != parked or link.hosting != hosting
+        return link.parked != parked or link.hosting != hosting or link.long != long
 
     def _ended(self, worker: WorkerRecord, result: m.TaskResult) -> None:
         """A task's result (its processor's, or one made here): an actor's start first, then the lifecycle's."""

@@ -138,8 +138,10 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
     outlet = _outlet(settings, processor_id, sockets, storage.writing, hold=mark is not None)
     storage.on_settled = outlet.settled
     garbage = _GarbageCollection(settings.garbage_collect_interval_seconds, settings.trim_memory_threshold_bytes)
+    context = processor_context.ProcessorContext(settings.scheduler_address, security=settings.security)
 
     def configure(address: str, server_key: str) -> None:
+        context.object_storage_address = address
         if storage.configure(address, server_key):
             return  # the route to storage changed (the host's cache was replaced): the link stays as it is
         outlet.configure()
@@ -165,9 +167,8 @@ def run_processor(settings: ProcessorSettings, processor_id: bytes, channel_sock
         stream_host=threads,
         actor_host=threads,
     )
-    processor_context.install(
-        processor_context.ProcessorContext(settings.scheduler_address, security=settings.security, threads=threads)
-    )
+    context.threads = threads
+    processor_context.install(context)
     channel.send(m.ProcessorReady(os.getpid()))
     try:
         threads.run()

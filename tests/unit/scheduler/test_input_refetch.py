@@ -11,7 +11,7 @@ from scaler.protocol import messages as m
 from scaler.protocol.ids import TaskID
 from scaler.scheduler.core.effects import Send
 from scaler.scheduler.core.scheduler_core import CoreSettings
-from scaler.testing.simulation import PYTHON, SimulatedCluster, task
+from scaler_rehearsal.testing.simulation import PYTHON, SimulatedCluster, task
 
 UNREACHABLE = m.ResultStatus.INPUT_UNREACHABLE
 WHY = "an object the task needs (object 0a0b) could not be fetched: object storage at tcp://x:1 sent nothing for 60 s"
