@@ -22,9 +22,17 @@ from scaler import Client, SchedulerClusterCombo
 from scaler.io.address import free_tcp_port_block
 from scaler.io.sockets import SocketFactory
 from scaler.io.tunnel import TunnelError
+from scaler.io.tunnel import relay as relay_module
 from scaler.io.tunnel.tls import trust_ca_file
 from tests.http_connect_proxy import ConnectProxy
-from tests.integration.conftest import BIN_DIR, DEADLINE_SECONDS, Launcher, monitor
+from tests.integration.conftest import (
+    BIN_DIR,
+    COLD_START_SECONDS,
+    DEADLINE_SECONDS,
+    Launcher,
+    monitor,
+    wait_for_workers,
+)
 from tests.tls_certificates import Authority, make_authority
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_tunnels")]
@@ -151,8 +159,13 @@ def test_a_scheduler_without_a_usable_certificate_exits_2_naming_it(authority: A
 
 
 @pytest.mark.timeout(60)
-def test_a_certificate_that_does_not_verify_is_one_line_at_connect(authority: Authority) -> None:
+def test_a_certificate_that_does_not_verify_is_one_line_at_connect(
+    authority: Authority, monkeypatch: pytest.MonkeyPatch
+) -> None:
     trust_ca_file(authority.ca)  # the process trusts the test authority: only the certificates' faults remain
+    # The dial raises what its first try met within its wait (a second): waiting out the whole try instead, a loaded
+    # machine's slow handshake cannot let the dial return first.
+    monkeypatch.setattr(relay_module, "FIRST_TRY_WAIT_SECONDS", DEADLINE_SECONDS)
     port = free_tcp_port_block(1)
     cases = [
         (authority.untrusted, "its authority is not trusted here"),
@@ -206,11 +219,13 @@ def _plain_tls_server(port: int, cert: str, key: str) -> Iterator[None]:
 def test_a_scheduler_serves_a_websocket_front_beside_its_native_address(launcher: Launcher) -> None:
     """`--tunnel-address`: workers on the native address, a client through the front, which is told its object
     storage there (/storage of the same port, at the host and port the client used), and a monitor at /monitor."""
-    base, front_port = free_tcp_port_block(3), free_tcp_port_block(1)
-    native = f"tcp://127.0.0.1:{base}"
+    base = free_tcp_port_block(4)  # the native three, and the front's port after them: never one of theirs
+    native, front_port = f"tcp://127.0.0.1:{base}", base + 3
     front = f"ws://127.0.0.1:{front_port}"
     launcher.start("scaler_scheduler", native, "--tunnel-address", front, "-ll", "INFO")
     launcher.cluster(native, 1)
+    # The scheduler serves its front before it answers; a cold start under load outlasts a client's connect timeout.
+    wait_for_workers(f"tcp://127.0.0.1:{base + 2}", 1, COLD_START_SECONDS)
     with Client(address=f"ws://localhost:{front_port}/", timeout_seconds=DEADLINE_SECONDS) as client:
         assert f"ws://localhost:{front_port}/storage" in client._repr_html_()
         large = bytes(range(256)) * (LARGE_BYTES // 256)
