@@ -35,7 +35,8 @@ def frame(opcode: int, payload: bytes | memoryview, masked: bool) -> bytes:
 
 #: Masking keys drawn and not used yet (the relay's thread alone takes them; a forked child draws its own).
 _keys = bytearray()
-os.register_at_fork(after_in_child=_keys.clear)
+if hasattr(os, "register_at_fork"):  # absent where there is no fork (Windows)
+    os.register_at_fork(after_in_child=_keys.clear)
 
 
 def _masking_key() -> bytes:
