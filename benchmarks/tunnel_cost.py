@@ -77,9 +77,11 @@ def main() -> None:
     for scheme in schemes:
         w1, w3 = statistics.median(rates[scheme]), statistics.median(latencies[scheme])
         quartiles = statistics.quantiles(latencies[scheme], n=4)
+        spread = statistics.quantiles(rates[scheme], n=4)
         print(
-            f"{scheme}://: W1 {w1:,.0f} tasks/s (native / tunnel {native_w1 / w1:.2f}x), W3 p50 {w3 * 1000:.3f} ms "
-            f"({w3 / native_w3:.2f}x; quartiles {quartiles[0] * 1000:.3f}-{quartiles[2] * 1000:.3f} ms)"
+            f"{scheme}://: W1 {w1:,.0f} tasks/s (native / tunnel {native_w1 / w1:.2f}x; quartiles {spread[0]:,.0f}-"
+            f"{spread[2]:,.0f}), W3 p50 {w3 * 1000:.3f} ms ({w3 / native_w3:.2f}x; quartiles "
+            f"{quartiles[0] * 1000:.3f}-{quartiles[2] * 1000:.3f} ms)"
         )
 
 
