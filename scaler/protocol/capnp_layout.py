@@ -149,7 +149,7 @@ M_STRUCTS: dict[str, Struct] = {
     ),
     "HelloReply": (
         4,
-        5,
+        6,
         -1,
         (
             ("accepted", -1, "bool", 0, ""),
@@ -162,6 +162,7 @@ M_STRUCTS: dict[str, Struct] = {
             ("instanceId", -1, "data", 3, ""),
             ("resumeSeconds", -1, "float64", 3, ""),
             ("objectStorageServerKey", -1, "text", 4, ""),
+            ("tunnelAddress", -1, "text", 5, ""),
         ),
     ),
     "Heartbeat": (

@@ -81,6 +81,7 @@ _M_HELLO_REPLY__WORKER_COUNT = field_of("m", "HelloReply.workerCount")
 _M_HELLO_REPLY__INSTANCE_ID = field_of("m", "HelloReply.instanceId")
 _M_HELLO_REPLY__RESUME_SECONDS = field_of("m", "HelloReply.resumeSeconds")
 _M_HELLO_REPLY__OBJECT_STORAGE_SERVER_KEY = field_of("m", "HelloReply.objectStorageServerKey")
+_M_HELLO_REPLY__TUNNEL_ADDRESS = field_of("m", "HelloReply.tunnelAddress")
 _NEW_M_HELLO_REPLY = constructor(m.HelloReply)
 _M_HEARTBEAT__CPU_PERCENT = field_of("m", "Heartbeat.cpuPercent")
 _M_HEARTBEAT__RSS_BYTES = field_of("m", "Heartbeat.rssBytes")
@@ -713,6 +714,7 @@ def write_hello_reply(b: Any, v: m.HelloReply) -> None:
     b.instanceId = v.instance_id
     b.resumeSeconds = v.resume_seconds
     b.objectStorageServerKey = v.object_storage_server_key
+    b.tunnelAddress = v.tunnel_address
 
 
 def read_hello_reply(r: Any) -> m.HelloReply:
@@ -727,6 +729,7 @@ def read_hello_reply(r: Any) -> m.HelloReply:
         r._get_by_field(_M_HELLO_REPLY__INSTANCE_ID),
         r._get_by_field(_M_HELLO_REPLY__RESUME_SECONDS),
         r._get_by_field(_M_HELLO_REPLY__OBJECT_STORAGE_SERVER_KEY),
+        r._get_by_field(_M_HELLO_REPLY__TUNNEL_ADDRESS),
     )
 
 

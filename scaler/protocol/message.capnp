@@ -112,6 +112,8 @@ struct HelloReply {
   resumeSeconds @8 :Float64; # a client's: how long its work waits for it when it is away (0: not at all)
   objectStorageServerKey @9 :Text;  # an agent's to its processors: the CURVE public key (z85) of the server at
                             # objectStorageAddress when it is not the servers' own (the host's cache); empty: theirs
+  tunnelAddress @10 :Text;  # the scheduler's second way in (--tunnel-address, a tls://, ws:// or wss:// front), as
+                            # bound; a peer that came through it reaches the object storage through it too; empty: none
 }
 
 struct Heartbeat {

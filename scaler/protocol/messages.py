@@ -340,6 +340,9 @@ class HelloReply:
     #: an agent's to its processors: the CURVE public key (z85) of the server at objectStorageAddress when it is
     #: not the servers' own (the host's cache); empty: theirs
     object_storage_server_key: str = ""
+    #: the scheduler's second way in (--tunnel-address, a tls://, ws:// or wss:// front), as bound; a peer that
+    #: came through it reaches the object storage through it too; empty: none
+    tunnel_address: str = ""
 
 
 @dataclass(frozen=True, slots=True)
