@@ -28,17 +28,17 @@ from scaler.protocol.messages import (
     TaskResult,
     TaskReturn,
 )
-from scaler.scheduler.core.effects import DeleteObjects, Effect, Send
+from scaler.scheduler.core.core_state import CoreState
+from scaler.scheduler.core.effects import DeleteObjects, Send
+from scaler.scheduler.core.follow_ups import TaskStep, ToClient
 from scaler.scheduler.core.free_workers import FreeEntry, FreeWorkers
-from scaler.scheduler.core.graphs import GraphRecord, GraphRegistry, graph_problem
-from scaler.scheduler.core.jobs import JobTable
+from scaler.scheduler.core.graphs import GraphRecord, graph_problem
 from scaler.scheduler.core.memory_retry import bigger_place, not_retried, retried
-from scaler.scheduler.core.peers import ManagerRecord, WorkerRecord
+from scaler.scheduler.core.peers import WorkerRecord
 from scaler.scheduler.core.processor_links import ProcessorLink
 from scaler.scheduler.core.story_book import Words, cause_of
 from scaler.scheduler.core.task_record import Entry, TaskRecord, task_of
 from scaler.scheduler.core.task_state import Outcome, TaskEvent, TaskState, outcome
-from scaler.scheduler.core.task_table import TaskTable
 
 logger = logging.getLogger(__name__)
 
@@ -54,34 +54,22 @@ _DISPATCH_CAUSES: tuple[Words, ...] = tuple(("dispatch attempt {}", attempt) for
 
 
 class TaskLifecycle:
-    def __init__(
-        self,
-        tasks: TaskTable,
-        workers: dict[PeerID, WorkerRecord],
-        graphs: GraphRegistry,
-        effects: list[Effect],
-        max_task_retries: int,
-        max_tasks_waiting: int,
-        jobs: JobTable | None = None,
-        managers: dict[PeerID, ManagerRecord] | None = None,
-        answer: Callable[[PeerID, TaskResult | TaskCancelConfirm], None] | None = None,
-        processors: dict[PeerID, ProcessorLink] | None = None,
-    ) -> None:
+    def __init__(self, state: CoreState, max_task_retries: int, max_tasks_waiting: int) -> None:
+        tasks, workers = state.tasks, state.workers
         self._tasks = tasks
         #: the processors' links: every dispatched task is sent on one (`_assign`)
-        self._processors = processors if processors is not None else {}
-        #: how an answer reaches a client (`ClientSessions.answer`: sent, or held while the client is away); by
-        #: default a plain send
-        self._answer = answer if answer is not None else lambda peer, message: self._send(peer, message)
+        self._processors = state.processors
+        #: what should follow (`follow_ups.py`): an answer reaches a client through its session
+        self._state = state
         #: a job's tasks outlive their client, and their answers go to the job's followers (core/jobs.py)
-        self._jobs = jobs if jobs is not None else JobTable(0.0)
+        self._jobs = state.jobs
         self._workers = workers
         #: the connected managers: whether one declares workers bigger than one a task ran out of memory on
-        self._managers = managers if managers is not None else {}
+        self._managers = state.managers
         #: the workers with a free slot, least loaded first (free_workers.py)
         self._free = FreeWorkers(workers)
-        self._graphs = graphs
-        self._effects = effects
+        self._graphs = state.graphs
+        self._effects = state.effects
         self._max_task_retries = max_task_retries
         self._max_tasks_waiting = max_tasks_waiting
         #: each client's "submitted by" cause, one tuple for all its tasks' stories (a tuple per task was 56 bytes of
@@ -568,6 +556,19 @@ class TaskLifecycle:
         self, peer: PeerID, message: Task | TaskResult | TaskCancel | TaskCancelConfirm | TaskReturn | ProcessorKill
     ) -> None:
         self._effects.append(Send(peer, message))
+
+    def _answer(self, peer: PeerID, message: TaskResult | TaskCancelConfirm) -> None:
+        """An answer for a client, through its session (sent, or held while it is away: client_sessions.py)."""
+        self._state.emit(ToClient(peer, message))
+
+    def step(self, step: TaskStep) -> None:
+        """A lifecycle event another registry asks for (`follow_ups.TaskStep`), with only the details it gives."""
+        if step.result is not None:
+            self.apply(step.task_id, step.event, result=step.result)
+        elif step.reason:
+            self.apply(step.task_id, step.event, reason=step.reason)
+        else:
+            self.apply(step.task_id, step.event)
 
 
 _T = TypeVar("_T")
